@@ -1,0 +1,3 @@
+from mesoslike.cli import main
+
+main()

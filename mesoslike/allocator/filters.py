@@ -1,0 +1,115 @@
+"""Decline filters: "don't offer me this agent again for N seconds".
+
+A filter belongs to a framework (and so to its role) and an agent, and blocks
+a later offer only if that offer is *contained* in what was refused: an agent
+that now has more to give is offered again. Filters expire on their own; a
+heap of expiry times makes the sweep O(expired · log n).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+
+from mesoslike.resources import Resources
+
+__all__ = ["FilterStore", "MAX_REFUSE_SECONDS"]
+
+#: refuse_seconds above this are capped (Mesos caps filters at 365 days)
+MAX_REFUSE_SECONDS = 365 * 24 * 3600.0
+
+
+class _Filter:
+    __slots__ = ("refused", "expires_at")
+
+    def __init__(self, refused: Resources, expires_at: float) -> None:
+        self.refused = refused
+        self.expires_at = expires_at
+
+
+class FilterStore:
+    """Filters indexed by agent then framework, and by framework."""
+
+    def __init__(self) -> None:
+        self._by_agent: dict[str, dict[str, list[_Filter]]] = {}
+        self._agents_of: dict[str, set[str]] = {}
+        self._expiry: list[tuple[float, int, str, str, _Filter]] = []
+        self._seq = itertools.count()
+        self._count = 0
+
+    def add(self, framework_id: str, agent_id: str, refused: Resources, expires_at: float) -> None:
+        flt = _Filter(refused, expires_at)
+        self._by_agent.setdefault(agent_id, {}).setdefault(framework_id, []).append(flt)
+        self._agents_of.setdefault(framework_id, set()).add(agent_id)
+        heapq.heappush(self._expiry, (expires_at, next(self._seq), framework_id, agent_id, flt))
+        self._count += 1
+
+    def blocks(self, framework_id: str, agent_id: str, offer: Resources, now: float) -> bool:
+        """True if an unexpired filter of the framework on the agent refused
+        a superset of ``offer``."""
+        on_agent = self._by_agent.get(agent_id)
+        if not on_agent:
+            return False
+        filters = on_agent.get(framework_id)
+        if not filters:
+            return False
+        for flt in filters:
+            if flt.expires_at > now and flt.refused.contains(offer):
+                return True
+        return False
+
+    def expire(self, now: float) -> None:
+        """Drop every filter whose time has come."""
+        heap = self._expiry
+        while heap and heap[0][0] <= now:
+            _, _, framework_id, agent_id, flt = heapq.heappop(heap)
+            self._discard(framework_id, agent_id, flt)
+
+    def next_expiry(self) -> float | None:
+        return self._expiry[0][0] if self._expiry else None
+
+    def _discard(self, framework_id: str, agent_id: str, flt: _Filter) -> None:
+        on_agent = self._by_agent.get(agent_id)
+        filters = on_agent.get(framework_id) if on_agent else None
+        if not filters or flt not in filters:
+            return  # already cleared by revive or removal
+        filters.remove(flt)
+        self._count -= 1
+        if not filters:
+            del on_agent[framework_id]
+            if not on_agent:
+                del self._by_agent[agent_id]
+            agents = self._agents_of[framework_id]
+            agents.discard(agent_id)
+            if not agents:
+                del self._agents_of[framework_id]
+
+    def clear_framework(self, framework_id: str) -> int:
+        """Remove all of a framework's filters (revive, removal); returns how many."""
+        removed = 0
+        for agent_id in self._agents_of.pop(framework_id, ()):
+            on_agent = self._by_agent[agent_id]
+            removed += len(on_agent.pop(framework_id))
+            if not on_agent:
+                del self._by_agent[agent_id]
+        self._count -= removed
+        return removed
+
+    def clear_agent(self, agent_id: str) -> None:
+        for framework_id, filters in self._by_agent.pop(agent_id, {}).items():
+            self._count -= len(filters)
+            agents = self._agents_of[framework_id]
+            agents.discard(agent_id)
+            if not agents:
+                del self._agents_of[framework_id]
+
+    def __len__(self) -> int:
+        return self._count
+
+    def snapshot(self) -> dict[str, dict[str, list[tuple[str, float]]]]:
+        """``{framework: {agent: [(refused, expires_at), ...]}}``."""
+        out: dict[str, dict[str, list[tuple[str, float]]]] = {}
+        for agent_id in sorted(self._by_agent):
+            for framework_id, filters in sorted(self._by_agent[agent_id].items()):
+                out.setdefault(framework_id, {})[agent_id] = [(str(f.refused), f.expires_at) for f in filters]
+        return out

@@ -1,0 +1,138 @@
+"""The sorter interface and its registry (Mesos's allocator/sorter split).
+
+A sorter orders *clients* — roles, or the frameworks inside one role — for
+allocation. The allocator asks it for an order and reports every allocation
+and deallocation; the policy lives entirely behind this small interface, so a
+new policy is a new sorter, not a new allocator.
+
+Client names are paths. A *hierarchical* sorter treats ``"eng/prod"`` as the
+child ``prod`` of ``eng`` and orders siblings level by level (a role's weight
+applies to its whole subtree); a flat sorter treats names as opaque.
+"""
+
+from __future__ import annotations
+
+import abc
+import random
+from typing import Callable, Iterator
+
+from mesoslike.resources import Resources
+
+__all__ = ["Sorter", "SorterFactory", "register_sorter", "make_sorter", "sorter_names"]
+
+
+class Sorter(abc.ABC):
+    """Orders clients for allocation.
+
+    Contract (checked by ``tests/test_sorter_contract.py`` for every
+    registered sorter):
+
+    - ``iter_sorted()`` yields every *active* client exactly once and no
+      inactive one; the sorter must not be mutated while the iterator is in
+      use (stop iterating, mutate, ask again).
+    - ``allocated``/``unallocated`` keep ``allocation(client)`` exact;
+      allocations of inactive clients still count.
+    - ``share(client)`` is the client's dominant share divided by its weight:
+      max over scalar kinds of allocated/total.
+    - The order is deterministic for a given history (random sorters take a
+      seeded ``random.Random``).
+    """
+
+    #: registry name of the policy, e.g. "drf"
+    policy: str = ""
+
+    @abc.abstractmethod
+    def add_client(self, client: str) -> None:
+        """Add an (active) client. Adding a known client raises ``ValueError``."""
+
+    @abc.abstractmethod
+    def remove_client(self, client: str) -> None:
+        """Remove a client and forget its allocation."""
+
+    @abc.abstractmethod
+    def activate(self, client: str) -> None:
+        """Include the client in the order again."""
+
+    @abc.abstractmethod
+    def deactivate(self, client: str) -> None:
+        """Leave the client out of the order; its allocation still counts."""
+
+    @abc.abstractmethod
+    def update_weight(self, path: str, weight: float) -> None:
+        """Set the weight of a path (kept even before a client uses it)."""
+
+    @abc.abstractmethod
+    def allocated(self, client: str, resources: Resources) -> None:
+        """Record that ``resources`` were allocated to the client."""
+
+    @abc.abstractmethod
+    def unallocated(self, client: str, resources: Resources) -> None:
+        """Record that ``resources`` came back from the client."""
+
+    @abc.abstractmethod
+    def add_total(self, resources: Resources) -> None:
+        """Grow the pool that shares are measured against (agent added)."""
+
+    @abc.abstractmethod
+    def remove_total(self, resources: Resources) -> None:
+        """Shrink the pool (agent removed)."""
+
+    @abc.abstractmethod
+    def iter_sorted(self) -> Iterator[str]:
+        """Active clients, the one to allocate to first coming first."""
+
+    @abc.abstractmethod
+    def share(self, client: str) -> float:
+        """Weighted dominant share of a client, or of an inner path of a
+        hierarchical sorter (its whole subtree)."""
+
+    @abc.abstractmethod
+    def allocation(self, client: str) -> Resources:
+        """Scalar resources currently allocated to the client."""
+
+    @abc.abstractmethod
+    def clients(self) -> list[str]:
+        """Every client, active or not, in name order."""
+
+    @abc.abstractmethod
+    def fresh(self, hierarchical: bool | None = None) -> Sorter:
+        """A new, empty sorter of the same policy and configuration
+        (``hierarchical`` overrides whether names are role paths)."""
+
+    def sort(self) -> list[str]:
+        """``list(iter_sorted())``."""
+        return list(self.iter_sorted())
+
+    def __contains__(self, client: str) -> bool:
+        return client in self.clients()
+
+
+#: builds a sorter; ``hierarchical`` says if names are role paths
+SorterFactory = Callable[..., Sorter]
+
+_REGISTRY: dict[str, SorterFactory] = {}
+
+
+def register_sorter(name: str, factory: SorterFactory) -> None:
+    """Make a policy available by name to ``HierarchicalAllocator(sorter=name)``.
+
+    ``factory(hierarchical: bool, rng: random.Random) -> Sorter``.
+    """
+    if not name or not isinstance(name, str):
+        raise ValueError(f"sorter name must be a non-empty string, got {name!r}")
+    _REGISTRY[name] = factory
+
+
+def sorter_names() -> list[str]:
+    """Names of the registered policies."""
+    return sorted(_REGISTRY)
+
+
+def make_sorter(name: str, *, hierarchical: bool = True, rng: random.Random | None = None) -> Sorter:
+    """Build a registered sorter by name; an unknown name raises ``ValueError``
+    listing the known ones."""
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown sorter {name!r}; known: {', '.join(sorter_names())}") from None
+    return factory(hierarchical=hierarchical, rng=rng if rng is not None else random.Random(0))

@@ -1,0 +1,56 @@
+"""Clocks injected into the core, so that the core never reads the time itself.
+
+The core only ever asks ``clock.now()`` for a monotonic number of seconds.
+Production code passes :class:`SystemClock`; tests pass :class:`FakeClock` and
+move time by hand, which makes timeouts and filters deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Anything with ``now() -> float``: monotonic seconds from an arbitrary
+    origin. Only differences between two readings are meaningful."""
+
+    def now(self) -> float: ...
+
+
+class SystemClock:
+    """The real monotonic clock (``time.monotonic``)."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def __repr__(self) -> str:
+        return "SystemClock()"
+
+
+class FakeClock:
+    """A clock that only moves when told to.
+
+    >>> clock = FakeClock()
+    >>> clock.advance(5.0)
+    >>> clock.now()
+    5.0
+    """
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = float(start)
+
+    def now(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward. Moving backwards would break monotonicity, so a
+        negative or non-finite step raises ``ValueError``."""
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"FakeClock.advance needs a finite step >= 0, got {seconds!r}")
+        self._now += seconds
+
+    def __repr__(self) -> str:
+        return f"FakeClock(now={self._now!r})"

@@ -1,0 +1,404 @@
+"""Immutable resource vectors: named scalars (cpus, mem, disk, gpus, ...) and
+named sets of integer ranges (ports).
+
+Syntax (the same one ``str()`` gives back)::
+
+    cpus:4;mem:8192;disk:10240;ports:[31000-32000,33000-33010]
+
+Scalars are fixed-point with three decimals, as in Mesos: every quantity is
+rounded to the nearest 0.001 when it enters, and arithmetic is exact on those
+thousandths, so sums and differences never drift (``0.1 + 0.2 == 0.3`` here).
+That rounding is the float tolerance: quantities closer than 0.0005 are equal.
+
+A zero quantity is the same as an absent one. Negative, NaN or infinite
+quantities, malformed strings, and reversed or overlapping-nonsense ranges
+raise :class:`~mesoslike.errors.ResourcesError`. Subtraction is strict: ``a -
+b`` raises unless ``a.contains(b)``; :meth:`Resources.subtract_clamped` is the
+saturating variant.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Iterable, Mapping
+
+from mesoslike.errors import ResourcesError
+
+__all__ = ["Resources", "ResourcesError", "Range"]
+
+Range = tuple[int, int]  # inclusive bounds
+
+_SCALE = 1000  # thousandths
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
+_RANGE = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*\Z")
+_CANONICAL_ORDER = {"cpus": 0, "gpus": 1, "mem": 2, "disk": 3}
+
+
+def _to_millis(name: str, value: float) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ResourcesError(f"quantity of {name!r} must be a number, got {value!r}")
+    if math.isnan(value) or math.isinf(value):
+        raise ResourcesError(f"quantity of {name!r} must be finite, got {value!r}")
+    if value < 0:
+        raise ResourcesError(f"quantity of {name!r} must be >= 0, got {value!r}")
+    return int(round(value * _SCALE))
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ResourcesError(
+            f"bad resource name {name!r}: use letters, digits, '_', '-', '.' "
+            "and start with a letter or '_'"
+        )
+    return name
+
+
+def _normalize_ranges(name: str, ranges: Iterable[Range]) -> tuple[Range, ...]:
+    """Sort and merge (overlapping or adjacent) inclusive ranges."""
+    items = []
+    for item in ranges:
+        try:
+            lo, hi = item
+        except (TypeError, ValueError):
+            raise ResourcesError(f"range of {name!r} must be a (low, high) pair, got {item!r}") from None
+        if isinstance(lo, bool) or isinstance(hi, bool) or not isinstance(lo, int) or not isinstance(hi, int):
+            raise ResourcesError(f"range bounds of {name!r} must be integers, got {item!r}")
+        if lo < 0 or hi < lo:
+            raise ResourcesError(f"bad range {lo}-{hi} for {name!r}: need 0 <= low <= high")
+        items.append((lo, hi))
+    items.sort()
+    merged: list[list[int]] = []
+    for lo, hi in items:
+        if merged and lo <= merged[-1][1] + 1:
+            if hi > merged[-1][1]:
+                merged[-1][1] = hi
+        else:
+            merged.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in merged)
+
+
+def _ranges_contain(outer: tuple[Range, ...], inner: tuple[Range, ...]) -> bool:
+    i = 0
+    for lo, hi in inner:
+        while i < len(outer) and outer[i][1] < lo:
+            i += 1
+        if i == len(outer) or outer[i][0] > lo or outer[i][1] < hi:
+            return False
+    return True
+
+
+def _ranges_subtract(outer: tuple[Range, ...], inner: tuple[Range, ...]) -> tuple[Range, ...]:
+    """outer minus inner (inner need not be contained)."""
+    result: list[Range] = []
+    for lo, hi in outer:
+        cur = lo
+        for ilo, ihi in inner:
+            if ihi < cur or ilo > hi:
+                continue
+            if ilo > cur:
+                result.append((cur, ilo - 1))
+            cur = max(cur, ihi + 1)
+            if cur > hi:
+                break
+        if cur <= hi:
+            result.append((cur, hi))
+    return tuple(result)
+
+
+def _ranges_intersect(a: tuple[Range, ...], b: tuple[Range, ...]) -> tuple[Range, ...]:
+    result: list[Range] = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        lo = max(a[i][0], b[j][0])
+        hi = min(a[i][1], b[j][1])
+        if lo <= hi:
+            result.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tuple(result)
+
+
+def _format_millis(millis: int) -> str:
+    whole, frac = divmod(millis, _SCALE)
+    if frac == 0:
+        return str(whole)
+    return f"{whole}.{frac:03d}".rstrip("0")
+
+
+class Resources:
+    """An immutable vector of resources.
+
+    Build one with :meth:`parse`, with keyword scalars, or from mappings::
+
+        Resources.parse("cpus:4;mem:8192;ports:[31000-32000]")
+        Resources(cpus=4, mem=8192)
+        Resources({"cpus": 4}, ranges={"ports": [(31000, 32000)]})
+
+    Operations cost O(k) in the number of named kinds (plus the number of
+    ranges for range kinds). Instances are hashable and compare by value.
+    """
+
+    __slots__ = ("_millis", "_ranges", "_hash")
+
+    _millis: dict[str, int]
+    _ranges: dict[str, tuple[Range, ...]]
+
+    def __init__(
+        self,
+        scalars: Mapping[str, float] | None = None,
+        ranges: Mapping[str, Iterable[Range]] | None = None,
+        **kw_scalars: float,
+    ) -> None:
+        millis: dict[str, int] = {}
+        for source in (scalars or {}, kw_scalars):
+            for name, value in source.items():
+                amount = _to_millis(_check_name(name), value)
+                if amount:
+                    millis[name] = millis.get(name, 0) + amount
+        norm: dict[str, tuple[Range, ...]] = {}
+        for name, rs in (ranges or {}).items():
+            _check_name(name)
+            if name in millis:
+                raise ResourcesError(f"{name!r} cannot be both a scalar and a range")
+            merged = _normalize_ranges(name, rs)
+            if merged:
+                norm[name] = merged
+        self._millis = millis
+        self._ranges = norm
+        self._hash = None
+
+    @classmethod
+    def _make(cls, millis: dict[str, int], ranges: dict[str, tuple[Range, ...]]) -> Resources:
+        """Trusted constructor: no validation, takes ownership of the dicts."""
+        self = object.__new__(cls)
+        self._millis = millis
+        self._ranges = ranges
+        self._hash = None
+        return self
+
+    # ------------------------------------------------------------------ parsing
+    @classmethod
+    def parse(cls, text: str) -> Resources:
+        """Parse ``"name:value;name:[lo-hi,lo-hi];..."``.
+
+        Repeated scalar names add up; repeated range names merge. An empty
+        string is the empty vector. Raises ``ResourcesError`` with the bad
+        part quoted.
+        """
+        if not isinstance(text, str):
+            raise ResourcesError(f"resources must be a string, got {type(text).__name__}")
+        scalars: dict[str, int] = {}
+        ranges: dict[str, list[Range]] = {}
+        for part in text.split(";"):
+            part = part.strip()
+            if not part:
+                continue
+            name, sep, value = part.partition(":")
+            name, value = name.strip(), value.strip()
+            if not sep or not value:
+                raise ResourcesError(f"bad resource {part!r} in {text!r}: expected name:value")
+            _check_name(name)
+            if value.startswith("["):
+                if not value.endswith("]"):
+                    raise ResourcesError(f"bad ranges {value!r} for {name!r}: expected [lo-hi,...]")
+                if name in scalars:
+                    raise ResourcesError(f"{name!r} cannot be both a scalar and a range in {text!r}")
+                ranges.setdefault(name, []).extend(cls._parse_ranges(name, value[1:-1]))
+            else:
+                if name in ranges:
+                    raise ResourcesError(f"{name!r} cannot be both a scalar and a range in {text!r}")
+                try:
+                    number = float(value)
+                except ValueError:
+                    raise ResourcesError(f"bad quantity {value!r} for {name!r} in {text!r}") from None
+                scalars[name] = scalars.get(name, 0) + _to_millis(name, number)
+        millis = {k: v for k, v in scalars.items() if v}
+        norm = {}
+        for name, rs in ranges.items():
+            merged = _normalize_ranges(name, rs)
+            if merged:
+                norm[name] = merged
+        return cls._make(millis, norm)
+
+    @staticmethod
+    def _parse_ranges(name: str, body: str) -> list[Range]:
+        out: list[Range] = []
+        if not body.strip():
+            return out
+        for chunk in body.split(","):
+            match = _RANGE.match(chunk)
+            if not match:
+                raise ResourcesError(f"bad range {chunk.strip()!r} for {name!r}: expected lo-hi")
+            out.append((int(match.group(1)), int(match.group(2))))
+        return out
+
+    # ------------------------------------------------------------------ access
+    def get(self, name: str, default: float = 0.0) -> float:
+        """The quantity of ``name``: a scalar's value, or the number of values
+        in a range kind (``ports:[1-10]`` gives 10.0). ``default`` if absent."""
+        millis = self._millis.get(name)
+        if millis is not None:
+            return millis / _SCALE
+        rs = self._ranges.get(name)
+        if rs is not None:
+            return float(sum(hi - lo + 1 for lo, hi in rs))
+        return default
+
+    def ranges(self, name: str) -> tuple[Range, ...]:
+        """The merged, sorted inclusive ranges of ``name`` (empty if absent)."""
+        return self._ranges.get(name, ())
+
+    def scalars(self) -> dict[str, float]:
+        """A fresh dict of the scalar quantities."""
+        return {k: v / _SCALE for k, v in self._millis.items()}
+
+    def names(self) -> list[str]:
+        """All kinds present, in canonical order."""
+        return sorted(self._millis, key=_sort_key) + sorted(self._ranges)
+
+    def is_empty(self) -> bool:
+        return not self._millis and not self._ranges
+
+    def __bool__(self) -> bool:
+        return bool(self._millis) or bool(self._ranges)
+
+    # ------------------------------------------------------------- arithmetic
+    def __add__(self, other: Resources) -> Resources:
+        if not isinstance(other, Resources):
+            return NotImplemented
+        if not other._millis and not other._ranges:
+            return self
+        if not self._millis and not self._ranges:
+            return other
+        millis = dict(self._millis)
+        for name, amount in other._millis.items():
+            millis[name] = millis.get(name, 0) + amount
+        ranges = self._ranges
+        if other._ranges:
+            ranges = dict(ranges)
+            for name, rs in other._ranges.items():
+                mine = ranges.get(name)
+                ranges[name] = _normalize_ranges(name, mine + rs) if mine else rs
+        self._check_kinds(millis, ranges)
+        return Resources._make(millis, ranges)
+
+    def __sub__(self, other: Resources) -> Resources:
+        """Strict subtraction: raises ``ResourcesError`` unless ``self.contains(other)``."""
+        if not isinstance(other, Resources):
+            return NotImplemented
+        if not self.contains(other):
+            raise ResourcesError(f"cannot subtract {other} from {self}: not contained")
+        return self.subtract_clamped(other)
+
+    def subtract_clamped(self, other: Resources) -> Resources:
+        """Saturating subtraction: each quantity goes down to zero at most."""
+        millis = dict(self._millis)
+        for name, amount in other._millis.items():
+            mine = millis.get(name)
+            if mine is not None:
+                left = mine - amount
+                if left > 0:
+                    millis[name] = left
+                else:
+                    del millis[name]
+        ranges = self._ranges
+        if other._ranges and ranges:
+            ranges = dict(ranges)
+            for name, rs in other._ranges.items():
+                mine = ranges.get(name)
+                if mine:
+                    left = _ranges_subtract(mine, rs)
+                    if left:
+                        ranges[name] = left
+                    else:
+                        del ranges[name]
+        return Resources._make(millis, ranges)
+
+    def contains(self, other: Resources) -> bool:
+        """True if every quantity of ``other`` fits in ``self`` (scalars by
+        value, ranges by set inclusion)."""
+        mine = self._millis
+        for name, amount in other._millis.items():
+            if mine.get(name, 0) < amount:
+                return False
+        if other._ranges:
+            for name, rs in other._ranges.items():
+                if not _ranges_contain(self._ranges.get(name, ()), rs):
+                    return False
+        return True
+
+    def minimum(self, other: Resources) -> Resources:
+        """Component-wise minimum (the intersection of the two vectors)."""
+        millis = {}
+        for name, amount in self._millis.items():
+            theirs = other._millis.get(name)
+            if theirs:
+                millis[name] = amount if amount < theirs else theirs
+        ranges = {}
+        for name, rs in self._ranges.items():
+            theirs = other._ranges.get(name)
+            if theirs:
+                both = _ranges_intersect(rs, theirs)
+                if both:
+                    ranges[name] = both
+        return Resources._make(millis, ranges)
+
+    def only(self, names: Iterable[str]) -> Resources:
+        """The sub-vector of the given kinds."""
+        wanted = set(names)
+        return Resources._make(
+            {k: v for k, v in self._millis.items() if k in wanted},
+            {k: v for k, v in self._ranges.items() if k in wanted},
+        )
+
+    def scale(self, factor: float) -> Resources:
+        """Scalars multiplied by ``factor`` (>= 0); ranges dropped."""
+        if not math.isfinite(factor) or factor < 0:
+            raise ResourcesError(f"scale factor must be finite and >= 0, got {factor!r}")
+        millis = {}
+        for name, amount in self._millis.items():
+            scaled = int(round(amount * factor))
+            if scaled:
+                millis[name] = scaled
+        return Resources._make(millis, {})
+
+    @staticmethod
+    def _check_kinds(millis: Mapping[str, int], ranges: Mapping[str, object]) -> None:
+        if ranges and millis:
+            clash = set(millis) & set(ranges)
+            if clash:
+                raise ResourcesError(f"{sorted(clash)} cannot be both scalars and ranges")
+
+    # --------------------------------------------------------------- identity
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Resources):
+            return NotImplemented
+        return self._millis == other._millis and self._ranges == other._ranges
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash((frozenset(self._millis.items()), frozenset(self._ranges.items())))
+        return self._hash
+
+    def __str__(self) -> str:
+        parts = [f"{name}:{_format_millis(self._millis[name])}" for name in sorted(self._millis, key=_sort_key)]
+        for name in sorted(self._ranges):
+            body = ",".join(f"{lo}-{hi}" for lo, hi in self._ranges[name])
+            parts.append(f"{name}:[{body}]")
+        return ";".join(parts)
+
+    def __repr__(self) -> str:
+        return f"Resources.parse({str(self)!r})"
+
+    def __reduce__(self):
+        return (Resources.parse, (str(self),))
+
+
+def _sort_key(name: str) -> tuple[int, str]:
+    return (_CANONICAL_ORDER.get(name, len(_CANONICAL_ORDER)), name)
+
+
+EMPTY = Resources()
