@@ -7,3 +7,7 @@ then the wire codec, the edges (ZeroMQ, ZooKeeper), the runtimes and the CLI.
 
 __version__ = "0.1.0"
 
+from mesoslike.errors import MesoslikeError, ResourcesError  # noqa: E402
+from mesoslike.resources import Resources  # noqa: E402
+
+__all__ = ["__version__", "MesoslikeError", "Resources", "ResourcesError"]

@@ -1,0 +1,139 @@
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mesoslike import MesoslikeError
+from mesoslike.resources import Resources, ResourcesError
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_parse_and_str_round_trip():
+    text = "cpus:4;mem:8192;disk:10240;ports:[31000-32000]"
+    r = Resources.parse(text)
+    assert str(r) == text
+    assert Resources.parse(str(r)) == r
+    assert r.get("cpus") == 4.0
+    assert r.get("ports") == 1001.0
+    assert r.ranges("ports") == ((31000, 32000),)
+    assert r.get("gpus") == 0.0
+
+
+def test_parse_merges_repeats_ranges_and_whitespace():
+    r = Resources.parse(" cpus : 1 ; cpus:0.5;ports:[10-20, 21-30];ports:[40-41] ")
+    assert r.get("cpus") == 1.5
+    assert r.ranges("ports") == ((10, 30), (40, 41))
+    assert str(r) == "cpus:1.5;ports:[10-30,40-41]"
+
+
+def test_fixed_point_arithmetic_never_drifts():
+    tenth = Resources.parse("cpus:0.1")
+    total = Resources()
+    for _ in range(10):
+        total = total + tenth
+    assert total == Resources.parse("cpus:1")
+    assert Resources.parse("cpus:0.1") + Resources.parse("cpus:0.2") == Resources.parse("cpus:0.3")
+    # quantities closer than half a thousandth are equal
+    assert Resources(cpus=1.0001) == Resources(cpus=1)
+
+
+def test_add_subtract_contains():
+    a = Resources.parse("cpus:4;mem:8192;ports:[31000-32000]")
+    b = Resources.parse("cpus:1;mem:1024;ports:[31000-31009]")
+    assert a.contains(b)
+    assert not b.contains(a)
+    assert (a - b) + b == a
+    assert (a - b).ranges("ports") == ((31010, 32000),)
+    assert not a.contains(Resources.parse("gpus:1"))
+    assert not a.contains(Resources.parse("ports:[30999-31000]"))
+
+
+def test_subtraction_is_strict_and_clamped_variant_saturates():
+    a = Resources.parse("cpus:1;mem:10")
+    with pytest.raises(ResourcesError, match="not contained"):
+        a - Resources.parse("cpus:2")
+    assert a.subtract_clamped(Resources.parse("cpus:2;gpus:1")) == Resources.parse("mem:10")
+
+
+def test_zero_is_absent_and_empty_is_falsy():
+    assert Resources.parse("cpus:0;mem:1") == Resources.parse("mem:1")
+    assert not Resources()
+    assert Resources.parse("") == Resources()
+    assert (Resources.parse("cpus:1") - Resources.parse("cpus:1")).is_empty()
+
+
+def test_minimum_and_only():
+    a = Resources.parse("cpus:4;mem:100;ports:[1-10]")
+    b = Resources.parse("cpus:2;mem:200;ports:[5-20];gpus:1")
+    assert a.minimum(b) == Resources.parse("cpus:2;mem:100;ports:[5-10]")
+    assert a.only(["cpus"]) == Resources.parse("cpus:4")
+
+
+def test_immutable_hashable_and_keyword_construction():
+    r = Resources(cpus=1, mem=128)
+    assert r == Resources.parse("cpus:1;mem:128")
+    assert {r: 1}[Resources.parse("mem:128;cpus:1")] == 1
+    with pytest.raises(AttributeError):
+        r.foo = 1
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("cpus:-1", "must be >= 0"),
+        ("cpus:nan", "finite"),
+        ("cpus:inf", "finite"),
+        ("cpus:abc", "bad quantity"),
+        ("cpus", "expected name:value"),
+        ("cpus:", "expected name:value"),
+        ("1cpus:1", "bad resource name"),
+        ("ports:[10-5]", "bad range"),
+        ("ports:[10-20", "expected [lo-hi"),
+        ("ports:[a-b]", "bad range"),
+        ("ports:[1-2];ports:3", "both a scalar and a range"),
+    ],
+)
+def test_bad_strings_raise_a_clear_error(text, fragment):
+    with pytest.raises(ResourcesError, match=fragment.replace("[", r"\[")) as info:
+        Resources.parse(text)
+    assert isinstance(info.value, MesoslikeError)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("value", [-1, math.nan, math.inf, "1", True])
+def test_bad_values_in_constructor(value):
+    with pytest.raises(ResourcesError):
+        Resources(cpus=value)
+
+
+quantities = st.integers(min_value=0, max_value=10**7).map(lambda m: m / 1000)
+
+
+def vectors(port_base):
+    return st.builds(
+        lambda c, m, g, lo, n: Resources({"cpus": c, "mem": m, "gpus": g},
+                                         ranges={"ports": [(lo, lo + n)]} if n else None),
+        quantities, quantities, quantities, st.integers(port_base, port_base + 1000), st.integers(0, 50),
+    )
+
+
+def test_ranges_are_sets_so_overlapping_addition_is_a_union():
+    a = Resources.parse("ports:[1-10]")
+    assert a + a == a
+
+
+# ranges are sets, not multisets: the algebra below holds for disjoint ranges
+@given(vectors(1000), vectors(5000))
+def test_properties_of_arithmetic(a, b):
+    assert Resources.parse(str(a)) == a
+    assert (a + b).contains(a) and (a + b).contains(b)
+    assert (a + b) - b == a
+    assert a + b == b + a
+    assert a.contains(a.minimum(b)) and b.contains(a.minimum(b))
+    if a.contains(b):
+        assert (a - b) + b == a
+    else:
+        with pytest.raises(ResourcesError):
+            a - b
