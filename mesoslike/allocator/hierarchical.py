@@ -378,7 +378,7 @@ class HierarchicalAllocator:
         """Keep the sorters' active sets equal to "active and not suppressed",
         with a per-role count so a role leaves the order with its last one."""
         eligible = framework.active and not framework.suppressed
-        if eligible == framework.id in self._eligible:
+        if eligible == (framework.id in self._eligible):
             return
         role = framework.role
         if eligible:
