@@ -179,6 +179,7 @@ class HierarchicalAllocator:
         self._pending_all = False
         self._pending: set[str] = set()
         self._eligible: set[str] = set()              # frameworks active and not suppressed
+        self._min_overrides: dict[tuple[Resources, ...], int] = {}  # distinct per-framework minimums
         self._role_eligible: dict[str, int] = {}
         self._next_batch = clock.now()
         self._counters = dict(cycles=0, offers_made=0, offers_filtered=0, offers_declined=0,
@@ -308,6 +309,8 @@ class HierarchicalAllocator:
         validate_role(role)
         mins = parse_min_allocatable(min_allocatable) if min_allocatable is not None else None
         framework = _Framework(framework_id, role, mins)
+        if mins is not None:
+            self._min_overrides[mins] = self._min_overrides.get(mins, 0) + 1
         framework.active = active
         framework.suppressed = suppressed
         sorter = self._role_frameworks.get(role)
@@ -339,6 +342,10 @@ class HierarchicalAllocator:
         sorter = self._role_frameworks[framework.role]
         sorter.remove_client(framework_id)
         del self._frameworks[framework_id]
+        if framework.min_allocatable is not None:
+            self._min_overrides[framework.min_allocatable] -= 1
+            if not self._min_overrides[framework.min_allocatable]:
+                del self._min_overrides[framework.min_allocatable]
         if not len(sorter):
             del self._role_frameworks[framework.role]
             del self._role_eligible[framework.role]
@@ -646,7 +653,7 @@ class HierarchicalAllocator:
             caps = self._caps(role)
             for kind, amount in owed.items():
                 caps[kind] = min(caps.get(kind, amount), amount)
-            for framework_id in self._role_frameworks[role].sort():
+            for framework_id in self._role_frameworks[role].iter_sorted():
                 framework = self._frameworks[framework_id]
                 offer = self._offerable(agent, framework, caps)
                 if offer is None or not any(offer._millis.get(k) for k in owed):
@@ -655,13 +662,13 @@ class HierarchicalAllocator:
                     self._counters["offers_filtered"] += 1
                     continue
                 self._grant(framework, agent, offer, grants)
-                break
+                break  # the sorter changed: never resume its iterator
 
     def _allocate_agent(self, agent: _Agent, now: float, grants: dict) -> None:
         """Stage 2: the agent's available resources go to the first framework
         in sorted order that can take them and has not filtered them."""
         served: set[str] = set()
-        while agent.available:
+        while agent.available and self._allocatable_for_anyone(agent.available):
             granted = None
             for role in self._role_sorter.iter_sorted():
                 caps = self._caps(role)
@@ -703,6 +710,14 @@ class HierarchicalAllocator:
                     caps[kind] = room
         return caps
 
+    def _allocatable_for_anyone(self, available: Resources) -> bool:
+        """Cheap pre-check: could any framework's minimum be met at all?
+        Saves walking every framework for an agent left with crumbs."""
+        for mins in (self.min_allocatable, *self._min_overrides):
+            if not mins or any(available.contains(m) for m in mins):
+                return True
+        return False
+
     def _offerable(self, agent: _Agent, framework: _Framework, caps: Millis | None) -> Resources | None:
         """What ``framework`` may be offered on ``agent`` now, or None if
         that is below its minimum allocatable resources."""
@@ -710,9 +725,12 @@ class HierarchicalAllocator:
         if not offer:
             return None
         mins = framework.min_allocatable if framework.min_allocatable is not None else self.min_allocatable
-        if mins and not any(offer.contains(m) for m in mins):
-            return None
-        return offer
+        if not mins:
+            return offer
+        for minimum in mins:
+            if offer.contains(minimum):
+                return offer
+        return None
 
     def _grant(self, framework: _Framework, agent: _Agent, resources: Resources, grants: dict) -> None:
         self._hold(framework, agent, resources)
@@ -734,7 +752,8 @@ class HierarchicalAllocator:
     # ============================================================ bookkeeping
     def _hold(self, framework: _Framework, agent: _Agent, resources: Resources) -> None:
         """Move resources from the agent's available pool to the framework."""
-        agent.available = agent.available - resources
+        # the usual coarse-grained case hands out everything: skip the arithmetic
+        agent.available = EMPTY if resources is agent.available else agent.available - resources
         held = agent.held.get(framework.id)
         agent.held[framework.id] = held + resources if held is not None else resources
         self._role_sorter.allocated(framework.role, resources)
