@@ -620,7 +620,7 @@ class VectorSchedulable:
             object.__setattr__(self, "max_share", dict(self.max_share))
         # Building the single-resource views validates every field.
         Schedulable(self.name, self.weight, active=self.active)
-        for kind in set(self.min_share) | set(self.max_share or {}):
+        for kind in sorted(set(self.min_share) | set(self.max_share or {})):
             self.for_kind(kind)
 
     def for_kind(self, kind: str) -> Schedulable:
@@ -645,7 +645,8 @@ def compute_fair_share_vectors(
     >>> result = compute_fair_share_vectors(
     ...     {"cpus": 8, "mem": 64},
     ...     [VectorSchedulable("web", max_share={"cpus": 2}), VectorSchedulable("batch")])
-    >>> {name: {kind: round(v, 6) for kind, v in shares.items()} for name, shares in result.items()}
+    >>> {name: {kind: round(v, 6) for kind, v in shares.items()}
+    ...  for name, shares in result.items()}
     {'web': {'cpus': 2.0, 'mem': 32.0}, 'batch': {'cpus': 6.0, 'mem': 32.0}}
 
     Complexity: O(m n (D + iterations)) for m kinds and n schedulables.
