@@ -431,3 +431,13 @@ def test_statistics_is_a_frozen_snapshot():
         stats.framework_shares["f"] = 0.0
     alloc.allocate()
     assert stats.cycles == 1
+
+
+def test_framework_added_suppressed_gets_offers_once_revived():
+    alloc, _ = make()
+    alloc.add_framework("f", suppressed=True)
+    alloc.add_agent("n", R("cpus:1;mem:64"))
+    assert alloc.allocate() == []
+    alloc.suppress_offers("f")  # suppressing twice must not unbalance the role's count
+    alloc.revive_offers("f")
+    assert len(alloc.allocate()) == 1
