@@ -1,0 +1,202 @@
+"""The wire codec: message objects <-> bytes, pure and validating.
+
+Encoding is MessagePack (``docs/wire.rst`` has the measurement against JSON
+that chose it). Every frame is a map ``{"v": PROTOCOL_VERSION, "type": TYPE,
+...fields}``. Decoding checks the size, the version, the type and every
+field's type (nested classes, lists, ``Resources`` strings, finite numbers)
+and raises :class:`WireError` naming the offending field — so a runtime can
+answer a bad peer with an ERROR and carry on. Unknown fields are ignored (a
+newer peer may send more); missing required fields are errors.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+import typing
+from functools import lru_cache
+
+import attrs
+import msgpack
+
+from mesoslike.errors import MesoslikeError, ResourcesError
+from mesoslike.resources import Resources
+from mesoslike.wire import messages as _messages
+from mesoslike.wire import types as _types
+from mesoslike.wire.messages import MESSAGE_TYPES, PROTOCOL_VERSION
+
+__all__ = ["WireError", "encode", "decode", "to_plain", "from_plain", "DEFAULT_MAX_MESSAGE_SIZE",
+           "MAX_LIST_LENGTH"]
+
+DEFAULT_MAX_MESSAGE_SIZE = 8 * 1024 * 1024
+MAX_LIST_LENGTH = 200_000
+
+
+class WireError(MesoslikeError, ValueError):
+    """A frame that is too large, not MessagePack, of an unknown version or
+    type, or with a field of the wrong type."""
+
+
+def encode(message: object) -> bytes:
+    """Serialize a registered message object."""
+    cls = type(message)
+    if MESSAGE_TYPES.get(getattr(cls, "TYPE", None)) is not cls:
+        raise WireError(f"{cls.__name__} is not a wire message")
+    plain = {"v": PROTOCOL_VERSION, "type": cls.TYPE}
+    plain.update(to_plain(message))
+    return msgpack.packb(plain, use_bin_type=True)
+
+
+def decode(frame: bytes, max_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> object:
+    """Parse and validate one frame; raises :class:`WireError`."""
+    if not isinstance(frame, (bytes, bytearray, memoryview)):
+        raise WireError(f"a frame must be bytes, got {type(frame).__name__}")
+    if len(frame) > max_size:
+        raise WireError(f"frame of {len(frame)} bytes exceeds the limit of {max_size}")
+    try:
+        plain = msgpack.unpackb(frame, raw=False, strict_map_key=True, max_bin_len=max_size,
+                                max_str_len=max_size, max_array_len=MAX_LIST_LENGTH,
+                                max_map_len=MAX_LIST_LENGTH)
+    except Exception as exc:  # msgpack raises a zoo of types on garbage
+        raise WireError(f"frame is not valid MessagePack: {exc}") from None
+    if not isinstance(plain, dict):
+        raise WireError(f"frame must be a map, got {type(plain).__name__}")
+    version = plain.get("v")
+    if version != PROTOCOL_VERSION:
+        raise WireError(f"unsupported protocol version {version!r} (this peer speaks {PROTOCOL_VERSION})")
+    kind = plain.get("type")
+    cls = MESSAGE_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise WireError(f"unknown message type {kind!r}")
+    return from_plain(cls, plain, kind)
+
+
+# --------------------------------------------------------------- plain data
+@lru_cache(maxsize=None)
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(field.name for field in attrs.fields(cls))
+
+
+def to_plain(value: object) -> object:
+    """attrs objects -> dicts, Resources -> strings; the rest as is."""
+    cls = type(value)
+    if cls in _SCALARS:
+        return value
+    if isinstance(value, Resources):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [to_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: to_plain(item) for key, item in value.items()}
+    if attrs.has(cls):
+        return {name: to_plain(getattr(value, name)) for name in _field_names(cls)}
+    return value
+
+
+_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
+
+# Resources are immutable, and the same strings recur (every offer of an agent
+# of the same size): parse each distinct string once.
+_parse_resources = lru_cache(maxsize=4096)(Resources.parse)
+
+Converter = typing.Callable[[object, str], object]
+
+
+def from_plain(cls: type, plain: object, path: str) -> object:
+    """Build ``cls`` from plain data, checking every field's type."""
+    return _class_converter(cls)(plain, path)
+
+
+@lru_cache(maxsize=None)
+def _class_converter(cls: type) -> Converter:
+    namespace = {**vars(_types), **vars(_messages), "Resources": Resources}
+    hints = typing.get_type_hints(cls, globalns=namespace)
+    fields = tuple((f.name, _converter(hints[f.name]), f.default is attrs.NOTHING) for f in attrs.fields(cls))
+
+    def convert(plain: object, path: str) -> object:
+        if not isinstance(plain, dict):
+            raise WireError(f"{path}: expected a map, got {type(plain).__name__}")
+        kwargs = {}
+        for name, field_converter, required in fields:
+            if name in plain:
+                kwargs[name] = field_converter(plain[name], f"{path}.{name}")
+            elif required:
+                raise WireError(f"{path}: missing field {name!r}")
+        try:
+            return cls(**kwargs)
+        except (TypeError, ValueError) as exc:
+            raise WireError(f"{path}: {exc}") from None
+
+    return convert
+
+
+def _converter(hint: object) -> Converter:
+    """A function checking (and converting) plain values of type ``hint``."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [o for o in typing.get_args(hint) if o is not type(None)]
+        convert_inner = _converter(inner)
+        return lambda value, path: None if value is None else convert_inner(value, path)
+    if origin is list:
+        (inner,) = typing.get_args(hint)
+        return _list_converter(_converter(inner))
+    if origin is dict:
+        key_type, value_type = typing.get_args(hint)
+        return _dict_converter(_converter(key_type), _converter(value_type))
+    if hint is Resources:
+        return _convert_resources
+    if attrs.has(hint):
+        return lambda value, path: _class_converter(hint)(value, path)
+    return _scalar_converter(hint)
+
+
+def _list_converter(convert_item: Converter) -> Converter:
+    def convert(value: object, path: str) -> list:
+        if not isinstance(value, list):
+            raise WireError(f"{path}: expected a list, got {type(value).__name__}")
+        return [convert_item(item, f"{path}[{i}]") for i, item in enumerate(value)]
+    return convert
+
+
+def _dict_converter(convert_key: Converter, convert_value: Converter) -> Converter:
+    def convert(value: object, path: str) -> dict:
+        if not isinstance(value, dict):
+            raise WireError(f"{path}: expected a map, got {type(value).__name__}")
+        return {convert_key(k, f"{path} key"): convert_value(v, f"{path}[{k!r}]") for k, v in value.items()}
+    return convert
+
+
+def _convert_resources(value: object, path: str) -> Resources:
+    if not isinstance(value, str):
+        raise WireError(f"{path}: resources must be a string, got {type(value).__name__}")
+    try:
+        return _parse_resources(value)
+    except ResourcesError as exc:
+        raise WireError(f"{path}: {exc}") from None
+
+
+def _scalar_converter(hint: object) -> Converter:
+    if hint is float:
+        def convert_float(value: object, path: str) -> float:
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                return float(value)
+            raise _type_error(hint, value, path)
+        return convert_float
+    if hint is int:
+        accepts = lambda value: isinstance(value, int) and not isinstance(value, bool)  # noqa: E731
+    elif hint in (str, bool, bytes):
+        accepts = lambda value: type(value) is hint  # noqa: E731
+    else:  # pragma: no cover - a schema bug, not bad input
+        raise TypeError(f"unsupported field type {hint!r}")
+
+    def convert(value: object, path: str) -> object:
+        if accepts(value):
+            return value
+        raise _type_error(hint, value, path)
+    return convert
+
+
+def _type_error(hint: object, value: object, path: str) -> WireError:
+    text = repr(value)
+    preview = text if len(text) <= 40 else text[:37] + "..."
+    return WireError(f"{path}: expected {getattr(hint, '__name__', hint)}, got {type(value).__name__} {preview}")

@@ -1,0 +1,309 @@
+"""Messages of the wire protocol, version :data:`PROTOCOL_VERSION`.
+
+Three conversations share one schema:
+
+- scheduler -> master *calls* (SUBSCRIBE, TEARDOWN, ACCEPT, DECLINE, REVIVE,
+  SUPPRESS, KILL, ACKNOWLEDGE, RECONCILE, MESSAGE) and master -> scheduler
+  *events* (SUBSCRIBED, OFFERS, RESCIND, UPDATE, MESSAGE, FAILURE, ERROR,
+  HEARTBEAT);
+- agent <-> master: REGISTER_AGENT / REREGISTER_AGENT, AGENT_REGISTERED,
+  PING / PONG, RUN_TASK, KILL_TASK, STATUS_UPDATE, STATUS_UPDATE_ACK,
+  FRAMEWORK_TO_AGENT, SHUTDOWN_AGENT;
+- any peer: ERROR, HEARTBEAT.
+
+Each message is an immutable attrs class with a unique ``TYPE``; the codec
+turns it into ``{"v": 1, "type": TYPE, ...fields}`` and back, checking every
+field's type.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import attrs
+
+from mesoslike.wire.types import AgentInfo, Filters, FrameworkInfo, MasterInfo, Offer, TaskInfo, TaskStatus
+
+PROTOCOL_VERSION = 1
+
+#: TYPE -> message class
+MESSAGE_TYPES: dict[str, type] = {}
+
+
+def message(cls):
+    """Register a message class under its ``TYPE``."""
+    if cls.TYPE in MESSAGE_TYPES:
+        raise TypeError(f"duplicate message type {cls.TYPE}")
+    MESSAGE_TYPES[cls.TYPE] = cls
+    return cls
+
+
+# ------------------------------------------------------- scheduler -> master
+@message
+@attrs.frozen
+class Subscribe:
+    """First message of a framework, and its re-subscription (with its id)."""
+
+    TYPE: ClassVar[str] = "SUBSCRIBE"
+    framework: FrameworkInfo
+    force: bool = False
+
+
+@message
+@attrs.frozen
+class Teardown:
+    TYPE: ClassVar[str] = "TEARDOWN"
+    framework_id: str
+
+
+@message
+@attrs.frozen
+class Accept:
+    """Launch ``tasks`` on the offers (all on one agent); the unused rest is
+    declined with ``filters``."""
+
+    TYPE: ClassVar[str] = "ACCEPT"
+    framework_id: str
+    offer_ids: list[str]
+    tasks: list[TaskInfo]
+    filters: Filters = Filters()
+
+
+@message
+@attrs.frozen
+class Decline:
+    TYPE: ClassVar[str] = "DECLINE"
+    framework_id: str
+    offer_ids: list[str]
+    filters: Filters = Filters()
+
+
+@message
+@attrs.frozen
+class Revive:
+    TYPE: ClassVar[str] = "REVIVE"
+    framework_id: str
+
+
+@message
+@attrs.frozen
+class Suppress:
+    TYPE: ClassVar[str] = "SUPPRESS"
+    framework_id: str
+
+
+@message
+@attrs.frozen
+class Kill:
+    TYPE: ClassVar[str] = "KILL"
+    framework_id: str
+    task_id: str
+    agent_id: str = ""
+
+
+@message
+@attrs.frozen
+class Acknowledge:
+    TYPE: ClassVar[str] = "ACKNOWLEDGE"
+    framework_id: str
+    agent_id: str
+    task_id: str
+    uuid: str
+
+
+@attrs.frozen
+class ReconcileTask:
+    """One task to reconcile (a part of RECONCILE, not a message of its own)."""
+
+    task_id: str
+    agent_id: str = ""
+
+
+@message
+@attrs.frozen
+class Reconcile:
+    """Ask for the latest state of ``tasks``; empty = every non-terminal task
+    of the framework (implicit reconciliation)."""
+
+    TYPE: ClassVar[str] = "RECONCILE"
+    framework_id: str
+    tasks: list[ReconcileTask] = attrs.field(factory=list)
+
+
+@message
+@attrs.frozen
+class FrameworkMessage:
+    """Opaque data between a framework and an agent (both directions)."""
+
+    TYPE: ClassVar[str] = "MESSAGE"
+    framework_id: str
+    agent_id: str
+    data: bytes
+    task_id: str = ""
+
+
+# ------------------------------------------------------- master -> scheduler
+@message
+@attrs.frozen
+class Subscribed:
+    TYPE: ClassVar[str] = "SUBSCRIBED"
+    framework_id: str
+    heartbeat_interval: float
+    master: MasterInfo
+    resubscribed: bool = False
+
+
+@message
+@attrs.frozen
+class Offers:
+    TYPE: ClassVar[str] = "OFFERS"
+    offers: list[Offer]
+
+
+@message
+@attrs.frozen
+class RescindOffer:
+    TYPE: ClassVar[str] = "RESCIND"
+    offer_id: str
+    reason: str = ""
+
+
+@message
+@attrs.frozen
+class Update:
+    TYPE: ClassVar[str] = "UPDATE"
+    status: TaskStatus
+
+
+@message
+@attrs.frozen
+class Failure:
+    """An agent was lost (``agent_id``)."""
+
+    TYPE: ClassVar[str] = "FAILURE"
+    agent_id: str
+    reason: str = ""
+
+
+@message
+@attrs.frozen
+class Error:
+    """A request was refused, or the peer is in a state it cannot leave (for
+    a framework: torn down). ``fatal`` errors end the conversation."""
+
+    TYPE: ClassVar[str] = "ERROR"
+    message: str
+    fatal: bool = False
+
+
+@message
+@attrs.frozen
+class Heartbeat:
+    TYPE: ClassVar[str] = "HEARTBEAT"
+
+
+# ---------------------------------------------------------- agent <-> master
+@attrs.frozen
+class RunningTask:
+    """A task an agent still runs, reported when it re-registers (a part of
+    REREGISTER_AGENT)."""
+
+    framework_id: str
+    task: TaskInfo
+    state: str
+
+
+@message
+@attrs.frozen
+class RegisterAgent:
+    TYPE: ClassVar[str] = "REGISTER_AGENT"
+    agent: AgentInfo
+    version: str = ""
+
+
+@message
+@attrs.frozen
+class ReregisterAgent:
+    TYPE: ClassVar[str] = "REREGISTER_AGENT"
+    agent: AgentInfo
+    tasks: list[RunningTask] = attrs.field(factory=list)
+    frameworks: list[FrameworkInfo] = attrs.field(factory=list)
+    version: str = ""
+
+
+@message
+@attrs.frozen
+class AgentRegistered:
+    TYPE: ClassVar[str] = "AGENT_REGISTERED"
+    agent_id: str
+    master: MasterInfo
+    ping_interval: float
+
+
+@message
+@attrs.frozen
+class Ping:
+    TYPE: ClassVar[str] = "PING"
+    agent_id: str = ""
+
+
+@message
+@attrs.frozen
+class Pong:
+    TYPE: ClassVar[str] = "PONG"
+    agent_id: str
+
+
+@message
+@attrs.frozen
+class RunTask:
+    TYPE: ClassVar[str] = "RUN_TASK"
+    framework: FrameworkInfo
+    task: TaskInfo
+
+
+@message
+@attrs.frozen
+class KillTask:
+    TYPE: ClassVar[str] = "KILL_TASK"
+    framework_id: str
+    task_id: str
+
+
+@message
+@attrs.frozen
+class StatusUpdate:
+    """A task's reliable status update, from an agent (or the master)."""
+
+    TYPE: ClassVar[str] = "STATUS_UPDATE"
+    framework_id: str
+    status: TaskStatus
+
+
+@message
+@attrs.frozen
+class StatusUpdateAck:
+    TYPE: ClassVar[str] = "STATUS_UPDATE_ACK"
+    agent_id: str
+    framework_id: str
+    task_id: str
+    uuid: str
+
+
+@message
+@attrs.frozen
+class ShutdownAgent:
+    """The master removed the agent: it must kill its tasks and stop (or
+    register anew)."""
+
+    TYPE: ClassVar[str] = "SHUTDOWN_AGENT"
+    reason: str = ""
+
+
+@message
+@attrs.frozen
+class ShutdownFramework:
+    """Kill every task of a framework (it was torn down)."""
+
+    TYPE: ClassVar[str] = "SHUTDOWN_FRAMEWORK"
+    framework_id: str

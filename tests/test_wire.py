@@ -1,0 +1,123 @@
+"""The wire codec: every message round-trips; bad frames raise WireError."""
+
+import math
+
+import msgpack
+import pytest
+
+from mesoslike import MesoslikeError
+from mesoslike.resources import Resources
+from mesoslike.wire import (
+    MESSAGE_TYPES,
+    AgentInfo,
+    Filters,
+    FrameworkInfo,
+    MasterInfo,
+    Offer,
+    TaskInfo,
+    TaskState,
+    TaskStatus,
+    WireError,
+    decode,
+    encode,
+)
+from mesoslike.wire import messages as m
+
+pytestmark = pytest.mark.timeout(30)
+
+R = Resources.parse
+TASK = TaskInfo("t1", "a1", "sleep 1", R("cpus:1;mem:128;ports:[31000-31001]"), name="sleeper",
+                environment={"K": "v"})
+FW = FrameworkInfo(name="demo", role="eng/prod", failover_timeout=60.0, id="fw-1")
+MASTER = MasterInfo("m1", "tcp://127.0.0.1:5050", "http://127.0.0.1:5051", "0.1.0")
+STATUS = TaskStatus("t1", TaskState.FAILED, agent_id="a1", message="exit 3", source="SOURCE_AGENT",
+                    uuid="u-1", timestamp=12.5, exit_code=3, framework_id="fw-1")
+
+EXAMPLES = [
+    m.Subscribe(FW), m.Teardown("fw-1"),
+    m.Accept("fw-1", ["O1", "O2"], [TASK], Filters(2.5)), m.Decline("fw-1", ["O3"], Filters(0.0)),
+    m.Revive("fw-1"), m.Suppress("fw-1"), m.Kill("fw-1", "t1", "a1"),
+    m.Acknowledge("fw-1", "a1", "t1", "u-1"),
+    m.Reconcile("fw-1", [m.ReconcileTask("t1", "a1"), m.ReconcileTask("t2")]), m.Reconcile("fw-1"),
+    m.FrameworkMessage("fw-1", "a1", b"\x00\xffdata"),
+    m.Subscribed("fw-1", 15.0, MASTER), m.Offers([Offer("O1", "a1", "node-0", R("cpus:2;mem:64"), {"room": "er0"})]),
+    m.RescindOffer("O1", "offer_timeout"), m.Update(STATUS), m.Failure("a1", "lost"), m.Error("nope", fatal=True),
+    m.Heartbeat(),
+    m.RegisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"), {"room": "er0"}, port=0)),
+    m.ReregisterAgent(AgentInfo("node-0", R("cpus:4"), id="a1"), [m.RunningTask("fw-1", TASK, TaskState.RUNNING)],
+                      [FW]),
+    m.AgentRegistered("a1", MASTER, 5.0), m.Ping("a1"), m.Pong("a1"), m.RunTask(FW, TASK), m.KillTask("fw-1", "t1"),
+    m.StatusUpdate("fw-1", STATUS), m.StatusUpdateAck("a1", "fw-1", "t1", "u-1"), m.ShutdownAgent("removed"),
+    m.ShutdownFramework("fw-1"),
+]
+
+
+def test_examples_cover_every_message_type():
+    assert {type(e).TYPE for e in EXAMPLES} == set(MESSAGE_TYPES)
+
+
+@pytest.mark.parametrize("message", EXAMPLES, ids=lambda e: type(e).TYPE)
+def test_round_trip(message):
+    assert decode(encode(message)) == message
+
+
+def frame(**fields):
+    return msgpack.packb({"v": 1, **fields}, use_bin_type=True)
+
+
+@pytest.mark.parametrize(
+    "data, fragment",
+    [
+        (b"\xc1garbage", "not valid MessagePack"),
+        (msgpack.packb([1, 2]), "must be a map"),
+        (msgpack.packb({"v": 99, "type": "HEARTBEAT"}), "unsupported protocol version 99"),
+        (msgpack.packb({"type": "HEARTBEAT"}), "unsupported protocol version None"),
+        (frame(type="NOPE"), "unknown message type 'NOPE'"),
+        (frame(type=7), "unknown message type 7"),
+        (frame(type="TEARDOWN"), "missing field 'framework_id'"),
+        (frame(type="TEARDOWN", framework_id=5), "TEARDOWN.framework_id: expected str, got int"),
+        (frame(type="DECLINE", framework_id="f", offer_ids="O1"), "offer_ids: expected a list"),
+        (frame(type="DECLINE", framework_id="f", offer_ids=["O1"], filters={"refuse_seconds": math.nan}),
+         "refuse_seconds: expected float"),
+        (frame(type="DECLINE", framework_id="f", offer_ids=[], filters={"refuse_seconds": True}),
+         "expected float, got bool"),
+        (frame(type="PING", agent_id=None), "expected str"),
+        (frame(type="OFFERS", offers=[{"id": "O", "agent_id": "a", "hostname": "h", "resources": "cpus:-1"}]),
+         "OFFERS.offers[0].resources: quantity of 'cpus' must be >= 0"),
+        (frame(type="OFFERS", offers=[{"id": "O", "agent_id": "a", "hostname": "h", "resources": 4}]),
+         "resources must be a string"),
+        (frame(type="SUBSCRIBE", framework={"name": "x", "failover_timeout": "long"}),
+         "SUBSCRIBE.framework.failover_timeout: expected float"),
+        (frame(type="UPDATE", status={"task_id": "t", "state": "TASK_RUNNING", "exit_code": 1.5}),
+         "exit_code: expected int"),
+        (frame(type="ACCEPT", framework_id="f", offer_ids=[], tasks=[{"task_id": "t"}]),
+         "ACCEPT.tasks[0]: missing field 'agent_id'"),
+        (frame(type="RUN_TASK", framework={"name": "x"}, task={**{"task_id": "t", "agent_id": "a",
+                                                                 "command": "c", "resources": ""},
+                                                              "environment": {"K": 1}}),
+         "environment['K']: expected str"),
+    ],
+)
+def test_bad_frames_raise_a_clear_wire_error(data, fragment):
+    with pytest.raises(WireError) as info:
+        decode(data)
+    assert fragment in str(info.value)
+    assert isinstance(info.value, MesoslikeError)
+
+
+def test_size_limit():
+    big = encode(m.Error("x" * 5000))
+    assert decode(big, max_size=len(big)) == m.Error("x" * 5000)
+    with pytest.raises(WireError, match="exceeds the limit"):
+        decode(big, max_size=len(big) - 1)
+
+
+def test_unknown_fields_are_ignored_for_forward_compatibility():
+    assert decode(frame(type="TEARDOWN", framework_id="f", added_in_v2=[1, 2])) == m.Teardown("f")
+
+
+def test_encode_refuses_non_messages():
+    with pytest.raises(WireError):
+        encode(TASK)
+    with pytest.raises(WireError):
+        decode("text")  # not bytes
