@@ -492,6 +492,10 @@ class HierarchicalAllocator:
             expired.append(self._rescind(offer, RescindReason.OFFER_TIMEOUT))
         return expired
 
+    def get_offer(self, offer_id: str) -> Offer | None:
+        """The outstanding offer with this id, or None."""
+        return self._offers.get(offer_id)
+
     def outstanding_offers(self, framework_id: str | None = None) -> list[Offer]:
         """Offers not yet answered, oldest first."""
         if framework_id is None:

@@ -1,0 +1,608 @@
+"""The master's brain, sans I/O: messages and time in, messages out.
+
+``MasterCore`` keeps the soft state (frameworks, agents, tasks), embeds the
+:class:`~mesoslike.allocator.HierarchicalAllocator`, validates launches,
+forwards status updates and acknowledgements, answers reconciliation, and
+watches liveness (agent pings, framework heartbeats, failover timeouts). It
+never touches a socket: ``on_message(peer, message)`` and ``tick()`` return
+:class:`Send` commands that the runtime carries out, and it reads time only
+from the injected clock. A peer's bad or out-of-place message gets an
+``ERROR`` reply and changes nothing; the master never crashes on what a peer
+sends.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+from typing import Callable, Iterable
+
+import attrs
+
+from mesoslike.allocator import HierarchicalAllocator, RescindReason
+from mesoslike.clock import Clock
+from mesoslike.errors import MesoslikeError
+from mesoslike.master.records import AgentRecord, FrameworkRecord, MasterConfig, TaskRecord, new_status
+from mesoslike.resources import Resources
+from mesoslike.wire import AgentInfo, FrameworkInfo, MasterInfo, Offer, TaskInfo, TaskState, TaskStatus
+from mesoslike.wire import messages as m
+
+__all__ = ["MasterCore", "Send"]
+
+log = logging.getLogger("mesoslike.master")
+
+EMPTY = Resources()
+
+
+@attrs.frozen
+class Send:
+    """Send ``message`` to the peer with transport identity ``peer``."""
+
+    peer: bytes
+    message: object
+
+
+class MasterCore:
+    """The leading master's state machine (see the module docstring).
+
+    Complexity: a message costs O(its size) plus the allocator's work; a tick
+    sweeps agents once per ``ping_interval`` and frameworks once per second.
+    """
+
+    def __init__(self, clock: Clock, info: MasterInfo, config: MasterConfig | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.clock = clock
+        self.info = info
+        self.config = (config or MasterConfig()).validate()
+        self._rng = rng or random.Random(0)
+        self.allocator = HierarchicalAllocator(
+            clock, sorter=self.config.sorter, allocation_interval=self.config.allocation_interval,
+            min_allocatable=self.config.min_allocatable, offer_timeout=self.config.offer_timeout,
+            rng=self._rng, offer_id_prefix=f"{info.id}-O",
+        )
+        self.frameworks: dict[str, FrameworkRecord] = {}
+        self.agents: dict[str, AgentRecord] = {}
+        self.removed_frameworks: set[str] = set()
+        self.removed_agents: set[str] = set()
+        self._framework_by_peer: dict[bytes, str] = {}
+        self._agent_by_peer: dict[bytes, str] = {}
+        self._framework_ids = (f"{info.id}-F{n:04d}" for n in itertools.count(1))
+        self._agent_ids = (f"{info.id}-S{n}" for n in itertools.count(1))
+        now = clock.now()
+        self._next_ping_sweep = now + self.config.ping_interval
+        self._next_framework_sweep = now
+        self.counters = {"messages_received": 0, "bad_messages": 0, "tasks_launched": 0, "tasks_invalid": 0,
+                         "agents_removed": 0, "frameworks_removed": 0}
+        self._out: list[Send] = []
+
+    # ================================================================ inputs
+    def on_message(self, peer: bytes, message: object) -> list[Send]:
+        """Handle one decoded message from ``peer``."""
+        self._out = []
+        self.counters["messages_received"] += 1
+        handler = self._HANDLERS.get(type(message))
+        if handler is None:
+            self._error(peer, f"unexpected message {type(message).__name__} for a master")
+        else:
+            try:
+                handler(self, peer, message)
+            except MesoslikeError as exc:  # bad input from the peer: tell it, change nothing more
+                self._error(peer, str(exc))
+        self._note_heard(peer)
+        return self._flush()
+
+    def on_bad_frame(self, peer: bytes | None, error: Exception) -> list[Send]:
+        """A frame that did not decode: answer ERROR (if we know who sent it)."""
+        self._out = []
+        self.counters["bad_messages"] += 1
+        log.warning("bad frame from %r: %s", peer, error)
+        if peer is not None:
+            self._error(peer, f"bad message: {error}")
+        return self._flush()
+
+    def tick(self) -> list[Send]:
+        """Time-driven work: allocation, rescinds, pings, heartbeats, failovers."""
+        self._out = []
+        now = self.clock.now()
+        if now >= self._next_ping_sweep:
+            self._next_ping_sweep = now + self.config.ping_interval
+            self._ping_agents()
+        if now >= self._next_framework_sweep:
+            self._next_framework_sweep = now + min(1.0, self.config.heartbeat_interval / 2)
+            self._check_frameworks(now)
+        self._send_offers(self.allocator.tick())
+        self._send_rescinds()
+        return self._flush()
+
+    def next_wakeup(self) -> float:
+        return min(self.allocator.next_wakeup(), self._next_ping_sweep, self._next_framework_sweep)
+
+    # ============================================================ frameworks
+    def _subscribe(self, peer: bytes, msg: m.Subscribe) -> None:
+        info = msg.framework
+        if info.id in self.removed_frameworks:
+            self._error(peer, f"framework {info.id} has been removed; subscribe without an id", fatal=True)
+            return
+        record = self.frameworks.get(info.id) if info.id else None
+        if record is None:
+            framework_id = info.id or next(self._framework_ids)
+            info = attrs.evolve(info, id=framework_id)
+            try:
+                self.allocator.add_framework(framework_id, info.role, min_allocatable=info.min_allocatable or None)
+            except MesoslikeError as exc:
+                self._error(peer, f"cannot subscribe: {exc}", fatal=True)
+                return
+            record = FrameworkRecord(info=info, peer=peer, last_heard=self.clock.now())
+            self.frameworks[framework_id] = record
+            resubscribed = bool(msg.framework.id)
+            log.info("framework %s (%s) subscribed in role %s", framework_id, info.name, info.role)
+        else:
+            resubscribed = True
+            self._reconnect_framework(record, peer, info)
+        self._framework_by_peer[peer] = record.id
+        self._send_framework(record, m.Subscribed(record.id, self.config.heartbeat_interval, self.info,
+                                                  resubscribed))
+
+    def _reconnect_framework(self, record: FrameworkRecord, peer: bytes, info: FrameworkInfo) -> None:
+        if record.peer is not None and record.peer != peer:
+            self._framework_by_peer.pop(record.peer, None)
+        # a re-subscribing framework gets fresh offers (as in Mesos)
+        for offer in self.allocator.outstanding_offers(record.id):
+            self.allocator.rescind_offer(offer.id, RescindReason.FRAMEWORK_DEACTIVATED)
+        record.info = attrs.evolve(info, id=record.id, role=record.info.role)
+        record.peer = peer
+        record.connected = True
+        record.failover_deadline = None
+        record.last_heard = self.clock.now()
+        self.allocator.activate_framework(record.id)
+        log.info("framework %s re-subscribed", record.id)
+
+    def _framework_for(self, peer: bytes, framework_id: str) -> FrameworkRecord | None:
+        record = self.frameworks.get(framework_id)
+        if record is None or record.peer != peer or not record.connected:
+            self._error(peer, f"framework {framework_id!r} is not subscribed on this connection; send SUBSCRIBE")
+            return None
+        return record
+
+    def _teardown(self, peer: bytes, msg: m.Teardown) -> None:
+        record = self._framework_for(peer, msg.framework_id)
+        if record is not None:
+            self._remove_framework(record, "torn down by the framework")
+
+    def _remove_framework(self, record: FrameworkRecord, why: str) -> None:
+        log.info("removing framework %s: %s", record.id, why)
+        agents = {task.agent_id for task in record.tasks.values()}
+        for agent_id in sorted(agents):
+            agent = self.agents.get(agent_id)
+            if agent is not None and agent.connected:
+                self._send(agent.peer, m.ShutdownFramework(record.id))
+            if agent is not None:
+                agent.tasks = {key for key in agent.tasks if key[0] != record.id}
+        self.allocator.remove_framework(record.id)
+        if record.peer is not None:
+            self._framework_by_peer.pop(record.peer, None)
+            if record.connected:
+                self._send(record.peer, m.Error(f"framework {record.id} removed: {why}", fatal=True))
+        del self.frameworks[record.id]
+        self.removed_frameworks.add(record.id)
+        self.counters["frameworks_removed"] += 1
+
+    def _check_frameworks(self, now: float) -> None:
+        timeout = self.config.heartbeat_interval * self.config.framework_timeout_heartbeats
+        for record in list(self.frameworks.values()):
+            if record.connected:
+                if now - record.last_heard >= timeout:
+                    self._disconnect_framework(record, now)
+                elif now - record.last_sent >= self.config.heartbeat_interval:
+                    self._send_framework(record, m.Heartbeat())
+            elif record.failover_deadline is not None and now >= record.failover_deadline:
+                self._remove_framework(record, "failover timeout expired")
+
+    def _disconnect_framework(self, record: FrameworkRecord, now: float) -> None:
+        log.info("framework %s disconnected; failover timeout %.1fs", record.id, record.info.failover_timeout)
+        record.connected = False
+        record.failover_deadline = now + record.info.failover_timeout
+        self.allocator.deactivate_framework(record.id)
+        if record.peer is not None:
+            self._framework_by_peer.pop(record.peer, None)
+
+    # ================================================================ offers
+    def _send_offers(self, offers: Iterable) -> None:
+        by_framework: dict[str, list[Offer]] = {}
+        for offer in offers:
+            by_framework.setdefault(offer.framework_id, []).append(
+                Offer(offer.id, offer.agent_id, offer.hostname, offer.resources, dict(offer.attributes),
+                      offer.framework_id))
+        for framework_id, batch in by_framework.items():
+            record = self.frameworks.get(framework_id)
+            if record is not None and record.connected:
+                self._send_framework(record, m.Offers(batch))
+
+    def _send_rescinds(self) -> None:
+        for rescind in self.allocator.drain_rescinds():
+            record = self.frameworks.get(rescind.offer.framework_id)
+            if record is not None and record.connected:
+                self._send_framework(record, m.RescindOffer(rescind.offer.id, rescind.reason))
+
+    def _decline(self, peer: bytes, msg: m.Decline) -> None:
+        record = self._framework_for(peer, msg.framework_id)
+        if record is None:
+            return
+        for offer_id in msg.offer_ids:
+            offer = self.allocator.get_offer(offer_id)
+            if offer is not None and offer.framework_id == record.id:
+                self.allocator.decline_offer(offer_id, msg.filters.refuse_seconds)
+            else:
+                log.info("framework %s declined unknown offer %s", record.id, offer_id)
+
+    def _revive(self, peer: bytes, msg: m.Revive) -> None:
+        record = self._framework_for(peer, msg.framework_id)
+        if record is not None:
+            self.allocator.revive_offers(record.id)
+
+    def _suppress(self, peer: bytes, msg: m.Suppress) -> None:
+        record = self._framework_for(peer, msg.framework_id)
+        if record is not None:
+            self.allocator.suppress_offers(record.id)
+
+    # ================================================================ launch
+    def _accept(self, peer: bytes, msg: m.Accept) -> None:
+        record = self._framework_for(peer, msg.framework_id)
+        if record is None:
+            return
+        refuse = msg.filters.refuse_seconds
+        if refuse < 0:
+            self._error(peer, f"refuse_seconds must be >= 0, got {refuse}")
+            return
+        offers, problem = self._accepted_offers(record, msg.offer_ids)
+        if problem is not None:
+            for offer in offers:  # the valid ones go back
+                self.allocator.decline_offer(offer.id, refuse)
+            for task in msg.tasks:
+                self._launch_failed(record, task, TaskState.DROPPED, problem, "REASON_INVALID_OFFERS")
+            return
+        agent = self.agents[offers[0].agent_id]
+        pool = EMPTY
+        for offer in offers:
+            pool = pool + offer.resources
+        launched: list[TaskInfo] = []
+        used = EMPTY
+        for task in msg.tasks:
+            problem = self._task_problem(record, task, agent, pool - used, launched)
+            if problem is not None:
+                self._launch_failed(record, task, TaskState.ERROR, problem, "REASON_TASK_INVALID")
+                continue
+            launched.append(task)
+            used = used + task.resources
+        self._consume_offers(offers, used, refuse)
+        for task in launched:
+            self._run_task(record, agent, task)
+
+    def _accepted_offers(self, record: FrameworkRecord, offer_ids: list[str]) -> tuple[list, str | None]:
+        offers, problem = [], None
+        if not offer_ids:
+            return offers, "no offers given"
+        if len(set(offer_ids)) != len(offer_ids):
+            problem = "an offer is given twice"
+        for offer_id in dict.fromkeys(offer_ids):
+            offer = self.allocator.get_offer(offer_id)
+            if offer is None or offer.framework_id != record.id:
+                problem = problem or f"offer {offer_id} is no longer valid (answered, rescinded or never made)"
+            else:
+                offers.append(offer)
+        if problem is None and len({offer.agent_id for offer in offers}) > 1:
+            problem = "offers of more than one agent in one accept"
+        return offers, problem
+
+    def _task_problem(self, record: FrameworkRecord, task: TaskInfo, agent: AgentRecord, left: Resources,
+                      earlier: list[TaskInfo]) -> str | None:
+        if not task.task_id:
+            return "the task id is empty"
+        if task.task_id in record.tasks or any(t.task_id == task.task_id for t in earlier):
+            return f"task id {task.task_id} is already in use"
+        if task.agent_id != agent.id:
+            return f"task agent_id {task.agent_id!r} is not the offers' agent {agent.id}"
+        if not task.command.strip():
+            return "the task has no command"
+        if not task.resources:
+            return "the task asks for no resources"
+        if not left.contains(task.resources):
+            return f"task resources {task.resources} exceed what is left of the offers ({left})"
+        if task.kill_grace_period < 0:
+            return "kill_grace_period must be >= 0"
+        return None
+
+    def _consume_offers(self, offers: list, used: Resources, refuse: float) -> None:
+        """Split what the tasks use over the offers; the rest is declined
+        with the accept's filter."""
+        remaining = used
+        for offer in offers:
+            part = offer.resources.minimum(remaining)
+            remaining = remaining.subtract_clamped(part)
+            self.allocator.accept_offer(offer.id, part, refuse)
+
+    def _run_task(self, record: FrameworkRecord, agent: AgentRecord, task: TaskInfo) -> None:
+        status = new_status(task.task_id, TaskState.STAGING, agent_id=agent.id, framework_id=record.id,
+                            timestamp=self.clock.now())
+        record.tasks[task.task_id] = TaskRecord(task, record.id, agent.id, status)
+        agent.tasks.add((record.id, task.task_id))
+        self.counters["tasks_launched"] += 1
+        self._send(agent.peer, m.RunTask(record.info, task))
+
+    def _launch_failed(self, record: FrameworkRecord, task: TaskInfo, state: str, why: str, reason: str) -> None:
+        self.counters["tasks_invalid"] += 1
+        status = new_status(task.task_id, state, agent_id=task.agent_id, framework_id=record.id, message=why,
+                            reason=reason, timestamp=self.clock.now())
+        self._send_framework(record, m.Update(status))
+
+    def _kill(self, peer: bytes, msg: m.Kill) -> None:
+        record = self._framework_for(peer, msg.framework_id)
+        if record is None:
+            return
+        task = record.tasks.get(msg.task_id)
+        if task is None or task.terminal:
+            state = task.state if task is not None else TaskState.LOST
+            self._send_framework(record, m.Update(new_status(
+                msg.task_id, state, agent_id=msg.agent_id, framework_id=record.id,
+                message="unknown task" if task is None else "task already terminal",
+                reason="REASON_RECONCILIATION", timestamp=self.clock.now())))
+            return
+        agent = self.agents.get(task.agent_id)
+        if agent is not None and agent.connected:
+            self._send(agent.peer, m.KillTask(record.id, task.id))
+
+    # ======================================================= status updates
+    def _status_update(self, peer: bytes, msg: m.StatusUpdate) -> None:
+        agent = self._agent_for(peer)
+        if agent is None:
+            return
+        status = attrs.evolve(msg.status, agent_id=agent.id, framework_id=msg.framework_id)
+        record = self.frameworks.get(msg.framework_id)
+        task = record.tasks.get(status.task_id) if record is not None else None
+        if task is not None:
+            self._apply_status(record, task, status)
+        if record is not None and record.connected:
+            self._send_framework(record, m.Update(status))
+        elif record is None and status.uuid:
+            # nobody will ever acknowledge: do it on the framework's behalf
+            self._send(peer, m.StatusUpdateAck(agent.id, msg.framework_id, status.task_id, status.uuid))
+
+    def _apply_status(self, record: FrameworkRecord, task: TaskRecord, status: TaskStatus) -> None:
+        if task.terminal and not status.terminal:
+            return  # a late retry of an older update
+        task.status = status
+        if status.terminal and not task.resources_recovered:
+            task.resources_recovered = True
+            if task.agent_id in self.agents:
+                try:
+                    self.allocator.recover_resources(record.id, task.agent_id, task.info.resources)
+                except MesoslikeError:  # a bookkeeping bug must not lose the update itself
+                    log.exception("recovering the resources of task %s failed", task.id)
+
+    def _acknowledge(self, peer: bytes, msg: m.Acknowledge) -> None:
+        record = self._framework_for(peer, msg.framework_id)
+        if record is None:
+            return
+        task = record.tasks.get(msg.task_id)
+        if task is not None and task.terminal and task.status.uuid == msg.uuid:
+            self._complete(record, task)
+        agent = self.agents.get(msg.agent_id)
+        if agent is not None and agent.connected:
+            self._send(agent.peer, m.StatusUpdateAck(agent.id, record.id, msg.task_id, msg.uuid))
+
+    def _complete(self, record: FrameworkRecord, task: TaskRecord) -> None:
+        del record.tasks[task.id]
+        agent = self.agents.get(task.agent_id)
+        if agent is not None:
+            agent.tasks.discard((record.id, task.id))
+        record.completed.append(task)
+        del record.completed[:-self.config.completed_tasks_per_framework]
+
+    def _reconcile(self, peer: bytes, msg: m.Reconcile) -> None:
+        record = self._framework_for(peer, msg.framework_id)
+        if record is None:
+            return
+        now = self.clock.now()
+        if not msg.tasks:
+            wanted = [task for task in record.tasks.values() if not task.terminal]
+            for task in sorted(wanted, key=lambda t: t.id):
+                self._send_framework(record, m.Update(self._reconciled(task.status, now)))
+            return
+        for item in msg.tasks:
+            task = record.tasks.get(item.task_id)
+            if task is not None:
+                status = self._reconciled(task.status, now)
+            else:
+                completed = next((t for t in reversed(record.completed) if t.id == item.task_id), None)
+                if completed is not None:
+                    status = self._reconciled(completed.status, now)
+                else:
+                    gone = record.info.partition_aware and item.agent_id in self.removed_agents
+                    status = new_status(item.task_id, TaskState.GONE if gone else TaskState.LOST,
+                                        agent_id=item.agent_id, framework_id=record.id, message="unknown task",
+                                        reason="REASON_RECONCILIATION", timestamp=now)
+            self._send_framework(record, m.Update(status))
+
+    @staticmethod
+    def _reconciled(status: TaskStatus, now: float) -> TaskStatus:
+        return attrs.evolve(status, uuid="", source="SOURCE_MASTER", reason="REASON_RECONCILIATION", timestamp=now)
+
+    def _framework_message(self, peer: bytes, msg: m.FrameworkMessage) -> None:
+        agent_id = self._agent_by_peer.get(peer)
+        if agent_id is not None:  # agent -> framework
+            record = self.frameworks.get(msg.framework_id)
+            if record is not None and record.connected:
+                self._send_framework(record, msg)
+            return
+        record = self._framework_for(peer, msg.framework_id)
+        if record is None:
+            return
+        agent = self.agents.get(msg.agent_id)
+        if agent is None or not agent.connected:
+            self._error(peer, f"agent {msg.agent_id!r} is not connected; message dropped")
+            return
+        self._send(agent.peer, msg)
+
+    # ================================================================ agents
+    def _register_agent(self, peer: bytes, msg: m.RegisterAgent) -> None:
+        existing = self._agent_by_peer.get(peer)
+        if existing is not None:  # our AGENT_REGISTERED was lost: say it again
+            self._send(peer, m.AgentRegistered(existing, self.info, self.config.ping_interval))
+            return
+        agent_id = next(self._agent_ids)
+        info = attrs.evolve(msg.agent, id=agent_id)
+        self._admit_agent(peer, info, {})
+        log.info("agent %s (%s) registered with %s", agent_id, info.hostname, info.resources)
+
+    def _reregister_agent(self, peer: bytes, msg: m.ReregisterAgent) -> None:
+        info = msg.agent
+        if not info.id:
+            self._error(peer, "REREGISTER_AGENT needs the agent's id")
+            return
+        if info.id in self.removed_agents:
+            self._send(peer, m.ShutdownAgent("this agent was removed; register anew"))
+            return
+        record = self.agents.get(info.id)
+        if record is None:
+            self._admit_reregistered(peer, msg)
+            return
+        if record.peer is not None and record.peer != peer:
+            self._agent_by_peer.pop(record.peer, None)
+        record.peer = peer
+        record.connected = True
+        record.pings_unanswered = 0
+        self._agent_by_peer[peer] = record.id
+        self.allocator.activate_agent(record.id)
+        self._lose_unreported_tasks(record, msg.tasks)
+        self._send(peer, m.AgentRegistered(record.id, self.info, self.config.ping_interval))
+        log.info("agent %s re-registered", record.id)
+
+    def _admit_reregistered(self, peer: bytes, msg: m.ReregisterAgent) -> None:
+        """An agent this master does not know (it restarted or took over):
+        admit it with the tasks it runs, and their frameworks as disconnected
+        until they re-subscribe."""
+        infos = {info.id: info for info in msg.frameworks if info.id}
+        used: dict[str, Resources] = {}
+        for running in msg.tasks:
+            if running.framework_id in self.removed_frameworks:
+                continue
+            if running.framework_id not in self.frameworks:
+                self._adopt_framework(infos.get(running.framework_id) or FrameworkInfo(
+                    name="(recovered)", id=running.framework_id))
+            used[running.framework_id] = used.get(running.framework_id, EMPTY) + running.task.resources
+        self._admit_agent(peer, msg.agent, used)
+        agent = self.agents[msg.agent.id]
+        for running in msg.tasks:
+            record = self.frameworks.get(running.framework_id)
+            if record is None:
+                continue
+            status = new_status(running.task.task_id, running.state, agent_id=agent.id,
+                                framework_id=record.id, timestamp=self.clock.now())
+            record.tasks[running.task.task_id] = TaskRecord(running.task, record.id, agent.id, status)
+            agent.tasks.add((record.id, running.task.task_id))
+        log.info("agent %s re-registered (unknown before) with %d tasks", agent.id, len(msg.tasks))
+
+    def _adopt_framework(self, info: FrameworkInfo) -> None:
+        self.allocator.add_framework(info.id, info.role, active=False)
+        self.frameworks[info.id] = FrameworkRecord(info=info, peer=None, connected=False,
+                                                   failover_deadline=self.clock.now() + info.failover_timeout)
+
+    def _admit_agent(self, peer: bytes, info: AgentInfo, used: dict[str, Resources]) -> None:
+        self.allocator.add_agent(info.id, info.resources, attributes=info.attributes, hostname=info.hostname,
+                                 used=used)
+        self.agents[info.id] = AgentRecord(info=info, peer=peer, registered_at=self.clock.now())
+        self._agent_by_peer[peer] = info.id
+        self._send(peer, m.AgentRegistered(info.id, self.info, self.config.ping_interval))
+
+    def _lose_unreported_tasks(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
+        still_running = {(r.framework_id, r.task.task_id) for r in reported}
+        for framework_id, task_id in sorted(agent.tasks - still_running):
+            record = self.frameworks.get(framework_id)
+            task = record.tasks.get(task_id) if record is not None else None
+            if task is not None and not task.terminal:
+                self._mark_lost(record, task, "the agent re-registered without this task")
+
+    def _agent_for(self, peer: bytes) -> AgentRecord | None:
+        agent_id = self._agent_by_peer.get(peer)
+        if agent_id is None:
+            log.info("message from an unregistered agent connection %r ignored", peer)
+            return None
+        return self.agents[agent_id]
+
+    def _pong(self, peer: bytes, msg: m.Pong) -> None:
+        agent = self._agent_for(peer)
+        if agent is not None:
+            agent.pings_unanswered = 0
+
+    def _ping_agents(self) -> None:
+        for agent in list(self.agents.values()):
+            if not agent.connected:
+                continue
+            if agent.pings_unanswered >= self.config.max_agent_ping_timeouts:
+                self._remove_agent(agent, f"{agent.pings_unanswered} pings unanswered")
+                continue
+            agent.pings_unanswered += 1
+            self._send(agent.peer, m.Ping(agent.id))
+
+    def _remove_agent(self, agent: AgentRecord, why: str) -> None:
+        log.warning("removing agent %s (%s): %s", agent.id, agent.info.hostname, why)
+        for framework_id, task_id in sorted(agent.tasks):
+            record = self.frameworks.get(framework_id)
+            task = record.tasks.get(task_id) if record is not None else None
+            if task is not None and not task.terminal:
+                self._mark_lost(record, task, f"agent {agent.id} removed: {why}")
+        self.allocator.remove_agent(agent.id)
+        self._send_rescinds()
+        for record in self.frameworks.values():
+            if record.connected:
+                self._send_framework(record, m.Failure(agent.id, why))
+        if agent.peer is not None:
+            self._send(agent.peer, m.ShutdownAgent(why))
+            self._agent_by_peer.pop(agent.peer, None)
+        del self.agents[agent.id]
+        self.removed_agents.add(agent.id)
+        self.counters["agents_removed"] += 1
+
+    def _mark_lost(self, record: FrameworkRecord, task: TaskRecord, why: str) -> None:
+        state = TaskState.UNREACHABLE if record.info.partition_aware else TaskState.LOST
+        status = new_status(task.id, state, agent_id=task.agent_id, framework_id=record.id, message=why,
+                            reason="REASON_AGENT_REMOVED", timestamp=self.clock.now())
+        task.status = status
+        task.resources_recovered = True  # the agent's removal returns them
+        if record.connected:
+            self._send_framework(record, m.Update(status))
+        self._complete(record, task)
+
+    def _heartbeat(self, peer: bytes, msg: m.Heartbeat) -> None:
+        pass  # _note_heard does the work
+
+    # ============================================================== plumbing
+    def _note_heard(self, peer: bytes) -> None:
+        framework_id = self._framework_by_peer.get(peer)
+        if framework_id is not None:
+            self.frameworks[framework_id].last_heard = self.clock.now()
+
+    def _send(self, peer: bytes | None, message: object) -> None:
+        if peer is not None:
+            self._out.append(Send(peer, message))
+
+    def _send_framework(self, record: FrameworkRecord, message: object) -> None:
+        record.last_sent = self.clock.now()
+        self._send(record.peer, message)
+
+    def _error(self, peer: bytes, text: str, fatal: bool = False) -> None:
+        log.info("error to %r: %s", peer, text)
+        self._send(peer, m.Error(text, fatal))
+
+    def _flush(self) -> list[Send]:
+        out, self._out = self._out, []
+        return out
+
+    _HANDLERS: dict[type, Callable] = {
+        m.Subscribe: _subscribe, m.Teardown: _teardown, m.Accept: _accept, m.Decline: _decline,
+        m.Revive: _revive, m.Suppress: _suppress, m.Kill: _kill, m.Acknowledge: _acknowledge,
+        m.Reconcile: _reconcile, m.FrameworkMessage: _framework_message, m.Heartbeat: _heartbeat,
+        m.RegisterAgent: _register_agent, m.ReregisterAgent: _reregister_agent, m.Pong: _pong,
+        m.StatusUpdate: _status_update,
+    }

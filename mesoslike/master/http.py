@@ -1,0 +1,80 @@
+"""The master's HTTP endpoints: ``/state``, ``/health``, ``/metrics``.
+
+Served from a thread of the master process; every request takes the master's
+lock for the moment it reads the core, so it sees a consistent state.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+from mesoslike.errors import ConfigError
+
+__all__ = ["StatusHTTPServer"]
+
+log = logging.getLogger("mesoslike.master.http")
+
+
+class StatusHTTPServer:
+    """``views`` maps a path to a function returning (content type, body)."""
+
+    def __init__(self, host: str, port: int, views: dict[str, Callable[[], tuple[str, bytes]]]) -> None:
+        handler = _make_handler(views)
+        try:
+            self._server = ThreadingHTTPServer((host, port), handler)
+        except OSError as exc:
+            raise ConfigError(f"cannot serve HTTP on {host}:{port}: {exc}") from None
+        self._server.daemon_threads = True
+        self.host, self.port = self._server.server_address[:2]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="master-http", daemon=True)
+
+    @property
+    def address(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _make_handler(views: dict[str, Callable[[], tuple[str, bytes]]]) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "mesoslike"
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            view = views.get(self.path.split("?", 1)[0].rstrip("/") or "/")
+            if view is None:
+                self._reply(404, "application/json", json.dumps(
+                    {"error": f"no such endpoint {self.path}", "endpoints": sorted(views)}).encode())
+                return
+            try:
+                content_type, body = view()
+            except Exception:
+                log.exception("HTTP view %s failed", self.path)
+                self._reply(500, "application/json", b'{"error": "internal error"}')
+                return
+            self._reply(200, content_type, body)
+
+        def do_POST(self) -> None:  # noqa: N802
+            self._reply(405, "application/json", b'{"error": "only GET is supported"}')
+
+        do_PUT = do_DELETE = do_POST
+
+        def _reply(self, code: int, content_type: str, body: bytes) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, fmt: str, *args) -> None:
+            log.debug("http: " + fmt, *args)
+
+    return Handler

@@ -1,0 +1,299 @@
+"""The master core, sans I/O: peers are byte strings, time is a FakeClock."""
+
+import pytest
+
+from mesoslike.clock import FakeClock
+from mesoslike.master import MasterConfig, MasterCore
+from mesoslike.resources import Resources
+from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus, WireError
+from mesoslike.wire import messages as m
+
+pytestmark = pytest.mark.timeout(30)
+
+R = Resources.parse
+FW, FW2, AG, AG2 = b"fw-peer", b"fw2-peer", b"agent-peer", b"agent2-peer"
+
+
+class Harness:
+    def __init__(self, **config):
+        self.clock = FakeClock()
+        defaults = dict(heartbeat_interval=1.0, ping_interval=1.0, max_agent_ping_timeouts=3)
+        defaults.update(config)
+        self.core = MasterCore(self.clock, MasterInfo("m", "tcp://127.0.0.1:1"), MasterConfig(**defaults))
+
+    def send(self, peer, message):
+        return [(s.peer, s.message) for s in self.core.on_message(peer, message)]
+
+    def tick(self, advance=0.0):
+        self.clock.advance(advance)
+        return [(s.peer, s.message) for s in self.core.tick()]
+
+    def subscribe(self, peer=FW, **info):
+        out = self.send(peer, m.Subscribe(FrameworkInfo(**{"name": "demo", **info})))
+        (subscribed,) = [msg for p, msg in out if isinstance(msg, m.Subscribed)]
+        return subscribed.framework_id
+
+    def register_agent(self, peer=AG, resources="cpus:4;mem:4096", hostname="node-0"):
+        out = self.send(peer, m.RegisterAgent(AgentInfo(hostname, R(resources))))
+        (registered,) = [msg for p, msg in out if isinstance(msg, m.AgentRegistered)]
+        return registered.agent_id
+
+    def offers(self, out, peer=FW):
+        return [o for p, msg in out if p == peer and isinstance(msg, m.Offers) for o in msg.offers]
+
+
+def only(out, kind, peer=None):
+    return [msg for p, msg in out if isinstance(msg, kind) and (peer is None or p == peer)]
+
+
+@pytest.fixture
+def h():
+    return Harness()
+
+
+def test_subscribe_register_and_offer(h):
+    fid = h.subscribe()
+    assert fid == "m-F0001"
+    aid = h.register_agent()
+    (offer,) = h.offers(h.tick())
+    assert (offer.agent_id, offer.hostname, offer.resources) == (aid, "node-0", R("cpus:4;mem:4096"))
+    assert offer.framework_id == fid
+
+
+def launch(h, fid, offer, *tasks, refuse=0.0):
+    return h.send(FW, m.Accept(fid, [offer.id], list(tasks), Filters(refuse)))
+
+
+def task(tid, agent_id, resources="cpus:1;mem:128", command="sleep 1"):
+    return TaskInfo(tid, agent_id, command, R(resources))
+
+
+def test_valid_launch_runs_the_task_and_returns_the_rest(h):
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    out = launch(h, fid, offer, task("t1", aid), task("t2", aid))
+    run = only(out, m.RunTask, AG)
+    assert [r.task.task_id for r in run] == ["t1", "t2"]
+    assert run[0].framework.id == fid
+    (again,) = h.offers(h.tick(advance=1.0))
+    assert again.resources == R("cpus:2;mem:3840")
+
+
+@pytest.mark.parametrize("bad, fragment", [
+    (lambda aid: task("t1", aid, "cpus:5"), "exceed"),
+    (lambda aid: task("t1", "other-agent"), "is not the offers' agent"),
+    (lambda aid: task("", aid), "task id is empty"),
+    (lambda aid: task("t1", aid, command="  "), "no command"),
+    (lambda aid: TaskInfo("t1", aid, "x", Resources()), "no resources"),
+])
+def test_invalid_tasks_get_task_error_and_launch_nothing(h, bad, fragment):
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    out = launch(h, fid, offer, bad(aid))
+    (update,) = only(out, m.Update, FW)
+    assert update.status.state == TaskState.ERROR and fragment in update.status.message
+    assert update.status.uuid == "" and update.status.source == "SOURCE_MASTER"
+    assert not only(out, m.RunTask)
+    assert h.core.allocator.available(aid) == R("cpus:4;mem:4096")
+
+
+def test_duplicate_task_ids_and_resources_summed_over_tasks(h):
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    out = launch(h, fid, offer, task("a", aid, "cpus:3"), task("a", aid, "cpus:0.5"), task("b", aid, "cpus:2"))
+    assert [r.task.task_id for r in only(out, m.RunTask)] == ["a"]
+    errors = {u.status.task_id + ":" + u.status.message for u in only(out, m.Update)}
+    assert any("already in use" in e for e in errors) and any("exceed" in e for e in errors)
+
+
+def test_launch_on_a_rescinded_or_unknown_offer_is_dropped(h):
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    h.send(FW, m.Decline(fid, [offer.id], Filters(0)))
+    out = launch(h, fid, offer, task("t", aid))
+    (update,) = only(out, m.Update)
+    assert update.status.state == TaskState.DROPPED and "no longer valid" in update.status.message
+
+
+def test_status_updates_are_forwarded_and_acks_go_back_to_the_agent(h):
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    launch(h, fid, offer, task("t", aid))
+    running = TaskStatus("t", TaskState.RUNNING, uuid="u1")
+    (update,) = only(h.send(AG, m.StatusUpdate(fid, running)), m.Update, FW)
+    assert update.status.agent_id == aid and update.status.uuid == "u1"
+    (ack,) = only(h.send(FW, m.Acknowledge(fid, aid, "t", "u1")), m.StatusUpdateAck, AG)
+    assert (ack.task_id, ack.uuid) == ("t", "u1")
+    finished = TaskStatus("t", TaskState.FINISHED, uuid="u2", exit_code=0)
+    h.send(AG, m.StatusUpdate(fid, finished))
+    assert h.core.allocator.available(aid) == R("cpus:4;mem:4096")
+    state = h.core.frameworks[fid].tasks["t"]
+    assert state.state == TaskState.FINISHED
+    h.send(FW, m.Acknowledge(fid, aid, "t", "u2"))
+    assert "t" not in h.core.frameworks[fid].tasks
+    assert [t.id for t in h.core.frameworks[fid].completed] == ["t"]
+
+
+def test_terminal_update_returns_the_task_resources_once(h):
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    launch(h, fid, offer, task("t", aid, "cpus:4;mem:4096"))
+    assert h.core.allocator.available(aid) == Resources()
+    for _ in range(3):  # retried update
+        h.send(AG, m.StatusUpdate(fid, TaskStatus("t", TaskState.FAILED, uuid="u", exit_code=3)))
+    assert h.core.allocator.available(aid) == R("cpus:4;mem:4096")
+    h.core.allocator.check_invariants()
+
+
+def test_calls_from_another_connection_are_refused(h):
+    fid = h.subscribe()
+    (error,) = only(h.send(FW2, m.Revive(fid)), m.Error, FW2)
+    assert "not subscribed on this connection" in error.message
+
+
+def test_unexpected_messages_and_bad_frames_get_errors(h):
+    (error,) = only(h.send(FW, m.Subscribed("x", 1.0, MasterInfo("a", "b"))), m.Error)
+    assert "unexpected message Subscribed" in error.message
+    (error,) = only([(s.peer, s.message) for s in h.core.on_bad_frame(FW, WireError("junk"))], m.Error)
+    assert "junk" in error.message
+
+
+def test_bad_role_is_a_fatal_subscription_error(h):
+    (error,) = only(h.send(FW, m.Subscribe(FrameworkInfo("x", role="a//b"))), m.Error)
+    assert error.fatal and "role" in error.message
+    assert h.core.frameworks == {}
+
+
+def test_reconciliation_implicit_and_explicit(h):
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    launch(h, fid, offer, task("t1", aid), task("t2", aid))
+    h.send(AG, m.StatusUpdate(fid, TaskStatus("t1", TaskState.RUNNING, uuid="u")))
+    implicit = only(h.send(FW, m.Reconcile(fid)), m.Update)
+    assert [(u.status.task_id, u.status.state) for u in implicit] == [("t1", TaskState.RUNNING),
+                                                                       ("t2", TaskState.STAGING)]
+    assert all(u.status.reason == "REASON_RECONCILIATION" and u.status.uuid == "" for u in implicit)
+    explicit = only(h.send(FW, m.Reconcile(fid, [m.ReconcileTask("t2"), m.ReconcileTask("nope", aid)])), m.Update)
+    assert [(u.status.task_id, u.status.state) for u in explicit] == [("t2", TaskState.STAGING),
+                                                                       ("nope", TaskState.LOST)]
+
+
+def test_agent_that_stops_answering_pings_is_removed_and_its_tasks_lost(h):
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    launch(h, fid, offer, task("t", aid))
+    out = []
+    for _ in range(5):
+        out += h.tick(advance=1.0)
+        h.send(FW, m.Heartbeat())
+    assert only(out, m.Ping, AG)
+    (lost,) = [u for u in only(out, m.Update, FW) if u.status.task_id == "t"]
+    assert lost.status.state == TaskState.LOST and lost.status.reason == "REASON_AGENT_REMOVED"
+    assert only(out, m.Failure, FW)[0].agent_id == aid
+    assert only(out, m.ShutdownAgent, AG)
+    assert aid not in h.core.agents
+    # it may not come back under its old id
+    assert only(h.send(AG, m.ReregisterAgent(AgentInfo("node-0", R("cpus:4"), id=aid))), m.ShutdownAgent)
+
+
+def test_pongs_keep_an_agent_alive(h):
+    h.subscribe()
+    aid = h.register_agent()
+    for _ in range(10):
+        h.tick(advance=1.0)
+        h.send(AG, m.Pong(aid))
+        h.send(FW, m.Heartbeat())
+    assert aid in h.core.agents
+
+
+def test_partition_aware_frameworks_get_unreachable(h):
+    fid = h.subscribe(partition_aware=True)
+    aid = h.register_agent()
+    (offer,) = h.offers(h.tick())
+    launch(h, fid, offer, task("t", aid))
+    out = []
+    for _ in range(5):
+        out += h.tick(advance=1.0)
+        h.send(FW, m.Heartbeat())
+    assert [u.status.state for u in only(out, m.Update) if u.status.task_id == "t"] == [TaskState.UNREACHABLE]
+
+
+def test_heartbeats_then_disconnect_then_failover_timeout_removes_framework(h):
+    fid = h.subscribe(failover_timeout=10.0)
+    aid = h.register_agent()
+    (offer,) = h.offers(h.tick())
+    launch(h, fid, offer, task("t", aid))
+    out = h.tick(advance=1.0)
+    assert only(out, m.Heartbeat, FW)
+    for _ in range(6):  # silent framework; the agent keeps answering
+        h.tick(advance=1.0)
+        h.send(AG, m.Pong(aid))
+    record = h.core.frameworks[fid]
+    assert not record.connected
+    out = []
+    for _ in range(11):
+        out += h.tick(advance=1.0)
+        h.send(AG, m.Pong(aid))
+    assert only(out, m.ShutdownFramework, AG) == [m.ShutdownFramework(fid)]
+    assert fid not in h.core.frameworks
+    (error,) = only(h.send(FW, m.Subscribe(FrameworkInfo("demo", id=fid))), m.Error)
+    assert error.fatal
+
+
+def test_resubscribe_within_failover_keeps_tasks(h):
+    fid = h.subscribe(failover_timeout=60.0)
+    aid = h.register_agent()
+    (offer,) = h.offers(h.tick())
+    launch(h, fid, offer, task("t", aid))
+    for _ in range(7):
+        h.tick(advance=1.0)
+        h.send(AG, m.Pong(aid))
+    assert not h.core.frameworks[fid].connected
+    out = h.send(FW2, m.Subscribe(FrameworkInfo("demo", id=fid, failover_timeout=60.0)))
+    (subscribed,) = only(out, m.Subscribed, FW2)
+    assert subscribed.resubscribed and subscribed.framework_id == fid
+    assert "t" in h.core.frameworks[fid].tasks
+    assert h.offers(h.tick(advance=1.0), peer=FW2)
+
+
+def test_unknown_agent_reregistering_is_admitted_with_its_tasks(h):
+    running = m.RunningTask("old-fw", task("t", "old-agent", "cpus:1;mem:128"), TaskState.RUNNING)
+    out = h.send(AG, m.ReregisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"), id="old-agent"), [running],
+                                       [FrameworkInfo("demo", id="old-fw", failover_timeout=30.0)]))
+    assert only(out, m.AgentRegistered)[0].agent_id == "old-agent"
+    assert h.core.allocator.available("old-agent") == R("cpus:3;mem:3968")
+    out = h.send(FW, m.Subscribe(FrameworkInfo("demo", id="old-fw", failover_timeout=30.0)))
+    assert only(out, m.Subscribed)[0].resubscribed
+    assert only(h.send(FW, m.Reconcile("old-fw")), m.Update)[0].status.state == TaskState.RUNNING
+
+
+def test_offer_timeout_rescinds(h):
+    h = Harness(offer_timeout=5.0)
+    h.subscribe()
+    aid = h.register_agent()
+    (offer,) = h.offers(h.tick())
+    out = []
+    for _ in range(6):
+        out += h.tick(advance=1.0)
+        h.send(FW, m.Heartbeat())
+        h.send(AG, m.Pong(aid))
+    (rescind,) = only(out, m.RescindOffer, FW)
+    assert rescind.offer_id == offer.id and rescind.reason == "offer_timeout"
+
+
+def test_status_update_for_a_removed_framework_is_acknowledged_by_the_master(h):
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    launch(h, fid, offer, task("t", aid))
+    h.send(FW, m.Teardown(fid))
+    (ack,) = only(h.send(AG, m.StatusUpdate(fid, TaskStatus("t", TaskState.KILLED, uuid="u9"))), m.StatusUpdateAck)
+    assert ack.uuid == "u9"
+
+
+def test_kill_goes_to_the_agent(h):
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    launch(h, fid, offer, task("t", aid))
+    assert only(h.send(FW, m.Kill(fid, "t")), m.KillTask, AG) == [m.KillTask(fid, "t")]
+    (update,) = only(h.send(FW, m.Kill(fid, "nope")), m.Update)
+    assert update.status.state == TaskState.LOST
