@@ -20,6 +20,8 @@ import math
 import random
 from typing import Iterator
 
+from bisect import bisect_left, insort
+
 from sortedcontainers import SortedList
 
 from mesoslike.allocator.sorter import Sorter, register_sorter
@@ -28,6 +30,60 @@ from mesoslike.resources import Resources
 __all__ = ["DRFSorter"]
 
 _SELF = "."  # name of the virtual leaf holding an inner path's own client
+
+
+_BIG = 4096  # siblings beyond which a plain sorted list stops being the fastest
+
+
+class _SiblingOrder:
+    """Sorted entries of a node's active children.
+
+    A plain list searched with the C ``bisect`` is the fastest structure for
+    the usual few to few thousand siblings; past ``_BIG`` entries it becomes a
+    ``SortedList`` so that add and remove stay O(log n) however many
+    frameworks share a role.
+    """
+
+    __slots__ = ("_items", "_big")
+
+    def __init__(self, entries: list | tuple = ()) -> None:
+        items = sorted(entries)
+        self._big = len(items) > _BIG
+        self._items = SortedList(items) if self._big else items
+
+    def add(self, entry: tuple) -> None:
+        if self._big:
+            self._items.add(entry)
+            return
+        insort(self._items, entry)
+        if len(self._items) > _BIG:
+            self._items, self._big = SortedList(self._items), True
+
+    def remove(self, entry: tuple) -> None:
+        if self._big:
+            self._items.remove(entry)
+        else:
+            del self._items[bisect_left(self._items, entry)]
+
+    def replace(self, old: tuple, new: tuple) -> None:
+        """Swap an entry for its updated version; in place when it keeps its rank."""
+        if self._big:
+            self._items.remove(old)
+            self._items.add(new)
+            return
+        items = self._items
+        i = bisect_left(items, old)
+        if (i == 0 or items[i - 1] < new) and (i + 1 == len(items) or new < items[i + 1]):
+            items[i] = new
+        else:
+            del items[i]
+            insort(items, new)
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 class _Node:
@@ -39,7 +95,7 @@ class _Node:
         self.path = path
         self.parent = parent
         self.children: dict[str, _Node] = {}
-        self.order = SortedList()        # entries of active children
+        self.order = _SiblingOrder()     # entries of active children
         self.client: str | None = None   # set on leaves
         self.active = False              # leaves: client active
         self.active_leaves = 0           # active leaves in this subtree
@@ -185,10 +241,9 @@ class DRFSorter(Sorter):
 
     def _change(self, leaf: _Node, millis: dict[str, int], sign: int, count: bool) -> None:
         node: _Node | None = leaf
-        while node is not None and node is not self._root:
-            listed = node.entry is not None and not self._stale
-            if listed:
-                node.parent.order.remove(node.entry)
+        root = self._root
+        stale = self._stale
+        while node is not root:
             alloc = node.alloc
             for kind, amount in millis.items():
                 left = alloc.get(kind, 0) + sign * amount
@@ -198,9 +253,10 @@ class DRFSorter(Sorter):
                     alloc.pop(kind, None)
             if count:
                 node.count += 1
-            if listed:
+            old = node.entry
+            if old is not None and not stale:
                 node.entry = self._entry(node)
-                node.parent.order.add(node.entry)
+                node.parent.order.replace(old, node.entry)
             node = node.parent
 
     def add_total(self, resources: Resources) -> None:
@@ -262,7 +318,7 @@ class DRFSorter(Sorter):
                 else:
                     child.entry = None
                 stack.append(child)
-            node.order = SortedList(entries)
+            node.order = _SiblingOrder(entries)
         self._stale = False
 
     def iter_sorted(self) -> Iterator[str]:

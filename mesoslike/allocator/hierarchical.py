@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections import OrderedDict
+from collections import deque
 from typing import Iterable, Mapping
 
 from mesoslike.allocator.drf import DRFSorter  # noqa: F401  (registers "drf")
@@ -171,7 +171,8 @@ class HierarchicalAllocator:
         self._frameworks: dict[str, _Framework] = {}
         self._role_frameworks: dict[str, Sorter] = {}      # role -> framework sorter
         self._weights: dict[str, float] = {}
-        self._offers: OrderedDict[str, Offer] = OrderedDict()  # by creation time
+        self._offers: dict[str, Offer] = {}
+        self._offer_times: deque[tuple[float, str]] = deque()  # creation order, for timeouts
         self._filters = FilterStore()
         self._quota = QuotaBook()
         self._free: Millis = {}                  # unallocated scalars on active agents
@@ -180,6 +181,7 @@ class HierarchicalAllocator:
         self._pending: set[str] = set()
         self._eligible: set[str] = set()              # frameworks active and not suppressed
         self._min_overrides: dict[tuple[Resources, ...], int] = {}  # distinct per-framework minimums
+        self._all_mins = (self.min_allocatable,)
         self._role_eligible: dict[str, int] = {}
         self._next_batch = clock.now()
         self._counters = dict(cycles=0, offers_made=0, offers_filtered=0, offers_declined=0,
@@ -311,6 +313,7 @@ class HierarchicalAllocator:
         framework = _Framework(framework_id, role, mins)
         if mins is not None:
             self._min_overrides[mins] = self._min_overrides.get(mins, 0) + 1
+            self._all_mins = (self.min_allocatable, *self._min_overrides)
         framework.active = active
         framework.suppressed = suppressed
         sorter = self._role_frameworks.get(role)
@@ -346,6 +349,7 @@ class HierarchicalAllocator:
             self._min_overrides[framework.min_allocatable] -= 1
             if not self._min_overrides[framework.min_allocatable]:
                 del self._min_overrides[framework.min_allocatable]
+            self._all_mins = (self.min_allocatable, *self._min_overrides)
         if not len(sorter):
             del self._role_frameworks[framework.role]
             del self._role_eligible[framework.role]
@@ -485,11 +489,12 @@ class HierarchicalAllocator:
             return []
         deadline = self.clock.now() - self.offer_timeout
         expired = []
-        while self._offers:
-            offer = next(iter(self._offers.values()))
-            if offer.created_at > deadline:
-                break
-            expired.append(self._rescind(offer, RescindReason.OFFER_TIMEOUT))
+        times = self._offer_times
+        while times and times[0][0] <= deadline:
+            _, offer_id = times.popleft()
+            offer = self._offers.get(offer_id)
+            if offer is not None:  # else answered or rescinded already
+                expired.append(self._rescind(offer, RescindReason.OFFER_TIMEOUT))
         return expired
 
     def get_offer(self, offer_id: str) -> Offer | None:
@@ -638,8 +643,12 @@ class HierarchicalAllocator:
         if self._pending_all or self._pending:
             return self.clock.now()
         wake = self._next_batch
-        if self.offer_timeout is not None and self._offers:
-            wake = min(wake, next(iter(self._offers.values())).created_at + self.offer_timeout)
+        if self.offer_timeout is not None:
+            times = self._offer_times
+            while times and times[0][1] not in self._offers:
+                times.popleft()  # answered offers leave stale entries behind
+            if times:
+                wake = min(wake, times[0][0] + self.offer_timeout)
         return wake
 
     def _allocate_guarantees(self, agent: _Agent, now: float, grants: dict) -> None:
@@ -670,31 +679,38 @@ class HierarchicalAllocator:
 
     def _allocate_agent(self, agent: _Agent, now: float, grants: dict) -> None:
         """Stage 2: the agent's available resources go to the first framework
-        in sorted order that can take them and has not filtered them."""
+        in sorted order that can take them and has not filtered them. When
+        quota cut the offer short, the rest goes on to the next framework."""
         served: set[str] = set()
         while agent.available and self._allocatable_for_anyone(agent.available):
-            granted = None
-            for role in self._role_sorter.iter_sorted():
-                caps = self._caps(role)
-                for framework_id in self._role_frameworks[role].iter_sorted():
-                    if framework_id in served:
-                        continue
-                    framework = self._frameworks[framework_id]
-                    offer = self._offerable(agent, framework, caps)
-                    if offer is None:
-                        continue
-                    if self._filters.blocks(framework_id, agent.id, offer, now):
-                        self._counters["offers_filtered"] += 1
-                        continue
-                    granted = framework
-                    break
-                if granted is not None:
-                    break
-            if granted is None:
+            found = self._first_taker(agent, now, served)
+            if found is None:
                 return
-            # the sorters changed: stop iterating before recording the grant
-            self._grant(granted, agent, offer, grants)
-            served.add(granted.id)
+            framework, offer = found
+            self._grant(framework, agent, offer, grants)
+            served.add(framework.id)
+
+    def _first_taker(self, agent: _Agent, now: float, served: set[str]) -> tuple[_Framework, Resources] | None:
+        """The first framework in sorted order that may be offered something
+        on ``agent``, with what it may be offered. Hot path: no mutation here,
+        so the sorters' iterators stay valid."""
+        frameworks = self._frameworks
+        blocks = self._filters.blocks
+        quota = self._quota
+        for role in self._role_sorter.iter_sorted():
+            caps = self._caps(role) if quota else None
+            for framework_id in self._role_frameworks[role].iter_sorted():
+                if framework_id in served:
+                    continue
+                framework = frameworks[framework_id]
+                offer = self._offerable(agent, framework, caps)
+                if offer is None:
+                    continue
+                if blocks(framework_id, agent.id, offer, now):
+                    self._counters["offers_filtered"] += 1
+                    continue
+                return framework, offer
+        return None
 
     def _caps(self, role: str) -> Millis | None:
         """Per scalar kind, the most an allocation to ``role`` may take: the
@@ -717,15 +733,23 @@ class HierarchicalAllocator:
     def _allocatable_for_anyone(self, available: Resources) -> bool:
         """Cheap pre-check: could any framework's minimum be met at all?
         Saves walking every framework for an agent left with crumbs."""
-        for mins in (self.min_allocatable, *self._min_overrides):
-            if not mins or any(available.contains(m) for m in mins):
+        for mins in self._all_mins:
+            if not mins:
                 return True
+            for minimum in mins:
+                if available.contains(minimum):
+                    return True
         return False
 
     def _offerable(self, agent: _Agent, framework: _Framework, caps: Millis | None) -> Resources | None:
         """What ``framework`` may be offered on ``agent`` now, or None if
         that is below its minimum allocatable resources."""
-        offer = _clip(agent.available, caps) if caps else agent.available
+        if not caps:
+            offer = agent.available
+            if framework.min_allocatable is None and len(self._all_mins) == 1:
+                return offer  # _allocatable_for_anyone already checked the default minimum
+        else:
+            offer = _clip(agent.available, caps)
         if not offer:
             return None
         mins = framework.min_allocatable if framework.min_allocatable is not None else self.min_allocatable
@@ -750,6 +774,8 @@ class HierarchicalAllocator:
             self._offers[offer.id] = offer
             self._frameworks[framework_id].offers.setdefault(agent_id, {})[offer.id] = offer
             offers.append(offer)
+        if self.offer_timeout is not None:
+            self._offer_times.extend((now, offer.id) for offer in offers)
         self._counters["offers_made"] += len(offers)
         return offers
 
