@@ -1,0 +1,587 @@
+"""The agent's decisions, sans I/O: registration, master liveness, task
+bookkeeping, resource enforcement and reliable status updates.
+
+:class:`AgentCore` is a deterministic state machine. A runtime feeds it events
+— messages from the master, tasks that started or exited, the passing of time
+(:meth:`AgentCore.tick`) — and carries out the commands it returns
+(:class:`SendToMaster`, :class:`LaunchTask`, :class:`KillTask`,
+:class:`DeliverMessage`). It never touches a socket or a process and never
+reads the time itself: it takes a :class:`~mesoslike.clock.Clock` for timers,
+an optional wall clock for status timestamps, and a ``random.Random`` for
+update uuids.
+
+The conversation it keeps is the "agent" part of ``docs/wire.rst``
+("Conversations"); ``docs/agent.rst`` explains the choices.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import signal as signal_module
+import uuid
+from collections import deque
+from typing import Callable, Union
+
+import attrs
+
+from mesoslike.clock import Clock
+from mesoslike.resources import Resources
+from mesoslike.wire import messages as m
+from mesoslike.wire.types import AgentInfo, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
+
+__all__ = [
+    "AgentCore", "AgentTask", "Command", "SendToMaster", "LaunchTask", "KillTask", "DeliverMessage",
+    "SOURCE_AGENT", "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
+    "UPDATE_BACKOFF_INITIAL", "UPDATE_BACKOFF_MAX",
+]
+
+log = logging.getLogger("mesoslike.agent")
+
+SOURCE_AGENT = "SOURCE_AGENT"
+#: TASK_ERROR: duplicate id, wrong agent, no resources, or more than is free
+REASON_TASK_INVALID = "REASON_TASK_INVALID"
+#: TASK_LOST answering a KILL_TASK for a task this agent does not know
+REASON_TASK_UNKNOWN = "REASON_TASK_UNKNOWN"
+#: TASK_FAILED for a command that could not be started
+REASON_COMMAND_EXECUTOR_FAILED = "REASON_COMMAND_EXECUTOR_FAILED"
+
+#: status update retries: 0.5 s doubling to 10 s (docs/wire.rst)
+UPDATE_BACKOFF_INITIAL = 0.5
+UPDATE_BACKOFF_MAX = 10.0
+
+EMPTY = Resources()
+TaskKey = tuple[str, str]  # (framework_id, task_id): task ids are unique per framework only
+
+
+# ================================================================ commands
+@attrs.frozen
+class SendToMaster:
+    """Send ``message`` to the master."""
+
+    message: object
+
+
+@attrs.frozen
+class LaunchTask:
+    """Start ``task`` of ``framework`` as a process; report back with
+    :meth:`AgentCore.on_task_started` or :meth:`AgentCore.on_task_launch_failed`."""
+
+    framework: FrameworkInfo
+    task: TaskInfo
+    agent_id: str
+
+
+@attrs.frozen
+class KillTask:
+    """SIGTERM the task's process group, SIGKILL it after ``grace_period``
+    seconds; report the exit with :meth:`AgentCore.on_task_exited`."""
+
+    framework_id: str
+    task_id: str
+    grace_period: float
+
+
+@attrs.frozen
+class DeliverMessage:
+    """Append a framework message's ``data`` to the task's sandbox."""
+
+    framework_id: str
+    task_id: str
+    data: bytes
+
+
+Command = Union[SendToMaster, LaunchTask, KillTask, DeliverMessage]
+
+
+@attrs.frozen
+class AgentTask:
+    """A read-only view of a task the agent knows (see :meth:`AgentCore.tasks`)."""
+
+    framework_id: str
+    task_id: str
+    state: str
+    resources: Resources
+    pid: int | None
+    killing: bool
+    pending_updates: int
+
+
+# ============================================================ bookkeeping
+class _Phase:
+    LAUNCHING = "launching"    # LaunchTask emitted, no pid yet
+    RUNNING = "running"        # a process exists
+    TERMINATED = "terminated"  # exited (or never started); waiting for its terminal update's ack
+
+
+class _Task:
+    __slots__ = ("framework", "info", "phase", "state", "pid", "killing", "kill_requested", "kill_why",
+                 "holds_resources", "orphaned")
+
+    def __init__(self, framework: FrameworkInfo, info: TaskInfo, holds_resources: bool) -> None:
+        self.framework = framework
+        self.info = info
+        self.phase = _Phase.LAUNCHING if holds_resources else _Phase.TERMINATED
+        self.state = TaskState.STAGING
+        self.pid: int | None = None
+        self.killing = False          # a KillTask went out: the exit is TASK_KILLED
+        self.kill_requested = False   # killed before its process existed
+        self.kill_why = ""
+        self.holds_resources = holds_resources
+        self.orphaned = False         # after SHUTDOWN_AGENT: no updates, only resources to free
+
+    @property
+    def alive(self) -> bool:
+        return self.phase != _Phase.TERMINATED
+
+
+class _UpdateStream:
+    """One task's unacknowledged updates, oldest first; only the head is in
+    flight. ``next_send`` is None while the head waits for a registered master."""
+
+    __slots__ = ("framework_id", "pending", "next_send", "backoff")
+
+    def __init__(self, framework_id: str) -> None:
+        self.framework_id = framework_id
+        self.pending: deque[TaskStatus] = deque()
+        self.next_send: float | None = None
+        self.backoff = UPDATE_BACKOFF_INITIAL
+
+
+# =================================================================== core
+class AgentCore:
+    """The agent state machine: events in, :data:`Command` lists out.
+
+    :param clock: monotonic time for every timer (registration backoff,
+        master liveness, update retries).
+    :param info: how the agent registers (hostname, total resources,
+        attributes, port); ``info.id`` is ignored — the master assigns it.
+    :param rng: source of the status update uuids (``random.Random()``
+        seeded from the OS when omitted).
+    :param wall_clock: ``() -> seconds since the epoch`` for status
+        timestamps; defaults to ``clock.now``. The runtime passes
+        ``time.time``.
+    :param max_ping_timeouts: the master is gone after ``ping_interval x
+        max_ping_timeouts`` seconds without any message from it.
+    :param register_backoff: first delay between registration attempts; it
+        doubles up to ``register_backoff_max``.
+    :param version: sent in REGISTER_AGENT / REREGISTER_AGENT.
+    """
+
+    def __init__(self, clock: Clock, info: AgentInfo, *, rng: random.Random | None = None,
+                 wall_clock: Callable[[], float] | None = None, max_ping_timeouts: int = 5,
+                 register_backoff: float = 1.0, register_backoff_max: float = 10.0, version: str = "") -> None:
+        if max_ping_timeouts < 1:
+            raise ValueError(f"max_ping_timeouts must be >= 1, got {max_ping_timeouts!r}")
+        if not 0 < register_backoff <= register_backoff_max:
+            raise ValueError("need 0 < register_backoff <= register_backoff_max")
+        self.clock = clock
+        self._info = attrs.evolve(info, id="")
+        self._rng = rng if rng is not None else random.Random()
+        self._wall_clock = wall_clock or clock.now
+        self.max_ping_timeouts = max_ping_timeouts
+        self._register_backoff_initial = register_backoff
+        self._register_backoff_max = register_backoff_max
+        self.version = version
+
+        self._agent_id = ""
+        self._registered = False
+        self._registering = False            # an attempt went out and is unanswered
+        self._next_registration: float | None = clock.now()
+        self._register_backoff = register_backoff
+        self._drain_deadline: float | None = None   # after SHUTDOWN_AGENT: register once tasks are gone
+        self._master: MasterInfo | None = None
+        self._ping_interval = 0.0
+        self._last_master_contact = clock.now()
+
+        self._tasks: dict[TaskKey, _Task] = {}
+        self._streams: dict[TaskKey, _UpdateStream] = {}
+        self._used = EMPTY
+
+    # ------------------------------------------------------------ queries
+    @property
+    def agent_id(self) -> str:
+        """The id the master assigned ("" until the first registration)."""
+        return self._agent_id
+
+    @property
+    def registered(self) -> bool:
+        """True while a master has acknowledged this agent and is alive."""
+        return self._registered
+
+    @property
+    def master(self) -> MasterInfo | None:
+        """The master that registered this agent last."""
+        return self._master
+
+    @property
+    def info(self) -> AgentInfo:
+        """What the agent registers with (``id`` filled in once assigned)."""
+        return attrs.evolve(self._info, id=self._agent_id)
+
+    @property
+    def total(self) -> Resources:
+        return self._info.resources
+
+    @property
+    def used(self) -> Resources:
+        """Resources of the tasks whose processes may still run."""
+        return self._used
+
+    @property
+    def free(self) -> Resources:
+        return self._info.resources.subtract_clamped(self._used)
+
+    def tasks(self) -> list[AgentTask]:
+        """Every task the agent knows: running, or terminated with updates
+        not yet acknowledged (orphans of a shutdown excluded)."""
+        views = []
+        for key, task in sorted(self._tasks.items()):
+            if task.orphaned:
+                continue
+            stream = self._streams.get(key)
+            views.append(AgentTask(key[0], key[1], task.state, task.info.resources, task.pid, task.killing,
+                                   len(stream.pending) if stream else 0))
+        return views
+
+    def pending_updates(self, framework_id: str, task_id: str) -> list[TaskStatus]:
+        """The task's unacknowledged updates, oldest (in flight) first."""
+        stream = self._streams.get((framework_id, task_id))
+        return list(stream.pending) if stream else []
+
+    def next_wakeup(self) -> float:
+        """When :meth:`tick` has work next (``math.inf``: only events will do)."""
+        times = [t for t in (self._next_registration, self._drain_deadline) if t is not None]
+        if self._registered:
+            if self._ping_interval > 0:
+                times.append(self._master_deadline())
+            times.extend(s.next_send for s in self._streams.values() if s.pending and s.next_send is not None)
+        return min(times, default=math.inf)
+
+    # ------------------------------------------------------------- events
+    def tick(self) -> list[Command]:
+        """Do whatever time has made due: detect a silent master, (re)send
+        registrations and status updates, end a shutdown's drain."""
+        now = self.clock.now()
+        out: list[Command] = []
+        if self._registered and self._ping_interval > 0 and now >= self._master_deadline():
+            log.warning("no message from the master for %.1f s: re-registering", now - self._last_master_contact)
+            self._lose_master(now)
+        if self._drain_deadline is not None and (now >= self._drain_deadline or not self._live_tasks()):
+            self._end_drain(now)
+        if self._next_registration is not None and now >= self._next_registration:
+            out.append(self._registration_attempt(now))
+        if self._registered:
+            for key, stream in self._streams.items():
+                if stream.pending and stream.next_send is not None and now >= stream.next_send:
+                    out.append(self._send_head(stream, now))
+        return out
+
+    def on_message(self, message: object) -> list[Command]:
+        """A message from the master. Any message counts as a sign of life."""
+        self._last_master_contact = self.clock.now()
+        handler = self._HANDLERS.get(type(message))
+        if handler is None:
+            log.warning("ignoring unexpected %s from the master", getattr(message, "TYPE", type(message).__name__))
+            return []
+        return handler(self, message)
+
+    def on_task_started(self, framework_id: str, task_id: str, pid: int) -> list[Command]:
+        """The task's process exists: TASK_RUNNING (or a kill requested meanwhile)."""
+        task = self._tasks.get((framework_id, task_id))
+        if task is None or task.phase != _Phase.LAUNCHING:
+            log.warning("start of unknown or not launching task %s/%s ignored", framework_id, task_id)
+            return []
+        task.phase = _Phase.RUNNING
+        task.pid = pid
+        if task.orphaned or task.kill_requested:
+            return [self._kill(task)]
+        return self._update(task, TaskState.RUNNING, f"started as pid {pid}")
+
+    def on_task_launch_failed(self, framework_id: str, task_id: str, reason: str) -> list[Command]:
+        """The task's process could not start: TASK_FAILED with the reason."""
+        task = self._tasks.get((framework_id, task_id))
+        if task is None or task.phase != _Phase.LAUNCHING:
+            return []
+        if task.kill_requested:
+            return self._terminate(task, TaskState.KILLED, f"killed before it started ({task.kill_why})")
+        return self._terminate(task, TaskState.FAILED, f"could not start the command: {reason}",
+                               reason=REASON_COMMAND_EXECUTOR_FAILED)
+
+    def on_task_exited(self, framework_id: str, task_id: str, exit_code: int | None = None,
+                       signal: int | None = None) -> list[Command]:
+        """The task's process ended with ``exit_code``, or was killed by
+        ``signal``. Frees its resources and queues the terminal update."""
+        task = self._tasks.get((framework_id, task_id))
+        if task is None or not task.alive:
+            log.warning("exit of unknown or already terminated task %s/%s ignored", framework_id, task_id)
+            return []
+        how = _describe_exit(exit_code, signal)
+        if task.killing:
+            return self._terminate(task, TaskState.KILLED, f"killed by the agent ({task.kill_why}); {how}",
+                                   exit_code=exit_code)
+        if exit_code == 0:
+            return self._terminate(task, TaskState.FINISHED, how, exit_code=0)
+        return self._terminate(task, TaskState.FAILED, how, exit_code=exit_code)
+
+    # ------------------------------------------------------- registration
+    def _registration_attempt(self, now: float) -> SendToMaster:
+        self._registering = True
+        self._next_registration = now + self._register_backoff
+        self._register_backoff = min(self._register_backoff * 2, self._register_backoff_max)
+        if not self._agent_id:
+            log.info("registering with the master")
+            return SendToMaster(m.RegisterAgent(self.info, version=self.version))
+        # the tasks it still runs (docs/wire.rst); terminated ones are told by
+        # their pending updates, which go out once the master answers
+        still_running = [(key, task) for key, task in sorted(self._tasks.items())
+                         if task.alive and not task.orphaned]
+        running = [m.RunningTask(key[0], task.info, task.state) for key, task in still_running]
+        frameworks = {task.framework.id: task.framework for _, task in still_running}
+        log.info("re-registering as %s with %d tasks", self._agent_id, len(running))
+        return SendToMaster(m.ReregisterAgent(self.info, running, list(frameworks.values()), version=self.version))
+
+    def _agent_registered(self, msg: m.AgentRegistered) -> list[Command]:
+        if self._registered and msg.agent_id == self._agent_id:
+            return []  # the answer to a retry we no longer needed
+        if not self._registering:
+            log.info("ignoring AGENT_REGISTERED(%s): no registration is outstanding", msg.agent_id)
+            return []
+        if self._agent_id and msg.agent_id != self._agent_id:
+            log.warning("the master gave this agent a new id %s (was %s)", msg.agent_id, self._agent_id)
+        now = self.clock.now()
+        self._agent_id = msg.agent_id
+        self._registered = True
+        self._registering = False
+        self._next_registration = None
+        self._register_backoff = self._register_backoff_initial
+        self._master = msg.master
+        self._ping_interval = msg.ping_interval
+        log.info("registered as %s with master %s (%s)", msg.agent_id, msg.master.id, msg.master.address)
+        out: list[Command] = []
+        for stream in self._streams.values():  # what waited for a master goes out now
+            if stream.pending:
+                stream.backoff = UPDATE_BACKOFF_INITIAL
+                out.append(self._send_head(stream, now))
+        return out
+
+    def _master_deadline(self) -> float:
+        return self._last_master_contact + self._ping_interval * self.max_ping_timeouts
+
+    def _lose_master(self, now: float) -> None:
+        self._registered = False
+        self._register_backoff = self._register_backoff_initial
+        self._next_registration = now
+
+    def _ping(self, msg: m.Ping) -> list[Command]:
+        if not self._agent_id:
+            return []  # nobody to answer as
+        return [SendToMaster(m.Pong(self._agent_id))]
+
+    def _shutdown_agent(self, msg: m.ShutdownAgent) -> list[Command]:
+        log.warning("the master shut this agent down (%s): killing every task, registering anew",
+                    msg.reason or "no reason given")
+        now = self.clock.now()
+        out: list[Command] = []
+        grace = 0.0
+        for key, task in list(self._tasks.items()):
+            if not task.alive:
+                del self._tasks[key]
+                continue
+            task.orphaned = True  # the master already told the frameworks: no more updates
+            grace = max(grace, task.info.kill_grace_period)
+            if task.phase == _Phase.RUNNING and not task.killing:
+                task.kill_why = "agent shut down"
+                out.append(self._kill(task))
+        self._streams.clear()
+        self._agent_id = ""
+        self._registered = False
+        self._registering = False
+        self._master = None
+        self._next_registration = None
+        self._register_backoff = self._register_backoff_initial
+        # register anew once the old tasks are gone, so the master is not
+        # offered resources their processes still hold; bounded for stuck ones
+        self._drain_deadline = now + grace + 5.0
+        return out
+
+    def _end_drain(self, now: float) -> None:
+        self._drain_deadline = None
+        self._next_registration = now
+
+    # -------------------------------------------------------------- tasks
+    def _run_task(self, msg: m.RunTask) -> list[Command]:
+        task, framework = msg.task, msg.framework
+        key = (framework.id, task.task_id)
+        if key in self._tasks:
+            # the existing task's update stream must stay intact: answer unreliably
+            log.warning("RUN_TASK with duplicate task id %s/%s refused", *key)
+            status = self._status(framework.id, task.task_id, TaskState.ERROR,
+                                  f"duplicate task id {task.task_id!r}", reason=REASON_TASK_INVALID, uuid_="")
+            return [SendToMaster(m.StatusUpdate(framework.id, status))]
+        if not self._agent_id:
+            log.warning("RUN_TASK %s/%s while unregistered dropped", *key)
+            return []
+        problem = self._launch_problem(task)
+        if problem:
+            log.warning("RUN_TASK %s/%s refused: %s", framework.id, task.task_id, problem)
+            record = _Task(framework, task, holds_resources=False)
+            self._tasks[key] = record
+            return self._update(record, TaskState.ERROR, problem, reason=REASON_TASK_INVALID)
+        record = _Task(framework, task, holds_resources=True)
+        self._tasks[key] = record
+        self._used = self._used + task.resources
+        log.info("launching task %s/%s: %s", framework.id, task.task_id, task.command)
+        out = self._update(record, TaskState.STARTING, "")
+        out.append(LaunchTask(framework, task, self._agent_id))
+        return out
+
+    def _launch_problem(self, task: TaskInfo) -> str:
+        if task.agent_id and task.agent_id != self._agent_id:
+            return f"task is for agent {task.agent_id!r}, this is {self._agent_id!r}"
+        if task.resources.is_empty():
+            return "task has no resources"
+        if not self.free.contains(task.resources):
+            return f"task needs {task.resources} but only {self.free} is free on this agent"
+        return ""
+
+    def _kill_task(self, msg: m.KillTask) -> list[Command]:
+        task = self._tasks.get((msg.framework_id, msg.task_id))
+        if task is None or task.orphaned:
+            if not self._agent_id:
+                return []
+            # tell the master, reliably, so its bookkeeping of a task it thinks is here ends
+            record = _Task(FrameworkInfo(name="", id=msg.framework_id),
+                           TaskInfo(msg.task_id, self._agent_id, "", EMPTY), holds_resources=False)
+            self._tasks[(msg.framework_id, msg.task_id)] = record
+            return self._update(record, TaskState.LOST, "unknown task", reason=REASON_TASK_UNKNOWN)
+        return self._request_kill(task, "KILL_TASK")
+
+    def _shutdown_framework(self, msg: m.ShutdownFramework) -> list[Command]:
+        out: list[Command] = []
+        for (framework_id, _), task in list(self._tasks.items()):
+            if framework_id == msg.framework_id and not task.orphaned:
+                out.extend(self._request_kill(task, "framework shut down"))
+        return out
+
+    def _request_kill(self, task: _Task, why: str) -> list[Command]:
+        if not task.alive or task.killing or task.kill_requested:
+            return []
+        task.kill_why = why
+        if task.phase == _Phase.LAUNCHING:
+            task.kill_requested = True  # killed as soon as its pid is known
+            return []
+        return [self._kill(task)]
+
+    def _kill(self, task: _Task) -> KillTask:
+        task.killing = True
+        task.kill_why = task.kill_why or "agent shut down"
+        return KillTask(task.framework.id, task.info.task_id, task.info.kill_grace_period)
+
+    def _framework_message(self, msg: m.FrameworkMessage) -> list[Command]:
+        task = self._tasks.get((msg.framework_id, msg.task_id))
+        if task is None or task.phase != _Phase.RUNNING or task.orphaned:
+            log.warning("framework message for %s/%r dropped: no such running task", msg.framework_id, msg.task_id)
+            return []
+        return [DeliverMessage(msg.framework_id, msg.task_id, msg.data)]
+
+    def _terminate(self, task: _Task, state: str, message: str, reason: str = "",
+                   exit_code: int | None = None) -> list[Command]:
+        task.phase = _Phase.TERMINATED
+        if task.holds_resources:
+            task.holds_resources = False
+            self._used = self._used.subtract_clamped(task.info.resources)
+        key = (task.framework.id, task.info.task_id)
+        log.info("task %s/%s: %s (%s)", key[0], key[1], state, message)
+        if task.orphaned:
+            del self._tasks[key]
+            return []
+        return self._update(task, state, message, reason=reason, exit_code=exit_code)
+
+    def _live_tasks(self) -> list[_Task]:
+        return [task for task in self._tasks.values() if task.alive]
+
+    # ------------------------------------------------- reliable updates
+    def _status(self, framework_id: str, task_id: str, state: str, message: str, reason: str = "",
+                exit_code: int | None = None, uuid_: str | None = None) -> TaskStatus:
+        return TaskStatus(
+            task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=SOURCE_AGENT,
+            reason=reason, uuid=self._new_uuid() if uuid_ is None else uuid_, timestamp=self._wall_clock(),
+            exit_code=exit_code, framework_id=framework_id)
+
+    def _new_uuid(self) -> str:
+        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+
+    def _update(self, task: _Task, state: str, message: str, reason: str = "",
+                exit_code: int | None = None) -> list[Command]:
+        """Queue a reliable update; send it now if it is the head."""
+        framework_id, task_id = task.framework.id, task.info.task_id
+        task.state = state
+        stream = self._streams.get((framework_id, task_id))
+        if stream is None:
+            stream = self._streams[(framework_id, task_id)] = _UpdateStream(framework_id)
+        stream.pending.append(self._status(framework_id, task_id, state, message, reason, exit_code))
+        if len(stream.pending) > 1:
+            return []  # behind an unacknowledged one
+        if not self._registered:
+            stream.next_send = None  # goes out on registration
+            return []
+        return [self._send_head(stream, self.clock.now())]
+
+    def _send_head(self, stream: _UpdateStream, now: float) -> SendToMaster:
+        stream.next_send = now + stream.backoff
+        stream.backoff = min(stream.backoff * 2, UPDATE_BACKOFF_MAX)
+        return SendToMaster(m.StatusUpdate(stream.framework_id, stream.pending[0]))
+
+    def _status_update_ack(self, msg: m.StatusUpdateAck) -> list[Command]:
+        key = (msg.framework_id, msg.task_id)
+        stream = self._streams.get(key)
+        if stream is None or not stream.pending or stream.pending[0].uuid != msg.uuid:
+            log.debug("ignoring acknowledgement %s of %s/%s: not the update in flight", msg.uuid, *key)
+            return []
+        acked = stream.pending.popleft()
+        stream.backoff = UPDATE_BACKOFF_INITIAL
+        stream.next_send = None
+        if acked.terminal:
+            del self._streams[key]
+            task = self._tasks.get(key)
+            if task is not None and not task.alive:
+                del self._tasks[key]  # the task's story is told: forget it
+            return []
+        if stream.pending and self._registered:
+            return [self._send_head(stream, self.clock.now())]
+        return []
+
+    def _error(self, msg: m.Error) -> list[Command]:
+        (log.error if msg.fatal else log.warning)("the master says: %s", msg.message)
+        return []
+
+    def _heartbeat(self, msg: object) -> list[Command]:
+        return []  # a sign of life, counted by on_message
+
+    _HANDLERS: dict[type, Callable[[AgentCore, object], list[Command]]] = {
+        m.AgentRegistered: _agent_registered,
+        m.Ping: _ping,
+        m.RunTask: _run_task,
+        m.KillTask: _kill_task,
+        m.StatusUpdateAck: _status_update_ack,
+        m.ShutdownAgent: _shutdown_agent,
+        m.ShutdownFramework: _shutdown_framework,
+        m.FrameworkMessage: _framework_message,
+        m.Error: _error,
+        m.Heartbeat: _heartbeat,
+    }
+
+
+def _describe_exit(exit_code: int | None, signal: int | None) -> str:
+    if signal is not None:
+        try:
+            name = signal_module.Signals(signal).name
+        except ValueError:
+            name = "unknown"
+        return f"command terminated by signal {signal} ({name})"
+    if exit_code is None:
+        return "command ended (exit status unknown)"
+    return f"command exited with status {exit_code}"
+

@@ -1,0 +1,419 @@
+"""The agent's sans-I/O core, driven through its public API with a fake clock
+(no sockets, no processes)."""
+
+import math
+import random
+
+import pytest
+
+from mesoslike.agent.core import (
+    REASON_COMMAND_EXECUTOR_FAILED,
+    REASON_TASK_INVALID,
+    REASON_TASK_UNKNOWN,
+    SOURCE_AGENT,
+    AgentCore,
+    DeliverMessage,
+    KillTask,
+    LaunchTask,
+    SendToMaster,
+)
+from mesoslike.clock import FakeClock
+from mesoslike.resources import Resources
+from mesoslike.wire import messages as m
+from mesoslike.wire.types import AgentInfo, FrameworkInfo, MasterInfo, TaskInfo, TaskState
+
+pytestmark = pytest.mark.timeout(60)
+
+R = Resources.parse
+MASTER = MasterInfo("master-1", "tcp://127.0.0.1:5050")
+FW = FrameworkInfo(name="demo", id="fw-1")
+OTHER_FW = FrameworkInfo(name="other", id="fw-2")
+
+
+# ---------------------------------------------------------------- helpers
+def make(resources="cpus:4;mem:1024", **kwargs):
+    clock = FakeClock(100.0)
+    kwargs.setdefault("rng", random.Random(7))
+    kwargs.setdefault("wall_clock", lambda: 1_700_000_000.0 + clock.now())
+    core = AgentCore(clock, AgentInfo("host-1", R(resources), {"room": "er1"}), **kwargs)
+    return core, clock
+
+
+def messages(commands):
+    return [c.message for c in commands if isinstance(c, SendToMaster)]
+
+
+def updates(commands):
+    return [msg.status for msg in messages(commands) if isinstance(msg, m.StatusUpdate)]
+
+
+def registrations(commands):
+    return [msg for msg in messages(commands) if isinstance(msg, (m.RegisterAgent, m.ReregisterAgent))]
+
+
+def of_type(commands, kind):
+    return [c for c in commands if isinstance(c, kind)]
+
+
+def register(core, agent_id="agent-1", ping_interval=1.0):
+    (msg,) = messages(core.tick())
+    assert isinstance(msg, (m.RegisterAgent, m.ReregisterAgent))
+    return core.on_message(m.AgentRegistered(agent_id, MASTER, ping_interval))
+
+
+def task(task_id="t1", resources="cpus:1;mem:128", agent_id="agent-1", grace=3.0, command="true"):
+    return TaskInfo(task_id, agent_id, command, R(resources), kill_grace_period=grace)
+
+
+def ack(core, status, framework_id=None):
+    return core.on_message(m.StatusUpdateAck(core.agent_id, framework_id or status.framework_id, status.task_id,
+                                             status.uuid))
+
+
+def launch(core, task_id="t1", framework=FW, **kwargs):
+    """RUN_TASK and the process starting; returns (STARTING, RUNNING) in queue order."""
+    out = core.on_message(m.RunTask(framework, task(task_id, **kwargs)))
+    assert of_type(out, LaunchTask)
+    core.on_task_started(framework.id, task_id, pid=4242)
+    return core.pending_updates(framework.id, task_id)
+
+
+def drain(core, framework_id, task_id):
+    """Acknowledge a task's updates until none is left; returns them."""
+    seen = []
+    while core.pending_updates(framework_id, task_id):
+        head = core.pending_updates(framework_id, task_id)[0]
+        seen.append(head)
+        ack(core, head)
+    return seen
+
+
+# ----------------------------------------------------------- registration
+def test_registers_first_and_retries_with_doubling_backoff_until_answered():
+    core, clock = make()
+    assert core.agent_id == "" and not core.registered
+    (first,) = messages(core.tick())
+    assert isinstance(first, m.RegisterAgent)
+    assert first.agent.id == "" and first.agent.hostname == "host-1" and first.agent.attributes == {"room": "er1"}
+    assert messages(core.tick()) == []  # not again before the backoff
+    gaps = []
+    for _ in range(6):
+        gap = core.next_wakeup() - clock.now()
+        gaps.append(gap)
+        clock.advance(gap)
+        assert [type(msg) for msg in messages(core.tick())] == [m.RegisterAgent]
+    assert gaps == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    assert core.on_message(m.AgentRegistered("agent-1", MASTER, 10.0)) == []
+    assert core.registered and core.agent_id == "agent-1" and core.master == MASTER
+    clock.advance(20.0)
+    assert messages(core.tick()) == []            # registered: no more attempts
+
+
+def test_ping_is_answered_with_pong():
+    core, _ = make()
+    register(core)
+    assert messages(core.on_message(m.Ping("agent-1"))) == [m.Pong("agent-1")]
+
+
+def test_silent_master_is_gone_after_ping_interval_times_max_timeouts_then_reregistration_with_tasks():
+    core, clock = make(max_ping_timeouts=5)
+    register(core, ping_interval=1.0)
+    launch(core, "t1")
+    assert core.next_wakeup() <= clock.now() + 5.0
+    clock.advance(4.9)
+    assert registrations(core.tick()) == []
+    core.on_message(m.Ping("agent-1"))           # any message resets the clock
+    clock.advance(4.9)
+    assert registrations(core.tick()) == [] and core.registered
+    clock.advance(0.2)
+    (rereg,) = registrations(core.tick())
+    assert not core.registered
+    assert isinstance(rereg, m.ReregisterAgent)
+    assert rereg.agent.id == "agent-1"
+    assert [(t.framework_id, t.task.task_id, t.state) for t in rereg.tasks] == [("fw-1", "t1", TaskState.RUNNING)]
+    assert rereg.frameworks == [FW]
+    # with backoff, until a master answers
+    clock.advance(1.0)
+    assert [type(msg) for msg in messages(core.tick())] == [m.ReregisterAgent]   # updates wait meanwhile
+    assert core.next_wakeup() == pytest.approx(clock.now() + 2.0)
+    core.on_message(m.AgentRegistered("agent-1", MASTER, 1.0))
+    assert core.registered and core.agent_id == "agent-1"
+
+
+def test_any_master_message_counts_as_a_sign_of_life():
+    core, clock = make()
+    register(core, ping_interval=1.0)
+    for _ in range(10):
+        clock.advance(4.0)
+        core.on_message(m.Heartbeat())
+        core.tick()
+    assert core.registered
+
+
+def test_updates_wait_for_a_master_and_go_out_when_it_answers():
+    core, clock = make()
+    register(core, ping_interval=1.0)
+    starting, _ = launch(core, "t1")
+    clock.advance(5.5)
+    core.tick()                                   # master gone
+    assert not core.registered
+    core.on_task_exited("fw-1", "t1", exit_code=0)
+    clock.advance(30.0)
+    out = core.tick()
+    assert updates(out) == []                     # nobody to send them to
+    flushed = updates(core.on_message(m.AgentRegistered("agent-1", MASTER, 1.0)))
+    assert flushed == [starting]                  # the head, at once, same uuid
+    clock.advance(0.5)
+    assert updates(core.tick()) == [starting]     # backoff restarted at 0.5 s
+
+
+def test_a_stale_agent_registered_without_a_registration_outstanding_is_ignored():
+    core, _ = make()
+    register(core, "agent-1")
+    core.on_message(m.ShutdownAgent("removed"))
+    assert core.on_message(m.AgentRegistered("agent-1", MASTER, 1.0)) == []
+    assert core.agent_id == "" and not core.registered
+
+
+def test_unexpected_messages_are_ignored():
+    core, _ = make()
+    register(core)
+    assert core.on_message(m.Offers([])) == []
+    assert core.registered
+
+
+# --------------------------------------------------------- resource checks
+def test_task_that_does_not_fit_is_answered_task_error_and_not_launched():
+    core, _ = make("cpus:2;mem:1024")
+    register(core)
+    launch(core, "big-enough", resources="cpus:1.5;mem:512")
+    out = core.on_message(m.RunTask(FW, task("too-big", "cpus:1;mem:128")))
+    assert of_type(out, LaunchTask) == []
+    (status,) = updates(out)
+    assert status.state == TaskState.ERROR and status.reason == REASON_TASK_INVALID
+    assert "only" in status.message and status.uuid  # reliable: it has a uuid
+    assert core.used == R("cpus:1.5;mem:512")
+    assert ack(core, status) == [] and core.pending_updates("fw-1", "too-big") == []
+
+
+def test_duplicate_task_id_is_refused_without_disturbing_the_running_task():
+    core, _ = make()
+    register(core)
+    starting, running = launch(core, "t1")
+    out = core.on_message(m.RunTask(FW, task("t1")))
+    assert of_type(out, LaunchTask) == []
+    (status,) = updates(out)
+    assert status.state == TaskState.ERROR and "duplicate" in status.message and status.uuid == ""
+    assert core.pending_updates("fw-1", "t1") == [starting, running]
+    assert core.used == R("cpus:1;mem:128")
+    # the same task id in another framework is another task
+    assert of_type(core.on_message(m.RunTask(OTHER_FW, task("t1"))), LaunchTask)
+
+
+@pytest.mark.parametrize("bad_task, words", [
+    (task("t", agent_id="agent-9"), "agent-9"),
+    (TaskInfo("t", "agent-1", "true", Resources()), "no resources"),
+])
+def test_invalid_tasks_are_task_errors(bad_task, words):
+    core, _ = make()
+    register(core)
+    out = core.on_message(m.RunTask(FW, bad_task))
+    (status,) = updates(out)
+    assert status.state == TaskState.ERROR and words in status.message and not of_type(out, LaunchTask)
+
+
+def test_resources_are_freed_when_the_task_ends_not_when_its_update_is_acknowledged():
+    core, _ = make("cpus:1;mem:128")
+    register(core)
+    launch(core, "t1")
+    assert core.free.is_empty()
+    core.on_task_exited("fw-1", "t1", exit_code=0)
+    assert core.free == R("cpus:1;mem:128")
+    assert of_type(core.on_message(m.RunTask(FW, task("t2"))), LaunchTask)
+    assert [t.task_id for t in core.tasks()] == ["t1", "t2"]  # t1 until its updates are acknowledged
+
+
+# --------------------------------------------------------- reliable updates
+def test_updates_of_a_task_go_out_in_order_one_at_a_time():
+    core, _ = make()
+    register(core)
+    out = core.on_message(m.RunTask(FW, task("t1")))
+    (starting,) = updates(out)
+    assert starting.state == TaskState.STARTING
+    assert updates(core.on_task_started("fw-1", "t1", 99)) == []        # RUNNING waits behind STARTING
+    assert updates(core.on_task_exited("fw-1", "t1", exit_code=3)) == []
+    (running,) = updates(ack(core, starting))
+    assert running.state == TaskState.RUNNING
+    (failed,) = updates(ack(core, running))
+    assert failed.state == TaskState.FAILED and failed.exit_code == 3 and "status 3" in failed.message
+    assert len({starting.uuid, running.uuid, failed.uuid}) == 3
+    assert core.tasks()[0].pending_updates == 1
+    assert ack(core, failed) == []
+    assert core.tasks() == []                                            # terminal acked: forgotten
+
+
+def test_updates_carry_the_agent_the_framework_the_source_and_a_wall_clock_timestamp():
+    core, clock = make()
+    register(core)
+    starting, _ = launch(core, "t1")
+    assert starting.agent_id == "agent-1" and starting.framework_id == "fw-1"
+    assert starting.source == SOURCE_AGENT
+    assert starting.timestamp == 1_700_000_000.0 + clock.now()
+
+
+def test_uuids_come_from_the_injected_random_generator():
+    first, _ = make(rng=random.Random(3))
+    second, _ = make(rng=random.Random(3))
+    for core in (first, second):
+        register(core)
+    assert launch(first, "t1") == launch(second, "t1")
+
+
+def test_the_head_update_is_resent_with_backoff_until_acknowledged():
+    core, clock = make()
+    register(core, ping_interval=100.0)
+    (starting,) = updates(core.on_message(m.RunTask(FW, task("t1"))))
+    gaps = []
+    for _ in range(7):
+        gap = core.next_wakeup() - clock.now()
+        gaps.append(gap)
+        clock.advance(gap)
+        assert updates(core.tick()) == [starting]                        # same uuid every time
+    assert gaps == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    ack(core, starting)
+    assert core.next_wakeup() == pytest.approx(clock.now() + 500.0)      # only the master's deadline
+
+
+def test_acknowledgements_of_anything_but_the_update_in_flight_are_ignored():
+    core, clock = make()
+    register(core, ping_interval=100.0)
+    starting, running = launch(core, "t1")
+    assert ack(core, running) == []                        # not the head yet
+    assert core.pending_updates("fw-1", "t1") == [starting, running]
+    assert core.on_message(m.StatusUpdateAck("agent-1", "fw-1", "t1", "no-such-uuid")) == []
+    assert core.on_message(m.StatusUpdateAck("agent-1", "fw-1", "unknown", starting.uuid)) == []
+    assert core.on_message(m.StatusUpdateAck("agent-1", "fw-9", "t1", starting.uuid)) == []
+    assert updates(ack(core, starting)) == [running]
+    assert ack(core, starting) == []                       # a duplicate
+    assert core.pending_updates("fw-1", "t1") == [running]
+
+
+# ------------------------------------------------------------------ exits
+def test_exit_zero_is_finished_and_a_signal_is_failed():
+    core, _ = make()
+    register(core)
+    launch(core, "ok")
+    launch(core, "sig")
+    core.on_task_exited("fw-1", "ok", exit_code=0)
+    core.on_task_exited("fw-1", "sig", signal=9)
+    finished = drain(core, "fw-1", "ok")[-1]
+    failed = drain(core, "fw-1", "sig")[-1]
+    assert finished.state == TaskState.FINISHED and finished.exit_code == 0
+    assert failed.state == TaskState.FAILED and "signal 9 (SIGKILL)" in failed.message
+
+
+def test_a_command_that_cannot_start_is_failed_and_frees_its_resources():
+    core, _ = make()
+    register(core)
+    core.on_message(m.RunTask(FW, task("t1")))
+    core.on_task_launch_failed("fw-1", "t1", "PermissionError: sandbox")
+    assert core.used.is_empty()
+    states = drain(core, "fw-1", "t1")
+    assert [s.state for s in states] == [TaskState.STARTING, TaskState.FAILED]
+    assert states[-1].reason == REASON_COMMAND_EXECUTOR_FAILED and "sandbox" in states[-1].message
+
+
+# ------------------------------------------------------------------ kills
+def test_kill_task_kills_with_the_tasks_grace_period_and_ends_killed():
+    core, _ = make()
+    register(core)
+    launch(core, "t1", grace=7.5)
+    out = core.on_message(m.KillTask("fw-1", "t1"))
+    assert out == [KillTask("fw-1", "t1", 7.5)]
+    assert core.on_message(m.KillTask("fw-1", "t1")) == []       # once is enough
+    core.on_task_exited("fw-1", "t1", signal=15)
+    killed = drain(core, "fw-1", "t1")[-1]
+    assert killed.state == TaskState.KILLED and "KILL_TASK" in killed.message
+
+
+def test_a_task_killed_before_its_process_started_is_killed_once_it_has_a_pid():
+    core, _ = make()
+    register(core)
+    core.on_message(m.RunTask(FW, task("t1")))
+    assert core.on_message(m.KillTask("fw-1", "t1")) == []
+    assert of_type(core.on_task_started("fw-1", "t1", 77), KillTask) == [KillTask("fw-1", "t1", 3.0)]
+    core.on_task_exited("fw-1", "t1", exit_code=0)                 # even a clean exit is KILLED then
+    assert drain(core, "fw-1", "t1")[-1].state == TaskState.KILLED
+
+
+def test_kill_of_an_unknown_task_answers_task_lost():
+    core, _ = make()
+    register(core)
+    (status,) = updates(core.on_message(m.KillTask("fw-1", "ghost")))
+    assert status.state == TaskState.LOST and status.reason == REASON_TASK_UNKNOWN and status.uuid
+
+
+def test_shutdown_framework_kills_only_that_frameworks_tasks():
+    core, _ = make()
+    register(core)
+    launch(core, "a")
+    launch(core, "b")
+    launch(core, "a", framework=OTHER_FW)
+    out = core.on_message(m.ShutdownFramework("fw-1"))
+    assert sorted(out, key=str) == [KillTask("fw-1", "a", 3.0), KillTask("fw-1", "b", 3.0)]
+
+
+def test_shutdown_agent_kills_everything_forgets_its_id_and_registers_anew_once_drained():
+    core, clock = make()
+    register(core, "agent-1")
+    launch(core, "a")
+    launch(core, "b")
+    out = core.on_message(m.ShutdownAgent("removed"))
+    assert sorted(out, key=str) == [KillTask("fw-1", "a", 3.0), KillTask("fw-1", "b", 3.0)]
+    assert core.agent_id == "" and not core.registered and core.tasks() == []
+    assert core.used == R("cpus:2;mem:256")          # the processes still hold them
+    assert messages(core.tick()) == []               # no registration while they live
+    assert core.on_task_exited("fw-1", "a", signal=15) == []   # no updates: the master wrote them off
+    assert messages(core.tick()) == []
+    core.on_task_exited("fw-1", "b", signal=9)
+    (register_msg,) = messages(core.tick())
+    assert isinstance(register_msg, m.RegisterAgent) and register_msg.agent.id == ""
+    assert core.used.is_empty()
+    core.on_message(m.AgentRegistered("agent-2", MASTER, 1.0))
+    assert core.agent_id == "agent-2"
+
+
+def test_after_shutdown_a_stuck_task_delays_registration_only_until_the_drain_deadline():
+    core, clock = make()
+    register(core)
+    launch(core, "stuck", grace=2.0)
+    core.on_message(m.ShutdownAgent())
+    assert core.next_wakeup() == pytest.approx(clock.now() + 7.0)
+    clock.advance(7.0)
+    assert [type(msg) for msg in messages(core.tick())] == [m.RegisterAgent]
+
+
+# --------------------------------------------------------------- messages
+def test_framework_messages_go_to_running_tasks_only():
+    core, _ = make()
+    register(core)
+    launch(core, "t1")
+    msg = m.FrameworkMessage("fw-1", "agent-1", b"hello\n", task_id="t1")
+    assert core.on_message(msg) == [DeliverMessage("fw-1", "t1", b"hello\n")]
+    assert core.on_message(m.FrameworkMessage("fw-1", "agent-1", b"x", task_id="nope")) == []
+    assert core.on_message(m.FrameworkMessage("fw-1", "agent-1", b"x")) == []
+
+
+def test_idle_registered_agent_without_pings_sleeps_forever():
+    core, _ = make()
+    register(core, ping_interval=0.0)
+    assert core.next_wakeup() == math.inf
+
+
+def test_bad_constructor_arguments():
+    clock = FakeClock()
+    info = AgentInfo("h", R("cpus:1"))
+    with pytest.raises(ValueError):
+        AgentCore(clock, info, max_ping_timeouts=0)
+    with pytest.raises(ValueError):
+        AgentCore(clock, info, register_backoff=5.0, register_backoff_max=1.0)

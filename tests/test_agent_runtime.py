@@ -1,0 +1,337 @@
+"""The agent runtime with real processes and real ZeroMQ sockets on 127.0.0.1:
+the test plays the master with a transport Server and scripted replies."""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from mesoslike.agent.executor import LaunchError, TaskExecutor, path_component, sandbox_path
+from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.errors import ConfigError
+from mesoslike.resources import Resources
+from mesoslike.transport import Server
+from mesoslike.wire import messages as m
+from mesoslike.wire.types import FrameworkInfo, MasterInfo, TaskInfo, TaskState
+
+pytestmark = pytest.mark.timeout(60)
+
+R = Resources.parse
+FW = FrameworkInfo(name="demo", id="fw-1")
+
+
+class FakeMaster:
+    """A ROUTER socket with a backlog: tests wait for the message they expect."""
+
+    def __init__(self):
+        self.server = Server("tcp://127.0.0.1:0")
+        self.address = self.server.address
+        self.info = MasterInfo("master-1", self.address)
+        self.peer = None
+        self.backlog = []
+
+    def expect(self, kind, where=lambda msg: True, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, (peer, msg) in enumerate(self.backlog):
+                if isinstance(msg, kind) and where(msg):
+                    del self.backlog[i]
+                    self.peer = peer
+                    return msg
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no {kind.__name__} within {timeout} s; got {[m for _, m in self.backlog]}")
+            if self.server.wait(min(left, 0.1)):
+                self.backlog.extend(self.server.receive())
+
+    def send(self, message):
+        self.server.send(self.peer, message)
+
+    def register(self, agent_id="agent-1", ping_interval=30.0):
+        registration = self.expect(m.RegisterAgent)
+        self.send(m.AgentRegistered(agent_id, self.info, ping_interval))
+        return registration
+
+    def update(self, task_id, ack=True, timeout=10.0):
+        msg = self.expect(m.StatusUpdate, where=lambda u: u.status.task_id == task_id, timeout=timeout)
+        if ack:
+            self.ack(msg.status)
+        return msg.status
+
+    def ack(self, status):
+        self.send(m.StatusUpdateAck(status.agent_id, status.framework_id, status.task_id, status.uuid))
+
+    def updates_until_terminal(self, task_id, timeout=20.0):
+        statuses = [self.update(task_id, timeout=timeout)]
+        while not statuses[-1].terminal:
+            statuses.append(self.update(task_id, timeout=timeout))
+        return statuses
+
+    def close(self):
+        self.server.close()
+
+
+@pytest.fixture
+def master():
+    fake = FakeMaster()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def make_agent(tmp_path, master):
+    agents = []
+
+    def make(resources="cpus:2;mem:512;disk:100;ports:[31000-31010]", **kwargs):
+        kwargs.setdefault("hostname", f"agent-{len(agents)}")
+        kwargs.setdefault("work_dir", tmp_path / kwargs["hostname"])
+        agent = AgentRuntime(master.address, resources, **kwargs).start()
+        agents.append(agent)
+        return agent
+
+    yield make
+    for agent in agents:
+        agent.stop()
+
+
+def wait_for(predicate, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def task(task_id, command, resources="cpus:0.5;mem:64", grace=3.0, **kwargs):
+    return TaskInfo(task_id, "agent-1", command, R(resources), kill_grace_period=grace, **kwargs)
+
+
+def live_group_members(pgid):
+    """Pids of the processes (zombies excluded) in process group ``pgid``."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()   # after "pid (comm) "
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def read_pid(path, timeout=10.0):
+    wait_for(lambda: path.exists() and path.read_text().strip(), timeout, f"{path}")
+    return int(path.read_text().split()[0])
+
+
+def running_task(master, agent, task_id, command, **kwargs):
+    """Launch a task and wait for its RUNNING; returns its sandbox."""
+    master.send(m.RunTask(FW, task(task_id, command, **kwargs)))
+    assert [master.update(task_id).state for _ in range(2)] == [TaskState.STARTING, TaskState.RUNNING]
+    return sandbox_path(agent.work_dir, FW.id, task_id)
+
+
+# ------------------------------------------------------------ registration
+def test_agent_registers_with_its_resources_and_answers_pings(master, make_agent):
+    agent = make_agent(attributes="rack:r1;room:er1")
+    registration = master.register()
+    assert registration.agent.hostname == "agent-0"
+    assert registration.agent.resources == R("cpus:2;mem:512;disk:100;ports:[31000-31010]")
+    assert registration.agent.attributes == {"rack": "r1", "room": "er1"}
+    wait_for(lambda: agent.registered, what="registration")
+    assert agent.agent_id == "agent-1"
+    master.send(m.Ping("agent-1"))
+    assert master.expect(m.Pong) == m.Pong("agent-1")
+
+
+def test_a_bad_frame_from_the_master_is_skipped(master, make_agent):
+    make_agent()
+    master.register()
+    master.server.socket.send_multipart([master.peer, b"\xc1 not msgpack"])
+    master.send(m.Ping("agent-1"))
+    assert master.expect(m.Pong) == m.Pong("agent-1")
+
+
+def test_an_agent_whose_master_is_silent_reregisters(master, make_agent):
+    make_agent(max_ping_timeouts=1)
+    master.register(ping_interval=0.3)
+    again = master.expect(m.ReregisterAgent, timeout=5.0)
+    assert again.agent.id == "agent-1"
+
+
+# ------------------------------------------------------------------- tasks
+def test_failing_task_reports_starting_running_failed_with_its_exit_code_output_and_environment(master, make_agent):
+    agent = make_agent()
+    master.register()
+    command = ('echo hi; echo "id=$MESOSLIKE_TASK_ID fw=$MESOSLIKE_FRAMEWORK_ID agent=$MESOSLIKE_AGENT_ID '
+               'sandbox=$MESOSLIKE_SANDBOX extra=$EXTRA pwd=$(pwd)"; echo oops >&2; exit 3')
+    master.send(m.RunTask(FW, task("t1", command, environment={"EXTRA": "42"})))
+    statuses = master.updates_until_terminal("t1")
+    assert [s.state for s in statuses] == [TaskState.STARTING, TaskState.RUNNING, TaskState.FAILED]
+    failed = statuses[-1]
+    assert failed.exit_code == 3 and "3" in failed.message and failed.source == "SOURCE_AGENT"
+    sandbox = (agent.work_dir / "sandboxes" / "fw-1" / "t1").resolve()
+    out = (sandbox / "stdout").read_text()
+    assert out.startswith("hi\n")
+    assert f"id=t1 fw=fw-1 agent=agent-1 sandbox={sandbox} extra=42 pwd={sandbox}" in out
+    assert (sandbox / "stderr").read_text() == "oops\n"
+
+
+def test_a_dropped_acknowledgement_makes_the_agent_resend_the_same_uuid(master, make_agent):
+    make_agent()
+    master.register()
+    master.send(m.RunTask(FW, task("t1", "exit 0")))
+    first = master.update("t1", ack=False)
+    sent_at = time.monotonic()
+    again = master.update("t1", ack=True)                  # the retry, 0.5 s later
+    assert time.monotonic() - sent_at >= 0.3
+    assert (again.uuid, again.state) == (first.uuid, TaskState.STARTING)
+    rest = master.updates_until_terminal("t1")
+    assert [s.state for s in rest] == [TaskState.RUNNING, TaskState.FINISHED]
+    assert first.uuid not in {s.uuid for s in rest}
+
+
+def test_task_that_does_not_fit_gets_task_error(master, make_agent):
+    make_agent(resources="cpus:1;mem:128;disk:10")
+    master.register()
+    master.send(m.RunTask(FW, task("big", "true", resources="cpus:2;mem:64")))
+    status = master.update("big")
+    assert status.state == TaskState.ERROR and "free" in status.message
+
+
+def test_kill_task_escalates_to_sigkill_after_the_grace_period_and_leaves_no_process(master, make_agent):
+    agent = make_agent()
+    master.register()
+    # the shell and its sleep both ignore SIGTERM (an ignored signal stays ignored across exec)
+    sandbox = running_task(master, agent, "stubborn", "echo $$ > pid; trap '' TERM; sleep 60 & wait", grace=0.5)
+    pgid = read_pid(sandbox / "pid")
+    wait_for(lambda: len(live_group_members(pgid)) >= 2, what="shell and sleep")
+    started = time.monotonic()
+    master.send(m.KillTask("fw-1", "stubborn"))
+    killed = master.update("stubborn")
+    assert killed.state == TaskState.KILLED
+    assert time.monotonic() - started >= 0.45              # SIGTERM alone did nothing
+    assert live_group_members(pgid) == []
+
+
+def test_framework_message_is_appended_to_the_task_sandbox(master, make_agent):
+    agent = make_agent()
+    master.register()
+    sandbox = running_task(master, agent, "reader", "sleep 60")
+    for part in (b"one\n", b"two\n"):
+        master.send(m.FrameworkMessage("fw-1", "agent-1", part, task_id="reader"))
+    wait_for(lambda: (sandbox / "messages").exists() and (sandbox / "messages").read_bytes() == b"one\ntwo\n",
+             what="messages file")
+
+
+def test_a_task_whose_sandbox_cannot_be_made_fails_instead_of_crashing_the_agent(master, make_agent, tmp_path):
+    work_dir = tmp_path / "blocked"
+    work_dir.mkdir()
+    (work_dir / "sandboxes").write_text("a file where the sandboxes directory should be")
+    make_agent(work_dir=work_dir)
+    master.register()
+    master.send(m.RunTask(FW, task("t1", "true")))
+    statuses = master.updates_until_terminal("t1")
+    assert [s.state for s in statuses] == [TaskState.STARTING, TaskState.FAILED]
+    assert "could not start" in statuses[-1].message
+    master.send(m.Ping("agent-1"))
+    assert master.expect(m.Pong) == m.Pong("agent-1")     # still serving
+
+
+def test_stop_with_running_tasks_leaves_no_process_behind(master, make_agent):
+    agent = make_agent()
+    master.register()
+    pgids = []
+    for name in ("a", "b"):
+        sandbox = running_task(master, agent, name, "echo $$ > pid; sleep 60 & sleep 60 & wait")
+        pgids.append(read_pid(sandbox / "pid"))
+    for pgid in pgids:
+        wait_for(lambda: len(live_group_members(pgid)) == 3, what="three processes per task")
+    agent.stop()
+    assert not agent._thread.is_alive()
+    assert [live_group_members(pgid) for pgid in pgids] == [[], []]
+
+
+# ------------------------------------------------------- configuration
+def test_zookeeper_and_malformed_master_addresses_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="zk://"):
+        AgentRuntime("zk://127.0.0.1:2181/mesoslike", work_dir=tmp_path)
+    with pytest.raises(ConfigError, match="tcp://HOST:PORT"):
+        AgentRuntime("127.0.0.1:5050", work_dir=tmp_path)
+    with pytest.raises(ConfigError, match="resources"):
+        AgentRuntime("tcp://127.0.0.1:5050", "cpus:-1", work_dir=tmp_path)
+
+
+def test_resources_default_to_what_the_machine_has(tmp_path):
+    agent = AgentRuntime("tcp://127.0.0.1:5050", work_dir=tmp_path)
+    resources = agent.info.resources
+    assert resources.get("cpus") == os.cpu_count()
+    assert resources.get("mem") > 0 and resources.get("disk") > 0
+    assert resources.ranges("ports") == ((31000, 32000),)
+    assert agent.info.hostname  # the machine's name
+    partial = AgentRuntime("tcp://127.0.0.1:5050", "cpus:3;mem:100", work_dir=tmp_path)
+    assert partial.info.resources.get("cpus") == 3 and partial.info.resources.get("mem") == 100
+    assert partial.info.resources.ranges("ports") == ((31000, 32000),) and partial.info.resources.get("disk") > 0
+
+
+# --------------------------------------------------------------- sandboxes
+@pytest.mark.parametrize("identifier", ["..", ".", "../../etc", "a/b", "/abs", "", ".hidden", "x" * 300, "sp ace"])
+def test_ids_never_escape_the_sandbox_root(tmp_path, identifier):
+    component = path_component(identifier)
+    assert component and "/" not in component and not component.startswith(".")
+    path = sandbox_path(tmp_path, identifier, identifier)
+    assert tmp_path / "sandboxes" in path.parents and len(path.relative_to(tmp_path).parts) == 3
+
+
+def test_distinct_ids_get_distinct_sandboxes():
+    assert len({path_component(i) for i in ("a/b", "a_b", "a b", "a\\b")}) == 4
+    assert path_component("plain-id_1.0") == "plain-id_1.0"
+
+
+@pytest.fixture
+def make_executor():
+    executors = []
+
+    def make(work_dir):
+        executors.append(TaskExecutor(work_dir))
+        return executors[-1]
+
+    yield make
+    for executor in executors:  # even when a test fails: leave no process behind
+        executor.kill_all(grace_period=0.0)
+
+
+def test_executor_refuses_a_symlinked_sandbox_outside_the_root(tmp_path, make_executor):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    work_dir = tmp_path / "work"
+    (work_dir / "sandboxes").mkdir(parents=True)
+    (work_dir / "sandboxes" / "fw").symlink_to(outside)
+    executor = make_executor(work_dir)
+    with pytest.raises(LaunchError, match="outside"):
+        executor.launch("fw", task("t", "true"), "agent-1")
+    assert not any(p.name in ("stdout", "stderr") for p in outside.rglob("*"))
+    assert executor.running() == []
+
+
+def test_executor_reports_signals_and_kill_all_reaps_everything(tmp_path, make_executor):
+    executor = make_executor(tmp_path)
+    pid = executor.launch("fw", task("self-kill", "kill -9 $$"), "agent-1")
+    executor.launch("fw", task("sleeper", "sleep 60", grace=0.2), "agent-1")
+    exits = []
+    deadline = time.monotonic() + 10
+    while not any(e.task_id == "self-kill" for e in exits) and time.monotonic() < deadline:
+        exits += executor.poll()
+        time.sleep(0.01)
+    (self_kill,) = [e for e in exits if e.task_id == "self-kill"]
+    assert (self_kill.exit_code, self_kill.signal) == (None, signal.SIGKILL)
+    assert live_group_members(pid) == []
+    (sleeper,) = executor.kill_all()
+    assert sleeper.task_id == "sleeper" and sleeper.signal == signal.SIGTERM
+    assert executor.running() == []
