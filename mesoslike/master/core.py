@@ -14,6 +14,7 @@ sends.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import random
 from typing import Callable, Iterable
@@ -24,6 +25,7 @@ from mesoslike.allocator import HierarchicalAllocator, RescindReason
 from mesoslike.clock import Clock
 from mesoslike.errors import MesoslikeError
 from mesoslike.master.records import AgentRecord, FrameworkRecord, MasterConfig, TaskRecord, new_status
+from mesoslike.master.state import state_json
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo, MasterInfo, Offer, TaskInfo, TaskState, TaskStatus
 from mesoslike.wire import messages as m
@@ -577,6 +579,9 @@ class MasterCore:
     def _heartbeat(self, peer: bytes, msg: m.Heartbeat) -> None:
         pass  # _note_heard does the work
 
+    def _get_state(self, peer: bytes, msg: m.GetState) -> None:
+        self._send(peer, m.StateReply(json.dumps(state_json(self))))
+
     # ============================================================== plumbing
     def _note_heard(self, peer: bytes) -> None:
         framework_id = self._framework_by_peer.get(peer)
@@ -604,5 +609,5 @@ class MasterCore:
         m.Revive: _revive, m.Suppress: _suppress, m.Kill: _kill, m.Acknowledge: _acknowledge,
         m.Reconcile: _reconcile, m.FrameworkMessage: _framework_message, m.Heartbeat: _heartbeat,
         m.RegisterAgent: _register_agent, m.ReregisterAgent: _reregister_agent, m.Pong: _pong,
-        m.StatusUpdate: _status_update,
+        m.StatusUpdate: _status_update, m.GetState: _get_state,
     }

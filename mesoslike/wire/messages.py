@@ -307,3 +307,21 @@ class ShutdownFramework:
 
     TYPE: ClassVar[str] = "SHUTDOWN_FRAMEWORK"
     framework_id: str
+
+
+# ------------------------------------------------------------ operator tools
+@message
+@attrs.frozen
+class GetState:
+    """Ask a master for its state document (``mesoslike state``)."""
+
+    TYPE: ClassVar[str] = "GET_STATE"
+
+
+@message
+@attrs.frozen
+class StateReply:
+    """The master's state document, as JSON text (the same as ``/state``)."""
+
+    TYPE: ClassVar[str] = "STATE"
+    document: str

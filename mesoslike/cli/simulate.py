@@ -1,4 +1,4 @@
-"""The ``mesoslike`` command line (click)."""
+"""``mesoslike simulate``: the allocator driven over a workload in simulated time."""
 
 from __future__ import annotations
 
@@ -8,13 +8,6 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from mesoslike import __version__
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, "--version", prog_name="mesoslike")
-def main() -> None:
-    """mesoslike: a Mesos-style two-level cluster manager with Fuxi scheduling semantics."""
 
 
 # ================================================================== simulate
@@ -29,7 +22,7 @@ def _simulate_option(*decls: str, **kwargs):
 _TRACE_ONLY = ("trace_dir", "nodes", "pods", "time_scale")
 
 
-@main.command()
+@click.command()
 @_simulate_option("--workload", type=click.Choice(["drf-example", "trace"]), default="drf-example",
                   help="drf-example: the DRF worked example of seed 004 (one agent, frameworks A and B); "
                        "trace: replay the Alibaba openb 2023 trace, one framework per QoS class.")
@@ -136,6 +129,3 @@ def _format_result(result, workload, checkpoints: int) -> list[str]:
                   f"{result.final.offers_declined} declined; stopped: {result.stop_reason}"]
     return lines
 
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

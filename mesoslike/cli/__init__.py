@@ -1,0 +1,22 @@
+"""The ``mesoslike`` command line (click): one module per group of commands."""
+
+from __future__ import annotations
+
+import click
+
+from mesoslike import __version__
+from mesoslike.cli.cluster import agent, local, master
+from mesoslike.cli.simulate import simulate
+from mesoslike.cli.state import state
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "--version", prog_name="mesoslike")
+def main() -> None:
+    """mesoslike: a Mesos-style two-level cluster manager with Fuxi scheduling semantics."""
+
+
+for command in (master, agent, local, state, simulate):
+    main.add_command(command)

@@ -1,0 +1,195 @@
+"""``mesoslike master``, ``agent`` and ``local``: run the cluster's processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+
+import click
+
+from mesoslike.allocator import sorter_names
+from mesoslike.cli.options import config_option, die, logging_option, option
+from mesoslike.errors import MesoslikeError
+from mesoslike.master.records import MasterConfig
+from mesoslike.resources import Resources
+
+__all__ = ["master", "agent", "local"]
+
+_POSITIVE = click.FloatRange(min=0, min_open=True)
+_PORT = click.IntRange(0, 65535)
+
+
+def _master_options(command: str):
+    """Options shared by ``master`` and ``local``."""
+    decorators = [
+        option(command, "--ip", default="127.0.0.1", help="Address to bind (agents and frameworks connect here)."),
+        option(command, "--port", type=_PORT, default=5050, help="Port for agents and frameworks (0 = any free)."),
+        option(command, "--http-port", type=_PORT, default=5051, help="Port of /state, /health, /metrics (0 = any)."),
+        option(command, "--allocation-interval", type=_POSITIVE, default=1.0,
+               help="Seconds between batch allocation cycles."),
+        option(command, "--offer-timeout", type=_POSITIVE, default=None, show_default="never",
+               help="Seconds after which an unanswered offer is rescinded."),
+        option(command, "--heartbeat-interval", type=_POSITIVE, default=15.0,
+               help="Seconds between heartbeats to frameworks; 5 missed = disconnected."),
+        option(command, "--ping-interval", type=_POSITIVE, default=15.0, help="Seconds between pings to agents."),
+        option(command, "--max-agent-ping-timeouts", type=click.IntRange(min=1), default=5,
+               help="Unanswered pings after which an agent is removed and its tasks are lost."),
+        option(command, "--sorter", type=click.Choice(sorter_names()), default="drf",
+               help="Order in which offers go to roles and frameworks."),
+        option(command, "--min-allocatable", default="cpus:0.01|mem:32",
+               help="Smallest offer worth making: alternatives separated by '|'."),
+    ]
+
+    def apply(fn):
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+    return apply
+
+
+def _master_config(allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
+                   max_agent_ping_timeouts, sorter, min_allocatable) -> MasterConfig:
+    return MasterConfig(heartbeat_interval=heartbeat_interval, ping_interval=ping_interval,
+                        max_agent_ping_timeouts=max_agent_ping_timeouts, allocation_interval=allocation_interval,
+                        offer_timeout=offer_timeout, min_allocatable=min_allocatable, sorter=sorter).validate()
+
+
+def _stop_on_sigterm(stop) -> None:
+    signal.signal(signal.SIGTERM, lambda *_: stop())
+
+
+@click.command()
+@config_option("master")
+@_master_options("master")
+@option("master", "--zk", default=None, show_default="none",
+        help="zk://HOST:PORT[,HOST:PORT...]/PATH for leader election (high availability).")
+@option("master", "--work-dir", type=click.Path(file_okay=False), default=None, show_default="none",
+        help="Directory for the master's registry.")
+@logging_option("master")
+def master(ip, port, http_port, allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
+           max_agent_ping_timeouts, sorter, min_allocatable, zk, work_dir) -> None:
+    """Run a master. Prints the address it bound."""
+    from mesoslike.master.runtime import MasterRuntime
+
+    if zk:
+        die("ZooKeeper high availability (--zk) is not available in this version yet; run a standalone master")
+    try:
+        config = _master_config(allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
+                                max_agent_ping_timeouts, sorter, min_allocatable)
+        runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config)
+    except MesoslikeError as exc:
+        die(str(exc))
+    click.echo(f"master {runtime.core.info.id} listening on {runtime.address} (HTTP {runtime.http_address})",
+               err=False)
+    _stop_on_sigterm(runtime.stop)
+    try:
+        runtime.run()
+    except KeyboardInterrupt:
+        pass
+
+
+@click.command()
+@config_option("agent")
+@option("agent", "--master", "master_address", required=True, help="The master: tcp://HOST:PORT.")
+@option("agent", "--resources", default=None, show_default="detected",
+        help='What the agent offers, e.g. "cpus:4;mem:8192;disk:10240"; kinds left out are detected.')
+@option("agent", "--attributes", default="", help='Attributes such as "rack:r1;room:er1".')
+@option("agent", "--hostname", default=None, show_default="this machine's name",
+        help="Name of the agent (several agents on one machine need distinct names).")
+@option("agent", "--port", type=_PORT, default=0, help="Port advertised in the agent's info (0 = none).")
+@option("agent", "--work-dir", type=click.Path(file_okay=False), default=None,
+        show_default="<tmp>/mesoslike/agent-<hostname>", help="Directory for task sandboxes.")
+@logging_option("agent")
+def agent(master_address, resources, attributes, hostname, port, work_dir) -> None:
+    """Run an agent that runs the tasks its master sends it."""
+    from mesoslike.agent.runtime import AgentRuntime
+
+    try:
+        runtime = AgentRuntime(master_address, resources, attributes, hostname, work_dir, port=port)
+    except MesoslikeError as exc:
+        die(str(exc))
+    click.echo(f"agent {runtime.info.hostname} with {runtime.info.resources} -> {master_address}")
+    _stop_on_sigterm(lambda: threading.Thread(target=runtime.stop, daemon=True).start())
+    try:
+        runtime.run()
+    except KeyboardInterrupt:
+        pass
+
+
+@click.command(context_settings={"allow_interspersed_args": False})
+@config_option("local")
+@option("local", "--agents", type=click.IntRange(min=1, max=256), default=3, help="How many agents to run.")
+@option("local", "--resources", default="cpus:2;mem:2048;disk:4096;ports:[31000-32000]",
+        help="Resources of each agent.")
+@option("local", "--work-dir", type=click.Path(file_okay=False), default=None, show_default="a temporary dir",
+        help="Directory for the agents' sandboxes.")
+@_master_options("local")
+@logging_option("local")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def local(agents, resources, work_dir, ip, port, http_port, allocation_interval, offer_timeout, heartbeat_interval,
+          ping_interval, max_agent_ping_timeouts, sorter, min_allocatable, command) -> None:
+    """A master and N agents in one process, no ZooKeeper. Agents are named
+    node-0 ... node-<N-1> and carry the attribute room:er<i mod 2>.
+
+    With a COMMAND (after --), run it with MESOSLIKE_MASTER set to the
+    cluster's address, then stop the cluster and exit with its status.
+    Without one, run until Ctrl-C. Stopping kills every task."""
+    from mesoslike.agent.runtime import AgentRuntime
+    from mesoslike.master.runtime import MasterRuntime
+
+    try:
+        Resources.parse(resources)
+        config = _master_config(allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
+                                max_agent_ping_timeouts, sorter, min_allocatable)
+        master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config)
+    except MesoslikeError as exc:
+        die(str(exc))
+    base = work_dir or tempfile.mkdtemp(prefix="mesoslike-local-")
+    master_runtime.start()
+    agent_runtimes = []
+    try:
+        for i in range(agents):
+            agent_runtimes.append(AgentRuntime(
+                master_runtime.address, resources, {"room": f"er{i % 2}"}, f"node-{i}",
+                os.path.join(base, f"node-{i}")).start())
+        click.echo(f"local cluster: master {master_runtime.address} (HTTP {master_runtime.http_address}), "
+                   f"{agents} agents with {resources}; sandboxes in {base}")
+        status = _run_local(master_runtime, list(command))
+    finally:
+        for runtime in agent_runtimes:
+            runtime.stop()
+        master_runtime.stop()
+    raise SystemExit(status)
+
+
+def _run_local(master_runtime, command: list[str]) -> int:
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    if not command:
+        click.echo("Ctrl-C to stop")
+        try:
+            while not stopping.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+        return 0
+    env = dict(os.environ, MESOSLIKE_MASTER=master_runtime.address)
+    child = subprocess.Popen(command, env=env)
+    try:
+        while True:
+            try:
+                return child.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                if stopping.is_set():
+                    child.terminate()
+    except KeyboardInterrupt:
+        child.terminate()
+        try:
+            return child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            return child.wait()

@@ -1,0 +1,75 @@
+"""``mesoslike state``: print a master's state."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from mesoslike.cli.options import die, logging_option, option
+from mesoslike.errors import MesoslikeError
+
+__all__ = ["state", "fetch_state", "format_state"]
+
+
+def fetch_state(master: str, timeout: float = 5.0) -> dict:
+    """Ask the master at ``tcp://HOST:PORT`` for its state document."""
+    from mesoslike.transport import Client
+    from mesoslike.wire import messages as m
+
+    with Client(master) as client:
+        client.send(m.GetState())
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if client.wait(deadline - time.monotonic()):
+                for _, reply in client.receive():
+                    if isinstance(reply, m.StateReply):
+                        return json.loads(reply.document)
+                    if isinstance(reply, m.Error):
+                        raise MesoslikeError(f"the master refused: {reply.message}")
+    raise MesoslikeError(f"no answer from a master at {master} within {timeout:g}s")
+
+
+def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    return ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
+            for row in [header, *rows]]
+
+
+def format_state(doc: dict) -> str:
+    """The state document as tables a person can read."""
+    lines = [f"leader {doc['leader']['id']} at {doc['leader']['address']} (HTTP {doc['leader']['http_address']})",
+             f"total {doc['total'] or '-'}; allocated {doc['allocated'] or '-'}", ""]
+    lines.append(f"agents ({len(doc['agents'])})")
+    lines += _table([[a["id"], a["hostname"], a["resources"], a["used"] or "-", a["available"] or "-",
+                      ";".join(f"{k}:{v}" for k, v in sorted(a["attributes"].items())) or "-"]
+                     for a in doc["agents"]], ["id", "hostname", "resources", "used", "available", "attributes"])
+    lines += ["", f"frameworks ({len(doc['frameworks'])})"]
+    lines += _table([[f["id"], f["name"], f["role"], "yes" if f["connected"] else "no", f"{f['dominant_share']:.3f}",
+                      f["used"] or "-", f["offered"] or "-", str(len(f["tasks"]))]
+                     for f in doc["frameworks"]],
+                    ["id", "name", "role", "connected", "share", "used", "offered", "tasks"])
+    tasks = [[f["id"], t["id"], t["state"], t["hostname"], t["resources"]]
+             for f in doc["frameworks"] for t in f["tasks"]]
+    lines += ["", f"tasks ({len(tasks)})"] + _table(tasks, ["framework", "task", "state", "host", "resources"])
+    lines += ["", f"offers outstanding: {len(doc['offers'])}"]
+    if doc.get("roles"):
+        lines.append("role shares: " + ", ".join(f"{r} {s:.3f}" for r, s in doc["roles"].items()))
+    return "\n".join(lines)
+
+
+@click.command()
+@option("", "--master", "master_address", required=True, help="The master: tcp://HOST:PORT.")
+@option("state", "--json", "as_json", is_flag=True, default=False, show_default="off",
+        help="Print the raw JSON document (the same as GET /state).")
+@option("state", "--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0,
+        help="Seconds to wait for the master.")
+@logging_option("state")
+def state(master_address: str, as_json: bool, timeout: float) -> None:
+    """Print the cluster state: agents, frameworks, tasks, offers, shares."""
+    try:
+        doc = fetch_state(master_address, timeout)
+    except MesoslikeError as exc:
+        die(str(exc))
+    click.echo(json.dumps(doc, indent=2) if as_json else format_state(doc))
