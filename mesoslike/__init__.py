@@ -9,5 +9,28 @@ __version__ = "0.1.0"
 
 from mesoslike.errors import MesoslikeError, ResourcesError  # noqa: E402
 from mesoslike.resources import Resources  # noqa: E402
+from mesoslike.wire.types import (  # noqa: E402
+    Filters,
+    FrameworkInfo,
+    MasterInfo,
+    Offer,
+    TaskInfo,
+    TaskState,
+    TaskStatus,
+)
 
-__all__ = ["__version__", "MesoslikeError", "Resources", "ResourcesError"]
+__all__ = [
+    "__version__", "MesoslikeError", "Resources", "ResourcesError", "Filters", "FrameworkInfo", "MasterInfo",
+    "Offer", "TaskInfo", "TaskState", "TaskStatus", "Scheduler", "SchedulerDriver", "DriverStatus",
+]
+
+_DRIVER_NAMES = ("Scheduler", "SchedulerDriver", "DriverStatus")
+
+
+def __getattr__(name: str):
+    # the driver pulls in zmq; `import mesoslike` for the core alone must not
+    if name in _DRIVER_NAMES:
+        from mesoslike import driver
+
+        return getattr(driver, name)
+    raise AttributeError(f"module 'mesoslike' has no attribute {name!r}")

@@ -297,3 +297,9 @@ def test_kill_goes_to_the_agent(h):
     assert only(h.send(FW, m.Kill(fid, "t")), m.KillTask, AG) == [m.KillTask(fid, "t")]
     (update,) = only(h.send(FW, m.Kill(fid, "nope")), m.Update)
     assert update.status.state == TaskState.LOST
+
+
+def test_a_retried_first_subscribe_from_one_connection_makes_one_framework(h):
+    first = h.subscribe()
+    again = h.subscribe()
+    assert first == again and len(h.core.frameworks) == 1

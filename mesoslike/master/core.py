@@ -126,6 +126,11 @@ class MasterCore:
         if info.id in self.removed_frameworks:
             self._error(peer, f"framework {info.id} has been removed; subscribe without an id", fatal=True)
             return
+        if not info.id and peer in self._framework_by_peer:
+            # a retried first SUBSCRIBE from the same connection: same framework
+            record = self.frameworks[self._framework_by_peer[peer]]
+            self._send_framework(record, m.Subscribed(record.id, self.config.heartbeat_interval, self.info, False))
+            return
         record = self.frameworks.get(info.id) if info.id else None
         if record is None:
             framework_id = info.id or next(self._framework_ids)

@@ -1,0 +1,439 @@
+"""The framework side of the scheduler conversation, sans-I/O.
+
+:class:`DriverCore` is a pure state machine: the runtime
+(:class:`mesoslike.driver.SchedulerDriver`) feeds it the master's messages
+(:meth:`DriverCore.receive`), the passing of time (:meth:`DriverCore.tick`,
+with :meth:`DriverCore.next_deadline` saying when) and the framework's calls
+(``launch_tasks`` ...). Each returns a list of *commands* the runtime carries
+out in order:
+
+- :class:`SendToMaster` — send a wire message now;
+- :class:`InvokeCallback` — call ``scheduler.<name>(driver, *args)``, then
+  report back with :meth:`DriverCore.callback_returned` (implicit
+  acknowledgements happen there);
+- :class:`Reconnect` — throw the connection away and open a fresh one;
+- :class:`Shutdown` — the session is over (after the callbacks queued before it).
+
+It takes a :class:`~mesoslike.clock.Clock` and a :class:`random.Random`; it
+never reads the time, sleeps, or touches a socket, so tests drive it with a
+``FakeClock``. The protocol it keeps is the "Conversations" section of
+``docs/wire.rst``.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import random
+from typing import Iterable, Union
+
+import attrs
+
+from mesoslike.clock import Clock
+from mesoslike.wire import messages as m
+from mesoslike.wire.types import Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
+
+__all__ = [
+    "DriverCore", "SubscriptionState", "Backoff", "Command", "SendToMaster", "InvokeCallback", "Reconnect",
+    "Shutdown", "DEFAULT_HEARTBEAT_TIMEOUTS", "offer_id_list", "task_list", "reconcile_task_list", "message_data",
+    "filters_or_default",
+]
+
+log = logging.getLogger(__name__)
+
+#: heartbeat intervals of silence after which the master counts as gone
+#: (the master uses the same multiple for frameworks: ``framework_timeout``)
+DEFAULT_HEARTBEAT_TIMEOUTS = 5
+
+DROPPED_MESSAGE = "launch_tasks while the driver was not subscribed to a master: the tasks were not sent"
+
+
+class SubscriptionState(enum.Enum):
+    """Where the driver stands with the master."""
+
+    DISCONNECTED = "DISCONNECTED"   # not started yet (or the master was just declared gone)
+    SUBSCRIBING = "SUBSCRIBING"     # SUBSCRIBE sent, waiting for SUBSCRIBED; retried with backoff
+    SUBSCRIBED = "SUBSCRIBED"       # calls go out; heartbeats both ways
+    STOPPED = "STOPPED"             # stopped or aborted: nothing more happens
+
+
+# ------------------------------------------------------------------ commands
+@attrs.frozen
+class SendToMaster:
+    """Send ``message`` to the master now."""
+
+    message: object
+
+
+@attrs.frozen
+class InvokeCallback:
+    """Call ``scheduler.<name>(driver, *args)``, then ``core.callback_returned(self)``."""
+
+    name: str
+    args: tuple = ()
+
+
+@attrs.frozen
+class Reconnect:
+    """Close the connection and open a fresh one, discarding what the old one
+    still queues (stale SUBSCRIBEs and heartbeats for a master that is gone)."""
+
+
+@attrs.frozen
+class Shutdown:
+    """End the session once the callbacks queued before this command have
+    run; ``aborted`` when the driver did not stop on request."""
+
+    aborted: bool = False
+
+
+Command = Union[SendToMaster, InvokeCallback, Reconnect, Shutdown]
+
+
+@attrs.frozen
+class Backoff:
+    """Subscription retry delays: ``initial`` doubling up to ``maximum``;
+    each delay is drawn from ``[(1 - jitter) * d, d]`` so that many
+    frameworks losing one master do not come back in lockstep."""
+
+    initial: float = 0.5
+    maximum: float = 10.0
+    jitter: float = 0.5
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 < self.initial <= self.maximum:
+            raise ValueError(f"need 0 < initial <= maximum, got {self.initial!r}, {self.maximum!r}")
+        if not 0 <= self.jitter < 1:
+            raise ValueError(f"jitter must be in [0, 1), got {self.jitter!r}")
+
+
+# -------------------------------------------------- argument normalization
+# The driver runs these in the caller's thread, so a bad argument raises
+# there and not later on the driver thread.
+def offer_id_list(offer_ids: Iterable[str]) -> list[str]:
+    """A list of offer ids; a bare string is a mistake, not a list of letters."""
+    if isinstance(offer_ids, str):
+        raise TypeError("offer_ids must be a list of offer ids, not a string")
+    ids = list(offer_ids)
+    for offer_id in ids:
+        if not isinstance(offer_id, str):
+            raise TypeError(f"an offer id must be a str, got {type(offer_id).__name__}")
+    return ids
+
+
+def task_list(tasks: Iterable[TaskInfo]) -> list[TaskInfo]:
+    items = list(tasks)
+    for task in items:
+        if not isinstance(task, TaskInfo):
+            raise TypeError(f"tasks must be TaskInfo objects, got {type(task).__name__}")
+    return items
+
+
+def reconcile_task_list(tasks: Iterable[TaskStatus | str | m.ReconcileTask]) -> list[m.ReconcileTask]:
+    """Task ids, TaskStatus objects (their ``task_id``/``agent_id``) or
+    ReconcileTask; an empty list asks for every task (implicit)."""
+    if isinstance(tasks, str):
+        raise TypeError("tasks must be a list (of task ids or TaskStatus), not a string")
+    result = []
+    for task in tasks:
+        if isinstance(task, m.ReconcileTask):
+            result.append(task)
+        elif isinstance(task, TaskStatus):
+            result.append(m.ReconcileTask(task.task_id, task.agent_id))
+        elif isinstance(task, str):
+            result.append(m.ReconcileTask(task))
+        else:
+            raise TypeError(f"cannot reconcile a {type(task).__name__}: give task ids or TaskStatus objects")
+    return result
+
+
+def message_data(data: bytes | bytearray | memoryview) -> bytes:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"framework message data must be bytes, got {type(data).__name__}")
+    return bytes(data)
+
+
+def filters_or_default(filters: Filters | None) -> Filters:
+    if filters is None:
+        return Filters()
+    if not isinstance(filters, Filters):
+        raise TypeError(f"filters must be a Filters, got {type(filters).__name__}")
+    return filters
+
+
+# ---------------------------------------------------------------------- core
+class DriverCore:
+    """The scheduler driver's decisions, without I/O. See the module docstring."""
+
+    def __init__(self, framework: FrameworkInfo, clock: Clock, rng: random.Random, *,
+                 implicit_acknowledgements: bool = True, backoff: Backoff = Backoff(),
+                 heartbeat_timeouts: int = DEFAULT_HEARTBEAT_TIMEOUTS) -> None:
+        if not isinstance(framework, FrameworkInfo):
+            raise TypeError(f"framework must be a FrameworkInfo, got {type(framework).__name__}")
+        self._framework = framework
+        self._clock = clock
+        self._rng = rng
+        self._backoff = backoff
+        self._heartbeat_timeouts = heartbeat_timeouts
+        self.implicit_acknowledgements = implicit_acknowledgements
+        self.state = SubscriptionState.DISCONNECTED
+        #: kept across re-subscriptions; a FrameworkInfo with an id resumes that framework
+        self.framework_id: str = framework.id
+        self.master_info: MasterInfo | None = None
+        self.heartbeat_interval: float | None = None
+        self._ever_subscribed = False
+        self._next_delay = backoff.initial
+        self._retry_at: float | None = None
+        self._last_sent = self._last_received = clock.now()
+
+    @property
+    def connected(self) -> bool:
+        return self.state is SubscriptionState.SUBSCRIBED
+
+    # ------------------------------------------------------------- lifecycle
+    def start(self) -> list[Command]:
+        """Send the first SUBSCRIBE."""
+        if self.state is not SubscriptionState.DISCONNECTED:
+            return []
+        return self._subscribe(fresh_connection=False)
+
+    def stop(self, failover: bool = False) -> list[Command]:
+        """End the session. Without ``failover`` the master is told to remove
+        the framework and kill its tasks (TEARDOWN); with it, the driver just
+        goes quiet and the tasks run on for ``failover_timeout``."""
+        if self.state is SubscriptionState.STOPPED:
+            return []
+        commands: list[Command] = []
+        # as in Mesos, TEARDOWN only goes to a master we are subscribed to; a
+        # master that cannot hear it removes the framework after failover_timeout
+        if not failover and self.connected:
+            commands.append(self._send(m.Teardown(self.framework_id)))
+        self.state = SubscriptionState.STOPPED
+        commands.append(Shutdown(aborted=False))
+        return commands
+
+    def abort(self) -> list[Command]:
+        """End the session without TEARDOWN (tasks keep running, as with failover)."""
+        if self.state is SubscriptionState.STOPPED:
+            return []
+        self.state = SubscriptionState.STOPPED
+        return [Shutdown(aborted=True)]
+
+    # ------------------------------------------------------------------ time
+    def next_deadline(self) -> float | None:
+        """When :meth:`tick` has something to do (clock time), or None."""
+        if self.state is SubscriptionState.SUBSCRIBING:
+            return self._retry_at
+        if self.state is SubscriptionState.SUBSCRIBED and self.heartbeat_interval:
+            return min(self._last_sent + self.heartbeat_interval, self._master_deadline())
+        return None
+
+    def tick(self) -> list[Command]:
+        """Retry a subscription, send a heartbeat, or give up on a silent master."""
+        now = self._clock.now()
+        if self.state is SubscriptionState.SUBSCRIBING and self._retry_at is not None and now >= self._retry_at:
+            log.info("no answer to SUBSCRIBE yet; retrying")
+            # with an id, a fresh connection is safe (the id names the framework)
+            # and keeps unanswered SUBSCRIBEs from piling up for a master that
+            # is down; without one, the master can only tell a retry from a
+            # second framework by the connection, so keep it
+            return self._subscribe(fresh_connection=bool(self.framework_id))
+        if self.state is SubscriptionState.SUBSCRIBED and self.heartbeat_interval:
+            if now >= self._master_deadline():
+                return self._master_gone()
+            if now >= self._last_sent + self.heartbeat_interval:
+                return [self._send(m.Heartbeat())]
+        return []
+
+    # ---------------------------------------------------------------- events
+    def receive(self, message: object) -> list[Command]:
+        """A message from the master."""
+        if self.state in (SubscriptionState.DISCONNECTED, SubscriptionState.STOPPED):
+            log.debug("ignoring %s: the driver is %s", type(message).__name__, self.state.value)
+            return []
+        if isinstance(message, m.Error):
+            # an ERROR is no sign that the master still holds our session: a
+            # master restarted at the same address answers every call of a
+            # framework it forgot with ERROR, and counting those as heartbeats
+            # would keep the dead session alive forever
+            return self._on_error(message)
+        self._last_received = self._clock.now()
+        if isinstance(message, m.Subscribed):
+            return self._on_subscribed(message)
+        if not self.connected:
+            # events of a session we are not (yet) part of; the master sends
+            # them again, or the framework reconciles, after SUBSCRIBED
+            log.debug("ignoring %s while subscribing", type(message).__name__)
+            return []
+        handler = self._EVENT_HANDLERS.get(type(message))
+        if handler is None:
+            log.warning("ignoring unexpected %s from the master", type(message).__name__)
+            return []
+        return handler(self, message)
+
+    def callback_returned(self, invocation: InvokeCallback) -> list[Command]:
+        """The runtime finished ``invocation`` (whether or not it raised)."""
+        if invocation.name == "status_update" and self.implicit_acknowledgements:
+            return self._acknowledge(invocation.args[0])
+        return []
+
+    def _on_subscribed(self, message: m.Subscribed) -> list[Command]:
+        if not message.framework_id:
+            log.error("ignoring SUBSCRIBED without a framework id")
+            return []
+        if self.connected:
+            # the answer to a retried SUBSCRIBE: one session, one callback
+            if message.framework_id != self.framework_id:
+                log.warning("ignoring SUBSCRIBED for framework %s: subscribed as %s",
+                            message.framework_id, self.framework_id)
+            return []
+        new_framework = not self._ever_subscribed or message.framework_id != self.framework_id
+        if self._ever_subscribed and new_framework:
+            log.warning("the master gave a new framework id %s (was %s): the old framework is gone",
+                        message.framework_id, self.framework_id)
+        self.framework_id = message.framework_id
+        self.master_info = message.master
+        self.heartbeat_interval = message.heartbeat_interval if message.heartbeat_interval > 0 else None
+        self.state = SubscriptionState.SUBSCRIBED
+        self._ever_subscribed = True
+        self._retry_at = None
+        self._next_delay = self._backoff.initial
+        log.info("subscribed as framework %s to master %s", self.framework_id, message.master.address)
+        if new_framework:
+            return [InvokeCallback("registered", (self.framework_id, message.master))]
+        return [InvokeCallback("reregistered", (message.master,))]
+
+    def _on_error(self, message: m.Error) -> list[Command]:
+        commands: list[Command] = [InvokeCallback("error", (message.message,))]
+        if message.fatal:
+            log.error("the master ended the session: %s", message.message)
+            self.state = SubscriptionState.STOPPED
+            commands.append(Shutdown(aborted=True))
+        return commands
+
+    def _on_offers(self, message: m.Offers) -> list[Command]:
+        return [InvokeCallback("resource_offers", (list(message.offers),))] if message.offers else []
+
+    def _on_rescind(self, message: m.RescindOffer) -> list[Command]:
+        return [InvokeCallback("offer_rescinded", (message.offer_id,))]
+
+    def _on_update(self, message: m.Update) -> list[Command]:
+        return [InvokeCallback("status_update", (message.status,))]
+
+    def _on_failure(self, message: m.Failure) -> list[Command]:
+        return [InvokeCallback("agent_lost", (message.agent_id,))]
+
+    def _on_framework_message(self, message: m.FrameworkMessage) -> list[Command]:
+        return [InvokeCallback("framework_message", (message.agent_id, message.data))]
+
+    def _on_heartbeat(self, message: m.Heartbeat) -> list[Command]:
+        return []  # receiving it already counted as hearing from the master
+
+    _EVENT_HANDLERS = {
+        m.Offers: _on_offers,
+        m.RescindOffer: _on_rescind,
+        m.Update: _on_update,
+        m.Failure: _on_failure,
+        m.FrameworkMessage: _on_framework_message,
+        m.Heartbeat: _on_heartbeat,
+    }
+
+    # ----------------------------------------------------------------- calls
+    def launch_tasks(self, offer_ids: Iterable[str], tasks: Iterable[TaskInfo],
+                     filters: Filters | None = None) -> list[Command]:
+        """ACCEPT the offers with these tasks; the unused rest is declined
+        with ``filters``. While not subscribed the tasks come back as
+        TASK_DROPPED updates and an error (so they do not vanish silently)."""
+        ids, task_infos, filters = offer_id_list(offer_ids), task_list(tasks), filters_or_default(filters)
+        if not self.connected:
+            return self._drop_launch(task_infos)
+        return [self._send(m.Accept(self.framework_id, ids, task_infos, filters))]
+
+    def decline_offer(self, offer_id: str, filters: Filters | None = None) -> list[Command]:
+        ids, filters = offer_id_list([offer_id]), filters_or_default(filters)
+        return self._call("decline_offer", lambda: m.Decline(self.framework_id, ids, filters))
+
+    def suppress_offers(self) -> list[Command]:
+        return self._call("suppress_offers", lambda: m.Suppress(self.framework_id))
+
+    def revive_offers(self) -> list[Command]:
+        return self._call("revive_offers", lambda: m.Revive(self.framework_id))
+
+    def kill_task(self, task_id: str, agent_id: str = "") -> list[Command]:
+        return self._call("kill_task", lambda: m.Kill(self.framework_id, task_id, agent_id))
+
+    def reconcile_tasks(self, tasks: Iterable[TaskStatus | str | m.ReconcileTask]) -> list[Command]:
+        items = reconcile_task_list(tasks)
+        return self._call("reconcile_tasks", lambda: m.Reconcile(self.framework_id, items))
+
+    def send_framework_message(self, agent_id: str, data: bytes, task_id: str = "") -> list[Command]:
+        payload = message_data(data)
+        return self._call("send_framework_message",
+                          lambda: m.FrameworkMessage(self.framework_id, agent_id, payload, task_id))
+
+    def acknowledge_status_update(self, status: TaskStatus) -> list[Command]:
+        """Explicit acknowledgement (only when implicit ones are off)."""
+        if not isinstance(status, TaskStatus):
+            raise TypeError(f"acknowledge_status_update takes a TaskStatus, got {type(status).__name__}")
+        if self.implicit_acknowledgements:
+            log.warning("acknowledge_status_update ignored: the driver acknowledges implicitly")
+            return []
+        return self._acknowledge(status)
+
+    # --------------------------------------------------------------- helpers
+    def _call(self, name: str, build) -> list[Command]:
+        """Send the message ``build()`` makes, or drop the call while not
+        subscribed: Mesos drops calls made while disconnected (queued calls
+        would act on a stale view; the framework reconciles after
+        ``reregistered`` instead)."""
+        if not self.connected:
+            log.warning("%s dropped: the driver is %s, not subscribed", name, self.state.value)
+            return []
+        return [self._send(build())]
+
+    def _drop_launch(self, tasks: list[TaskInfo]) -> list[Command]:
+        log.warning("launch_tasks dropped %d task(s): the driver is %s", len(tasks), self.state.value)
+        if self.state is SubscriptionState.STOPPED or not tasks:
+            return []   # no callbacks after stop
+        commands: list[Command] = [
+            InvokeCallback("status_update", (TaskStatus(
+                task_id=task.task_id, state=TaskState.DROPPED, agent_id=task.agent_id, message=DROPPED_MESSAGE,
+                source="SOURCE_MASTER", reason="REASON_MASTER_DISCONNECTED", framework_id=self.framework_id),))
+            for task in tasks
+        ]
+        ids = ", ".join(task.task_id for task in tasks)
+        commands.append(InvokeCallback("error", (f"{DROPPED_MESSAGE} (TASK_DROPPED: {ids})",)))
+        return commands
+
+    def _acknowledge(self, status: TaskStatus) -> list[Command]:
+        if not status.uuid:
+            return []   # made up by the master (reconciliation, TASK_LOST ...): nothing to acknowledge
+        if not self.connected:
+            # the agent resends unacknowledged updates, so nothing is lost
+            log.info("not acknowledging %s of task %s: not subscribed", status.state, status.task_id)
+            return []
+        return [self._send(m.Acknowledge(self.framework_id, status.agent_id, status.task_id, status.uuid))]
+
+    def _send(self, message: object) -> SendToMaster:
+        self._last_sent = self._clock.now()
+        return SendToMaster(message)
+
+    def _subscribe(self, fresh_connection: bool) -> list[Command]:
+        self.state = SubscriptionState.SUBSCRIBING
+        commands: list[Command] = [Reconnect()] if fresh_connection else []
+        framework = attrs.evolve(self._framework, id=self.framework_id)
+        commands.append(self._send(m.Subscribe(framework)))
+        delay = self._next_delay * self._rng.uniform(1.0 - self._backoff.jitter, 1.0)
+        self._retry_at = self._clock.now() + delay
+        self._next_delay = min(self._next_delay * 2, self._backoff.maximum)
+        return commands
+
+    def _master_deadline(self) -> float:
+        return self._last_received + self._heartbeat_timeouts * (self.heartbeat_interval or 0.0)
+
+    def _master_gone(self) -> list[Command]:
+        log.warning("no message from the master for %.1f s: disconnected; re-subscribing",
+                    self._heartbeat_timeouts * (self.heartbeat_interval or 0.0))
+        self.state = SubscriptionState.DISCONNECTED
+        self._next_delay = self._backoff.initial
+        return [InvokeCallback("disconnected"), *self._subscribe(fresh_connection=True)]

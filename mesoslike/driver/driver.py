@@ -1,0 +1,372 @@
+"""The scheduler driver: the imperative shell around :class:`~.core.DriverCore`.
+
+One driver thread owns the ZeroMQ connection to the master. It waits for a
+message, a wake-up or the core's next deadline, feeds the core, and carries
+out the commands the core returns — in particular it invokes every
+scheduler callback, one at a time and in order, on that thread.
+
+Driver methods are thread-safe. Called from inside a callback (the driver
+thread) they act at once; called from any other thread they are queued and
+the loop is woken (:class:`~mesoslike.transport.Waker`), because the socket
+belongs to the driver thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import logging
+import random
+import threading
+from typing import Callable, Iterable
+
+from mesoslike.clock import SystemClock
+from mesoslike.driver.core import (
+    Backoff,
+    Command,
+    DriverCore,
+    InvokeCallback,
+    Reconnect,
+    SendToMaster,
+    Shutdown,
+    filters_or_default,
+    message_data,
+    offer_id_list,
+    reconcile_task_list,
+    task_list,
+)
+from mesoslike.driver.scheduler import Scheduler
+from mesoslike.errors import ConfigError
+from mesoslike.transport import Client, Waker, parse_tcp_address
+from mesoslike.wire import WireError
+from mesoslike.wire.messages import ReconcileTask
+from mesoslike.wire.types import Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskStatus
+
+__all__ = ["SchedulerDriver", "DriverStatus", "parse_master"]
+
+log = logging.getLogger("mesoslike.driver")
+
+#: how long the last messages (a TEARDOWN) may take to leave after the loop ends
+_CLOSE_LINGER_MILLIS = 2000
+
+
+class DriverStatus(str, enum.Enum):
+    """The driver's life cycle (Mesos' ``Status``); every driver method returns it."""
+
+    NOT_STARTED = "DRIVER_NOT_STARTED"
+    RUNNING = "DRIVER_RUNNING"
+    ABORTED = "DRIVER_ABORTED"
+    STOPPED = "DRIVER_STOPPED"
+
+
+def parse_master(master: str) -> str:
+    """Check a master address: ``tcp://HOST:PORT`` (``zk://`` is not supported yet)."""
+    if isinstance(master, str) and master.startswith("zk://"):
+        raise ConfigError(f"master {master!r}: zk:// addresses are not supported by the driver yet; "
+                          "give the leading master as tcp://HOST:PORT")
+    try:
+        parse_tcp_address(master)
+    except ConfigError as exc:
+        raise ConfigError(f"bad master address: {exc}") from None
+    return master
+
+
+class SchedulerDriver:
+    """Connects a :class:`Scheduler` to a master (DESIGN §3.2).
+
+    ``implicit_acknowledgements`` (default) acknowledges each status update
+    after ``status_update`` returns; turn it off to acknowledge yourself with
+    :meth:`acknowledge_status_update`. ``backoff`` sets the subscription
+    retry delays, ``rng`` their jitter, ``stop_timeout`` how long
+    :meth:`stop` from another thread waits for the driver thread to end.
+    """
+
+    def __init__(self, scheduler: Scheduler, framework: FrameworkInfo, master: str,
+                 implicit_acknowledgements: bool = True, *, backoff: Backoff | None = None,
+                 rng: random.Random | None = None, stop_timeout: float = 10.0) -> None:
+        self.scheduler = scheduler
+        self.framework = framework
+        self.master = parse_master(master)
+        self._clock = SystemClock()
+        self._core = DriverCore(framework, self._clock, rng or random.Random(),
+                                implicit_acknowledgements=implicit_acknowledgements, backoff=backoff or Backoff())
+        self._stop_timeout = stop_timeout
+        self._status = DriverStatus.NOT_STARTED
+        # guards _status, _inbox hand-over and the waker's life time
+        self._lock = threading.Lock()
+        self._inbox: collections.deque[Callable[[], None]] = collections.deque()   # from other threads
+        self._pending: collections.deque[InvokeCallback | Shutdown] = collections.deque()  # driver thread only
+        self._waker: Waker | None = None
+        self._client: Client | None = None
+        self._thread: threading.Thread | None = None
+        self._stop_requested = False
+        self._finished = False
+        self._aborted = False
+
+    # ------------------------------------------------------------ properties
+    @property
+    def status(self) -> DriverStatus:
+        return self._status
+
+    @property
+    def framework_id(self) -> str:
+        """The framework's id: ``""`` until the master assigns one."""
+        return self._core.framework_id
+
+    @property
+    def connected(self) -> bool:
+        """True while subscribed to a master."""
+        return self._core.connected
+
+    @property
+    def master_info(self) -> MasterInfo | None:
+        return self._core.master_info
+
+    def __repr__(self) -> str:
+        return (f"SchedulerDriver(framework={self.framework.name!r}, id={self.framework_id!r}, "
+                f"status={self._status.value}, state={self._core.state.value})")
+
+    # ------------------------------------------------------------- lifecycle
+    def start(self) -> DriverStatus:
+        """Start the driver thread, which subscribes to the master. Returns
+        DRIVER_RUNNING (or the status it already had)."""
+        with self._lock:
+            if self._status is not DriverStatus.NOT_STARTED:
+                return self._status
+            self._waker = Waker()
+            self._status = DriverStatus.RUNNING
+            self._thread = threading.Thread(target=self._run_loop, daemon=True,
+                                            name=f"mesoslike-driver-{self.framework.name}")
+            self._thread.start()
+        return DriverStatus.RUNNING
+
+    def join(self, timeout: float | None = None) -> DriverStatus:
+        """Wait until the driver stops (or ``timeout`` seconds pass)."""
+        if self._on_driver_thread():
+            raise RuntimeError("join() inside a scheduler callback would wait for itself; call stop() and return")
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self._status
+
+    def run(self) -> DriverStatus:
+        """``start()`` then ``join()``."""
+        status = self.start()
+        return self.join() if status is DriverStatus.RUNNING else status
+
+    def stop(self, failover: bool = False) -> DriverStatus:
+        """Stop the driver. ``failover=False`` tears the framework down (the
+        master kills its tasks); ``failover=True`` only disconnects, and the
+        tasks keep running for ``failover_timeout`` so that a new driver with
+        the same framework id can take over. Safe inside a callback (it does
+        not wait there); from another thread it waits up to ``stop_timeout``
+        for the driver thread to end."""
+        return self._end(lambda: self._core.stop(failover), DriverStatus.STOPPED)
+
+    def abort(self) -> DriverStatus:
+        """Stop without tearing down (like ``stop(failover=True)``); the
+        status becomes DRIVER_ABORTED."""
+        return self._end(self._core.abort, DriverStatus.ABORTED)
+
+    # ----------------------------------------------------------------- calls
+    def launch_tasks(self, offer_ids: Iterable[str], tasks: Iterable[TaskInfo],
+                     filters: Filters | None = None) -> DriverStatus:
+        """Launch ``tasks`` on the offers (all of one agent); the unused rest
+        of the offers is declined with ``filters``. Launching no tasks
+        declines the offers."""
+        ids, infos, filters = offer_id_list(offer_ids), task_list(tasks), filters_or_default(filters)
+        return self._call("launch_tasks", lambda: self._core.launch_tasks(ids, infos, filters))
+
+    def decline_offer(self, offer_id: str, filters: Filters | None = None) -> DriverStatus:
+        """Give the offer back; don't offer those resources again for
+        ``filters.refuse_seconds`` (default 5 s)."""
+        offer_id_list([offer_id])
+        filters = filters_or_default(filters)
+        return self._call("decline_offer", lambda: self._core.decline_offer(offer_id, filters))
+
+    def suppress_offers(self) -> DriverStatus:
+        """Ask for no more offers until :meth:`revive_offers`."""
+        return self._call("suppress_offers", self._core.suppress_offers)
+
+    def revive_offers(self) -> DriverStatus:
+        """Ask for offers again, clearing every filter of the framework."""
+        return self._call("revive_offers", self._core.revive_offers)
+
+    def kill_task(self, task_id: str, agent_id: str = "") -> DriverStatus:
+        """Kill a task; its end arrives as a status update (TASK_KILLED)."""
+        return self._call("kill_task", lambda: self._core.kill_task(task_id, agent_id))
+
+    def reconcile_tasks(self, tasks: Iterable[TaskStatus | str | ReconcileTask]) -> DriverStatus:
+        """Ask for the latest state of tasks (ids or TaskStatus objects); an
+        empty list asks for every non-terminal task of the framework. The
+        answers come as status updates without a uuid."""
+        items = reconcile_task_list(tasks)
+        return self._call("reconcile_tasks", lambda: self._core.reconcile_tasks(items))
+
+    def acknowledge_status_update(self, status: TaskStatus) -> DriverStatus:
+        """Acknowledge a status update (only with implicit acknowledgements
+        off). Updates without a uuid need none; this ignores them."""
+        if not isinstance(status, TaskStatus):
+            raise TypeError(f"acknowledge_status_update takes a TaskStatus, got {type(status).__name__}")
+        return self._call("acknowledge_status_update", lambda: self._core.acknowledge_status_update(status))
+
+    def send_framework_message(self, agent_id: str, data: bytes, task_id: str = "") -> DriverStatus:
+        """Send opaque ``data`` to an agent (best effort)."""
+        payload = message_data(data)
+        return self._call("send_framework_message",
+                          lambda: self._core.send_framework_message(agent_id, payload, task_id))
+
+    # -------------------------------------------------- thread hand-over
+    def _on_driver_thread(self) -> bool:
+        return self._thread is not None and threading.current_thread() is self._thread
+
+    def _call(self, name: str, make_commands: Callable[[], list[Command]]) -> DriverStatus:
+        with self._lock:
+            status = self._status
+            if status is not DriverStatus.RUNNING:
+                log.warning("%s ignored: the driver is %s", name, status.value)
+                return status
+            if not self._on_driver_thread():
+                self._inbox.append(lambda: self._execute(make_commands()))
+                self._waker.wake()
+                return status
+        self._execute(make_commands())
+        return status
+
+    def _end(self, make_commands: Callable[[], list[Command]], status: DriverStatus) -> DriverStatus:
+        def end_now() -> None:
+            self._pending.clear()   # no callbacks after stop() or abort()
+            self._execute(make_commands())
+
+        with self._lock:
+            if self._status is DriverStatus.NOT_STARTED:
+                self._status = status   # never ran: nothing to tell the master
+            if self._status is not DriverStatus.RUNNING:
+                return self._status
+            self._status = status
+            self._stop_requested = True
+            on_driver_thread = self._on_driver_thread()
+            if not on_driver_thread:
+                self._inbox.append(end_now)
+                self._waker.wake()
+        if on_driver_thread:
+            end_now()   # the loop ends once the current callback returns
+        else:
+            self._thread.join(self._stop_timeout)
+        return status
+
+    # -------------------------------------------------------------- the loop
+    def _run_loop(self) -> None:
+        try:
+            self._client = Client(self.master)
+            self._execute(self._core.start())
+            while not self._finished:
+                self._step()
+        except Exception as exc:  # a bug in the driver: report it rather than die silently
+            log.exception("the scheduler driver loop failed")
+            self._aborted = True
+            self._report_error(f"the scheduler driver failed: {type(exc).__name__}: {exc}")
+        finally:
+            self._close()
+
+    def _step(self) -> None:
+        while self._inbox:
+            self._run_call(self._inbox.popleft())
+        self._run_pending()
+        if self._finished or self._inbox or self._pending:
+            return
+        if self._client.wait(self._wait_timeout(), self._waker):
+            self._receive()
+        self._execute(self._core.tick())
+
+    def _run_call(self, call: Callable[[], None]) -> None:
+        try:
+            call()
+        except Exception as exc:  # e.g. a value the codec cannot carry: the caller's mistake, not fatal
+            log.exception("a driver call failed")
+            self._report_error(f"a driver call failed: {type(exc).__name__}: {exc}")
+
+    def _wait_timeout(self) -> float | None:
+        deadline = self._core.next_deadline()
+        if deadline is None:
+            return None
+        # a millisecond late rather than early: the poll rounds down to whole
+        # milliseconds, and waking before the deadline would spin
+        return max(0.0, deadline - self._clock.now()) + 0.001
+
+    def _receive(self) -> None:
+        client = self._client
+        for _, message in client.receive():
+            if isinstance(message, WireError):
+                log.warning("ignoring a bad frame from the master: %s", message)
+            else:
+                self._execute(self._core.receive(message))
+            if self._client is not client:
+                return   # reconnected meanwhile: the rest belongs to the old connection
+
+    def _execute(self, commands: list[Command]) -> None:
+        """Sends and reconnects happen now; callbacks and the shutdown wait
+        their turn in ``_pending`` so that callbacks never nest."""
+        for command in commands:
+            if isinstance(command, SendToMaster):
+                self._send(command.message)
+            elif isinstance(command, Reconnect):
+                self._reconnect()
+            else:
+                if isinstance(command, Shutdown):
+                    with self._lock:   # aborted before the error callback runs, as in Mesos
+                        if self._status is DriverStatus.RUNNING:
+                            self._status = DriverStatus.ABORTED if command.aborted else DriverStatus.STOPPED
+                self._pending.append(command)
+
+    def _run_pending(self) -> None:
+        while self._pending and not self._finished:
+            item = self._pending.popleft()
+            if isinstance(item, Shutdown):
+                self._finished = True
+                self._aborted = item.aborted
+                self._pending.clear()
+            elif not self._stop_requested:
+                self._invoke(item)
+
+    def _invoke(self, invocation: InvokeCallback) -> None:
+        try:
+            getattr(self.scheduler, invocation.name)(self, *invocation.args)
+        except Exception as exc:
+            # the framework's bug must not stop the driver (or its tasks)
+            log.exception("scheduler callback %s raised", invocation.name)
+            if invocation.name != "error":
+                self._report_error(f"scheduler.{invocation.name} raised {type(exc).__name__}: {exc}")
+        self._execute(self._core.callback_returned(invocation))
+
+    def _report_error(self, message: str) -> None:
+        try:
+            self.scheduler.error(self, message)
+        except Exception:
+            log.exception("scheduler.error raised while reporting: %s", message)
+
+    def _send(self, message: object) -> None:
+        try:
+            sent = self._client.send(message)
+        except (WireError, TypeError, ValueError) as exc:   # a value msgpack cannot carry
+            log.error("cannot send %s: %s", type(message).__name__, exc)
+            self._pending.append(InvokeCallback("error", (f"cannot send {type(message).__name__}: {exc}",)))
+            return
+        if not sent:
+            log.warning("outgoing queue to the master is full: dropped %s", type(message).__name__)
+
+    def _reconnect(self) -> None:
+        old, self._client = self._client, Client(self.master)
+        old.close()
+
+    def _close(self) -> None:
+        with self._lock:
+            if self._status is DriverStatus.RUNNING:
+                self._status = DriverStatus.ABORTED if self._aborted else DriverStatus.STOPPED
+            waker, self._waker = self._waker, None
+        if self._client is not None:
+            # let a final TEARDOWN leave; closing with the default linger of 0 would drop it
+            self._client.socket.close(linger=_CLOSE_LINGER_MILLIS)
+            self._client.close()
+        if waker is not None:
+            waker.close()
+        log.info("scheduler driver for %s ended: %s", self.framework.name, self._status.value)

@@ -1,0 +1,65 @@
+"""The :class:`Scheduler` interface users implement (DESIGN §3.2).
+
+Every callback receives the driver first. The driver calls them one at a
+time, in the order the events happened, on its own thread (see
+``docs/framework-api.rst``). The defaults do nothing, except :meth:`error`,
+which logs.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from mesoslike.wire.types import MasterInfo, Offer, TaskStatus
+
+if TYPE_CHECKING:  # pragma: no cover - only for type checkers
+    from mesoslike.driver.driver import SchedulerDriver
+
+__all__ = ["Scheduler"]
+
+log = logging.getLogger("mesoslike.driver")
+
+
+class Scheduler:
+    """Override the callbacks your framework needs; the rest are no-ops."""
+
+    def registered(self, driver: SchedulerDriver, framework_id: str, master_info: MasterInfo) -> None:
+        """The master accepted this driver's first subscription and gave the
+        framework ``framework_id`` (the one in ``FrameworkInfo.id`` if it
+        had one and the master still knew it)."""
+
+    def reregistered(self, driver: SchedulerDriver, master_info: MasterInfo) -> None:
+        """The driver subscribed again, keeping its framework id, after it
+        had lost its master. Offers made before are void. Reconcile your
+        tasks: updates sent while you were away may come again, or not at all."""
+
+    def disconnected(self, driver: SchedulerDriver) -> None:
+        """The master went silent (no message for 5 heartbeat intervals). The
+        driver is already re-subscribing. Calls made until
+        :meth:`reregistered` are dropped."""
+
+    def resource_offers(self, driver: SchedulerDriver, offers: list[Offer]) -> None:
+        """New offers. Answer each one with ``launch_tasks`` or ``decline_offer``
+        (an offer you ignore stays allocated to you until it is rescinded)."""
+
+    def offer_rescinded(self, driver: SchedulerDriver, offer_id: str) -> None:
+        """An offer is no longer valid; launching on it gives TASK_DROPPED."""
+
+    def status_update(self, driver: SchedulerDriver, status: TaskStatus) -> None:
+        """A task changed state. With implicit acknowledgements the driver
+        acknowledges the update after this returns (even if it raises)."""
+
+    def framework_message(self, driver: SchedulerDriver, agent_id: str, data: bytes) -> None:
+        """Opaque data sent to the framework from an agent."""
+
+    def agent_lost(self, driver: SchedulerDriver, agent_id: str) -> None:
+        """An agent was removed. Its tasks come as TASK_LOST (or
+        TASK_UNREACHABLE) status updates as well."""
+
+    def error(self, driver: SchedulerDriver, message: str) -> None:
+        """Something went wrong: the master refused a request, a callback
+        raised, or a launch was dropped. If the master's error was fatal,
+        ``driver.status`` is already DRIVER_ABORTED and no further callbacks
+        follow."""
+        log.error("framework error: %s", message)
