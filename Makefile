@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: venv demo test bench
+.PHONY: venv demo simulate test bench
 
 $(BIN)/mesoslike: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,9 @@ $(BIN)/mesoslike: setup.cfg pyproject.toml
 venv: $(BIN)/mesoslike
 
 demo: venv
+	$(BIN)/mesoslike local --port 0 --http-port 0 -- $(BIN)/python examples/wordcount.py
+
+simulate: venv
 	$(BIN)/mesoslike simulate
 
 test: venv
