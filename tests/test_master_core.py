@@ -303,3 +303,20 @@ def test_a_retried_first_subscribe_from_one_connection_makes_one_framework(h):
     first = h.subscribe()
     again = h.subscribe()
     assert first == again and len(h.core.frameworks) == 1
+
+
+def test_reregistering_agent_reports_ended_unacknowledged_tasks_which_are_not_lost(h):
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    launch(h, fid, offer, task("t", aid))
+    ended = m.RunningTask(fid, task("t", aid), TaskState.FINISHED)
+    out = h.send(AG2, m.ReregisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"), id=aid), [ended]))
+    assert not [u for u in only(out, m.Update) if u.status.state == TaskState.LOST]
+    # and a master that never knew the agent does not count the ended task's resources
+    fresh = Harness()
+    fresh.send(AG, m.ReregisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"), id="x"), [ended],
+                                     [FrameworkInfo("demo", id=fid)]))
+    assert fresh.core.allocator.available("x") == R("cpus:4;mem:4096")
+    fresh.send(FW, m.Subscribe(FrameworkInfo("demo", id=fid)))
+    (update,) = only(fresh.send(AG, m.StatusUpdate(fid, TaskStatus("t", TaskState.FINISHED, uuid="u"))), m.Update)
+    assert update.status.state == TaskState.FINISHED

@@ -333,10 +333,10 @@ class AgentCore:
         if not self._agent_id:
             log.info("registering with the master")
             return SendToMaster(m.RegisterAgent(self.info, version=self.version))
-        # the tasks it still runs (docs/wire.rst); terminated ones are told by
-        # their pending updates, which go out once the master answers
-        still_running = [(key, task) for key, task in sorted(self._tasks.items())
-                         if task.alive and not task.orphaned]
+        # the tasks it runs, and those that ended but whose terminal update is
+        # not acknowledged yet (docs/wire.rst): a master must not think those
+        # lost; their pending updates go out once it answers
+        still_running = [(key, task) for key, task in sorted(self._tasks.items()) if not task.orphaned]
         running = [m.RunningTask(key[0], task.info, task.state) for key, task in still_running]
         frameworks = {task.framework.id: task.framework for _, task in still_running}
         log.info("re-registering as %s with %d tasks", self._agent_id, len(running))

@@ -27,7 +27,16 @@ from mesoslike.errors import MesoslikeError
 from mesoslike.master.records import AgentRecord, FrameworkRecord, MasterConfig, TaskRecord, new_status
 from mesoslike.master.state import state_json
 from mesoslike.resources import Resources
-from mesoslike.wire import AgentInfo, FrameworkInfo, MasterInfo, Offer, TaskInfo, TaskState, TaskStatus
+from mesoslike.wire import (
+    TERMINAL_STATES,
+    AgentInfo,
+    FrameworkInfo,
+    MasterInfo,
+    Offer,
+    TaskInfo,
+    TaskState,
+    TaskStatus,
+)
 from mesoslike.wire import messages as m
 
 __all__ = ["MasterCore", "Send"]
@@ -492,7 +501,7 @@ class MasterCore:
         infos = {info.id: info for info in msg.frameworks if info.id}
         used: dict[str, Resources] = {}
         for running in msg.tasks:
-            if running.framework_id in self.removed_frameworks:
+            if running.framework_id in self.removed_frameworks or running.state in TERMINAL_STATES:
                 continue
             if running.framework_id not in self.frameworks:
                 self._adopt_framework(infos.get(running.framework_id) or FrameworkInfo(
@@ -506,7 +515,9 @@ class MasterCore:
                 continue
             status = new_status(running.task.task_id, running.state, agent_id=agent.id,
                                 framework_id=record.id, timestamp=self.clock.now())
-            record.tasks[running.task.task_id] = TaskRecord(running.task, record.id, agent.id, status)
+            # an ended task holds nothing; its terminal update is on its way
+            record.tasks[running.task.task_id] = TaskRecord(running.task, record.id, agent.id, status,
+                                                            resources_recovered=status.terminal)
             agent.tasks.add((record.id, running.task.task_id))
         log.info("agent %s re-registered (unknown before) with %d tasks", agent.id, len(msg.tasks))
 
