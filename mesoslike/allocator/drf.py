@@ -88,7 +88,7 @@ class _SiblingOrder:
 
 class _Node:
     __slots__ = ("name", "path", "parent", "children", "order", "client", "active",
-                 "active_leaves", "alloc", "count", "entry")
+                 "active_leaves", "alloc", "count", "entry", "entry_dirty")
 
     def __init__(self, name: str, path: str, parent: _Node | None) -> None:
         self.name = name
@@ -102,6 +102,7 @@ class _Node:
         self.alloc: dict[str, int] = {}  # scalar millis, whole subtree
         self.count = 0                   # allocations received, whole subtree
         self.entry: tuple | None = None  # our entry in parent.order, if listed
+        self.entry_dirty = False         # entry's key is out of date (an only child needs no rank)
 
 
 class DRFSorter(Sorter):
@@ -255,8 +256,12 @@ class DRFSorter(Sorter):
                 node.count += 1
             old = node.entry
             if old is not None and not stale:
-                node.entry = self._entry(node)
-                node.parent.order.replace(old, node.entry)
+                order = node.parent.order
+                if len(order) == 1:
+                    node.entry_dirty = True  # re-keyed when a sibling joins (_list)
+                else:
+                    node.entry = self._entry(node)
+                    order.replace(old, node.entry)
             node = node.parent
 
     def add_total(self, resources: Resources) -> None:
@@ -291,14 +296,24 @@ class DRFSorter(Sorter):
 
     def _list(self, node: _Node) -> None:
         node.entry = self._entry(node)
+        node.entry_dirty = False
         if not self._stale:
-            node.parent.order.add(node.entry)
+            order = node.parent.order
+            if len(order) == 1:  # the only child's key may be out of date
+                (only,) = order
+                sibling = only[-1]
+                if sibling.entry_dirty:
+                    sibling.entry = self._entry(sibling)
+                    sibling.entry_dirty = False
+                    order.replace(only, sibling.entry)
+            order.add(node.entry)
 
     def _unlist(self, node: _Node) -> None:
         if node.entry is not None:
             if not self._stale:
                 node.parent.order.remove(node.entry)
             node.entry = None
+            node.entry_dirty = False
 
     def _relist(self, node: _Node) -> None:
         if node.entry is not None:
@@ -312,6 +327,7 @@ class DRFSorter(Sorter):
             node = stack.pop()
             entries = []
             for child in node.children.values():
+                child.entry_dirty = False
                 if child.active_leaves:
                     child.entry = self._entry(child)
                     entries.append(child.entry)
