@@ -58,21 +58,25 @@ class FilterStore:
                 return True
         return False
 
-    def expire(self, now: float) -> None:
-        """Drop every filter whose time has come."""
+    def expire(self, now: float) -> set[str]:
+        """Drop every filter whose time has come; returns the agents that
+        lost a filter (they may be offered again)."""
         heap = self._expiry
+        agents = set()
         while heap and heap[0][0] <= now:
             _, _, framework_id, agent_id, flt = heapq.heappop(heap)
-            self._discard(framework_id, agent_id, flt)
+            if self._discard(framework_id, agent_id, flt):
+                agents.add(agent_id)
+        return agents
 
     def next_expiry(self) -> float | None:
         return self._expiry[0][0] if self._expiry else None
 
-    def _discard(self, framework_id: str, agent_id: str, flt: _Filter) -> None:
+    def _discard(self, framework_id: str, agent_id: str, flt: _Filter) -> bool:
         on_agent = self._by_agent.get(agent_id)
         filters = on_agent.get(framework_id) if on_agent else None
         if not filters or flt not in filters:
-            return  # already cleared by revive or removal
+            return False  # already cleared by revive or removal
         filters.remove(flt)
         self._count -= 1
         if not filters:
@@ -83,6 +87,7 @@ class FilterStore:
             agents.discard(agent_id)
             if not agents:
                 del self._agents_of[framework_id]
+        return True
 
     def clear_framework(self, framework_id: str) -> int:
         """Remove all of a framework's filters (revive, removal); returns how many."""

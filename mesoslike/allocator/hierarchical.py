@@ -71,7 +71,7 @@ def parse_min_allocatable(spec: str | Iterable[Resources | str]) -> tuple[Resour
 
 
 class _Agent:
-    __slots__ = ("id", "hostname", "attributes", "total", "available", "active", "held")
+    __slots__ = ("id", "hostname", "attributes", "total", "available", "active", "held", "version", "idle_stamp")
 
     def __init__(self, agent_id: str, total: Resources, hostname: str, attributes: Mapping[str, str]) -> None:
         self.id = agent_id
@@ -81,6 +81,8 @@ class _Agent:
         self.available = total
         self.active = True
         self.held: dict[str, Resources] = {}  # framework -> offered + used here
+        self.version = 0        # bumped whenever what it could be offered may have grown
+        self.idle_stamp: tuple[int, int] | None = None  # (version, eligibility) when nobody could take it
 
 
 class _Framework:
@@ -179,6 +181,7 @@ class HierarchicalAllocator:
         self._rescinds: list[Rescind] = []
         self._pending_all = False
         self._pending: set[str] = set()
+        self._eligibility = 0  # bumped whenever some framework may take what it could not before
         self._eligible: set[str] = set()              # frameworks active and not suppressed
         self._min_overrides: dict[tuple[Resources, ...], int] = {}  # distinct per-framework minimums
         self._all_mins = (self.min_allocatable,)
@@ -268,6 +271,7 @@ class HierarchicalAllocator:
                 sorter.add_total(total)
             agent.total = total
             agent.available = total - allocated
+            agent.version += 1
             self._pending.add(agent_id)
         if attributes is not None:
             agent.attributes = dict(attributes)
@@ -289,6 +293,7 @@ class HierarchicalAllocator:
         if agent.active:
             return
         agent.active = True
+        agent.version += 1
         self._add_free(agent.available._millis, 1)
         self._pending.add(agent_id)
 
@@ -328,6 +333,7 @@ class HierarchicalAllocator:
         sorter.deactivate(framework_id)
         self._frameworks[framework_id] = framework
         self._sync_activity(framework)
+        self._eligibility += 1
         self._pending_all = True
 
     def remove_framework(self, framework_id: str) -> None:
@@ -360,6 +366,7 @@ class HierarchicalAllocator:
         framework = self._framework(framework_id)
         framework.active = True
         self._sync_activity(framework)
+        self._eligibility += 1
         self._pending_all = True
 
     def deactivate_framework(self, framework_id: str) -> None:
@@ -383,6 +390,7 @@ class HierarchicalAllocator:
         self._filters.clear_framework(framework_id)
         framework.suppressed = False
         self._sync_activity(framework)
+        self._eligibility += 1
         self._pending_all = True
 
     def _sync_activity(self, framework: _Framework) -> None:
@@ -541,6 +549,7 @@ class HierarchicalAllocator:
         g, lim = self._quota.validate(role, guarantee, limit)
         self._quota.set(role, g, lim, self._consumption(role))
         self._rescind_for_quota(role)
+        self._eligibility += 1
         self._pending_all = True
 
     def _consumption(self, role: str) -> Millis:
@@ -598,7 +607,10 @@ class HierarchicalAllocator:
         """Run one allocation cycle over the given agents (all if None) and
         return the offers made, at most one per (framework, agent)."""
         now = self.clock.now()
-        self._filters.expire(now)
+        for agent_id in self._filters.expire(now):
+            agent = self._agents.get(agent_id)
+            if agent is not None:
+                agent.version += 1
         if agent_ids is None:
             candidates = sorted(a.id for a in self._agents.values() if a.active and a.available)
             self._pending_all = False
@@ -681,10 +693,14 @@ class HierarchicalAllocator:
         """Stage 2: the agent's available resources go to the first framework
         in sorted order that can take them and has not filtered them. When
         quota cut the offer short, the rest goes on to the next framework."""
+        stamp = (agent.version, self._eligibility)
+        if agent.idle_stamp == stamp:
+            return  # nobody could take it, and nothing changed since: O(1)
         served: set[str] = set()
         while agent.available and self._allocatable_for_anyone(agent.available):
             found = self._first_taker(agent, now, served)
             if found is None:
+                agent.idle_stamp = (agent.version, self._eligibility)
                 return
             framework, offer = found
             self._grant(framework, agent, offer, grants)
@@ -784,12 +800,14 @@ class HierarchicalAllocator:
         """Move resources from the agent's available pool to the framework."""
         # the usual coarse-grained case hands out everything: skip the arithmetic
         agent.available = EMPTY if resources is agent.available else agent.available - resources
+        agent.version += 1
         held = agent.held.get(framework.id)
         agent.held[framework.id] = held + resources if held is not None else resources
         self._role_sorter.allocated(framework.role, resources)
         self._role_frameworks[framework.role].allocated(framework.id, resources)
         if self._quota:
             self._quota.on_change(framework.role, resources._millis, 1)
+            self._eligibility += 1  # quota caps moved
         if agent.active:
             self._add_free(resources._millis, -1)
 
@@ -803,10 +821,12 @@ class HierarchicalAllocator:
         else:
             del agent.held[framework.id]
         agent.available = agent.available + resources
+        agent.version += 1
         self._role_sorter.unallocated(framework.role, resources)
         self._role_frameworks[framework.role].unallocated(framework.id, resources)
         if self._quota:
             self._quota.on_change(framework.role, resources._millis, -1)
+            self._eligibility += 1  # quota caps moved
         if agent.active:
             self._add_free(resources._millis, 1)
 
