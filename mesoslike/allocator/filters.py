@@ -44,6 +44,10 @@ class FilterStore:
         heapq.heappush(self._expiry, (expires_at, next(self._seq), framework_id, agent_id, flt))
         self._count += 1
 
+    def on_agent(self, agent_id: str) -> dict[str, list[_Filter]] | None:
+        """The filters on an agent by framework (read-only), or None."""
+        return self._by_agent.get(agent_id)
+
     def blocks(self, framework_id: str, agent_id: str, offer: Resources, now: float) -> bool:
         """True if an unexpired filter of the framework on the agent refused
         a superset of ``offer``."""

@@ -711,18 +711,23 @@ class HierarchicalAllocator:
         on ``agent``, with what it may be offered. Hot path: no mutation here,
         so the sorters' iterators stay valid."""
         frameworks = self._frameworks
-        blocks = self._filters.blocks
+        filters_here = self._filters.on_agent(agent.id)  # usually None: no filter to check
         quota = self._quota
+        plain = len(self._all_mins) == 1  # no framework overrides the minimum
         for role in self._role_sorter.iter_sorted():
             caps = self._caps(role) if quota else None
             for framework_id in self._role_frameworks[role].iter_sorted():
-                if framework_id in served:
+                if served and framework_id in served:
                     continue
                 framework = frameworks[framework_id]
-                offer = self._offerable(agent, framework, caps)
-                if offer is None:
-                    continue
-                if blocks(framework_id, agent.id, offer, now):
+                if caps is None and plain:
+                    offer = agent.available  # _allocatable_for_anyone checked the minimum
+                else:
+                    offer = self._offerable(agent, framework, caps)
+                    if offer is None:
+                        continue
+                if filters_here and framework_id in filters_here \
+                        and self._filters.blocks(framework_id, agent.id, offer, now):
                     self._counters["offers_filtered"] += 1
                     continue
                 return framework, offer
@@ -788,7 +793,11 @@ class HierarchicalAllocator:
             offer = Offer(next(self._offer_ids), framework_id, agent_id, resources, agent.hostname,
                           agent.attributes, now)
             self._offers[offer.id] = offer
-            self._frameworks[framework_id].offers.setdefault(agent_id, {})[offer.id] = offer
+            on_agent = self._frameworks[framework_id].offers.get(agent_id)
+            if on_agent is None:
+                self._frameworks[framework_id].offers[agent_id] = {offer.id: offer}
+            else:
+                on_agent[offer.id] = offer
             offers.append(offer)
         if self.offer_timeout is not None:
             self._offer_times.extend((now, offer.id) for offer in offers)
