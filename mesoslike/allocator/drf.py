@@ -241,9 +241,12 @@ class DRFSorter(Sorter):
         self._change(self._leaf(client), resources._millis, -1, count=False)
 
     def _change(self, leaf: _Node, millis: dict[str, int], sign: int, count: bool) -> None:
+        # the allocator's hot path: _entry and _share are inlined here
         node: _Node | None = leaf
         root = self._root
         stale = self._stale
+        total = self._total
+        weights = self._weights
         while node is not root:
             alloc = node.alloc
             for kind, amount in millis.items():
@@ -260,7 +263,14 @@ class DRFSorter(Sorter):
                 if len(order) == 1:
                     node.entry_dirty = True  # re-keyed when a sibling joins (_list)
                 else:
-                    node.entry = self._entry(node)
+                    dominant = 0.0
+                    for kind, amount in alloc.items():
+                        pool = total.get(kind)
+                        if pool:
+                            ratio = amount / pool
+                            if ratio > dominant:
+                                dominant = ratio
+                    node.entry = (dominant / weights.get(node.path, 1.0), node.count, node.path, node)
                     order.replace(old, node.entry)
             node = node.parent
 

@@ -21,6 +21,7 @@ everyone competes for the rest, while the unconsumed part of all guarantees
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 import random
@@ -177,7 +178,8 @@ class HierarchicalAllocator:
         self._offer_times: deque[tuple[float, str]] = deque()  # creation order, for timeouts
         self._filters = FilterStore()
         self._quota = QuotaBook()
-        self._free: Millis = {}                  # unallocated scalars on active agents
+        self._free: Millis = {}                  # unallocated scalars on active agents...
+        self._track_free = False                 # ...kept only while some role has a guarantee
         self._rescinds: list[Rescind] = []
         self._pending_all = False
         self._pending: set[str] = set()
@@ -548,9 +550,24 @@ class HierarchicalAllocator:
         validate_role(role)
         g, lim = self._quota.validate(role, guarantee, limit)
         self._quota.set(role, g, lim, self._consumption(role))
+        self._sync_free_tracking()
         self._rescind_for_quota(role)
         self._eligibility += 1
         self._pending_all = True
+
+    def _sync_free_tracking(self) -> None:
+        """The free pool only matters for guarantee headroom: keep it while
+        some role has a guarantee, and rebuild it when one first appears."""
+        tracking = bool(self._quota.guarantees)
+        if tracking and not self._track_free:
+            self._free = {}
+            self._track_free = True
+            for agent in self._agents.values():
+                if agent.active:
+                    self._add_free(agent.available._millis, 1)
+        elif not tracking:
+            self._track_free = False
+            self._free = {}
 
     def _consumption(self, role: str) -> Millis:
         consumed: Millis = {}
@@ -623,12 +640,21 @@ class HierarchicalAllocator:
             self._pending.difference_update(wanted)
         self._rng.shuffle(candidates)
         grants: dict[tuple[str, str], Resources] = {}
-        if self._quota.guarantees:
+        # a cycle makes many short-lived containers and no reference cycles:
+        # the cyclic collector would only walk the whole heap for nothing
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            agents = self._agents
+            if self._quota.guarantees:
+                for agent_id in candidates:
+                    self._allocate_guarantees(agents[agent_id], now, grants)
             for agent_id in candidates:
-                self._allocate_guarantees(self._agents[agent_id], now, grants)
-        for agent_id in candidates:
-            self._allocate_agent(self._agents[agent_id], now, grants)
-        offers = self._make_offers(grants, now)
+                self._allocate_agent(agents[agent_id], now, grants)
+            offers = self._make_offers(grants, now)
+        finally:
+            if collecting:
+                gc.enable()
         self._counters["cycles"] += 1
         self._last_cycle_duration = self.clock.now() - now
         self._last_cycle_offers = len(offers)
@@ -817,8 +843,8 @@ class HierarchicalAllocator:
         if self._quota:
             self._quota.on_change(framework.role, resources._millis, 1)
             self._eligibility += 1  # quota caps moved
-        if agent.active:
-            self._add_free(resources._millis, -1)
+            if agent.active:
+                self._add_free(resources._millis, -1)
 
     def _release(self, framework: _Framework, agent: _Agent, resources: Resources) -> None:
         """Move resources from the framework back to the agent's pool."""
@@ -836,10 +862,12 @@ class HierarchicalAllocator:
         if self._quota:
             self._quota.on_change(framework.role, resources._millis, -1)
             self._eligibility += 1  # quota caps moved
-        if agent.active:
-            self._add_free(resources._millis, 1)
+            if agent.active:
+                self._add_free(resources._millis, 1)
 
     def _add_free(self, millis: Mapping[str, int], sign: int) -> None:
+        if not self._track_free:
+            return
         free = self._free
         for kind, amount in millis.items():
             value = free.get(kind, 0) + sign * amount
@@ -984,7 +1012,8 @@ class HierarchicalAllocator:
             if agent.active:
                 for kind, amount in agent.available._millis.items():
                     free[kind] = free.get(kind, 0) + amount
-        assert free == self._free, f"free pool {self._free} != {free}"
+        if self._track_free:
+            assert free == self._free, f"free pool {self._free} != {free}"
         for framework in self._frameworks.values():
             expected = EMPTY
             for agent in self._agents.values():
