@@ -188,6 +188,7 @@ class HierarchicalAllocator:
         self._min_overrides: dict[tuple[Resources, ...], int] = {}  # distinct per-framework minimums
         self._all_mins = (self.min_allocatable,)
         self._role_eligible: dict[str, int] = {}
+        self._active_roles: set[str] = set()          # roles with an eligible framework
         self._next_batch = clock.now()
         self._counters = dict(cycles=0, offers_made=0, offers_filtered=0, offers_declined=0,
                               offers_accepted=0, offers_rescinded=0)
@@ -408,12 +409,14 @@ class HierarchicalAllocator:
             self._role_eligible[role] = self._role_eligible.get(role, 0) + 1
             if self._role_eligible[role] == 1:
                 self._role_sorter.activate(role)
+                self._active_roles.add(role)
         else:
             self._eligible.discard(framework.id)
             self._role_frameworks[role].deactivate(framework.id)
             self._role_eligible[role] -= 1
             if self._role_eligible[role] == 0:
                 self._role_sorter.deactivate(role)
+                self._active_roles.discard(role)
 
     # ================================================================ offers
     def decline_offer(self, offer_id: str, refuse_seconds: float = DEFAULT_REFUSE_SECONDS) -> None:
@@ -629,14 +632,14 @@ class HierarchicalAllocator:
             if agent is not None:
                 agent.version += 1
         if agent_ids is None:
-            candidates = sorted(a.id for a in self._agents.values() if a.active and a.available)
+            # insertion order is deterministic for a given history: no need to sort
+            candidates = [a for a in self._agents.values() if a.active and a.available]
             self._pending_all = False
             self._pending.clear()
         else:
-            wanted = set(agent_ids)
-            for agent_id in wanted:
-                self._agent(agent_id)
-            candidates = sorted(a for a in wanted if self._agents[a].active and self._agents[a].available)
+            wanted = sorted(set(agent_ids))
+            candidates = [self._agent(agent_id) for agent_id in wanted]
+            candidates = [a for a in candidates if a.active and a.available]
             self._pending.difference_update(wanted)
         self._rng.shuffle(candidates)
         grants: dict[tuple[str, str], Resources] = {}
@@ -645,12 +648,11 @@ class HierarchicalAllocator:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            agents = self._agents
             if self._quota.guarantees:
-                for agent_id in candidates:
-                    self._allocate_guarantees(agents[agent_id], now, grants)
-            for agent_id in candidates:
-                self._allocate_agent(agents[agent_id], now, grants)
+                for agent in candidates:
+                    self._allocate_guarantees(agent, now, grants)
+            for agent in candidates:
+                self._allocate_agent(agent, now, grants)
             offers = self._make_offers(grants, now)
         finally:
             if collecting:
@@ -740,7 +742,8 @@ class HierarchicalAllocator:
         filters_here = self._filters.on_agent(agent.id)  # usually None: no filter to check
         quota = self._quota
         plain = len(self._all_mins) == 1  # no framework overrides the minimum
-        for role in self._role_sorter.iter_sorted():
+        roles = self._active_roles
+        for role in (roles if len(roles) == 1 else self._role_sorter.iter_sorted()):
             caps = self._caps(role) if quota else None
             for framework_id in self._role_frameworks[role].iter_sorted():
                 if served and framework_id in served:
