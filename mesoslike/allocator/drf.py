@@ -235,10 +235,12 @@ class DRFSorter(Sorter):
 
     # -------------------------------------------------------- allocations
     def allocated(self, client: str, resources: Resources) -> None:
-        self._change(self._leaf(client), resources._millis, 1, count=True)
+        leaf = self._leaves.get(client) or self._leaf(client)
+        self._change(leaf, resources._millis, 1, True)
 
     def unallocated(self, client: str, resources: Resources) -> None:
-        self._change(self._leaf(client), resources._millis, -1, count=False)
+        leaf = self._leaves.get(client) or self._leaf(client)
+        self._change(leaf, resources._millis, -1, False)
 
     def _change(self, leaf: _Node, millis: dict[str, int], sign: int, count: bool) -> None:
         # the allocator's hot path: _entry and _share are inlined here

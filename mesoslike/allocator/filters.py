@@ -58,7 +58,8 @@ class FilterStore:
         if not filters:
             return False
         for flt in filters:
-            if flt.expires_at > now and flt.refused.contains(offer):
+            # equality first: a declined agent is usually re-offered exactly what it refused
+            if flt.expires_at > now and (flt.refused == offer or flt.refused.contains(offer)):
                 return True
         return False
 

@@ -22,7 +22,6 @@ everyone competes for the rest, while the unconsumed part of all guarantees
 from __future__ import annotations
 
 import gc
-import itertools
 import math
 import random
 from collections import deque
@@ -169,7 +168,8 @@ class HierarchicalAllocator:
             self._role_sorter = sorter
         else:
             self._role_sorter = make_sorter(sorter, hierarchical=True, rng=self._rng)
-        self._offer_ids = (f"{offer_id_prefix}{n}" for n in itertools.count(1))
+        self._offer_id_prefix = offer_id_prefix
+        self._offers_created = 0
         self._agents: dict[str, _Agent] = {}
         self._frameworks: dict[str, _Framework] = {}
         self._role_frameworks: dict[str, Sorter] = {}      # role -> framework sorter
@@ -732,6 +732,8 @@ class HierarchicalAllocator:
                 return
             framework, offer = found
             self._grant(framework, agent, offer, grants)
+            if not agent.available:
+                return  # the usual case: the whole agent went to one framework
             served.add(framework.id)
 
     def _first_taker(self, agent: _Agent, now: float, served: set[str]) -> tuple[_Framework, Resources] | None:
@@ -817,9 +819,11 @@ class HierarchicalAllocator:
 
     def _make_offers(self, grants: dict[tuple[str, str], Resources], now: float) -> list[Offer]:
         offers = []
+        prefix, serial = self._offer_id_prefix, self._offers_created
         for (framework_id, agent_id), resources in grants.items():
             agent = self._agents[agent_id]
-            offer = Offer(next(self._offer_ids), framework_id, agent_id, resources, agent.hostname,
+            serial += 1
+            offer = Offer(f"{prefix}{serial}", framework_id, agent_id, resources, agent.hostname,
                           agent.attributes, now)
             self._offers[offer.id] = offer
             on_agent = self._frameworks[framework_id].offers.get(agent_id)
@@ -828,6 +832,7 @@ class HierarchicalAllocator:
             else:
                 on_agent[offer.id] = offer
             offers.append(offer)
+        self._offers_created = serial
         if self.offer_timeout is not None:
             self._offer_times.extend((now, offer.id) for offer in offers)
         self._counters["offers_made"] += len(offers)
