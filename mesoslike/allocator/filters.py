@@ -27,6 +27,18 @@ class _Filter:
         self.expires_at = expires_at
 
 
+def refused_any(filters: list[_Filter], offer: Resources, now: float) -> bool:
+    """True if one of the (framework, agent) filters is unexpired and refused
+    a superset of ``offer``. The identity and equality tests come first: a
+    declined agent is usually re-offered the very resources it refused."""
+    for flt in filters:
+        if flt.expires_at > now:
+            refused = flt.refused
+            if refused is offer or refused == offer or refused.contains(offer):
+                return True
+    return False
+
+
 class FilterStore:
     """Filters indexed by agent then framework, and by framework."""
 
@@ -55,13 +67,7 @@ class FilterStore:
         if not on_agent:
             return False
         filters = on_agent.get(framework_id)
-        if not filters:
-            return False
-        for flt in filters:
-            # equality first: a declined agent is usually re-offered exactly what it refused
-            if flt.expires_at > now and (flt.refused == offer or flt.refused.contains(offer)):
-                return True
-        return False
+        return bool(filters) and refused_any(filters, offer, now)
 
     def expire(self, now: float) -> set[str]:
         """Drop every filter whose time has come; returns the agents that

@@ -28,7 +28,7 @@ from collections import deque
 from typing import Iterable, Mapping
 
 from mesoslike.allocator.drf import DRFSorter  # noqa: F401  (registers "drf")
-from mesoslike.allocator.filters import MAX_REFUSE_SECONDS, FilterStore
+from mesoslike.allocator.filters import MAX_REFUSE_SECONDS, FilterStore, refused_any
 from mesoslike.allocator.offers import AllocatorStatistics, Offer, Rescind, RescindReason
 from mesoslike.allocator.quota import Millis, QuotaBook
 from mesoslike.allocator.random_sorter import RandomSorter  # noqa: F401  (registers "random")
@@ -745,24 +745,29 @@ class HierarchicalAllocator:
         quota = self._quota
         plain = len(self._all_mins) == 1  # no framework overrides the minimum
         roles = self._active_roles
-        for role in (roles if len(roles) == 1 else self._role_sorter.iter_sorted()):
-            caps = self._caps(role) if quota else None
-            for framework_id in self._role_frameworks[role].iter_sorted():
-                if served and framework_id in served:
-                    continue
-                framework = frameworks[framework_id]
-                if caps is None and plain:
-                    offer = agent.available  # _allocatable_for_anyone checked the minimum
-                else:
-                    offer = self._offerable(agent, framework, caps)
-                    if offer is None:
+        skipped = 0
+        try:
+            for role in (roles if len(roles) == 1 else self._role_sorter.iter_sorted()):
+                caps = self._caps(role) if quota else None
+                for framework_id in self._role_frameworks[role].iter_sorted():
+                    if served and framework_id in served:
                         continue
-                if filters_here and framework_id in filters_here \
-                        and self._filters.blocks(framework_id, agent.id, offer, now):
-                    self._counters["offers_filtered"] += 1
-                    continue
-                return framework, offer
-        return None
+                    if caps is None and plain:
+                        offer = agent.available  # _allocatable_for_anyone checked the minimum
+                    else:
+                        offer = self._offerable(agent, frameworks[framework_id], caps)
+                        if offer is None:
+                            continue
+                    if filters_here:
+                        refusals = filters_here.get(framework_id)
+                        if refusals and refused_any(refusals, offer, now):
+                            skipped += 1
+                            continue
+                    return frameworks[framework_id], offer
+            return None
+        finally:
+            if skipped:
+                self._counters["offers_filtered"] += skipped
 
     def _caps(self, role: str) -> Millis | None:
         """Per scalar kind, the most an allocation to ``role`` may take: the
