@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import attrs
 
@@ -12,13 +12,13 @@ from mesoslike.resources import Resources
 __all__ = ["Offer", "Rescind", "RescindReason", "AllocatorStatistics"]
 
 
-@attrs.frozen(slots=True)
-class Offer:
+class Offer(NamedTuple):
     """Resources of one agent offered to one framework.
 
     Offered resources count as allocated to the framework until they are
     declined, recovered as the unused part of an accept, rescinded, or used by
-    tasks and freed when those end.
+    tasks and freed when those end. (A named tuple: immutable, and the
+    cheapest value Python can make — a cycle makes one per agent.)
     """
 
     id: str
@@ -26,7 +26,7 @@ class Offer:
     agent_id: str
     resources: Resources
     hostname: str = ""
-    attributes: Mapping[str, str] = attrs.field(factory=dict)
+    attributes: Mapping[str, str] = MappingProxyType({})
     created_at: float = 0.0
 
 
