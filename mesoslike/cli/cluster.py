@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -125,8 +126,8 @@ def agent(master_address, resources, attributes, hostname, port, work_dir) -> No
 @option("local", "--agents", type=click.IntRange(min=1, max=256), default=3, help="How many agents to run.")
 @option("local", "--resources", default="cpus:2;mem:2048;disk:4096;ports:[31000-32000]",
         help="Resources of each agent.")
-@option("local", "--work-dir", type=click.Path(file_okay=False), default=None, show_default="a temporary dir",
-        help="Directory for the agents' sandboxes.")
+@option("local", "--work-dir", type=click.Path(file_okay=False), default=None,
+        show_default="a temporary dir, removed on exit", help="Directory for the agents' sandboxes (kept).")
 @_master_options("local")
 @logging_option("local")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
@@ -163,6 +164,8 @@ def local(agents, resources, work_dir, ip, port, http_port, allocation_interval,
         for runtime in agent_runtimes:
             runtime.stop()
         master_runtime.stop()
+        if work_dir is None:  # ours: the sandboxes go with the cluster (give --work-dir to keep them)
+            shutil.rmtree(base, ignore_errors=True)
     raise SystemExit(status)
 
 
