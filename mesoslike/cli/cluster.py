@@ -69,7 +69,8 @@ def _stop_on_sigterm(stop) -> None:
 @option("master", "--zk", default=None, show_default="none",
         help="zk://HOST:PORT[,HOST:PORT...]/PATH for leader election (high availability).")
 @option("master", "--work-dir", type=click.Path(file_okay=False), default=None, show_default="none",
-        help="Directory for the master's registry.")
+        help="Directory for the master's registry (hard state). Not used yet: the registry arrives "
+             "with high availability; a restarted master relearns agents and tasks as they re-register.")
 @logging_option("master")
 def master(ip, port, http_port, allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
            max_agent_ping_timeouts, sorter, min_allocatable, zk, work_dir) -> None:
