@@ -30,7 +30,7 @@ from typing import Iterable, Mapping
 from mesoslike.allocator.drf import DRFSorter  # noqa: F401  (registers "drf")
 from mesoslike.allocator.filters import MAX_REFUSE_SECONDS, FilterStore, refused_any
 from mesoslike.allocator.offers import AllocatorStatistics, Offer, Rescind, RescindReason
-from mesoslike.allocator.quota import Millis, QuotaBook
+from mesoslike.allocator.quota import Millis, QuotaBook, add_millis
 from mesoslike.allocator.random_sorter import RandomSorter  # noqa: F401  (registers "random")
 from mesoslike.allocator.roles import DEFAULT_ROLE, ancestors, validate_role
 from mesoslike.allocator.sorter import Sorter, make_sorter
@@ -879,15 +879,8 @@ class HierarchicalAllocator:
                 self._add_free(resources._millis, 1)
 
     def _add_free(self, millis: Mapping[str, int], sign: int) -> None:
-        if not self._track_free:
-            return
-        free = self._free
-        for kind, amount in millis.items():
-            value = free.get(kind, 0) + sign * amount
-            if value:
-                free[kind] = value
-            else:
-                free.pop(kind, None)
+        if self._track_free:
+            add_millis(self._free, millis, sign)
 
     def _add_filter(self, framework_id: str, agent_id: str, refused: Resources, refuse: float) -> None:
         if refuse > 0 and refused:

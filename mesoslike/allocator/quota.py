@@ -17,7 +17,7 @@ from mesoslike.allocator.roles import ancestors
 from mesoslike.errors import QuotaError
 from mesoslike.resources import Resources
 
-__all__ = ["QuotaBook", "Millis"]
+__all__ = ["QuotaBook", "Millis", "add_millis"]
 
 Millis = dict[str, int]
 
@@ -58,7 +58,8 @@ def _positive_gap(target: Millis, have: Mapping[str, int]) -> Millis:
     return gap
 
 
-def _add_into(into: Millis, more: Mapping[str, int], sign: int = 1) -> None:
+def add_millis(into: Millis, more: Mapping[str, int], sign: int = 1) -> None:
+    """``into += sign * more``, per kind, dropping kinds that reach zero."""
     for kind, amount in more.items():
         value = into.get(kind, 0) + sign * amount
         if value:
@@ -107,7 +108,7 @@ class QuotaBook:
         for role in guarantees:
             parent = next((a for a in ancestors(role)[1:] if a in guarantees), None)
             if parent is not None:
-                _add_into(sums.setdefault(parent, {}), guarantees[role])
+                add_millis(sums.setdefault(parent, {}), guarantees[role])
         for parent, total in sums.items():
             gap = _positive_gap(total, guarantees[parent])
             if gap:
@@ -137,7 +138,7 @@ class QuotaBook:
         for path in ancestors(role):
             mine = consumed.get(path)
             if mine is not None:
-                _add_into(mine, millis, sign)
+                add_millis(mine, millis, sign)
 
     # ------------------------------------------------------------ queries
     def limit_caps(self, role: str) -> Millis | None:
@@ -174,7 +175,7 @@ class QuotaBook:
         need: Millis = {}
         for role in self.guarantees:
             if self.guarantee_root(role) == role:
-                _add_into(need, self.unsatisfied(role))
+                add_millis(need, self.unsatisfied(role))
         return need
 
     def snapshot(self) -> dict[str, dict[str, str | None]]:
