@@ -441,3 +441,49 @@ def test_framework_added_suppressed_gets_offers_once_revived():
     alloc.suppress_offers("f")  # suppressing twice must not unbalance the role's count
     alloc.revive_offers("f")
     assert len(alloc.allocate()) == 1
+
+
+def test_single_role_accounting_is_deferred_exactly():
+    """With one role the role sorter is brought up to date lazily; once a
+    second role arrives, shares and allocation counts — and so the order when
+    shares tie — are exactly those of an allocator that never deferred."""
+    def scenario(force_eager):
+        alloc, clock = make()
+        for i in range(4):
+            alloc.add_agent(f"n{i}", R("cpus:1;mem:1024"))
+        alloc.add_framework("f1", role="a")
+        if force_eager:  # a second (idle) role keeps the role sorter eager
+            alloc.add_framework("idle", role="zz", suppressed=True)
+        log = []
+
+        def cycle(answer):
+            for offer in alloc.allocate():
+                log.append((offer.framework_id, offer.agent_id))
+                answer(offer)
+            clock.advance(1)
+
+        kept = []
+        def keep_two(offer):  # role a ends up holding 2 agents after 8 grants
+            if len(kept) < 2:
+                kept.append(offer.agent_id)
+                alloc.accept_offer(offer.id, offer.resources, refuse_seconds=0)
+            else:
+                alloc.decline_offer(offer.id, refuse_seconds=0)
+        for _ in range(3):
+            cycle(keep_two)
+        alloc.add_framework("g", role="b")
+        cycle(lambda offer: alloc.accept_offer(offer.id, offer.resources, refuse_seconds=0))
+        # both roles hold 2 agents; free one of each: equal shares, and the
+        # role with fewer allocations received (b) must come first
+        alloc.recover_resources("f1", kept[0], R("cpus:1;mem:1024"))
+        (b_agent, _), = sorted(alloc.allocation("g").items())[:1]
+        alloc.recover_resources("g", b_agent, R("cpus:1;mem:1024"))
+        cycle(lambda offer: alloc.decline_offer(offer.id, refuse_seconds=0))
+        shares = dict(alloc.statistics().role_shares)
+        shares.pop("zz", None)
+        alloc.check_invariants()
+        return log, shares
+
+    eager, deferred = scenario(force_eager=True), scenario(force_eager=False)
+    assert deferred == eager
+    assert eager[0][-2][0] == "g"  # the tie went to the role with fewer allocations

@@ -165,7 +165,7 @@ class DRFSorter(Sorter):
     def remove_client(self, client: str) -> None:
         leaf = self._leaf(client)
         self._set_active(leaf, False)
-        self._change(leaf, dict(leaf.alloc), -1, count=False)
+        self._change(leaf, dict(leaf.alloc), -1, 0)
         del self._leaves[client]
         leaf.client = None
         node = leaf
@@ -234,15 +234,15 @@ class DRFSorter(Sorter):
         return found
 
     # -------------------------------------------------------- allocations
-    def allocated(self, client: str, resources: Resources) -> None:
+    def allocated(self, client: str, resources: Resources, times: int = 1) -> None:
         leaf = self._leaves.get(client) or self._leaf(client)
-        self._change(leaf, resources._millis, 1, True)
+        self._change(leaf, resources._millis, 1, times)
 
     def unallocated(self, client: str, resources: Resources) -> None:
         leaf = self._leaves.get(client) or self._leaf(client)
-        self._change(leaf, resources._millis, -1, False)
+        self._change(leaf, resources._millis, -1, 0)
 
-    def _change(self, leaf: _Node, millis: dict[str, int], sign: int, count: bool) -> None:
+    def _change(self, leaf: _Node, millis: dict[str, int], sign: int, count: int) -> None:
         # the allocator's hot path: _entry and _share are inlined here
         node: _Node | None = leaf
         root = self._root
@@ -258,7 +258,7 @@ class DRFSorter(Sorter):
                 else:
                     alloc.pop(kind, None)
             if count:
-                node.count += 1
+                node.count += count
             old = node.entry
             if old is not None and not stale:
                 order = node.parent.order

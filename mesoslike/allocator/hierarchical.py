@@ -189,6 +189,11 @@ class HierarchicalAllocator:
         self._all_mins = (self.min_allocatable,)
         self._role_eligible: dict[str, int] = {}
         self._active_roles: set[str] = set()          # roles with an eligible framework
+        # With a single role and no quota, nothing reads the role sorter's
+        # order, so grants skip it and it is brought up to date on demand
+        # (_sync_roles): a role-level update per grant saved.
+        self._roles_deferred = False
+        self._deferred_grants = 0
         self._next_batch = clock.now()
         self._counters = dict(cycles=0, offers_made=0, offers_filtered=0, offers_declined=0,
                               offers_accepted=0, offers_rescinded=0)
@@ -326,6 +331,8 @@ class HierarchicalAllocator:
         framework.suppressed = suppressed
         sorter = self._role_frameworks.get(role)
         if sorter is None:
+            self._sync_roles()  # the role sorter is about to have to order roles
+            self._roles_deferred = False
             sorter = self._role_frameworks[role] = self._role_sorter.fresh(hierarchical=False)
             for agent in self._agents.values():
                 sorter.add_total(agent.total)
@@ -336,6 +343,7 @@ class HierarchicalAllocator:
         sorter.deactivate(framework_id)
         self._frameworks[framework_id] = framework
         self._sync_activity(framework)
+        self._update_role_deferral()
         self._eligibility += 1
         self._pending_all = True
 
@@ -360,9 +368,12 @@ class HierarchicalAllocator:
                 del self._min_overrides[framework.min_allocatable]
             self._all_mins = (self.min_allocatable, *self._min_overrides)
         if not len(sorter):
+            self._sync_roles()
+            self._roles_deferred = False
             del self._role_frameworks[framework.role]
             del self._role_eligible[framework.role]
             self._role_sorter.remove_client(framework.role)
+        self._update_role_deferral()
 
     def activate_framework(self, framework_id: str) -> None:
         """The framework (re)connected: offer to it again (unless suppressed)."""
@@ -552,11 +563,38 @@ class HierarchicalAllocator:
         role beyond its new limit."""
         validate_role(role)
         g, lim = self._quota.validate(role, guarantee, limit)
+        self._sync_roles()
+        self._roles_deferred = False
         self._quota.set(role, g, lim, self._consumption(role))
+        self._update_role_deferral()
         self._sync_free_tracking()
         self._rescind_for_quota(role)
         self._eligibility += 1
         self._pending_all = True
+
+    def _sync_roles(self) -> None:
+        """Bring the role sorter up to date after deferred grants: the single
+        role's allocation is the sum of its frameworks' (O(F))."""
+        if not self._roles_deferred:
+            return
+        (role,) = self._role_frameworks
+        frameworks = self._role_frameworks[role]
+        current = EMPTY
+        for framework_id in frameworks.clients():
+            current = current + frameworks.allocation(framework_id)
+        self._role_sorter.unallocated(role, self._role_sorter.allocation(role))
+        self._role_sorter.allocated(role, current, times=self._deferred_grants)
+        self._deferred_grants = 0
+
+    def _update_role_deferral(self) -> None:
+        """Defer role-level accounting exactly while one role exists and no
+        quota reads role consumption or order."""
+        wanted = len(self._role_frameworks) == 1 and not self._quota
+        if self._roles_deferred and not wanted:
+            self._sync_roles()
+            self._roles_deferred = False
+        elif wanted and not self._roles_deferred:
+            self._roles_deferred = True
 
     def _sync_free_tracking(self) -> None:
         """The free pool only matters for guarantee headroom: keep it while
@@ -851,7 +889,10 @@ class HierarchicalAllocator:
         agent.version += 1
         held = agent.held.get(framework.id)
         agent.held[framework.id] = held + resources if held is not None else resources
-        self._role_sorter.allocated(framework.role, resources)
+        if self._roles_deferred:
+            self._deferred_grants += 1
+        else:
+            self._role_sorter.allocated(framework.role, resources)
         self._role_frameworks[framework.role].allocated(framework.id, resources)
         if self._quota:
             self._quota.on_change(framework.role, resources._millis, 1)
@@ -870,7 +911,8 @@ class HierarchicalAllocator:
             del agent.held[framework.id]
         agent.available = agent.available + resources
         agent.version += 1
-        self._role_sorter.unallocated(framework.role, resources)
+        if not self._roles_deferred:
+            self._role_sorter.unallocated(framework.role, resources)
         self._role_frameworks[framework.role].unallocated(framework.id, resources)
         if self._quota:
             self._quota.on_change(framework.role, resources._millis, -1)
@@ -944,6 +986,7 @@ class HierarchicalAllocator:
         for agent in self._agents.values():
             total = total + agent.total
             allocated = allocated + (agent.total - agent.available)
+        self._sync_roles()
         role_shares = {role: self._role_sorter.share(role) for role in self._role_frameworks}
         framework_shares = {fid: self._role_frameworks[f.role].share(fid) for fid, f in self._frameworks.items()}
         return AllocatorStatistics(
@@ -1004,6 +1047,7 @@ class HierarchicalAllocator:
         """Raise ``AssertionError`` if the bookkeeping is inconsistent: what
         agents hold adds up, offers and used resources make up the holdings,
         sorters and quota agree with the holdings. O(A·F) — for tests."""
+        self._sync_roles()
         free: Millis = {}
         for agent in self._agents.values():
             held = EMPTY

@@ -62,8 +62,9 @@ class Sorter(abc.ABC):
         """Set the weight of a path (kept even before a client uses it)."""
 
     @abc.abstractmethod
-    def allocated(self, client: str, resources: Resources) -> None:
-        """Record that ``resources`` were allocated to the client."""
+    def allocated(self, client: str, resources: Resources, times: int = 1) -> None:
+        """Record that ``resources`` were allocated to the client, in ``times``
+        allocations (what the "allocations received" tie-break counts)."""
 
     @abc.abstractmethod
     def unallocated(self, client: str, resources: Resources) -> None:
