@@ -689,8 +689,12 @@ class HierarchicalAllocator:
             if self._quota.guarantees:
                 for agent in candidates:
                     self._allocate_guarantees(agent, now, grants)
-            for agent in candidates:
-                self._allocate_agent(agent, now, grants)
+            if not self._quota and len(self._all_mins) == 1 and len(self._active_roles) == 1:
+                (role,) = self._active_roles
+                self._allocate_plain(candidates, role, now, grants)
+            else:
+                for agent in candidates:
+                    self._allocate_agent(agent, now, grants)
             offers = self._make_offers(grants, now)
         finally:
             if collecting:
@@ -754,6 +758,38 @@ class HierarchicalAllocator:
                     continue
                 self._grant(framework, agent, offer, grants)
                 break  # the sorter changed: never resume its iterator
+
+    def _allocate_plain(self, candidates: list[_Agent], role: str, now: float, grants: dict) -> None:
+        """Stage 2 in the common case — no quota, one active role, no
+        per-framework minimum — as one tight loop. It decides exactly as
+        :meth:`_allocate_agent` does (whole-agent grants: nothing can cut an
+        offer short here); the tests run both paths."""
+        frameworks = self._frameworks
+        sorter = self._role_frameworks[role]
+        mins = self.min_allocatable
+        on_agent = self._filters.on_agent
+        eligibility = self._eligibility
+        skipped = 0
+        for agent in candidates:
+            if agent.idle_stamp == (agent.version, eligibility):
+                continue
+            available = agent.available
+            if mins and not any(available.contains(minimum) for minimum in mins):
+                continue
+            filters_here = on_agent(agent.id)
+            for framework_id in sorter.iter_sorted():
+                if filters_here:
+                    refusals = filters_here.get(framework_id)
+                    if refusals and refused_any(refusals, available, now):
+                        skipped += 1
+                        continue
+                break
+            else:
+                agent.idle_stamp = (agent.version, eligibility)
+                continue
+            self._hold(frameworks[framework_id], agent, available)  # the sorter changed: iterator dropped
+            grants[(framework_id, agent.id)] = available
+        self._counters["offers_filtered"] += skipped
 
     def _allocate_agent(self, agent: _Agent, now: float, grants: dict) -> None:
         """Stage 2: the agent's available resources go to the first framework
