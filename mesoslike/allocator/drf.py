@@ -21,6 +21,7 @@ import random
 from typing import Iterator
 
 from bisect import bisect_left, insort
+from operator import itemgetter
 
 from sortedcontainers import SortedList
 
@@ -33,6 +34,7 @@ _SELF = "."  # name of the virtual leaf holding an inner path's own client
 
 
 _BIG = 4096  # siblings beyond which a plain sorted list stops being the fastest
+_PATH = itemgetter(2)  # the path field of an entry (share, count, path, node)
 
 
 class _SiblingOrder:
@@ -352,6 +354,10 @@ class DRFSorter(Sorter):
     def iter_sorted(self) -> Iterator[str]:
         if self._stale:
             self._rebuild()
+        if not self.hierarchical:
+            # every child of the root is a leaf, and a leaf's path is its
+            # client: iterate in C, no generator frame per step
+            return map(_PATH, self._root.order)
         return self._walk(self._root)
 
     def _walk(self, node: _Node) -> Iterator[str]:

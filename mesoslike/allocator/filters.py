@@ -48,6 +48,9 @@ class FilterStore:
         self._expiry: list[tuple[float, int, str, str, _Filter]] = []
         self._seq = itertools.count()
         self._count = 0
+        #: ``on_agent(agent_id)``: the filters on an agent by framework
+        #: (read-only), or None — the dict's own ``get``, for the hot path
+        self.on_agent = self._by_agent.get
 
     def add(self, framework_id: str, agent_id: str, refused: Resources, expires_at: float) -> None:
         flt = _Filter(refused, expires_at)
@@ -56,9 +59,6 @@ class FilterStore:
         heapq.heappush(self._expiry, (expires_at, next(self._seq), framework_id, agent_id, flt))
         self._count += 1
 
-    def on_agent(self, agent_id: str) -> dict[str, list[_Filter]] | None:
-        """The filters on an agent by framework (read-only), or None."""
-        return self._by_agent.get(agent_id)
 
     def blocks(self, framework_id: str, agent_id: str, offer: Resources, now: float) -> bool:
         """True if an unexpired filter of the framework on the agent refused

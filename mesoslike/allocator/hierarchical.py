@@ -774,8 +774,12 @@ class HierarchicalAllocator:
             if agent.idle_stamp == (agent.version, eligibility):
                 continue
             available = agent.available
-            if mins and not any(available.contains(minimum) for minimum in mins):
-                continue
+            for minimum in mins:
+                if available.contains(minimum):
+                    break
+            else:
+                if mins:
+                    continue
             filters_here = on_agent(agent.id)
             for framework_id in sorter.iter_sorted():
                 if filters_here:
