@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: venv demo simulate test bench
+.PHONY: venv demo simulate test bench zookeeper
 
 $(BIN)/mesoslike: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,20 @@ demo: venv
 simulate: venv
 	$(BIN)/mesoslike simulate
 
-test: venv
+# The HA tests need a real ZooKeeper server (Debian's package); install it
+# when missing and we may (root with apt). Outside CI its tests skip without it.
+zookeeper:
+	@if [ ! -f /usr/share/java/zookeeper.jar ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing ZooKeeper (Debian package zookeeper)"; \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper) >/dev/null \
+	      || echo "warning: could not install zookeeper"; \
+	  else \
+	    echo "warning: ZooKeeper is missing (as root: apt-get install zookeeper); its tests skip outside CI"; \
+	  fi; \
+	fi
+
+test: venv zookeeper
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: venv
