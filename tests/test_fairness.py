@@ -118,6 +118,8 @@ def exact_fair_ratio(items: list[tuple[float, float, float]], target: float) -> 
                 used(point) - used(previous))
         previous = point
     slope = sum(w for w, _, hi in items if math.isinf(hi))
+    if slope == 0:  # every share is capped: the target is out of reach, R stops at the last cap
+        return previous
     return previous + (target - used(previous)) / slope
 
 

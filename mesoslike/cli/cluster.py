@@ -16,6 +16,7 @@ from mesoslike.allocator import sorter_names
 from mesoslike.cli.options import config_option, die, logging_option, option
 from mesoslike.errors import MesoslikeError
 from mesoslike.master.records import MasterConfig
+from mesoslike.master.storage import FileRegistryStore
 from mesoslike.resources import Resources
 
 __all__ = ["master", "agent", "local"]
@@ -43,6 +44,9 @@ def _master_options(command: str):
                help="Order in which offers go to roles and frameworks."),
         option(command, "--min-allocatable", default="cpus:0.01|mem:32",
                help="Smallest offer worth making: alternatives separated by '|'."),
+        option(command, "--agent-reregister-timeout", type=_POSITIVE, default=600.0,
+               help="After a master failover or restart: seconds for known agents to re-register "
+                    "before they are removed."),
     ]
 
     def apply(fn):
@@ -53,10 +57,11 @@ def _master_options(command: str):
 
 
 def _master_config(allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
-                   max_agent_ping_timeouts, sorter, min_allocatable) -> MasterConfig:
+                   max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout) -> MasterConfig:
     return MasterConfig(heartbeat_interval=heartbeat_interval, ping_interval=ping_interval,
                         max_agent_ping_timeouts=max_agent_ping_timeouts, allocation_interval=allocation_interval,
-                        offer_timeout=offer_timeout, min_allocatable=min_allocatable, sorter=sorter).validate()
+                        offer_timeout=offer_timeout, min_allocatable=min_allocatable, sorter=sorter,
+                        agent_reregister_timeout=agent_reregister_timeout).validate()
 
 
 def _stop_on_sigterm(stop) -> None:
@@ -69,11 +74,11 @@ def _stop_on_sigterm(stop) -> None:
 @option("master", "--zk", default=None, show_default="none",
         help="zk://HOST:PORT[,HOST:PORT...]/PATH for leader election (high availability).")
 @option("master", "--work-dir", type=click.Path(file_okay=False), default=None, show_default="none",
-        help="Directory for the master's registry (hard state). Not used yet: the registry arrives "
-             "with high availability; a restarted master relearns agents and tasks as they re-register.")
+        help="Directory for the registry (hard state: admitted agents, frameworks, removals, weights); "
+             "a master restarted on it recovers them. Without it the registry lives in memory only.")
 @logging_option("master")
 def master(ip, port, http_port, allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
-           max_agent_ping_timeouts, sorter, min_allocatable, zk, work_dir) -> None:
+           max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout, zk, work_dir) -> None:
     """Run a master. Prints the address it bound."""
     from mesoslike.master.runtime import MasterRuntime
 
@@ -81,8 +86,9 @@ def master(ip, port, http_port, allocation_interval, offer_timeout, heartbeat_in
         die("ZooKeeper high availability (--zk) is not available in this version yet; run a standalone master")
     try:
         config = _master_config(allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
-                                max_agent_ping_timeouts, sorter, min_allocatable)
-        runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config)
+                                max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout)
+        store = FileRegistryStore(work_dir) if work_dir else None
+        runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, registry_store=store)
     except MesoslikeError as exc:
         die(str(exc))
     click.echo(f"master {runtime.core.info.id} listening on {runtime.address} (HTTP {runtime.http_address})",
@@ -133,7 +139,7 @@ def agent(master_address, resources, attributes, hostname, port, work_dir) -> No
 @logging_option("local")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def local(agents, resources, work_dir, ip, port, http_port, allocation_interval, offer_timeout, heartbeat_interval,
-          ping_interval, max_agent_ping_timeouts, sorter, min_allocatable, command) -> None:
+          ping_interval, max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout, command) -> None:
     """A master and N agents in one process, no ZooKeeper. Agents are named
     node-0 ... node-<N-1> and carry the attribute room:er<i mod 2>.
 
@@ -146,7 +152,7 @@ def local(agents, resources, work_dir, ip, port, http_port, allocation_interval,
     try:
         Resources.parse(resources)
         config = _master_config(allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
-                                max_agent_ping_timeouts, sorter, min_allocatable)
+                                max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout)
         master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config)
     except MesoslikeError as exc:
         die(str(exc))

@@ -25,6 +25,7 @@ from mesoslike.allocator import HierarchicalAllocator, RescindReason
 from mesoslike.clock import Clock
 from mesoslike.errors import MesoslikeError
 from mesoslike.master.records import AgentRecord, FrameworkRecord, MasterConfig, TaskRecord, new_status
+from mesoslike.master.registry import Registry
 from mesoslike.master.state import state_json
 from mesoslike.resources import Resources
 from mesoslike.wire import (
@@ -62,7 +63,7 @@ class MasterCore:
     """
 
     def __init__(self, clock: Clock, info: MasterInfo, config: MasterConfig | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, registry: Registry | None = None) -> None:
         self.clock = clock
         self.info = info
         self.config = (config or MasterConfig()).validate()
@@ -74,8 +75,14 @@ class MasterCore:
         )
         self.frameworks: dict[str, FrameworkRecord] = {}
         self.agents: dict[str, AgentRecord] = {}
-        self.removed_frameworks: set[str] = set()
-        self.removed_agents: set[str] = set()
+        #: the hard state; ``registry_changes`` counts its changes so the
+        #: runtime knows when to persist it
+        self.registry = registry or Registry()
+        self.registry_changes = 0
+        self.removed_frameworks: set[str] = set(self.registry.removed_frameworks)
+        self.removed_agents: set[str] = set(self.registry.removed_agents)
+        self._expected_agents: set[str] = set()      # known before a failover, not back yet
+        self._expected_until = 0.0
         self._framework_by_peer: dict[bytes, str] = {}
         self._agent_by_peer: dict[bytes, str] = {}
         self._framework_ids = (f"{info.id}-F{n:04d}" for n in itertools.count(1))
@@ -86,6 +93,40 @@ class MasterCore:
         self.counters = {"messages_received": 0, "bad_messages": 0, "tasks_launched": 0, "tasks_invalid": 0,
                          "agents_removed": 0, "frameworks_removed": 0}
         self._out: list[Send] = []
+        self._recover(now)
+
+    def _recover(self, now: float) -> None:
+        """Serve from a registry: its frameworks wait (disconnected) for their
+        failover timeout, its agents get ``agent_reregister_timeout`` to come
+        back, weights apply at once."""
+        for info in self.registry.frameworks.values():
+            if info.id not in self.frameworks:
+                self._adopt_framework(info)
+        self._expected_agents = set(self.registry.agents)
+        self._expected_until = now + self.config.agent_reregister_timeout
+        if self.registry.weights:
+            self.allocator.update_weights(self.registry.weights)
+        if self.registry.agents or self.registry.frameworks:
+            log.info("recovered a registry: %d agents expected back within %.0fs, %d frameworks",
+                     len(self._expected_agents), self.config.agent_reregister_timeout, len(self.registry.frameworks))
+
+    def _registry_changed(self) -> None:
+        self.registry_changes += 1
+
+    def _check_expected_agents(self, now: float) -> None:
+        if not self._expected_agents or now < self._expected_until:
+            return
+        for agent_id in sorted(self._expected_agents):
+            log.warning("agent %s did not re-register within %.0fs after the failover: removed",
+                        agent_id, self.config.agent_reregister_timeout)
+            self.registry.remove_agent(agent_id)
+            self.removed_agents.add(agent_id)
+            self.counters["agents_removed"] += 1
+            for record in self.frameworks.values():
+                if record.connected:
+                    self._send_framework(record, m.Failure(agent_id, "did not re-register after a failover"))
+        self._expected_agents.clear()
+        self._registry_changed()
 
     # ================================================================ inputs
     def on_message(self, peer: bytes, message: object) -> list[Send]:
@@ -122,6 +163,7 @@ class MasterCore:
         if now >= self._next_framework_sweep:
             self._next_framework_sweep = now + min(1.0, self.config.heartbeat_interval / 2)
             self._check_frameworks(now)
+            self._check_expected_agents(now)
         self._send_offers(self.allocator.tick())
         self._send_rescinds()
         return self._flush()
@@ -151,6 +193,8 @@ class MasterCore:
                 return
             record = FrameworkRecord(info=info, peer=peer, last_heard=self.clock.now())
             self.frameworks[framework_id] = record
+            self.registry.add_framework(info)
+            self._registry_changed()
             resubscribed = bool(msg.framework.id)
             log.info("framework %s (%s) subscribed in role %s", framework_id, info.name, info.role)
         else:
@@ -167,6 +211,9 @@ class MasterCore:
         for offer in self.allocator.outstanding_offers(record.id):
             self.allocator.rescind_offer(offer.id, RescindReason.FRAMEWORK_DEACTIVATED)
         record.info = attrs.evolve(info, id=record.id, role=record.info.role)
+        if self.registry.frameworks.get(record.id) != record.info:
+            self.registry.add_framework(record.info)
+            self._registry_changed()
         record.peer = peer
         record.connected = True
         record.failover_deadline = None
@@ -202,6 +249,8 @@ class MasterCore:
                 self._send(record.peer, m.Error(f"framework {record.id} removed: {why}", fatal=True))
         del self.frameworks[record.id]
         self.removed_frameworks.add(record.id)
+        self.registry.remove_framework(record.id)
+        self._registry_changed()
         self.counters["frameworks_removed"] += 1
 
     def _check_frameworks(self, now: float) -> None:
@@ -523,6 +572,9 @@ class MasterCore:
 
     def _adopt_framework(self, info: FrameworkInfo) -> None:
         self.allocator.add_framework(info.id, info.role, active=False)
+        if info.id not in self.registry.frameworks:
+            self.registry.add_framework(info)
+            self._registry_changed()
         self.frameworks[info.id] = FrameworkRecord(info=info, peer=None, connected=False,
                                                    failover_deadline=self.clock.now() + info.failover_timeout)
 
@@ -531,6 +583,9 @@ class MasterCore:
                                  used=used)
         self.agents[info.id] = AgentRecord(info=info, peer=peer, registered_at=self.clock.now())
         self._agent_by_peer[peer] = info.id
+        self._expected_agents.discard(info.id)
+        self.registry.admit_agent(info)
+        self._registry_changed()
         self._send(peer, m.AgentRegistered(info.id, self.info, self.config.ping_interval))
 
     def _lose_unreported_tasks(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
@@ -580,6 +635,8 @@ class MasterCore:
             self._agent_by_peer.pop(agent.peer, None)
         del self.agents[agent.id]
         self.removed_agents.add(agent.id)
+        self.registry.remove_agent(agent.id)
+        self._registry_changed()
         self.counters["agents_removed"] += 1
 
     def _mark_lost(self, record: FrameworkRecord, task: TaskRecord, why: str) -> None:

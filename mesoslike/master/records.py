@@ -23,11 +23,12 @@ class MasterConfig:
     min_allocatable: str = "cpus:0.01|mem:32"
     sorter: str = "drf"
     completed_tasks_per_framework: int = 1000   # terminal tasks kept for /state
+    agent_reregister_timeout: float = 600.0     # after a failover: time for known agents to come back
 
     def validate(self) -> MasterConfig:
         from mesoslike.errors import ConfigError
 
-        for name in ("heartbeat_interval", "ping_interval", "allocation_interval"):
+        for name in ("heartbeat_interval", "ping_interval", "allocation_interval", "agent_reregister_timeout"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0:
                 raise ConfigError(f"{name} must be > 0, got {value!r}")

@@ -13,6 +13,8 @@ from mesoslike.clock import Clock, SystemClock
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.master.http import StatusHTTPServer
 from mesoslike.master.records import MasterConfig
+from mesoslike.master.registry import Registry
+from mesoslike.master.storage import MemoryRegistryStore, RegistryStore
 from mesoslike.master.state import metrics_text, state_json
 from mesoslike.transport import Server, Waker
 from mesoslike.wire import MasterInfo
@@ -35,8 +37,10 @@ class MasterRuntime:
 
     def __init__(self, address: str = "tcp://127.0.0.1:5050", http_port: int | None = 5051,
                  config: MasterConfig | None = None, clock: Clock | None = None,
-                 master_id: str | None = None) -> None:
+                 master_id: str | None = None, registry_store: RegistryStore | None = None) -> None:
         self.clock = clock or SystemClock()
+        self._store = registry_store or MemoryRegistryStore()
+        registry = Registry.from_document(self._store.load())  # a bad registry stops us before we bind
         self._server = Server(address)
         self.address = self._server.address
         host = self.address[len("tcp://"):].rpartition(":")[0]
@@ -56,7 +60,8 @@ class MasterRuntime:
             raise
         self.http_address = self._http.address if self._http else ""
         info = MasterInfo(master_id or uuid.uuid4().hex[:8], self.address, self.http_address, __version__)
-        self.core = MasterCore(self.clock, info, config)
+        self.core = MasterCore(self.clock, info, config, registry=registry)
+        self._persisted = self.core.registry_changes
         self._lock = threading.Lock()
         self._waker = Waker()
         self._stopping = threading.Event()
@@ -86,12 +91,15 @@ class MasterRuntime:
                     timeout = self.core.next_wakeup() - self.clock.now()
                 self._server.wait(min(max(timeout, 0.0), 1.0), self._waker)
                 with self._lock:
-                    self._handle_messages()
-                    self._deliver(self.core.tick())
+                    sends = self._handle_messages()
+                    sends += self.core.tick()
+                    self._persist()  # hard state first, then the replies that depend on it
+                    self._deliver(sends)
         finally:
             self._close()
 
-    def _handle_messages(self) -> None:
+    def _handle_messages(self) -> list[Send]:
+        out: list[Send] = []
         for count, (peer, message) in enumerate(self._server.receive()):
             try:
                 if isinstance(message, Exception):
@@ -101,9 +109,19 @@ class MasterRuntime:
             except Exception:  # a bug must not take the master down with it
                 log.exception("handling %s from %r failed", type(message).__name__, peer)
                 continue
-            self._deliver(sends)
+            out += sends
             if count >= _BATCH:
-                return
+                break
+        return out
+
+    def _persist(self) -> None:
+        if self.core.registry_changes == self._persisted:
+            return
+        try:
+            self._store.store(self.core.registry.to_document())
+            self._persisted = self.core.registry_changes
+        except Exception:  # retried on the next turn of the loop
+            log.exception("writing the registry failed")
 
     def _deliver(self, sends: list[Send]) -> None:
         for send in sends:

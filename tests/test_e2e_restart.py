@@ -1,0 +1,64 @@
+"""A standalone master restarted on its --work-dir recovers its registry:
+agents re-register with their running tasks, frameworks re-subscribe, and
+no task is lost or killed."""
+
+import signal
+import time
+
+import pytest
+
+from e2e_helpers import FAST_MASTER_ARGS, RecordingScheduler, cluster, http_get, wait_for  # noqa: F401
+from mesoslike import FrameworkInfo, Resources, TaskInfo, TaskState
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class OneLongTask(RecordingScheduler):
+    def __init__(self):
+        super().__init__()
+        self.launched = False
+
+    def on_offers(self, driver, offers):
+        for offer in offers:
+            if not self.launched:
+                self.launched = True
+                driver.launch_tasks([offer.id], [TaskInfo("long", offer.agent_id, "sleep 600",
+                                                          Resources.parse("cpus:1;mem:64"))])
+            else:
+                driver.decline_offer(offer.id)
+
+
+def test_restarted_master_recovers_agents_frameworks_and_running_tasks(cluster, tmp_path):
+    registry_dir = tmp_path / "master"
+    cluster.start_master("--work-dir", str(registry_dir), "--agent-reregister-timeout", "30")
+    cluster.start_agent("a1", "cpus:2;mem:512")
+    scheduler = OneLongTask()
+    cluster.driver(scheduler, "keeper", framework=FrameworkInfo("keeper", failover_timeout=60.0))
+    scheduler.wait(lambda: any(s.state == TaskState.RUNNING for s in scheduler.statuses("long")), 20,
+                   "the task to run")
+    framework_id = scheduler.framework_id
+    assert (registry_dir / "registry.json").exists()
+
+    cluster.master.signal_group(signal.SIGKILL)
+    wait_for(lambda: not cluster.master.running(), 10, "the master to die")
+    port, http_port = cluster.port, cluster.http_port
+    cluster.master = cluster._start("master-restarted", [
+        "master", "--ip", "127.0.0.1", "--port", str(port), "--http-port", str(http_port), *FAST_MASTER_ARGS,
+        "--work-dir", str(registry_dir), "--agent-reregister-timeout", "30"])
+
+    def recovered():
+        try:
+            state = cluster.state()
+        except OSError:
+            return False
+        frameworks = {f["id"]: f for f in state["frameworks"]}
+        framework = frameworks.get(framework_id)
+        return (framework and framework["connected"] and [a["hostname"] for a in state["agents"]] == ["a1"]
+                and [(t["id"], t["state"]) for t in framework["tasks"]] == [("long", TaskState.RUNNING)])
+
+    wait_for(recovered, 30, "the restarted master to recover the agent, framework and task")
+    scheduler.wait(lambda: scheduler.of("reregistered"), 10, "the framework to re-register")
+    states = [s.state for s in scheduler.statuses("long")]
+    assert TaskState.LOST not in states and TaskState.KILLED not in states
+    time.sleep(1.0)  # nothing bad arrives late either
+    assert [s.state for s in scheduler.statuses("long") if s.terminal] == []

@@ -1,0 +1,130 @@
+"""The registry (hard state) and a master recovering from it after a failover."""
+
+import json
+
+import pytest
+
+from mesoslike.master import MasterConfig, MasterCore
+from mesoslike.master.registry import Registry, RegistryFormatError
+from mesoslike.clock import FakeClock
+from mesoslike.resources import Resources
+from mesoslike.wire import AgentInfo, FrameworkInfo, MasterInfo, TaskInfo, TaskState
+from mesoslike.wire import messages as m
+
+pytestmark = pytest.mark.timeout(30)
+
+R = Resources.parse
+FW, AG, AG2 = b"fw", b"agent", b"agent2"
+
+
+def core(registry=None, clock=None, **config):
+    defaults = dict(heartbeat_interval=1.0, ping_interval=1.0, max_agent_ping_timeouts=3,
+                    agent_reregister_timeout=5.0)
+    defaults.update(config)
+    return MasterCore(clock or FakeClock(), MasterInfo("m2", "tcp://x:1"), MasterConfig(**defaults),
+                      registry=registry)
+
+
+def sent(sends, kind, peer=None):
+    return [s.message for s in sends if isinstance(s.message, kind) and (peer is None or s.peer == peer)]
+
+
+def test_document_round_trip_and_bad_records_are_skipped(caplog):
+    registry = Registry()
+    registry.admit_agent(AgentInfo("node-0", R("cpus:4;mem:4096"), {"room": "er0"}, id="a1"))
+    registry.add_framework(FrameworkInfo("demo", "eng", 60.0, id="f1", partition_aware=True))
+    registry.remove_agent("a0")
+    registry.remove_framework("f0")
+    registry.weights["eng"] = 2.0
+    document = json.loads(json.dumps(registry.to_document()))
+    assert Registry.from_document(document) == registry
+    document["agents"]["bad"] = {"hostname": 5, "resources": "cpus:1"}
+    document["agents"]["worse"] = "not a record"
+    document["frameworks"]["f9"] = {"name": "x", "failover_timeout": -1}
+    document["weights"]["ops"] = 0
+    recovered = Registry.from_document(document)
+    assert set(recovered.agents) == {"a1"} and set(recovered.frameworks) == {"f1"}
+    assert recovered.weights == {"eng": 2.0}
+    assert "skipping agent 'bad'" in caplog.text and "skipping framework 'f9'" in caplog.text
+
+
+@pytest.mark.parametrize("document", [[1, 2], "text", {"format": 99}])
+def test_unusable_documents_raise(document):
+    with pytest.raises(RegistryFormatError):
+        Registry.from_document(document)
+
+
+def test_changes_are_counted_for_persistence():
+    master = core()
+    before = master.registry_changes
+    master.on_message(FW, m.Subscribe(FrameworkInfo("demo", failover_timeout=30.0)))
+    master.on_message(AG, m.RegisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"))))
+    assert master.registry_changes == before + 2
+    document = master.registry.to_document()
+    assert list(document["frameworks"]) == ["m2-F0001"] and list(document["agents"]) == ["m2-S1"]
+
+
+def failed_over():
+    """A leader with a framework running one task on agent a1; a1 and a2
+    admitted. Returns a new leader recovered from its registry."""
+    old = core()
+    old.on_message(FW, m.Subscribe(FrameworkInfo("demo", failover_timeout=20.0)))
+    old.on_message(AG, m.RegisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"))))
+    old.on_message(AG2, m.RegisterAgent(AgentInfo("node-1", R("cpus:4;mem:4096"))))
+    document = json.loads(json.dumps(old.registry.to_document()))
+    clock = FakeClock()
+    return core(Registry.from_document(document), clock), clock
+
+
+def test_new_leader_adopts_frameworks_and_admits_returning_agents_with_their_tasks():
+    new, clock = failed_over()
+    framework = new.frameworks["m2-F0001"]
+    assert not framework.connected
+    task = TaskInfo("t1", "m2-S1", "sleep 60", R("cpus:1;mem:128"))
+    out = new.on_message(AG, m.ReregisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"), id="m2-S1"),
+                                                [m.RunningTask("m2-F0001", task, TaskState.RUNNING)],
+                                                [FrameworkInfo("demo", id="m2-F0001", failover_timeout=20.0)]))
+    assert sent(out, m.AgentRegistered)[0].agent_id == "m2-S1"
+    out = new.on_message(FW, m.Subscribe(FrameworkInfo("demo", id="m2-F0001", failover_timeout=20.0)))
+    assert sent(out, m.Subscribed)[0].resubscribed
+    assert [u.status.state for u in sent(new.on_message(FW, m.Reconcile("m2-F0001")), m.Update)] == \
+        [TaskState.RUNNING]
+    assert new.allocator.available("m2-S1") == R("cpus:3;mem:3968")
+
+
+def test_agents_that_do_not_come_back_in_time_are_removed_and_refused_later():
+    new, clock = failed_over()
+    new.on_message(FW, m.Subscribe(FrameworkInfo("demo", id="m2-F0001", failover_timeout=20.0)))
+    new.on_message(AG, m.ReregisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"), id="m2-S1")))
+    out = []
+    for _ in range(6):
+        clock.advance(1.0)
+        out += new.tick()
+        new.on_message(FW, m.Heartbeat())
+        new.on_message(AG, m.Pong("m2-S1"))
+    assert [f.agent_id for f in sent(out, m.Failure, FW)] == ["m2-S2"]
+    assert "m2-S2" in new.registry.removed_agents and "m2-S2" not in new.registry.agents
+    late = new.on_message(AG2, m.ReregisterAgent(AgentInfo("node-1", R("cpus:4;mem:4096"), id="m2-S2")))
+    assert sent(late, m.ShutdownAgent)
+
+
+def test_frameworks_that_do_not_resubscribe_within_their_failover_timeout_are_torn_down():
+    new, clock = failed_over()
+    task = TaskInfo("t1", "m2-S1", "sleep 60", R("cpus:1;mem:128"))
+    new.on_message(AG, m.ReregisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"), id="m2-S1"),
+                                         [m.RunningTask("m2-F0001", task, TaskState.RUNNING)]))
+    out = []
+    for _ in range(21):
+        clock.advance(1.0)
+        out += new.tick()
+        new.on_message(AG, m.Pong("m2-S1"))
+    assert sent(out, m.ShutdownFramework, AG) == [m.ShutdownFramework("m2-F0001")]
+    assert "m2-F0001" in new.registry.removed_frameworks
+    refused = new.on_message(FW, m.Subscribe(FrameworkInfo("demo", id="m2-F0001")))
+    assert sent(refused, m.Error)[0].fatal
+
+
+def test_registry_weights_apply_to_the_new_leader():
+    registry = Registry(weights={"gold": 3.0})
+    new = core(registry)
+    assert new.allocator.snapshot()["weights"] == {"gold": 3.0}
