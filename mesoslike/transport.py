@@ -23,7 +23,7 @@ from mesoslike.errors import ConfigError
 from mesoslike.wire import WireError, decode, encode
 from mesoslike.wire.codec import DEFAULT_MAX_MESSAGE_SIZE
 
-__all__ = ["Server", "Client", "Waker", "parse_tcp_address", "Received"]
+__all__ = ["Server", "Client", "Waker", "idle", "parse_tcp_address", "Received"]
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +153,15 @@ class Client(_Socket):
                 yield None, decode(frame, self.max_message_size)
             except WireError as exc:
                 yield None, exc
+
+
+def idle(waker: Waker, timeout: float | None) -> None:
+    """Sleep until ``waker`` fires or ``timeout`` seconds pass (for a loop
+    that has no socket at the moment, e.g. while no master leads)."""
+    import select
+
+    select.select([waker.fileno()], [], [], timeout)
+    waker.clear()
 
 
 class Waker:

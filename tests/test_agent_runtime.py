@@ -259,9 +259,10 @@ def test_stop_with_running_tasks_leaves_no_process_behind(master, make_agent):
 
 
 # ------------------------------------------------------- configuration
-def test_zookeeper_and_malformed_master_addresses_are_config_errors(tmp_path):
-    with pytest.raises(ConfigError, match="zk://"):
-        AgentRuntime("zk://127.0.0.1:2181/mesoslike", work_dir=tmp_path)
+def test_malformed_master_addresses_are_config_errors(tmp_path):
+    AgentRuntime("zk://127.0.0.1:2181/mesoslike", work_dir=tmp_path)  # accepted; followed when running
+    with pytest.raises(ConfigError, match="ZooKeeper URL"):
+        AgentRuntime("zk://127.0.0.1:2181", work_dir=tmp_path)
     with pytest.raises(ConfigError, match="tcp://HOST:PORT"):
         AgentRuntime("127.0.0.1:5050", work_dir=tmp_path)
     with pytest.raises(ConfigError, match="resources"):

@@ -366,6 +366,14 @@ class AgentCore:
                 out.append(self._send_head(stream, now))
         return out
 
+    def on_master_changed(self) -> list[Command]:
+        """Another master leads now (detected through ZooKeeper): register
+        with it at once instead of waiting for the old one's silence."""
+        if self._drain_deadline is None and (self._registered or self._registering or self._agent_id):
+            log.info("the leading master changed: re-registering")
+            self._lose_master(self.clock.now())
+        return []
+
     def _master_deadline(self) -> float:
         return self._last_master_contact + self._ping_interval * self.max_ping_timeouts
 

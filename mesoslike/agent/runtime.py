@@ -25,7 +25,8 @@ from mesoslike.agent.resources_probe import complete_resources, detect_hostname,
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import ConfigError, ResourcesError
 from mesoslike.resources import Resources
-from mesoslike.transport import Client, Waker, parse_tcp_address
+from mesoslike.locator import check_master_address, make_locator
+from mesoslike.transport import Client, Waker, idle
 from mesoslike.wire import WireError
 from mesoslike.wire.types import AgentInfo
 
@@ -46,8 +47,8 @@ def default_work_dir(hostname: str) -> str:
 class AgentRuntime:
     """A mesoslike agent: registers with a master and runs the tasks it is sent.
 
-    :param master: the master's address, ``tcp://HOST:PORT`` (``zk://`` comes
-        with ZooKeeper support and is refused for now with a ConfigError).
+    :param master: the master's address, ``tcp://HOST:PORT``, or ``zk://HOSTS/PATH`` to follow
+        whichever master leads that ZooKeeper group (re-registering on a failover).
     :param resources: what the agent offers (a :class:`Resources` or a
         ``"cpus:4;mem:8192"`` string); kinds among cpus, mem, disk and ports
         it leaves out are detected (see :mod:`.resources_probe`); ``None``
@@ -165,10 +166,24 @@ class AgentRuntime:
         self._running.set()
         log.info("agent %s starting: master %s, resources %s, work dir %s", self.hostname, self.master_address,
                  self.info.resources, self.work_dir)
-        client = Client(self.master_address)
+        locator = make_locator(self.master_address, on_change=self._waker.wake)
+        client: Client | None = None
+        address: str | None = None
         try:
             while not self._stopping.is_set():
+                leader = locator.current()
+                if leader != address:  # the first leader, or a failover
+                    if client is not None:
+                        client.close()
+                    client = Client(leader) if leader else None
+                    if address is not None or self.core.agent_id:
+                        self._carry_out(client, self.core.on_master_changed())
+                    address = leader
                 self._carry_out(client, self.core.tick())
+                if client is None:
+                    idle(self._waker, min(self._wait_timeout(), 1.0))
+                    self._reap(client)
+                    continue
                 client.wait(self._wait_timeout(), self._waker)
                 self._receive(client)
                 self._reap(client)
@@ -177,7 +192,9 @@ class AgentRuntime:
                 if self.kill_tasks_on_exit:
                     self._kill_everything(client)
             finally:
-                client.close()
+                if client is not None:
+                    client.close()
+                locator.close()
                 self._running.clear()
                 log.info("agent %s stopped", self.hostname)
 
@@ -189,7 +206,7 @@ class AgentRuntime:
             timeout = min(timeout, TASK_POLL_INTERVAL)
         return min(timeout, 3600.0)
 
-    def _receive(self, client: Client) -> None:
+    def _receive(self, client: Client | None) -> None:
         for _, message in client.receive():
             if isinstance(message, WireError):
                 log.warning("bad frame from the master skipped: %s", message)
@@ -199,17 +216,19 @@ class AgentRuntime:
             except Exception:  # one bad message must not take the agent (and its tasks) down
                 log.exception("handling %s failed", getattr(message, "TYPE", message))
 
-    def _reap(self, client: Client) -> None:
+    def _reap(self, client: Client | None) -> None:
         for exit in self.executor.poll():
             self._carry_out(client, self.core.on_task_exited(exit.framework_id, exit.task_id, exit.exit_code,
                                                              exit.signal))
 
-    def _carry_out(self, client: Client, commands: list[Command]) -> None:
+    def _carry_out(self, client: Client | None, commands: list[Command]) -> None:
         """Do what the core asked; a launch reports back and may ask for more."""
         queue = deque(commands)
         while queue:
             command = queue.popleft()
             if isinstance(command, SendToMaster):
+                if client is None:
+                    continue  # no leader to tell; registrations and updates are retried
                 if not client.send(command.message):
                     log.warning("outgoing queue full: %s dropped (reliable updates are retried)",
                                 command.message.TYPE)
@@ -237,7 +256,7 @@ class AgentRuntime:
         except OSError as exc:
             log.warning("framework message for task %s/%s lost: %s", command.framework_id, command.task_id, exc)
 
-    def _kill_everything(self, client: Client) -> None:
+    def _kill_everything(self, client: Client | None) -> None:
         if not self.executor.running():
             return
         log.info("killing %d tasks before stopping", len(self.executor.running()))
@@ -248,11 +267,7 @@ class AgentRuntime:
 
 
 def _check_master_address(master: str) -> str:
-    if isinstance(master, str) and master.startswith("zk://"):
-        raise ConfigError(f"master {master!r}: ZooKeeper addresses (zk://) are not supported yet; "
-                          "give the master's tcp://HOST:PORT")
-    parse_tcp_address(master)  # raises ConfigError naming the problem
-    return master
+    return check_master_address(master)  # raises ConfigError naming the problem
 
 
 def _as_resources(resources: Resources | str | None) -> Resources | None:
