@@ -380,7 +380,7 @@ def test_calls_before_start_and_bad_arguments(master):
 
 
 @pytest.mark.parametrize("address, match", [
-    ("zk://127.0.0.1:2181/mesoslike", "zk:// addresses are not supported"),
+    ("zk://127.0.0.1:2181", "ZooKeeper URL"),
     ("127.0.0.1:5050", "bad master address"),
     ("http://127.0.0.1:5050", "bad master address"),
 ])

@@ -439,3 +439,21 @@ def test_the_core_does_no_io():
     source = path.read_text()
     for call in ("random.random(", "random.uniform(", "time.time(", "time.monotonic("):
         assert call not in source
+
+
+def test_a_new_leader_means_resubscribe_at_once_with_the_same_id():
+    core, clock = subscribed_core()
+    commands = core.master_changed()
+    assert callbacks(commands) == [("disconnected", ())]
+    assert any(isinstance(c, Reconnect) for c in commands)
+    (subscribe,) = sent(commands)
+    assert subscribe.framework.id == "fw-1"
+    assert callbacks(subscribed(core, resubscribed=True)) == [("reregistered", (MASTER,))]
+
+
+def test_a_new_leader_while_still_subscribing_just_retries_there():
+    core, clock = make_core()
+    core.start()
+    commands = core.master_changed()
+    assert callbacks(commands) == []
+    assert [type(msg) for msg in sent(commands)] == [m.Subscribe]

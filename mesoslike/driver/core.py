@@ -428,6 +428,18 @@ class DriverCore:
         self._next_delay = min(self._next_delay * 2, self._backoff.maximum)
         return commands
 
+    def master_changed(self) -> list[Command]:
+        """Another master leads now (detected through ZooKeeper): reconnect
+        and re-subscribe at once, without waiting for the old one's silence."""
+        if self.state is SubscriptionState.STOPPED:
+            return []
+        log.info("the leading master changed: re-subscribing")
+        was_subscribed = self.state is SubscriptionState.SUBSCRIBED
+        self.state = SubscriptionState.DISCONNECTED
+        self._next_delay = self._backoff.initial
+        callbacks = [InvokeCallback("disconnected")] if was_subscribed else []
+        return [*callbacks, *self._subscribe(fresh_connection=True)]
+
     def _master_deadline(self) -> float:
         return self._last_received + self._heartbeat_timeouts * (self.heartbeat_interval or 0.0)
 

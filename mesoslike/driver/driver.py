@@ -37,7 +37,8 @@ from mesoslike.driver.core import (
 )
 from mesoslike.driver.scheduler import Scheduler
 from mesoslike.errors import ConfigError
-from mesoslike.transport import Client, Waker, parse_tcp_address
+from mesoslike.locator import check_master_address, make_locator
+from mesoslike.transport import Client, Waker, idle
 from mesoslike.wire import WireError
 from mesoslike.wire.messages import ReconcileTask
 from mesoslike.wire.types import Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskStatus
@@ -60,15 +61,12 @@ class DriverStatus(str, enum.Enum):
 
 
 def parse_master(master: str) -> str:
-    """Check a master address: ``tcp://HOST:PORT`` (``zk://`` is not supported yet)."""
-    if isinstance(master, str) and master.startswith("zk://"):
-        raise ConfigError(f"master {master!r}: zk:// addresses are not supported by the driver yet; "
-                          "give the leading master as tcp://HOST:PORT")
+    """Check a master address: ``tcp://HOST:PORT``, or ``zk://HOSTS/PATH`` to
+    follow whichever master leads that ZooKeeper group."""
     try:
-        parse_tcp_address(master)
+        return check_master_address(master)
     except ConfigError as exc:
         raise ConfigError(f"bad master address: {exc}") from None
-    return master
 
 
 class SchedulerDriver:
@@ -98,6 +96,8 @@ class SchedulerDriver:
         self._pending: collections.deque[InvokeCallback | Shutdown] = collections.deque()  # driver thread only
         self._waker: Waker | None = None
         self._client: Client | None = None
+        self._locator = None                 # follows the leader (made on the driver thread)
+        self._address: str | None = None     # the master the client talks to
         self._thread: threading.Thread | None = None
         self._stop_requested = False
         self._finished = False
@@ -257,7 +257,11 @@ class SchedulerDriver:
     # -------------------------------------------------------------- the loop
     def _run_loop(self) -> None:
         try:
-            self._client = Client(self.master)
+            self._locator = make_locator(self.master, on_change=self._wake)
+            self._address = self._wait_for_leader()
+            if self._address is None:
+                return  # stopped before any master led
+            self._client = Client(self._address)
             self._execute(self._core.start())
             while not self._finished:
                 self._step()
@@ -273,6 +277,11 @@ class SchedulerDriver:
             self._run_call(self._inbox.popleft())
         self._run_pending()
         if self._finished or self._inbox or self._pending:
+            return
+        leader = self._locator.current()
+        if leader and leader != self._address:  # a failover: go to the new leader now
+            self._address = leader
+            self._execute(self._core.master_changed())
             return
         if self._client.wait(self._wait_timeout(), self._waker):
             self._receive()
@@ -355,8 +364,24 @@ class SchedulerDriver:
             log.warning("outgoing queue to the master is full: dropped %s", type(message).__name__)
 
     def _reconnect(self) -> None:
-        old, self._client = self._client, Client(self.master)
+        old, self._client = self._client, Client(self._address)
         old.close()
+
+    def _wake(self) -> None:
+        with self._lock:
+            if self._waker is not None:
+                self._waker.wake()
+
+    def _wait_for_leader(self) -> str | None:
+        """The leader's address; with ZooKeeper, wait (interruptibly) for one."""
+        while not self._stop_requested and not self._finished:
+            leader = self._locator.current()
+            if leader:
+                return leader
+            while self._inbox:  # calls made meanwhile (e.g. stop) still run
+                self._run_call(self._inbox.popleft())
+            idle(self._waker, 0.5)
+        return None
 
     def _close(self) -> None:
         with self._lock:
@@ -367,6 +392,8 @@ class SchedulerDriver:
             # let a final TEARDOWN leave; closing with the default linger of 0 would drop it
             self._client.socket.close(linger=_CLOSE_LINGER_MILLIS)
             self._client.close()
+        if self._locator is not None:
+            self._locator.close()
         if waker is not None:
             waker.close()
         log.info("scheduler driver for %s ended: %s", self.framework.name, self._status.value)
