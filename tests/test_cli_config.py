@@ -78,8 +78,10 @@ def test_bad_flags_exit_2_with_a_message(monkeypatch, args, fragment):
 def test_bad_addresses_are_reported(monkeypatch):
     result = CliRunner().invoke(main, ["agent", "--master", "localhost:5050"])
     assert result.exit_code == 1 and "tcp://HOST:PORT" in result.output
-    result = CliRunner().invoke(main, ["state", "--master", "zk://x/y"])
-    assert result.exit_code == 1 and "expected tcp://" in result.output
+    result = CliRunner().invoke(main, ["state", "--master", "zk://127.0.0.1:2181"])
+    assert result.exit_code == 1 and "ZooKeeper URL" in result.output
+    result = CliRunner().invoke(main, ["state", "--master", "127.0.0.1:5050"])
+    assert result.exit_code == 1 and "tcp://HOST:PORT" in result.output
 
 
 def test_every_option_has_an_env_var_and_shows_its_default():

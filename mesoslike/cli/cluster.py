@@ -102,7 +102,8 @@ def master(ip, port, http_port, allocation_interval, offer_timeout, heartbeat_in
 
 @click.command()
 @config_option("agent")
-@option("agent", "--master", "master_address", required=True, help="The master: tcp://HOST:PORT.")
+@option("agent", "--master", "master_address", required=True,
+        help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to follow the leader.")
 @option("agent", "--resources", default=None, show_default="detected",
         help='What the agent offers, e.g. "cpus:4;mem:8192;disk:10240"; kinds left out are detected.')
 @option("agent", "--attributes", default="", help='Attributes such as "rack:r1;room:er1".')

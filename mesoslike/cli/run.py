@@ -56,7 +56,8 @@ def _bar(progress, width: int = 20) -> str:
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
-@option("", "--master", "master_address", required=True, help="The master: tcp://HOST:PORT.")
+@option("", "--master", "master_address", required=True,
+        help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to follow the leader.")
 @option("run", "--cpus", type=click.FloatRange(min=0, min_open=True), default=0.1, help="CPUs per instance.")
 @option("run", "--mem", type=click.FloatRange(min=0, min_open=True), default=32.0, help="Memory (MB) per instance.")
 @option("run", "--instances", type=click.IntRange(min=1), default=1, help="How many instances of the command.")

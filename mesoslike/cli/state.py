@@ -14,11 +14,14 @@ __all__ = ["state", "fetch_state", "format_state"]
 
 
 def fetch_state(master: str, timeout: float = 5.0) -> dict:
-    """Ask the master at ``tcp://HOST:PORT`` for its state document."""
+    """Ask the master at ``tcp://HOST:PORT`` — or the leader of a ``zk://``
+    group — for its state document."""
+    from mesoslike.locator import resolve_leader
     from mesoslike.transport import Client
     from mesoslike.wire import messages as m
 
-    with Client(master) as client:
+    address = resolve_leader(master, timeout)
+    with Client(address) as client:
         client.send(m.GetState())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -28,7 +31,7 @@ def fetch_state(master: str, timeout: float = 5.0) -> dict:
                         return json.loads(reply.document)
                     if isinstance(reply, m.Error):
                         raise MesoslikeError(f"the master refused: {reply.message}")
-    raise MesoslikeError(f"no answer from a master at {master} within {timeout:g}s")
+    raise MesoslikeError(f"no answer from a master at {address} within {timeout:g}s")
 
 
 def _table(rows: list[list[str]], header: list[str]) -> list[str]:
@@ -60,7 +63,8 @@ def format_state(doc: dict) -> str:
 
 
 @click.command()
-@option("", "--master", "master_address", required=True, help="The master: tcp://HOST:PORT.")
+@option("", "--master", "master_address", required=True,
+        help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to ask the leader.")
 @option("state", "--json", "as_json", is_flag=True, default=False, show_default="off",
         help="Print the raw JSON document (the same as GET /state).")
 @option("state", "--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0,
