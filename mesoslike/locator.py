@@ -50,7 +50,7 @@ class ZooKeeperLocator:
         self.url = url
         self._on_change = on_change or (lambda: None)
         self._detector = LeaderDetector(url, self._changed)
-        self._detector.start(timeout=timeout) if _accepts_timeout(self._detector.start) else self._detector.start()
+        self._detector.start(timeout=timeout)
 
     def _changed(self, leader: dict | None) -> None:
         self._on_change()
@@ -64,12 +64,6 @@ class ZooKeeperLocator:
 
     def close(self) -> None:
         self._detector.stop()
-
-
-def _accepts_timeout(start: Callable) -> bool:
-    import inspect
-
-    return "timeout" in inspect.signature(start).parameters
 
 
 def check_master_address(master: str) -> str:

@@ -1,0 +1,673 @@
+"""ZooKeeper at the edge: the only module that imports kazoo.
+
+Three things live here (docs/ha.rst describes the protocol):
+
+* :class:`MasterContender` — a master joins the group ``<path>`` with an
+  ephemeral sequential znode ``<path>/json.info_<seq>`` holding its JSON
+  info; the lowest valid sequence leads. A leader that loses its ZooKeeper
+  connection (SUSPENDED) or session (LOST) is demoted at once, in kazoo's
+  state listener, before anything else happens.
+* :class:`LeaderDetector` — agents and scheduler drivers watch the group and
+  follow the leader.
+* :class:`ZooKeeperRegistry` — the master's hard state as one JSON document at
+  ``<path>/registry``, written with transactions fenced on the writer's
+  election znode and on the document's version.
+
+Threads: kazoo runs a connection thread (it calls state listeners) and a
+callback thread (it calls watches). Each contender and detector adds one
+worker thread of its own that does every ZooKeeper read and write of the
+election, so neither kazoo thread ever blocks on ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from typing import Any, Callable
+
+import attrs
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, NoNodeError,
+                              RolledBackError)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
+
+from mesoslike.errors import ConfigError, MesoslikeError
+from mesoslike.ha.url import ZkUrl
+
+__all__ = [
+    "ZooKeeperError", "RegistryError", "FencingError", "connect", "MasterContender", "LeaderDetector",
+    "ZooKeeperRegistry", "FencedRegistryStore", "MEMBER_PREFIX", "REGISTRY_NODE", "MAX_REGISTRY_BYTES",
+]
+
+log = logging.getLogger("mesoslike.ha")
+
+#: name prefix of a master's election znode (ZooKeeper appends 10 digits)
+MEMBER_PREFIX = "json.info_"
+_MEMBER_NAME = re.compile(r"json\.info_(\d{10})")
+#: the registry's znode, a child of the group path beside the election znodes
+REGISTRY_NODE = "registry"
+#: ZooKeeper refuses packets over jute.maxbuffer (0xfffff bytes by default) by
+#: dropping the connection — which would demote the leader — so larger
+#: documents are refused before sending; 16 KiB stay free for paths and headers.
+MAX_REGISTRY_BYTES = 1024 * 1024 - 16 * 1024
+
+# Reconnect quickly after an outage: kazoo's default backoff grows to an hour.
+_RECONNECT_MAX_DELAY = 1.0
+# How long a worker waits before retrying a refresh that failed while connected.
+_RETRY_DELAY = 0.5
+
+
+class ZooKeeperError(MesoslikeError):
+    """ZooKeeper is unreachable, or an operation on it failed or timed out."""
+
+
+class RegistryError(ZooKeeperError):
+    """The registry record does not parse, or a document cannot be stored."""
+
+
+class FencingError(ZooKeeperError):
+    """A fenced registry write was refused: the writer is not the leader any
+    more, or the registry changed since it was read. Nothing was written."""
+
+
+# ----------------------------------------------------------------- connect
+def connect(url: ZkUrl, timeout: float = 10.0, session_timeout: float = 10.0) -> KazooClient:
+    """A started kazoo client for ``url``'s ensemble, with ``url.path`` created.
+
+    Raises :class:`ZooKeeperError` if no server answers within ``timeout``
+    seconds. ``session_timeout`` is asked of the server, which clamps it to
+    its ``[minSessionTimeout, maxSessionTimeout]`` (2 and 20 ticks by default).
+    """
+    retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=_RECONNECT_MAX_DELAY)
+    try:
+        client = KazooClient(hosts=url.hosts, timeout=session_timeout, connection_retry=retry)
+    except (KazooException, ValueError) as exc:
+        raise ZooKeeperError(f"cannot use ZooKeeper hosts {url.hosts!r}: {exc}") from None
+    try:
+        client.start(timeout=timeout)
+    except KazooTimeoutError:
+        raise ZooKeeperError(f"could not connect to ZooKeeper at {url.hosts} within {timeout:g} s "
+                             f"(is it running, and is {url} the right URL?)") from None
+    try:
+        _ensure_path(client, url.path, timeout)
+    except ZooKeeperError:
+        _close(client)
+        raise
+    log.info("connected to ZooKeeper at %s", url.hosts)
+    return client
+
+
+def _ensure_path(client: KazooClient, path: str, timeout: float) -> None:
+    try:
+        _wait(client.ensure_path_async(path), timeout)
+    except (KazooException, ZooKeeperError) as exc:
+        raise ZooKeeperError(f"could not create the group path {path} in ZooKeeper: {exc!r}") from None
+
+
+def _close(client: KazooClient) -> None:
+    try:
+        client.stop()
+        client.close()
+    except Exception:  # closing is best effort; the session ends on the server anyway
+        log.debug("error closing the ZooKeeper client", exc_info=True)
+
+
+def _wait(result: Any, timeout: float) -> Any:
+    """The value of a kazoo async result; ZooKeeperError if it takes longer than ``timeout``.
+
+    Requests made while disconnected are queued by kazoo until it reconnects;
+    without a timeout a caller could block for the whole outage.
+    """
+    try:
+        return result.get(timeout=timeout)
+    except KazooTimeoutError:
+        raise ZooKeeperError(f"ZooKeeper did not answer within {timeout:g} s") from None
+
+
+# ----------------------------------------------------------------- group members
+@attrs.frozen
+class _Member:
+    """A valid election znode: ``json.info_<seq>`` holding a JSON object with an address."""
+
+    name: str
+    sequence: int
+    info: dict
+    owner_session: int | None
+
+
+class _SkipLog:
+    """Warns once per foreign child of the group, not on every refresh."""
+
+    def __init__(self, group_path: str) -> None:
+        self._group_path = group_path
+        self._warned: set[str] = set()
+
+    def skip(self, name: str, reason: str) -> None:
+        if name not in self._warned:
+            self._warned.add(name)
+            log.warning("ignoring %s/%s in the master group: %s", self._group_path, name, reason)
+
+
+def _candidates(children: list[str], skips: _SkipLog) -> list[tuple[int, str]]:
+    """Election znode names in sequence order; foreign names are skipped (and logged)."""
+    found = []
+    for name in children:
+        match = _MEMBER_NAME.fullmatch(name)
+        if match:
+            found.append((int(match.group(1)), name))
+        elif name != REGISTRY_NODE:
+            skips.skip(name, f"not an election znode ({MEMBER_PREFIX}<10 digits>)")
+    return sorted(found)
+
+
+def _decode_member_info(data: bytes) -> dict | str:
+    """The info dict of an election znode, or the reason it is not valid."""
+    try:
+        info = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return f"its data is not JSON ({exc})"
+    if not isinstance(info, dict):
+        return "its data is not a JSON object"
+    if not isinstance(info.get("address"), str) or not info["address"]:
+        return "its JSON has no \"address\""
+    return info
+
+
+def _lowest_valid_member(client: KazooClient, path: str, children: list[str], skips: _SkipLog,
+                         timeout: float) -> _Member | None:
+    """The leader: the lowest-sequence election znode whose data is valid."""
+    for sequence, name in _candidates(children, skips):
+        try:
+            data, stat = _wait(client.get_async(f"{path}/{name}"), timeout)
+        except NoNodeError:  # went away since the listing
+            continue
+        info = _decode_member_info(data)
+        if isinstance(info, str):
+            skips.skip(name, info)
+            continue
+        if stat.owner_session_id is None:
+            # masters only create ephemeral znodes; a persistent one would lead forever
+            skips.skip(name, "it is not ephemeral (no master's session owns it)")
+            continue
+        return _Member(name=name, sequence=sequence, info=info, owner_session=stat.owner_session_id)
+    return None
+
+
+# ----------------------------------------------------------------- group watcher
+class _GroupWatcher:
+    """Shared machinery: the client, a state listener, a child watch on the
+    group and a worker thread that refreshes the view whenever poked."""
+
+    def __init__(self, url: ZkUrl, client: KazooClient | None, session_timeout: float, role: str) -> None:
+        if not isinstance(url, ZkUrl):
+            raise ConfigError(f"expected a ZkUrl, got {url!r} (parse it with ZkUrl.parse)")
+        self._url = url
+        self._path = url.path
+        self._session_timeout = session_timeout
+        self._op_timeout = max(session_timeout, 1.0)
+        self._client = client
+        self._owns_client = client is None
+        self._role = role
+        self._skips = _SkipLog(url.path)
+        self._wake = threading.Condition()
+        self._dirty = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._child_watch = self._on_child_event  # one object, so kazoo's watcher set deduplicates it
+
+    @property
+    def client(self) -> KazooClient:
+        """The kazoo client in use (borrowed or owned); None before start()."""
+        return self._client
+
+    def _connect_and_listen(self, timeout: float) -> None:
+        if self._thread is not None or self._stopping:
+            raise ZooKeeperError(f"this {self._role} was already started; create a new one")
+        if self._client is None:
+            self._client = connect(self._url, timeout=timeout, session_timeout=self._session_timeout)
+        else:
+            _ensure_path(self._client, self._path, timeout)
+        self._client.add_listener(self._on_state)
+
+    def _start_worker(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"mesoslike-ha-{self._role}", daemon=True)
+        self._thread.start()
+        self._poke()
+
+    def _poke(self) -> None:
+        with self._wake:
+            self._dirty = True
+            self._wake.notify_all()
+
+    def _on_child_event(self, _event: Any) -> None:
+        self._poke()
+
+    def _on_state(self, state: str) -> None:
+        self._state_changed(state)
+        if state == KazooState.CONNECTED:
+            self._poke()
+
+    def _state_changed(self, state: str) -> None:
+        """Called synchronously in kazoo's connection thread; must not block on ZooKeeper."""
+
+    def _refresh(self) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        retry_after: float | None = None
+        while True:
+            with self._wake:
+                if not self._dirty and not self._stopping:
+                    self._wake.wait(retry_after)
+                if self._stopping:
+                    return
+                self._dirty = False
+            retry_after = None
+            if not self._client.connected:
+                continue  # the CONNECTED state change pokes us again
+            try:
+                self._refresh()
+            except (KazooException, ZooKeeperError) as exc:
+                level = logging.WARNING if self._client.connected else logging.DEBUG
+                log.log(level, "%s: refreshing the master group failed (%r); retrying", self._role, exc)
+                retry_after = _RETRY_DELAY
+            except Exception:  # a bug must not kill the thread that keeps the election going
+                log.exception("%s: unexpected error refreshing the master group; retrying", self._role)
+                retry_after = _RETRY_DELAY
+
+    def _list_group(self) -> list[str]:
+        """The group's children, leaving a child watch; recreates the group path if deleted."""
+        try:
+            return _wait(self._client.get_children_async(self._path, watch=self._child_watch), self._op_timeout)
+        except NoNodeError:
+            _ensure_path(self._client, self._path, self._op_timeout)
+            return _wait(self._client.get_children_async(self._path, watch=self._child_watch), self._op_timeout)
+
+    def _stop_watching(self) -> None:
+        with self._wake:
+            self._stopping = True
+            self._wake.notify_all()
+        if self._client is not None:
+            self._client.remove_listener(self._on_state)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self._op_timeout + 1.0)
+        if self._owns_client and self._client is not None:
+            _close(self._client)
+
+
+# ----------------------------------------------------------------- election
+class MasterContender(_GroupWatcher):
+    """One master's candidacy in the group at ``url.path``.
+
+    ``on_elected()`` is called when this master becomes leader and
+    ``on_demoted(reason)`` when it stops being leader; they strictly alternate,
+    starting with ``on_elected``. Both are called with an internal lock held,
+    so they must return quickly and must not call ZooKeeper (hand the event to
+    your own loop): ``on_demoted`` runs inside kazoo's connection thread when
+    the connection is suspended or the session lost.
+    """
+
+    def __init__(self, url: ZkUrl, info: dict, on_elected: Callable[[], None], on_demoted: Callable[[str], None],
+                 session_timeout: float = 10.0, client: KazooClient | None = None) -> None:
+        super().__init__(url, client, session_timeout, role="contender")
+        self._data = _encode_member_info(info)
+        self._info = dict(info)
+        self._on_elected = on_elected
+        self._on_demoted = on_demoted
+        # Guards leadership; held while calling back so that an election
+        # decided just before a disconnection cannot be reported after it.
+        self._lock = threading.RLock()
+        self._leader = False
+        self._epoch = 0  # bumped on every SUSPENDED/LOST/stop: decisions from before are void
+        self._znode: str | None = None
+        self._stopped = False
+        self._callbacks = threading.local()
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this contender leads (connected, znode present and lowest)."""
+        return self._leader
+
+    @property
+    def info(self) -> dict:
+        """The info this contender advertises."""
+        return dict(self._info)
+
+    def start(self, timeout: float = 10.0) -> None:
+        """Connect (unless given a client), join the group and start watching it.
+
+        Raises :class:`ZooKeeperError` if ZooKeeper cannot be reached or the
+        znode cannot be created within ``timeout`` seconds.
+        """
+        self._connect_and_listen(timeout)
+        try:
+            znode = self._create_znode(timeout)
+        except (KazooException, ZooKeeperError) as exc:
+            self._stop_watching()
+            raise ZooKeeperError(f"could not join the master group {self._path}: {exc!r}") from None
+        with self._lock:
+            self._znode = znode
+        log.info("joined the master group as %s", znode)
+        self._start_worker()
+
+    def fence(self) -> str:
+        """The path of this contender's election znode, to fence registry writes on.
+
+        Raises :class:`FencingError` if it has none (stopped, or its session
+        was lost and it has not rejoined).
+        """
+        znode = self._znode
+        if znode is None:
+            raise FencingError(f"not the leader any more: no election znode in {self._path}")
+        return znode
+
+    def leader_info(self) -> dict | None:
+        """The current leader's info, read from ZooKeeper now (None if nobody leads)."""
+        if self._client is None:
+            raise ZooKeeperError("the contender is not started")
+        try:
+            children = _wait(self._client.get_children_async(self._path), self._op_timeout)
+            leader = _lowest_valid_member(self._client, self._path, children, self._skips, self._op_timeout)
+        except KazooException as exc:
+            raise ZooKeeperError(f"could not read the master group {self._path}: {exc!r}") from None
+        return None if leader is None else leader.info
+
+    def stop(self) -> None:
+        """Leave the group: demote (calling ``on_demoted("stopped")`` if leading),
+        delete the znode, stop the worker and close the client if owned.
+
+        Safe to call from inside ``on_elected``/``on_demoted``: the cleanup
+        then finishes in a background thread.
+        """
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            self._epoch += 1
+            self._demote("stopped")
+            znode, self._znode = self._znode, None
+        if getattr(self._callbacks, "depth", 0):
+            threading.Thread(target=self._release, args=(znode,), name="mesoslike-ha-stop", daemon=True).start()
+        else:
+            self._release(znode)
+
+    def _release(self, znode: str | None) -> None:
+        # An owned client's session ends on close, taking the znode with it; a
+        # borrowed client's session lives on, so its znode must go explicitly.
+        if znode is not None and self._client is not None and (self._client.connected or not self._owns_client):
+            try:
+                _wait(self._client.delete_async(znode), self._op_timeout)
+            except NoNodeError:
+                pass
+            except (KazooException, ZooKeeperError) as exc:  # the session's end removes it anyway
+                log.warning("could not delete %s on stop: %r", znode, exc)
+        self._stop_watching()
+        log.info("left the master group %s", self._path)
+
+    def _create_znode(self, timeout: float) -> str:
+        result = self._client.create_async(f"{self._path}/{MEMBER_PREFIX}", self._data, ephemeral=True, sequence=True)
+        return _wait(result, timeout)
+
+    # -- leadership transitions (called with self._lock held)
+    def _call_back(self, callback: Callable, *args: Any) -> None:
+        # a depth, not a flag: on_elected may call stop(), which calls on_demoted
+        self._callbacks.depth = getattr(self._callbacks, "depth", 0) + 1
+        try:
+            callback(*args)
+        except Exception:  # a failing callback must not break the election
+            log.exception("%s callback raised", getattr(callback, "__name__", "election"))
+        finally:
+            self._callbacks.depth -= 1
+
+    def _demote(self, reason: str) -> None:
+        if self._leader:
+            self._leader = False
+            log.warning("no longer the leading master: %s", reason)
+            self._call_back(self._on_demoted, reason)
+
+    def _state_changed(self, state: str) -> None:
+        # Runs in kazoo's connection thread, before anything else can act on
+        # the new state: the leader stops acting as one immediately.
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
+            with self._lock:
+                self._epoch += 1
+                if state == KazooState.LOST:
+                    self._znode = None  # the session and its ephemeral znode are gone
+                self._demote(f"ZooKeeper {'connection suspended' if state == KazooState.SUSPENDED else 'session lost'}")
+
+    # -- the worker's view of the group
+    def _refresh(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            epoch, znode = self._epoch, self._znode
+        children = self._list_group()
+        if znode is None or znode.rpartition("/")[2] not in children:
+            self._rejoin(epoch, znode)
+            return
+        leader = _lowest_valid_member(self._client, self._path, children, self._skips, self._op_timeout)
+        own_session = (self._client.client_id or (None,))[0]
+        if (leader is not None and own_session is not None and leader.owner_session == own_session
+                and leader.name != znode.rpartition("/")[2]):
+            # A create whose reply was lost to a disconnection left a second
+            # znode of ours; it would make us lead under a name we do not fence on.
+            log.warning("deleting %s/%s, an orphan of an interrupted create", self._path, leader.name)
+            _wait(self._client.delete_async(f"{self._path}/{leader.name}"), self._op_timeout)
+            return
+        self._decide(epoch, znode, leader is not None and leader.name == znode.rpartition("/")[2])
+
+    def _rejoin(self, epoch: int, old_znode: str | None) -> None:
+        """Our znode is gone (session lost, or deleted): demote and create a fresh one."""
+        with self._lock:
+            if self._stopped or epoch != self._epoch:
+                return
+            if old_znode is not None:
+                self._demote(f"its election znode {old_znode} is gone")
+        znode = self._create_znode(self._op_timeout)
+        with self._lock:
+            stopped = self._stopped
+            if not stopped:
+                self._znode = znode  # the next refresh (its creation fires the watch) checks it
+        if stopped:
+            _wait(self._client.delete_async(znode), self._op_timeout)
+        else:
+            log.info("rejoined the master group as %s", znode)
+
+    def _decide(self, epoch: int, znode: str, lowest: bool) -> None:
+        with self._lock:
+            if self._stopped or epoch != self._epoch or znode != self._znode:
+                return  # the connection changed while we read: a fresh refresh follows
+            if lowest and not self._leader and self._client.state == KazooState.CONNECTED:
+                self._leader = True
+                log.info("elected leading master (%s)", znode)
+                self._call_back(self._on_elected)
+            elif not lowest and self._leader:
+                self._demote(f"its election znode {znode} is gone or no longer the lowest")
+
+
+def _encode_member_info(info: dict) -> bytes:
+    if not isinstance(info, dict) or not isinstance(info.get("address"), str) or not info["address"]:
+        raise ConfigError(f"a master's info must be a dict with a non-empty \"address\", got {info!r}")
+    try:
+        return json.dumps(info, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"a master's info must be JSON-serializable: {exc}") from None
+
+
+# ----------------------------------------------------------------- detection
+class LeaderDetector(_GroupWatcher):
+    """Follows the leading master of the group at ``url.path``.
+
+    ``on_change(info_or_None)`` is called from the detector's worker thread
+    each time the leading znode changes (a new master, or the same master
+    rejoining after losing its session). While ZooKeeper is unreachable the
+    last known leader is kept.
+    """
+
+    def __init__(self, url: ZkUrl, on_change: Callable[[dict | None], None] | None = None,
+                 client: KazooClient | None = None, session_timeout: float = 10.0) -> None:
+        super().__init__(url, client, session_timeout, role="detector")
+        self._on_change = on_change
+        self._leader_name: str | None = None
+        self._leader_info: dict | None = None
+
+    def start(self, timeout: float = 10.0) -> None:
+        """Connect (unless given a client) and start watching; raises ZooKeeperError
+        if ZooKeeper cannot be reached within ``timeout`` seconds."""
+        self._connect_and_listen(timeout)
+        self._start_worker()
+
+    def stop(self) -> None:
+        """Stop watching and close the client if owned."""
+        self._stop_watching()
+
+    def leader(self) -> dict | None:
+        """The last leader seen (None if none yet)."""
+        with self._wake:
+            return None if self._leader_info is None else dict(self._leader_info)
+
+    def wait_for_leader(self, timeout: float) -> dict:
+        """Block until a leader is known; raise ZooKeeperError after ``timeout`` seconds."""
+        with self._wake:
+            if not self._wake.wait_for(lambda: self._leader_info is not None, timeout):
+                raise ZooKeeperError(f"no leading master in {self._url} within {timeout:g} s")
+            return dict(self._leader_info)
+
+    def _refresh(self) -> None:
+        children = self._list_group()
+        member = _lowest_valid_member(self._client, self._path, children, self._skips, self._op_timeout)
+        name, info = (None, None) if member is None else (member.name, member.info)
+        with self._wake:
+            changed = name != self._leader_name
+            self._leader_name, self._leader_info = name, info
+            self._wake.notify_all()
+        if changed:
+            log.info("leading master is now %s", "none" if info is None else f"{info['address']} ({name})")
+            if self._on_change is not None:
+                try:
+                    self._on_change(None if info is None else dict(info))
+                except Exception:
+                    log.exception("leader change callback raised")
+
+
+# ----------------------------------------------------------------- registry
+class ZooKeeperRegistry:
+    """The registry document at ``<path>/registry``, with fenced, versioned writes."""
+
+    def __init__(self, client: KazooClient, path: str, timeout: float = 10.0) -> None:
+        self._client = client
+        self.node = f"{path.rstrip('/')}/{REGISTRY_NODE}"
+        self._timeout = timeout
+
+    def load(self) -> tuple[dict, int]:
+        """(document, version); ({}, -1) if there is none yet.
+
+        Raises :class:`RegistryError` if the record is not a JSON object (the
+        caller decides whether to stop or start afresh) and
+        :class:`ZooKeeperError` if ZooKeeper cannot be read.
+        """
+        try:
+            data, stat = _wait(self._client.get_async(self.node), self._timeout)
+        except NoNodeError:
+            return {}, -1
+        except (KazooException, ZooKeeperError) as exc:
+            raise ZooKeeperError(f"could not read the registry {self.node}: {exc!r}") from None
+        return _decode_registry(self.node, data), stat.version
+
+    def store(self, document: dict, expected_version: int, fence: str) -> int:
+        """Write ``document`` if ``fence`` (the writer's election znode) still
+        exists and the registry is still at ``expected_version`` (-1: absent).
+        Returns the new version.
+
+        Raises :class:`FencingError` (nothing written) if either check fails,
+        :class:`RegistryError` if the document cannot be stored, and
+        :class:`ZooKeeperError` if the outcome is unknown (connection lost
+        during the write: reload before writing again).
+        """
+        if not isinstance(fence, str) or not fence.startswith("/"):
+            raise FencingError(f"not the leader any more: no election znode to fence on ({fence!r})")
+        if not isinstance(expected_version, int) or expected_version < -1:
+            raise RegistryError(f"expected_version must be an int >= -1, got {expected_version!r}")
+        data = _encode_registry(document)
+        transaction = self._client.transaction()
+        transaction.check(fence, -1)  # version -1: any version, the znode just has to exist
+        if expected_version == -1:
+            transaction.create(self.node, data)
+        else:
+            transaction.set_data(self.node, data, version=expected_version)
+        try:
+            results = _wait(transaction.commit_async(), self._timeout)
+        except (KazooException, ZooKeeperError) as exc:
+            raise ZooKeeperError(f"the registry write to {self.node} may or may not have happened: {exc!r}") \
+                from None
+        _raise_if_refused(results, self.node, fence, expected_version)
+        return 0 if expected_version == -1 else results[1].version
+
+
+def _raise_if_refused(results: list, node: str, fence: str, expected_version: int) -> None:
+    fence_result, write_result = results
+    if isinstance(fence_result, NoNodeError):
+        raise FencingError(f"not the leader any more: its election znode {fence} is gone")
+    if isinstance(write_result, (BadVersionError, NodeExistsError, NoNodeError)):
+        found = "exists" if isinstance(write_result, NodeExistsError) else \
+            "is absent" if isinstance(write_result, NoNodeError) else "has another version"
+        raise FencingError(f"registry changed under us: {node} {found} (expected version {expected_version})")
+    for result in results:
+        if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+            raise ZooKeeperError(f"the registry write to {node} failed: {result!r}")
+
+
+def _encode_registry(document: dict) -> bytes:
+    if not isinstance(document, dict):
+        raise RegistryError(f"the registry document must be a dict, got {type(document).__name__}")
+    try:
+        data = json.dumps(document, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise RegistryError(f"the registry document is not JSON-serializable: {exc}") from None
+    if len(data) > MAX_REGISTRY_BYTES:
+        raise RegistryError(f"the registry document is {len(data)} bytes, over the {MAX_REGISTRY_BYTES}-byte "
+                            f"limit (ZooKeeper's jute.maxbuffer is about 1 MiB)")
+    return data
+
+
+def _decode_registry(node: str, data: bytes) -> dict:
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RegistryError(f"the registry record {node} is not valid JSON ({exc}); "
+                            f"repair or delete it to start afresh") from None
+    if not isinstance(document, dict):
+        raise RegistryError(f"the registry record {node} is not a JSON object; repair or delete it to start afresh")
+    return document
+
+
+class FencedRegistryStore:
+    """Adapts :class:`ZooKeeperRegistry` to the master's ``load() -> dict`` /
+    ``store(document)`` store protocol: it remembers the version it last read
+    or wrote and fences every write on ``fence()`` (e.g. ``contender.fence``).
+
+    ``store`` raises :class:`FencingError` if called before ``load``: a new
+    leader must read what its predecessor wrote before writing.
+    """
+
+    def __init__(self, registry: ZooKeeperRegistry, fence: Callable[[], str]) -> None:
+        self._registry = registry
+        self._fence = fence
+        self._version: int | None = None
+
+    def load(self) -> dict:
+        document, self._version = self._registry.load()
+        return document
+
+    def store(self, document: dict) -> None:
+        if self._version is None:
+            raise FencingError("registry changed under us: load() it before storing")
+        try:
+            self._version = self._registry.store(document, self._version, self._fence())
+        except ZooKeeperError as exc:
+            if not isinstance(exc, RegistryError):
+                self._version = None  # unknown or stale: the next leader term must load() again
+            raise
