@@ -15,6 +15,7 @@ import click
 from mesoslike.allocator import sorter_names
 from mesoslike.cli.options import config_option, die, logging_option, option
 from mesoslike.errors import MesoslikeError
+from mesoslike.ha.url import ZkUrl
 from mesoslike.master.records import MasterConfig
 from mesoslike.master.storage import FileRegistryStore
 from mesoslike.resources import Resources
@@ -72,27 +73,32 @@ def _stop_on_sigterm(stop) -> None:
 @config_option("master")
 @_master_options("master")
 @option("master", "--zk", default=None, show_default="none",
-        help="zk://HOST:PORT[,HOST:PORT...]/PATH for leader election (high availability).")
+        help="zk://HOST:PORT[,HOST:PORT...]/PATH: run highly available, elected through this ZooKeeper "
+             "group, with the registry in ZooKeeper.")
+@option("master", "--zk-session-timeout", type=_POSITIVE, default=10.0,
+        help="ZooKeeper session timeout (s): how long a frozen or cut-off leader keeps its term.")
 @option("master", "--work-dir", type=click.Path(file_okay=False), default=None, show_default="none",
         help="Directory for the registry (hard state: admitted agents, frameworks, removals, weights); "
-             "a master restarted on it recovers them. Without it the registry lives in memory only.")
+             "a master restarted on it recovers them. Without it (and without --zk) the registry lives in "
+             "memory only; with --zk it lives in ZooKeeper.")
 @logging_option("master")
 def master(ip, port, http_port, allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
-           max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout, zk, work_dir) -> None:
+           max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout, zk, zk_session_timeout,
+           work_dir) -> None:
     """Run a master. Prints the address it bound."""
     from mesoslike.master.runtime import MasterRuntime
 
-    if zk:
-        die("ZooKeeper high availability (--zk) is not available in this version yet; run a standalone master")
     try:
         config = _master_config(allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
                                 max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout)
-        store = FileRegistryStore(work_dir) if work_dir else None
-        runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, registry_store=store)
+        zk_url = ZkUrl.parse(zk) if zk else None
+        store = FileRegistryStore(work_dir) if work_dir and zk_url is None else None
+        runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, registry_store=store, zk=zk_url,
+                                zk_session_timeout=zk_session_timeout)
     except MesoslikeError as exc:
         die(str(exc))
-    click.echo(f"master {runtime.core.info.id} listening on {runtime.address} (HTTP {runtime.http_address})",
-               err=False)
+    mode = f"contending in {zk}" if zk else "leading"
+    click.echo(f"master {runtime.info.id} listening on {runtime.address} (HTTP {runtime.http_address}), {mode}")
     _stop_on_sigterm(runtime.stop)
     try:
         runtime.run()

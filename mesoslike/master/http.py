@@ -40,7 +40,8 @@ class StatusHTTPServer:
         self._thread.start()
 
     def stop(self) -> None:
-        self._server.shutdown()
+        if self._thread.is_alive():  # shutdown() would wait forever for a loop never started
+            self._server.shutdown()
         self._server.server_close()
 
 

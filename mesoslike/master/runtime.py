@@ -1,5 +1,15 @@
 """The master process: a ZeroMQ ROUTER loop feeding :class:`MasterCore`,
-plus the HTTP endpoints."""
+plus the HTTP endpoints, and — with ZooKeeper — leader election.
+
+A standalone master leads from the start. With ``zk`` it contends in the
+ZooKeeper group and only the elected master builds a core (from the
+registry in ZooKeeper) and serves; a follower answers peers with an ERROR
+naming the leader, and its ``/state`` names the leader. Losing the session
+or the election clears ``_leading`` at once (on kazoo's thread): from then on
+no message is handled, no reply leaves and no registry write is attempted —
+every registry write is also fenced on the leader's znode — and the soft
+state is dropped before the master contends again.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +24,11 @@ from mesoslike.master.core import MasterCore, Send
 from mesoslike.master.http import StatusHTTPServer
 from mesoslike.master.records import MasterConfig
 from mesoslike.master.registry import Registry
-from mesoslike.master.storage import MemoryRegistryStore, RegistryStore
 from mesoslike.master.state import metrics_text, state_json
+from mesoslike.master.storage import MemoryRegistryStore, RegistryStore
 from mesoslike.transport import Server, Waker
 from mesoslike.wire import MasterInfo
+from mesoslike.wire import messages as m
 
 __all__ = ["MasterRuntime"]
 
@@ -28,19 +39,25 @@ _BATCH = 2000
 
 
 class MasterRuntime:
-    """Runs a standalone leading master.
+    """Runs a master.
 
     ``address``: ``tcp://HOST:PORT`` to bind for agents and frameworks (port 0
     = any free port; ``self.address`` is the bound one). ``http_port``: the
     HTTP endpoints' port on the same host (0 = any, None = no HTTP).
+    ``registry_store``: where a standalone master keeps its registry (memory
+    by default). ``zk``: a :class:`mesoslike.ha.ZkUrl` to run highly
+    available; the registry then lives in ZooKeeper.
     """
 
     def __init__(self, address: str = "tcp://127.0.0.1:5050", http_port: int | None = 5051,
                  config: MasterConfig | None = None, clock: Clock | None = None,
-                 master_id: str | None = None, registry_store: RegistryStore | None = None) -> None:
+                 master_id: str | None = None, registry_store: RegistryStore | None = None,
+                 zk=None, zk_session_timeout: float = 10.0) -> None:
         self.clock = clock or SystemClock()
+        self.config = config or MasterConfig()
+        self._zk = zk
         self._store = registry_store or MemoryRegistryStore()
-        registry = Registry.from_document(self._store.load())  # a bad registry stops us before we bind
+        registry = Registry.from_document(self._store.load()) if zk is None else None  # bad: stop before binding
         self._server = Server(address)
         self.address = self._server.address
         host = self.address[len("tcp://"):].rpartition(":")[0]
@@ -48,33 +65,112 @@ class MasterRuntime:
         try:
             if http_port is not None:
                 self._http = StatusHTTPServer(host, http_port, {
-                    "/state": lambda: ("application/json", self._locked(lambda: json.dumps(
-                        state_json(self.core), indent=1).encode())),
-                    "/health": lambda: ("application/json", json.dumps(
-                        {"healthy": True, "leader": self.address}).encode()),
-                    "/metrics": lambda: ("text/plain; version=0.0.4", self._locked(
-                        lambda: metrics_text(self.core).encode())),
+                    "/state": lambda: ("application/json", json.dumps(self.state(), indent=1).encode()),
+                    "/health": lambda: ("application/json", json.dumps(self._health()).encode()),
+                    "/metrics": lambda: ("text/plain; version=0.0.4", self._metrics().encode()),
                 })
         except Exception:
             self._server.close()
             raise
         self.http_address = self._http.address if self._http else ""
-        info = MasterInfo(master_id or uuid.uuid4().hex[:8], self.address, self.http_address, __version__)
-        self.core = MasterCore(self.clock, info, config, registry=registry)
-        self._persisted = self.core.registry_changes
+        self.info = MasterInfo(master_id or uuid.uuid4().hex[:8], self.address, self.http_address, __version__)
         self._lock = threading.Lock()
         self._waker = Waker()
         self._stopping = threading.Event()
+        self._elected = threading.Event()   # set by the contender, taken by the loop
+        self._leading = threading.Event()   # cleared by the contender the moment leadership is in doubt
         self._thread: threading.Thread | None = None
+        self._contender = None
+        self.core: MasterCore | None = None
+        if zk is None:
+            self._lead(registry)
+        else:
+            self._contend(zk, zk_session_timeout)
 
-    def _locked(self, fn):
-        with self._lock:
-            return fn()
+    # ------------------------------------------------------------ leadership
+    def _contend(self, zk, session_timeout: float) -> None:
+        from mesoslike.ha.zookeeper import MasterContender  # kazoo only for HA masters
 
+        info = {"id": self.info.id, "address": self.address, "http_address": self.http_address,
+                "version": __version__}
+        self._contender = MasterContender(zk, info, self._on_elected, self._on_demoted, session_timeout)
+        try:
+            self._contender.start()
+        except Exception:
+            self._close()
+            raise
+
+    def _on_elected(self) -> None:  # the contender's thread: hand over, return at once
+        self._elected.set()
+        self._waker.wake()
+
+    def _on_demoted(self, reason: str) -> None:  # kazoo's thread: stop acting now
+        self._leading.clear()
+        self._elected.clear()
+        self._waker.wake()
+        log.warning("master %s is no longer the leader (%s)", self.info.id, reason)
+
+    def _lead(self, registry: Registry) -> None:
+        self.core = MasterCore(self.clock, self.info, self.config, registry=registry)
+        self._persisted = self.core.registry_changes
+        self._leading.set()
+        log.info("master %s leads (%d agents and %d frameworks in the registry)", self.info.id,
+                 len(registry.agents), len(registry.frameworks))
+
+    def _take_office(self) -> None:
+        """Elected: read the registry from ZooKeeper, then serve."""
+        from mesoslike.ha.zookeeper import FencedRegistryStore, ZooKeeperError, ZooKeeperRegistry
+
+        self._elected.clear()
+        self._store = FencedRegistryStore(ZooKeeperRegistry(self._contender.client, self._zk.path),
+                                          self._contender.fence)
+        try:
+            registry = Registry.from_document(self._store.load())
+        except (ZooKeeperError, ValueError) as exc:
+            log.error("elected but cannot read the registry, not serving: %s", exc)
+            return
+        if self._contender.is_leader:  # still: leadership may have gone while we read
+            self._lead(registry)
+
+    def _step_down(self) -> None:
+        if self.core is not None:
+            log.warning("master %s steps down: soft state dropped", self.info.id)
+        self.core = None
+        self._leading.clear()
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leading.is_set() and self.core is not None
+
+    def _leader_info(self) -> dict:
+        if self.is_leader:
+            return {"id": self.info.id, "address": self.address, "http_address": self.http_address}
+        try:
+            leader = self._contender.leader_info() if self._contender is not None else None
+        except Exception:  # ZooKeeper unreachable: we do not know
+            leader = None
+        return {k: leader.get(k, "") for k in ("id", "address", "http_address")} if leader else {}
+
+    # -------------------------------------------------------------- views
     def state(self) -> dict:
-        """The /state document (thread-safe)."""
-        return self._locked(lambda: state_json(self.core))
+        """The /state document (thread-safe); a follower names the leader."""
+        with self._lock:
+            if self.is_leader:
+                return state_json(self.core)
+        return {"leader": self._leader_info(), "is_leader": False, "version": __version__,
+                "master": {"id": self.info.id, "address": self.address}, "agents": [], "frameworks": [],
+                "offers": []}
 
+    def _health(self) -> dict:
+        return {"healthy": True, "is_leader": self.is_leader, "leader": self._leader_info().get("address", "")}
+
+    def _metrics(self) -> str:
+        with self._lock:
+            if self.is_leader:
+                return metrics_text(self.core)
+        return "# HELP mesoslike_leader 1 if this master leads\n# TYPE mesoslike_leader gauge\nmesoslike_leader 0\n"
+
+    # --------------------------------------------------------------- loop
     def start(self) -> None:
         """Run the loop in a background thread."""
         self._thread = threading.Thread(target=self.run, name="master", daemon=True)
@@ -84,19 +180,31 @@ class MasterRuntime:
         """The loop; returns after :meth:`stop`."""
         if self._http is not None:
             self._http.start()
-        log.info("master %s listening on %s (HTTP %s)", self.core.info.id, self.address, self.http_address or "off")
+        log.info("master %s listening on %s (HTTP %s)", self.info.id, self.address, self.http_address or "off")
         try:
             while not self._stopping.is_set():
-                with self._lock:
-                    timeout = self.core.next_wakeup() - self.clock.now()
-                self._server.wait(min(max(timeout, 0.0), 1.0), self._waker)
-                with self._lock:
-                    sends = self._handle_messages()
-                    sends += self.core.tick()
-                    self._persist()  # hard state first, then the replies that depend on it
-                    self._deliver(sends)
+                self._turn()
         finally:
             self._close()
+
+    def _turn(self) -> None:
+        if self._elected.is_set() and not self.is_leader:
+            self._take_office()
+        if self.core is not None and not self._leading.is_set():
+            with self._lock:
+                self._step_down()
+        timeout = 1.0
+        if self.is_leader:
+            timeout = min(max(self.core.next_wakeup() - self.clock.now(), 0.0), 1.0)
+        self._server.wait(timeout, self._waker)
+        with self._lock:
+            if not self.is_leader:
+                self._answer_as_follower()
+                return
+            sends = self._handle_messages()
+            sends += self.core.tick()
+            if self._persist():  # hard state first, then the replies that depend on it
+                self._deliver(sends)
 
     def _handle_messages(self) -> list[Send]:
         out: list[Send] = []
@@ -114,17 +222,37 @@ class MasterRuntime:
                 break
         return out
 
-    def _persist(self) -> None:
+    def _answer_as_follower(self) -> None:
+        leader = self._leader_info().get("address", "")
+        for peer, message in self._server.receive():
+            if peer is None:
+                continue
+            if isinstance(message, m.GetState):
+                reply = m.StateReply(json.dumps({"leader": self._leader_info(), "is_leader": False}))
+            else:
+                reply = m.Error(f"this master does not lead; the leader is {leader or 'not elected yet'}")
+            self._server.send(peer, reply)
+
+    def _persist(self) -> bool:
+        """Write the registry if it changed; False if we must not act any more."""
         if self.core.registry_changes == self._persisted:
-            return
+            return True
         try:
             self._store.store(self.core.registry.to_document())
             self._persisted = self.core.registry_changes
-        except Exception:  # retried on the next turn of the loop
-            log.exception("writing the registry failed")
+            return True
+        except Exception as exc:
+            if self._zk is not None and type(exc).__name__ == "FencingError":
+                log.error("registry write fenced off: %s", exc)
+                self._step_down()
+                return False
+            log.exception("writing the registry failed; retried on the next turn")
+            return True
 
     def _deliver(self, sends: list[Send]) -> None:
         for send in sends:
+            if not self._leading.is_set():
+                return  # demoted while we worked: not one more word as leader
             try:
                 self._server.send(send.peer, send.message)
             except Exception:
@@ -138,6 +266,11 @@ class MasterRuntime:
             self._thread.join(timeout=10)
 
     def _close(self) -> None:
+        if self._contender is not None:
+            try:
+                self._contender.stop()
+            except Exception:
+                log.exception("leaving the ZooKeeper group failed")
         if self._http is not None:
             self._http.stop()
         self._server.close()
