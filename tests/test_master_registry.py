@@ -128,3 +128,11 @@ def test_registry_weights_apply_to_the_new_leader():
     registry = Registry(weights={"gold": 3.0})
     new = core(registry)
     assert new.allocator.snapshot()["weights"] == {"gold": 3.0}
+
+
+def test_reconciling_a_task_whose_agent_is_expected_back_gets_no_answer_yet():
+    new, clock = failed_over()
+    new.on_message(FW, m.Subscribe(FrameworkInfo("demo", id="m2-F0001", failover_timeout=20.0)))
+    out = new.on_message(FW, m.Reconcile("m2-F0001", [m.ReconcileTask("t1", "m2-S1"),
+                                                      m.ReconcileTask("t2", "gone-agent")]))
+    assert [(u.status.task_id, u.status.state) for u in sent(out, m.Update)] == [("t2", TaskState.LOST)]

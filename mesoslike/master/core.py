@@ -482,6 +482,8 @@ class MasterCore:
                 completed = next((t for t in reversed(record.completed) if t.id == item.task_id), None)
                 if completed is not None:
                     status = self._reconciled(completed.status, now)
+                elif item.agent_id in self._expected_agents:
+                    continue  # its agent is expected back after a failover: no answer yet (as in Mesos)
                 else:
                     gone = record.info.partition_aware and item.agent_id in self.removed_agents
                     status = new_status(item.task_id, TaskState.GONE if gone else TaskState.LOST,

@@ -56,6 +56,8 @@ class MasterRuntime:
         self.clock = clock or SystemClock()
         self.config = config or MasterConfig()
         self._zk = zk
+        self._zk_session_timeout = zk_session_timeout
+        self._turn_end = self.clock.now()
         self._store = registry_store or MemoryRegistryStore()
         registry = Registry.from_document(self._store.load()) if zk is None else None  # bad: stop before binding
         self._server = Server(address)
@@ -113,6 +115,7 @@ class MasterRuntime:
     def _lead(self, registry: Registry) -> None:
         self.core = MasterCore(self.clock, self.info, self.config, registry=registry)
         self._persisted = self.core.registry_changes
+        self._turn_end = self.clock.now()
         self._leading.set()
         log.info("master %s leads (%d agents and %d frameworks in the registry)", self.info.id,
                  len(registry.agents), len(registry.frameworks))
@@ -131,6 +134,30 @@ class MasterRuntime:
             return
         if self._contender.is_leader:  # still: leadership may have gone while we read
             self._lead(registry)
+
+    def _confirm_leadership(self, since: float, allowed: float = 0.0) -> bool:
+        """After a gap — the process was frozen (SIGSTOP, a long GC, a
+        swapped-out VM) or a turn ran long — the ZooKeeper session may have
+        expired without kazoo's thread having run yet to say so. Then ask
+        ZooKeeper itself, synchronously, before acting as leader again: an
+        expired session fails the request. Costs one round trip, only after a
+        gap of a third of the session timeout."""
+        gap = self.clock.now() - since - allowed
+        if self._contender is None or gap < self._zk_session_timeout / 3:
+            return self._leading.is_set()
+        try:
+            client = self._contender.client
+            stat = client.exists_async(self._contender.fence()).get(timeout=self._zk_session_timeout)
+            owned = stat is not None and client.client_id is not None and stat.ephemeralOwner == client.client_id[0]
+        except Exception as exc:  # session expired, connection lost, no znode, or no answer in time
+            owned, reason = False, type(exc).__name__
+        else:
+            reason = "the election znode is not ours any more"
+        if not owned:
+            log.warning("after a %.1fs gap, leadership could not be confirmed (%s): stepping down", gap, reason)
+            self._leading.clear()
+            return False
+        return self._leading.is_set()
 
     def _step_down(self) -> None:
         if self.core is not None:
@@ -198,13 +225,23 @@ class MasterRuntime:
             timeout = min(max(self.core.next_wakeup() - self.clock.now(), 0.0), 1.0)
         self._server.wait(timeout, self._waker)
         with self._lock:
+            # measured from the end of the last turn, so a freeze anywhere
+            # between two turns counts, not only one inside the wait
+            if self.is_leader and not self._confirm_leadership(since=self._turn_end, allowed=timeout):
+                self._step_down()
             if not self.is_leader:
                 self._answer_as_follower()
+                self._turn_end = self.clock.now()
                 return
+            started = self.clock.now()
             sends = self._handle_messages()
             sends += self.core.tick()
+            if not self._confirm_leadership(since=started):
+                self._step_down()
+                return
             if self._persist():  # hard state first, then the replies that depend on it
                 self._deliver(sends)
+            self._turn_end = self.clock.now()
 
     def _handle_messages(self) -> list[Send]:
         out: list[Send] = []
