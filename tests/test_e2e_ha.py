@@ -785,7 +785,10 @@ def test_a_resumed_frozen_leader_never_answers_a_framework_as_leader(zookeeper, 
             time.sleep(0.2)
             leader.proc.signal_group(signal.SIGCONT)
             replies = framework.replies(2.0)
-            if any(isinstance(r, m.Subscribed) for r in replies):
+            if any(isinstance(r, m.Subscribed) for r in replies) and other.is_leader():
+                # the resumed master answered as leader although the other one still leads
+                # (on an overloaded machine the other may itself have lost its session and the
+                # resumed one been elected again: then its answer is legitimate)
                 answered_as_leader.append((cycle, [type(r).__name__ for r in replies]))
             wait_for(lambda: leader.health() is not None and not leader.is_leader(), 10,
                      "the resumed master to step down", diagnostics=cluster.diagnostics)
