@@ -17,6 +17,14 @@ Scenarios (DESIGN.md §4 HA, docs/ha.rst):
 * a master that cannot reach ZooKeeper exits with a clear error, and
   ``mesoslike state --master zk://...`` asks the leader.
 
+Two more began as bug reports and now guard the fixes: a resumed frozen
+leader never answers a framework as leader, and reconciliation during a
+failover does not call a task lost while its agent is expected back. Two
+tests show product bugs still open and are marked ``xfail``
+(their reasons name the suspected code): a ZooKeeper connection blip makes the
+leader forget its soft state, and the registry of a large cluster does not fit
+in its znode.
+
 Every wait polls against a deadline; every process is killed at the end
 (drivers first, then the process groups, then any task process left under the
 test's directory).
@@ -48,7 +56,7 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspects /proc")]
 
 #: the masters' ZooKeeper session timeout: a dead or frozen leader keeps its
-#: term this long (detection time is bounded below by it)
+#: term until ZooKeeper has not heard from it for this long
 SESSION_TIMEOUT = 2.0
 HA_MASTER_ARGS = (*FAST_MASTER_ARGS, "--zk-session-timeout", str(SESSION_TIMEOUT),
                   "--agent-reregister-timeout", "10")
@@ -652,7 +660,9 @@ def test_frozen_leader_resumed_never_acts_as_leader_again(zookeeper, make_cluste
     # its session expires; the other master leads; agent and framework follow
     wait_for(lambda: other.is_leader(), 20, "the other master to lead", diagnostics=cluster.diagnostics)
     took_over = time.monotonic() - frozen_at
-    assert took_over >= SESSION_TIMEOUT * 0.9, f"led {took_over:.2f}s after the freeze: before the session expired"
+    # ZooKeeper expires a session `timeout` after it last heard from the client, and
+    # kazoo pings every third of it: no successor can lead sooner than 2/3 of it
+    assert took_over >= SESSION_TIMEOUT * 2 / 3 - 0.1, f"led {took_over:.2f}s after the freeze: too early"
     cluster.wait_for_agents(other, ["h1"])
     scheduler.wait(lambda: scheduler.of("reregistered"), 20, "the framework to re-register", cluster.diagnostics)
 
@@ -837,3 +847,60 @@ def test_reconciliation_during_failover_does_not_report_a_running_task_lost(zook
     assert [t["state"] for f in doc["frameworks"] for t in f["tasks"] if t["id"] == "long"] == [TaskState.RUNNING]
     assert [s.state for s in answers if s.state != TaskState.RUNNING] == [], \
         f"reconciliation during the failover said {answers} for a task that runs"
+
+
+# ----------------------------------------------------------------- product bug: a ZooKeeper blip resets the leader
+@pytest.mark.xfail(strict=False, reason=(
+    "PRODUCT BUG (availability): when the leader's ZooKeeper connection breaks but its session survives (here: "
+    "the ZooKeeper node it talks to dies; it reconnects to another), the leader drops all its soft state "
+    "(mesoslike/master/runtime.py:_turn -> _step_down on any demotion, and _take_office builds a fresh core) and "
+    "leads again under the same znode, so no detector reports a change: agents and frameworks find out only "
+    "when the master goes silent (ping_interval x 5 for agents, heartbeat_interval x 5 for frameworks: 75 s each "
+    "with the defaults). Nobody else can have led while its znode lived, so the soft state could be kept."))
+def test_bug_a_zookeeper_connection_blip_makes_the_leader_forget_its_cluster(zookeeper_ensemble, make_cluster):
+    ensemble = zookeeper_ensemble
+    for node in ensemble.nodes:
+        if not node.running:
+            node.start()
+    cluster = make_cluster(group_url(ensemble, "blip"))
+    cluster.start_masters(2)
+    leader = cluster.wait_for_leader()
+    cluster.start_agent("h1", "cpus:2;mem:512")
+    cluster.wait_for_agents(leader, ["h1"])
+    scheduler = Batches()
+    cluster.driver(scheduler, "batches")
+    scheduler.wait(lambda: TaskState.RUNNING in scheduler.states("long"), 20, "the long task", cluster.diagnostics)
+    ports = [node.client_port for node in ensemble.nodes]
+    victim = ports.index(wait_for(lambda: zookeeper_peer_port(leader.proc.pid, ports), 10,
+                                  "the leader's ZooKeeper connection"))
+    try:
+        ensemble.kill(victim)
+        # the leader keeps its session (it reconnects to another node well within it) and leads again
+        wait_for(lambda: leader.is_leader(), 10, "the same master to lead again", diagnostics=cluster.diagnostics)
+        listed = [a["hostname"] for a in leader.state()["agents"]]
+        time.sleep(1.0)
+        disconnects = scheduler.of("disconnected")
+    finally:
+        ensemble.start(victim)
+    assert listed == ["h1"], f"right after the blip the leader lists agents {listed}: it forgot its cluster"
+    assert disconnects == [], "the framework was cut off by a ZooKeeper connection blip of the leader"
+
+
+# ----------------------------------------------------------------- product bug: the registry outgrows its znode
+@pytest.mark.xfail(strict=False, reason=(
+    "PRODUCT BUG (scale): with --zk the whole registry is one JSON znode, refused above MAX_REGISTRY_BYTES "
+    "(1 MiB - 16 KiB, mesoslike/ha/zookeeper.py:_encode_registry). Agents as the real agent registers them "
+    "(detected disk and ports, an attribute, a DNS hostname) take about 150 bytes each, so past ~6.7k agents "
+    "every registry write fails (runtime.py:_persist logs and retries each turn) and the hard state is no longer "
+    "persisted. The project targets 10k-20k agents (bench/allocator.py)."))
+def test_bug_the_registry_of_8000_realistic_agents_does_not_fit_in_zookeeper():
+    from mesoslike.ha.zookeeper import _encode_registry
+    from mesoslike.master.registry import Registry
+    from mesoslike.wire import AgentInfo
+
+    registry = Registry()
+    resources = Resources.parse("cpus:16;mem:64000;disk:450000;ports:[31000-32000]")
+    for i in range(8000):
+        registry.admit_agent(AgentInfo(f"ip-10-0-{i // 250}-{i % 250}.ec2.internal", resources,
+                                       {"rack": f"r{i % 40}"}, id=f"0123abcd-S{i}"))
+    _encode_registry(registry.to_document())  # RegistryError: over the limit

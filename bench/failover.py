@@ -1,0 +1,879 @@
+#!/usr/bin/env python3
+"""Master failover benchmark: seconds from killing the leading master to every
+agent re-registered and every framework re-subscribed with the new leader.
+
+Modelled on Mesos's ``MasterFailover_BENCHMARK_Test`` (agents with running
+tasks re-register with a new master; Mesos 1.5 re-registered 10k agents with
+100k tasks in about 4 s). Here the failover is the real one of an HA cluster:
+
+* one real ZooKeeper server (Debian's package, started like
+  ``tests/zk_helpers.py`` does: a 200 ms tick, a scratch data dir, but with a
+  1 GiB heap: at 10k agents every registry write is a ~1 MB document and the
+  tests' 128 MiB server dies of OutOfMemoryError);
+* two real ``python -m mesoslike master --zk ...`` processes: the first leads,
+  the second stands by;
+* simulated agents: worker processes (``failover.py agents``, up to
+  ``--agents-per-process`` each) that speak the agent protocol for many agent
+  ids, one ZeroMQ DEALER connection per agent (the master tells agents apart
+  by connection). Each agent follows the leader through a
+  ``mesoslike.locator`` ZooKeeper locator, (re-)registers with
+  ``REREGISTER_AGENT`` listing its tasks (``RunningTask`` entries spread over
+  the frameworks), retries like the real agent (1 s, doubling to 10 s) until
+  ``AGENT_REGISTERED`` arrives, and answers every ``PING`` with a ``PONG``.
+  Agents are first admitted by the first leader the same way (an unknown
+  agent re-registering with its tasks), so both masters see the same load;
+* real frameworks: ``SchedulerDriver`` instances in this process with the ids
+  the tasks name; they suppress offers once subscribed and time their
+  ``reregistered`` callback.
+
+One failover: wait until the registry in ZooKeeper lists every agent, then
+SIGKILL the leader's process group (t = 0) and record, on the monotonic clock
+shared by every process of the machine:
+
+``detect_s``       the group's leading znode changes (a ``LeaderDetector`` in
+                   this process): ZooKeeper expired the dead leader's session,
+                   ``--zk-session-timeout`` after it last heard from it (kazoo
+                   pings every third of the timeout, so 2/3 to 1 timeout
+                   after the kill).
+``serving_s``      the first sign that the new leader acts: its ``GET /health``
+                   says ``is_leader`` (polled every 20 ms), or its first
+                   ``SUBSCRIBED`` or ``AGENT_REGISTERED`` arrives. It has read
+                   the registry from ZooKeeper by then.
+``agents_s``       the last simulated agent got ``AGENT_REGISTERED``.
+``frameworks_s``   the last framework's ``reregistered`` callback ran.
+``total_s``        max(agents_s, frameworks_s); ``total_minus_session_s`` takes
+                   the session timeout off.
+
+and the parts: ``registry_load_s`` = serving - detect, ``reregistration_s`` =
+agents - serving (the figure to compare with Mesos's 4 s: Mesos's benchmark
+starts its clock at the new master, not at the old one's death). Each
+failover also records the agents' retries, the kernel's TCP listen-queue
+overflows during it, and how often the registry was written. The killed
+master is then restarted as the standby and the next failover goes the other
+way. By default every size runs twice: with the product as it is, then with
+the masters' listen backlog raised (``--compare-backlog``, an experiment done
+by a wrapper in this file, not a product change). Progress goes to stderr; one
+JSON document to stdout (and ``--out``). The default run takes about 4
+minutes on 2 cores.
+
+    python bench/failover.py --out bench/results/failover.json
+    python bench/failover.py --sizes 1000x10000 --failovers 1     # quick
+    python bench/failover.py --sizes 10000x100000 --profile /tmp/master.prof
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import heapq
+import json
+import math
+import os
+import platform
+import resource
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))            # run from a checkout without installing
+sys.path.insert(0, str(ROOT / "tests"))  # the ZooKeeper server helper
+
+MESOS_15_SECONDS = 4.0          # the anchor: Mesos 1.5, 10k agents with 100k tasks re-registered in ~4 s
+DEFAULT_SIZES = "1000x100000,10000x100000"
+AGENT_RESOURCES = "cpus:8;mem:16384"
+AGENT_BACKOFF = (1.0, 10.0)     # the real agent's registration backoff: 1 s doubling to 10 s
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# =============================================================== simulated agents
+def task_plan(first: int, count: int, tasks_per_agent: int, frameworks: int):
+    """The agents ``first .. first+count-1``: (agent id, hostname, [(framework index, task id)])."""
+    for index in range(first, first + count):
+        tasks = []
+        for k in range(tasks_per_agent):
+            number = index * tasks_per_agent + k
+            tasks.append((number % frameworks, f"t{number:07d}"))
+        yield f"sim-{index:05d}", f"sim-{index:05d}.bench", tasks
+
+
+def task_resources_for(tasks_per_agent: int) -> str:
+    """Each task's share: the tasks of an agent use half of AGENT_RESOURCES' cpus and mem."""
+    return f"cpus:{4.0 / tasks_per_agent:.4g};mem:{8192 // tasks_per_agent}"
+
+
+def framework_info(j: int):
+    from mesoslike import FrameworkInfo
+    return FrameworkInfo(name=f"bench-{j}", id=f"fw-{j}", failover_timeout=3600.0)
+
+
+def run_agents(args: argparse.Namespace) -> int:
+    """A worker process: ``args.count`` simulated agents. Prints JSON lines:
+    ``{"event": "round", ...}`` each time all its agents are registered with a
+    new leader."""
+    import msgpack
+    import zmq
+
+    from mesoslike.locator import make_locator
+    from mesoslike.resources import Resources
+    from mesoslike.transport import Waker
+    from mesoslike.wire import AgentInfo, TaskInfo, encode
+    from mesoslike.wire import messages as m
+
+    ctx = zmq.Context.instance()
+    ctx.set(zmq.MAX_SOCKETS, 4 * args.count + 1024)
+    agent_resources = Resources.parse(args.resources)
+    task_resources = Resources.parse(task_resources_for(args.tasks_per_agent))
+    frameworks = [framework_info(j) for j in range(args.frameworks)]
+    ids, reregister, pong = [], [], []
+    for agent_id, hostname, tasks in task_plan(args.first, args.count, args.tasks_per_agent, args.frameworks):
+        running = [m.RunningTask(frameworks[j].id, TaskInfo(task_id, agent_id, "sleep 3600", task_resources),
+                                 "TASK_RUNNING") for j, task_id in tasks]
+        used = sorted({j for j, _ in tasks})
+        info = AgentInfo(hostname=hostname, resources=agent_resources, id=agent_id)
+        ids.append(agent_id)
+        # the messages never change: encode them once
+        reregister.append(encode(m.ReregisterAgent(info, running, [frameworks[j] for j in used], version="bench")))
+        pong.append(encode(m.Pong(agent_id)))
+    count = len(ids)
+
+    waker = Waker()
+    changes: list[float] = []
+    locator = make_locator(args.zk, on_change=lambda: (changes.append(time.monotonic()), waker.wake()))
+    emit({"event": "ready", "agents": count, "message_bytes": sum(map(len, reregister))})
+
+    sockets: list = [None] * count
+    index_of: dict = {}
+    poller = zmq.Poller()
+    poller.register(waker.fileno(), zmq.POLLIN)
+    address = None
+    registered = [False] * count
+    retry_heap: list[tuple[float, int]] = []
+    backoff = [AGENT_BACKOFF[0]] * count
+    round_info: dict = {}
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def connect_all(leader: str, now: float) -> None:
+        for socket in sockets:
+            if socket is not None:
+                poller.unregister(socket)
+                socket.close(linger=0)
+        index_of.clear()
+        retry_heap.clear()
+        for i in range(count):
+            socket = ctx.socket(zmq.DEALER)
+            socket.setsockopt(zmq.LINGER, 0)
+            socket.setsockopt(zmq.IDENTITY, os.urandom(8))
+            socket.setsockopt(zmq.RECONNECT_IVL, 100)
+            socket.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+            socket.connect(leader)
+            sockets[i] = socket
+            index_of[socket] = i
+            poller.register(socket, zmq.POLLIN)
+            registered[i] = False
+            backoff[i] = AGENT_BACKOFF[0]
+        for i in range(count):
+            sockets[i].send(reregister[i], zmq.NOBLOCK)
+            heapq.heappush(retry_heap, (now + backoff[i], i))
+
+    while not stop.is_set():
+        leader = locator.current()
+        now = time.monotonic()
+        if leader and leader != address:
+            address = leader
+            round_info = {"event": "round", "leader": leader, "agents": count,
+                          "changed_at": changes[-1] if changes else now, "sent_at": now, "first_at": None,
+                          "last_at": None, "retries": 0, "errors": 0, "other": {}}
+            times = []
+            connect_all(leader, now)
+            round_info["sent_done_at"] = time.monotonic()
+        timeout = 1.0
+        if retry_heap:
+            timeout = min(timeout, max(0.0, retry_heap[0][0] - now))
+        loop_started = time.monotonic()
+        for socket, _ in poller.poll(int(timeout * 1000)):
+            if socket == waker.fileno():
+                waker.clear()
+                continue
+            i = index_of.get(socket)
+            if i is None:
+                continue
+            while True:
+                try:
+                    frame = socket.recv(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                kind = msgpack.unpackb(frame, raw=False).get("type")
+                if kind == "PING":
+                    socket.send(pong[i], zmq.NOBLOCK)
+                elif kind == "AGENT_REGISTERED":
+                    if not registered[i]:
+                        registered[i] = True
+                        t = time.monotonic()
+                        round_info["first_at"] = round_info["first_at"] or t
+                        times.append(t)
+                        if len(times) == count:
+                            round_info["last_at"] = t
+                            round_info["quantiles_after_sent"] = {
+                                q: round(times[min(count - 1, int(q / 100 * count))] - round_info["sent_at"], 4)
+                                for q in (10, 50, 90, 99)}
+                            emit(round_info)
+                elif kind == "ERROR":
+                    round_info["errors"] += 1
+                    if round_info["errors"] == 1:
+                        emit({"event": "error", "message": msgpack.unpackb(frame, raw=False).get("message")})
+                else:
+                    round_info["other"][kind] = round_info["other"].get(kind, 0) + 1
+        now = time.monotonic()
+        while retry_heap and retry_heap[0][0] <= now:
+            _, i = heapq.heappop(retry_heap)
+            if registered[i]:
+                continue
+            sockets[i].send(reregister[i], zmq.NOBLOCK)
+            round_info["retries"] += 1
+            backoff[i] = min(backoff[i] * 2, AGENT_BACKOFF[1])
+            heapq.heappush(retry_heap, (now + backoff[i], i))
+        # let messages gather: polling thousands of sockets per message would
+        # take the CPU the master needs (adds at most 10 ms to a timing)
+        spare = 0.01 - (time.monotonic() - loop_started)
+        if spare > 0:
+            time.sleep(spare)
+    locator.close()
+    for socket in sockets:
+        if socket is not None:
+            socket.close(linger=0)
+    return 0
+
+
+def emit(record: dict) -> None:
+    print(json.dumps(record), flush=True)
+
+
+# =============================================================== the harness
+class Processes:
+    """Every process the benchmark started; all killed at the end."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, name: str, command: list[str], stdout=None) -> subprocess.Popen:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        for key in [k for k in env if k.startswith("MESOSLIKE_")]:
+            del env[key]
+        log_file = open(self.directory / f"{name}.log", "ab")
+        proc = subprocess.Popen(command, cwd=str(ROOT), env=env, stdin=subprocess.DEVNULL,
+                                stdout=stdout if stdout is not None else log_file, stderr=log_file,
+                                start_new_session=True)
+        proc.name = name  # type: ignore[attr-defined]
+        self.procs.append(proc)
+        return proc
+
+    def kill_all(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(10)
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+BACKLOG_WRAPPER = """
+import sys, zmq
+import mesoslike.transport as transport
+_init = transport._Socket.__init__
+def init(self, kind, max_message_size):
+    _init(self, kind, max_message_size)
+    if kind == zmq.ROUTER:
+        self._socket.setsockopt(zmq.BACKLOG, %d)
+transport._Socket.__init__ = init
+sys.argv[0] = "mesoslike"
+from mesoslike.cli import main
+main()
+"""
+
+
+def listen_overflows() -> int | None:
+    """The kernel's count of connections dropped because a listen queue was full."""
+    try:
+        lines = Path("/proc/net/netstat").read_text().splitlines()
+    except OSError:
+        return None
+    for header, values in zip(lines[::2], lines[1::2]):
+        if header.startswith("TcpExt:"):
+            fields = dict(zip(header.split()[1:], values.split()[1:]))
+            return int(fields.get("ListenOverflows", 0))
+    return None
+
+
+class Master:
+    def __init__(self, procs: Processes, name: str, zk_url: str, args: argparse.Namespace,
+                 profile: str | None = None) -> None:
+        self.name = name
+        self.port, self.http_port = free_port(), free_port()
+        prefix = [sys.executable, "-m", "cProfile", "-o", profile] if profile else [sys.executable]
+        if args.master_backlog:
+            # an experiment, not the product: the ROUTER's listen backlog raised before it binds
+            wrapper = procs.directory / "master_with_backlog.py"
+            wrapper.write_text(BACKLOG_WRAPPER % args.master_backlog)
+            prefix.append(str(wrapper))
+        else:
+            prefix += ["-m", "mesoslike"]
+        self.profile = profile
+        self.proc = procs.start(name, prefix + [
+            "master", "--ip", "127.0.0.1", "--port", str(self.port), "--http-port", str(self.http_port),
+            "--zk", zk_url, "--zk-session-timeout", str(args.zk_session_timeout),
+            "--allocation-interval", str(args.allocation_interval), "--log-level", args.master_log_level])
+        self.address = f"tcp://127.0.0.1:{self.port}"
+
+    def get(self, path: str, timeout: float = 5.0) -> str | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=timeout) as response:
+                return response.read().decode()
+        except OSError:
+            return None
+
+    def is_leader(self) -> bool:
+        body = self.get("/health", timeout=2.0)
+        return bool(body) and json.loads(body).get("is_leader", False)
+
+    def metrics(self) -> dict[str, float]:
+        out = {}
+        for line in (self.get("/metrics", timeout=30.0) or "").splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                out[name] = float(value)
+        return out
+
+    def wait_serving(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.get("/health", timeout=1.0) is None:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"master {self.name} did not start")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM (a profiled master writes its profile), then SIGKILL."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def wait(predicate, timeout: float, what: str, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(interval)
+
+
+class AgentWorkers:
+    """The simulated agent processes and the JSON lines they print."""
+
+    def __init__(self, procs: Processes, zk_url: str, agents: int, tasks: int, args: argparse.Namespace) -> None:
+        self.rounds: list[dict] = []
+        self.ready: list[dict] = []
+        self.cond = threading.Condition()
+        self.workers = []
+        per = args.agents_per_process
+        tasks_per_agent = tasks // agents
+        for w, first in enumerate(range(0, agents, per)):
+            count = min(per, agents - first)
+            proc = procs.start(f"agents-{w}", [
+                sys.executable, str(Path(__file__).resolve()), "agents", "--zk", zk_url, "--first", str(first),
+                "--count", str(count), "--tasks-per-agent", str(tasks_per_agent),
+                "--frameworks", str(args.frameworks), "--resources", args.agent_resources],
+                stdout=subprocess.PIPE)
+            self.workers.append(proc)
+            threading.Thread(target=self._read, args=(proc,), daemon=True).start()
+
+    def _read(self, proc) -> None:
+        for line in proc.stdout:
+            record = json.loads(line)
+            if record["event"] == "error":
+                log(f"a simulated agent was answered ERROR: {record['message']}")
+                continue
+            with self.cond:
+                (self.rounds if record["event"] == "round" else self.ready).append(record)
+                self.cond.notify_all()
+
+    def wait_rounds(self, leader: str, timeout: float) -> list[dict]:
+        """Every worker's round record for ``leader`` (one each, once all its agents registered)."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                mine = [r for r in self.rounds if r["leader"] == leader]
+                if len(mine) >= len(self.workers):
+                    return mine
+                for proc in self.workers:
+                    if proc.poll() is not None:
+                        raise RuntimeError(f"agent worker exited with {proc.returncode}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RuntimeError(f"agents did not all register with {leader} within {timeout:g}s "
+                                       f"({len(mine)}/{len(self.workers)} workers done)")
+                self.cond.wait(min(left, 1.0))
+
+
+class Frameworks:
+    """Real scheduler drivers with the framework ids the tasks name."""
+
+    def __init__(self, zk_url: str, count: int) -> None:
+        from mesoslike import Scheduler, SchedulerDriver
+
+        self.events: list[tuple[float, int, str, str]] = []   # (time, framework, callback, master)
+        self.cond = threading.Condition()
+        frameworks = self
+
+        class Recorder(Scheduler):
+            def __init__(self, j):
+                self.j = j
+
+            def _record(self, name, master=""):
+                with frameworks.cond:
+                    frameworks.events.append((time.monotonic(), self.j, name, master))
+                    frameworks.cond.notify_all()
+
+            def registered(self, driver, framework_id, master_info):
+                driver.suppress_offers()
+                self._record("registered", master_info.address)
+
+            def reregistered(self, driver, master_info):
+                driver.suppress_offers()
+                self._record("reregistered", master_info.address)
+
+            def disconnected(self, driver):
+                self._record("disconnected")
+
+            def error(self, driver, message):
+                self._record("error")
+
+        self.drivers = [SchedulerDriver(Recorder(j), framework_info(j), zk_url, stop_timeout=5.0)
+                        for j in range(count)]
+        for driver in self.drivers:
+            driver.start()
+
+    def wait_for(self, name: str, master: str, timeout: float) -> list[float]:
+        """The time of each framework's ``name`` callback naming ``master``."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                times = {}
+                for t, j, event, address in self.events:
+                    if event == name and address == master and j not in times:
+                        times[j] = t
+                if len(times) == len(self.drivers):
+                    return sorted(times.values())
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RuntimeError(f"frameworks did not {name} with {master} in {timeout:g}s")
+                self.cond.wait(min(left, 1.0))
+
+    def count(self, name: str, since: float) -> int:
+        with self.cond:
+            return sum(1 for t, _, event, _ in self.events if event == name and t >= since)
+
+    def stop(self) -> None:
+        for driver in self.drivers:
+            try:
+                driver.abort()  # no TEARDOWN: nothing to kill
+                driver.join(5)
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def registry_agents(client, path: str) -> tuple[int, int]:
+    """(agents in the stored registry, its size in bytes)."""
+    try:
+        data, stat = client.get(f"{path}/registry")
+    except Exception:  # noqa: BLE001 (not there yet)
+        return 0, 0
+    return len(json.loads(data).get("agents", {})), stat.dataLength
+
+
+def registry_version(client, path: str) -> int | None:
+    """How many times the registry was written (its znode's version)."""
+    stat = client.exists(f"{path}/registry")
+    return None if stat is None else stat.version
+
+
+def start_zookeeper(directory: Path, heap: str):
+    """A standalone server as ``tests/zk_helpers.py`` makes one, with a bigger
+    heap: every registry write is a whole document (about 1 MB at 10k agents)
+    and ZooKeeper keeps its last 500 writes in memory (commitLogCount)."""
+    from zk_helpers import MAIN_CLASS, ZooKeeperServer, _LIVE_PROCESSES, java, zookeeper_classpath
+
+    server = ZooKeeperServer(directory)
+    node = server.node
+
+    def launch() -> None:
+        if node.running:
+            return
+        command = [java(), f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                   f"-Dlog4j.configuration=file:{node.directory / 'log4j.properties'}",
+                   f"-Dzookeeper.log.dir={node.directory}", "-cp", zookeeper_classpath(), MAIN_CLASS,
+                   str(node.config_file)]
+        with open(node.console_file, "ab") as console:
+            node.process = subprocess.Popen(command, cwd=node.directory, stdin=subprocess.DEVNULL, stdout=console,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+        _LIVE_PROCESSES.add(node.process)
+    node.launch = launch
+    server.start()
+    return server
+
+
+def wait_registry(client, path: str, agents: int) -> tuple[int, int]:
+    def stored():
+        found = registry_agents(client, path)
+        return found if found[0] >= agents else None
+    return wait(stored, 120, "the registry in ZooKeeper to list every agent", interval=0.5)
+
+
+def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Processes, workdir: Path) -> dict:
+    from kazoo.client import KazooClient
+
+    from mesoslike.ha import LeaderDetector, ZkUrl
+
+    path = f"/mesoslike-bench/a{agents}-t{tasks}-b{args.master_backlog}-{os.getpid()}"
+    zk_url = zk.url(path)
+    url = ZkUrl.parse(zk_url)
+    log(f"--- {agents} agents, {tasks} tasks ({tasks // agents} per agent), {args.frameworks} frameworks"
+        + (f"; masters with listen backlog {args.master_backlog}" if args.master_backlog else ""))
+    kazoo = KazooClient(hosts=url.hosts)
+    kazoo.start(timeout=10)
+    result: dict = {"agents": agents, "tasks": (tasks // agents) * agents, "frameworks": args.frameworks,
+                    "agent_processes": math.ceil(agents / args.agents_per_process), "failovers": []}
+    try:
+        masters = [Master(procs, f"a{agents}-master1", zk_url, args)]
+        masters[0].wait_serving(30)
+        wait(masters[0].is_leader, 30, "the first master to lead")
+        profile_next = args.profile
+        masters.append(Master(procs, f"a{agents}-master2", zk_url, args, profile=profile_next))
+        masters[1].wait_serving(30)
+
+        started = time.monotonic()
+        workers = AgentWorkers(procs, zk_url, agents, tasks, args)
+        rounds = workers.wait_rounds(masters[0].address, args.timeout)
+        admitted = max(r["last_at"] for r in rounds)
+        result["initial_admission_s"] = admitted - min(r["sent_at"] for r in rounds)
+        result["reregister_message_bytes"] = sum(r["message_bytes"] for r in workers.ready)
+        log(f"{agents} agents admitted by the first leader in {result['initial_admission_s']:.2f}s "
+            f"(after {admitted - started:.1f}s of setup)")
+        frameworks = Frameworks(zk_url, args.frameworks)
+        frameworks.wait_for("registered", masters[0].address, 60)
+        stored, size = wait_registry(kazoo, path, agents)
+        result["registry_bytes"] = size
+        result["registry_bytes_per_agent"] = round(size / agents, 1)
+        log(f"registry stored: {stored} agents, {size} bytes")
+
+        leader, standby = masters
+        for number in range(args.failovers):
+            changes: list[tuple[float, str | None]] = []
+            detector = LeaderDetector(url, on_change=lambda info: changes.append(
+                (time.monotonic(), info and info.get("address"))))
+            detector.start()
+            wait(lambda: detector.leader() is not None, 10, "the detector")
+            serving: list[float] = []
+            stop_polling = threading.Event()
+
+            def poll_standby(standby=standby):
+                while not serving and not stop_polling.is_set():
+                    if standby.is_leader():
+                        serving.append(time.monotonic())
+                        return
+                    time.sleep(0.02)
+            poller = threading.Thread(target=poll_standby, daemon=True)
+            poller.start()
+            if number:
+                time.sleep(1.0)  # settle
+            overflows_before = listen_overflows()
+            writes_before = registry_version(kazoo, path)
+            killed_at = time.monotonic()
+            leader.kill()
+            log(f"failover {number + 1}: killed {leader.name}")
+            rounds = workers.wait_rounds(standby.address, args.timeout)
+            framework_times = frameworks.wait_for("reregistered", standby.address, args.timeout)
+            stop_polling.set()
+            poller.join(10)
+            detector.stop()
+            overflows_after = listen_overflows()
+            written = registry_version(kazoo, path)
+            detected = next((t for t, address in changes if address == standby.address), None)
+            last_agent = max(r["last_at"] for r in rounds)
+            first_agent = min(r["first_at"] for r in rounds)
+            total = max(last_agent, framework_times[-1]) - killed_at
+            record = {
+                "killed": leader.name,
+                "new_leader": standby.name,
+                "detect_s": detected - killed_at if detected else None,
+                "agents_detect_s": min(r["changed_at"] for r in rounds) - killed_at,
+                "first_agent_s": first_agent - killed_at,
+                "agents_s": last_agent - killed_at,
+                "frameworks_first_s": framework_times[0] - killed_at,
+                "frameworks_s": framework_times[-1] - killed_at,
+                "total_s": total,
+                "total_minus_session_s": total - args.zk_session_timeout,
+                "agent_retries": sum(r["retries"] for r in rounds),
+                "agent_errors": sum(r["errors"] for r in rounds),
+                "agent_other_messages": _merge(r["other"] for r in rounds),
+                "reconnect_s": max(r["sent_done_at"] - r["sent_at"] for r in rounds),
+                "registry_writes": (written - writes_before if None not in (written, writes_before) else None),
+                "tcp_listen_overflows": (overflows_after - overflows_before
+                                         if overflows_before is not None and overflows_after is not None else None),
+                "workers": [{"registered_after_sent_s": r["quantiles_after_sent"], "retries": r["retries"],
+                             "sent_s": r["sent_at"] - killed_at} for r in rounds],
+            }
+            # serving: the first sign that the new leader acts -- its /health (polled; late
+            # when the master is busy), its first SUBSCRIBED or its first AGENT_REGISTERED
+            signs = [t for t in (serving[0] if serving else None, framework_times[0], first_agent) if t]
+            serving_at = min(signs)
+            record["serving_s"] = serving_at - killed_at
+            record["health_says_leader_s"] = serving[0] - killed_at if serving else None
+            if detected:
+                record["registry_load_s"] = serving_at - detected
+            record["reregistration_s"] = last_agent - serving_at
+            record["resubscription_s"] = framework_times[-1] - serving_at
+            metrics = standby.metrics()
+            record["new_leader_agents"] = metrics.get("mesoslike_agents_registered")
+            record["new_leader_running_tasks"] = metrics.get('mesoslike_tasks{state="TASK_RUNNING"}')
+            record["new_leader_frameworks_connected"] = metrics.get("mesoslike_frameworks_connected")
+            result["failovers"].append(record)
+            log("failover %d: detect %.2fs, serving %.2fs, agents %.2fs, frameworks %.2fs, total %.2fs "
+                "(%.2fs past the session timeout); re-registration %.2fs after serving; %s agents, %s tasks" % (
+                    number + 1, record["detect_s"] or -1, record["serving_s"] or -1, record["agents_s"],
+                    record["frameworks_s"], total, total - args.zk_session_timeout,
+                    record.get("reregistration_s", -1), record["new_leader_agents"],
+                    record["new_leader_running_tasks"]))
+            if standby.profile:
+                standby.stop()  # writes the profile; then the roles go on without it
+                result["profile"] = standby.profile
+                log(f"profile of the new leader written to {standby.profile}")
+                break
+            if number + 1 < args.failovers:
+                # the killed master comes back as the standby; the new leader
+                # must have stored every agent before the next failover
+                replacement = Master(procs, f"{leader.name}-r{number + 1}", zk_url, args)
+                replacement.wait_serving(30)
+                wait_registry(kazoo, path, agents)
+                leader, standby = standby, replacement
+        frameworks.stop()
+        for record_key in ("detect_s", "serving_s", "health_says_leader_s", "agents_s", "frameworks_s", "total_s",
+                           "total_minus_session_s", "registry_load_s", "reregistration_s", "resubscription_s",
+                           "agent_retries", "tcp_listen_overflows"):
+            values = [f[record_key] for f in result["failovers"] if f.get(record_key) is not None]
+            if values:
+                result.setdefault("median", {})[record_key] = statistics.median(values)
+    finally:
+        kazoo.stop()
+        kazoo.close()
+    return result
+
+
+def _merge(dicts) -> dict:
+    out: dict = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    sizes = []
+    for item in text.split(","):
+        agents, _, tasks = item.strip().lower().partition("x")
+        sizes.append((int(agents), int(tasks or 0)))
+    return sizes
+
+
+def machine_info() -> dict:
+    mem_total = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    mem_total = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return {"python": sys.version.split()[0], "implementation": platform.python_implementation(),
+            "platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
+            "mem_total_bytes": mem_total}
+
+
+CODE_FILES = ["mesoslike/master/core.py", "mesoslike/master/runtime.py", "mesoslike/master/registry.py",
+              "mesoslike/ha/zookeeper.py", "mesoslike/wire/codec.py", "mesoslike/allocator/hierarchical.py",
+              "bench/failover.py"]
+
+
+def code_info() -> dict:
+    blobs = {}
+    for name in CODE_FILES:
+        data = (ROOT / name).read_bytes()
+        blobs[name] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    product = [name for name in CODE_FILES if name.startswith("mesoslike/")]
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", *product], cwd=ROOT, capture_output=True,
+                               text=True).stdout.strip()
+    except OSError:
+        head, dirty = None, None
+    return {"git_head": head or None, "git_blobs": blobs, "product_files_differ_from_head": bool(dirty)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "agents":
+        parser = argparse.ArgumentParser(prog="failover.py agents")
+        parser.add_argument("--zk", required=True)
+        parser.add_argument("--first", type=int, required=True)
+        parser.add_argument("--count", type=int, required=True)
+        parser.add_argument("--tasks-per-agent", type=int, required=True)
+        parser.add_argument("--frameworks", type=int, required=True)
+        parser.add_argument("--resources", default=AGENT_RESOURCES)
+        return run_agents(parser.parse_args(argv[1:]))
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default=DEFAULT_SIZES, help=f"AGENTSxTASKS,... (default {DEFAULT_SIZES})")
+    parser.add_argument("--frameworks", type=int, default=4, help="frameworks owning the tasks (default 4)")
+    parser.add_argument("--failovers", type=int, default=3, help="failovers per size (default 3)")
+    parser.add_argument("--zk-heap", default="1g", help="the ZooKeeper server's -Xmx (default 1g)")
+    parser.add_argument("--zk-session-timeout", type=float, default=5.0,
+                        help="the masters' ZooKeeper session timeout, s (default 5)")
+    parser.add_argument("--allocation-interval", type=float, default=1.0, help="the masters' (default 1)")
+    parser.add_argument("--agent-resources", default=AGENT_RESOURCES, help=f"(default {AGENT_RESOURCES})")
+    parser.add_argument("--agents-per-process", type=int, default=2500,
+                        help="simulated agents per worker process (default 2500)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="give up a phase after this long (default 300)")
+    parser.add_argument("--profile", default=None,
+                        help="run the standby master under cProfile and write its profile here (one failover "
+                             "per size: the profiled master is stopped after it)")
+    parser.add_argument("--master-backlog", type=int, default=0,
+                        help="experiment: start the masters with their ROUTER's listen backlog (ZMQ_BACKLOG, "
+                             "100 by default) set to this (0: the product as it is)")
+    parser.add_argument("--compare-backlog", type=int, default=4096,
+                        help="then run every size again with --master-backlog this (0: don't; default 4096)")
+    parser.add_argument("--master-log-level", default="warning", choices=["debug", "info", "warning"],
+                        help="the masters' --log-level (info logs every registration: slower)")
+    parser.add_argument("--keep-logs", type=Path, default=None, help="copy the processes' logs here at the end")
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    args = parser.parse_args(argv)
+    sizes = parse_sizes(args.sizes)
+
+    from zk_helpers import ZOOKEEPER_JAR, java
+
+    if not ZOOKEEPER_JAR.exists() or java() is None:
+        print("failover.py needs ZooKeeper and Java (Debian: apt-get install zookeeper)", file=sys.stderr)
+        return 2
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = max(soft, min(hard, 65536))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))  # the masters hold one connection per agent
+
+    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, os.getcwd()), *argv])
+    doc: dict = {
+        "benchmark": "mesoslike master failover: kill -9 of the leader -> every agent re-registered and every "
+                     "framework re-subscribed with the new leader (Mesos MasterFailover_BENCHMARK_Test style)",
+        "command": command,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": machine_info(),
+        "code": code_info(),
+        "config": {
+            "zk_session_timeout_s": args.zk_session_timeout,
+            "zookeeper": f"one standalone server (Debian package), tickTime 200 ms, -Xmx{args.zk_heap}, on 127.0.0.1",
+            "masters": 2,
+            "master_options": {"allocation_interval": args.allocation_interval, "others": "defaults"},
+            "master_backlog_experiment": args.master_backlog or None,
+            "frameworks": args.frameworks,
+            "agent_resources": args.agent_resources,
+            "task_resources": "half of the agent's cpus and mem, split over its tasks",
+            "agents_per_process": args.agents_per_process,
+            "agent_backoff_s": list(AGENT_BACKOFF),
+            "failovers_per_size": args.failovers,
+            "clock": "time.monotonic (CLOCK_MONOTONIC, shared by every process on the machine)",
+        },
+        "anchor": {"mesos_1_5_seconds": MESOS_15_SECONDS, "what": "10k agents with 100k tasks re-registered "
+                   "after a master failover (Mesos 1.5); the clock starts at the new master"},
+        "sizes": {},
+    }
+    if args.compare_backlog:
+        doc["experiments"] = {f"master_backlog_{args.compare_backlog}": {
+            "what": "the same runs with the masters' ROUTER listen backlog (ZMQ_BACKLOG, 100 by default) raised "
+                    "before binding (a wrapper around mesoslike.transport, not the product's code)",
+            "sizes": {}}}
+    started = time.perf_counter()
+    load_start = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="mesoslike-failover-") as scratch:
+        workdir = Path(scratch)
+        procs = Processes(workdir)
+        zk = None
+        try:
+            zk = start_zookeeper(workdir / "zookeeper", args.zk_heap)
+            runs = [(doc["sizes"], args.master_backlog)]
+            if args.compare_backlog:
+                runs.append((doc["experiments"][f"master_backlog_{args.compare_backlog}"]["sizes"],
+                             args.compare_backlog))
+            for target, backlog in runs:
+                for agents, tasks in sizes:
+                    run_args = argparse.Namespace(**{**vars(args), "master_backlog": backlog})
+                    target[f"{agents}x{tasks}"] = one_size(agents, tasks, run_args, zk, procs, workdir)
+                    procs.kill_all()
+                    procs.procs.clear()
+        except Exception as exc:
+            doc["error"] = f"{type(exc).__name__}: {exc}"
+            log(f"error: {doc['error']}; logs in {workdir}")
+            if zk is not None:
+                log("--- zookeeper\n" + zk.node.log_tail(15))
+            for proc in procs.procs:
+                path = workdir / f"{proc.name}.log"
+                if path.exists():
+                    log(f"--- {proc.name}\n" + path.read_text(errors="replace")[-3000:])
+        finally:
+            procs.kill_all()
+            if zk is not None:
+                zk.kill()
+            if args.keep_logs is not None:
+                import shutil
+                shutil.copytree(workdir, args.keep_logs, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("data"))
+    doc["wall_s"] = time.perf_counter() - started
+    doc["loadavg_start_end"] = [load_start, os.getloadavg()]
+    text = json.dumps(doc, indent=2)
+    print(text)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+        log(f"wrote {args.out}")
+    return 1 if "error" in doc else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
