@@ -58,7 +58,7 @@ minutes on 2 cores.
 
     python bench/failover.py --out bench/results/failover.json
     python bench/failover.py --sizes 1000x10000 --failovers 1     # quick
-    python bench/failover.py --sizes 10000x100000 --profile /tmp/master.prof
+    python bench/failover.py --sizes 10000x100000 --compare-backlog 0 --profile /tmp/master.prof
 """
 
 from __future__ import annotations
@@ -578,8 +578,11 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
         masters = [Master(procs, f"a{agents}-master1", zk_url, args)]
         masters[0].wait_serving(30)
         wait(masters[0].is_leader, 30, "the first master to lead")
-        profile_next = args.profile
-        masters.append(Master(procs, f"a{agents}-master2", zk_url, args, profile=profile_next))
+        profile = None
+        if args.profile:
+            profile = f"{args.profile}.{agents}x{tasks}" + (f".backlog{args.master_backlog}" if args.master_backlog
+                                                           else "")
+        masters.append(Master(procs, f"a{agents}-master2", zk_url, args, profile=profile))
         masters[1].wait_serving(30)
 
         started = time.monotonic()
@@ -774,9 +777,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agents-per-process", type=int, default=2500,
                         help="simulated agents per worker process (default 2500)")
     parser.add_argument("--timeout", type=float, default=300.0, help="give up a phase after this long (default 300)")
-    parser.add_argument("--profile", default=None,
-                        help="run the standby master under cProfile and write its profile here (one failover "
-                             "per size: the profiled master is stopped after it)")
+    parser.add_argument("--profile", default=None, metavar="PREFIX",
+                        help="run the standby master under cProfile and write its profile to "
+                             "PREFIX.<agents>x<tasks>[.backlog<N>] (one failover per size: the profiled master is "
+                             "stopped after it)")
     parser.add_argument("--master-backlog", type=int, default=0,
                         help="experiment: start the masters with their ROUTER's listen backlog (ZMQ_BACKLOG, "
                              "100 by default) set to this (0: the product as it is)")
