@@ -19,11 +19,11 @@ Scenarios (DESIGN.md §4 HA, docs/ha.rst):
 
 Two more began as bug reports and now guard the fixes: a resumed frozen
 leader never answers a framework as leader, and reconciliation during a
-failover does not call a task lost while its agent is expected back. Two
-tests show product bugs still open and are marked ``xfail``
-(their reasons name the suspected code): a ZooKeeper connection blip makes the
-leader forget its soft state, and the registry of a large cluster does not fit
-in its znode.
+failover does not call a task lost while its agent is expected back. A third
+(a ZooKeeper connection blip must not make the leader forget its cluster)
+guards another fix. One test shows a product bug still open and is marked
+``xfail`` (its reason names the suspected code): the registry of a large
+cluster does not fit in its znode.
 
 Every wait polls against a deadline; every process is killed at the end
 (drivers first, then the process groups, then any task process left under the
@@ -850,14 +850,12 @@ def test_reconciliation_during_failover_does_not_report_a_running_task_lost(zook
 
 
 # ----------------------------------------------------------------- product bug: a ZooKeeper blip resets the leader
-@pytest.mark.xfail(strict=False, reason=(
-    "PRODUCT BUG (availability): when the leader's ZooKeeper connection breaks but its session survives (here: "
-    "the ZooKeeper node it talks to dies; it reconnects to another), the leader drops all its soft state "
-    "(mesoslike/master/runtime.py:_turn -> _step_down on any demotion, and _take_office builds a fresh core) and "
-    "leads again under the same znode, so no detector reports a change: agents and frameworks find out only "
-    "when the master goes silent (ping_interval x 5 for agents, heartbeat_interval x 5 for frameworks: 75 s each "
-    "with the defaults). Nobody else can have led while its znode lived, so the soft state could be kept."))
-def test_bug_a_zookeeper_connection_blip_makes_the_leader_forget_its_cluster(zookeeper_ensemble, make_cluster):
+def test_a_zookeeper_connection_blip_keeps_the_leaders_cluster(zookeeper_ensemble, make_cluster):
+    """Found as a bug: when the leader's ZooKeeper connection broke but its
+    session survived, it dropped its soft state and led again under the same
+    znode, unnoticed by agents and frameworks. It now keeps the core aside and
+    serves on with it when re-elected under the same znode with the registry
+    it last wrote (mesoslike/master/runtime.py, _step_down/_take_office)."""
     ensemble = zookeeper_ensemble
     for node in ensemble.nodes:
         if not node.running:

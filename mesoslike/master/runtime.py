@@ -83,6 +83,7 @@ class MasterRuntime:
         self._leading = threading.Event()   # cleared by the contender the moment leadership is in doubt
         self._thread: threading.Thread | None = None
         self._contender = None
+        self._kept: tuple | None = None   # (core, znode) put aside when the connection broke
         self.core: MasterCore | None = None
         if zk is None:
             self._lead(registry)
@@ -128,12 +129,32 @@ class MasterRuntime:
         self._store = FencedRegistryStore(ZooKeeperRegistry(self._contender.client, self._zk.path),
                                           self._contender.fence)
         try:
-            registry = Registry.from_document(self._store.load())
+            document = self._store.load()
+            registry = Registry.from_document(document)
         except (ZooKeeperError, ValueError) as exc:
             log.error("elected but cannot read the registry, not serving: %s", exc)
             return
-        if self._contender.is_leader:  # still: leadership may have gone while we read
-            self._lead(registry)
+        if not self._contender.is_leader:  # leadership may have gone while we read
+            return
+        kept, self._kept = self._kept, None
+        if kept is not None and self._resumable(kept, document):
+            self.core, self._persisted = kept[0], kept[0].registry_changes
+            self._turn_end = self.clock.now()
+            self._leading.set()
+            log.info("master %s leads again under the same znode: soft state kept", self.info.id)
+            return
+        self._lead(registry)
+
+    def _resumable(self, kept: tuple, document: dict) -> bool:
+        """A core kept across a lost connection may serve again only if our
+        znode never went away (nobody else can have led meanwhile) and the
+        registry is what we last wrote."""
+        core, fence = kept
+        try:
+            same_znode = self._contender.fence() == fence
+        except Exception:
+            return False
+        return same_znode and document == core.registry.to_document()
 
     def _confirm_leadership(self, since: float, allowed: float = 0.0) -> bool:
         """After a gap — the process was frozen (SIGSTOP, a long GC, a
@@ -159,11 +180,23 @@ class MasterRuntime:
             return False
         return self._leading.is_set()
 
-    def _step_down(self) -> None:
+    def _step_down(self, keep: bool = False) -> None:
+        """Stop serving. With ``keep`` (the connection to ZooKeeper broke but
+        the session may survive), the core is put aside in case we are
+        re-elected under the same znode; otherwise the soft state is dropped."""
         if self.core is not None:
-            log.warning("master %s steps down: soft state dropped", self.info.id)
+            fence = self._current_fence() if keep else None
+            self._kept = (self.core, fence) if fence is not None else None
+            log.warning("master %s steps down: soft state %s", self.info.id,
+                        "kept in case the session survives" if self._kept else "dropped")
         self.core = None
         self._leading.clear()
+
+    def _current_fence(self) -> str | None:
+        try:
+            return self._contender.fence() if self._contender is not None else None
+        except Exception:
+            return None
 
     @property
     def is_leader(self) -> bool:
@@ -219,7 +252,7 @@ class MasterRuntime:
             self._take_office()
         if self.core is not None and not self._leading.is_set():
             with self._lock:
-                self._step_down()
+                self._step_down(keep=self._persisted == self.core.registry_changes)
         timeout = 1.0
         if self.is_leader:
             timeout = min(max(self.core.next_wakeup() - self.clock.now(), 0.0), 1.0)
