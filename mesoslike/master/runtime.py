@@ -164,7 +164,9 @@ class MasterRuntime:
         expired session fails the request. Costs one round trip, only after a
         gap of a third of the session timeout."""
         gap = self.clock.now() - since - allowed
-        if self._contender is None or gap < self._zk_session_timeout / 3:
+        # any stall well beyond what the turn allowed: ZooKeeper may have heard
+        # nothing from us for longer than our pings' period
+        if self._contender is None or gap < min(0.25, self._zk_session_timeout / 6):
             return self._leading.is_set()
         try:
             client = self._contender.client
@@ -272,9 +274,11 @@ class MasterRuntime:
             if not self._confirm_leadership(since=started):
                 self._step_down()
                 return
+            # stamped before the replies go out: a freeze from here on shows
+            # as a gap at the start of the next turn
+            self._turn_end = self.clock.now()
             if self._persist():  # hard state first, then the replies that depend on it
                 self._deliver(sends)
-            self._turn_end = self.clock.now()
 
     def _handle_messages(self) -> list[Send]:
         out: list[Send] = []
