@@ -27,6 +27,12 @@ __all__ = ["Server", "Client", "Waker", "idle", "parse_tcp_address", "Received"]
 
 log = logging.getLogger(__name__)
 
+#: The listen backlog of a server. ZeroMQ's default (100) drops most of the
+#: connections of thousands of agents reconnecting at once after a failover,
+#: and the kernel makes each dropped SYN wait 1, 3, 7, 15... s to retry
+#: (docs/failover.rst). The kernel caps it at ``net.core.somaxconn``.
+DEFAULT_LISTEN_BACKLOG = 4096
+
 #: (peer identity or None for a client, message or the WireError it raised)
 Received = tuple[bytes | None, object]
 
@@ -83,11 +89,16 @@ class _Socket:
 
 
 class Server(_Socket):
-    """A ROUTER socket bound to ``tcp://host:port`` (port 0 = any free port)."""
+    """A ROUTER socket bound to ``tcp://host:port`` (port 0 = any free port),
+    listening with a backlog of ``backlog`` pending connections."""
 
-    def __init__(self, address: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
+    def __init__(self, address: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                 backlog: int = DEFAULT_LISTEN_BACKLOG) -> None:
         host, port = parse_tcp_address(address)
+        if not isinstance(backlog, int) or isinstance(backlog, bool) or backlog < 1:
+            raise ConfigError(f"bad listen backlog {backlog!r}: expected an integer >= 1")
         super().__init__(zmq.ROUTER, max_message_size)
+        self._socket.setsockopt(zmq.BACKLOG, backlog)
         # a message to a peer that went away is dropped instead of blocking
         self._socket.setsockopt(zmq.ROUTER_MANDATORY, 0)
         try:

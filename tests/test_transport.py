@@ -4,9 +4,10 @@ import threading
 import time
 
 import pytest
+import zmq
 
 from mesoslike.errors import ConfigError
-from mesoslike.transport import Client, Server, Waker, parse_tcp_address
+from mesoslike.transport import DEFAULT_LISTEN_BACKLOG, Client, Server, Waker, parse_tcp_address
 from mesoslike.wire import WireError
 from mesoslike.wire import messages as m
 
@@ -72,3 +73,18 @@ def test_binding_a_used_port_is_a_config_error():
     with Server("tcp://127.0.0.1:0") as first:
         with pytest.raises(ConfigError, match="cannot bind"):
             Server(first.address)
+
+
+def test_a_server_listens_with_a_backlog_that_holds_thousands_of_reconnecting_agents():
+    # ZeroMQ's default of 100 made 10k agents re-registering after a failover
+    # wait for the kernel's SYN retries (docs/failover.rst)
+    with Server("tcp://127.0.0.1:0") as server:
+        assert server.socket.getsockopt(zmq.BACKLOG) == DEFAULT_LISTEN_BACKLOG >= 4096
+    with Server("tcp://127.0.0.1:0", backlog=50) as server:
+        assert server.socket.getsockopt(zmq.BACKLOG) == 50
+
+
+@pytest.mark.parametrize("backlog", [0, -1, 1.5, True, "100"])
+def test_a_bad_backlog_is_a_config_error(backlog):
+    with pytest.raises(ConfigError, match="backlog"):
+        Server("tcp://127.0.0.1:0", backlog=backlog)
