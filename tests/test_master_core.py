@@ -305,6 +305,24 @@ def test_a_retried_first_subscribe_from_one_connection_makes_one_framework(h):
     assert first == again and len(h.core.frameworks) == 1
 
 
+def test_a_retried_resubscribe_on_the_same_connection_keeps_the_frameworks_offers(h):
+    # after a failover every driver retries SUBSCRIBE while the new leader is
+    # busy; each retry used to rescind all of the framework's offers
+    fid = h.subscribe(failover_timeout=60.0)
+    h.register_agent()
+    (offer,) = h.offers(h.tick())
+    out = h.send(FW, m.Subscribe(FrameworkInfo("demo", id=fid, failover_timeout=60.0)))
+    (subscribed,) = only(out, m.Subscribed, FW)
+    assert subscribed.framework_id == fid and subscribed.resubscribed
+    assert not only(out, m.RescindOffer)
+    assert [o.id for o in h.core.allocator.outstanding_offers(fid)] == [offer.id]
+    # from another connection it is a failover of the scheduler: its old
+    # offers are withdrawn and it gets fresh ones
+    h.send(FW2, m.Subscribe(FrameworkInfo("demo", id=fid, failover_timeout=60.0)))
+    assert not h.core.allocator.outstanding_offers(fid)
+    assert h.offers(h.tick(advance=1.0), peer=FW2)
+
+
 def test_reregistering_agent_reports_ended_unacknowledged_tasks_which_are_not_lost(h):
     fid, aid = h.subscribe(), h.register_agent()
     (offer,) = h.offers(h.tick())

@@ -197,6 +197,13 @@ class MasterCore:
             self._registry_changed()
             resubscribed = bool(msg.framework.id)
             log.info("framework %s (%s) subscribed in role %s", framework_id, info.name, info.role)
+        elif record.connected and record.peer == peer:
+            # a retried SUBSCRIBE on the connection it is subscribed on: our
+            # SUBSCRIBED was slow, not lost with a master. Answer again and
+            # leave its offers alone (Mesos does the same for a retrying
+            # driver); rescinding them each time stormed after a failover.
+            resubscribed = True
+            record.last_heard = self.clock.now()
         else:
             resubscribed = True
             self._reconnect_framework(record, peer, info)
