@@ -1,0 +1,1 @@
+"""The bundled Fuxi-style scheduler (DESIGN.md §6)."""
