@@ -70,6 +70,7 @@ import json
 import math
 import os
 import platform
+import random
 import resource
 import shlex
 import signal
@@ -90,7 +91,10 @@ sys.path.insert(0, str(ROOT / "tests"))  # the ZooKeeper server helper
 MESOS_15_SECONDS = 4.0          # the anchor: Mesos 1.5, 10k agents with 100k tasks re-registered in ~4 s
 DEFAULT_SIZES = "1000x100000,10000x100000"
 AGENT_RESOURCES = "cpus:8;mem:16384"
-AGENT_BACKOFF = (1.0, 10.0)     # the real agent's registration backoff: 1 s doubling to 10 s
+# the real agent's registration backoff (mesoslike.agent.core.AgentCore):
+# 2 s doubling to 10 s, each delay drawn from [(1 - jitter) x d, d]
+AGENT_BACKOFF = (2.0, 10.0)
+AGENT_JITTER = 0.5
 
 
 def log(message: str) -> None:
@@ -161,6 +165,7 @@ def run_agents(args: argparse.Namespace) -> int:
     registered = [False] * count
     retry_heap: list[tuple[float, int]] = []
     backoff = [AGENT_BACKOFF[0]] * count
+    rng = random.Random()
     round_info: dict = {}
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -186,7 +191,12 @@ def run_agents(args: argparse.Namespace) -> int:
             backoff[i] = AGENT_BACKOFF[0]
         for i in range(count):
             sockets[i].send(reregister[i], zmq.NOBLOCK)
-            heapq.heappush(retry_heap, (now + backoff[i], i))
+            heapq.heappush(retry_heap, (now + retry_delay(i), i))
+
+    def retry_delay(i: int) -> float:
+        delay = backoff[i] * rng.uniform(1.0 - AGENT_JITTER, 1.0)
+        backoff[i] = min(backoff[i] * 2, AGENT_BACKOFF[1])
+        return delay
 
     while not stop.is_set():
         leader = locator.current()
@@ -243,8 +253,7 @@ def run_agents(args: argparse.Namespace) -> int:
                 continue
             sockets[i].send(reregister[i], zmq.NOBLOCK)
             round_info["retries"] += 1
-            backoff[i] = min(backoff[i] * 2, AGENT_BACKOFF[1])
-            heapq.heappush(retry_heap, (now + backoff[i], i))
+            heapq.heappush(retry_heap, (now + retry_delay(i), i))
         # let messages gather: polling thousands of sockets per message would
         # take the CPU the master needs (adds at most 10 ms to a timing)
         spare = 0.01 - (time.monotonic() - loop_started)
@@ -821,6 +830,7 @@ def main(argv: list[str] | None = None) -> int:
             "task_resources": "half of the agent's cpus and mem, split over its tasks",
             "agents_per_process": args.agents_per_process,
             "agent_backoff_s": list(AGENT_BACKOFF),
+            "agent_backoff_jitter": AGENT_JITTER,
             "failovers_per_size": args.failovers,
             "clock": "time.monotonic (CLOCK_MONOTONIC, shared by every process on the machine)",
         },

@@ -89,24 +89,47 @@ def drain(core, framework_id, task_id):
 
 
 # ----------------------------------------------------------- registration
+def _registration_gaps(core, clock, attempts=6):
+    gaps = []
+    for _ in range(attempts):
+        gap = core.next_wakeup() - clock.now()
+        gaps.append(round(gap, 6))
+        clock.advance(gap)
+        assert [type(msg) for msg in messages(core.tick())] == [m.RegisterAgent]
+    return gaps
+
+
 def test_registers_first_and_retries_with_doubling_backoff_until_answered():
-    core, clock = make()
+    core, clock = make(register_backoff=1.0, register_jitter=0.0)
     assert core.agent_id == "" and not core.registered
     (first,) = messages(core.tick())
     assert isinstance(first, m.RegisterAgent)
     assert first.agent.id == "" and first.agent.hostname == "host-1" and first.agent.attributes == {"room": "er1"}
     assert messages(core.tick()) == []  # not again before the backoff
-    gaps = []
-    for _ in range(6):
-        gap = core.next_wakeup() - clock.now()
-        gaps.append(gap)
-        clock.advance(gap)
-        assert [type(msg) for msg in messages(core.tick())] == [m.RegisterAgent]
-    assert gaps == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    assert _registration_gaps(core, clock) == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
     assert core.on_message(m.AgentRegistered("agent-1", MASTER, 10.0)) == []
     assert core.registered and core.agent_id == "agent-1" and core.master == MASTER
     clock.advance(20.0)
     assert messages(core.tick()) == []            # registered: no more attempts
+
+
+def test_registration_retries_are_spread_so_many_agents_do_not_retry_in_lockstep():
+    # by default: 2 s doubling to 10 s, each delay drawn from its upper half
+    bounds = [2.0, 4.0, 8.0, 10.0, 10.0, 10.0]
+    runs = []
+    for seed in range(20):
+        core, clock = make(rng=random.Random(seed))
+        messages(core.tick())
+        gaps = _registration_gaps(core, clock)
+        assert all(bound / 2 <= gap <= bound for gap, bound in zip(gaps, bounds)), gaps
+        runs.append(gaps[0])
+    assert len(set(runs)) == 20 and max(runs) - min(runs) > 0.5
+
+
+def test_a_bad_registration_jitter_is_refused():
+    for jitter in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="register_jitter"):
+            make(register_jitter=jitter)
 
 
 def test_ping_is_answered_with_pong():
@@ -132,10 +155,10 @@ def test_silent_master_is_gone_after_ping_interval_times_max_timeouts_then_rereg
     assert rereg.agent.id == "agent-1"
     assert [(t.framework_id, t.task.task_id, t.state) for t in rereg.tasks] == [("fw-1", "t1", TaskState.RUNNING)]
     assert rereg.frameworks == [FW]
-    # with backoff, until a master answers
-    clock.advance(1.0)
+    # with backoff (1-2 s, then 2-4 s), until a master answers
+    clock.advance(2.0)
     assert [type(msg) for msg in messages(core.tick())] == [m.ReregisterAgent]   # updates wait meanwhile
-    assert core.next_wakeup() == pytest.approx(clock.now() + 2.0)
+    assert clock.now() + 2.0 <= core.next_wakeup() <= clock.now() + 4.0
     core.on_message(m.AgentRegistered("agent-1", MASTER, 1.0))
     assert core.registered and core.agent_id == "agent-1"
 

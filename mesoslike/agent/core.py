@@ -165,17 +165,25 @@ class AgentCore:
     :param max_ping_timeouts: the master is gone after ``ping_interval x
         max_ping_timeouts`` seconds without any message from it.
     :param register_backoff: first delay between registration attempts; it
-        doubles up to ``register_backoff_max``.
+        doubles up to ``register_backoff_max``. Each delay is drawn from
+        ``[(1 - register_jitter) x d, d]``.
+    :param register_jitter: the spread of the delays, in [0, 1). Thousands
+        of agents that lose one master come back at the same moment; without
+        it they would all retry in lockstep while the new master is still
+        answering their first attempt (docs/failover.rst).
     :param version: sent in REGISTER_AGENT / REREGISTER_AGENT.
     """
 
     def __init__(self, clock: Clock, info: AgentInfo, *, rng: random.Random | None = None,
                  wall_clock: Callable[[], float] | None = None, max_ping_timeouts: int = 5,
-                 register_backoff: float = 1.0, register_backoff_max: float = 10.0, version: str = "") -> None:
+                 register_backoff: float = 2.0, register_backoff_max: float = 10.0, register_jitter: float = 0.5,
+                 version: str = "") -> None:
         if max_ping_timeouts < 1:
             raise ValueError(f"max_ping_timeouts must be >= 1, got {max_ping_timeouts!r}")
         if not 0 < register_backoff <= register_backoff_max:
             raise ValueError("need 0 < register_backoff <= register_backoff_max")
+        if not 0 <= register_jitter < 1:
+            raise ValueError(f"register_jitter must be in [0, 1), got {register_jitter!r}")
         self.clock = clock
         self._info = attrs.evolve(info, id="")
         self._rng = rng if rng is not None else random.Random()
@@ -183,6 +191,7 @@ class AgentCore:
         self.max_ping_timeouts = max_ping_timeouts
         self._register_backoff_initial = register_backoff
         self._register_backoff_max = register_backoff_max
+        self._register_jitter = register_jitter
         self.version = version
 
         self._agent_id = ""
@@ -328,7 +337,7 @@ class AgentCore:
     # ------------------------------------------------------- registration
     def _registration_attempt(self, now: float) -> SendToMaster:
         self._registering = True
-        self._next_registration = now + self._register_backoff
+        self._next_registration = now + self._register_backoff * self._rng.uniform(1.0 - self._register_jitter, 1.0)
         self._register_backoff = min(self._register_backoff * 2, self._register_backoff_max)
         if not self._agent_id:
             log.info("registering with the master")

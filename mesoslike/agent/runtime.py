@@ -65,7 +65,8 @@ class AgentRuntime:
         silent master is trusted (must match the master's setting to agree
         on who gave up first; default 5, as Mesos).
     :param register_backoff: first delay between registration attempts,
-        doubling to ``register_backoff_max``.
+        doubling to ``register_backoff_max``; each delay is drawn at random
+        from its upper half, so agents do not retry in lockstep.
     :param kill_tasks_on_exit: kill every task when :meth:`run` ends (by
         :meth:`stop`, an exception or Ctrl-C); ``mesoslike local`` relies on
         this to leave no process behind.
@@ -76,7 +77,7 @@ class AgentRuntime:
     def __init__(self, master: str, resources: Resources | str | None = None,
                  attributes: Mapping[str, str] | str | None = None, hostname: str | None = None,
                  work_dir: str | os.PathLike | None = None, *, port: int = 0, clock: Clock | None = None,
-                 max_ping_timeouts: int = 5, register_backoff: float = 1.0, register_backoff_max: float = 10.0,
+                 max_ping_timeouts: int = 5, register_backoff: float = 2.0, register_backoff_max: float = 10.0,
                  kill_tasks_on_exit: bool = True, environment: Mapping[str, str] | None = None,
                  rng: random.Random | None = None) -> None:
         self.master_address = _check_master_address(master)
