@@ -116,6 +116,16 @@ class Server(_Socket):
 
     def receive(self) -> Iterator[Received]:
         """Every frame waiting now, decoded; a bad frame yields its WireError."""
+        for peer, frame in self.receive_frames():
+            if isinstance(frame, WireError):
+                yield peer, frame
+            else:
+                yield peer, self.decode(frame)
+
+    def receive_frames(self) -> Iterator[tuple[bytes | None, bytes | WireError]]:
+        """Every frame waiting now, not decoded (see :meth:`decode`), so a
+        caller can recognise a frame it has seen before without paying for
+        decoding it again. A message of the wrong shape yields a WireError."""
         while True:
             try:
                 parts = self._socket.recv_multipart(zmq.NOBLOCK, copy=True)
@@ -124,11 +134,14 @@ class Server(_Socket):
             if len(parts) != 2:
                 yield (parts[0] if parts else None), WireError(f"expected one frame, got {len(parts) - 1}")
                 continue
-            peer, frame = parts
-            try:
-                yield peer, decode(frame, self.max_message_size)
-            except WireError as exc:
-                yield peer, exc
+            yield parts[0], parts[1]
+
+    def decode(self, frame: bytes) -> object:
+        """The message in ``frame``, or the WireError that it is not one."""
+        try:
+            return decode(frame, self.max_message_size)
+        except WireError as exc:
+            return exc
 
 
 class Client(_Socket):

@@ -338,3 +338,33 @@ def test_reregistering_agent_reports_ended_unacknowledged_tasks_which_are_not_lo
     fresh.send(FW, m.Subscribe(FrameworkInfo("demo", id=fid)))
     (update,) = only(fresh.send(AG, m.StatusUpdate(fid, TaskStatus("t", TaskState.FINISHED, uuid="u"))), m.Update)
     assert update.status.state == TaskState.FINISHED
+
+
+def test_a_retried_registration_is_answered_again_without_losing_tasks_launched_since(h):
+    # after a failover an agent retries REREGISTER_AGENT while the master is
+    # busy; the runtime recognises the retry by its bytes and asks the core
+    fid = h.subscribe(failover_timeout=60.0)
+    first = m.ReregisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"), id="a1"), [], [])
+    assert only(h.send(AG, first), m.AgentRegistered, AG)[0].agent_id == "a1"
+    (offer,) = h.offers(h.tick())
+    launch(h, fid, offer, task("new", "a1"))
+    h.core.agents["a1"].pings_unanswered = 2
+    out = [(s.peer, s.message) for s in h.core.on_retried_registration(AG)]
+    assert out == [(AG, m.AgentRegistered("a1", h.core.info, h.core.config.ping_interval))]
+    assert h.core.agents["a1"].pings_unanswered == 0
+    assert not h.core.frameworks[fid].tasks["new"].terminal
+    assert h.core.counters["registration_retries"] == 1
+    # what handling the stale retry in full would have done
+    assert only(h.send(AG, first), m.Update, FW)[0].status.state == TaskState.LOST
+
+
+def test_a_retried_registration_from_a_connection_the_agent_no_longer_uses_is_handled_in_full(h):
+    assert h.core.on_retried_registration(AG) is None          # nobody registered there
+    aid = h.register_agent(AG)
+    h.send(AG2, m.ReregisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"), id=aid), [], []))
+    assert h.core.on_retried_registration(AG) is None          # it moved to another connection
+    assert h.core.on_retried_registration(AG2) is not None
+    for _ in range(4):
+        h.tick(advance=1.0)                                      # pings unanswered: removed
+    assert aid not in h.core.agents
+    assert h.core.on_retried_registration(AG2) is None

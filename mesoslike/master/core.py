@@ -91,7 +91,7 @@ class MasterCore:
         self._next_ping_sweep = now + self.config.ping_interval
         self._next_framework_sweep = now
         self.counters = {"messages_received": 0, "bad_messages": 0, "tasks_launched": 0, "tasks_invalid": 0,
-                         "agents_removed": 0, "frameworks_removed": 0}
+                         "agents_removed": 0, "frameworks_removed": 0, "registration_retries": 0}
         self._out: list[Send] = []
         self._recover(now)
 
@@ -142,6 +142,29 @@ class MasterCore:
             except MesoslikeError as exc:  # bad input from the peer: tell it, change nothing more
                 self._error(peer, str(exc))
         self._note_heard(peer)
+        return self._flush()
+
+    def on_retried_registration(self, peer: bytes) -> list[Send] | None:
+        """``peer`` sent again, byte for byte, the registration this master
+        already handled from it (the runtime recognises the frame): if the
+        agent is still registered on that connection, answer
+        AGENT_REGISTERED again and return the sends; otherwise None, and the
+        caller decodes and handles the message as usual.
+
+        Agents retry while the first answer is slow — after a failover most
+        of them do. Handling a retry in full costs as much as the first
+        attempt, and would mark tasks launched since the first attempt as
+        lost, because the retry does not list them. O(1).
+        """
+        agent_id = self._agent_by_peer.get(peer)
+        agent = self.agents.get(agent_id) if agent_id is not None else None
+        if agent is None or not agent.connected or agent.peer != peer:
+            return None
+        self._out = []
+        self.counters["messages_received"] += 1
+        self.counters["registration_retries"] += 1
+        agent.pings_unanswered = 0
+        self._send(peer, m.AgentRegistered(agent.id, self.info, self.config.ping_interval))
         return self._flush()
 
     def on_bad_frame(self, peer: bytes | None, error: Exception) -> list[Send]:

@@ -58,6 +58,8 @@ class MasterRuntime:
         self._zk = zk
         self._zk_session_timeout = zk_session_timeout
         self._turn_end = self.clock.now()
+        #: peer -> the last REGISTER/REREGISTER_AGENT frame from it (see _retried_registration)
+        self._registrations: dict[bytes, bytes] = {}
         self._store = registry_store or MemoryRegistryStore()
         registry = Registry.from_document(self._store.load()) if zk is None else None  # bad: stop before binding
         self._server = Server(address)
@@ -282,12 +284,20 @@ class MasterRuntime:
 
     def _handle_messages(self) -> list[Send]:
         out: list[Send] = []
-        for count, (peer, message) in enumerate(self._server.receive()):
+        for count, (peer, frame) in enumerate(self._server.receive_frames()):
+            message: object = frame
             try:
-                if isinstance(message, Exception):
-                    sends = self.core.on_bad_frame(peer, message)
+                if isinstance(frame, Exception):
+                    sends = self.core.on_bad_frame(peer, frame)
                 else:
-                    sends = self.core.on_message(peer, message)
+                    sends = self._retried_registration(peer, frame)
+                    if sends is None:
+                        message = self._server.decode(frame)
+                        if isinstance(message, Exception):
+                            sends = self.core.on_bad_frame(peer, message)
+                        else:
+                            sends = self.core.on_message(peer, message)
+                            self._remember_registration(peer, frame, message)
             except Exception:  # a bug must not take the master down with it
                 log.exception("handling %s from %r failed", type(message).__name__, peer)
                 continue
@@ -295,6 +305,26 @@ class MasterRuntime:
             if count >= _BATCH:
                 break
         return out
+
+    def _retried_registration(self, peer: bytes, frame: bytes) -> list[Send] | None:
+        """The core's answer if ``frame`` repeats, byte for byte, the last
+        registration from ``peer`` (an agent retrying while we were busy);
+        None to decode and handle it. Comparing bytes is far cheaper than
+        decoding a re-registration with its tasks."""
+        last = self._registrations.get(peer)
+        if last is None or len(last) != len(frame) or last != frame:
+            return None
+        sends = self.core.on_retried_registration(peer)
+        if sends is None:
+            del self._registrations[peer]  # not registered there any more: handle it in full
+        return sends
+
+    def _remember_registration(self, peer: bytes, frame: bytes, message: object) -> None:
+        if isinstance(message, (m.RegisterAgent, m.ReregisterAgent)):
+            self._registrations[peer] = frame
+        elif isinstance(message, m.Pong):
+            # registered and answering: it will not retry; keep the memory small
+            self._registrations.pop(peer, None)
 
     def _answer_as_follower(self) -> None:
         leader = self._leader_info().get("address", "")

@@ -131,4 +131,7 @@ def metrics_text(core: MasterCore) -> str:
           [("", core.counters["messages_received"])])
     _line(lines, "bad_messages_total", "counter", "Frames that did not decode.",
           [("", core.counters["bad_messages"])])
+    _line(lines, "agent_registration_retries_total", "counter",
+          "Agent registrations received again, byte for byte, and answered without handling them again.",
+          [("", core.counters["registration_retries"])])
     return "\n".join(lines) + "\n"

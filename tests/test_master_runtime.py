@@ -1,0 +1,52 @@
+"""The master runtime in this process, with real sockets on 127.0.0.1."""
+
+import time
+
+import pytest
+
+from mesoslike.master.runtime import MasterRuntime
+from mesoslike.resources import Resources
+from mesoslike.transport import Client
+from mesoslike.wire import AgentInfo, FrameworkInfo, TaskInfo, TaskState, encode
+from mesoslike.wire import messages as m
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def receive(client, kind, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if client.wait(0.05):
+            for _, message in client.receive():
+                if isinstance(message, kind):
+                    return message
+    raise AssertionError(f"no {kind.__name__} within {timeout}s")
+
+
+@pytest.fixture
+def master():
+    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=None)
+    runtime.start()
+    yield runtime
+    runtime.stop()
+
+
+def test_a_registration_retried_byte_for_byte_is_answered_without_handling_it_again(master):
+    running = m.RunningTask("fw-1", TaskInfo("t1", "a1", "sleep 100", Resources.parse("cpus:1;mem:64")),
+                            TaskState.RUNNING)
+    frame = encode(m.ReregisterAgent(AgentInfo("node-0", Resources.parse("cpus:4;mem:1024"), id="a1"), [running],
+                                     [FrameworkInfo("demo", id="fw-1", failover_timeout=60.0)]))
+    with Client(master.address) as agent:
+        agent.socket.send(frame)
+        assert receive(agent, m.AgentRegistered).agent_id == "a1"
+        agent.socket.send(frame)                     # the retry of an agent that waited too long
+        assert receive(agent, m.AgentRegistered).agent_id == "a1"
+        assert master.core.counters["registration_retries"] == 1
+        # a retry whose content changed is handled in full
+        agent.send(m.ReregisterAgent(AgentInfo("node-0", Resources.parse("cpus:4;mem:1024"), id="a1"), [], []))
+        assert receive(agent, m.AgentRegistered).agent_id == "a1"
+        assert master.core.counters["registration_retries"] == 1
+        with master._lock:  # it no longer lists t1, so t1 is lost
+            framework = master.core.frameworks["fw-1"]
+            assert "t1" not in framework.tasks
+            assert [(t.id, t.status.state) for t in framework.completed] == [("t1", TaskState.LOST)]
