@@ -11,13 +11,21 @@ This module is pure: the document is plain JSON-able data, and where it is
 kept (a file for a standalone master, ZooKeeper for an HA cluster) is the
 runtime's business. A record that does not parse is skipped with a logged
 warning; the rest of the registry still loads.
+
+The registry also records what changed since it was last stored
+(:meth:`Registry.changes`), so that a store may write only that: the
+ZooKeeper store keeps agents and frameworks in hash-bucketed shards and
+rewrites only the shards of changed records (docs/ha.rst). Change the
+registry through its methods (``admit_agent``, ``remove_agent``,
+``add_framework``, ``remove_framework``, ``update_weights``); assigning to
+its dicts and lists directly is not recorded.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import Any, Mapping
 
 import attrs
 
@@ -25,18 +33,38 @@ from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo
 
-__all__ = ["Registry", "RegistryFormatError", "REGISTRY_FORMAT", "MAX_REMOVED"]
+__all__ = ["Registry", "RegistryChanges", "RegistryFormatError", "REGISTRY_FORMAT", "MAX_REMOVED",
+           "SECTIONS", "agent_record", "framework_record"]
 
 log = logging.getLogger("mesoslike.master.registry")
 
 REGISTRY_FORMAT = 1
 #: removed agents/frameworks remembered (the oldest are forgotten first)
 MAX_REMOVED = 10_000
+#: the parts of the registry that are stored whole (agents and frameworks are
+#: tracked record by record)
+SECTIONS = ("removed_agents", "removed_frameworks", "weights")
 
 
 class RegistryFormatError(MesoslikeError, ValueError):
     """The registry document as a whole is unusable (not a map, or a newer
     format this master does not understand)."""
+
+
+@attrs.frozen
+class RegistryChanges:
+    """What changed in a :class:`Registry` since it was last stored: the ids
+    of the agents and frameworks admitted, updated or removed, and which
+    whole :data:`SECTIONS` changed."""
+
+    agents: frozenset[str] = frozenset()
+    frameworks: frozenset[str] = frozenset()
+    sections: frozenset[str] = frozenset()
+    #: how many changes the registry had counted when this was taken
+    upto: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.agents or self.frameworks or self.sections)
 
 
 @attrs.define
@@ -46,32 +74,64 @@ class Registry:
     removed_agents: list[str] = attrs.field(factory=list)
     removed_frameworks: list[str] = attrs.field(factory=list)
     weights: dict[str, float] = attrs.field(factory=dict)
+    # changes not stored yet (what changed -> the count of its last change); not part of the registry's value
+    _changed: dict[tuple[str, str], int] = attrs.field(factory=dict, init=False, eq=False, repr=False)
+    _count: int = attrs.field(default=0, init=False, eq=False, repr=False)
 
     # ------------------------------------------------------------ changes
     def admit_agent(self, info: AgentInfo) -> None:
-        self.agents[info.id] = info
+        if self.agents.get(info.id) != info:  # a re-registration as before changes nothing
+            self.agents[info.id] = info
+            self._note("agents", info.id)
 
     def remove_agent(self, agent_id: str) -> None:
-        self.agents.pop(agent_id, None)
-        _remember(self.removed_agents, agent_id)
+        if self.agents.pop(agent_id, None) is not None:
+            self._note("agents", agent_id)
+        if _remember(self.removed_agents, agent_id):
+            self._note("sections", "removed_agents")
 
     def add_framework(self, info: FrameworkInfo) -> None:
-        self.frameworks[info.id] = info
+        if self.frameworks.get(info.id) != info:
+            self.frameworks[info.id] = info
+            self._note("frameworks", info.id)
 
     def remove_framework(self, framework_id: str) -> None:
-        self.frameworks.pop(framework_id, None)
-        _remember(self.removed_frameworks, framework_id)
+        if self.frameworks.pop(framework_id, None) is not None:
+            self._note("frameworks", framework_id)
+        if _remember(self.removed_frameworks, framework_id):
+            self._note("sections", "removed_frameworks")
+
+    def update_weights(self, weights: Mapping[str, float]) -> None:
+        """Set the weights of the roles in ``weights`` (others keep theirs)."""
+        changed = {role: float(weight) for role, weight in weights.items() if self.weights.get(role) != weight}
+        if changed:
+            self.weights.update(changed)
+            self._note("sections", "weights")
+
+    def _note(self, kind: str, key: str) -> None:
+        self._count += 1
+        self._changed[kind, key] = self._count
+
+    def changes(self) -> RegistryChanges:
+        """What changed since it was last stored (or since this registry was
+        built or loaded)."""
+        found: dict[str, set[str]] = {"agents": set(), "frameworks": set(), "sections": set()}
+        for kind, key in self._changed:
+            found[kind].add(key)
+        return RegistryChanges(frozenset(found["agents"]), frozenset(found["frameworks"]),
+                               frozenset(found["sections"]), self._count)
+
+    def mark_stored(self, changes: RegistryChanges) -> None:
+        """``changes`` (from :meth:`changes`) are stored now: forget them —
+        but not what changed again after they were taken."""
+        self._changed = {key: count for key, count in self._changed.items() if count > changes.upto}
 
     # ------------------------------------------------------------- format
     def to_document(self) -> dict[str, Any]:
         return {
             "format": REGISTRY_FORMAT,
-            "agents": {aid: {"hostname": a.hostname, "resources": str(a.resources),
-                             "attributes": dict(a.attributes), "port": a.port}
-                       for aid, a in sorted(self.agents.items())},
-            "frameworks": {fid: {"name": f.name, "role": f.role, "failover_timeout": f.failover_timeout,
-                                 "user": f.user, "partition_aware": f.partition_aware}
-                           for fid, f in sorted(self.frameworks.items())},
+            "agents": {aid: agent_record(a) for aid, a in sorted(self.agents.items())},
+            "frameworks": {fid: framework_record(f) for fid, f in sorted(self.frameworks.items())},
             "removed_agents": list(self.removed_agents),
             "removed_frameworks": list(self.removed_frameworks),
             "weights": dict(sorted(self.weights.items())),
@@ -126,10 +186,25 @@ class Registry:
         return registry
 
 
-def _remember(items: list[str], item: str) -> None:
-    if item not in items:
-        items.append(item)
-        del items[:-MAX_REMOVED]
+def agent_record(info: AgentInfo) -> dict[str, Any]:
+    """An agent's record in the registry document (its id is the key)."""
+    return {"hostname": info.hostname, "resources": str(info.resources), "attributes": dict(info.attributes),
+            "port": info.port}
+
+
+def framework_record(info: FrameworkInfo) -> dict[str, Any]:
+    """A framework's record in the registry document (its id is the key)."""
+    return {"name": info.name, "role": info.role, "failover_timeout": info.failover_timeout, "user": info.user,
+            "partition_aware": info.partition_aware}
+
+
+def _remember(items: list[str], item: str) -> bool:
+    """Append ``item`` unless present, forgetting the oldest beyond MAX_REMOVED; True if appended."""
+    if item in items:
+        return False
+    items.append(item)
+    del items[:-MAX_REMOVED]
+    return True
 
 
 def _entries(document: dict, key: str):
