@@ -285,6 +285,24 @@ class Resources:
         self._check_kinds(millis, ranges)
         return Resources._make(millis, ranges)
 
+    @classmethod
+    def sum(cls, items: Iterable[Resources]) -> Resources:
+        """The sum of ``items`` (empty for none), in one pass: O(total size)
+        instead of one intermediate vector per ``+``."""
+        millis: dict[str, int] = {}
+        ranges: dict[str, tuple[Range, ...]] | None = None
+        for item in items:
+            for name, amount in item._millis.items():
+                millis[name] = millis.get(name, 0) + amount
+            if item._ranges:
+                ranges = ranges if ranges is not None else {}
+                for name, rs in item._ranges.items():
+                    mine = ranges.get(name)
+                    ranges[name] = _normalize_ranges(name, mine + rs) if mine else rs
+        ranges = ranges or {}
+        cls._check_kinds(millis, ranges)
+        return cls._make(millis, ranges)
+
     def __sub__(self, other: Resources) -> Resources:
         """Strict subtraction: raises ``ResourcesError`` unless ``self.contains(other)``."""
         if not isinstance(other, Resources):

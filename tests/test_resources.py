@@ -137,3 +137,12 @@ def test_properties_of_arithmetic(a, b):
     else:
         with pytest.raises(ResourcesError):
             a - b
+
+
+@given(st.lists(st.one_of(vectors(1000), vectors(1500), st.just(Resources())), max_size=6))
+def test_sum_equals_adding_one_by_one(items):
+    expected = Resources()
+    for item in items:
+        expected = expected + item
+    assert Resources.sum(items) == expected
+    assert Resources.sum(iter(items)) == expected

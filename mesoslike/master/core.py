@@ -580,27 +580,29 @@ class MasterCore:
         admit it with the tasks it runs, and their frameworks as disconnected
         until they re-subscribe."""
         infos = {info.id: info for info in msg.frameworks if info.id}
-        used: dict[str, Resources] = {}
+        holding: dict[str, list[Resources]] = {}
         for running in msg.tasks:
             if running.framework_id in self.removed_frameworks or running.state in TERMINAL_STATES:
                 continue
             if running.framework_id not in self.frameworks:
                 self._adopt_framework(infos.get(running.framework_id) or FrameworkInfo(
                     name="(recovered)", id=running.framework_id))
-            used[running.framework_id] = used.get(running.framework_id, EMPTY) + running.task.resources
-        self._admit_agent(peer, msg.agent, used)
+            holding.setdefault(running.framework_id, []).append(running.task.resources)
+        self._admit_agent(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()})
         agent = self.agents[msg.agent.id]
+        agent_id, now, frameworks = agent.id, self.clock.now(), self.frameworks  # hot: 100k tasks per failover
         for running in msg.tasks:
-            record = self.frameworks.get(running.framework_id)
+            framework_id, task_id = running.framework_id, running.task.task_id
+            record = frameworks.get(framework_id)
             if record is None:
                 continue
-            status = new_status(running.task.task_id, running.state, agent_id=agent.id,
-                                framework_id=record.id, timestamp=self.clock.now())
+            status = new_status(task_id, running.state, agent_id=agent_id, framework_id=framework_id,
+                                timestamp=now)
             # an ended task holds nothing; its terminal update is on its way
-            record.tasks[running.task.task_id] = TaskRecord(running.task, record.id, agent.id, status,
-                                                            resources_recovered=status.terminal)
-            agent.tasks.add((record.id, running.task.task_id))
-        log.info("agent %s re-registered (unknown before) with %d tasks", agent.id, len(msg.tasks))
+            record.tasks[task_id] = TaskRecord(running.task, framework_id, agent_id, status,
+                                               running.state in TERMINAL_STATES)
+            agent.tasks.add((framework_id, task_id))
+        log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
 
     def _adopt_framework(self, info: FrameworkInfo) -> None:
         self.allocator.add_framework(info.id, info.role, active=False)
