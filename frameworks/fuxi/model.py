@@ -1,0 +1,272 @@
+"""What a Fuxi job asks for: jobs, ScheduleUnits, locality, and the job file.
+
+A **ScheduleUnit** is ``slots`` identical slots of one slot size (``cpus``,
+``mem``, ...): the unit of scheduling is the unit, not the slot (seed 000).
+A unit carries a priority (smaller number = higher priority), the quota
+group of its job, locality preferences (per machine, per engine room — the
+agent attribute ``room`` — and cluster-wide, each with a count),
+``max_per_machine``, its own blacklist of machines, and ``all_or_nothing``.
+
+Jobs group units. They come from a TOML job file (DESIGN §3.5, parsed by
+:func:`load_job_file` / :func:`parse_job`) or are built in Python::
+
+    JobSpec("wordcount", units=[UnitSpec("map", slots=8, slot=Resources.parse("cpus:1;mem:512"),
+                                          command="python -m examples.wordcount map {instance}",
+                                          instances=32, locality=[Locality.machine("host-1", 2),
+                                                                  Locality.cluster(8)])],
+            quota_group="analytics", priority=100, policy="FIFO")
+
+Every check raises :class:`JobSpecError` naming the field (``job.units[0].slots:
+must be an integer >= 1, got 0``). Pure: no I/O except reading the file.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import attrs
+
+from mesoslike import MesoslikeError, Resources
+
+__all__ = ["JobSpec", "UnitSpec", "Locality", "JobSpecError", "load_job_file", "parse_job",
+           "LT_MACHINE", "LT_ENGINEROOM", "LT_CLUSTER", "POLICIES", "DEFAULT_PRIORITY", "DEFAULT_QUOTA_GROUP"]
+
+LT_MACHINE, LT_ENGINEROOM, LT_CLUSTER = "machine", "room", "cluster"
+POLICIES = ("FIFO", "FAIR")
+DEFAULT_PRIORITY = 100
+DEFAULT_QUOTA_GROUP = "default"
+#: resource kinds a job file may give a slot directly (``cpus = 1.0``)
+SLOT_KINDS = ("cpus", "mem", "disk", "gpus")
+
+
+class JobSpecError(MesoslikeError, ValueError):
+    """A job or job file that cannot run as written; the message names the field."""
+
+
+@attrs.frozen
+class Locality:
+    """Place ``count`` slots on ``target``: a machine (hostname), an engine
+    room (the agents' ``room`` attribute) or, for ``cluster``, anywhere."""
+
+    kind: str
+    count: int
+    target: str = ""
+
+    @classmethod
+    def machine(cls, hostname: str, count: int = 1) -> Locality:
+        return cls(LT_MACHINE, count, hostname)
+
+    @classmethod
+    def room(cls, room: str, count: int) -> Locality:
+        return cls(LT_ENGINEROOM, count, room)
+
+    @classmethod
+    def cluster(cls, count: int) -> Locality:
+        return cls(LT_CLUSTER, count)
+
+
+@attrs.frozen
+class UnitSpec:
+    """One ScheduleUnit. ``priority`` None takes the job's. ``locality``
+    empty means the whole cluster. ``instances``: data shards handed to the
+    unit's slots (0: one per slot)."""
+
+    name: str
+    slots: int
+    slot: Resources
+    command: str = ""
+    instances: int = 0
+    priority: int | None = None
+    max_per_machine: int | None = None
+    all_or_nothing: bool = False
+    locality: tuple[Locality, ...] = attrs.field(default=(), converter=tuple)
+    blacklist: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+
+    def __attrs_post_init__(self) -> None:
+        _check_unit(self, "unit")
+
+
+@attrs.frozen
+class JobSpec:
+    name: str
+    units: tuple[UnitSpec, ...] = attrs.field(converter=tuple)
+    quota_group: str = DEFAULT_QUOTA_GROUP
+    priority: int = DEFAULT_PRIORITY
+    policy: str = "FIFO"
+
+    def __attrs_post_init__(self) -> None:
+        _check_job(self)
+
+    def unit(self, name: str) -> UnitSpec:
+        for unit in self.units:
+            if unit.name == name:
+                return unit
+        raise KeyError(name)
+
+    def priority_of(self, unit: UnitSpec) -> int:
+        return self.priority if unit.priority is None else unit.priority
+
+
+# ------------------------------------------------------------------ checks
+def _fail(path: str, why: str) -> JobSpecError:
+    return JobSpecError(f"{path}: {why}")
+
+
+def _check_name(value: object, path: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(path, f"must be a non-empty string, got {value!r}")
+    if any(c in value for c in "/\n\t"):
+        raise _fail(path, f"must not contain '/', tabs or newlines, got {value!r}")
+
+
+def _check_int(value: object, path: str, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise _fail(path, f"must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_unit(unit: UnitSpec, path: str) -> None:
+    _check_name(unit.name, f"{path}.name")
+    _check_int(unit.slots, f"{path}.slots", 1)
+    if not isinstance(unit.slot, Resources) or not unit.slot:
+        raise _fail(f"{path}.slot", f"a slot needs resources (e.g. cpus and mem), got {unit.slot!r}")
+    if not isinstance(unit.command, str):
+        raise _fail(f"{path}.command", f"must be a string, got {unit.command!r}")
+    _check_int(unit.instances, f"{path}.instances", 0)
+    if unit.priority is not None:
+        _check_int(unit.priority, f"{path}.priority", 0)
+    if unit.max_per_machine is not None:
+        _check_int(unit.max_per_machine, f"{path}.max_per_machine", 1)
+    if not isinstance(unit.all_or_nothing, bool):
+        raise _fail(f"{path}.all_or_nothing", f"must be true or false, got {unit.all_or_nothing!r}")
+    for i, pref in enumerate(unit.locality):
+        where = f"{path}.locality[{i}]"
+        if not isinstance(pref, Locality):
+            raise _fail(where, f"must be a Locality, got {pref!r}")
+        if pref.kind not in (LT_MACHINE, LT_ENGINEROOM, LT_CLUSTER):
+            raise _fail(where, f"kind must be machine, room or cluster, got {pref.kind!r}")
+        _check_int(pref.count, f"{where}.count", 1)
+        if pref.kind != LT_CLUSTER:
+            _check_name(pref.target, f"{where}.{pref.kind}")
+    for host in unit.blacklist:
+        _check_name(host, f"{path}.blacklist")
+
+
+def _check_job(job: JobSpec) -> None:
+    _check_name(job.name, "job.name")
+    _check_name(job.quota_group, "job.quota_group")
+    _check_int(job.priority, "job.priority", 0)
+    if job.policy not in POLICIES:
+        raise _fail("job.policy", f"must be FIFO or FAIR, got {job.policy!r}")
+    if not job.units:
+        raise _fail("job.units", "a job needs at least one unit ([[job.units]])")
+    seen: set[str] = set()
+    for i, unit in enumerate(job.units):
+        if not isinstance(unit, UnitSpec):
+            raise _fail(f"job.units[{i}]", f"must be a UnitSpec, got {unit!r}")
+        if unit.name in seen:
+            raise _fail(f"job.units[{i}].name", f"duplicate unit name {unit.name!r}")
+        seen.add(unit.name)
+
+
+# ------------------------------------------------------------- job files
+def load_job_file(path: str | Path) -> JobSpec:
+    """Read and check a TOML job file (DESIGN §3.5)."""
+    try:
+        with open(path, "rb") as handle:
+            document = tomllib.load(handle)
+    except OSError as exc:
+        raise JobSpecError(f"cannot read the job file {str(path)!r}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise JobSpecError(f"{path}: not valid TOML: {exc}") from None
+    return parse_job(document)
+
+
+_JOB_KEYS = {"name", "quota_group", "priority", "policy", "units"}
+_UNIT_KEYS = {"name", "slots", "command", "instances", "priority", "max_per_machine", "all_or_nothing", "locality",
+              "blacklist", "resources", *SLOT_KINDS}
+
+
+def parse_job(document: Mapping[str, Any]) -> JobSpec:
+    """A :class:`JobSpec` from the parsed TOML document (``{"job": {...}}``)."""
+    if not isinstance(document, Mapping) or not isinstance(document.get("job"), Mapping):
+        raise JobSpecError("job: the file needs a [job] table")
+    job = document["job"]
+    _no_unknown_keys(job, _JOB_KEYS, "job")
+    units = job.get("units")
+    if not isinstance(units, list) or not units:
+        raise _fail("job.units", "a job needs at least one unit ([[job.units]])")
+    parsed = [_parse_unit(unit, f"job.units[{i}]") for i, unit in enumerate(units)]
+    return JobSpec(name=job.get("name", ""), units=parsed, quota_group=job.get("quota_group", DEFAULT_QUOTA_GROUP),
+                   priority=job.get("priority", DEFAULT_PRIORITY), policy=job.get("policy", "FIFO"))
+
+
+def _parse_unit(table: object, path: str) -> UnitSpec:
+    if not isinstance(table, Mapping):
+        raise _fail(path, "must be a table")
+    _no_unknown_keys(table, _UNIT_KEYS, path)
+    try:
+        return UnitSpec(name=table.get("name", ""), slots=table.get("slots", 0), slot=_slot(table, path),
+                        command=table.get("command", ""), instances=table.get("instances", 0),
+                        priority=table.get("priority"), max_per_machine=table.get("max_per_machine"),
+                        all_or_nothing=table.get("all_or_nothing", False),
+                        locality=_locality(table.get("locality", []), f"{path}.locality"),
+                        blacklist=_hosts(table.get("blacklist", []), f"{path}.blacklist"))
+    except JobSpecError as exc:
+        raise JobSpecError(str(exc).replace("unit.", f"{path}.", 1)) from None
+
+
+def _slot(table: Mapping[str, Any], path: str) -> Resources:
+    parts = []
+    for kind in SLOT_KINDS:
+        if kind in table:
+            value = table[kind]
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+                    or value <= 0:
+                raise _fail(f"{path}.{kind}", f"must be a number > 0, got {value!r}")
+            parts.append(f"{kind}:{value}")
+    extra = table.get("resources", "")
+    if not isinstance(extra, str):
+        raise _fail(f"{path}.resources", f"must be a resource string like 'gpus:1', got {extra!r}")
+    try:
+        return Resources.parse(";".join(p for p in (*parts, extra) if p))
+    except MesoslikeError as exc:
+        raise _fail(f"{path}.resources", str(exc)) from None
+
+
+def _locality(items: object, path: str) -> list[Locality]:
+    if not isinstance(items, list):
+        raise _fail(path, "must be a list of { machine = ..., count = N } / { room = ... } / { cluster = true }")
+    prefs = []
+    for i, item in enumerate(items):
+        where = f"{path}[{i}]"
+        if not isinstance(item, Mapping):
+            raise _fail(where, "must be an inline table")
+        _no_unknown_keys(item, {"machine", "room", "cluster", "count"}, where)
+        kinds = [k for k in ("machine", "room", "cluster") if k in item]
+        if len(kinds) != 1:
+            raise _fail(where, "needs exactly one of machine, room or cluster")
+        count = item.get("count", 1)
+        _check_int(count, f"{where}.count", 1)
+        if kinds[0] == "cluster":
+            if item["cluster"] is not True:
+                raise _fail(f"{where}.cluster", "must be true")
+            prefs.append(Locality.cluster(count))
+        else:
+            _check_name(item[kinds[0]], f"{where}.{kinds[0]}")
+            prefs.append(Locality(kinds[0], count, item[kinds[0]]))
+    return prefs
+
+
+def _hosts(items: object, path: str) -> Iterable[str]:
+    if not isinstance(items, list) or not all(isinstance(h, str) and h for h in items):
+        raise _fail(path, f"must be a list of hostnames, got {items!r}")
+    return items
+
+
+def _no_unknown_keys(table: Mapping[str, Any], known: set[str], path: str) -> None:
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise _fail(path, f"unknown field(s) {', '.join(map(repr, unknown))}; known: {', '.join(sorted(known))}")
