@@ -661,8 +661,9 @@ class FuxiCore:
             if victims is not None:
                 self._evict(unit, victims, f"preempted by a higher priority unit ({unit.key}, "
                                            f"priority {unit.priority})")
-            elif unit.reason == WAIT_NO_FIT:
-                unit.reason = WAIT_LOWER_PRIORITY
+            elif unit.reason == WAIT_NO_FIT and any(s.priority <= unit.priority and s.job_id != unit.job_id
+                                                     for s in self._slots.values()):
+                unit.reason = WAIT_LOWER_PRIORITY  # units it may not preempt hold the resources
 
     def _victims(self, unit: _Unit, may_take) -> tuple[_Machine, list[Slot]] | None:
         """The cheapest machine where the free resources plus slots that
