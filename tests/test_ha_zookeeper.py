@@ -21,6 +21,9 @@ from mesoslike.errors import MesoslikeError
 from mesoslike.ha import (FencedRegistryStore, FencingError, LeaderDetector, MasterContender, RegistryError, ZkUrl,
                           ZooKeeperError, ZooKeeperRegistry, connect)
 from mesoslike.ha.zookeeper import MAX_REGISTRY_BYTES
+from mesoslike.master.registry import Registry
+from mesoslike.resources import Resources
+from mesoslike.wire import AgentInfo
 import zk_helpers
 from zk_helpers import free_port, zookeeper, zookeeper_ensemble, zookeeper_server  # noqa: F401 (fixtures)
 
@@ -258,11 +261,12 @@ def test_deleting_the_leaders_znode_demotes_it_and_it_rejoins(group, client):
     first, second = group.contender("a"), group.contender("b")
     group.wait_for_leader("a")
     registry = ZooKeeperRegistry(first.client, group.url.path)
+    registry.load()
     old_znode = first.fence()
     client.delete(old_znode)
     # The registry refuses the old leader's writes from the moment its znode is gone.
     with pytest.raises(FencingError, match="not the leader any more"):
-        registry.store({"late": True}, -1, old_znode)
+        registry.store(registry_of("late"), old_znode)
     group.wait_for_leader("b")
     wait_until(lambda: current_fence(first) not in (None, old_znode), what="a to rejoin")
     assert sequence_of(first.fence()) > sequence_of(second.fence())
@@ -341,16 +345,36 @@ def test_callbacks_may_stop_the_contender(group):
 
 
 # ----------------------------------------------------------------- registry
+# (the sharded layout in depth: tests/test_zookeeper_registry_layout.py)
+def agent(agent_id, hostname="node", **attributes):
+    return AgentInfo(hostname, Resources.parse("cpus:4;mem:4096"), attributes, id=agent_id)
+
+
+def registry_of(*agent_ids):
+    registry = Registry()
+    for agent_id in agent_ids:
+        registry.admit_agent(agent(agent_id))
+    return registry
+
+
 def test_registry_round_trip_with_versions(group):
     contender = group.contender("a")
     group.wait_for_leader("a")
     registry = ZooKeeperRegistry(contender.client, group.url.path)
-    assert registry.load() == ({}, -1)
-    assert registry.store({"agents": ["a1"]}, -1, contender.fence()) == 0
-    assert registry.load() == ({"agents": ["a1"]}, 0)
-    assert registry.store({"agents": ["a1", "a2"], "weights": {"r": 2.0}}, 0, contender.fence()) == 1
-    assert registry.load() == ({"agents": ["a1", "a2"], "weights": {"r": 2.0}}, 1)
-    raw, _ = contender.client.get(registry.node)
+    assert registry.load() == Registry() and registry.versions == {}
+    written = registry_of("a1")
+    assert registry.store(written, contender.fence()) == 2  # the header, then a1's shard
+    assert not written.changes()
+    shard = next(name for name in registry.versions if name)
+    assert registry.versions == {"": 0, shard: 0}
+    assert ZooKeeperRegistry(contender.client, group.url.path).load() == written
+    written.admit_agent(agent("a1", "renamed"))
+    written.update_weights({"r": 2.0})
+    assert registry.store(written, contender.fence()) == 2  # a1's shard and the weights
+    assert registry.versions == {"": 0, shard: 1, "weights": 0}
+    reader = ZooKeeperRegistry(contender.client, group.url.path)
+    assert reader.load() == written and reader.versions == registry.versions
+    raw, _ = contender.client.get(f"{registry.node}/{shard}")
     assert b" " not in raw  # compact JSON
 
 
@@ -358,17 +382,30 @@ def test_registry_refuses_stale_versions_and_missing_fences(group, client):
     contender = group.contender("a")
     group.wait_for_leader("a")
     registry = ZooKeeperRegistry(contender.client, group.url.path)
-    registry.store({"n": 1}, -1, contender.fence())
+    with pytest.raises(FencingError, match="load"):
+        registry.store(registry_of("a1"), contender.fence())  # read before writing
+    registry.load()
+    rival = ZooKeeperRegistry(client, group.url.path)
+    rival.load()
+    registry.store(registry_of("a1"), contender.fence())
     with pytest.raises(FencingError, match="registry changed under us"):
-        registry.store({"n": 2}, -1, contender.fence())  # it exists now
-    registry.store({"n": 2}, 0, contender.fence())
+        rival.store(registry_of("a1"), contender.fence())  # it exists now
+    late = registry_of("a1")
+    changed = rival.load()
+    assert rival.store(changed, contender.fence()) == 0  # nothing changed: nothing written
+    changed.admit_agent(agent("a1", "changed"))
+    assert rival.store(changed, contender.fence()) == 1
     with pytest.raises(FencingError, match="registry changed under us"):
-        registry.store({"n": 3}, 0, contender.fence())  # someone wrote version 1 meanwhile
+        registry.store(late, contender.fence())  # someone wrote a1's shard meanwhile
+    assert late.changes().agents == {"a1"}  # not marked stored
     gone = contender.fence()
     client.delete(gone)
+    reader = ZooKeeperRegistry(client, group.url.path)
+    before = (reader.load(), reader.versions)
+    registry.load()
     with pytest.raises(FencingError, match="not the leader any more"):
-        registry.store({"n": 3}, 1, gone)
-    assert registry.load() == ({"n": 2}, 1)  # nothing written by the refused stores
+        registry.store(registry_of("a2"), gone)
+    assert (reader.load(), reader.versions) == before  # nothing written by the refused stores
 
 
 def test_fenced_registry_store_follows_the_contender(group):
@@ -376,16 +413,20 @@ def test_fenced_registry_store_follows_the_contender(group):
     group.wait_for_leader("a")
     store = FencedRegistryStore(ZooKeeperRegistry(contender.client, group.url.path), contender.fence)
     with pytest.raises(FencingError, match="load"):
-        store.store({"x": 1})
-    assert store.load() == {}
-    store.store({"x": 1})
-    store.store({"x": 2})
-    assert store.load() == {"x": 2}
+        store.store(registry_of("x"))
+    registry = store.load()
+    assert registry == Registry()
+    registry.admit_agent(agent("x"))
+    store.store(registry)
+    registry.admit_agent(agent("y"))
+    store.store(registry)
+    assert store.load() == registry_of("x", "y")
     reader = ZooKeeperRegistry(group.detector().client, group.url.path)
-    assert reader.load() == ({"x": 2}, 1)
+    assert reader.load() == registry_of("x", "y")
     contender.stop()
+    registry.admit_agent(agent("z"))
     with pytest.raises(FencingError, match="not the leader any more"):
-        store.store({"x": 3})
+        store.store(registry)
 
 
 def test_a_corrupt_registry_record_raises_registry_error(group, client):
@@ -396,20 +437,55 @@ def test_a_corrupt_registry_record_raises_registry_error(group, client):
         with pytest.raises(RegistryError, match="registry record .* (not valid JSON|not a JSON object)"):
             registry.load()
         client.delete(registry.node)
+    client.create(registry.node, b'{"format": 1, "layout": "sharded-v9"}')
+    with pytest.raises(RegistryError, match="not one this master reads"):
+        registry.load()
 
 
-def test_documents_too_big_for_zookeeper_are_refused_before_sending(group):
+def test_shards_too_big_for_zookeeper_are_refused_before_sending(group):
     contender = group.contender("a")
     group.wait_for_leader("a")
     registry = ZooKeeperRegistry(contender.client, group.url.path)
-    almost = {"blob": "x" * (MAX_REGISTRY_BYTES - 20)}
-    assert registry.store(almost, -1, contender.fence()) == 0
-    assert registry.load() == (almost, 0)
-    with pytest.raises(RegistryError, match="over the .*-byte limit"):
-        registry.store({"blob": "x" * MAX_REGISTRY_BYTES}, 0, contender.fence())
+    registry.load()
+    written = registry_of()
+    written.admit_agent(agent("big", "x" * (MAX_REGISTRY_BYTES - 1000)))
+    assert registry.store(written, contender.fence()) == 2
+    assert ZooKeeperRegistry(contender.client, group.url.path).load() == written
+    written.admit_agent(agent("small"))
+    written.admit_agent(agent("huge", "x" * MAX_REGISTRY_BYTES))
+    with pytest.raises(RegistryError, match="shard agents.* over the .*-byte limit of one ZooKeeper request"):
+        registry.store(written, contender.fence())
+    assert written.changes().agents == {"huge"}  # kept to retry; "small" was written
+    loaded = ZooKeeperRegistry(contender.client, group.url.path).load()
+    assert set(loaded.agents) == {"big", "small"}
+    written.update_weights({"r": float("nan")})
     with pytest.raises(RegistryError, match="not JSON-serializable"):
-        registry.store({"x": object()}, 0, contender.fence())
+        registry.store(written, contender.fence())
+    assert written.changes().sections == {"weights"}
+    assert ZooKeeperRegistry(contender.client, group.url.path).load() == loaded  # neither was written
     assert contender.is_leader  # an oversized packet would have dropped the connection
+    written.remove_agent("huge")
+    written.update_weights({"r": 1.5})
+    registry.store(written, contender.fence())  # and the store still works
+    assert not written.changes()
+    assert ZooKeeperRegistry(contender.client, group.url.path).load() == written
+
+
+def test_the_registry_of_8000_realistic_agents_fits_in_zookeeper(group):
+    """Was a bug (one znode held the whole registry: ~150 bytes an agent, full
+    past ~6.7k agents); now the agents are spread over AGENT_BUCKETS shards."""
+    contender = group.contender("a")
+    group.wait_for_leader("a")
+    registry = Registry()
+    resources = Resources.parse("cpus:16;mem:64000;disk:450000;ports:[31000-32000]")
+    for i in range(8000):
+        registry.admit_agent(AgentInfo(f"ip-10-0-{i // 250}-{i % 250}.ec2.internal", resources,
+                                       {"rack": f"r{i % 40}"}, id=f"0123abcd-S{i}"))
+    assert len(json.dumps(registry.to_document(), separators=(",", ":"))) > MAX_REGISTRY_BYTES  # one znode: too big
+    store = FencedRegistryStore(ZooKeeperRegistry(contender.client, group.url.path), contender.fence)
+    store.load()
+    store.store(registry)
+    assert ZooKeeperRegistry(group.detector().client, group.url.path).load() == registry
 
 
 # ----------------------------------------------------------------- ensemble
@@ -431,7 +507,8 @@ def test_ensemble_keeps_election_and_registry_working_when_a_node_dies(zookeeper
         group.wait_for_leader("a", timeout=20.0)
         leader = group.contenders["a"]
         registry = ZooKeeperRegistry(leader.client, group.url.path)
-        version = registry.store({"agents": ["a1"]}, -1, leader.fence())
+        registry.load()
+        registry.store(registry_of("a1"), leader.fence())
 
         # kill the member the leader talks to: it must reconnect elsewhere
         ports = [node.client_port for node in zookeeper_ensemble.nodes]
@@ -445,9 +522,11 @@ def test_ensemble_keeps_election_and_registry_working_when_a_node_dies(zookeeper
         name = group.wait_for_leader(timeout=20.0)
         current = group.contenders[name]
         registry = ZooKeeperRegistry(current.client, group.url.path)
-        document, version = wait_until(lambda: _load_quietly(registry), what="the registry to be readable")
-        assert document == {"agents": ["a1"]}
-        assert registry.store({"agents": ["a1", "a2"]}, version, current.fence()) == version + 1
+        loaded = wait_until(lambda: _load_quietly(registry), what="the registry to be readable")
+        assert loaded == registry_of("a1")
+        loaded.admit_agent(agent("a2"))
+        assert registry.store(loaded, current.fence()) == 1
+        assert ZooKeeperRegistry(current.client, group.url.path).load() == registry_of("a1", "a2")
         assert wait_until(lambda: detector.leader(), what="a detected leader")["id"] == name
         assert group.leaders() == [name]
     finally:

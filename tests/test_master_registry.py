@@ -6,6 +6,7 @@ import pytest
 
 from mesoslike.master import MasterConfig, MasterCore
 from mesoslike.master.registry import Registry, RegistryFormatError
+from mesoslike.master.storage import FileRegistryStore, MemoryRegistryStore
 from mesoslike.clock import FakeClock
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo, MasterInfo, TaskInfo, TaskState
@@ -35,7 +36,7 @@ def test_document_round_trip_and_bad_records_are_skipped(caplog):
     registry.add_framework(FrameworkInfo("demo", "eng", 60.0, id="f1", partition_aware=True))
     registry.remove_agent("a0")
     registry.remove_framework("f0")
-    registry.weights["eng"] = 2.0
+    registry.update_weights({"eng": 2.0})
     document = json.loads(json.dumps(registry.to_document()))
     assert Registry.from_document(document) == registry
     document["agents"]["bad"] = {"hostname": 5, "resources": "cpus:1"}
@@ -136,3 +137,66 @@ def test_reconciling_a_task_whose_agent_is_expected_back_gets_no_answer_yet():
     out = new.on_message(FW, m.Reconcile("m2-F0001", [m.ReconcileTask("t1", "m2-S1"),
                                                       m.ReconcileTask("t2", "gone-agent")]))
     assert [(u.status.task_id, u.status.state) for u in sent(out, m.Update)] == [("t2", TaskState.LOST)]
+
+
+# ----------------------------------------------------------------- what changed since the last store
+def test_the_registry_records_which_records_changed_until_marked_stored():
+    registry = Registry()
+    assert not registry.changes()
+    registry.admit_agent(AgentInfo("node-0", R("cpus:4;mem:4096"), id="a1"))
+    registry.admit_agent(AgentInfo("node-1", R("cpus:4;mem:4096"), id="a2"))
+    registry.add_framework(FrameworkInfo("demo", id="f1"))
+    registry.update_weights({"eng": 2.0})
+    changes = registry.changes()
+    assert changes.agents == {"a1", "a2"} and changes.frameworks == {"f1"} and changes.sections == {"weights"}
+    registry.remove_agent("a2")  # after the snapshot: still to store once it is marked
+    registry.mark_stored(changes)
+    assert registry.changes().agents == {"a2"} and registry.changes().sections == {"removed_agents"}
+    registry.mark_stored(registry.changes())
+    assert not registry.changes()
+
+
+def test_changes_that_change_nothing_are_not_recorded():
+    registry = Registry()
+    registry.admit_agent(AgentInfo("node-0", R("cpus:4;mem:4096"), id="a1"))
+    registry.add_framework(FrameworkInfo("demo", id="f1"))
+    registry.update_weights({"eng": 2.0})
+    registry.remove_agent("a0")
+    registry.mark_stored(registry.changes())
+    registry.admit_agent(AgentInfo("node-0", R("cpus:4;mem:4096"), id="a1"))  # re-registered as before
+    registry.add_framework(FrameworkInfo("demo", id="f1"))
+    registry.update_weights({"eng": 2.0})
+    registry.remove_agent("a0")  # removed already
+    assert not registry.changes()
+    registry.remove_framework("f1")
+    assert registry.changes().frameworks == {"f1"} and registry.changes().sections == {"removed_frameworks"}
+
+
+def test_a_loaded_registry_has_no_changes_and_compares_by_value_only():
+    registry = Registry()
+    registry.admit_agent(AgentInfo("node-0", R("cpus:4;mem:4096"), id="a1"))
+    loaded = Registry.from_document(json.loads(json.dumps(registry.to_document())))
+    assert not loaded.changes() and registry.changes()
+    assert loaded == registry
+
+
+@pytest.mark.parametrize("make_store", [lambda tmp: MemoryRegistryStore(), lambda tmp: FileRegistryStore(tmp)],
+                         ids=["memory", "file"])
+def test_document_stores_keep_the_whole_registry_and_mark_it_stored(tmp_path, make_store):
+    store = make_store(tmp_path)
+    assert store.load() == Registry()
+    registry = Registry()
+    registry.admit_agent(AgentInfo("node-0", R("cpus:4;mem:4096"), id="a1"))
+    registry.remove_framework("f0")
+    registry.update_weights({"eng": 2.0})
+    store.store(registry)
+    assert not registry.changes()
+    assert store.load() == registry
+    if isinstance(store, FileRegistryStore):
+        assert FileRegistryStore(tmp_path).load() == registry
+
+
+def test_a_file_store_with_a_broken_file_refuses_to_load(tmp_path):
+    (tmp_path / "registry.json").write_text("{not json")
+    with pytest.raises(RegistryFormatError, match="not valid JSON"):
+        FileRegistryStore(tmp_path).load()

@@ -122,9 +122,13 @@ class Registry:
                                frozenset(found["sections"]), self._count)
 
     def mark_stored(self, changes: RegistryChanges) -> None:
-        """``changes`` (from :meth:`changes`) are stored now: forget them —
-        but not what changed again after they were taken."""
-        self._changed = {key: count for key, count in self._changed.items() if count > changes.upto}
+        """``changes`` (from :meth:`changes`, or part of them) are stored now:
+        forget them — but not what changed again after they were taken."""
+        for kind, keys in (("agents", changes.agents), ("frameworks", changes.frameworks),
+                           ("sections", changes.sections)):
+            for key in keys:
+                if self._changed.get((kind, key), changes.upto + 1) <= changes.upto:
+                    del self._changed[kind, key]
 
     # ------------------------------------------------------------- format
     def to_document(self) -> dict[str, Any]:

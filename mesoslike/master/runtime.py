@@ -61,7 +61,7 @@ class MasterRuntime:
         #: peer -> the last REGISTER/REREGISTER_AGENT frame from it (see _retried_registration)
         self._registrations: dict[bytes, bytes] = {}
         self._store = registry_store or MemoryRegistryStore()
-        registry = Registry.from_document(self._store.load()) if zk is None else None  # bad: stop before binding
+        registry = self._store.load() if zk is None else None  # bad: stop before binding
         self._server = Server(address)
         self.address = self._server.address
         host = self.address[len("tcp://"):].rpartition(":")[0]
@@ -131,15 +131,14 @@ class MasterRuntime:
         self._store = FencedRegistryStore(ZooKeeperRegistry(self._contender.client, self._zk.path),
                                           self._contender.fence)
         try:
-            document = self._store.load()
-            registry = Registry.from_document(document)
+            registry = self._store.load()
         except (ZooKeeperError, ValueError) as exc:
             log.error("elected but cannot read the registry, not serving: %s", exc)
             return
         if not self._contender.is_leader:  # leadership may have gone while we read
             return
         kept, self._kept = self._kept, None
-        if kept is not None and self._resumable(kept, document):
+        if kept is not None and self._resumable(kept, registry):
             self.core, self._persisted = kept[0], kept[0].registry_changes
             self._turn_end = self.clock.now()
             self._leading.set()
@@ -147,7 +146,7 @@ class MasterRuntime:
             return
         self._lead(registry)
 
-    def _resumable(self, kept: tuple, document: dict) -> bool:
+    def _resumable(self, kept: tuple, registry: Registry) -> bool:
         """A core kept across a lost connection may serve again only if our
         znode never went away (nobody else can have led meanwhile) and the
         registry is what we last wrote."""
@@ -156,7 +155,7 @@ class MasterRuntime:
             same_znode = self._contender.fence() == fence
         except Exception:
             return False
-        return same_znode and document == core.registry.to_document()
+        return same_znode and registry == core.registry
 
     def _confirm_leadership(self, since: float, allowed: float = 0.0) -> bool:
         """After a gap — the process was frozen (SIGSTOP, a long GC, a
@@ -342,7 +341,7 @@ class MasterRuntime:
         if self.core.registry_changes == self._persisted:
             return True
         try:
-            self._store.store(self.core.registry.to_document())
+            self._store.store(self.core.registry)  # writes what changed since the last store
             self._persisted = self.core.registry_changes
             return True
         except Exception as exc:

@@ -1,5 +1,13 @@
-"""Where a master keeps its registry document: in memory, in a file (a
-standalone master with ``--work-dir``), or in ZooKeeper (``mesoslike.ha``)."""
+"""Where a master keeps its registry: in memory, in a file (a standalone
+master with ``--work-dir``), or in ZooKeeper (``mesoslike.ha``).
+
+Every store has ``load() -> Registry`` and ``store(registry)``. ``store``
+persists what changed since the registry was last stored (its
+:meth:`~mesoslike.master.registry.Registry.changes`) and, once that is
+written, marks it stored; a store may write more than the changes — the
+memory and file stores here keep the whole document, the ZooKeeper store
+(:class:`mesoslike.ha.FencedRegistryStore`) only the shards that changed.
+"""
 
 from __future__ import annotations
 
@@ -8,40 +16,60 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
-from mesoslike.master.registry import RegistryFormatError
+from mesoslike.master.registry import Registry, RegistryFormatError
 
 __all__ = ["RegistryStore", "MemoryRegistryStore", "FileRegistryStore"]
 
 
 class RegistryStore(Protocol):
-    def load(self) -> dict[str, Any]:
-        """The stored document ({} if none)."""
+    def load(self) -> Registry:
+        """The stored registry (empty if none); raises ``ValueError`` (e.g.
+        :class:`RegistryFormatError`) if what is stored is unusable."""
 
-    def store(self, document: dict[str, Any]) -> None:
-        """Replace the stored document; raise if it could not be written."""
+    def store(self, registry: Registry) -> None:
+        """Persist ``registry``'s changes, then ``registry.mark_stored(...)``
+        them; raise (marking nothing) if they could not be written."""
 
 
-class MemoryRegistryStore:
-    """Keeps the registry for the life of the process only."""
+class _DocumentStore:
+    """A store that keeps the registry as one document, rewritten whole."""
+
+    def load(self) -> Registry:
+        return Registry.from_document(self.read())
+
+    def store(self, registry: Registry) -> None:
+        changes = registry.changes()
+        self.write(registry.to_document())
+        registry.mark_stored(changes)
+
+    def read(self) -> Any:
+        raise NotImplementedError
+
+    def write(self, document: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class MemoryRegistryStore(_DocumentStore):
+    """Keeps the registry document for the life of the process only."""
 
     def __init__(self) -> None:
         self.document: dict[str, Any] = {}
 
-    def load(self) -> dict[str, Any]:
+    def read(self) -> dict[str, Any]:
         return self.document
 
-    def store(self, document: dict[str, Any]) -> None:
+    def write(self, document: dict[str, Any]) -> None:
         self.document = document
 
 
-class FileRegistryStore:
+class FileRegistryStore(_DocumentStore):
     """``<work_dir>/registry.json``, replaced atomically (write, fsync, rename)."""
 
     def __init__(self, work_dir: str | os.PathLike) -> None:
         self.path = Path(work_dir) / "registry.json"
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
-    def load(self) -> dict[str, Any]:
+    def read(self) -> Any:
         try:
             text = self.path.read_text()
         except FileNotFoundError:
@@ -52,7 +80,7 @@ class FileRegistryStore:
             raise RegistryFormatError(f"{self.path} is not valid JSON ({exc}); move it away to start afresh") \
                 from None
 
-    def store(self, document: dict[str, Any]) -> None:
+    def write(self, document: dict[str, Any]) -> None:
         partial = self.path.with_suffix(".json.partial")
         with open(partial, "w") as handle:
             json.dump(document, handle, separators=(",", ":"))
