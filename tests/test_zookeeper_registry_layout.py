@@ -63,6 +63,14 @@ class Master:
             time.sleep(0.02)
         return self
 
+    def load_and_store(self, agents: int) -> Registry:
+        """Load the registry, admit ``agents`` realistic agents, store it; the registry."""
+        registry = self.store.load()
+        for i in range(agents):
+            registry.admit_agent(realistic_agent(i))
+        self.store.store(registry)
+        return registry
+
 
 @pytest.fixture
 def url(zookeeper):
@@ -99,6 +107,11 @@ def snapshot(client, url: ZkUrl) -> dict[str, tuple[bytes, int]]:
         data, stat = client.get(f"{node}/{name}")
         found[name] = (data, stat.version)
     return found
+
+
+def changed(before: dict, after: dict) -> set[str]:
+    """The znodes of a snapshot that are new or differ from an earlier one."""
+    return {name for name in after if after[name] != before.get(name)}
 
 
 def reload(client, url: ZkUrl) -> Registry:
@@ -140,26 +153,23 @@ def test_100k_realistic_agents_round_trip_through_zookeeper(masters, client, url
 # ----------------------------------------------------------------- incremental
 def test_a_change_to_one_agent_writes_only_its_shard(masters, client, url):
     leader = masters().wait_until_leading()
-    registry = leader.store.load()
-    for i in range(3000):
-        registry.admit_agent(realistic_agent(i))
-    leader.store.store(registry)
+    registry = leader.load_and_store(3000)
     before = snapshot(client, url)
 
     registry.admit_agent(realistic_agent(7))  # the same again: not a change
     registry.admit_agent(AgentInfo("renamed", RESOURCES, id=realistic_agent(12).id))
     leader.store.store(registry)
     after = snapshot(client, url)
-    changed = {name for name in after if after[name] != before.get(name)}
-    assert changed == {zk._record_shard("agents", realistic_agent(12).id)}
-    assert after[changed.pop()][1] == 1  # written once more: version 0 -> 1
+    shard = zk._record_shard("agents", realistic_agent(12).id)
+    assert changed(before, after) == {shard}
+    assert after[shard][1] == 1  # written once more: version 0 -> 1
     assert reload(client, url) == registry
 
     registry.add_framework(FrameworkInfo("fw", id="f1"))
     registry.update_weights({"ops": 3.0})
     leader.store.store(registry)
     later = snapshot(client, url)
-    assert {name for name in later if later[name] != after.get(name)} == \
+    assert changed(after, later) == \
         {zk._record_shard("frameworks", "f1"), "weights"}
     assert leader.registry.store(registry, leader.contender.fence()) == 0  # nothing changed, nothing written
     assert snapshot(client, url) == later
@@ -194,7 +204,7 @@ def test_removed_ids_are_kept_in_order_in_chunks_and_only_the_touched_chunks_are
     registry.remove_agent("a23")  # appends to the last chunk
     leader.store.store(registry)
     after = snapshot(client, url)
-    assert {name for name in after if after[name] != before.get(name)} == {"removed_agents.2"}
+    assert changed(before, after) == {"removed_agents.2"}
     for i in range(24, 31):  # now the oldest are forgotten: the first chunk shrinks, then goes
         registry.remove_agent(f"a{i}")
         leader.store.store(registry)
@@ -215,17 +225,14 @@ def test_removed_ids_are_kept_in_order_in_chunks_and_only_the_touched_chunks_are
     before = snapshot(client, url)
     successor.store(loaded, leader.contender.fence())
     after = snapshot(client, url)
-    assert {name for name in after if after[name] != before.get(name)} == {"removed_agents.1", "removed_agents.3"}
+    assert changed(before, after) == {"removed_agents.1", "removed_agents.3"}
     assert json.loads(after["removed_agents.1"][0])["first"] == 11  # a10 forgotten
 
 
 # ----------------------------------------------------------------- fencing
 def test_a_deposed_leaders_write_is_refused_and_changes_nothing(masters, client, url):
     first = masters("a").wait_until_leading()
-    registry = first.store.load()
-    for i in range(100):
-        registry.admit_agent(realistic_agent(i))
-    first.store.store(registry)
+    registry = first.load_and_store(100)
     second = masters("bb")
     old_fence = first.contender.fence()
     client.delete(old_fence)  # as if its session had expired
@@ -263,10 +270,7 @@ def test_a_write_bigger_than_one_transaction_is_split_and_every_part_is_fenced(
         transactions.append(transaction)
         return transaction
     monkeypatch.setattr(leader.contender.client, "transaction", recording_transaction)
-    registry = leader.store.load()
-    for i in range(20_000):  # about 3 MB
-        registry.admit_agent(realistic_agent(i))
-    leader.store.store(registry)
+    registry = leader.load_and_store(20_000)  # about 3 MB
     assert len(transactions) >= 3
     fence = leader.contender.fence()
     for transaction in transactions:
@@ -286,10 +290,7 @@ def test_a_write_bigger_than_one_transaction_is_split_and_every_part_is_fenced(
 
 def test_a_split_write_that_fails_halfway_leaves_every_shard_whole(masters, client, url):
     leader = masters().wait_until_leading()
-    registry = leader.store.load()
-    for i in range(20_000):
-        registry.admit_agent(realistic_agent(i))
-    leader.store.store(registry)
+    registry = leader.load_and_store(20_000)
     before = snapshot(client, url)
     # someone rewrites one shard behind the leader's back (only a bug or an operator could)
     victim = sorted(name for name in before if name.startswith("agents."))[-1]
