@@ -641,7 +641,7 @@ class _Plan:
     refused: dict[str, str] = attrs.field(factory=dict)  # shard -> why it cannot be written
     header: bytes | None = None  # the header to create (first) or to put in place of an old one (last)
     members: dict[str, set[str]] = attrs.field(factory=dict)
-    chunks: dict[str, tuple] = attrs.field(factory=dict)
+    chunks: dict[str, tuple | None] = attrs.field(factory=dict)  # None: deleted
     removed: dict[str, tuple[int, list[str]]] = attrs.field(factory=dict)
     weights: dict[str, float] | None = None
 
