@@ -523,24 +523,37 @@ class Frameworks:
 
 
 def registry_agents(client, path: str) -> tuple[int, int]:
-    """(agents in the stored registry, its size in bytes)."""
+    """(agents in the stored registry, its size in bytes over all its znodes)."""
+    from mesoslike.ha.zookeeper import ZooKeeperRegistry
+
     try:
-        data, stat = client.get(f"{path}/registry")
+        agents = len(ZooKeeperRegistry(client, path).load().agents)
     except Exception:  # noqa: BLE001 (not there yet)
         return 0, 0
-    return len(json.loads(data).get("agents", {})), stat.dataLength
+    return agents, sum(stat.dataLength for stat in _registry_stats(client, path))
 
 
 def registry_version(client, path: str) -> int | None:
-    """How many times the registry was written (its znode's version)."""
-    stat = client.exists(f"{path}/registry")
-    return None if stat is None else stat.version
+    """How many znode writes the registry has had (creations + versions of
+    its znodes; shards deleted meanwhile are not counted)."""
+    stats = _registry_stats(client, path)
+    return sum(stat.version + 1 for stat in stats) if stats else None
+
+
+def _registry_stats(client, path: str) -> list:
+    node = f"{path}/registry"
+    try:
+        stats = [client.exists(node)]
+        stats += [client.exists(f"{node}/{child}") for child in client.get_children(node)]
+    except Exception:  # noqa: BLE001 (not there yet)
+        return []
+    return [stat for stat in stats if stat is not None]
 
 
 def start_zookeeper(directory: Path, heap: str):
     """A standalone server as ``tests/zk_helpers.py`` makes one, with a bigger
-    heap: every registry write is a whole document (about 1 MB at 10k agents)
-    and ZooKeeper keeps its last 500 writes in memory (commitLogCount)."""
+    heap: ZooKeeper keeps its last 500 writes in memory (commitLogCount), and
+    the first store of a 10k-agent registry writes about 1.7 MB."""
     from zk_helpers import MAIN_CLASS, ZooKeeperServer, _LIVE_PROCESSES, java, zookeeper_classpath
 
     server = ZooKeeperServer(directory)

