@@ -24,13 +24,14 @@ from mesoslike.clock import FakeClock
 from mesoslike.wire import TERMINAL_STATES
 from mesoslike.frameworks.fuxi import protocol
 from mesoslike.frameworks.fuxi.core import FuxiCore, FuxiError
-from mesoslike.frameworks.fuxi.model import JobSpec, JobSpecError, UnitSpec
+from mesoslike.frameworks.fuxi.model import JobSpec, JobSpecError, UnitSpec, load_job_file
 from mesoslike.frameworks.fuxi.service import (
     FuxiService,
     JobClient,
     JobRefused,
     JobServer,
     QuotaFileError,
+    check_runnable,
     load_quota_file,
 )
 
@@ -207,6 +208,13 @@ def test_a_bad_job_changes_nothing():
     with pytest.raises(JobSpecError, match=r"job.units\[0\].slots"):
         service.submit({"job": {"name": "j", "units": [{"name": "u", "slots": 0, "cpus": 1, "command": "x"}]}})
     assert service.status()["jobs"] == []
+
+
+def test_the_example_files_are_valid():
+    spec = load_job_file(REPO / "examples" / "fuxi" / "two-units.toml")
+    check_runnable(spec)
+    config = load_quota_file(REPO / "examples" / "fuxi" / "quota.toml")
+    assert spec.quota_group in config.groups
 
 
 # ================================================== protocol and job server
