@@ -297,20 +297,25 @@ def test_iterating_while_changing_is_an_error():
 
 
 def test_pick_does_not_scan_one_dimension():
-    """With one resource kind the boxes prune exactly: the nodes popped are
-    at most the tree's depth plus one, however many units wait."""
+    """With one resource kind the boxes prune exactly: a pick pops O(log S)
+    nodes per k-d block, O(log^2 S) in all, however many units wait."""
     q = WaitingQueue()
     sizes = 1000
-    for i in range(sizes):
-        q.add(f"u{i}", sizes - i, R(f"mem:{i + 1}"), i)    # bigger slots are more urgent
-    depth = int(math.log2(2 * sizes)) + 2
+    order = list(range(sizes))
+    random.Random(3).shuffle(order)                         # sizes arrive in any order
+    for i in order:
+        q.add(f"u{i}", sizes - i, R(f"mem:{i + 1}"), i)     # bigger slots are more urgent
+    depth = int(math.log2(2 * sizes)) + 1
+    costs = []
     for free_mem in (1, 2, 17, 500, 999, 1000, 5000):
         assert q.pick(R(f"mem:{free_mem}")) == f"u{min(free_mem, sizes) - 1}"
-        assert q.search_cost(R(f"mem:{free_mem}")) <= depth
-    cost = q.search_cost(R("mem:17"))
+        costs.append(q.search_cost(R(f"mem:{free_mem}")))
+    assert max(costs) <= depth * (depth + 1) // 2 < sizes // 10, costs
+    before = [q.search_cost(R(f"mem:{m}")) for m in (17, 500)]
     for i in range(sizes, 20 * sizes):                       # 20x the units, same sizes
         q.add(f"u{i}", 10**6 + i, R(f"mem:{i % sizes + 1}"), i)
-    assert q.search_cost(R("mem:17")) == cost
+    assert [q.search_cost(R(f"mem:{m}")) for m in (17, 500)] == before
+    assert q.pick(R("mem:17")) == "u16"
     q.check_invariants()
 
 

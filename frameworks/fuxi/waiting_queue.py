@@ -43,13 +43,13 @@ Structure
 Complexity (N waiting units, S distinct slot sizes, d resource kinds)
     * ``pick``: O(E log E) for the E nodes popped from the heap, and nothing
       per waiting unit: E does not depend on N, only on the sizes near the
-      edge of ``free``. With one resource kind the boxes prune exactly and E
-      <= depth + 1 = O(log S). With d >= 2 kinds a node can straddle the edge
-      of ``free`` (its box fits partly); such nodes are expanded only while
-      their smallest head key beats the answer, and in a k-d layout at most
-      O(d S^(1-1/d)) of them exist per block: that, not O(log N), is the
-      worst case. Measured (bench/fuxi_queue.py, docs/fuxi-queue.rst), E stays
-      between 10 and 70 from 10k to 1M units and 150k distinct sizes.
+      edge of ``free``. Only nodes that straddle that edge (their box fits
+      partly) are expanded, and only while their smallest head key beats the
+      answer's. With one resource kind a block has at most one such node per
+      level, so E = O(log S) per block and O(log^2 S) over the O(log S)
+      blocks. With d >= 2 kinds a k-d block of m sizes has O(d m^(1-1/d))
+      straddling nodes at worst: that, not O(log N), is the worst case.
+      Measured E and pick times, 10k to 1M units: docs/fuxi-queue.rst.
     * ``add`` / ``remove`` / ``update_granted``: O(log N) in the sub-queue plus
       O(log S) to refresh the head key on one leaf-to-root path (O(d log S)
       when a sub-queue turns empty or non-empty and boxes change). A new size
