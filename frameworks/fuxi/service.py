@@ -178,26 +178,51 @@ class Instance:
 
 @attrs.define(eq=False)
 class UnitRun:
+    """A unit's instances. Counts per state, the pending queue and where
+    instances finished are kept up to date as instances move (:meth:`move`),
+    so that no event costs time in the number of instances."""
+
     spec: UnitSpec
     instances: list[Instance]
     desired: int                       # the core's desire for the unit, mirrored
     last_failure: str = ""
-    revoked: int = 0                    # slots taken back (preempted, lost) while running an instance
+    revoked: int = 0                   # slots taken back (preempted, lost) while running an instance
+    retries: int = 0                   # launches after an instance's first
+    tally: collections.Counter = attrs.field(factory=collections.Counter)
+    finished_on: collections.Counter = attrs.field(factory=collections.Counter)
+    pending: collections.deque = attrs.field(factory=collections.deque)   # instance numbers, stale ones skipped
 
-    def count(self, state: str) -> int:
-        return sum(1 for instance in self.instances if instance.state == state)
+    def __attrs_post_init__(self) -> None:
+        self.tally[PENDING] = len(self.instances)
+        self.pending.extend(range(len(self.instances)))
+
+    def move(self, instance: Instance, state: str) -> None:
+        self.tally[instance.state] -= 1
+        self.tally[state] += 1
+        instance.state = state
+        if state == PENDING:
+            self.pending.appendleft(instance.index)   # a retried or taken-back instance goes first
+        elif state == FINISHED:
+            self.finished_on[instance.hostname] += 1
 
     def next_pending(self) -> Instance | None:
-        return next((i for i in self.instances if i.state == PENDING), None)
+        while self.pending:
+            instance = self.instances[self.pending.popleft()]
+            if instance.state == PENDING:
+                return instance
+        return None
 
     def needed(self) -> int:
         """Slots its pending and running instances still need."""
-        return sum(1 for i in self.instances if i.state in (PENDING, RUNNING))
+        return self.tally[PENDING] + self.tally[RUNNING]
+
+    def done(self) -> bool:
+        return self.tally[FINISHED] == len(self.instances)
 
     def counts(self) -> dict[str, int]:
-        return {"total": len(self.instances), "done": self.count(FINISHED), "running": self.count(RUNNING),
-                "pending": self.count(PENDING), "failed": self.count(FAILED), "cancelled": self.count(CANCELLED),
-                "retries": sum(max(0, i.attempts - 1) for i in self.instances)}
+        return {"total": len(self.instances), "done": self.tally[FINISHED], "running": self.tally[RUNNING],
+                "pending": self.tally[PENDING], "failed": self.tally[FAILED], "cancelled": self.tally[CANCELLED],
+                "retries": self.retries}
 
 
 @attrs.define(eq=False)
@@ -284,16 +309,12 @@ class FuxiService(Scheduler):
         units = []
         for name, unit in run.units.items():
             core_unit = scheduled.get(name, {})
-            ran_on: dict[str, int] = {}
-            for instance in unit.instances:
-                if instance.state == FINISHED:
-                    ran_on[instance.hostname] = ran_on.get(instance.hostname, 0) + 1
             units.append({
                 "name": name, "slot": str(unit.spec.slot), "command": unit.spec.command,
                 "desired": core_unit.get("desired", 0), "granted": core_unit.get("granted", 0),
                 "waiting": core_unit.get("waiting", 0), "hosts": core_unit.get("hosts", {}),
                 "why_waiting": core_unit.get("why_waiting", ""), "instances": unit.counts(),
-                "finished_on": dict(sorted(ran_on.items())), "last_failure": unit.last_failure,
+                "finished_on": dict(sorted(unit.finished_on.items())), "last_failure": unit.last_failure,
                 "revoked": unit.revoked})
         totals = {key: sum(u["instances"][key] for u in units)
                   for key in ("total", "done", "running", "pending", "failed", "cancelled", "retries")}
@@ -321,7 +342,13 @@ class FuxiService(Scheduler):
     def resource_offers(self, driver, offers) -> None:
         with self._lock:
             self.driver = driver
-            self._execute(self.core.on_offers(list(offers)))
+            try:
+                commands = self.core.on_offers(list(offers))
+            except Exception:
+                for offer in offers:   # a bug in the core must not hold the cluster's resources
+                    driver.decline_offer(offer.id, Filters(refuse_seconds=1.0))
+                raise
+            self._execute(commands)
 
     def offer_rescinded(self, driver, offer_id) -> None:
         with self._lock:
@@ -344,7 +371,8 @@ class FuxiService(Scheduler):
             why = _describe(status)
             if status.state == TaskState.FINISHED:
                 del self._tasks[slot_id]
-                instance.state, instance.slot_id, instance.reason = FINISHED, "", ""
+                instance.slot_id, instance.reason = "", ""
+                unit.move(instance, FINISHED)
                 self._slot_done(run, unit, slot_id)
             elif status.state in _FAILURES:
                 del self._tasks[slot_id]
@@ -353,12 +381,12 @@ class FuxiService(Scheduler):
                 unit.last_failure = f"instance {index} on {instance.hostname}: {why}"
                 log.info("job %s: %s", job_id, unit.last_failure)
                 if instance.failures >= self.max_attempts:
-                    instance.state = FAILED
+                    unit.move(instance, FAILED)
                     self._slot_done(run, unit, slot_id)
                     self._end_job(run, JOB_FAILED, f"unit {unit_name} instance {index} failed "
                                                    f"{instance.failures} time(s); last: {why}")
                 else:
-                    instance.state = PENDING
+                    unit.move(instance, PENDING)
                     self._slot_done(run, unit, slot_id)
             else:
                 # killed, lost, dropped, gone: the slot is gone, not the instance's fault
@@ -377,7 +405,7 @@ class FuxiService(Scheduler):
         """The slot's task ended: give the slot back, keeping the unit's
         desire while instances still wait for a slot; then lower the desire
         to what the unit still needs."""
-        keep = unit.count(PENDING) > 0 and run.state == JOB_RUNNING
+        keep = unit.tally[PENDING] > 0 and run.state == JOB_RUNNING
         commands = self._core_call(self.core.release, slot_id, keep)
         if not keep:
             unit.desired = max(0, unit.desired - 1)
@@ -393,7 +421,7 @@ class FuxiService(Scheduler):
         return self._core_call(self.core.update_desire, run.id, unit.spec.name, needed)
 
     def _check_done(self, run: JobRun) -> None:
-        if run.state == JOB_RUNNING and all(i.state == FINISHED for u in run.units.values() for i in u.instances):
+        if run.state == JOB_RUNNING and all(unit.done() for unit in run.units.values()):
             self._end_job(run, JOB_SUCCEEDED, "")
 
     def _end_job(self, run: JobRun, state: str, reason: str) -> None:
@@ -402,9 +430,10 @@ class FuxiService(Scheduler):
             for instance in unit.instances:
                 if instance.state == RUNNING:
                     self._tasks.pop(instance.slot_id, None)   # its kill's update is not news
-                    instance.state, instance.slot_id = CANCELLED, ""
-                elif instance.state == PENDING:
-                    instance.state = CANCELLED
+                    instance.slot_id = ""
+                if instance.state in (RUNNING, PENDING):
+                    unit.move(instance, CANCELLED)
+            unit.pending.clear()
             unit.desired = 0
         log.info("job %s (%s) %s%s", run.id, run.spec.name, state, f": {reason}" if reason else "")
         self._execute(self._core_call(self.core.finish_job, run.id))
@@ -421,8 +450,10 @@ class FuxiService(Scheduler):
         instance = unit.next_pending() if unit is not None else None
         if instance is None:
             return False
-        instance.state, instance.slot_id, instance.hostname = RUNNING, slot.id, slot.hostname
+        instance.slot_id, instance.hostname = slot.id, slot.hostname
+        unit.move(instance, RUNNING)
         instance.attempts += 1
+        unit.retries += instance.attempts > 1
         self._tasks[slot.id] = (slot.job_id, slot.unit, instance.index)
         return True
 
@@ -434,7 +465,8 @@ class FuxiService(Scheduler):
         job_id, unit_name, index = entry
         unit = self.jobs[job_id].units[unit_name]
         instance = unit.instances[index]
-        instance.state, instance.slot_id, instance.reason = PENDING, "", reason
+        instance.slot_id, instance.reason = "", reason
+        unit.move(instance, PENDING)
         unit.revoked += 1
 
     def _task(self, slot: Slot) -> TaskInfo:
