@@ -295,3 +295,13 @@ def test_bad_calls_from_a_job_are_clear_errors(clock):
         core.update_desire(job_id, "su", -1)
     with pytest.raises(FuxiError, match="taken"):
         core.submit(job(), job_id=job_id)
+
+
+def test_a_unit_too_big_for_any_machine_waits_for_no_fit_not_for_priority(clock):
+    core = FuxiCore(clock=clock)
+    core.submit(job(unit(slots=2), name="small", priority=1))
+    core.on_offers(offers("M1", res="cpus:2;mem:200"))
+    core.submit(job(unit(slot="cpus:64;mem:100"), name="huge", priority=100))
+    core.on_offers([])
+    units = {j["name"]: j["units"][0] for j in core.status()["jobs"]}
+    assert units["huge"]["why_waiting"] == "no fit"

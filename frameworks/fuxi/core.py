@@ -661,9 +661,19 @@ class FuxiCore:
             if victims is not None:
                 self._evict(unit, victims, f"preempted by a higher priority unit ({unit.key}, "
                                            f"priority {unit.priority})")
-            elif unit.reason == WAIT_NO_FIT and any(s.priority <= unit.priority and s.job_id != unit.job_id
-                                                     for s in self._slots.values()):
+            elif unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                 unit.reason = WAIT_LOWER_PRIORITY  # units it may not preempt hold the resources
+
+    def _held_by_others(self, unit: _Unit) -> bool:
+        """Would the unit fit on some machine it may use if the slots of
+        others (which it may not preempt) were gone?"""
+        held: dict[str, list[Resources]] = {}
+        for slot in self._slots.values():
+            if slot.job_id != unit.job_id:
+                held.setdefault(slot.agent_id, []).append(slot.resources)
+        return any((machine.free + Resources.sum(held[agent_id])).contains(unit.spec.slot)
+                   for agent_id, machine in self._machines.items()
+                   if agent_id in held and self._eligible(unit, machine))
 
     def _victims(self, unit: _Unit, may_take) -> tuple[_Machine, list[Slot]] | None:
         """The cheapest machine where the free resources plus slots that
