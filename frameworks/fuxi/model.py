@@ -31,7 +31,7 @@ import attrs
 
 from mesoslike import MesoslikeError, Resources
 
-__all__ = ["JobSpec", "UnitSpec", "Locality", "JobSpecError", "load_job_file", "parse_job",
+__all__ = ["JobSpec", "UnitSpec", "Locality", "BackupPolicy", "JobSpecError", "load_job_file", "parse_job",
            "LT_MACHINE", "LT_ENGINEROOM", "LT_CLUSTER", "POLICIES", "DEFAULT_PRIORITY", "DEFAULT_QUOTA_GROUP"]
 
 LT_MACHINE, LT_ENGINEROOM, LT_CLUSTER = "machine", "room", "cluster"
@@ -84,9 +84,34 @@ class UnitSpec:
     all_or_nothing: bool = False
     locality: tuple[Locality, ...] = attrs.field(default=(), converter=tuple)
     blacklist: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    #: per instance, the machines (hostnames) holding its data; empty: no preference
+    data: tuple[tuple[str, ...], ...] = attrs.field(default=(), converter=lambda v: tuple(tuple(h) for h in v))
+    #: units of the same job that must finish before this one asks for slots
+    after: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    #: runs of one instance before the job fails
+    max_attempts: int = 3
 
     def __attrs_post_init__(self) -> None:
         _check_unit(self, "unit")
+
+    @property
+    def instance_count(self) -> int:
+        """Instances to run: ``instances``, or one per slot when 0."""
+        return self.instances or self.slots
+
+
+@attrs.frozen
+class BackupPolicy:
+    """When a straggling instance gets a backup copy on another machine
+    (seed 002): only once ``min_finished_fraction`` of the unit's instances
+    finished, and when it has run ``slower_factor`` x longer than the
+    average finished one, or reports progress ``slower_factor`` x slower
+    than the average rate. The first copy to finish wins."""
+
+    enabled: bool = True
+    min_finished_fraction: float = 0.5
+    slower_factor: float = 2.0
+    min_runtime: float = 1.0          # seconds; shorter runs are never backed up
 
 
 @attrs.frozen
@@ -96,6 +121,9 @@ class JobSpec:
     quota_group: str = DEFAULT_QUOTA_GROUP
     priority: int = DEFAULT_PRIORITY
     policy: str = "FIFO"
+    backup: BackupPolicy = BackupPolicy()
+    #: failed runs on one machine after which the job stops using it
+    blacklist_after: int = 3
 
     def __attrs_post_init__(self) -> None:
         _check_job(self)
@@ -152,6 +180,16 @@ def _check_unit(unit: UnitSpec, path: str) -> None:
             _check_name(pref.target, f"{where}.{pref.kind}")
     for host in unit.blacklist:
         _check_name(host, f"{path}.blacklist")
+    _check_int(unit.max_attempts, f"{path}.max_attempts", 1)
+    if unit.data:
+        if len(unit.data) != unit.instance_count:
+            raise _fail(f"{path}.data", f"lists {len(unit.data)} instances' data, but the unit has "
+                                        f"{unit.instance_count} instances")
+        for i, hosts in enumerate(unit.data):
+            for host in hosts:
+                _check_name(host, f"{path}.data[{i}]")
+    for name in unit.after:
+        _check_name(name, f"{path}.after")
 
 
 def _check_job(job: JobSpec) -> None:
@@ -169,6 +207,32 @@ def _check_job(job: JobSpec) -> None:
         if unit.name in seen:
             raise _fail(f"job.units[{i}].name", f"duplicate unit name {unit.name!r}")
         seen.add(unit.name)
+    for i, unit in enumerate(job.units):
+        for name in unit.after:
+            if name not in seen or name == unit.name:
+                raise _fail(f"job.units[{i}].after", f"{name!r} is not another unit of this job")
+    _check_no_cycle(job)
+    _check_int(job.blacklist_after, "job.blacklist_after", 1)
+    backup = job.backup
+    if not isinstance(backup, BackupPolicy):
+        raise _fail("job.backup", f"must be a BackupPolicy, got {backup!r}")
+    for name, low, high in (("min_finished_fraction", 0.0, 1.0), ("slower_factor", 1.0, math.inf),
+                            ("min_runtime", 0.0, math.inf)):
+        value = getattr(backup, name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= high \
+                or math.isnan(value):
+            raise _fail(f"job.backup.{name}", f"must be a number in [{low}, {high}], got {value!r}")
+
+
+def _check_no_cycle(job: JobSpec) -> None:
+    after = {unit.name: set(unit.after) for unit in job.units}
+    done: set[str] = set()
+    while len(done) < len(after):
+        ready = [name for name, deps in after.items() if name not in done and deps <= done]
+        if not ready:
+            raise _fail("job.units", "the units' 'after' lists form a cycle: "
+                        + ", ".join(sorted(set(after) - done)))
+        done.update(ready)
 
 
 # ------------------------------------------------------------- job files
@@ -184,9 +248,10 @@ def load_job_file(path: str | Path) -> JobSpec:
     return parse_job(document)
 
 
-_JOB_KEYS = {"name", "quota_group", "priority", "policy", "units"}
+_JOB_KEYS = {"name", "quota_group", "priority", "policy", "units", "backup", "blacklist_after"}
 _UNIT_KEYS = {"name", "slots", "command", "instances", "priority", "max_per_machine", "all_or_nothing", "locality",
-              "blacklist", "resources", *SLOT_KINDS}
+              "blacklist", "resources", "data", "after", "max_attempts", *SLOT_KINDS}
+_BACKUP_KEYS = {"enabled", "min_finished_fraction", "slower_factor", "min_runtime"}
 
 
 def parse_job(document: Mapping[str, Any]) -> JobSpec:
@@ -199,8 +264,15 @@ def parse_job(document: Mapping[str, Any]) -> JobSpec:
     if not isinstance(units, list) or not units:
         raise _fail("job.units", "a job needs at least one unit ([[job.units]])")
     parsed = [_parse_unit(unit, f"job.units[{i}]") for i, unit in enumerate(units)]
+    backup = job.get("backup", {})
+    if not isinstance(backup, Mapping):
+        raise _fail("job.backup", "must be a table ([job.backup])")
+    _no_unknown_keys(backup, _BACKUP_KEYS, "job.backup")
+    if not isinstance(backup.get("enabled", True), bool):
+        raise _fail("job.backup.enabled", f"must be true or false, got {backup['enabled']!r}")
     return JobSpec(name=job.get("name", ""), units=parsed, quota_group=job.get("quota_group", DEFAULT_QUOTA_GROUP),
-                   priority=job.get("priority", DEFAULT_PRIORITY), policy=job.get("policy", "FIFO"))
+                   priority=job.get("priority", DEFAULT_PRIORITY), policy=job.get("policy", "FIFO"),
+                   backup=BackupPolicy(**backup), blacklist_after=job.get("blacklist_after", 3))
 
 
 def _parse_unit(table: object, path: str) -> UnitSpec:
@@ -213,7 +285,10 @@ def _parse_unit(table: object, path: str) -> UnitSpec:
                         priority=table.get("priority"), max_per_machine=table.get("max_per_machine"),
                         all_or_nothing=table.get("all_or_nothing", False),
                         locality=_locality(table.get("locality", []), f"{path}.locality"),
-                        blacklist=_hosts(table.get("blacklist", []), f"{path}.blacklist"))
+                        blacklist=_hosts(table.get("blacklist", []), f"{path}.blacklist"),
+                        data=_data(table.get("data", []), f"{path}.data"),
+                        after=_hosts(table.get("after", []), f"{path}.after"),
+                        max_attempts=table.get("max_attempts", 3))
     except JobSpecError as exc:
         raise JobSpecError(str(exc).replace("unit.", f"{path}.", 1)) from None
 
@@ -263,6 +338,13 @@ def _locality(items: object, path: str) -> list[Locality]:
 def _hosts(items: object, path: str) -> Iterable[str]:
     if not isinstance(items, list) or not all(isinstance(h, str) and h for h in items):
         raise _fail(path, f"must be a list of hostnames, got {items!r}")
+    return items
+
+
+def _data(items: object, path: str) -> list[list[str]]:
+    if not isinstance(items, list) or not all(isinstance(hosts, list) and all(isinstance(h, str) for h in hosts)
+                                              for hosts in items):
+        raise _fail(path, "must be a list, per instance, of lists of hostnames holding its data")
     return items
 
 

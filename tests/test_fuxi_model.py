@@ -1,0 +1,103 @@
+"""Fuxi jobs: the model and the TOML job file (DESIGN §3.5)."""
+
+import pytest
+
+from mesoslike import Resources
+from mesoslike.frameworks.fuxi.model import (
+    BackupPolicy,
+    JobSpec,
+    JobSpecError,
+    Locality,
+    UnitSpec,
+    load_job_file,
+    parse_job,
+)
+
+pytestmark = pytest.mark.timeout(30)
+
+DESIGN_EXAMPLE = '''
+[job]
+name = "wordcount"
+quota_group = "analytics"
+priority = 100            # smaller number = higher priority
+policy = "FIFO"           # or "FAIR" among equal priority
+
+[[job.units]]             # one ScheduleUnit
+name = "map"
+slots = 8                 # desired slot count
+cpus = 1.0
+mem = 512
+max_per_machine = 2
+all_or_nothing = false
+command = "python -m examples.wordcount map {instance}"
+instances = 32            # data shards handed to the unit's workers
+locality = [ { machine = "host-1", count = 2 }, { room = "er1", count = 4 }, { cluster = true, count = 8 } ]
+'''
+
+
+def test_the_design_example_parses(tmp_path):
+    path = tmp_path / "job.toml"
+    path.write_text(DESIGN_EXAMPLE)
+    job = load_job_file(path)
+    assert (job.name, job.quota_group, job.priority, job.policy) == ("wordcount", "analytics", 100, "FIFO")
+    (unit,) = job.units
+    assert unit.slot == Resources.parse("cpus:1;mem:512") and unit.slots == 8 and unit.instances == 32
+    assert unit.locality == (Locality.machine("host-1", 2), Locality.room("er1", 4), Locality.cluster(8))
+    assert unit.max_per_machine == 2 and not unit.all_or_nothing and job.priority_of(unit) == 100
+
+
+def test_runtime_fields_data_after_attempts_backup_and_blacklist():
+    job = parse_job({"job": {"name": "wc", "blacklist_after": 2,
+                             "backup": {"min_finished_fraction": 0.25, "slower_factor": 1.5},
+                             "units": [{"name": "map", "slots": 2, "cpus": 1, "instances": 2,
+                                        "data": [["node-0"], ["node-1", "node-0"]], "max_attempts": 4},
+                                       {"name": "reduce", "slots": 1, "cpus": 1, "after": ["map"]}]}})
+    assert job.unit("map").data == (("node-0",), ("node-1", "node-0")) and job.unit("map").max_attempts == 4
+    assert job.unit("reduce").after == ("map",) and job.unit("reduce").instance_count == 1
+    assert job.backup == BackupPolicy(min_finished_fraction=0.25, slower_factor=1.5) and job.blacklist_after == 2
+
+
+def unit_doc(**fields):
+    return {"job": {"name": "j", "units": [{"name": "u", "slots": 1, "cpus": 1, **fields}]}}
+
+
+@pytest.mark.parametrize("document, message", [
+    ({}, "job: the file needs a [job] table"),
+    ({"job": {"name": "j"}}, "job.units: a job needs at least one unit"),
+    (unit_doc(slots=0), "job.units[0].slots: must be an integer >= 1, got 0"),
+    (unit_doc(slots=-2), "job.units[0].slots: must be an integer >= 1, got -2"),
+    (unit_doc(cpus=0), "job.units[0].cpus: must be a number > 0"),
+    (unit_doc(colour="red"), "job.units[0]: unknown field(s) 'colour'"),
+    (unit_doc(locality=[{"machine": "h", "room": "r"}]), "job.units[0].locality[0]: needs exactly one of"),
+    (unit_doc(locality=[{"cluster": True, "count": 0}]), "job.units[0].locality[0].count: must be an integer >= 1"),
+    (unit_doc(instances=2, data=[["a"]]), "job.units[0].data: lists 1 instances' data"),
+    (unit_doc(after=["u"]), "job.units[0].after: 'u' is not another unit"),
+    (unit_doc(max_attempts=0), "job.units[0].max_attempts: must be an integer >= 1"),
+    ({"job": {"name": "j", "policy": "LIFO", "units": [{"name": "u", "slots": 1, "cpus": 1}]}},
+     "job.policy: must be FIFO or FAIR"),
+    ({"job": {"name": "j", "backup": {"slower_factor": 0.5}, "units": [{"name": "u", "slots": 1, "cpus": 1}]}},
+     "job.backup.slower_factor: must be a number in [1.0, inf]"),
+    ({"job": {"name": "j", "units": [{"name": "u", "slots": 1, "cpus": 1}, {"name": "u", "slots": 1, "cpus": 1}]}},
+     "job.units[1].name: duplicate unit name 'u'"),
+])
+def test_bad_job_files_name_the_field(document, message):
+    with pytest.raises(JobSpecError) as info:
+        parse_job(document)
+    assert message in str(info.value)
+
+
+def test_unreadable_and_malformed_files(tmp_path):
+    with pytest.raises(JobSpecError, match="cannot read the job file"):
+        load_job_file(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[job\nname = ")
+    with pytest.raises(JobSpecError, match="not valid TOML"):
+        load_job_file(bad)
+
+
+def test_python_api_checks_too():
+    with pytest.raises(JobSpecError, match="cycle"):
+        JobSpec("j", [UnitSpec("a", 1, Resources.parse("cpus:1"), after=["b"]),
+                      UnitSpec("b", 1, Resources.parse("cpus:1"), after=["a"])])
+    with pytest.raises(JobSpecError, match="a slot needs resources"):
+        UnitSpec("a", 1, Resources())
