@@ -51,7 +51,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import random
 import resource
 import shlex
@@ -65,7 +64,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))   # run from a checkout without installing
+sys.path.insert(0, str(HERE))   # bench/allocator.py next to this file
 
+from allocator import machine_info  # noqa: E402  (the same machine record as the allocator bench)
 from mesoslike.frameworks.fuxi.waiting_queue import WaitingQueue  # noqa: E402
 from mesoslike.resources import Resources  # noqa: E402
 
@@ -323,26 +324,6 @@ def targets(doc: dict, sizes: list[int]) -> dict:
 
 
 # --------------------------------------------------------------- the run
-def machine_info() -> dict:
-    mem_total = None
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    mem_total = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return {
-        "python": sys.version.split()[0],
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "processor": platform.processor() or None,
-        "cpu_count": os.cpu_count(),
-        "mem_total_bytes": mem_total,
-    }
-
-
 def code_hashes() -> dict[str, str]:
     """Git blob ids of the measured files (``git hash-object FILE``)."""
     out = {}
