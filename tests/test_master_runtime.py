@@ -50,3 +50,31 @@ def test_a_registration_retried_byte_for_byte_is_answered_without_handling_it_ag
             framework = master.core.frameworks["fw-1"]
             assert "t1" not in framework.tasks
             assert [(t.id, t.status.state) for t in framework.completed] == [("t1", TaskState.LOST)]
+
+
+# ------------------------------------------------------------- followers
+from mesoslike.ha.url import ZkUrl  # noqa: E402
+from zk_helpers import zookeeper, zookeeper_server  # noqa: E402,F401 (fixtures)
+
+
+def test_a_follower_reads_who_leads_from_zookeeper_at_most_once_a_second(zookeeper):
+    # /health and the loop ask often; each read blocks while ZooKeeper is unreachable
+    url = ZkUrl.parse(zookeeper.url("runtime-follower"))
+    leader = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
+    leader.start()
+    deadline = time.monotonic() + 10
+    while not leader.is_leader and time.monotonic() < deadline:
+        time.sleep(0.05)
+    follower = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
+    follower.start()
+    try:
+        reads = []
+        real = follower._contender.leader_info
+        follower._contender.leader_info = lambda: reads.append(1) or real()
+        started = time.monotonic()
+        answers = {follower._health()["leader"] for _ in range(200)}
+        assert answers == {leader.address} and not follower.is_leader
+        assert len(reads) <= 1 + (time.monotonic() - started) / 1.0
+    finally:
+        follower.stop()
+        leader.stop()

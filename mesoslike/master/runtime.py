@@ -36,6 +36,8 @@ log = logging.getLogger("mesoslike.master")
 
 #: messages handled per loop turn before time-driven work gets its turn
 _BATCH = 2000
+#: how long a follower trusts what it last read from ZooKeeper about the leader (s)
+_LEADER_INFO_TTL = 1.0
 
 
 class MasterRuntime:
@@ -60,6 +62,8 @@ class MasterRuntime:
         self._turn_end = self.clock.now()
         #: peer -> the last REGISTER/REREGISTER_AGENT frame from it (see _retried_registration)
         self._registrations: dict[bytes, bytes] = {}
+        self._leader_cache: tuple[float, dict] = (float("-inf"), {})
+        self._leader_cache_lock = threading.Lock()  # the HTTP thread asks too
         self._store = registry_store or MemoryRegistryStore()
         registry = self._store.load() if zk is None else None  # bad: stop before binding
         self._server = Server(address)
@@ -187,6 +191,7 @@ class MasterRuntime:
         """Stop serving. With ``keep`` (the connection to ZooKeeper broke but
         the session may survive), the core is put aside in case we are
         re-elected under the same znode; otherwise the soft state is dropped."""
+        self._leader_cache = (float("-inf"), {})  # someone else leads now: ask ZooKeeper afresh
         if self.core is not None:
             fence = self._current_fence() if keep else None
             self._kept = (self.core, fence) if fence is not None else None
@@ -206,13 +211,22 @@ class MasterRuntime:
         return self._leading.is_set() and self.core is not None
 
     def _leader_info(self) -> dict:
+        """Who leads. A follower reads ZooKeeper at most once per
+        ``_LEADER_INFO_TTL``: /health and the loop ask often, and a read
+        blocks for seconds while ZooKeeper is unreachable."""
         if self.is_leader:
             return {"id": self.info.id, "address": self.address, "http_address": self.http_address}
-        try:
-            leader = self._contender.leader_info() if self._contender is not None else None
-        except Exception:  # ZooKeeper unreachable: we do not know
-            leader = None
-        return {k: leader.get(k, "") for k in ("id", "address", "http_address")} if leader else {}
+        with self._leader_cache_lock:
+            read_at, cached = self._leader_cache
+            if self.clock.now() - read_at < _LEADER_INFO_TTL:
+                return dict(cached)
+            try:
+                leader = self._contender.leader_info() if self._contender is not None else None
+            except Exception:  # ZooKeeper unreachable: we do not know
+                leader = None
+            info = {k: leader.get(k, "") for k in ("id", "address", "http_address")} if leader else {}
+            self._leader_cache = (self.clock.now(), info)
+            return dict(info)
 
     # -------------------------------------------------------------- views
     def state(self) -> dict:
@@ -326,14 +340,14 @@ class MasterRuntime:
             self._registrations.pop(peer, None)
 
     def _answer_as_follower(self) -> None:
-        leader = self._leader_info().get("address", "")
         for peer, message in self._server.receive():
             if peer is None:
                 continue
+            leader = self._leader_info()  # cached: only read when someone asks
             if isinstance(message, m.GetState):
-                reply = m.StateReply(json.dumps({"leader": self._leader_info(), "is_leader": False}))
+                reply = m.StateReply(json.dumps({"leader": leader, "is_leader": False}))
             else:
-                reply = m.Error(f"this master does not lead; the leader is {leader or 'not elected yet'}")
+                reply = m.Error(f"this master does not lead; the leader is {leader.get('address') or 'not elected yet'}")
             self._server.send(peer, reply)
 
     def _persist(self) -> bool:
