@@ -368,3 +368,12 @@ def test_a_retried_registration_from_a_connection_the_agent_no_longer_uses_is_ha
         h.tick(advance=1.0)                                      # pings unanswered: removed
     assert aid not in h.core.agents
     assert h.core.on_retried_registration(AG2) is None
+
+
+def test_statuses_the_master_makes_up_carry_wall_clock_time_as_agents_do():
+    h = Harness()
+    h.core = MasterCore(h.clock, MasterInfo("m", "tcp://127.0.0.1:1"), MasterConfig(heartbeat_interval=1.0),
+                        wall_clock=lambda: 1_700_000_000.0)
+    fid = h.subscribe()
+    (update,) = only(h.send(FW, m.Reconcile(fid, [m.ReconcileTask("ghost", "nowhere")])), m.Update)
+    assert update.status.state == TaskState.LOST and update.status.timestamp == 1_700_000_000.0

@@ -63,8 +63,12 @@ class MasterCore:
     """
 
     def __init__(self, clock: Clock, info: MasterInfo, config: MasterConfig | None = None,
-                 rng: random.Random | None = None, registry: Registry | None = None) -> None:
+                 rng: random.Random | None = None, registry: Registry | None = None,
+                 wall_clock: Callable[[], float] | None = None) -> None:
         self.clock = clock
+        #: seconds since the epoch for the statuses the master makes up, as
+        #: agents stamp theirs (the runtime passes time.time); defaults to clock
+        self._wall_clock = wall_clock or clock.now
         self.info = info
         self.config = (config or MasterConfig()).validate()
         self._rng = rng or random.Random(0)
@@ -419,7 +423,7 @@ class MasterCore:
 
     def _run_task(self, record: FrameworkRecord, agent: AgentRecord, task: TaskInfo) -> None:
         status = new_status(task.task_id, TaskState.STAGING, agent_id=agent.id, framework_id=record.id,
-                            timestamp=self.clock.now())
+                            timestamp=self._wall_clock())
         record.tasks[task.task_id] = TaskRecord(task, record.id, agent.id, status)
         agent.tasks.add((record.id, task.task_id))
         self.counters["tasks_launched"] += 1
@@ -428,7 +432,7 @@ class MasterCore:
     def _launch_failed(self, record: FrameworkRecord, task: TaskInfo, state: str, why: str, reason: str) -> None:
         self.counters["tasks_invalid"] += 1
         status = new_status(task.task_id, state, agent_id=task.agent_id, framework_id=record.id, message=why,
-                            reason=reason, timestamp=self.clock.now())
+                            reason=reason, timestamp=self._wall_clock())
         self._send_framework(record, m.Update(status))
 
     def _kill(self, peer: bytes, msg: m.Kill) -> None:
@@ -441,7 +445,7 @@ class MasterCore:
             self._send_framework(record, m.Update(new_status(
                 msg.task_id, state, agent_id=msg.agent_id, framework_id=record.id,
                 message="unknown task" if task is None else "task already terminal",
-                reason="REASON_RECONCILIATION", timestamp=self.clock.now())))
+                reason="REASON_RECONCILIATION", timestamp=self._wall_clock())))
             return
         agent = self.agents.get(task.agent_id)
         if agent is not None and agent.connected:
@@ -498,7 +502,7 @@ class MasterCore:
         record = self._framework_for(peer, msg.framework_id)
         if record is None:
             return
-        now = self.clock.now()
+        now = self._wall_clock()
         if not msg.tasks:
             wanted = [task for task in record.tasks.values() if not task.terminal]
             for task in sorted(wanted, key=lambda t: t.id):
@@ -590,7 +594,7 @@ class MasterCore:
             holding.setdefault(running.framework_id, []).append(running.task.resources)
         self._admit_agent(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()})
         agent = self.agents[msg.agent.id]
-        agent_id, now, frameworks = agent.id, self.clock.now(), self.frameworks  # hot: 100k tasks per failover
+        agent_id, now, frameworks = agent.id, self._wall_clock(), self.frameworks  # hot: 100k tasks per failover
         for running in msg.tasks:
             framework_id, task_id = running.framework_id, running.task.task_id
             record = frameworks.get(framework_id)
@@ -676,7 +680,7 @@ class MasterCore:
     def _mark_lost(self, record: FrameworkRecord, task: TaskRecord, why: str) -> None:
         state = TaskState.UNREACHABLE if record.info.partition_aware else TaskState.LOST
         status = new_status(task.id, state, agent_id=task.agent_id, framework_id=record.id, message=why,
-                            reason="REASON_AGENT_REMOVED", timestamp=self.clock.now())
+                            reason="REASON_AGENT_REMOVED", timestamp=self._wall_clock())
         task.status = status
         task.resources_recovered = True  # the agent's removal returns them
         if record.connected:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import uuid
 
 from mesoslike import __version__
@@ -120,7 +121,7 @@ class MasterRuntime:
         log.warning("master %s is no longer the leader (%s)", self.info.id, reason)
 
     def _lead(self, registry: Registry) -> None:
-        self.core = MasterCore(self.clock, self.info, self.config, registry=registry)
+        self.core = MasterCore(self.clock, self.info, self.config, registry=registry, wall_clock=time.time)
         self._persisted = self.core.registry_changes
         self._turn_end = self.clock.now()
         self._leading.set()
