@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: venv demo simulate test bench zookeeper
+.PHONY: venv demo demo-framework simulate test bench zookeeper
 
 $(BIN)/mesoslike: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,7 +13,12 @@ $(BIN)/mesoslike: setup.cfg pyproject.toml
 
 venv: $(BIN)/mesoslike
 
+# The main job: the Fuxi word count on a local cluster (examples/fuxi_wordcount).
 demo: venv
+	$(BIN)/python examples/fuxi_wordcount/demo.py $(DEMO_ARGS)
+
+# The plain-framework word count (a framework of its own, no Fuxi).
+demo-framework: venv
 	$(BIN)/mesoslike local --port 0 --http-port 0 -- $(BIN)/python examples/wordcount.py
 
 simulate: venv

@@ -133,6 +133,13 @@ def run_job(fuxi_address: str, job_file: Path, timeout: float) -> tuple[int, str
     return status, (job_id[0] if job_id else "")
 
 
+def show_task_errors(work_dir: Path, most: int = 3) -> None:
+    """The last lines of the newest non-empty task stderr files in the agents' sandboxes."""
+    files = [f for f in (work_dir / "data").glob("*/sandboxes/*/*/stderr") if f.stat().st_size]
+    for path in sorted(files, key=lambda f: f.stat().st_mtime)[-most:]:
+        print(f"  stderr of {path.parent.name} on {path.parents[3].name}:\n{tail(path, 3)}", flush=True)
+
+
 def show_status(fuxi_address: str, job_id: str) -> None:
     done = subprocess.run(MESOSLIKE + ["fuxi", "status", "--fuxi", fuxi_address, *([job_id] if job_id else [])],
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
@@ -163,6 +170,7 @@ def demo(args: argparse.Namespace, work_dir: Path, processes: Processes) -> int:
     if status != 0:
         say(f"the job did not succeed (submit exited {status}); its status:")
         show_status(fuxi_address, job_id)
+        show_task_errors(work_dir)
         for name, _, log in processes.started:
             print(f"  {name} log ({log}):\n{tail(log)}", flush=True)
         return 1
