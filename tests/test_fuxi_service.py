@@ -24,14 +24,25 @@ from mesoslike.clock import FakeClock
 from mesoslike.wire import TERMINAL_STATES
 from mesoslike.frameworks.fuxi import protocol
 from mesoslike.frameworks.fuxi.core import FuxiCore, FuxiError
-from mesoslike.frameworks.fuxi.model import JobSpec, JobSpecError, UnitSpec, load_job_file
+from mesoslike.frameworks.fuxi.model import (
+    BackupPolicy,
+    JobSpec,
+    JobSpecError,
+    Locality,
+    UnitSpec,
+    load_job_file,
+    parse_job,
+)
 from mesoslike.frameworks.fuxi.service import (
+    MAX_WORKER_FAILURES,
+    WORKER_MODULE,
     FuxiService,
     JobClient,
     JobRefused,
     JobServer,
     QuotaFileError,
     check_runnable,
+    job_document,
     load_quota_file,
 )
 
@@ -87,7 +98,7 @@ def unit(name="u", slots=1, instances=0, command="run {instance}", slot="cpus:1;
 
 def make_service(**kwargs):
     core = FuxiCore(kwargs.pop("groups", None), clock=FakeClock(), **kwargs)
-    service = FuxiService(core)
+    service = FuxiService(core, launch_appmasters=False)
     driver = FakeDriver()
     service.attach(driver)
     return service, driver
@@ -102,90 +113,157 @@ def unit_status(service, job_id, name="u") -> dict:
     return next(u for u in job["units"] if u["name"] == name)
 
 
-def test_each_slot_runs_one_instance_with_its_number_and_environment():
+def ask(service, job_id, cls, token=None, **fields):
+    """What the service answers an AppMaster request (through the job server's handler)."""
+    token = service.jobs[job_id].token if token is None else token
+    server = JobServer.__new__(JobServer)
+    server.service = service
+    return protocol.decode(server.handle(protocol.encode(cls(id=7, job_id=job_id, token=token, **fields))))
+
+
+def test_each_granted_slot_runs_a_worker_task_that_knows_its_place():
     service, driver = make_service()
-    job_id = service.submit(JobSpec("j", [unit(slots=2, instances=2, command="work --shard {instance}")]))
-    service.resource_offers(driver, [offer()])
+    job_id = service.submit(JobSpec("j", [unit(slots=2, instances=4)]))
+    service.resource_offers(driver, [offer("h1", room="er1")])
     tasks = driver.launched()
-    assert sorted(t.command for t in tasks) == ["work --shard 0", "work --shard 1"]
+    assert len(tasks) == 2
     for task in tasks:
+        assert f"-m {WORKER_MODULE}" in task.command and task.resources == R("cpus:1;mem:100")
         env = task.environment
         assert env["FUXI_JOB_ID"] == job_id and env["FUXI_UNIT"] == "u" and env["FUXI_SLOT_ID"] == task.task_id
-        assert task.command.endswith(env["FUXI_INSTANCE"]) and task.resources == R("cpus:1;mem:100")
+        assert env["FUXI_HOSTNAME"] == "h1" and env["FUXI_ROOM"] == "er1" and "FUXI_APPMASTER" in env
 
 
-def test_instances_wait_for_slots_and_the_job_returns_what_it_no_longer_needs():
-    service, driver = make_service()
-    job_id = service.submit(JobSpec("j", [unit(slots=2, instances=3)]))
-    service.resource_offers(driver, [offer()])
-    first = driver.launched()
-    assert len(first) == 2
-    update(service, first[0], TaskState.FINISHED)         # one instance left: keep wanting 2 slots
-    assert unit_status(service, job_id)["desired"] == 2
-    service.resource_offers(driver, [offer()])
-    (third,) = driver.launched()
-    assert third.command == "run 2"
-    update(service, first[1], TaskState.FINISHED)         # nothing pending: the slot goes back
-    assert unit_status(service, job_id)["desired"] == 1
-    update(service, third, TaskState.FINISHED)
-    job = service.status(job_id)["jobs"][0]
-    assert job["state"] == "succeeded" and job["instances"]["done"] == 3
-    assert driver.take("suppress")                          # nothing left to want
-
-
-def test_fewer_instances_than_slots_lowers_the_desire_at_once():
+def test_the_first_desire_is_the_instances_and_none_for_units_that_come_after():
     service, _ = make_service()
-    job_id = service.submit(JobSpec("j", [unit(slots=5, instances=2)]))
-    assert unit_status(service, job_id)["desired"] == 2
+    job_id = service.submit(JobSpec("j", [unit("map", slots=5, instances=2), unit("reduce", slots=3, after=["map"])]))
+    assert unit_status(service, job_id, "map")["desired"] == 2
+    assert unit_status(service, job_id, "reduce")["desired"] == 0
 
 
-def test_a_failed_instance_is_retried_then_the_job_fails_and_its_other_slots_are_killed():
+def test_appmaster_requests_drive_desire_release_blacklists_progress_and_the_end():
     service, driver = make_service()
-    job_id = service.submit(JobSpec("j", [unit("ok", slots=1, command="sleep 60"),
-                                          unit("bad", slots=1, command="false")]))
-    service.resource_offers(driver, [offer()])
-    tasks = {t.environment["FUXI_UNIT"]: t for t in driver.launched()}
-    for attempt in range(3):
-        update(service, tasks["bad"], TaskState.FAILED, "command exited with status 1")
-        if attempt < 2:
-            service.resource_offers(driver, [offer()])
-            (tasks["bad"],) = driver.launched()
+    job_id = service.submit(JobSpec("j", [unit(slots=3, instances=6)]))
+    assert isinstance(ask(service, job_id, protocol.SetDesire, unit="u", slots=2), protocol.Ok)
+    service.resource_offers(driver, [offer("h1")])
+    first, second = driver.launched()
+    assert unit_status(service, job_id)["granted"] == 2
+    # the AppMaster lowers its desire, then lets a slot go: it is not granted again
+    ask(service, job_id, protocol.SetDesire, unit="u", slots=1)
+    assert isinstance(ask(service, job_id, protocol.ReleaseSlot, slot=first.task_id), protocol.Ok)
+    assert unit_status(service, job_id)["granted"] == 1 and unit_status(service, job_id)["desired"] == 1
+    update(service, first, TaskState.FINISHED)                 # the released worker exits: nothing more
+    assert unit_status(service, job_id)["granted"] == 1
+    # a blacklisted host gets no more slots of the job; a reported one none of anybody's
+    ask(service, job_id, protocol.BlacklistHost, host="h1")
+    ask(service, job_id, protocol.ReportHost, host="h9")
+    ask(service, job_id, protocol.SetDesire, unit="u", slots=2)
+    service.resource_offers(driver, [offer("h1")])
+    assert driver.launched() == []
+    service.resource_offers(driver, [offer("h2")])
+    (third,) = driver.launched()
+    assert third.environment["FUXI_HOSTNAME"] == "h2"
+    assert service.status()["global_blacklist"] == ["h9"]
+    report = {"state": "running", "units": {"u": {"total": 6, "done": 4, "running": 2, "pending": 0,
+                                                  "failed_attempts": 1, "backups": 1, "workers": 2}},
+              "blacklisted": ["h1"]}
+    ask(service, job_id, protocol.Progress, report=report)
     job = service.status(job_id)["jobs"][0]
-    assert job["state"] == "failed"
-    assert "bad instance 0 failed 3 time(s)" in job["reason"] and "status 1" in job["reason"]
-    assert ("kill", tasks["ok"].task_id) in driver.take("kill")
-    update(service, tasks["ok"], TaskState.KILLED)           # the kill's update is not news
-    assert service.status(job_id)["jobs"][0]["instances"]["cancelled"] == 1
+    assert job["instances"] == {"total": 6, "done": 4, "running": 2, "pending": 0, "failed": 1, "backups": 1}
+    assert job["blacklisted"] == ["h1"]
+    assert isinstance(ask(service, job_id, protocol.JobEnded, succeeded=True, reason=""), protocol.Ok)
+    job = service.status(job_id)["jobs"][0]
+    assert job["state"] == "succeeded" and job["units"][0]["granted"] == 0
+    assert {("kill", second.task_id), ("kill", third.task_id)} <= set(driver.take("kill"))
+    # what an AppMaster says after the end is moot, not an error
+    assert isinstance(ask(service, job_id, protocol.SetDesire, unit="u", slots=3), protocol.Ok)
 
 
-def test_a_lost_or_preempted_slot_puts_its_instance_back_without_counting_a_failure():
+def test_bad_appmaster_requests_are_refused_and_change_nothing():
     service, driver = make_service()
-    low = service.submit(JobSpec("low", [unit(slots=4, instances=4, command="low {instance}")], priority=300))
-    service.resource_offers(driver, [offer(res="cpus:4;mem:400")])
-    low_tasks = driver.launched()
-    update(service, low_tasks[0], TaskState.LOST, "agent gone")
-    assert unit_status(service, low)["instances"]["pending"] == 1
-    service.resource_offers(driver, [offer(res="cpus:1;mem:100")])
-    (again,) = driver.launched()
-    assert again.command == low_tasks[0].command
-    urgent = service.submit(JobSpec("urgent", [unit(slots=1)], priority=10))
-    service.resource_offers(driver, [offer(res="cpus:0.5;mem:50")])   # nothing fits: preempt
-    (kill,) = driver.take("kill")
-    victim = next(t for t in low_tasks[1:] + [again] if t.task_id == kill[1])
-    update(service, victim, TaskState.KILLED)
-    counts = unit_status(service, low)["instances"]
-    assert counts["pending"] == 1 and counts["failed"] == 0 and unit_status(service, low)["revoked"] == 2
-    service.resource_offers(driver, [offer(res="cpus:1;mem:100")])
-    (urgent_task,) = driver.launched()
-    assert urgent_task.environment["FUXI_JOB_ID"] == urgent
+    job_id = service.submit(JobSpec("j", [unit(slots=1)]))
+    other = service.submit(JobSpec("k", [unit(slots=1)]))
+    service.resource_offers(driver, [offer()])
+    other_slot = next(t for t in driver.launched() if t.environment["FUXI_JOB_ID"] == other)
+    for answer, reason in [
+            (ask(service, "job-9", protocol.SetDesire, token="x", unit="u", slots=1), "unknown job"),
+            (ask(service, job_id, protocol.SetDesire, token="forged", unit="u", slots=1), "wrong token"),
+            (ask(service, job_id, protocol.SetDesire, unit="nope", slots=1), "unknown unit"),
+            (ask(service, job_id, protocol.SetDesire, unit="u", slots=-1), ">= 0"),
+            (ask(service, job_id, protocol.ReleaseSlot, slot=other_slot.task_id), "not a slot of job"),
+            (ask(service, job_id, protocol.BlacklistHost, host=""), "non-empty"),
+            (ask(service, job_id, protocol.Progress, report={"x": b"bytes"}), "JSON"),
+    ]:
+        assert isinstance(answer, protocol.Error) and reason in answer.message, (answer, reason)
+    assert unit_status(service, job_id)["desired"] == 1 and unit_status(service, other)["granted"] == 1
+    assert service.status(job_id)["jobs"][0]["state"] == "running"
 
 
-def test_an_agent_lost_puts_its_instances_back():
+def test_a_worker_that_ends_gives_its_slot_back_and_the_unit_keeps_its_desire():
+    service, driver = make_service()
+    job_id = service.submit(JobSpec("j", [unit(slots=2, instances=2)]))
+    service.resource_offers(driver, [offer()])
+    first, second = driver.launched()
+    update(service, first, TaskState.RUNNING)
+    update(service, first, TaskState.FAILED, "worker crashed")
+    assert unit_status(service, job_id)["granted"] == 1 and unit_status(service, job_id)["desired"] == 2
+    update(service, second, TaskState.LOST, "agent gone")           # a lost worker: a lost slot
+    assert unit_status(service, job_id)["granted"] == 0 and unit_status(service, job_id)["desired"] == 2
+    service.resource_offers(driver, [offer()])
+    assert len(driver.launched()) == 2
+
+
+def test_workers_that_keep_failing_fail_the_job():
+    service, driver = make_service()
+    job_id = service.submit(JobSpec("j", [unit(slots=1)]))
+    for _ in range(MAX_WORKER_FAILURES):
+        service.resource_offers(driver, [offer()])
+        (task,) = driver.launched()
+        update(service, task, TaskState.FAILED, "python: not found")
+    job = service.status(job_id)["jobs"][0]
+    assert job["state"] == "failed" and "worker tasks failed" in job["reason"] and "python: not found" in job["reason"]
+
+
+def test_an_agent_lost_takes_its_slots_back():
     service, driver = make_service()
     job_id = service.submit(JobSpec("j", [unit(slots=2, instances=2)]))
     service.resource_offers(driver, [offer("h1")])
+    assert len(driver.launched()) == 2
     service.agent_lost(driver, "a-h1")
-    assert unit_status(service, job_id)["instances"]["pending"] == 2
+    assert unit_status(service, job_id)["granted"] == 0 and unit_status(service, job_id)["desired"] == 2
+
+
+def test_an_appmaster_that_keeps_exiting_is_restarted_then_its_job_fails(tmp_path):
+    core = FuxiCore(clock=FakeClock())
+    service = FuxiService(core, work_dir=tmp_path, python="/bin/false", max_appmaster_restarts=2)
+    service.service_address = "tcp://127.0.0.1:1"
+    service.attach(FakeDriver())
+    try:
+        job_id = service.submit(JobSpec("j", [unit()]))
+        appmaster = service.jobs[job_id].appmaster
+        assert (tmp_path / job_id / "job.json").exists() and appmaster.address.startswith("tcp://127.0.0.1:")
+        address = appmaster.address
+
+        def ended():
+            service.supervise()
+            return service.status(job_id)["jobs"][0]["state"] == "failed"
+        wait_for(ended, 20, "the job to fail")
+        job = service.status(job_id)["jobs"][0]
+        assert "AppMaster exited 3 times" in job["reason"] and job["appmaster"]["restarts"] == 2
+        assert job["appmaster"]["address"] == address                   # restarted on the same address
+    finally:
+        service.stop()
+
+
+def test_job_document_reads_back_as_the_same_job():
+    spec = JobSpec("j", [unit("map", slots=2, instances=3, data=[["h1"], [], ["h2", "h1"]], max_attempts=5,
+                              max_per_machine=1, priority=7, locality=[Locality.machine("h1", 1),
+                                                                        Locality.room("er0", 1),
+                                                                        Locality.cluster(2)],
+                              blacklist=["h3"]),
+                         unit("reduce", slots=1, after=["map"], slot="cpus:0.5;mem:64;gpus:1")],
+                   backup=BackupPolicy(min_finished_fraction=0.25), blacklist_after=2, policy="FAIR")
+    assert parse_job(json.loads(json.dumps(job_document(spec)))) == spec
 
 
 def test_declines_suppress_revive_and_rescinds_reach_the_driver():
@@ -357,13 +435,13 @@ def test_a_two_unit_job_succeeds_and_every_instance_runs_once(fuxi, tmp_path):
     job_id = done.stdout.split()[1]
     assert done.stdout.startswith(f"submitted {job_id} (two-units)")
     assert f"{job_id} succeeded: 7/7 instances done" in done.stdout
-    assert "instances done" in done.stdout.splitlines()[1]       # a progress line
+    assert "/7 done" in done.stdout.splitlines()[1]               # a progress line
     lines = sorted(ran.read_text().splitlines())
     expected = sorted([f"{job_id} map {i} {i}" for i in range(5)] + [f"{job_id} reduce {i} {i}" for i in range(2)])
     assert lines == expected                                      # each instance ran exactly once
     job = fuxi.status(job_id)["jobs"][0]
-    assert job["state"] == "succeeded" and job["instances"]["retries"] == 0
-    assert set(job["units"][0]["finished_on"]) <= {"node-0", "node-1"}
+    assert job["state"] == "succeeded" and job["instances"]["failed"] == 0
+    assert job["instances"]["done"] == 7 and not job["appmaster"]["running"]
 
 
 def test_a_bad_field_exits_2_naming_it_and_sends_nothing(fuxi, tmp_path):
@@ -432,12 +510,12 @@ def test_an_instance_that_always_fails_fails_the_job(fuxi, tmp_path):
     done = fuxi.submit(path, "--wait")
     assert done.returncode == 1, done.stdout + done.stderr
     job_id = done.stdout.split()[1]
-    assert f"{job_id} failed: unit broken instance 0 failed 3 time(s)" in done.stderr
-    assert "status 127" in done.stderr                          # the shell could not find the command
+    assert f"{job_id} failed: instance 0 of unit broken failed 3 times" in done.stderr
+    assert "status 127" in done.stderr and "not found" in done.stderr   # the shell could not find the command
     job = fuxi.status(job_id)["jobs"][0]
-    assert job["state"] == "failed" and job["instances"]["failed"] == 1
+    assert job["state"] == "failed" and job["instances"]["failed"] == 3
     broken = next(u for u in job["units"] if u["name"] == "broken")
-    assert broken["instances"]["retries"] == 2 and "status 127" in broken["last_failure"]
+    assert broken["instances"]["failed"] == 3
 
     def fine_task_gone():
         tasks = [t for f in fuxi.cluster.state()["frameworks"] if f["name"] == "fuxi" for t in f["tasks"]]

@@ -10,24 +10,26 @@ shell of that pure core on two sides:
   ``decline_offer`` per offer, :class:`KillSlot` a ``kill_task``,
   suppress/revive the same. Rescinds, lost agents and task updates go back
   into the core.
-- **Level 2 (the job runtime).** A simple AppMaster per job lives inside
-  the service: every granted slot runs ONE instance of its unit (a task
-  whose command is the unit's ``command`` with ``{instance}`` replaced by
-  the instance number, and ``FUXI_JOB_ID``, ``FUXI_UNIT``, ``FUXI_SLOT_ID``,
-  ``FUXI_INSTANCE`` in its environment). Instances are pending, running,
-  finished or failed (or cancelled when their job ends first); a failed instance is retried up to ``max_attempts``
-  times, then the job fails and its other slots are killed. When a slot's
-  task ends the slot goes back to the core — keeping the unit's desire
-  while instances still wait, returning it otherwise — and the unit's desire
-  drops to what its pending and running instances still need (the
-  incremental protocol: the job returns what it no longer needs).
+- **Level 2 (the job runtime).** Every submitted job gets an **AppMaster
+  process** (:mod:`.appmaster`, around the pure
+  :class:`~mesoslike.frameworks.fuxi.appmaster_core.AppMasterCore`),
+  started again — same address, same snapshot — whenever it exits while
+  its job runs. Every granted slot runs a **worker task**
+  (:mod:`.worker`) that connects to its job's AppMaster and runs the
+  instances it is handed. The AppMaster tells the service what the job
+  needs over the job server (:mod:`.protocol`): SET_DESIRE (the incremental
+  protocol: the unit's outstanding desire), RELEASE_SLOT, BLACKLIST_HOST,
+  REPORT_HOST (the global blacklist), PROGRESS (kept for ``status``) and
+  JOB_ENDED. A worker task that ends gives its slot back keeping the
+  unit's desire (the AppMaster's SET_DESIRE says what the job wants); a
+  worker killed or lost is a slot lost (:meth:`FuxiCore.on_slot_lost`).
 
 Threads: the core is not thread-safe. Every entry point (the driver's
-callbacks on the driver thread, :meth:`FuxiService.submit` and
-:meth:`FuxiService.status` from the job server's thread) runs under one
-lock; driver methods are thread-safe, so commands are carried out under it.
+callbacks on the driver thread, job clients and AppMasters on the job
+server's thread, the AppMaster supervisor's thread) runs under one lock;
+driver methods are thread-safe, so commands are carried out under it.
 
-:class:`JobServer` answers job clients (:mod:`.protocol`) on its own thread;
+:class:`JobServer` answers job clients and AppMasters on its own thread;
 :class:`JobClient` is the client side (``mesoslike fuxi submit`` / ``status``).
 """
 
@@ -38,6 +40,15 @@ import itertools
 import json
 import logging
 import math
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import tomllib
@@ -61,27 +72,34 @@ from mesoslike.frameworks.fuxi.core import (
     SlotRevoked,
     SuppressOffers,
 )
-from mesoslike.frameworks.fuxi.model import JobSpec, JobSpecError, UnitSpec, parse_job
+from mesoslike.frameworks.fuxi.model import LT_CLUSTER, JobSpec, JobSpecError, parse_job
 from mesoslike.transport import Client, Server, Waker, parse_tcp_address
 
-__all__ = ["FuxiService", "JobServer", "JobClient", "JobRefused", "check_runnable", "QuotaConfig", "QuotaFileError",
-           "load_quota_file", "parse_quota", "read_toml", "DEFAULT_PORT", "DEFAULT_MAX_ATTEMPTS", "PENDING", "RUNNING", "FINISHED",
-           "FAILED", "CANCELLED", "JOB_RUNNING", "JOB_SUCCEEDED", "JOB_FAILED"]
+__all__ = ["FuxiService", "JobServer", "JobClient", "JobRefused", "check_runnable", "job_document", "QuotaConfig",
+           "QuotaFileError", "load_quota_file", "parse_quota", "read_toml", "DEFAULT_PORT", "JOB_RUNNING",
+           "JOB_SUCCEEDED", "JOB_FAILED", "APPMASTER_MODULE", "WORKER_MODULE"]
 
 log = logging.getLogger("mesoslike.frameworks.fuxi.service")
 
 DEFAULT_PORT = 5060
-DEFAULT_MAX_ATTEMPTS = 3
 #: ended jobs kept for ``status``
 KEEP_ENDED_JOBS = 1000
+#: AppMaster restarts after which its job fails
+MAX_APPMASTER_RESTARTS = 10
+#: worker tasks of a job that may fail (not start, crash) before the job fails
+MAX_WORKER_FAILURES = 20
+#: seconds a released slot's worker has to exit by itself before its task is killed
+RELEASE_GRACE = 5.0
+#: seconds between the supervisor's looks at the AppMasters
+SUPERVISE_INTERVAL = 0.2
+APPMASTER_MODULE = "mesoslike.frameworks.fuxi.appmaster"
+WORKER_MODULE = "mesoslike.frameworks.fuxi.worker"
 
-# instance states
-PENDING, RUNNING, FINISHED, FAILED, CANCELLED = "pending", "running", "finished", "failed", "cancelled"
 # job states
 JOB_RUNNING, JOB_SUCCEEDED, JOB_FAILED = "running", "succeeded", "failed"
 
-#: task states that end an attempt as a failure of the instance's command
-_FAILURES = (TaskState.FAILED, TaskState.ERROR)
+#: task states of a worker that ended by itself (any other terminal state: the slot was lost)
+_ENDED_BY_ITSELF = (TaskState.FINISHED, TaskState.FAILED, TaskState.ERROR)
 
 
 # ------------------------------------------------------------ quota file
@@ -162,82 +180,8 @@ def parse_quota(document: Mapping[str, Any]) -> QuotaConfig:
     return QuotaConfig(groups, frozenset(hosts), enabled)
 
 
+
 # ------------------------------------------------------- the job runtime
-@attrs.define
-class Instance:
-    """One data shard of a unit, run by one slot at a time."""
-
-    index: int
-    state: str = PENDING
-    attempts: int = 0          # launches
-    failures: int = 0          # attempts whose command failed
-    slot_id: str = ""
-    hostname: str = ""
-    reason: str = ""           # why the last attempt failed or was taken back
-
-
-@attrs.define(eq=False)
-class UnitRun:
-    """A unit's instances. Counts per state, the pending queue and where
-    instances finished are kept up to date as instances move (:meth:`move`),
-    so that no event costs time in the number of instances."""
-
-    spec: UnitSpec
-    instances: list[Instance]
-    desired: int                       # the core's desire for the unit, mirrored
-    last_failure: str = ""
-    revoked: int = 0                   # slots taken back (preempted, lost) while running an instance
-    retries: int = 0                   # launches after an instance's first
-    tally: collections.Counter = attrs.field(factory=collections.Counter)
-    finished_on: collections.Counter = attrs.field(factory=collections.Counter)
-    pending: collections.deque = attrs.field(factory=collections.deque)   # instance numbers, stale ones skipped
-
-    def __attrs_post_init__(self) -> None:
-        self.tally[PENDING] = len(self.instances)
-        self.pending.extend(range(len(self.instances)))
-
-    def move(self, instance: Instance, state: str) -> None:
-        self.tally[instance.state] -= 1
-        self.tally[state] += 1
-        instance.state = state
-        if state == PENDING:
-            self.pending.appendleft(instance.index)   # a retried or taken-back instance goes first
-        elif state == FINISHED:
-            self.finished_on[instance.hostname] += 1
-
-    def next_pending(self) -> Instance | None:
-        while self.pending:
-            instance = self.instances[self.pending.popleft()]
-            if instance.state == PENDING:
-                return instance
-        return None
-
-    def needed(self) -> int:
-        """Slots its pending and running instances still need."""
-        return self.tally[PENDING] + self.tally[RUNNING]
-
-    def done(self) -> bool:
-        return self.tally[FINISHED] == len(self.instances)
-
-    def counts(self) -> dict[str, int]:
-        return {"total": len(self.instances), "done": self.tally[FINISHED], "running": self.tally[RUNNING],
-                "pending": self.tally[PENDING], "failed": self.tally[FAILED], "cancelled": self.tally[CANCELLED],
-                "retries": self.retries}
-
-
-@attrs.define(eq=False)
-class JobRun:
-    """The AppMaster's view of a job."""
-
-    id: str
-    spec: JobSpec
-    units: dict[str, UnitRun]
-    submitted: float
-    state: str = JOB_RUNNING
-    reason: str = ""
-    ended: float | None = None
-
-
 def check_runnable(job: JobSpec) -> None:
     """What the service needs beyond a valid job: a command in every unit."""
     for i, unit in enumerate(job.units):
@@ -245,57 +189,193 @@ def check_runnable(job: JobSpec) -> None:
             raise JobSpecError(f"job.units[{i}].command: a unit needs a command (what each of its instances runs)")
 
 
-class FuxiService(Scheduler):
-    """The Fuxi scheduler framework: one :class:`FuxiCore` and the job
-    runtime, driven by a :class:`~mesoslike.SchedulerDriver` (give it with
-    :meth:`attach` before the driver starts) and by job clients
-    (:meth:`submit`, :meth:`status`; see :class:`JobServer`).
+def job_document(spec: JobSpec) -> dict[str, Any]:
+    """The job file (as parsed TOML, DESIGN §3.5) that :func:`parse_job` reads back as ``spec``."""
+    units = []
+    for unit in spec.units:
+        table: dict[str, Any] = {
+            "name": unit.name, "slots": unit.slots, "resources": str(unit.slot), "command": unit.command,
+            "instances": unit.instances, "all_or_nothing": unit.all_or_nothing,
+            "locality": [{"cluster": True, "count": pref.count} if pref.kind == LT_CLUSTER
+                         else {pref.kind: pref.target, "count": pref.count} for pref in unit.locality],
+            "blacklist": sorted(unit.blacklist), "data": [list(hosts) for hosts in unit.data],
+            "after": list(unit.after), "max_attempts": unit.max_attempts}
+        if unit.priority is not None:
+            table["priority"] = unit.priority
+        if unit.max_per_machine is not None:
+            table["max_per_machine"] = unit.max_per_machine
+        units.append(table)
+    return {"job": {"name": spec.name, "quota_group": spec.quota_group, "priority": spec.priority,
+                    "policy": spec.policy, "units": units, "backup": attrs.asdict(spec.backup),
+                    "blacklist_after": spec.blacklist_after}}
 
-    ``max_attempts``: launches of an instance whose command fails before
-    its job fails. ``on_event(job_id, what)`` is called (under the lock) when
-    a job ends.
+
+def _initial_desire(unit) -> int:
+    """A unit's desire until its AppMaster says: its instances (at most its
+    slots), none while units it comes after have not finished."""
+    return 0 if unit.after else min(unit.slots, unit.instance_count)
+
+
+def _free_port(ip: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((ip, 0))
+        return sock.getsockname()[1]
+
+
+@attrs.define(eq=False)
+class AppMasterProcess:
+    """A job's AppMaster: the command that starts it (again), its process
+    and its log (``<work dir>/<job>/appmaster.log``, appended to by every start)."""
+
+    address: str
+    command: list[str]
+    env: dict[str, str]
+    log_path: Path
+    popen: subprocess.Popen | None = None
+    restarts: int = 0
+    exits: list[str] = attrs.field(factory=list)
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log_file:
+            self.popen = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log_file,
+                                          stderr=subprocess.STDOUT, env=self.env, start_new_session=True,
+                                          close_fds=True)
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen is not None else None
+
+    def exited(self) -> int | None:
+        """The exit status if the process ended (reaped now), else None."""
+        return self.popen.poll() if self.popen is not None else None
+
+    def kill(self, signum: int = signal.SIGTERM) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            try:
+                os.killpg(self.popen.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def log_tail(self, size: int = 800) -> str:
+        try:
+            with open(self.log_path, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - size))
+                return handle.read().decode(errors="replace").strip()
+        except OSError:
+            return ""
+
+
+@attrs.define(eq=False)
+class WorkerTask:
+    """The worker task in a granted slot. ``in_core``: the core still
+    counts the slot as granted."""
+
+    slot: Slot
+    room: str
+    state: str = TaskState.STAGING
+    in_core: bool = True
+    release_deadline: float | None = None
+
+
+@attrs.define(eq=False)
+class JobRun:
+    """The service's view of a job: its AppMaster, its desire per unit (as
+    the AppMaster last said) and its last progress report."""
+
+    id: str
+    spec: JobSpec
+    token: str
+    submitted: float
+    desire: dict[str, int]
+    directory: Path | None = None
+    appmaster: AppMasterProcess | None = None
+    state: str = JOB_RUNNING
+    reason: str = ""
+    ended: float | None = None
+    report: dict | None = None
+    worker_failures: int = 0
+
+
+class FuxiService(Scheduler):
+    """The Fuxi scheduler framework: one :class:`FuxiCore`, driven by a
+    :class:`~mesoslike.SchedulerDriver` (give it with :meth:`attach` before
+    the driver starts), by job clients (:meth:`submit`, :meth:`status`) and
+    by the jobs' AppMasters (:meth:`appmaster_request`; see :class:`JobServer`).
+
+    ``work_dir``: where each job's document, snapshot and AppMaster log go
+    (``<work_dir>/<job id>/``; default: a temporary directory removed by
+    :meth:`stop`). ``appmaster_ip``: the address AppMasters bind for their
+    workers. ``launch_appmasters=False`` starts no processes (the AppMaster
+    protocol is then driven by hand, e.g. in tests). ``on_event(job_id,
+    what)`` is called (under the lock) when a job ends.
     """
 
-    def __init__(self, core: FuxiCore, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    def __init__(self, core: FuxiCore, *, work_dir: str | os.PathLike | None = None,
+                 appmaster_ip: str = "127.0.0.1", launch_appmasters: bool = True, python: str = sys.executable,
+                 appmaster_log_level: str = "info", max_appmaster_restarts: int = MAX_APPMASTER_RESTARTS,
                  on_event: Callable[[str, str], None] | None = None) -> None:
-        if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
-            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
         self.core = core
-        self.max_attempts = max_attempts
         self.on_event = on_event or (lambda job_id, what: None)
         self.driver = None
         self.jobs: dict[str, JobRun] = {}
         self.errors: collections.deque[str] = collections.deque(maxlen=100)
-        self._tasks: dict[str, tuple[str, str, int]] = {}   # slot (= task) id -> job id, unit, instance
+        self.service_address = ""          # the job server's address, for the AppMasters (JobServer sets it)
+        self.appmaster_ip = appmaster_ip
+        self.launch_appmasters = launch_appmasters
+        self.python = python
+        self.appmaster_log_level = appmaster_log_level
+        self.max_appmaster_restarts = max_appmaster_restarts
+        self._work_dir = Path(work_dir) if work_dir is not None else None
+        self._own_work_dir = False
+        self._workers: dict[str, WorkerTask] = {}   # slot (= task) id -> its worker task
+        self._rooms: dict[str, str] = {}             # agent id -> its room (from offers)
         self._lock = threading.RLock()
+        self._stopping = threading.Event()
+        self._supervisor: threading.Thread | None = None
 
     def attach(self, driver) -> None:
         """The driver that carries out the core's commands."""
         self.driver = driver
 
-    # ======================================================== job clients
+    @property
+    def work_dir(self) -> Path:
+        if self._work_dir is None:
+            self._work_dir = Path(tempfile.mkdtemp(prefix="mesoslike-fuxi-"))
+            self._own_work_dir = True
+        return self._work_dir
+
+    # ===================================================== job clients
     def submit(self, job: JobSpec | Mapping[str, Any]) -> str:
         """Submit a job (a :class:`JobSpec` or a parsed job file); its id.
         Raises :class:`JobSpecError` for a bad job, :class:`FuxiError` for
         one the scheduler refuses (an unknown quota group); nothing changes then."""
         spec = job if isinstance(job, JobSpec) else parse_job(job)
         check_runnable(spec)
+        document = job_document(spec) if isinstance(job, JobSpec) else dict(job)
         with self._lock:
+            if self.launch_appmasters and not self.service_address:
+                raise FuxiError("the service has no job server address for AppMasters to reach it")
             job_id, commands = self.core.submit(spec)
-            units = {}
-            for unit in spec.units:
-                count = unit.instances or unit.slots
-                units[unit.name] = UnitRun(unit, [Instance(i) for i in range(count)], unit.slots)
-            run = JobRun(job_id, spec, units, time.monotonic())
+            run = JobRun(job_id, spec, secrets.token_hex(16), time.monotonic(),
+                         {unit.name: _initial_desire(unit) for unit in spec.units})
             self.jobs[job_id] = run
-            for unit in units.values():
-                commands += self._trim_desire(run, unit)
+            for unit in spec.units:
+                if run.desire[unit.name] != unit.slots:
+                    commands += self.core.update_desire(job_id, unit.name, run.desire[unit.name])
+            if self.launch_appmasters:
+                try:
+                    self._start_appmaster(run, document)
+                except OSError as exc:
+                    self._end_job(run, JOB_FAILED, f"cannot start the AppMaster: {exc}")
+                    raise FuxiError(f"cannot start the AppMaster of {job_id}: {exc}") from None
             self._execute(commands)
             return job_id
 
     def status(self, job_id: str | None = None) -> dict:
         """Jobs (or one job) with their units: desired and granted slots,
-        hosts, why a unit waits, and the instances' progress."""
+        hosts, why a unit waits, the instances' progress (the AppMaster's
+        last report) and the AppMaster process."""
         with self._lock:
             if job_id is not None and job_id not in self.jobs:
                 raise FuxiError(f"unknown job {job_id!r}")
@@ -303,27 +383,165 @@ class FuxiService(Scheduler):
             scheduled = {job["id"]: {u["name"]: u for u in job["units"]} for job in live["jobs"]}
             runs = [self.jobs[job_id]] if job_id is not None else list(self.jobs.values())
             return {"jobs": [self._job_status(run, scheduled.get(run.id, {})) for run in runs],
-                    "quota_groups": live["quota_groups"]}
+                    "quota_groups": live["quota_groups"], "global_blacklist": sorted(self.core.global_blacklist)}
 
     def _job_status(self, run: JobRun, scheduled: Mapping[str, dict]) -> dict:
+        report = run.report if isinstance(run.report, Mapping) else {}
+        reported_units = report.get("units") if isinstance(report.get("units"), Mapping) else {}
         units = []
-        for name, unit in run.units.items():
-            core_unit = scheduled.get(name, {})
+        for spec in run.spec.units:
+            core_unit = scheduled.get(spec.name, {})
+            counts = reported_units.get(spec.name) if isinstance(reported_units.get(spec.name), Mapping) else {}
             units.append({
-                "name": name, "slot": str(unit.spec.slot), "command": unit.spec.command,
+                "name": spec.name, "slot": str(spec.slot), "command": spec.command,
                 "desired": core_unit.get("desired", 0), "granted": core_unit.get("granted", 0),
                 "waiting": core_unit.get("waiting", 0), "hosts": core_unit.get("hosts", {}),
-                "why_waiting": core_unit.get("why_waiting", ""), "instances": unit.counts(),
-                "finished_on": dict(sorted(unit.finished_on.items())), "last_failure": unit.last_failure,
-                "revoked": unit.revoked})
+                "why_waiting": core_unit.get("why_waiting", ""),
+                "instances": {"total": counts.get("total", spec.instance_count), "done": counts.get("done", 0),
+                              "running": counts.get("running", 0), "pending": counts.get("pending", 0),
+                              "failed": counts.get("failed_attempts", 0), "backups": counts.get("backups", 0),
+                              "workers": counts.get("workers", 0)}})
         totals = {key: sum(u["instances"][key] for u in units)
-                  for key in ("total", "done", "running", "pending", "failed", "cancelled", "retries")}
+                  for key in ("total", "done", "running", "pending", "failed", "backups")}
         end = run.ended if run.ended is not None else time.monotonic()
+        appmaster = run.appmaster
         return {"id": run.id, "name": run.spec.name, "state": run.state, "reason": run.reason,
                 "quota_group": run.spec.quota_group, "priority": run.spec.priority, "policy": run.spec.policy,
-                "elapsed": round(end - run.submitted, 3), "instances": totals, "units": units}
+                "elapsed": round(end - run.submitted, 3), "instances": totals,
+                "blacklisted": list(report.get("blacklisted", [])), "units": units,
+                "appmaster": None if appmaster is None else {
+                    "pid": appmaster.pid, "address": appmaster.address, "restarts": appmaster.restarts,
+                    "running": appmaster.exited() is None, "log": str(appmaster.log_path)}}
 
-    # ========================================================== callbacks
+    # ====================================================== AppMasters
+    def appmaster_request(self, request) -> None:
+        """Carry out what a job's AppMaster asks (a :data:`protocol.APPMASTER_REQUESTS`
+        message). Raises :class:`FuxiError` for a request it refuses."""
+        with self._lock:
+            run = self.jobs.get(request.job_id)
+            if run is None:
+                raise FuxiError(f"unknown job {request.job_id!r}")
+            if not secrets.compare_digest(request.token, run.token):
+                raise FuxiError(f"wrong token for job {request.job_id}")
+            if run.state != JOB_RUNNING:
+                return   # the job ended: whatever its AppMaster still says is moot
+            units = {unit.name for unit in run.spec.units}
+            if isinstance(request, protocol.SetDesire):
+                if request.unit not in units:
+                    raise FuxiError(f"unknown unit {request.unit!r} of job {run.id}")
+                if request.slots < 0:
+                    raise FuxiError(f"desired slots must be >= 0, got {request.slots}")
+                run.desire[request.unit] = request.slots
+                self._execute(self.core.update_desire(run.id, request.unit, request.slots))
+            elif isinstance(request, protocol.ReleaseSlot):
+                worker = self._workers.get(request.slot)
+                if worker is not None and worker.slot.job_id != run.id:
+                    raise FuxiError(f"slot {request.slot!r} is not a slot of job {run.id}")
+                if worker is not None and worker.in_core:
+                    worker.in_core = False
+                    worker.release_deadline = time.monotonic() + RELEASE_GRACE
+                    self._execute(self._core_call(self.core.release, request.slot, True))
+            elif isinstance(request, (protocol.BlacklistHost, protocol.ReportHost)):
+                if not request.host:
+                    raise FuxiError("a host must be a non-empty hostname")
+                if isinstance(request, protocol.BlacklistHost):
+                    log.info("job %s blacklists %s", run.id, request.host)
+                    for name in units:
+                        self.core.blacklist(run.id, name, request.host)
+                else:
+                    log.warning("job %s reports %s: added to the global blacklist", run.id, request.host)
+                    self.core.global_blacklist.add(request.host)
+            elif isinstance(request, protocol.Progress):
+                try:
+                    json.dumps(request.report)
+                except (TypeError, ValueError) as exc:
+                    raise FuxiError(f"a progress report must be JSON-able: {exc}") from None
+                run.report = request.report
+            elif isinstance(request, protocol.JobEnded):
+                self._end_job(run, JOB_SUCCEEDED if request.succeeded else JOB_FAILED, request.reason)
+            else:
+                raise FuxiError(f"{request.TYPE} is not an AppMaster request")
+
+    def _start_appmaster(self, run: JobRun, document: Mapping[str, Any]) -> None:
+        directory = self.work_dir / run.id
+        directory.mkdir(parents=True, exist_ok=True)
+        run.directory = directory
+        job_path = directory / "job.json"
+        job_path.write_text(json.dumps(document))
+        address = f"tcp://{self.appmaster_ip}:{_free_port(self.appmaster_ip)}"
+        command = [self.python, "-m", APPMASTER_MODULE, "--service", self.service_address, "--job-id", run.id,
+                   "--bind", address, "--snapshot", str(directory / "snapshot.json"), "--job", str(job_path),
+                   "--log-level", self.appmaster_log_level]
+        env = dict(os.environ)
+        env["FUXI_AM_TOKEN"] = run.token
+        run.appmaster = AppMasterProcess(address, command, env, directory / "appmaster.log")
+        run.appmaster.start()
+        log.info("job %s: AppMaster pid %d on %s", run.id, run.appmaster.pid, address)
+        self._start_supervisor()
+
+    def _start_supervisor(self) -> None:
+        if self._supervisor is None:
+            self._supervisor = threading.Thread(target=self._supervise_loop, daemon=True, name="fuxi-supervisor")
+            self._supervisor.start()
+
+    def _supervise_loop(self) -> None:
+        while not self._stopping.wait(SUPERVISE_INTERVAL):
+            try:
+                self.supervise()
+            except Exception:  # noqa: BLE001 - the supervisor must go on
+                log.exception("supervising the AppMasters failed")
+
+    def supervise(self) -> None:
+        """One look: restart the AppMasters that exited while their jobs run
+        (a job whose AppMaster exited too often fails); kill worker tasks
+        that outlived their release."""
+        with self._lock:
+            now = time.monotonic()
+            for run in list(self.jobs.values()):
+                appmaster = run.appmaster
+                if appmaster is None:
+                    continue
+                status = appmaster.exited()   # reaps an AppMaster that ended with its job too
+                if status is None or run.state != JOB_RUNNING:
+                    continue
+                appmaster.exits.append(f"exit status {status}")
+                if appmaster.restarts >= self.max_appmaster_restarts:
+                    self._end_job(run, JOB_FAILED, f"the AppMaster exited {appmaster.restarts + 1} times "
+                                                   f"(last: exit status {status}): {appmaster.log_tail(300)}")
+                    continue
+                appmaster.restarts += 1
+                log.warning("job %s: the AppMaster (pid %d) exited with status %d: restart %d", run.id,
+                            appmaster.pid, status, appmaster.restarts)
+                try:
+                    appmaster.start()
+                except OSError as exc:
+                    self._end_job(run, JOB_FAILED, f"cannot restart the AppMaster: {exc}")
+            for slot_id, worker in list(self._workers.items()):
+                if worker.release_deadline is not None and now >= worker.release_deadline and self.driver:
+                    worker.release_deadline = None
+                    log.info("worker %s did not exit after its release: killing it", slot_id)
+                    self.driver.kill_task(slot_id)
+
+    def stop(self) -> None:
+        """Stop supervising and stop the AppMasters (the worker tasks end with
+        the framework); remove the work directory if it is a temporary one."""
+        self._stopping.set()
+        if self._supervisor is not None and self._supervisor is not threading.current_thread():
+            self._supervisor.join(5)
+        with self._lock:
+            appmasters = [run.appmaster for run in self.jobs.values() if run.appmaster is not None]
+        for appmaster in appmasters:
+            appmaster.kill(signal.SIGTERM)
+        for appmaster in appmasters:
+            if appmaster.popen is not None:
+                try:
+                    appmaster.popen.wait(5)
+                except subprocess.TimeoutExpired:
+                    appmaster.kill(signal.SIGKILL)
+        if self._own_work_dir and self._work_dir is not None:
+            shutil.rmtree(self._work_dir, ignore_errors=True)
+
+    # ======================================================= callbacks
     def registered(self, driver, framework_id, master_info) -> None:
         log.info("registered as framework %s with master %s", framework_id, master_info.address)
         with self._lock:
@@ -334,14 +552,16 @@ class FuxiService(Scheduler):
     def reregistered(self, driver, master_info) -> None:
         with self._lock:
             self.driver = driver
-            if self._tasks:
-                driver.reconcile_tasks(sorted(self._tasks))   # unknown tasks come back as TASK_LOST
+            if self._workers:
+                driver.reconcile_tasks(sorted(self._workers))   # unknown tasks come back as TASK_LOST
             if self.core.needs_offers():
                 driver.revive_offers()
 
     def resource_offers(self, driver, offers) -> None:
         with self._lock:
             self.driver = driver
+            for offer in offers:
+                self._rooms[offer.agent_id] = str((offer.attributes or {}).get("room", ""))
             try:
                 commands = self.core.on_offers(list(offers))
             except Exception:
@@ -360,124 +580,73 @@ class FuxiService(Scheduler):
 
     def status_update(self, driver, status: TaskStatus) -> None:
         with self._lock:
-            entry = self._tasks.get(status.task_id)
-            if entry is None or not status.terminal:
-                return   # a task of an ended job or a slot taken back; or still running
-            job_id, unit_name, index = entry
-            run = self.jobs[job_id]
-            unit = run.units[unit_name]
-            instance = unit.instances[index]
-            slot_id = status.task_id
+            worker = self._workers.get(status.task_id)
+            if worker is None:
+                return   # a worker of an ended job
+            worker.state = status.state
+            if not status.terminal:
+                return
+            del self._workers[status.task_id]
+            slot = worker.slot
+            run = self.jobs.get(slot.job_id)
             why = _describe(status)
-            if status.state == TaskState.FINISHED:
-                del self._tasks[slot_id]
-                instance.slot_id, instance.reason = "", ""
-                unit.move(instance, FINISHED)
-                self._slot_done(run, unit, slot_id)
-            elif status.state in _FAILURES:
-                del self._tasks[slot_id]
-                instance.failures += 1
-                instance.slot_id, instance.reason = "", why
-                unit.last_failure = f"instance {index} on {instance.hostname}: {why}"
-                log.info("job %s: %s", job_id, unit.last_failure)
-                if instance.failures >= self.max_attempts:
-                    unit.move(instance, FAILED)
-                    self._slot_done(run, unit, slot_id)
-                    self._end_job(run, JOB_FAILED, f"unit {unit_name} instance {index} failed "
-                                                   f"{instance.failures} time(s); last: {why}")
-                else:
-                    unit.move(instance, PENDING)
-                    self._slot_done(run, unit, slot_id)
+            if status.state in (TaskState.FAILED, TaskState.ERROR) and run is not None \
+                    and run.state == JOB_RUNNING:
+                run.worker_failures += 1
+                log.warning("job %s: worker %s on %s ended %s", run.id, slot.id, slot.hostname, why)
+                if run.worker_failures >= MAX_WORKER_FAILURES:
+                    self._end_job(run, JOB_FAILED, f"{run.worker_failures} worker tasks failed; last on "
+                                                   f"{slot.hostname}: {why}")
+                    return
+            if not worker.in_core:
+                return
+            worker.in_core = False
+            if status.state in _ENDED_BY_ITSELF:
+                # the slot goes back; the unit keeps the desire its AppMaster last stated
+                self._execute(self._core_call(self.core.release, slot.id, True))
             else:
-                # killed, lost, dropped, gone: the slot is gone, not the instance's fault
-                commands = self._core_call(self.core.on_slot_lost, slot_id, why)
-                if slot_id in self._tasks:   # the core did not know the slot any more
-                    self._take_back(slot_id, why)
-                self._execute(commands)
-            self._check_done(run)
+                self._execute(self.core.on_slot_lost(slot.id, why))
 
     def error(self, driver, message) -> None:
         log.error("framework error: %s", message)
         self.errors.append(message)
 
     # ================================================= the job runtime
-    def _slot_done(self, run: JobRun, unit: UnitRun, slot_id: str) -> None:
-        """The slot's task ended: give the slot back, keeping the unit's
-        desire while instances still wait for a slot; then lower the desire
-        to what the unit still needs."""
-        keep = unit.tally[PENDING] > 0 and run.state == JOB_RUNNING
-        commands = self._core_call(self.core.release, slot_id, keep)
-        if not keep:
-            unit.desired = max(0, unit.desired - 1)
-        if run.state == JOB_RUNNING:
-            commands += self._trim_desire(run, unit)
-        self._execute(commands)
-
-    def _trim_desire(self, run: JobRun, unit: UnitRun) -> list[Command]:
-        needed = unit.needed()
-        if needed >= unit.desired:
-            return []
-        unit.desired = needed
-        return self._core_call(self.core.update_desire, run.id, unit.spec.name, needed)
-
-    def _check_done(self, run: JobRun) -> None:
-        if run.state == JOB_RUNNING and all(unit.done() for unit in run.units.values()):
-            self._end_job(run, JOB_SUCCEEDED, "")
-
     def _end_job(self, run: JobRun, state: str, reason: str) -> None:
+        if run.state != JOB_RUNNING:
+            return
         run.state, run.reason, run.ended = state, reason, time.monotonic()
-        for unit in run.units.values():
-            for instance in unit.instances:
-                if instance.state == RUNNING:
-                    self._tasks.pop(instance.slot_id, None)   # its kill's update is not news
-                    instance.slot_id = ""
-                if instance.state in (RUNNING, PENDING):
-                    unit.move(instance, CANCELLED)
-            unit.pending.clear()
-            unit.desired = 0
         log.info("job %s (%s) %s%s", run.id, run.spec.name, state, f": {reason}" if reason else "")
+        for slot_id, worker in list(self._workers.items()):
+            if worker.slot.job_id == run.id:
+                worker.in_core = False
+                del self._workers[slot_id]   # their kills' updates are not news
         self._execute(self._core_call(self.core.finish_job, run.id))
+        if state == JOB_FAILED and run.appmaster is not None:
+            run.appmaster.kill(signal.SIGTERM)   # an AppMaster that ended its job exits by itself
         self.on_event(run.id, state)
         ended = [job for job in self.jobs.values() if job.state != JOB_RUNNING]
         for job in ended[:max(0, len(ended) - KEEP_ENDED_JOBS)]:
             del self.jobs[job.id]
 
-    def _assign(self, slot: Slot) -> bool:
-        """A granted slot gets the unit's next pending instance; False if
-        no instance waits (the slot goes back)."""
+    def _granted(self, slot: Slot) -> bool:
+        """A granted slot gets a worker task; False if its job is over (the slot goes back)."""
         run = self.jobs.get(slot.job_id)
-        unit = run.units.get(slot.unit) if run is not None and run.state == JOB_RUNNING else None
-        instance = unit.next_pending() if unit is not None else None
-        if instance is None:
+        if run is None or run.state != JOB_RUNNING:
             return False
-        instance.slot_id, instance.hostname = slot.id, slot.hostname
-        unit.move(instance, RUNNING)
-        instance.attempts += 1
-        unit.retries += instance.attempts > 1
-        self._tasks[slot.id] = (slot.job_id, slot.unit, instance.index)
+        self._workers[slot.id] = WorkerTask(slot, self._rooms.get(slot.agent_id, ""))
         return True
 
-    def _take_back(self, slot_id: str, reason: str) -> None:
-        """The slot was revoked (preempted, its agent lost): its instance waits again."""
-        entry = self._tasks.pop(slot_id, None)
-        if entry is None:
-            return
-        job_id, unit_name, index = entry
-        unit = self.jobs[job_id].units[unit_name]
-        instance = unit.instances[index]
-        instance.slot_id, instance.reason = "", reason
-        unit.move(instance, PENDING)
-        unit.revoked += 1
-
-    def _task(self, slot: Slot) -> TaskInfo:
-        job_id, unit_name, index = self._tasks[slot.id]
-        run = self.jobs[job_id]
-        unit = run.units[unit_name]
+    def _task(self, worker: WorkerTask) -> TaskInfo:
+        slot = worker.slot
+        run = self.jobs[slot.job_id]
+        address = run.appmaster.address if run.appmaster is not None else ""
         return TaskInfo(task_id=slot.id, agent_id=slot.agent_id,
-                        command=unit.spec.command.replace("{instance}", str(index)), resources=slot.resources,
-                        name=f"{run.spec.name}.{unit_name}.{index}",
-                        environment={"FUXI_JOB_ID": job_id, "FUXI_UNIT": unit_name, "FUXI_SLOT_ID": slot.id,
-                                     "FUXI_INSTANCE": str(index)})
+                        command=f"exec {shlex.quote(self.python)} -m {WORKER_MODULE}", resources=slot.resources,
+                        name=f"{run.spec.name}.{slot.unit}.worker",
+                        environment={"FUXI_APPMASTER": address, "FUXI_SLOT_ID": slot.id, "FUXI_JOB_ID": slot.job_id,
+                                     "FUXI_UNIT": slot.unit, "FUXI_HOSTNAME": slot.hostname,
+                                     "FUXI_ROOM": worker.room})
 
     # ==================================================== the commands
     def _core_call(self, method, *args) -> list[Command]:
@@ -495,14 +664,16 @@ class FuxiService(Scheduler):
         while queue:
             command = queue.popleft()
             if isinstance(command, SlotGranted):
-                if not self._assign(command.slot):
+                if not self._granted(command.slot):
                     queue.extend(self._core_call(self.core.release, command.slot.id, False))
             elif isinstance(command, SlotRevoked):
-                self._take_back(command.slot_id, command.reason)
+                worker = self._workers.get(command.slot_id)
+                if worker is not None:
+                    worker.in_core = False   # the core dropped it; the worker's task is killed or lost
             elif driver is None:
                 log.warning("no driver attached: %s dropped", type(command).__name__)
             elif isinstance(command, LaunchSlots):
-                tasks = [self._task(slot) for slot in command.slots if slot.id in self._tasks]
+                tasks = [self._task(self._workers[slot.id]) for slot in command.slots if slot.id in self._workers]
                 driver.launch_tasks(list(command.offer_ids), tasks, Filters(refuse_seconds=command.refuse_seconds))
             elif isinstance(command, DeclineOffers):
                 for offer_id in command.offer_ids:
@@ -525,14 +696,16 @@ def _describe(status: TaskStatus) -> str:
 
 # ------------------------------------------------------------ job server
 class JobServer:
-    """Answers job clients (:mod:`.protocol`) on ``address`` on its own
-    thread; every request goes to the service under its lock. A bad request
-    gets an ERROR; nothing a client sends stops the server."""
+    """Answers job clients and AppMasters (:mod:`.protocol`) on ``address``
+    on its own thread; every request goes to the service under its lock. A
+    bad request gets an ERROR; nothing a client sends stops the server. The
+    service's AppMasters are told to reach it here."""
 
     def __init__(self, service: FuxiService, address: str) -> None:
         self.service = service
         self._server = Server(address, max_message_size=protocol.MAX_FRAME)   # binds now: errors surface here
         self.address = self._server.address
+        service.service_address = self.address
         self._waker = Waker()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="fuxi-job-server")
@@ -575,6 +748,9 @@ class JobServer:
             elif isinstance(request, protocol.Status):
                 document = self.service.status(request.job_id or None)
                 answer = protocol.StatusReply(request_id, json.dumps(document))
+            elif isinstance(request, protocol.APPMASTER_REQUESTS):
+                self.service.appmaster_request(request)
+                answer = protocol.Ok(request_id)
             else:
                 answer = protocol.Error(request_id, f"{request.TYPE} is not a request")
         except (protocol.ProtocolError, JobSpecError, FuxiError) as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import threading
 import time
 
@@ -13,7 +14,7 @@ from mesoslike.cli.options import die, logging_option, option
 from mesoslike.cli.state import _table
 from mesoslike.errors import MesoslikeError
 
-__all__ = ["fuxi", "format_status", "progress_line"]
+__all__ = ["fuxi", "format_status", "progress_line", "ProgressBar", "bar"]
 
 _POSITIVE = click.FloatRange(min=0, min_open=True)
 _PORT = click.IntRange(0, 65535)
@@ -39,7 +40,8 @@ def fuxi() -> None:
 @fuxi.command()
 @option("", "--master", "master_address", required=True,
         help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to follow the leader.")
-@option("fuxi_serve", "--ip", default="127.0.0.1", help="Address to bind for job clients.")
+@option("fuxi_serve", "--ip", default="127.0.0.1",
+        help="Address to bind for job clients and the jobs' AppMasters (workers in the slots connect to them).")
 @option("fuxi_serve", "--port", type=_PORT, default=5060, help="Port job clients connect to (0 = any free).")
 @option("fuxi_serve", "--quota", type=click.Path(dir_okay=False), default=None,
         show_default="one group 'default' without a maximum",
@@ -47,13 +49,16 @@ def fuxi() -> None:
              "([blacklist] hosts = [...]) and [preemption] enabled = true|false.")
 @option("fuxi_serve", "--name", default="fuxi", help="Framework name.")
 @option("fuxi_serve", "--role", default="*", help="Role the framework runs in.")
-@option("fuxi_serve", "--max-attempts", type=click.IntRange(min=1), default=3,
-        help="Launches of an instance whose command fails before its job fails.")
+@option("fuxi_serve", "--work-dir", type=click.Path(file_okay=False), default=None,
+        show_default="a temporary directory, removed on exit",
+        help="Where each job's document, AppMaster snapshot and AppMaster log go (<work-dir>/<job id>/).")
 @logging_option("fuxi_serve")
-def serve(master_address, ip, port, quota, name, role, max_attempts) -> None:
+def serve(master_address, ip, port, quota, name, role, work_dir) -> None:
     """Run the Fuxi scheduler: a framework on the master that schedules the
-    jobs submitted to it on --port. Prints the address job clients use.
-    Stopping it (Ctrl-C, SIGTERM) ends the framework: its tasks are killed."""
+    jobs submitted to it on --port, with an AppMaster process per job (bound
+    on --ip) and a worker task per granted slot. Prints the address job
+    clients use. Stopping it (Ctrl-C, SIGTERM) ends the framework: its tasks
+    are killed, its AppMasters stopped."""
     from mesoslike import DriverStatus, FrameworkInfo, SchedulerDriver
     from mesoslike.frameworks.fuxi.core import FuxiCore
     from mesoslike.frameworks.fuxi.service import FuxiService, JobServer, QuotaConfig, load_quota_file
@@ -64,7 +69,7 @@ def serve(master_address, ip, port, quota, name, role, max_attempts) -> None:
         die(str(exc), 2)
     try:
         core = FuxiCore(config.groups, global_blacklist=config.blacklist, preemption=config.preemption)
-        service = FuxiService(core, max_attempts=max_attempts)
+        service = FuxiService(core, work_dir=work_dir, appmaster_ip=ip)
         driver = SchedulerDriver(service, FrameworkInfo(name=name, role=role, failover_timeout=0.0), master_address)
         server = JobServer(service, f"tcp://{ip}:{port}")
     except MesoslikeError as exc:
@@ -85,6 +90,7 @@ def serve(master_address, ip, port, quota, name, role, max_attempts) -> None:
         pass
     finally:
         server.stop()
+        service.stop()
         ended = driver.status
         driver.stop()
         driver.join(10)
@@ -125,20 +131,20 @@ def submit(fuxi_address, wait, interval, timeout, job_file) -> None:
 
 
 def _follow(client, job_id: str, interval: float) -> int:
-    last = ""
+    bar = ProgressBar(sys.stdout.isatty())
     try:
         while True:
             job = client.status(job_id)["jobs"][0]
             if job["state"] != "running":
                 break
-            line = progress_line(job)
-            if line != last:
-                click.echo(line)
-                last = line
+            bar.show(progress_line(job))
             time.sleep(interval)
     except KeyboardInterrupt:
+        bar.close()
         click.echo(f"stopped following {job_id}; it goes on (`mesoslike fuxi status {job_id}`)", err=True)
         return 130
+    bar.show(progress_line(job))
+    bar.close()
     counts = job["instances"]
     if job["state"] == "succeeded":
         click.echo(f"{job_id} succeeded: {counts['done']}/{counts['total']} instances done in {job['elapsed']:.1f}s")
@@ -147,13 +153,40 @@ def _follow(client, job_id: str, interval: float) -> int:
     return 1
 
 
+class ProgressBar:
+    """One line that updates in place on a terminal (carriage return and
+    ANSI erase-line); elsewhere a plain line whenever it changes."""
+
+    def __init__(self, tty: bool) -> None:
+        self.tty = tty
+        self.last = ""
+
+    def show(self, line: str) -> None:
+        if line == self.last:
+            return
+        self.last = line
+        if self.tty:
+            click.echo("\r\x1b[K" + line, nl=False)
+        else:
+            click.echo(line)
+
+    def close(self) -> None:
+        if self.tty and self.last:
+            click.echo()
+
+
+def bar(done: int, total: int, width: int = 24) -> str:
+    """``[#########...............]`` for ``done`` of ``total``."""
+    filled = done * width // total if total > 0 else width
+    return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
 def progress_line(job: dict) -> str:
-    """One line of a job's progress: instances done/total, running, failed, slots per unit."""
+    """One line of a job's progress: a bar, instances done/total, running,
+    failed (attempts), backups; then granted/desired slots per unit."""
     counts = job["instances"]
-    line = (f"{job['id']} {job['state']}: {counts['done']}/{counts['total']} instances done, "
-            f"{counts['running']} running, {counts['failed']} failed")
-    if counts["retries"]:
-        line += f", {counts['retries']} retried"
+    line = (f"{job['id']} {bar(counts['done'], counts['total'])} {counts['done']}/{counts['total']} done, "
+            f"{counts['running']} running, {counts['failed']} failed, {counts['backups']} backups")
     units = []
     for unit in job["units"]:
         text = f"{unit['name']} {unit['granted']}/{unit['desired']} slots"
@@ -196,19 +229,27 @@ def format_status(document: dict) -> str:
     for job in document["jobs"]:
         counts = job["instances"]
         lines.append(f"{job['id']} {job['name']}: {job['state']}, quota group {job['quota_group']}, priority "
-                     f"{job['priority']}, {job['policy']}; {counts['done']}/{counts['total']} instances done, "
-                     f"{counts['running']} running, {counts['failed']} failed, {job['elapsed']:.1f}s")
+                     f"{job['priority']}, {job['policy']}; {bar(counts['done'], counts['total'])} "
+                     f"{counts['done']}/{counts['total']} instances done, {counts['running']} running, "
+                     f"{counts['failed']} failed, {counts['backups']} backups, {job['elapsed']:.1f}s")
         if job["reason"]:
             lines.append(f"  reason: {job['reason']}")
+        appmaster = job.get("appmaster")
+        if appmaster:
+            lines.append(f"  appmaster: pid {appmaster['pid']} on {appmaster['address']}, "
+                         f"{'running' if appmaster['running'] else 'exited'}, {appmaster['restarts']} restart(s)")
+        if job.get("blacklisted"):
+            lines.append(f"  blacklisted: {', '.join(job['blacklisted'])}")
         rows = [[u["name"], u["slot"], u["desired"], u["granted"], _hosts(u["hosts"]),
                  f"{u['instances']['done']}/{u['instances']['total']}", u["instances"]["running"],
-                 u["instances"]["failed"], u["instances"]["retries"], u["why_waiting"] or "-"]
+                 u["instances"]["failed"], u["instances"]["backups"], u["why_waiting"] or "-"]
                 for u in job["units"]]
         lines += ["  " + row for row in _table(rows, ["unit", "slot", "desired", "granted", "hosts", "instances",
-                                                       "running", "failed", "retries", "waiting for"])]
-        lines += [f"  last failure of {u['name']}: {u['last_failure']}" for u in job["units"] if u["last_failure"]]
+                                                       "running", "failed", "backups", "waiting for"])]
     lines += ["", "quota groups"]
     lines += ["  " + row for row in _table([[g["name"], g["maximum"] or "none", g["used"] or "-", g["waiting"] or "-"]
                                             for g in document["quota_groups"]],
                                            ["group", "maximum", "used", "waiting"])]
+    if document.get("global_blacklist"):
+        lines.append(f"global blacklist: {', '.join(document['global_blacklist'])}")
     return "\n".join(lines)

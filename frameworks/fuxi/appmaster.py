@@ -1,0 +1,400 @@
+"""A Fuxi job's AppMaster process: the imperative shell of
+:class:`~mesoslike.frameworks.fuxi.appmaster_core.AppMasterCore`.
+
+The Fuxi service starts one per job::
+
+    python -m mesoslike.frameworks.fuxi.appmaster --service tcp://127.0.0.1:5060 --job-id job-0001 \\
+        --bind tcp://127.0.0.1:PORT --snapshot WORK/job-0001/snapshot.json --job WORK/job-0001/job.json
+
+(``--job``: the job document as JSON; the service's token for the job in
+``FUXI_AM_TOKEN``) and starts it again — same port, same snapshot — when it
+exits while the job runs. It binds a ROUTER for the job's workers
+(:mod:`.worker`, :mod:`.am_protocol`) and connects a DEALER to the
+service's job server (:mod:`.protocol`). One thread, one loop:
+
+- worker messages go into the core (HELLO -> ``worker_joined`` with what
+  the worker runs and what it finished meanwhile, PROGRESS, DONE ->
+  ``instance_done``, BYE or ~3 s without a heartbeat -> ``worker_left``),
+  and the core's ``tick`` runs when its wakeup is due;
+- the core's actions are carried out: Assign/Kill/ReleaseWorker become
+  ASSIGN/KILL/RELEASE to the worker (a released slot also RELEASE_SLOT to
+  the service), SetDesire/BlacklistHost/ReportHost/JobEnded requests to the
+  service, SnapshotChanged a snapshot;
+- the snapshot (JSON, written atomically: a temporary file renamed over the
+  old one) is written **before** the results that changed it are
+  acknowledged to the workers, so a result is never lost between an
+  AppMaster that died and one that starts from the snapshot;
+- the core's progress report goes to the service (PROGRESS) when it
+  changes, at most every 0.2 s, and at least every 2 s.
+
+After JobEnded it sends JOB_ENDED until the service answers, then exits 0.
+It exits 3 when the service that started it is gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import itertools
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mesoslike import MesoslikeError
+from mesoslike.clock import Clock, SystemClock
+from mesoslike.frameworks.fuxi import am_protocol as amp
+from mesoslike.frameworks.fuxi import appmaster_core as amc
+from mesoslike.frameworks.fuxi import protocol
+from mesoslike.frameworks.fuxi.model import JobSpec, JobSpecError, parse_job
+from mesoslike.transport import Client, Server
+
+__all__ = ["AppMaster", "main", "write_snapshot", "read_snapshot"]
+
+log = logging.getLogger("mesoslike.frameworks.fuxi.appmaster")
+
+#: the longest the loop sleeps (it also polls the service's socket)
+POLL = 0.05
+PROGRESS_MIN_INTERVAL = 0.2
+PROGRESS_MAX_INTERVAL = 2.0
+#: seconds between JOB_ENDED re-sends until the service answers
+END_RESEND = 1.0
+#: an ASSIGN the worker does not confirm (in its heartbeats) within this is sent again
+ASSIGN_RESEND = 2.0
+
+
+class _Worker:
+    __slots__ = ("slot", "peer", "last_seen", "done_seen", "assigned")
+
+    def __init__(self, slot: str, peer: bytes, now: float) -> None:
+        self.slot = slot
+        self.peer = peer
+        self.last_seen = now
+        self.done_seen: set[tuple[int, int]] = set()
+        self.assigned: tuple[amp.Assign, float] | None = None   # the last ASSIGN and when it was sent
+
+
+def write_snapshot(path: Path, snapshot: dict) -> None:
+    """Write ``snapshot`` as JSON to ``path`` atomically (a temporary file
+    in the same directory, flushed, then renamed over ``path``)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as handle:
+        json.dump(snapshot, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def read_snapshot(path: Path) -> dict | None:
+    """The snapshot at ``path``; None if there is none. A file that is not
+    a JSON object is set aside (``.corrupt``) and ignored, with an error logged."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        snapshot = json.loads(text)
+        if not isinstance(snapshot, dict):
+            raise ValueError(f"a snapshot must be a JSON object, got {type(snapshot).__name__}")
+        return snapshot
+    except ValueError as exc:
+        log.error("snapshot %s is unusable (%s): starting afresh", path, exc)
+        os.replace(path, path.with_name(path.name + ".corrupt"))
+        return None
+
+
+class AppMaster:
+    """The loop of one job's AppMaster (:meth:`run`)."""
+
+    def __init__(self, job_id: str, job: JobSpec, *, bind: str, service: str, token: str, snapshot: Path,
+                 clock: Clock | None = None, heartbeat_timeout: float = amp.HEARTBEAT_TIMEOUT) -> None:
+        self.job_id = job_id
+        self.job = job
+        self.token = token
+        self.snapshot_path = Path(snapshot)
+        self.clock = clock or SystemClock()
+        self.heartbeat_timeout = heartbeat_timeout
+        restored = read_snapshot(self.snapshot_path)
+        try:
+            self.core = amc.AppMasterCore(job_id, job, self.clock, snapshot=restored)
+        except amc.AppMasterError as exc:   # another job's snapshot, or a damaged one
+            log.error("snapshot %s refused (%s): starting afresh", self.snapshot_path, exc)
+            os.replace(self.snapshot_path, self.snapshot_path.with_name(self.snapshot_path.name + ".corrupt"))
+            restored = None
+            self.core = amc.AppMasterCore(job_id, job, self.clock)
+        if restored is not None:
+            log.info("job %s: resumed from the snapshot %s", job_id, self.snapshot_path)
+        self.workers: dict[str, _Worker] = {}
+        self.released: set[str] = set()
+        self._server = Server(bind, max_message_size=amp.MAX_FRAME)   # binds now: errors surface here
+        self.address = self._server.address
+        self._service = Client(service, max_message_size=protocol.MAX_FRAME)
+        self._ids = itertools.count(1)
+        self._to_workers: list[tuple[bytes, Any]] = []
+        self._to_service: collections.deque = collections.deque()
+        self._dirty = False
+        self._ended: amc.JobEnded | None = None
+        self._end_request: protocol.JobEnded | None = None
+        self._end_sent = 0.0
+        self._end_acknowledged = False
+        self._report: dict | None = None
+        self._report_sent = -1e9
+        self._parent = os.getppid()
+
+    # ------------------------------------------------------------ the loop
+    def run(self) -> int:
+        try:
+            for unit, slots in sorted(self.core.desired_slots().items()):
+                self._request(protocol.SetDesire, unit=unit, slots=slots)
+            if self.core.state != amc.RUNNING:   # ended before a restart; the service may not know yet
+                report = self.core.progress_report()
+                self._carry_out([amc.JobEnded(self.core.state == amc.SUCCEEDED, report.get("reason", ""))])
+            self._flush()
+            while True:
+                now = self.clock.now()
+                wakeup = self.core.next_wakeup()
+                timeout = POLL if wakeup is None else min(POLL, max(0.0, wakeup - now))
+                if self._server.wait(timeout):
+                    for peer, frame in self._server.receive_frames():
+                        self._on_worker_frame(peer, frame)
+                while self._service.socket.poll(0):
+                    self._on_service_frame(self._service.socket.recv())
+                now = self.clock.now()
+                self._check_heartbeats(now)
+                wakeup = self.core.next_wakeup()
+                if wakeup is not None and wakeup <= now and self._ended is None:
+                    self._carry_out(self._core(self.core.tick))
+                self._flush()
+                if self._ended is not None and self._end_acknowledged:
+                    log.info("job %s ended and the service knows: exiting", self.job_id)
+                    return 0
+                if os.getppid() != self._parent:
+                    log.error("the Fuxi service that started this AppMaster is gone: exiting")
+                    return 3
+        finally:
+            self._server.socket.linger = 500   # let the last RELEASEs go out
+            self._server.close()
+            self._service.close()
+
+    # ---------------------------------------------------------- workers
+    def _on_worker_frame(self, peer: bytes | None, frame) -> None:
+        if peer is None or not isinstance(frame, (bytes, bytearray)):
+            log.warning("ignoring a malformed frame: %s", frame)
+            return
+        try:
+            message = amp.decode(frame)
+            self._on_worker_message(peer, message)
+        except amp.ProtocolError as exc:
+            log.warning("a bad frame from a worker: %s", exc)
+            self._to_workers.append((peer, amp.Error(str(exc))))
+        except Exception as exc:  # noqa: BLE001 - a worker must not take the AppMaster down
+            log.exception("handling a worker's message failed")
+            self._to_workers.append((peer, amp.Error(f"internal error: {type(exc).__name__}: {exc}")))
+
+    def _on_worker_message(self, peer: bytes, message) -> None:
+        now = self.clock.now()
+        slot = getattr(message, "slot", None)
+        worker = self.workers.get(slot) if slot is not None else None
+        if slot is not None and slot in self.released:
+            self._to_workers.append((peer, amp.Release()))
+            return
+        if isinstance(message, amp.Hello):
+            self._hello(peer, message, worker, now)
+            return
+        if worker is None:
+            if slot is None:
+                self._to_workers.append((peer, amp.Error(f"{message.TYPE} is not a message for the AppMaster")))
+            elif not isinstance(message, amp.Bye):
+                self._to_workers.append((peer, amp.Rejoin()))   # a worker of the AppMaster before this one
+            return
+        worker.peer, worker.last_seen = peer, now
+        if isinstance(message, amp.Heartbeat):
+            self._resend_assign(worker, message.running, now)
+        elif isinstance(message, amp.Progress):
+            self._carry_out(self._core(self.core.progress, slot, message.instance, message.attempt,
+                                       float(message.fraction)))
+        elif isinstance(message, amp.Done):
+            self._done(worker, message.instance, message.attempt, message.ok, message.message)
+        elif isinstance(message, amp.Bye):
+            del self.workers[slot]
+            self._carry_out(self._core(self.core.worker_left, slot, message.reason or "worker stopped"))
+
+    def _hello(self, peer: bytes, hello: amp.Hello, worker: _Worker | None, now: float) -> None:
+        if hello.unit not in {unit.name for unit in self.job.units}:
+            self._to_workers.append((peer, amp.Error(f"unit {hello.unit!r} is not a unit of job {self.job_id}")))
+            return
+        finished = [(i, a, ok, msg) for i, a, ok, msg in hello.finished]
+        if worker is None:
+            running = tuple(hello.running) if hello.running is not None else None
+            try:
+                actions = self.core.worker_joined(hello.slot, hello.unit, hello.hostname, hello.room, running,
+                                                  finished)
+            except (KeyError, ValueError, TypeError, MesoslikeError) as exc:
+                self._to_workers.append((peer, amp.Error(f"HELLO refused: {exc}")))
+                return
+            worker = self.workers[hello.slot] = _Worker(hello.slot, peer, now)
+            worker.done_seen.update((i, a) for i, a, _, _ in finished)
+            if finished:
+                self._dirty = True   # acknowledged below: checkpoint what they changed first
+            log.info("worker %s (%s on %s) joined%s", hello.slot, hello.unit, hello.hostname,
+                     f", running instance {running[0]}" if running else "")
+            self._to_workers.append((peer, amp.Welcome(hello.slot)))
+            self._carry_out(actions)
+        else:
+            worker.peer, worker.last_seen = peer, now
+            self._to_workers.append((peer, amp.Welcome(hello.slot)))
+            for instance, attempt, ok, message in finished:
+                self._done(worker, instance, attempt, ok, message)
+            return
+        for instance, attempt, _, _ in finished:
+            self._to_workers.append((peer, amp.Ack(instance, attempt)))
+
+    def _done(self, worker: _Worker, instance: int, attempt: int, ok: bool, message: str) -> None:
+        key = (instance, attempt)
+        if key not in worker.done_seen:
+            worker.done_seen.add(key)
+            if worker.assigned is not None and (worker.assigned[0].instance, worker.assigned[0].attempt) == key:
+                worker.assigned = None
+            self._carry_out(self._core(self.core.instance_done, worker.slot, instance, attempt, ok, message))
+            self._dirty = True
+        self._to_workers.append((worker.peer, amp.Ack(instance, attempt)))
+
+    def _resend_assign(self, worker: _Worker, running: list | None, now: float) -> None:
+        """An ASSIGN the worker's heartbeats do not show within a while was lost: send it again."""
+        if worker.assigned is None:
+            return
+        assign, sent = worker.assigned
+        if running == [assign.instance, assign.attempt] or (assign.instance, assign.attempt) in worker.done_seen:
+            worker.assigned = None
+        elif now - sent > ASSIGN_RESEND:
+            worker.assigned = (assign, now)
+            self._to_workers.append((worker.peer, assign))
+
+    def _check_heartbeats(self, now: float) -> None:
+        for slot, worker in list(self.workers.items()):
+            if now - worker.last_seen > self.heartbeat_timeout:
+                log.info("worker %s: no heartbeat for %.1fs", slot, now - worker.last_seen)
+                del self.workers[slot]
+                self._carry_out(self._core(self.core.worker_left, slot,
+                                           f"no heartbeat for {self.heartbeat_timeout:g}s"))
+
+    def _core(self, method, *args) -> list:
+        """A core call; what it raises (a bad value from a worker) is logged and yields no actions."""
+        try:
+            return method(*args)
+        except (KeyError, ValueError, TypeError, MesoslikeError) as exc:
+            log.warning("%s%r refused: %s", method.__name__, args, exc)
+            return []
+
+    # ------------------------------------------------------------ actions
+    def _carry_out(self, actions: list) -> None:
+        for action in actions:
+            if isinstance(action, amc.Assign):
+                worker = self.workers.get(action.worker_id)
+                if worker is None:
+                    log.warning("assign to unknown worker %s dropped", action.worker_id)
+                    continue
+                message = amp.Assign(action.instance, action.attempt, action.command, dict(action.env))
+                worker.assigned = (message, self.clock.now())
+                self._to_workers.append((worker.peer, message))
+            elif isinstance(action, amc.Kill):
+                worker = self.workers.get(action.worker_id)
+                if worker is not None:
+                    log.info("killing instance %d attempt %d on %s: %s", action.instance, action.attempt,
+                             action.worker_id, action.reason)
+                    self._to_workers.append((worker.peer, amp.Kill(action.instance, action.attempt)))
+            elif isinstance(action, amc.ReleaseWorker):
+                worker = self.workers.pop(action.worker_id, None)
+                self.released.add(action.worker_id)
+                if worker is not None:
+                    self._to_workers.append((worker.peer, amp.Release()))
+                self._request(protocol.ReleaseSlot, slot=action.worker_id)
+            elif isinstance(action, amc.SetDesire):
+                self._request(protocol.SetDesire, unit=action.unit, slots=action.slots)
+            elif isinstance(action, amc.BlacklistHost):
+                log.info("blacklisting %s for job %s: %s", action.hostname, self.job_id, action.reason)
+                self._request(protocol.BlacklistHost, host=action.hostname)
+            elif isinstance(action, amc.ReportHost):
+                self._request(protocol.ReportHost, host=action.hostname)
+            elif isinstance(action, amc.JobEnded):
+                if self._ended is None:
+                    self._ended = action
+                    self._dirty = True
+            elif isinstance(action, amc.SnapshotChanged):
+                self._dirty = True
+            else:  # pragma: no cover - an action this runtime does not know
+                log.error("unknown action from the core: %r", action)
+
+    # -------------------------------------------------------- the outside
+    def _request(self, cls, **fields) -> protocol.Message:
+        request = cls(id=next(self._ids), job_id=self.job_id, token=self.token, **fields)
+        self._to_service.append(request)
+        return request
+
+    def _flush(self) -> None:
+        """Checkpoint first, then tell the workers and the service."""
+        now = self.clock.now()
+        if self._dirty:
+            write_snapshot(self.snapshot_path, self.core.snapshot())
+            self._dirty = False
+        for peer, message in self._to_workers:
+            self._server.socket.send_multipart([peer, amp.encode(message)])
+        self._to_workers.clear()
+        final = self._ended is not None and self._end_request is None
+        if now - self._report_sent >= PROGRESS_MIN_INTERVAL or final:
+            report = self.core.progress_report()
+            if report != self._report or now - self._report_sent >= PROGRESS_MAX_INTERVAL or final:
+                self._report, self._report_sent = report, now
+                self._request(protocol.Progress, report=report)
+        if self._ended is not None and (self._end_request is None or now - self._end_sent >= END_RESEND):
+            self._end_request = self._request(protocol.JobEnded, succeeded=self._ended.succeeded,
+                                              reason=self._ended.reason)
+            self._end_sent = now
+        # a lower desire before the slots it lets go: the scheduler never sees them as still wanted
+        for request in sorted(self._to_service, key=lambda r: not isinstance(r, protocol.SetDesire)):
+            self._service.socket.send(protocol.encode(request))
+        self._to_service.clear()
+
+    def _on_service_frame(self, frame: bytes) -> None:
+        try:
+            answer = protocol.decode(frame)
+        except protocol.ProtocolError as exc:
+            log.warning("a bad answer from the service: %s", exc)
+            return
+        if isinstance(answer, protocol.Error):
+            log.warning("the service refused request %d: %s", answer.id, answer.message)
+        if self._end_request is not None and answer.id == self._end_request.id:
+            self._end_acknowledged = True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mesoslike.frameworks.fuxi.appmaster",
+                                     description="A Fuxi job's AppMaster (started by `mesoslike fuxi serve`).")
+    parser.add_argument("--service", required=True, help="the Fuxi service's job server, tcp://HOST:PORT")
+    parser.add_argument("--job-id", required=True)
+    parser.add_argument("--bind", required=True, help="where the job's workers connect, tcp://HOST:PORT")
+    parser.add_argument("--snapshot", required=True, help="the snapshot file (JSON), read on start if present")
+    parser.add_argument("--job", required=True, help="the job document (the parsed job file) as JSON")
+    parser.add_argument("--heartbeat-timeout", type=float, default=amp.HEARTBEAT_TIMEOUT,
+                        help="seconds without a heartbeat after which a worker is gone (default: %(default)s)")
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format=f"%(asctime)s %(levelname)s fuxi-appmaster {args.job_id} %(message)s")
+    try:
+        with open(args.job) as handle:
+            job = parse_job(json.load(handle))
+        appmaster = AppMaster(args.job_id, job, bind=args.bind, service=args.service,
+                              token=os.environ.get("FUXI_AM_TOKEN", ""), snapshot=Path(args.snapshot),
+                              heartbeat_timeout=args.heartbeat_timeout)
+    except (OSError, ValueError, JobSpecError, MesoslikeError) as exc:
+        log.error("cannot start: %s", exc)
+        return 2
+    log.info("job %s (%s): serving workers on %s", args.job_id, job.name, appmaster.address)
+    return appmaster.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,327 @@
+"""A Fuxi worker: the long-lived process in one granted slot.
+
+``python -m mesoslike.frameworks.fuxi.worker`` is the task the Fuxi
+service launches in every slot it is granted. It reads its place from the
+environment — ``FUXI_APPMASTER`` (the job's AppMaster, ``tcp://HOST:PORT``),
+``FUXI_SLOT_ID``, ``FUXI_JOB_ID``, ``FUXI_UNIT``, ``FUXI_HOSTNAME``,
+``FUXI_ROOM`` — connects to the AppMaster and runs the instances it is
+assigned, one at a time, each as ``sh -c command`` in its own process group
+in the task's sandbox (stdout and stderr of attempt *a* of instance *i* in
+``instances/<i>.<a>.stdout|stderr``). The messages are in
+:mod:`.am_protocol`.
+
+The worker outlives its AppMaster: when the AppMaster is gone it keeps
+running its instance, keeps the results the AppMaster has not acknowledged
+and keeps saying HELLO (its DEALER reconnects to the same address by
+itself), so that a restarted AppMaster learns what happened meanwhile. It
+exits 0 when told RELEASE; on SIGTERM (its task killed) it kills its
+instance, says BYE and exits; with no word from any AppMaster for
+``FUXI_ORPHAN_TIMEOUT`` seconds (default 300) while idle it exits 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from mesoslike.clock import Clock, SystemClock
+from mesoslike.frameworks.fuxi import am_protocol as amp
+from mesoslike.transport import Client, Waker
+
+__all__ = ["Worker", "main", "SHELL"]
+
+log = logging.getLogger("mesoslike.frameworks.fuxi.worker")
+
+SHELL = "/bin/sh"
+#: bytes of an instance's stderr quoted in a DONE message
+STDERR_TAIL = 600
+#: what a worker needs from its environment
+ENVIRONMENT = ("FUXI_APPMASTER", "FUXI_SLOT_ID", "FUXI_JOB_ID", "FUXI_UNIT", "FUXI_HOSTNAME")
+
+
+class _Run:
+    """The instance attempt being run."""
+
+    def __init__(self, instance: int, attempt: int, popen: subprocess.Popen, stderr: Path) -> None:
+        self.instance = instance
+        self.attempt = attempt
+        self.popen = popen
+        self.stderr = stderr
+        self.killed = False
+        self.kill_deadline: float | None = None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return self.instance, self.attempt
+
+
+class Worker:
+    """The worker's loop (:meth:`run`); one thread owns the socket, helper
+    threads only read the instance's stdout and wait for it to exit, and
+    hand what they see over through a queue and a :class:`Waker`."""
+
+    def __init__(self, appmaster: str, slot: str, unit: str, hostname: str, room: str = "", *,
+                 sandbox: str | os.PathLike = ".", clock: Clock | None = None, kill_grace: float = 2.0,
+                 orphan_timeout: float = 300.0, interval: float = amp.HEARTBEAT_INTERVAL) -> None:
+        self.appmaster = appmaster
+        self.slot, self.unit, self.hostname, self.room = slot, unit, hostname, room
+        self.sandbox = Path(sandbox)
+        self.clock = clock or SystemClock()
+        self.kill_grace = kill_grace
+        self.orphan_timeout = orphan_timeout
+        self.interval = interval
+        self.run_: _Run | None = None
+        self.unacked: dict[tuple[int, int], tuple[bool, str]] = {}   # results the AppMaster has not acknowledged
+        self.welcomed = False
+        self._events: queue.Queue = queue.Queue()
+        self._waker = Waker()
+        self._stop: str | None = None        # why the worker stops (SIGTERM) or None
+        self._exit: int | None = None
+        self._client = Client(appmaster, max_message_size=amp.MAX_FRAME, identity=slot.encode())
+
+    # ------------------------------------------------------------ the loop
+    def run(self) -> int:
+        """Serve the AppMaster until RELEASE (0), a stop (143) or orphaned (1)."""
+        last_contact = self.clock.now()
+        next_beat = 0.0
+        try:
+            while self._exit is None:
+                now = self.clock.now()
+                if self._stop is not None:
+                    self._shutdown(self._stop)
+                    return 143
+                if now >= next_beat:
+                    self._beat()
+                    next_beat = now + self.interval
+                self._escalate_kill(now)
+                timeout = max(0.0, next_beat - self.clock.now())
+                if self.run_ is not None and self.run_.kill_deadline is not None:
+                    timeout = min(timeout, max(0.0, self.run_.kill_deadline - now))
+                if self._client.wait(timeout, self._waker):
+                    last_contact = self.clock.now()
+                while self._client.socket.poll(0):
+                    self._on_frame(self._client.socket.recv())
+                self._drain_events()
+                if self.run_ is None and self.clock.now() - last_contact > self.orphan_timeout:
+                    log.error("no word from the AppMaster at %s for %.0fs: giving up", self.appmaster,
+                              self.orphan_timeout)
+                    return 1
+            return self._exit
+        finally:
+            self._kill_now()
+            self._client.socket.linger = 500   # let a last BYE or DONE go out
+            self._client.close()
+            self._waker.close()
+
+    def stop(self, reason: str = "stopped") -> None:
+        """Ask the loop to stop (signal-handler safe)."""
+        self._stop = reason
+        self._waker.wake()
+
+    # ---------------------------------------------------------- messages
+    def _send(self, message) -> None:
+        self._client.socket.send(amp.encode(message))
+
+    def _running(self) -> list | None:
+        return [self.run_.instance, self.run_.attempt] if self.run_ is not None and not self.run_.killed else None
+
+    def _beat(self) -> None:
+        if not self.welcomed:
+            finished = [[i, a, ok, msg] for (i, a), (ok, msg) in sorted(self.unacked.items())]
+            self._send(amp.Hello(self.slot, self.unit, self.hostname, self.room, self._running(), finished))
+            return
+        self._send(amp.Heartbeat(self.slot, self._running()))
+        for (instance, attempt), (ok, message) in sorted(self.unacked.items()):
+            self._send(amp.Done(self.slot, instance, attempt, ok, message))
+
+    def _on_frame(self, frame: bytes) -> None:
+        try:
+            message = amp.decode(frame)
+        except amp.ProtocolError as exc:
+            log.warning("a bad frame from the AppMaster: %s", exc)
+            self._send(amp.Error(str(exc)))
+            return
+        if isinstance(message, amp.Welcome):
+            self.welcomed = True
+        elif isinstance(message, amp.Rejoin):
+            self.welcomed = False
+            self._beat()
+        elif isinstance(message, amp.Assign):
+            self._assign(message)
+        elif isinstance(message, amp.Kill):
+            if self.run_ is not None and self.run_.key == (message.instance, message.attempt):
+                self._kill(self.run_)
+        elif isinstance(message, amp.Ack):
+            self.unacked.pop((message.instance, message.attempt), None)
+        elif isinstance(message, amp.Release):
+            log.info("released by the AppMaster")
+            self._exit = 0
+        elif isinstance(message, amp.Error):
+            log.warning("the AppMaster says: %s", message.message)
+        else:
+            self._send(amp.Error(f"{message.TYPE} is not a message for a worker"))
+
+    # ---------------------------------------------------------- instances
+    def _assign(self, message: amp.Assign) -> None:
+        key = (message.instance, message.attempt)
+        if key in self.unacked or (self.run_ is not None and self.run_.key == key):
+            return   # a resent ASSIGN
+        if self.run_ is not None:
+            self._send(amp.Error(f"busy: running instance {self.run_.instance} attempt {self.run_.attempt}"))
+            return
+        directory = self.sandbox / "instances"
+        stem = f"{message.instance}.{message.attempt}"
+        env = dict(os.environ)
+        env.update(message.env)
+        env.setdefault("FUXI_INSTANCE", str(message.instance))
+        env.setdefault("FUXI_ATTEMPT", str(message.attempt))
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            stderr_path = directory / f"{stem}.stderr"
+            with open(stderr_path, "wb") as stderr:
+                popen = subprocess.Popen([SHELL, "-c", message.command], cwd=self.sandbox, env=env,
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
+                                         start_new_session=True, close_fds=True)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            self._finished(key, False, f"cannot start: {type(exc).__name__}: {exc}")
+            return
+        log.info("instance %d attempt %d started as pid %d", message.instance, message.attempt, popen.pid)
+        run = self.run_ = _Run(message.instance, message.attempt, popen, stderr_path)
+        reader = threading.Thread(target=self._read, args=(run, directory / f"{stem}.stdout"), daemon=True)
+        reader.start()
+        threading.Thread(target=self._wait, args=(run, reader), daemon=True).start()
+
+    def _read(self, run: _Run, path: Path) -> None:
+        """Copy the instance's stdout to its file; report its progress lines."""
+        with open(path, "wb") as sink:
+            for line in run.popen.stdout:
+                sink.write(line)
+                sink.flush()
+                fraction = parse_progress(line)
+                if fraction is not None:
+                    self._events.put(("progress", run, fraction))
+                    self._waker.wake()
+
+    def _wait(self, run: _Run, reader: threading.Thread) -> None:
+        returncode = run.popen.wait()
+        reader.join(1.0)   # a child that kept stdout open must not hold the result back
+        self._events.put(("exit", run, returncode))
+        self._waker.wake()
+
+    def _drain_events(self) -> None:
+        while True:
+            try:
+                kind, run, value = self._events.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "progress" and run is self.run_ and not run.killed:
+                self._send(amp.Progress(self.slot, run.instance, run.attempt, value))
+            elif kind == "exit":
+                if run is self.run_:
+                    self.run_ = None
+                if run.killed:
+                    log.info("instance %d attempt %d killed", run.instance, run.attempt)
+                    continue
+                self._finished(run.key, value == 0, describe_exit(value, run.stderr))
+
+    def _finished(self, key: tuple[int, int], ok: bool, message: str) -> None:
+        log.info("instance %d attempt %d %s: %s", key[0], key[1], "succeeded" if ok else "failed", message)
+        self.unacked[key] = (ok, message)
+        if self.welcomed:
+            self._send(amp.Done(self.slot, key[0], key[1], ok, message))
+
+    def _kill(self, run: _Run) -> None:
+        if not run.killed:
+            run.killed = True
+            run.kill_deadline = self.clock.now() + self.kill_grace
+            _signal_group(run.popen.pid, signal.SIGTERM)
+
+    def _escalate_kill(self, now: float) -> None:
+        run = self.run_
+        if run is not None and run.kill_deadline is not None and now >= run.kill_deadline:
+            run.kill_deadline = None
+            _signal_group(run.popen.pid, signal.SIGKILL)
+
+    def _kill_now(self) -> None:
+        if self.run_ is not None:
+            self.run_.killed = True
+            _signal_group(self.run_.popen.pid, signal.SIGKILL)
+
+    def _shutdown(self, reason: str) -> None:
+        """SIGTERM: the instance gets its grace period, then the AppMaster a BYE."""
+        run = self.run_
+        if run is not None:
+            self._kill(run)
+            try:
+                run.popen.wait(self.kill_grace)
+            except subprocess.TimeoutExpired:
+                pass
+        self._send(amp.Bye(self.slot, reason))
+
+
+def parse_progress(line: bytes) -> float | None:
+    """The fraction of a ``FUXI_PROGRESS <fraction>`` line (clamped to
+    [0, 1]), None for any other line."""
+    parts = line.split()
+    if len(parts) != 2 or parts[0] != amp.PROGRESS_PREFIX.encode():
+        return None
+    try:
+        fraction = float(parts[1])
+    except ValueError:
+        return None
+    if fraction != fraction:   # NaN
+        return None
+    return min(1.0, max(0.0, fraction))
+
+
+def describe_exit(returncode: int, stderr: Path) -> str:
+    """``exit status 3`` / ``killed by signal 9``, then the tail of stderr."""
+    what = f"killed by signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
+    try:
+        with open(stderr, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - STDERR_TAIL))
+            tail = handle.read().decode(errors="replace").strip()
+    except OSError:
+        tail = ""
+    return f"{what}: {tail}" if tail else what
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    missing = [name for name in ENVIRONMENT if not os.environ.get(name)]
+    if missing:
+        print(f"fuxi worker: missing environment {', '.join(missing)} (the Fuxi service sets them)",
+              file=sys.stderr)
+        return 2
+    logging.basicConfig(level=os.environ.get("FUXI_LOG_LEVEL", "INFO").upper(),
+                        format="%(asctime)s %(levelname)s fuxi-worker %(message)s")
+    env = os.environ
+    try:
+        orphan_timeout = float(env.get("FUXI_ORPHAN_TIMEOUT", "300"))
+        worker = Worker(env["FUXI_APPMASTER"], env["FUXI_SLOT_ID"], env["FUXI_UNIT"], env["FUXI_HOSTNAME"],
+                        env.get("FUXI_ROOM", ""), sandbox=os.getcwd(), orphan_timeout=orphan_timeout)
+    except ValueError as exc:
+        print(f"fuxi worker: {exc}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop("killed (SIGTERM)"))
+    signal.signal(signal.SIGINT, lambda *_: worker.stop("interrupted"))
+    log.info("slot %s of job %s unit %s on %s: AppMaster %s", worker.slot, env["FUXI_JOB_ID"], worker.unit,
+             worker.hostname, worker.appmaster)
+    return worker.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
