@@ -2,6 +2,7 @@
 
 import pytest
 
+from mesoslike import MesoslikeError
 from mesoslike.clock import FakeClock
 from mesoslike.master import MasterConfig, MasterCore
 from mesoslike.resources import Resources
@@ -377,3 +378,29 @@ def test_statuses_the_master_makes_up_carry_wall_clock_time_as_agents_do():
     fid = h.subscribe()
     (update,) = only(h.send(FW, m.Reconcile(fid, [m.ReconcileTask("ghost", "nowhere")])), m.Update)
     assert update.status.state == TaskState.LOST and update.status.timestamp == 1_700_000_000.0
+
+
+def test_weights_and_quota_set_by_the_operator_are_hard_state_a_new_leader_applies():
+    h = Harness()
+    h.core.update_weights({"eng": 2.0})
+    h.core.update_quota("eng", guarantee="cpus:2;mem:512", limit="cpus:4;gpus:0")
+    assert h.core.registry.weights == {"eng": 2.0}
+    assert h.core.registry.quota == {"eng": {"guarantee": "cpus:2;mem:512", "limit": "cpus:4;gpus:0"}}
+    changes = h.core.registry.changes().sections
+    assert {"weights", "quota"} <= changes
+    # a new leader reads the registry and applies both before it serves
+    from mesoslike.master.registry import Registry
+    registry = Registry.from_document(h.core.registry.to_document())
+    successor = MasterCore(FakeClock(), MasterInfo("m2", "tcp://127.0.0.1:2"), MasterConfig(), registry=registry)
+    applied = successor.allocator.snapshot()
+    assert applied["weights"] == {"eng": 2.0}
+    assert (applied["quota"]["eng"]["guarantee"], applied["quota"]["eng"]["limit"]) == ("cpus:2;mem:512", "cpus:4;gpus:0")
+    # clearing the quota is a change too; bad input changes nothing
+    h.core.update_quota("eng")
+    assert h.core.registry.quota == {}
+    before = h.core.registry.to_document()
+    with pytest.raises(MesoslikeError):
+        h.core.update_quota("eng", guarantee="cpus:-1")
+    with pytest.raises(MesoslikeError):
+        h.core.update_weights({"eng": -1.0})
+    assert h.core.registry.to_document() == before

@@ -52,6 +52,52 @@ def test_a_registration_retried_byte_for_byte_is_answered_without_handling_it_ag
             assert [(t.id, t.status.state) for t in framework.completed] == [("t1", TaskState.LOST)]
 
 
+# ------------------------------------------------------------- operator
+import json  # noqa: E402
+import urllib.error  # noqa: E402
+import urllib.request  # noqa: E402
+
+from mesoslike.master.storage import FileRegistryStore  # noqa: E402
+
+
+def post(runtime, path, document):
+    body = document if isinstance(document, bytes) else json.dumps(document).encode()
+    request = urllib.request.Request(runtime.http_address + path, data=body, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=15) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_weights_and_quota_set_over_http_are_stored_before_the_answer_and_survive_a_restart(tmp_path):
+    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=0, registry_store=FileRegistryStore(tmp_path))
+    runtime.start()
+    try:
+        assert post(runtime, "/weights", {"eng": 2.0}) == (200, {"ok": True})
+        assert post(runtime, "/quota", {"role": "eng", "guarantee": "cpus:2", "limit": "cpus:8;gpus:0"}) == \
+            (200, {"ok": True})
+        stored = json.loads((tmp_path / "registry.json").read_text())   # on disk when the answer came
+        assert stored["weights"] == {"eng": 2.0}
+        assert stored["quota"] == {"eng": {"guarantee": "cpus:2", "limit": "cpus:8;gpus:0"}}
+        # bad requests: a clear error, nothing changes
+        code, reply = post(runtime, "/quota", {"role": "eng", "guarantee": "cpus:-1"})
+        assert code == 400 and "cpus" in reply["error"]
+        code, reply = post(runtime, "/weights", {"eng": "heavy"})
+        assert code == 400
+        assert post(runtime, "/weights", b"{not json")[0] == 400
+        assert post(runtime, "/nope", {})[0] == 404
+        assert json.loads((tmp_path / "registry.json").read_text())["quota"] == stored["quota"]
+    finally:
+        runtime.stop()
+    again = MasterRuntime("tcp://127.0.0.1:0", http_port=None, registry_store=FileRegistryStore(tmp_path))
+    try:
+        applied = again.core.allocator.snapshot()
+        assert applied["weights"] == {"eng": 2.0} and applied["quota"]["eng"]["guarantee"] == "cpus:2"
+    finally:
+        again._close()
+
+
 # ------------------------------------------------------------- followers
 from mesoslike.ha.url import ZkUrl  # noqa: E402
 from zk_helpers import zookeeper, zookeeper_server  # noqa: E402,F401 (fixtures)

@@ -174,6 +174,15 @@ def test_a_change_to_one_agent_writes_only_its_shard(masters, client, url):
     assert leader.registry.store(registry, leader.contender.fence()) == 0  # nothing changed, nothing written
     assert snapshot(client, url) == later
 
+    registry.update_quota("ops", guarantee="cpus:2", limit="cpus:4;gpus:0")
+    leader.store.store(registry)
+    with_quota = snapshot(client, url)
+    assert changed(later, with_quota) == {"quota"}
+    assert reload(client, url).quota == {"ops": {"guarantee": "cpus:2", "limit": "cpus:4;gpus:0"}}
+    registry.update_quota("ops")  # cleared: the znode goes
+    leader.store.store(registry)
+    assert "quota" not in snapshot(client, url) and reload(client, url).quota == {}
+
 
 def test_removing_the_last_agent_of_a_bucket_deletes_its_shard(masters, client, url):
     leader = masters().wait_until_leading()

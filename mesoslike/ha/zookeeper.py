@@ -571,6 +571,7 @@ class LeaderDetector(_GroupWatcher):
 #   removed_agents.K         the K-th chunk of REMOVED_CHUNK removed agent ids,
 #   removed_frameworks.K     in the order they were removed ({"first": seq, ...})
 #   weights                  the role weights
+#   quota                    the roles' quota
 #
 # A ``<path>/registry`` whose data has no "layout" holds a whole registry
 # document (the format before sharding): it is loaded as such and the first
@@ -588,8 +589,9 @@ REGISTRY_LAYOUT = "sharded"
 
 _RECORD_KINDS = {"agents": (AGENT_BUCKETS, 4), "frameworks": (FRAMEWORK_BUCKETS, 2)}
 _REMOVED_KINDS = ("removed_agents", "removed_frameworks")
-_WEIGHTS = "weights"
-_SHARD_NAME = re.compile(r"(agents|frameworks|removed_agents|removed_frameworks)\.(\d{1,9})|(weights)")
+#: sections stored whole, one znode each, named after the section
+_SINGLE_SECTIONS = ("weights", "quota")
+_SHARD_NAME = re.compile(r"(agents|frameworks|removed_agents|removed_frameworks)\.(\d{1,9})|(weights|quota)")
 #: what one operation of a transaction costs beyond its path and data (its
 #: header, version, flags and ACL), rounded up generously
 _OP_OVERHEAD = 128
@@ -608,7 +610,7 @@ def _record_shard(kind: str, item_id: str) -> str:
 
 def _shard_kind(name: str) -> str | None:
     """``agents``, ``frameworks``, ``removed_agents``, ``removed_frameworks`` or
-    ``weights`` for a shard's name; None for a foreign child."""
+    ``weights`` or ``quota`` for a shard's name; None for a foreign child."""
     match = _SHARD_NAME.fullmatch(name)
     return None if match is None else match.group(1) or match.group(3)
 
@@ -623,7 +625,7 @@ class _Stored:
     members: dict[str, set[str]] = attrs.field(factory=dict)       # record shard -> the ids it (may) hold
     chunks: dict[str, tuple] = attrs.field(factory=dict)           # removed chunk -> (first seq, ids)
     removed: dict[str, tuple[int, list[str]]] = attrs.field(factory=dict)  # list -> (seq of its first id, ids)
-    weights: dict[str, float] = attrs.field(factory=dict)
+    singles: dict[str, dict] = attrs.field(factory=dict)           # weights / quota -> what they hold
     stale: set[str] = attrs.field(factory=set)  # record shards holding records that belong elsewhere
 
     @property
@@ -643,7 +645,7 @@ class _Plan:
     members: dict[str, set[str]] = attrs.field(factory=dict)
     chunks: dict[str, tuple | None] = attrs.field(factory=dict)  # None: deleted
     removed: dict[str, tuple[int, list[str]]] = attrs.field(factory=dict)
-    weights: dict[str, float] | None = None
+    singles: dict[str, dict] = attrs.field(factory=dict)  # weights / quota written (or deleted: {})
 
     def put(self, name: str, sections: dict) -> bool:
         """Plan to write shard ``name``; False, with the reason in ``refused``, if it cannot be."""
@@ -688,8 +690,7 @@ class _Plan:
             else:
                 stored.chunks[name] = content
         stored.removed.update(self.removed)
-        if self.weights is not None:
-            stored.weights = self.weights
+        stored.singles.update(self.singles)
         stored.stale.difference_update(self.writes)
 
 
@@ -703,13 +704,16 @@ def _plan(registry: Registry, changes: RegistryChanges, stored: _Stored, room: i
     for kind in _REMOVED_KINDS:
         if full or kind in changes.sections:
             _plan_removed(plan, kind, getattr(registry, kind), stored)
-    if full or (_WEIGHTS in changes.sections and registry.weights != stored.weights):
-        if not registry.weights:
-            if _WEIGHTS in stored.versions:
-                plan.writes[_WEIGHTS] = None
-            plan.weights = {}
-        elif plan.put(_WEIGHTS, {_WEIGHTS: dict(sorted(registry.weights.items()))}):
-            plan.weights = dict(registry.weights)
+    for name in _SINGLE_SECTIONS:
+        content = dict(sorted(getattr(registry, name).items()))
+        if not (full or (name in changes.sections and content != stored.singles.get(name, {}))):
+            continue
+        if not content:
+            if name in stored.versions:
+                plan.writes[name] = None
+            plan.singles[name] = {}
+        elif plan.put(name, {name: content}):
+            plan.singles[name] = content
     if full and (stored.header is not None or plan.writes):
         plan.header = _encode_json("header", _header())
     return plan
@@ -1057,9 +1061,9 @@ def _assemble(node: str, shards: dict[str, tuple[bytes, int]], stored: _Stored) 
         except RegistryError as exc:
             log.warning("registry: skipping the shard %s/%s (its records stay unknown): %s", node, name, exc)
             continue
-        if kind == _WEIGHTS:
-            registry.weights.update(part.weights)
-            stored.weights = dict(part.weights)
+        if kind in _SINGLE_SECTIONS:
+            getattr(registry, kind).update(getattr(part, kind))
+            stored.singles[kind] = dict(getattr(part, kind))
             continue
         records = getattr(part, kind)
         stored.members[name] = set(records)

@@ -102,7 +102,7 @@ class MasterCore:
     def _recover(self, now: float) -> None:
         """Serve from a registry: its frameworks wait (disconnected) for their
         failover timeout, its agents get ``agent_reregister_timeout`` to come
-        back, weights apply at once."""
+        back, weights and quota apply at once."""
         for info in self.registry.frameworks.values():
             if info.id not in self.frameworks:
                 self._adopt_framework(info)
@@ -110,9 +110,40 @@ class MasterCore:
         self._expected_until = now + self.config.agent_reregister_timeout
         if self.registry.weights:
             self.allocator.update_weights(self.registry.weights)
+        for role, record in sorted(self.registry.quota.items()):
+            try:
+                self.allocator.update_quota(role, record.get("guarantee"), record.get("limit"))
+            except MesoslikeError as exc:  # a record this master cannot apply: skipped, not fatal
+                log.warning("registry: skipping the quota of role %r: %s", role, exc)
         if self.registry.agents or self.registry.frameworks:
             log.info("recovered a registry: %d agents expected back within %.0fs, %d frameworks",
                      len(self._expected_agents), self.config.agent_reregister_timeout, len(self.registry.frameworks))
+
+    # ============================================================= operator
+    def update_weights(self, weights: dict[str, float]) -> list[Send]:
+        """Set role weights (others keep theirs); persisted in the registry.
+        Returns the rescinds the new weights cause. Raises
+        :class:`MesoslikeError` (nothing changes) on a bad role or weight."""
+        self._out = []
+        self.allocator.update_weights(weights)
+        self.registry.update_weights(weights)
+        self._registry_changed()
+        log.info("weights updated: %s", weights)
+        self._send_rescinds()
+        return self._flush()
+
+    def update_quota(self, role: str, guarantee: str | None = None, limit: str | None = None) -> list[Send]:
+        """Set (or, with neither, clear) a role's quota guarantee and limit
+        (resource strings); persisted in the registry. Offers the new quota
+        needs back are rescinded (the returned sends). Raises
+        :class:`MesoslikeError` (nothing changes) on bad input."""
+        self._out = []
+        self.allocator.update_quota(role, guarantee, limit)
+        self.registry.update_quota(role, guarantee, limit)
+        self._registry_changed()
+        log.info("quota of role %s: guarantee %s, limit %s", role, guarantee or "none", limit or "none")
+        self._send_rescinds()
+        return self._flush()
 
     def _registry_changed(self) -> None:
         self.registry_changes += 1

@@ -1,4 +1,5 @@
-"""The master's HTTP endpoints: ``/state``, ``/health``, ``/metrics``.
+"""The master's HTTP endpoints: ``GET /state``, ``/health``, ``/metrics``,
+and the operator's ``POST /weights`` and ``POST /quota``.
 
 Served from a thread of the master process; every request takes the master's
 lock for the moment it reads the core, so it sees a consistent state.
@@ -19,11 +20,19 @@ __all__ = ["StatusHTTPServer"]
 log = logging.getLogger("mesoslike.master.http")
 
 
-class StatusHTTPServer:
-    """``views`` maps a path to a function returning (content type, body)."""
+#: a POST handler: request body -> (HTTP status, JSON-able reply)
+Action = Callable[[bytes], tuple[int, object]]
+#: the largest POST body read (an operator request is a few hundred bytes)
+MAX_BODY = 1 << 20
 
-    def __init__(self, host: str, port: int, views: dict[str, Callable[[], tuple[str, bytes]]]) -> None:
-        handler = _make_handler(views)
+
+class StatusHTTPServer:
+    """``views`` maps a path to a function returning (content type, body);
+    ``actions`` maps a path to a POST handler (:data:`Action`)."""
+
+    def __init__(self, host: str, port: int, views: dict[str, Callable[[], tuple[str, bytes]]],
+                 actions: dict[str, Action] | None = None) -> None:
+        handler = _make_handler(views, actions or {})
         try:
             self._server = ThreadingHTTPServer((host, port), handler)
         except OSError as exc:
@@ -45,7 +54,8 @@ class StatusHTTPServer:
         self._server.server_close()
 
 
-def _make_handler(views: dict[str, Callable[[], tuple[str, bytes]]]) -> type[BaseHTTPRequestHandler]:
+def _make_handler(views: dict[str, Callable[[], tuple[str, bytes]]],
+                  actions: dict[str, Action]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "mesoslike"
 
@@ -64,9 +74,33 @@ def _make_handler(views: dict[str, Callable[[], tuple[str, bytes]]]) -> type[Bas
             self._reply(200, content_type, body)
 
         def do_POST(self) -> None:  # noqa: N802
-            self._reply(405, "application/json", b'{"error": "only GET is supported"}')
+            path = self.path.split("?", 1)[0].rstrip("/") or "/"
+            action = actions.get(path)
+            if action is None:
+                self._json(405 if path in views else 404,
+                           {"error": f"no POST endpoint {path}", "post_endpoints": sorted(actions)})
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if not 0 <= length <= MAX_BODY:
+                self._json(400, {"error": f"a body of 0 to {MAX_BODY} bytes with its Content-Length is needed"})
+                return
+            try:
+                code, reply = action(self.rfile.read(length))
+            except Exception:
+                log.exception("HTTP action %s failed", path)
+                code, reply = 500, {"error": "internal error"}
+            self._json(code, reply)
 
-        do_PUT = do_DELETE = do_POST
+        def do_PUT(self) -> None:  # noqa: N802
+            self._json(405, {"error": "use GET or POST"})
+
+        do_DELETE = do_PUT
+
+        def _json(self, code: int, reply: object) -> None:
+            self._reply(code, "application/json", json.dumps(reply).encode())
 
         def _reply(self, code: int, content_type: str, body: bytes) -> None:
             self.send_response(code)

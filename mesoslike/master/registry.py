@@ -43,7 +43,7 @@ REGISTRY_FORMAT = 1
 MAX_REMOVED = 10_000
 #: the parts of the registry that are stored whole (agents and frameworks are
 #: tracked record by record)
-SECTIONS = ("removed_agents", "removed_frameworks", "weights")
+SECTIONS = ("removed_agents", "removed_frameworks", "weights", "quota")
 
 
 class RegistryFormatError(MesoslikeError, ValueError):
@@ -74,6 +74,8 @@ class Registry:
     removed_agents: list[str] = attrs.field(factory=list)
     removed_frameworks: list[str] = attrs.field(factory=list)
     weights: dict[str, float] = attrs.field(factory=dict)
+    #: role -> {"guarantee": resources string, "limit": resources string} (either may be absent)
+    quota: dict[str, dict[str, str]] = attrs.field(factory=dict)
     # changes not stored yet (what changed -> the count of its last change); not part of the registry's value
     _changed: dict[tuple[str, str], int] = attrs.field(factory=dict, init=False, eq=False, repr=False)
     _count: int = attrs.field(default=0, init=False, eq=False, repr=False)
@@ -108,6 +110,19 @@ class Registry:
             self.weights.update(changed)
             self._note("sections", "weights")
 
+    def update_quota(self, role: str, guarantee: str | None = None, limit: str | None = None) -> None:
+        """Set a role's quota as the allocator accepted it (with neither,
+        clear it). The strings keep explicit zeros (``"gpus:0"``)."""
+        record = {key: str(value) for key, value in (("guarantee", guarantee), ("limit", limit))
+                  if value is not None}
+        if self.quota.get(role) == (record or None):
+            return
+        if record:
+            self.quota[role] = record
+        else:
+            self.quota.pop(role, None)
+        self._note("sections", "quota")
+
     def _note(self, kind: str, key: str) -> None:
         self._count += 1
         self._changed[kind, key] = self._count
@@ -139,6 +154,7 @@ class Registry:
             "removed_agents": list(self.removed_agents),
             "removed_frameworks": list(self.removed_frameworks),
             "weights": dict(sorted(self.weights.items())),
+            "quota": {role: dict(record) for role, record in sorted(self.quota.items())},
         }
 
     @classmethod
@@ -187,6 +203,16 @@ class Registry:
                 registry.weights[str(role)] = float(weight)
             else:
                 log.warning("registry: skipping weight of role %r: %r", role, weight)
+        quota = document.get("quota", {})
+        for role, record in (quota.items() if isinstance(quota, dict) else ()):
+            try:
+                if not isinstance(record, dict) or not set(record) <= {"guarantee", "limit"}:
+                    raise ValueError("expected {guarantee, limit}")
+                for text in record.values():
+                    Resources.parse(text)  # raises on anything but a resources string
+                registry.quota[str(role)] = {key: str(value) for key, value in record.items()}
+            except (TypeError, ValueError, AttributeError, MesoslikeError) as exc:
+                log.warning("registry: skipping the quota of role %r: %s", role, exc)
         return registry
 
 

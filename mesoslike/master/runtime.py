@@ -21,6 +21,7 @@ import uuid
 
 from mesoslike import __version__
 from mesoslike.clock import Clock, SystemClock
+from mesoslike.errors import MesoslikeError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.master.http import StatusHTTPServer
 from mesoslike.master.records import MasterConfig
@@ -77,13 +78,17 @@ class MasterRuntime:
                     "/state": lambda: ("application/json", json.dumps(self.state(), indent=1).encode()),
                     "/health": lambda: ("application/json", json.dumps(self._health()).encode()),
                     "/metrics": lambda: ("text/plain; version=0.0.4", self._metrics().encode()),
-                })
+                }, actions={"/weights": self._post_weights, "/quota": self._post_quota})
         except Exception:
             self._server.close()
             raise
         self.http_address = self._http.address if self._http else ""
         self.info = MasterInfo(master_id or uuid.uuid4().hex[:8], self.address, self.http_address, __version__)
         self._lock = threading.Lock()
+        #: notified (under _lock) each time the registry is written
+        self._stored = threading.Condition(self._lock)
+        #: what operator requests (HTTP thread) left for the loop to send
+        self._operator_sends: list[Send] = []
         self._waker = Waker()
         self._stopping = threading.Event()
         self._elected = threading.Event()   # set by the contender, taken by the loop
@@ -242,6 +247,49 @@ class MasterRuntime:
     def _health(self) -> dict:
         return {"healthy": True, "is_leader": self.is_leader, "leader": self._leader_info().get("address", "")}
 
+    # ----------------------------------------------------------- operator
+    def _post_weights(self, body: bytes) -> tuple[int, object]:
+        """``POST /weights {"role": weight, ...}``: answered once the registry holds them."""
+        def apply(request: object) -> list[Send]:
+            if not isinstance(request, dict) or not request:
+                raise ValueError('expected {"role": weight, ...}')
+            return self.core.update_weights(request)
+        return self._operator_request(body, apply)
+
+    def _post_quota(self, body: bytes) -> tuple[int, object]:
+        """``POST /quota {"role": R, "guarantee": "cpus:2", "limit": "cpus:8"}``
+        (neither: clear the role's quota); answered once the registry holds it."""
+        def apply(request: object) -> list[Send]:
+            if not isinstance(request, dict) or not isinstance(request.get("role"), str) \
+                    or not set(request) <= {"role", "guarantee", "limit"} \
+                    or not all(isinstance(request[k], str) for k in ("guarantee", "limit") if k in request):
+                raise ValueError('expected {"role": R, "guarantee": "RESOURCES", "limit": "RESOURCES"}')
+            return self.core.update_quota(request["role"], request.get("guarantee"), request.get("limit"))
+        return self._operator_request(body, apply)
+
+    def _operator_request(self, body: bytes, apply) -> tuple[int, object]:
+        try:
+            request = json.loads(body or b"null")
+        except ValueError as exc:
+            return 400, {"error": f"the body is not JSON: {exc}"}
+        with self._lock:
+            if not self.is_leader:
+                return 409, {"error": "this master does not lead", "leader": self._leader_info()}
+            core = self.core
+            try:
+                self._operator_sends += apply(request)
+            except (MesoslikeError, TypeError, ValueError) as exc:
+                return 400, {"error": str(exc)}
+            target = core.registry_changes
+            self._waker.wake()
+            stored = self._stored.wait_for(lambda: self.core is not core or self._persisted >= target, timeout=10.0)
+            if self.core is not core:
+                return 503, {"error": "this master stopped leading before the change was stored; retry"}
+            if not stored:
+                return 503, {"error": "the change is applied but not stored yet (the registry is unreachable); "
+                                      "it is retried every turn"}
+            return 200, {"ok": True}
+
     def _metrics(self) -> str:
         with self._lock:
             if self.is_leader:
@@ -285,7 +333,8 @@ class MasterRuntime:
                 self._turn_end = self.clock.now()
                 return
             started = self.clock.now()
-            sends = self._handle_messages()
+            sends, self._operator_sends = self._operator_sends, []
+            sends += self._handle_messages()
             sends += self.core.tick()
             if not self._confirm_leadership(since=started):
                 self._step_down()
@@ -358,6 +407,7 @@ class MasterRuntime:
         try:
             self._store.store(self.core.registry)  # writes what changed since the last store
             self._persisted = self.core.registry_changes
+            self._stored.notify_all()
             return True
         except Exception as exc:
             if self._zk is not None and type(exc).__name__ == "FencingError":
