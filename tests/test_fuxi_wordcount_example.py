@@ -245,14 +245,15 @@ def test_the_demo_runs_the_job_on_a_local_cluster_and_verifies_it(tmp_path):
 @pytest.mark.timeout(90)
 def test_the_demo_stops_everything_on_ctrl_c(tmp_path):
     work_dir = tmp_path / "demo"
-    proc = subprocess.Popen(demo_command(work_dir), cwd=REPO, env=child_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen([*demo_command(work_dir), "--map-seconds", "20"], cwd=REPO, env=child_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
     try:
-        for line in proc.stdout:
-            if "submitted job-" in line:
-                break
+        while not lines or not lines[-1].startswith("$ mesoslike fuxi submit"):   # cluster and scheduler up
+            lines.append(proc.stdout.readline())
+            assert lines[-1], "".join(lines)
         proc.send_signal(signal.SIGINT)
-        output = proc.communicate(timeout=45)[0]
+        output = "".join(lines) + proc.communicate(timeout=45)[0]
     finally:
         if proc.poll() is None:
             proc.kill()

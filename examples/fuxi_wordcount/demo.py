@@ -21,6 +21,7 @@ The processes' output is in ``DIR/logs/``; without ``--work-dir`` or with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -49,6 +50,44 @@ class Interrupted(Exception):
     """Ctrl-C or SIGTERM."""
 
 
+class Signals:
+    """Ctrl-C and SIGTERM become :class:`Interrupted` — but not while a child
+    process is being started (it would be left running, unknown to the
+    clean-up): inside :meth:`deferred` they are raised once it ends."""
+
+    def __init__(self) -> None:
+        self.pending: str | None = None
+        self.depth = 0
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
+
+    def ignore(self) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    def _handle(self, signum, frame) -> None:
+        name = signal.Signals(signum).name
+        if self.depth:
+            self.pending = self.pending or name
+        else:
+            raise Interrupted(name)
+
+    @contextlib.contextmanager
+    def deferred(self):
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+        if not self.depth and self.pending:
+            raise Interrupted(self.pending)
+
+
+SIGNALS = Signals()
+
+
 def say(line: str) -> None:
     print(f"demo: {line}", flush=True)
 
@@ -64,10 +103,10 @@ class Processes:
 
     def start(self, name: str, args: list[str]) -> tuple[subprocess.Popen, Path]:
         log = self.log_dir / f"{name}.log"
-        with open(log, "wb") as out:
+        with SIGNALS.deferred(), open(log, "wb") as out:
             proc = subprocess.Popen(MESOSLIKE + args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True)
-        self.started.append((name, proc, log))
+            self.started.append((name, proc, log))
         return proc, log
 
     def wait_for_line(self, name: str, proc: subprocess.Popen, log: Path, pattern: str, timeout: float) -> re.Match:
@@ -107,8 +146,7 @@ def run_job(fuxi_address: str, job_file: Path, timeout: float) -> tuple[int, str
     """``mesoslike fuxi submit --wait``, its output shown as it comes; (exit status, job id)."""
     args = ["fuxi", "submit", "--fuxi", fuxi_address, "--wait", "--interval", "0.5", str(job_file)]
     print(f"$ mesoslike {' '.join(args)}", flush=True)
-    proc = subprocess.Popen(MESOSLIKE + args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, bufsize=1)
+    proc: subprocess.Popen | None = None
     job_id: list[str] = []
 
     def echo() -> None:
@@ -119,17 +157,21 @@ def run_job(fuxi_address: str, job_file: Path, timeout: float) -> tuple[int, str
                 job_id.append(found.group(1))
 
     reader = threading.Thread(target=echo, daemon=True)
-    reader.start()
     try:
+        with SIGNALS.deferred():
+            proc = subprocess.Popen(MESOSLIKE + args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, bufsize=1)
+            reader.start()
         status = proc.wait(timeout)
     except subprocess.TimeoutExpired:
         say(f"the job did not end within {timeout:g}s (--timeout)")
         status = 1
     finally:                                           # also on Ctrl-C / SIGTERM
-        if proc.poll() is None:
+        if proc is not None and proc.poll() is None:
             proc.terminate()
             proc.wait()
-        reader.join(5)
+        if reader.is_alive():
+            reader.join(5)
     return status, (job_id[0] if job_id else "")
 
 
@@ -141,8 +183,9 @@ def show_task_errors(work_dir: Path, most: int = 3) -> None:
 
 
 def show_status(fuxi_address: str, job_id: str) -> None:
-    done = subprocess.run(MESOSLIKE + ["fuxi", "status", "--fuxi", fuxi_address, *([job_id] if job_id else [])],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    with SIGNALS.deferred():                           # a few seconds at most
+        done = subprocess.run(MESOSLIKE + ["fuxi", "status", "--fuxi", fuxi_address, *([job_id] if job_id else [])],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
     print("\n".join(f"  | {line}" for line in (done.stdout + done.stderr).splitlines()), flush=True)
 
 
@@ -198,11 +241,6 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.replicas <= args.agents or args.shards < 1:
         parser.error("need --shards >= 1 and 1 <= --replicas <= --agents")
 
-    def interrupted(signum, frame):
-        raise Interrupted(signal.Signals(signum).name)
-
-    signal.signal(signal.SIGTERM, interrupted)
-    signal.signal(signal.SIGINT, interrupted)
     temporary = args.work_dir is None
     work_dir = Path(tempfile.mkdtemp(prefix="fuxi-wordcount-")) if temporary else args.work_dir.resolve()
     (work_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -210,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     status = 1
     try:
+        SIGNALS.install()
         status = demo(args, work_dir, processes)
     except Interrupted as exc:
         say(f"interrupted ({exc}): stopping")
@@ -217,8 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     except DemoError as exc:
         say(f"error: {exc}")
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)      # a second Ctrl-C must not cut the clean-up short
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        SIGNALS.ignore()                                   # a second Ctrl-C must not cut the clean-up short
         processes.stop_all()
         if temporary and not args.keep and status == 0:
             shutil.rmtree(work_dir, ignore_errors=True)
