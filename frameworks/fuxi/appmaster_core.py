@@ -555,16 +555,19 @@ class AppMasterCore:
 
     # ---------------------------------------------------------- dispatch
     def _settle(self, unit: _Unit) -> None:
-        """Give the unit's idle workers work; release the ones with nothing to
-        do (keeping as many as there are unknown instances, which may turn
-        pending when the rejoin grace ends)."""
+        """Give the unit's idle workers work, never more than ``unit.slots``
+        runs at once; release the ones with nothing to do (keeping as many as
+        there are unknown instances, which may turn pending when the rejoin
+        grace ends)."""
         if self._state == RUNNING and self._active(unit):
             for worker in list(unit.idle.values()):
-                if not (unit.pending or unit.want_backup):
+                if not (unit.pending or unit.want_backup) or unit.busy >= unit.spec.slots:
                     break
                 if self._usable(worker.hostname, unit):
                     self._dispatch(unit, worker)
-        keep = len(unit.unknown) if self._state == RUNNING and self._active(unit) else 0
+        keep = 0
+        if self._state == RUNNING and self._active(unit):
+            keep = min(len(unit.unknown), unit.spec.slots - unit.busy)
         for worker in list(unit.idle.values()):
             if keep and self._usable(worker.hostname, unit):
                 keep -= 1
