@@ -168,12 +168,20 @@ def test_a_map_reads_a_remote_copy_when_its_host_has_none_and_fails_without_any(
     assert done.returncode != 0 and "no copy of the shard" in done.stderr
 
 
-def test_a_corrupt_copy_fails_the_map(prepared):
+def test_a_corrupt_copy_is_skipped_for_a_good_one_and_the_map_fails_only_without_any(prepared):
     work_dir, job = prepared
-    holder = job.unit("map").data[1][0]
-    (work_dir / "data" / holder / "shard-1.txt").write_text("the the the\n")
-    done = run_instance(job.unit("map").command, 1, holder)
-    assert done.returncode != 0 and "corrupt" in done.stderr
+    local, other = job.unit("map").data[1]
+    (work_dir / "data" / local / "shard-1.txt").write_text("the the the\n")
+    done = run_instance(job.unit("map").command, 1, local)
+    assert done.returncode == 0 and "shard-1.txt is corrupt" in done.stderr
+    assert f"read remotely from {other} on {local}" in done.stdout
+    progress = [float(x) for x in re.findall(r"^FUXI_PROGRESS (\S+)$", done.stdout, re.MULTILINE)]
+    assert progress == sorted(progress) and progress[-1] == 1.0            # never backwards
+    assert json.loads((work_dir / "out" / "map-1.json").read_text())["counts"]["the"] > 3
+    (work_dir / "data" / other / "shard-1.txt").write_text("the\n")
+    (work_dir / "out" / "map-1.json").unlink()
+    done = run_instance(job.unit("map").command, 1, local)
+    assert done.returncode != 0 and "every copy of the shard is corrupt" in done.stderr
     assert not (work_dir / "out" / "map-1.json").exists()
 
 

@@ -176,10 +176,16 @@ def run_job(fuxi_address: str, job_file: Path, timeout: float) -> tuple[int, str
 
 
 def show_task_errors(work_dir: Path, most: int = 3) -> None:
-    """The last lines of the newest non-empty task stderr files in the agents' sandboxes."""
-    files = [f for f in (work_dir / "data").glob("*/sandboxes/*/*/stderr") if f.stat().st_size]
+    """The last lines of the newest non-empty stderr files of the job's
+    instances (``instances/<n>.<attempt>.stderr`` in a worker's sandbox),
+    or else of its tasks, and the end of the AppMaster's log."""
+    sandboxes = work_dir / "data"
+    files = [f for f in sandboxes.glob("*/sandboxes/*/*/instances/*.stderr") if f.stat().st_size] or \
+        [f for f in sandboxes.glob("*/sandboxes/*/*/stderr") if f.stat().st_size]
     for path in sorted(files, key=lambda f: f.stat().st_mtime)[-most:]:
-        print(f"  stderr of {path.parent.name} on {path.parents[3].name}:\n{tail(path, 3)}", flush=True)
+        print(f"  {path.relative_to(sandboxes)}:\n{tail(path, 3)}", flush=True)
+    for log in sorted((work_dir / "fuxi").glob("*/appmaster.log")):
+        print(f"  {log.relative_to(work_dir)}:\n{tail(log, 5)}", flush=True)
 
 
 def show_status(fuxi_address: str, job_id: str) -> None:
@@ -202,7 +208,8 @@ def demo(args: argparse.Namespace, work_dir: Path, processes: Processes) -> int:
     line = processes.wait_for_line("mesoslike local", local, log, r"^local cluster: master (tcp://\S+).*$", 30)
     master = line.group(1)
     say(line.group(0))
-    serve, log = processes.start("fuxi", ["fuxi", "serve", "--master", master, "--port", "0"])
+    serve, log = processes.start("fuxi", ["fuxi", "serve", "--master", master, "--port", "0",
+                                          "--work-dir", str(work_dir / "fuxi")])
     line = processes.wait_for_line("mesoslike fuxi serve", serve, log, r"^fuxi scheduler .* serving jobs on (tcp://\S+),.*$",
                                    30)
     fuxi_address = line.group(1)

@@ -12,7 +12,8 @@ and the job file whose instances run these commands::
 ``map`` reads its shard from ``DIR/data/$FUXI_HOSTNAME/`` when this machine
 holds it (a *local* read) and otherwise from a node that does (a *remote*
 read; on a real cluster that would cross the network), printing
-``FUXI_PROGRESS <fraction>`` lines as it reads. Outputs are written to a
+``FUXI_PROGRESS <fraction>`` lines as it reads; a copy whose SHA-256 is not
+the manifest's is skipped for another. Outputs are written to a
 temporary file and renamed, so a rerun or a backup copy of an instance just
 replaces the same file with the same counts.
 """
@@ -115,42 +116,70 @@ def write_json_atomically(path: Path, document: dict) -> None:
 
 
 # ------------------------------------------------------------------- map
-def choose_source(work_dir: Path, shard: dict, host: str, attempt: int) -> tuple[Path, bool]:
-    """(file to read, local?): this host's copy if it has one, else a holder's
-    (a different holder on each attempt, in case one copy is bad)."""
-    if host in shard["hosts"] and shard_path(work_dir, host, shard["index"]).is_file():
-        return shard_path(work_dir, host, shard["index"]), True
-    holders = [h for h in shard["hosts"] if h != host and shard_path(work_dir, h, shard["index"]).is_file()]
-    if not holders:
-        raise SystemExit(f"map {shard['index']}: no copy of the shard on any of {', '.join(shard['hosts'])}")
-    source = holders[(attempt - 1) % len(holders)]
-    return shard_path(work_dir, source, shard["index"]), False
+def copies(work_dir: Path, shard: dict, host: str, attempt: int) -> list[tuple[Path, bool]]:
+    """The shard's copies to try, as (file, local?): this host's if it holds
+    one, then the other holders' (starting with a different one on each
+    attempt)."""
+    index = shard["index"]
+    local = [(shard_path(work_dir, host, index), True)] if host in shard["hosts"] else []
+    others = [h for h in shard["hosts"] if h != host]
+    turn = (attempt - 1) % len(others) if others else 0
+    remote = [(shard_path(work_dir, h, index), False) for h in others[turn:] + others[:turn]]
+    return [(path, is_local) for path, is_local in local + remote if path.is_file()]
+
+
+class _Progress:
+    """``FUXI_PROGRESS`` lines, one per tenth of the shard read, never going
+    back (a second copy read after a corrupt one only continues them), paced
+    so that the whole read takes at least ``seconds``."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.reported = 0
+
+    def update(self, fraction: float) -> None:
+        step = int(fraction * PROGRESS_STEPS)
+        if step > self.reported:
+            self.reported = step
+            print(f"FUXI_PROGRESS {min(fraction, 1.0):.2f}", flush=True)
+            if self.seconds > 0:
+                time.sleep(self.seconds / PROGRESS_STEPS)
+
+
+def count_copy(path: Path, sha256: str, progress: _Progress) -> collections.Counter | None:
+    """The words of one copy, or None if it is corrupt (its SHA-256 is not ``sha256``)."""
+    size = path.stat().st_size or 1
+    counts: collections.Counter = collections.Counter()
+    digest = hashlib.sha256()
+    done = 0
+    with open(path, "rb") as handle:
+        for raw in handle:
+            digest.update(raw)
+            counts.update(tokenize(raw.decode("utf-8", errors="replace")))
+            done += len(raw)
+            progress.update(done / size)
+    return counts if digest.hexdigest() == sha256 else None
 
 
 def run_map(work_dir: Path, index: int, host: str, attempt: int = 1, seconds: float = 0.0) -> dict:
-    """Count one shard's words into ``out/map-<index>.json``; returns that document."""
+    """Count one shard's words into ``out/map-<index>.json``; returns that
+    document. A corrupt copy (SHA-256 not the manifest's) is skipped for the
+    next one; the map fails only if no good copy is left."""
     manifest = load_manifest(work_dir)
     if not 0 <= index < len(manifest["shards"]):
         raise SystemExit(f"map: no shard {index} (the manifest has {len(manifest['shards'])})")
     shard = manifest["shards"][index]
-    source, local = choose_source(work_dir, shard, host, attempt)
-    size = source.stat().st_size or 1
-    counts: collections.Counter = collections.Counter()
-    digest = hashlib.sha256()
-    done, reported = 0, 0
-    with open(source, "rb") as handle:
-        for raw in handle:
-            digest.update(raw)
-            counts.update(tokenize(raw.decode("utf-8")))
-            done += len(raw)
-            step = done * PROGRESS_STEPS // size
-            if step > reported:          # one line per tenth read, paced to take `seconds` in all
-                reported = step
-                print(f"FUXI_PROGRESS {min(done / size, 1.0):.2f}", flush=True)
-                if seconds > 0:
-                    time.sleep(seconds / PROGRESS_STEPS)
-    if digest.hexdigest() != shard["sha256"]:
-        raise SystemExit(f"map {index}: {source} is corrupt (its SHA-256 differs from the manifest's)")
+    candidates = copies(work_dir, shard, host, attempt)
+    if not candidates:
+        raise SystemExit(f"map {index}: no copy of the shard on any of {', '.join(shard['hosts'])}")
+    progress = _Progress(seconds)
+    for source, local in candidates:
+        counts = count_copy(source, shard["sha256"], progress)
+        if counts is not None:
+            break
+        print(f"map {index}: {source} is corrupt (its SHA-256 differs from the manifest's)", file=sys.stderr)
+    else:
+        raise SystemExit(f"map {index}: every copy of the shard is corrupt")
     document = {"instance": index, "attempt": attempt, "host": host, "source": source.parent.name,
                 "local": local, "words": sum(counts.values()), "counts": dict(counts)}
     write_json_atomically(map_output(work_dir, index), document)
