@@ -398,9 +398,12 @@ def test_a_snapshot_of_another_job_is_refused():
         AppMasterCore("job-1", job(unit("other")), clock, snapshot=snapshot)
     with pytest.raises(AppMasterError, match="instances"):
         AppMasterCore("job-1", job(unit(instances=5, slots=2)), clock, snapshot=snapshot)
-    with pytest.raises(AppMasterError):
-        AppMasterCore("job-1", spec, clock, snapshot={"format": 1, "units": {"map": {"instances": 4,
-                                                                                    "done": [[3, 9]]}}})
+    for damaged in ({"units": {"map": {"instances": 4, "done": [[3, 9]]}}},
+                    {"units": {"map": {"instances": 4, "starts": {"x": 1}}}},
+                    {"units": {"map": {"instances": 4, "finished_seconds": "nan"}}},
+                    {"units": {"map": [1, 2]}}, {"units": None}, {"format": 99}):
+        with pytest.raises(AppMasterError):
+            AppMasterCore("job-1", spec, clock, snapshot={"format": 1, **damaged})
 
 
 def test_a_restored_finished_job_stays_finished():

@@ -869,6 +869,10 @@ class AppMasterCore:
                     for i, count in saved.get(key, {}).items():
                         if not 0 <= int(i) < n or int(count) < 0:
                             raise AppMasterError(f"snapshot unit {name!r}: bad {key} entry {i!r}: {count!r}")
+                for key, kind in (("finished_seconds", float), ("finished_timed", int), ("backups", int)):
+                    value = kind(saved.get(key, 0))
+                    if not math.isfinite(value) or value < 0:
+                        raise AppMasterError(f"snapshot unit {name!r}: bad {key} {value!r}")
             self._state = snapshot.get("state", RUNNING)
             if self._state not in (RUNNING, SUCCEEDED, FAILED):
                 raise AppMasterError(f"snapshot state {self._state!r}")
