@@ -199,29 +199,27 @@ def test_a_straggler_gets_one_backup_on_another_host_and_the_first_to_finish_win
     assert am.state == SUCCEEDED
 
 
-def test_when_the_original_finishes_first_the_backup_is_killed():
-    clock = FakeClock()
+def backed_up(clock):
+    """Instances 0-2 finished after 10 s; instance 3 (w3 on h3) straggles and has its backup on x5 (h5)."""
     am = four_running(clock)
     clock.advance(10)
     for i in range(3):
         am.instance_done(f"w{i}", i, 1, True)
     clock.advance(10)
     am.tick()
-    am.worker_joined("x5", "map", "h5")
+    assert assigns(am.worker_joined("x5", "map", "h5")) == {"x5": (3, 2)}
+    return am
+
+
+def test_when_the_original_finishes_first_the_backup_is_killed():
+    am = backed_up(FakeClock())
     out = am.instance_done("w3", 3, 1, True)
     assert out[0] == Kill("x5", 3, 2, "instance 3 finished on another copy")
     assert am.instance_done("x5", 3, 2, True) == []             # the loser's late result is stale
 
 
 def test_a_failed_copy_does_not_restart_an_instance_whose_other_copy_runs():
-    clock = FakeClock()
-    am = four_running(clock)
-    clock.advance(10)
-    for i in range(3):
-        am.instance_done(f"w{i}", i, 1, True)
-    clock.advance(10)
-    am.tick()
-    am.worker_joined("x5", "map", "h5")
+    am = backed_up(FakeClock())
     out = am.instance_done("x5", 3, 2, False, "oops")
     assert out == [ReleaseWorker("x5"), SnapshotChanged(), SetDesire("map", 1)]
     report = am.progress_report()["units"]["map"]
