@@ -63,6 +63,8 @@ PROGRESS_MAX_INTERVAL = 2.0
 END_RESEND = 1.0
 #: an ASSIGN the worker does not confirm (in its heartbeats) within this is sent again
 ASSIGN_RESEND = 2.0
+#: what workers send
+_FROM_WORKERS = (amp.Hello, amp.Heartbeat, amp.Progress, amp.Done, amp.Bye)
 
 
 class _Worker:
@@ -194,19 +196,20 @@ class AppMaster:
             self._to_workers.append((peer, amp.Error(f"internal error: {type(exc).__name__}: {exc}")))
 
     def _on_worker_message(self, peer: bytes, message) -> None:
+        if not isinstance(message, _FROM_WORKERS):
+            self._to_workers.append((peer, amp.Error(f"{message.TYPE} is not a message for the AppMaster")))
+            return
         now = self.clock.now()
-        slot = getattr(message, "slot", None)
-        worker = self.workers.get(slot) if slot is not None else None
-        if slot is not None and slot in self.released:
+        slot = message.slot
+        worker = self.workers.get(slot)
+        if slot in self.released:
             self._to_workers.append((peer, amp.Release()))
             return
         if isinstance(message, amp.Hello):
             self._hello(peer, message, worker, now)
             return
         if worker is None:
-            if slot is None:
-                self._to_workers.append((peer, amp.Error(f"{message.TYPE} is not a message for the AppMaster")))
-            elif not isinstance(message, amp.Bye):
+            if not isinstance(message, amp.Bye):
                 self._to_workers.append((peer, amp.Rejoin()))   # a worker of the AppMaster before this one
             return
         worker.peer, worker.last_seen = peer, now
