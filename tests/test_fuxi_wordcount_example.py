@@ -242,8 +242,11 @@ def test_the_demo_runs_the_job_on_a_local_cluster_and_verifies_it(tmp_path):
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert re.search(r"^  job-\d+ succeeded: 13/13 instances done", output, re.MULTILINE), output
-    assert re.search(r"^verify: OK: 48000 words, \d+ distinct, in 12 shards match a single-process count; "
-                     r"\d+/12 map reads local", output, re.MULTILINE), output
+    verified = re.search(r"^verify: OK: 48000 words, \d+ distinct, in 12 shards match a single-process count; "
+                         r"(\d+)/12 map reads local", output, re.MULTILINE)
+    assert verified, output
+    # the scheduler places maps by their data: placing them blindly would read ~8 of 12 locally (2 of 3 nodes hold each)
+    assert int(verified.group(1)) >= 10, output
     result = json.loads(wc.result_path(work_dir).read_text())
     assert collections.Counter(result["counts"]) == independent_count(work_dir)
     assert "stopped the Fuxi scheduler and the cluster; OK" in output
