@@ -17,13 +17,12 @@ Scenarios (DESIGN.md §4 HA, docs/ha.rst):
 * a master that cannot reach ZooKeeper exits with a clear error, and
   ``mesoslike state --master zk://...`` asks the leader.
 
-Two more began as bug reports: reconciliation during a failover does not
-call a task lost while its agent is expected back (fixed; the test guards
-it), and a resumed frozen leader never answers a framework as leader (a fix
-is in, but a race remains: marked ``xfail(strict=False)``, see its reason).
-One more test is marked ``xfail`` (its reason names the code): a ZooKeeper
-connection blip should not make the leader forget its cluster (a fix is in,
-not yet reliable under load). (The registry of a large cluster now fits:
+Three more began as bug reports, all fixed and guarded here: reconciliation
+during a failover does not call a task lost while its agent is expected
+back; a resumed frozen leader never answers a framework as leader (the
+master confirms its leadership after any stall); a ZooKeeper connection
+blip does not make the leader forget its cluster (it keeps its soft state
+while its session survives). (The registry of a large cluster fits too:
 tests/test_ha_zookeeper.py stores 8,000 realistic agents.)
 
 Every wait polls against a deadline; every process is killed at the end
@@ -770,15 +769,7 @@ def test_master_with_unreachable_zookeeper_exits_with_a_clear_error(tmp_path):
     assert took < 30, f"took {took:.1f}s to give up"
 
 
-# ----------------------------------------------------------------- c'. product bug: a resumed leader answers as leader
-@pytest.mark.xfail(strict=False, reason=(
-    "PRODUCT BUG still open (racy, seen in 1 of 7 runs of this file, 1 of ~28 freeze cycles): "
-    "mesoslike/master/runtime.py:_turn stamps _turn_end after _persist/_deliver, so a freeze that lands there "
-    "leaves a post-freeze stamp; the next turn's gap check (_confirm_leadership(since=_turn_end)) then sees no gap "
-    "and handles the messages queued during the freeze as leader, answering SUBSCRIBED if kazoo's thread has not "
-    "demoted it yet (the failing run's resumed master logged no 'leadership could not be confirmed', only the "
-    "kazoo demotion). Also allowed=timeout lets a freeze of up to timeout + session/3 pass unseen, which is more "
-    "than the 2/3 x session after which ZooKeeper may expire the session when session < 3 s."))
+# ----------------------------------------------------------------- c'. found as a bug: a resumed leader answered as leader
 def test_a_resumed_frozen_leader_never_answers_a_framework_as_leader(zookeeper, make_cluster):
     """Found as a bug: in its first loop turn after SIGCONT a frozen leader
     handled waiting messages as leader before kazoo's thread saw the session
@@ -858,11 +849,7 @@ def test_reconciliation_during_failover_does_not_report_a_running_task_lost(zook
         f"reconciliation during the failover said {answers} for a task that runs"
 
 
-# ----------------------------------------------------------------- product bug: a ZooKeeper blip resets the leader
-@pytest.mark.xfail(strict=False, reason=(
-    "Not reliable yet: the leader keeps its soft state across a connection blip only when kazoo reconnects "
-    "with the same session before the loop notices; under load the session may be lost (then starting afresh "
-    "is correct) or the fix (mesoslike/master/runtime.py, _step_down(keep=...)/_resumable) may not apply."))
+# ----------------------------------------------------------------- found as a bug: a ZooKeeper blip reset the leader
 def test_a_zookeeper_connection_blip_keeps_the_leaders_cluster(zookeeper_ensemble, make_cluster):
     """Found as a bug: when the leader's ZooKeeper connection broke but its
     session survived, it dropped its soft state and led again under the same
