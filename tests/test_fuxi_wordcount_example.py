@@ -97,7 +97,8 @@ def test_a_second_prepare_clears_old_shards_and_outputs(tmp_path):
 
 def test_bad_replicas_are_refused(tmp_path):
     done = subprocess.run([sys.executable, str(EXAMPLE / "prepare.py"), "--work-dir", str(tmp_path), "--job",
-                           str(tmp_path / "j.toml"), "--agents", "2", "--replicas", "3"], capture_output=True, text=True)
+                           str(tmp_path / "j.toml"), "--agents", "2", "--replicas", "3"],
+                          capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and "--replicas" in done.stderr
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import re
 import shutil
 import signal
@@ -210,8 +209,8 @@ def demo(args: argparse.Namespace, work_dir: Path, processes: Processes) -> int:
     say(line.group(0))
     serve, log = processes.start("fuxi", ["fuxi", "serve", "--master", master, "--port", "0",
                                           "--work-dir", str(work_dir / "fuxi")])
-    line = processes.wait_for_line("mesoslike fuxi serve", serve, log, r"^fuxi scheduler .* serving jobs on (tcp://\S+),.*$",
-                                   30)
+    line = processes.wait_for_line("mesoslike fuxi serve", serve, log,
+                                   r"^fuxi scheduler .* serving jobs on (tcp://\S+),.*$", 30)
     fuxi_address = line.group(1)
     say(line.group(0))
 
