@@ -21,11 +21,11 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from e2e_helpers import REPO, Cluster, child_env, free_port, task_processes, wait_for
+import test_fuxi_service as service_tests
+from e2e_helpers import REPO, child_env, task_processes, wait_for
 from mesoslike.frameworks.fuxi import am_protocol as amp
 from mesoslike.frameworks.fuxi import protocol
 from mesoslike.frameworks.fuxi.appmaster import read_snapshot, write_snapshot
-from mesoslike.frameworks.fuxi.service import JobClient, JobRefused
 from mesoslike.transport import Client, Server
 
 pytestmark = pytest.mark.timeout(120)
@@ -48,40 +48,14 @@ command = '{command}'
 """
 
 
-class Fuxi:
-    """A 3-agent ``mesoslike local`` cluster with a ``mesoslike fuxi serve`` on it."""
+class Fuxi(service_tests.Fuxi):
+    """Three agents (``node-0`` … ``node-2``, rooms er0/er1/er0) and a look at the jobs' processes."""
 
     def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.cluster = Cluster(tmp)
-        self.cluster.start_local("--agents", "3", "--resources", "cpus:2;mem:1024")
-        port = free_port()
-        self.address = f"tcp://127.0.0.1:{port}"
-        self.work_dir = tmp / "fuxi-work"
-        self.proc = self.cluster._start("fuxi", ["fuxi", "serve", "--master", self.cluster.address, "--port",
-                                                 str(port), "--work-dir", str(self.work_dir), "--log-level", "info"])
-        wait_for(lambda: self.status()["jobs"] == [], 20, "the Fuxi service to answer",
-                 diagnostics=self.cluster.diagnostics)
-        self.cluster.wait_until(lambda: self.cluster.framework("fuxi"), 20, "the fuxi framework")
-
-    def status(self, job_id: str | None = None) -> dict:
-        try:
-            with JobClient(self.address, timeout=2) as client:
-                return client.status(job_id)
-        except JobRefused:
-            raise
-        except Exception as exc:  # noqa: BLE001 - not up yet
-            raise OSError(str(exc)) from None
+        super().__init__(tmp, agents=3)
 
     def job(self, job_id: str) -> dict:
         return self.status(job_id)["jobs"][0]
-
-    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "mesoslike", "fuxi", *args], cwd=REPO, env=child_env(),
-                              capture_output=True, text=True, timeout=timeout)
-
-    def submit(self, path: Path, *extra: str) -> subprocess.CompletedProcess:
-        return self.cli("submit", "--fuxi", self.address, "--interval", "0.2", *extra, str(path))
 
     def submit_id(self, path: Path) -> str:
         done = self.submit(path)
@@ -107,14 +81,7 @@ class Fuxi:
 
 @pytest.fixture(scope="module")
 def fuxi(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("fuxi-runtime")
-    service = None
-    try:
-        service = Fuxi(tmp)
-        yield service
-    finally:
-        if service is not None:
-            service.cluster.close()
+    yield from service_tests.serving(Fuxi, tmp_path_factory.mktemp("fuxi-runtime"))
 
 
 def records(path: Path) -> list[list[str]]:

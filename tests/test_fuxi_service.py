@@ -377,18 +377,21 @@ def job_file(path: Path, name: str, units: list[dict], group: str = "default") -
 
 
 class Fuxi:
-    """A ``mesoslike local`` cluster with a ``mesoslike fuxi serve`` on it."""
+    """A ``mesoslike local`` cluster of ``agents`` agents with a ``mesoslike
+    fuxi serve`` on it (its quota file: a ``small`` group; its work dir under ``tmp``)."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, agents: int = 2) -> None:
         self.tmp = tmp
         self.cluster = Cluster(tmp)
-        self.cluster.start_local("--agents", "2", "--resources", "cpus:2;mem:1024")
+        self.cluster.start_local("--agents", str(agents), "--resources", "cpus:2;mem:1024")
         quota = tmp / "quota.toml"
         quota.write_text("[quota.small]\ncpus = 0.2\nmem = 1000\n")
         port = free_port()
         self.address = f"tcp://127.0.0.1:{port}"
+        self.work_dir = tmp / "fuxi-work"
         self.proc = self.cluster._start("fuxi", ["fuxi", "serve", "--master", self.cluster.address, "--port",
-                                                 str(port), "--quota", str(quota), "--log-level", "info"])
+                                                 str(port), "--quota", str(quota), "--work-dir", str(self.work_dir),
+                                                 "--log-level", "info"])
         wait_for(lambda: self.status()["jobs"] == [], 20, "the Fuxi service to answer",
                  diagnostics=self.cluster.diagnostics)
         self.cluster.wait_until(lambda: self.cluster.framework("fuxi"), 20, "the fuxi framework")
@@ -402,7 +405,7 @@ class Fuxi:
         except Exception as exc:  # noqa: BLE001 - not up yet
             raise OSError(str(exc)) from None
 
-    def cli(self, *args: str, timeout: float = 50) -> subprocess.CompletedProcess:
+    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "mesoslike", "fuxi", *args], cwd=REPO, env=child_env(),
                               capture_output=True, text=True, timeout=timeout)
 
@@ -410,16 +413,20 @@ class Fuxi:
         return self.cli("submit", "--fuxi", self.address, "--interval", "0.2", *extra, str(path))
 
 
-@pytest.fixture(scope="module")
-def fuxi(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("fuxi")
+def serving(cls, tmp: Path):
+    """A module fixture's body: a ``cls`` (a :class:`Fuxi`) in ``tmp``, all of it stopped afterwards."""
     service = None
     try:
-        service = Fuxi(tmp)
+        service = cls(tmp)
         yield service
     finally:
         if service is not None:
             service.cluster.close()
+
+
+@pytest.fixture(scope="module")
+def fuxi(tmp_path_factory):
+    yield from serving(Fuxi, tmp_path_factory.mktemp("fuxi"))
 
 
 @pytest.mark.timeout(120)
@@ -441,7 +448,8 @@ def test_a_two_unit_job_succeeds_and_every_instance_runs_once(fuxi, tmp_path):
     assert lines == expected                                      # each instance ran exactly once
     job = fuxi.status(job_id)["jobs"][0]
     assert job["state"] == "succeeded" and job["instances"]["failed"] == 0
-    assert job["instances"]["done"] == 7 and not job["appmaster"]["running"]
+    assert job["instances"]["done"] == 7
+    wait_for(lambda: not fuxi.status(job_id)["jobs"][0]["appmaster"]["running"], 10, "the AppMaster to exit")
 
 
 def test_a_bad_field_exits_2_naming_it_and_sends_nothing(fuxi, tmp_path):
