@@ -192,3 +192,22 @@ def _lookup(plain, path):
 @pytest.mark.parametrize("message", EXAMPLES, ids=lambda e: type(e).TYPE)
 def test_the_fast_decoder_builds_every_valid_message(message):
     assert _fast_converter(type(message))(to_plain(message)) == message
+
+
+@pytest.mark.parametrize("message", EXAMPLES, ids=lambda e: type(e).TYPE)
+def test_peek_type_reads_the_type_without_decoding(message):
+    from mesoslike.wire.codec import peek_type
+    frame_bytes = encode(message)
+    assert peek_type(frame_bytes) == type(message).TYPE
+    # maps written by another encoder, key order included, take the slow path
+    assert peek_type(msgpack.packb({"type": type(message).TYPE, "v": 1})) == type(message).TYPE
+    for cut in (0, 1, 5, 9, 11):
+        peeked = peek_type(frame_bytes[:cut])
+        assert peeked is None or type(message).TYPE.startswith(peeked)
+
+
+@pytest.mark.parametrize("junk", [b"", b"\x00", b"\xc1garbage", msgpack.packb([1, 2]), msgpack.packb({"v": 1}),
+                                  msgpack.packb({"v": 1, "type": 7}), b"\x82\xa1v\x01\xa4type\xa5AB"])
+def test_peek_type_of_junk_is_none(junk):
+    from mesoslike.wire.codec import peek_type
+    assert peek_type(junk) is None

@@ -13,6 +13,7 @@ state is dropped before the master contends again.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -24,6 +25,7 @@ from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import MesoslikeError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.master.http import StatusHTTPServer
+from mesoslike.master.inbox import Inbox
 from mesoslike.master.records import MasterConfig
 from mesoslike.master.registry import Registry
 from mesoslike.master.state import metrics_text, state_json
@@ -38,6 +40,8 @@ log = logging.getLogger("mesoslike.master")
 
 #: messages handled per loop turn before time-driven work gets its turn
 _BATCH = 2000
+#: frames taken from the socket into the inbox per turn (not decoded: cheap)
+_RECEIVE_LIMIT = 20_000
 #: how long a follower trusts what it last read from ZooKeeper about the leader (s)
 _LEADER_INFO_TTL = 1.0
 
@@ -64,6 +68,7 @@ class MasterRuntime:
         self._turn_end = self.clock.now()
         #: peer -> the last REGISTER/REREGISTER_AGENT frame from it (see _retried_registration)
         self._registrations: dict[bytes, bytes] = {}
+        self._inbox = Inbox()
         self._leader_cache: tuple[float, dict] = (float("-inf"), {})
         self._leader_cache_lock = threading.Lock()  # the HTTP thread asks too
         self._store = registry_store or MemoryRegistryStore()
@@ -198,6 +203,7 @@ class MasterRuntime:
         the session may survive), the core is put aside in case we are
         re-elected under the same znode; otherwise the soft state is dropped."""
         self._leader_cache = (float("-inf"), {})  # someone else leads now: ask ZooKeeper afresh
+        self._inbox.clear()  # not ours to handle any more: the peers retry with whoever leads
         if self.core is not None:
             fence = self._current_fence() if keep else None
             self._kept = (self.core, fence) if fence is not None else None
@@ -322,6 +328,8 @@ class MasterRuntime:
         timeout = 1.0
         if self.is_leader:
             timeout = min(max(self.core.next_wakeup() - self.clock.now(), 0.0), 1.0)
+            if self._inbox:
+                timeout = 0.0  # frames are waiting in the inbox already
         self._server.wait(timeout, self._waker)
         with self._lock:
             # measured from the end of the last turn, so a freeze anywhere
@@ -346,28 +354,32 @@ class MasterRuntime:
                 self._deliver(sends)
 
     def _handle_messages(self) -> list[Send]:
+        """Take what waits on the socket into the inbox (cheap: not decoded)
+        and handle up to ``_BATCH`` frames from it, registrations last."""
+        for peer, frame in itertools.islice(self._server.receive_frames(), _RECEIVE_LIMIT):
+            self._inbox.add(peer, frame)
         out: list[Send] = []
-        for count, (peer, frame) in enumerate(self._server.receive_frames()):
-            message: object = frame
-            try:
-                if isinstance(frame, Exception):
-                    sends = self.core.on_bad_frame(peer, frame)
-                else:
-                    sends = self._retried_registration(peer, frame)
-                    if sends is None:
-                        message = self._server.decode(frame)
-                        if isinstance(message, Exception):
-                            sends = self.core.on_bad_frame(peer, message)
-                        else:
-                            sends = self.core.on_message(peer, message)
-                            self._remember_registration(peer, frame, message)
-            except Exception:  # a bug must not take the master down with it
-                log.exception("handling %s from %r failed", type(message).__name__, peer)
-                continue
-            out += sends
-            if count >= _BATCH:
-                break
+        for peer, frame in self._inbox.take(_BATCH):
+            out += self._handle_frame(peer, frame)
         return out
+
+    def _handle_frame(self, peer: bytes | None, frame: bytes | Exception) -> list[Send]:
+        message: object = frame
+        try:
+            if isinstance(frame, Exception):
+                return self.core.on_bad_frame(peer, frame)
+            sends = self._retried_registration(peer, frame)
+            if sends is not None:
+                return sends
+            message = self._server.decode(frame)
+            if isinstance(message, Exception):
+                return self.core.on_bad_frame(peer, message)
+            sends = self.core.on_message(peer, message)
+            self._remember_registration(peer, frame, message)
+            return sends
+        except Exception:  # a bug must not take the master down with it
+            log.exception("handling %s from %r failed", type(message).__name__, peer)
+            return []
 
     def _retried_registration(self, peer: bytes, frame: bytes) -> list[Send] | None:
         """The core's answer if ``frame`` repeats, byte for byte, the last

@@ -1,0 +1,73 @@
+"""The master's inbox: received frames in the order they are worth handling.
+
+After a failover every agent re-registers at once, and ZeroMQ hands the new
+leader their REREGISTER_AGENT frames round-robin with everything else. A
+framework's SUBSCRIBE, a PONG or a status update would then wait behind
+thousands of registrations that each cost far more to handle. The inbox
+takes what is waiting and hands it out with registrations last:
+
+* frames whose type (read with :func:`mesoslike.wire.codec.peek_type`, not
+  decoded) is REGISTER_AGENT or REREGISTER_AGENT wait in a FIFO queue;
+* everything else is *urgent* and goes first, in arrival order;
+* one peer's frames keep their order: once a peer has a registration
+  waiting, its later frames wait behind it.
+
+Pure: no sockets, no clock. O(1) per frame.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable
+
+from mesoslike.wire.codec import peek_type
+
+__all__ = ["Inbox", "DEFERRED_TYPES"]
+
+#: what waits behind everything else
+DEFERRED_TYPES = frozenset({"REGISTER_AGENT", "REREGISTER_AGENT"})
+
+Frame = bytes | Exception
+Item = tuple[bytes | None, Frame]
+
+
+class Inbox:
+    def __init__(self, peek: Callable[[bytes], str | None] = peek_type) -> None:
+        self._peek = peek
+        self._urgent: deque[Item] = deque()
+        self._deferred: deque[Item] = deque()
+        self._waiting: dict[bytes | None, int] = {}   # peer -> its frames in _deferred
+
+    def __len__(self) -> int:
+        return len(self._urgent) + len(self._deferred)
+
+    @property
+    def deferred(self) -> int:
+        return len(self._deferred)
+
+    def add(self, peer: bytes | None, frame: Frame) -> None:
+        if self._waiting.get(peer) or (isinstance(frame, bytes) and self._peek(frame) in DEFERRED_TYPES):
+            self._deferred.append((peer, frame))
+            self._waiting[peer] = self._waiting.get(peer, 0) + 1
+        else:
+            self._urgent.append((peer, frame))
+
+    def take(self, limit: int) -> list[Item]:
+        """Up to ``limit`` frames: urgent ones first, then registrations."""
+        out: list[Item] = []
+        while self._urgent and len(out) < limit:
+            out.append(self._urgent.popleft())
+        while self._deferred and len(out) < limit:
+            item = self._deferred.popleft()
+            left = self._waiting[item[0]] - 1
+            if left:
+                self._waiting[item[0]] = left
+            else:
+                del self._waiting[item[0]]
+            out.append(item)
+        return out
+
+    def clear(self) -> None:
+        self._urgent.clear()
+        self._deferred.clear()
+        self._waiting.clear()

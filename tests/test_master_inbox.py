@@ -1,0 +1,51 @@
+"""The master's inbox: registrations wait behind everything else; one peer's frames keep their order."""
+
+import pytest
+
+from mesoslike.master.inbox import Inbox
+from mesoslike.resources import Resources
+from mesoslike.wire import AgentInfo, FrameworkInfo, WireError, encode
+from mesoslike.wire import messages as m
+
+pytestmark = pytest.mark.timeout(30)
+
+REG = encode(m.ReregisterAgent(AgentInfo("h", Resources.parse("cpus:1"), id="a1")))
+NEW = encode(m.RegisterAgent(AgentInfo("h", Resources.parse("cpus:1"))))
+SUB = encode(m.Subscribe(FrameworkInfo("f")))
+PONG = encode(m.Pong("a1"))
+
+
+def test_registrations_wait_behind_everything_else():
+    inbox = Inbox()
+    for i in range(3):
+        inbox.add(b"agent%d" % i, REG)
+    inbox.add(b"new", NEW)
+    inbox.add(b"fw", SUB)
+    bad = WireError("expected one frame, got 2")
+    inbox.add(None, bad)
+    assert len(inbox) == 6 and inbox.deferred == 4
+    assert inbox.take(2) == [(b"fw", SUB), (None, bad)]
+    assert inbox.take(10) == [(b"agent0", REG), (b"agent1", REG), (b"agent2", REG), (b"new", NEW)]
+    assert len(inbox) == 0 and inbox.take(5) == []
+
+
+def test_a_peers_frames_keep_their_order_behind_its_registration():
+    inbox = Inbox()
+    inbox.add(b"a1", PONG)          # before its registration: goes first
+    inbox.add(b"a1", REG)
+    inbox.add(b"a1", PONG)          # after it: waits behind it
+    inbox.add(b"fw", SUB)
+    assert inbox.take(10) == [(b"a1", PONG), (b"fw", SUB), (b"a1", REG), (b"a1", PONG)]
+    inbox.add(b"a1", PONG)          # nothing of a1 waits any more: urgent again
+    assert inbox.deferred == 0 and inbox.take(1) == [(b"a1", PONG)]
+
+
+def test_take_respects_its_limit_and_clear_empties():
+    inbox = Inbox()
+    for i in range(5):
+        inbox.add(b"p%d" % i, REG)
+    assert len(inbox.take(2)) == 2 and len(inbox) == 3
+    inbox.clear()
+    assert len(inbox) == 0 and inbox.deferred == 0
+    inbox.add(b"p0", PONG)          # no stale per-peer count after clear
+    assert inbox.deferred == 0
