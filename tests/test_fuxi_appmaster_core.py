@@ -131,18 +131,19 @@ def test_a_host_failing_blacklist_after_times_is_blacklisted_its_idle_workers_re
     am.worker_joined("a1", "map", "hA")
     am.worker_joined("a2", "map", "hA")
     am.worker_joined("b1", "map", "hB")
-    assert assigns(am.instance_done("a1", 0, 1, False, "bad disk")) == {"a1": (0, 2)}
+    # a1 gets another instance: 0 failed on hA, and other pending instances can run there
+    assert assigns(am.instance_done("a1", 0, 1, False, "bad disk")) == {"a1": (3, 1)}
     out = am.instance_done("a2", 1, 1, False, "bad disk")
     assert of(out, BlacklistHost) == [BlacklistHost("hA", "2 failed runs of job job-1 on hA")]
     assert ReleaseWorker("a2") in out and not of(out, Assign) and not of(out, ReportHost)
     assert am.progress_report()["blacklisted"] == ["hA"]
     # a1 still runs on hA: it finishes its run, then it is released too; the third failure reports the host
-    out = am.instance_done("a1", 0, 2, False, "bad disk")
+    out = am.instance_done("a1", 3, 1, False, "bad disk")
     assert of(out, ReportHost) == [ReportHost("hA", "3 failed runs of job job-1 on hA")]
     assert ReleaseWorker("a1") in out and not of(out, Assign)
     assert am.worker_joined("a3", "map", "hA") == [ReleaseWorker("a3")]
     assert am.desired_slots() == {"map": 4}          # still wanted: the scheduler grants elsewhere
-    assert assigns(am.worker_joined("c1", "map", "hC")) == {"c1": (0, 3)}
+    assert assigns(am.worker_joined("c1", "map", "hC")) == {"c1": (0, 2)}
 
 
 def test_global_report_after_defaults_to_twice_blacklist_after():
@@ -311,16 +312,16 @@ def test_desire_shrinks_and_idle_workers_are_released_as_instances_run_out():
 
 # ---------------------------------------------------------------- snapshots
 def mid_job(clock):
-    """Instances 0 and 1 finished (0 after a failure on h0); 2 runs on w0 (h0) and 3 on w1 (h1), both attempt
-    1; then the AppMaster restarts from a JSON snapshot and no worker has rejoined yet."""
+    """Instances 0 and 1 finished (0 after a failure on h0, retried on h1); 2 runs on w0 (h0) and 3 on w1
+    (h1), both attempt 1; then the AppMaster restarts from a JSON snapshot and no worker has rejoined yet."""
     spec = job(unit(slots=2, instances=4, max_attempts=3), blacklist_after=2, backup=NO_BACKUP)
     am = core(spec, clock)
     am.worker_joined("w0", "map", "h0")
     am.worker_joined("w1", "map", "h1")
     clock.advance(1)
-    assert assigns(am.instance_done("w0", 0, 1, False, "flaky")) == {"w0": (0, 2)}
-    assert assigns(am.instance_done("w0", 0, 2, True)) == {"w0": (2, 1)}
-    assert assigns(am.instance_done("w1", 1, 1, True)) == {"w1": (3, 1)}
+    assert assigns(am.instance_done("w0", 0, 1, False, "flaky")) == {"w0": (2, 1)}
+    assert assigns(am.instance_done("w1", 1, 1, True)) == {"w1": (0, 2)}
+    assert assigns(am.instance_done("w1", 0, 2, True)) == {"w1": (3, 1)}
     snapshot = json.loads(json.dumps(am.snapshot()))
     return spec, AppMasterCore("job-1", spec, clock, snapshot=snapshot)
 
@@ -587,3 +588,16 @@ def test_the_appmaster_keeps_its_promises(spec, plan):
     assert not h.workers
     if h.am.state == SUCCEEDED:
         assert h.finished == {(u.name, i) for u in spec.units for i in range(u.instance_count)}
+
+
+def test_a_failed_instance_is_retried_on_another_machine_when_one_is_free():
+    am = core(job(unit(slots=2, instances=3, max_attempts=3), blacklist_after=10, backup=NO_BACKUP))
+    am.worker_joined("w1", "map", "h1")
+    am.worker_joined("w2", "map", "h2")
+    # instance 0 fails on h1: h1's worker takes instance 2 instead, and 0 waits for another machine
+    assert assigns(am.instance_done("w1", 0, 1, False, "bad disk")) == {"w1": (2, 1)}
+    assert assigns(am.instance_done("w2", 1, 1, True)) == {"w2": (0, 2)}
+    # with no other machine it may run where it failed before
+    am2 = core(job(unit(slots=1, instances=1, max_attempts=3), blacklist_after=10, backup=NO_BACKUP))
+    am2.worker_joined("w1", "map", "h1")
+    assert assigns(am2.instance_done("w1", 0, 1, False, "flaky")) == {"w1": (0, 2)}

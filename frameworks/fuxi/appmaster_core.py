@@ -63,6 +63,8 @@ DEFAULT_REJOIN_GRACE = 5.0
 #: seconds between straggler checks by progress rate (:meth:`AppMasterCore.next_wakeup`)
 DEFAULT_CHECK_INTERVAL = 1.0
 SNAPSHOT_FORMAT = 1
+#: pending instances looked at to find one that has not failed on a worker's host
+_RETRY_SCAN = 64
 
 
 class AppMasterError(MesoslikeError, ValueError):
@@ -258,6 +260,7 @@ class _Unit:
     finished_timed: int = 0
     failed_attempts: int = 0
     backups: int = 0                  # backup copies started
+    failed_on: dict[int, set[str]] = attrs.field(factory=dict)  # instance -> hosts where a run of it failed
 
     @property
     def name(self) -> str:
@@ -576,6 +579,8 @@ class AppMasterCore:
 
     def _dispatch(self, unit: _Unit, worker: _Worker) -> None:
         instance = unit.pending.best(worker.hostname, worker.room)
+        if instance is not None and worker.hostname in unit.failed_on.get(instance, ()):
+            instance = self._retry_elsewhere(unit, worker, instance)
         if instance is not None:
             unit.pending.remove(instance)
             self._start(unit, worker, instance, backup=False)
@@ -589,6 +594,20 @@ class AppMasterCore:
                 unit.backups += 1
                 self._start(unit, worker, instance, backup=True)
                 return
+
+    def _retry_elsewhere(self, unit: _Unit, worker: _Worker, instance: int) -> int | None:
+        """``instance`` failed on this worker's host before: rather give the
+        worker another pending instance (among the first ``_RETRY_SCAN``),
+        or leave ``instance`` to an idle worker on a host where it has not
+        failed; only if neither exists does it run here again."""
+        failed = unit.failed_on[instance]
+        for other in unit.pending.all.islice(0, _RETRY_SCAN):
+            if worker.hostname not in unit.failed_on.get(other, ()):
+                return other
+        if any(w is not worker and w.hostname not in failed and self._usable(w.hostname, unit)
+               for w in unit.idle.values()):
+            return None
+        return instance
 
     def _start(self, unit: _Unit, worker: _Worker, instance: int, *, backup: bool) -> None:
         unit.starts[instance] += 1
@@ -700,6 +719,7 @@ class AppMasterCore:
         """A failed run of ``instance`` on ``host`` (its copy already dropped)."""
         unit.failures[instance] += 1
         unit.failed_attempts += 1
+        unit.failed_on.setdefault(instance, set()).add(host)
         self._dirty = True
         log.info("job %s: instance %d of %s failed on %s (%d/%d): %s", self.job_id, instance, unit.name, host,
                  unit.failures[instance], unit.spec.max_attempts, message)
