@@ -24,6 +24,7 @@ from mesoslike.frameworks.fuxi.appmaster_core import (
     ReportHost,
     SetDesire,
     SnapshotChanged,
+    AvoidHosts,
 )
 from mesoslike.frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec
 
@@ -187,9 +188,11 @@ def test_a_straggler_gets_one_backup_on_another_host_and_the_first_to_finish_win
     clock.advance(9.5)
     assert am.tick() == []
     clock.advance(0.5)
-    assert am.tick() == [SetDesire("map", 2)]    # no idle worker: ask for one more slot
-    assert am.worker_joined("x3", "map", "h3") == [ReleaseWorker("x3")]     # the straggler's own host
-    assert assigns(am.worker_joined("x5", "map", "h5")) == {"x5": (3, 2)}
+    # no idle worker: ask for one more slot, not on the straggler's machine
+    assert am.tick() == [AvoidHosts("map", ("h3",)), SetDesire("map", 2)]
+    assert am.worker_joined("x3", "map", "h3") == [ReleaseWorker("x3")]     # granted there anyway: useless
+    out = am.worker_joined("x5", "map", "h5")
+    assert assigns(out) == {"x5": (3, 2)} and AvoidHosts("map", ()) in out   # no backup waits any more
     assert am.progress_report()["instances"]["backups"] == 1
     clock.advance(100)
     assert am.tick() == []                       # ONE backup
@@ -234,7 +237,7 @@ def test_an_idle_worker_on_another_host_takes_a_waiting_backup():
     am.instance_done("w0", 0, 1, True)
     am.instance_done("w1", 1, 1, True)           # 2/4 finished, average 10 s
     clock.advance(10)
-    assert am.tick() == [SetDesire("map", 4)]    # instances 2 and 3 straggle
+    assert am.tick() == [AvoidHosts("map", ("h2", "h3")), SetDesire("map", 4)]    # instances 2 and 3 straggle
     out = am.instance_done("w2", 2, 1, True)     # w2 (on h2) is free: it backs up instance 3 (on h3)
     assert assigns(out) == {"w2": (3, 2)}
     assert out[-1] == SetDesire("map", 2)
@@ -250,7 +253,7 @@ def test_a_slow_progress_rate_triggers_a_backup():
     am.progress("w2", 2, 1, 0.9)
     am.progress("w3", 3, 1, 0.1)                 # 0.1/12 s against an average of (0.9+0.9+0.1)/3/12 s
     assert am.next_wakeup() == pytest.approx(13.0)      # a rate check; not the runtime limit (20)
-    assert am.tick() == [SetDesire("map", 4)]
+    assert am.tick() == [AvoidHosts("map", ("h3",)), SetDesire("map", 4)]
     assert assigns(am.worker_joined("x9", "map", "h9")) == {"x9": (3, 2)}
 
 
@@ -274,7 +277,7 @@ def test_runs_shorter_than_min_runtime_are_never_backed_up():
     clock.advance(58)
     assert am.tick() == []
     clock.advance(1)
-    assert am.tick() == [SetDesire("map", 2)]
+    assert am.tick() == [AvoidHosts("map", ("h3",)), SetDesire("map", 2)]
 
 
 # ------------------------------------------------------------- dependencies

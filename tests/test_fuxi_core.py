@@ -305,3 +305,16 @@ def test_a_unit_too_big_for_any_machine_waits_for_no_fit_not_for_priority(clock)
     core.on_offers([])
     units = {j["name"]: j["units"][0] for j in core.status()["jobs"]}
     assert units["huge"]["why_waiting"] == "no fit"
+
+
+def test_a_job_can_steer_its_next_slots_away_from_hosts_and_back(clock):
+    core = FuxiCore(clock=clock)
+    job_id, _ = core.submit(job(unit(slots=2)))
+    core.avoid_hosts(job_id, "su", ["M1"])             # e.g. a backup must not land by its straggler
+    assert hosts(core.on_offers(offers("M1"))) == []
+    assert hosts(core.on_offers(offers("M1", "M2", tag="b"))) == ["M2", "M2"]
+    core.update_desire(job_id, "su", 3)
+    core.avoid_hosts(job_id, "su", [])
+    assert hosts(core.on_offers(offers("M1", tag="c"))) == ["M1"]
+    with pytest.raises(FuxiError):
+        core.avoid_hosts(job_id, "nope", ["M1"])

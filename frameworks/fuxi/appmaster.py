@@ -316,6 +316,8 @@ class AppMaster:
                 self._request(protocol.ReleaseSlot, slot=action.worker_id)
             elif isinstance(action, amc.SetDesire):
                 self._request(protocol.SetDesire, unit=action.unit, slots=action.slots)
+            elif isinstance(action, amc.AvoidHosts):
+                self._request(protocol.AvoidHosts, unit=action.unit, hosts=list(action.hosts))
             elif isinstance(action, amc.BlacklistHost):
                 log.info("blacklisting %s for job %s: %s", action.hostname, self.job_id, action.reason)
                 self._request(protocol.BlacklistHost, host=action.hostname)

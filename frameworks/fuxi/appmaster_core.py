@@ -52,7 +52,7 @@ from mesoslike.errors import MesoslikeError
 from mesoslike.frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec
 
 __all__ = ["AppMasterCore", "AppMasterError", "Action", "Assign", "Kill", "ReleaseWorker", "SetDesire",
-           "BlacklistHost", "ReportHost", "JobEnded", "SnapshotChanged", "RUNNING", "SUCCEEDED", "FAILED",
+           "AvoidHosts", "BlacklistHost", "ReportHost", "JobEnded", "SnapshotChanged", "RUNNING", "SUCCEEDED", "FAILED",
            "DEFAULT_REJOIN_GRACE", "SNAPSHOT_FORMAT"]
 
 log = logging.getLogger("mesoslike.frameworks.fuxi.appmaster")
@@ -110,6 +110,15 @@ class SetDesire:
 
 
 @attrs.frozen
+class AvoidHosts:
+    """The unit's next slots should not be on ``hosts``: the machines its
+    stragglers run on, where a backup may not go (empty: no preference).
+    Emitted whenever the set changes."""
+    unit: str
+    hosts: tuple[str, ...]
+
+
+@attrs.frozen
 class BlacklistHost:
     """The job stops using ``hostname`` (``job.blacklist_after`` failed runs there)."""
     hostname: str
@@ -136,7 +145,8 @@ class SnapshotChanged:
     blacklist, the end): write :meth:`AppMasterCore.snapshot`."""
 
 
-Action = Assign | Kill | ReleaseWorker | SetDesire | BlacklistHost | ReportHost | JobEnded | SnapshotChanged
+Action = (Assign | Kill | ReleaseWorker | SetDesire | AvoidHosts | BlacklistHost | ReportHost | JobEnded
+          | SnapshotChanged)
 
 
 # ------------------------------------------------------------------- state
@@ -328,6 +338,7 @@ class AppMasterCore:
         if any(u.unknown for u in self._units.values()):
             self._rejoin_deadline = clock.now() + rejoin_grace
         self._desire = self.desired_slots()
+        self._avoiding: dict[str, tuple[str, ...]] = {}
 
     # ============================================================ workers
     def worker_joined(self, worker_id: str, unit: str, hostname: str, room: str = "",
@@ -537,12 +548,24 @@ class AppMasterCore:
             self._dirty = False
             self._out.append(SnapshotChanged())
         for name, unit in self._units.items():
+            avoid = self._avoid_hosts(unit)
+            if avoid != self._avoiding.get(name, ()):
+                self._avoiding[name] = avoid
+                self._out.append(AvoidHosts(name, avoid))
             wanted = self._wanted(unit)
             if wanted != self._desire.get(name):
                 self._desire[name] = wanted
                 self._out.append(SetDesire(name, wanted))
         out, self._out = self._out, []
         return out
+
+    def _avoid_hosts(self, unit: _Unit) -> tuple[str, ...]:
+        """Where the unit's stragglers waiting for a backup run: a slot granted
+        there cannot take the backup. O(stragglers)."""
+        if not unit.want_backup or self._state != RUNNING:
+            return ()
+        return tuple(sorted({copy.hostname for instance in unit.want_backup
+                             for copy in unit.running.get(instance, ())}))
 
     def _active(self, unit: _Unit) -> bool:
         return all(self._units[name].complete for name in unit.spec.after)

@@ -160,6 +160,7 @@ class _Unit:
     slots: dict[str, Slot] = attrs.field(factory=dict)
     per_host: dict[str, int] = attrs.field(factory=dict)
     blacklist: set[str] = attrs.field(factory=set)
+    avoid: frozenset[str] = frozenset()  # hosts its next slots should not go to (the job says, and changes it)
     new: bool = True              # active scheduling not done yet
     reason: str = ""              # why it waits, from the last pass
 
@@ -276,6 +277,12 @@ class FuxiCore:
     def blacklist(self, job_id: str, unit_name: str, hostname: str) -> None:
         """The unit's own blacklist: no new slot of it goes to ``hostname``."""
         self._unit(job_id, unit_name).blacklist.add(hostname)
+
+    def avoid_hosts(self, job_id: str, unit_name: str, hosts: Iterable[str]) -> None:
+        """The unit's next slots should not go to ``hosts`` (replacing what it
+        said before; empty: no preference). A job asks this for a backup
+        copy, which must run on another machine than its straggler."""
+        self._unit(job_id, unit_name).avoid = frozenset(hosts)
 
     def finish_job(self, job_id: str) -> list[Command]:
         """Forget a job; its remaining slots are killed and returned."""
@@ -414,7 +421,7 @@ class FuxiCore:
     # ------------------------------------------------------------ limits
     def _eligible(self, unit: _Unit, machine: _Machine) -> bool:
         host = machine.hostname
-        if host in self.global_blacklist or host in unit.blacklist:
+        if host in self.global_blacklist or host in unit.blacklist or host in unit.avoid:
             return False
         limit = unit.spec.max_per_machine
         if limit is not None and unit.per_host.get(host, 0) >= limit:

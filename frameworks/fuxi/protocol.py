@@ -27,6 +27,7 @@ request                                      what the service does
 ===========================================  ================================================
 ``SET_DESIRE(id, job_id, token, unit, slots)``  the unit's outstanding desire (slots wanted at once)
 ``RELEASE_SLOT(id, job_id, token, slot)``    the slot goes back to the scheduler
+``AVOID_HOSTS(id, job_id, token, unit, hosts)``  the unit's next slots should not go to ``hosts`` (its stragglers' machines)
 ``BLACKLIST_HOST(id, job_id, token, host)``  no slot of any unit of the job goes to ``host``
 ``REPORT_HOST(id, job_id, token, host)``     ``host`` joins the scheduler's global blacklist
 ``PROGRESS(id, job_id, token, report)``      kept for ``status`` (the AppMaster core's progress report)
@@ -50,7 +51,7 @@ import msgpack
 from mesoslike import MesoslikeError
 
 __all__ = ["VERSION", "ProtocolError", "Codec", "Submit", "Submitted", "Status", "StatusReply", "Error", "Ok",
-           "SetDesire", "ReleaseSlot", "BlacklistHost", "ReportHost", "Progress", "JobEnded", "APPMASTER_REQUESTS",
+           "SetDesire", "ReleaseSlot", "AvoidHosts", "BlacklistHost", "ReportHost", "Progress", "JobEnded", "APPMASTER_REQUESTS",
            "encode", "decode", "MAX_FRAME"]
 
 VERSION = 1
@@ -186,6 +187,16 @@ class ReleaseSlot:
 
 
 @attrs.frozen
+class AvoidHosts:
+    TYPE: ClassVar[str] = "AVOID_HOSTS"
+    id: int
+    job_id: str
+    token: str
+    unit: str
+    hosts: list
+
+
+@attrs.frozen
 class BlacklistHost:
     TYPE: ClassVar[str] = "BLACKLIST_HOST"
     id: int
@@ -223,10 +234,10 @@ class JobEnded:
 
 
 #: what an AppMaster asks of the service
-APPMASTER_REQUESTS = (SetDesire, ReleaseSlot, BlacklistHost, ReportHost, Progress, JobEnded)
+APPMASTER_REQUESTS = (SetDesire, ReleaseSlot, AvoidHosts, BlacklistHost, ReportHost, Progress, JobEnded)
 _AM = {"id": int, "job_id": str, "token": str}
 
-Message = (Submit | Submitted | Status | StatusReply | Error | Ok | SetDesire | ReleaseSlot | BlacklistHost
+Message = (Submit | Submitted | Status | StatusReply | Error | Ok | SetDesire | ReleaseSlot | AvoidHosts | BlacklistHost
            | ReportHost | Progress | JobEnded)
 CODEC = Codec({
     Submit: {"id": int, "document": dict},
@@ -237,6 +248,7 @@ CODEC = Codec({
     Ok: {"id": int},
     SetDesire: {**_AM, "unit": str, "slots": int},
     ReleaseSlot: {**_AM, "slot": str},
+    AvoidHosts: {**_AM, "unit": str, "hosts": list},
     BlacklistHost: {**_AM, "host": str},
     ReportHost: {**_AM, "host": str},
     Progress: {**_AM, "report": dict},

@@ -441,6 +441,12 @@ class FuxiService(Scheduler):
                     worker.in_core = False
                     worker.release_deadline = time.monotonic() + RELEASE_GRACE
                     self._execute(self._core_call(self.core.release, request.slot, True))
+            elif isinstance(request, protocol.AvoidHosts):
+                if request.unit not in units:
+                    raise FuxiError(f"unknown unit {request.unit!r} of job {run.id}")
+                if not all(isinstance(host, str) and host for host in request.hosts):
+                    raise FuxiError("hosts must be non-empty hostnames")
+                self.core.avoid_hosts(run.id, request.unit, request.hosts)
             elif isinstance(request, (protocol.BlacklistHost, protocol.ReportHost)):
                 if not request.host:
                     raise FuxiError("a host must be a non-empty hostname")
