@@ -278,15 +278,16 @@ class Processes:
         self.directory = directory
         self.procs: list[subprocess.Popen] = []
 
-    def start(self, name: str, command: list[str], stdout=None) -> subprocess.Popen:
+    def start(self, name: str, command: list[str], stdout=None, cpus: set[int] | None = None) -> subprocess.Popen:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         for key in [k for k in env if k.startswith("MESOSLIKE_")]:
             del env[key]
         log_file = open(self.directory / f"{name}.log", "ab")
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         proc = subprocess.Popen(command, cwd=str(ROOT), env=env, stdin=subprocess.DEVNULL,
                                 stdout=stdout if stdout is not None else log_file, stderr=log_file,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=pin)
         proc.name = name  # type: ignore[attr-defined]
         self.procs.append(proc)
         return proc
@@ -351,7 +352,8 @@ class Master:
         self.proc = procs.start(name, prefix + [
             "master", "--ip", "127.0.0.1", "--port", str(self.port), "--http-port", str(self.http_port),
             "--zk", zk_url, "--zk-session-timeout", str(args.zk_session_timeout),
-            "--allocation-interval", str(args.allocation_interval), "--log-level", args.master_log_level])
+            "--allocation-interval", str(args.allocation_interval), "--log-level", args.master_log_level],
+            cpus=args.master_cpus)
         self.address = f"tcp://127.0.0.1:{self.port}"
 
     def get(self, path: str, timeout: float = 5.0) -> str | None:
@@ -811,9 +813,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master-log-level", default="warning", choices=["debug", "info", "warning"],
                         help="the masters' --log-level (info logs every registration: slower)")
     parser.add_argument("--keep-logs", type=Path, default=None, help="copy the processes' logs here at the end")
+    parser.add_argument("--pin", choices=["auto", "off"], default="auto",
+                        help="auto (default, with 2+ CPUs): the masters run on the last CPU and everything else "
+                             "(ZooKeeper, the simulated agents, the frameworks) on the others, as if the master "
+                             "had a machine of its own; off: all share every CPU")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
     sizes = parse_sizes(args.sizes)
+    args.master_cpus = None
+    available = sorted(os.sched_getaffinity(0))
+    if args.pin == "auto" and len(available) >= 2:
+        args.master_cpus = {available[-1]}
+        os.sched_setaffinity(0, set(available[:-1]))   # this process and what it starts, but the masters
 
     from zk_helpers import ZOOKEEPER_JAR, java
 
@@ -844,6 +855,8 @@ def main(argv: list[str] | None = None) -> int:
             "agents_per_process": args.agents_per_process,
             "agent_backoff_s": list(AGENT_BACKOFF),
             "agent_backoff_jitter": AGENT_JITTER,
+            "cpu_pinning": None if args.master_cpus is None else {
+                "masters": sorted(args.master_cpus), "zookeeper_agents_frameworks": sorted(os.sched_getaffinity(0))},
             "failovers_per_size": args.failovers,
             "clock": "time.monotonic (CLOCK_MONOTONIC, shared by every process on the machine)",
         },
