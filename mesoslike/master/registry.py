@@ -23,6 +23,7 @@ its dicts and lists directly is not recorded.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from typing import Any, Mapping
@@ -174,7 +175,7 @@ class Registry:
         for agent_id, record in _entries(document, "agents"):
             try:
                 registry.agents[agent_id] = AgentInfo(
-                    hostname=_text(record["hostname"]), resources=Resources.parse(record["resources"]),
+                    hostname=_text(record["hostname"]), resources=_parse_resources(record["resources"]),
                     attributes={_text(k): _text(v) for k, v in record.get("attributes", {}).items()},
                     id=agent_id, port=int(record.get("port", 0)))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -214,6 +215,12 @@ class Registry:
             except (TypeError, ValueError, AttributeError, MesoslikeError) as exc:
                 log.warning("registry: skipping the quota of role %r: %s", role, exc)
         return registry
+
+
+# Agents of one kind share a resources string, and a registry of 10k agents
+# parses only a handful of distinct ones; Resources are immutable, so sharing
+# the parsed value is safe (a new leader loads faster).
+_parse_resources = functools.lru_cache(maxsize=1024)(Resources.parse)
 
 
 def agent_record(info: AgentInfo) -> dict[str, Any]:
