@@ -322,6 +322,18 @@ main()
 """
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of these processes so far (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])   # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def listen_overflows() -> int | None:
     """The kernel's count of connections dropped because a listen queue was full."""
     try:
@@ -644,6 +656,8 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
                 time.sleep(1.0)  # settle
             overflows_before = listen_overflows()
             writes_before = registry_version(kazoo, path)
+            cpu_before = {"new_leader": cpu_seconds([standby.proc.pid]),
+                          "agent_processes": cpu_seconds([w.pid for w in workers.workers])}
             killed_at = time.monotonic()
             leader.kill()
             log(f"failover {number + 1}: killed {leader.name}")
@@ -654,6 +668,8 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
             detector.stop()
             overflows_after = listen_overflows()
             written = registry_version(kazoo, path)
+            cpu_after = {"new_leader": cpu_seconds([standby.proc.pid]),
+                         "agent_processes": cpu_seconds([w.pid for w in workers.workers])}
             detected = next((t for t, address in changes if address == standby.address), None)
             last_agent = max(r["last_at"] for r in rounds)
             first_agent = min(r["first_at"] for r in rounds)
@@ -674,6 +690,9 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
                 "agent_other_messages": _merge(r["other"] for r in rounds),
                 "reconnect_s": max(r["sent_done_at"] - r["sent_at"] for r in rounds),
                 "registry_writes": (written - writes_before if None not in (written, writes_before) else None),
+                # CPU time (user + system) spent from the kill to the end of this failover: what the new
+                # leader's work costs, and what the simulated agents took from the same CPUs
+                "cpu_s": {key: round(cpu_after[key] - cpu_before[key], 2) for key in cpu_before},
                 "tcp_listen_overflows": (overflows_after - overflows_before
                                          if overflows_before is not None and overflows_after is not None else None),
                 "workers": [{"registered_after_sent_s": r["quantiles_after_sent"], "retries": r["retries"],
@@ -813,10 +832,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master-log-level", default="warning", choices=["debug", "info", "warning"],
                         help="the masters' --log-level (info logs every registration: slower)")
     parser.add_argument("--keep-logs", type=Path, default=None, help="copy the processes' logs here at the end")
-    parser.add_argument("--pin", choices=["auto", "off"], default="auto",
-                        help="auto (default, with 2+ CPUs): the masters run on the last CPU and everything else "
+    parser.add_argument("--pin", choices=["auto", "off"], default="off",
+                        help="auto (with 2+ CPUs): the masters run on the last CPU and everything else "
                              "(ZooKeeper, the simulated agents, the frameworks) on the others, as if the master "
-                             "had a machine of its own; off: all share every CPU")
+                             "had a machine of its own; off (default): all share every CPU")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
     sizes = parse_sizes(args.sizes)
