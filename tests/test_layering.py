@@ -14,8 +14,8 @@ PACKAGE = ROOT / "mesoslike"
 
 #: modules of the pure core (layer 1) and the pure wire codec (layer 2)
 CORE = ["resources.py", "errors.py", "fairness.py", "allocator", "wire", "master/core.py", "master/records.py",
-        "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "agent/core.py",
-        "driver/core.py"]
+        "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "master/preemption.py",
+        "agent/core.py", "driver/core.py"]
 FORBIDDEN_IN_CORE = {"socket", "threading", "asyncio", "zmq", "kazoo", "subprocess", "select", "selectors",
                      "http", "urllib", "os", "time"}
 
