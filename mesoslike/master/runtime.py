@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -28,6 +29,7 @@ from mesoslike.master.http import StatusHTTPServer
 from mesoslike.master.inbox import Inbox
 from mesoslike.master.records import MasterConfig
 from mesoslike.master.registry import Registry
+from mesoslike.master.roles import RolesConfig, RolesFileError, load_roles_file, quantities
 from mesoslike.master.state import metrics_text, state_json
 from mesoslike.master.storage import MemoryRegistryStore, RegistryStore
 from mesoslike.transport import Server, Waker
@@ -44,6 +46,8 @@ _BATCH = 2000
 _RECEIVE_LIMIT = 20_000
 #: how long a follower trusts what it last read from ZooKeeper about the leader (s)
 _LEADER_INFO_TTL = 1.0
+#: how often the roles file's modification time is looked at (s)
+_ROLES_CHECK_INTERVAL = 2.0
 
 
 class MasterRuntime:
@@ -54,13 +58,16 @@ class MasterRuntime:
     HTTP endpoints' port on the same host (0 = any, None = no HTTP).
     ``registry_store``: where a standalone master keeps its registry (memory
     by default). ``zk``: a :class:`mesoslike.ha.ZkUrl` to run highly
-    available; the registry then lives in ZooKeeper.
+    available; the registry then lives in ZooKeeper. ``roles``: a
+    :class:`~mesoslike.master.roles.RolesConfig` (docs/roles.rst) applied
+    whenever this master takes the lead; when it came from a file, the file
+    is read again on :meth:`reload_roles` and when it changes.
     """
 
     def __init__(self, address: str = "tcp://127.0.0.1:5050", http_port: int | None = 5051,
                  config: MasterConfig | None = None, clock: Clock | None = None,
                  master_id: str | None = None, registry_store: RegistryStore | None = None,
-                 zk=None, zk_session_timeout: float = 10.0) -> None:
+                 zk=None, zk_session_timeout: float = 10.0, roles: RolesConfig | None = None) -> None:
         self.clock = clock or SystemClock()
         self.config = config or MasterConfig()
         self._zk = zk
@@ -102,8 +109,16 @@ class MasterRuntime:
         self._contender = None
         self._kept: tuple | None = None   # (core, znode) put aside when the connection broke
         self.core: MasterCore | None = None
+        #: the roles settings in force (the preemption policy reads them)
+        self.roles_config = roles
+        self._roles_core: MasterCore | None = None   # the core they were last applied to
+        self._roles_applied: RolesConfig | None = None
+        self._roles_reloads = self._roles_reloads_seen = 0   # reload_roles() calls, and those handled
+        self._roles_check_at = self.clock.now() + _ROLES_CHECK_INTERVAL
+        self._roles_stat = self._roles_file_stat()
         if zk is None:
             self._lead(registry)
+            self._apply_roles()  # the loop does it on a take-over (_roles_turn)
         else:
             self._contend(zk, zk_session_timeout)
 
@@ -302,6 +317,96 @@ class MasterRuntime:
                 return metrics_text(self.core)
         return "# HELP mesoslike_leader 1 if this master leads\n# TYPE mesoslike_leader gauge\nmesoslike_leader 0\n"
 
+    # -------------------------------------------------------------- roles
+    def reload_roles(self) -> None:
+        """Read the roles file again and apply it if it changed (thread-safe
+        and signal-safe: the loop does the work, under the lock). A file
+        that no longer parses is logged and the roles in force stay."""
+        self._roles_reloads += 1  # no lock: a signal handler may run this on the loop's own thread
+        self._waker.wake()
+
+    def _roles_file_stat(self) -> tuple | None:
+        path = self.roles_config.path if self.roles_config is not None else None
+        try:
+            st = os.stat(path) if path else None
+        except OSError:
+            return None
+        return st and (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _roles_turn(self) -> None:
+        """Every turn, under the lock: look at the roles file when asked or
+        every ``_ROLES_CHECK_INTERVAL``; a leader applies what is new (to a
+        new core too: a take-over)."""
+        if self.roles_config is None:
+            return
+        now = self.clock.now()
+        reloads = self._roles_reloads
+        asked = reloads != self._roles_reloads_seen
+        taking_over = self.is_leader and self._roles_core is not self.core
+        if self.roles_config.path and (asked or taking_over or now >= self._roles_check_at):
+            self._roles_reloads_seen = reloads
+            self._roles_check_at = now + _ROLES_CHECK_INTERVAL
+            self._read_roles_file(asked)
+        if self.is_leader and self._roles_core is not self.core:
+            self._apply_roles()
+
+    def _read_roles_file(self, asked: bool) -> None:
+        stat = self._roles_file_stat()
+        if stat == self._roles_stat and not asked:
+            return
+        self._roles_stat = stat
+        try:
+            config = load_roles_file(self.roles_config.path)
+        except RolesFileError as exc:
+            log.error("roles file not reloaded, the roles in force stay: %s", exc)
+            return
+        if config != self.roles_config:
+            log.info("roles file %s reloaded: %d roles", config.path, len(config.roles))
+            self.roles_config, self._roles_core = config, None
+
+    def _apply_roles(self) -> None:
+        """Make the allocator (and the registry) hold the file's weights and
+        quota for every role it lists — the file wins — and the defaults
+        (weight 1, no quota) for roles an earlier version listed and this one
+        dropped. Only what differs is changed. Leader only, under the lock."""
+        config, core = self.roles_config, self.core
+        if config is None or core is None:
+            return
+        core.roles_config = config
+        self._roles_core = core
+        dropped = set(self._roles_applied.roles if self._roles_applied else ()) - set(config.roles)
+        self._roles_applied = config
+        wanted = {role: config.effective(role) for role in config.roles}
+        wanted.update({role: config.effective(role) for role in dropped})  # not listed: the defaults
+        registry = core.registry
+        try:
+            weights = {role: c.weight for role, c in wanted.items() if registry.weights.get(role, 1.0) != c.weight}
+            if weights:
+                self._operator_sends += core.update_weights(weights)
+        except MesoslikeError as exc:
+            log.error("roles file: the weights could not be applied: %s", exc)
+        pending = [(role, c.guarantee, c.limit) for role, c in sorted(wanted.items())
+                   if not self._same_quota(registry.quota.get(role, {}), c)]
+        # in several passes: lowering a parent's guarantee may have to wait
+        # for its children's, raising a child's for its parent's
+        while pending:
+            failed = []
+            for role, guarantee, limit in pending:
+                try:
+                    self._operator_sends += core.update_quota(role, guarantee, limit)
+                except MesoslikeError as exc:
+                    failed.append((role, guarantee, limit, exc))
+            if len(failed) == len(pending):
+                for role, _, _, exc in failed:
+                    log.error("roles file: the quota of role %s could not be applied: %s", role, exc)
+                break
+            pending = [item[:3] for item in failed]
+
+    @staticmethod
+    def _same_quota(record: dict, config) -> bool:
+        return all(quantities(record.get(part)) == quantities(getattr(config, part)) and
+                   (record.get(part) is None) == (getattr(config, part) is None) for part in ("guarantee", "limit"))
+
     # --------------------------------------------------------------- loop
     def start(self) -> None:
         """Run the loop in a background thread."""
@@ -336,6 +441,7 @@ class MasterRuntime:
             # between two turns counts, not only one inside the wait
             if self.is_leader and not self._confirm_leadership(since=self._turn_end, allowed=timeout):
                 self._step_down()
+            self._roles_turn()
             if not self.is_leader:
                 self._answer_as_follower()
                 self._turn_end = self.clock.now()

@@ -75,6 +75,7 @@ def state_json(core: MasterCore) -> dict:
          "resources": str(o.resources)}
         for o in allocator.outstanding_offers()
     ]
+    roles_config = getattr(core, "roles_config", None)  # the roles file in force, set by the runtime
     return {
         "leader": {"id": core.info.id, "address": core.info.address, "http_address": core.info.http_address},
         "is_leader": True,
@@ -85,6 +86,7 @@ def state_json(core: MasterCore) -> dict:
         "roles": {role: share for role, share in sorted(stats.role_shares.items())},
         "total": str(stats.total),
         "allocated": str(stats.allocated),
+        "roles_config": roles_config.to_json() if roles_config is not None else None,
     }
 
 
