@@ -17,6 +17,7 @@ from mesoslike.cli.options import config_option, die, logging_option, option
 from mesoslike.errors import MesoslikeError
 from mesoslike.ha.url import ZkUrl
 from mesoslike.master.records import MasterConfig
+from mesoslike.master.roles import RolesFileError, load_roles_file
 from mesoslike.master.storage import FileRegistryStore
 from mesoslike.resources import Resources
 
@@ -24,6 +25,31 @@ __all__ = ["master", "agent", "local"]
 
 _POSITIVE = click.FloatRange(min=0, min_open=True)
 _PORT = click.IntRange(0, 65535)
+
+
+def _load_roles(ctx: click.Context, param: click.Parameter, value: str | None):
+    """``--roles FILE`` -> a RolesConfig, checked before anything binds."""
+    if value is None:
+        return None
+    try:
+        return load_roles_file(value)
+    except RolesFileError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+def _roles_option(command: str):
+    # MESOSLIKE_<COMMAND>_ROLES as every option has, and MESOSLIKE_ROLES for both commands
+    return click.option("--roles", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                        callback=_load_roles, envvar=[f"MESOSLIKE_{command.upper()}_ROLES", "MESOSLIKE_ROLES"],
+                        show_envvar=True, show_default="none",
+                        help="TOML file of role weights, quota and fair-share preemption settings "
+                             "(docs/roles.rst). Read again on SIGHUP and when it changes; a version that "
+                             "does not parse is logged and the roles in force stay.")
+
+
+def _reload_roles_on_sighup(runtime) -> None:
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, lambda *_: runtime.reload_roles())
 
 
 def _master_options(command: str):
@@ -48,6 +74,7 @@ def _master_options(command: str):
         option(command, "--agent-reregister-timeout", type=_POSITIVE, default=600.0,
                help="After a master failover or restart: seconds for known agents to re-register "
                     "before they are removed."),
+        _roles_option(command),
     ]
 
     def apply(fn):
@@ -83,7 +110,7 @@ def _stop_on_sigterm(stop) -> None:
              "memory only; with --zk it lives in ZooKeeper.")
 @logging_option("master")
 def master(ip, port, http_port, allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
-           max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout, zk, zk_session_timeout,
+           max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout, roles, zk, zk_session_timeout,
            work_dir) -> None:
     """Run a master. Prints the address it bound."""
     from mesoslike.master.runtime import MasterRuntime
@@ -94,12 +121,13 @@ def master(ip, port, http_port, allocation_interval, offer_timeout, heartbeat_in
         zk_url = ZkUrl.parse(zk) if zk else None
         store = FileRegistryStore(work_dir) if work_dir and zk_url is None else None
         runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, registry_store=store, zk=zk_url,
-                                zk_session_timeout=zk_session_timeout)
+                                zk_session_timeout=zk_session_timeout, **({"roles": roles} if roles is not None else {}))
     except MesoslikeError as exc:
         die(str(exc))
     mode = f"contending in {zk}" if zk else "leading"
     click.echo(f"master {runtime.info.id} listening on {runtime.address} (HTTP {runtime.http_address}), {mode}")
     _stop_on_sigterm(runtime.stop)
+    _reload_roles_on_sighup(runtime)
     try:
         runtime.run()
     except KeyboardInterrupt:
@@ -146,7 +174,8 @@ def agent(master_address, resources, attributes, hostname, port, work_dir) -> No
 @logging_option("local")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def local(agents, resources, work_dir, ip, port, http_port, allocation_interval, offer_timeout, heartbeat_interval,
-          ping_interval, max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout, command) -> None:
+          ping_interval, max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout, roles,
+          command) -> None:
     """A master and N agents in one process, no ZooKeeper. Agents are named
     node-0 ... node-<N-1> and carry the attribute room:er<i mod 2>.
 
@@ -160,11 +189,12 @@ def local(agents, resources, work_dir, ip, port, http_port, allocation_interval,
         Resources.parse(resources)
         config = _master_config(allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
                                 max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout)
-        master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config)
+        master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, roles=roles)
     except MesoslikeError as exc:
         die(str(exc))
     base = work_dir or tempfile.mkdtemp(prefix="mesoslike-local-")
     master_runtime.start()
+    _reload_roles_on_sighup(master_runtime)
     agent_runtimes = []
     try:
         for i in range(agents):
