@@ -190,12 +190,17 @@ def test_the_file_wins_over_the_registry_for_the_roles_it_lists(tmp_path, roles_
     assert stored["weights"]["eng"] == 2.0 and stored["quota"]["eng"]["guarantee"] == "cpus:2;mem:1024"
 
 
-def test_an_unchanged_file_changes_nothing_on_a_reload(master, roles_file):
+def test_a_reload_changes_only_what_differs_from_the_file(master, roles_file):
     changes = master.core.registry_changes
     os.utime(roles_file, ns=(0, os.stat(roles_file).st_mtime_ns + 10_000_000_000))
     master.reload_roles()
     time.sleep(0.5)
-    assert master.core.registry_changes == changes
+    assert master.core.registry_changes == changes   # unchanged file: nothing to do
+    with master._lock:   # an operator's change to a listed role, and to another one
+        master._operator_sends += master.core.update_weights({"eng": 9.0, "other": 4.0})
+    master.reload_roles()   # the file wins again, for the roles it lists
+    wait_until(lambda: snapshot(master)["weights"]["eng"] == 2.0, 5, "the file applied again")
+    assert snapshot(master)["weights"] == {"eng": 2.0, "eng/prod": 3.0, "other": 4.0}
 
 
 # ------------------------------------------------------------ leadership

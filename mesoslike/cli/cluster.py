@@ -34,7 +34,7 @@ def _load_roles(ctx: click.Context, param: click.Parameter, value: str | None):
     try:
         return load_roles_file(value)
     except RolesFileError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
+        raise click.BadParameter(str(exc), ctx, param_hint="'--roles'") from None
 
 
 def _roles_option(command: str):

@@ -362,7 +362,9 @@ class MasterRuntime:
             return
         if config != self.roles_config:
             log.info("roles file %s reloaded: %d roles", config.path, len(config.roles))
-            self.roles_config, self._roles_core = config, None
+        # applied again even if unchanged: what an operator set since for a
+        # listed role gives way to the file (only what differs changes)
+        self.roles_config, self._roles_core = config, None
 
     def _apply_roles(self) -> None:
         """Make the allocator (and the registry) hold the file's weights and
