@@ -272,6 +272,8 @@ def test_events_become_callbacks():
     assert core.receive(m.Offers([])) == []
     assert callbacks(core.receive(m.RescindOffer("o1", "timeout"))) == [("offer_rescinded", ("o1",))]
     assert callbacks(core.receive(m.Failure("agent-1"))) == [("agent_lost", ("agent-1",))]
+    assert callbacks(core.receive(m.PreemptionWarning(["t1", "t2"], 15.0, "eng"))) == [
+        ("preemption_warning", (["t1", "t2"], 15.0))]
     assert callbacks(core.receive(m.FrameworkMessage("fw-1", "agent-1", b"\x00hi"))) == [
         ("framework_message", ("agent-1", b"\x00hi"))]
     assert core.receive(m.Heartbeat()) == []

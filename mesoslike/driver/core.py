@@ -320,6 +320,9 @@ class DriverCore:
     def _on_update(self, message: m.Update) -> list[Command]:
         return [InvokeCallback("status_update", (message.status,))]
 
+    def _on_preemption_warning(self, message: m.PreemptionWarning) -> list[Command]:
+        return [InvokeCallback("preemption_warning", (list(message.task_ids), message.seconds))]
+
     def _on_failure(self, message: m.Failure) -> list[Command]:
         return [InvokeCallback("agent_lost", (message.agent_id,))]
 
@@ -334,6 +337,7 @@ class DriverCore:
         m.RescindOffer: _on_rescind,
         m.Update: _on_update,
         m.Failure: _on_failure,
+        m.PreemptionWarning: _on_preemption_warning,
         m.FrameworkMessage: _on_framework_message,
         m.Heartbeat: _on_heartbeat,
     }

@@ -57,6 +57,11 @@ class Scheduler:
         """An agent was removed. Its tasks come as TASK_LOST (or
         TASK_UNREACHABLE) status updates as well."""
 
+    def preemption_warning(self, driver: SchedulerDriver, task_ids: list[str], seconds: float) -> None:
+        """The master will kill these tasks in ``seconds`` to give a starved
+        role its fair share (fair-share preemption). Checkpoint them, or kill
+        them yourself to release their resources sooner."""
+
     def error(self, driver: SchedulerDriver, message: str) -> None:
         """Something went wrong: the master refused a request, a callback
         raised, or a launch was dropped. If the master's error was fatal,

@@ -309,6 +309,20 @@ class ShutdownFramework:
     framework_id: str
 
 
+@message
+@attrs.frozen
+class PreemptionWarning:
+    """Master -> framework: these tasks will be killed in ``seconds`` to give
+    their resources to ``role``, which is starved (fair-share preemption,
+    docs/preemption.rst). Killing or finishing them sooner releases the
+    resources at once; nothing needs to be answered."""
+
+    TYPE: ClassVar[str] = "PREEMPTION_WARNING"
+    task_ids: list[str]
+    seconds: float
+    role: str = ""
+
+
 # ------------------------------------------------------------ operator tools
 @message
 @attrs.frozen
