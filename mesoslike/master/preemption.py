@@ -634,11 +634,12 @@ def _keeps_fair_share(view: _View, task: TaskView, removed: Mapping[str, Resourc
 
 
 def _plan(view: _View, tasks: list[TaskView], need: Resources, removed: dict[str, Resources],
-          shared: set[str]) -> tuple[list[TaskView], Resources, dict[str, Resources]]:
+          shared: set[str]) -> tuple[list[TaskView], Resources, dict[str, Resources], float]:
     """Greedy choice on one agent: while something is missing, the task that
     frees most of it (by dominant share), then from the most over-served
-    role, then the smaller, then the newest, then by ids."""
-    removed, pool, plan = dict(removed), list(tasks), []
+    role, then the smaller, then the newest, then by ids. Also returns how
+    over-served the chosen tasks' roles were (the sum of their ratios)."""
+    removed, pool, plan, over = dict(removed), list(tasks), [], 0.0
     while need and pool:
         best_key, best = None, None
         for task in pool:
@@ -654,16 +655,18 @@ def _plan(view: _View, tasks: list[TaskView], need: Resources, removed: dict[str
             break
         plan.append(best)
         pool.remove(best)
+        over -= best_key[1]
         _take(removed, view, best)
         need = need.subtract_clamped(best.resources)
-    return plan, need, removed
+    return plan, need, removed, over
 
 
 def _choose(view: _View, role: str, need: Resources, candidates: list[TaskView],
             removed: dict[str, Resources]) -> list[TaskView]:
     """Victims for ``role``, agent by agent: first the agent whose tasks free
     all that is missing in the fewest tasks (a useful chunk on one machine),
-    else the one freeing most of it; then again for what is still missing."""
+    else the one freeing most of it (ties: the more over-served roles, then
+    the agent id); then again for what is still missing."""
     shared = set(view.nodes[view.clients[role]].chain)
     by_agent: dict[str, list[TaskView]] = {}
     for task in candidates:
@@ -672,11 +675,11 @@ def _choose(view: _View, role: str, need: Resources, candidates: list[TaskView],
     while need and by_agent:
         best_key, best = None, None
         for agent_id in sorted(by_agent):
-            plan, left, after = _plan(view, by_agent[agent_id], need, removed, shared)
+            plan, left, after, over = _plan(view, by_agent[agent_id], need, removed, shared)
             if not plan:
                 continue
             freed = view.share(need.subtract_clamped(left))
-            key = (0, len(plan), 0.0, agent_id) if not left else (1, -freed, len(plan), agent_id)
+            key = (0, 0.0, len(plan), -over, agent_id) if not left else (1, -freed, len(plan), -over, agent_id)
             if best_key is None or key < best_key:
                 best_key, best = key, (agent_id, plan, left, after)
         if best is None:
