@@ -282,6 +282,14 @@ def test_fewest_tasks_a_big_task_that_covers_the_need_wins():
     assert warned(cluster.update(0.0)) == ["a-big"]
 
 
+def test_the_fewest_tasks_search_finds_a_lone_big_task_among_many_agents():
+    agents = tuple(f"node-{i:02d}" for i in range(40))
+    tasks = spread("a", 156, agents=agents[:39]) + [task("a-big", "a", "node-39", R("cpus:4;mem:4096"))]
+    cluster = Cluster(policy(a=role(), b=role()), tasks, {"a": "cpus:4;mem:4096", "b": "cpus:4;mem:4096"},
+                      total=R("cpus:160;mem:163840"))
+    assert warned(cluster.update(0.0)) == ["a-big"]
+
+
 def test_bigger_tasks_first_when_they_fit_the_need():
     two = task("a-two", "a", "node-0", R("cpus:2;mem:2048"), started=0.0)
     units = [task(f"a-u{i}", "a", "node-0", started=float(i)) for i in range(2)]
@@ -437,6 +445,17 @@ def test_without_the_freed_resources_the_role_is_rechecked_after_the_window():
     cluster = killed_and_landed()
     assert cluster.update(57.499) == []
     assert len(warned(cluster.update(57.5))) == 4
+
+
+def test_tasks_of_a_role_missing_from_the_input_are_left_alone():
+    cluster = a_fills_b_arrives(timeout=0.0)
+    cluster.policy = policy(b=role(threshold=0.5), c=role())  # a is known only from the input
+    assert len(warned(cluster.update(0.0))) == 4
+    roles = cluster.roles()
+    del roles["a"]  # a's frameworks are gone from the input, their tasks not yet
+    roles["c"] = RoleUsage(Resources(), R("cpus:4;mem:4096"))
+    assert cluster.policy.update(1.0, TOTAL, roles, cluster.tasks) == []
+    assert cluster.state("c")["starved"] == "cpus:4;mem:4096"
 
 
 # ------------------------------------------------------------------ disabled

@@ -36,6 +36,7 @@ the semantics and a worked example; in short:
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import Iterable, Mapping, Protocol, Sequence
 
@@ -512,7 +513,9 @@ class FairSharePreemption:
         starved = view.starved[role]
         removed: dict[str, Resources] = {}
         for victim in self._pending.values():
-            _take(removed, view, victim.task)
+            client = view.clients.get(victim.task.role)
+            for node_id in view.nodes[client].chain if client else ():
+                removed[node_id] = removed.get(node_id, _EMPTY) + victim.task.resources
         candidates = [task for key, task in running.items()
                       if key not in self._pending and task.role in view.clients and task.role != role
                       and view.share(task.resources) > 0]
@@ -605,86 +608,167 @@ def _ratio(view: _View, node_id: str, removed: Resources) -> float:
     """How over-served a node is: dominant share of its usage (less what is
     already being taken) over that of its fair share."""
     node = view.nodes[node_id]
-    fair = view.share(node.fair)
-    used = view.share(node.usage.subtract_clamped(removed))
+    return _over(view.share(node.usage.subtract_clamped(removed)), view.share(node.fair))
+
+
+def _over(used: float, fair: float) -> float:
     return used / fair if fair > 0 else (math.inf if used > 0 else 0.0)
 
 
-def _take(removed: dict[str, Resources], view: _View, task: TaskView) -> None:
-    for node_id in view.nodes[view.clients[task.role]].chain:
-        removed[node_id] = removed.get(node_id, _EMPTY) + task.resources
+class _Floors:
+    """The fair-share floors while victims are taken: what each node (role or
+    ancestor) has left after the removals so far, with its dominant share
+    cached until the next removal under it."""
 
+    def __init__(self, view: _View, removed: Mapping[str, Resources], shared: set[str],
+                 base: _Floors | None = None) -> None:
+        self.view, self.shared, self.removed, self.base = view, shared, dict(removed), base
+        self._left: dict[str, tuple[Resources, float]] = {}
+        self._fair: dict[str, float] = base._fair if base else {}
+        self._touched: set[str] = set()
 
-def _keeps_fair_share(view: _View, task: TaskView, removed: Mapping[str, Resources], shared: set[str]) -> bool:
-    """Taking ``task`` leaves its role and every ancestor not shared with the
-    starved role at or above their fair shares; and its role is above its
-    fair share before (never take from a role at or below it)."""
-    chain = view.nodes[view.clients[task.role]].chain
-    for index, node_id in enumerate(chain):
-        if node_id in shared:
-            continue
-        node = view.nodes[node_id]
-        left = node.usage.subtract_clamped(removed.get(node_id, _EMPTY))
-        fair = view.share(node.fair)
-        if index == 0 and view.share(left) <= fair + EPSILON:
-            return False
-        if view.share(left.subtract_clamped(task.resources)) < fair - EPSILON:
-            return False
-    return True
+    def fork(self) -> _Floors:
+        """A copy to plan on; it reads this one's cache for the nodes it has
+        not taken from yet."""
+        return _Floors(self.view, self.removed, self.shared, self)
 
+    def left(self, node_id: str) -> tuple[Resources, float]:
+        cached = self._left.get(node_id)
+        if cached is None:
+            if self.base is not None and node_id not in self._touched:
+                return self.base.left(node_id)
+            left = self.view.nodes[node_id].usage.subtract_clamped(self.removed.get(node_id, _EMPTY))
+            cached = self._left[node_id] = (left, self.view.share(left))
+        return cached
 
-def _plan(view: _View, tasks: list[TaskView], need: Resources, removed: dict[str, Resources],
-          shared: set[str]) -> tuple[list[TaskView], Resources, dict[str, Resources], float]:
-    """Greedy choice on one agent: while something is missing, the task that
-    frees most of it (by dominant share), then from the most over-served
-    role, then the smaller, then the newest, then by ids. Also returns how
-    over-served the chosen tasks' roles were (the sum of their ratios)."""
-    removed, pool, plan, over = dict(removed), list(tasks), [], 0.0
-    while need and pool:
-        best_key, best = None, None
-        for task in pool:
-            useful = view.share(task.resources.minimum(need))
-            if useful <= 0 or not _keeps_fair_share(view, task, removed, shared):
+    def above(self, task: TaskView) -> bool:
+        """Whether ``task``'s role is above its fair share now."""
+        client = self.view.clients[task.role]
+        return self.left(client)[1] > self.fair(client) + EPSILON
+
+    def fair(self, node_id: str) -> float:
+        share = self._fair.get(node_id)
+        if share is None:
+            share = self._fair[node_id] = self.view.share(self.view.nodes[node_id].fair)
+        return share
+
+    def ratio(self, node_id: str) -> float:
+        return _over(self.left(node_id)[1], self.fair(node_id))
+
+    def allow(self, task: TaskView) -> bool:
+        """Taking ``task`` leaves its role and every ancestor not shared with
+        the starved role at or above their fair shares; and its role is above
+        its fair share before (never take from a role at or below it)."""
+        for index, node_id in enumerate(self.view.nodes[self.view.clients[task.role]].chain):
+            if node_id in self.shared:
                 continue
-            client = view.clients[task.role]
-            key = (-useful, -_ratio(view, client, removed.get(client, _EMPTY)), view.share(task.resources),
-                   -task.started_at, task.framework_id, task.task_id)
-            if best_key is None or key < best_key:
-                best_key, best = key, task
-        if best is None:
+            left, share = self.left(node_id)
+            fair = self.fair(node_id)
+            if index == 0 and share <= fair + EPSILON:
+                return False
+            if self.view.share(left.subtract_clamped(task.resources)) < fair - EPSILON:
+                return False
+        return True
+
+    def take(self, task: TaskView) -> None:
+        for node_id in self.view.nodes[self.view.clients[task.role]].chain:
+            self.removed[node_id] = self.removed.get(node_id, _EMPTY) + task.resources
+            self._left.pop(node_id, None)
+            self._touched.add(node_id)
+
+
+def _plan(view: _View, tasks: list[TaskView], need: Resources,
+          base: _Floors) -> tuple[list[TaskView], Resources, _Floors, float]:
+    """The victims on one agent: its tasks ordered by how much of ``need``
+    each frees (dominant share of ``min(task, need)``: bigger first while they
+    fit), then the most over-served role, then the smaller, the newest, the
+    ids; taken in that order while something is missing, skipping tasks that
+    free nothing still missing or would break a fair share. Returns the plan,
+    what is still missing, the removals and how over-served the most
+    over-served of the chosen tasks' roles was. O(t log t) for t tasks."""
+    floors, plan, over = base.fork(), [], 0.0
+    ratio: dict[str, float] = {}
+
+    def order(task: TaskView) -> tuple:
+        client = view.clients[task.role]
+        if client not in ratio:
+            ratio[client] = floors.ratio(client)
+        return (-view.share(task.resources.minimum(need)), -ratio[client], view.share(task.resources),
+                -task.started_at, task.framework_id, task.task_id)
+
+    for task in sorted(tasks, key=order):
+        if not need:
             break
-        plan.append(best)
-        pool.remove(best)
-        over -= best_key[1]
-        _take(removed, view, best)
-        need = need.subtract_clamped(best.resources)
-    return plan, need, removed, over
+        if view.share(task.resources.minimum(need)) <= 0 or not floors.allow(task):
+            continue
+        plan.append(task)
+        over = max(over, ratio[view.clients[task.role]])
+        floors.take(task)
+        need = need.subtract_clamped(task.resources)
+    return plan, need, floors, over
 
 
 def _choose(view: _View, role: str, need: Resources, candidates: list[TaskView],
             removed: dict[str, Resources]) -> list[TaskView]:
-    """Victims for ``role``, agent by agent: first the agent whose tasks free
-    all that is missing in the fewest tasks (a useful chunk on one machine),
-    else the one freeing most of it (ties: the more over-served roles, then
-    the agent id); then again for what is still missing."""
-    shared = set(view.nodes[view.clients[role]].chain)
+    """Victims for ``role``, agent by agent, while something is missing:
+
+    * among the agents whose candidates add up to all that is missing, the
+      one whose plan frees it all in the fewest tasks (a useful chunk on one
+      machine; ties: the more over-served roles, then the agent id);
+    * else the agent whose candidates could free the most of it (ties: the
+      agent id), which gives what its plan frees.
+
+    Each agent is planned at most twice, and the bounds are kept in a lazy
+    heap, so this is O(T log T) for T candidates."""
+    floors = _Floors(view, removed, set(view.nodes[view.clients[role]].chain))
     by_agent: dict[str, list[TaskView]] = {}
     for task in candidates:
-        by_agent.setdefault(task.agent_id, []).append(task)
+        if floors.above(task):
+            by_agent.setdefault(task.agent_id, []).append(task)
+    sums = {agent_id: Resources.sum(task.resources for task in tasks) for agent_id, tasks in by_agent.items()}
     chosen: list[TaskView] = []
+    tried: set[str] = set()  # planned as a whole-need agent and failed: floors only get tighter
+
+    def bound(agent_id: str) -> tuple[float, str]:  # never grows as the need shrinks
+        return (-view.share(sums[agent_id].minimum(need)), agent_id)
+
+    heap: list[tuple[float, str]] | None = None  # by stale bounds, refreshed when popped
+    def optimistic(agent_id: str) -> tuple[int, float, str]:
+        """A lower bound of the agent's key (len(plan), -over, id): a plan
+        needs at least share(need) / (its most useful task's) tasks, and its
+        roles are at most as over-served as the most over-served there."""
+        most = max(view.share(task.resources.minimum(need)) for task in by_agent[agent_id])
+        fewest = max(1, math.ceil(view.share(need) / most - 1e-9)) if most > 0 else len(by_agent[agent_id])
+        ratio = max(floors.ratio(view.clients[task.role]) for task in by_agent[agent_id])
+        return (fewest, -ratio, agent_id)
+
     while need and by_agent:
-        best_key, best = None, None
-        for agent_id in sorted(by_agent):
-            plan, left, after, over = _plan(view, by_agent[agent_id], need, removed, shared)
-            if not plan:
-                continue
-            freed = view.share(need.subtract_clamped(left))
-            key = (0, 0.0, len(plan), -over, agent_id) if not left else (1, -freed, len(plan), -over, agent_id)
-            if best_key is None or key < best_key:
-                best_key, best = key, (agent_id, plan, left, after)
-        if best is None:
-            break
-        agent_id, plan, need, removed = best
-        chosen.extend(plan)
+        best = None
+        whole = [a for a in by_agent if a not in tried and sums[a].contains(need)]
+        for bound_key, agent_id in sorted((optimistic(a), a) for a in whole):
+            if best is not None and best[0] <= bound_key:
+                break  # no agent left can beat it
+            tried.add(agent_id)
+            plan, left, _, over = _plan(view, by_agent[agent_id], need, floors)
+            if plan and not left and (best is None or (len(plan), -over, agent_id) < best[0]):
+                best = ((len(plan), -over, agent_id), plan, left)
+        if best is not None:
+            (_, _, agent_id), plan, left = best
+        else:
+            if heap is None:
+                heap = [bound(a) for a in by_agent]
+                heapq.heapify(heap)
+            while True:
+                _, agent_id = heapq.heappop(heap)
+                if agent_id in by_agent:
+                    fresh = bound(agent_id)
+                    if not heap or fresh <= heap[0]:
+                        break
+                    heapq.heappush(heap, fresh)
+            plan, left, _, _ = _plan(view, by_agent[agent_id], need, floors)
         del by_agent[agent_id]
+        chosen.extend(plan)
+        for task in plan:
+            floors.take(task)
+        need = left
     return chosen
