@@ -95,6 +95,8 @@ AGENT_RESOURCES = "cpus:8;mem:16384"
 # 2 s doubling to 10 s, each delay drawn from [(1 - jitter) x d, d]
 AGENT_BACKOFF = (2.0, 10.0)
 AGENT_JITTER = 0.5
+#: how often a simulated agent process polls its sockets (the timings' resolution)
+AGENT_POLL_S = 0.05
 
 
 def log(message: str) -> None:
@@ -254,9 +256,10 @@ def run_agents(args: argparse.Namespace) -> int:
             sockets[i].send(reregister[i], zmq.NOBLOCK)
             round_info["retries"] += 1
             heapq.heappush(retry_heap, (now + retry_delay(i), i))
-        # let messages gather: polling thousands of sockets per message would
-        # take the CPU the master needs (adds at most 10 ms to a timing)
-        spare = 0.01 - (time.monotonic() - loop_started)
+        # let messages gather: each poll of thousands of sockets costs about a
+        # millisecond, and polling often took the simulated agents more CPU
+        # than the master had (adds at most AGENT_POLL_S to a timing)
+        spare = AGENT_POLL_S - (time.monotonic() - loop_started)
         if spare > 0:
             time.sleep(spare)
     locator.close()
@@ -874,6 +877,7 @@ def main(argv: list[str] | None = None) -> int:
             "agents_per_process": args.agents_per_process,
             "agent_backoff_s": list(AGENT_BACKOFF),
             "agent_backoff_jitter": AGENT_JITTER,
+            "agent_poll_s": AGENT_POLL_S,
             "cpu_pinning": None if args.master_cpus is None else {
                 "masters": sorted(args.master_cpus), "zookeeper_agents_frameworks": sorted(os.sched_getaffinity(0))},
             "failovers_per_size": args.failovers,
