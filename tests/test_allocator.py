@@ -487,3 +487,73 @@ def test_single_role_accounting_is_deferred_exactly():
     eager, deferred = scenario(force_eager=True), scenario(force_eager=False)
     assert deferred == eager
     assert eager[0][-2][0] == "g"  # the tie went to the role with fewer allocations
+
+
+# --------------------------------------------- preferences (fair-share preemption's Prefer)
+def test_preferred_role_gets_the_agent_ahead_of_weighted_drf_until_the_window_ends():
+    alloc, clock = make()
+    alloc.add_agent("n0", R("cpus:4;mem:4096"))
+    alloc.add_framework("a1", role="a")
+    alloc.add_framework("b1", role="b")
+    alloc.update_weights({"a": 100.0})  # a would win every tie and more
+    alloc.prefer_role("n0", "b", until=clock.now() + 2.0)
+    assert alloc.preferences() == {"n0": ("b", 2.0)}
+    (offer,) = alloc.tick()  # the preference triggers allocation of the agent
+    assert (offer.framework_id, offer.resources) == ("b1", R("cpus:4;mem:4096"))
+    alloc.decline_offer(offer.id, refuse_seconds=0)
+    clock.advance(2.0)  # the window is over: weighted DRF again
+    (offer,) = alloc.allocate()
+    assert offer.framework_id == "a1"
+    assert alloc.preferences() == {} and alloc.snapshot()["preferred"] == {}
+    alloc.check_invariants()
+
+
+def test_preference_gives_way_when_the_role_cannot_take_the_agent():
+    alloc, clock = make()
+    alloc.add_agent("n0", R("cpus:4;mem:4096"))
+    alloc.add_framework("a1", role="a")
+    alloc.add_framework("b1", role="b")
+    alloc.add_framework("b2", role="b", suppressed=True)
+    alloc.prefer_role("n0", "b", until=10.0)
+    (offer,) = alloc.allocate()
+    assert offer.framework_id == "b1"
+    alloc.decline_offer(offer.id, refuse_seconds=60)  # b1 filters it, b2 is suppressed: a1 may have it
+    (offer,) = alloc.allocate()
+    assert offer.framework_id == "a1"
+    alloc.check_invariants()
+
+
+def test_preference_beats_a_guarantee_stage_but_not_the_headroom_or_a_limit():
+    alloc, clock = make()
+    alloc.add_agent("n0", R("cpus:4;mem:4096"))
+    alloc.add_agent("n1", R("cpus:4;mem:4096"))
+    alloc.add_framework("g1", role="g")
+    alloc.add_framework("b1", role="b")
+    alloc.update_quota("g", guarantee=R("cpus:4;mem:4096"))
+    alloc.update_quota("b", limit=R("cpus:3"))
+    alloc.prefer_role("n0", "b", until=10.0)
+    offers = {(o.agent_id, o.framework_id): o.resources for o in alloc.allocate()}
+    # b gets n0 first, up to its limit (without the preference the guarantee
+    # stage could have served g there first); the headroom for g stays
+    assert offers[("n0", "b1")] == R("cpus:3;mem:4096")
+    held_by_g = sum(r.get("cpus") for (agent, fw), r in offers.items() if fw == "g1")
+    assert held_by_g >= 4  # its guarantee is met (plus what nobody else may take)
+    alloc.check_invariants()
+
+
+def test_a_preference_only_for_a_role_with_eligible_frameworks_and_a_past_until_clears_it():
+    alloc, clock = make()
+    alloc.add_agent("n0", R("cpus:4;mem:4096"))
+    alloc.add_framework("a1", role="a")
+    alloc.prefer_role("n0", "nobody", until=5.0)  # no framework in that role: DRF order
+    (offer,) = alloc.allocate()
+    assert offer.framework_id == "a1"
+    alloc.prefer_role("n0", "nobody", until=0.0)
+    assert alloc.preferences() == {}
+    with pytest.raises(Exception):
+        alloc.prefer_role("missing", "b", until=5.0)
+    with pytest.raises(Exception):
+        alloc.prefer_role("n0", "bad role", until=5.0)
+    alloc.prefer_role("n0", "b", until=5.0)
+    alloc.remove_agent("n0")
+    assert alloc.preferences() == {}

@@ -183,6 +183,9 @@ class HierarchicalAllocator:
         self._rescinds: list[Rescind] = []
         self._pending_all = False
         self._pending: set[str] = set()
+        #: agent -> (role, until): offer what the agent has free to that role's
+        #: frameworks first until then (fair-share preemption's Prefer)
+        self._preferred: dict[str, tuple[str, float]] = {}
         self._eligibility = 0  # bumped whenever some framework may take what it could not before
         self._eligible: set[str] = set()              # frameworks active and not suppressed
         self._min_overrides: dict[tuple[Resources, ...], int] = {}  # distinct per-framework minimums
@@ -252,6 +255,7 @@ class HierarchicalAllocator:
             sorter.remove_total(agent.total)
         self._filters.clear_agent(agent_id)
         self._pending.discard(agent_id)
+        self._preferred.pop(agent_id, None)
         del self._agents[agent_id]
 
     def update_agent(
@@ -304,6 +308,30 @@ class HierarchicalAllocator:
         agent.version += 1
         self._add_free(agent.available._millis, 1)
         self._pending.add(agent_id)
+
+    def prefer_role(self, agent_id: str, role: str, until: float) -> None:
+        """Until ``until`` (clock time), offer what ``agent_id`` has free to
+        the frameworks of ``role`` first, ahead of the DRF order, weights and
+        quota guarantees (fair-share preemption's ``Prefer``: resources freed
+        for a starved role). Quota limits and the headroom held for other
+        roles' guarantees still cap the offer, and a role whose frameworks
+        cannot take it (suppressed, filtered, below their minimum) lets it go
+        on in the usual order. One preference per agent: a later call
+        replaces it; ``until`` in the past clears it. Triggers allocation of
+        the agent. O(1); a cycle pays for preferences only while some are set.
+        """
+        self._agent(agent_id)
+        validate_role(role)
+        if until <= self.clock.now():
+            self._preferred.pop(agent_id, None)
+            return
+        self._preferred[agent_id] = (role, float(until))
+        self._pending.add(agent_id)
+
+    def preferences(self) -> dict[str, tuple[str, float]]:
+        """The preferences in force: agent -> (role, until)."""
+        now = self.clock.now()
+        return {agent_id: pref for agent_id, pref in sorted(self._preferred.items()) if pref[1] > now}
 
     # ============================================================ frameworks
     def add_framework(
@@ -686,6 +714,8 @@ class HierarchicalAllocator:
         collecting = gc.isenabled()
         gc.disable()
         try:
+            if self._preferred:  # empty unless fair-share preemption freed something: nothing to pay
+                self._allocate_preferred(candidates, now, grants)
             if self._quota.guarantees:
                 for agent in candidates:
                     self._allocate_guarantees(agent, now, grants)
@@ -732,6 +762,37 @@ class HierarchicalAllocator:
             if times:
                 wake = min(wake, times[0][0] + self.offer_timeout)
         return wake
+
+    def _allocate_preferred(self, candidates: list[_Agent], now: float, grants: dict) -> None:
+        """Stage 0: an agent preferred for a role goes to that role's first
+        framework in sorted order that can take it (see :meth:`prefer_role`).
+        O(preferences + candidates), run only while preferences are set."""
+        preferred = self._preferred
+        for agent_id in [a for a, (_, until) in preferred.items() if until <= now]:
+            del preferred[agent_id]
+        if not preferred:
+            return
+        for agent in candidates:
+            pref = preferred.get(agent.id)
+            if pref is None or pref[0] not in self._active_roles:
+                continue
+            role = pref[0]
+            if not agent.available or not self._allocatable_for_anyone(agent.available):
+                continue
+            caps = self._caps(role) if self._quota else None
+            filters_here = self._filters.on_agent(agent.id)
+            for framework_id in self._role_frameworks[role].iter_sorted():
+                framework = self._frameworks[framework_id]
+                offer = self._offerable(agent, framework, caps)
+                if offer is None:
+                    continue
+                if filters_here:
+                    refusals = filters_here.get(framework_id)
+                    if refusals and refused_any(refusals, offer, now):
+                        self._counters["offers_filtered"] += 1
+                        continue
+                self._grant(framework, agent, offer, grants)
+                break  # the sorter changed: never resume its iterator
 
     def _allocate_guarantees(self, agent: _Agent, now: float, grants: dict) -> None:
         """Stage 1: roles owed part of their guarantee take it from this agent."""
@@ -1079,6 +1140,7 @@ class HierarchicalAllocator:
             "weights": dict(sorted(self._weights.items())),
             "quota": self._quota.snapshot(),
             "pending": {"all": self._pending_all, "agents": sorted(self._pending)},
+            "preferred": {a: {"role": role, "until": until} for a, (role, until) in self.preferences().items()},
             "counters": dict(self._counters),
             "rescinds": [(r.offer.id, r.reason) for r in self._rescinds],
         }
