@@ -45,15 +45,11 @@ from __future__ import annotations
 
 import argparse
 import gc
-import hashlib
-import json
 import os
-import platform
 import random
 import resource
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -61,7 +57,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))   # run from a checkout without installing
-sys.path.insert(0, str(HERE))   # textbook_drf next to this file
+sys.path.insert(0, str(HERE))   # textbook_drf and benchlib next to this file
+
+from benchlib import blob_ids, emit, git_state, machine_info  # noqa: E402
 
 from mesoslike.allocator import HierarchicalAllocator  # noqa: E402
 from mesoslike.clock import FakeClock  # noqa: E402
@@ -324,40 +322,12 @@ def run_event(impl: str, agents: int, frameworks: int, reps: int, seed: int, res
 
 
 # --------------------------------------------------------------- the run
-def machine_info() -> dict:
-    mem_total = None
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    mem_total = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return {
-        "python": sys.version.split()[0],
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "processor": platform.processor() or None,
-        "cpu_count": os.cpu_count(),
-        "mem_total_bytes": mem_total,
-    }
-
-
 CODE_FILES = ["mesoslike/allocator/hierarchical.py", "mesoslike/allocator/drf.py",
               "mesoslike/allocator/filters.py", "mesoslike/resources.py", "bench/textbook_drf.py"]
 
 
 def code_hashes() -> dict[str, str]:
-    """Git blob ids of the measured files (``git hash-object FILE``), so a
-    result can be matched to the commit holding exactly that code."""
-    out = {}
-    for name in CODE_FILES:
-        path = ROOT / name
-        if path.exists():
-            data = path.read_bytes()
-            out[name] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-    return out
+    return blob_ids(CODE_FILES)
 
 
 IMPORTED_CODE = code_hashes()   # right after the imports: the code this process runs
@@ -367,16 +337,8 @@ def code_info() -> dict:
     """Which allocator code was measured (the tree is edited concurrently):
     hashes of the files as imported, and whether they changed during the run
     (a running process keeps the code it imported)."""
-    info: dict = {"git_blobs": IMPORTED_CODE}
-    try:
-        info["git_head"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                                          text=True, timeout=10).stdout.strip() or None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", *CODE_FILES], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10).stdout
-        info["measured_files_differ_from_head"] = bool(dirty.strip())
-    except (OSError, subprocess.SubprocessError):
-        info["git_head"] = None
-    return info
+    head, dirty = git_state(CODE_FILES)
+    return {"git_blobs": IMPORTED_CODE, "git_head": head, "measured_files_differ_from_head": dirty}
 
 
 def parse_sizes(text: str) -> list[tuple[int, int]]:
@@ -682,12 +644,7 @@ def main(argv: list[str] | None = None) -> int:
     doc["code"]["changed_on_disk_during_run"] = code_hashes() != IMPORTED_CODE
     doc["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
-    text = json.dumps(doc, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
-        log(f"wrote {args.out}")
+    emit(doc, args.out, log)
     log(f"done in {doc['wall_s']:.0f} s")
     return 0
 

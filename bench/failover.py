@@ -64,12 +64,10 @@ default run takes about 2 minutes on 2 cores.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import heapq
 import json
 import math
 import os
-import platform
 import random
 import resource
 import shlex
@@ -87,6 +85,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))            # run from a checkout without installing
 sys.path.insert(0, str(ROOT / "tests"))  # the ZooKeeper server helper
+sys.path.insert(0, str(HERE))           # benchlib
+
+from benchlib import blob_ids, git_state, machine_info  # noqa: E402
+from benchlib import emit as emit_result  # noqa: E402  (emit() below is the agents' line printer)
 
 MESOS_15_SECONDS = 4.0          # the anchor: Mesos 1.5, 10k agents with 100k tasks re-registered in ~4 s
 DEFAULT_SIZES = "1000x100000,10000x100000"
@@ -763,38 +765,14 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
     return sizes
 
 
-def machine_info() -> dict:
-    mem_total = None
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    mem_total = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return {"python": sys.version.split()[0], "implementation": platform.python_implementation(),
-            "platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
-            "mem_total_bytes": mem_total}
-
-
 CODE_FILES = ["mesoslike/master/core.py", "mesoslike/master/runtime.py", "mesoslike/master/registry.py",
               "mesoslike/ha/zookeeper.py", "mesoslike/wire/codec.py", "mesoslike/allocator/hierarchical.py",
               "bench/failover.py"]
 
 
 def code_info() -> dict:
-    blobs = {}
-    for name in CODE_FILES:
-        data = (ROOT / name).read_bytes()
-        blobs[name] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-    product = [name for name in CODE_FILES if name.startswith("mesoslike/")]
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", *product], cwd=ROOT, capture_output=True,
-                               text=True).stdout.strip()
-    except OSError:
-        head, dirty = None, None
-    return {"git_head": head or None, "git_blobs": blobs, "product_files_differ_from_head": bool(dirty)}
+    head, dirty = git_state([name for name in CODE_FILES if name.startswith("mesoslike/")])
+    return {"git_head": head, "git_blobs": blob_ids(CODE_FILES), "product_files_differ_from_head": dirty}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -930,12 +908,7 @@ def main(argv: list[str] | None = None) -> int:
                                 ignore=shutil.ignore_patterns("data"))
     doc["wall_s"] = time.perf_counter() - started
     doc["loadavg_start_end"] = [load_start, os.getloadavg()]
-    text = json.dumps(doc, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
-        log(f"wrote {args.out}")
+    emit_result(doc, args.out, log)
     return 1 if "error" in doc else 0
 
 

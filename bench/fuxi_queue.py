@@ -47,15 +47,12 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
-import hashlib
-import json
 import math
 import os
 import random
 import resource
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from operator import le
@@ -66,7 +63,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))   # run from a checkout without installing
 sys.path.insert(0, str(HERE))   # bench/allocator.py next to this file
 
-from allocator import machine_info  # noqa: E402  (the same machine record as the allocator bench)
+from benchlib import blob_ids, emit, git_state, machine_info  # noqa: E402
 from mesoslike.frameworks.fuxi.waiting_queue import WaitingQueue  # noqa: E402
 from mesoslike.resources import Resources  # noqa: E402
 
@@ -325,30 +322,15 @@ def targets(doc: dict, sizes: list[int]) -> dict:
 
 # --------------------------------------------------------------- the run
 def code_hashes() -> dict[str, str]:
-    """Git blob ids of the measured files (``git hash-object FILE``)."""
-    out = {}
-    for name in CODE_FILES:
-        path = ROOT / name
-        if path.exists():
-            data = path.read_bytes()
-            out[name] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-    return out
+    return blob_ids(CODE_FILES)
 
 
 IMPORTED_CODE = code_hashes()
 
 
 def code_info() -> dict:
-    info: dict = {"git_blobs": IMPORTED_CODE}
-    try:
-        info["git_head"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                                          text=True, timeout=10).stdout.strip() or None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", *CODE_FILES], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10).stdout
-        info["measured_files_differ_from_head"] = bool(dirty.strip())
-    except (OSError, subprocess.SubprocessError):
-        info["git_head"] = None
-    return info
+    head, dirty = git_state(CODE_FILES)
+    return {"git_blobs": IMPORTED_CODE, "git_head": head, "measured_files_differ_from_head": dirty}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -420,12 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     doc["code"]["changed_on_disk_during_run"] = code_hashes() != IMPORTED_CODE
     doc["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
-    text = json.dumps(doc, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
-        log(f"wrote {args.out}")
+    emit(doc, args.out, log)
     log(f"done in {doc['wall_s']:.0f} s")
     return 0
 

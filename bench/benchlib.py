@@ -1,0 +1,69 @@
+"""What every benchmark in ``bench/`` records about its run, in one place:
+the machine, the measured code (git head and blob ids) and the JSON output."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable, Iterable
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def machine_info() -> dict:
+    mem_total = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    mem_total = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return {
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "cpu_count": os.cpu_count(),
+        "mem_total_bytes": mem_total,
+    }
+
+
+def blob_ids(files: Iterable[str]) -> dict[str, str]:
+    """Git blob ids of ``files`` (``git hash-object FILE``), so a result can
+    be matched to the commit holding exactly that code."""
+    out = {}
+    for name in files:
+        path = ROOT / name
+        if path.exists():
+            data = path.read_bytes()
+            out[name] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return out
+
+
+def git_state(files: Iterable[str]) -> tuple[str | None, bool | None]:
+    """(HEAD's commit, whether any of ``files`` differs from it)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", *files], cwd=ROOT, capture_output=True,
+                               text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    return head, bool(dirty)
+
+
+def emit(doc: dict, out: Path | None, log: Callable[[str], None]) -> None:
+    """Print the result document as JSON and, with ``out``, write it there."""
+    text = json.dumps(doc, indent=2)
+    print(text)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
+        log(f"wrote {out}")
