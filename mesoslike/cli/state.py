@@ -59,7 +59,28 @@ def format_state(doc: dict) -> str:
     lines += ["", f"offers outstanding: {len(doc['offers'])}"]
     if doc.get("roles"):
         lines.append("role shares: " + ", ".join(f"{r} {s:.3f}" for r, s in doc["roles"].items()))
+    if doc.get("preemption"):
+        lines += ["", *_preemption_lines(doc["preemption"])]
     return "\n".join(lines)
+
+
+def _preemption_lines(preemption: dict) -> list[str]:
+    """Fair-share preemption: one line per role with work of its own."""
+    counters = preemption.get("counters", {})
+    lines = ["fair-share preemption: " + ", ".join(f"{counters.get(k, 0)} {k}" for k in ("warned", "killed",
+                                                                                        "released"))]
+    for role, entry in preemption.get("roles", {}).items():
+        if "starved" not in entry:
+            continue  # a parent without work of its own
+        line = f"  {role}: fair share {entry['fair_share'] or '-'}, usage {entry['usage'] or '-'}"
+        if entry.get("starved"):
+            line += f", STARVED by {entry['starved']}"
+        elif entry.get("fair_share_starved_since") is not None:
+            line += f", below its target since {entry['fair_share_starved_since']:.1f}"
+        if entry.get("preempting"):
+            line += f", preempting {len(entry['preempting'])} task(s) for it"
+        lines.append(line)
+    return lines
 
 
 @click.command()

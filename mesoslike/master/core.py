@@ -24,6 +24,7 @@ import attrs
 from mesoslike.allocator import HierarchicalAllocator, RescindReason
 from mesoslike.clock import Clock
 from mesoslike.errors import MesoslikeError
+from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleUsage, Settings, TaskView, Warn
 from mesoslike.master.records import AgentRecord, FrameworkRecord, MasterConfig, TaskRecord, new_status
 from mesoslike.master.registry import Registry
 from mesoslike.master.state import state_json
@@ -95,7 +96,15 @@ class MasterCore:
         self._next_ping_sweep = now + self.config.ping_interval
         self._next_framework_sweep = now
         self.counters = {"messages_received": 0, "bad_messages": 0, "tasks_launched": 0, "tasks_invalid": 0,
-                         "agents_removed": 0, "frameworks_removed": 0, "registration_retries": 0}
+                         "agents_removed": 0, "frameworks_removed": 0, "registration_retries": 0,
+                         "preemptions_warned": 0, "preemptions_killed": 0, "preemptions_released": 0}
+        #: the roles file in force (``mesoslike.master.roles.RolesConfig``), set by the runtime
+        self.roles_config = None
+        #: fair-share preemption (docs/preemption.rst); None = off, the default
+        self.preemption: FairSharePreemption | None = None
+        self._next_preemption_update = now
+        self._warned: dict[tuple[str, str], str] = {}    # (framework, task) warned -> the role it goes to
+        self._preempting: dict[tuple[str, str], str] = {}  # (framework, task) killed by preemption -> why
         self._out: list[Send] = []
         self._recover(now)
 
@@ -144,6 +153,26 @@ class MasterCore:
         log.info("quota of role %s: guarantee %s, limit %s", role, guarantee or "none", limit or "none")
         self._send_rescinds()
         return self._flush()
+
+    def set_preemption(self, settings: Settings | None) -> None:
+        """Turn fair-share preemption on with ``settings`` (e.g.
+        ``PreemptionSettings.from_roles_config(config)``), update its
+        settings, or turn it off (None, or settings with preemption disabled:
+        the policy and its pending victims are dropped). The runtime calls it
+        whenever it applies the roles file."""
+        if settings is None or not settings.preemption_enabled:
+            if self.preemption is not None:
+                log.info("fair-share preemption off")
+            self.preemption = None
+            self._warned.clear()
+            self._preempting.clear()
+            return
+        if self.preemption is None:
+            self.preemption = FairSharePreemption(settings, allocation_interval=self.config.allocation_interval)
+            self._next_preemption_update = self.clock.now()
+            log.info("fair-share preemption on (wait before kill %.1fs)", settings.wait_before_kill)
+        else:
+            self.preemption.set_settings(settings)
 
     def _registry_changed(self) -> None:
         self.registry_changes += 1
@@ -222,12 +251,103 @@ class MasterCore:
             self._next_framework_sweep = now + min(1.0, self.config.heartbeat_interval / 2)
             self._check_frameworks(now)
             self._check_expected_agents(now)
+        if self.preemption is not None and now >= self._next_preemption_update:
+            self._next_preemption_update = now + self.preemption.update_interval
+            self._preemption_update(now)
         self._send_offers(self.allocator.tick())
         self._send_rescinds()
         return self._flush()
 
     def next_wakeup(self) -> float:
-        return min(self.allocator.next_wakeup(), self._next_ping_sweep, self._next_framework_sweep)
+        wake = min(self.allocator.next_wakeup(), self._next_ping_sweep, self._next_framework_sweep)
+        return wake if self.preemption is None else min(wake, self._next_preemption_update)
+
+    # ============================================================ preemption
+    def _preemption_update(self, now: float) -> None:
+        """One round of the policy (every ``update_interval``): its inputs
+        from the soft state, then its actions. O(tasks + offers + agents).
+
+        Demand: frameworks do not state what they still want (as in Mesos),
+        so a role with a connected framework that is not suppressed wants
+        the whole cluster on top of what it holds; a role whose frameworks
+        are all suppressed or disconnected wants nothing more."""
+        policy = self.preemption
+        total = Resources.sum(agent.info.resources for agent in self.agents.values() if agent.connected)
+        usage: dict[str, list[Resources]] = {}
+        wanting: set[str] = set()
+        tasks: list[TaskView] = []
+        for record in self.frameworks.values():
+            role = record.info.role
+            held = usage.setdefault(role, [])
+            if record.connected and not record.suppressed:
+                wanting.add(role)
+            for task in record.tasks.values():
+                if not task.terminal:
+                    held.append(task.info.resources)
+                    tasks.append(TaskView(task.id, record.id, role, task.agent_id, task.info.resources,
+                                          task.launched_at))
+            held.extend(offer.resources for offer in self.allocator.outstanding_offers(record.id))
+        roles = {}
+        for role, held in usage.items():
+            used = Resources.sum(held)
+            roles[role] = RoleUsage(used, used + total if role in wanting else used)
+        for key in [key for key in self._warned if not self._running(key)]:
+            self._preemption_ended(key)  # ended without a status (framework removed, ...)
+        try:
+            actions = policy.update(now, total, roles, tasks)
+        except Exception:  # a bug in the policy must not stop the master
+            log.exception("fair-share preemption: the update failed")
+            return
+        for action in actions:
+            if isinstance(action, Warn):
+                self._preemption_warn(action, now)
+            elif isinstance(action, Kill):
+                self._preemption_kill(action)
+            elif isinstance(action, Prefer):
+                if action.agent_id in self.agents:
+                    self.allocator.prefer_role(action.agent_id, action.role, action.until)
+
+    def _running(self, key: tuple[str, str]) -> bool:
+        record = self.frameworks.get(key[0])
+        task = record.tasks.get(key[1]) if record is not None else None
+        return task is not None and not task.terminal
+
+    def _preemption_warn(self, action: Warn, now: float) -> None:
+        record = self.frameworks.get(action.framework_id)
+        for task_id in action.task_ids:
+            self._warned[(action.framework_id, task_id)] = action.role_for
+        self.counters["preemptions_warned"] += len(action.task_ids)
+        log.info("preemption: warning framework %s that tasks %s will be killed in %.1fs for role %s",
+                 action.framework_id, ", ".join(action.task_ids), action.deadline - now, action.role_for)
+        if record is not None and record.connected:
+            self._send_framework(record, m.PreemptionWarning(list(action.task_ids), max(0.0, action.deadline - now),
+                                                             action.role_for))
+
+    def _preemption_kill(self, action: Kill) -> None:
+        record = self.frameworks.get(action.framework_id)
+        task = record.tasks.get(action.task_id) if record is not None else None
+        if task is None or task.terminal:
+            return
+        self._preempting[(record.id, task.id)] = action.reason
+        self.counters["preemptions_killed"] += 1
+        log.info("preemption: killing task %s of framework %s: %s", task.id, record.id, action.reason)
+        agent = self.agents.get(task.agent_id)
+        if agent is not None and agent.connected:
+            self._send(agent.peer, m.KillTask(record.id, task.id))
+
+    def _preemption_ended(self, key: tuple[str, str], agent_id: str | None = None) -> None:
+        """A warned task ended: tell the policy, count it, and have its
+        agent offered to the role it was taken for at once (the policy's own
+        Prefer comes with its next update, after the allocator may have
+        offered the agent elsewhere)."""
+        role_for = self._warned.pop(key)
+        if self._preempting.pop(key, None) is None:
+            self.counters["preemptions_released"] += 1
+        if self.preemption is None:
+            return
+        self.preemption.task_gone(*key)
+        if agent_id is not None and agent_id in self.agents:
+            self.allocator.prefer_role(agent_id, role_for, self.clock.now() + self.preemption.prefer_for)
 
     # ============================================================ frameworks
     def _subscribe(self, peer: bytes, msg: m.Subscribe) -> None:
@@ -370,11 +490,13 @@ class MasterCore:
         record = self._framework_for(peer, msg.framework_id)
         if record is not None:
             self.allocator.revive_offers(record.id)
+            record.suppressed = False
 
     def _suppress(self, peer: bytes, msg: m.Suppress) -> None:
         record = self._framework_for(peer, msg.framework_id)
         if record is not None:
             self.allocator.suppress_offers(record.id)
+            record.suppressed = True
 
     # ================================================================ launch
     def _accept(self, peer: bytes, msg: m.Accept) -> None:
@@ -455,7 +577,7 @@ class MasterCore:
     def _run_task(self, record: FrameworkRecord, agent: AgentRecord, task: TaskInfo) -> None:
         status = new_status(task.task_id, TaskState.STAGING, agent_id=agent.id, framework_id=record.id,
                             timestamp=self._wall_clock())
-        record.tasks[task.task_id] = TaskRecord(task, record.id, agent.id, status)
+        record.tasks[task.task_id] = TaskRecord(task, record.id, agent.id, status, launched_at=self.clock.now())
         agent.tasks.add((record.id, task.task_id))
         self.counters["tasks_launched"] += 1
         self._send(agent.peer, m.RunTask(record.info, task))
@@ -488,6 +610,9 @@ class MasterCore:
         if agent is None:
             return
         status = attrs.evolve(msg.status, agent_id=agent.id, framework_id=msg.framework_id)
+        why = self._preempting.get((msg.framework_id, status.task_id)) if self._preempting else None
+        if why is not None and status.state == TaskState.KILLED:
+            status = attrs.evolve(status, reason="REASON_TASK_PREEMPTED", message=why)
         record = self.frameworks.get(msg.framework_id)
         task = record.tasks.get(status.task_id) if record is not None else None
         if task is not None:
@@ -502,6 +627,8 @@ class MasterCore:
         if task.terminal and not status.terminal:
             return  # a late retry of an older update
         task.status = status
+        if status.terminal and self._warned and (record.id, task.id) in self._warned:
+            self._preemption_ended((record.id, task.id), task.agent_id)
         if status.terminal and not task.resources_recovered:
             task.resources_recovered = True
             if task.agent_id in self.agents:
@@ -626,6 +753,7 @@ class MasterCore:
         self._admit_agent(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()})
         agent = self.agents[msg.agent.id]
         agent_id, now, frameworks = agent.id, self._wall_clock(), self.frameworks  # hot: 100k tasks per failover
+        launched = self.clock.now()  # when it started is not known: when this master learnt of it
         for running in msg.tasks:
             framework_id, task_id = running.framework_id, running.task.task_id
             record = frameworks.get(framework_id)
@@ -635,7 +763,7 @@ class MasterCore:
                                 timestamp=now)
             # an ended task holds nothing; its terminal update is on its way
             record.tasks[task_id] = TaskRecord(running.task, framework_id, agent_id, status,
-                                               running.state in TERMINAL_STATES)
+                                               running.state in TERMINAL_STATES, launched)
             agent.tasks.add((framework_id, task_id))
         log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
 
@@ -714,6 +842,8 @@ class MasterCore:
                             reason="REASON_AGENT_REMOVED", timestamp=self._wall_clock())
         task.status = status
         task.resources_recovered = True  # the agent's removal returns them
+        if self._warned and (record.id, task.id) in self._warned:
+            self._preemption_ended((record.id, task.id))
         if record.connected:
             self._send_framework(record, m.Update(status))
         self._complete(record, task)

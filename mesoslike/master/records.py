@@ -48,6 +48,7 @@ class TaskRecord:
     agent_id: str
     status: TaskStatus
     resources_recovered: bool = False
+    launched_at: float = 0.0            # master clock time it was launched (or first reported)
 
     @property
     def id(self) -> str:
@@ -70,6 +71,7 @@ class FrameworkRecord:
     last_heard: float = 0.0             # any message from it
     last_sent: float = 0.0              # any message to it
     failover_deadline: float | None = None
+    suppressed: bool = False            # SUPPRESS until REVIVE: it wants no offers
     tasks: dict[str, TaskRecord] = attrs.field(factory=dict)      # live (non-terminal or unacknowledged)
     completed: list[TaskRecord] = attrs.field(factory=list)       # terminal, most recent last
 

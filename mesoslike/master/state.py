@@ -76,6 +76,12 @@ def state_json(core: MasterCore) -> dict:
         for o in allocator.outstanding_offers()
     ]
     roles_config = getattr(core, "roles_config", None)  # the roles file in force, set by the runtime
+    policy = getattr(core, "preemption", None)
+    preemption = None
+    if policy is not None:  # fair-share preemption is on
+        preemption = policy.state()
+        preemption["preferred"] = [{"agent_id": agent_id, "role": role, "until": until}
+                                   for agent_id, (role, until) in allocator.preferences().items()]
     return {
         "leader": {"id": core.info.id, "address": core.info.address, "http_address": core.info.http_address},
         "is_leader": True,
@@ -87,6 +93,7 @@ def state_json(core: MasterCore) -> dict:
         "total": str(stats.total),
         "allocated": str(stats.allocated),
         "roles_config": roles_config.to_json() if roles_config is not None else None,
+        "preemption": preemption,
     }
 
 
@@ -133,6 +140,9 @@ def metrics_text(core: MasterCore) -> str:
           [("", core.counters["messages_received"])])
     _line(lines, "bad_messages_total", "counter", "Frames that did not decode.",
           [("", core.counters["bad_messages"])])
+    _line(lines, "preemptions_total", "counter",
+          "Fair-share preemption: tasks warned, killed at their deadline, released after a warning.",
+          [(f'{{kind="{kind}"}}', core.counters[f"preemptions_{kind}"]) for kind in ("warned", "killed", "released")])
     _line(lines, "agent_registration_retries_total", "counter",
           "Agent registrations received again, byte for byte, and answered without handling them again.",
           [("", core.counters["registration_retries"])])
