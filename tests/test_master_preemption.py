@@ -39,6 +39,7 @@ class Cluster:
         self.kills = []     # KILL_TASK the agents got
         self.agents = {}    # agent peer -> agent id
         self.fids = {}
+        self.silent = set()  # framework peers that stopped talking
         self.uuid = 0
         for peer in AGENTS:
             out = self.core.on_message(peer, m.RegisterAgent(AgentInfo(peer.decode(), R("cpus:4;mem:4096"))))
@@ -63,8 +64,8 @@ class Cluster:
     def send(self, peer, message):
         self.deliver(self.core.on_message(peer, message))
 
-    def subscribe(self, peer, role):
-        self.send(peer, m.Subscribe(FrameworkInfo(name=role, role=role)))
+    def subscribe(self, peer, role, **info):
+        self.send(peer, m.Subscribe(FrameworkInfo(name=role, role=role, **info)))
         (subscribed,) = [msg for p, msg in self.received if p == peer and isinstance(msg, m.Subscribed)]
         self.fids[peer] = subscribed.framework_id
         return subscribed.framework_id
@@ -72,7 +73,7 @@ class Cluster:
     def tick(self, advance=0.0):
         self.clock.advance(advance)
         for peer in self.fids:  # the frameworks stay alive
-            if self.fids[peer] in self.core.frameworks:
+            if self.fids[peer] in self.core.frameworks and peer not in self.silent:
                 self.send(peer, m.Heartbeat())
         self.deliver(self.core.tick())
 
@@ -113,6 +114,16 @@ def a_fills_the_cluster(preemption):
     c.subscribe(FA, "a")
     c.tick()
     assert len(c.launch_slots(FA, "a")) == 8
+    return c
+
+
+def b_arrives_and_a_is_warned(preemption):
+    """a fills the cluster, b arrives; after b's timeout a is warned."""
+    c = a_fills_the_cluster(preemption)
+    c.subscribe(FB, "b")
+    for _ in range(6):
+        c.tick(0.5)
+    assert c.take(FA, m.PreemptionWarning)
     return c
 
 
@@ -199,11 +210,7 @@ def test_no_preemption_when_the_roles_file_turns_it_off():
 
 
 def test_turning_it_off_drops_pending_victims_and_on_again_starts_afresh():
-    c = a_fills_the_cluster(settings(timeout=1.0, wait=5.0))
-    c.subscribe(FB, "b")
-    for _ in range(6):
-        c.tick(0.5)
-    assert c.take(FA, m.PreemptionWarning)
+    c = b_arrives_and_a_is_warned(settings(timeout=1.0, wait=5.0))
     c.core.set_preemption(settings(enabled=False))  # a reloaded roles file
     for _ in range(20):
         c.tick(0.5)
@@ -251,12 +258,20 @@ def test_suppressed_or_disconnected_frameworks_want_nothing_more():
     assert c.take(FA, m.PreemptionWarning)
 
 
-def test_kills_are_dropped_when_the_starved_role_leaves_before_the_deadline():
-    c = a_fills_the_cluster(settings(timeout=1.0, wait=5.0))
-    c.subscribe(FB, "b")
-    for _ in range(6):
+def test_a_disconnected_framework_wants_nothing_more():
+    c = a_fills_the_cluster(settings(timeout=30.0, wait=1.0))
+    c.subscribe(FB, "b", failover_timeout=3600.0)
+    c.silent.add(FB)  # disconnected after 5 heartbeats (25 s), before b's 30 s timeout
+    for _ in range(120):
         c.tick(0.5)
-    assert c.take(FA, m.PreemptionWarning)
+    assert not c.core.frameworks[c.fids[FB]].connected
+    assert not c.take(FA, m.PreemptionWarning) and not c.kills
+    b = state_json(c.core)["preemption"]["roles"]["b"]
+    assert b["demand"] == "" and b["fair_share_starved_since"] is None
+
+
+def test_kills_are_dropped_when_the_starved_role_leaves_before_the_deadline():
+    c = b_arrives_and_a_is_warned(settings(timeout=1.0, wait=5.0))
     c.send(FB, m.Teardown(c.fids[FB]))
     for _ in range(20):
         c.tick(0.5)
