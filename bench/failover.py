@@ -541,7 +541,7 @@ class Frameworks:
 
 def registry_agents(client, path: str) -> tuple[int, int]:
     """(agents in the stored registry, its size in bytes over all its znodes)."""
-    from mesoslike.ha.zookeeper import ZooKeeperRegistry
+    from mesoslike.ha.registry_store import ZooKeeperRegistry
 
     try:
         agents = len(ZooKeeperRegistry(client, path).load().agents)
@@ -766,7 +766,7 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
 
 
 CODE_FILES = ["mesoslike/master/core.py", "mesoslike/master/runtime.py", "mesoslike/master/registry.py",
-              "mesoslike/ha/zookeeper.py", "mesoslike/wire/codec.py", "mesoslike/allocator/hierarchical.py",
+              "mesoslike/ha/registry_store.py", "mesoslike/wire/codec.py", "mesoslike/allocator/hierarchical.py",
               "bench/failover.py"]
 
 

@@ -1,4 +1,4 @@
-"""The registry's sharded layout in ZooKeeper (mesoslike.ha.zookeeper, docs/ha.rst):
+"""The registry's sharded layout in ZooKeeper (mesoslike.ha.registry_store, docs/ha.rst):
 capacity (100k agents), incremental writes, fencing of every transaction,
 split writes, corrupt shards, removed-id chunks and the conversion of the
 old one-document format — against a real ZooKeeper from ``zk_helpers``."""
@@ -14,7 +14,7 @@ import pytest
 from kazoo.protocol.serialization import CheckVersion, Transaction
 
 from mesoslike.ha import FencedRegistryStore, FencingError, MasterContender, ZkUrl, ZooKeeperRegistry, connect
-from mesoslike.ha import zookeeper as zk
+from mesoslike.ha import registry_store as zk
 from mesoslike.master import registry as registry_module
 from mesoslike.master.registry import Registry
 from mesoslike.resources import Resources

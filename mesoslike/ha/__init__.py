@@ -2,8 +2,9 @@
 and the registry in ZooKeeper (see docs/ha.rst).
 
 :mod:`mesoslike.ha.url` is pure and imported eagerly. :mod:`mesoslike.ha.zookeeper`
-is the only module that imports kazoo; its names are loaded on first use, so
-parsing an address never needs kazoo.
+(election, detection) and :mod:`mesoslike.ha.registry_store` (the registry)
+are the only modules that import kazoo; their names are loaded on first use,
+so parsing an address never needs kazoo.
 """
 
 from __future__ import annotations
@@ -15,16 +16,17 @@ from mesoslike.ha.url import ZkUrl, is_zk_url, parse_master_address
 
 __all__ = [
     "ZkUrl", "is_zk_url", "parse_master_address",
-    # from mesoslike.ha.zookeeper, loaded lazily:
+    # loaded lazily from mesoslike.ha.zookeeper and mesoslike.ha.registry_store:
     "ZooKeeperError", "RegistryError", "FencingError", "connect", "MasterContender", "LeaderDetector",
     "ZooKeeperRegistry", "FencedRegistryStore",
 ]
 
-_ZOOKEEPER_NAMES = frozenset(__all__[3:])
+_LAZY = {name: "mesoslike.ha.zookeeper" for name in __all__[3:9]}
+_LAZY.update({"ZooKeeperRegistry": "mesoslike.ha.registry_store", "FencedRegistryStore": "mesoslike.ha.registry_store"})
 
 
 def __getattr__(name: str) -> Any:
     # PEP 562: import kazoo only when a ZooKeeper name is actually used.
-    if name in _ZOOKEEPER_NAMES:
-        return getattr(importlib.import_module("mesoslike.ha.zookeeper"), name)
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -157,7 +157,8 @@ class MasterRuntime:
 
     def _take_office(self) -> None:
         """Elected: read the registry from ZooKeeper, then serve."""
-        from mesoslike.ha.zookeeper import FencedRegistryStore, ZooKeeperError, ZooKeeperRegistry
+        from mesoslike.ha.registry_store import FencedRegistryStore, ZooKeeperRegistry
+        from mesoslike.ha.zookeeper import ZooKeeperError
 
         self._elected.clear()
         self._store = FencedRegistryStore(ZooKeeperRegistry(self._contender.client, self._zk.path),

@@ -1,0 +1,595 @@
+"""The master's registry in ZooKeeper: sharded, incremental, fenced writes.
+
+:class:`ZooKeeperRegistry` keeps the hard state (``mesoslike.master.registry``)
+in shards under ``<path>/registry`` — agents and frameworks bucketed by a
+hash of their id — loads them in parallel and writes them incrementally:
+only the shards that changed, in transactions fenced on the writer's
+election znode and on each shard's version. :class:`FencedRegistryStore`
+adapts it to the master runtime's store protocol. docs/ha.rst, "Registry
+storage and fencing", describes the layout and why a write split into
+several transactions is safe.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from typing import Any, Callable
+
+import attrs
+from kazoo.client import KazooClient
+from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError,
+                              RolledBackError, RuntimeInconsistency)
+
+from mesoslike.ha.zookeeper import (MAX_REGISTRY_BYTES, REGISTRY_NODE, FencingError, RegistryError, ZooKeeperError,
+                                    _wait, log)
+from mesoslike.master.registry import (MAX_REMOVED, REGISTRY_FORMAT, Registry, RegistryChanges, RegistryFormatError,
+                                       agent_record, framework_record)
+
+__all__ = ["ZooKeeperRegistry", "FencedRegistryStore", "AGENT_BUCKETS", "FRAMEWORK_BUCKETS", "REMOVED_CHUNK",
+           "MAX_REGISTRY_BYTES"]
+
+
+# ----------------------------------------------------------------- registry
+#
+# Layout (docs/ha.rst, "Registry storage and fencing"): ``<path>/registry``
+# holds a small header; its children hold the records, each a fragment of a
+# registry document (``Registry.to_document``'s format) that parses alone:
+#
+#   agents.NNNN              the agents whose id hashes to bucket NNNN
+#   frameworks.NN            the frameworks whose id hashes to bucket NN
+#   removed_agents.K         the K-th chunk of REMOVED_CHUNK removed agent ids,
+#   removed_frameworks.K     in the order they were removed ({"first": seq, ...})
+#   weights                  the role weights
+#   quota                    the roles' quota
+#
+# A ``<path>/registry`` whose data has no "layout" holds a whole registry
+# document (the format before sharding): it is loaded as such and the first
+# store converts it, replacing the document by the header last.
+
+#: agents are spread over this many shards by a stable hash of their id
+#: (CRC-32 of its UTF-8 bytes, modulo); 100k agents of ~150 bytes make ~15 KB shards
+AGENT_BUCKETS = 1024
+#: frameworks likewise
+FRAMEWORK_BUCKETS = 64
+#: removed ids per chunk (10k remembered: at most 11 chunks per list)
+REMOVED_CHUNK = 1000
+#: the header's "layout"
+REGISTRY_LAYOUT = "sharded"
+
+_RECORD_KINDS = {"agents": (AGENT_BUCKETS, 4), "frameworks": (FRAMEWORK_BUCKETS, 2)}
+_REMOVED_KINDS = ("removed_agents", "removed_frameworks")
+#: sections stored whole, one znode each, named after the section
+_SINGLE_SECTIONS = ("weights", "quota")
+_SHARD_NAME = re.compile(r"(agents|frameworks|removed_agents|removed_frameworks)\.(\d{1,9})|(weights|quota)")
+#: what one operation of a transaction costs beyond its path and data (its
+#: header, version, flags and ACL), rounded up generously
+_OP_OVERHEAD = 128
+
+
+def _header() -> dict:
+    return {"format": REGISTRY_FORMAT, "layout": REGISTRY_LAYOUT, "agent_buckets": AGENT_BUCKETS,
+            "framework_buckets": FRAMEWORK_BUCKETS, "removed_chunk": REMOVED_CHUNK}
+
+
+def _record_shard(kind: str, item_id: str) -> str:
+    """The shard an agent's or framework's record belongs in."""
+    buckets, digits = _RECORD_KINDS[kind]
+    return f"{kind}.{zlib.crc32(item_id.encode('utf-8', 'surrogatepass')) % buckets:0{digits}d}"
+
+
+def _shard_kind(name: str) -> str | None:
+    """``agents``, ``frameworks``, ``removed_agents``, ``removed_frameworks`` or
+    ``weights`` or ``quota`` for a shard's name; None for a foreign child."""
+    match = _SHARD_NAME.fullmatch(name)
+    return None if match is None else match.group(1) or match.group(3)
+
+
+@attrs.define
+class _Stored:
+    """What the registry's znodes hold, as this store last read or wrote them."""
+
+    header: dict | None = None  # None: no <path>/registry yet
+    header_version: int = -1
+    versions: dict[str, int] = attrs.field(factory=dict)           # shard -> its version
+    members: dict[str, set[str]] = attrs.field(factory=dict)       # record shard -> the ids it (may) hold
+    chunks: dict[str, tuple] = attrs.field(factory=dict)           # removed chunk -> (first seq, ids)
+    removed: dict[str, tuple[int, list[str]]] = attrs.field(factory=dict)  # list -> (seq of its first id, ids)
+    singles: dict[str, dict] = attrs.field(factory=dict)           # weights / quota -> what they hold
+    stale: set[str] = attrs.field(factory=set)  # record shards holding records that belong elsewhere
+
+    @property
+    def current(self) -> bool:
+        """The header is this code's layout: records sit in the shards it writes."""
+        return self.header == _header()
+
+
+@attrs.define
+class _Plan:
+    """The znodes one store writes (None: deletes), and what they hold after."""
+
+    room: int  # the largest shard one transaction can carry
+    writes: dict[str, bytes | None] = attrs.field(factory=dict)
+    refused: dict[str, str] = attrs.field(factory=dict)  # shard -> why it cannot be written
+    header: bytes | None = None  # the header to create (first) or to put in place of an old one (last)
+    members: dict[str, set[str]] = attrs.field(factory=dict)
+    chunks: dict[str, tuple | None] = attrs.field(factory=dict)  # None: deleted
+    removed: dict[str, tuple[int, list[str]]] = attrs.field(factory=dict)
+    singles: dict[str, dict] = attrs.field(factory=dict)  # weights / quota written (or deleted: {})
+
+    def put(self, name: str, sections: dict) -> bool:
+        """Plan to write shard ``name``; False, with the reason in ``refused``, if it cannot be."""
+        try:
+            data = _encode_json(name, {"format": REGISTRY_FORMAT, **sections})
+            if len(data) > self.room:
+                raise RegistryError(f"the registry shard {name} would be {len(data)} bytes, over the "
+                                    f"{self.room}-byte limit of one ZooKeeper request (jute.maxbuffer, about 1 MiB)")
+        except RegistryError as exc:
+            self.refused[name] = str(exc)
+            return False
+        self.writes[name] = data
+        return True
+
+    def stored_part(self, changes: RegistryChanges) -> RegistryChanges:
+        """The part of ``changes`` this plan stores: all but what lies in refused shards."""
+        if not self.refused:
+            return changes
+        kinds = {_shard_kind(name) for name in self.refused}
+        return attrs.evolve(
+            changes, sections=changes.sections - kinds,
+            **{kind: frozenset(item_id for item_id in getattr(changes, kind)
+                               if _record_shard(kind, item_id) not in self.refused) for kind in _RECORD_KINDS})
+
+    def apply(self, stored: _Stored, versions: dict[str, int | None]) -> None:
+        """The writes succeeded with ``versions`` (None: deleted): remember what is stored now."""
+        for name, version in versions.items():
+            if name == "":
+                stored.header, stored.header_version = _header(), version
+            elif version is None:
+                stored.versions.pop(name, None)
+            else:
+                stored.versions[name] = version
+        for name, ids in self.members.items():
+            if ids:
+                stored.members[name] = ids
+            else:
+                stored.members.pop(name, None)
+        for name, content in self.chunks.items():
+            if content is None:
+                stored.chunks.pop(name, None)
+            else:
+                stored.chunks[name] = content
+        stored.removed.update(self.removed)
+        stored.singles.update(self.singles)
+        stored.stale.difference_update(self.writes)
+
+
+def _plan(registry: Registry, changes: RegistryChanges, stored: _Stored, room: int) -> _Plan:
+    """What to write so that the znodes hold ``registry``: the shards of the
+    changed records — or, unless the stored layout is current, everything."""
+    plan = _Plan(room)
+    full = not stored.current
+    for kind in _RECORD_KINDS:
+        _plan_records(plan, kind, getattr(registry, kind), getattr(changes, kind), stored, full)
+    for kind in _REMOVED_KINDS:
+        if full or kind in changes.sections:
+            _plan_removed(plan, kind, getattr(registry, kind), stored)
+    for name in _SINGLE_SECTIONS:
+        content = dict(sorted(getattr(registry, name).items()))
+        if not (full or (name in changes.sections and content != stored.singles.get(name, {}))):
+            continue
+        if not content:
+            if name in stored.versions:
+                plan.writes[name] = None
+            plan.singles[name] = {}
+        elif plan.put(name, {name: content}):
+            plan.singles[name] = content
+    if full and (stored.header is not None or plan.writes):
+        plan.header = _encode_json("header", _header())
+    return plan
+
+
+def _plan_records(plan: _Plan, kind: str, records: dict, changed: frozenset[str], stored: _Stored,
+                  full: bool) -> None:
+    """Rewrite the shards of ``changed`` ids (all shards if ``full``) from ``records``."""
+    candidates: dict[str, set[str]] = {}
+    if full:
+        for item_id in records:
+            candidates.setdefault(_record_shard(kind, item_id), set()).add(item_id)
+        names = set(candidates) | {name for name in stored.versions if _shard_kind(name) == kind}
+    else:
+        for item_id in changed:
+            candidates.setdefault(_record_shard(kind, item_id), set()).add(item_id)
+        names = set(candidates) | {name for name in stored.stale if _shard_kind(name) == kind}
+    encode = agent_record if kind == "agents" else framework_record
+    for name in names:
+        ids = sorted(item_id for item_id in candidates.get(name, set()) | stored.members.get(name, set())
+                     if item_id in records and _record_shard(kind, item_id) == name)
+        if not ids:
+            if name in stored.versions:
+                plan.writes[name] = None
+            plan.members[name] = set()
+        elif plan.put(name, {kind: {item_id: encode(records[item_id]) for item_id in ids}}):
+            plan.members[name] = set(ids)
+
+
+def _plan_removed(plan: _Plan, kind: str, ids: list[str], stored: _Stored) -> None:
+    """Rewrite the chunks of a removed list that differ from what is stored.
+
+    Chunk K holds the ids removed in positions K*REMOVED_CHUNK.. of the
+    list's whole history; the list's ``start`` (the position of its first
+    id) moves on as the oldest ids are forgotten, so a removal rewrites the
+    last chunk and, once the list is full, the first."""
+    start, old = stored.removed.get(kind, (0, []))
+    start = _removed_start(start, old, ids)
+    chunks = {}
+    index = 0
+    while index < len(ids):
+        position = start + index
+        end = (position // REMOVED_CHUNK + 1) * REMOVED_CHUNK - start
+        chunks[f"{kind}.{position // REMOVED_CHUNK}"] = (position, tuple(ids[index:end]))
+        index = end
+    for name, content in chunks.items():
+        if stored.chunks.get(name) != content and plan.put(name, {"first": content[0], kind: list(content[1])}):
+            plan.chunks[name] = content
+    for name in stored.versions:
+        if _shard_kind(name) == kind and name not in chunks:
+            plan.writes[name] = None
+            plan.chunks[name] = None
+    plan.removed[kind] = (start, list(ids))
+
+
+def _removed_start(start: int, old: list[str], new: list[str]) -> int:
+    """The position of ``new[0]`` in the list's history, given that ``old``
+    (stored, its first id at ``start``) became ``new`` by dropping ids at the
+    front and appending at the end — or, if it did not, a fresh position after ``old``."""
+    if old and new:
+        try:
+            dropped = old.index(new[0])
+        except ValueError:
+            dropped = len(old)
+        if new[:len(old) - dropped] == old[dropped:]:
+            return start + dropped
+    return start + len(old)
+
+
+def _encode_json(name: str, value: Any) -> bytes:
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise RegistryError(f"the registry's {name} is not JSON-serializable: {exc}") from None
+
+
+def _decode_json(node: str, data: bytes) -> dict:
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RegistryError(f"the registry record {node} is not valid JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise RegistryError(f"the registry record {node} is not a JSON object")
+    return document
+
+
+def _encode_registry(document: dict) -> dict[str, bytes]:
+    """Every shard of a whole registry document, as a first store writes them
+    (name -> data). Raises :class:`RegistryError` if the document does not
+    parse or a shard is too big for one ZooKeeper request."""
+    if not isinstance(document, dict):
+        raise RegistryError(f"the registry document must be a dict, got {type(document).__name__}")
+    plan = _plan(_from_document(REGISTRY_NODE, document), RegistryChanges(), _Stored(), _room(f"/{REGISTRY_NODE}", "/"))
+    if plan.refused:
+        raise RegistryError("; ".join(plan.refused.values()))
+    return plan.writes
+
+
+def _op_cost(path: str, data: bytes | None) -> int:
+    return len(path.encode("utf-8")) + len(data or b"") + _OP_OVERHEAD
+
+
+def _room(node: str, fence: str) -> int:
+    """The largest shard under ``node`` that fits, with the fence check, in one transaction."""
+    return MAX_REGISTRY_BYTES - _op_cost(fence, None) - _op_cost(f"{node}/removed_frameworks.999999999", None)
+
+
+@attrs.frozen
+class _Op:
+    name: str            # "" for the header
+    path: str
+    data: bytes | None   # None: delete
+    version: int         # expected version; -1: create
+
+
+class ZooKeeperRegistry:
+    """The registry in the znodes under ``<path>/registry``: loaded in
+    parallel, written shard by shard with transactions fenced on the writer's
+    election znode and on each shard's version.
+
+    It remembers what it last read or wrote (each znode's version, which ids
+    each shard holds), so :meth:`store` must follow a :meth:`load`.
+    """
+
+    def __init__(self, client: KazooClient, path: str, timeout: float = 10.0) -> None:
+        self._client = client
+        self.node = f"{path.rstrip('/')}/{REGISTRY_NODE}"
+        self._timeout = timeout
+        self._stored: _Stored | None = None
+
+    @property
+    def versions(self) -> dict[str, int]:
+        """Each znode's version as last read or written ("" is the header); {} before load()."""
+        if self._stored is None:
+            return {}
+        header = {"": self._stored.header_version} if self._stored.header is not None else {}
+        return {**header, **self._stored.versions}
+
+    # ------------------------------------------------------------- load
+    def load(self) -> Registry:
+        """The stored registry (empty if there is none).
+
+        Shards that do not parse, and records inside them that do not, are
+        skipped with a warning each. Raises :class:`RegistryError` if
+        ``<path>/registry`` itself is not a registry header or document
+        (the caller decides whether to stop or start afresh) and
+        :class:`ZooKeeperError` if ZooKeeper cannot be read.
+        """
+        self._stored = None
+        try:
+            data, stat = _wait(self._client.get_async(self.node), self._timeout)
+        except NoNodeError:
+            self._stored = _Stored()
+            return Registry()
+        except (KazooException, ZooKeeperError) as exc:
+            raise ZooKeeperError(f"could not read the registry {self.node}: {exc!r}") from None
+        try:
+            header = _decode_json(self.node, data)
+        except RegistryError as exc:
+            raise RegistryError(f"{exc}; repair or delete it to start afresh") from None
+        stored = _Stored(header=header, header_version=stat.version)
+        shards = self._read_shards()
+        if "layout" not in header:
+            log.info("the registry %s is one document (the format before sharding): the first store converts it",
+                     self.node)
+            stored.versions = {name: version for name, (_, version) in shards.items() if _shard_kind(name)}
+            registry = _from_document(self.node, header)
+        elif header.get("layout") == REGISTRY_LAYOUT and header.get("format") == REGISTRY_FORMAT:
+            registry = _assemble(self.node, shards, stored)
+        else:
+            raise RegistryError(f"the registry {self.node} has layout {header.get('layout')!r}, format "
+                                f"{header.get('format')!r}: not one this master reads")
+        self._stored = stored
+        return registry
+
+    def _read_shards(self) -> dict[str, tuple[bytes, int]]:
+        """name -> (data, version) of every child of the registry node, read in parallel."""
+        try:
+            names = _wait(self._client.get_children_async(self.node), self._timeout)
+            pending = [(name, self._client.get_async(f"{self.node}/{name}")) for name in names]
+            shards = {}
+            for name, result in pending:
+                try:
+                    data, stat = _wait(result, self._timeout)
+                except NoNodeError:  # deleted since the listing
+                    continue
+                shards[name] = (data, stat.version)
+        except NoNodeError:
+            return {}
+        except (KazooException, ZooKeeperError) as exc:
+            raise ZooKeeperError(f"could not read the registry {self.node}: {exc!r}") from None
+        return shards
+
+    # ------------------------------------------------------------- store
+    def store(self, registry: Registry, fence: str) -> int:
+        """Write what changed in ``registry`` (its ``changes()``; everything
+        when converting an old document) if ``fence`` (the writer's election
+        znode) still exists and each znode written is still at the version
+        last read or written. Marks the changes stored and returns how many
+        znodes were written or deleted.
+
+        Large writes go out as several transactions, each under
+        ``MAX_REGISTRY_BYTES`` and each fenced. Raises :class:`FencingError`
+        if a check failed (that transaction wrote nothing; others of the same
+        store may have) and :class:`ZooKeeperError` if the outcome is
+        unknown: load() again before storing. Raises :class:`RegistryError`
+        after writing the rest if some shards cannot be written (too big for
+        one request, or not serializable): their changes stay unstored, to be
+        tried again by the next store.
+        """
+        if not isinstance(fence, str) or not fence.startswith("/"):
+            raise FencingError(f"not the leader any more: no election znode to fence on ({fence!r})")
+        stored = self._stored
+        if stored is None:
+            raise FencingError("registry changed under us: load() it before storing")
+        changes = registry.changes()
+        plan = _plan(registry, changes, stored, _room(self.node, fence))
+        batches, last = self._batches(plan, stored, fence)
+        if plan.refused:
+            last = []  # an old document is replaced only once all of it is in the shards
+        try:
+            versions = self._commit(batches, fence)
+            if last:  # only once every shard is in place
+                versions.update(self._commit([last], fence))
+        except ZooKeeperError:
+            self._stored = None  # partly written, or unknown: what we know is stale
+            raise
+        plan.apply(stored, versions)
+        registry.mark_stored(plan.stored_part(changes))
+        if versions:
+            log.debug("registry: wrote %d znodes in %d transactions", len(versions), len(batches) + bool(last))
+        if plan.refused:
+            raise RegistryError(f"{len(plan.refused)} registry shard(s) not written, their changes kept to retry "
+                                f"(the other {len(versions)} znodes were written): " + "; ".join(plan.refused.values()))
+        return len(versions)
+
+    def _batches(self, plan: _Plan, stored: _Stored, fence: str) -> tuple[list[list[_Op]], list[_Op]]:
+        """The plan's operations packed into transactions of at most
+        MAX_REGISTRY_BYTES, and a last one. A new header goes first (the
+        shards are its children); a header replacing an old document goes
+        alone, last, so that the document is only replaced once every shard
+        is written."""
+        ops = [_Op(name, f"{self.node}/{name}", data, stored.versions.get(name, -1))
+               for name, data in sorted(plan.writes.items())]
+        header = [] if plan.header is None else [_Op("", self.node, plan.header, stored.header_version)]
+        first = header if stored.header is None else []
+        batches: list[list[_Op]] = []
+        batch, size = list(first), _op_cost(fence, None) + sum(_op_cost(op.path, op.data) for op in first)
+        for op in ops:
+            cost = _op_cost(op.path, op.data)
+            if size + cost > MAX_REGISTRY_BYTES and batch:
+                batches.append(batch)
+                batch, size = [], _op_cost(fence, None)
+            batch.append(op)
+            size += cost
+        if batch:
+            batches.append(batch)
+        return batches, header if stored.header is not None else []
+
+    def _commit(self, batches: list[list[_Op]], fence: str) -> dict[str, int | None]:
+        """Send the transactions, pipelined (ZooKeeper applies one session's
+        requests in order). Returns the new version of each znode (None: deleted)."""
+        sent = [(batch, self._transaction(batch, fence).commit_async()) for batch in batches]
+        versions: dict[str, int | None] = {}
+        errors: list[ZooKeeperError] = []
+        for batch, result in sent:
+            try:  # once one answer is missing, do not wait the full timeout for each of the others
+                results = _wait(result, 0.0 if errors else self._timeout)
+            except (KazooException, ZooKeeperError) as exc:
+                errors.append(ZooKeeperError(f"a registry write under {self.node} may or may not have "
+                                             f"happened: {exc!r}"))
+                continue
+            refused = _refusal(results, batch, fence)
+            if refused is not None:
+                errors.append(refused)
+                continue
+            for op, outcome in zip(batch, results[1:]):
+                versions[op.name] = None if op.data is None else 0 if op.version == -1 else outcome.version
+        if errors:
+            raise next((e for e in errors if isinstance(e, FencingError)), errors[0])
+        return versions
+
+    def _transaction(self, batch: list[_Op], fence: str):
+        transaction = self._client.transaction()
+        transaction.check(fence, -1)  # version -1: any version, the znode just has to exist
+        for op in batch:
+            if op.data is None:
+                transaction.delete(op.path, version=op.version)
+            elif op.version == -1:
+                transaction.create(op.path, op.data)
+            else:
+                transaction.set_data(op.path, op.data, version=op.version)
+        return transaction
+
+
+def _refusal(results: list, batch: list[_Op], fence: str) -> ZooKeeperError | None:
+    """The error of a transaction that failed (None if it succeeded)."""
+    for index, result in enumerate(results):
+        if not isinstance(result, Exception) or isinstance(result, (RolledBackError, RuntimeInconsistency)):
+            continue
+        if index == 0:
+            if isinstance(result, NoNodeError):
+                return FencingError(f"not the leader any more: its election znode {fence} is gone")
+            break
+        op = batch[index - 1]
+        if isinstance(result, (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError)):
+            found = "exists" if isinstance(result, NodeExistsError) else \
+                "is absent" if isinstance(result, NoNodeError) else \
+                "has children" if isinstance(result, NotEmptyError) else "has another version"
+            return FencingError(f"registry changed under us: {op.path} {found} (expected version {op.version})")
+        break
+    failed = [result for result in results if isinstance(result, Exception)]
+    return ZooKeeperError(f"a registry write under {batch[0].path.rpartition('/')[0]} failed: {failed[0]!r}") \
+        if failed else None
+
+
+def _from_document(node: str, document: dict) -> Registry:
+    try:
+        return Registry.from_document(document)
+    except RegistryFormatError as exc:
+        raise RegistryError(f"the registry record {node}: {exc}") from None
+
+
+def _assemble(node: str, shards: dict[str, tuple[bytes, int]], stored: _Stored) -> Registry:
+    """The registry from its shards (and, in ``stored``, what each holds).
+    A shard that does not parse is skipped with a warning; so is a foreign child."""
+    registry = Registry()
+    misplaced = []
+    removed: dict[str, list[tuple[int, str]]] = {kind: [] for kind in _REMOVED_KINDS}
+    for name in sorted(shards):
+        data, version = shards[name]
+        kind = _shard_kind(name)
+        if kind is None:
+            log.warning("registry: ignoring %s/%s: not a registry shard", node, name)
+            continue
+        stored.versions[name] = version
+        try:
+            fragment = _decode_json(f"{node}/{name}", data)
+            if kind in _REMOVED_KINDS:
+                first, ids = _removed_chunk(fragment, kind)
+                stored.chunks[name] = (first, tuple(ids))
+                removed[kind] += [(first + index, item) for index, item in enumerate(ids) if isinstance(item, str)]
+                continue
+            part = _from_document(f"{node}/{name}", fragment)
+        except RegistryError as exc:
+            log.warning("registry: skipping the shard %s/%s (its records stay unknown): %s", node, name, exc)
+            continue
+        if kind in _SINGLE_SECTIONS:
+            getattr(registry, kind).update(getattr(part, kind))
+            stored.singles[kind] = dict(getattr(part, kind))
+            continue
+        records = getattr(part, kind)
+        stored.members[name] = set(records)
+        for item_id, info in records.items():
+            home = _record_shard(kind, item_id)
+            if home == name:
+                getattr(registry, kind)[item_id] = info
+            else:  # written under another bucket count, or by hand: moved at the next store
+                misplaced.append((kind, item_id, info))
+                stored.stale.update((name, home))
+                stored.members.setdefault(home, set()).add(item_id)
+    for kind, item_id, info in misplaced:
+        getattr(registry, kind).setdefault(item_id, info)
+    for kind, pairs in removed.items():
+        ids = list(dict.fromkeys(item for _, item in sorted(pairs)))[-MAX_REMOVED:]
+        setattr(registry, kind, ids)
+        start = min((position for position, item in pairs if item == ids[0]), default=0) if ids else 0
+        stored.removed[kind] = (start, list(ids))
+    return registry
+
+
+def _removed_chunk(fragment: dict, kind: str) -> tuple[int, list]:
+    first, ids = fragment.get("first"), fragment.get(kind)
+    if not isinstance(first, int) or isinstance(first, bool) or first < 0 or not isinstance(ids, list):
+        raise RegistryError(f"a chunk of {kind} needs \"first\" (an int >= 0) and \"{kind}\" (a list)")
+    return first, ids
+
+
+class FencedRegistryStore:
+    """Adapts :class:`ZooKeeperRegistry` to the master's ``load() -> Registry``
+    / ``store(registry)`` store protocol, fencing every write on the election
+    znode that ``fence()`` (e.g. ``contender.fence``) named when the registry
+    was loaded: a master that lost that znode and joined again under a new
+    one is not the leader that read the registry, and may not write it.
+
+    ``store`` raises :class:`FencingError` if called before ``load`` (or
+    after a failed write, until the next ``load``): a new leader must read
+    what its predecessor wrote before writing.
+    """
+
+    def __init__(self, registry: ZooKeeperRegistry, fence: Callable[[], str]) -> None:
+        self._registry = registry
+        self._fence = fence
+        self._loaded_under: str | None = None
+
+    def load(self) -> Registry:
+        self._loaded_under = None
+        fence = self._fence()
+        registry = self._registry.load()
+        self._loaded_under = fence
+        return registry
+
+    def store(self, registry: Registry) -> None:
+        fence = self._fence()
+        if self._loaded_under is not None and fence != self._loaded_under:
+            raise FencingError(f"not the leader any more: it read the registry as {self._loaded_under}, "
+                               f"now it is {fence}")
+        self._registry.store(registry, fence)
