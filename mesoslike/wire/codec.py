@@ -229,20 +229,41 @@ def _fast_converter(cls: type) -> typing.Callable[[object], object]:
     namespace = {**vars(_types), **vars(_messages), "Resources": Resources}
     hints = typing.get_type_hints(cls, globalns=namespace)
     env: dict[str, object] = {"cls": cls, "reject": _reject, "MISSING": _MISSING}
+    fields = attrs.fields(cls)
+    # positional arguments (cheaper than a kwargs dict) when every field allows it
+    positional = all(field.init and not field.kw_only for field in fields)
     lines = ["def convert(plain):",
-             "    if type(plain) is not dict: reject()",
-             "    kwargs = {}"]
-    for index, field in enumerate(attrs.fields(cls)):
-        lines.append(f"    v = plain.get({field.name!r}, MISSING)")
+             "    if type(plain) is not dict: reject()"]
+    if not positional:
+        lines.append("    kwargs = {}")
+    for index, field in enumerate(fields):
+        var = f"a{index}"
+        lines.append(f"    {var} = plain.get({field.name!r}, MISSING)")
         if field.default is attrs.NOTHING:
-            lines.append("    if v is MISSING: reject()")
-            body_indent = "    "
+            lines.append(f"    if {var} is MISSING: reject()")
+            checks = _fast_check(hints[field.name], var, f"f{index}", env)
+            lines += ["    " + line for line in checks]
+            if not positional:
+                lines.append(f"    kwargs[{field.name!r}] = {var}")
+            continue
+        lines.append(f"    if {var} is not MISSING:")
+        lines += ["        " + line for line in _fast_check(hints[field.name], var, f"f{index}", env)]
+        if not positional:
+            lines.append(f"        kwargs[{field.name!r}] = {var}")
+            continue
+        default = field.default
+        if isinstance(default, attrs.Factory) and not default.takes_self:  # type: ignore[arg-type]
+            env[f"d{index}"] = default.factory
+            lines.append(f"    else: {var} = d{index}()")
+        elif isinstance(default, attrs.Factory):  # pragma: no cover - no such field in the schema
+            raise TypeError(f"{cls.__name__}.{field.name}: a default that takes self")
         else:
-            lines.append("    if v is not MISSING:")
-            body_indent = "        "
-        lines += [body_indent + line for line in _fast_check(hints[field.name], "v", f"f{index}", env)]
-        lines.append(f"{body_indent}kwargs[{field.name!r}] = v")
-    lines.append("    return cls(**kwargs)")
+            env[f"d{index}"] = default
+            lines.append(f"    else: {var} = d{index}")
+    if positional:
+        lines.append(f"    return cls({', '.join(f'a{i}' for i in range(len(fields)))})")
+    else:
+        lines.append("    return cls(**kwargs)")
     exec("\n".join(lines), env)  # noqa: S102 - generated from our own schema, not from input
     return env["convert"]  # type: ignore[return-value]
 
