@@ -18,7 +18,7 @@ tasks re-register with a new master; Mesos 1.5 re-registered 10k agents with
   by connection). Each agent follows the leader through a
   ``mesoslike.locator`` ZooKeeper locator, (re-)registers with
   ``REREGISTER_AGENT`` listing its tasks (``RunningTask`` entries spread over
-  the frameworks), retries like the real agent (1 s, doubling to 10 s) until
+  the frameworks), retries like the real agent (4 s doubling to 10 s, jittered) until
   ``AGENT_REGISTERED`` arrives, and answers every ``PING`` with a ``PONG``.
   Agents are first admitted by the first leader the same way (an unknown
   agent re-registering with its tasks), so both masters see the same load;
@@ -94,8 +94,8 @@ MESOS_15_SECONDS = 4.0          # the anchor: Mesos 1.5, 10k agents with 100k ta
 DEFAULT_SIZES = "1000x100000,10000x100000"
 AGENT_RESOURCES = "cpus:8;mem:16384"
 # the real agent's registration backoff (mesoslike.agent.core.AgentCore):
-# 2 s doubling to 10 s, each delay drawn from [(1 - jitter) x d, d]
-AGENT_BACKOFF = (2.0, 10.0)
+# 4 s doubling to 10 s, each delay drawn from [(1 - jitter) x d, d]
+AGENT_BACKOFF = (4.0, 10.0)
 AGENT_JITTER = 0.5
 #: how often a simulated agent process polls its sockets (the timings' resolution)
 AGENT_POLL_S = 0.05

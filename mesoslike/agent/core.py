@@ -176,7 +176,7 @@ class AgentCore:
 
     def __init__(self, clock: Clock, info: AgentInfo, *, rng: random.Random | None = None,
                  wall_clock: Callable[[], float] | None = None, max_ping_timeouts: int = 5,
-                 register_backoff: float = 2.0, register_backoff_max: float = 10.0, register_jitter: float = 0.5,
+                 register_backoff: float = 4.0, register_backoff_max: float = 10.0, register_jitter: float = 0.5,
                  version: str = "") -> None:
         if max_ping_timeouts < 1:
             raise ValueError(f"max_ping_timeouts must be >= 1, got {max_ping_timeouts!r}")

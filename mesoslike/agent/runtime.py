@@ -77,7 +77,7 @@ class AgentRuntime:
     def __init__(self, master: str, resources: Resources | str | None = None,
                  attributes: Mapping[str, str] | str | None = None, hostname: str | None = None,
                  work_dir: str | os.PathLike | None = None, *, port: int = 0, clock: Clock | None = None,
-                 max_ping_timeouts: int = 5, register_backoff: float = 2.0, register_backoff_max: float = 10.0,
+                 max_ping_timeouts: int = 5, register_backoff: float = 4.0, register_backoff_max: float = 10.0,
                  kill_tasks_on_exit: bool = True, environment: Mapping[str, str] | None = None,
                  rng: random.Random | None = None) -> None:
         self.master_address = _check_master_address(master)
