@@ -141,7 +141,7 @@ class Resources:
     ranges for range kinds). Instances are hashable and compare by value.
     """
 
-    __slots__ = ("_millis", "_ranges", "_hash")
+    __slots__ = ("_millis", "_ranges", "_hash", "_text")
 
     _millis: dict[str, int]
     _ranges: dict[str, tuple[Range, ...]]
@@ -169,6 +169,7 @@ class Resources:
         self._millis = millis
         self._ranges = norm
         self._hash = None
+        self._text = None
 
     @classmethod
     def _make(cls, millis: dict[str, int], ranges: dict[str, tuple[Range, ...]]) -> Resources:
@@ -177,6 +178,7 @@ class Resources:
         self._millis = millis
         self._ranges = ranges
         self._hash = None
+        self._text = None
         return self
 
     # ------------------------------------------------------------------ parsing
@@ -402,11 +404,14 @@ class Resources:
         return self._hash
 
     def __str__(self) -> str:
-        parts = [f"{name}:{_format_millis(self._millis[name])}" for name in sorted(self._millis, key=_sort_key)]
-        for name in sorted(self._ranges):
-            body = ",".join(f"{lo}-{hi}" for lo, hi in self._ranges[name])
-            parts.append(f"{name}:[{body}]")
-        return ";".join(parts)
+        # cached: immutable, and the wire writes the same vectors again and again (offers, tasks)
+        if self._text is None:
+            parts = [f"{name}:{_format_millis(self._millis[name])}" for name in sorted(self._millis, key=_sort_key)]
+            for name in sorted(self._ranges):
+                body = ",".join(f"{lo}-{hi}" for lo, hi in self._ranges[name])
+                parts.append(f"{name}:[{body}]")
+            self._text = ";".join(parts)
+        return self._text
 
     def __repr__(self) -> str:
         return f"Resources.parse({str(self)!r})"

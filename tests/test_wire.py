@@ -211,3 +211,12 @@ def test_peek_type_reads_the_type_without_decoding(message):
 def test_peek_type_of_junk_is_none(junk):
     from mesoslike.wire.codec import peek_type
     assert peek_type(junk) is None
+
+
+@pytest.mark.parametrize("message", EXAMPLES, ids=lambda e: type(e).TYPE)
+def test_the_generated_encoder_writes_what_to_plain_writes_in_the_same_order(message):
+    from mesoslike.wire.codec import _fast_encoder
+    generic = {"v": 1, "type": type(message).TYPE, **to_plain(message)}
+    fast = _fast_encoder(type(message))(message)
+    assert fast == generic and list(fast) == list(generic)
+    assert encode(message) == msgpack.packb(generic, use_bin_type=True)

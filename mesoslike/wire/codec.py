@@ -42,9 +42,7 @@ def encode(message: object) -> bytes:
     cls = type(message)
     if MESSAGE_TYPES.get(getattr(cls, "TYPE", None)) is not cls:
         raise WireError(f"{cls.__name__} is not a wire message")
-    plain = {"v": PROTOCOL_VERSION, "type": cls.TYPE}
-    plain.update(to_plain(message))
-    return msgpack.packb(plain, use_bin_type=True)
+    return msgpack.packb(_fast_encoder(cls)(message), use_bin_type=True)
 
 
 def decode(frame: bytes, max_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> object:
@@ -266,6 +264,61 @@ def _fast_converter(cls: type) -> typing.Callable[[object], object]:
         lines.append("    return cls(**kwargs)")
     exec("\n".join(lines), env)  # noqa: S102 - generated from our own schema, not from input
     return env["convert"]  # type: ignore[return-value]
+
+
+# The encoding side, generated the same way: a master sends tens of
+# thousands of replies and offers per failover, and the generic to_plain()
+# walks every value with isinstance checks. Same output, key order included
+# ("v" and "type" first: peek_type() relies on it).
+@lru_cache(maxsize=None)
+def _fast_encoder(cls: type) -> typing.Callable[[object], dict]:
+    env: dict[str, object] = {}
+    body = _plain_fields(cls, "m", env)
+    lines = ["def encode(m):", f"    return {{'v': {PROTOCOL_VERSION!r}, 'type': {cls.TYPE!r}, {body}}}"]
+    exec("\n".join(lines), env)  # noqa: S102 - generated from our own schema, not from input
+    return env["encode"]  # type: ignore[return-value]
+
+
+@lru_cache(maxsize=None)
+def _fast_plain(cls: type) -> typing.Callable[[object], dict]:
+    env: dict[str, object] = {}
+    lines = ["def plain(m):", f"    return {{{_plain_fields(cls, 'm', env)}}}"]
+    exec("\n".join(lines), env)  # noqa: S102 - generated from our own schema
+    return env["plain"]  # type: ignore[return-value]
+
+
+def _plain_fields(cls: type, var: str, env: dict[str, object]) -> str:
+    namespace = {**vars(_types), **vars(_messages), "Resources": Resources}
+    hints = typing.get_type_hints(cls, globalns=namespace)
+    return ", ".join(f"{field.name!r}: {_plain_expr(hints[field.name], f'{var}.{field.name}', env)}"
+                     for field in attrs.fields(cls))
+
+
+def _plain_expr(hint: object, expr: str, env: dict[str, object]) -> str:
+    """A Python expression turning the value ``expr`` of type ``hint`` into
+    what to_plain() makes of it."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [o for o in typing.get_args(hint) if o is not type(None)]
+        inner_expr = _plain_expr(inner, "x", env)
+        if inner_expr == "x":
+            return expr
+        name = f"opt{len(env)}"
+        env[name] = eval(f"lambda x: None if x is None else {inner_expr}", env)  # noqa: S307 - our schema
+        return f"{name}({expr})"
+    if origin is list:
+        (inner,) = typing.get_args(hint)
+        return f"[{_plain_expr(inner, 'x', env)} for x in {expr}]"
+    if origin is dict:
+        _, value_type = typing.get_args(hint)
+        return f"{{k: {_plain_expr(value_type, 'x', env)} for k, x in {expr}.items()}}"
+    if hint is Resources:
+        return f"str({expr})"
+    if attrs.has(hint):
+        name = f"plain{len(env)}"
+        env[name] = _fast_plain(hint)
+        return f"{name}({expr})"
+    return expr  # str, int, float, bool, bytes: as they are
 
 
 _MISSING = object()
