@@ -47,7 +47,6 @@ import argparse
 import gc
 import os
 import random
-import resource
 import shlex
 import statistics
 import sys
@@ -59,7 +58,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))   # run from a checkout without installing
 sys.path.insert(0, str(HERE))   # textbook_drf and benchlib next to this file
 
-from benchlib import blob_ids, emit, git_state, machine_info  # noqa: E402
+from benchlib import blob_ids, finish, git_state, machine_info  # noqa: E402
 
 from mesoslike.allocator import HierarchicalAllocator  # noqa: E402
 from mesoslike.clock import FakeClock  # noqa: E402
@@ -639,13 +638,7 @@ def main(argv: list[str] | None = None) -> int:
     event = bench_event(args) if "event" in args.modes else None
     doc["event"] = event
     doc["targets"] = targets(doc["sizes"], event)
-    doc["wall_s"] = time.perf_counter() - started
-    doc["loadavg_start_end"] = [load_start, os.getloadavg()]
-    doc["code"]["changed_on_disk_during_run"] = code_hashes() != IMPORTED_CODE
-    doc["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-    emit(doc, args.out, log)
-    log(f"done in {doc['wall_s']:.0f} s")
+    finish(doc, started, load_start, args.out, log, code_changed=code_hashes() != IMPORTED_CODE)
     return 0
 
 

@@ -7,8 +7,10 @@ import hashlib
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -67,3 +69,16 @@ def emit(doc: dict, out: Path | None, log: Callable[[str], None]) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text + "\n")
         log(f"wrote {out}")
+
+
+def finish(doc: dict, started: float, load_start: tuple, out: Path | None, log: Callable[[str], None],
+           code_changed: bool | None = None) -> None:
+    """Record the run's wall time, load, peak memory and whether the measured
+    code changed on disk meanwhile; then :func:`emit` the document."""
+    doc["wall_s"] = time.perf_counter() - started
+    doc["loadavg_start_end"] = [load_start, os.getloadavg()]
+    if code_changed is not None:
+        doc["code"]["changed_on_disk_during_run"] = code_changed
+    doc["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    emit(doc, out, log)
+    log(f"done in {doc['wall_s']:.0f} s")

@@ -50,7 +50,6 @@ import gc
 import math
 import os
 import random
-import resource
 import shlex
 import statistics
 import sys
@@ -63,7 +62,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))   # run from a checkout without installing
 sys.path.insert(0, str(HERE))   # bench/allocator.py next to this file
 
-from benchlib import blob_ids, emit, git_state, machine_info  # noqa: E402
+from benchlib import blob_ids, finish, git_state, machine_info  # noqa: E402
 from mesoslike.frameworks.fuxi.waiting_queue import WaitingQueue  # noqa: E402
 from mesoslike.resources import Resources  # noqa: E402
 
@@ -397,13 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in sizes:
             doc["results"][workload][str(n)] = bench_case(workload, n, positions, args)
     doc["targets"] = targets(doc, sizes)
-    doc["wall_s"] = time.perf_counter() - started
-    doc["loadavg_start_end"] = [load_start, os.getloadavg()]
-    doc["code"]["changed_on_disk_during_run"] = code_hashes() != IMPORTED_CODE
-    doc["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-    emit(doc, args.out, log)
-    log(f"done in {doc['wall_s']:.0f} s")
+    finish(doc, started, load_start, args.out, log, code_changed=code_hashes() != IMPORTED_CODE)
     return 0
 
 
