@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import threading
 from typing import Iterator
 
@@ -199,6 +200,13 @@ class Waker:
 
     def fileno(self) -> int:
         return self._read
+
+    def wait(self, timeout: float) -> bool:
+        """Block until woken (True) or ``timeout`` seconds pass (False)."""
+        ready, _, _ = select.select([self._read], [], [], max(0.0, timeout))
+        if ready:
+            self.clear()
+        return bool(ready)
 
     def wake(self) -> None:
         try:

@@ -78,6 +78,7 @@ class MasterRuntime:
         #: peer -> the last REGISTER/REREGISTER_AGENT frame from it (see _retried_registration)
         self._registrations: dict[bytes, bytes] = {}
         self._inbox = Inbox()
+        self._holding_until: float | None = None  # see _holding
         self._leader_cache: tuple[float, dict] = (float("-inf"), {})
         self._leader_cache_lock = threading.Lock()  # the HTTP thread asks too
         self._store = registry_store or MemoryRegistryStore()
@@ -176,7 +177,9 @@ class MasterRuntime:
             self._turn_end = self.clock.now()
             self._leading.set()
             log.info("master %s leads again under the same znode: soft state kept", self.info.id)
-            return
+            return  # what waited in the inbox during the blip is handled now
+        self._holding_until = None
+        self._inbox.clear()  # a fresh core: frames meant for the old one are not its business
         self._lead(registry)
 
     def _resumable(self, kept: tuple, registry: Registry) -> bool:
@@ -221,14 +224,33 @@ class MasterRuntime:
         the session may survive), the core is put aside in case we are
         re-elected under the same znode; otherwise the soft state is dropped."""
         self._leader_cache = (float("-inf"), {})  # someone else leads now: ask ZooKeeper afresh
-        self._inbox.clear()  # not ours to handle any more: the peers retry with whoever leads
         if self.core is not None:
             fence = self._current_fence() if keep else None
             self._kept = (self.core, fence) if fence is not None else None
             log.warning("master %s steps down: soft state %s", self.info.id,
                         "kept in case the session survives" if self._kept else "dropped")
+        if self._kept is not None:
+            # a connection blip: until the session is known to survive (we lead
+            # on with this core) or not, peers' messages wait unread — refusing
+            # them would lose calls the kept core never saw (an ACCEPT of its offers)
+            self._holding_until = self.clock.now() + self._zk_session_timeout
+        else:
+            self._holding_until = None
+            self._inbox.clear()  # not ours to handle any more: the peers retry with whoever leads
         self.core = None
         self._leading.clear()
+
+    def _holding(self) -> bool:
+        """After a connection blip, while the kept core may still serve: peers'
+        messages wait unread (at most a session timeout), neither handled
+        nor refused."""
+        if self._holding_until is None or self.is_leader or self._elected.is_set():
+            return False
+        if self._kept is None or self.clock.now() >= self._holding_until:
+            self._holding_until = None
+            self._inbox.clear()
+            return False
+        return True
 
     def _current_fence(self) -> str | None:
         try:
@@ -439,6 +461,9 @@ class MasterRuntime:
         if self.core is not None and not self._leading.is_set():
             with self._lock:
                 self._step_down(keep=self._persisted == self.core.registry_changes)
+        if self._holding():
+            self._waker.wait(min(0.1, self._holding_until - self.clock.now()))
+            return
         timeout = 1.0
         if self.is_leader:
             timeout = min(max(self.core.next_wakeup() - self.clock.now(), 0.0), 1.0)
