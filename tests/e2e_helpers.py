@@ -221,14 +221,51 @@ class Proc:
 
 
 # ---------------------------------------------------------------- cluster
-class Cluster:
-    """One master (or one ``local``) and its agents as real processes."""
+class ProcessSet:
+    """Processes and scheduler drivers a test started; :meth:`close` stops
+    them all (drivers first, then the process groups, then any task process
+    left under ``work_root``)."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
         self.procs: list[Proc] = []
         self.agents: dict[str, Proc] = {}
         self.drivers: list[SchedulerDriver] = []
+
+    @property
+    def work_root(self) -> Path:
+        """Every sandbox of these processes lies under here."""
+        return self.tmp_path / "work"
+
+    def _start(self, name: str, args: list[str]) -> Proc:
+        proc = Proc(name, args, self.tmp_path)
+        self.procs.append(proc)
+        return proc
+
+    def process_diagnostics(self, tail: int = 4000) -> list[str]:
+        parts = []
+        for proc in self.procs:
+            state = "running" if proc.running() else f"exited {proc.popen.returncode}"
+            parts.append(f"--- {proc.name} ({state}) {' '.join(proc.args)}\n{proc.output(tail)}")
+        return parts
+
+    def close(self) -> None:
+        for driver in self.drivers:
+            try:
+                driver.stop()
+            except Exception:  # noqa: BLE001 (cleanup must go on)
+                pass
+        for proc in reversed(self.procs):
+            proc.signal_group(signal.SIGCONT)  # a frozen process must be able to die and be reaped
+            proc.kill()
+        kill_task_processes(self.work_root)
+
+
+class Cluster(ProcessSet):
+    """One master (or one ``local``) and its agents as real processes."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        super().__init__(tmp_path)
         self.master: Proc | None = None
         self.port = self.http_port = 0
 
@@ -242,11 +279,6 @@ class Cluster:
         return f"http://127.0.0.1:{self.http_port}"
 
     # processes
-    def _start(self, name: str, args: list[str]) -> Proc:
-        proc = Proc(name, args, self.tmp_path)
-        self.procs.append(proc)
-        return proc
-
     def _start_listening(self, name: str, make_args: Callable[[int, int], list[str]], timeout: float) -> Proc:
         """Start a process that serves /state on fresh ports; retry with other
         ports if it dies before answering (another process took a port)."""
@@ -285,11 +317,6 @@ class Cluster:
                                      "--work-dir", str(self.work_root), *FAST_MASTER_ARGS, *extra],
             timeout)
         return self.master
-
-    @property
-    def work_root(self) -> Path:
-        """Every sandbox of this cluster lies under here."""
-        return self.tmp_path / "work"
 
     def start_agent(self, hostname: str, resources: str, attributes: str = "", wait: bool = True,
                     timeout: float = 20.0) -> Proc:
@@ -345,25 +372,12 @@ class Cluster:
 
     # diagnostics and cleanup
     def diagnostics(self) -> str:
-        parts = []
-        for proc in self.procs:
-            state = "running" if proc.running() else f"exited {proc.popen.returncode}"
-            parts.append(f"--- {proc.name} ({state}) {' '.join(proc.args)}\n{proc.output()}")
+        parts = self.process_diagnostics()
         try:
             parts.append("--- /state\n" + json.dumps(self.state(), indent=1)[-4000:])
         except Exception as exc:  # noqa: BLE001 (diagnostics only)
             parts.append(f"--- /state unavailable: {exc!r}")
         return "\n".join(parts)
-
-    def close(self) -> None:
-        for driver in self.drivers:
-            try:
-                driver.stop()
-            except Exception:  # noqa: BLE001 (cleanup must go on)
-                pass
-        for proc in reversed(self.procs):
-            proc.kill()
-        kill_task_processes(self.work_root)
 
 
 @pytest.fixture

@@ -45,8 +45,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e_helpers import (FAST_MASTER_ARGS, REPO, Proc, RecordingScheduler, child_env, free_port, http_get,
-                         kill_task_processes, task_processes, wait_for)
+from e2e_helpers import (FAST_MASTER_ARGS, REPO, ProcessSet, Proc, RecordingScheduler, child_env, free_port, http_get,
+                         task_processes, wait_for)
 from mesoslike import Filters, FrameworkInfo, Resources, SchedulerDriver, TaskInfo, TaskState
 from mesoslike.transport import Client
 from mesoslike.wire import messages as m
@@ -114,26 +114,14 @@ class Master:
         return f"<master {self.name} {self.address}>"
 
 
-class HACluster:
+class HACluster(ProcessSet):
     """Masters contending in one ZooKeeper group, agents following the leader,
     scheduler drivers in this process; everything is torn down by close()."""
 
     def __init__(self, tmp_path: Path, zk_url: str) -> None:
-        self.tmp_path = tmp_path
+        super().__init__(tmp_path)
         self.zk_url = zk_url
         self.masters: list[Master] = []
-        self.agents: dict[str, Proc] = {}
-        self.procs: list[Proc] = []
-        self.drivers: list[SchedulerDriver] = []
-
-    @property
-    def work_root(self) -> Path:
-        return self.tmp_path / "work"
-
-    def _start(self, name: str, args: list[str]) -> Proc:
-        proc = Proc(name, args, self.tmp_path)
-        self.procs.append(proc)
-        return proc
 
     # masters
     def _launch_master(self, name: str) -> Master:
@@ -211,22 +199,7 @@ class HACluster:
 
     # diagnostics and cleanup
     def diagnostics(self) -> str:
-        parts = []
-        for proc in self.procs:
-            state = "running" if proc.running() else f"exited {proc.popen.returncode}"
-            parts.append(f"--- {proc.name} ({state}) {' '.join(proc.args)}\n{proc.output(6000)}")
-        return "\n".join(parts)
-
-    def close(self) -> None:
-        for driver in self.drivers:
-            try:
-                driver.stop()
-            except Exception:  # noqa: BLE001 (cleanup must go on)
-                pass
-        for proc in reversed(self.procs):
-            proc.signal_group(signal.SIGCONT)  # a frozen process must be able to die and be reaped
-            proc.kill()
-        kill_task_processes(self.work_root)
+        return "\n".join(self.process_diagnostics(tail=6000))
 
 
 @pytest.fixture

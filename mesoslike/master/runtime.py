@@ -178,8 +178,7 @@ class MasterRuntime:
             self._leading.set()
             log.info("master %s leads again under the same znode: soft state kept", self.info.id)
             return  # what waited in the inbox during the blip is handled now
-        self._holding_until = None
-        self._inbox.clear()  # a fresh core: frames meant for the old one are not its business
+        self._drop_held()  # a fresh core: frames meant for the old one are not its business
         self._lead(registry)
 
     def _resumable(self, kept: tuple, registry: Registry) -> bool:
@@ -235,8 +234,7 @@ class MasterRuntime:
             # them would lose calls the kept core never saw (an ACCEPT of its offers)
             self._holding_until = self.clock.now() + self._zk_session_timeout
         else:
-            self._holding_until = None
-            self._inbox.clear()  # not ours to handle any more: the peers retry with whoever leads
+            self._drop_held()  # not ours to handle any more: the peers retry with whoever leads
         self.core = None
         self._leading.clear()
 
@@ -247,10 +245,13 @@ class MasterRuntime:
         if self._holding_until is None or self.is_leader or self._elected.is_set():
             return False
         if self._kept is None or self.clock.now() >= self._holding_until:
-            self._holding_until = None
-            self._inbox.clear()
+            self._drop_held()
             return False
         return True
+
+    def _drop_held(self) -> None:
+        self._holding_until = None
+        self._inbox.clear()
 
     def _current_fence(self) -> str | None:
         try:
