@@ -124,3 +124,106 @@ def test_a_follower_reads_who_leads_from_zookeeper_at_most_once_a_second(zookeep
     finally:
         follower.stop()
         leader.stop()
+
+
+# ------------------------------------------------------ connection blips
+import uuid  # noqa: E402
+
+from kazoo.protocol.states import KazooState  # noqa: E402
+from mesoslike.wire import FrameworkInfo as _FrameworkInfo  # noqa: E402
+
+
+def _turn_until(runtime, condition, what, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} within {timeout}s"
+        runtime._turn()
+
+
+@pytest.fixture
+def ha_master(zookeeper):
+    """An HA master whose loop the test turns by hand, so that a connection
+    state change can be delivered at an exact point of a turn."""
+    url = ZkUrl.parse(zookeeper.url(f"blip-{uuid.uuid4().hex[:8]}"))
+    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
+    try:
+        _turn_until(runtime, lambda: runtime.is_leader, "leadership")
+        yield runtime
+    finally:
+        runtime._close()
+
+
+def _subscribed_framework(runtime):
+    client = Client(runtime.address)
+    client.send(m.Subscribe(_FrameworkInfo("blip", failover_timeout=60.0)))
+    got = []
+    _turn_until(runtime, lambda: got or got.extend(m for _, m in client.receive()) or got, "SUBSCRIBED")
+    assert isinstance(got[0], m.Subscribed)
+    return client, got[0].framework_id
+
+
+def _answers(runtime, client, timeout=10.0):
+    """What the client hears until the master leads and has said something."""
+    out = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not (runtime.is_leader and out):
+        runtime._turn()
+        out += [message for _, message in client.receive()]
+    return out
+
+
+@pytest.mark.parametrize("when", ["while the loop waits", "while the loop handles the call"])
+def test_a_call_that_meets_a_connection_blip_is_answered_once_the_master_leads_on(ha_master, when):
+    """Found in CI: a call that arrived in the same turn as the demotion was
+    refused ("does not lead") although the master led on with the very core
+    the call was for; and a turn cut short by the demotion lost its replies."""
+    runtime = ha_master
+    client, framework_id = _subscribed_framework(runtime)
+    core = runtime.core
+    reconcile = m.Reconcile(framework_id, [m.ReconcileTask("never-launched", "agent-x")])
+    if when == "while the loop waits":
+        real_wait = runtime._server.wait
+
+        def wait(timeout, waker):  # the call and the connection break arrive together
+            runtime._server.wait = real_wait
+            client.send(reconcile)
+            time.sleep(0.1)
+            runtime._contender._on_state(KazooState.SUSPENDED)
+            return real_wait(timeout, waker)
+        runtime._server.wait = wait
+        runtime._turn()
+        runtime._contender._on_state(KazooState.CONNECTED)
+    else:
+        real_on_message = core.on_message
+
+        def on_message(peer, message):  # the connection breaks while the core works
+            sends = real_on_message(peer, message)
+            if isinstance(message, m.Reconcile):
+                runtime._contender._on_state(KazooState.SUSPENDED)
+            return sends
+        core.on_message = on_message
+        client.send(reconcile)
+        time.sleep(0.1)
+        runtime._turn()
+        runtime._contender._on_state(KazooState.CONNECTED)
+    answers = _answers(runtime, client)
+    assert runtime.is_leader and runtime.core is core, "the master did not lead on with the core it kept"
+    assert [a for a in answers if isinstance(a, m.Error)] == []
+    updates = [a.status for a in answers if isinstance(a, m.Update)]
+    assert [(s.task_id, s.state) for s in updates] == [("never-launched", TaskState.LOST)]
+    client.close()
+
+
+def test_a_master_whose_session_expired_meanwhile_drops_the_kept_core_and_refuses(ha_master):
+    runtime = ha_master
+    client, framework_id = _subscribed_framework(runtime)
+    runtime._contender._on_state(KazooState.SUSPENDED)
+    runtime._turn()
+    assert runtime._kept is not None and not runtime.is_leader
+    runtime._contender.client.delete(runtime._contender.fence())  # as when the session expired
+    runtime._contender._on_state(KazooState.CONNECTED)
+    client.send(m.Reconcile(framework_id, []))
+    _turn_until(runtime, lambda: runtime.is_leader, "leadership under a fresh znode")
+    assert runtime._kept is None
+    assert runtime.core.frameworks[framework_id].connected is False  # a fresh core: the framework must re-subscribe
+    client.close()

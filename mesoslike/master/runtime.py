@@ -110,7 +110,8 @@ class MasterRuntime:
         self._leading = threading.Event()   # cleared by the contender the moment leadership is in doubt
         self._thread: threading.Thread | None = None
         self._contender = None
-        self._kept: tuple | None = None   # (core, znode) put aside when the connection broke
+        #: (core, znode, undelivered sends) put aside when the connection broke
+        self._kept: tuple | None = None
         self.core: MasterCore | None = None
         #: the roles settings in force (the preemption policy reads them)
         self.roles_config = roles
@@ -173,7 +174,11 @@ class MasterRuntime:
             return
         kept, self._kept = self._kept, None
         if kept is not None and self._resumable(kept, registry):
-            self.core, self._persisted = kept[0], kept[0].registry_changes
+            core, _, undelivered = kept
+            self.core, self._persisted = core, core.registry_changes
+            # what the core said in the turn the blip cut short goes out now,
+            # late rather than never (it believes it was said)
+            self._operator_sends = undelivered + self._operator_sends
             self._turn_end = self.clock.now()
             self._leading.set()
             log.info("master %s leads again under the same znode: soft state kept", self.info.id)
@@ -185,7 +190,7 @@ class MasterRuntime:
         """A core kept across a lost connection may serve again only if our
         znode never went away (nobody else can have led meanwhile) and the
         registry is what we last wrote."""
-        core, fence = kept
+        core, fence, _ = kept
         try:
             same_znode = self._contender.fence() == fence
         except Exception:
@@ -198,7 +203,8 @@ class MasterRuntime:
         expired without kazoo's thread having run yet to say so. Then ask
         ZooKeeper itself, synchronously, before acting as leader again: an
         expired session fails the request. Costs one round trip, only after a
-        gap of a third of the session timeout."""
+        gap. Refuted, it steps down (dropping the core) and returns False; it
+        also returns False, the core untouched, when the contender demoted us."""
         gap = self.clock.now() - since - allowed
         # any stall well beyond what the turn allowed: ZooKeeper may have heard
         # nothing from us for longer than our pings' period
@@ -215,17 +221,20 @@ class MasterRuntime:
         if not owned:
             log.warning("after a %.1fs gap, leadership could not be confirmed (%s): stepping down", gap, reason)
             self._leading.clear()
+            self._step_down()  # refuted, not in doubt: nothing to keep
             return False
         return self._leading.is_set()
 
-    def _step_down(self, keep: bool = False) -> None:
+    def _step_down(self, keep: bool = False, undelivered: list[Send] | None = None) -> None:
         """Stop serving. With ``keep`` (the connection to ZooKeeper broke but
-        the session may survive), the core is put aside in case we are
-        re-elected under the same znode; otherwise the soft state is dropped."""
+        the session may survive), the core — and ``undelivered``, what it
+        said in a turn cut short — is put aside in case we are re-elected
+        under the same znode, provided the registry holds all it changed;
+        otherwise the soft state is dropped."""
         self._leader_cache = (float("-inf"), {})  # someone else leads now: ask ZooKeeper afresh
         if self.core is not None:
-            fence = self._current_fence() if keep else None
-            self._kept = (self.core, fence) if fence is not None else None
+            fence = self._current_fence() if keep and self._persisted == self.core.registry_changes else None
+            self._kept = (self.core, fence, list(undelivered or ())) if fence is not None else None
             log.warning("master %s steps down: soft state %s", self.info.id,
                         "kept in case the session survives" if self._kept else "dropped")
         if self._kept is not None:
@@ -461,7 +470,7 @@ class MasterRuntime:
             self._take_office()
         if self.core is not None and not self._leading.is_set():
             with self._lock:
-                self._step_down(keep=self._persisted == self.core.registry_changes)
+                self._step_down(keep=True)
         if self._holding():
             self._waker.wait(min(0.1, self._holding_until - self.clock.now()))
             return
@@ -474,8 +483,14 @@ class MasterRuntime:
         with self._lock:
             # measured from the end of the last turn, so a freeze anywhere
             # between two turns counts, not only one inside the wait
-            if self.is_leader and not self._confirm_leadership(since=self._turn_end, allowed=timeout):
-                self._step_down()
+            if self.core is not None and not self._leading.is_set():
+                # demoted while we waited: a connection blip, keep the core;
+                # the frames that woke us wait with the rest, unread
+                self._step_down(keep=True)
+                if self._holding():
+                    return
+            elif self.is_leader:
+                self._confirm_leadership(since=self._turn_end, allowed=timeout)  # steps down if refuted
             self._roles_turn()
             if not self.is_leader:
                 self._answer_as_follower()
@@ -492,7 +507,8 @@ class MasterRuntime:
                 if collecting:
                     gc.enable()
             if not self._confirm_leadership(since=started):
-                self._step_down()
+                if self.core is not None:  # demoted, not refuted: keep what this turn said
+                    self._step_down(keep=True, undelivered=sends)
                 return
             # stamped before the replies go out: a freeze from here on shows
             # as a gap at the start of the next turn
