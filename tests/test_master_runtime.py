@@ -227,3 +227,32 @@ def test_a_master_whose_session_expired_meanwhile_drops_the_kept_core_and_refuse
     assert runtime._kept is None
     assert runtime.core.frameworks[framework_id].connected is False  # a fresh core: the framework must re-subscribe
     client.close()
+
+
+def test_an_elected_master_that_cannot_read_the_registry_waits_and_serves_once_it_is_repaired(zookeeper):
+    """It used to log once and never serve, while still holding the lowest
+    znode: a cluster with no leader, for good."""
+    from mesoslike.ha.zookeeper import connect
+
+    url = ZkUrl.parse(zookeeper.url(f"unreadable-{uuid.uuid4().hex[:8]}"))
+    operator = connect(url, timeout=10)
+    operator.create(url.path + "/registry", b"{not json", makepath=True)
+    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
+    try:
+        _turn_until(runtime, lambda: runtime._contender.is_leader, "the election")
+        with Client(runtime.address) as framework:
+            framework.send(m.Subscribe(_FrameworkInfo("patient", failover_timeout=60.0)))
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline:
+                runtime._turn()
+                assert list(framework.receive()) == [], "answered before it could read the registry"
+            assert runtime._contender.is_leader and not runtime.is_leader
+            operator.delete(url.path + "/registry")      # the operator repairs it
+            replies = []
+            _turn_until(runtime, lambda: replies.extend(m for _, m in framework.receive()) or replies,
+                        "an answer once the registry is readable")
+            assert runtime.is_leader and isinstance(replies[0], m.Subscribed)   # the call that waited
+    finally:
+        runtime._close()
+        operator.stop()
+        operator.close()

@@ -50,6 +50,8 @@ _RECEIVE_LIMIT = 20_000
 _LEADER_INFO_TTL = 1.0
 #: how often the roles file's modification time is looked at (s)
 _ROLES_CHECK_INTERVAL = 2.0
+#: seconds between attempts of an elected master to read a registry it could not read
+_OFFICE_RETRY = 0.5
 
 
 class MasterRuntime:
@@ -157,8 +159,11 @@ class MasterRuntime:
         log.info("master %s leads (%d agents and %d frameworks in the registry)", self.info.id,
                  len(registry.agents), len(registry.frameworks))
 
-    def _take_office(self) -> None:
-        """Elected: read the registry from ZooKeeper, then serve."""
+    def _take_office(self) -> bool:
+        """Elected: read the registry from ZooKeeper, then serve. False if it
+        could not be read; the loop tries again while we stay elected — the
+        group has no other leader meanwhile, and another master would read
+        the same registry."""
         from mesoslike.ha.registry_store import FencedRegistryStore, ZooKeeperRegistry
         from mesoslike.ha.zookeeper import ZooKeeperError
 
@@ -168,10 +173,12 @@ class MasterRuntime:
         try:
             registry = self._store.load()
         except (ZooKeeperError, ValueError) as exc:
-            log.error("elected but cannot read the registry, not serving: %s", exc)
-            return
+            log.error("elected but cannot read the registry, not serving yet (again in %gs): %s", _OFFICE_RETRY, exc)
+            if self._contender.is_leader:
+                self._elected.set()
+            return False
         if not self._contender.is_leader:  # leadership may have gone while we read
-            return
+            return True
         kept, self._kept = self._kept, None
         if kept is not None and self._resumable(kept, registry):
             core, _, undelivered = kept
@@ -182,9 +189,10 @@ class MasterRuntime:
             self._turn_end = self.clock.now()
             self._leading.set()
             log.info("master %s leads again under the same znode: soft state kept", self.info.id)
-            return  # what waited in the inbox during the blip is handled now
+            return True  # what waited in the inbox during the blip is handled now
         self._drop_held()  # a fresh core: frames meant for the old one are not its business
         self._lead(registry)
+        return True
 
     def _resumable(self, kept: tuple, registry: Registry) -> bool:
         """A core kept across a lost connection may serve again only if our
@@ -466,8 +474,9 @@ class MasterRuntime:
             self._close()
 
     def _turn(self) -> None:
-        if self._elected.is_set() and not self.is_leader:
-            self._take_office()
+        if self._elected.is_set() and not self.is_leader and not self._take_office():
+            self._waker.wait(_OFFICE_RETRY)  # peers' messages wait for the leader we are about to be
+            return
         if self.core is not None and not self._leading.is_set():
             with self._lock:
                 self._step_down(keep=True)
