@@ -256,3 +256,38 @@ def test_an_elected_master_that_cannot_read_the_registry_waits_and_serves_once_i
         runtime._close()
         operator.stop()
         operator.close()
+
+
+def test_a_call_that_arrives_with_the_election_is_handled_by_the_new_leader(zookeeper):
+    """The frames that woke a follower in the very wait its election ended
+    were refused ("does not lead") and the framework had to back off."""
+    url = ZkUrl.parse(zookeeper.url(f"elected-{uuid.uuid4().hex[:8]}"))
+    leader = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
+    follower = None
+    try:
+        _turn_until(leader, lambda: leader.is_leader, "the first leader")
+        follower = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
+        follower._turn()
+        framework = Client(follower.address)
+        real_wait = follower._server.wait
+
+        def wait(timeout, waker):  # the old leader leaves and a call comes, both while the follower waits
+            follower._server.wait = real_wait
+            leader._close()
+            deadline = time.monotonic() + 10
+            while not follower._elected.is_set():
+                assert time.monotonic() < deadline, "the follower was not elected"
+                time.sleep(0.01)
+            framework.send(m.Subscribe(_FrameworkInfo("early", failover_timeout=60.0)))
+            time.sleep(0.1)
+            return real_wait(timeout, waker)
+        follower._server.wait = wait
+        replies = []
+        _turn_until(follower, lambda: replies.extend(m for _, m in framework.receive()) or replies,
+                    "an answer from the new leader")
+        assert isinstance(replies[0], m.Subscribed), replies
+        framework.close()
+    finally:
+        leader._close()
+        if follower is not None:
+            follower._close()

@@ -500,6 +500,8 @@ class MasterRuntime:
                     return
             elif self.is_leader:
                 self._confirm_leadership(since=self._turn_end, allowed=timeout)  # steps down if refuted
+            elif self._elected.is_set():
+                return  # elected while we waited: what woke us is the new leader's, next turn
             self._roles_turn()
             if not self.is_leader:
                 self._answer_as_follower()
