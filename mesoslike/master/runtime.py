@@ -261,7 +261,10 @@ class MasterRuntime:
         nor refused."""
         if self._holding_until is None or self.is_leader or self._elected.is_set():
             return False
-        if self._kept is None or self.clock.now() >= self._holding_until:
+        if self._kept is None or self.clock.now() >= self._holding_until or self._current_fence() != self._kept[1]:
+            # given up, or the session is known lost (our znode is gone or
+            # new): the kept core can never serve again
+            self._kept = None
             self._drop_held()
             return False
         return True
