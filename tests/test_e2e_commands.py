@@ -37,3 +37,15 @@ def test_wordcount_example_runs_real_tasks_and_checks_its_result():
     assert done.returncode == 0, done.stdout + done.stderr
     assert "6/6 shards done" in done.stdout
     assert "matches the single-process count: yes" in done.stdout
+
+
+@pytest.mark.parametrize("command", [["state"], ["run", "--", "true"], ["agent", "--hostname", "lonely"]])
+def test_a_stopped_zookeeper_gives_one_clear_error_not_a_page_of_client_warnings(command):
+    url = f"zk://127.0.0.1:{free_port()}/mesoslike"   # nothing listens there
+    args = [sys.executable, "-m", "mesoslike", command[0], "--master", url, *command[1:]]
+    done = subprocess.run(args, cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=60)
+    # `run` used to wait forever once its driver had given up
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines and all(line.startswith("error: ") for line in lines), done.stderr
+    assert any("could not connect to ZooKeeper" in line for line in lines), done.stderr

@@ -161,6 +161,8 @@ def agent(master_address, resources, attributes, hostname, port, work_dir) -> No
         runtime.run()
     except KeyboardInterrupt:
         pass
+    except MesoslikeError as exc:  # e.g. ZooKeeper unreachable at start-up
+        die(str(exc))
 
 
 @click.command(context_settings={"allow_interspersed_args": False})

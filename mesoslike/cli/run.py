@@ -83,9 +83,14 @@ def run(master_address, cpus, mem, instances, role, name, timeout, command) -> N
         die(str(exc))
     driver.start()
     try:
-        ended = scheduler.finished.wait(timeout) if timeout else _wait_forever(scheduler)
+        ended = _wait(scheduler, driver, timeout)
     except KeyboardInterrupt:
         ended = False
+    if ended and not scheduler.finished.is_set():  # the driver gave up (it said why through error())
+        reporter.close()
+        for message in scheduler.errors:
+            click.echo(f"error: {message}", err=True)
+        die(f"the scheduler driver ended ({driver.join(10).value}) before the tasks did")
     if not ended:
         driver.stop()  # tears the framework down: the master kills its tasks
         driver.join(10)
@@ -100,7 +105,15 @@ def run(master_address, cpus, mem, instances, role, name, timeout, command) -> N
     raise SystemExit(scheduler.exit_code())
 
 
-def _wait_forever(scheduler) -> bool:
-    while not scheduler.finished.wait(0.5):
-        pass
+def _wait(scheduler, driver, timeout: float | None) -> bool:
+    """True once every instance ended or the driver stopped on its own (it
+    could not reach the master, say); False when ``timeout`` ran out."""
+    from mesoslike import DriverStatus
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not scheduler.finished.wait(0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))):
+        if driver.status is not DriverStatus.RUNNING:
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
     return True

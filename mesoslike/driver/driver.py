@@ -36,7 +36,7 @@ from mesoslike.driver.core import (
     task_list,
 )
 from mesoslike.driver.scheduler import Scheduler
-from mesoslike.errors import ConfigError
+from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.locator import check_master_address, make_locator
 from mesoslike.transport import Client, Waker, idle
 from mesoslike.wire import WireError
@@ -257,7 +257,13 @@ class SchedulerDriver:
     # -------------------------------------------------------------- the loop
     def _run_loop(self) -> None:
         try:
-            self._locator = make_locator(self.master, on_change=self._wake)
+            try:
+                self._locator = make_locator(self.master, on_change=self._wake)
+            except MesoslikeError as exc:  # e.g. ZooKeeper unreachable: the user's setup, not a driver bug
+                log.info("the scheduler driver cannot find the master: %s", exc)  # error() tells the user
+                self._aborted = True
+                self._report_error(f"cannot find the master: {exc}")
+                return
             self._address = self._wait_for_leader()
             if self._address is None:
                 return  # stopped before any master led

@@ -20,6 +20,7 @@ election, so neither kazoo thread ever blocks on ZooKeeper.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -86,7 +87,8 @@ def connect(url: ZkUrl, timeout: float = 10.0, session_timeout: float = 10.0) ->
     except (KazooException, ValueError) as exc:
         raise ZooKeeperError(f"cannot use ZooKeeper hosts {url.hosts!r}: {exc}") from None
     try:
-        client.start(timeout=timeout)
+        with _quiet_connection_attempts():
+            client.start(timeout=timeout)
     except KazooTimeoutError:
         raise ZooKeeperError(f"could not connect to ZooKeeper at {url.hosts} within {timeout:g} s "
                              f"(is it running, and is {url} the right URL?)") from None
@@ -97,6 +99,28 @@ def connect(url: ZkUrl, timeout: float = 10.0, session_timeout: float = 10.0) ->
         raise
     log.info("connected to ZooKeeper at %s", url.hosts)
     return client
+
+
+class _ErrorsOnly(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR
+
+
+@contextlib.contextmanager
+def _quiet_connection_attempts():
+    """kazoo warns on every failed attempt while it first connects; the
+    caller gets one clear ZooKeeperError instead (a `mesoslike state` against
+    a stopped ZooKeeper printed a dozen warnings before it). Later drops of an
+    established connection are still logged."""
+    loggers = [logging.getLogger(name) for name in ("kazoo.client", "kazoo.protocol.connection")]
+    quiet = _ErrorsOnly()
+    for logger in loggers:
+        logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(quiet)
 
 
 def _ensure_path(client: KazooClient, path: str, timeout: float) -> None:
