@@ -122,6 +122,7 @@ class HACluster(ProcessSet):
         super().__init__(tmp_path)
         self.zk_url = zk_url
         self.masters: list[Master] = []
+        self.master_args: tuple[str, ...] = HA_MASTER_ARGS   # a later flag overrides an earlier one
 
     # masters
     def _launch_master(self, name: str) -> Master:
@@ -129,7 +130,7 @@ class HACluster(ProcessSet):
         while http_port == port:
             http_port = free_port()
         proc = self._start(name, ["master", "--ip", "127.0.0.1", "--port", str(port), "--http-port", str(http_port),
-                                  "--zk", self.zk_url, *HA_MASTER_ARGS])
+                                  "--zk", self.zk_url, *self.master_args])
         return Master(proc, port, http_port)
 
     def start_masters(self, count: int, timeout: float = 30.0) -> list[Master]:
@@ -863,3 +864,27 @@ def test_a_zookeeper_connection_blip_keeps_the_leaders_cluster(zookeeper_ensembl
     # answered once it led again (a refused ACCEPT would have been lost with the kept offers)
     refused = [e for e in scheduler.of("error") if "does not lead" in str(e)]
     assert refused == [], f"the leader refused the framework's calls during the blip: {refused}"
+
+
+# ----------------------------------------------------------------- the README's example: `mesoslike run` over zk://
+def test_mesoslike_run_survives_a_leader_failover(zookeeper, make_cluster):
+    """`mesoslike run` has no failover timeout; the new leader used to tear it
+    down — killing its tasks — before its driver could re-subscribe. Found by
+    running the README's HA steps by hand."""
+    cluster = make_cluster(group_url(zookeeper, "run"))
+    cluster.master_args = (*HA_MASTER_ARGS, "--heartbeat-interval", "2")   # 10 s of grace after a failover
+    cluster.start_masters(2)
+    leader = cluster.wait_for_leader()
+    cluster.start_agent("h1", "cpus:2;mem:512")
+    cluster.wait_for_agents(leader, ["h1"])
+    run = cluster._start("run", ["run", "--master", cluster.zk_url, "--instances", "2", "--cpus", "0.5", "--",
+                                 "sleep 8"])
+
+    def running():
+        tasks = [t for f in leader.state()["frameworks"] for t in f["tasks"]]
+        return len([t for t in tasks if t["state"] == TaskState.RUNNING]) == 2
+    wait_for(running, 20, "both instances running", diagnostics=cluster.diagnostics)
+    leader.proc.signal_group(signal.SIGKILL)
+    run.popen.wait(60)
+    assert run.popen.returncode == 0, run.output()
+    assert "done: 2/2 finished, 0 failed" in run.output(), run.output()

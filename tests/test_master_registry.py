@@ -110,12 +110,19 @@ def test_agents_that_do_not_come_back_in_time_are_removed_and_refused_later():
 
 
 def test_frameworks_that_do_not_resubscribe_within_their_failover_timeout_are_torn_down():
+    # the failover timeout (20 s) starts after the heartbeat silence that would
+    # have disconnected it from the old master (1 s x 5 heartbeats here)
     new, clock = failed_over()
     task = TaskInfo("t1", "m2-S1", "sleep 60", R("cpus:1;mem:128"))
     new.on_message(AG, m.ReregisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"), id="m2-S1"),
                                          [m.RunningTask("m2-F0001", task, TaskState.RUNNING)]))
     out = []
-    for _ in range(21):
+    for _ in range(24):
+        clock.advance(1.0)
+        out += new.tick()
+        new.on_message(AG, m.Pong("m2-S1"))
+    assert sent(out, m.ShutdownFramework) == [] and "m2-F0001" in new.frameworks
+    for _ in range(2):
         clock.advance(1.0)
         out += new.tick()
         new.on_message(AG, m.Pong("m2-S1"))
@@ -200,3 +207,24 @@ def test_a_file_store_with_a_broken_file_refuses_to_load(tmp_path):
     (tmp_path / "registry.json").write_text("{not json")
     with pytest.raises(RegistryFormatError, match="not valid JSON"):
         FileRegistryStore(tmp_path).load()
+
+
+def test_a_framework_with_no_failover_timeout_survives_a_master_failover():
+    """`mesoslike run` has failover_timeout=0: the new leader tore it down (and
+    killed its tasks) before its driver could re-subscribe. Found running the
+    README's HA steps by hand."""
+    old = core()
+    old.on_message(FW, m.Subscribe(FrameworkInfo("run", failover_timeout=0.0)))
+    old.on_message(AG, m.RegisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"))))
+    clock = FakeClock()
+    new = core(Registry.from_document(json.loads(json.dumps(old.registry.to_document()))), clock)
+    task = TaskInfo("t1", "m2-S1", "sleep 60", R("cpus:1;mem:128"))
+    new.on_message(AG, m.ReregisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"), id="m2-S1"),
+                                         [m.RunningTask("m2-F0001", task, TaskState.RUNNING)]))
+    out = []
+    for _ in range(3):   # the driver comes back a few seconds later
+        clock.advance(1.0)
+        out += new.tick()
+    out += new.on_message(FW, m.Subscribe(FrameworkInfo("run", id="m2-F0001", failover_timeout=0.0)))
+    assert sent(out, m.ShutdownFramework) == [] and sent(out, m.Subscribed)[0].resubscribed
+    assert "t1" in new.frameworks["m2-F0001"].tasks

@@ -109,9 +109,10 @@ class MasterCore:
         self._recover(now)
 
     def _recover(self, now: float) -> None:
-        """Serve from a registry: its frameworks wait (disconnected) for their
-        failover timeout, its agents get ``agent_reregister_timeout`` to come
-        back, weights and quota apply at once."""
+        """Serve from a registry: its frameworks wait (disconnected) for the
+        heartbeat silence plus their failover timeout (_adopt_framework), its
+        agents get ``agent_reregister_timeout`` to come back, weights and
+        quota apply at once."""
         for info in self.registry.frameworks.values():
             if info.id not in self.frameworks:
                 self._adopt_framework(info)
@@ -768,12 +769,22 @@ class MasterCore:
         log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
 
     def _adopt_framework(self, info: FrameworkInfo) -> None:
+        """A framework this master learnt of from the registry or a
+        re-registering agent, after a failover. It was most likely connected
+        to the old master, so it gets what a connected framework gets before
+        it counts as gone — the heartbeat silence (heartbeat_interval x
+        framework_timeout_heartbeats) — and then its failover timeout. A
+        framework with ``failover_timeout=0`` (``mesoslike run``) thus
+        survives a master failover, as in Mesos, instead of being torn down
+        before it could re-subscribe."""
         self.allocator.add_framework(info.id, info.role, active=False)
         if info.id not in self.registry.frameworks:
             self.registry.add_framework(info)
             self._registry_changed()
-        self.frameworks[info.id] = FrameworkRecord(info=info, peer=None, connected=False,
-                                                   failover_deadline=self.clock.now() + info.failover_timeout)
+        silence = self.config.heartbeat_interval * self.config.framework_timeout_heartbeats
+        self.frameworks[info.id] = FrameworkRecord(
+            info=info, peer=None, connected=False,
+            failover_deadline=self.clock.now() + silence + info.failover_timeout)
 
     def _admit_agent(self, peer: bytes, info: AgentInfo, used: dict[str, Resources]) -> None:
         self.allocator.add_agent(info.id, info.resources, attributes=info.attributes, hostname=info.hostname,
