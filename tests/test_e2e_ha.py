@@ -436,6 +436,12 @@ def test_leader_killed_mid_stream_loses_no_task_and_runs_none_twice(zookeeper, m
     assert result.returncode == 0, result.stderr
     assert f"leader {doc['leader']['id']} at {second.address}" in result.stdout
     assert "agents (2)" in result.stdout and " h1 " in result.stdout and " h2 " in result.stdout
+    # --- and asked at a follower's address, it shows the leader's state (it crashed with KeyError 'total')
+    (follower,) = [master for master in followers if master is not second]
+    result = subprocess.run([sys.executable, "-m", "mesoslike", "state", "--master", follower.address], cwd=REPO,
+                            env=child_env(), capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert f"leader {doc['leader']['id']} at {second.address}" in result.stdout and "agents (2)" in result.stdout
 
 
 # ----------------------------------------------------------------- helpers of the other scenarios

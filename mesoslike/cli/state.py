@@ -15,12 +15,34 @@ __all__ = ["state", "fetch_state", "format_state"]
 
 def fetch_state(master: str, timeout: float = 5.0) -> dict:
     """Ask the master at ``tcp://HOST:PORT`` — or the leader of a ``zk://``
-    group — for its state document."""
+    group — for its state document. A master that answers it does not lead
+    (a follower, or the leadership just moved) is asked once more, at the
+    leader it names."""
     from mesoslike.locator import resolve_leader
+
+    address = resolve_leader(master, timeout)
+    try:
+        doc = _ask_for_state(address, timeout)
+    except MesoslikeError as exc:
+        if master.startswith("zk://"):
+            raise MesoslikeError(f"{exc}; ZooKeeper names it the leader: if it died, another master leads "
+                                 "once its ZooKeeper session expires (--zk-session-timeout)") from None
+        raise
+    if doc.get("is_leader") is False:   # a follower (or a leadership that just moved): ask the leader it names
+        leader = (doc.get("leader") or {}).get("address")
+        if not leader or leader == address:
+            raise MesoslikeError(f"the master at {address} does not lead, and no leader is elected yet")
+        doc = _ask_for_state(leader, timeout)
+        if doc.get("is_leader") is False:
+            raise MesoslikeError(f"the master at {leader} does not lead either; the leadership is moving, "
+                                 "try again in a moment")
+    return doc
+
+
+def _ask_for_state(address: str, timeout: float) -> dict:
     from mesoslike.transport import Client
     from mesoslike.wire import messages as m
 
-    address = resolve_leader(master, timeout)
     with Client(address) as client:
         client.send(m.GetState())
         deadline = time.monotonic() + timeout
