@@ -110,10 +110,10 @@ def _wait(scheduler, driver, timeout: float | None) -> bool:
     could not reach the master, say); False when ``timeout`` ran out."""
     from mesoslike import DriverStatus
 
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while not scheduler.finished.wait(0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))):
+    deadline = float("inf") if timeout is None else time.monotonic() + timeout
+    while not scheduler.finished.wait(max(0.0, min(0.5, deadline - time.monotonic()))):
         if driver.status is not DriverStatus.RUNNING:
             return True
-        if deadline is not None and time.monotonic() >= deadline:
+        if time.monotonic() >= deadline:
             return False
     return True

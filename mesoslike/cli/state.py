@@ -21,13 +21,9 @@ def fetch_state(master: str, timeout: float = 5.0) -> dict:
     from mesoslike.locator import resolve_leader
 
     address = resolve_leader(master, timeout)
-    try:
-        doc = _ask_for_state(address, timeout)
-    except MesoslikeError as exc:
-        if master.startswith("zk://"):
-            raise MesoslikeError(f"{exc}; ZooKeeper names it the leader: if it died, another master leads "
-                                 "once its ZooKeeper session expires (--zk-session-timeout)") from None
-        raise
+    silent = ("; ZooKeeper names it the leader: if it died, another master leads once its ZooKeeper session "
+              "expires (--zk-session-timeout)") if master.startswith("zk://") else ""
+    doc = _ask_for_state(address, timeout, silent)
     if doc.get("is_leader") is False:   # a follower (or a leadership that just moved): ask the leader it names
         leader = (doc.get("leader") or {}).get("address")
         if not leader or leader == address:
@@ -39,7 +35,9 @@ def fetch_state(master: str, timeout: float = 5.0) -> dict:
     return doc
 
 
-def _ask_for_state(address: str, timeout: float) -> dict:
+def _ask_for_state(address: str, timeout: float, if_silent: str = "") -> dict:
+    """The document the master at ``address`` answers; ``if_silent`` ends
+    the error when it does not answer in time."""
     from mesoslike.transport import Client
     from mesoslike.wire import messages as m
 
@@ -53,7 +51,7 @@ def _ask_for_state(address: str, timeout: float) -> dict:
                         return json.loads(reply.document)
                     if isinstance(reply, m.Error):
                         raise MesoslikeError(f"the master refused: {reply.message}")
-    raise MesoslikeError(f"no answer from a master at {address} within {timeout:g}s")
+    raise MesoslikeError(f"no answer from a master at {address} within {timeout:g}s{if_silent}")
 
 
 def _table(rows: list[list[str]], header: list[str]) -> list[str]:

@@ -21,6 +21,7 @@ import os
 import threading
 import time
 import uuid
+from typing import NamedTuple
 
 from mesoslike import __version__
 from mesoslike.clock import Clock, SystemClock
@@ -52,6 +53,14 @@ _LEADER_INFO_TTL = 1.0
 _ROLES_CHECK_INTERVAL = 2.0
 #: seconds between attempts of an elected master to read a registry it could not read
 _OFFICE_RETRY = 0.5
+
+
+class _KeptCore(NamedTuple):
+    """Soft state put aside when the ZooKeeper connection broke (_step_down)."""
+
+    core: MasterCore
+    fence: str               # the election znode it served under
+    undelivered: list[Send]  # what it said in the turn the break cut short
 
 
 class MasterRuntime:
@@ -112,8 +121,7 @@ class MasterRuntime:
         self._leading = threading.Event()   # cleared by the contender the moment leadership is in doubt
         self._thread: threading.Thread | None = None
         self._contender = None
-        #: (core, znode, undelivered sends) put aside when the connection broke
-        self._kept: tuple | None = None
+        self._kept: _KeptCore | None = None
         self.core: MasterCore | None = None
         #: the roles settings in force (the preemption policy reads them)
         self.roles_config = roles
@@ -181,11 +189,10 @@ class MasterRuntime:
             return True
         kept, self._kept = self._kept, None
         if kept is not None and self._resumable(kept, registry):
-            core, _, undelivered = kept
-            self.core, self._persisted = core, core.registry_changes
+            self.core, self._persisted = kept.core, kept.core.registry_changes
             # what the core said in the turn the blip cut short goes out now,
             # late rather than never (it believes it was said)
-            self._operator_sends = undelivered + self._operator_sends
+            self._operator_sends = kept.undelivered + self._operator_sends
             self._turn_end = self.clock.now()
             self._leading.set()
             log.info("master %s leads again under the same znode: soft state kept", self.info.id)
@@ -194,16 +201,15 @@ class MasterRuntime:
         self._lead(registry)
         return True
 
-    def _resumable(self, kept: tuple, registry: Registry) -> bool:
+    def _resumable(self, kept: _KeptCore, registry: Registry) -> bool:
         """A core kept across a lost connection may serve again only if our
         znode never went away (nobody else can have led meanwhile) and the
         registry is what we last wrote."""
-        core, fence, _ = kept
         try:
-            same_znode = self._contender.fence() == fence
+            same_znode = self._contender.fence() == kept.fence
         except Exception:
             return False
-        return same_znode and registry == core.registry
+        return same_znode and registry == kept.core.registry
 
     def _confirm_leadership(self, since: float, allowed: float = 0.0) -> bool:
         """After a gap — the process was frozen (SIGSTOP, a long GC, a
@@ -242,7 +248,7 @@ class MasterRuntime:
         self._leader_cache = (float("-inf"), {})  # someone else leads now: ask ZooKeeper afresh
         if self.core is not None:
             fence = self._current_fence() if keep and self._persisted == self.core.registry_changes else None
-            self._kept = (self.core, fence, list(undelivered or ())) if fence is not None else None
+            self._kept = _KeptCore(self.core, fence, list(undelivered or ())) if fence is not None else None
             log.warning("master %s steps down: soft state %s", self.info.id,
                         "kept in case the session survives" if self._kept else "dropped")
         if self._kept is not None:
@@ -255,13 +261,21 @@ class MasterRuntime:
         self.core = None
         self._leading.clear()
 
+    def _put_aside_if_demoted(self) -> bool:
+        """If the contender demoted us (a connection blip), put the core
+        aside; True while peers' messages must wait unread (_holding).
+        Called with ``_lock`` held."""
+        if self.core is not None and not self._leading.is_set():
+            self._step_down(keep=True)
+        return self._holding()
+
     def _holding(self) -> bool:
         """After a connection blip, while the kept core may still serve: peers'
         messages wait unread (at most a session timeout), neither handled
         nor refused."""
         if self._holding_until is None or self.is_leader or self._elected.is_set():
             return False
-        if self._kept is None or self.clock.now() >= self._holding_until or self._current_fence() != self._kept[1]:
+        if self._kept is None or self.clock.now() >= self._holding_until or self._current_fence() != self._kept.fence:
             # given up, or the session is known lost (our znode is gone or
             # new): the kept core can never serve again
             self._kept = None
@@ -480,10 +494,9 @@ class MasterRuntime:
         if self._elected.is_set() and not self.is_leader and not self._take_office():
             self._waker.wait(_OFFICE_RETRY)  # peers' messages wait for the leader we are about to be
             return
-        if self.core is not None and not self._leading.is_set():
-            with self._lock:
-                self._step_down(keep=True)
-        if self._holding():
+        with self._lock:
+            holding = self._put_aside_if_demoted()
+        if holding:
             self._waker.wait(min(0.1, self._holding_until - self.clock.now()))
             return
         timeout = 1.0
@@ -493,15 +506,11 @@ class MasterRuntime:
                 timeout = 0.0  # frames are waiting in the inbox already
         self._server.wait(timeout, self._waker)
         with self._lock:
-            # measured from the end of the last turn, so a freeze anywhere
-            # between two turns counts, not only one inside the wait
-            if self.core is not None and not self._leading.is_set():
-                # demoted while we waited: a connection blip, keep the core;
-                # the frames that woke us wait with the rest, unread
-                self._step_down(keep=True)
-                if self._holding():
-                    return
-            elif self.is_leader:
+            if self._put_aside_if_demoted():
+                return  # demoted while we waited: the frames that woke us wait with the rest, unread
+            if self.is_leader:
+                # measured from the end of the last turn, so a freeze anywhere
+                # between two turns counts, not only one inside the wait
                 self._confirm_leadership(since=self._turn_end, allowed=timeout)  # steps down if refuted
             elif self._elected.is_set():
                 return  # elected while we waited: what woke us is the new leader's, next turn
