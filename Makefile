@@ -1,9 +1,10 @@
+SHELL := /bin/bash
 # The two commands of README.rst's Quick start.
 PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: venv demo demo-framework simulate test bench zookeeper
+.PHONY: venv demo demo-framework simulate test typecheck bench zookeeper
 
 $(BIN)/mesoslike: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +37,18 @@ zookeeper:
 	    echo "warning: ZooKeeper is missing (as root: apt-get install zookeeper); its tests skip outside CI"; \
 	  fi; \
 	fi
+
+# mypy over mesoslike/ and frameworks/. frameworks/ is installed as
+# mesoslike.frameworks (setup.cfg package_dir), a mapping mypy cannot follow,
+# so it checks a tree of links laid out as the installed package; errors are
+# reported with the repository's own paths.
+TYPECHECK_TREE = build/typecheck
+typecheck: venv
+	@rm -rf $(TYPECHECK_TREE)/mesoslike && mkdir -p $(TYPECHECK_TREE)/mesoslike
+	@for entry in mesoslike/*; do ln -s "$(CURDIR)/$$entry" $(TYPECHECK_TREE)/mesoslike/; done
+	@ln -s "$(CURDIR)/frameworks" $(TYPECHECK_TREE)/mesoslike/frameworks
+	@cd $(TYPECHECK_TREE) && "$(CURDIR)/$(BIN)/mypy" --config-file "$(CURDIR)/setup.cfg" mesoslike \
+	  | sed -e 's|^mesoslike/frameworks/|frameworks/|'; exit $${PIPESTATUS[0]}
 
 test: venv zookeeper
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

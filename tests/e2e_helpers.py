@@ -32,6 +32,7 @@ from typing import Callable, Iterable
 import pytest
 
 from mesoslike import FrameworkInfo, Scheduler, SchedulerDriver
+from waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -61,23 +62,9 @@ def child_env() -> dict[str, str]:
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05,
              diagnostics: Callable[[], str] | None = None):
-    """Poll ``predicate`` until it returns something truthy; return that.
-    Fails the test (with ``diagnostics()`` appended) after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    last_exc: BaseException | None = None
-    while True:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except (OSError, ValueError, KeyError) as exc:   # e.g. the HTTP server not up yet
-            last_exc = exc
-        if time.monotonic() >= deadline:
-            extra = f"\nlast error: {last_exc!r}" if last_exc else ""
-            if diagnostics is not None:
-                extra += "\n" + diagnostics()
-            pytest.fail(f"timed out after {timeout:g}s waiting for {what}{extra}")
-        time.sleep(interval)
+    """Poll ``predicate`` until it returns something truthy; return that
+    (:func:`waiting.wait_until` with this module's default interval)."""
+    return wait_until(predicate, timeout, what, interval=interval, diagnostics=diagnostics)
 
 
 def http_get(url: str, timeout: float = 2.0) -> tuple[int, str, str]:

@@ -1,6 +1,12 @@
 """The package installs with both ``pip install .`` and ``pip install -e .``,
 maps frameworks/ to ``mesoslike.frameworks`` and ships no top-level
-``frameworks`` package."""
+``frameworks`` package.
+
+The virtualenv the test builds sees nothing of the interpreter that made it
+(no ``--system-site-packages``): pip resolves and installs the declared
+dependencies as it would on a fresh machine, so a dependency missing from
+setup.cfg fails here instead of passing because this machine happens to
+have it."""
 
 import configparser
 import pathlib
@@ -18,6 +24,15 @@ def declared_packages():
     return set(config["options"]["packages"].split()), config["options"]["package_dir"]
 
 
+def run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """Run a command; on failure the assertion shows its stdout and stderr."""
+    done = subprocess.run(args, capture_output=True, text=True, **kwargs)
+    assert done.returncode == 0, (
+        f"{' '.join(map(str, args))} exited {done.returncode}\n"
+        f"--- stdout ---\n{done.stdout[-4000:]}\n--- stderr ---\n{done.stderr[-4000:]}")
+    return done
+
+
 def test_every_package_directory_is_declared():
     declared, _ = declared_packages()
     found = {"mesoslike." + ".".join(p.parent.relative_to(ROOT / "mesoslike").parts)
@@ -28,28 +43,35 @@ def test_every_package_directory_is_declared():
     assert found == declared
 
 
+def test_the_run_helper_shows_the_failing_commands_stderr():
+    with pytest.raises(AssertionError, match=r"(?s)exited 3.*--- stderr ---\s*boom"):
+        run([sys.executable, "-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"])
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("editable", [False, True], ids=["install", "editable"])
 def test_installs_into_a_fresh_virtualenv(tmp_path, editable):
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    run([sys.executable, "-m", "venv", str(venv)])
     python = venv / "bin" / "python"
+    # the venv starts with the standard library only
+    bare = subprocess.run([str(python), "-c", "import msgpack"], capture_output=True)
+    assert bare.returncode != 0, "the fresh venv must not see the packages of the interpreter that made it"
     target = ["-e", str(ROOT)] if editable else [str(ROOT)]
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", *target],
-                   check=True, cwd=tmp_path)
+    run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *target], cwd=tmp_path)
     probe = (
-        "import importlib.util, mesoslike, mesoslike.frameworks as f, mesoslike.allocator;"
+        "import importlib.util, mesoslike, mesoslike.frameworks as f, mesoslike.allocator, mesoslike.transport;"
+        "import msgpack, zmq, kazoo, attrs, click, sortedcontainers;"
         "print(f.__name__);"
         "print(importlib.util.find_spec('frameworks') is None)"
     )
-    out = subprocess.run([str(python), "-c", probe], check=True, capture_output=True, text=True, cwd=tmp_path)
+    out = run([str(python), "-c", probe], cwd=tmp_path)
     assert out.stdout.split() == ["mesoslike.frameworks", "True"]
-    version = subprocess.run([str(venv / "bin" / "mesoslike"), "--version"], check=True, capture_output=True,
-                             text=True, cwd=tmp_path)
+    version = run([str(venv / "bin" / "mesoslike"), "--version"], cwd=tmp_path)
     assert "mesoslike" in version.stdout
     if not editable:
-        site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                              check=True, capture_output=True, text=True).stdout.strip()
+        site = run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
         assert not (pathlib.Path(site) / "frameworks").exists()
         assert (pathlib.Path(site) / "mesoslike" / "frameworks" / "__init__.py").exists()
+        assert (pathlib.Path(site) / "mesoslike" / "py.typed").exists()
