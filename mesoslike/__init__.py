@@ -7,7 +7,8 @@ then the wire codec, the edges (ZeroMQ, ZooKeeper), the runtimes and the CLI.
 
 __version__ = "0.1.0"
 
-from mesoslike.errors import MesoslikeError, ResourcesError  # noqa: E402
+from mesoslike.clock import Clock, FakeClock, SystemClock  # noqa: E402
+from mesoslike.errors import ConfigError, MesoslikeError, ResourcesError  # noqa: E402
 from mesoslike.resources import Resources  # noqa: E402
 from mesoslike.wire.types import (  # noqa: E402
     Filters,
@@ -20,7 +21,8 @@ from mesoslike.wire.types import (  # noqa: E402
 )
 
 __all__ = [
-    "__version__", "MesoslikeError", "Resources", "ResourcesError", "Filters", "FrameworkInfo", "MasterInfo",
+    "__version__", "Clock", "SystemClock", "FakeClock", "MesoslikeError", "ConfigError", "Resources",
+    "ResourcesError", "Filters", "FrameworkInfo", "MasterInfo",
     "Offer", "TaskInfo", "TaskState", "TaskStatus", "Scheduler", "SchedulerDriver", "DriverStatus",
 ]
 
