@@ -24,9 +24,10 @@ import attrs
 from mesoslike.allocator import HierarchicalAllocator, RescindReason
 from mesoslike.clock import Clock
 from mesoslike.errors import MesoslikeError
-from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleUsage, Settings, TaskView, Warn
+from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleUsage, TaskView, Warn
 from mesoslike.master.records import AgentRecord, FrameworkRecord, MasterConfig, TaskRecord, new_status
 from mesoslike.master.registry import Registry
+from mesoslike.master.roles import RolesConfig
 from mesoslike.master.state import state_json
 from mesoslike.resources import Resources
 from mesoslike.wire import (
@@ -98,8 +99,8 @@ class MasterCore:
         self.counters = {"messages_received": 0, "bad_messages": 0, "tasks_launched": 0, "tasks_invalid": 0,
                          "agents_removed": 0, "frameworks_removed": 0, "registration_retries": 0,
                          "preemptions_warned": 0, "preemptions_killed": 0, "preemptions_released": 0}
-        #: the roles file in force (``mesoslike.master.roles.RolesConfig``), set by the runtime
-        self.roles_config = None
+        #: the roles file in force, set by the runtime
+        self.roles_config: RolesConfig | None = None
         #: fair-share preemption (docs/preemption.rst); None = off, the default
         self.preemption: FairSharePreemption | None = None
         self._next_preemption_update = now
@@ -155,13 +156,12 @@ class MasterCore:
         self._send_rescinds()
         return self._flush()
 
-    def set_preemption(self, settings: Settings | None) -> None:
-        """Turn fair-share preemption on with ``settings`` (e.g.
-        ``PreemptionSettings.from_roles_config(config)``), update its
-        settings, or turn it off (None, or settings with preemption disabled:
-        the policy and its pending victims are dropped). The runtime calls it
-        whenever it applies the roles file."""
-        if settings is None or not settings.preemption_enabled:
+    def set_preemption(self, settings: RolesConfig | None) -> None:
+        """Turn fair-share preemption on with the roles file ``settings``,
+        update its settings, or turn it off (None, or a file with preemption
+        disabled: the policy and its pending victims are dropped). The
+        runtime calls it whenever it applies the roles file."""
+        if settings is None or not settings.preemption.enabled:
             if self.preemption is not None:
                 log.info("fair-share preemption off")
             self.preemption = None
@@ -171,7 +171,7 @@ class MasterCore:
         if self.preemption is None:
             self.preemption = FairSharePreemption(settings, allocation_interval=self.config.allocation_interval)
             self._next_preemption_update = self.clock.now()
-            log.info("fair-share preemption on (wait before kill %.1fs)", settings.wait_before_kill)
+            log.info("fair-share preemption on (wait before kill %.1fs)", settings.preemption.wait_before_kill)
         else:
             self.preemption.set_settings(settings)
 
