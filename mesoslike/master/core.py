@@ -223,7 +223,7 @@ class MasterCore:
         """
         agent_id = self._agent_by_peer.get(peer)
         agent = self.agents.get(agent_id) if agent_id is not None else None
-        if agent is None or not agent.connected or agent.peer != peer:
+        if agent is None or agent.peer != peer:
             return None
         self._out = []
         self.counters["messages_received"] += 1
@@ -273,7 +273,7 @@ class MasterCore:
         the whole cluster on top of what it holds; a role whose frameworks
         are all suppressed or disconnected wants nothing more."""
         policy = self.preemption
-        total = Resources.sum(agent.info.resources for agent in self.agents.values() if agent.connected)
+        total = Resources.sum(agent.info.resources for agent in self.agents.values())
         usage: dict[str, list[Resources]] = {}
         wanting: set[str] = set()
         tasks: list[TaskView] = []
@@ -333,7 +333,7 @@ class MasterCore:
         self.counters["preemptions_killed"] += 1
         log.info("preemption: killing task %s of framework %s: %s", task.id, record.id, action.reason)
         agent = self.agents.get(task.agent_id)
-        if agent is not None and agent.connected:
+        if agent is not None:
             self._send(agent.peer, m.KillTask(record.id, task.id))
 
     def _preemption_ended(self, key: tuple[str, str], agent_id: str | None = None) -> None:
@@ -424,9 +424,8 @@ class MasterCore:
         agents = {task.agent_id for task in record.tasks.values()}
         for agent_id in sorted(agents):
             agent = self.agents.get(agent_id)
-            if agent is not None and agent.connected:
-                self._send(agent.peer, m.ShutdownFramework(record.id))
             if agent is not None:
+                self._send(agent.peer, m.ShutdownFramework(record.id))
                 agent.tasks = {key for key in agent.tasks if key[0] != record.id}
         self.allocator.remove_framework(record.id)
         if record.peer is not None:
@@ -602,7 +601,7 @@ class MasterCore:
                 reason="REASON_RECONCILIATION", timestamp=self._wall_clock())))
             return
         agent = self.agents.get(task.agent_id)
-        if agent is not None and agent.connected:
+        if agent is not None:
             self._send(agent.peer, m.KillTask(record.id, task.id))
 
     # ======================================================= status updates
@@ -646,7 +645,7 @@ class MasterCore:
         if task is not None and task.terminal and task.status.uuid == msg.uuid:
             self._complete(record, task)
         agent = self.agents.get(msg.agent_id)
-        if agent is not None and agent.connected:
+        if agent is not None:
             self._send(agent.peer, m.StatusUpdateAck(agent.id, record.id, msg.task_id, msg.uuid))
 
     def _complete(self, record: FrameworkRecord, task: TaskRecord) -> None:
@@ -699,8 +698,8 @@ class MasterCore:
         if record is None:
             return
         agent = self.agents.get(msg.agent_id)
-        if agent is None or not agent.connected:
-            self._error(peer, f"agent {msg.agent_id!r} is not connected; message dropped")
+        if agent is None:
+            self._error(peer, f"agent {msg.agent_id!r} is not registered; message dropped")
             return
         self._send(agent.peer, msg)
 
@@ -730,7 +729,6 @@ class MasterCore:
         if record.peer is not None and record.peer != peer:
             self._agent_by_peer.pop(record.peer, None)
         record.peer = peer
-        record.connected = True
         record.pings_unanswered = 0
         self._agent_by_peer[peer] = record.id
         self.allocator.activate_agent(record.id)
@@ -818,8 +816,6 @@ class MasterCore:
 
     def _ping_agents(self) -> None:
         for agent in list(self.agents.values()):
-            if not agent.connected:
-                continue
             if agent.pings_unanswered >= self.config.max_agent_ping_timeouts:
                 self._remove_agent(agent, f"{agent.pings_unanswered} pings unanswered")
                 continue
@@ -838,9 +834,8 @@ class MasterCore:
         for record in self.frameworks.values():
             if record.connected:
                 self._send_framework(record, m.Failure(agent.id, why))
-        if agent.peer is not None:
-            self._send(agent.peer, m.ShutdownAgent(why))
-            self._agent_by_peer.pop(agent.peer, None)
+        self._send(agent.peer, m.ShutdownAgent(why))
+        self._agent_by_peer.pop(agent.peer, None)
         del self.agents[agent.id]
         self.removed_agents.add(agent.id)
         self.registry.remove_agent(agent.id)
