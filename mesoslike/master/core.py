@@ -23,7 +23,7 @@ import attrs
 
 from mesoslike.allocator import HierarchicalAllocator, RescindReason
 from mesoslike.clock import Clock
-from mesoslike.errors import MesoslikeError
+from mesoslike.errors import AgentCapacityError, MesoslikeError
 from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleUsage, TaskView, Warn
 from mesoslike.master.records import AgentRecord, FrameworkRecord, MasterConfig, TaskRecord, new_status
 from mesoslike.master.registry import Registry
@@ -629,13 +629,19 @@ class MasterCore:
         task.status = status
         if status.terminal and self._warned and (record.id, task.id) in self._warned:
             self._preemption_ended((record.id, task.id), task.agent_id)
-        if status.terminal and not task.resources_recovered:
-            task.resources_recovered = True
-            if task.agent_id in self.agents:
-                try:
-                    self.allocator.recover_resources(record.id, task.agent_id, task.info.resources)
-                except MesoslikeError:  # a bookkeeping bug must not lose the update itself
-                    log.exception("recovering the resources of task %s failed", task.id)
+        if status.terminal:
+            self._recover_resources(record, task)
+
+    def _recover_resources(self, record: FrameworkRecord, task: TaskRecord) -> None:
+        """Give what an ended task held back to the allocator, once."""
+        if task.resources_recovered:
+            return
+        task.resources_recovered = True
+        if task.agent_id in self.agents:
+            try:
+                self.allocator.recover_resources(record.id, task.agent_id, task.info.resources)
+            except MesoslikeError:  # a bookkeeping bug must not lose the update itself
+                log.exception("recovering the resources of task %s failed", task.id)
 
     def _acknowledge(self, peer: bytes, msg: m.Acknowledge) -> None:
         record = self._framework_for(peer, msg.framework_id)
@@ -731,10 +737,38 @@ class MasterCore:
         record.peer = peer
         record.pings_unanswered = 0
         self._agent_by_peer[peer] = record.id
-        self.allocator.activate_agent(record.id)
         self._lose_unreported_tasks(record, msg.tasks)
+        self._update_agent(record, info)
         self._send(peer, m.AgentRegistered(record.id, self.info, self.config.ping_interval))
         log.info("agent %s re-registered", record.id)
+
+    def _update_agent(self, agent: AgentRecord, info: AgentInfo) -> None:
+        """A known agent re-registered with another total or other
+        attributes (it restarted with other flags): as Mesos's master does,
+        the allocator takes the new ones (``update_agent``, which also drops
+        the decline filters on the agent and allocates it again) and the
+        registry keeps them. Its outstanding offers, made of the old ones,
+        are rescinded first. A total below what its tasks still hold is
+        refused: the agent keeps its old total and attributes. O(offers)."""
+        total = info.resources if info.resources != agent.info.resources else None
+        attributes = info.attributes if info.attributes != agent.info.attributes else None
+        if total is None and attributes is None:
+            return
+        for offer in self.allocator.outstanding_offers():
+            if offer.agent_id == agent.id:  # its old incarnation went away
+                self.allocator.rescind_offer(offer.id, RescindReason.AGENT_DEACTIVATED)
+        self._send_rescinds()
+        try:
+            self.allocator.update_agent(agent.id, total=total, attributes=attributes)
+        except AgentCapacityError as exc:
+            log.warning("agent %s re-registered with a total its tasks do not fit in; keeping the old one: %s",
+                        agent.id, exc)
+            return
+        agent.info = attrs.evolve(agent.info, resources=info.resources, attributes=dict(info.attributes))
+        self.registry.admit_agent(agent.info)
+        self._registry_changed()
+        log.info("agent %s re-registered with resources %s and attributes %s", agent.id, info.resources,
+                 info.attributes)
 
     def _admit_reregistered(self, peer: bytes, msg: m.ReregisterAgent) -> None:
         """An agent this master does not know (it restarted or took over):
@@ -800,6 +834,7 @@ class MasterCore:
             record = self.frameworks.get(framework_id)
             task = record.tasks.get(task_id) if record is not None else None
             if task is not None and not task.terminal:
+                self._recover_resources(record, task)  # the agent stays: what the task held is free again
                 self._mark_lost(record, task, "the agent re-registered without this task")
 
     def _agent_for(self, peer: bytes) -> AgentRecord | None:
