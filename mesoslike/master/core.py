@@ -22,6 +22,7 @@ from typing import Callable, Iterable
 import attrs
 
 from mesoslike.allocator import HierarchicalAllocator, RescindReason
+from mesoslike.allocator import Offer as AllocatorOffer
 from mesoslike.clock import Clock
 from mesoslike.errors import AgentCapacityError, MesoslikeError
 from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleUsage, TaskView, Warn
@@ -254,7 +255,7 @@ class MasterCore:
             self._check_expected_agents(now)
         if self.preemption is not None and now >= self._next_preemption_update:
             self._next_preemption_update = now + self.preemption.update_interval
-            self._preemption_update(now)
+            self._preemption_update(self.preemption, now)
         self._send_offers(self.allocator.tick())
         self._send_rescinds()
         return self._flush()
@@ -264,7 +265,7 @@ class MasterCore:
         return wake if self.preemption is None else min(wake, self._next_preemption_update)
 
     # ============================================================ preemption
-    def _preemption_update(self, now: float) -> None:
+    def _preemption_update(self, policy: FairSharePreemption, now: float) -> None:
         """One round of the policy (every ``update_interval``): its inputs
         from the soft state, then its actions. O(tasks + offers + agents).
 
@@ -272,7 +273,6 @@ class MasterCore:
         so a role with a connected framework that is not suppressed wants
         the whole cluster on top of what it holds; a role whose frameworks
         are all suppressed or disconnected wants nothing more."""
-        policy = self.preemption
         total = Resources.sum(agent.info.resources for agent in self.agents.values())
         usage: dict[str, list[Resources]] = {}
         wanting: set[str] = set()
@@ -309,9 +309,14 @@ class MasterCore:
                     self.allocator.prefer_role(action.agent_id, action.role, action.until)
 
     def _running(self, key: tuple[str, str]) -> bool:
-        record = self.frameworks.get(key[0])
-        task = record.tasks.get(key[1]) if record is not None else None
-        return task is not None and not task.terminal
+        found = self._task(*key)
+        return found is not None and not found[1].terminal
+
+    def _task(self, framework_id: str, task_id: str) -> tuple[FrameworkRecord, TaskRecord] | None:
+        """A known task with its framework, or None. O(1)."""
+        record = self.frameworks.get(framework_id)
+        task = record.tasks.get(task_id) if record is not None else None
+        return None if record is None or task is None else (record, task)
 
     def _preemption_warn(self, action: Warn, now: float) -> None:
         record = self.frameworks.get(action.framework_id)
@@ -325,10 +330,10 @@ class MasterCore:
                                                              action.role_for))
 
     def _preemption_kill(self, action: Kill) -> None:
-        record = self.frameworks.get(action.framework_id)
-        task = record.tasks.get(action.task_id) if record is not None else None
-        if task is None or task.terminal:
+        found = self._task(action.framework_id, action.task_id)
+        if found is None or found[1].terminal:
             return
+        record, task = found
         self._preempting[(record.id, task.id)] = action.reason
         self.counters["preemptions_killed"] += 1
         log.info("preemption: killing task %s of framework %s: %s", task.id, record.id, action.reason)
@@ -358,8 +363,8 @@ class MasterCore:
             return
         if not info.id and peer in self._framework_by_peer:
             # a retried first SUBSCRIBE from the same connection: same framework
-            record = self.frameworks[self._framework_by_peer[peer]]
-            self._send_framework(record, m.Subscribed(record.id, self.config.heartbeat_interval, self.info, False))
+            retried = self.frameworks[self._framework_by_peer[peer]]
+            self._send_framework(retried, m.Subscribed(retried.id, self.config.heartbeat_interval, self.info, False))
             return
         record = self.frameworks.get(info.id) if info.id else None
         if record is None:
@@ -531,8 +536,10 @@ class MasterCore:
         for task in launched:
             self._run_task(record, agent, task)
 
-    def _accepted_offers(self, record: FrameworkRecord, offer_ids: list[str]) -> tuple[list, str | None]:
-        offers, problem = [], None
+    def _accepted_offers(self, record: FrameworkRecord,
+                         offer_ids: list[str]) -> tuple[list[AllocatorOffer], str | None]:
+        offers: list[AllocatorOffer] = []
+        problem: str | None = None
         if not offer_ids:
             return offers, "no offers given"
         if len(set(offer_ids)) != len(offer_ids):
@@ -565,7 +572,7 @@ class MasterCore:
             return "kill_grace_period must be >= 0"
         return None
 
-    def _consume_offers(self, offers: list, used: Resources, refuse: float) -> None:
+    def _consume_offers(self, offers: list[AllocatorOffer], used: Resources, refuse: float) -> None:
         """Split what the tasks use over the offers; the rest is declined
         with the accept's filter."""
         remaining = used
@@ -615,7 +622,7 @@ class MasterCore:
             status = attrs.evolve(status, reason="REASON_TASK_PREEMPTED", message=why)
         record = self.frameworks.get(msg.framework_id)
         task = record.tasks.get(status.task_id) if record is not None else None
-        if task is not None:
+        if record is not None and task is not None:
             self._apply_status(record, task, status)
         if record is not None and record.connected:
             self._send_framework(record, m.Update(status))
@@ -673,9 +680,9 @@ class MasterCore:
                 self._send_framework(record, m.Update(self._reconciled(task.status, now)))
             return
         for item in msg.tasks:
-            task = record.tasks.get(item.task_id)
-            if task is not None:
-                status = self._reconciled(task.status, now)
+            live = record.tasks.get(item.task_id)
+            if live is not None:
+                status = self._reconciled(live.status, now)
             else:
                 completed = next((t for t in reversed(record.completed) if t.id == item.task_id), None)
                 if completed is not None:
@@ -831,11 +838,10 @@ class MasterCore:
     def _lose_unreported_tasks(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
         still_running = {(r.framework_id, r.task.task_id) for r in reported}
         for framework_id, task_id in sorted(agent.tasks - still_running):
-            record = self.frameworks.get(framework_id)
-            task = record.tasks.get(task_id) if record is not None else None
-            if task is not None and not task.terminal:
-                self._recover_resources(record, task)  # the agent stays: what the task held is free again
-                self._mark_lost(record, task, "the agent re-registered without this task")
+            found = self._task(framework_id, task_id)
+            if found is not None and not found[1].terminal:
+                self._recover_resources(*found)  # the agent stays: what the task held is free again
+                self._mark_lost(*found, "the agent re-registered without this task")
 
     def _agent_for(self, peer: bytes) -> AgentRecord | None:
         agent_id = self._agent_by_peer.get(peer)
@@ -860,10 +866,9 @@ class MasterCore:
     def _remove_agent(self, agent: AgentRecord, why: str) -> None:
         log.warning("removing agent %s (%s): %s", agent.id, agent.info.hostname, why)
         for framework_id, task_id in sorted(agent.tasks):
-            record = self.frameworks.get(framework_id)
-            task = record.tasks.get(task_id) if record is not None else None
-            if task is not None and not task.terminal:
-                self._mark_lost(record, task, f"agent {agent.id} removed: {why}")
+            found = self._task(framework_id, task_id)
+            if found is not None and not found[1].terminal:
+                self._mark_lost(*found, f"agent {agent.id} removed: {why}")
         self.allocator.remove_agent(agent.id)
         self._send_rescinds()
         for record in self.frameworks.values():
