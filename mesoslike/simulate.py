@@ -35,7 +35,7 @@ import math
 import random
 from collections import deque
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 import attrs
 
@@ -255,7 +255,7 @@ def drf_example_workload(tasks_per_framework: int = 6) -> Workload:
     if tasks_per_framework < 1:
         raise ValueError(f"tasks_per_framework must be >= 1, got {tasks_per_framework!r}")
     demands = {"A": Resources(cpus=1, mem=4096), "B": Resources(cpus=3, mem=1024)}
-    tasks = []
+    tasks: list[TaskSpec] = []
     for i in range(tasks_per_framework):
         for framework_id, demand in demands.items():
             tasks.append(TaskSpec(f"{framework_id}-{i}", framework_id, demand, 0.0, None, len(tasks)))
@@ -284,7 +284,7 @@ def _read_rows(path: Path, columns: Sequence[str], limit: int | None) -> list[di
         missing = [c for c in columns if c not in (reader.fieldnames or [])]
         if missing:
             raise TraceError(f"{path.name}: missing columns {missing}")
-        rows = []
+        rows: list[dict[str, str]] = []
         for row in reader:
             if limit is not None and len(rows) >= limit:
                 break
@@ -315,25 +315,34 @@ _POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "qos"
                 "creation_time", "deletion_time", "scheduled_time")
 
 
-def _pod_task(row: Mapping[str, str]) -> tuple[str, tuple] | tuple[None, str]:
-    """One pod row -> (framework id, (name, resources, creation, duration)),
-    or (None, reason) for a row that does not make sense."""
+class _Pod(NamedTuple):
+    """A pod of the trace, as a task of the framework of its ``qos`` class."""
+
+    framework_id: str
+    name: str
+    resources: Resources
+    created: int
+    duration: int
+
+
+def _pod_task(row: Mapping[str, str]) -> _Pod | str:
+    """One pod row -> its task, or why the row does not make sense."""
     if not row["scheduled_time"]:
-        return None, "never scheduled"
+        return "never scheduled"
     try:
         created, scheduled, deleted = (int(row[k]) for k in ("creation_time", "scheduled_time", "deletion_time"))
         # num_gpu whole GPUs, each used to gpu_milli/1000 (GPU sharing: 1 x 0.46)
         gpus = int(row["num_gpu"] or 0) * int(row["gpu_milli"] or 0) / 1000
         resources = Resources(cpus=int(row["cpu_milli"]) / 1000, mem=int(row["memory_mib"]), gpus=gpus)
     except (TypeError, ValueError):
-        return None, "malformed"
+        return "malformed"
     if not row["qos"] or not row["name"]:
-        return None, "malformed"
+        return "malformed"
     if scheduled < created or deleted <= scheduled:
-        return None, "non-positive duration"
+        return "non-positive duration"
     if not resources:
-        return None, "no resources"
-    return row["qos"], (row["name"], resources, created, deleted - scheduled)
+        return "no resources"
+    return _Pod(row["qos"], row["name"], resources, created, deleted - scheduled)
 
 
 def load_openb_trace(
@@ -362,16 +371,16 @@ def load_openb_trace(
     pod_rows = _read_rows(_trace_path(trace_dir, TRACE_POD_FILE), _POD_COLUMNS, pods)
     agents, bad_nodes = _trace_agents(node_rows)
     skipped: dict[str, int] = {"bad node": bad_nodes} if bad_nodes else {}
-    parsed = []
+    parsed: list[_Pod] = []
     for row in pod_rows:
-        framework_id, detail = _pod_task(row)
-        if framework_id is None:
-            skipped[detail] = skipped.get(detail, 0) + 1
+        pod = _pod_task(row)
+        if isinstance(pod, str):
+            skipped[pod] = skipped.get(pod, 0) + 1
         else:
-            parsed.append((framework_id, detail))
-    start = min((created for _, (_, _, created, _) in parsed), default=0)
-    tasks = [TaskSpec(name, framework_id, resources, (created - start) / time_scale, duration / time_scale, i)
-             for i, (framework_id, (name, resources, created, duration)) in enumerate(parsed)]
+            parsed.append(pod)
+    start = min((pod.created for pod in parsed), default=0)
+    tasks = [TaskSpec(pod.name, pod.framework_id, pod.resources, (pod.created - start) / time_scale,
+                      pod.duration / time_scale, i) for i, pod in enumerate(parsed)]
     tasks.sort(key=lambda t: (t.arrival, t.index))
     return Workload(
         name="trace",

@@ -275,18 +275,17 @@ class Cluster(ProcessSet):
             while self.http_port == self.port:
                 self.http_port = free_port()
             proc = self._start(name if attempt == 0 else f"{name}-{attempt}", make_args(self.port, self.http_port))
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and proc.running():
-                try:
-                    if http_get(self.http + "/state", timeout=1.0)[0] == 200:
-                        return proc
-                except OSError:
-                    pass
-                time.sleep(0.05)
-            if proc.running():
-                break
+
+            def served_or_died(proc: Proc = proc) -> str | None:
+                if not proc.running():
+                    return "died"
+                return "served" if http_get(self.http + "/state", timeout=1.0)[0] == 200 else None
+
+            if wait_until(served_or_died, timeout, f"{name} to serve {self.http}/state", interval=0.05,
+                          diagnostics=self.diagnostics) == "served":
+                return proc
             proc.kill()
-        pytest.fail(f"{name} did not serve {self.http}/state within {timeout:g}s\n{self.diagnostics()}")
+        pytest.fail(f"{name} died before serving {self.http}/state, three times\n{self.diagnostics()}")
 
     def start_master(self, *extra: str, timeout: float = 20.0) -> Proc:
         self.master = self._start_listening(

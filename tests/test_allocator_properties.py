@@ -6,7 +6,7 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from mesoslike.fairness import drf
+from fairness_oracles import drf
 from mesoslike.resources import Resources
 
 from allocator_helpers import R, make, run_tasks

@@ -101,8 +101,15 @@ def test_a_fills_the_cluster_b_arrives_and_ends_with_its_fair_half(cluster, tmp_
     b_agents = {task["agent_id"] for f in doc["frameworks"] if f["role"] == "b" for task in f["tasks"]}
     assert len(b_agents) == 1
 
-    time.sleep(3.0)  # and it stays so: a is at its fair share, nothing more is taken
-    doc = cluster.state()
+    # and it stays so: a is at its fair share, nothing more is taken. The proof
+    # is a policy round at a time by which a role still below its target now
+    # would have been starved (the 2 s timeout) and off hold: what it does
+    # then is in the same /state.
+    settled = doc["preemption"]
+    horizon = max([settled["updated_at"] + 2.0] + [entry["hold_until"] for entry in settled["roles"].values()
+                                                   if entry.get("hold_until") is not None])
+    doc = cluster.wait_until(lambda: (lambda d: d if d["preemption"]["updated_at"] >= horizon else None)(
+        cluster.state()), 15, "a preemption round past the starvation timeout and the hold")
     assert running_per_role(doc) == {"a": 2, "b": 2}
     preemption = doc["preemption"]
     assert preemption["counters"]["warned"] == 2 and preemption["counters"]["killed"] == 2

@@ -3,12 +3,12 @@ agents re-register with their running tasks, frameworks re-subscribe, and
 no task is lost or killed."""
 
 import signal
-import time
 
 import pytest
 
-from e2e_helpers import FAST_MASTER_ARGS, RecordingScheduler, cluster, http_get, wait_for  # noqa: F401
+from e2e_helpers import FAST_MASTER_ARGS, RecordingScheduler, cluster, http_get  # noqa: F401
 from mesoslike import FrameworkInfo, Resources, TaskInfo, TaskState
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,14 +33,14 @@ def test_restarted_master_recovers_agents_frameworks_and_running_tasks(cluster, 
     cluster.start_master("--work-dir", str(registry_dir), "--agent-reregister-timeout", "30")
     cluster.start_agent("a1", "cpus:2;mem:512")
     scheduler = OneLongTask()
-    cluster.driver(scheduler, "keeper", framework=FrameworkInfo("keeper", failover_timeout=60.0))
+    driver = cluster.driver(scheduler, "keeper", framework=FrameworkInfo("keeper", failover_timeout=60.0))
     scheduler.wait(lambda: any(s.state == TaskState.RUNNING for s in scheduler.statuses("long")), 20,
                    "the task to run")
     framework_id = scheduler.framework_id
     assert (registry_dir / "registry.json").exists()
 
     cluster.master.signal_group(signal.SIGKILL)
-    wait_for(lambda: not cluster.master.running(), 10, "the master to die")
+    wait_until(lambda: not cluster.master.running(), 10, "the master to die")
     port, http_port = cluster.port, cluster.http_port
     cluster.master = cluster._start("master-restarted", [
         "master", "--ip", "127.0.0.1", "--port", str(port), "--http-port", str(http_port), *FAST_MASTER_ARGS,
@@ -56,9 +56,15 @@ def test_restarted_master_recovers_agents_frameworks_and_running_tasks(cluster, 
         return (framework and framework["connected"] and [a["hostname"] for a in state["agents"]] == ["a1"]
                 and [(t["id"], t["state"]) for t in framework["tasks"]] == [("long", TaskState.RUNNING)])
 
-    wait_for(recovered, 30, "the restarted master to recover the agent, framework and task")
+    wait_until(recovered, 30, "the restarted master to recover the agent, framework and task")
     scheduler.wait(lambda: scheduler.of("reregistered"), 10, "the framework to re-register")
     states = [s.state for s in scheduler.statuses("long")]
     assert TaskState.LOST not in states and TaskState.KILLED not in states
-    time.sleep(1.0)  # nothing bad arrives late either
+    # nothing bad arrives late either: the master answers a reconciliation
+    # after everything it sent the framework before, on the same connection
+    driver.reconcile_tasks([])
+    scheduler.wait(lambda: any(s.reason == "REASON_RECONCILIATION" for s in scheduler.statuses("long")), 10,
+                   "the master's answer to a reconciliation")
     assert [s.state for s in scheduler.statuses("long") if s.terminal] == []
+    assert [s.state for s in scheduler.statuses("long") if s.reason == "REASON_RECONCILIATION"] == \
+        [TaskState.RUNNING]

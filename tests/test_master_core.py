@@ -341,6 +341,59 @@ def test_reregistering_agent_reports_ended_unacknowledged_tasks_which_are_not_lo
     assert update.status.state == TaskState.FINISHED
 
 
+def reregister(h, aid, resources, attributes=None, tasks=(), peer=AG):
+    info = AgentInfo("node-0", R(resources), attributes or {}, id=aid)
+    return h.send(peer, m.ReregisterAgent(info, list(tasks), []))
+
+
+def test_an_agent_reregistering_with_another_total_and_attributes_is_offered_with_the_new_ones(h):
+    # Mesos: the master hands the changed agent to the allocator (updateSlave)
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    launch(h, fid, offer, task("t", aid, "cpus:1;mem:128"))
+    (held,) = h.offers(h.tick(advance=1.0))  # what is left, outstanding while the agent restarts
+    running = m.RunningTask(fid, task("t", aid, "cpus:1;mem:128"), TaskState.RUNNING)
+    out = reregister(h, aid, "cpus:8;mem:8192", {"rack": "r2"}, [running])
+    assert only(out, m.AgentRegistered, AG)[0].agent_id == aid
+    assert [r.offer_id for r in only(out, m.RescindOffer, FW)] == [held.id]  # made of the old total
+    (offer,) = h.offers(h.tick(advance=1.0))
+    assert (offer.resources, offer.attributes) == (R("cpus:7;mem:8064"), {"rack": "r2"})
+    assert h.core.agents[aid].info.resources == R("cpus:8;mem:8192")
+    assert h.core.registry.agents[aid].attributes == {"rack": "r2"}  # a new leader knows it too
+    assert not h.core.frameworks[fid].tasks["t"].terminal
+
+
+def test_an_agent_reregistering_as_before_keeps_its_offers(h):
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    changes = h.core.registry_changes
+    out = reregister(h, aid, "cpus:4;mem:4096", peer=AG2)
+    assert not only(out, m.RescindOffer) and h.core.registry_changes == changes
+    assert [o.id for o in h.core.allocator.outstanding_offers(fid)] == [offer.id]
+
+
+def test_an_agent_reregistering_with_a_total_its_tasks_do_not_fit_in_keeps_the_old_one(h):
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    launch(h, fid, offer, task("t", aid, "cpus:3;mem:128"))
+    running = m.RunningTask(fid, task("t", aid, "cpus:3;mem:128"), TaskState.RUNNING)
+    out = reregister(h, aid, "cpus:2;mem:4096", {"rack": "r2"}, [running])
+    assert only(out, m.AgentRegistered, AG)
+    assert h.core.agents[aid].info == AgentInfo("node-0", R("cpus:4;mem:4096"), id=aid)
+    (offer,) = h.offers(h.tick(advance=1.0))
+    assert (offer.resources, offer.attributes) == (R("cpus:1;mem:3968"), {})
+
+
+def test_a_task_an_agent_no_longer_reports_is_lost_and_its_resources_are_offered_again(h):
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    launch(h, fid, offer, task("t", aid, "cpus:1;mem:128"))
+    out = reregister(h, aid, "cpus:4;mem:4096", peer=AG2)
+    assert [u.status.state for u in only(out, m.Update, FW)] == [TaskState.LOST]
+    (offer,) = h.offers(h.tick(advance=1.0))
+    assert offer.resources == R("cpus:4;mem:4096")
+
+
 def test_a_retried_registration_is_answered_again_without_losing_tasks_launched_since(h):
     # after a failover an agent retries REREGISTER_AGENT while the master is
     # busy; the runtime recognises the retry by its bytes and asks the core

@@ -7,7 +7,7 @@ import pytest
 
 from mesoslike.clock import FakeClock
 from mesoslike.master import MasterConfig, MasterCore
-from mesoslike.master.preemption import PreemptionSettings, RolePolicy
+from mesoslike.master.roles import PreemptionConfig, RoleConfig, RolesConfig
 from mesoslike.master.state import metrics_text, state_json
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
@@ -22,8 +22,9 @@ SLOT = "cpus:1;mem:1024"
 
 
 def settings(enabled=True, timeout=3.0, threshold=1.0, wait=5.0):
-    role = RolePolicy(fair_share_preemption_timeout=timeout, fair_share_preemption_threshold=threshold)
-    return PreemptionSettings(preemption_enabled=enabled, wait_before_kill=wait, roles={"a": role, "b": role})
+    roles = {name: RoleConfig(name, fair_share_preemption_timeout=timeout, fair_share_preemption_threshold=threshold)
+             for name in ("a", "b")}
+    return RolesConfig(PreemptionConfig(enabled=enabled, wait_before_kill=wait), roles)
 
 
 class Cluster:

@@ -12,22 +12,14 @@ import json
 import math
 from pathlib import Path
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from mesoslike.fairness import FairShareQueue, hierarchical_fair_shares
-from mesoslike.master.preemption import (
-    EPSILON,
-    FairSharePreemption,
-    Kill,
-    PreemptionSettings,
-    Prefer,
-    RolePolicy,
-    RoleUsage,
-    TaskView,
-    Warn,
-)
+from mesoslike.master.preemption import EPSILON, FairSharePreemption, Kill, Prefer, RoleUsage, TaskView, Warn
+from mesoslike.master.roles import PreemptionConfig, RoleConfig, RolesConfig, parse_roles, quantities
 from mesoslike.resources import Resources
 
 pytestmark = pytest.mark.timeout(120)
@@ -39,13 +31,16 @@ UNIT = R("cpus:1;mem:1024")
 
 
 # ------------------------------------------------------------------ helpers
-def role(timeout: float = 0.0, threshold: float = 1.0, **more) -> RolePolicy:
-    return RolePolicy(fair_share_preemption_timeout=timeout, fair_share_preemption_threshold=threshold, **more)
+def role(timeout: float = 0.0, threshold: float = 1.0, **more) -> dict:
+    """A role's settings, for :func:`policy` (which names the role)."""
+    return {"fair_share_preemption_timeout": timeout, "fair_share_preemption_threshold": threshold, **more}
 
 
-def policy(*, enabled: bool = True, wait: float = 15.0, **roles: RolePolicy) -> FairSharePreemption:
-    return FairSharePreemption(PreemptionSettings(enabled, wait, {name.replace("__", "/"): r
-                                                                  for name, r in roles.items()}))
+def policy(*, enabled: bool = True, wait: float = 15.0, **roles: dict) -> FairSharePreemption:
+    """A policy over a roles file listing ``roles`` (``p__x`` names ``p/x``)."""
+    named = {name.replace("__", "/"): settings for name, settings in roles.items()}
+    return FairSharePreemption(RolesConfig(PreemptionConfig(enabled, wait),
+                                           {name: RoleConfig(name, **settings) for name, settings in named.items()}))
 
 
 def task(task_id: str, role_name: str, agent: str, resources: Resources = UNIT, started: float = 0.0,
@@ -129,7 +124,7 @@ def test_weights_divide_the_fair_shares():
 
 
 def test_a_limit_caps_the_fair_share_per_kind():
-    cluster = Cluster(policy(a=role(limit=R("cpus:4")), b=role()), spread("a", 4),
+    cluster = Cluster(policy(a=role(limit="cpus:4"), b=role()), spread("a", 4),
                       {"a": "cpus:8;mem:8192", "b": "cpus:8;mem:8192"})
     cluster.update(0.0)
     assert cluster.state("a")["fair_share"] == "cpus:4;mem:8192"
@@ -196,7 +191,7 @@ def test_the_target_is_capped_by_demand():
 
 # ------------------------------------------------- min share vs fair share
 def test_min_share_starvation_after_its_own_timeout():
-    b = role(timeout=math.inf, min_share=R("cpus:6;mem:6144"), min_share_preemption_timeout=5.0)
+    b = role(timeout=math.inf, min_share="cpus:6;mem:6144", min_share_preemption_timeout=5.0)
     cluster = Cluster(policy(a=role(), b=b), spread("a", 16), {"a": "cpus:4;mem:4096", "b": "cpus:8;mem:8192"})
     assert cluster.update(0.0) == []
     assert cluster.update(4.999) == []
@@ -215,7 +210,7 @@ def test_min_share_starvation_after_its_own_timeout():
     ("cpus:6;mem:1024", "cpus:6;mem:4096"),   # per kind: the larger of the two
 ])
 def test_the_amount_is_the_larger_of_the_two_starvations(min_share, starved):
-    b = role(threshold=0.5, min_share=R(min_share), min_share_preemption_timeout=0.0)
+    b = role(threshold=0.5, min_share=min_share, min_share_preemption_timeout=0.0)
     cluster = Cluster(policy(a=role(), b=b), spread("a", 16), {"a": "cpus:4;mem:4096", "b": "cpus:8;mem:8192"})
     cluster.update(0.0)
     entry = cluster.state("b")
@@ -225,7 +220,7 @@ def test_the_amount_is_the_larger_of_the_two_starvations(min_share, starved):
 
 
 def test_min_share_starvation_is_capped_by_demand():
-    b = role(timeout=math.inf, min_share=R("cpus:6;mem:6144"), min_share_preemption_timeout=0.0)
+    b = role(timeout=math.inf, min_share="cpus:6;mem:6144", min_share_preemption_timeout=0.0)
     cluster = Cluster(policy(a=role(), b=b), spread("a", 16), {"a": "cpus:4;mem:4096", "b": "cpus:3;mem:3072"})
     cluster.update(0.0)
     assert cluster.state("b")["starved"] == "cpus:3;mem:3072"
@@ -233,7 +228,7 @@ def test_min_share_starvation_is_capped_by_demand():
 
 @pytest.mark.parametrize("x_fair_share_timeout", [math.inf, 0.0])
 def test_a_parents_min_share_starvation_goes_to_sub_roles_with_pending_demand(x_fair_share_timeout):
-    p = RolePolicy(min_share=R("cpus:6;mem:6144"), min_share_preemption_timeout=0.0)
+    p = {"min_share": "cpus:6;mem:6144", "min_share_preemption_timeout": 0.0}
     cluster = Cluster(policy(a=role(math.inf), p=p, p__x=role(x_fair_share_timeout), p__y=role(math.inf)),
                       spread("a", 16), {"a": "cpus:4;mem:4096", "p/x": "cpus:2;mem:2048", "p/y": "cpus:8;mem:8192"})
     actions = cluster.update(0.0)
@@ -375,7 +370,7 @@ def test_warn_then_kill_after_wait_before_kill_then_prefer():
 
 def test_no_wait_warns_and_kills_at_once():
     cluster = a_fills_b_arrives(timeout=0.0)
-    cluster.policy.settings = PreemptionSettings(True, 0.0, cluster.policy.settings.roles)
+    cluster.policy.set_settings(attrs.evolve(cluster.policy.settings, preemption=PreemptionConfig(True, 0.0)))
     actions = cluster.update(0.0)
     assert [type(a) for a in actions] == [Warn] + [Kill] * 4
 
@@ -461,7 +456,8 @@ def test_tasks_of_a_role_missing_from_the_input_are_left_alone():
 # ------------------------------------------------------------------ disabled
 def test_disabled_returns_nothing_but_reports_shares_and_starvation():
     cluster = a_fills_b_arrives(timeout=0.0)
-    cluster.policy = FairSharePreemption(PreemptionSettings(False, 15.0, cluster.policy.settings.roles))
+    cluster.policy = FairSharePreemption(attrs.evolve(cluster.policy.settings,
+                                                      preemption=PreemptionConfig(False, 15.0)))
     assert cluster.update(0.0) == []
     assert cluster.update(100.0) == []
     state = cluster.state()
@@ -521,38 +517,52 @@ def test_a_role_with_work_of_its_own_and_sub_roles():
     assert all(t.startswith("b-") for t in warned(actions))
 
 
+def test_a_roles_own_work_is_a_leaf_of_weight_one_beside_its_sub_roles():
+    """Mesos's ``a/.`` (the sorter's AddChildToLeaf): a's weight counts for
+    its whole subtree against b; inside a, its own work and a/c split 1:1."""
+    tasks = spread("a", 4) + spread("a/c", 4, agents=("node-1",)) + spread("b", 4, agents=("node-2",))
+    cluster = Cluster(policy(a=role(weight=3.0), a__c=role(), b=role()), tasks,
+                      {"a": "cpus:16;mem:16384", "a/c": "cpus:16;mem:16384", "b": "cpus:16;mem:16384"})
+    cluster.update(0.0)
+    assert cluster.state("a")["fair_share"] == "cpus:12;mem:12288"
+    assert cluster.state("b")["fair_share"] == "cpus:4;mem:4096"
+    assert cluster.state("a")["own"]["fair_share"] == "cpus:6;mem:6144"
+    assert cluster.state("a/c")["fair_share"] == "cpus:6;mem:6144"
+
+
 # ------------------------------------------------------------------ settings
 def test_settings_from_a_roles_file():
-    from mesoslike.master.roles import parse_roles
-
     config = parse_roles({
         "preemption": {"enabled": True, "wait_before_kill": 5.0, "fair_share_preemption_threshold": 0.8},
         "roles": {"eng/prod": {"weight": 2.0, "limit": "cpus:8;gpus:0", "min_share": "cpus:1",
                                "fair_share_preemption_timeout": 30.0}}})
-    settings = PreemptionSettings.from_roles_config(config)
-    assert settings.preemption_enabled and settings.wait_before_kill == 5.0
-    prod = settings.effective("eng/prod")
+    preemption = FairSharePreemption(config)  # the policy reads the roles file itself
+    assert preemption.state()["enabled"] and config.preemption.wait_before_kill == 5.0
+    prod = preemption._rules_of("eng/prod")
     assert prod.weight == 2.0 and prod.min_share == R("cpus:1")
     assert prod.max_share("gpus") == 0.0 and prod.max_share("cpus") == 8.0 and prod.max_share("mem") == math.inf
     assert prod.fair_share_preemption_threshold == 0.8
-    below = settings.effective("eng/prod/x")  # inherits the timeouts, not the weight or shares
-    assert (below.weight, below.min_share, below.fair_share_preemption_timeout) == (1.0, None, 30.0)
-    assert settings.effective("other").fair_share_preemption_timeout == math.inf
-    assert settings.effective("other").fair_share_preemption_threshold == 0.8
+    below = preemption._rules_of("eng/prod/x")  # inherits the timeouts, not the weight or shares
+    assert (below.weight, below.min_share, below.fair_share_preemption_timeout) == (1.0, Resources(), 30.0)
+    assert preemption._rules_of("other").fair_share_preemption_timeout == math.inf
+    assert preemption._rules_of("other").fair_share_preemption_threshold == 0.8
+    # a reloaded file replaces what the policy read of the old one
+    preemption.set_settings(attrs.evolve(config, roles={}))
+    assert preemption._rules_of("eng/prod").weight == 1.0
 
 
 @pytest.mark.parametrize("bad", [{"weight": 0}, {"weight": math.inf}, {"fair_share_preemption_threshold": 1.5},
                                  {"fair_share_preemption_timeout": -1}, {"min_share_preemption_timeout": math.nan}])
 def test_bad_role_settings_are_refused(bad):
     with pytest.raises(ValueError):
-        RolePolicy(**bad)
+        RoleConfig("a", **bad)
 
 
 def test_bad_policy_arguments_are_refused():
     with pytest.raises(ValueError):
-        PreemptionSettings(True, math.inf)
+        PreemptionConfig(True, math.inf)
     with pytest.raises(ValueError):
-        FairSharePreemption(PreemptionSettings(), update_interval=-1.0)
+        FairSharePreemption(RolesConfig(), update_interval=-1.0)
 
 
 def test_time_never_goes_back():
@@ -583,16 +593,18 @@ SIZES = (R("cpus:1;mem:1024"), R("cpus:2;mem:512"), R("cpus:0.5;mem:2048"))
 WANTS = ("", "cpus:1;mem:1024", "cpus:4;mem:4096", "cpus:8;mem:2048")
 
 
-def oracle_fair_shares(settings: PreemptionSettings, roles: dict[str, RoleUsage]) -> dict[str, Resources]:
+def oracle_fair_shares(settings: RolesConfig, roles: dict[str, RoleUsage]) -> dict[str, Resources]:
     """Instantaneous fair shares of the fixed tree a, b, c, d/{x, y}, straight
     from the fairness library, one pass per kind."""
     shares: dict[str, dict[str, float]] = {}
     for kind, amount in TOTAL.scalars().items():
         def queue(name, path, kids=()):
             p = settings.effective(path)
-            minimum = p.min_share.get(kind) if p.min_share else 0.0
+            minimum = R(p.min_share or "").get(kind)
+            limit = quantities(p.limit)
+            maximum = limit[kind] / 1000 if kind in limit else math.inf
             active = None if kids else bool(roles[path].demand)
-            return FairShareQueue(name, p.weight, minimum, p.max_share(kind), active, kids)
+            return FairShareQueue(name, p.weight, minimum, maximum, active, kids)
         root = FairShareQueue("root", children=(
             queue("a", "a"), queue("b", "b"), queue("c", "c"),
             queue("d", "d", (queue("x", "d/x"), queue("y", "d/y")))))
@@ -609,14 +621,17 @@ def subtree(path: str, name: str) -> bool:
     return name == path or name.startswith(path + "/")
 
 
-role_settings = st.builds(
-    RolePolicy,
-    weight=st.sampled_from([1.0, 2.0, 3.0]),
-    min_share=st.sampled_from([None, R("cpus:2;mem:2048"), R("cpus:4")]),
-    fair_share_preemption_timeout=st.sampled_from([0.0, 1.0, 3.0, math.inf]),
-    min_share_preemption_timeout=st.sampled_from([0.0, 2.0, math.inf]),
-    fair_share_preemption_threshold=st.sampled_from([0.5, 0.8, 1.0]),
-)
+def role_settings(name: str) -> st.SearchStrategy[RoleConfig]:
+    return st.builds(
+        RoleConfig, st.just(name),
+        weight=st.sampled_from([1.0, 2.0, 3.0]),
+        min_share=st.sampled_from([None, "cpus:2;mem:2048", "cpus:4"]),
+        fair_share_preemption_timeout=st.sampled_from([0.0, 1.0, 3.0, math.inf]),
+        min_share_preemption_timeout=st.sampled_from([0.0, 2.0, math.inf]),
+        fair_share_preemption_threshold=st.sampled_from([0.5, 0.8, 1.0]),
+    )
+
+
 steps = st.lists(st.one_of(
     st.tuples(st.just("tick"), st.sampled_from([0.5, 1.0, 2.5])),
     st.tuples(st.just("tick"), st.sampled_from([0.5, 1.0, 2.5])),
@@ -627,14 +642,14 @@ steps = st.lists(st.one_of(
 
 
 @given(
-    roles=st.fixed_dictionaries({name: role_settings for name in ROLES}),
+    roles=st.fixed_dictionaries({name: role_settings(name) for name in ROLES}),
     wait=st.sampled_from([0.0, 1.0, 3.0]),
     initial=st.lists(st.tuples(st.sampled_from(ROLES), st.sampled_from(SIZES)), min_size=8, max_size=24),
     wants=st.fixed_dictionaries({name: st.sampled_from(WANTS) for name in ROLES}),
     script=steps,
 )
 def test_property_victims_only_above_fair_share_and_no_more_than_needed(roles, wait, initial, wants, script):
-    settings = PreemptionSettings(True, wait, roles)
+    settings = RolesConfig(PreemptionConfig(True, wait), roles)
     preemption = FairSharePreemption(settings)
     cluster = Cluster(preemption, [], wants)
     serial = iter(range(10_000))

@@ -231,3 +231,22 @@ def test_the_default_role_may_be_configured():
 def test_effective_refuses_an_invalid_role():
     with pytest.raises(MesoslikeError):
         parse("").effective("a//b")
+
+
+def test_the_model_checks_what_is_built_in_python_as_the_parser_does():
+    with pytest.raises(RolesFileError) as caught:
+        RoleConfig("a", weight=0.0)
+    assert caught.value.field == "weight" and "must be a number > 0, got 0" in str(caught.value)
+    with pytest.raises(RolesFileError, match="^limit: bad resources"):
+        RoleConfig("a", limit="cpus:x")
+    with pytest.raises(RolesFileError, match="^guarantee: exceeds its limit"):
+        RoleConfig("a", guarantee="cpus:8", limit="cpus:4")
+    with pytest.raises(RolesFileError, match="^name: not a valid role name"):
+        RoleConfig("a//b")
+    with pytest.raises(RolesFileError, match="^wait_before_kill: must be a finite"):
+        PreemptionConfig(True, math.inf)
+    with pytest.raises(RolesFileError, match=r'^roles\."a/b"\.guarantee: exceeds the limit of its parent'):
+        RolesConfig(roles={"a": RoleConfig("a", limit="cpus:4"), "a/b": RoleConfig("a/b", guarantee="cpus:8")})
+    with pytest.raises(RolesFileError, match="^roles.a: holds the settings of role 'b'"):
+        RolesConfig(roles={"a": RoleConfig("b")})
+    assert RolesConfig(roles={"a": RoleConfig("a", weight=2.0)}) == parse("[roles.a]\nweight = 2")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mesoslike.fairness import drf
+from fairness_oracles import drf
 from mesoslike.resources import Resources
 from mesoslike.simulate import (
     DEFAULT_TRACE_DIR,

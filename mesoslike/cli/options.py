@@ -35,7 +35,8 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
         raise click.BadParameter(f"no such file: {path}", ctx, param) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise click.BadParameter(f"{path} is not valid TOML: {exc}", ctx, param) from None
-    section = data.get(ctx.info_name, data) if isinstance(data.get(ctx.info_name), dict) else data
+    own = data.get(ctx.info_name or "")  # the command's own section, if the file has one
+    section = own if isinstance(own, dict) else data
     known = {p.name for p in ctx.command.params if p.name}
     defaults = {}
     for key, item in section.items():

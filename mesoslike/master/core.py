@@ -22,11 +22,13 @@ from typing import Callable, Iterable
 import attrs
 
 from mesoslike.allocator import HierarchicalAllocator, RescindReason
+from mesoslike.allocator import Offer as AllocatorOffer
 from mesoslike.clock import Clock
-from mesoslike.errors import MesoslikeError
-from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleUsage, Settings, TaskView, Warn
+from mesoslike.errors import AgentCapacityError, MesoslikeError
+from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleUsage, TaskView, Warn
 from mesoslike.master.records import AgentRecord, FrameworkRecord, MasterConfig, TaskRecord, new_status
 from mesoslike.master.registry import Registry
+from mesoslike.master.roles import RolesConfig
 from mesoslike.master.state import state_json
 from mesoslike.resources import Resources
 from mesoslike.wire import (
@@ -98,8 +100,8 @@ class MasterCore:
         self.counters = {"messages_received": 0, "bad_messages": 0, "tasks_launched": 0, "tasks_invalid": 0,
                          "agents_removed": 0, "frameworks_removed": 0, "registration_retries": 0,
                          "preemptions_warned": 0, "preemptions_killed": 0, "preemptions_released": 0}
-        #: the roles file in force (``mesoslike.master.roles.RolesConfig``), set by the runtime
-        self.roles_config = None
+        #: the roles file in force, set by the runtime
+        self.roles_config: RolesConfig | None = None
         #: fair-share preemption (docs/preemption.rst); None = off, the default
         self.preemption: FairSharePreemption | None = None
         self._next_preemption_update = now
@@ -155,13 +157,12 @@ class MasterCore:
         self._send_rescinds()
         return self._flush()
 
-    def set_preemption(self, settings: Settings | None) -> None:
-        """Turn fair-share preemption on with ``settings`` (e.g.
-        ``PreemptionSettings.from_roles_config(config)``), update its
-        settings, or turn it off (None, or settings with preemption disabled:
-        the policy and its pending victims are dropped). The runtime calls it
-        whenever it applies the roles file."""
-        if settings is None or not settings.preemption_enabled:
+    def set_preemption(self, settings: RolesConfig | None) -> None:
+        """Turn fair-share preemption on with the roles file ``settings``,
+        update its settings, or turn it off (None, or a file with preemption
+        disabled: the policy and its pending victims are dropped). The
+        runtime calls it whenever it applies the roles file."""
+        if settings is None or not settings.preemption.enabled:
             if self.preemption is not None:
                 log.info("fair-share preemption off")
             self.preemption = None
@@ -171,7 +172,7 @@ class MasterCore:
         if self.preemption is None:
             self.preemption = FairSharePreemption(settings, allocation_interval=self.config.allocation_interval)
             self._next_preemption_update = self.clock.now()
-            log.info("fair-share preemption on (wait before kill %.1fs)", settings.wait_before_kill)
+            log.info("fair-share preemption on (wait before kill %.1fs)", settings.preemption.wait_before_kill)
         else:
             self.preemption.set_settings(settings)
 
@@ -223,7 +224,7 @@ class MasterCore:
         """
         agent_id = self._agent_by_peer.get(peer)
         agent = self.agents.get(agent_id) if agent_id is not None else None
-        if agent is None or not agent.connected or agent.peer != peer:
+        if agent is None or agent.peer != peer:
             return None
         self._out = []
         self.counters["messages_received"] += 1
@@ -254,7 +255,7 @@ class MasterCore:
             self._check_expected_agents(now)
         if self.preemption is not None and now >= self._next_preemption_update:
             self._next_preemption_update = now + self.preemption.update_interval
-            self._preemption_update(now)
+            self._preemption_update(self.preemption, now)
         self._send_offers(self.allocator.tick())
         self._send_rescinds()
         return self._flush()
@@ -264,7 +265,7 @@ class MasterCore:
         return wake if self.preemption is None else min(wake, self._next_preemption_update)
 
     # ============================================================ preemption
-    def _preemption_update(self, now: float) -> None:
+    def _preemption_update(self, policy: FairSharePreemption, now: float) -> None:
         """One round of the policy (every ``update_interval``): its inputs
         from the soft state, then its actions. O(tasks + offers + agents).
 
@@ -272,8 +273,7 @@ class MasterCore:
         so a role with a connected framework that is not suppressed wants
         the whole cluster on top of what it holds; a role whose frameworks
         are all suppressed or disconnected wants nothing more."""
-        policy = self.preemption
-        total = Resources.sum(agent.info.resources for agent in self.agents.values() if agent.connected)
+        total = Resources.sum(agent.info.resources for agent in self.agents.values())
         usage: dict[str, list[Resources]] = {}
         wanting: set[str] = set()
         tasks: list[TaskView] = []
@@ -309,9 +309,14 @@ class MasterCore:
                     self.allocator.prefer_role(action.agent_id, action.role, action.until)
 
     def _running(self, key: tuple[str, str]) -> bool:
-        record = self.frameworks.get(key[0])
-        task = record.tasks.get(key[1]) if record is not None else None
-        return task is not None and not task.terminal
+        found = self._task(*key)
+        return found is not None and not found[1].terminal
+
+    def _task(self, framework_id: str, task_id: str) -> tuple[FrameworkRecord, TaskRecord] | None:
+        """A known task with its framework, or None. O(1)."""
+        record = self.frameworks.get(framework_id)
+        task = record.tasks.get(task_id) if record is not None else None
+        return None if record is None or task is None else (record, task)
 
     def _preemption_warn(self, action: Warn, now: float) -> None:
         record = self.frameworks.get(action.framework_id)
@@ -325,15 +330,15 @@ class MasterCore:
                                                              action.role_for))
 
     def _preemption_kill(self, action: Kill) -> None:
-        record = self.frameworks.get(action.framework_id)
-        task = record.tasks.get(action.task_id) if record is not None else None
-        if task is None or task.terminal:
+        found = self._task(action.framework_id, action.task_id)
+        if found is None or found[1].terminal:
             return
+        record, task = found
         self._preempting[(record.id, task.id)] = action.reason
         self.counters["preemptions_killed"] += 1
         log.info("preemption: killing task %s of framework %s: %s", task.id, record.id, action.reason)
         agent = self.agents.get(task.agent_id)
-        if agent is not None and agent.connected:
+        if agent is not None:
             self._send(agent.peer, m.KillTask(record.id, task.id))
 
     def _preemption_ended(self, key: tuple[str, str], agent_id: str | None = None) -> None:
@@ -358,8 +363,8 @@ class MasterCore:
             return
         if not info.id and peer in self._framework_by_peer:
             # a retried first SUBSCRIBE from the same connection: same framework
-            record = self.frameworks[self._framework_by_peer[peer]]
-            self._send_framework(record, m.Subscribed(record.id, self.config.heartbeat_interval, self.info, False))
+            retried = self.frameworks[self._framework_by_peer[peer]]
+            self._send_framework(retried, m.Subscribed(retried.id, self.config.heartbeat_interval, self.info, False))
             return
         record = self.frameworks.get(info.id) if info.id else None
         if record is None:
@@ -424,9 +429,8 @@ class MasterCore:
         agents = {task.agent_id for task in record.tasks.values()}
         for agent_id in sorted(agents):
             agent = self.agents.get(agent_id)
-            if agent is not None and agent.connected:
-                self._send(agent.peer, m.ShutdownFramework(record.id))
             if agent is not None:
+                self._send(agent.peer, m.ShutdownFramework(record.id))
                 agent.tasks = {key for key in agent.tasks if key[0] != record.id}
         self.allocator.remove_framework(record.id)
         if record.peer is not None:
@@ -532,8 +536,10 @@ class MasterCore:
         for task in launched:
             self._run_task(record, agent, task)
 
-    def _accepted_offers(self, record: FrameworkRecord, offer_ids: list[str]) -> tuple[list, str | None]:
-        offers, problem = [], None
+    def _accepted_offers(self, record: FrameworkRecord,
+                         offer_ids: list[str]) -> tuple[list[AllocatorOffer], str | None]:
+        offers: list[AllocatorOffer] = []
+        problem: str | None = None
         if not offer_ids:
             return offers, "no offers given"
         if len(set(offer_ids)) != len(offer_ids):
@@ -566,7 +572,7 @@ class MasterCore:
             return "kill_grace_period must be >= 0"
         return None
 
-    def _consume_offers(self, offers: list, used: Resources, refuse: float) -> None:
+    def _consume_offers(self, offers: list[AllocatorOffer], used: Resources, refuse: float) -> None:
         """Split what the tasks use over the offers; the rest is declined
         with the accept's filter."""
         remaining = used
@@ -602,7 +608,7 @@ class MasterCore:
                 reason="REASON_RECONCILIATION", timestamp=self._wall_clock())))
             return
         agent = self.agents.get(task.agent_id)
-        if agent is not None and agent.connected:
+        if agent is not None:
             self._send(agent.peer, m.KillTask(record.id, task.id))
 
     # ======================================================= status updates
@@ -616,7 +622,7 @@ class MasterCore:
             status = attrs.evolve(status, reason="REASON_TASK_PREEMPTED", message=why)
         record = self.frameworks.get(msg.framework_id)
         task = record.tasks.get(status.task_id) if record is not None else None
-        if task is not None:
+        if record is not None and task is not None:
             self._apply_status(record, task, status)
         if record is not None and record.connected:
             self._send_framework(record, m.Update(status))
@@ -630,13 +636,19 @@ class MasterCore:
         task.status = status
         if status.terminal and self._warned and (record.id, task.id) in self._warned:
             self._preemption_ended((record.id, task.id), task.agent_id)
-        if status.terminal and not task.resources_recovered:
-            task.resources_recovered = True
-            if task.agent_id in self.agents:
-                try:
-                    self.allocator.recover_resources(record.id, task.agent_id, task.info.resources)
-                except MesoslikeError:  # a bookkeeping bug must not lose the update itself
-                    log.exception("recovering the resources of task %s failed", task.id)
+        if status.terminal:
+            self._recover_resources(record, task)
+
+    def _recover_resources(self, record: FrameworkRecord, task: TaskRecord) -> None:
+        """Give what an ended task held back to the allocator, once."""
+        if task.resources_recovered:
+            return
+        task.resources_recovered = True
+        if task.agent_id in self.agents:
+            try:
+                self.allocator.recover_resources(record.id, task.agent_id, task.info.resources)
+            except MesoslikeError:  # a bookkeeping bug must not lose the update itself
+                log.exception("recovering the resources of task %s failed", task.id)
 
     def _acknowledge(self, peer: bytes, msg: m.Acknowledge) -> None:
         record = self._framework_for(peer, msg.framework_id)
@@ -646,7 +658,7 @@ class MasterCore:
         if task is not None and task.terminal and task.status.uuid == msg.uuid:
             self._complete(record, task)
         agent = self.agents.get(msg.agent_id)
-        if agent is not None and agent.connected:
+        if agent is not None:
             self._send(agent.peer, m.StatusUpdateAck(agent.id, record.id, msg.task_id, msg.uuid))
 
     def _complete(self, record: FrameworkRecord, task: TaskRecord) -> None:
@@ -668,9 +680,9 @@ class MasterCore:
                 self._send_framework(record, m.Update(self._reconciled(task.status, now)))
             return
         for item in msg.tasks:
-            task = record.tasks.get(item.task_id)
-            if task is not None:
-                status = self._reconciled(task.status, now)
+            live = record.tasks.get(item.task_id)
+            if live is not None:
+                status = self._reconciled(live.status, now)
             else:
                 completed = next((t for t in reversed(record.completed) if t.id == item.task_id), None)
                 if completed is not None:
@@ -699,8 +711,8 @@ class MasterCore:
         if record is None:
             return
         agent = self.agents.get(msg.agent_id)
-        if agent is None or not agent.connected:
-            self._error(peer, f"agent {msg.agent_id!r} is not connected; message dropped")
+        if agent is None:
+            self._error(peer, f"agent {msg.agent_id!r} is not registered; message dropped")
             return
         self._send(agent.peer, msg)
 
@@ -730,13 +742,40 @@ class MasterCore:
         if record.peer is not None and record.peer != peer:
             self._agent_by_peer.pop(record.peer, None)
         record.peer = peer
-        record.connected = True
         record.pings_unanswered = 0
         self._agent_by_peer[peer] = record.id
-        self.allocator.activate_agent(record.id)
         self._lose_unreported_tasks(record, msg.tasks)
+        self._update_agent(record, info)
         self._send(peer, m.AgentRegistered(record.id, self.info, self.config.ping_interval))
         log.info("agent %s re-registered", record.id)
+
+    def _update_agent(self, agent: AgentRecord, info: AgentInfo) -> None:
+        """A known agent re-registered with another total or other
+        attributes (it restarted with other flags): as Mesos's master does,
+        the allocator takes the new ones (``update_agent``, which also drops
+        the decline filters on the agent and allocates it again) and the
+        registry keeps them. Its outstanding offers, made of the old ones,
+        are rescinded first. A total below what its tasks still hold is
+        refused: the agent keeps its old total and attributes. O(offers)."""
+        total = info.resources if info.resources != agent.info.resources else None
+        attributes = info.attributes if info.attributes != agent.info.attributes else None
+        if total is None and attributes is None:
+            return
+        for offer in self.allocator.outstanding_offers():
+            if offer.agent_id == agent.id:  # its old incarnation went away
+                self.allocator.rescind_offer(offer.id, RescindReason.AGENT_DEACTIVATED)
+        self._send_rescinds()
+        try:
+            self.allocator.update_agent(agent.id, total=total, attributes=attributes)
+        except AgentCapacityError as exc:
+            log.warning("agent %s re-registered with a total its tasks do not fit in; keeping the old one: %s",
+                        agent.id, exc)
+            return
+        agent.info = attrs.evolve(agent.info, resources=info.resources, attributes=dict(info.attributes))
+        self.registry.admit_agent(agent.info)
+        self._registry_changed()
+        log.info("agent %s re-registered with resources %s and attributes %s", agent.id, info.resources,
+                 info.attributes)
 
     def _admit_reregistered(self, peer: bytes, msg: m.ReregisterAgent) -> None:
         """An agent this master does not know (it restarted or took over):
@@ -799,10 +838,10 @@ class MasterCore:
     def _lose_unreported_tasks(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
         still_running = {(r.framework_id, r.task.task_id) for r in reported}
         for framework_id, task_id in sorted(agent.tasks - still_running):
-            record = self.frameworks.get(framework_id)
-            task = record.tasks.get(task_id) if record is not None else None
-            if task is not None and not task.terminal:
-                self._mark_lost(record, task, "the agent re-registered without this task")
+            found = self._task(framework_id, task_id)
+            if found is not None and not found[1].terminal:
+                self._recover_resources(*found)  # the agent stays: what the task held is free again
+                self._mark_lost(*found, "the agent re-registered without this task")
 
     def _agent_for(self, peer: bytes) -> AgentRecord | None:
         agent_id = self._agent_by_peer.get(peer)
@@ -818,8 +857,6 @@ class MasterCore:
 
     def _ping_agents(self) -> None:
         for agent in list(self.agents.values()):
-            if not agent.connected:
-                continue
             if agent.pings_unanswered >= self.config.max_agent_ping_timeouts:
                 self._remove_agent(agent, f"{agent.pings_unanswered} pings unanswered")
                 continue
@@ -829,18 +866,16 @@ class MasterCore:
     def _remove_agent(self, agent: AgentRecord, why: str) -> None:
         log.warning("removing agent %s (%s): %s", agent.id, agent.info.hostname, why)
         for framework_id, task_id in sorted(agent.tasks):
-            record = self.frameworks.get(framework_id)
-            task = record.tasks.get(task_id) if record is not None else None
-            if task is not None and not task.terminal:
-                self._mark_lost(record, task, f"agent {agent.id} removed: {why}")
+            found = self._task(framework_id, task_id)
+            if found is not None and not found[1].terminal:
+                self._mark_lost(*found, f"agent {agent.id} removed: {why}")
         self.allocator.remove_agent(agent.id)
         self._send_rescinds()
         for record in self.frameworks.values():
             if record.connected:
                 self._send_framework(record, m.Failure(agent.id, why))
-        if agent.peer is not None:
-            self._send(agent.peer, m.ShutdownAgent(why))
-            self._agent_by_peer.pop(agent.peer, None)
+        self._send(agent.peer, m.ShutdownAgent(why))
+        self._agent_by_peer.pop(agent.peer, None)
         del self.agents[agent.id]
         self.removed_agents.add(agent.id)
         self.registry.remove_agent(agent.id)

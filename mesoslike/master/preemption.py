@@ -7,11 +7,17 @@ answers with actions (:class:`Warn`, :class:`Kill`, :class:`Prefer`) for the
 master to carry out. No I/O, no clock, no randomness. docs/preemption.rst has
 the semantics and a worked example; in short:
 
+* **Settings** are the roles file in force, a
+  :class:`~mesoslike.master.roles.RolesConfig`; a role's settings are what
+  its ``effective(role)`` gives (inheritance is resolved there, and only
+  there).
 * **Fair shares** come from :mod:`mesoslike.fairness` over the role hierarchy
   (``"a/b"`` is a child of ``"a"``), one YARN ``ComputeFairShares`` pass per
   resource kind: *instantaneous* shares over the roles with demand, *steady*
   shares over all known roles. A role with work of its own and sub-roles
-  gets a virtual ``.`` leaf for its own work, as in the allocator.
+  gets a virtual ``.`` leaf of weight 1 for its own work, as the allocator's
+  DRF sorter has it (Mesos's ``a/.``): the role's weight counts for its whole
+  subtree against its siblings.
 * **Comparing vectors** (multi-resource): by dominant share, i.e. the largest
   ``amount / cluster total`` over the kinds of the cluster, as the DRF sorter
   does. "Below" means a dominant share smaller by more than :data:`EPSILON`.
@@ -38,16 +44,16 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Iterable, Mapping, Protocol, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import attrs
 
 from mesoslike.allocator.roles import ancestors
 from mesoslike.fairness import FairShareQueue, hierarchical_fair_shares
+from mesoslike.master.roles import RoleConfig, RolesConfig, quantities
 from mesoslike.resources import Resources
 
-__all__ = ["EPSILON", "Action", "FairSharePreemption", "Kill", "PreemptionSettings", "Prefer", "RolePolicy",
-           "RoleSettings", "RoleUsage", "Settings", "TaskView", "Warn"]
+__all__ = ["EPSILON", "Action", "FairSharePreemption", "Kill", "Prefer", "RoleUsage", "TaskView", "Warn"]
 
 #: tolerance on dominant shares (fair shares come from a binary search)
 EPSILON = 1e-6
@@ -56,130 +62,34 @@ _EMPTY = Resources()
 
 
 # ------------------------------------------------------------------ settings
-def _positive_weight(instance, attribute, value) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{attribute.name} must be a finite number > 0, got {value!r}")
-
-
-def _seconds(instance, attribute, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValueError(f"{attribute.name} must be a number of seconds >= 0 (inf = never), got {value!r}")
-
-
-def _fraction(instance, attribute, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ValueError(f"{attribute.name} must be a number between 0 and 1, got {value!r}")
-
-
-def _resources(value: Resources | str | None) -> Resources | None:
-    if value is None or isinstance(value, Resources):
-        return value
-    return Resources.parse(value)
-
-
-def _limit(value: Resources | Mapping[str, float] | str | None) -> dict[str, float] | None:
-    """A limit as ``{kind: max}``; explicit zeros (``"gpus:0"``) are kept
-    and mean "none of it", as the roles file has them."""
-    if value is None:
-        return None
-    if isinstance(value, Resources):
-        return value.scalars()
-    if isinstance(value, str):
-        out: dict[str, float] = {}
-        for part in filter(None, (p.strip() for p in value.split(";"))):
-            name, _, amount = part.partition(":")
-            out[name.strip()] = out.get(name.strip(), 0.0) + float(amount)
-        return out
-    return {kind: float(amount) for kind, amount in value.items()}
-
-
 @attrs.frozen
-class RolePolicy:
-    """One role's settings, as the roles file has them (DESIGN §3.6), with
-    inheritance already resolved. ``guarantee`` is carried but not used here
-    (the allocator enforces quota); ``limit`` caps the role's fair share per
-    kind; timeouts are seconds, ``math.inf`` = never."""
-
-    weight: float = attrs.field(default=1.0, converter=float, validator=_positive_weight)
-    guarantee: Resources | None = attrs.field(default=None, converter=_resources)
-    limit: dict[str, float] | None = attrs.field(default=None, converter=_limit, hash=False)
-    min_share: Resources | None = attrs.field(default=None, converter=_resources)
-    fair_share_preemption_timeout: float = attrs.field(default=math.inf, validator=_seconds)
-    min_share_preemption_timeout: float = attrs.field(default=math.inf, validator=_seconds)
-    fair_share_preemption_threshold: float = attrs.field(default=0.5, validator=_fraction)
-
-    def max_share(self, kind: str) -> float:
-        """The limit on ``kind`` (``inf`` when the limit does not name it)."""
-        return math.inf if self.limit is None else self.limit.get(kind, math.inf)
-
-
-class RoleSettings(Protocol):
-    """What the policy reads of one role (:class:`RolePolicy` is one)."""
+class _Rules:
+    """One role's effective settings (:meth:`RolesConfig.effective
+    <mesoslike.master.roles.RolesConfig.effective>`, the one place they are
+    inherited) in the units the policy computes with: the min share as
+    :class:`Resources`, the limit as ``{kind: max}`` keeping explicit zeros
+    (``"gpus:0"`` means none of it). ``guarantee`` is not read here: the
+    allocator enforces quota."""
 
     weight: float
-    min_share: Resources | None
+    min_share: Resources
+    limit: Mapping[str, float] = attrs.field(hash=False)
     fair_share_preemption_timeout: float
     min_share_preemption_timeout: float
     fair_share_preemption_threshold: float
 
-    def max_share(self, kind: str) -> float: ...
-
-
-class Settings(Protocol):
-    """What the policy reads of the settings (:class:`PreemptionSettings` is one)."""
-
-    preemption_enabled: bool
-    wait_before_kill: float
-    roles: Mapping[str, object]  # the configured roles (only the names are read)
-
-    def effective(self, role: str) -> RoleSettings: ...
-
-
-_INHERITED = ("fair_share_preemption_timeout", "min_share_preemption_timeout", "fair_share_preemption_threshold")
-
-
-@attrs.frozen
-class PreemptionSettings:
-    """The policy's input settings: on/off, the wait between warning and
-    kill, the configured roles (path -> :class:`RolePolicy`) and ``default``
-    for a role not listed. A role not listed inherits the timeouts and the
-    threshold of its nearest listed ancestor (else ``default``'s), with
-    weight 1, no limit and no min share (YARN's inheritance)."""
-
-    preemption_enabled: bool = False
-    wait_before_kill: float = attrs.field(default=15.0, validator=_seconds)
-    roles: Mapping[str, RolePolicy] = attrs.field(factory=dict, converter=dict, hash=False)
-    default: RolePolicy = attrs.field(factory=RolePolicy)
-
-    def __attrs_post_init__(self) -> None:
-        if not math.isfinite(self.wait_before_kill):
-            raise ValueError(f"wait_before_kill must be finite, got {self.wait_before_kill!r}")
-
-    def effective(self, role: str) -> RolePolicy:
-        own = self.roles.get(role)
-        if own is not None:
-            return own
-        source = next((self.roles[a] for a in ancestors(role)[1:] if a in self.roles), self.default)
-        return RolePolicy(**{field: getattr(source, field) for field in _INHERITED})
-
     @classmethod
-    def from_roles_config(cls, config) -> PreemptionSettings:
-        """Adapt a parsed roles file (``mesoslike.master.roles.RolesConfig``,
-        read by duck typing so this module stays pure): ``config.preemption``
-        gives ``enabled``, ``wait_before_kill`` and the role defaults,
-        ``config.roles`` (and ``config.implicit_roles``) the roles,
-        ``config.effective(role)`` their resolved settings, with resources
-        as strings or :class:`Resources`."""
-        preemption = config.preemption
-        defaults = {field: getattr(preemption, field, None) for field in _INHERITED}
-        defaults = {field: value for field, value in defaults.items() if value is not None}
-        names = [*config.roles, *getattr(config, "implicit_roles", ())]
-        roles = {}
-        for name in names:
-            role = config.effective(name)
-            roles[name] = RolePolicy(role.weight, role.guarantee, role.limit, role.min_share,
-                                     **{field: getattr(role, field) for field in _INHERITED})
-        return cls(bool(preemption.enabled), float(preemption.wait_before_kill), roles, RolePolicy(**defaults))
+    def of(cls, role: RoleConfig) -> _Rules:
+        """From an effective :class:`RoleConfig` (every inherited setting resolved)."""
+        fair_timeout, min_timeout = role.fair_share_preemption_timeout, role.min_share_preemption_timeout
+        threshold = role.fair_share_preemption_threshold
+        assert fair_timeout is not None and min_timeout is not None and threshold is not None, role
+        limit = {kind: amount / 1000 for kind, amount in quantities(role.limit).items()}
+        return cls(role.weight, Resources.parse(role.min_share or ""), limit, fair_timeout, min_timeout, threshold)
+
+    def max_share(self, kind: str) -> float:
+        """The limit on ``kind`` (``inf`` when the limit does not name it)."""
+        return self.limit.get(kind, math.inf)
 
 
 # ------------------------------------------------------------- inputs/outputs
@@ -300,7 +210,8 @@ class FairSharePreemption:
     actions; call :meth:`task_gone` when a warned task ends (or just stop
     listing it in ``tasks``).
 
-    :param settings: a :class:`Settings` (e.g. :class:`PreemptionSettings`).
+    :param settings: the roles file in force (:class:`RolesConfig`): whether
+        preemption is on, the wait before a kill, and each role's settings.
     :param update_interval: how often the caller runs :meth:`update`.
     :param allocation_interval: the allocator's batch interval.
     :param prefer_for: how long freed resources are preferred for the starved
@@ -311,13 +222,14 @@ class FairSharePreemption:
         (default ``prefer_for`` + 2 update intervals).
     """
 
-    def __init__(self, settings: Settings, *, update_interval: float = 0.5, allocation_interval: float = 1.0,
+    def __init__(self, settings: RolesConfig, *, update_interval: float = 0.5, allocation_interval: float = 1.0,
                  prefer_for: float | None = None, kill_grace: float | None = None) -> None:
         for name, value in (("update_interval", update_interval), ("allocation_interval", allocation_interval),
                             ("prefer_for", prefer_for), ("kill_grace", kill_grace)):
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
         self.settings = settings
+        self._rules: dict[str, _Rules] = {}  # role -> its settings, read from ``settings`` when first needed
         self.update_interval = float(update_interval)
         self.allocation_interval = float(allocation_interval)
         self.prefer_for = 2.0 * self.allocation_interval if prefer_for is None else float(prefer_for)
@@ -352,7 +264,7 @@ class FairSharePreemption:
         for key in [key for key in self._pending if key not in running]:
             self._end(key)
         view = self._view = self._evaluate(now, total, roles)
-        if not self.settings.preemption_enabled:
+        if not self.settings.preemption.enabled:
             self._pending.clear()
             self._ended.clear()
             self._settle_until.clear()
@@ -372,9 +284,10 @@ class FairSharePreemption:
         if key in self._pending:
             self._end(key)
 
-    def set_settings(self, settings: Settings) -> None:
+    def set_settings(self, settings: RolesConfig) -> None:
         """New settings (a reloaded roles file), used from the next update."""
         self.settings = settings
+        self._rules.clear()
 
     def hold_until(self, role: str) -> float:
         """Until when ``role`` is not re-checked for starvation: the end of
@@ -398,7 +311,7 @@ class FairSharePreemption:
         order chosen and the counters. Resources are strings, times floats
         (None = not set). JSON-ready."""
         view = self._view
-        out: dict = {"enabled": bool(self.settings.preemption_enabled), "updated_at": self._now,
+        out: dict = {"enabled": self.settings.preemption.enabled, "updated_at": self._now,
                      "roles": {}, "pending": [], "counters": dict(self._counters)}
         for victim in self._pending.values():
             task = victim.task
@@ -434,7 +347,7 @@ class FairSharePreemption:
     def _evaluate(self, now: float, total: Resources, roles: Mapping[str, RoleUsage]) -> _View:
         kinds = {kind: amount for kind, amount in total.scalars().items() if amount > 0}
         paths = sorted({a for role in [*roles, *self.settings.roles] for a in ancestors(role)})
-        policy = {path: self.settings.effective(path) for path in paths}
+        policy = {path: self._rules_of(path) for path in paths}
         children: dict[str, list[str]] = {path: [] for path in ["", *paths]}
         for path in paths:
             children[path.rpartition("/")[0]].append(path)
@@ -463,7 +376,13 @@ class FairSharePreemption:
         self._find_starved(now, view, policy, own)
         return view
 
-    def _find_starved(self, now: float, view: _View, policy: Mapping[str, RoleSettings],
+    def _rules_of(self, role: str) -> _Rules:
+        rules = self._rules.get(role)
+        if rules is None:
+            rules = self._rules[role] = _Rules.of(self.settings.effective(role))
+        return rules
+
+    def _find_starved(self, now: float, view: _View, policy: Mapping[str, _Rules],
                       own: Mapping[str, RoleUsage]) -> None:
         """Seed 003's ``updateStarvedApps``, with roles in place of apps and
         role subtrees in place of queues."""
@@ -478,7 +397,7 @@ class FairSharePreemption:
         min_part: dict[str, Resources] = {}
         for path in sorted(view.paths, key=lambda p: (-p.count("/"), p)):  # deepest first
             settings, node = policy[path], view.nodes[path]
-            target = (settings.min_share or _EMPTY).minimum(node.demand)
+            target = settings.min_share.minimum(node.demand)
             below = bool(settings.min_share) and view.share(node.usage) < view.share(target) - EPSILON
             if not _starved_for(self._min_below_since, path, below, now, settings.min_share_preemption_timeout):
                 continue
@@ -522,7 +441,7 @@ class FairSharePreemption:
         chosen = _choose(view, role, starved.total, candidates, removed)
         if not chosen:
             return []
-        deadline = now + self.settings.wait_before_kill
+        deadline = now + self.settings.preemption.wait_before_kill
         by_framework: dict[str, list[str]] = {}
         for task in chosen:
             self._pending[(task.framework_id, task.task_id)] = _Victim(task, role, starved.reason, now, deadline)
@@ -577,13 +496,13 @@ def _chain(node_id: str) -> tuple[str, ...]:
     return tuple(ancestors(node_id))
 
 
-def _queue(path: str, kind: str, children: Mapping[str, list[str]], policy: Mapping[str, RoleSettings],
+def _queue(path: str, kind: str, children: Mapping[str, list[str]], policy: Mapping[str, _Rules],
            own: Mapping[str, RoleUsage], clients: Mapping[str, str]) -> FairShareQueue:
     settings = policy[path]
-    minimum = settings.min_share.get(kind) if settings.min_share else 0.0
+    minimum = settings.min_share.get(kind)
     kids = [_queue(child, kind, children, policy, own, clients) for child in children[path]]
     if kids and path in clients:
-        kids.append(FairShareQueue(_SELF, settings.weight, active=True))
+        kids.append(FairShareQueue(_SELF, 1.0, active=True))  # the role's weight is its subtree's
     active = None if kids else bool(own[path].demand)
     return FairShareQueue(path.rpartition("/")[2], settings.weight, minimum, settings.max_share(kind), active,
                           tuple(kids))

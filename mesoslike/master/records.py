@@ -82,9 +82,12 @@ class FrameworkRecord:
 
 @attrs.define
 class AgentRecord:
+    """A registered agent. It is reachable at ``peer`` until it is removed
+    (after ``max_agent_ping_timeouts`` unanswered pings) or re-registers
+    from another connection; there is no disconnected state in between."""
+
     info: AgentInfo                     # with the assigned id
-    peer: bytes | None
-    connected: bool = True
+    peer: bytes
     pings_unanswered: int = 0
     registered_at: float = 0.0
     tasks: set[tuple[str, str]] = attrs.field(factory=set)        # (framework_id, task_id)

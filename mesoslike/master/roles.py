@@ -1,11 +1,21 @@
 """The roles file (DESIGN §3.6): role weights, quota and the settings of
 fair-share preemption, as YARN's FairScheduler has them per queue.
 
+This module holds the one model of these settings: :class:`RolesConfig`
+(the ``[preemption]`` table as :class:`PreemptionConfig`, each listed role as
+a :class:`RoleConfig`), the one place where a role's inherited settings are
+resolved (:meth:`RolesConfig.effective`), and the reading of the file. The
+master applies it to the allocator (weights, quota) and hands it as is to the
+preemption policy (:mod:`mesoslike.master.preemption`).
+
 Pure: parsing and validation only (reading the file is the one I/O).
 :func:`load_roles_file` reads a TOML file, :func:`parse_roles` takes the
 decoded document; both return a frozen :class:`RolesConfig` or raise
 :class:`RolesFileError`, whose message names the field at fault, as in
-``roles."a/b".weight: must be a number > 0, got -1``.
+``roles."a/b".weight: must be a number > 0, got -1``. The classes check
+their own values when built (a bad value raises :class:`RolesFileError`
+naming the attribute), so a configuration built in Python is as valid as a
+parsed one.
 
 Inheritance follows YARN: the two preemption timeouts and the threshold of
 a role not setting them come from its nearest ancestor that does, then from
@@ -20,7 +30,7 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Callable, Mapping, TypeGuard, TypeVar
 
 import attrs
 
@@ -50,6 +60,7 @@ _DEFAULTS = {"fair_share_preemption_timeout": DEFAULT_FAIR_SHARE_PREEMPTION_TIME
 _RESOURCE_FIELDS = ("guarantee", "limit", "min_share")
 _ROLE_FIELDS = ("weight",) + _RESOURCE_FIELDS + INHERITED
 _PREEMPTION_FIELDS = ("enabled", "wait_before_kill") + INHERITED
+_NUMBER_FIELDS = frozenset(("weight", "wait_before_kill") + INHERITED)
 _BARE_KEY = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
@@ -65,31 +76,104 @@ class RolesFileError(MesoslikeError, ValueError):
         super().__init__(f"{where}: {problem}" if where else problem)
 
 
+# ------------------------------------------------------------ value checks
+# attrs validators: each raises RolesFileError naming the attribute; the
+# parser puts the path of the table in front (``roles.a.weight``).
+def _is_number(value: object) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _shown(value: float) -> str:
+    """A number as the file has it: ``-1`` rather than ``-1.0``."""
+    return repr(int(value)) if isinstance(value, float) and value.is_integer() else repr(value)
+
+
+def _number(name: str, value: object) -> float:
+    if not _is_number(value):
+        raise RolesFileError(name, f"must be a number, got {value!r}")
+    return value
+
+
+def _check_weight(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    weight = _number(attribute.name, value)
+    if not (math.isfinite(weight) and weight > 0):
+        raise RolesFileError(attribute.name, f"must be a number > 0, got {_shown(weight)}")
+
+
+def _check_timeout(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if value is None:
+        return
+    seconds = _number(attribute.name, value)
+    if not seconds >= 0:  # also refuses NaN
+        raise RolesFileError(attribute.name, f"must be a number of seconds >= 0 (inf = never), got {_shown(seconds)}")
+
+
+def _check_threshold(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if value is None:
+        return
+    threshold = _number(attribute.name, value)
+    if not 0 <= threshold <= 1:
+        raise RolesFileError(attribute.name, f"must be a number between 0 and 1, got {_shown(threshold)}")
+
+
+def _check_wait(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    wait = _number(attribute.name, value)
+    if not (math.isfinite(wait) and wait >= 0):
+        raise RolesFileError(attribute.name, f"must be a finite number of seconds >= 0, got {_shown(wait)}")
+
+
+def _check_flag(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if not isinstance(value, bool):
+        raise RolesFileError(attribute.name, f"must be true or false, got {value!r}")
+
+
+def _check_resources(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise RolesFileError(attribute.name, f'must be a resource string such as "cpus:4;mem:8192", got {value!r}')
+    try:
+        quantities(value)
+    except ResourcesError as exc:
+        raise RolesFileError(attribute.name, f"bad resources {value!r}: {exc}") from None
+
+
+def _check_name(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    try:
+        validate_role(value)
+    except MesoslikeError as exc:
+        raise RolesFileError(attribute.name, f"not a valid role name: {exc}") from None
+
+
+# ------------------------------------------------------------------ the model
 @attrs.frozen
 class RoleConfig:
-    """One role's settings. In :attr:`RolesConfig.roles` a field left out of
-    the file is None (the three inherited ones: inherit); from
-    :meth:`RolesConfig.effective` every field but the resource strings is
-    resolved. Resource strings are kept as written (explicit zeros, such as
-    ``gpus:0`` in a limit, mean "none of it"); timeouts are seconds,
-    ``math.inf`` = never."""
+    """One role's settings. In :attr:`RolesConfig.roles` an inherited field
+    left out of the file is None (inherit); from :meth:`RolesConfig.effective`
+    every field but the resource strings is resolved. Resource strings are
+    kept as written (explicit zeros, such as ``gpus:0`` in a limit, mean
+    "none of it"); timeouts are seconds, ``math.inf`` = never. Building one
+    checks every value, and that the guarantee and the min share fit in the
+    role's own limit (:class:`RolesFileError` names the attribute)."""
 
-    name: str
-    weight: float | None = None
-    guarantee: str | None = None
-    limit: str | None = None
-    min_share: str | None = None
-    fair_share_preemption_timeout: float | None = None
-    min_share_preemption_timeout: float | None = None
-    fair_share_preemption_threshold: float | None = None
+    name: str = attrs.field(validator=_check_name)
+    weight: float = attrs.field(default=DEFAULT_WEIGHT, validator=_check_weight)
+    guarantee: str | None = attrs.field(default=None, validator=_check_resources)
+    limit: str | None = attrs.field(default=None, validator=_check_resources)
+    min_share: str | None = attrs.field(default=None, validator=_check_resources)
+    fair_share_preemption_timeout: float | None = attrs.field(default=None, validator=_check_timeout)
+    min_share_preemption_timeout: float | None = attrs.field(default=None, validator=_check_timeout)
+    fair_share_preemption_threshold: float | None = attrs.field(default=None, validator=_check_threshold)
+
+    def __attrs_post_init__(self) -> None:
+        for field in ("guarantee", "min_share"):
+            problem = _excess(self, field, self)
+            if problem is not None:
+                raise RolesFileError(field, problem)
 
     def to_json(self) -> dict:
         """Plain JSON (a timeout of ``inf`` shows as None: never)."""
-        out: dict = {}
-        for field in _ROLE_FIELDS:
-            value = getattr(self, field)
-            out[field] = None if isinstance(value, float) and math.isinf(value) else value
-        return out
+        return {field: _json_value(getattr(self, field)) for field in _ROLE_FIELDS}
 
 
 @attrs.frozen
@@ -98,28 +182,65 @@ class PreemptionConfig:
     the defaults of every role (YARN's ``defaultFairSharePreemptionTimeout``
     and friends); None = the built-in default."""
 
-    enabled: bool = False
-    wait_before_kill: float = DEFAULT_WAIT_BEFORE_KILL
-    fair_share_preemption_timeout: float | None = None
-    min_share_preemption_timeout: float | None = None
-    fair_share_preemption_threshold: float | None = None
+    enabled: bool = attrs.field(default=False, validator=_check_flag)
+    wait_before_kill: float = attrs.field(default=DEFAULT_WAIT_BEFORE_KILL, validator=_check_wait)
+    fair_share_preemption_timeout: float | None = attrs.field(default=None, validator=_check_timeout)
+    min_share_preemption_timeout: float | None = attrs.field(default=None, validator=_check_timeout)
+    fair_share_preemption_threshold: float | None = attrs.field(default=None, validator=_check_threshold)
 
     def to_json(self) -> dict:
-        out = attrs.asdict(self)
-        return {k: None if isinstance(v, float) and math.isinf(v) else v for k, v in out.items()}
+        return {field: _json_value(value) for field, value in attrs.asdict(self).items()}
+
+
+def _sorted_roles(roles: Mapping[str, RoleConfig]) -> dict[str, RoleConfig]:
+    return dict(sorted(dict(roles).items()))
 
 
 @attrs.frozen
 class RolesConfig:
     """A whole roles file: the preemption settings and the listed roles
-    (name -> :class:`RoleConfig`, as written; see :meth:`effective`)."""
+    (name -> :class:`RoleConfig`, as written; see :meth:`effective`).
+    Building one checks the roles against each other (:meth:`_check`)."""
 
     preemption: PreemptionConfig = attrs.field(factory=PreemptionConfig)
-    roles: Mapping[str, RoleConfig] = attrs.field(factory=dict, converter=lambda r: dict(sorted(dict(r).items())))
+    # not hashed (a dict), but compared: equal configs still hash alike
+    roles: Mapping[str, RoleConfig] = attrs.field(factory=dict, converter=_sorted_roles, hash=False)
     #: the file it was read from (None: built from a document)
     path: str | None = attrs.field(default=None, eq=False)
 
-    __hash__ = None  # holds a dict
+    def __attrs_post_init__(self) -> None:
+        self._check()
+
+    def _check(self) -> None:
+        """Each role is listed under its own name; a role's guarantee and min
+        share fit in every listed ancestor's limit; the guarantees of a
+        role's nearest guaranteed descendants add up to no more than its own
+        (as the allocator requires). Raises :class:`RolesFileError` naming
+        the field. O(roles x depth x kinds)."""
+        for name, config in self.roles.items():
+            where = f"roles.{_key(name)}"
+            if config.name != name:
+                raise RolesFileError(where, f"holds the settings of role {config.name!r}")
+            for parent in ancestors(name)[1:]:
+                if parent in self.roles:
+                    for field in ("guarantee", "min_share"):
+                        problem = _excess(config, field, self.roles[parent])
+                        if problem is not None:
+                            raise RolesFileError(f"{where}.{field}", problem)
+        sums: dict[str, dict[str, int]] = {}
+        guaranteed = {name: quantities(c.guarantee) for name, c in self.roles.items() if quantities(c.guarantee)}
+        for name, amounts in guaranteed.items():
+            nearest = next((a for a in ancestors(name)[1:] if a in guaranteed), None)
+            if nearest is not None:
+                total = sums.setdefault(nearest, {})
+                for kind, amount in amounts.items():
+                    total[kind] = total.get(kind, 0) + amount
+        for parent, total in sorted(sums.items()):
+            over = sorted(k for k, amount in total.items() if amount > guaranteed[parent].get(k, 0))
+            if over:
+                raise RolesFileError(f"roles.{_key(parent)}.guarantee",
+                                     f"the guarantees of its sub-roles add up to {_show(total)}, more than "
+                                     f"{self.roles[parent].guarantee!r} (for {', '.join(over)})")
 
     @property
     def implicit_roles(self) -> list[str]:
@@ -131,17 +252,21 @@ class RolesConfig:
         weight (default 1), quota and min share; the timeouts and the
         threshold from the role, else its nearest ancestor setting them, else
         ``[preemption]``, else the defaults. Any valid role name works,
-        listed or not (a role not listed inherits everything)."""
+        listed or not (a role not listed inherits everything). This is the
+        one place settings are inherited. O(depth of ``role``)."""
         validate_role(role)
-        own = self.roles.get(role, RoleConfig(role))
-        inherited = {}
-        for field in INHERITED:
-            value = next((getattr(self.roles[a], field) for a in ancestors(role)
-                          if a in self.roles and getattr(self.roles[a], field) is not None), None)
-            if value is None:
-                value = getattr(self.preemption, field)
-            inherited[field] = _DEFAULTS[field] if value is None else value
-        return attrs.evolve(own, weight=DEFAULT_WEIGHT if own.weight is None else own.weight, **inherited)
+        own = self.roles.get(role) or RoleConfig(role)
+        return attrs.evolve(own, fair_share_preemption_timeout=self._inherited(role, "fair_share_preemption_timeout"),
+                            min_share_preemption_timeout=self._inherited(role, "min_share_preemption_timeout"),
+                            fair_share_preemption_threshold=self._inherited(role, "fair_share_preemption_threshold"))
+
+    def _inherited(self, role: str, field: str) -> float:
+        for name in ancestors(role):
+            value = getattr(self.roles[name], field) if name in self.roles else None
+            if value is not None:
+                return value
+        value = getattr(self.preemption, field)
+        return _DEFAULTS[field] if value is None else value
 
     def to_json(self) -> dict:
         """The ``/state`` view: preemption settings and each listed role's
@@ -175,7 +300,9 @@ def parse_roles(document: Mapping) -> RolesConfig:
     if not isinstance(document, Mapping):
         raise RolesFileError("", f"must be a table, got {document!r}")
     _refuse_unknown(document, ("preemption", "roles"), "")
-    preemption = _parse_preemption(_table(document.get("preemption", {}), "preemption"))
+    table = _table(document.get("preemption", {}), "preemption")
+    _refuse_unknown(table, _PREEMPTION_FIELDS, "preemption")
+    preemption = _build(PreemptionConfig, "preemption", _values(table))
     listed = _table(document.get("roles", {}), "roles")
     roles = {}
     for name, table in listed.items():
@@ -184,8 +311,9 @@ def parse_roles(document: Mapping) -> RolesConfig:
             validate_role(name)
         except MesoslikeError as exc:
             raise RolesFileError(where, f"not a valid role name: {exc}") from None
-        roles[name] = _parse_role(name, _table(table, where), where)
-    _check_hierarchy(roles)
+        table = _table(table, where)
+        _refuse_unknown(table, _ROLE_FIELDS, where, role=name)
+        roles[name] = _build(RoleConfig, where, {"name": name, **_values(table)})
     return RolesConfig(preemption, roles)
 
 
@@ -205,102 +333,45 @@ def quantities(text: str | None) -> dict[str, int]:
     return out
 
 
-def _parse_preemption(table: Mapping) -> PreemptionConfig:
-    _refuse_unknown(table, _PREEMPTION_FIELDS, "preemption")
-    enabled = table.get("enabled", False)
-    if not isinstance(enabled, bool):
-        raise RolesFileError("preemption.enabled", f"must be true or false, got {enabled!r}")
-    wait = _number(table, "wait_before_kill", "preemption", DEFAULT_WAIT_BEFORE_KILL)
-    if not (math.isfinite(wait) and wait >= 0):
-        raise RolesFileError("preemption.wait_before_kill", f"must be a finite number of seconds >= 0, got {wait!r}")
-    return PreemptionConfig(enabled, float(wait), **_inherited_settings(table, "preemption"))
+_Built = TypeVar("_Built")
 
 
-def _parse_role(name: str, table: Mapping, where: str) -> RoleConfig:
-    _refuse_unknown(table, _ROLE_FIELDS, where, role=name)
-    weight = _number(table, "weight", where, None)
-    if weight is not None and not (math.isfinite(weight) and weight > 0):
-        raise RolesFileError(f"{where}.weight", f"must be a number > 0, got {weight!r}")
-    resources = {}
-    for field in _RESOURCE_FIELDS:
-        value = table.get(field)
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise RolesFileError(f"{where}.{field}", f'must be a resource string such as "cpus:4;mem:8192", '
-                                                     f"got {value!r}")
-        try:
-            quantities(value)
-        except ResourcesError as exc:
-            raise RolesFileError(f"{where}.{field}", f"bad resources {value!r}: {exc}") from None
-        resources[field] = value.strip() or None  # "" = not set
-    config = RoleConfig(name, None if weight is None else float(weight), **resources,
-                        **_inherited_settings(table, where))
-    for field in ("guarantee", "min_share"):
-        _check_within(config, field, config, where)
-    return config
+def _build(model: Callable[..., _Built], where: str, values: Mapping[str, Any]) -> _Built:
+    """``model(**values)``, its errors named by their path in the file."""
+    try:
+        return model(**values)
+    except RolesFileError as exc:
+        raise RolesFileError(f"{where}.{exc.field}", exc.problem) from None
 
 
-def _inherited_settings(table: Mapping, where: str) -> dict[str, float | None]:
+def _values(table: Mapping) -> dict[str, Any]:
+    """A table's values as the model takes them: numbers as floats, an empty
+    resource string as not set; anything else as written (the model refuses
+    what is wrong)."""
     out = {}
-    for field in ("fair_share_preemption_timeout", "min_share_preemption_timeout"):
-        value = _number(table, field, where, None)
-        if value is not None and not value >= 0:  # also refuses NaN
-            raise RolesFileError(f"{where}.{field}", f"must be a number of seconds >= 0 (inf = never), got {value!r}")
-        out[field] = None if value is None else float(value)
-    threshold = _number(table, "fair_share_preemption_threshold", where, None)
-    if threshold is not None and not 0 <= threshold <= 1:
-        raise RolesFileError(f"{where}.fair_share_preemption_threshold",
-                             f"must be a number between 0 and 1, got {threshold!r}")
-    out["fair_share_preemption_threshold"] = None if threshold is None else float(threshold)
+    for field, value in table.items():
+        if field in _NUMBER_FIELDS and _is_number(value):
+            value = float(value)
+        elif field in _RESOURCE_FIELDS and isinstance(value, str):
+            value = value.strip() or None  # "" = not set
+        out[field] = value
     return out
 
 
-def _check_hierarchy(roles: Mapping[str, RoleConfig]) -> None:
-    """A role's guarantee and min share fit in every listed ancestor's limit;
-    the guarantees of a role's nearest guaranteed descendants add up to no
-    more than its own (as the allocator requires)."""
-    for name, config in roles.items():
-        where = f"roles.{_key(name)}"
-        for parent in ancestors(name)[1:]:
-            if parent in roles:
-                for field in ("guarantee", "min_share"):
-                    _check_within(config, field, roles[parent], where)
-    sums: dict[str, dict[str, int]] = {}
-    guaranteed = {name: quantities(c.guarantee) for name, c in roles.items() if quantities(c.guarantee)}
-    for name, amounts in guaranteed.items():
-        parent = next((a for a in ancestors(name)[1:] if a in guaranteed), None)
-        if parent is not None:
-            total = sums.setdefault(parent, {})
-            for kind, amount in amounts.items():
-                total[kind] = total.get(kind, 0) + amount
-    for parent, total in sorted(sums.items()):
-        over = sorted(k for k, amount in total.items() if amount > guaranteed[parent].get(k, 0))
-        if over:
-            raise RolesFileError(f"roles.{_key(parent)}.guarantee",
-                                 f"the guarantees of its sub-roles add up to {_show(total)}, more than "
-                                 f"{roles[parent].guarantee!r} (for {', '.join(over)})")
-
-
-def _check_within(config: RoleConfig, field: str, bound: RoleConfig, where: str) -> None:
-    """``config.<field>`` does not exceed ``bound``'s limit on any kind the
-    limit names (kinds a limit leaves out are unlimited)."""
+def _excess(config: RoleConfig, field: str, bound: RoleConfig) -> str | None:
+    """Why ``config.<field>`` exceeds ``bound``'s limit on a kind the limit
+    names (kinds a limit leaves out are unlimited); None if it does not."""
     amounts, limit = quantities(getattr(config, field)), quantities(bound.limit)
     for kind in sorted(set(amounts) & set(limit)):
         if amounts[kind] > limit[kind]:
             kin = "parent" if ancestors(config.name)[1:2] == [bound.name] else "ancestor"
             whose = "its limit" if bound is config else f"the limit of its {kin} role {bound.name!r}"
-            raise RolesFileError(f"{where}.{field}", f"exceeds {whose} for {kind}: "
-                                                     f"{amounts[kind] / 1000:g} > {limit[kind] / 1000:g}")
+            return f"exceeds {whose} for {kind}: {amounts[kind] / 1000:g} > {limit[kind] / 1000:g}"
+    return None
 
 
-def _number(table: Mapping, field: str, where: str, default):
-    value = table.get(field, default)
-    if value is default:
-        return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RolesFileError(f"{where}.{field}", f"must be a number, got {value!r}")
-    return value
+def _json_value(value: object) -> object:
+    return None if isinstance(value, float) and math.isinf(value) else value
 
 
 def _table(value: object, where: str) -> Mapping:

@@ -29,7 +29,6 @@ from mesoslike.errors import MesoslikeError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.master.http import StatusHTTPServer
 from mesoslike.master.inbox import Inbox
-from mesoslike.master.preemption import PreemptionSettings
 from mesoslike.master.records import MasterConfig
 from mesoslike.master.registry import Registry
 from mesoslike.master.roles import RolesConfig, RolesFileError, load_roles_file, quantities
@@ -437,7 +436,7 @@ class MasterRuntime:
         core.roles_config = config
         self._roles_core = core
         try:
-            core.set_preemption(PreemptionSettings.from_roles_config(config))
+            core.set_preemption(config)
         except (MesoslikeError, ValueError) as exc:
             log.error("roles file: the preemption settings could not be applied: %s", exc)
         dropped = set(self._roles_applied.roles if self._roles_applied else ()) - set(config.roles)

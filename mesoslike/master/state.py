@@ -66,7 +66,9 @@ def state_json(core: MasterCore) -> dict:
             "used": str(used_by_agent.get(agent.id, EMPTY)),
             "available": str(allocator.available(agent.id)),
             "attributes": dict(agent.info.attributes),
-            "connected": agent.connected,
+            # every agent listed is registered on a live connection: one whose
+            # pings go unanswered is removed, not kept as disconnected
+            "connected": True,
         }
         for agent in sorted(core.agents.values(), key=lambda a: a.id)
     ]
