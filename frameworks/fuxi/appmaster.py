@@ -43,8 +43,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mesoslike import MesoslikeError
-from mesoslike.clock import Clock, SystemClock
+from mesoslike import Clock, MesoslikeError, SystemClock
 from mesoslike.frameworks.fuxi import am_protocol as amp
 from mesoslike.frameworks.fuxi import appmaster_core as amc
 from mesoslike.frameworks.fuxi import protocol
