@@ -10,21 +10,17 @@ from hypothesis import strategies as st
 
 from mesoslike import Resources
 from mesoslike.clock import FakeClock
+from mesoslike.frameworks.fuxi import am_protocol as amp
+from mesoslike.frameworks.fuxi import protocol
 from mesoslike.frameworks.fuxi.appmaster_core import (
     FAILED,
     RUNNING,
     SUCCEEDED,
     AppMasterCore,
     AppMasterError,
-    Assign,
-    BlacklistHost,
-    JobEnded,
-    Kill,
-    ReleaseWorker,
-    ReportHost,
-    SetDesire,
     SnapshotChanged,
-    AvoidHosts,
+    ToService,
+    ToWorker,
 )
 from mesoslike.frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec
 
@@ -44,20 +40,66 @@ def core(spec, clock=None, **kw):
     return AppMasterCore("job-1", spec, clock or FakeClock(), **kw)
 
 
+JOB = "job-1"
+
+
+# the actions are protocol messages, addressed: how the tests write them
+def assign(worker_id, instance, attempt, command, env):
+    return ToWorker(worker_id, amp.Assign(instance, attempt, command, env))
+
+
+def kill(worker_id, instance, attempt, reason):
+    return ToWorker(worker_id, amp.Kill(instance, attempt), reason)
+
+
+def release(worker_id):
+    return ToService(protocol.ReleaseSlot(0, JOB, "", worker_id))
+
+
+def set_desire(unit, slots):
+    return ToService(protocol.SetDesire(0, JOB, "", unit, slots))
+
+
+def avoid(unit, hosts):
+    return ToService(protocol.AvoidHosts(0, JOB, "", unit, list(hosts)))
+
+
+def blacklist(host, reason):
+    return ToService(protocol.BlacklistHost(0, JOB, "", host), reason)
+
+
+def report(host, reason):
+    return ToService(protocol.ReportHost(0, JOB, "", host), reason)
+
+
+def job_ended(succeeded, reason):
+    return ToService(protocol.JobEnded(0, JOB, "", succeeded, reason))
+
+
+def message(action):
+    """The protocol message an action carries (SnapshotChanged carries none: itself)."""
+    if isinstance(action, ToWorker):
+        return action.message
+    if isinstance(action, ToService):
+        return action.request
+    return action
+
+
 def of(actions, kind):
-    return [a for a in actions if isinstance(a, kind)]
+    """The actions whose message is a ``kind``."""
+    return [a for a in actions if isinstance(message(a), kind)]
 
 
 def assigns(actions):
-    """worker id -> (instance, attempt) of the Assigns in ``actions``."""
-    return {a.worker_id: (a.instance, a.attempt) for a in of(actions, Assign)}
+    """worker id -> (instance, attempt) of the ASSIGNs in ``actions``."""
+    return {a.worker_id: (a.message.instance, a.message.attempt) for a in of(actions, amp.Assign)}
 
 
 # ---------------------------------------------------------------- dispatch
 def test_a_worker_gets_the_instance_with_data_on_its_machine_then_its_room_then_any():
     am = core(job(unit(slots=4, instances=4, data=[["hA"], ["hC"], ["hC"], []])))
     assert am.worker_joined("wC", "map", "hC", room="r1") == [
-        Assign("wC", 1, 1, "run map 1", {"FUXI_INSTANCE": "1", "FUXI_ATTEMPT": "1", "FUXI_DATA_HOSTS": "hC"})]
+        assign("wC", 1, 1, "run map 1", {"FUXI_INSTANCE": "1", "FUXI_ATTEMPT": "1", "FUXI_DATA_HOSTS": "hC"})]
     # no data on hX; instance 2's data is on hC, seen in room r1: it beats the lower instance 0
     assert assigns(am.worker_joined("wX", "map", "hX", room="r1")) == {"wX": (2, 1)}
     # nothing in r2: the lowest pending instance
@@ -82,10 +124,10 @@ def test_a_room_learned_later_ranks_the_instances_already_pending():
 def test_assign_replaces_instance_in_the_command_and_sets_the_environment():
     am = core(job(unit(instances=2, data=[["h1", "h2"], []])))
     (first,) = am.worker_joined("w1", "map", "h2")
-    assert first == Assign("w1", 0, 1, "run map 0",
+    assert first == assign("w1", 0, 1, "run map 0",
                            {"FUXI_INSTANCE": "0", "FUXI_ATTEMPT": "1", "FUXI_DATA_HOSTS": "h1,h2"})
     (second,) = am.worker_joined("w2", "map", "h3")
-    assert second.env["FUXI_DATA_HOSTS"] == "" and second.command == "run map 1"
+    assert second.message.env["FUXI_DATA_HOSTS"] == "" and second.message.command == "run map 1"
 
 
 # ------------------------------------------------------------------ retries
@@ -98,30 +140,30 @@ def test_a_failed_instance_is_retried_until_max_attempts_then_the_job_fails_and_
     assert assigns(am.instance_done("w1", 0, 2, False, "disk full")) == {"w1": (0, 3)}
     assert am.progress_report()["units"]["map"]["failed_attempts"] == 2
     out = am.instance_done("w1", 0, 3, False, "disk full")
-    assert of(out, JobEnded) == [JobEnded(False, "instance 0 of unit map failed 3 times: disk full")]
-    assert of(out, Kill) == [Kill("w2", 1, 1, "job failed: instance 0 of unit map failed 3 times: disk full")]
-    assert set(of(out, ReleaseWorker)) == {ReleaseWorker("w1"), ReleaseWorker("w2")}
-    assert out.index(Kill("w2", 1, 1, of(out, Kill)[0].reason)) < out.index(ReleaseWorker("w2"))
-    assert SetDesire("map", 0) in out and not of(out, Assign)
+    assert of(out, protocol.JobEnded) == [job_ended(False, "instance 0 of unit map failed 3 times: disk full")]
+    assert of(out, amp.Kill) == [kill("w2", 1, 1, "job failed: instance 0 of unit map failed 3 times: disk full")]
+    assert set(of(out, protocol.ReleaseSlot)) == {release("w1"), release("w2")}
+    assert out.index(kill("w2", 1, 1, of(out, amp.Kill)[0].reason)) < out.index(release("w2"))
+    assert set_desire("map", 0) in out and not of(out, amp.Assign)
     assert am.state == FAILED and am.desired_slots() == {"map": 0} and am.next_wakeup() is None
     report = am.progress_report()
     assert report["state"] == "failed" and "failed 3 times" in report["reason"]
     # the job ended once: later calls do nothing, a late worker is released
     assert am.instance_done("w2", 1, 1, True) == [] and am.tick() == []
-    assert am.worker_joined("w3", "map", "h3", running=(1, 1)) == [Kill("w3", 1, 1, "job failed"),
-                                                                 ReleaseWorker("w3")]
+    assert am.worker_joined("w3", "map", "h3", running=(1, 1)) == [kill("w3", 1, 1, "job failed"),
+                                                                 release("w3")]
 
 
 def test_a_worker_leaving_does_not_count_a_failure():
     am = core(job(unit(slots=1, instances=1, max_attempts=1), blacklist_after=1))
     am.worker_joined("w1", "map", "h1")
     out = am.worker_left("w1", "preempted")
-    assert not of(out, JobEnded) and not of(out, BlacklistHost)
+    assert not of(out, protocol.JobEnded) and not of(out, protocol.BlacklistHost)
     assert am.desired_slots() == {"map": 1} and am.state == RUNNING
     assert am.progress_report()["units"]["map"]["pending"] == 1
     # the next worker runs it as attempt 2: attempts count starts, failures count failed runs
     assert assigns(am.worker_joined("w2", "map", "h1")) == {"w2": (0, 2)}
-    assert of(am.instance_done("w2", 0, 2, True), JobEnded) == [JobEnded(True, "all 1 instances finished")]
+    assert of(am.instance_done("w2", 0, 2, True), protocol.JobEnded) == [job_ended(True, "all 1 instances finished")]
     assert am.progress_report()["instances"]["failed"] == 0
 
 
@@ -135,14 +177,14 @@ def test_a_host_failing_blacklist_after_times_is_blacklisted_its_idle_workers_re
     # a1 gets another instance: 0 failed on hA, and other pending instances can run there
     assert assigns(am.instance_done("a1", 0, 1, False, "bad disk")) == {"a1": (3, 1)}
     out = am.instance_done("a2", 1, 1, False, "bad disk")
-    assert of(out, BlacklistHost) == [BlacklistHost("hA", "2 failed runs of job job-1 on hA")]
-    assert ReleaseWorker("a2") in out and not of(out, Assign) and not of(out, ReportHost)
+    assert of(out, protocol.BlacklistHost) == [blacklist("hA", "2 failed runs of job job-1 on hA")]
+    assert release("a2") in out and not of(out, amp.Assign) and not of(out, protocol.ReportHost)
     assert am.progress_report()["blacklisted"] == ["hA"]
     # a1 still runs on hA: it finishes its run, then it is released too; the third failure reports the host
     out = am.instance_done("a1", 3, 1, False, "bad disk")
-    assert of(out, ReportHost) == [ReportHost("hA", "3 failed runs of job job-1 on hA")]
-    assert ReleaseWorker("a1") in out and not of(out, Assign)
-    assert am.worker_joined("a3", "map", "hA") == [ReleaseWorker("a3")]
+    assert of(out, protocol.ReportHost) == [report("hA", "3 failed runs of job job-1 on hA")]
+    assert release("a1") in out and not of(out, amp.Assign)
+    assert am.worker_joined("a3", "map", "hA") == [release("a3")]
     assert am.desired_slots() == {"map": 4}          # still wanted: the scheduler grants elsewhere
     assert assigns(am.worker_joined("c1", "map", "hC")) == {"c1": (0, 2)}
 
@@ -153,10 +195,10 @@ def test_global_report_after_defaults_to_twice_blacklist_after():
     for w in ("a1", "a2", "a3"):
         am.worker_joined(w, "map", "hA")
     out = am.instance_done("a1", 0, 1, False)
-    assert of(out, BlacklistHost) and not of(out, ReportHost)
+    assert of(out, protocol.BlacklistHost) and not of(out, protocol.ReportHost)
     out = am.instance_done("a2", 1, 1, False)
-    assert of(out, ReportHost) == [ReportHost("hA", "2 failed runs of job job-1 on hA")]
-    assert not of(am.instance_done("a3", 2, 1, False), ReportHost)      # once
+    assert of(out, protocol.ReportHost) == [report("hA", "2 failed runs of job job-1 on hA")]
+    assert not of(am.instance_done("a3", 2, 1, False), protocol.ReportHost)      # once
 
 
 # ------------------------------------------------------------------ backups
@@ -189,17 +231,17 @@ def test_a_straggler_gets_one_backup_on_another_host_and_the_first_to_finish_win
     assert am.tick() == []
     clock.advance(0.5)
     # no idle worker: ask for one more slot, not on the straggler's machine
-    assert am.tick() == [AvoidHosts("map", ("h3",)), SetDesire("map", 2)]
-    assert am.worker_joined("x3", "map", "h3") == [ReleaseWorker("x3")]     # granted there anyway: useless
+    assert am.tick() == [avoid("map", ("h3",)), set_desire("map", 2)]
+    assert am.worker_joined("x3", "map", "h3") == [release("x3")]     # granted there anyway: useless
     out = am.worker_joined("x5", "map", "h5")
-    assert assigns(out) == {"x5": (3, 2)} and AvoidHosts("map", ()) in out   # no backup waits any more
+    assert assigns(out) == {"x5": (3, 2)} and avoid("map", ()) in out   # no backup waits any more
     assert am.progress_report()["instances"]["backups"] == 1
     clock.advance(100)
     assert am.tick() == []                       # ONE backup
     out = am.instance_done("x5", 3, 2, True)
-    assert out[0] == Kill("w3", 3, 1, "instance 3 finished on another copy")
-    assert of(out, JobEnded) == [JobEnded(True, "all 4 instances finished")]
-    assert set(of(out, ReleaseWorker)) == {ReleaseWorker("w3"), ReleaseWorker("x5")}
+    assert out[0] == kill("w3", 3, 1, "instance 3 finished on another copy")
+    assert of(out, protocol.JobEnded) == [job_ended(True, "all 4 instances finished")]
+    assert set(of(out, protocol.ReleaseSlot)) == {release("w3"), release("x5")}
     assert am.state == SUCCEEDED
 
 
@@ -218,14 +260,14 @@ def backed_up(clock):
 def test_when_the_original_finishes_first_the_backup_is_killed():
     am = backed_up(FakeClock())
     out = am.instance_done("w3", 3, 1, True)
-    assert out[0] == Kill("x5", 3, 2, "instance 3 finished on another copy")
+    assert out[0] == kill("x5", 3, 2, "instance 3 finished on another copy")
     assert am.instance_done("x5", 3, 2, True) == []             # the loser's late result is stale
 
 
 def test_a_failed_copy_does_not_restart_an_instance_whose_other_copy_runs():
     am = backed_up(FakeClock())
     out = am.instance_done("x5", 3, 2, False, "oops")
-    assert out == [ReleaseWorker("x5"), SnapshotChanged(), SetDesire("map", 1)]
+    assert out == [release("x5"), SnapshotChanged(), set_desire("map", 1)]
     report = am.progress_report()["units"]["map"]
     assert report["pending"] == 0 and report["running"] == 1 and report["failed_attempts"] == 1
 
@@ -237,10 +279,10 @@ def test_an_idle_worker_on_another_host_takes_a_waiting_backup():
     am.instance_done("w0", 0, 1, True)
     am.instance_done("w1", 1, 1, True)           # 2/4 finished, average 10 s
     clock.advance(10)
-    assert am.tick() == [AvoidHosts("map", ("h2", "h3")), SetDesire("map", 4)]    # instances 2 and 3 straggle
+    assert am.tick() == [avoid("map", ("h2", "h3")), set_desire("map", 4)]    # instances 2 and 3 straggle
     out = am.instance_done("w2", 2, 1, True)     # w2 (on h2) is free: it backs up instance 3 (on h3)
     assert assigns(out) == {"w2": (3, 2)}
-    assert out[-1] == SetDesire("map", 2)
+    assert out[-1] == set_desire("map", 2)
 
 
 def test_a_slow_progress_rate_triggers_a_backup():
@@ -253,7 +295,7 @@ def test_a_slow_progress_rate_triggers_a_backup():
     am.progress("w2", 2, 1, 0.9)
     am.progress("w3", 3, 1, 0.1)                 # 0.1/12 s against an average of (0.9+0.9+0.1)/3/12 s
     assert am.next_wakeup() == pytest.approx(13.0)      # a rate check; not the runtime limit (20)
-    assert am.tick() == [AvoidHosts("map", ("h3",)), SetDesire("map", 4)]
+    assert am.tick() == [avoid("map", ("h3",)), set_desire("map", 4)]
     assert assigns(am.worker_joined("x9", "map", "h9")) == {"x9": (3, 2)}
 
 
@@ -277,7 +319,7 @@ def test_runs_shorter_than_min_runtime_are_never_backed_up():
     clock.advance(58)
     assert am.tick() == []
     clock.advance(1)
-    assert am.tick() == [AvoidHosts("map", ("h3",)), SetDesire("map", 2)]
+    assert am.tick() == [avoid("map", ("h3",)), set_desire("map", 2)]
 
 
 # ------------------------------------------------------------- dependencies
@@ -286,11 +328,11 @@ def test_a_unit_after_another_wants_nothing_until_that_one_finished():
     assert am.desired_slots() == {"map": 2, "reduce": 0}
     am.worker_joined("m1", "map", "h1")
     am.worker_joined("m2", "map", "h2")
-    assert am.worker_joined("r1", "reduce", "h3") == [ReleaseWorker("r1")]
+    assert am.worker_joined("r1", "reduce", "h3") == [release("r1")]
     out = am.instance_done("m1", 0, 1, True)
-    assert out == [ReleaseWorker("m1"), SnapshotChanged(), SetDesire("map", 1)]
+    assert out == [release("m1"), SnapshotChanged(), set_desire("map", 1)]
     out = am.instance_done("m2", 1, 1, True)
-    assert SetDesire("reduce", 2) in out and SetDesire("map", 0) in out
+    assert set_desire("reduce", 2) in out and set_desire("map", 0) in out
     assert am.desired_slots() == {"map": 0, "reduce": 2}
     assert assigns(am.worker_joined("r2", "reduce", "h3")) == {"r2": (0, 1)}
 
@@ -301,15 +343,15 @@ def test_desire_shrinks_and_idle_workers_are_released_as_instances_run_out():
     assert am.desired_slots() == {"map": 2}
     assert assigns(am.worker_joined("w1", "map", "h1")) == {"w1": (0, 1)}
     assert assigns(am.worker_joined("w2", "map", "h2")) == {"w2": (1, 1)}
-    assert am.worker_joined("w3", "map", "h3") == [ReleaseWorker("w3")]     # beyond the unit's 2 slots
+    assert am.worker_joined("w3", "map", "h3") == [release("w3")]     # beyond the unit's 2 slots
     assert am.instance_done("w1", 0, 1, True) == [
-        Assign("w1", 2, 1, "run map 2", {"FUXI_INSTANCE": "2", "FUXI_ATTEMPT": "1", "FUXI_DATA_HOSTS": ""}),
+        assign("w1", 2, 1, "run map 2", {"FUXI_INSTANCE": "2", "FUXI_ATTEMPT": "1", "FUXI_DATA_HOSTS": ""}),
         SnapshotChanged()]
     assert assigns(am.instance_done("w2", 1, 1, True)) == {"w2": (3, 1)}
-    assert am.instance_done("w1", 2, 1, True) == [ReleaseWorker("w1"), SnapshotChanged(), SetDesire("map", 1)]
+    assert am.instance_done("w1", 2, 1, True) == [release("w1"), SnapshotChanged(), set_desire("map", 1)]
     out = am.instance_done("w2", 3, 1, True)
-    assert out == [JobEnded(True, "all 4 instances finished"), ReleaseWorker("w2"), SnapshotChanged(),
-                   SetDesire("map", 0)]
+    assert out == [job_ended(True, "all 4 instances finished"), release("w2"), SnapshotChanged(),
+                   set_desire("map", 0)]
     assert am.progress_report()["instances"] == {"done": 4, "total": 4, "running": 0, "failed": 0, "backups": 0}
 
 
@@ -345,7 +387,7 @@ def test_a_worker_rejoining_with_its_running_instance_keeps_it():
     assert am.worker_joined("w0", "map", "h0", running=(2, 1)) == []
     assert am.worker_joined("w0", "map", "h0", running=(2, 1)) == []          # idempotent
     # w0 is kept (idle) while instance 3 is unknown: it may turn pending
-    assert am.instance_done("w0", 2, 1, True) == [SnapshotChanged(), SetDesire("map", 1)]
+    assert am.instance_done("w0", 2, 1, True) == [SnapshotChanged(), set_desire("map", 1)]
     assert am.progress_report()["units"]["map"]["workers"] == 1
 
 
@@ -354,12 +396,12 @@ def test_a_worker_rejoining_with_finished_results_records_them():
     _, am = mid_job(clock)
     # w1 finished 3 while nobody listened; it is kept (idle) since instance 2 may turn pending
     assert am.worker_joined("w1", "map", "h1", finished=[(3, 1, True, "")]) == [SnapshotChanged(),
-                                                                                 SetDesire("map", 1)]
+                                                                                 set_desire("map", 1)]
     assert am.progress_report()["units"]["map"]["done"] == 3
     out = am.worker_joined("w0", "map", "h0", finished=[(2, 1, False, "oom")])
-    assert assigns(out) == {"w1": (2, 2)} and ReleaseWorker("w0") in out       # the failure counted: retried
+    assert assigns(out) == {"w1": (2, 2)} and release("w0") in out       # the failure counted: retried
     assert am.snapshot()["units"]["map"]["failures"] == {"0": 1, "2": 1}
-    assert am.snapshot()["host_failures"] == {"h0": 2} and of(out, BlacklistHost)
+    assert am.snapshot()["host_failures"] == {"h0": 2} and of(out, protocol.BlacklistHost)
 
 
 def test_running_but_unreported_instances_go_back_to_pending_after_rejoin_grace():
@@ -370,12 +412,12 @@ def test_running_but_unreported_instances_go_back_to_pending_after_rejoin_grace(
     clock.advance(4.9)
     assert am.tick() == []
     clock.advance(0.1)
-    assert am.tick() == [Assign("n1", 3, 2, "run map 3", {"FUXI_INSTANCE": "3", "FUXI_ATTEMPT": "2",
+    assert am.tick() == [assign("n1", 3, 2, "run map 3", {"FUXI_INSTANCE": "3", "FUXI_ATTEMPT": "2",
                                                            "FUXI_DATA_HOSTS": ""})]
     # w1 comes back late with attempt 1 of instance 3: kept as a second copy; the first to finish wins
     assert am.worker_joined("w1", "map", "h1", running=(3, 1)) == []
     out = am.instance_done("w1", 3, 1, True)
-    assert out[0] == Kill("n1", 3, 2, "instance 3 finished on another copy")
+    assert out[0] == kill("n1", 3, 2, "instance 3 finished on another copy")
 
 
 def test_finished_instances_are_never_assigned_again_after_a_restore():
@@ -384,10 +426,10 @@ def test_finished_instances_are_never_assigned_again_after_a_restore():
     clock.advance(10)
     assert am.tick() == []                               # 2 and 3 pending again (no worker yet)
     out = am.worker_joined("w0", "map", "h0", running=(0, 2))
-    assert out[0] == Kill("w0", 0, 2, "instance 0 already finished")
-    seen = [a.instance for a in of(out, Assign)]
+    assert out[0] == kill("w0", 0, 2, "instance 0 already finished")
+    seen = [a.message.instance for a in of(out, amp.Assign)]
     for n in range(4):
-        seen += [a.instance for a in of(am.worker_joined(f"n{n}", "map", f"h{n}"), Assign)]
+        seen += [a.message.instance for a in of(am.worker_joined(f"n{n}", "map", f"h{n}"), amp.Assign)]
     assert sorted(seen) == [2, 3]
     assert am.snapshot()["units"]["map"]["done"] == [[0, 2]]
 
@@ -415,7 +457,7 @@ def test_a_restored_finished_job_stays_finished():
     am.instance_done("w", 0, 1, True)
     again = AppMasterCore("job-1", am.job, clock, snapshot=json.loads(json.dumps(am.snapshot())))
     assert again.state == SUCCEEDED and again.desired_slots() == {"map": 0}
-    assert again.worker_joined("w2", "map", "h") == [ReleaseWorker("w2")]
+    assert again.worker_joined("w2", "map", "h") == [release("w2")]
 
 
 # ---------------------------------------------------------------- bad calls
@@ -434,9 +476,21 @@ def test_bad_calls_change_nothing_and_do_not_raise(caplog):
     assert am.progress("w1", 0, 1, math.nan) == []
     assert am.progress("w1", 0, 1, "half") == []
     assert am.worker_joined("w1", "map", "h1") == []          # idempotent
-    assert am.worker_joined("w9", "nosuchunit", "h1") == [ReleaseWorker("w9")]
+    assert am.worker_joined("w9", "nosuchunit", "h1") == [release("w9")]
     assert (am.snapshot(), am.progress_report(), am.desired_slots()) == before
     assert "unknown worker 'nobody'" in caplog.text and "stale" in caplog.text
+
+
+def test_a_restarted_runtime_restates_every_desire_and_an_end_the_service_may_not_know():
+    am = core(job(unit("map", slots=1, instances=1), unit("reduce", slots=1, after=["map"]), blacklist_after=10))
+    assert am.restate() == [set_desire("map", 1), set_desire("reduce", 0)]
+    am.worker_joined("w1", "map", "h1")
+    ended = am.instance_done("w1", 0, 1, False, "x") + am.instance_done("w1", 0, 2, False, "x") \
+        + am.instance_done("w1", 0, 3, False, "boom")
+    assert of(ended, protocol.JobEnded) == [job_ended(False, "instance 0 of unit map failed 3 times: boom")]
+    again = core(am.job, snapshot=am.snapshot())
+    assert again.restate() == [set_desire("map", 0), set_desire("reduce", 0),
+                               job_ended(False, "instance 0 of unit map failed 3 times: boom")]
 
 
 def test_nonsense_from_a_rejoining_worker_is_ignored():
@@ -484,31 +538,34 @@ class Harness:
 
     def apply(self, actions):
         for action in actions:
-            if isinstance(action, Assign):
+            sent = message(action)
+            if isinstance(action, ToService):
+                assert (sent.id, sent.job_id, sent.token) == (0, "job-1", ""), action   # the runtime's to fill in
+            if isinstance(sent, amp.Assign):
                 assert action.worker_id in self.workers, action
                 worker = self.workers[action.worker_id]
                 assert worker[2] is None, f"{action} to a busy worker {worker}"
-                assert (worker[0], action.instance) not in self.finished, action
-                worker[2] = (action.instance, action.attempt)
+                assert (worker[0], sent.instance) not in self.finished, action
+                worker[2] = (sent.instance, sent.attempt)
                 hosts = [w[1] for w in self.workers.values() if w[0] == worker[0] and w[2] is not None
-                         and w[2][0] == action.instance]
+                         and w[2][0] == sent.instance]
                 assert len(hosts) <= 2, action
                 assert len(hosts) == 1 or len(set(hosts)) == 2, f"{action}: a backup on the same host"
-            elif isinstance(action, Kill):
+            elif isinstance(sent, amp.Kill):
                 worker = self.workers[action.worker_id]
-                assert worker[2] == (action.instance, action.attempt), action
+                assert worker[2] == (sent.instance, sent.attempt), action
                 worker[2] = None
-            elif isinstance(action, ReleaseWorker):
-                worker = self.workers.pop(action.worker_id)
+            elif isinstance(sent, protocol.ReleaseSlot):
+                worker = self.workers.pop(sent.slot)
                 assert worker[2] is None, action
-            elif isinstance(action, JobEnded):
+            elif isinstance(sent, protocol.JobEnded):
                 self.ended += 1
                 assert self.ended == 1
-            elif isinstance(action, SnapshotChanged):
+            elif isinstance(sent, SnapshotChanged):
                 self.saved = json.loads(json.dumps(self.am.snapshot()))
-            elif isinstance(action, SetDesire):
-                slots = self.spec.unit(action.unit).slots
-                assert 0 <= action.slots <= slots and self.am.desired_slots()[action.unit] == action.slots
+            elif isinstance(sent, protocol.SetDesire):
+                slots = self.spec.unit(sent.unit).slots
+                assert 0 <= sent.slots <= slots and self.am.desired_slots()[sent.unit] == sent.slots
 
     def pick(self, index):
         ids = sorted(self.workers)

@@ -24,26 +24,25 @@ from mesoslike.clock import FakeClock
 from mesoslike.wire import TERMINAL_STATES
 from mesoslike.frameworks.fuxi import protocol
 from mesoslike.frameworks.fuxi.core import FuxiCore, FuxiError
+from mesoslike.frameworks.fuxi.jobs import MAX_WORKER_FAILURES
 from mesoslike.frameworks.fuxi.model import (
     BackupPolicy,
     JobSpec,
     JobSpecError,
     Locality,
     UnitSpec,
+    check_runnable,
+    job_document,
     load_job_file,
     parse_job,
 )
+from mesoslike.frameworks.fuxi.quota import QuotaFileError, load_quota_file
 from mesoslike.frameworks.fuxi.service import (
-    MAX_WORKER_FAILURES,
     WORKER_MODULE,
     FuxiService,
     JobClient,
     JobRefused,
     JobServer,
-    QuotaFileError,
-    check_runnable,
-    job_document,
-    load_quota_file,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -115,7 +114,7 @@ def unit_status(service, job_id, name="u") -> dict:
 
 def ask(service, job_id, cls, token=None, **fields):
     """What the service answers an AppMaster request (through the job server's handler)."""
-    token = service.jobs[job_id].token if token is None else token
+    token = service.core.job(job_id).token if token is None else token
     server = JobServer.__new__(JobServer)
     server.service = service
     return protocol.decode(server.handle(protocol.encode(cls(id=7, job_id=job_id, token=token, **fields))))
@@ -240,7 +239,7 @@ def test_an_appmaster_that_keeps_exiting_is_restarted_then_its_job_fails(tmp_pat
     service.attach(FakeDriver())
     try:
         job_id = service.submit(JobSpec("j", [unit()]))
-        appmaster = service.jobs[job_id].appmaster
+        appmaster = service.appmasters[job_id]
         assert (tmp_path / job_id / "job.json").exists() and appmaster.address.startswith("tcp://127.0.0.1:")
         address = appmaster.address
 

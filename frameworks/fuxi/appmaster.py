@@ -16,10 +16,11 @@ service's job server (:mod:`.protocol`). One thread, one loop:
   the worker runs and what it finished meanwhile, PROGRESS, DONE ->
   ``instance_done``, BYE or ~3 s without a heartbeat -> ``worker_left``),
   and the core's ``tick`` runs when its wakeup is due;
-- the core's actions are carried out: Assign/Kill/ReleaseWorker become
-  ASSIGN/KILL/RELEASE to the worker (a released slot also RELEASE_SLOT to
-  the service), SetDesire/BlacklistHost/ReportHost/JobEnded requests to the
-  service, SnapshotChanged a snapshot;
+- the core's actions are protocol messages, carried out as they are: a
+  ``ToWorker``'s ASSIGN or KILL goes to its worker, a ``ToService``'s
+  request to the service, numbered and signed with the job's token (a
+  RELEASE_SLOT also tells its worker RELEASE), ``SnapshotChanged`` makes a
+  snapshot;
 - the snapshot (JSON, written atomically: a temporary file renamed over the
   old one) is written **before** the results that changed it are
   acknowledged to the workers, so a result is never lost between an
@@ -41,10 +42,11 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from mesoslike import MesoslikeError
-from mesoslike.clock import Clock, SystemClock
+import attrs
+
+from mesoslike import Clock, MesoslikeError, SystemClock
 from mesoslike.frameworks.fuxi import am_protocol as amp
 from mesoslike.frameworks.fuxi import appmaster_core as amc
 from mesoslike.frameworks.fuxi import protocol
@@ -65,6 +67,7 @@ END_RESEND = 1.0
 ASSIGN_RESEND = 2.0
 #: what workers send
 _FROM_WORKERS = (amp.Hello, amp.Heartbeat, amp.Progress, amp.Done, amp.Bye)
+_Request = TypeVar("_Request", bound=amc.ServiceRequest | protocol.Progress)
 
 
 class _Worker:
@@ -135,9 +138,9 @@ class AppMaster:
         self._service = Client(service, max_message_size=protocol.MAX_FRAME)
         self._ids = itertools.count(1)
         self._to_workers: list[tuple[bytes, Any]] = []
-        self._to_service: collections.deque = collections.deque()
+        self._to_service: collections.deque[protocol.Message] = collections.deque()
         self._dirty = False
-        self._ended: amc.JobEnded | None = None
+        self._ended: protocol.JobEnded | None = None      # the core's JOB_ENDED, sent until answered
         self._end_request: protocol.JobEnded | None = None
         self._end_sent = 0.0
         self._end_acknowledged = False
@@ -148,11 +151,7 @@ class AppMaster:
     # ------------------------------------------------------------ the loop
     def run(self) -> int:
         try:
-            for unit, slots in sorted(self.core.desired_slots().items()):
-                self._request(protocol.SetDesire, unit=unit, slots=slots)
-            if self.core.state != amc.RUNNING:   # ended before a restart; the service may not know yet
-                report = self.core.progress_report()
-                self._carry_out([amc.JobEnded(self.core.state == amc.SUCCEEDED, report.get("reason", ""))])
+            self._carry_out(self.core.restate())   # the scheduler may remember other desires, or no end
             self._flush()
             while True:
                 now = self.clock.now()
@@ -186,7 +185,7 @@ class AppMaster:
             log.warning("ignoring a malformed frame: %s", frame)
             return
         try:
-            message = amp.decode(frame)
+            message = amp.decode(bytes(frame))
             self._on_worker_message(peer, message)
         except amp.ProtocolError as exc:
             log.warning("a bad frame from a worker: %s", exc)
@@ -292,51 +291,50 @@ class AppMaster:
             return []
 
     # ------------------------------------------------------------ actions
-    def _carry_out(self, actions: list) -> None:
+    def _carry_out(self, actions: list[amc.Action]) -> None:
         for action in actions:
-            if isinstance(action, amc.Assign):
-                worker = self.workers.get(action.worker_id)
-                if worker is None:
-                    log.warning("assign to unknown worker %s dropped", action.worker_id)
-                    continue
-                message = amp.Assign(action.instance, action.attempt, action.command, dict(action.env))
-                worker.assigned = (message, self.clock.now())
-                self._to_workers.append((worker.peer, message))
-            elif isinstance(action, amc.Kill):
-                worker = self.workers.get(action.worker_id)
-                if worker is not None:
-                    log.info("killing instance %d attempt %d on %s: %s", action.instance, action.attempt,
-                             action.worker_id, action.reason)
-                    self._to_workers.append((worker.peer, amp.Kill(action.instance, action.attempt)))
-            elif isinstance(action, amc.ReleaseWorker):
-                worker = self.workers.pop(action.worker_id, None)
-                self.released.add(action.worker_id)
-                if worker is not None:
-                    self._to_workers.append((worker.peer, amp.Release()))
-                self._request(protocol.ReleaseSlot, slot=action.worker_id)
-            elif isinstance(action, amc.SetDesire):
-                self._request(protocol.SetDesire, unit=action.unit, slots=action.slots)
-            elif isinstance(action, amc.AvoidHosts):
-                self._request(protocol.AvoidHosts, unit=action.unit, hosts=list(action.hosts))
-            elif isinstance(action, amc.BlacklistHost):
-                log.info("blacklisting %s for job %s: %s", action.hostname, self.job_id, action.reason)
-                self._request(protocol.BlacklistHost, host=action.hostname)
-            elif isinstance(action, amc.ReportHost):
-                self._request(protocol.ReportHost, host=action.hostname)
-            elif isinstance(action, amc.JobEnded):
-                if self._ended is None:
-                    self._ended = action
-                    self._dirty = True
-            elif isinstance(action, amc.SnapshotChanged):
+            if isinstance(action, amc.ToWorker):
+                self._to_worker(action)
+            elif isinstance(action, amc.ToService):
+                self._to_the_service(action)
+            else:
+                self._dirty = True   # SnapshotChanged
+
+    def _to_worker(self, action: amc.ToWorker) -> None:
+        worker = self.workers.get(action.worker_id)
+        message = action.message
+        if worker is None:
+            log.warning("%s to unknown worker %s dropped", message.TYPE, action.worker_id)
+            return
+        if isinstance(message, amp.Assign):
+            worker.assigned = (message, self.clock.now())
+        else:
+            log.info("killing instance %d attempt %d on %s: %s", message.instance, message.attempt,
+                     action.worker_id, action.reason)
+        self._to_workers.append((worker.peer, message))
+
+    def _to_the_service(self, action: amc.ToService) -> None:
+        request = action.request
+        if isinstance(request, protocol.JobEnded):
+            if self._ended is None:
+                self._ended = request   # sent by _flush, again until the service answers
                 self._dirty = True
-            else:  # pragma: no cover - an action this runtime does not know
-                log.error("unknown action from the core: %r", action)
+            return
+        if isinstance(request, protocol.ReleaseSlot):
+            worker = self.workers.pop(request.slot, None)
+            self.released.add(request.slot)
+            if worker is not None:
+                self._to_workers.append((worker.peer, amp.Release()))
+        elif isinstance(request, (protocol.BlacklistHost, protocol.ReportHost)):
+            log.info("%s %s for job %s: %s", request.TYPE, request.host, self.job_id, action.reason)
+        self._send(request)
 
     # -------------------------------------------------------- the outside
-    def _request(self, cls, **fields) -> protocol.Message:
-        request = cls(id=next(self._ids), job_id=self.job_id, token=self.token, **fields)
-        self._to_service.append(request)
-        return request
+    def _send(self, request: _Request) -> _Request:
+        """Queue ``request`` for the service, numbered and signed."""
+        signed = attrs.evolve(request, id=next(self._ids), token=self.token)
+        self._to_service.append(signed)
+        return signed
 
     def _flush(self) -> None:
         """Checkpoint first, then tell the workers and the service."""
@@ -352,10 +350,9 @@ class AppMaster:
             report = self.core.progress_report()
             if report != self._report or now - self._report_sent >= PROGRESS_MAX_INTERVAL or final:
                 self._report, self._report_sent = report, now
-                self._request(protocol.Progress, report=report)
+                self._send(protocol.Progress(0, self.job_id, "", report))
         if self._ended is not None and (self._end_request is None or now - self._end_sent >= END_RESEND):
-            self._end_request = self._request(protocol.JobEnded, succeeded=self._ended.succeeded,
-                                              reason=self._ended.reason)
+            self._end_request = self._send(self._ended)
             self._end_sent = now
         # a lower desire before the slots it lets go: the scheduler never sees them as still wanted
         for request in sorted(self._to_service, key=lambda r: not isinstance(r, protocol.SetDesire)):

@@ -5,11 +5,15 @@ its units (``worker_id`` is the slot id) — and hands them the units'
 *instances* (data shards). Pure and deterministic: calls go in
 (:meth:`AppMasterCore.worker_joined`, :meth:`~AppMasterCore.worker_left`,
 :meth:`~AppMasterCore.progress`, :meth:`~AppMasterCore.instance_done`,
-:meth:`~AppMasterCore.tick`), actions come out as lists (:class:`Assign`,
-:class:`Kill`, :class:`ReleaseWorker`, :class:`SetDesire`,
-:class:`BlacklistHost`, :class:`ReportHost`, :class:`JobEnded`,
-:class:`SnapshotChanged`), to be carried out in order; time comes from an
-injected clock. No threads, sockets or files.
+:meth:`~AppMasterCore.tick`), actions come out as lists, to be carried out
+in order; time comes from an injected clock. No threads, sockets or files.
+
+The actions are the protocol messages themselves, addressed: :class:`ToWorker`
+carries an ASSIGN or KILL of :mod:`.am_protocol` for one worker,
+:class:`ToService` a request of :mod:`.protocol` for the Fuxi service
+(SET_DESIRE, AVOID_HOSTS, RELEASE_SLOT, BLACKLIST_HOST, REPORT_HOST,
+JOB_ENDED); :class:`SnapshotChanged` asks for a checkpoint. There is no
+second set of classes to copy them from.
 
 What it does (DESIGN §6, docs/fuxi-jobs.rst "AppMaster semantics"):
 
@@ -23,16 +27,17 @@ What it does (DESIGN §6, docs/fuxi-jobs.rst "AppMaster semantics"):
 - **Retries**: a failed run goes back to pending until ``unit.max_attempts``
   failed runs; then the job fails and every running copy is killed.
 - **Blacklisting**: ``job.blacklist_after`` failed runs on a host stop the job
-  using it (:class:`BlacklistHost`); ``global_report_after`` failures there
-  report it for the scheduler's global blacklist (:class:`ReportHost`).
+  using it (BLACKLIST_HOST); ``global_report_after`` failures there
+  report it for the scheduler's global blacklist (REPORT_HOST).
 - **Backup instances** for stragglers, once ``backup.min_finished_fraction``
   of the unit finished: one more copy on another host; the first copy to
   finish wins, the other is killed.
 - **Snapshots**: :meth:`AppMasterCore.snapshot` (JSON-able) keeps finished
   instances, attempt and failure counts, blacklists; a restarted AppMaster
   rebuilds who runs what from the workers as they rejoin.
-- **Incremental demand**: :class:`SetDesire` whenever a unit's wanted slot
-  count changes; idle workers with nothing to do are released at once.
+- **Incremental demand**: SET_DESIRE whenever a unit's wanted slot count
+  changes; idle workers with nothing to do are released at once
+  (RELEASE_SLOT).
 
 Calls that come from the network (unknown worker, stale attempt, nonsense
 numbers) are logged and change nothing; they never raise.
@@ -42,18 +47,18 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import attrs
 from sortedcontainers import SortedList, SortedSet
 
-from mesoslike.clock import Clock
-from mesoslike.errors import MesoslikeError
+from mesoslike import Clock, MesoslikeError
+from mesoslike.frameworks.fuxi import am_protocol as amp
+from mesoslike.frameworks.fuxi import protocol
 from mesoslike.frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec
 
-__all__ = ["AppMasterCore", "AppMasterError", "Action", "Assign", "Kill", "ReleaseWorker", "SetDesire",
-           "AvoidHosts", "BlacklistHost", "ReportHost", "JobEnded", "SnapshotChanged", "RUNNING", "SUCCEEDED", "FAILED",
-           "DEFAULT_REJOIN_GRACE", "SNAPSHOT_FORMAT"]
+__all__ = ["AppMasterCore", "AppMasterError", "Action", "ToWorker", "ToService", "SnapshotChanged", "RUNNING",
+           "SUCCEEDED", "FAILED", "DEFAULT_REJOIN_GRACE", "SNAPSHOT_FORMAT"]
 
 log = logging.getLogger("mesoslike.frameworks.fuxi.appmaster")
 
@@ -73,70 +78,36 @@ class AppMasterError(MesoslikeError, ValueError):
 
 # ----------------------------------------------------------------- actions
 @attrs.frozen
-class Assign:
-    """Run ``instance`` of the worker's unit (its ``attempt``-th start) on
-    ``worker_id``. ``command`` is the unit's command with ``{instance}``
-    replaced; ``env`` has ``FUXI_INSTANCE``, ``FUXI_ATTEMPT`` and
-    ``FUXI_DATA_HOSTS`` (comma-separated)."""
+class ToWorker:
+    """Send ``message`` to the worker in slot ``worker_id``: an ASSIGN (its
+    ``command`` is the unit's with ``{instance}`` replaced; its ``env`` has
+    ``FUXI_INSTANCE``, ``FUXI_ATTEMPT`` and ``FUXI_DATA_HOSTS``,
+    comma-separated) or a KILL. After a KILL the core already counts the
+    worker idle: an ASSIGN to it (or its release) may follow in the same
+    list. ``reason``: why, for the log (a KILL's)."""
     worker_id: str
-    instance: int
-    attempt: int
-    command: str
-    env: dict[str, str]
+    message: amp.Assign | amp.Kill
+    reason: str = ""
+
+
+#: what the core asks of the Fuxi service
+ServiceRequest = (protocol.SetDesire | protocol.AvoidHosts | protocol.ReleaseSlot | protocol.BlacklistHost
+                  | protocol.ReportHost | protocol.JobEnded)
 
 
 @attrs.frozen
-class Kill:
-    """Stop the run ``(instance, attempt)`` on ``worker_id``. The core already
-    counts the worker idle: an :class:`Assign` to it may follow in the same
-    list (or a :class:`ReleaseWorker`)."""
-    worker_id: str
-    instance: int
-    attempt: int
-    reason: str
-
-
-@attrs.frozen
-class ReleaseWorker:
-    """The slot is not needed any more: return it. The core forgets the worker."""
-    worker_id: str
-
-
-@attrs.frozen
-class SetDesire:
-    """The unit now wants ``slots`` slots in all (held + outstanding)."""
-    unit: str
-    slots: int
-
-
-@attrs.frozen
-class AvoidHosts:
-    """The unit's next slots should not be on ``hosts``: the machines its
-    stragglers run on, where a backup may not go (empty: no preference).
-    Emitted whenever the set changes."""
-    unit: str
-    hosts: tuple[str, ...]
-
-
-@attrs.frozen
-class BlacklistHost:
-    """The job stops using ``hostname`` (``job.blacklist_after`` failed runs there)."""
-    hostname: str
-    reason: str
-
-
-@attrs.frozen
-class ReportHost:
-    """``hostname`` failed ``global_report_after`` runs: for the scheduler's global blacklist."""
-    hostname: str
-    reason: str
-
-
-@attrs.frozen
-class JobEnded:
-    """Emitted exactly once."""
-    succeeded: bool
-    reason: str
+class ToService:
+    """Send ``request`` to the Fuxi service. The core fills in the job id;
+    ``id`` is 0 and ``token`` empty: the runtime numbers and signs what it
+    sends. SET_DESIRE: the unit now wants ``slots`` slots in all (held and
+    outstanding). AVOID_HOSTS: the unit's next slots should not be on
+    ``hosts``, the machines its stragglers run on (empty: no preference).
+    RELEASE_SLOT: the worker's slot is not needed any more; the core forgot
+    the worker (the runtime tells it RELEASE). BLACKLIST_HOST: the job stops
+    using ``host``. REPORT_HOST: ``host`` is for the scheduler's global
+    blacklist. JOB_ENDED: exactly once. ``reason``: why, for the log."""
+    request: ServiceRequest
+    reason: str = ""
 
 
 @attrs.frozen
@@ -145,8 +116,7 @@ class SnapshotChanged:
     blacklist, the end): write :meth:`AppMasterCore.snapshot`."""
 
 
-Action = (Assign | Kill | ReleaseWorker | SetDesire | AvoidHosts | BlacklistHost | ReportHost | JobEnded
-          | SnapshotChanged)
+Action = ToWorker | ToService | SnapshotChanged
 
 
 # ------------------------------------------------------------------- state
@@ -347,7 +317,7 @@ class AppMasterCore:
         """A worker (slot) of ``unit`` on ``hostname`` is ready. ``running``:
         the ``(instance, attempt)`` it runs now (after an AppMaster restart):
         kept unless the instance finished or already runs twice (then
-        :class:`Kill`). ``finished``: ``(instance, attempt, ok, message)``
+        a KILL). ``finished``: ``(instance, attempt, ok, message)``
         results it got while no AppMaster listened; recorded like
         :meth:`instance_done`. Then an idle worker is dispatched or released.
         Idempotent for a known worker (returns ``[]``). O(log n) per
@@ -360,11 +330,12 @@ class AppMasterCore:
         if target is None or not isinstance(hostname, str) or not isinstance(worker_id, str):
             log.warning("job %s: worker %r of unknown unit %r on %r: released", self.job_id, worker_id, unit,
                         hostname)
-            return [ReleaseWorker(worker_id)]
+            return [self._ask(protocol.ReleaseSlot, slot=worker_id)]
         if self._state != RUNNING:
-            if _pair(running) is not None:
-                self._out.append(Kill(worker_id, running[0], running[1], f"job {self._state}"))
-            self._out.append(ReleaseWorker(worker_id))
+            pair = _pair(running)
+            if pair is not None:
+                self._out.append(ToWorker(worker_id, amp.Kill(*pair), f"job {self._state}"))
+            self._out.append(self._ask(protocol.ReleaseSlot, slot=worker_id))
             return self._flush()
         room = room if isinstance(room, str) else ""
         self._learn_room(hostname, room)
@@ -542,7 +513,22 @@ class AppMasterCore:
                 "blacklisted": sorted(self._blacklisted), "reported": sorted(self._reported),
                 "rooms": dict(sorted(self._rooms.items()))}
 
+    def restate(self) -> list[Action]:
+        """What a (re)started runtime tells the service first: every unit's
+        desire (the scheduler may remember another), then JOB_ENDED if the
+        job ended before a restart. O(units)."""
+        out: list[Action] = [self._ask(protocol.SetDesire, unit=name, slots=slots)
+                             for name, slots in sorted(self.desired_slots().items())]
+        if self._state != RUNNING:
+            out.append(self._ask(protocol.JobEnded, succeeded=self._state == SUCCEEDED, reason=self._reason))
+        return out
+
     # ========================================================== internals
+    def _ask(self, request: type[ServiceRequest], why: str = "", **fields: Any) -> ToService:
+        """A request of this job for the service (id and token are the runtime's);
+        ``fields`` are the request's own (its class checks them)."""
+        return ToService(request(id=0, job_id=self.job_id, token="", **fields), why)
+
     def _flush(self) -> list[Action]:
         if self._dirty:
             self._dirty = False
@@ -551,11 +537,11 @@ class AppMasterCore:
             avoid = self._avoid_hosts(unit)
             if avoid != self._avoiding.get(name, ()):
                 self._avoiding[name] = avoid
-                self._out.append(AvoidHosts(name, avoid))
+                self._out.append(self._ask(protocol.AvoidHosts, unit=name, hosts=list(avoid)))
             wanted = self._wanted(unit)
             if wanted != self._desire.get(name):
                 self._desire[name] = wanted
-                self._out.append(SetDesire(name, wanted))
+                self._out.append(self._ask(protocol.SetDesire, unit=name, slots=wanted))
         out, self._out = self._out, []
         return out
 
@@ -638,9 +624,10 @@ class AppMasterCore:
         copy = _Copy(worker.id, worker.hostname, instance, attempt, self.clock.now(), backup=backup)
         self._add_copy(unit, worker, copy)
         hosts = unit.pending.hosts(instance)
-        self._out.append(Assign(worker.id, instance, attempt, unit.spec.command.replace("{instance}", str(instance)),
-                                {"FUXI_INSTANCE": str(instance), "FUXI_ATTEMPT": str(attempt),
-                                 "FUXI_DATA_HOSTS": ",".join(hosts)}))
+        self._out.append(ToWorker(worker.id, amp.Assign(instance, attempt,
+                                                        unit.spec.command.replace("{instance}", str(instance)),
+                                                        {"FUXI_INSTANCE": str(instance), "FUXI_ATTEMPT": str(attempt),
+                                                         "FUXI_DATA_HOSTS": ",".join(hosts)})))
 
     def _add_copy(self, unit: _Unit, worker: _Worker, copy: _Copy) -> None:
         unit.running.setdefault(copy.instance, []).append(copy)
@@ -663,7 +650,7 @@ class AppMasterCore:
 
     def _release(self, worker: _Worker) -> None:
         self._forget(worker)
-        self._out.append(ReleaseWorker(worker.id))
+        self._out.append(self._ask(protocol.ReleaseSlot, slot=worker.id))
 
     def _forget(self, worker: _Worker) -> None:
         unit = self._units[worker.unit]
@@ -726,8 +713,8 @@ class AppMasterCore:
             worker = self._workers[loser.worker_id]
             worker.copy = None
             unit.idle[worker.id] = worker
-            self._out.append(Kill(loser.worker_id, instance, loser.attempt,
-                                  f"instance {instance} finished on another copy"))
+            self._out.append(ToWorker(loser.worker_id, amp.Kill(instance, loser.attempt),
+                                      f"instance {instance} finished on another copy"))
         self._dirty = True
         if unit.complete:
             log.info("job %s: unit %s finished (%d instances)", self.job_id, unit.name, unit.total)
@@ -761,14 +748,16 @@ class AppMasterCore:
         self._host_failures[host] = count
         if count >= self.job.blacklist_after and host not in self._blacklisted:
             self._blacklisted.add(host)
-            self._out.append(BlacklistHost(host, f"{count} failed runs of job {self.job_id} on {host}"))
+            self._out.append(self._ask(protocol.BlacklistHost, f"{count} failed runs of job {self.job_id} on {host}",
+                                       host=host))
             for worker_id in sorted(self._host_workers.get(host, ())):
                 worker = self._workers[worker_id]
                 if worker.copy is None:
                     self._release(worker)
         if count >= self.global_report_after and host not in self._reported:
             self._reported.add(host)
-            self._out.append(ReportHost(host, f"{count} failed runs of job {self.job_id} on {host}"))
+            self._out.append(self._ask(protocol.ReportHost, f"{count} failed runs of job {self.job_id} on {host}",
+                                       host=host))
 
     def _end(self, succeeded: bool, reason: str) -> None:
         if self._state != RUNNING:
@@ -781,12 +770,13 @@ class AppMasterCore:
         for unit in self._units.values():
             for instance, copies in sorted(unit.running.items()):
                 for copy in copies:
-                    self._out.append(Kill(copy.worker_id, instance, copy.attempt, f"job {self._state}: {reason}"))
+                    self._out.append(ToWorker(copy.worker_id, amp.Kill(instance, copy.attempt),
+                                              f"job {self._state}: {reason}"))
                     self._workers[copy.worker_id].copy = None
             unit.running.clear()
             unit.busy = 0
             unit.want_backup.clear()
-        self._out.append(JobEnded(succeeded, reason))
+        self._out.append(self._ask(protocol.JobEnded, succeeded=succeeded, reason=reason))
         for worker in list(self._workers.values()):
             self._release(worker)
 
@@ -826,7 +816,7 @@ class AppMasterCore:
             self._add_copy(unit, worker, _Copy(worker.id, worker.hostname, instance, attempt, self.clock.now(),
                                                backup=backup))
             return
-        self._out.append(Kill(worker.id, instance, attempt, reason))
+        self._out.append(ToWorker(worker.id, amp.Kill(instance, attempt), reason))
 
     # ------------------------------------------------------------ backups
     def _backup_limits(self, unit: _Unit, now: float) -> tuple[float | None, float | None] | None:

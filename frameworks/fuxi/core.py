@@ -42,13 +42,11 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 import attrs
 
-from mesoslike import Offer, Resources
-from mesoslike.clock import Clock, SystemClock
-from mesoslike.errors import MesoslikeError
+from mesoslike import Clock, MesoslikeError, Offer, Resources, SystemClock
 from mesoslike.frameworks.fuxi.model import LT_CLUSTER, LT_ENGINEROOM, LT_MACHINE, JobSpec, UnitSpec
 from mesoslike.frameworks.fuxi.quota import QuotaGroup, compute_caps, hunger
 from mesoslike.frameworks.fuxi.waiting_queue import WaitingQueue
@@ -76,6 +74,8 @@ class FuxiError(MesoslikeError, ValueError):
 # ---------------------------------------------------------------- commands
 @attrs.frozen
 class Slot:
+    """A granted slot: one task of ``resources`` on ``agent_id`` (``hostname``,
+    in engine ``room``) for ``unit`` of ``job_id``."""
     id: str
     job_id: str
     unit: str
@@ -85,6 +85,7 @@ class Slot:
     priority: int
     group: str
     granted_at: float
+    room: str = ""
 
 
 @attrs.frozen
@@ -205,7 +206,7 @@ class FuxiCore:
                 raise FuxiError(f"quota of group {name!r} must be Resources or None, got {maximum!r}")
             self.groups[name] = QuotaGroup(name, maximum)
         self._queues: dict[tuple[str, str], WaitingQueue] = {}
-        self.global_blacklist: set[str] = set(global_blacklist)
+        self._global_blacklist: set[str] = set(global_blacklist)
         self.preemption = preemption
         self.decline_seconds = decline_seconds
         self.reservation_seconds = reservation_seconds
@@ -277,6 +278,15 @@ class FuxiCore:
     def blacklist(self, job_id: str, unit_name: str, hostname: str) -> None:
         """The unit's own blacklist: no new slot of it goes to ``hostname``."""
         self._unit(job_id, unit_name).blacklist.add(hostname)
+
+    def add_to_global_blacklist(self, hostname: str) -> None:
+        """No new slot of any job goes to ``hostname`` (a job reported it)."""
+        self._global_blacklist.add(hostname)
+
+    @property
+    def global_blacklist(self) -> Collection[str]:
+        """Hostnames no slot goes to (read-only: :meth:`add_to_global_blacklist` adds)."""
+        return frozenset(self._global_blacklist)
 
     def avoid_hosts(self, job_id: str, unit_name: str, hosts: Iterable[str]) -> None:
         """The unit's next slots should not go to ``hosts`` (replacing what it
@@ -350,6 +360,14 @@ class FuxiCore:
     def needs_offers(self) -> bool:
         return any(u.waiting for u in self._units.values())
 
+    def holds(self, slot_id: str) -> bool:
+        """Is ``slot_id`` granted (not released, lost, revoked or finished with its job)? O(1)."""
+        return slot_id in self._slots
+
+    def held_slots(self) -> Collection[Slot]:
+        """Every granted slot (a read-only view). O(1)."""
+        return self._slots.values()
+
     # =============================================================== status
     def status(self, job_id: str | None = None) -> dict:
         """Per job and unit: desired and granted slots, where they run, and
@@ -421,7 +439,7 @@ class FuxiCore:
     # ------------------------------------------------------------ limits
     def _eligible(self, unit: _Unit, machine: _Machine) -> bool:
         host = machine.hostname
-        if host in self.global_blacklist or host in unit.blacklist or host in unit.avoid:
+        if host in self._global_blacklist or host in unit.blacklist or host in unit.avoid:
             return False
         limit = unit.spec.max_per_machine
         if limit is not None and unit.per_host.get(host, 0) >= limit:
@@ -451,7 +469,7 @@ class FuxiCore:
         slot = Slot(id=f"{unit.job_id}.{unit.spec.name}.{next(self._slot_seq)}", job_id=unit.job_id,
                     unit=unit.spec.name, agent_id=machine.agent_id, hostname=machine.hostname,
                     resources=unit.spec.slot, priority=unit.priority, group=unit.group,
-                    granted_at=self.clock.now())
+                    granted_at=self.clock.now(), room=machine.room)
         machine.free = machine.free - unit.spec.slot
         machine.granted.append(slot)
         unit.slots[slot.id] = slot
@@ -642,7 +660,8 @@ class FuxiCore:
         if self._quota_slots(unit, caps) == 0:
             return WAIT_QUOTA
         machines = list(self._machines.values())
-        if machines and all(m.hostname in self.global_blacklist or m.hostname in unit.blacklist for m in machines):
+        if machines and all(m.hostname in self._global_blacklist or m.hostname in unit.blacklist
+                            for m in machines):
             return WAIT_BLACKLIST
         return WAIT_NO_FIT
 

@@ -32,7 +32,8 @@ import attrs
 from mesoslike import MesoslikeError, Resources
 
 __all__ = ["JobSpec", "UnitSpec", "Locality", "BackupPolicy", "JobSpecError", "load_job_file", "parse_job",
-           "LT_MACHINE", "LT_ENGINEROOM", "LT_CLUSTER", "POLICIES", "DEFAULT_PRIORITY", "DEFAULT_QUOTA_GROUP"]
+           "read_toml", "check_runnable", "job_document", "LT_MACHINE", "LT_ENGINEROOM", "LT_CLUSTER", "POLICIES",
+           "DEFAULT_PRIORITY", "DEFAULT_QUOTA_GROUP"]
 
 LT_MACHINE, LT_ENGINEROOM, LT_CLUSTER = "machine", "room", "cluster"
 POLICIES = ("FIFO", "FAIR")
@@ -68,6 +69,23 @@ class Locality:
         return cls(LT_CLUSTER, count)
 
 
+# typed converters: mypy cannot type ``converter=tuple`` on an attrs field
+def _localities(value: Iterable[Locality]) -> tuple[Locality, ...]:
+    return tuple(value)
+
+
+def _host_set(value: Iterable[str]) -> frozenset[str]:
+    return frozenset(value)
+
+
+def _names(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _data_hosts(value: Iterable[Iterable[str]]) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(hosts) for hosts in value)
+
+
 @attrs.frozen
 class UnitSpec:
     """One ScheduleUnit. ``priority`` None takes the job's. ``locality``
@@ -82,12 +100,12 @@ class UnitSpec:
     priority: int | None = None
     max_per_machine: int | None = None
     all_or_nothing: bool = False
-    locality: tuple[Locality, ...] = attrs.field(default=(), converter=tuple)
-    blacklist: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    locality: tuple[Locality, ...] = attrs.field(default=(), converter=_localities)
+    blacklist: frozenset[str] = attrs.field(default=frozenset(), converter=_host_set)
     #: per instance, the machines (hostnames) holding its data; empty: no preference
-    data: tuple[tuple[str, ...], ...] = attrs.field(default=(), converter=lambda v: tuple(tuple(h) for h in v))
+    data: tuple[tuple[str, ...], ...] = attrs.field(default=(), converter=_data_hosts)
     #: units of the same job that must finish before this one asks for slots
-    after: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    after: tuple[str, ...] = attrs.field(default=(), converter=_names)
     #: runs of one instance before the job fails
     max_attempts: int = 3
 
@@ -114,10 +132,14 @@ class BackupPolicy:
     min_runtime: float = 1.0          # seconds; shorter runs are never backed up
 
 
+def _units(value: Iterable[UnitSpec]) -> tuple[UnitSpec, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class JobSpec:
     name: str
-    units: tuple[UnitSpec, ...] = attrs.field(converter=tuple)
+    units: tuple[UnitSpec, ...] = attrs.field(converter=_units)
     quota_group: str = DEFAULT_QUOTA_GROUP
     priority: int = DEFAULT_PRIORITY
     policy: str = "FIFO"
@@ -238,14 +260,47 @@ def _check_no_cycle(job: JobSpec) -> None:
 # ------------------------------------------------------------- job files
 def load_job_file(path: str | Path) -> JobSpec:
     """Read and check a TOML job file (DESIGN §3.5)."""
+    return parse_job(read_toml(path, "job file", JobSpecError))
+
+
+def read_toml(path: str | Path, what: str, error: type[Exception]) -> dict[str, Any]:
+    """The parsed TOML file at ``path`` (``what`` it is, for messages);
+    raises ``error`` saying why it cannot be read."""
     try:
         with open(path, "rb") as handle:
-            document = tomllib.load(handle)
+            return tomllib.load(handle)
     except OSError as exc:
-        raise JobSpecError(f"cannot read the job file {str(path)!r}: {exc.strerror or exc}") from None
+        raise error(f"cannot read the {what} {str(path)!r}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise JobSpecError(f"{path}: not valid TOML: {exc}") from None
-    return parse_job(document)
+        raise error(f"{path}: not valid TOML: {exc}") from None
+
+
+def check_runnable(job: JobSpec) -> None:
+    """What the Fuxi service needs beyond a valid job: a command in every unit."""
+    for i, unit in enumerate(job.units):
+        if not unit.command.strip():
+            raise JobSpecError(f"job.units[{i}].command: a unit needs a command (what each of its instances runs)")
+
+
+def job_document(spec: JobSpec) -> dict[str, Any]:
+    """The job file (as parsed TOML, DESIGN §3.5) that :func:`parse_job` reads back as ``spec``."""
+    units = []
+    for unit in spec.units:
+        table: dict[str, Any] = {
+            "name": unit.name, "slots": unit.slots, "resources": str(unit.slot), "command": unit.command,
+            "instances": unit.instances, "all_or_nothing": unit.all_or_nothing,
+            "locality": [{"cluster": True, "count": pref.count} if pref.kind == LT_CLUSTER
+                         else {pref.kind: pref.target, "count": pref.count} for pref in unit.locality],
+            "blacklist": sorted(unit.blacklist), "data": [list(hosts) for hosts in unit.data],
+            "after": list(unit.after), "max_attempts": unit.max_attempts}
+        if unit.priority is not None:
+            table["priority"] = unit.priority
+        if unit.max_per_machine is not None:
+            table["max_per_machine"] = unit.max_per_machine
+        units.append(table)
+    return {"job": {"name": spec.name, "quota_group": spec.quota_group, "priority": spec.priority,
+                    "policy": spec.policy, "units": units, "backup": attrs.asdict(spec.backup),
+                    "blacklist_after": spec.blacklist_after}}
 
 
 _JOB_KEYS = {"name", "quota_group", "priority", "policy", "units", "backup", "blacklist_after"}

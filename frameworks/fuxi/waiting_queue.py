@@ -69,12 +69,11 @@ from __future__ import annotations
 import heapq
 from itertools import count
 from operator import le
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple, NoReturn
 
 from sortedcontainers import SortedList
 
-from mesoslike.errors import MesoslikeError
-from mesoslike.resources import Resources
+from mesoslike import MesoslikeError, Resources
 
 __all__ = [
     "WaitingQueue",
@@ -121,6 +120,13 @@ class WaitingUnit(NamedTuple):
 
 class _Unit:
     __slots__ = ("unit_id", "priority", "slot", "submitted", "granted", "size", "key")
+    unit_id: str
+    priority: int
+    slot: Resources
+    submitted: int
+    granted: int
+    size: _Size
+    key: tuple          # the order key (:meth:`WaitingQueue._key`), the unit id last
 
 
 class _Size:
@@ -154,6 +160,20 @@ class WaitingQueue:
     O(log S) for S distinct slot sizes when the bounding boxes prune exactly
     (one resource kind) and at worst O(d S^(1-1/d)) per k-d block for d kinds;
     never a function of the number of waiting units (module docstring)."""
+
+    # The tree, laid out by _rebuild: node i has children 2i and 2i + 1, the
+    # leaves are _cap .. 2 _cap - 1. Per node: the smallest head key below it
+    # (_key_at), the size holding it (_arg), and the box corners (_lo, _hi);
+    # None where nothing waits below. Typed Any: the hot loops read them
+    # after a None check, which the element types cannot carry.
+    _cap: int
+    _used: int
+    _key_at: list[Any]
+    _arg: list[Any]
+    _lo: list[Any]
+    _hi: list[Any]
+    _leaf_sizes: list[_Size | None]
+    _dim_index: dict[str, int]
 
     def __init__(self, policy: str = "FIFO") -> None:
         if policy not in POLICIES:
@@ -351,7 +371,7 @@ class WaitingQueue:
 
     def pick_all(self, free: Resources, limit: int | None = None) -> list[str]:
         """The first ``limit`` (all if None) units of :meth:`iter_fitting`."""
-        out = []
+        out: list[str] = []
         if limit is not None and limit <= 0:
             return out
         for unit_id in self.iter_fitting(free):
@@ -529,11 +549,11 @@ class WaitingQueue:
             size.leaf = cap + i
         for i in range(start, start + block):
             leaf = cap + i
-            size = positions[i]
-            if size is None:
+            placed = positions[i]
+            if placed is None:
                 self._key_at[leaf] = self._arg[leaf] = self._lo[leaf] = self._hi[leaf] = None
             else:
-                self._set_leaf(size)
+                self._set_leaf(placed)
         first, last = cap + start, cap + start + block - 1
         while first > 1:
             first >>= 1
@@ -569,7 +589,7 @@ class WaitingQueue:
             del sizes[slot]
         self._empty = 0
         live = list(sizes.values())
-        kinds = set()
+        kinds: set[str] = set()
         for size in live:
             kinds.update(size.slot._millis)
         self._dims = tuple(sorted(kinds))
@@ -581,11 +601,11 @@ class WaitingQueue:
         while cap < 2 * len(live):
             cap *= 2
         self._cap = cap
-        self._key_at: list = [None] * (2 * cap)
-        self._arg: list = [None] * (2 * cap)
-        self._lo: list = [None] * (2 * cap)
-        self._hi: list = [None] * (2 * cap)
-        self._leaf_sizes: list = [None] * cap
+        self._key_at = [None] * (2 * cap)
+        self._arg = [None] * (2 * cap)
+        self._lo = [None] * (2 * cap)
+        self._hi = [None] * (2 * cap)
+        self._leaf_sizes = [None] * cap
         ordered = _kd_order(live, cap, len(self._dims))
         for i, size in enumerate(ordered):
             size.leaf = cap + i
@@ -600,7 +620,7 @@ class WaitingQueue:
         """Verify every internal invariant; raise AssertionError on the first
         broken one. O(N log N + d S): for tests."""
 
-        def fail(message: str) -> None:
+        def fail(message: str) -> NoReturn:
             raise AssertionError(f"WaitingQueue invariant broken: {message}")
 
         cap = self._cap
@@ -613,7 +633,7 @@ class WaitingQueue:
         for array in (self._key_at, self._arg, self._lo, self._hi):
             if len(array) != 2 * cap:
                 fail("tree arrays have the wrong length")
-        if self._dims != tuple(sorted(self._dim_index, key=self._dim_index.get)):
+        if self._dims != tuple(sorted(self._dim_index, key=self._dim_index.__getitem__)):
             fail("dimension index does not match the dimensions")
         if self._zeros != (0,) * len(self._dims):
             fail("zero vector has the wrong length")
@@ -666,6 +686,7 @@ class WaitingQueue:
         key, arg, lo, hi = self._key_at, self._arg, self._lo, self._hi
         for leaf in range(cap, 2 * cap):
             size = seen_leaves.get(leaf)
+            want: tuple[Any, ...]
             if size is not None and size.queue:
                 want = (size.queue[0], size, size.vec, size.vec)
             else:
@@ -709,7 +730,7 @@ def _kd_order(sizes: list[_Size], block: int, dims: int) -> list[_Size]:
             spread = max(values) - min(values)
             if spread > best_spread:
                 best_dim, best_spread = d, spread
-        items = sorted(items, key=lambda s, d=best_dim: s.vec[d])
+        items = sorted(items, key=lambda s: s.vec[best_dim])
         stack.append((items[half:], half))   # popped second: right child after left
         stack.append((items[:half], half))
     return out

@@ -12,7 +12,7 @@ import click
 
 from mesoslike.cli.options import die, logging_option, option
 from mesoslike.cli.state import _table
-from mesoslike.errors import MesoslikeError
+from mesoslike import MesoslikeError
 
 __all__ = ["fuxi", "format_status", "progress_line", "ProgressBar", "bar"]
 
@@ -61,7 +61,8 @@ def serve(master_address, ip, port, quota, name, role, work_dir) -> None:
     are killed, its AppMasters stopped."""
     from mesoslike import DriverStatus, FrameworkInfo, SchedulerDriver
     from mesoslike.frameworks.fuxi.core import FuxiCore
-    from mesoslike.frameworks.fuxi.service import FuxiService, JobServer, QuotaConfig, load_quota_file
+    from mesoslike.frameworks.fuxi.quota import QuotaConfig, load_quota_file
+    from mesoslike.frameworks.fuxi.service import FuxiService, JobServer
 
     try:
         config = load_quota_file(quota) if quota else QuotaConfig()
@@ -110,8 +111,8 @@ def serve(master_address, ip, port, quota, name, role, work_dir) -> None:
 def submit(fuxi_address, wait, interval, timeout, job_file) -> None:
     """Submit the job in JOB.toml (DESIGN §3.5 / docs/fuxi.rst) and print its
     id. A job file that is not valid exits 2 and sends nothing."""
-    from mesoslike.frameworks.fuxi.model import JobSpecError, parse_job
-    from mesoslike.frameworks.fuxi.service import JobClient, check_runnable, read_toml
+    from mesoslike.frameworks.fuxi.model import JobSpecError, check_runnable, parse_job, read_toml
+    from mesoslike.frameworks.fuxi.service import JobClient
 
     try:
         document = read_toml(job_file, "job file", JobSpecError)
