@@ -74,7 +74,7 @@ def frame(**fields):
         (msgpack.packb({"type": "HEARTBEAT"}), "unsupported protocol version None"),
         (frame(type="NOPE"), "unknown message type 'NOPE'"),
         (frame(type=7), "unknown message type 7"),
-        (frame(type="TEARDOWN"), "missing field 'framework_id'"),
+        (frame(type="TEARDOWN"), "TEARDOWN.framework_id: missing"),
         (frame(type="TEARDOWN", framework_id=5), "TEARDOWN.framework_id: expected str, got int"),
         (frame(type="DECLINE", framework_id="f", offer_ids="O1"), "offer_ids: expected a list"),
         (frame(type="DECLINE", framework_id="f", offer_ids=["O1"], filters={"refuse_seconds": math.nan}),
@@ -91,7 +91,7 @@ def frame(**fields):
         (frame(type="UPDATE", status={"task_id": "t", "state": "TASK_RUNNING", "exit_code": 1.5}),
          "exit_code: expected int"),
         (frame(type="ACCEPT", framework_id="f", offer_ids=[], tasks=[{"task_id": "t"}]),
-         "ACCEPT.tasks[0]: missing field 'agent_id'"),
+         "ACCEPT.tasks[0].agent_id: missing"),
         (frame(type="RUN_TASK", framework={"name": "x"}, task={**{"task_id": "t", "agent_id": "a",
                                                                  "command": "c", "resources": ""},
                                                               "environment": {"K": 1}}),
@@ -217,6 +217,6 @@ def test_peek_type_of_junk_is_none(junk):
 def test_the_generated_encoder_writes_what_to_plain_writes_in_the_same_order(message):
     from mesoslike.wire.codec import _fast_encoder
     generic = {"v": 1, "type": type(message).TYPE, **to_plain(message)}
-    fast = _fast_encoder(type(message))(message)
+    fast = _fast_encoder(type(message), 1)(message)
     assert fast == generic and list(fast) == list(generic)
     assert encode(message) == msgpack.packb(generic, use_bin_type=True)
