@@ -47,8 +47,7 @@ from typing import Iterable, Mapping, Sequence
 import attrs
 from sortedcontainers import SortedList, SortedSet
 
-from mesoslike.clock import Clock
-from mesoslike.errors import MesoslikeError
+from mesoslike import Clock, MesoslikeError
 from mesoslike.frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec
 
 __all__ = ["AppMasterCore", "AppMasterError", "Action", "Assign", "Kill", "ReleaseWorker", "SetDesire",

@@ -46,9 +46,7 @@ from typing import Iterable, Mapping
 
 import attrs
 
-from mesoslike import Offer, Resources
-from mesoslike.clock import Clock, SystemClock
-from mesoslike.errors import MesoslikeError
+from mesoslike import Clock, MesoslikeError, Offer, Resources, SystemClock
 from mesoslike.frameworks.fuxi.model import LT_CLUSTER, LT_ENGINEROOM, LT_MACHINE, JobSpec, UnitSpec
 from mesoslike.frameworks.fuxi.quota import QuotaGroup, compute_caps, hunger
 from mesoslike.frameworks.fuxi.waiting_queue import WaitingQueue

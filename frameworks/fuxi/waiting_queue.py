@@ -73,8 +73,7 @@ from typing import Iterator, NamedTuple
 
 from sortedcontainers import SortedList
 
-from mesoslike.errors import MesoslikeError
-from mesoslike.resources import Resources
+from mesoslike import MesoslikeError, Resources
 
 __all__ = [
     "WaitingQueue",
