@@ -131,16 +131,14 @@ def run_agents(args: argparse.Namespace) -> int:
     ``{"event": "round", ...}`` each time all its agents are registered with a
     new leader."""
     import msgpack
-    import zmq
 
     from mesoslike.locator import make_locator
     from mesoslike.resources import Resources
-    from mesoslike.transport import Waker
+    from mesoslike.transport import Client, Poller, Waker, allow_sockets
     from mesoslike.wire import AgentInfo, TaskInfo, encode
     from mesoslike.wire import messages as m
 
-    ctx = zmq.Context.instance()
-    ctx.set(zmq.MAX_SOCKETS, 4 * args.count + 1024)
+    allow_sockets(4 * args.count + 1024)
     agent_resources = Resources.parse(args.resources)
     task_resources = Resources.parse(task_resources_for(args.tasks_per_agent))
     frameworks = [framework_info(j) for j in range(args.frameworks)]
@@ -163,8 +161,7 @@ def run_agents(args: argparse.Namespace) -> int:
 
     sockets: list = [None] * count
     index_of: dict = {}
-    poller = zmq.Poller()
-    poller.register(waker.fileno(), zmq.POLLIN)
+    poller = Poller([waker])
     address = None
     registered = [False] * count
     retry_heap: list[tuple[float, int]] = []
@@ -178,23 +175,18 @@ def run_agents(args: argparse.Namespace) -> int:
         for socket in sockets:
             if socket is not None:
                 poller.unregister(socket)
-                socket.close(linger=0)
+                socket.close()
         index_of.clear()
         retry_heap.clear()
         for i in range(count):
-            socket = ctx.socket(zmq.DEALER)
-            socket.setsockopt(zmq.LINGER, 0)
-            socket.setsockopt(zmq.IDENTITY, os.urandom(8))
-            socket.setsockopt(zmq.RECONNECT_IVL, 100)
-            socket.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-            socket.connect(leader)
+            socket = Client(leader)   # random identity, reconnecting every 0.1-2 s, linger 0
             sockets[i] = socket
             index_of[socket] = i
-            poller.register(socket, zmq.POLLIN)
+            poller.register(socket)
             registered[i] = False
             backoff[i] = AGENT_BACKOFF[0]
         for i in range(count):
-            sockets[i].send(reregister[i], zmq.NOBLOCK)
+            sockets[i].send_frame(reregister[i])
             heapq.heappush(retry_heap, (now + retry_delay(i), i))
 
     def retry_delay(i: int) -> float:
@@ -217,21 +209,14 @@ def run_agents(args: argparse.Namespace) -> int:
         if retry_heap:
             timeout = min(timeout, max(0.0, retry_heap[0][0] - now))
         loop_started = time.monotonic()
-        for socket, _ in poller.poll(int(timeout * 1000)):
-            if socket == waker.fileno():
-                waker.clear()
-                continue
-            i = index_of.get(socket)
+        for socket in poller.poll(timeout):
+            i = index_of.get(socket)   # None: the waker (cleared by the poll)
             if i is None:
                 continue
-            while True:
-                try:
-                    frame = socket.recv(zmq.NOBLOCK)
-                except zmq.Again:
-                    break
+            for _, frame in socket.receive_frames():
                 kind = msgpack.unpackb(frame, raw=False).get("type")
                 if kind == "PING":
-                    socket.send(pong[i], zmq.NOBLOCK)
+                    socket.send_frame(pong[i])
                 elif kind == "AGENT_REGISTERED":
                     if not registered[i]:
                         registered[i] = True
@@ -255,7 +240,7 @@ def run_agents(args: argparse.Namespace) -> int:
             _, i = heapq.heappop(retry_heap)
             if registered[i]:
                 continue
-            sockets[i].send(reregister[i], zmq.NOBLOCK)
+            sockets[i].send_frame(reregister[i])
             round_info["retries"] += 1
             heapq.heappush(retry_heap, (now + retry_delay(i), i))
         # let messages gather: each poll of thousands of sockets costs about a
@@ -267,7 +252,7 @@ def run_agents(args: argparse.Namespace) -> int:
     locator.close()
     for socket in sockets:
         if socket is not None:
-            socket.close(linger=0)
+            socket.close()
     return 0
 
 
@@ -318,8 +303,8 @@ BACKLOG_WRAPPER = """
 import sys
 import mesoslike.transport as transport
 _init = transport.Server.__init__
-def init(self, address, max_message_size=transport.DEFAULT_MAX_MESSAGE_SIZE, backlog=None):
-    _init(self, address, max_message_size, backlog=%d)
+def init(self, address, **options):
+    _init(self, address, **{**options, "backlog": %d})
 transport.Server.__init__ = init
 sys.argv[0] = "mesoslike"
 from mesoslike.cli import main

@@ -153,7 +153,7 @@ def test_agent_registers_with_its_resources_and_answers_pings(master, make_agent
 def test_a_bad_frame_from_the_master_is_skipped(master, make_agent):
     make_agent()
     master.register()
-    master.server.socket.send_multipart([master.peer, b"\xc1 not msgpack"])
+    master.server.send_frame(master.peer, b"\xc1 not msgpack")
     master.send(m.Ping("agent-1"))
     assert master.expect(m.Pong) == m.Pong("agent-1")
 

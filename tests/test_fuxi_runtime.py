@@ -181,11 +181,11 @@ def test_protocol_garbage_gets_errors_and_crashes_nothing(fuxi, tmp_path):
     path.write_text(job_toml("garbage", instances=2, slots=1, command="sleep 2"))
     job_id = fuxi.submit_id(path)
     appmaster = wait_for(lambda: fuxi.job(job_id)["appmaster"], 10, "the AppMaster")
-    with Client(appmaster["address"], max_message_size=amp.MAX_FRAME, identity=b"intruder") as intruder:
+    with Client(appmaster["address"], codec=amp.CODEC, identity=b"intruder") as intruder:
         def say(frame: bytes):
-            intruder.socket.send(frame)
+            intruder.send_frame(frame)
             assert intruder.wait(5), "no answer from the AppMaster"
-            return amp.decode(intruder.socket.recv())
+            return amp.decode(next(intruder.receive_frames())[1])
         assert isinstance(say(b"\xc1\x00garbage"), amp.Error)
         assert "HELLO.running" in say(msgpack.packb({"v": 1, "type": "HELLO", "slot": "x", "unit": "work",
                                                      "hostname": "h", "running": ["a", 1]})).message
@@ -194,12 +194,12 @@ def test_protocol_garbage_gets_errors_and_crashes_nothing(fuxi, tmp_path):
         assert isinstance(say(amp.encode(amp.Heartbeat("never-said-hello"))), amp.Rejoin)
         assert isinstance(say(amp.encode(amp.Welcome("x"))), amp.Error)
     # the service: garbage and a forged AppMaster request
-    with Client(fuxi.address, max_message_size=protocol.MAX_FRAME) as client:
-        client.socket.send(b"garbage")
-        assert client.wait(5) and isinstance(protocol.decode(client.socket.recv()), protocol.Error)
-        client.socket.send(protocol.encode(protocol.JobEnded(3, job_id, "forged", True, "")))
+    with Client(fuxi.address, codec=protocol.CODEC) as client:
+        client.send_frame(b"garbage")
+        assert client.wait(5) and isinstance(protocol.decode(next(client.receive_frames())[1]), protocol.Error)
+        client.send_frame(protocol.encode(protocol.JobEnded(3, job_id, "forged", True, "")))
         assert client.wait(5)
-        answer = protocol.decode(client.socket.recv())
+        answer = protocol.decode(next(client.receive_frames())[1])
         assert isinstance(answer, protocol.Error) and "wrong token" in answer.message
     job = fuxi.wait_ended(job_id)
     assert job["state"] == "succeeded" and job["appmaster"]["restarts"] == 0 and fuxi.proc.running()
@@ -238,7 +238,7 @@ class StandInAppMaster:
     """A ROUTER in the test that a real worker process connects to."""
 
     def __init__(self, tmp_path: Path, address: str = "tcp://127.0.0.1:0") -> None:
-        self.server = Server(address, max_message_size=amp.MAX_FRAME)
+        self.server = Server(address, codec=amp.CODEC)
         self.peer: bytes | None = None
 
     def receive(self, kind, timeout: float = 10.0):
@@ -257,7 +257,7 @@ class StandInAppMaster:
         self.send_raw(amp.encode(message))
 
     def send_raw(self, frame: bytes) -> None:
-        self.server.socket.send_multipart([self.peer, frame])
+        self.server.send_frame(self.peer, frame)
 
     def close(self) -> None:
         self.server.close()

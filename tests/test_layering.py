@@ -1,8 +1,11 @@
 """The layers of docs/architecture.rst, checked on the source: the sans-I/O
 core imports no I/O, no clock and no global randomness; zmq and kazoo stay at
-their edges; frameworks/ uses only the public mesoslike API."""
+their edges — zmq is not even reached through a transport object outside
+mesoslike/transport.py; frameworks/ uses only the public mesoslike API, and
+that API is pinned."""
 
 import ast
+import importlib
 import pathlib
 
 import pytest
@@ -13,7 +16,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "mesoslike"
 
 #: modules of the pure core (layer 1) and the pure wire codec (layer 2)
-CORE = ["resources.py", "errors.py", "fairness.py", "allocator", "wire", "master/core.py", "master/records.py",
+CORE = ["resources.py", "errors.py", "fairness.py", "allocator", "wire", "messaging.py", "master/core.py",
+        "master/records.py",
         "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "master/preemption.py",
         "agent/core.py", "driver/core.py"]
 FORBIDDEN_IN_CORE = {"socket", "threading", "asyncio", "zmq", "kazoo", "subprocess", "select", "selectors",
@@ -72,18 +76,104 @@ def test_zmq_and_kazoo_only_at_their_edges():
                     f"{path.relative_to(ROOT)} imports kazoo outside the HA module"
 
 
+#: every Python file of the repository
+ALL_SOURCES = sorted(p for part in ("mesoslike", "frameworks", "bench", "examples", "tests")
+                     for p in (ROOT / part).rglob("*.py"))
+TRANSPORT = PACKAGE / "transport.py"
+#: what only the transport may do to a ZeroMQ socket (it reaches one as ``._socket``)
+SOCKET_CALLS = {"setsockopt", "getsockopt", "send_multipart", "recv_multipart", "bind_to_random_port"}
+
+
+def zmq_uses(path, private=True):
+    """(line, what) of every use of zmq in ``path``: an import of it, a name
+    ``zmq``, a transport object's socket (``.socket``, and with ``private``
+    ``._socket``; the stdlib's ``socket.socket`` is not one) and the socket
+    methods a transport object hides. ``.poll()`` and ``.send()`` on a socket
+    need the socket, which these already forbid reaching."""
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "zmq" for a in node.names):
+            yield node.lineno, "import zmq"
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "zmq" and node.level == 0:
+            yield node.lineno, f"from {node.module} import"
+        elif isinstance(node, ast.Name) and node.id == "zmq":
+            yield node.lineno, "the name zmq"
+        elif isinstance(node, ast.Attribute):
+            stdlib_socket = isinstance(node.value, ast.Name) and node.value.id == "socket" and node.attr == "socket"
+            if (node.attr == "socket" or (private and node.attr == "_socket")) and not stdlib_socket:
+                yield node.lineno, f".{node.attr}"
+            elif node.attr in SOCKET_CALLS:
+                yield node.lineno, f".{node.attr}()"
+
+
+def test_no_zmq_outside_the_transport_not_even_through_its_objects():
+    # tests may peek at other libraries' private sockets (kazoo's), not the product
+    found = [f"{path.relative_to(ROOT)}:{line}: {what}" for path in ALL_SOURCES if path != TRANSPORT
+             and path.name != "test_layering.py" for line, what in zmq_uses(path, private="tests" not in path.parts)]
+    assert found == [], "zmq outside mesoslike/transport.py (use the transport's API):\n" + "\n".join(found)
+
+
+def test_the_zmq_check_sees_what_it_forbids(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("import socket\nimport zmq.asyncio\nfrom zmq import Poller\n"
+                      "with socket.socket() as s: pass\n"
+                      "client.socket.poll(0)\nserver._socket.send_multipart([b'p', b'f'])\n"
+                      "other.setsockopt(zmq.LINGER, 0)\n")
+    assert sorted(what for _, what in zmq_uses(sample)) == sorted(
+        ["import zmq", "from zmq import", ".socket", "._socket", ".send_multipart()", ".setsockopt()", "the name zmq"])
+    assert "._socket" not in [what for _, what in zmq_uses(sample, private=False)]
+    assert list(zmq_uses(TRANSPORT)), "the transport itself uses zmq: the check would see it"
+
+
+# ------------------------------------------------------------- the public API
+#: the modules a framework may import from: the package (its __all__) and the
+#: modules docs/framework-api.rst documents as public (each its __all__)
+PUBLIC_MODULES = ("mesoslike", "mesoslike.transport", "mesoslike.messaging")
+
+
 def test_frameworks_use_only_the_public_api():
+    found = []
     for path in (ROOT / "frameworks").rglob("*.py"):
+        where = path.relative_to(ROOT)
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mesoslike"):
+            if isinstance(node, ast.Import):
                 for alias in node.names:
-                    assert not alias.name.startswith("_"), f"{path.relative_to(ROOT)} imports private {alias.name}"
-                assert not any(part.startswith("_") for part in node.module.split(".")), \
-                    f"{path.relative_to(ROOT)} imports private module {node.module}"
+                    if alias.name.startswith("mesoslike") and alias.name not in PUBLIC_MODULES \
+                            and not alias.name.startswith("mesoslike.frameworks"):
+                        found.append(f"{where}:{node.lineno} imports {alias.name}")
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                    and node.module.split(".")[0] == "mesoslike" and not node.module.startswith("mesoslike.frameworks"):
+                if node.module not in PUBLIC_MODULES:
+                    found.append(f"{where}:{node.lineno} imports from {node.module}, not a public module")
+                    continue
+                public = importlib.import_module(node.module).__all__
+                found += [f"{where}:{node.lineno} imports {alias.name} from {node.module}, not in its __all__"
+                          for alias in node.names if alias.name not in public]
+    assert found == [], "\n".join(found)
+
+
+#: the public surface; changing it is a deliberate edit of this test (and of docs/framework-api.rst)
+PUBLIC_API = {
+    "mesoslike": [
+        "Clock", "ConfigError", "DriverStatus", "FakeClock", "Filters", "FrameworkInfo", "MasterInfo", "MesoslikeError",
+        "Offer", "Resources", "ResourcesError", "Scheduler", "SchedulerDriver", "SystemClock", "TaskInfo", "TaskState",
+        "TaskStatus", "__version__"],
+    "mesoslike.transport": [
+        "Client", "DEFAULT_LISTEN_BACKLOG", "MessageCodec", "Poller", "Received", "Server", "Waker", "allow_sockets",
+        "idle", "parse_tcp_address", "poll"],
+    "mesoslike.messaging": ["Codec", "DEFAULT_MAX_MESSAGE_SIZE", "Items", "Range", "Schema", "WireError"],
+}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC_API))
+def test_the_public_api_is_pinned_and_every_name_resolves(module):
+    imported = importlib.import_module(module)
+    assert sorted(imported.__all__) == PUBLIC_API[module]
+    for name in imported.__all__:
+        assert getattr(imported, name) is not None, f"{module}.{name}"
 
 
 #: the bundled Fuxi scheduler's pure cores (frameworks/fuxi), driven by its runtimes
-FUXI_CORE = ["core.py", "waiting_queue.py", "quota.py", "appmaster_core.py"]
+FUXI_CORE = ["core.py", "waiting_queue.py", "quota.py", "appmaster_core.py", "jobs.py"]
 
 
 def test_the_fuxi_cores_do_no_io_and_read_no_clock():

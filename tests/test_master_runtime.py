@@ -37,9 +37,9 @@ def test_a_registration_retried_byte_for_byte_is_answered_without_handling_it_ag
     frame = encode(m.ReregisterAgent(AgentInfo("node-0", Resources.parse("cpus:4;mem:1024"), id="a1"), [running],
                                      [FrameworkInfo("demo", id="fw-1", failover_timeout=60.0)]))
     with Client(master.address) as agent:
-        agent.socket.send(frame)
+        agent.send_frame(frame)
         assert receive(agent, m.AgentRegistered).agent_id == "a1"
-        agent.socket.send(frame)                     # the retry of an agent that waited too long
+        agent.send_frame(frame)                     # the retry of an agent that waited too long
         assert receive(agent, m.AgentRegistered).agent_id == "a1"
         assert master.core.counters["registration_retries"] == 1
         # a retry whose content changed is handled in full

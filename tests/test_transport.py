@@ -1,14 +1,17 @@
 """Real ZeroMQ sockets on 127.0.0.1."""
 
+import socket
 import threading
 import time
+from typing import ClassVar
 
+import attrs
 import pytest
-import zmq
 
 from mesoslike.errors import ConfigError
-from mesoslike.transport import DEFAULT_LISTEN_BACKLOG, Client, Server, Waker, parse_tcp_address
-from mesoslike.wire import WireError
+from mesoslike.messaging import Codec, Schema, WireError
+from mesoslike.transport import DEFAULT_LISTEN_BACKLOG, Client, Poller, Server, Waker, parse_tcp_address, poll
+from mesoslike.wire import encode
 from mesoslike.wire import messages as m
 
 pytestmark = pytest.mark.timeout(30)
@@ -38,19 +41,14 @@ def test_client_and_server_exchange_messages_and_server_answers_by_identity():
 
 
 def test_bad_frames_come_out_as_wire_errors_and_the_server_keeps_going():
-    import zmq
-
     with Server("tcp://127.0.0.1:0") as server:
-        raw = zmq.Context.instance().socket(zmq.DEALER)
-        raw.setsockopt(zmq.LINGER, 0)
-        raw.connect(server.address)
-        raw.send(b"\xc1not msgpack")
-        _, error = receive_one(server)
-        assert isinstance(error, WireError)
+        with Client(server.address) as raw:
+            raw.send_frame(b"\xc1not msgpack")
+            _, error = receive_one(server)
+            assert isinstance(error, WireError)
         with Client(server.address) as good:
             good.send(m.Heartbeat())
             assert receive_one(server)[1] == m.Heartbeat()
-        raw.close()
 
 
 def test_waker_interrupts_a_wait():
@@ -79,12 +77,101 @@ def test_a_server_listens_with_a_backlog_that_holds_thousands_of_reconnecting_ag
     # ZeroMQ's default of 100 made 10k agents re-registering after a failover
     # wait for the kernel's SYN retries (docs/failover.rst)
     with Server("tcp://127.0.0.1:0") as server:
-        assert server.socket.getsockopt(zmq.BACKLOG) == DEFAULT_LISTEN_BACKLOG >= 4096
+        assert server.backlog == DEFAULT_LISTEN_BACKLOG >= 4096
     with Server("tcp://127.0.0.1:0", backlog=50) as server:
-        assert server.socket.getsockopt(zmq.BACKLOG) == 50
+        assert server.backlog == 50
 
 
 @pytest.mark.parametrize("backlog", [0, -1, 1.5, True, "100"])
 def test_a_bad_backlog_is_a_config_error(backlog):
     with pytest.raises(ConfigError, match="backlog"):
         Server("tcp://127.0.0.1:0", backlog=backlog)
+
+
+# ------------------------------------------------------ a codec of one's own
+SCHEMA = Schema("test", 3)
+
+
+@SCHEMA.message
+@attrs.frozen
+class Note:
+    TYPE: ClassVar[str] = "NOTE"
+    text: str
+
+
+CODEC = Codec(SCHEMA, max_message_size=64)
+
+
+def test_endpoints_carry_the_messages_of_the_codec_they_are_given():
+    with Server("tcp://127.0.0.1:0", codec=CODEC) as server, Client(server.address, codec=CODEC) as client:
+        client.send(Note("hi"))
+        peer, note = receive_one(server)
+        assert note == Note("hi")
+        server.send(peer, Note("back"))
+        assert receive_one(client) == (None, Note("back"))
+        with pytest.raises(WireError, match="not a message of the test protocol"):
+            client.send(m.Heartbeat())               # the master's message is not one of this protocol
+        client.send_frame(encode(m.Heartbeat()))     # ... nor is its frame: version 1, not 3
+        assert "unsupported protocol version 1" in str(receive_one(server)[1])
+
+
+def test_the_codec_limits_frames_both_ways():
+    with Server("tcp://127.0.0.1:0", codec=CODEC) as server, Client(server.address, codec=CODEC) as client:
+        with pytest.raises(WireError, match="exceeds the limit of 64"):
+            client.send(Note("x" * 100))
+        client.send(Note("small"))
+        assert receive_one(server)[1] == Note("small")
+
+
+def test_frames_pass_undecoded_both_ways():
+    with Server("tcp://127.0.0.1:0", codec=CODEC) as server, Client(server.address, codec=CODEC) as client:
+        assert client.send_frame(CODEC.encode(Note("a")))
+        assert server.wait(5)
+        (peer, frame), = list(server.receive_frames())
+        assert frame == CODEC.encode(Note("a")) and server.decode(frame) == Note("a")
+        assert isinstance(server.decode(b"junk"), WireError)
+        server.send_frame(peer, b"raw bytes")
+        assert client.wait(5)
+        assert list(client.receive_frames()) == [(None, b"raw bytes")]
+
+
+def test_a_poller_waits_on_several_sockets_and_wakers_at_once():
+    with Server("tcp://127.0.0.1:0") as one, Server("tcp://127.0.0.1:0") as two, \
+            Client(two.address) as client:
+        first, second = Waker(), Waker()
+        try:
+            poller = Poller([one, two, first, second])
+            assert poller.poll(0) == []
+            client.send(m.Heartbeat())
+            second.wake()
+            ready = []
+            deadline = time.monotonic() + 5
+            while len(ready) < 2 and time.monotonic() < deadline:
+                ready += poller.poll(1.0)
+            assert sorted(map(id, ready)) == sorted(map(id, [two, second]))
+            assert poller.poll(0) == [two]           # the waker was cleared; the frame still waits
+            assert list(two.receive()) and poller.poll(0) == []
+            poller.unregister(two)
+            client.send(m.Heartbeat())
+            assert poll([first], 0.2) == []          # only what is asked about is waited on
+            first.wake()
+            assert poll([one, first], 5) == [first]
+        finally:
+            first.close()
+            second.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_closing_with_linger_lets_queued_messages_leave():
+    address = f"tcp://127.0.0.1:{free_port()}"
+    client = Client(address)
+    client.send(m.Teardown("fw-1"))   # no server yet: queued
+    client.close(linger=10.0)         # returns at once; ZeroMQ keeps sending in the background
+    client.close(linger=10.0)         # idempotent
+    with Server(address) as server:
+        assert receive_one(server, 10.0)[1] == m.Teardown("fw-1")

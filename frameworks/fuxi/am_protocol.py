@@ -3,8 +3,10 @@
 Every granted slot runs one long-lived *worker* (:mod:`.worker`); it
 connects a ZeroMQ DEALER (identity: its slot id) to its AppMaster's ROUTER
 (:mod:`.appmaster`) and speaks MessagePack maps ``{"v": 1, "type": TYPE,
-...}`` (the :class:`~mesoslike.frameworks.fuxi.protocol.Codec` of the job
-protocol, with this message set):
+...}``: the messages below, declared on the same machinery as the job
+protocol (:mod:`.protocol`) and the cluster's own (:mod:`mesoslike.messaging`),
+checked by :data:`CODEC` — instance and attempt numbers are integers >= 0,
+a fraction is in [0, 1], an environment maps strings to strings:
 
 worker -> AppMaster
 
@@ -37,16 +39,16 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import math
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import attrs
 
-from mesoslike.frameworks.fuxi.protocol import VERSION, Codec, ProtocolError
+from mesoslike.frameworks.fuxi.protocol import VERSION, ProtocolError
+from mesoslike.messaging import Codec, Items, Range, Schema
 
-__all__ = ["VERSION", "ProtocolError", "Hello", "Heartbeat", "Progress", "Done", "Bye", "Welcome", "Rejoin", "Assign",
-           "Kill", "Ack", "Release", "Error", "encode", "decode", "HEARTBEAT_INTERVAL", "HEARTBEAT_TIMEOUT",
-           "PROGRESS_PREFIX", "MAX_FRAME"]
+__all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Hello", "Heartbeat", "Progress", "Done", "Bye", "Welcome",
+           "Rejoin", "Assign", "Kill", "Ack", "Release", "Error", "encode", "decode", "HEARTBEAT_INTERVAL",
+           "HEARTBEAT_TIMEOUT", "PROGRESS_PREFIX", "MAX_FRAME"]
 
 #: seconds between a worker's HELLOs / HEARTBEATs
 HEARTBEAT_INTERVAL = 0.5
@@ -56,8 +58,18 @@ HEARTBEAT_TIMEOUT = 3.0
 PROGRESS_PREFIX = "FUXI_PROGRESS"
 MAX_FRAME = 1024 * 1024
 
+SCHEMA = Schema("Fuxi AppMaster/worker", VERSION)
+
+#: an instance's index or an attempt's number
+Count = Annotated[int, Range(min=0)]
+#: what a worker runs: ``[instance, attempt]``
+Run = Annotated[list[Any], Items(Count, Count)]
+#: a finished attempt: ``[instance, attempt, ok, message]``
+Result = Annotated[list[Any], Items(Count, Count, bool, str)]
+
 
 # -------------------------------------------------- worker -> AppMaster
+@SCHEMA.message
 @attrs.frozen
 class Hello:
     TYPE: ClassVar[str] = "HELLO"
@@ -65,36 +77,40 @@ class Hello:
     unit: str
     hostname: str
     room: str = ""
-    running: list | None = None
-    finished: list = attrs.field(factory=list)
+    running: Run | None = None
+    finished: list[Result] = attrs.field(factory=list)
 
 
+@SCHEMA.message
 @attrs.frozen
 class Heartbeat:
     TYPE: ClassVar[str] = "HEARTBEAT"
     slot: str
-    running: list | None = None
+    running: Run | None = None
 
 
+@SCHEMA.message
 @attrs.frozen
 class Progress:
     TYPE: ClassVar[str] = "PROGRESS"
     slot: str
-    instance: int
-    attempt: int
-    fraction: float
+    instance: Count
+    attempt: Count
+    fraction: Annotated[float, Range(0, 1)]
 
 
+@SCHEMA.message
 @attrs.frozen
 class Done:
     TYPE: ClassVar[str] = "DONE"
     slot: str
-    instance: int
-    attempt: int
+    instance: Count
+    attempt: Count
     ok: bool
     message: str = ""
 
 
+@SCHEMA.message
 @attrs.frozen
 class Bye:
     TYPE: ClassVar[str] = "BYE"
@@ -103,93 +119,59 @@ class Bye:
 
 
 # -------------------------------------------------- AppMaster -> worker
+@SCHEMA.message
 @attrs.frozen
 class Welcome:
     TYPE: ClassVar[str] = "WELCOME"
     slot: str
 
 
+@SCHEMA.message
 @attrs.frozen
 class Rejoin:
     TYPE: ClassVar[str] = "REJOIN"
 
 
+@SCHEMA.message
 @attrs.frozen
 class Assign:
     TYPE: ClassVar[str] = "ASSIGN"
-    instance: int
-    attempt: int
+    instance: Count
+    attempt: Count
     command: str
-    env: dict = attrs.field(factory=dict)
+    env: dict[str, str] = attrs.field(factory=dict)
 
 
+@SCHEMA.message
 @attrs.frozen
 class Kill:
     TYPE: ClassVar[str] = "KILL"
-    instance: int
-    attempt: int
+    instance: Count
+    attempt: Count
 
 
+@SCHEMA.message
 @attrs.frozen
 class Ack:
     TYPE: ClassVar[str] = "ACK"
-    instance: int
-    attempt: int
+    instance: Count
+    attempt: Count
 
 
+@SCHEMA.message
 @attrs.frozen
 class Release:
     TYPE: ClassVar[str] = "RELEASE"
 
 
+@SCHEMA.message
 @attrs.frozen
 class Error:
     TYPE: ClassVar[str] = "ERROR"
     message: str
 
 
-_RUN = (list, type(None))
-CODEC = Codec({
-    Hello: {"slot": str, "unit": str, "hostname": str, "room": str, "running": _RUN, "finished": list},
-    Heartbeat: {"slot": str, "running": _RUN},
-    Progress: {"slot": str, "instance": int, "attempt": int, "fraction": (float, int)},
-    Done: {"slot": str, "instance": int, "attempt": int, "ok": bool, "message": str},
-    Bye: {"slot": str, "reason": str},
-    Welcome: {"slot": str},
-    Rejoin: {},
-    Assign: {"instance": int, "attempt": int, "command": str, "env": dict},
-    Kill: {"instance": int, "attempt": int},
-    Ack: {"instance": int, "attempt": int},
-    Release: {},
-    Error: {"message": str},
-}, "Fuxi AppMaster/worker", MAX_FRAME)
+#: the codec of this protocol: for an AppMaster's server and its workers
+CODEC = Codec(SCHEMA, MAX_FRAME)
 encode = CODEC.encode
-
-
-def decode(frame: bytes) -> Any:
-    """The message in ``frame``, its nested values checked too; raises
-    :class:`ProtocolError` naming what is wrong."""
-    message = CODEC.decode(frame)
-    if isinstance(message, (Hello, Heartbeat)) and message.running is not None:
-        _run(message.running, f"{message.TYPE}.running")
-    if isinstance(message, Hello):
-        for i, result in enumerate(message.finished):
-            where = f"HELLO.finished[{i}]"
-            if not isinstance(result, list) or len(result) != 4 or not isinstance(result[2], bool) \
-                    or not isinstance(result[3], str):
-                raise ProtocolError(f"{where}: expected [instance, attempt, ok, message], got {result!r}")
-            _run(result[:2], where)
-    if isinstance(message, Progress) and not (math.isfinite(message.fraction) and 0 <= message.fraction <= 1):
-        raise ProtocolError(f"PROGRESS.fraction: expected a number in [0, 1], got {message.fraction!r}")
-    if isinstance(message, Assign) and not all(isinstance(k, str) and isinstance(v, str)
-                                               for k, v in message.env.items()):
-        raise ProtocolError("ASSIGN.env: expected a map of strings to strings")
-    if any(getattr(message, name, 0) < 0 for name in ("instance", "attempt")):
-        raise ProtocolError(f"{message.TYPE}: instance and attempt must be >= 0")
-    return message
-
-
-def _run(value: list, where: str) -> tuple[int, int]:
-    if len(value) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
-        raise ProtocolError(f"{where}: expected [instance, attempt] (integers >= 0), got {value!r}")
-    return value[0], value[1]
+decode = CODEC.decode

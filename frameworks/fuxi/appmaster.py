@@ -133,9 +133,9 @@ class AppMaster:
             log.info("job %s: resumed from the snapshot %s", job_id, self.snapshot_path)
         self.workers: dict[str, _Worker] = {}
         self.released: set[str] = set()
-        self._server = Server(bind, max_message_size=amp.MAX_FRAME)   # binds now: errors surface here
+        self._server = Server(bind, codec=amp.CODEC)   # binds now: errors surface here
         self.address = self._server.address
-        self._service = Client(service, max_message_size=protocol.MAX_FRAME)
+        self._service = Client(service, codec=protocol.CODEC)
         self._ids = itertools.count(1)
         self._to_workers: list[tuple[bytes, Any]] = []
         self._to_service: collections.deque[protocol.Message] = collections.deque()
@@ -160,8 +160,8 @@ class AppMaster:
                 if self._server.wait(timeout):
                     for peer, frame in self._server.receive_frames():
                         self._on_worker_frame(peer, frame)
-                while self._service.socket.poll(0):
-                    self._on_service_frame(self._service.socket.recv())
+                for _, answer in self._service.receive_frames():
+                    self._on_service_frame(answer)
                 now = self.clock.now()
                 self._check_heartbeats(now)
                 wakeup = self.core.next_wakeup()
@@ -175,8 +175,7 @@ class AppMaster:
                     log.error("the Fuxi service that started this AppMaster is gone: exiting")
                     return 3
         finally:
-            self._server.socket.linger = 500   # let the last RELEASEs go out
-            self._server.close()
+            self._server.close(linger=0.5)   # let the last RELEASEs go out
             self._service.close()
 
     # ---------------------------------------------------------- workers
@@ -343,7 +342,7 @@ class AppMaster:
             write_snapshot(self.snapshot_path, self.core.snapshot())
             self._dirty = False
         for peer, message in self._to_workers:
-            self._server.socket.send_multipart([peer, amp.encode(message)])
+            self._server.send(peer, message)
         self._to_workers.clear()
         final = self._ended is not None and self._end_request is None
         if now - self._report_sent >= PROGRESS_MIN_INTERVAL or final:
@@ -356,7 +355,7 @@ class AppMaster:
             self._end_sent = now
         # a lower desire before the slots it lets go: the scheduler never sees them as still wanted
         for request in sorted(self._to_service, key=lambda r: not isinstance(r, protocol.SetDesire)):
-            self._service.socket.send(protocol.encode(request))
+            self._service.send(request)
         self._to_service.clear()
 
     def _on_service_frame(self, frame: bytes) -> None:

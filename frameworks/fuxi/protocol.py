@@ -34,104 +34,49 @@ request                                      what the service does
 ``JOB_ENDED(id, job_id, token, succeeded, reason)``  the job ends: its slots are killed and returned
 ===========================================  ================================================
 
-Every frame is a map ``{"v": VERSION, "type": TYPE, ...fields}``. The
-messages are not part of the cluster's wire schema (:mod:`mesoslike.wire`):
-the Fuxi service is a framework, and its clients speak to it, not to the
-master. :class:`Codec` is shared with the AppMaster/worker protocol
-(:mod:`.am_protocol`). Pure: no I/O.
+The messages are declared once, below, on the machinery of the cluster's
+own wire protocol (:mod:`mesoslike.messaging`): each is a frozen attrs class
+registered in :data:`SCHEMA`, whose field hints are what :data:`CODEC`
+checks; every frame is a map ``{"v": VERSION, "type": TYPE, ...fields}``
+of at most :data:`MAX_FRAME` bytes, and decoding anything else raises a
+:class:`ProtocolError` naming what is wrong. They are not messages of the
+master's protocol: the Fuxi service is a framework, and its clients speak to
+it, not to the master. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import attrs
-import msgpack
 
-from mesoslike import MesoslikeError
+from mesoslike.messaging import Codec, Schema, WireError
 
-__all__ = ["VERSION", "ProtocolError", "Codec", "Submit", "Submitted", "Status", "StatusReply", "Error", "Ok",
-           "SetDesire", "ReleaseSlot", "AvoidHosts", "BlacklistHost", "ReportHost", "Progress", "JobEnded", "APPMASTER_REQUESTS",
-           "encode", "decode", "MAX_FRAME"]
+__all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Submit", "Submitted", "Status", "StatusReply", "Error", "Ok",
+           "SetDesire", "ReleaseSlot", "AvoidHosts", "BlacklistHost", "ReportHost", "Progress", "JobEnded",
+           "APPMASTER_REQUESTS", "encode", "decode", "MAX_FRAME"]
 
 VERSION = 1
 #: the largest frame either side accepts
 MAX_FRAME = 4 * 1024 * 1024
 
+#: the codec's error: a frame that is not a message of this protocol, or a
+#: message that cannot be encoded (the message says why)
+ProtocolError = WireError
 
-class ProtocolError(MesoslikeError, ValueError):
-    """A frame that is not a message of this protocol; the message says why."""
-
-
-class Codec:
-    """Encodes and decodes the messages of ``schema`` (message class ->
-    field -> the type, or tuple of types, its value must have; a bool is
-    only accepted where ``bool`` is named). ``what`` names the protocol in
-    errors."""
-
-    def __init__(self, schema: Mapping[type, Mapping[str, type | tuple[type, ...]]], what: str,
-                 max_frame: int = MAX_FRAME) -> None:
-        self.schema = {cls: dict(fields) for cls, fields in schema.items()}
-        self.types = {cls.TYPE: cls for cls in self.schema}
-        self.what = what
-        self.max_frame = max_frame
-
-    def encode(self, message: Any) -> bytes:
-        """The frame of ``message``; raises :class:`ProtocolError` for a value
-        MessagePack cannot carry (e.g. a TOML date in a job document)."""
-        if type(message) not in self.schema:
-            raise ProtocolError(f"{type(message).__name__} is not a {self.what} message")
-        plain: dict[str, Any] = {"v": VERSION, "type": message.TYPE}
-        plain.update(attrs.asdict(message, recurse=False))
-        try:
-            frame = msgpack.packb(plain, use_bin_type=True)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise ProtocolError(f"cannot encode {message.TYPE}: {exc}") from None
-        if len(frame) > self.max_frame:
-            raise ProtocolError(f"{message.TYPE} of {len(frame)} bytes exceeds the limit of {self.max_frame}")
-        return frame
-
-    def decode(self, frame: bytes) -> Any:
-        """The message in ``frame``; raises :class:`ProtocolError` naming what is wrong."""
-        if not isinstance(frame, (bytes, bytearray, memoryview)):
-            raise ProtocolError(f"a frame must be bytes, got {type(frame).__name__}")
-        if len(frame) > self.max_frame:
-            raise ProtocolError(f"frame of {len(frame)} bytes exceeds the limit of {self.max_frame}")
-        try:
-            plain = msgpack.unpackb(frame, raw=False, strict_map_key=False)
-        except Exception as exc:  # noqa: BLE001 - msgpack raises many types on garbage
-            raise ProtocolError(f"frame is not valid MessagePack: {exc}") from None
-        if not isinstance(plain, dict):
-            raise ProtocolError(f"frame must be a map, got {type(plain).__name__}")
-        if plain.get("v") != VERSION:
-            raise ProtocolError(f"unsupported protocol version {plain.get('v')!r} (this side speaks {VERSION})")
-        cls = self.types.get(plain.get("type")) if isinstance(plain.get("type"), str) else None
-        if cls is None:
-            raise ProtocolError(f"unknown message type {plain.get('type')!r}")
-        values = {}
-        for field in attrs.fields(cls):
-            if field.name not in plain:
-                if field.default is attrs.NOTHING:
-                    raise ProtocolError(f"{cls.TYPE}.{field.name}: missing")
-                continue
-            value = plain[field.name]
-            expected = self.schema[cls][field.name]
-            expected = expected if isinstance(expected, tuple) else (expected,)
-            if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
-                names = " or ".join("None" if t is type(None) else t.__name__ for t in expected)
-                raise ProtocolError(f"{cls.TYPE}.{field.name}: expected {names}, got {type(value).__name__}")
-            values[field.name] = value
-        return cls(**values)
+SCHEMA = Schema("Fuxi service", VERSION)
 
 
 # ------------------------------------------------------------ job clients
+@SCHEMA.message
 @attrs.frozen
 class Submit:
     TYPE: ClassVar[str] = "SUBMIT"
     id: int
-    document: dict
+    document: dict[str, Any]
 
 
+@SCHEMA.message
 @attrs.frozen
 class Submitted:
     TYPE: ClassVar[str] = "SUBMITTED"
@@ -139,6 +84,7 @@ class Submitted:
     job_id: str
 
 
+@SCHEMA.message
 @attrs.frozen
 class Status:
     TYPE: ClassVar[str] = "STATUS"
@@ -146,6 +92,7 @@ class Status:
     job_id: str = ""
 
 
+@SCHEMA.message
 @attrs.frozen
 class StatusReply:
     TYPE: ClassVar[str] = "STATUS_REPLY"
@@ -153,6 +100,7 @@ class StatusReply:
     document: str
 
 
+@SCHEMA.message
 @attrs.frozen
 class Error:
     TYPE: ClassVar[str] = "ERROR"
@@ -161,12 +109,14 @@ class Error:
 
 
 # ------------------------------------------------------------- AppMasters
+@SCHEMA.message
 @attrs.frozen
 class Ok:
     TYPE: ClassVar[str] = "OK"
     id: int
 
 
+@SCHEMA.message
 @attrs.frozen
 class SetDesire:
     TYPE: ClassVar[str] = "SET_DESIRE"
@@ -177,6 +127,7 @@ class SetDesire:
     slots: int
 
 
+@SCHEMA.message
 @attrs.frozen
 class ReleaseSlot:
     TYPE: ClassVar[str] = "RELEASE_SLOT"
@@ -186,6 +137,7 @@ class ReleaseSlot:
     slot: str
 
 
+@SCHEMA.message
 @attrs.frozen
 class AvoidHosts:
     TYPE: ClassVar[str] = "AVOID_HOSTS"
@@ -193,9 +145,10 @@ class AvoidHosts:
     job_id: str
     token: str
     unit: str
-    hosts: list
+    hosts: list[str]
 
 
+@SCHEMA.message
 @attrs.frozen
 class BlacklistHost:
     TYPE: ClassVar[str] = "BLACKLIST_HOST"
@@ -205,6 +158,7 @@ class BlacklistHost:
     host: str
 
 
+@SCHEMA.message
 @attrs.frozen
 class ReportHost:
     TYPE: ClassVar[str] = "REPORT_HOST"
@@ -214,15 +168,17 @@ class ReportHost:
     host: str
 
 
+@SCHEMA.message
 @attrs.frozen
 class Progress:
     TYPE: ClassVar[str] = "PROGRESS"
     id: int
     job_id: str
     token: str
-    report: dict
+    report: dict[str, Any]
 
 
+@SCHEMA.message
 @attrs.frozen
 class JobEnded:
     TYPE: ClassVar[str] = "JOB_ENDED"
@@ -235,24 +191,10 @@ class JobEnded:
 
 #: what an AppMaster asks of the service
 APPMASTER_REQUESTS = (SetDesire, ReleaseSlot, AvoidHosts, BlacklistHost, ReportHost, Progress, JobEnded)
-_AM = {"id": int, "job_id": str, "token": str}
 
 Message = (Submit | Submitted | Status | StatusReply | Error | Ok | SetDesire | ReleaseSlot | AvoidHosts | BlacklistHost
            | ReportHost | Progress | JobEnded)
-CODEC = Codec({
-    Submit: {"id": int, "document": dict},
-    Submitted: {"id": int, "job_id": str},
-    Status: {"id": int, "job_id": str},
-    StatusReply: {"id": int, "document": str},
-    Error: {"id": int, "message": str},
-    Ok: {"id": int},
-    SetDesire: {**_AM, "unit": str, "slots": int},
-    ReleaseSlot: {**_AM, "slot": str},
-    AvoidHosts: {**_AM, "unit": str, "hosts": list},
-    BlacklistHost: {**_AM, "host": str},
-    ReportHost: {**_AM, "host": str},
-    Progress: {**_AM, "report": dict},
-    JobEnded: {**_AM, "succeeded": bool, "reason": str},
-}, "Fuxi service")
+#: the codec of this protocol: for the job server, job clients and AppMasters
+CODEC = Codec(SCHEMA, MAX_FRAME)
 encode = CODEC.encode
 decode = CODEC.decode

@@ -454,7 +454,7 @@ class JobServer:
 
     def __init__(self, service: FuxiService, address: str) -> None:
         self.service = service
-        self._server = Server(address, max_message_size=protocol.MAX_FRAME)   # binds now: errors surface here
+        self._server = Server(address, codec=protocol.CODEC)   # binds now: errors surface here
         self.address = self._server.address
         service.service_address = self.address
         self._waker = Waker()
@@ -484,7 +484,7 @@ class JobServer:
                     if peer is None or not isinstance(frame, (bytes, bytearray)):
                         log.warning("ignoring a malformed request: %s", frame)
                         continue
-                    server.socket.send_multipart([peer, self.handle(frame)])
+                    server.send_frame(peer, self.handle(frame))
         finally:
             server.close()
 
@@ -527,7 +527,7 @@ class JobClient:
         parse_tcp_address(address)
         self.address = address
         self.timeout = timeout
-        self._client = Client(address, max_message_size=protocol.MAX_FRAME)
+        self._client = Client(address, codec=protocol.CODEC)
         self._ids = itertools.count(1)
 
     def submit(self, document: Mapping[str, Any]) -> str:
@@ -538,20 +538,19 @@ class JobClient:
         return json.loads(self._ask(protocol.Status(next(self._ids), job_id or "")).document)
 
     def _ask(self, request):
-        self._client.socket.send(protocol.encode(request))
+        self._client.send(request)
         deadline = time.monotonic() + self.timeout
         while (left := deadline - time.monotonic()) > 0:
             if not self._client.wait(left):
                 continue
-            try:
-                answer = protocol.decode(self._client.socket.recv())
-            except protocol.ProtocolError as exc:
-                raise MesoslikeError(f"bad answer from the Fuxi service at {self.address}: {exc}") from None
-            if answer.id not in (request.id, 0):   # 0: the service could not read the request
-                continue   # the late answer to an earlier request that timed out
-            if isinstance(answer, protocol.Error):
-                raise JobRefused(answer.message)
-            return answer
+            for _, answer in self._client.receive():
+                if isinstance(answer, protocol.ProtocolError):
+                    raise MesoslikeError(f"bad answer from the Fuxi service at {self.address}: {answer}")
+                if answer.id not in (request.id, 0):   # 0: the service could not read the request
+                    continue   # the late answer to an earlier request that timed out
+                if isinstance(answer, protocol.Error):
+                    raise JobRefused(answer.message)
+                return answer
         raise MesoslikeError(f"no answer from a Fuxi service at {self.address} within {self.timeout:g}s "
                              "(is `mesoslike fuxi serve` running there?)")
 

@@ -30,7 +30,7 @@ import sys
 import threading
 from pathlib import Path
 
-from mesoslike.clock import Clock, SystemClock
+from mesoslike import Clock, SystemClock
 from mesoslike.frameworks.fuxi import am_protocol as amp
 from mesoslike.transport import Client, Waker
 
@@ -48,7 +48,7 @@ ENVIRONMENT = ("FUXI_APPMASTER", "FUXI_SLOT_ID", "FUXI_JOB_ID", "FUXI_UNIT", "FU
 class _Run:
     """The instance attempt being run."""
 
-    def __init__(self, instance: int, attempt: int, popen: subprocess.Popen, stderr: Path) -> None:
+    def __init__(self, instance: int, attempt: int, popen: subprocess.Popen[bytes], stderr: Path) -> None:
         self.instance = instance
         self.attempt = attempt
         self.popen = popen
@@ -79,11 +79,12 @@ class Worker:
         self.run_: _Run | None = None
         self.unacked: dict[tuple[int, int], tuple[bool, str]] = {}   # results the AppMaster has not acknowledged
         self.welcomed = False
-        self._events: queue.Queue = queue.Queue()
+        # ("progress", run, fraction) or ("exit", run, return code)
+        self._events: queue.Queue[tuple[str, _Run, float]] = queue.Queue()
         self._waker = Waker()
         self._stop: str | None = None        # why the worker stops (SIGTERM) or None
         self._exit: int | None = None
-        self._client = Client(appmaster, max_message_size=amp.MAX_FRAME, identity=slot.encode())
+        self._client = Client(appmaster, codec=amp.CODEC, identity=slot.encode())
 
     # ------------------------------------------------------------ the loop
     def run(self) -> int:
@@ -105,8 +106,8 @@ class Worker:
                     timeout = min(timeout, max(0.0, self.run_.kill_deadline - now))
                 if self._client.wait(timeout, self._waker):
                     last_contact = self.clock.now()
-                while self._client.socket.poll(0):
-                    self._on_frame(self._client.socket.recv())
+                for _, message in self._client.receive():
+                    self._on_message(message)
                 self._drain_events()
                 if self.run_ is None and self.clock.now() - last_contact > self.orphan_timeout:
                     log.error("no word from the AppMaster at %s for %.0fs: giving up", self.appmaster,
@@ -115,8 +116,7 @@ class Worker:
             return self._exit
         finally:
             self._kill_now()
-            self._client.socket.linger = 500   # let a last BYE or DONE go out
-            self._client.close()
+            self._client.close(linger=0.5)   # let a last BYE or DONE go out
             self._waker.close()
 
     def stop(self, reason: str = "stopped") -> None:
@@ -125,10 +125,11 @@ class Worker:
         self._waker.wake()
 
     # ---------------------------------------------------------- messages
-    def _send(self, message) -> None:
-        self._client.socket.send(amp.encode(message))
+    def _send(self, message: object) -> None:
+        if not self._client.send(message):
+            log.warning("the queue to the AppMaster is full: %s dropped", type(message).__name__)
 
-    def _running(self) -> list | None:
+    def _running(self) -> list[int] | None:
         return [self.run_.instance, self.run_.attempt] if self.run_ is not None and not self.run_.killed else None
 
     def _beat(self) -> None:
@@ -140,12 +141,10 @@ class Worker:
         for (instance, attempt), (ok, message) in sorted(self.unacked.items()):
             self._send(amp.Done(self.slot, instance, attempt, ok, message))
 
-    def _on_frame(self, frame: bytes) -> None:
-        try:
-            message = amp.decode(frame)
-        except amp.ProtocolError as exc:
-            log.warning("a bad frame from the AppMaster: %s", exc)
-            self._send(amp.Error(str(exc)))
+    def _on_message(self, message: object) -> None:
+        if isinstance(message, amp.ProtocolError):
+            log.warning("a bad frame from the AppMaster: %s", message)
+            self._send(amp.Error(str(message)))
             return
         if isinstance(message, amp.Welcome):
             self.welcomed = True
@@ -165,7 +164,7 @@ class Worker:
         elif isinstance(message, amp.Error):
             log.warning("the AppMaster says: %s", message.message)
         else:
-            self._send(amp.Error(f"{message.TYPE} is not a message for a worker"))
+            self._send(amp.Error(f"{getattr(message, 'TYPE', '?')} is not a message for a worker"))
 
     # ---------------------------------------------------------- instances
     def _assign(self, message: amp.Assign) -> None:
@@ -199,8 +198,10 @@ class Worker:
 
     def _read(self, run: _Run, path: Path) -> None:
         """Copy the instance's stdout to its file; report its progress lines."""
+        stdout = run.popen.stdout
+        assert stdout is not None   # started with stdout=PIPE
         with open(path, "wb") as sink:
-            for line in run.popen.stdout:
+            for line in stdout:
                 sink.write(line)
                 sink.flush()
                 fraction = parse_progress(line)
@@ -228,7 +229,7 @@ class Worker:
                 if run.killed:
                     log.info("instance %d attempt %d killed", run.instance, run.attempt)
                     continue
-                self._finished(run.key, value == 0, describe_exit(value, run.stderr))
+                self._finished(run.key, value == 0, describe_exit(int(value), run.stderr))
 
     def _finished(self, key: tuple[int, int], ok: bool, message: str) -> None:
         log.info("instance %d attempt %d %s: %s", key[0], key[1], "succeeded" if ok else "failed", message)

@@ -22,7 +22,7 @@ import random
 import signal as signal_module
 import uuid
 from collections import deque
-from typing import Callable, Union
+from typing import Any, Callable, Union
 
 import attrs
 
@@ -577,7 +577,8 @@ class AgentCore:
     def _heartbeat(self, msg: object) -> list[Command]:
         return []  # a sign of life, counted by on_message
 
-    _HANDLERS: dict[type, Callable[[AgentCore, object], list[Command]]] = {
+    # type -> handler; each handler takes the message of its key's type
+    _HANDLERS: dict[type, Callable[[AgentCore, Any], list[Command]]] = {
         m.AgentRegistered: _agent_registered,
         m.Ping: _ping,
         m.RunTask: _run_task,

@@ -207,7 +207,7 @@ class AgentRuntime:
             timeout = min(timeout, TASK_POLL_INTERVAL)
         return min(timeout, 3600.0)
 
-    def _receive(self, client: Client | None) -> None:
+    def _receive(self, client: Client) -> None:
         for _, message in client.receive():
             if isinstance(message, WireError):
                 log.warning("bad frame from the master skipped: %s", message)
@@ -232,7 +232,7 @@ class AgentRuntime:
                     continue  # no leader to tell; registrations and updates are retried
                 if not client.send(command.message):
                     log.warning("outgoing queue full: %s dropped (reliable updates are retried)",
-                                command.message.TYPE)
+                                getattr(command.message, "TYPE", command.message))
             elif isinstance(command, LaunchTask):
                 queue.extend(self._launch(command))
             elif isinstance(command, KillTask):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 import logging
 import random
-from typing import Iterable, Union
+from typing import Any, Callable, Iterable, Union
 
 import attrs
 
@@ -332,7 +332,8 @@ class DriverCore:
     def _on_heartbeat(self, message: m.Heartbeat) -> list[Command]:
         return []  # receiving it already counted as hearing from the master
 
-    _EVENT_HANDLERS = {
+    # type -> handler; each handler takes the message of its key's type
+    _EVENT_HANDLERS: dict[type, Callable[[DriverCore, Any], list[Command]]] = {
         m.Offers: _on_offers,
         m.RescindOffer: _on_rescind,
         m.Update: _on_update,

@@ -37,7 +37,7 @@ from mesoslike.driver.core import (
 )
 from mesoslike.driver.scheduler import Scheduler
 from mesoslike.errors import ConfigError, MesoslikeError
-from mesoslike.locator import check_master_address, make_locator
+from mesoslike.locator import MasterLocator, check_master_address, make_locator
 from mesoslike.transport import Client, Waker, idle
 from mesoslike.wire import WireError
 from mesoslike.wire.messages import ReconcileTask
@@ -47,8 +47,8 @@ __all__ = ["SchedulerDriver", "DriverStatus", "parse_master"]
 
 log = logging.getLogger("mesoslike.driver")
 
-#: how long the last messages (a TEARDOWN) may take to leave after the loop ends
-_CLOSE_LINGER_MILLIS = 2000
+#: seconds the last messages (a TEARDOWN) may take to leave after the loop ends
+_CLOSE_LINGER = 2.0
 
 
 class DriverStatus(str, enum.Enum):
@@ -94,9 +94,9 @@ class SchedulerDriver:
         self._lock = threading.Lock()
         self._inbox: collections.deque[Callable[[], None]] = collections.deque()   # from other threads
         self._pending: collections.deque[InvokeCallback | Shutdown] = collections.deque()  # driver thread only
-        self._waker: Waker | None = None
+        self._waker: Waker | None = None     # while the driver runs (made by start(), closed by the loop)
         self._client: Client | None = None
-        self._locator = None                 # follows the leader (made on the driver thread)
+        self._locator: MasterLocator | None = None   # follows the leader (made on the driver thread)
         self._address: str | None = None     # the master the client talks to
         self._thread: threading.Thread | None = None
         self._stop_requested = False
@@ -227,7 +227,7 @@ class SchedulerDriver:
                 return status
             if not self._on_driver_thread():
                 self._inbox.append(lambda: self._execute(make_commands()))
-                self._waker.wake()
+                self._loop_waker().wake()
                 return status
         self._execute(make_commands())
         return status
@@ -247,12 +247,20 @@ class SchedulerDriver:
             on_driver_thread = self._on_driver_thread()
             if not on_driver_thread:
                 self._inbox.append(end_now)
-                self._waker.wake()
+                self._loop_waker().wake()
         if on_driver_thread:
             end_now()   # the loop ends once the current callback returns
-        else:
+        elif self._thread is not None:   # RUNNING: start() made it
             self._thread.join(self._stop_timeout)
         return status
+
+    def _loop_waker(self) -> Waker:
+        """The waker: start() makes it before the status becomes RUNNING, and
+        the loop drops it only at its end, after the status left RUNNING
+        (both under ``_lock``) — so a RUNNING driver and the loop have it."""
+        if self._waker is None:  # pragma: no cover - the invariant above
+            raise RuntimeError("a running driver without its waker")
+        return self._waker
 
     # -------------------------------------------------------------- the loop
     def _run_loop(self) -> None:
@@ -284,12 +292,12 @@ class SchedulerDriver:
         self._run_pending()
         if self._finished or self._inbox or self._pending:
             return
-        leader = self._locator.current()
+        leader = self._current_leader()
         if leader and leader != self._address:  # a failover: go to the new leader now
             self._address = leader
             self._execute(self._core.master_changed())
             return
-        if self._client.wait(self._wait_timeout(), self._waker):
+        if self._connection().wait(self._wait_timeout(), self._waker):
             self._receive()
         self._execute(self._core.tick())
 
@@ -309,7 +317,7 @@ class SchedulerDriver:
         return max(0.0, deadline - self._clock.now()) + 0.001
 
     def _receive(self) -> None:
-        client = self._client
+        client = self._connection()
         for _, message in client.receive():
             if isinstance(message, WireError):
                 log.warning("ignoring a bad frame from the master: %s", message)
@@ -361,7 +369,7 @@ class SchedulerDriver:
 
     def _send(self, message: object) -> None:
         try:
-            sent = self._client.send(message)
+            sent = self._connection().send(message)
         except (WireError, TypeError, ValueError) as exc:   # a value msgpack cannot carry
             log.error("cannot send %s: %s", type(message).__name__, exc)
             self._pending.append(InvokeCallback("error", (f"cannot send {type(message).__name__}: {exc}",)))
@@ -370,8 +378,22 @@ class SchedulerDriver:
             log.warning("outgoing queue to the master is full: dropped %s", type(message).__name__)
 
     def _reconnect(self) -> None:
-        old, self._client = self._client, Client(self._address)
+        old = self._connection()
+        self._client = Client(self._address or old.address)   # _address: set with the first connection
         old.close()
+
+    def _connection(self) -> Client:
+        """The connection to the master (driver thread only: the loop makes
+        it before the core can ask to send or receive anything)."""
+        if self._client is None:  # pragma: no cover - the invariant above
+            raise RuntimeError("the scheduler driver has no connection yet")
+        return self._client
+
+    def _current_leader(self) -> str | None:
+        """Where the leading master is now (driver thread only, once the loop made the locator)."""
+        if self._locator is None:  # pragma: no cover - the invariant above
+            raise RuntimeError("the scheduler driver has no locator yet")
+        return self._locator.current()
 
     def _wake(self) -> None:
         with self._lock:
@@ -381,12 +403,12 @@ class SchedulerDriver:
     def _wait_for_leader(self) -> str | None:
         """The leader's address; with ZooKeeper, wait (interruptibly) for one."""
         while not self._stop_requested and not self._finished:
-            leader = self._locator.current()
+            leader = self._current_leader()
             if leader:
                 return leader
             while self._inbox:  # calls made meanwhile (e.g. stop) still run
                 self._run_call(self._inbox.popleft())
-            idle(self._waker, 0.5)
+            idle(self._loop_waker(), 0.5)
         return None
 
     def _close(self) -> None:
@@ -396,8 +418,7 @@ class SchedulerDriver:
             waker, self._waker = self._waker, None
         if self._client is not None:
             # let a final TEARDOWN leave; closing with the default linger of 0 would drop it
-            self._client.socket.close(linger=_CLOSE_LINGER_MILLIS)
-            self._client.close()
+            self._client.close(linger=_CLOSE_LINGER)
         if self._locator is not None:
             self._locator.close()
         if waker is not None:

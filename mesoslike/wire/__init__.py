@@ -1,8 +1,11 @@
-"""The wire protocol: message schema (:mod:`.messages`), public value types
-(:mod:`.types`) and the pure codec (:mod:`.codec`)."""
+"""The wire layer: the schema and codec machinery every protocol is built on
+(:mod:`.schema`, :mod:`.codec`), and the master protocol made with it —
+its messages (:mod:`.messages`), its public value types (:mod:`.types`) and
+its codec (:data:`CODEC`)."""
 
-from mesoslike.wire.codec import WireError, decode, encode
-from mesoslike.wire.messages import MESSAGE_TYPES, PROTOCOL_VERSION
+from mesoslike.wire.codec import CODEC, Codec, WireError, decode, encode
+from mesoslike.wire.messages import MESSAGE_TYPES, PROTOCOL_VERSION, SCHEMA
+from mesoslike.wire.schema import Schema
 from mesoslike.wire.types import (
     TERMINAL_STATES,
     AgentInfo,
@@ -15,5 +18,6 @@ from mesoslike.wire.types import (
     TaskStatus,
 )
 
-__all__ = ["WireError", "decode", "encode", "MESSAGE_TYPES", "PROTOCOL_VERSION", "TERMINAL_STATES", "AgentInfo",
-           "Filters", "FrameworkInfo", "MasterInfo", "Offer", "TaskInfo", "TaskState", "TaskStatus"]
+__all__ = ["WireError", "Codec", "Schema", "CODEC", "SCHEMA", "decode", "encode", "MESSAGE_TYPES", "PROTOCOL_VERSION",
+           "TERMINAL_STATES", "AgentInfo", "Filters", "FrameworkInfo", "MasterInfo", "Offer", "TaskInfo", "TaskState",
+           "TaskStatus"]

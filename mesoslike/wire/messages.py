@@ -11,9 +11,9 @@ Three conversations share one schema:
   FRAMEWORK_TO_AGENT, SHUTDOWN_AGENT;
 - any peer: ERROR, HEARTBEAT.
 
-Each message is an immutable attrs class with a unique ``TYPE``; the codec
-turns it into ``{"v": 1, "type": TYPE, ...fields}`` and back, checking every
-field's type.
+Each message is an immutable attrs class with a unique ``TYPE``, registered
+in :data:`SCHEMA`; the codec (:mod:`mesoslike.wire.codec`) turns it into
+``{"v": 1, "type": TYPE, ...fields}`` and back, checking every field's type.
 """
 
 from __future__ import annotations
@@ -22,20 +22,17 @@ from typing import ClassVar
 
 import attrs
 
+from mesoslike.wire.schema import Schema
 from mesoslike.wire.types import AgentInfo, Filters, FrameworkInfo, MasterInfo, Offer, TaskInfo, TaskStatus
 
 PROTOCOL_VERSION = 1
 
+#: the master protocol; its codec is :data:`mesoslike.wire.codec.CODEC`
+SCHEMA = Schema("master", PROTOCOL_VERSION)
 #: TYPE -> message class
-MESSAGE_TYPES: dict[str, type] = {}
-
-
-def message(cls):
-    """Register a message class under its ``TYPE``."""
-    if cls.TYPE in MESSAGE_TYPES:
-        raise TypeError(f"duplicate message type {cls.TYPE}")
-    MESSAGE_TYPES[cls.TYPE] = cls
-    return cls
+MESSAGE_TYPES: dict[str, type] = SCHEMA.types
+#: class decorator: register a message class under its ``TYPE``
+message = SCHEMA.message
 
 
 # ------------------------------------------------------- scheduler -> master

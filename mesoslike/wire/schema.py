@@ -1,0 +1,111 @@
+"""Declaring a protocol: its message classes, its version, and the
+constraints on field values beyond their Python types.
+
+A protocol is a :class:`Schema`: a name, a version, and the message classes
+registered with :meth:`Schema.message` — frozen attrs classes, each with a
+unique ``TYPE``, whose fields' type hints are the schema (no second
+declaration). The hints the codec (:mod:`mesoslike.wire.codec`) checks:
+
+- ``str``, ``int``, ``float`` (an int is accepted and made a float; NaN and
+  infinities are not numbers), ``bool`` (never an int), ``bytes``;
+- ``list[T]``, ``dict[K, V]``, ``T | None``, nested attrs classes,
+  :class:`~mesoslike.resources.Resources` (as its string);
+- ``typing.Any``: any plain value (None, bool, int, float, str, bytes, lists
+  and string-keyed maps of plain values), e.g. a document;
+- ``Annotated[T, Range(...)]``: a number within bounds;
+- ``Annotated[list[...], Items(A, B, ...)]``: a list of exactly those items,
+  in order (e.g. ``[instance, attempt]``).
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import attrs
+
+__all__ = ["Schema", "Range", "Items"]
+
+T = TypeVar("T", bound=type)
+
+
+class Schema:
+    """The messages of one protocol, by ``TYPE``, under one ``version``
+    (0-127: frames carry it as MessagePack's one-byte positive integer).
+    ``name`` says whose messages they are, in errors."""
+
+    def __init__(self, name: str, version: int) -> None:
+        if not isinstance(version, int) or not 0 <= version < 128:
+            raise ValueError(f"a protocol version is an integer 0-127, got {version!r}")
+        self.name = name
+        self.version = version
+        #: TYPE -> message class
+        self.types: dict[str, type] = {}
+
+    def message(self, cls: T) -> T:
+        """Class decorator: register ``cls`` (a frozen attrs class with a
+        ``TYPE: ClassVar[str]``) as a message of this protocol."""
+        kind = getattr(cls, "TYPE", None)
+        if not isinstance(kind, str) or not kind:
+            raise TypeError(f"{cls.__name__} has no TYPE (a non-empty string)")
+        if not _is_attrs_class(cls):
+            raise TypeError(f"{cls.__name__} is not an attrs class")
+        if kind in self.types:
+            raise TypeError(f"duplicate message type {kind} in the {self.name} protocol")
+        self.types[kind] = cls
+        return cls
+
+    def __repr__(self) -> str:
+        return f"Schema({self.name!r}, version {self.version}, {len(self.types)} messages)"
+
+    def _check(self) -> None:
+        """The invariants: every class is registered under its own TYPE and
+        is a frozen attrs class. (That the codec can check every field's
+        hint is :meth:`mesoslike.wire.codec.Codec._check`.)"""
+        for kind, cls in self.types.items():
+            assert getattr(cls, "TYPE") == kind, (kind, cls)
+            assert attrs.has(cls), cls
+            assert cls.__setattr__ is not object.__setattr__, f"{cls.__name__} is not frozen"
+
+
+def _is_attrs_class(cls: type) -> bool:
+    # attrs.has() as a plain bool: its TypeGuard would change the type the decorator returns
+    return attrs.has(cls)
+
+
+# ------------------------------------------------------------ constraints
+@attrs.frozen
+class Range:
+    """``Annotated[int, Range(min=0)]``, ``Annotated[float, Range(0, 1)]``: a
+    number within inclusive bounds (None: unbounded)."""
+
+    min: float | None = None
+    max: float | None = None
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` (already of the field's type) is out of range; None if it is not."""
+        low_ok = self.min is None or value >= self.min
+        high_ok = self.max is None or value <= self.max
+        if low_ok and high_ok:
+            return None
+        if self.max is None:
+            return f"must be >= {self.min:g}, got {value!r}"
+        if self.min is None:
+            return f"must be <= {self.max:g}, got {value!r}"
+        return f"must be in [{self.min:g}, {self.max:g}], got {value!r}"
+
+
+class Items:
+    """``Annotated[list[int], Items(int, int)]``: a list of exactly these
+    items, in order, each checked against its hint. The value stays a list
+    (what MessagePack gives back), so it compares equal to the list it was
+    made from."""
+
+    __slots__ = ("hints",)
+
+    def __init__(self, *hints: Any) -> None:
+        self.hints = hints
+
+    def __repr__(self) -> str:
+        return f"Items({', '.join(map(repr, self.hints))})"

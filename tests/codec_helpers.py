@@ -1,0 +1,70 @@
+"""The check that a codec's generated fast decoder agrees with its checking
+one (test_wire for the master protocol, test_messaging for the Fuxi ones).
+
+decode() runs a generated converter without field paths first and falls
+back to the checking one. The fast one must never accept what the checking
+one refuses, nor build anything else from what both accept."""
+
+import math
+
+import msgpack
+
+from mesoslike.wire.codec import _fast_converter, from_plain, to_plain
+
+ODD_VALUES = [None, True, False, 0, -1, 2**64 - 1, 1.5, -0.0, math.nan, math.inf, -math.inf, "", "x", "cpus:-1",
+              "cpus:2;mem:64", b"\x00", [], [1], ["a"], {}, {"a": 1}, {"a": "b"}]  # (msgpack itself refuses non-string map keys)
+
+
+def assert_the_fast_decoder_agrees_on_any_mutation(codec, example):
+    cls = type(example)
+    for mutated in _mutations(to_plain(example)):
+        checked = _outcome(lambda: from_plain(cls, mutated, cls.TYPE))
+        fast = _outcome(lambda: _fast_converter(cls)(mutated))
+        if checked[0] == "error":
+            assert fast[0] == "error", f"the fast path accepted what the checking one refuses: {mutated!r}"
+        elif fast[0] == "ok":
+            assert fast == checked, mutated
+        frame = msgpack.packb({"v": codec.schema.version, "type": cls.TYPE, **mutated}, use_bin_type=True)
+        assert _outcome(lambda: codec.decode(frame))[0] == checked[0]
+
+
+def _paths(plain, prefix=()):
+    yield prefix
+    if isinstance(plain, dict):
+        for key, value in plain.items():
+            yield from _paths(value, prefix + (key,))
+    elif isinstance(plain, list):
+        for index, value in enumerate(plain):
+            yield from _paths(value, prefix + (index,))
+
+
+def _replaced(plain, path, value):
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(plain, dict):
+        return {**plain, head: _replaced(plain[head], rest, value)}
+    return [_replaced(item, rest, value) if i == head else item for i, item in enumerate(plain)]
+
+
+def _outcome(convert):
+    try:
+        return "ok", convert()
+    except Exception as exc:  # noqa: BLE001
+        return "error", type(exc).__name__
+
+
+def _mutations(plain):
+    """Every field and item replaced by every odd value, and every field dropped."""
+    for path in list(_paths(plain))[1:]:
+        parent = _lookup(plain, path[:-1])
+        if isinstance(parent, dict):
+            yield _replaced(plain, path[:-1], {k: v for k, v in parent.items() if k != path[-1]})
+        for value in ODD_VALUES:
+            yield _replaced(plain, path, value)
+
+
+def _lookup(plain, path):
+    for key in path:
+        plain = plain[key]
+    return plain
