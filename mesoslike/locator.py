@@ -11,10 +11,8 @@ imported) and is loaded only for ``zk://`` addresses.
 
 from __future__ import annotations
 
-import time
 from typing import Callable, Protocol
 
-from mesoslike.errors import MesoslikeError
 from mesoslike.ha.url import ZkUrl, parse_master_address
 
 __all__ = ["MasterLocator", "StaticLocator", "make_locator", "check_master_address", "resolve_leader"]
@@ -62,6 +60,11 @@ class ZooKeeperLocator:
     def leader_info(self) -> dict | None:
         return self._detector.leader()
 
+    def wait_for_leader(self, timeout: float) -> str:
+        """The leader's address, waiting up to ``timeout`` seconds for one
+        (ZooKeeperError after that)."""
+        return self._detector.wait_for_leader(timeout)["address"]
+
     def close(self) -> None:
         self._detector.stop()
 
@@ -84,16 +87,12 @@ def make_locator(master: str, on_change: Callable[[], None] | None = None, timeo
 
 def resolve_leader(master: str, timeout: float = 10.0) -> str:
     """The leading master's ``tcp://`` address now, waiting up to ``timeout``
-    seconds for one to be elected."""
-    locator = make_locator(master, timeout=timeout)
+    seconds for one to be elected (a ``MesoslikeError`` if none is)."""
+    parsed = parse_master_address(master)
+    if not isinstance(parsed, ZkUrl):
+        return parsed
+    locator = ZooKeeperLocator(parsed, timeout=timeout)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            address = locator.current()
-            if address:
-                return address
-            if time.monotonic() >= deadline:
-                raise MesoslikeError(f"no leading master in {master} within {timeout:g}s")
-            time.sleep(0.05)
+        return locator.wait_for_leader(timeout)
     finally:
         locator.close()

@@ -25,6 +25,7 @@ from mesoslike.master.registry import Registry
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo
 import zk_helpers
+from waiting import wait_until
 from zk_helpers import free_port, zookeeper, zookeeper_ensemble, zookeeper_server  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(120)
@@ -32,16 +33,8 @@ pytestmark = pytest.mark.timeout(120)
 _paths = itertools.count()
 
 
-def wait_until(predicate, timeout=15.0, what="condition"):
-    """Poll ``predicate`` until true; fail with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.02)
+#: how long a test waits for ZooKeeper to make something happen (s)
+WAIT = 15.0
 
 
 class LeadershipLog:
@@ -212,9 +205,10 @@ def test_lowest_sequence_leads_and_the_next_takes_over(group):
         stopped.stop()
         assert not stopped.is_leader
         group.wait_for_leader(successor)
-        wait_until(lambda: (detector.leader() or {}).get("id") == successor, what=f"the detector to see {successor}")
+        wait_until(lambda: (detector.leader() or {}).get("id") == successor, WAIT,
+                   what=f"the detector to see {successor}")
     third.stop()
-    wait_until(lambda: detector.leader() is None, what="the detector to see no leader")
+    wait_until(lambda: detector.leader() is None, WAIT, what="the detector to see no leader")
 
     assert [change and change["id"] for change in group.changes] == ["a", "b", "c", None]
     assert [name for _, name, kind, _ in group.log.events if kind == "elected"] == ["a", "b", "c"]
@@ -253,7 +247,7 @@ def test_foreign_znodes_are_skipped_with_a_warning(group, client, caplog):
     # a foreign child appearing while serving neither crashes nor changes the leader
     client.create(f"{path}/json.info_", b"\xff\xfe", sequence=True)
     client.create(f"{path}/another-junk", b"")
-    wait_until(lambda: "another-junk" in " ".join(r.getMessage() for r in caplog.records), what="the new warning")
+    wait_until(lambda: "another-junk" in " ".join(r.getMessage() for r in caplog.records), WAIT, what="the new warning")
     assert group.leaders() == ["real"] and detector.leader()["id"] == "real"
 
 
@@ -268,7 +262,7 @@ def test_deleting_the_leaders_znode_demotes_it_and_it_rejoins(group, client):
     with pytest.raises(FencingError, match="not the leader any more"):
         registry.store(registry_of("late"), old_znode)
     group.wait_for_leader("b")
-    wait_until(lambda: current_fence(first) not in (None, old_znode), what="a to rejoin")
+    wait_until(lambda: current_fence(first) not in (None, old_znode), WAIT, what="a to rejoin")
     assert sequence_of(first.fence()) > sequence_of(second.fence())
     assert not first.is_leader
     assert old_znode in group.log.of("a", "demoted")[0][3]
@@ -299,7 +293,7 @@ def test_a_suspended_leader_is_demoted_at_once_and_one_leads_after_restart(zooke
         assert len(group.log.of(leader, "elected")) == (2 if leader == "a" else 1)
         assert group.leaders() == [leader]
         # "a" may still be getting a new session (its old one expired while the server was down)
-        assert wait_until(lambda: _leader_id_or_none(first), what="a's view of the group") == leader
+        assert wait_until(lambda: _leader_id_or_none(first), WAIT, what="a's view of the group") == leader
     finally:
         group.stop()
 
@@ -316,13 +310,43 @@ def test_a_lost_session_demotes_the_leader_which_rejoins_with_a_fresh_znode(grou
     group.wait_for_leader("a")
     old_znode = first.fence()
     expire_session(first.client, group.url.hosts)
-    wait_until(lambda: group.log.of("a", "demoted"), what="the leader's demotion")
+    wait_until(lambda: group.log.of("a", "demoted"), WAIT, what="the leader's demotion")
     # the twin takes the connection over (SUSPENDED), then closes the session (LOST)
     assert group.log.of("a", "demoted")[0][3] in ("ZooKeeper connection suspended", "ZooKeeper session lost")
     group.wait_for_leader("b")
-    wait_until(lambda: current_fence(first) not in (None, old_znode), what="a fresh znode")
+    wait_until(lambda: current_fence(first) not in (None, old_znode), WAIT, what="a fresh znode")
     assert sequence_of(first.fence()) > sequence_of(second.fence())
     assert group.leaders() == ["b"]
+
+
+def test_a_contender_reports_each_znode_it_has_and_confirms_it_with_zookeeper(group, client):
+    """on_znode tells a master that kept its state through a connection
+    break that its session is known lost; confirm() asks ZooKeeper itself
+    after a stall (mesoslike.master.leadership: ZnodeChanged, ConfirmLeadership)."""
+    znodes = []
+    contender = MasterContender(group.url, {"id": "z", "address": "tcp://127.0.0.1:5999"}, on_elected=lambda: None,
+                                on_demoted=lambda reason: None, session_timeout=group.session_timeout,
+                                on_znode=znodes.append)
+    contender.start()
+    try:
+        first = contender.fence()
+        assert znodes == [first]
+        assert contender.confirm(5.0) is None
+        expire_session(contender.client, group.url.hosts)
+        wait_until(lambda: len(znodes) >= 3, WAIT, what="the znode gone with the session, then a fresh one")
+        assert znodes[1] is None and znodes[2] not in (None, first)
+        wait_until(lambda: contender.confirm(5.0) is None, WAIT, what="the fresh znode confirmed")
+        other = client.create(f"{group.url.path}/json.info_", b'{"address": "tcp://x:1"}', ephemeral=True,
+                              sequence=True)
+        contender._znode = other   # as if its znode were another session's
+        assert contender.confirm(5.0) == "the election znode is not ours any more"
+        contender._znode = f"{group.url.path}/json.info_9999999999"
+        assert contender.confirm(5.0) == "the election znode is gone"
+        contender._znode = znodes[-1]
+    finally:
+        contender.stop()
+    assert znodes[-1] is None
+    assert contender.confirm(5.0) == "FencingError"   # stopped: no znode to confirm
 
 
 def expire_session(client: KazooClient, hosts: str) -> None:
@@ -349,7 +373,7 @@ def test_callbacks_may_stop_the_contender(group):
     contender.start()
     assert stopped.wait(10.0)
     assert not contender.is_leader
-    wait_until(lambda: not contender.client.connected, what="the contender's client to close")
+    wait_until(lambda: not contender.client.connected, WAIT, what="the contender's client to close")
 
 
 # ----------------------------------------------------------------- registry
@@ -524,18 +548,18 @@ def test_ensemble_keeps_election_and_registry_working_when_a_node_dies(zookeeper
         victim = ports.index(port) if port in ports else 0
         zookeeper_ensemble.kill(victim)
         if port in ports:  # then losing that member suspends the leader's connection
-            wait_until(lambda: group.log.of("a", "demoted"), what="the leader to notice its server died")
+            wait_until(lambda: group.log.of("a", "demoted"), WAIT, what="the leader to notice its server died")
             assert group.log.of("a", "demoted")[0][3] == "ZooKeeper connection suspended"
 
         name = group.wait_for_leader(timeout=20.0)
         current = group.contenders[name]
         registry = ZooKeeperRegistry(current.client, group.url.path)
-        loaded = wait_until(lambda: _load_quietly(registry), what="the registry to be readable")
+        loaded = wait_until(lambda: _load_quietly(registry), WAIT, what="the registry to be readable")
         assert loaded == registry_of("a1")
         loaded.admit_agent(agent("a2"))
         assert registry.store(loaded, current.fence()) == 1
         assert ZooKeeperRegistry(current.client, group.url.path).load() == registry_of("a1", "a2")
-        assert wait_until(lambda: detector.leader(), what="a detected leader")["id"] == name
+        assert wait_until(lambda: detector.leader(), WAIT, what="a detected leader")["id"] == name
         assert group.leaders() == [name]
     finally:
         group.stop()

@@ -4,11 +4,13 @@ import time
 
 import pytest
 
+from mesoslike.master.leadership import ElectionWon
 from mesoslike.master.runtime import MasterRuntime
 from mesoslike.resources import Resources
 from mesoslike.transport import Client
 from mesoslike.wire import AgentInfo, FrameworkInfo, TaskInfo, TaskState, encode
 from mesoslike.wire import messages as m
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -108,9 +110,7 @@ def test_a_follower_reads_who_leads_from_zookeeper_at_most_once_a_second(zookeep
     url = ZkUrl.parse(zookeeper.url("runtime-follower"))
     leader = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
     leader.start()
-    deadline = time.monotonic() + 10
-    while not leader.is_leader and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: leader.is_leader, 10, "the first master to lead")
     follower = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
     follower.start()
     try:
@@ -153,6 +153,11 @@ def ha_master(zookeeper):
         runtime._close()
 
 
+def _frames_waiting(runtime):
+    """True once a frame waits on the master's socket (it is not read)."""
+    return runtime._server.wait(0.0)
+
+
 def _subscribed_framework(runtime):
     client = Client(runtime.address)
     client.send(m.Subscribe(_FrameworkInfo("blip", failover_timeout=60.0)))
@@ -187,7 +192,7 @@ def test_a_call_that_meets_a_connection_blip_is_answered_once_the_master_leads_o
         def wait(timeout, waker):  # the call and the connection break arrive together
             runtime._server.wait = real_wait
             client.send(reconcile)
-            time.sleep(0.1)
+            wait_until(lambda: _frames_waiting(runtime), 5, "the call to reach the master")
             runtime._contender._on_state(KazooState.SUSPENDED)
             return real_wait(timeout, waker)
         runtime._server.wait = wait
@@ -203,7 +208,7 @@ def test_a_call_that_meets_a_connection_blip_is_answered_once_the_master_leads_o
             return sends
         core.on_message = on_message
         client.send(reconcile)
-        time.sleep(0.1)
+        wait_until(lambda: _frames_waiting(runtime), 5, "the call to reach the master")
         runtime._turn()
         runtime._contender._on_state(KazooState.CONNECTED)
     answers = _answers(runtime, client)
@@ -225,19 +230,16 @@ def test_a_master_whose_session_expired_meanwhile_drops_the_kept_core_and_refuse
     try:
         runtime._contender._on_state(KazooState.SUSPENDED)
         runtime._turn()
-        assert runtime._kept is not None and not runtime.is_leader   # in doubt: kept, peers wait
+        assert runtime.leadership.kept is not None and not runtime.is_leader   # in doubt: kept, peers wait
         runtime._contender.client.delete(runtime._contender.fence())   # as when the session expired
         runtime._contender._on_state(KazooState.CONNECTED)              # it rejoins behind the other master
-        deadline = time.monotonic() + 10
-        while not other.is_leader:
-            assert time.monotonic() < deadline, "the other master did not lead"
-            time.sleep(0.02)
+        wait_until(lambda: other.is_leader, 10, "the other master to lead")
         client.send(m.Reconcile(framework_id, []))
         replies = []
         # refused well within the session timeout (4 s) it would otherwise hold for
         _turn_until(runtime, lambda: replies.extend(m for _, m in client.receive()) or replies,
                     "a refusal", timeout=2.0)
-        assert runtime._kept is None and not runtime.is_leader
+        assert runtime.leadership.kept is None and not runtime.is_leader
         assert isinstance(replies[0], m.Error) and other.address in replies[0].message, replies
     finally:
         other.stop()
@@ -289,12 +291,10 @@ def test_a_call_that_arrives_with_the_election_is_handled_by_the_new_leader(zook
         def wait(timeout, waker):  # the old leader leaves and a call comes, both while the follower waits
             follower._server.wait = real_wait
             leader._close()
-            deadline = time.monotonic() + 10
-            while not follower._elected.is_set():
-                assert time.monotonic() < deadline, "the follower was not elected"
-                time.sleep(0.01)
+            wait_until(lambda: any(isinstance(e, ElectionWon) for e in list(follower._pending)), 10,
+                       "the follower to be elected")
             framework.send(m.Subscribe(_FrameworkInfo("early", failover_timeout=60.0)))
-            time.sleep(0.1)
+            wait_until(lambda: _frames_waiting(follower), 5, "the call to reach the follower")
             return real_wait(timeout, waker)
         follower._server.wait = wait
         replies = []

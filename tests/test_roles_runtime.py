@@ -9,7 +9,6 @@ import pathlib
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
@@ -19,6 +18,7 @@ from mesoslike.cli import main
 from mesoslike.master.roles import load_roles_file
 from mesoslike.master.runtime import MasterRuntime
 from mesoslike.master.storage import FileRegistryStore
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -50,18 +50,15 @@ guarantee = "cpus:1"
 """
 
 
-def wait_until(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout}s: {what}")
-
-
 def snapshot(runtime):
     with runtime._lock:
         return runtime.core.allocator.snapshot()
+
+
+def all_stored(runtime):
+    """The registry holds every change of the core the master leads with."""
+    with runtime._lock:
+        return runtime.persisted(runtime.core) == runtime.core.registry_changes
 
 
 def quota(runtime):
@@ -137,8 +134,9 @@ def test_a_rewritten_file_applies_within_seconds_and_dropped_roles_get_the_defau
 def test_reload_roles_applies_a_change_the_periodic_check_cannot_see(master, roles_file):
     changed = FIRST.replace("weight = 2.0", "weight = 4.0")
     rewrite(roles_file, changed, keep_stat=True)
-    time.sleep(2.5)   # the periodic check has looked (same mtime and size): nothing changed
-    assert snapshot(master)["weights"]["eng"] == 2.0
+    looks = master._roles.looks
+    wait_until(lambda: master._roles.looks > looks, 5, "the periodic check to look at the file")
+    assert snapshot(master)["weights"]["eng"] == 2.0   # it looked (same mtime and size): nothing changed
     master.reload_roles()   # what SIGHUP does
     wait_until(lambda: snapshot(master)["weights"]["eng"] == 4.0, 5, "the reload applied")
 
@@ -170,11 +168,10 @@ def test_the_file_wins_over_the_registry_for_the_roles_it_lists(tmp_path, roles_
     first.start()
     try:
         with first._lock:   # an operator's earlier settings, in the registry
-            first._operator_sends += first.core.update_weights({"eng": 9.0, "other": 7.0})
-            first._operator_sends += first.core.update_quota("eng", "cpus:4", None)
-            first._operator_sends += first.core.update_quota("other", "cpus:1", None)
-        first._waker.wake()
-        wait_until(lambda: first._persisted == first.core.registry_changes, 5, "the registry stored")
+            first.send_later(first.core.update_weights({"eng": 9.0, "other": 7.0}))
+            first.send_later(first.core.update_quota("eng", "cpus:4", None))
+            first.send_later(first.core.update_quota("other", "cpus:1", None))
+        wait_until(lambda: all_stored(first), 5, "the registry stored")
     finally:
         first.stop()
     again = MasterRuntime("tcp://127.0.0.1:0", http_port=None, registry_store=FileRegistryStore(tmp_path / "work"),
@@ -183,7 +180,7 @@ def test_the_file_wins_over_the_registry_for_the_roles_it_lists(tmp_path, roles_
     try:
         assert snapshot(again)["weights"] == {"eng": 2.0, "eng/prod": 3.0, "other": 7.0}
         assert quota(again) == {"eng": ("cpus:2;mem:1024", "cpus:8;gpus:0"), "other": ("cpus:1", None)}
-        wait_until(lambda: again._persisted == again.core.registry_changes, 5, "the registry stored")
+        wait_until(lambda: all_stored(again), 5, "the registry stored")
     finally:
         again.stop()
     stored = json.loads((tmp_path / "work" / "registry.json").read_text())
@@ -194,10 +191,11 @@ def test_a_reload_changes_only_what_differs_from_the_file(master, roles_file):
     changes = master.core.registry_changes
     os.utime(roles_file, ns=(0, os.stat(roles_file).st_mtime_ns + 10_000_000_000))
     master.reload_roles()
-    time.sleep(0.5)
-    assert master.core.registry_changes == changes   # unchanged file: nothing to do
+    wait_until(lambda: not master._roles.reloads_pending, 5, "the reload handled")
+    with master._lock:   # the turn that handled it has applied it
+        assert master.core.registry_changes == changes   # unchanged file: nothing to do
     with master._lock:   # an operator's change to a listed role, and to another one
-        master._operator_sends += master.core.update_weights({"eng": 9.0, "other": 4.0})
+        master.send_later(master.core.update_weights({"eng": 9.0, "other": 4.0}))
     master.reload_roles()   # the file wins again, for the roles it lists
     wait_until(lambda: snapshot(master)["weights"]["eng"] == 2.0, 5, "the file applied again")
     assert snapshot(master)["weights"] == {"eng": 2.0, "eng/prod": 3.0, "other": 4.0}
@@ -221,9 +219,8 @@ def test_a_master_taking_over_applies_the_file_over_what_the_registry_holds(zook
                                  roles=load_roles_file(roles_file))
         follower.start()
         with leader._lock:   # an operator changes a listed role on the leader
-            leader._operator_sends += leader.core.update_weights({"eng": 9.0})
-        leader._waker.wake()
-        wait_until(lambda: leader._persisted == leader.core.registry_changes, 5, "the registry stored")
+            leader.send_later(leader.core.update_weights({"eng": 9.0}))
+        wait_until(lambda: all_stored(leader), 5, "the registry stored")
         rewrite(roles_file, FIRST.replace("weight = 3.0", "weight = 6.0"))   # read by the next leader
         leader.stop()
         leader = None   # stopped (stop() is not to be called twice)

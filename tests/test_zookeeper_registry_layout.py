@@ -19,6 +19,7 @@ from mesoslike.master import registry as registry_module
 from mesoslike.master.registry import Registry
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo
+from waiting import wait_until
 from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(120)
@@ -57,10 +58,7 @@ class Master:
         self.store = FencedRegistryStore(self.registry, self.contender.fence)
 
     def wait_until_leading(self, timeout: float = 15.0) -> Master:
-        deadline = time.monotonic() + timeout
-        while not self.contender.is_leader:
-            assert time.monotonic() < deadline, "the master did not lead in time"
-            time.sleep(0.02)
+        wait_until(lambda: self.contender.is_leader, timeout, "the master to lead")
         return self
 
     def load_and_store(self, agents: int) -> Registry:
@@ -256,10 +254,7 @@ def test_a_deposed_leaders_write_is_refused_and_changes_nothing(masters, client,
     with pytest.raises(FencingError, match="load"):  # it must read again before any write
         first.registry.store(registry, second.contender.fence())
     # rejoined under a new znode, which exists: still not the leader that read the registry
-    deadline = time.monotonic() + 15.0
-    while first.contender._znode in (None, old_fence):
-        assert time.monotonic() < deadline, "the old leader did not rejoin"
-        time.sleep(0.02)
+    wait_until(lambda: first.contender._znode not in (None, old_fence), 15.0, "the old leader to rejoin")
     first.registry.load()  # even with what it knows up to date
     with pytest.raises(FencingError, match=f"not the leader any more: it read the registry as {old_fence}"):
         first.store.store(registry)

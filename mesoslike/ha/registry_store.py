@@ -136,18 +136,20 @@ class _Plan:
         if not self.refused:
             return changes
         kinds = {_shard_kind(name) for name in self.refused}
-        return attrs.evolve(
-            changes, sections=changes.sections - kinds,
-            **{kind: frozenset(item_id for item_id in getattr(changes, kind)
-                               if _record_shard(kind, item_id) not in self.refused) for kind in _RECORD_KINDS})
+
+        def stored_ids(kind: str) -> frozenset[str]:
+            return frozenset(item_id for item_id in getattr(changes, kind)
+                             if _record_shard(kind, item_id) not in self.refused)
+        return attrs.evolve(changes, sections=changes.sections - kinds, agents=stored_ids("agents"),
+                            frameworks=stored_ids("frameworks"))
 
     def apply(self, stored: _Stored, versions: dict[str, int | None]) -> None:
         """The writes succeeded with ``versions`` (None: deleted): remember what is stored now."""
         for name, version in versions.items():
-            if name == "":
-                stored.header, stored.header_version = _header(), version
-            elif version is None:
+            if version is None:  # deleted (never the header)
                 stored.versions.pop(name, None)
+            elif name == "":
+                stored.header, stored.header_version = _header(), version
             else:
                 stored.versions[name] = version
         for name, ids in self.members.items():
@@ -280,7 +282,8 @@ def _encode_registry(document: dict) -> dict[str, bytes]:
     plan = _plan(_from_document(REGISTRY_NODE, document), RegistryChanges(), _Stored(), _room(f"/{REGISTRY_NODE}", "/"))
     if plan.refused:
         raise RegistryError("; ".join(plan.refused.values()))
-    return plan.writes
+    # nothing is stored yet, so nothing is deleted
+    return {name: data for name, data in plan.writes.items() if data is not None}
 
 
 def _op_cost(path: str, data: bytes | None) -> int:
@@ -579,6 +582,11 @@ class FencedRegistryStore:
         self._registry = registry
         self._fence = fence
         self._loaded_under: str | None = None
+
+    @property
+    def fence(self) -> str | None:
+        """The election znode the registry was last loaded under (None before a load)."""
+        return self._loaded_under
 
     def load(self) -> Registry:
         self._loaded_under = None

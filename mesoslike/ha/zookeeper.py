@@ -35,6 +35,7 @@ from kazoo.retry import KazooRetry
 
 from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.ha.url import ZkUrl
+from mesoslike.master.storage import RegistryFencedError
 
 __all__ = [
     "ZooKeeperError", "RegistryError", "FencingError", "connect", "MasterContender", "LeaderDetector",
@@ -68,9 +69,10 @@ class RegistryError(ZooKeeperError):
     """The registry record does not parse, or a shard cannot be stored."""
 
 
-class FencingError(ZooKeeperError):
+class FencingError(ZooKeeperError, RegistryFencedError):
     """A fenced registry write was refused: the writer is not the leader any
-    more, or the registry changed since it was read. Nothing was written."""
+    more, or the registry changed since it was read. Nothing was written.
+    The master's store protocol knows it as a ``RegistryFencedError``."""
 
 
 # ----------------------------------------------------------------- connect
@@ -243,7 +245,9 @@ class _GroupWatcher:
 
     @property
     def client(self) -> KazooClient:
-        """The kazoo client in use (borrowed or owned); None before start()."""
+        """The kazoo client in use (borrowed or owned); ZooKeeperError before start()."""
+        if self._client is None:
+            raise ZooKeeperError(f"this {self._role} is not started")
         return self._client
 
     def _connect_and_listen(self, timeout: float) -> None:
@@ -289,12 +293,12 @@ class _GroupWatcher:
                     return
                 self._dirty = False
             retry_after = None
-            if not self._client.connected:
+            if not self.client.connected:
                 continue  # the CONNECTED state change pokes us again
             try:
                 self._refresh()
             except (KazooException, ZooKeeperError) as exc:
-                level = logging.WARNING if self._client.connected else logging.DEBUG
+                level = logging.WARNING if self.client.connected else logging.DEBUG
                 log.log(level, "%s: refreshing the master group failed (%r); retrying", self._role, exc)
                 retry_after = _RETRY_DELAY
             except Exception:  # a bug must not kill the thread that keeps the election going
@@ -304,10 +308,10 @@ class _GroupWatcher:
     def _list_group(self) -> list[str]:
         """The group's children, leaving a child watch; recreates the group path if deleted."""
         try:
-            return _wait(self._client.get_children_async(self._path, watch=self._child_watch), self._op_timeout)
+            return _wait(self.client.get_children_async(self._path, watch=self._child_watch), self._op_timeout)
         except NoNodeError:
-            _ensure_path(self._client, self._path, self._op_timeout)
-            return _wait(self._client.get_children_async(self._path, watch=self._child_watch), self._op_timeout)
+            _ensure_path(self.client, self._path, self._op_timeout)
+            return _wait(self.client.get_children_async(self._path, watch=self._child_watch), self._op_timeout)
 
     def _stop_watching(self) -> None:
         with self._wake:
@@ -327,19 +331,26 @@ class MasterContender(_GroupWatcher):
 
     ``on_elected()`` is called when this master becomes leader and
     ``on_demoted(reason)`` when it stops being leader; they strictly alternate,
-    starting with ``on_elected``. Both are called with an internal lock held,
-    so they must return quickly and must not call ZooKeeper (hand the event to
-    your own loop): ``on_demoted`` runs inside kazoo's connection thread when
-    the connection is suspended or the session lost.
+    starting with ``on_elected``. ``on_znode(path_or_None)``, if given, is
+    called each time the contender's election znode changes: created (on
+    start, or on rejoining with a new session) or gone (None: the session was
+    lost, or stopped) — a master that kept its state through a connection
+    break learns from it that its session is known lost. All three are called
+    with an internal lock held, so they must return quickly and must not call
+    ZooKeeper (hand the event to your own loop): ``on_demoted`` and
+    ``on_znode`` run inside kazoo's connection thread when the connection is
+    suspended or the session lost.
     """
 
     def __init__(self, url: ZkUrl, info: dict, on_elected: Callable[[], None], on_demoted: Callable[[str], None],
-                 session_timeout: float = 10.0, client: KazooClient | None = None) -> None:
+                 session_timeout: float = 10.0, client: KazooClient | None = None,
+                 on_znode: Callable[[str | None], None] | None = None) -> None:
         super().__init__(url, client, session_timeout, role="contender")
         self._data = _encode_member_info(info)
         self._info = dict(info)
         self._on_elected = on_elected
         self._on_demoted = on_demoted
+        self._on_znode = on_znode
         # Guards leadership; held while calling back so that an election
         # decided just before a disconnection cannot be reported after it.
         self._lock = threading.RLock()
@@ -372,7 +383,7 @@ class MasterContender(_GroupWatcher):
             self._stop_watching()
             raise ZooKeeperError(f"could not join the master group {self._path}: {exc!r}") from None
         with self._lock:
-            self._znode = znode
+            self._set_znode(znode)
         log.info("joined the master group as %s", znode)
         self._start_worker()
 
@@ -387,13 +398,30 @@ class MasterContender(_GroupWatcher):
             raise FencingError(f"not the leader any more: no election znode in {self._path}")
         return znode
 
+    def confirm(self, timeout: float) -> str | None:
+        """Ask ZooKeeper now whether this contender's znode exists and is owned
+        by its session: None if so, else why not (no znode, another owner, the
+        session expired, no answer within ``timeout`` seconds). Blocks for one
+        round trip — for a master that was frozen and whose session may have
+        expired before kazoo's thread could say so."""
+        try:
+            client = self.client
+            stat = _wait(client.exists_async(self.fence()), timeout)
+            session = client.client_id
+        except (KazooException, ZooKeeperError) as exc:
+            return type(exc).__name__
+        if stat is None:
+            return "the election znode is gone"
+        if session is None or stat.ephemeralOwner != session[0]:
+            return "the election znode is not ours any more"
+        return None
+
     def leader_info(self) -> dict | None:
         """The current leader's info, read from ZooKeeper now (None if nobody leads)."""
-        if self._client is None:
-            raise ZooKeeperError("the contender is not started")
+        client = self.client
         try:
-            children = _wait(self._client.get_children_async(self._path), self._op_timeout)
-            leader = _lowest_valid_member(self._client, self._path, children, self._skips, self._op_timeout)
+            children = _wait(client.get_children_async(self._path), self._op_timeout)
+            leader = _lowest_valid_member(client, self._path, children, self._skips, self._op_timeout)
         except KazooException as exc:
             raise ZooKeeperError(f"could not read the master group {self._path}: {exc!r}") from None
         return None if leader is None else leader.info
@@ -411,7 +439,8 @@ class MasterContender(_GroupWatcher):
             self._stopped = True
             self._epoch += 1
             self._demote("stopped")
-            znode, self._znode = self._znode, None
+            znode = self._znode
+            self._set_znode(None)
         if getattr(self._callbacks, "depth", 0):
             threading.Thread(target=self._release, args=(znode,), name="mesoslike-ha-stop", daemon=True).start()
         else:
@@ -431,10 +460,16 @@ class MasterContender(_GroupWatcher):
         log.info("left the master group %s", self._path)
 
     def _create_znode(self, timeout: float) -> str:
-        result = self._client.create_async(f"{self._path}/{MEMBER_PREFIX}", self._data, ephemeral=True, sequence=True)
+        result = self.client.create_async(f"{self._path}/{MEMBER_PREFIX}", self._data, ephemeral=True, sequence=True)
         return _wait(result, timeout)
 
     # -- leadership transitions (called with self._lock held)
+    def _set_znode(self, znode: str | None) -> None:
+        if znode != self._znode:
+            self._znode = znode
+            if self._on_znode is not None:
+                self._call_back(self._on_znode, znode)
+
     def _call_back(self, callback: Callable, *args: Any) -> None:
         # a depth, not a flag: on_elected may call stop(), which calls on_demoted
         self._callbacks.depth = getattr(self._callbacks, "depth", 0) + 1
@@ -458,7 +493,7 @@ class MasterContender(_GroupWatcher):
             with self._lock:
                 self._epoch += 1
                 if state == KazooState.LOST:
-                    self._znode = None  # the session and its ephemeral znode are gone
+                    self._set_znode(None)  # the session and its ephemeral znode are gone
                 self._demote(f"ZooKeeper {'connection suspended' if state == KazooState.SUSPENDED else 'session lost'}")
 
     # -- the worker's view of the group
@@ -471,14 +506,14 @@ class MasterContender(_GroupWatcher):
         if znode is None or znode.rpartition("/")[2] not in children:
             self._rejoin(epoch, znode)
             return
-        leader = _lowest_valid_member(self._client, self._path, children, self._skips, self._op_timeout)
-        own_session = (self._client.client_id or (None,))[0]
+        leader = _lowest_valid_member(self.client, self._path, children, self._skips, self._op_timeout)
+        own_session = (self.client.client_id or (None,))[0]
         if (leader is not None and own_session is not None and leader.owner_session == own_session
                 and leader.name != znode.rpartition("/")[2]):
             # A create whose reply was lost to a disconnection left a second
             # znode of ours; it would make us lead under a name we do not fence on.
             log.warning("deleting %s/%s, an orphan of an interrupted create", self._path, leader.name)
-            _wait(self._client.delete_async(f"{self._path}/{leader.name}"), self._op_timeout)
+            _wait(self.client.delete_async(f"{self._path}/{leader.name}"), self._op_timeout)
             return
         self._decide(epoch, znode, leader is not None and leader.name == znode.rpartition("/")[2])
 
@@ -493,9 +528,9 @@ class MasterContender(_GroupWatcher):
         with self._lock:
             stopped = self._stopped
             if not stopped:
-                self._znode = znode  # the next refresh (its creation fires the watch) checks it
+                self._set_znode(znode)  # the next refresh (its creation fires the watch) checks it
         if stopped:
-            _wait(self._client.delete_async(znode), self._op_timeout)
+            _wait(self.client.delete_async(znode), self._op_timeout)
         else:
             log.info("rejoined the master group as %s", znode)
 
@@ -503,7 +538,7 @@ class MasterContender(_GroupWatcher):
         with self._lock:
             if self._stopped or epoch != self._epoch or znode != self._znode:
                 return  # the connection changed while we read: a fresh refresh follows
-            if lowest and not self._leader and self._client.state == KazooState.CONNECTED:
+            if lowest and not self._leader and self.client.state == KazooState.CONNECTED:
                 self._leader = True
                 log.info("elected leading master (%s)", znode)
                 self._call_back(self._on_elected)
@@ -555,13 +590,14 @@ class LeaderDetector(_GroupWatcher):
     def wait_for_leader(self, timeout: float) -> dict:
         """Block until a leader is known; raise ZooKeeperError after ``timeout`` seconds."""
         with self._wake:
-            if not self._wake.wait_for(lambda: self._leader_info is not None, timeout):
+            leader = self._wake.wait_for(lambda: self._leader_info, timeout)
+            if not leader:
                 raise ZooKeeperError(f"no leading master in {self._url} within {timeout:g} s")
-            return dict(self._leader_info)
+            return dict(leader)
 
     def _refresh(self) -> None:
         children = self._list_group()
-        member = _lowest_valid_member(self._client, self._path, children, self._skips, self._op_timeout)
+        member = _lowest_valid_member(self.client, self._path, children, self._skips, self._op_timeout)
         name, info = (None, None) if member is None else (member.name, member.info)
         with self._wake:
             changed = name != self._leader_name

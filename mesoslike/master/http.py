@@ -38,7 +38,8 @@ class StatusHTTPServer:
         except OSError as exc:
             raise ConfigError(f"cannot serve HTTP on {host}:{port}: {exc}") from None
         self._server.daemon_threads = True
-        self.host, self.port = self._server.server_address[:2]
+        address = self._server.server_address
+        self.host, self.port = str(address[0]), int(address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, name="master-http", daemon=True)
 
     @property

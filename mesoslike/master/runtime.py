@@ -2,13 +2,16 @@
 plus the HTTP endpoints, and — with ZooKeeper — leader election.
 
 A standalone master leads from the start. With ``zk`` it contends in the
-ZooKeeper group and only the elected master builds a core (from the
-registry in ZooKeeper) and serves; a follower answers peers with an ERROR
-naming the leader, and its ``/state`` names the leader. Losing the session
-or the election clears ``_leading`` at once (on kazoo's thread): from then on
-no message is handled, no reply leaves and no registry write is attempted —
-every registry write is also fenced on the leader's znode — and the soft
-state is dropped before the master contends again.
+ZooKeeper group; what it may do at each moment is decided by its
+:class:`~mesoslike.master.leadership.Leadership` machine (docs/ha.rst shows
+its table), which this runtime feeds with events and whose actions it carries
+out. The runtime keeps the I/O: the socket, the registry store, ZooKeeper's
+callbacks (handed over to the loop thread-safely), HTTP.
+
+Threads: the loop (:meth:`MasterRuntime.run`); kazoo's and the contender's
+threads, which only hand events over (:meth:`MasterRuntime._hand_over`) and
+silence the master at once; the HTTP server's threads, which read the core
+and make operator writes under ``_lock``.
 """
 
 from __future__ import annotations
@@ -17,26 +20,36 @@ import gc
 import itertools
 import json
 import logging
-import os
 import threading
 import time
 import uuid
-from typing import NamedTuple
+from collections import deque
+from typing import TYPE_CHECKING
 
 from mesoslike import __version__
 from mesoslike.clock import Clock, SystemClock
-from mesoslike.errors import MesoslikeError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.master.http import StatusHTTPServer
 from mesoslike.master.inbox import Inbox
+from mesoslike.master.leadership import (Action, BuildCore, Commit, ConfirmLeadership, CoreBuilt, Demoted, Drop,
+                                         ElectionWon, Event, Leadership, LoadRegistry, Peers, PutAside,
+                                         Refuted, RegistryLoaded, RegistryUnreadable, Resume, RetryLoading, Serve,
+                                         Stored, Tick, TurnEnded, TurnStarted, Unsent, ZnodeChanged, Confirmed,
+                                         Fenced)
+from mesoslike.master.operator import OperatorWrites
 from mesoslike.master.records import MasterConfig
 from mesoslike.master.registry import Registry
-from mesoslike.master.roles import RolesConfig, RolesFileError, load_roles_file, quantities
+from mesoslike.master.roles import RolesConfig
+from mesoslike.master.roles_watcher import RolesWatcher
 from mesoslike.master.state import metrics_text, state_json
-from mesoslike.master.storage import MemoryRegistryStore, RegistryStore
+from mesoslike.master.storage import MemoryRegistryStore, RegistryFencedError, RegistryStore
 from mesoslike.transport import Server, Waker
-from mesoslike.wire import MasterInfo
+from mesoslike.wire import MasterInfo, WireError
 from mesoslike.wire import messages as m
+
+if TYPE_CHECKING:
+    from mesoslike.ha.url import ZkUrl
+    from mesoslike.ha.zookeeper import MasterContender
 
 __all__ = ["MasterRuntime"]
 
@@ -48,18 +61,10 @@ _BATCH = 2000
 _RECEIVE_LIMIT = 20_000
 #: how long a follower trusts what it last read from ZooKeeper about the leader (s)
 _LEADER_INFO_TTL = 1.0
-#: how often the roles file's modification time is looked at (s)
-_ROLES_CHECK_INTERVAL = 2.0
 #: seconds between attempts of an elected master to read a registry it could not read
 _OFFICE_RETRY = 0.5
-
-
-class _KeptCore(NamedTuple):
-    """Soft state put aside when the ZooKeeper connection broke (_step_down)."""
-
-    core: MasterCore
-    fence: str               # the election znode it served under
-    undelivered: list[Send]  # what it said in the turn the break cut short
+#: the longest the loop waits without looking at the clock (s)
+_IDLE_WAIT = 1.0
 
 
 class MasterRuntime:
@@ -79,7 +84,7 @@ class MasterRuntime:
     def __init__(self, address: str = "tcp://127.0.0.1:5050", http_port: int | None = 5051,
                  config: MasterConfig | None = None, clock: Clock | None = None,
                  master_id: str | None = None, registry_store: RegistryStore | None = None,
-                 zk=None, zk_session_timeout: float = 10.0, roles: RolesConfig | None = None) -> None:
+                 zk: ZkUrl | None = None, zk_session_timeout: float = 10.0, roles: RolesConfig | None = None) -> None:
         self.clock = clock or SystemClock()
         self.config = config or MasterConfig()
         self._zk = zk
@@ -87,216 +92,248 @@ class MasterRuntime:
         self._turn_end = self.clock.now()
         #: peer -> the last REGISTER/REREGISTER_AGENT frame from it (see _retried_registration)
         self._registrations: dict[bytes, bytes] = {}
+        #: frames taken from the socket, not handled yet
         self._inbox = Inbox()
-        self._holding_until: float | None = None  # see _holding
-        self._leader_cache: tuple[float, dict] = (float("-inf"), {})
+        #: what the loop sends at its next turn as leader (operator writes, the roles file)
+        self._outbox: list[Send] = []
+        self._leader_cache: tuple[float, dict[str, str]] = (float("-inf"), {})
         self._leader_cache_lock = threading.Lock()  # the HTTP thread asks too
         self._store = registry_store or MemoryRegistryStore()
         registry = self._store.load() if zk is None else None  # bad: stop before binding
         self._server = Server(address)
         self.address = self._server.address
         host = self.address[len("tcp://"):].rpartition(":")[0]
-        self._http = None
+        #: guards the core (the loop and the HTTP threads use it); notified
+        #: whenever the registry is written or a core is dropped
+        self._lock = threading.RLock()
+        self.stored = threading.Condition(self._lock)
+        self._operator = OperatorWrites(self)
+        self._http: StatusHTTPServer | None = None
         try:
             if http_port is not None:
                 self._http = StatusHTTPServer(host, http_port, {
                     "/state": lambda: ("application/json", json.dumps(self.state(), indent=1).encode()),
                     "/health": lambda: ("application/json", json.dumps(self._health()).encode()),
                     "/metrics": lambda: ("text/plain; version=0.0.4", self._metrics().encode()),
-                }, actions={"/weights": self._post_weights, "/quota": self._post_quota})
+                }, actions=self._operator.actions)
         except Exception:
             self._server.close()
             raise
         self.http_address = self._http.address if self._http else ""
         self.info = MasterInfo(master_id or uuid.uuid4().hex[:8], self.address, self.http_address, __version__)
-        self._lock = threading.Lock()
-        #: notified (under _lock) each time the registry is written
-        self._stored = threading.Condition(self._lock)
-        #: what operator requests (HTTP thread) left for the loop to send
-        self._operator_sends: list[Send] = []
         self._waker = Waker()
         self._stopping = threading.Event()
-        self._elected = threading.Event()   # set by the contender, taken by the loop
-        self._leading = threading.Event()   # cleared by the contender the moment leadership is in doubt
         self._thread: threading.Thread | None = None
-        self._contender = None
-        self._kept: _KeptCore | None = None
-        self.core: MasterCore | None = None
-        #: the roles settings in force (the preemption policy reads them)
-        self.roles_config = roles
-        self._roles_core: MasterCore | None = None   # the core they were last applied to
-        self._roles_applied: RolesConfig | None = None
-        self._roles_reloads = self._roles_reloads_seen = 0   # reload_roles() calls, and those handled
-        self._roles_check_at = self.clock.now() + _ROLES_CHECK_INTERVAL
-        self._roles_stat = self._roles_file_stat()
-        if zk is None:
-            self._lead(registry)
-            self._apply_roles()  # the loop does it on a take-over (_roles_turn)
+        self._roles = RolesWatcher(roles, self.clock)
+        #: events from ZooKeeper's threads, not yet fed to the machine (under _handover)
+        self._pending: list[Event] = []
+        self._handover = threading.Lock()
+        #: set while the machine leads and no handed-over event is pending:
+        #: ZooKeeper's threads clear it, so a demoted master says not one more word
+        self._acting = threading.Event()
+        self._contender: MasterContender | None = None
+        if registry is not None:
+            core = self._new_core(registry)
+            self._leadership: Leadership[MasterCore] = Leadership.standalone(core)
+            self._acting.set()
+            self._outbox += self._roles.apply(core)  # before the loop runs: no offer before the roles
+            self._log_leads(core)
         else:
+            assert zk is not None
+            stall_after = min(0.25, zk_session_timeout / 6)
+            self._leadership = Leadership(hold_for=zk_session_timeout, stall_after=stall_after,
+                                          retry_every=_OFFICE_RETRY)
             self._contend(zk, zk_session_timeout)
 
     # ------------------------------------------------------------ leadership
-    def _contend(self, zk, session_timeout: float) -> None:
+    def _contend(self, zk: ZkUrl, session_timeout: float) -> None:
         from mesoslike.ha.zookeeper import MasterContender  # kazoo only for HA masters
 
         info = {"id": self.info.id, "address": self.address, "http_address": self.http_address,
                 "version": __version__}
-        self._contender = MasterContender(zk, info, self._on_elected, self._on_demoted, session_timeout)
+        self._contender = MasterContender(zk, info, on_elected=lambda: self._hand_over(ElectionWon()),
+                                          on_demoted=self._on_demoted, session_timeout=session_timeout,
+                                          on_znode=lambda znode: self._hand_over(ZnodeChanged(znode)))
         try:
             self._contender.start()
         except Exception:
             self._close()
             raise
 
-    def _on_elected(self) -> None:  # the contender's thread: hand over, return at once
-        self._elected.set()
-        self._waker.wake()
-
     def _on_demoted(self, reason: str) -> None:  # kazoo's thread: stop acting now
-        self._leading.clear()
-        self._elected.clear()
-        self._waker.wake()
+        self._hand_over(Demoted(reason))
         log.warning("master %s is no longer the leader (%s)", self.info.id, reason)
 
-    def _lead(self, registry: Registry) -> None:
-        self.core = MasterCore(self.clock, self.info, self.config, registry=registry, wall_clock=time.time)
-        self._persisted = self.core.registry_changes
-        self._turn_end = self.clock.now()
-        self._leading.set()
+    def _hand_over(self, event: Event) -> None:
+        """From ZooKeeper's threads: silence the master at once, give the
+        loop the event, wake it. Never blocks on the loop."""
+        with self._handover:
+            self._pending.append(event)
+            self._acting.clear()
+        self._waker.wake()
+
+    def _feed(self, event: Event) -> list[Action]:
+        """Feed the events handed over so far, then ``event``; the actions to
+        carry out. Loop thread only."""
+        with self._handover:
+            pending, self._pending = self._pending, []
+            now = self.clock.now()
+            actions: list[Action] = []
+            for each in [*pending, event]:
+                actions += self._leadership.process(each, now)
+            if self._leadership.leading is not None:
+                self._acting.set()
+            else:
+                self._acting.clear()
+        return actions
+
+    def _carry_out(self, actions: list[Action]) -> None:
+        """Carry out the machine's actions, and those of the events they lead to."""
+        queue = deque(actions)
+        while queue:
+            queue.extend(self._do(queue.popleft()))
+
+    def _do(self, action: Action) -> list[Action]:
+        if isinstance(action, LoadRegistry):
+            return self._load_registry()
+        if isinstance(action, BuildCore):
+            assert isinstance(action.registry, Registry)  # what _load_registry fed
+            return self._feed(CoreBuilt(self._new_core(action.registry), action.fence))
+        if isinstance(action, Commit):
+            return self._commit(action.replies)
+        if isinstance(action, ConfirmLeadership):
+            return self._confirm(action.gap)
+        with self._lock:
+            if isinstance(action, Serve):
+                self._drop_held()  # a fresh core: frames meant for an older one are not its business
+                self._turn_end = self.clock.now()
+                self._log_leads(action.core)
+            elif isinstance(action, Resume):
+                # what the core said in the turn the blip cut short goes out
+                # now, late rather than never (it believes it was said); what
+                # waited in the inbox during the blip is handled next
+                self._outbox = list(action.undelivered) + self._outbox
+                self._turn_end = self.clock.now()
+                log.info("master %s leads again under the same znode: soft state kept", self.info.id)
+            elif isinstance(action, PutAside):
+                self._forget_leader()
+                log.warning("master %s steps down: soft state kept in case the session survives (%s)",
+                            self.info.id, action.reason)
+            elif isinstance(action, Drop):
+                self._drop_held()
+                self._forget_leader()
+                self.stored.notify_all()
+                log.warning("master %s: soft state dropped (%s)", self.info.id, action.reason)
+            elif isinstance(action, RetryLoading):
+                log.error("elected but cannot read the registry, not serving yet (again in %gs): %s",
+                          _OFFICE_RETRY, action.reason)
+        return []
+
+    def _new_core(self, registry: Registry) -> MasterCore:
+        return MasterCore(self.clock, self.info, self.config, registry=registry, wall_clock=time.time)
+
+    def _log_leads(self, core: MasterCore) -> None:
         log.info("master %s leads (%d agents and %d frameworks in the registry)", self.info.id,
-                 len(registry.agents), len(registry.frameworks))
+                 len(core.registry.agents), len(core.registry.frameworks))
 
-    def _take_office(self) -> bool:
-        """Elected: read the registry from ZooKeeper, then serve. False if it
-        could not be read; the loop tries again while we stay elected — the
-        group has no other leader meanwhile, and another master would read
-        the same registry."""
+    def _load_registry(self) -> list[Action]:
+        """Elected: read the registry from ZooKeeper (outside ``_lock``: it
+        may take seconds). The machine decides what follows."""
         from mesoslike.ha.registry_store import FencedRegistryStore, ZooKeeperRegistry
-        from mesoslike.ha.zookeeper import ZooKeeperError
 
-        self._elected.clear()
-        self._store = FencedRegistryStore(ZooKeeperRegistry(self._contender.client, self._zk.path),
-                                          self._contender.fence)
+        contender = self._contender
+        assert contender is not None and self._zk is not None
+        store = FencedRegistryStore(ZooKeeperRegistry(contender.client, self._zk.path), contender.fence)
+        self._store = store
         try:
-            registry = self._store.load()
-        except (ZooKeeperError, ValueError) as exc:
-            log.error("elected but cannot read the registry, not serving yet (again in %gs): %s", _OFFICE_RETRY, exc)
-            if self._contender.is_leader:
-                self._elected.set()
-            return False
-        if not self._contender.is_leader:  # leadership may have gone while we read
-            return True
-        kept, self._kept = self._kept, None
-        if kept is not None and self._resumable(kept, registry):
-            self.core, self._persisted = kept.core, kept.core.registry_changes
-            # what the core said in the turn the blip cut short goes out now,
-            # late rather than never (it believes it was said)
-            self._operator_sends = kept.undelivered + self._operator_sends
-            self._turn_end = self.clock.now()
-            self._leading.set()
-            log.info("master %s leads again under the same znode: soft state kept", self.info.id)
-            return True  # what waited in the inbox during the blip is handled now
-        self._drop_held()  # a fresh core: frames meant for the old one are not its business
-        self._lead(registry)
-        return True
+            registry = store.load()
+        except Exception as exc:  # unreadable, ZooKeeper unreachable, or a bug: read again later
+            return self._feed(RegistryUnreadable(str(exc) or type(exc).__name__))
+        return self._feed(RegistryLoaded(registry, store.fence))
 
-    def _resumable(self, kept: _KeptCore, registry: Registry) -> bool:
-        """A core kept across a lost connection may serve again only if our
-        znode never went away (nobody else can have led meanwhile) and the
-        registry is what we last wrote."""
-        try:
-            same_znode = self._contender.fence() == kept.fence
-        except Exception:
-            return False
-        return same_znode and registry == kept.core.registry
-
-    def _confirm_leadership(self, since: float, allowed: float = 0.0) -> bool:
+    def _confirm(self, gap: float) -> list[Action]:
         """After a gap — the process was frozen (SIGSTOP, a long GC, a
         swapped-out VM) or a turn ran long — the ZooKeeper session may have
-        expired without kazoo's thread having run yet to say so. Then ask
-        ZooKeeper itself, synchronously, before acting as leader again: an
-        expired session fails the request. Costs one round trip, only after a
-        gap. Refuted, it steps down (dropping the core) and returns False; it
-        also returns False, the core untouched, when the contender demoted us."""
-        gap = self.clock.now() - since - allowed
-        # any stall well beyond what the turn allowed: ZooKeeper may have heard
-        # nothing from us for longer than our pings' period
-        if self._contender is None or gap < min(0.25, self._zk_session_timeout / 6):
-            return self._leading.is_set()
+        expired without kazoo's thread having run yet to say so. Ask
+        ZooKeeper itself, synchronously (one round trip, only after a gap):
+        an expired session fails the request."""
+        assert self._contender is not None
         try:
-            client = self._contender.client
-            stat = client.exists_async(self._contender.fence()).get(timeout=self._zk_session_timeout)
-            owned = stat is not None and client.client_id is not None and stat.ephemeralOwner == client.client_id[0]
-        except Exception as exc:  # session expired, connection lost, no znode, or no answer in time
-            owned, reason = False, type(exc).__name__
-        else:
-            reason = "the election znode is not ours any more"
-        if not owned:
-            log.warning("after a %.1fs gap, leadership could not be confirmed (%s): stepping down", gap, reason)
-            self._leading.clear()
-            self._step_down()  # refuted, not in doubt: nothing to keep
-            return False
-        return self._leading.is_set()
+            refusal = self._contender.confirm(timeout=self._zk_session_timeout)
+        except Exception as exc:  # a bug must not leave the machine waiting for an answer
+            refusal = type(exc).__name__
+        if refusal is None:
+            return self._feed(Confirmed())
+        log.warning("after a %.1fs gap, leadership could not be confirmed (%s): stepping down", gap, refusal)
+        return self._feed(Refuted(refusal))
 
-    def _step_down(self, keep: bool = False, undelivered: list[Send] | None = None) -> None:
-        """Stop serving. With ``keep`` (the connection to ZooKeeper broke but
-        the session may survive), the core — and ``undelivered``, what it
-        said in a turn cut short — is put aside in case we are re-elected
-        under the same znode, provided the registry holds all it changed;
-        otherwise the soft state is dropped."""
-        self._leader_cache = (float("-inf"), {})  # someone else leads now: ask ZooKeeper afresh
-        if self.core is not None:
-            fence = self._current_fence() if keep and self._persisted == self.core.registry_changes else None
-            self._kept = _KeptCore(self.core, fence, list(undelivered or ())) if fence is not None else None
-            log.warning("master %s steps down: soft state %s", self.info.id,
-                        "kept in case the session survives" if self._kept else "dropped")
-        if self._kept is not None:
-            # a connection blip: until the session is known to survive (we lead
-            # on with this core) or not, peers' messages wait unread — refusing
-            # them would lose calls the kept core never saw (an ACCEPT of its offers)
-            self._holding_until = self.clock.now() + self._zk_session_timeout
-        else:
-            self._drop_held()  # not ours to handle any more: the peers retry with whoever leads
-        self.core = None
-        self._leading.clear()
+    def _commit(self, replies: tuple[Send, ...]) -> list[Action]:
+        """Store the registry, then send ``replies`` (hard state first: the
+        replies depend on it)."""
+        with self._lock:
+            # stamped before the replies go out: a freeze from here on shows
+            # as a gap at the start of the next turn
+            self._turn_end = self.clock.now()
+            actions = self._persist()
+            unsent = self._deliver(replies)
+            if unsent:
+                actions += self._feed(Unsent(unsent))
+            return actions
 
-    def _put_aside_if_demoted(self) -> bool:
-        """If the contender demoted us (a connection blip), put the core
-        aside; True while peers' messages must wait unread (_holding).
-        Called with ``_lock`` held."""
-        if self.core is not None and not self._leading.is_set():
-            self._step_down(keep=True)
-        return self._holding()
+    def _persist(self) -> list[Action]:
+        """Write the registry if it changed."""
+        leading = self._leadership.leading
+        if leading is None or leading.core.registry_changes == leading.persisted:
+            return []
+        core = leading.core
+        try:
+            self._store.store(core.registry)  # writes what changed since the last store
+        except RegistryFencedError as exc:
+            log.error("registry write fenced off: %s", exc)
+            return self._feed(Fenced(str(exc)))
+        except Exception:
+            log.exception("writing the registry failed; retried on the next turn")
+            return []
+        actions = self._feed(Stored(core.registry_changes))
+        self.stored.notify_all()
+        return actions
 
-    def _holding(self) -> bool:
-        """After a connection blip, while the kept core may still serve: peers'
-        messages wait unread (at most a session timeout), neither handled
-        nor refused."""
-        if self._holding_until is None or self.is_leader or self._elected.is_set():
-            return False
-        if self._kept is None or self.clock.now() >= self._holding_until or self._current_fence() != self._kept.fence:
-            # given up, or the session is known lost (our znode is gone or
-            # new): the kept core can never serve again
-            self._kept = None
-            self._drop_held()
-            return False
-        return True
+    def _deliver(self, replies: tuple[Send, ...]) -> tuple[Send, ...]:
+        """Send ``replies`` while this master acts as leader; what was not sent."""
+        for index, send in enumerate(replies):
+            if not self._acting.is_set():
+                return replies[index:]  # demoted while we worked: not one more word as leader
+            try:
+                self._server.send(send.peer, send.message)
+            except Exception:
+                log.exception("sending %s failed", type(send.message).__name__)
+        return ()
 
     def _drop_held(self) -> None:
-        self._holding_until = None
         self._inbox.clear()
+        self._outbox.clear()
+        self._registrations.clear()
 
-    def _current_fence(self) -> str | None:
-        try:
-            return self._contender.fence() if self._contender is not None else None
-        except Exception:
-            return None
+    def _forget_leader(self) -> None:
+        with self._leader_cache_lock:
+            self._leader_cache = (float("-inf"), {})  # someone else leads now: ask ZooKeeper afresh
+
+    @property
+    def leadership(self) -> Leadership[MasterCore]:
+        """The leadership machine (read it; the loop alone feeds it)."""
+        return self._leadership
+
+    @property
+    def core(self) -> MasterCore | None:
+        """The core this master serves with; None unless it leads."""
+        leading = self._leadership.leading
+        return leading.core if leading is not None and self._acting.is_set() else None
 
     @property
     def is_leader(self) -> bool:
-        return self._leading.is_set() and self.core is not None
+        return self.core is not None
 
-    def _leader_info(self) -> dict:
+    def _leader_info(self) -> dict[str, str]:
         """Who leads. A follower reads ZooKeeper at most once per
         ``_LEADER_INFO_TTL``: /health and the loop ask often, and a read
         blocks for seconds while ZooKeeper is unreachable."""
@@ -310,16 +347,31 @@ class MasterRuntime:
                 leader = self._contender.leader_info() if self._contender is not None else None
             except Exception:  # ZooKeeper unreachable: we do not know
                 leader = None
-            info = {k: leader.get(k, "") for k in ("id", "address", "http_address")} if leader else {}
+            info: dict[str, str] = {k: leader.get(k, "") for k in ("id", "address", "http_address")} if leader else {}
             self._leader_cache = (self.clock.now(), info)
             return dict(info)
+
+    # ----------------------------------------------- what operator writes use
+    def serving_core(self) -> MasterCore | None:
+        return self.core
+
+    def persisted(self, core: MasterCore) -> int | None:
+        return self._leadership.persisted(core)
+
+    def leader_info(self) -> dict[str, str]:
+        return self._leader_info()
+
+    def send_later(self, sends: list[Send]) -> None:
+        self._outbox += sends
+        self._waker.wake()
 
     # -------------------------------------------------------------- views
     def state(self) -> dict:
         """The /state document (thread-safe); a follower names the leader."""
         with self._lock:
-            if self.is_leader:
-                return state_json(self.core)
+            core = self.core
+            if core is not None:
+                return state_json(core)
         return {"leader": self._leader_info(), "is_leader": False, "version": __version__,
                 "master": {"id": self.info.id, "address": self.address}, "agents": [], "frameworks": [],
                 "offers": []}
@@ -327,150 +379,25 @@ class MasterRuntime:
     def _health(self) -> dict:
         return {"healthy": True, "is_leader": self.is_leader, "leader": self._leader_info().get("address", "")}
 
-    # ----------------------------------------------------------- operator
-    def _post_weights(self, body: bytes) -> tuple[int, object]:
-        """``POST /weights {"role": weight, ...}``: answered once the registry holds them."""
-        def apply(request: object) -> list[Send]:
-            if not isinstance(request, dict) or not request:
-                raise ValueError('expected {"role": weight, ...}')
-            return self.core.update_weights(request)
-        return self._operator_request(body, apply)
-
-    def _post_quota(self, body: bytes) -> tuple[int, object]:
-        """``POST /quota {"role": R, "guarantee": "cpus:2", "limit": "cpus:8"}``
-        (neither: clear the role's quota); answered once the registry holds it."""
-        def apply(request: object) -> list[Send]:
-            if not isinstance(request, dict) or not isinstance(request.get("role"), str) \
-                    or not set(request) <= {"role", "guarantee", "limit"} \
-                    or not all(isinstance(request[k], str) for k in ("guarantee", "limit") if k in request):
-                raise ValueError('expected {"role": R, "guarantee": "RESOURCES", "limit": "RESOURCES"}')
-            return self.core.update_quota(request["role"], request.get("guarantee"), request.get("limit"))
-        return self._operator_request(body, apply)
-
-    def _operator_request(self, body: bytes, apply) -> tuple[int, object]:
-        try:
-            request = json.loads(body or b"null")
-        except ValueError as exc:
-            return 400, {"error": f"the body is not JSON: {exc}"}
-        with self._lock:
-            if not self.is_leader:
-                return 409, {"error": "this master does not lead", "leader": self._leader_info()}
-            core = self.core
-            try:
-                self._operator_sends += apply(request)
-            except (MesoslikeError, TypeError, ValueError) as exc:
-                return 400, {"error": str(exc)}
-            target = core.registry_changes
-            self._waker.wake()
-            stored = self._stored.wait_for(lambda: self.core is not core or self._persisted >= target, timeout=10.0)
-            if self.core is not core:
-                return 503, {"error": "this master stopped leading before the change was stored; retry"}
-            if not stored:
-                return 503, {"error": "the change is applied but not stored yet (the registry is unreachable); "
-                                      "it is retried every turn"}
-            return 200, {"ok": True}
-
     def _metrics(self) -> str:
         with self._lock:
-            if self.is_leader:
-                return metrics_text(self.core)
+            core = self.core
+            if core is not None:
+                return metrics_text(core)
         return "# HELP mesoslike_leader 1 if this master leads\n# TYPE mesoslike_leader gauge\nmesoslike_leader 0\n"
 
     # -------------------------------------------------------------- roles
+    @property
+    def roles_config(self) -> RolesConfig | None:
+        """The roles settings in force (the preemption policy reads them)."""
+        return self._roles.config
+
     def reload_roles(self) -> None:
         """Read the roles file again and apply it if it changed (thread-safe
         and signal-safe: the loop does the work, under the lock). A file
         that no longer parses is logged and the roles in force stay."""
-        self._roles_reloads += 1  # no lock: a signal handler may run this on the loop's own thread
+        self._roles.reload()
         self._waker.wake()
-
-    def _roles_file_stat(self) -> tuple | None:
-        path = self.roles_config.path if self.roles_config is not None else None
-        try:
-            st = os.stat(path) if path else None
-        except OSError:
-            return None
-        return st and (st.st_mtime_ns, st.st_size, st.st_ino)
-
-    def _roles_turn(self) -> None:
-        """Every turn, under the lock: look at the roles file when asked or
-        every ``_ROLES_CHECK_INTERVAL``; a leader applies what is new (to a
-        new core too: a take-over)."""
-        if self.roles_config is None:
-            return
-        now = self.clock.now()
-        reloads = self._roles_reloads
-        asked = reloads != self._roles_reloads_seen
-        taking_over = self.is_leader and self._roles_core is not self.core
-        if self.roles_config.path and (asked or taking_over or now >= self._roles_check_at):
-            self._roles_reloads_seen = reloads
-            self._roles_check_at = now + _ROLES_CHECK_INTERVAL
-            self._read_roles_file(asked)
-        if self.is_leader and self._roles_core is not self.core:
-            self._apply_roles()
-
-    def _read_roles_file(self, asked: bool) -> None:
-        stat = self._roles_file_stat()
-        if stat == self._roles_stat and not asked:
-            return
-        self._roles_stat = stat
-        try:
-            config = load_roles_file(self.roles_config.path)
-        except RolesFileError as exc:
-            log.error("roles file not reloaded, the roles in force stay: %s", exc)
-            return
-        if config != self.roles_config:
-            log.info("roles file %s reloaded: %d roles", config.path, len(config.roles))
-        # applied again even if unchanged: what an operator set since for a
-        # listed role gives way to the file (only what differs changes)
-        self.roles_config, self._roles_core = config, None
-
-    def _apply_roles(self) -> None:
-        """Make the allocator (and the registry) hold the file's weights and
-        quota for every role it lists — the file wins — and the defaults
-        (weight 1, no quota) for roles an earlier version listed and this one
-        dropped. Only what differs is changed. Leader only, under the lock."""
-        config, core = self.roles_config, self.core
-        if config is None or core is None:
-            return
-        core.roles_config = config
-        self._roles_core = core
-        try:
-            core.set_preemption(config)
-        except (MesoslikeError, ValueError) as exc:
-            log.error("roles file: the preemption settings could not be applied: %s", exc)
-        dropped = set(self._roles_applied.roles if self._roles_applied else ()) - set(config.roles)
-        self._roles_applied = config
-        wanted = {role: config.effective(role) for role in config.roles}
-        wanted.update({role: config.effective(role) for role in dropped})  # not listed: the defaults
-        registry = core.registry
-        try:
-            weights = {role: c.weight for role, c in wanted.items() if registry.weights.get(role, 1.0) != c.weight}
-            if weights:
-                self._operator_sends += core.update_weights(weights)
-        except MesoslikeError as exc:
-            log.error("roles file: the weights could not be applied: %s", exc)
-        pending = [(role, c.guarantee, c.limit) for role, c in sorted(wanted.items())
-                   if not self._same_quota(registry.quota.get(role, {}), c)]
-        # in several passes: lowering a parent's guarantee may have to wait
-        # for its children's, raising a child's for its parent's
-        while pending:
-            failed = []
-            for role, guarantee, limit in pending:
-                try:
-                    self._operator_sends += core.update_quota(role, guarantee, limit)
-                except MesoslikeError as exc:
-                    failed.append((role, guarantee, limit, exc))
-            if len(failed) == len(pending):
-                for role, _, _, exc in failed:
-                    log.error("roles file: the quota of role %s could not be applied: %s", role, exc)
-                break
-            pending = [item[:3] for item in failed]
-
-    @staticmethod
-    def _same_quota(record: dict, config) -> bool:
-        return all(quantities(record.get(part)) == quantities(getattr(config, part)) and
-                   (record.get(part) is None) == (getattr(config, part) is None) for part in ("guarantee", "limit"))
 
     # --------------------------------------------------------------- loop
     def start(self) -> None:
@@ -490,83 +417,81 @@ class MasterRuntime:
             self._close()
 
     def _turn(self) -> None:
-        if self._elected.is_set() and not self.is_leader and not self._take_office():
-            self._waker.wait(_OFFICE_RETRY)  # peers' messages wait for the leader we are about to be
+        """One turn: time-driven leadership changes (and reading the
+        registry once elected), a wait for frames, then — as the machine's
+        phase says — leave them waiting, refuse them, or handle them."""
+        # not under _lock: reading the registry may take seconds (the actions
+        # that touch what HTTP threads read take the lock themselves)
+        self._carry_out(self._feed(Tick()))
+        if self._peers() is Peers.WAIT:
+            # elected and not serving yet, or in doubt: peers' frames wait unread
+            wakeup = self._leadership.wakeup()
+            self._waker.wait(_IDLE_WAIT if wakeup is None else min(_IDLE_WAIT, wakeup - self.clock.now()))
             return
-        with self._lock:
-            holding = self._put_aside_if_demoted()
-        if holding:
-            self._waker.wait(min(0.1, self._holding_until - self.clock.now()))
-            return
-        timeout = 1.0
-        if self.is_leader:
-            timeout = min(max(self.core.next_wakeup() - self.clock.now(), 0.0), 1.0)
-            if self._inbox:
-                timeout = 0.0  # frames are waiting in the inbox already
+        timeout = _IDLE_WAIT
+        leading = self._leadership.leading
+        if leading is not None:
+            timeout = 0.0 if self._inbox else min(max(leading.core.next_wakeup() - self.clock.now(), 0.0), _IDLE_WAIT)
         self._server.wait(timeout, self._waker)
         with self._lock:
-            if self._put_aside_if_demoted():
-                return  # demoted while we waited: the frames that woke us wait with the rest, unread
-            if self.is_leader:
-                # measured from the end of the last turn, so a freeze anywhere
-                # between two turns counts, not only one inside the wait
-                self._confirm_leadership(since=self._turn_end, allowed=timeout)  # steps down if refuted
-            elif self._elected.is_set():
-                return  # elected while we waited: what woke us is the new leader's, next turn
-            self._roles_turn()
-            if not self.is_leader:
+            # measured from the end of the last turn, so a freeze anywhere
+            # between two turns counts, not only one inside the wait
+            self._carry_out(self._feed(TurnStarted(gap=self.clock.now() - self._turn_end - timeout)))
+            if self._peers() is Peers.WAIT:
+                return  # demoted or elected while we waited: the frames that woke us wait, unread
+            leading = self._leadership.leading
+            self._outbox += self._roles.turn(leading.core if leading is not None else None)
+            if leading is None:
                 self._answer_as_follower()
                 self._turn_end = self.clock.now()
                 return
             started = self.clock.now()
-            sends, self._operator_sends = self._operator_sends, []
+            replies, self._outbox = self._outbox, []
             collecting = gc.isenabled()
             gc.disable()  # a turn of 2,000 re-registrations makes ~100k objects: collect after it, not during
             try:
-                sends += self._handle_messages()
-                sends += self.core.tick()
+                replies += self._handle_messages(leading.core)
+                replies += leading.core.tick()
             finally:
                 if collecting:
                     gc.enable()
-            if not self._confirm_leadership(since=started):
-                if self.core is not None:  # demoted, not refuted: keep what this turn said
-                    self._step_down(keep=True, undelivered=sends)
-                return
-            # stamped before the replies go out: a freeze from here on shows
-            # as a gap at the start of the next turn
-            self._turn_end = self.clock.now()
-            if self._persist():  # hard state first, then the replies that depend on it
-                self._deliver(sends)
+            self._carry_out(self._feed(TurnEnded(self.clock.now() - started, tuple(replies))))
 
-    def _handle_messages(self) -> list[Send]:
+    def _peers(self) -> Peers:
+        """What to do with peers' frames now (a method: it changes as the machine is fed)."""
+        return self._leadership.peers
+
+    def _handle_messages(self, core: MasterCore) -> list[Send]:
         """Take what waits on the socket into the inbox (cheap: not decoded)
         and handle up to ``_BATCH`` frames from it, registrations last."""
-        for peer, frame in itertools.islice(self._server.receive_frames(), _RECEIVE_LIMIT):
-            self._inbox.add(peer, frame)
+        for sender, received in itertools.islice(self._server.receive_frames(), _RECEIVE_LIMIT):
+            self._inbox.add(sender, received)
         out: list[Send] = []
         for peer, frame in self._inbox.take(_BATCH):
-            out += self._handle_frame(peer, frame)
+            out += self._handle_frame(core, peer, frame)
         return out
 
-    def _handle_frame(self, peer: bytes | None, frame: bytes | Exception) -> list[Send]:
+    def _handle_frame(self, core: MasterCore, peer: bytes | None, frame: bytes | Exception) -> list[Send]:
         message: object = frame
         try:
             if isinstance(frame, Exception):
-                return self.core.on_bad_frame(peer, frame)
-            sends = self._retried_registration(peer, frame)
+                return core.on_bad_frame(peer, frame)
+            if peer is None:  # the transport names a peer for every whole frame
+                return core.on_bad_frame(peer, WireError("a frame without a peer"))
+            sends = self._retried_registration(core, peer, frame)
             if sends is not None:
                 return sends
             message = self._server.decode(frame)
             if isinstance(message, Exception):
-                return self.core.on_bad_frame(peer, message)
-            sends = self.core.on_message(peer, message)
+                return core.on_bad_frame(peer, message)
+            sends = core.on_message(peer, message)
             self._remember_registration(peer, frame, message)
             return sends
         except Exception:  # a bug must not take the master down with it
             log.exception("handling %s from %r failed", type(message).__name__, peer)
             return []
 
-    def _retried_registration(self, peer: bytes, frame: bytes) -> list[Send] | None:
+    def _retried_registration(self, core: MasterCore, peer: bytes, frame: bytes) -> list[Send] | None:
         """The core's answer if ``frame`` repeats, byte for byte, the last
         registration from ``peer`` (an agent retrying while we were busy);
         None to decode and handle it. Comparing bytes is far cheaper than
@@ -574,7 +499,7 @@ class MasterRuntime:
         last = self._registrations.get(peer)
         if last is None or len(last) != len(frame) or last != frame:
             return None
-        sends = self.core.on_retried_registration(peer)
+        sends = core.on_retried_registration(peer)
         if sends is None:
             del self._registrations[peer]  # not registered there any more: handle it in full
         return sends
@@ -591,37 +516,13 @@ class MasterRuntime:
             if peer is None:
                 continue
             leader = self._leader_info()  # cached: only read when someone asks
+            reply: object
             if isinstance(message, m.GetState):
                 reply = m.StateReply(json.dumps({"leader": leader, "is_leader": False}))
             else:
-                reply = m.Error(f"this master does not lead; the leader is {leader.get('address') or 'not elected yet'}")
+                address = leader.get("address") or "not elected yet"
+                reply = m.Error(f"this master does not lead; the leader is {address}")
             self._server.send(peer, reply)
-
-    def _persist(self) -> bool:
-        """Write the registry if it changed; False if we must not act any more."""
-        if self.core.registry_changes == self._persisted:
-            return True
-        try:
-            self._store.store(self.core.registry)  # writes what changed since the last store
-            self._persisted = self.core.registry_changes
-            self._stored.notify_all()
-            return True
-        except Exception as exc:
-            if self._zk is not None and type(exc).__name__ == "FencingError":
-                log.error("registry write fenced off: %s", exc)
-                self._step_down()
-                return False
-            log.exception("writing the registry failed; retried on the next turn")
-            return True
-
-    def _deliver(self, sends: list[Send]) -> None:
-        for send in sends:
-            if not self._leading.is_set():
-                return  # demoted while we worked: not one more word as leader
-            try:
-                self._server.send(send.peer, send.message)
-            except Exception:
-                log.exception("sending %s failed", type(send.message).__name__)
 
     def stop(self) -> None:
         """Stop the loop (thread-safe) and wait for it."""

@@ -7,6 +7,14 @@ persists what changed since the registry was last stored (its
 written, marks it stored; a store may write more than the changes — the
 memory and file stores here keep the whole document, the ZooKeeper store
 (:class:`mesoslike.ha.FencedRegistryStore`) only the shards that changed.
+
+A store may *fence* its writes: refuse them once the writer may not write
+any more (it does not lead any more, or the registry changed since it read
+it). It then raises :class:`RegistryFencedError`, and the master stops
+acting as leader; any other error of ``store`` is a write that failed and is
+tried again. The memory and file stores never fence (a standalone master
+always leads); the ZooKeeper store's :class:`mesoslike.ha.FencingError` is a
+``RegistryFencedError``.
 """
 
 from __future__ import annotations
@@ -16,9 +24,16 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
+from mesoslike.errors import MesoslikeError
 from mesoslike.master.registry import Registry, RegistryFormatError
 
-__all__ = ["RegistryStore", "MemoryRegistryStore", "FileRegistryStore"]
+__all__ = ["RegistryStore", "RegistryFencedError", "MemoryRegistryStore", "FileRegistryStore"]
+
+
+class RegistryFencedError(MesoslikeError):
+    """A store refused a write because the writer may not write any more:
+    it does not lead any more, or the registry changed since it read it.
+    What was refused is not stored; the writer must stop acting as leader."""
 
 
 class RegistryStore(Protocol):
@@ -28,7 +43,9 @@ class RegistryStore(Protocol):
 
     def store(self, registry: Registry) -> None:
         """Persist ``registry``'s changes, then ``registry.mark_stored(...)``
-        them; raise (marking nothing) if they could not be written."""
+        them. Raises :class:`RegistryFencedError` if this writer may not
+        write any more, any other exception (marking nothing) if they could
+        not be written."""
 
 
 class _DocumentStore:
