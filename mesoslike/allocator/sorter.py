@@ -62,9 +62,9 @@ class Sorter(abc.ABC):
         """Set the weight of a path (kept even before a client uses it)."""
 
     @abc.abstractmethod
-    def allocated(self, client: str, resources: Resources, times: int = 1) -> None:
-        """Record that ``resources`` were allocated to the client, in ``times``
-        allocations (what the "allocations received" tie-break counts)."""
+    def allocated(self, client: str, resources: Resources) -> None:
+        """Record that ``resources`` were allocated to the client: one more
+        allocation received (what DRF's tie-break counts), even if empty."""
 
     @abc.abstractmethod
     def unallocated(self, client: str, resources: Resources) -> None:
@@ -106,6 +106,10 @@ class Sorter(abc.ABC):
 
     def __contains__(self, client: str) -> bool:
         return client in self.clients()
+
+    def __len__(self) -> int:
+        """How many clients, active or not."""
+        return len(self.clients())
 
 
 #: builds a sorter; ``hierarchical`` says if names are role paths
