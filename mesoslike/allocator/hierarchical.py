@@ -674,12 +674,19 @@ class HierarchicalAllocator:
     def tick(self) -> list[Offer]:
         """What a runtime calls whenever it wakes up: rescinds timed-out
         offers, then runs a batch cycle if one is due, or else allocates the
-        agents touched by events since the last cycle (coalesced)."""
+        agents touched by events since the last cycle (coalesced).
+
+        A batch cycle that was due at time *t* sees the decline filters as
+        they stood just before *t*, however late it runs: a filter expiring
+        at *t* still holds in it. A filter lasts max(allocation_interval,
+        refuse_seconds), so it always holds through the next batch cycle after
+        it was made (Mesos's ``SmallOfferFilterTimeout``, MESOS-4302)."""
         self.expire_offers()
         now = self.clock.now()
         if now >= self._next_batch:
+            due = self._next_batch
             self._next_batch = now + self.allocation_interval
-            return self.allocate()
+            return self._cycle(None, math.nextafter(due, -math.inf))
         if self._pending_all:
             return self.allocate()
         if self._pending:
@@ -700,7 +707,7 @@ class HierarchicalAllocator:
 
     def _cycle(self, agent_ids: Iterable[str] | None, filter_now: float) -> list[Offer]:
         """One cycle over ``agent_ids`` (all if None); decline filters are
-        judged at ``filter_now``."""
+        judged at ``filter_now`` (see :meth:`tick`)."""
         now = self.clock.now()
         if agent_ids is None:
             wanted = None
