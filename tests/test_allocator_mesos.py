@@ -51,3 +51,36 @@ def test_small_offer_filter_timeout_gives_way_after_that_batch():
     clock.advance(60)
     (offer,) = alloc.tick()
     assert offer.framework_id == "framework2"
+
+
+def test_multi_quota_absent_frameworks():
+    """HierarchicalAllocatorTest.MultiQuotaAbsentFrameworks: a quota role
+    without frameworks does not keep another quota role from its guarantee.
+    One agent cpus:2;mem:2048; quota-role-1 guarantees cpus:1;mem:1024 and
+    has no framework, quota-role-2 guarantees cpus:2;mem:2048: its framework
+    is offered the whole agent (before: cpus:1;mem:1024, the rest held back
+    as headroom for quota-role-1)."""
+    alloc, _ = make()
+    alloc.add_agent("agent", R("cpus:2;mem:2048"))
+    alloc.update_quota("quota-role-1", guarantee=R("cpus:1;mem:1024"))
+    alloc.update_quota("quota-role-2", guarantee=R("cpus:2;mem:2048"))
+    alloc.add_framework("framework", role="quota-role-2")
+    (offer,) = alloc.allocate()
+    assert (offer.framework_id, offer.resources) == ("framework", R("cpus:2;mem:2048"))
+    alloc.check_invariants()
+
+
+def test_multi_quota_absent_frameworks_keeps_headroom_beyond_the_guarantee():
+    """Two agents of cpus:2;mem:2048, both roles guarantee cpus:2;mem:2048,
+    only quota2 has a framework: it gets its guarantee, one whole agent; the
+    other agent stays free as headroom for quota1's guarantee."""
+    alloc, _ = make()
+    alloc.add_agent("a1", R("cpus:2;mem:2048"))
+    alloc.add_agent("a2", R("cpus:2;mem:2048"))
+    alloc.update_quota("quota1", guarantee=R("cpus:2;mem:2048"))
+    alloc.update_quota("quota2", guarantee=R("cpus:2;mem:2048"))
+    alloc.add_framework("fw", role="quota2")
+    (offer,) = alloc.allocate()
+    assert offer.resources == R("cpus:2;mem:2048")
+    assert alloc.allocate() == []  # quota2 is satisfied; the rest is quota1's headroom
+    alloc.check_invariants()

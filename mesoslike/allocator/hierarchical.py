@@ -884,7 +884,9 @@ class HierarchicalAllocator:
         """Per scalar kind, the most an allocation to ``role`` may take: the
         room under its (and its ancestors') limits, and the free pool minus
         the headroom other roles' guarantees still need. With ``owed`` (the
-        guarantee stage), owed kinds are also capped by what is owed."""
+        guarantee stage), the owed part of the role's own guarantee is capped
+        by what is owed and the limits only — it is not held back for other
+        roles' unmet guarantees (Mesos's ``MultiQuotaAbsentFrameworks``)."""
         quota = self._quota
         caps = quota.limit_caps(role) or {}
         if quota.guarantees:
@@ -893,6 +895,8 @@ class HierarchicalAllocator:
             own = quota.unsatisfied(root) if root is not None else {}
             free = self._agents.free
             for kind, amount in need.items():
+                if owed is not None and kind in owed:
+                    continue
                 room = max(0, free.get(kind, 0) - amount + own.get(kind, 0))
                 if kind not in caps or room < caps[kind]:
                     caps[kind] = room
