@@ -84,3 +84,38 @@ def test_multi_quota_absent_frameworks_keeps_headroom_beyond_the_guarantee():
     assert offer.resources == R("cpus:2;mem:2048")
     assert alloc.allocate() == []  # quota2 is satisfied; the rest is quota1's headroom
     alloc.check_invariants()
+
+
+def test_remove_filters():
+    """HierarchicalAllocatorTest.RemoveFilters: an agent updated with new
+    attributes loses every decline filter and is allocated again."""
+    alloc, clock = make()
+    alloc.add_framework("framework", role="role")
+    alloc.add_agent("agent", R("cpus:1;mem:512"))
+    (offer,) = alloc.tick()
+    alloc.decline_offer(offer.id, refuse_seconds=2 * alloc.allocation_interval)
+    clock.advance(alloc.allocation_interval)
+    assert alloc.tick() == []  # filtered
+    alloc.update_agent("agent", total=R("cpus:1;mem:512"), attributes={"foo": "bar", "baz": "quux"})
+    assert alloc.snapshot()["filters"] == {}
+    assert alloc.next_wakeup() == clock.now()  # the update triggers allocation of the agent
+    (offer,) = alloc.tick()
+    assert (offer.framework_id, offer.resources) == ("framework", R("cpus:1;mem:512"))
+    assert offer.attributes == {"foo": "bar", "baz": "quux"}
+
+
+def test_remove_filters_only_when_attributes_change():
+    """Mesos removes filters for changed attributes only: the same
+    attributes, or a changed total, keep them (a grown agent is offered
+    again through the filter's containment check)."""
+    alloc, clock = make()
+    alloc.add_framework("f")
+    alloc.add_agent("n", R("cpus:2;mem:2048"), attributes={"rack": "r1"})
+    (offer,) = alloc.tick()
+    alloc.decline_offer(offer.id, refuse_seconds=3600)
+    alloc.update_agent("n", attributes={"rack": "r1"})
+    assert alloc.next_wakeup() > clock.now()  # nothing changed: no allocation triggered
+    alloc.update_agent("n", total=R("cpus:1;mem:1024"))
+    assert alloc.next_wakeup() == clock.now()  # changed total: allocation triggered...
+    assert alloc.tick() == []                  # ...and the filter still holds (it refused more)
+    assert len(alloc.snapshot()["filters"]["f"]["n"]) == 1

@@ -266,8 +266,10 @@ class HierarchicalAllocator:
         hostname: str | None = None,
     ) -> None:
         """Change an agent's total (not below what is allocated there),
-        attributes or hostname — an agent that re-registered changed. Any
-        change triggers allocation of the agent."""
+        attributes or hostname — an agent that re-registered changed. Changed
+        attributes remove every decline filter on the agent (a framework may
+        have declined it for lacking an attribute: Mesos's ``RemoveFilters``);
+        any change triggers allocation of the agent."""
         agent = self._agents.get(agent_id)
         changed = False
         if total is not None:
@@ -282,6 +284,8 @@ class HierarchicalAllocator:
                 changed = True
         if attributes is not None and dict(attributes) != agent.attributes:
             agent.attributes = dict(attributes)
+            self._filters.clear_agent(agent_id)
+            agent.version += 1  # what was filtered may be offered again
             changed = True
         if hostname is not None and hostname != agent.hostname:
             agent.hostname = hostname
