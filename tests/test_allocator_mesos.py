@@ -5,6 +5,9 @@ numbers. These are the semantics the allocator follows to the letter."""
 
 import pytest
 
+from mesoslike.allocator import DRFSorter
+from mesoslike.resources import Resources
+
 from allocator_helpers import R, make
 
 pytestmark = pytest.mark.timeout(30)
@@ -119,3 +122,54 @@ def test_remove_filters_only_when_attributes_change():
     assert alloc.next_wakeup() == clock.now()  # changed total: allocation triggered...
     assert alloc.tick() == []                  # ...and the filter still holds (it refused more)
     assert len(alloc.snapshot()["filters"]["f"]["n"]) == 1
+
+
+def test_add_child_to_leaf():
+    """DRFSorterTest.AddChildToLeaf: a client that gains sub-clients keeps
+    its own allocation in a virtual leaf of weight 1; its weight applies to
+    its subtree against its siblings, not to that leaf."""
+    sorter = DRFSorter()
+    sorter.add_total(Resources.parse("cpus:100;mem:100"))
+    sorter.add_client("a")
+    sorter.allocated("a", Resources.parse("cpus:10;mem:10"))
+    sorter.add_client("b")
+    sorter.allocated("b", Resources.parse("cpus:6;mem:6"))
+    assert sorter.sort() == ["b", "a"]
+
+    sorter.add_client("a/c")
+    sorter.allocated("a/c", Resources.parse("cpus:5;mem:5"))
+    assert sorter.sort() == ["b", "a/c", "a"]
+
+    sorter.remove_client("a")
+    assert "a" not in sorter
+    assert sorter.sort() == ["a/c", "b"]
+
+    sorter.add_client("a")
+    sorter.allocated("a", Resources.parse("cpus:10;mem:10"))
+    assert "a" in sorter
+    assert sorter.sort() == ["b", "a/c", "a"]
+
+    sorter.update_weight("a/c", 0.2)  # "a" competes with "a/c" at weight 1
+    assert sorter.sort() == ["b", "a", "a/c"]
+
+    sorter.update_weight("a", 3)  # against "b", not against "a/c"
+    assert sorter.sort() == ["a", "a/c", "b"]
+
+    sorter.update_weight("a/c", 1)
+    assert sorter.sort() == ["a/c", "a", "b"]
+
+
+def test_add_child_to_leaf_in_the_allocator():
+    """Roles "a" and "a/c", weight 3 on "a": 8 agents split 4:4 (the weight
+    has no sibling to act against), where a weight on the virtual leaf
+    would split them 6:2."""
+    alloc, _ = make()
+    for i in range(8):
+        alloc.add_agent(f"n{i}", R("cpus:1;mem:1024"))
+    alloc.add_framework("own", role="a")
+    alloc.add_framework("child", role="a/c")
+    alloc.update_weights({"a": 3.0})
+    for offer in alloc.allocate():
+        alloc.accept_offer(offer.id, offer.resources, refuse_seconds=0)
+    held = {fw: len(alloc.allocation(fw)) for fw in ("own", "child")}
+    assert held == {"own": 4, "child": 4}

@@ -3,8 +3,11 @@
 Order: among siblings, by weighted dominant share, then by how many
 allocations the subtree has received, then by path — a total, deterministic
 order. A hierarchical sorter orders level by level: the top-level roles, then
-inside the first role its sub-roles, and so on (a role that has clients of its
-own and sub-roles gets a virtual ``.`` leaf, as in Mesos).
+inside the first role its sub-roles, and so on. A role that has clients of its
+own and sub-roles keeps its own in a virtual ``.`` leaf of weight 1, as in
+Mesos (``a/.``): the role's weight ranks its whole subtree against its
+siblings, and inside the subtree its own clients compete with its sub-roles
+as a sibling of weight 1 (Mesos's ``DRFSorterTest.AddChildToLeaf``).
 
 Each inner node keeps its active children in a sorted list keyed by that
 triple, updated on every allocation along the path to the root, so
@@ -95,7 +98,8 @@ class SorterNode:
     Public so that other policies built on :class:`DRFSorter`'s bookkeeping
     (the random sorter) can walk the tree: ``children`` by name, ``client``
     (set on leaves), ``active_leaves`` (active clients in the subtree),
-    ``weight`` (its path's), ``path``. Only the sorter changes it.
+    ``weight`` (1 for a virtual ``.`` leaf, whatever its path's weight),
+    ``path``. Only the sorter changes it.
     """
 
     __slots__ = ("name", "path", "parent", "children", "order", "client", "active",
@@ -165,8 +169,8 @@ class DRFSorter(Sorter):
             elif not child.children and child.client is not None:
                 self._push_down(child)
             node = child
-        if node.children:            # an inner path gets a virtual leaf
-            leaf = SorterNode(_SELF, client, node, self._weights.get(client, 1.0))
+        if node.children:            # an inner path gets a virtual leaf (of weight 1)
+            leaf = SorterNode(_SELF, client, node)
             node.children[_SELF] = leaf
             node = leaf
         node.client = client
@@ -174,10 +178,11 @@ class DRFSorter(Sorter):
         self._set_active(node, True)
 
     def _push_down(self, node: SorterNode) -> None:
-        """A leaf gains sub-clients: move its client into a virtual leaf."""
+        """A leaf gains sub-clients: move its client into a virtual leaf of
+        weight 1 (the node keeps its weight, for its whole subtree)."""
         client = node.client
         assert client is not None
-        leaf = SorterNode(_SELF, node.path, node, node.weight)
+        leaf = SorterNode(_SELF, node.path, node)
         leaf.client, leaf.active, leaf.alloc, leaf.count = client, node.active, dict(node.alloc), node.count
         leaf.active_leaves = node.active_leaves
         node.client, node.active = None, False
@@ -246,11 +251,9 @@ class DRFSorter(Sorter):
             raise ValueError(f"weight must be a finite number > 0, got {weight!r}")
         self._weights[path] = float(weight)
         node = self._node_at(path)
-        if node is not None:
-            for named in (node, node.children.get(_SELF)):  # the path and its virtual leaf, if any
-                if named is not None:
-                    named.weight = float(weight)
-                    self._relist(named)
+        if node is not None:  # not its virtual leaf, if any: that one keeps weight 1
+            node.weight = float(weight)
+            self._relist(node)
 
     def _node_at(self, path: str) -> SorterNode | None:
         node: SorterNode | None = self._root

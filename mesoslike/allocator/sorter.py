@@ -33,7 +33,9 @@ class Sorter(abc.ABC):
     - ``allocated``/``unallocated`` keep ``allocation(client)`` exact;
       allocations of inactive clients still count.
     - ``share(client)`` is the client's dominant share divided by its weight:
-      max over scalar kinds of allocated/total.
+      max over scalar kinds of allocated/total. In a hierarchical sorter a
+      path's weight applies to its subtree against its siblings; a client
+      that also has sub-clients competes with them as a leaf of weight 1.
     - The order is deterministic for a given history (random sorters take a
       seeded ``random.Random``).
     """
