@@ -13,7 +13,7 @@ import bisect
 import json
 import time
 
-from mesoslike.allocator.offers import Offer
+from mesoslike.allocator.offers import issue_offer
 from mesoslike.resources import Resources
 
 
@@ -23,7 +23,7 @@ def main() -> None:
     parser.add_argument("--frameworks", type=int, default=1_000)
     args = parser.parse_args()
     agent = Resources.parse("cpus:24;mem:4096;disk:4096;ports:[31000-32000]")
-    total = {kind: amount * args.agents for kind, amount in agent._millis.items()}
+    total = {kind: amount * args.agents for kind, amount in agent.millis().items()}
     order = [(0.0, 0, f"f{i:05d}", i) for i in range(args.frameworks)]
     allocations = [{} for _ in range(args.frameworks)]
     counts = [0] * args.frameworks
@@ -35,13 +35,13 @@ def main() -> None:
             entry = order[0]
             i = entry[3]
             alloc = allocations[i]
-            for kind, amount in agent._millis.items():
+            for kind, amount in agent.millis().items():
                 alloc[kind] = alloc.get(kind, 0) + amount
             counts[i] += 1
             share = max(amount / total[kind] for kind, amount in alloc.items())
             del order[0]
             bisect.insort(order, (share, counts[i], entry[2], i))
-            offer = Offer(f"O{a}", entry[2], f"a{a}", agent, "h", {}, 0.0)
+            offer = issue_offer(f"O{a}", entry[2], f"a{a}", "h", agent, {})
             offers[offer.id] = offer
         best = min(best, time.perf_counter() - started)
     print(json.dumps({"benchmark": "cpython_floor", "agents": args.agents, "frameworks": args.frameworks,

@@ -20,7 +20,8 @@ vector, as the DRF paper's algorithm does: recomputing it from every agent
 would make the baseline quadratic in the cluster and not worth comparing.
 
 It reuses :class:`mesoslike.resources.Resources` for all arithmetic and
-:class:`mesoslike.allocator.Offer` for offers, and it shuffles the agents of a
+:class:`mesoslike.allocator.Offer` for offers (made as the allocator makes them,
+with ``issue_offer``), and it shuffles the agents of a
 cycle exactly as the allocator does (``sorted`` then ``rng.shuffle``), so with
 the same seed and the same history both make the *same* offers — the bench
 checks that.
@@ -36,6 +37,7 @@ import random
 from typing import Iterable
 
 from mesoslike.allocator import Offer, parse_min_allocatable
+from mesoslike.allocator.offers import issue_offer
 from mesoslike.clock import Clock
 from mesoslike.resources import Resources
 
@@ -97,7 +99,7 @@ class TextbookDRFAllocator:
         if agent_id in self._agents:
             raise ValueError(f"agent {agent_id!r} was already added")
         self._agents[agent_id] = _Agent(agent_id, total)
-        for kind, amount in total._millis.items():
+        for kind, amount in total.millis().items():
             self._total[kind] = self._total.get(kind, 0) + amount
 
     def add_framework(self, framework_id: str, role: str = "*") -> None:
@@ -167,7 +169,7 @@ class TextbookDRFAllocator:
         for client in (framework, role):
             self._add(client, resources, 1)
             client.count += 1
-        offer = Offer(next(self._offer_ids), framework.id, agent.id, resources, agent.id, {}, now)
+        offer = issue_offer(next(self._offer_ids), framework.id, agent.id, agent.id, resources, {})
         self._offers[offer.id] = offer
         return offer
 
@@ -175,7 +177,7 @@ class TextbookDRFAllocator:
     @staticmethod
     def _add(client: _Client, resources: Resources, sign: int) -> None:
         alloc = client.alloc
-        for kind, amount in resources._millis.items():
+        for kind, amount in resources.millis().items():
             left = alloc.get(kind, 0) + sign * amount
             if left:
                 alloc[kind] = left

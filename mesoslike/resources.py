@@ -25,7 +25,7 @@ from typing import Iterable, Mapping
 
 from mesoslike.errors import ResourcesError
 
-__all__ = ["Resources", "ResourcesError", "Range"]
+__all__ = ["Resources", "ResourcesError", "Range", "format_millis"]
 
 Range = tuple[int, int]  # inclusive bounds
 
@@ -145,6 +145,8 @@ class Resources:
 
     _millis: dict[str, int]
     _ranges: dict[str, tuple[Range, ...]]
+    _hash: int | None
+    _text: str | None
 
     def __init__(
         self,
@@ -257,6 +259,30 @@ class Resources:
         """A fresh dict of the scalar quantities."""
         return {k: v / _SCALE for k, v in self._millis.items()}
 
+    def millis(self) -> Mapping[str, int]:
+        """The scalar quantities in exact thousandths (``cpus:1.5`` ->
+        ``{"cpus": 1500}``): the vector's own mapping, read-only, O(1) — for
+        code that does its arithmetic on thousandths (the allocator, quota)."""
+        return self._millis
+
+    def range_names(self) -> list[str]:
+        """The range kinds present, sorted."""
+        return sorted(self._ranges)
+
+    @classmethod
+    def from_millis(cls, millis: Mapping[str, int]) -> Resources:
+        """Scalars from exact thousandths (the inverse of :meth:`millis`);
+        zeros are dropped. Raises ``ResourcesError`` for a bad name or a
+        quantity that is not an integer >= 0. O(k)."""
+        out: dict[str, int] = {}
+        for name, amount in millis.items():
+            _check_name(name)
+            if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
+                raise ResourcesError(f"thousandths of {name!r} must be an integer >= 0, got {amount!r}")
+            if amount:
+                out[name] = amount
+        return cls._make(out, {})
+
     def names(self) -> list[str]:
         """All kinds present, in canonical order."""
         return sorted(self._millis, key=_sort_key) + sorted(self._ranges)
@@ -328,11 +354,11 @@ class Resources:
         if other._ranges and ranges:
             ranges = dict(ranges)
             for name, rs in other._ranges.items():
-                mine = ranges.get(name)
-                if mine:
-                    left = _ranges_subtract(mine, rs)
-                    if left:
-                        ranges[name] = left
+                have = ranges.get(name)
+                if have:
+                    rest = _ranges_subtract(have, rs)
+                    if rest:
+                        ranges[name] = rest
                     else:
                         del ranges[name]
         return Resources._make(millis, ranges)
@@ -359,9 +385,9 @@ class Resources:
                 millis[name] = amount if amount < theirs else theirs
         ranges = {}
         for name, rs in self._ranges.items():
-            theirs = other._ranges.get(name)
-            if theirs:
-                both = _ranges_intersect(rs, theirs)
+            their_ranges = other._ranges.get(name)
+            if their_ranges:
+                both = _ranges_intersect(rs, their_ranges)
                 if both:
                     ranges[name] = both
         return Resources._make(millis, ranges)
@@ -373,6 +399,24 @@ class Resources:
             {k: v for k, v in self._millis.items() if k in wanted},
             {k: v for k, v in self._ranges.items() if k in wanted},
         )
+
+    def clipped(self, caps: Mapping[str, int]) -> Resources:
+        """Each scalar kind named in ``caps`` cut down to at most that many
+        thousandths (a cap of 0 drops the kind); other kinds and ranges stay.
+        Returns ``self`` when nothing is cut. O(len(caps)) — what quota
+        limits and headroom do to an offer."""
+        millis = self._millis
+        clipped = None
+        for kind, cap in caps.items():
+            have = millis.get(kind)
+            if have is not None and have > cap:
+                if clipped is None:
+                    clipped = dict(millis)
+                if cap > 0:
+                    clipped[kind] = cap
+                else:
+                    del clipped[kind]
+        return self if clipped is None else Resources._make(clipped, self._ranges)
 
     def scale(self, factor: float) -> Resources:
         """Scalars multiplied by ``factor`` (>= 0); ranges dropped."""
@@ -418,6 +462,13 @@ class Resources:
 
     def __reduce__(self):
         return (Resources.parse, (str(self),))
+
+
+def format_millis(millis: Mapping[str, int]) -> str:
+    """Scalar thousandths in the syntax of ``str(Resources)``, in canonical
+    order, *keeping* explicit zeros (``{"gpus": 0}`` -> ``"gpus:0"``): how
+    quota quantities read back, where a zero limit means "none"."""
+    return ";".join(f"{name}:{_format_millis(millis[name])}" for name in sorted(millis, key=_sort_key))
 
 
 def _sort_key(name: str) -> tuple[int, str]:

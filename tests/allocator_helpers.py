@@ -1,5 +1,7 @@
 """Small drivers shared by the allocator tests."""
 
+from hypothesis import strategies as st
+
 from mesoslike.allocator import HierarchicalAllocator
 from mesoslike.clock import FakeClock
 from mesoslike.resources import Resources
@@ -30,3 +32,18 @@ def run_tasks(alloc, task_sizes, cycles=100, refuse_when_full=3600.0):
                 alloc.decline_offer(offer.id, refuse_seconds=refuse_when_full)
         alloc.check_invariants()
     return launched
+
+
+def draw_answer(data, offer):
+    """For property tests: a random answer to ``offer`` drawn from ``data``,
+    as a function of an allocator (None: keep the offer unanswered)."""
+    choice = data.draw(st.sampled_from(["accept-all", "accept-part", "decline", "keep"]))
+    refuse = data.draw(st.sampled_from([0, 1, 5, 3600]))
+    if choice == "accept-all":
+        return lambda alloc: alloc.accept_offer(offer.id, offer.resources, refuse_seconds=refuse)
+    if choice == "accept-part":
+        part = offer.resources.minimum(R("cpus:1;mem:1"))
+        return lambda alloc: alloc.accept_offer(offer.id, part, refuse_seconds=refuse)
+    if choice == "decline":
+        return lambda alloc: alloc.decline_offer(offer.id, refuse_seconds=refuse)
+    return None

@@ -9,7 +9,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from fairness_oracles import drf
 from mesoslike.resources import Resources
 
-from allocator_helpers import R, make, run_tasks
+from allocator_helpers import R, draw_answer, make, run_tasks
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -103,15 +103,9 @@ class AllocatorMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def answer_offers(self, data):
         for offer in self.alloc.outstanding_offers():
-            choice = data.draw(st.sampled_from(["accept-all", "accept-part", "decline", "keep"]))
-            refuse = data.draw(st.sampled_from([0, 1, 5, 3600]))
-            if choice == "accept-all":
-                self.alloc.accept_offer(offer.id, offer.resources, refuse_seconds=refuse)
-            elif choice == "accept-part":
-                part = offer.resources.minimum(R("cpus:1;mem:1"))
-                self.alloc.accept_offer(offer.id, part, refuse_seconds=refuse)
-            elif choice == "decline":
-                self.alloc.decline_offer(offer.id, refuse_seconds=refuse)
+            answer = draw_answer(data, offer)
+            if answer is not None:
+                answer(self.alloc)
 
     @rule(data=st.data())
     def tasks_end(self, data):

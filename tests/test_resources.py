@@ -146,3 +146,25 @@ def test_sum_equals_adding_one_by_one(items):
         expected = expected + item
     assert Resources.sum(items) == expected
     assert Resources.sum(iter(items)) == expected
+
+
+# ------------------------------------------- thousandths (what quota and the allocator use)
+def test_millis_view_and_from_millis_round_trip():
+    from mesoslike.resources import format_millis
+
+    r = Resources.parse("cpus:1.5;mem:64;ports:[1-3]")
+    assert dict(r.millis()) == {"cpus": 1500, "mem": 64000}
+    assert r.range_names() == ["ports"]
+    assert Resources.from_millis({"cpus": 1500, "gpus": 0}) == Resources.parse("cpus:1.5")
+    for bad in ({"cpus": -1}, {"cpus": 1.5}, {"bad name": 1}, {"cpus": True}):
+        with pytest.raises(ResourcesError):
+            Resources.from_millis(bad)
+    assert format_millis({"mem": 8000, "cpus": 2500, "gpus": 0}) == "cpus:2.5;gpus:0;mem:8"
+
+
+def test_clipped_caps_named_scalars_only():
+    r = Resources.parse("cpus:4;mem:4096;ports:[1-10]")
+    assert r.clipped({}) is r
+    assert r.clipped({"cpus": 5000}) is r  # nothing to cut
+    assert r.clipped({"cpus": 1500, "gpus": 0}) == Resources.parse("cpus:1.5;mem:4096;ports:[1-10]")
+    assert r.clipped({"cpus": 0}) == Resources.parse("mem:4096;ports:[1-10]")

@@ -237,11 +237,11 @@ class WaitingQueue:
             raise InvalidArgumentError(f"priority of {unit_id!r} must be an integer, got {priority!r}")
         if not isinstance(slot, Resources):
             raise InvalidArgumentError(f"slot of {unit_id!r} must be a Resources, got {type(slot).__name__}")
-        if slot._ranges:
+        if slot.range_names():
             raise InvalidArgumentError(
-                f"slot of {unit_id!r} asks for range resources ({', '.join(sorted(slot._ranges))}): "
+                f"slot of {unit_id!r} asks for range resources ({', '.join(slot.range_names())}): "
                 "a slot is a vector of scalars")
-        if not slot._millis:
+        if not slot.millis():
             raise InvalidArgumentError(f"slot of {unit_id!r} is empty: a slot must ask for some resource")
         if not _is_int(submitted) or submitted < 0:
             raise InvalidArgumentError(f"submitted of {unit_id!r} must be an integer >= 0, got {submitted!r}")
@@ -395,7 +395,7 @@ class WaitingQueue:
     def _free_vector(self, free: Resources) -> tuple[int, ...]:
         if not isinstance(free, Resources):
             raise InvalidArgumentError(f"free must be a Resources, got {type(free).__name__}")
-        return tuple(map(free._millis.get, self._dims, self._zeros))
+        return tuple(map(free.millis().get, self._dims, self._zeros))
 
     def _search(self, fv: tuple[int, ...]) -> tuple[_Size | None, int]:
         key, lo, hi = self._key_at, self._lo, self._hi
@@ -507,7 +507,7 @@ class WaitingQueue:
         with the new one into one block of 2^t, re-laid out in k-d order; a
         size takes part in O(log S) such merges. Sizes found empty in a merged
         block are dropped on the way."""
-        slot_kinds = size.slot._millis
+        slot_kinds = size.slot.millis()
         if any(kind not in self._dim_index for kind in slot_kinds):
             self._rebuild()                     # a new resource kind: every vector changes
             return
@@ -591,12 +591,12 @@ class WaitingQueue:
         live = list(sizes.values())
         kinds: set[str] = set()
         for size in live:
-            kinds.update(size.slot._millis)
+            kinds.update(size.slot.millis())
         self._dims = tuple(sorted(kinds))
         self._dim_index = {kind: i for i, kind in enumerate(self._dims)}
         self._zeros = (0,) * len(self._dims)
         for size in live:
-            size.vec = tuple(map(size.slot._millis.get, self._dims, self._zeros))
+            size.vec = tuple(map(size.slot.millis().get, self._dims, self._zeros))
         cap = _MIN_CAPACITY
         while cap < 2 * len(live):
             cap *= 2
@@ -655,9 +655,9 @@ class WaitingQueue:
             if size.leaf in seen_leaves:
                 fail(f"sizes {slot} and {seen_leaves[size.leaf].slot} share leaf {size.leaf}")
             seen_leaves[size.leaf] = size
-            if set(slot._millis) - set(self._dims):
+            if set(slot.millis()) - set(self._dims):
                 fail(f"size {slot} has a kind outside the dimensions {self._dims}")
-            if size.vec != tuple(slot._millis.get(d, 0) for d in self._dims):
+            if size.vec != tuple(slot.millis().get(d, 0) for d in self._dims):
                 fail(f"size {slot} has a stale vector {size.vec}")
             keys = list(size.queue)
             if keys != sorted(keys):

@@ -3,8 +3,11 @@
 Order: among siblings, by weighted dominant share, then by how many
 allocations the subtree has received, then by path — a total, deterministic
 order. A hierarchical sorter orders level by level: the top-level roles, then
-inside the first role its sub-roles, and so on (a role that has clients of its
-own and sub-roles gets a virtual ``.`` leaf, as in Mesos).
+inside the first role its sub-roles, and so on. A role that has clients of its
+own and sub-roles keeps its own in a virtual ``.`` leaf of weight 1, as in
+Mesos (``a/.``): the role's weight ranks its whole subtree against its
+siblings, and inside the subtree its own clients compete with its sub-roles
+as a sibling of weight 1 (Mesos's ``DRFSorterTest.AddChildToLeaf``).
 
 Each inner node keeps its active children in a sorted list keyed by that
 triple, updated on every allocation along the path to the root, so
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
 from bisect import bisect_left, insort
 from operator import itemgetter
@@ -28,7 +31,7 @@ from sortedcontainers import SortedList
 from mesoslike.allocator.sorter import Sorter, register_sorter
 from mesoslike.resources import Resources
 
-__all__ = ["DRFSorter"]
+__all__ = ["DRFSorter", "SorterNode"]
 
 _SELF = "."  # name of the virtual leaf holding an inner path's own client
 
@@ -51,7 +54,8 @@ class _SiblingOrder:
     def __init__(self, entries: list | tuple = ()) -> None:
         items = sorted(entries)
         self._big = len(items) > _BIG
-        self._items = SortedList(items) if self._big else items
+        #: a plain list, or a SortedList (untyped) past _BIG entries
+        self._items: Any = SortedList(items) if self._big else items
 
     def add(self, entry: tuple) -> None:
         if self._big:
@@ -81,22 +85,31 @@ class _SiblingOrder:
             del items[i]
             insort(items, new)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple]:
         return iter(self._items)
 
     def __len__(self) -> int:
         return len(self._items)
 
 
-class _Node:
-    __slots__ = ("name", "path", "parent", "children", "order", "client", "active",
-                 "active_leaves", "alloc", "count", "entry", "entry_dirty")
+class SorterNode:
+    """A node of a hierarchical sorter's tree: a role path, or a client's leaf.
 
-    def __init__(self, name: str, path: str, parent: _Node | None) -> None:
+    Public so that other policies built on :class:`DRFSorter`'s bookkeeping
+    (the random sorter) can walk the tree: ``children`` by name, ``client``
+    (set on leaves), ``active_leaves`` (active clients in the subtree),
+    ``weight`` (1 for a virtual ``.`` leaf, whatever its path's weight),
+    ``path``. Only the sorter changes it.
+    """
+
+    __slots__ = ("name", "path", "parent", "children", "order", "client", "active",
+                 "active_leaves", "alloc", "count", "entry", "entry_dirty", "weight")
+
+    def __init__(self, name: str, path: str, parent: SorterNode | None, weight: float = 1.0) -> None:
         self.name = name
         self.path = path
         self.parent = parent
-        self.children: dict[str, _Node] = {}
+        self.children: dict[str, SorterNode] = {}
         self.order = _SiblingOrder()     # entries of active children
         self.client: str | None = None   # set on leaves
         self.active = False              # leaves: client active
@@ -105,6 +118,7 @@ class _Node:
         self.count = 0                   # allocations received, whole subtree
         self.entry: tuple | None = None  # our entry in parent.order, if listed
         self.entry_dirty = False         # entry's key is out of date (an only child needs no rank)
+        self.weight = weight             # what its share is divided by among its siblings
 
 
 class DRFSorter(Sorter):
@@ -114,9 +128,9 @@ class DRFSorter(Sorter):
 
     def __init__(self, hierarchical: bool = True, rng: random.Random | None = None) -> None:
         self.hierarchical = hierarchical
-        self._rng = rng
-        self._root = _Node("", "", None)
-        self._leaves: dict[str, _Node] = {}
+        self._rng = rng if rng is not None else random.Random(0)
+        self._root = SorterNode("", "", None)
+        self._leaves: dict[str, SorterNode] = {}
         self._weights: dict[str, float] = {}
         self._total: dict[str, int] = {}
         self._stale = False
@@ -124,6 +138,16 @@ class DRFSorter(Sorter):
     def fresh(self, hierarchical: bool | None = None) -> DRFSorter:
         flat_or_tree = self.hierarchical if hierarchical is None else hierarchical
         return type(self)(hierarchical=flat_or_tree, rng=self._rng)
+
+    @property
+    def root(self) -> SorterNode:
+        """The root of the client tree (read-only: for policies that walk it)."""
+        return self._root
+
+    @property
+    def rng(self) -> random.Random:
+        """The injected randomness (for policies that draw from it)."""
+        return self._rng
 
     # ----------------------------------------------------------- tree shape
     def _split(self, client: str) -> list[str]:
@@ -140,27 +164,30 @@ class DRFSorter(Sorter):
             child = node.children.get(part)
             if child is None:
                 path = "/".join(parts[: i + 1]) if self.hierarchical else client
-                child = _Node(part, path, node)
+                child = SorterNode(part, path, node, self._weights.get(path, 1.0))
                 node.children[part] = child
             elif not child.children and child.client is not None:
                 self._push_down(child)
             node = child
-        if node.children:            # an inner path gets a virtual leaf
-            leaf = _Node(_SELF, client, node)
+        if node.children:            # an inner path gets a virtual leaf (of weight 1)
+            leaf = SorterNode(_SELF, client, node)
             node.children[_SELF] = leaf
             node = leaf
         node.client = client
         self._leaves[client] = node
         self._set_active(node, True)
 
-    def _push_down(self, node: _Node) -> None:
-        """A leaf gains sub-clients: move its client into a virtual leaf."""
-        leaf = _Node(_SELF, node.path, node)
-        leaf.client, leaf.active, leaf.alloc, leaf.count = node.client, node.active, dict(node.alloc), node.count
+    def _push_down(self, node: SorterNode) -> None:
+        """A leaf gains sub-clients: move its client into a virtual leaf of
+        weight 1 (the node keeps its weight, for its whole subtree)."""
+        client = node.client
+        assert client is not None
+        leaf = SorterNode(_SELF, node.path, node)
+        leaf.client, leaf.active, leaf.alloc, leaf.count = client, node.active, dict(node.alloc), node.count
         leaf.active_leaves = node.active_leaves
         node.client, node.active = None, False
         node.children[_SELF] = leaf
-        self._leaves[leaf.client] = leaf
+        self._leaves[client] = leaf
         if leaf.active_leaves:
             self._list(leaf)
 
@@ -171,23 +198,25 @@ class DRFSorter(Sorter):
         del self._leaves[client]
         leaf.client = None
         node = leaf
-        while node is not self._root and not node.children and node.client is None:
+        while node.parent is not None and not node.children and node.client is None:
             del node.parent.children[node.name]
             node = node.parent
-        if node is not self._root:
+        if node.parent is not None:
             self._pull_up(node)
 
-    def _pull_up(self, node: _Node) -> None:
+    def _pull_up(self, node: SorterNode) -> None:
         """An inner path left with only its virtual leaf becomes a leaf again."""
         leaf = node.children.get(_SELF)
         if leaf is None or len(node.children) != 1:
             return
+        client = leaf.client
+        assert client is not None
         self._unlist(leaf)
         del node.children[_SELF]
-        node.client, node.active = leaf.client, leaf.active
-        self._leaves[node.client] = node
+        node.client, node.active = client, leaf.active
+        self._leaves[client] = node
 
-    def _leaf(self, client: str) -> _Node:
+    def _leaf(self, client: str) -> SorterNode:
         try:
             return self._leaves[client]
         except KeyError:
@@ -200,12 +229,12 @@ class DRFSorter(Sorter):
     def deactivate(self, client: str) -> None:
         self._set_active(self._leaf(client), False)
 
-    def _set_active(self, leaf: _Node, active: bool) -> None:
+    def _set_active(self, leaf: SorterNode, active: bool) -> None:
         if leaf.active == active:
             return
         leaf.active = active
         delta = 1 if active else -1
-        node: _Node | None = leaf
+        node: SorterNode | None = leaf
         while node is not None:
             before = node.active_leaves
             node.active_leaves += delta
@@ -221,37 +250,35 @@ class DRFSorter(Sorter):
         if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
             raise ValueError(f"weight must be a finite number > 0, got {weight!r}")
         self._weights[path] = float(weight)
-        for node in self._nodes_at(path):
+        node = self._node_at(path)
+        if node is not None:  # not its virtual leaf, if any: that one keeps weight 1
+            node.weight = float(weight)
             self._relist(node)
 
-    def _nodes_at(self, path: str) -> list[_Node]:
-        node = self._root
+    def _node_at(self, path: str) -> SorterNode | None:
+        node: SorterNode | None = self._root
         for part in self._split(path):
-            node = node.children.get(part)
-            if node is None:
-                return []
-        found = [node]
-        if _SELF in node.children:
-            found.append(node.children[_SELF])
-        return found
+            node = node.children.get(part) if node is not None else None
+        return node
 
     # -------------------------------------------------------- allocations
-    def allocated(self, client: str, resources: Resources, times: int = 1) -> None:
+    def allocated(self, client: str, resources: Resources) -> None:
         leaf = self._leaves.get(client) or self._leaf(client)
-        self._change(leaf, resources._millis, 1, times)
+        self._change(leaf, resources.millis(), 1, 1)
 
     def unallocated(self, client: str, resources: Resources) -> None:
         leaf = self._leaves.get(client) or self._leaf(client)
-        self._change(leaf, resources._millis, -1, 0)
+        self._change(leaf, resources.millis(), -1, 0)
 
-    def _change(self, leaf: _Node, millis: dict[str, int], sign: int, count: int) -> None:
-        # the allocator's hot path: _entry and _share are inlined here
-        node: _Node | None = leaf
-        root = self._root
+    def _change(self, leaf: SorterNode, millis: Mapping[str, int], sign: int, count: int) -> None:
+        # the allocator's hot path: _entry, _share and millis.add_millis are inlined here
+        node = leaf
         stale = self._stale
         total = self._total
-        weights = self._weights
-        while node is not root:
+        while True:
+            parent = node.parent
+            if parent is None:  # the root: nothing to rank it against
+                return
             alloc = node.alloc
             for kind, amount in millis.items():
                 left = alloc.get(kind, 0) + sign * amount
@@ -263,7 +290,7 @@ class DRFSorter(Sorter):
                 node.count += count
             old = node.entry
             if old is not None and not stale:
-                order = node.parent.order
+                order = parent.order
                 if len(order) == 1:
                     node.entry_dirty = True  # re-keyed when a sibling joins (_list)
                 else:
@@ -274,17 +301,17 @@ class DRFSorter(Sorter):
                             ratio = amount / pool
                             if ratio > dominant:
                                 dominant = ratio
-                    node.entry = (dominant / weights.get(node.path, 1.0), node.count, node.path, node)
+                    node.entry = (dominant / node.weight, node.count, node.path, node)
                     order.replace(old, node.entry)
-            node = node.parent
+            node = parent
 
     def add_total(self, resources: Resources) -> None:
-        for kind, amount in resources._millis.items():
+        for kind, amount in resources.millis().items():
             self._total[kind] = self._total.get(kind, 0) + amount
         self._stale = True
 
     def remove_total(self, resources: Resources) -> None:
-        for kind, amount in resources._millis.items():
+        for kind, amount in resources.millis().items():
             left = self._total.get(kind, 0) - amount
             if left > 0:
                 self._total[kind] = left
@@ -293,7 +320,7 @@ class DRFSorter(Sorter):
         self._stale = True
 
     # ------------------------------------------------------------ ordering
-    def _share(self, node: _Node) -> float:
+    def _share(self, node: SorterNode) -> float:
         total = self._total
         dominant = 0.0
         for kind, amount in node.alloc.items():
@@ -302,16 +329,17 @@ class DRFSorter(Sorter):
                 ratio = amount / pool
                 if ratio > dominant:
                     dominant = ratio
-        return dominant / self._weights.get(node.path, 1.0)
+        return dominant / node.weight
 
-    def _entry(self, node: _Node) -> tuple:
+    def _entry(self, node: SorterNode) -> tuple:
         # paths are unique among siblings, so the node itself is never compared
         return (self._share(node), node.count, node.path, node)
 
-    def _list(self, node: _Node) -> None:
+    def _list(self, node: SorterNode) -> None:
         node.entry = self._entry(node)
         node.entry_dirty = False
         if not self._stale:
+            assert node.parent is not None
             order = node.parent.order
             if len(order) == 1:  # the only child's key may be out of date
                 (only,) = order
@@ -322,14 +350,15 @@ class DRFSorter(Sorter):
                     order.replace(only, sibling.entry)
             order.add(node.entry)
 
-    def _unlist(self, node: _Node) -> None:
+    def _unlist(self, node: SorterNode) -> None:
         if node.entry is not None:
             if not self._stale:
+                assert node.parent is not None
                 node.parent.order.remove(node.entry)
             node.entry = None
             node.entry_dirty = False
 
-    def _relist(self, node: _Node) -> None:
+    def _relist(self, node: SorterNode) -> None:
         if node.entry is not None:
             self._unlist(node)
             self._list(node)
@@ -360,7 +389,7 @@ class DRFSorter(Sorter):
             return map(_PATH, self._root.order)
         return self._walk(self._root)
 
-    def _walk(self, node: _Node) -> Iterator[str]:
+    def _walk(self, node: SorterNode) -> Iterator[str]:
         for entry in node.order:
             child = entry[-1]
             if child.client is not None:
@@ -379,13 +408,13 @@ class DRFSorter(Sorter):
         leaf = self._leaves.get(client)
         if leaf is not None:
             return self._share(leaf)
-        nodes = self._nodes_at(client)
-        if not nodes:
+        node = self._node_at(client)
+        if node is None:
             raise KeyError(f"client {client!r} not in sorter")
-        return self._share(nodes[0])
+        return self._share(node)
 
     def allocation(self, client: str) -> Resources:
-        return Resources._make(dict(self._leaf(client).alloc), {})
+        return Resources.from_millis(self._leaf(client).alloc)
 
     def clients(self) -> list[str]:
         return sorted(self._leaves)

@@ -59,16 +59,6 @@ class FilterStore:
         heapq.heappush(self._expiry, (expires_at, next(self._seq), framework_id, agent_id, flt))
         self._count += 1
 
-
-    def blocks(self, framework_id: str, agent_id: str, offer: Resources, now: float) -> bool:
-        """True if an unexpired filter of the framework on the agent refused
-        a superset of ``offer``."""
-        on_agent = self._by_agent.get(agent_id)
-        if not on_agent:
-            return False
-        filters = on_agent.get(framework_id)
-        return bool(filters) and refused_any(filters, offer, now)
-
     def expire(self, now: float) -> set[str]:
         """Drop every filter whose time has come; returns the agents that
         lost a filter (they may be offered again)."""
@@ -80,13 +70,10 @@ class FilterStore:
                 agents.add(agent_id)
         return agents
 
-    def next_expiry(self) -> float | None:
-        return self._expiry[0][0] if self._expiry else None
-
     def _discard(self, framework_id: str, agent_id: str, flt: _Filter) -> bool:
         on_agent = self._by_agent.get(agent_id)
         filters = on_agent.get(framework_id) if on_agent else None
-        if not filters or flt not in filters:
+        if on_agent is None or not filters or flt not in filters:
             return False  # already cleared by revive or removal
         filters.remove(flt)
         self._count -= 1

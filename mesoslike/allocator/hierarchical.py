@@ -1,38 +1,50 @@
 """The hierarchical offer allocator: Mesos's HierarchicalDRFAllocator, sans I/O.
 
-It owns the allocation bookkeeping (agents, frameworks, roles, outstanding
-offers, decline filters, quota) and answers "who gets this agent now?". It
-never does I/O and never reads the time itself: it takes a :class:`Clock` and
-a ``random.Random``. A runtime feeds it events (agents and frameworks coming
-and going, declines, accepts, task ends) and carries out what it returns
-(offers to send, rescinds to announce).
+It answers "who gets this agent now?". It never does I/O and never reads the
+time itself: it takes a :class:`Clock` and a ``random.Random``. A runtime
+feeds it events (agents and frameworks coming and going, declines, accepts,
+task ends) and carries out what it returns (offers to send, rescinds to
+announce).
+
+Its state lives in parts with one job each, as in Mesos:
+
+- the *agent book* (:mod:`~mesoslike.allocator.agents`): totals, available
+  resources and who holds what, moved only by checked increase/decrease;
+- the *role tree* (:mod:`~mesoslike.allocator.role_tree`): the roles with
+  frameworks and what each role's subtree consumes, for quota;
+- the *offer book* (:mod:`~mesoslike.allocator.offer_book`): outstanding
+  offers by id, framework and agent;
+- the sorters (roles, then the frameworks of each role), the decline
+  filters and the quota book.
 
 Allocation order is two-level: roles by the role sorter, then the frameworks
-of a role by that role's framework sorter (both DRF by default). Offers are
-coarse-grained: an agent's available resources go to one framework per cycle,
-unless quota limits or quota headroom cut the offer short, in which case the
-rest goes on to the next framework in order.
-
-With quota, a cycle has two stages, as in Mesos: first roles with an
-unsatisfied guarantee get, on every agent, what they still need of it; then
-everyone competes for the rest, while the unconsumed part of all guarantees
-(the headroom) is held back from roles that are not owed it.
+of a role by that role's framework sorter (both DRF by default). A cycle runs
+up to three *stages* — prefer (agents freed for a starved role),
+guarantees (roles owed part of their quota guarantee) and plain (everyone) —
+and every stage is the same loop, "walk the sorted frameworks → what may be
+offered → filter check → grant" (:meth:`HierarchicalAllocator._run_stage`),
+parameterised by which roles it walks, with what caps, and what happens after
+a grant. Offers are coarse-grained: an agent's available resources go to one
+framework per stage, unless quota limits or headroom cut the offer short, in
+which case the plain stage offers the rest to the next framework in order.
 """
 
 from __future__ import annotations
 
-import gc
 import math
 import random
-from collections import deque
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
 
+from mesoslike.allocator.agents import Agent, AgentBook
 from mesoslike.allocator.drf import DRFSorter  # noqa: F401  (registers "drf")
 from mesoslike.allocator.filters import MAX_REFUSE_SECONDS, FilterStore, refused_any
+from mesoslike.allocator.millis import Millis, positive_gap
+from mesoslike.allocator.offer_book import OfferBook
 from mesoslike.allocator.offers import AllocatorStatistics, Offer, Rescind, RescindReason
-from mesoslike.allocator.quota import Millis, QuotaBook, add_millis
+from mesoslike.allocator.quota import QuotaAmount, QuotaBook
 from mesoslike.allocator.random_sorter import RandomSorter  # noqa: F401  (registers "random")
-from mesoslike.allocator.roles import DEFAULT_ROLE, ancestors, validate_role
+from mesoslike.allocator.role_tree import RoleTree
+from mesoslike.allocator.roles import DEFAULT_ROLE, validate_role
 from mesoslike.allocator.sorter import Sorter, make_sorter
 from mesoslike.clock import Clock
 from mesoslike.errors import (
@@ -42,9 +54,7 @@ from mesoslike.errors import (
     InvalidFilterError,
     RecoveryError,
     ResourcesError,
-    UnknownAgentError,
     UnknownFrameworkError,
-    UnknownOfferError,
     WeightError,
 )
 from mesoslike.resources import Resources
@@ -55,8 +65,10 @@ EMPTY = Resources()
 DEFAULT_MIN_ALLOCATABLE = "cpus:0.01|mem:32"
 DEFAULT_REFUSE_SECONDS = 5.0
 
+MinAllocatable = tuple[Resources, ...]
 
-def parse_min_allocatable(spec: str | Iterable[Resources | str]) -> tuple[Resources, ...]:
+
+def parse_min_allocatable(spec: str | Iterable[Resources | str]) -> MinAllocatable:
     """``"cpus:0.01|mem:32"`` -> alternatives; resources are allocatable if
     they contain at least one alternative. An empty spec means any non-empty
     resources are allocatable."""
@@ -70,32 +82,36 @@ def parse_min_allocatable(spec: str | Iterable[Resources | str]) -> tuple[Resour
     return tuple(out)
 
 
-class _Agent:
-    __slots__ = ("id", "hostname", "attributes", "total", "available", "active", "held", "version", "idle_stamp")
-
-    def __init__(self, agent_id: str, total: Resources, hostname: str, attributes: Mapping[str, str]) -> None:
-        self.id = agent_id
-        self.hostname = hostname
-        self.attributes = dict(attributes)
-        self.total = total
-        self.available = total
-        self.active = True
-        self.held: dict[str, Resources] = {}  # framework -> offered + used here
-        self.version = 0        # bumped whenever what it could be offered may have grown
-        self.idle_stamp: tuple[int, int] | None = None  # (version, eligibility) when nobody could take it
-
-
 class _Framework:
-    __slots__ = ("id", "role", "active", "suppressed", "min_allocatable", "used", "offers")
+    __slots__ = ("id", "role", "active", "suppressed", "min_allocatable", "used")
 
-    def __init__(self, framework_id: str, role: str, min_allocatable: tuple[Resources, ...] | None) -> None:
+    def __init__(self, framework_id: str, role: str, min_allocatable: MinAllocatable | None) -> None:
         self.id = framework_id
         self.role = role
         self.active = True
         self.suppressed = False
         self.min_allocatable = min_allocatable
-        self.used: dict[str, Resources] = {}               # agent -> used by tasks
-        self.offers: dict[str, dict[str, Offer]] = {}       # agent -> offer id -> offer
+        self.used: dict[str, Resources] = {}  # agent -> used by tasks
+
+
+#: (framework id, agent) -> resources granted in this cycle
+Grants = dict[tuple[str, Agent], Resources]
+#: what a stage walks for an agent: (role, caps or None, kinds an offer must include or None)
+RoleWalk = Iterator[tuple[str, "Millis | None", "Millis | None"]]
+
+# what a stage does after a grant on an agent
+_NEXT_AGENT = "next agent"   # done with this agent
+_NEXT_ROLE = "next role"     # go on with the next role of the walk
+_AGAIN = "again"             # walk again from the first role, skipping who was served
+
+
+class _Stage(NamedTuple):
+    """One stage of a cycle: the stage loop with these parameters."""
+
+    name: str
+    roles: Callable[[Agent], RoleWalk]
+    after_grant: str
+    stamps_idle: bool  # remember agents nobody could take (plain stage only)
 
 
 def _check_refuse(refuse_seconds: float) -> float:
@@ -103,22 +119,6 @@ def _check_refuse(refuse_seconds: float) -> float:
             or refuse_seconds < 0:
         raise InvalidFilterError(f"refuse_seconds must be a number >= 0, got {refuse_seconds!r}")
     return min(float(refuse_seconds), MAX_REFUSE_SECONDS)
-
-
-def _clip(resources: Resources, caps: Mapping[str, int]) -> Resources:
-    """``resources`` with each capped scalar kind cut down to its cap."""
-    millis = resources._millis
-    clipped = None
-    for kind, cap in caps.items():
-        have = millis.get(kind)
-        if have is not None and have > cap:
-            if clipped is None:
-                clipped = dict(millis)
-            if cap > 0:
-                clipped[kind] = cap
-            else:
-                del clipped[kind]
-    return resources if clipped is None else Resources._make(clipped, resources._ranges)
 
 
 class HierarchicalAllocator:
@@ -141,7 +141,8 @@ class HierarchicalAllocator:
     O(A · depth · log F); a framework skipped for a filter costs O(1) more.
     ``allocate([agent])`` for one freed agent costs O(depth · log F).
     Bad input raises a :class:`~mesoslike.errors.AllocatorError` and changes
-    nothing.
+    nothing. The allocator never touches the garbage collector: a runtime
+    that wants none during a cycle disables it around its own loop turn.
     """
 
     def __init__(
@@ -168,18 +169,14 @@ class HierarchicalAllocator:
             self._role_sorter = sorter
         else:
             self._role_sorter = make_sorter(sorter, hierarchical=True, rng=self._rng)
-        self._offer_id_prefix = offer_id_prefix
-        self._offers_created = 0
-        self._agents: dict[str, _Agent] = {}
+        self._agents = AgentBook()
         self._frameworks: dict[str, _Framework] = {}
-        self._role_frameworks: dict[str, Sorter] = {}      # role -> framework sorter
-        self._weights: dict[str, float] = {}
-        self._offers: dict[str, Offer] = {}
-        self._offer_times: deque[tuple[float, str]] = deque()  # creation order, for timeouts
+        self._framework_sorters: dict[str, Sorter] = {}   # role -> its frameworks' sorter
+        self._roles = RoleTree()
+        self._quota = QuotaBook(self._roles)
+        self._offers = OfferBook(offer_id_prefix, track_times=offer_timeout is not None)
         self._filters = FilterStore()
-        self._quota = QuotaBook()
-        self._free: Millis = {}                  # unallocated scalars on active agents...
-        self._track_free = False                 # ...kept only while some role has a guarantee
+        self._weights: dict[str, float] = {}
         self._rescinds: list[Rescind] = []
         self._pending_all = False
         self._pending: set[str] = set()
@@ -188,8 +185,8 @@ class HierarchicalAllocator:
         self._preferred: dict[str, tuple[str, float]] = {}
         self._eligibility = 0  # bumped whenever some framework may take what it could not before
         self._eligible: set[str] = set()              # frameworks active and not suppressed
-        self._min_overrides: dict[tuple[Resources, ...], int] = {}  # distinct per-framework minimums
-        self._all_mins = (self.min_allocatable,)
+        self._min_overrides: dict[MinAllocatable, int] = {}  # distinct per-framework minimums
+        self._all_mins: tuple[MinAllocatable, ...] = (self.min_allocatable,)
         self._role_eligible: dict[str, int] = {}
         self._active_roles: set[str] = set()          # roles with an eligible framework
         # With a single role and no quota, nothing reads the role sorter's
@@ -197,6 +194,14 @@ class HierarchicalAllocator:
         # (_sync_roles): a role-level update per grant saved.
         self._roles_deferred = False
         self._deferred_grants = 0
+        #: the plain stage in the common case (no quota, one active role, one
+        #: minimum) runs as one tight loop; tests turn it off to compare
+        self._fast_path = True
+        self._stages = (
+            _Stage("prefer", self._preferred_roles, _NEXT_AGENT, False),
+            _Stage("guarantees", self._guaranteed_roles, _NEXT_ROLE, False),
+            _Stage("plain", self._plain_roles, _AGAIN, True),
+        )
         self._next_batch = clock.now()
         self._counters = dict(cycles=0, offers_made=0, offers_filtered=0, offers_declined=0,
                               offers_accepted=0, offers_rescinded=0)
@@ -227,12 +232,10 @@ class HierarchicalAllocator:
             held = held + resources
         if not total.contains(held):
             raise AgentCapacityError(f"agent {agent_id!r}: used {held} does not fit in its total {total}")
-        agent = _Agent(agent_id, total, hostname or agent_id, attributes or {})
-        self._agents[agent_id] = agent
+        agent = self._agents.add(agent_id, total, hostname or agent_id, attributes or {})
         self._role_sorter.add_total(total)
-        for sorter in self._role_frameworks.values():
+        for sorter in self._framework_sorters.values():
             sorter.add_total(total)
-        self._add_free(total._millis, 1)
         for framework_id, resources in sorted(used.items()):
             if resources:
                 self._hold(self._frameworks[framework_id], agent, resources)
@@ -242,21 +245,18 @@ class HierarchicalAllocator:
     def remove_agent(self, agent_id: str) -> None:
         """Remove an agent: its outstanding offers are rescinded (reason
         ``agent_removed``), what tasks held there is released, its filters go."""
-        agent = self._agent(agent_id)
-        self._rescind_where(lambda o: o.agent_id == agent_id, RescindReason.AGENT_REMOVED, agents=[agent_id])
+        agent = self._agents.get(agent_id)
+        self._rescind_all(self._offers_on_agent(agent), RescindReason.AGENT_REMOVED)
         for framework_id in sorted(agent.held):
             framework = self._frameworks[framework_id]
-            used = framework.used.pop(agent_id, EMPTY)
-            self._release(framework, agent, used)
-        if agent.active:
-            self._add_free(agent.total._millis, -1)
+            self._release(framework, agent, framework.used.pop(agent_id, EMPTY))
+        self._agents.remove(agent_id)
         self._role_sorter.remove_total(agent.total)
-        for sorter in self._role_frameworks.values():
+        for sorter in self._framework_sorters.values():
             sorter.remove_total(agent.total)
         self._filters.clear_agent(agent_id)
         self._pending.discard(agent_id)
         self._preferred.pop(agent_id, None)
-        del self._agents[agent_id]
 
     def update_agent(
         self,
@@ -266,47 +266,49 @@ class HierarchicalAllocator:
         hostname: str | None = None,
     ) -> None:
         """Change an agent's total (not below what is allocated there),
-        attributes or hostname. A grown agent is allocated again."""
-        agent = self._agent(agent_id)
+        attributes or hostname — an agent that re-registered changed. Changed
+        attributes remove every decline filter on the agent (a framework may
+        have declined it for lacking an attribute: Mesos's ``RemoveFilters``);
+        any change triggers allocation of the agent."""
+        agent = self._agents.get(agent_id)
+        changed = False
         if total is not None:
-            allocated = agent.total - agent.available
-            if not total.contains(allocated):
-                raise AgentCapacityError(
-                    f"agent {agent_id!r}: new total {total} is below what is allocated there ({allocated})"
-                )
+            if not isinstance(total, Resources):
+                raise ResourcesError(f"total of agent {agent_id!r} must be Resources, got {type(total).__name__}")
             old = agent.total
-            if agent.active:
-                self._add_free(old._millis, -1)
-                self._add_free(total._millis, 1)
-            for sorter in [self._role_sorter, *self._role_frameworks.values()]:
-                sorter.remove_total(old)
-                sorter.add_total(total)
-            agent.total = total
-            agent.available = total - allocated
-            agent.version += 1
-            self._pending.add(agent_id)
-        if attributes is not None:
+            if total != old:
+                self._agents.resize(agent, total)  # checks before it changes anything
+                for sorter in [self._role_sorter, *self._framework_sorters.values()]:
+                    sorter.remove_total(old)
+                    sorter.add_total(total)
+                changed = True
+        if attributes is not None and dict(attributes) != agent.attributes:
             agent.attributes = dict(attributes)
-        if hostname is not None:
+            self._filters.clear_agent(agent_id)
+            agent.version += 1  # what was filtered may be offered again
+            changed = True
+        if hostname is not None and hostname != agent.hostname:
             agent.hostname = hostname
+            changed = True
+        if changed:
+            self._pending.add(agent_id)
 
     def deactivate_agent(self, agent_id: str) -> None:
-        """Stop offering the agent (it disconnected); its offers are rescinded."""
-        agent = self._agent(agent_id)
+        """Stop offering the agent (it disconnected, or is drained); its
+        offers are rescinded (``agent_deactivated``), its tasks keep their
+        resources."""
+        agent = self._agents.get(agent_id)
         if not agent.active:
             return
-        self._rescind_where(lambda o: o.agent_id == agent_id, RescindReason.AGENT_DEACTIVATED, agents=[agent_id])
-        agent.active = False
-        self._add_free(agent.available._millis, -1)
+        self._rescind_all(self._offers_on_agent(agent), RescindReason.AGENT_DEACTIVATED)
+        self._agents.set_active(agent, False)
 
     def activate_agent(self, agent_id: str) -> None:
         """Offer the agent again; triggers its allocation."""
-        agent = self._agent(agent_id)
+        agent = self._agents.get(agent_id)
         if agent.active:
             return
-        agent.active = True
-        agent.version += 1
-        self._add_free(agent.available._millis, 1)
+        self._agents.set_active(agent, True)
         self._pending.add(agent_id)
 
     def prefer_role(self, agent_id: str, role: str, until: float) -> None:
@@ -320,7 +322,7 @@ class HierarchicalAllocator:
         replaces it; ``until`` in the past clears it. Triggers allocation of
         the agent. O(1); a cycle pays for preferences only while some are set.
         """
-        self._agent(agent_id)
+        self._agents.get(agent_id)
         validate_role(role)
         if until <= self.clock.now():
             self._preferred.pop(agent_id, None)
@@ -357,12 +359,12 @@ class HierarchicalAllocator:
             self._all_mins = (self.min_allocatable, *self._min_overrides)
         framework.active = active
         framework.suppressed = suppressed
-        sorter = self._role_frameworks.get(role)
+        sorter = self._framework_sorters.get(role)
         if sorter is None:
             self._sync_roles()  # the role sorter is about to have to order roles
             self._roles_deferred = False
-            sorter = self._role_frameworks[role] = self._role_sorter.fresh(hierarchical=False)
-            for agent in self._agents.values():
+            sorter = self._framework_sorters[role] = self._role_sorter.fresh(hierarchical=False)
+            for agent in self._agents:
                 sorter.add_total(agent.total)
             self._role_sorter.add_client(role)
             self._role_sorter.deactivate(role)
@@ -370,6 +372,7 @@ class HierarchicalAllocator:
         sorter.add_client(framework_id)
         sorter.deactivate(framework_id)
         self._frameworks[framework_id] = framework
+        self._roles.add_framework(role)
         self._sync_activity(framework)
         self._update_role_deferral()
         self._eligibility += 1
@@ -379,17 +382,17 @@ class HierarchicalAllocator:
         """Remove a framework: its offers are rescinded (``framework_removed``),
         everything it held is released and its filters are dropped."""
         framework = self._framework(framework_id)
-        self._rescind_where(lambda o: o.framework_id == framework_id, RescindReason.FRAMEWORK_REMOVED,
-                            frameworks=[framework_id])
+        self._rescind_all(self._offers.of_framework(framework_id), RescindReason.FRAMEWORK_REMOVED)
         for agent_id, used in sorted(framework.used.items()):
-            self._release(framework, self._agents[agent_id], used)
+            self._release(framework, self._agents.get(agent_id), used)
         framework.used.clear()
         self._filters.clear_framework(framework_id)
         framework.active = False
         self._sync_activity(framework)
-        sorter = self._role_frameworks[framework.role]
+        sorter = self._framework_sorters[framework.role]
         sorter.remove_client(framework_id)
         del self._frameworks[framework_id]
+        self._roles.remove_framework(framework.role)
         if framework.min_allocatable is not None:
             self._min_overrides[framework.min_allocatable] -= 1
             if not self._min_overrides[framework.min_allocatable]:
@@ -398,7 +401,7 @@ class HierarchicalAllocator:
         if not len(sorter):
             self._sync_roles()
             self._roles_deferred = False
-            del self._role_frameworks[framework.role]
+            del self._framework_sorters[framework.role]
             del self._role_eligible[framework.role]
             self._role_sorter.remove_client(framework.role)
         self._update_role_deferral()
@@ -415,8 +418,7 @@ class HierarchicalAllocator:
         """The framework disconnected: no more offers; outstanding ones are
         rescinded (``framework_deactivated``). Its tasks keep their resources."""
         framework = self._framework(framework_id)
-        self._rescind_where(lambda o: o.framework_id == framework_id, RescindReason.FRAMEWORK_DEACTIVATED,
-                            frameworks=[framework_id])
+        self._rescind_all(self._offers.of_framework(framework_id), RescindReason.FRAMEWORK_DEACTIVATED)
         framework.active = False
         self._sync_activity(framework)
 
@@ -444,14 +446,14 @@ class HierarchicalAllocator:
         role = framework.role
         if eligible:
             self._eligible.add(framework.id)
-            self._role_frameworks[role].activate(framework.id)
+            self._framework_sorters[role].activate(framework.id)
             self._role_eligible[role] = self._role_eligible.get(role, 0) + 1
             if self._role_eligible[role] == 1:
                 self._role_sorter.activate(role)
                 self._active_roles.add(role)
         else:
             self._eligible.discard(framework.id)
-            self._role_frameworks[role].deactivate(framework.id)
+            self._framework_sorters[role].deactivate(framework.id)
             self._role_eligible[role] -= 1
             if self._role_eligible[role] == 0:
                 self._role_sorter.deactivate(role)
@@ -462,9 +464,9 @@ class HierarchicalAllocator:
         """The framework refused the whole offer; filter the agent for it for
         max(allocation_interval, refuse_seconds) unless refuse_seconds is 0."""
         refuse = _check_refuse(refuse_seconds)
-        offer = self._offer(offer_id)
-        self._retire(offer)
-        framework, agent = self._frameworks[offer.framework_id], self._agents[offer.agent_id]
+        offer = self._offers.require(offer_id)
+        self._offers.retire(offer)
+        framework, agent = self._frameworks[offer.framework_id], self._agents.get(offer.agent_id)
         self._release(framework, agent, offer.resources)
         self._add_filter(offer.framework_id, offer.agent_id, offer.resources, refuse)
         self._counters["offers_declined"] += 1
@@ -474,11 +476,11 @@ class HierarchicalAllocator:
         """The framework launched tasks using ``used`` of the offer; the rest
         is recovered and filtered like a decline. Returns the unused part."""
         refuse = _check_refuse(refuse_seconds)
-        offer = self._offer(offer_id)
+        offer = self._offers.require(offer_id)
         if not offer.resources.contains(used):
             raise RecoveryError(f"offer {offer_id} holds {offer.resources}; cannot use {used}")
-        self._retire(offer)
-        framework, agent = self._frameworks[offer.framework_id], self._agents[offer.agent_id]
+        self._offers.retire(offer)
+        framework, agent = self._frameworks[offer.framework_id], self._agents.get(offer.agent_id)
         framework.used[agent.id] = framework.used.get(agent.id, EMPTY) + used
         unused = offer.resources - used
         if unused:
@@ -500,7 +502,7 @@ class HierarchicalAllocator:
         """
         refuse = _check_refuse(refuse_seconds)
         framework = self._framework(framework_id)
-        agent = self._agent(agent_id)
+        agent = self._agents.get(agent_id)
         if not isinstance(resources, Resources):
             raise ResourcesError(f"resources must be Resources, got {type(resources).__name__}")
         used = framework.used.get(agent_id, EMPTY)
@@ -512,8 +514,8 @@ class HierarchicalAllocator:
                 raise RecoveryError(
                     f"framework {framework_id!r} holds {pool} on agent {agent_id!r}; cannot recover {resources}"
                 )
-            for offer in list(framework.offers.get(agent_id, {}).values()):
-                self._retire(offer)
+            for offer in list(self._offers.on(framework_id, agent_id).values()):
+                self._offers.retire(offer)
             remaining_used = pool - resources
         if remaining_used:
             framework.used[agent_id] = remaining_used
@@ -525,8 +527,7 @@ class HierarchicalAllocator:
     def rescind_offer(self, offer_id: str, reason: str = RescindReason.OPERATOR) -> Rescind:
         """Take an outstanding offer back (master-side reasons); the framework
         should be told. Also queued for :meth:`drain_rescinds`."""
-        offer = self._offer(offer_id)
-        return self._rescind(offer, reason)
+        return self._rescind(self._offers.require(offer_id), reason)
 
     def drain_rescinds(self) -> list[Rescind]:
         """Rescinds made by the allocator since the last call (agent removed or
@@ -540,14 +541,7 @@ class HierarchicalAllocator:
         if self.offer_timeout is None:
             return []
         deadline = self.clock.now() - self.offer_timeout
-        expired = []
-        times = self._offer_times
-        while times and times[0][0] <= deadline:
-            _, offer_id = times.popleft()
-            offer = self._offers.get(offer_id)
-            if offer is not None:  # else answered or rescinded already
-                expired.append(self._rescind(offer, RescindReason.OFFER_TIMEOUT))
-        return expired
+        return [self._rescind(offer, RescindReason.OFFER_TIMEOUT) for offer in self._offers.timed_out(deadline)]
 
     def get_offer(self, offer_id: str) -> Offer | None:
         """The outstanding offer with this id, or None."""
@@ -556,10 +550,9 @@ class HierarchicalAllocator:
     def outstanding_offers(self, framework_id: str | None = None) -> list[Offer]:
         """Offers not yet answered, oldest first."""
         if framework_id is None:
-            return list(self._offers.values())
-        framework = self._framework(framework_id)
-        return sorted((o for offers in framework.offers.values() for o in offers.values()),
-                      key=lambda o: o.created_at)
+            return list(self._offers)
+        self._framework(framework_id)
+        return self._offers.of_framework(framework_id)
 
     # ======================================================= weights, quota
     def update_weights(self, weights: Mapping[str, float]) -> None:
@@ -576,13 +569,12 @@ class HierarchicalAllocator:
         for role, weight in checked.items():
             self._weights[role] = weight
             self._role_sorter.update_weight(role, weight)
-        touched = any(self._role_has_frameworks(role) for role in checked)
-        if touched:
-            self._rescind_where(lambda o: True, RescindReason.WEIGHTS_UPDATED)
+        if any(self._roles.has_frameworks(role) for role in checked):
+            self._rescind_all(list(self._offers), RescindReason.WEIGHTS_UPDATED)
             self._pending_all = True
 
-    def update_quota(self, role: str, guarantee: Resources | str | Mapping[str, float] | None = None,
-                     limit: Resources | str | Mapping[str, float] | None = None) -> None:
+    def update_quota(self, role: str, guarantee: QuotaAmount | None = None,
+                     limit: QuotaAmount | None = None) -> None:
         """Set (or, with neither, clear) a role's quota. The guarantee is set
         aside for the role's subtree first; the limit caps what it may hold
         (strings and mappings may hold explicit zeros: ``"gpus:0"``).
@@ -593,156 +585,112 @@ class HierarchicalAllocator:
         g, lim = self._quota.validate(role, guarantee, limit)
         self._sync_roles()
         self._roles_deferred = False
-        self._quota.set(role, g, lim, self._consumption(role))
+        self._quota.set(role, g, lim)
+        self._sync_quota_tracking()
         self._update_role_deferral()
-        self._sync_free_tracking()
         self._rescind_for_quota(role)
         self._eligibility += 1
         self._pending_all = True
 
     def _sync_roles(self) -> None:
         """Bring the role sorter up to date after deferred grants: the single
-        role's allocation is the sum of its frameworks' (O(F))."""
+        role's allocation becomes the sum of its frameworks' (O(F)), and it
+        has received one allocation per deferred grant."""
         if not self._roles_deferred:
             return
-        (role,) = self._role_frameworks
-        frameworks = self._role_frameworks[role]
-        current = EMPTY
-        for framework_id in frameworks.clients():
-            current = current + frameworks.allocation(framework_id)
-        self._role_sorter.unallocated(role, self._role_sorter.allocation(role))
-        self._role_sorter.allocated(role, current, times=self._deferred_grants)
-        self._deferred_grants = 0
+        (role,) = self._framework_sorters
+        frameworks = self._framework_sorters[role]
+        current = Resources.sum(frameworks.allocation(framework_id) for framework_id in frameworks.clients())
+        before = self._role_sorter.allocation(role).millis()
+        gained = Resources.from_millis(positive_gap(current.millis(), before))
+        lost = Resources.from_millis(positive_gap(before, current.millis()))
+        grants, self._deferred_grants = self._deferred_grants, 0
+        if grants:  # without a grant the role only lost: gained is empty
+            self._role_sorter.allocated(role, gained)
+            for _ in range(grants - 1):
+                self._role_sorter.allocated(role, EMPTY)  # counts an allocation received
+        if lost:
+            self._role_sorter.unallocated(role, lost)
 
     def _update_role_deferral(self) -> None:
         """Defer role-level accounting exactly while one role exists and no
         quota reads role consumption or order."""
-        wanted = len(self._role_frameworks) == 1 and not self._quota
+        wanted = len(self._framework_sorters) == 1 and not self._quota
         if self._roles_deferred and not wanted:
             self._sync_roles()
             self._roles_deferred = False
         elif wanted and not self._roles_deferred:
             self._roles_deferred = True
 
-    def _sync_free_tracking(self) -> None:
-        """The free pool only matters for guarantee headroom: keep it while
-        some role has a guarantee, and rebuild it when one first appears."""
-        tracking = bool(self._quota.guarantees)
-        if tracking and not self._track_free:
-            self._free = {}
-            self._track_free = True
-            for agent in self._agents.values():
-                if agent.active:
-                    self._add_free(agent.available._millis, 1)
-        elif not tracking:
-            self._track_free = False
-            self._free = {}
+    def _sync_quota_tracking(self) -> None:
+        """Role consumption is tracked while some role has quota, and the free
+        pool while some role has a guarantee; both are rebuilt when they start."""
+        if self._quota and not self._roles.tracking:
+            self._roles.start_tracking(self._holdings())
+        elif not self._quota and self._roles.tracking:
+            self._roles.stop_tracking()
+        self._agents.track_free(bool(self._quota.guarantees))
 
-    def _consumption(self, role: str) -> Millis:
-        consumed: Millis = {}
-        prefix = role + "/"
-        for framework in self._frameworks.values():
-            if framework.role == role or framework.role.startswith(prefix):
-                for agent_id in self._held_agents(framework):
-                    for kind, amount in self._agents[agent_id].held[framework.id]._millis.items():
-                        consumed[kind] = consumed.get(kind, 0) + amount
-        return consumed
-
-    def _held_agents(self, framework: _Framework) -> set[str]:
-        return set(framework.used) | set(framework.offers)
+    def _holdings(self) -> Iterator[tuple[str, Mapping[str, int]]]:
+        """(role, scalar thousandths) of everything frameworks hold."""
+        frameworks = self._frameworks
+        for agent in self._agents:
+            for framework_id, held in agent.held.items():
+                yield frameworks[framework_id].role, held.millis()
 
     def _rescind_for_quota(self, role: str) -> None:
-        quota = self._quota
+        quota, tree = self._quota, self._roles
         limit = quota.limits.get(role)
         if limit is not None:
-            consumed = quota.consumed[role]
+            consumed = quota.consumed(role)
             over = {k: consumed.get(k, 0) - v for k, v in limit.items() if consumed.get(k, 0) > v}
-            self._rescind_until(lambda o: self._in_subtree(self._frameworks[o.framework_id].role, role),
+            self._rescind_until(lambda o: tree.in_subtree(self._frameworks[o.framework_id].role, role),
                                 over, RescindReason.QUOTA_UPDATED)
         root = quota.guarantee_root(role)
         if root is not None:
-            free = self._free
+            free = self._agents.free
             short = {k: v - free.get(k, 0) for k, v in quota.unsatisfied(root).items() if v > free.get(k, 0)}
-            self._rescind_until(lambda o: not self._in_subtree(self._frameworks[o.framework_id].role, root),
+            self._rescind_until(lambda o: not tree.in_subtree(self._frameworks[o.framework_id].role, root),
                                 short, RescindReason.QUOTA_UPDATED)
 
-    def _rescind_until(self, eligible, amounts: Millis, reason: str) -> None:
+    def _rescind_until(self, eligible: Callable[[Offer], bool], amounts: Millis, reason: str) -> None:
         """Rescind eligible offers (oldest first) until they cover ``amounts``."""
         left = dict(amounts)
-        for offer in list(self._offers.values()):
+        for offer in list(self._offers):
             if not any(v > 0 for v in left.values()):
                 return
             if not eligible(offer):
                 continue
-            if not any(offer.resources._millis.get(k, 0) > 0 and v > 0 for k, v in left.items()):
+            offered = offer.resources.millis()
+            if not any(offered.get(k, 0) > 0 and v > 0 for k, v in left.items()):
                 continue
             self._rescind(offer, reason)
-            for kind, amount in offer.resources._millis.items():
+            for kind, amount in offered.items():
                 if kind in left:
                     left[kind] -= amount
-
-    @staticmethod
-    def _in_subtree(role: str, top: str) -> bool:
-        return role == top or role.startswith(top + "/")
-
-    def _role_has_frameworks(self, role: str) -> bool:
-        return any(self._in_subtree(r, role) for r in self._role_frameworks)
 
     # ============================================================ allocation
     def allocate(self, agent_ids: Iterable[str] | None = None) -> list[Offer]:
         """Run one allocation cycle over the given agents (all if None) and
         return the offers made, at most one per (framework, agent)."""
-        now = self.clock.now()
-        for agent_id in self._filters.expire(now):
-            agent = self._agents.get(agent_id)
-            if agent is not None:
-                agent.version += 1
-        if agent_ids is None:
-            # insertion order is deterministic for a given history: no need to sort
-            candidates = [a for a in self._agents.values() if a.active and a.available]
-            self._pending_all = False
-            self._pending.clear()
-        else:
-            wanted = sorted(set(agent_ids))
-            candidates = [self._agent(agent_id) for agent_id in wanted]
-            candidates = [a for a in candidates if a.active and a.available]
-            self._pending.difference_update(wanted)
-        self._rng.shuffle(candidates)
-        grants: dict[tuple[str, str], Resources] = {}
-        # a cycle makes many short-lived containers and no reference cycles:
-        # the cyclic collector would only walk the whole heap for nothing
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            if self._preferred:  # empty unless fair-share preemption freed something: nothing to pay
-                self._allocate_preferred(candidates, now, grants)
-            if self._quota.guarantees:
-                for agent in candidates:
-                    self._allocate_guarantees(agent, now, grants)
-            if not self._quota and len(self._all_mins) == 1 and len(self._active_roles) == 1:
-                (role,) = self._active_roles
-                self._allocate_plain(candidates, role, now, grants)
-            else:
-                for agent in candidates:
-                    self._allocate_agent(agent, now, grants)
-            offers = self._make_offers(grants, now)
-        finally:
-            if collecting:
-                gc.enable()
-        self._counters["cycles"] += 1
-        self._last_cycle_duration = self.clock.now() - now
-        self._last_cycle_offers = len(offers)
-        return offers
+        return self._cycle(agent_ids, self.clock.now())
 
     def tick(self) -> list[Offer]:
         """What a runtime calls whenever it wakes up: rescinds timed-out
         offers, then runs a batch cycle if one is due, or else allocates the
-        agents touched by events since the last cycle (coalesced)."""
+        agents touched by events since the last cycle (coalesced).
+
+        A batch cycle that was due at time *t* sees the decline filters as
+        they stood just before *t*, however late it runs: a filter expiring
+        at *t* still holds in it. A filter lasts max(allocation_interval,
+        refuse_seconds), so it always holds through the next batch cycle after
+        it was made (Mesos's ``SmallOfferFilterTimeout``, MESOS-4302)."""
         self.expire_offers()
         now = self.clock.now()
         if now >= self._next_batch:
+            due = self._next_batch
             self._next_batch = now + self.allocation_interval
-            return self.allocate()
+            return self._cycle(None, math.nextafter(due, -math.inf))
         if self._pending_all:
             return self.allocate()
         if self._pending:
@@ -756,77 +704,157 @@ class HierarchicalAllocator:
             return self.clock.now()
         wake = self._next_batch
         if self.offer_timeout is not None:
-            times = self._offer_times
-            while times and times[0][1] not in self._offers:
-                times.popleft()  # answered offers leave stale entries behind
-            if times:
-                wake = min(wake, times[0][0] + self.offer_timeout)
+            oldest = self._offers.oldest_time()
+            if oldest is not None:
+                wake = min(wake, oldest + self.offer_timeout)
         return wake
 
-    def _allocate_preferred(self, candidates: list[_Agent], now: float, grants: dict) -> None:
-        """Stage 0: an agent preferred for a role goes to that role's first
-        framework in sorted order that can take it (see :meth:`prefer_role`).
-        O(preferences + candidates), run only while preferences are set."""
-        preferred = self._preferred
-        for agent_id in [a for a, (_, until) in preferred.items() if until <= now]:
-            del preferred[agent_id]
-        if not preferred:
-            return
+    def _cycle(self, agent_ids: Iterable[str] | None, filter_now: float) -> list[Offer]:
+        """One cycle over ``agent_ids`` (all if None); decline filters are
+        judged at ``filter_now`` (see :meth:`tick`)."""
+        now = self.clock.now()
+        if agent_ids is None:
+            wanted = None
+        else:
+            wanted = sorted(set(agent_ids))
+            chosen = [self._agents.get(agent_id) for agent_id in wanted]  # unknown ids raise before any change
+        for agent_id in self._filters.expire(filter_now):
+            agent = self._agents.find(agent_id)
+            if agent is not None:
+                agent.version += 1
+        if wanted is None:
+            # insertion order is deterministic for a given history: no need to sort
+            candidates = [a for a in self._agents if a.active and a.available]
+            self._pending_all = False
+            self._pending.clear()
+        else:
+            candidates = [a for a in chosen if a.active and a.available]
+            self._pending.difference_update(wanted)
+        self._rng.shuffle(candidates)
+        grants: Grants = {}
+        prefer, guarantees, plain = self._stages
+        if self._preferred:  # empty unless fair-share preemption freed something: nothing to pay
+            self._drop_past_preferences(now)
+            if self._preferred:
+                self._run_stage(prefer, candidates, filter_now, grants)
+        if self._quota.guarantees:
+            self._run_stage(guarantees, candidates, filter_now, grants)
+        if self._fast_path and not self._quota and len(self._all_mins) == 1 and len(self._active_roles) == 1:
+            (role,) = self._active_roles
+            self._allocate_plain(candidates, role, filter_now, grants)
+        else:
+            self._run_stage(plain, candidates, filter_now, grants)
+        offers = self._offers.issue(grants, now)
+        self._counters["offers_made"] += len(offers)
+        self._counters["cycles"] += 1
+        self._last_cycle_duration = self.clock.now() - now
+        self._last_cycle_offers = len(offers)
+        return offers
+
+    # ------------------------------------------------------ the stage loop
+    def _run_stage(self, stage: _Stage, candidates: list[Agent], filter_now: float, grants: Grants) -> None:
+        """The one allocation loop: for each agent, walk the roles the stage
+        names, and in each the sorted frameworks, until one may be offered
+        something that it has not filtered; grant it, then go on as the stage
+        says. O(agents · (depth · log F + frameworks skipped))."""
         for agent in candidates:
-            pref = preferred.get(agent.id)
-            if pref is None or pref[0] not in self._active_roles:
-                continue
-            role = pref[0]
-            if not agent.available or not self._allocatable_for_anyone(agent.available):
-                continue
-            caps = self._caps(role) if self._quota else None
-            filters_here = self._filters.on_agent(agent.id)
-            for framework_id in self._role_frameworks[role].iter_sorted():
-                framework = self._frameworks[framework_id]
-                offer = self._offerable(agent, framework, caps)
+            if stage.stamps_idle and agent.idle_stamp == (agent.version, self._eligibility):
+                continue  # nobody could take it, and nothing changed since: O(1)
+            served: set[str] = set()
+            while self._offerable_at_all(agent):
+                granted = False
+                for role, caps, must_include in stage.roles(agent):
+                    found = self._first_taker(role, agent, caps, must_include, served, filter_now)
+                    if found is None:
+                        continue
+                    framework, offer = found
+                    self._grant(framework, agent, offer, grants)
+                    served.add(framework.id)
+                    granted = True
+                    if stage.after_grant != _NEXT_ROLE or not self._offerable_at_all(agent):
+                        break  # the sorters changed: a live iterator must not be resumed
+                if not granted:
+                    if stage.stamps_idle:
+                        agent.idle_stamp = (agent.version, self._eligibility)
+                    break
+                if stage.after_grant != _AGAIN:
+                    break
+
+    def _first_taker(self, role: str, agent: Agent, caps: Millis | None, must_include: Millis | None,
+                     served: set[str], filter_now: float) -> tuple[_Framework, Resources] | None:
+        """The first framework of ``role`` in sorted order (not in ``served``)
+        that may be offered something on ``agent`` under ``caps`` — including
+        some kind of ``must_include`` if given — and has not filtered it,
+        with what it may be offered. Hot path: no mutation here, so the
+        sorter's iterator stays valid."""
+        frameworks = self._frameworks
+        filters_here = self._filters.on_agent(agent.id)  # usually None: no filter to check
+        plain = caps is None and len(self._all_mins) == 1  # _offerable_at_all checked the one minimum
+        skipped = 0
+        try:
+            for framework_id in self._framework_sorters[role].iter_sorted():
+                if served and framework_id in served:
+                    continue
+                if plain:
+                    offer: Resources | None = agent.available
+                else:
+                    offer = self._offerable(agent, frameworks[framework_id], caps)
                 if offer is None:
                     continue
+                if must_include is not None:
+                    offered = offer.millis()
+                    if not any(offered.get(kind) for kind in must_include):
+                        continue
                 if filters_here:
                     refusals = filters_here.get(framework_id)
-                    if refusals and refused_any(refusals, offer, now):
-                        self._counters["offers_filtered"] += 1
+                    if refusals and refused_any(refusals, offer, filter_now):
+                        skipped += 1
                         continue
-                self._grant(framework, agent, offer, grants)
-                break  # the sorter changed: never resume its iterator
+                return frameworks[framework_id], offer
+            return None
+        finally:
+            if skipped:
+                self._counters["offers_filtered"] += skipped
 
-    def _allocate_guarantees(self, agent: _Agent, now: float, grants: dict) -> None:
-        """Stage 1: roles owed part of their guarantee take it from this agent."""
+    # the three walks the stages parameterise the loop with
+    def _preferred_roles(self, agent: Agent) -> RoleWalk:
+        """Stage *prefer*: an agent preferred for a role goes to that role's
+        first framework that can take it (see :meth:`prefer_role`)."""
+        pref = self._preferred.get(agent.id)
+        if pref is not None and pref[0] in self._active_roles:
+            yield pref[0], (self._caps(pref[0]) if self._quota else None), None
+
+    def _guaranteed_roles(self, agent: Agent) -> RoleWalk:
+        """Stage *guarantees*: roles owed part of their (or an ancestor's)
+        guarantee, in role order, each offered what makes progress on it."""
         quota = self._quota
         for role in self._role_sorter.sort():
-            if not agent.available:
-                return
             root = quota.guarantee_root(role)
             if root is None:
                 continue
             owed = quota.unsatisfied(root)
-            if not owed:
-                continue
-            caps = self._caps(role)
-            for kind, amount in owed.items():
-                caps[kind] = min(caps.get(kind, amount), amount)
-            for framework_id in self._role_frameworks[role].iter_sorted():
-                framework = self._frameworks[framework_id]
-                offer = self._offerable(agent, framework, caps)
-                if offer is None or not any(offer._millis.get(k) for k in owed):
-                    continue
-                if self._filters.blocks(framework_id, agent.id, offer, now):
-                    self._counters["offers_filtered"] += 1
-                    continue
-                self._grant(framework, agent, offer, grants)
-                break  # the sorter changed: never resume its iterator
+            if owed:
+                yield role, self._caps(role, owed), owed
 
-    def _allocate_plain(self, candidates: list[_Agent], role: str, now: float, grants: dict) -> None:
-        """Stage 2 in the common case — no quota, one active role, no
-        per-framework minimum — as one tight loop. It decides exactly as
-        :meth:`_allocate_agent` does (whole-agent grants: nothing can cut an
-        offer short here); the tests run both paths."""
+    def _plain_roles(self, agent: Agent) -> RoleWalk:
+        """Stage *plain*: every active role in order, under its quota caps."""
+        roles, quota = self._active_roles, self._quota
+        for role in (roles if len(roles) == 1 else self._role_sorter.iter_sorted()):
+            yield role, (self._caps(role) if quota else None), None
+
+    def _drop_past_preferences(self, now: float) -> None:
+        preferred = self._preferred
+        for agent_id in [a for a, (_, until) in preferred.items() if until <= now]:
+            del preferred[agent_id]
+
+    def _allocate_plain(self, candidates: list[Agent], role: str, filter_now: float, grants: Grants) -> None:
+        """The plain stage in the common case — no quota, one active role, one
+        minimum for everyone — as one tight loop: the stage loop specialised
+        (whole-agent grants; nothing can cut an offer short here). It must
+        decide exactly as :meth:`_run_stage` does:
+        ``tests/test_allocator_fast_path.py`` runs both on random histories."""
         frameworks = self._frameworks
-        sorter = self._role_frameworks[role]
+        sorter = self._framework_sorters[role]
         mins = self.min_allocatable
         on_agent = self._filters.on_agent
         eligibility = self._eligibility
@@ -845,7 +873,7 @@ class HierarchicalAllocator:
             for framework_id in sorter.iter_sorted():
                 if filters_here:
                     refusals = filters_here.get(framework_id)
-                    if refusals and refused_any(refusals, available, now):
+                    if refusals and refused_any(refusals, available, filter_now):
                         skipped += 1
                         continue
                 break
@@ -853,82 +881,40 @@ class HierarchicalAllocator:
                 agent.idle_stamp = (agent.version, eligibility)
                 continue
             self._hold(frameworks[framework_id], agent, available)  # the sorter changed: iterator dropped
-            grants[(framework_id, agent.id)] = available
+            grants[(framework_id, agent)] = available
         self._counters["offers_filtered"] += skipped
 
-    def _allocate_agent(self, agent: _Agent, now: float, grants: dict) -> None:
-        """Stage 2: the agent's available resources go to the first framework
-        in sorted order that can take them and has not filtered them. When
-        quota cut the offer short, the rest goes on to the next framework."""
-        stamp = (agent.version, self._eligibility)
-        if agent.idle_stamp == stamp:
-            return  # nobody could take it, and nothing changed since: O(1)
-        served: set[str] = set()
-        while agent.available and self._allocatable_for_anyone(agent.available):
-            found = self._first_taker(agent, now, served)
-            if found is None:
-                agent.idle_stamp = (agent.version, self._eligibility)
-                return
-            framework, offer = found
-            self._grant(framework, agent, offer, grants)
-            if not agent.available:
-                return  # the usual case: the whole agent went to one framework
-            served.add(framework.id)
-
-    def _first_taker(self, agent: _Agent, now: float, served: set[str]) -> tuple[_Framework, Resources] | None:
-        """The first framework in sorted order that may be offered something
-        on ``agent``, with what it may be offered. Hot path: no mutation here,
-        so the sorters' iterators stay valid."""
-        frameworks = self._frameworks
-        filters_here = self._filters.on_agent(agent.id)  # usually None: no filter to check
-        quota = self._quota
-        plain = len(self._all_mins) == 1  # no framework overrides the minimum
-        roles = self._active_roles
-        skipped = 0
-        try:
-            for role in (roles if len(roles) == 1 else self._role_sorter.iter_sorted()):
-                caps = self._caps(role) if quota else None
-                for framework_id in self._role_frameworks[role].iter_sorted():
-                    if served and framework_id in served:
-                        continue
-                    if caps is None and plain:
-                        offer = agent.available  # _allocatable_for_anyone checked the minimum
-                    else:
-                        offer = self._offerable(agent, frameworks[framework_id], caps)
-                        if offer is None:
-                            continue
-                    if filters_here:
-                        refusals = filters_here.get(framework_id)
-                        if refusals and refused_any(refusals, offer, now):
-                            skipped += 1
-                            continue
-                    return frameworks[framework_id], offer
-            return None
-        finally:
-            if skipped:
-                self._counters["offers_filtered"] += skipped
-
-    def _caps(self, role: str) -> Millis | None:
+    def _caps(self, role: str, owed: Millis | None = None) -> Millis:
         """Per scalar kind, the most an allocation to ``role`` may take: the
         room under its (and its ancestors') limits, and the free pool minus
-        the headroom owed to other roles' guarantees. None without quota."""
+        the headroom other roles' guarantees still need. With ``owed`` (the
+        guarantee stage), the owed part of the role's own guarantee is capped
+        by what is owed and the limits only — it is not held back for other
+        roles' unmet guarantees (Mesos's ``MultiQuotaAbsentFrameworks``)."""
         quota = self._quota
-        if not quota:
-            return None
         caps = quota.limit_caps(role) or {}
         if quota.guarantees:
             need = quota.required_headroom()
             root = quota.guarantee_root(role)
             own = quota.unsatisfied(root) if root is not None else {}
+            free = self._agents.free
             for kind, amount in need.items():
-                room = max(0, self._free.get(kind, 0) - amount + own.get(kind, 0))
+                if owed is not None and kind in owed:
+                    continue
+                room = max(0, free.get(kind, 0) - amount + own.get(kind, 0))
                 if kind not in caps or room < caps[kind]:
                     caps[kind] = room
+        if owed is not None:
+            for kind, amount in owed.items():
+                caps[kind] = min(caps.get(kind, amount), amount)
         return caps
 
-    def _allocatable_for_anyone(self, available: Resources) -> bool:
-        """Cheap pre-check: could any framework's minimum be met at all?
-        Saves walking every framework for an agent left with crumbs."""
+    def _offerable_at_all(self, agent: Agent) -> bool:
+        """Cheap pre-check: has the agent anything, and could any framework's
+        minimum be met by it? Saves walking every framework for crumbs."""
+        available = agent.available
+        if not available:
+            return False
         for mins in self._all_mins:
             if not mins:
                 return True
@@ -937,15 +923,15 @@ class HierarchicalAllocator:
                     return True
         return False
 
-    def _offerable(self, agent: _Agent, framework: _Framework, caps: Millis | None) -> Resources | None:
+    def _offerable(self, agent: Agent, framework: _Framework, caps: Millis | None) -> Resources | None:
         """What ``framework`` may be offered on ``agent`` now, or None if
         that is below its minimum allocatable resources."""
         if not caps:
             offer = agent.available
             if framework.min_allocatable is None and len(self._all_mins) == 1:
-                return offer  # _allocatable_for_anyone already checked the default minimum
+                return offer  # _offerable_at_all already checked the default minimum
         else:
-            offer = _clip(agent.available, caps)
+            offer = agent.available.clipped(caps)
         if not offer:
             return None
         mins = framework.min_allocatable if framework.min_allocatable is not None else self.min_allocatable
@@ -956,116 +942,56 @@ class HierarchicalAllocator:
                 return offer
         return None
 
-    def _grant(self, framework: _Framework, agent: _Agent, resources: Resources, grants: dict) -> None:
+    def _grant(self, framework: _Framework, agent: Agent, resources: Resources, grants: Grants) -> None:
         self._hold(framework, agent, resources)
-        key = (framework.id, agent.id)
+        key = (framework.id, agent)
         grants[key] = grants[key] + resources if key in grants else resources
 
-    def _make_offers(self, grants: dict[tuple[str, str], Resources], now: float) -> list[Offer]:
-        offers = []
-        prefix, serial = self._offer_id_prefix, self._offers_created
-        for (framework_id, agent_id), resources in grants.items():
-            agent = self._agents[agent_id]
-            serial += 1
-            offer = Offer(f"{prefix}{serial}", framework_id, agent_id, resources, agent.hostname,
-                          agent.attributes, now)
-            self._offers[offer.id] = offer
-            on_agent = self._frameworks[framework_id].offers.get(agent_id)
-            if on_agent is None:
-                self._frameworks[framework_id].offers[agent_id] = {offer.id: offer}
-            else:
-                on_agent[offer.id] = offer
-            offers.append(offer)
-        self._offers_created = serial
-        if self.offer_timeout is not None:
-            self._offer_times.extend((now, offer.id) for offer in offers)
-        self._counters["offers_made"] += len(offers)
-        return offers
-
     # ============================================================ bookkeeping
-    def _hold(self, framework: _Framework, agent: _Agent, resources: Resources) -> None:
+    def _hold(self, framework: _Framework, agent: Agent, resources: Resources) -> None:
         """Move resources from the agent's available pool to the framework."""
-        # the usual coarse-grained case hands out everything: skip the arithmetic
-        agent.available = EMPTY if resources is agent.available else agent.available - resources
-        agent.version += 1
-        held = agent.held.get(framework.id)
-        agent.held[framework.id] = held + resources if held is not None else resources
+        self._agents.decrease_available(agent, framework.id, resources)
         if self._roles_deferred:
             self._deferred_grants += 1
         else:
             self._role_sorter.allocated(framework.role, resources)
-        self._role_frameworks[framework.role].allocated(framework.id, resources)
+        self._framework_sorters[framework.role].allocated(framework.id, resources)
         if self._quota:
-            self._quota.on_change(framework.role, resources._millis, 1)
+            self._roles.charge(framework.role, resources.millis(), 1)
             self._eligibility += 1  # quota caps moved
-            if agent.active:
-                self._add_free(resources._millis, -1)
 
-    def _release(self, framework: _Framework, agent: _Agent, resources: Resources) -> None:
+    def _release(self, framework: _Framework, agent: Agent, resources: Resources) -> None:
         """Move resources from the framework back to the agent's pool."""
         if not resources:
             return
-        left = agent.held[framework.id] - resources
-        if left:
-            agent.held[framework.id] = left
-        else:
-            del agent.held[framework.id]
-        agent.available = agent.available + resources
-        agent.version += 1
+        self._agents.increase_available(agent, framework.id, resources)
         if not self._roles_deferred:
             self._role_sorter.unallocated(framework.role, resources)
-        self._role_frameworks[framework.role].unallocated(framework.id, resources)
+        self._framework_sorters[framework.role].unallocated(framework.id, resources)
         if self._quota:
-            self._quota.on_change(framework.role, resources._millis, -1)
+            self._roles.charge(framework.role, resources.millis(), -1)
             self._eligibility += 1  # quota caps moved
-            if agent.active:
-                self._add_free(resources._millis, 1)
-
-    def _add_free(self, millis: Mapping[str, int], sign: int) -> None:
-        if self._track_free:
-            add_millis(self._free, millis, sign)
 
     def _add_filter(self, framework_id: str, agent_id: str, refused: Resources, refuse: float) -> None:
         if refuse > 0 and refused:
             timeout = max(self.allocation_interval, refuse)
             self._filters.add(framework_id, agent_id, refused, self.clock.now() + timeout)
 
-    def _retire(self, offer: Offer) -> None:
-        del self._offers[offer.id]
-        by_agent = self._frameworks[offer.framework_id].offers
-        offers = by_agent[offer.agent_id]
-        del offers[offer.id]
-        if not offers:
-            del by_agent[offer.agent_id]
+    def _offers_on_agent(self, agent: Agent) -> list[Offer]:
+        return [o for framework_id in agent.held for o in self._offers.on(framework_id, agent.id).values()]
 
     def _rescind(self, offer: Offer, reason: str) -> Rescind:
-        self._retire(offer)
-        self._release(self._frameworks[offer.framework_id], self._agents[offer.agent_id], offer.resources)
+        self._offers.retire(offer)
+        self._release(self._frameworks[offer.framework_id], self._agents.get(offer.agent_id), offer.resources)
         rescind = Rescind(offer, reason)
         self._rescinds.append(rescind)
         self._counters["offers_rescinded"] += 1
         return rescind
 
-    def _rescind_where(self, predicate, reason: str, *, agents: Iterable[str] | None = None,
-                       frameworks: Iterable[str] | None = None) -> None:
-        if frameworks is not None:
-            candidates = [o for f in frameworks for offers in self._frameworks[f].offers.values()
-                          for o in offers.values()]
-        elif agents is not None:
-            candidates = [o for a in agents for f in self._agents[a].held
-                          for o in self._frameworks[f].offers.get(a, {}).values()]
-        else:
-            candidates = list(self._offers.values())
-        for offer in sorted(candidates, key=lambda o: (o.created_at, o.id)):
-            if predicate(offer):
-                self._rescind(offer, reason)
-
-    # =============================================================== lookups
-    def _agent(self, agent_id: str) -> _Agent:
-        try:
-            return self._agents[agent_id]
-        except (KeyError, TypeError):
-            raise UnknownAgentError(f"unknown agent {agent_id!r}") from None
+    def _rescind_all(self, offers: list[Offer], reason: str) -> None:
+        """Rescind ``offers``, oldest first."""
+        for offer in self._offers.oldest_first(offers):
+            self._rescind(offer, reason)
 
     def _framework(self, framework_id: str) -> _Framework:
         try:
@@ -1073,23 +999,14 @@ class HierarchicalAllocator:
         except (KeyError, TypeError):
             raise UnknownFrameworkError(f"unknown framework {framework_id!r}") from None
 
-    def _offer(self, offer_id: str) -> Offer:
-        try:
-            return self._offers[offer_id]
-        except (KeyError, TypeError):
-            raise UnknownOfferError(f"offer {offer_id!r} is not outstanding") from None
-
     # ================================================================ queries
     def statistics(self) -> AllocatorStatistics:
         """A frozen snapshot of counters, totals and dominant shares."""
-        total = EMPTY
-        allocated = EMPTY
-        for agent in self._agents.values():
-            total = total + agent.total
-            allocated = allocated + (agent.total - agent.available)
+        total = Resources.sum(agent.total for agent in self._agents)
+        allocated = Resources.sum(agent.total - agent.available for agent in self._agents)
         self._sync_roles()
-        role_shares = {role: self._role_sorter.share(role) for role in self._role_frameworks}
-        framework_shares = {fid: self._role_frameworks[f.role].share(fid) for fid, f in self._frameworks.items()}
+        role_shares = {role: self._role_sorter.share(role) for role in self._framework_sorters}
+        framework_shares = {fid: self._framework_sorters[f.role].share(fid) for fid, f in self._frameworks.items()}
         return AllocatorStatistics(
             outstanding_offers=len(self._offers),
             active_filters=len(self._filters),
@@ -1107,15 +1024,15 @@ class HierarchicalAllocator:
     def dominant_share(self, framework_id: str) -> float:
         """The framework's dominant share (DRF, among its role's frameworks)."""
         framework = self._framework(framework_id)
-        return self._role_frameworks[framework.role].share(framework_id)
+        return self._framework_sorters[framework.role].share(framework_id)
 
     def available(self, agent_id: str) -> Resources:
-        return self._agent(agent_id).available
+        return self._agents.get(agent_id).available
 
     def allocation(self, framework_id: str) -> dict[str, Resources]:
         """What the framework holds (offered + used) per agent."""
         self._framework(framework_id)
-        return {a.id: a.held[framework_id] for a in self._agents.values() if framework_id in a.held}
+        return {a.id: a.held[framework_id] for a in self._agents if framework_id in a.held}
 
     def snapshot(self) -> dict:
         """The whole state as plain data (for ``/state`` and tests)."""
@@ -1124,18 +1041,16 @@ class HierarchicalAllocator:
                 a.id: {"hostname": a.hostname, "attributes": dict(a.attributes), "total": str(a.total),
                        "available": str(a.available), "active": a.active,
                        "held": {f: str(r) for f, r in sorted(a.held.items())}}
-                for a in sorted(self._agents.values(), key=lambda a: a.id)
+                for a in sorted(self._agents, key=lambda a: a.id)
             },
             "frameworks": {
                 f.id: {"role": f.role, "active": f.active, "suppressed": f.suppressed,
                        "min_allocatable": None if f.min_allocatable is None else [str(m) for m in f.min_allocatable],
                        "used": {a: str(r) for a, r in sorted(f.used.items())},
-                       "offers": sorted(o for offers in f.offers.values() for o in offers)}
+                       "offers": sorted(o.id for o in self._offers.of_framework(f.id))}
                 for f in sorted(self._frameworks.values(), key=lambda f: f.id)
             },
-            "offers": {o.id: {"framework_id": o.framework_id, "agent_id": o.agent_id,
-                              "resources": str(o.resources), "created_at": o.created_at}
-                       for o in self._offers.values()},
+            "offers": self._offers.snapshot(),
             "filters": self._filters.snapshot(),
             "weights": dict(sorted(self._weights.items())),
             "quota": self._quota.snapshot(),
@@ -1146,33 +1061,27 @@ class HierarchicalAllocator:
         }
 
     def check_invariants(self) -> None:
-        """Raise ``AssertionError`` if the bookkeeping is inconsistent: what
-        agents hold adds up, offers and used resources make up the holdings,
-        sorters and quota agree with the holdings. O(A·F) — for tests."""
+        """Raise ``AssertionError`` if the bookkeeping is inconsistent: each
+        part's own ``_check()`` (agent book, offer book, role tree), then that
+        the parts agree — offers and used resources make up the holdings, the
+        sorters' allocations are the holdings. O(A·F) — for tests."""
         self._sync_roles()
-        free: Millis = {}
-        for agent in self._agents.values():
-            held = EMPTY
+        self._agents._check()
+        self._offers._check()
+        self._roles._check(self._holdings())
+        for agent in self._agents:
             for framework_id, resources in agent.held.items():
                 framework = self._frameworks[framework_id]
                 parts = framework.used.get(agent.id, EMPTY)
-                for offer in framework.offers.get(agent.id, {}).values():
+                for offer in self._offers.on(framework_id, agent.id).values():
                     parts = parts + offer.resources
                 assert parts == resources, f"{framework_id}@{agent.id}: used+offered {parts} != held {resources}"
-                held = held + resources
-            assert held + agent.available == agent.total, f"agent {agent.id}: held+available != total"
-            if agent.active:
-                for kind, amount in agent.available._millis.items():
-                    free[kind] = free.get(kind, 0) + amount
-        if self._track_free:
-            assert free == self._free, f"free pool {self._free} != {free}"
         for framework in self._frameworks.values():
-            expected = EMPTY
-            for agent in self._agents.values():
-                expected = expected + agent.held.get(framework.id, EMPTY)
-            got = self._role_frameworks[framework.role].allocation(framework.id)
+            for agent_id in framework.used:
+                assert framework.id in self._agents.get(agent_id).held, f"{framework.id} uses {agent_id} unheld"
+            expected = Resources.sum(agent.held.get(framework.id, EMPTY) for agent in self._agents)
+            got = self._framework_sorters[framework.role].allocation(framework.id)
             assert got == expected.only(expected.scalars()), f"sorter allocation of {framework.id}: {got} != {expected}"
-        for role in self._quota.consumed:
-            assert self._quota.consumed[role] == self._consumption(role), f"quota consumption of {role}"
-        for offer in self._offers.values():
-            assert offer.id in self._frameworks[offer.framework_id].offers.get(offer.agent_id, {})
+        for offer in self._offers:
+            assert offer.framework_id in self._frameworks and offer.agent_id in self._agents, f"stray offer {offer.id}"
+        assert self._roles.roles() == sorted(self._framework_sorters), "role tree and framework sorters disagree"

@@ -2,8 +2,9 @@
 limits (never allocated beyond), over the role hierarchy.
 
 A role's quota covers its whole subtree: consumption of ``eng`` includes
-``eng/prod``. Quantities are kept as scalar thousandths (see
-``mesoslike.resources``) because these checks sit on the allocation path.
+``eng/prod`` (the :class:`~mesoslike.allocator.role_tree.RoleTree` keeps it).
+Quantities are kept as scalar thousandths (see ``mesoslike.resources``)
+because these checks sit on the allocation path.
 Required *headroom* is the sum, over the top-most roles with a guarantee, of
 the part of the guarantee not yet consumed; the allocator keeps that much
 unallocated for them and never lets another role eat into it.
@@ -13,84 +14,77 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from mesoslike.allocator.roles import ancestors
+from mesoslike.allocator.millis import Millis, add_millis, positive_gap
+from mesoslike.allocator.role_tree import RoleTree
+from mesoslike.allocator.roles import ancestors, lineage
 from mesoslike.errors import QuotaError
-from mesoslike.resources import Resources
+from mesoslike.resources import Resources, format_millis
 
-__all__ = ["QuotaBook", "Millis", "add_millis"]
+__all__ = ["QuotaBook", "QuotaAmount"]
 
-Millis = dict[str, int]
+#: how quota quantities may be given
+QuotaAmount = Resources | str | Mapping[str, float]
 
 
-def _millis(value: Resources | str | Mapping[str, float] | None, what: str, role: str) -> Millis | None:
+def _quantities(value: QuotaAmount | None, what: str, role: str) -> Millis | None:
     """Quota quantities as thousandths. Unlike ``Resources``, a string or a
     mapping keeps explicit zeros, so that ``limit="gpus:0"`` means "no gpus"."""
     if value is None:
         return None
     if isinstance(value, Resources):
-        if any(value.ranges(n) for n in value.names()):
+        if value.range_names():
             raise QuotaError(f"{what} of role {role!r} may only hold scalar resources, got {value}")
-        return dict(value._millis)
+        return dict(value.millis())
+    pairs: Mapping[str, float | str]
     if isinstance(value, str):
-        pairs = {}
+        parsed: dict[str, float | str] = {}
         for part in filter(None, (p.strip() for p in value.split(";"))):
-            name, _, amount = part.partition(":")
-            pairs[name.strip()] = amount.strip()
-        value = pairs
-    if not isinstance(value, Mapping):
+            name, _, text = part.partition(":")
+            parsed[name.strip()] = text.strip()
+        pairs = parsed
+    elif isinstance(value, Mapping):
+        pairs = value
+    else:
         raise QuotaError(f"{what} of role {role!r} must be Resources, a string or a mapping, got {value!r}")
     millis: Millis = {}
-    for name, amount in value.items():
+    for name, amount in pairs.items():
         try:
-            parsed = Resources({name: float(amount)})
-        except (ValueError, TypeError) as exc:
+            one = Resources({name: float(amount)})
+        except (ValueError, TypeError) as exc:  # ResourcesError is a ValueError
             raise QuotaError(f"bad {what} of role {role!r}: {name}:{amount!r} ({exc})") from None
-        millis[name] = parsed._millis.get(name, 0)
+        millis[name] = one.millis().get(name, 0)
     return millis
 
 
-def _positive_gap(target: Millis, have: Mapping[str, int]) -> Millis:
-    gap = {}
-    for kind, amount in target.items():
-        left = amount - have.get(kind, 0)
-        if left > 0:
-            gap[kind] = left
-    return gap
-
-
-def add_millis(into: Millis, more: Mapping[str, int], sign: int = 1) -> None:
-    """``into += sign * more``, per kind, dropping kinds that reach zero."""
-    for kind, amount in more.items():
-        value = into.get(kind, 0) + sign * amount
-        if value:
-            into[kind] = value
-        else:
-            into.pop(kind, None)
-
-
 class QuotaBook:
-    """Guarantees, limits and the consumption of the roles that have quota."""
+    """Guarantees and limits per role; what roles consume comes from the
+    :class:`RoleTree` the book is given (which tracks it while quota exists).
 
-    def __init__(self) -> None:
+    Complexity: the queries walk a role's ancestors, O(depth · kinds);
+    ``required_headroom`` is O(roles with a guarantee · depth · kinds).
+    """
+
+    def __init__(self, tree: RoleTree) -> None:
         self.guarantees: dict[str, Millis] = {}
         self.limits: dict[str, Millis] = {}
-        self.consumed: dict[str, Millis] = {}
+        self._tree = tree
 
     def __bool__(self) -> bool:
         return bool(self.guarantees) or bool(self.limits)
 
     # ------------------------------------------------------------ updates
-    def validate(self, role: str, guarantee: Resources | None, limit: Resources | None) -> tuple[Millis | None, Millis | None]:
+    def validate(self, role: str, guarantee: QuotaAmount | None,
+                 limit: QuotaAmount | None) -> tuple[Millis | None, Millis | None]:
         """Check a new quota for ``role`` against its own parts and the
         hierarchy; return it as millis. Changes nothing."""
-        g = _millis(guarantee, "guarantee", role)
-        lim = _millis(limit, "limit", role)
+        g = _quantities(guarantee, "guarantee", role)
+        lim = _quantities(limit, "limit", role)
         if g and lim:
             for kind, amount in g.items():
                 if kind in lim and lim[kind] < amount:
                     raise QuotaError(
                         f"guarantee of role {role!r} exceeds its limit for {kind}: "
-                        f"{Resources._make(g, {})} > {Resources._make(lim, {})}"
+                        f"{format_millis(g)} > {format_millis(lim)}"
                     )
         guarantees = dict(self.guarantees)
         if g:
@@ -110,14 +104,14 @@ class QuotaBook:
             if parent is not None:
                 add_millis(sums.setdefault(parent, {}), guarantees[role])
         for parent, total in sums.items():
-            gap = _positive_gap(total, guarantees[parent])
+            gap = positive_gap(total, guarantees[parent])
             if gap:
                 raise QuotaError(
-                    f"guarantees of the sub-roles of {parent!r} add up to {Resources._make(total, {})}, "
-                    f"more than its guarantee {Resources._make(guarantees[parent], {})}"
+                    f"guarantees of the sub-roles of {parent!r} add up to {format_millis(total)}, "
+                    f"more than its guarantee {format_millis(guarantees[parent])}"
                 )
 
-    def set(self, role: str, guarantee: Millis | None, limit: Millis | None, consumed: Millis) -> None:
+    def set(self, role: str, guarantee: Millis | None, limit: Millis | None) -> None:
         """Install a validated quota (``None``/empty clears that part)."""
         if guarantee:
             self.guarantees[role] = guarantee
@@ -127,29 +121,22 @@ class QuotaBook:
             self.limits[role] = limit
         else:
             self.limits.pop(role, None)
-        if role in self.guarantees or role in self.limits:
-            self.consumed[role] = dict(consumed)
-        else:
-            self.consumed.pop(role, None)
-
-    def on_change(self, role: str, millis: Mapping[str, int], sign: int) -> None:
-        """Resources were allocated (+1) to or released (-1) from ``role``."""
-        consumed = self.consumed
-        for path in ancestors(role):
-            mine = consumed.get(path)
-            if mine is not None:
-                add_millis(mine, millis, sign)
 
     # ------------------------------------------------------------ queries
+    def consumed(self, role: str) -> Mapping[str, int]:
+        """What the role's subtree holds (read-only)."""
+        return self._tree.consumed(role)
+
     def limit_caps(self, role: str) -> Millis | None:
         """Room left under the limits of the role and its ancestors, per
         limited kind (0 = nothing more); None when nothing limits it."""
         caps: Millis | None = None
-        for path in ancestors(role):
-            limit = self.limits.get(path)
+        limits = self.limits
+        for path in lineage(role):
+            limit = limits.get(path)
             if limit is None:
                 continue
-            consumed = self.consumed[path]
+            consumed = self._tree.consumed(path)
             if caps is None:
                 caps = {}
             for kind, amount in limit.items():
@@ -161,14 +148,14 @@ class QuotaBook:
     def guarantee_root(self, role: str) -> str | None:
         """The top-most role (the role itself or an ancestor) with a guarantee."""
         root = None
-        for path in ancestors(role):
+        for path in lineage(role):
             if path in self.guarantees:
                 root = path
         return root
 
     def unsatisfied(self, root: str) -> Millis:
         """The part of ``root``'s guarantee not yet consumed."""
-        return _positive_gap(self.guarantees[root], self.consumed[root])
+        return positive_gap(self.guarantees[root], self._tree.consumed(root))
 
     def required_headroom(self) -> Millis:
         """Unconsumed guarantees of the top-most guaranteed roles, summed."""
@@ -182,9 +169,9 @@ class QuotaBook:
         roles = sorted(set(self.guarantees) | set(self.limits))
         return {
             role: {
-                "guarantee": str(Resources._make(dict(self.guarantees.get(role, {})), {})),
-                "limit": str(Resources._make(dict(self.limits[role]), {})) if role in self.limits else None,
-                "consumed": str(Resources._make(dict(self.consumed.get(role, {})), {})),
+                "guarantee": format_millis(self.guarantees.get(role, {})),
+                "limit": format_millis(self.limits[role]) if role in self.limits else None,
+                "consumed": format_millis(self._tree.consumed(role)),
             }
             for role in roles
         }

@@ -12,27 +12,30 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from mesoslike.allocator.drf import DRFSorter, _Node
+from mesoslike.allocator.drf import DRFSorter, SorterNode
 from mesoslike.allocator.sorter import register_sorter
 
 __all__ = ["RandomSorter"]
 
 
 class RandomSorter(DRFSorter):
-    """Weighted random order; O(n log n) per ``iter_sorted`` level walked."""
+    """Weighted random order; O(n log n) per ``iter_sorted`` level walked.
+
+    It keeps :class:`DRFSorter`'s bookkeeping (clients, activation, weights,
+    allocations, shares) and replaces only the order, walking the public
+    client tree (:attr:`DRFSorter.root`)."""
 
     policy = "random"
 
     def iter_sorted(self) -> Iterator[str]:
-        return self._shuffled_walk(self._root)
+        return self._shuffled_walk(self.root)
 
-    def _shuffled_walk(self, node: _Node) -> Iterator[str]:
-        draw = self._rng.random
+    def _shuffled_walk(self, node: SorterNode) -> Iterator[str]:
+        draw = self.rng.random
         keyed = []
         for child in node.children.values():
             if child.active_leaves:
-                weight = self._weights.get(child.path, 1.0)
-                keyed.append((draw() ** (1.0 / weight), child.path, child))
+                keyed.append((draw() ** (1.0 / child.weight), child.path, child))
         keyed.sort(key=lambda item: (-item[0], item[1]))
         for _, _, child in keyed:
             if child.client is not None:

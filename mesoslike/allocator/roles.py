@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from mesoslike.errors import InvalidRoleError
 
-__all__ = ["DEFAULT_ROLE", "validate_role", "ancestors"]
+__all__ = ["DEFAULT_ROLE", "validate_role", "ancestors", "lineage"]
 
 DEFAULT_ROLE = "*"
 _FORBIDDEN = set("\x7f*") | {chr(c) for c in range(32)}
@@ -38,3 +40,10 @@ def ancestors(role: str) -> list[str]:
     """``"a/b/c"`` -> ``["a/b/c", "a/b", "a"]`` (the role first)."""
     parts = role.split("/")
     return ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+@lru_cache(maxsize=4096)
+def lineage(role: str) -> tuple[str, ...]:
+    """``ancestors(role)`` as a tuple, cached: quota checks walk it on the
+    allocation path, and a cluster has few distinct roles."""
+    return tuple(ancestors(role))

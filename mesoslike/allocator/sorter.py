@@ -33,7 +33,9 @@ class Sorter(abc.ABC):
     - ``allocated``/``unallocated`` keep ``allocation(client)`` exact;
       allocations of inactive clients still count.
     - ``share(client)`` is the client's dominant share divided by its weight:
-      max over scalar kinds of allocated/total.
+      max over scalar kinds of allocated/total. In a hierarchical sorter a
+      path's weight applies to its subtree against its siblings; a client
+      that also has sub-clients competes with them as a leaf of weight 1.
     - The order is deterministic for a given history (random sorters take a
       seeded ``random.Random``).
     """
@@ -62,9 +64,9 @@ class Sorter(abc.ABC):
         """Set the weight of a path (kept even before a client uses it)."""
 
     @abc.abstractmethod
-    def allocated(self, client: str, resources: Resources, times: int = 1) -> None:
-        """Record that ``resources`` were allocated to the client, in ``times``
-        allocations (what the "allocations received" tie-break counts)."""
+    def allocated(self, client: str, resources: Resources) -> None:
+        """Record that ``resources`` were allocated to the client: one more
+        allocation received (what DRF's tie-break counts), even if empty."""
 
     @abc.abstractmethod
     def unallocated(self, client: str, resources: Resources) -> None:
@@ -106,6 +108,10 @@ class Sorter(abc.ABC):
 
     def __contains__(self, client: str) -> bool:
         return client in self.clients()
+
+    def __len__(self) -> int:
+        """How many clients, active or not."""
+        return len(self.clients())
 
 
 #: builds a sorter; ``hierarchical`` says if names are role paths

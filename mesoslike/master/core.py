@@ -463,12 +463,10 @@ class MasterCore:
             self._framework_by_peer.pop(record.peer, None)
 
     # ================================================================ offers
-    def _send_offers(self, offers: Iterable) -> None:
+    def _send_offers(self, offers: Iterable[Offer]) -> None:
         by_framework: dict[str, list[Offer]] = {}
-        for offer in offers:
-            by_framework.setdefault(offer.framework_id, []).append(
-                Offer(offer.id, offer.agent_id, offer.hostname, offer.resources, dict(offer.attributes),
-                      offer.framework_id))
+        for offer in offers:  # the allocator's offers are the wire's: sent as they are
+            by_framework.setdefault(offer.framework_id, []).append(offer)
         for framework_id, batch in by_framework.items():
             record = self.frameworks.get(framework_id)
             if record is not None and record.connected:

@@ -329,7 +329,7 @@ def quantities(text: str | None) -> dict[str, int]:
         if any(parsed.ranges(n) for n in parsed.names()):
             raise ResourcesError(f"only scalar quantities are allowed, got {part!r}")
         name = part.partition(":")[0].strip()
-        out[name] = out.get(name, 0) + parsed._millis.get(name, 0)
+        out[name] = out.get(name, 0) + parsed.millis().get(name, 0)
     return out
 
 

@@ -12,6 +12,7 @@ from typing import Mapping
 
 import attrs
 
+from mesoslike.allocator.offers import Offer  # the one offer model, made by the allocator (core)
 from mesoslike.resources import Resources
 
 __all__ = [
@@ -108,18 +109,6 @@ class Filters:
     """How long to refuse the declined or unused resources of an offer."""
 
     refuse_seconds: float = DEFAULT_REFUSE_SECONDS
-
-
-@attrs.frozen
-class Offer:
-    """Resources of one agent offered to a framework."""
-
-    id: str
-    agent_id: str
-    hostname: str
-    resources: Resources
-    attributes: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict)
-    framework_id: str = ""
 
 
 @attrs.frozen
