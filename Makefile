@@ -50,7 +50,7 @@ typecheck: venv
 	@cd $(TYPECHECK_TREE) && "$(CURDIR)/$(BIN)/mypy" --config-file "$(CURDIR)/setup.cfg" mesoslike \
 	  | sed -e 's|^mesoslike/frameworks/|frameworks/|'; exit $${PIPESTATUS[0]}
 
-test: venv zookeeper
+test: venv zookeeper typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: venv
