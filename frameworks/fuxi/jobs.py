@@ -461,8 +461,8 @@ class JobCore:
 
     def _report_host(self, job: Job, request: protocol.ReportHost, stimulus_id: str) -> list[Command]:
         _check_host(request.host)
-        log.warning("job %s reports %s: added to the global blacklist", job.id, request.host)
-        self.scheduler.add_to_global_blacklist(request.host)
+        log.warning("job %s reports %s for the global blacklist", job.id, request.host)
+        self.scheduler.report_host(job.id, request.host)
         return []
 
     def _progress(self, job: Job, request: protocol.Progress, stimulus_id: str) -> list[Command]:

@@ -69,7 +69,7 @@ def serve(master_address, ip, port, quota, name, role, work_dir) -> None:
     except MesoslikeError as exc:
         die(str(exc), 2)
     try:
-        core = FuxiCore(config.groups, global_blacklist=config.blacklist, preemption=config.preemption)
+        core = FuxiCore.from_config(config)
         service = FuxiService(core, work_dir=work_dir, appmaster_ip=ip)
         driver = SchedulerDriver(service, FrameworkInfo(name=name, role=role, failover_timeout=0.0), master_address)
         server = JobServer(service, f"tcp://{ip}:{port}")
