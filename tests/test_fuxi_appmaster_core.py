@@ -221,7 +221,7 @@ def test_no_backup_before_min_finished_fraction():
 
 def test_a_straggler_gets_one_backup_on_another_host_and_the_first_to_finish_wins():
     clock = FakeClock()
-    am = four_running(clock)
+    am = four_running(clock, BackupPolicy(slower_factor=2.0))   # the default is 1 since issue 16
     clock.advance(10)
     for i in range(3):
         am.instance_done(f"w{i}", i, 1, True)    # average 10 s
@@ -287,7 +287,7 @@ def test_an_idle_worker_on_another_host_takes_a_waiting_backup():
 
 def test_a_slow_progress_rate_triggers_a_backup():
     clock = FakeClock()
-    am = four_running(clock, BackupPolicy(min_finished_fraction=0.25))
+    am = four_running(clock, BackupPolicy(min_finished_fraction=0.25, slower_factor=2.0))
     clock.advance(10)
     am.instance_done("w0", 0, 1, True)           # average 10 s: by runtime, nobody straggles before 20 s
     clock.advance(2)
