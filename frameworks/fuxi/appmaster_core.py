@@ -873,7 +873,8 @@ class AppMasterCore:
                 continue
             slow = average is not None and now >= _due(copy, policy, average)
             if not slow and copy.fraction is not None and average_rate:
-                slow = _rate(copy, now) * policy.slower_factor < average_rate   # below the average
+                # below the average (not equal to it, up to rounding)
+                slow = _rate(copy, now) * policy.slower_factor < average_rate * (1 - 1e-9)
             if slow:
                 log.info("job %s: instance %d of %s straggles (%.1fs, progress %s): wants a backup", self.job_id,
                          instance, unit.name, runtime, copy.fraction)
