@@ -265,6 +265,7 @@ class _Batch:
         self._rooms: dict[str, Scope[_Machine]] = {}
         self.hosts = {m.hostname: m for m in machines}
         self._needs: dict[Resources, Vector | None] = {}
+        self._needs_by_id: dict[int, tuple[Resources, Vector | None]] = {}
 
     def room(self, name: str) -> Scope[_Machine] | None:
         """The scope of one engine room (None: no machine of it in this batch)."""
@@ -279,11 +280,15 @@ class _Batch:
 
     def need(self, slot: Resources) -> Vector | None:
         """``slot`` over the batch's kinds; None if no machine here has one of its kinds."""
+        known = self._needs_by_id.get(id(slot))     # the same object (a unit's): no hashing
+        if known is not None and known[0] is slot:
+            return known[1]
         try:
-            return self._needs[slot]
+            vector = self._needs[slot]
         except KeyError:
             vector = self._needs[slot] = self.dims.need(slot.millis())
-            return vector
+        self._needs_by_id[id(slot)] = (slot, vector)  # keeps ``slot`` alive, so its id stays its own
+        return vector
 
     def refresh(self, machine: _Machine) -> None:
         """``machine.open`` changed: update both indexes."""
@@ -314,14 +319,16 @@ class FuxiCore:
     long an all-or-nothing unit may keep room reserved while it accumulates
     enough. ``machine_index``: ``tree`` (the first-fit index) or ``scan``
     (the naive walk over the machines; same results, for benchmarks and
-    tests).
+    tests). ``preemption_budget``: victim candidates a pass may look at
+    (units it does not reach try again next pass), which bounds the pass.
     """
 
     def __init__(self, quota_groups: Mapping[str, Resources | None] | None = None, *,
                  global_blacklist: Iterable[str] = (), preemption: bool = True, clock: Clock | None = None,
                  decline_seconds: float = 1.0, reservation_seconds: float = 30.0, gang_seconds: float = 60.0,
                  policies: Mapping[str, str] | None = None, blacklist_reports: int = DEFAULT_REPORTS_NEEDED,
-                 blacklist_report_seconds: float = DEFAULT_REPORT_SECONDS, machine_index: str = "tree") -> None:
+                 blacklist_report_seconds: float = DEFAULT_REPORT_SECONDS, machine_index: str = "tree",
+                 preemption_budget: int = 50_000) -> None:
         self.clock = clock or SystemClock()
         groups = dict(quota_groups or {})
         groups.setdefault("default", None)
@@ -348,6 +355,7 @@ class FuxiCore:
         self.decline_seconds = decline_seconds
         self.reservation_seconds = reservation_seconds
         self.gang_seconds = gang_seconds
+        self.preemption_budget = preemption_budget
         self.jobs: dict[str, _Job] = {}
         self._units: dict[str, _Unit] = {}
         self._new: dict[str, _Unit] = {}              # units waiting for active scheduling
@@ -360,9 +368,10 @@ class FuxiCore:
         # the machines' capacities that no other one contains, over these kinds (None: to recompute)
         self._frontier: list[Vector] | None = None
         self._frontier_kinds = Dims(())
-        self._too_big: dict[Resources, bool] = {}     # slot -> fits no capacity of the frontier
+        self._too_big: dict[int, tuple[Resources, bool]] = {}   # id(slot) -> (slot, fits no capacity seen)
         self._lowest: dict[int, int] = {}            # slot priority -> slots held at it
-        self._use_delta: dict[str, dict[Resources, int]] = {}   # unlimited group -> slot -> count not summed yet
+        # unlimited group -> id(slot) -> (slot, count) not summed into its use yet
+        self._use_delta: dict[str, dict[int, tuple[Resources, int]]] = {}
         self._job_seq = itertools.count(1)
         self._submit_seq = itertools.count()
         self._slot_seq = itertools.count(1)
@@ -371,6 +380,8 @@ class FuxiCore:
         self._now = 0.0
         self._batch: _Batch | None = None
         self._granted_now: set[str] = set()          # slots granted in this pass (not launched yet)
+        self._held_now: set[tuple[str, str]] = set()  # (unit, agent) reserved in this pass
+        self._examined = 0                            # preemption candidates looked at in this pass
         self.counters = {"slots_granted": 0, "slots_preempted": 0, "passes": 0, "gang_reservations_expired": 0}
 
     @classmethod
@@ -501,6 +512,7 @@ class FuxiCore:
         self.counters["passes"] += 1
         self._now = self.clock.now()
         self._granted_now = set()
+        self._held_now = set()
         self._expire()
         batch = self._batch = self._take_offers(offers)
         self._settle_use()
@@ -747,11 +759,13 @@ class FuxiCore:
             self._frontier = frontier
             self._too_big.clear()
         slot = unit.spec.slot
-        answer = self._too_big.get(slot)
-        if answer is None:
-            need = self._frontier_kinds.need(slot.millis())
-            answer = self._too_big[slot] = bool(self._frontier) and (
-                need is None or not any(fits(capacity, need) for capacity in self._frontier))
+        known = self._too_big.get(id(slot))
+        if known is not None and known[0] is slot:
+            return known[1]
+        need = self._frontier_kinds.need(slot.millis())
+        answer = bool(self._frontier) and (need is None or not any(fits(capacity, need)
+                                                                   for capacity in self._frontier))
+        self._too_big[id(slot)] = (slot, answer)    # keeps ``slot`` alive, so its id stays its own
         return answer
 
     def _open(self, machine: _Machine, dims: Dims) -> Vector:
@@ -862,14 +876,15 @@ class FuxiCore:
             group.used = group.used + slot if count > 0 else group.used.subtract_clamped(slot)
             return
         delta = self._use_delta.setdefault(name, {})
-        delta[slot] = delta.get(slot, 0) + count
+        known = delta.get(id(slot))                  # by identity: a unit's slot is one object
+        delta[id(slot)] = (slot, count if known is None else known[1] + count)
 
     def _settle_use(self) -> None:
         """Bring every group's ``used`` up to date. O(distinct slot sizes granted since)."""
         for name, delta in self._use_delta.items():
             group = self.groups[name]
-            used = group.used + Resources.sum(slot.scale(n) for slot, n in delta.items() if n > 0)
-            for slot, n in delta.items():
+            used = group.used + Resources.sum(slot.scale(n) for slot, n in delta.values() if n > 0)
+            for slot, n in delta.values():
                 if n < 0:
                     used = used.subtract_clamped(slot.scale(-n))
             group.used = used
@@ -886,6 +901,7 @@ class FuxiCore:
             unit.held_until = min(unit.held_until, until) if unit.gang else max(unit.held_until, until)
         unit.holds[machine.agent_id] = unit.holds.get(machine.agent_id, 0) + count
         machine.holds[unit.key] = machine.holds.get(unit.key, 0) + count
+        self._held_now.add((unit.key, machine.agent_id))
 
     def _unhold(self, unit: _Unit, machine: _Machine, count: int | None = None) -> None:
         """Release ``count`` (None: all) of the unit's reserved slots on ``machine``."""
@@ -1242,6 +1258,8 @@ class FuxiCore:
             return
         first = 0                                # order[first]: the lowest priority slot still held
         lenders = self._lenders()
+        self._examined = 0
+        exhausted: list[tuple[Resources, int]] = []   # (slot, priority): all lower-priority room was looked at
         for unit in waiting:
             missing = unit.missing
             if not missing or (unit.preempted_until > self._now and unit.holds):
@@ -1249,6 +1267,8 @@ class FuxiCore:
             if self._never_fits(unit):
                 unit.reason = WAIT_NEVER_FITS
                 continue
+            if self._examined >= self.preemption_budget:
+                break                            # the rest try again next pass
             while first < len(order) and order[first].id not in self._slots:
                 first += 1
             if first < len(order):
@@ -1256,17 +1276,25 @@ class FuxiCore:
                 own = None if group.maximum is None else \
                     _how_many(group.maximum.subtract_clamped(group.used), unit.spec.slot) - unit.reserved
                 if own is not None and own > 0 and lenders - {unit.group}:
-                    plan = self._make_room(unit, min(missing, own), self._candidates(
+                    plan, _ = self._make_room(unit, min(missing, own), self._candidates(
                         unit, order, first, lambda s: s.group in lenders and s.group != unit.group))
                     if plan:
                         self._evict(unit, plan, batch, "quota taken back by its owner")
                         lenders = self._lenders()
                         continue
             room = self._quota_slots(unit, caps) - unit.reserved
-            if room > 0 and ((first < len(order) and order[first].priority > unit.priority)
-                             or (held and held[0].priority > unit.priority)):
-                plan = self._make_room(unit, min(missing, room), self._candidates(
+            lower = (first < len(order) and order[first].priority > unit.priority) or \
+                (bool(held) and held[0].priority > unit.priority)
+            if room > 0 and lower and not any(unit.priority >= p and unit.spec.slot.contains(slot)
+                                              for slot, p in exhausted):
+                plan, complete = self._make_room(unit, min(missing, room), self._candidates(
                     unit, order, first, lambda s: s.priority > unit.priority, held))
+                if complete and not unit.gang and self._unrestricted(unit):
+                    # what it could not free now, no unit of lower or equal priority with a
+                    # slot as big can: their victims are among its own (holds only grow)
+                    exhausted = [(slot, p) for slot, p in exhausted
+                                 if not (p >= unit.priority and slot.contains(unit.spec.slot))]
+                    exhausted.append((unit.spec.slot, unit.priority))
                 if plan:
                     self._evict(unit, plan, batch, f"preempted by a higher priority unit ({unit.key}, "
                                                    f"priority {unit.priority})")
@@ -1274,6 +1302,12 @@ class FuxiCore:
                     continue
             if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                 unit.reason = WAIT_LOWER_PRIORITY  # units it may not preempt hold the resources
+
+    def _unrestricted(self, unit: _Unit) -> bool:
+        """May the unit use any machine (no locality limit, blacklist, avoided
+        host or per-machine limit)?"""
+        return _CLUSTER_SCOPE in unit.scopes and not (unit.spec.blacklist or unit.blocked or unit.avoid
+                                                      or unit.spec.max_per_machine is not None)
 
     def _lenders(self) -> set[str]:
         """The groups holding more than their maximum: lent quota to take back."""
@@ -1286,10 +1320,12 @@ class FuxiCore:
                       key=lambda s: (-s.priority, -s.granted_at, s.id))
 
     def _held_room(self) -> list[_Reserved]:
-        """Every reservation, lowest priority first: room preemption may
-        take back before it kills a task of the same priority."""
+        """Every reservation but those made in this pass, lowest priority
+        first: room preemption may take back before it kills a task of the
+        same priority."""
         held = [_Reserved(key, agent, unit.spec.slot.scale(count), unit.priority)
-                for key in self._holders for unit in (self._units[key],) for agent, count in unit.holds.items()]
+                for key in self._holders for unit in (self._units[key],) for agent, count in unit.holds.items()
+                if (key, agent) not in self._held_now]
         return sorted(held, key=lambda r: (-r.priority, r.agent_id, r.unit))
 
     def _candidates(self, unit: _Unit, order: list[Slot], first: int, may_take: Callable[[Slot], bool],
@@ -1314,13 +1350,15 @@ class FuxiCore:
                 yield victim
 
     def _make_room(self, unit: _Unit, missing: int, candidates: Iterator[Slot | _Reserved]
-                   ) -> list[tuple[_Machine, list[Slot | _Reserved], int]] | None:
+                   ) -> tuple[list[tuple[_Machine, list[Slot | _Reserved], int]] | None, bool]:
         """Victims that make room for ``missing`` slots of ``unit``, taken
         in the candidates' order (lowest priority first) until enough room
         is free, each machine counting its open room in this batch too; then
         only the victims that made a slot's room are kept. Returns
-        ``(machine, victims, slots made)`` per machine; None if no slot can
-        be made (a gang: unless all ``missing`` can)."""
+        ``(machine, victims, slots made)`` per machine, or None if no slot
+        can be made (a gang: unless all ``missing`` can); and whether every
+        candidate was looked at. Stops at the pass's ``preemption_budget``
+        of candidates looked at."""
         batch = self._batch
         freed: dict[str, Resources] = {}
         chosen: dict[str, list[Slot | _Reserved]] = {}
@@ -1328,7 +1366,12 @@ class FuxiCore:
         useful: dict[str, int] = {}
         total = 0
         limit = unit.spec.max_per_machine
+        complete = True
         for slot in candidates:
+            self._examined += 1
+            if self._examined > self.preemption_budget:
+                complete = False
+                break
             agent = slot.agent_id
             machine = self._machines[agent]
             if agent not in freed:
@@ -1344,9 +1387,10 @@ class FuxiCore:
                 made[agent] = can
                 useful[agent] = len(chosen[agent])
                 if total >= missing:
+                    complete = False
                     break
         if total == 0 or (unit.gang and total < missing):
-            return None
+            return None, complete
         plan = []
         extra = total - missing
         for agent in sorted(useful):
@@ -1355,7 +1399,7 @@ class FuxiCore:
                 cut = min(extra, slots - 1)
                 slots, extra = slots - cut, extra - cut
             plan.append((self._machines[agent], chosen[agent][:useful[agent]], slots))
-        return plan
+        return plan, complete
 
     def _evict(self, unit: _Unit, plan: list[tuple[_Machine, list[Slot | _Reserved], int]], batch: _Batch,
                reason: str) -> None:

@@ -41,6 +41,7 @@ __all__ = ["Vector", "Dims", "FitIndex", "FitTree", "FitScan", "Scope", "make_in
 Vector = tuple[int, ...]
 INDEX_KINDS = ("tree", "scan")
 _PROBE = 8      # machines a first-fit looks at directly before it asks the index
+_DEAD_KEPT = 4  # needs a tree node remembers as holding nowhere below it
 
 
 class Dims:
@@ -90,9 +91,15 @@ class FitIndex(Protocol):
 class FitTree:
     """A segment tree of component-wise maxima over free vectors (module
     docstring). Positions ``0 .. len - 1``; padding leaves hold a vector of
-    ``-1`` that holds nothing."""
+    ``-1`` that holds nothing.
 
-    __slots__ = ("_size", "_n", "_max", "_none")
+    With several kinds a node's maximum may hold a need that no machine
+    below it holds. A search that finds so remembers the need at that node
+    (the last few per node): while the vectors below only shrink, it holds
+    for any need at least as big, and the next search skips the subtree at
+    once. A vector that grows forgets what its ancestors remembered."""
+
+    __slots__ = ("_size", "_n", "_max", "_none", "_dead")
 
     def __init__(self, vectors: Sequence[Vector], dims: int) -> None:
         n = len(vectors)
@@ -107,6 +114,7 @@ class FitTree:
         for node in range(size - 1, 0, -1):
             tree[node] = tuple(map(max, tree[2 * node], tree[2 * node + 1]))
         self._max = tree
+        self._dead: dict[int, list[Vector]] = {}    # node -> needs no machine below it holds
 
     def __len__(self) -> int:
         return self._n
@@ -133,18 +141,31 @@ class FitTree:
 
     def _leftmost(self, node: int, need: Vector) -> int | None:
         """The leftmost leaf under ``node`` that holds ``need`` (depth first,
-        left child first, pruned by the maxima)."""
-        tree, size = self._max, self._size
-        stack = [node]
-        while stack:
-            node = stack.pop()
-            if node >= size:
-                return node - size
-            right = 2 * node + 1
-            if all(map(ge, tree[right], need)):
-                stack.append(right)
-            if all(map(ge, tree[right - 1], need)):
-                stack.append(right - 1)
+        left child first, pruned by the maxima and the needs remembered as
+        holding nowhere below a node); remembers the nodes it finds empty."""
+        if node >= self._size:
+            return node - self._size
+        known = self._dead.get(node)
+        if known is not None:
+            for dead in known:
+                if all(map(ge, need, dead)):
+                    return None
+        tree = self._max
+        left = 2 * node
+        if all(map(ge, tree[left], need)):
+            found = self._leftmost(left, need)
+            if found is not None:
+                return found
+        if all(map(ge, tree[left + 1], need)):
+            found = self._leftmost(left + 1, need)
+            if found is not None:
+                return found
+        if known is None:
+            self._dead[node] = [need]
+        else:
+            if len(known) >= _DEAD_KEPT:
+                del known[0]
+            known.append(need)
         return None
 
     def may_fit(self, need: Vector) -> bool:
@@ -152,18 +173,39 @@ class FitTree:
         return all(map(ge, self._max[1], need)) if self._n else False
 
     def update(self, position: int, free: Vector) -> None:
-        """Machine ``position`` has ``free`` now; refresh the maxima above it."""
-        self.update_many(((position, free),))
+        """Machine ``position`` has ``free`` now; refresh the maxima above it,
+        stopping where one does not change. O(d log M)."""
+        tree, dead = self._max, self._dead
+        node = position + self._size
+        if dead and not all(map(ge, tree[node], free)):     # it grew: forget above it
+            parent = node >> 1
+            while parent:
+                dead.pop(parent, None)
+                parent >>= 1
+        tree[node] = free
+        node >>= 1
+        while node:
+            value = tuple(map(max, tree[2 * node], tree[2 * node + 1]))
+            if value == tree[node]:
+                return
+            tree[node] = value
+            node >>= 1
 
     def update_many(self, changes: Iterable[tuple[int, Vector]]) -> None:
         """Several machines changed: refresh each ancestor once, level by
         level, stopping where a maximum does not change. O(k log(M / k) + k)
         node refreshes for k spread-out changes (O(k log M) one at a time)."""
-        tree, size = self._max, self._size
+        tree, size, dead = self._max, self._size, self._dead
         nodes = set()
         for position, free in changes:
-            tree[position + size] = free
-            nodes.add((position + size) >> 1)
+            leaf = position + size
+            if dead and not all(map(ge, tree[leaf], free)):   # it grew: forget above it
+                node = leaf >> 1
+                while node:
+                    dead.pop(node, None)
+                    node >>= 1
+            tree[leaf] = free
+            nodes.add(leaf >> 1)
         while nodes:
             parents = set()
             for node in nodes:
@@ -186,6 +228,12 @@ class FitTree:
         for node in range(size - 1, 0, -1):
             want = tuple(map(max, self._max[2 * node], self._max[2 * node + 1]))
             assert self._max[node] == want, f"node {node}"
+        for node, needs in self._dead.items():
+            span = 1 << (node.bit_length() - 1)   # leaves below: size / that level's width
+            first = (node - span) * (size // span)
+            below = vectors[first:first + size // span]
+            for need in needs:
+                assert not any(all(map(ge, vector, need)) for vector in below), f"node {node} holds {need}"
 
 
 class FitScan:
@@ -258,14 +306,14 @@ class Scope(Generic[M]):
         """The first position >= ``start`` whose vector holds ``need``: the
         next few machines are looked at directly (the round-robin's next
         machine usually has room), then the index is asked."""
-        for known in self._no_fit:
-            if all(map(ge, need, known)):
-                return None
         vectors = self._vectors
         probe_end = min(start + _PROBE, len(vectors))
         for position in range(start, probe_end):
             if all(map(ge, vectors[position], need)):
                 return position
+        for known in self._no_fit:
+            if all(map(ge, need, known)):
+                return None
         found = None
         if probe_end < len(vectors):
             if self._dirty:
@@ -308,9 +356,13 @@ class Scope(Generic[M]):
             assert not any(all(map(ge, vector, need)) for vector in self._vectors), f"{need} fits somewhere"
 
     def _flush(self) -> None:
-        vectors = self._vectors
-        self.index.update_many((position, vectors[position]) for position in self._dirty)
-        self._dirty.clear()
+        vectors, dirty = self._vectors, self._dirty
+        if len(dirty) == 1:
+            position = dirty.pop()
+            self.index.update(position, vectors[position])
+            return
+        self.index.update_many([(position, vectors[position]) for position in dirty])
+        dirty.clear()
 
     def around(self, need: Vector, origin: int) -> Iterator[int]:
         """Positions whose vector holds ``need`` *when reached*, once around
