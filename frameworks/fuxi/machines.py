@@ -175,14 +175,9 @@ class FitTree:
     def update(self, position: int, free: Vector) -> None:
         """Machine ``position`` has ``free`` now; refresh the maxima above it,
         stopping where one does not change. O(d log M)."""
-        tree, dead = self._max, self._dead
+        tree = self._max
         node = position + self._size
-        if dead and not all(map(ge, tree[node], free)):     # it grew: forget above it
-            parent = node >> 1
-            while parent:
-                dead.pop(parent, None)
-                parent >>= 1
-        tree[node] = free
+        self._set_leaf(node, free)
         node >>= 1
         while node:
             value = tuple(map(max, tree[2 * node], tree[2 * node + 1]))
@@ -191,21 +186,26 @@ class FitTree:
             tree[node] = value
             node >>= 1
 
+    def _set_leaf(self, leaf: int, free: Vector) -> None:
+        """Store a leaf's vector; if it grew, its ancestors forget the needs
+        they remembered as holding nowhere below them."""
+        dead = self._dead
+        if dead and not all(map(ge, self._max[leaf], free)):
+            node = leaf >> 1
+            while node:
+                dead.pop(node, None)
+                node >>= 1
+        self._max[leaf] = free
+
     def update_many(self, changes: Iterable[tuple[int, Vector]]) -> None:
         """Several machines changed: refresh each ancestor once, level by
         level, stopping where a maximum does not change. O(k log(M / k) + k)
         node refreshes for k spread-out changes (O(k log M) one at a time)."""
-        tree, size, dead = self._max, self._size, self._dead
+        tree, size = self._max, self._size
         nodes = set()
         for position, free in changes:
-            leaf = position + size
-            if dead and not all(map(ge, tree[leaf], free)):   # it grew: forget above it
-                node = leaf >> 1
-                while node:
-                    dead.pop(node, None)
-                    node >>= 1
-            tree[leaf] = free
-            nodes.add(leaf >> 1)
+            self._set_leaf(position + size, free)
+            nodes.add((position + size) >> 1)
         while nodes:
             parents = set()
             for node in nodes:
