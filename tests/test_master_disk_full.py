@@ -144,3 +144,49 @@ def test_a_full_tmpfs_under_the_work_dir(tmp_path):
         finally:
             agent.close()
             runtime._close()
+
+
+# ------------------------------------------------ with ZooKeeper: a blip while answers are held
+from kazoo.protocol.states import KazooState  # noqa: E402
+
+from mesoslike.ha.url import ZkUrl  # noqa: E402
+from zk_helpers import zookeeper, zookeeper_server  # noqa: E402,F401 (fixtures)
+
+
+def test_answers_held_for_an_unwritten_registry_never_go_out_after_a_connection_blip(zookeeper):
+    """Held answers go with the core when leadership is in doubt; a core
+    whose changes the registry lacks is not resumed, so they are never
+    sent, and the master leads on with a fresh core."""
+    url = ZkUrl.parse(zookeeper.url(f"held-{uuid.uuid4().hex[:8]}"))
+    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
+    framework = None
+    try:
+        turn_until(runtime, lambda: runtime.is_leader, "leadership")
+        store, failing = runtime._store, [True]
+        real_store = store.store
+
+        def store_or_fail(registry):
+            if failing[0]:
+                raise RegistryWriteError("cannot write the registry: ZooKeeper said no")
+            real_store(registry)
+        store.store = store_or_fail
+        framework = Client(runtime.address)
+        heard = []
+        framework.send(m.Subscribe(FrameworkInfo("held", failover_timeout=60.0)))
+        turn_until(runtime, lambda: runtime._held, "the answer to be held", framework, heard)
+        runtime._contender._on_state(KazooState.SUSPENDED)
+        runtime._turn()
+        assert runtime._held == [] and not runtime.is_leader
+        failing[0] = False
+        runtime._contender._on_state(KazooState.CONNECTED)
+        turn_until(runtime, lambda: runtime.is_leader, "leadership again", framework, heard)
+        first = runtime.core
+        assert first is not None and first.frameworks == {}, "the core whose change was not written served on"
+        assert heard == []
+        framework.send(m.Subscribe(FrameworkInfo("held", failover_timeout=60.0)))   # the driver's retry
+        turn_until(runtime, lambda: heard, "SUBSCRIBED", framework, heard)
+        assert isinstance(heard[0], m.Subscribed)
+    finally:
+        if framework is not None:
+            framework.close()
+        runtime._close()

@@ -533,6 +533,8 @@ class MasterRuntime:
         return []
 
     def _answer_state_askers(self) -> None:
+        if self._stopping.is_set():
+            return
         try:
             body = self._state_view.get().compact
         except Exception:
