@@ -16,6 +16,7 @@ import uuid
 
 import pytest
 
+from environment import unavailable
 from mesoslike.master.runtime import MasterRuntime
 from mesoslike.master.storage import FileRegistryStore, MemoryRegistryStore, RegistryWriteError
 from mesoslike.resources import Resources
@@ -99,11 +100,11 @@ def test_a_master_that_cannot_write_its_registry_acknowledges_nothing_until_it_c
 def tiny_tmpfs(path, size="16k"):
     path.mkdir()
     if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root; the simulated full disk covers this")
+        unavailable("mounting a tmpfs needs root; the simulated full disk covers this")
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
                              capture_output=True, text=True)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); the simulated full disk covers this")
+        unavailable(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); the simulated full disk covers this")
     try:
         yield path
     finally:
