@@ -12,27 +12,58 @@ Sockets are not thread-safe: a :class:`Server` or :class:`Client` belongs to
 the thread that polls it. Other threads hand work over through a
 :class:`Waker`, which makes that thread's poll return. :class:`Poller` (and
 :func:`poll`) wait on several sockets and wakers at once.
+
+Nothing is dropped silently (docs/reliability.rst). A frame ZeroMQ cannot
+take now — the peer's send high-water mark is reached because the peer reads
+slower than we write — waits in the endpoint's *outbox* (per peer on a
+server, so one slow peer holds up no other), in order, and leaves as soon as
+the socket takes it: every send, :meth:`~_Endpoint.wait` and
+:meth:`Poller.poll` drain what they can. The outbox is bounded (bytes per
+peer and in all); a frame beyond the bound, or for a peer that is gone, is
+dropped, logged and counted in :class:`DeliveryStats`, which the master
+exports in ``/metrics``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import select
+import time
+from collections import deque
 from typing import Any, Iterable, Iterator, Protocol, Self, Union
 
+import attrs
 import zmq
 
 from mesoslike.errors import ConfigError
 from mesoslike.wire.codec import CODEC
 
+# the public API a framework may use (pinned by tests/test_layering.py); an
+# endpoint's ``stats`` (a DeliveryStats) and ``queued`` come with Server and Client
 __all__ = ["Server", "Client", "Waker", "Poller", "poll", "idle", "parse_tcp_address", "allow_sockets",
            "MessageCodec", "Received", "DEFAULT_LISTEN_BACKLOG"]
+
+log = logging.getLogger("mesoslike.transport")
 
 #: The listen backlog of a server. ZeroMQ's default (100) drops most of the
 #: connections of thousands of agents reconnecting at once after a failover,
 #: and the kernel makes each dropped SYN wait 1, 3, 7, 15... s to retry
 #: (docs/failover.rst). The kernel caps it at ``net.core.somaxconn``.
 DEFAULT_LISTEN_BACKLOG = 4096
+
+#: frames ZeroMQ queues per peer before a send would block (its default
+#: is 1,000); what does not fit waits in the endpoint's outbox
+SEND_HIGH_WATER_MARK = 10_000
+#: the most bytes waiting in an outbox for one peer: 64 MiB (eight largest
+#: master frames, or ~250,000 status updates)
+DEFAULT_MAX_QUEUED_BYTES_PER_PEER = 64 * 1024 * 1024
+#: the most bytes waiting in a server's outbox for all its peers together
+DEFAULT_MAX_QUEUED_BYTES = 512 * 1024 * 1024
+#: while frames wait in an outbox, a wait looks again after this long,
+#: doubling to _RETRY_MAX while the socket takes nothing (seconds)
+_RETRY_MIN = 0.001
+_RETRY_MAX = 0.05
 
 #: (peer identity or None for a client, the message — of whatever class the
 #: codec decoded — or the codec's error for a bad frame)
@@ -78,23 +109,162 @@ def allow_sockets(count: int) -> None:
     _context().set(zmq.MAX_SOCKETS, count)
 
 
+#: the longest poll ZeroMQ is asked for (ms): a day; longer timeouts are
+#: polled again (a timeout of 1e308 s must not overflow)
+_MAX_POLL_MILLIS = 86_400_000
+
+
 def _millis(timeout: float | None) -> int | None:
-    return None if timeout is None else max(0, int(timeout * 1000))
+    if timeout is None:
+        return None
+    if not timeout > 0:  # 0, negative, NaN
+        return 0
+    return int(min(timeout * 1000, _MAX_POLL_MILLIS))
+
+
+@attrs.define
+class DeliveryStats:
+    """What an endpoint did with the frames it was given to send. Counters
+    only grow; ``queued``/``queued_bytes`` are what waits now."""
+
+    #: frames handed to ZeroMQ
+    sent: int = 0
+    #: frames that had to wait in the outbox (the peer read slower than we wrote)
+    deferred: int = 0
+    #: frames dropped because their peer is gone (a server's answer to a
+    #: closed connection; the protocol's retries and timeouts cover them)
+    unroutable: int = 0
+    #: frames dropped because the outbox was full (a peer that does not read)
+    overflowed: int = 0
+    #: frames still in the outbox when the endpoint closed
+    unsent_at_close: int = 0
+    #: frames and bytes waiting in the outbox now, and the most frames ever
+    queued: int = 0
+    queued_bytes: int = 0
+    peak_queued: int = 0
+
+    @property
+    def dropped(self) -> int:
+        return self.unroutable + self.overflowed + self.unsent_at_close
+
+
+class _Backlog:
+    """One peer's frames waiting for the socket, oldest first."""
+
+    __slots__ = ("frames", "bytes", "warned")
+
+    def __init__(self) -> None:
+        self.frames: deque[bytes] = deque()
+        self.bytes = 0
+        self.warned = False   # an overflow was logged since the peer last caught up
 
 
 class _Endpoint:
-    """A socket and the codec of what it carries."""
+    """A socket, the codec of what it carries, and its outbox."""
 
-    def __init__(self, kind: int, codec: MessageCodec) -> None:
+    def __init__(self, kind: int, codec: MessageCodec, max_queued_bytes_per_peer: int,
+                 max_queued_bytes: int) -> None:
+        for name, value in (("max_queued_bytes_per_peer", max_queued_bytes_per_peer),
+                            ("max_queued_bytes", max_queued_bytes)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"bad {name} {value!r}: expected an integer >= 0")
         self.codec = codec
+        self.stats = DeliveryStats()
+        self._max_peer_bytes = max_queued_bytes_per_peer
+        self._max_bytes = max_queued_bytes
+        #: peer (b"" for a client's one server) -> its waiting frames; only peers with some
+        self._backlogs: dict[bytes, _Backlog] = {}
         self._socket = _context().socket(kind)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.MAXMSGSIZE, codec.max_message_size)
+        self._socket.setsockopt(zmq.SNDHWM, SEND_HIGH_WATER_MARK)
         self._closed = False
 
+    # --------------------------------------------------------------- sending
+    def _push(self, peer: bytes, frame: bytes) -> bool | None:
+        """Hand one frame to ZeroMQ without blocking: True if it took it,
+        False if it cannot now (full), None if the peer is gone."""
+        raise NotImplementedError
+
+    def _send_or_queue(self, peer: bytes, frame: bytes) -> bool:
+        """Send ``frame`` to ``peer`` after what waits for it already, or
+        queue it; False (counted, logged) if it had to be dropped."""
+        backlog = self._backlogs.get(peer)
+        if backlog is not None:
+            self._drain(peer, backlog)
+            backlog = self._backlogs.get(peer)
+        if backlog is None:
+            pushed = self._push(peer, frame)
+            if pushed:
+                self.stats.sent += 1
+                return True
+            if pushed is None:
+                self.stats.unroutable += 1
+                log.debug("a frame to %r dropped: the peer is gone", peer)
+                return False
+            backlog = self._backlogs[peer] = _Backlog()
+        if backlog.bytes + len(frame) > self._max_peer_bytes or \
+                self.stats.queued_bytes + len(frame) > self._max_bytes:
+            self.stats.overflowed += 1
+            if not backlog.warned:
+                backlog.warned = True
+                log.error("the outbox to %r is full (%d frames, %d bytes waiting; %d bytes in all): dropping "
+                          "frames to it until it reads", peer, len(backlog.frames), backlog.bytes,
+                          self.stats.queued_bytes)
+            if not backlog.frames:
+                del self._backlogs[peer]
+            return False
+        backlog.frames.append(frame)
+        backlog.bytes += len(frame)
+        self.stats.deferred += 1
+        self.stats.queued += 1
+        self.stats.queued_bytes += len(frame)
+        self.stats.peak_queued = max(self.stats.peak_queued, self.stats.queued)
+        return True
+
+    def _drain(self, peer: bytes, backlog: _Backlog) -> bool:
+        """Send what waits for ``peer`` until the socket is full; True if
+        anything left."""
+        frames = backlog.frames
+        moved = False
+        while frames:
+            pushed = self._push(peer, frames[0])
+            if pushed is False:
+                break
+            frame = frames.popleft()
+            backlog.bytes -= len(frame)
+            self.stats.queued -= 1
+            self.stats.queued_bytes -= len(frame)
+            moved = True
+            if pushed:
+                self.stats.sent += 1
+            else:  # gone while its frames waited
+                self.stats.unroutable += 1
+        if not frames:
+            del self._backlogs[peer]
+            if backlog.warned:
+                log.warning("the outbox to %r is empty again", peer)
+        return moved
+
+    def flush(self) -> int:
+        """Send what waits in the outbox, as far as the socket takes it; the
+        number of frames still waiting. O(peers waiting + frames sent)."""
+        if self._closed:
+            return 0
+        for peer, backlog in list(self._backlogs.items()):
+            self._drain(peer, backlog)
+        return self.stats.queued
+
+    @property
+    def queued(self) -> int:
+        """Frames waiting in the outbox."""
+        return self.stats.queued
+
+    # --------------------------------------------------------------- waiting
     def wait(self, timeout: float | None, waker: Waker | None = None) -> bool:
         """Block until a frame is readable (True), the waker fires, or the
-        timeout (seconds; None = forever) passes."""
+        timeout (seconds; None = forever) passes — sending what waits in the
+        outbox meanwhile."""
         return self in poll([self] if waker is None else [self, waker], timeout)
 
     def decode(self, frame: bytes) -> object:
@@ -106,10 +276,18 @@ class _Endpoint:
 
     def close(self, linger: float = 0.0) -> None:
         """Close the socket; messages still queued get ``linger`` seconds to
-        leave (0: dropped now). Idempotent."""
+        leave (0: dropped now). What is still in the outbox then (more than
+        ZeroMQ's high-water mark) is counted and logged. Idempotent."""
         if not self._closed:
+            if linger > 0:
+                self.flush()
+            if self.stats.queued:
+                self.stats.unsent_at_close += self.stats.queued
+                log.warning("closing with %d frames not sent (%d bytes)", self.stats.queued, self.stats.queued_bytes)
+                self._backlogs.clear()
+                self.stats.queued = self.stats.queued_bytes = 0
             self._closed = True
-            self._socket.close(linger=int(linger * 1000))
+            self._socket.close(linger=_millis(linger))
 
     def __enter__(self) -> Self:
         return self
@@ -124,14 +302,18 @@ class Server(_Endpoint):
     messages of ``codec``."""
 
     def __init__(self, address: str, *, codec: MessageCodec = CODEC,
-                 backlog: int = DEFAULT_LISTEN_BACKLOG) -> None:
+                 backlog: int = DEFAULT_LISTEN_BACKLOG,
+                 max_queued_bytes_per_peer: int = DEFAULT_MAX_QUEUED_BYTES_PER_PEER,
+                 max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES) -> None:
         host, port = parse_tcp_address(address)
         if not isinstance(backlog, int) or isinstance(backlog, bool) or backlog < 1:
             raise ConfigError(f"bad listen backlog {backlog!r}: expected an integer >= 1")
-        super().__init__(zmq.ROUTER, codec)
+        super().__init__(zmq.ROUTER, codec, max_queued_bytes_per_peer, max_queued_bytes)
         self._socket.setsockopt(zmq.BACKLOG, backlog)
-        # a message to a peer that went away is dropped instead of blocking
-        self._socket.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        # a send that cannot go out says so (EAGAIN: the peer's queue is
+        # full; EHOSTUNREACH: the peer is gone) instead of ZeroMQ dropping it
+        # without a word: the first goes to the outbox, the second is counted
+        self._socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
         try:
             if port == 0:
                 port = self._socket.bind_to_random_port(f"tcp://{host}")
@@ -147,14 +329,27 @@ class Server(_Endpoint):
         """The listen backlog the socket was given."""
         return int(self._socket.getsockopt(zmq.BACKLOG))
 
-    def send(self, peer: bytes, message: object) -> None:
-        """Encode ``message`` and queue it for ``peer`` (raises the codec's
-        error if it cannot be encoded; dropped if the peer is gone)."""
-        self.send_frame(peer, self.codec.encode(message))
+    def send(self, peer: bytes, message: object) -> bool:
+        """Encode ``message`` and send it to ``peer``, or queue it in the
+        outbox while the peer's queue is full. False if it was dropped (the
+        peer is gone, or its outbox is full: counted in :attr:`stats`);
+        raises the codec's error if it cannot be encoded."""
+        return self.send_frame(peer, self.codec.encode(message))
 
-    def send_frame(self, peer: bytes, frame: bytes) -> None:
-        """Queue an encoded frame for ``peer``."""
-        self._socket.send_multipart([peer, frame], copy=False)
+    def send_frame(self, peer: bytes, frame: bytes) -> bool:
+        """:meth:`send` with an encoded frame."""
+        return self._send_or_queue(peer, frame)
+
+    def _push(self, peer: bytes, frame: bytes) -> bool | None:
+        try:
+            self._socket.send_multipart([peer, frame], zmq.NOBLOCK, copy=False)
+            return True
+        except zmq.Again:
+            return False
+        except zmq.ZMQError as exc:
+            if exc.errno == zmq.EHOSTUNREACH:
+                return None
+            raise
 
     def receive(self) -> Iterator[Received]:
         """Every frame waiting now, decoded; a bad frame yields the codec's error."""
@@ -184,24 +379,29 @@ class Client(_Endpoint):
     ``codec``; reconnects by itself. ``identity``: how the server sees it
     (default random)."""
 
-    def __init__(self, address: str, *, codec: MessageCodec = CODEC, identity: bytes | None = None) -> None:
+    def __init__(self, address: str, *, codec: MessageCodec = CODEC, identity: bytes | None = None,
+                 max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES_PER_PEER) -> None:
         parse_tcp_address(address)
-        super().__init__(zmq.DEALER, codec)
+        super().__init__(zmq.DEALER, codec, max_queued_bytes, max_queued_bytes)
         self._socket.setsockopt(zmq.IDENTITY, identity or os.urandom(8))
-        # don't queue without bound for a server that is gone
-        self._socket.setsockopt(zmq.SNDHWM, 10_000)
         self._socket.setsockopt(zmq.RECONNECT_IVL, 100)
         self._socket.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
         self._socket.connect(address)
         self.address = address
 
     def send(self, message: object) -> bool:
-        """Encode and queue a message; False if the outgoing queue is full
-        (raises the codec's error if it cannot be encoded)."""
+        """Encode and send a message, or queue it in the outbox while the
+        socket's queue is full (the server reads slower than we write, or is
+        away). False if it was dropped because the outbox is full too
+        (counted in :attr:`stats`); raises the codec's error if it cannot be
+        encoded."""
         return self.send_frame(self.codec.encode(message))
 
     def send_frame(self, frame: bytes) -> bool:
-        """Queue an encoded frame; False if the outgoing queue is full."""
+        """:meth:`send` with an encoded frame."""
+        return self._send_or_queue(b"", frame)
+
+    def _push(self, peer: bytes, frame: bytes) -> bool | None:
         try:
             self._socket.send(frame, zmq.NOBLOCK, copy=False)
             return True
@@ -293,8 +493,26 @@ class Poller:
 
     def poll(self, timeout: float | None) -> list[Pollable]:
         """What is ready within ``timeout`` seconds (None = wait forever;
-        empty if the time passed). A waker that fired is cleared."""
-        ready = [self._items[key] for key, _ in self._poller.poll(_millis(timeout))]
+        empty if the time passed). A waker that fired is cleared. While an
+        endpoint's outbox holds frames, they are sent as the socket takes
+        them (looking again every millisecond, backing off to 50 ms while
+        it takes nothing)."""
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        endpoints = [item for item in self._items.values() if isinstance(item, _Endpoint)]
+        retry, last_queued = _RETRY_MIN, None
+        while True:
+            queued = sum(endpoint.flush() for endpoint in endpoints)
+            if last_queued is not None:   # back off while the sockets take nothing
+                retry = _RETRY_MIN if queued < last_queued else min(retry * 2, _RETRY_MAX)
+            last_queued = queued
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not queued:
+                ready = [self._items[key] for key, _ in self._poller.poll(_millis(left))]
+                break
+            step = retry if left is None else min(left, retry)
+            ready = [self._items[key] for key, _ in self._poller.poll(_millis(step))]
+            if ready or (left is not None and step >= left):
+                break
         for item in ready:
             if isinstance(item, Waker):
                 item.clear()
