@@ -26,6 +26,8 @@ import uuid
 from collections import deque
 from typing import TYPE_CHECKING
 
+import attrs
+
 from mesoslike import __version__
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.master.core import MasterCore, Send
@@ -41,7 +43,7 @@ from mesoslike.master.records import MasterConfig
 from mesoslike.master.registry import Registry
 from mesoslike.master.roles import RolesConfig
 from mesoslike.master.roles_watcher import RolesWatcher
-from mesoslike.master.state import metrics_text, state_json
+from mesoslike.master.state import metrics_text, state_json, transport_metrics
 from mesoslike.master.storage import MemoryRegistryStore, RegistryFencedError, RegistryStore
 from mesoslike.transport import Server, Waker
 from mesoslike.wire import MasterInfo, WireError
@@ -380,11 +382,13 @@ class MasterRuntime:
         return {"healthy": True, "is_leader": self.is_leader, "leader": self._leader_info().get("address", "")}
 
     def _metrics(self) -> str:
+        transport = attrs.asdict(self._server.stats)   # ints only: read without the loop's lock
         with self._lock:
             core = self.core
             if core is not None:
-                return metrics_text(core)
-        return "# HELP mesoslike_leader 1 if this master leads\n# TYPE mesoslike_leader gauge\nmesoslike_leader 0\n"
+                return metrics_text(core, transport)
+        return ("# HELP mesoslike_leader 1 if this master leads\n# TYPE mesoslike_leader gauge\nmesoslike_leader 0\n"
+                + "\n".join(transport_metrics(transport)) + "\n")
 
     # -------------------------------------------------------------- roles
     @property
