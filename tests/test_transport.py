@@ -258,3 +258,38 @@ def test_an_enormous_timeout_does_not_overflow_a_wait():
             assert poll([waker], float("nan")) == []              # not a number: do not wait
         finally:
             waker.close()
+
+
+def test_a_client_sent_a_frame_over_its_limit_connects_anew_and_carries_on():
+    # ZeroMQ ends a connection for good on a frame over the limit (a
+    # protocol error, never retried): one such frame left an agent deaf
+    with Server("tcp://127.0.0.1:0") as server, Client(server.address) as client:
+        client.send(m.Heartbeat())
+        peer, _ = receive_one(server)
+        assert server.send_frame(peer, b"\x00" * (server.codec.max_message_size + 1))
+        deadline = time.monotonic() + 10
+        answered = []
+        while not answered and time.monotonic() < deadline:
+            server.send(peer, m.Ping("again"))            # the same identity, once it is back
+            client.wait(0.1)
+            answered = [msg for _, msg in client.receive()]
+        assert answered and answered[0] == m.Ping("again") and client.stats.reconnects == 1
+        client.send(m.Pong("back"))
+        assert receive_one(server) == (peer, m.Pong("back"))
+
+
+def test_a_long_lived_poller_follows_a_client_that_connected_anew():
+    with Server("tcp://127.0.0.1:0") as server, Client(server.address) as client:
+        poller = Poller([client])
+        client.send(m.Heartbeat())
+        peer, _ = receive_one(server)
+        server.send_frame(peer, b"\x00" * (server.codec.max_message_size + 1))
+        deadline = time.monotonic() + 10
+        while client.stats.reconnects == 0 and time.monotonic() < deadline:
+            poller.poll(0.1)                              # its monitor is polled too
+        assert client.stats.reconnects == 1
+        ready = []
+        while not ready and time.monotonic() < deadline:
+            server.send(peer, m.Ping())
+            ready = poller.poll(0.1)
+        assert ready == [client] and list(client.receive())
