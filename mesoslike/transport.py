@@ -258,11 +258,9 @@ class _Endpoint:
         self.stats.peak_queued = max(self.stats.peak_queued, self.stats.queued)
         return True
 
-    def _drain(self, peer: bytes, backlog: _Backlog) -> bool:
-        """Send what waits for ``peer`` until the socket is full; True if
-        anything left."""
+    def _drain(self, peer: bytes, backlog: _Backlog) -> None:
+        """Send what waits for ``peer`` until the socket is full."""
         frames = backlog.frames
-        moved = False
         while frames:
             pushed = self._push(peer, frames[0])
             if pushed is False:
@@ -271,7 +269,6 @@ class _Endpoint:
             backlog.bytes -= len(frame)
             self.stats.queued -= 1
             self.stats.queued_bytes -= len(frame)
-            moved = True
             if pushed:
                 self.stats.sent += 1
             else:  # gone while its frames waited
@@ -280,7 +277,6 @@ class _Endpoint:
             del self._backlogs[peer]
             if backlog.warned:
                 log.warning("the outbox to %r is empty again", peer)
-        return moved
 
     def _close_extras(self) -> None:
         """What a subclass holds besides the socket (a client's monitor)."""
