@@ -8,7 +8,7 @@ from typing import Annotated, Any, ClassVar
 import attrs
 import msgpack
 import pytest
-from codec_helpers import assert_the_fast_decoder_agrees_on_any_mutation
+from codec_helpers import HOSTILE_NUMBERS, HOSTILE_RESOURCES, assert_the_fast_decoder_agrees_on_any_mutation
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -178,7 +178,7 @@ def test_the_fast_decoder_agrees_with_the_checking_one_on_any_mutation(message):
 
 # ------------------------------------------------------------ total decoders
 plain_scalars = (st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats() | st.text(max_size=6)
-                 | st.binary(max_size=6))
+                 | st.binary(max_size=6) | st.sampled_from(HOSTILE_RESOURCES + HOSTILE_NUMBERS))
 plain = st.recursive(plain_scalars, lambda inner: st.lists(inner, max_size=3)
                      | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=12)
 

@@ -341,8 +341,9 @@ class AppMaster:
         if self._dirty:
             write_snapshot(self.snapshot_path, self.core.snapshot())
             self._dirty = False
-        for peer, message in self._to_workers:
-            self._server.send(peer, message)
+        for peer, message in self._to_workers:   # queued while a worker reads slowly; a drop is counted
+            if not self._server.send(peer, message):
+                log.warning("%s to worker %r dropped: it is gone or its outbox is full", message.TYPE, peer)
         self._to_workers.clear()
         final = self._ended is not None and self._end_request is None
         if now - self._report_sent >= PROGRESS_MIN_INTERVAL or final:
@@ -355,8 +356,10 @@ class AppMaster:
             self._end_sent = now
         # a lower desire before the slots it lets go: the scheduler never sees them as still wanted
         for request in sorted(self._to_service, key=lambda r: not isinstance(r, protocol.SetDesire)):
-            self._service.send(request)
+            if not self._service.send(request):
+                log.error("%s to the service dropped: its outbox is full", request.TYPE)
         self._to_service.clear()
+        self._service.flush()   # what waited for the service's socket goes out as it takes it
 
     def _on_service_frame(self, frame: bytes) -> None:
         try:

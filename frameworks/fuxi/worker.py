@@ -126,8 +126,9 @@ class Worker:
 
     # ---------------------------------------------------------- messages
     def _send(self, message: object) -> None:
-        if not self._client.send(message):
-            log.warning("the queue to the AppMaster is full: %s dropped", type(message).__name__)
+        if not self._client.send(message):   # queued while the AppMaster reads slowly: dropped only past its bound
+            log.error("the outbox to the AppMaster is full (%d frames): %s dropped", self._client.queued,
+                      type(message).__name__)
 
     def _running(self) -> list[int] | None:
         return [self.run_.instance, self.run_.attempt] if self.run_ is not None and not self.run_.killed else None

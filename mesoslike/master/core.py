@@ -13,6 +13,7 @@ sends.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import json
 import logging
@@ -54,6 +55,15 @@ EMPTY = Resources()
 MAX_ERROR_TEXT = 2000
 #: framework ids remembered from agents' reports of ended tasks (see _reported_frameworks)
 _MAX_REPORTED_FRAMEWORKS = 100_000
+
+#: an agent retries an unacknowledged update (0.5 s doubling to 10 s); the
+#: master forwards a retry to the framework's connection that already got
+#: that update only once this long has passed since. The transport does not
+#: drop what it was given for a connected peer, so a retry is needed only if
+#: the framework did not acknowledge (explicit acknowledgements) or its driver
+#: ignored the update (while it re-subscribed); forwarding every retry of a
+#: congested framework only made the congestion worse (issue 12 §1)
+UPDATE_REFORWARD_INTERVAL = 2.0
 
 
 @attrs.frozen
@@ -120,7 +130,16 @@ class MasterCore:
                          "agents_removed": 0, "frameworks_removed": 0, "registration_retries": 0,
                          "preemptions_warned": 0, "preemptions_killed": 0, "preemptions_released": 0,
                          "offers_expired": 0, "subscriptions_refused": 0, "agent_registrations_refused": 0,
-                         "reconciliations_refused": 0, "reconcile_answers": 0}
+                         "reconciliations_refused": 0, "reconcile_answers": 0,
+                         "launches_resent": 0, "tasks_unconfirmed": 0, "tasks_unreported": 0,
+                         "updates_reforwarded": 0, "updates_held_back": 0, "updates_settled_by_master": 0}
+        #: launched tasks not confirmed by their agent yet: (when to look
+        #: again, sequence, framework id, task id, RUN_TASKs sent by then);
+        #: entries of tasks confirmed or ended meanwhile are skipped when due
+        self._unconfirmed: list[tuple[float, int, str, str, int]] = []
+        self._unconfirmed_seq = itertools.count()
+        #: tasks whose story is told (see _complete), by their terminal state
+        self.completed_by_state: dict[str, int] = {}
         #: the roles file in force, set by the runtime
         self.roles_config: RolesConfig | None = None
         #: fair-share preemption (docs/preemption.rst); None = off, the default
@@ -283,6 +302,8 @@ class MasterCore:
             self._next_preemption_update = now + self.preemption.update_interval
             self._preemption_update(self.preemption, now)
         self._expire_offers(now)
+        if self._unconfirmed and now >= self._unconfirmed[0][0]:
+            self._check_unconfirmed(now)
         self._send_offers(self.allocator.tick())
         self._send_rescinds()
         return self._flush()
@@ -293,6 +314,8 @@ class MasterCore:
         wake = min(self.allocator.next_wakeup(), self._next_ping_sweep, self._next_framework_sweep)
         if self._offer_deadlines:
             wake = min(wake, self._offer_deadlines[0][0])
+        if self._unconfirmed:
+            wake = min(wake, self._unconfirmed[0][0])
         return wake if self.preemption is None else min(wake, self._next_preemption_update)
 
     # ============================================================ preemption
@@ -654,13 +677,15 @@ class MasterCore:
         for offer in offers:
             pool = pool + offer.resources
         launched: list[TaskInfo] = []
+        launched_ids: set[str] = set()
         used = EMPTY
         for task in msg.tasks:
-            problem = self._task_problem(record, task, agent, pool - used, launched)
+            problem = self._task_problem(record, task, agent, pool - used, launched_ids)
             if problem is not None:
                 self._launch_failed(record, task, TaskState.ERROR, problem, "REASON_TASK_INVALID")
                 continue
             launched.append(task)
+            launched_ids.add(task.task_id)
             used = used + task.resources
         self._consume_offers(offers, used, refuse)
         for task in launched:
@@ -685,10 +710,14 @@ class MasterCore:
         return offers, problem
 
     def _task_problem(self, record: FrameworkRecord, task: TaskInfo, agent: AgentRecord, left: Resources,
-                      earlier: list[TaskInfo]) -> str | None:
+                      earlier: set[str]) -> str | None:
+        """Why ``task`` cannot launch (``earlier``: the ids launched before
+        it in the same ACCEPT), or None. O(resource kinds): an ACCEPT of
+        5,000 tasks used to scan the earlier ones for each (a stall of
+        seconds, issue 12 §1)."""
         if not task.task_id:
             return "the task id is empty"
-        if task.task_id in record.tasks or any(t.task_id == task.task_id for t in earlier):
+        if task.task_id in record.tasks or task.task_id in earlier:
             return f"task id {task.task_id} is already in use"
         if task.agent_id != agent.id:
             return f"task agent_id {task.agent_id!r} is not the offers' agent {agent.id}"
@@ -714,10 +743,53 @@ class MasterCore:
     def _run_task(self, record: FrameworkRecord, agent: AgentRecord, task: TaskInfo) -> None:
         status = new_status(task.task_id, TaskState.STAGING, agent_id=agent.id, framework_id=record.id,
                             timestamp=self._wall_clock())
-        record.tasks[task.task_id] = TaskRecord(task, record.id, agent.id, status, launched_at=self.clock.now())
+        now = self.clock.now()
+        launched = record.tasks[task.task_id] = TaskRecord(task, record.id, agent.id, status, launched_at=now,
+                                                           confirmed=False)
         agent.tasks.add((record.id, task.task_id))
         self.counters["tasks_launched"] += 1
-        self._send(agent.peer, m.RunTask(record.info, task))
+        self._send_run_task(record, agent, launched, now)
+
+    def _send_run_task(self, record: FrameworkRecord, agent: AgentRecord, task: TaskRecord, now: float) -> None:
+        """Send (again) a task to its agent, and look again after the launch
+        timeout, doubled for each send before. O(log unconfirmed tasks)."""
+        task.launch_sends += 1
+        wait = self.config.task_launch_timeout * 2 ** (task.launch_sends - 1)
+        heapq.heappush(self._unconfirmed, (now + wait, next(self._unconfirmed_seq), record.id, task.id,
+                                           task.launch_sends))
+        self._send(agent.peer, m.RunTask(record.info, task.info))
+
+    def _check_unconfirmed(self, now: float) -> None:
+        """Tasks whose agent has not confirmed them in time: RUN_TASK again
+        (an agent ignores one for a task it has), or after the last attempt
+        end them TASK_LOST (TASK_DROPPED if partition-aware) and tell the
+        agent to kill them, should the task reach it after all.
+        O(due entries x log unconfirmed)."""
+        while self._unconfirmed and self._unconfirmed[0][0] <= now:
+            _, _, framework_id, task_id, sends = heapq.heappop(self._unconfirmed)
+            found = self._task(framework_id, task_id)
+            if found is None:
+                continue
+            record, task = found
+            if task.confirmed or task.terminal or task.launch_sends != sends:
+                continue   # confirmed, ended, or a newer entry stands for it
+            agent = self.agents.get(task.agent_id)
+            if agent is None:
+                continue   # its agent's removal ended it
+            if task.launch_sends < self.config.task_launch_attempts:
+                self.counters["launches_resent"] += 1
+                log.warning("task %s of framework %s not confirmed by agent %s after %d launch(es): sending it again",
+                            task_id, framework_id, agent.id, task.launch_sends)
+                self._send_run_task(record, agent, task, now)
+                continue
+            self.counters["tasks_unconfirmed"] += 1
+            why = (f"agent {agent.id} did not confirm the task after {task.launch_sends} launch attempts over "
+                   f"{now - task.launched_at:.0f}s")
+            log.warning("task %s of framework %s: %s", task_id, framework_id, why)
+            self._recover_resources(record, task)
+            self._send(agent.peer, m.KillTask(record.id, task.id))
+            self._end_by_master(record, task, TaskState.DROPPED if record.info.partition_aware else TaskState.LOST,
+                                "REASON_RECONCILIATION", why)
 
     def _launch_failed(self, record: FrameworkRecord, task: TaskInfo, state: str, why: str, reason: str) -> None:
         self.counters["tasks_invalid"] += 1
@@ -743,6 +815,11 @@ class MasterCore:
 
     # ======================================================= status updates
     def _status_update(self, peer: bytes, msg: m.StatusUpdate) -> None:
+        """An agent's update: applied, and forwarded to the framework once
+        (a retry again only if it may not have arrived, see
+        UPDATE_REFORWARD_INTERVAL). A retry of an update the framework
+        acknowledged already, or of a task that ended, is acknowledged by the
+        master instead: the framework has had it (docs/reliability.rst)."""
         agent = self._agent_for(peer)
         if agent is None:
             return
@@ -751,14 +828,58 @@ class MasterCore:
         if why is not None and status.state == TaskState.KILLED:
             status = attrs.evolve(status, reason="REASON_TASK_PREEMPTED", message=why)
         record = self.frameworks.get(msg.framework_id)
-        task = record.tasks.get(status.task_id) if record is not None else None
-        if record is not None and task is not None:
-            self._apply_status(record, task, status)
-        if record is not None and record.connected:
+        if record is None:
+            if status.uuid:   # nobody will ever acknowledge: do it on the framework's behalf
+                self._send(peer, m.StatusUpdateAck(agent.id, msg.framework_id, status.task_id, status.uuid))
+            return
+        task = record.tasks.get(status.task_id)
+        if task is None:
+            ended = record.completed_task(status.task_id)
+            if ended is not None and ended.agent_id == agent.id:
+                self._settle_stale(agent, record, ended, status)
+                return
+            if record.connected:   # not known (any more): the framework decides
+                self._send_framework(record, m.Update(status))
+            return
+        task.confirmed = True
+        if status.uuid and status.uuid == task.acknowledged_uuid:
+            self._settle(agent, record, status)   # our acknowledgement to the agent was late or lost
+            return
+        self._apply_status(record, task, status)
+        if record.connected and self._forward_due(record, task, status):
             self._send_framework(record, m.Update(status))
-        elif record is None and status.uuid:
-            # nobody will ever acknowledge: do it on the framework's behalf
-            self._send(peer, m.StatusUpdateAck(agent.id, msg.framework_id, status.task_id, status.uuid))
+
+    def _forward_due(self, record: FrameworkRecord, task: TaskRecord, status: TaskStatus) -> bool:
+        """Whether to forward ``status`` to the framework now: the first
+        time, to another connection, or a while after the last time."""
+        now = self.clock.now()
+        if status.uuid and status.uuid == task.forwarded_uuid and record.peer == task.forwarded_to:
+            if now - task.forwarded_at < UPDATE_REFORWARD_INTERVAL:
+                self.counters["updates_held_back"] += 1
+                return False
+            self.counters["updates_reforwarded"] += 1
+        task.forwarded_uuid, task.forwarded_to, task.forwarded_at = status.uuid, record.peer, now
+        return True
+
+    def _settle(self, agent: AgentRecord, record: FrameworkRecord, status: TaskStatus) -> None:
+        """Acknowledge an update to its agent on the framework's behalf."""
+        self.counters["updates_settled_by_master"] += 1
+        self._send(agent.peer, m.StatusUpdateAck(agent.id, record.id, status.task_id, status.uuid))
+
+    def _settle_stale(self, agent: AgentRecord, record: FrameworkRecord, ended: TaskRecord,
+                      status: TaskStatus) -> None:
+        """An update of a task whose end the framework has had — the retry
+        of an acknowledged update, or news of a task the master ended
+        itself (TASK_LOST, TASK_DROPPED) because the agent was silent about
+        it: the framework never hears of it again (one terminal state per
+        task); the agent gets its acknowledgement and, for a task it still
+        runs, a kill."""
+        if status.uuid:
+            self._settle(agent, record, status)
+        if not status.terminal and ended.status.source == "SOURCE_MASTER":
+            log.warning("agent %s reports task %s of framework %s %s, which the master ended %s: killing it",
+                        agent.id, status.task_id, record.id, status.state, ended.state)
+            self._send(agent.peer, m.KillTask(record.id, status.task_id))
 
     def _apply_status(self, record: FrameworkRecord, task: TaskRecord, status: TaskStatus) -> None:
         if task.terminal and not status.terminal:
@@ -785,6 +906,8 @@ class MasterCore:
         if record is None:
             return
         task = record.tasks.get(msg.task_id)
+        if task is not None and msg.uuid:
+            task.acknowledged_uuid = msg.uuid
         if task is not None and task.terminal and task.status.uuid == msg.uuid:
             self._complete(record, task)
         agent = self.agents.get(msg.agent_id)
@@ -792,12 +915,14 @@ class MasterCore:
             self._send(agent.peer, m.StatusUpdateAck(agent.id, record.id, msg.task_id, msg.uuid))
 
     def _complete(self, record: FrameworkRecord, task: TaskRecord) -> None:
+        """The task's story is told (its terminal state acknowledged, or made
+        up by the master): each task comes here once."""
+        self.completed_by_state[task.state] = self.completed_by_state.get(task.state, 0) + 1
         del record.tasks[task.id]
         agent = self.agents.get(task.agent_id)
         if agent is not None:
             agent.tasks.discard((record.id, task.id))
-        record.completed.append(task)
-        del record.completed[:-self.config.completed_tasks_per_framework]
+        record.add_completed(task, self.config.completed_tasks_per_framework)
 
     def _reconcile(self, peer: bytes, msg: m.Reconcile) -> None:
         """RECONCILE: the latest state of the named tasks, or (none named) of
@@ -1083,12 +1208,23 @@ class MasterCore:
         self._send(peer, m.AgentRegistered(info.id, self.info, self.config.ping_interval))
 
     def _lose_unreported_tasks(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
+        """As Mesos does: a task the agent does not report ends TASK_LOST
+        (TASK_DROPPED for a partition-aware framework) — it never reached the
+        agent, or the agent lost it; those it reports are confirmed."""
         still_running = {(r.framework_id, r.task.task_id) for r in reported}
         for framework_id, task_id in sorted(agent.tasks - still_running):
             found = self._task(framework_id, task_id)
             if found is not None and not found[1].terminal:
-                self._recover_resources(*found)  # the agent stays: what the task held is free again
-                self._mark_lost(*found, "the agent re-registered without this task")
+                record, task = found
+                self.counters["tasks_unreported"] += 1
+                self._recover_resources(record, task)  # the agent stays: what the task held is free again
+                self._end_by_master(record, task,
+                                    TaskState.DROPPED if record.info.partition_aware else TaskState.LOST,
+                                    "REASON_RECONCILIATION", "the agent re-registered without this task")
+        for framework_id, task_id in still_running:
+            found = self._task(framework_id, task_id)
+            if found is not None:
+                found[1].confirmed = True
 
     def _agent_for(self, peer: bytes) -> AgentRecord | None:
         agent_id = self._agent_by_peer.get(peer)
@@ -1131,11 +1267,16 @@ class MasterCore:
         self.counters["agents_removed"] += 1
 
     def _mark_lost(self, record: FrameworkRecord, task: TaskRecord, why: str) -> None:
-        state = TaskState.UNREACHABLE if record.info.partition_aware else TaskState.LOST
-        status = new_status(task.id, state, agent_id=task.agent_id, framework_id=record.id, message=why,
-                            reason="REASON_AGENT_REMOVED", timestamp=self._wall_clock())
-        task.status = status
         task.resources_recovered = True  # the agent's removal returns them
+        self._end_by_master(record, task, TaskState.UNREACHABLE if record.info.partition_aware else TaskState.LOST,
+                            "REASON_AGENT_REMOVED", why)
+
+    def _end_by_master(self, record: FrameworkRecord, task: TaskRecord, state: str, reason: str, why: str) -> None:
+        """End a task with a status the master makes up (no uuid: nothing to
+        acknowledge), tell the framework, and forget the task."""
+        status = new_status(task.id, state, agent_id=task.agent_id, framework_id=record.id, message=why,
+                            reason=reason, timestamp=self._wall_clock())
+        task.status = status
         if self._warned and (record.id, task.id) in self._warned:
             self._preemption_ended((record.id, task.id))
         if record.connected:
@@ -1153,6 +1294,13 @@ class MasterCore:
         framework_id = self._framework_by_peer.get(peer)
         if framework_id is not None:
             self.frameworks[framework_id].last_heard = self.clock.now()
+            return
+        agent_id = self._agent_by_peer.get(peer)
+        if agent_id is not None:
+            # any message answers the pings, as any message is a framework's
+            # heartbeat: an agent launching 5,000 tasks sends their updates
+            # long before it reads the PINGs queued behind the RUN_TASKs
+            self.agents[agent_id].pings_unanswered = 0
 
     def _send(self, peer: bytes | None, message: object) -> None:
         if peer is not None:

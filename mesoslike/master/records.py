@@ -61,18 +61,25 @@ class MasterConfig:
     http_workers: int = 8
     http_timeout: float = 10.0
     http_max_connections: int = 64
+    # a launched task its agent has not confirmed (no status from it) within
+    # task_launch_timeout gets its RUN_TASK again, the wait doubling each
+    # time; after task_launch_attempts sends it ends TASK_LOST (TASK_DROPPED
+    # for partition-aware frameworks). Defaults: resent after 10, 30, 70 s,
+    # given up after 150 s (docs/reliability.rst)
+    task_launch_timeout: float = 10.0
+    task_launch_attempts: int = 4
 
     def validate(self) -> MasterConfig:
         from mesoslike.errors import ConfigError
 
         for name in ("heartbeat_interval", "ping_interval", "allocation_interval", "agent_reregister_timeout",
-                     "max_failover_timeout", "http_timeout"):
+                     "max_failover_timeout", "http_timeout", "task_launch_timeout"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0:
                 raise ConfigError(f"{name} must be > 0, got {value!r}")
         for name in ("framework_timeout_heartbeats", "max_agent_ping_timeouts", "max_frameworks_per_connection",
                      "max_agents_per_connection", "max_reconcile_tasks", "reconcile_answers_per_turn",
-                     "http_workers", "http_max_connections"):
+                     "http_workers", "http_max_connections", "task_launch_attempts"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
@@ -89,6 +96,12 @@ class TaskRecord:
     status: TaskStatus
     resources_recovered: bool = False
     launched_at: float = 0.0            # master clock time it was launched (or first reported)
+    confirmed: bool = True              # its agent has said it has it (a status, or it re-registered with it)
+    launch_sends: int = 0               # RUN_TASKs sent for it (while not confirmed)
+    acknowledged_uuid: str = ""         # the last update of it the framework acknowledged
+    forwarded_uuid: str = ""            # the last update forwarded to the framework: which,
+    forwarded_to: bytes | None = None   # to which connection,
+    forwarded_at: float = float("-inf")  # and when (master clock)
 
     @property
     def id(self) -> str:
@@ -114,10 +127,25 @@ class FrameworkRecord:
     suppressed: bool = False            # SUPPRESS until REVIVE: it wants no offers
     tasks: dict[str, TaskRecord] = attrs.field(factory=dict)      # live (non-terminal or unacknowledged)
     completed: list[TaskRecord] = attrs.field(factory=list)       # terminal, most recent last
+    _completed_by_id: dict[str, TaskRecord] = attrs.field(factory=dict, alias="_completed_by_id")
 
     @property
     def id(self) -> str:
         return self.info.id
+
+    def add_completed(self, task: TaskRecord, keep: int) -> None:
+        """Remember an ended task, keeping the ``keep`` most recent. O(keep) once full."""
+        self.completed.append(task)
+        self._completed_by_id[task.id] = task
+        if len(self.completed) > keep:
+            for old in self.completed[:-keep]:
+                if self._completed_by_id.get(old.id) is old:
+                    del self._completed_by_id[old.id]
+            del self.completed[:-keep]
+
+    def completed_task(self, task_id: str) -> TaskRecord | None:
+        """The most recent ended task with this id still remembered. O(1)."""
+        return self._completed_by_id.get(task_id)
 
 
 @attrs.define

@@ -52,7 +52,7 @@ from mesoslike.master.records import MasterConfig, clip
 from mesoslike.master.registry import Registry
 from mesoslike.master.roles import RolesConfig
 from mesoslike.master.roles_watcher import RolesWatcher
-from mesoslike.master.state import metrics_text, render_state, snapshot
+from mesoslike.master.state import metrics_text, render_state, snapshot, transport_metrics
 from mesoslike.master.storage import MemoryRegistryStore, RegistryFencedError, RegistryStore, RegistryWriteError
 from mesoslike.transport import Server, Waker
 from mesoslike.wire import MasterInfo, WireError
@@ -552,10 +552,12 @@ class MasterRuntime:
                 "registry_writable": not health.failing, **({"registry_error": health.reason} if health.failing else {})}
 
     def _metrics(self) -> str:
+        transport = attrs.asdict(self._server.stats)   # ints only: read without the loop's lock
         with self._lock:
             core = self.core
-            text = metrics_text(core) if core is not None else \
-                "# HELP mesoslike_leader 1 if this master leads\n# TYPE mesoslike_leader gauge\nmesoslike_leader 0\n"
+            text = metrics_text(core, transport) if core is not None else \
+                ("# HELP mesoslike_leader 1 if this master leads\n# TYPE mesoslike_leader gauge\nmesoslike_leader 0\n"
+                 + "\n".join(transport_metrics(transport)) + "\n")
         return text + self._runtime_metrics()
 
     def _runtime_metrics(self) -> str:

@@ -6,7 +6,7 @@ values) and :func:`render_state` (no lock: strings and dicts)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 import attrs
 
@@ -18,7 +18,7 @@ from mesoslike.wire import TERMINAL_STATES, AgentInfo, FrameworkInfo, Offer, Tas
 if TYPE_CHECKING:
     from mesoslike.master.core import MasterCore
 
-__all__ = ["state_json", "metrics_text", "snapshot", "render_state", "StateSnapshot", "FrameworkLine"]
+__all__ = ["state_json", "metrics_text", "transport_metrics", "snapshot", "render_state", "StateSnapshot", "FrameworkLine"]
 
 EMPTY = Resources()
 #: the terminal tasks per framework /state shows (the core keeps more: completed_tasks_per_framework)
@@ -167,8 +167,10 @@ def _line(lines: list[str], name: str, kind: str, help_text: str, samples: list[
                      f"mesoslike_{name}{labels} {value}")
 
 
-def metrics_text(core: MasterCore) -> str:
-    """Prometheus text exposition format (version 0.0.4)."""
+def metrics_text(core: MasterCore, transport: Mapping[str, int] | None = None) -> str:
+    """Prometheus text exposition format (version 0.0.4). ``transport``: the
+    socket's delivery counters (the fields of
+    :class:`mesoslike.transport.DeliveryStats`), from the runtime."""
     stats = core.allocator.statistics()
     by_state = {state: 0 for state in TaskState.ALL}
     for record in core.frameworks.values():
@@ -208,7 +210,27 @@ def metrics_text(core: MasterCore) -> str:
     _line(lines, "agent_registration_retries_total", "counter",
           "Agent registrations received again, byte for byte, and answered without handling them again.",
           [("", core.counters["registration_retries"])])
+    _line(lines, "tasks_completed_total", "counter",
+          "Tasks whose terminal state the framework acknowledged or the master made up, by that state.",
+          [(f'{{state="{state}"}}', count) for state, count in sorted(core.completed_by_state.items())])
+    _line(lines, "task_launches_resent_total", "counter",
+          "RUN_TASKs sent again because the agent had not confirmed the task in time.",
+          [("", core.counters["launches_resent"])])
+    _line(lines, "tasks_unconfirmed_total", "counter",
+          "Tasks ended TASK_LOST/TASK_DROPPED because their agent never confirmed them.",
+          [("", core.counters["tasks_unconfirmed"])])
+    _line(lines, "tasks_unreported_total", "counter",
+          "Tasks ended TASK_LOST/TASK_DROPPED because their agent re-registered without them.",
+          [("", core.counters["tasks_unreported"])])
+    _line(lines, "status_update_retries_total", "counter",
+          "Agents' update retries: forwarded again, held back (forwarded moments ago), or acknowledged by "
+          "the master (the framework had acknowledged the update, or the task had ended).",
+          [(f'{{outcome="{outcome}"}}', core.counters[counter]) for outcome, counter in
+           (("reforwarded", "updates_reforwarded"), ("held_back", "updates_held_back"),
+            ("settled", "updates_settled_by_master"))])
     _bounds_lines(lines, core)
+    if transport is not None:
+        lines += transport_metrics(transport)
     return "\n".join(lines) + "\n"
 
 
@@ -230,3 +252,23 @@ def _bounds_lines(lines: list[str], core: MasterCore) -> None:
     _line(lines, "reconcile_answers_waiting", "gauge",
           "Reconciliation answers waiting for a later loop turn (reconcile_answers_per_turn).",
           [("", core.reconcile_answers_waiting())])
+
+
+def transport_metrics(transport: Mapping[str, int]) -> list[str]:
+    """The socket's delivery counters (docs/reliability.rst, "Back-pressure")."""
+    lines: list[str] = []
+    _line(lines, "transport_frames_sent_total", "counter", "Frames handed to ZeroMQ.", [("", transport["sent"])])
+    _line(lines, "transport_frames_deferred_total", "counter",
+          "Frames that waited in the outbox because their peer read slower than the master wrote.",
+          [("", transport["deferred"])])
+    _line(lines, "transport_frames_dropped_total", "counter",
+          "Frames dropped: the peer was gone, its outbox was full, or the socket closed with them waiting.",
+          [('{reason="unroutable"}', transport["unroutable"]), ('{reason="overflow"}', transport["overflowed"]),
+           ('{reason="closed"}', transport["unsent_at_close"])])
+    _line(lines, "transport_frames_queued", "gauge", "Frames waiting in the outbox now.",
+          [("", transport["queued"])])
+    _line(lines, "transport_bytes_queued", "gauge", "Bytes waiting in the outbox now.",
+          [("", transport["queued_bytes"])])
+    _line(lines, "transport_frames_queued_peak", "gauge", "The most frames that ever waited in the outbox.",
+          [("", transport["peak_queued"])])
+    return lines
