@@ -713,7 +713,8 @@ class MasterRuntime:
             if isinstance(message, Exception):
                 return core.on_bad_frame(peer, message)
             if isinstance(message, m.GetState):
-                return self._ask_state(peer)  # rendered off the loop
+                core.counters["messages_received"] += 1   # received like any other, answered off the loop
+                return self._ask_state(peer)
             sends = core.on_message(peer, message)
             self._remember_registration(peer, frame, message)
             return sends
