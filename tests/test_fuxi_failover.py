@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -189,6 +190,10 @@ def test_kill_9_of_the_leading_service_mid_job_and_the_job_succeeds(zk_services,
     # kill finds the leader too
     done = services.cli("kill", "--fuxi", services.fuxi, job_id)
     assert done.returncode == 1 and "ended already (succeeded)" in done.stderr
+    # a leader stopped on purpose leaves quietly
+    survivor = second if leader is first else first
+    survivor.signal_group(signal.SIGTERM)
+    assert survivor.popen.wait(30) == 0, survivor.output()
 
 
 # ========================================================== standalone

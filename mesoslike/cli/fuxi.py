@@ -229,6 +229,7 @@ class _Leadership:
 
         self.url = zk_url
         self.lost = ""
+        self._leaving = False
         self._elected = threading.Event()
         self._stopping = stopping
         try:
@@ -243,8 +244,9 @@ class _Leadership:
             die(str(exc))
 
     def _demoted(self, reason: str) -> None:
-        self.lost = reason
-        self._stopping.set()
+        if not self._leaving:   # not its own stop at the end
+            self.lost = reason
+            self._stopping.set()
 
     def wait_until_elected(self) -> bool:
         while not self._elected.wait(0.5):
@@ -261,6 +263,7 @@ class _Leadership:
                                     self.contender.fence)
 
     def stop(self) -> None:
+        self._leaving = True
         self.contender.stop()
 
 
