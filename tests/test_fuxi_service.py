@@ -393,13 +393,17 @@ def test_a_submission_is_acknowledged_only_once_it_is_stored(tmp_path):
         def __init__(self) -> None:
             self.records: dict[str, bytes] = {}
             self.fail = ""
+            self.fail_once = False
+            self.loads = 0
 
         def load(self) -> dict[str, bytes]:
+            self.loads += 1
             return dict(self.records)
 
         def write(self, records, deleted=()) -> None:
-            if self.fail:
-                raise StoreLocked(self.fail)
+            if self.fail or self.fail_once:
+                self.fail_once = False
+                raise StoreLocked(self.fail or "did not answer in time")
             self.records.update(records)
             for key in deleted:
                 self.records.pop(key, None)
@@ -410,12 +414,17 @@ def test_a_submission_is_acknowledged_only_once_it_is_stored(tmp_path):
     service.recover(decode_state({}))
     job_id = service.submit(JobSpec("j", [unit()]))
     assert decode_state(store.records).jobs[job_id].state == "running"
+    store.fail_once = True                                   # an outcome unknown: read again, written once more
+    retried = service.submit(JobSpec("j", [unit()]))
+    assert store.loads == 1 and decode_state(store.records).jobs[retried].state == "running"
+    service.kill(retried)
     store.fail = "the disk is full"
     with pytest.raises(FuxiError, match="could not be stored, so it was not accepted: the disk is full"):
         service.submit(JobSpec("j", [unit()]))
     with pytest.raises(FuxiError, match="the kill could not be stored, so the job goes on"):
         service.kill(job_id)
-    assert [job.id for job in service.core.jobs] == [job_id] and service.core.job(job_id).state.value == "running"
+    assert [job.id for job in service.core.jobs] == [job_id, retried]
+    assert service.core.job(job_id).state.value == "running"
 
 
 def test_the_file_store_writes_whole_records_and_admits_one_service(tmp_path):

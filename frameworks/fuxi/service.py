@@ -427,7 +427,7 @@ class FuxiService(Scheduler):
     def error(self, driver, message) -> None:
         log.error("framework error: %s", message)
         self.errors.append(message)
-        if driver is not None and getattr(driver, "connected", True) is False:
+        if driver is not None and not driver.connected:
             with self._lock:   # e.g. "cannot find the master": status says why slots do not come
                 self._handle(DriverDisconnected(protocol.bounded(message, 300), stimulus_id=self._stimulus("error")))
 
@@ -457,9 +457,16 @@ class FuxiService(Scheduler):
     def _persist(self, command: Persist) -> list[Command]:
         keys = (*command.records, *command.deleted)
         if self.store is not None:
+            records = {key: hard_state.encode(record) for key, record in command.records.items()}
             try:
-                self.store.write({key: hard_state.encode(record) for key, record in command.records.items()},
-                                 command.deleted)
+                try:
+                    self.store.write(records, command.deleted)
+                except MesoslikeError as exc:
+                    # an outcome unknown (a ZooKeeper timeout) leaves the store unsure of what it holds:
+                    # read it again and write once more; fenced off, the read or the write says so
+                    log.warning("writing the scheduler's state failed (%s): reading it again to retry", exc)
+                    self.store.load()
+                    self.store.write(records, command.deleted)
             except MesoslikeError as exc:
                 return self.core.handle(PersistFailed(tuple(keys), str(exc), command.waiting,
                                                       stimulus_id=self._stimulus("persist-failed")))
