@@ -92,6 +92,8 @@ def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failove
     kept = bool(zk_url or work_dir)
     failover_timeout = failover_timeout if failover_timeout is not None else \
         DEFAULT_FAILOVER_TIMEOUT if kept else 0.0
+    # stopping hands the jobs over only if something can take them in time
+    hand_over = kept and failover_timeout > 0
     config = _quota(quota)
     try:
         server = JobServer(None, f"tcp://{ip}:{port}", refusing="this Fuxi scheduler is a standby, not the "
@@ -138,10 +140,10 @@ def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failove
     finally:
         server.stop()
         if service is not None:
-            service.stop(failover=kept)
+            service.stop(failover=hand_over)
         ended = driver.status if driver is not None else None
         if driver is not None:
-            driver.stop(failover=kept)
+            driver.stop(failover=hand_over)
             driver.join(10)
         if leadership is not None:
             leadership.stop()
