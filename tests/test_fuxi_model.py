@@ -119,7 +119,10 @@ def test_python_api_checks_too():
 @pytest.mark.parametrize("document, message", [
     # issue 12 §2: each of these was accepted and then choked the AppMaster or the scheduler
     (unit_doc(instances=2**63 - 1), f"job.units[0].instances: must be at most {MAX_INSTANCES}"),
-    (unit_doc(resources="ports:[1-" + "9" * 400 + "]"), f"job.units[0].resources: ports must lie within [0, {MAX_PORT}]"),
+    # a 400-digit bound is the resource codec's refusal (issue 12 §2: every quantity is at most 1e15) ...
+    (unit_doc(resources="ports:[1-" + "9" * 400 + "]"), "for 'ports': bounds are at most 1e+15"),
+    # ... and a port range the codec takes but no machine has is the job file's
+    (unit_doc(resources="ports:[1-70000]"), f"job.units[0].resources: ports must lie within [0, {MAX_PORT}]"),
     (unit_doc(slots=MAX_SLOTS + 1), f"job.units[0].slots: must be at most {MAX_SLOTS}"),
     (unit_doc(cpus=1e300), f"job.units[0].cpus: must be at most {MAX_RESOURCE}"),
     (unit_doc(resources="gpus:1e12"), f"job.units[0].resources: gpus must be at most {MAX_RESOURCE}"),
