@@ -375,6 +375,9 @@ class FuxiCore:
         self._job_seq = itertools.count(1)
         self._submit_seq = itertools.count()
         self._slot_seq = itertools.count(1)
+        #: put before the slot numbers: a scheduler that recovered after a failover numbers its slots apart
+        #: from its predecessors' (which it re-adopts with :meth:`adopt`)
+        self.slot_prefix = ""
         self._suppressed = False
         self._out: list[Command] = []
         self._now = 0.0
@@ -443,6 +446,28 @@ class FuxiCore:
         self._want_offers()
         return self._flush()
 
+    def adopt(self, slot: Slot) -> list[Command]:
+        """Count ``slot`` — granted before a failover, its worker still
+        running — as granted again: its unit's, its host's and its group's,
+        without a launch. Raises :class:`FuxiError` for an unknown job or
+        unit or a slot already held. O(1) plus requeueing the unit."""
+        unit = self._unit(slot.job_id, slot.unit)
+        if slot.id in self._slots:
+            raise FuxiError(f"slot {slot.id!r} is held already")
+        self._out = []
+        machine = self._machines.get(slot.agent_id)
+        if machine is None:     # not offered to this leader yet: known from its slot until it is
+            machine = self._machines[slot.agent_id] = _Machine(slot.agent_id, slot.hostname, slot.room)
+        machine.slots[slot.id] = slot
+        unit.slots[slot.id] = slot
+        unit.per_host[slot.hostname] = unit.per_host.get(slot.hostname, 0) + 1
+        self._slots[slot.id] = slot
+        self._lowest[slot.priority] = self._lowest.get(slot.priority, 0) + 1
+        self._use(unit.group, slot.resources, 1)
+        self._sync(unit)
+        self._want_offers()
+        return self._flush()
+
     def update_desire(self, job_id: str, unit_name: str, desired: int) -> list[Command]:
         """Change a unit's outstanding desire (slots wanted at once)."""
         unit = self._unit(job_id, unit_name)
@@ -472,6 +497,12 @@ class FuxiCore:
     def add_to_global_blacklist(self, hostname: str) -> None:
         """No new slot of any job goes to ``hostname``, for good (the operators')."""
         self._blacklist.add(hostname)
+
+    @property
+    def blacklist_reporting(self) -> tuple[int, float]:
+        """How many different jobs must report a host, within how many
+        seconds, to put it on the global blacklist (kept in the hard state)."""
+        return self._blacklist.reports_needed, self._blacklist.report_seconds
 
     @property
     def global_blacklist(self) -> Collection[str]:
@@ -821,7 +852,8 @@ class FuxiCore:
     def _grant(self, unit: _Unit, machine: _Machine, batch: _Batch, need: Vector) -> Slot:
         """One slot of ``unit`` on ``machine`` (of this batch), from its own
         reservation there if it has one."""
-        slot = Slot(id=f"{unit.job_id}.{unit.spec.name}.{next(self._slot_seq)}", job_id=unit.job_id,
+        slot = Slot(id=f"{unit.job_id}.{unit.spec.name}.{self.slot_prefix}{next(self._slot_seq)}",
+                    job_id=unit.job_id,
                     unit=unit.spec.name, agent_id=machine.agent_id, hostname=machine.hostname,
                     resources=unit.spec.slot, priority=unit.priority, group=unit.group,
                     granted_at=self._now, room=machine.room)
