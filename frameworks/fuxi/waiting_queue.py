@@ -131,6 +131,7 @@ class _Unit:
         self.key = key      # the order key (:meth:`WaitingQueue._key`), the unit id last
         self.size: _Size
 
+
 class _Size:
     """One distinct slot size: its sub-queue of order keys and its leaf."""
 
