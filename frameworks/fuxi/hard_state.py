@@ -13,8 +13,9 @@ Two kinds of record, each stored under its own name (ZooKeeper's
 :mod:`.state_store`), as JSON:
 
 - ``service`` (:class:`ServiceRecord`): the framework id, the leaders'
-  generation, the next job number, the quota groups, the global blacklist
-  and whether preemption is on;
+  generation, the next job number, the quota groups (maximums, policies),
+  the global blacklist (and how many jobs' reports put a host there) and
+  whether preemption is on;
 - ``job.<job id>`` (:class:`JobRecord`): the job file as submitted, the
   AppMaster's token, the job's state and why, its AppMaster (address,
   pid, host) and counts its limits are about.
@@ -60,13 +61,19 @@ class AppMasterRecord:
 class ServiceRecord:
     """The scheduler's own record. ``generation`` counts the leaders that
     recovered (each makes slot ids of its own); ``next_job`` is the next job
-    number; ``quota``: group -> maximum (a resource string, None: unlimited)."""
+    number; ``quota``: group -> maximum (a resource string, None: unlimited);
+    ``policies``: group -> FIFO or FAIR (a group not named: FIFO);
+    ``blacklist_reports``/``blacklist_report_seconds``: how many jobs' reports,
+    how recent, put a host on the global blacklist (the quota file's)."""
     framework_id: str = ""
     generation: int = 0
     next_job: int = 1
     quota: Mapping[str, str | None] = attrs.field(factory=dict)
     global_blacklist: tuple[str, ...] = ()
     preemption: bool = True
+    policies: Mapping[str, str] = attrs.field(factory=dict)
+    blacklist_reports: int = 2
+    blacklist_report_seconds: float = 600.0
 
 
 @attrs.frozen
@@ -154,7 +161,11 @@ def _service(document: dict) -> ServiceRecord:
     if not (isinstance(record.framework_id, str) and isinstance(record.generation, int)
             and isinstance(record.next_job, int) and isinstance(record.quota, dict)
             and all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in record.quota.items())
-            and all(isinstance(h, str) for h in record.global_blacklist) and isinstance(record.preemption, bool)):
+            and all(isinstance(h, str) for h in record.global_blacklist) and isinstance(record.preemption, bool)
+            and isinstance(record.policies, dict)
+            and all(isinstance(k, str) and v in ("FIFO", "FAIR") for k, v in record.policies.items())
+            and isinstance(record.blacklist_reports, int) and record.blacklist_reports >= 1
+            and isinstance(record.blacklist_report_seconds, (int, float)) and record.blacklist_report_seconds > 0):
         raise HardStateError(f"the service record has fields of the wrong type: {record!r}"[:300])
     return record
 

@@ -768,7 +768,9 @@ class JobCore:
         return ServiceRecord(self.framework_id, self.generation, self._next_job,
                              {name: None if group.maximum is None else str(group.maximum)
                               for name, group in sorted(self.scheduler.groups.items())},
-                             tuple(sorted(self.scheduler.global_blacklist)), self.scheduler.preemption)
+                             tuple(sorted(self.scheduler.global_blacklist)), self.scheduler.preemption,
+                             {name: group.policy for name, group in sorted(self.scheduler.groups.items())},
+                             *self.scheduler.blacklist_reporting)
 
     def _job_record(self, job: Job, state: JobState | None = None) -> JobRecord:
         state = state or job.state
@@ -853,10 +855,12 @@ class JobCore:
 
     def _report_host(self, job: Job, request: protocol.ReportHost, stimulus_id: str) -> list[Command]:
         _check_host(request.host)
-        if request.host in self.scheduler.global_blacklist:
+        listed = request.host in self.scheduler.global_blacklist
+        log.warning("job %s reports %s for the global blacklist", job.id, _cut(request.host))
+        # the host joins once enough jobs reported it (the core's GlobalBlacklist): then it is written
+        self.scheduler.report_host(job.id, request.host)
+        if listed or request.host not in self.scheduler.global_blacklist:
             return []
-        log.warning("job %s reports %s: added to the global blacklist", job.id, _cut(request.host))
-        self.scheduler.add_to_global_blacklist(request.host)
         return self._persist_records([SERVICE_KEY])
 
     def _progress(self, job: Job, request: protocol.Progress, stimulus_id: str) -> list[Command]:

@@ -36,13 +36,15 @@ from mesoslike import MesoslikeError, Resources
 
 __all__ = ["JobSpec", "UnitSpec", "Locality", "BackupPolicy", "JobSpecError", "load_job_file", "parse_job",
            "read_toml", "check_runnable", "job_document", "LT_MACHINE", "LT_ENGINEROOM", "LT_CLUSTER", "POLICIES",
-           "DEFAULT_PRIORITY", "DEFAULT_QUOTA_GROUP", "LIMITS", "MAX_UNITS", "MAX_SLOTS", "MAX_INSTANCES",
-           "MAX_ATTEMPTS", "MAX_NUMBER", "MAX_NAME", "MAX_COMMAND", "MAX_LIST", "MAX_RESOURCE", "MAX_PORT"]
+           "DEFAULT_PRIORITY", "DEFAULT_QUOTA_GROUP", "DEFAULT_BLACKLIST_SECONDS", "LIMITS", "MAX_UNITS",
+           "MAX_SLOTS", "MAX_INSTANCES", "MAX_ATTEMPTS", "MAX_NUMBER", "MAX_NAME", "MAX_COMMAND", "MAX_LIST",
+           "MAX_RESOURCE", "MAX_PORT"]
 
 LT_MACHINE, LT_ENGINEROOM, LT_CLUSTER = "machine", "room", "cluster"
 POLICIES = ("FIFO", "FAIR")
 DEFAULT_PRIORITY = 100
 DEFAULT_QUOTA_GROUP = "default"
+DEFAULT_BLACKLIST_SECONDS = 600.0
 #: resource kinds a job file may give a slot directly (``cpus = 1.0``)
 SLOT_KINDS = ("cpus", "mem", "disk", "gpus")
 
@@ -155,11 +157,12 @@ class BackupPolicy:
     (seed 002): only once ``min_finished_fraction`` of the unit's instances
     finished, and when it has run ``slower_factor`` x longer than the
     average finished one, or reports progress ``slower_factor`` x slower
-    than the average rate. The first copy to finish wins."""
+    than the average rate. The first copy to finish wins. Seed 002: longer
+    than the average, so the factor is 1 unless a job sets another."""
 
     enabled: bool = True
     min_finished_fraction: float = 0.5
-    slower_factor: float = 2.0
+    slower_factor: float = 1.0
     min_runtime: float = 1.0          # seconds; shorter runs are never backed up
 
 
@@ -173,10 +176,14 @@ class JobSpec:
     units: tuple[UnitSpec, ...] = attrs.field(converter=_units)
     quota_group: str = DEFAULT_QUOTA_GROUP
     priority: int = DEFAULT_PRIORITY
-    policy: str = "FIFO"
+    #: FIFO or FAIR; None: its quota group's. The policy is the group's (seed
+    #: 000): a job naming another one is refused at submit.
+    policy: str | None = None
     backup: BackupPolicy = BackupPolicy()
-    #: failed runs on one machine after which the job stops using it
+    #: failed runs on one machine after which the job stops using it ...
     blacklist_after: int = 3
+    #: ... for this many seconds (seed 000: "for a while")
+    blacklist_seconds: float = DEFAULT_BLACKLIST_SECONDS
 
     def __attrs_post_init__(self) -> None:
         _check_job(self)
@@ -286,7 +293,7 @@ def _check_job(job: JobSpec) -> None:
     _check_name(job.name, "job.name")
     _check_name(job.quota_group, "job.quota_group")
     _check_int(job.priority, "job.priority", 0)
-    if job.policy not in POLICIES:
+    if job.policy is not None and job.policy not in POLICIES:
         raise _fail("job.policy", f"must be FIFO or FAIR, got {_shown(job.policy)}")
     if not job.units:
         raise _fail("job.units", "a job needs at least one unit ([[job.units]])")
@@ -305,6 +312,10 @@ def _check_job(job: JobSpec) -> None:
                 raise _fail(f"job.units[{i}].after", f"{name!r} is not another unit of this job")
     _check_no_cycle(job)
     _check_int(job.blacklist_after, "job.blacklist_after", 1, MAX_ATTEMPTS)
+    if not isinstance(job.blacklist_seconds, (int, float)) or isinstance(job.blacklist_seconds, bool) \
+            or not math.isfinite(job.blacklist_seconds) or not 0 < job.blacklist_seconds <= MAX_NUMBER:
+        raise _fail("job.blacklist_seconds", f"must be a number of seconds in (0, {MAX_NUMBER}], "
+                                             f"got {_shown(job.blacklist_seconds)}")
     backup = job.backup
     if not isinstance(backup, BackupPolicy):
         raise _fail("job.backup", f"must be a BackupPolicy, got {_shown(backup)}")
@@ -368,12 +379,13 @@ def job_document(spec: JobSpec) -> dict[str, Any]:
         if unit.max_per_machine is not None:
             table["max_per_machine"] = unit.max_per_machine
         units.append(table)
-    return {"job": {"name": spec.name, "quota_group": spec.quota_group, "priority": spec.priority,
-                    "policy": spec.policy, "units": units, "backup": attrs.asdict(spec.backup),
-                    "blacklist_after": spec.blacklist_after}}
+    policy = {} if spec.policy is None else {"policy": spec.policy}
+    return {"job": {"name": spec.name, "quota_group": spec.quota_group, "priority": spec.priority, **policy,
+                    "units": units, "backup": attrs.asdict(spec.backup), "blacklist_after": spec.blacklist_after,
+                    "blacklist_seconds": spec.blacklist_seconds}}
 
 
-_JOB_KEYS = {"name", "quota_group", "priority", "policy", "units", "backup", "blacklist_after"}
+_JOB_KEYS = {"name", "quota_group", "priority", "policy", "units", "backup", "blacklist_after", "blacklist_seconds"}
 _UNIT_KEYS = {"name", "slots", "command", "instances", "priority", "max_per_machine", "all_or_nothing", "locality",
               "blacklist", "resources", "data", "after", "max_attempts", *SLOT_KINDS}
 _BACKUP_KEYS = {"enabled", "min_finished_fraction", "slower_factor", "min_runtime"}
@@ -398,8 +410,9 @@ def parse_job(document: Mapping[str, Any]) -> JobSpec:
     if not isinstance(backup.get("enabled", True), bool):
         raise _fail("job.backup.enabled", f"must be true or false, got {_shown(backup['enabled'])}")
     return JobSpec(name=job.get("name", ""), units=parsed, quota_group=job.get("quota_group", DEFAULT_QUOTA_GROUP),
-                   priority=job.get("priority", DEFAULT_PRIORITY), policy=job.get("policy", "FIFO"),
-                   backup=BackupPolicy(**backup), blacklist_after=job.get("blacklist_after", 3))
+                   priority=job.get("priority", DEFAULT_PRIORITY), policy=job.get("policy"),
+                   backup=BackupPolicy(**backup), blacklist_after=job.get("blacklist_after", 3),
+                   blacklist_seconds=job.get("blacklist_seconds", DEFAULT_BLACKLIST_SECONDS))
 
 
 def _parse_unit(table: object, path: str) -> UnitSpec:

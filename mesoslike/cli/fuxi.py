@@ -198,10 +198,11 @@ def _service(state, store, config, master_address, work_dir, ip, zk_url, failove
     if config is None and kept is not None:
         config = QuotaConfig({group: Resources.parse(maximum) if maximum else None
                               for group, maximum in kept.quota.items()},
-                             frozenset(kept.global_blacklist), kept.preemption)
+                             frozenset(kept.global_blacklist), kept.preemption, kept.policies,
+                             kept.blacklist_reports, kept.blacklist_report_seconds)
     config = config or QuotaConfig()
     try:
-        core = FuxiCore(config.groups, global_blacklist=config.blacklist, preemption=config.preemption)
+        core = FuxiCore.from_config(config)
         return FuxiService(core, work_dir=work_dir, appmaster_ip=ip, store=store, appmaster_service=zk_url or "",
                            master=master_address, keep_ended=keep_ended,
                            orphan_timeout=failover_timeout if store is not None and failover_timeout > 0 else None)
