@@ -184,7 +184,8 @@ class Client(_Endpoint):
     ``codec``; reconnects by itself. ``identity``: how the server sees it
     (default random)."""
 
-    def __init__(self, address: str, *, codec: MessageCodec = CODEC, identity: bytes | None = None) -> None:
+    def __init__(self, address: str, *, codec: MessageCodec = CODEC, identity: bytes | None = None,
+                 watch_connection: bool = False) -> None:
         parse_tcp_address(address)
         super().__init__(zmq.DEALER, codec)
         self._socket.setsockopt(zmq.IDENTITY, identity or os.urandom(8))
@@ -192,8 +193,31 @@ class Client(_Endpoint):
         self._socket.setsockopt(zmq.SNDHWM, 10_000)
         self._socket.setsockopt(zmq.RECONNECT_IVL, 100)
         self._socket.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+        # handshakes with the server, counted by connections(): made before connect() to see the first
+        self._monitor = self._socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED) if watch_connection else None
         self._socket.connect(address)
         self.address = address
+
+    def connections(self) -> int:
+        """How many times the connection to the server was made since the
+        last call (``watch_connection`` clients; 0 for others). One after
+        the first means the server restarted, or the network broke and healed:
+        the server may not know this client any more."""
+        count = 0
+        while self._monitor is not None:
+            try:
+                self._monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            count += 1
+        return count
+
+    def close(self, linger: float = 0.0) -> None:
+        if self._monitor is not None and not self._closed:
+            self._socket.disable_monitor()
+            self._monitor.close(linger=0)
+            self._monitor = None
+        super().close(linger)
 
     def send(self, message: object) -> bool:
         """Encode and queue a message; False if the outgoing queue is full

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mesoslike.agent.executor import LaunchError, TaskExecutor, path_component, sandbox_path
+from mesoslike.agent.executor import LaunchError, TaskExecutor, TaskExit, TaskStarted, path_component, sandbox_path
 from mesoslike.agent.runtime import AgentRuntime
 from mesoslike.errors import ConfigError
 from mesoslike.resources import Resources
@@ -323,16 +323,19 @@ def test_executor_refuses_a_symlinked_sandbox_outside_the_root(tmp_path, make_ex
 
 def test_executor_reports_signals_and_kill_all_reaps_everything(tmp_path, make_executor):
     executor = make_executor(tmp_path)
-    pid = executor.launch("fw", task("self-kill", "kill -9 $$"), "agent-1")
+    executor.launch("fw", task("self-kill", "kill -9 $$"), "agent-1")   # started asynchronously, by its supervisor
     executor.launch("fw", task("sleeper", "sleep 60", grace=0.2), "agent-1")
-    exits = []
+    events = []
     deadline = time.monotonic() + 10
-    while not any(e.task_id == "self-kill" for e in exits) and time.monotonic() < deadline:
-        exits += executor.poll()
+    while not any(isinstance(e, TaskExit) and e.task_id == "self-kill" for e in events) \
+            and time.monotonic() < deadline:
+        events += executor.poll()
         time.sleep(0.01)
+    (pid,) = [e.pid for e in events if isinstance(e, TaskStarted) and e.task_id == "self-kill"]
+    exits = [e for e in events if isinstance(e, TaskExit)]
     (self_kill,) = [e for e in exits if e.task_id == "self-kill"]
     assert (self_kill.exit_code, self_kill.signal) == (None, signal.SIGKILL)
     assert live_group_members(pid) == []
-    (sleeper,) = executor.kill_all()
+    (sleeper,) = [e for e in executor.kill_all() if isinstance(e, TaskExit)]
     assert sleeper.task_id == "sleeper" and sleeper.signal == signal.SIGTERM
     assert executor.running() == []

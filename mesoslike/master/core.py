@@ -722,7 +722,7 @@ class MasterCore:
             return
         agent_id = next(self._agent_ids)
         info = attrs.evolve(msg.agent, id=agent_id)
-        self._admit_agent(peer, info, {})
+        self._admit_agent(peer, info, {}, msg.http_address)
         log.info("agent %s (%s) registered with %s", agent_id, info.hostname, info.resources)
 
     def _reregister_agent(self, peer: bytes, msg: m.ReregisterAgent) -> None:
@@ -741,6 +741,7 @@ class MasterCore:
             self._agent_by_peer.pop(record.peer, None)
         record.peer = peer
         record.pings_unanswered = 0
+        record.http_address = msg.http_address
         self._agent_by_peer[peer] = record.id
         self._lose_unreported_tasks(record, msg.tasks)
         self._update_agent(record, info)
@@ -788,7 +789,8 @@ class MasterCore:
                 self._adopt_framework(infos.get(running.framework_id) or FrameworkInfo(
                     name="(recovered)", id=running.framework_id))
             holding.setdefault(running.framework_id, []).append(running.task.resources)
-        self._admit_agent(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()})
+        self._admit_agent(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()},
+                          msg.http_address)
         agent = self.agents[msg.agent.id]
         agent_id, now, frameworks = agent.id, self._wall_clock(), self.frameworks  # hot: 100k tasks per failover
         launched = self.clock.now()  # when it started is not known: when this master learnt of it
@@ -823,10 +825,11 @@ class MasterCore:
             info=info, peer=None, connected=False,
             failover_deadline=self.clock.now() + silence + info.failover_timeout)
 
-    def _admit_agent(self, peer: bytes, info: AgentInfo, used: dict[str, Resources]) -> None:
+    def _admit_agent(self, peer: bytes, info: AgentInfo, used: dict[str, Resources], http_address: str = "") -> None:
         self.allocator.add_agent(info.id, info.resources, attributes=info.attributes, hostname=info.hostname,
                                  used=used)
-        self.agents[info.id] = AgentRecord(info=info, peer=peer, registered_at=self.clock.now())
+        self.agents[info.id] = AgentRecord(info=info, peer=peer, registered_at=self.clock.now(),
+                                           http_address=http_address)
         self._agent_by_peer[peer] = info.id
         self._expected_agents.discard(info.id)
         self.registry.admit_agent(info)
@@ -852,6 +855,17 @@ class MasterCore:
         agent = self._agent_for(peer)
         if agent is not None:
             agent.pings_unanswered = 0
+            if msg.usage or agent.usage:
+                agent.usage = {(u.framework_id, u.task_id): u for u in msg.usage if (u.framework_id, u.task_id)
+                               in agent.tasks}
+
+    def _unregister_agent(self, peer: bytes, msg: m.UnregisterAgent) -> None:
+        """The agent leaves for good (drained): removed now, not after the
+        ping timeouts. Its tasks ended already; any that did not are lost."""
+        agent = self._agent_for(peer)
+        if agent is None or agent.id != msg.agent_id:
+            return
+        self._remove_agent(agent, f"it unregistered ({msg.reason or 'no reason given'})", shutdown=False)
 
     def _ping_agents(self) -> None:
         for agent in list(self.agents.values()):
@@ -861,7 +875,7 @@ class MasterCore:
             agent.pings_unanswered += 1
             self._send(agent.peer, m.Ping(agent.id))
 
-    def _remove_agent(self, agent: AgentRecord, why: str) -> None:
+    def _remove_agent(self, agent: AgentRecord, why: str, shutdown: bool = True) -> None:
         log.warning("removing agent %s (%s): %s", agent.id, agent.info.hostname, why)
         for framework_id, task_id in sorted(agent.tasks):
             found = self._task(framework_id, task_id)
@@ -872,7 +886,8 @@ class MasterCore:
         for record in self.frameworks.values():
             if record.connected:
                 self._send_framework(record, m.Failure(agent.id, why))
-        self._send(agent.peer, m.ShutdownAgent(why))
+        if shutdown:  # an agent that left on its own needs no telling
+            self._send(agent.peer, m.ShutdownAgent(why))
         self._agent_by_peer.pop(agent.peer, None)
         del self.agents[agent.id]
         self.removed_agents.add(agent.id)
@@ -925,5 +940,6 @@ class MasterCore:
         m.Revive: _revive, m.Suppress: _suppress, m.Kill: _kill, m.Acknowledge: _acknowledge,
         m.Reconcile: _reconcile, m.FrameworkMessage: _framework_message, m.Heartbeat: _heartbeat,
         m.RegisterAgent: _register_agent, m.ReregisterAgent: _reregister_agent, m.Pong: _pong,
+        m.UnregisterAgent: _unregister_agent,
         m.StatusUpdate: _status_update, m.GetState: _get_state,
     }

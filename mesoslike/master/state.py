@@ -19,6 +19,7 @@ EMPTY = Resources()
 
 def _task_json(core: MasterCore, task: TaskRecord) -> dict:
     agent = core.agents.get(task.agent_id)
+    usage = agent.usage.get((task.framework_id, task.id)) if agent is not None else None
     return {
         "id": task.id,
         "name": task.info.name,
@@ -28,6 +29,8 @@ def _task_json(core: MasterCore, task: TaskRecord) -> dict:
         "resources": str(task.info.resources),
         "message": task.status.message,
         "exit_code": task.status.exit_code,
+        # as its agent measured it at its last PONG (None until then, or once it ended)
+        "usage": None if usage is None or task.terminal else usage.statistics(),
     }
 
 
@@ -66,6 +69,7 @@ def state_json(core: MasterCore) -> dict:
             "used": str(used_by_agent.get(agent.id, EMPTY)),
             "available": str(allocator.available(agent.id)),
             "attributes": dict(agent.info.attributes),
+            "http_address": agent.http_address,  # its /files, /state, /monitor/statistics
             # every agent listed is registered on a live connection: one whose
             # pings go unanswered is removed, not kept as disconnected
             "connected": True,
