@@ -181,18 +181,19 @@ class Server(_Endpoint):
 
 class Client(_Endpoint):
     """A DEALER socket connected to a server, carrying messages of
-    ``codec``; reconnects by itself. ``identity``: how the server sees it
-    (default random)."""
+    ``codec``; reconnects by itself (every 0.1 s doubling to ``reconnect_max``
+    seconds). ``identity``: how the server sees it (default random).
+    ``watch_connection``: count the connections made (:meth:`connections`)."""
 
     def __init__(self, address: str, *, codec: MessageCodec = CODEC, identity: bytes | None = None,
-                 watch_connection: bool = False) -> None:
+                 watch_connection: bool = False, reconnect_max: float = 2.0) -> None:
         parse_tcp_address(address)
         super().__init__(zmq.DEALER, codec)
         self._socket.setsockopt(zmq.IDENTITY, identity or os.urandom(8))
         # don't queue without bound for a server that is gone
         self._socket.setsockopt(zmq.SNDHWM, 10_000)
         self._socket.setsockopt(zmq.RECONNECT_IVL, 100)
-        self._socket.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+        self._socket.setsockopt(zmq.RECONNECT_IVL_MAX, max(100, int(reconnect_max * 1000)))
         # handshakes with the server, counted by connections(): made before connect() to see the first
         self._monitor = self._socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED) if watch_connection else None
         self._socket.connect(address)

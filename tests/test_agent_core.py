@@ -643,3 +643,15 @@ def test_shutdown_agent_forgets_the_checkpoints_of_the_tasks_it_kills():
     assert ForgetTask("fw-1", "a") in out and CheckpointAgent("") in out
     assert out.index(ForgetTask("fw-1", "a")) < out.index(KillTask("fw-1", "a", 3.0))
     assert core.task_checkpoint("fw-1", "a") is None
+
+
+def test_a_ping_saying_the_master_does_not_know_this_agent_makes_it_reregister_at_once():
+    core, clock = make()
+    register(core)
+    launch(core, "t1")
+    assert messages(core.on_message(m.Ping("agent-1", connected=False))) == []   # no PONG: it is not known
+    assert not core.registered and core.next_wakeup() == clock.now()
+    (rereg,) = registrations(core.tick())
+    assert isinstance(rereg, m.ReregisterAgent) and [t.task.task_id for t in rereg.tasks] == ["t1"]
+    core.on_message(m.Ping("agent-1", connected=False))                          # already re-registering
+    assert registrations(core.tick()) == []

@@ -609,6 +609,11 @@ class AgentCore:
     def _ping(self, msg: m.Ping) -> list[Command]:
         if not self._agent_id:
             return []  # nobody to answer as
+        if not msg.connected:
+            if self._drain_deadline is None and not self._draining and (self._registered or not self._registering):
+                log.info("the master does not know this agent (it restarted or leads anew): re-registering")
+                self._lose_master(self.clock.now())
+            return []
         return [SendToMaster(m.Pong(self._agent_id, self._usage))]
 
     def _shutdown_agent(self, msg: m.ShutdownAgent) -> list[Command]:

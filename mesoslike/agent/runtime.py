@@ -78,6 +78,9 @@ RECOVER_MODES = ("reconnect", "cleanup")
 TASK_POLL_INTERVAL = 0.05
 #: how often the loop looks at the connection to the master (a restarted master: re-register now)
 CONNECTION_CHECK_INTERVAL = 0.25
+#: the longest wait between attempts to connect to a master that is down: a restarted one is reached
+#: within this long (issue 15: agents back within 2 s)
+RECONNECT_MAX = 0.5
 #: how often sandboxes are looked at for collection (s)
 GC_INTERVAL = 60.0
 #: how long a drain waits for the tasks' last updates to be acknowledged (s)
@@ -325,7 +328,8 @@ class AgentRuntime:
                     if leader != address:  # the first leader, or a failover
                         if client is not None:
                             client.close()
-                        client = Client(leader, watch_connection=True) if leader else None
+                        client = (Client(leader, watch_connection=True, reconnect_max=RECONNECT_MAX)
+                                  if leader else None)
                         connections = 0
                         if address is not None or self.core.agent_id:
                             self._carry_out(client, self.core.on_master_changed())

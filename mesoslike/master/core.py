@@ -17,7 +17,7 @@ import itertools
 import json
 import logging
 import random
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 import attrs
 
@@ -67,7 +67,8 @@ class MasterCore:
 
     def __init__(self, clock: Clock, info: MasterInfo, config: MasterConfig | None = None,
                  rng: random.Random | None = None, registry: Registry | None = None,
-                 wall_clock: Callable[[], float] | None = None) -> None:
+                 wall_clock: Callable[[], float] | None = None,
+                 agent_peers: Mapping[str, bytes] | None = None) -> None:
         self.clock = clock
         #: seconds since the epoch for the statuses the master makes up, as
         #: agents stamp theirs (the runtime passes time.time); defaults to clock
@@ -89,6 +90,9 @@ class MasterCore:
         self.removed_frameworks: set[str] = set(self.registry.removed_frameworks)
         self.removed_agents: set[str] = set(self.registry.removed_agents)
         self._expected_agents: set[str] = set()      # known before a failover, not back yet
+        #: agent id -> the connection an earlier core of this process knew it on (after a ZooKeeper
+        #: outage the same master may lead again with a fresh core): told at once to re-register
+        self._earlier_peers = dict(agent_peers or {})
         self._expected_until = 0.0
         self._framework_by_peer: dict[bytes, str] = {}
         self._agent_by_peer: dict[bytes, str] = {}
@@ -120,6 +124,8 @@ class MasterCore:
                 self._adopt_framework(info)
         self._expected_agents = set(self.registry.agents)
         self._expected_until = now + self.config.agent_reregister_timeout
+        self._earlier_peers = {a: p for a, p in self._earlier_peers.items() if a in self._expected_agents}
+        self._next_ping_sweep = now if self._earlier_peers else self._next_ping_sweep
         if self.registry.weights:
             self.allocator.update_weights(self.registry.weights)
         for role, record in sorted(self.registry.quota.items()):
@@ -832,6 +838,7 @@ class MasterCore:
                                            http_address=http_address)
         self._agent_by_peer[peer] = info.id
         self._expected_agents.discard(info.id)
+        self._earlier_peers.pop(info.id, None)
         self.registry.admit_agent(info)
         self._registry_changed()
         self._send(peer, m.AgentRegistered(info.id, self.info, self.config.ping_interval))
@@ -867,7 +874,18 @@ class MasterCore:
             return
         self._remove_agent(agent, f"it unregistered ({msg.reason or 'no reason given'})", shutdown=False)
 
+    def agent_peers(self) -> dict[str, bytes]:
+        """agent id -> its connection, for a later core of this process (``agent_peers``)."""
+        peers = {agent.id: agent.peer for agent in self.agents.values()}
+        peers.update((a, p) for a, p in self._earlier_peers.items() if a in self._expected_agents)
+        return peers
+
     def _ping_agents(self) -> None:
+        for agent_id in sorted(self._expected_agents & self._earlier_peers.keys()):
+            # an agent this core does not know yet, on a connection an earlier core of this process
+            # knew: it believes it is registered, and would only notice after the ping silence (as
+            # Mesos's PingSlaveMessage.connected = false, it re-registers at once)
+            self._send(self._earlier_peers[agent_id], m.Ping(agent_id, connected=False))
         for agent in list(self.agents.values()):
             if agent.pings_unanswered >= self.config.max_agent_ping_timeouts:
                 self._remove_agent(agent, f"{agent.pings_unanswered} pings unanswered")

@@ -249,8 +249,13 @@ class AgentRegistered:
 @message
 @attrs.frozen
 class Ping:
+    """Master -> agent liveness. ``connected`` false: the master does not
+    know this agent on this connection (it restarted or leads with a fresh
+    state): the agent must re-register now (Mesos's ``PingSlaveMessage``)."""
+
     TYPE: ClassVar[str] = "PING"
     agent_id: str = ""
+    connected: bool = True
 
 
 @attrs.frozen
