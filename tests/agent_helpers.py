@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e_helpers import Cluster, Proc, http_get
+from e2e_helpers import Cluster, Proc, RecordingScheduler, http_get
+from mesoslike import Resources, TaskInfo, TaskState
 from mesoslike.agent.isolation import CgroupsV1Isolator, CgroupsV2Isolator, select_isolator
 from mesoslike.agent.supervisor import cgroup_pids, kill_cgroups, process_start_ticks, read_json, remove_cgroup
 from mesoslike.transport import Server
@@ -134,6 +135,43 @@ class FakeMaster:
         self.server.close()
 
 
+@pytest.fixture
+def master():
+    """A FakeMaster, closed after the test."""
+    fake = FakeMaster()
+    yield fake
+    fake.close()
+
+
+# ------------------------------------------------------------- a framework
+class Launcher(RecordingScheduler):
+    """Launches ``tasks`` (task id -> command) on the first offer, declines the rest."""
+
+    def __init__(self, tasks: dict[str, str], resources: str = "cpus:0.25;mem:64", grace: float = 1.0):
+        super().__init__()
+        self.tasks, self.resources, self.grace = tasks, Resources.parse(resources), grace
+        self.launched = False
+
+    def on_offers(self, driver, offers):
+        for offer in offers:
+            if self.launched:
+                driver.decline_offer(offer.id)
+                continue
+            self.launched = True
+            driver.launch_tasks([offer.id], [TaskInfo(task_id, offer.agent_id, command, self.resources,
+                                                      kill_grace_period=self.grace)
+                                             for task_id, command in self.tasks.items()])
+
+    def states(self, task_id):
+        return [s.state for s in self.statuses(task_id)]
+
+    def running(self, *task_ids):
+        return all(TaskState.RUNNING in self.states(t) for t in task_ids)
+
+    def terminal(self, task_id):
+        return [s for s in self.statuses(task_id) if s.terminal]
+
+
 # ------------------------------------------------------ real agent processes
 _names = itertools.count()
 
@@ -191,5 +229,5 @@ def kill_9(proc: Proc) -> None:
     proc.popen.wait(timeout=10)
 
 
-__all__ = ["FakeMaster", "cgroups_root", "cgroups_below", "cgroup_pids", "remove_cgroup_root", "require_cgroups",
+__all__ = ["FakeMaster", "master", "Launcher", "cgroups_root", "cgroups_below", "cgroup_pids", "remove_cgroup_root", "require_cgroups",
            "start_agent", "agent_state", "run_dir", "sandbox", "supervisor_pid", "alive", "read_pid_file", "kill_9"]

@@ -8,6 +8,8 @@ decides when each ends without sleeping; they print their pid first.
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -15,10 +17,10 @@ import time
 
 import pytest
 
-from agent_helpers import (agent_state, alive, cgroups_below, cgroups_root, kill_9, read_pid_file,  # noqa: F401
-                           require_cgroups, run_dir, sandbox, start_agent, supervisor_pid)
-from e2e_helpers import REPO, RecordingScheduler, child_env, cluster  # noqa: F401 (fixture)
-from mesoslike import FrameworkInfo, Resources, TaskInfo, TaskState
+from agent_helpers import (Launcher, agent_state, alive, cgroups_below, cgroups_root, kill_9,  # noqa: F401
+                           read_pid_file, run_dir, sandbox, start_agent, supervisor_pid)
+from e2e_helpers import REPO, child_env, cluster  # noqa: F401 (fixture)
+from mesoslike import FrameworkInfo, TaskState
 from waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")]
@@ -29,38 +31,10 @@ BAD_STATES = {TaskState.LOST, TaskState.FAILED, TaskState.KILLED, TaskState.ERRO
               TaskState.GONE, TaskState.UNREACHABLE}
 
 
-class Launcher(RecordingScheduler):
-    """Launches ``tasks`` (id -> exit code) on the first offer, declines the rest."""
-
-    def __init__(self, tasks: dict[str, int]):
-        super().__init__()
-        self.tasks = tasks
-        self.launched = False
-
-    def on_offers(self, driver, offers):
-        for offer in offers:
-            if self.launched:
-                driver.decline_offer(offer.id)
-                continue
-            self.launched = True
-            driver.launch_tasks([offer.id], [
-                TaskInfo(task_id, offer.agent_id, WAIT_FOR_GO.format(code=code), Resources.parse("cpus:0.25;mem:64"),
-                         kill_grace_period=1.0) for task_id, code in self.tasks.items()])
-
-    def states(self, task_id):
-        return [s.state for s in self.statuses(task_id)]
-
-    def running(self, *task_ids):
-        return all(TaskState.RUNNING in self.states(t) for t in task_ids)
-
-    def terminal(self, task_id):
-        return [s for s in self.statuses(task_id) if s.terminal]
-
-
 def launch(cluster, tasks, *agent_args, hostname="a1"):
-    """An agent, a framework and its tasks running; returns (scheduler, agent proc, {task: pid})."""
+    """An agent, a framework and its tasks (id -> exit code) running; returns (scheduler, agent proc, {task: pid})."""
     proc = start_agent(cluster, hostname, "cpus:2;mem:1024", *agent_args)
-    scheduler = Launcher(tasks)
+    scheduler = Launcher({task_id: WAIT_FOR_GO.format(code=code) for task_id, code in tasks.items()})
     cluster.driver(scheduler, "recovery", framework=FRAMEWORK)
     scheduler.wait(lambda: scheduler.running(*tasks), 20, "the tasks to run", cluster.diagnostics)
     pids = {t: read_pid_file(sandbox(cluster, hostname, scheduler.framework_id, t) / "pid") for t in tasks}
@@ -80,8 +54,6 @@ def master_tasks(cluster):
 
 
 def exit_recorded(cluster, scheduler, task_id, hostname="a1"):
-    import json
-
     path = run_dir(cluster, hostname, scheduler.framework_id, task_id) / "exit.json"
     try:
         return json.loads(path.read_text()).get("ended")
@@ -201,8 +173,6 @@ def test_kill_9_of_a_supervisor_fails_its_task_saying_the_executor_died(cluster,
     cluster.start_master()
     scheduler, agent, pids = launch(cluster, {"orphan": 0}, "--cgroups-root", cgroups_root)
     supervisor = supervisor_pid(run_dir(cluster, "a1", scheduler.framework_id, "orphan"))
-    import os
-
     os.kill(supervisor, signal.SIGKILL)
     scheduler.wait(lambda: scheduler.terminal("orphan"), 20, "the task to end", cluster.diagnostics)
     (ended,) = scheduler.terminal("orphan")

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from agent_helpers import agent_state, alive, cgroups_root, kill_9, read_pid_file, sandbox, start_agent  # noqa: F401
-from e2e_helpers import FAST_MASTER_ARGS, ProcessSet, RecordingScheduler, cluster, free_port, http_get  # noqa: F401
-from mesoslike import FrameworkInfo, Resources, SchedulerDriver, TaskInfo, TaskState
+from agent_helpers import Launcher, cgroups_root, kill_9, start_agent  # noqa: F401
+from e2e_helpers import FAST_MASTER_ARGS, ProcessSet, cluster, free_port, http_get  # noqa: F401
+from mesoslike import FrameworkInfo, TaskState
 from waiting import wait_until
 from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
 
@@ -27,21 +27,6 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(not sys.platform.star
 GOAL = 2.0
 #: the default ping interval: the agents' silence detection would take 75 s
 SLOW_PINGS = ("--ping-interval", "15")
-
-
-class OneTask(RecordingScheduler):
-    def __init__(self):
-        super().__init__()
-        self.launched = False
-
-    def on_offers(self, driver, offers):
-        for offer in offers:
-            if self.launched:
-                driver.decline_offer(offer.id)
-                continue
-            self.launched = True
-            driver.launch_tasks([offer.id], [TaskInfo("long", offer.agent_id, "echo $$ > pid; sleep 600",
-                                                      Resources.parse("cpus:0.5;mem:64"))])
 
 
 def _registered_hostnames(http: str) -> list[str] | None:
@@ -61,7 +46,7 @@ def test_agents_are_back_within_2s_of_a_restarted_standalone_master(cluster, tmp
     cluster.start_master(*master_args)
     start_agent(cluster, "a1", "cpus:2;mem:512", "--cgroups-root", cgroups_root)
     start_agent(cluster, "a2", "cpus:2;mem:512", "--cgroups-root", cgroups_root)
-    scheduler = OneTask()
+    scheduler = Launcher({"long": "echo $$ > pid; sleep 600"}, "cpus:0.5;mem:64")
     cluster.driver(scheduler, "keeper", framework=FrameworkInfo("keeper", failover_timeout=60.0))
     scheduler.wait(lambda: any(s.state == TaskState.RUNNING for s in scheduler.statuses("long")), 20, "the task")
 

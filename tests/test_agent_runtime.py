@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_helpers import FakeMaster
+from agent_helpers import master  # noqa: F401 (fixture)
 from mesoslike.agent.executor import LaunchError, TaskExecutor, TaskExit, TaskStarted, path_component, sandbox_path
 from mesoslike.agent.runtime import AgentRuntime
 from mesoslike.errors import ConfigError
@@ -20,13 +20,6 @@ pytestmark = pytest.mark.timeout(60)
 
 R = Resources.parse
 FW = FrameworkInfo(name="demo", id="fw-1")
-
-
-@pytest.fixture
-def master():
-    fake = FakeMaster()
-    yield fake
-    fake.close()
 
 
 @pytest.fixture

@@ -456,7 +456,8 @@ class TaskExecutor:
             if run.task_pid is not None:
                 _signal_group(run.task_pid, signal.SIGKILL)
             self._abandon(run.container)
-            message = f"the task's executor (supervisor pid {run.watch.pid}) died{run.watch.how_it_ended()}"
+            message = _with_full_disk(f"the task's executor (supervisor pid {run.watch.pid}) died"
+                                      f"{run.watch.how_it_ended()}", run.sandbox)
             if run.task_pid is None:
                 return LaunchFailed(key[0], key[1], message, REASON_EXECUTOR_TERMINATED)
             return TaskExit(key[0], key[1], None, None, REASON_EXECUTOR_TERMINATED, message)
@@ -663,7 +664,7 @@ def _with_full_disk(message: str, sandbox: Path) -> str:
 
 def _launch_problem(exc: BaseException, work_dir: Path) -> str:
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return f"no space left on device: the work directory's file system ({work_dir}) is full"
+        return f"the work directory's file system is full ({work_dir}: no space left on device)"
     return f"{type(exc).__name__}: {exc}"
 
 

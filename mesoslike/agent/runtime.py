@@ -188,7 +188,7 @@ class AgentRuntime:
         self.http: AgentHTTPServer | None = None
         #: checkpoint files that could not be read at the last start (path, problem)
         self.recovery_errors: list[tuple[str, str]] = []
-        self.counters = {"checkpoint_failures": 0, "sandboxes_collected": 0, "recovered_tasks": 0,
+        self.counters = {"checkpoint_failures": 0, "sandboxes_collected": 0, "gc_passes": 0, "recovered_tasks": 0,
                          "reregistrations_on_reconnect": 0}
         self._checkpoint_failed: set[tuple[str, str]] = set()
         self._lock = threading.RLock()   # the loop's state, for the HTTP threads
@@ -561,6 +561,7 @@ class AgentRuntime:
     # ------------------------------------------------------------ sandboxes
     def _collect_garbage(self) -> None:
         """Remove the sandboxes of ended tasks that are due (see :mod:`.gc`)."""
+        self.counters["gc_passes"] += 1
         root = self.executor.sandbox_root
         if not root.is_dir():
             return

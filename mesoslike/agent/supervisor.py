@@ -186,7 +186,7 @@ class Supervisor:
         try:
             self.launch = read_launch(self.path(LAUNCH_FILE))
         except FileNotFoundError:
-            print("launch.json is gone: the launch was cancelled", file=sys.stderr)
+            say("launch.json is gone: the launch was cancelled")
             return 0
         except (OSError, ValueError) as exc:
             self.record(None, None, REASON_LAUNCH_FAILED, f"unreadable launch file: {exc}")
@@ -255,7 +255,7 @@ class Supervisor:
         if now - self.agent_seen_at >= timeout and self.kill_deadline is None:
             self.reason = REASON_RECOVERY_TIMEOUT
             self.message = f"the agent did not come back within {timeout:g} s (--recovery-timeout)"
-            print(self.message + ": killing the task", file=sys.stderr, flush=True)
+            say(self.message + ": killing the task")
             self.kill(float(self.launch["grace_period"]))
 
     def kill(self, grace: float) -> None:
@@ -296,7 +296,7 @@ class Supervisor:
         peak = read_int(launch["memory_peak"]) if launch.get("memory_peak") else None
         for directory in launch.get("cgroups", []):
             if not remove_cgroup(directory):
-                print(f"could not remove the cgroup {directory}", file=sys.stderr, flush=True)
+                say(f"could not remove the cgroup {directory}")
         status = {"ended": True, "exit_code": exit_code, "signal": signum, "reason": reason, "message": message,
                   "killed": self.killed, "oom_kills": oom_kills, "memory_peak_bytes": peak, "ended_at": time.time()}
         path = self.path(EXIT_FILE)
@@ -304,7 +304,7 @@ class Supervisor:
             write_json_atomically(path, status)
         except OSError as exc:
             # most likely a full disk: the pre-made file has the room, write in place
-            print(f"cannot replace {path} ({exc}); writing it in place", file=sys.stderr, flush=True)
+            say(f"cannot replace {path} ({exc}); writing it in place")
             data = json.dumps(status).encode()
             fd = os.open(path, os.O_WRONLY)
             try:
@@ -312,6 +312,15 @@ class Supervisor:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+
+
+def say(text: str) -> None:
+    """A line to the supervisor's log. Unbuffered, and never an error: on a
+    full disk the log cannot grow, and the exit status matters more."""
+    try:
+        os.write(2, (text + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass
 
 
 def _exited(pid: int) -> bool:
@@ -394,7 +403,7 @@ def remove_cgroup(directory: str) -> bool:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: supervisor.py RUN_DIR", file=sys.stderr)
+        say("usage: supervisor.py RUN_DIR")
         return 2
     return Supervisor(argv[0]).run()
 

@@ -3,7 +3,10 @@ sandbox, wherever it ran.
 
 The master's state names the task's agent and the agent's HTTP address;
 the agent's ``/files/read`` serves the sandbox file (``docs/agent.rst``,
-"HTTP"). The helpers here are shared with ``mesoslike run``.
+"HTTP"). A task the master no longer knows (its framework was removed — a
+``mesoslike run`` that ended — or it is older than the master's memory of
+ended tasks) is looked for in the agents' sandboxes, which stay for
+``--gc-delay``. The helpers here are shared with ``mesoslike run``.
 """
 
 from __future__ import annotations
@@ -29,10 +32,12 @@ STATE_INTERVAL = 2.0
 
 
 class TaskLocation:
-    """Where a task ran: its framework, its record in the master's state, its agent's."""
+    """Where a task ran: its framework, its record in the master's state
+    (None when it was found in an agent's sandboxes), its agent's record."""
 
-    def __init__(self, framework_id: str, task: dict, agent: dict | None) -> None:
+    def __init__(self, framework_id: str, task_id: str, task: dict | None, agent: dict | None) -> None:
         self.framework_id = framework_id
+        self.task_id = task_id
         self.task = task
         self.agent = agent
 
@@ -42,9 +47,17 @@ class TaskLocation:
 
     @property
     def terminal(self) -> bool:
+        """Has the task ended (as the master, or else its agent, says)?"""
         from mesoslike import TaskStatus
 
-        return TaskStatus(task_id="", state=self.task["state"]).terminal
+        if self.task is not None:
+            return TaskStatus(task_id="", state=self.task["state"]).terminal
+        try:
+            live = _get_json(f"{self.http_address}/state", 5.0).get("tasks", [])
+        except MesoslikeError:
+            return True
+        return not any(t["id"] == self.task_id and t["framework_id"] == self.framework_id and
+                       not TaskStatus(task_id="", state=t["state"]).terminal for t in live)
 
 
 def locate_task(doc: dict, task_id: str, framework_id: str | None = None) -> TaskLocation:
@@ -59,15 +72,46 @@ def locate_task(doc: dict, task_id: str, framework_id: str | None = None) -> Tas
                 found.append((framework["id"], record))
                 break
     if not found:
-        where = f" of framework {framework_id}" if framework_id else ""
-        raise MesoslikeError(f"the master knows no task {task_id!r}{where} (it keeps the last 100 ended tasks of "
-                             "each framework, and none of a framework that was removed)")
+        return _find_sandbox(doc, task_id, framework_id)
     if len(found) > 1:
         raise MesoslikeError(f"several frameworks have a task {task_id!r} ({', '.join(f for f, _ in found)}): "
                              "say which with --framework")
     framework, record = found[0]
     agent = next((a for a in doc.get("agents", []) if a["id"] == record["agent_id"]), None)
-    return TaskLocation(framework, record, agent)
+    return TaskLocation(framework, task_id, record, agent)
+
+
+def _find_sandbox(doc: dict, task_id: str, framework_id: str | None) -> TaskLocation:
+    """A task the master does not know: look for its sandbox on every agent."""
+    from mesoslike.agent.executor import path_component
+
+    found = []
+    for agent in doc.get("agents", []):
+        address = agent.get("http_address")
+        if not address:
+            continue
+        try:
+            frameworks = [entry["path"] for entry in _get_json(f"{address}/files/browse?path=", 5.0)]
+        except MesoslikeError:
+            continue
+        if framework_id is not None:
+            frameworks = [f for f in frameworks if f == path_component(framework_id)]
+        for framework in frameworks:
+            query = urllib.parse.urlencode({"path": f"{framework}/{path_component(task_id)}"})
+            try:
+                _get_json(f"{address}/files/browse?{query}", 5.0)
+            except MesoslikeError:
+                continue
+            found.append((framework_id or framework, agent))
+    where = f" of framework {framework_id}" if framework_id else ""
+    if not found:
+        raise MesoslikeError(f"no task {task_id!r}{where} is known to the master, and no agent has its sandbox "
+                             "(sandboxes of ended tasks are removed after the agents' --gc-delay)")
+    if len(found) > 1:
+        places = ", ".join(f"{framework} on {agent['hostname']}" for framework, agent in found)
+        raise MesoslikeError(f"sandboxes of a task {task_id!r} of several frameworks or agents were found "
+                             f"({places}): say which with --framework")
+    return TaskLocation(found[0][0], task_id, None, found[0][1])
 
 
 def sandbox_file(framework_id: str, task_id: str, name: str) -> str:
@@ -135,7 +179,7 @@ def log(master_address: str, framework_id: str | None, stderr: bool, follow: boo
     try:
         where = locate_task(fetch_state(master_address, timeout), task_id, framework_id)
         if not where.http_address:
-            agent = where.task.get("agent_id", "?")
+            agent = (where.task or {}).get("agent_id", "?")
             raise MesoslikeError(f"task {task_id} ran on agent {agent}, which is not registered any more (or serves "
                                  "no HTTP): its sandbox is on that machine, below the agent's --work-dir/sandboxes")
         path = sandbox_file(where.framework_id, task_id, "stderr" if stderr else "stdout")
@@ -163,6 +207,6 @@ def _print_file(master_address: str, where: TaskLocation, path: str, follow: boo
             return
         if time.monotonic() >= next_state:
             next_state = time.monotonic() + STATE_INTERVAL
-            ended = locate_task(fetch_state(master_address, timeout), where.task["id"], where.framework_id).terminal
+            ended = locate_task(fetch_state(master_address, timeout), where.task_id, where.framework_id).terminal
             continue  # one more read after it ended: what it wrote last
         time.sleep(FOLLOW_INTERVAL)
