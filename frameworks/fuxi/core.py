@@ -218,6 +218,9 @@ class FuxiCore:
         self._job_seq = itertools.count(1)
         self._submit_seq = itertools.count()
         self._slot_seq = itertools.count(1)
+        #: put before the slot numbers: a scheduler that recovered after a failover numbers its slots apart
+        #: from its predecessors' (which it re-adopts with :meth:`adopt`)
+        self.slot_prefix = ""
         self._suppressed = False
         self._out: list[Command] = []
         self.counters = {"slots_granted": 0, "slots_preempted": 0, "passes": 0}
@@ -260,6 +263,24 @@ class FuxiCore:
         self._drop_slot(slot)
         if not keep_desire:
             unit.desired = max(0, unit.desired - 1)
+        self._requeue(unit)
+        self._want_offers()
+        return self._flush()
+
+    def adopt(self, slot: Slot) -> list[Command]:
+        """Count ``slot`` — granted before a failover, its worker still
+        running — as granted again: its unit's, its host's and its group's,
+        without a launch. Raises :class:`FuxiError` for an unknown job or
+        unit or a slot already held. O(1) plus requeueing the unit."""
+        unit = self._unit(slot.job_id, slot.unit)
+        if slot.id in self._slots:
+            raise FuxiError(f"slot {slot.id!r} is held already")
+        self._out = []
+        unit.slots[slot.id] = slot
+        unit.per_host[slot.hostname] = unit.per_host.get(slot.hostname, 0) + 1
+        self._slots[slot.id] = slot
+        group = self.groups[unit.group]
+        group.used = group.used + slot.resources
         self._requeue(unit)
         self._want_offers()
         return self._flush()
@@ -466,7 +487,7 @@ class FuxiCore:
 
     # ------------------------------------------------------------- grants
     def _grant(self, unit: _Unit, machine: _Machine) -> Slot:
-        slot = Slot(id=f"{unit.job_id}.{unit.spec.name}.{next(self._slot_seq)}", job_id=unit.job_id,
+        slot = Slot(id=f"{unit.job_id}.{unit.spec.name}.{self.slot_prefix}{next(self._slot_seq)}", job_id=unit.job_id,
                     unit=unit.spec.name, agent_id=machine.agent_id, hostname=machine.hostname,
                     resources=unit.spec.slot, priority=unit.priority, group=unit.group,
                     granted_at=self.clock.now(), room=machine.room)
