@@ -436,7 +436,7 @@ class Client(_Endpoint):
                  reconnect_max: float = 2.0) -> None:
         self._watch_connection = watch_connection
         self._reconnect_max_ms = max(100, int(reconnect_max * 1000))
-        self._handshakes = 0
+        self._connections_told = -1   # the first connection is one made
         parse_tcp_address(address)
         super().__init__(zmq.DEALER, codec, max_queued_bytes, max_queued_bytes)
         self.address = address
@@ -452,22 +452,19 @@ class Client(_Endpoint):
         self._socket.setsockopt(zmq.IDENTITY, self._identity)
         self._socket.setsockopt(zmq.RECONNECT_IVL, 100)
         self._socket.setsockopt(zmq.RECONNECT_IVL_MAX, self._reconnect_max_ms)
-        # made before connect() to see the first handshake (counted by connections())
-        monitor = self._socket.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED)
+        monitor = self._socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         self._socket.connect(self.address)
         return monitor
 
     def _watch(self) -> None:
-        """Read the monitor's events: count handshakes; make the socket anew
-        if the connection dropped. O(events)."""
+        """Read the monitor's events; make the socket anew if the
+        connection dropped. O(events)."""
         dropped = False
         while not self._closed and self._monitor.poll(0):
             try:
                 event = recv_monitor_message(self._monitor, zmq.NOBLOCK)
             except zmq.Again:
                 break
-            if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                self._handshakes += 1
             dropped = dropped or event["event"] == zmq.EVENT_DISCONNECTED
         if dropped:
             self._reconnect()
@@ -489,8 +486,12 @@ class Client(_Endpoint):
         last call (``watch_connection`` clients; 0 for others). One after
         the first means the server restarted, or the network broke and healed:
         the server may not know this client any more."""
+        # A dropped connection is made anew with a new socket (see _watch):
+        # each counts. (Not ZeroMQ's handshake events on the monitor: with
+        # them on it, a client's poll could miss its socket's first frame.)
         self._watch()
-        count, self._handshakes = self._handshakes, 0
+        count = self.stats.reconnects - self._connections_told
+        self._connections_told = self.stats.reconnects
         return count if self._watch_connection else 0
 
     def send(self, message: object) -> bool:

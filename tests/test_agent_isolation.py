@@ -133,7 +133,8 @@ def test_usage_and_limits_in_the_agents_statistics_and_the_masters_state(cluster
     require_cgroups()
     cluster.start_master()
     proc = start_agent(cluster, "u1", "cpus:1;mem:512", "--cgroups-root", cgroups_root)
-    burn = f"{sys.executable} -I -S -c 'import time; end = time.time() + 0.5\nwhile time.time() < end: pass'; " \
+    # half a second of CPU time, however busy the machine (a wall-clock burn got 0.16 s under load)
+    burn = f"{sys.executable} -I -S -c 'import time; end = time.process_time() + 0.5\nwhile time.process_time() < end: pass'; " \
            "echo burnt > burnt; sleep 600"
     scheduler = Launcher({"busy": burn}, "cpus:0.5;mem:64")
     cluster.driver(scheduler, "usage")

@@ -76,6 +76,8 @@ log = logging.getLogger("mesoslike.agent")
 RECOVER_MODES = ("reconnect", "cleanup")
 #: how often running tasks are polled for events (no SIGCHLD handler: see executor)
 TASK_POLL_INTERVAL = 0.05
+#: seconds of supervisor starts per loop turn before the agent reads its socket again
+LAUNCH_SLICE = 0.05
 #: how often the loop looks at the connection to the master (a restarted master: re-register now)
 CONNECTION_CHECK_INTERVAL = 0.25
 #: the longest wait between attempts to connect to a master that is down: a restarted one is reached
@@ -192,6 +194,10 @@ class AgentRuntime:
                          "reregistrations_on_reconnect": 0}
         self._checkpoint_failed: set[tuple[str, str]] = set()
         self._lock = threading.RLock()   # the loop's state, for the HTTP threads
+        #: launches the core asked for, not carried out yet: a RUN_TASK is
+        #: answered (TASK_STARTING) at once, its supervisor started a little
+        #: later, a few at a time between reads (see _launch_some)
+        self._launches: deque[LaunchTask] = deque()
         self._waker: Waker | None = Waker()
         self._waker_lock = threading.Lock()  # stop() may race another stop()
         self._stopping = threading.Event()
@@ -365,6 +371,7 @@ class AgentRuntime:
                     if client is not None:
                         self._receive(client)
                     self._feed(client, self.executor.poll())
+                    self._launch_some(client)
         finally:
             try:
                 with self._lock:
@@ -440,6 +447,8 @@ class AgentRuntime:
 
     # ------------------------------------------------------------ the loop
     def _wait_timeout(self) -> float:
+        if self._launches:
+            return 0.0   # launches wait: look at the socket, then start more
         wakeup = min(self.core.next_wakeup(), self.executor.next_deadline())
         timeout = max(0.0, wakeup - self.clock.now())
         if self.executor.running():
@@ -488,8 +497,9 @@ class AgentRuntime:
             elif isinstance(command, CheckpointTask):
                 self._checkpoint_task(command.framework_id, command.task_id)
             elif isinstance(command, LaunchTask):
-                queue.extend(self._launch(command))
+                self._launches.append(command)
             elif isinstance(command, KillTask):
+                queue.extend(self._launch_now(command.framework_id, command.task_id))
                 self.executor.kill(command.framework_id, command.task_id, command.grace_period)
             elif isinstance(command, DeliverMessage):
                 self._deliver(command)
@@ -521,6 +531,29 @@ class AgentRuntime:
         except OSError as exc:
             self.counters["checkpoint_failures"] += 1
             log.error("cannot checkpoint the agent id %r: %s", agent_id, exc)
+
+    def _launch_some(self, client: Client | None) -> None:
+        """Start waiting launches for at most LAUNCH_SLICE seconds.
+
+        Starting a task's supervisor costs a process start (tens of ms of
+        CPU). Done as each RUN_TASK is read, an ACCEPT of thousands of tasks
+        kept the agent from reading the rest — and from answering them — for
+        minutes, and the master, hearing nothing of them, sent them again
+        and finally wrote them off as lost. Answered first and started in
+        slices, every task is confirmed at once and pings are answered
+        while the launches go on. O(launches started)."""
+        deadline = time.monotonic() + LAUNCH_SLICE
+        while self._launches and time.monotonic() < deadline:
+            self._carry_out(client, self._launch(self._launches.popleft()))
+
+    def _launch_now(self, framework_id: str, task_id: str) -> list[Command]:
+        """Start the task now if its launch is waiting (it is to be killed:
+        started and killed, it ends as any killed task does)."""
+        for command in self._launches:
+            if command.framework.id == framework_id and command.task.task_id == task_id:
+                self._launches.remove(command)
+                return self._launch(command)
+        return []
 
     def _launch(self, command: LaunchTask) -> list[Command]:
         framework_id, task_id = command.framework.id, command.task.task_id

@@ -224,7 +224,7 @@ def agent(master_address, resources, attributes, hostname, port, work_dir, ip, h
         _drain_agent(work_dir or default_work_dir(hostname or socket.gethostname()), drain_timeout)
         return
     if not master_address:
-        die("--master is required (or MESOSLIKE_AGENT_MASTER)")
+        raise click.UsageError("--master is required (or MESOSLIKE_AGENT_MASTER)")
     try:
         runtime = AgentRuntime(master_address, resources, attributes, hostname, work_dir, port=port,
                                kill_tasks_on_exit=False, http_port=http_port, http_ip=ip, recover=recover,
