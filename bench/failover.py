@@ -762,6 +762,9 @@ def code_info() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "reregistration":   # real agents back after a master restart / ZooKeeper outage
+        import reregistration
+        return reregistration.main(argv[1:])
     if argv and argv[0] == "agents":
         parser = argparse.ArgumentParser(prog="failover.py agents")
         parser.add_argument("--zk", required=True)

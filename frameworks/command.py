@@ -12,7 +12,7 @@ from typing import Callable
 
 from mesoslike import Filters, FrameworkInfo, Resources, Scheduler, TaskInfo, TaskState, TaskStatus
 
-__all__ = ["CommandScheduler", "Progress"]
+__all__ = ["CommandScheduler", "Progress", "instance_of"]
 
 
 class Progress:
@@ -23,6 +23,8 @@ class Progress:
         self.launched = 0
         self.states: dict[str, str] = {}       # task id -> latest state
         self.exit_codes: dict[str, int | None] = {}
+        self.messages: dict[str, str] = {}     # task id -> the message of its latest status
+        self.agents: dict[str, str] = {}       # task id -> the agent it runs (ran) on
 
     def count(self, *states: str) -> int:
         return sum(1 for state in self.states.values() if state in states)
@@ -43,6 +45,11 @@ class Progress:
     def done(self) -> bool:
         return self.finished + self.failed == self.instances
 
+    def failures(self) -> list[str]:
+        """The ids of the instances that ended other than TASK_FINISHED, in instance order."""
+        return sorted((task_id for task_id, state in self.states.items()
+                       if state != TaskState.FINISHED and _terminal(state)), key=_instance_order)
+
     def summary(self) -> str:
         return (f"{self.finished}/{self.instances} finished, {self.failed} failed, {self.running} running, "
                 f"{self.instances - self.launched} waiting")
@@ -50,6 +57,17 @@ class Progress:
 
 def _terminal(state: str) -> bool:
     return TaskStatus(task_id="", state=state).terminal
+
+
+def instance_of(task_id: str) -> int | None:
+    """The instance number of a task id ``<name>-<n>`` (None for another id)."""
+    number = task_id.rpartition("-")[2]
+    return int(number) if number.isdigit() else None
+
+
+def _instance_order(task_id: str) -> tuple[int, str]:
+    number = instance_of(task_id)
+    return (number if number is not None else -1, task_id)
 
 
 class CommandScheduler(Scheduler):
@@ -72,8 +90,10 @@ class CommandScheduler(Scheduler):
         self.on_change = on_change or (lambda progress, status: None)
         self.errors: list[str] = []
         self.finished = threading.Event()
+        self.framework_id = ""
 
     def registered(self, driver, framework_id, master_info) -> None:
+        self.framework_id = framework_id
         self.on_change(self.progress, None)
 
     def reregistered(self, driver, master_info) -> None:
@@ -103,6 +123,9 @@ class CommandScheduler(Scheduler):
         if status.task_id not in progress.states:
             return
         progress.states[status.task_id] = status.state
+        progress.messages[status.task_id] = status.message
+        if status.agent_id:
+            progress.agents[status.task_id] = status.agent_id
         if status.terminal:
             progress.exit_codes[status.task_id] = status.exit_code
             if status.state in (TaskState.LOST, TaskState.DROPPED) and progress.launched <= progress.instances:

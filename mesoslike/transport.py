@@ -419,8 +419,9 @@ _socket_generation = 0
 
 class Client(_Endpoint):
     """A DEALER socket connected to a server, carrying messages of
-    ``codec``; reconnects by itself. ``identity``: how the server sees it
-    (default random).
+    ``codec``; reconnects by itself (every 0.1 s doubling to ``reconnect_max``
+    seconds). ``identity``: how the server sees it (default random).
+    ``watch_connection``: count the connections made (:meth:`connections`).
 
     ZeroMQ reconnects after a network error, but never after a protocol
     error — a frame from the server over the codec's limit ends the
@@ -431,7 +432,11 @@ class Client(_Endpoint):
     it in ``stats.reconnects``."""
 
     def __init__(self, address: str, *, codec: MessageCodec = CODEC, identity: bytes | None = None,
-                 max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES_PER_PEER) -> None:
+                 max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES_PER_PEER, watch_connection: bool = False,
+                 reconnect_max: float = 2.0) -> None:
+        self._watch_connection = watch_connection
+        self._reconnect_max_ms = max(100, int(reconnect_max * 1000))
+        self._connections_told = -1   # the first connection is one made
         parse_tcp_address(address)
         super().__init__(zmq.DEALER, codec, max_queued_bytes, max_queued_bytes)
         self.address = address
@@ -446,7 +451,7 @@ class Client(_Endpoint):
         """Connect the socket; its monitor (reporting the connection dropping)."""
         self._socket.setsockopt(zmq.IDENTITY, self._identity)
         self._socket.setsockopt(zmq.RECONNECT_IVL, 100)
-        self._socket.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+        self._socket.setsockopt(zmq.RECONNECT_IVL_MAX, self._reconnect_max_ms)
         monitor = self._socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         self._socket.connect(self.address)
         return monitor
@@ -475,6 +480,19 @@ class Client(_Endpoint):
         _socket_generation += 1
         self.stats.reconnects += 1
         log.warning("the connection to %s dropped: connecting anew", self.address)
+
+    def connections(self) -> int:
+        """How many times the connection to the server was made since the
+        last call (``watch_connection`` clients; 0 for others). One after
+        the first means the server restarted, or the network broke and healed:
+        the server may not know this client any more."""
+        # A dropped connection is made anew with a new socket (see _watch):
+        # each counts. (Not ZeroMQ's handshake events on the monitor: with
+        # them on it, a client's poll could miss its socket's first frame.)
+        self._watch()
+        count = self.stats.reconnects - self._connections_told
+        self._connections_told = self.stats.reconnects
+        return count if self._watch_connection else 0
 
     def send(self, message: object) -> bool:
         """Encode and send a message, or queue it in the outbox while the

@@ -32,6 +32,7 @@ from typing import Callable, Iterable
 import pytest
 
 from mesoslike import FrameworkInfo, Scheduler, SchedulerDriver
+from mesoslike.agent.executor import destroy_containers_under
 from waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
@@ -246,6 +247,7 @@ class ProcessSet:
             proc.signal_group(signal.SIGCONT)  # a frozen process must be able to die and be reaped
             proc.kill()
         kill_task_processes(self.work_root)
+        destroy_containers_under(self.work_root)  # the cgroups of tasks whose supervisors were killed
 
 
 class Cluster(ProcessSet):

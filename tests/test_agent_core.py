@@ -442,3 +442,218 @@ def test_bad_constructor_arguments():
         AgentCore(clock, info, max_ping_timeouts=0)
     with pytest.raises(ValueError):
         AgentCore(clock, info, register_backoff=5.0, register_backoff_max=1.0)
+
+
+# ============================================== checkpointing and recovery (issue 15)
+from mesoslike.agent.core import (  # noqa: E402
+    REASON_AGENT_DRAINING,
+    REASON_CONTAINER_LIMITATION_MEMORY,
+    REASON_EXECUTOR_TERMINATED,
+    CheckpointAgent,
+    CheckpointTask,
+    ForgetTask,
+    TaskCheckpoint,
+)
+
+
+def checkpointing(**kwargs):
+    return make(checkpoint=True, **kwargs)
+
+
+def kinds(commands):
+    """The commands as (kind, detail): the order they must be carried out in."""
+    out = []
+    for command in commands:
+        if isinstance(command, SendToMaster):
+            msg = command.message
+            out.append((msg.TYPE, msg.status.state if isinstance(msg, m.StatusUpdate) else ""))
+        else:
+            out.append((type(command).__name__, ""))
+    return out
+
+
+def test_every_update_is_checkpointed_before_it_is_sent_and_the_id_when_assigned():
+    core, _ = checkpointing()
+    core.tick()
+    assert core.on_message(m.AgentRegistered("agent-1", MASTER, 1.0)) == [CheckpointAgent("agent-1")]
+    out = core.on_message(m.RunTask(FW, task("t1")))
+    assert kinds(out) == [("CheckpointTask", ""), ("STATUS_UPDATE", TaskState.STARTING), ("LaunchTask", "")]
+    assert core.task_checkpoint("fw-1", "t1").updates == core.pending_updates("fw-1", "t1")
+    out = core.on_task_started("fw-1", "t1", 42)
+    assert kinds(out) == [("CheckpointTask", "")]          # behind STARTING: checkpointed, not sent yet
+    (starting, running) = core.pending_updates("fw-1", "t1")
+    assert kinds(ack(core, starting)) == [("CheckpointTask", ""), ("STATUS_UPDATE", TaskState.RUNNING)]
+    assert kinds(core.on_task_exited("fw-1", "t1", exit_code=0)) == [("CheckpointTask", "")]
+    ack(core, running)
+    (finished,) = core.pending_updates("fw-1", "t1")
+    assert ack(core, finished) == [ForgetTask("fw-1", "t1")]  # its story is told: nothing left to recover
+
+
+def test_a_kill_is_checkpointed_before_it_is_carried_out():
+    core, _ = checkpointing()
+    register(core)
+    launch(core, "t1")
+    out = core.on_message(m.KillTask("fw-1", "t1"))
+    assert kinds(out) == [("CheckpointTask", ""), ("KillTask", "")]
+    assert core.task_checkpoint("fw-1", "t1").killing
+
+
+def running_checkpoint(task_id="t1", state=TaskState.RUNNING, updates=(), **kwargs):
+    return TaskCheckpoint(FW, task(task_id), state, list(updates), **kwargs)
+
+
+def test_a_recovered_agent_reregisters_with_its_id_and_its_tasks_before_anything_else():
+    core, _ = checkpointing()
+    assert core.recover("agent-1", [running_checkpoint("t1"), running_checkpoint("t2")]) == []
+    assert core.recovering() == [("fw-1", "t1"), ("fw-1", "t2")]
+    assert core.used == R("cpus:2;mem:256")                  # what the still-running tasks hold
+    assert core.on_task_reattached("fw-1", "t1", 101) == []  # RUNNING was said already: nothing new
+    assert core.on_task_started("fw-1", "t2", 102) == []     # a recovered task's start is a re-attachment
+    assert core.recovering() == []
+    (rereg,) = registrations(core.tick())
+    assert isinstance(rereg, m.ReregisterAgent) and rereg.agent.id == "agent-1"
+    assert [(t.task.task_id, t.state) for t in rereg.tasks] == [("t1", TaskState.RUNNING), ("t2", TaskState.RUNNING)]
+    assert [(t.task_id, t.pid) for t in core.tasks()] == [("t1", 101), ("t2", 102)]
+
+
+def test_unacknowledged_updates_are_resent_with_their_original_uuids_then_the_exit_while_down():
+    core, clock = make()
+    register(core)
+    starting, running = launch(core, "t1")
+    ack(core, starting)
+    # the agent dies here, RUNNING unacknowledged; the task exits 3 while no agent watches
+    saved = TaskCheckpoint(FW, task("t1"), TaskState.RUNNING, [running])
+    fresh, _ = checkpointing(rng=random.Random(99))
+    fresh.recover("agent-1", [saved])
+    out = fresh.on_task_started("fw-1", "t1", 4242) + fresh.on_task_exited("fw-1", "t1", exit_code=3)
+    assert updates(out) == []                                 # no master yet
+    fresh.tick()
+    resent = updates(fresh.on_message(m.AgentRegistered("agent-1", MASTER, 1.0)))
+    assert resent == [running]                                # same uuid, same timestamp: the same update
+    (failed,) = fresh.pending_updates("fw-1", "t1")[1:]
+    assert (failed.state, failed.exit_code) == (TaskState.FAILED, 3) and failed.uuid != running.uuid
+    assert updates(ack(fresh, running)) == [failed]
+
+
+def test_a_recovered_task_that_was_starting_says_running_once_found_alive():
+    core, _ = checkpointing()
+    starting = core._status("fw-1", "t1", TaskState.STARTING, "")
+    core.recover("agent-1", [running_checkpoint("t1", TaskState.STARTING, [starting])])
+    core.on_task_reattached("fw-1", "t1", 7)
+    assert [s.state for s in core.pending_updates("fw-1", "t1")] == [TaskState.STARTING, TaskState.RUNNING]
+
+
+def test_a_recovered_task_being_killed_is_killed_again_and_ends_killed():
+    core, _ = checkpointing()
+    core.recover("agent-1", [running_checkpoint("t1", killing=True, kill_why="KILL_TASK")])
+    assert of_type(core.on_task_reattached("fw-1", "t1", 7), KillTask) == [KillTask("fw-1", "t1", 3.0)]
+    core.on_task_exited("fw-1", "t1", signal=15)
+    assert core.pending_updates("fw-1", "t1")[-1].state == TaskState.KILLED
+
+
+def test_recovery_forgets_leftovers_whose_story_was_told():
+    core, _ = checkpointing()
+    out = core.recover("agent-1", [running_checkpoint("done", TaskState.FINISHED)])
+    assert out == [ForgetTask("fw-1", "done")] and core.tasks() == []
+
+
+def test_a_task_the_agent_restarted_on_before_it_started_fails_with_the_reason_given():
+    core, _ = checkpointing()
+    core.recover("agent-1", [running_checkpoint("t1", TaskState.STARTING)])
+    core.on_task_launch_failed("fw-1", "t1", "the agent restarted", why="REASON_AGENT_RESTARTED")
+    (failed,) = core.pending_updates("fw-1", "t1")
+    assert (failed.state, failed.reason) == (TaskState.FAILED, "REASON_AGENT_RESTARTED")
+    assert core.used.is_empty()
+
+
+def test_a_memory_limitation_kills_at_once_and_ends_failed_naming_the_limit():
+    core, _ = make()
+    register(core)
+    launch(core, "hog")
+    out = core.on_task_limitation("fw-1", "hog", REASON_CONTAINER_LIMITATION_MEMORY,
+                                  "memory limit exceeded: the task may use 64 MB (mem:64)")
+    assert of_type(out, KillTask) == [KillTask("fw-1", "hog", 0.0)]
+    assert core.on_task_limitation("fw-1", "hog", REASON_CONTAINER_LIMITATION_MEMORY, "again") == []
+    core.on_task_exited("fw-1", "hog", signal=9)
+    failed = core.pending_updates("fw-1", "hog")[-1]
+    assert (failed.state, failed.reason) == (TaskState.FAILED, REASON_CONTAINER_LIMITATION_MEMORY)
+    assert "mem:64" in failed.message and "signal 9" in failed.message
+
+
+def test_an_exit_with_a_reason_is_failed_with_it_unless_the_agent_was_killing_the_task():
+    core, _ = make()
+    register(core)
+    launch(core, "a")
+    launch(core, "b")
+    core.on_task_exited("fw-1", "a", reason=REASON_EXECUTOR_TERMINATED, message="the task's executor died")
+    died = core.pending_updates("fw-1", "a")[-1]
+    assert (died.state, died.reason) == (TaskState.FAILED, REASON_EXECUTOR_TERMINATED)
+    assert "executor died" in died.message
+    core.on_message(m.KillTask("fw-1", "b"))
+    core.on_task_exited("fw-1", "b", reason=REASON_EXECUTOR_TERMINATED, message="the task's executor died")
+    assert core.pending_updates("fw-1", "b")[-1].state == TaskState.KILLED
+
+
+def test_tasks_killed_because_the_agent_stops_end_killed_never_failed():
+    core, _ = make()
+    register(core)
+    launch(core, "a")
+    out = core.kill_all("the agent stopped")
+    assert of_type(out, KillTask) == [KillTask("fw-1", "a", 3.0)]
+    core.on_task_exited("fw-1", "a", signal=15)
+    ended = core.pending_updates("fw-1", "a")[-1]
+    assert ended.state == TaskState.KILLED and "the agent stopped" in ended.message
+
+
+def test_a_drain_kills_everything_refuses_new_tasks_and_unregisters_once_told():
+    core, _ = checkpointing()
+    register(core)
+    (starting, running) = launch(core, "a")
+    assert not core.draining and not core.drained
+    out = core.drain()
+    assert of_type(out, KillTask) == [KillTask("fw-1", "a", 3.0)]
+    refused = updates(core.on_message(m.RunTask(FW, task("late"))))
+    assert [(s.state, s.reason) for s in refused] == [(TaskState.DROPPED, REASON_AGENT_DRAINING)]
+    ack(core, refused[0])
+    core.on_task_exited("fw-1", "a", signal=15)
+    assert not core.drained                                   # its updates are not acknowledged yet
+    for status in drain(core, "fw-1", "a"):
+        assert status.state != TaskState.FAILED
+    assert core.drained
+    out = core.unregister()
+    assert [type(c) for c in out] == [SendToMaster, CheckpointAgent]
+    assert out[0].message == m.UnregisterAgent("agent-1", "the agent was drained")
+    assert out[1] == CheckpointAgent("") and core.agent_id == ""
+    assert messages(core.tick()) == []                        # and it does not register again
+
+
+def test_pongs_carry_the_latest_usage_and_registrations_the_http_address():
+    core, _ = make(http_address="http://127.0.0.1:5151")
+    (registration,) = registrations(core.tick())
+    assert registration.http_address == "http://127.0.0.1:5151"
+    core.on_message(m.AgentRegistered("agent-1", MASTER, 1.0))
+    usage = [m.TaskUsage("fw-1", "t1", 1.0, cpus_user_time_secs=0.5, mem_rss_bytes=1024)]
+    core.set_usage(usage)
+    assert messages(core.on_message(m.Ping("agent-1"))) == [m.Pong("agent-1", usage)]
+
+
+def test_shutdown_agent_forgets_the_checkpoints_of_the_tasks_it_kills():
+    core, _ = checkpointing()
+    register(core)
+    launch(core, "a")
+    out = core.on_message(m.ShutdownAgent("removed"))
+    assert ForgetTask("fw-1", "a") in out and CheckpointAgent("") in out
+    assert out.index(ForgetTask("fw-1", "a")) < out.index(KillTask("fw-1", "a", 3.0))
+    assert core.task_checkpoint("fw-1", "a") is None
+
+
+def test_a_ping_saying_the_master_does_not_know_this_agent_makes_it_reregister_at_once():
+    core, clock = make()
+    register(core)
+    launch(core, "t1")
+    assert messages(core.on_message(m.Ping("agent-1", connected=False))) == []   # no PONG: it is not known
+    assert not core.registered and core.next_wakeup() == clock.now()
+    (rereg,) = registrations(core.tick())
+    assert isinstance(rereg, m.ReregisterAgent) and [t.task.task_id for t in rereg.tasks] == ["t1"]
+    core.on_message(m.Ping("agent-1", connected=False))                          # already re-registering
+    assert registrations(core.tick()) == []

@@ -8,76 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from mesoslike.agent.executor import LaunchError, TaskExecutor, path_component, sandbox_path
+from agent_helpers import master  # noqa: F401 (fixture)
+from mesoslike.agent.executor import LaunchError, TaskExecutor, TaskExit, TaskStarted, path_component, sandbox_path
 from mesoslike.agent.runtime import AgentRuntime
 from mesoslike.errors import ConfigError
 from mesoslike.resources import Resources
-from mesoslike.transport import Server
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import FrameworkInfo, MasterInfo, TaskInfo, TaskState
+from mesoslike.wire.types import FrameworkInfo, TaskInfo, TaskState
 
 pytestmark = pytest.mark.timeout(60)
 
 R = Resources.parse
 FW = FrameworkInfo(name="demo", id="fw-1")
-
-
-class FakeMaster:
-    """A ROUTER socket with a backlog: tests wait for the message they expect."""
-
-    def __init__(self):
-        self.server = Server("tcp://127.0.0.1:0")
-        self.address = self.server.address
-        self.info = MasterInfo("master-1", self.address)
-        self.peer = None
-        self.backlog = []
-
-    def expect(self, kind, where=lambda msg: True, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        while True:
-            for i, (peer, msg) in enumerate(self.backlog):
-                if isinstance(msg, kind) and where(msg):
-                    del self.backlog[i]
-                    self.peer = peer
-                    return msg
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"no {kind.__name__} within {timeout} s; got {[m for _, m in self.backlog]}")
-            if self.server.wait(min(left, 0.1)):
-                self.backlog.extend(self.server.receive())
-
-    def send(self, message):
-        self.server.send(self.peer, message)
-
-    def register(self, agent_id="agent-1", ping_interval=30.0):
-        registration = self.expect(m.RegisterAgent)
-        self.send(m.AgentRegistered(agent_id, self.info, ping_interval))
-        return registration
-
-    def update(self, task_id, ack=True, timeout=10.0):
-        msg = self.expect(m.StatusUpdate, where=lambda u: u.status.task_id == task_id, timeout=timeout)
-        if ack:
-            self.ack(msg.status)
-        return msg.status
-
-    def ack(self, status):
-        self.send(m.StatusUpdateAck(status.agent_id, status.framework_id, status.task_id, status.uuid))
-
-    def updates_until_terminal(self, task_id, timeout=20.0):
-        statuses = [self.update(task_id, timeout=timeout)]
-        while not statuses[-1].terminal:
-            statuses.append(self.update(task_id, timeout=timeout))
-        return statuses
-
-    def close(self):
-        self.server.close()
-
-
-@pytest.fixture
-def master():
-    fake = FakeMaster()
-    yield fake
-    fake.close()
 
 
 @pytest.fixture
@@ -323,16 +265,19 @@ def test_executor_refuses_a_symlinked_sandbox_outside_the_root(tmp_path, make_ex
 
 def test_executor_reports_signals_and_kill_all_reaps_everything(tmp_path, make_executor):
     executor = make_executor(tmp_path)
-    pid = executor.launch("fw", task("self-kill", "kill -9 $$"), "agent-1")
+    executor.launch("fw", task("self-kill", "kill -9 $$"), "agent-1")   # started asynchronously, by its supervisor
     executor.launch("fw", task("sleeper", "sleep 60", grace=0.2), "agent-1")
-    exits = []
+    events = []
     deadline = time.monotonic() + 10
-    while not any(e.task_id == "self-kill" for e in exits) and time.monotonic() < deadline:
-        exits += executor.poll()
+    while not any(isinstance(e, TaskExit) and e.task_id == "self-kill" for e in events) \
+            and time.monotonic() < deadline:
+        events += executor.poll()
         time.sleep(0.01)
+    (pid,) = [e.pid for e in events if isinstance(e, TaskStarted) and e.task_id == "self-kill"]
+    exits = [e for e in events if isinstance(e, TaskExit)]
     (self_kill,) = [e for e in exits if e.task_id == "self-kill"]
     assert (self_kill.exit_code, self_kill.signal) == (None, signal.SIGKILL)
     assert live_group_members(pid) == []
-    (sleeper,) = executor.kill_all()
+    (sleeper,) = [e for e in executor.kill_all() if isinstance(e, TaskExit)]
     assert sleeper.task_id == "sleeper" and sleeper.signal == signal.SIGTERM
     assert executor.running() == []

@@ -12,6 +12,7 @@ from mesoslike.wire import messages as m
 
 from codec_helpers import HOSTILE_RESOURCES
 import test_agent_runtime as agent_side
+from agent_helpers import FakeMaster
 import test_driver as driver_side
 
 pytestmark = pytest.mark.timeout(60)
@@ -99,7 +100,7 @@ def run_task_frame(resources, task_id="evil"):
 
 
 def test_an_agent_given_hostile_resources_by_its_master_logs_them_and_keeps_its_tasks(tmp_path, caplog):
-    master = agent_side.FakeMaster()
+    master = FakeMaster()
     agent = None
     try:
         agent = agent_side.AgentRuntime(master.address, "cpus:2;mem:512;disk:100", hostname="target",

@@ -72,13 +72,16 @@ def test_twenty_thousand_tasks_on_ten_simulated_agents_each_end_once(cluster, ca
                                  **{k: v for k, v in values.items() if "transport" in k or "retries" in k}}))
 
 
+@pytest.mark.timeout(660)
 def test_five_thousand_tasks_in_one_accept_to_one_agent_process_each_end_once(cluster, capsys):  # noqa: F811
+    # each task starts under its own supervisor process (issue 15: tasks outlive their agent), which costs
+    # a Python start per task: 5,000 take 3-7 minutes on the 2-core test machine (issue 14 is the speed)
     tasks = 5_000
     cluster.start_master(*PATIENT)
     cluster.start_agent("big", "cpus:60;mem:60000;disk:1000")
     scheduler = CountingScheduler(tasks, "cpus:0.01;mem:1", per_accept=tasks)
     cluster.driver(scheduler, "stress")
-    figures, values = assert_every_task_ended_once_and_the_master_agrees(cluster, scheduler, tasks, 240)
+    figures, values = assert_every_task_ended_once_and_the_master_agrees(cluster, scheduler, tasks, 600)
     assert figures["terminal_states"] == {"TASK_FINISHED": tasks}
     with capsys.disabled():
         print("\n" + json.dumps({"stress": "one agent process, one ACCEPT", **figures,

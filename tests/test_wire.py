@@ -49,6 +49,8 @@ EXAMPLES = [
     m.AgentRegistered("a1", MASTER, 5.0), m.Ping("a1"), m.Pong("a1"), m.RunTask(FW, TASK), m.KillTask("fw-1", "t1"),
     m.StatusUpdate("fw-1", STATUS), m.StatusUpdateAck("a1", "fw-1", "t1", "u-1"), m.ShutdownAgent("removed"),
     m.ShutdownFramework("fw-1"), m.PreemptionWarning(["t1", "t2"], 15.0, "eng"), m.GetState(), m.StateReply('{"leader": {}}'),
+    m.Pong("a1", [m.TaskUsage("fw-1", "t1", 1.5, 0.25, 0.125, 1.0, 4096, 8192, 65536)]),
+    m.UnregisterAgent("a1", "drained"),
 ]
 
 

@@ -1,14 +1,18 @@
 """The agent's decisions, sans I/O: registration, master liveness, task
-bookkeeping, resource enforcement and reliable status updates.
+bookkeeping, resource enforcement, reliable status updates, and what must
+be checkpointed for a restarted agent to recover its tasks.
 
 :class:`AgentCore` is a deterministic state machine. A runtime feeds it events
-— messages from the master, tasks that started or exited, the passing of time
-(:meth:`AgentCore.tick`) — and carries out the commands it returns
-(:class:`SendToMaster`, :class:`LaunchTask`, :class:`KillTask`,
-:class:`DeliverMessage`). It never touches a socket or a process and never
-reads the time itself: it takes a :class:`~mesoslike.clock.Clock` for timers,
-an optional wall clock for status timestamps, and a ``random.Random`` for
-update uuids.
+— messages from the master, tasks that started, exited or hit a limit, the
+passing of time (:meth:`AgentCore.tick`) — and carries out the commands it
+returns (:class:`SendToMaster`, :class:`LaunchTask`, :class:`KillTask`,
+:class:`DeliverMessage`, and with ``checkpoint=True`` :class:`CheckpointTask`,
+:class:`ForgetTask`, :class:`CheckpointAgent`, always *before* the messages
+that depend on them). It never touches a socket, a file or a process and
+never reads the time itself: it takes a :class:`~mesoslike.clock.Clock` for
+timers, an optional wall clock for status timestamps, and a
+``random.Random`` for update uuids. A restarted agent rebuilds it from its
+checkpoints with :meth:`AgentCore.recover`.
 
 The conversation it keeps is the "agent" part of ``docs/wire.rst``
 ("Conversations"); ``docs/agent.rst`` explains the choices.
@@ -29,12 +33,14 @@ import attrs
 from mesoslike.clock import Clock
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import AgentInfo, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
+from mesoslike.wire.types import TERMINAL_STATES, AgentInfo, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
 
 __all__ = [
-    "AgentCore", "AgentTask", "Command", "SendToMaster", "LaunchTask", "KillTask", "DeliverMessage",
+    "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "LaunchTask", "KillTask",
+    "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent",
     "SOURCE_AGENT", "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
-    "UPDATE_BACKOFF_INITIAL", "UPDATE_BACKOFF_MAX",
+    "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
+    "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "UPDATE_BACKOFF_INITIAL", "UPDATE_BACKOFF_MAX",
 ]
 
 log = logging.getLogger("mesoslike.agent")
@@ -46,6 +52,16 @@ REASON_TASK_INVALID = "REASON_TASK_INVALID"
 REASON_TASK_UNKNOWN = "REASON_TASK_UNKNOWN"
 #: TASK_FAILED for a command that could not be started
 REASON_COMMAND_EXECUTOR_FAILED = "REASON_COMMAND_EXECUTOR_FAILED"
+#: TASK_FAILED: the task went above its memory limit (cgroups); the message names the limit
+REASON_CONTAINER_LIMITATION_MEMORY = "REASON_CONTAINER_LIMITATION_MEMORY"
+#: TASK_FAILED: the task's supervisor (its executor) died
+REASON_EXECUTOR_TERMINATED = "REASON_EXECUTOR_TERMINATED"
+#: TASK_FAILED: the supervisor killed the task because no agent came back in time (--recovery-timeout)
+REASON_EXECUTOR_REREGISTRATION_TIMEOUT = "REASON_EXECUTOR_REREGISTRATION_TIMEOUT"
+#: TASK_FAILED: the agent restarted between checkpointing a task and starting it
+REASON_AGENT_RESTARTED = "REASON_AGENT_RESTARTED"
+#: TASK_DROPPED: a task sent to an agent that is draining
+REASON_AGENT_DRAINING = "REASON_AGENT_DRAINING"
 
 #: status update retries: 0.5 s doubling to 10 s (docs/wire.rst)
 UPDATE_BACKOFF_INITIAL = 0.5
@@ -92,7 +108,49 @@ class DeliverMessage:
     data: bytes
 
 
-Command = Union[SendToMaster, LaunchTask, KillTask, DeliverMessage]
+@attrs.frozen
+class CheckpointTask:
+    """Persist :meth:`AgentCore.task_checkpoint` of the task (before the
+    commands after this one: an update is checkpointed before it is sent)."""
+
+    framework_id: str
+    task_id: str
+
+
+@attrs.frozen
+class ForgetTask:
+    """The task's story is told (its terminal update acknowledged, or the
+    master wrote it off): remove its checkpoint and what its run left."""
+
+    framework_id: str
+    task_id: str
+
+
+@attrs.frozen
+class CheckpointAgent:
+    """Persist the agent's id ("" : forget it; the next start registers anew)."""
+
+    agent_id: str
+
+
+Command = Union[SendToMaster, LaunchTask, KillTask, DeliverMessage, CheckpointTask, ForgetTask, CheckpointAgent]
+
+
+@attrs.frozen
+class TaskCheckpoint:
+    """What a restarted agent needs to know of a task: who it is, its latest
+    state, its unacknowledged updates (with their uuids: resent as they
+    were), and whether the agent was killing it or it hit a limit."""
+
+    framework: FrameworkInfo
+    task: TaskInfo
+    state: str
+    updates: list[TaskStatus] = attrs.field(factory=list)
+    holds_resources: bool = True
+    killing: bool = False
+    kill_why: str = ""
+    limitation: str = ""
+    limitation_message: str = ""
 
 
 @attrs.frozen
@@ -111,13 +169,14 @@ class AgentTask:
 # ============================================================ bookkeeping
 class _Phase:
     LAUNCHING = "launching"    # LaunchTask emitted, no pid yet
+    RECOVERING = "recovering"  # checkpointed by an earlier agent process: is it still there?
     RUNNING = "running"        # a process exists
     TERMINATED = "terminated"  # exited (or never started); waiting for its terminal update's ack
 
 
 class _Task:
     __slots__ = ("framework", "info", "phase", "state", "pid", "killing", "kill_requested", "kill_why",
-                 "holds_resources", "orphaned")
+                 "holds_resources", "orphaned", "limitation", "limitation_message")
 
     def __init__(self, framework: FrameworkInfo, info: TaskInfo, holds_resources: bool) -> None:
         self.framework = framework
@@ -130,6 +189,8 @@ class _Task:
         self.kill_why = ""
         self.holds_resources = holds_resources
         self.orphaned = False         # after SHUTDOWN_AGENT: no updates, only resources to free
+        self.limitation = ""          # a REASON_CONTAINER_LIMITATION_*: killed for it, ends TASK_FAILED
+        self.limitation_message = ""
 
     @property
     def alive(self) -> bool:
@@ -172,12 +233,17 @@ class AgentCore:
         it they would all retry in lockstep while the new master is still
         answering their first attempt (docs/failover.rst).
     :param version: sent in REGISTER_AGENT / REREGISTER_AGENT.
+    :param http_address: the agent's HTTP endpoint, sent when it registers
+        (settable later, before the first registration).
+    :param checkpoint: emit :class:`CheckpointTask`, :class:`ForgetTask` and
+        :class:`CheckpointAgent` so that the runtime can persist what a
+        restarted agent needs (off: an agent whose tasks die with it).
     """
 
     def __init__(self, clock: Clock, info: AgentInfo, *, rng: random.Random | None = None,
                  wall_clock: Callable[[], float] | None = None, max_ping_timeouts: int = 5,
                  register_backoff: float = 4.0, register_backoff_max: float = 10.0, register_jitter: float = 0.5,
-                 version: str = "") -> None:
+                 version: str = "", http_address: str = "", checkpoint: bool = False) -> None:
         if max_ping_timeouts < 1:
             raise ValueError(f"max_ping_timeouts must be >= 1, got {max_ping_timeouts!r}")
         if not 0 < register_backoff <= register_backoff_max:
@@ -193,6 +259,8 @@ class AgentCore:
         self._register_backoff_max = register_backoff_max
         self._register_jitter = register_jitter
         self.version = version
+        self.http_address = http_address
+        self.checkpoint = checkpoint
 
         self._agent_id = ""
         self._registered = False
@@ -207,6 +275,8 @@ class AgentCore:
         self._tasks: dict[TaskKey, _Task] = {}
         self._streams: dict[TaskKey, _UpdateStream] = {}
         self._used = EMPTY
+        self._draining = False
+        self._usage: list[m.TaskUsage] = []   # the latest measurement, sent with every PONG
 
     # ------------------------------------------------------------ queries
     @property
@@ -259,6 +329,25 @@ class AgentCore:
         stream = self._streams.get((framework_id, task_id))
         return list(stream.pending) if stream else []
 
+    def task_checkpoint(self, framework_id: str, task_id: str) -> TaskCheckpoint | None:
+        """What to persist of a task (:class:`CheckpointTask`); None if it is not known."""
+        task = self._tasks.get((framework_id, task_id))
+        if task is None or task.orphaned:
+            return None
+        return TaskCheckpoint(task.framework, task.info, task.state, self.pending_updates(framework_id, task_id),
+                              task.holds_resources, task.killing or task.kill_requested, task.kill_why,
+                              task.limitation, task.limitation_message)
+
+    @property
+    def draining(self) -> bool:
+        """:meth:`drain` was called: tasks are being killed before unregistering."""
+        return self._draining
+
+    @property
+    def drained(self) -> bool:
+        """Draining, every task has ended and every update is acknowledged."""
+        return self._draining and not self._live_tasks() and not any(s.pending for s in self._streams.values())
+
     def next_wakeup(self) -> float:
         """When :meth:`tick` has work next (``math.inf``: only events will do)."""
         times = [t for t in (self._next_registration, self._drain_deadline) if t is not None]
@@ -297,8 +386,11 @@ class AgentCore:
         return handler(self, message)
 
     def on_task_started(self, framework_id: str, task_id: str, pid: int) -> list[Command]:
-        """The task's process exists: TASK_RUNNING (or a kill requested meanwhile)."""
+        """The task's process exists: TASK_RUNNING (or a kill requested
+        meanwhile). For a recovered task: :meth:`on_task_reattached`."""
         task = self._tasks.get((framework_id, task_id))
+        if task is not None and task.phase == _Phase.RECOVERING:
+            return self.on_task_reattached(framework_id, task_id, pid)
         if task is None or task.phase != _Phase.LAUNCHING:
             log.warning("start of unknown or not launching task %s/%s ignored", framework_id, task_id)
             return []
@@ -308,31 +400,153 @@ class AgentCore:
             return [self._kill(task)]
         return self._update(task, TaskState.RUNNING, f"started as pid {pid}")
 
-    def on_task_launch_failed(self, framework_id: str, task_id: str, reason: str) -> list[Command]:
-        """The task's process could not start: TASK_FAILED with the reason."""
+    def on_task_launch_failed(self, framework_id: str, task_id: str, reason: str,
+                              why: str = REASON_COMMAND_EXECUTOR_FAILED) -> list[Command]:
+        """The task's process could not start (or, recovering, never did):
+        TASK_FAILED with the reason (``why``: the update's reason code)."""
         task = self._tasks.get((framework_id, task_id))
-        if task is None or task.phase != _Phase.LAUNCHING:
+        if task is None or task.phase not in (_Phase.LAUNCHING, _Phase.RECOVERING):
             return []
-        if task.kill_requested:
+        if task.kill_requested or task.killing:
             return self._terminate(task, TaskState.KILLED, f"killed before it started ({task.kill_why})")
-        return self._terminate(task, TaskState.FAILED, f"could not start the command: {reason}",
-                               reason=REASON_COMMAND_EXECUTOR_FAILED)
+        return self._terminate(task, TaskState.FAILED, f"could not start the command: {reason}", reason=why)
 
     def on_task_exited(self, framework_id: str, task_id: str, exit_code: int | None = None,
-                       signal: int | None = None) -> list[Command]:
+                       signal: int | None = None, *, reason: str = "", message: str = "") -> list[Command]:
         """The task's process ended with ``exit_code``, or was killed by
-        ``signal``. Frees its resources and queues the terminal update."""
+        ``signal``. Frees its resources and queues the terminal update.
+
+        ``reason`` (with ``message``) says the task did not end on its own
+        (its supervisor died, or killed it when no agent came back): it is
+        TASK_FAILED with that reason, unless the agent was killing it. A
+        ``message`` alone adds to the update's message (a full disk, say).
+        A task killed for a limitation (:meth:`on_task_limitation`) is
+        TASK_FAILED with that limitation whatever the exit."""
         task = self._tasks.get((framework_id, task_id))
         if task is None or not task.alive:
             log.warning("exit of unknown or already terminated task %s/%s ignored", framework_id, task_id)
             return []
         how = _describe_exit(exit_code, signal)
+        if message:
+            how = f"{message}; {how}"
+        if task.limitation:
+            return self._terminate(task, TaskState.FAILED, f"{task.limitation_message}; {how}",
+                                   reason=task.limitation, exit_code=exit_code)
         if task.killing:
             return self._terminate(task, TaskState.KILLED, f"killed by the agent ({task.kill_why}); {how}",
                                    exit_code=exit_code)
+        if reason:
+            return self._terminate(task, TaskState.FAILED, how, reason=reason, exit_code=exit_code)
         if exit_code == 0:
             return self._terminate(task, TaskState.FINISHED, how, exit_code=0)
         return self._terminate(task, TaskState.FAILED, how, exit_code=exit_code)
+
+    def on_task_limitation(self, framework_id: str, task_id: str, reason: str, message: str) -> list[Command]:
+        """The task went over a limit (``reason``, e.g.
+        :data:`REASON_CONTAINER_LIMITATION_MEMORY`; ``message`` names the
+        limit): it is killed at once and ends TASK_FAILED with that reason,
+        as Mesos destroys a container that hits a limitation."""
+        task = self._tasks.get((framework_id, task_id))
+        if task is None or not task.alive or task.orphaned or task.limitation:
+            return []
+        task.limitation, task.limitation_message = reason, message
+        log.warning("task %s/%s: %s", framework_id, task_id, message)
+        out = self._checkpointed(task)
+        if task.phase == _Phase.RUNNING:
+            task.killing = True
+            task.kill_why = task.kill_why or message
+            out.append(KillTask(framework_id, task_id, 0.0))
+        return out
+
+    def on_task_reattached(self, framework_id: str, task_id: str, pid: int) -> list[Command]:
+        """A recovered task's supervisor and process are still there: it runs
+        on (TASK_RUNNING if the earlier agent had not said so yet); a kill the
+        earlier agent had asked for is asked again."""
+        task = self._tasks.get((framework_id, task_id))
+        if task is None or task.phase != _Phase.RECOVERING:
+            return []
+        task.phase = _Phase.RUNNING
+        task.pid = pid
+        log.info("task %s/%s recovered: still running as pid %d", framework_id, task_id, pid)
+        if task.limitation:
+            task.killing = True
+            return [KillTask(framework_id, task_id, 0.0)]
+        if task.orphaned or task.killing or task.kill_requested:
+            return [self._kill(task)]
+        if task.state in (TaskState.STAGING, TaskState.STARTING):
+            return self._update(task, TaskState.RUNNING, f"running as pid {pid} (recovered)")
+        return []
+
+    # ----------------------------------------------------------- recovery
+    def recover(self, agent_id: str, checkpoints: list[TaskCheckpoint]) -> list[Command]:
+        """Rebuild from what an earlier agent process checkpointed, before
+        the first :meth:`tick`: its id (registration is then a
+        REREGISTER_AGENT), its tasks — those that had not ended wait for
+        :meth:`on_task_reattached`, :meth:`on_task_exited` or
+        :meth:`on_task_launch_failed` — and their unacknowledged updates,
+        resent with their original uuids once a master answers."""
+        out: list[Command] = []
+        self._agent_id = agent_id
+        for checkpoint in checkpoints:
+            key = (checkpoint.framework.id, checkpoint.task.task_id)
+            ended = checkpoint.state in TERMINAL_STATES
+            if ended and not checkpoint.updates:
+                out.append(ForgetTask(*key))   # its story was told: a leftover
+                continue
+            task = _Task(checkpoint.framework, checkpoint.task, holds_resources=checkpoint.holds_resources and not ended)
+            task.phase = _Phase.TERMINATED if ended or not task.holds_resources else _Phase.RECOVERING
+            task.state = checkpoint.state
+            task.killing = checkpoint.killing
+            task.kill_why = checkpoint.kill_why
+            task.limitation, task.limitation_message = checkpoint.limitation, checkpoint.limitation_message
+            self._tasks[key] = task
+            if task.holds_resources:
+                self._used = self._used + task.info.resources
+            if checkpoint.updates:
+                stream = self._streams[key] = _UpdateStream(key[0])
+                stream.pending.extend(checkpoint.updates)
+        log.info("recovered agent %s with %d tasks", agent_id or "(no id)", len(self._tasks))
+        return out
+
+    def recovering(self) -> list[tuple[str, str]]:
+        """(framework_id, task_id) of the recovered tasks still waiting to be
+        found running or ended."""
+        return sorted(key for key, task in self._tasks.items() if task.phase == _Phase.RECOVERING)
+
+    # -------------------------------------------------------- stopping
+    def kill_all(self, why: str) -> list[Command]:
+        """Kill every task on purpose (the agent stops with its tasks, or
+        drains): each ends TASK_KILLED."""
+        out: list[Command] = []
+        for task in list(self._tasks.values()):
+            if task.alive and not task.orphaned:
+                out.extend(self._request_kill(task, why))
+        return out
+
+    def drain(self) -> list[Command]:
+        """Drain the machine (SIGUSR1): kill every task (TASK_KILLED), refuse
+        new ones; once :attr:`drained` (or given up waiting), :meth:`unregister`."""
+        self._draining = True
+        log.warning("draining: killing %d tasks, then unregistering", len(self._live_tasks()))
+        return self.kill_all("the agent is draining")
+
+    def unregister(self) -> list[Command]:
+        """Tell the master this agent is gone for good (it need not wait for
+        ping timeouts) and forget the agent id."""
+        if not self._agent_id:
+            return []
+        log.info("unregistering agent %s", self._agent_id)
+        out: list[Command] = [SendToMaster(m.UnregisterAgent(self._agent_id, "the agent was drained"))]
+        self._agent_id = ""
+        self._registered = False
+        self._next_registration = None
+        if self.checkpoint:
+            out.append(CheckpointAgent(""))
+        return out
+
+    def set_usage(self, usage: list[m.TaskUsage]) -> None:
+        """The tasks' latest usage, sent to the master with every PONG."""
+        self._usage = list(usage)
 
     # ------------------------------------------------------- registration
     def _registration_attempt(self, now: float) -> SendToMaster:
@@ -341,7 +555,7 @@ class AgentCore:
         self._register_backoff = min(self._register_backoff * 2, self._register_backoff_max)
         if not self._agent_id:
             log.info("registering with the master")
-            return SendToMaster(m.RegisterAgent(self.info, version=self.version))
+            return SendToMaster(m.RegisterAgent(self.info, version=self.version, http_address=self.http_address))
         # the tasks it runs, and those that ended but whose terminal update is
         # not acknowledged yet (docs/wire.rst): a master must not think those
         # lost; their pending updates go out once it answers
@@ -349,7 +563,8 @@ class AgentCore:
         running = [m.RunningTask(key[0], task.info, task.state) for key, task in still_running]
         frameworks = {task.framework.id: task.framework for _, task in still_running}
         log.info("re-registering as %s with %d tasks", self._agent_id, len(running))
-        return SendToMaster(m.ReregisterAgent(self.info, running, list(frameworks.values()), version=self.version))
+        return SendToMaster(m.ReregisterAgent(self.info, running, list(frameworks.values()), version=self.version,
+                                              http_address=self.http_address))
 
     def _agent_registered(self, msg: m.AgentRegistered) -> list[Command]:
         if self._registered and msg.agent_id == self._agent_id:
@@ -368,7 +583,7 @@ class AgentCore:
         self._master = msg.master
         self._ping_interval = msg.ping_interval
         log.info("registered as %s with master %s (%s)", msg.agent_id, msg.master.id, msg.master.address)
-        out: list[Command] = []
+        out: list[Command] = [CheckpointAgent(msg.agent_id)] if self.checkpoint else []
         for stream in self._streams.values():  # what waited for a master goes out now
             if stream.pending:
                 stream.backoff = UPDATE_BACKOFF_INITIAL
@@ -394,7 +609,12 @@ class AgentCore:
     def _ping(self, msg: m.Ping) -> list[Command]:
         if not self._agent_id:
             return []  # nobody to answer as
-        return [SendToMaster(m.Pong(self._agent_id))]
+        if not msg.connected:
+            if self._drain_deadline is None and not self._draining and (self._registered or not self._registering):
+                log.info("the master does not know this agent (it restarted or leads anew): re-registering")
+                self._lose_master(self.clock.now())
+            return []
+        return [SendToMaster(m.Pong(self._agent_id, self._usage))]
 
     def _shutdown_agent(self, msg: m.ShutdownAgent) -> list[Command]:
         log.warning("the master shut this agent down (%s): killing every task, registering anew",
@@ -405,7 +625,9 @@ class AgentCore:
         for key, task in list(self._tasks.items()):
             if not task.alive:
                 del self._tasks[key]
+                out.extend(self._forget(key))
                 continue
+            out.extend(self._forget(key))  # its checkpoint goes now; its run once it has ended
             task.orphaned = True  # the master already told the frameworks: no more updates
             grace = max(grace, task.info.kill_grace_period)
             if task.phase == _Phase.RUNNING and not task.killing:
@@ -413,6 +635,8 @@ class AgentCore:
                 out.append(self._kill(task))
         self._streams.clear()
         self._agent_id = ""
+        if self.checkpoint:
+            out.append(CheckpointAgent(""))
         self._registered = False
         self._registering = False
         self._master = None
@@ -443,6 +667,10 @@ class AgentCore:
         if not self._agent_id:
             log.warning("RUN_TASK %s/%s while unregistered dropped", *key)
             return []
+        if self._draining:
+            record = _Task(framework, task, holds_resources=False)
+            self._tasks[key] = record
+            return self._update(record, TaskState.DROPPED, "the agent is draining", reason=REASON_AGENT_DRAINING)
         problem = self._launch_problem(task)
         if problem:
             log.warning("RUN_TASK %s/%s refused: %s", framework.id, task.task_id, problem)
@@ -489,15 +717,24 @@ class AgentCore:
         if not task.alive or task.killing or task.kill_requested:
             return []
         task.kill_why = why
-        if task.phase == _Phase.LAUNCHING:
+        if task.phase in (_Phase.LAUNCHING, _Phase.RECOVERING):
             task.kill_requested = True  # killed as soon as its pid is known
-            return []
-        return [self._kill(task)]
+            return self._checkpointed(task)
+        task.killing = True  # before the checkpoint: a restarted agent knows it was killing
+        return [*self._checkpointed(task), self._kill(task)]
 
     def _kill(self, task: _Task) -> KillTask:
         task.killing = True
         task.kill_why = task.kill_why or "agent shut down"
         return KillTask(task.framework.id, task.info.task_id, task.info.kill_grace_period)
+
+    def _checkpointed(self, task: _Task) -> list[Command]:
+        if not self.checkpoint or task.orphaned:
+            return []
+        return [CheckpointTask(task.framework.id, task.info.task_id)]
+
+    def _forget(self, key: TaskKey) -> list[Command]:
+        return [ForgetTask(*key)] if self.checkpoint else []
 
     def _framework_message(self, msg: m.FrameworkMessage) -> list[Command]:
         task = self._tasks.get((msg.framework_id, msg.task_id))
@@ -516,7 +753,7 @@ class AgentCore:
         log.info("task %s/%s: %s (%s)", key[0], key[1], state, message)
         if task.orphaned:
             del self._tasks[key]
-            return []
+            return self._forget(key)
         return self._update(task, state, message, reason=reason, exit_code=exit_code)
 
     def _live_tasks(self) -> list[_Task]:
@@ -542,12 +779,14 @@ class AgentCore:
         if stream is None:
             stream = self._streams[(framework_id, task_id)] = _UpdateStream(framework_id)
         stream.pending.append(self._status(framework_id, task_id, state, message, reason, exit_code))
+        out = self._checkpointed(task)   # written before it is sent: a sent update is never lost
         if len(stream.pending) > 1:
-            return []  # behind an unacknowledged one
+            return out  # behind an unacknowledged one
         if not self._registered:
             stream.next_send = None  # goes out on registration
-            return []
-        return [self._send_head(stream, self.clock.now())]
+            return out
+        out.append(self._send_head(stream, self.clock.now()))
+        return out
 
     def _send_head(self, stream: _UpdateStream, now: float) -> SendToMaster:
         stream.next_send = now + stream.backoff
@@ -563,15 +802,17 @@ class AgentCore:
         acked = stream.pending.popleft()
         stream.backoff = UPDATE_BACKOFF_INITIAL
         stream.next_send = None
+        task = self._tasks.get(key)
         if acked.terminal:
             del self._streams[key]
-            task = self._tasks.get(key)
             if task is not None and not task.alive:
                 del self._tasks[key]  # the task's story is told: forget it
+                return self._forget(key)
             return []
+        out = self._checkpointed(task) if task is not None else []
         if stream.pending and self._registered:
-            return [self._send_head(stream, self.clock.now())]
-        return []
+            out.append(self._send_head(stream, self.clock.now()))
+        return out
 
     def _error(self, msg: m.Error) -> list[Command]:
         (log.error if msg.fatal else log.warning)("the master says: %s", msg.message)

@@ -1,51 +1,82 @@
-"""Tasks as real processes: the agent's process I/O.
+"""Tasks as real processes, each under its own supervisor: the agent's
+process I/O.
 
-Each task runs as ``["/bin/sh", "-c", command]`` in its own session and
-process group (``start_new_session=True``), in a sandbox directory
+Each task runs in a sandbox directory
 ``<work_dir>/sandboxes/<framework_id>/<task_id>/`` that holds its ``stdout``
 and ``stderr`` files and the ``messages`` file framework messages are
-appended to.
+appended to. It is started, watched and killed by a *supervisor* process
+(:mod:`.supervisor`, one per task) that the agent starts in a session of its
+own: the task outlives the agent, and a restarted agent finds it again
+through the task's *run directory* ``<work_dir>/meta/tasks/<framework>/<task>``
+(:meth:`TaskExecutor.recover`). The task's limits are those of its container
+(:mod:`.isolation`: cgroups, or none with ``posix``).
 
-Killing a task signals its whole process group: SIGTERM, then SIGKILL once
-the grace period has passed. When a task's leading process exits, whatever
-is left of its group is SIGKILLed before the leader is reaped (the leader,
-a zombie until then, keeps the group id from being reused) — as Mesos
-destroys a task's container when the task ends. A process that leaves the
-group on purpose (``setsid``) escapes; only cgroups could catch it.
+Events come out of :meth:`TaskExecutor.poll` (no SIGCHLD handler: the
+executor works from any thread and never fights other code over signal
+handlers): :class:`TaskStarted` (the task's pid), :class:`TaskExit` (how it
+ended, with a reason when it did not end by itself), :class:`TaskLimited`
+(it went over its memory limit and is being killed) and
+:class:`LaunchFailed`. One executor belongs to one thread.
 
-Exits are found by polling (:meth:`TaskExecutor.poll`), not by SIGCHLD, so
-the executor works from any thread and never fights other code over signal
-handlers. One executor belongs to one thread.
+Killing a task asks its supervisor: SIGTERM to the task's process group,
+SIGKILL after the grace period. When a task's leading process exits, the
+supervisor SIGKILLs what is left of its group and of its cgroups — as Mesos
+destroys a task's container when the task ends. A supervisor that dies
+(``kill -9``) takes its task down with it: the agent kills the task's group
+and container and reports ``TASK_FAILED`` (the executor died).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import math
 import os
 import re
+import select
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Union
 
 import attrs
 
+from mesoslike.agent import supervisor as sup
+from mesoslike.agent.isolation import Container, Isolator, PosixIsolator, agent_key
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import MesoslikeError
+from mesoslike.wire.messages import TaskUsage
 from mesoslike.wire.types import TaskInfo
 
-__all__ = ["TaskExecutor", "TaskExit", "LaunchError", "sandbox_path", "path_component", "SHELL",
-           "MESSAGES_FILE"]
+__all__ = ["TaskExecutor", "destroy_containers_under", "TaskStarted", "TaskExit", "TaskLimited", "LaunchFailed", "ExecutorEvent", "LaunchError",
+           "sandbox_path", "run_dir_path", "path_component", "SHELL", "MESSAGES_FILE", "DEFAULT_RECOVERY_TIMEOUT",
+           "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
+           "REASON_AGENT_RESTARTED", "REASON_COMMAND_EXECUTOR_FAILED"]
 
 log = logging.getLogger("mesoslike.agent")
 
 SHELL = "/bin/sh"
 MESSAGES_FILE = "messages"
+#: how long a supervisor waits for its agent to come back before killing its task (Mesos: 15 min)
+DEFAULT_RECOVERY_TIMEOUT = 15 * 60.0
+#: how often a running task's out-of-memory counter is looked at (s)
+OOM_CHECK_INTERVAL = 0.25
+#: a file system with less than this free (for unprivileged writers) counts as full
+DISK_FULL_BYTES = 64 * 1024
+SUPERVISOR_SCRIPT = sup.__file__
 _SAFE_COMPONENT = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,199}\Z")
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
+
+# the reasons of the updates these events lead to (the core's names, kept in one place: here)
+REASON_COMMAND_EXECUTOR_FAILED = "REASON_COMMAND_EXECUTOR_FAILED"
+REASON_CONTAINER_LIMITATION_MEMORY = "REASON_CONTAINER_LIMITATION_MEMORY"
+REASON_EXECUTOR_TERMINATED = "REASON_EXECUTOR_TERMINATED"
+REASON_EXECUTOR_REREGISTRATION_TIMEOUT = "REASON_EXECUTOR_REREGISTRATION_TIMEOUT"
+REASON_AGENT_RESTARTED = "REASON_AGENT_RESTARTED"
 
 
 class LaunchError(MesoslikeError):
@@ -53,13 +84,49 @@ class LaunchError(MesoslikeError):
 
 
 @attrs.frozen
+class TaskStarted:
+    """The task's process exists (or, after :meth:`TaskExecutor.recover`, still does)."""
+
+    framework_id: str
+    task_id: str
+    pid: int
+
+
+@attrs.frozen
 class TaskExit:
-    """A task's leading process ended: with ``exit_code``, or killed by ``signal``."""
+    """A task's leading process ended: with ``exit_code``, or killed by
+    ``signal``. ``reason`` says when it did not end on its own (the core's
+    ``REASON_*``), ``message`` what else the update should say."""
 
     framework_id: str
     task_id: str
     exit_code: int | None
     signal: int | None
+    reason: str = ""
+    message: str = ""
+
+
+@attrs.frozen
+class TaskLimited:
+    """The task went over a limit (``reason``); its supervisor is killing it."""
+
+    framework_id: str
+    task_id: str
+    reason: str
+    message: str
+
+
+@attrs.frozen
+class LaunchFailed:
+    """The task never started (``reason``: the update's reason code)."""
+
+    framework_id: str
+    task_id: str
+    message: str
+    reason: str = REASON_COMMAND_EXECUTOR_FAILED
+
+
+ExecutorEvent = Union[TaskStarted, TaskExit, TaskLimited, LaunchFailed]
 
 
 def path_component(identifier: str) -> str:
@@ -80,79 +147,222 @@ def sandbox_path(work_dir: str | os.PathLike, framework_id: str, task_id: str) -
     return Path(work_dir) / "sandboxes" / path_component(framework_id) / path_component(task_id)
 
 
-class _Process:
-    __slots__ = ("framework_id", "task_id", "popen", "sandbox", "grace_period", "kill_deadline", "sigkill_sent")
+def run_dir_path(work_dir: str | os.PathLike, framework_id: str, task_id: str) -> Path:
+    """``<work_dir>/meta/tasks/<framework_id>/<task_id>``: the task's checkpoint and its supervisor's files."""
+    return Path(work_dir) / "meta" / "tasks" / path_component(framework_id) / path_component(task_id)
 
-    def __init__(self, framework_id: str, task_id: str, popen: subprocess.Popen, sandbox: Path,
-                 grace_period: float) -> None:
+
+class _Watch:
+    """One supervisor process: has it ended, and a way to signal it that
+    cannot hit another process that reused its pid (the Popen of a child
+    the agent has not reaped, or a pidfd)."""
+
+    def __init__(self, pid: int, popen: subprocess.Popen | None = None, pidfd: int | None = None,
+                 start_ticks: object = None) -> None:
+        self.pid = pid
+        self.popen = popen
+        self.pidfd = pidfd
+        self.start_ticks = start_ticks
+
+    @classmethod
+    def adopt(cls, pid: int, start_ticks: object) -> _Watch | None:
+        """A supervisor an earlier agent started, if it still runs."""
+        if pid <= 0 or sup.process_start_ticks(pid) != start_ticks:
+            return None
+        try:
+            pidfd = os.pidfd_open(pid)
+        except (OSError, AttributeError):
+            return cls(pid, start_ticks=start_ticks)  # no pidfds here: look at /proc each time
+        if sup.process_start_ticks(pid) != start_ticks:  # ended (and reused) between the look and the open
+            os.close(pidfd)
+            return None
+        return cls(pid, pidfd=pidfd, start_ticks=start_ticks)
+
+    def ended(self) -> bool:
+        if self.popen is not None:
+            return self.popen.poll() is not None
+        if self.pidfd is not None:
+            poller = select.poll()
+            poller.register(self.pidfd, select.POLLIN)
+            return bool(poller.poll(0))
+        return sup.process_start_ticks(self.pid) != self.start_ticks
+
+    def signal(self, signum: int) -> None:
+        try:
+            if self.popen is not None:
+                self.popen.send_signal(signum)
+            elif self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, signum)
+            elif sup.process_start_ticks(self.pid) == self.start_ticks:
+                os.kill(self.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def how_it_ended(self) -> str:
+        code = self.popen.returncode if self.popen is not None else None
+        if code is None:
+            return ""
+        return f" (killed by signal {-code})" if code < 0 else f" (exit status {code})"
+
+    def close(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+class _Run:
+    """A task under its supervisor."""
+
+    __slots__ = ("framework_id", "task_id", "run_dir", "sandbox", "container", "watch", "task_pid", "limited",
+                 "forget", "next_oom_check", "kill_deadline")
+
+    def __init__(self, framework_id: str, task_id: str, run_dir: Path, sandbox: Path, container: Container,
+                 watch: _Watch, task_pid: int | None = None) -> None:
         self.framework_id = framework_id
         self.task_id = task_id
-        self.popen = popen
+        self.run_dir = run_dir
         self.sandbox = sandbox
-        self.grace_period = grace_period
-        self.kill_deadline: float | None = None
-        self.sigkill_sent = False
-
-    @property
-    def pgid(self) -> int:
-        return self.popen.pid  # a session leader's pid is its group id
+        self.container = container
+        self.watch = watch
+        self.task_pid = task_pid
+        self.limited = False
+        self.forget = False                       # remove the run directory once it has ended
+        self.next_oom_check = 0.0
+        self.kill_deadline: float | None = None   # when a supervisor that does not end is killed itself
 
 
 class TaskExecutor:
-    """Starts, kills and reaps task processes.
+    """Starts, kills, watches and recovers supervised tasks.
 
-    :param work_dir: the agent's work directory; sandboxes go below
-        ``<work_dir>/sandboxes``.
+    :param work_dir: the agent's work directory: sandboxes below
+        ``<work_dir>/sandboxes``, run directories below ``<work_dir>/meta/tasks``.
     :param environment: the base environment of every task (the agent's own
         ``os.environ`` at launch time when omitted).
-    :param clock: monotonic time for kill deadlines.
+    :param clock: monotonic time for deadlines.
+    :param isolator: the tasks' containers (default: posix, nothing enforced).
+    :param recovery_timeout: how long a supervisor waits for a gone agent
+        before it kills its task.
+    :param python: the interpreter that runs the supervisors.
+    :param container_prefix: begins the name of every task's cgroup, so that
+        agents sharing a machine never share one (default: from the work dir).
     """
 
     def __init__(self, work_dir: str | os.PathLike, *, environment: Mapping[str, str] | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, isolator: Isolator | None = None,
+                 recovery_timeout: float = DEFAULT_RECOVERY_TIMEOUT, python: str | None = None,
+                 container_prefix: str | None = None) -> None:
         self.work_dir = Path(work_dir)
         self.sandbox_root = self.work_dir / "sandboxes"
+        self.agent_pid_file = self.work_dir / "meta" / "agent.pid"
         self._environment = dict(environment) if environment is not None else None
         self.clock = clock or SystemClock()
-        self._processes: dict[tuple[str, str], _Process] = {}
+        self.isolator = isolator or PosixIsolator()
+        self.recovery_timeout = recovery_timeout
+        self.python = python or sys.executable
+        self.container_prefix = container_prefix or agent_key(self.work_dir.name, self.work_dir)
+        self._runs: dict[tuple[str, str], _Run] = {}
+        self._pid_file_written = False
 
     # -------------------------------------------------------------- queries
     def running(self) -> list[tuple[str, str]]:
-        """(framework_id, task_id) of every task whose leader is not reaped yet."""
-        return sorted(self._processes)
+        """(framework_id, task_id) of every task whose supervisor has not ended."""
+        return sorted(self._runs)
 
     def pid(self, framework_id: str, task_id: str) -> int | None:
-        process = self._processes.get((framework_id, task_id))
-        return process.popen.pid if process else None
+        run = self._runs.get((framework_id, task_id))
+        return run.task_pid if run else None
 
     def sandbox(self, framework_id: str, task_id: str) -> Path:
         return sandbox_path(self.work_dir, framework_id, task_id)
 
+    def container(self, framework_id: str, task_id: str) -> Container | None:
+        run = self._runs.get((framework_id, task_id))
+        return run.container if run else None
+
     def next_deadline(self) -> float:
-        """The earliest pending SIGKILL escalation (``math.inf`` if none)."""
-        return min((p.kill_deadline for p in self._processes.values()
-                    if p.kill_deadline is not None and not p.sigkill_sent), default=math.inf)
+        """The earliest time :meth:`poll` has work besides looking (``math.inf`` if none)."""
+        return min((run.kill_deadline for run in self._runs.values() if run.kill_deadline is not None),
+                   default=math.inf)
+
+    def usage(self) -> list[TaskUsage]:
+        """The usage now, and the limits, of every running task."""
+        out = []
+        for key, run in sorted(self._runs.items()):
+            if run.task_pid is not None:
+                try:
+                    measured = self.isolator.usage(run.container, run.task_pid)
+                except (OSError, ValueError) as exc:  # the task ended while we read
+                    log.debug("usage of %s/%s unavailable: %s", key[0], key[1], exc)
+                    continue
+                out.append(attrs.evolve(measured, framework_id=key[0], task_id=key[1]))
+        return out
 
     # --------------------------------------------------------------- launch
-    def launch(self, framework_id: str, task: TaskInfo, agent_id: str) -> int:
-        """Start the task; returns its pid. Raises :class:`LaunchError` (never
-        anything else) when the sandbox or the process cannot be made."""
+    def write_agent_pid(self) -> None:
+        """Record this process as the agent the supervisors wait for."""
+        self.agent_pid_file.parent.mkdir(parents=True, exist_ok=True)
+        sup.write_json_atomically(str(self.agent_pid_file),
+                                  {"pid": os.getpid(), "start_ticks": sup.process_start_ticks(os.getpid())})
+        self._pid_file_written = True
+
+    def launch(self, framework_id: str, task: TaskInfo, agent_id: str) -> None:
+        """Start the task's supervisor, which starts the task
+        (:class:`TaskStarted` comes from :meth:`poll`). Raises
+        :class:`LaunchError` (never anything else) when the sandbox, the
+        container or the supervisor cannot be made."""
         key = (framework_id, task.task_id)
-        if key in self._processes:
+        if key in self._runs:
             raise LaunchError(f"task {framework_id}/{task.task_id} is already running")
+        container: Container | None = None
         try:
+            if not self._pid_file_written:
+                self.write_agent_pid()
             sandbox = self._make_sandbox(framework_id, task.task_id)
-            env = self._task_environment(framework_id, task, agent_id, sandbox)
-            with open(sandbox / "stdout", "ab") as stdout, open(sandbox / "stderr", "ab") as stderr:
-                popen = subprocess.Popen([SHELL, "-c", task.command], cwd=sandbox, env=env, stdin=subprocess.DEVNULL,
-                                         stdout=stdout, stderr=stderr, start_new_session=True, close_fds=True)
+            run_dir = run_dir_path(self.work_dir, framework_id, task.task_id)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            for stale in (sup.SUPERVISOR_FILE, sup.TASK_FILE, sup.EXIT_FILE, sup.LAUNCH_FILE):
+                (run_dir / stale).unlink(missing_ok=True)
+            container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources)
+            self._write_run_files(run_dir, framework_id, task, agent_id, sandbox, container)
+            with open(run_dir / sup.LOG_FILE, "ab") as log_file:
+                popen = subprocess.Popen([self.python, "-I", "-S", SUPERVISOR_SCRIPT, str(run_dir)],
+                                         stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                                         start_new_session=True, close_fds=True,
+                                         env=self._supervisor_environment(framework_id, task, sandbox))
         except LaunchError:
+            self._abandon(container)
             raise
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
-            raise LaunchError(f"{type(exc).__name__}: {exc}") from None
-        self._processes[key] = _Process(framework_id, task.task_id, popen, sandbox, task.kill_grace_period)
-        log.info("task %s/%s started as pid %d in %s", framework_id, task.task_id, popen.pid, sandbox)
-        return popen.pid
+            self._abandon(container)
+            raise LaunchError(_launch_problem(exc, self.work_dir)) from None
+        self._runs[key] = _Run(framework_id, task.task_id, run_dir, sandbox, container, _Watch(popen.pid, popen))
+        log.info("task %s/%s: supervisor pid %d, sandbox %s", framework_id, task.task_id, popen.pid, sandbox)
+
+    def _abandon(self, container: Container | None) -> None:
+        if container is not None:
+            try:
+                self.isolator.destroy(container)
+            except OSError as exc:
+                log.warning("could not remove the container %s: %s", container.cgroups, exc)
+
+    def _container_name(self, framework_id: str, task_id: str) -> str:
+        digest = hashlib.sha256(f"{framework_id}\0{task_id}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        return f"{self.container_prefix}.{path_component(task_id)[:40]}-{digest}.{os.urandom(4).hex()}"
+
+    def _write_run_files(self, run_dir: Path, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path,
+                         container: Container) -> None:
+        # the final exit status always fits in place, even on a full disk
+        with open(run_dir / sup.EXIT_FILE, "wb") as placeholder:
+            placeholder.write(sup.exit_placeholder())
+            placeholder.flush()
+            os.fsync(placeholder.fileno())
+        launch = {"framework_id": framework_id, "task_id": task.task_id, "command": task.command,
+                  "cwd": str(sandbox), "env": self._task_environment(framework_id, task, agent_id, sandbox),
+                  "stdout": str(sandbox / "stdout"), "stderr": str(sandbox / "stderr"),
+                  "grace_period": task.kill_grace_period, "recovery_timeout": self.recovery_timeout,
+                  "agent_pid_file": str(self.agent_pid_file), "container": container.to_json(),
+                  **self.isolator.launch_spec(container)}
+        sup.write_json_atomically(str(run_dir / sup.LAUNCH_FILE), launch)
 
     def _make_sandbox(self, framework_id: str, task_id: str) -> Path:
         sandbox = sandbox_path(self.work_dir, framework_id, task_id)
@@ -174,71 +384,193 @@ class TaskExecutor:
         })
         return env
 
+    @staticmethod
+    def _supervisor_environment(framework_id: str, task: TaskInfo, sandbox: Path) -> dict[str, str]:
+        # the task's identity, so that a process listing (and a test's clean-up) can tell whose it is
+        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "MESOSLIKE_SUPERVISOR": "1",
+                "MESOSLIKE_TASK_ID": task.task_id, "MESOSLIKE_FRAMEWORK_ID": framework_id,
+                "MESOSLIKE_SANDBOX": str(sandbox.resolve())}
+
     # ---------------------------------------------------------------- kill
     def kill(self, framework_id: str, task_id: str, grace_period: float) -> bool:
-        """SIGTERM the task's process group now, SIGKILL it after
-        ``grace_period`` seconds (at once if it is <= 0). False if the task
-        is not running."""
-        process = self._processes.get((framework_id, task_id))
-        if process is None:
+        """Ask the task's supervisor to kill it: SIGTERM to the task's process
+        group now, SIGKILL after the task's grace period (at once if
+        ``grace_period`` <= 0). False if the task is not running."""
+        run = self._runs.get((framework_id, task_id))
+        if run is None:
             return False
-        deadline = self.clock.now() + max(0.0, grace_period)
-        if process.kill_deadline is None:
-            log.info("killing task %s/%s (pgid %d, grace %.1f s)", framework_id, task_id, process.pgid, grace_period)
-            _signal_group(process.pgid, signal.SIGTERM)
-            process.kill_deadline = deadline
-        else:
-            process.kill_deadline = min(process.kill_deadline, deadline)
-        if grace_period <= 0:
-            self._sigkill(process)
+        log.info("killing task %s/%s (grace %.1f s)", framework_id, task_id, max(0.0, grace_period))
+        run.watch.signal(signal.SIGUSR1 if grace_period <= 0 else signal.SIGTERM)
+        # a supervisor that has not ended a while after the grace is stuck: it goes too
+        deadline = self.clock.now() + max(0.0, grace_period) + sup.CLEANUP_LIMIT + 5.0
+        run.kill_deadline = deadline if run.kill_deadline is None else min(run.kill_deadline, deadline)
         return True
 
-    def _sigkill(self, process: _Process) -> None:
-        if not process.sigkill_sent:
-            process.sigkill_sent = True
-            log.info("task %s/%s outlived its grace period: SIGKILL to pgid %d", process.framework_id,
-                     process.task_id, process.pgid)
-            _signal_group(process.pgid, signal.SIGKILL)
-
-    # ------------------------------------------------------------- reaping
-    def poll(self) -> list[TaskExit]:
-        """Escalate overdue kills and reap the tasks whose leader exited."""
+    # ------------------------------------------------------------- watching
+    def poll(self) -> list[ExecutorEvent]:
+        """What happened to the tasks since the last look."""
         now = self.clock.now()
-        exits = []
-        for key, process in list(self._processes.items()):
-            if _has_exited(process.popen.pid):
-                # the zombie leader still pins the group id: clear the group, then reap
-                _signal_group(process.pgid, signal.SIGKILL)
-                exits.append(self._reap(key, process))
-            elif process.kill_deadline is not None and now >= process.kill_deadline:
-                self._sigkill(process)
-        return exits
+        events: list[ExecutorEvent] = []
+        for key, run in list(self._runs.items()):
+            if run.task_pid is None:
+                run.task_pid = _task_pid(run.run_dir)
+                if run.task_pid is not None:
+                    events.append(TaskStarted(key[0], key[1], run.task_pid))
+            if run.watch.ended():
+                events.extend(self._ended(key, run))
+                continue
+            if run.kill_deadline is not None and now >= run.kill_deadline:
+                log.error("the supervisor of task %s/%s (pid %d) does not end: SIGKILL", key[0], key[1],
+                          run.watch.pid)
+                run.watch.signal(signal.SIGKILL)
+                run.kill_deadline = None
+            if run.task_pid is not None and not run.limited and now >= run.next_oom_check:
+                run.next_oom_check = now + OOM_CHECK_INTERVAL
+                events.extend(self._check_limits(key, run))
+        return events
 
-    def _reap(self, key: tuple[str, str], process: _Process) -> TaskExit:
-        returncode = process.popen.wait()
-        del self._processes[key]
-        if returncode < 0:
-            return TaskExit(key[0], key[1], None, -returncode)
-        return TaskExit(key[0], key[1], returncode, None)
+    def _check_limits(self, key: tuple[str, str], run: _Run) -> list[ExecutorEvent]:
+        if not self.isolator.enforcing or not run.container.mem_bytes or not self.isolator.oom_kills(run.container):
+            return []
+        run.limited = True
+        return [TaskLimited(key[0], key[1], REASON_CONTAINER_LIMITATION_MEMORY, _memory_message(run.container, None))]
 
-    def kill_all(self, grace_period: float | None = None, give_up_after: float = 5.0) -> list[TaskExit]:
-        """Kill every task and wait until all are reaped; returns their exits.
+    def _ended(self, key: tuple[str, str], run: _Run) -> list[ExecutorEvent]:
+        """The supervisor has ended: how did the task end?"""
+        del self._runs[key]
+        run.watch.close()
+        events: list[ExecutorEvent] = []
+        if run.task_pid is None:
+            run.task_pid = _task_pid(run.run_dir)
+            if run.task_pid is not None:
+                events.append(TaskStarted(key[0], key[1], run.task_pid))
+        events.append(self._outcome(key, run))
+        if run.forget:
+            shutil.rmtree(run.run_dir, ignore_errors=True)
+        return events
+
+    def _outcome(self, key: tuple[str, str], run: _Run) -> ExecutorEvent:
+        status = _exit_status(run.run_dir)
+        if status is None or not status.get("ended"):
+            # the supervisor died without a word: its task (if any) must not run on unsupervised
+            if run.task_pid is not None:
+                _signal_group(run.task_pid, signal.SIGKILL)
+            self._abandon(run.container)
+            message = _with_full_disk(f"the task's executor (supervisor pid {run.watch.pid}) died"
+                                      f"{run.watch.how_it_ended()}", run.sandbox)
+            if run.task_pid is None:
+                return LaunchFailed(key[0], key[1], message, REASON_EXECUTOR_TERMINATED)
+            return TaskExit(key[0], key[1], None, None, REASON_EXECUTOR_TERMINATED, message)
+        if status.get("reason") == sup.REASON_LAUNCH_FAILED:
+            self._abandon(run.container)
+            return LaunchFailed(key[0], key[1], _with_full_disk(str(status.get("message", "")), run.sandbox))
+        code, signum = _int_or_none(status.get("exit_code")), _int_or_none(status.get("signal"))
+        if status.get("reason") == sup.REASON_RECOVERY_TIMEOUT:
+            return TaskExit(key[0], key[1], code, signum, REASON_EXECUTOR_REREGISTRATION_TIMEOUT,
+                            str(status.get("message", "")))
+        if self.isolator.enforcing and run.container.mem_bytes and _int_or_none(status.get("oom_kills")):
+            return TaskExit(key[0], key[1], code, signum, REASON_CONTAINER_LIMITATION_MEMORY,
+                            _memory_message(run.container, _int_or_none(status.get("memory_peak_bytes"))))
+        message = _with_full_disk("", run.sandbox) if code != 0 else ""
+        return TaskExit(key[0], key[1], code, signum, "", message)
+
+    def kill_all(self, grace_period: float | None = None, give_up_after: float = 5.0) -> list[ExecutorEvent]:
+        """Kill every task and wait until all have ended; returns what
+        happened meanwhile (their exits among it).
 
         Each task gets its own ``kill_grace_period`` unless ``grace_period``
-        is given. A process that survives SIGKILL for ``give_up_after``
-        seconds (stuck in the kernel) is left behind with an error logged.
+        is given. A task still there ``give_up_after`` seconds after its
+        grace is left behind with an error logged.
         """
-        for process in list(self._processes.values()):
-            grace = grace_period if grace_period is not None else process.grace_period
-            self.kill(process.framework_id, process.task_id, grace)
-        exits = self.poll()
-        last_deadline = max((p.kill_deadline or 0.0 for p in self._processes.values()), default=0.0)
-        while self._processes and self.clock.now() < last_deadline + give_up_after:
+        graces = {key: self._grace(run) if grace_period is None else grace_period for key, run in self._runs.items()}
+        for key, grace in graces.items():
+            self.kill(key[0], key[1], grace)
+        events = self.poll()
+        give_up = self.clock.now() + max(graces.values(), default=0.0) + give_up_after
+        while self._runs and self.clock.now() < give_up:
             time.sleep(0.01)
-            exits.extend(self.poll())
-        for key in self._processes:
-            log.error("task %s/%s (pid %d) did not die", key[0], key[1], self._processes[key].popen.pid)
-        return exits
+            events.extend(self.poll())
+        for key, run in self._runs.items():
+            log.error("task %s/%s (supervisor pid %d) did not end", key[0], key[1], run.watch.pid)
+        return events
+
+    @staticmethod
+    def _grace(run: _Run) -> float:
+        try:
+            return float(sup.read_launch(str(run.run_dir / sup.LAUNCH_FILE))["grace_period"])
+        except (OSError, ValueError, KeyError):
+            return 3.0
+
+    # ------------------------------------------------------------- recovery
+    def recover(self, framework_id: str, task_id: str) -> list[ExecutorEvent]:
+        """Find a task an earlier agent process started: its supervisor still
+        runs (:class:`TaskStarted`, and the task is watched from now on), or
+        it ended meanwhile (:class:`TaskStarted` if it had started, then how
+        it ended), or it never started (:class:`LaunchFailed`)."""
+        if not self._pid_file_written:
+            self.write_agent_pid()
+        key = (framework_id, task_id)
+        run_dir = run_dir_path(self.work_dir, framework_id, task_id)
+        sandbox = sandbox_path(self.work_dir, framework_id, task_id)
+        container = _launch_container(run_dir)
+        identity = _supervisor_identity(run_dir)
+        if identity is None:
+            # no supervisor ever said it started: cancel the launch so that a late one finds nothing to run
+            _cancel_launch(run_dir)
+            identity = _supervisor_identity(run_dir)
+            if identity is None:
+                if container is not None:
+                    self._abandon(container)
+                return [LaunchFailed(framework_id, task_id, "the agent restarted before the task's supervisor "
+                                                            "started", REASON_AGENT_RESTARTED)]
+        pid, start_ticks = identity
+        watch = _Watch.adopt(pid, start_ticks)
+        run = _Run(framework_id, task_id, run_dir, sandbox, container or Container(self.isolator.name),
+                   watch or _Watch(pid, start_ticks=start_ticks), _task_pid(run_dir))
+        self._runs[key] = run
+        events: list[ExecutorEvent] = [TaskStarted(framework_id, task_id, run.task_pid)] if run.task_pid else []
+        if watch is None:  # the supervisor ended while no agent watched: how did the task end?
+            return events + self._ended(key, run)
+        log.info("task %s/%s: re-attached to its supervisor pid %d (task pid %s)", framework_id, task_id, pid,
+                 run.task_pid)
+        return events
+
+    def destroy_run(self, run_dir: Path) -> None:
+        """End whatever runs from ``run_dir`` (a run no checkpoint explains:
+        it cannot be managed) and remove the directory."""
+        identity = _supervisor_identity(run_dir)
+        if identity is not None:
+            watch = _Watch.adopt(*identity)
+            if watch is not None:
+                watch.signal(signal.SIGKILL)
+                watch.close()
+        task_pid = _task_pid(run_dir)
+        if task_pid is not None:
+            _signal_group(task_pid, signal.SIGKILL)
+        container = _launch_container(run_dir)
+        if container is not None:
+            self._abandon(container)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+    def forget(self, framework_id: str, task_id: str) -> None:
+        """The core is done with the task: remove its run directory now, or
+        once its supervisor has ended."""
+        run = self._runs.get((framework_id, task_id))
+        if run is not None:
+            run.forget = True
+            return
+        run_dir = run_dir_path(self.work_dir, framework_id, task_id)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        try:
+            run_dir.parent.rmdir()
+        except OSError:
+            pass
+
+    def release(self) -> None:
+        """The agent stops (its tasks may run on): let go of the supervisors."""
+        for run in self._runs.values():
+            run.watch.close()
+        self.isolator.release()
 
     # ------------------------------------------------------------ messages
     def deliver_message(self, framework_id: str, task_id: str, data: bytes) -> Path:
@@ -250,12 +582,90 @@ class TaskExecutor:
         return path
 
 
-def _has_exited(pid: int) -> bool:
-    """Has the child exited? Looks without reaping (WNOWAIT)."""
+def destroy_containers_under(root: str | os.PathLike) -> int:
+    """Kill what is left in, and remove, the cgroups of every task run below
+    ``root`` (run directories of agents that were killed with their
+    supervisors: a test's clean-up). Returns how many were removed."""
+    removed = 0
+    for launch_file in Path(root).glob("**/meta/tasks/*/*/" + sup.LAUNCH_FILE):
+        container = _launch_container(launch_file.parent)
+        if container is not None and container.cgroups and any(os.path.isdir(d) for d in container.directories):
+            sup.kill_cgroups(container.directories)
+            removed += sum(sup.remove_cgroup(d) for d in container.directories)
+    return removed
+
+
+# ------------------------------------------------------------- run files
+def _task_pid(run_dir: Path) -> int | None:
     try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True  # already reaped elsewhere; Popen.wait copes
+        pid = sup.read_json(str(run_dir / sup.TASK_FILE))["pid"]  # type: ignore[index]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return pid if isinstance(pid, int) and pid > 0 else None
+
+
+def _supervisor_identity(run_dir: Path) -> tuple[int, object] | None:
+    try:
+        record = sup.read_json(str(run_dir / sup.SUPERVISOR_FILE))
+        pid, ticks = record["pid"], record["start_ticks"]  # type: ignore[index]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (pid, ticks) if isinstance(pid, int) else None
+
+
+def _exit_status(run_dir: Path) -> dict | None:
+    try:
+        status = sup.read_json(str(run_dir / sup.EXIT_FILE))
+    except (OSError, ValueError):
+        return None
+    return status if isinstance(status, dict) else None
+
+
+def _launch_container(run_dir: Path) -> Container | None:
+    for name in (sup.LAUNCH_FILE, sup.LAUNCH_FILE + ".cancelled"):
+        try:
+            return Container.from_json(sup.read_json(str(run_dir / name))["container"])  # type: ignore[index]
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+    return None
+
+
+def _cancel_launch(run_dir: Path) -> None:
+    try:
+        os.replace(run_dir / sup.LAUNCH_FILE, run_dir / (sup.LAUNCH_FILE + ".cancelled"))
+    except FileNotFoundError:
+        pass
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _memory_message(container: Container, peak: int | None) -> str:
+    limit_mb = container.mem_bytes / (1024 * 1024)
+    used = f"; it used up to {peak / (1024 * 1024):.1f} MB" if peak else ""
+    return (f"memory limit exceeded: the task may use {limit_mb:g} MB (mem:{limit_mb:g}){used}, and the kernel's "
+            "out-of-memory killer ended a process of it")
+
+
+def _with_full_disk(message: str, sandbox: Path) -> str:
+    """``message``, plus a word about the sandbox's file system if it is full."""
+    try:
+        usage = shutil.disk_usage(sandbox)
+    except OSError:
+        return message
+    if usage.free >= DISK_FULL_BYTES:
+        return message
+    full = f"the sandbox's file system is full ({usage.free} bytes free of {usage.total} at {sandbox})"
+    return f"{message}; {full}" if message else full
+
+
+def _launch_problem(exc: BaseException, work_dir: Path) -> str:
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return f"the work directory's file system is full ({work_dir}: no space left on device)"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _signal_group(pgid: int, signum: int) -> None:
@@ -265,3 +675,4 @@ def _signal_group(pgid: int, signum: int) -> None:
         pass  # the group is already empty
     except PermissionError as exc:  # pragma: no cover - a group we do not own
         log.error("cannot signal process group %d: %s", pgid, exc)
+

@@ -1,9 +1,20 @@
 """The agent's imperative shell: a loop that feeds the master's messages,
-task exits and the passing of time into :class:`~mesoslike.agent.core.AgentCore`
-and carries out the commands it returns.
+the tasks' events and the passing of time into
+:class:`~mesoslike.agent.core.AgentCore` and carries out the commands it
+returns — sends, launches and kills (through :class:`.executor.TaskExecutor`
+and the tasks' supervisors), and checkpoints (:class:`.checkpoint.CheckpointStore`).
 
-One thread owns the ZeroMQ socket and the task processes; :meth:`AgentRuntime.stop`
-reaches it from any thread through a :class:`~mesoslike.transport.Waker`.
+One thread owns the ZeroMQ socket, the core and the executor; the HTTP
+endpoints (:mod:`.http`) read them under the loop's lock, and
+:meth:`AgentRuntime.stop` and :meth:`AgentRuntime.drain` reach the loop from
+any thread (or a signal handler) through a :class:`~mesoslike.transport.Waker`.
+
+Starting, the agent takes its work directory (one agent per work dir),
+recovers what an earlier agent process left there (``recover="reconnect"``:
+its id, its tasks — still running under their supervisors, or ended with
+their exit status — and their unacknowledged updates) and registers;
+``recover="cleanup"`` kills whatever an earlier agent left running, forgets
+it, and returns.
 """
 
 from __future__ import annotations
@@ -11,37 +22,78 @@ from __future__ import annotations
 import logging
 import os
 import random
+import shutil
+import socket
 import tempfile
 import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from mesoslike import __version__
-from mesoslike.agent.core import AgentCore, Command, DeliverMessage, KillTask, LaunchTask, SendToMaster
-from mesoslike.agent.executor import LaunchError, TaskExecutor, path_component
+from mesoslike.agent import gc
+from mesoslike.agent.checkpoint import TASK_CHECKPOINT, CheckpointError, CheckpointStore
+from mesoslike.agent.core import (
+    AgentCore,
+    CheckpointAgent,
+    CheckpointTask,
+    Command,
+    DeliverMessage,
+    ForgetTask,
+    KillTask,
+    LaunchTask,
+    SendToMaster,
+)
+from mesoslike.agent.executor import (
+    DEFAULT_RECOVERY_TIMEOUT,
+    ExecutorEvent,
+    LaunchError,
+    LaunchFailed,
+    TaskExecutor,
+    TaskExit,
+    TaskLimited,
+    TaskStarted,
+    path_component,
+)
+from mesoslike.agent.files import SandboxFiles
+from mesoslike.agent.http import AgentHTTPServer
+from mesoslike.agent.isolation import Isolator, agent_key, select_isolator
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import ConfigError, ResourcesError
-from mesoslike.resources import Resources
 from mesoslike.locator import check_master_address, make_locator
+from mesoslike.resources import Resources
 from mesoslike.transport import Client, Waker, idle
 from mesoslike.wire import WireError
+from mesoslike.wire import messages as m
 from mesoslike.wire.types import AgentInfo
 
-__all__ = ["AgentRuntime", "default_work_dir"]
+__all__ = ["AgentRuntime", "default_work_dir", "RECOVER_MODES"]
 
 log = logging.getLogger("mesoslike.agent")
 
-#: how often running tasks are polled for exits (no SIGCHLD handler: see executor)
+RECOVER_MODES = ("reconnect", "cleanup")
+#: how often running tasks are polled for events (no SIGCHLD handler: see executor)
 TASK_POLL_INTERVAL = 0.05
+#: seconds of supervisor starts per loop turn before the agent reads its socket again
+LAUNCH_SLICE = 0.05
+#: how often the loop looks at the connection to the master (a restarted master: re-register now)
+CONNECTION_CHECK_INTERVAL = 0.25
+#: the longest wait between attempts to connect to a master that is down: a restarted one is reached
+#: within this long (issue 15: agents back within 2 s)
+RECONNECT_MAX = 0.5
+#: how often sandboxes are looked at for collection (s)
+GC_INTERVAL = 60.0
+#: how long a drain waits for the tasks' last updates to be acknowledged (s)
+DEFAULT_DRAIN_TIMEOUT = 30.0
 
 
 def default_work_dir(hostname: str) -> str:
-    """``<tmp>/mesoslike/agent-<hostname>``: distinct per agent name, so
-    several agents on one machine (``mesoslike local``) never share sandboxes."""
-    return os.path.join(tempfile.gettempdir(), "mesoslike", f"agent-{path_component(hostname)}")
+    """``<tmp>/mesoslike-<uid>/agent-<hostname>``: one per user (other users'
+    agents on the machine never share it) and per agent name (several agents
+    on one machine never share sandboxes)."""
+    return os.path.join(tempfile.gettempdir(), f"mesoslike-{os.getuid()}", f"agent-{path_component(hostname)}")
 
 
 class AgentRuntime:
@@ -57,9 +109,9 @@ class AgentRuntime:
         ``"rack:r1;room:er1"``.
     :param hostname: the name the agent registers under (default: the
         machine's); several agents on one machine need distinct names.
-    :param work_dir: sandboxes go to ``<work_dir>/sandboxes``; created if
-        missing. Default :func:`default_work_dir` of the hostname.
-    :param port: reported in the agent's info (agents do not listen yet).
+    :param work_dir: sandboxes go to ``<work_dir>/sandboxes``, checkpoints to
+        ``<work_dir>/meta``; created if missing. Default :func:`default_work_dir`.
+    :param port: reported in the agent's info.
     :param clock: monotonic clock for every timer (default the system's).
     :param max_ping_timeouts: with the master's ping interval, how long a
         silent master is trusted (must match the master's setting to agree
@@ -67,11 +119,30 @@ class AgentRuntime:
     :param register_backoff: first delay between registration attempts,
         doubling to ``register_backoff_max``; each delay is drawn at random
         from its upper half, so agents do not retry in lockstep.
-    :param kill_tasks_on_exit: kill every task when :meth:`run` ends (by
-        :meth:`stop`, an exception or Ctrl-C); ``mesoslike local`` relies on
-        this to leave no process behind.
+    :param kill_tasks_on_exit: kill every task (TASK_KILLED) when :meth:`run`
+        ends; ``mesoslike local`` relies on it to leave no process behind.
+        Off (``mesoslike agent``): the tasks run on under their supervisors,
+        for the next agent on this work dir to recover.
     :param environment: base environment of the tasks (default: the agent's).
     :param rng: source of status update uuids (default seeded by the OS).
+    :param http_port: port of the agent's HTTP endpoints (0: any free one;
+        None: none). ``http_ip`` is the address it binds.
+    :param recover: ``"reconnect"`` (recover an earlier agent's tasks) or
+        ``"cleanup"`` (kill them, forget them, and return from :meth:`run`).
+    :param recovery_timeout: how long a task's supervisor waits for a gone
+        agent to come back before it kills the task (Mesos: 15 minutes).
+    :param isolation: ``"auto"``, ``"cgroups"`` or ``"posix"`` (:mod:`.isolation`).
+    :param cgroups_root: the cgroup the tasks' cgroups are made in.
+    :param cgroups_cpu_quota: cap each task's CPU at ``cpus`` with a CFS quota
+        (besides the shares it always gets).
+    :param gc_delay: seconds an ended task's sandbox is kept (Mesos: a week).
+    :param gc_disk_watermark: collect sooner once the work dir's file system
+        is this full (a fraction).
+    :param gc_interval: seconds between looks at the sandboxes.
+    :param drain_timeout: how long :meth:`drain` waits for the killed tasks'
+        updates to be acknowledged before unregistering anyway.
+    :param on_serving: called (on the agent's thread) with the HTTP address
+        once the endpoints serve.
     """
 
     def __init__(self, master: str, resources: Resources | str | None = None,
@@ -79,12 +150,21 @@ class AgentRuntime:
                  work_dir: str | os.PathLike | None = None, *, port: int = 0, clock: Clock | None = None,
                  max_ping_timeouts: int = 5, register_backoff: float = 4.0, register_backoff_max: float = 10.0,
                  kill_tasks_on_exit: bool = True, environment: Mapping[str, str] | None = None,
-                 rng: random.Random | None = None) -> None:
-        self.master_address = _check_master_address(master)
+                 rng: random.Random | None = None, http_port: int | None = 0, http_ip: str = "127.0.0.1",
+                 recover: str = "reconnect", recovery_timeout: float = DEFAULT_RECOVERY_TIMEOUT,
+                 isolation: str = "auto", cgroups_root: str = "mesoslike", cgroups_cpu_quota: bool = False,
+                 gc_delay: float = gc.DEFAULT_GC_DELAY, gc_disk_watermark: float = gc.DEFAULT_DISK_WATERMARK,
+                 gc_interval: float = GC_INTERVAL, drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
+                 on_serving: Callable[[str], None] | None = None) -> None:
+        self.master_address = check_master_address(master)  # raises ConfigError naming the problem
+        if recover not in RECOVER_MODES:
+            raise ConfigError(f"--recover must be one of {', '.join(RECOVER_MODES)}, got {recover!r}")
+        if not recovery_timeout > 0 or not gc_delay >= 0 or not 0 < gc_disk_watermark <= 1:
+            raise ConfigError("need recovery_timeout > 0, gc_delay >= 0 and 0 < gc_disk_watermark <= 1")
         self.hostname = hostname or detect_hostname()
         self.work_dir = Path(work_dir if work_dir is not None else default_work_dir(self.hostname))
         try:
-            self.work_dir.mkdir(parents=True, exist_ok=True)
+            self.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
             raise ConfigError(f"cannot create the work directory {str(self.work_dir)!r}: {exc}") from None
         info = AgentInfo(hostname=self.hostname,
@@ -93,13 +173,36 @@ class AgentRuntime:
                          port=port)
         self.clock = clock or SystemClock()
         self.kill_tasks_on_exit = kill_tasks_on_exit
+        self.recover_mode = recover
+        self.http_port, self.http_ip = http_port, http_ip
+        self.gc_delay, self.gc_disk_watermark, self.gc_interval = gc_delay, gc_disk_watermark, gc_interval
+        self.drain_timeout = drain_timeout
+        self._on_serving = on_serving
         self.core = AgentCore(self.clock, info, rng=rng, wall_clock=time.time, max_ping_timeouts=max_ping_timeouts,
                               register_backoff=register_backoff, register_backoff_max=register_backoff_max,
-                              version=__version__)
-        self.executor = TaskExecutor(self.work_dir, environment=environment, clock=self.clock)
+                              version=__version__, checkpoint=True)
+        self.isolator: Isolator = select_isolator(isolation, cgroups_root=cgroups_root,
+                                                  cpu_quota=cgroups_cpu_quota)
+        self.executor = TaskExecutor(self.work_dir, environment=environment, clock=self.clock,
+                                     isolator=self.isolator, recovery_timeout=recovery_timeout,
+                                     container_prefix=agent_key(self.hostname, self.work_dir))
+        self.checkpoints = CheckpointStore(self.work_dir)
+        self.http: AgentHTTPServer | None = None
+        #: checkpoint files that could not be read at the last start (path, problem)
+        self.recovery_errors: list[tuple[str, str]] = []
+        self.counters = {"checkpoint_failures": 0, "sandboxes_collected": 0, "gc_passes": 0, "recovered_tasks": 0,
+                         "reregistrations_on_reconnect": 0}
+        self._checkpoint_failed: set[tuple[str, str]] = set()
+        self._lock = threading.RLock()   # the loop's state, for the HTTP threads
+        #: launches the core asked for, not carried out yet: a RUN_TASK is
+        #: answered (TASK_STARTING) at once, its supervisor started a little
+        #: later, a few at a time between reads (see _launch_some)
+        self._launches: deque[LaunchTask] = deque()
         self._waker: Waker | None = Waker()
         self._waker_lock = threading.Lock()  # stop() may race another stop()
         self._stopping = threading.Event()
+        self._drain_requested = threading.Event()
+        self._locator_changes = 0
         self._thread: threading.Thread | None = None
         self._running = threading.Event()
 
@@ -117,6 +220,11 @@ class AgentRuntime:
     def info(self) -> AgentInfo:
         """What the agent registers with: hostname, resources, attributes."""
         return self.core.info
+
+    @property
+    def http_address(self) -> str:
+        """``http://HOST:PORT`` of the endpoints once :meth:`run` serves them ("" before, or without)."""
+        return self.core.http_address
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> AgentRuntime:
@@ -148,6 +256,16 @@ class AgentRuntime:
         if not self._running.is_set() and (thread is None or not thread.is_alive()):
             self._close_waker()
 
+    def drain(self) -> None:
+        """Drain this machine (SIGUSR1 of ``mesoslike agent``): kill every task
+        (TASK_KILLED), wait for their updates to be acknowledged (at most
+        ``drain_timeout``), unregister from the master, forget the agent's
+        checkpoints, and return from :meth:`run`. Thread- and signal-safe."""
+        with self._waker_lock:
+            self._drain_requested.set()
+            if self._waker is not None:
+                self._waker.wake()
+
     def _close_waker(self) -> None:
         with self._waker_lock:
             if self._waker is not None:
@@ -160,52 +278,182 @@ class AgentRuntime:
             self._thread.join(timeout)
 
     def run(self) -> None:
-        """Register and serve until :meth:`stop` (blocking). The tasks are
-        killed on the way out, whatever the way, when ``kill_tasks_on_exit``."""
+        """Recover, register and serve until :meth:`stop` or a drain (blocking)."""
         if self._running.is_set() or self._waker is None:
             raise RuntimeError("this agent is already running, or was stopped")
         self._running.set()
-        log.info("agent %s starting: master %s, resources %s, work dir %s", self.hostname, self.master_address,
-                 self.info.resources, self.work_dir)
-        locator = make_locator(self.master_address, on_change=self._waker.wake)
+        try:
+            self.checkpoints.lock()
+        except BaseException:
+            self._running.clear()
+            raise
+        try:
+            self.executor.write_agent_pid()
+            log.info("agent %s starting: master %s, resources %s, work dir %s; %s", self.hostname,
+                     self.master_address, self.info.resources, self.work_dir, self.isolator.describe())
+            if self.recover_mode == "cleanup":
+                self._clean_up()
+                return
+            with self._lock:
+                self._recover()
+            self._serve_http()
+            self._loop()
+        finally:
+            if self.http is not None:
+                self.http.stop()
+            self.checkpoints.unlock()
+            self._running.clear()
+            log.info("agent %s stopped", self.hostname)
+
+    def _serve_http(self) -> None:
+        if self.http_port is None:
+            return
+        self.http = AgentHTTPServer(self.http_ip, self.http_port, self, SandboxFiles(self.executor.sandbox_root))
+        host = self.http.host if self.http.host not in ("0.0.0.0", "::") else socket.getfqdn()
+        self.core.http_address = f"http://{host}:{self.http.port}"
+        self.http.start()
+        log.info("agent %s serving HTTP on %s", self.hostname, self.core.http_address)
+        if self._on_serving is not None:
+            self._on_serving(self.core.http_address)
+
+    def _loop(self) -> None:
+        assert self._waker is not None
+        waker = self._waker
+        locator = make_locator(self.master_address, on_change=self._locator_changed)
         client: Client | None = None
         address: str | None = None
+        seen_changes = 0
+        connections = 0
+        next_gc = self.clock.now()
+        drain_deadline: float | None = None
         try:
             while not self._stopping.is_set():
                 leader = locator.current()
-                if leader != address:  # the first leader, or a failover
-                    if client is not None:
-                        client.close()
-                    client = Client(leader) if leader else None
-                    if address is not None or self.core.agent_id:
+                with self._lock:
+                    changes = self._locator_changes
+                    if leader != address:  # the first leader, or a failover
+                        if client is not None:
+                            client.close()
+                        client = (Client(leader, watch_connection=True, reconnect_max=RECONNECT_MAX)
+                                  if leader else None)
+                        connections = 0
+                        if address is not None or self.core.agent_id:
+                            self._carry_out(client, self.core.on_master_changed())
+                        address = leader
+                    elif changes != seen_changes and address is not None:
+                        # the same address leads under a new znode (it lost its ZooKeeper session and won
+                        # again): a new master's state, which does not know this agent yet
                         self._carry_out(client, self.core.on_master_changed())
-                    address = leader
-                self._carry_out(client, self.core.tick())
+                    seen_changes = changes
+                    if client is not None:
+                        made = client.connections()
+                        if made and connections and self.core.agent_id:
+                            # connected again: the master restarted (or the network healed) and may not know us
+                            log.info("the connection to the master was made again: re-registering")
+                            self.counters["reregistrations_on_reconnect"] += 1
+                            self._carry_out(client, self.core.on_master_changed())
+                        connections += made
+                    if self._drain_requested.is_set() and not self.core.draining:
+                        self._carry_out(client, self.core.drain())
+                        drain_deadline = self.clock.now() + self.drain_timeout
+                    if drain_deadline is not None and (self.core.drained or self.clock.now() >= drain_deadline):
+                        self._finish_drain(client)
+                        return
+                    self._carry_out(client, self.core.tick())
+                    if self.clock.now() >= next_gc:
+                        next_gc = self.clock.now() + self.gc_interval
+                        self._collect_garbage()
                 if client is None:
-                    idle(self._waker, min(self._wait_timeout(), 1.0))
-                    self._reap(client)
-                    continue
-                client.wait(self._wait_timeout(), self._waker)
-                self._receive(client)
-                self._reap(client)
+                    idle(waker, min(self._wait_timeout(), 1.0))
+                else:
+                    client.wait(self._wait_timeout(), waker)
+                with self._lock:
+                    if client is not None:
+                        self._receive(client)
+                    self._feed(client, self.executor.poll())
+                    self._launch_some(client)
         finally:
             try:
-                if self.kill_tasks_on_exit:
-                    self._kill_everything(client)
+                with self._lock:
+                    if self.kill_tasks_on_exit and not self.core.draining:
+                        self._kill_everything(client)
+                    else:
+                        self.executor.release()
             finally:
                 if client is not None:
-                    client.close()
+                    client.close(linger=1.0 if self.core.draining else 0.0)
                 locator.close()
-                self._running.clear()
-                log.info("agent %s stopped", self.hostname)
+
+    def _locator_changed(self) -> None:  # the locator's thread
+        self._locator_changes += 1
+        waker = self._waker
+        if waker is not None:
+            waker.wake()
+
+    # ------------------------------------------------------------ recovery
+    def _recover(self) -> None:
+        """Rebuild the core from the checkpoints and find each task again."""
+        self.recovery_errors = []
+        try:
+            agent = self.checkpoints.load_agent()
+        except CheckpointError as exc:
+            self._report(exc)
+            log.error("the agent's own checkpoint is unreadable: the tasks it left cannot be re-attached to "
+                      "its id and are killed; registering as a new agent")
+            self._kill_leftovers()
+            return
+        checkpoints = []
+        for run_dir in self.checkpoints.run_dirs():
+            try:
+                checkpoints.append(self.checkpoints.load_task(run_dir))
+            except CheckpointError as exc:
+                if (run_dir / TASK_CHECKPOINT).exists():
+                    self._report(exc)
+                else:
+                    log.warning("run directory %s has no checkpoint (a task the agent had let go of): "
+                                "whatever runs from it is killed", run_dir)
+                self.executor.destroy_run(run_dir)
+        agent_id = agent.agent_id if agent is not None else ""
+        if agent is not None and agent.hostname != self.hostname:
+            log.warning("the work dir's agent was %r, this one is %r: recovering it all the same",
+                        agent.hostname, self.hostname)
+        if not agent_id and checkpoints:
+            log.warning("%d tasks checkpointed without an agent id (it was shut down or drained): killed",
+                        len(checkpoints))
+            self._kill_leftovers()
+            return
+        self._carry_out(None, self.core.recover(agent_id, checkpoints))
+        for framework_id, task_id in self.core.recovering():
+            self._feed(None, self.executor.recover(framework_id, task_id))
+        self.counters["recovered_tasks"] = len(checkpoints)
+        if agent_id:
+            log.info("recovered agent %s: %d tasks, %s", agent_id, len(checkpoints),
+                     ", ".join(f"{t.task_id} {t.state}" for t in self.core.tasks()) or "none")
+
+    def _kill_leftovers(self) -> None:
+        for run_dir in self.checkpoints.run_dirs():
+            self.executor.destroy_run(run_dir)
+        self.checkpoints.clear()
+
+    def _clean_up(self) -> None:
+        """``recover="cleanup"``: kill what an earlier agent left, forget it."""
+        count = len(self.checkpoints.run_dirs())
+        self._kill_leftovers()
+        log.warning("cleanup: killed and forgot %d tasks of an earlier agent on %s", count, self.work_dir)
+
+    def _report(self, error: CheckpointError) -> None:
+        log.error("%s; recovery goes on without it", error)
+        self.recovery_errors.append((str(error.path), error.problem))
 
     # ------------------------------------------------------------ the loop
     def _wait_timeout(self) -> float:
+        if self._launches:
+            return 0.0   # launches wait: look at the socket, then start more
         wakeup = min(self.core.next_wakeup(), self.executor.next_deadline())
         timeout = max(0.0, wakeup - self.clock.now())
         if self.executor.running():
             timeout = min(timeout, TASK_POLL_INTERVAL)
-        return min(timeout, 3600.0)
+        return min(timeout, CONNECTION_CHECK_INTERVAL)
 
     def _receive(self, client: Client) -> None:
         for _, message in client.receive():
@@ -213,17 +461,30 @@ class AgentRuntime:
                 log.warning("bad frame from the master skipped: %s", message)
                 continue
             try:
+                if isinstance(message, m.Ping):
+                    self.core.set_usage(self.executor.usage())
                 self._carry_out(client, self.core.on_message(message))
             except Exception:  # one bad message must not take the agent (and its tasks) down
                 log.exception("handling %s failed", getattr(message, "TYPE", message))
 
-    def _reap(self, client: Client | None) -> None:
-        for exit in self.executor.poll():
-            self._carry_out(client, self.core.on_task_exited(exit.framework_id, exit.task_id, exit.exit_code,
-                                                             exit.signal))
+    def _feed(self, client: Client | None, events: list[ExecutorEvent]) -> None:
+        """What happened to the tasks, into the core; carry out what follows."""
+        for event in events:
+            fw, task = event.framework_id, event.task_id
+            if isinstance(event, TaskStarted):
+                commands = self.core.on_task_started(fw, task, event.pid)
+            elif isinstance(event, TaskExit):
+                commands = self.core.on_task_exited(fw, task, event.exit_code, event.signal, reason=event.reason,
+                                                    message=event.message)
+            elif isinstance(event, TaskLimited):
+                commands = self.core.on_task_limitation(fw, task, event.reason, event.message)
+            else:
+                assert isinstance(event, LaunchFailed)
+                commands = self.core.on_task_launch_failed(fw, task, event.message, why=event.reason)
+            self._carry_out(client, commands)
 
     def _carry_out(self, client: Client | None, commands: list[Command]) -> None:
-        """Do what the core asked; a launch reports back and may ask for more."""
+        """Do what the core asked, in order (a checkpoint before the send it precedes)."""
         queue = deque(commands)
         while queue:
             command = queue.popleft()
@@ -233,23 +494,79 @@ class AgentRuntime:
                 if not client.send(command.message):
                     log.warning("outgoing queue full: %s dropped (reliable updates are retried)",
                                 getattr(command.message, "TYPE", command.message))
+            elif isinstance(command, CheckpointTask):
+                self._checkpoint_task(command.framework_id, command.task_id)
             elif isinstance(command, LaunchTask):
-                queue.extend(self._launch(command))
+                self._launches.append(command)
             elif isinstance(command, KillTask):
+                queue.extend(self._launch_now(command.framework_id, command.task_id))
                 self.executor.kill(command.framework_id, command.task_id, command.grace_period)
             elif isinstance(command, DeliverMessage):
                 self._deliver(command)
+            elif isinstance(command, ForgetTask):
+                self._checkpoint_failed.discard((command.framework_id, command.task_id))
+                self.executor.forget(command.framework_id, command.task_id)
+            elif isinstance(command, CheckpointAgent):
+                self._checkpoint_agent(command.agent_id)
             else:  # pragma: no cover - a core/runtime mismatch
                 log.error("unknown command %r", command)
 
+    def _checkpoint_task(self, framework_id: str, task_id: str) -> None:
+        checkpoint = self.core.task_checkpoint(framework_id, task_id)
+        if checkpoint is None:
+            return
+        try:
+            self.checkpoints.save_task(checkpoint)
+            self._checkpoint_failed.discard((framework_id, task_id))
+        except OSError as exc:
+            self.counters["checkpoint_failures"] += 1
+            if (framework_id, task_id) not in self._checkpoint_failed:
+                log.error("cannot checkpoint task %s/%s (a restarted agent would not know it): %s",
+                          framework_id, task_id, exc)
+            self._checkpoint_failed.add((framework_id, task_id))
+
+    def _checkpoint_agent(self, agent_id: str) -> None:
+        try:
+            self.checkpoints.save_agent(agent_id, self.hostname)
+        except OSError as exc:
+            self.counters["checkpoint_failures"] += 1
+            log.error("cannot checkpoint the agent id %r: %s", agent_id, exc)
+
+    def _launch_some(self, client: Client | None) -> None:
+        """Start waiting launches for at most LAUNCH_SLICE seconds.
+
+        Starting a task's supervisor costs a process start (tens of ms of
+        CPU). Done as each RUN_TASK is read, an ACCEPT of thousands of tasks
+        kept the agent from reading the rest — and from answering them — for
+        minutes, and the master, hearing nothing of them, sent them again
+        and finally wrote them off as lost. Answered first and started in
+        slices, every task is confirmed at once and pings are answered
+        while the launches go on. O(launches started)."""
+        deadline = time.monotonic() + LAUNCH_SLICE
+        while self._launches and time.monotonic() < deadline:
+            self._carry_out(client, self._launch(self._launches.popleft()))
+
+    def _launch_now(self, framework_id: str, task_id: str) -> list[Command]:
+        """Start the task now if its launch is waiting (it is to be killed:
+        started and killed, it ends as any killed task does)."""
+        for command in self._launches:
+            if command.framework.id == framework_id and command.task.task_id == task_id:
+                self._launches.remove(command)
+                return self._launch(command)
+        return []
+
     def _launch(self, command: LaunchTask) -> list[Command]:
         framework_id, task_id = command.framework.id, command.task.task_id
+        if (framework_id, task_id) in self._checkpoint_failed:
+            return self.core.on_task_launch_failed(
+                framework_id, task_id, "the task could not be checkpointed (see the agent's log; is the work "
+                                       f"directory's disk full?): {self.work_dir}")
         try:
-            pid = self.executor.launch(framework_id, command.task, command.agent_id)
+            self.executor.launch(framework_id, command.task, command.agent_id)
         except LaunchError as exc:
             log.warning("task %s/%s could not start: %s", framework_id, task_id, exc)
             return self.core.on_task_launch_failed(framework_id, task_id, str(exc))
-        return self.core.on_task_started(framework_id, task_id, pid)
+        return []
 
     def _deliver(self, command: DeliverMessage) -> None:
         try:
@@ -258,17 +575,137 @@ class AgentRuntime:
             log.warning("framework message for task %s/%s lost: %s", command.framework_id, command.task_id, exc)
 
     def _kill_everything(self, client: Client | None) -> None:
+        """Stopping with ``kill_tasks_on_exit``: the tasks are killed on purpose (TASK_KILLED)."""
+        self._carry_out(client, self.core.kill_all("the agent stopped"))
         if not self.executor.running():
             return
         log.info("killing %d tasks before stopping", len(self.executor.running()))
-        for exit in self.executor.kill_all():
-            # best effort: the terminal updates are queued, most likely never acknowledged
-            self._carry_out(client, [c for c in self.core.on_task_exited(
-                exit.framework_id, exit.task_id, exit.exit_code, exit.signal) if isinstance(c, SendToMaster)])
+        events = self.executor.kill_all()
+        # best effort: the terminal updates are queued (and checkpointed), most likely never acknowledged
+        self._feed(client, events)
+
+    def _finish_drain(self, client: Client | None) -> None:
+        if not self.core.drained:
+            log.warning("drain: gave up waiting for the tasks' last updates after %.0f s", self.drain_timeout)
+        self._carry_out(client, self.core.unregister())
+        self._kill_leftovers()
+        log.warning("agent %s drained and unregistered", self.hostname)
+
+    # ------------------------------------------------------------ sandboxes
+    def _collect_garbage(self) -> None:
+        """Remove the sandboxes of ended tasks that are due (see :mod:`.gc`)."""
+        self.counters["gc_passes"] += 1
+        root = self.executor.sandbox_root
+        if not root.is_dir():
+            return
+        live = {(path_component(t.framework_id), path_component(t.task_id)) for t in self.core.tasks()}
+        live |= {(path_component(f), path_component(t)) for f, t in self.executor.running()}
+        candidates = []
+        for framework in _subdirectories(root):
+            for task in _subdirectories(framework):
+                if (framework.name, task.name) not in live:
+                    candidates.append(gc.Sandbox(str(task), *_last_use_and_size(task)))
+        if not candidates:
+            return
+        disk = shutil.disk_usage(root)
+        chosen = gc.plan(candidates, now=time.time(), gc_delay=self.gc_delay, disk_used=disk.used,
+                         disk_total=disk.total, disk_watermark=self.gc_disk_watermark)
+        for sandbox in chosen:
+            shutil.rmtree(sandbox.path, ignore_errors=True)
+            self.counters["sandboxes_collected"] += 1
+            log.info("sandbox %s collected (last used %.0f s ago)", sandbox.path, time.time() - sandbox.last_used)
+            try:
+                Path(sandbox.path).parent.rmdir()  # the framework's directory, once empty
+            except OSError:
+                pass
+
+    # ------------------------------------------------------- HTTP's views
+    def health_document(self) -> dict:
+        with self._lock:
+            return {"healthy": True, "registered": self.core.registered, "agent_id": self.core.agent_id,
+                    "draining": self.core.draining}
+
+    def state_document(self) -> dict:
+        with self._lock:
+            core = self.core
+            master = core.master
+            tasks = []
+            for task in core.tasks():
+                sandbox = self.executor.sandbox(task.framework_id, task.task_id)
+                container = self.executor.container(task.framework_id, task.task_id)
+                tasks.append({"framework_id": task.framework_id, "id": task.task_id, "state": task.state,
+                              "resources": str(task.resources), "pid": task.pid, "killing": task.killing,
+                              "pending_updates": task.pending_updates, "sandbox": str(sandbox),
+                              "sandbox_path": f"{path_component(task.framework_id)}/{path_component(task.task_id)}",
+                              "cgroups": dict(container.cgroups) if container is not None else {}})
+            return {
+                "id": core.agent_id, "hostname": self.hostname, "registered": core.registered,
+                "master": {"id": master.id, "address": master.address} if master is not None else None,
+                "http_address": core.http_address, "version": __version__,
+                "resources": str(core.total), "used": str(core.used), "attributes": dict(core.info.attributes),
+                "work_dir": str(self.work_dir), "sandbox_root": str(self.executor.sandbox_root),
+                "isolation": {"name": self.isolator.name, "enforcing": self.isolator.enforcing,
+                              "description": self.isolator.describe()},
+                "draining": core.draining, "tasks": tasks,
+                "recovery_errors": [{"path": path, "problem": problem} for path, problem in self.recovery_errors],
+            }
+
+    def statistics_document(self) -> list[dict]:
+        with self._lock:
+            rows = self.executor.usage()
+        return [{"framework_id": u.framework_id, "executor_id": u.task_id, "task_id": u.task_id,
+                 "source": self.hostname, "statistics": u.statistics()} for u in rows]
+
+    def metrics_text(self) -> str:
+        with self._lock:
+            states: dict[str, int] = {}
+            for task in self.core.tasks():
+                states[task.state] = states.get(task.state, 0) + 1
+            counters = dict(self.counters)
+            registered = int(self.core.registered)
+        refused = self.http.counters.snapshot() if self.http is not None else {}
+        lines = []
+
+        def metric(name: str, kind: str, text: str, samples: list[tuple[str, float]]) -> None:
+            lines.extend([f"# HELP mesoslike_agent_{name} {text}", f"# TYPE mesoslike_agent_{name} {kind}"])
+            lines.extend(f"mesoslike_agent_{name}{labels} {value:g}" for labels, value in samples)
+
+        metric("registered", "gauge", "1 while a master has registered this agent.", [("", registered)])
+        metric("tasks", "gauge", "Tasks the agent knows, by state.",
+               [(f'{{state="{state}"}}', count) for state, count in sorted(states.items())])
+        metric("files_refused_total", "counter",
+               "Requests to /files refused for leading out of the sandboxes, by kind.",
+               [(f'{{reason="{kind}"}}', count) for kind, count in sorted(refused.items())])
+        metric("sandboxes_collected_total", "counter", "Sandboxes of ended tasks removed by the GC.",
+               [("", counters["sandboxes_collected"])])
+        metric("checkpoint_failures_total", "counter", "Checkpoint writes that failed (a full disk?).",
+               [("", counters["checkpoint_failures"])])
+        metric("recovery_errors", "gauge", "Checkpoint files unreadable at the last start.",
+               [("", len(self.recovery_errors))])
+        metric("reregistrations_on_reconnect_total", "counter",
+               "Re-registrations because the connection to the master was made again.",
+               [("", counters["reregistrations_on_reconnect"])])
+        return "\n".join(lines) + "\n"
 
 
-def _check_master_address(master: str) -> str:
-    return check_master_address(master)  # raises ConfigError naming the problem
+def _subdirectories(directory: Path) -> list[Path]:
+    try:
+        return sorted(p for p in directory.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+
+
+def _last_use_and_size(sandbox: Path) -> tuple[float, int]:
+    """When anything in ``sandbox`` was last written to, and its size in bytes."""
+    last, size = sandbox.stat().st_mtime, 0
+    for directory, _, files in os.walk(sandbox):
+        for name in files:
+            try:
+                info = os.lstat(os.path.join(directory, name))
+            except OSError:
+                continue
+            last, size = max(last, info.st_mtime), size + info.st_size
+    return last, size
 
 
 def _as_resources(resources: Resources | str | None) -> Resources | None:

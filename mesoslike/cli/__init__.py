@@ -10,6 +10,7 @@ from mesoslike.cli.fuxi import fuxi
 from mesoslike.cli.run import run
 from mesoslike.cli.simulate import simulate
 from mesoslike.cli.state import state
+from mesoslike.cli.task import task
 
 __all__ = ["main"]
 
@@ -20,5 +21,5 @@ def main() -> None:
     """mesoslike: a Mesos-style two-level cluster manager with Fuxi scheduling semantics."""
 
 
-for command in (master, agent, local, run, state, simulate, fuxi):
+for command in (master, agent, local, run, state, task, simulate, fuxi):
     main.add_command(command)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 import click
 
@@ -156,9 +158,20 @@ def master(ip, port, http_port, roles, zk, zk_session_timeout, work_dir, **optio
         pass
 
 
+def _duration(ctx: click.Context, param: click.Parameter, value: object) -> float:
+    from mesoslike.agent.gc import parse_duration
+
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return parse_duration(str(value))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a duration (e.g. 90s, 15m, 12h, 7d, 1w)", ctx, param) from None
+
+
 @click.command()
 @config_option("agent")
-@option("agent", "--master", "master_address", required=True,
+@option("agent", "--master", "master_address", default=None, show_default="required",
         help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to follow the leader.")
 @option("agent", "--resources", default=None, show_default="detected",
         help='What the agent offers, e.g. "cpus:4;mem:8192;disk:10240"; kinds left out are detected.')
@@ -167,24 +180,93 @@ def master(ip, port, http_port, roles, zk, zk_session_timeout, work_dir, **optio
         help="Name of the agent (several agents on one machine need distinct names).")
 @option("agent", "--port", type=_PORT, default=0, help="Port advertised in the agent's info (0 = none).")
 @option("agent", "--work-dir", type=click.Path(file_okay=False), default=None,
-        show_default="<tmp>/mesoslike/agent-<hostname>", help="Directory for task sandboxes.")
+        show_default="<tmp>/mesoslike-<uid>/agent-<hostname>",
+        help="Directory for task sandboxes (<work-dir>/sandboxes) and the checkpoints a restarted agent "
+             "recovers its tasks from (<work-dir>/meta). One agent per work dir.")
+@option("agent", "--ip", default="127.0.0.1", help="Address the agent's HTTP endpoints bind (0.0.0.0: all).")
+@option("agent", "--http-port", type=_PORT, default=0,
+        help="Port of the agent's HTTP endpoints (/files, /state, /monitor/statistics; 0 = any free port). "
+             "The agent tells the master, whose /state shows it.")
+@option("agent", "--recover", type=click.Choice(["reconnect", "cleanup"]), default="reconnect",
+        help="reconnect: recover the tasks an earlier agent on this work dir left running, and their "
+             "unacknowledged updates; cleanup: kill them, forget them, and exit.")
+@option("agent", "--recovery-timeout", callback=_duration, default="15m",
+        help="How long a task's supervisor waits for a gone agent to come back before it kills the task.")
+@option("agent", "--isolation", type=click.Choice(["auto", "cgroups", "posix"]), default="auto",
+        help="How tasks' cpus and mem are enforced: cgroups (v2, else v1), posix (measured, not enforced), "
+             "auto (cgroups where they can be written, else posix).")
+@option("agent", "--cgroups-root", default="mesoslike",
+        help="Name of the cgroup the tasks' cgroups are made in (below the agent's own, for v1).")
+@option("agent", "--cgroups-cpu-quota/--no-cgroups-cpu-quota", default=False,
+        help="Cap each task's CPU time at its cpus (CFS quota) besides its proportional share.")
+@option("agent", "--gc-delay", callback=_duration, default="1w",
+        help="How long the sandbox of an ended task is kept (e.g. 1w, 2d, 12h, 30m).")
+@option("agent", "--gc-disk-watermark", type=click.FloatRange(0, 1, min_open=True), default=0.9,
+        help="Remove the oldest ended sandboxes sooner once the work dir's disk is this full (a fraction).")
+@option("agent", "--drain-timeout", callback=_duration, default="30s",
+        help="On SIGUSR1 (drain): how long to wait for the killed tasks' updates to be acknowledged before "
+             "unregistering anyway.")
+@option("agent", "--drain", is_flag=True, default=False, show_default="off",
+        help="Do not run an agent: drain the one running on --work-dir (SIGUSR1: its tasks are killed, "
+             "TASK_KILLED, and it unregisters) and wait for it to exit.")
 @logging_option("agent")
-def agent(master_address, resources, attributes, hostname, port, work_dir) -> None:
-    """Run an agent that runs the tasks its master sends it."""
-    from mesoslike.agent.runtime import AgentRuntime
+def agent(master_address, resources, attributes, hostname, port, work_dir, ip, http_port, recover, recovery_timeout,
+          isolation, cgroups_root, cgroups_cpu_quota, gc_delay, gc_disk_watermark, drain_timeout, drain) -> None:
+    """Run an agent that runs the tasks its master sends it.
 
+    SIGTERM or Ctrl-C stops the agent and leaves its tasks running under
+    their supervisors: an agent restarted on the same work dir recovers
+    them. SIGUSR1 drains the machine: the tasks are killed (TASK_KILLED) and
+    the agent unregisters, so the master does not wait for it."""
+    from mesoslike.agent.runtime import AgentRuntime, default_work_dir
+
+    if drain:
+        _drain_agent(work_dir or default_work_dir(hostname or socket.gethostname()), drain_timeout)
+        return
+    if not master_address:
+        raise click.UsageError("--master is required (or MESOSLIKE_AGENT_MASTER)")
     try:
-        runtime = AgentRuntime(master_address, resources, attributes, hostname, work_dir, port=port)
+        runtime = AgentRuntime(master_address, resources, attributes, hostname, work_dir, port=port,
+                               kill_tasks_on_exit=False, http_port=http_port, http_ip=ip, recover=recover,
+                               recovery_timeout=recovery_timeout, isolation=isolation, cgroups_root=cgroups_root,
+                               cgroups_cpu_quota=cgroups_cpu_quota, gc_delay=gc_delay,
+                               gc_disk_watermark=gc_disk_watermark, drain_timeout=drain_timeout,
+                               on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
     except MesoslikeError as exc:
         die(str(exc))
-    click.echo(f"agent {runtime.info.hostname} with {runtime.info.resources} -> {master_address}")
+    click.echo(f"agent {runtime.info.hostname} with {runtime.info.resources} -> {master_address}; "
+               f"sandboxes in {runtime.executor.sandbox_root}")
+    click.echo(runtime.isolator.describe())
     _stop_on_sigterm(lambda: threading.Thread(target=runtime.stop, daemon=True).start())
+    signal.signal(signal.SIGUSR1, lambda *_: runtime.drain())
     try:
         runtime.run()
     except KeyboardInterrupt:
         pass
-    except MesoslikeError as exc:  # e.g. ZooKeeper unreachable at start-up
+    except MesoslikeError as exc:  # e.g. ZooKeeper unreachable at start-up, another agent on the work dir
         die(str(exc))
+
+
+def _drain_agent(work_dir: str, timeout: float) -> None:
+    """``mesoslike agent --drain``: SIGUSR1 to the agent of ``work_dir``, then wait for it to exit."""
+    from mesoslike.agent.supervisor import process_start_ticks, read_json
+
+    pid_file = os.path.join(work_dir, "meta", "agent.pid")
+    try:
+        record = read_json(pid_file)
+        pid, ticks = record["pid"], record["start_ticks"]  # type: ignore[index]
+    except (OSError, ValueError, KeyError, TypeError):
+        die(f"no agent has run on {work_dir} ({pid_file} is missing or unreadable)")
+    if not isinstance(pid, int) or process_start_ticks(pid) != ticks:
+        die(f"the agent of {work_dir} (pid {pid}) is not running")
+    os.kill(pid, signal.SIGUSR1)
+    click.echo(f"draining the agent of {work_dir} (pid {pid}): its tasks are killed, then it unregisters")
+    deadline = time.monotonic() + timeout + 30.0
+    while process_start_ticks(pid) == ticks:
+        if time.monotonic() > deadline:
+            die(f"the agent (pid {pid}) is still running {timeout + 30.0:g} s later")
+        time.sleep(0.1)
+    click.echo("drained")
 
 
 @click.command(context_settings={"allow_interspersed_args": False})

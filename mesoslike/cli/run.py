@@ -1,9 +1,17 @@
-"""``mesoslike run``: a one-shot command framework (like ``mesos-execute``)."""
+"""``mesoslike run``: a one-shot command framework (like ``mesos-execute``).
+
+Besides the tasks' progress it shows where their output is: with
+``--output`` each instance's stdout as it is written, prefixed by the
+instance's number; at the end, the last lines of stderr of every failed
+instance and where its sandbox is. Both come from the agents' ``/files``
+endpoints, found through the master (:mod:`mesoslike.cli.task`).
+"""
 
 from __future__ import annotations
 
 import shlex
 import sys
+import threading
 import time
 
 import click
@@ -15,6 +23,10 @@ from mesoslike.resources import Resources
 __all__ = ["run"]
 
 _STREAM_LIMIT = 10  # stream every status change for up to this many instances
+#: lines of stderr shown for each failed instance
+STDERR_TAIL_LINES = 10
+#: failed instances described at the end (the rest are counted)
+FAILURES_SHOWN = 10
 
 
 class _Reporter:
@@ -65,12 +77,15 @@ def _bar(progress, width: int = 20) -> str:
 @option("run", "--name", default="run", help="Framework and task name.")
 @option("run", "--timeout", type=click.FloatRange(min=0, min_open=True), default=None, show_default="none",
         help="Give up (kill the tasks, exit 124) after this many seconds.")
+@option("run", "--output", is_flag=True, default=False, show_default="off",
+        help="Stream each instance's stdout as it is written, each line prefixed by the instance's number.")
 @logging_option("run")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(master_address, cpus, mem, instances, role, name, timeout, command) -> None:
+def run(master_address, cpus, mem, instances, role, name, timeout, output, command) -> None:
     """Run COMMAND (after --) as task instances on the cluster, show their
     progress, and exit 0 if all finished, else with a failed instance's exit
-    code (1 if it had none)."""
+    code (1 if it had none). The last lines of each failed instance's stderr
+    are shown, with where its sandbox is; ``mesoslike task log`` prints the rest."""
     from mesoslike import SchedulerDriver
     from mesoslike.frameworks.command import CommandScheduler, framework_info
 
@@ -82,10 +97,16 @@ def run(master_address, cpus, mem, instances, role, name, timeout, command) -> N
     except MesoslikeError as exc:
         die(str(exc))
     driver.start()
+    follower = _OutputFollower(master_address, scheduler) if output else None
+    if follower is not None:
+        follower.start()
     try:
         ended = _wait(scheduler, driver, timeout)
     except KeyboardInterrupt:
         ended = False
+    finally:
+        if follower is not None:
+            follower.finish()
     if ended and not scheduler.finished.is_set():  # the driver gave up (it said why through error())
         reporter.close()
         for message in scheduler.errors:
@@ -101,8 +122,129 @@ def run(master_address, cpus, mem, instances, role, name, timeout, command) -> N
     reporter.close()
     for message in scheduler.errors:
         click.echo(f"error: {message}", err=True)
+    _report_failures(master_address, scheduler)
     click.echo(f"done: {scheduler.progress.summary()}")
     raise SystemExit(scheduler.exit_code())
+
+
+class _Agents:
+    """agent id -> its HTTP address and sandbox root, asked of the master
+    (and the agent) once per agent."""
+
+    def __init__(self, master_address: str) -> None:
+        self.master_address = master_address
+        self._known: dict[str, tuple[str, str]] = {}
+
+    def get(self, agent_id: str) -> tuple[str, str]:
+        """(HTTP address, sandbox root); ("", "") when it cannot be told."""
+        if agent_id not in self._known:
+            from mesoslike.cli.state import fetch_state
+
+            try:
+                for agent in fetch_state(self.master_address)["agents"]:
+                    address = agent.get("http_address", "")
+                    if address and agent["id"] not in self._known:
+                        self._known[agent["id"]] = (address, _sandbox_root(address))
+            except (MesoslikeError, KeyError, TypeError):
+                pass
+        return self._known.get(agent_id, ("", ""))
+
+
+def _sandbox_root(http_address: str) -> str:
+    import json
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{http_address}/state", timeout=5.0) as response:
+            return str(json.loads(response.read()).get("sandbox_root", ""))
+    except (OSError, ValueError):
+        return ""
+
+
+class _OutputFollower(threading.Thread):
+    """``--output``: each instance's stdout, line by line, as ``[N] line``."""
+
+    def __init__(self, master_address: str, scheduler) -> None:
+        super().__init__(name="run-output", daemon=True)
+        self.scheduler = scheduler
+        self.agents = _Agents(master_address)
+        self.offsets: dict[str, int] = {}
+        self.partial: dict[str, bytes] = {}
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(0.5):
+            self._read_all()
+        self._read_all()  # what they wrote last
+        for task_id, rest in sorted(self.partial.items()):
+            if rest:
+                self._echo(task_id, rest)
+
+    def finish(self) -> None:
+        self._done.set()
+        self.join(15)
+
+    def _read_all(self) -> None:
+        from mesoslike.cli.task import read_file, sandbox_file
+
+        progress = self.scheduler.progress
+        for task_id, agent_id in sorted(progress.agents.items()):
+            address, _ = self.agents.get(agent_id)
+            if not address or not self.scheduler.framework_id:
+                continue
+            path = sandbox_file(self.scheduler.framework_id, task_id, "stdout")
+            try:
+                while True:
+                    data, self.offsets[task_id] = read_file(address, path, self.offsets.get(task_id, 0))
+                    if not data:
+                        break
+                    self._lines(task_id, data)
+            except MesoslikeError:
+                continue  # not started yet (no sandbox), or the agent is gone: the next round
+
+    def _lines(self, task_id: str, data: bytes) -> None:
+        *lines, rest = (self.partial.get(task_id, b"") + data).split(b"\n")
+        self.partial[task_id] = rest
+        for line in lines:
+            self._echo(task_id, line)
+
+    @staticmethod
+    def _echo(task_id: str, line: bytes) -> None:
+        from mesoslike.frameworks.command import instance_of
+
+        number = instance_of(task_id)
+        click.echo(f"[{number if number is not None else task_id}] {line.decode('utf-8', 'replace')}")
+
+
+def _report_failures(master_address: str, scheduler) -> None:
+    """For each failed instance: how it ended, its stderr's last lines, where its sandbox is."""
+    from mesoslike.cli.task import read_tail, sandbox_file
+
+    progress = scheduler.progress
+    failures = progress.failures()
+    if not failures:
+        return
+    agents = _Agents(master_address)
+    for task_id in failures[:FAILURES_SHOWN]:
+        agent_id = progress.agents.get(task_id, "")
+        click.echo(f"{task_id} {progress.states[task_id]}: {progress.messages.get(task_id) or 'no message'}",
+                   err=True)
+        address, root = agents.get(agent_id) if agent_id else ("", "")
+        if not address or not scheduler.framework_id:
+            continue
+        try:
+            tail = read_tail(address, sandbox_file(scheduler.framework_id, task_id, "stderr"), STDERR_TAIL_LINES)
+        except MesoslikeError:
+            tail = []
+        if tail:
+            click.echo("  last lines of its stderr:", err=True)
+            for line in tail:
+                click.echo(f"  | {line}", err=True)
+        sandbox = f"{root}/{sandbox_file(scheduler.framework_id, task_id, '')}".rstrip("/") if root else "?"
+        click.echo(f"  sandbox: {sandbox} on agent {agent_id}; all of it: mesoslike task log {task_id} "
+                   f"--framework {scheduler.framework_id} --master {master_address} [--stderr]", err=True)
+    if len(failures) > FAILURES_SHOWN:
+        click.echo(f"... and {len(failures) - FAILURES_SHOWN} more failed instances", err=True)
 
 
 def _wait(scheduler, driver, timeout: float | None) -> bool:

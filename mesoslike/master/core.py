@@ -19,7 +19,7 @@ import json
 import logging
 import random
 from collections import deque
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 import attrs
 
@@ -83,7 +83,8 @@ class MasterCore:
 
     def __init__(self, clock: Clock, info: MasterInfo, config: MasterConfig | None = None,
                  rng: random.Random | None = None, registry: Registry | None = None,
-                 wall_clock: Callable[[], float] | None = None) -> None:
+                 wall_clock: Callable[[], float] | None = None,
+                 agent_peers: Mapping[str, bytes] | None = None) -> None:
         self.clock = clock
         #: seconds since the epoch for the statuses the master makes up, as
         #: agents stamp theirs (the runtime passes time.time); defaults to clock
@@ -106,6 +107,9 @@ class MasterCore:
         self.removed_frameworks: set[str] = set(self.registry.removed_frameworks)
         self.removed_agents: set[str] = set(self.registry.removed_agents)
         self._expected_agents: set[str] = set()      # known before a failover, not back yet
+        #: agent id -> the connection an earlier core of this process knew it on (after a ZooKeeper
+        #: outage the same master may lead again with a fresh core): told at once to re-register
+        self._earlier_peers = dict(agent_peers or {})
         self._expected_until = 0.0
         self._framework_by_peer: dict[bytes, str] = {}
         self._agent_by_peer: dict[bytes, str] = {}
@@ -160,6 +164,8 @@ class MasterCore:
                 self._adopt_framework(info)
         self._expected_agents = set(self.registry.agents)
         self._expected_until = now + self.config.agent_reregister_timeout
+        self._earlier_peers = {a: p for a, p in self._earlier_peers.items() if a in self._expected_agents}
+        self._next_ping_sweep = now if self._earlier_peers else self._next_ping_sweep
         if self.registry.weights:
             self.allocator.update_weights(self.registry.weights)
         for role, record in sorted(self.registry.quota.items()):
@@ -1048,11 +1054,11 @@ class MasterCore:
         if existing is not None:  # our AGENT_REGISTERED was lost: say it again
             self._send(peer, m.AgentRegistered(existing, self.info, self.config.ping_interval))
             return
-        if self._agent_refused(peer, msg.agent, None):
+        if self._agent_refused(peer, msg.agent, None, msg.http_address):
             return
         agent_id = self._new_agent_id()
         info = attrs.evolve(msg.agent, id=agent_id)
-        self._admit_agent(peer, info, {})
+        self._admit_agent(peer, info, {}, msg.http_address)
         log.info("agent %s (%s) registered with %s", agent_id, clip(info.hostname), info.resources)
 
     def _new_agent_id(self) -> str:
@@ -1066,13 +1072,13 @@ class MasterCore:
                 return agent_id
         raise AssertionError("unreachable: the series is endless")
 
-    def _agent_refused(self, peer: bytes, info: AgentInfo, agent_id: str | None) -> bool:
+    def _agent_refused(self, peer: bytes, info: AgentInfo, agent_id: str | None, http_address: str = "") -> bool:
         """Refuse (ERROR, counted) a registration the master will not keep:
         fields beyond its bounds, or one more agent on a connection that
         holds ``max_agents_per_connection`` (``agent_id``: the agent
         re-registering, which may already be this connection's)."""
         owner = self._owner(peer)
-        problem = _agent_problem(info)
+        problem = _agent_problem(info) or _text_problem("the HTTP address", http_address)
         if problem is None and (agent_id is None or self.agent_owners.owner(agent_id) != owner) \
                 and self.agent_owners.count(owner) >= self.config.max_agents_per_connection:
             held = ", ".join(sorted(self.agent_owners.of(owner)))
@@ -1098,7 +1104,7 @@ class MasterCore:
         if info.id in self.removed_agents:
             self._send(peer, m.ShutdownAgent("this agent was removed; register anew"))
             return
-        if self._agent_refused(peer, info, info.id):
+        if self._agent_refused(peer, info, info.id, msg.http_address):
             return
         record = self.agents.get(info.id)
         if record is None:
@@ -1108,6 +1114,7 @@ class MasterCore:
             self._agent_by_peer.pop(record.peer, None)
         record.peer = peer
         record.pings_unanswered = 0
+        record.http_address = msg.http_address
         self._agent_by_peer[peer] = record.id
         self.agent_owners.hold(self._owner(peer), record.id)
         self._lose_unreported_tasks(record, msg.tasks)
@@ -1159,7 +1166,8 @@ class MasterCore:
                 self._adopt_framework(infos.get(running.framework_id) or FrameworkInfo(
                     name="(recovered)", id=running.framework_id))
             holding.setdefault(running.framework_id, []).append(running.task.resources)
-        self._admit_agent(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()})
+        self._admit_agent(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()},
+                          msg.http_address)
         agent = self.agents[msg.agent.id]
         agent_id, now, frameworks = agent.id, self._wall_clock(), self.frameworks  # hot: 100k tasks per failover
         launched = self.clock.now()  # when it started is not known: when this master learnt of it
@@ -1196,13 +1204,15 @@ class MasterCore:
             info=info, peer=None, connected=False,
             failover_deadline=self.clock.now() + silence + info.failover_timeout)
 
-    def _admit_agent(self, peer: bytes, info: AgentInfo, used: dict[str, Resources]) -> None:
+    def _admit_agent(self, peer: bytes, info: AgentInfo, used: dict[str, Resources], http_address: str = "") -> None:
         self.allocator.add_agent(info.id, info.resources, attributes=info.attributes, hostname=info.hostname,
                                  used=used)
-        self.agents[info.id] = AgentRecord(info=info, peer=peer, registered_at=self.clock.now())
+        self.agents[info.id] = AgentRecord(info=info, peer=peer, registered_at=self.clock.now(),
+                                           http_address=http_address)
         self._agent_by_peer[peer] = info.id
         self.agent_owners.hold(self._owner(peer), info.id)
         self._expected_agents.discard(info.id)
+        self._earlier_peers.pop(info.id, None)
         self.registry.admit_agent(info)
         self._registry_changed()
         self._send(peer, m.AgentRegistered(info.id, self.info, self.config.ping_interval))
@@ -1237,8 +1247,30 @@ class MasterCore:
         agent = self._agent_for(peer)
         if agent is not None:
             agent.pings_unanswered = 0
+            if msg.usage or agent.usage:
+                agent.usage = {(u.framework_id, u.task_id): u for u in msg.usage if (u.framework_id, u.task_id)
+                               in agent.tasks}
+
+    def _unregister_agent(self, peer: bytes, msg: m.UnregisterAgent) -> None:
+        """The agent leaves for good (drained): removed now, not after the
+        ping timeouts. Its tasks ended already; any that did not are lost."""
+        agent = self._agent_for(peer)
+        if agent is None or agent.id != msg.agent_id:
+            return
+        self._remove_agent(agent, f"it unregistered ({msg.reason or 'no reason given'})", shutdown=False)
+
+    def agent_peers(self) -> dict[str, bytes]:
+        """agent id -> its connection, for a later core of this process (``agent_peers``)."""
+        peers = {agent.id: agent.peer for agent in self.agents.values()}
+        peers.update((a, p) for a, p in self._earlier_peers.items() if a in self._expected_agents)
+        return peers
 
     def _ping_agents(self) -> None:
+        for agent_id in sorted(self._expected_agents & self._earlier_peers.keys()):
+            # an agent this core does not know yet, on a connection an earlier core of this process
+            # knew: it believes it is registered, and would only notice after the ping silence (as
+            # Mesos's PingSlaveMessage.connected = false, it re-registers at once)
+            self._send(self._earlier_peers[agent_id], m.Ping(agent_id, connected=False))
         for agent in list(self.agents.values()):
             if agent.pings_unanswered >= self.config.max_agent_ping_timeouts:
                 self._remove_agent(agent, f"{agent.pings_unanswered} pings unanswered")
@@ -1246,7 +1278,7 @@ class MasterCore:
             agent.pings_unanswered += 1
             self._send(agent.peer, m.Ping(agent.id))
 
-    def _remove_agent(self, agent: AgentRecord, why: str) -> None:
+    def _remove_agent(self, agent: AgentRecord, why: str, shutdown: bool = True) -> None:
         log.warning("removing agent %s (%s): %s", agent.id, clip(agent.info.hostname), why)
         for framework_id, task_id in sorted(agent.tasks):
             found = self._task(framework_id, task_id)
@@ -1257,7 +1289,8 @@ class MasterCore:
         for record in self.frameworks.values():
             if record.connected:
                 self._send_framework(record, m.Failure(agent.id, why))
-        self._send(agent.peer, m.ShutdownAgent(why))
+        if shutdown:  # an agent that left on its own needs no telling
+            self._send(agent.peer, m.ShutdownAgent(why))
         self._agent_by_peer.pop(agent.peer, None)
         del self.agents[agent.id]
         self.agent_owners.release(agent.id)
@@ -1326,6 +1359,7 @@ class MasterCore:
         m.Revive: _revive, m.Suppress: _suppress, m.Kill: _kill, m.Acknowledge: _acknowledge,
         m.Reconcile: _reconcile, m.FrameworkMessage: _framework_message, m.Heartbeat: _heartbeat,
         m.RegisterAgent: _register_agent, m.ReregisterAgent: _reregister_agent, m.Pong: _pong,
+        m.UnregisterAgent: _unregister_agent,
         m.StatusUpdate: _status_update, m.GetState: _get_state,
     }
 

@@ -7,6 +7,7 @@ import attrs
 
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo, TaskInfo, TaskState, TaskStatus
+from mesoslike.wire.messages import TaskUsage
 
 __all__ = ["FrameworkRecord", "AgentRecord", "TaskRecord", "MasterConfig", "Holdings", "clip",
            "MAX_FAILOVER_TIMEOUT", "MAX_NAME_LENGTH", "MAX_ATTRIBUTES", "LOGGED_INPUT_LIMIT"]
@@ -159,6 +160,8 @@ class AgentRecord:
     pings_unanswered: int = 0
     registered_at: float = 0.0
     tasks: set[tuple[str, str]] = attrs.field(factory=set)        # (framework_id, task_id)
+    http_address: str = ""              # its HTTP endpoints (sandbox files), as it registered
+    usage: dict[tuple[str, str], TaskUsage] = attrs.field(factory=dict)  # its tasks', from its last PONG
 
     @property
     def id(self) -> str:

@@ -182,6 +182,7 @@ class MasterRuntime:
         self._leader_cache: tuple[float, dict[str, str]] = (float("-inf"), {})
         self._leader_cache_lock = threading.Lock()  # the HTTP thread asks too
         self._store = registry_store or MemoryRegistryStore()
+        self._last_core: MasterCore | None = None   # the core that served last (its agents' connections)
         registry = self._store.load() if zk is None else None  # bad: stop before binding
         self._server = Server(address)
         self.address = self._server.address
@@ -296,6 +297,7 @@ class MasterRuntime:
             return self._confirm(action.gap)
         with self._lock:
             if isinstance(action, Serve):
+                self._last_core = action.core
                 self._drop_held()  # a fresh core: frames meant for an older one are not its business
                 self._turn_end = self.clock.now()
                 self._log_leads(action.core)
@@ -321,7 +323,11 @@ class MasterRuntime:
         return []
 
     def _new_core(self, registry: Registry) -> MasterCore:
-        return MasterCore(self.clock, self.info, self.config, registry=registry, wall_clock=time.time)
+        # the agents' connections as the last core knew them: a new core of this process tells
+        # them at once that it does not know them (docs/agent.rst, "Re-registration")
+        peers = self._last_core.agent_peers() if self._last_core is not None else None
+        return MasterCore(self.clock, self.info, self.config, registry=registry, wall_clock=time.time,
+                          agent_peers=peers)
 
     def _log_leads(self, core: MasterCore) -> None:
         log.info("master %s leads (%d agents and %d frameworks in the registry)", self.info.id,

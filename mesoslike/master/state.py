@@ -17,6 +17,7 @@ from mesoslike.wire import TERMINAL_STATES, AgentInfo, FrameworkInfo, Offer, Tas
 
 if TYPE_CHECKING:
     from mesoslike.master.core import MasterCore
+    from mesoslike.master.records import TaskRecord
 
 __all__ = ["state_json", "metrics_text", "transport_metrics", "snapshot", "render_state", "StateSnapshot", "FrameworkLine"]
 
@@ -24,8 +25,9 @@ EMPTY = Resources()
 #: the terminal tasks per framework /state shows (the core keeps more: completed_tasks_per_framework)
 COMPLETED_SHOWN = 100
 
-#: a task as /state shows it: what it runs, its latest status, its agent
-TaskLine = tuple[TaskInfo, TaskStatus, str]
+#: a task as /state shows it: what it runs, its latest status, its agent, its
+#: usage as the agent measured it at its last PONG (None until then, or once it ended)
+TaskLine = tuple[TaskInfo, TaskStatus, str, "dict | None"]
 
 
 @attrs.frozen
@@ -46,7 +48,7 @@ class StateSnapshot:
 
     leader: dict[str, str]
     frameworks: tuple[FrameworkLine, ...]
-    agents: tuple[tuple[AgentInfo, Resources], ...]     # (info, available), by id
+    agents: tuple[tuple[AgentInfo, Resources, str], ...]     # (info, available, HTTP address), by id
     offers: tuple[Offer, ...]
     stats: AllocatorStatistics
     roles_config: dict | None
@@ -56,14 +58,21 @@ class StateSnapshot:
 def snapshot(core: MasterCore) -> StateSnapshot:
     """The core's state for ``/state`` (call it under the master's lock)."""
     allocator = core.allocator
+
+    def usage(task: TaskRecord) -> dict | None:
+        agent = core.agents.get(task.agent_id)
+        measured = agent.usage.get((task.framework_id, task.id)) if agent is not None else None
+        return None if measured is None or task.terminal else measured.statistics()
+
     frameworks = tuple(
         FrameworkLine(record.info, record.connected,
-                      tuple((task.info, task.status, task.agent_id)
+                      tuple((task.info, task.status, task.agent_id, usage(task))
                             for task in sorted(record.tasks.values(), key=lambda t: t.id)),
-                      tuple((task.info, task.status, task.agent_id) for task in record.completed[-COMPLETED_SHOWN:]))
+                      tuple((task.info, task.status, task.agent_id, None)
+                            for task in record.completed[-COMPLETED_SHOWN:]))
         for record in sorted(core.frameworks.values(), key=lambda r: r.id))
-    agents = tuple((agent.info, allocator.available(agent.id)) for agent in sorted(core.agents.values(),
-                                                                                    key=lambda a: a.id))
+    agents = tuple((agent.info, allocator.available(agent.id), agent.http_address)
+                   for agent in sorted(core.agents.values(), key=lambda a: a.id))
     roles_config = getattr(core, "roles_config", None)  # the roles file in force, set by the runtime
     policy = getattr(core, "preemption", None)
     preemption = None
@@ -79,7 +88,7 @@ def snapshot(core: MasterCore) -> StateSnapshot:
 
 
 def _task_json(line: TaskLine, hostnames: dict[str, str]) -> dict:
-    info, status, agent_id = line
+    info, status, agent_id, usage = line
     return {
         "id": info.task_id,
         "name": info.name,
@@ -89,6 +98,7 @@ def _task_json(line: TaskLine, hostnames: dict[str, str]) -> dict:
         "resources": str(info.resources),
         "message": status.message,
         "exit_code": status.exit_code,
+        "usage": usage,
     }
 
 
@@ -96,7 +106,7 @@ def render_state(snap: StateSnapshot) -> dict:
     """DESIGN §3.4's state document (plus a few extras) from a snapshot;
     needs no lock. O(agents + tasks + offers)."""
     stats = snap.stats
-    hostnames = {info.id: info.hostname for info, _ in snap.agents}
+    hostnames = {info.id: info.hostname for info, _, _ in snap.agents}
     offered_by: dict[str, Resources] = {}
     for offer in snap.offers:
         offered_by[offer.framework_id] = offered_by.get(offer.framework_id, EMPTY) + offer.resources
@@ -104,7 +114,7 @@ def render_state(snap: StateSnapshot) -> dict:
     frameworks = []
     for line in snap.frameworks:
         used = EMPTY
-        for info, status, agent_id in line.tasks:
+        for info, status, agent_id, _ in line.tasks:
             if status.state not in TERMINAL_STATES:
                 used = used + info.resources
                 used_by_agent[agent_id] = used_by_agent.get(agent_id, EMPTY) + info.resources
@@ -128,11 +138,12 @@ def render_state(snap: StateSnapshot) -> dict:
             "used": str(used_by_agent.get(info.id, EMPTY)),
             "available": str(available),
             "attributes": dict(info.attributes),
+            "http_address": http_address,  # its /files, /state, /monitor/statistics
             # every agent listed is registered on a live connection: one whose
             # pings go unanswered is removed, not kept as disconnected
             "connected": True,
         }
-        for info, available in snap.agents
+        for info, available, http_address in snap.agents
     ]
     offers = [
         {"id": o.id, "framework_id": o.framework_id, "agent_id": o.agent_id, "hostname": o.hostname,

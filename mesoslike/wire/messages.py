@@ -7,8 +7,8 @@ Three conversations share one schema:
   *events* (SUBSCRIBED, OFFERS, RESCIND, UPDATE, MESSAGE, FAILURE, ERROR,
   HEARTBEAT);
 - agent <-> master: REGISTER_AGENT / REREGISTER_AGENT, AGENT_REGISTERED,
-  PING / PONG, RUN_TASK, KILL_TASK, STATUS_UPDATE, STATUS_UPDATE_ACK,
-  FRAMEWORK_TO_AGENT, SHUTDOWN_AGENT;
+  PING / PONG (with the tasks' usage), RUN_TASK, KILL_TASK, STATUS_UPDATE,
+  STATUS_UPDATE_ACK, FRAMEWORK_TO_AGENT, SHUTDOWN_AGENT, UNREGISTER_AGENT;
 - any peer: ERROR, HEARTBEAT.
 
 Each message is an immutable attrs class with a unique ``TYPE``, registered
@@ -213,19 +213,28 @@ class RunningTask:
 @message
 @attrs.frozen
 class RegisterAgent:
+    """An agent's first registration. ``http_address``: where its HTTP
+    endpoints (sandbox files, usage) answer, "" if it serves none."""
+
     TYPE: ClassVar[str] = "REGISTER_AGENT"
     agent: AgentInfo
     version: str = ""
+    http_address: str = ""
 
 
 @message
 @attrs.frozen
 class ReregisterAgent:
+    """An agent that has an id registers again (a new master, a restarted
+    agent): with the tasks it runs and those whose terminal update is
+    unacknowledged."""
+
     TYPE: ClassVar[str] = "REREGISTER_AGENT"
     agent: AgentInfo
     tasks: list[RunningTask] = attrs.field(factory=list)
     frameworks: list[FrameworkInfo] = attrs.field(factory=list)
     version: str = ""
+    http_address: str = ""
 
 
 @message
@@ -240,15 +249,50 @@ class AgentRegistered:
 @message
 @attrs.frozen
 class Ping:
+    """Master -> agent liveness. ``connected`` false: the master does not
+    know this agent on this connection (it restarted or leads with a fresh
+    state): the agent must re-register now (Mesos's ``PingSlaveMessage``)."""
+
     TYPE: ClassVar[str] = "PING"
     agent_id: str = ""
+    connected: bool = True
+
+
+@attrs.frozen
+class TaskUsage:
+    """What one task uses, as its agent measured it (a part of PONG, and the
+    agent's ``/monitor/statistics``; Mesos's ``ResourceStatistics`` names).
+    Limits of 0 mean none; ``enforced`` says whether they are (cgroups)."""
+
+    framework_id: str
+    task_id: str
+    timestamp: float
+    cpus_user_time_secs: float = 0.0
+    cpus_system_time_secs: float = 0.0
+    cpus_limit: float = 0.0
+    mem_rss_bytes: int = 0
+    mem_total_bytes: int = 0
+    mem_limit_bytes: int = 0
+    mem_max_bytes: int = 0
+    cpus_nr_throttled: int = 0
+    cpus_throttled_time_secs: float = 0.0
+    processes: int = 0
+    enforced: bool = False
+
+    def statistics(self) -> dict:
+        """Everything but the ids, by name (as ``/monitor/statistics`` and
+        the master's ``/state`` show it)."""
+        return {name: value for name, value in attrs.asdict(self).items() if name not in ("framework_id", "task_id")}
 
 
 @message
 @attrs.frozen
 class Pong:
+    """The answer to PING, with the agent's latest measurement of its tasks."""
+
     TYPE: ClassVar[str] = "PONG"
     agent_id: str
+    usage: list[TaskUsage] = attrs.field(factory=list)
 
 
 @message
@@ -294,6 +338,17 @@ class ShutdownAgent:
     register anew)."""
 
     TYPE: ClassVar[str] = "SHUTDOWN_AGENT"
+    reason: str = ""
+
+
+@message
+@attrs.frozen
+class UnregisterAgent:
+    """Agent -> master: the agent is leaving for good (it was drained, its
+    tasks killed): remove it now instead of after the ping timeouts."""
+
+    TYPE: ClassVar[str] = "UNREGISTER_AGENT"
+    agent_id: str
     reason: str = ""
 
 

@@ -1,0 +1,412 @@
+"""A task's supervisor: the small per-task process (our *executor*, in
+Mesos's words) that runs one task, outlives the agent, and records how the
+task ended.
+
+The agent starts it in a session of its own (so the agent's Ctrl-C, SIGTERM
+or death leaves it alone) as ``python -I -S supervisor.py RUN_DIR``. It uses
+the standard library only and is run as a file, not through the package,
+so that it starts in ~30 ms and holds ~10 MB. It talks to the agent through
+files in ``RUN_DIR`` (each written whole: temp file, fsync, rename, fsync of
+the directory) and two signals:
+
+==================  =========================================================
+``launch.json``     written by the agent: what to run and how
+                    (:func:`read_launch` says which keys)
+``supervisor.json`` the supervisor's pid and start time (written first, so a
+                    restarted agent can tell it from a process that reused
+                    the pid)
+``task.json``       the task's pid, once it runs
+``exit.json``       ``{"ended": false}`` until the task ended, then its exit
+                    status (:data:`EXIT_KEYS`); pre-made by the agent at full
+                    size, so that the final status can be written in place
+                    when the disk is full
+``supervisor.log``  what the supervisor itself says (stdout and stderr)
+==================  =========================================================
+
+The task runs as ``/bin/sh -c COMMAND`` in a session and process group of
+its own (its pid is the group id), inside the task's cgroups (it writes its
+own pid into each ``cgroup.procs`` before ``exec``; the supervisor stays
+outside, so its memory is not charged to the task), with the environment,
+working directory and output files of ``launch.json``.
+
+Signals from the agent: ``SIGTERM`` — kill the task: SIGTERM to its process
+group, SIGKILL after ``grace_period`` seconds; ``SIGUSR1`` — kill it at once
+(SIGKILL). SIGINT and SIGHUP are ignored. When the task's leading process
+exits, whatever is left of its group and of its cgroups is SIGKILLed, the
+cgroups' out-of-memory counters are read, the cgroups are removed, and
+``exit.json`` is written. Then the supervisor exits.
+
+Recovery timeout: the agent's pid and start time are in the file
+``agent_pid_file`` names. The supervisor looks every second; once that agent
+process has been gone for ``recovery_timeout`` seconds (no agent came back
+on the work directory, or none re-attached), it kills the task (as for
+SIGTERM) and records ``reason: "recovery_timeout"`` (Mesos's executors do
+the same when their agent does not come back within ``--recovery_timeout``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+__all__ = ["LAUNCH_FILE", "SUPERVISOR_FILE", "TASK_FILE", "EXIT_FILE", "LOG_FILE", "EXIT_PLACEHOLDER_SIZE",
+           "EXIT_KEYS", "REASON_RECOVERY_TIMEOUT", "REASON_LAUNCH_FAILED", "write_atomically",
+           "write_json_atomically", "read_json", "exit_placeholder", "process_start_ticks", "cgroup_pids",
+           "kill_cgroups", "flat_keyed", "read_int", "remove_cgroup", "main"]
+
+LAUNCH_FILE = "launch.json"
+SUPERVISOR_FILE = "supervisor.json"
+TASK_FILE = "task.json"
+EXIT_FILE = "exit.json"
+LOG_FILE = "supervisor.log"
+#: bytes of the pre-made ``exit.json``: the final status always fits in it
+EXIT_PLACEHOLDER_SIZE = 4096
+#: what ``exit.json`` holds once the task ended
+EXIT_KEYS = ("ended", "exit_code", "signal", "reason", "message", "killed", "oom_kills", "memory_peak_bytes",
+             "ended_at")
+REASON_RECOVERY_TIMEOUT = "recovery_timeout"
+REASON_LAUNCH_FAILED = "launch_failed"
+
+SHELL = "/bin/sh"
+#: how often the agent's liveness is looked at (s)
+AGENT_CHECK_INTERVAL = 1.0
+#: how long the remains of a task are SIGKILLed before giving up on them (s)
+CLEANUP_LIMIT = 5.0
+_WATCHED = (signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1)
+
+
+# ----------------------------------------------------------- shared helpers
+def write_atomically(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that a reader (or a crash) sees the old
+    file or the new one, never a part: a temp file in the same directory,
+    fsync, rename over, fsync of the directory."""
+    directory = os.path.dirname(path) or "."
+    temp = f"{path}.tmp-{os.getpid()}"
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def write_json_atomically(path: str, value: object) -> None:
+    """:func:`write_atomically` of ``value`` as JSON."""
+    write_atomically(path, json.dumps(value, sort_keys=True).encode())
+
+
+def read_json(path: str) -> object:
+    """The JSON document in ``path``; raises OSError or ValueError."""
+    with open(path, "rb") as source:
+        return json.loads(source.read())
+
+
+def exit_placeholder() -> bytes:
+    """The pre-made ``exit.json``: "not ended", padded to its full size."""
+    text = json.dumps({"ended": False}).encode()
+    return text + b" " * (EXIT_PLACEHOLDER_SIZE - len(text) - 1) + b"\n"
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot), or None if it
+    does not exist or has ended (a zombie). Tells a process from a later one
+    that reused its pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as source:
+            text = source.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+# ------------------------------------------------------------ the process
+def read_launch(path: str) -> dict:
+    """``launch.json``, checked: command, cwd, env, stdout, stderr,
+    grace_period, recovery_timeout, agent_pid_file, cgroups (directories),
+    oom_events (``[file, key]`` pairs counting OOM kills), memory_peak (a file
+    or "")."""
+    launch = read_json(path)
+    if not isinstance(launch, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    for key, kind in (("command", str), ("cwd", str), ("env", dict), ("stdout", str), ("stderr", str),
+                      ("grace_period", (int, float)), ("recovery_timeout", (int, float)), ("agent_pid_file", str),
+                      ("cgroups", list), ("oom_events", list), ("memory_peak", str)):
+        if not isinstance(launch.get(key), kind):
+            raise ValueError(f"{path}: {key} missing or of the wrong type")
+    return launch
+
+
+class Supervisor:
+    """One task's life: start, watch, kill on request, clean up, record."""
+
+    def __init__(self, run_dir: str) -> None:
+        self.run_dir = run_dir
+        self.launch: dict = {}
+        self.task_pid = 0
+        self.child: subprocess.Popen | None = None
+        self.kill_deadline: float | None = None
+        self.sigkill_sent = False
+        self.killed = False
+        self.reason = ""
+        self.message = ""
+        self.agent_seen_at = time.monotonic()
+        self.next_agent_check = self.agent_seen_at
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.run_dir, name)
+
+    def run(self) -> int:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
+        write_json_atomically(self.path(SUPERVISOR_FILE),
+                              {"pid": os.getpid(), "start_ticks": process_start_ticks(os.getpid())})
+        try:
+            self.launch = read_launch(self.path(LAUNCH_FILE))
+        except FileNotFoundError:
+            say("launch.json is gone: the launch was cancelled")
+            return 0
+        except (OSError, ValueError) as exc:
+            self.record(None, None, REASON_LAUNCH_FAILED, f"unreadable launch file: {exc}")
+            return 1
+        try:
+            self.task_pid = self.start()
+        except (OSError, subprocess.SubprocessError) as exc:
+            self.record(None, None, REASON_LAUNCH_FAILED, f"{type(exc).__name__}: {exc}")
+            return 1
+        write_json_atomically(self.path(TASK_FILE), {"pid": self.task_pid})
+        status = self.watch()
+        self.clean_up()
+        code, signum = (None, os.WTERMSIG(status)) if os.WIFSIGNALED(status) else (os.WEXITSTATUS(status), None)
+        self.record(code, signum, self.reason, self.message)
+        return 0
+
+    def start(self) -> int:
+        launch = self.launch
+        cgroup_procs = [os.path.join(directory, "cgroup.procs") for directory in launch["cgroups"]]
+
+        def child_setup() -> None:  # in the child, before exec: runs single-threaded
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1):
+                signal.signal(signum, signal.SIG_DFL)
+            for procs in cgroup_procs:  # into the task's cgroups before any of its code runs
+                with open(procs, "w") as sink:
+                    sink.write(str(os.getpid()))
+
+        with open(launch["stdout"], "ab") as stdout, open(launch["stderr"], "ab") as stderr:
+            child = subprocess.Popen([SHELL, "-c", launch["command"]], cwd=launch["cwd"], env=launch["env"],
+                                     stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, close_fds=True,
+                                     start_new_session=True, preexec_fn=child_setup)
+        self.child = child  # kept: its finaliser must not run; watch() reaps it with waitpid
+        return child.pid
+
+    def watch(self) -> int:
+        """Wait for the task's leader to exit, killing on request; its wait status."""
+        while True:
+            if _exited(self.task_pid):
+                # the unreaped leader still pins the group id: clear the group, then reap
+                self.signal_group(signal.SIGKILL)
+                _, status = os.waitpid(self.task_pid, 0)
+                return status
+            now = time.monotonic()
+            if self.kill_deadline is not None and now >= self.kill_deadline and not self.sigkill_sent:
+                self.sigkill()
+            if now >= self.next_agent_check:
+                self.next_agent_check = now + AGENT_CHECK_INTERVAL
+                self.check_agent(now)
+            timeout = self.next_agent_check - now
+            if self.kill_deadline is not None and not self.sigkill_sent:
+                timeout = min(timeout, self.kill_deadline - now)
+            info = signal.sigtimedwait(_WATCHED, max(0.0, timeout))
+            if info is None:
+                continue
+            if info.si_signo == signal.SIGTERM:
+                self.kill(float(self.launch["grace_period"]))
+            elif info.si_signo == signal.SIGUSR1:
+                self.kill(0.0)
+
+    def check_agent(self, now: float) -> None:
+        if _agent_alive(self.launch["agent_pid_file"]):
+            self.agent_seen_at = now
+            return
+        timeout = float(self.launch["recovery_timeout"])
+        if now - self.agent_seen_at >= timeout and self.kill_deadline is None:
+            self.reason = REASON_RECOVERY_TIMEOUT
+            self.message = f"the agent did not come back within {timeout:g} s (--recovery-timeout)"
+            say(self.message + ": killing the task")
+            self.kill(float(self.launch["grace_period"]))
+
+    def kill(self, grace: float) -> None:
+        self.killed = True
+        now = time.monotonic()
+        if self.kill_deadline is None:
+            self.signal_group(signal.SIGTERM)
+            self.kill_deadline = now + max(0.0, grace)
+        else:
+            self.kill_deadline = min(self.kill_deadline, now + max(0.0, grace))
+        if grace <= 0:
+            self.sigkill()
+
+    def sigkill(self) -> None:
+        self.sigkill_sent = True
+        self.signal_group(signal.SIGKILL)
+        self.kill_cgroups()
+
+    def signal_group(self, signum: int) -> None:
+        try:
+            os.killpg(self.task_pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def kill_cgroups(self) -> bool:
+        """SIGKILL every process left in the task's cgroups; True if none was left."""
+        return kill_cgroups(self.launch.get("cgroups", []))
+
+    def clean_up(self) -> None:
+        """The task's leader has ended: nothing of it may stay behind."""
+        deadline = time.monotonic() + CLEANUP_LIMIT
+        while not self.kill_cgroups() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def record(self, exit_code: int | None, signum: int | None, reason: str, message: str) -> None:
+        launch = self.launch
+        oom_kills = sum(flat_keyed(path).get(key, 0) for path, key in launch.get("oom_events", []))
+        peak = read_int(launch["memory_peak"]) if launch.get("memory_peak") else None
+        for directory in launch.get("cgroups", []):
+            if not remove_cgroup(directory):
+                say(f"could not remove the cgroup {directory}")
+        status = {"ended": True, "exit_code": exit_code, "signal": signum, "reason": reason, "message": message,
+                  "killed": self.killed, "oom_kills": oom_kills, "memory_peak_bytes": peak, "ended_at": time.time()}
+        path = self.path(EXIT_FILE)
+        try:
+            write_json_atomically(path, status)
+        except OSError as exc:
+            # most likely a full disk: the pre-made file has the room, write in place
+            say(f"cannot replace {path} ({exc}); writing it in place")
+            data = json.dumps(status).encode()
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, data + b" " * max(0, EXIT_PLACEHOLDER_SIZE - len(data) - 1) + b"\n", 0)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def say(text: str) -> None:
+    """A line to the supervisor's log. Unbuffered, and never an error: on a
+    full disk the log cannot grow, and the exit status matters more."""
+    try:
+        os.write(2, (text + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+def _exited(pid: int) -> bool:
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _agent_alive(pid_file: str) -> bool:
+    try:
+        agent = read_json(pid_file)
+        pid, ticks = agent["pid"], agent["start_ticks"]  # type: ignore[index]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return isinstance(pid, int) and process_start_ticks(pid) == ticks
+
+
+def cgroup_pids(directory: str) -> list[int]:
+    """The processes in a cgroup (none if it is gone)."""
+    try:
+        with open(os.path.join(directory, "cgroup.procs")) as source:
+            return [int(line) for line in source if line.strip()]
+    except (OSError, ValueError):
+        return []
+
+
+def kill_cgroups(directories: list[str]) -> bool:
+    """SIGKILL every process in these cgroups; True if there was none."""
+    empty = True
+    for directory in directories:
+        for pid in cgroup_pids(directory):
+            empty = False
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return empty
+
+
+def flat_keyed(path: str) -> dict[str, int]:
+    """A cgroup file of ``key value`` lines as a dict (empty if unreadable)."""
+    values: dict[str, int] = {}
+    try:
+        with open(path) as source:
+            lines = source.read().splitlines()
+    except OSError:
+        return values
+    for line in lines:
+        key, _, value = line.partition(" ")
+        try:
+            values[key] = int(value)
+        except ValueError:
+            continue
+    return values
+
+
+def read_int(path: str) -> int | None:
+    """The integer a file holds (None if unreadable)."""
+    try:
+        with open(path) as source:
+            return int(source.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def remove_cgroup(directory: str) -> bool:
+    """Remove an emptied cgroup, waiting a little for the kernel to let go of
+    its last process (EBUSY meanwhile). True if it is gone."""
+    for _ in range(50):
+        try:
+            os.rmdir(directory)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            time.sleep(0.02)
+    return False
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        say("usage: supervisor.py RUN_DIR")
+        return 2
+    return Supervisor(argv[0]).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,212 @@
+"""``mesoslike task log``: print (or follow) what a task wrote to its
+sandbox, wherever it ran.
+
+The master's state names the task's agent and the agent's HTTP address;
+the agent's ``/files/read`` serves the sandbox file (``docs/agent.rst``,
+"HTTP"). A task the master no longer knows (its framework was removed — a
+``mesoslike run`` that ended — or it is older than the master's memory of
+ended tasks) is looked for in the agents' sandboxes, which stay for
+``--gc-delay``. The helpers here are shared with ``mesoslike run``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import click
+
+from mesoslike.cli.options import die, logging_option, option
+from mesoslike.errors import MesoslikeError
+
+__all__ = ["task", "locate_task", "sandbox_file", "read_file", "read_tail", "TaskLocation"]
+
+#: seconds between reads when following
+FOLLOW_INTERVAL = 0.5
+#: seconds between looks at the master, when following, for whether the task ended
+STATE_INTERVAL = 2.0
+
+
+class TaskLocation:
+    """Where a task ran: its framework, its record in the master's state
+    (None when it was found in an agent's sandboxes), its agent's record."""
+
+    def __init__(self, framework_id: str, task_id: str, task: dict | None, agent: dict | None) -> None:
+        self.framework_id = framework_id
+        self.task_id = task_id
+        self.task = task
+        self.agent = agent
+
+    @property
+    def http_address(self) -> str:
+        return (self.agent or {}).get("http_address", "")
+
+    @property
+    def terminal(self) -> bool:
+        """Has the task ended (as the master, or else its agent, says)?"""
+        from mesoslike import TaskStatus
+
+        if self.task is not None:
+            return TaskStatus(task_id="", state=self.task["state"]).terminal
+        try:
+            live = _get_json(f"{self.http_address}/state", 5.0).get("tasks", [])
+        except MesoslikeError:
+            return True
+        return not any(t["id"] == self.task_id and t["framework_id"] == self.framework_id and
+                       not TaskStatus(task_id="", state=t["state"]).terminal for t in live)
+
+
+def locate_task(doc: dict, task_id: str, framework_id: str | None = None) -> TaskLocation:
+    """The task ``task_id`` in the master's state document (live or recently
+    ended); :class:`MesoslikeError` if it is unknown or ambiguous."""
+    found = []
+    for framework in doc.get("frameworks", []):
+        if framework_id is not None and framework["id"] != framework_id:
+            continue
+        for record in [*framework.get("tasks", []), *reversed(framework.get("completed_tasks", []))]:
+            if record["id"] == task_id:
+                found.append((framework["id"], record))
+                break
+    if not found:
+        return _find_sandbox(doc, task_id, framework_id)
+    if len(found) > 1:
+        raise MesoslikeError(f"several frameworks have a task {task_id!r} ({', '.join(f for f, _ in found)}): "
+                             "say which with --framework")
+    framework, record = found[0]
+    agent = next((a for a in doc.get("agents", []) if a["id"] == record["agent_id"]), None)
+    return TaskLocation(framework, task_id, record, agent)
+
+
+def _find_sandbox(doc: dict, task_id: str, framework_id: str | None) -> TaskLocation:
+    """A task the master does not know: look for its sandbox on every agent."""
+    from mesoslike.agent.executor import path_component
+
+    found = []
+    for agent in doc.get("agents", []):
+        address = agent.get("http_address")
+        if not address:
+            continue
+        try:
+            frameworks = [entry["path"] for entry in _get_json(f"{address}/files/browse?path=", 5.0)]
+        except MesoslikeError:
+            continue
+        if framework_id is not None:
+            frameworks = [f for f in frameworks if f == path_component(framework_id)]
+        for framework in frameworks:
+            query = urllib.parse.urlencode({"path": f"{framework}/{path_component(task_id)}"})
+            try:
+                _get_json(f"{address}/files/browse?{query}", 5.0)
+            except MesoslikeError:
+                continue
+            found.append((framework_id or framework, agent))
+    where = f" of framework {framework_id}" if framework_id else ""
+    if not found:
+        raise MesoslikeError(f"no task {task_id!r}{where} is known to the master, and no agent has its sandbox "
+                             "(sandboxes of ended tasks are removed after the agents' --gc-delay)")
+    if len(found) > 1:
+        places = ", ".join(f"{framework} on {agent['hostname']}" for framework, agent in found)
+        raise MesoslikeError(f"sandboxes of a task {task_id!r} of several frameworks or agents were found "
+                             f"({places}): say which with --framework")
+    return TaskLocation(found[0][0], task_id, None, found[0][1])
+
+
+def sandbox_file(framework_id: str, task_id: str, name: str) -> str:
+    """The ``/files`` path of a task's sandbox file (``stdout``, ``stderr``)."""
+    from mesoslike.agent.executor import path_component
+
+    return f"{path_component(framework_id)}/{path_component(task_id)}/{name}"
+
+
+def _get_json(url: str, timeout: float) -> dict:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            problem = json.loads(exc.read()).get("error", exc.reason)
+        except ValueError:
+            problem = exc.reason
+        raise MesoslikeError(f"{url.split('?')[0]} answered {exc.code}: {problem}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise MesoslikeError(f"cannot read {url.split('?')[0]}: {exc}") from None
+
+
+def read_file(http_address: str, path: str, offset: int = 0, timeout: float = 5.0) -> tuple[bytes, int]:
+    """The bytes of a sandbox file from ``offset`` on (up to the agent's page
+    size), and the offset after them."""
+    query = urllib.parse.urlencode({"path": path, "offset": offset})
+    reply = _get_json(f"{http_address}/files/read?{query}", timeout)
+    data = str(reply.get("data", "")).encode("utf-8", "surrogateescape")
+    return data, int(reply.get("offset", offset)) + len(data)
+
+
+def read_tail(http_address: str, path: str, lines: int = 10, timeout: float = 5.0) -> list[str]:
+    """The last ``lines`` lines of a sandbox file (from its last 64 KiB)."""
+    size = int(_get_json(f"{http_address}/files/read?" + urllib.parse.urlencode({"path": path, "offset": -1}),
+                         timeout)["offset"])
+    data, _ = read_file(http_address, path, max(0, size - 64 * 1024), timeout)
+    return data.decode("utf-8", "replace").splitlines()[-lines:] if lines > 0 else []
+
+
+@click.group()
+def task() -> None:
+    """Look at tasks: what they printed."""
+
+
+@task.command("log")
+@option("", "--master", "master_address", required=True,
+        help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to ask the leader.")
+@option("task", "--framework", "framework_id", default=None, show_default="any",
+        help="The task's framework id (needed when tasks of several frameworks have this id).")
+@option("task", "--stderr", "stderr", is_flag=True, default=False, show_default="stdout",
+        help="Print the task's stderr instead of its stdout.")
+@option("task", "--follow", "-f", "follow", is_flag=True, default=False, show_default="off",
+        help="Keep printing what the task writes until it has ended (or Ctrl-C).")
+@option("task", "--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0,
+        help="Seconds to wait for the master and the agent.")
+@logging_option("task")
+@click.argument("task_id")
+def log(master_address: str, framework_id: str | None, stderr: bool, follow: bool, timeout: float,
+        task_id: str) -> None:
+    """Print what task TASK_ID wrote to its sandbox's stdout (or stderr),
+    found through the master on whichever agent it ran."""
+    from mesoslike.cli.state import fetch_state
+
+    try:
+        where = locate_task(fetch_state(master_address, timeout), task_id, framework_id)
+        if not where.http_address:
+            agent = (where.task or {}).get("agent_id", "?")
+            raise MesoslikeError(f"task {task_id} ran on agent {agent}, which is not registered any more (or serves "
+                                 "no HTTP): its sandbox is on that machine, below the agent's --work-dir/sandboxes")
+        path = sandbox_file(where.framework_id, task_id, "stderr" if stderr else "stdout")
+        _print_file(master_address, where, path, follow, timeout)
+    except MesoslikeError as exc:
+        die(str(exc))
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+
+
+def _print_file(master_address: str, where: TaskLocation, path: str, follow: bool, timeout: float) -> None:
+    from mesoslike.cli.state import fetch_state
+
+    out = sys.stdout.buffer
+    offset = 0
+    ended = where.terminal
+    next_state = time.monotonic() + STATE_INTERVAL
+    while True:
+        data, offset = read_file(where.http_address, path, offset, timeout)
+        if data:
+            out.write(data)
+            out.flush()
+            continue  # more may be waiting (a page at a time)
+        if not follow or ended:
+            return
+        if time.monotonic() >= next_state:
+            next_state = time.monotonic() + STATE_INTERVAL
+            ended = locate_task(fetch_state(master_address, timeout), where.task_id, where.framework_id).terminal
+            continue  # one more read after it ended: what it wrote last
+        time.sleep(FOLLOW_INTERVAL)

@@ -1,0 +1,233 @@
+"""Helpers for the agent's tests: a scripted master, real cgroups that are
+cleaned up, and real ``mesoslike agent`` processes.
+
+Every cgroup a test makes lies below a root of its own
+(:func:`cgroups_root`), removed with everything in it when the test ends;
+every process is killed by the fixtures that started it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from e2e_helpers import Cluster, Proc, RecordingScheduler, http_get
+from mesoslike import Resources, TaskInfo, TaskState
+from mesoslike.agent.isolation import CgroupsV1Isolator, CgroupsV2Isolator, select_isolator
+from mesoslike.agent.supervisor import cgroup_pids, kill_cgroups, process_start_ticks, read_json, remove_cgroup
+from mesoslike.transport import Server
+from mesoslike.wire import messages as m
+from mesoslike.wire.types import MasterInfo
+from waiting import wait_until
+
+_roots = itertools.count()
+
+
+# ------------------------------------------------------------ cgroups
+def cgroup_bases(root: str) -> list[str]:
+    """Where ``select_isolator`` puts the task cgroups of ``root`` (one per hierarchy)."""
+    isolator = select_isolator("auto", cgroups_root=root)
+    if isinstance(isolator, (CgroupsV1Isolator, CgroupsV2Isolator)):
+        return sorted(set(isolator.bases.values()))
+    return []
+
+
+def remove_cgroup_root(root: str) -> list[str]:
+    """Kill everything below the cgroup ``root`` and remove it; returns what could not be removed."""
+    left = []
+    for base in cgroup_bases(root):
+        if not os.path.isdir(base):
+            continue
+        children = [os.path.join(base, name) for name in os.listdir(base) if os.path.isdir(os.path.join(base, name))]
+        deadline = time.monotonic() + 5.0
+        while not kill_cgroups(children) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for directory in [*children, base]:
+            if not remove_cgroup(directory):
+                left.append(directory)
+    return left
+
+
+def require_cgroups() -> str:
+    """The cgroup isolator's name here; skips without writable cgroups — fails under CI=true."""
+    isolator = select_isolator("auto", cgroups_root=f"mesoslike-probe-{os.getpid()}")
+    if isolator.enforcing:
+        return isolator.name
+    message = "no writable cgroups (v2 with memory and cpu, or v1) on this machine: run as root"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{message}; under CI=true these tests must not skip", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def cgroups_root():
+    """A cgroup root of the test's own (``--cgroups-root``), removed afterwards with all below it."""
+    root = f"mesoslike-test-{os.getpid()}-{next(_roots)}"
+    yield root
+    left = remove_cgroup_root(root)
+    assert not left, f"cgroups left behind: {left}"
+
+
+def cgroups_below(root: str) -> list[str]:
+    """The task cgroups that exist below ``root`` now."""
+    found = []
+    for base in cgroup_bases(root):
+        if os.path.isdir(base):
+            found += [name for name in os.listdir(base) if os.path.isdir(os.path.join(base, name))]
+    return sorted(found)
+
+
+# ------------------------------------------------------- a scripted master
+class FakeMaster:
+    """A ROUTER socket with a backlog: tests wait for the message they expect."""
+
+    def __init__(self):
+        self.server = Server("tcp://127.0.0.1:0")
+        self.address = self.server.address
+        self.info = MasterInfo("master-1", self.address)
+        self.peer = None
+        self.backlog = []
+
+    def expect(self, kind, where=lambda msg: True, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, (peer, msg) in enumerate(self.backlog):
+                if isinstance(msg, kind) and where(msg):
+                    del self.backlog[i]
+                    self.peer = peer
+                    return msg
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no {kind.__name__} within {timeout} s; got {[m for _, m in self.backlog]}")
+            if self.server.wait(min(left, 0.1)):
+                self.backlog.extend(self.server.receive())
+
+    def send(self, message):
+        self.server.send(self.peer, message)
+
+    def register(self, agent_id="agent-1", ping_interval=30.0):
+        registration = self.expect(m.RegisterAgent)
+        self.send(m.AgentRegistered(agent_id, self.info, ping_interval))
+        return registration
+
+    def update(self, task_id, ack=True, timeout=10.0):
+        msg = self.expect(m.StatusUpdate, where=lambda u: u.status.task_id == task_id, timeout=timeout)
+        if ack:
+            self.ack(msg.status)
+        return msg.status
+
+    def ack(self, status):
+        self.send(m.StatusUpdateAck(status.agent_id, status.framework_id, status.task_id, status.uuid))
+
+    def updates_until_terminal(self, task_id, timeout=20.0):
+        statuses = [self.update(task_id, timeout=timeout)]
+        while not statuses[-1].terminal:
+            statuses.append(self.update(task_id, timeout=timeout))
+        return statuses
+
+    def close(self):
+        self.server.close()
+
+
+@pytest.fixture
+def master():
+    """A FakeMaster, closed after the test."""
+    fake = FakeMaster()
+    yield fake
+    fake.close()
+
+
+# ------------------------------------------------------------- a framework
+class Launcher(RecordingScheduler):
+    """Launches ``tasks`` (task id -> command) on the first offer, declines the rest."""
+
+    def __init__(self, tasks: dict[str, str], resources: str = "cpus:0.25;mem:64", grace: float = 1.0):
+        super().__init__()
+        self.tasks, self.resources, self.grace = tasks, Resources.parse(resources), grace
+        self.launched = False
+
+    def on_offers(self, driver, offers):
+        for offer in offers:
+            if self.launched:
+                driver.decline_offer(offer.id)
+                continue
+            self.launched = True
+            driver.launch_tasks([offer.id], [TaskInfo(task_id, offer.agent_id, command, self.resources,
+                                                      kill_grace_period=self.grace)
+                                             for task_id, command in self.tasks.items()])
+
+    def states(self, task_id):
+        return [s.state for s in self.statuses(task_id)]
+
+    def running(self, *task_ids):
+        return all(TaskState.RUNNING in self.states(t) for t in task_ids)
+
+    def terminal(self, task_id):
+        return [s for s in self.statuses(task_id) if s.terminal]
+
+
+# ------------------------------------------------------ real agent processes
+_names = itertools.count()
+
+
+def start_agent(cluster: Cluster, hostname: str, resources: str, *extra: str, wait: bool = True,
+                timeout: float = 20.0) -> Proc:
+    """``mesoslike agent`` for ``hostname`` with its work dir under the cluster's,
+    and ``extra`` options (e.g. ``--cgroups-root``)."""
+    args = ["agent", "--master", cluster.address, "--resources", resources, "--hostname", hostname,
+            "--work-dir", str(cluster.work_root / hostname), "--log-level", "info", *extra]
+    proc = cluster._start(f"agent-{hostname}-{next(_names)}", args)
+    cluster.agents[hostname] = proc
+    if wait:
+        cluster.wait_for_agents([hostname], timeout=timeout)
+    return proc
+
+
+def agent_state(cluster: Cluster, hostname: str) -> dict:
+    """The agent's own ``/state`` (found through the master's)."""
+    agent = next(a for a in cluster.state()["agents"] if a["hostname"] == hostname)
+    status, _, body = http_get(agent["http_address"] + "/state")
+    if status != 200:
+        raise ValueError(f"the agent's /state answered {status}")
+    return json.loads(body)
+
+
+def run_dir(cluster: Cluster, hostname: str, framework_id: str, task_id: str) -> Path:
+    from mesoslike.agent.executor import run_dir_path
+
+    return run_dir_path(cluster.work_root / hostname, framework_id, task_id)
+
+
+def sandbox(cluster: Cluster, hostname: str, framework_id: str, task_id: str) -> Path:
+    from mesoslike.agent.executor import sandbox_path
+
+    return sandbox_path(cluster.work_root / hostname, framework_id, task_id)
+
+
+def supervisor_pid(directory: Path) -> int:
+    return read_json(str(directory / "supervisor.json"))["pid"]  # type: ignore[index]
+
+
+def alive(pid: int) -> bool:
+    return process_start_ticks(pid) is not None
+
+
+def read_pid_file(path: Path, timeout: float = 10.0) -> int:
+    wait_until(lambda: path.exists() and path.read_text().strip(), timeout, f"{path}")
+    return int(path.read_text().split()[0])
+
+
+def kill_9(proc: Proc) -> None:
+    """SIGKILL a process's group and reap it (its tasks, in sessions of their own, live on)."""
+    proc.signal_group(signal.SIGKILL)
+    proc.popen.wait(timeout=10)
+
+
+__all__ = ["FakeMaster", "master", "Launcher", "cgroups_root", "cgroups_below", "cgroup_pids", "remove_cgroup_root", "require_cgroups",
+           "start_agent", "agent_state", "run_dir", "sandbox", "supervisor_pid", "alive", "read_pid_file", "kill_9"]

@@ -1,0 +1,104 @@
+"""Sandbox garbage collection (issue 15 §7): the plan (pure) and the agent
+carrying it out — ended tasks' sandboxes go after ``gc_delay``, sooner past
+the disk watermark, a live task's never; and the default work dir is the
+agent's own, not one shared by every user of the machine."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+from agent_helpers import master  # noqa: F401 (fixture)
+from mesoslike.agent.gc import Sandbox, parse_duration, plan
+from mesoslike.agent.runtime import AgentRuntime, default_work_dir
+from mesoslike.resources import Resources
+from mesoslike.wire import messages as m
+from mesoslike.wire.types import FrameworkInfo, TaskInfo, TaskState
+from waiting import wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+DAY = 86400.0
+FW = FrameworkInfo(name="demo", id="fw-1")
+
+
+def sandboxes(*ages_and_sizes, now=100 * DAY):
+    return [Sandbox(f"s{i}", now - age, size) for i, (age, size) in enumerate(ages_and_sizes)]
+
+
+def test_sandboxes_older_than_the_delay_go_the_others_stay():
+    entries = sandboxes((8 * DAY, 10), (6 * DAY, 10), (1.0, 10))
+    chosen = plan(entries, now=100 * DAY, gc_delay=7 * DAY, disk_used=10, disk_total=100, disk_watermark=0.9)
+    assert [s.path for s in chosen] == ["s0"]
+
+
+def test_past_the_watermark_the_oldest_go_until_the_use_is_back_under_it():
+    entries = sandboxes((1 * DAY, 30), (3 * DAY, 30), (2 * DAY, 30), (0.5 * DAY, 30))
+    chosen = plan(entries, now=100 * DAY, gc_delay=7 * DAY, disk_used=95, disk_total=100, disk_watermark=0.5)
+    assert [s.path for s in chosen] == ["s1", "s2"]          # oldest first; 95 - 60 = 35 <= 50
+    everything = plan(entries, now=100 * DAY, gc_delay=7 * DAY, disk_used=400, disk_total=100, disk_watermark=0.5)
+    assert len(everything) == 4                               # even all of them may not be enough
+
+
+def test_durations():
+    assert [parse_duration(t) for t in ("90", "90s", "15m", "12h", "7d", "1w", "0.5h")] == \
+        [90.0, 90.0, 900.0, 43200.0, 7 * DAY, 7 * DAY, 1800.0]
+    for bad in ("", "x", "-1s", "1y", "inf"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+def test_the_default_work_dir_is_per_user_and_per_agent():
+    mine = default_work_dir("node-1")
+    assert mine == os.path.join(tempfile.gettempdir(), f"mesoslike-{os.getuid()}", "agent-node-1")
+    assert default_work_dir("node-2") != mine and default_work_dir("../x") != default_work_dir("x")
+
+
+def finished(master, task_id, command="echo hi"):
+    master.send(m.RunTask(FW, TaskInfo(task_id, "agent-1", command, Resources.parse("cpus:0.1;mem:32"))))
+    return master.updates_until_terminal(task_id)[-1]
+
+
+def test_the_agent_collects_ended_sandboxes_after_the_delay_and_keeps_live_ones(master, tmp_path):
+    runtime = AgentRuntime(master.address, "cpus:1;mem:256;disk:10", hostname="gc", work_dir=tmp_path,
+                           isolation="posix", gc_delay=0.0, gc_interval=0.05).start()
+    try:
+        master.register()
+        live = tmp_path / "sandboxes" / "fw-1" / "live"
+        master.send(m.RunTask(FW, TaskInfo("live", "agent-1", "sleep 60", Resources.parse("cpus:0.1;mem:32"))))
+        assert [master.update("live").state for _ in range(2)] == [TaskState.STARTING, TaskState.RUNNING]
+        assert finished(master, "done").state == TaskState.FINISHED
+        wait_until(lambda: not (tmp_path / "sandboxes" / "fw-1" / "done").exists(), 10, "the ended sandbox to go")
+        assert live.is_dir()                                  # a running task's sandbox is never collected
+        assert "mesoslike_agent_sandboxes_collected_total 1" in runtime.metrics_text()
+    finally:
+        runtime.stop()
+
+
+def test_past_the_disk_watermark_ended_sandboxes_go_before_the_delay(master, tmp_path):
+    runtime = AgentRuntime(master.address, "cpus:1;mem:256;disk:10", hostname="gc", work_dir=tmp_path,
+                           isolation="posix", gc_delay=7 * DAY, gc_disk_watermark=1e-9, gc_interval=0.05).start()
+    try:
+        master.register()
+        assert finished(master, "done").state == TaskState.FINISHED
+        wait_until(lambda: not (tmp_path / "sandboxes" / "fw-1" / "done").exists(), 10, "the sandbox to go early")
+    finally:
+        runtime.stop()
+
+
+def test_a_week_is_the_default_and_an_ended_sandbox_stays_until_then(master, tmp_path):
+    runtime = AgentRuntime(master.address, "cpus:1;mem:256;disk:10", hostname="gc", work_dir=tmp_path,
+                           isolation="posix", gc_interval=0.05).start()
+    try:
+        assert runtime.gc_delay == 7 * DAY
+        master.register()
+        assert finished(master, "done").state == TaskState.FINISHED
+        wait_until(lambda: runtime.core.tasks() == [], 10, "the agent to forget the task")
+        passes = runtime.counters["gc_passes"]
+        wait_until(lambda: runtime.counters["gc_passes"] >= passes + 2, 10, "two more GC passes")
+        assert runtime.counters["sandboxes_collected"] == 0
+        assert (tmp_path / "sandboxes" / "fw-1" / "done" / "stdout").read_text() == "hi\n"
+    finally:
+        runtime.stop()

@@ -1,0 +1,242 @@
+"""Isolation (issue 15 §4) against the machine's real cgroups: limits are
+written, a task above its memory limit ends TASK_FAILED with
+REASON_CONTAINER_LIMITATION_MEMORY naming the limit, usage is measured,
+processes that leave their group are caught, and every cgroup goes when its
+task ends. These tests do not skip under CI=true (CI runs as root on a
+machine with writable cgroups); elsewhere they skip without cgroups.
+
+The posix fallback and the v2 layout are checked on a fake /proc and a
+fake cgroup tree (this machine's v2 hierarchy has no controllers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent_helpers import (Launcher, master, agent_state, cgroups_below, cgroups_root,  # noqa: F401
+                           read_pid_file, require_cgroups, start_agent)
+from e2e_helpers import cluster, http_get  # noqa: F401 (fixture)
+from mesoslike.agent.executor import sandbox_path
+from mesoslike.agent.isolation import (CgroupsV2Isolator, Container, PosixIsolator, cgroup_mounts,
+                                       select_isolator)
+from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.errors import ConfigError
+from mesoslike.resources import Resources
+from mesoslike.wire import messages as m
+from mesoslike.wire.types import FrameworkInfo, TaskInfo, TaskState
+from waiting import wait_until
+
+pytestmark = [pytest.mark.timeout(90), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="cgroups")]
+
+R = Resources.parse
+FW = FrameworkInfo(name="demo", id="fw-1")
+#: allocates 200 MB and holds it: far above a 64 MB limit
+HOG = f"{sys.executable} -I -S -c 'x = bytearray(200 * 1024 * 1024); import time; time.sleep(60)'"
+
+
+@pytest.fixture
+def agent(tmp_path, master, cgroups_root):
+    require_cgroups()
+    made = []
+
+    def make(**kwargs):
+        runtime = AgentRuntime(master.address, "cpus:2;mem:1024;disk:100", hostname="iso", work_dir=tmp_path / "iso",
+                               cgroups_root=cgroups_root, **kwargs).start()
+        made.append(runtime)
+        master.register()
+        return runtime
+    yield make
+    for runtime in made:
+        runtime.stop()
+
+
+def run(master, task_id, command, resources="cpus:0.5;mem:64", grace=1.0):
+    master.send(m.RunTask(FW, TaskInfo(task_id, "agent-1", command, R(resources), kill_grace_period=grace)))
+    assert master.update(task_id).state == TaskState.STARTING
+
+
+def cgroup_of(runtime, task_id):
+    wait_until(lambda: runtime.executor.pid("fw-1", task_id), 10, "the task's pid")
+    return runtime.executor.container("fw-1", task_id).cgroups
+
+
+def read(directory, name):
+    return Path(directory, name).read_text().strip()
+
+
+# ------------------------------------------------------------ limits
+def test_a_task_above_its_memory_limit_fails_with_the_memory_limitation_naming_the_limit(master, agent,
+                                                                                          cgroups_root):
+    agent()
+    run(master, "hog", HOG)
+    statuses = master.updates_until_terminal("hog", timeout=30)
+    failed = statuses[-1]
+    assert (failed.state, failed.reason) == (TaskState.FAILED, "REASON_CONTAINER_LIMITATION_MEMORY")
+    assert "64 MB" in failed.message and "mem:64" in failed.message
+    wait_until(lambda: cgroups_below(cgroups_root) == [], 10, "its cgroups to be removed")
+
+
+def test_a_task_whose_child_is_oom_killed_but_runs_on_is_killed_for_the_limitation(master, agent):
+    runtime = agent()
+    run(master, "hog", f"{HOG}; echo survived; sleep 60")   # the shell outlives its OOM-killed child
+    statuses = master.updates_until_terminal("hog", timeout=30)
+    assert (statuses[-1].state, statuses[-1].reason) == (TaskState.FAILED, "REASON_CONTAINER_LIMITATION_MEMORY")
+    assert TaskState.RUNNING in [s.state for s in statuses]
+    assert "mem:64" in statuses[-1].message
+    assert runtime.executor.running() == []
+
+
+def test_limits_are_written_and_the_task_runs_inside_its_cgroups(master, agent, cgroups_root):
+    runtime = agent(cgroups_cpu_quota=True)
+    run(master, "limited", "sleep 60", resources="cpus:0.5;mem:96")
+    assert master.update("limited").state == TaskState.RUNNING
+    groups = cgroup_of(runtime, "limited")
+    pid = runtime.executor.pid("fw-1", "limited")
+    if runtime.isolator.name == "cgroups-v1":
+        assert int(read(groups["memory"], "memory.limit_in_bytes")) == 96 * 1024 * 1024
+        assert int(read(groups["cpu"], "cpu.shares")) == 512
+        assert int(read(groups["cpu"], "cpu.cfs_quota_us")) == 50_000
+        assert int(read(groups["cpu"], "cpu.cfs_period_us")) == 100_000
+    else:
+        assert int(read(groups["unified"], "memory.max")) == 96 * 1024 * 1024
+        assert read(groups["unified"], "cpu.max") == "50000 100000"
+    for directory in set(groups.values()):
+        assert pid in [int(p) for p in read(directory, "cgroup.procs").split()]
+    supervisor = json.loads((runtime.executor.work_dir / "meta" / "tasks" / "fw-1" / "limited" /
+                             "supervisor.json").read_text())["pid"]
+    for directory in set(groups.values()):     # the supervisor stays outside: its memory is not the task's
+        assert supervisor not in [int(p) for p in read(directory, "cgroup.procs").split()]
+    master.send(m.KillTask("fw-1", "limited"))
+    assert master.update("limited").state == TaskState.KILLED
+    wait_until(lambda: cgroups_below(cgroups_root) == [], 10, "its cgroups to be removed")
+
+
+def test_a_process_that_leaves_the_tasks_group_is_still_killed_with_it(master, agent, tmp_path):
+    runtime = agent()
+    run(master, "escaper", "setsid sleep 600 & echo $! > escapee; wait")
+    assert master.update("escaper").state == TaskState.RUNNING
+    escapee = read_pid_file(sandbox_path(runtime.work_dir, "fw-1", "escaper") / "escapee")
+    assert os.getpgid(escapee) != runtime.executor.pid("fw-1", "escaper")   # it did leave the group
+    master.send(m.KillTask("fw-1", "escaper"))
+    assert master.update("escaper").state == TaskState.KILLED
+    wait_until(lambda: not Path(f"/proc/{escapee}").exists() or "Z" in Path(f"/proc/{escapee}/stat").read_text()
+               .rsplit(")", 1)[1].split()[0], 10, "the escapee to be killed through the cgroup")
+
+
+# ------------------------------------------------------------ usage
+def test_usage_and_limits_in_the_agents_statistics_and_the_masters_state(cluster, cgroups_root):
+    require_cgroups()
+    cluster.start_master()
+    proc = start_agent(cluster, "u1", "cpus:1;mem:512", "--cgroups-root", cgroups_root)
+    # half a second of CPU time, however busy the machine (a wall-clock burn got 0.16 s under load)
+    burn = f"{sys.executable} -I -S -c 'import time; end = time.process_time() + 0.5\nwhile time.process_time() < end: pass'; " \
+           "echo burnt > burnt; sleep 600"
+    scheduler = Launcher({"busy": burn}, "cpus:0.5;mem:64")
+    cluster.driver(scheduler, "usage")
+    scheduler.wait(lambda: scheduler.running("busy"), 20, "the task to run", cluster.diagnostics)
+    agent = next(a for a in cluster.state()["agents"] if a["hostname"] == "u1")
+    wait_until(lambda: (sandbox_path(cluster.work_root / "u1", scheduler.framework_id, "busy") / "burnt").exists(),
+               20, "the task to burn some CPU")
+
+    def statistics():
+        status, _, body = http_get(agent["http_address"] + "/monitor/statistics")
+        return json.loads(body)[0]["statistics"] if status == 200 and json.loads(body) else None
+    stats = wait_until(statistics, 10, "statistics")
+    assert stats["cpus_user_time_secs"] + stats["cpus_system_time_secs"] > 0.2
+    assert stats["cpus_limit"] == 0.5 and stats["mem_limit_bytes"] == 64 * 1024 * 1024 and stats["enforced"]
+    assert stats["mem_rss_bytes"] > 0 and stats["processes"] >= 1
+
+    def usage_in_master_state():   # it comes with the agent's next PONG
+        tasks = [t for f in cluster.state()["frameworks"] for t in f["tasks"] if t["id"] == "busy"]
+        usage = tasks[0]["usage"] if tasks else None
+        return usage if usage and usage["cpus_user_time_secs"] + usage["cpus_system_time_secs"] > 0.2 else None
+    usage = wait_until(usage_in_master_state, 10, "the task's usage in the master's /state")
+    assert usage["mem_limit_bytes"] == 64 * 1024 * 1024 and usage["cpus_limit"] == 0.5
+    assert "isolation: cgroups-v" in proc.output()                                  # the startup line
+
+
+# ------------------------------------------------- selection and fallbacks
+def fake_proc(tmp_path, mountinfo: str, cgroup: str = "0::/\n") -> str:
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "mountinfo").write_text(mountinfo)
+    (proc / "self" / "cgroup").write_text(cgroup)
+    return str(proc)
+
+
+def test_without_cgroups_isolation_falls_back_to_posix_and_says_limits_are_not_enforced(tmp_path):
+    proc = fake_proc(tmp_path, "22 1 0:21 / /proc rw,relatime - proc proc rw\n")
+    isolator = select_isolator("auto", proc=proc)
+    assert isinstance(isolator, PosixIsolator) and not isolator.enforcing
+    assert "NOT enforced" in isolator.describe()
+    with pytest.raises(ConfigError, match="no usable cgroup hierarchy"):
+        select_isolator("cgroups", proc=proc)
+    with pytest.raises(ConfigError, match="--isolation"):
+        select_isolator("containers")
+    assert isinstance(select_isolator("posix"), PosixIsolator)
+
+
+def test_posix_isolation_measures_a_tasks_session(master, tmp_path):
+    runtime = AgentRuntime(master.address, "cpus:1;mem:256;disk:10", hostname="posix", work_dir=tmp_path / "p",
+                           isolation="posix").start()
+    try:
+        master.register()
+        run(master, "measured", "sleep 60")
+        assert master.update("measured").state == TaskState.RUNNING
+        (usage,) = runtime.executor.usage()
+        assert usage.mem_rss_bytes > 0 and usage.processes >= 1 and not usage.enforced
+        assert usage.mem_limit_bytes == 64 * 1024 * 1024                   # what it asked for, not enforced
+    finally:
+        runtime.stop()
+
+
+def test_cgroups_v2_where_the_unified_hierarchy_has_the_controllers(tmp_path):
+    unified = tmp_path / "unified"
+    unified.mkdir()
+    (unified / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    proc = fake_proc(tmp_path, f"30 1 0:26 / {unified} rw,nosuid - cgroup2 cgroup2 rw\n")
+    isolator = select_isolator("auto", cgroups_root="tasks", cpu_quota=True, proc=proc)
+    assert isinstance(isolator, CgroupsV2Isolator)
+    assert (unified / "cgroup.subtree_control").read_text() == "+memory +cpu +pids"
+    container = isolator.create("one", R("cpus:1.5;mem:100"))
+    directory = unified / "tasks" / "one"
+    assert container == Container("cgroups-v2", {"unified": str(directory)}, 1.5, 100 * 1024 * 1024)
+    assert (directory / "memory.max").read_text() == str(100 * 1024 * 1024)
+    assert (directory / "cpu.max").read_text() == "150000 100000"
+    assert 1 <= int((directory / "cpu.weight").read_text()) <= 10_000
+    spec = isolator.launch_spec(container)
+    assert spec["cgroups"] == [str(directory)]
+    assert spec["oom_events"] == [[str(directory / "memory.events"), "oom_kill"]]
+    (directory / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert isolator.oom_kills(container) == 1
+    assert Container.from_json(json.loads(json.dumps(container.to_json()))) == container
+
+
+def test_v1_task_cgroups_go_below_the_agents_own_cgroup(tmp_path):
+    memory, cpu = tmp_path / "memory", tmp_path / "cpu"
+    for hierarchy in (memory, cpu):
+        hierarchy.mkdir()
+    mountinfo = (f"35 31 0:32 / {memory} rw,relatime - cgroup cgroup rw,memory\n"
+                 f"32 31 0:29 / {cpu} rw,relatime - cgroup cgroup rw,cpu\n")
+    proc = fake_proc(tmp_path, mountinfo, "4:memory:/sandbox/one\n1:cpu:/\n")
+    isolator = select_isolator("cgroups", cgroups_root="mesoslike", proc=proc)
+    assert isolator.name == "cgroups-v1"
+    assert isolator.bases == {"memory": str(memory / "sandbox" / "one" / "mesoslike"),   # type: ignore[attr-defined]
+                              "cpu": str(cpu / "mesoslike")}
+    assert [m.version for m in cgroup_mounts(proc)] == [1, 1]
+
+
+def test_the_supervisors_and_tasks_of_a_stopped_agent_leave_no_cgroup(master, agent, cgroups_root):
+    runtime = agent()
+    run(master, "a", "sleep 60")
+    run(master, "b", "trap '' TERM; sleep 60 & wait")
+    for task_id in ("a", "b"):
+        assert master.update(task_id).state == TaskState.RUNNING
+    assert len(cgroups_below(cgroups_root)) >= 2
+    runtime.stop()
+    assert cgroups_below(cgroups_root) == []

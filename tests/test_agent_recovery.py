@@ -1,0 +1,230 @@
+"""Agent recovery end to end (issue 15 §1, §2, §8): a real master, real
+``mesoslike agent`` processes, real task processes under their supervisors,
+a framework in this process.
+
+Tasks wait for a ``go`` file in their sandbox before they end, so a test
+decides when each ends without sleeping; they print their pid first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agent_helpers import (Launcher, agent_state, alive, cgroups_below, cgroups_root, kill_9,  # noqa: F401
+                           read_pid_file, run_dir, sandbox, start_agent, supervisor_pid)
+from e2e_helpers import REPO, child_env, cluster  # noqa: F401 (fixture)
+from mesoslike import FrameworkInfo, TaskState
+from waiting import wait_until
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")]
+
+WAIT_FOR_GO = "echo $$ > pid; while [ ! -e go ]; do sleep 0.05; done; echo done; exit {code}"
+FRAMEWORK = FrameworkInfo("recovery", failover_timeout=120.0)
+BAD_STATES = {TaskState.LOST, TaskState.FAILED, TaskState.KILLED, TaskState.ERROR, TaskState.DROPPED,
+              TaskState.GONE, TaskState.UNREACHABLE}
+
+
+def launch(cluster, tasks, *agent_args, hostname="a1"):
+    """An agent, a framework and its tasks (id -> exit code) running; returns (scheduler, agent proc, {task: pid})."""
+    proc = start_agent(cluster, hostname, "cpus:2;mem:1024", *agent_args)
+    scheduler = Launcher({task_id: WAIT_FOR_GO.format(code=code) for task_id, code in tasks.items()})
+    cluster.driver(scheduler, "recovery", framework=FRAMEWORK)
+    scheduler.wait(lambda: scheduler.running(*tasks), 20, "the tasks to run", cluster.diagnostics)
+    pids = {t: read_pid_file(sandbox(cluster, hostname, scheduler.framework_id, t) / "pid") for t in tasks}
+    return scheduler, proc, pids
+
+
+def go(cluster, scheduler, task_id, hostname="a1"):
+    (sandbox(cluster, hostname, scheduler.framework_id, task_id) / "go").touch()
+
+
+def agent_tasks(cluster, hostname="a1"):
+    return {t["id"]: (t["state"], t["pid"]) for t in agent_state(cluster, hostname)["tasks"]}
+
+
+def master_tasks(cluster):
+    return {t["id"]: t["state"] for f in cluster.state()["frameworks"] for t in f["tasks"]}
+
+
+def exit_recorded(cluster, scheduler, task_id, hostname="a1"):
+    path = run_dir(cluster, hostname, scheduler.framework_id, task_id) / "exit.json"
+    try:
+        return json.loads(path.read_text()).get("ended")
+    except (OSError, ValueError):
+        return False
+
+
+# ------------------------------------------------------------------ recovery
+def test_kill_9_of_the_agent_then_restart_same_tasks_same_pids_then_one_finished_each(cluster, cgroups_root):
+    cluster.start_master()
+    scheduler, agent, pids = launch(cluster, {"t1": 0, "t2": 0}, "--cgroups-root", cgroups_root)
+    before = agent_state(cluster, "a1")
+    kill_9(agent)
+    assert all(alive(pid) for pid in pids.values())           # the tasks live on without their agent
+    started = time.monotonic()
+    start_agent(cluster, "a1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root, wait=False)
+    cluster.wait_until(lambda: agent_tasks(cluster) == {"t1": ("TASK_RUNNING", pids["t1"]),
+                                                        "t2": ("TASK_RUNNING", pids["t2"])},
+                       20, "the restarted agent to report the same tasks running with the same pids")
+    recovered_in = time.monotonic() - started
+    after = agent_state(cluster, "a1")
+    assert after["id"] == before["id"]                          # the same agent id
+    assert master_tasks(cluster) == {"t1": TaskState.RUNNING, "t2": TaskState.RUNNING}
+    for task_id in ("t1", "t2"):
+        go(cluster, scheduler, task_id)
+    scheduler.wait(lambda: all(scheduler.terminal(t) for t in ("t1", "t2")), 20, "both to finish",
+                   cluster.diagnostics)
+    # once the agent has let go of them (terminal acknowledged), nothing more can come
+    cluster.wait_until(lambda: agent_tasks(cluster) == {}, 20, "the agent to forget the acknowledged tasks")
+    for task_id in ("t1", "t2"):
+        states = scheduler.states(task_id)
+        assert states.count(TaskState.FINISHED) == 1 and not BAD_STATES & set(states), states
+        uuids = [s.uuid for s in scheduler.statuses(task_id)]
+        assert len(uuids) == len(set(uuids)), uuids                  # nothing delivered twice
+    assert cgroups_below(cgroups_root) == []                         # the tasks' cgroups went with them
+    print(f"recovery: the restarted agent reported both tasks running (same pids) {recovered_in:.2f}s after it "
+          "was started")
+
+
+def test_a_task_that_ends_while_its_agent_is_down_is_reported_with_its_real_exit_status(cluster, cgroups_root):
+    cluster.start_master()
+    scheduler, agent, pids = launch(cluster, {"seven": 7, "zero": 0}, "--cgroups-root", cgroups_root)
+    kill_9(agent)
+    go(cluster, scheduler, "seven")
+    go(cluster, scheduler, "zero")
+    wait_until(lambda: exit_recorded(cluster, scheduler, "seven") and exit_recorded(cluster, scheduler, "zero"),
+               20, "the supervisors to record the exits")
+    assert not alive(pids["seven"]) and not alive(pids["zero"])
+    start_agent(cluster, "a1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root, wait=False)
+    scheduler.wait(lambda: scheduler.terminal("seven") and scheduler.terminal("zero"), 20,
+                   "the exits to reach the framework", cluster.diagnostics)
+    (seven,) = scheduler.terminal("seven")
+    (zero,) = scheduler.terminal("zero")
+    assert (seven.state, seven.exit_code) == (TaskState.FAILED, 7) and "status 7" in seven.message
+    assert (zero.state, zero.exit_code) == (TaskState.FINISHED, 0)
+    assert TaskState.LOST not in scheduler.states("seven") + scheduler.states("zero")
+
+
+def test_sigterm_stops_the_agent_and_its_tasks_keep_running_for_the_next_agent(cluster, cgroups_root):
+    cluster.start_master()
+    scheduler, agent, pids = launch(cluster, {"t1": 0}, "--cgroups-root", cgroups_root)
+    agent.signal_group(signal.SIGTERM)
+    assert agent.popen.wait(timeout=20) == 0
+    assert alive(pids["t1"])
+    assert scheduler.terminal("t1") == []                            # no TASK_FAILED (signal 15) any more
+    start_agent(cluster, "a1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root, wait=False)
+    cluster.wait_until(lambda: agent_tasks(cluster) == {"t1": ("TASK_RUNNING", pids["t1"])}, 20, "recovery")
+    go(cluster, scheduler, "t1")
+    scheduler.wait(lambda: scheduler.terminal("t1"), 20, "t1 to finish", cluster.diagnostics)
+    assert [s.state for s in scheduler.terminal("t1")] == [TaskState.FINISHED]
+
+
+def test_drain_kills_the_tasks_killed_and_the_master_removes_the_agent_at_once(cluster, cgroups_root):
+    # pings every 30 s: a removal within seconds can only come from the agent unregistering
+    cluster.start_master("--ping-interval", "30")
+    scheduler, agent, pids = launch(cluster, {"t1": 0, "t2": 0}, "--cgroups-root", cgroups_root)
+    started = time.monotonic()
+    drain = subprocess.run([sys.executable, "-m", "mesoslike", "agent", "--drain", "--work-dir",
+                            str(cluster.work_root / "a1")], cwd=str(REPO), env=child_env(), capture_output=True,
+                           text=True, timeout=60)
+    assert drain.returncode == 0, drain.stderr
+    assert "drained" in drain.stdout
+    assert agent.popen.wait(timeout=10) == 0
+    cluster.wait_until(lambda: cluster.state()["agents"] == [], 5, "the master to remove the drained agent")
+    removed_in = time.monotonic() - started
+    for task_id, pid in pids.items():
+        assert [s.state for s in scheduler.terminal(task_id)] == [TaskState.KILLED]
+        assert "draining" in scheduler.terminal(task_id)[0].message
+        assert not alive(pid)
+    scheduler.wait(lambda: scheduler.of("agent_lost"), 5, "agent_lost")
+    assert not (cluster.work_root / "a1" / "meta" / "agent.ckpt").exists()   # the next start is a new agent
+    print(f"drain: both tasks TASK_KILLED and the agent removed by the master {removed_in:.2f}s after the drain")
+
+
+# ------------------------------------------------------------------ faults
+def test_a_corrupt_checkpoint_is_reported_by_name_and_every_other_task_is_recovered(cluster, cgroups_root):
+    cluster.start_master()
+    scheduler, agent, pids = launch(cluster, {"bad": 0, "good": 0}, "--cgroups-root", cgroups_root)
+    kill_9(agent)
+    checkpoint = run_dir(cluster, "a1", scheduler.framework_id, "bad") / "task.ckpt"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:20])              # truncated
+    start_agent(cluster, "a1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root, wait=False)
+    cluster.wait_until(lambda: agent_tasks(cluster) == {"good": ("TASK_RUNNING", pids["good"])}, 20,
+                       "the good task recovered")
+    errors = agent_state(cluster, "a1")["recovery_errors"]
+    assert [e["path"] for e in errors] == [str(checkpoint)] and "truncated" in errors[0]["problem"]
+    wait_until(lambda: not alive(pids["bad"]), 10, "the unmanageable task to be killed")
+    scheduler.wait(lambda: scheduler.terminal("bad"), 20, "the master to report the unrecovered task",
+                   cluster.diagnostics)
+    assert scheduler.terminal("bad")[0].state == TaskState.LOST
+    assert scheduler.terminal("good") == [] and master_tasks(cluster)["good"] == TaskState.RUNNING
+    go(cluster, scheduler, "good")
+    scheduler.wait(lambda: scheduler.terminal("good"), 20, "good to finish", cluster.diagnostics)
+
+
+def test_kill_9_of_a_supervisor_fails_its_task_saying_the_executor_died(cluster, cgroups_root):
+    cluster.start_master()
+    scheduler, agent, pids = launch(cluster, {"orphan": 0}, "--cgroups-root", cgroups_root)
+    supervisor = supervisor_pid(run_dir(cluster, "a1", scheduler.framework_id, "orphan"))
+    os.kill(supervisor, signal.SIGKILL)
+    scheduler.wait(lambda: scheduler.terminal("orphan"), 20, "the task to end", cluster.diagnostics)
+    (ended,) = scheduler.terminal("orphan")
+    assert (ended.state, ended.reason) == (TaskState.FAILED, "REASON_EXECUTOR_TERMINATED")
+    assert "executor" in ended.message and "died" in ended.message
+    wait_until(lambda: not alive(pids["orphan"]), 10, "the task to be killed with its supervisor")
+    wait_until(lambda: cgroups_below(cgroups_root) == [], 10, "its cgroups to be removed")
+
+
+def test_an_agent_removed_while_it_was_down_is_shut_down_and_kills_what_it_recovered(cluster, cgroups_root):
+    cluster.start_master()   # pings every 0.5 s, 3 missed: removed 1.5 s after it died
+    scheduler, agent, pids = launch(cluster, {"t1": 0}, "--cgroups-root", cgroups_root)
+    old_id = agent_state(cluster, "a1")["id"]
+    kill_9(agent)
+    scheduler.wait(lambda: scheduler.terminal("t1"), 20, "the master to write the task off", cluster.diagnostics)
+    assert scheduler.terminal("t1")[0].state == TaskState.LOST
+    start_agent(cluster, "a1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root, wait=False)
+    wait_until(lambda: not alive(pids["t1"]), 20, "the recovered task to be killed")
+    cluster.wait_until(lambda: [a["id"] != old_id for a in cluster.state()["agents"]] == [True], 20,
+                       "the agent to register anew under a new id")
+
+
+def test_recover_cleanup_kills_what_an_earlier_agent_left_and_exits(cluster, cgroups_root):
+    cluster.start_master()
+    scheduler, agent, pids = launch(cluster, {"t1": 0}, "--cgroups-root", cgroups_root)
+    kill_9(agent)
+    cleanup = subprocess.run([sys.executable, "-m", "mesoslike", "agent", "--master", cluster.address,
+                              "--hostname", "a1", "--work-dir", str(cluster.work_root / "a1"), "--recover", "cleanup",
+                              "--cgroups-root", cgroups_root], cwd=str(REPO), env=child_env(), capture_output=True,
+                             text=True, timeout=60)
+    assert cleanup.returncode == 0, cleanup.stderr
+    assert not alive(pids["t1"])
+    assert not (cluster.work_root / "a1" / "meta" / "agent.ckpt").exists()
+    assert cgroups_below(cgroups_root) == []
+
+
+def test_a_supervisor_whose_agent_does_not_come_back_kills_its_task(cluster, cgroups_root):
+    cluster.start_master("--ping-interval", "30")
+    scheduler, agent, pids = launch(cluster, {"t1": 0}, "--cgroups-root", cgroups_root, "--recovery-timeout", "1s")
+    kill_9(agent)
+    wait_until(lambda: not alive(pids["t1"]), 20, "the supervisor to kill its task after the recovery timeout")
+    start_agent(cluster, "a1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root, wait=False)
+    scheduler.wait(lambda: scheduler.terminal("t1"), 20, "the task's end to be reported", cluster.diagnostics)
+    (ended,) = scheduler.terminal("t1")
+    assert (ended.state, ended.reason) == (TaskState.FAILED, "REASON_EXECUTOR_REREGISTRATION_TIMEOUT")
+    assert "--recovery-timeout" in ended.message
+
+
+def test_a_second_agent_on_the_same_work_dir_is_refused(cluster, cgroups_root):
+    cluster.start_master()
+    start_agent(cluster, "a1", "cpus:1;mem:256", "--cgroups-root", cgroups_root)
+    second = subprocess.run([sys.executable, "-m", "mesoslike", "agent", "--master", cluster.address, "--hostname",
+                             "a1", "--work-dir", str(cluster.work_root / "a1")], cwd=str(REPO), env=child_env(),
+                            capture_output=True, text=True, timeout=60)
+    assert second.returncode == 1 and "another agent" in second.stderr
