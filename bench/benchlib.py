@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import resource
+import shlex
 import subprocess
 import sys
 import time
@@ -59,6 +60,16 @@ def git_state(files: Iterable[str]) -> tuple[str | None, bool | None]:
     except (OSError, subprocess.SubprocessError):
         return None, None
     return head, bool(dirty)
+
+
+def start(benchmark: str, argv: list[str] | None, code: dict) -> tuple[dict, float, tuple]:
+    """A result document's header (what ran, when, where, on which code),
+    the start time and the load average now: for :func:`finish`."""
+    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], os.getcwd()),
+                                                            *(sys.argv[1:] if argv is None else argv)])
+    doc = {"benchmark": benchmark, "command": command, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+           "machine": machine_info(), "code": code}
+    return doc, time.perf_counter(), os.getloadavg()
 
 
 def emit(doc: dict, out: Path | None, log: Callable[[str], None]) -> None:

@@ -24,15 +24,21 @@ __all__ = [
     "__version__", "Clock", "SystemClock", "FakeClock", "MesoslikeError", "ConfigError", "Resources",
     "ResourcesError", "Filters", "FrameworkInfo", "MasterInfo",
     "Offer", "TaskInfo", "TaskState", "TaskStatus", "Scheduler", "SchedulerDriver", "DriverStatus",
+    # high availability for a framework of its own (docs/framework-api.rst, "A highly available framework")
+    "ZkUrl", "ZooKeeperError", "MasterContender", "ZooKeeperRecordStore", "make_locator", "resolve_leader",
 ]
 
-_DRIVER_NAMES = ("Scheduler", "SchedulerDriver", "DriverStatus")
+#: names loaded on first use, and the module each comes from: the driver pulls in
+#: zmq, the ZooKeeper names kazoo; `import mesoslike` for the core alone must not
+_LAZY = {"Scheduler": "mesoslike.driver", "SchedulerDriver": "mesoslike.driver", "DriverStatus": "mesoslike.driver",
+         "ZkUrl": "mesoslike.ha", "ZooKeeperError": "mesoslike.ha", "MasterContender": "mesoslike.ha",
+         "ZooKeeperRecordStore": "mesoslike.ha", "make_locator": "mesoslike.locator",
+         "resolve_leader": "mesoslike.locator"}
 
 
 def __getattr__(name: str):
-    # the driver pulls in zmq; `import mesoslike` for the core alone must not
-    if name in _DRIVER_NAMES:
-        from mesoslike import driver
+    if name in _LAZY:
+        import importlib
 
-        return getattr(driver, name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'mesoslike' has no attribute {name!r}")

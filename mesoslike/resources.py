@@ -12,7 +12,13 @@ That rounding is the float tolerance: quantities closer than 0.0005 are equal.
 
 A zero quantity is the same as an absent one. Negative, NaN or infinite
 quantities, malformed strings, and reversed or overlapping-nonsense ranges
-raise :class:`~mesoslike.errors.ResourcesError`. Subtraction is strict: ``a -
+raise :class:`~mesoslike.errors.ResourcesError`. So does a quantity above
+:data:`MAX_QUANTITY` (10^15: a petabyte of memory in MB, a million times the
+largest machine) — one scalar, or the sum of a name's repeated entries
+(``cpus:6e14;cpus:6e14``) — and a range bound above it: a vector that enters
+(parsed, built, decoded from a peer) is bounded, so no arithmetic on it can
+overflow a float anywhere downstream (issue 12 §2: ``cpus:1.7e305`` twice
+killed every framework it was offered to). Subtraction is strict: ``a -
 b`` raises unless ``a.contains(b)``; :meth:`Resources.subtract_clamped` is the
 saturating variant.
 """
@@ -25,11 +31,16 @@ from typing import Iterable, Mapping
 
 from mesoslike.errors import ResourcesError
 
-__all__ = ["Resources", "ResourcesError", "Range", "format_millis"]
+__all__ = ["Resources", "ResourcesError", "Range", "format_millis", "MAX_QUANTITY"]
 
 Range = tuple[int, int]  # inclusive bounds
 
 _SCALE = 1000  # thousandths
+#: the largest quantity of one scalar kind in a vector that enters, and the
+#: largest range bound (docs/wire.rst, "Validation")
+MAX_QUANTITY = 10**15
+_MAX_MILLIS = MAX_QUANTITY * _SCALE
+_MAX_DIGITS = len(str(MAX_QUANTITY))
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 _RANGE = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*\Z")
 _CANONICAL_ORDER = {"cpus": 0, "gpus": 1, "mem": 2, "disk": 3}
@@ -42,7 +53,17 @@ def _to_millis(name: str, value: float) -> int:
         raise ResourcesError(f"quantity of {name!r} must be finite, got {value!r}")
     if value < 0:
         raise ResourcesError(f"quantity of {name!r} must be >= 0, got {value!r}")
+    if value > MAX_QUANTITY:
+        raise ResourcesError(f"quantity of {name!r} must be <= {MAX_QUANTITY:.0e}, got {value!r}")
     return int(round(value * _SCALE))
+
+
+def _check_total(name: str, millis: int) -> int:
+    """The sum of a name's entries, bounded like each of them."""
+    if millis > _MAX_MILLIS:
+        raise ResourcesError(f"quantity of {name!r} must be <= {MAX_QUANTITY:.0e}, got {millis / _SCALE:g} "
+                             "(its entries added up)")
+    return millis
 
 
 def _check_name(name: str) -> str:
@@ -64,8 +85,8 @@ def _normalize_ranges(name: str, ranges: Iterable[Range]) -> tuple[Range, ...]:
             raise ResourcesError(f"range of {name!r} must be a (low, high) pair, got {item!r}") from None
         if isinstance(lo, bool) or isinstance(hi, bool) or not isinstance(lo, int) or not isinstance(hi, int):
             raise ResourcesError(f"range bounds of {name!r} must be integers, got {item!r}")
-        if lo < 0 or hi < lo:
-            raise ResourcesError(f"bad range {lo}-{hi} for {name!r}: need 0 <= low <= high")
+        if lo < 0 or hi < lo or hi > MAX_QUANTITY:
+            raise ResourcesError(f"bad range {lo}-{hi} for {name!r}: need 0 <= low <= high <= {MAX_QUANTITY:.0e}")
         items.append((lo, hi))
     items.sort()
     merged: list[list[int]] = []
@@ -159,7 +180,7 @@ class Resources:
             for name, value in source.items():
                 amount = _to_millis(_check_name(name), value)
                 if amount:
-                    millis[name] = millis.get(name, 0) + amount
+                    millis[name] = _check_total(name, millis.get(name, 0) + amount)
         norm: dict[str, tuple[Range, ...]] = {}
         for name, rs in (ranges or {}).items():
             _check_name(name)
@@ -218,7 +239,7 @@ class Resources:
                     number = float(value)
                 except ValueError:
                     raise ResourcesError(f"bad quantity {value!r} for {name!r} in {text!r}") from None
-                scalars[name] = scalars.get(name, 0) + _to_millis(name, number)
+                scalars[name] = _check_total(name, scalars.get(name, 0) + _to_millis(name, number))
         millis = {k: v for k, v in scalars.items() if v}
         norm = {}
         for name, rs in ranges.items():
@@ -236,6 +257,10 @@ class Resources:
             match = _RANGE.match(chunk)
             if not match:
                 raise ResourcesError(f"bad range {chunk.strip()!r} for {name!r}: expected lo-hi")
+            if max(len(match.group(1).lstrip("0")), len(match.group(2).lstrip("0"))) > _MAX_DIGITS:
+                # before int(): a 5,000-digit bound would cost (and Python refuses it with a ValueError)
+                raise ResourcesError(f"bad range {chunk.strip()[:40]!r} for {name!r}: bounds are at most "
+                                     f"{MAX_QUANTITY:.0e}")
             out.append((int(match.group(1)), int(match.group(2))))
         return out
 
@@ -279,6 +304,7 @@ class Resources:
             _check_name(name)
             if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
                 raise ResourcesError(f"thousandths of {name!r} must be an integer >= 0, got {amount!r}")
+            _check_total(name, amount)
             if amount:
                 out[name] = amount
         return cls._make(out, {})

@@ -12,27 +12,61 @@ Sockets are not thread-safe: a :class:`Server` or :class:`Client` belongs to
 the thread that polls it. Other threads hand work over through a
 :class:`Waker`, which makes that thread's poll return. :class:`Poller` (and
 :func:`poll`) wait on several sockets and wakers at once.
+
+Nothing is dropped silently (docs/reliability.rst). A frame ZeroMQ cannot
+take now — the peer's send high-water mark is reached because the peer reads
+slower than we write — waits in the endpoint's *outbox* (per peer on a
+server, so one slow peer holds up no other), in order, and leaves as soon as
+the socket takes it: every send, :meth:`~_Endpoint.wait` and
+:meth:`Poller.poll` drain what they can. The outbox is bounded (bytes per
+peer and in all); a frame beyond the bound, or for a peer that is gone, is
+dropped, logged and counted in :class:`DeliveryStats`, which the master
+exports in ``/metrics``.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import logging
 import os
 import select
+import time
+from collections import deque
 from typing import Any, Iterable, Iterator, Protocol, Self, Union
 
+import attrs
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from mesoslike.errors import ConfigError
 from mesoslike.wire.codec import CODEC
 
+# the public API a framework may use (pinned by tests/test_layering.py); an
+# endpoint's ``stats`` (a DeliveryStats) and ``queued`` come with Server and Client
 __all__ = ["Server", "Client", "Waker", "Poller", "poll", "idle", "parse_tcp_address", "allow_sockets",
            "MessageCodec", "Received", "DEFAULT_LISTEN_BACKLOG"]
+
+log = logging.getLogger("mesoslike.transport")
 
 #: The listen backlog of a server. ZeroMQ's default (100) drops most of the
 #: connections of thousands of agents reconnecting at once after a failover,
 #: and the kernel makes each dropped SYN wait 1, 3, 7, 15... s to retry
 #: (docs/failover.rst). The kernel caps it at ``net.core.somaxconn``.
 DEFAULT_LISTEN_BACKLOG = 4096
+
+#: frames ZeroMQ queues per peer before a send would block (its default
+#: is 1,000); what does not fit waits in the endpoint's outbox
+SEND_HIGH_WATER_MARK = 10_000
+#: the most bytes waiting in an outbox for one peer: 64 MiB (eight largest
+#: master frames, or ~250,000 status updates)
+DEFAULT_MAX_QUEUED_BYTES_PER_PEER = 64 * 1024 * 1024
+#: the most bytes waiting in a server's outbox for all its peers together
+DEFAULT_MAX_QUEUED_BYTES = 512 * 1024 * 1024
+#: while frames wait in an outbox, a wait looks again after this long,
+#: doubling to _RETRY_MAX while the socket takes nothing (seconds)
+_RETRY_MIN = 0.001
+_RETRY_MAX = 0.05
 
 #: (peer identity or None for a client, the message — of whatever class the
 #: codec decoded — or the codec's error for a bad frame)
@@ -78,23 +112,194 @@ def allow_sockets(count: int) -> None:
     _context().set(zmq.MAX_SOCKETS, count)
 
 
+#: the longest poll ZeroMQ is asked for (ms): a day; longer timeouts are
+#: polled again (a timeout of 1e308 s must not overflow)
+_MAX_POLL_MILLIS = 86_400_000
+
+
+#: frames (and other buffers) this large are mapped from the OS and given
+#: back when freed (glibc's M_MMAP_THRESHOLD), instead of the default that
+#: rises to the largest buffer freed so far and keeps later ones in the heap
+LARGE_BUFFER = 128 * 1024
+_M_MMAP_THRESHOLD = -3   # glibc's mallopt parameter
+_large_buffers_returned = False
+
+
+def _return_large_buffers_to_the_os() -> None:
+    """Once per process, with glibc: a peer's burst of 1 MiB frames (the fuzz
+    test sends ~150) otherwise left the master at 260 MB resident for good,
+    its heap holding buffers long freed; with a fixed threshold it stays
+    within 25 MB of where it started. Elsewhere (musl, macOS): nothing."""
+    global _large_buffers_returned
+    if _large_buffers_returned:
+        return
+    _large_buffers_returned = True
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        if libc is not None and hasattr(libc, "mallopt"):
+            libc.mallopt(_M_MMAP_THRESHOLD, LARGE_BUFFER)
+    except OSError:  # not glibc: its own policy stands
+        pass
+
+
 def _millis(timeout: float | None) -> int | None:
-    return None if timeout is None else max(0, int(timeout * 1000))
+    if timeout is None:
+        return None
+    if not timeout > 0:  # 0, negative, NaN
+        return 0
+    return int(min(timeout * 1000, _MAX_POLL_MILLIS))
+
+
+@attrs.define
+class DeliveryStats:
+    """What an endpoint did with the frames it was given to send. Counters
+    only grow; ``queued``/``queued_bytes`` are what waits now."""
+
+    #: frames handed to ZeroMQ
+    sent: int = 0
+    #: frames that had to wait in the outbox (the peer read slower than we wrote)
+    deferred: int = 0
+    #: frames dropped because their peer is gone (a server's answer to a
+    #: closed connection; the protocol's retries and timeouts cover them)
+    unroutable: int = 0
+    #: frames dropped because the outbox was full (a peer that does not read)
+    overflowed: int = 0
+    #: frames still in the outbox when the endpoint closed
+    unsent_at_close: int = 0
+    #: a client's connection made anew after it dropped
+    reconnects: int = 0
+    #: frames and bytes waiting in the outbox now, and the most frames ever
+    queued: int = 0
+    queued_bytes: int = 0
+    peak_queued: int = 0
+
+    @property
+    def dropped(self) -> int:
+        return self.unroutable + self.overflowed + self.unsent_at_close
+
+
+class _Backlog:
+    """One peer's frames waiting for the socket, oldest first."""
+
+    __slots__ = ("frames", "bytes", "warned")
+
+    def __init__(self) -> None:
+        self.frames: deque[bytes] = deque()
+        self.bytes = 0
+        self.warned = False   # an overflow was logged since the peer last caught up
 
 
 class _Endpoint:
-    """A socket and the codec of what it carries."""
+    """A socket, the codec of what it carries, and its outbox."""
 
-    def __init__(self, kind: int, codec: MessageCodec) -> None:
+    def __init__(self, kind: int, codec: MessageCodec, max_queued_bytes_per_peer: int,
+                 max_queued_bytes: int) -> None:
+        for name, value in (("max_queued_bytes_per_peer", max_queued_bytes_per_peer),
+                            ("max_queued_bytes", max_queued_bytes)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"bad {name} {value!r}: expected an integer >= 0")
+        _return_large_buffers_to_the_os()
         self.codec = codec
-        self._socket = _context().socket(kind)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.setsockopt(zmq.MAXMSGSIZE, codec.max_message_size)
+        self.stats = DeliveryStats()
+        self._max_peer_bytes = max_queued_bytes_per_peer
+        self._max_bytes = max_queued_bytes
+        #: peer (b"" for a client's one server) -> its waiting frames; only peers with some
+        self._backlogs: dict[bytes, _Backlog] = {}
+        self._socket = self._new_socket(kind)
         self._closed = False
 
+    def _new_socket(self, kind: int) -> zmq.Socket:
+        socket = _context().socket(kind)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.MAXMSGSIZE, self.codec.max_message_size)
+        socket.setsockopt(zmq.SNDHWM, SEND_HIGH_WATER_MARK)
+        return socket
+
+    # --------------------------------------------------------------- sending
+    def _push(self, peer: bytes, frame: bytes) -> bool | None:
+        """Hand one frame to ZeroMQ without blocking: True if it took it,
+        False if it cannot now (full), None if the peer is gone."""
+        raise NotImplementedError
+
+    def _send_or_queue(self, peer: bytes, frame: bytes) -> bool:
+        """Send ``frame`` to ``peer`` after what waits for it already, or
+        queue it; False (counted, logged) if it had to be dropped."""
+        backlog = self._backlogs.get(peer)
+        if backlog is not None:
+            self._drain(peer, backlog)
+            backlog = self._backlogs.get(peer)
+        if backlog is None:
+            pushed = self._push(peer, frame)
+            if pushed:
+                self.stats.sent += 1
+                return True
+            if pushed is None:
+                self.stats.unroutable += 1
+                log.debug("a frame to %r dropped: the peer is gone", peer)
+                return False
+            backlog = self._backlogs[peer] = _Backlog()
+        if backlog.bytes + len(frame) > self._max_peer_bytes or \
+                self.stats.queued_bytes + len(frame) > self._max_bytes:
+            self.stats.overflowed += 1
+            if not backlog.warned:
+                backlog.warned = True
+                log.error("the outbox to %r is full (%d frames, %d bytes waiting; %d bytes in all): dropping "
+                          "frames to it until it reads", peer, len(backlog.frames), backlog.bytes,
+                          self.stats.queued_bytes)
+            if not backlog.frames:
+                del self._backlogs[peer]
+            return False
+        backlog.frames.append(frame)
+        backlog.bytes += len(frame)
+        self.stats.deferred += 1
+        self.stats.queued += 1
+        self.stats.queued_bytes += len(frame)
+        self.stats.peak_queued = max(self.stats.peak_queued, self.stats.queued)
+        return True
+
+    def _drain(self, peer: bytes, backlog: _Backlog) -> None:
+        """Send what waits for ``peer`` until the socket is full."""
+        frames = backlog.frames
+        while frames:
+            pushed = self._push(peer, frames[0])
+            if pushed is False:
+                break
+            frame = frames.popleft()
+            backlog.bytes -= len(frame)
+            self.stats.queued -= 1
+            self.stats.queued_bytes -= len(frame)
+            if pushed:
+                self.stats.sent += 1
+            else:  # gone while its frames waited
+                self.stats.unroutable += 1
+        if not frames:
+            del self._backlogs[peer]
+            if backlog.warned:
+                log.warning("the outbox to %r is empty again", peer)
+
+    def _close_extras(self) -> None:
+        """What a subclass holds besides the socket (a client's monitor)."""
+
+    def flush(self) -> int:
+        """Send what waits in the outbox, as far as the socket takes it; the
+        number of frames still waiting. O(peers waiting + frames sent)."""
+        if self._closed:
+            return 0
+        for peer, backlog in list(self._backlogs.items()):
+            self._drain(peer, backlog)
+        return self.stats.queued
+
+    @property
+    def queued(self) -> int:
+        """Frames waiting in the outbox."""
+        return self.stats.queued
+
+    # --------------------------------------------------------------- waiting
     def wait(self, timeout: float | None, waker: Waker | None = None) -> bool:
         """Block until a frame is readable (True), the waker fires, or the
-        timeout (seconds; None = forever) passes."""
+        timeout (seconds; None = forever) passes — sending what waits in the
+        outbox meanwhile."""
         return self in poll([self] if waker is None else [self, waker], timeout)
 
     def decode(self, frame: bytes) -> object:
@@ -106,10 +311,19 @@ class _Endpoint:
 
     def close(self, linger: float = 0.0) -> None:
         """Close the socket; messages still queued get ``linger`` seconds to
-        leave (0: dropped now). Idempotent."""
+        leave (0: dropped now). What is still in the outbox then (more than
+        ZeroMQ's high-water mark) is counted and logged. Idempotent."""
         if not self._closed:
+            self._close_extras()
+            if linger > 0:
+                self.flush()
+            if self.stats.queued:
+                self.stats.unsent_at_close += self.stats.queued
+                log.warning("closing with %d frames not sent (%d bytes)", self.stats.queued, self.stats.queued_bytes)
+                self._backlogs.clear()
+                self.stats.queued = self.stats.queued_bytes = 0
             self._closed = True
-            self._socket.close(linger=int(linger * 1000))
+            self._socket.close(linger=_millis(linger))
 
     def __enter__(self) -> Self:
         return self
@@ -124,14 +338,21 @@ class Server(_Endpoint):
     messages of ``codec``."""
 
     def __init__(self, address: str, *, codec: MessageCodec = CODEC,
-                 backlog: int = DEFAULT_LISTEN_BACKLOG) -> None:
+                 backlog: int = DEFAULT_LISTEN_BACKLOG,
+                 max_queued_bytes_per_peer: int = DEFAULT_MAX_QUEUED_BYTES_PER_PEER,
+                 max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES) -> None:
         host, port = parse_tcp_address(address)
         if not isinstance(backlog, int) or isinstance(backlog, bool) or backlog < 1:
             raise ConfigError(f"bad listen backlog {backlog!r}: expected an integer >= 1")
-        super().__init__(zmq.ROUTER, codec)
+        super().__init__(zmq.ROUTER, codec, max_queued_bytes_per_peer, max_queued_bytes)
         self._socket.setsockopt(zmq.BACKLOG, backlog)
-        # a message to a peer that went away is dropped instead of blocking
-        self._socket.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        # a send that cannot go out says so (EAGAIN: the peer's queue is
+        # full; EHOSTUNREACH: the peer is gone) instead of ZeroMQ dropping it
+        # without a word: the first goes to the outbox, the second is counted
+        self._socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        # a client that makes its connection anew (Client._reconnect) keeps
+        # its identity: the new connection takes over at once
+        self._socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
         try:
             if port == 0:
                 port = self._socket.bind_to_random_port(f"tcp://{host}")
@@ -147,14 +368,27 @@ class Server(_Endpoint):
         """The listen backlog the socket was given."""
         return int(self._socket.getsockopt(zmq.BACKLOG))
 
-    def send(self, peer: bytes, message: object) -> None:
-        """Encode ``message`` and queue it for ``peer`` (raises the codec's
-        error if it cannot be encoded; dropped if the peer is gone)."""
-        self.send_frame(peer, self.codec.encode(message))
+    def send(self, peer: bytes, message: object) -> bool:
+        """Encode ``message`` and send it to ``peer``, or queue it in the
+        outbox while the peer's queue is full. False if it was dropped (the
+        peer is gone, or its outbox is full: counted in :attr:`stats`);
+        raises the codec's error if it cannot be encoded."""
+        return self.send_frame(peer, self.codec.encode(message))
 
-    def send_frame(self, peer: bytes, frame: bytes) -> None:
-        """Queue an encoded frame for ``peer``."""
-        self._socket.send_multipart([peer, frame], copy=False)
+    def send_frame(self, peer: bytes, frame: bytes) -> bool:
+        """:meth:`send` with an encoded frame."""
+        return self._send_or_queue(peer, frame)
+
+    def _push(self, peer: bytes, frame: bytes) -> bool | None:
+        try:
+            self._socket.send_multipart([peer, frame], zmq.NOBLOCK, copy=False)
+            return True
+        except zmq.Again:
+            return False
+        except zmq.ZMQError as exc:
+            if exc.errno == zmq.EHOSTUNREACH:
+                return None
+            raise
 
     def receive(self) -> Iterator[Received]:
         """Every frame waiting now, decoded; a bad frame yields the codec's error."""
@@ -179,29 +413,82 @@ class Server(_Endpoint):
             yield parts[0], parts[1]
 
 
+#: bumped whenever a client makes its socket anew: pollers then register it again
+_socket_generation = 0
+
+
 class Client(_Endpoint):
     """A DEALER socket connected to a server, carrying messages of
     ``codec``; reconnects by itself. ``identity``: how the server sees it
-    (default random)."""
+    (default random).
 
-    def __init__(self, address: str, *, codec: MessageCodec = CODEC, identity: bytes | None = None) -> None:
+    ZeroMQ reconnects after a network error, but never after a protocol
+    error — a frame from the server over the codec's limit ends the
+    connection for good, and one such frame left an agent deaf to its master
+    (issue 12 §2). A monitor watches for the connection dropping; the client
+    then makes its socket anew, with the same identity (what waited in the
+    old socket's queue is lost; the protocol's retries cover it), and counts
+    it in ``stats.reconnects``."""
+
+    def __init__(self, address: str, *, codec: MessageCodec = CODEC, identity: bytes | None = None,
+                 max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES_PER_PEER) -> None:
         parse_tcp_address(address)
-        super().__init__(zmq.DEALER, codec)
-        self._socket.setsockopt(zmq.IDENTITY, identity or os.urandom(8))
-        # don't queue without bound for a server that is gone
-        self._socket.setsockopt(zmq.SNDHWM, 10_000)
+        super().__init__(zmq.DEALER, codec, max_queued_bytes, max_queued_bytes)
+        self.address = address
+        self._identity = identity or os.urandom(8)
+        self._monitor = self._connect()
+
+    def _close_extras(self) -> None:
+        self._socket.disable_monitor()
+        self._monitor.close(linger=0)
+
+    def _connect(self) -> zmq.Socket:
+        """Connect the socket; its monitor (reporting the connection dropping)."""
+        self._socket.setsockopt(zmq.IDENTITY, self._identity)
         self._socket.setsockopt(zmq.RECONNECT_IVL, 100)
         self._socket.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-        self._socket.connect(address)
-        self.address = address
+        monitor = self._socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self._socket.connect(self.address)
+        return monitor
+
+    def _watch(self) -> None:
+        """Read the monitor's events; make the socket anew if the
+        connection dropped. O(events)."""
+        dropped = False
+        while not self._closed and self._monitor.poll(0):
+            try:
+                event = recv_monitor_message(self._monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            dropped = dropped or event["event"] == zmq.EVENT_DISCONNECTED
+        if dropped:
+            self._reconnect()
+
+    def _reconnect(self) -> None:
+        global _socket_generation
+        old, old_monitor = self._socket, self._monitor
+        self._socket = self._new_socket(zmq.DEALER)
+        self._monitor = self._connect()
+        old.disable_monitor()
+        old_monitor.close(linger=0)
+        old.close(linger=0)
+        _socket_generation += 1
+        self.stats.reconnects += 1
+        log.warning("the connection to %s dropped: connecting anew", self.address)
 
     def send(self, message: object) -> bool:
-        """Encode and queue a message; False if the outgoing queue is full
-        (raises the codec's error if it cannot be encoded)."""
+        """Encode and send a message, or queue it in the outbox while the
+        socket's queue is full (the server reads slower than we write, or is
+        away). False if it was dropped because the outbox is full too
+        (counted in :attr:`stats`); raises the codec's error if it cannot be
+        encoded."""
         return self.send_frame(self.codec.encode(message))
 
     def send_frame(self, frame: bytes) -> bool:
-        """Queue an encoded frame; False if the outgoing queue is full."""
+        """:meth:`send` with an encoded frame."""
+        return self._send_or_queue(b"", frame)
+
+    def _push(self, peer: bytes, frame: bytes) -> bool | None:
         try:
             self._socket.send(frame, zmq.NOBLOCK, copy=False)
             return True
@@ -215,6 +502,7 @@ class Client(_Endpoint):
 
     def receive_frames(self) -> Iterator[tuple[None, bytes]]:
         """Every frame waiting now, not decoded."""
+        self._watch()
         while True:
             try:
                 yield None, self._socket.recv(zmq.NOBLOCK, copy=True)
@@ -269,32 +557,77 @@ class Poller:
     """Waits until any of several endpoints has a frame to read or any of
     several wakers fires. Registering is O(1); a poll is O(n) in what is
     registered (keep one Poller for many sockets rather than a new one per
-    poll)."""
+    poll). A client's monitor is polled with it: a dropped connection is
+    made anew (:class:`Client`) without the caller noticing."""
 
     def __init__(self, items: Iterable[Pollable] = ()) -> None:
+        self._items: list[Pollable] = []
         self._poller = zmq.Poller()
-        self._items: dict[object, Pollable] = {}
+        #: what is registered with ZeroMQ -> (its item, True for a client's monitor)
+        self._keys: dict[object, tuple[Pollable, bool]] = {}
+        self._generation = _socket_generation
         for item in items:
             self.register(item)
 
     @staticmethod
-    def _key(item: Pollable) -> object:
-        return item.fileno() if isinstance(item, Waker) else item._socket
+    def _item_keys(item: Pollable) -> list[tuple[object, bool]]:
+        if isinstance(item, Waker):
+            return [(item.fileno(), False)]
+        if isinstance(item, Client):
+            return [(item._socket, False), (item._monitor, True)]
+        return [(item._socket, False)]
 
     def register(self, item: Pollable) -> None:
-        key = self._key(item)
-        self._poller.register(key, zmq.POLLIN)
-        self._items[key] = item
+        self._items.append(item)
+        for key, monitor in self._item_keys(item):
+            self._poller.register(key, zmq.POLLIN)
+            self._keys[key] = (item, monitor)
 
     def unregister(self, item: Pollable) -> None:
-        key = self._key(item)
-        self._poller.unregister(key)
-        del self._items[key]
+        self._items = [each for each in self._items if each is not item]
+        for key, (owner, _) in list(self._keys.items()):
+            if owner is item:
+                self._poller.unregister(key)
+                del self._keys[key]
+
+    def _resync(self) -> None:
+        """Register again after a client made its socket anew. O(items), rare."""
+        self._generation = _socket_generation
+        for key in self._keys:
+            self._poller.unregister(key)
+        self._keys.clear()
+        items, self._items = self._items, []
+        for item in items:
+            self.register(item)
 
     def poll(self, timeout: float | None) -> list[Pollable]:
         """What is ready within ``timeout`` seconds (None = wait forever;
-        empty if the time passed). A waker that fired is cleared."""
-        ready = [self._items[key] for key, _ in self._poller.poll(_millis(timeout))]
+        empty if the time passed). A waker that fired is cleared. While an
+        endpoint's outbox holds frames, they are sent as the socket takes
+        them (looking again every millisecond, backing off to 50 ms while
+        it takes nothing)."""
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        endpoints = [item for item in self._items if isinstance(item, _Endpoint)]
+        retry, last_queued = _RETRY_MIN, None
+        while True:
+            if self._generation != _socket_generation:
+                self._resync()
+            queued = sum(endpoint.flush() for endpoint in endpoints)
+            if last_queued is not None:   # back off while the sockets take nothing
+                retry = _RETRY_MIN if queued < last_queued else min(retry * 2, _RETRY_MAX)
+            last_queued = queued
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            step = left if not queued else retry if left is None else min(left, retry)
+            ready: list[Pollable] = []
+            for key, _ in self._poller.poll(_millis(step)):
+                item, monitor = self._keys[key]
+                if monitor:
+                    assert isinstance(item, Client)
+                    item._watch()
+                else:
+                    ready.append(item)
+            if ready or (left is not None and step is not None and step >= left):
+                break
         for item in ready:
             if isinstance(item, Waker):
                 item.clear()

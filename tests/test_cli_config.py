@@ -92,3 +92,23 @@ def test_every_option_has_an_env_var_and_shows_its_default():
             assert param.envvar, f"{name} {param.opts} has no env var"
             assert param.show_default, f"{name} {param.opts} hides its default"
             assert param.help, f"{name} {param.opts} has no help"
+
+
+def test_the_bounds_are_options_and_reach_the_master(tmp_path, monkeypatch):
+    seen = probe(monkeypatch)
+    defaults = CliRunner().invoke(main, ["master"])
+    assert defaults.exit_code == 0, defaults.output
+    assert seen["config"].offer_timeout == 60.0 and seen["config"].max_frameworks_per_connection == 1
+    config = tmp_path / "master.toml"
+    config.write_text("[master]\nmax-frameworks-per-connection = 3\nhttp-timeout = 2.5\n")
+    result = CliRunner().invoke(main, [
+        "master", "--config", str(config), "--offer-timeout", "0", "--max-agents-per-connection", "2",
+        "--max-failover-timeout", "3600", "--max-reconcile-tasks", "500", "--http-workers", "2",
+        "--http-max-connections", "16"])
+    assert result.exit_code == 0, result.output
+    got = seen["config"]
+    assert got.offer_timeout is None    # 0: offers never expire
+    assert (got.max_frameworks_per_connection, got.max_agents_per_connection, got.max_failover_timeout,
+            got.max_reconcile_tasks, got.http_workers, got.http_timeout, got.http_max_connections) == \
+        (3, 2, 3600.0, 500, 2, 2.5, 16)
+    assert CliRunner().invoke(main, ["master", "--http-workers", "0"]).exit_code == 2

@@ -201,6 +201,27 @@ def test_global_report_after_defaults_to_twice_blacklist_after():
     assert not of(am.instance_done("a3", 2, 1, False), protocol.ReportHost)      # once
 
 
+def test_a_blacklisted_host_is_used_again_after_blacklist_seconds_and_needs_fresh_failures():
+    # seed 000: the job tells the scheduler to avoid the machine "for a while"
+    # (before: for good); the scheduler forgets the entry after as long
+    clock = FakeClock()
+    am = core(job(unit(slots=3, instances=6, max_attempts=9), blacklist_after=2, blacklist_seconds=30,
+                  backup=NO_BACKUP), clock, global_report_after=99)
+    am.worker_joined("a1", "map", "hA")
+    am.worker_joined("a2", "map", "hA")
+    am.instance_done("a1", 0, 1, False)
+    out = am.instance_done("a2", 1, 1, False)
+    assert of(out, protocol.BlacklistHost) and am.progress_report()["blacklisted"] == ["hA"]
+    clock.advance(29)
+    assert am.worker_joined("a3", "map", "hA") == [release("a3")]
+    clock.advance(1)
+    assert am.progress_report()["blacklisted"] == []
+    out = am.worker_joined("a4", "map", "hA")
+    assert list(assigns(out).values()) and am.snapshot()["blacklisted"] == []
+    (instance, attempt), = assigns(out).values()
+    assert not of(am.instance_done("a4", instance, attempt, False), protocol.BlacklistHost)   # 1 of 2 again
+
+
 # ------------------------------------------------------------------ backups
 def four_running(clock, backup=BackupPolicy(), instances=4):
     am = core(job(unit(slots=instances, instances=instances), backup=backup, blacklist_after=10), clock)
@@ -221,7 +242,7 @@ def test_no_backup_before_min_finished_fraction():
 
 def test_a_straggler_gets_one_backup_on_another_host_and_the_first_to_finish_wins():
     clock = FakeClock()
-    am = four_running(clock)
+    am = four_running(clock, BackupPolicy(slower_factor=2.0))   # the default is 1 since issue 16
     clock.advance(10)
     for i in range(3):
         am.instance_done(f"w{i}", i, 1, True)    # average 10 s
@@ -285,9 +306,39 @@ def test_an_idle_worker_on_another_host_takes_a_waiting_backup():
     assert out[-1] == set_desire("map", 2)
 
 
+def test_by_default_a_straggler_is_an_instance_running_longer_than_the_average():
+    # seed 002: "运行时间超过其他Instance的平均运行时间"; before: 2x the average
+    clock = FakeClock()
+    am = four_running(clock)
+    clock.advance(10)
+    for i in range(3):
+        am.instance_done(f"w{i}", i, 1, True)    # average 10 s
+    assert am.next_wakeup() == 10.0              # 1 x the average: now
+    assert am.tick() == [avoid("map", ("h3",)), set_desire("map", 2)]
+
+
+def test_copies_progressing_at_the_average_rate_are_not_slow():
+    # seed 002: a rate *below* the average; at the default factor 1, "at or
+    # below" would back up every copy when all progress alike
+    clock = FakeClock()
+    am = core(job(unit(slots=4, instances=4), backup=BackupPolicy(min_finished_fraction=0.25),
+                  blacklist_after=10), clock)
+    assert assigns(am.worker_joined("w0", "map", "h0")) == {"w0": (0, 1)}
+    clock.advance(15)
+    for i in (1, 2, 3):
+        assert assigns(am.worker_joined(f"w{i}", "map", f"h{i}")) == {f"w{i}": (i, 1)}
+    clock.advance(5)
+    am.instance_done("w0", 0, 1, True)           # average 20 s; the others ran 5 s
+    for i in (1, 2, 3):
+        am.progress(f"w{i}", i, 1, 0.25)         # all at the average rate
+    assert am.tick() == []
+    am.progress("w3", 3, 1, 0.1)                 # now below it
+    assert am.tick() == [avoid("map", ("h3",)), set_desire("map", 4)]
+
+
 def test_a_slow_progress_rate_triggers_a_backup():
     clock = FakeClock()
-    am = four_running(clock, BackupPolicy(min_finished_fraction=0.25))
+    am = four_running(clock, BackupPolicy(min_finished_fraction=0.25, slower_factor=2.0))
     clock.advance(10)
     am.instance_done("w0", 0, 1, True)           # average 10 s: by runtime, nobody straggles before 20 s
     clock.advance(2)

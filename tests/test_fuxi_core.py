@@ -8,6 +8,7 @@ from mesoslike.frameworks.fuxi.core import (
     WAIT_ALL_OR_NOTHING,
     WAIT_BLACKLIST,
     WAIT_LOWER_PRIORITY,
+    WAIT_NEVER_FITS,
     WAIT_QUOTA,
     DeclineOffers,
     FuxiCore,
@@ -97,7 +98,8 @@ def test_declines_with_a_short_filter_while_units_wait_for_other_resources(clock
     out = core.on_offers(offers("M1"))
     (decline,) = kinds(out, DeclineOffers)
     assert decline.refuse_seconds == 2.0 and not kinds(out, SuppressOffers)
-    assert core.status()["jobs"][0]["units"][0]["why_waiting"] == "no fit"
+    # issue 16: bigger than every machine seen is no longer a plain "no fit"
+    assert core.status()["jobs"][0]["units"][0]["why_waiting"] == WAIT_NEVER_FITS
 
 
 # -------------------------------------------------------------- limits
@@ -202,10 +204,14 @@ def test_fifo_serves_the_earliest_submission_first_among_equal_priority(clock):
 
 
 def test_fair_serves_the_unit_with_fewest_granted_slots_first(clock):
-    core = FuxiCore(clock=clock)
-    first, second = _queue_up(core, "FAIR", ["one", "two"], slots=3)
+    # issue 16: FAIR is the quota group's, and two FAIR units waiting for one
+    # machine split it (test_fuxi_core_semantics.py), so "one" takes its two
+    # slots before "two" waits
+    core = FuxiCore(clock=clock, policies={"default": "FAIR"})
+    first, = _queue_up(core, "FAIR", ["one"], slots=3)
     out = core.on_offers(offers("M1", res="cpus:2;mem:200"))
     assert [s.job_id for s in grants(out)] == [first, first]
+    second, = _queue_up(core, "FAIR", ["two"], slots=3)
     out = core.on_offers(offers("M1", res="cpus:1;mem:100", tag="b"))
     assert [s.job_id for s in grants(out)] == [second]       # FIFO would give first its third slot
 
@@ -297,14 +303,15 @@ def test_bad_calls_from_a_job_are_clear_errors(clock):
         core.submit(job(), job_id=job_id)
 
 
-def test_a_unit_too_big_for_any_machine_waits_for_no_fit_not_for_priority(clock):
+def test_a_unit_too_big_for_any_machine_says_no_machine_can_ever_fit_not_priority(clock):
     core = FuxiCore(clock=clock)
     core.submit(job(unit(slots=2), name="small", priority=1))
     core.on_offers(offers("M1", res="cpus:2;mem:200"))
     core.submit(job(unit(slot="cpus:64;mem:100"), name="huge", priority=100))
     core.on_offers([])
     units = {j["name"]: j["units"][0] for j in core.status()["jobs"]}
-    assert units["huge"]["why_waiting"] == "no fit"
+    # issue 16: it said "no fit" and waited forever
+    assert units["huge"]["why_waiting"] == WAIT_NEVER_FITS == "no machine can ever fit"
 
 
 def test_a_job_can_steer_its_next_slots_away_from_hosts_and_back(clock):

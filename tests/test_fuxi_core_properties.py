@@ -12,6 +12,8 @@ from mesoslike.frameworks.fuxi.model import JobSpec, Locality, UnitSpec
 pytestmark = pytest.mark.timeout(120)
 
 HOSTS = [f"M{i}" for i in range(6)]
+POLICIES = {"a": "FAIR", "b": "FIFO", "default": "FIFO"}
+GANG_SECONDS = 4.0          # short: reservations expire within a plan
 BLACKLISTED = "M5"
 
 units = st.builds(
@@ -38,7 +40,7 @@ steps = st.lists(st.one_of(
 def test_the_core_keeps_its_promises(plan):
     clock = FakeClock()
     core = FuxiCore({"a": Resources.parse("cpus:6;mem:6000"), "b": Resources.parse("cpus:4;mem:4000")},
-                    global_blacklist=[BLACKLISTED], clock=clock)
+                    global_blacklist=[BLACKLISTED], clock=clock, policies=POLICIES, gang_seconds=GANG_SECONDS)
     live: dict[str, object] = {}
     specs = {}
     offer_seq = 0
@@ -47,7 +49,9 @@ def test_the_core_keeps_its_promises(plan):
         kind = step[0]
         if kind == "submit":
             _, spec, group, policy = step
-            job_id, out = core.submit(JobSpec("j", [spec], quota_group=group, policy=policy))
+            # the policy is the group's (issue 16): a job names its group's or none
+            job_id, out = core.submit(JobSpec("j", [spec], quota_group=group,
+                                              policy=POLICIES[group] if policy == "FAIR" else None))
             specs[job_id] = spec
         elif kind == "offers":
             offered = {}
@@ -89,6 +93,7 @@ def test_the_core_keeps_its_promises(plan):
             assert [c.slot_id for c in out if isinstance(c, SlotRevoked)] == [slot_id]
             del live[slot_id]
         # after every step: the books balance
+        core._check()
         status = core.status()
         for job in status["jobs"]:
             (u,) = job["units"]
@@ -98,3 +103,40 @@ def test_the_core_keeps_its_promises(plan):
                 assert all(n <= spec.max_per_machine for n in u["hosts"].values())
             assert sum(u["hosts"].values()) == u["granted"]
         assert set(core._slots) == set(live)
+
+
+def _lockstep(plan):
+    """The same steps on a core with the first-fit tree and one with the
+    naive scan: every answer must be the same."""
+    clock = FakeClock()
+    cores = [FuxiCore({"a": Resources.parse("cpus:6;mem:6000"), "b": None}, global_blacklist=[BLACKLISTED], clock=clock,
+                      policies=POLICIES, gang_seconds=GANG_SECONDS, machine_index=index) for index in ("tree", "scan")]
+    offer_seq = 0
+    for step in plan:
+        clock.advance(1.0)
+        kind = step[0]
+        outs = []
+        for core in cores:
+            if kind == "submit":
+                _, spec, group, _ = step
+                outs.append(core.submit(JobSpec("j", [spec], quota_group=group)))
+            elif kind == "offers":
+                outs.append(core.on_offers([
+                    Offer(f"o{offer_seq}-{i}", f"a-{host}", host, Resources({"cpus": cpus, "mem": mem}),
+                          {"room": f"er{int(host[1:]) % 2}"}) for i, (host, cpus, mem) in enumerate(step[1])]))
+            elif kind == "release" and core.held_slots():
+                slot_id = sorted(s.id for s in core.held_slots())[step[1] % len(core.held_slots())]
+                outs.append(core.release(slot_id, keep_desire=step[2]))
+            elif kind == "lost" and core.held_slots():
+                slot_id = sorted(s.id for s in core.held_slots())[step[1] % len(core.held_slots())]
+                outs.append(core.on_slot_lost(slot_id, "failed"))
+            core._check()
+        offer_seq += 1
+        if outs:
+            assert outs[0] == outs[1], step
+    assert cores[0].status() == cores[1].status()
+
+
+@given(steps)
+def test_the_first_fit_tree_decides_exactly_as_the_naive_scan(plan):
+    _lockstep(plan)

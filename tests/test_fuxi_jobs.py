@@ -28,24 +28,44 @@ from mesoslike.frameworks.fuxi.core import (
     Slot,
     SuppressOffers,
 )
+from mesoslike.frameworks.fuxi.hard_state import (
+    SERVICE_KEY,
+    AppMasterRecord,
+    HardStateError,
+    JobRecord,
+    ServiceRecord,
+    decode,
+    encode,
+    job_key,
+)
 from mesoslike.frameworks.fuxi.jobs import (
+    ADOPT_WINDOW,
     MAX_WORKER_FAILURES,
     RELEASE_GRACE,
     TRANSITIONS,
+    AdoptAppMaster,
     AgentLost,
     AppMasterExited,
     AppMasterRequest,
+    AppMasterStarted,
     AppMasterStartFailed,
+    DriverDisconnected,
     DriverRegistered,
     ForgetJob,
     JobAccepted,
     JobCore,
     JobFinished,
+    JobKillRequested,
     JobState,
     JobSubmitted,
     OfferRescinded,
     OffersReceived,
+    Persist,
+    Persisted,
+    PersistFailed,
     ReconcileTasks,
+    Recover,
+    Refused,
     RestartAppMaster,
     StartAppMaster,
     StopAppMaster,
@@ -58,7 +78,7 @@ from mesoslike.frameworks.fuxi.model import JobSpec, UnitSpec, job_document
 pytestmark = pytest.mark.timeout(60)
 
 R = Resources.parse
-RUNNING, SUCCEEDED, FAILED = JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED
+RUNNING, SUCCEEDED, FAILED, KILLED = JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED
 
 
 class Harness:
@@ -67,7 +87,8 @@ class Harness:
 
     def __init__(self, **limits) -> None:
         self.clock = FakeClock()
-        self.scheduler = FuxiCore(clock=self.clock)
+        # one job's report is enough here (the default needs two: issue 16)
+        self.scheduler = FuxiCore(clock=self.clock, blacklist_reports=1)
         self.core = JobCore(self.scheduler, **limits)
         self._ids = itertools.count(1)
         self._offers = itertools.count(1)
@@ -175,8 +196,9 @@ def test_an_appmaster_that_says_failed_fails_the_job_and_is_stopped(h):
 
 
 def test_a_job_ends_once_the_transitions_say_so():
-    assert TRANSITIONS[RUNNING] == {SUCCEEDED, FAILED}
-    assert TRANSITIONS[SUCCEEDED] == TRANSITIONS[FAILED] == frozenset()
+    # issue 16 §2 adds "killed" (mesoslike fuxi kill), an end like the others
+    assert TRANSITIONS[RUNNING] == {SUCCEEDED, FAILED, KILLED}
+    assert TRANSITIONS[SUCCEEDED] == TRANSITIONS[FAILED] == TRANSITIONS[KILLED] == frozenset()
 
 
 # ====================================================== the worker tasks
@@ -353,6 +375,7 @@ def test_an_event_the_core_does_not_know_is_refused(h):
 def test_the_job_core_does_no_io_and_reads_no_clock():
     from test_layering import ROOT, assert_pure
     assert_pure(ROOT / "frameworks" / "fuxi" / "jobs.py")
+    assert_pure(ROOT / "frameworks" / "fuxi" / "hard_state.py")   # the records it writes, too
 
 
 # ================================================================ offers
@@ -365,7 +388,7 @@ def test_offers_are_declined_and_suppressed_with_nothing_to_do_and_revived_by_de
 
 # =============================================== random walks: invariants
 KINDS = ["submit"] * 2 + ["offer"] * 3 + ["update"] * 4 + ["release", "desire", "end", "exit", "start-failed",
-                                                              "tick", "lost", "reregistered"]
+                                                              "tick", "lost", "reregistered", "kill"]
 EVENTS = st.lists(st.tuples(st.sampled_from(KINDS),
                             st.integers(0, 5), st.sampled_from([TaskState.RUNNING, TaskState.FINISHED,
                                                                 TaskState.FAILED, TaskState.KILLED,
@@ -408,6 +431,283 @@ def test_any_sequence_of_events_keeps_the_invariants(steps):
             h.handle(AppMasterExited, job_id, n)
         elif kind == "start-failed":
             h.handle(AppMasterStartFailed, job_id, "no")
+        elif kind == "kill" and h.core.job(job_id).state is RUNNING:
+            h.handle(JobKillRequested, job_id)
     for job in h.core.jobs:
         story = h.core.story(job.id)
         assert story[0].start is None and story[-1].finish is job.state and len(story) <= 2
+
+
+# ================================================================ kill
+def test_a_killed_job_ends_killed_its_slots_killed_and_its_appmaster_stopped(h):
+    job_id, _ = h.submit(unit(slots=2, instances=4))
+    slots = launched(h.offer())
+    out = h.handle(JobKillRequested, job_id)
+    assert set(of(out, KillSlot)) == {KillSlot(s.id, "job finished") for s in slots}
+    assert of(out, StopAppMaster) == [StopAppMaster(job_id)]
+    assert of(out, JobFinished) == [JobFinished(job_id, KILLED, "killed by a client (mesoslike fuxi kill)")]
+    assert h.core.job(job_id).state is KILLED and h.unit_status(job_id)["desired"] == 0
+    with pytest.raises(FuxiError, match="has ended already \\(killed\\)"):
+        h.handle(JobKillRequested, job_id)
+    with pytest.raises(FuxiError, match="unknown job 'job-0042'"):
+        h.handle(JobKillRequested, "job-0042")
+
+
+def test_killed_jobs_stay_in_a_bounded_history():
+    h = Harness(keep_ended=2)
+    ids = [h.submit()[0] for _ in range(4)]
+    forgotten = [c for job_id in ids for c in of(h.handle(JobKillRequested, job_id), ForgetJob)]
+    assert forgotten == [ForgetJob(ids[0]), ForgetJob(ids[1])]
+    assert [job.id for job in h.core.jobs] == ids[2:]
+
+
+# ======================================================== why waiting
+def test_status_says_a_unit_waits_for_a_master_until_the_driver_registers(h):
+    job_id, _ = h.submit(unit(slots=2, instances=2))
+    h.clock.advance(12)
+    status = h.core.status(job_id)
+    assert status["framework"]["registered"] is False
+    assert h.unit_status(job_id)["why_waiting"] == "no master: not registered with a master yet (for 12s)"
+    h.handle(DriverRegistered, framework_id="fw-1")
+    assert h.unit_status(job_id)["why_waiting"] == "" and h.core.status()["framework"]["id"] == "fw-1"
+    h.offer(res="cpus:1;mem:1024")                          # room for one slot: the other waits for a fit
+    assert h.unit_status(job_id)["why_waiting"] == "no fit"
+    h.handle(DriverDisconnected, "the master stopped answering")
+    h.clock.advance(3)
+    assert h.unit_status(job_id)["why_waiting"] == "no master: the master stopped answering (for 3s)"
+    assert h.core.status()["framework"]["why_not"].startswith("no master: the master stopped answering")
+
+
+# ========================================================== hard state
+class Persisting(Harness):
+    """A job core that writes its hard state: :meth:`write` carries out a Persist as a store would."""
+
+    def __init__(self, stored: dict[str, bytes] | None = None, **limits) -> None:
+        super().__init__(persist=True, **limits)
+        self.stored: dict[str, bytes] = dict(stored or {})
+        state = decode(self.stored)                  # as the service starts: with what the store holds
+        self.out = self.write(self.handle(Recover, state.service, list(state.jobs.values())))
+
+    def write(self, out: list, fail: str = "") -> list:
+        """Carry out the Persists in ``out`` (failing with ``fail``); the commands that follows, all of them."""
+        done = []
+        for command in of(out, Persist):
+            if fail:
+                done += self.handle(PersistFailed, (*command.records, *command.deleted), fail, command.waiting)
+                continue
+            self.stored.update({key: encode(record) for key, record in command.records.items()})
+            for key in command.deleted:
+                self.stored.pop(key, None)
+            done += self.write(self.handle(Persisted, command.waiting))
+        return [c for c in out if not isinstance(c, Persist)] + done
+
+    def submit(self, *units: UnitSpec, token: str = "secret", **job_fields) -> tuple[str, list]:
+        spec = JobSpec("j", units or [unit()], **job_fields)
+        out = self.write(self.handle(JobSubmitted, spec, job_document(spec), token))
+        (job_id,) = [c.job_id for c in out if isinstance(c, JobAccepted)]
+        return job_id, out
+
+
+def test_a_submission_is_accepted_only_once_it_is_written():
+    h = Persisting()
+    spec = JobSpec("j", [unit(slots=2, instances=3)])
+    out = h.handle(JobSubmitted, spec, job_document(spec), "secret")
+    (persist,) = out
+    assert persist.waiting == "submit job-0001" and set(persist.records) == {"job.job-0001", SERVICE_KEY}
+    assert persist.records["job.job-0001"].state == "running" and persist.records[SERVICE_KEY].next_job == 2
+    assert list(h.core.jobs) == [] and h.core.get("job-0001") is None   # not in before it is written
+    out = h.handle(Persisted, persist.waiting)
+    assert out[0] == JobAccepted("job-0001") and out[-1] == StartAppMaster("job-0001", job_document(spec), "secret")
+    assert h.core.job("job-0001").state is RUNNING
+
+
+def test_a_submission_that_cannot_be_written_is_refused_and_changes_nothing():
+    h = Persisting()
+    spec = JobSpec("j", [unit()])
+    out = h.write(h.handle(JobSubmitted, spec, job_document(spec), "secret"), fail="disk full")
+    assert out == [Refused("job-0001", "the job could not be stored, so it was not accepted: disk full")]
+    assert list(h.core.jobs) == [] and h.scheduler.jobs == {}
+    # the record may have been written nonetheless: the next tick deletes it
+    h.stored["job.job-0001"] = b"half"
+    h.clock.advance(5)
+    (retry,) = of(h.handle(Tick), Persist)
+    assert retry.deleted == ("job.job-0001",)
+    h.write([retry])
+    assert "job.job-0001" not in h.stored
+    job_id, _ = h.submit()
+    assert job_id == "job-0002"                           # the refused job's id is not given again
+
+
+def test_a_kill_is_carried_out_once_written_and_refused_if_it_cannot_be():
+    h = Persisting()
+    job_id, _ = h.submit(unit(slots=2, instances=2))
+    h.offer()
+    out = h.handle(JobKillRequested, job_id)
+    assert [type(c) for c in out] == [Persist] and out[0].records[job_key(job_id)].state == "killed"
+    assert h.core.job(job_id).state is RUNNING            # not before it is written
+    refused = h.write(out, fail="ZooKeeper did not answer")
+    assert refused == [Refused(job_id, "the kill could not be stored, so the job goes on: ZooKeeper did not answer")]
+    assert h.core.job(job_id).state is RUNNING and h.unit_status(job_id)["granted"] == 2
+    h.clock.advance(5)
+    h.write(h.handle(Tick))                                # what is true is written again: running
+    assert decode(h.stored).jobs[job_id].state == "running"
+    out = h.write(h.handle(JobKillRequested, job_id))
+    assert of(out, JobFinished) and h.core.job(job_id).state is KILLED
+    assert decode(h.stored).jobs[job_id].state == "killed"
+
+
+def test_ends_appmasters_framework_ids_and_reported_hosts_are_written_as_they_change():
+    h = Persisting(keep_ended=1)
+    first, _ = h.submit()
+    h.write(h.handle(AppMasterStarted, first, AppMasterRecord("tcp://h:1", 42, "host", "tcp://s:2")))
+    assert decode(h.stored).jobs[first].appmaster == AppMasterRecord("tcp://h:1", 42, "host", "tcp://s:2")
+    h.write(h.handle(DriverRegistered, framework_id="fw-7"))
+    h.write(h.ask(first, protocol.ReportHost, host="bad-host"))
+    service = decode(h.stored).service
+    assert service.framework_id == "fw-7" and service.global_blacklist == ("bad-host",)
+    h.write(h.ask(first, protocol.JobEnded, succeeded=True, reason="done"))
+    assert decode(h.stored).jobs[first].state == "succeeded"
+    second, _ = h.submit()
+    h.write(h.ask(second, protocol.JobEnded, succeeded=False, reason="broken"))
+    assert set(decode(h.stored).jobs) == {second}          # the forgotten job's record is deleted too
+    # a write that failed is done again at a tick
+    h.write(h.handle(DriverRegistered, framework_id="fw-8"), fail="no disk")
+    assert decode(h.stored).service.framework_id == "fw-7"
+    h.clock.advance(0.5)
+    assert of(h.handle(Tick), Persist) == []              # not before the retry delay
+    h.clock.advance(1)
+    h.write(h.handle(Tick))
+    assert decode(h.stored).service.framework_id == "fw-8"
+
+
+def test_records_read_back_and_a_damaged_job_record_is_skipped():
+    service = ServiceRecord("fw", 3, 12, {"default": None, "a": "cpus:2"}, ("h9",), False)
+    job = JobRecord("job-0003", {"job": {"name": "j"}}, "t", "running", "", 1.5, None,
+                    AppMasterRecord("tcp://h:1", 9, "host", "zk://z/p"), 2, 1)
+    state = decode({SERVICE_KEY: encode(service), job_key(job.id): encode(job), "job.job-0004": b"{not json",
+                    "job.job-0005": encode(attrs_evolve(job, id="job-0006"))})
+    assert state.service == service and dict(state.jobs) == {job.id: job}
+    with pytest.raises(HardStateError, match="service"):
+        decode({SERVICE_KEY: b'{"format": 1, "framework_id": 5}'})
+
+
+def attrs_evolve(record, **changes):
+    import attrs
+    return attrs.evolve(record, **changes)
+
+
+# ============================================================ recovery
+def recovered(stored: dict[str, bytes], **limits) -> Persisting:
+    """A new leader's job core over what ``stored`` holds."""
+    return Persisting(stored, **limits)
+
+
+def report(h: Harness, job_id: str, slots: dict, desired: dict, blacklisted=()) -> list:
+    units = {name: {"desired": n} for name, n in desired.items()}
+    return h.ask(job_id, protocol.Progress, report={"units": units, "slots": slots, "blacklisted": list(blacklisted)})
+
+
+def claim(slot: Slot) -> list[str]:
+    return [slot.unit, slot.hostname, slot.room, slot.agent_id]
+
+
+def test_a_new_leader_takes_the_jobs_back_and_adopts_the_slots_the_appmaster_reports():
+    old = Persisting()
+    running, _ = old.submit(unit(slots=3, instances=6))
+    ended, _ = old.submit()
+    old.write(old.ask(ended, protocol.JobEnded, succeeded=True, reason="done"))
+    old.write(old.handle(DriverRegistered, framework_id="fw-1"))
+    old.write(old.handle(AppMasterStarted, running, AppMasterRecord("tcp://h:1", 42, "host", "tcp://s:2")))
+    slots = launched(old.offer("h1", room="er1"))
+    assert len(slots) == 3
+
+    h = recovered(old.stored)                               # old dies; its slots run on
+    assert of(h.out, AdoptAppMaster) == [AdoptAppMaster(running, h.core.job(running).document, "secret",
+                                                        AppMasterRecord("tcp://h:1", 42, "host", "tcp://s:2"))]
+    assert h.core.job(ended).state is SUCCEEDED and h.core.job(running).state is RUNNING
+    assert h.core.framework_id == "fw-1" and decode(h.stored).service.generation == 2
+    assert h.unit_status(running)["desired"] == 0             # until its AppMaster says
+    out = h.handle(DriverRegistered, framework_id="fw-1")
+    assert ReconcileTasks(()) in out                         # every task the master knows
+    for slot in slots:
+        h.update(slot, TaskState.RUNNING)                    # the reconciliation's answers
+    assert of(h.offer("h2"), LaunchSlots) == []              # nothing granted before the AppMaster reported
+    out = report(h, running, {s.id: claim(s) for s in slots}, {"u": 3})
+    assert not of(out, LaunchSlots)
+    status = h.unit_status(running)
+    assert (status["granted"], status["desired"], status["hosts"]) == (3, 3, {"h1": 3})
+    assert all(h.scheduler.holds(s.id) for s in slots)
+    # the adopted slots are the job's as before: one released goes back, the others end with the job
+    h.ask(running, protocol.ReleaseSlot, slot=slots[0].id)
+    assert not h.scheduler.holds(slots[0].id)
+    h.clock.advance(ADOPT_WINDOW)
+    # every running task was claimed (the released one's worker only gets its release grace)
+    assert of(h.handle(Tick), KillSlot) == [KillSlot(slots[0].id, f"its worker did not exit within "
+                                                                  f"{RELEASE_GRACE:g}s of its release")]
+    out = h.ask(running, protocol.JobEnded, succeeded=True, reason="done")
+    assert {c.slot_id for c in of(out, KillSlot)} == {s.id for s in slots[1:]}
+
+
+def test_after_the_window_unclaimed_workers_are_killed_and_unconfirmed_slots_lost():
+    old = Persisting()
+    job_id, _ = old.submit(unit(slots=3, instances=3))
+    claimed, unclaimed, gone = launched(old.offer("h1"))
+    h = recovered(old.stored)
+    h.handle(DriverRegistered, framework_id="fw")
+    h.update(claimed, TaskState.RUNNING)
+    h.update(unclaimed, TaskState.RUNNING)
+    report(h, job_id, {claimed.id: claim(claimed), gone.id: claim(gone)}, {"u": 3})
+    assert h.unit_status(job_id)["granted"] == 2
+    h.clock.advance(ADOPT_WINDOW - 1)
+    assert not of(h.handle(Tick), KillSlot)
+    h.clock.advance(1)
+    out = h.handle(Tick)
+    assert of(out, KillSlot) == [KillSlot(unclaimed.id, "no AppMaster claimed this worker after the failover")]
+    assert h.scheduler.holds(claimed.id) and not h.scheduler.holds(gone.id)   # not reported running: lost
+    assert h.unit_status(job_id)["granted"] == 1 and h.unit_status(job_id)["desired"] == 3
+    # later claims are not adopted any more; new slots carry the new generation's numbers
+    report(h, job_id, {gone.id: claim(gone)}, {"u": 3})
+    assert not h.scheduler.holds(gone.id)
+    new = launched(h.offer("h2"))
+    assert [s.id for s in new] == [f"{job_id}.u.2-1", f"{job_id}.u.2-2"]
+
+
+def test_a_slot_that_ended_or_belongs_elsewhere_is_never_adopted():
+    old = Persisting()
+    job_id, _ = old.submit(unit(slots=2, instances=2))
+    other, _ = old.submit(unit(slots=1, instances=1))
+    ended, alive, _ = launched(old.offer("h1"))   # the third is the other job's
+    h = recovered(old.stored)
+    h.handle(DriverRegistered, framework_id="fw")
+    h.update(ended, TaskState.FINISHED)                     # it ended while nobody listened
+    out = report(h, job_id, {ended.id: claim(ended), "job-0002.u.9": ["u", "h1", "", "a-h1"],
+                             alive.id: ["nope", "h1", "", "a-h1"], "junk": 5}, {"u": 2})
+    assert not of(out, KillSlot) and h.unit_status(job_id)["granted"] == 0
+    assert h.unit_status(other)["granted"] == 0
+
+
+def test_a_task_of_a_job_that_is_not_running_is_killed_at_once_after_a_failover():
+    old = Persisting()
+    job_id, _ = old.submit(unit(slots=1, instances=1))
+    (slot,) = launched(old.offer())
+    old.write(old.ask(job_id, protocol.JobEnded, succeeded=True, reason="done"))   # its kill never landed
+    h = recovered(old.stored)
+    h.handle(DriverRegistered, framework_id="fw")
+    assert h.update(slot, TaskState.RUNNING) == [KillSlot(slot.id, "a worker of a job that is not running")]
+
+
+def test_a_recovered_job_whose_quota_group_is_gone_fails():
+    record = JobRecord("job-0001", job_document(JobSpec("j", [unit()], quota_group="gone")), "t", "running")
+    h = recovered({SERVICE_KEY: encode(ServiceRecord("fw", 1, 2)), job_key(record.id): encode(record)})
+    assert h.core.job("job-0001").state is FAILED and "unknown quota group 'gone'" in h.core.job("job-0001").reason
+    assert not of(h.out, AdoptAppMaster) and decode(h.stored).jobs["job-0001"].state == "failed"
+
+
+def test_job_ids_continue_after_a_recovery():
+    old = Persisting()
+    for _ in range(3):
+        old.submit()
+    h = recovered(old.stored)
+    assert h.submit()[0] == "job-0004"
+    with pytest.raises(FuxiError, match="recovers once"):
+        h.handle(Recover, None, [])

@@ -1,9 +1,21 @@
 """Fuxi jobs: the model and the TOML job file (DESIGN §3.5)."""
 
+from pathlib import Path
+
 import pytest
 
 from mesoslike import Resources
 from mesoslike.frameworks.fuxi.model import (
+    LIMITS,
+    MAX_ATTEMPTS,
+    MAX_COMMAND,
+    MAX_INSTANCES,
+    MAX_LIST,
+    MAX_NAME,
+    MAX_PORT,
+    MAX_RESOURCE,
+    MAX_SLOTS,
+    MAX_UNITS,
     BackupPolicy,
     JobSpec,
     JobSpecError,
@@ -101,3 +113,45 @@ def test_python_api_checks_too():
                       UnitSpec("b", 1, Resources.parse("cpus:1"), after=["a"])])
     with pytest.raises(JobSpecError, match="a slot needs resources"):
         UnitSpec("a", 1, Resources())
+
+
+# ------------------------------------------------------------------ limits
+@pytest.mark.parametrize("document, message", [
+    # issue 12 §2: each of these was accepted and then choked the AppMaster or the scheduler
+    (unit_doc(instances=2**63 - 1), f"job.units[0].instances: must be at most {MAX_INSTANCES}"),
+    # a 400-digit bound is the resource codec's refusal (issue 12 §2: every quantity is at most 1e15) ...
+    (unit_doc(resources="ports:[1-" + "9" * 400 + "]"), "for 'ports': bounds are at most 1e+15"),
+    # ... and a port range the codec takes but no machine has is the job file's
+    (unit_doc(resources="ports:[1-70000]"), f"job.units[0].resources: ports must lie within [0, {MAX_PORT}]"),
+    (unit_doc(slots=MAX_SLOTS + 1), f"job.units[0].slots: must be at most {MAX_SLOTS}"),
+    (unit_doc(cpus=1e300), f"job.units[0].cpus: must be at most {MAX_RESOURCE}"),
+    (unit_doc(resources="gpus:1e12"), f"job.units[0].resources: gpus must be at most {MAX_RESOURCE}"),
+    (unit_doc(max_attempts=10**9), f"job.units[0].max_attempts: must be at most {MAX_ATTEMPTS}"),
+    (unit_doc(priority=2**80), "job.units[0].priority: must be at most"),
+    (unit_doc(command="x" * (MAX_COMMAND + 1)), f"job.units[0].command: must be at most {MAX_COMMAND} characters"),
+    (unit_doc(blacklist=[f"h{i}" for i in range(MAX_LIST + 1)]), f"job.units[0].blacklist: must have at most {MAX_LIST}"),
+    (unit_doc(name="u" * (MAX_NAME + 1)), f"job.units[0].name: must be at most {MAX_NAME} characters"),
+    ({"job": {"name": "j", "units": [{"name": f"u{i}", "slots": 1, "cpus": 1} for i in range(MAX_UNITS + 1)]}},
+     f"job.units: a job has at most {MAX_UNITS} units"),
+])
+def test_hostile_job_files_are_refused_by_the_documented_limits(document, message):
+    with pytest.raises(JobSpecError) as info:
+        parse_job(document)
+    assert message in str(info.value)
+    assert len(str(info.value)) < 300   # the refusal never echoes the hostile field whole
+
+
+def test_errors_never_echo_a_huge_field():
+    huge = "x\n" * 1_000_000
+    for document in ({"job": {"name": huge, "units": []}}, unit_doc(**{huge: 1}), unit_doc(slots=huge),
+                     {"job": {"name": "j", "policy": huge, "units": [{"name": "u", "slots": 1, "cpus": 1}]}},
+                     {"job": {"name": "j", 3: 1, "units": [{"name": "u", "slots": 1, "cpus": 1}]}}):
+        with pytest.raises(JobSpecError) as info:
+            parse_job(document)
+        assert len(str(info.value)) < 400, str(info.value)[:400]
+
+
+def test_the_limits_are_documented():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "fuxi.rst").read_text()
+    for value in LIMITS.values():
+        assert f"{value:,}".replace(",", "_") in text or str(value) in text, value

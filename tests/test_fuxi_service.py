@@ -10,6 +10,8 @@ the ``submit`` / ``status`` commands as a user runs them.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,11 +20,14 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from e2e_helpers import REPO, Cluster, child_env, free_port, wait_for
+from e2e_helpers import REPO, Cluster, alive, child_env, free_port, wait_for
 from mesoslike import Offer, Resources, TaskState, TaskStatus
 from mesoslike.clock import FakeClock
 from mesoslike.wire import TERMINAL_STATES
 from mesoslike.frameworks.fuxi import protocol
+from mesoslike.frameworks.fuxi.am_protocol import worker_token
+from mesoslike.frameworks.fuxi.hard_state import decode as decode_state
+from mesoslike.frameworks.fuxi.state_store import FileRecordStore, StoreLocked
 from mesoslike.frameworks.fuxi.core import FuxiCore, FuxiError
 from mesoslike.frameworks.fuxi.jobs import MAX_WORKER_FAILURES
 from mesoslike.frameworks.fuxi.model import (
@@ -38,11 +43,13 @@ from mesoslike.frameworks.fuxi.model import (
 )
 from mesoslike.frameworks.fuxi.quota import QuotaFileError, load_quota_file
 from mesoslike.frameworks.fuxi.service import (
+    APPMASTER_MODULE,
     WORKER_MODULE,
     FuxiService,
     JobClient,
     JobRefused,
     JobServer,
+    answer,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -53,6 +60,9 @@ R = Resources.parse
 # ============================================== the runtime, stand-in driver
 class FakeDriver:
     """Records the driver calls the service makes."""
+
+    framework_id = "framework-1"
+    connected = True
 
     def __init__(self) -> None:
         self.calls: list[tuple] = []
@@ -115,9 +125,7 @@ def unit_status(service, job_id, name="u") -> dict:
 def ask(service, job_id, cls, token=None, **fields):
     """What the service answers an AppMaster request (through the job server's handler)."""
     token = service.core.job(job_id).token if token is None else token
-    server = JobServer.__new__(JobServer)
-    server.service = service
-    return protocol.decode(server.handle(protocol.encode(cls(id=7, job_id=job_id, token=token, **fields))))
+    return protocol.decode(answer(service, protocol.encode(cls(id=7, job_id=job_id, token=token, **fields))))
 
 
 def test_each_granted_slot_runs_a_worker_task_that_knows_its_place():
@@ -131,6 +139,8 @@ def test_each_granted_slot_runs_a_worker_task_that_knows_its_place():
         env = task.environment
         assert env["FUXI_JOB_ID"] == job_id and env["FUXI_UNIT"] == "u" and env["FUXI_SLOT_ID"] == task.task_id
         assert env["FUXI_HOSTNAME"] == "h1" and env["FUXI_ROOM"] == "er1" and "FUXI_APPMASTER" in env
+        # what proves to the AppMaster that it is this slot's worker (issue 12 §2)
+        assert env["FUXI_WORKER_TOKEN"] == worker_token(service.core.job(job_id).token, task.task_id)
 
 
 def test_the_first_desire_is_the_instances_and_none_for_units_that_come_after():
@@ -141,7 +151,7 @@ def test_the_first_desire_is_the_instances_and_none_for_units_that_come_after():
 
 
 def test_appmaster_requests_drive_desire_release_blacklists_progress_and_the_end():
-    service, driver = make_service()
+    service, driver = make_service(blacklist_reports=1)   # one job's report is enough here (issue 16: two)
     job_id = service.submit(JobSpec("j", [unit(slots=3, instances=6)]))
     assert isinstance(ask(service, job_id, protocol.SetDesire, unit="u", slots=2), protocol.Ok)
     service.resource_offers(driver, [offer("h1")])
@@ -337,6 +347,101 @@ def test_job_client_and_server_over_zeromq():
         server.stop()
 
 
+def test_kill_over_the_protocol_and_status_says_where_the_master_is():
+    service, driver = make_service()
+    service.master = "tcp://master:5050"
+    job_id = service.submit(JobSpec("j", [unit(slots=2, instances=2)]))
+    service.resource_offers(driver, [offer()])
+    slots = [task.task_id for task in driver.launched()]
+    assert isinstance(protocol.decode(answer(service, protocol.encode(protocol.KillJob(3, job_id)))), protocol.Ok)
+    assert sorted(call[1] for call in driver.take("kill")) == sorted(slots)
+    document = service.status(job_id)
+    assert document["jobs"][0]["state"] == "killed" and document["framework"]["master"] == "tcp://master:5050"
+    again = protocol.decode(answer(service, protocol.encode(protocol.KillJob(4, job_id))))
+    assert isinstance(again, protocol.Error) and "ended already" in again.message
+
+
+def test_the_job_server_survives_a_frame_whose_answer_cannot_be_sent():
+    # issue 12 §2: one 4,194,288-byte frame killed the serving thread (the echoed ERROR was too big to send)
+    service, _ = make_service()
+    server = JobServer(service, "tcp://127.0.0.1:0").start()
+    try:
+        with JobClient(server.address, timeout=10) as client:
+            hostile = {"job": {"name": "/" * (protocol.MAX_FRAME - 200), "units": []}}
+            frame = protocol.encode(protocol.Submit(1, hostile))
+            assert len(frame) > protocol.MAX_FRAME - 300
+            client._client.send_frame(frame)
+            assert client._client.wait(10)
+            refused = protocol.decode(next(client._client.receive_frames())[1])
+            assert isinstance(refused, protocol.Error) and len(refused.message) <= protocol.MAX_ERROR
+            # a handler that raises something unforeseen, and an answer too big to encode
+            service.status = lambda job_id=None: {"jobs": ["x" * protocol.MAX_FRAME]}   # type: ignore[method-assign]
+            with pytest.raises(JobRefused, match="the answer cannot be sent"):
+                client.status()
+            service.appmaster_request = lambda request: 1 / 0   # type: ignore[method-assign]
+            with pytest.raises(JobRefused, match="internal error: ZeroDivisionError"):
+                client._ask(protocol.SetDesire(9, "job-1", "t", "u", 1))
+            # it still serves a real client
+            assert client.submit({"job": {"name": "j", "units": [
+                {"name": "u", "slots": 1, "cpus": 1, "mem": 10, "command": "true"}]}}) == "job-0001"
+    finally:
+        server.stop()
+
+
+def test_a_submission_is_acknowledged_only_once_it_is_stored(tmp_path):
+    class Store:
+        def __init__(self) -> None:
+            self.records: dict[str, bytes] = {}
+            self.fail = ""
+            self.fail_once = False
+            self.loads = 0
+
+        def load(self) -> dict[str, bytes]:
+            self.loads += 1
+            return dict(self.records)
+
+        def write(self, records, deleted=()) -> None:
+            if self.fail or self.fail_once:
+                self.fail_once = False
+                raise StoreLocked(self.fail or "did not answer in time")
+            self.records.update(records)
+            for key in deleted:
+                self.records.pop(key, None)
+
+    store = Store()
+    service = FuxiService(FuxiCore(clock=FakeClock()), launch_appmasters=False, store=store)
+    service.attach(FakeDriver())
+    service.recover(decode_state({}))
+    job_id = service.submit(JobSpec("j", [unit()]))
+    assert decode_state(store.records).jobs[job_id].state == "running"
+    store.fail_once = True                                   # an outcome unknown: read again, written once more
+    retried = service.submit(JobSpec("j", [unit()]))
+    assert store.loads == 1 and decode_state(store.records).jobs[retried].state == "running"
+    service.kill(retried)
+    store.fail = "the disk is full"
+    with pytest.raises(FuxiError, match="could not be stored, so it was not accepted: the disk is full"):
+        service.submit(JobSpec("j", [unit()]))
+    with pytest.raises(FuxiError, match="the kill could not be stored, so the job goes on"):
+        service.kill(job_id)
+    assert [job.id for job in service.core.jobs] == [job_id, retried]
+    assert service.core.job(job_id).state.value == "running"
+
+
+def test_the_file_store_writes_whole_records_and_admits_one_service(tmp_path):
+    store = FileRecordStore(tmp_path / "state")
+    assert store.load() == {}
+    store.write({"service": b"1", "job.job-0001": b"a"})
+    store.write({"job.job-0002": b"b"}, deleted=["job.job-0001"])
+    assert store.load() == {"service": b"1", "job.job-0002": b"b"}
+    assert not list((tmp_path / "state").glob(".*tmp"))
+    with pytest.raises(StoreLocked, match="another `mesoslike fuxi serve` keeps its state"):
+        FileRecordStore(tmp_path / "state")
+    store.close()
+    again = FileRecordStore(tmp_path / "state")         # let go: the next one may
+    assert again.load() == {"service": b"1", "job.job-0002": b"b"}
+    again.close()
+
+
 def test_quota_file(tmp_path):
     path = tmp_path / "quota.toml"
     path.write_text('[quota.a]\ncpus = 2\nmem = 100\n[quota.b]\n[blacklist]\nhosts = ["h9"]\n')
@@ -412,6 +517,32 @@ class Fuxi:
         return self.cli("submit", "--fuxi", self.address, "--interval", "0.2", *extra, str(path))
 
 
+def appmaster_processes(work_dir: Path) -> list[int]:
+    """Living AppMaster processes whose snapshot lies under ``work_dir``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if APPMASTER_MODULE.encode() in argv and any(str(work_dir).encode() in arg for arg in argv) \
+                and alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def kill_appmasters(work_dir: Path) -> None:
+    """SIGKILL the AppMasters (and their groups) of ``work_dir``: with a kept
+    state they outlive their service, waiting for the next one."""
+    for pid in appmaster_processes(work_dir):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def serving(cls, tmp: Path):
     """A module fixture's body: a ``cls`` (a :class:`Fuxi`) in ``tmp``, all of it stopped afterwards."""
     service = None
@@ -421,6 +552,7 @@ def serving(cls, tmp: Path):
     finally:
         if service is not None:
             service.cluster.close()
+            kill_appmasters(service.work_dir)
 
 
 @pytest.fixture(scope="module")
@@ -491,7 +623,7 @@ def test_status_shows_desired_granted_hosts_and_why_a_unit_waits(fuxi, tmp_path)
     units = wait_for(granted, 30, "the slots to be granted", diagnostics=fuxi.cluster.diagnostics)
     assert units["spread"]["hosts"] == {"node-0": 1, "node-1": 1}
     # fits no machine, even an empty one
-    assert units["huge"]["why_waiting"] == "no fit" and units["huge"]["granted"] == 0
+    assert units["huge"]["why_waiting"] == "no machine can ever fit" and units["huge"]["granted"] == 0
     assert units["capped"]["desired"] == 3 and units["capped"]["why_waiting"] == "quota"
 
     shown = fuxi.cli("status", "--fuxi", fuxi.address, ids[0])

@@ -154,9 +154,10 @@ def test_frameworks_use_only_the_public_api():
 #: the public surface; changing it is a deliberate edit of this test (and of docs/framework-api.rst)
 PUBLIC_API = {
     "mesoslike": [
-        "Clock", "ConfigError", "DriverStatus", "FakeClock", "Filters", "FrameworkInfo", "MasterInfo", "MesoslikeError",
-        "Offer", "Resources", "ResourcesError", "Scheduler", "SchedulerDriver", "SystemClock", "TaskInfo", "TaskState",
-        "TaskStatus", "__version__"],
+        "Clock", "ConfigError", "DriverStatus", "FakeClock", "Filters", "FrameworkInfo", "MasterContender", "MasterInfo",
+        "MesoslikeError", "Offer", "Resources", "ResourcesError", "Scheduler", "SchedulerDriver", "SystemClock",
+        "TaskInfo", "TaskState", "TaskStatus", "ZkUrl", "ZooKeeperError", "ZooKeeperRecordStore", "__version__",
+        "make_locator", "resolve_leader"],
     "mesoslike.transport": [
         "Client", "DEFAULT_LISTEN_BACKLOG", "MessageCodec", "Poller", "Received", "Server", "Waker", "allow_sockets",
         "idle", "parse_tcp_address", "poll"],

@@ -8,7 +8,7 @@ from typing import Annotated, Any, ClassVar
 import attrs
 import msgpack
 import pytest
-from codec_helpers import assert_the_fast_decoder_agrees_on_any_mutation
+from codec_helpers import HOSTILE_NUMBERS, HOSTILE_RESOURCES, assert_the_fast_decoder_agrees_on_any_mutation
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -146,7 +146,7 @@ FUXI_EXAMPLES = [
     protocol.SetDesire(7, "job-1", "t", "u", 3), protocol.ReleaseSlot(8, "job-1", "t", "job-1.u.1"),
     protocol.AvoidHosts(9, "job-1", "t", "u", ["h1", "h2"]), protocol.BlacklistHost(10, "job-1", "t", "h1"),
     protocol.ReportHost(11, "job-1", "t", "h1"), protocol.Progress(12, "job-1", "t", {"units": {"u": {"done": 1}}}),
-    protocol.JobEnded(13, "job-1", "t", True, ""),
+    protocol.JobEnded(13, "job-1", "t", True, ""), protocol.KillJob(14, "job-1"),
     amp.Hello("s", "u", "h", "er0", [1, 2], [[0, 1, True, "ok"]]), amp.Heartbeat("s", None), amp.Heartbeat("s", [3, 1]),
     amp.Progress("s", 1, 1, 0.5), amp.Done("s", 1, 1, False, "exit status 1"), amp.Bye("s", "x"), amp.Welcome("s"),
     amp.Rejoin(), amp.Assign(1, 2, "true", {"A": "b"}), amp.Kill(1, 2), amp.Ack(1, 2), amp.Release(), amp.Error("no"),
@@ -178,7 +178,7 @@ def test_the_fast_decoder_agrees_with_the_checking_one_on_any_mutation(message):
 
 # ------------------------------------------------------------ total decoders
 plain_scalars = (st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats() | st.text(max_size=6)
-                 | st.binary(max_size=6))
+                 | st.binary(max_size=6) | st.sampled_from(HOSTILE_RESOURCES + HOSTILE_NUMBERS))
 plain = st.recursive(plain_scalars, lambda inner: st.lists(inner, max_size=3)
                      | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=12)
 

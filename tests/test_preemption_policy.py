@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 
 from mesoslike.fairness import FairShareQueue, hierarchical_fair_shares
 from mesoslike.master.preemption import EPSILON, FairSharePreemption, Kill, Prefer, RoleUsage, TaskView, Warn
-from mesoslike.master.roles import PreemptionConfig, RoleConfig, RolesConfig, parse_roles, quantities
+from mesoslike.master.roles import (
+    DEFAULT_CLUSTER_UTILIZATION_THRESHOLD,
+    PreemptionConfig,
+    RoleConfig,
+    RolesConfig,
+    parse_roles,
+    quantities,
+)
 from mesoslike.resources import Resources
 
 pytestmark = pytest.mark.timeout(120)
@@ -36,11 +43,21 @@ def role(timeout: float = 0.0, threshold: float = 1.0, **more) -> dict:
     return {"fair_share_preemption_timeout": timeout, "fair_share_preemption_threshold": threshold, **more}
 
 
-def policy(*, enabled: bool = True, wait: float = 15.0, **roles: dict) -> FairSharePreemption:
-    """A policy over a roles file listing ``roles`` (``p__x`` names ``p/x``)."""
+def policy(*, enabled: bool = True, wait: float = 15.0, busy: float = DEFAULT_CLUSTER_UTILIZATION_THRESHOLD,
+           **roles: dict) -> FairSharePreemption:
+    """A policy over a roles file listing ``roles`` (``p__x`` names ``p/x``);
+    ``busy``: the cluster utilisation threshold."""
     named = {name.replace("__", "/"): settings for name, settings in roles.items()}
-    return FairSharePreemption(RolesConfig(PreemptionConfig(enabled, wait),
+    return FairSharePreemption(RolesConfig(PreemptionConfig(enabled, wait, busy),
                                            {name: RoleConfig(name, **settings) for name, settings in named.items()}))
+
+
+def any_utilization(cluster: Cluster) -> Cluster:
+    """The cluster's policy preempting at any utilisation (threshold 0)."""
+    settings = cluster.policy.settings
+    cluster.policy.set_settings(attrs.evolve(settings, preemption=attrs.evolve(
+        settings.preemption, cluster_utilization_threshold=0.0)))
+    return cluster
 
 
 def task(task_id: str, role_name: str, agent: str, resources: Resources = UNIT, started: float = 0.0,
@@ -272,7 +289,7 @@ def test_a_role_exactly_at_its_fair_share_gives_nothing():
 def test_fewest_tasks_a_big_task_that_covers_the_need_wins():
     tasks = ([task("a-big", "a", "node-0", R("cpus:4;mem:4096"))]
              + spread("a", 8, agents=("node-1", "node-2")))
-    cluster = Cluster(policy(a=role(), b=role(threshold=0.5)), tasks,
+    cluster = Cluster(policy(a=role(), b=role(threshold=0.5), busy=0.0), tasks,   # 75% used: below 0.8
                       {"a": "cpus:4;mem:4096", "b": "cpus:4;mem:4096"})
     assert warned(cluster.update(0.0)) == ["a-big"]
 
@@ -325,7 +342,8 @@ def test_prefers_an_agent_where_the_whole_need_fits():
              + [task(f"a-1{i}", "a", "node-1", started=float(i)) for i in range(4)]
              + [task(f"a-2{i}", "a", "node-2", started=20.0 + i) for i in range(4)]
              + [task(f"a-3{i}", "a", "node-3", started=30.0 + i) for i in range(2)])
-    cluster = Cluster(policy(a=role(), b=role()), tasks, {"a": "cpus:4;mem:4096", "b": "cpus:4;mem:4096"})
+    cluster = Cluster(policy(a=role(), b=role(), busy=0.0), tasks,            # 75% used: below 0.8
+                      {"a": "cpus:4;mem:4096", "b": "cpus:4;mem:4096"})
     cluster.update(0.0)
     pending = cluster.state()["pending"]
     assert len(pending) == 4
@@ -337,7 +355,7 @@ def test_without_a_whole_fit_the_biggest_chunk_first():
              + [task(f"a-1{i}", "a", "node-1") for i in range(3)]
              + [task(f"a-2{i}", "a", "node-2") for i in range(2)]
              + [task(f"a-3{i}", "a", "node-3") for i in range(2)])
-    cluster = Cluster(policy(a=role(), b=role()), tasks,
+    cluster = Cluster(policy(a=role(), b=role(), busy=0.0), tasks,            # 75% used: below 0.8
                       {"a": "cpus:4;mem:4096", "b": "cpus:4;mem:4096"}, total=R("cpus:12;mem:12288"))
     # fair shares 6 each; a (9) may give 3 and b needs 4: node-1's three
     cluster.update(0.0)
@@ -437,7 +455,7 @@ def test_after_the_kills_land_the_role_waits_for_the_preference_window():
 
 
 def test_without_the_freed_resources_the_role_is_rechecked_after_the_window():
-    cluster = killed_and_landed()
+    cluster = any_utilization(killed_and_landed())        # 12 of 16 used after the kills: below 0.8
     assert cluster.update(57.499) == []
     assert len(warned(cluster.update(57.5))) == 4
 
@@ -727,3 +745,39 @@ def test_property_victims_only_above_fair_share_and_no_more_than_needed(roles, w
             assert prefer.until > now and prefer.resources
         # the kills land right away
         cluster.end(*(k.task_id for k in of(actions, Kill)), tell=False)
+
+
+# ------------------------------------------ cluster utilisation threshold
+def test_no_new_victims_while_the_cluster_is_used_at_or_below_the_threshold_yarn():
+    # seed 003 / YARN shouldAttemptPreemption; issue 16: 4 tasks were warned at 62.5%
+    tasks = spread("a", 10)                              # 10 of 16: 62.5%
+    wanting = {"a": "cpus:4;mem:4096", "b": "cpus:8;mem:8192"}
+    cluster = Cluster(policy(a=role(), b=role(threshold=1.0)), tasks, wanting)
+    assert cluster.update(0.0) == []
+    state = cluster.state()
+    assert state["cluster_utilization"] == 0.625 and state["cluster_utilization_threshold"] == 0.8
+    assert state["roles"]["b"]["starved"] != ""           # starvation is still measured
+    cluster.tasks += spread("a", 3, prefix="more")         # 13 of 16: 81.25%
+    assert len(warned(cluster.update(1.0))) > 0
+
+
+def test_the_threshold_is_strict_and_warned_tasks_are_killed_below_it():
+    cluster = Cluster(policy(a=role(), b=role(threshold=1.0), busy=0.75, wait=5.0), spread("a", 12),
+                      {"a": "cpus:4;mem:4096", "b": "cpus:8;mem:8192"})
+    assert cluster.update(0.0) == []                      # exactly 0.75: not above it
+    cluster.tasks += spread("a", 1, prefix="more")
+    victims = warned(cluster.update(1.0))
+    assert victims
+    cluster.tasks = [t for t in cluster.tasks if t.task_id.startswith("more")] + \
+        [t for t in cluster.tasks if t.task_id in victims]    # the cluster empties, the victims still run
+    kills = of(cluster.update(6.0), Kill)
+    assert sorted(k.task_id for k in kills) == sorted(victims)
+
+
+def test_the_roles_file_sets_the_threshold():
+    config = parse_roles({"preemption": {"enabled": True, "cluster_utilization_threshold": 0.5}})
+    assert config.preemption.cluster_utilization_threshold == 0.5
+    assert parse_roles({}).preemption.cluster_utilization_threshold == 0.8
+    assert config.to_json()["preemption"]["cluster_utilization_threshold"] == 0.5
+    with pytest.raises(ValueError, match="preemption.cluster_utilization_threshold"):
+        parse_roles({"preemption": {"cluster_utilization_threshold": 1.5}})

@@ -170,3 +170,40 @@ def test_the_generated_encoder_writes_what_to_plain_writes_in_the_same_order(mes
     fast = _fast_encoder(type(message), 1)(message)
     assert fast == generic and list(fast) == list(generic)
     assert encode(message) == msgpack.packb(generic, use_bin_type=True)
+
+
+# ----------------------------------------------- hostile numbers (issue 12 §2)
+@pytest.mark.parametrize("resources, fragment", [
+    ("cpus:1.7e305;cpus:1.7e305;mem:1024", "must be <= 1e+15"),   # each entry, and their sum 3.4e305, too large
+    ("cpus:6e14;cpus:6e14", "(its entries added up)"),            # each fits, the sum does not
+    ("cpus:1e306", "must be <= 1e+15"),                            # *1000 overflowed a float: OverflowError
+    ("cpus:1e308", "must be <= 1e+15"),
+    ("cpus:inf", "must be finite"),
+    ("cpus:nan", "must be finite"),
+    ("ports:[1-" + "9" * 400 + "]", "bounds are at most 1e+15"),
+    ("ports:[1-" + "9" * 5000 + "]", "bounds are at most 1e+15"),  # int() refuses 4,300+ digits with a ValueError
+])
+def test_a_registration_with_hostile_resources_is_a_wire_error_naming_the_field(resources, fragment):
+    data = frame(type="REGISTER_AGENT", agent={"hostname": "h", "resources": resources})
+    with pytest.raises(WireError) as info:
+        decode(data)
+    assert str(info.value).startswith("REGISTER_AGENT.agent.resources:") and fragment in str(info.value)
+
+
+def test_the_largest_quantity_decodes_and_adds_up_without_overflow():
+    top = f"cpus:{Resources.parse('cpus:1').get('cpus') * 1e15:.0f};mem:1e15"
+    offer = {"id": "O", "agent_id": "a", "hostname": "h", "resources": top}
+    (decoded,) = decode(frame(type="OFFERS", offers=[offer])).offers
+    assert decoded.resources.get("cpus") == 1e15
+    total = Resources.sum([decoded.resources] * 100_000)   # a cluster of the largest agents
+    assert total.get("mem") == 1e20 and total.contains(decoded.resources)
+
+
+@pytest.mark.parametrize("value", [1.7e305, 1e306, 1e308, -1e308])
+def test_huge_finite_numbers_are_numbers_and_infinities_are_not(value):
+    assert decode(frame(type="SUBSCRIBED", framework_id="f", heartbeat_interval=value,
+                        master={"id": "m", "address": "a"})).heartbeat_interval == value
+    for bad in (math.inf, -math.inf, math.nan):
+        with pytest.raises(WireError, match="heartbeat_interval: expected float"):
+            decode(frame(type="SUBSCRIBED", framework_id="f", heartbeat_interval=bad,
+                         master={"id": "m", "address": "a"}))

@@ -10,11 +10,14 @@ a fraction is in [0, 1], an environment maps strings to strings:
 
 worker -> AppMaster
 
-- ``HELLO(slot, unit, hostname, room, running, finished)`` on start and
-  every 0.5 s until a WELCOME: ``running`` is ``[instance, attempt]`` or
-  None, ``finished`` the results not yet acknowledged, each
+- ``HELLO(slot, unit, hostname, room, running, finished, token, agent_id)``
+  on start and every 0.5 s until a WELCOME: ``running`` is ``[instance,
+  attempt]`` or None, ``finished`` the results not yet acknowledged, each
   ``[instance, attempt, ok, message]`` — so that an AppMaster that was
-  restarted learns what its workers did while it was gone;
+  restarted learns what its workers did while it was gone; ``token``
+  proves the worker is the slot's (:func:`worker_token` of the job's token
+  and the slot id: the service gives it to the slot's task, an AppMaster
+  with the job's token checks it); ``agent_id`` is the agent the slot is on;
 - ``HEARTBEAT(slot, running)`` every 0.5 s once welcomed;
 - ``PROGRESS(slot, instance, attempt, fraction)`` for a ``FUXI_PROGRESS
   <fraction>`` line on the instance's stdout;
@@ -39,6 +42,8 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from typing import Annotated, Any, ClassVar
 
 import attrs
@@ -48,7 +53,7 @@ from mesoslike.messaging import Codec, Items, Range, Schema
 
 __all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Hello", "Heartbeat", "Progress", "Done", "Bye", "Welcome",
            "Rejoin", "Assign", "Kill", "Ack", "Release", "Error", "encode", "decode", "HEARTBEAT_INTERVAL",
-           "HEARTBEAT_TIMEOUT", "PROGRESS_PREFIX", "MAX_FRAME"]
+           "HEARTBEAT_TIMEOUT", "PROGRESS_PREFIX", "MAX_FRAME", "worker_token"]
 
 #: seconds between a worker's HELLOs / HEARTBEATs
 HEARTBEAT_INTERVAL = 0.5
@@ -79,6 +84,8 @@ class Hello:
     room: str = ""
     running: Run | None = None
     finished: list[Result] = attrs.field(factory=list)
+    token: str = ""
+    agent_id: str = ""
 
 
 @SCHEMA.message
@@ -169,6 +176,12 @@ class Release:
 class Error:
     TYPE: ClassVar[str] = "ERROR"
     message: str
+
+
+def worker_token(job_token: str, slot: str) -> str:
+    """The secret a slot's worker shows its AppMaster: an HMAC of the slot id
+    under the job's token (which only the service and the AppMaster hold)."""
+    return hmac.new(job_token.encode(), slot.encode(), hashlib.sha256).hexdigest()
 
 
 #: the codec of this protocol: for an AppMaster's server and its workers

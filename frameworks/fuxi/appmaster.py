@@ -10,7 +10,9 @@ The Fuxi service starts one per job::
 ``FUXI_AM_TOKEN``) and starts it again — same port, same snapshot — when it
 exits while the job runs. It binds a ROUTER for the job's workers
 (:mod:`.worker`, :mod:`.am_protocol`) and connects a DEALER to the
-service's job server (:mod:`.protocol`). One thread, one loop:
+service's job server (:mod:`.protocol`) — ``--service`` is its address,
+or ``zk://HOSTS/PATH`` to follow the leading Fuxi service through
+ZooKeeper. One thread, one loop:
 
 - worker messages go into the core (HELLO -> ``worker_joined`` with what
   the worker runs and what it finished meanwhile, PROGRESS, DONE ->
@@ -26,16 +28,29 @@ service's job server (:mod:`.protocol`). One thread, one loop:
   acknowledged to the workers, so a result is never lost between an
   AppMaster that died and one that starts from the snapshot;
 - the core's progress report goes to the service (PROGRESS) when it
-  changes, at most every 0.2 s, and at least every 2 s.
+  changes, at most every 0.2 s, and at least every 2 s, with the slots of
+  the workers it knows (``slots``: slot -> ``[unit, hostname, room, agent
+  id]``): after a failover the new leader adopts them from it.
+
+Workers are held to what they are: a HELLO must carry the slot's token
+(:func:`~.am_protocol.worker_token`; checked when the AppMaster has the
+job's token), every other message must come over the connection that said
+HELLO, and a DONE must name a run this AppMaster handed that worker (or
+that the worker reported running when it joined). Nothing a peer sends —
+junk, oversized fields, a frame that makes handling fail — stops the loop.
 
 After JobEnded it sends JOB_ENDED until the service answers, then exits 0.
-It exits 3 when the service that started it is gone.
+With ``--orphan-timeout S`` it outlives its service — a new one (restarted,
+or a new leader) adopts it — and exits 3 only when no service answered for
+S seconds; without it, it exits 3 as soon as the service that started it
+is gone.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import hmac
 import itertools
 import json
 import logging
@@ -46,11 +61,11 @@ from typing import Any, TypeVar
 
 import attrs
 
-from mesoslike import Clock, MesoslikeError, SystemClock
+from mesoslike import Clock, MesoslikeError, SystemClock, make_locator
 from mesoslike.frameworks.fuxi import am_protocol as amp
 from mesoslike.frameworks.fuxi import appmaster_core as amc
 from mesoslike.frameworks.fuxi import protocol
-from mesoslike.frameworks.fuxi.model import JobSpec, JobSpecError, parse_job
+from mesoslike.frameworks.fuxi.model import MAX_NAME, JobSpec, JobSpecError, parse_job
 from mesoslike.transport import Client, Server
 
 __all__ = ["AppMaster", "main", "write_snapshot", "read_snapshot"]
@@ -71,14 +86,22 @@ _Request = TypeVar("_Request", bound=amc.ServiceRequest | protocol.Progress)
 
 
 class _Worker:
-    __slots__ = ("slot", "peer", "last_seen", "done_seen", "assigned")
+    __slots__ = ("slot", "peer", "last_seen", "done_seen", "assigned", "runs", "claim")
 
-    def __init__(self, slot: str, peer: bytes, now: float) -> None:
-        self.slot = slot
+    def __init__(self, hello: amp.Hello, peer: bytes, now: float) -> None:
+        self.slot = hello.slot
         self.peer = peer
         self.last_seen = now
         self.done_seen: set[tuple[int, int]] = set()
         self.assigned: tuple[amp.Assign, float] | None = None   # the last ASSIGN and when it was sent
+        #: the runs handed to it (or that it ran when it joined): the only ones it may report done
+        self.runs: set[tuple[int, int]] = set()
+        #: how the service knows its slot again after a failover: [unit, hostname, room, agent id]
+        self.claim = [hello.unit, hello.hostname, hello.room, hello.agent_id]
+
+
+class _Refused(Exception):
+    """A worker's message refused: the ERROR's text (bounded)."""
 
 
 def write_snapshot(path: Path, snapshot: dict) -> None:
@@ -114,13 +137,15 @@ class AppMaster:
     """The loop of one job's AppMaster (:meth:`run`)."""
 
     def __init__(self, job_id: str, job: JobSpec, *, bind: str, service: str, token: str, snapshot: Path,
-                 clock: Clock | None = None, heartbeat_timeout: float = amp.HEARTBEAT_TIMEOUT) -> None:
+                 clock: Clock | None = None, heartbeat_timeout: float = amp.HEARTBEAT_TIMEOUT,
+                 orphan_timeout: float | None = None) -> None:
         self.job_id = job_id
         self.job = job
         self.token = token
         self.snapshot_path = Path(snapshot)
         self.clock = clock or SystemClock()
         self.heartbeat_timeout = heartbeat_timeout
+        self.orphan_timeout = orphan_timeout
         restored = read_snapshot(self.snapshot_path)
         try:
             self.core = amc.AppMasterCore(job_id, job, self.clock, snapshot=restored)
@@ -133,9 +158,13 @@ class AppMaster:
             log.info("job %s: resumed from the snapshot %s", job_id, self.snapshot_path)
         self.workers: dict[str, _Worker] = {}
         self.released: set[str] = set()
+        self._locator = make_locator(service)   # zk://: follows the leading service
+        leader = self._locator.current() or ""
         self._server = Server(bind, codec=amp.CODEC)   # binds now: errors surface here
         self.address = self._server.address
-        self._service = Client(service, codec=protocol.CODEC)
+        self._service_address = leader
+        self._service: Client | None = Client(leader, codec=protocol.CODEC) if leader else None
+        self._last_answer = self.clock.now()
         self._ids = itertools.count(1)
         self._to_workers: list[tuple[bytes, Any]] = []
         self._to_service: collections.deque[protocol.Message] = collections.deque()
@@ -154,44 +183,84 @@ class AppMaster:
             self._carry_out(self.core.restate())   # the scheduler may remember other desires, or no end
             self._flush()
             while True:
-                now = self.clock.now()
-                wakeup = self.core.next_wakeup()
-                timeout = POLL if wakeup is None else min(POLL, max(0.0, wakeup - now))
-                if self._server.wait(timeout):
-                    for peer, frame in self._server.receive_frames():
-                        self._on_worker_frame(peer, frame)
-                for _, answer in self._service.receive_frames():
-                    self._on_service_frame(answer)
-                now = self.clock.now()
-                self._check_heartbeats(now)
-                wakeup = self.core.next_wakeup()
-                if wakeup is not None and wakeup <= now and self._ended is None:
-                    self._carry_out(self._core(self.core.tick))
-                self._flush()
+                self._turn()
                 if self._ended is not None and self._end_acknowledged:
                     log.info("job %s ended and the service knows: exiting", self.job_id)
                     return 0
-                if os.getppid() != self._parent:
-                    log.error("the Fuxi service that started this AppMaster is gone: exiting")
+                if self._orphaned():
                     return 3
         finally:
             self._server.close(linger=0.5)   # let the last RELEASEs go out
-            self._service.close()
+            if self._service is not None:
+                self._service.close()
+            self._locator.close()
+
+    def _turn(self) -> None:
+        """One turn of the loop. What goes wrong in one part is logged and
+        the loop goes on: no frame and no failure of one step stops it."""
+        now = self.clock.now()
+        wakeup = self.core.next_wakeup()
+        timeout = POLL if wakeup is None else min(POLL, max(0.0, wakeup - now))
+        if self._server.wait(timeout):
+            for peer, frame in self._server.receive_frames():
+                self._on_worker_frame(peer, frame)
+        self._follow_service()
+        for _, answer in self._service.receive_frames() if self._service is not None else ():
+            self._on_service_frame(answer)
+        now = self.clock.now()
+        try:
+            self._check_heartbeats(now)
+            wakeup = self.core.next_wakeup()
+            if wakeup is not None and wakeup <= now and self._ended is None:
+                self._carry_out(self._core(self.core.tick))
+        except Exception:  # noqa: BLE001 - a bug must not restart the AppMaster (and cost its job a restart)
+            log.exception("the AppMaster's turn failed; going on")
+        try:
+            self._flush()
+        except Exception:  # noqa: BLE001 - as above; what could not go out goes at the next turn
+            log.exception("sending failed; going on")
+
+    def _orphaned(self) -> bool:
+        if self.orphan_timeout is None:
+            if os.getppid() != self._parent:
+                log.error("the Fuxi service that started this AppMaster is gone: exiting")
+                return True
+            return False
+        silence = self.clock.now() - self._last_answer
+        if silence > self.orphan_timeout:
+            log.error("no Fuxi service answered for %.0fs (--orphan-timeout): exiting", silence)
+            return True
+        return False
+
+    def _follow_service(self) -> None:
+        """Talk to the service the locator names now (a new leader, after a failover)."""
+        leader = self._locator.current()
+        if leader and leader != self._service_address:
+            log.info("the Fuxi service is now at %s", leader)
+            if self._service is not None:
+                self._service.close()
+            self._service, self._service_address = Client(leader, codec=protocol.CODEC), leader
+            if self._end_request is not None:
+                self._end_sent = -1e9   # say JOB_ENDED to the new one at once
 
     # ---------------------------------------------------------- workers
     def _on_worker_frame(self, peer: bytes | None, frame) -> None:
         if peer is None or not isinstance(frame, (bytes, bytearray)):
-            log.warning("ignoring a malformed frame: %s", frame)
+            log.warning("ignoring a malformed frame: %s", protocol.bounded(str(frame), 200))
             return
         try:
             message = amp.decode(bytes(frame))
             self._on_worker_message(peer, message)
         except amp.ProtocolError as exc:
-            log.warning("a bad frame from a worker: %s", exc)
+            log.warning("a bad frame from a worker: %s", protocol.bounded(str(exc), 200))
+            self._to_workers.append((peer, amp.Error(protocol.bounded(str(exc)))))
+        except _Refused as exc:
+            log.warning("refused a worker's message: %s", exc)
             self._to_workers.append((peer, amp.Error(str(exc))))
         except Exception as exc:  # noqa: BLE001 - a worker must not take the AppMaster down
             log.exception("handling a worker's message failed")
-            self._to_workers.append((peer, amp.Error(f"internal error: {type(exc).__name__}: {exc}")))
+            self._to_workers.append((peer, amp.Error(protocol.bounded(f"internal error: {type(exc).__name__}: "
+                                                                       f"{exc}"))))
 
     def _on_worker_message(self, peer: bytes, message) -> None:
         if not isinstance(message, _FROM_WORKERS):
@@ -199,7 +268,13 @@ class AppMaster:
             return
         now = self.clock.now()
         slot = message.slot
+        if len(slot) > MAX_NAME:
+            raise _Refused(f"a slot id is at most {MAX_NAME} characters, got {len(slot)}")
         worker = self.workers.get(slot)
+        if isinstance(message, amp.Hello):
+            self._check_hello(message)
+        elif worker is not None and worker.peer != peer:
+            raise _Refused(f"{message.TYPE} for slot {slot} from a connection that is not its worker's")
         if slot in self.released:
             self._to_workers.append((peer, amp.Release()))
             return
@@ -210,7 +285,7 @@ class AppMaster:
             if not isinstance(message, amp.Bye):
                 self._to_workers.append((peer, amp.Rejoin()))   # a worker of the AppMaster before this one
             return
-        worker.peer, worker.last_seen = peer, now
+        worker.last_seen = now
         if isinstance(message, amp.Heartbeat):
             self._resend_assign(worker, message.running, now)
         elif isinstance(message, amp.Progress):
@@ -222,10 +297,18 @@ class AppMaster:
             del self.workers[slot]
             self._carry_out(self._core(self.core.worker_left, slot, message.reason or "worker stopped"))
 
-    def _hello(self, peer: bytes, hello: amp.Hello, worker: _Worker | None, now: float) -> None:
+    def _check_hello(self, hello: amp.Hello) -> None:
+        """A HELLO is a worker of this job's unit, with the slot's token (when the AppMaster knows the job's)."""
         if hello.unit not in {unit.name for unit in self.job.units}:
-            self._to_workers.append((peer, amp.Error(f"unit {hello.unit!r} is not a unit of job {self.job_id}")))
-            return
+            raise _Refused(f"unit {protocol.bounded(repr(hello.unit), 100)} is not a unit of job {self.job_id}")
+        for field in ("hostname", "room", "agent_id"):
+            if len(getattr(hello, field)) > MAX_NAME:
+                raise _Refused(f"HELLO.{field} is at most {MAX_NAME} characters")
+        if self.token and not hmac.compare_digest(hello.token.encode(),
+                                                  amp.worker_token(self.token, hello.slot).encode()):
+            raise _Refused(f"HELLO refused: not the worker of slot {hello.slot} (wrong token)")
+
+    def _hello(self, peer: bytes, hello: amp.Hello, worker: _Worker | None, now: float) -> None:
         finished = [(i, a, ok, msg) for i, a, ok, msg in hello.finished]
         if worker is None:
             running = tuple(hello.running) if hello.running is not None else None
@@ -233,9 +316,11 @@ class AppMaster:
                 actions = self.core.worker_joined(hello.slot, hello.unit, hello.hostname, hello.room, running,
                                                   finished)
             except (KeyError, ValueError, TypeError, MesoslikeError) as exc:
-                self._to_workers.append((peer, amp.Error(f"HELLO refused: {exc}")))
+                self._to_workers.append((peer, amp.Error(protocol.bounded(f"HELLO refused: {exc}"))))
                 return
-            worker = self.workers[hello.slot] = _Worker(hello.slot, peer, now)
+            worker = self.workers[hello.slot] = _Worker(hello, peer, now)
+            if running is not None:
+                worker.runs.add((running[0], running[1]))
             worker.done_seen.update((i, a) for i, a, _, _ in finished)
             if finished:
                 self._dirty = True   # acknowledged below: checkpoint what they changed first
@@ -254,6 +339,8 @@ class AppMaster:
 
     def _done(self, worker: _Worker, instance: int, attempt: int, ok: bool, message: str) -> None:
         key = (instance, attempt)
+        if key not in worker.done_seen and key not in worker.runs:
+            raise _Refused(f"DONE for instance {instance} attempt {attempt}, which slot {worker.slot} was not given")
         if key not in worker.done_seen:
             worker.done_seen.add(key)
             if worker.assigned is not None and (worker.assigned[0].instance, worker.assigned[0].attempt) == key:
@@ -307,6 +394,7 @@ class AppMaster:
             return
         if isinstance(message, amp.Assign):
             worker.assigned = (message, self.clock.now())
+            worker.runs.add((message.instance, message.attempt))
         else:
             log.info("killing instance %d attempt %d on %s: %s", message.instance, message.attempt,
                      action.worker_id, action.reason)
@@ -338,15 +426,25 @@ class AppMaster:
     def _flush(self) -> None:
         """Checkpoint first, then tell the workers and the service."""
         now = self.clock.now()
+        outgoing, self._to_workers = self._to_workers, []
         if self._dirty:
-            write_snapshot(self.snapshot_path, self.core.snapshot())
-            self._dirty = False
-        for peer, message in self._to_workers:
-            self._server.send(peer, message)
-        self._to_workers.clear()
+            try:
+                write_snapshot(self.snapshot_path, self.core.snapshot())
+                self._dirty = False
+            except OSError as exc:
+                # results are acknowledged only once checkpointed: their workers say them again
+                log.error("cannot write the snapshot %s (%s): results stay unacknowledged", self.snapshot_path,
+                          exc)
+                outgoing = [(peer, message) for peer, message in outgoing if not isinstance(message, amp.Ack)]
+        for peer, message in outgoing:   # queued while a worker reads slowly; a drop is counted
+            try:
+                if not self._server.send(peer, message):
+                    log.warning("%s to worker %r dropped: it is gone or its outbox is full", message.TYPE, peer)
+            except amp.ProtocolError as exc:
+                log.error("cannot send %s to a worker: %s", message.TYPE, protocol.bounded(str(exc), 200))
         final = self._ended is not None and self._end_request is None
         if now - self._report_sent >= PROGRESS_MIN_INTERVAL or final:
-            report = self.core.progress_report()
+            report = self._progress_report()
             if report != self._report or now - self._report_sent >= PROGRESS_MAX_INTERVAL or final:
                 self._report, self._report_sent = report, now
                 self._send(protocol.Progress(0, self.job_id, "", report))
@@ -354,15 +452,30 @@ class AppMaster:
             self._end_request = self._send(self._ended)
             self._end_sent = now
         # a lower desire before the slots it lets go: the scheduler never sees them as still wanted
-        for request in sorted(self._to_service, key=lambda r: not isinstance(r, protocol.SetDesire)):
-            self._service.send(request)
+        requests = sorted(self._to_service, key=lambda r: not isinstance(r, protocol.SetDesire))
         self._to_service.clear()
+        if self._service is None:
+            return   # no service known yet (ZooKeeper names none): the next report says it all again
+        for request in requests:
+            try:
+                if not self._service.send(request):
+                    log.error("%s to the service dropped: its outbox is full", request.TYPE)
+            except protocol.ProtocolError as exc:
+                log.error("cannot send %s to the service: %s", request.TYPE, protocol.bounded(str(exc), 200))
+        self._service.flush()   # what waited for the service's socket goes out as it takes it
+
+    def _progress_report(self) -> dict:
+        """The core's report, with the slots of the workers this AppMaster knows (for a new leader to adopt)."""
+        report = self.core.progress_report()
+        report["slots"] = {slot: worker.claim for slot, worker in sorted(self.workers.items())}
+        return report
 
     def _on_service_frame(self, frame: bytes) -> None:
+        self._last_answer = self.clock.now()
         try:
             answer = protocol.decode(frame)
         except protocol.ProtocolError as exc:
-            log.warning("a bad answer from the service: %s", exc)
+            log.warning("a bad answer from the service: %s", protocol.bounded(str(exc), 200))
             return
         if isinstance(answer, protocol.Error):
             log.warning("the service refused request %d: %s", answer.id, answer.message)
@@ -373,7 +486,11 @@ class AppMaster:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mesoslike.frameworks.fuxi.appmaster",
                                      description="A Fuxi job's AppMaster (started by `mesoslike fuxi serve`).")
-    parser.add_argument("--service", required=True, help="the Fuxi service's job server, tcp://HOST:PORT")
+    parser.add_argument("--service", required=True,
+                        help="the Fuxi service's job server, tcp://HOST:PORT, or zk://HOSTS/PATH to follow its leader")
+    parser.add_argument("--orphan-timeout", type=float, default=None,
+                        help="outlive the service; exit only when no service answered for this many seconds "
+                             "(default: exit when the service that started it is gone)")
     parser.add_argument("--job-id", required=True)
     parser.add_argument("--bind", required=True, help="where the job's workers connect, tcp://HOST:PORT")
     parser.add_argument("--snapshot", required=True, help="the snapshot file (JSON), read on start if present")
@@ -389,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
             job = parse_job(json.load(handle))
         appmaster = AppMaster(args.job_id, job, bind=args.bind, service=args.service,
                               token=os.environ.get("FUXI_AM_TOKEN", ""), snapshot=Path(args.snapshot),
-                              heartbeat_timeout=args.heartbeat_timeout)
+                              heartbeat_timeout=args.heartbeat_timeout, orphan_timeout=args.orphan_timeout)
     except (OSError, ValueError, JobSpecError, MesoslikeError) as exc:
         log.error("cannot start: %s", exc)
         return 2

@@ -27,10 +27,16 @@ What it does (DESIGN §6, docs/fuxi-jobs.rst "AppMaster semantics"):
 - **Retries**: a failed run goes back to pending until ``unit.max_attempts``
   failed runs; then the job fails and every running copy is killed.
 - **Blacklisting**: ``job.blacklist_after`` failed runs on a host stop the job
-  using it (BLACKLIST_HOST); ``global_report_after`` failures there
-  report it for the scheduler's global blacklist (REPORT_HOST).
+  using it (BLACKLIST_HOST) for ``job.blacklist_seconds`` (seed 000: "for a
+  while"; the scheduler forgets the entry after as long); then the host's
+  failure count starts again. ``global_report_after`` failures there report
+  it for the scheduler's global blacklist (REPORT_HOST), which lists a host
+  once several jobs reported it.
 - **Backup instances** for stragglers, once ``backup.min_finished_fraction``
-  of the unit finished: one more copy on another host; the first copy to
+  of the unit finished: an instance running longer than ``slower_factor``
+  times the average finished one (1 by default: seed 002's "longer than the
+  average"), or progressing ``slower_factor`` times slower than the average
+  running copy, gets one more copy on another host; the first copy to
   finish wins, the other is killed.
 - **Snapshots**: :meth:`AppMasterCore.snapshot` (JSON-able) keeps finished
   instances, attempt and failure counts, blacklists; a restarted AppMaster
@@ -292,8 +298,8 @@ class AppMasterCore:
         self._reason = ""
         self._rooms: dict[str, str] = {}                  # hostname -> room, from workers
         self._host_failures: dict[str, int] = {}
-        self._blacklisted: set[str] = set()
-        self._reported: set[str] = set()
+        self._blacklisted: dict[str, float] = {}          # host -> until when the job does not use it
+        self._reported: set[str] = set()                  # reported since it was last blacklisted
         self._workers: dict[str, _Worker] = {}
         self._host_workers: dict[str, set[str]] = {}
         self._rejoin_deadline: float | None = None
@@ -488,7 +494,7 @@ class AppMasterCore:
                               "running": sum(u["running"] for u in units.values()),
                               "failed": sum(u["failed_attempts"] for u in units.values()),
                               "backups": sum(u["backups"] for u in units.values())},
-                "blacklisted": sorted(self._blacklisted)}
+                "blacklisted": self._blacklisted_now()}
 
     def snapshot(self) -> dict:
         """A JSON-able checkpoint for ``AppMasterCore(..., snapshot=...)``:
@@ -510,7 +516,7 @@ class AppMasterCore:
             }
         return {"format": SNAPSHOT_FORMAT, "job_id": self.job_id, "job": self.job.name, "state": self._state,
                 "reason": self._reason, "units": units, "host_failures": dict(sorted(self._host_failures.items())),
-                "blacklisted": sorted(self._blacklisted), "reported": sorted(self._reported),
+                "blacklisted": self._blacklisted_now(), "reported": sorted(self._reported),
                 "rooms": dict(sorted(self._rooms.items()))}
 
     def restate(self) -> list[Action]:
@@ -563,7 +569,25 @@ class AppMasterCore:
         return min(unit.spec.slots, need)
 
     def _usable(self, host: str, unit: _Unit) -> bool:
-        return host not in self._blacklisted and host not in unit.spec.blacklist
+        return not self._is_blacklisted(host) and host not in unit.spec.blacklist
+
+    def _is_blacklisted(self, host: str) -> bool:
+        """Does the job avoid ``host`` now? An entry past its time is
+        forgotten, and so are the host's failures and report. O(1)."""
+        until = self._blacklisted.get(host)
+        if until is None:
+            return False
+        if until > self.clock.now():
+            return True
+        del self._blacklisted[host]
+        self._host_failures.pop(host, None)
+        self._reported.discard(host)
+        self._dirty = True
+        log.info("job %s: %s is no longer blacklisted (%gs passed)", self.job_id, host, self.job.blacklist_seconds)
+        return False
+
+    def _blacklisted_now(self) -> list[str]:
+        return sorted(host for host in list(self._blacklisted) if self._is_blacklisted(host))
 
     # ---------------------------------------------------------- dispatch
     def _settle(self, unit: _Unit) -> None:
@@ -744,10 +768,11 @@ class AppMasterCore:
         self._repend(unit, instance)
 
     def _host_failed(self, host: str) -> None:
+        listed = self._is_blacklisted(host)          # first: an expired entry starts the count again
         count = self._host_failures.get(host, 0) + 1
         self._host_failures[host] = count
-        if count >= self.job.blacklist_after and host not in self._blacklisted:
-            self._blacklisted.add(host)
+        if count >= self.job.blacklist_after and not listed:
+            self._blacklisted[host] = self.clock.now() + self.job.blacklist_seconds
             self._out.append(self._ask(protocol.BlacklistHost, f"{count} failed runs of job {self.job_id} on {host}",
                                        host=host))
             for worker_id in sorted(self._host_workers.get(host, ())):
@@ -848,7 +873,8 @@ class AppMasterCore:
                 continue
             slow = average is not None and now >= _due(copy, policy, average)
             if not slow and copy.fraction is not None and average_rate:
-                slow = _rate(copy, now) * policy.slower_factor <= average_rate
+                # below the average (not equal to it, up to rounding)
+                slow = _rate(copy, now) * policy.slower_factor < average_rate * (1 - 1e-9)
             if slow:
                 log.info("job %s: instance %d of %s straggles (%.1fs, progress %s): wants a backup", self.job_id,
                          instance, unit.name, runtime, copy.fraction)
@@ -911,7 +937,9 @@ class AppMasterCore:
                 raise AppMasterError(f"snapshot state {self._state!r}")
             self._reason = str(snapshot.get("reason", ""))
             self._host_failures = {str(h): int(c) for h, c in snapshot.get("host_failures", {}).items()}
-            self._blacklisted = set(snapshot.get("blacklisted", ()))
+            # the clock is this process's: a restored entry counts from now
+            until = self.clock.now() + self.job.blacklist_seconds
+            self._blacklisted = {str(host): until for host in snapshot.get("blacklisted", ())}
             self._reported = set(snapshot.get("reported", ()))
             self._rooms.update({str(h): str(r) for h, r in snapshot.get("rooms", {}).items() if r})
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

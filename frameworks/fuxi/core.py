@@ -2,35 +2,46 @@
 
 It runs inside a framework (``mesoslike fuxi serve``): the Mesos master
 offers it resources, and it hands them out as *slots* to the ScheduleUnits of
-the jobs submitted to it (DESIGN §6, seed 000). Pure and deterministic:
-calls go in, commands (:class:`LaunchSlots`, :class:`DeclineOffers`,
-:class:`KillSlot`, :class:`SuppressOffers`, :class:`ReviveOffers`) and job
-events (:class:`SlotGranted`, :class:`SlotRevoked`) come out; time comes
-from an injected clock.
+the jobs submitted to it (DESIGN §6, seeds 000 and 002). Pure and
+deterministic: calls go in, commands (:class:`LaunchSlots`,
+:class:`DeclineOffers`, :class:`KillSlot`, :class:`SuppressOffers`,
+:class:`ReviveOffers`) and job events (:class:`SlotGranted`,
+:class:`SlotRevoked`) come out; time comes from an injected clock.
 
-How a pass over an offer batch (:meth:`FuxiCore.on_offers`) goes:
+How a pass over an offer batch (:meth:`FuxiCore.on_offers`) goes
+(docs/fuxi-scheduling.rst has the details and the seeds' examples):
 
-1. **Active scheduling** of the units that arrived since the last pass, in
-   submission order: machine preferences first, then engine rooms, then the
-   cluster (LT_MACHINE > LT_ENGINEROOM > LT_CLUSTER); rooms and the cluster
-   round-robin over the eligible machines, fewest slots of the unit first.
-   Bounded by the quota group's room / slot size, ``max_per_machine``, the
-   global blacklist and the unit's own. What is not placed waits.
-2. **All-or-nothing** units are planned on a copy of the free resources and
-   granted only if every slot fits at once.
-3. **Passive scheduling** (OnResourceFree) machine by machine: quota groups
-   by hunger (used / maximum, hungriest first); in a group, the highest
-   priority waiting unit that fits the machine and the group's room, found
-   by the O(log N) :class:`WaitingQueue`; FIFO or FAIR among equal priority.
-4. **Preemption** for units still waiting: an owner group under its maximum
-   takes back lent quota from groups over theirs; a unit that cannot be
-   placed reclaims slots from the lowest priority upward, never from equal or
-   higher priority. Victims' jobs get :class:`SlotRevoked`; the machine is
-   reserved for the urgent unit until its resources are offered again.
+1. **Passive scheduling** (OnResourceFree) machine by machine, for the units
+   that were already waiting: first the units holding a *reservation* on the
+   machine, then quota groups by hunger (used / maximum, hungriest first);
+   in a group, the highest-priority waiting unit that fits the machine and
+   the group's room, found by the group's :class:`WaitingQueue`. A FIFO
+   group's unit takes as many slots as fit; a FAIR group's units take one
+   slot at a time, so equal priorities split a machine evenly. An
+   all-or-nothing unit (a *gang*) picked here *reserves* the room instead.
+2. **Active scheduling** of the units that arrived since the last pass, by
+   priority: machine preferences, then engine rooms, then the cluster
+   (LT_MACHINE > LT_ENGINEROOM > LT_CLUSTER, whatever order the job lists
+   them in); rooms and the cluster round-robin over the machines that fit,
+   fewest slots of the unit first, found by a first-fit index
+   (:mod:`.machines`) rather than a scan. Units of equal priority in a FAIR
+   group are interleaved slot by slot.
+3. **Gangs** whose reserved room adds up to all their slots, every piece of
+   it in this batch, are granted at once. Reservations accumulate across
+   batches, in priority order, for at most ``gang_seconds``; then they are
+   released and the gang backs off as long (it can still start from one
+   batch), so two gangs cannot hold each other's room forever.
+4. **Preemption** for units still waiting, highest priority first: an owner
+   group under its maximum takes back lent quota from groups over theirs;
+   otherwise a unit reclaims room from the lowest priority upward, never
+   from equal or higher priority, for all its missing slots in one pass (a
+   gang only if all of them). Victims' jobs get :class:`SlotRevoked`; the
+   freed room is reserved for the urgent unit.
 5. Offers of machines that got slots are accepted (:class:`LaunchSlots`);
-   the rest are declined with a filter. With nothing waiting the scheduler
-   suppresses offers; new demand revives them. It never holds an offer
-   past the pass.
+   the rest are declined with a short filter. With nothing waiting the
+   scheduler suppresses offers; new demand revives them. It never holds an
+   offer past the pass: a reservation is room the core keeps for a unit
+   when the machine's resources come back.
 
 The **incremental protocol**: a job states its demand once
 (:meth:`FuxiCore.submit`); the core remembers the outstanding desire and
@@ -40,20 +51,25 @@ needs (:meth:`FuxiCore.release` with ``keep_desire=False``) — no re-sends.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
-from typing import Collection, Iterable, Mapping
+import math
+from operator import sub
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 import attrs
 
 from mesoslike import Clock, MesoslikeError, Offer, Resources, SystemClock
-from mesoslike.frameworks.fuxi.model import LT_CLUSTER, LT_ENGINEROOM, LT_MACHINE, JobSpec, UnitSpec
-from mesoslike.frameworks.fuxi.quota import QuotaGroup, compute_caps, hunger
+from mesoslike.frameworks.fuxi.blacklist import DEFAULT_REPORT_SECONDS, DEFAULT_REPORTS_NEEDED, GlobalBlacklist
+from mesoslike.frameworks.fuxi.machines import INDEX_KINDS, Dims, Scope, Vector, fits
+from mesoslike.frameworks.fuxi.model import LT_CLUSTER, LT_ENGINEROOM, LT_MACHINE, POLICIES, JobSpec, Locality, UnitSpec
+from mesoslike.frameworks.fuxi.quota import QuotaConfig, QuotaGroup, compute_caps, hunger
 from mesoslike.frameworks.fuxi.waiting_queue import WaitingQueue
 
 __all__ = ["FuxiCore", "FuxiError", "LaunchSlots", "DeclineOffers", "KillSlot", "SuppressOffers", "ReviveOffers",
            "SlotGranted", "SlotRevoked", "Slot", "WAIT_QUOTA", "WAIT_BLACKLIST", "WAIT_NO_FIT",
-           "WAIT_LOWER_PRIORITY", "WAIT_ALL_OR_NOTHING"]
+           "WAIT_LOWER_PRIORITY", "WAIT_ALL_OR_NOTHING", "WAIT_NEVER_FITS"]
 
 log = logging.getLogger("mesoslike.frameworks.fuxi")
 
@@ -65,6 +81,10 @@ WAIT_BLACKLIST = "blacklist"
 WAIT_NO_FIT = "no fit"
 WAIT_LOWER_PRIORITY = "lower priority"
 WAIT_ALL_OR_NOTHING = "all-or-nothing: not every slot fits at once"
+WAIT_NEVER_FITS = "no machine can ever fit"
+#: seed 000: LT_MACHINE > LT_ENGINEROOM > LT_CLUSTER
+_LOCALITY_ORDER = {LT_MACHINE: 0, LT_ENGINEROOM: 1, LT_CLUSTER: 2}
+_CLUSTER_SCOPE = "*"
 
 
 class FuxiError(MesoslikeError, ValueError):
@@ -138,31 +158,51 @@ Command = LaunchSlots | DeclineOffers | KillSlot | SuppressOffers | ReviveOffers
 
 
 # ------------------------------------------------------------------- state
-@attrs.define
 class _Machine:
-    agent_id: str
-    hostname: str
-    room: str
-    free: Resources = EMPTY
-    offer_ids: list[str] = attrs.field(factory=list)
-    granted: list[Slot] = attrs.field(factory=list)
+    """An agent seen in an offer: the slots and reservations on it, the most
+    it was seen to have, and, during a pass, its offers and free room. A
+    plain class: a first pass over 20,000 machines makes 20,000 of them."""
+
+    __slots__ = ("agent_id", "hostname", "room", "slots", "holds", "capacity", "in_batch", "free", "open",
+                 "offer_ids", "granted")
+
+    def __init__(self, agent_id: str, hostname: str, room: str) -> None:
+        self.agent_id = agent_id
+        self.hostname = hostname
+        self.room = room
+        self.slots: dict[str, Slot] = {}         # every slot held on it
+        self.holds: dict[str, int] = {}          # unit key -> slots of it reserved here
+        self.capacity: dict[str, int] = {}       # millis: the most seen on it, offered + held by our slots
+        # this batch only (reset when the offers are answered)
+        self.in_batch = False
+        self.free: Vector = ()                   # offered and not granted, over the batch's kinds
+        self.open: Vector = ()                   # free minus the reservations: what any unit may take
+        self.offer_ids: list[str] = []
+        self.granted: list[Slot] = []
 
 
 @attrs.define(eq=False)
 class _Unit:
-    key: str                      # "<job id>/<unit name>", the waiting queue's id
+    key: str                      # "<job id>/<unit name>", the waiting queues' id
     job_id: str
     spec: UnitSpec
     priority: int
     group: str
-    policy: str
     submitted: int
     desired: int
+    blacklist_seconds: float
     slots: dict[str, Slot] = attrs.field(factory=dict)
     per_host: dict[str, int] = attrs.field(factory=dict)
-    blacklist: set[str] = attrs.field(factory=set)
+    blocked: dict[str, float] = attrs.field(factory=dict)  # host -> until when the job blacklists it
     avoid: frozenset[str] = frozenset()  # hosts its next slots should not go to (the job says, and changes it)
+    scopes: tuple[str, ...] = (_CLUSTER_SCOPE,)            # the waiting queues it goes to
+    preferences: tuple[Locality, ...] = ()                 # its locality, LT_MACHINE > LT_ENGINEROOM > LT_CLUSTER
+    holds: dict[str, int] = attrs.field(factory=dict)      # agent id -> slots reserved for it there
+    held_until: float = math.inf  # its reservations end then
+    preempted_until: float = -math.inf  # no more preemption for it before (its victims' room is coming)
+    backoff_until: float = -math.inf    # a gang whose reservations expired reserves only within a pass until then
     new: bool = True              # active scheduling not done yet
+    queued: bool = False          # in its waiting queues
     reason: str = ""              # why it waits, from the last pass
 
     @property
@@ -173,6 +213,32 @@ class _Unit:
     def waiting(self) -> int:
         return max(0, self.desired - len(self.slots))
 
+    @property
+    def reserved(self) -> int:
+        return sum(self.holds.values()) if self.holds else 0
+
+    @property
+    def missing(self) -> int:
+        """Slots it waits for beyond those reserved for it."""
+        left = self.desired - len(self.slots)
+        if self.holds:
+            left -= sum(self.holds.values())
+        return left if left > 0 else 0
+
+    @property
+    def gang(self) -> bool:
+        return self.spec.all_or_nothing
+
+
+@attrs.frozen
+class _Reserved:
+    """Room reserved on ``agent_id`` for ``unit`` (its key), of ``priority``:
+    preemption may take it back for a higher priority unit, killing nothing."""
+    unit: str
+    agent_id: str
+    resources: Resources
+    priority: int
+
 
 @attrs.define(eq=False)
 class _Job:
@@ -182,55 +248,168 @@ class _Job:
     submitted_at: float
 
 
+class _Batch:
+    """The machines of one offer batch in agent order, their kinds, and the
+    first-fit indexes over their open room: the cluster's, and each room's
+    (built when a unit first asks for that room)."""
+
+    def __init__(self, machines: list[_Machine], dims: Dims, index: str) -> None:
+        self.machines = machines
+        self.dims = dims
+        self._index = index
+        self.cluster: Scope[_Machine] = Scope(machines, [m.open for m in machines], len(dims), index,
+                                              [m.agent_id for m in machines])
+        self._members: dict[str, list[_Machine]] = {}
+        for machine in machines:
+            self._members.setdefault(machine.room, []).append(machine)
+        self._rooms: dict[str, Scope[_Machine]] = {}
+        self.hosts = {m.hostname: m for m in machines}
+        self._needs: dict[Resources, Vector | None] = {}
+        self._needs_by_id: dict[int, tuple[Resources, Vector | None]] = {}
+
+    def room(self, name: str) -> Scope[_Machine] | None:
+        """The scope of one engine room (None: no machine of it in this batch)."""
+        scope = self._rooms.get(name)
+        if scope is None:
+            members = self._members.get(name)
+            if members is None:
+                return None
+            scope = self._rooms[name] = Scope(members, [m.open for m in members], len(self.dims), self._index,
+                                              [m.agent_id for m in members])
+        return scope
+
+    def need(self, slot: Resources) -> Vector | None:
+        """``slot`` over the batch's kinds; None if no machine here has one of its kinds."""
+        known = self._needs_by_id.get(id(slot))     # the same object (a unit's): no hashing
+        if known is not None and known[0] is slot:
+            return known[1]
+        try:
+            vector = self._needs[slot]
+        except KeyError:
+            vector = self._needs[slot] = self.dims.need(slot.millis())
+        self._needs_by_id[id(slot)] = (slot, vector)  # keeps ``slot`` alive, so its id stays its own
+        return vector
+
+    def refresh(self, machine: _Machine) -> None:
+        """``machine.open`` changed: update both indexes."""
+        self.cluster.update(self.cluster.position[machine.agent_id], machine.open)
+        room = self._rooms.get(machine.room)
+        if room is not None:
+            room.update(room.position[machine.agent_id], machine.open)
+
+    def resources(self, vector: Vector) -> Resources:
+        return Resources.from_millis({k: v for k, v in zip(self.dims.names, vector) if v > 0})
+
+
 class FuxiCore:
     """FuxiMaster's scheduling model over Mesos offers. Not thread-safe: one
     caller (the framework's callback thread) at a time.
 
     ``quota_groups``: name -> maximum (None: unlimited). A ``default`` group
-    without a maximum exists unless given. ``global_blacklist``: hostnames no
-    slot goes to. ``preemption``: take back lent quota and preempt lower
-    priority slots for units that cannot be placed. ``decline_seconds``: the
-    filter on declined offers while units wait for something else (with
-    nothing waiting the core suppresses offers instead).
+    without a maximum exists unless given. ``policies``: group name -> FIFO
+    or FAIR (seed 000: the policy among equal priority is the group's; FIFO
+    when not given). ``global_blacklist``: hostnames no slot goes to (the
+    operators'); ``blacklist_reports`` different jobs reporting a host within
+    ``blacklist_report_seconds`` put it there too. ``preemption``: take back
+    lent quota and preempt lower priority slots for units that cannot be
+    placed. ``decline_seconds``: the filter on declined offers while units
+    wait for something else (with nothing waiting the core suppresses
+    offers instead). ``reservation_seconds``: how long room freed by
+    preemption is kept for the unit it was freed for. ``gang_seconds``: how
+    long an all-or-nothing unit may keep room reserved while it accumulates
+    enough. ``machine_index``: ``tree`` (the first-fit index) or ``scan``
+    (the naive walk over the machines; same results, for benchmarks and
+    tests). ``preemption_budget``: victim candidates a pass may look at
+    (units it does not reach try again next pass), which bounds the pass.
     """
 
     def __init__(self, quota_groups: Mapping[str, Resources | None] | None = None, *,
                  global_blacklist: Iterable[str] = (), preemption: bool = True, clock: Clock | None = None,
-                 decline_seconds: float = 1.0, reservation_seconds: float = 30.0) -> None:
+                 decline_seconds: float = 1.0, reservation_seconds: float = 30.0, gang_seconds: float = 60.0,
+                 policies: Mapping[str, str] | None = None, blacklist_reports: int = DEFAULT_REPORTS_NEEDED,
+                 blacklist_report_seconds: float = DEFAULT_REPORT_SECONDS, machine_index: str = "tree",
+                 preemption_budget: int = 50_000) -> None:
         self.clock = clock or SystemClock()
         groups = dict(quota_groups or {})
         groups.setdefault("default", None)
+        policies = dict(policies or {})
+        unknown = sorted(set(policies) - set(groups))
+        if unknown:
+            raise FuxiError(f"policy for unknown quota group(s) {', '.join(map(repr, unknown))}")
         self.groups: dict[str, QuotaGroup] = {}
         for name, maximum in groups.items():
             if maximum is not None and not isinstance(maximum, Resources):
                 raise FuxiError(f"quota of group {name!r} must be Resources or None, got {maximum!r}")
-            self.groups[name] = QuotaGroup(name, maximum)
-        self._queues: dict[tuple[str, str], WaitingQueue] = {}
-        self._global_blacklist: set[str] = set(global_blacklist)
+            policy = policies.get(name, "FIFO")
+            if policy not in POLICIES:
+                raise FuxiError(f"policy of group {name!r} must be FIFO or FAIR, got {policy!r}")
+            self.groups[name] = QuotaGroup(name, maximum, policy=policy)
+        if machine_index not in INDEX_KINDS:
+            raise FuxiError(f"machine_index must be one of {', '.join(INDEX_KINDS)}, got {machine_index!r}")
+        self.machine_index = machine_index
+        self._queues: dict[tuple[str, str], WaitingQueue] = {}    # (group, scope) -> its waiting units
+        self._queued: dict[str, int] = {}                          # group -> units in its queues
+        self._blacklist = GlobalBlacklist(global_blacklist, reports_needed=blacklist_reports,
+                                          report_seconds=blacklist_report_seconds)
         self.preemption = preemption
         self.decline_seconds = decline_seconds
         self.reservation_seconds = reservation_seconds
+        self.gang_seconds = gang_seconds
+        self.preemption_budget = preemption_budget
         self.jobs: dict[str, _Job] = {}
         self._units: dict[str, _Unit] = {}
+        self._new: dict[str, _Unit] = {}              # units waiting for active scheduling
+        self._wanting: set[str] = set()               # units with waiting slots
+        self._holders: set[str] = set()               # units with reservations
+        self._backing_off: set[str] = set()           # gangs whose reservations expired, for gang_seconds
         self._slots: dict[str, Slot] = {}
         self._machines: dict[str, _Machine] = {}     # every agent seen in an offer
-        self._reservations: dict[str, tuple[str, float]] = {}   # agent id -> (unit key, until)
+        self._capacity_sum: Resources | None = EMPTY  # the machines' capacities summed (None: to recompute)
+        # the machines' capacities that no other one contains, over these kinds (None: to recompute)
+        self._frontier: list[Vector] | None = None
+        self._frontier_kinds = Dims(())
+        self._too_big: dict[int, tuple[Resources, bool]] = {}   # id(slot) -> (slot, fits no capacity seen)
+        self._lowest: dict[int, int] = {}            # slot priority -> slots held at it
+        # unlimited group -> id(slot) -> (slot, count) not summed into its use yet
+        self._use_delta: dict[str, dict[int, tuple[Resources, int]]] = {}
         self._job_seq = itertools.count(1)
         self._submit_seq = itertools.count()
         self._slot_seq = itertools.count(1)
+        #: put before the slot numbers: a scheduler that recovered after a failover numbers its slots apart
+        #: from its predecessors' (which it re-adopts with :meth:`adopt`)
+        self.slot_prefix = ""
         self._suppressed = False
         self._out: list[Command] = []
-        self.counters = {"slots_granted": 0, "slots_preempted": 0, "passes": 0}
+        self._now = 0.0
+        self._batch: _Batch | None = None
+        self._granted_now: set[str] = set()          # slots granted in this pass (not launched yet)
+        self._held_now: set[tuple[str, str]] = set()  # (unit, agent) reserved in this pass
+        self._examined = 0                            # preemption candidates looked at in this pass
+        self.counters = {"slots_granted": 0, "slots_preempted": 0, "passes": 0, "gang_reservations_expired": 0}
+
+    @classmethod
+    def from_config(cls, config: QuotaConfig, **options: Any) -> FuxiCore:
+        """The core a quota file configures (groups, policies, global
+        blacklist, preemption); ``options`` are the other keywords."""
+        return cls(config.groups, global_blacklist=config.blacklist, preemption=config.preemption,
+                   policies=config.policies, blacklist_reports=config.blacklist_reports,
+                   blacklist_report_seconds=config.blacklist_report_seconds, **options)
 
     # ================================================================ jobs
     def submit(self, job: JobSpec, job_id: str | None = None) -> tuple[str, list[Command]]:
         """Register a job's demand once. Its units get active scheduling on
         the next offers. Raises :class:`FuxiError` (nothing changes) for an
-        unknown quota group or a duplicate job id."""
+        unknown quota group, a policy other than its group's, or a duplicate
+        job id."""
         if not isinstance(job, JobSpec):
             raise FuxiError(f"submit needs a JobSpec, got {type(job).__name__}")
-        if job.quota_group not in self.groups:
+        group = self.groups.get(job.quota_group)
+        if group is None:
             raise FuxiError(f"unknown quota group {job.quota_group!r}; known: {', '.join(sorted(self.groups))}")
+        if job.policy is not None and job.policy != group.policy:
+            raise FuxiError(f"job.policy: {job.policy!r}, but quota group {group.name!r} schedules {group.policy}: "
+                            "FIFO or FAIR is the quota group's (seed 000), set in the quota file; leave it out "
+                            "of the job")
         job_id = job_id or f"job-{next(self._job_seq):04d}"
         if job_id in self.jobs:
             raise FuxiError(f"job id {job_id!r} is taken")
@@ -238,10 +417,13 @@ class FuxiCore:
         units = {}
         for spec in job.units:
             unit = _Unit(key=f"{job_id}/{spec.name}", job_id=job_id, spec=spec, priority=job.priority_of(spec),
-                         group=job.quota_group, policy=job.policy, submitted=next(self._submit_seq),
-                         desired=spec.slots, blacklist=set(spec.blacklist))
+                         group=job.quota_group, submitted=next(self._submit_seq), desired=spec.slots,
+                         blacklist_seconds=job.blacklist_seconds, scopes=_scopes(spec.locality),
+                         preferences=_preferences(spec.locality))
             units[spec.name] = unit
             self._units[unit.key] = unit
+            self._new[unit.key] = unit
+            self._sync(unit)
         self.jobs[job_id] = _Job(job_id, job, units, self.clock.now())
         log.info("job %s (%s) submitted: %s", job_id, job.name,
                  ", ".join(f"{u.name} x{u.slots}" for u in job.units))
@@ -260,7 +442,29 @@ class FuxiCore:
         self._drop_slot(slot)
         if not keep_desire:
             unit.desired = max(0, unit.desired - 1)
-        self._requeue(unit)
+        self._sync(unit)
+        self._want_offers()
+        return self._flush()
+
+    def adopt(self, slot: Slot) -> list[Command]:
+        """Count ``slot`` — granted before a failover, its worker still
+        running — as granted again: its unit's, its host's and its group's,
+        without a launch. Raises :class:`FuxiError` for an unknown job or
+        unit or a slot already held. O(1) plus requeueing the unit."""
+        unit = self._unit(slot.job_id, slot.unit)
+        if slot.id in self._slots:
+            raise FuxiError(f"slot {slot.id!r} is held already")
+        self._out = []
+        machine = self._machines.get(slot.agent_id)
+        if machine is None:     # not offered to this leader yet: known from its slot until it is
+            machine = self._machines[slot.agent_id] = _Machine(slot.agent_id, slot.hostname, slot.room)
+        machine.slots[slot.id] = slot
+        unit.slots[slot.id] = slot
+        unit.per_host[slot.hostname] = unit.per_host.get(slot.hostname, 0) + 1
+        self._slots[slot.id] = slot
+        self._lowest[slot.priority] = self._lowest.get(slot.priority, 0) + 1
+        self._use(unit.group, slot.resources, 1)
+        self._sync(unit)
         self._want_offers()
         return self._flush()
 
@@ -271,22 +475,41 @@ class FuxiCore:
             raise FuxiError(f"desired slots must be an integer >= 0, got {desired!r}")
         self._out = []
         unit.desired = desired
-        self._requeue(unit)
+        self._sync(unit)
         self._want_offers()
         return self._flush()
 
     def blacklist(self, job_id: str, unit_name: str, hostname: str) -> None:
-        """The unit's own blacklist: no new slot of it goes to ``hostname``."""
-        self._unit(job_id, unit_name).blacklist.add(hostname)
+        """The unit's own blacklist: no new slot of it goes to ``hostname``
+        for the job's ``blacklist_seconds`` (seed 000: "for a while")."""
+        unit = self._unit(job_id, unit_name)
+        unit.blocked[hostname] = self.clock.now() + unit.blacklist_seconds
+
+    def report_host(self, job_id: str, hostname: str) -> None:
+        """Job ``job_id`` reports ``hostname`` for the global blacklist; it
+        goes there once enough different jobs reported it recently
+        (:class:`~.blacklist.GlobalBlacklist`)."""
+        if job_id not in self.jobs:
+            raise FuxiError(f"unknown job {job_id!r}")
+        if self._blacklist.report(job_id, hostname, self.clock.now()):
+            log.warning("%s is globally blacklisted: reported by %d jobs", hostname, self._blacklist.reports_needed)
 
     def add_to_global_blacklist(self, hostname: str) -> None:
-        """No new slot of any job goes to ``hostname`` (a job reported it)."""
-        self._global_blacklist.add(hostname)
+        """No new slot of any job goes to ``hostname``, for good (the operators')."""
+        self._blacklist.add(hostname)
+
+    @property
+    def blacklist_reporting(self) -> tuple[int, float]:
+        """How many different jobs must report a host, within how many
+        seconds, to put it on the global blacklist (kept in the hard state)."""
+        return self._blacklist.reports_needed, self._blacklist.report_seconds
 
     @property
     def global_blacklist(self) -> Collection[str]:
-        """Hostnames no slot goes to (read-only: :meth:`add_to_global_blacklist` adds)."""
-        return frozenset(self._global_blacklist)
+        """Hostnames no slot goes to now (read-only: :meth:`add_to_global_blacklist`
+        and :meth:`report_host` add)."""
+        self._blacklist.expire(self.clock.now())
+        return self._blacklist.hosts()
 
     def avoid_hosts(self, job_id: str, unit_name: str, hosts: Iterable[str]) -> None:
         """The unit's next slots should not go to ``hosts`` (replacing what it
@@ -304,7 +527,11 @@ class FuxiCore:
             for slot in list(unit.slots.values()):
                 self._drop_slot(slot)
                 self._out.append(KillSlot(slot.id, "job finished"))
-            self._dequeue(unit)
+            self._release_holds(unit)
+            unit.desired = 0
+            self._backing_off.discard(unit.key)
+            self._sync(unit)
+            self._new.pop(unit.key, None)
             del self._units[unit.key]
         self._want_offers()
         return self._flush()
@@ -314,21 +541,21 @@ class FuxiCore:
         """One scheduling pass over an offer batch (module docstring)."""
         self._out = []
         self.counters["passes"] += 1
-        now = self.clock.now()
-        machines = self._take_offers(offers)
-        self._reservations = {a: r for a, r in self._reservations.items() if r[1] > now and r[0] in self._units}
+        self._now = self.clock.now()
+        self._granted_now = set()
+        self._held_now = set()
+        self._expire()
+        batch = self._batch = self._take_offers(offers)
+        self._settle_use()
         self._refresh_groups()
         caps = compute_caps(self.groups.values())
-        for unit in sorted((u for u in self._units.values() if u.new), key=lambda u: u.submitted):
-            unit.new = False
-            if unit.spec.all_or_nothing:
-                continue
-            self._active(unit, machines, caps)
-        self._all_or_nothing(machines, caps)
-        self._passive(machines, caps)
+        self._passive(batch, caps)
+        self._active(batch, caps)
+        self._start_gangs(batch, caps)
         if self.preemption:
-            self._preempt(machines, caps)
-        self._answer_offers(machines)
+            self._preempt(batch, caps)
+        self._answer_offers(batch)
+        self._batch = None
         self._want_offers()
         return self._flush()
 
@@ -342,7 +569,7 @@ class FuxiCore:
         unit = self._units.get(f"{slot.job_id}/{slot.unit}")
         self._drop_slot(slot)
         if unit is not None:
-            self._requeue(unit)
+            self._sync(unit)
         self._want_offers()
         return self._flush()
 
@@ -350,15 +577,22 @@ class FuxiCore:
         out: list[Command] = []
         for slot in [s for s in self._slots.values() if s.agent_id == agent_id]:
             out += self.on_slot_lost(slot.id, "agent lost")
-        self._machines.pop(agent_id, None)
-        self._reservations.pop(agent_id, None)
+        machine = self._machines.pop(agent_id, None)
+        if machine is not None:
+            for key in list(machine.holds):
+                unit = self._units.get(key)
+                if unit is not None:
+                    self._unhold(unit, machine)
+                    self._sync(unit)
+            self._frontier = self._capacity_sum = None
         return out
 
     def on_offer_rescinded(self, offer_id: str) -> None:
         """Nothing to do: offers are answered within the pass that got them."""
 
     def needs_offers(self) -> bool:
-        return any(u.waiting for u in self._units.values())
+        """Does a unit wait for slots? O(1)."""
+        return bool(self._wanting)
 
     def holds(self, slot_id: str) -> bool:
         """Is ``slot_id`` granted (not released, lost, revoked or finished with its job)? O(1)."""
@@ -370,20 +604,52 @@ class FuxiCore:
 
     # =============================================================== status
     def status(self, job_id: str | None = None) -> dict:
-        """Per job and unit: desired and granted slots, where they run, and
-        why a unit waits."""
+        """Per job and unit: desired, granted and reserved slots, where they
+        run, and why a unit waits; per quota group its maximum, use, waiting
+        demand and policy."""
+        self._settle_use()
+        self._refresh_groups(limited_only=False)
         jobs = [self.jobs[job_id]] if job_id is not None else list(self.jobs.values())
         if job_id is not None and job_id not in self.jobs:
             raise FuxiError(f"unknown job {job_id!r}")
         return {"jobs": [{
             "id": job.id, "name": job.spec.name, "quota_group": job.spec.quota_group, "priority": job.spec.priority,
-            "policy": job.spec.policy,
+            "policy": self.groups[job.spec.quota_group].policy,
             "units": [{"name": u.spec.name, "priority": u.priority, "slot": str(u.spec.slot), "desired": u.desired,
-                       "granted": u.granted, "waiting": u.waiting, "hosts": dict(sorted(u.per_host.items())),
+                       "granted": u.granted, "waiting": u.waiting, "reserved": u.reserved,
+                       "hosts": dict(sorted(u.per_host.items())),
                        "why_waiting": u.reason if u.waiting else ""} for u in job.units.values()],
         } for job in jobs], "quota_groups": [{
             "name": g.name, "maximum": None if g.maximum is None else str(g.maximum), "used": str(g.used),
-            "waiting": str(g.waiting)} for g in self.groups.values()]}
+            "waiting": str(g.waiting), "policy": g.policy} for g in self.groups.values()]}
+
+    def _check(self) -> None:
+        """Raise AssertionError unless the books agree: slots, units,
+        machines, reservations, queues and the waiting set (for tests).
+        O(slots + units + machines)."""
+        for slot_id, slot in self._slots.items():
+            machine = self._machines.get(slot.agent_id)
+            assert machine is not None and machine.slots.get(slot_id) is slot, f"slot {slot_id} not on its machine"
+            unit = self._units.get(f"{slot.job_id}/{slot.unit}")
+            assert unit is not None and unit.slots.get(slot_id) is slot, f"slot {slot_id} not with its unit"
+        for machine in self._machines.values():
+            for slot_id in machine.slots:
+                assert slot_id in self._slots, f"machine {machine.agent_id} holds unknown slot {slot_id}"
+            for key, count in machine.holds.items():
+                assert count > 0 and self._units[key].holds.get(machine.agent_id) == count, f"hold {key}"
+        for key, unit in self._units.items():
+            assert sum(unit.per_host.values()) == unit.granted, f"{key}: per-host counts"
+            for agent_id, count in unit.holds.items():
+                assert self._machines[agent_id].holds.get(key) == count, f"{key}: hold on {agent_id}"
+            assert (key in self._holders) == bool(unit.holds), f"{key}: holders"
+            assert (key in self._wanting) == (unit.waiting > 0), f"{key}: wanting"
+            queued = {scope for (group, scope), queue in self._queues.items() if key in queue}
+            want = set() if (unit.new or not unit.missing or key in self._backing_off) else set(unit.scopes)
+            assert queued == want, f"{key}: queued in {queued}, expected {want}"
+        lowest: dict[int, int] = {}
+        for slot in self._slots.values():
+            lowest[slot.priority] = lowest.get(slot.priority, 0) + 1
+        assert lowest == self._lowest, "slot priority counts"
 
     # ============================================================ internals
     def _unit(self, job_id: str, unit_name: str) -> _Unit:
@@ -405,7 +671,29 @@ class FuxiCore:
             self._suppressed = True
             self._out.append(SuppressOffers())
 
-    def _take_offers(self, offers: list[Offer]) -> list[_Machine]:
+    def _expire(self) -> None:
+        """Forget old blacklist entries; release reservations past their time."""
+        now = self._now
+        self._blacklist.expire(now)
+        for key in [k for k in self._backing_off if self._units[k].backoff_until <= now]:
+            self._backing_off.discard(key)
+            self._sync(self._units[key])         # it may reserve again
+        for key in list(self._holders):
+            unit = self._units[key]
+            if unit.held_until <= now:
+                if unit.gang:
+                    unit.backoff_until = now + self.gang_seconds
+                    self._backing_off.add(key)
+                    self.counters["gang_reservations_expired"] += 1
+                    log.info("%s: reserved %d of %d slots for %gs; released, backing off", key, unit.reserved,
+                             unit.waiting, self.gang_seconds)
+                self._release_holds(unit)
+                self._sync(unit)
+            elif unit.reserved > unit.waiting:       # it wants fewer now
+                self._trim_holds(unit, unit.waiting)
+
+    def _take_offers(self, offers: list[Offer]) -> _Batch:
+        offered: dict[str, dict[str, int]] = {}
         batch: dict[str, _Machine] = {}
         for offer in offers:
             machine = batch.get(offer.agent_id)
@@ -413,79 +701,192 @@ class FuxiCore:
                 machine = self._machines.get(offer.agent_id)
                 room = offer.attributes.get(ROOM_ATTRIBUTE, "")
                 if machine is None or machine.hostname != offer.hostname or machine.room != room:
+                    old = machine
                     machine = _Machine(offer.agent_id, offer.hostname, room)
+                    if old is not None:
+                        machine.slots, machine.holds, machine.capacity = old.slots, old.holds, old.capacity
                     self._machines[offer.agent_id] = machine
-                machine.free, machine.offer_ids, machine.granted = EMPTY, [], []
+                machine.offer_ids, machine.granted, machine.in_batch = [], [], True
                 batch[offer.agent_id] = machine
-            machine.free = machine.free + offer.resources
+                offered[offer.agent_id] = dict(offer.resources.millis())
+            else:
+                total = offered[offer.agent_id]
+                for kind, amount in offer.resources.millis().items():
+                    total[kind] = total.get(kind, 0) + amount
             machine.offer_ids.append(offer.id)
-        return sorted(batch.values(), key=lambda m: m.agent_id)
+        dims = Dims(kind for millis in offered.values() for kind in millis)
+        machines = sorted(batch.values(), key=lambda m: m.agent_id)
+        for machine in machines:
+            millis = offered[machine.agent_id]
+            machine.free = dims.vector(millis)
+            self._learn_capacity(machine, millis)
+        for machine in machines:
+            if machine.holds:
+                self._fit_holds(machine, dims)
+            machine.open = self._open(machine, dims)
+        return _Batch(machines, dims, self.machine_index)
 
-    def _refresh_groups(self) -> None:
+    def _refresh_groups(self, limited_only: bool = True) -> None:
+        """Each group's waiting demand, from the units that wait: only the
+        limited groups' unless asked (only they lend and borrow quota).
+        O(waiting units)."""
+        waiting: dict[str, dict[Resources, int]] = {}
+        for key in self._wanting:
+            unit = self._units[key]
+            if limited_only and self.groups[unit.group].maximum is None:
+                continue
+            sizes = waiting.setdefault(unit.group, {})
+            sizes[unit.spec.slot] = sizes.get(unit.spec.slot, 0) + unit.waiting
         for group in self.groups.values():
-            group.used, group.waiting = EMPTY, EMPTY
-        used: dict[str, list[Resources]] = {}
-        for slot in self._slots.values():
-            used.setdefault(slot.group, []).append(slot.resources)
-        waiting: dict[str, list[Resources]] = {}
-        for unit in self._units.values():
-            if unit.waiting:
-                waiting.setdefault(unit.group, []).append(unit.spec.slot.scale(unit.waiting))
-        for name, items in used.items():
-            self.groups[name].used = Resources.sum(items)
-        for name, items in waiting.items():
-            self.groups[name].waiting = Resources.sum(items)
+            if limited_only and group.maximum is None:
+                continue
+            demand = waiting.get(group.name)
+            group.waiting = Resources.sum(slot.scale(n) for slot, n in demand.items()) if demand else EMPTY
+
+    # ---------------------------------------------------------- machines
+    def _learn_capacity(self, machine: _Machine, offered: dict[str, int]) -> None:
+        """What the machine has at least: the most ever offered plus held by
+        our slots there, kind by kind. O(kinds + its slots). (A framework
+        sees no agent's total: other frameworks' tasks hide part of it.)"""
+        seen = offered
+        if machine.slots:
+            seen = dict(offered)
+            for slot in machine.slots.values():
+                for kind, amount in slot.resources.millis().items():
+                    seen[kind] = seen.get(kind, 0) + amount
+        old = machine.capacity
+        if old:
+            if all(amount <= old.get(kind, 0) for kind, amount in seen.items()):
+                return
+            seen = dict(seen)
+            for kind, amount in old.items():
+                if amount > seen.get(kind, 0):
+                    seen[kind] = amount
+        machine.capacity = seen if seen is not offered else dict(offered)
+        self._frontier = self._capacity_sum = None
+
+    @property
+    def _capacity_total(self) -> Resources:
+        """The machines seen, summed: an unlimited group's hunger is measured
+        against it. O(machines) when one changed, then cached."""
+        if self._capacity_sum is None:
+            total: dict[str, int] = {}
+            for machine in self._machines.values():
+                for kind, amount in machine.capacity.items():
+                    total[kind] = total.get(kind, 0) + amount
+            self._capacity_sum = Resources.from_millis({k: v for k, v in total.items() if v > 0})
+        return self._capacity_sum
+
+    def _never_fits(self, unit: _Unit) -> bool:
+        """Is the unit's slot bigger than every machine seen? O(distinct
+        capacities that no other contains); False before any machine is seen."""
+        if self._frontier is None:
+            kinds = self._frontier_kinds = Dims(k for m in self._machines.values() for k in m.capacity)
+            sizes = sorted({kinds.vector(m.capacity) for m in self._machines.values()}, key=sum, reverse=True)
+            frontier: list[Vector] = []
+            for size in sizes:                    # a bigger one comes first: one pass keeps the maximal ones
+                if not any(fits(bigger, size) for bigger in frontier):
+                    frontier.append(size)
+            self._frontier = frontier
+            self._too_big.clear()
+        slot = unit.spec.slot
+        known = self._too_big.get(id(slot))
+        if known is not None and known[0] is slot:
+            return known[1]
+        need = self._frontier_kinds.need(slot.millis())
+        answer = bool(self._frontier) and (need is None or not any(fits(capacity, need)
+                                                                   for capacity in self._frontier))
+        self._too_big[id(slot)] = (slot, answer)    # keeps ``slot`` alive, so its id stays its own
+        return answer
+
+    def _open(self, machine: _Machine, dims: Dims) -> Vector:
+        """Free minus the room reserved on it. O(holders x kinds)."""
+        room = machine.free
+        for key, count in machine.holds.items():
+            need = dims.need(self._units[key].spec.slot.millis())
+            if need is not None:
+                room = tuple(free - count * amount for free, amount in zip(room, need))
+        return room
+
+    def _fit_holds(self, machine: _Machine, dims: Dims) -> None:
+        """The machine is offered again: keep the reservations its free room
+        holds, in priority order; drop the rest (someone else took it)."""
+        room = machine.free
+        holders = sorted((self._units[key] for key in machine.holds), key=lambda u: (u.priority, u.submitted))
+        for unit in holders:
+            need = dims.need(unit.spec.slot.millis())
+            keep = 0 if need is None else min(machine.holds[unit.key], _count(room, need))
+            if need is not None and keep:
+                room = tuple(free - keep * amount for free, amount in zip(room, need))
+            if keep < machine.holds[unit.key]:
+                self._unhold(unit, machine, machine.holds[unit.key] - keep)
+                self._sync(unit)
 
     # ------------------------------------------------------------ limits
-    def _eligible(self, unit: _Unit, machine: _Machine) -> bool:
+    def _allowed(self, unit: _Unit, machine: _Machine) -> bool:
+        """May one more slot of the unit go to ``machine``: not blacklisted
+        (globally, by the unit or its job for now), not avoided, below
+        ``max_per_machine``? Locality is the caller's (scopes, queues)."""
         host = machine.hostname
-        if host in self._global_blacklist or host in unit.blacklist or host in unit.avoid:
+        if host in self._blacklist or host in unit.spec.blacklist or host in unit.avoid:
+            return False
+        if unit.blocked and self._blacklisted(unit, host):
             return False
         limit = unit.spec.max_per_machine
-        if limit is not None and unit.per_host.get(host, 0) >= limit:
-            return False
-        reserved = self._reservations.get(machine.agent_id)
-        if reserved is not None and reserved[0] != unit.key:
-            return False
-        prefs = unit.spec.locality
-        if not prefs or any(p.kind == LT_CLUSTER for p in prefs):
-            return True
-        return any((p.kind == LT_MACHINE and p.target == host) or (p.kind == LT_ENGINEROOM and p.target == machine.room)
-                   for p in prefs)
+        return limit is None or unit.per_host.get(host, 0) + unit.holds.get(machine.agent_id, 0) < limit
 
-    def _quota_room(self, unit: _Unit, caps: Mapping[str, Resources | None]) -> Resources | None:
-        cap = caps.get(unit.group)
-        return None if cap is None else cap.subtract_clamped(self.groups[unit.group].used)
+    def _in_scope(self, unit: _Unit, machine: _Machine) -> bool:
+        """Does the unit's locality allow ``machine`` (any machine with a cluster preference or none)?"""
+        if _CLUSTER_SCOPE in unit.scopes:
+            return True
+        return f"host:{machine.hostname}" in unit.scopes or f"room:{machine.room}" in unit.scopes
 
     def _quota_slots(self, unit: _Unit, caps: Mapping[str, Resources | None]) -> int:
         """How many more slots the unit's quota group allows."""
-        room = self._quota_room(unit, caps)
-        if room is None:
+        cap = caps.get(unit.group)
+        if cap is None:
             return unit.waiting
-        return _how_many(room, unit.spec.slot)
+        return _how_many(cap.subtract_clamped(self.groups[unit.group].used), unit.spec.slot)
 
     # ------------------------------------------------------------- grants
-    def _grant(self, unit: _Unit, machine: _Machine) -> Slot:
-        slot = Slot(id=f"{unit.job_id}.{unit.spec.name}.{next(self._slot_seq)}", job_id=unit.job_id,
+    def _grant(self, unit: _Unit, machine: _Machine, batch: _Batch, need: Vector) -> Slot:
+        """One slot of ``unit`` on ``machine`` (of this batch), from its own
+        reservation there if it has one."""
+        slot = Slot(id=f"{unit.job_id}.{unit.spec.name}.{self.slot_prefix}{next(self._slot_seq)}",
+                    job_id=unit.job_id,
                     unit=unit.spec.name, agent_id=machine.agent_id, hostname=machine.hostname,
                     resources=unit.spec.slot, priority=unit.priority, group=unit.group,
-                    granted_at=self.clock.now(), room=machine.room)
-        machine.free = machine.free - unit.spec.slot
+                    granted_at=self._now, room=machine.room)
+        machine.free = tuple(map(sub, machine.free, need))
+        held = unit.holds.get(machine.agent_id)
+        if held:
+            self._unhold(unit, machine, 1)
+            machine.open = self._open(machine, batch.dims)
+        else:
+            machine.open = tuple(map(sub, machine.open, need))
+        batch.refresh(machine)
         machine.granted.append(slot)
+        machine.slots[slot.id] = slot
         unit.slots[slot.id] = slot
         unit.per_host[machine.hostname] = unit.per_host.get(machine.hostname, 0) + 1
         self._slots[slot.id] = slot
-        group = self.groups[unit.group]
-        group.used = group.used + unit.spec.slot
-        group.waiting = group.waiting.subtract_clamped(unit.spec.slot)
-        if self._reservations.get(machine.agent_id, ("",))[0] == unit.key:
-            del self._reservations[machine.agent_id]
+        self._granted_now.add(slot.id)
+        self._lowest[unit.priority] = self._lowest.get(unit.priority, 0) + 1
+        self._use(unit.group, unit.spec.slot, 1)
         self.counters["slots_granted"] += 1
         self._out.append(SlotGranted(slot))
         return slot
 
     def _drop_slot(self, slot: Slot) -> None:
         del self._slots[slot.id]
+        left = self._lowest[slot.priority] - 1
+        if left:
+            self._lowest[slot.priority] = left
+        else:
+            del self._lowest[slot.priority]
+        machine = self._machines.get(slot.agent_id)
+        if machine is not None:
+            machine.slots.pop(slot.id, None)
         unit = self._units.get(f"{slot.job_id}/{slot.unit}")
         if unit is not None:
             unit.slots.pop(slot.id, None)
@@ -494,274 +895,631 @@ class FuxiCore:
                 unit.per_host[slot.hostname] = left
             else:
                 unit.per_host.pop(slot.hostname, None)
-        group = self.groups.get(slot.group)
-        if group is not None:
-            group.used = group.used.subtract_clamped(slot.resources)
+        if slot.group in self.groups:
+            self._use(slot.group, slot.resources, -1)
 
-    # ------------------------------------------------------ active (arrival)
-    def _active(self, unit: _Unit, machines: list[_Machine], caps: Mapping[str, Resources | None]) -> None:
-        budget = min(unit.waiting, self._quota_slots(unit, caps))
-        placed = 0
-        prefs = unit.spec.locality or ()
-        if not prefs:
-            placed += self._spread(unit, machines, budget)
-        for pref in prefs:
-            if placed >= budget:
-                break
-            count = min(pref.count, budget - placed)
-            if pref.kind == LT_MACHINE:
-                targets = [m for m in machines if m.hostname == pref.target]
-            elif pref.kind == LT_ENGINEROOM:
-                targets = [m for m in machines if m.room == pref.target]
-            else:
-                targets = machines
-            placed += self._spread(unit, targets, count)
-        self._after_placing(unit, caps)
+    def _use(self, name: str, slot: Resources, count: int) -> None:
+        """``count`` more (or fewer) slots of ``slot`` used by group ``name``.
+        A limited group's use is counted at once (its quota is checked slot
+        by slot); an unlimited one's is summed when read (:meth:`_settle_use`),
+        which keeps a grant cheap."""
+        group = self.groups[name]
+        if group.maximum is not None:
+            group.used = group.used + slot if count > 0 else group.used.subtract_clamped(slot)
+            return
+        delta = self._use_delta.setdefault(name, {})
+        known = delta.get(id(slot))                  # by identity: a unit's slot is one object
+        delta[id(slot)] = (slot, count if known is None else known[1] + count)
 
-    def _spread(self, unit: _Unit, machines: list[_Machine], count: int) -> int:
-        """Round-robin ``count`` slots over ``machines``, fewest slots of the
-        unit first (ties in machine order)."""
-        placed = 0
-        candidates = [m for m in machines if self._eligible(unit, m) and m.free.contains(unit.spec.slot)]
-        while placed < count and candidates:
-            candidates.sort(key=lambda m: unit.per_host.get(m.hostname, 0))
-            progress = False
-            for machine in list(candidates):
-                if placed >= count:
-                    break
-                if not (self._eligible(unit, machine) and machine.free.contains(unit.spec.slot)):
-                    candidates.remove(machine)
-                    continue
-                self._grant(unit, machine)
-                placed += 1
-                progress = True
-            if not progress:
+    def _settle_use(self) -> None:
+        """Bring every group's ``used`` up to date. O(distinct slot sizes granted since)."""
+        for name, delta in self._use_delta.items():
+            group = self.groups[name]
+            used = group.used + Resources.sum(slot.scale(n) for slot, n in delta.values() if n > 0)
+            for slot, n in delta.values():
+                if n < 0:
+                    used = used.subtract_clamped(slot.scale(-n))
+            group.used = used
+        self._use_delta.clear()
+
+    # ------------------------------------------------------- reservations
+    def _hold(self, unit: _Unit, machine: _Machine, count: int, until: float) -> None:
+        """Reserve room for ``count`` more slots of ``unit`` on ``machine``,
+        the unit's reservations ending at ``until`` at the latest."""
+        if not unit.holds:
+            unit.held_until = until
+            self._holders.add(unit.key)
+        else:
+            unit.held_until = min(unit.held_until, until) if unit.gang else max(unit.held_until, until)
+        unit.holds[machine.agent_id] = unit.holds.get(machine.agent_id, 0) + count
+        machine.holds[unit.key] = machine.holds.get(unit.key, 0) + count
+        self._held_now.add((unit.key, machine.agent_id))
+
+    def _unhold(self, unit: _Unit, machine: _Machine, count: int | None = None) -> None:
+        """Release ``count`` (None: all) of the unit's reserved slots on ``machine``."""
+        held = unit.holds.get(machine.agent_id, 0)
+        left = 0 if count is None else held - count
+        if left > 0:
+            unit.holds[machine.agent_id] = left
+            machine.holds[unit.key] = left
+        else:
+            unit.holds.pop(machine.agent_id, None)
+            machine.holds.pop(unit.key, None)
+            if not unit.holds:
+                self._holders.discard(unit.key)
+                unit.held_until = math.inf
+
+    def _release_holds(self, unit: _Unit) -> None:
+        batch = self._batch
+        for agent_id in list(unit.holds):
+            machine = self._machines[agent_id]
+            self._unhold(unit, machine)
+            if batch is not None and machine.in_batch:
+                machine.open = self._open(machine, batch.dims)
+                batch.refresh(machine)
+
+    def _trim_holds(self, unit: _Unit, keep: int) -> None:
+        """Keep at most ``keep`` reserved slots (dropping from the last machines)."""
+        extra = unit.reserved - keep
+        for agent_id in sorted(unit.holds, reverse=True):
+            if extra <= 0:
                 break
-        return placed
+            drop = min(extra, unit.holds[agent_id])
+            self._unhold(unit, self._machines[agent_id], drop)
+            extra -= drop
+        self._sync(unit)
+
+    # -------------------------------------------------------------- queues
+    def _sync(self, unit: _Unit) -> None:
+        """Bring the waiting set and the queues in line with the unit: it is
+        queued (in each of its scopes) while it misses slots beyond its
+        reservations and had its active scheduling. O(log N) per queue."""
+        if unit.waiting and unit.key in self._units:
+            self._wanting.add(unit.key)
+        else:
+            self._wanting.discard(unit.key)
+        queued = not unit.new and unit.missing > 0 and unit.key in self._units and unit.key not in self._backing_off
+        was = unit.queued
+        if not queued and not was:
+            return
+        if queued and was:
+            if self.groups[unit.group].policy == "FAIR":     # FIFO's order does not depend on it
+                for scope in unit.scopes:
+                    self._queues[(unit.group, scope)].update_granted(unit.key, unit.granted)
+            return
+        unit.queued = queued
+        self._queued[unit.group] = self._queued.get(unit.group, 0) + (1 if queued else -1)
+        for scope in unit.scopes:
+            queue = self._queues.get((unit.group, scope))
+            if not queued:
+                queue.remove(unit.key)  # type: ignore[union-attr]  # queued before: its queues exist
+                continue
+            if queue is None:
+                queue = self._queues[(unit.group, scope)] = WaitingQueue(self.groups[unit.group].policy)
+            queue.add(unit.key, unit.priority, unit.spec.slot, unit.submitted, unit.granted)
 
     def _after_placing(self, unit: _Unit, caps: Mapping[str, Resources | None]) -> None:
-        if unit.waiting:
-            self._requeue(unit)
-            unit.reason = self._why_waiting(unit, caps)
-        else:
-            self._dequeue(unit)
-            unit.reason = ""
+        self._sync(unit)
+        unit.reason = self._why_waiting(unit, caps) if unit.waiting else ""
 
-    # -------------------------------------------------------- all or nothing
-    def _all_or_nothing(self, machines: list[_Machine], caps: Mapping[str, Resources | None]) -> None:
-        units = sorted((u for u in self._units.values() if u.spec.all_or_nothing and u.waiting),
-                       key=lambda u: (u.priority, u.submitted))
-        for unit in units:
-            want = unit.waiting
-            if self._quota_slots(unit, caps) < want:
-                unit.reason = WAIT_QUOTA
-                self._requeue(unit)
-                continue
-            plan = self._plan(unit, machines, want)
-            if plan is None:
-                unit.reason = WAIT_ALL_OR_NOTHING
-                self._requeue(unit)
-                continue
-            for machine in plan:
-                self._grant(unit, machine)
-            self._after_placing(unit, caps)
+    def _why_waiting(self, unit: _Unit, caps: Mapping[str, Resources | None]) -> str:
+        if self._never_fits(unit):
+            return WAIT_NEVER_FITS
+        quota = self._quota_slots(unit, caps)
+        if quota == 0 or (unit.gang and quota < unit.waiting):
+            return WAIT_QUOTA
+        if unit.gang:
+            return WAIT_ALL_OR_NOTHING
+        if self._all_blacklisted(unit):
+            return WAIT_BLACKLIST
+        return WAIT_NO_FIT
 
-    def _plan(self, unit: _Unit, machines: list[_Machine], want: int) -> list[_Machine] | None:
-        """Machines (one entry per slot) that take ``want`` slots at once, or None."""
-        free = {m.agent_id: m.free for m in machines}
-        per_host = dict(unit.per_host)
-        limit = unit.spec.max_per_machine
-        plan: list[_Machine] = []
-        progress = True
-        while len(plan) < want and progress:
-            progress = False
-            for machine in machines:
-                if len(plan) >= want:
-                    break
-                host = machine.hostname
-                if not self._eligible(unit, machine) or (limit is not None and per_host.get(host, 0) >= limit):
-                    continue
-                if free[machine.agent_id].contains(unit.spec.slot):
-                    free[machine.agent_id] = free[machine.agent_id] - unit.spec.slot
-                    per_host[host] = per_host.get(host, 0) + 1
-                    plan.append(machine)
-                    progress = True
-        return plan if len(plan) == want else None
+    def _blacklisted(self, unit: _Unit, host: str) -> bool:
+        """Is ``host`` on the global blacklist, the unit's, or its job's for now?"""
+        return host in self._blacklist or host in unit.spec.blacklist \
+            or unit.blocked.get(host, -math.inf) > self._now
+
+    def _all_blacklisted(self, unit: _Unit) -> bool:
+        """Is every machine seen blacklisted for the unit? O(1) unless the
+        blacklists are as long as the machine list."""
+        if len(self._blacklist) + len(unit.spec.blacklist) + len(unit.blocked) < len(self._machines):
+            return False
+        return bool(self._machines) and all(self._blacklisted(unit, m.hostname) for m in self._machines.values())
 
     # ------------------------------------------------- passive (resource free)
-    def _passive(self, machines: list[_Machine], caps: Mapping[str, Resources | None]) -> None:
-        cluster = Resources.sum([m.free for m in machines] + [s.resources for s in self._slots.values()])
-        reserved = [m for m in machines if m.agent_id in self._reservations]
-        for machine in reserved + [m for m in machines if m.agent_id not in self._reservations]:
-            self._fill(machine, caps, cluster)
-
-    def _fill(self, machine: _Machine, caps: Mapping[str, Resources | None], cluster: Resources) -> None:
-        while machine.free:
-            groups = sorted((g for g in self.groups.values() if g.waiting),
-                            key=lambda g: (hunger(g, cluster), g.name))
-            for group in groups:
-                unit = self._pick(group, machine, caps)
-                if unit is not None and self._greedy(unit, machine, caps):
+    def _passive(self, batch: _Batch, caps: Mapping[str, Resources | None]) -> None:
+        """OnResourceFree over the batch: the reservations first, then the
+        hungriest group's best waiting unit, machine by machine."""
+        order: list[QuotaGroup] | None = None
+        reserved = [m for m in batch.machines if m.holds]
+        for machine in reserved:
+            self._serve_holds(machine, batch, caps)
+        if not any(self._queued.values()):
+            return
+        for machine in reserved + [m for m in batch.machines if not m.holds]:
+            while any(machine.open):
+                if order is None:
+                    self._settle_use()
+                    order = sorted((g for g in self.groups.values() if self._queued.get(g.name)),
+                                   key=lambda g: (hunger(g, self._capacity_total), g.name))
+                for group in order:
+                    unit = self._pick(group, machine, batch, caps)
+                    if unit is not None and self._serve(unit, machine, batch, caps):
+                        order = None         # hunger changed
+                        break
+                else:
                     break
-            else:
-                return
 
-    def _pick(self, group: QuotaGroup, machine: _Machine, caps: Mapping[str, Resources | None]) -> _Unit | None:
-        """The group's highest-priority waiting unit that fits ``machine``
-        and the group's room and may run there."""
+    def _serve_holds(self, machine: _Machine, batch: _Batch, caps: Mapping[str, Resources | None]) -> None:
+        """A machine with reservations is back: plain units take their
+        reserved slots now; gangs keep theirs until all their room is here."""
+        for key in sorted(machine.holds, key=lambda k: (self._units[k].priority, self._units[k].submitted)):
+            unit = self._units[key]
+            if unit.gang:
+                continue
+            need = batch.need(unit.spec.slot)
+            while need is not None and unit.holds.get(machine.agent_id) and unit.waiting \
+                    and self._quota_slots(unit, caps) > 0 and self._allowed_with_hold(unit, machine) \
+                    and fits(machine.free, need):
+                self._grant(unit, machine, batch, need)
+            if unit.holds.get(machine.agent_id):
+                self._unhold(unit, machine)
+                machine.open = self._open(machine, batch.dims)
+                batch.refresh(machine)
+            self._after_placing(unit, caps)
+
+    def _allowed_with_hold(self, unit: _Unit, machine: _Machine) -> bool:
+        """:meth:`_allowed` for a slot taken from the unit's own reservation there."""
+        held = unit.holds.pop(machine.agent_id, 0)
+        try:
+            return self._allowed(unit, machine)
+        finally:
+            if held:
+                unit.holds[machine.agent_id] = held
+
+    def _pick(self, group: QuotaGroup, machine: _Machine, batch: _Batch,
+              caps: Mapping[str, Resources | None]) -> _Unit | None:
+        """The group's highest-priority waiting unit that fits ``machine``'s
+        open room and the group's room and may run there: the best head of
+        the group's cluster queue and the queues of the machine and its room."""
+        free = batch.resources(machine.open)
         cap = caps.get(group.name)
-        free = machine.free if cap is None else machine.free.minimum(cap.subtract_clamped(group.used))
+        if cap is not None:
+            free = free.minimum(cap.subtract_clamped(group.used))
+        fair = group.policy == "FAIR"
         best: tuple | None = None
-        for policy in ("FIFO", "FAIR"):
-            queue = self._queues.get((group.name, policy))
+        for scope in (_CLUSTER_SCOPE, f"host:{machine.hostname}", f"room:{machine.room}"):
+            queue = self._queues.get((group.name, scope))
             if not queue:
                 continue
             for key in queue.iter_fitting(free):
                 unit = self._units[key]
-                if unit.spec.all_or_nothing or not self._eligible(unit, machine):
+                if not self._allowed(unit, machine):
                     continue
-                rank = (unit.priority, unit.submitted)
+                rank = (unit.priority, unit.granted, unit.submitted) if fair else (unit.priority, unit.submitted)
                 if best is None or rank < best[0]:
                     best = (rank, unit)
                 break
         return None if best is None else best[1]
 
-    def _greedy(self, unit: _Unit, machine: _Machine, caps: Mapping[str, Resources | None]) -> int:
-        """As many slots of ``unit`` on ``machine`` as fit (Fuxi serves a
-        picked unit greedily); how many."""
-        granted = 0
-        while unit.waiting and self._quota_slots(unit, caps) > 0 and self._eligible(unit, machine) \
-                and machine.free.contains(unit.spec.slot):
-            self._grant(unit, machine)
-            granted += 1
+    def _serve(self, unit: _Unit, machine: _Machine, batch: _Batch, caps: Mapping[str, Resources | None]) -> int:
+        """Give the picked unit slots on ``machine``: a FIFO group's unit as
+        many as fit (Fuxi serves a picked unit greedily), a FAIR group's one
+        (the next pick may be another unit of equal priority); a gang
+        reserves as many as fit instead. How many."""
+        need = batch.need(unit.spec.slot)
+        if need is None:
+            return 0
+        one = self.groups[unit.group].policy == "FAIR" and not unit.gang
+        served = 0
+        while unit.missing and self._quota_slots(unit, caps) > unit.reserved and self._allowed(unit, machine) \
+                and fits(machine.open, need):
+            if unit.gang:
+                self._hold_here(unit, machine, batch, need)
+            else:
+                self._grant(unit, machine, batch, need)
+            served += 1
+            if one:
+                break
         self._after_placing(unit, caps)
-        return granted
+        return served
 
-    # -------------------------------------------------------------- queues
-    def _requeue(self, unit: _Unit) -> None:
-        queue = self._queues.get((unit.group, unit.policy))
-        if queue is None:
-            queue = self._queues[(unit.group, unit.policy)] = WaitingQueue(unit.policy)
-        if not unit.waiting or unit.new:
-            if unit.key in queue:
-                queue.remove(unit.key)
+    def _hold_here(self, unit: _Unit, machine: _Machine, batch: _Batch, need: Vector) -> None:
+        """Reserve one slot of a gang on a machine of this batch."""
+        self._hold(unit, machine, 1, self._now + self.gang_seconds)
+        machine.open = tuple(map(sub, machine.open, need))
+        batch.refresh(machine)
+
+    # ------------------------------------------------------ active (arrival)
+    def _active(self, batch: _Batch, caps: Mapping[str, Resources | None]) -> None:
+        """Active scheduling of the units that arrived, by priority then
+        arrival; the units of one FAIR group at one priority take turns,
+        one slot each."""
+        if not self._new:
             return
-        if unit.key in queue:
-            queue.update_granted(unit.key, unit.granted)
+        arrived = sorted(self._new.values(), key=lambda u: (u.priority, u.submitted))
+        self._new.clear()
+        cohorts: dict[tuple[int, str], list[_Unit]] = {}
+        for unit in arrived:
+            if self.groups[unit.group].policy == "FAIR":
+                cohorts.setdefault((unit.priority, unit.group), []).append(unit)
+        for unit in arrived:
+            if not unit.new:
+                continue                         # placed with its FAIR cohort
+            cohort = cohorts.get((unit.priority, unit.group), [unit])
+            for member in cohort:
+                member.new = False
+            placers = []
+            for member in cohort:
+                need = batch.need(member.spec.slot)
+                if need is None or not batch.cluster.may_fit(need):
+                    self._after_placing(member, caps)      # nothing it could take here: no search
+                else:
+                    placers.append(self._place(member, batch, caps))
+            while placers:                       # round robin, one slot per turn
+                placers = [p for p in placers if next(p, None) is not None]
+
+    def _place(self, unit: _Unit, batch: _Batch, caps: Mapping[str, Resources | None]) -> Iterator[bool]:
+        """Active scheduling of one unit, one slot (or a gang's reservation) per step."""
+        budget = min(unit.missing, self._quota_slots(unit, caps) - unit.reserved)
+        if unit.gang and self._quota_slots(unit, caps) < unit.waiting:
+            budget = 0                           # all or nothing: it waits for quota
+        need = batch.need(unit.spec.slot)
+        placed = 0
+        if need is not None and budget > 0:
+            for pref in unit.preferences or (Locality.cluster(budget),):
+                count = min(pref.count, budget - placed)
+                if pref.kind == LT_MACHINE:
+                    machine = batch.hosts.get(pref.target)
+                    steps: Iterator[bool] = iter(()) if machine is None else \
+                        self._fill_machine(unit, machine, batch, need, count, caps)
+                else:
+                    scope = batch.cluster if pref.kind == LT_CLUSTER else batch.room(pref.target)
+                    steps = iter(()) if scope is None else self._spread(unit, scope, batch, need, count, caps)
+                for _ in steps:
+                    placed += 1
+                    yield True
+                if placed >= budget:
+                    break
+        self._after_placing(unit, caps)
+
+    def _spread(self, unit: _Unit, scope: Scope[_Machine], batch: _Batch, need: Vector, count: int,
+                caps: Mapping[str, Resources | None]) -> Iterator[bool]:
+        """Round-robin ``count`` slots over the machines of ``scope`` whose
+        open room fits one, fewest slots of the unit first: each round goes
+        once around the scope from its cursor (where the last unit's
+        round-robin stopped), and round ``r`` passes machines holding more
+        than ``r`` of the unit. Each step is one first-fit query (O(log M)
+        with the tree, module :mod:`.machines`)."""
+        placed, level = 0, 0
+        origin = scope.cursor
+        while placed < count:
+            progress = skipped = False
+            for position in scope.around(need, origin):
+                if placed >= count:
+                    break
+                machine = scope.machines[position]
+                if not self._allowed(unit, machine):
+                    continue
+                if unit.per_host.get(machine.hostname, 0) + unit.holds.get(machine.agent_id, 0) > level:
+                    skipped = True
+                    continue
+                if not self._take_one(unit, machine, batch, need, caps):
+                    return
+                placed += 1
+                progress = True
+                scope.cursor = position + 1 if position + 1 < len(scope) else 0
+                yield True
+            if not (progress or skipped):
+                return
+            level += 1
+
+    def _fill_machine(self, unit: _Unit, machine: _Machine, batch: _Batch, need: Vector, count: int,
+                      caps: Mapping[str, Resources | None]) -> Iterator[bool]:
+        """Up to ``count`` slots on one named machine (LT_MACHINE)."""
+        for _ in range(count):
+            if not (fits(machine.open, need) and self._allowed(unit, machine)):
+                return
+            if not self._take_one(unit, machine, batch, need, caps):
+                return
+            yield True
+
+    def _take_one(self, unit: _Unit, machine: _Machine, batch: _Batch, need: Vector,
+                  caps: Mapping[str, Resources | None]) -> bool:
+        """Grant one slot (a gang: reserve one); False if the quota is spent."""
+        if caps.get(unit.group) is not None and self._quota_slots(unit, caps) <= unit.reserved:
+            return False
+        if unit.gang:
+            self._hold_here(unit, machine, batch, need)
         else:
-            queue.add(unit.key, unit.priority, unit.spec.slot, unit.submitted, unit.granted)
+            self._grant(unit, machine, batch, need)
+        return True
 
-    def _dequeue(self, unit: _Unit) -> None:
-        queue = self._queues.get((unit.group, unit.policy))
-        if queue is not None and unit.key in queue:
-            queue.remove(unit.key)
+    # ------------------------------------------------------------- gangs
+    def _start_gangs(self, batch: _Batch, caps: Mapping[str, Resources | None]) -> None:
+        """Grant every gang whose reserved room covers all its waiting slots
+        and is all in this batch. Then a gang backing off (it reserves
+        nothing meanwhile, so others may use the room) tries what is left
+        of this batch: all its slots at once, or nothing."""
+        by_rank = lambda key: (self._units[key].priority, self._units[key].submitted)  # noqa: E731
+        for key in sorted(self._holders, key=by_rank):
+            unit = self._units[key]
+            if unit.gang:
+                self._start(unit, batch, caps)
+        for key in sorted(self._backing_off, key=by_rank):
+            unit = self._units[key]
+            if unit.waiting and not unit.holds:
+                for _ in self._place(unit, batch, caps):
+                    pass
+                if not self._start(unit, batch, caps):
+                    self._release_holds(unit)
+                    self._after_placing(unit, caps)
 
-    def _why_waiting(self, unit: _Unit, caps: Mapping[str, Resources | None]) -> str:
-        if self._quota_slots(unit, caps) == 0:
-            return WAIT_QUOTA
-        machines = list(self._machines.values())
-        if machines and all(m.hostname in self._global_blacklist or m.hostname in unit.blacklist
-                            for m in machines):
-            return WAIT_BLACKLIST
-        return WAIT_NO_FIT
+    def _start(self, unit: _Unit, batch: _Batch, caps: Mapping[str, Resources | None]) -> bool:
+        """Grant a gang all its waiting slots from its reservations if they
+        cover them, all in this batch, and its quota allows. Did it?"""
+        machines = [self._machines[a] for a in sorted(unit.holds)]
+        if not (unit.reserved >= unit.waiting > 0 and all(m.in_batch for m in machines)
+                and self._quota_slots(unit, caps) >= unit.waiting):
+            return False
+        need = batch.need(unit.spec.slot)
+        assert need is not None, "a reservation in this batch has the batch's kinds"
+        for machine in machines:
+            for _ in range(unit.holds.get(machine.agent_id, 0)):
+                self._grant(unit, machine, batch, need)
+        log.info("%s: all %d slots at once", unit.key, unit.granted)
+        self._after_placing(unit, caps)
+        return True
 
     # ----------------------------------------------------------- preemption
-    def _preempt(self, machines: list[_Machine], caps: Mapping[str, Resources | None]) -> None:
-        waiting = sorted((u for u in self._units.values() if u.waiting and not u.spec.all_or_nothing),
+    def _preempt(self, batch: _Batch, caps: Mapping[str, Resources | None]) -> None:
+        """For units still missing slots, highest priority first: take back
+        lent quota, else preempt lower priority, for all missing slots in
+        one pass (a gang: only if all of them can be freed)."""
+        waiting = sorted((self._units[k] for k in self._wanting if self._units[k].missing and not self._units[k].new),
                          key=lambda u: (u.priority, u.submitted))
-        pending = {key for key, _ in self._reservations.values()}
+        if not waiting:
+            return
+        self._settle_use()
+        order = self._victim_order()
+        held = self._held_room()
+        if not order and not held:               # nothing to preempt: only the reasons change
+            for unit in waiting:
+                if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
+                    unit.reason = WAIT_LOWER_PRIORITY
+            return
+        first = 0                                # order[first]: the lowest priority slot still held
+        lenders = self._lenders()
+        self._examined = 0
+        exhausted: list[tuple[Resources, int]] = []   # (slot, priority): all lower-priority room was looked at
         for unit in waiting:
-            if unit.key in pending:
-                continue  # its earlier preemption has not landed yet
-            group = self.groups[unit.group]
-            own_room = None if group.maximum is None else group.maximum.subtract_clamped(group.used)
-            takes_back = own_room is not None and own_room.contains(unit.spec.slot)
-            if takes_back:
-                victims = self._victims(unit, lambda s: self.groups[s.group].over_maximum() and s.group != unit.group)
-                if victims is not None:
-                    self._evict(unit, victims, "quota taken back by its owner")
-                    continue
-            if self._quota_slots(unit, caps) == 0:
+            missing = unit.missing
+            if not missing or (unit.preempted_until > self._now and unit.holds):
                 continue
-            victims = self._victims(unit, lambda s: s.priority > unit.priority)
-            if victims is not None:
-                self._evict(unit, victims, f"preempted by a higher priority unit ({unit.key}, "
-                                           f"priority {unit.priority})")
-            elif unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
+            if self._never_fits(unit):
+                unit.reason = WAIT_NEVER_FITS
+                continue
+            if self._examined >= self.preemption_budget:
+                break                            # the rest try again next pass
+            while first < len(order) and order[first].id not in self._slots:
+                first += 1
+            if first < len(order):
+                group = self.groups[unit.group]
+                own = None if group.maximum is None else \
+                    _how_many(group.maximum.subtract_clamped(group.used), unit.spec.slot) - unit.reserved
+                if own is not None and own > 0 and lenders - {unit.group}:
+                    plan, _ = self._make_room(unit, min(missing, own), self._candidates(
+                        unit, order, first, lambda s: s.group in lenders and s.group != unit.group))
+                    if plan:
+                        self._evict(unit, plan, batch, "quota taken back by its owner")
+                        lenders = self._lenders()
+                        continue
+            room = self._quota_slots(unit, caps) - unit.reserved
+            lower = (first < len(order) and order[first].priority > unit.priority) or \
+                (bool(held) and held[0].priority > unit.priority)
+            if room > 0 and lower and not any(unit.priority >= p and unit.spec.slot.contains(slot)
+                                              for slot, p in exhausted):
+                plan, complete = self._make_room(unit, min(missing, room), self._candidates(
+                    unit, order, first, lambda s: s.priority > unit.priority, held))
+                if complete and not unit.gang and self._unrestricted(unit):
+                    # what it could not free now, no unit of lower or equal priority with a
+                    # slot as big can: their victims are among its own (holds only grow)
+                    exhausted = [(slot, p) for slot, p in exhausted
+                                 if not (p >= unit.priority and slot.contains(unit.spec.slot))]
+                    exhausted.append((unit.spec.slot, unit.priority))
+                if plan:
+                    self._evict(unit, plan, batch, f"preempted by a higher priority unit ({unit.key}, "
+                                                   f"priority {unit.priority})")
+                    lenders = self._lenders()
+                    continue
+            if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                 unit.reason = WAIT_LOWER_PRIORITY  # units it may not preempt hold the resources
 
-    def _held_by_others(self, unit: _Unit) -> bool:
-        """Would the unit fit on some machine it may use if the slots of
-        others (which it may not preempt) were gone?"""
-        held: dict[str, list[Resources]] = {}
-        for slot in self._slots.values():
-            if slot.job_id != unit.job_id:
-                held.setdefault(slot.agent_id, []).append(slot.resources)
-        return any((machine.free + Resources.sum(held[agent_id])).contains(unit.spec.slot)
-                   for agent_id, machine in self._machines.items()
-                   if agent_id in held and self._eligible(unit, machine))
+    def _unrestricted(self, unit: _Unit) -> bool:
+        """May the unit use any machine (no locality limit, blacklist, avoided
+        host or per-machine limit)?"""
+        return _CLUSTER_SCOPE in unit.scopes and not (unit.spec.blacklist or unit.blocked or unit.avoid
+                                                      or unit.spec.max_per_machine is not None)
 
-    def _victims(self, unit: _Unit, may_take) -> tuple[_Machine, list[Slot]] | None:
-        """The cheapest machine where the free resources plus slots that
-        ``may_take`` make room for one slot of ``unit``: lowest priority
-        (largest number) first, newest first; fewest victims wins."""
-        best: tuple[int, tuple, _Machine, list[Slot]] | None = None
-        by_agent: dict[str, list[Slot]] = {}
-        for slot in self._slots.values():
-            if may_take(slot):
-                by_agent.setdefault(slot.agent_id, []).append(slot)
-        for agent_id, candidates in sorted(by_agent.items()):
-            machine = self._machines.get(agent_id)
-            if machine is None or not self._eligible(unit, machine) or agent_id in self._reservations:
+    def _lenders(self) -> set[str]:
+        """The groups holding more than their maximum: lent quota to take back."""
+        return {g.name for g in self.groups.values() if g.over_maximum()}
+
+    def _victim_order(self) -> list[Slot]:
+        """Every slot not granted in this pass, lowest priority first, newest
+        first among equal priority (seed 002). O(S log S), once per pass that preempts."""
+        return sorted((s for s in self._slots.values() if s.id not in self._granted_now),
+                      key=lambda s: (-s.priority, -s.granted_at, s.id))
+
+    def _held_room(self) -> list[_Reserved]:
+        """Every reservation but those made in this pass, lowest priority
+        first: room preemption may take back before it kills a task of the
+        same priority."""
+        held = [_Reserved(key, agent, unit.spec.slot.scale(count), unit.priority)
+                for key in self._holders for unit in (self._units[key],) for agent, count in unit.holds.items()
+                if (key, agent) not in self._held_now]
+        return sorted(held, key=lambda r: (-r.priority, r.agent_id, r.unit))
+
+    def _candidates(self, unit: _Unit, order: list[Slot], first: int, may_take: Callable[[Slot], bool],
+                    held: Sequence[_Reserved] = ()) -> Iterator[Slot | _Reserved]:
+        """What ``unit`` may take, on machines it may use, lowest priority
+        first: the slots of ``order`` from ``first`` that ``may_take``
+        allows, and the reservations in ``held`` of lower priority than the
+        unit's (at each priority, reserved room before running slots)."""
+        reserved: Iterator[tuple[int, int, Slot | _Reserved]] = (
+            (-r.priority, 0, r) for r in held if r.priority > unit.priority)
+        running: Iterator[tuple[int, int, Slot | _Reserved]] = (
+            (-s.priority, 1, s) for s in itertools.islice(order, first, None))
+        for _, _, victim in heapq.merge(reserved, running, key=lambda item: item[:2]):
+            if isinstance(victim, _Reserved):
+                holder = self._units.get(victim.unit)
+                if holder is None or not holder.holds.get(victim.agent_id) or holder is unit:
+                    continue
+            elif victim.id not in self._slots or not may_take(victim):
                 continue
-            candidates.sort(key=lambda s: (-s.priority, -s.granted_at, s.id))
-            room, chosen = machine.free, []
-            for slot in candidates:
-                if room.contains(unit.spec.slot):
-                    break
-                room = room + slot.resources
-                chosen.append(slot)
-            if chosen and room.contains(unit.spec.slot):
-                cost = (len(chosen), tuple(-s.priority for s in chosen))
-                if best is None or (cost, agent_id) < (best[1], best[2].agent_id):
-                    best = (len(chosen), cost, machine, chosen)
-        return None if best is None else (best[2], best[3])
+            machine = self._machines.get(victim.agent_id)
+            if machine is not None and self._in_scope(unit, machine) and self._allowed(unit, machine):
+                yield victim
 
-    def _evict(self, unit: _Unit, victims: tuple[_Machine, list[Slot]], reason: str) -> None:
-        machine, slots = victims
-        for slot in slots:
-            self._out.append(KillSlot(slot.id, reason))
-            self._out.append(SlotRevoked(slot.job_id, slot.unit, slot.id, reason))
-            owner = self._units.get(f"{slot.job_id}/{slot.unit}")
-            self._drop_slot(slot)
-            if owner is not None:
-                self._requeue(owner)
-            self.counters["slots_preempted"] += 1
-        self._reservations[machine.agent_id] = (unit.key, self.clock.now() + self.reservation_seconds)
-        log.info("preempting %d slot(s) on %s for %s: %s", len(slots), machine.hostname, unit.key, reason)
+    def _make_room(self, unit: _Unit, missing: int, candidates: Iterator[Slot | _Reserved]
+                   ) -> tuple[list[tuple[_Machine, list[Slot | _Reserved], int]] | None, bool]:
+        """Victims that make room for ``missing`` slots of ``unit``, taken
+        in the candidates' order (lowest priority first) until enough room
+        is free, each machine counting its open room in this batch too; then
+        only the victims that made a slot's room are kept. Returns
+        ``(machine, victims, slots made)`` per machine, or None if no slot
+        can be made (a gang: unless all ``missing`` can); and whether every
+        candidate was looked at. Stops at the pass's ``preemption_budget``
+        of candidates looked at."""
+        batch = self._batch
+        freed: dict[str, Resources] = {}
+        chosen: dict[str, list[Slot | _Reserved]] = {}
+        made: dict[str, int] = {}
+        useful: dict[str, int] = {}
+        total = 0
+        limit = unit.spec.max_per_machine
+        complete = True
+        for slot in candidates:
+            self._examined += 1
+            if self._examined > self.preemption_budget:
+                complete = False
+                break
+            agent = slot.agent_id
+            machine = self._machines[agent]
+            if agent not in freed:
+                freed[agent] = batch.resources(machine.open) if batch is not None and machine.in_batch else EMPTY
+                chosen[agent], made[agent] = [], 0
+            freed[agent] = freed[agent] + slot.resources
+            chosen[agent].append(slot)
+            can = _how_many(freed[agent], unit.spec.slot)
+            if limit is not None:
+                can = min(can, limit - unit.per_host.get(machine.hostname, 0) - unit.holds.get(agent, 0))
+            if can > made[agent]:
+                total += can - made[agent]
+                made[agent] = can
+                useful[agent] = len(chosen[agent])
+                if total >= missing:
+                    complete = False
+                    break
+        if total == 0 or (unit.gang and total < missing):
+            return None, complete
+        plan = []
+        extra = total - missing
+        for agent in sorted(useful):
+            slots = made[agent]
+            if extra > 0:
+                cut = min(extra, slots - 1)
+                slots, extra = slots - cut, extra - cut
+            plan.append((self._machines[agent], chosen[agent][:useful[agent]], slots))
+        return plan, complete
+
+    def _evict(self, unit: _Unit, plan: list[tuple[_Machine, list[Slot | _Reserved], int]], batch: _Batch,
+               reason: str) -> None:
+        until = self._now + self.reservation_seconds
+        for machine, victims, slots in plan:
+            for slot in victims:
+                if isinstance(slot, _Reserved):    # room kept for a lower priority unit: it waits again
+                    holder = self._units[slot.unit]
+                    self._unhold(holder, machine)
+                    self._sync(holder)
+                    continue
+                self._out.append(KillSlot(slot.id, reason))
+                self._out.append(SlotRevoked(slot.job_id, slot.unit, slot.id, reason))
+                owner = self._units.get(f"{slot.job_id}/{slot.unit}")
+                self._drop_slot(slot)
+                if owner is not None:
+                    self._sync(owner)
+                self.counters["slots_preempted"] += 1
+            self._hold(unit, machine, slots, until)
+            if machine.in_batch:
+                machine.open = self._open(machine, batch.dims)
+                batch.refresh(machine)
+            log.info("preempting %d slot(s) on %s for %d slot(s) of %s: %s", len(victims), machine.hostname, slots,
+                     unit.key, reason)
+        unit.preempted_until = until
+        self._sync(unit)
+
+    def _held_by_others(self, unit: _Unit) -> bool:
+        """Could the unit fit on a machine it may use, were the slots there
+        gone? (Then units it may not preempt hold the room.) O(distinct
+        capacities), or O(machines) for a unit limited to some."""
+        if len(self._slots) == sum(u.granted for u in self.jobs[unit.job_id].units.values()):
+            return False                          # nobody else holds anything
+        if _CLUSTER_SCOPE in unit.scopes:
+            return not self._never_fits(unit)
+        need = unit.spec.slot.millis()
+        return any(all(m.capacity.get(k, 0) >= v for k, v in need.items()) for m in self._machines.values()
+                   if self._in_scope(unit, m) and self._allowed(unit, m))
 
     # -------------------------------------------------------- offer answers
-    def _answer_offers(self, machines: list[_Machine]) -> None:
+    def _answer_offers(self, batch: _Batch) -> None:
         waiting = self.needs_offers()
         refuse = self.decline_seconds if waiting else 5.0
         declined: list[str] = []
-        for machine in machines:
+        for machine in batch.machines:
             if machine.granted:
                 self._out.append(LaunchSlots(machine.agent_id, tuple(machine.offer_ids), tuple(machine.granted),
                                              0.0 if waiting else refuse))
             else:
                 declined += machine.offer_ids
-            machine.offer_ids, machine.granted, machine.free = [], [], EMPTY
+            machine.offer_ids, machine.granted, machine.in_batch = [], [], False
+            machine.free = machine.open = ()
         if declined:
             self._out.append(DeclineOffers(tuple(declined), refuse))
 
 
+def _scopes(locality: Iterable[Locality]) -> tuple[str, ...]:
+    """The waiting queues of a unit with these preferences: the cluster's if
+    it may run anywhere, else those of its machines and rooms."""
+    prefs = list(locality)
+    if not prefs or any(p.kind == LT_CLUSTER for p in prefs):
+        return (_CLUSTER_SCOPE,)
+    return tuple(dict.fromkeys(f"host:{p.target}" if p.kind == LT_MACHINE else f"room:{p.target}" for p in prefs))
+
+
+def _preferences(locality: Iterable[Locality]) -> tuple[Locality, ...]:
+    """The unit's preferences in seed 000's order, LT_MACHINE > LT_ENGINEROOM >
+    LT_CLUSTER, whatever order the job lists them in (stable within a kind)."""
+    return tuple(sorted(locality, key=lambda p: _LOCALITY_ORDER[p.kind]))
+
+
+def _count(room: Vector, need: Vector) -> int:
+    """How many ``need``s fit in ``room``. O(kinds)."""
+    count = None
+    for have, want in zip(room, need):
+        if want > 0:
+            fits_here = have // want if have > 0 else 0
+            count = fits_here if count is None else min(count, fits_here)
+    return count or 0
+
+
 def _how_many(room: Resources, slot: Resources) -> int:
     """How many ``slot``s fit in ``room``. O(kinds)."""
+    have = room.millis()
     count = None
-    for kind in slot.names():
-        need = slot.get(kind)
+    for kind, need in slot.millis().items():
         if need > 0:
-            fits = int(round(room.get(kind) * 1000)) // int(round(need * 1000))
-            count = fits if count is None else min(count, fits)
-    return count or 0
+            fits_here = have.get(kind, 0) // need
+            count = fits_here if count is None or fits_here < count else count
+    return max(count or 0, 0)
+

@@ -11,11 +11,13 @@ request                            answer
 =================================  ==========================================
 ``SUBMIT(id, document)``           ``SUBMITTED(id, job_id)`` or ``ERROR(id, message)``
 ``STATUS(id, job_id)``             ``STATUS_REPLY(id, document)`` or ``ERROR(id, message)``
+``KILL(id, job_id)``               ``OK(id)`` once the job is killed, or ``ERROR(id, message)``
 =================================  ==========================================
 
 ``document`` of SUBMIT is the job file as parsed TOML (a dict with a ``job``
 table, DESIGN §3.5); ``job_id`` of STATUS is empty for every job;
-``document`` of STATUS_REPLY is the status as JSON text.
+``document`` of STATUS_REPLY is the status as JSON text. An ERROR's message
+is at most :data:`MAX_ERROR` characters: it never echoes a request whole.
 
 **AppMasters** (one process per job, started by the service) tell the
 service what their job needs; every request carries the job's id and the
@@ -52,13 +54,21 @@ import attrs
 
 from mesoslike.messaging import Codec, Schema, WireError
 
-__all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Submit", "Submitted", "Status", "StatusReply", "Error", "Ok",
-           "SetDesire", "ReleaseSlot", "AvoidHosts", "BlacklistHost", "ReportHost", "Progress", "JobEnded",
-           "APPMASTER_REQUESTS", "encode", "decode", "MAX_FRAME"]
+__all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Submit", "Submitted", "Status", "StatusReply", "KillJob",
+           "Error", "Ok", "SetDesire", "ReleaseSlot", "AvoidHosts", "BlacklistHost", "ReportHost", "Progress",
+           "JobEnded", "APPMASTER_REQUESTS", "encode", "decode", "MAX_FRAME", "MAX_ERROR", "bounded"]
 
 VERSION = 1
 #: the largest frame either side accepts
 MAX_FRAME = 4 * 1024 * 1024
+#: the longest ERROR message (and the most of a peer's input a log line quotes)
+MAX_ERROR = 1000
+
+
+def bounded(text: str, limit: int = MAX_ERROR) -> str:
+    """``text`` cut to ``limit`` characters (saying how long it was): what
+    answers or logs a peer's input never repeats it whole."""
+    return text if len(text) <= limit else f"{text[:limit - 40]}... ({len(text)} characters)"
 
 #: the codec's error: a frame that is not a message of this protocol, or a
 #: message that cannot be encoded (the message says why)
@@ -98,6 +108,14 @@ class StatusReply:
     TYPE: ClassVar[str] = "STATUS_REPLY"
     id: int
     document: str
+
+
+@SCHEMA.message
+@attrs.frozen
+class KillJob:
+    TYPE: ClassVar[str] = "KILL"
+    id: int
+    job_id: str
 
 
 @SCHEMA.message
@@ -192,7 +210,7 @@ class JobEnded:
 #: what an AppMaster asks of the service
 APPMASTER_REQUESTS = (SetDesire, ReleaseSlot, AvoidHosts, BlacklistHost, ReportHost, Progress, JobEnded)
 
-Message = (Submit | Submitted | Status | StatusReply | Error | Ok | SetDesire | ReleaseSlot | AvoidHosts | BlacklistHost
+Message = (Submit | Submitted | Status | StatusReply | KillJob | Error | Ok | SetDesire | ReleaseSlot | AvoidHosts | BlacklistHost
            | ReportHost | Progress | JobEnded)
 #: the codec of this protocol: for the job server, job clients and AppMasters
 CODEC = Codec(SCHEMA, MAX_FRAME)

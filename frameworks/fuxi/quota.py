@@ -16,10 +16,14 @@ every scheduling pass (seed 000, DESIGN §6):
 A group without a maximum is unlimited: it neither lends nor borrows, and
 its hunger is measured against the cluster it can see.
 
-The quota file (``serve --quota FILE``) configures the groups, the global
-blacklist and whether to preempt: :func:`parse_quota` checks the parsed
-document (:class:`QuotaFileError` names the field); :func:`load_quota_file`
-reads the file, the one piece of I/O here.
+* **policy**: ``FIFO`` or ``FAIR`` among units of equal priority is the
+  group's, as seed 000 has it: each quota group has one waiting queue, and
+  the policy is that queue's sort key.
+
+The quota file (``serve --quota FILE``) configures the groups and their
+policies, the global blacklist and whether to preempt: :func:`parse_quota`
+checks the parsed document (:class:`QuotaFileError` names the field);
+:func:`load_quota_file` reads the file, the one piece of I/O here.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from typing import Any, Iterable, Mapping
 import attrs
 
 from mesoslike import MesoslikeError, Resources
-from mesoslike.frameworks.fuxi.model import read_toml
+from mesoslike.frameworks.fuxi.blacklist import DEFAULT_REPORT_SECONDS, DEFAULT_REPORTS_NEEDED
+from mesoslike.frameworks.fuxi.model import POLICIES, read_toml
 
 __all__ = ["QuotaGroup", "compute_caps", "hunger", "QuotaConfig", "QuotaFileError", "load_quota_file",
            "parse_quota"]
@@ -45,6 +50,7 @@ class QuotaGroup:
     maximum: Resources | None            # None: unlimited
     used: Resources = EMPTY
     waiting: Resources = EMPTY           # what its waiting units still want, in total
+    policy: str = "FIFO"                 # FIFO or FAIR among equal priority (seed 000: the group's)
 
     @property
     def limited(self) -> bool:
@@ -109,11 +115,17 @@ class QuotaFileError(MesoslikeError, ValueError):
 @attrs.frozen
 class QuotaConfig:
     """What ``serve --quota FILE`` configures: quota groups (name -> maximum,
-    None = unlimited), the global blacklist, and whether to preempt."""
+    None = unlimited) and their policies (name -> FIFO or FAIR; a group not
+    named is FIFO), the global blacklist (the operators' hosts, and how many
+    different jobs must report a host, within how many seconds, to put it
+    there: docs/fuxi-scheduling.rst), and whether to preempt."""
 
     groups: Mapping[str, Resources | None] = attrs.field(factory=dict)
     blacklist: frozenset[str] = frozenset()
     preemption: bool = True
+    policies: Mapping[str, str] = attrs.field(factory=dict)
+    blacklist_reports: int = DEFAULT_REPORTS_NEEDED
+    blacklist_report_seconds: float = DEFAULT_REPORT_SECONDS
 
 
 def load_quota_file(path: str | Path) -> QuotaConfig:
@@ -122,9 +134,12 @@ def load_quota_file(path: str | Path) -> QuotaConfig:
         [quota.analytics]          # a quota group and its maximum
         cpus = 8
         mem = 8192
+        policy = "FAIR"            # among equal priority; default FIFO
         [quota.adhoc]              # no keys: a group without a maximum
         [blacklist]
         hosts = ["node-3"]         # no slot ever goes to these machines
+        reports = 2                # jobs that must report a host to blacklist it (default 2)
+        report_seconds = 600       # how long a report counts (default 600)
         [preemption]
         enabled = true             # the default
     """
@@ -136,20 +151,29 @@ def parse_quota(document: Mapping[str, Any]) -> QuotaConfig:
     unknown = sorted(set(document) - {"quota", "blacklist", "preemption"})
     if unknown:
         raise QuotaFileError(f"unknown table(s) {', '.join(map(repr, unknown))}; known: blacklist, preemption, quota")
-    return QuotaConfig(_groups(document.get("quota", {})), _blacklist(document.get("blacklist", {})),
-                       _preemption(document.get("preemption", {})))
+    groups, policies = _groups(document.get("quota", {}))
+    blacklist = document.get("blacklist", {})
+    hosts = _blacklist(blacklist)
+    return QuotaConfig(groups, hosts, _preemption(document.get("preemption", {})), policies,
+                       _reports(blacklist), _report_seconds(blacklist))
 
 
-def _groups(quota: object) -> dict[str, Resources | None]:
+def _groups(quota: object) -> tuple[dict[str, Resources | None], dict[str, str]]:
     if not isinstance(quota, Mapping):
         raise QuotaFileError("quota: must be tables like [quota.<group>] with cpus = 8, mem = 8192")
     groups: dict[str, Resources | None] = {}
+    policies: dict[str, str] = {}
     for name, table in quota.items():
         where = f"quota.{name}"
         if not isinstance(table, Mapping):
             raise QuotaFileError(f"{where}: must be a table ([{where}] with cpus = 8, mem = 8192)")
         parts = []
         for kind, value in table.items():
+            if kind == "policy":
+                if value not in POLICIES:
+                    raise QuotaFileError(f"{where}.policy: must be FIFO or FAIR, got {value!r}")
+                policies[name] = value
+                continue
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
                     or value < 0:
                 raise QuotaFileError(f"{where}.{kind}: must be a number >= 0, got {value!r}")
@@ -158,16 +182,32 @@ def _groups(quota: object) -> dict[str, Resources | None]:
             groups[name] = Resources.parse(";".join(parts)) if parts else None
         except MesoslikeError as exc:
             raise QuotaFileError(f"{where}: {exc}") from None
-    return groups
+    return groups, policies
 
 
 def _blacklist(blacklist: object) -> frozenset[str]:
-    if not isinstance(blacklist, Mapping) or set(blacklist) - {"hosts"}:
-        raise QuotaFileError("blacklist: must be a table with hosts = [\"host\", ...]")
+    if not isinstance(blacklist, Mapping) or set(blacklist) - {"hosts", "reports", "report_seconds"}:
+        raise QuotaFileError("blacklist: must be a table with hosts = [\"host\", ...], reports = 2, "
+                             "report_seconds = 600")
     hosts = blacklist.get("hosts", [])
     if not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts):
         raise QuotaFileError(f"blacklist.hosts: must be a list of hostnames, got {hosts!r}")
     return frozenset(hosts)
+
+
+def _reports(blacklist: Mapping[str, Any]) -> int:
+    reports = blacklist.get("reports", DEFAULT_REPORTS_NEEDED)
+    if not isinstance(reports, int) or isinstance(reports, bool) or reports < 1:
+        raise QuotaFileError(f"blacklist.reports: must be an integer >= 1, got {reports!r}")
+    return reports
+
+
+def _report_seconds(blacklist: Mapping[str, Any]) -> float:
+    seconds = blacklist.get("report_seconds", DEFAULT_REPORT_SECONDS)
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds) \
+            or seconds <= 0:
+        raise QuotaFileError(f"blacklist.report_seconds: must be a number of seconds > 0, got {seconds!r}")
+    return float(seconds)
 
 
 def _preemption(preemption: object) -> bool:

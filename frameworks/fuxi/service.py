@@ -19,10 +19,19 @@ core's commands become driver calls and process actions.
   AppMasters' requests over the job server (:mod:`.protocol`) go into the
   core as they are; what they mean is the core's (docs/fuxi-jobs.rst).
 
+- **Hard state.** With a ``store`` (:mod:`.state_store`: files standalone,
+  ZooKeeper in HA mode) every :class:`Persist` is written before the core
+  hears it was (:class:`Persisted`): a submission is acknowledged, a kill
+  carried out, only then. :meth:`FuxiService.recover` gives a new leader's
+  core what the store holds; the AppMasters of running jobs are adopted
+  (:class:`AdoptAppMaster`: the process still runs on this host under the
+  recorded pid) or restarted.
+
 Threads: the core is not thread-safe. Every entry point (the driver's
 callbacks on the driver thread, job clients and AppMasters on the job
 server's thread, the AppMaster supervisor's thread) runs under one lock;
-driver methods are thread-safe, so commands are carried out under it.
+driver methods are thread-safe, so commands are carried out under it. So
+are the store's writes: a submission waits for its write.
 
 :class:`JobServer` answers job clients and AppMasters on its own thread;
 :class:`JobClient` is the client side (``mesoslike fuxi submit`` / ``status``).
@@ -50,8 +59,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 
-from mesoslike import Filters, MesoslikeError, Scheduler, TaskInfo, TaskStatus
-from mesoslike.frameworks.fuxi import protocol
+from mesoslike import Filters, MesoslikeError, Scheduler, TaskInfo, TaskStatus, make_locator
+from mesoslike.frameworks.fuxi import am_protocol, hard_state, protocol
 from mesoslike.frameworks.fuxi.core import (
     DeclineOffers,
     FuxiCore,
@@ -62,25 +71,37 @@ from mesoslike.frameworks.fuxi.core import (
     Slot,
     SuppressOffers,
 )
+from mesoslike.frameworks.fuxi.hard_state import AppMasterRecord, HardState
 from mesoslike.frameworks.fuxi.jobs import (
+    ADOPT_WINDOW,
+    KEEP_ENDED_JOBS,
     MAX_APPMASTER_RESTARTS,
+    AdoptAppMaster,
     AgentLost,
     AppMasterExited,
     AppMasterMessage,
     AppMasterRequest,
+    AppMasterStarted,
     AppMasterStartFailed,
     Command,
+    DriverDisconnected,
     DriverRegistered,
     Event,
     ForgetJob,
     JobAccepted,
     JobCore,
     JobFinished,
+    JobKillRequested,
     JobState,
     JobSubmitted,
     OfferRescinded,
     OffersReceived,
+    Persist,
+    Persisted,
+    PersistFailed,
     ReconcileTasks,
+    Recover,
+    Refused,
     RestartAppMaster,
     StartAppMaster,
     StopAppMaster,
@@ -88,10 +109,11 @@ from mesoslike.frameworks.fuxi.jobs import (
     WorkerUpdate,
 )
 from mesoslike.frameworks.fuxi.model import JobSpec, JobSpecError, check_runnable, job_document, parse_job
+from mesoslike.frameworks.fuxi.state_store import RecordStore
 from mesoslike.transport import Client, Server, Waker, parse_tcp_address
 
 __all__ = ["FuxiService", "AppMasterProcess", "JobServer", "JobClient", "JobRefused", "DEFAULT_PORT",
-           "APPMASTER_MODULE", "WORKER_MODULE"]
+           "APPMASTER_MODULE", "WORKER_MODULE", "answer", "is_appmaster_of"]
 
 log = logging.getLogger("mesoslike.frameworks.fuxi.service")
 
@@ -113,32 +135,45 @@ def _free_port(ip: str) -> int:
 @attrs.define(eq=False)
 class AppMasterProcess:
     """A job's AppMaster: the command that starts it (again), its process
-    and its log (``<work dir>/<job>/appmaster.log``, appended to by every start)."""
+    and its log (``<work dir>/<job>/appmaster.log``, appended to by every start).
+
+    After a failover it may be a process this service did not start
+    (``adopted``: the pid of a predecessor's child, in a session of its own):
+    it cannot be waited for, so it is watched through ``/proc`` — gone, or a
+    zombie, or no longer an AppMaster of this job, it has exited (status -1:
+    unknown)."""
 
     address: str
     command: list[str]
     env: dict[str, str]
     log_path: Path
+    job_id: str = ""
     popen: subprocess.Popen | None = None
+    adopted: int | None = None
 
     def start(self) -> None:
         with open(self.log_path, "ab") as log_file:
             self.popen = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log_file,
                                           stderr=subprocess.STDOUT, env=self.env, start_new_session=True,
                                           close_fds=True)
+        self.adopted = None
 
     @property
     def pid(self) -> int | None:
-        return self.popen.pid if self.popen is not None else None
+        return self.popen.pid if self.popen is not None else self.adopted
 
     def exited(self) -> int | None:
         """The exit status if the process ended (reaped now), else None."""
-        return self.popen.poll() if self.popen is not None else None
+        if self.popen is not None:
+            return self.popen.poll()
+        if self.adopted is not None:
+            return None if is_appmaster_of(self.adopted, self.job_id) else -1
+        return None
 
     def kill(self, signum: int = signal.SIGTERM) -> None:
-        if self.popen is not None and self.popen.poll() is None:
+        if self.exited() is None and self.pid is not None:
             try:
-                os.killpg(self.popen.pid, signum)
+                os.killpg(self.pid, signum)   # its own session: the group is the AppMaster and what it started
             except (ProcessLookupError, PermissionError):
                 pass
 
@@ -150,6 +185,19 @@ class AppMasterProcess:
                 return handle.read().decode(errors="replace").strip()
         except OSError:
             return ""
+
+
+def is_appmaster_of(pid: int, job_id: str) -> bool:
+    """Does ``pid`` run (not a zombie) an AppMaster of ``job_id``? (A pid
+    may have been reused since it was recorded: the command line says.)"""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if stat[stat.rindex(")") + 2:].split()[0] in ("Z", "X"):
+        return False
+    return APPMASTER_MODULE.encode() in argv and job_id.encode() in argv
 
 
 class FuxiService(Scheduler):
@@ -165,13 +213,28 @@ class FuxiService(Scheduler):
     workers. ``launch_appmasters=False`` starts no processes (the AppMaster
     protocol is then driven by hand, e.g. in tests). ``on_event(job_id,
     what)`` is called (under the lock) when a job ends.
+
+    ``store``: where the hard state goes (None: nowhere, the jobs live and
+    die with this process). ``appmaster_service``: what AppMasters are told
+    to report to (default: the job server's address; a ``zk://`` URL makes
+    them follow the leading service). ``orphan_timeout``: AppMasters outlive
+    this service by that many seconds (None: they exit with it).
+    ``master``: the master's address, for ``status``.
     """
 
     def __init__(self, scheduler: FuxiCore, *, work_dir: str | os.PathLike | None = None,
                  appmaster_ip: str = "127.0.0.1", launch_appmasters: bool = True, python: str = sys.executable,
                  appmaster_log_level: str = "info", max_appmaster_restarts: int = MAX_APPMASTER_RESTARTS,
-                 on_event: Callable[[str, str], None] | None = None) -> None:
-        self.core = JobCore(scheduler, max_appmaster_restarts=max_appmaster_restarts)
+                 on_event: Callable[[str, str], None] | None = None, store: RecordStore | None = None,
+                 appmaster_service: str = "", orphan_timeout: float | None = None, master: str = "",
+                 keep_ended: int = KEEP_ENDED_JOBS, adopt_window: float = ADOPT_WINDOW) -> None:
+        self.core = JobCore(scheduler, max_appmaster_restarts=max_appmaster_restarts, persist=store is not None,
+                            keep_ended=keep_ended, adopt_window=adopt_window)
+        self.store = store
+        self.appmaster_service = appmaster_service
+        self.orphan_timeout = orphan_timeout
+        self.master = master
+        self.host = socket.gethostname()
         self.on_event = on_event or (lambda job_id, what: None)
         self.driver: Any = None
         #: job id -> its AppMaster process (while the core keeps the job)
@@ -194,7 +257,8 @@ class FuxiService(Scheduler):
             SuppressOffers: self._suppress, ReviveOffers: self._revive, ReconcileTasks: self._reconcile,
             JobAccepted: self._accepted, StartAppMaster: self._start_appmaster,
             RestartAppMaster: self._restart_appmaster, StopAppMaster: self._stop_appmaster,
-            JobFinished: self._job_finished, ForgetJob: self._forget_job,
+            JobFinished: self._job_finished, ForgetJob: self._forget_job, Persist: self._persist,
+            AdoptAppMaster: self._adopt_appmaster, Refused: self._refused,
         }
 
     def attach(self, driver) -> None:
@@ -210,9 +274,10 @@ class FuxiService(Scheduler):
 
     # ===================================================== job clients
     def submit(self, job: JobSpec | Mapping[str, Any]) -> str:
-        """Submit a job (a :class:`JobSpec` or a parsed job file); its id.
-        Raises :class:`JobSpecError` for a bad job, :class:`FuxiError` for
-        one the scheduler refuses (an unknown quota group; nothing changes
+        """Submit a job (a :class:`JobSpec` or a parsed job file); its id,
+        once the job is stored (with a store). Raises :class:`JobSpecError`
+        for a bad job, :class:`FuxiError` for one the scheduler refuses (an
+        unknown quota group, a store that cannot write it; nothing changes
         then) or whose AppMaster cannot start (the job failed)."""
         spec = job if isinstance(job, JobSpec) else parse_job(job)
         check_runnable(spec)
@@ -220,24 +285,40 @@ class FuxiService(Scheduler):
         with self._lock:
             if self.launch_appmasters and not self.service_address:
                 raise FuxiError("the service has no job server address for AppMasters to reach it")
-            commands = self.core.handle(JobSubmitted(spec, document, secrets.token_hex(16),
-                                                     stimulus_id=self._stimulus("submit")))
-            self._execute(commands)
-            (job_id,) = [command.job_id for command in commands if isinstance(command, JobAccepted)]
+            done = self._handle(JobSubmitted(spec, document, secrets.token_hex(16),
+                                             stimulus_id=self._stimulus("submit")))
+            _raise_refusal(done)
+            (job_id,) = [command.job_id for command in done if isinstance(command, JobAccepted)]
             submitted = self.core.get(job_id)
             if submitted is None or submitted.state is not JobState.RUNNING:
                 raise FuxiError(f"{job_id}: {submitted.reason if submitted is not None else 'ended at once'}")
             return job_id
 
+    def kill(self, job_id: str) -> None:
+        """End a running job (state ``killed``): its workers and AppMaster
+        are killed — once that is stored (with a store). Raises
+        :class:`FuxiError` for an unknown or ended job, or a kill that could
+        not be stored (the job goes on then)."""
+        with self._lock:
+            _raise_refusal(self._handle(JobKillRequested(job_id, stimulus_id=self._stimulus("kill"))))
+
     def status(self, job_id: str | None = None) -> dict:
         """Jobs (or one job) with their units: desired and granted slots,
         hosts, why a unit waits, the instances' progress (the AppMaster's
-        last report) and the AppMaster process."""
+        last report) and the AppMaster process; the framework's registration."""
         with self._lock:
             document = self.core.status(job_id)
             for job in document["jobs"]:
                 job["appmaster"] = self._appmaster_status(job["id"])
+            document["framework"]["master"] = self.master
             return document
+
+    def recover(self, state: HardState) -> None:
+        """Take the hard state a store held (a new leader, or a restart):
+        the jobs come back, running ones wait for their AppMasters (adopted
+        or restarted) to say what they hold. Call it before the driver starts."""
+        with self._lock:
+            self._handle(Recover(state.service, list(state.jobs.values()), stimulus_id=self._stimulus("recover")))
 
     def _appmaster_status(self, job_id: str) -> dict | None:
         appmaster = self.appmasters.get(job_id)
@@ -281,14 +362,16 @@ class FuxiService(Scheduler):
                                              stimulus_id=self._stimulus("appmaster-exited")))
             self._handle(Tick(stimulus_id=self._stimulus("tick")))
 
-    def stop(self) -> None:
-        """Stop supervising and stop the AppMasters (the worker tasks end with
-        the framework); remove the work directory if it is a temporary one."""
+    def stop(self, failover: bool = False) -> None:
+        """Stop supervising. Unless ``failover`` (the next service — a new
+        leader, or this one restarted — adopts them), stop the AppMasters
+        (the worker tasks end with the framework). Remove the work directory
+        if it is a temporary one."""
         self._stopping.set()
         if self._supervisor is not None and self._supervisor is not threading.current_thread():
             self._supervisor.join(5)
         with self._lock:
-            appmasters = list(self.appmasters.values())
+            appmasters = [] if failover else list(self.appmasters.values())
         for appmaster in appmasters:
             appmaster.kill(signal.SIGTERM)
         for appmaster in appmasters:
@@ -305,12 +388,18 @@ class FuxiService(Scheduler):
         log.info("registered as framework %s with master %s", framework_id, master_info.address)
         with self._lock:
             self.driver = driver
-            self._handle(DriverRegistered(stimulus_id=self._stimulus("registered")))
+            self._handle(DriverRegistered(framework_id=framework_id, stimulus_id=self._stimulus("registered")))
 
     def reregistered(self, driver, master_info) -> None:
         with self._lock:
             self.driver = driver
-            self._handle(DriverRegistered(reregistered=True, stimulus_id=self._stimulus("reregistered")))
+            self._handle(DriverRegistered(reregistered=True, framework_id=driver.framework_id,
+                                          stimulus_id=self._stimulus("reregistered")))
+
+    def disconnected(self, driver) -> None:
+        with self._lock:
+            self._handle(DriverDisconnected("the master stopped answering; subscribing again",
+                                            stimulus_id=self._stimulus("disconnected")))
 
     def resource_offers(self, driver, offers) -> None:
         with self._lock:
@@ -338,24 +427,53 @@ class FuxiService(Scheduler):
     def error(self, driver, message) -> None:
         log.error("framework error: %s", message)
         self.errors.append(message)
+        if driver is not None and not driver.connected:
+            with self._lock:   # e.g. "cannot find the master": status says why slots do not come
+                self._handle(DriverDisconnected(protocol.bounded(message, 300), stimulus_id=self._stimulus("error")))
 
     # ==================================================== the commands
     def _stimulus(self, what: str) -> str:
         return f"{what}-{next(self._stimuli)}"
 
-    def _handle(self, event: Event) -> None:
-        self._execute(self.core.handle(event))
+    def _handle(self, event: Event) -> list[Command]:
+        """Give the core an event and carry out its commands; every command carried out."""
+        return self._execute(self.core.handle(event))
 
-    def _execute(self, commands: Iterable[Command]) -> None:
+    def _execute(self, commands: Iterable[Command]) -> list[Command]:
         """Carry out the core's commands in order; the commands of what that
-        causes (an AppMaster that cannot start) come after."""
+        causes (an AppMaster that cannot start, a write done) come after.
+        Every command carried out, in order."""
         queue = collections.deque(commands)
+        done: list[Command] = []
         while queue:
             command = queue.popleft()
+            done.append(command)
             if isinstance(command, _DRIVER_COMMANDS) and self.driver is None:
                 log.warning("no driver attached: %s dropped", type(command).__name__)
                 continue
             queue.extend(self._carry_out[type(command)](command))
+        return done
+
+    def _persist(self, command: Persist) -> list[Command]:
+        keys = (*command.records, *command.deleted)
+        if self.store is not None:
+            records = {key: hard_state.encode(record) for key, record in command.records.items()}
+            try:
+                try:
+                    self.store.write(records, command.deleted)
+                except MesoslikeError as exc:
+                    # an outcome unknown (a ZooKeeper timeout) leaves the store unsure of what it holds:
+                    # read it again and write once more; fenced off, the read or the write says so
+                    log.warning("writing the scheduler's state failed (%s): reading it again to retry", exc)
+                    self.store.load()
+                    self.store.write(records, command.deleted)
+            except MesoslikeError as exc:
+                return self.core.handle(PersistFailed(tuple(keys), str(exc), command.waiting,
+                                                      stimulus_id=self._stimulus("persist-failed")))
+        return self.core.handle(Persisted(command.waiting, stimulus_id=self._stimulus("persisted")))
+
+    def _refused(self, command: Refused) -> list[Command]:
+        return []   # the reply: submit() / kill() raise it
 
     def _launch(self, command: LaunchSlots) -> list[Command]:
         tasks = [self._task(slot) for slot in command.slots]
@@ -364,12 +482,14 @@ class FuxiService(Scheduler):
 
     def _task(self, slot: Slot) -> TaskInfo:
         appmaster = self.appmasters.get(slot.job_id)
+        job = self.core.job(slot.job_id)
         return TaskInfo(task_id=slot.id, agent_id=slot.agent_id,
                         command=f"exec {shlex.quote(self.python)} -m {WORKER_MODULE}", resources=slot.resources,
-                        name=f"{self.core.job(slot.job_id).spec.name}.{slot.unit}.worker",
+                        name=f"{job.spec.name}.{slot.unit}.worker",
                         environment={"FUXI_APPMASTER": appmaster.address if appmaster is not None else "",
                                      "FUXI_SLOT_ID": slot.id, "FUXI_JOB_ID": slot.job_id, "FUXI_UNIT": slot.unit,
-                                     "FUXI_HOSTNAME": slot.hostname, "FUXI_ROOM": str(slot.room)})
+                                     "FUXI_HOSTNAME": slot.hostname, "FUXI_ROOM": str(slot.room),
+                                     "FUXI_WORKER_TOKEN": am_protocol.worker_token(job.token, slot.id)})
 
     def _decline(self, command: DeclineOffers) -> list[Command]:
         for offer_id in command.offer_ids:
@@ -396,31 +516,50 @@ class FuxiService(Scheduler):
     def _accepted(self, command: JobAccepted) -> list[Command]:
         return []   # the reply: submit() returns the job id
 
+    @property
+    def _appmaster_service(self) -> str:
+        """What the AppMasters are told to report to."""
+        return self.appmaster_service or self.service_address
+
+    def _appmaster_process(self, job_id: str, document: Mapping[str, Any], token: str,
+                           address: str | None = None) -> AppMasterProcess:
+        """The job's AppMaster (not started): its command, environment and log; its
+        workers' address given, or a free port of ``appmaster_ip``. Raises OSError."""
+        directory = self.work_dir / job_id
+        directory.mkdir(parents=True, exist_ok=True)
+        job_path = directory / "job.json"
+        job_path.write_text(json.dumps(document))
+        address = address or f"tcp://{self.appmaster_ip}:{_free_port(self.appmaster_ip)}"
+        argv = [self.python, "-m", APPMASTER_MODULE, "--service", self._appmaster_service, "--job-id", job_id,
+                "--bind", address, "--snapshot", str(directory / "snapshot.json"), "--job", str(job_path),
+                "--log-level", self.appmaster_log_level]
+        if self.orphan_timeout is not None:
+            argv += ["--orphan-timeout", str(self.orphan_timeout)]
+        return AppMasterProcess(address, argv, {**os.environ, "FUXI_AM_TOKEN": token}, directory / "appmaster.log",
+                                job_id)
+
+    def _started(self, job_id: str, appmaster: AppMasterProcess) -> list[Command]:
+        """Tell the core where the job's AppMaster runs now (kept in the hard state)."""
+        record = AppMasterRecord(appmaster.address, appmaster.pid or 0, self.host, self._appmaster_service)
+        self._start_supervisor()
+        return self.core.handle(AppMasterStarted(job_id, record, stimulus_id=self._stimulus("appmaster-started")))
+
     def _start_appmaster(self, command: StartAppMaster) -> list[Command]:
         if not self.launch_appmasters:
             return []
         job_id = command.job_id
         try:
-            directory = self.work_dir / job_id
-            directory.mkdir(parents=True, exist_ok=True)
-            job_path = directory / "job.json"
-            job_path.write_text(json.dumps(command.document))
-            address = f"tcp://{self.appmaster_ip}:{_free_port(self.appmaster_ip)}"
-            argv = [self.python, "-m", APPMASTER_MODULE, "--service", self.service_address, "--job-id", job_id,
-                    "--bind", address, "--snapshot", str(directory / "snapshot.json"), "--job", str(job_path),
-                    "--log-level", self.appmaster_log_level]
-            appmaster = self.appmasters[job_id] = AppMasterProcess(address, argv, {**os.environ,
-                                                                                  "FUXI_AM_TOKEN": command.token},
-                                                                   directory / "appmaster.log")
+            appmaster = self.appmasters[job_id] = self._appmaster_process(job_id, command.document, command.token)
             appmaster.start()
         except OSError as exc:
             return self.core.handle(AppMasterStartFailed(job_id, str(exc), stimulus_id=self._stimulus("start")))
-        log.info("job %s: AppMaster pid %d on %s", job_id, appmaster.pid, address)
-        self._start_supervisor()
-        return []
+        log.info("job %s: AppMaster pid %d on %s", job_id, appmaster.pid, appmaster.address)
+        return self._started(job_id, appmaster)
 
     def _restart_appmaster(self, command: RestartAppMaster) -> list[Command]:
-        appmaster = self.appmasters[command.job_id]
+        appmaster = self.appmasters.get(command.job_id)
+        if appmaster is None:
+            return []   # not launching AppMasters
         log.warning("job %s: the AppMaster (pid %s) exited with status %d: restart %d", command.job_id,
                     appmaster.pid, command.exit_status, command.restart)
         try:
@@ -428,7 +567,40 @@ class FuxiService(Scheduler):
         except OSError as exc:
             return self.core.handle(AppMasterStartFailed(command.job_id, str(exc),
                                                          stimulus_id=self._stimulus("restart")))
-        return []
+        return self._started(command.job_id, appmaster)
+
+    def _adopt_appmaster(self, command: AdoptAppMaster) -> list[Command]:
+        """After a failover: adopt the job's AppMaster if it still runs here
+        and reports where this service expects; otherwise start it again
+        (same address, same snapshot)."""
+        if not self.launch_appmasters:
+            return []
+        job_id, record = command.job_id, command.appmaster
+        try:
+            appmaster = self.appmasters[job_id] = self._appmaster_process(
+                job_id, command.document, command.token, record.address if record is not None else None)
+        except OSError as exc:
+            return self.core.handle(AppMasterStartFailed(job_id, str(exc), stimulus_id=self._stimulus("adopt")))
+        if record is None:
+            return self._start_appmaster(StartAppMaster(job_id, command.document, command.token))
+        if record.host != self.host:
+            # on another machine: it cannot be watched from here; it finds this leader by itself
+            log.warning("job %s: its AppMaster runs on %s (pid %d); adopted unwatched", job_id, record.host,
+                        record.pid)
+            return []
+        if is_appmaster_of(record.pid, job_id):
+            appmaster.adopted = record.pid
+            if record.service == self._appmaster_service:
+                log.info("job %s: adopted its AppMaster, pid %d on %s", job_id, record.pid, record.address)
+                self._start_supervisor()
+                return []
+            log.info("job %s: its AppMaster (pid %d) reports to %s, not here: started again", job_id, record.pid,
+                     record.service)
+            appmaster.kill(signal.SIGTERM)
+            _wait_gone(record.pid, job_id, 5.0)
+            appmaster.adopted = None
+        return self.core.handle(AppMasterExited(job_id, -1, "the AppMaster was gone after the failover",
+                                                stimulus_id=self._stimulus("adopt")))
 
     def _stop_appmaster(self, command: StopAppMaster) -> list[Command]:
         appmaster = self.appmasters.get(command.job_id)
@@ -445,21 +617,54 @@ class FuxiService(Scheduler):
         return []
 
 
+def _raise_refusal(done: Iterable[Command]) -> None:
+    for command in done:
+        if isinstance(command, Refused):
+            raise FuxiError(command.reason)
+
+
+def _wait_gone(pid: int, job_id: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while is_appmaster_of(pid, job_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if is_appmaster_of(pid, job_id):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 # ------------------------------------------------------------ job server
 class JobServer:
     """Answers job clients and AppMasters (:mod:`.protocol`) on ``address``
     on its own thread; every request goes to the service under its lock. A
-    bad request gets an ERROR; nothing a client sends stops the server. The
-    service's AppMasters are told to reach it here."""
+    bad request gets an ERROR, never longer than :data:`protocol.MAX_ERROR`;
+    whatever goes wrong with one frame — it cannot be read, handling it
+    raises, the answer cannot be encoded — the loop goes on to the next.
+    The service's AppMasters are told to reach it here.
 
-    def __init__(self, service: FuxiService, address: str) -> None:
-        self.service = service
+    ``service`` may be None (a standby in HA mode, before it leads): then
+    every request is answered with an ERROR saying ``refusing``.
+    """
+
+    def __init__(self, service: FuxiService | None, address: str,
+                 refusing: str = "this Fuxi scheduler is not ready") -> None:
         self._server = Server(address, codec=protocol.CODEC)   # binds now: errors surface here
         self.address = self._server.address
-        service.service_address = self.address
+        self.refusing = refusing
+        self.service: FuxiService | None = None
+        if service is not None:
+            self.serve(service)
         self._waker = Waker()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="fuxi-job-server")
+        #: frames answered, and frames whose answering failed (the loop went on)
+        self.counters = {"requests": 0, "failures": 0}
+
+    def serve(self, service: FuxiService) -> None:
+        """Answer for ``service`` from now on (a standby that became the leader)."""
+        service.service_address = self.address
+        self.service = service
 
     def start(self) -> JobServer:
         self._thread.start()
@@ -481,36 +686,62 @@ class JobServer:
                 if not server.wait(None, self._waker):
                     continue
                 for peer, frame in server.receive_frames():
-                    if peer is None or not isinstance(frame, (bytes, bytearray)):
-                        log.warning("ignoring a malformed request: %s", frame)
-                        continue
-                    server.send_frame(peer, self.handle(frame))
+                    try:
+                        self._answer(peer, frame)
+                    except Exception:  # noqa: BLE001 - one frame must not end the serving thread
+                        self.counters["failures"] += 1
+                        log.exception("answering a request failed; serving the next")
         finally:
             server.close()
 
+    def _answer(self, peer: bytes | None, frame: bytes | Exception) -> None:
+        if peer is None:
+            return
+        if not isinstance(frame, (bytes, bytearray)):
+            log.warning("a malformed request: %s", protocol.bounded(str(frame), 200))
+            self._server.send(peer, protocol.Error(0, protocol.bounded(str(frame))))
+            return
+        answer = self.handle(bytes(frame))
+        self._server.send_frame(peer, answer)
+
     def handle(self, frame: bytes) -> bytes:
-        """The answer to one request frame."""
-        request_id = 0
-        answer: protocol.Message
-        try:
-            request = protocol.decode(frame)
-            request_id = request.id
-            if isinstance(request, protocol.Submit):
-                answer = protocol.Submitted(request_id, self.service.submit(request.document))
-            elif isinstance(request, protocol.Status):
-                document = self.service.status(request.job_id or None)
-                answer = protocol.StatusReply(request_id, json.dumps(document))
-            elif isinstance(request, protocol.APPMASTER_REQUESTS):
-                self.service.appmaster_request(request)
-                answer = protocol.Ok(request_id)
-            else:
-                answer = protocol.Error(request_id, f"{request.TYPE} is not a request")
-        except (protocol.ProtocolError, JobSpecError, FuxiError) as exc:
-            answer = protocol.Error(request_id, str(exc))
-        except Exception as exc:  # noqa: BLE001 - a bug must not take the service down
-            log.exception("request failed")
-            answer = protocol.Error(request_id, f"internal error: {type(exc).__name__}: {exc}")
-        return protocol.encode(answer)
+        """The answer to one request frame (always an encodable one)."""
+        self.counters["requests"] += 1
+        return answer(self.service, frame, self.refusing)
+
+
+def answer(service: FuxiService | None, frame: bytes, refusing: str = "not serving") -> bytes:
+    """The encoded answer of ``service`` to one request ``frame`` (an ERROR
+    saying ``refusing`` without a service). Never raises; an ERROR's message
+    is at most :data:`protocol.MAX_ERROR` characters."""
+    request_id = 0
+    reply: protocol.Message
+    try:
+        request = protocol.decode(frame)
+        request_id = request.id
+        if service is None:
+            reply = protocol.Error(request_id, refusing)
+        elif isinstance(request, protocol.Submit):
+            reply = protocol.Submitted(request_id, service.submit(request.document))
+        elif isinstance(request, protocol.Status):
+            reply = protocol.StatusReply(request_id, json.dumps(service.status(request.job_id or None)))
+        elif isinstance(request, protocol.KillJob):
+            service.kill(request.job_id)
+            reply = protocol.Ok(request_id)
+        elif isinstance(request, protocol.APPMASTER_REQUESTS):
+            service.appmaster_request(request)
+            reply = protocol.Ok(request_id)
+        else:
+            reply = protocol.Error(request_id, f"{request.TYPE} is not a request")
+    except (protocol.ProtocolError, JobSpecError, FuxiError) as exc:
+        reply = protocol.Error(request_id, protocol.bounded(str(exc)))
+    except Exception as exc:  # noqa: BLE001 - a bug must not take the service down
+        log.exception("request failed")
+        reply = protocol.Error(request_id, protocol.bounded(f"internal error: {type(exc).__name__}: {exc}"))
+    try:
+        return protocol.encode(reply)
+    except protocol.ProtocolError as exc:   # a status too big for one frame, say
+        return protocol.encode(protocol.Error(request_id, protocol.bounded(f"the answer cannot be sent: {exc}")))
 
 
 # ------------------------------------------------------------ job client
@@ -518,17 +749,35 @@ class JobRefused(MesoslikeError):
     """The service answered a request with an ERROR (the message is its reason)."""
 
 
+class _NoAnswer(MesoslikeError):
+    """The service did not answer in time."""
+
+
 class JobClient:
-    """Talks to a Fuxi service at ``tcp://HOST:PORT``: :meth:`submit` and
-    :meth:`status`. Raises :class:`JobRefused` when the service refuses,
-    :class:`MesoslikeError` when it does not answer within ``timeout`` s."""
+    """Talks to a Fuxi service at ``tcp://HOST:PORT`` — or, with
+    ``zk://HOSTS/PATH``, to the leader of the Fuxi services that elect one
+    there (found again when it does not answer): :meth:`submit`,
+    :meth:`status`, :meth:`kill`. Raises :class:`JobRefused` when the service
+    refuses, :class:`MesoslikeError` when it does not answer within
+    ``timeout`` s."""
 
     def __init__(self, address: str, timeout: float = 10.0) -> None:
+        self.url = address if address.startswith("zk://") else ""
+        if self.url:
+            address = self._leader(timeout)
         parse_tcp_address(address)
         self.address = address
         self.timeout = timeout
         self._client = Client(address, codec=protocol.CODEC)
         self._ids = itertools.count(1)
+
+    def _leader(self, timeout: float) -> str:
+        from mesoslike import resolve_leader   # kazoo only for zk://
+
+        try:
+            return resolve_leader(self.url, timeout)
+        except MesoslikeError as exc:
+            raise MesoslikeError(f"no leading Fuxi service in {self.url}: {exc}") from None
 
     def submit(self, document: Mapping[str, Any]) -> str:
         """Submit a parsed job file; the job's id."""
@@ -537,7 +786,24 @@ class JobClient:
     def status(self, job_id: str | None = None) -> dict:
         return json.loads(self._ask(protocol.Status(next(self._ids), job_id or "")).document)
 
+    def kill(self, job_id: str) -> None:
+        """End the job (its state becomes ``killed``)."""
+        self._ask(protocol.KillJob(next(self._ids), job_id))
+
     def _ask(self, request):
+        try:
+            return self._ask_once(request)
+        except _NoAnswer:
+            if not self.url or self._leader(self.timeout) == self.address:
+                raise
+        # a new leader: ask it (a submission the old one took and never answered may be
+        # there twice; `status` shows both)
+        self._client.close()
+        self.address = self._leader(self.timeout)
+        self._client = Client(self.address, codec=protocol.CODEC)
+        return self._ask_once(request)
+
+    def _ask_once(self, request):
         self._client.send(request)
         deadline = time.monotonic() + self.timeout
         while (left := deadline - time.monotonic()) > 0:
@@ -551,8 +817,8 @@ class JobClient:
                 if isinstance(answer, protocol.Error):
                     raise JobRefused(answer.message)
                 return answer
-        raise MesoslikeError(f"no answer from a Fuxi service at {self.address} within {self.timeout:g}s "
-                             "(is `mesoslike fuxi serve` running there?)")
+        raise _NoAnswer(f"no answer from a Fuxi service at {self.address} within {self.timeout:g}s "
+                        "(is `mesoslike fuxi serve` running there?)")
 
     def close(self) -> None:
         self._client.close()

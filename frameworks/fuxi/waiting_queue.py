@@ -120,13 +120,16 @@ class WaitingUnit(NamedTuple):
 
 class _Unit:
     __slots__ = ("unit_id", "priority", "slot", "submitted", "granted", "size", "key")
-    unit_id: str
-    priority: int
-    slot: Resources
-    submitted: int
-    granted: int
-    size: _Size
-    key: tuple          # the order key (:meth:`WaitingQueue._key`), the unit id last
+
+    def __init__(self, unit_id: str, priority: int, slot: Resources, submitted: int, granted: int,
+                 key: tuple) -> None:
+        self.unit_id = unit_id
+        self.priority = priority
+        self.slot = slot
+        self.submitted = submitted
+        self.granted = granted
+        self.key = key      # the order key (:meth:`WaitingQueue._key`), the unit id last
+        self.size: _Size
 
 
 class _Size:
@@ -146,7 +149,7 @@ def _fits(corner: tuple[int, ...], free: tuple[int, ...]) -> bool:
 
 
 def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
 
 
 _MIN_CAPACITY = 8           # leaves in the smallest tree
@@ -237,28 +240,23 @@ class WaitingQueue:
             raise InvalidArgumentError(f"priority of {unit_id!r} must be an integer, got {priority!r}")
         if not isinstance(slot, Resources):
             raise InvalidArgumentError(f"slot of {unit_id!r} must be a Resources, got {type(slot).__name__}")
-        if slot.range_names():
-            raise InvalidArgumentError(
-                f"slot of {unit_id!r} asks for range resources ({', '.join(slot.range_names())}): "
-                "a slot is a vector of scalars")
-        if not slot.millis():
-            raise InvalidArgumentError(f"slot of {unit_id!r} is empty: a slot must ask for some resource")
+        size = self._sizes.get(slot)
+        if size is None:                        # a size already here was checked when it came
+            if slot.range_names():
+                raise InvalidArgumentError(
+                    f"slot of {unit_id!r} asks for range resources ({', '.join(slot.range_names())}): "
+                    "a slot is a vector of scalars")
+            if not slot.millis():
+                raise InvalidArgumentError(f"slot of {unit_id!r} is empty: a slot must ask for some resource")
         if not _is_int(submitted) or submitted < 0:
             raise InvalidArgumentError(f"submitted of {unit_id!r} must be an integer >= 0, got {submitted!r}")
         if not _is_int(granted) or granted < 0:
             raise InvalidArgumentError(f"granted of {unit_id!r} must be an integer >= 0, got {granted!r}")
 
-        unit = _Unit()
-        unit.unit_id = unit_id
-        unit.priority = priority
-        unit.slot = slot
-        unit.submitted = submitted
-        unit.granted = granted
-        unit.key = self._key(priority, submitted, granted, unit_id)
+        unit = _Unit(unit_id, priority, slot, submitted, granted, self._key(priority, submitted, granted, unit_id))
         self._version += 1
         self._units[unit_id] = unit
 
-        size = self._sizes.get(slot)
         if size is None:
             size = unit.size = self._sizes[slot] = _Size(slot)
             size.queue.add(unit.key)

@@ -4,7 +4,8 @@
 service launches in every slot it is granted. It reads its place from the
 environment — ``FUXI_APPMASTER`` (the job's AppMaster, ``tcp://HOST:PORT``),
 ``FUXI_SLOT_ID``, ``FUXI_JOB_ID``, ``FUXI_UNIT``, ``FUXI_HOSTNAME``,
-``FUXI_ROOM`` — connects to the AppMaster and runs the instances it is
+``FUXI_ROOM``, ``FUXI_WORKER_TOKEN`` (what proves it is the slot's worker)
+and the agent's ``MESOSLIKE_AGENT_ID`` — connects to the AppMaster and runs the instances it is
 assigned, one at a time, each as ``sh -c command`` in its own process group
 in the task's sandbox (stdout and stderr of attempt *a* of instance *i* in
 ``instances/<i>.<a>.stdout|stderr``). The messages are in
@@ -68,9 +69,11 @@ class Worker:
 
     def __init__(self, appmaster: str, slot: str, unit: str, hostname: str, room: str = "", *,
                  sandbox: str | os.PathLike = ".", clock: Clock | None = None, kill_grace: float = 2.0,
-                 orphan_timeout: float = 300.0, interval: float = amp.HEARTBEAT_INTERVAL) -> None:
+                 orphan_timeout: float = 300.0, interval: float = amp.HEARTBEAT_INTERVAL, token: str = "",
+                 agent_id: str = "") -> None:
         self.appmaster = appmaster
         self.slot, self.unit, self.hostname, self.room = slot, unit, hostname, room
+        self.token, self.agent_id = token, agent_id
         self.sandbox = Path(sandbox)
         self.clock = clock or SystemClock()
         self.kill_grace = kill_grace
@@ -126,8 +129,9 @@ class Worker:
 
     # ---------------------------------------------------------- messages
     def _send(self, message: object) -> None:
-        if not self._client.send(message):
-            log.warning("the queue to the AppMaster is full: %s dropped", type(message).__name__)
+        if not self._client.send(message):   # queued while the AppMaster reads slowly: dropped only past its bound
+            log.error("the outbox to the AppMaster is full (%d frames): %s dropped", self._client.queued,
+                      type(message).__name__)
 
     def _running(self) -> list[int] | None:
         return [self.run_.instance, self.run_.attempt] if self.run_ is not None and not self.run_.killed else None
@@ -135,7 +139,8 @@ class Worker:
     def _beat(self) -> None:
         if not self.welcomed:
             finished = [[i, a, ok, msg] for (i, a), (ok, msg) in sorted(self.unacked.items())]
-            self._send(amp.Hello(self.slot, self.unit, self.hostname, self.room, self._running(), finished))
+            self._send(amp.Hello(self.slot, self.unit, self.hostname, self.room, self._running(), finished,
+                                 self.token, self.agent_id))
             return
         self._send(amp.Heartbeat(self.slot, self._running()))
         for (instance, attempt), (ok, message) in sorted(self.unacked.items()):
@@ -313,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         orphan_timeout = float(env.get("FUXI_ORPHAN_TIMEOUT", "300"))
         worker = Worker(env["FUXI_APPMASTER"], env["FUXI_SLOT_ID"], env["FUXI_UNIT"], env["FUXI_HOSTNAME"],
-                        env.get("FUXI_ROOM", ""), sandbox=os.getcwd(), orphan_timeout=orphan_timeout)
+                        env.get("FUXI_ROOM", ""), sandbox=os.getcwd(), orphan_timeout=orphan_timeout,
+                        token=env.get("FUXI_WORKER_TOKEN", ""), agent_id=env.get("MESOSLIKE_AGENT_ID", ""))
     except ValueError as exc:
         print(f"fuxi worker: {exc}", file=sys.stderr)
         return 2

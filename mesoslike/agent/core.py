@@ -432,11 +432,14 @@ class AgentCore:
         task, framework = msg.task, msg.framework
         key = (framework.id, task.task_id)
         if key in self._tasks:
-            # the existing task's update stream must stay intact: answer unreliably
-            log.warning("RUN_TASK with duplicate task id %s/%s refused", *key)
-            status = self._status(framework.id, task.task_id, TaskState.ERROR,
-                                  f"duplicate task id {task.task_id!r}", reason=REASON_TASK_INVALID, uuid_="")
-            return [SendToMaster(m.StatusUpdate(framework.id, status))]
+            # the master sends a task again when it has not heard of it in
+            # time (docs/reliability.rst): this one has it, so answer with
+            # the task's oldest unacknowledged update, which confirms it
+            log.info("RUN_TASK %s/%s again: the task is known here, its update goes out again", *key)
+            stream = self._streams.get(key)
+            if stream is None or not stream.pending or not self._registered:
+                return []
+            return [self._send_head(stream, self.clock.now())]
         if not self._agent_id:
             log.warning("RUN_TASK %s/%s while unregistered dropped", *key)
             return []

@@ -25,6 +25,8 @@ __all__ = ["master", "agent", "local"]
 
 _POSITIVE = click.FloatRange(min=0, min_open=True)
 _PORT = click.IntRange(0, 65535)
+_COUNT = click.IntRange(min=1)
+_DEFAULTS = MasterConfig()
 
 
 def _load_roles(ctx: click.Context, param: click.Parameter, value: str | None):
@@ -60,8 +62,9 @@ def _master_options(command: str):
         option(command, "--http-port", type=_PORT, default=5051, help="Port of /state, /health, /metrics (0 = any)."),
         option(command, "--allocation-interval", type=_POSITIVE, default=1.0,
                help="Seconds between batch allocation cycles."),
-        option(command, "--offer-timeout", type=_POSITIVE, default=None, show_default="never",
-               help="Seconds after which an unanswered offer is rescinded."),
+        option(command, "--offer-timeout", type=click.FloatRange(min=0), default=_DEFAULTS.offer_timeout,
+               help="Seconds after which an unanswered offer is taken back and counts as declined for as "
+                    "long again (0 = never)."),
         option(command, "--heartbeat-interval", type=_POSITIVE, default=15.0,
                help="Seconds between heartbeats to frameworks; 5 missed = disconnected."),
         option(command, "--ping-interval", type=_POSITIVE, default=15.0, help="Seconds between pings to agents."),
@@ -75,6 +78,21 @@ def _master_options(command: str):
                help="After a master failover or restart: seconds for known agents to re-register "
                     "before they are removed."),
         _roles_option(command),
+        option(command, "--max-frameworks-per-connection", type=_COUNT, default=_DEFAULTS.max_frameworks_per_connection,
+               help="Frameworks one connection may hold (subscribed from it and not removed)."),
+        option(command, "--max-agents-per-connection", type=_COUNT, default=_DEFAULTS.max_agents_per_connection,
+               help="Agents one connection may hold (registered from it and not removed)."),
+        option(command, "--max-failover-timeout", type=_POSITIVE, default=_DEFAULTS.max_failover_timeout,
+               help="Seconds at most that a disconnected framework's tasks wait for it: a larger "
+                    "failover_timeout is lowered to this."),
+        option(command, "--max-reconcile-tasks", type=_COUNT, default=_DEFAULTS.max_reconcile_tasks,
+               help="Task ids one RECONCILE may name; a larger one gets an ERROR."),
+        option(command, "--http-workers", type=_COUNT, default=_DEFAULTS.http_workers,
+               help="Threads serving HTTP requests."),
+        option(command, "--http-timeout", type=_POSITIVE, default=_DEFAULTS.http_timeout,
+               help="Seconds an HTTP client has to send its request, and again to read the answer."),
+        option(command, "--http-max-connections", type=_COUNT, default=_DEFAULTS.http_max_connections,
+               help="HTTP connections open at once; more are refused with 503."),
     ]
 
     def apply(fn):
@@ -84,12 +102,19 @@ def _master_options(command: str):
     return apply
 
 
-def _master_config(allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
-                   max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout) -> MasterConfig:
-    return MasterConfig(heartbeat_interval=heartbeat_interval, ping_interval=ping_interval,
-                        max_agent_ping_timeouts=max_agent_ping_timeouts, allocation_interval=allocation_interval,
-                        offer_timeout=offer_timeout, min_allocatable=min_allocatable, sorter=sorter,
-                        agent_reregister_timeout=agent_reregister_timeout).validate()
+#: the options of _master_options that are MasterConfig fields under the same name
+_CONFIG_OPTIONS = ("allocation_interval", "offer_timeout", "heartbeat_interval", "ping_interval",
+                   "max_agent_ping_timeouts", "sorter", "min_allocatable", "agent_reregister_timeout",
+                   "max_frameworks_per_connection", "max_agents_per_connection", "max_failover_timeout",
+                   "max_reconcile_tasks", "http_workers", "http_timeout", "http_max_connections")
+
+
+def _master_config(options: dict) -> MasterConfig:
+    """The MasterConfig of the command's options (taken out of ``options``)."""
+    settings = {name: options.pop(name) for name in _CONFIG_OPTIONS}
+    if not settings["offer_timeout"]:
+        settings["offer_timeout"] = None  # 0: offers never expire
+    return MasterConfig(**settings).validate()
 
 
 def _stop_on_sigterm(stop) -> None:
@@ -109,15 +134,12 @@ def _stop_on_sigterm(stop) -> None:
              "a master restarted on it recovers them. Without it (and without --zk) the registry lives in "
              "memory only; with --zk it lives in ZooKeeper.")
 @logging_option("master")
-def master(ip, port, http_port, allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
-           max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout, roles, zk, zk_session_timeout,
-           work_dir) -> None:
+def master(ip, port, http_port, roles, zk, zk_session_timeout, work_dir, **options) -> None:
     """Run a master. Prints the address it bound."""
     from mesoslike.master.runtime import MasterRuntime
 
     try:
-        config = _master_config(allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
-                                max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout)
+        config = _master_config(options)
         zk_url = ZkUrl.parse(zk) if zk else None
         store = FileRegistryStore(work_dir) if work_dir and zk_url is None else None
         runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, registry_store=store, zk=zk_url,
@@ -175,9 +197,7 @@ def agent(master_address, resources, attributes, hostname, port, work_dir) -> No
 @_master_options("local")
 @logging_option("local")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def local(agents, resources, work_dir, ip, port, http_port, allocation_interval, offer_timeout, heartbeat_interval,
-          ping_interval, max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout, roles,
-          command) -> None:
+def local(agents, resources, work_dir, ip, port, http_port, roles, command, **options) -> None:
     """A master and N agents in one process, no ZooKeeper. Agents are named
     node-0 ... node-<N-1> and carry the attribute room:er<i mod 2>.
 
@@ -189,8 +209,7 @@ def local(agents, resources, work_dir, ip, port, http_port, allocation_interval,
 
     try:
         Resources.parse(resources)
-        config = _master_config(allocation_interval, offer_timeout, heartbeat_interval, ping_interval,
-                                max_agent_ping_timeouts, sorter, min_allocatable, agent_reregister_timeout)
+        config = _master_config(options)
         master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, roles=roles)
     except MesoslikeError as exc:
         die(str(exc))

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sys
 import threading
 import time
+import uuid
+from pathlib import Path
 
 import click
 
@@ -14,7 +17,7 @@ from mesoslike.cli.options import die, logging_option, option
 from mesoslike.cli.state import _table
 from mesoslike import MesoslikeError
 
-__all__ = ["fuxi", "format_status", "progress_line", "ProgressBar", "bar"]
+__all__ = ["fuxi", "format_status", "progress_line", "ProgressBar", "bar", "DEFAULT_FAILOVER_TIMEOUT"]
 
 _POSITIVE = click.FloatRange(min=0, min_open=True)
 _PORT = click.IntRange(0, 65535)
@@ -23,7 +26,8 @@ DEFAULT_FUXI = "tcp://127.0.0.1:5060"
 
 def _fuxi_option():
     return option("", "--fuxi", "fuxi_address", default=DEFAULT_FUXI,
-                  help="The Fuxi service (`mesoslike fuxi serve`) to talk to: tcp://HOST:PORT.")
+                  help="The Fuxi service (`mesoslike fuxi serve`) to talk to: tcp://HOST:PORT, or "
+                       "zk://HOST:PORT[,...]/PATH to find the leader of the services serving with --zk.")
 
 
 def _timeout_option(command: str):
@@ -33,70 +37,237 @@ def _timeout_option(command: str):
 
 @click.group()
 def fuxi() -> None:
-    """The bundled Fuxi scheduler: serve it as a framework, submit jobs to it, see their status."""
+    """The bundled Fuxi scheduler: serve it as a framework, submit jobs to it, see their status, kill them."""
 
 
 # ------------------------------------------------------------------ serve
+#: the framework's failover timeout when the state is kept: long enough for a restart or a new leader
+DEFAULT_FAILOVER_TIMEOUT = 600.0
+
+
 @fuxi.command()
 @option("", "--master", "master_address", required=True,
         help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to follow the leader.")
+@option("fuxi_serve", "--zk", "zk_url", default=None, show_default="none: a single service",
+        help="zk://HOST:PORT[,...]/PATH: one of several services that elect a leader there; only the leader "
+             "schedules, and the jobs are kept there (needs --work-dir, shared by the services).")
 @option("fuxi_serve", "--ip", default="127.0.0.1",
         help="Address to bind for job clients and the jobs' AppMasters (workers in the slots connect to them).")
 @option("fuxi_serve", "--port", type=_PORT, default=5060, help="Port job clients connect to (0 = any free).")
 @option("fuxi_serve", "--quota", type=click.Path(dir_okay=False), default=None,
-        show_default="one group 'default' without a maximum",
+        show_default="the kept one, else one group 'default' without a maximum",
         help="TOML file of quota groups ([quota.<group>] cpus = 8, mem = 8192), the global blacklist "
              "([blacklist] hosts = [...]) and [preemption] enabled = true|false.")
 @option("fuxi_serve", "--name", default="fuxi", help="Framework name.")
 @option("fuxi_serve", "--role", default="*", help="Role the framework runs in.")
 @option("fuxi_serve", "--work-dir", type=click.Path(file_okay=False), default=None,
-        show_default="a temporary directory, removed on exit",
-        help="Where each job's document, AppMaster snapshot and AppMaster log go (<work-dir>/<job id>/).")
+        show_default="a temporary directory, removed on exit (nothing is kept)",
+        help="Where each job's document, AppMaster snapshot and AppMaster log go (<work-dir>/<job id>/); "
+             "without --zk also the jobs themselves (<work-dir>/state/), so that a restart resumes them.")
+@option("fuxi_serve", "--failover-timeout", type=click.FloatRange(min=0), default=None,
+        show_default=f"{DEFAULT_FAILOVER_TIMEOUT:g} when the jobs are kept (--work-dir or --zk), else 0",
+        help="Seconds the master keeps the framework's workers running while no service is connected "
+             "(a restart, a new leader); the AppMasters wait as long for a service.")
+@option("fuxi_serve", "--keep-ended", type=click.IntRange(min=0), default=1000,
+        help="Ended jobs kept for `status` (the oldest is forgotten first).")
+@option("fuxi_serve", "--zk-session-timeout", type=_POSITIVE, default=10.0,
+        help="With --zk: the ZooKeeper session timeout (s), how long a frozen or cut-off leader keeps its term "
+             "(and how long the next one waits for it).")
 @logging_option("fuxi_serve")
-def serve(master_address, ip, port, quota, name, role, work_dir) -> None:
+def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failover_timeout, keep_ended,
+          zk_session_timeout) -> None:
     """Run the Fuxi scheduler: a framework on the master that schedules the
     jobs submitted to it on --port, with an AppMaster process per job (bound
     on --ip) and a worker task per granted slot. Prints the address job
-    clients use. Stopping it (Ctrl-C, SIGTERM) ends the framework: its tasks
-    are killed, its AppMasters stopped."""
-    from mesoslike import DriverStatus, FrameworkInfo, SchedulerDriver
-    from mesoslike.frameworks.fuxi.core import FuxiCore
-    from mesoslike.frameworks.fuxi.quota import QuotaConfig, load_quota_file
-    from mesoslike.frameworks.fuxi.service import FuxiService, JobServer
+    clients use. With --work-dir (or --zk) the jobs are kept: stopping it
+    (Ctrl-C, SIGTERM) or losing it leaves the workers and AppMasters running
+    for --failover-timeout, and the next service — this one restarted, or
+    the next leader — takes them over. Without, stopping it ends the
+    framework: its tasks are killed, its AppMasters stopped."""
+    from mesoslike import DriverStatus
+    from mesoslike.frameworks.fuxi.service import JobServer
 
+    if zk_url and not work_dir:
+        die("--zk needs --work-dir: the jobs' AppMaster snapshots and logs go there (shared by the services)", 2)
+    kept = bool(zk_url or work_dir)
+    failover_timeout = failover_timeout if failover_timeout is not None else \
+        DEFAULT_FAILOVER_TIMEOUT if kept else 0.0
+    # stopping hands the jobs over only if something can take them in time
+    hand_over = kept and failover_timeout > 0
+    config = _quota(quota)
     try:
-        config = load_quota_file(quota) if quota else QuotaConfig()
-    except MesoslikeError as exc:
-        die(str(exc), 2)
-    try:
-        core = FuxiCore(config.groups, global_blacklist=config.blacklist, preemption=config.preemption)
-        service = FuxiService(core, work_dir=work_dir, appmaster_ip=ip)
-        driver = SchedulerDriver(service, FrameworkInfo(name=name, role=role, failover_timeout=0.0), master_address)
-        server = JobServer(service, f"tcp://{ip}:{port}")
+        server = JobServer(None, f"tcp://{ip}:{port}", refusing="this Fuxi scheduler is a standby, not the "
+                                                                "leader: ask with --fuxi zk://... to reach it")
     except MesoslikeError as exc:
         die(str(exc))
-    service.attach(driver)
-    groups = ", ".join(f"{g.name} ({g.maximum or 'no maximum'})" for g in sorted(core.groups.values(),
-                                                                                 key=lambda g: g.name))
-    click.echo(f"fuxi scheduler {name!r} serving jobs on {server.address}, framework in role {role} on "
-               f"{master_address}; quota groups: {groups}")
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    server.start()
-    driver.start()
+    leadership = _Leadership(zk_url, server.address, name, stopping, zk_session_timeout) if zk_url else None
+    driver = service = store = None
     try:
-        while not stopping.wait(0.5) and driver.status is DriverStatus.RUNNING:
+        if leadership is not None:
+            server.start()
+            click.echo(f"fuxi scheduler {name!r} standing by on {server.address}: one of the services in {zk_url}")
+            if not leadership.wait_until_elected():
+                return
+            store = leadership.store()
+        elif work_dir:
+            store = _file_store(work_dir)
+        state = _read(store) if store is not None else None
+        service = _service(state, store, config, master_address, work_dir, ip, zk_url, failover_timeout,
+                           keep_ended)
+        server.serve(service)
+        # the kept framework id: the master hands this framework's tasks over to it
+        driver = _driver(service, name, role, failover_timeout, master_address,
+                         state.service.framework_id if state is not None and state.service is not None else "")
+        service.attach(driver)
+        if state is not None:
+            service.recover(state)
+        groups = ", ".join(f"{g.name} ({g.maximum or 'no maximum'})"
+                           for g in sorted(service.core.scheduler.groups.values(), key=lambda g: g.name))
+        click.echo(f"fuxi scheduler {name!r} serving jobs on {server.address}, framework in role {role} on "
+                   f"{master_address}; quota groups: {groups}")
+        if leadership is None:
+            server.start()
+        driver.start()
+        try:
+            while not stopping.wait(0.5) and driver.status is DriverStatus.RUNNING:
+                pass
+        except KeyboardInterrupt:
             pass
     except KeyboardInterrupt:
         pass
     finally:
         server.stop()
-        service.stop()
-        ended = driver.status
-        driver.stop()
-        driver.join(10)
-    if ended is not DriverStatus.RUNNING:
+        if service is not None:
+            service.stop(failover=hand_over)
+        ended = driver.status if driver is not None else None
+        if driver is not None:
+            driver.stop(failover=hand_over)
+            driver.join(10)
+        if leadership is not None:
+            leadership.stop()
+        elif store is not None:
+            store.close()
+    if leadership is not None and leadership.lost:
+        die(f"no longer the leading Fuxi scheduler ({leadership.lost}): exiting; the next leader takes the jobs "
+            "over")
+    if service is not None and ended is not None and ended is not DriverStatus.RUNNING:
         die(f"the scheduler driver ended ({ended.value}): {'; '.join(service.errors) or 'no error reported'}")
+
+
+def _quota(path: str | None):
+    """The quota file's configuration (exit 2 naming the field), None without one."""
+    from mesoslike.frameworks.fuxi.quota import load_quota_file
+
+    if not path:
+        return None
+    try:
+        return load_quota_file(path)
+    except MesoslikeError as exc:
+        die(str(exc), 2)
+
+
+def _file_store(work_dir: str):
+    from mesoslike.frameworks.fuxi.state_store import FileRecordStore
+
+    try:
+        return FileRecordStore(Path(work_dir) / "state")
+    except MesoslikeError as exc:
+        die(str(exc))
+
+
+def _read(store):
+    """The hard state a store holds; exit 1 saying why it cannot be read."""
+    from mesoslike.frameworks.fuxi import hard_state
+
+    try:
+        return hard_state.decode(store.load())
+    except MesoslikeError as exc:
+        die(f"cannot read the scheduler's kept state: {exc}")
+
+
+def _service(state, store, config, master_address, work_dir, ip, zk_url, failover_timeout, keep_ended):
+    """The service a leader runs: the quota from --quota, else the kept one, else the default."""
+    from mesoslike import Resources
+    from mesoslike.frameworks.fuxi.core import FuxiCore
+    from mesoslike.frameworks.fuxi.quota import QuotaConfig
+    from mesoslike.frameworks.fuxi.service import FuxiService
+
+    kept = state.service if state is not None else None
+    if config is None and kept is not None:
+        config = QuotaConfig({group: Resources.parse(maximum) if maximum else None
+                              for group, maximum in kept.quota.items()},
+                             frozenset(kept.global_blacklist), kept.preemption, kept.policies,
+                             kept.blacklist_reports, kept.blacklist_report_seconds)
+    config = config or QuotaConfig()
+    try:
+        core = FuxiCore.from_config(config)
+        return FuxiService(core, work_dir=work_dir, appmaster_ip=ip, store=store, appmaster_service=zk_url or "",
+                           master=master_address, keep_ended=keep_ended,
+                           orphan_timeout=failover_timeout if store is not None and failover_timeout > 0 else None)
+    except MesoslikeError as exc:
+        die(str(exc))
+
+
+def _driver(service, name: str, role: str, failover_timeout: float, master_address: str, framework_id: str):
+    """A driver for the framework, resuming ``framework_id`` (a failover) if there is one."""
+    from mesoslike import FrameworkInfo, SchedulerDriver
+
+    try:
+        return SchedulerDriver(service, FrameworkInfo(name=name, role=role, failover_timeout=failover_timeout,
+                                                      id=framework_id), master_address)
+    except MesoslikeError as exc:
+        die(str(exc))
+
+
+class _Leadership:
+    """One candidacy among the services of ``--zk``: waits to lead, says when
+    leadership is lost (the service then exits, like a Mesos master: the
+    next leader takes over from the kept state)."""
+
+    def __init__(self, zk_url: str, address: str, name: str, stopping: threading.Event,
+                 session_timeout: float) -> None:
+        from mesoslike import MasterContender, ZkUrl
+
+        self.url = zk_url
+        self.lost = ""
+        self._leaving = False
+        self._elected = threading.Event()
+        self._stopping = stopping
+        try:
+            parsed = ZkUrl.parse(zk_url)
+            self.path = parsed.path
+            self.contender = MasterContender(parsed, {"address": address, "name": name, "id": str(uuid.uuid4()),
+                                                      "hostname": socket.gethostname()},
+                                             on_elected=self._elected.set, on_demoted=self._demoted,
+                                             session_timeout=session_timeout)
+            self.contender.start()
+        except MesoslikeError as exc:
+            die(str(exc))
+
+    def _demoted(self, reason: str) -> None:
+        if not self._leaving:   # not its own stop at the end
+            self.lost = reason
+            self._stopping.set()
+
+    def wait_until_elected(self) -> bool:
+        while not self._elected.wait(0.5):
+            if self._stopping.is_set():
+                return False
+        click.echo(f"elected the leading Fuxi scheduler in {self.url}")
+        return not self._stopping.is_set()
+
+    def store(self):
+        from mesoslike import ZooKeeperRecordStore
+
+        # "registry": beside the election znodes, the one child of the group that is not a candidate
+        return ZooKeeperRecordStore(self.contender.client, f"{self.path.rstrip('/')}/registry",
+                                    self.contender.fence)
+
+    def stop(self) -> None:
+        self._leaving = True
+        self.contender.stop()
 
 
 # ----------------------------------------------------------------- submit
@@ -218,6 +389,26 @@ def status(fuxi_address, as_json, timeout, job) -> None:
     click.echo(json.dumps(document, indent=2) if as_json else format_status(document))
 
 
+# ------------------------------------------------------------------- kill
+@fuxi.command()
+@_fuxi_option()
+@_timeout_option("fuxi_kill")
+@logging_option("fuxi_kill")
+@click.argument("job")
+def kill(fuxi_address, timeout, job) -> None:
+    """End JOB: its workers and its AppMaster are killed and its state
+    becomes killed (kept in the history of ended jobs). An unknown or
+    already ended job exits 1."""
+    from mesoslike.frameworks.fuxi.service import JobClient
+
+    try:
+        with JobClient(fuxi_address, timeout) as client:
+            client.kill(job)
+    except MesoslikeError as exc:
+        die(str(exc))
+    click.echo(f"killed {job}")
+
+
 def _hosts(hosts: dict) -> str:
     return ",".join(f"{host}:{count}" for host, count in hosts.items()) or "-"
 
@@ -225,6 +416,10 @@ def _hosts(hosts: dict) -> str:
 def format_status(document: dict) -> str:
     """The status document as text a person can read."""
     lines = []
+    framework = document.get("framework") or {}
+    if framework and not framework.get("registered", True):
+        master = f" with {framework['master']}" if framework.get("master") else ""
+        lines.append(f"framework not registered{master}: {framework.get('why_not') or 'no master'}")
     if not document["jobs"]:
         lines.append("no jobs")
     for job in document["jobs"]:

@@ -36,7 +36,7 @@ from mesoslike.wire.types import Filters, FrameworkInfo, MasterInfo, TaskInfo, T
 __all__ = [
     "DriverCore", "SubscriptionState", "Backoff", "Command", "SendToMaster", "InvokeCallback", "Reconnect",
     "Shutdown", "DEFAULT_HEARTBEAT_TIMEOUTS", "offer_id_list", "task_list", "reconcile_task_list", "message_data",
-    "filters_or_default",
+    "filters_or_default", "DeliveredUpdates", "DEFAULT_REMEMBERED_UPDATES",
 ]
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 #: heartbeat intervals of silence after which the master counts as gone
 #: (the master uses the same multiple for frameworks: ``framework_timeout``)
 DEFAULT_HEARTBEAT_TIMEOUTS = 5
+
+#: how many update uuids the driver remembers to keep redeliveries from the
+#: scheduler (docs/framework-api.rst, "Delivery"); ~13 MB at most
+DEFAULT_REMEMBERED_UPDATES = 100_000
 
 DROPPED_MESSAGE = "launch_tasks while the driver was not subscribed to a master: the tasks were not sent"
 
@@ -107,6 +111,68 @@ class Backoff:
             raise ValueError(f"jitter must be in [0, 1), got {self.jitter!r}")
 
 
+class DeliveredUpdates:
+    """The updates (by uuid) given to ``status_update``, so that the same
+    update redelivered — an agent retries until its acknowledgement arrives,
+    and the master forwards a retry when the first may not have arrived —
+    never reaches the callback again once acknowledged.
+
+    Each uuid is *pending* (its callback is queued or running), *delivered*
+    (the callback returned; with explicit acknowledgements the framework has
+    yet to acknowledge) or *acknowledged* — in which session (0: while not
+    subscribed, when the acknowledgement could not be sent). The
+    ``capacity`` most recent are remembered; an update redelivered after
+    that many newer ones is delivered again. O(1) per update; ``_check()``
+    states the invariants."""
+
+    PENDING, DELIVERED, ACKNOWLEDGED = 0, 1, 2
+
+    def __init__(self, capacity: int = DEFAULT_REMEMBERED_UPDATES) -> None:
+        if not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity must be an integer >= 1, got {capacity!r}")
+        self.capacity = capacity
+        #: uuid -> PENDING, DELIVERED, or ACKNOWLEDGED + the session; insertion-ordered: the oldest first
+        self._states: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def state(self, uuid: str) -> int | None:
+        """PENDING, DELIVERED, ACKNOWLEDGED, or None for an update not remembered."""
+        value = self._states.get(uuid)
+        return None if value is None else min(value, self.ACKNOWLEDGED)
+
+    def session(self, uuid: str) -> int | None:
+        """The session an acknowledged update was acknowledged in."""
+        value = self._states.get(uuid)
+        return None if value is None or value < self.ACKNOWLEDGED else value - self.ACKNOWLEDGED
+
+    def add(self, uuid: str) -> None:
+        """A new update goes to the callback."""
+        self._states[uuid] = self.PENDING
+        if len(self._states) > self.capacity:
+            del self._states[next(iter(self._states))]
+
+    def delivered(self, uuid: str) -> None:
+        """Its callback returned (explicit acknowledgements: not acknowledged yet)."""
+        if self._states.get(uuid) == self.PENDING:
+            self._states[uuid] = self.DELIVERED
+
+    def acknowledged(self, uuid: str, session: int) -> None:
+        """Acknowledged in ``session`` (a forgotten uuid stays forgotten)."""
+        if uuid in self._states:
+            self._states[uuid] = self.ACKNOWLEDGED + max(0, session)
+
+    def again(self, uuid: str) -> None:
+        """A delivered, unacknowledged update goes to the callback again."""
+        if self._states.get(uuid) == self.DELIVERED:
+            self._states[uuid] = self.PENDING
+
+    def _check(self) -> None:
+        assert len(self._states) <= self.capacity
+        assert all(isinstance(value, int) and value >= 0 for value in self._states.values())
+
+
 # -------------------------------------------------- argument normalization
 # The driver runs these in the caller's thread, so a bad argument raises
 # there and not later on the driver thread.
@@ -167,7 +233,8 @@ class DriverCore:
 
     def __init__(self, framework: FrameworkInfo, clock: Clock, rng: random.Random, *,
                  implicit_acknowledgements: bool = True, backoff: Backoff = Backoff(),
-                 heartbeat_timeouts: int = DEFAULT_HEARTBEAT_TIMEOUTS) -> None:
+                 heartbeat_timeouts: int = DEFAULT_HEARTBEAT_TIMEOUTS,
+                 remembered_updates: int = DEFAULT_REMEMBERED_UPDATES) -> None:
         if not isinstance(framework, FrameworkInfo):
             raise TypeError(f"framework must be a FrameworkInfo, got {type(framework).__name__}")
         self._framework = framework
@@ -185,6 +252,14 @@ class DriverCore:
         self._next_delay = backoff.initial
         self._retry_at: float | None = None
         self._last_sent = self._last_received = clock.now()
+        #: updates given to the scheduler, so a redelivery is not given again
+        self.delivered = DeliveredUpdates(remembered_updates)
+        #: redelivered updates kept from the callback (acknowledged again if they were)
+        self.redeliveries = 0
+        #: counts subscriptions (SUBSCRIBED answers): an acknowledgement sent
+        #: in this session is on its way — the transport does not drop it —
+        #: and one sent in an earlier session (another connection) may not be
+        self._session = 0
 
     @property
     def connected(self) -> bool:
@@ -273,9 +348,14 @@ class DriverCore:
 
     def callback_returned(self, invocation: InvokeCallback) -> list[Command]:
         """The runtime finished ``invocation`` (whether or not it raised)."""
-        if invocation.name == "status_update" and self.implicit_acknowledgements:
-            return self._acknowledge(invocation.args[0])
-        return []
+        if invocation.name != "status_update":
+            return []
+        status = invocation.args[0]
+        if not self.implicit_acknowledgements:
+            if status.uuid:
+                self.delivered.delivered(status.uuid)
+            return []
+        return self._acknowledge(status)
 
     def _on_subscribed(self, message: m.Subscribed) -> list[Command]:
         if not message.framework_id:
@@ -295,6 +375,7 @@ class DriverCore:
         self.master_info = message.master
         self.heartbeat_interval = message.heartbeat_interval if message.heartbeat_interval > 0 else None
         self.state = SubscriptionState.SUBSCRIBED
+        self._session += 1
         self._ever_subscribed = True
         self._retry_at = None
         self._next_delay = self._backoff.initial
@@ -318,7 +399,31 @@ class DriverCore:
         return [InvokeCallback("offer_rescinded", (message.offer_id,))]
 
     def _on_update(self, message: m.Update) -> list[Command]:
-        return [InvokeCallback("status_update", (message.status,))]
+        """Never to the callback again once acknowledged (docs/framework-api.rst,
+        "Delivery"): a redelivery of an update acknowledged in an earlier
+        session (another connection, or none) is acknowledged again — that
+        acknowledgement may not have reached the agent; one acknowledged in
+        this session, or whose callback is still queued or running, is
+        dropped. With
+        explicit acknowledgements, an update the framework has not
+        acknowledged after its callback returned is given again, as the
+        agent retries it until it is. Updates without a uuid (made by the
+        master: reconciliation, TASK_LOST...) always go through."""
+        status = message.status
+        if status.uuid:
+            seen = self.delivered.state(status.uuid)
+            if seen == DeliveredUpdates.DELIVERED:
+                self.delivered.again(status.uuid)
+            elif seen is not None:
+                self.redeliveries += 1
+                log.debug("update %s of task %s redelivered: not given to the scheduler again", status.uuid,
+                          status.task_id)
+                if seen == DeliveredUpdates.ACKNOWLEDGED and self.delivered.session(status.uuid) != self._session:
+                    return self._acknowledge(status)
+                return []   # its callback has not returned yet, or our acknowledgement is on its way
+            else:
+                self.delivered.add(status.uuid)
+        return [InvokeCallback("status_update", (status,))]
 
     def _on_preemption_warning(self, message: m.PreemptionWarning) -> list[Command]:
         return [InvokeCallback("preemption_warning", (list(message.task_ids), message.seconds))]
@@ -413,6 +518,9 @@ class DriverCore:
     def _acknowledge(self, status: TaskStatus) -> list[Command]:
         if not status.uuid:
             return []   # made up by the master (reconciliation, TASK_LOST ...): nothing to acknowledge
+        # acknowledged as far as the framework goes, even if it cannot be sent
+        # now: a redelivery is acknowledged again (and not given to the callback)
+        self.delivered.acknowledged(status.uuid, self._session if self.connected else 0)
         if not self.connected:
             # the agent resends unacknowledged updates, so nothing is lost
             log.info("not acknowledging %s of task %s: not subscribed", status.state, status.task_id)

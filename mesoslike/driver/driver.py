@@ -374,8 +374,9 @@ class SchedulerDriver:
             log.error("cannot send %s: %s", type(message).__name__, exc)
             self._pending.append(InvokeCallback("error", (f"cannot send {type(message).__name__}: {exc}",)))
             return
-        if not sent:
-            log.warning("outgoing queue to the master is full: dropped %s", type(message).__name__)
+        if not sent:   # the transport's outbox is full too (a master that has not read for long)
+            log.error("cannot send %s: the queue to the master is full (%d frames waiting); dropped",
+                      type(message).__name__, self._connection().queued)
 
     def _reconnect(self) -> None:
         old = self._connection()

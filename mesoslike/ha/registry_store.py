@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, TypeVar
 
 import attrs
 from kazoo.client import KazooClient
@@ -295,6 +295,34 @@ def _room(node: str, fence: str) -> int:
     return MAX_REGISTRY_BYTES - _op_cost(fence, None) - _op_cost(f"{node}/removed_frameworks.999999999", None)
 
 
+class _Sized(Protocol):
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def data(self) -> bytes | None: ...
+
+
+_AnyOp = TypeVar("_AnyOp", bound=_Sized)
+
+
+def _pack(ops: list[_AnyOp], fence: str) -> list[list[_AnyOp]]:
+    """``ops`` in order, packed into transactions of at most MAX_REGISTRY_BYTES with the fence check."""
+    batches: list[list[_AnyOp]] = []
+    batch: list[_AnyOp] = []
+    size = _op_cost(fence, None)
+    for op in ops:
+        cost = _op_cost(op.path, op.data)
+        if size + cost > MAX_REGISTRY_BYTES and batch:
+            batches.append(batch)
+            batch, size = [], _op_cost(fence, None)
+        batch.append(op)
+        size += cost
+    if batch:
+        batches.append(batch)
+    return batches
+
+
 @attrs.frozen
 class _Op:
     name: str            # "" for the header
@@ -365,21 +393,7 @@ class ZooKeeperRegistry:
 
     def _read_shards(self) -> dict[str, tuple[bytes, int]]:
         """name -> (data, version) of every child of the registry node, read in parallel."""
-        try:
-            names = _wait(self._client.get_children_async(self.node), self._timeout)
-            pending = [(name, self._client.get_async(f"{self.node}/{name}")) for name in names]
-            shards = {}
-            for name, result in pending:
-                try:
-                    data, stat = _wait(result, self._timeout)
-                except NoNodeError:  # deleted since the listing
-                    continue
-                shards[name] = (data, stat.version)
-        except NoNodeError:
-            return {}
-        except (KazooException, ZooKeeperError) as exc:
-            raise ZooKeeperError(f"could not read the registry {self.node}: {exc!r}") from None
-        return shards
+        return _read_children(self._client, self.node, self._timeout, "the registry")
 
     # ------------------------------------------------------------- store
     def store(self, registry: Registry, fence: str) -> int:
@@ -434,18 +448,7 @@ class ZooKeeperRegistry:
                for name, data in sorted(plan.writes.items())]
         header = [] if plan.header is None else [_Op("", self.node, plan.header, stored.header_version)]
         first = header if stored.header is None else []
-        batches: list[list[_Op]] = []
-        batch, size = list(first), _op_cost(fence, None) + sum(_op_cost(op.path, op.data) for op in first)
-        for op in ops:
-            cost = _op_cost(op.path, op.data)
-            if size + cost > MAX_REGISTRY_BYTES and batch:
-                batches.append(batch)
-                batch, size = [], _op_cost(fence, None)
-            batch.append(op)
-            size += cost
-        if batch:
-            batches.append(batch)
-        return batches, header if stored.header is not None else []
+        return _pack([*first, *ops], fence), header if stored.header is not None else []
 
     def _commit(self, batches: list[list[_Op]], fence: str) -> dict[str, int | None]:
         """Send the transactions, pipelined (ZooKeeper applies one session's
@@ -502,6 +505,25 @@ def _refusal(results: list, batch: list[_Op], fence: str) -> ZooKeeperError | No
     failed = [result for result in results if isinstance(result, Exception)]
     return ZooKeeperError(f"a registry write under {batch[0].path.rpartition('/')[0]} failed: {failed[0]!r}") \
         if failed else None
+
+
+def _read_children(client: KazooClient, node: str, timeout: float, what: str) -> dict[str, tuple[bytes, int]]:
+    """name -> (data, version) of every child of ``node``, read in parallel ({} if ``node`` is absent)."""
+    try:
+        names = _wait(client.get_children_async(node), timeout)
+        pending = [(name, client.get_async(f"{node}/{name}")) for name in names]
+        children = {}
+        for name, result in pending:
+            try:
+                data, stat = _wait(result, timeout)
+            except NoNodeError:  # deleted since the listing
+                continue
+            children[name] = (data, stat.version)
+    except NoNodeError:
+        return {}
+    except (KazooException, ZooKeeperError) as exc:
+        raise ZooKeeperError(f"could not read {what} {node}: {exc!r}") from None
+    return children
 
 
 def _from_document(node: str, document: dict) -> Registry:

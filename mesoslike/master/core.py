@@ -13,10 +13,12 @@ sends.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import json
 import logging
 import random
+from collections import deque
 from typing import Callable, Iterable
 
 import attrs
@@ -26,7 +28,8 @@ from mesoslike.allocator import Offer as AllocatorOffer
 from mesoslike.clock import Clock
 from mesoslike.errors import AgentCapacityError, MesoslikeError
 from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleUsage, TaskView, Warn
-from mesoslike.master.records import AgentRecord, FrameworkRecord, MasterConfig, TaskRecord, new_status
+from mesoslike.master.records import (MAX_ATTRIBUTES, MAX_NAME_LENGTH, AgentRecord, FrameworkRecord, Holdings,
+                                      MasterConfig, TaskRecord, clip, new_status)
 from mesoslike.master.registry import Registry
 from mesoslike.master.roles import RolesConfig
 from mesoslike.master.state import state_json
@@ -43,11 +46,24 @@ from mesoslike.wire import (
 )
 from mesoslike.wire import messages as m
 
-__all__ = ["MasterCore", "Send"]
+__all__ = ["MasterCore", "Send", "MAX_ERROR_TEXT"]
 
 log = logging.getLogger("mesoslike.master")
 
 EMPTY = Resources()
+#: the longest ERROR text sent to a peer (it may quote what the peer sent)
+MAX_ERROR_TEXT = 2000
+#: framework ids remembered from agents' reports of ended tasks (see _reported_frameworks)
+_MAX_REPORTED_FRAMEWORKS = 100_000
+
+#: an agent retries an unacknowledged update (0.5 s doubling to 10 s); the
+#: master forwards a retry to the framework's connection that already got
+#: that update only once this long has passed since. The transport does not
+#: drop what it was given for a connected peer, so a retry is needed only if
+#: the framework did not acknowledge (explicit acknowledgements) or its driver
+#: ignored the update (while it re-subscribed); forwarding every retry of a
+#: congested framework only made the congestion worse (issue 12 §1)
+UPDATE_REFORWARD_INTERVAL = 2.0
 
 
 @attrs.frozen
@@ -77,7 +93,8 @@ class MasterCore:
         self._rng = rng or random.Random(0)
         self.allocator = HierarchicalAllocator(
             clock, sorter=self.config.sorter, allocation_interval=self.config.allocation_interval,
-            min_allocatable=self.config.min_allocatable, offer_timeout=self.config.offer_timeout,
+            # offer_timeout is the core's: an expired offer counts as declined (_expire_offers)
+            min_allocatable=self.config.min_allocatable, offer_timeout=None,
             rng=self._rng, offer_id_prefix=f"{info.id}-O",
         )
         self.frameworks: dict[str, FrameworkRecord] = {}
@@ -92,14 +109,37 @@ class MasterCore:
         self._expected_until = 0.0
         self._framework_by_peer: dict[bytes, str] = {}
         self._agent_by_peer: dict[bytes, str] = {}
+        #: which owner (connection; principal with issue 13) holds which frameworks and agents
+        self.framework_owners = Holdings()
+        self.agent_owners = Holdings()
         self._framework_ids = (f"{info.id}-F{n:04d}" for n in itertools.count(1))
         self._agent_ids = (f"{info.id}-S{n}" for n in itertools.count(1))
+        #: reconciliation answers not sent yet: framework id -> what is still to be answered, in
+        #: order; frameworks take turns (_answer_reconciliations)
+        self._reconciling: dict[str, deque[m.ReconcileTask | str]] = {}
+        self._reconcile_budget = self.config.reconcile_answers_per_turn
+        #: (deadline, offer id) of the offers made, oldest first (all share offer_timeout)
+        self._offer_deadlines: deque[tuple[float, str]] = deque()
+        #: ids of frameworks whose ended tasks a re-registering agent reported (not adopted: nothing
+        #: of theirs runs); such a framework may subscribe under its id to hear of them
+        self._reported_frameworks: set[str] = set()
         now = clock.now()
         self._next_ping_sweep = now + self.config.ping_interval
         self._next_framework_sweep = now
         self.counters = {"messages_received": 0, "bad_messages": 0, "tasks_launched": 0, "tasks_invalid": 0,
                          "agents_removed": 0, "frameworks_removed": 0, "registration_retries": 0,
-                         "preemptions_warned": 0, "preemptions_killed": 0, "preemptions_released": 0}
+                         "preemptions_warned": 0, "preemptions_killed": 0, "preemptions_released": 0,
+                         "offers_expired": 0, "subscriptions_refused": 0, "agent_registrations_refused": 0,
+                         "reconciliations_refused": 0, "reconcile_answers": 0,
+                         "launches_resent": 0, "tasks_unconfirmed": 0, "tasks_unreported": 0,
+                         "updates_reforwarded": 0, "updates_held_back": 0, "updates_settled_by_master": 0}
+        #: launched tasks not confirmed by their agent yet: (when to look
+        #: again, sequence, framework id, task id, RUN_TASKs sent by then);
+        #: entries of tasks confirmed or ended meanwhile are skipped when due
+        self._unconfirmed: list[tuple[float, int, str, str, int]] = []
+        self._unconfirmed_seq = itertools.count()
+        #: tasks whose story is told (see _complete), by their terminal state
+        self.completed_by_state: dict[str, int] = {}
         #: the roles file in force, set by the runtime
         self.roles_config: RolesConfig | None = None
         #: fair-share preemption (docs/preemption.rst); None = off, the default
@@ -140,7 +180,7 @@ class MasterCore:
         self.allocator.update_weights(weights)
         self.registry.update_weights(weights)
         self._registry_changed()
-        log.info("weights updated: %s", weights)
+        log.info("weights updated: %s", clip(weights))
         self._send_rescinds()
         return self._flush()
 
@@ -153,7 +193,7 @@ class MasterCore:
         self.allocator.update_quota(role, guarantee, limit)
         self.registry.update_quota(role, guarantee, limit)
         self._registry_changed()
-        log.info("quota of role %s: guarantee %s, limit %s", role, guarantee or "none", limit or "none")
+        log.info("quota of role %s: guarantee %s, limit %s", clip(role), guarantee or "none", limit or "none")
         self._send_rescinds()
         return self._flush()
 
@@ -237,15 +277,20 @@ class MasterCore:
         """A frame that did not decode: answer ERROR (if we know who sent it)."""
         self._out = []
         self.counters["bad_messages"] += 1
-        log.warning("bad frame from %r: %s", peer, error)
+        log.warning("bad frame from %s: %s", clip(peer), clip(str(error)))
         if peer is not None:
-            self._error(peer, f"bad message: {error}")
+            self._error(peer, f"bad message: {clip(str(error), MAX_ERROR_TEXT // 2)}")
         return self._flush()
 
     def tick(self) -> list[Send]:
-        """Time-driven work: allocation, rescinds, pings, heartbeats, failovers."""
+        """Time-driven work: allocation, offer timeouts, rescinds, pings,
+        heartbeats, failovers, and the next part of pending reconciliations.
+        The runtime calls it once per loop turn, after the turn's messages."""
         self._out = []
         now = self.clock.now()
+        self._reconcile_budget = self.config.reconcile_answers_per_turn  # a new turn
+        if self._reconciling:
+            self._answer_reconciliations()
         if now >= self._next_ping_sweep:
             self._next_ping_sweep = now + self.config.ping_interval
             self._ping_agents()
@@ -256,12 +301,21 @@ class MasterCore:
         if self.preemption is not None and now >= self._next_preemption_update:
             self._next_preemption_update = now + self.preemption.update_interval
             self._preemption_update(self.preemption, now)
+        self._expire_offers(now)
+        if self._unconfirmed and now >= self._unconfirmed[0][0]:
+            self._check_unconfirmed(now)
         self._send_offers(self.allocator.tick())
         self._send_rescinds()
         return self._flush()
 
     def next_wakeup(self) -> float:
+        if self._reconciling:
+            return self.clock.now()  # answers wait: the next turn sends more
         wake = min(self.allocator.next_wakeup(), self._next_ping_sweep, self._next_framework_sweep)
+        if self._offer_deadlines:
+            wake = min(wake, self._offer_deadlines[0][0])
+        if self._unconfirmed:
+            wake = min(wake, self._unconfirmed[0][0])
         return wake if self.preemption is None else min(wake, self._next_preemption_update)
 
     # ============================================================ preemption
@@ -324,7 +378,7 @@ class MasterCore:
             self._warned[(action.framework_id, task_id)] = action.role_for
         self.counters["preemptions_warned"] += len(action.task_ids)
         log.info("preemption: warning framework %s that tasks %s will be killed in %.1fs for role %s",
-                 action.framework_id, ", ".join(action.task_ids), action.deadline - now, action.role_for)
+                 action.framework_id, clip(", ".join(action.task_ids)), action.deadline - now, action.role_for)
         if record is not None and record.connected:
             self._send_framework(record, m.PreemptionWarning(list(action.task_ids), max(0.0, action.deadline - now),
                                                              action.role_for))
@@ -336,7 +390,7 @@ class MasterCore:
         record, task = found
         self._preempting[(record.id, task.id)] = action.reason
         self.counters["preemptions_killed"] += 1
-        log.info("preemption: killing task %s of framework %s: %s", task.id, record.id, action.reason)
+        log.info("preemption: killing task %s of framework %s: %s", clip(task.id), record.id, action.reason)
         agent = self.agents.get(task.agent_id)
         if agent is not None:
             self._send(agent.peer, m.KillTask(record.id, task.id))
@@ -356,10 +410,36 @@ class MasterCore:
             self.allocator.prefer_role(agent_id, role_for, self.clock.now() + self.preemption.prefer_for)
 
     # ============================================================ frameworks
+    def _owner(self, peer: bytes) -> bytes:
+        """Who a registration from ``peer`` counts against: its connection.
+        Once peers authenticate (issue 13) this is their principal, and the
+        same bounds (``max_frameworks_per_connection``,
+        ``max_agents_per_connection``) hold per principal; a framework or
+        agent id then also belongs to its principal (see :meth:`_subscribe`)."""
+        return peer
+
     def _subscribe(self, peer: bytes, msg: m.Subscribe) -> None:
+        """SUBSCRIBE: a new framework (no id: the master gives one) or one
+        the master knows re-subscribing.
+
+        Ids are the master's to give. A framework may come back only under
+        an id this master knows: one it (or an earlier leader, through the
+        registry) gave, or one a re-registering agent runs tasks of after a
+        failover. Any other id is refused (a non-fatal ERROR: the driver
+        retries, and an agent re-registering meanwhile may make it known),
+        so a peer cannot claim ids the master would give later, nor grow the
+        registry with ids of its own. Which *peer* may use a known id is not
+        checked yet: with authentication (issue 13) an id belongs to the
+        principal that registered it, and only that principal may use it.
+        """
         info = msg.framework
+        problem = _framework_problem(info)
+        if problem is not None:
+            self._refuse_subscription(peer, problem, fatal=True)
+            return
         if info.id in self.removed_frameworks:
-            self._error(peer, f"framework {info.id} has been removed; subscribe without an id", fatal=True)
+            self._refuse_subscription(peer, f"framework {clip(info.id)} has been removed; subscribe without an id",
+                                      fatal=True)
             return
         if not info.id and peer in self._framework_by_peer:
             # a retried first SUBSCRIBE from the same connection: same framework
@@ -367,20 +447,38 @@ class MasterCore:
             self._send_framework(retried, m.Subscribed(retried.id, self.config.heartbeat_interval, self.info, False))
             return
         record = self.frameworks.get(info.id) if info.id else None
+        if info.id and record is None and info.id in self._reported_frameworks:
+            self._adopt_framework(info)  # an agent holds ended tasks of it, not acknowledged yet
+            record = self.frameworks[info.id]
+        if info.id and record is None:
+            self._refuse_subscription(
+                peer, f"framework id {clip(info.id)} is not one this master gave (nor do registered agents run "
+                      "tasks of it); subscribe without an id to get one", fatal=False)
+            return
+        owner = self._owner(peer)
+        if (record is None or self.framework_owners.owner(record.id) != owner) \
+                and self.framework_owners.count(owner) >= self.config.max_frameworks_per_connection:
+            held = ", ".join(sorted(self.framework_owners.of(owner)))
+            self._refuse_subscription(
+                peer, f"this connection already holds {self.config.max_frameworks_per_connection} framework(s) "
+                      f"({held}; max_frameworks_per_connection): subscribe another one from its own connection",
+                fatal=True)
+            return
+        info = self._capped(info)
         if record is None:
-            framework_id = info.id or next(self._framework_ids)
+            framework_id = self._new_framework_id()
             info = attrs.evolve(info, id=framework_id)
             try:
                 self.allocator.add_framework(framework_id, info.role, min_allocatable=info.min_allocatable or None)
             except MesoslikeError as exc:
-                self._error(peer, f"cannot subscribe: {exc}", fatal=True)
+                self._refuse_subscription(peer, str(exc), fatal=True)
                 return
             record = FrameworkRecord(info=info, peer=peer, last_heard=self.clock.now())
             self.frameworks[framework_id] = record
             self.registry.add_framework(info)
             self._registry_changed()
-            resubscribed = bool(msg.framework.id)
-            log.info("framework %s (%s) subscribed in role %s", framework_id, info.name, info.role)
+            resubscribed = False
+            log.info("framework %s (%s) subscribed in role %s", framework_id, clip(info.name), clip(info.role))
         elif record.connected and record.peer == peer:
             # a retried SUBSCRIBE on the connection it is subscribed on: our
             # SUBSCRIBED was slow, not lost with a master. Answer again and
@@ -391,9 +489,37 @@ class MasterCore:
         else:
             resubscribed = True
             self._reconnect_framework(record, peer, info)
+        self.framework_owners.hold(owner, record.id)
         self._framework_by_peer[peer] = record.id
         self._send_framework(record, m.Subscribed(record.id, self.config.heartbeat_interval, self.info,
                                                   resubscribed))
+
+    def _refuse_subscription(self, peer: bytes, why: str, fatal: bool) -> None:
+        self.counters["subscriptions_refused"] += 1
+        self._error(peer, f"cannot subscribe: {why}", fatal=fatal)
+
+    def _new_framework_id(self) -> str:
+        """The next id of this master's series that is free: a framework
+        adopted after a failover, or a registry written by an earlier master
+        of the same id, may hold ids of the series already; a chosen id never
+        makes a later subscription fail. O(1) amortised (each taken id is
+        skipped once)."""
+        for framework_id in self._framework_ids:
+            if framework_id not in self.frameworks and framework_id not in self.removed_frameworks \
+                    and framework_id not in self.registry.frameworks:
+                return framework_id
+        raise AssertionError("unreachable: the series is endless")
+
+    def _capped(self, info: FrameworkInfo) -> FrameworkInfo:
+        """``info`` with its failover_timeout lowered to ``max_failover_timeout``
+        (Mesos refuses timeouts beyond what a Duration holds; a bound this
+        low keeps what a vanished framework leaves behind from lasting)."""
+        cap = self.config.max_failover_timeout
+        if info.failover_timeout <= cap:
+            return info
+        log.info("framework %s: failover_timeout %g lowered to %g (max_failover_timeout)", clip(info.id or info.name),
+                 info.failover_timeout, cap)
+        return attrs.evolve(info, failover_timeout=cap)
 
     def _reconnect_framework(self, record: FrameworkRecord, peer: bytes, info: FrameworkInfo) -> None:
         if record.peer is not None and record.peer != peer:
@@ -415,7 +541,8 @@ class MasterCore:
     def _framework_for(self, peer: bytes, framework_id: str) -> FrameworkRecord | None:
         record = self.frameworks.get(framework_id)
         if record is None or record.peer != peer or not record.connected:
-            self._error(peer, f"framework {framework_id!r} is not subscribed on this connection; send SUBSCRIBE")
+            self._error(peer, f"framework {clip(framework_id)!r} is not subscribed on this connection; "
+                              "send SUBSCRIBE")
             return None
         return record
 
@@ -438,6 +565,8 @@ class MasterCore:
             if record.connected:
                 self._send(record.peer, m.Error(f"framework {record.id} removed: {why}", fatal=True))
         del self.frameworks[record.id]
+        self.framework_owners.release(record.id)
+        self._reconciling.pop(record.id, None)
         self.removed_frameworks.add(record.id)
         self.registry.remove_framework(record.id)
         self._registry_changed()
@@ -458,6 +587,7 @@ class MasterCore:
         log.info("framework %s disconnected; failover timeout %.1fs", record.id, record.info.failover_timeout)
         record.connected = False
         record.failover_deadline = now + record.info.failover_timeout
+        self._reconciling.pop(record.id, None)  # nobody to answer; it reconciles again when back
         self.allocator.deactivate_framework(record.id)
         if record.peer is not None:
             self._framework_by_peer.pop(record.peer, None)
@@ -465,12 +595,37 @@ class MasterCore:
     # ================================================================ offers
     def _send_offers(self, offers: Iterable[Offer]) -> None:
         by_framework: dict[str, list[Offer]] = {}
+        timeout = self.config.offer_timeout
+        deadline = self.clock.now() + timeout if timeout is not None else None
         for offer in offers:  # the allocator's offers are the wire's: sent as they are
             by_framework.setdefault(offer.framework_id, []).append(offer)
+            if deadline is not None:
+                self._offer_deadlines.append((deadline, offer.id))
         for framework_id, batch in by_framework.items():
             record = self.frameworks.get(framework_id)
             if record is not None and record.connected:
                 self._send_framework(record, m.Offers(batch))
+
+    def _expire_offers(self, now: float) -> None:
+        """Offers unanswered for ``offer_timeout``: taken back, and counted as
+        declined for ``offer_timeout`` seconds (a filter), the framework told
+        (RESCIND_OFFER, reason ``offer_timeout``), counted in
+        ``offers_expired``. Mesos only takes such offers back; without the
+        filter the framework that never answers, holding nothing, would
+        come first in DRF order and get the same resources straight back, so
+        hoarding would go on. O(offers expired)."""
+        timeout = self.config.offer_timeout
+        deadlines = self._offer_deadlines
+        while deadlines and deadlines[0][0] <= now:
+            offer_id = deadlines.popleft()[1]
+            offer = self.allocator.get_offer(offer_id)
+            if offer is None or timeout is None:
+                continue  # answered or rescinded meanwhile
+            self.allocator.decline_offer(offer_id, timeout)
+            self.counters["offers_expired"] += 1
+            record = self.frameworks.get(offer.framework_id)
+            if record is not None and record.connected:
+                self._send_framework(record, m.RescindOffer(offer_id, RescindReason.OFFER_TIMEOUT))
 
     def _send_rescinds(self) -> None:
         for rescind in self.allocator.drain_rescinds():
@@ -487,7 +642,7 @@ class MasterCore:
             if offer is not None and offer.framework_id == record.id:
                 self.allocator.decline_offer(offer_id, msg.filters.refuse_seconds)
             else:
-                log.info("framework %s declined unknown offer %s", record.id, offer_id)
+                log.info("framework %s declined unknown offer %s", record.id, clip(offer_id))
 
     def _revive(self, peer: bytes, msg: m.Revive) -> None:
         record = self._framework_for(peer, msg.framework_id)
@@ -522,13 +677,15 @@ class MasterCore:
         for offer in offers:
             pool = pool + offer.resources
         launched: list[TaskInfo] = []
+        launched_ids: set[str] = set()
         used = EMPTY
         for task in msg.tasks:
-            problem = self._task_problem(record, task, agent, pool - used, launched)
+            problem = self._task_problem(record, task, agent, pool - used, launched_ids)
             if problem is not None:
                 self._launch_failed(record, task, TaskState.ERROR, problem, "REASON_TASK_INVALID")
                 continue
             launched.append(task)
+            launched_ids.add(task.task_id)
             used = used + task.resources
         self._consume_offers(offers, used, refuse)
         for task in launched:
@@ -553,10 +710,14 @@ class MasterCore:
         return offers, problem
 
     def _task_problem(self, record: FrameworkRecord, task: TaskInfo, agent: AgentRecord, left: Resources,
-                      earlier: list[TaskInfo]) -> str | None:
+                      earlier: set[str]) -> str | None:
+        """Why ``task`` cannot launch (``earlier``: the ids launched before
+        it in the same ACCEPT), or None. O(resource kinds): an ACCEPT of
+        5,000 tasks used to scan the earlier ones for each (a stall of
+        seconds, issue 12 §1)."""
         if not task.task_id:
             return "the task id is empty"
-        if task.task_id in record.tasks or any(t.task_id == task.task_id for t in earlier):
+        if task.task_id in record.tasks or task.task_id in earlier:
             return f"task id {task.task_id} is already in use"
         if task.agent_id != agent.id:
             return f"task agent_id {task.agent_id!r} is not the offers' agent {agent.id}"
@@ -582,10 +743,53 @@ class MasterCore:
     def _run_task(self, record: FrameworkRecord, agent: AgentRecord, task: TaskInfo) -> None:
         status = new_status(task.task_id, TaskState.STAGING, agent_id=agent.id, framework_id=record.id,
                             timestamp=self._wall_clock())
-        record.tasks[task.task_id] = TaskRecord(task, record.id, agent.id, status, launched_at=self.clock.now())
+        now = self.clock.now()
+        launched = record.tasks[task.task_id] = TaskRecord(task, record.id, agent.id, status, launched_at=now,
+                                                           confirmed=False)
         agent.tasks.add((record.id, task.task_id))
         self.counters["tasks_launched"] += 1
-        self._send(agent.peer, m.RunTask(record.info, task))
+        self._send_run_task(record, agent, launched, now)
+
+    def _send_run_task(self, record: FrameworkRecord, agent: AgentRecord, task: TaskRecord, now: float) -> None:
+        """Send (again) a task to its agent, and look again after the launch
+        timeout, doubled for each send before. O(log unconfirmed tasks)."""
+        task.launch_sends += 1
+        wait = self.config.task_launch_timeout * 2 ** (task.launch_sends - 1)
+        heapq.heappush(self._unconfirmed, (now + wait, next(self._unconfirmed_seq), record.id, task.id,
+                                           task.launch_sends))
+        self._send(agent.peer, m.RunTask(record.info, task.info))
+
+    def _check_unconfirmed(self, now: float) -> None:
+        """Tasks whose agent has not confirmed them in time: RUN_TASK again
+        (an agent ignores one for a task it has), or after the last attempt
+        end them TASK_LOST (TASK_DROPPED if partition-aware) and tell the
+        agent to kill them, should the task reach it after all.
+        O(due entries x log unconfirmed)."""
+        while self._unconfirmed and self._unconfirmed[0][0] <= now:
+            _, _, framework_id, task_id, sends = heapq.heappop(self._unconfirmed)
+            found = self._task(framework_id, task_id)
+            if found is None:
+                continue
+            record, task = found
+            if task.confirmed or task.terminal or task.launch_sends != sends:
+                continue   # confirmed, ended, or a newer entry stands for it
+            agent = self.agents.get(task.agent_id)
+            if agent is None:
+                continue   # its agent's removal ended it
+            if task.launch_sends < self.config.task_launch_attempts:
+                self.counters["launches_resent"] += 1
+                log.warning("task %s of framework %s not confirmed by agent %s after %d launch(es): sending it again",
+                            task_id, framework_id, agent.id, task.launch_sends)
+                self._send_run_task(record, agent, task, now)
+                continue
+            self.counters["tasks_unconfirmed"] += 1
+            why = (f"agent {agent.id} did not confirm the task after {task.launch_sends} launch attempts over "
+                   f"{now - task.launched_at:.0f}s")
+            log.warning("task %s of framework %s: %s", task_id, framework_id, why)
+            self._recover_resources(record, task)
+            self._send(agent.peer, m.KillTask(record.id, task.id))
+            self._end_by_master(record, task, TaskState.DROPPED if record.info.partition_aware else TaskState.LOST,
+                                "REASON_RECONCILIATION", why)
 
     def _launch_failed(self, record: FrameworkRecord, task: TaskInfo, state: str, why: str, reason: str) -> None:
         self.counters["tasks_invalid"] += 1
@@ -611,6 +815,11 @@ class MasterCore:
 
     # ======================================================= status updates
     def _status_update(self, peer: bytes, msg: m.StatusUpdate) -> None:
+        """An agent's update: applied, and forwarded to the framework once
+        (a retry again only if it may not have arrived, see
+        UPDATE_REFORWARD_INTERVAL). A retry of an update the framework
+        acknowledged already, or of a task that ended, is acknowledged by the
+        master instead: the framework has had it (docs/reliability.rst)."""
         agent = self._agent_for(peer)
         if agent is None:
             return
@@ -619,14 +828,58 @@ class MasterCore:
         if why is not None and status.state == TaskState.KILLED:
             status = attrs.evolve(status, reason="REASON_TASK_PREEMPTED", message=why)
         record = self.frameworks.get(msg.framework_id)
-        task = record.tasks.get(status.task_id) if record is not None else None
-        if record is not None and task is not None:
-            self._apply_status(record, task, status)
-        if record is not None and record.connected:
+        if record is None:
+            if status.uuid:   # nobody will ever acknowledge: do it on the framework's behalf
+                self._send(peer, m.StatusUpdateAck(agent.id, msg.framework_id, status.task_id, status.uuid))
+            return
+        task = record.tasks.get(status.task_id)
+        if task is None:
+            ended = record.completed_task(status.task_id)
+            if ended is not None and ended.agent_id == agent.id:
+                self._settle_stale(agent, record, ended, status)
+                return
+            if record.connected:   # not known (any more): the framework decides
+                self._send_framework(record, m.Update(status))
+            return
+        task.confirmed = True
+        if status.uuid and status.uuid == task.acknowledged_uuid:
+            self._settle(agent, record, status)   # our acknowledgement to the agent was late or lost
+            return
+        self._apply_status(record, task, status)
+        if record.connected and self._forward_due(record, task, status):
             self._send_framework(record, m.Update(status))
-        elif record is None and status.uuid:
-            # nobody will ever acknowledge: do it on the framework's behalf
-            self._send(peer, m.StatusUpdateAck(agent.id, msg.framework_id, status.task_id, status.uuid))
+
+    def _forward_due(self, record: FrameworkRecord, task: TaskRecord, status: TaskStatus) -> bool:
+        """Whether to forward ``status`` to the framework now: the first
+        time, to another connection, or a while after the last time."""
+        now = self.clock.now()
+        if status.uuid and status.uuid == task.forwarded_uuid and record.peer == task.forwarded_to:
+            if now - task.forwarded_at < UPDATE_REFORWARD_INTERVAL:
+                self.counters["updates_held_back"] += 1
+                return False
+            self.counters["updates_reforwarded"] += 1
+        task.forwarded_uuid, task.forwarded_to, task.forwarded_at = status.uuid, record.peer, now
+        return True
+
+    def _settle(self, agent: AgentRecord, record: FrameworkRecord, status: TaskStatus) -> None:
+        """Acknowledge an update to its agent on the framework's behalf."""
+        self.counters["updates_settled_by_master"] += 1
+        self._send(agent.peer, m.StatusUpdateAck(agent.id, record.id, status.task_id, status.uuid))
+
+    def _settle_stale(self, agent: AgentRecord, record: FrameworkRecord, ended: TaskRecord,
+                      status: TaskStatus) -> None:
+        """An update of a task whose end the framework has had — the retry
+        of an acknowledged update, or news of a task the master ended
+        itself (TASK_LOST, TASK_DROPPED) because the agent was silent about
+        it: the framework never hears of it again (one terminal state per
+        task); the agent gets its acknowledgement and, for a task it still
+        runs, a kill."""
+        if status.uuid:
+            self._settle(agent, record, status)
+        if not status.terminal and ended.status.source == "SOURCE_MASTER":
+            log.warning("agent %s reports task %s of framework %s %s, which the master ended %s: killing it",
+                        agent.id, status.task_id, record.id, status.state, ended.state)
+            self._send(agent.peer, m.KillTask(record.id, status.task_id))
 
     def _apply_status(self, record: FrameworkRecord, task: TaskRecord, status: TaskStatus) -> None:
         if task.terminal and not status.terminal:
@@ -646,13 +899,15 @@ class MasterCore:
             try:
                 self.allocator.recover_resources(record.id, task.agent_id, task.info.resources)
             except MesoslikeError:  # a bookkeeping bug must not lose the update itself
-                log.exception("recovering the resources of task %s failed", task.id)
+                log.exception("recovering the resources of task %s failed", clip(task.id))
 
     def _acknowledge(self, peer: bytes, msg: m.Acknowledge) -> None:
         record = self._framework_for(peer, msg.framework_id)
         if record is None:
             return
         task = record.tasks.get(msg.task_id)
+        if task is not None and msg.uuid:
+            task.acknowledged_uuid = msg.uuid
         if task is not None and task.terminal and task.status.uuid == msg.uuid:
             self._complete(record, task)
         agent = self.agents.get(msg.agent_id)
@@ -660,39 +915,112 @@ class MasterCore:
             self._send(agent.peer, m.StatusUpdateAck(agent.id, record.id, msg.task_id, msg.uuid))
 
     def _complete(self, record: FrameworkRecord, task: TaskRecord) -> None:
+        """The task's story is told (its terminal state acknowledged, or made
+        up by the master): each task comes here once."""
+        self.completed_by_state[task.state] = self.completed_by_state.get(task.state, 0) + 1
         del record.tasks[task.id]
         agent = self.agents.get(task.agent_id)
         if agent is not None:
             agent.tasks.discard((record.id, task.id))
-        record.completed.append(task)
-        del record.completed[:-self.config.completed_tasks_per_framework]
+        record.add_completed(task, self.config.completed_tasks_per_framework)
 
     def _reconcile(self, peer: bytes, msg: m.Reconcile) -> None:
+        """RECONCILE: the latest state of the named tasks, or (none named) of
+        every non-terminal task of the framework.
+
+        Bounded and spread: a request naming more than
+        ``max_reconcile_tasks`` ids, or one that would make the framework's
+        waiting explicit answers exceed it, gets an ERROR and changes
+        nothing. Answers go out at most ``reconcile_answers_per_turn`` per
+        loop turn over all frameworks (those of this turn's budget at once,
+        the rest from :meth:`tick`, frameworks taking turns), so a large
+        reconciliation never holds other peers up. Each answer is the
+        task's state when it is sent. A new implicit request replaces a
+        waiting one. O(ids named) now, O(1) per answer later."""
         record = self._framework_for(peer, msg.framework_id)
         if record is None:
             return
-        now = self._wall_clock()
-        if not msg.tasks:
-            wanted = [task for task in record.tasks.values() if not task.terminal]
-            for task in sorted(wanted, key=lambda t: t.id):
-                self._send_framework(record, m.Update(self._reconciled(task.status, now)))
-            return
-        for item in msg.tasks:
-            live = record.tasks.get(item.task_id)
-            if live is not None:
-                status = self._reconciled(live.status, now)
-            else:
-                completed = next((t for t in reversed(record.completed) if t.id == item.task_id), None)
-                if completed is not None:
-                    status = self._reconciled(completed.status, now)
-                elif item.agent_id in self._expected_agents:
-                    continue  # its agent is expected back after a failover: no answer yet (as in Mesos)
+        limit = self.config.max_reconcile_tasks
+        queue = self._reconciling.get(record.id)
+        if msg.tasks:
+            waiting = sum(1 for item in queue if not isinstance(item, str)) if queue else 0
+            if len(msg.tasks) + waiting > limit:
+                self.counters["reconciliations_refused"] += 1
+                self._error(peer, f"RECONCILE of {len(msg.tasks)} tasks refused: at most {limit} task ids "
+                                  f"(max_reconcile_tasks) may wait for an answer, and {waiting} do; "
+                                  "reconcile in smaller parts")
+                return
+            items: list[m.ReconcileTask | str] = list(msg.tasks)
+        else:
+            wanted = sorted(task.id for task in record.tasks.values() if not task.terminal)
+            if queue:  # the fresh implicit request answers what a waiting one would
+                queue = deque(item for item in queue if not isinstance(item, str))
+                self._reconciling[record.id] = queue
+            items = list(wanted)
+        if queue is None:
+            queue = self._reconciling[record.id] = deque()
+        queue.extend(items)
+        if self._reconcile_budget > 0:
+            self._answer_reconciling(record, queue, self._reconcile_budget)
+        if not queue:
+            del self._reconciling[record.id]
+
+    def reconcile_answers_waiting(self) -> int:
+        """Reconciliation answers not sent yet (at most: some may need none). O(frameworks waiting)."""
+        return sum(len(queue) for queue in self._reconciling.values())
+
+    def _answer_reconciliations(self) -> None:
+        """Spend this turn's budget on the waiting answers, an equal part per
+        framework (one at least), in the order they asked."""
+        while self._reconciling and self._reconcile_budget > 0:
+            share = max(1, self._reconcile_budget // len(self._reconciling))
+            for framework_id, queue in list(self._reconciling.items()):
+                record = self.frameworks.get(framework_id)
+                if record is not None and record.connected:
+                    self._answer_reconciling(record, queue, min(share, self._reconcile_budget))
                 else:
-                    gone = record.info.partition_aware and item.agent_id in self.removed_agents
-                    status = new_status(item.task_id, TaskState.GONE if gone else TaskState.LOST,
-                                        agent_id=item.agent_id, framework_id=record.id, message="unknown task",
-                                        reason="REASON_RECONCILIATION", timestamp=now)
-            self._send_framework(record, m.Update(status))
+                    queue.clear()
+                if not queue:
+                    del self._reconciling[framework_id]
+                if self._reconcile_budget <= 0:
+                    break
+
+    def _answer_reconciling(self, record: FrameworkRecord, queue: deque[m.ReconcileTask | str], most: int) -> None:
+        """Send up to ``most`` answers from the front of ``queue`` (task ids
+        of an implicit request, items of explicit ones)."""
+        now = self._wall_clock()
+        sent = 0
+        completed: dict[str, TaskRecord] | None = None   # built once, when an id is not live
+        while queue and sent < most:
+            item = queue.popleft()
+            if completed is None and not isinstance(item, str) and item.task_id not in record.tasks:
+                completed = {task.id: task for task in record.completed}   # the latest of an id wins
+            status = self._reconcile_answer(record, item, now, completed or {})
+            if status is not None:
+                self._send_framework(record, m.Update(status))
+                sent += 1
+        self._reconcile_budget -= sent
+        self.counters["reconcile_answers"] += sent
+
+    def _reconcile_answer(self, record: FrameworkRecord, item: m.ReconcileTask | str, now: float,
+                          completed: dict[str, TaskRecord]) -> TaskStatus | None:
+        """The answer for one task of a reconciliation, or None for none
+        (``completed``: the framework's terminal tasks by id). O(1)."""
+        if isinstance(item, str):  # implicit: a task that was live when asked
+            live = record.tasks.get(item)
+            return self._reconciled(live.status, now) if live is not None and not live.terminal else None
+        live = record.tasks.get(item.task_id)
+        if live is not None:
+            return self._reconciled(live.status, now)
+        ended = completed.get(item.task_id)
+        if ended is not None:
+            return self._reconciled(ended.status, now)
+        if item.agent_id in self._expected_agents:
+            return None  # its agent is expected back after a failover: no answer yet (as in Mesos)
+        gone = record.info.partition_aware and item.agent_id in self.removed_agents
+        return new_status(item.task_id, TaskState.GONE if gone else TaskState.LOST, agent_id=item.agent_id,
+                          framework_id=record.id, message="unknown task", reason="REASON_RECONCILIATION",
+                          timestamp=now)
 
     @staticmethod
     def _reconciled(status: TaskStatus, now: float) -> TaskStatus:
@@ -710,7 +1038,7 @@ class MasterCore:
             return
         agent = self.agents.get(msg.agent_id)
         if agent is None:
-            self._error(peer, f"agent {msg.agent_id!r} is not registered; message dropped")
+            self._error(peer, f"agent {clip(msg.agent_id)!r} is not registered; message dropped")
             return
         self._send(agent.peer, msg)
 
@@ -720,18 +1048,57 @@ class MasterCore:
         if existing is not None:  # our AGENT_REGISTERED was lost: say it again
             self._send(peer, m.AgentRegistered(existing, self.info, self.config.ping_interval))
             return
-        agent_id = next(self._agent_ids)
+        if self._agent_refused(peer, msg.agent, None):
+            return
+        agent_id = self._new_agent_id()
         info = attrs.evolve(msg.agent, id=agent_id)
         self._admit_agent(peer, info, {})
-        log.info("agent %s (%s) registered with %s", agent_id, info.hostname, info.resources)
+        log.info("agent %s (%s) registered with %s", agent_id, clip(info.hostname), info.resources)
+
+    def _new_agent_id(self) -> str:
+        """The next id of this master's series that no agent holds, held or
+        is expected back under: an agent that re-registered under an id of
+        the series (as an agent may, after a failover) never makes a later
+        registration fail. O(1) amortised."""
+        for agent_id in self._agent_ids:
+            if agent_id not in self.agents and agent_id not in self.removed_agents \
+                    and agent_id not in self.registry.agents and agent_id not in self._expected_agents:
+                return agent_id
+        raise AssertionError("unreachable: the series is endless")
+
+    def _agent_refused(self, peer: bytes, info: AgentInfo, agent_id: str | None) -> bool:
+        """Refuse (ERROR, counted) a registration the master will not keep:
+        fields beyond its bounds, or one more agent on a connection that
+        holds ``max_agents_per_connection`` (``agent_id``: the agent
+        re-registering, which may already be this connection's)."""
+        owner = self._owner(peer)
+        problem = _agent_problem(info)
+        if problem is None and (agent_id is None or self.agent_owners.owner(agent_id) != owner) \
+                and self.agent_owners.count(owner) >= self.config.max_agents_per_connection:
+            held = ", ".join(sorted(self.agent_owners.of(owner)))
+            problem = (f"this connection already holds {self.config.max_agents_per_connection} agent(s) ({held}; "
+                       "max_agents_per_connection): run another agent on its own connection")
+        if problem is None:
+            return False
+        self.counters["agent_registrations_refused"] += 1
+        self._error(peer, f"cannot register the agent: {problem}")
+        return True
 
     def _reregister_agent(self, peer: bytes, msg: m.ReregisterAgent) -> None:
+        """REREGISTER_AGENT. As in Mesos, an agent comes back under the id it
+        had, even one this master does not know (its registry was lost, or
+        the agent knew an earlier leader); what it claims is bounded per
+        connection, and fresh ids skip the ones agents hold
+        (:meth:`_new_agent_id`). With authentication (issue 13) an agent id
+        belongs to its principal."""
         info = msg.agent
         if not info.id:
             self._error(peer, "REREGISTER_AGENT needs the agent's id")
             return
         if info.id in self.removed_agents:
             self._send(peer, m.ShutdownAgent("this agent was removed; register anew"))
+            return
+        if self._agent_refused(peer, info, info.id):
             return
         record = self.agents.get(info.id)
         if record is None:
@@ -742,6 +1109,7 @@ class MasterCore:
         record.peer = peer
         record.pings_unanswered = 0
         self._agent_by_peer[peer] = record.id
+        self.agent_owners.hold(self._owner(peer), record.id)
         self._lose_unreported_tasks(record, msg.tasks)
         self._update_agent(record, info)
         self._send(peer, m.AgentRegistered(record.id, self.info, self.config.ping_interval))
@@ -773,7 +1141,7 @@ class MasterCore:
         self.registry.admit_agent(agent.info)
         self._registry_changed()
         log.info("agent %s re-registered with resources %s and attributes %s", agent.id, info.resources,
-                 info.attributes)
+                 clip(info.attributes))
 
     def _admit_reregistered(self, peer: bytes, msg: m.ReregisterAgent) -> None:
         """An agent this master does not know (it restarted or took over):
@@ -783,6 +1151,9 @@ class MasterCore:
         holding: dict[str, list[Resources]] = {}
         for running in msg.tasks:
             if running.framework_id in self.removed_frameworks or running.state in TERMINAL_STATES:
+                if running.framework_id not in self.removed_frameworks \
+                        and len(self._reported_frameworks) < _MAX_REPORTED_FRAMEWORKS:
+                    self._reported_frameworks.add(running.framework_id)  # it may subscribe for the update
                 continue
             if running.framework_id not in self.frameworks:
                 self._adopt_framework(infos.get(running.framework_id) or FrameworkInfo(
@@ -814,6 +1185,8 @@ class MasterCore:
         framework with ``failover_timeout=0`` (``mesoslike run``) thus
         survives a master failover, as in Mesos, instead of being torn down
         before it could re-subscribe."""
+        info = self._capped(info)
+        self._reported_frameworks.discard(info.id)
         self.allocator.add_framework(info.id, info.role, active=False)
         if info.id not in self.registry.frameworks:
             self.registry.add_framework(info)
@@ -828,23 +1201,35 @@ class MasterCore:
                                  used=used)
         self.agents[info.id] = AgentRecord(info=info, peer=peer, registered_at=self.clock.now())
         self._agent_by_peer[peer] = info.id
+        self.agent_owners.hold(self._owner(peer), info.id)
         self._expected_agents.discard(info.id)
         self.registry.admit_agent(info)
         self._registry_changed()
         self._send(peer, m.AgentRegistered(info.id, self.info, self.config.ping_interval))
 
     def _lose_unreported_tasks(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
+        """As Mesos does: a task the agent does not report ends TASK_LOST
+        (TASK_DROPPED for a partition-aware framework) — it never reached the
+        agent, or the agent lost it; those it reports are confirmed."""
         still_running = {(r.framework_id, r.task.task_id) for r in reported}
         for framework_id, task_id in sorted(agent.tasks - still_running):
             found = self._task(framework_id, task_id)
             if found is not None and not found[1].terminal:
-                self._recover_resources(*found)  # the agent stays: what the task held is free again
-                self._mark_lost(*found, "the agent re-registered without this task")
+                record, task = found
+                self.counters["tasks_unreported"] += 1
+                self._recover_resources(record, task)  # the agent stays: what the task held is free again
+                self._end_by_master(record, task,
+                                    TaskState.DROPPED if record.info.partition_aware else TaskState.LOST,
+                                    "REASON_RECONCILIATION", "the agent re-registered without this task")
+        for framework_id, task_id in still_running:
+            found = self._task(framework_id, task_id)
+            if found is not None:
+                found[1].confirmed = True
 
     def _agent_for(self, peer: bytes) -> AgentRecord | None:
         agent_id = self._agent_by_peer.get(peer)
         if agent_id is None:
-            log.info("message from an unregistered agent connection %r ignored", peer)
+            log.info("message from an unregistered agent connection %s ignored", clip(peer))
             return None
         return self.agents[agent_id]
 
@@ -862,7 +1247,7 @@ class MasterCore:
             self._send(agent.peer, m.Ping(agent.id))
 
     def _remove_agent(self, agent: AgentRecord, why: str) -> None:
-        log.warning("removing agent %s (%s): %s", agent.id, agent.info.hostname, why)
+        log.warning("removing agent %s (%s): %s", agent.id, clip(agent.info.hostname), why)
         for framework_id, task_id in sorted(agent.tasks):
             found = self._task(framework_id, task_id)
             if found is not None and not found[1].terminal:
@@ -875,17 +1260,23 @@ class MasterCore:
         self._send(agent.peer, m.ShutdownAgent(why))
         self._agent_by_peer.pop(agent.peer, None)
         del self.agents[agent.id]
+        self.agent_owners.release(agent.id)
         self.removed_agents.add(agent.id)
         self.registry.remove_agent(agent.id)
         self._registry_changed()
         self.counters["agents_removed"] += 1
 
     def _mark_lost(self, record: FrameworkRecord, task: TaskRecord, why: str) -> None:
-        state = TaskState.UNREACHABLE if record.info.partition_aware else TaskState.LOST
-        status = new_status(task.id, state, agent_id=task.agent_id, framework_id=record.id, message=why,
-                            reason="REASON_AGENT_REMOVED", timestamp=self._wall_clock())
-        task.status = status
         task.resources_recovered = True  # the agent's removal returns them
+        self._end_by_master(record, task, TaskState.UNREACHABLE if record.info.partition_aware else TaskState.LOST,
+                            "REASON_AGENT_REMOVED", why)
+
+    def _end_by_master(self, record: FrameworkRecord, task: TaskRecord, state: str, reason: str, why: str) -> None:
+        """End a task with a status the master makes up (no uuid: nothing to
+        acknowledge), tell the framework, and forget the task."""
+        status = new_status(task.id, state, agent_id=task.agent_id, framework_id=record.id, message=why,
+                            reason=reason, timestamp=self._wall_clock())
+        task.status = status
         if self._warned and (record.id, task.id) in self._warned:
             self._preemption_ended((record.id, task.id))
         if record.connected:
@@ -903,6 +1294,13 @@ class MasterCore:
         framework_id = self._framework_by_peer.get(peer)
         if framework_id is not None:
             self.frameworks[framework_id].last_heard = self.clock.now()
+            return
+        agent_id = self._agent_by_peer.get(peer)
+        if agent_id is not None:
+            # any message answers the pings, as any message is a framework's
+            # heartbeat: an agent launching 5,000 tasks sends their updates
+            # long before it reads the PINGs queued behind the RUN_TASKs
+            self.agents[agent_id].pings_unanswered = 0
 
     def _send(self, peer: bytes | None, message: object) -> None:
         if peer is not None:
@@ -913,8 +1311,11 @@ class MasterCore:
         self._send(record.peer, message)
 
     def _error(self, peer: bytes, text: str, fatal: bool = False) -> None:
-        log.info("error to %r: %s", peer, text)
-        self._send(peer, m.Error(text, fatal))
+        """ERROR to ``peer``. The text may quote what the peer sent: it is cut
+        to MAX_ERROR_TEXT (the log line to less), so an answer never echoes
+        unbounded input."""
+        log.info("error to %s: %s", clip(peer), clip(text))
+        self._send(peer, m.Error(clip(text, MAX_ERROR_TEXT), fatal))
 
     def _flush(self) -> list[Send]:
         out, self._out = self._out, []
@@ -927,3 +1328,36 @@ class MasterCore:
         m.RegisterAgent: _register_agent, m.ReregisterAgent: _reregister_agent, m.Pong: _pong,
         m.StatusUpdate: _status_update, m.GetState: _get_state,
     }
+
+
+def _text_problem(what: str, value: str) -> str | None:
+    if len(value) > MAX_NAME_LENGTH:
+        return f"{what} of {len(value)} characters is longer than {MAX_NAME_LENGTH}"
+    return None
+
+
+def _framework_problem(info: FrameworkInfo) -> str | None:
+    """Why the master will not keep ``info`` (fields longer than it stores), or None."""
+    for what, value in (("the id", info.id), ("the name", info.name), ("the role", info.role),
+                        ("the user", info.user), ("the hostname", info.hostname),
+                        ("min_allocatable", info.min_allocatable)):
+        problem = _text_problem(what, value)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _agent_problem(info: AgentInfo) -> str | None:
+    """Why the master will not keep ``info`` (fields longer, or attributes
+    more, than it stores), or None."""
+    for what, value in (("the id", info.id), ("the hostname", info.hostname)):
+        problem = _text_problem(what, value)
+        if problem is not None:
+            return problem
+    if len(info.attributes) > MAX_ATTRIBUTES:
+        return f"{len(info.attributes)} attributes are more than {MAX_ATTRIBUTES}"
+    for key, value in info.attributes.items():
+        problem = _text_problem("an attribute", key) or _text_problem("an attribute's value", value)
+        if problem is not None:
+            return problem
+    return None

@@ -33,6 +33,12 @@ the semantics and a worked example; in short:
   share; the agent whose tasks free the need in the fewest tasks first; on an
   agent, the task that frees most of what is still missing, then the most
   over-served role, then the smaller task, then the newest.
+* **Only on a busy cluster** (YARN's ``shouldAttemptPreemption``): no new
+  victims are chosen while the cluster's utilisation, the largest
+  ``used / total`` over its kinds, is at or below the roles file's
+  ``cluster_utilization_threshold`` (default 0.8): a starved role there gets
+  free resources without a kill. Starvation is still measured meanwhile, and
+  victims already warned are still killed at their deadline.
 * **Warn, then kill**: a :class:`Warn` with ``deadline = now +
   wait_before_kill``, a :class:`Kill` for each warned task still running at
   the deadline, a :class:`Prefer` for the freed resources when a warned task
@@ -147,6 +153,16 @@ class Prefer:
 Action = Warn | Kill | Prefer
 
 
+def _utilization(roles: Mapping[str, RoleUsage], total: Mapping[str, float]) -> float:
+    """The cluster's utilisation: the largest ``used / total`` over its kinds
+    (YARN compares memory and vcores alike). O(roles x kinds)."""
+    used: dict[str, float] = {}
+    for usage in roles.values():
+        for kind, amount in usage.usage.scalars().items():
+            used[kind] = used.get(kind, 0.0) + amount
+    return max((used.get(kind, 0.0) / amount for kind, amount in total.items() if amount > 0), default=0.0)
+
+
 def _dominant_share(resources: Resources, total: Mapping[str, float]) -> float:
     """``max_k resources[k] / total[k]`` over the kinds with ``total[k] > 0``
     (0.0 for none). O(kinds of ``total``)."""
@@ -236,6 +252,7 @@ class FairSharePreemption:
         self.kill_grace = self.prefer_for + 2.0 * self.update_interval if kill_grace is None else float(kill_grace)
         self._now: float | None = None
         self._view: _View | None = None
+        self._utilization = 0.0                          # at the last update
         self._fair_below_since: dict[str, float] = {}  # role -> since when below its fair-share target
         self._min_below_since: dict[str, float] = {}  # role -> since when (its subtree is) below its min-share target
         self._pending: dict[tuple[str, str], _Victim] = {}  # warned, still running; in the order chosen
@@ -270,9 +287,11 @@ class FairSharePreemption:
             self._settle_until.clear()
             return []
         actions: list[Action] = self._prefer_ended(now)
-        for role in view.starved:
-            if self.hold_until(role) <= now:
-                actions.extend(self._preempt_for(role, view, running, now))
+        self._utilization = _utilization(roles, view.total)
+        if self._utilization > self.settings.preemption.cluster_utilization_threshold:
+            for role in view.starved:
+                if self.hold_until(role) <= now:
+                    actions.extend(self._preempt_for(role, view, running, now))
         actions.extend(self._kill_due(now, view))
         return actions
 
@@ -312,6 +331,8 @@ class FairSharePreemption:
         (None = not set). JSON-ready."""
         view = self._view
         out: dict = {"enabled": self.settings.preemption.enabled, "updated_at": self._now,
+                     "cluster_utilization": self._utilization,
+                     "cluster_utilization_threshold": self.settings.preemption.cluster_utilization_threshold,
                      "roles": {}, "pending": [], "counters": dict(self._counters)}
         for victim in self._pending.values():
             task = victim.task

@@ -1,4 +1,5 @@
-"""What the master remembers about frameworks, agents and tasks (soft state)."""
+"""What the master remembers about frameworks, agents and tasks (soft state),
+who holds them, and the master's settings and bounds."""
 
 from __future__ import annotations
 
@@ -7,32 +8,78 @@ import attrs
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo, TaskInfo, TaskState, TaskStatus
 
-__all__ = ["FrameworkRecord", "AgentRecord", "TaskRecord", "MasterConfig"]
+__all__ = ["FrameworkRecord", "AgentRecord", "TaskRecord", "MasterConfig", "Holdings", "clip",
+           "MAX_FAILOVER_TIMEOUT", "MAX_NAME_LENGTH", "MAX_ATTRIBUTES", "LOGGED_INPUT_LIMIT"]
+
+
+#: a week: how long at most a framework's tasks outlive its disconnection
+#: (larger ``failover_timeout`` values are lowered to it)
+MAX_FAILOVER_TIMEOUT = 7 * 24 * 3600.0
+#: the longest name, role, user or hostname a framework or agent may register
+#: with, and the most attributes an agent may carry: the registry keeps them
+MAX_NAME_LENGTH = 1024
+MAX_ATTRIBUTES = 128
+#: what a log line shows at most of one field a peer sent (docs/reliability.rst)
+LOGGED_INPUT_LIMIT = 200
 
 
 @attrs.define
 class MasterConfig:
-    """Timing and policy knobs of the master (all seconds)."""
+    """Timing, policy and bounds of the master (times in seconds).
+
+    The bounds (docs/reliability.rst, *Bounds*) keep what one peer can make
+    the master hold, send and log proportionate: registrations per
+    connection, how long a framework's tasks wait for it, the size of a
+    reconciliation and how fast it is answered, how long an offer may stay
+    unanswered, and the HTTP server's threads and patience."""
 
     heartbeat_interval: float = 15.0           # master -> framework heartbeats
     framework_timeout_heartbeats: int = 5       # silence (in heartbeats) before a framework is disconnected
     ping_interval: float = 15.0                 # master -> agent pings
     max_agent_ping_timeouts: int = 5            # unanswered pings before an agent is removed
     allocation_interval: float = 1.0
-    offer_timeout: float | None = None
+    #: an offer unanswered this long is taken back and counts as declined for
+    #: as long again (None: offers never expire, Mesos's default)
+    offer_timeout: float | None = 60.0
     min_allocatable: str = "cpus:0.01|mem:32"
     sorter: str = "drf"
     completed_tasks_per_framework: int = 1000   # terminal tasks kept for /state
     agent_reregister_timeout: float = 600.0     # after a failover: time for known agents to come back
+    #: frameworks / agents one connection may hold (a principal, once peers
+    #: authenticate: issue 13); a framework or agent belongs to the connection
+    #: that last subscribed or registered it until it is removed
+    max_frameworks_per_connection: int = 1
+    max_agents_per_connection: int = 1
+    #: a framework's failover_timeout is lowered to this
+    max_failover_timeout: float = MAX_FAILOVER_TIMEOUT
+    #: task ids one RECONCILE may name (and a framework may have waiting for an answer)
+    max_reconcile_tasks: int = 50_000
+    #: reconciliation answers sent per loop turn, over all frameworks; the rest wait for the next turns
+    reconcile_answers_per_turn: int = 1000
+    #: HTTP: worker threads, the seconds a connection may take to send its request
+    #: and to read the answer, and the connections held at once (more are refused)
+    http_workers: int = 8
+    http_timeout: float = 10.0
+    http_max_connections: int = 64
+    # a launched task its agent has not confirmed (no status from it) within
+    # task_launch_timeout gets its RUN_TASK again, the wait doubling each
+    # time; after task_launch_attempts sends it ends TASK_LOST (TASK_DROPPED
+    # for partition-aware frameworks). Defaults: resent after 10, 30, 70 s,
+    # given up after 150 s (docs/reliability.rst)
+    task_launch_timeout: float = 10.0
+    task_launch_attempts: int = 4
 
     def validate(self) -> MasterConfig:
         from mesoslike.errors import ConfigError
 
-        for name in ("heartbeat_interval", "ping_interval", "allocation_interval", "agent_reregister_timeout"):
+        for name in ("heartbeat_interval", "ping_interval", "allocation_interval", "agent_reregister_timeout",
+                     "max_failover_timeout", "http_timeout", "task_launch_timeout"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0:
                 raise ConfigError(f"{name} must be > 0, got {value!r}")
-        for name in ("framework_timeout_heartbeats", "max_agent_ping_timeouts"):
+        for name in ("framework_timeout_heartbeats", "max_agent_ping_timeouts", "max_frameworks_per_connection",
+                     "max_agents_per_connection", "max_reconcile_tasks", "reconcile_answers_per_turn",
+                     "http_workers", "http_max_connections", "task_launch_attempts"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
@@ -49,6 +96,12 @@ class TaskRecord:
     status: TaskStatus
     resources_recovered: bool = False
     launched_at: float = 0.0            # master clock time it was launched (or first reported)
+    confirmed: bool = True              # its agent has said it has it (a status, or it re-registered with it)
+    launch_sends: int = 0               # RUN_TASKs sent for it (while not confirmed)
+    acknowledged_uuid: str = ""         # the last update of it the framework acknowledged
+    forwarded_uuid: str = ""            # the last update forwarded to the framework: which,
+    forwarded_to: bytes | None = None   # to which connection,
+    forwarded_at: float = float("-inf")  # and when (master clock)
 
     @property
     def id(self) -> str:
@@ -74,10 +127,25 @@ class FrameworkRecord:
     suppressed: bool = False            # SUPPRESS until REVIVE: it wants no offers
     tasks: dict[str, TaskRecord] = attrs.field(factory=dict)      # live (non-terminal or unacknowledged)
     completed: list[TaskRecord] = attrs.field(factory=list)       # terminal, most recent last
+    _completed_by_id: dict[str, TaskRecord] = attrs.field(factory=dict, alias="_completed_by_id")
 
     @property
     def id(self) -> str:
         return self.info.id
+
+    def add_completed(self, task: TaskRecord, keep: int) -> None:
+        """Remember an ended task, keeping the ``keep`` most recent. O(keep) once full."""
+        self.completed.append(task)
+        self._completed_by_id[task.id] = task
+        if len(self.completed) > keep:
+            for old in self.completed[:-keep]:
+                if self._completed_by_id.get(old.id) is old:
+                    del self._completed_by_id[old.id]
+            del self.completed[:-keep]
+
+    def completed_task(self, task_id: str) -> TaskRecord | None:
+        """The most recent ended task with this id still remembered. O(1)."""
+        return self._completed_by_id.get(task_id)
 
 
 @attrs.define
@@ -99,6 +167,64 @@ class AgentRecord:
     @property
     def resources(self) -> Resources:
         return self.info.resources
+
+
+class Holdings:
+    """Which owner holds which ids (frameworks or agents), both ways, so a
+    per-owner bound costs O(1) to check. An owner is the connection a
+    framework subscribed or an agent registered on; once peers authenticate
+    (issue 13) it is their principal. An id has at most one owner."""
+
+    def __init__(self) -> None:
+        self._owner: dict[str, bytes] = {}
+        self._ids: dict[bytes, set[str]] = {}
+
+    def count(self, owner: bytes) -> int:
+        return len(self._ids.get(owner, ()))
+
+    def owner(self, item: str) -> bytes | None:
+        return self._owner.get(item)
+
+    def of(self, owner: bytes) -> set[str]:
+        return set(self._ids.get(owner, ()))
+
+    def hold(self, owner: bytes, item: str) -> None:
+        """``owner`` holds ``item`` now (taken from its former owner, if any)."""
+        self.release(item)
+        self._owner[item] = owner
+        self._ids.setdefault(owner, set()).add(item)
+
+    def release(self, item: str) -> None:
+        owner = self._owner.pop(item, None)
+        if owner is not None:
+            held = self._ids[owner]
+            held.discard(item)
+            if not held:
+                del self._ids[owner]
+
+    def _check(self) -> None:
+        assert all(self._owner[item] == owner for owner, items in self._ids.items() for item in items)
+        assert sum(len(items) for items in self._ids.values()) == len(self._owner)
+        assert all(self._ids.values()), "an owner holding nothing is forgotten"
+
+
+def clip(value: object, limit: int = LOGGED_INPUT_LIMIT) -> str:
+    """What a log line (or an error's text) shows of ``value``, a field a peer
+    sent: at most ``limit`` characters of it (its repr if not text), and how
+    much was left out. A peer's 8 MiB name must not become 8 MiB of log.
+    O(limit) for text and bytes."""
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, (bytes, bytearray)):
+        text = repr(bytes(value[:limit + 1]))
+        if len(value) > limit:
+            return f"{text[:limit]}...[{len(value)} bytes]"
+        return text
+    else:
+        text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}...[{len(text) - limit} more characters]"
 
 
 def new_status(task_id: str, state: str, *, agent_id: str = "", framework_id: str = "", message: str = "",

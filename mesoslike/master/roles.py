@@ -41,7 +41,7 @@ from mesoslike.resources import Resources
 __all__ = ["RoleConfig", "PreemptionConfig", "RolesConfig", "RolesFileError", "load_roles_file", "parse_roles",
            "quantities", "DEFAULT_WEIGHT", "DEFAULT_FAIR_SHARE_PREEMPTION_TIMEOUT",
            "DEFAULT_MIN_SHARE_PREEMPTION_TIMEOUT", "DEFAULT_FAIR_SHARE_PREEMPTION_THRESHOLD",
-           "DEFAULT_WAIT_BEFORE_KILL"]
+           "DEFAULT_WAIT_BEFORE_KILL", "DEFAULT_CLUSTER_UTILIZATION_THRESHOLD"]
 
 DEFAULT_WEIGHT = 1.0
 #: YARN's defaults: a role is never starved for its fair or min share ...
@@ -51,6 +51,9 @@ DEFAULT_MIN_SHARE_PREEMPTION_TIMEOUT = math.inf
 DEFAULT_FAIR_SHARE_PREEMPTION_THRESHOLD = 0.5
 #: seconds between the warning and the kill (YARN's waitTimeBeforeKill)
 DEFAULT_WAIT_BEFORE_KILL = 15.0
+#: preempt only while the cluster is used above this share (YARN's
+#: ``preemption.cluster-utilization-threshold``: the largest share over the kinds)
+DEFAULT_CLUSTER_UTILIZATION_THRESHOLD = 0.8
 
 #: the settings a role inherits from its nearest ancestor setting them
 INHERITED = ("fair_share_preemption_timeout", "min_share_preemption_timeout", "fair_share_preemption_threshold")
@@ -59,8 +62,8 @@ _DEFAULTS = {"fair_share_preemption_timeout": DEFAULT_FAIR_SHARE_PREEMPTION_TIME
              "fair_share_preemption_threshold": DEFAULT_FAIR_SHARE_PREEMPTION_THRESHOLD}
 _RESOURCE_FIELDS = ("guarantee", "limit", "min_share")
 _ROLE_FIELDS = ("weight",) + _RESOURCE_FIELDS + INHERITED
-_PREEMPTION_FIELDS = ("enabled", "wait_before_kill") + INHERITED
-_NUMBER_FIELDS = frozenset(("weight", "wait_before_kill") + INHERITED)
+_PREEMPTION_FIELDS = ("enabled", "wait_before_kill", "cluster_utilization_threshold") + INHERITED
+_NUMBER_FIELDS = frozenset(("weight", "wait_before_kill", "cluster_utilization_threshold") + INHERITED)
 _BARE_KEY = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
@@ -184,6 +187,9 @@ class PreemptionConfig:
 
     enabled: bool = attrs.field(default=False, validator=_check_flag)
     wait_before_kill: float = attrs.field(default=DEFAULT_WAIT_BEFORE_KILL, validator=_check_wait)
+    #: no new victims while the cluster's utilisation is at or below it (seed 003, YARN)
+    cluster_utilization_threshold: float = attrs.field(default=DEFAULT_CLUSTER_UTILIZATION_THRESHOLD,
+                                                       validator=_check_threshold)
     fair_share_preemption_timeout: float | None = attrs.field(default=None, validator=_check_timeout)
     min_share_preemption_timeout: float | None = attrs.field(default=None, validator=_check_timeout)
     fair_share_preemption_threshold: float | None = attrs.field(default=None, validator=_check_threshold)

@@ -10,12 +10,20 @@ callbacks (handed over to the loop thread-safely), HTTP.
 
 Threads: the loop (:meth:`MasterRuntime.run`); kazoo's and the contender's
 threads, which only hand events over (:meth:`MasterRuntime._hand_over`) and
-silence the master at once; the HTTP server's threads, which read the core
-and make operator writes under ``_lock``.
+silence the master at once; the HTTP server's threads, which make operator
+writes under ``_lock`` and take ``/state`` snapshots under it (rendered
+outside it); one thread that answers GET_STATE the same way.
+
+A registry write that fails (a full disk) stops the master from answering
+until a write succeeds: the answers of the turn whose changes are not
+written are held, no new frame is handled, and the write is tried again
+with backoff (docs/reliability.rst, *Bounds*). ``/metrics`` reports the
+longest loop stall.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 import json
@@ -23,26 +31,29 @@ import logging
 import threading
 import time
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
+
+import attrs
 
 from mesoslike import __version__
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.master.core import MasterCore, Send
-from mesoslike.master.http import StatusHTTPServer
+from mesoslike.master.http import Fresh, StatusHTTPServer
 from mesoslike.master.inbox import Inbox
 from mesoslike.master.leadership import (Action, BuildCore, Commit, ConfirmLeadership, CoreBuilt, Demoted, Drop,
-                                         ElectionWon, Event, Leadership, LoadRegistry, Peers, PutAside,
+                                         ElectionWon, Event, Leadership, LoadRegistry, Peers, Phase, PutAside,
                                          Refuted, RegistryLoaded, RegistryUnreadable, Resume, RetryLoading, Serve,
                                          Stored, Tick, TurnEnded, TurnStarted, Unsent, ZnodeChanged, Confirmed,
                                          Fenced)
 from mesoslike.master.operator import OperatorWrites
-from mesoslike.master.records import MasterConfig
+from mesoslike.master.records import MasterConfig, clip
 from mesoslike.master.registry import Registry
 from mesoslike.master.roles import RolesConfig
 from mesoslike.master.roles_watcher import RolesWatcher
-from mesoslike.master.state import metrics_text, state_json
-from mesoslike.master.storage import MemoryRegistryStore, RegistryFencedError, RegistryStore
+from mesoslike.master.state import metrics_text, render_state, snapshot, transport_metrics
+from mesoslike.master.storage import MemoryRegistryStore, RegistryFencedError, RegistryStore, RegistryWriteError
 from mesoslike.transport import Server, Waker
 from mesoslike.wire import MasterInfo, WireError
 from mesoslike.wire import messages as m
@@ -65,6 +76,66 @@ _LEADER_INFO_TTL = 1.0
 _OFFICE_RETRY = 0.5
 #: the longest the loop waits without looking at the clock (s)
 _IDLE_WAIT = 1.0
+#: retries of a failed registry write: the first after this long (s), doubling up to _STORE_RETRY_MAX
+_STORE_RETRY_FIRST = 0.1
+_STORE_RETRY_MAX = 5.0
+#: while registry writes keep failing, say so again this often (s)
+_STORE_REMINDER = 60.0
+#: registrations remembered for recognising retries (see _retried_registration); the oldest go first
+_REGISTRATIONS_KEPT = 10_000
+#: peers waiting for a GET_STATE answer at most; more get an ERROR
+_STATE_ASKERS = 1000
+
+
+@attrs.define
+class LoopStats:
+    """How long the loop could not serve peers: a *stall* is a turn, from
+    the moment it woke with work until its answers went out (waiting for
+    the lock included)."""
+
+    turns: int = 0
+    stall_max: float = 0.0
+    stall_last: float = 0.0
+    lock_wait_max: float = 0.0
+
+    def record(self, stall: float, lock_wait: float) -> None:
+        self.turns += 1
+        self.stall_last = stall
+        self.stall_max = max(self.stall_max, stall)
+        self.lock_wait_max = max(self.lock_wait_max, lock_wait)
+
+
+@attrs.define
+class StoreHealth:
+    """Registry writes that failed (not fenced): since when, how often, and
+    when to try again. While ``failing``, the master answers nothing."""
+
+    failing_since: float | None = None
+    reason: str = ""
+    failures: int = 0
+    retry_at: float = 0.0
+    delay: float = _STORE_RETRY_FIRST
+    reminded_at: float = 0.0
+
+    @property
+    def failing(self) -> bool:
+        return self.failing_since is not None
+
+
+class _StateDocument:
+    """A rendered /state document and its encodings, made once for every
+    caller that shares it (read-only)."""
+
+    def __init__(self, document: dict) -> None:
+        self.document = document
+
+    @functools.cached_property
+    def http_body(self) -> bytes:
+        return json.dumps(self.document, indent=1).encode()
+
+    @functools.cached_property
+    def compact(self) -> str:
+        return json.dumps(self.document)
 
 
 class MasterRuntime:
@@ -90,8 +161,20 @@ class MasterRuntime:
         self._zk = zk
         self._zk_session_timeout = zk_session_timeout
         self._turn_end = self.clock.now()
-        #: peer -> the last REGISTER/REREGISTER_AGENT frame from it (see _retried_registration)
-        self._registrations: dict[bytes, bytes] = {}
+        #: peer -> the last REGISTER/REREGISTER_AGENT frame from it (see _retried_registration),
+        #: the _REGISTRATIONS_KEPT most recent
+        self._registrations: OrderedDict[bytes, bytes] = OrderedDict()
+        #: answers held until the registry holds the changes they acknowledge (see _commit)
+        self._held: list[Send] = []
+        self._store_health = StoreHealth()
+        #: registry writes that failed (not fenced), for /metrics
+        self.registry_write_failures = 0
+        self.loop_stats = LoopStats()
+        #: /state and GET_STATE: rendered from a snapshot outside _lock, one rendering at a time
+        self._state_view: Fresh[_StateDocument] = Fresh(self._render_state)
+        self._state_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="master-state")
+        self._state_askers: list[bytes] = []
+        self._askers_lock = threading.Lock()
         #: frames taken from the socket, not handled yet
         self._inbox = Inbox()
         #: what the loop sends at its next turn as leader (operator writes, the roles file)
@@ -112,10 +195,11 @@ class MasterRuntime:
         try:
             if http_port is not None:
                 self._http = StatusHTTPServer(host, http_port, {
-                    "/state": lambda: ("application/json", json.dumps(self.state(), indent=1).encode()),
+                    "/state": lambda: ("application/json", self._state_view.get().http_body),
                     "/health": lambda: ("application/json", json.dumps(self._health()).encode()),
                     "/metrics": lambda: ("text/plain; version=0.0.4", self._metrics().encode()),
-                }, actions=self._operator.actions)
+                }, actions=self._operator.actions, workers=self.config.http_workers,
+                    timeout=self.config.http_timeout, max_connections=self.config.http_max_connections)
         except Exception:
             self._server.close()
             raise
@@ -181,6 +265,13 @@ class MasterRuntime:
             actions: list[Action] = []
             for each in [*pending, event]:
                 actions += self._leadership.process(each, now)
+                if self._held and self._leadership.leading is None \
+                        and self._leadership.phase is not Phase.CONFIRMING:
+                    # held for an unwritten registry when leadership went: they stay with the kept
+                    # core (sent if it serves again, late rather than never) or go with it
+                    actions += self._leadership.process(Unsent(tuple(self._held)), now)
+                    self._held = []
+                    self._store_health = StoreHealth()
             if self._leadership.leading is not None:
                 self._acting.set()
             else:
@@ -269,19 +360,26 @@ class MasterRuntime:
 
     def _commit(self, replies: tuple[Send, ...]) -> list[Action]:
         """Store the registry, then send ``replies`` (hard state first: the
-        replies depend on it)."""
+        replies depend on it). If the registry could not be written, nothing
+        is sent: the replies are held (with those of earlier turns) until a
+        write succeeds, since they may acknowledge what is not written."""
         with self._lock:
             # stamped before the replies go out: a freeze from here on shows
             # as a gap at the start of the next turn
             self._turn_end = self.clock.now()
             actions = self._persist()
+            if self._store_health.failing:
+                self._held += replies
+                return actions
+            if self._held:
+                replies, self._held = (*self._held, *replies), []
             unsent = self._deliver(replies)
             if unsent:
                 actions += self._feed(Unsent(unsent))
             return actions
 
     def _persist(self) -> list[Action]:
-        """Write the registry if it changed."""
+        """Write the registry if it changed (see :meth:`_store_failed`)."""
         leading = self._leadership.leading
         if leading is None or leading.core.registry_changes == leading.persisted:
             return []
@@ -291,12 +389,47 @@ class MasterRuntime:
         except RegistryFencedError as exc:
             log.error("registry write fenced off: %s", exc)
             return self._feed(Fenced(str(exc)))
-        except Exception:
-            log.exception("writing the registry failed; retried on the next turn")
+        except Exception as exc:
+            self._store_failed(exc)
             return []
+        health = self._store_health
+        if health.failing:
+            assert health.failing_since is not None
+            log.warning("the registry is written again after %.1fs and %d failed writes; %d held answers go out",
+                        self.clock.now() - health.failing_since, health.failures, len(self._held))
+            self._store_health = StoreHealth()
         actions = self._feed(Stored(core.registry_changes))
         self.stored.notify_all()
         return actions
+
+    def _store_failed(self, exc: Exception) -> None:
+        """A registry write failed (not fenced): hold answers and frames,
+        try again after a backoff (_STORE_RETRY_FIRST doubling to
+        _STORE_RETRY_MAX). Logged once as one line — with a traceback only
+        if the error is not a known write failure — then once every
+        _STORE_REMINDER while it lasts."""
+        health, now = self._store_health, self.clock.now()
+        health.failures += 1
+        self.registry_write_failures += 1
+        reason = str(exc) or type(exc).__name__
+        if not health.failing:
+            health.failing_since, health.reminded_at, health.delay = now, now, _STORE_RETRY_FIRST
+            if isinstance(exc, (RegistryWriteError, OSError)):
+                log.error("%s: the master answers nothing and handles no new message until the registry is "
+                          "written (tried again every %gs at most)", reason, _STORE_RETRY_MAX)
+            else:
+                log.exception("writing the registry failed: the master answers nothing and handles no new "
+                              "message until the registry is written (tried again every %gs at most)",
+                              _STORE_RETRY_MAX)
+        else:
+            health.delay = min(health.delay * 2, _STORE_RETRY_MAX)
+            if now - health.reminded_at >= _STORE_REMINDER:
+                health.reminded_at = now
+                assert health.failing_since is not None
+                log.error("the registry is still not written after %.0fs (%d tries): %s",
+                          now - health.failing_since, health.failures, reason)
+        health.reason = reason
+        health.retry_at = now + health.delay
 
     def _deliver(self, replies: tuple[Send, ...]) -> tuple[Send, ...]:
         """Send ``replies`` while this master acts as leader; what was not sent."""
@@ -313,6 +446,8 @@ class MasterRuntime:
         self._inbox.clear()
         self._outbox.clear()
         self._registrations.clear()
+        self._held.clear()
+        self._store_health = StoreHealth()
 
     def _forget_leader(self) -> None:
         with self._leader_cache_lock:
@@ -367,24 +502,94 @@ class MasterRuntime:
 
     # -------------------------------------------------------------- views
     def state(self) -> dict:
-        """The /state document (thread-safe); a follower names the leader."""
+        """The /state document (thread-safe; read-only: callers at the same
+        moment share it); a follower names the leader. Never older than the
+        call: see :class:`~mesoslike.master.http.Fresh`."""
+        return self._state_view.get().document
+
+    def _render_state(self) -> _StateDocument:
+        """A snapshot under ``_lock`` (cheap), rendered outside it: the loop
+        waits for the snapshot only, however large the state."""
         with self._lock:
             core = self.core
-            if core is not None:
-                return state_json(core)
-        return {"leader": self._leader_info(), "is_leader": False, "version": __version__,
-                "master": {"id": self.info.id, "address": self.address}, "agents": [], "frameworks": [],
-                "offers": []}
+            taken = snapshot(core) if core is not None else None
+        if taken is not None:
+            return _StateDocument(render_state(taken))
+        return _StateDocument({"leader": self._leader_info(), "is_leader": False, "version": __version__,
+                               "master": {"id": self.info.id, "address": self.address}, "agents": [],
+                               "frameworks": [], "offers": []})
+
+    def _ask_state(self, peer: bytes) -> list[Send]:
+        """GET_STATE from ``peer``: answered from a snapshot rendered by the
+        state thread (not the loop), every peer that asks meanwhile with the
+        same rendering; beyond _STATE_ASKERS waiting, an ERROR."""
+        with self._askers_lock:
+            if len(self._state_askers) >= _STATE_ASKERS:
+                return [Send(peer, m.Error("too many GET_STATE requests waiting; try again, or use HTTP /state"))]
+            self._state_askers.append(peer)
+            first = len(self._state_askers) == 1
+        if first:
+            self._state_worker.submit(self._answer_state_askers)
+        return []
+
+    def _answer_state_askers(self) -> None:
+        if self._stopping.is_set():
+            return
+        try:
+            body = self._state_view.get().compact
+        except Exception:
+            log.exception("rendering the state for GET_STATE failed")
+            body = json.dumps({"error": "internal error"})
+        with self._askers_lock:
+            askers, self._state_askers = self._state_askers, []
+        with self._lock:
+            self.send_later([Send(peer, m.StateReply(body)) for peer in askers])
 
     def _health(self) -> dict:
-        return {"healthy": True, "is_leader": self.is_leader, "leader": self._leader_info().get("address", "")}
+        health = self._store_health
+        return {"healthy": not health.failing, "is_leader": self.is_leader,
+                "leader": self._leader_info().get("address", ""),
+                "registry_writable": not health.failing, **({"registry_error": health.reason} if health.failing else {})}
 
     def _metrics(self) -> str:
+        transport = attrs.asdict(self._server.stats)   # ints only: read without the loop's lock
         with self._lock:
             core = self.core
-            if core is not None:
-                return metrics_text(core)
-        return "# HELP mesoslike_leader 1 if this master leads\n# TYPE mesoslike_leader gauge\nmesoslike_leader 0\n"
+            text = metrics_text(core, transport) if core is not None else \
+                ("# HELP mesoslike_leader 1 if this master leads\n# TYPE mesoslike_leader gauge\nmesoslike_leader 0\n"
+                 + "\n".join(transport_metrics(transport)) + "\n")
+        return text + self._runtime_metrics()
+
+    def _runtime_metrics(self) -> str:
+        stats, health = self.loop_stats, self._store_health
+        samples = [
+            ("loop_stall_seconds_max", "gauge",
+             "The longest loop turn since the master started: from waking with work to its answers sent, "
+             "waiting for the lock included.", stats.stall_max),
+            ("loop_stall_seconds_last", "gauge", "The last loop turn, measured as loop_stall_seconds_max.",
+             stats.stall_last),
+            ("loop_lock_wait_seconds_max", "gauge", "The longest the loop waited for the master's lock.",
+             stats.lock_wait_max),
+            ("loop_turns_total", "counter", "Loop turns.", stats.turns),
+            ("registry_writable", "gauge", "0 while registry writes fail (the master answers nothing), else 1.",
+             0 if health.failing else 1),
+            ("registry_write_failures_total", "counter", "Registry writes that failed (not fenced).",
+             self.registry_write_failures),
+            ("answers_held", "gauge", "Answers held until the registry is written.", len(self._held)),
+        ]
+        if self._http is not None:
+            samples += [
+                ("http_connections_refused_total", "counter",
+                 "HTTP connections refused: http_max_connections were open.", self._http.refused),
+                ("http_connections_timed_out_total", "counter",
+                 "HTTP connections closed at their deadline (http_timeout).", self._http.timed_out),
+            ]
+        lines = []
+        for name, kind, help_text, value in samples:
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+            lines += [f"# HELP mesoslike_{name} {help_text}", f"# TYPE mesoslike_{name} {kind}",
+                      f"mesoslike_{name} {shown}"]
+        return "\n".join(lines) + "\n"
 
     # -------------------------------------------------------------- roles
     @property
@@ -430,23 +635,46 @@ class MasterRuntime:
             return
         timeout = _IDLE_WAIT
         leading = self._leadership.leading
-        if leading is not None:
-            timeout = 0.0 if self._inbox else min(max(leading.core.next_wakeup() - self.clock.now(), 0.0), _IDLE_WAIT)
-        self._server.wait(timeout, self._waker)
+        if leading is not None and self._store_health.failing:
+            # the registry is not written: frames wait unread until it is (back-pressure)
+            timeout = min(max(self._store_health.retry_at - self.clock.now(), 0.0), _IDLE_WAIT)
+            self._waker.wait(timeout)
+        else:
+            if leading is not None:
+                timeout = 0.0 if self._inbox else min(max(leading.core.next_wakeup() - self.clock.now(), 0.0),
+                                                      _IDLE_WAIT)
+            self._server.wait(timeout, self._waker)
+        woke = time.monotonic()
         with self._lock:
-            # measured from the end of the last turn, so a freeze anywhere
-            # between two turns counts, not only one inside the wait
-            self._carry_out(self._feed(TurnStarted(gap=self.clock.now() - self._turn_end - timeout)))
-            if self._peers() is Peers.WAIT:
-                return  # demoted or elected while we waited: the frames that woke us wait, unread
-            leading = self._leadership.leading
-            self._outbox += self._roles.turn(leading.core if leading is not None else None)
-            if leading is None:
-                self._answer_as_follower()
-                self._turn_end = self.clock.now()
+            locked = time.monotonic()
+            try:
+                self._work(timeout)
+            finally:
+                self.loop_stats.record(time.monotonic() - woke, locked - woke)
+
+    def _work(self, waited: float) -> None:
+        """The part of a turn under ``_lock``: handle what came (or, while
+        the registry is not written, only try to write it again)."""
+        # measured from the end of the last turn, so a freeze anywhere
+        # between two turns counts, not only one inside the wait
+        self._carry_out(self._feed(TurnStarted(gap=self.clock.now() - self._turn_end - waited)))
+        if self._peers() is Peers.WAIT:
+            return  # demoted or elected while we waited: the frames that woke us wait, unread
+        leading = self._leadership.leading
+        self._outbox += self._roles.turn(leading.core if leading is not None else None)
+        if leading is None:
+            self._answer_as_follower()
+            self._turn_end = self.clock.now()
+            return
+        started = self.clock.now()
+        replies, self._outbox = self._outbox, []
+        if self._store_health.failing:
+            if started < self._store_health.retry_at:
+                self._outbox = replies  # not yet: they wait for the next try with the rest
+                self._turn_end = started
                 return
-            started = self.clock.now()
-            replies, self._outbox = self._outbox, []
+            # a turn with no new work: the commit writes the registry again, and sends what is held
+        else:
             collecting = gc.isenabled()
             gc.disable()  # a turn of 2,000 re-registrations makes ~100k objects: collect after it, not during
             try:
@@ -455,7 +683,7 @@ class MasterRuntime:
             finally:
                 if collecting:
                     gc.enable()
-            self._carry_out(self._feed(TurnEnded(self.clock.now() - started, tuple(replies))))
+        self._carry_out(self._feed(TurnEnded(self.clock.now() - started, tuple(replies))))
 
     def _peers(self) -> Peers:
         """What to do with peers' frames now (a method: it changes as the machine is fed)."""
@@ -484,11 +712,14 @@ class MasterRuntime:
             message = self._server.decode(frame)
             if isinstance(message, Exception):
                 return core.on_bad_frame(peer, message)
+            if isinstance(message, m.GetState):
+                core.counters["messages_received"] += 1   # received like any other, answered off the loop
+                return self._ask_state(peer)
             sends = core.on_message(peer, message)
             self._remember_registration(peer, frame, message)
             return sends
         except Exception:  # a bug must not take the master down with it
-            log.exception("handling %s from %r failed", type(message).__name__, peer)
+            log.exception("handling %s from %s failed", type(message).__name__, clip(peer))
             return []
 
     def _retried_registration(self, core: MasterCore, peer: bytes, frame: bytes) -> list[Send] | None:
@@ -507,6 +738,9 @@ class MasterRuntime:
     def _remember_registration(self, peer: bytes, frame: bytes, message: object) -> None:
         if isinstance(message, (m.RegisterAgent, m.ReregisterAgent)):
             self._registrations[peer] = frame
+            self._registrations.move_to_end(peer)
+            if len(self._registrations) > _REGISTRATIONS_KEPT:
+                self._registrations.popitem(last=False)  # only an optimisation: a retry is then handled in full
         elif isinstance(message, m.Pong):
             # registered and answering: it will not retry; keep the memory small
             self._registrations.pop(peer, None)
@@ -539,5 +773,6 @@ class MasterRuntime:
                 log.exception("leaving the ZooKeeper group failed")
         if self._http is not None:
             self._http.stop()
+        self._state_worker.shutdown(wait=False, cancel_futures=True)
         self._server.close()
         self._waker.close()

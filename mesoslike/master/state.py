@@ -1,82 +1,69 @@
-"""The master's public views: ``/state`` JSON and ``/metrics`` text (pure)."""
+"""The master's public views: ``/state`` JSON and ``/metrics`` text (pure).
+
+``/state`` is taken in two steps so that the master's lock is held only for
+the cheap one: :func:`snapshot` (under the lock: references to immutable
+values) and :func:`render_state` (no lock: strings and dicts)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
+
+import attrs
 
 from mesoslike import __version__
+from mesoslike.allocator import AllocatorStatistics
 from mesoslike.resources import Resources
-from mesoslike.wire import TaskState
+from mesoslike.wire import TERMINAL_STATES, AgentInfo, FrameworkInfo, Offer, TaskInfo, TaskState, TaskStatus
 
 if TYPE_CHECKING:
     from mesoslike.master.core import MasterCore
-    from mesoslike.master.records import TaskRecord
 
-__all__ = ["state_json", "metrics_text"]
+__all__ = ["state_json", "metrics_text", "transport_metrics", "snapshot", "render_state", "StateSnapshot", "FrameworkLine"]
 
 EMPTY = Resources()
+#: the terminal tasks per framework /state shows (the core keeps more: completed_tasks_per_framework)
+COMPLETED_SHOWN = 100
+
+#: a task as /state shows it: what it runs, its latest status, its agent
+TaskLine = tuple[TaskInfo, TaskStatus, str]
 
 
-def _task_json(core: MasterCore, task: TaskRecord) -> dict:
-    agent = core.agents.get(task.agent_id)
-    return {
-        "id": task.id,
-        "name": task.info.name,
-        "state": task.state,
-        "agent_id": task.agent_id,
-        "hostname": agent.info.hostname if agent is not None else "",
-        "resources": str(task.info.resources),
-        "message": task.status.message,
-        "exit_code": task.status.exit_code,
-    }
+@attrs.frozen
+class FrameworkLine:
+    info: FrameworkInfo
+    connected: bool
+    tasks: tuple[TaskLine, ...]             # live ones, by id
+    completed: tuple[TaskLine, ...]         # the last COMPLETED_SHOWN terminal ones, oldest first
 
 
-def state_json(core: MasterCore) -> dict:
-    """DESIGN §3.4's state document (plus a few extras). O(agents + tasks)."""
+@attrs.frozen
+class StateSnapshot:
+    """What ``/state`` shows, taken from a core at one moment: references to
+    immutable values only (infos, statuses, offers, resources, a statistics
+    snapshot), so it can be rendered with no lock while the core moves on.
+    Taking one is O(agents + tasks + offers) of cheap copies; rendering it
+    (:func:`render_state`) is the expensive part (strings, dicts, JSON)."""
+
+    leader: dict[str, str]
+    frameworks: tuple[FrameworkLine, ...]
+    agents: tuple[tuple[AgentInfo, Resources], ...]     # (info, available), by id
+    offers: tuple[Offer, ...]
+    stats: AllocatorStatistics
+    roles_config: dict | None
+    preemption: dict | None
+
+
+def snapshot(core: MasterCore) -> StateSnapshot:
+    """The core's state for ``/state`` (call it under the master's lock)."""
     allocator = core.allocator
-    stats = allocator.statistics()
-    used_by_agent: dict[str, Resources] = {}
-    frameworks = []
-    for record in sorted(core.frameworks.values(), key=lambda r: r.id):
-        used = EMPTY
-        for task in record.tasks.values():
-            if not task.terminal:
-                used = used + task.info.resources
-                used_by_agent[task.agent_id] = used_by_agent.get(task.agent_id, EMPTY) + task.info.resources
-        offered = EMPTY
-        for offer in allocator.outstanding_offers(record.id):
-            offered = offered + offer.resources
-        frameworks.append({
-            "id": record.id,
-            "name": record.info.name,
-            "role": record.info.role,
-            "connected": record.connected,
-            "failover_timeout": record.info.failover_timeout,
-            "used": str(used),
-            "offered": str(offered),
-            "dominant_share": stats.framework_shares.get(record.id, 0.0),
-            "tasks": [_task_json(core, t) for t in sorted(record.tasks.values(), key=lambda t: t.id)],
-            "completed_tasks": [_task_json(core, t) for t in record.completed[-100:]],
-        })
-    agents = [
-        {
-            "id": agent.id,
-            "hostname": agent.info.hostname,
-            "resources": str(agent.info.resources),
-            "used": str(used_by_agent.get(agent.id, EMPTY)),
-            "available": str(allocator.available(agent.id)),
-            "attributes": dict(agent.info.attributes),
-            # every agent listed is registered on a live connection: one whose
-            # pings go unanswered is removed, not kept as disconnected
-            "connected": True,
-        }
-        for agent in sorted(core.agents.values(), key=lambda a: a.id)
-    ]
-    offers = [
-        {"id": o.id, "framework_id": o.framework_id, "agent_id": o.agent_id, "hostname": o.hostname,
-         "resources": str(o.resources)}
-        for o in allocator.outstanding_offers()
-    ]
+    frameworks = tuple(
+        FrameworkLine(record.info, record.connected,
+                      tuple((task.info, task.status, task.agent_id)
+                            for task in sorted(record.tasks.values(), key=lambda t: t.id)),
+                      tuple((task.info, task.status, task.agent_id) for task in record.completed[-COMPLETED_SHOWN:]))
+        for record in sorted(core.frameworks.values(), key=lambda r: r.id))
+    agents = tuple((agent.info, allocator.available(agent.id)) for agent in sorted(core.agents.values(),
+                                                                                    key=lambda a: a.id))
     roles_config = getattr(core, "roles_config", None)  # the roles file in force, set by the runtime
     policy = getattr(core, "preemption", None)
     preemption = None
@@ -84,8 +71,76 @@ def state_json(core: MasterCore) -> dict:
         preemption = policy.state()
         preemption["preferred"] = [{"agent_id": agent_id, "role": role, "until": until}
                                    for agent_id, (role, until) in allocator.preferences().items()]
+    return StateSnapshot(
+        leader={"id": core.info.id, "address": core.info.address, "http_address": core.info.http_address},
+        frameworks=frameworks, agents=agents, offers=tuple(allocator.outstanding_offers()),
+        stats=allocator.statistics(), roles_config=roles_config.to_json() if roles_config is not None else None,
+        preemption=preemption)
+
+
+def _task_json(line: TaskLine, hostnames: dict[str, str]) -> dict:
+    info, status, agent_id = line
     return {
-        "leader": {"id": core.info.id, "address": core.info.address, "http_address": core.info.http_address},
+        "id": info.task_id,
+        "name": info.name,
+        "state": status.state,
+        "agent_id": agent_id,
+        "hostname": hostnames.get(agent_id, ""),
+        "resources": str(info.resources),
+        "message": status.message,
+        "exit_code": status.exit_code,
+    }
+
+
+def render_state(snap: StateSnapshot) -> dict:
+    """DESIGN §3.4's state document (plus a few extras) from a snapshot;
+    needs no lock. O(agents + tasks + offers)."""
+    stats = snap.stats
+    hostnames = {info.id: info.hostname for info, _ in snap.agents}
+    offered_by: dict[str, Resources] = {}
+    for offer in snap.offers:
+        offered_by[offer.framework_id] = offered_by.get(offer.framework_id, EMPTY) + offer.resources
+    used_by_agent: dict[str, Resources] = {}
+    frameworks = []
+    for line in snap.frameworks:
+        used = EMPTY
+        for info, status, agent_id in line.tasks:
+            if status.state not in TERMINAL_STATES:
+                used = used + info.resources
+                used_by_agent[agent_id] = used_by_agent.get(agent_id, EMPTY) + info.resources
+        frameworks.append({
+            "id": line.info.id,
+            "name": line.info.name,
+            "role": line.info.role,
+            "connected": line.connected,
+            "failover_timeout": line.info.failover_timeout,
+            "used": str(used),
+            "offered": str(offered_by.get(line.info.id, EMPTY)),
+            "dominant_share": stats.framework_shares.get(line.info.id, 0.0),
+            "tasks": [_task_json(task, hostnames) for task in line.tasks],
+            "completed_tasks": [_task_json(task, hostnames) for task in line.completed],
+        })
+    agents = [
+        {
+            "id": info.id,
+            "hostname": info.hostname,
+            "resources": str(info.resources),
+            "used": str(used_by_agent.get(info.id, EMPTY)),
+            "available": str(available),
+            "attributes": dict(info.attributes),
+            # every agent listed is registered on a live connection: one whose
+            # pings go unanswered is removed, not kept as disconnected
+            "connected": True,
+        }
+        for info, available in snap.agents
+    ]
+    offers = [
+        {"id": o.id, "framework_id": o.framework_id, "agent_id": o.agent_id, "hostname": o.hostname,
+         "resources": str(o.resources)}
+        for o in snap.offers
+    ]
+    return {
+        "leader": dict(snap.leader),
         "is_leader": True,
         "version": __version__,
         "agents": agents,
@@ -94,9 +149,14 @@ def state_json(core: MasterCore) -> dict:
         "roles": {role: share for role, share in sorted(stats.role_shares.items())},
         "total": str(stats.total),
         "allocated": str(stats.allocated),
-        "roles_config": roles_config.to_json() if roles_config is not None else None,
-        "preemption": preemption,
+        "roles_config": snap.roles_config,
+        "preemption": snap.preemption,
     }
+
+
+def state_json(core: MasterCore) -> dict:
+    """The state document of ``core`` now: :func:`render_state` of its :func:`snapshot`."""
+    return render_state(snapshot(core))
 
 
 def _line(lines: list[str], name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
@@ -107,8 +167,10 @@ def _line(lines: list[str], name: str, kind: str, help_text: str, samples: list[
                      f"mesoslike_{name}{labels} {value}")
 
 
-def metrics_text(core: MasterCore) -> str:
-    """Prometheus text exposition format (version 0.0.4)."""
+def metrics_text(core: MasterCore, transport: Mapping[str, int] | None = None) -> str:
+    """Prometheus text exposition format (version 0.0.4). ``transport``: the
+    socket's delivery counters (the fields of
+    :class:`mesoslike.transport.DeliveryStats`), from the runtime."""
     stats = core.allocator.statistics()
     by_state = {state: 0 for state in TaskState.ALL}
     for record in core.frameworks.values():
@@ -148,4 +210,65 @@ def metrics_text(core: MasterCore) -> str:
     _line(lines, "agent_registration_retries_total", "counter",
           "Agent registrations received again, byte for byte, and answered without handling them again.",
           [("", core.counters["registration_retries"])])
+    _line(lines, "tasks_completed_total", "counter",
+          "Tasks whose terminal state the framework acknowledged or the master made up, by that state.",
+          [(f'{{state="{state}"}}', count) for state, count in sorted(core.completed_by_state.items())])
+    _line(lines, "task_launches_resent_total", "counter",
+          "RUN_TASKs sent again because the agent had not confirmed the task in time.",
+          [("", core.counters["launches_resent"])])
+    _line(lines, "tasks_unconfirmed_total", "counter",
+          "Tasks ended TASK_LOST/TASK_DROPPED because their agent never confirmed them.",
+          [("", core.counters["tasks_unconfirmed"])])
+    _line(lines, "tasks_unreported_total", "counter",
+          "Tasks ended TASK_LOST/TASK_DROPPED because their agent re-registered without them.",
+          [("", core.counters["tasks_unreported"])])
+    _line(lines, "status_update_retries_total", "counter",
+          "Agents' update retries: forwarded again, held back (forwarded moments ago), or acknowledged by "
+          "the master (the framework had acknowledged the update, or the task had ended).",
+          [(f'{{outcome="{outcome}"}}', core.counters[counter]) for outcome, counter in
+           (("reforwarded", "updates_reforwarded"), ("held_back", "updates_held_back"),
+            ("settled", "updates_settled_by_master"))])
+    _bounds_lines(lines, core)
+    if transport is not None:
+        lines += transport_metrics(transport)
     return "\n".join(lines) + "\n"
+
+
+def _bounds_lines(lines: list[str], core: MasterCore) -> None:
+    """The bounds at work (docs/reliability.rst, *Bounds*)."""
+    counters = core.counters
+    _line(lines, "offers_expired_total", "counter",
+          "Offers unanswered for offer_timeout: taken back and counted as declined.",
+          [("", counters["offers_expired"])])
+    _line(lines, "registrations_refused_total", "counter",
+          "SUBSCRIBEs and agent registrations refused (an id the master did not give, a bound).",
+          [('{kind="framework"}', counters["subscriptions_refused"]),
+           ('{kind="agent"}', counters["agent_registrations_refused"])])
+    _line(lines, "reconciliations_refused_total", "counter",
+          "RECONCILE requests refused for naming more than max_reconcile_tasks tasks.",
+          [("", counters["reconciliations_refused"])])
+    _line(lines, "reconcile_answers_total", "counter", "Reconciliation answers sent.",
+          [("", counters["reconcile_answers"])])
+    _line(lines, "reconcile_answers_waiting", "gauge",
+          "Reconciliation answers waiting for a later loop turn (reconcile_answers_per_turn).",
+          [("", core.reconcile_answers_waiting())])
+
+
+def transport_metrics(transport: Mapping[str, int]) -> list[str]:
+    """The socket's delivery counters (docs/reliability.rst, "Back-pressure")."""
+    lines: list[str] = []
+    _line(lines, "transport_frames_sent_total", "counter", "Frames handed to ZeroMQ.", [("", transport["sent"])])
+    _line(lines, "transport_frames_deferred_total", "counter",
+          "Frames that waited in the outbox because their peer read slower than the master wrote.",
+          [("", transport["deferred"])])
+    _line(lines, "transport_frames_dropped_total", "counter",
+          "Frames dropped: the peer was gone, its outbox was full, or the socket closed with them waiting.",
+          [('{reason="unroutable"}', transport["unroutable"]), ('{reason="overflow"}', transport["overflowed"]),
+           ('{reason="closed"}', transport["unsent_at_close"])])
+    _line(lines, "transport_frames_queued", "gauge", "Frames waiting in the outbox now.",
+          [("", transport["queued"])])
+    _line(lines, "transport_bytes_queued", "gauge", "Bytes waiting in the outbox now.",
+          [("", transport["queued_bytes"])])
+    _line(lines, "transport_frames_queued_peak", "gauge", "The most frames that ever waited in the outbox.",
+          [("", transport["peak_queued"])])
+    return lines

@@ -12,7 +12,10 @@ A store may *fence* its writes: refuse them once the writer may not write
 any more (it does not lead any more, or the registry changed since it read
 it). It then raises :class:`RegistryFencedError`, and the master stops
 acting as leader; any other error of ``store`` is a write that failed and is
-tried again. The memory and file stores never fence (a standalone master
+tried again. A write that failed for want of room or permission is a
+:class:`RegistryWriteError` with one line saying why (no traceback needed).
+Until a write succeeds the master acknowledges nothing that depends on it
+(:class:`mesoslike.master.runtime.MasterRuntime`). The memory and file stores never fence (a standalone master
 always leads); the ZooKeeper store's :class:`mesoslike.ha.FencingError` is a
 ``RegistryFencedError``.
 """
@@ -27,13 +30,19 @@ from typing import Any, Protocol
 from mesoslike.errors import MesoslikeError
 from mesoslike.master.registry import Registry, RegistryFormatError
 
-__all__ = ["RegistryStore", "RegistryFencedError", "MemoryRegistryStore", "FileRegistryStore"]
+__all__ = ["RegistryStore", "RegistryFencedError", "RegistryWriteError", "MemoryRegistryStore", "FileRegistryStore"]
 
 
 class RegistryFencedError(MesoslikeError):
     """A store refused a write because the writer may not write any more:
     it does not lead any more, or the registry changed since it read it.
     What was refused is not stored; the writer must stop acting as leader."""
+
+
+class RegistryWriteError(MesoslikeError):
+    """The registry could not be written (the disk is full, the directory
+    is not writable, ...); nothing of the write is stored and it may be
+    tried again. Its text says where and why, in one line."""
 
 
 class RegistryStore(Protocol):
@@ -98,9 +107,20 @@ class FileRegistryStore(_DocumentStore):
                 from None
 
     def write(self, document: dict[str, Any]) -> None:
+        """Write, fsync, rename; the file before stays whole until the rename.
+        On an error (``ENOSPC`` on a full disk, ``EACCES``...) the partial
+        file is removed — it would hold the space the next try needs — and
+        :class:`RegistryWriteError` is raised."""
         partial = self.path.with_suffix(".json.partial")
-        with open(partial, "w") as handle:
-            json.dump(document, handle, separators=(",", ":"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(partial, self.path)
+        try:
+            with open(partial, "w") as handle:
+                json.dump(document, handle, separators=(",", ":"))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(partial, self.path)
+        except OSError as exc:
+            try:
+                partial.unlink(missing_ok=True)
+            except OSError:
+                pass  # the error that matters is the first one
+            raise RegistryWriteError(f"cannot write the registry {self.path}: {exc.strerror or exc}") from exc

@@ -1,0 +1,132 @@
+"""An update reaches the scheduler's callback once (issue 12 §1;
+docs/framework-api.rst, "Delivery"): the driver core with a FakeClock.
+
+An agent retries an update until its acknowledgement arrives, and the master
+forwards a retry when the first copy may not have arrived, so the same uuid
+can come again; one run delivered an update 900 times."""
+
+import pytest
+
+from mesoslike.driver.core import DeliveredUpdates, InvokeCallback
+from mesoslike.wire import messages as m
+from mesoslike.wire.types import TaskState, TaskStatus
+
+from test_driver_core import callbacks, make_core, run_callbacks, sent, subscribed, subscribed_core
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def update(uuid="u-1", state=TaskState.RUNNING, task_id="t1"):
+    return m.Update(TaskStatus(task_id, state, agent_id="agent-1", uuid=uuid))
+
+
+def ack(uuid="u-1", task_id="t1"):
+    return m.Acknowledge("fw-1", "agent-1", task_id, uuid)
+
+
+def deliver(core, message):
+    """Receive, run the callbacks as the runtime does; (callbacks, what went to the master)."""
+    commands = core.receive(message)
+    return callbacks(commands), sent(commands) + sent(run_callbacks(core, commands))
+
+
+def test_with_implicit_acknowledgements_an_update_reaches_the_callback_once():
+    core, _ = subscribed_core()
+    first, acks = deliver(core, update())
+    assert [name for name, _ in first] == ["status_update"] and acks == [ack()]
+    again, acks = deliver(core, update())
+    assert again == [] and acks == []            # our acknowledgement is on its way on this connection
+    assert core.redeliveries == 1
+    core.delivered._check()
+
+
+def test_a_redelivery_while_the_callback_has_not_returned_is_dropped():
+    core, _ = subscribed_core()
+    queued = core.receive(update())
+    assert core.receive(update()) == []          # the runtime has not run the first callback yet
+    assert sent(run_callbacks(core, queued)) == [ack()]
+
+
+def test_after_a_new_subscription_a_redelivery_is_acknowledged_again_not_delivered():
+    # the first acknowledgement went out on a connection that is gone
+    core, _ = subscribed_core()
+    deliver(core, update())
+    core.master_changed()
+    subscribed(core, resubscribed=True)
+    again, acks = deliver(core, update())
+    assert again == [] and acks == [ack()]
+    assert deliver(core, update()) == ([], [])   # ... once per session
+
+
+def test_an_acknowledgement_that_could_not_be_sent_is_sent_when_the_update_comes_again():
+    core, _ = subscribed_core()
+    queued = core.receive(update())
+    core.master_changed()                         # disconnected while the callback ran
+    assert sent(run_callbacks(core, queued)) == []
+    subscribed(core, resubscribed=True)
+    assert deliver(core, update()) == ([], [ack()])
+
+
+def test_with_explicit_acknowledgements_an_unacknowledged_update_comes_again_until_acknowledged():
+    core, _ = subscribed_core(implicit_acknowledgements=False)
+    first, acks = deliver(core, update())
+    assert len(first) == 1 and acks == []
+    again, _ = deliver(core, update())           # the framework did not acknowledge: the agent retried
+    assert [args[0].uuid for _, args in again] == ["u-1"]
+    (status,) = again[0][1]
+    assert sent(core.acknowledge_status_update(status)) == [ack()]
+    assert deliver(core, update()) == ([], [])   # acknowledged: never to the callback again
+
+
+def test_updates_without_a_uuid_always_go_through():
+    core, _ = subscribed_core()
+    reconciled = update(uuid="")
+    for _ in range(3):
+        delivered, acks = deliver(core, reconciled)
+        assert len(delivered) == 1 and acks == []
+
+
+def test_distinct_updates_of_one_task_each_reach_the_callback():
+    core, _ = subscribed_core()
+    states = []
+    for uuid, state in [("u-1", TaskState.STARTING), ("u-2", TaskState.RUNNING), ("u-3", TaskState.FINISHED)]:
+        delivered, _ = deliver(core, update(uuid, state))
+        states += [args[0].state for _, args in delivered]
+    assert states == [TaskState.STARTING, TaskState.RUNNING, TaskState.FINISHED]
+
+
+def test_the_memory_of_delivered_updates_is_bounded():
+    core, _ = subscribed_core(remembered_updates=2)
+    for uuid in ("a", "b", "c"):
+        deliver(core, update(uuid))
+    assert len(core.delivered) == 2
+    core.delivered._check()
+    assert len(deliver(core, update("a"))[0]) == 1   # forgotten: delivered again (documented)
+    assert deliver(core, update("c"))[0] == []
+
+
+def test_delivered_updates_states():
+    book = DeliveredUpdates(capacity=10)
+    book.add("x")
+    assert book.state("x") == DeliveredUpdates.PENDING and book.session("x") is None
+    book.delivered("x")
+    assert book.state("x") == DeliveredUpdates.DELIVERED
+    book.again("x")
+    assert book.state("x") == DeliveredUpdates.PENDING
+    book.acknowledged("x", 3)
+    assert book.state("x") == DeliveredUpdates.ACKNOWLEDGED and book.session("x") == 3
+    book.delivered("x")
+    book.again("x")                                # an acknowledged update stays acknowledged
+    assert book.state("x") == DeliveredUpdates.ACKNOWLEDGED
+    book.acknowledged("never-seen", 1)
+    assert book.state("never-seen") is None
+    with pytest.raises(ValueError):
+        DeliveredUpdates(0)
+    book._check()
+
+
+def test_the_runtime_contract_is_unchanged_for_other_callbacks():
+    core, _ = make_core()
+    core.start()
+    (registered,) = [c for c in subscribed(core) if isinstance(c, InvokeCallback)]
+    assert core.callback_returned(registered) == []

@@ -1,0 +1,89 @@
+"""The first-fit indexes over a batch's machines (frameworks/fuxi/machines.py)
+against a brute-force walk, through shrinking and growing free room."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mesoslike.frameworks.fuxi.machines import Dims, FitScan, FitTree, Scope, make_index
+
+pytestmark = pytest.mark.timeout(120)
+
+DIMS = 3
+vectors = st.tuples(*(st.integers(0, 6) for _ in range(DIMS)))
+needs = st.tuples(*(st.integers(0, 6) for _ in range(DIMS))).filter(any)
+
+
+def brute(free, need, start=0):
+    for position in range(start, len(free)):
+        if all(f >= n for f, n in zip(free[position], need)):
+            return position
+    return None
+
+
+ops = st.lists(st.one_of(
+    st.tuples(st.just("update"), st.integers(0, 40), vectors),
+    st.tuples(st.just("query"), needs, st.integers(0, 40)),
+    st.tuples(st.just("around"), needs, st.integers(0, 40)),
+), max_size=60)
+
+
+@given(st.lists(vectors, min_size=1, max_size=33), ops, st.sampled_from(["tree", "scan"]))
+def test_a_scope_answers_as_a_walk_over_the_machines_would(initial, plan, kind):
+    free = list(initial)
+    scope = Scope(list(range(len(free))), free, DIMS, kind, [str(i) for i in range(len(free))])
+    for op in plan:
+        if op[0] == "update":
+            position, vector = op[1] % len(free), op[2]
+            free[position] = vector
+            scope.update(position, vector)
+        elif op[0] == "query":
+            start = op[2] % (len(free) + 1)
+            assert scope.first_fit(op[1], start) == brute(free, op[1], start)
+            assert scope.may_fit(op[1]) or brute(free, op[1]) is None
+        else:
+            origin = op[2] % len(free)
+            want = [p for p in list(range(origin, len(free))) + list(range(origin))
+                    if all(f >= n for f, n in zip(free[p], op[1]))]
+            assert list(scope.around(op[1], origin)) == want
+        scope._check()
+
+
+@given(st.lists(vectors, min_size=1, max_size=70), st.lists(st.tuples(st.integers(0, 69), vectors), max_size=30),
+       needs)
+def test_the_tree_refreshes_many_changes_at_once(initial, changes, need):
+    free = list(initial)
+    tree, scan = FitTree(free, DIMS), FitScan(free, DIMS)
+    batch = {}
+    for position, vector in changes:
+        batch[position % len(free)] = vector
+    for position, vector in batch.items():
+        free[position] = vector
+    tree.update_many(batch.items())
+    scan.update_many(batch.items())
+    tree._check(free)
+    for start in range(len(free) + 1):
+        assert tree.first_fit(need, start) == scan.first_fit(need, start) == brute(free, need, start)
+
+
+def test_a_round_robin_goes_once_around_from_its_origin_and_sees_changes():
+    free = [(1,), (0,), (2,), (1,)]
+    scope = Scope(list("abcd"), free, 1, "tree", list("abcd"))
+    seen = []
+    for position in scope.around((1,), 2):
+        seen.append(position)
+        scope.update(position, (0,))           # the machine is taken
+    assert seen == [2, 3, 0]
+    assert scope.first_fit((1,)) is None and not scope.may_fit((1,))
+    scope.update(1, (5,))                       # it grows: no longer "fits nowhere"
+    assert scope.first_fit((1,)) == 1
+
+
+def test_needs_of_kinds_no_machine_has_fit_nowhere():
+    dims = Dims(["mem", "cpus"])
+    assert dims.names == ("cpus", "mem")
+    assert dims.vector({"cpus": 2000, "gpus": 1000}) == (2000, 0)
+    assert dims.need({"cpus": 1000, "gpus": 1000}) is None
+    assert dims.need({"cpus": 1000, "gpus": 0}) == (1000, 0)
+    with pytest.raises(ValueError, match="machine index"):
+        make_index("heap", [], 1)
