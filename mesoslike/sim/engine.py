@@ -406,7 +406,11 @@ class Simulator:
         quota = config.quota or QuotaConfig()
         preemption = quota.preemption if config.preemption is None else config.preemption
         # the core declines with its own short filter while units wait (decline_seconds)
-        core = FuxiCore(quota.groups, global_blacklist=quota.blacklist, preemption=preemption, clock=self.clock)
+        # FIFO or FAIR is each quota group's (seed 000): the policy under test, for every group
+        policy = _FUXI[config.scheduler]
+        policies = {name: policy for name in (*quota.groups, "default")}
+        core = FuxiCore(quota.groups, global_blacklist=quota.blacklist, preemption=preemption, clock=self.clock,
+                        policies=policies)
         sizes: dict[tuple[str, str], int] = {}
         for task in self.workload.tasks:
             if task.group:

@@ -431,7 +431,7 @@ class FuxiScheduler:
         job = _Job(f"job-{self._seq}", deque(tasks), len(tasks), self._sizes.get(key, len(tasks)))
         group = head.framework_id if head.framework_id in self.core.groups else DEFAULT_QUOTA_GROUP
         unit = UnitSpec(UNIT, slots=len(tasks), slot=head.resources, all_or_nothing=bool(head.gang))
-        spec = JobSpec(_job_name(head), (unit,), quota_group=group, priority=head.priority, policy=self.policy)
+        spec = JobSpec(_job_name(head), (unit,), quota_group=group, priority=head.priority)
         self._jobs[job.job_id] = job
         self._by_key[key] = job
         self._apply(self.core.submit(spec, job.job_id)[1])
