@@ -13,7 +13,7 @@ import pytest
 
 from fairness_oracles import drf
 from mesoslike.resources import Resources
-from mesoslike.simulate import (
+from mesoslike.sim import (
     DEFAULT_TRACE_DIR,
     STOP_DONE,
     STOP_MAX_ROUNDS,
