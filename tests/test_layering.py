@@ -158,8 +158,9 @@ PUBLIC_API = {
         "Offer", "Resources", "ResourcesError", "Scheduler", "SchedulerDriver", "SystemClock", "TaskInfo", "TaskState",
         "TaskStatus", "__version__"],
     "mesoslike.transport": [
-        "Client", "DEFAULT_LISTEN_BACKLOG", "MessageCodec", "Poller", "Received", "Server", "Waker", "allow_sockets",
-        "idle", "parse_tcp_address", "poll"],
+        "Authenticator", "Client", "CurveKeys", "DEFAULT_LISTEN_BACKLOG", "MessageCodec", "Poller", "Received",
+        "Server", "Waker", "allow_sockets", "check_secret_file_mode", "idle", "load_certificate", "load_public_key",
+        "new_certificate", "parse_tcp_address", "poll"],
     "mesoslike.messaging": ["Codec", "DEFAULT_MAX_MESSAGE_SIZE", "Items", "Range", "Schema", "WireError"],
 }
 
