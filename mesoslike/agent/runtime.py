@@ -26,7 +26,7 @@ from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import ConfigError, ResourcesError
 from mesoslike.resources import Resources
 from mesoslike.locator import check_master_address, make_locator
-from mesoslike.transport import Client, Waker, idle
+from mesoslike.transport import Client, CurveKeys, Waker, idle
 from mesoslike.wire import WireError
 from mesoslike.wire.types import AgentInfo
 
@@ -79,8 +79,12 @@ class AgentRuntime:
                  work_dir: str | os.PathLike | None = None, *, port: int = 0, clock: Clock | None = None,
                  max_ping_timeouts: int = 5, register_backoff: float = 4.0, register_backoff_max: float = 10.0,
                  kill_tasks_on_exit: bool = True, environment: Mapping[str, str] | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, keys: CurveKeys | None = None,
+                 master_key: bytes | None = None) -> None:
         self.master_address = _check_master_address(master)
+        #: its CURVE pair and the master's public key (docs/security.rst): with
+        #: ``master_key`` it talks to, and takes commands from, that master only
+        self._keys, self._master_key = keys, master_key
         self.hostname = hostname or detect_hostname()
         self.work_dir = Path(work_dir if work_dir is not None else default_work_dir(self.hostname))
         try:
@@ -176,7 +180,7 @@ class AgentRuntime:
                 if leader != address:  # the first leader, or a failover
                     if client is not None:
                         client.close()
-                    client = Client(leader) if leader else None
+                    client = Client(leader, keys=self._keys, server_key=self._master_key) if leader else None
                     if address is not None or self.core.agent_id:
                         self._carry_out(client, self.core.on_master_changed())
                     address = leader

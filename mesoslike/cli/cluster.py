@@ -13,7 +13,7 @@ import threading
 import click
 
 from mesoslike.allocator import sorter_names
-from mesoslike.cli.options import config_option, die, logging_option, option
+from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
 from mesoslike.errors import MesoslikeError
 from mesoslike.ha.url import ZkUrl
 from mesoslike.master.records import MasterConfig
@@ -78,6 +78,9 @@ def _master_options(command: str):
                help="After a master failover or restart: seconds for known agents to re-register "
                     "before they are removed."),
         _roles_option(command),
+        option(command, "--insecure", is_flag=True, default=False, show_default="off",
+               help="Run without authentication on an address other than loopback (any peer that reaches it "
+                    "may run tasks; warned at every start)."),
         option(command, "--max-frameworks-per-connection", type=_COUNT, default=_DEFAULTS.max_frameworks_per_connection,
                help="Frameworks one connection may hold (subscribed from it and not removed)."),
         option(command, "--max-agents-per-connection", type=_COUNT, default=_DEFAULTS.max_agents_per_connection,
@@ -133,9 +136,17 @@ def _stop_on_sigterm(stop) -> None:
         help="Directory for the registry (hard state: admitted agents, frameworks, removals, weights); "
              "a master restarted on it recovers them. Without it (and without --zk) the registry lives in "
              "memory only; with --zk it lives in ZooKeeper.")
+@click.option("--key", type=click.Path(dir_okay=False), default=None, envvar="MESOSLIKE_MASTER_SECRET_KEY",
+              show_envvar=True, show_default="none",
+              help="The master's secret certificate (NAME.key_secret, mode 0600); with --credentials.")
+@option("master", "--credentials", type=click.Path(dir_okay=False), default=None, show_default="none",
+        help="TOML file of principals (keys, kinds, tokens) and ACLs (docs/security.rst): every peer must "
+             "authenticate with a listed key.")
 @logging_option("master")
-def master(ip, port, http_port, roles, zk, zk_session_timeout, work_dir, **options) -> None:
+def master(ip, port, http_port, roles, zk, zk_session_timeout, work_dir, key, credentials, insecure,
+           **options) -> None:
     """Run a master. Prints the address it bound."""
+    from mesoslike.credentials import load_credentials, load_keys
     from mesoslike.master.runtime import MasterRuntime
 
     try:
@@ -143,7 +154,9 @@ def master(ip, port, http_port, roles, zk, zk_session_timeout, work_dir, **optio
         zk_url = ZkUrl.parse(zk) if zk else None
         store = FileRegistryStore(work_dir) if work_dir and zk_url is None else None
         runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, registry_store=store, zk=zk_url,
-                                zk_session_timeout=zk_session_timeout, **({"roles": roles} if roles is not None else {}))
+                                zk_session_timeout=zk_session_timeout, keys=load_keys(key),
+                                credentials=load_credentials(credentials) if credentials else None,
+                                insecure=insecure, **({"roles": roles} if roles is not None else {}))
     except MesoslikeError as exc:
         die(str(exc))
     mode = f"contending in {zk}" if zk else "leading"
@@ -168,13 +181,18 @@ def master(ip, port, http_port, roles, zk, zk_session_timeout, work_dir, **optio
 @option("agent", "--port", type=_PORT, default=0, help="Port advertised in the agent's info (0 = none).")
 @option("agent", "--work-dir", type=click.Path(file_okay=False), default=None,
         show_default="<tmp>/mesoslike/agent-<hostname>", help="Directory for task sandboxes.")
+@client_key_options
 @logging_option("agent")
-def agent(master_address, resources, attributes, hostname, port, work_dir) -> None:
-    """Run an agent that runs the tasks its master sends it."""
+def agent(master_address, resources, attributes, hostname, port, work_dir, key, master_key) -> None:
+    """Run an agent that runs the tasks its master sends it. With
+    --master-key it talks to, and takes commands from, that master only."""
     from mesoslike.agent.runtime import AgentRuntime
+    from mesoslike.credentials import client_keys
 
     try:
-        runtime = AgentRuntime(master_address, resources, attributes, hostname, work_dir, port=port)
+        keys, server_key = client_keys(key, master_key)
+        runtime = AgentRuntime(master_address, resources, attributes, hostname, work_dir, port=port, keys=keys,
+                               master_key=server_key)
     except MesoslikeError as exc:
         die(str(exc))
     click.echo(f"agent {runtime.info.hostname} with {runtime.info.resources} -> {master_address}")
@@ -197,7 +215,7 @@ def agent(master_address, resources, attributes, hostname, port, work_dir) -> No
 @_master_options("local")
 @logging_option("local")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def local(agents, resources, work_dir, ip, port, http_port, roles, command, **options) -> None:
+def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, command, **options) -> None:
     """A master and N agents in one process, no ZooKeeper. Agents are named
     node-0 ... node-<N-1> and carry the attribute room:er<i mod 2>.
 
@@ -210,7 +228,7 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, command, **op
     try:
         Resources.parse(resources)
         config = _master_config(options)
-        master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, roles=roles)
+        master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, roles=roles, insecure=insecure)
     except MesoslikeError as exc:
         die(str(exc))
     base = work_dir or tempfile.mkdtemp(prefix="mesoslike-local-")

@@ -39,6 +39,8 @@ import attrs
 
 from mesoslike import __version__
 from mesoslike.clock import Clock, SystemClock
+from mesoslike.acl import Credentials
+from mesoslike.errors import ConfigError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.master.http import Fresh, StatusHTTPServer
 from mesoslike.master.inbox import Inbox
@@ -54,7 +56,7 @@ from mesoslike.master.roles import RolesConfig
 from mesoslike.master.roles_watcher import RolesWatcher
 from mesoslike.master.state import metrics_text, render_state, snapshot, transport_metrics
 from mesoslike.master.storage import MemoryRegistryStore, RegistryFencedError, RegistryStore, RegistryWriteError
-from mesoslike.transport import Server, Waker
+from mesoslike.transport import Authenticator, CurveKeys, Server, Waker
 from mesoslike.wire import MasterInfo, WireError
 from mesoslike.wire import messages as m
 
@@ -85,6 +87,33 @@ _STORE_REMINDER = 60.0
 _REGISTRATIONS_KEPT = 10_000
 #: peers waiting for a GET_STATE answer at most; more get an ERROR
 _STATE_ASKERS = 1000
+
+
+#: hosts that only this machine can reach
+_LOOPBACK = ("localhost", "::1", "[::1]")
+
+
+def is_loopback(host: str) -> bool:
+    return host in _LOOPBACK or host.startswith("127.")
+
+
+def check_secure(address: str, credentials: Credentials | None, keys: CurveKeys | None, insecure: bool) -> None:
+    """Secure by default (docs/security.rst): a master without credentials
+    binds loopback only, unless ``insecure`` — then it warns, at every
+    start. Keys and credentials go together."""
+    if (keys is None) != (credentials is None):
+        raise ConfigError("a secured master needs both --key (its secret certificate) and --credentials")
+    if credentials is not None:
+        return
+    host = address[len("tcp://"):].rpartition(":")[0]
+    if not is_loopback(host):
+        if not insecure:
+            raise ConfigError(f"refusing to bind {host} without --credentials: any peer that reaches it could run "
+                              "tasks. Give --key and --credentials (docs/security.rst), bind 127.0.0.1, or pass "
+                              "--insecure")
+    if insecure:
+        log.warning("INSECURE: this master runs without authentication (--insecure): any peer that reaches "
+                    "%s may register agents and frameworks and run tasks", address)
 
 
 @attrs.define
@@ -155,8 +184,13 @@ class MasterRuntime:
     def __init__(self, address: str = "tcp://127.0.0.1:5050", http_port: int | None = 5051,
                  config: MasterConfig | None = None, clock: Clock | None = None,
                  master_id: str | None = None, registry_store: RegistryStore | None = None,
-                 zk: ZkUrl | None = None, zk_session_timeout: float = 10.0, roles: RolesConfig | None = None) -> None:
+                 zk: ZkUrl | None = None, zk_session_timeout: float = 10.0, roles: RolesConfig | None = None,
+                 keys: CurveKeys | None = None, credentials: Credentials | None = None,
+                 insecure: bool = False) -> None:
         self.clock = clock or SystemClock()
+        check_secure(address, credentials, keys, insecure)
+        #: principals, ACLs and HTTP tokens; None: an anonymous cluster (loopback only unless insecure)
+        self.credentials = credentials
         self.config = config or MasterConfig()
         self._zk = zk
         self._zk_session_timeout = zk_session_timeout
@@ -183,7 +217,8 @@ class MasterRuntime:
         self._leader_cache_lock = threading.Lock()  # the HTTP thread asks too
         self._store = registry_store or MemoryRegistryStore()
         registry = self._store.load() if zk is None else None  # bad: stop before binding
-        self._server = Server(address)
+        self._server = Server(address, keys=keys, authenticator=None if credentials is None else
+                              Authenticator(credentials.principal_of_key()))
         self.address = self._server.address
         host = self.address[len("tcp://"):].rpartition(":")[0]
         #: guards the core (the loop and the HTTP threads use it); notified
@@ -321,7 +356,8 @@ class MasterRuntime:
         return []
 
     def _new_core(self, registry: Registry) -> MasterCore:
-        return MasterCore(self.clock, self.info, self.config, registry=registry, wall_clock=time.time)
+        return MasterCore(self.clock, self.info, self.config, registry=registry, wall_clock=time.time,
+                          credentials=self.credentials)
 
     def _log_leads(self, core: MasterCore) -> None:
         log.info("master %s leads (%d agents and %d frameworks in the registry)", self.info.id,
@@ -577,6 +613,15 @@ class MasterRuntime:
              self.registry_write_failures),
             ("answers_held", "gauge", "Answers held until the registry is written.", len(self._held)),
         ]
+        if self._server.authenticator is not None:
+            samples += [
+                ("connections_refused_total", "counter",
+                 "Connections refused at the CURVE handshake: their key is not in the credentials.",
+                 self._server.authenticator.refused),
+                ("frames_impersonating_total", "counter",
+                 "Frames dropped: they came under a peer identity another principal holds.",
+                 self._server.stats.impersonations),
+            ]
         if self._http is not None:
             samples += [
                 ("http_connections_refused_total", "counter",
@@ -714,7 +759,7 @@ class MasterRuntime:
                 return core.on_bad_frame(peer, message)
             if isinstance(message, m.GetState):
                 return self._ask_state(peer)  # rendered off the loop
-            sends = core.on_message(peer, message)
+            sends = core.on_message(peer, message, self._server.principal(peer))
             self._remember_registration(peer, frame, message)
             return sends
         except Exception:  # a bug must not take the master down with it

@@ -67,6 +67,8 @@ class FrameworkInfo:
     hostname: str = ""
     partition_aware: bool = False
     min_allocatable: str = ""
+    #: who registered it, as the master authenticated them (docs/security.rst); set by the master only
+    principal: str = ""
 
 
 @attrs.frozen
@@ -81,6 +83,8 @@ class TaskInfo:
     name: str = ""
     environment: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict)
     kill_grace_period: float = 3.0
+    #: the unix user it runs as (default: its framework's ``user``); see docs/security.rst
+    user: str = ""
 
 
 @attrs.frozen
@@ -130,3 +134,5 @@ class AgentInfo:
     attributes: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict)
     id: str = ""
     port: int = 0
+    #: the agent principal it belongs to (docs/security.rst); set by the master only
+    principal: str = ""
