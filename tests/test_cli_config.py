@@ -15,7 +15,7 @@ def probe(monkeypatch):
 
     class FakeRuntime:
         def __init__(self, address, http_port, config, registry_store=None, zk=None, zk_session_timeout=10.0,
-                     keys=None, credentials=None, insecure=False):
+                     **security):
             seen.update(address=address, http_port=http_port, config=config)
             raise SystemExit(0)
 

@@ -14,7 +14,7 @@ import click
 
 from mesoslike.allocator import sorter_names
 from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
-from mesoslike.errors import MesoslikeError
+from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.ha.url import ZkUrl
 from mesoslike.master.records import MasterConfig
 from mesoslike.master.roles import RolesFileError, load_roles_file
@@ -78,6 +78,13 @@ def _master_options(command: str):
                help="After a master failover or restart: seconds for known agents to re-register "
                     "before they are removed."),
         _roles_option(command),
+        option(command, "--http-auth", type=click.Choice(["writes", "all"]), default="writes",
+               help="With --credentials: which HTTP requests need 'Authorization: Bearer TOKEN' (a token of the "
+                    "credentials file): operator writes only, or every request."),
+        option(command, "--http-tls-cert", type=click.Path(dir_okay=False), default=None, show_default="none",
+               help="PEM certificate (chain): serve HTTP over TLS (with --http-tls-key)."),
+        option(command, "--http-tls-key", type=click.Path(dir_okay=False), default=None, show_default="none",
+               help="PEM private key of --http-tls-cert (mode 0600)."),
         option(command, "--insecure", is_flag=True, default=False, show_default="off",
                help="Run without authentication on an address other than loopback (any peer that reaches it "
                     "may run tasks; warned at every start)."),
@@ -120,6 +127,17 @@ def _master_config(options: dict) -> MasterConfig:
     return MasterConfig(**settings).validate()
 
 
+def _tls(cert: str | None, key: str | None):
+    """--http-tls-cert/--http-tls-key -> an ssl.SSLContext, or None."""
+    if not cert and not key:
+        return None
+    if not (cert and key):
+        raise ConfigError("--http-tls-cert and --http-tls-key go together")
+    from mesoslike.master.http import tls_context
+
+    return tls_context(cert, key)
+
+
 def _stop_on_sigterm(stop) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop())
 
@@ -144,7 +162,7 @@ def _stop_on_sigterm(stop) -> None:
              "authenticate with a listed key.")
 @logging_option("master")
 def master(ip, port, http_port, roles, zk, zk_session_timeout, work_dir, key, credentials, insecure,
-           **options) -> None:
+           http_auth, http_tls_cert, http_tls_key, **options) -> None:
     """Run a master. Prints the address it bound."""
     from mesoslike.credentials import load_credentials, load_keys
     from mesoslike.master.runtime import MasterRuntime
@@ -156,7 +174,8 @@ def master(ip, port, http_port, roles, zk, zk_session_timeout, work_dir, key, cr
         runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, registry_store=store, zk=zk_url,
                                 zk_session_timeout=zk_session_timeout, keys=load_keys(key),
                                 credentials=load_credentials(credentials) if credentials else None,
-                                insecure=insecure, **({"roles": roles} if roles is not None else {}))
+                                insecure=insecure, http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key),
+                                **({"roles": roles} if roles is not None else {}))
     except MesoslikeError as exc:
         die(str(exc))
     mode = f"contending in {zk}" if zk else "leading"
@@ -215,7 +234,8 @@ def agent(master_address, resources, attributes, hostname, port, work_dir, key, 
 @_master_options("local")
 @logging_option("local")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, command, **options) -> None:
+def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, http_auth, http_tls_cert, http_tls_key,
+          command, **options) -> None:
     """A master and N agents in one process, no ZooKeeper. Agents are named
     node-0 ... node-<N-1> and carry the attribute room:er<i mod 2>.
 
@@ -228,7 +248,8 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, com
     try:
         Resources.parse(resources)
         config = _master_config(options)
-        master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, roles=roles, insecure=insecure)
+        master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, roles=roles, insecure=insecure,
+                                       http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key))
     except MesoslikeError as exc:
         die(str(exc))
     base = work_dir or tempfile.mkdtemp(prefix="mesoslike-local-")

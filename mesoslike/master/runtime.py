@@ -28,6 +28,7 @@ import gc
 import itertools
 import json
 import logging
+import ssl
 import threading
 import time
 import uuid
@@ -88,6 +89,11 @@ _REGISTRATIONS_KEPT = 10_000
 #: peers waiting for a GET_STATE answer at most; more get an ERROR
 _STATE_ASKERS = 1000
 
+
+#: what HTTP asks a token for (docs/security.rst)
+HTTP_AUTH = ("writes", "all")
+#: the ACL permission each operator write needs
+_HTTP_PERMISSIONS = {"/quota": "update_quota", "/weights": "update_weights"}
 
 #: hosts that only this machine can reach
 _LOOPBACK = ("localhost", "::1", "[::1]")
@@ -186,11 +192,16 @@ class MasterRuntime:
                  master_id: str | None = None, registry_store: RegistryStore | None = None,
                  zk: ZkUrl | None = None, zk_session_timeout: float = 10.0, roles: RolesConfig | None = None,
                  keys: CurveKeys | None = None, credentials: Credentials | None = None,
-                 insecure: bool = False) -> None:
+                 insecure: bool = False, http_auth: str = "writes", http_tls: ssl.SSLContext | None = None) -> None:
         self.clock = clock or SystemClock()
         check_secure(address, credentials, keys, insecure)
         #: principals, ACLs and HTTP tokens; None: an anonymous cluster (loopback only unless insecure)
         self.credentials = credentials
+        if http_auth not in HTTP_AUTH:
+            raise ConfigError(f"bad http_auth {http_auth!r}: expected one of {', '.join(HTTP_AUTH)}")
+        self._http_auth = http_auth
+        #: HTTP requests refused for want of a valid token (401) or a permission (403)
+        self.http_refused = {401: 0, 403: 0}
         self.config = config or MasterConfig()
         self._zk = zk
         self._zk_session_timeout = zk_session_timeout
@@ -234,7 +245,8 @@ class MasterRuntime:
                     "/health": lambda: ("application/json", json.dumps(self._health()).encode()),
                     "/metrics": lambda: ("text/plain; version=0.0.4", self._metrics().encode()),
                 }, actions=self._operator.actions, workers=self.config.http_workers,
-                    timeout=self.config.http_timeout, max_connections=self.config.http_max_connections)
+                    timeout=self.config.http_timeout, max_connections=self.config.http_max_connections,
+                    tls=http_tls, authorize=self._authorize_http)
         except Exception:
             self._server.close()
             raise
@@ -581,6 +593,29 @@ class MasterRuntime:
         with self._lock:
             self.send_later([Send(peer, m.StateReply(body)) for peer in askers])
 
+    def _authorize_http(self, method: str, path: str, authorization: str | None) -> tuple[int, str] | None:
+        """Who may use HTTP (docs/security.rst): with credentials, operator
+        writes need ``Authorization: Bearer TOKEN`` of a principal the
+        write's ACL allows (401 without a valid token, 403 without the
+        permission); with ``http_auth="all"`` reads need a valid token too.
+        An anonymous (loopback) master asks nothing."""
+        credentials = self.credentials
+        if credentials is None or (method == "GET" and self._http_auth == "writes"):
+            return None
+        scheme, _, token = (authorization or "").partition(" ")
+        principal = credentials.principal_of_token(token.strip()) if scheme.lower() == "bearer" else None
+        refusal: tuple[int, str] | None = None
+        if principal is None:
+            refusal = 401, "a valid operator token is needed: Authorization: Bearer TOKEN"
+        elif method == "POST":
+            permission = _HTTP_PERMISSIONS.get(path, "update_quota")
+            if not credentials.allows(permission, principal):
+                refusal = 403, f"not authorized: principal {principal} lacks the {permission} permission"
+        if refusal is not None:
+            self.http_refused[refusal[0]] += 1
+            log.warning("HTTP %s %s refused (%d): %s", method, path[:200], *refusal)
+        return refusal
+
     def _health(self) -> dict:
         health = self._store_health
         return {"healthy": not health.failing, "is_leader": self.is_leader,
@@ -628,6 +663,10 @@ class MasterRuntime:
                  "HTTP connections refused: http_max_connections were open.", self._http.refused),
                 ("http_connections_timed_out_total", "counter",
                  "HTTP connections closed at their deadline (http_timeout).", self._http.timed_out),
+                ("http_unauthenticated_total", "counter", "HTTP requests refused 401: no valid token.",
+                 self.http_refused[401]),
+                ("http_forbidden_total", "counter", "HTTP requests refused 403: the token's principal lacks "
+                 "the permission.", self.http_refused[403]),
             ]
         lines = []
         for name, kind, help_text, value in samples:
