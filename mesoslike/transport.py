@@ -43,7 +43,6 @@ import itertools
 import logging
 import os
 import select
-import stat
 import tempfile
 import threading
 import time
@@ -57,6 +56,7 @@ from zmq.utils import z85
 from zmq.utils.monitor import recv_monitor_message
 
 from mesoslike.errors import ConfigError
+from mesoslike.secret_files import check_secret_file_mode
 from mesoslike.wire.codec import CODEC
 
 # the public API a framework may use (pinned by tests/test_layering.py); an
@@ -172,18 +172,6 @@ def _millis(timeout: float | None) -> int | None:
 # ------------------------------------------------------------ authentication
 #: ZeroMQ CURVE keys in z85 are 40 characters
 _Z85_KEY_LENGTH = 40
-
-
-def check_secret_file_mode(path: str) -> None:
-    """Refuse (ConfigError naming the file) a secret file that others than
-    its owner may read or write: its mode must be 0600 (or stricter)."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as exc:
-        raise ConfigError(f"cannot read the secret file {path}: {exc.strerror}") from None
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ConfigError(f"the secret file {path} has mode {stat.S_IMODE(mode):04o}: it must be 0600 "
-                          f"(chmod 600 {path}); refusing to start")
 
 
 @attrs.frozen

@@ -148,6 +148,9 @@ def _stop_on_sigterm(stop) -> None:
 @option("master", "--zk", default=None, show_default="none",
         help="zk://HOST:PORT[,HOST:PORT...]/PATH: run highly available, elected through this ZooKeeper "
              "group, with the registry in ZooKeeper.")
+@option("master", "--zk-auth", type=click.Path(dir_okay=False), default=None, show_default="none",
+        help="File of one line USER:PASSWORD (mode 0600): authenticate to ZooKeeper with this digest and "
+             "guard the group's znodes so that only masters may change them (others read).")
 @option("master", "--zk-session-timeout", type=_POSITIVE, default=10.0,
         help="ZooKeeper session timeout (s): how long a frozen or cut-off leader keeps its term.")
 @option("master", "--work-dir", type=click.Path(file_okay=False), default=None, show_default="none",
@@ -161,7 +164,7 @@ def _stop_on_sigterm(stop) -> None:
         help="TOML file of principals (keys, kinds, tokens) and ACLs (docs/security.rst): every peer must "
              "authenticate with a listed key.")
 @logging_option("master")
-def master(ip, port, http_port, roles, zk, zk_session_timeout, work_dir, key, credentials, insecure,
+def master(ip, port, http_port, roles, zk, zk_auth, zk_session_timeout, work_dir, key, credentials, insecure,
            http_auth, http_tls_cert, http_tls_key, **options) -> None:
     """Run a master. Prints the address it bound."""
     from mesoslike.credentials import load_credentials, load_keys
@@ -170,6 +173,10 @@ def master(ip, port, http_port, roles, zk, zk_session_timeout, work_dir, key, cr
     try:
         config = _master_config(options)
         zk_url = ZkUrl.parse(zk) if zk else None
+        if zk_auth:
+            if zk_url is None:
+                raise ConfigError("--zk-auth needs --zk")
+            zk_url = zk_url.with_auth_file(zk_auth)
         store = FileRegistryStore(work_dir) if work_dir and zk_url is None else None
         runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, registry_store=store, zk=zk_url,
                                 zk_session_timeout=zk_session_timeout, keys=load_keys(key),

@@ -32,6 +32,7 @@ from socketserver import BaseServer
 from typing import Any, Callable, Generic, TypeVar, cast
 
 from mesoslike.errors import ConfigError
+from mesoslike.secret_files import check_secret_file_mode
 
 __all__ = ["StatusHTTPServer", "Fresh", "Action", "Authorize", "MAX_BODY", "MAX_HEAD", "CHUNK", "tls_context"]
 
@@ -48,8 +49,6 @@ Authorize = Callable[[str, str, "str | None"], "tuple[int, str] | None"]
 def tls_context(cert: str, key: str) -> ssl.SSLContext:
     """A server's TLS context from PEM files (``--http-tls-cert``,
     ``--http-tls-key``, the key mode 0600); ConfigError naming what is wrong."""
-    from mesoslike.transport import check_secret_file_mode
-
     check_secret_file_mode(key)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
