@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import signal
@@ -246,20 +247,31 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
     """A master and N agents in one process, no ZooKeeper. Agents are named
     node-0 ... node-<N-1> and carry the attribute room:er<i mod 2>.
 
+    The cluster is authenticated (docs/security.rst): keys and credentials
+    are made under <work-dir>/keys/ (kept ones used again) and COMMAND gets
+    MESOSLIKE_KEY, MESOSLIKE_MASTER_KEY and MESOSLIKE_TOKEN too, so clients
+    need no flag. --insecure: an anonymous cluster instead.
+
     With a COMMAND (after --), run it with MESOSLIKE_MASTER set to the
     cluster's address, then stop the cluster and exit with its status.
     Without one, run until Ctrl-C. Stopping kills every task."""
     from mesoslike.agent.runtime import AgentRuntime
+    from mesoslike.credentials import local_keys
     from mesoslike.master.runtime import MasterRuntime
 
+    base = work_dir or tempfile.mkdtemp(prefix="mesoslike-local-")
     try:
         Resources.parse(resources)
         config = _master_config(options)
+        keys = None if insecure else local_keys(os.path.join(base, "keys"), agents, getpass.getuser())
         master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, roles=roles, insecure=insecure,
-                                       http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key))
+                                       http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key),
+                                       keys=keys.master if keys else None,
+                                       credentials=keys.credentials if keys else None)
     except MesoslikeError as exc:
+        if work_dir is None:
+            shutil.rmtree(base, ignore_errors=True)
         die(str(exc))
-    base = work_dir or tempfile.mkdtemp(prefix="mesoslike-local-")
     master_runtime.start()
     _reload_roles_on_sighup(master_runtime)
     agent_runtimes = []
@@ -267,10 +279,14 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
         for i in range(agents):
             agent_runtimes.append(AgentRuntime(
                 master_runtime.address, resources, {"room": f"er{i % 2}"}, f"node-{i}",
-                os.path.join(base, f"node-{i}")).start())
+                os.path.join(base, f"node-{i}"), keys=keys.agents[i] if keys else None,
+                master_key=keys.master.public if keys else None).start())
         click.echo(f"local cluster: master {master_runtime.address} (HTTP {master_runtime.http_address}), "
                    f"{agents} agents with {resources}; sandboxes in {base}")
-        status = _run_local(master_runtime, list(command))
+        if keys is not None:
+            click.echo(f"authenticated: keys and credentials in {keys.directory} (client key {keys.client_secret}, "
+                       f"master key {keys.master_public}, operator token in {keys.directory}/operator.token)")
+        status = _run_local(master_runtime, list(command), keys.client_environment() if keys else {})
     finally:
         for runtime in agent_runtimes:
             runtime.stop()
@@ -280,7 +296,7 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
     raise SystemExit(status)
 
 
-def _run_local(master_runtime, command: list[str]) -> int:
+def _run_local(master_runtime, command: list[str], environment: dict[str, str]) -> int:
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     if not command:
@@ -291,7 +307,7 @@ def _run_local(master_runtime, command: list[str]) -> int:
         except KeyboardInterrupt:
             pass
         return 0
-    env = dict(os.environ, MESOSLIKE_MASTER=master_runtime.address)
+    env = dict(os.environ, MESOSLIKE_MASTER=master_runtime.address, **environment)
     child = subprocess.Popen(command, env=env)
     try:
         while True:

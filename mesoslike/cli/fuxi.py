@@ -10,7 +10,7 @@ import time
 
 import click
 
-from mesoslike.cli.options import die, logging_option, option
+from mesoslike.cli.options import client_key_options, die, logging_option, option
 from mesoslike.cli.state import _table
 from mesoslike import MesoslikeError
 
@@ -52,8 +52,9 @@ def fuxi() -> None:
 @option("fuxi_serve", "--work-dir", type=click.Path(file_okay=False), default=None,
         show_default="a temporary directory, removed on exit",
         help="Where each job's document, AppMaster snapshot and AppMaster log go (<work-dir>/<job id>/).")
+@client_key_options
 @logging_option("fuxi_serve")
-def serve(master_address, ip, port, quota, name, role, work_dir) -> None:
+def serve(master_address, ip, port, quota, name, role, work_dir, key, master_key) -> None:
     """Run the Fuxi scheduler: a framework on the master that schedules the
     jobs submitted to it on --port, with an AppMaster process per job (bound
     on --ip) and a worker task per granted slot. Prints the address job
@@ -71,7 +72,8 @@ def serve(master_address, ip, port, quota, name, role, work_dir) -> None:
     try:
         core = FuxiCore(config.groups, global_blacklist=config.blacklist, preemption=config.preemption)
         service = FuxiService(core, work_dir=work_dir, appmaster_ip=ip)
-        driver = SchedulerDriver(service, FrameworkInfo(name=name, role=role, failover_timeout=0.0), master_address)
+        driver = SchedulerDriver(service, FrameworkInfo(name=name, role=role, failover_timeout=0.0), master_address,
+                                 key=key, master_key=master_key)
         server = JobServer(service, f"tcp://{ip}:{port}")
     except MesoslikeError as exc:
         die(str(exc))

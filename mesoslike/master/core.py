@@ -423,10 +423,11 @@ class MasterCore:
     # ============================================================ frameworks
     def _owner(self, peer: bytes) -> bytes:
         """Who a registration from ``peer`` counts against: its connection,
-        or in a secured cluster its principal — the same bounds
-        (``max_frameworks_per_connection``, ``max_agents_per_connection``)
-        then hold per principal."""
-        return peer if self._principal is None else b"principal:" + self._principal.encode()
+        in a secured cluster too (``max_frameworks_per_connection``,
+        ``max_agents_per_connection``). Counting per principal would forbid
+        one principal its second framework — ``mesoslike local``'s client
+        runs several; whose an id is, is the principal's (see :meth:`_owned`)."""
+        return peer
 
     def _authorize(self, action: str, target: str | None = None) -> None:
         """Raise :class:`~mesoslike.acl.Refused` unless the sender may do
