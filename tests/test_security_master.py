@@ -6,6 +6,8 @@ some anonymous — as the attacker of the issue would."""
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 import urllib.request
 
@@ -196,3 +198,35 @@ def test_an_agent_given_the_master_key_ignores_a_fake_master(secured, tmp_path, 
     finally:
         agent.stop()
         fake.close()
+
+
+def test_a_tasks_environment_never_reaches_state_nor_logs(secured, tmp_path, caplog):
+    keys, master = secured
+    caplog.set_level(logging.DEBUG)
+    agent = AgentRuntime(master.address, "cpus:1;mem:128", hostname="h", work_dir=tmp_path / "agent",
+                         keys=keys.keys("agent1"), master_key=keys.master_public).start()
+    try:
+        framework = peer(keys, master, "fwA")
+        framework.send(m.Subscribe(FrameworkInfo("fwA", user=keys.users[-1])))
+        framework_id = framework.first(m.Subscribed).framework_id
+        offer = framework.first(m.Offers).offers[0]
+        task = TaskInfo("t", offer.agent_id, 'test "${#DB_PASSWORD}" -eq 14', Resources.parse("cpus:0.5"),
+                        environment={"DB_PASSWORD": "hunter2-secret"})
+        framework.send(m.Accept(framework_id, [offer.id], [task]))
+        acknowledged: set[str] = set()
+
+        def finished() -> bool:
+            updates = [x.status for x in framework.pump() if isinstance(x, m.Update)]
+            for status in updates:
+                if status.uuid and status.uuid not in acknowledged:   # as a driver does
+                    acknowledged.add(status.uuid)
+                    framework.send(m.Acknowledge(framework_id, status.agent_id, status.task_id, status.uuid))
+            return any(status.state == "TASK_FINISHED" for status in updates)
+
+        wait_until(finished, 20, "the task to finish (it saw its environment)",
+                   diagnostics=lambda: repr(framework.received))
+        assert "hunter2-secret" not in json.dumps(master.state())
+        assert "hunter2-secret" not in caplog.text and "hunter2-secret" not in repr(task)
+        assert "DB_PASSWORD" in repr(task)
+    finally:
+        agent.stop()

@@ -47,6 +47,10 @@ TERMINAL_STATES = frozenset({TaskState.FINISHED, TaskState.FAILED, TaskState.KIL
                              TaskState.LOST, TaskState.DROPPED, TaskState.GONE})
 
 
+def _names_only(environment: Mapping[str, str]) -> str:
+    return "{" + ", ".join(f"{name!r}: ..." for name in sorted(environment)) + "}"
+
+
 def _frozen_dict(value: Mapping[str, str] | None) -> dict[str, str]:
     return dict(value or {})
 
@@ -81,7 +85,9 @@ class TaskInfo:
     command: str
     resources: Resources
     name: str = ""
-    environment: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict)
+    #: its repr names the variables, never their values: a task's environment
+    #: may hold secrets, and a repr ends up in logs (docs/security.rst)
+    environment: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict, repr=_names_only)
     kill_grace_period: float = 3.0
     #: the unix user it runs as (default: its framework's ``user``); see docs/security.rst
     user: str = ""
