@@ -268,6 +268,17 @@ class Cluster(ProcessSet):
         """The master's flags of an authenticated cluster."""
         return ["--key", self.keys.secret("master"), "--credentials", str(self.keys.credentials)]
 
+    def peer_keys(self) -> dict:
+        """``Client`` keywords of a raw wire peer with an agent's key (an
+        authenticated peer that may still send anything)."""
+        from mesoslike.transport import load_public_key
+
+        return {"keys": self.keys.keys("agent1"), "server_key": load_public_key(self.master_key)}
+
+    def agent_env(self) -> dict[str, str]:
+        """The environment of a process of simulated agents (its clients read the keys from it)."""
+        return dict(child_env(), MESOSLIKE_KEY=self.keys.secret("agent1"), MESOSLIKE_MASTER_KEY=self.master_key)
+
     def client_env(self) -> dict[str, str]:
         """The environment of a CLI client (``mesoslike state``, ``run``) of this cluster."""
         return dict(child_env(), MESOSLIKE_KEY=self.client_key, MESOSLIKE_MASTER_KEY=self.master_key)
