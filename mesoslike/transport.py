@@ -22,30 +22,48 @@ the socket takes it: every send, :meth:`~_Endpoint.wait` and
 peer and in all); a frame beyond the bound, or for a peer that is gone, is
 dropped, logged and counted in :class:`DeliveryStats`, which the master
 exports in ``/metrics``.
+
+Authentication (docs/security.rst). A server given its CURVE keys
+(:class:`CurveKeys`) and an :class:`Authenticator` encrypts every connection
+and lets in only peers whose public key the authenticator knows; the one ZAP
+handler of the process (:class:`_ZapHandler`, a thread) asks it. The
+*principal* a key stands for travels with each frame (ZeroMQ's ``User-Id``)
+and :meth:`Server.principal` gives it for a peer: it comes from the key,
+never from a message. A client given the server's public key talks to that
+server only: a server without the matching secret key fails the handshake.
+Certificates are pyzmq's ``zmq.auth`` files (:func:`new_certificate`,
+:func:`load_certificate`, :func:`load_public_key`).
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import itertools
 import logging
 import os
 import select
+import tempfile
+import threading
 import time
-from collections import deque
-from typing import Any, Iterable, Iterator, Protocol, Self, Union
+from collections import OrderedDict, deque
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Self, Union
 
 import attrs
 import zmq
+import zmq.auth
+from zmq.utils import z85
 from zmq.utils.monitor import recv_monitor_message
 
 from mesoslike.errors import ConfigError
+from mesoslike.secret_files import check_secret_file_mode
 from mesoslike.wire.codec import CODEC
 
 # the public API a framework may use (pinned by tests/test_layering.py); an
 # endpoint's ``stats`` (a DeliveryStats) and ``queued`` come with Server and Client
 __all__ = ["Server", "Client", "Waker", "Poller", "poll", "idle", "parse_tcp_address", "allow_sockets",
-           "MessageCodec", "Received", "DEFAULT_LISTEN_BACKLOG"]
+           "MessageCodec", "Received", "DEFAULT_LISTEN_BACKLOG", "CurveKeys", "Authenticator",
+           "new_certificate", "load_certificate", "load_public_key", "check_secret_file_mode"]
 
 log = logging.getLogger("mesoslike.transport")
 
@@ -151,6 +169,185 @@ def _millis(timeout: float | None) -> int | None:
     return int(min(timeout * 1000, _MAX_POLL_MILLIS))
 
 
+# ------------------------------------------------------------ authentication
+#: ZeroMQ CURVE keys in z85 are 40 characters
+_Z85_KEY_LENGTH = 40
+
+
+@attrs.frozen
+class CurveKeys:
+    """A CURVE key pair (z85), as a peer proves who it is: ``public`` is
+    what others list, ``secret`` stays with its owner. Its repr hides the
+    secret."""
+
+    public: bytes
+    secret: bytes = attrs.field(repr=False)
+
+    @classmethod
+    def generate(cls) -> CurveKeys:
+        """A fresh pair (e.g. for a client that only wants an encrypted
+        connection to a server it knows)."""
+        public, secret = zmq.curve_keypair()
+        return cls(public, secret)
+
+    @classmethod
+    def load(cls, path: str) -> CurveKeys:
+        """The pair in the secret certificate ``path`` (``NAME.key_secret``),
+        which must be mode 0600. Raises ConfigError naming the file."""
+        check_secret_file_mode(path)
+        public, secret = load_certificate(path)
+        if secret is None:
+            raise ConfigError(f"{path} holds no secret key: give the NAME.key_secret file")
+        return cls(public, secret)
+
+
+def new_certificate(directory: str, name: str) -> tuple[str, str]:
+    """Write a CURVE certificate pair in pyzmq's ``zmq.auth`` format:
+    ``DIRECTORY/NAME.key`` (public, mode 0644) and ``DIRECTORY/NAME.key_secret``
+    (secret, mode 0600 from the moment it exists: written in a private
+    directory first). Refuses to overwrite. Returns (public path, secret path)."""
+    if not name or os.sep in name or name.startswith("."):
+        raise ConfigError(f"bad key name {name!r}: a file name without '/' and not starting with '.'")
+    os.makedirs(directory, exist_ok=True)
+    public_path = os.path.join(directory, f"{name}.key")
+    secret_path = os.path.join(directory, f"{name}.key_secret")
+    for path in (public_path, secret_path):
+        if os.path.exists(path):
+            raise ConfigError(f"{path} exists: not overwritten (remove it first, or pick another name)")
+    scratch = tempfile.mkdtemp(prefix=f".{name}-", dir=directory)  # mode 0700: nobody else sees the secret
+    try:
+        made_public, made_secret = zmq.auth.create_certificates(scratch, name)
+        os.chmod(made_secret, 0o600)
+        os.chmod(made_public, 0o644)
+        os.replace(made_secret, secret_path)
+        os.replace(made_public, public_path)
+    finally:
+        for leftover in os.listdir(scratch):
+            os.unlink(os.path.join(scratch, leftover))
+        os.rmdir(scratch)
+    return public_path, secret_path
+
+
+def load_certificate(path: str) -> tuple[bytes, bytes | None]:
+    """(public key, secret key or None) of a ``zmq.auth`` certificate file;
+    ConfigError naming the file if it is not one."""
+    try:
+        public, secret = zmq.auth.load_certificate(path)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the certificate {path}: {exc}") from None
+    if len(public) != _Z85_KEY_LENGTH or (secret is not None and len(secret) != _Z85_KEY_LENGTH):
+        raise ConfigError(f"{path} is not a CURVE certificate (keys are 40 z85 characters)")
+    return public, secret
+
+
+def load_public_key(key: str, base: str = ".") -> bytes:
+    """A public key given as its 40 z85 characters, or as the path of a
+    certificate (relative to ``base``) holding it."""
+    if len(key) == _Z85_KEY_LENGTH and not os.path.exists(os.path.join(base, key)):
+        try:
+            if len(z85.decode(key.encode())) == 32:
+                return key.encode()
+        except (ValueError, KeyError, UnicodeEncodeError, TypeError):
+            pass
+    return load_certificate(os.path.join(base, key))[0]
+
+
+class Authenticator:
+    """Who may connect to a server, and as whom: public key (z85) -> the
+    principal it stands for. ``principals`` may be a mapping, or a callable
+    for keys that change (return None to refuse). ``allow_any``: every key
+    is let in, as the principal ``key:<z85>`` (encryption without a list of
+    peers). Thread-safe: the ZAP thread asks it."""
+
+    def __init__(self, principals: Mapping[bytes, str] | Callable[[bytes], str | None] | None = None, *,
+                 allow_any: bool = False) -> None:
+        if principals is None and not allow_any:
+            raise ConfigError("an Authenticator needs principals, or allow_any=True")
+        self._principals = principals
+        self._allow_any = allow_any
+        #: connections refused and admitted (read by /metrics)
+        self.refused = 0
+        self.admitted = 0
+
+    def principal(self, public_key: bytes) -> str | None:
+        """The principal of ``public_key`` (z85), None if it may not connect."""
+        principals = self._principals
+        found = principals(public_key) if callable(principals) else \
+            principals.get(public_key) if principals is not None else None
+        if found is None and self._allow_any:
+            found = "key:" + public_key.decode()
+        return found
+
+
+class _ZapHandler:
+    """The process's ZAP handler: ZeroMQ asks it over
+    ``inproc://zeromq.zap.01`` whether a peer may complete a handshake with
+    a server; it answers from the :class:`Authenticator` of the server's ZAP
+    domain. One thread, started with the first secured server, for the life
+    of the process (ZeroMQ allows one ZAP handler per context)."""
+
+    _instance: _ZapHandler | None = None
+    _instance_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._domains: dict[bytes, Authenticator] = {}
+        self._lock = threading.Lock()
+        self._numbers = itertools.count(1)
+        self._socket = _context().socket(zmq.REP)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.bind("inproc://zeromq.zap.01")
+        threading.Thread(target=self._serve, name="zap-handler", daemon=True).start()
+
+    @classmethod
+    def get(cls) -> _ZapHandler:
+        with cls._instance_lock:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance
+
+    def add(self, authenticator: Authenticator) -> bytes:
+        """A new ZAP domain answered by ``authenticator``."""
+        with self._lock:
+            domain = f"mesoslike-{next(self._numbers)}".encode()
+            self._domains[domain] = authenticator
+        return domain
+
+    def remove(self, domain: bytes) -> None:
+        with self._lock:
+            self._domains.pop(domain, None)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                request = self._socket.recv_multipart()
+            except zmq.ZMQError:  # the context terminated: the process is ending
+                return
+            try:
+                reply = self._answer(request)
+            except Exception:  # a bug must not leave ZeroMQ waiting: refuse
+                log.exception("the ZAP handler failed")
+                reply = [b"1.0", request[1] if len(request) > 1 else b"", b"500", b"internal error", b"", b""]
+            self._socket.send_multipart(reply)
+
+    def _answer(self, request: list[bytes]) -> list[bytes]:
+        version, request_id, domain, address, _identity, mechanism = request[:6]
+        with self._lock:
+            authenticator = self._domains.get(domain)
+        principal = None
+        if authenticator is not None and mechanism == b"CURVE" and len(request) == 7:
+            key = z85.encode(request[6])
+            principal = authenticator.principal(key)
+            if principal is None:
+                authenticator.refused += 1
+                log.warning("refused a connection from %s: key %s is not listed", address.decode(errors="replace"),
+                            key.decode())
+            else:
+                authenticator.admitted += 1
+        if principal is None:
+            return [version, request_id, b"400", b"key not allowed", b"", b""]
+        return [version, request_id, b"200", b"OK", principal.encode(), b""]
+
+
 @attrs.define
 class DeliveryStats:
     """What an endpoint did with the frames it was given to send. Counters
@@ -169,6 +366,12 @@ class DeliveryStats:
     unsent_at_close: int = 0
     #: a client's connection made anew after it dropped
     reconnects: int = 0
+    #: a client's handshakes that failed (the server refused its key, or is
+    #: not the server whose key it was given)
+    handshakes_failed: int = 0
+    #: frames a server dropped because they came under a peer identity
+    #: another principal holds (a connection taking over someone's identity)
+    impersonations: int = 0
     #: frames and bytes waiting in the outbox now, and the most frames ever
     queued: int = 0
     queued_bytes: int = 0
@@ -332,19 +535,42 @@ class _Endpoint:
         self.close()
 
 
+#: peers whose principal a server remembers (the least recently heard are forgotten first)
+_PRINCIPALS_KEPT = 100_000
+
+
 class Server(_Endpoint):
     """A ROUTER socket bound to ``tcp://host:port`` (port 0 = any free port),
     listening with a backlog of ``backlog`` pending connections, carrying
-    messages of ``codec``."""
+    messages of ``codec``.
+
+    With ``keys`` (its CURVE pair) and ``authenticator`` every connection is
+    encrypted and only peers the authenticator knows complete the handshake;
+    :meth:`principal` names the principal of a peer. A frame arriving under a
+    peer identity that another principal used before is dropped (counted in
+    ``stats.impersonations``)."""
 
     def __init__(self, address: str, *, codec: MessageCodec = CODEC,
                  backlog: int = DEFAULT_LISTEN_BACKLOG,
                  max_queued_bytes_per_peer: int = DEFAULT_MAX_QUEUED_BYTES_PER_PEER,
-                 max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES) -> None:
+                 max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+                 keys: CurveKeys | None = None, authenticator: Authenticator | None = None) -> None:
         host, port = parse_tcp_address(address)
         if not isinstance(backlog, int) or isinstance(backlog, bool) or backlog < 1:
             raise ConfigError(f"bad listen backlog {backlog!r}: expected an integer >= 1")
+        if (keys is None) != (authenticator is None):
+            raise ConfigError("a secured server needs both its keys and an authenticator")
         super().__init__(zmq.ROUTER, codec, max_queued_bytes_per_peer, max_queued_bytes)
+        self.authenticator = authenticator
+        self._zap_domain: bytes | None = None
+        #: peer identity -> the principal whose frames came under it (secured servers only)
+        self._principals: OrderedDict[bytes, str] = OrderedDict()
+        if keys is not None and authenticator is not None:
+            self._zap_domain = _ZapHandler.get().add(authenticator)
+            self._socket.setsockopt(zmq.ZAP_DOMAIN, self._zap_domain)
+            self._socket.setsockopt(zmq.CURVE_SERVER, 1)
+            self._socket.setsockopt(zmq.CURVE_PUBLICKEY, keys.public)
+            self._socket.setsockopt(zmq.CURVE_SECRETKEY, keys.secret)
         self._socket.setsockopt(zmq.BACKLOG, backlog)
         # a send that cannot go out says so (EAGAIN: the peer's queue is
         # full; EHOSTUNREACH: the peer is gone) instead of ZeroMQ dropping it
@@ -362,6 +588,20 @@ class Server(_Endpoint):
             self.close()
             raise ConfigError(f"cannot bind {address}: {exc}") from None
         self.address = f"tcp://{host}:{port}"
+
+    @property
+    def secured(self) -> bool:
+        """Whether peers must authenticate (CURVE with a listed key)."""
+        return self._zap_domain is not None
+
+    def principal(self, peer: bytes) -> str | None:
+        """The principal whose key ``peer``'s frames came with (None on a
+        server that is not secured, or for a peer not heard from). O(1)."""
+        return self._principals.get(peer)
+
+    def _close_extras(self) -> None:
+        if self._zap_domain is not None:
+            _ZapHandler.get().remove(self._zap_domain)
 
     @property
     def backlog(self) -> int:
@@ -402,16 +642,42 @@ class Server(_Endpoint):
         """Every frame waiting now, not decoded (see :meth:`decode`), so a
         caller can recognise a frame it has seen before without paying for
         decoding it again. A message of the wrong shape yields the codec's error."""
+        secured = self._zap_domain is not None
         while True:
             try:
-                parts = self._socket.recv_multipart(zmq.NOBLOCK, copy=True)
+                if secured:
+                    frames = self._socket.recv_multipart(zmq.NOBLOCK, copy=False)
+                    parts = [frame.bytes for frame in frames]
+                else:
+                    parts = self._socket.recv_multipart(zmq.NOBLOCK, copy=True)
             except zmq.Again:
                 return
+            if secured and parts and not self._same_principal(parts[0], str(frames[-1].get("User-Id"))):
+                continue
             if len(parts) != 2:
                 yield (parts[0] if parts else None), self.codec.error(f"expected one frame, got {len(parts) - 1}")
                 continue
             yield parts[0], parts[1]
 
+    def _same_principal(self, peer: bytes, principal: str) -> bool:
+        """Remember ``peer``'s principal; False (counted, logged) if another
+        principal's frames came under that identity before."""
+        known = self._principals.get(peer)
+        if known is None:
+            self._principals[peer] = principal
+            if len(self._principals) > _PRINCIPALS_KEPT:
+                self._principals.popitem(last=False)
+        elif known != principal:
+            self.stats.impersonations += 1
+            log.warning("dropped a frame of principal %s under the peer identity of %s", principal, known)
+            return False
+        self._principals.move_to_end(peer)
+        return True
+
+
+#: the monitor events of a handshake that failed
+_HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
 #: bumped whenever a client makes its socket anew: pollers then register it again
 _socket_generation = 0
@@ -433,14 +699,21 @@ class Client(_Endpoint):
 
     def __init__(self, address: str, *, codec: MessageCodec = CODEC, identity: bytes | None = None,
                  max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES_PER_PEER, watch_connection: bool = False,
-                 reconnect_max: float = 2.0) -> None:
+                 reconnect_max: float = 2.0, keys: CurveKeys | None = None,
+                 server_key: bytes | None = None) -> None:
         self._watch_connection = watch_connection
         self._reconnect_max_ms = max(100, int(reconnect_max * 1000))
         self._connections_told = -1   # the first connection is one made
         parse_tcp_address(address)
+        if keys is not None and server_key is None:
+            raise ConfigError("a client with keys needs the server's public key too")
         super().__init__(zmq.DEALER, codec, max_queued_bytes, max_queued_bytes)
         self.address = address
         self._identity = identity or os.urandom(8)
+        #: with ``server_key``: CURVE, to that server only (a one-time pair if no ``keys``)
+        self._keys = keys if keys is not None or server_key is None else CurveKeys.generate()
+        self._server_key = server_key
+        self._handshake_failed = False
         self._monitor = self._connect()
 
     def _close_extras(self) -> None:
@@ -452,7 +725,12 @@ class Client(_Endpoint):
         self._socket.setsockopt(zmq.IDENTITY, self._identity)
         self._socket.setsockopt(zmq.RECONNECT_IVL, 100)
         self._socket.setsockopt(zmq.RECONNECT_IVL_MAX, self._reconnect_max_ms)
-        monitor = self._socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        if self._keys is not None and self._server_key is not None:
+            self._socket.setsockopt(zmq.CURVE_SERVERKEY, self._server_key)
+            self._socket.setsockopt(zmq.CURVE_PUBLICKEY, self._keys.public)
+            self._socket.setsockopt(zmq.CURVE_SECRETKEY, self._keys.secret)
+        monitor = self._socket.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
+                                                  | _HANDSHAKE_FAILED)
         self._socket.connect(self.address)
         return monitor
 
@@ -465,7 +743,19 @@ class Client(_Endpoint):
                 event = recv_monitor_message(self._monitor, zmq.NOBLOCK)
             except zmq.Again:
                 break
-            dropped = dropped or event["event"] == zmq.EVENT_DISCONNECTED
+            kind = event["event"]
+            if kind & _HANDSHAKE_FAILED:
+                # refused, or not the server we were told of: ZeroMQ tries
+                # again by itself with backoff; a new socket would not help
+                if not self._handshake_failed:
+                    log.error("the handshake with %s failed (%s): it refused our key, or it is not the server "
+                              "whose key we were given", self.address, zmq.Event(kind).name)
+                self._handshake_failed = True
+                self.stats.handshakes_failed += 1
+            elif kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._handshake_failed = False
+            elif kind == zmq.EVENT_DISCONNECTED and not self._handshake_failed:
+                dropped = True
         if dropped:
             self._reconnect()
 
@@ -486,9 +776,7 @@ class Client(_Endpoint):
         last call (``watch_connection`` clients; 0 for others). One after
         the first means the server restarted, or the network broke and healed:
         the server may not know this client any more."""
-        # A dropped connection is made anew with a new socket (see _watch):
-        # each counts. (Not ZeroMQ's handshake events on the monitor: with
-        # them on it, a client's poll could miss its socket's first frame.)
+        # a dropped connection is made anew with a new socket (see _watch): each counts
         self._watch()
         count = self.stats.reconnects - self._connections_told
         self._connections_told = self.stats.reconnects
@@ -644,7 +932,9 @@ class Poller:
                     item._watch()
                 else:
                     ready.append(item)
-            if ready or (left is not None and step is not None and step >= left):
+            # a poll woken only by a client's monitor (a handshake, a
+            # reconnect) waits on for what is left of the timeout
+            if ready or (deadline is not None and time.monotonic() >= deadline):
                 break
         for item in ready:
             if isinstance(item, Waker):

@@ -181,7 +181,9 @@ def start_agent(cluster: Cluster, hostname: str, resources: str, *extra: str, wa
     """``mesoslike agent`` for ``hostname`` with its work dir under the cluster's,
     and ``extra`` options (e.g. ``--cgroups-root``)."""
     args = ["agent", "--master", cluster.address, "--resources", resources, "--hostname", hostname,
-            "--work-dir", str(cluster.work_root / hostname), "--log-level", "info", *extra]
+            "--work-dir", str(cluster.work_root / hostname), "--log-level", "info",
+            # the cluster is authenticated (docs/security.rst): the agents' principal and its master's key
+            "--key", cluster.keys.secret("agent1"), "--master-key", cluster.master_key, *extra]
     proc = cluster._start(f"agent-{hostname}-{next(_names)}", args)
     cluster.agents[hostname] = proc
     if wait:

@@ -33,6 +33,7 @@ import pytest
 
 from mesoslike import FrameworkInfo, Scheduler, SchedulerDriver
 from mesoslike.agent.executor import destroy_containers_under
+from security_helpers import SecuredKeys
 from waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
@@ -251,12 +252,38 @@ class ProcessSet:
 
 
 class Cluster(ProcessSet):
-    """One master (or one ``local``) and its agents as real processes."""
+    """One master (or one ``local``) and its agents as real processes,
+    authenticated as a real cluster is (docs/security.rst): the master with
+    its key and credentials, agents and drivers with theirs and the master's
+    public key; ``mesoslike local`` makes its own under its work dir."""
 
     def __init__(self, tmp_path: Path) -> None:
         super().__init__(tmp_path)
         self.master: Proc | None = None
         self.port = self.http_port = 0
+        self.keys = SecuredKeys(tmp_path / "security")
+        #: the client's secret and the master's public certificate (``local``'s once it runs)
+        self.client_key, self.master_key = self.keys.secret("fwA"), self.keys.public("master")
+        self.token = self.keys.token
+
+    def security_args(self) -> list[str]:
+        """The master's flags of an authenticated cluster."""
+        return ["--key", self.keys.secret("master"), "--credentials", str(self.keys.credentials)]
+
+    def peer_keys(self) -> dict:
+        """``Client`` keywords of a raw wire peer with an agent's key (an
+        authenticated peer that may still send anything)."""
+        from mesoslike.transport import load_public_key
+
+        return {"keys": self.keys.keys("agent1"), "server_key": load_public_key(self.master_key)}
+
+    def agent_env(self) -> dict[str, str]:
+        """The environment of a process of simulated agents (its clients read the keys from it)."""
+        return dict(child_env(), MESOSLIKE_KEY=self.keys.secret("agent1"), MESOSLIKE_MASTER_KEY=self.master_key)
+
+    def client_env(self) -> dict[str, str]:
+        """The environment of a CLI client (``mesoslike state``, ``run``) of this cluster."""
+        return dict(child_env(), MESOSLIKE_KEY=self.client_key, MESOSLIKE_MASTER_KEY=self.master_key)
 
     # addresses
     @property
@@ -293,7 +320,7 @@ class Cluster(ProcessSet):
         self.master = self._start_listening(
             "master",
             lambda port, http_port: ["master", "--ip", "127.0.0.1", "--port", str(port), "--http-port",
-                                     str(http_port), *FAST_MASTER_ARGS, *extra],
+                                     str(http_port), *FAST_MASTER_ARGS, *self.security_args(), *extra],
             timeout)
         return self.master
 
@@ -304,12 +331,17 @@ class Cluster(ProcessSet):
             lambda port, http_port: ["local", "--port", str(port), "--http-port", str(http_port),
                                      "--work-dir", str(self.work_root), *FAST_MASTER_ARGS, *extra],
             timeout)
+        if "--insecure" not in extra:
+            keys = self.work_root / "keys"
+            self.client_key, self.master_key = str(keys / "client.key_secret"), str(keys / "master.key")
+            self.token = (keys / "operator.token").read_text().strip()
         return self.master
 
     def start_agent(self, hostname: str, resources: str, attributes: str = "", wait: bool = True,
                     timeout: float = 20.0) -> Proc:
         args = ["agent", "--master", self.address, "--resources", resources, "--hostname", hostname,
-                "--work-dir", str(self.work_root / hostname)]
+                "--work-dir", str(self.work_root / hostname), "--key", self.keys.secret("agent1"),
+                "--master-key", self.master_key]
         if attributes:
             args += ["--attributes", attributes]
         proc = self._start(f"agent-{hostname}", args)
@@ -352,6 +384,8 @@ class Cluster(ProcessSet):
         """A driver for ``scheduler`` against this cluster; stopped at cleanup."""
         framework = kwargs.pop("framework", None) or FrameworkInfo(name=name, role=kwargs.pop("role", "*"))
         kwargs.setdefault("stop_timeout", 5.0)
+        kwargs.setdefault("key", self.client_key)
+        kwargs.setdefault("master_key", self.master_key)
         driver = SchedulerDriver(scheduler, framework, self.address, **kwargs)
         self.drivers.append(driver)
         if start:

@@ -46,7 +46,10 @@ def run_simulated_agents(master: str, count: int, resources: str, prefix: str) -
     signal.signal(signal.SIGTERM, lambda *_: (stopping.set(), waker.wake()))
     cores = [AgentCore(clock, AgentInfo(hostname=f"{prefix}-{i}", resources=Resources.parse(resources)),
                        register_backoff=1.0, register_backoff_max=2.0) for i in range(count)]
-    clients = [Client(master) for _ in cores]
+    from mesoslike.credentials import client_keys
+
+    keys, server_key = client_keys(None, None)   # MESOSLIKE_KEY / MESOSLIKE_MASTER_KEY of a secured cluster
+    clients = [Client(master, keys=keys, server_key=server_key) for _ in cores]
     poller = Poller([waker, *clients])
     by_client = {id(client): (core, client) for core, client in zip(cores, clients)}
     seen: Counter[tuple[str, str]] = Counter()

@@ -12,15 +12,16 @@ import sys
 import pytest
 
 from agent_helpers import Launcher, sandbox, start_agent
-from e2e_helpers import REPO, child_env, cluster  # noqa: F401 (fixture)
+from e2e_helpers import REPO, cluster  # noqa: F401 (fixture)
 from mesoslike.agent.executor import path_component
 from waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")]
 
 
-def mesoslike(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mesoslike", *args], cwd=str(REPO), env=child_env(),
+def mesoslike(cluster, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    """The CLI as the cluster's client (its keys in the environment: docs/security.rst)."""
+    return subprocess.run([sys.executable, "-m", "mesoslike", *args], cwd=str(REPO), env=cluster.client_env(),
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -33,15 +34,15 @@ def test_task_log_prints_what_the_task_printed_on_whichever_agent_it_ran(cluster
     scheduler.wait(lambda: scheduler.running("talker"), 20, "the task to run", cluster.diagnostics)
     stdout = sandbox(cluster, "a1", scheduler.framework_id, "talker") / "stdout"
     wait_until(lambda: "second line" in stdout.read_text(), 10, "the task to print")
-    out = mesoslike("task", "log", "talker", "--master", cluster.address)
+    out = mesoslike(cluster, "task", "log", "talker", "--master", cluster.address)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "hello, world\nsecond line\n"
-    err = mesoslike("task", "log", "talker", "--framework", scheduler.framework_id, "--stderr",
+    err = mesoslike(cluster, "task", "log", "talker", "--framework", scheduler.framework_id, "--stderr",
                     "--master", cluster.address)
     assert (err.returncode, err.stdout) == (0, "to stderr\n")
     # --follow prints what comes later and returns once the task has ended
     follower = subprocess.Popen([sys.executable, "-m", "mesoslike", "task", "log", "talker", "--follow", "--master",
-                                 cluster.address], cwd=str(REPO), env=child_env(), stdout=subprocess.PIPE,
+                                 cluster.address], cwd=str(REPO), env=cluster.client_env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
     try:
         (stdout.parent / "go").touch()
@@ -50,7 +51,7 @@ def test_task_log_prints_what_the_task_printed_on_whichever_agent_it_ran(cluster
         follower.kill()
     assert follower.returncode == 0, errors
     assert followed == "hello, world\nsecond line\nbye\n"
-    missing = mesoslike("task", "log", "nobody", "--master", cluster.address)
+    missing = mesoslike(cluster, "task", "log", "nobody", "--master", cluster.address)
     assert missing.returncode == 1 and "no task 'nobody'" in missing.stderr
 
 
@@ -59,7 +60,7 @@ def test_run_streams_output_shows_failed_stderr_and_where_sandboxes_are(cluster)
     start_agent(cluster, "a1", "cpus:2;mem:512", "--isolation", "posix")
     command = ('echo "hello from $MESOSLIKE_TASK_ID"; echo "trouble in $MESOSLIKE_TASK_ID" >&2; '
                'case $MESOSLIKE_TASK_ID in *-1) exit 3;; esac')
-    run = mesoslike("run", "--master", cluster.address, "--instances", "3", "--output", "--", "sh", "-c", command)
+    run = mesoslike(cluster, "run", "--master", cluster.address, "--instances", "3", "--output", "--", "sh", "-c", command)
     assert run.returncode == 3, run.stderr
     for instance in range(3):
         assert f"[{instance}] hello from run-{instance}" in run.stdout.splitlines()
@@ -72,6 +73,6 @@ def test_run_streams_output_shows_failed_stderr_and_where_sandboxes_are(cluster)
     assert f"sandbox: {expected} on agent " in where
     assert f"mesoslike task log run-1 --framework {framework_id} --master {cluster.address}" in where
     # what it says works, though the framework is gone from the master: the sandbox is found on the agent
-    log = mesoslike("task", "log", "run-1", "--framework", framework_id, "--stderr", "--master", cluster.address)
+    log = mesoslike(cluster, "task", "log", "run-1", "--framework", framework_id, "--stderr", "--master", cluster.address)
     assert (log.returncode, log.stdout) == (0, "trouble in run-1\n"), log.stderr
     assert path_component(framework_id) == framework_id

@@ -53,7 +53,7 @@ def test_agents_are_back_within_2s_of_a_restarted_standalone_master(cluster, tmp
     kill_9(cluster.master)
     cluster.master = cluster._start("master-restarted", [
         "master", "--ip", "127.0.0.1", "--port", str(cluster.port), "--http-port", str(cluster.http_port),
-        *FAST_MASTER_ARGS, *master_args])
+        *FAST_MASTER_ARGS, *master_args, *cluster.security_args()])
     serving = wait_until(lambda: _registered_hostnames(cluster.http) is not None and time.monotonic(), 30,
                          "the restarted master to serve")
     back = wait_until(lambda: sorted(_registered_hostnames(cluster.http) or []) == ["a1", "a2"] and time.monotonic(),

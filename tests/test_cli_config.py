@@ -14,7 +14,8 @@ def probe(monkeypatch):
     seen = {}
 
     class FakeRuntime:
-        def __init__(self, address, http_port, config, registry_store=None, zk=None, zk_session_timeout=10.0):
+        def __init__(self, address, http_port, config, registry_store=None, zk=None, zk_session_timeout=10.0,
+                     **security):
             seen.update(address=address, http_port=http_port, config=config)
             raise SystemExit(0)
 

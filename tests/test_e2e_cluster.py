@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from e2e_helpers import (REPO, RecordingScheduler, alive, child_env, cluster,  # noqa: F401 (cluster: a fixture)
+from e2e_helpers import (REPO, RecordingScheduler, alive, cluster,  # noqa: F401 (cluster: a fixture)
                          group_members, http_get, task_processes)
 from mesoslike import DriverStatus, Filters, Resources, TaskInfo, TaskState
 from mesoslike.wire.types import TERMINAL_STATES
@@ -359,7 +359,7 @@ def test_state_command_prints_agents_and_frameworks(cluster):
 
     def run_state(*extra):
         done = subprocess.run([sys.executable, "-m", "mesoslike", "state", "--master", cluster.address, *extra],
-                              cwd=str(REPO), env=child_env(), capture_output=True, text=True, timeout=30)
+                              cwd=str(REPO), env=cluster.client_env(), capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stderr
         return done.stdout
 

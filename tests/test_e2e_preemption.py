@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from e2e_helpers import REPO, RecordingScheduler, child_env, cluster, http_get  # noqa: F401 (cluster: a fixture)
+from e2e_helpers import REPO, RecordingScheduler, cluster, http_get  # noqa: F401 (cluster: a fixture)
 from mesoslike import Filters, Resources, TaskInfo, TaskState
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -119,7 +119,7 @@ def test_a_fills_the_cluster_b_arrives_and_ends_with_its_fair_half(cluster, tmp_
     status, _, metrics = http_get(cluster.http + "/metrics")
     assert status == 200 and 'mesoslike_preemptions_total{kind="killed"} 2' in metrics
     shown = subprocess.run([sys.executable, "-m", "mesoslike", "state", "--master", cluster.address],
-                           cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=30)
+                           cwd=REPO, env=cluster.client_env(), capture_output=True, text=True, timeout=30)
     assert shown.returncode == 0, shown.stderr
     assert "fair-share preemption: 2 warned, 2 killed, 0 released" in shown.stdout
     assert re.search(r"^  b: fair share cpus:2;mem:1024.*, usage cpus:2;mem:1024$", shown.stdout, re.M), shown.stdout

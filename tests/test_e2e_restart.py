@@ -44,7 +44,7 @@ def test_restarted_master_recovers_agents_frameworks_and_running_tasks(cluster, 
     port, http_port = cluster.port, cluster.http_port
     cluster.master = cluster._start("master-restarted", [
         "master", "--ip", "127.0.0.1", "--port", str(port), "--http-port", str(http_port), *FAST_MASTER_ARGS,
-        "--work-dir", str(registry_dir), "--agent-reregister-timeout", "30"])
+        "--work-dir", str(registry_dir), "--agent-reregister-timeout", "30", *cluster.security_args()])
 
     def recovered():
         try:

@@ -495,7 +495,8 @@ class Fuxi:
         self.work_dir = tmp / "fuxi-work"
         self.proc = self.cluster._start("fuxi", ["fuxi", "serve", "--master", self.cluster.address, "--port",
                                                  str(port), "--quota", str(quota), "--work-dir", str(self.work_dir),
-                                                 "--log-level", "info"])
+                                                 "--log-level", "info", "--key", self.cluster.client_key,
+                                                 "--master-key", self.cluster.master_key])
         wait_for(lambda: self.status()["jobs"] == [], 20, "the Fuxi service to answer",
                  diagnostics=self.cluster.diagnostics)
         self.cluster.wait_until(lambda: self.cluster.framework("fuxi"), 20, "the fuxi framework")

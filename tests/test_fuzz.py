@@ -41,7 +41,7 @@ def test_the_master_survives_hostile_frames_and_still_serves_a_framework(cluster
     rng = random.Random(SEED)
     count = 3000
     kinds: Counter[str] = Counter()
-    clients = [Client(cluster.address) for _ in range(4)]
+    clients = [Client(cluster.address, **cluster.peer_keys()) for _ in range(4)]
     try:
         for i, (kind, frame) in enumerate(hostile_frames(rng, EXAMPLES, count)):
             kinds[kind] += 1
@@ -50,7 +50,7 @@ def test_the_master_survives_hostile_frames_and_still_serves_a_framework(cluster
                 for client in clients:
                     client.wait(0.0)
                     list(client.receive_frames())
-        with Client(cluster.address) as big:                      # ZeroMQ drops this connection
+        with Client(cluster.address, **cluster.peer_keys()) as big:                      # ZeroMQ drops this connection
             for _ in range(2):
                 big.send_frame(oversize_frame())
             big.wait(1.0)

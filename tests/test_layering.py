@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "mesoslike"
 
 #: modules of the pure core (layer 1) and the pure wire codec (layer 2)
-CORE = ["resources.py", "errors.py", "fairness.py", "allocator", "wire", "messaging.py", "master/core.py",
+CORE = ["resources.py", "errors.py", "fairness.py", "acl.py", "allocator", "wire", "messaging.py", "master/core.py",
         "master/records.py",
         "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "master/preemption.py",
         "agent/core.py", "driver/core.py"]
@@ -159,8 +159,9 @@ PUBLIC_API = {
         "TaskInfo", "TaskState", "TaskStatus", "ZkUrl", "ZooKeeperError", "ZooKeeperRecordStore", "__version__",
         "make_locator", "resolve_leader"],
     "mesoslike.transport": [
-        "Client", "DEFAULT_LISTEN_BACKLOG", "MessageCodec", "Poller", "Received", "Server", "Waker", "allow_sockets",
-        "idle", "parse_tcp_address", "poll"],
+        "Authenticator", "Client", "CurveKeys", "DEFAULT_LISTEN_BACKLOG", "MessageCodec", "Poller", "Received",
+        "Server", "Waker", "allow_sockets", "check_secret_file_mode", "idle", "load_certificate", "load_public_key",
+        "new_certificate", "parse_tcp_address", "poll"],
     "mesoslike.messaging": ["Codec", "DEFAULT_MAX_MESSAGE_SIZE", "Items", "Range", "Schema", "WireError"],
 }
 

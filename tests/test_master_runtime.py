@@ -201,8 +201,8 @@ def test_a_call_that_meets_a_connection_blip_is_answered_once_the_master_leads_o
     else:
         real_on_message = core.on_message
 
-        def on_message(peer, message):  # the connection breaks while the core works
-            sends = real_on_message(peer, message)
+        def on_message(peer, message, principal=None):  # the connection breaks while the core works
+            sends = real_on_message(peer, message, principal)
             if isinstance(message, m.Reconcile):
                 runtime._contender._on_state(KazooState.SUSPENDED)
             return sends

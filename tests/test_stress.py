@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from e2e_helpers import REPO, child_env, cluster  # noqa: F401  (the cluster fixture)
+from e2e_helpers import REPO, cluster  # noqa: F401  (the cluster fixture)
 from stress_helpers import CountingScheduler, metrics
 from waiting import wait_until
 
@@ -57,7 +57,7 @@ def test_twenty_thousand_tasks_on_ten_simulated_agents_each_end_once(cluster, ca
     cluster.start_master(*PATIENT)
     agents = subprocess.Popen([sys.executable, str(REPO / "tests" / "stress_helpers.py"), "agents",
                                "--master", cluster.address, "--count", "10"],
-                              env=child_env(), stdout=subprocess.PIPE, start_new_session=True)
+                              env=cluster.agent_env(), stdout=subprocess.PIPE, start_new_session=True)
     try:
         cluster.wait_until(lambda: len(cluster.state()["agents"]) == 10, 30, "10 simulated agents")
         scheduler = CountingScheduler(tasks, "cpus:0.01;mem:1")

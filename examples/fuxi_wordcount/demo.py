@@ -207,8 +207,10 @@ def demo(args: argparse.Namespace, work_dir: Path, processes: Processes) -> int:
     line = processes.wait_for_line("mesoslike local", local, log, r"^local cluster: master (tcp://\S+).*$", 30)
     master = line.group(1)
     say(line.group(0))
+    keys = work_dir / "data" / "keys"   # mesoslike local made them: the Fuxi service is its client
     serve, log = processes.start("fuxi", ["fuxi", "serve", "--master", master, "--port", "0",
-                                          "--work-dir", str(work_dir / "fuxi")])
+                                          "--work-dir", str(work_dir / "fuxi"), "--key", str(keys / "client.key_secret"),
+                                          "--master-key", str(keys / "master.key")])
     line = processes.wait_for_line("mesoslike fuxi serve", serve, log,
                                    r"^fuxi scheduler .* serving jobs on (tcp://\S+),.*$", 30)
     fuxi_address = line.group(1)

@@ -64,7 +64,7 @@ from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import ConfigError, ResourcesError
 from mesoslike.locator import check_master_address, make_locator
 from mesoslike.resources import Resources
-from mesoslike.transport import Client, Waker, idle
+from mesoslike.transport import Client, CurveKeys, Waker, idle
 from mesoslike.wire import WireError
 from mesoslike.wire import messages as m
 from mesoslike.wire.types import AgentInfo
@@ -155,8 +155,12 @@ class AgentRuntime:
                  isolation: str = "auto", cgroups_root: str = "mesoslike", cgroups_cpu_quota: bool = False,
                  gc_delay: float = gc.DEFAULT_GC_DELAY, gc_disk_watermark: float = gc.DEFAULT_DISK_WATERMARK,
                  gc_interval: float = GC_INTERVAL, drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
-                 on_serving: Callable[[str], None] | None = None) -> None:
+                 on_serving: Callable[[str], None] | None = None, keys: CurveKeys | None = None,
+                 master_key: bytes | None = None) -> None:
         self.master_address = check_master_address(master)  # raises ConfigError naming the problem
+        #: its CURVE pair and the master's public key (docs/security.rst): with
+        #: ``master_key`` it talks to, and takes commands from, that master only
+        self._keys, self._master_key = keys, master_key
         if recover not in RECOVER_MODES:
             raise ConfigError(f"--recover must be one of {', '.join(RECOVER_MODES)}, got {recover!r}")
         if not recovery_timeout > 0 or not gc_delay >= 0 or not 0 < gc_disk_watermark <= 1:
@@ -334,8 +338,8 @@ class AgentRuntime:
                     if leader != address:  # the first leader, or a failover
                         if client is not None:
                             client.close()
-                        client = (Client(leader, watch_connection=True, reconnect_max=RECONNECT_MAX)
-                                  if leader else None)
+                        client = (Client(leader, watch_connection=True, reconnect_max=RECONNECT_MAX,
+                                         keys=self._keys, server_key=self._master_key) if leader else None)
                         connections = 0
                         if address is not None or self.core.agent_id:
                             self._carry_out(client, self.core.on_master_changed())

@@ -7,6 +7,7 @@ import click
 from mesoslike import __version__
 from mesoslike.cli.cluster import agent, local, master
 from mesoslike.cli.fuxi import fuxi
+from mesoslike.cli.keys import keys
 from mesoslike.cli.run import run
 from mesoslike.cli.simulate import simulate
 from mesoslike.cli.state import state
@@ -21,5 +22,5 @@ def main() -> None:
     """mesoslike: a Mesos-style two-level cluster manager with Fuxi scheduling semantics."""
 
 
-for command in (master, agent, local, run, state, task, simulate, fuxi):
+for command in (master, agent, local, run, state, task, simulate, fuxi, keys):
     main.add_command(command)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import signal
@@ -15,8 +16,8 @@ import time
 import click
 
 from mesoslike.allocator import sorter_names
-from mesoslike.cli.options import config_option, die, logging_option, option
-from mesoslike.errors import MesoslikeError
+from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
+from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.ha.url import ZkUrl
 from mesoslike.master.records import MasterConfig
 from mesoslike.master.roles import RolesFileError, load_roles_file
@@ -80,6 +81,16 @@ def _master_options(command: str):
                help="After a master failover or restart: seconds for known agents to re-register "
                     "before they are removed."),
         _roles_option(command),
+        option(command, "--http-auth", type=click.Choice(["writes", "all"]), default="writes",
+               help="With --credentials: which HTTP requests need 'Authorization: Bearer TOKEN' (a token of the "
+                    "credentials file): operator writes only, or every request."),
+        option(command, "--http-tls-cert", type=click.Path(dir_okay=False), default=None, show_default="none",
+               help="PEM certificate (chain): serve HTTP over TLS (with --http-tls-key)."),
+        option(command, "--http-tls-key", type=click.Path(dir_okay=False), default=None, show_default="none",
+               help="PEM private key of --http-tls-cert (mode 0600)."),
+        option(command, "--insecure", is_flag=True, default=False, show_default="off",
+               help="Run without authentication on an address other than loopback (any peer that reaches it "
+                    "may run tasks; warned at every start)."),
         option(command, "--max-frameworks-per-connection", type=_COUNT, default=_DEFAULTS.max_frameworks_per_connection,
                help="Frameworks one connection may hold (subscribed from it and not removed)."),
         option(command, "--max-agents-per-connection", type=_COUNT, default=_DEFAULTS.max_agents_per_connection,
@@ -119,6 +130,17 @@ def _master_config(options: dict) -> MasterConfig:
     return MasterConfig(**settings).validate()
 
 
+def _tls(cert: str | None, key: str | None):
+    """--http-tls-cert/--http-tls-key -> an ssl.SSLContext, or None."""
+    if not cert and not key:
+        return None
+    if not (cert and key):
+        raise ConfigError("--http-tls-cert and --http-tls-key go together")
+    from mesoslike.master.http import tls_context
+
+    return tls_context(cert, key)
+
+
 def _stop_on_sigterm(stop) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop())
 
@@ -129,23 +151,41 @@ def _stop_on_sigterm(stop) -> None:
 @option("master", "--zk", default=None, show_default="none",
         help="zk://HOST:PORT[,HOST:PORT...]/PATH: run highly available, elected through this ZooKeeper "
              "group, with the registry in ZooKeeper.")
+@option("master", "--zk-auth", type=click.Path(dir_okay=False), default=None, show_default="none",
+        help="File of one line USER:PASSWORD (mode 0600): authenticate to ZooKeeper with this digest and "
+             "guard the group's znodes so that only masters may change them (others read).")
 @option("master", "--zk-session-timeout", type=_POSITIVE, default=10.0,
         help="ZooKeeper session timeout (s): how long a frozen or cut-off leader keeps its term.")
 @option("master", "--work-dir", type=click.Path(file_okay=False), default=None, show_default="none",
         help="Directory for the registry (hard state: admitted agents, frameworks, removals, weights); "
              "a master restarted on it recovers them. Without it (and without --zk) the registry lives in "
              "memory only; with --zk it lives in ZooKeeper.")
+@click.option("--key", type=click.Path(dir_okay=False), default=None, envvar="MESOSLIKE_MASTER_SECRET_KEY",
+              show_envvar=True, show_default="none",
+              help="The master's secret certificate (NAME.key_secret, mode 0600); with --credentials.")
+@option("master", "--credentials", type=click.Path(dir_okay=False), default=None, show_default="none",
+        help="TOML file of principals (keys, kinds, tokens) and ACLs (docs/security.rst): every peer must "
+             "authenticate with a listed key.")
 @logging_option("master")
-def master(ip, port, http_port, roles, zk, zk_session_timeout, work_dir, **options) -> None:
+def master(ip, port, http_port, roles, zk, zk_auth, zk_session_timeout, work_dir, key, credentials, insecure,
+           http_auth, http_tls_cert, http_tls_key, **options) -> None:
     """Run a master. Prints the address it bound."""
+    from mesoslike.credentials import load_credentials, load_keys
     from mesoslike.master.runtime import MasterRuntime
 
     try:
         config = _master_config(options)
         zk_url = ZkUrl.parse(zk) if zk else None
+        if zk_auth:
+            if zk_url is None:
+                raise ConfigError("--zk-auth needs --zk")
+            zk_url = zk_url.with_auth_file(zk_auth)
         store = FileRegistryStore(work_dir) if work_dir and zk_url is None else None
         runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, registry_store=store, zk=zk_url,
-                                zk_session_timeout=zk_session_timeout, **({"roles": roles} if roles is not None else {}))
+                                zk_session_timeout=zk_session_timeout, keys=load_keys(key),
+                                credentials=load_credentials(credentials) if credentials else None,
+                                insecure=insecure, http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key),
+                                **({"roles": roles} if roles is not None else {}))
     except MesoslikeError as exc:
         die(str(exc))
     mode = f"contending in {zk}" if zk else "leading"
@@ -209,10 +249,13 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
 @option("agent", "--drain", is_flag=True, default=False, show_default="off",
         help="Do not run an agent: drain the one running on --work-dir (SIGUSR1: its tasks are killed, "
              "TASK_KILLED, and it unregisters) and wait for it to exit.")
+@client_key_options
 @logging_option("agent")
 def agent(master_address, resources, attributes, hostname, port, work_dir, ip, http_port, recover, recovery_timeout,
-          isolation, cgroups_root, cgroups_cpu_quota, gc_delay, gc_disk_watermark, drain_timeout, drain) -> None:
-    """Run an agent that runs the tasks its master sends it.
+          isolation, cgroups_root, cgroups_cpu_quota, gc_delay, gc_disk_watermark, drain_timeout, drain, key,
+          master_key) -> None:
+    """Run an agent that runs the tasks its master sends it. With
+    --master-key it talks to, and takes commands from, that master only.
 
     SIGTERM or Ctrl-C stops the agent and leaves its tasks running under
     their supervisors: an agent restarted on the same work dir recovers
@@ -226,7 +269,11 @@ def agent(master_address, resources, attributes, hostname, port, work_dir, ip, h
     if not master_address:
         raise click.UsageError("--master is required (or MESOSLIKE_AGENT_MASTER)")
     try:
-        runtime = AgentRuntime(master_address, resources, attributes, hostname, work_dir, port=port,
+        from mesoslike.credentials import client_keys
+
+        keys, server_key = client_keys(key, master_key)
+        runtime = AgentRuntime(master_address, resources, attributes, hostname, work_dir, port=port, keys=keys,
+                               master_key=server_key,
                                kill_tasks_on_exit=False, http_port=http_port, http_ip=ip, recover=recover,
                                recovery_timeout=recovery_timeout, isolation=isolation, cgroups_root=cgroups_root,
                                cgroups_cpu_quota=cgroups_cpu_quota, gc_delay=gc_delay,
@@ -279,23 +326,36 @@ def _drain_agent(work_dir: str, timeout: float) -> None:
 @_master_options("local")
 @logging_option("local")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def local(agents, resources, work_dir, ip, port, http_port, roles, command, **options) -> None:
+def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, http_auth, http_tls_cert, http_tls_key,
+          command, **options) -> None:
     """A master and N agents in one process, no ZooKeeper. Agents are named
     node-0 ... node-<N-1> and carry the attribute room:er<i mod 2>.
+
+    The cluster is authenticated (docs/security.rst): keys and credentials
+    are made under <work-dir>/keys/ (kept ones used again) and COMMAND gets
+    MESOSLIKE_KEY, MESOSLIKE_MASTER_KEY and MESOSLIKE_TOKEN too, so clients
+    need no flag. --insecure: an anonymous cluster instead.
 
     With a COMMAND (after --), run it with MESOSLIKE_MASTER set to the
     cluster's address, then stop the cluster and exit with its status.
     Without one, run until Ctrl-C. Stopping kills every task."""
     from mesoslike.agent.runtime import AgentRuntime
+    from mesoslike.credentials import local_keys
     from mesoslike.master.runtime import MasterRuntime
 
+    base = work_dir or tempfile.mkdtemp(prefix="mesoslike-local-")
     try:
         Resources.parse(resources)
         config = _master_config(options)
-        master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, roles=roles)
+        keys = None if insecure else local_keys(os.path.join(base, "keys"), agents, getpass.getuser())
+        master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, roles=roles, insecure=insecure,
+                                       http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key),
+                                       keys=keys.master if keys else None,
+                                       credentials=keys.credentials if keys else None)
     except MesoslikeError as exc:
+        if work_dir is None:
+            shutil.rmtree(base, ignore_errors=True)
         die(str(exc))
-    base = work_dir or tempfile.mkdtemp(prefix="mesoslike-local-")
     master_runtime.start()
     _reload_roles_on_sighup(master_runtime)
     agent_runtimes = []
@@ -303,10 +363,14 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, command, **op
         for i in range(agents):
             agent_runtimes.append(AgentRuntime(
                 master_runtime.address, resources, {"room": f"er{i % 2}"}, f"node-{i}",
-                os.path.join(base, f"node-{i}")).start())
+                os.path.join(base, f"node-{i}"), keys=keys.agents[i] if keys else None,
+                master_key=keys.master.public if keys else None).start())
         click.echo(f"local cluster: master {master_runtime.address} (HTTP {master_runtime.http_address}), "
                    f"{agents} agents with {resources}; sandboxes in {base}")
-        status = _run_local(master_runtime, list(command))
+        if keys is not None:
+            click.echo(f"authenticated: keys and credentials in {keys.directory} (client key {keys.client_secret}, "
+                       f"master key {keys.master_public}, operator token in {keys.directory}/operator.token)")
+        status = _run_local(master_runtime, list(command), keys.client_environment() if keys else {})
     finally:
         for runtime in agent_runtimes:
             runtime.stop()
@@ -316,7 +380,7 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, command, **op
     raise SystemExit(status)
 
 
-def _run_local(master_runtime, command: list[str]) -> int:
+def _run_local(master_runtime, command: list[str], environment: dict[str, str]) -> int:
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     if not command:
@@ -327,7 +391,7 @@ def _run_local(master_runtime, command: list[str]) -> int:
         except KeyboardInterrupt:
             pass
         return 0
-    env = dict(os.environ, MESOSLIKE_MASTER=master_runtime.address)
+    env = dict(os.environ, MESOSLIKE_MASTER=master_runtime.address, **environment)
     child = subprocess.Popen(command, env=env)
     try:
         while True:

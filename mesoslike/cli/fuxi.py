@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from mesoslike.cli.options import die, logging_option, option
+from mesoslike.cli.options import client_key_options, die, logging_option, option
 from mesoslike.cli.state import _table
 from mesoslike import MesoslikeError
 
@@ -73,9 +73,10 @@ DEFAULT_FAILOVER_TIMEOUT = 600.0
 @option("fuxi_serve", "--zk-session-timeout", type=_POSITIVE, default=10.0,
         help="With --zk: the ZooKeeper session timeout (s), how long a frozen or cut-off leader keeps its term "
              "(and how long the next one waits for it).")
+@client_key_options
 @logging_option("fuxi_serve")
 def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failover_timeout, keep_ended,
-          zk_session_timeout) -> None:
+          zk_session_timeout, key, master_key) -> None:
     """Run the Fuxi scheduler: a framework on the master that schedules the
     jobs submitted to it on --port, with an AppMaster process per job (bound
     on --ip) and a worker task per granted slot. Prints the address job
@@ -119,7 +120,8 @@ def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failove
         server.serve(service)
         # the kept framework id: the master hands this framework's tasks over to it
         driver = _driver(service, name, role, failover_timeout, master_address,
-                         state.service.framework_id if state is not None and state.service is not None else "")
+                         state.service.framework_id if state is not None and state.service is not None else "",
+                         key, master_key)
         service.attach(driver)
         if state is not None:
             service.recover(state)
@@ -210,13 +212,15 @@ def _service(state, store, config, master_address, work_dir, ip, zk_url, failove
         die(str(exc))
 
 
-def _driver(service, name: str, role: str, failover_timeout: float, master_address: str, framework_id: str):
+def _driver(service, name: str, role: str, failover_timeout: float, master_address: str, framework_id: str,
+            key: str | None = None, master_key: str | None = None):
     """A driver for the framework, resuming ``framework_id`` (a failover) if there is one."""
     from mesoslike import FrameworkInfo, SchedulerDriver
 
     try:
         return SchedulerDriver(service, FrameworkInfo(name=name, role=role, failover_timeout=failover_timeout,
-                                                      id=framework_id), master_address)
+                                                      id=framework_id), master_address, key=key,
+                               master_key=master_key)
     except MesoslikeError as exc:
         die(str(exc))
 

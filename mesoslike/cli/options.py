@@ -10,7 +10,7 @@ from typing import Callable
 
 import click
 
-__all__ = ["option", "config_option", "logging_option", "die"]
+__all__ = ["option", "config_option", "logging_option", "die", "client_key_options"]
 
 
 def option(command: str, *decls: str, **kwargs) -> Callable:
@@ -65,6 +65,16 @@ def _set_logging(ctx: click.Context, param: click.Parameter, value: str) -> str:
 def logging_option(command: str) -> Callable:
     return option(command, "--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
                   default="warning", expose_value=False, callback=_set_logging, help="How much to log to stderr.")
+
+
+def client_key_options(fn: Callable) -> Callable:
+    """``--key`` and ``--master-key`` of a process that talks to a secured
+    master (env ``MESOSLIKE_KEY``, ``MESOSLIKE_MASTER_KEY``; docs/security.rst)."""
+    fn = option("", "--master-key", type=click.Path(dir_okay=False), default=None, show_default="none",
+                help="The master's public certificate (MASTER.key): talk to that master only.")(fn)
+    return option("", "--key", type=click.Path(dir_okay=False), default=None, show_default="none",
+                  help="This peer's secret certificate (NAME.key_secret, mode 0600), listed in the master's "
+                       "credentials.")(fn)
 
 
 def die(message: str, code: int = 1) -> None:

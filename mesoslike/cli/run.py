@@ -16,7 +16,7 @@ import time
 
 import click
 
-from mesoslike.cli.options import die, logging_option, option
+from mesoslike.cli.options import client_key_options, die, logging_option, option
 from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources
 
@@ -79,9 +79,10 @@ def _bar(progress, width: int = 20) -> str:
         help="Give up (kill the tasks, exit 124) after this many seconds.")
 @option("run", "--output", is_flag=True, default=False, show_default="off",
         help="Stream each instance's stdout as it is written, each line prefixed by the instance's number.")
+@client_key_options
 @logging_option("run")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(master_address, cpus, mem, instances, role, name, timeout, output, command) -> None:
+def run(master_address, cpus, mem, instances, role, name, timeout, output, key, master_key, command) -> None:
     """Run COMMAND (after --) as task instances on the cluster, show their
     progress, and exit 0 if all finished, else with a failed instance's exit
     code (1 if it had none). The last lines of each failed instance's stderr
@@ -93,7 +94,7 @@ def run(master_address, cpus, mem, instances, role, name, timeout, output, comma
     reporter = _Reporter(instances, sys.stdout.isatty())
     scheduler = CommandScheduler(shell_command, Resources(cpus=cpus, mem=mem), instances, name, reporter)
     try:
-        driver = SchedulerDriver(scheduler, framework_info(name, role), master_address)
+        driver = SchedulerDriver(scheduler, framework_info(name, role), master_address, key=key, master_key=master_key)
     except MesoslikeError as exc:
         die(str(exc))
     driver.start()

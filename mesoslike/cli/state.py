@@ -7,41 +7,44 @@ import time
 
 import click
 
-from mesoslike.cli.options import die, logging_option, option
+from mesoslike.cli.options import client_key_options, die, logging_option, option
 from mesoslike.errors import MesoslikeError
 
 __all__ = ["state", "fetch_state", "format_state"]
 
 
-def fetch_state(master: str, timeout: float = 5.0) -> dict:
+def fetch_state(master: str, timeout: float = 5.0, key: str | None = None, master_key: str | None = None) -> dict:
     """Ask the master at ``tcp://HOST:PORT`` — or the leader of a ``zk://``
     group — for its state document. A master that answers it does not lead
     (a follower, or the leadership just moved) is asked once more, at the
     leader it names."""
+    from mesoslike.credentials import client_keys
     from mesoslike.locator import resolve_leader
+
+    keys = client_keys(key, master_key)
 
     address = resolve_leader(master, timeout)
     silent = ("; ZooKeeper names it the leader: if it died, another master leads once its ZooKeeper session "
               "expires (--zk-session-timeout)") if master.startswith("zk://") else ""
-    doc = _ask_for_state(address, timeout, silent)
+    doc = _ask_for_state(address, timeout, keys, silent)
     if doc.get("is_leader") is False:   # a follower (or a leadership that just moved): ask the leader it names
         leader = (doc.get("leader") or {}).get("address")
         if not leader or leader == address:
             raise MesoslikeError(f"the master at {address} does not lead, and no leader is elected yet")
-        doc = _ask_for_state(leader, timeout)
+        doc = _ask_for_state(leader, timeout, keys)
         if doc.get("is_leader") is False:
             raise MesoslikeError(f"the master at {leader} does not lead either; the leadership is moving, "
                                  "try again in a moment")
     return doc
 
 
-def _ask_for_state(address: str, timeout: float, if_silent: str = "") -> dict:
+def _ask_for_state(address: str, timeout: float, keys: tuple, if_silent: str = "") -> dict:
     """The document the master at ``address`` answers; ``if_silent`` ends
     the error when it does not answer in time."""
     from mesoslike.transport import Client
     from mesoslike.wire import messages as m
 
-    with Client(address) as client:
+    with Client(address, keys=keys[0], server_key=keys[1]) as client:
         client.send(m.GetState())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -110,11 +113,12 @@ def _preemption_lines(preemption: dict) -> list[str]:
         help="Print the raw JSON document (the same as GET /state).")
 @option("state", "--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0,
         help="Seconds to wait for the master.")
+@client_key_options
 @logging_option("state")
-def state(master_address: str, as_json: bool, timeout: float) -> None:
+def state(master_address: str, as_json: bool, timeout: float, key: str | None, master_key: str | None) -> None:
     """Print the cluster state: agents, frameworks, tasks, offers, shares."""
     try:
-        doc = fetch_state(master_address, timeout)
+        doc = fetch_state(master_address, timeout, key, master_key)
     except MesoslikeError as exc:
         die(str(exc))
     click.echo(json.dumps(doc, indent=2) if as_json else format_state(doc))

@@ -11,16 +11,18 @@ ended tasks) is looked for in the agents' sandboxes, which stay for
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from typing import Callable
 
 import click
 
-from mesoslike.cli.options import die, logging_option, option
+from mesoslike.cli.options import client_key_options, die, logging_option, option
 from mesoslike.errors import MesoslikeError
 
 __all__ = ["task", "locate_task", "sandbox_file", "read_file", "read_tail", "TaskLocation"]
@@ -168,31 +170,33 @@ def task() -> None:
         help="Keep printing what the task writes until it has ended (or Ctrl-C).")
 @option("task", "--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0,
         help="Seconds to wait for the master and the agent.")
+@client_key_options
 @logging_option("task")
 @click.argument("task_id")
 def log(master_address: str, framework_id: str | None, stderr: bool, follow: bool, timeout: float,
-        task_id: str) -> None:
+        key: str | None, master_key: str | None, task_id: str) -> None:
     """Print what task TASK_ID wrote to its sandbox's stdout (or stderr),
     found through the master on whichever agent it ran."""
     from mesoslike.cli.state import fetch_state
 
     try:
-        where = locate_task(fetch_state(master_address, timeout), task_id, framework_id)
+        ask = functools.partial(fetch_state, master_address, timeout, key=key, master_key=master_key)
+        where = locate_task(ask(), task_id, framework_id)
         if not where.http_address:
             agent = (where.task or {}).get("agent_id", "?")
             raise MesoslikeError(f"task {task_id} ran on agent {agent}, which is not registered any more (or serves "
                                  "no HTTP): its sandbox is on that machine, below the agent's --work-dir/sandboxes")
         path = sandbox_file(where.framework_id, task_id, "stderr" if stderr else "stdout")
-        _print_file(master_address, where, path, follow, timeout)
+        _print_file(ask, where, path, follow, timeout)
     except MesoslikeError as exc:
         die(str(exc))
     except KeyboardInterrupt:
         raise SystemExit(130) from None
 
 
-def _print_file(master_address: str, where: TaskLocation, path: str, follow: bool, timeout: float) -> None:
-    from mesoslike.cli.state import fetch_state
-
+def _print_file(ask: Callable[[], dict], where: TaskLocation, path: str, follow: bool, timeout: float) -> None:
+    """Print ``path`` from the task's agent; with ``follow``, until the task
+    ended (``ask``: the master's state document)."""
     out = sys.stdout.buffer
     offset = 0
     ended = where.terminal
@@ -207,6 +211,6 @@ def _print_file(master_address: str, where: TaskLocation, path: str, follow: boo
             return
         if time.monotonic() >= next_state:
             next_state = time.monotonic() + STATE_INTERVAL
-            ended = locate_task(fetch_state(master_address, timeout), where.task_id, where.framework_id).terminal
+            ended = locate_task(ask(), where.task_id, where.framework_id).terminal
             continue  # one more read after it ended: what it wrote last
         time.sleep(FOLLOW_INTERVAL)

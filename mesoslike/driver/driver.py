@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import collections
 import enum
+import getpass
 import logging
 import random
 import threading
 from typing import Callable, Iterable
 
+import attrs
+
 from mesoslike.clock import SystemClock
+from mesoslike.credentials import client_keys
 from mesoslike.driver.core import (
     Backoff,
     Command,
@@ -81,8 +85,14 @@ class SchedulerDriver:
 
     def __init__(self, scheduler: Scheduler, framework: FrameworkInfo, master: str,
                  implicit_acknowledgements: bool = True, *, backoff: Backoff | None = None,
-                 rng: random.Random | None = None, stop_timeout: float = 10.0) -> None:
+                 rng: random.Random | None = None, stop_timeout: float = 10.0,
+                 key: str | None = None, master_key: str | None = None) -> None:
         self.scheduler = scheduler
+        # a secured cluster (docs/security.rst): our secret certificate and the master's public one,
+        # by default from MESOSLIKE_KEY / MESOSLIKE_MASTER_KEY (``mesoslike local`` sets them)
+        self._keys, self._master_key = client_keys(key, master_key)
+        if self._keys is not None and not framework.user:
+            framework = attrs.evolve(framework, user=getpass.getuser())  # as Mesos: the current user
         self.framework = framework
         self.master = parse_master(master)
         self._clock = SystemClock()
@@ -275,7 +285,7 @@ class SchedulerDriver:
             self._address = self._wait_for_leader()
             if self._address is None:
                 return  # stopped before any master led
-            self._client = Client(self._address)
+            self._client = Client(self._address, keys=self._keys, server_key=self._master_key)
             self._execute(self._core.start())
             while not self._finished:
                 self._step()
@@ -380,7 +390,8 @@ class SchedulerDriver:
 
     def _reconnect(self) -> None:
         old = self._connection()
-        self._client = Client(self._address or old.address)   # _address: set with the first connection
+        self._client = Client(self._address or old.address,   # _address: set with the first connection
+                              keys=self._keys, server_key=self._master_key)
         old.close()
 
     def _connection(self) -> Client:

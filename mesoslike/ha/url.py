@@ -12,6 +12,7 @@ import re
 import attrs
 
 from mesoslike.errors import ConfigError
+from mesoslike.secret_files import check_secret_file_mode
 
 __all__ = ["ZkUrl", "is_zk_url", "parse_master_address", "ZK_SCHEME"]
 
@@ -39,6 +40,24 @@ class ZkUrl:
 
     hosts: str
     path: str
+    #: digest credentials (user, password) of a master (``--zk-auth FILE``):
+    #: it authenticates, and what it creates only masters may change; others
+    #: (agents, frameworks) read (docs/security.rst). Not part of the URL's text.
+    auth: tuple[str, str] | None = attrs.field(default=None, eq=False, repr=False)
+
+    def with_auth_file(self, path: str) -> ZkUrl:
+        """This URL with the digest credentials of ``path`` (one line
+        ``USER:PASSWORD``, mode 0600); ConfigError naming the file."""
+        check_secret_file_mode(path)
+        try:
+            with open(path) as file:
+                text = file.read().strip()
+        except OSError as exc:
+            raise ConfigError(f"cannot read the ZooKeeper auth file {path}: {exc.strerror}") from None
+        user, sep, password = text.partition(":")
+        if not sep or not user or not password or "\n" in text:
+            raise ConfigError(f"the ZooKeeper auth file {path} must hold one line USER:PASSWORD")
+        return attrs.evolve(self, auth=(user, password))
 
     def __str__(self) -> str:
         return f"{ZK_SCHEME}{self.hosts}{self.path}"

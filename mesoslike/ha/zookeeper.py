@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import attrs
 from kazoo.client import KazooClient, KazooState
+from kazoo.security import make_acl, make_digest_acl
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
@@ -84,8 +85,10 @@ def connect(url: ZkUrl, timeout: float = 10.0, session_timeout: float = 10.0) ->
     its ``[minSessionTimeout, maxSessionTimeout]`` (2 and 20 ticks by default).
     """
     retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=_RECONNECT_MAX_DELAY)
+    acl = master_acl(url.auth) if url.auth else None
     try:
-        client = KazooClient(hosts=url.hosts, timeout=session_timeout, connection_retry=retry)
+        client = KazooClient(hosts=url.hosts, timeout=session_timeout, connection_retry=retry, default_acl=acl,
+                             auth_data=[("digest", ":".join(url.auth))] if url.auth else None)
     except (KazooException, ValueError) as exc:
         raise ZooKeeperError(f"cannot use ZooKeeper hosts {url.hosts!r}: {exc}") from None
     try:
@@ -96,11 +99,32 @@ def connect(url: ZkUrl, timeout: float = 10.0, session_timeout: float = 10.0) ->
                              f"(is it running, and is {url} the right URL?)") from None
     try:
         _ensure_path(client, url.path, timeout)
+        if acl is not None:
+            _guard_group(client, url.path, acl, timeout)
     except ZooKeeperError:
         _close(client)
         raise
-    log.info("connected to ZooKeeper at %s", url.hosts)
+    log.info("connected to ZooKeeper at %s%s", url.hosts, " (digest-authenticated)" if acl else "")
     return client
+
+
+def master_acl(auth: tuple[str, str]) -> list:
+    """The znode ACL of a secured cluster: the masters' digest identity may
+    do everything, anyone may read (agents and frameworks find the leader)."""
+    user, password = auth
+    return [make_digest_acl(user, password, all=True), make_acl("world", "anyone", read=True)]
+
+
+def _guard_group(client: KazooClient, path: str, acl: list, timeout: float) -> None:
+    """Put ``acl`` on the group path (it may have been made open, before
+    the cluster was secured). A group guarded by other credentials refuses:
+    ZooKeeperError."""
+    try:
+        if _wait(client.get_acls_async(path), timeout)[0] != acl:
+            _wait(client.set_acls_async(path, acl), timeout)
+    except (KazooException, ZooKeeperError) as exc:
+        raise ZooKeeperError(f"cannot guard the group path {path} with the masters' ACL (--zk-auth: are these "
+                             f"the credentials it was created with?): {exc!r}") from None
 
 
 class _ErrorsOnly(logging.Filter):

@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Mapping
 
 import attrs
 
+from mesoslike.acl import Credentials, Refused
 from mesoslike.allocator import HierarchicalAllocator, RescindReason
 from mesoslike.allocator import Offer as AllocatorOffer
 from mesoslike.clock import Clock
@@ -84,8 +85,14 @@ class MasterCore:
     def __init__(self, clock: Clock, info: MasterInfo, config: MasterConfig | None = None,
                  rng: random.Random | None = None, registry: Registry | None = None,
                  wall_clock: Callable[[], float] | None = None,
-                 agent_peers: Mapping[str, bytes] | None = None) -> None:
+                 agent_peers: Mapping[str, bytes] | None = None, credentials: Credentials | None = None) -> None:
         self.clock = clock
+        #: with credentials, peers are principals and the ACLs apply (docs/security.rst)
+        self.credentials = credentials
+        #: the principal of the message being handled (the runtime knows it from the peer's key)
+        self._principal: str | None = None
+        #: authorization refusals, by the permission that was missing
+        self.refused_by_permission: dict[str, int] = {}
         #: seconds since the epoch for the statuses the master makes up, as
         #: agents stamp theirs (the runtime passes time.time); defaults to clock
         self._wall_clock = wall_clock or clock.now
@@ -241,9 +248,11 @@ class MasterCore:
         self._registry_changed()
 
     # ================================================================ inputs
-    def on_message(self, peer: bytes, message: object) -> list[Send]:
-        """Handle one decoded message from ``peer``."""
+    def on_message(self, peer: bytes, message: object, principal: str | None = None) -> list[Send]:
+        """Handle one decoded message from ``peer``, who authenticated as
+        ``principal`` (None: an anonymous cluster)."""
         self._out = []
+        self._principal = principal
         self.counters["messages_received"] += 1
         handler = self._HANDLERS.get(type(message))
         if handler is None:
@@ -253,6 +262,8 @@ class MasterCore:
                 handler(self, peer, message)
             except MesoslikeError as exc:  # bad input from the peer: tell it, change nothing more
                 self._error(peer, str(exc))
+            except Refused as exc:  # the ACLs do not allow it: tell it (naming the permission), count it
+                self._refuse(peer, exc)
         self._note_heard(peer)
         return self._flush()
 
@@ -417,12 +428,33 @@ class MasterCore:
 
     # ============================================================ frameworks
     def _owner(self, peer: bytes) -> bytes:
-        """Who a registration from ``peer`` counts against: its connection.
-        Once peers authenticate (issue 13) this is their principal, and the
-        same bounds (``max_frameworks_per_connection``,
-        ``max_agents_per_connection``) hold per principal; a framework or
-        agent id then also belongs to its principal (see :meth:`_subscribe`)."""
+        """Who a registration from ``peer`` counts against: its connection,
+        in a secured cluster too (``max_frameworks_per_connection``,
+        ``max_agents_per_connection``). Counting per principal would forbid
+        one principal its second framework — ``mesoslike local``'s client
+        runs several; whose an id is, is the principal's (see :meth:`_owned`)."""
         return peer
+
+    def _authorize(self, action: str, target: str | None = None) -> None:
+        """Raise :class:`~mesoslike.acl.Refused` unless the sender may do
+        ``action`` (on the role or user ``target``). Anonymous clusters have no ACLs."""
+        if self.credentials is not None:
+            self.credentials.check(action, self._principal, target)
+
+    def _refuse(self, peer: bytes, refused: Refused) -> None:
+        self.refused_by_permission[refused.permission] = self.refused_by_permission.get(refused.permission, 0) + 1
+        log.warning("refused %s: %s", clip(peer), refused)
+        self._error(peer, str(refused))
+
+    def _owned(self, owner: str, what: str) -> None:
+        """Refuse using ``what`` (a framework or agent id owned by
+        ``owner``) unless the sender is that principal. An id whose owner is
+        not known (learnt from an agent after the registry was lost, or
+        registered while the cluster was anonymous) goes to the first
+        principal that uses it."""
+        if self.credentials is not None and owner and owner != self._principal:
+            raise Refused("principal", f"not authorized: {what} belongs to another principal than "
+                                       f"{self._principal or 'an anonymous peer'}")
 
     def _subscribe(self, peer: bytes, msg: m.Subscribe) -> None:
         """SUBSCRIBE: a new framework (no id: the master gives one) or one
@@ -461,6 +493,10 @@ class MasterCore:
                 peer, f"framework id {clip(info.id)} is not one this master gave (nor do registered agents run "
                       "tasks of it); subscribe without an id to get one", fatal=False)
             return
+        if record is None:
+            self._authorize("register_frameworks", info.role)
+        else:
+            self._owned(record.info.principal, f"framework {record.id}")
         owner = self._owner(peer)
         if (record is None or self.framework_owners.owner(record.id) != owner) \
                 and self.framework_owners.count(owner) >= self.config.max_frameworks_per_connection:
@@ -470,7 +506,7 @@ class MasterCore:
                       f"({held}; max_frameworks_per_connection): subscribe another one from its own connection",
                 fatal=True)
             return
-        info = self._capped(info)
+        info = attrs.evolve(self._capped(info), principal=self._principal or "")  # never what the message says
         if record is None:
             framework_id = self._new_framework_id()
             info = attrs.evolve(info, id=framework_id)
@@ -690,6 +726,10 @@ class MasterCore:
             if problem is not None:
                 self._launch_failed(record, task, TaskState.ERROR, problem, "REASON_TASK_INVALID")
                 continue
+            task, problem = self._task_user(record, task)
+            if problem is not None:
+                self._launch_failed(record, task, TaskState.ERROR, problem, "REASON_TASK_UNAUTHORIZED")
+                continue
             launched.append(task)
             launched_ids.add(task.task_id)
             used = used + task.resources
@@ -736,6 +776,25 @@ class MasterCore:
         if task.kill_grace_period < 0:
             return "kill_grace_period must be >= 0"
         return None
+
+    def _task_user(self, record: FrameworkRecord, task: TaskInfo) -> tuple[TaskInfo, str | None]:
+        """``task`` with the unix user it runs as (its own, else its
+        framework's), and why it may not launch (the ``run_tasks`` ACL,
+        counted), or None. In an anonymous cluster a task without a user
+        runs as the agent's user, as before."""
+        user = task.user or record.info.user
+        if user != task.user:
+            task = attrs.evolve(task, user=user)
+        if self.credentials is None:
+            return task, None
+        if not user:
+            return task, "not authorized: the task has no user to run as (set FrameworkInfo.user or the task's)"
+        try:
+            self._authorize("run_tasks", user)
+        except Refused as refused:
+            self.refused_by_permission["run_tasks"] = self.refused_by_permission.get("run_tasks", 0) + 1
+            return task, str(refused)
+        return task, None
 
     def _consume_offers(self, offers: list[AllocatorOffer], used: Resources, refuse: float) -> None:
         """Split what the tasks use over the offers; the rest is declined
@@ -846,6 +905,11 @@ class MasterCore:
                 return
             if record.connected:   # not known (any more): the framework decides
                 self._send_framework(record, m.Update(status))
+            return
+        if task.agent_id != agent.id:
+            # only the agent that runs a task speaks for it (a forged update would free what it holds)
+            self._refuse(peer, Refused("status_updates", f"not authorized: task {clip(task.id)} of framework "
+                                                         f"{record.id} does not run on agent {agent.id}"))
             return
         task.confirmed = True
         if status.uuid and status.uuid == task.acknowledged_uuid:
@@ -1054,10 +1118,11 @@ class MasterCore:
         if existing is not None:  # our AGENT_REGISTERED was lost: say it again
             self._send(peer, m.AgentRegistered(existing, self.info, self.config.ping_interval))
             return
+        self._authorize("register_agents")
         if self._agent_refused(peer, msg.agent, None, msg.http_address):
             return
         agent_id = self._new_agent_id()
-        info = attrs.evolve(msg.agent, id=agent_id)
+        info = attrs.evolve(msg.agent, id=agent_id, principal=self._principal or "")
         self._admit_agent(peer, info, {}, msg.http_address)
         log.info("agent %s (%s) registered with %s", agent_id, clip(info.hostname), info.resources)
 
@@ -1101,9 +1166,16 @@ class MasterCore:
         if not info.id:
             self._error(peer, "REREGISTER_AGENT needs the agent's id")
             return
+        self._authorize("register_agents")
+        known = self.agents.get(info.id) or self.registry.agents.get(info.id)
+        if known is not None:
+            self._owned(known.info.principal if isinstance(known, AgentRecord) else known.principal,
+                        f"agent {info.id}")
         if info.id in self.removed_agents:
             self._send(peer, m.ShutdownAgent("this agent was removed; register anew"))
             return
+        info = attrs.evolve(info, principal=self._principal or "")
+        msg = attrs.evolve(msg, agent=info)
         if self._agent_refused(peer, info, info.id, msg.http_address):
             return
         record = self.agents.get(info.id)
@@ -1154,7 +1226,8 @@ class MasterCore:
         """An agent this master does not know (it restarted or took over):
         admit it with the tasks it runs, and their frameworks as disconnected
         until they re-subscribe."""
-        infos = {info.id: info for info in msg.frameworks if info.id}
+        # whose a framework is, is never the agent's to say: the registry knows, or the first to subscribe
+        infos = {info.id: attrs.evolve(info, principal="") for info in msg.frameworks if info.id}
         holding: dict[str, list[Resources]] = {}
         for running in msg.tasks:
             if running.framework_id in self.removed_frameworks or running.state in TERMINAL_STATES:

@@ -23,6 +23,7 @@ import logging
 import math
 import selectors
 import socket
+import ssl
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -31,8 +32,9 @@ from socketserver import BaseServer
 from typing import Any, Callable, Generic, TypeVar, cast
 
 from mesoslike.errors import ConfigError
+from mesoslike.secret_files import check_secret_file_mode
 
-__all__ = ["StatusHTTPServer", "Fresh", "Action", "MAX_BODY", "MAX_HEAD", "CHUNK"]
+__all__ = ["StatusHTTPServer", "Fresh", "Action", "Authorize", "MAX_BODY", "MAX_HEAD", "CHUNK", "tls_context"]
 
 log = logging.getLogger("mesoslike.master.http")
 
@@ -40,6 +42,21 @@ T = TypeVar("T")
 
 #: a POST handler: request body -> (HTTP status, JSON-able reply)
 Action = Callable[[bytes], tuple[int, object]]
+#: (method, path, the Authorization header or None) -> None to serve it, or (401 or 403, why)
+Authorize = Callable[[str, str, "str | None"], "tuple[int, str] | None"]
+
+
+def tls_context(cert: str, key: str) -> ssl.SSLContext:
+    """A server's TLS context from PEM files (``--http-tls-cert``,
+    ``--http-tls-key``, the key mode 0600); ConfigError naming what is wrong."""
+    check_secret_file_mode(key)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"cannot use the TLS certificate {cert} with key {key}: {exc}") from None
+    return context
 #: the largest POST body read (an operator request is a few hundred bytes)
 MAX_BODY = 1 << 20
 #: the largest request head (request line and headers) read
@@ -99,8 +116,11 @@ class StatusHTTPServer:
 
     def __init__(self, host: str, port: int, views: dict[str, Callable[[], tuple[str, bytes]]],
                  actions: dict[str, Action] | None = None, *, workers: int = 8, timeout: float = 10.0,
-                 max_connections: int = 64) -> None:
-        self._handler = _make_handler(views, actions or {}, self)
+                 max_connections: int = 64, tls: ssl.SSLContext | None = None,
+                 authorize: Authorize | None = None) -> None:
+        self._handler = _make_handler(views, actions or {}, self, authorize)
+        #: with TLS, every connection is wrapped (the handshake is the dispatcher's, as the head is)
+        self._tls = tls
         self.timeout = timeout
         self.max_connections = max_connections
         try:
@@ -127,7 +147,7 @@ class StatusHTTPServer:
 
     @property
     def address(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self._tls is not None else 'http'}://{self.host}:{self.port}"
 
     @property
     def open_connections(self) -> int:
@@ -197,10 +217,12 @@ class StatusHTTPServer:
         whole, False if the connection is to be closed (it closed, failed,
         or sent a head over MAX_HEAD), None while more is to come."""
         try:
+            if isinstance(connection, ssl.SSLSocket):
+                connection.do_handshake()   # done at once after the first time
             chunk = connection.recv(MAX_HEAD)
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return None
-        except OSError:
+        except OSError:  # ssl.SSLError too: not TLS, or a client that does not trust us
             return False
         if not chunk:
             return False
@@ -233,6 +255,15 @@ class StatusHTTPServer:
                 connection.close()
             else:
                 connection.setblocking(False)
+                if self._tls is not None:
+                    plain = connection
+                    try:
+                        connection = self._tls.wrap_socket(plain, server_side=True, do_handshake_on_connect=False)
+                    except (OSError, ValueError):
+                        self._close(plain)
+                        continue
+                    with self._lock:
+                        self._deadlines[connection] = self._deadlines.pop(plain)
                 accepted.append(connection)
 
     def _serve_later(self, connection: socket.socket, head: bytes) -> None:
@@ -344,7 +375,7 @@ class _Prefixed(io.RawIOBase):
 
 
 def _make_handler(views: dict[str, Callable[[], tuple[str, bytes]]], actions: dict[str, Action],
-                  server: StatusHTTPServer) -> type[BaseHTTPRequestHandler]:
+                  server: StatusHTTPServer, authorize: Authorize | None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         """Serves one request whose head the dispatcher has read."""
 
@@ -363,8 +394,20 @@ def _make_handler(views: dict[str, Callable[[], tuple[str, bytes]]], actions: di
             finally:
                 self.rfile.close()
 
+        def _refused(self, method: str, path: str) -> bool:
+            """Answer 401/403 (True) if ``authorize`` refuses the request."""
+            refusal = authorize(method, path, self.headers.get("Authorization")) if authorize else None
+            if refusal is None:
+                return False
+            code, message = refusal
+            self._reply(code, "application/json", json.dumps({"error": message}).encode(),
+                        {"WWW-Authenticate": 'Bearer realm="mesoslike"'} if code == 401 else {})
+            return True
+
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             server.hold(self.request)
+            if self._refused("GET", self.path.split("?", 1)[0].rstrip("/") or "/"):
+                return
             view = views.get(self.path.split("?", 1)[0].rstrip("/") or "/")
             if view is None:
                 self._reply(404, "application/json", json.dumps(
@@ -384,6 +427,8 @@ def _make_handler(views: dict[str, Callable[[], tuple[str, bytes]]], actions: di
             if action is None:
                 self._json(405 if path in views else 404,
                            {"error": f"no POST endpoint {path[:200]}", "post_endpoints": sorted(actions)})
+                return
+            if self._refused("POST", path):
                 return
             try:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -409,9 +454,11 @@ def _make_handler(views: dict[str, Callable[[], tuple[str, bytes]]], actions: di
         def _json(self, code: int, reply: object) -> None:
             self._reply(code, "application/json", json.dumps(reply).encode())
 
-        def _reply(self, code: int, content_type: str, body: bytes) -> None:
+        def _reply(self, code: int, content_type: str, body: bytes, headers: dict[str, str] | None = None) -> None:
             server.extend(self.request)
             self.send_response(code)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

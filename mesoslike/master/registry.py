@@ -177,7 +177,7 @@ class Registry:
                 registry.agents[agent_id] = AgentInfo(
                     hostname=_text(record["hostname"]), resources=_parse_resources(record["resources"]),
                     attributes={_text(k): _text(v) for k, v in record.get("attributes", {}).items()},
-                    id=agent_id, port=int(record.get("port", 0)))
+                    id=agent_id, port=int(record.get("port", 0)), principal=_text(record.get("principal", "")))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 log.warning("registry: skipping agent %r: %s", agent_id, exc)
         for framework_id, record in _entries(document, "frameworks"):
@@ -188,7 +188,8 @@ class Registry:
                 registry.frameworks[framework_id] = FrameworkInfo(
                     name=_text(record.get("name", "")), role=_text(record.get("role", "*")),
                     failover_timeout=timeout, id=framework_id, user=_text(record.get("user", "")),
-                    partition_aware=bool(record.get("partition_aware", False)))
+                    partition_aware=bool(record.get("partition_aware", False)),
+                    principal=_text(record.get("principal", "")))
             except (TypeError, ValueError, AttributeError) as exc:
                 log.warning("registry: skipping framework %r: %s", framework_id, exc)
         for key in ("removed_agents", "removed_frameworks"):
@@ -225,14 +226,20 @@ _parse_resources = functools.lru_cache(maxsize=1024)(Resources.parse)
 
 def agent_record(info: AgentInfo) -> dict[str, Any]:
     """An agent's record in the registry document (its id is the key)."""
-    return {"hostname": info.hostname, "resources": str(info.resources), "attributes": dict(info.attributes),
-            "port": info.port}
+    record = {"hostname": info.hostname, "resources": str(info.resources), "attributes": dict(info.attributes),
+              "port": info.port}
+    if info.principal:  # the id belongs to it (docs/security.rst)
+        record["principal"] = info.principal
+    return record
 
 
 def framework_record(info: FrameworkInfo) -> dict[str, Any]:
     """A framework's record in the registry document (its id is the key)."""
-    return {"name": info.name, "role": info.role, "failover_timeout": info.failover_timeout, "user": info.user,
-            "partition_aware": info.partition_aware}
+    record = {"name": info.name, "role": info.role, "failover_timeout": info.failover_timeout, "user": info.user,
+              "partition_aware": info.partition_aware}
+    if info.principal:  # the id belongs to it (docs/security.rst)
+        record["principal"] = info.principal
+    return record
 
 
 def _remember(items: list[str], item: str) -> bool:

@@ -28,6 +28,7 @@ import gc
 import itertools
 import json
 import logging
+import ssl
 import threading
 import time
 import uuid
@@ -39,6 +40,8 @@ import attrs
 
 from mesoslike import __version__
 from mesoslike.clock import Clock, SystemClock
+from mesoslike.acl import Credentials
+from mesoslike.errors import ConfigError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.master.http import Fresh, StatusHTTPServer
 from mesoslike.master.inbox import Inbox
@@ -54,7 +57,7 @@ from mesoslike.master.roles import RolesConfig
 from mesoslike.master.roles_watcher import RolesWatcher
 from mesoslike.master.state import metrics_text, render_state, snapshot, transport_metrics
 from mesoslike.master.storage import MemoryRegistryStore, RegistryFencedError, RegistryStore, RegistryWriteError
-from mesoslike.transport import Server, Waker
+from mesoslike.transport import Authenticator, CurveKeys, Server, Waker
 from mesoslike.wire import MasterInfo, WireError
 from mesoslike.wire import messages as m
 
@@ -85,6 +88,38 @@ _STORE_REMINDER = 60.0
 _REGISTRATIONS_KEPT = 10_000
 #: peers waiting for a GET_STATE answer at most; more get an ERROR
 _STATE_ASKERS = 1000
+
+
+#: what HTTP asks a token for (docs/security.rst)
+HTTP_AUTH = ("writes", "all")
+#: the ACL permission each operator write needs
+_HTTP_PERMISSIONS = {"/quota": "update_quota", "/weights": "update_weights"}
+
+#: hosts that only this machine can reach
+_LOOPBACK = ("localhost", "::1", "[::1]")
+
+
+def is_loopback(host: str) -> bool:
+    return host in _LOOPBACK or host.startswith("127.")
+
+
+def check_secure(address: str, credentials: Credentials | None, keys: CurveKeys | None, insecure: bool) -> None:
+    """Secure by default (docs/security.rst): a master without credentials
+    binds loopback only, unless ``insecure`` — then it warns, at every
+    start. Keys and credentials go together."""
+    if (keys is None) != (credentials is None):
+        raise ConfigError("a secured master needs both --key (its secret certificate) and --credentials")
+    if credentials is not None:
+        return
+    host = address[len("tcp://"):].rpartition(":")[0]
+    if not is_loopback(host):
+        if not insecure:
+            raise ConfigError(f"refusing to bind {host} without --credentials: any peer that reaches it could run "
+                              "tasks. Give --key and --credentials (docs/security.rst), bind 127.0.0.1, or pass "
+                              "--insecure")
+    if insecure:
+        log.warning("INSECURE: this master runs without authentication (--insecure): any peer that reaches "
+                    "%s may register agents and frameworks and run tasks", address)
 
 
 @attrs.define
@@ -155,8 +190,18 @@ class MasterRuntime:
     def __init__(self, address: str = "tcp://127.0.0.1:5050", http_port: int | None = 5051,
                  config: MasterConfig | None = None, clock: Clock | None = None,
                  master_id: str | None = None, registry_store: RegistryStore | None = None,
-                 zk: ZkUrl | None = None, zk_session_timeout: float = 10.0, roles: RolesConfig | None = None) -> None:
+                 zk: ZkUrl | None = None, zk_session_timeout: float = 10.0, roles: RolesConfig | None = None,
+                 keys: CurveKeys | None = None, credentials: Credentials | None = None,
+                 insecure: bool = False, http_auth: str = "writes", http_tls: ssl.SSLContext | None = None) -> None:
         self.clock = clock or SystemClock()
+        check_secure(address, credentials, keys, insecure)
+        #: principals, ACLs and HTTP tokens; None: an anonymous cluster (loopback only unless insecure)
+        self.credentials = credentials
+        if http_auth not in HTTP_AUTH:
+            raise ConfigError(f"bad http_auth {http_auth!r}: expected one of {', '.join(HTTP_AUTH)}")
+        self._http_auth = http_auth
+        #: HTTP requests refused for want of a valid token (401) or a permission (403)
+        self.http_refused = {401: 0, 403: 0}
         self.config = config or MasterConfig()
         self._zk = zk
         self._zk_session_timeout = zk_session_timeout
@@ -184,7 +229,8 @@ class MasterRuntime:
         self._store = registry_store or MemoryRegistryStore()
         self._last_core: MasterCore | None = None   # the core that served last (its agents' connections)
         registry = self._store.load() if zk is None else None  # bad: stop before binding
-        self._server = Server(address)
+        self._server = Server(address, keys=keys, authenticator=None if credentials is None else
+                              Authenticator(credentials.principal_of_key()))
         self.address = self._server.address
         host = self.address[len("tcp://"):].rpartition(":")[0]
         #: guards the core (the loop and the HTTP threads use it); notified
@@ -200,7 +246,8 @@ class MasterRuntime:
                     "/health": lambda: ("application/json", json.dumps(self._health()).encode()),
                     "/metrics": lambda: ("text/plain; version=0.0.4", self._metrics().encode()),
                 }, actions=self._operator.actions, workers=self.config.http_workers,
-                    timeout=self.config.http_timeout, max_connections=self.config.http_max_connections)
+                    timeout=self.config.http_timeout, max_connections=self.config.http_max_connections,
+                    tls=http_tls, authorize=self._authorize_http)
         except Exception:
             self._server.close()
             raise
@@ -327,7 +374,7 @@ class MasterRuntime:
         # them at once that it does not know them (docs/agent.rst, "Re-registration")
         peers = self._last_core.agent_peers() if self._last_core is not None else None
         return MasterCore(self.clock, self.info, self.config, registry=registry, wall_clock=time.time,
-                          agent_peers=peers)
+                          agent_peers=peers, credentials=self.credentials)
 
     def _log_leads(self, core: MasterCore) -> None:
         log.info("master %s leads (%d agents and %d frameworks in the registry)", self.info.id,
@@ -551,6 +598,29 @@ class MasterRuntime:
         with self._lock:
             self.send_later([Send(peer, m.StateReply(body)) for peer in askers])
 
+    def _authorize_http(self, method: str, path: str, authorization: str | None) -> tuple[int, str] | None:
+        """Who may use HTTP (docs/security.rst): with credentials, operator
+        writes need ``Authorization: Bearer TOKEN`` of a principal the
+        write's ACL allows (401 without a valid token, 403 without the
+        permission); with ``http_auth="all"`` reads need a valid token too.
+        An anonymous (loopback) master asks nothing."""
+        credentials = self.credentials
+        if credentials is None or (method == "GET" and self._http_auth == "writes"):
+            return None
+        scheme, _, token = (authorization or "").partition(" ")
+        principal = credentials.principal_of_token(token.strip()) if scheme.lower() == "bearer" else None
+        refusal: tuple[int, str] | None = None
+        if principal is None:
+            refusal = 401, "a valid operator token is needed: Authorization: Bearer TOKEN"
+        elif method == "POST":
+            permission = _HTTP_PERMISSIONS.get(path, "update_quota")
+            if not credentials.allows(permission, principal):
+                refusal = 403, f"not authorized: principal {principal} lacks the {permission} permission"
+        if refusal is not None:
+            self.http_refused[refusal[0]] += 1
+            log.warning("HTTP %s %s refused (%d): %s", method, path[:200], *refusal)
+        return refusal
+
     def _health(self) -> dict:
         health = self._store_health
         return {"healthy": not health.failing, "is_leader": self.is_leader,
@@ -583,12 +653,25 @@ class MasterRuntime:
              self.registry_write_failures),
             ("answers_held", "gauge", "Answers held until the registry is written.", len(self._held)),
         ]
+        if self._server.authenticator is not None:
+            samples += [
+                ("connections_refused_total", "counter",
+                 "Connections refused at the CURVE handshake: their key is not in the credentials.",
+                 self._server.authenticator.refused),
+                ("frames_impersonating_total", "counter",
+                 "Frames dropped: they came under a peer identity another principal holds.",
+                 self._server.stats.impersonations),
+            ]
         if self._http is not None:
             samples += [
                 ("http_connections_refused_total", "counter",
                  "HTTP connections refused: http_max_connections were open.", self._http.refused),
                 ("http_connections_timed_out_total", "counter",
                  "HTTP connections closed at their deadline (http_timeout).", self._http.timed_out),
+                ("http_unauthenticated_total", "counter", "HTTP requests refused 401: no valid token.",
+                 self.http_refused[401]),
+                ("http_forbidden_total", "counter", "HTTP requests refused 403: the token's principal lacks "
+                 "the permission.", self.http_refused[403]),
             ]
         lines = []
         for name, kind, help_text, value in samples:
@@ -721,7 +804,7 @@ class MasterRuntime:
             if isinstance(message, m.GetState):
                 core.counters["messages_received"] += 1   # received like any other, answered off the loop
                 return self._ask_state(peer)
-            sends = core.on_message(peer, message)
+            sends = core.on_message(peer, message, self._server.principal(peer))
             self._remember_registration(peer, frame, message)
             return sends
         except Exception:  # a bug must not take the master down with it

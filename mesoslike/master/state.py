@@ -218,6 +218,9 @@ def metrics_text(core: MasterCore, transport: Mapping[str, int] | None = None) -
     _line(lines, "preemptions_total", "counter",
           "Fair-share preemption: tasks warned, killed at their deadline, released after a warning.",
           [(f'{{kind="{kind}"}}', core.counters[f"preemptions_{kind}"]) for kind in ("warned", "killed", "released")])
+    _line(lines, "authorization_refused_total", "counter",
+          "Messages refused by the ACLs or by the principal an id belongs to, by the missing permission.",
+          [(f'{{permission="{permission}"}}', count) for permission, count in sorted(core.refused_by_permission.items())])
     _line(lines, "agent_registration_retries_total", "counter",
           "Agent registrations received again, byte for byte, and answered without handling them again.",
           [("", core.counters["registration_retries"])])

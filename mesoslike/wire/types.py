@@ -47,6 +47,10 @@ TERMINAL_STATES = frozenset({TaskState.FINISHED, TaskState.FAILED, TaskState.KIL
                              TaskState.LOST, TaskState.DROPPED, TaskState.GONE})
 
 
+def _names_only(environment: Mapping[str, str]) -> str:
+    return "{" + ", ".join(f"{name!r}: ..." for name in sorted(environment)) + "}"
+
+
 def _frozen_dict(value: Mapping[str, str] | None) -> dict[str, str]:
     return dict(value or {})
 
@@ -67,6 +71,8 @@ class FrameworkInfo:
     hostname: str = ""
     partition_aware: bool = False
     min_allocatable: str = ""
+    #: who registered it, as the master authenticated them (docs/security.rst); set by the master only
+    principal: str = ""
 
 
 @attrs.frozen
@@ -79,8 +85,12 @@ class TaskInfo:
     command: str
     resources: Resources
     name: str = ""
-    environment: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict)
+    #: its repr names the variables, never their values: a task's environment
+    #: may hold secrets, and a repr ends up in logs (docs/security.rst)
+    environment: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict, repr=_names_only)
     kill_grace_period: float = 3.0
+    #: the unix user it runs as (default: its framework's ``user``); see docs/security.rst
+    user: str = ""
 
 
 @attrs.frozen
@@ -130,3 +140,5 @@ class AgentInfo:
     attributes: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict)
     id: str = ""
     port: int = 0
+    #: the agent principal it belongs to (docs/security.rst); set by the master only
+    principal: str = ""

@@ -1,0 +1,173 @@
+"""Who may do what: the principals of a cluster and its Mesos-style ACLs
+(docs/security.rst). Pure: :mod:`mesoslike.credentials` reads the file.
+
+A *principal* is a name bound to a CURVE public key (the master learns it
+from the key a peer authenticated with, never from a message) and to the
+kinds of peer it may be: ``agent``, ``framework``, ``operator``. An operator
+may also hold an HTTP bearer token.
+
+The ACLs are rules per action (:data:`ACTIONS`). An action with no rule in
+the file is allowed to every principal of the kind it is for (agents
+register as agents, frameworks register in any role and run tasks as any
+user but root, operators change quota and weights); once an action has
+rules, only what a rule grants is allowed. ``"*"`` in a rule's
+``principals``, ``roles`` or ``users`` means any — except that running
+tasks as ``root`` needs a rule naming ``root`` itself.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Mapping
+
+import attrs
+
+from mesoslike.errors import ConfigError
+
+__all__ = ["ACTIONS", "KINDS", "ANY", "Principal", "Rule", "Acls", "Credentials", "Refused"]
+
+#: the kinds of peer a principal may be
+KINDS = ("agent", "framework", "operator")
+#: in a rule: any principal, role or user
+ANY = "*"
+#: action -> the kind of principal allowed it when the file has no rule for it
+ACTIONS: Mapping[str, str] = {
+    "register_agents": "agent",
+    "register_frameworks": "framework",
+    "run_tasks": "framework",
+    "teardown_frameworks": "operator",
+    "kill_tasks": "operator",
+    "update_quota": "operator",
+    "update_weights": "operator",
+    "drain_agents": "operator",
+    "reserve_resources": "operator",
+}
+#: which part of a rule an action's object is checked against
+_OBJECTS = {"register_frameworks": "roles", "run_tasks": "users"}
+
+
+class Refused(Exception):
+    """An action the ACLs do not allow: ``permission`` names the missing
+    permission (the ACL's name), the message says who and what."""
+
+    def __init__(self, permission: str, message: str) -> None:
+        super().__init__(message)
+        self.permission = permission
+
+
+@attrs.frozen
+class Principal:
+    name: str
+    key: bytes                                    #: CURVE public key, z85
+    kinds: frozenset[str]
+    token: str = attrs.field(default="", repr=False)
+
+
+@attrs.frozen
+class Rule:
+    """One ACL entry: ``principals`` may do the action, on ``objects``
+    (roles or users, as the action says; None for actions without one)."""
+
+    principals: frozenset[str]
+    objects: frozenset[str] | None = None
+
+    def grants(self, principal: str, target: str | None) -> bool:
+        if principal not in self.principals and ANY not in self.principals:
+            return False
+        if target is None or self.objects is None:
+            return True
+        if target == "root":  # root only when named: never through "*"
+            return "root" in self.objects
+        return target in self.objects or ANY in self.objects
+
+
+@attrs.frozen
+class Acls:
+    """The rules of each action that has some."""
+
+    rules: Mapping[str, tuple[Rule, ...]] = attrs.field(factory=dict)
+
+    @classmethod
+    def parse(cls, document: object) -> Acls:
+        """The ``[acls]`` table: ``{action: [{principals=[...], roles|users=[...]}, ...]}``."""
+        if document is None:
+            return cls()
+        if not isinstance(document, dict):
+            raise ConfigError("acls: expected a table of actions")
+        rules: dict[str, tuple[Rule, ...]] = {}
+        for action, entries in document.items():
+            if action not in ACTIONS:
+                raise ConfigError(f"acls.{action}: unknown action (known: {', '.join(ACTIONS)})")
+            if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+                raise ConfigError(f"acls.{action}: expected [[acls.{action}]] entries")
+            parsed = []
+            for entry in entries:
+                field = _OBJECTS.get(action)
+                unknown = set(entry) - {"principals", *([field] if field else [])}
+                if unknown:
+                    raise ConfigError(f"acls.{action}: unknown key(s) {', '.join(sorted(unknown))}")
+                objects = _names(entry[field], f"acls.{action}.{field}") if field and field in entry else None
+                parsed.append(Rule(_names(entry.get("principals"), f"acls.{action}.principals"), objects))
+            rules[action] = tuple(parsed)
+        return cls(rules)
+
+
+def _names(value: object, where: str) -> frozenset[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{where}: expected a list of names")
+    return frozenset(value)
+
+
+@attrs.frozen
+class Credentials:
+    """The principals of a cluster and its ACLs."""
+
+    principals: Mapping[str, Principal]
+    acls: Acls = attrs.field(factory=Acls)
+
+    def __attrs_post_init__(self) -> None:
+        keys: dict[bytes, str] = {}
+        for principal in self.principals.values():
+            if principal.key in keys:
+                raise ConfigError(f"principals {keys[principal.key]} and {principal.name} share a key")
+            keys[principal.key] = principal.name
+        for action, rules in self.acls.rules.items():
+            for rule in rules:
+                unknown = rule.principals - set(self.principals) - {ANY}
+                if unknown:
+                    raise ConfigError(f"acls.{action} names unknown principal(s) {', '.join(sorted(unknown))}")
+
+    def principal_of_key(self) -> dict[bytes, str]:
+        """Public key -> principal name (what the ZAP handler lets in). O(principals)."""
+        return {p.key: p.name for p in self.principals.values()}
+
+    def principal_of_token(self, token: str) -> str | None:
+        """The principal holding HTTP bearer ``token``. O(principals)."""
+        for principal in self.principals.values():
+            if principal.token and hmac.compare_digest(principal.token.encode(), token.encode()):
+                return principal.name
+        return None
+
+    def is_kind(self, principal: str | None, kind: str) -> bool:
+        found = self.principals.get(principal) if principal is not None else None
+        return found is not None and kind in found.kinds
+
+    def check(self, action: str, principal: str | None, target: str | None = None) -> None:
+        """Raise :class:`Refused` unless ``principal`` may do ``action`` (on
+        ``target``: the role or the user). O(rules of the action)."""
+        rules = self.acls.rules.get(action)
+        who = principal if principal is not None else "an anonymous peer"
+        on = f" {_OBJECTS[action][:-1]} {target!r}" if target is not None and action in _OBJECTS else ""
+        if rules is None:
+            allowed = self.is_kind(principal, ACTIONS[action]) and not (action == "run_tasks" and target == "root")
+        else:
+            allowed = principal is not None and any(rule.grants(principal, target) for rule in rules)
+        if not allowed:
+            raise Refused(action, f"not authorized: principal {who} lacks the {action} permission{on}")
+
+    def allows(self, action: str, principal: str | None, target: str | None = None) -> bool:
+        try:
+            self.check(action, principal, target)
+        except Refused:
+            return False
+        return True

@@ -1,0 +1,153 @@
+"""The credentials file a secured master reads (``--credentials FILE``,
+docs/security.rst): its principals — each a CURVE public key (a certificate
+path, relative to the file, or the z85 key), the kinds of peer it may be and,
+for operators, an HTTP bearer token — and its ACLs. Also the key options
+every process takes (``--key``, ``--master-key``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import tomllib
+
+import attrs
+
+from mesoslike.acl import KINDS, Acls, Credentials, Principal
+from mesoslike.errors import ConfigError
+from mesoslike.transport import CurveKeys, check_secret_file_mode, load_public_key, new_certificate
+
+__all__ = ["load_credentials", "parse_credentials", "load_keys", "load_master_key", "client_keys",
+           "KEY_ENV", "MASTER_KEY_ENV", "TOKEN_ENV", "LocalKeys", "local_keys"]
+
+#: where a client finds its secret certificate, the master's public one, and an operator token
+KEY_ENV, MASTER_KEY_ENV, TOKEN_ENV = "MESOSLIKE_KEY", "MESOSLIKE_MASTER_KEY", "MESOSLIKE_TOKEN"
+
+
+def load_credentials(path: str) -> Credentials:
+    """Read and check the credentials file ``path``; ConfigError naming the
+    file and the problem. A file holding tokens must be mode 0600."""
+    try:
+        with open(path, "rb") as file:
+            document = tomllib.load(file)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the credentials file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"credentials file {path}: {exc}") from None
+    try:
+        credentials = parse_credentials(document, os.path.dirname(os.path.abspath(path)))
+    except ConfigError as exc:
+        raise ConfigError(f"credentials file {path}: {exc}") from None
+    if any(p.token for p in credentials.principals.values()):
+        check_secret_file_mode(path)
+    return credentials
+
+
+def parse_credentials(document: dict, base: str = ".") -> Credentials:
+    """The :class:`~mesoslike.acl.Credentials` of a parsed document; key
+    paths are relative to ``base``."""
+    unknown = set(document) - {"principals", "acls"}
+    if unknown:
+        raise ConfigError(f"unknown table(s) {', '.join(sorted(unknown))} (expected principals, acls)")
+    tables = document.get("principals", {})
+    if not isinstance(tables, dict) or not tables:
+        raise ConfigError("no [principals.NAME] tables: a secured master lets nobody in without them")
+    principals = {}
+    for name, table in tables.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"principals.{name}: expected a table")
+        bad = set(table) - {"key", "kinds", "token"}
+        if bad:
+            raise ConfigError(f"principals.{name}: unknown key(s) {', '.join(sorted(bad))}")
+        key, kinds, token = table.get("key"), table.get("kinds", []), table.get("token", "")
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"principals.{name}: 'key' (a certificate path or z85 public key) is required")
+        if not isinstance(kinds, list) or not kinds or not set(kinds) <= set(KINDS):
+            raise ConfigError(f"principals.{name}: 'kinds' must list some of {', '.join(KINDS)}")
+        if not isinstance(token, str):
+            raise ConfigError(f"principals.{name}: 'token' must be a string")
+        principals[name] = Principal(name, load_public_key(key, base), frozenset(kinds), token)
+    return Credentials(principals, Acls.parse(document.get("acls")))
+
+
+def load_keys(path: str | None) -> CurveKeys | None:
+    """``--key FILE``: a process's own secret certificate (mode 0600)."""
+    return CurveKeys.load(path) if path else None
+
+
+def load_master_key(path: str | None) -> bytes | None:
+    """``--master-key FILE``: the master's public certificate (or z85 key)."""
+    return load_public_key(path) if path else None
+
+
+def client_keys(key: str | None, master_key: str | None) -> tuple[CurveKeys | None, bytes | None]:
+    """What a client connects with: its secret certificate ``key`` and the
+    master's public ``master_key`` — each by default from the environment
+    (:data:`KEY_ENV`, :data:`MASTER_KEY_ENV`). A key without the master's
+    is refused (it would talk to any master); the master's alone encrypts
+    with a one-time key (a master with credentials refuses it)."""
+    key = key or os.environ.get(KEY_ENV) or None
+    master_key = master_key or os.environ.get(MASTER_KEY_ENV) or None
+    if key and not master_key:
+        raise ConfigError(f"--key needs --master-key (or {MASTER_KEY_ENV}): the master's public certificate")
+    return load_keys(key), load_master_key(master_key)
+
+
+@attrs.frozen
+class LocalKeys:
+    """What ``mesoslike local`` made under ``<work-dir>/keys`` (see
+    :func:`local_keys`): the master's pair, one pair per agent, the client's
+    pair, the credentials file and the operator token."""
+
+    directory: str
+    master: CurveKeys
+    agents: tuple[CurveKeys, ...]
+    client_secret: str          #: path of the client's secret certificate (MESOSLIKE_KEY)
+    master_public: str          #: path of the master's public certificate (MESOSLIKE_MASTER_KEY)
+    credentials: Credentials
+    token: str = attrs.field(repr=False)
+
+    def client_environment(self) -> dict[str, str]:
+        """What a client of the cluster needs in its environment."""
+        return {KEY_ENV: self.client_secret, MASTER_KEY_ENV: self.master_public, TOKEN_ENV: self.token}
+
+
+def local_keys(directory: str, agents: int, user: str) -> LocalKeys:
+    """Keys and credentials of a local cluster under ``directory``, made
+    where missing (kept ones are used again): ``master``, ``node-<i>``
+    agents, a ``client`` principal that may register frameworks in any role
+    and run tasks as ``user`` (named explicitly, so root too when the
+    invoking user is root), and an ``operator`` with a bearer token."""
+    names = ["master", "client", "operator", *(f"node-{i}" for i in range(agents))]
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    for name in names:
+        if not os.path.exists(os.path.join(directory, f"{name}.key_secret")):
+            new_certificate(directory, name)
+    token_file = os.path.join(directory, "operator.token")
+    if not os.path.exists(token_file):
+        descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(secrets.token_urlsafe(24) + "\n")
+    check_secret_file_mode(token_file)
+    with open(token_file) as file:
+        token = file.read().strip()
+    agent_names = [f"node-{i}" for i in range(agents)]
+    lines = ["# made by mesoslike local: its principals and ACLs (docs/security.rst)"]
+    for name, kinds in [*((agent, ["agent"]) for agent in agent_names), ("client", ["framework"]),
+                        ("operator", ["operator"])]:
+        lines += [f"[principals.{json.dumps(name)}]", f"key = {json.dumps(name + '.key')}",
+                  f"kinds = {json.dumps(kinds)}", *([f"token = {json.dumps(token)}"] if name == "operator" else [])]
+    lines += ["[[acls.register_agents]]", f"principals = {json.dumps(agent_names)}",
+              "[[acls.register_frameworks]]", 'principals = ["client"]', 'roles = ["*"]',
+              "[[acls.run_tasks]]", 'principals = ["client"]', f"users = {json.dumps([user])}",
+              "[[acls.update_quota]]", 'principals = ["operator"]',
+              "[[acls.update_weights]]", 'principals = ["operator"]']
+    credentials_file = os.path.join(directory, "credentials.toml")
+    descriptor = os.open(credentials_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write("\n".join(lines) + "\n")
+    os.chmod(credentials_file, 0o600)
+    return LocalKeys(directory, CurveKeys.load(os.path.join(directory, "master.key_secret")),
+                     tuple(CurveKeys.load(os.path.join(directory, f"{name}.key_secret")) for name in agent_names),
+                     os.path.join(directory, "client.key_secret"), os.path.join(directory, "master.key"),
+                     load_credentials(credentials_file), token)

@@ -1,0 +1,76 @@
+"""Issue 13 §7 with a real ZooKeeper: a master with ``--zk-auth`` writes the
+election and registry znodes under a digest ACL; a peer without the
+credentials (an agent, a framework, an attacker) reads them and can change
+nothing."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from kazoo.security import make_acl
+
+from mesoslike.errors import ConfigError
+from mesoslike.ha import LeaderDetector, ZkUrl
+from mesoslike.master.runtime import MasterRuntime
+from waiting import wait_until
+from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.timeout(120)
+
+_paths = itertools.count()
+
+
+def auth_file(tmp_path, text="masters:s3cret", mode=0o600):
+    path = tmp_path / "zk-auth"
+    path.write_text(text + "\n")
+    os.chmod(path, mode)
+    return str(path)
+
+
+def test_only_masters_change_the_znodes_others_read(zookeeper, tmp_path):  # noqa: F811
+    url = ZkUrl.parse(zookeeper.url(f"/secured-{next(_paths)}")).with_auth_file(auth_file(tmp_path))
+    master = MasterRuntime("tcp://127.0.0.1:0", None, zk=url, zk_session_timeout=4.0)
+    master.start()
+    outsider = KazooClient(hosts=url.hosts)
+    outsider.start(timeout=10)
+    try:
+        wait_until(lambda: master.is_leader, 30, "the master to lead")
+        wait_until(lambda: master.leadership.leading is not None and master.leadership.leading.persisted
+                   is not None, 30, "the registry to be written")
+        members = outsider.get_children(url.path)                       # agents and frameworks read
+        assert members
+        detector = LeaderDetector(ZkUrl.parse(str(url)))                 # an agent's view, no credentials
+        detector.start()
+        try:
+            wait_until(lambda: (detector.leader() or {}).get("address") == master.address, 15, "the leader seen")
+        finally:
+            detector.stop()
+        for attempt in (lambda: outsider.create(f"{url.path}/member_0000000000", b'{"address": "tcp://evil:1"}',
+                                                sequence=False),
+                        lambda: outsider.set(f"{url.path}/{members[0]}", b"{}"),
+                        lambda: outsider.delete(f"{url.path}/{members[0]}"),
+                        lambda: outsider.set_acls(url.path, [make_acl("world", "anyone", all=True)])):
+            with pytest.raises(NoAuthError):
+                attempt()
+        registry = [child for child in outsider.get_children(url.path) if not child.startswith("member_")]
+        for child in registry:                                          # the registry znodes too
+            with pytest.raises(NoAuthError):
+                outsider.set(f"{url.path}/{child}", b"forged")
+        assert master.is_leader
+    finally:
+        outsider.stop()
+        outsider.close()
+        master.stop()
+
+
+def test_a_bad_auth_file_is_refused(tmp_path):
+    url = ZkUrl.parse("zk://127.0.0.1:1/x")
+    with pytest.raises(ConfigError, match="must be 0600"):
+        url.with_auth_file(auth_file(tmp_path, mode=0o644))
+    with pytest.raises(ConfigError, match="USER:PASSWORD"):
+        url.with_auth_file(auth_file(tmp_path, text="nopassword"))
+    assert "s3cret" not in repr(url.with_auth_file(auth_file(tmp_path)))
