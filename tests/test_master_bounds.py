@@ -22,6 +22,8 @@ pytestmark = pytest.mark.timeout(60)
 def check(h):
     h.core.framework_owners._check()
     h.core.agent_owners._check()
+    h.core.framework_principals._check()
+    h.core.agent_principals._check()
     h.core.allocator.check_invariants()
 
 
@@ -314,3 +316,60 @@ def test_holdings_keep_both_directions():
     holdings.release("nothing")
     assert holdings.count(b"p") == holdings.count(b"q") == 0
     holdings._check()
+
+
+# ------------------------------------------------------- per principal
+def test_frameworks_per_principal_are_bounded_over_all_its_connections():
+    """Issue 12 §3: one connection holds one framework, but one principal may
+    open many connections; it holds at most max_frameworks_per_principal."""
+    h = Harness(max_frameworks_per_principal=2)
+    peers = [f"fw-conn-{n}".encode() for n in range(4)]
+
+    def subscribe(peer, principal, **info):
+        return [(s.peer, s.message) for s in h.core.on_message(peer, m.Subscribe(FrameworkInfo("demo", **info)),
+                                                                principal)]
+
+    first = only(subscribe(peers[0], "alice", failover_timeout=60.0), m.Subscribed)[0].framework_id
+    only(subscribe(peers[1], "alice"), m.Subscribed)
+    (error,) = only(subscribe(peers[2], "alice"), m.Error)
+    assert error.fatal and "max_frameworks_per_principal" in error.message and "alice" in error.message
+    assert len(h.core.frameworks) == 2 and h.core.counters["subscriptions_refused"] == 1
+    # another principal is not held back, and alice may take her own framework back from a new connection
+    only(subscribe(peers[3], "bob"), m.Subscribed)
+    only(subscribe(peers[2], "alice", id=first, failover_timeout=60.0), m.Subscribed)
+    # once one of hers is torn down she may subscribe another
+    h.core.on_message(peers[2], m.Teardown(first), "alice")
+    assert h.core.framework_principals.count(b"alice") == 1
+    only(subscribe(peers[0], "alice"), m.Subscribed)
+    check(h)
+
+
+def test_agents_per_principal_are_bounded_over_all_its_connections():
+    h = Harness(max_agents_per_principal=2)
+
+    def register(n, principal):
+        info = AgentInfo(f"n{n}", R("cpus:1;mem:64"), id=f"a{n}")
+        return [(s.peer, s.message) for s in h.core.on_message(f"agent-conn-{n}".encode(), m.ReregisterAgent(info),
+                                                                principal)]
+
+    assert only(register(0, "rack1"), m.AgentRegistered) and only(register(1, "rack1"), m.AgentRegistered)
+    (error,) = only(register(2, "rack1"), m.Error)
+    assert "max_agents_per_principal" in error.message and "rack1" in error.message
+    assert set(h.core.agents) == {"a0", "a1"}
+    assert only(register(3, "rack2"), m.AgentRegistered)
+    # an agent of the principal re-registering (a new connection) is no new agent
+    info = AgentInfo("n0", R("cpus:1;mem:64"), id="a0")
+    assert only([(s.peer, s.message) for s in h.core.on_message(b"agent-conn-new", m.ReregisterAgent(info), "rack1")],
+                m.AgentRegistered)
+    check(h)
+
+
+def test_the_per_principal_bounds_are_options_of_the_master():
+    from click.testing import CliRunner
+
+    from mesoslike.cli import main
+
+    result = CliRunner().invoke(main, ["master", "--help"])
+    assert "--max-frameworks-per-principal" in result.output and "--max-agents-per-principal" in result.output
+    with pytest.raises(Exception, match="max_agents_per_principal"):
+        MasterConfig(max_agents_per_principal=0).validate()

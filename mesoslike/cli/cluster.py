@@ -95,6 +95,11 @@ def _master_options(command: str):
                help="Frameworks one connection may hold (subscribed from it and not removed)."),
         option(command, "--max-agents-per-connection", type=_COUNT, default=_DEFAULTS.max_agents_per_connection,
                help="Agents one connection may hold (registered from it and not removed)."),
+        option(command, "--max-frameworks-per-principal", type=_COUNT,
+               default=_DEFAULTS.max_frameworks_per_principal,
+               help="Frameworks one principal (an authenticated key) may hold over all its connections."),
+        option(command, "--max-agents-per-principal", type=_COUNT, default=_DEFAULTS.max_agents_per_principal,
+               help="Agents one principal (an authenticated key) may hold over all its connections."),
         option(command, "--max-failover-timeout", type=_POSITIVE, default=_DEFAULTS.max_failover_timeout,
                help="Seconds at most that a disconnected framework's tasks wait for it: a larger "
                     "failover_timeout is lowered to this."),
@@ -118,7 +123,8 @@ def _master_options(command: str):
 #: the options of _master_options that are MasterConfig fields under the same name
 _CONFIG_OPTIONS = ("allocation_interval", "offer_timeout", "heartbeat_interval", "ping_interval",
                    "max_agent_ping_timeouts", "sorter", "min_allocatable", "agent_reregister_timeout",
-                   "max_frameworks_per_connection", "max_agents_per_connection", "max_failover_timeout",
+                   "max_frameworks_per_connection", "max_agents_per_connection", "max_frameworks_per_principal",
+                   "max_agents_per_principal", "max_failover_timeout",
                    "max_reconcile_tasks", "http_workers", "http_timeout", "http_max_connections")
 
 

@@ -123,6 +123,9 @@ class MasterCore:
         #: which owner (connection; principal with issue 13) holds which frameworks and agents
         self.framework_owners = Holdings()
         self.agent_owners = Holdings()
+        #: the same, by principal (secured clusters: max_*_per_principal)
+        self.framework_principals = Holdings()
+        self.agent_principals = Holdings()
         self._framework_ids = (f"{info.id}-F{n:04d}" for n in itertools.count(1))
         self._agent_ids = (f"{info.id}-S{n}" for n in itertools.count(1))
         #: reconciliation answers not sent yet: framework id -> what is still to be answered, in
@@ -428,11 +431,14 @@ class MasterCore:
 
     # ============================================================ frameworks
     def _owner(self, peer: bytes) -> bytes:
-        """Who a registration from ``peer`` counts against: its connection,
-        in a secured cluster too (``max_frameworks_per_connection``,
-        ``max_agents_per_connection``). Counting per principal would forbid
-        one principal its second framework — ``mesoslike local``'s client
-        runs several; whose an id is, is the principal's (see :meth:`_owned`)."""
+        """Who a registration from ``peer`` counts against for the
+        per-connection bounds (``max_frameworks_per_connection``,
+        ``max_agents_per_connection``): its connection, in a secured cluster
+        too. A principal has bounds of its own over all its connections
+        (``max_frameworks_per_principal``, ``max_agents_per_principal``:
+        ``framework_principals``, ``agent_principals``), large enough for
+        ``mesoslike local``'s client to run several frameworks; whose an id
+        is, is the principal's (see :meth:`_owned`)."""
         return peer
 
     def _authorize(self, action: str, target: str | None = None) -> None:
@@ -507,6 +513,12 @@ class MasterCore:
                 fatal=True)
             return
         info = attrs.evolve(self._capped(info), principal=self._principal or "")  # never what the message says
+        if record is None and self._principal \
+                and self.framework_principals.count(self._principal.encode()) >= self.config.max_frameworks_per_principal:
+            self._refuse_subscription(
+                peer, f"principal {clip(self._principal)} already holds {self.config.max_frameworks_per_principal} "
+                      "framework(s) (max_frameworks_per_principal): tear one down first", fatal=True)
+            return
         if record is None:
             framework_id = self._new_framework_id()
             info = attrs.evolve(info, id=framework_id)
@@ -532,6 +544,8 @@ class MasterCore:
             resubscribed = True
             self._reconnect_framework(record, peer, info)
         self.framework_owners.hold(owner, record.id)
+        if record.info.principal:
+            self.framework_principals.hold(record.info.principal.encode(), record.id)
         self._framework_by_peer[peer] = record.id
         self._send_framework(record, m.Subscribed(record.id, self.config.heartbeat_interval, self.info,
                                                   resubscribed))
@@ -608,6 +622,7 @@ class MasterCore:
                 self._send(record.peer, m.Error(f"framework {record.id} removed: {why}", fatal=True))
         del self.frameworks[record.id]
         self.framework_owners.release(record.id)
+        self.framework_principals.release(record.id)
         self._reconciling.pop(record.id, None)
         self.removed_frameworks.add(record.id)
         self.registry.remove_framework(record.id)
@@ -1149,6 +1164,11 @@ class MasterCore:
             held = ", ".join(sorted(self.agent_owners.of(owner)))
             problem = (f"this connection already holds {self.config.max_agents_per_connection} agent(s) ({held}; "
                        "max_agents_per_connection): run another agent on its own connection")
+        principal = (self._principal or "").encode()
+        if problem is None and principal and (agent_id is None or self.agent_principals.owner(agent_id) != principal) \
+                and self.agent_principals.count(principal) >= self.config.max_agents_per_principal:
+            problem = (f"principal {clip(self._principal)} already holds {self.config.max_agents_per_principal} "
+                       "agent(s) (max_agents_per_principal)")
         if problem is None:
             return False
         self.counters["agent_registrations_refused"] += 1
@@ -1189,6 +1209,8 @@ class MasterCore:
         record.http_address = msg.http_address
         self._agent_by_peer[peer] = record.id
         self.agent_owners.hold(self._owner(peer), record.id)
+        if record.info.principal:
+            self.agent_principals.hold(record.info.principal.encode(), record.id)
         self._lose_unreported_tasks(record, msg.tasks)
         self._update_agent(record, info)
         self._send(peer, m.AgentRegistered(record.id, self.info, self.config.ping_interval))
@@ -1284,6 +1306,8 @@ class MasterCore:
                                            http_address=http_address)
         self._agent_by_peer[peer] = info.id
         self.agent_owners.hold(self._owner(peer), info.id)
+        if info.principal:
+            self.agent_principals.hold(info.principal.encode(), info.id)
         self._expected_agents.discard(info.id)
         self._earlier_peers.pop(info.id, None)
         self.registry.admit_agent(info)
@@ -1367,6 +1391,7 @@ class MasterCore:
         self._agent_by_peer.pop(agent.peer, None)
         del self.agents[agent.id]
         self.agent_owners.release(agent.id)
+        self.agent_principals.release(agent.id)
         self.removed_agents.add(agent.id)
         self.registry.remove_agent(agent.id)
         self._registry_changed()

@@ -51,6 +51,10 @@ class MasterConfig:
     #: that last subscribed or registered it until it is removed
     max_frameworks_per_connection: int = 1
     max_agents_per_connection: int = 1
+    #: frameworks / agents one principal may hold over all its connections
+    #: (secured clusters, docs/security.rst; anonymous peers have none)
+    max_frameworks_per_principal: int = 1000
+    max_agents_per_principal: int = 100_000
     #: a framework's failover_timeout is lowered to this
     max_failover_timeout: float = MAX_FAILOVER_TIMEOUT
     #: task ids one RECONCILE may name (and a framework may have waiting for an answer)
@@ -79,7 +83,8 @@ class MasterConfig:
             if not isinstance(value, (int, float)) or not value > 0:
                 raise ConfigError(f"{name} must be > 0, got {value!r}")
         for name in ("framework_timeout_heartbeats", "max_agent_ping_timeouts", "max_frameworks_per_connection",
-                     "max_agents_per_connection", "max_reconcile_tasks", "reconcile_answers_per_turn",
+                     "max_agents_per_connection", "max_frameworks_per_principal",
+                     "max_agents_per_principal", "max_reconcile_tasks", "reconcile_answers_per_turn",
                      "http_workers", "http_max_connections", "task_launch_attempts"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
