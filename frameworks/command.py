@@ -15,29 +15,45 @@ from mesoslike import Filters, FrameworkInfo, Resources, Scheduler, TaskInfo, Ta
 __all__ = ["CommandScheduler", "Progress"]
 
 
+#: the terminal states, as the public TaskStatus model says (computed once: asked per update)
+_TERMINAL = frozenset(state for state in TaskState.ALL if TaskStatus(task_id="", state=state).terminal)
+
+
 class Progress:
-    """Counts of the instances by what happened to them."""
+    """Counts of the instances by what happened to them.
+
+    Every figure (``finished``, ``failed``, ``running``, ``done``,
+    ``summary()``) is a counter kept up to date by :meth:`record`: O(1) per
+    status update, not a recount of every task (which made a run O(N²),
+    issue 14). ``states`` keeps each task's latest state for the end.
+    """
+
+    _RUNNING = frozenset({TaskState.RUNNING, TaskState.STARTING, TaskState.STAGING, TaskState.KILLING})
 
     def __init__(self, instances: int) -> None:
         self.instances = instances
         self.launched = 0
         self.states: dict[str, str] = {}       # task id -> latest state
         self.exit_codes: dict[str, int | None] = {}
+        self.finished = 0
+        self.failed = 0
+        self.running = 0
 
-    def count(self, *states: str) -> int:
-        return sum(1 for state in self.states.values() if state in states)
+    def record(self, task_id: str, state: str) -> None:
+        """``task_id`` is now in ``state``: O(1)."""
+        before = self.states.get(task_id)
+        if before is not None:
+            self._count(before, -1)
+        self.states[task_id] = state
+        self._count(state, +1)
 
-    @property
-    def finished(self) -> int:
-        return self.count(TaskState.FINISHED)
-
-    @property
-    def running(self) -> int:
-        return self.count(TaskState.RUNNING, TaskState.STARTING, TaskState.STAGING, TaskState.KILLING)
-
-    @property
-    def failed(self) -> int:
-        return sum(1 for state in self.states.values() if state != TaskState.FINISHED and _terminal(state))
+    def _count(self, state: str, by: int) -> None:
+        if state == TaskState.FINISHED:
+            self.finished += by
+        elif state in _TERMINAL:
+            self.failed += by
+        elif state in self._RUNNING:
+            self.running += by
 
     @property
     def done(self) -> bool:
@@ -47,9 +63,13 @@ class Progress:
         return (f"{self.finished}/{self.instances} finished, {self.failed} failed, {self.running} running, "
                 f"{self.instances - self.launched} waiting")
 
-
-def _terminal(state: str) -> bool:
-    return TaskStatus(task_id="", state=state).terminal
+    def _check(self) -> None:
+        """The counters agree with a recount of ``states`` (for tests: O(N))."""
+        states = list(self.states.values())
+        assert self.finished == states.count(TaskState.FINISHED)
+        assert self.failed == sum(1 for s in states if s in _TERMINAL and s != TaskState.FINISHED)
+        assert self.running == sum(1 for s in states if s in self._RUNNING)
+        assert len(states) == self.launched <= self.instances
 
 
 class CommandScheduler(Scheduler):
@@ -87,7 +107,7 @@ class CommandScheduler(Scheduler):
                 task_id = f"{self.name}-{progress.launched}"
                 tasks.append(TaskInfo(task_id=task_id, agent_id=offer.agent_id, command=self.command,
                                       resources=self.resources, name=self.name, environment=self.environment))
-                progress.states[task_id] = TaskState.STAGING
+                progress.record(task_id, TaskState.STAGING)
                 progress.launched += 1
                 free = free - self.resources
             if tasks:
@@ -102,7 +122,7 @@ class CommandScheduler(Scheduler):
         progress = self.progress
         if status.task_id not in progress.states:
             return
-        progress.states[status.task_id] = status.state
+        progress.record(status.task_id, status.state)
         if status.terminal:
             progress.exit_codes[status.task_id] = status.exit_code
             if status.state in (TaskState.LOST, TaskState.DROPPED) and progress.launched <= progress.instances:
