@@ -65,6 +65,10 @@ DEFAULT_MAX_QUEUED_BYTES_PER_PEER = 64 * 1024 * 1024
 DEFAULT_MAX_QUEUED_BYTES = 512 * 1024 * 1024
 #: while frames wait in an outbox, a wait looks again after this long,
 #: doubling to _RETRY_MAX while the socket takes nothing (seconds)
+#: flags as plain ints: pyzmq's enum arithmetic costs a few µs a call on the hot path
+_NOBLOCK = int(zmq.NOBLOCK)
+_NOBLOCK_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
+_RCVMORE = int(zmq.RCVMORE)
 _RETRY_MIN = 0.001
 _RETRY_MAX = 0.05
 
@@ -381,7 +385,9 @@ class Server(_Endpoint):
 
     def _push(self, peer: bytes, frame: bytes) -> bool | None:
         try:
-            self._socket.send_multipart([peer, frame], zmq.NOBLOCK, copy=False)
+            # two sends, not send_multipart: the same message, ~6 µs less a frame (issue 14)
+            self._socket.send(peer, _NOBLOCK_MORE)
+            self._socket.send(frame, _NOBLOCK, copy=False)
             return True
         except zmq.Again:
             return False
@@ -402,11 +408,15 @@ class Server(_Endpoint):
         """Every frame waiting now, not decoded (see :meth:`decode`), so a
         caller can recognise a frame it has seen before without paying for
         decoding it again. A message of the wrong shape yields the codec's error."""
+        socket = self._socket
         while True:
+            # recv and RCVMORE, not recv_multipart: the same parts, ~8 µs less a frame (issue 14)
             try:
-                parts = self._socket.recv_multipart(zmq.NOBLOCK, copy=True)
+                parts = [socket.recv(_NOBLOCK)]
             except zmq.Again:
                 return
+            while socket.getsockopt(_RCVMORE):
+                parts.append(socket.recv(_NOBLOCK))
             if len(parts) != 2:
                 yield (parts[0] if parts else None), self.codec.error(f"expected one frame, got {len(parts) - 1}")
                 continue
@@ -490,7 +500,7 @@ class Client(_Endpoint):
 
     def _push(self, peer: bytes, frame: bytes) -> bool | None:
         try:
-            self._socket.send(frame, zmq.NOBLOCK, copy=False)
+            self._socket.send(frame, _NOBLOCK, copy=False)
             return True
         except zmq.Again:
             return False
@@ -505,7 +515,7 @@ class Client(_Endpoint):
         self._watch()
         while True:
             try:
-                yield None, self._socket.recv(zmq.NOBLOCK, copy=True)
+                yield None, self._socket.recv(_NOBLOCK)
             except zmq.Again:
                 return
 

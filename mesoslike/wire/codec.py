@@ -17,6 +17,7 @@ required fields are errors.
 from __future__ import annotations
 
 import math
+import threading
 import types
 import typing
 from functools import lru_cache
@@ -58,6 +59,7 @@ class Codec:
         self.max_message_size = max_message_size
         self._types = schema.types   # the schema's own dict: what it registers later is known too
         self._encoders: dict[type, Callable[[Any], dict]] = {}
+        self._local = threading.local()
         # the layout encode() writes, up to the type's string: fixmap, "v", version, "type"
         self._header = b"\xa1v" + bytes([schema.version]) + b"\xa4type"
 
@@ -73,12 +75,22 @@ class Codec:
         if encoder is None:
             encoder = self._encoder(cls)
         try:
-            frame: bytes = msgpack.packb(encoder(message), use_bin_type=True)
+            frame: bytes = self._packer().pack(encoder(message))
         except Exception as exc:  # noqa: BLE001 - msgpack's TypeError/ValueError/OverflowError, a field of a wrong type
             raise WireError(f"cannot encode {getattr(cls, 'TYPE')}: {exc}") from None
         if len(frame) > self.max_message_size:
             raise WireError(f"{getattr(cls, 'TYPE')} of {len(frame)} bytes exceeds the limit of {self.max_message_size}")
         return frame
+
+    def _packer(self) -> msgpack.Packer:
+        """This thread's packer. ``msgpack.packb`` makes a Packer, with a
+        fresh buffer, per call: 8.4 µs for a status update against 2.4 µs
+        for a kept one (issue 14). A Packer is not thread-safe: one each."""
+        try:
+            return self._local.packer
+        except AttributeError:
+            packer = self._local.packer = msgpack.Packer(use_bin_type=True)
+            return packer
 
     def _encoder(self, cls: type) -> Callable[[Any], dict]:
         if self._types.get(getattr(cls, "TYPE", "")) is not cls:   # ("": never a TYPE)
