@@ -439,7 +439,7 @@ def big_master(agents: int, tasks: int, frameworks: int, readers: int, seconds: 
             return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:"))
 
     empty_rss = rss()
-    from mesoslike.master.state import render_state, snapshot
+    from mesoslike.master.state import metrics_text, render_state, snapshot
 
     # the simulated agents and frameworks are never there: nothing times out while the bench runs
     quiet = dict(ping_interval=3600.0, heartbeat_interval=3600.0, task_launch_timeout=3600.0)
@@ -482,6 +482,10 @@ def big_master(agents: int, tasks: int, frameworks: int, readers: int, seconds: 
         sent = time.perf_counter()
         render_state(taken)
         render_s = time.perf_counter() - sent
+        with runtime._lock:   # /metrics is rendered under the lock
+            sent = time.perf_counter()
+            metrics_text(runtime.core)
+            metrics_s = time.perf_counter() - sent
         del taken
         timings = []
         for _ in range(3):
@@ -492,6 +496,7 @@ def big_master(agents: int, tasks: int, frameworks: int, readers: int, seconds: 
         return {"agents": agents, "tasks": task_count, "frameworks": frameworks, "setup_s": round(setup_s, 1),
                 "rss_bytes": master_rss, "rss_bytes_before_master": empty_rss,
                 "state_snapshot_under_lock_s": round(snapshot_s, 3), "state_render_s": round(render_s, 3),
+                "metrics_under_lock_s": round(metrics_s, 3),
                 "state_bytes": size, "state_get_s": [round(t, 2) for t in timings], **probe}
     finally:
         runtime.stop()

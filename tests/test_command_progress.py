@@ -105,3 +105,43 @@ def test_exit_code_is_a_failed_instances_code():
     scheduler.status_update(driver, TaskStatus(task_id="nobody", state=TaskState.FAILED, exit_code=9))
     scheduler.status_update(driver, TaskStatus(task_id="run-2", state=TaskState.FINISHED, exit_code=0))
     assert driver.stopped and scheduler.exit_code() == 7
+
+
+class RecordingDriver(FakeDriver):
+    def __init__(self) -> None:
+        super().__init__()
+        self.launched: dict[str, int] = {}
+        self.declined: list[str] = []
+        self.suppressed = False
+
+    def launch_tasks(self, offer_ids, tasks, filters=None) -> None:
+        (offer_id,) = offer_ids
+        self.launched[offer_id] = len(tasks)
+
+    def decline_offer(self, offer_id, filters=None) -> None:
+        self.declined.append(offer_id)
+
+    def suppress_offers(self) -> None:
+        self.suppressed = True
+
+
+def offers(*capacities: str):
+    from mesoslike import Offer
+    return [Offer(id=f"o{i}", agent_id=f"a{i}", hostname=f"h{i}", resources=Resources.parse(capacity))
+            for i, capacity in enumerate(capacities)]
+
+
+def test_instances_are_spread_over_the_offers_that_came_together():
+    scheduler = CommandScheduler("true", Resources(cpus=0.1, mem=16), 1000)
+    driver = RecordingDriver()
+    scheduler.resource_offers(driver, offers(*["cpus:64;mem:65536"] * 4))
+    assert driver.launched == {"o0": 250, "o1": 250, "o2": 250, "o3": 250} and driver.suppressed
+    scheduler.progress._check()
+
+
+def test_what_a_small_offer_cannot_take_goes_where_it_fits_and_an_unusable_one_is_declined():
+    scheduler = CommandScheduler("true", Resources(cpus=1, mem=16), 10)
+    driver = RecordingDriver()
+    scheduler.resource_offers(driver, offers("cpus:1;mem:1024", "cpus:0.5;mem:1024", "cpus:20;mem:1024"))
+    assert driver.launched == {"o0": 1, "o2": 9} and driver.declined == ["o1"]
+    assert scheduler.progress.launched == 10
