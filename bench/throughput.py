@@ -323,6 +323,58 @@ def zmq_round_trips(procs: Processes, count: int, size: int, window: int = 100) 
     return {"per_s": count / elapsed, "client_cpu_s": round(cpu, 3), "echo_cpu_s": round(echo_cpu, 3)}
 
 
+def measure_batching(updates: int = 20_000, batch: int = 100, rounds: int = 3) -> dict:
+    """What batching per loop turn would save (issue 14 §4): µs per status
+    update from encoding to decoding at the far end of a ROUTER/DEALER pair
+    in this process, one frame per update (as the wire does) against one
+    frame per ``batch`` updates (their encoded frames in one MessagePack
+    array: the cheapest envelope)."""
+    import msgpack
+    import zmq
+
+    from mesoslike.wire import decode, encode
+    from mesoslike.wire import messages as m
+    from mesoslike.wire.types import TaskState, TaskStatus
+
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    dealer = context.socket(zmq.DEALER)
+    dealer.connect(f"tcp://127.0.0.1:{port}")
+    messages = [m.StatusUpdate("0d5f1c9e-framework-0001", TaskStatus(
+        task_id=f"bench0-{i}", state=TaskState.FINISHED, agent_id="7a3e-agent-0003", uuid=f"{i:032x}",
+        exit_code=0, message="exited with 0")) for i in range(updates)]
+
+    def one_by_one() -> None:
+        got = 0
+        for start in range(0, updates, batch):
+            for message in messages[start:start + batch]:
+                dealer.send(encode(message))
+            for _ in range(batch):
+                _, frame = router.recv_multipart()
+                decode(frame)
+                got += 1
+
+    def batched() -> None:
+        for start in range(0, updates, batch):
+            dealer.send(msgpack.packb([encode(message) for message in messages[start:start + batch]]))
+            _, frame = router.recv_multipart()
+            for item in msgpack.unpackb(frame):
+                decode(item)
+    results: dict[str, list[float]] = {"one_frame_per_update_us": [], "batched_us": []}
+    for _ in range(rounds):
+        for name, run in (("one_frame_per_update_us", one_by_one), ("batched_us", batched)):
+            started = time.perf_counter()
+            run()
+            results[name].append((time.perf_counter() - started) / updates * 1e6)
+    dealer.close(0)
+    router.close(0)
+    context.term()
+    single, grouped = statistics.median(results["one_frame_per_update_us"]), statistics.median(results["batched_us"])
+    return {"updates": updates, "batch": batch, **{k: [round(x, 2) for x in v] for k, v in results.items()},
+            "saved_us_per_update": round(single - grouped, 2), "saved_fraction": round(1 - grouped / single, 3)}
+
+
 # --------------------------------------------------------------- measurements
 def measure_real_agents(procs: Processes, cluster: Cluster, tasks: int, rounds: int) -> dict:
     rates, baseline, cpus = [], [], []
@@ -551,7 +603,7 @@ def main() -> None:
     parser.add_argument("--big-master", default="20000,200000", metavar="AGENTS,TASKS",
                         help="'none' to skip")
     parser.add_argument("--big-run", type=int, default=0, metavar="N", help="also run a job of N instances")
-    parser.add_argument("--only", default="real,control,fuxi,big", help="which measurements, comma-separated")
+    parser.add_argument("--only", default="real,control,fuxi,batching,big", help="which measurements, comma-separated")
     parser.add_argument("--quick", action="store_true", help="small sizes, one round")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--zmq-echo", help=argparse.SUPPRESS)
@@ -590,6 +642,9 @@ def main() -> None:
             if args.big_run:
                 doc["big_run"] = measure_big_run(procs, cluster, args.big_run)
             doc["cluster_peak_rss_bytes"] = cluster.peak_rss()
+        if "batching" in only:
+            doc["batching"] = measure_batching()
+            log(f"batching: {doc['batching']}")
         if "big" in only and args.big_master != "none":
             agents, tasks = (int(x) for x in args.big_master.split(","))
             doc["big_master"] = measure_big_master(agents, tasks, 10, 10.0)

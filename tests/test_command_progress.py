@@ -145,3 +145,20 @@ def test_what_a_small_offer_cannot_take_goes_where_it_fits_and_an_unusable_one_i
     scheduler.resource_offers(driver, offers("cpus:1;mem:1024", "cpus:0.5;mem:1024", "cpus:20;mem:1024"))
     assert driver.launched == {"o0": 1, "o2": 9} and driver.declined == ["o1"]
     assert scheduler.progress.launched == 10
+
+
+def test_an_agent_gets_no_more_than_max_staging_per_agent_tasks_not_yet_started():
+    scheduler = CommandScheduler("true", Resources(cpus=0.01, mem=1), 2000)
+    scheduler.max_staging_per_agent = 300
+    driver = RecordingDriver()
+    scheduler.resource_offers(driver, offers("cpus:64;mem:65536", "cpus:64;mem:65536"))
+    assert driver.launched == {"o0": 300, "o1": 300} and not driver.suppressed
+    for i in range(100):                      # 100 of o0's tasks started: room for 100 more there
+        scheduler.status_update(driver, TaskStatus(task_id=f"run-{i}", state=TaskState.STARTING, agent_id="a0"))
+    scheduler.status_update(driver, TaskStatus(task_id="run-0", state=TaskState.RUNNING, agent_id="a0"))
+    assert scheduler.staging == {"a0": 200, "a1": 300}
+    driver = RecordingDriver()
+    scheduler.resource_offers(driver, offers("cpus:64;mem:65536", "cpus:64;mem:65536"))
+    assert driver.launched == {"o0": 100} and driver.declined == ["o1"]
+    assert scheduler.staging == {"a0": 300, "a1": 300}
+    scheduler.progress._check()
