@@ -278,98 +278,105 @@ def status_update_frame() -> bytes:
 
 
 def zmq_echo(address_file: str) -> None:
-    """The baseline's far end: a ROUTER that sends every frame back."""
-    import zmq
-    context = zmq.Context()
-    router = context.socket(zmq.ROUTER)
-    port = router.bind_to_random_port("tcp://127.0.0.1")
-    Path(address_file).write_text(f"tcp://127.0.0.1:{port}")
+    """The baseline's far end: a ROUTER (the transport's Server, frames not
+    decoded) that sends every frame back until one says ``stop``."""
+    from mesoslike.transport import Server
+
+    server = Server("tcp://127.0.0.1:0")
+    Path(address_file).write_text(server.address)
     while True:
-        identity, frame = router.recv_multipart()
-        if frame == b"stop":
-            break
-        router.send_multipart([identity, frame])
+        server.wait(1.0)
+        for peer, frame in server.receive_frames():
+            if frame == b"stop":
+                server.close()
+                return
+            if peer is not None and isinstance(frame, bytes):
+                server.send_frame(peer, frame)
 
 
 def zmq_round_trips(procs: Processes, count: int, size: int, window: int = 100) -> dict:
     """Round trips per second of ``size``-byte frames between a DEALER (here)
-    and a ROUTER (another process), ``window`` in flight."""
-    import zmq
+    and a ROUTER (another process), ``window`` in flight. Through the
+    transport's Server and Client with frames not encoded or decoded: the
+    layering rule keeps zmq out of every file but mesoslike/transport.py,
+    bench/ included, and their send and receive are the raw socket calls."""
+    from mesoslike.transport import Client
     address_file = procs.work / "echo.address"
     address_file.unlink(missing_ok=True)
     echo = procs.start("zmq-echo", [sys.executable, __file__, "--zmq-echo", str(address_file)])
     address = str(wait_for(lambda: address_file.exists() and address_file.read_text(), 20, "the echo server"))
-    context = zmq.Context()
-    dealer = context.socket(zmq.DEALER)
-    dealer.connect(address)
+    client = Client(address)
     frame = b"x" * size
     cpu0 = time.process_time()
     started = time.perf_counter()
     sent = received = 0
     while received < count:
         while sent < count and sent - received < window:
-            dealer.send(frame)
+            client.send_frame(frame)
             sent += 1
-        dealer.recv()
-        received += 1
+        client.wait(1.0)
+        received += sum(1 for _ in client.receive_frames())
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu0
     echo_cpu = cpu_seconds(echo.pid)["self"]
-    dealer.send(b"stop")
+    client.send_frame(b"stop")
+    client.close(linger=1.0)
     echo.wait(10)
     procs.procs.pop("zmq-echo")
-    dealer.close(0)
-    context.term()
     return {"per_s": count / elapsed, "client_cpu_s": round(cpu, 3), "echo_cpu_s": round(echo_cpu, 3)}
 
 
 def measure_batching(updates: int = 20_000, batch: int = 100, rounds: int = 3) -> dict:
     """What batching per loop turn would save (issue 14 §4): µs per status
-    update from encoding to decoding at the far end of a ROUTER/DEALER pair
-    in this process, one frame per update (as the wire does) against one
-    frame per ``batch`` updates (their encoded frames in one MessagePack
-    array: the cheapest envelope)."""
+    update from encoding to decoding at the far end of a DEALER/ROUTER pair
+    (the transport's Client and Server) in this process, one frame per
+    update (as the wire does) against one frame per ``batch`` updates
+    (their encoded frames in one MessagePack array: the cheapest envelope)."""
     import msgpack
-    import zmq
 
+    from mesoslike.transport import Client, Server
     from mesoslike.wire import decode, encode
     from mesoslike.wire import messages as m
     from mesoslike.wire.types import TaskState, TaskStatus
 
-    context = zmq.Context()
-    router = context.socket(zmq.ROUTER)
-    port = router.bind_to_random_port("tcp://127.0.0.1")
-    dealer = context.socket(zmq.DEALER)
-    dealer.connect(f"tcp://127.0.0.1:{port}")
+    server = Server("tcp://127.0.0.1:0")
+    client = Client(server.address)
     messages = [m.StatusUpdate("0d5f1c9e-framework-0001", TaskStatus(
         task_id=f"bench0-{i}", state=TaskState.FINISHED, agent_id="7a3e-agent-0003", uuid=f"{i:032x}",
         exit_code=0, message="exited with 0")) for i in range(updates)]
 
+    def frames_in(want: int) -> list[bytes]:
+        got: list[bytes] = []
+        while len(got) < want:
+            server.wait(1.0)
+            got += [frame for _, frame in server.receive_frames() if isinstance(frame, bytes)]
+        return got
+
+    window = 20 * batch   # updates in flight, so neither side waits for the other's every frame
+
     def one_by_one() -> None:
-        got = 0
-        for start in range(0, updates, batch):
-            for message in messages[start:start + batch]:
-                dealer.send(encode(message))
-            for _ in range(batch):
-                _, frame = router.recv_multipart()
+        for start in range(0, updates, window):
+            for message in messages[start:start + window]:
+                client.send_frame(encode(message))
+            for frame in frames_in(len(messages[start:start + window])):
                 decode(frame)
-                got += 1
 
     def batched() -> None:
-        for start in range(0, updates, batch):
-            dealer.send(msgpack.packb([encode(message) for message in messages[start:start + batch]]))
-            _, frame = router.recv_multipart()
-            for item in msgpack.unpackb(frame):
-                decode(item)
+        for start in range(0, updates, window):
+            chunk = messages[start:start + window]
+            for first in range(0, len(chunk), batch):
+                client.send_frame(msgpack.packb([encode(message) for message in chunk[first:first + batch]]))
+            for frame in frames_in(-(-len(chunk) // batch)):
+                for item in msgpack.unpackb(frame):
+                    decode(item)
     results: dict[str, list[float]] = {"one_frame_per_update_us": [], "batched_us": []}
     for _ in range(rounds):
         for name, run in (("one_frame_per_update_us", one_by_one), ("batched_us", batched)):
             started = time.perf_counter()
             run()
             results[name].append((time.perf_counter() - started) / updates * 1e6)
-    dealer.close(0)
-    router.close(0)
-    context.term()
+    client.close()
+    server.close()
     single, grouped = statistics.median(results["one_frame_per_update_us"]), statistics.median(results["batched_us"])
     return {"updates": updates, "batch": batch, **{k: [round(x, 2) for x in v] for k, v in results.items()},
             "saved_us_per_update": round(single - grouped, 2), "saved_fraction": round(1 - grouped / single, 3)}
