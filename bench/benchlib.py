@@ -93,3 +93,57 @@ def finish(doc: dict, started: float, load_start: tuple, out: Path | None, log: 
     doc["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     emit(doc, out, log)
     log(f"done in {doc['wall_s']:.0f} s")
+
+
+def probe_under_state_readers(runtime, readers: int, seconds: float, at_least_one: bool = False) -> dict:
+    """How long a master's peers wait while ``readers`` threads poll its
+    ``GET /state`` for ``seconds``: a probe client makes a cheap call
+    (REVIVE of an unknown framework, answered with an ERROR) every 20 ms
+    and times each answer. ``runtime`` is a started MasterRuntime in this
+    process; its loop statistics are reset first (the set-up's turns do not
+    count). With ``at_least_one``, goes on until one document was served."""
+    import threading
+    import urllib.request
+
+    from mesoslike.transport import Client
+    from mesoslike.wire import messages as m
+
+    probe = Client(runtime.address)
+
+    def call() -> float:
+        sent = time.monotonic()
+        probe.send(m.Revive("no-such-framework"))
+        while not any(isinstance(msg, m.Error) for _, msg in probe.receive()):
+            probe.wait(0.01)
+        return time.monotonic() - sent
+    call()  # a whole turn since the set-up, which held the lock: only what follows counts
+    if hasattr(runtime, "loop_stats"):  # (a tree from before issue 12 has none: --before)
+        runtime.loop_stats = type(runtime.loop_stats)()
+    stop = threading.Event()
+    served = [0]
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                urllib.request.urlopen(runtime.http_address + "/state", timeout=600).read()
+                served[0] += 1
+            except OSError:
+                pass
+    threads = [threading.Thread(target=read, daemon=True) for _ in range(readers)]
+    for thread in threads:
+        thread.start()
+    waits: list[float] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline or (at_least_one and not served[0]):
+        waits.append(call())
+        time.sleep(0.02)
+    probe.close()
+    stop.set()
+    for thread in threads:
+        thread.join(600)
+    waits.sort()
+    return {"readers": readers, "seconds": seconds, "state_documents_served": served[0], "probe_calls": len(waits),
+            "probe_answer_max_s": round(waits[-1], 4),
+            "probe_answer_p99_s": round(waits[max(int(len(waits) * 0.99) - 1, 0)], 4),
+            "probe_answer_median_s": round(waits[len(waits) // 2], 4),
+            "loop_stall_seconds_max": runtime.loop_stats.stall_max if hasattr(runtime, "loop_stats") else None}

@@ -26,20 +26,20 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import time
 import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import benchlib  # noqa: E402
 
 
 def measure(frameworks: int, tasks: int, readers: int, seconds: float) -> dict:
     from mesoslike.master import MasterConfig
     from mesoslike.master.runtime import MasterRuntime
     from mesoslike.resources import Resources
-    from mesoslike.transport import Client
     from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, TaskInfo
     from mesoslike.wire import messages as m
 
@@ -66,50 +66,8 @@ def measure(frameworks: int, tasks: int, readers: int, seconds: float) -> dict:
                     for t in range(tasks)], Filters(0)))
             task_count = sum(len(r.tasks) for r in core.frameworks.values())
         size = len(urllib.request.urlopen(runtime.http_address + "/state", timeout=120).read())
-        probe = Client(runtime.address)
-
-        def call() -> float:
-            sent = time.monotonic()
-            probe.send(m.Revive("no-such-framework"))
-            while not any(isinstance(msg, m.Error) for _, msg in probe.receive()):
-                probe.wait(0.01)
-            return time.monotonic() - sent
-        call()  # a whole turn since the set-up, which held the lock: only what follows counts
-        if hasattr(runtime, "loop_stats"):
-            runtime.loop_stats = type(runtime.loop_stats)()
-
-        stop = threading.Event()
-        served = [0]
-
-        def read() -> None:
-            while not stop.is_set():
-                try:
-                    urllib.request.urlopen(runtime.http_address + "/state", timeout=120).read()
-                    served[0] += 1
-                except OSError:
-                    pass
-        threads = [threading.Thread(target=read, daemon=True) for _ in range(readers)]
-        for thread in threads:
-            thread.start()
-        waits: list[float] = []
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            waits.append(call())
-            time.sleep(0.02)
-        probe.close()
-        stop.set()
-        for thread in threads:
-            thread.join(180)
-        metrics = urllib.request.urlopen(runtime.http_address + "/metrics", timeout=120).read().decode()
-        stall = [line.split()[1] for line in metrics.splitlines()
-                 if line.startswith("mesoslike_loop_stall_seconds_max ")]
-        waits.sort()
-        return {"tasks": task_count, "state_bytes": size, "readers": readers, "seconds": seconds,
-                "state_documents_served": served[0], "probe_calls": len(waits),
-                "probe_answer_max_s": round(waits[-1], 4),
-                "probe_answer_p99_s": round(waits[int(len(waits) * 0.99) - 1], 4),
-                "probe_answer_median_s": round(waits[len(waits) // 2], 4),
-                "loop_stall_seconds_max": float(stall[0]) if stall else None}
+        result = benchlib.probe_under_state_readers(runtime, readers, seconds)
+        return {"tasks": task_count, "state_bytes": size, **result}
     finally:
         runtime.stop()
 

@@ -15,8 +15,20 @@ from mesoslike import Filters, FrameworkInfo, Resources, Scheduler, TaskInfo, Ta
 __all__ = ["CommandScheduler", "Progress", "instance_of"]
 
 
+#: the terminal states, as the public TaskStatus model says (computed once: asked per update)
+_TERMINAL = frozenset(state for state in TaskState.ALL if TaskStatus(task_id="", state=state).terminal)
+
+
 class Progress:
-    """Counts of the instances by what happened to them."""
+    """Counts of the instances by what happened to them.
+
+    Every figure (``finished``, ``failed``, ``running``, ``done``,
+    ``summary()``) is a counter kept up to date by :meth:`record`: O(1) per
+    status update, not a recount of every task (which made a run O(N²),
+    issue 14). ``states`` keeps each task's latest state for the end.
+    """
+
+    _RUNNING = frozenset({TaskState.RUNNING, TaskState.STARTING, TaskState.STAGING, TaskState.KILLING})
 
     def __init__(self, instances: int) -> None:
         self.instances = instances
@@ -25,21 +37,25 @@ class Progress:
         self.exit_codes: dict[str, int | None] = {}
         self.messages: dict[str, str] = {}     # task id -> the message of its latest status
         self.agents: dict[str, str] = {}       # task id -> the agent it runs (ran) on
+        self.finished = 0
+        self.failed = 0
+        self.running = 0
 
-    def count(self, *states: str) -> int:
-        return sum(1 for state in self.states.values() if state in states)
+    def record(self, task_id: str, state: str) -> None:
+        """``task_id`` is now in ``state``: O(1)."""
+        before = self.states.get(task_id)
+        if before is not None:
+            self._count(before, -1)
+        self.states[task_id] = state
+        self._count(state, +1)
 
-    @property
-    def finished(self) -> int:
-        return self.count(TaskState.FINISHED)
-
-    @property
-    def running(self) -> int:
-        return self.count(TaskState.RUNNING, TaskState.STARTING, TaskState.STAGING, TaskState.KILLING)
-
-    @property
-    def failed(self) -> int:
-        return sum(1 for state in self.states.values() if state != TaskState.FINISHED and _terminal(state))
+    def _count(self, state: str, by: int) -> None:
+        if state == TaskState.FINISHED:
+            self.finished += by
+        elif state in _TERMINAL:
+            self.failed += by
+        elif state in self._RUNNING:
+            self.running += by
 
     @property
     def done(self) -> bool:
@@ -54,9 +70,13 @@ class Progress:
         return (f"{self.finished}/{self.instances} finished, {self.failed} failed, {self.running} running, "
                 f"{self.instances - self.launched} waiting")
 
-
-def _terminal(state: str) -> bool:
-    return TaskStatus(task_id="", state=state).terminal
+    def _check(self) -> None:
+        """The counters agree with a recount of ``states`` (for tests: O(N))."""
+        states = list(self.states.values())
+        assert self.finished == states.count(TaskState.FINISHED)
+        assert self.failed == sum(1 for s in states if s in _TERMINAL and s != TaskState.FINISHED)
+        assert self.running == sum(1 for s in states if s in self._RUNNING)
+        assert len(states) == self.launched <= self.instances
 
 
 def instance_of(task_id: str) -> int | None:
@@ -79,6 +99,12 @@ class CommandScheduler(Scheduler):
     status update (``status`` None for other progress changes).
     """
 
+    #: tasks launched on one agent and not yet started, at most: an agent
+    #: starts its tasks one by one, and the master sends a launch again when
+    #: the agent has not confirmed it within 10 s (docs/reliability.rst) —
+    #: 25,600 launches at once made 70,000 resends (issue 14)
+    max_staging_per_agent = 500
+
     def __init__(self, command: str, resources: Resources, instances: int = 1, name: str = "run",
                  on_change: Callable[[Progress, TaskStatus | None], None] | None = None,
                  environment: dict[str, str] | None = None) -> None:
@@ -91,6 +117,8 @@ class CommandScheduler(Scheduler):
         self.errors: list[str] = []
         self.finished = threading.Event()
         self.framework_id = ""
+        self.staging: dict[str, int] = {}          # agent id -> its tasks launched and not yet started
+        self._staging_on: dict[str, str] = {}      # task id -> its agent, while the task is staging
 
     def registered(self, driver, framework_id, master_info) -> None:
         self.framework_id = framework_id
@@ -101,19 +129,32 @@ class CommandScheduler(Scheduler):
 
     def resource_offers(self, driver, offers) -> None:
         progress = self.progress
-        for offer in offers:
-            tasks, free = [], offer.resources
-            while progress.launched < progress.instances and free.contains(self.resources):
-                task_id = f"{self.name}-{progress.launched}"
-                tasks.append(TaskInfo(task_id=task_id, agent_id=offer.agent_id, command=self.command,
-                                      resources=self.resources, name=self.name, environment=self.environment))
-                progress.states[task_id] = TaskState.STAGING
-                progress.launched += 1
-                free = free - self.resources
-            if tasks:
-                driver.launch_tasks([offer.id], tasks, Filters(refuse_seconds=1.0))
-            else:
-                driver.decline_offer(offer.id, Filters(refuse_seconds=5.0))
+        # spread what is left over the offers that came together — an even
+        # share on each first, then the rest wherever it fits: an agent starts
+        # its tasks one by one, so 1,000 instances on one agent of four took
+        # about four times as long as 250 on each (issue 14)
+        share = -(-(progress.instances - progress.launched) // max(len(offers), 1))
+        tasks: list[list[TaskInfo]] = [[] for _ in offers]
+        free = [offer.resources for offer in offers]
+        room = [self.max_staging_per_agent - self.staging.get(offer.agent_id, 0) for offer in offers]
+        for limit in (share, None):
+            for i, offer in enumerate(offers):
+                while progress.launched < progress.instances and free[i].contains(self.resources) and \
+                        len(tasks[i]) < room[i] and (limit is None or len(tasks[i]) < limit):
+                    task_id = f"{self.name}-{progress.launched}"
+                    tasks[i].append(TaskInfo(task_id=task_id, agent_id=offer.agent_id, command=self.command,
+                                             resources=self.resources, name=self.name, environment=self.environment))
+                    progress.record(task_id, TaskState.STAGING)
+                    progress.launched += 1
+                    free[i] = free[i] - self.resources
+                    self._staging_on[task_id] = offer.agent_id
+        for offer, launched in zip(offers, tasks):
+            if launched:
+                self.staging[offer.agent_id] = self.staging.get(offer.agent_id, 0) + len(launched)
+                driver.launch_tasks([offer.id], launched, Filters(refuse_seconds=1.0))
+            else:  # an agent busy starting what it has is asked again soon; one too small, later
+                busy = self.staging.get(offer.agent_id, 0) >= self.max_staging_per_agent
+                driver.decline_offer(offer.id, Filters(refuse_seconds=1.0 if busy else 5.0))
         if progress.launched >= progress.instances:
             driver.suppress_offers()
         self.on_change(progress, None)
@@ -122,10 +163,14 @@ class CommandScheduler(Scheduler):
         progress = self.progress
         if status.task_id not in progress.states:
             return
-        progress.states[status.task_id] = status.state
+        progress.record(status.task_id, status.state)
         progress.messages[status.task_id] = status.message
         if status.agent_id:
             progress.agents[status.task_id] = status.agent_id
+        if status.state != TaskState.STAGING:
+            agent_id = self._staging_on.pop(status.task_id, None)
+            if agent_id is not None:
+                self.staging[agent_id] -= 1
         if status.terminal:
             progress.exit_codes[status.task_id] = status.exit_code
             if status.state in (TaskState.LOST, TaskState.DROPPED) and progress.launched <= progress.instances:

@@ -83,6 +83,10 @@ DEFAULT_MAX_QUEUED_BYTES_PER_PEER = 64 * 1024 * 1024
 DEFAULT_MAX_QUEUED_BYTES = 512 * 1024 * 1024
 #: while frames wait in an outbox, a wait looks again after this long,
 #: doubling to _RETRY_MAX while the socket takes nothing (seconds)
+#: flags as plain ints: pyzmq's enum arithmetic costs a few µs a call on the hot path
+_NOBLOCK = int(zmq.NOBLOCK)
+_NOBLOCK_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
+_RCVMORE = int(zmq.RCVMORE)
 _RETRY_MIN = 0.001
 _RETRY_MAX = 0.05
 
@@ -621,7 +625,9 @@ class Server(_Endpoint):
 
     def _push(self, peer: bytes, frame: bytes) -> bool | None:
         try:
-            self._socket.send_multipart([peer, frame], zmq.NOBLOCK, copy=False)
+            # two sends, not send_multipart: the same message, ~6 µs less a frame (issue 14)
+            self._socket.send(peer, _NOBLOCK_MORE)
+            self._socket.send(frame, _NOBLOCK, copy=False)
             return True
         except zmq.Again:
             return False
@@ -643,13 +649,17 @@ class Server(_Endpoint):
         caller can recognise a frame it has seen before without paying for
         decoding it again. A message of the wrong shape yields the codec's error."""
         secured = self._zap_domain is not None
+        socket = self._socket
         while True:
+            # recv and RCVMORE, not recv_multipart: the same parts, ~8 µs less a frame (issue 14)
             try:
-                if secured:
-                    frames = self._socket.recv_multipart(zmq.NOBLOCK, copy=False)
+                if secured:   # the principal comes with the last part's metadata
+                    frames = socket.recv_multipart(zmq.NOBLOCK, copy=False)
                     parts = [frame.bytes for frame in frames]
                 else:
-                    parts = self._socket.recv_multipart(zmq.NOBLOCK, copy=True)
+                    parts = [socket.recv(_NOBLOCK)]
+                    while socket.getsockopt(_RCVMORE):
+                        parts.append(socket.recv(_NOBLOCK))
             except zmq.Again:
                 return
             if secured and parts and not self._same_principal(parts[0], str(frames[-1].get("User-Id"))):
@@ -796,7 +806,7 @@ class Client(_Endpoint):
 
     def _push(self, peer: bytes, frame: bytes) -> bool | None:
         try:
-            self._socket.send(frame, zmq.NOBLOCK, copy=False)
+            self._socket.send(frame, _NOBLOCK, copy=False)
             return True
         except zmq.Again:
             return False
@@ -811,7 +821,7 @@ class Client(_Endpoint):
         self._watch()
         while True:
             try:
-                yield None, self._socket.recv(zmq.NOBLOCK, copy=True)
+                yield None, self._socket.recv(_NOBLOCK)
             except zmq.Again:
                 return
 

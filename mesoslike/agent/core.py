@@ -20,6 +20,8 @@ The conversation it keeps is the "agent" part of ``docs/wire.rst``
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import math
 import random
@@ -274,6 +276,11 @@ class AgentCore:
 
         self._tasks: dict[TaskKey, _Task] = {}
         self._streams: dict[TaskKey, _UpdateStream] = {}
+        # when each stream's head is due again: a heap of (time, n, key, stream),
+        # an entry stale once the stream's next_send moved (issue 14: tick and
+        # next_wakeup scanned every stream, O(tasks) per turn of the agent)
+        self._resends: list[tuple[float, int, TaskKey, _UpdateStream]] = []
+        self._resend_count = itertools.count()
         self._used = EMPTY
         self._draining = False
         self._usage: list[m.TaskUsage] = []   # the latest measurement, sent with every PONG
@@ -354,8 +361,20 @@ class AgentCore:
         if self._registered:
             if self._ping_interval > 0:
                 times.append(self._master_deadline())
-            times.extend(s.next_send for s in self._streams.values() if s.pending and s.next_send is not None)
+            due = self._next_resend()
+            if due is not None:
+                times.append(due[0])
         return min(times, default=math.inf)
+
+    def _next_resend(self) -> tuple[float, int, TaskKey, _UpdateStream] | None:
+        """The earliest resend still wanted (stale entries dropped): O(log n) amortised."""
+        resends = self._resends
+        while resends:
+            when, _, key, stream = resends[0]
+            if stream.next_send == when and stream.pending and self._streams.get(key) is stream:
+                return resends[0]
+            heapq.heappop(resends)
+        return None
 
     # ------------------------------------------------------------- events
     def tick(self) -> list[Command]:
@@ -371,9 +390,9 @@ class AgentCore:
         if self._next_registration is not None and now >= self._next_registration:
             out.append(self._registration_attempt(now))
         if self._registered:
-            for key, stream in self._streams.items():
-                if stream.pending and stream.next_send is not None and now >= stream.next_send:
-                    out.append(self._send_head(stream, now))
+            while (due := self._next_resend()) is not None and now >= due[0]:
+                heapq.heappop(self._resends)
+                out.append(self._send_head(due[3], now, due[2]))
         return out
 
     def on_message(self, message: object) -> list[Command]:
@@ -584,10 +603,10 @@ class AgentCore:
         self._ping_interval = msg.ping_interval
         log.info("registered as %s with master %s (%s)", msg.agent_id, msg.master.id, msg.master.address)
         out: list[Command] = [CheckpointAgent(msg.agent_id)] if self.checkpoint else []
-        for stream in self._streams.values():  # what waited for a master goes out now
+        for key, stream in self._streams.items():  # what waited for a master goes out now
             if stream.pending:
                 stream.backoff = UPDATE_BACKOFF_INITIAL
-                out.append(self._send_head(stream, now))
+                out.append(self._send_head(stream, now, key))
         return out
 
     def on_master_changed(self) -> list[Command]:
@@ -634,6 +653,7 @@ class AgentCore:
                 task.kill_why = "agent shut down"
                 out.append(self._kill(task))
         self._streams.clear()
+        self._resends.clear()
         self._agent_id = ""
         if self.checkpoint:
             out.append(CheckpointAgent(""))
@@ -663,7 +683,7 @@ class AgentCore:
             stream = self._streams.get(key)
             if stream is None or not stream.pending or not self._registered:
                 return []
-            return [self._send_head(stream, self.clock.now())]
+            return [self._send_head(stream, self.clock.now(), key)]
         if not self._agent_id:
             log.warning("RUN_TASK %s/%s while unregistered dropped", *key)
             return []
@@ -785,11 +805,12 @@ class AgentCore:
         if not self._registered:
             stream.next_send = None  # goes out on registration
             return out
-        out.append(self._send_head(stream, self.clock.now()))
+        out.append(self._send_head(stream, self.clock.now(), (framework_id, task_id)))
         return out
 
-    def _send_head(self, stream: _UpdateStream, now: float) -> SendToMaster:
+    def _send_head(self, stream: _UpdateStream, now: float, key: TaskKey) -> SendToMaster:
         stream.next_send = now + stream.backoff
+        heapq.heappush(self._resends, (stream.next_send, next(self._resend_count), key, stream))
         stream.backoff = min(stream.backoff * 2, UPDATE_BACKOFF_MAX)
         return SendToMaster(m.StatusUpdate(stream.framework_id, stream.pending[0]))
 
@@ -811,7 +832,7 @@ class AgentCore:
             return []
         out = self._checkpointed(task) if task is not None else []
         if stream.pending and self._registered:
-            out.append(self._send_head(stream, self.clock.now()))
+            out.append(self._send_head(stream, self.clock.now(), key))
         return out
 
     def _error(self, msg: m.Error) -> list[Command]:

@@ -27,6 +27,7 @@ _STREAM_LIMIT = 10  # stream every status change for up to this many instances
 STDERR_TAIL_LINES = 10
 #: failed instances described at the end (the rest are counted)
 FAILURES_SHOWN = 10
+_TTY_PERIOD = 0.1   # seconds between two progress lines on a terminal
 
 
 class _Reporter:
@@ -43,9 +44,15 @@ class _Reporter:
             detail = f" ({status.message})" if status.message else ""
             self._clear()
             click.echo(f"{status.task_id} on {status.agent_id or '?'}: {status.state}{detail}")
-        line = f"[{_bar(progress)}] {progress.summary()}"
+        # at most 10 progress lines a second on a terminal (unless it streams
+        # each change), 1 otherwise: a 100k-task job must not spend its time
+        # drawing (issue 14); the last line always
         now = time.monotonic()
-        if line != self.last_line and (self.tty or now - self.last_print >= 1.0 or progress.done):
+        if not progress.done and now - self.last_print < (_TTY_PERIOD if self.tty else 1.0) and (
+                not self.stream or not self.tty):
+            return
+        line = f"[{_bar(progress)}] {progress.summary()}"
+        if line != self.last_line:
             self.last_line, self.last_print = line, now
             if self.tty:
                 click.echo("\r" + line, nl=False)

@@ -34,7 +34,7 @@ TaskLine = tuple[TaskInfo, TaskStatus, str, "dict | None"]
 class FrameworkLine:
     info: FrameworkInfo
     connected: bool
-    tasks: tuple[TaskLine, ...]             # live ones, by id
+    tasks: tuple[TaskLine, ...]             # live ones (render_state orders them by id)
     completed: tuple[TaskLine, ...]         # the last COMPLETED_SHOWN terminal ones, oldest first
 
 
@@ -48,7 +48,7 @@ class StateSnapshot:
 
     leader: dict[str, str]
     frameworks: tuple[FrameworkLine, ...]
-    agents: tuple[tuple[AgentInfo, Resources, str], ...]     # (info, available, HTTP address), by id
+    agents: tuple[tuple[AgentInfo, Resources, str], ...]     # (info, available, HTTP address); render_state orders them by id
     offers: tuple[Offer, ...]
     stats: AllocatorStatistics
     roles_config: dict | None
@@ -56,23 +56,22 @@ class StateSnapshot:
 
 
 def snapshot(core: MasterCore) -> StateSnapshot:
-    """The core's state for ``/state`` (call it under the master's lock)."""
+    """The core's state for ``/state`` (call it under the master's lock):
+    O(agents + tasks + offers) of references, in the core's order."""
     allocator = core.allocator
 
-    def usage(task: TaskRecord) -> dict | None:
+    def line(task: TaskRecord) -> TaskLine:
         agent = core.agents.get(task.agent_id)
         measured = agent.usage.get((task.framework_id, task.id)) if agent is not None else None
-        return None if measured is None or task.terminal else measured.statistics()
+        return task.info, task.status, task.agent_id, None if measured is None or task.terminal else measured.statistics()
 
+    # references only, no sorting (render_state sorts, outside the lock)
     frameworks = tuple(
-        FrameworkLine(record.info, record.connected,
-                      tuple((task.info, task.status, task.agent_id, usage(task))
-                            for task in sorted(record.tasks.values(), key=lambda t: t.id)),
+        FrameworkLine(record.info, record.connected, tuple(map(line, record.tasks.values())),
                       tuple((task.info, task.status, task.agent_id, None)
                             for task in record.completed[-COMPLETED_SHOWN:]))
-        for record in sorted(core.frameworks.values(), key=lambda r: r.id))
-    agents = tuple((agent.info, allocator.available(agent.id), agent.http_address)
-                   for agent in sorted(core.agents.values(), key=lambda a: a.id))
+        for record in core.frameworks.values())
+    agents = tuple((agent.info, allocator.available(agent.id), agent.http_address) for agent in core.agents.values())
     roles_config = getattr(core, "roles_config", None)  # the roles file in force, set by the runtime
     policy = getattr(core, "preemption", None)
     preemption = None
@@ -104,7 +103,8 @@ def _task_json(line: TaskLine, hostnames: dict[str, str]) -> dict:
 
 def render_state(snap: StateSnapshot) -> dict:
     """DESIGN §3.4's state document (plus a few extras) from a snapshot;
-    needs no lock. O(agents + tasks + offers)."""
+    needs no lock. Frameworks, agents and live tasks by id. O(agents +
+    tasks + offers), and the sorting: O(T log T)."""
     stats = snap.stats
     hostnames = {info.id: info.hostname for info, _, _ in snap.agents}
     offered_by: dict[str, Resources] = {}
@@ -112,9 +112,10 @@ def render_state(snap: StateSnapshot) -> dict:
         offered_by[offer.framework_id] = offered_by.get(offer.framework_id, EMPTY) + offer.resources
     used_by_agent: dict[str, Resources] = {}
     frameworks = []
-    for line in snap.frameworks:
+    for line in sorted(snap.frameworks, key=lambda fw: fw.info.id):
+        tasks = sorted(line.tasks, key=lambda task: task[0].task_id)
         used = EMPTY
-        for info, status, agent_id, _ in line.tasks:
+        for info, status, agent_id, _ in tasks:
             if status.state not in TERMINAL_STATES:
                 used = used + info.resources
                 used_by_agent[agent_id] = used_by_agent.get(agent_id, EMPTY) + info.resources
@@ -127,7 +128,7 @@ def render_state(snap: StateSnapshot) -> dict:
             "used": str(used),
             "offered": str(offered_by.get(line.info.id, EMPTY)),
             "dominant_share": stats.framework_shares.get(line.info.id, 0.0),
-            "tasks": [_task_json(task, hostnames) for task in line.tasks],
+            "tasks": [_task_json(task, hostnames) for task in tasks],
             "completed_tasks": [_task_json(task, hostnames) for task in line.completed],
         })
     agents = [
@@ -143,7 +144,7 @@ def render_state(snap: StateSnapshot) -> dict:
             # pings go unanswered is removed, not kept as disconnected
             "connected": True,
         }
-        for info, available, http_address in snap.agents
+        for info, available, http_address in sorted(snap.agents, key=lambda agent: agent[0].id)
     ]
     offers = [
         {"id": o.id, "framework_id": o.framework_id, "agent_id": o.agent_id, "hostname": o.hostname,

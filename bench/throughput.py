@@ -1,0 +1,671 @@
+#!/usr/bin/env python3
+"""The task pipeline end to end: tasks launched and finished per second
+(issue 14), each figure with its baseline measured in the same run.
+
+``real_agents``
+    A master and 4 agents (``cpus:64;mem:65536`` each), each its own process;
+    one framework in this process — ``CommandScheduler``, what ``mesoslike
+    run`` is, on the public driver API — launching N tasks ``true``. Timed
+    from the first launch to the return of the callback of the last terminal
+    update (the driver acknowledges it then). Baseline: the same N commands
+    spawned directly by 4 threads, each command with a sandbox directory and
+    its stdout/stderr files, as the agent makes them.
+``control_plane``
+    One master; K simulated agents in one process (``tests/stress_helpers.py
+    agents``: real ``AgentCore`` objects speaking the agent protocol, whose
+    tasks end at once, no process); F frameworks on the public driver API in
+    this process. Tasks launched + finished + acknowledged per second.
+    Baseline: raw pyzmq ROUTER/DEALER round trips (another process echoes)
+    of frames the size of an encoded STATUS_UPDATE, with a window in flight.
+``fuxi``
+    A Fuxi job of N instances of ``true`` (S slots) submitted with ``mesoslike
+    fuxi submit --wait`` to ``mesoslike fuxi serve`` on the real-agents
+    cluster; timed from submit to the end of ``submit``. Compared with the
+    real-agents rate of the same run.
+``big_master`` (``--big-master``)
+    A master (a subprocess, its core fed directly as in
+    ``bench/state_under_load.py``) holding A agents and T running tasks: its
+    RSS, how long ``GET /state`` takes, and the longest answer to a cheap call
+    while readers poll ``/state`` (the loop stall).
+``big_run`` (``--big-run N``)
+    ``mesoslike run --instances N --cpus 0.01 --mem 1 -- true`` on the 4-agent
+    cluster: wall time and peak RSS of the ``run`` client, master and agents.
+
+Rounds interleave each measurement with its baseline so a change in the
+machine's load falls on both. CPU seconds are given per process (master,
+agents, framework) so the bottleneck shows. The ``targets`` section checks
+the issue's goals; the benchmark reports, it never fails on a figure.
+
+    python bench/throughput.py --out bench/results/throughput.json
+    python bench/throughput.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+import benchlib  # noqa: E402
+
+TICKS = os.sysconf("SC_CLK_TCK")
+MEASURED = ["frameworks/command.py", "mesoslike/cli/run.py", "mesoslike/driver/core.py", "mesoslike/driver/driver.py",
+            "mesoslike/master/core.py", "mesoslike/master/runtime.py", "mesoslike/master/state.py",
+            "mesoslike/agent/core.py", "mesoslike/agent/runtime.py", "mesoslike/agent/executor.py",
+            "mesoslike/transport.py", "mesoslike/wire/codec.py"]
+
+
+def log(text: str) -> None:
+    print(f"[throughput {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------ processes
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> dict[str, float]:
+    """User+system CPU of ``pid`` itself and of its reaped children."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+    return {"self": (utime + stime) / TICKS, "children": (cutime + cstime) / TICKS}
+
+
+def peak_rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class Processes:
+    """Child processes of the bench, each in its own session, stopped at the end."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, args: list[str]) -> subprocess.Popen:
+        out = open(self.work / f"{name}.log", "wb")
+        proc = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        out.close()
+        self.procs[name] = proc
+        return proc
+
+    def mesoslike(self, name: str, *args: str) -> subprocess.Popen:
+        return self.start(name, [sys.executable, "-m", "mesoslike", *args])
+
+    def cpu(self, names: list[str]) -> dict[str, dict[str, float]]:
+        return {name: cpu_seconds(self.procs[name].pid) for name in names}
+
+    def stop(self, name: str) -> None:
+        proc = self.procs.pop(name)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def close(self) -> None:
+        for name in reversed(list(self.procs)):
+            self.stop(name)
+
+    def tail(self, name: str, chars: int = 2000) -> str:
+        return (self.work / f"{name}.log").read_text(errors="replace")[-chars:]
+
+
+def get_json(url: str, timeout: float = 60.0) -> dict:
+    import json
+    with urllib.request.urlopen(url, timeout=timeout) as answer:
+        return json.loads(answer.read())
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except OSError:
+            value = None
+        if value:
+            return value
+        time.sleep(0.1)
+    raise SystemExit(f"gave up waiting for {what}")
+
+
+class Cluster:
+    """A master and ``agents`` agents, each its own process."""
+
+    def __init__(self, procs: Processes, agents: int, resources: str) -> None:
+        self.procs = procs
+        port, self.http_port = free_port(), free_port()
+        self.address = f"tcp://127.0.0.1:{port}"
+        self.http = f"http://127.0.0.1:{self.http_port}"
+        procs.mesoslike("master", "master", "--port", str(port), "--http-port", str(self.http_port),
+                        "--allocation-interval", "0.2")
+        wait_for(lambda: get_json(self.http + "/health", 2), 30, "the master")
+        self.agents = [f"agent-{i}" for i in range(agents)]
+        for i, name in enumerate(self.agents):
+            procs.mesoslike(name, "agent", "--master", self.address, "--resources", resources,
+                            "--hostname", f"bench-{i}", "--work-dir", str(procs.work / name))
+        wait_for(lambda: len(get_json(self.http + "/state", 5)["agents"]) == agents, 60, "the agents")
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds so far: master, agents (their own and their reaped tasks')."""
+        cpu = self.procs.cpu(["master", *self.agents])
+        return {"master": cpu["master"]["self"],
+                "agents": sum(cpu[a]["self"] for a in self.agents),
+                "agents_tasks": sum(cpu[a]["children"] for a in self.agents)}
+
+    def peak_rss(self) -> dict[str, int]:
+        return {"master": peak_rss_bytes(self.procs.procs["master"].pid),
+                "agents_max": max(peak_rss_bytes(self.procs.procs[a].pid) for a in self.agents)}
+
+
+def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {key: round(after[key] - before[key], 3) for key in after}
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(values), 1), "min": round(min(values), 1),
+            "max": round(max(values), 1), "rounds": [round(v, 1) for v in values]}
+
+
+# ----------------------------------------------------------------- frameworks
+def run_frameworks(master: str, tasks: int, frameworks: int, resources: str, command: str = "true",
+                   timeout: float = 600.0) -> dict:
+    """F ``CommandScheduler`` frameworks (``mesoslike run``'s) launching
+    ``tasks`` in all; seconds from the first launch to the last terminal
+    update's callback, and this process's CPU seconds meanwhile."""
+    from mesoslike import Resources, SchedulerDriver
+    from mesoslike.frameworks.command import CommandScheduler, framework_info
+
+    first_launch: list[float] = []
+
+    class Timed(CommandScheduler):
+        def resource_offers(self, driver, offers) -> None:
+            if not first_launch:
+                first_launch.append(time.perf_counter())
+            super().resource_offers(driver, offers)
+
+    share = [tasks // frameworks + (i < tasks % frameworks) for i in range(frameworks)]
+    schedulers = [Timed(command, Resources.parse(resources), n, f"bench{i}") for i, n in enumerate(share)]
+    ended: list[float] = []
+
+    def on_change(progress, status) -> None:
+        if progress.done:
+            ended.append(time.perf_counter())
+    for scheduler in schedulers:
+        scheduler.on_change = on_change
+    gc.collect()
+    cpu0 = time.process_time()
+    drivers = [SchedulerDriver(s, framework_info(s.name, "*"), master) for s in schedulers]
+    for driver in drivers:
+        driver.start()
+    deadline = time.monotonic() + timeout
+    for scheduler in schedulers:
+        if not scheduler.finished.wait(max(0.0, deadline - time.monotonic())):
+            raise SystemExit(f"{scheduler.name}: {scheduler.progress.summary()} after {timeout} s")
+    cpu = time.process_time() - cpu0
+    for driver in drivers:
+        driver.join(30)
+    failed = sum(s.progress.failed for s in schedulers)
+    return {"seconds": max(ended) - first_launch[0], "framework_cpu_s": round(cpu, 3), "failed": failed}
+
+
+# ------------------------------------------------------------------ baselines
+def spawn_directly(tasks: int, threads: int, root: Path, command: str = "true") -> float:
+    """Seconds to run ``tasks`` commands with ``threads`` threads, each in a
+    sandbox directory of its own with stdout/stderr files (as the agent)."""
+    from mesoslike.agent.executor import SHELL
+
+    shutil.rmtree(root, ignore_errors=True)
+    counter = iter(range(tasks))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                i = next(counter, None)
+            if i is None:
+                return
+            sandbox = root / f"t{i}"
+            sandbox.mkdir(parents=True)
+            with open(sandbox / "stdout", "ab") as out, open(sandbox / "stderr", "ab") as err:
+                subprocess.Popen([SHELL, "-c", command], cwd=sandbox, stdin=subprocess.DEVNULL, stdout=out,
+                                 stderr=err, start_new_session=True).wait()
+    workers = [threading.Thread(target=work) for _ in range(threads)]
+    started = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    elapsed = time.perf_counter() - started
+    shutil.rmtree(root, ignore_errors=True)
+    return elapsed
+
+
+def status_update_frame() -> bytes:
+    from mesoslike.wire import TaskState, TaskStatus, encode
+    from mesoslike.wire import messages as m
+    return encode(m.StatusUpdate("0d5f1c9e-framework-0001", TaskStatus(
+        task_id="bench0-12345", state=TaskState.FINISHED, agent_id="7a3e-agent-0003", uuid="5b0f9a6c" * 4,
+        exit_code=0, message="exited with 0")))
+
+
+def zmq_echo(address_file: str) -> None:
+    """The baseline's far end: a ROUTER (the transport's Server, frames not
+    decoded) that sends every frame back until one says ``stop``."""
+    from mesoslike.transport import Server
+
+    server = Server("tcp://127.0.0.1:0")
+    Path(address_file).write_text(server.address)
+    while True:
+        server.wait(1.0)
+        for peer, frame in server.receive_frames():
+            if frame == b"stop":
+                server.close()
+                return
+            if peer is not None and isinstance(frame, bytes):
+                server.send_frame(peer, frame)
+
+
+def zmq_round_trips(procs: Processes, count: int, size: int, window: int = 100) -> dict:
+    """Round trips per second of ``size``-byte frames between a DEALER (here)
+    and a ROUTER (another process), ``window`` in flight. Through the
+    transport's Server and Client with frames not encoded or decoded: the
+    layering rule keeps zmq out of every file but mesoslike/transport.py,
+    bench/ included, and their send and receive are the raw socket calls."""
+    from mesoslike.transport import Client
+    address_file = procs.work / "echo.address"
+    address_file.unlink(missing_ok=True)
+    echo = procs.start("zmq-echo", [sys.executable, __file__, "--zmq-echo", str(address_file)])
+    address = str(wait_for(lambda: address_file.exists() and address_file.read_text(), 20, "the echo server"))
+    client = Client(address)
+    frame = b"x" * size
+    cpu0 = time.process_time()
+    started = time.perf_counter()
+    sent = received = 0
+    while received < count:
+        while sent < count and sent - received < window:
+            client.send_frame(frame)
+            sent += 1
+        client.wait(1.0)
+        received += sum(1 for _ in client.receive_frames())
+    elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu0
+    echo_cpu = cpu_seconds(echo.pid)["self"]
+    client.send_frame(b"stop")
+    client.close(linger=1.0)
+    echo.wait(10)
+    procs.procs.pop("zmq-echo")
+    return {"per_s": count / elapsed, "client_cpu_s": round(cpu, 3), "echo_cpu_s": round(echo_cpu, 3)}
+
+
+def measure_batching(updates: int = 20_000, batch: int = 100, rounds: int = 3) -> dict:
+    """What batching per loop turn would save (issue 14 §4): µs per status
+    update from encoding to decoding at the far end of a DEALER/ROUTER pair
+    (the transport's Client and Server) in this process, one frame per
+    update (as the wire does) against one frame per ``batch`` updates
+    (their encoded frames in one MessagePack array: the cheapest envelope)."""
+    import msgpack
+
+    from mesoslike.transport import Client, Server
+    from mesoslike.wire import decode, encode
+    from mesoslike.wire import messages as m
+    from mesoslike.wire.types import TaskState, TaskStatus
+
+    server = Server("tcp://127.0.0.1:0")
+    client = Client(server.address)
+    messages = [m.StatusUpdate("0d5f1c9e-framework-0001", TaskStatus(
+        task_id=f"bench0-{i}", state=TaskState.FINISHED, agent_id="7a3e-agent-0003", uuid=f"{i:032x}",
+        exit_code=0, message="exited with 0")) for i in range(updates)]
+
+    def frames_in(want: int) -> list[bytes]:
+        got: list[bytes] = []
+        while len(got) < want:
+            server.wait(1.0)
+            got += [frame for _, frame in server.receive_frames() if isinstance(frame, bytes)]
+        return got
+
+    window = 20 * batch   # updates in flight, so neither side waits for the other's every frame
+
+    def one_by_one() -> None:
+        for start in range(0, updates, window):
+            for message in messages[start:start + window]:
+                client.send_frame(encode(message))
+            for frame in frames_in(len(messages[start:start + window])):
+                decode(frame)
+
+    def batched() -> None:
+        for start in range(0, updates, window):
+            chunk = messages[start:start + window]
+            for first in range(0, len(chunk), batch):
+                client.send_frame(msgpack.packb([encode(message) for message in chunk[first:first + batch]]))
+            for frame in frames_in(-(-len(chunk) // batch)):
+                for item in msgpack.unpackb(frame):
+                    decode(item)
+    results: dict[str, list[float]] = {"one_frame_per_update_us": [], "batched_us": []}
+    for _ in range(rounds):
+        for name, run in (("one_frame_per_update_us", one_by_one), ("batched_us", batched)):
+            started = time.perf_counter()
+            run()
+            results[name].append((time.perf_counter() - started) / updates * 1e6)
+    client.close()
+    server.close()
+    single, grouped = statistics.median(results["one_frame_per_update_us"]), statistics.median(results["batched_us"])
+    return {"updates": updates, "batch": batch, **{k: [round(x, 2) for x in v] for k, v in results.items()},
+            "saved_us_per_update": round(single - grouped, 2), "saved_fraction": round(1 - grouped / single, 3)}
+
+
+# --------------------------------------------------------------- measurements
+def measure_real_agents(procs: Processes, cluster: Cluster, tasks: int, rounds: int) -> dict:
+    rates, baseline, cpus = [], [], []
+    for r in range(rounds):
+        base_s = spawn_directly(tasks, 4, procs.work / "spawn")
+        baseline.append(tasks / base_s)
+        before = cluster.cpu()
+        result = run_frameworks(cluster.address, tasks, 1, "cpus:0.1;mem:16")
+        cpu = cpu_delta(before, cluster.cpu())
+        cpu["framework"] = result["framework_cpu_s"]
+        cpus.append(cpu)
+        rates.append(tasks / result["seconds"])
+        log(f"real agents round {r + 1}: {rates[-1]:.0f} tasks/s (spawning directly {baseline[-1]:.0f}/s), "
+            f"cpu {cpu}, failed {result['failed']}")
+    ratios = [a / b for a, b in zip(rates, baseline)]
+    return {"tasks": tasks, "agents": len(cluster.agents), "tasks_per_s": spread(rates),
+            "baseline_spawn_per_s": spread(baseline), "ratio_to_baseline": spread([100 * x for x in ratios]),
+            "cpu_s_per_round": cpus}
+
+
+def measure_control_plane(procs: Processes, tasks: int, agents: int, frameworks: int, rounds: int) -> dict:
+    rates, baseline, cpus = [], [], []
+    frame = len(status_update_frame())
+    for r in range(rounds):
+        trips = zmq_round_trips(procs, 20_000, frame)
+        baseline.append(trips["per_s"])
+        port, http = free_port(), free_port()
+        address = f"tcp://127.0.0.1:{port}"
+        procs.mesoslike("cp-master", "master", "--port", str(port), "--http-port", str(http),
+                        "--allocation-interval", "0.2")
+        wait_for(lambda: get_json(f"http://127.0.0.1:{http}/health", 2), 30, "the master")
+        procs.start("cp-agents", [sys.executable, str(ROOT / "tests" / "stress_helpers.py"), "agents", "--master",
+                                  address, "--count", str(agents), "--resources", "cpus:1000;mem:1000000"])
+        wait_for(lambda: len(get_json(f"http://127.0.0.1:{http}/state", 5)["agents"]) == agents, 60,
+                 "the simulated agents")
+        before = procs.cpu(["cp-master", "cp-agents"])
+        result = run_frameworks(address, tasks, frameworks, "cpus:0.01;mem:1")
+        after = procs.cpu(["cp-master", "cp-agents"])
+        cpu = {"master": round(after["cp-master"]["self"] - before["cp-master"]["self"], 3),
+               "agents": round(after["cp-agents"]["self"] - before["cp-agents"]["self"], 3),
+               "framework": result["framework_cpu_s"]}
+        cpus.append(cpu)
+        rates.append(tasks / result["seconds"])
+        master_rss = peak_rss_bytes(procs.procs["cp-master"].pid)
+        procs.stop("cp-agents")
+        procs.stop("cp-master")
+        log(f"control plane round {r + 1}: {rates[-1]:.0f} tasks/s (zmq round trips {baseline[-1]:.0f}/s), "
+            f"cpu {cpu}, master peak rss {master_rss >> 20} MiB, failed {result['failed']}")
+    ratios = [a / b for a, b in zip(rates, baseline)]
+    return {"tasks": tasks, "simulated_agents": agents, "frameworks": frameworks, "frame_bytes": frame,
+            "tasks_per_s": spread(rates), "baseline_zmq_round_trips_per_s": spread(baseline),
+            "ratio_to_baseline": spread([100 * x for x in ratios]), "cpu_s_per_round": cpus}
+
+
+def measure_fuxi(procs: Processes, cluster: Cluster, tasks: int, slots: int, rounds: int) -> dict:
+    port = free_port()
+    fuxi_address = f"tcp://127.0.0.1:{port}"
+    procs.mesoslike("fuxi", "fuxi", "serve", "--master", cluster.address, "--port", str(port),
+                    "--work-dir", str(procs.work / "fuxi-work"))
+    wait_for(lambda: any(f["name"] == "fuxi" for f in get_json(cluster.http + "/state", 5)["frameworks"]), 60,
+             "the fuxi framework")
+    rates, cpus = [], []
+    for r in range(rounds):
+        job = procs.work / f"job-{r}.toml"
+        job.write_text(f'[job]\nname = "bench-{r}"\n\n[[job.units]]\nname = "work"\nslots = {slots}\n'
+                       f'cpus = 0.1\nmem = 16\ninstances = {tasks}\ncommand = "true"\n')
+        before = {**cluster.cpu(), "fuxi": cpu_seconds(procs.procs["fuxi"].pid)["self"]}
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "mesoslike", "fuxi", "submit", "--fuxi", fuxi_address,
+                               "--wait", "--interval", "0.1", str(job)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=1200)
+        elapsed = time.perf_counter() - started
+        if done.returncode != 0:
+            raise SystemExit(f"fuxi job failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+        cpu = cpu_delta(before, {**cluster.cpu(), "fuxi": cpu_seconds(procs.procs["fuxi"].pid)["self"]})
+        cpus.append(cpu)
+        rates.append(tasks / elapsed)
+        log(f"fuxi round {r + 1}: {rates[-1]:.0f} instances/s, cpu {cpu}")
+    procs.stop("fuxi")
+    return {"instances": tasks, "slots": slots, "instances_per_s": spread(rates), "cpu_s_per_round": cpus,
+            "note": "cpu: fuxi = the service; the AppMaster and the workers are tasks (agents_tasks)"}
+
+
+def measure_big_run(procs: Processes, cluster: Cluster, instances: int) -> dict:
+    started = time.perf_counter()
+    before = cluster.cpu()
+    child = subprocess.Popen([sys.executable, "-m", "mesoslike", "run", "--master", cluster.address, "--instances",
+                              str(instances), "--cpus", "0.01", "--mem", "1", "--", "true"], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    _, status, usage = os.wait4(child.pid, 0)
+    elapsed = time.perf_counter() - started
+    out = child.stdout.read().decode(errors="replace") if child.stdout else ""
+    result = {"instances": instances, "exit_status": os.waitstatus_to_exitcode(status), "seconds": round(elapsed, 1),
+              "tasks_per_s": round(instances / elapsed, 1), "last_line": out.strip().splitlines()[-1] if out else "",
+              "peak_rss_bytes": {"run": usage.ru_maxrss * 1024, **cluster.peak_rss()},
+              "cpu_s": {**cpu_delta(before, cluster.cpu()), "run": round(usage.ru_utime + usage.ru_stime, 3)}}
+    log(f"big run: {result}")
+    return result
+
+
+# ----------------------------------------------------------------- big master
+def big_master(agents: int, tasks: int, frameworks: int, readers: int, seconds: float) -> dict:
+    """In a fresh process: a master holding ``agents`` agents and ``tasks``
+    running tasks of ``frameworks`` frameworks, fed through its core."""
+    from mesoslike.master import MasterConfig
+    from mesoslike.master.runtime import MasterRuntime
+    from mesoslike.resources import Resources
+    from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, TaskInfo
+    from mesoslike.wire import messages as m
+
+    def rss() -> int:
+        gc.collect()
+        with open("/proc/self/status") as fh:
+            return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:"))
+
+    empty_rss = rss()
+    from mesoslike.master.state import metrics_text, render_state, snapshot
+
+    # the simulated agents and frameworks are never there: nothing times out while the bench runs
+    quiet = dict(ping_interval=3600.0, heartbeat_interval=3600.0, task_launch_timeout=3600.0)
+    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=0, config=MasterConfig(offer_timeout=None, **quiet))
+    runtime.start()
+    per_agent = -(-tasks // agents)
+    try:
+        started = time.perf_counter()
+        with runtime._lock:
+            core = runtime.core
+            for a in range(agents):
+                core.on_message(f"agent-{a}".encode(), m.RegisterAgent(
+                    AgentInfo(f"node-{a}", Resources.parse(f"cpus:{per_agent};mem:{64 * per_agent}"))))
+            for f in range(frameworks):
+                core.on_message(f"fw-{f}".encode(), m.Subscribe(FrameworkInfo(f"bench-{f}")))
+            launched = 0
+            while launched < tasks:
+                offers = [o for s in core.tick() if isinstance(s.message, m.Offers) for o in s.message.offers]
+                if not offers:
+                    runtime._lock.release()   # the next allocation cycle is due in up to a second
+                    time.sleep(0.05)
+                    runtime._lock.acquire()
+                    continue
+                peers = {framework_id: f"fw-{f}".encode()
+                         for f, framework_id in enumerate(sorted(core.frameworks))}
+                for offer in offers:
+                    count = min(per_agent, tasks - launched)
+                    core.on_message(peers[offer.framework_id], m.Accept(offer.framework_id, [offer.id], [
+                        TaskInfo(f"task-{launched + t}", offer.agent_id, "sleep 1000",
+                                 Resources.parse("cpus:1;mem:32"), name="a bench task")
+                        for t in range(count)], Filters(3600)))
+                    launched += count
+            task_count = sum(len(r.tasks) for r in core.frameworks.values())
+        setup_s = time.perf_counter() - started
+        master_rss = rss()
+        with runtime._lock:   # what /state costs the loop (under its lock) and what it costs outside
+            sent = time.perf_counter()
+            taken = snapshot(runtime.core)
+            snapshot_s = time.perf_counter() - sent
+        sent = time.perf_counter()
+        render_state(taken)
+        render_s = time.perf_counter() - sent
+        with runtime._lock:   # /metrics is rendered under the lock
+            sent = time.perf_counter()
+            metrics_text(runtime.core)
+            metrics_s = time.perf_counter() - sent
+        del taken
+        timings = []
+        for _ in range(3):
+            sent = time.perf_counter()
+            size = len(urllib.request.urlopen(runtime.http_address + "/state", timeout=600).read())
+            timings.append(time.perf_counter() - sent)
+        probe = benchlib.probe_under_state_readers(runtime, readers, seconds, at_least_one=True)
+        return {"agents": agents, "tasks": task_count, "frameworks": frameworks, "setup_s": round(setup_s, 1),
+                "rss_bytes": master_rss, "rss_bytes_before_master": empty_rss,
+                "state_snapshot_under_lock_s": round(snapshot_s, 3), "state_render_s": round(render_s, 3),
+                "metrics_under_lock_s": round(metrics_s, 3),
+                "state_bytes": size, "state_get_s": [round(t, 2) for t in timings], **probe}
+    finally:
+        runtime.stop()
+
+
+def measure_big_master(agents: int, tasks: int, readers: int, seconds: float) -> dict:
+    import json
+    child = subprocess.run([sys.executable, __file__, "--big-master-child", f"{agents},{tasks},{readers},{seconds}"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    if child.returncode != 0:
+        raise SystemExit(f"big master failed: {child.stderr[-3000:]}")
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    log(f"big master: {result}")
+    return result
+
+
+# -------------------------------------------------------------------- targets
+def targets(doc: dict) -> list[dict]:
+    out = []
+
+    def target(name: str, measured: float | None, goal: float, unit: str, higher: bool = True) -> None:
+        met = None if measured is None else (measured >= goal if higher else measured <= goal)
+        out.append({"target": name, "measured": measured, "goal": goal, "unit": unit, "met": met})
+    real = doc.get("real_agents")
+    control = doc.get("control_plane")
+    fuxi = doc.get("fuxi")
+    big = doc.get("big_master")
+    if real:
+        target("real agents >= 50% of spawning directly", real["ratio_to_baseline"]["median"], 50, "%")
+    if control:
+        target("control plane >= 5,000 tasks/s through one master", control["tasks_per_s"]["median"], 5000,
+               "tasks/s")
+        target("control plane >= 20% of raw zmq round trips", control["ratio_to_baseline"]["median"], 20, "%")
+    if fuxi and real:
+        target("fuxi >= 50% of the real-agents rate",
+               round(100 * fuxi["instances_per_s"]["median"] / real["tasks_per_s"]["median"], 1), 50, "%")
+    if big:
+        target(f"master RSS with {big['agents']} agents and {big['tasks']} tasks <= 1 GB",
+               round(big["rss_bytes"] / 2**20), 1024, "MiB", higher=False)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tasks", type=int, default=1000, help="real agents: tasks per round")
+    parser.add_argument("--control-tasks", type=int, default=20000, help="control plane: tasks per round")
+    parser.add_argument("--sim-agents", type=int, default=10)
+    parser.add_argument("--frameworks", type=int, default=1, help="control plane: frameworks")
+    parser.add_argument("--fuxi-instances", type=int, default=1000)
+    parser.add_argument("--fuxi-slots", type=int, default=16)
+    parser.add_argument("--big-master", default="20000,200000", metavar="AGENTS,TASKS",
+                        help="'none' to skip")
+    parser.add_argument("--big-run", type=int, default=0, metavar="N", help="also run a job of N instances")
+    parser.add_argument("--only", default="real,control,fuxi,batching,big", help="which measurements, comma-separated")
+    parser.add_argument("--quick", action="store_true", help="small sizes, one round")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--zmq-echo", help=argparse.SUPPRESS)
+    parser.add_argument("--big-master-child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.zmq_echo:
+        return zmq_echo(args.zmq_echo)
+    if args.big_master_child:
+        import json
+        a, t, r, s = args.big_master_child.split(",")
+        print(json.dumps(big_master(int(a), int(t), 5, int(r), float(s))))
+        return
+    if args.quick:
+        args.rounds, args.tasks, args.control_tasks, args.fuxi_instances = 1, 200, 2000, 200
+        args.big_master = "2000,20000"
+    only = set(args.only.split(","))
+    started = time.perf_counter()
+    load_start = os.getloadavg()
+    head, _ = benchlib.git_state(MEASURED)
+    doc: dict = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                 "machine": benchlib.machine_info(),
+                 "code": {"git_head": head, "blob_ids": benchlib.blob_ids(MEASURED)}}
+    work = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
+    procs = Processes(work)
+    try:
+        if "control" in only:
+            doc["control_plane"] = measure_control_plane(procs, args.control_tasks, args.sim_agents, args.frameworks,
+                                                         args.rounds)
+        if only & {"real", "fuxi"} or args.big_run:
+            cluster = Cluster(procs, 4, "cpus:64;mem:65536")
+            if "real" in only:
+                doc["real_agents"] = measure_real_agents(procs, cluster, args.tasks, args.rounds)
+            if "fuxi" in only:
+                doc["fuxi"] = measure_fuxi(procs, cluster, args.fuxi_instances, args.fuxi_slots, args.rounds)
+            if args.big_run:
+                doc["big_run"] = measure_big_run(procs, cluster, args.big_run)
+            doc["cluster_peak_rss_bytes"] = cluster.peak_rss()
+        if "batching" in only:
+            doc["batching"] = measure_batching()
+            log(f"batching: {doc['batching']}")
+        if "big" in only and args.big_master != "none":
+            agents, tasks = (int(x) for x in args.big_master.split(","))
+            doc["big_master"] = measure_big_master(agents, tasks, 10, 10.0)
+    except BaseException:
+        for name in list(procs.procs):
+            log(f"--- {name}\n{procs.tail(name)}")
+        raise
+    finally:
+        procs.close()
+        shutil.rmtree(work, ignore_errors=True)
+    doc["targets"] = targets(doc)
+    _, changed = benchlib.git_state(MEASURED)
+    benchlib.finish(doc, started, load_start, args.out, log, changed)
+
+
+if __name__ == "__main__":
+    main()

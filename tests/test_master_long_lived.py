@@ -1,0 +1,52 @@
+"""The master keeps its long-lived objects out of full collections
+(``LongLivedObjects``, issue 14 §3): frozen after a full collection,
+thawed once the frozen set has doubled. Counts, not times."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from mesoslike.master.runtime import LongLivedObjects
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def thawed():
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+
+
+def test_survivors_of_a_full_collection_are_frozen_after_the_turn(thawed):
+    long_lived = LongLivedObjects()
+    kept = [[i] for i in range(10_000)]
+    long_lived.after_turn()
+    assert gc.get_freeze_count() == 0          # no full collection since: nothing to do
+    gc.collect()
+    long_lived.after_turn()
+    assert gc.get_freeze_count() >= len(kept)
+    frozen = gc.get_freeze_count()
+    long_lived.after_turn()
+    assert gc.get_freeze_count() == frozen     # once per full collection
+
+
+def test_the_frozen_set_is_thawed_when_it_has_doubled(thawed):
+    long_lived = LongLivedObjects()
+    long_lived.THAW_FROM = 1_000   # type: ignore[misc]  # a small process: thaw from 1,000 objects
+    gc.collect()
+    long_lived.after_turn()
+    first = gc.get_freeze_count()
+    assert first > 1_000
+    gc.collect()
+    long_lived.after_turn()                    # over THAW_FROM: thawed once, cycles among them can go
+    assert gc.get_freeze_count() == 0 and long_lived.frozen_at_thaw == first
+    kept = [[i] for i in range(2 * first)]
+    gc.collect()
+    long_lived.after_turn()                    # frozen again, thawed only past twice ``first``
+    assert gc.get_freeze_count() >= len(kept)
+    gc.collect()
+    long_lived.after_turn()
+    assert gc.get_freeze_count() == 0 and long_lived.frozen_at_thaw > 2 * first
