@@ -64,7 +64,7 @@ class Progress:
     def failures(self) -> list[str]:
         """The ids of the instances that ended other than TASK_FINISHED, in instance order."""
         return sorted((task_id for task_id, state in self.states.items()
-                       if state != TaskState.FINISHED and _terminal(state)), key=_instance_order)
+                       if state != TaskState.FINISHED and state in _TERMINAL), key=_instance_order)
 
     def summary(self) -> str:
         return (f"{self.finished}/{self.instances} finished, {self.failed} failed, {self.running} running, "

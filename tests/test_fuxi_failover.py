@@ -99,7 +99,9 @@ class Services:
         port = port or self.ports.get(name) or free_port()
         self.ports[name] = port
         args = ["fuxi", "serve", "--master", self.cluster.address, "--port", str(port), "--work-dir",
-                str(self.work_dir), "--failover-timeout", "60", "--log-level", "info", *extra]
+                str(self.work_dir), "--failover-timeout", "60", "--log-level", "info",
+                # the cluster is authenticated (docs/security.rst)
+                "--key", self.cluster.client_key, "--master-key", self.cluster.master_key, *extra]
         if self.zk_url:
             args += ["--zk", self.zk_url, "--zk-session-timeout", "4"]
         return self.cluster._start(name, args)
