@@ -40,6 +40,7 @@ ACTIONS: Mapping[str, str] = {
     "update_quota": "operator",
     "update_weights": "operator",
     "drain_agents": "operator",
+    "reactivate_agents": "operator",
     "reserve_resources": "operator",
 }
 #: which part of a rule an action's object is checked against

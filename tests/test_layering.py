@@ -17,7 +17,7 @@ PACKAGE = ROOT / "mesoslike"
 
 #: modules of the pure core (layer 1) and the pure wire codec (layer 2)
 CORE = ["resources.py", "errors.py", "fairness.py", "acl.py", "allocator", "wire", "messaging.py", "master/core.py",
-        "master/records.py",
+        "master/records.py", "master/history.py", "master/operations.py",
         "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "master/preemption.py",
         "agent/core.py", "driver/core.py"]
 FORBIDDEN_IN_CORE = {"socket", "threading", "asyncio", "zmq", "kazoo", "subprocess", "select", "selectors",

@@ -111,6 +111,13 @@ def _master_options(command: str):
                help="Seconds an HTTP client has to send its request, and again to read the answer."),
         option(command, "--http-max-connections", type=_COUNT, default=_DEFAULTS.http_max_connections,
                help="HTTP connections open at once; more are refused with 503."),
+        option(command, "--max-completed-frameworks", type=click.IntRange(min=0),
+               default=_DEFAULTS.max_completed_frameworks,
+               help="Removed frameworks (with their ended tasks) /state keeps in completed_frameworks "
+                    "(docs/operations.rst)."),
+        option(command, "--max-completed-tasks-per-framework", type=click.IntRange(min=0),
+               default=_DEFAULTS.completed_tasks_per_framework,
+               help="Ended tasks /state keeps per framework, live or completed (docs/operations.rst)."),
     ]
 
     def apply(fn):
@@ -125,12 +132,14 @@ _CONFIG_OPTIONS = ("allocation_interval", "offer_timeout", "heartbeat_interval",
                    "max_agent_ping_timeouts", "sorter", "min_allocatable", "agent_reregister_timeout",
                    "max_frameworks_per_connection", "max_agents_per_connection", "max_frameworks_per_principal",
                    "max_agents_per_principal", "max_failover_timeout",
-                   "max_reconcile_tasks", "http_workers", "http_timeout", "http_max_connections")
+                   "max_reconcile_tasks", "http_workers", "http_timeout", "http_max_connections",
+                   "max_completed_frameworks")
 
 
 def _master_config(options: dict) -> MasterConfig:
     """The MasterConfig of the command's options (taken out of ``options``)."""
     settings = {name: options.pop(name) for name in _CONFIG_OPTIONS}
+    settings["completed_tasks_per_framework"] = options.pop("max_completed_tasks_per_framework")
     if not settings["offer_timeout"]:
         settings["offer_timeout"] = None  # 0: offers never expire
     return MasterConfig(**settings).validate()
@@ -215,7 +224,7 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
         raise click.BadParameter(f"{value!r} is not a duration (e.g. 90s, 15m, 12h, 7d, 1w)", ctx, param) from None
 
 
-@click.command()
+@click.group(invoke_without_command=True)  # its subcommands (drain, reactivate): mesoslike.cli.operations
 @config_option("agent")
 @option("agent", "--master", "master_address", default=None, show_default="required",
         help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to follow the leader.")
@@ -257,7 +266,8 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
              "TASK_KILLED, and it unregisters) and wait for it to exit.")
 @client_key_options
 @logging_option("agent")
-def agent(master_address, resources, attributes, hostname, port, work_dir, ip, http_port, recover, recovery_timeout,
+@click.pass_context
+def agent(ctx: click.Context, master_address, resources, attributes, hostname, port, work_dir, ip, http_port, recover, recovery_timeout,
           isolation, cgroups_root, cgroups_cpu_quota, gc_delay, gc_disk_watermark, drain_timeout, drain, key,
           master_key) -> None:
     """Run an agent that runs the tasks its master sends it. With
@@ -266,7 +276,12 @@ def agent(master_address, resources, attributes, hostname, port, work_dir, ip, h
     SIGTERM or Ctrl-C stops the agent and leaves its tasks running under
     their supervisors: an agent restarted on the same work dir recovers
     them. SIGUSR1 drains the machine: the tasks are killed (TASK_KILLED) and
-    the agent unregisters, so the master does not wait for it."""
+    the agent unregisters, so the master does not wait for it.
+
+    `mesoslike agent drain` and `reactivate` ask the master to drain an
+    agent from afar (docs/operations.rst)."""
+    if ctx.invoked_subcommand is not None:
+        return
     from mesoslike.agent.runtime import AgentRuntime, default_work_dir
 
     if drain:

@@ -12,6 +12,9 @@ from mesoslike.errors import MesoslikeError
 
 __all__ = ["state", "fetch_state", "format_state"]
 
+#: the most recent completed tasks the tables show (--json has them all)
+COMPLETED_TASKS_SHOWN = 20
+
 
 def fetch_state(master: str, timeout: float = 5.0, key: str | None = None, master_key: str | None = None) -> dict:
     """Ask the master at ``tcp://HOST:PORT`` — or the leader of a ``zk://``
@@ -68,9 +71,11 @@ def format_state(doc: dict) -> str:
     lines = [f"leader {doc['leader']['id']} at {doc['leader']['address']} (HTTP {doc['leader']['http_address']})",
              f"total {doc['total'] or '-'}; allocated {doc['allocated'] or '-'}", ""]
     lines.append(f"agents ({len(doc['agents'])})")
-    lines += _table([[a["id"], a["hostname"], a["resources"], a["used"] or "-", a["available"] or "-",
+    lines += _table([[a["id"], a["hostname"], (a.get("drain_info") or {}).get("state", "active"), a["resources"],
+                      a["used"] or "-", a["available"] or "-",
                       ";".join(f"{k}:{v}" for k, v in sorted(a["attributes"].items())) or "-"]
-                     for a in doc["agents"]], ["id", "hostname", "resources", "used", "available", "attributes"])
+                     for a in doc["agents"]],
+                    ["id", "hostname", "state", "resources", "used", "available", "attributes"])
     lines += ["", f"frameworks ({len(doc['frameworks'])})"]
     lines += _table([[f["id"], f["name"], f["role"], "yes" if f["connected"] else "no", f"{f['dominant_share']:.3f}",
                       f["used"] or "-", f["offered"] or "-", str(len(f["tasks"]))]
@@ -79,12 +84,32 @@ def format_state(doc: dict) -> str:
     tasks = [[f["id"], t["id"], t["state"], t["hostname"], t["resources"]]
              for f in doc["frameworks"] for t in f["tasks"]]
     lines += ["", f"tasks ({len(tasks)})"] + _table(tasks, ["framework", "task", "state", "host", "resources"])
+    lines += _completed_lines(doc)
     lines += ["", f"offers outstanding: {len(doc['offers'])}"]
     if doc.get("roles"):
         lines.append("role shares: " + ", ".join(f"{r} {s:.3f}" for r, s in doc["roles"].items()))
     if doc.get("preemption"):
         lines += ["", *_preemption_lines(doc["preemption"])]
     return "\n".join(lines)
+
+
+def _completed_lines(doc: dict) -> list[str]:
+    """The history: completed tasks (the most recent, of live and completed
+    frameworks) and completed frameworks."""
+    completed = doc.get("completed_frameworks", [])
+    ended = [(t.get("timestamp") or 0.0, i, f["id"], t) for i, (f, t) in enumerate(
+        (f, t) for f in [*doc["frameworks"], *completed] for t in f.get("completed_tasks", []))]
+    ended.sort(key=lambda item: item[:2])
+    shown = ended[-COMPLETED_TASKS_SHOWN:]
+    lines = ["", f"completed tasks ({len(ended)}" + (f", the last {len(shown)}" if len(shown) < len(ended) else "")
+             + ")"]
+    lines += _table([[framework, t["id"], t["state"], t["hostname"] or t["agent_id"], t["message"] or "-"]
+                     for _, _, framework, t in shown], ["framework", "task", "state", "host", "message"])
+    if completed:
+        lines += ["", f"completed frameworks ({len(completed)})"]
+        lines += _table([[f["id"], f["name"], f["role"], str(len(f["completed_tasks"])), f.get("removal_reason", "")]
+                         for f in completed], ["id", "name", "role", "tasks", "why"])
+    return lines
 
 
 def _preemption_lines(preemption: dict) -> list[str]:

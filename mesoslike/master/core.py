@@ -28,6 +28,8 @@ from mesoslike.allocator import HierarchicalAllocator, RescindReason
 from mesoslike.allocator import Offer as AllocatorOffer
 from mesoslike.clock import Clock
 from mesoslike.errors import AgentCapacityError, MesoslikeError
+from mesoslike.master.history import CompletedFramework, History
+from mesoslike.master.operations import DRAIN_KILL_RESEND, DRAINED, DRAINING, Conflict, DrainInfo, NotFound, check_grace
 from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleUsage, TaskView, Warn
 from mesoslike.master.records import (MAX_ATTRIBUTES, MAX_NAME_LENGTH, AgentRecord, FrameworkRecord, Holdings,
                                       MasterConfig, TaskRecord, clip, new_status)
@@ -152,8 +154,12 @@ class MasterCore:
         #: entries of tasks confirmed or ended meanwhile are skipped when due
         self._unconfirmed: list[tuple[float, int, str, str, int]] = []
         self._unconfirmed_seq = itertools.count()
-        #: tasks whose story is told (see _complete), by their terminal state
+        #: tasks whose story is told (see _complete), by their terminal state: monotonic totals
         self.completed_by_state: dict[str, int] = {}
+        #: removed frameworks with their ended tasks, bounded (docs/operations.rst)
+        self.history = History(self.config.max_completed_frameworks)
+        #: agents drained or being drained by the operator (docs/operations.rst)
+        self.drains: dict[str, DrainInfo] = {}
         #: the roles file in force, set by the runtime
         self.roles_config: RolesConfig | None = None
         #: fair-share preemption (docs/preemption.rst); None = off, the default
@@ -250,6 +256,176 @@ class MasterCore:
         self._expected_agents.clear()
         self._registry_changed()
 
+    # ================================================ history and operations
+    # docs/operations.rst. The operator's operations run on an HTTP thread
+    # under the master's lock (mesoslike.master.operator); each returns what
+    # to answer and the sends it causes. Bad input raises MesoslikeError
+    # (NotFound, Conflict) and changes nothing.
+
+    def kill_task(self, task_id: str, framework_id: str | None = None) -> tuple[dict, list[Send]]:
+        """Kill a live task (of ``framework_id``, or of whichever framework
+        has one with this id): its agent is told to, and the framework hears
+        TASK_KILLED from it as for its own kills. O(frameworks) without
+        ``framework_id``, else O(1)."""
+        self._out = []
+        record, task = self._operated_task(task_id, framework_id)
+        agent = self.agents.get(task.agent_id)
+        if agent is not None:  # else its agent's removal is ending it
+            self._send(agent.peer, m.KillTask(record.id, task.id))
+        log.info("operator: killing task %s of framework %s on agent %s", clip(task.id), record.id, task.agent_id)
+        return {"framework_id": record.id, "task_id": task.id, "agent_id": task.agent_id}, self._flush()
+
+    def teardown_framework(self, framework_id: str) -> tuple[dict, list[Send]]:
+        """Remove a framework as its own TEARDOWN does: its tasks are killed
+        (TASK_KILLED in the history), it is told (a fatal ERROR), its id may
+        not come back, and it moves to the completed frameworks."""
+        self._out = []
+        record = self.frameworks.get(framework_id)
+        if record is None:
+            gone = " (it was removed already)" if framework_id in self.removed_frameworks else ""
+            raise NotFound(f"no framework {clip(framework_id)!r} is known to the master{gone}")
+        live = sum(1 for task in record.tasks.values() if not task.terminal)
+        self._remove_framework(record, "torn down by the operator")
+        return {"framework_id": record.id, "name": record.info.name, "tasks_killed": live}, self._flush()
+
+    def drain_agent(self, agent: str, grace: object = 0.0) -> tuple[dict, list[Send]]:
+        """Mesos's DRAIN_AGENT: the agent (an id or a hostname) gets no more
+        offers (its outstanding ones are rescinded) and is DRAINING; once
+        ``grace`` seconds have passed its tasks still running are killed
+        (TASK_KILLED), and once none is left it is DRAINED. Draining again
+        may shorten the grace, not lengthen it. Until :meth:`reactivate_agent`."""
+        self._out = []
+        record = self._operated_agent(agent)
+        seconds = check_grace(grace)
+        now, wall = self.clock.now(), self._wall_clock()
+        drain = self.drains.get(record.id)
+        if drain is None:
+            self.allocator.deactivate_agent(record.id)
+            self._send_rescinds()
+            drain = DrainInfo(DRAINING, seconds, now, wall, now + seconds, wall + seconds)
+            log.info("operator: draining agent %s (%s), its tasks killed in %gs", record.id,
+                     clip(record.info.hostname), seconds)
+        elif drain.state == DRAINING and now + seconds < drain.kill_at:
+            drain = attrs.evolve(drain, grace=seconds, kill_at=now + seconds, kill_at_wall=wall + seconds)
+        self.drains[record.id] = drain
+        self._advance_drain(record, drain, now)
+        return self._agent_reply(record), self._flush()
+
+    def reactivate_agent(self, agent: str) -> tuple[dict, list[Send]]:
+        """Mesos's REACTIVATE_AGENT: a draining or drained agent is offered
+        again (a drain whose grace has not passed kills nothing)."""
+        self._out = []
+        record = self._operated_agent(agent)
+        drain = self.drains.pop(record.id, None)
+        if drain is None:
+            raise Conflict(f"agent {record.id} ({clip(record.info.hostname)}) is not draining or drained")
+        self.allocator.activate_agent(record.id)
+        log.info("operator: agent %s (%s) reactivated (it was %s)", record.id, clip(record.info.hostname),
+                 drain.state)
+        return {**self._agent_reply(record), "was": drain.state}, self._flush()
+
+    def _operated_task(self, task_id: str, framework_id: str | None) -> tuple[FrameworkRecord, TaskRecord]:
+        """The live task an operation names; NotFound or Conflict (ambiguous, ended)."""
+        if framework_id is not None:
+            record = self.frameworks.get(framework_id)
+            if record is None:
+                raise NotFound(f"no framework {clip(framework_id)!r} is known to the master")
+            candidates = [record]
+        else:
+            candidates = list(self.frameworks.values())
+        live = [(r, r.tasks[task_id]) for r in candidates if task_id in r.tasks and not r.tasks[task_id].terminal]
+        if len(live) > 1:
+            raise Conflict(f"tasks of several frameworks have the id {clip(task_id)!r} "
+                           f"({', '.join(r.id for r, _ in live)}): say which framework")
+        if live:
+            return live[0]
+        for record in candidates:
+            ended = record.tasks.get(task_id) or record.completed_task(task_id)
+            if ended is not None:
+                raise Conflict(f"task {clip(task_id)!r} of framework {record.id} has ended already ({ended.state})")
+        of = f" of framework {framework_id}" if framework_id is not None else ""
+        raise NotFound(f"no task {clip(task_id)!r}{of} is known to the master")
+
+    def _operated_agent(self, agent: str) -> AgentRecord:
+        """The registered agent with this id, else the one with this hostname; NotFound or Conflict."""
+        record = self.agents.get(agent)
+        if record is not None:
+            return record
+        named = [a for a in self.agents.values() if a.info.hostname == agent]
+        if len(named) > 1:
+            raise Conflict(f"several agents have the hostname {clip(agent)!r} "
+                           f"({', '.join(sorted(a.id for a in named))}): name one by its id")
+        if not named:
+            raise NotFound(f"no registered agent has the id or hostname {clip(agent)!r}")
+        return named[0]
+
+    def _agent_reply(self, agent: AgentRecord) -> dict:
+        drain = self.drains.get(agent.id)
+        return {"agent_id": agent.id, "hostname": agent.info.hostname, "tasks": len(agent.tasks),
+                "drain_info": drain.to_json() if drain is not None else None}
+
+    def _check_drains(self, now: float) -> None:
+        """Every turn: kills due, agents drained, drains of agents removed
+        meanwhile forgotten. O(drains)."""
+        for agent_id, drain in list(self.drains.items()):
+            agent = self.agents.get(agent_id)
+            if agent is None:
+                del self.drains[agent_id]
+            elif drain.state == DRAINING:
+                self._advance_drain(agent, drain, now)
+
+    def _advance_drain(self, agent: AgentRecord, drain: DrainInfo, now: float) -> None:
+        """DRAINED once the agent has no task left (their ends acknowledged,
+        as in Mesos); else, once the grace has passed, kill those still
+        running (again every DRAIN_KILL_RESEND). O(the agent's tasks) when
+        kills go out, else O(1)."""
+        if drain.state != DRAINING:
+            return
+        if not agent.tasks:
+            self.drains[agent.id] = attrs.evolve(drain, state=DRAINED, next_kill=None)
+            log.info("agent %s (%s) is drained", agent.id, clip(agent.info.hostname))
+            return
+        if now < drain.kill_at or (drain.next_kill is not None and now < drain.next_kill):
+            return
+        for framework_id, task_id in sorted(agent.tasks):
+            found = self._task(framework_id, task_id)
+            if found is not None and not found[1].terminal:
+                self._send(agent.peer, m.KillTask(framework_id, task_id))
+        self.drains[agent.id] = attrs.evolve(drain, next_kill=now + DRAIN_KILL_RESEND)
+
+    def _drain_wakeup(self) -> float:
+        """When a drain has kills due next (inf: none)."""
+        due = [drain.next_kill if drain.next_kill is not None else drain.kill_at
+               for drain in self.drains.values() if drain.state == DRAINING]
+        return min(due, default=float("inf"))
+
+    def _archive_framework(self, record: FrameworkRecord, why: str) -> None:
+        """A framework is being removed: its tasks not ended yet end
+        TASK_KILLED (its agents are told to shut it down; as Mesos's
+        master records them), every task not completed yet is counted, and
+        the framework with its ended tasks joins the completed frameworks.
+        O(its tasks + completed_tasks_per_framework)."""
+        keep = self.config.completed_tasks_per_framework
+        wall = self._wall_clock()
+        for task in list(record.tasks.values()):
+            if not task.terminal and task.state != TaskState.UNREACHABLE:
+                task.status = new_status(task.id, TaskState.KILLED, agent_id=task.agent_id, framework_id=record.id,
+                                         message=f"framework removed: {why}", reason="REASON_FRAMEWORK_REMOVED",
+                                         timestamp=wall)
+            self.completed_by_state[task.state] = self.completed_by_state.get(task.state, 0) + 1
+            record.add_completed(task, keep)
+        self.history.framework_completed(CompletedFramework(record.info, tuple(record.completed), wall, why))
+
+    def _check_history(self) -> None:
+        """Invariants of the history and the drains (tests call it)."""
+        keep = self.config.completed_tasks_per_framework
+        self.history._check(keep)
+        for record in self.frameworks.values():
+            record.completed._check(keep)
+        assert all(drain.state in (DRAINING, DRAINED) for drain in self.drains.values())
+        offered = {offer.agent_id for offer in self.allocator.outstanding_offers()}
+        assert not offered & self.drains.keys(), "a draining or drained agent is offered"
+
     # ================================================================ inputs
     def on_message(self, peer: bytes, message: object, principal: str | None = None) -> list[Send]:
         """Handle one decoded message from ``peer``, who authenticated as
@@ -324,6 +500,8 @@ class MasterCore:
         self._expire_offers(now)
         if self._unconfirmed and now >= self._unconfirmed[0][0]:
             self._check_unconfirmed(now)
+        if self.drains:
+            self._check_drains(now)
         self._send_offers(self.allocator.tick())
         self._send_rescinds()
         return self._flush()
@@ -336,6 +514,8 @@ class MasterCore:
             wake = min(wake, self._offer_deadlines[0][0])
         if self._unconfirmed:
             wake = min(wake, self._unconfirmed[0][0])
+        if self.drains:
+            wake = min(wake, self._drain_wakeup())
         return wake if self.preemption is None else min(wake, self._next_preemption_update)
 
     # ============================================================ preemption
@@ -609,6 +789,7 @@ class MasterCore:
 
     def _remove_framework(self, record: FrameworkRecord, why: str) -> None:
         log.info("removing framework %s: %s", record.id, why)
+        self._archive_framework(record, why)
         agents = {task.agent_id for task in record.tasks.values()}
         for agent_id in sorted(agents):
             agent = self.agents.get(agent_id)

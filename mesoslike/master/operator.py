@@ -1,11 +1,18 @@
 """The operator's writes over HTTP: ``POST /weights`` and ``POST /quota``
-(docs/cluster.rst), answered once the registry holds the change.
+(docs/cluster.rst), and the operations of docs/operations.rst —
+``POST /tasks/kill``, ``/frameworks/teardown``, ``/agents/drain`` and
+``/agents/reactivate``. Each needs the ACL permission :data:`PERMISSIONS`
+names (docs/security.rst).
 
 They run on an HTTP server thread. :class:`OperatorWrites` validates the
 request, applies it to the leading core under the master's lock, hands what
-the core has to say to the master's loop and waits — releasing the lock — until
-the loop has stored the change, the core is dropped, or ``store_timeout``
-passes.
+the core has to say to the master's loop and, for a change of the registry
+(weights, quota, a teardown), waits — releasing the lock — until the loop
+has stored the change, the core is dropped, or ``store_timeout`` passes.
+Operations on the soft state (kill, drain, reactivate) are answered at once.
+A name the master does not know is answered 404, an operation that does
+not apply (an ambiguous name, a task that ended) 409, with ``error`` saying
+which.
 """
 
 from __future__ import annotations
@@ -17,8 +24,14 @@ from typing import Callable, Protocol
 from mesoslike.errors import MesoslikeError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.master.http import Action
+from mesoslike.master.operations import Conflict, NotFound
 
-__all__ = ["OperatorWrites", "LeadingMaster", "weights_request", "quota_request"]
+__all__ = ["OperatorWrites", "LeadingMaster", "PERMISSIONS", "weights_request", "quota_request", "named"]
+
+#: the ACL permission each POST endpoint needs (docs/security.rst)
+PERMISSIONS = {"/quota": "update_quota", "/weights": "update_weights", "/tasks/kill": "kill_tasks",
+               "/frameworks/teardown": "teardown_frameworks", "/agents/drain": "drain_agents",
+               "/agents/reactivate": "reactivate_agents"}
 
 #: how long a write waits for the registry to hold it (s)
 STORE_TIMEOUT = 10.0
@@ -61,6 +74,20 @@ def quota_request(request: object) -> tuple[str, str | None, str | None]:
     return request["role"], request.get("guarantee"), request.get("limit")
 
 
+def named(request: object, required: tuple[str, ...], optional: dict[str, type | tuple[type, ...]]) -> dict:
+    """``request`` as a JSON object with the text fields ``required``, and
+    fields of ``optional`` (name -> their types) if given; ValueError naming
+    the expected shape otherwise."""
+    fields = {**{name: str for name in required}, **optional}
+    shape = "{" + ", ".join(f'"{name}": ...' for name in fields) + "}"
+    if not isinstance(request, dict) or not set(required) <= set(request) or not set(request) <= set(fields):
+        raise ValueError(f"expected {shape} ({', '.join(required)} required)")
+    for name, value in request.items():
+        if isinstance(value, bool) or not isinstance(value, fields[name]):
+            raise ValueError(f"expected {shape}: {name} has the wrong type")
+    return request
+
+
 class OperatorWrites:
     """The POST endpoints of one master (:attr:`actions`)."""
 
@@ -70,18 +97,53 @@ class OperatorWrites:
 
     @property
     def actions(self) -> dict[str, Action]:
-        return {"/weights": self.post_weights, "/quota": self.post_quota}
+        return {"/weights": self.post_weights, "/quota": self.post_quota, "/tasks/kill": self.post_kill_task,
+                "/frameworks/teardown": self.post_teardown, "/agents/drain": self.post_drain,
+                "/agents/reactivate": self.post_reactivate}
+
+    @property
+    def permissions(self) -> dict[str, str]:
+        return dict(PERMISSIONS)
+
+    def post_kill_task(self, body: bytes) -> tuple[int, object]:
+        """``POST /tasks/kill {"task_id": T, "framework_id": F}`` (framework_id
+        needed only when tasks of several frameworks have the id)."""
+        def apply(core: MasterCore, request: object) -> tuple[dict, list[Send]]:
+            fields = named(request, ("task_id",), {"framework_id": str})
+            return core.kill_task(fields["task_id"], fields.get("framework_id"))
+        return self._write(body, apply, store=False)
+
+    def post_teardown(self, body: bytes) -> tuple[int, object]:
+        """``POST /frameworks/teardown {"framework_id": F}``: answered once the registry holds the removal."""
+        return self._write(body, lambda core, request: core.teardown_framework(
+            named(request, ("framework_id",), {})["framework_id"]))
+
+    def post_drain(self, body: bytes) -> tuple[int, object]:
+        """``POST /agents/drain {"agent": ID_OR_HOSTNAME, "grace": SECONDS}`` (grace 0 if left out)."""
+        def apply(core: MasterCore, request: object) -> tuple[dict, list[Send]]:
+            fields = named(request, ("agent",), {"grace": (int, float)})
+            return core.drain_agent(fields["agent"], fields.get("grace", 0.0))
+        return self._write(body, apply, store=False)
+
+    def post_reactivate(self, body: bytes) -> tuple[int, object]:
+        """``POST /agents/reactivate {"agent": ID_OR_HOSTNAME}``."""
+        return self._write(body, lambda core, request: core.reactivate_agent(named(request, ("agent",), {})["agent"]),
+                           store=False)
 
     def post_weights(self, body: bytes) -> tuple[int, object]:
         """``POST /weights {"role": weight, ...}``: answered once the registry holds them."""
-        return self._write(body, lambda core, request: core.update_weights(weights_request(request)))
+        return self._write(body, lambda core, request: ({}, core.update_weights(weights_request(request))))
 
     def post_quota(self, body: bytes) -> tuple[int, object]:
         """``POST /quota {"role": R, "guarantee": "cpus:2", "limit": "cpus:8"}``
         (neither: clear the role's quota); answered once the registry holds it."""
-        return self._write(body, lambda core, request: core.update_quota(*quota_request(request)))
+        return self._write(body, lambda core, request: ({}, core.update_quota(*quota_request(request))))
 
-    def _write(self, body: bytes, apply: Callable[[MasterCore, object], list[Send]]) -> tuple[int, object]:
+    def _write(self, body: bytes, apply: Callable[[MasterCore, object], tuple[dict, list[Send]]],
+               store: bool = True) -> tuple[int, object]:
+        """Under the lock: apply, hand the sends to the loop and (``store``:
+        a change of the registry) wait until stored; answer with what
+        ``apply`` says. Operations on the soft state need no wait."""
         try:
             request = json.loads(body or b"null")
         except ValueError as exc:
@@ -89,18 +151,20 @@ class OperatorWrites:
         master = self._master
         with master.stored:
             core = master.serving_core()
-            if core is not None:
-                return self._apply(core, request, apply)
-        return 409, {"error": "this master does not lead", "leader": master.leader_info()}
+            if core is None:
+                return 409, {"error": "this master does not lead", "leader": master.leader_info()}
+            try:
+                reply, sends = apply(core, request)
+            except (MesoslikeError, TypeError, ValueError) as exc:
+                return _refusal(exc)
+            master.send_later(sends)
+            problem = self._wait_stored(core) if store else None
+        return problem or (200, {**reply, "ok": True})
 
-    def _apply(self, core: MasterCore, request: object,
-               apply: Callable[[MasterCore, object], list[Send]]) -> tuple[int, object]:
-        """Under the lock: apply, hand the replies to the loop, wait until stored."""
+    def _wait_stored(self, core: MasterCore) -> tuple[int, object] | None:
+        """Under the lock (released while waiting): None once the registry
+        holds ``core``'s changes so far, else the 503 to answer."""
         master = self._master
-        try:
-            master.send_later(apply(core, request))
-        except (MesoslikeError, TypeError, ValueError) as exc:
-            return 400, {"error": str(exc)}
         target = core.registry_changes
 
         def settled() -> bool:
@@ -112,4 +176,11 @@ class OperatorWrites:
         if not stored:
             return 503, {"error": "the change is applied but not stored yet (the registry is unreachable); "
                                   "it is retried every turn"}
-        return 200, {"ok": True}
+        return None
+
+
+def _refusal(exc: Exception) -> tuple[int, dict]:
+    """The answer to a request the core refused: 404 for what it does not
+    know, 409 for what does not apply now, else 400."""
+    code = 404 if isinstance(exc, NotFound) else 409 if isinstance(exc, Conflict) else 400
+    return code, {"error": str(exc)}

@@ -3,11 +3,16 @@ who holds them, and the master's settings and bounds."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo, TaskInfo, TaskState, TaskStatus
 from mesoslike.wire.messages import TaskUsage
+
+if TYPE_CHECKING:
+    from mesoslike.master.history import CompletedTasks
 
 __all__ = ["FrameworkRecord", "AgentRecord", "TaskRecord", "MasterConfig", "Holdings", "clip",
            "MAX_FAILOVER_TIMEOUT", "MAX_NAME_LENGTH", "MAX_ATTRIBUTES", "LOGGED_INPUT_LIMIT"]
@@ -44,7 +49,10 @@ class MasterConfig:
     offer_timeout: float | None = 60.0
     min_allocatable: str = "cpus:0.01|mem:32"
     sorter: str = "drf"
-    completed_tasks_per_framework: int = 1000   # terminal tasks kept for /state
+    #: the history (docs/operations.rst): ended tasks kept per framework, removed frameworks kept
+    #: (Mesos's --max_completed_tasks_per_framework and --max_completed_frameworks, same defaults)
+    completed_tasks_per_framework: int = 1000
+    max_completed_frameworks: int = 50
     agent_reregister_timeout: float = 600.0     # after a failover: time for known agents to come back
     #: frameworks / agents one connection may hold (a principal, once peers
     #: authenticate: issue 13); a framework or agent belongs to the connection
@@ -89,6 +97,10 @@ class MasterConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        for name in ("completed_tasks_per_framework", "max_completed_frameworks"):   # 0: keep none
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
         if self.offer_timeout is not None and not self.offer_timeout > 0:
             raise ConfigError(f"offer_timeout must be > 0 or unset, got {self.offer_timeout!r}")
         return self
@@ -132,26 +144,26 @@ class FrameworkRecord:
     failover_deadline: float | None = None
     suppressed: bool = False            # SUPPRESS until REVIVE: it wants no offers
     tasks: dict[str, TaskRecord] = attrs.field(factory=dict)      # live (non-terminal or unacknowledged)
-    completed: list[TaskRecord] = attrs.field(factory=list)       # terminal, most recent last
-    _completed_by_id: dict[str, TaskRecord] = attrs.field(factory=dict, alias="_completed_by_id")
+    #: ended tasks, most recent last (mesoslike.master.history.CompletedTasks)
+    completed: CompletedTasks = attrs.field(factory=lambda: _completed_tasks())
 
     @property
     def id(self) -> str:
         return self.info.id
 
     def add_completed(self, task: TaskRecord, keep: int) -> None:
-        """Remember an ended task, keeping the ``keep`` most recent. O(keep) once full."""
-        self.completed.append(task)
-        self._completed_by_id[task.id] = task
-        if len(self.completed) > keep:
-            for old in self.completed[:-keep]:
-                if self._completed_by_id.get(old.id) is old:
-                    del self._completed_by_id[old.id]
-            del self.completed[:-keep]
+        """Remember an ended task, keeping the ``keep`` most recent. O(1) amortised."""
+        self.completed.add(task, keep)
 
     def completed_task(self, task_id: str) -> TaskRecord | None:
         """The most recent ended task with this id still remembered. O(1)."""
-        return self._completed_by_id.get(task_id)
+        return self.completed.get(task_id)
+
+
+def _completed_tasks() -> CompletedTasks:
+    from mesoslike.master.history import CompletedTasks
+
+    return CompletedTasks()
 
 
 @attrs.define

@@ -50,7 +50,7 @@ from mesoslike.master.leadership import (Action, BuildCore, Commit, ConfirmLeade
                                          Refuted, RegistryLoaded, RegistryUnreadable, Resume, RetryLoading, Serve,
                                          Stored, Tick, TurnEnded, TurnStarted, Unsent, ZnodeChanged, Confirmed,
                                          Fenced)
-from mesoslike.master.operator import OperatorWrites
+from mesoslike.master.operator import PERMISSIONS, OperatorWrites
 from mesoslike.master.records import MasterConfig, clip
 from mesoslike.master.registry import Registry
 from mesoslike.master.roles import RolesConfig
@@ -92,8 +92,6 @@ _STATE_ASKERS = 1000
 
 #: what HTTP asks a token for (docs/security.rst)
 HTTP_AUTH = ("writes", "all")
-#: the ACL permission each operator write needs
-_HTTP_PERMISSIONS = {"/quota": "update_quota", "/weights": "update_weights"}
 
 #: hosts that only this machine can reach
 _LOOPBACK = ("localhost", "::1", "[::1]")
@@ -645,7 +643,7 @@ class MasterRuntime:
         if principal is None:
             refusal = 401, "a valid operator token is needed: Authorization: Bearer TOKEN"
         elif method == "POST":
-            permission = _HTTP_PERMISSIONS.get(path, "update_quota")
+            permission = PERMISSIONS.get(path, "update_quota")
             if not credentials.allows(permission, principal):
                 refusal = 403, f"not authorized: principal {principal} lacks the {permission} permission"
         if refusal is not None:

@@ -17,13 +17,12 @@ from mesoslike.wire import TERMINAL_STATES, AgentInfo, FrameworkInfo, Offer, Tas
 
 if TYPE_CHECKING:
     from mesoslike.master.core import MasterCore
+    from mesoslike.master.history import CompletedFramework
     from mesoslike.master.records import TaskRecord
 
 __all__ = ["state_json", "metrics_text", "transport_metrics", "snapshot", "render_state", "StateSnapshot", "FrameworkLine"]
 
 EMPTY = Resources()
-#: the terminal tasks per framework /state shows (the core keeps more: completed_tasks_per_framework)
-COMPLETED_SHOWN = 100
 
 #: a task as /state shows it: what it runs, its latest status, its agent, its
 #: usage as the agent measured it at its last PONG (None until then, or once it ended)
@@ -35,7 +34,7 @@ class FrameworkLine:
     info: FrameworkInfo
     connected: bool
     tasks: tuple[TaskLine, ...]             # live ones (render_state orders them by id)
-    completed: tuple[TaskLine, ...]         # the last COMPLETED_SHOWN terminal ones, oldest first
+    completed: tuple[TaskLine, ...]         # its ended ones the history keeps, oldest first
 
 
 @attrs.frozen
@@ -53,6 +52,10 @@ class StateSnapshot:
     stats: AllocatorStatistics
     roles_config: dict | None
     preemption: dict | None
+    #: the history: removed frameworks, most recent last (immutable, held by reference)
+    completed_frameworks: tuple[CompletedFramework, ...] = ()
+    #: agent id -> its drain_info (docs/operations.rst)
+    drains: Mapping[str, dict] = attrs.field(factory=dict)
 
 
 def snapshot(core: MasterCore) -> StateSnapshot:
@@ -68,8 +71,7 @@ def snapshot(core: MasterCore) -> StateSnapshot:
     # references only, no sorting (render_state sorts, outside the lock)
     frameworks = tuple(
         FrameworkLine(record.info, record.connected, tuple(map(line, record.tasks.values())),
-                      tuple((task.info, task.status, task.agent_id, None)
-                            for task in record.completed[-COMPLETED_SHOWN:]))
+                      tuple(map(_ended_line, record.completed)))
         for record in core.frameworks.values())
     agents = tuple((agent.info, allocator.available(agent.id), agent.http_address) for agent in core.agents.values())
     roles_config = getattr(core, "roles_config", None)  # the roles file in force, set by the runtime
@@ -83,7 +85,12 @@ def snapshot(core: MasterCore) -> StateSnapshot:
         leader={"id": core.info.id, "address": core.info.address, "http_address": core.info.http_address},
         frameworks=frameworks, agents=agents, offers=tuple(allocator.outstanding_offers()),
         stats=allocator.statistics(), roles_config=roles_config.to_json() if roles_config is not None else None,
-        preemption=preemption)
+        preemption=preemption, completed_frameworks=tuple(core.history.frameworks),
+        drains={agent_id: drain.to_json() for agent_id, drain in core.drains.items()})
+
+
+def _ended_line(task: TaskRecord) -> TaskLine:
+    return task.info, task.status, task.agent_id, None
 
 
 def _task_json(line: TaskLine, hostnames: dict[str, str]) -> dict:
@@ -97,6 +104,7 @@ def _task_json(line: TaskLine, hostnames: dict[str, str]) -> dict:
         "resources": str(info.resources),
         "message": status.message,
         "exit_code": status.exit_code,
+        "timestamp": status.timestamp,   # of its latest status (seconds since the epoch)
         "usage": usage,
     }
 
@@ -131,6 +139,8 @@ def render_state(snap: StateSnapshot) -> dict:
             "tasks": [_task_json(task, hostnames) for task in tasks],
             "completed_tasks": [_task_json(task, hostnames) for task in line.completed],
         })
+    completed_frameworks = [_completed_framework_json(framework, hostnames)
+                            for framework in reversed(snap.completed_frameworks)]   # most recent first
     agents = [
         {
             "id": info.id,
@@ -143,6 +153,9 @@ def render_state(snap: StateSnapshot) -> dict:
             # every agent listed is registered on a live connection: one whose
             # pings go unanswered is removed, not kept as disconnected
             "connected": True,
+            # drained or draining by the operator: no offers (docs/operations.rst)
+            "deactivated": info.id in snap.drains,
+            "drain_info": snap.drains.get(info.id),
         }
         for info, available, http_address in sorted(snap.agents, key=lambda agent: agent[0].id)
     ]
@@ -157,12 +170,24 @@ def render_state(snap: StateSnapshot) -> dict:
         "version": __version__,
         "agents": agents,
         "frameworks": frameworks,
+        "completed_frameworks": completed_frameworks,
         "offers": offers,
         "roles": {role: share for role, share in sorted(stats.role_shares.items())},
         "total": str(stats.total),
         "allocated": str(stats.allocated),
         "roles_config": snap.roles_config,
         "preemption": snap.preemption,
+    }
+
+
+def _completed_framework_json(framework: CompletedFramework, hostnames: dict[str, str]) -> dict:
+    """A removed framework, shaped as a live one (as Mesos's completed_frameworks are)."""
+    info = framework.info
+    return {
+        "id": info.id, "name": info.name, "role": info.role, "connected": False, "active": False,
+        "failover_timeout": info.failover_timeout, "used": "", "offered": "", "dominant_share": 0.0,
+        "tasks": [], "completed_tasks": [_task_json(_ended_line(task), hostnames) for task in framework.tasks],
+        "unregistered_time": framework.removed_at, "removal_reason": framework.reason,
     }
 
 
@@ -188,8 +213,11 @@ def metrics_text(core: MasterCore, transport: Mapping[str, int] | None = None) -
     for record in core.frameworks.values():
         for task in record.tasks.values():
             by_state[task.state] = by_state.get(task.state, 0) + 1
-        for task in record.completed:
-            by_state[task.state] = by_state.get(task.state, 0) + 1
+    completed = {state: 0 for state in TERMINAL_STATES}
+    completed.update(core.completed_by_state)
+    drains = {"DRAINING": 0, "DRAINED": 0}
+    for drain in core.drains.values():
+        drains[drain.state] = drains.get(drain.state, 0) + 1
     lines: list[str] = []
     _line(lines, "allocation_cycle_seconds", "gauge", "Duration of the last allocation cycle.",
           [("", float(stats.last_cycle_duration))])
@@ -201,7 +229,8 @@ def metrics_text(core: MasterCore, transport: Mapping[str, int] | None = None) -
     _line(lines, "offers_filtered_total", "counter", "Frameworks skipped for a decline filter.",
           [("", stats.offers_filtered)])
     _line(lines, "offers_outstanding", "gauge", "Offers not yet answered.", [("", stats.outstanding_offers)])
-    _line(lines, "tasks", "gauge", "Tasks known to the master by state (completed ones kept for /state).",
+    _line(lines, "tasks", "gauge", "Live tasks by state: not completed yet (running, or ended and not acknowledged "
+          "yet); ended ones are counted by tasks_completed_total.",
           [(f'{{state="{state}"}}', count) for state, count in sorted(by_state.items())])
     _line(lines, "tasks_launched_total", "counter", "Tasks sent to agents.",
           [("", core.counters["tasks_launched"])])
@@ -226,8 +255,15 @@ def metrics_text(core: MasterCore, transport: Mapping[str, int] | None = None) -
           "Agent registrations received again, byte for byte, and answered without handling them again.",
           [("", core.counters["registration_retries"])])
     _line(lines, "tasks_completed_total", "counter",
-          "Tasks whose terminal state the framework acknowledged or the master made up, by that state.",
-          [(f'{{state="{state}"}}', count) for state, count in sorted(core.completed_by_state.items())])
+          "Tasks whose terminal state the framework acknowledged or the master made up (or whose framework was "
+          "removed), by that state; a total since this master leads, whatever the history still keeps.",
+          [(f'{{state="{state}"}}', count) for state, count in sorted(completed.items())])
+    _line(lines, "frameworks_completed_total", "counter", "Frameworks removed (torn down, or their failover "
+          "timeout expired) since this master leads.", [("", core.history.frameworks_completed)])
+    _line(lines, "frameworks_completed_kept", "gauge", "Removed frameworks the history keeps "
+          "(max_completed_frameworks).", [("", len(core.history.frameworks))])
+    _line(lines, "agents_drain", "gauge", "Agents the operator drains, by drain state.",
+          [(f'{{state="{state}"}}', count) for state, count in sorted(drains.items())])
     _line(lines, "task_launches_resent_total", "counter",
           "RUN_TASKs sent again because the agent had not confirmed the task in time.",
           [("", core.counters["launches_resent"])])

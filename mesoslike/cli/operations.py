@@ -1,0 +1,160 @@
+"""The operator's commands (docs/operations.rst): ``mesoslike task kill``,
+``framework teardown``, ``agent drain`` and ``agent reactivate``.
+
+Each is a ``POST`` to the leading master's HTTP operator endpoint with the
+operator's bearer token (``--token``, ``MESOSLIKE_TOKEN`` as ``mesoslike
+local`` exports it). The master is found as ``mesoslike state`` finds it
+(``tcp://`` or ``zk://``: its state names the leader's HTTP address), or
+given as its ``http(s)://`` address. A refusal (unknown name 404,
+not applicable 409, no token 401, no permission 403) is printed and the
+command exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Callable
+
+import click
+
+from mesoslike.cli.options import client_key_options, die, logging_option, option
+from mesoslike.errors import MesoslikeError
+
+__all__ = ["operate", "framework", "drain", "reactivate", "kill_task_command", "operator_options"]
+
+
+def operator_options(command: str) -> Callable:
+    """``--master``, ``--token``, ``--timeout``, the client keys and ``--log-level`` of an operator command."""
+    def apply(fn: Callable) -> Callable:
+        for decorator in reversed([
+            option("", "--master", "master_address", required=True,
+                   help="The master: tcp://HOST:PORT or zk://HOST:PORT[,...]/PATH (its state names the leader's "
+                        "HTTP address), or the leader's http(s)://HOST:PORT."),
+            option("", "--token", default=None, show_default="none",
+                   help="The operator's HTTP bearer token (of the credentials file; `mesoslike local` exports it)."),
+            option(command, "--timeout", type=click.FloatRange(min=0, min_open=True), default=10.0,
+                   help="Seconds to wait for the master."),
+            client_key_options,
+            logging_option(command),
+        ]):
+            fn = decorator(fn)
+        return fn
+    return apply
+
+
+def operate(master: str, path: str, request: dict, token: str | None, timeout: float,
+            key: str | None = None, master_key: str | None = None) -> dict:
+    """POST ``request`` to ``path`` of the leading master; its answer, or
+    :class:`MesoslikeError` with the master's refusal. A master that says it
+    does not lead is asked once more, at the leader it names."""
+    if master.startswith(("http://", "https://")):
+        http = master.rstrip("/")
+    else:
+        from mesoslike.cli.state import fetch_state
+
+        http = (fetch_state(master, timeout, key, master_key).get("leader") or {}).get("http_address", "")
+        if not http:
+            raise MesoslikeError(f"the master at {master} serves no HTTP (started with no --http-port?)")
+    code, answer = _post(http + path, request, token, timeout)
+    leader = (answer.get("leader") or {}).get("http_address") if code == 409 else None
+    if leader and leader.rstrip("/") != http:
+        code, answer = _post(leader.rstrip("/") + path, request, token, timeout)
+    if code != 200:
+        raise MesoslikeError(f"the master refused ({code}): {answer.get('error', answer)}")
+    return answer
+
+
+def _post(url: str, request: dict, token: str | None, timeout: float) -> tuple[int, dict]:
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    post = urllib.request.Request(url, data=json.dumps(request).encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(post, timeout=timeout) as response:
+            return response.status, _json(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, _json(exc.read()) or {"error": exc.reason}
+    except (urllib.error.URLError, OSError) as exc:
+        raise MesoslikeError(f"cannot reach the master at {url.rsplit('/', 2)[0]}: {exc}") from None
+
+
+def _json(body: bytes) -> dict:
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return {"error": body[:200].decode("utf-8", "replace")}
+    return answer if isinstance(answer, dict) else {"answer": answer}
+
+
+def _run(master: str, path: str, request: dict, token: str | None, timeout: float, key: str | None,
+         master_key: str | None) -> dict:
+    try:
+        return operate(master, path, request, token, timeout, key, master_key)
+    except MesoslikeError as exc:
+        die(str(exc))
+        raise AssertionError("unreachable") from None
+
+
+@click.command("kill")
+@operator_options("task")
+@option("task", "--framework", "framework_id", default=None, show_default="any",
+        help="The task's framework id (needed when tasks of several frameworks have this id).")
+@click.argument("task_id")
+def kill_task_command(master_address: str, token: str | None, timeout: float, key: str | None,
+                      master_key: str | None, framework_id: str | None, task_id: str) -> None:
+    """Kill task TASK_ID (POST /tasks/kill): its agent kills it and its
+    framework hears TASK_KILLED, as for a kill of its own."""
+    request = {"task_id": task_id, **({"framework_id": framework_id} if framework_id else {})}
+    answer = _run(master_address, "/tasks/kill", request, token, timeout, key, master_key)
+    click.echo(f"killing task {answer['task_id']} of framework {answer['framework_id']} "
+               f"on agent {answer['agent_id']}")
+
+
+@click.group()
+def framework() -> None:
+    """Operate on frameworks."""
+
+
+@framework.command("teardown")
+@operator_options("framework")
+@click.argument("framework_id")
+def teardown(master_address: str, token: str | None, timeout: float, key: str | None, master_key: str | None,
+             framework_id: str) -> None:
+    """Tear framework FRAMEWORK_ID down (POST /frameworks/teardown): its
+    tasks are killed, it is told and may not come back under its id, and it
+    moves to the completed frameworks of /state."""
+    answer = _run(master_address, "/frameworks/teardown", {"framework_id": framework_id}, token, timeout, key,
+                  master_key)
+    click.echo(f"framework {answer['framework_id']} ({answer['name']}) torn down; "
+               f"{answer['tasks_killed']} task(s) killed")
+
+
+@click.command("drain")
+@operator_options("agent")
+@option("agent", "--grace", type=click.FloatRange(min=0), default=0.0,
+        help="Seconds the agent's tasks have to end on their own before they are killed.")
+@click.argument("agent")
+def drain(master_address: str, token: str | None, timeout: float, key: str | None, master_key: str | None,
+          grace: float, agent: str) -> None:
+    """Drain agent AGENT, an id or a hostname (POST /agents/drain, Mesos's
+    DRAIN_AGENT): no new offers for it; after --grace seconds its tasks still
+    running are killed (TASK_KILLED); once none is left it is DRAINED. Until
+    `mesoslike agent reactivate`."""
+    answer = _run(master_address, "/agents/drain", {"agent": agent, "grace": grace}, token, timeout, key, master_key)
+    state = (answer.get("drain_info") or {}).get("state", "?")
+    click.echo(f"agent {answer['agent_id']} ({answer['hostname']}) {state}: no new offers; "
+               + (f"its {answer['tasks']} task(s) are killed after {grace:g}s" if state == "DRAINING"
+                  else "no task left"))
+
+
+@click.command("reactivate")
+@operator_options("agent")
+@click.argument("agent")
+def reactivate(master_address: str, token: str | None, timeout: float, key: str | None, master_key: str | None,
+               agent: str) -> None:
+    """Offer a drained (or draining) agent AGENT again, an id or a hostname
+    (POST /agents/reactivate, Mesos's REACTIVATE_AGENT)."""
+    answer = _run(master_address, "/agents/reactivate", {"agent": agent}, token, timeout, key, master_key)
+    click.echo(f"agent {answer['agent_id']} ({answer['hostname']}) reactivated (it was {answer['was']})")
