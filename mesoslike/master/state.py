@@ -34,7 +34,8 @@ class FrameworkLine:
     info: FrameworkInfo
     connected: bool
     tasks: tuple[TaskLine, ...]             # live ones (render_state orders them by id)
-    completed: tuple[TaskLine, ...]         # its ended ones the history keeps, oldest first
+    #: its ended tasks the history keeps, oldest first (records an ended task's are never changed again)
+    completed: tuple[TaskRecord, ...]
 
 
 @attrs.frozen
@@ -71,7 +72,7 @@ def snapshot(core: MasterCore) -> StateSnapshot:
     # references only, no sorting (render_state sorts, outside the lock)
     frameworks = tuple(
         FrameworkLine(record.info, record.connected, tuple(map(line, record.tasks.values())),
-                      tuple(map(_ended_line, record.completed)))
+                      tuple(record.completed))
         for record in core.frameworks.values())
     agents = tuple((agent.info, allocator.available(agent.id), agent.http_address) for agent in core.agents.values())
     roles_config = getattr(core, "roles_config", None)  # the roles file in force, set by the runtime
@@ -137,7 +138,7 @@ def render_state(snap: StateSnapshot) -> dict:
             "offered": str(offered_by.get(line.info.id, EMPTY)),
             "dominant_share": stats.framework_shares.get(line.info.id, 0.0),
             "tasks": [_task_json(task, hostnames) for task in tasks],
-            "completed_tasks": [_task_json(task, hostnames) for task in line.completed],
+            "completed_tasks": [_task_json(_ended_line(task), hostnames) for task in line.completed],
         })
     completed_frameworks = [_completed_framework_json(framework, hostnames)
                             for framework in reversed(snap.completed_frameworks)]   # most recent first
