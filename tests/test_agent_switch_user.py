@@ -17,7 +17,7 @@ import pytest
 
 from agent_helpers import (Launcher, agent_state, alive, cgroups_root, kill_9, master,  # noqa: F401 (fixtures)
                            read_pid_file, require_cgroups, sandbox, start_agent)
-from e2e_helpers import cluster, http_get  # noqa: F401 (fixture)
+from e2e_helpers import ProcessSet, cluster, http_get  # noqa: F401 (fixture)
 from mesoslike import FrameworkInfo, TaskState
 from mesoslike.agent.executor import sandbox_path
 from mesoslike.agent.runtime import AgentRuntime
@@ -236,3 +236,16 @@ def test_a_fifo_a_task_made_in_its_sandbox_does_not_hold_the_agents_http(master,
     for endpoint in ("read", "download"):
         status, _, body = http_get(f"{agent.http_address}/files/{endpoint}?path=fw-1/t/pipe&offset=0", timeout=5.0)
         assert (status, "is not a regular file" in body) == (400, True), (endpoint, status, body)
+
+
+def test_a_config_file_can_turn_switching_off(tmp_path):
+    processes = ProcessSet(tmp_path)
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\nswitch_user = false\nwork_dir = "{tmp_path / "work" / "a"}"\n')
+    try:
+        # no master needs to answer: the agent says whom its tasks run as before it registers
+        proc = processes._start("agent", ["agent", "--master", "tcp://127.0.0.1:9", "--config", str(config)])
+        wait_until(lambda: "--no-switch-user)" in proc.output(), 20, "the agent's start-up lines",
+                   diagnostics=proc.output)
+    finally:
+        processes.close()
