@@ -361,9 +361,11 @@ class FuxiService(Scheduler):
         check_runnable(spec)
         document = job_document(spec) if isinstance(job, JobSpec) else dict(job)
         if self.credentials is not None:
-            if principal is None or principal.startswith(APPMASTER_PRINCIPAL):
+            if principal is None:
                 raise FuxiError("anonymous submissions are refused: this Fuxi service takes jobs only from "
                                 "principals of its credentials (give --key, and --fuxi-key)")
+            if principal.startswith(APPMASTER_PRINCIPAL):
+                raise FuxiError(f"not authorized: {principal} is an AppMaster's key, which submits no jobs")
             _check(self.credentials, "submit_jobs", principal, spec.quota_group)
         with self._lock:
             if self.launch_appmasters and not self.service_address:
