@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e_helpers import child_env, wait_for
+from e2e_helpers import child_env, free_port, wait_for
 from mesoslike.clock import FakeClock
 from mesoslike.credentials import load_credentials
 from mesoslike.frameworks.fuxi import am_protocol as amp
@@ -245,3 +245,42 @@ def test_an_appmaster_lets_in_only_its_jobs_workers_and_its_secrets_stay_out_of_
     # the job ended: its secret key files are gone (its AppMaster never starts again)
     assert not (secured.service.work_dir / recorded / "appmaster.key_secret").exists()
     assert not (secured.service.work_dir / recorded / "worker.key_secret").exists()
+
+
+def test_serve_without_credentials_binds_loopback_only_and_credentials_need_a_key(tmp_path):
+    keys = SecuredKeys(tmp_path)
+    serve = [sys.executable, "-m", "mesoslike", "fuxi", "serve", "--master", "tcp://127.0.0.1:1", "--port", "0"]
+    done = subprocess.run([*serve, "--ip", "0.0.0.0"], env=child_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "refusing to serve jobs on 0.0.0.0 without --credentials" in done.stderr
+    done = subprocess.run([*serve, "--credentials", str(keys.credentials)], env=child_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1 and "needs --key" in done.stderr, done.stderr
+
+
+@pytest.mark.timeout(150)
+def test_mesoslike_local_runs_the_service_and_its_clients_authenticated_with_no_flag(tmp_path):
+    # issue 13 §8: `mesoslike local -- COMMAND` gives COMMAND what it needs, the Fuxi service and its clients too
+    port = free_port()
+    fuxi = f"tcp://127.0.0.1:{port}"
+    job = tmp_path / "job.toml"
+    job.write_text('[job]\nname = "local"\n[[job.units]]\nname = "u"\nslots = 1\ncpus = 0.1\nmem = 32\n'
+                   'instances = 2\ncommand = "true"\n')
+    cli = f"{sys.executable} -m mesoslike fuxi"
+    script = f"""
+{cli} serve --master "$MESOSLIKE_MASTER" --port {port} --work-dir {tmp_path}/fuxi > {tmp_path}/serve.log 2>&1 &
+serve=$!
+for i in $(seq 150); do {cli} status --fuxi {fuxi} --timeout 1 > /dev/null 2>&1 && break; sleep 0.2; done
+env -u MESOSLIKE_KEY -u MESOSLIKE_FUXI_KEY {cli} status --fuxi {fuxi} --timeout 5 2> {tmp_path}/anonymous.txt
+{cli} submit --fuxi {fuxi} --wait --interval 0.2 {job}
+status=$?
+kill $serve; wait $serve
+exit $status
+"""
+    done = subprocess.run([sys.executable, "-m", "mesoslike", "local", "--agents", "1", "--port", "0", "--http-port",
+                           "0", "--work-dir", str(tmp_path / "cluster"), "--", "sh", "-c", script], cwd=tmp_path,
+                          env=child_env(), capture_output=True, text=True, timeout=120)
+    serve_log = (tmp_path / "serve.log").read_text()
+    assert done.returncode == 0, done.stdout + done.stderr + serve_log
+    assert "succeeded: 2/2 instances done" in done.stdout
+    assert "; job clients authenticated" in serve_log
+    assert "takes no anonymous clients" in (tmp_path / "anonymous.txt").read_text()
