@@ -32,7 +32,7 @@ from mesoslike.frameworks.fuxi import am_protocol as amp
 from mesoslike.frameworks.fuxi import protocol
 from mesoslike.frameworks.fuxi.core import FuxiCore, FuxiError
 from mesoslike.frameworks.fuxi.model import JobSpec, UnitSpec
-from mesoslike.frameworks.fuxi.service import WORKER_MODULE, FuxiService, JobClient, JobRefused, JobServer
+from mesoslike.frameworks.fuxi.service import WORKER_MODULE, FuxiService, JobClient, JobKeys, JobRefused, JobServer
 from mesoslike.resources import Resources
 from mesoslike.transport import Client, CurveKeys, load_public_key, new_certificate
 from security_helpers import SecuredKeys
@@ -284,3 +284,19 @@ exit $status
     assert "succeeded: 2/2 instances done" in done.stdout
     assert "; job clients authenticated" in serve_log
     assert "takes no anonymous clients" in (tmp_path / "anonymous.txt").read_text()
+
+
+def test_the_appmaster_command_takes_keys_that_begin_with_a_dash(tmp_path, monkeypatch):
+    # found as a bug: a z85 key may begin with "-", and `--worker-key -x...` was an argument error (exit 2):
+    # one job in ~40 failed with its AppMaster exiting 11 times
+    dashed = next(keys for keys in iter(CurveKeys.generate, None) if keys.public.startswith(b"-"))
+    service_key = next(keys for keys in iter(CurveKeys.generate, None) if keys.public.startswith(b"-")).public
+    made = JobKeys(tmp_path / "job-0001", dashed, dashed)
+    monkeypatch.setattr(JobKeys, "of", classmethod(lambda cls, directory: made))
+    service = FuxiService(FuxiCore(clock=FakeClock()), work_dir=tmp_path, service_key=service_key)
+    command = service._appmaster_process("job-0001", document(), "token").command
+    # the AppMaster gets past its arguments and stops at the first thing that is missing: the job file
+    (tmp_path / "job-0001" / "job.json").unlink()
+    done = subprocess.run(command, env=child_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "cannot start" in done.stderr and "expected one argument" not in done.stderr, \
+        done.stderr

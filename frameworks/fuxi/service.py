@@ -650,9 +650,10 @@ class FuxiService(Scheduler):
         argv = [self.python, "-m", APPMASTER_MODULE, "--service", self._appmaster_service, "--job-id", job_id,
                 "--bind", address, "--snapshot", str(directory / "snapshot.json"), "--job", str(job_path),
                 "--log-level", self.appmaster_log_level, "--key", str(keys.appmaster_secret_path),
-                "--worker-key", keys.worker.public.decode()]
+                # "--opt=value": a z85 key may begin with "-"
+                f"--worker-key={keys.worker.public.decode()}"]
         if self.service_key is not None:
-            argv += ["--service-key", self.service_key.decode()]
+            argv += [f"--service-key={self.service_key.decode()}"]
         if self.orphan_timeout is not None:
             argv += ["--orphan-timeout", str(self.orphan_timeout)]
         return AppMasterProcess(address, argv, {**os.environ, "FUXI_AM_TOKEN": token}, directory / "appmaster.log",
