@@ -42,9 +42,13 @@ ACTIONS: Mapping[str, str] = {
     "update_weights": "operator",
     "drain_agents": "operator",
     "reserve_resources": "operator",
+    # the Fuxi service's (``mesoslike fuxi serve --credentials``): submitting jobs to a quota group,
+    # and killing jobs another principal submitted (one's own jobs one may always kill)
+    "submit_jobs": "framework",
+    "kill_jobs": "operator",
 }
 #: which part of a rule an action's object is checked against
-_OBJECTS = {"register_frameworks": "roles", "run_tasks": "users"}
+_OBJECTS = {"register_frameworks": "roles", "run_tasks": "users", "submit_jobs": "quota_groups"}
 #: objects an action allows only when a rule names them: a task runs as root only by an explicit grant
 _NAMED_ONLY: Mapping[str, frozenset[str]] = {"run_tasks": frozenset({"root"})}
 

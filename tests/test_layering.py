@@ -127,7 +127,7 @@ def test_the_zmq_check_sees_what_it_forbids(tmp_path):
 # ------------------------------------------------------------- the public API
 #: the modules a framework may import from: the package (its __all__) and the
 #: modules docs/framework-api.rst documents as public (each its __all__)
-PUBLIC_MODULES = ("mesoslike", "mesoslike.transport", "mesoslike.messaging")
+PUBLIC_MODULES = ("mesoslike", "mesoslike.transport", "mesoslike.messaging", "mesoslike.credentials")
 
 
 def test_frameworks_use_only_the_public_api():
@@ -163,6 +163,10 @@ PUBLIC_API = {
         "Server", "Waker", "allow_sockets", "check_secret_file_mode", "idle", "load_certificate", "load_public_key",
         "new_certificate", "parse_tcp_address", "poll"],
     "mesoslike.messaging": ["Codec", "DEFAULT_MAX_MESSAGE_SIZE", "Items", "Range", "Schema", "WireError"],
+    "mesoslike.credentials": [
+        "Credentials", "FUXI_CREDENTIALS_ENV", "FUXI_KEY_ENV", "KEY_ENV", "LocalKeys", "MASTER_KEY_ENV", "Refused",
+        "TOKEN_ENV", "client_keys", "load_credentials", "load_keys", "load_master_key", "local_keys",
+        "parse_credentials"],
 }
 
 
