@@ -285,13 +285,15 @@ def test_the_routes_serve_the_shipped_files_publicly_and_nothing_else(guarded):
     shipped = {path.name: path.read_bytes() for path in DASHBOARD_DIR.iterdir()}
     for path, content_type, name in [("/", "text/html; charset=utf-8", "index.html"),
                                      ("/static/dashboard.js", "text/javascript; charset=utf-8", "dashboard.js"),
+                                     ("/static/page.js", "text/javascript; charset=utf-8", "page.js"),
                                      ("/static/dashboard.css", "text/css; charset=utf-8", "dashboard.css"),
                                      ("/static/favicon.svg", "image/svg+xml", "favicon.svg")]:
         status, headers, body = cluster.get(path, token=False)   # the page's own files need no token
         assert (status, headers["Content-Type"], body) == (200, content_type, shipped[name]), path
         assert headers["X-Content-Type-Options"] == "nosniff"
         assert "script-src 'self'" in headers["Content-Security-Policy"]
-    assert set(dashboard_files()) == {"/", "/static/dashboard.js", "/static/dashboard.css", "/static/favicon.svg"}
+    assert set(dashboard_files()) == {"/", "/static/page.js", "/static/dashboard.js", "/static/dashboard.css",
+                                      "/static/favicon.svg"}
     # the cluster's data still needs the token
     assert cluster.get("/state", token=False)[0] == 401
     # nothing else is a file: traversal and unknown names are refused (401 without a token, 404 with one)

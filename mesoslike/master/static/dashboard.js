@@ -16,110 +16,9 @@
 
   /** [{time, shares: {role: share}}], oldest first */
   const history = [];
-  let timer = null;
   let lastState = null;
-
-  // ------------------------------------------------------------ DOM helpers
-  /** An element with text or children; ``attributes`` are set as attributes (class via "class"). */
-  function el(tag, attributes, ...children) {
-    const node = document.createElement(tag);
-    for (const [name, value] of Object.entries(attributes || {})) {
-      if (value !== null && value !== undefined) node.setAttribute(name, String(value));
-    }
-    for (const child of children) append(node, child);
-    return node;
-  }
-
-  function append(node, child) {
-    if (child === null || child === undefined) return;
-    if (Array.isArray(child)) child.forEach((c) => append(node, c));
-    else if (child instanceof Node) node.appendChild(child);
-    else node.appendChild(document.createTextNode(String(child)));
-  }
-
-  /** A link to an http(s) URL a peer gave, or plain text if it is anything else. */
-  function link(url, text, title) {
-    if (typeof url !== "string" || !/^https?:\/\/[^\s"<>]+$/.test(url)) return document.createTextNode(text);
-    const a = el("a", {href: url, target: "_blank", rel: "noopener noreferrer", title: title || null}, text);
-    return a;
-  }
-
-  function table(headings, rows, emptyText) {
-    if (!rows.length) return el("p", {class: "empty"}, emptyText);
-    return el("table", {},
-      el("thead", {}, el("tr", {}, headings.map((h) => el("th", {}, h)))),
-      el("tbody", {}, rows.map((cells) => el("tr", {}, cells.map((c) => el("td", {}, c))))));
-  }
-
-  function section(id) {
-    return document.querySelector(`#${id} .body`);
-  }
-
-  function fill(id, ...content) {
-    const body = section(id);
-    body.replaceChildren();
-    append(body, content);
-  }
-
-  function count(id, n) {
-    const node = document.querySelector(`#${id} .count`);
-    if (node) node.textContent = `(${n})`;
-  }
-
-  // ------------------------------------------------------------ values
-  /** "cpus:4;mem:8192;ports:[1-2]" -> {cpus: 4, mem: 8192} (ranges left out) */
-  function parseResources(text) {
-    const out = {};
-    for (const part of String(text || "").split(";")) {
-      const at = part.indexOf(":");
-      if (at <= 0) continue;
-      const value = Number(part.slice(at + 1));
-      if (Number.isFinite(value)) out[part.slice(0, at)] = value;
-    }
-    return out;
-  }
-
-  function percent(share) {
-    return typeof share === "number" && Number.isFinite(share) ? `${(100 * share).toFixed(1)}%` : "–";
-  }
-
-  /** A bar of how much of ``total`` is ``used``, per resource kind. */
-  function usage(usedText, totalText) {
-    const used = parseResources(usedText), total = parseResources(totalText);
-    const kinds = Object.keys(total).filter((k) => total[k] > 0);
-    if (!kinds.length) return document.createTextNode(String(usedText || "–"));
-    return el("div", {class: "usage"}, kinds.map((kind) => {
-      const share = Math.min(1, (used[kind] || 0) / total[kind]);
-      const bar = el("span", {class: "fill"});
-      bar.style.width = `${(100 * share).toFixed(1)}%`;   // CSSOM: allowed by the page's CSP
-      return el("div", {class: "kind", title: `${kind}: ${used[kind] || 0} of ${total[kind]}`},
-        el("span", {class: "name"}, kind), el("span", {class: "bar"}, bar),
-        el("span", {class: "value"}, `${used[kind] || 0}/${total[kind]}`));
-    }));
-  }
-
-  function stateBadge(state) {
-    const text = String(state || "?");
-    return el("span", {class: `state ${text.replace(/[^A-Za-z_]/g, "")}`}, text.replace(/^TASK_/, ""));
-  }
-
-  /** A time of the master's own clock (preemption), relative to ``now`` of the same clock. */
-  function relative(seconds, now) {
-    if (typeof seconds !== "number" || typeof now !== "number") return "–";
-    const delta = seconds - now;
-    return delta >= 0 ? `in ${delta.toFixed(1)} s` : `${(-delta).toFixed(1)} s ago`;
-  }
-
-  function time(seconds) {
-    if (typeof seconds !== "number" || seconds < 1e9) return "–";   // not a time since the epoch
-    return new Date(seconds * 1000).toLocaleTimeString();
-  }
-
-  function keyValues(object) {
-    const entries = Object.entries(object || {});
-    if (!entries.length) return "–";
-    return el("span", {class: "pairs"}, entries.map(([k, v]) => el("span", {class: "pair"}, `${k}=${v}`)));
-  }
+  const {el, append, link, table, section, fill, count, percent, usage, stateBadge, relative, time, keyValues,
+    setStatus, renderPanels, poll, getJSON} = window.MesoslikePage;
 
   // ------------------------------------------------------------ panels
   function renderCluster(state) {
@@ -418,17 +317,9 @@
     const now = Date.now();
     history.push({time: now, shares: Object.assign({}, shares)});
     while (history.length && history[0].time < now - HISTORY_MS) history.shift();
-    // each panel on its own: one that trips over an unexpected document leaves the others drawn
-    for (const panel of [renderCluster, renderAgents, renderFrameworks, renderTasks, renderRoles, renderOffers,
-      renderPreemption, renderCompleted, renderFrameworkLinks]) {
-      try {
-        panel(state);
-      } catch (error) {
-        const id = panel.name.replace(/^render/, "").toLowerCase();
-        const body = section(id);
-        if (body) body.replaceChildren(el("p", {class: "error"}, `cannot show this part of /state: ${error}`));
-      }
-    }
+    renderPanels({cluster: renderCluster, agents: renderAgents, frameworks: renderFrameworks, tasks: renderTasks,
+      roles: renderRoles, offers: renderOffers, preemption: renderPreemption, completed: renderCompleted,
+      links: renderFrameworkLinks}, state, "/state");
   }
 
   // ------------------------------------------------------------ fetching
@@ -436,44 +327,22 @@
     return sessionStorage.getItem(TOKEN_KEY) || "";
   }
 
-  function setStatus(text, kind) {
-    const status = document.getElementById("status");
-    status.textContent = text;
-    status.className = kind || "";
-  }
-
   async function refresh() {
-    const headers = {Accept: "application/json"};
-    if (token()) headers.Authorization = `Bearer ${token()}`;
     try {
-      const response = await fetch("/state", {headers, cache: "no-store"});
-      if (response.status === 401 || response.status === 403) {
+      const {status, body} = await getJSON("/state", token() ? {Authorization: `Bearer ${token()}`} : {});
+      if (status === 401 || status === 403) {
         showTokenForm(token() ? "The token was refused: " : "");
-        setStatus(`this master asks for a valid operator token (${response.status})`, "error");
-        return;
+        setStatus(`this master asks for a valid operator token (${status})`, "error");
+      } else if (body === null) {
+        setStatus(`GET /state answered ${status}`, "error");
+      } else {
+        render(body);
+        document.getElementById("token-form").hidden = true;
+        setStatus(`updated ${new Date().toLocaleTimeString()}`, "ok");
       }
-      if (!response.ok) {
-        setStatus(`GET /state answered ${response.status}`, "error");
-        return;
-      }
-      const state = await response.json();
-      render(state);
-      document.getElementById("token-form").hidden = true;
-      setStatus(`updated ${new Date().toLocaleTimeString()}`, "ok");
     } catch (error) {
       setStatus(`cannot reach the master: ${error.message || error}`, "error");
     }
-  }
-
-  async function loop() {
-    await refresh();
-    if (document.getElementById("auto-refresh").checked) timer = setTimeout(loop, REFRESH_MS);
-  }
-
-  function restart() {
-    clearTimeout(timer);
-    timer = null;
-    loop();
   }
 
   function showTokenForm(prefix) {
@@ -488,6 +357,7 @@
 
   function start() {
     const form = document.getElementById("token-form");
+    const restart = poll(refresh, REFRESH_MS);
     form.addEventListener("submit", (event) => {
       event.preventDefault();
       const value = document.getElementById("token").value.trim();
@@ -502,14 +372,9 @@
     document.getElementById("token-button").addEventListener("click", () => {
       form.hidden = !form.hidden;
     });
-    document.getElementById("auto-refresh").addEventListener("change", (event) => {
-      if (event.target.checked) restart();
-      else clearTimeout(timer);
-    });
-    loop();
   }
 
-  // for the tests and the curious: the last /state drawn
+  // for the tests and the curious: the last /state drawn, and how many samples the chart has
   window.mesoslikeDashboard = {state: () => lastState, samples: () => history.length};
   start();
 })();
