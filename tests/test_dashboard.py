@@ -16,6 +16,7 @@ import http.client
 import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import urllib.error
@@ -24,8 +25,9 @@ from pathlib import Path
 
 import pytest
 
+import test_fuxi_service as service_tests
 from agent_helpers import start_agent
-from e2e_helpers import FAST_MASTER_ARGS, Cluster, RecordingScheduler, free_port
+from e2e_helpers import FAST_MASTER_ARGS, REPO, Cluster, RecordingScheduler, child_env, free_port
 from environment import unavailable
 from mesoslike import Filters, Resources, TaskInfo, TaskState
 from mesoslike.master.http import DASHBOARD_DIR, dashboard_files
@@ -266,18 +268,22 @@ def test_auto_refresh_shows_a_new_task_without_reloading(guarded, browser):
         assert console_errors(browser) == []
 
 
-def _raw_get(cluster: GuardedCluster, path: str, token: bool) -> tuple[int, str, bytes]:
+def _raw_get(port: int, path: str, token: str = "") -> tuple[int, str, bytes]:
     """A GET with ``path`` sent as it is (urllib and browsers would resolve ``..`` first)."""
-    connection = http.client.HTTPConnection("127.0.0.1", cluster.http_port, timeout=5)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     try:
         connection.putrequest("GET", path, skip_accept_encoding=True)
         if token:
-            connection.putheader("Authorization", f"Bearer {cluster.token}")
+            connection.putheader("Authorization", f"Bearer {token}")
         connection.endheaders()
         response = connection.getresponse()
         return response.status, response.getheader("Content-Type", ""), response.read()
     finally:
         connection.close()
+
+
+def _raw_status(url: str, path: str) -> int:
+    return _raw_get(int(url.rpartition(":")[2]), path)[0]
 
 
 def test_the_routes_serve_the_shipped_files_publicly_and_nothing_else(guarded):
@@ -301,9 +307,83 @@ def test_the_routes_serve_the_shipped_files_publicly_and_nothing_else(guarded):
     for path in ["/static/../state", "/static/../../../../etc/passwd", "/static/..%2f..%2fhttp.py",
                  "/static/%2e%2e/%2e%2e/setup.cfg", "/static//etc/passwd", "/static/", "/static/index.html",
                  "/static/dashboard.js/", "/static/nope.js", "/../setup.cfg", "/static/../../master/http.py"]:
-        without = _raw_get(cluster, path, token=False)
-        with_token = _raw_get(cluster, path, token=True)
+        without = _raw_get(cluster.http_port, path)
+        with_token = _raw_get(cluster.http_port, path, cluster.token)
         assert without[0] == 401, (path, without)
         assert with_token[0] == 404 and with_token[1] == "application/json", (path, with_token)
         for _, _, body in (without, with_token):
             assert b"leader" not in body and b"import" not in body and secret not in body
+
+
+# ------------------------------------------------------------------ the Fuxi service's page
+@pytest.fixture(scope="module")
+def fuxi_page(tmp_path_factory):
+    """A ``mesoslike local`` cluster (two agents) with a ``mesoslike fuxi serve
+    --http-port`` on it and two jobs: one whose units all run, one that
+    waits (its quota group holds 2 of its 3 slots, and one unit fits no
+    machine). Yields (cluster, the page's URL, the job ids)."""
+    tmp = tmp_path_factory.mktemp("fuxi-page")
+    cluster = Cluster(tmp)
+    work_dir = tmp / "fuxi-work"
+    try:
+        cluster.start_local("--agents", "2", "--resources", "cpus:2;mem:1024")
+        quota = tmp / "quota.toml"
+        quota.write_text("[quota.small]\ncpus = 0.2\nmem = 1000\n")
+        port, http_port = free_port(), free_port()
+        cluster._start("fuxi", ["fuxi", "serve", "--master", cluster.address, "--port", str(port),
+                                "--http-port", str(http_port), "--quota", str(quota), "--work-dir", str(work_dir),
+                                "--key", cluster.client_key, "--master-key", cluster.master_key])
+        page = f"http://127.0.0.1:{http_port}"
+
+        def status() -> dict:
+            with urllib.request.urlopen(page + "/status", timeout=2) as response:
+                return json.loads(response.read())
+        cluster.wait_until(lambda: status().get("framework", {}).get("registered"), 30,
+                           "the Fuxi service to register and serve its page")
+        ids = []
+        for name, units, group in [
+                ("steady", [{"name": "mapper", "slots": 2, "command": "sleep 600"}], "default"),
+                ("starved", [{"name": "capped", "slots": 3, "command": "sleep 600"},
+                             {"name": "huge", "slots": 1, "cpus": 64, "command": "true"}], "small")]:
+            path = service_tests.job_file(tmp / f"{name}.toml", name, units, group=group)
+            done = subprocess.run([sys.executable, "-m", "mesoslike", "fuxi", "submit", "--fuxi",
+                                   f"tcp://127.0.0.1:{port}", str(path)], cwd=REPO, env=child_env(),
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stdout + done.stderr
+            ids.append(done.stdout.split()[1])
+        cluster.wait_until(lambda: sum(u["granted"] for j in status()["jobs"] for u in j["units"]) == 4, 30,
+                           "the jobs' slots to be granted")
+        yield cluster, page, ids
+    finally:
+        cluster.close()
+        service_tests.kill_appmasters(work_dir)
+
+
+def test_the_fuxi_page_shows_jobs_slots_and_why_units_wait(fuxi_page, browser):
+    cluster, page, (steady, starved) = fuxi_page
+    with urllib.request.urlopen(page + "/status", timeout=5) as response:
+        document = json.loads(response.read())
+    browser.get(page + "/")
+    wait_until(lambda: starved in page_text(browser, "#jobs") and steady in page_text(browser, "#jobs"), 20,
+               "the page to show both jobs", diagnostics=lambda: page_text(browser))
+    waiting = page_text(browser, "#waiting")
+    assert "capped" in waiting and "quota" in waiting               # 2 of 3 slots: the group is full
+    assert "huge" in waiting and "no machine can ever fit" in waiting
+    assert "mapper" not in waiting                                  # all its slots are granted
+    jobs = page_text(browser, "#jobs")
+    assert "2/2" in jobs and "2/3" in jobs and "0/1" in jobs        # granted/desired per unit
+    hosts = {host for job in document["jobs"] for unit in job["units"] for host in unit["hosts"]}
+    assert hosts and all(host in jobs for host in hosts)            # where the slots are
+    groups = page_text(browser, "#groups")
+    assert "small" in groups and "default" in groups
+    assert document["framework"]["id"] in page_text(browser, "#service")
+    assert console_errors(browser) == []
+    screenshot = os.environ.get("MESOSLIKE_FUXI_SCREENSHOT")
+    if screenshot:
+        browser.save_screenshot(screenshot)
+    # read-only: no POST, and nothing but the shipped files
+    request = urllib.request.Request(page + "/status", data=b"{}", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=5)
+    assert refused.value.code == 405
+    assert _raw_status(page, "/static/../status") == 404
