@@ -77,6 +77,9 @@ DEFAULT_FAILOVER_TIMEOUT = 600.0
 @option("fuxi_serve", "--ip", default="127.0.0.1",
         help="Address to bind for job clients and the jobs' AppMasters (workers in the slots connect to them).")
 @option("fuxi_serve", "--port", type=_PORT, default=5060, help="Port job clients connect to (0 = any free).")
+@option("fuxi_serve", "--http-port", type=_PORT, default=None, show_default="none: no page",
+        help="Port of the service's read-only web page (jobs, units, slots, why a unit waits; docs/dashboard.rst) "
+             "and its GET /status JSON, on --ip (0 = any free).")
 @option("fuxi_serve", "--quota", type=click.Path(dir_okay=False), default=None,
         show_default="the kept one, else one group 'default' without a maximum",
         help="TOML file of quota groups ([quota.<group>] cpus = 8, mem = 8192), the global blacklist "
@@ -106,7 +109,7 @@ DEFAULT_FAILOVER_TIMEOUT = 600.0
              "and kill jobs); a warning is logged at every start.")
 @client_key_options
 @logging_option("fuxi_serve")
-def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failover_timeout, keep_ended,
+def serve(master_address, zk_url, ip, port, http_port, quota, name, role, work_dir, failover_timeout, keep_ended,
           zk_session_timeout, credentials, insecure, key, master_key) -> None:
     """Run the Fuxi scheduler: a framework on the master that schedules the
     jobs submitted to it on --port, with an AppMaster process per job (bound
@@ -140,6 +143,7 @@ def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failove
                            keys=serving_keys, credentials=serving_credentials, insecure=insecure)
     except MesoslikeError as exc:
         die(str(exc))
+    page = _status_page(ip, http_port, server) if http_port is not None else None
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     leadership = _Leadership(zk_url, server.address, name, stopping, zk_session_timeout) if zk_url else None
@@ -180,6 +184,8 @@ def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failove
     except KeyboardInterrupt:
         pass
     finally:
+        if page is not None:
+            page.stop()
         server.stop()
         if service is not None:
             service.stop(failover=hand_over)
@@ -196,6 +202,32 @@ def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failove
             "over")
     if service is not None and ended is not None and ended is not DriverStatus.RUNNING:
         die(f"the scheduler driver ended ({ended.value}): {'; '.join(service.errors) or 'no error reported'}")
+
+
+def _status_page(ip: str, port: int, server):
+    """The service's read-only page (``--http-port``, docs/dashboard.rst):
+    its files at ``/`` and ``/static/``, what ``fuxi status --json`` says at
+    ``GET /status`` (a standby says it is one). Started; exit 1 if the port
+    cannot be bound."""
+    import mesoslike.frameworks.fuxi as fuxi_package
+    from mesoslike.master.http import StatusHTTPServer, dashboard_files
+
+    def status() -> tuple[str, bytes]:
+        service = server.service   # None until this service leads
+        document = service.status() if service is not None else {"serving": False, "why_not": server.refusing}
+        return "application/json", json.dumps(document).encode()
+
+    shared = dashboard_files()   # the master dashboard's script helpers, style and icon
+    files = {path: shared[path] for path in ("/static/page.js", "/static/dashboard.css", "/static/favicon.svg")}
+    files.update(dashboard_files(Path(fuxi_package.__file__).resolve().parent / "static"))
+    try:
+        page = StatusHTTPServer(ip, port, {"/status": status}, dashboard=files, workers=2, max_connections=16)
+    except MesoslikeError as exc:
+        server.stop()
+        die(str(exc))
+    page.start()
+    click.echo(f"fuxi scheduler's page on {page.address}/")
+    return page
 
 
 def _quota(path: str | None):
