@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e_helpers import cluster, task_processes, wait_for  # noqa: F401 (cluster: a fixture)
+from e2e_helpers import (REPO, child_env, cluster, free_port, task_processes,  # noqa: F401 (cluster: a fixture)
+                         wait_for)
 from mesoslike import DriverStatus, Filters, Offer, Resources, TaskState, TaskStatus
 from mesoslike.compat import pymesos as shim
 from mesoslike.compat._pymesos_shapes import (
@@ -111,6 +112,18 @@ def test_pymesos_example_scheduler_runs_unchanged_and_its_tasks_finish(cluster, 
         if scheduler.poll() is None:
             os.killpg(scheduler.pid, signal.SIGKILL)
             scheduler.wait(timeout=10)
+
+
+def test_the_pymesos_example_of_mesoslike_runs_under_local():
+    # examples/pymesos_scheduler.py: plain dicts, $MESOSLIKE_MASTER and the keys from `mesoslike local`
+    done = subprocess.run(
+        [sys.executable, "-m", "mesoslike", "local", "--agents", "2", "--resources", "cpus:0.3;mem:128",
+         "--port", str(free_port()), "--http-port", str(free_port()), "--allocation-interval", "0.2",
+         "--", sys.executable, "examples/pymesos_scheduler.py", "4"],
+        cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4/4 tasks finished" in done.stdout
+    assert sorted(re.findall(r"(echo-\d): TASK_FINISHED", done.stdout)) == [f"echo-{i}" for i in range(4)]
 
 
 # ------------------------------------------------- the driver's calls, end to end
