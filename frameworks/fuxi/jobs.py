@@ -969,10 +969,17 @@ class JobCore:
         self._record(job, job.state, state, stimulus_id)
         job.state, job.reason, job.ended = state, reason, self.clock.now()
         log.info("job %s (%s) %s%s", job.id, job.spec.name, state, f": {reason}" if reason else "")
+        out: list[Command] = []
         for slot_id in [s for s, worker in self._workers.items() if worker.slot.job_id == job.id]:
+            if self._workers[slot_id].release_deadline is not None:
+                # released, its grace period running: the scheduler no longer holds it, so
+                # finish_job would not kill it, and its AppMaster, which could tell it to exit, is gone
+                # (one whose grace period ran out was killed then: no deadline any more)
+                out.append(KillSlot(slot_id, "its job ended"))
             del self._workers[slot_id]   # their kills' updates are not news
         # (a job recovered into a scheduler that cannot take it back was never in it)
-        out = self._absorb(self.scheduler.finish_job(job.id)) if job.id in self.scheduler.jobs else []
+        if job.id in self.scheduler.jobs:
+            out += self._absorb(self.scheduler.finish_job(job.id))
         if state is not JobState.SUCCEEDED:
             out.append(StopAppMaster(job.id))   # an AppMaster that ended its job exits by itself
         out.append(JobFinished(job.id, state, reason))
