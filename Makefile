@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: venv demo demo-framework simulate test typecheck bench zookeeper
+.PHONY: venv demo demo-framework simulate test typecheck bench zookeeper chromium
 
 $(BIN)/mesoslike: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,19 @@ zookeeper:
 	  fi; \
 	fi
 
+# The dashboard's tests (tests/test_dashboard.py) drive a real headless
+# Chromium: Debian's chromium and chromium-driver, installed as ZooKeeper is.
+chromium:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Chromium (Debian packages chromium chromium-driver)"; \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver) >/dev/null \
+	      || echo "warning: could not install chromium"; \
+	  else \
+	    echo "warning: Chromium is missing (as root: apt-get install chromium chromium-driver); the dashboard's browser tests fail without it"; \
+	  fi; \
+	fi
+
 # mypy over mesoslike/ and frameworks/. frameworks/ is installed as
 # mesoslike.frameworks (setup.cfg package_dir), a mapping mypy cannot follow,
 # so it checks a tree of links laid out as the installed package; errors are
@@ -50,7 +63,7 @@ typecheck: venv
 	@cd $(TYPECHECK_TREE) && "$(CURDIR)/$(BIN)/mypy" --config-file "$(CURDIR)/setup.cfg" mesoslike \
 	  | sed -e 's|^mesoslike/frameworks/|frameworks/|'; exit $${PIPESTATUS[0]}
 
-test: venv zookeeper typecheck
+test: venv zookeeper chromium typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: venv

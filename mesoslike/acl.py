@@ -12,7 +12,8 @@ register as agents, frameworks register in any role and run tasks as any
 user but root, operators change quota and weights); once an action has
 rules, only what a rule grants is allowed. ``"*"`` in a rule's
 ``principals``, ``roles`` or ``users`` means any — except that running
-tasks as ``root`` needs a rule naming ``root`` itself.
+tasks as ``root`` needs a rule naming ``root`` in its ``users`` (a
+``run_tasks`` rule without ``users``, or with ``"*"``, never grants root).
 """
 
 from __future__ import annotations
@@ -42,9 +43,15 @@ ACTIONS: Mapping[str, str] = {
     "drain_agents": "operator",
     "reactivate_agents": "operator",
     "reserve_resources": "operator",
+    # the Fuxi service's (``mesoslike fuxi serve --credentials``): submitting jobs to a quota group,
+    # and killing jobs another principal submitted (one's own jobs one may always kill)
+    "submit_jobs": "framework",
+    "kill_jobs": "operator",
 }
 #: which part of a rule an action's object is checked against
-_OBJECTS = {"register_frameworks": "roles", "run_tasks": "users"}
+_OBJECTS = {"register_frameworks": "roles", "run_tasks": "users", "submit_jobs": "quota_groups"}
+#: objects an action allows only when a rule names them: a task runs as root only by an explicit grant
+_NAMED_ONLY: Mapping[str, frozenset[str]] = {"run_tasks": frozenset({"root"})}
 
 
 class Refused(Exception):
@@ -72,13 +79,17 @@ class Rule:
     principals: frozenset[str]
     objects: frozenset[str] | None = None
 
-    def grants(self, principal: str, target: str | None) -> bool:
+    def grants(self, principal: str, target: str | None, named_only: frozenset[str] = frozenset()) -> bool:
+        """Whether the rule lets ``principal`` act (on ``target``). A target
+        in ``named_only`` (``root`` for ``run_tasks``) is granted only by a
+        rule that names it: never through ``"*"``, nor by a rule without
+        objects."""
         if principal not in self.principals and ANY not in self.principals:
             return False
+        if target is not None and target in named_only:
+            return self.objects is not None and target in self.objects
         if target is None or self.objects is None:
             return True
-        if target == "root":  # root only when named: never through "*"
-            return "root" in self.objects
         return target in self.objects or ANY in self.objects
 
 
@@ -159,10 +170,11 @@ class Credentials:
         rules = self.acls.rules.get(action)
         who = principal if principal is not None else "an anonymous peer"
         on = f" {_OBJECTS[action][:-1]} {target!r}" if target is not None and action in _OBJECTS else ""
+        named_only = _NAMED_ONLY.get(action, frozenset())
         if rules is None:
-            allowed = self.is_kind(principal, ACTIONS[action]) and not (action == "run_tasks" and target == "root")
+            allowed = self.is_kind(principal, ACTIONS[action]) and target not in named_only
         else:
-            allowed = principal is not None and any(rule.grants(principal, target) for rule in rules)
+            allowed = principal is not None and any(rule.grants(principal, target, named_only) for rule in rules)
         if not allowed:
             raise Refused(action, f"not authorized: principal {who} lacks the {action} permission{on}")
 

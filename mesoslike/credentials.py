@@ -2,7 +2,9 @@
 docs/security.rst): its principals — each a CURVE public key (a certificate
 path, relative to the file, or the z85 key), the kinds of peer it may be and,
 for operators, an HTTP bearer token — and its ACLs. Also the key options
-every process takes (``--key``, ``--master-key``)."""
+every process takes (``--key``, ``--master-key``). Public (docs/framework-api.rst):
+a framework's own server (the Fuxi service's job port) reads the same file
+and checks the same ACLs (:class:`Credentials`, :class:`Refused`)."""
 
 from __future__ import annotations
 
@@ -13,15 +15,19 @@ import tomllib
 
 import attrs
 
-from mesoslike.acl import KINDS, Acls, Credentials, Principal
+from mesoslike.acl import KINDS, Acls, Credentials, Principal, Refused
 from mesoslike.errors import ConfigError
 from mesoslike.transport import CurveKeys, check_secret_file_mode, load_public_key, new_certificate
 
-__all__ = ["load_credentials", "parse_credentials", "load_keys", "load_master_key", "client_keys",
-           "KEY_ENV", "MASTER_KEY_ENV", "TOKEN_ENV", "LocalKeys", "local_keys"]
+__all__ = ["Credentials", "Refused", "load_credentials", "parse_credentials", "load_keys", "load_master_key",
+           "client_keys",
+           "KEY_ENV", "MASTER_KEY_ENV", "TOKEN_ENV", "FUXI_KEY_ENV", "FUXI_CREDENTIALS_ENV", "LocalKeys",
+           "local_keys"]
 
 #: where a client finds its secret certificate, the master's public one, and an operator token
 KEY_ENV, MASTER_KEY_ENV, TOKEN_ENV = "MESOSLIKE_KEY", "MESOSLIKE_MASTER_KEY", "MESOSLIKE_TOKEN"
+#: the Fuxi service's public certificate (for its job clients) and the credentials it serves them with
+FUXI_KEY_ENV, FUXI_CREDENTIALS_ENV = "MESOSLIKE_FUXI_KEY", "MESOSLIKE_FUXI_CREDENTIALS"
 
 
 def load_credentials(path: str) -> Credentials:
@@ -80,16 +86,20 @@ def load_master_key(path: str | None) -> bytes | None:
     return load_public_key(path) if path else None
 
 
-def client_keys(key: str | None, master_key: str | None) -> tuple[CurveKeys | None, bytes | None]:
+def client_keys(key: str | None, master_key: str | None, *, server_env: str = MASTER_KEY_ENV,
+                server_option: str = "--master-key",
+                server: str = "the master") -> tuple[CurveKeys | None, bytes | None]:
     """What a client connects with: its secret certificate ``key`` and the
     master's public ``master_key`` — each by default from the environment
     (:data:`KEY_ENV`, :data:`MASTER_KEY_ENV`). A key without the master's
     is refused (it would talk to any master); the master's alone encrypts
-    with a one-time key (a master with credentials refuses it)."""
+    with a one-time key (a master with credentials refuses it). The same for
+    another server (the Fuxi service: ``server_env`` :data:`FUXI_KEY_ENV`,
+    ``server_option`` ``--fuxi-key``)."""
     key = key or os.environ.get(KEY_ENV) or None
-    master_key = master_key or os.environ.get(MASTER_KEY_ENV) or None
+    master_key = master_key or os.environ.get(server_env) or None
     if key and not master_key:
-        raise ConfigError(f"--key needs --master-key (or {MASTER_KEY_ENV}): the master's public certificate")
+        raise ConfigError(f"--key needs {server_option} (or {server_env}): {server}'s public certificate")
     return load_keys(key), load_master_key(master_key)
 
 
@@ -108,8 +118,13 @@ class LocalKeys:
     token: str = attrs.field(repr=False)
 
     def client_environment(self) -> dict[str, str]:
-        """What a client of the cluster needs in its environment."""
-        return {KEY_ENV: self.client_secret, MASTER_KEY_ENV: self.master_public, TOKEN_ENV: self.token}
+        """What a client of the cluster needs in its environment. A Fuxi
+        service run as the ``client`` principal serves its job clients with
+        the same key pair and credentials (docs/security.rst "The Fuxi
+        service"): its public certificate is the client's."""
+        return {KEY_ENV: self.client_secret, MASTER_KEY_ENV: self.master_public, TOKEN_ENV: self.token,
+                FUXI_KEY_ENV: self.client_secret[:-len("_secret")],
+                FUXI_CREDENTIALS_ENV: os.path.join(self.directory, "credentials.toml")}
 
 
 def local_keys(directory: str, agents: int, user: str) -> LocalKeys:

@@ -74,6 +74,38 @@ def test_root_needs_a_rule_naming_it(credentials_file):
     assert load_credentials(str(credentials_file)).allows("run_tasks", "fwA", "root")
 
 
+def test_root_is_never_granted_by_a_wildcard_nor_by_a_rule_without_users(credentials_file):
+    """Issue 13 §5: a task runs as root only when a run_tasks rule names root."""
+    without_users = ISSUE_EXAMPLE.replace('users = ["nobody"]\n', "")
+    credentials_file.write_text(without_users)
+    credentials = load_credentials(str(credentials_file))
+    assert credentials.allows("run_tasks", "fwA", "alice")           # a rule without users: any user...
+    assert not credentials.allows("run_tasks", "fwA", "root")        # ...but root
+    with pytest.raises(Refused, match="principal fwA lacks the run_tasks permission .*user 'root'"):
+        credentials.check("run_tasks", "fwA", "root")
+    anyone = ISSUE_EXAMPLE.replace('principals = ["fwA"]\nusers = ["nobody"]', 'principals = ["*"]\nusers = ["*"]')
+    credentials_file.write_text(anyone)
+    credentials = load_credentials(str(credentials_file))
+    assert credentials.allows("run_tasks", "fwA", "nobody") and not credentials.allows("run_tasks", "fwA", "root")
+    credentials_file.write_text(anyone.replace('users = ["*"]', 'users = ["root"]'))
+    credentials = load_credentials(str(credentials_file))
+    assert credentials.allows("run_tasks", "fwA", "root") and not credentials.allows("run_tasks", "fwA", "nobody")
+    assert not credentials.allows("run_tasks", None, "root")        # "*" is any principal, never an anonymous one
+
+
+def test_without_run_tasks_rules_frameworks_run_as_any_user_but_root(credentials_file):
+    credentials_file.write_text(ISSUE_EXAMPLE.replace('[[acls.run_tasks]]\nprincipals = ["fwA"]\nusers = ["nobody"]\n',
+                                                      ""))
+    credentials = load_credentials(str(credentials_file))
+    assert credentials.allows("run_tasks", "fwA", "alice") and not credentials.allows("run_tasks", "fwA", "root")
+    assert not credentials.allows("run_tasks", "ops", "alice")      # not a framework principal
+
+
+def test_a_role_named_root_is_an_ordinary_role(credentials_file):
+    # the root rule is about unix users: roles = ["*"] grants every role
+    assert load_credentials(str(credentials_file)).allows("register_frameworks", "fwA", "root")
+
+
 @pytest.mark.parametrize("change, message", [
     (('kinds = ["agent"]', 'kinds = ["king"]'), "'kinds' must list"),
     (('principals = ["agent1"]', 'principals = ["ghost"]'), "unknown principal"),

@@ -25,6 +25,11 @@ blip does not make the leader forget its cluster (it keeps its soft state
 while its session survives). (The registry of a large cluster fits too:
 tests/test_ha_zookeeper.py stores 8,000 realistic agents.)
 
+The cluster runs authenticated, as a real one (docs/security.rst): the
+masters with their key and credentials and ``--zk-auth`` (only they may
+change the election and registry znodes), agents, drivers, raw peers and
+the CLI with their keys and the masters' public key.
+
 Every wait polls against a deadline; every process is killed at the end
 (drivers first, then the process groups, then any task process left under the
 test's directory).
@@ -48,8 +53,9 @@ import pytest
 from e2e_helpers import (FAST_MASTER_ARGS, REPO, ProcessSet, Proc, RecordingScheduler, child_env, free_port, http_get,
                          task_processes, wait_for)
 from mesoslike import Filters, FrameworkInfo, Resources, SchedulerDriver, TaskInfo, TaskState
-from mesoslike.transport import Client
+from mesoslike.transport import Client, load_public_key
 from mesoslike.wire import messages as m
+from security_helpers import SecuredKeys
 from zk_helpers import zookeeper, zookeeper_ensemble, zookeeper_server  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow,
@@ -123,6 +129,26 @@ class HACluster(ProcessSet):
         self.zk_url = zk_url
         self.masters: list[Master] = []
         self.master_args: tuple[str, ...] = HA_MASTER_ARGS   # a later flag overrides an earlier one
+        # authenticated (docs/security.rst): one key pair for the masters of the group, one per agent,
+        # the frameworks' fwA; the masters' digest for ZooKeeper
+        self.keys = SecuredKeys(tmp_path / f"security-{next(_paths)}")
+        self.zk_auth = self.keys.dir.parent / "zk-auth"
+        self.zk_auth.write_text("masters:e2e-secret\n")
+        os.chmod(self.zk_auth, 0o600)
+        self.master_key = self.keys.public("master")
+
+    def security_args(self) -> list[str]:
+        """The masters' flags: their key, the credentials, ZooKeeper digest authentication."""
+        return ["--key", self.keys.secret("master"), "--credentials", str(self.keys.credentials),
+                "--zk-auth", str(self.zk_auth)]
+
+    def client_env(self) -> dict[str, str]:
+        """The environment of a CLI client (``mesoslike state``): the framework principal's key."""
+        return dict(child_env(), MESOSLIKE_KEY=self.keys.secret("fwA"), MESOSLIKE_MASTER_KEY=self.master_key)
+
+    def peer_keys(self) -> dict:
+        """``Client`` keywords of a raw framework peer: fwA's key, the masters' public key."""
+        return {"keys": self.keys.keys("fwA"), "server_key": load_public_key(self.master_key)}
 
     # masters
     def _launch_master(self, name: str) -> Master:
@@ -130,7 +156,7 @@ class HACluster(ProcessSet):
         while http_port == port:
             http_port = free_port()
         proc = self._start(name, ["master", "--ip", "127.0.0.1", "--port", str(port), "--http-port", str(http_port),
-                                  "--zk", self.zk_url, *self.master_args])
+                                  "--zk", self.zk_url, *self.master_args, *self.security_args()])
         return Master(proc, port, http_port)
 
     def start_masters(self, count: int, timeout: float = 30.0) -> list[Master]:
@@ -173,9 +199,11 @@ class HACluster(ProcessSet):
 
     # agents
     def start_agent(self, hostname: str, resources: str) -> Proc:
+        principal = "agent2" if hostname == "h2" else "agent1"   # each agent its own key
         proc = self._start(f"agent-{hostname}", [
             "agent", "--master", self.zk_url, "--resources", resources, "--hostname", hostname,
-            "--work-dir", str(self.work_root / hostname)])
+            "--work-dir", str(self.work_root / hostname), "--key", self.keys.secret(principal),
+            "--master-key", self.master_key])
         self.agents[hostname] = proc
         return proc
 
@@ -193,7 +221,7 @@ class HACluster(ProcessSet):
     # frameworks
     def driver(self, scheduler, name: str, failover_timeout: float = 60.0) -> SchedulerDriver:
         driver = SchedulerDriver(scheduler, FrameworkInfo(name, failover_timeout=failover_timeout), self.zk_url,
-                                 stop_timeout=5.0)
+                                 stop_timeout=5.0, key=self.keys.secret("fwA"), master_key=self.master_key)
         self.drivers.append(driver)
         driver.start()
         return driver
@@ -432,14 +460,14 @@ def test_leader_killed_mid_stream_loses_no_task_and_runs_none_twice(zookeeper, m
 
     # --- `mesoslike state --master zk://...` asks the new leader
     result = subprocess.run([sys.executable, "-m", "mesoslike", "state", "--master", cluster.zk_url], cwd=REPO,
-                            env=child_env(), capture_output=True, text=True, timeout=30)
+                            env=cluster.client_env(), capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert f"leader {doc['leader']['id']} at {second.address}" in result.stdout
     assert "agents (2)" in result.stdout and " h1 " in result.stdout and " h2 " in result.stdout
     # --- and asked at a follower's address, it shows the leader's state (it crashed with KeyError 'total')
     (follower,) = [master for master in followers if master is not second]
     result = subprocess.run([sys.executable, "-m", "mesoslike", "state", "--master", follower.address], cwd=REPO,
-                            env=child_env(), capture_output=True, text=True, timeout=30)
+                            env=cluster.client_env(), capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert f"leader {doc['leader']['id']} at {second.address}" in result.stdout and "agents (2)" in result.stdout
 
@@ -533,15 +561,17 @@ class LeaderSampler:
 
 
 class RawFramework:
-    """A framework speaking the wire protocol over its own connection."""
+    """A framework speaking the wire protocol over its own connection, with
+    ``keys`` (``Client`` keywords: its key and the masters' public one)."""
 
-    def __init__(self, address: str, info: FrameworkInfo) -> None:
+    def __init__(self, address: str, info: FrameworkInfo, keys: dict) -> None:
         self.info = info
-        self.client = Client(address)
+        self.keys = keys
+        self.client = Client(address, **keys)
 
     def reconnect(self, address: str) -> None:
         self.client.close()
-        self.client = Client(address)
+        self.client = Client(address, **self.keys)
 
     def subscribe(self) -> None:
         self.client.send(m.Subscribe(self.info))
@@ -651,7 +681,7 @@ def test_frozen_leader_resumed_never_acts_as_leader_again(zookeeper, make_cluste
     # test_bug_a_resumed_frozen_leader_may_answer_a_framework_as_leader.) A new framework
     # changes the registry; the fenced write cannot succeed with the expired session and
     # the demotion comes first, so whatever the master did with it, SUBSCRIBED never leaves.
-    probe = RawFramework(old.address, FrameworkInfo("probe", failover_timeout=60))
+    probe = RawFramework(old.address, FrameworkInfo("probe", failover_timeout=60), cluster.peer_keys())
     try:
         probe.subscribe()
         with LeaderSampler(masters, interval=0.02) as sampler:
@@ -758,7 +788,7 @@ def test_a_resumed_frozen_leader_never_answers_a_framework_as_leader(zookeeper, 
     cluster = make_cluster(group_url(zookeeper, "freeze-bug"))
     masters = cluster.start_masters(2)
     leader = cluster.wait_for_leader()
-    framework = RawFramework(leader.address, FrameworkInfo("raw", failover_timeout=60))
+    framework = RawFramework(leader.address, FrameworkInfo("raw", failover_timeout=60), cluster.peer_keys())
     try:
         framework.subscribe()
         first = framework.replies(10, lambda got: any(isinstance(r, m.Subscribed) for r in got))
@@ -883,7 +913,8 @@ def test_mesoslike_run_survives_a_leader_failover(zookeeper, make_cluster):
     leader = cluster.wait_for_leader()
     cluster.start_agent("h1", "cpus:2;mem:512")
     cluster.wait_for_agents(leader, ["h1"])
-    run = cluster._start("run", ["run", "--master", cluster.zk_url, "--instances", "2", "--cpus", "0.5", "--",
+    run = cluster._start("run", ["run", "--master", cluster.zk_url, "--instances", "2", "--cpus", "0.5",
+                                 "--key", cluster.keys.secret("fwA"), "--master-key", cluster.master_key, "--",
                                  "sleep 8"])
 
     def running():

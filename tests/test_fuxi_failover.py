@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from e2e_helpers import REPO, Cluster, child_env, free_port, wait_for
-from test_fuxi_service import appmaster_processes, kill_appmasters
+from test_fuxi_service import appmaster_processes, fuxi_client_env, fuxi_serve_security, kill_appmasters
 from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(240)
@@ -100,8 +100,9 @@ class Services:
         self.ports[name] = port
         args = ["fuxi", "serve", "--master", self.cluster.address, "--port", str(port), "--work-dir",
                 str(self.work_dir), "--failover-timeout", "60", "--log-level", "info",
-                # the cluster is authenticated (docs/security.rst)
-                "--key", self.cluster.client_key, "--master-key", self.cluster.master_key, *extra]
+                # the cluster and the services are authenticated (docs/security.rst): every service of the
+                # group serves with the same key pair and credentials
+                *fuxi_serve_security(self.cluster), *extra]
         if self.zk_url:
             args += ["--zk", self.zk_url, "--zk-session-timeout", "4"]
         return self.cluster._start(name, args)
@@ -112,8 +113,8 @@ class Services:
         return self.zk_url or f"tcp://127.0.0.1:{next(iter(self.ports.values()))}"
 
     def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "mesoslike", "fuxi", *args], cwd=REPO, env=child_env(),
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run([sys.executable, "-m", "mesoslike", "fuxi", *args], cwd=REPO,
+                              env=fuxi_client_env(self.cluster), capture_output=True, text=True, timeout=timeout)
 
     def status(self, job_id: str | None = None) -> dict | None:
         done = self.cli("status", "--fuxi", self.fuxi, "--json", "--timeout", "3", *([job_id] if job_id else []))

@@ -274,6 +274,18 @@ def test_a_released_worker_that_exits_in_time_is_not_killed(h):
     assert h.unit_status(job_id)["granted"] == 1
 
 
+def test_a_released_worker_still_running_when_its_job_ends_is_killed_at_once(h):
+    # seen in test_fuxi_service: a failed job's AppMaster released a slot (it blacklisted the
+    # machine), the job then failed, and the worker ran on, no AppMaster left to tell it to exit
+    job_id, _ = h.submit(unit(slots=2, instances=2))
+    first, second = launched(h.offer())
+    h.ask(job_id, protocol.ReleaseSlot, slot=first.id)
+    out = h.ask(job_id, protocol.JobEnded, succeeded=False, reason="instance 0 failed 3 times")
+    assert KillSlot(first.id, "its job ended") in out and KillSlot(second.id, "job finished") in out
+    h.clock.advance(2 * RELEASE_GRACE)
+    assert h.handle(Tick) == []                                              # killed once
+
+
 # ================================================== AppMaster supervision
 def test_an_appmaster_that_keeps_exiting_is_restarted_up_to_the_limit_then_its_job_fails():
     h = Harness(max_appmaster_restarts=2)

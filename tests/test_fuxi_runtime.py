@@ -26,7 +26,7 @@ from e2e_helpers import REPO, child_env, task_processes, wait_for
 from mesoslike.frameworks.fuxi import am_protocol as amp
 from mesoslike.frameworks.fuxi import protocol
 from mesoslike.frameworks.fuxi.appmaster import read_snapshot, write_snapshot
-from mesoslike.transport import Client, Server
+from mesoslike.transport import Client, CurveKeys, Server, load_public_key
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -181,7 +181,11 @@ def test_protocol_garbage_gets_errors_and_crashes_nothing(fuxi, tmp_path):
     path.write_text(job_toml("garbage", instances=2, slots=1, command="sleep 2"))
     job_id = fuxi.submit_id(path)
     appmaster = wait_for(lambda: fuxi.job(job_id)["appmaster"], 10, "the AppMaster")
-    with Client(appmaster["address"], codec=amp.CODEC, identity=b"intruder") as intruder:
+    # the AppMaster's port lets in only the job's workers' key (docs/security.rst): garbage from inside
+    keys = fuxi.work_dir / job_id
+    with Client(appmaster["address"], codec=amp.CODEC, identity=b"intruder",
+                keys=CurveKeys.load(str(keys / "worker.key_secret")),
+                server_key=load_public_key(str(keys / "appmaster.key"))) as intruder:
         def say(frame: bytes):
             intruder.send_frame(frame)
             assert intruder.wait(5), "no answer from the AppMaster"
@@ -193,14 +197,15 @@ def test_protocol_garbage_gets_errors_and_crashes_nothing(fuxi, tmp_path):
         assert "not a unit" in say(amp.encode(amp.Hello("x", "nope", "h"))).message
         assert isinstance(say(amp.encode(amp.Heartbeat("never-said-hello"))), amp.Rejoin)
         assert isinstance(say(amp.encode(amp.Welcome("x"))), amp.Error)
-    # the service: garbage and a forged AppMaster request
-    with Client(fuxi.address, codec=protocol.CODEC) as client:
+    # the service: garbage and a forged AppMaster request from a client principal
+    with Client(fuxi.address, codec=protocol.CODEC, keys=CurveKeys.load(fuxi.cluster.client_key),
+                server_key=load_public_key(fuxi.cluster.client_key.removesuffix("_secret"))) as client:
         client.send_frame(b"garbage")
         assert client.wait(5) and isinstance(protocol.decode(next(client.receive_frames())[1]), protocol.Error)
         client.send_frame(protocol.encode(protocol.JobEnded(3, job_id, "forged", True, "")))
         assert client.wait(5)
         answer = protocol.decode(next(client.receive_frames())[1])
-        assert isinstance(answer, protocol.Error) and "wrong token" in answer.message
+        assert isinstance(answer, protocol.Error) and "only that job's AppMaster" in answer.message, answer
     job = fuxi.wait_ended(job_id)
     assert job["state"] == "succeeded" and job["appmaster"]["restarts"] == 0 and fuxi.proc.running()
 

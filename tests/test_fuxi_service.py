@@ -42,6 +42,7 @@ from mesoslike.frameworks.fuxi.model import (
     parse_job,
 )
 from mesoslike.frameworks.fuxi.quota import QuotaFileError, load_quota_file
+from mesoslike.transport import CurveKeys, load_public_key
 from mesoslike.frameworks.fuxi.service import (
     APPMASTER_MODULE,
     WORKER_MODULE,
@@ -378,7 +379,7 @@ def test_the_job_server_survives_a_frame_whose_answer_cannot_be_sent():
             service.status = lambda job_id=None: {"jobs": ["x" * protocol.MAX_FRAME]}   # type: ignore[method-assign]
             with pytest.raises(JobRefused, match="the answer cannot be sent"):
                 client.status()
-            service.appmaster_request = lambda request: 1 / 0   # type: ignore[method-assign]
+            service.appmaster_request = lambda request, principal=None: 1 / 0   # type: ignore[method-assign]
             with pytest.raises(JobRefused, match="internal error: ZeroDivisionError"):
                 client._ask(protocol.SetDesire(9, "job-1", "t", "u", 1))
             # it still serves a real client
@@ -480,9 +481,30 @@ def job_file(path: Path, name: str, units: list[dict], group: str = "default") -
     return path
 
 
+def fuxi_serve_security(cluster: Cluster) -> list[str]:
+    """``fuxi serve``'s flags on the authenticated ``mesoslike local`` cluster, as its COMMAND gets them in
+    its environment: the client's key (at the master, and to serve job clients) and local's credentials."""
+    keys = cluster.work_root / "keys"
+    return ["--key", cluster.client_key, "--master-key", cluster.master_key,
+            "--credentials", str(keys / "credentials.toml")]
+
+
+def fuxi_client_env(cluster: Cluster) -> dict[str, str]:
+    """The environment of a job client (``fuxi submit/status/kill``) of that service: the client principal's
+    key and the service's public certificate (the client's, which it serves with)."""
+    return dict(cluster.client_env(), MESOSLIKE_FUXI_KEY=cluster.client_key.removesuffix("_secret"))
+
+
+def fuxi_job_client(cluster: Cluster, address: str, timeout: float) -> JobClient:
+    """A :class:`JobClient` of that service, as the client principal."""
+    return JobClient(address, timeout, keys=CurveKeys.load(cluster.client_key),
+                     server_key=load_public_key(cluster.client_key.removesuffix("_secret")))
+
+
 class Fuxi:
     """A ``mesoslike local`` cluster of ``agents`` agents with a ``mesoslike
-    fuxi serve`` on it (its quota file: a ``small`` group; its work dir under ``tmp``)."""
+    fuxi serve`` on it (its quota file: a ``small`` group; its work dir under
+    ``tmp``), authenticated end to end (docs/security.rst)."""
 
     def __init__(self, tmp: Path, agents: int = 2) -> None:
         self.tmp = tmp
@@ -495,24 +517,25 @@ class Fuxi:
         self.work_dir = tmp / "fuxi-work"
         self.proc = self.cluster._start("fuxi", ["fuxi", "serve", "--master", self.cluster.address, "--port",
                                                  str(port), "--quota", str(quota), "--work-dir", str(self.work_dir),
-                                                 "--log-level", "info", "--key", self.cluster.client_key,
-                                                 "--master-key", self.cluster.master_key])
+                                                 "--log-level", "info", *fuxi_serve_security(self.cluster)])
         wait_for(lambda: self.status()["jobs"] == [], 20, "the Fuxi service to answer",
                  diagnostics=self.cluster.diagnostics)
         self.cluster.wait_until(lambda: self.cluster.framework("fuxi"), 20, "the fuxi framework")
 
     def status(self, job_id: str | None = None) -> dict:
         try:
-            with JobClient(self.address, timeout=2) as client:
+            with fuxi_job_client(self.cluster, self.address, timeout=2) as client:
                 return client.status(job_id)
         except JobRefused:
             raise
         except Exception as exc:  # noqa: BLE001 - not up yet
             raise OSError(str(exc)) from None
 
-    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "mesoslike", "fuxi", *args], cwd=REPO, env=child_env(),
-                              capture_output=True, text=True, timeout=timeout)
+    def cli(self, *args: str, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """``mesoslike fuxi ARGS`` as the client principal (``env``: another environment)."""
+        return subprocess.run([sys.executable, "-m", "mesoslike", "fuxi", *args], cwd=REPO,
+                              env=fuxi_client_env(self.cluster) if env is None else env, capture_output=True,
+                              text=True, timeout=timeout)
 
     def submit(self, path: Path, *extra: str) -> subprocess.CompletedProcess:
         return self.cli("submit", "--fuxi", self.address, "--interval", "0.2", *extra, str(path))
@@ -633,7 +656,7 @@ def test_status_shows_desired_granted_hosts_and_why_a_unit_waits(fuxi, tmp_path)
     assert rows["unit"][:5] == ["unit", "slot", "desired", "granted", "hosts"]
     assert rows["spread"][2:5] == ["2", "2", "node-0:1,node-1:1"]
     assert rows["spread"][5] == "0/2" and rows["huge"][2:4] == ["1", "0"]
-    assert units["huge"]["why_waiting"] in shown.stdout and f"{ids[0]} spread: running" in shown.stdout
+    assert units["huge"]["why_waiting"] in shown.stdout and f"{ids[0]} spread (by client): running" in shown.stdout
     everything = fuxi.cli("status", "--fuxi", fuxi.address, "--json")
     document = json.loads(everything.stdout)
     assert {ids[0], ids[1]} <= {j["id"] for j in document["jobs"]}
@@ -661,6 +684,20 @@ def test_an_instance_that_always_fails_fails_the_job(fuxi, tmp_path):
         tasks = [t for f in fuxi.cluster.state()["frameworks"] if f["name"] == "fuxi" for t in f["tasks"]]
         return not any(t["name"].startswith("failing.") and t["state"] not in TERMINAL_STATES for t in tasks)
     fuxi.cluster.wait_until(fine_task_gone, 20, "the failed job's other task to be killed")
+
+
+def test_an_anonymous_submission_is_refused_with_a_clear_error(fuxi, tmp_path):
+    # issue 13: "the Fuxi service refuses anonymous submissions"
+    before = len(fuxi.status()["jobs"])
+    path = job_file(tmp_path / "job.toml", "anonymous", [{"name": "u", "slots": 1, "command": "true"}])
+    start = time.monotonic()
+    done = fuxi.cli("submit", "--fuxi", fuxi.address, "--timeout", "20", str(path), env=child_env())
+    assert done.returncode == 1 and "takes no anonymous clients" in done.stderr, done.stderr
+    assert time.monotonic() - start < 15        # refused at the handshake, not a timeout
+    assert "submitted" not in done.stdout and len(fuxi.status()["jobs"]) == before
+    # a key of the cluster without the service's public certificate is a usage error, before sending anything
+    done = fuxi.cli("submit", "--fuxi", fuxi.address, str(path), env=fuxi.cluster.client_env())
+    assert done.returncode == 1 and "--key needs --fuxi-key (or MESOSLIKE_FUXI_KEY)" in done.stderr
 
 
 def test_serve_refuses_a_bad_quota_file(tmp_path):

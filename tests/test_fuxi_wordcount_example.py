@@ -242,6 +242,9 @@ def test_the_demo_runs_the_job_on_a_local_cluster_and_verifies_it(tmp_path):
                           timeout=120)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
+    # authenticated end to end: the master (mesoslike local) and the Fuxi service's job clients
+    assert re.search(r"^demo: fuxi scheduler .* serving jobs on .*; job clients authenticated$", output,
+                     re.MULTILINE), output
     assert re.search(r"^  job-\d+ succeeded: 13/13 instances done", output, re.MULTILINE), output
     verified = re.search(r"^verify: OK: 48000 words, \d+ distinct, in 12 shards match a single-process count; "
                          r"(\d+)/12 map reads local", output, re.MULTILINE)

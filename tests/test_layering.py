@@ -127,27 +127,40 @@ def test_the_zmq_check_sees_what_it_forbids(tmp_path):
 # ------------------------------------------------------------- the public API
 #: the modules a framework may import from: the package (its __all__) and the
 #: modules docs/framework-api.rst documents as public (each its __all__)
-PUBLIC_MODULES = ("mesoslike", "mesoslike.transport", "mesoslike.messaging")
+PUBLIC_MODULES = ("mesoslike", "mesoslike.transport", "mesoslike.messaging", "mesoslike.credentials")
 
 
-def test_frameworks_use_only_the_public_api():
+def private_imports(paths, own):
+    """Imports of ``mesoslike`` names outside the public API (PUBLIC_MODULES,
+    each its __all__) in ``paths``; a module may import its own package ``own``."""
     found = []
-    for path in (ROOT / "frameworks").rglob("*.py"):
+    for path in paths:
         where = path.relative_to(ROOT)
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name.startswith("mesoslike") and alias.name not in PUBLIC_MODULES \
-                            and not alias.name.startswith("mesoslike.frameworks"):
+                            and not alias.name.startswith(own):
                         found.append(f"{where}:{node.lineno} imports {alias.name}")
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                    and node.module.split(".")[0] == "mesoslike" and not node.module.startswith("mesoslike.frameworks"):
+                    and node.module.split(".")[0] == "mesoslike" and not node.module.startswith(own):
                 if node.module not in PUBLIC_MODULES:
                     found.append(f"{where}:{node.lineno} imports from {node.module}, not a public module")
                     continue
                 public = importlib.import_module(node.module).__all__
                 found += [f"{where}:{node.lineno} imports {alias.name} from {node.module}, not in its __all__"
                           for alias in node.names if alias.name not in public]
+    return found
+
+
+def test_frameworks_use_only_the_public_api():
+    found = private_imports((ROOT / "frameworks").rglob("*.py"), "mesoslike.frameworks")
+    assert found == [], "\n".join(found)
+
+
+def test_the_compatibility_layers_use_only_the_public_api():
+    # mesoslike.compat (pymesos's API, issue 18 §6) is a framework library like any other
+    found = private_imports((PACKAGE / "compat").rglob("*.py"), "mesoslike.compat")
     assert found == [], "\n".join(found)
 
 
@@ -163,6 +176,10 @@ PUBLIC_API = {
         "Server", "Waker", "allow_sockets", "check_secret_file_mode", "idle", "load_certificate", "load_public_key",
         "new_certificate", "parse_tcp_address", "poll"],
     "mesoslike.messaging": ["Codec", "DEFAULT_MAX_MESSAGE_SIZE", "Items", "Range", "Schema", "WireError"],
+    "mesoslike.credentials": [
+        "Credentials", "FUXI_CREDENTIALS_ENV", "FUXI_KEY_ENV", "KEY_ENV", "LocalKeys", "MASTER_KEY_ENV", "Refused",
+        "TOKEN_ENV", "client_keys", "load_credentials", "load_keys", "load_master_key", "local_keys",
+        "parse_credentials"],
 }
 
 

@@ -75,3 +75,7 @@ def test_installs_into_a_fresh_virtualenv(tmp_path, editable):
         assert not (pathlib.Path(site) / "frameworks").exists()
         assert (pathlib.Path(site) / "mesoslike" / "frameworks" / "__init__.py").exists()
         assert (pathlib.Path(site) / "mesoslike" / "py.typed").exists()
+        # the master's dashboard (docs/dashboard.rst) ships its files
+        for installed, source in (("master", ROOT / "mesoslike" / "master"), ("frameworks/fuxi", ROOT / "frameworks" / "fuxi")):
+            static = pathlib.Path(site) / "mesoslike" / installed / "static"
+            assert {p.name for p in static.iterdir()} == {p.name for p in (source / "static").iterdir()}

@@ -222,7 +222,13 @@ def test_an_outbox_is_bounded_and_what_it_cannot_hold_is_counted_and_logged(capl
         results = [server.send(peer, m.Error("y" * 1000)) for _ in range(20_000)]
         assert results.count(False) == server.stats.overflowed > 0
         assert server.stats.queued_bytes <= 100_000
-        assert sum(1 for r in caplog.records if "outbox" in r.getMessage()) == 1   # one line, not a storm
+        # One line per episode, not a storm: a "full" line when the outbox
+        # fills, an "empty again" line if the peer drained it meanwhile (on
+        # a loaded machine its reader may catch up between two sends).
+        full = sum(1 for r in caplog.records if "is full" in r.getMessage())
+        empty = sum(1 for r in caplog.records if "is empty again" in r.getMessage())
+        assert 1 <= full <= empty + 1
+        assert full + empty <= server.stats.overflowed / 100
 
 
 def test_a_client_queues_what_its_socket_cannot_take_until_the_server_is_there():

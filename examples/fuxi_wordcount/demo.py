@@ -6,7 +6,8 @@
    (``DIR/data/node-<i>/``, each shard on ``--replicas`` nodes) and the job
    file ``DIR/job.toml``;
 2. ``mesoslike local --agents N --work-dir DIR/data`` (a master and N agents
-   ``node-0`` ...) and ``mesoslike fuxi serve`` on it;
+   ``node-0`` ...) and ``mesoslike fuxi serve`` on it, authenticated end to
+   end with the keys and credentials ``mesoslike local`` made;
 3. ``mesoslike fuxi submit --wait DIR/job.toml``: the maps run where their
    shard is if the scheduler can place them there, then the reduce;
 4. ``wc.py verify``: the result against a single-process count, and how
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import shutil
 import signal
@@ -207,10 +209,15 @@ def demo(args: argparse.Namespace, work_dir: Path, processes: Processes) -> int:
     line = processes.wait_for_line("mesoslike local", local, log, r"^local cluster: master (tcp://\S+).*$", 30)
     master = line.group(1)
     say(line.group(0))
-    keys = work_dir / "data" / "keys"   # mesoslike local made them: the Fuxi service is its client
+    # authenticated end to end (docs/security.rst): what `mesoslike local` gives its COMMAND, given to every
+    # process from here on — the Fuxi service is the cluster's client, and serves its job clients with the same
+    # key pair and local's credentials; `fuxi submit/status` are that client too
+    keys = work_dir / "data" / "keys"
+    os.environ.update({"MESOSLIKE_KEY": str(keys / "client.key_secret"), "MESOSLIKE_MASTER_KEY": str(keys / "master.key"),
+                       "MESOSLIKE_FUXI_KEY": str(keys / "client.key"),
+                       "MESOSLIKE_FUXI_CREDENTIALS": str(keys / "credentials.toml")})
     serve, log = processes.start("fuxi", ["fuxi", "serve", "--master", master, "--port", "0",
-                                          "--work-dir", str(work_dir / "fuxi"), "--key", str(keys / "client.key_secret"),
-                                          "--master-key", str(keys / "master.key")])
+                                          "--work-dir", str(work_dir / "fuxi")])
     line = processes.wait_for_line("mesoslike fuxi serve", serve, log,
                                    r"^fuxi scheduler .* serving jobs on (tcp://\S+),.*$", 30)
     fuxi_address = line.group(1)

@@ -7,7 +7,9 @@ The Fuxi service starts one per job::
         --bind tcp://127.0.0.1:PORT --snapshot WORK/job-0001/snapshot.json --job WORK/job-0001/job.json
 
 (``--job``: the job document as JSON; the service's token for the job in
-``FUXI_AM_TOKEN``) and starts it again — same port, same snapshot — when it
+``FUXI_AM_TOKEN``; ``--key`` its job's AppMaster key pair, ``--worker-key``
+the job's workers' public key, ``--service-key`` the service's public key
+when the service is authenticated) and starts it again — same port, same snapshot — when it
 exits while the job runs. It binds a ROUTER for the job's workers
 (:mod:`.worker`, :mod:`.am_protocol`) and connects a DEALER to the
 service's job server (:mod:`.protocol`) — ``--service`` is its address,
@@ -31,6 +33,11 @@ ZooKeeper. One thread, one loop:
   changes, at most every 0.2 s, and at least every 2 s, with the slots of
   the workers it knows (``slots``: slot -> ``[unit, hostname, room, agent
   id]``): after a failover the new leader adopts them from it.
+
+Authentication (docs/security.rst, "The Fuxi service"): with ``--key``
+the workers' port is CURVE-encrypted and lets in only the job's workers'
+key (``--worker-key``); the AppMaster reaches the service with its key, and
+with ``--service-key`` talks to that service only.
 
 Workers are held to what they are: a HELLO must carry the slot's token
 (:func:`~.am_protocol.worker_token`; checked when the AppMaster has the
@@ -66,7 +73,7 @@ from mesoslike.frameworks.fuxi import am_protocol as amp
 from mesoslike.frameworks.fuxi import appmaster_core as amc
 from mesoslike.frameworks.fuxi import protocol
 from mesoslike.frameworks.fuxi.model import MAX_NAME, JobSpec, JobSpecError, parse_job
-from mesoslike.transport import Client, Server
+from mesoslike.transport import Authenticator, Client, CurveKeys, Server, load_public_key
 
 __all__ = ["AppMaster", "main", "write_snapshot", "read_snapshot"]
 
@@ -138,8 +145,12 @@ class AppMaster:
 
     def __init__(self, job_id: str, job: JobSpec, *, bind: str, service: str, token: str, snapshot: Path,
                  clock: Clock | None = None, heartbeat_timeout: float = amp.HEARTBEAT_TIMEOUT,
-                 orphan_timeout: float | None = None) -> None:
+                 orphan_timeout: float | None = None, keys: CurveKeys | None = None,
+                 worker_key: bytes | None = None, service_key: bytes | None = None) -> None:
+        if keys is not None and worker_key is None:
+            raise MesoslikeError("an AppMaster with keys needs its workers' public key (--worker-key)")
         self.job_id = job_id
+        self._keys, self._service_key = keys, service_key
         self.job = job
         self.token = token
         self.snapshot_path = Path(snapshot)
@@ -160,10 +171,12 @@ class AppMaster:
         self.released: set[str] = set()
         self._locator = make_locator(service)   # zk://: follows the leading service
         leader = self._locator.current() or ""
-        self._server = Server(bind, codec=amp.CODEC)   # binds now: errors surface here
+        # binds now: errors surface here; with keys only the job's workers get in
+        self._server = Server(bind, codec=amp.CODEC, keys=keys, authenticator=None if worker_key is None else
+                              Authenticator({worker_key: f"workers of {job_id}"}))
         self.address = self._server.address
         self._service_address = leader
-        self._service: Client | None = Client(leader, codec=protocol.CODEC) if leader else None
+        self._service: Client | None = self._connect(leader) if leader else None
         self._last_answer = self.clock.now()
         self._ids = itertools.count(1)
         self._to_workers: list[tuple[bytes, Any]] = []
@@ -176,6 +189,12 @@ class AppMaster:
         self._report: dict | None = None
         self._report_sent = -1e9
         self._parent = os.getppid()
+
+    def _connect(self, service: str) -> Client:
+        """A connection to the service: with the job's key when it is authenticated (``service_key``)."""
+        if self._service_key is None:
+            return Client(service, codec=protocol.CODEC)
+        return Client(service, codec=protocol.CODEC, keys=self._keys, server_key=self._service_key)
 
     # ------------------------------------------------------------ the loop
     def run(self) -> int:
@@ -239,7 +258,7 @@ class AppMaster:
             log.info("the Fuxi service is now at %s", leader)
             if self._service is not None:
                 self._service.close()
-            self._service, self._service_address = Client(leader, codec=protocol.CODEC), leader
+            self._service, self._service_address = self._connect(leader), leader
             if self._end_request is not None:
                 self._end_sent = -1e9   # say JOB_ENDED to the new one at once
 
@@ -498,15 +517,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heartbeat-timeout", type=float, default=amp.HEARTBEAT_TIMEOUT,
                         help="seconds without a heartbeat after which a worker is gone (default: %(default)s)")
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--key", default=None,
+                        help="the job's AppMaster key pair (appmaster.key_secret, mode 0600): serve the workers "
+                             "encrypted, and reach the service as the job's AppMaster")
+    parser.add_argument("--worker-key", default=None,
+                        help="the public key (z85, or a certificate) of the job's workers: the only peers let in")
+    parser.add_argument("--service-key", default=None,
+                        help="the Fuxi service's public key (z85, or a certificate): talk to that service only")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format=f"%(asctime)s %(levelname)s fuxi-appmaster {args.job_id} %(message)s")
     try:
         with open(args.job) as handle:
             job = parse_job(json.load(handle))
+        keys = CurveKeys.load(args.key) if args.key else None
         appmaster = AppMaster(args.job_id, job, bind=args.bind, service=args.service,
                               token=os.environ.get("FUXI_AM_TOKEN", ""), snapshot=Path(args.snapshot),
-                              heartbeat_timeout=args.heartbeat_timeout, orphan_timeout=args.orphan_timeout)
+                              heartbeat_timeout=args.heartbeat_timeout, orphan_timeout=args.orphan_timeout,
+                              keys=keys, worker_key=load_public_key(args.worker_key) if args.worker_key else None,
+                              service_key=load_public_key(args.service_key) if args.service_key else None)
     except (OSError, ValueError, JobSpecError, MesoslikeError) as exc:
         log.error("cannot start: %s", exc)
         return 2

@@ -17,8 +17,9 @@ Two kinds of record, each stored under its own name (ZooKeeper's
   the global blacklist (and how many jobs' reports put a host there) and
   whether preemption is on;
 - ``job.<job id>`` (:class:`JobRecord`): the job file as submitted, the
-  AppMaster's token, the job's state and why, its AppMaster (address,
-  pid, host) and counts its limits are about.
+  AppMaster's token, the principal that submitted it, the job's state
+  and why, its AppMaster (address, pid, host) and counts its limits are
+  about. (Not its key pairs: those stay in the job's work directory.)
 
 Pure: records to bytes and back, no I/O.
 """
@@ -91,6 +92,8 @@ class JobRecord:
     appmaster: AppMasterRecord | None = None
     appmaster_restarts: int = 0
     worker_failures: int = 0
+    #: who submitted it ("" anonymous): its owner (docs/security.rst, "The Fuxi service")
+    principal: str = ""
 
 
 @attrs.frozen
@@ -179,6 +182,6 @@ def _job(document: dict) -> JobRecord:
     if not (isinstance(record.id, str) and isinstance(record.document, dict) and isinstance(record.token, str)
             and record.state in ("running", "succeeded", "failed", "killed") and isinstance(record.reason, str)
             and isinstance(record.submitted, (int, float)) and isinstance(record.appmaster_restarts, int)
-            and isinstance(record.worker_failures, int)):
+            and isinstance(record.worker_failures, int) and isinstance(record.principal, str)):
         raise HardStateError(f"the record of job {record.id!r} has fields of the wrong type"[:300])
     return record

@@ -180,10 +180,12 @@ class _Stimulus:
 
 @attrs.frozen
 class JobSubmitted(_Stimulus):
-    """A checked job; ``document`` is what its AppMaster reads, ``token`` its secret for the AppMaster's requests."""
+    """A checked job; ``document`` is what its AppMaster reads, ``token`` its secret for the AppMaster's
+    requests; ``principal``: who submitted it (an authenticated service's client; "" anonymous), its owner."""
     spec: JobSpec
     document: Mapping[str, Any]
     token: str
+    principal: str = ""
 
 
 @attrs.frozen
@@ -401,6 +403,8 @@ class Job:
     appmaster: AppMasterRecord | None = None
     #: recovered after a failover: its AppMaster's reports name the slots to adopt
     recovered: bool = False
+    #: who submitted it ("" anonymous): only it, or a principal the ``kill_jobs`` ACL allows, may kill it
+    principal: str = ""
 
 
 @attrs.define(eq=False)
@@ -492,7 +496,7 @@ class JobCore:
         if not self.persist:
             return self._accept(job_id, event)
         record = JobRecord(job_id, dict(event.document), event.token, str(JobState.RUNNING),
-                           submitted=self.clock.now())
+                           submitted=self.clock.now(), principal=event.principal)
         return self._wait_for([Persist({job_key(job_id): record, SERVICE_KEY: self._service_record()},
                                        waiting=f"submit {job_id}")],
                               lambda error: self._accept(job_id, event),
@@ -501,7 +505,7 @@ class JobCore:
     def _accept(self, job_id: str, event: JobSubmitted) -> list[Command]:
         job_id, commands = self.scheduler.submit(event.spec, job_id)
         job = self._jobs[job_id] = Job(job_id, event.spec, event.token, self.clock.now(),
-                                       document=dict(event.document))
+                                       document=dict(event.document), principal=event.principal)
         self._record(job, None, JobState.RUNNING, event.stimulus_id)
         for unit in event.spec.units:
             desire = _initial_desire(unit)
@@ -640,7 +644,7 @@ class JobCore:
         job = Job(record.id, spec, record.token, min(record.submitted, now), JobState(record.state), record.reason,
                   None if record.ended is None else min(record.ended, now), worker_failures=record.worker_failures,
                   appmaster_restarts=record.appmaster_restarts, document=dict(record.document),
-                  appmaster=record.appmaster)
+                  appmaster=record.appmaster, principal=record.principal)
         self._jobs[job.id] = job
         self._record(job, None, job.state, stimulus_id)
         if job.state is not JobState.RUNNING:
@@ -775,7 +779,7 @@ class JobCore:
     def _job_record(self, job: Job, state: JobState | None = None) -> JobRecord:
         state = state or job.state
         return JobRecord(job.id, job.document, job.token, str(state), job.reason, job.submitted, job.ended,
-                         job.appmaster, job.appmaster_restarts, job.worker_failures)
+                         job.appmaster, job.appmaster_restarts, job.worker_failures, job.principal)
 
     def _appmaster_started(self, event: AppMasterStarted) -> list[Command]:
         job = self._jobs.get(event.job_id)
@@ -940,7 +944,8 @@ class JobCore:
         totals = {key: sum(u["instances"][key] for u in units)
                   for key in ("total", "done", "running", "pending", "failed", "backups")}
         end = job.ended if job.ended is not None else self.clock.now()
-        return {"id": job.id, "name": job.spec.name, "state": str(job.state), "reason": job.reason,
+        return {"id": job.id, "name": job.spec.name, "principal": job.principal, "state": str(job.state),
+                "reason": job.reason,
                 "quota_group": job.spec.quota_group, "priority": job.spec.priority, "policy": job.spec.policy,
                 "elapsed": round(end - job.submitted, 3), "instances": totals,
                 "blacklisted": list(report.get("blacklisted", [])), "units": units}
@@ -964,10 +969,17 @@ class JobCore:
         self._record(job, job.state, state, stimulus_id)
         job.state, job.reason, job.ended = state, reason, self.clock.now()
         log.info("job %s (%s) %s%s", job.id, job.spec.name, state, f": {reason}" if reason else "")
+        out: list[Command] = []
         for slot_id in [s for s, worker in self._workers.items() if worker.slot.job_id == job.id]:
+            if self._workers[slot_id].release_deadline is not None:
+                # released, its grace period running: the scheduler no longer holds it, so
+                # finish_job would not kill it, and its AppMaster, which could tell it to exit, is gone
+                # (one whose grace period ran out was killed then: no deadline any more)
+                out.append(KillSlot(slot_id, "its job ended"))
             del self._workers[slot_id]   # their kills' updates are not news
         # (a job recovered into a scheduler that cannot take it back was never in it)
-        out = self._absorb(self.scheduler.finish_job(job.id)) if job.id in self.scheduler.jobs else []
+        if job.id in self.scheduler.jobs:
+            out += self._absorb(self.scheduler.finish_job(job.id))
         if state is not JobState.SUCCEEDED:
             out.append(StopAppMaster(job.id))   # an AppMaster that ended its job exits by itself
         out.append(JobFinished(job.id, state, reason))

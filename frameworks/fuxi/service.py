@@ -19,6 +19,18 @@ core's commands become driver calls and process actions.
   AppMasters' requests over the job server (:mod:`.protocol`) go into the
   core as they are; what they mean is the core's (docs/fuxi-jobs.rst).
 
+- **Authentication** (docs/security.rst, "The Fuxi service"). With
+  ``credentials`` (and its ``keys``) the job server lets in only the keys
+  they list and each job's AppMaster key: a job belongs to the principal
+  that submitted it (``submit_jobs`` ACL), only it — or a principal the
+  ``kill_jobs`` ACL allows — may kill it, and an AppMaster may speak only for
+  its own job. Every job has two CURVE key pairs of its own
+  (:class:`JobKeys`, in its work directory, secret files mode 0600): its
+  AppMaster's, and its workers' (given to the worker tasks in their
+  environment); the AppMaster's port lets in only the workers' key. Without
+  credentials the job server serves anyone, on loopback only unless
+  ``insecure``; the AppMaster then proves its job with its token.
+
 - **Hard state.** With a ``store`` (:mod:`.state_store`: files standalone,
   ZooKeeper in HA mode) every :class:`Persist` is written before the core
   hears it was (:class:`Persisted`): a submission is acknowledged, a kill
@@ -59,7 +71,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 
-from mesoslike import Filters, MesoslikeError, Scheduler, TaskInfo, TaskStatus, make_locator
+from mesoslike import ConfigError, Filters, MesoslikeError, Scheduler, TaskInfo, TaskStatus, make_locator
+from mesoslike.credentials import Credentials
+from mesoslike.credentials import Refused as NotAuthorized
 from mesoslike.frameworks.fuxi import am_protocol, hard_state, protocol
 from mesoslike.frameworks.fuxi.core import (
     DeclineOffers,
@@ -110,10 +124,20 @@ from mesoslike.frameworks.fuxi.jobs import (
 )
 from mesoslike.frameworks.fuxi.model import JobSpec, JobSpecError, check_runnable, job_document, parse_job
 from mesoslike.frameworks.fuxi.state_store import RecordStore
-from mesoslike.transport import Client, Server, Waker, parse_tcp_address
+from mesoslike.transport import (
+    Authenticator,
+    Client,
+    CurveKeys,
+    Server,
+    Waker,
+    load_public_key,
+    new_certificate,
+    parse_tcp_address,
+)
 
-__all__ = ["FuxiService", "AppMasterProcess", "JobServer", "JobClient", "JobRefused", "DEFAULT_PORT",
-           "APPMASTER_MODULE", "WORKER_MODULE", "answer", "is_appmaster_of"]
+__all__ = ["FuxiService", "AppMasterProcess", "JobServer", "JobClient", "JobRefused", "JobKeys", "DEFAULT_PORT",
+           "APPMASTER_MODULE", "WORKER_MODULE", "APPMASTER_PRINCIPAL", "answer", "is_appmaster_of",
+           "check_secure"]
 
 log = logging.getLogger("mesoslike.frameworks.fuxi.service")
 
@@ -122,6 +146,11 @@ DEFAULT_PORT = 5060
 SUPERVISE_INTERVAL = 0.2
 APPMASTER_MODULE = "mesoslike.frameworks.fuxi.appmaster"
 WORKER_MODULE = "mesoslike.frameworks.fuxi.worker"
+#: a job's AppMaster authenticates to the job server as this and the job's id (no credentials name may start so)
+APPMASTER_PRINCIPAL = "appmaster/"
+#: the environment a worker task finds its keys in (z85): its own pair, and its AppMaster's public key
+WORKER_PUBLIC_KEY_ENV, WORKER_SECRET_KEY_ENV, APPMASTER_KEY_ENV = (
+    "FUXI_WORKER_PUBLIC_KEY", "FUXI_WORKER_SECRET_KEY", "FUXI_APPMASTER_KEY")
 #: commands that are driver calls: dropped (logged) while no driver is attached
 _DRIVER_COMMANDS = (LaunchSlots, DeclineOffers, KillSlot, SuppressOffers, ReviveOffers, ReconcileTasks)
 
@@ -130,6 +159,41 @@ def _free_port(ip: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((ip, 0))
         return sock.getsockname()[1]
+
+
+@attrs.frozen
+class JobKeys:
+    """A job's CURVE key pairs (docs/security.rst, "The Fuxi service"), kept
+    in its work directory as ``appmaster.key[_secret]`` and
+    ``worker.key[_secret]`` (secret files mode 0600): the AppMaster's — it
+    proves the job to the service with it, and serves its workers with it —
+    and the workers' (one pair for all the job's slots: a worker proves its
+    slot with the slot's token). Never in logs, the hard state or ``status``."""
+
+    directory: Path
+    appmaster: CurveKeys
+    worker: CurveKeys
+
+    @classmethod
+    def of(cls, directory: Path) -> JobKeys:
+        """The pairs in ``directory``, made where missing (a new leader finds its predecessor's)."""
+        pairs = []
+        for name in ("appmaster", "worker"):
+            secret = directory / f"{name}.key_secret"
+            if not secret.exists():
+                (directory / f"{name}.key").unlink(missing_ok=True)
+                new_certificate(str(directory), name)
+            pairs.append(CurveKeys.load(str(secret)))
+        return cls(directory, *pairs)
+
+    @property
+    def appmaster_secret_path(self) -> Path:
+        return self.directory / "appmaster.key_secret"
+
+    def forget_secrets(self) -> None:
+        """The job ended: no AppMaster or worker of it starts again."""
+        for name in ("appmaster", "worker"):
+            (self.directory / f"{name}.key_secret").unlink(missing_ok=True)
 
 
 @attrs.define(eq=False)
@@ -220,6 +284,11 @@ class FuxiService(Scheduler):
     them follow the leading service). ``orphan_timeout``: AppMasters outlive
     this service by that many seconds (None: they exit with it).
     ``master``: the master's address, for ``status``.
+
+    ``credentials``: who may submit and kill (the job server authenticates
+    them, :class:`JobServer`); None: anyone may. ``service_key``: the job
+    server's public key (z85), for the AppMasters to check it by (None: the
+    job server is not secured, the AppMasters connect in the clear).
     """
 
     def __init__(self, scheduler: FuxiCore, *, work_dir: str | os.PathLike | None = None,
@@ -227,7 +296,8 @@ class FuxiService(Scheduler):
                  appmaster_log_level: str = "info", max_appmaster_restarts: int = MAX_APPMASTER_RESTARTS,
                  on_event: Callable[[str, str], None] | None = None, store: RecordStore | None = None,
                  appmaster_service: str = "", orphan_timeout: float | None = None, master: str = "",
-                 keep_ended: int = KEEP_ENDED_JOBS, adopt_window: float = ADOPT_WINDOW) -> None:
+                 keep_ended: int = KEEP_ENDED_JOBS, adopt_window: float = ADOPT_WINDOW,
+                 credentials: Credentials | None = None, service_key: bytes | None = None) -> None:
         self.core = JobCore(scheduler, max_appmaster_restarts=max_appmaster_restarts, persist=store is not None,
                             keep_ended=keep_ended, adopt_window=adopt_window)
         self.store = store
@@ -245,6 +315,12 @@ class FuxiService(Scheduler):
         self.launch_appmasters = launch_appmasters
         self.python = python
         self.appmaster_log_level = appmaster_log_level
+        self.credentials = credentials
+        self.service_key = service_key
+        #: the key pairs of the jobs whose AppMasters this service started or adopted
+        self.job_keys: dict[str, JobKeys] = {}
+        #: an AppMaster's public key -> its job (read by the job server's ZAP thread: a dict get is atomic)
+        self._appmaster_keys: dict[bytes, str] = {}
         self._work_dir = Path(work_dir) if work_dir is not None else None
         self._own_work_dir = False
         self._stimuli = itertools.count(1)
@@ -273,19 +349,28 @@ class FuxiService(Scheduler):
         return self._work_dir
 
     # ===================================================== job clients
-    def submit(self, job: JobSpec | Mapping[str, Any]) -> str:
-        """Submit a job (a :class:`JobSpec` or a parsed job file); its id,
-        once the job is stored (with a store). Raises :class:`JobSpecError`
-        for a bad job, :class:`FuxiError` for one the scheduler refuses (an
-        unknown quota group, a store that cannot write it; nothing changes
-        then) or whose AppMaster cannot start (the job failed)."""
+    def submit(self, job: JobSpec | Mapping[str, Any], principal: str | None = None) -> str:
+        """Submit a job (a :class:`JobSpec` or a parsed job file) as
+        ``principal`` (its owner; with credentials it must be one the
+        ``submit_jobs`` ACL allows in the job's quota group); its id, once
+        the job is stored (with a store). Raises :class:`JobSpecError` for a
+        bad job, :class:`FuxiError` for one the scheduler refuses (not
+        authorized, an unknown quota group, a store that cannot write it;
+        nothing changes then) or whose AppMaster cannot start (the job failed)."""
         spec = job if isinstance(job, JobSpec) else parse_job(job)
         check_runnable(spec)
         document = job_document(spec) if isinstance(job, JobSpec) else dict(job)
+        if self.credentials is not None:
+            if principal is None:
+                raise FuxiError("anonymous submissions are refused: this Fuxi service takes jobs only from "
+                                "principals of its credentials (give --key, and --fuxi-key)")
+            if principal.startswith(APPMASTER_PRINCIPAL):
+                raise FuxiError(f"not authorized: {principal} is an AppMaster's key, which submits no jobs")
+            _check(self.credentials, "submit_jobs", principal, spec.quota_group)
         with self._lock:
             if self.launch_appmasters and not self.service_address:
                 raise FuxiError("the service has no job server address for AppMasters to reach it")
-            done = self._handle(JobSubmitted(spec, document, secrets.token_hex(16),
+            done = self._handle(JobSubmitted(spec, document, secrets.token_hex(16), principal or "",
                                              stimulus_id=self._stimulus("submit")))
             _raise_refusal(done)
             (job_id,) = [command.job_id for command in done if isinstance(command, JobAccepted)]
@@ -294,12 +379,20 @@ class FuxiService(Scheduler):
                 raise FuxiError(f"{job_id}: {submitted.reason if submitted is not None else 'ended at once'}")
             return job_id
 
-    def kill(self, job_id: str) -> None:
-        """End a running job (state ``killed``): its workers and AppMaster
-        are killed — once that is stored (with a store). Raises
-        :class:`FuxiError` for an unknown or ended job, or a kill that could
-        not be stored (the job goes on then)."""
+    def kill(self, job_id: str, principal: str | None = None) -> None:
+        """End a running job (state ``killed``) for ``principal``: its
+        workers and AppMaster are killed — once that is stored (with a
+        store). With credentials only the job's owner, or a principal the
+        ``kill_jobs`` ACL allows, may. Raises :class:`FuxiError` for an
+        unknown or ended job, a kill not authorized, or one that could not be
+        stored (the job goes on then)."""
         with self._lock:
+            job = self.core.get(job_id)
+            if self.credentials is not None and job is not None and job.principal != principal:
+                if principal is None or principal.startswith(APPMASTER_PRINCIPAL) or \
+                        not self.credentials.allows("kill_jobs", principal):
+                    raise FuxiError(f"not authorized: principal {principal or '(anonymous)'} lacks the kill_jobs "
+                                    f"permission, and {job_id} is {job.principal or 'an anonymous client'}'s")
             _raise_refusal(self._handle(JobKillRequested(job_id, stimulus_id=self._stimulus("kill"))))
 
     def status(self, job_id: str | None = None) -> dict:
@@ -320,6 +413,13 @@ class FuxiService(Scheduler):
         with self._lock:
             self._handle(Recover(state.service, list(state.jobs.values()), stimulus_id=self._stimulus("recover")))
 
+    def appmaster_principal(self, public_key: bytes) -> str | None:
+        """The principal of an AppMaster's public key (z85): ``appmaster/<job
+        id>`` for a job this service started or adopted the AppMaster of,
+        else None. Thread-safe (the job server's ZAP thread asks)."""
+        job_id = self._appmaster_keys.get(public_key)
+        return None if job_id is None else APPMASTER_PRINCIPAL + job_id
+
     def _appmaster_status(self, job_id: str) -> dict | None:
         appmaster = self.appmasters.get(job_id)
         if appmaster is None:
@@ -329,9 +429,14 @@ class FuxiService(Scheduler):
                 "log": str(appmaster.log_path)}
 
     # ====================================================== AppMasters
-    def appmaster_request(self, request: AppMasterMessage) -> None:
+    def appmaster_request(self, request: AppMasterMessage, principal: str | None = None) -> None:
         """Carry out what a job's AppMaster asks (a :data:`protocol.APPMASTER_REQUESTS`
-        message). Raises :class:`FuxiError` for a request the core refuses."""
+        message) — with credentials, only from that job's AppMaster
+        (``principal`` is its key's). Raises :class:`FuxiError` for a request
+        the core refuses."""
+        if self.credentials is not None and principal != APPMASTER_PRINCIPAL + request.job_id:
+            raise FuxiError(f"not authorized: {request.TYPE} for job {protocol.bounded(request.job_id, 100)} from "
+                            f"principal {principal or '(anonymous)'}: only that job's AppMaster (its key) may ask")
         with self._lock:
             self._handle(AppMasterRequest(request, stimulus_id=self._stimulus(f"appmaster-{request.TYPE}")))
 
@@ -483,13 +588,19 @@ class FuxiService(Scheduler):
     def _task(self, slot: Slot) -> TaskInfo:
         appmaster = self.appmasters.get(slot.job_id)
         job = self.core.job(slot.job_id)
+        keys = self.job_keys.get(slot.job_id)
+        # the master keeps a task's environment out of its logs and /state (docs/security.rst)
+        key_environment = {} if keys is None else {
+            WORKER_PUBLIC_KEY_ENV: keys.worker.public.decode(), WORKER_SECRET_KEY_ENV: keys.worker.secret.decode(),
+            APPMASTER_KEY_ENV: keys.appmaster.public.decode()}
         return TaskInfo(task_id=slot.id, agent_id=slot.agent_id,
                         command=f"exec {shlex.quote(self.python)} -m {WORKER_MODULE}", resources=slot.resources,
                         name=f"{job.spec.name}.{slot.unit}.worker",
                         environment={"FUXI_APPMASTER": appmaster.address if appmaster is not None else "",
                                      "FUXI_SLOT_ID": slot.id, "FUXI_JOB_ID": slot.job_id, "FUXI_UNIT": slot.unit,
                                      "FUXI_HOSTNAME": slot.hostname, "FUXI_ROOM": str(slot.room),
-                                     "FUXI_WORKER_TOKEN": am_protocol.worker_token(job.token, slot.id)})
+                                     "FUXI_WORKER_TOKEN": am_protocol.worker_token(job.token, slot.id),
+                                     **key_environment})
 
     def _decline(self, command: DeclineOffers) -> list[Command]:
         for offer_id in command.offer_ids:
@@ -530,9 +641,19 @@ class FuxiService(Scheduler):
         job_path = directory / "job.json"
         job_path.write_text(json.dumps(document))
         address = address or f"tcp://{self.appmaster_ip}:{_free_port(self.appmaster_ip)}"
+        try:
+            keys = JobKeys.of(directory)
+        except ConfigError as exc:
+            raise OSError(f"the job's keys: {exc}") from None
+        self.job_keys[job_id] = keys
+        self._appmaster_keys[keys.appmaster.public] = job_id
         argv = [self.python, "-m", APPMASTER_MODULE, "--service", self._appmaster_service, "--job-id", job_id,
                 "--bind", address, "--snapshot", str(directory / "snapshot.json"), "--job", str(job_path),
-                "--log-level", self.appmaster_log_level]
+                "--log-level", self.appmaster_log_level, "--key", str(keys.appmaster_secret_path),
+                # "--opt=value": a z85 key may begin with "-"
+                f"--worker-key={keys.worker.public.decode()}"]
+        if self.service_key is not None:
+            argv += [f"--service-key={self.service_key.decode()}"]
         if self.orphan_timeout is not None:
             argv += ["--orphan-timeout", str(self.orphan_timeout)]
         return AppMasterProcess(address, argv, {**os.environ, "FUXI_AM_TOKEN": token}, directory / "appmaster.log",
@@ -609,12 +730,26 @@ class FuxiService(Scheduler):
         return []
 
     def _job_finished(self, command: JobFinished) -> list[Command]:
+        keys = self.job_keys.get(command.job_id)
+        if keys is not None:   # (its AppMaster, still connected, may say JOB_ENDED again: its key stays listed)
+            keys.forget_secrets()
         self.on_event(command.job_id, str(command.state))
         return []
 
     def _forget_job(self, command: ForgetJob) -> list[Command]:
         self.appmasters.pop(command.job_id, None)
+        keys = self.job_keys.pop(command.job_id, None)
+        if keys is not None:
+            self._appmaster_keys.pop(keys.appmaster.public, None)
         return []
+
+
+def _check(credentials: Credentials, action: str, principal: str, target: str | None = None) -> None:
+    """:meth:`Credentials.check` raising :class:`FuxiError` (the job server's ERROR names the permission)."""
+    try:
+        credentials.check(action, principal, target)
+    except NotAuthorized as exc:
+        raise FuxiError(str(exc)) from None
 
 
 def _raise_refusal(done: Iterable[Command]) -> None:
@@ -645,11 +780,22 @@ class JobServer:
 
     ``service`` may be None (a standby in HA mode, before it leads): then
     every request is answered with an ERROR saying ``refusing``.
+
+    With ``credentials`` and ``keys`` (the service's CURVE pair) every
+    connection is encrypted and only the keys the credentials list, and the
+    AppMaster keys of the service's jobs, complete the handshake; each
+    request is handled as the principal of its key (see
+    :func:`check_secure` for the rule without them).
     """
 
     def __init__(self, service: FuxiService | None, address: str,
-                 refusing: str = "this Fuxi scheduler is not ready") -> None:
-        self._server = Server(address, codec=protocol.CODEC)   # binds now: errors surface here
+                 refusing: str = "this Fuxi scheduler is not ready", *, keys: CurveKeys | None = None,
+                 credentials: Credentials | None = None, insecure: bool = False) -> None:
+        check_secure(address, credentials, keys, insecure)
+        self._principals = credentials.principal_of_key() if credentials is not None else {}
+        authenticator = Authenticator(self._principal_of_key) if credentials is not None else None
+        # binds now: errors surface here
+        self._server = Server(address, codec=protocol.CODEC, keys=keys, authenticator=authenticator)
         self.address = self._server.address
         self.refusing = refusing
         self.service: FuxiService | None = None
@@ -660,6 +806,18 @@ class JobServer:
         self._thread = threading.Thread(target=self._loop, daemon=True, name="fuxi-job-server")
         #: frames answered, and frames whose answering failed (the loop went on)
         self.counters = {"requests": 0, "failures": 0}
+
+    @property
+    def secured(self) -> bool:
+        return self._server.secured
+
+    def _principal_of_key(self, public_key: bytes) -> str | None:
+        """Who a key is: a principal of the credentials, or the AppMaster of one of the service's jobs."""
+        found = self._principals.get(public_key)
+        service = self.service
+        if found is None and service is not None:
+            found = service.appmaster_principal(public_key)
+        return found
 
     def serve(self, service: FuxiService) -> None:
         """Answer for ``service`` from now on (a standby that became the leader)."""
@@ -701,19 +859,45 @@ class JobServer:
             log.warning("a malformed request: %s", protocol.bounded(str(frame), 200))
             self._server.send(peer, protocol.Error(0, protocol.bounded(str(frame))))
             return
-        answer = self.handle(bytes(frame))
+        answer = self.handle(bytes(frame), self._server.principal(peer))
         self._server.send_frame(peer, answer)
 
-    def handle(self, frame: bytes) -> bytes:
-        """The answer to one request frame (always an encodable one)."""
+    def handle(self, frame: bytes, principal: str | None = None) -> bytes:
+        """The answer to one request frame from ``principal`` (always an encodable one)."""
         self.counters["requests"] += 1
-        return answer(self.service, frame, self.refusing)
+        return answer(self.service, frame, self.refusing, principal)
 
 
-def answer(service: FuxiService | None, frame: bytes, refusing: str = "not serving") -> bytes:
-    """The encoded answer of ``service`` to one request ``frame`` (an ERROR
-    saying ``refusing`` without a service). Never raises; an ERROR's message
-    is at most :data:`protocol.MAX_ERROR` characters."""
+def check_secure(address: str, credentials: Credentials | None, keys: CurveKeys | None, insecure: bool) -> None:
+    """Secure by default, as the master (docs/security.rst): a job server
+    without credentials binds loopback only, unless ``insecure`` — then it
+    warns, at every start. Credentials need the service's keys; no
+    credentials principal may be named like an AppMaster's."""
+    if credentials is not None:
+        if keys is None:
+            raise ConfigError("a Fuxi service with --credentials needs --key (its secret certificate: its job "
+                              "clients check it by the public one, --fuxi-key)")
+        clashing = sorted(name for name in credentials.principals if name.startswith(APPMASTER_PRINCIPAL))
+        if clashing:
+            raise ConfigError(f"principal names starting with {APPMASTER_PRINCIPAL!r} are the AppMasters': "
+                              f"{', '.join(clashing)}")
+        return
+    host = parse_tcp_address(address)[0]
+    if not (host in ("localhost", "::1", "[::1]") or host.startswith("127.")):
+        if not insecure:
+            raise ConfigError(f"refusing to serve jobs on {host} without --credentials: anyone who reaches it could "
+                              "submit jobs and kill them. Give --key and --credentials (docs/security.rst), bind "
+                              "127.0.0.1, or pass --insecure")
+    if insecure:
+        log.warning("INSECURE: this Fuxi service runs without authentication (--insecure): any peer that reaches "
+                    "%s may submit and kill jobs", address)
+
+
+def answer(service: FuxiService | None, frame: bytes, refusing: str = "not serving",
+           principal: str | None = None) -> bytes:
+    """The encoded answer of ``service`` to one request ``frame`` from
+    ``principal`` (an ERROR saying ``refusing`` without a service). Never
+    raises; an ERROR's message is at most :data:`protocol.MAX_ERROR` characters."""
     request_id = 0
     reply: protocol.Message
     try:
@@ -722,14 +906,14 @@ def answer(service: FuxiService | None, frame: bytes, refusing: str = "not servi
         if service is None:
             reply = protocol.Error(request_id, refusing)
         elif isinstance(request, protocol.Submit):
-            reply = protocol.Submitted(request_id, service.submit(request.document))
+            reply = protocol.Submitted(request_id, service.submit(request.document, principal))
         elif isinstance(request, protocol.Status):
             reply = protocol.StatusReply(request_id, json.dumps(service.status(request.job_id or None)))
         elif isinstance(request, protocol.KillJob):
-            service.kill(request.job_id)
+            service.kill(request.job_id, principal)
             reply = protocol.Ok(request_id)
         elif isinstance(request, protocol.APPMASTER_REQUESTS):
-            service.appmaster_request(request)
+            service.appmaster_request(request, principal)
             reply = protocol.Ok(request_id)
         else:
             reply = protocol.Error(request_id, f"{request.TYPE} is not a request")
@@ -759,17 +943,27 @@ class JobClient:
     there (found again when it does not answer): :meth:`submit`,
     :meth:`status`, :meth:`kill`. Raises :class:`JobRefused` when the service
     refuses, :class:`MesoslikeError` when it does not answer within
-    ``timeout`` s."""
+    ``timeout`` s — or at once when it refuses the connection.
 
-    def __init__(self, address: str, timeout: float = 10.0) -> None:
+    ``keys`` (a principal's pair) and ``server_key`` (the service's public
+    key, z85): talk to that service only, as that principal. A service with
+    credentials refuses a client without them (anonymous) or with a key it
+    does not list."""
+
+    def __init__(self, address: str, timeout: float = 10.0, *, keys: CurveKeys | None = None,
+                 server_key: bytes | None = None) -> None:
         self.url = address if address.startswith("zk://") else ""
+        self._keys, self._server_key = keys, server_key
         if self.url:
             address = self._leader(timeout)
         parse_tcp_address(address)
         self.address = address
         self.timeout = timeout
-        self._client = Client(address, codec=protocol.CODEC)
+        self._client = self._connect(address)
         self._ids = itertools.count(1)
+
+    def _connect(self, address: str) -> Client:
+        return Client(address, codec=protocol.CODEC, keys=self._keys, server_key=self._server_key)
 
     def _leader(self, timeout: float) -> str:
         from mesoslike import resolve_leader   # kazoo only for zk://
@@ -800,14 +994,17 @@ class JobClient:
         # there twice; `status` shows both)
         self._client.close()
         self.address = self._leader(self.timeout)
-        self._client = Client(self.address, codec=protocol.CODEC)
+        self._client = self._connect(self.address)
         return self._ask_once(request)
 
     def _ask_once(self, request):
         self._client.send(request)
         deadline = time.monotonic() + self.timeout
         while (left := deadline - time.monotonic()) > 0:
-            if not self._client.wait(left):
+            # in short steps: a refused handshake shows only in the connection's events
+            if not self._client.wait(min(left, 0.1)):
+                if self._client.stats.handshakes_failed:
+                    raise JobRefused(self._refused_connection())
                 continue
             for _, answer in self._client.receive():
                 if isinstance(answer, protocol.ProtocolError):
@@ -819,6 +1016,17 @@ class JobClient:
                 return answer
         raise _NoAnswer(f"no answer from a Fuxi service at {self.address} within {self.timeout:g}s "
                         "(is `mesoslike fuxi serve` running there?)")
+
+    def _refused_connection(self) -> str:
+        if self._keys is None and self._server_key is None:
+            return (f"the Fuxi service at {self.address} refused the connection: it takes no anonymous clients "
+                    "(submissions included); give --key (a principal of its credentials) and --fuxi-key (its "
+                    "public certificate), or MESOSLIKE_KEY and MESOSLIKE_FUXI_KEY")
+        if self._keys is None:
+            return (f"the Fuxi service at {self.address} refused the connection: it takes no anonymous clients "
+                    "(submissions included); give --key too (a principal of its credentials)")
+        return (f"the Fuxi service at {self.address} refused the connection: our key is not in its credentials, "
+                "or it is not the service whose public certificate --fuxi-key gives (or it takes no keys)")
 
     def close(self) -> None:
         self._client.close()

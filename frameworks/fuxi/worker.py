@@ -4,11 +4,15 @@
 service launches in every slot it is granted. It reads its place from the
 environment — ``FUXI_APPMASTER`` (the job's AppMaster, ``tcp://HOST:PORT``),
 ``FUXI_SLOT_ID``, ``FUXI_JOB_ID``, ``FUXI_UNIT``, ``FUXI_HOSTNAME``,
-``FUXI_ROOM``, ``FUXI_WORKER_TOKEN`` (what proves it is the slot's worker)
-and the agent's ``MESOSLIKE_AGENT_ID`` — connects to the AppMaster and runs the instances it is
+``FUXI_ROOM``, ``FUXI_WORKER_TOKEN`` (what proves it is the slot's worker),
+``FUXI_WORKER_PUBLIC_KEY``/``FUXI_WORKER_SECRET_KEY`` (the job's workers'
+key pair: the AppMaster lets in no other) and ``FUXI_APPMASTER_KEY`` (the
+AppMaster's public key: it talks to that AppMaster only), and the agent's
+``MESOSLIKE_AGENT_ID`` — connects to the AppMaster and runs the instances it is
 assigned, one at a time, each as ``sh -c command`` in its own process group
 in the task's sandbox (stdout and stderr of attempt *a* of instance *i* in
-``instances/<i>.<a>.stdout|stderr``). The messages are in
+``instances/<i>.<a>.stdout|stderr``; an instance's environment is the
+worker's without its secrets: the key and the token). The messages are in
 :mod:`.am_protocol`.
 
 The worker outlives its AppMaster: when the AppMaster is gone it keeps
@@ -31,9 +35,9 @@ import sys
 import threading
 from pathlib import Path
 
-from mesoslike import Clock, SystemClock
+from mesoslike import Clock, MesoslikeError, SystemClock
 from mesoslike.frameworks.fuxi import am_protocol as amp
-from mesoslike.transport import Client, Waker
+from mesoslike.transport import Client, CurveKeys, Waker
 
 __all__ = ["Worker", "main", "SHELL"]
 
@@ -44,6 +48,8 @@ SHELL = "/bin/sh"
 STDERR_TAIL = 600
 #: what a worker needs from its environment
 ENVIRONMENT = ("FUXI_APPMASTER", "FUXI_SLOT_ID", "FUXI_JOB_ID", "FUXI_UNIT", "FUXI_HOSTNAME")
+#: what proves the worker is its slot's: kept from the instances it runs
+SECRET_ENVIRONMENT = ("FUXI_WORKER_TOKEN", "FUXI_WORKER_SECRET_KEY")
 
 
 class _Run:
@@ -70,7 +76,7 @@ class Worker:
     def __init__(self, appmaster: str, slot: str, unit: str, hostname: str, room: str = "", *,
                  sandbox: str | os.PathLike = ".", clock: Clock | None = None, kill_grace: float = 2.0,
                  orphan_timeout: float = 300.0, interval: float = amp.HEARTBEAT_INTERVAL, token: str = "",
-                 agent_id: str = "") -> None:
+                 agent_id: str = "", keys: CurveKeys | None = None, appmaster_key: bytes | None = None) -> None:
         self.appmaster = appmaster
         self.slot, self.unit, self.hostname, self.room = slot, unit, hostname, room
         self.token, self.agent_id = token, agent_id
@@ -87,7 +93,8 @@ class Worker:
         self._waker = Waker()
         self._stop: str | None = None        # why the worker stops (SIGTERM) or None
         self._exit: int | None = None
-        self._client = Client(appmaster, codec=amp.CODEC, identity=slot.encode())
+        # with keys: the job's workers' pair, and its AppMaster's public key (that AppMaster only)
+        self._client = Client(appmaster, codec=amp.CODEC, identity=slot.encode(), keys=keys, server_key=appmaster_key)
 
     # ------------------------------------------------------------ the loop
     def run(self) -> int:
@@ -181,7 +188,7 @@ class Worker:
             return
         directory = self.sandbox / "instances"
         stem = f"{message.instance}.{message.attempt}"
-        env = dict(os.environ)
+        env = {name: value for name, value in os.environ.items() if name not in SECRET_ENVIRONMENT}
         env.update(message.env)
         env.setdefault("FUXI_INSTANCE", str(message.instance))
         env.setdefault("FUXI_ATTEMPT", str(message.attempt))
@@ -317,10 +324,14 @@ def main(argv: list[str] | None = None) -> int:
     env = os.environ
     try:
         orphan_timeout = float(env.get("FUXI_ORPHAN_TIMEOUT", "300"))
+        public, secret = env.get("FUXI_WORKER_PUBLIC_KEY", ""), env.get("FUXI_WORKER_SECRET_KEY", "")
+        keys = CurveKeys(public.encode(), secret.encode()) if public and secret else None
+        appmaster_key = env.get("FUXI_APPMASTER_KEY", "").encode() or None
         worker = Worker(env["FUXI_APPMASTER"], env["FUXI_SLOT_ID"], env["FUXI_UNIT"], env["FUXI_HOSTNAME"],
                         env.get("FUXI_ROOM", ""), sandbox=os.getcwd(), orphan_timeout=orphan_timeout,
-                        token=env.get("FUXI_WORKER_TOKEN", ""), agent_id=env.get("MESOSLIKE_AGENT_ID", ""))
-    except ValueError as exc:
+                        token=env.get("FUXI_WORKER_TOKEN", ""), agent_id=env.get("MESOSLIKE_AGENT_ID", ""),
+                        keys=keys, appmaster_key=appmaster_key)
+    except (ValueError, MesoslikeError) as exc:
         print(f"fuxi worker: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: worker.stop("killed (SIGTERM)"))

@@ -166,6 +166,8 @@ class AgentTask:
     pid: int | None
     killing: bool
     pending_updates: int
+    #: the unix user the master said it runs as ("" = none named)
+    user: str = ""
 
 
 # ============================================================ bookkeeping
@@ -328,7 +330,7 @@ class AgentCore:
                 continue
             stream = self._streams.get(key)
             views.append(AgentTask(key[0], key[1], task.state, task.info.resources, task.pid, task.killing,
-                                   len(stream.pending) if stream else 0))
+                                   len(stream.pending) if stream else 0, task.info.user))
         return views
 
     def pending_updates(self, framework_id: str, task_id: str) -> list[TaskStatus]:

@@ -24,6 +24,12 @@ supervisor SIGKILLs what is left of its group and of its cgroups — as Mesos
 destroys a task's container when the task ends. A supervisor that dies
 (``kill -9``) takes its task down with it: the agent kills the task's group
 and container and reports ``TASK_FAILED`` (the executor died).
+
+With ``switch_user`` (the agent's ``--switch-user``) each task runs as its
+``TaskInfo.user`` (the supervisor switches; :mod:`.supervisor`). The work
+directory is then opened for traversal only (``0711``: a task reaches its
+sandbox by its absolute path), and ``meta`` — launch files hold the tasks'
+environments — is kept ``0700``.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import re
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -245,12 +252,14 @@ class TaskExecutor:
     :param python: the interpreter that runs the supervisors.
     :param container_prefix: begins the name of every task's cgroup, so that
         agents sharing a machine never share one (default: from the work dir).
+    :param switch_user: run each task as its ``TaskInfo.user`` (needs root;
+        a task without one runs as the agent's user).
     """
 
     def __init__(self, work_dir: str | os.PathLike, *, environment: Mapping[str, str] | None = None,
                  clock: Clock | None = None, isolator: Isolator | None = None,
                  recovery_timeout: float = DEFAULT_RECOVERY_TIMEOUT, python: str | None = None,
-                 container_prefix: str | None = None) -> None:
+                 container_prefix: str | None = None, switch_user: bool = False) -> None:
         self.work_dir = Path(work_dir)
         self.sandbox_root = self.work_dir / "sandboxes"
         self.agent_pid_file = self.work_dir / "meta" / "agent.pid"
@@ -260,6 +269,7 @@ class TaskExecutor:
         self.recovery_timeout = recovery_timeout
         self.python = python or sys.executable
         self.container_prefix = container_prefix or agent_key(self.work_dir.name, self.work_dir)
+        self.switch_user = switch_user
         self._runs: dict[tuple[str, str], _Run] = {}
         self._pid_file_written = False
 
@@ -298,6 +308,30 @@ class TaskExecutor:
         return out
 
     # --------------------------------------------------------------- launch
+    def prepare_directories(self) -> None:
+        """With ``switch_user``: the work directory and the sandbox root
+        traversable by the tasks' users (``0711``, not listable), ``meta``
+        (checkpoints and launch files, with the tasks' environments) the
+        agent's only (``0700``)."""
+        if not self.switch_user:
+            return
+        meta = self.work_dir / "meta"
+        meta.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(meta, 0o700)                  # first: only then may the work dir open up
+        os.chmod(self.work_dir, 0o711)
+        try:
+            self.sandbox_root.mkdir(mode=0o711, exist_ok=True)
+            os.chmod(self.sandbox_root, 0o711)
+        except OSError as exc:  # each launch will fail saying why
+            log.warning("cannot prepare the sandbox directory %s: %s", self.sandbox_root, exc)
+
+    def unreachable_ancestors(self) -> list[Path]:
+        """Directories above the work dir that other users cannot traverse:
+        a switched task then reaches its sandbox only as its working
+        directory, not by its absolute path (``MESOSLIKE_SANDBOX``)."""
+        return [parent for parent in self.work_dir.resolve().parents
+                if not os.stat(parent).st_mode & stat.S_IXOTH]
+
     def write_agent_pid(self) -> None:
         """Record this process as the agent the supervisors wait for."""
         self.agent_pid_file.parent.mkdir(parents=True, exist_ok=True)
@@ -361,12 +395,14 @@ class TaskExecutor:
                   "stdout": str(sandbox / "stdout"), "stderr": str(sandbox / "stderr"),
                   "grace_period": task.kill_grace_period, "recovery_timeout": self.recovery_timeout,
                   "agent_pid_file": str(self.agent_pid_file), "container": container.to_json(),
-                  **self.isolator.launch_spec(container)}
+                  "user": task.user if self.switch_user else "", **self.isolator.launch_spec(container)}
         sup.write_json_atomically(str(run_dir / sup.LAUNCH_FILE), launch)
 
     def _make_sandbox(self, framework_id: str, task_id: str) -> Path:
         sandbox = sandbox_path(self.work_dir, framework_id, task_id)
         sandbox.mkdir(parents=True, exist_ok=True)
+        if self.switch_user:  # the framework's directory: traversed by its tasks' users, listed by none
+            os.chmod(sandbox.parent, 0o711)
         # belt and braces against symlinks planted below the work dir
         root = self.sandbox_root.resolve()
         if root not in sandbox.resolve().parents:
@@ -375,6 +411,9 @@ class TaskExecutor:
 
     def _task_environment(self, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path) -> dict[str, str]:
         env = dict(os.environ if self._environment is None else self._environment)
+        if self.switch_user and task.user:
+            for name in ("HOME", "USER", "LOGNAME"):  # the agent's: the supervisor sets the task user's
+                env.pop(name, None)
         env.update(task.environment)
         env.update({
             "MESOSLIKE_TASK_ID": task.task_id,
@@ -575,10 +614,17 @@ class TaskExecutor:
     # ------------------------------------------------------------ messages
     def deliver_message(self, framework_id: str, task_id: str, data: bytes) -> Path:
         """Append ``data`` to the task's ``messages`` file; returns its path.
-        Raises ``OSError`` when the file cannot be written."""
+        Raises ``OSError`` when the file cannot be written, or is not a plain
+        file with one link: the sandbox may belong to the task's user, and
+        the agent must not write through a link (or block on a FIFO) it planted."""
         path = sandbox_path(self.work_dir, framework_id, task_id) / MESSAGES_FILE
-        with open(path, "ab") as sink:
-            sink.write(data)
+        fd = sup.open_sandbox_file(str(path))
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
         return path
 
 

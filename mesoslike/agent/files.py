@@ -73,7 +73,9 @@ class SandboxFiles:
         try:
             for index, name in enumerate(components):
                 last = index == len(components) - 1
-                flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_DIRECTORY if not last or directory else 0)
+                # O_NONBLOCK: a FIFO a task made must not hold an HTTP thread in open()
+                flags = (os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+                         | (os.O_DIRECTORY if not last or directory else 0))
                 next_fd = os.open(name, flags, dir_fd=fd)
                 os.close(fd)
                 fd = next_fd
@@ -120,9 +122,12 @@ class SandboxFiles:
             raise FileAccessError(400, f"offset must be >= -1, got {offset}")
         fd = self._open(path, directory=False)
         try:
-            size = os.fstat(fd).st_size
-            if stat.S_ISDIR(os.fstat(fd).st_mode):
+            info = os.fstat(fd)
+            size = info.st_size
+            if stat.S_ISDIR(info.st_mode):
                 raise FileAccessError(400, f"{path!r} is a directory: browse it")
+            if not stat.S_ISREG(info.st_mode):
+                raise FileAccessError(400, f"{path!r} is not a regular file")
             if offset == -1:
                 return {"data": "", "offset": size}
             if offset > size:
@@ -140,4 +145,5 @@ class SandboxFiles:
         if not stat.S_ISREG(info.st_mode):
             os.close(fd)
             raise FileAccessError(400, f"{path!r} is not a regular file")
+        os.set_blocking(fd, True)
         return os.fdopen(fd, "rb"), info.st_size

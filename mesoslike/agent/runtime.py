@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
 import random
 import shutil
 import socket
@@ -89,6 +90,13 @@ GC_INTERVAL = 60.0
 DEFAULT_DRAIN_TIMEOUT = 30.0
 
 
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
 def default_work_dir(hostname: str) -> str:
     """``<tmp>/mesoslike-<uid>/agent-<hostname>``: one per user (other users'
     agents on the machine never share it) and per agent name (several agents
@@ -143,6 +151,11 @@ class AgentRuntime:
         updates to be acknowledged before unregistering anyway.
     :param on_serving: called (on the agent's thread) with the HTTP address
         once the endpoints serve.
+    :param switch_user: run each task as the unix user of its ``RUN_TASK``
+        (``TaskInfo.user``, which the master resolved and checked against the
+        ``run_tasks`` ACL); a user this machine does not have fails the task.
+        Needs root. ``None`` (the default): on when the agent runs as root.
+        Off, tasks run as the agent's user.
     """
 
     def __init__(self, master: str, resources: Resources | str | None = None,
@@ -156,8 +169,13 @@ class AgentRuntime:
                  gc_delay: float = gc.DEFAULT_GC_DELAY, gc_disk_watermark: float = gc.DEFAULT_DISK_WATERMARK,
                  gc_interval: float = GC_INTERVAL, drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
                  on_serving: Callable[[str], None] | None = None, keys: CurveKeys | None = None,
-                 master_key: bytes | None = None) -> None:
+                 master_key: bytes | None = None, switch_user: bool | None = None) -> None:
         self.master_address = check_master_address(master)  # raises ConfigError naming the problem
+        self.switch_user = os.geteuid() == 0 if switch_user is None else switch_user
+        if self.switch_user and os.geteuid() != 0:
+            raise ConfigError(f"--switch-user needs the agent to run as root (it runs as uid {os.geteuid()}); "
+                              "without it (--no-switch-user) tasks run as the agent's user")
+        self._agent_user = _user_name(os.geteuid())
         #: its CURVE pair and the master's public key (docs/security.rst): with
         #: ``master_key`` it talks to, and takes commands from, that master only
         self._keys, self._master_key = keys, master_key
@@ -189,7 +207,13 @@ class AgentRuntime:
                                                   cpu_quota=cgroups_cpu_quota)
         self.executor = TaskExecutor(self.work_dir, environment=environment, clock=self.clock,
                                      isolator=self.isolator, recovery_timeout=recovery_timeout,
-                                     container_prefix=agent_key(self.hostname, self.work_dir))
+                                     container_prefix=agent_key(self.hostname, self.work_dir),
+                                     switch_user=self.switch_user)
+        try:
+            self.executor.prepare_directories()
+        except OSError as exc:
+            raise ConfigError(f"cannot prepare the work directory {str(self.work_dir)!r} for --switch-user: "
+                              f"{exc}") from None
         self.checkpoints = CheckpointStore(self.work_dir)
         self.http: AgentHTTPServer | None = None
         #: checkpoint files that could not be read at the last start (path, problem)
@@ -293,8 +317,14 @@ class AgentRuntime:
             raise
         try:
             self.executor.write_agent_pid()
-            log.info("agent %s starting: master %s, resources %s, work dir %s; %s", self.hostname,
-                     self.master_address, self.info.resources, self.work_dir, self.isolator.describe())
+            log.info("agent %s starting: master %s, resources %s, work dir %s; %s; %s", self.hostname,
+                     self.master_address, self.info.resources, self.work_dir, self.isolator.describe(),
+                     self.describe_users())
+            closed = self.executor.unreachable_ancestors() if self.switch_user else []
+            if closed:
+                log.warning("--switch-user: other users cannot traverse %s, so tasks reach their sandbox only as "
+                            "their working directory, not by its absolute path (MESOSLIKE_SANDBOX)",
+                            ", ".join(map(str, closed)))
             if self.recover_mode == "cleanup":
                 self._clean_up()
                 return
@@ -623,6 +653,12 @@ class AgentRuntime:
             except OSError:
                 pass
 
+    def describe_users(self) -> str:
+        """Whom the tasks run as, in words (the start-up line)."""
+        if self.switch_user:
+            return "tasks run as their user (--switch-user)"
+        return f"tasks run as the agent's user ({self._agent_user}; --no-switch-user)"
+
     # ------------------------------------------------------- HTTP's views
     def health_document(self) -> dict:
         with self._lock:
@@ -640,6 +676,7 @@ class AgentRuntime:
                 tasks.append({"framework_id": task.framework_id, "id": task.task_id, "state": task.state,
                               "resources": str(task.resources), "pid": task.pid, "killing": task.killing,
                               "pending_updates": task.pending_updates, "sandbox": str(sandbox),
+                              "user": task.user if self.switch_user and task.user else self._agent_user,
                               "sandbox_path": f"{path_component(task.framework_id)}/{path_component(task.task_id)}",
                               "cgroups": dict(container.cgroups) if container is not None else {}})
             return {
@@ -650,6 +687,7 @@ class AgentRuntime:
                 "work_dir": str(self.work_dir), "sandbox_root": str(self.executor.sandbox_root),
                 "isolation": {"name": self.isolator.name, "enforcing": self.isolator.enforcing,
                               "description": self.isolator.describe()},
+                "switch_user": self.switch_user,
                 "draining": core.draining, "tasks": tasks,
                 "recovery_errors": [{"path": path, "problem": problem} for path, problem in self.recovery_errors],
             }

@@ -29,6 +29,19 @@ own pid into each ``cgroup.procs`` before ``exec``; the supervisor stays
 outside, so its memory is not charged to the task), with the environment,
 working directory and output files of ``launch.json``.
 
+With a ``user`` in ``launch.json`` (the agent's ``--switch-user``) the task
+runs as that unix user: the supervisor — root, like the agent — looks the
+user up (``pwd.getpwnam``; a user this machine does not have fails the
+launch, naming it: never root instead), gives it the sandbox directory and
+the ``stdout``/``stderr`` files, sets ``HOME``, ``USER`` and ``LOGNAME``
+(unless the task's environment has them), and the task's process drops to
+the user's uid, gid and groups (``os.getgrouplist``) after it joined its
+cgroups — which only root may do — and before ``exec``. The supervisor
+stays root, so it can still kill the task and its cgroups and record how it
+ended. The output files are opened without following symlinks and must be
+plain files, so a task cannot make its root supervisor (or a later run of
+the same task id) write anywhere else.
+
 Signals from the agent: ``SIGTERM`` — kill the task: SIGTERM to its process
 group, SIGKILL after ``grace_period`` seconds; ``SIGUSR1`` — kill it at once
 (SIGKILL). SIGINT and SIGHUP are ignored. When the task's leading process
@@ -46,9 +59,12 @@ the same when their agent does not come back within ``--recovery_timeout``).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import pwd
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -56,7 +72,9 @@ import time
 __all__ = ["LAUNCH_FILE", "SUPERVISOR_FILE", "TASK_FILE", "EXIT_FILE", "LOG_FILE", "EXIT_PLACEHOLDER_SIZE",
            "EXIT_KEYS", "REASON_RECOVERY_TIMEOUT", "REASON_LAUNCH_FAILED", "write_atomically",
            "write_json_atomically", "read_json", "exit_placeholder", "process_start_ticks", "cgroup_pids",
-           "kill_cgroups", "flat_keyed", "read_int", "remove_cgroup", "main"]
+           "kill_cgroups", "flat_keyed", "read_int", "remove_cgroup", "LaunchProblem", "TaskUser", "resolve_user",
+           "open_sandbox_file",
+           "main"]
 
 LAUNCH_FILE = "launch.json"
 SUPERVISOR_FILE = "supervisor.json"
@@ -72,6 +90,8 @@ REASON_RECOVERY_TIMEOUT = "recovery_timeout"
 REASON_LAUNCH_FAILED = "launch_failed"
 
 SHELL = "/bin/sh"
+#: mode of a switched task's sandbox: its user's only (the agent, root, reads it anyway)
+SANDBOX_MODE = 0o700
 #: how often the agent's liveness is looked at (s)
 AGENT_CHECK_INTERVAL = 1.0
 #: how long the remains of a task are SIGKILLed before giving up on them (s)
@@ -141,15 +161,98 @@ def process_start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+# ------------------------------------------------------------ the task's user
+class LaunchProblem(Exception):
+    """The task cannot be started as asked; the message says why, in words
+    fit for the task's update."""
+
+
+class TaskUser:
+    """The unix user a task runs as, as this machine knows it. (A plain
+    class: ``typing`` would add to the supervisor's start-up.)"""
+
+    __slots__ = ("name", "uid", "gid", "groups", "home")
+
+    def __init__(self, name: str, uid: int, gid: int, groups: list[int], home: str) -> None:
+        self.name, self.uid, self.gid, self.groups, self.home = name, uid, gid, groups, home
+
+
+def resolve_user(name: str, getpwnam=pwd.getpwnam, getgrouplist=os.getgrouplist) -> TaskUser:
+    """The user ``name`` of this machine, with its groups. Raises
+    :class:`LaunchProblem` when there is no such user, and for another name
+    of uid 0: the master lets a task run as root only when a ``run_tasks``
+    ACL names ``root``, so no other name may lead there."""
+    try:
+        entry = getpwnam(name)
+    except (KeyError, ValueError):
+        raise LaunchProblem(f"user {name!r} does not exist on this agent") from None
+    if entry.pw_uid == 0 and name != "root":
+        raise LaunchProblem(f"user {name!r} has uid 0 on this agent: tasks run as root only as 'root', "
+                            "which a run_tasks ACL must name")
+    try:
+        groups = list(getgrouplist(name, entry.pw_gid))
+    except OSError as exc:
+        raise LaunchProblem(f"the groups of user {name!r} cannot be read on this agent: {exc}") from None
+    return TaskUser(name, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir)
+
+
+def give_sandbox(directory: str, user: TaskUser) -> None:
+    """Make the sandbox ``directory`` the user's (mode :data:`SANDBOX_MODE`),
+    without following a symlink."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchown(fd, user.uid, user.gid)
+        os.fchmod(fd, SANDBOX_MODE)
+    finally:
+        os.close(fd)
+
+
+def open_sandbox_file(path: str) -> int:
+    """A file of a sandbox opened for appending (created if missing). It
+    must be a plain file with one link: a switched task owns its sandbox and
+    may have put a symlink, a hard link or a FIFO there, which root must
+    neither write through nor block on. Raises OSError."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o644)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            raise OSError(errno.EPERM, "not a plain file of the sandbox", path)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_output(path: str, user: TaskUser | None) -> int:
+    """A task's output file (:func:`open_sandbox_file`), given to ``user``."""
+    try:
+        fd = open_sandbox_file(path)
+    except OSError as exc:
+        raise LaunchProblem(f"cannot open the task's output file {path}: {exc.strerror}") from None
+    if user is not None:
+        try:
+            os.fchown(fd, user.uid, user.gid)
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd
+
+
 # ------------------------------------------------------------ the process
 def read_launch(path: str) -> dict:
     """``launch.json``, checked: command, cwd, env, stdout, stderr,
     grace_period, recovery_timeout, agent_pid_file, cgroups (directories),
     oom_events (``[file, key]`` pairs counting OOM kills), memory_peak (a file
-    or "")."""
+    or ""), user (the unix user to run the task as; "" or absent: the
+    supervisor's own)."""
     launch = read_json(path)
     if not isinstance(launch, dict):
         raise ValueError(f"{path}: not a JSON object")
+    launch.setdefault("user", "")
+    if not isinstance(launch["user"], str):
+        raise ValueError(f"{path}: user of the wrong type")
     for key, kind in (("command", str), ("cwd", str), ("env", dict), ("stdout", str), ("stderr", str),
                       ("grace_period", (int, float)), ("recovery_timeout", (int, float)), ("agent_pid_file", str),
                       ("cgroups", list), ("oom_events", list), ("memory_peak", str)):
@@ -193,6 +296,10 @@ class Supervisor:
             return 1
         try:
             self.task_pid = self.start()
+        except LaunchProblem as exc:
+            say(f"not started: {exc}")
+            self.record(None, None, REASON_LAUNCH_FAILED, str(exc))
+            return 1
         except (OSError, subprocess.SubprocessError) as exc:
             self.record(None, None, REASON_LAUNCH_FAILED, f"{type(exc).__name__}: {exc}")
             return 1
@@ -206,6 +313,12 @@ class Supervisor:
     def start(self) -> int:
         launch = self.launch
         cgroup_procs = [os.path.join(directory, "cgroup.procs") for directory in launch["cgroups"]]
+        user = resolve_user(launch["user"]) if launch["user"] else None
+        env = dict(launch["env"])
+        if user is not None:
+            give_sandbox(launch["cwd"], user)
+            for name, value in (("HOME", user.home), ("USER", user.name), ("LOGNAME", user.name)):
+                env.setdefault(name, value)
 
         def child_setup() -> None:  # in the child, before exec: runs single-threaded
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
@@ -214,11 +327,24 @@ class Supervisor:
             for procs in cgroup_procs:  # into the task's cgroups before any of its code runs
                 with open(procs, "w") as sink:
                     sink.write(str(os.getpid()))
+            if user is not None:
+                # after the cgroups (only root may join them), so not Popen's user=/group=/extra_groups=,
+                # which switch before preexec_fn; groups, then gid, then uid: each needs root left
+                os.setgroups(user.groups)
+                os.setresgid(user.gid, user.gid, user.gid)
+                os.setresuid(user.uid, user.uid, user.uid)
 
-        with open(launch["stdout"], "ab") as stdout, open(launch["stderr"], "ab") as stderr:
-            child = subprocess.Popen([SHELL, "-c", launch["command"]], cwd=launch["cwd"], env=launch["env"],
-                                     stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, close_fds=True,
-                                     start_new_session=True, preexec_fn=child_setup)
+        stdout = open_output(launch["stdout"], user)
+        try:
+            stderr = open_output(launch["stderr"], user)
+            try:
+                child = subprocess.Popen([SHELL, "-c", launch["command"]], cwd=launch["cwd"], env=env,
+                                         stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, close_fds=True,
+                                         start_new_session=True, preexec_fn=child_setup)
+            finally:
+                os.close(stderr)
+        finally:
+            os.close(stdout)
         self.child = child  # kept: its finaliser must not run; watch() reaps it with waitpid
         return child.pid
 

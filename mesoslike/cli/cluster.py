@@ -254,6 +254,10 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
         help="Name of the cgroup the tasks' cgroups are made in (below the agent's own, for v1).")
 @option("agent", "--cgroups-cpu-quota/--no-cgroups-cpu-quota", default=False,
         help="Cap each task's CPU time at its cpus (CFS quota) besides its proportional share.")
+@option("agent", "--switch-user/--no-switch-user", default=None, show_default="on when the agent runs as root",
+        help="Run each task as the unix user of its framework (or its own), which the master checked against "
+             "the run_tasks ACL; a user this machine does not have fails the task. Needs root. Off: tasks run "
+             "as the agent's user.")
 @option("agent", "--gc-delay", callback=_duration, default="1w",
         help="How long the sandbox of an ended task is kept (e.g. 1w, 2d, 12h, 30m).")
 @option("agent", "--gc-disk-watermark", type=click.FloatRange(0, 1, min_open=True), default=0.9,
@@ -267,9 +271,9 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
 @client_key_options
 @logging_option("agent")
 @click.pass_context
-def agent(ctx: click.Context, master_address, resources, attributes, hostname, port, work_dir, ip, http_port, recover, recovery_timeout,
-          isolation, cgroups_root, cgroups_cpu_quota, gc_delay, gc_disk_watermark, drain_timeout, drain, key,
-          master_key) -> None:
+def agent(ctx: click.Context, master_address, resources, attributes, hostname, port, work_dir, ip, http_port, recover,
+          recovery_timeout, isolation, cgroups_root, cgroups_cpu_quota, switch_user, gc_delay, gc_disk_watermark,
+          drain_timeout, drain, key, master_key) -> None:
     """Run an agent that runs the tasks its master sends it. With
     --master-key it talks to, and takes commands from, that master only.
 
@@ -297,7 +301,7 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
                                master_key=server_key,
                                kill_tasks_on_exit=False, http_port=http_port, http_ip=ip, recover=recover,
                                recovery_timeout=recovery_timeout, isolation=isolation, cgroups_root=cgroups_root,
-                               cgroups_cpu_quota=cgroups_cpu_quota, gc_delay=gc_delay,
+                               cgroups_cpu_quota=cgroups_cpu_quota, switch_user=switch_user, gc_delay=gc_delay,
                                gc_disk_watermark=gc_disk_watermark, drain_timeout=drain_timeout,
                                on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
     except MesoslikeError as exc:
@@ -305,6 +309,7 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
     click.echo(f"agent {runtime.info.hostname} with {runtime.info.resources} -> {master_address}; "
                f"sandboxes in {runtime.executor.sandbox_root}")
     click.echo(runtime.isolator.describe())
+    click.echo(runtime.describe_users())
     _stop_on_sigterm(lambda: threading.Thread(target=runtime.stop, daemon=True).start())
     signal.signal(signal.SIGUSR1, lambda *_: runtime.drain())
     try:

@@ -30,6 +30,29 @@ def _fuxi_option():
                        "zk://HOST:PORT[,...]/PATH to find the leader of the services serving with --zk.")
 
 
+def _fuxi_key_options(fn):
+    """``--key`` and ``--fuxi-key`` of a job client of an authenticated Fuxi
+    service (env ``MESOSLIKE_KEY``, ``MESOSLIKE_FUXI_KEY``; docs/security.rst)."""
+    fn = option("", "--fuxi-key", type=click.Path(dir_okay=False), default=None, show_default="none",
+                help="The Fuxi service's public certificate (the .key of its --key): talk to that service only.")(fn)
+    return option("", "--key", type=click.Path(dir_okay=False), default=None, show_default="none",
+                  help="This client's secret certificate (NAME.key_secret, mode 0600), a principal of the Fuxi "
+                       "service's credentials: the jobs it submits are that principal's.")(fn)
+
+
+def _job_client(fuxi_address: str, timeout: float, key: str | None, fuxi_key: str | None):
+    """A :class:`JobClient` with the keys of --key/--fuxi-key (or the environment); exit 1 saying what is wrong."""
+    from mesoslike.credentials import FUXI_KEY_ENV, client_keys
+    from mesoslike.frameworks.fuxi.service import JobClient
+
+    try:
+        keys, server_key = client_keys(key, fuxi_key, server_env=FUXI_KEY_ENV, server_option="--fuxi-key",
+                                       server="the Fuxi service")
+        return JobClient(fuxi_address, timeout, keys=keys, server_key=server_key)
+    except MesoslikeError as exc:
+        die(str(exc))
+
+
 def _timeout_option(command: str):
     return option(command, "--timeout", type=_POSITIVE, default=10.0,
                   help="Seconds to wait for the service to answer a request.")
@@ -54,6 +77,9 @@ DEFAULT_FAILOVER_TIMEOUT = 600.0
 @option("fuxi_serve", "--ip", default="127.0.0.1",
         help="Address to bind for job clients and the jobs' AppMasters (workers in the slots connect to them).")
 @option("fuxi_serve", "--port", type=_PORT, default=5060, help="Port job clients connect to (0 = any free).")
+@option("fuxi_serve", "--http-port", type=_PORT, default=None, show_default="none: no page",
+        help="Port of the service's read-only web page (jobs, units, slots, why a unit waits; docs/dashboard.rst) "
+             "and its GET /status JSON, on --ip (0 = any free).")
 @option("fuxi_serve", "--quota", type=click.Path(dir_okay=False), default=None,
         show_default="the kept one, else one group 'default' without a maximum",
         help="TOML file of quota groups ([quota.<group>] cpus = 8, mem = 8192), the global blacklist "
@@ -73,10 +99,18 @@ DEFAULT_FAILOVER_TIMEOUT = 600.0
 @option("fuxi_serve", "--zk-session-timeout", type=_POSITIVE, default=10.0,
         help="With --zk: the ZooKeeper session timeout (s), how long a frozen or cut-off leader keeps its term "
              "(and how long the next one waits for it).")
+@click.option("--credentials", type=click.Path(dir_okay=False), default=None, envvar="MESOSLIKE_FUXI_CREDENTIALS",
+              show_envvar=True, show_default="none",
+              help="TOML file of principals and ACLs (docs/security.rst, the master's format): job clients must "
+                   "authenticate with a listed key; a job is its submitter's (submit_jobs, kill_jobs ACLs). Needs "
+                   "--key: the service serves with it too (its public .key is the clients' --fuxi-key).")
+@option("fuxi_serve", "--insecure", is_flag=True, default=False, show_default="off",
+        help="Serve jobs without --credentials on an address other than loopback (anyone who reaches it may submit "
+             "and kill jobs); a warning is logged at every start.")
 @client_key_options
 @logging_option("fuxi_serve")
-def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failover_timeout, keep_ended,
-          zk_session_timeout, key, master_key) -> None:
+def serve(master_address, zk_url, ip, port, http_port, quota, name, role, work_dir, failover_timeout, keep_ended,
+          zk_session_timeout, credentials, insecure, key, master_key) -> None:
     """Run the Fuxi scheduler: a framework on the master that schedules the
     jobs submitted to it on --port, with an AppMaster process per job (bound
     on --ip) and a worker task per granted slot. Prints the address job
@@ -84,8 +118,13 @@ def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failove
     (Ctrl-C, SIGTERM) or losing it leaves the workers and AppMasters running
     for --failover-timeout, and the next service — this one restarted, or
     the next leader — takes them over. Without, stopping it ends the
-    framework: its tasks are killed, its AppMasters stopped."""
+    framework: its tasks are killed, its AppMasters stopped.
+
+    With --credentials (and --key) job clients authenticate, as at the
+    master; without, it serves anyone on loopback only (unless --insecure).
+    Each job's AppMaster and workers get key pairs of their own."""
     from mesoslike import DriverStatus
+    from mesoslike.credentials import load_credentials, load_keys
     from mesoslike.frameworks.fuxi.service import JobServer
 
     if zk_url and not work_dir:
@@ -97,10 +136,14 @@ def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failove
     hand_over = kept and failover_timeout > 0
     config = _quota(quota)
     try:
+        serving_keys = load_keys(key) if credentials else None
+        serving_credentials = load_credentials(credentials) if credentials else None
         server = JobServer(None, f"tcp://{ip}:{port}", refusing="this Fuxi scheduler is a standby, not the "
-                                                                "leader: ask with --fuxi zk://... to reach it")
+                                                                "leader: ask with --fuxi zk://... to reach it",
+                           keys=serving_keys, credentials=serving_credentials, insecure=insecure)
     except MesoslikeError as exc:
         die(str(exc))
+    page = _status_page(ip, http_port, server) if http_port is not None else None
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     leadership = _Leadership(zk_url, server.address, name, stopping, zk_session_timeout) if zk_url else None
@@ -116,7 +159,7 @@ def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failove
             store = _file_store(work_dir)
         state = _read(store) if store is not None else None
         service = _service(state, store, config, master_address, work_dir, ip, zk_url, failover_timeout,
-                           keep_ended)
+                           keep_ended, serving_credentials, serving_keys.public if serving_keys else None)
         server.serve(service)
         # the kept framework id: the master hands this framework's tasks over to it
         driver = _driver(service, name, role, failover_timeout, master_address,
@@ -128,7 +171,8 @@ def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failove
         groups = ", ".join(f"{g.name} ({g.maximum or 'no maximum'})"
                            for g in sorted(service.core.scheduler.groups.values(), key=lambda g: g.name))
         click.echo(f"fuxi scheduler {name!r} serving jobs on {server.address}, framework in role {role} on "
-                   f"{master_address}; quota groups: {groups}")
+                   f"{master_address}; quota groups: {groups}; "
+                   f"{'job clients authenticated' if server.secured else 'job clients NOT authenticated'}")
         if leadership is None:
             server.start()
         driver.start()
@@ -140,6 +184,8 @@ def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failove
     except KeyboardInterrupt:
         pass
     finally:
+        if page is not None:
+            page.stop()
         server.stop()
         if service is not None:
             service.stop(failover=hand_over)
@@ -156,6 +202,32 @@ def serve(master_address, zk_url, ip, port, quota, name, role, work_dir, failove
             "over")
     if service is not None and ended is not None and ended is not DriverStatus.RUNNING:
         die(f"the scheduler driver ended ({ended.value}): {'; '.join(service.errors) or 'no error reported'}")
+
+
+def _status_page(ip: str, port: int, server):
+    """The service's read-only page (``--http-port``, docs/dashboard.rst):
+    its files at ``/`` and ``/static/``, what ``fuxi status --json`` says at
+    ``GET /status`` (a standby says it is one). Started; exit 1 if the port
+    cannot be bound."""
+    import mesoslike.frameworks.fuxi as fuxi_package
+    from mesoslike.master.http import StatusHTTPServer, dashboard_files
+
+    def status() -> tuple[str, bytes]:
+        service = server.service   # None until this service leads
+        document = service.status() if service is not None else {"serving": False, "why_not": server.refusing}
+        return "application/json", json.dumps(document).encode()
+
+    shared = dashboard_files()   # the master dashboard's script helpers, style and icon
+    files = {path: shared[path] for path in ("/static/page.js", "/static/dashboard.css", "/static/favicon.svg")}
+    files.update(dashboard_files(Path(fuxi_package.__file__).resolve().parent / "static"))
+    try:
+        page = StatusHTTPServer(ip, port, {"/status": status}, dashboard=files, workers=2, max_connections=16)
+    except MesoslikeError as exc:
+        server.stop()
+        die(str(exc))
+    page.start()
+    click.echo(f"fuxi scheduler's page on {page.address}/")
+    return page
 
 
 def _quota(path: str | None):
@@ -189,7 +261,8 @@ def _read(store):
         die(f"cannot read the scheduler's kept state: {exc}")
 
 
-def _service(state, store, config, master_address, work_dir, ip, zk_url, failover_timeout, keep_ended):
+def _service(state, store, config, master_address, work_dir, ip, zk_url, failover_timeout, keep_ended,
+             credentials=None, service_key: bytes | None = None):
     """The service a leader runs: the quota from --quota, else the kept one, else the default."""
     from mesoslike import Resources
     from mesoslike.frameworks.fuxi.core import FuxiCore
@@ -206,8 +279,8 @@ def _service(state, store, config, master_address, work_dir, ip, zk_url, failove
     try:
         core = FuxiCore.from_config(config)
         return FuxiService(core, work_dir=work_dir, appmaster_ip=ip, store=store, appmaster_service=zk_url or "",
-                           master=master_address, keep_ended=keep_ended,
-                           orphan_timeout=failover_timeout if store is not None and failover_timeout > 0 else None)
+                           master=master_address, keep_ended=keep_ended, credentials=credentials,
+                           service_key=service_key, orphan_timeout=failover_timeout if store is not None and failover_timeout > 0 else None)
     except MesoslikeError as exc:
         die(str(exc))
 
@@ -281,13 +354,13 @@ class _Leadership:
         help="Show the job's progress until it ends; exit 0 only if it succeeded.")
 @option("fuxi_submit", "--interval", type=_POSITIVE, default=0.5, help="Seconds between progress polls with --wait.")
 @_timeout_option("fuxi_submit")
+@_fuxi_key_options
 @logging_option("fuxi_submit")
 @click.argument("job_file", metavar="JOB.toml", type=click.Path(dir_okay=False))
-def submit(fuxi_address, wait, interval, timeout, job_file) -> None:
+def submit(fuxi_address, wait, interval, timeout, key, fuxi_key, job_file) -> None:
     """Submit the job in JOB.toml (DESIGN §3.5 / docs/fuxi.rst) and print its
     id. A job file that is not valid exits 2 and sends nothing."""
     from mesoslike.frameworks.fuxi.model import JobSpecError, check_runnable, parse_job, read_toml
-    from mesoslike.frameworks.fuxi.service import JobClient
 
     try:
         document = read_toml(job_file, "job file", JobSpecError)
@@ -297,7 +370,7 @@ def submit(fuxi_address, wait, interval, timeout, job_file) -> None:
         message = str(exc)
         die(message if str(job_file) in message else f"{job_file}: {message}", 2)
     try:
-        with JobClient(fuxi_address, timeout) as client:
+        with _job_client(fuxi_address, timeout, key, fuxi_key) as client:
             job_id = client.submit(document)
             click.echo(f"submitted {job_id} ({spec.name})")
             if wait:
@@ -378,15 +451,14 @@ def progress_line(job: dict) -> str:
 @option("fuxi_status", "--json", "as_json", is_flag=True, default=False, show_default="off",
         help="Print the raw JSON document.")
 @_timeout_option("fuxi_status")
+@_fuxi_key_options
 @logging_option("fuxi_status")
 @click.argument("job", required=False)
-def status(fuxi_address, as_json, timeout, job) -> None:
+def status(fuxi_address, as_json, timeout, key, fuxi_key, job) -> None:
     """Jobs (or JOB) with their units: desired and granted slots, the hosts
     of the slots, instances done/total, and why a unit waits."""
-    from mesoslike.frameworks.fuxi.service import JobClient
-
     try:
-        with JobClient(fuxi_address, timeout) as client:
+        with _job_client(fuxi_address, timeout, key, fuxi_key) as client:
             document = client.status(job)
     except MesoslikeError as exc:
         die(str(exc))
@@ -397,16 +469,16 @@ def status(fuxi_address, as_json, timeout, job) -> None:
 @fuxi.command()
 @_fuxi_option()
 @_timeout_option("fuxi_kill")
+@_fuxi_key_options
 @logging_option("fuxi_kill")
 @click.argument("job")
-def kill(fuxi_address, timeout, job) -> None:
+def kill(fuxi_address, timeout, key, fuxi_key, job) -> None:
     """End JOB: its workers and its AppMaster are killed and its state
     becomes killed (kept in the history of ended jobs). An unknown or
-    already ended job exits 1."""
-    from mesoslike.frameworks.fuxi.service import JobClient
-
+    already ended job exits 1, and so does another principal's job
+    (unless the kill_jobs ACL allows: operators)."""
     try:
-        with JobClient(fuxi_address, timeout) as client:
+        with _job_client(fuxi_address, timeout, key, fuxi_key) as client:
             client.kill(job)
     except MesoslikeError as exc:
         die(str(exc))
@@ -428,7 +500,8 @@ def format_status(document: dict) -> str:
         lines.append("no jobs")
     for job in document["jobs"]:
         counts = job["instances"]
-        lines.append(f"{job['id']} {job['name']}: {job['state']}, quota group {job['quota_group']}, priority "
+        owner = f" (by {job['principal']})" if job.get("principal") else ""
+        lines.append(f"{job['id']} {job['name']}{owner}: {job['state']}, quota group {job['quota_group']}, priority "
                      f"{job['priority']}, {job['policy']}; {bar(counts['done'], counts['total'])} "
                      f"{counts['done']}/{counts['total']} instances done, {counts['running']} running, "
                      f"{counts['failed']} failed, {counts['backups']} backups, {job['elapsed']:.1f}s")

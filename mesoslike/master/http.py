@@ -1,5 +1,6 @@
 """The master's HTTP endpoints: ``GET /state``, ``/health``, ``/metrics``,
-and the operator's ``POST /weights`` and ``POST /quota``.
+the operator's ``POST /weights`` and ``POST /quota``, and the dashboard's
+files at ``/`` and ``/static/`` (:func:`dashboard_files`).
 
 Bounded (docs/reliability.rst, *Bounds*): one dispatcher thread accepts
 connections and reads their request heads (request line and headers, at most
@@ -28,13 +29,15 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from socketserver import BaseServer
-from typing import Any, Callable, Generic, TypeVar, cast
+from typing import Any, Callable, Generic, Mapping, TypeVar, cast
 
 from mesoslike.errors import ConfigError
 from mesoslike.secret_files import check_secret_file_mode
 
-__all__ = ["StatusHTTPServer", "Fresh", "Action", "Authorize", "MAX_BODY", "MAX_HEAD", "CHUNK", "tls_context"]
+__all__ = ["StatusHTTPServer", "Fresh", "Action", "Authorize", "MAX_BODY", "MAX_HEAD", "CHUNK", "tls_context",
+           "dashboard_files", "DASHBOARD_DIR", "DASHBOARD_HEADERS"]
 
 log = logging.getLogger("mesoslike.master.http")
 
@@ -112,13 +115,18 @@ class Fresh(Generic[T]):
 class StatusHTTPServer:
     """``views`` maps a path to a function returning (content type, body);
     ``actions`` maps a path to a POST handler (:data:`Action`). See the
-    module docstring for ``workers``, ``timeout`` and ``max_connections``."""
+    module docstring for ``workers``, ``timeout`` and ``max_connections``.
+    ``dashboard``: the files served at their exact paths with no
+    authorization (default: :func:`dashboard_files`; ``{}``: none)."""
 
     def __init__(self, host: str, port: int, views: dict[str, Callable[[], tuple[str, bytes]]],
                  actions: dict[str, Action] | None = None, *, workers: int = 8, timeout: float = 10.0,
                  max_connections: int = 64, tls: ssl.SSLContext | None = None,
-                 authorize: Authorize | None = None) -> None:
-        self._handler = _make_handler(views, actions or {}, self, authorize)
+                 authorize: Authorize | None = None,
+                 dashboard: Mapping[str, tuple[str, bytes]] | None = None) -> None:
+        if dashboard is None:
+            dashboard = dashboard_files()
+        self._handler = _make_handler(views, actions or {}, self, authorize, dashboard)
         #: with TLS, every connection is wrapped (the handshake is the dispatcher's, as the head is)
         self._tls = tls
         self.timeout = timeout
@@ -374,8 +382,42 @@ class _Prefixed(io.RawIOBase):
         return self._connection.recv_into(buffer)
 
 
+# ---------------------------------------------------------------- dashboard
+#: the dashboard's files (docs/dashboard.rst), shipped in the package (setup.cfg package_data)
+DASHBOARD_DIR = Path(__file__).resolve().parent / "static"
+_CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+                  ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png"}
+#: sent with the dashboard's files. /state holds what peers said (host names,
+#: task names, attributes): the page shows it as text only, and its policy
+#: lets it run its own script and reach its own master only, nothing else
+DASHBOARD_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                               "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+def dashboard_files(directory: Path = DASHBOARD_DIR) -> dict[str, tuple[str, bytes]]:
+    """URL path -> (content type, bytes) of the dashboard: ``/`` is its
+    ``index.html``, every other file of ``directory`` is ``/static/NAME``.
+    Read once, at start: only these exact paths are ever served (a request
+    never names a file on disk, so ``/static/../x`` is no file's path). The
+    files are public — the page asks for the token itself (``--http-auth all``)."""
+    files: dict[str, tuple[str, bytes]] = {}
+    for path in sorted(directory.iterdir()) if directory.is_dir() else []:
+        content_type = _CONTENT_TYPES.get(path.suffix)
+        if path.is_file() and content_type is not None:
+            files[f"/static/{path.name}"] = (content_type, path.read_bytes())
+    if "/static/index.html" in files:
+        files["/"] = files.pop("/static/index.html")
+    return files
+
+
 def _make_handler(views: dict[str, Callable[[], tuple[str, bytes]]], actions: dict[str, Action],
-                  server: StatusHTTPServer, authorize: Authorize | None) -> type[BaseHTTPRequestHandler]:
+                  server: StatusHTTPServer, authorize: Authorize | None,
+                  dashboard: Mapping[str, tuple[str, bytes]]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         """Serves one request whose head the dispatcher has read."""
 
@@ -406,6 +448,10 @@ def _make_handler(views: dict[str, Callable[[], tuple[str, bytes]]], actions: di
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             server.hold(self.request)
+            page = dashboard.get(self.path.split("?", 1)[0])
+            if page is not None:   # the dashboard's own files: public, no cluster data in them
+                self._reply(200, page[0], page[1], DASHBOARD_HEADERS)
+                return
             if self._refused("GET", self.path.split("?", 1)[0].rstrip("/") or "/"):
                 return
             view = views.get(self.path.split("?", 1)[0].rstrip("/") or "/")
