@@ -38,9 +38,13 @@ What it does (DESIGN §6, docs/fuxi-jobs.rst "AppMaster semantics"):
   average"), or progressing ``slower_factor`` times slower than the average
   running copy, gets one more copy on another host; the first copy to
   finish wins, the other is killed.
-- **Snapshots**: :meth:`AppMasterCore.snapshot` (JSON-able) keeps finished
-  instances, attempt and failure counts, blacklists; a restarted AppMaster
-  rebuilds who runs what from the workers as they rejoin.
+- **Snapshots and a journal**: :meth:`AppMasterCore.snapshot` (JSON-able)
+  keeps finished instances, attempt and failure counts, blacklists;
+  :meth:`AppMasterCore.journal` returns what changed since its last call as
+  records, O(changes), so a runtime appends those after each change and
+  writes a whole snapshot only now and then (:mod:`.checkpoint`). A
+  restarted AppMaster replays the journal over the snapshot and rebuilds
+  who runs what from the workers as they rejoin.
 - **Incremental demand**: SET_DESIRE whenever a unit's wanted slot count
   changes; idle workers with nothing to do are released at once
   (RELEASE_SLOT).
@@ -119,7 +123,8 @@ class ToService:
 @attrs.frozen
 class SnapshotChanged:
     """Something worth checkpointing changed (a finish, a failure, a
-    blacklist, the end): write :meth:`AppMasterCore.snapshot`."""
+    blacklist, the end): checkpoint — append :meth:`AppMasterCore.journal`
+    (or write :meth:`AppMasterCore.snapshot`)."""
 
 
 Action = ToWorker | ToService | SnapshotChanged
@@ -284,8 +289,9 @@ class AppMasterCore:
     Costs: with n instances in a unit, w workers and r running copies, the
     worker and instance calls are O(log n) plus the idle workers of the unit
     (few: idle workers are released at once); :meth:`tick` and
-    :meth:`next_wakeup` are O(r); :meth:`snapshot` and construction are
-    O(n log n) at most.
+    :meth:`next_wakeup` are O(r); :meth:`journal` O(changes since its last
+    call); :meth:`snapshot` and construction are O(n log n + journal
+    records) at most.
     """
 
     def __init__(self, job_id: str, job: JobSpec, clock: Clock, *, snapshot: dict | None = None,
