@@ -16,6 +16,11 @@ the same workload, in the same run, interleaved round by round:
     ``FuxiCore(machine_index="scan")``: the same scheduler with the naive
     walk over the machines for each of those questions. Both must produce
     the same commands, and the script checks that they do.
+``previous``
+    The same index at git revision ``--previous`` (the code before the last
+    round of speed-ups: ``frameworks/fuxi/*.py`` loaded from git as a package
+    of its own), so a speed-up is measured against its baseline in one run.
+    It must make the same decisions too.
 ``before``
     The scheduler before issue 16 (``frameworks/fuxi/core.py`` at git
     revision ``--before``, loaded with ``git show``), which scanned every
@@ -40,7 +45,9 @@ The workload (seeded):
 
 In the second case demand exceeds the free room about threefold, a backlog:
 most units wait after the pass. For each case it reports the pass's wall and
-process CPU time (median over the rounds), slots granted, units left
+process CPU time (median over the rounds; the collection of the objects the
+pass made, right after it, counted in: the core defers it to the end of the
+pass), slots granted, units left
 waiting, and the speed-up. Prints one JSON document on stdout (progress on
 stderr); ``--out FILE`` also writes it there. It reports; it never fails on
 slow numbers.
@@ -81,6 +88,7 @@ QOS_BAND = {"LS": 0, "Guaranteed": 100, "Burstable": 200, "BE": 300}
 ROOMS = 20
 DEFAULT_CASES = "1000x20000x8,10000x5000x2"
 BEFORE = "ebb7ef4"              # main when issue 16 started: the scheduler that took 13.6 s and 17.9 s
+PREVIOUS = "41c223d"            # main before the first pass was made cheaper (1.26 s and 1.80 s quoted)
 TARGET_SECONDS = 1.0            # issue 16 §3: each first pass < 1 s
 QUICK = {"cases": "200x2000x8,1000x500x2", "rounds": 1}
 CODE_FILES = ["frameworks/fuxi/core.py", "frameworks/fuxi/machines.py", "frameworks/fuxi/waiting_queue.py",
@@ -148,24 +156,67 @@ def workload(jobs: int, machines: int, slots_median: float, args, trace) -> tupl
     return offers, specs, {"prod": prod}
 
 
-def make_core(variant: str, groups: dict, before: type | None) -> FuxiCore:
+def make_core(variant: str, groups: dict, before: type | None, previous: types.ModuleType | None = None) -> Any:
     if variant == "before":
         assert before is not None
         return before({"batch": None, **groups}, clock=FakeClock())
+    if variant == "previous":
+        assert previous is not None
+        return previous.core.FuxiCore({"batch": None, **groups}, policies={"batch": "FAIR"}, clock=FakeClock(),
+                                      machine_index="tree")
     return FuxiCore({"batch": None, **groups}, policies={"batch": "FAIR"}, clock=FakeClock(), machine_index=variant)
 
 
-def first_pass(variant: str, offers, specs, groups, before: type | None = None) -> tuple[float, float, list, Any]:
-    core = make_core(variant, groups, before)
+def first_pass(variant: str, offers, specs, groups, before: type | None = None,
+               previous: types.ModuleType | None = None) -> tuple[float, float, list, Any]:
+    core = make_core(variant, groups, before, previous)
+    if variant == "previous":
+        assert previous is not None
+        specs = [previous_spec(spec, previous.model) for spec in specs]
     for spec in specs:
         core.submit(spec)
     gc.collect()
     gc.freeze()
     wall0, cpu0 = time.perf_counter(), time.process_time()
     out = core.on_offers(offers)
+    gc.collect(0)                  # the young objects the pass made: deferred to here by the core, not skipped
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     gc.unfreeze()
     return wall, cpu, out, core
+
+
+def load_previous(rev: str) -> types.ModuleType | None:
+    """``frameworks/fuxi`` as it was at git revision ``rev``, imported as a
+    package of its own (``fuxi_previous``; its imports of the package
+    rewritten to it) from a temporary directory. None if git or the
+    revision is not there."""
+    import importlib
+    import tempfile
+    try:
+        names = subprocess.run(["git", "ls-tree", "--name-only", rev, "frameworks/fuxi/"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=30, check=True).stdout.split()
+        folder = Path(tempfile.mkdtemp(prefix="fuxi-previous-")) / "fuxi_previous"
+        folder.mkdir()
+        for name in names:
+            if name.endswith(".py"):
+                source = subprocess.run(["git", "show", f"{rev}:{name}"], cwd=ROOT, capture_output=True, text=True,
+                                        timeout=30, check=True).stdout
+                (folder / Path(name).name).write_text(source.replace("mesoslike.frameworks.fuxi", "fuxi_previous"))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sys.path.insert(0, str(folder.parent))
+    package = importlib.import_module("fuxi_previous")
+    package.core = importlib.import_module("fuxi_previous.core")     # type: ignore[attr-defined]
+    package.model = importlib.import_module("fuxi_previous.model")   # type: ignore[attr-defined]
+    return package
+
+
+def previous_spec(spec: JobSpec, model: types.ModuleType) -> Any:
+    """``spec`` in the previous revision's own model classes."""
+    return model.JobSpec(spec.name, [model.UnitSpec(
+        u.name, u.slots, u.slot, priority=u.priority, all_or_nothing=u.all_or_nothing, max_per_machine=u.max_per_machine,
+        locality=[model.Locality(p.kind, p.count, p.target) for p in u.locality]) for u in spec.units],
+        quota_group=spec.quota_group, policy=spec.policy)
 
 
 def load_before(rev: str) -> type | None:
@@ -183,22 +234,26 @@ def load_before(rev: str) -> type | None:
 
 
 def signature(out: list) -> list:
-    """What a pass decided, comparable between runs: grants, launches, revokes."""
+    """What a pass decided, comparable between runs: grants, launches, revokes
+    (by class name: the previous revision has command classes of its own)."""
     sig = []
     for command in out:
-        if isinstance(command, SlotGranted):
+        kind = type(command).__name__
+        if kind == SlotGranted.__name__:
             sig.append(("grant", command.slot.id, command.slot.agent_id))
-        elif isinstance(command, LaunchSlots):
+        elif kind == LaunchSlots.__name__:
             sig.append(("launch", command.agent_id, len(command.slots)))
-        elif isinstance(command, SlotRevoked):
+        elif kind == SlotRevoked.__name__:
             sig.append(("revoke", command.slot_id))
     return sig
 
 
-def bench_case(jobs: int, machines: int, slots_median: float, args, trace, before: type | None) -> dict:
+def bench_case(jobs: int, machines: int, slots_median: float, args, trace, before: type | None,
+               previous: types.ModuleType | None = None) -> dict:
     log(f"[{jobs} jobs x {machines} machines, {slots_median:g} slots per unit (median)] building the workload")
     offers, specs, groups = workload(jobs, machines, slots_median, args, trace)
-    rounds = {"tree": args.rounds, "scan": args.scan_rounds, "before": args.before_rounds if before else 0}
+    rounds = {"tree": args.rounds, "previous": args.rounds if previous else 0, "scan": args.scan_rounds,
+              "before": args.before_rounds if before else 0}
     times: dict[str, dict[str, list[float]]] = {v: {"wall": [], "cpu": []} for v, n in rounds.items() if n}
     signatures: dict[str, list] = {}
     outcomes: dict[str, dict] = {}
@@ -206,7 +261,7 @@ def bench_case(jobs: int, machines: int, slots_median: float, args, trace, befor
         for variant in times:
             if r >= rounds[variant]:
                 continue
-            wall, cpu, out, core = first_pass(variant, offers, specs, groups, before)
+            wall, cpu, out, core = first_pass(variant, offers, specs, groups, before, previous)
             times[variant]["wall"].append(wall)
             times[variant]["cpu"].append(cpu)
             sig = signature(out)
@@ -218,6 +273,8 @@ def bench_case(jobs: int, machines: int, slots_median: float, args, trace, befor
     same = signatures["tree"] == signatures["scan"]
     if not same:
         raise SystemExit("tree and scan made different decisions: the index is wrong")
+    if "previous" in signatures and signatures["previous"] != signatures["tree"]:
+        raise SystemExit(f"the scheduler at {args.previous} decided differently: a speed-up changed a decision")
     result: dict = {"jobs": jobs, "machines": machines, "median_slots_per_unit": slots_median,
                     "outcome": outcomes["tree"], "tree_and_scan_agree": same}
     for variant, series in times.items():
@@ -226,12 +283,13 @@ def bench_case(jobs: int, machines: int, slots_median: float, args, trace, befor
                            "wall_s": series["wall"], "cpu_s": series["cpu"]}
     if "before" in outcomes:
         result["before"]["outcome"] = outcomes["before"]
-    for variant in ("scan", "before"):
+    for variant in ("previous", "scan", "before"):
         if variant in result:
             result[f"speedup_vs_{variant}_wall"] = result[variant]["wall_s_median"] / result["tree"]["wall_s_median"]
             result[f"speedup_vs_{variant}_cpu"] = result[variant]["cpu_s_median"] / result["tree"]["cpu_s_median"]
     result["goal_met"] = result["tree"]["wall_s_median"] < TARGET_SECONDS
     log(f"  tree {result['tree']['wall_s_median']:.3f} s, scan {result['scan']['wall_s_median']:.3f} s"
+        + (f", previous {result['previous']['wall_s_median']:.3f} s" if "previous" in result else "")
         + (f", before {result['before']['wall_s_median']:.3f} s" if "before" in result else "")
         + f"; {result['outcome']['slots_granted']} slots granted, "
         f"{result['outcome']['units_waiting']} of {result['outcome']['units']} units waiting")
@@ -280,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", default=BEFORE, help=f"git revision of the scheduler before issue 16, timed "
                                                          f"too ('' to skip; default {BEFORE})")
     parser.add_argument("--before-rounds", type=int, default=1, help="rounds for it (default 1)")
+    parser.add_argument("--previous", default=PREVIOUS, help=f"git revision of the index timed alongside, every "
+                                                             f"round ('' to skip; default {PREVIOUS})")
     parser.add_argument("--free", default="0.2,0.8",
                         help="the range of the share of a machine offered free (default 0.2,0.8)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the workloads (default 1)")
@@ -300,15 +360,19 @@ def main(argv: list[str] | None = None) -> int:
     doc["config"] = {"cases": [f"{j}x{m}x{s:g}" for j, m, s in cases], "rounds": args.rounds,
                      "scan_rounds": args.scan_rounds, "free_share": list(args.free), "seed": args.seed,
                      "quick": args.quick, "goal_s": TARGET_SECONDS,
-                     "timer": "time.perf_counter and time.process_time around on_offers; medians over the rounds; "
-                              "objects built before the pass frozen (gc.freeze)",
-                     "interleaved": "per round: the tree pass, then the scan pass, each on a fresh core"}
+                     "timer": "time.perf_counter and time.process_time around on_offers and the young "
+                              "collection after it (gc.collect(0)); medians over the rounds; objects built before "
+                              "the pass frozen (gc.freeze)",
+                     "interleaved": "per round: the tree pass, the previous revision's, then the scan pass, each "
+                                    "on a fresh core"}
     doc["results"] = {}
     trace = read_trace()
     before = load_before(args.before) if args.before else None
     doc["config"]["before"] = {"rev": args.before, "loaded": before is not None, "rounds": args.before_rounds}
+    previous = load_previous(args.previous) if args.previous else None
+    doc["config"]["previous"] = {"rev": args.previous, "loaded": previous is not None}
     for jobs, machines, slots in cases:
-        doc["results"][f"{jobs}x{machines}"] = bench_case(jobs, machines, slots, args, trace, before)
+        doc["results"][f"{jobs}x{machines}"] = bench_case(jobs, machines, slots, args, trace, before, previous)
     doc["all_goals_met"] = all(r["goal_met"] for r in doc["results"].values())
     finish(doc, started, load_start, args.out, log, code_changed=blob_ids(CODE_FILES) != imported)
     return 0

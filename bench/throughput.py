@@ -446,8 +446,10 @@ def measure_fuxi(procs: Processes, cluster: Cluster, tasks: int, slots: int, rou
     rates, cpus = [], []
     for r in range(rounds):
         job = procs.work / f"job-{r}.toml"
+        # mem: the slot holds the worker, a Python process with the transport and its keys (~30 MB since
+        # issue 13), which runs the instances; 16 MB had the kernel kill every worker
         job.write_text(f'[job]\nname = "bench-{r}"\n\n[[job.units]]\nname = "work"\nslots = {slots}\n'
-                       f'cpus = 0.1\nmem = 16\ninstances = {tasks}\ncommand = "true"\n')
+                       f'cpus = 0.1\nmem = 64\ninstances = {tasks}\ncommand = "true"\n')
         before = {**cluster.cpu(), "fuxi": cpu_seconds(procs.procs["fuxi"].pid)["self"]}
         started = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "mesoslike", "fuxi", "submit", "--fuxi", fuxi_address,

@@ -345,6 +345,38 @@ def test_a_slot_no_single_machine_holds_says_no_machine_can_ever_fit(clock):
     assert unit_status(core, j)["granted"] == 1
 
 
+def test_what_can_ever_fit_follows_machines_of_new_kinds_for_every_unit_of_the_size(clock):
+    # the sizes seen are kept batch by batch (a new machine widens them in place); a
+    # machine with a kind never seen before, or known only from an adopted slot, starts over
+    core = FuxiCore(clock=clock)
+    j, _ = core.submit(job(unit(slot="cpus:1;mem:100;gpus:1"), unit("twin", slot="cpus:1;mem:100;gpus:1")))
+    core.on_offers([offer("M1", "cpus:8;mem:8192")])
+    assert unit_status(core, j)["why_waiting"] == unit_status(core, j, "twin")["why_waiting"] == WAIT_NEVER_FITS
+    core.on_offers([offer("M2", "cpus:2;mem:200;gpus:1")])
+    assert unit_status(core, j)["granted"] + unit_status(core, j, "twin")["granted"] == 1
+    # the other one was not reached in that pass: it may fit (M2, once free), it is no longer "never"
+    assert unit_status(core, j, "twin")["why_waiting"] in ("no fit", "lower priority")
+    core._check()
+
+
+def test_a_pass_leaves_the_collector_as_it_found_it(clock):
+    import gc
+    core = FuxiCore(clock=clock)
+    core.submit(job(unit(slots=3)))
+    assert gc.isenabled()
+    core.on_offers([offer("M1", "cpus:1;mem:100")])
+    assert gc.isenabled()                       # deferred during the pass, back on after it
+    gc.disable()
+    try:
+        core.on_offers([offer("M2", "cpus:1;mem:100")])
+        assert not gc.isenabled()               # a caller's choice is kept
+    finally:
+        gc.enable()
+    with pytest.raises(AttributeError):
+        core.on_offers([object()])              # a pass that fails still turns it back on
+    assert gc.isenabled()
+
+
 def test_a_machine_seen_bigger_before_still_counts_when_it_is_busy(clock):
     core = FuxiCore(clock=clock, preemption=False)
     core.submit(job(unit(slots=4), name="first"))

@@ -25,10 +25,11 @@ ZooKeeper. One thread, one loop:
   request to the service, numbered and signed with the job's token (a
   RELEASE_SLOT also tells its worker RELEASE), ``SnapshotChanged`` makes a
   snapshot;
-- the snapshot (JSON, written atomically: a temporary file renamed over the
-  old one) is written **before** the results that changed it are
-  acknowledged to the workers, so a result is never lost between an
-  AppMaster that died and one that starts from the snapshot;
+- the checkpoint (:mod:`.checkpoint`: the turn's changes appended to a
+  journal with one fsync, a whole snapshot — written atomically — when the
+  journal outgrows it) is written **before** the results that changed it
+  are acknowledged to the workers, so a result is never lost between an
+  AppMaster that died and one that starts from the snapshot and journal;
 - the core's progress report goes to the service (PROGRESS) when it
   changes, at most every 0.2 s, and at least every 2 s, with the slots of
   the workers it knows (``slots``: slot -> ``[unit, hostname, room, agent
@@ -72,6 +73,7 @@ from mesoslike import Clock, MesoslikeError, SystemClock, make_locator
 from mesoslike.frameworks.fuxi import am_protocol as amp
 from mesoslike.frameworks.fuxi import appmaster_core as amc
 from mesoslike.frameworks.fuxi import protocol
+from mesoslike.frameworks.fuxi.checkpoint import Checkpoint, read_snapshot, write_snapshot
 from mesoslike.frameworks.fuxi.model import MAX_NAME, JobSpec, JobSpecError, parse_job
 from mesoslike.transport import Authenticator, Client, CurveKeys, Server, load_public_key
 
@@ -111,35 +113,6 @@ class _Refused(Exception):
     """A worker's message refused: the ERROR's text (bounded)."""
 
 
-def write_snapshot(path: Path, snapshot: dict) -> None:
-    """Write ``snapshot`` as JSON to ``path`` atomically (a temporary file
-    in the same directory, flushed, then renamed over ``path``)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as handle:
-        json.dump(snapshot, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
-def read_snapshot(path: Path) -> dict | None:
-    """The snapshot at ``path``; None if there is none. A file that is not
-    a JSON object is set aside (``.corrupt``) and ignored, with an error logged."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    try:
-        snapshot = json.loads(text)
-        if not isinstance(snapshot, dict):
-            raise ValueError(f"a snapshot must be a JSON object, got {type(snapshot).__name__}")
-        return snapshot
-    except ValueError as exc:
-        log.error("snapshot %s is unusable (%s): starting afresh", path, exc)
-        os.replace(path, path.with_name(path.name + ".corrupt"))
-        return None
-
-
 class AppMaster:
     """The loop of one job's AppMaster (:meth:`run`)."""
 
@@ -157,16 +130,8 @@ class AppMaster:
         self.clock = clock or SystemClock()
         self.heartbeat_timeout = heartbeat_timeout
         self.orphan_timeout = orphan_timeout
-        restored = read_snapshot(self.snapshot_path)
-        try:
-            self.core = amc.AppMasterCore(job_id, job, self.clock, snapshot=restored)
-        except amc.AppMasterError as exc:   # another job's snapshot, or a damaged one
-            log.error("snapshot %s refused (%s): starting afresh", self.snapshot_path, exc)
-            os.replace(self.snapshot_path, self.snapshot_path.with_name(self.snapshot_path.name + ".corrupt"))
-            restored = None
-            self.core = amc.AppMasterCore(job_id, job, self.clock)
-        if restored is not None:
-            log.info("job %s: resumed from the snapshot %s", job_id, self.snapshot_path)
+        self.checkpoint = Checkpoint(self.snapshot_path)   # the snapshot and its journal (checkpoint.py)
+        self.core = self.checkpoint.restore(job_id, job, self.clock)
         self.workers: dict[str, _Worker] = {}
         self.released: set[str] = set()
         self._locator = make_locator(service)   # zk://: follows the leading service
@@ -213,6 +178,7 @@ class AppMaster:
             if self._service is not None:
                 self._service.close()
             self._locator.close()
+            self.checkpoint.close()
 
     def _turn(self) -> None:
         """One turn of the loop. What goes wrong in one part is logged and
@@ -448,7 +414,7 @@ class AppMaster:
         outgoing, self._to_workers = self._to_workers, []
         if self._dirty:
             try:
-                write_snapshot(self.snapshot_path, self.core.snapshot())
+                self.checkpoint.save(self.core)   # the turn's changes: one append, one fsync
                 self._dirty = False
             except OSError as exc:
                 # results are acknowledged only once checkpointed: their workers say them again

@@ -38,9 +38,13 @@ What it does (DESIGN §6, docs/fuxi-jobs.rst "AppMaster semantics"):
   average"), or progressing ``slower_factor`` times slower than the average
   running copy, gets one more copy on another host; the first copy to
   finish wins, the other is killed.
-- **Snapshots**: :meth:`AppMasterCore.snapshot` (JSON-able) keeps finished
-  instances, attempt and failure counts, blacklists; a restarted AppMaster
-  rebuilds who runs what from the workers as they rejoin.
+- **Snapshots and a journal**: :meth:`AppMasterCore.snapshot` (JSON-able)
+  keeps finished instances, attempt and failure counts, blacklists;
+  :meth:`AppMasterCore.journal` returns what changed since its last call as
+  records, O(changes), so a runtime appends those after each change and
+  writes a whole snapshot only now and then (:mod:`.checkpoint`). A
+  restarted AppMaster replays the journal over the snapshot and rebuilds
+  who runs what from the workers as they rejoin.
 - **Incremental demand**: SET_DESIRE whenever a unit's wanted slot count
   changes; idle workers with nothing to do are released at once
   (RELEASE_SLOT).
@@ -63,7 +67,7 @@ from mesoslike.frameworks.fuxi import am_protocol as amp
 from mesoslike.frameworks.fuxi import protocol
 from mesoslike.frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec
 
-__all__ = ["AppMasterCore", "AppMasterError", "Action", "ToWorker", "ToService", "SnapshotChanged", "RUNNING",
+__all__ = ["AppMasterCore", "AppMasterError", "JournalError", "Action", "ToWorker", "ToService", "SnapshotChanged", "RUNNING",
            "SUCCEEDED", "FAILED", "DEFAULT_REJOIN_GRACE", "SNAPSHOT_FORMAT"]
 
 log = logging.getLogger("mesoslike.frameworks.fuxi.appmaster")
@@ -119,7 +123,8 @@ class ToService:
 @attrs.frozen
 class SnapshotChanged:
     """Something worth checkpointing changed (a finish, a failure, a
-    blacklist, the end): write :meth:`AppMasterCore.snapshot`."""
+    blacklist, the end): checkpoint — append :meth:`AppMasterCore.journal`
+    (or write :meth:`AppMasterCore.snapshot`)."""
 
 
 Action = ToWorker | ToService | SnapshotChanged
@@ -247,6 +252,9 @@ class _Unit:
     failed_attempts: int = 0
     backups: int = 0                  # backup copies started
     failed_on: dict[int, set[str]] = attrs.field(factory=dict)  # instance -> hosts where a run of it failed
+    # changed since the last journal(): instances (done, starts, failures, running) and the counters
+    touched: set[int] = attrs.field(factory=set)
+    counters_touched: bool = False
 
     @property
     def name(self) -> str:
@@ -264,7 +272,9 @@ class _Unit:
 class AppMasterCore:
     """One job's AppMaster, sans I/O. Not thread-safe: one caller at a time.
 
-    ``snapshot``: what :meth:`snapshot` returned before a restart. Finished
+    ``snapshot``: what :meth:`snapshot` returned before a restart, and
+    ``journal``: the records :meth:`journal` returned since (replayed over
+    it in order; a bad record raises :class:`JournalError`). Finished
     instances stay finished; attempt and failure counts, host failure counts
     and blacklists are kept; instances that were running become *unknown*
     until a worker reports them (:meth:`worker_joined`) and go back to
@@ -279,12 +289,13 @@ class AppMasterCore:
     Costs: with n instances in a unit, w workers and r running copies, the
     worker and instance calls are O(log n) plus the idle workers of the unit
     (few: idle workers are released at once); :meth:`tick` and
-    :meth:`next_wakeup` are O(r); :meth:`snapshot` and construction are
-    O(n log n) at most.
+    :meth:`next_wakeup` are O(r); :meth:`journal` O(changes since its last
+    call); :meth:`snapshot` and construction are O(n log n + journal
+    records) at most.
     """
 
     def __init__(self, job_id: str, job: JobSpec, clock: Clock, *, snapshot: dict | None = None,
-                 global_report_after: int | None = None, rejoin_grace: float = DEFAULT_REJOIN_GRACE,
+                 journal: Sequence[Any] = (), global_report_after: int | None = None, rejoin_grace: float = DEFAULT_REJOIN_GRACE,
                  check_interval: float = DEFAULT_CHECK_INTERVAL) -> None:
         if not isinstance(job, JobSpec):
             raise AppMasterError(f"AppMasterCore needs a JobSpec, got {type(job).__name__}")
@@ -305,12 +316,16 @@ class AppMasterCore:
         self._rejoin_deadline: float | None = None
         self._out: list[Action] = []
         self._dirty = False
+        self._touched_hosts: set[str] = set()     # failures, blacklist or report changed since the last journal()
+        self._new_rooms: list[str] = []           # hosts whose room was learned since
+        self._state_touched = False
         self._dependents: dict[str, list[str]] = {u.name: [] for u in job.units}
         for spec in job.units:
             for name in spec.after:
                 self._dependents[name].append(spec.name)
         saved = self._check_snapshot(snapshot) if snapshot is not None else None
-        self._units: dict[str, _Unit] = {spec.name: self._new_unit(spec, saved) for spec in job.units}
+        replayed = _Replay(self, journal) if journal else None
+        self._units: dict[str, _Unit] = {spec.name: self._new_unit(spec, saved, replayed) for spec in job.units}
         if any(u.unknown for u in self._units.values()):
             self._rejoin_deadline = clock.now() + rejoin_grace
         self._desire = self.desired_slots()
@@ -433,6 +448,7 @@ class AppMasterCore:
                     log.info("job %s: instance %d of %s not reported after a restart: pending again", self.job_id,
                              instance, unit.name)
                     unit.pending.add(instance)
+                unit.touched.update(unit.unknown)
                 unit.unknown.clear()
         for unit in self._units.values():
             self._find_stragglers(unit, now)
@@ -519,6 +535,41 @@ class AppMasterCore:
                 "blacklisted": self._blacklisted_now(), "reported": sorted(self._reported),
                 "rooms": dict(sorted(self._rooms.items()))}
 
+    def journal(self) -> list[list]:
+        """The changes since the last call, as JSON-able records for a
+        journal (``AppMasterCore(..., snapshot=..., journal=...)`` replays
+        them over the snapshot taken before them): per instance changed, its
+        finished flag, start and failure counts and whether it runs; per
+        unit whose counters changed, the counters; per host, its failure
+        count, blacklisting and report; rooms learned; the end. Each record
+        sets what it names (replaying one twice changes nothing). O(changes),
+        whatever the job's size: the runtime appends them on
+        :class:`SnapshotChanged` and writes a whole :meth:`snapshot` only now
+        and then (docs/fuxi-jobs.rst, "Checkpoints")."""
+        out: list[list] = []
+        if self._state_touched:
+            self._state_touched = False
+            out.append(["s", self._state, self._reason])
+        if self._touched_hosts:
+            for host in sorted(self._touched_hosts):
+                listed = self._is_blacklisted(host)      # an entry past its time goes now, and is said so
+                out.append(["h", host, self._host_failures.get(host, 0), int(listed), int(host in self._reported)])
+            self._touched_hosts.clear()
+        for host in self._new_rooms:
+            out.append(["m", host, self._rooms[host]])
+        self._new_rooms.clear()
+        for name, unit in self._units.items():
+            if unit.touched:
+                running = unit.running
+                for i in sorted(unit.touched):
+                    out.append(["i", name, i, unit.done[i], unit.starts[i], unit.failures[i],
+                                int(i in running or i in unit.unknown)])
+                unit.touched.clear()
+            if unit.counters_touched:
+                unit.counters_touched = False
+                out.append(["u", name, unit.finished_seconds, unit.finished_timed, unit.backups])
+        return out
+
     def restate(self) -> list[Action]:
         """What a (re)started runtime tells the service first: every unit's
         desire (the scheduler may remember another), then JOB_ENDED if the
@@ -582,6 +633,7 @@ class AppMasterCore:
         del self._blacklisted[host]
         self._host_failures.pop(host, None)
         self._reported.discard(host)
+        self._touched_hosts.add(host)
         self._dirty = True
         log.info("job %s: %s is no longer blacklisted (%gs passed)", self.job_id, host, self.job.blacklist_seconds)
         return False
@@ -625,6 +677,7 @@ class AppMasterCore:
                 unit.want_backup.remove(instance)
                 unit.backed_up.add(instance)
                 unit.backups += 1
+                unit.counters_touched = True
                 self._start(unit, worker, instance, backup=True)
                 return
 
@@ -655,6 +708,7 @@ class AppMasterCore:
 
     def _add_copy(self, unit: _Unit, worker: _Worker, copy: _Copy) -> None:
         unit.running.setdefault(copy.instance, []).append(copy)
+        unit.touched.add(copy.instance)
         unit.busy += 1
         unit.idle.pop(worker.id, None)
         worker.copy = copy
@@ -666,6 +720,7 @@ class AppMasterCore:
             unit.busy -= 1
         if not copies:
             unit.running.pop(copy.instance, None)
+            unit.touched.add(copy.instance)
         unit.want_backup.discard(copy.instance)
 
     def _repend(self, unit: _Unit, instance: int) -> None:
@@ -693,6 +748,7 @@ class AppMasterCore:
         known = self._rooms.get(host)
         if known is None:
             self._rooms[host] = room
+            self._new_rooms.append(host)
             for unit in self._units.values():
                 unit.pending.learn_room(host, room)
         elif known != room:
@@ -725,6 +781,7 @@ class AppMasterCore:
             return
         unit.done[instance] = 1
         unit.done_count += 1
+        unit.touched.add(instance)
         unit.pending.remove(instance)
         unit.unknown.discard(instance)
         unit.backed_up.discard(instance)
@@ -732,6 +789,7 @@ class AppMasterCore:
         if copy is not None:
             unit.finished_seconds += self.clock.now() - copy.started
             unit.finished_timed += 1
+            unit.counters_touched = True
         for loser in list(unit.running.get(instance, ())):
             self._drop_copy(unit, loser)
             worker = self._workers[loser.worker_id]
@@ -753,6 +811,7 @@ class AppMasterCore:
         """A failed run of ``instance`` on ``host`` (its copy already dropped)."""
         unit.failures[instance] += 1
         unit.failed_attempts += 1
+        unit.touched.add(instance)
         unit.failed_on.setdefault(instance, set()).add(host)
         self._dirty = True
         log.info("job %s: instance %d of %s failed on %s (%d/%d): %s", self.job_id, instance, unit.name, host,
@@ -771,6 +830,7 @@ class AppMasterCore:
         listed = self._is_blacklisted(host)          # first: an expired entry starts the count again
         count = self._host_failures.get(host, 0) + 1
         self._host_failures[host] = count
+        self._touched_hosts.add(host)
         if count >= self.job.blacklist_after and not listed:
             self._blacklisted[host] = self.clock.now() + self.job.blacklist_seconds
             self._out.append(self._ask(protocol.BlacklistHost, f"{count} failed runs of job {self.job_id} on {host}",
@@ -789,6 +849,7 @@ class AppMasterCore:
             return
         self._state = SUCCEEDED if succeeded else FAILED
         self._reason = reason
+        self._state_touched = True
         self._dirty = True
         self._rejoin_deadline = None
         log.info("job %s %s: %s", self.job_id, self._state, reason)
@@ -798,6 +859,7 @@ class AppMasterCore:
                     self._out.append(ToWorker(copy.worker_id, amp.Kill(instance, copy.attempt),
                                               f"job {self._state}: {reason}"))
                     self._workers[copy.worker_id].copy = None
+            unit.touched.update(unit.running)
             unit.running.clear()
             unit.busy = 0
             unit.want_backup.clear()
@@ -813,6 +875,7 @@ class AppMasterCore:
             return
         if isinstance(attempt, int) and not isinstance(attempt, bool):
             unit.starts[instance] = max(unit.starts[instance], attempt)
+            unit.touched.add(instance)
         if ok:
             self._finish(unit, instance, None)
         else:
@@ -835,6 +898,7 @@ class AppMasterCore:
             unit.pending.remove(instance)
             unit.want_backup.discard(instance)
             unit.starts[instance] = max(unit.starts[instance], attempt)
+            unit.touched.add(instance)
             backup = bool(copies)
             if backup:
                 unit.backed_up.add(instance)
@@ -881,7 +945,7 @@ class AppMasterCore:
                 unit.want_backup.add(instance)
 
     # ---------------------------------------------------------- snapshots
-    def _new_unit(self, spec: UnitSpec, saved: Mapping | None) -> _Unit:
+    def _new_unit(self, spec: UnitSpec, saved: Mapping | None, replayed: _Replay | None = None) -> _Unit:
         n = spec.instance_count
         done = bytearray(n)
         starts, failures = [0] * n, [0] * n
@@ -897,13 +961,23 @@ class AppMasterCore:
                 starts[int(key)] = int(value)
             for key, value in unit_saved.get("failures", {}).items():
                 failures[int(key)] = int(value)
+        if replayed is not None:
+            for i, (is_done, started, failed, runs) in replayed.instances.get(spec.name, {}).items():
+                done[i], starts[i], failures[i] = is_done, started, failed
+                if runs and not is_done:
+                    unknown.add(i)
+                else:
+                    unknown.discard(i)
         pending = _Pending(spec.data, self._rooms, (i for i in range(n) if not done[i] and i not in unknown))
         unit = _Unit(spec, pending, done, starts, failures, done_count=sum(done), unknown=unknown)
         if unit_saved is not None:
             unit.finished_seconds = float(unit_saved.get("finished_seconds", 0.0))
             unit.finished_timed = int(unit_saved.get("finished_timed", 0))
             unit.backups = int(unit_saved.get("backups", 0))
-            unit.failed_attempts = sum(failures)
+        counters = replayed.counters.get(spec.name) if replayed is not None else None
+        if counters is not None:
+            unit.finished_seconds, unit.finished_timed, unit.backups = counters
+        unit.failed_attempts = sum(failures)
         return unit
 
     def _check_snapshot(self, snapshot: Mapping) -> Mapping:
@@ -947,6 +1021,94 @@ class AppMasterCore:
                 raise
             raise AppMasterError(f"not a snapshot of job {self.job_id}: {exc!r}") from None
         return snapshot
+
+
+class JournalError(AppMasterError):
+    """A journal record that is not one :meth:`AppMasterCore.journal` makes
+    for this job. ``valid``: how many records before it are good (a runtime
+    may replay those and drop the rest)."""
+
+    def __init__(self, message: str, valid: int) -> None:
+        super().__init__(message)
+        self.valid = valid
+
+
+_MAX_TEXT = 4096     # characters of a host, room or reason in a journal record
+
+
+def _count(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _flag(value: object) -> bool:
+    return type(value) is int and value in (0, 1)
+
+
+def _text(value: object) -> bool:
+    return type(value) is str and len(value) <= _MAX_TEXT
+
+
+class _Replay:
+    """Journal records checked against the job and folded, last one wins:
+    per unit, instance -> (done, starts, failures, runs) and its counters;
+    the job-wide parts are set on ``core`` at once (they come after its
+    snapshot's). Raises :class:`JournalError` at the first bad record,
+    before changing anything. O(records)."""
+
+    def __init__(self, core: AppMasterCore, journal: Sequence[Any]) -> None:
+        sizes = {u.name: u.instance_count for u in core.job.units}
+        self.instances: dict[str, dict[int, tuple[int, int, int, int]]] = {}
+        self.counters: dict[str, tuple[float, int, int]] = {}
+        state: tuple[str, str] | None = None
+        hosts: dict[str, tuple[int, int, int]] = {}
+        rooms: dict[str, str] = {}
+        for n, record in enumerate(journal):
+            if not (isinstance(record, list) and record and self._good(record, sizes)):
+                raise JournalError(f"journal record {n} is not one of job {core.job_id}'s: "
+                                   f"{str(record)[:200]}", n)
+            tag = record[0]
+            if tag == "i":
+                self.instances.setdefault(record[1], {})[record[2]] = (record[3], record[4], record[5], record[6])
+            elif tag == "u":
+                self.counters[record[1]] = (float(record[2]), record[3], record[4])
+            elif tag == "h":
+                hosts[record[1]] = (record[2], record[3], record[4])
+            elif tag == "m":
+                rooms[record[1]] = record[2]
+            else:
+                state = (record[1], record[2])
+        if state is not None:
+            core._state, core._reason = state
+        until = core.clock.now() + core.job.blacklist_seconds   # as a snapshot's entries: counted from now
+        for host, (failures, listed, reported) in hosts.items():
+            core._host_failures.pop(host, None)
+            core._blacklisted.pop(host, None)
+            core._reported.discard(host)
+            if failures:
+                core._host_failures[host] = failures
+            if listed:
+                core._blacklisted[host] = until
+            if reported:
+                core._reported.add(host)
+        core._rooms.update(rooms)
+
+    @staticmethod
+    def _good(record: list, sizes: Mapping[str, int]) -> bool:
+        tag, fields = record[0], record[1:]
+        if tag == "i":
+            return (len(fields) == 6 and fields[0] in sizes and type(fields[1]) is int
+                    and 0 <= fields[1] < sizes[fields[0]] and _flag(fields[2]) and _count(fields[3])
+                    and _count(fields[4]) and _flag(fields[5]))
+        if tag == "u":
+            return (len(fields) == 4 and fields[0] in sizes and type(fields[1]) in (int, float)
+                    and math.isfinite(fields[1]) and fields[1] >= 0 and _count(fields[2]) and _count(fields[3]))
+        if tag == "h":
+            return len(fields) == 4 and _text(fields[0]) and _count(fields[1]) and _flag(fields[2]) and _flag(fields[3])
+        if tag == "m":
+            return len(fields) == 2 and _text(fields[0]) and _text(fields[1]) and bool(fields[1])
+        if tag == "s":
+            return len(fields) == 2 and fields[0] in (RUNNING, SUCCEEDED, FAILED) and _text(fields[1])
+        return False
 
 
 def _due(copy: _Copy, policy: BackupPolicy, average: float) -> float:

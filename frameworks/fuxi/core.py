@@ -51,11 +51,12 @@ needs (:meth:`FuxiCore.release` with ``keep_desire=False``) — no re-sends.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import logging
 import math
-from operator import sub
+from operator import ge, sub
 from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 import attrs
@@ -156,6 +157,26 @@ class SlotRevoked:
 
 Command = LaunchSlots | DeclineOffers | KillSlot | SuppressOffers | ReviveOffers | SlotGranted | SlotRevoked
 
+def _maker(cls: type) -> Callable[..., Any]:
+    """A constructor of the frozen attrs class ``cls`` for values the core
+    made itself (every field, in order): stored through the slots without
+    the class's per-field checks. Same value as ``cls(*values)``, a third of
+    the cost; a first pass makes tens of thousands of slots and events."""
+    setters = tuple(getattr(cls, field.name).__set__ for field in attrs.fields(cls))
+    new = object.__new__
+
+    def make(*values: Any) -> Any:
+        made: Any = new(cls)
+        for store, value in zip(setters, values):
+            store(made, value)
+        return made
+    return make
+
+
+_new_slot: Callable[..., Slot] = _maker(Slot)
+_new_granted: Callable[[Slot], SlotGranted] = _maker(SlotGranted)
+_new_launch: Callable[..., LaunchSlots] = _maker(LaunchSlots)
+
 
 # ------------------------------------------------------------------- state
 class _Machine:
@@ -164,7 +185,7 @@ class _Machine:
     plain class: a first pass over 20,000 machines makes 20,000 of them."""
 
     __slots__ = ("agent_id", "hostname", "room", "slots", "holds", "capacity", "in_batch", "free", "open",
-                 "offer_ids", "granted")
+                 "offer_ids", "granted", "at", "room_at")
 
     def __init__(self, agent_id: str, hostname: str, room: str) -> None:
         self.agent_id = agent_id
@@ -179,6 +200,8 @@ class _Machine:
         self.open: Vector = ()                   # free minus the reservations: what any unit may take
         self.offer_ids: list[str] = []
         self.granted: list[Slot] = []
+        self.at = -1                             # its position in the batch's cluster scope
+        self.room_at = -1                        # and in its room's (once that scope is built)
 
 
 @attrs.define(eq=False)
@@ -191,6 +214,8 @@ class _Unit:
     submitted: int
     desired: int
     blacklist_seconds: float
+    #: ``spec.slot``, the one object of its size (:meth:`FuxiCore._intern`): caches keyed by identity hit
+    slot: Resources
     slots: dict[str, Slot] = attrs.field(factory=dict)
     per_host: dict[str, int] = attrs.field(factory=dict)
     blocked: dict[str, float] = attrs.field(factory=dict)  # host -> until when the job blacklists it
@@ -257,11 +282,16 @@ class _Batch:
         self.machines = machines
         self.dims = dims
         self._index = index
-        self.cluster: Scope[_Machine] = Scope(machines, [m.open for m in machines], len(dims), index,
-                                              [m.agent_id for m in machines])
+        self.cluster: Scope[_Machine] = Scope(machines, [m.open for m in machines], len(dims), index)
         self._members: dict[str, list[_Machine]] = {}
-        for machine in machines:
-            self._members.setdefault(machine.room, []).append(machine)
+        for position, machine in enumerate(machines):
+            machine.at = position
+            machine.room_at = -1
+            members = self._members.get(machine.room)
+            if members is None:
+                self._members[machine.room] = [machine]
+            else:
+                members.append(machine)
         self._rooms: dict[str, Scope[_Machine]] = {}
         self.hosts = {m.hostname: m for m in machines}
         self._needs: dict[Resources, Vector | None] = {}
@@ -274,8 +304,9 @@ class _Batch:
             members = self._members.get(name)
             if members is None:
                 return None
-            scope = self._rooms[name] = Scope(members, [m.open for m in members], len(self.dims), self._index,
-                                              [m.agent_id for m in members])
+            scope = self._rooms[name] = Scope(members, [m.open for m in members], len(self.dims), self._index)
+            for position, machine in enumerate(members):
+                machine.room_at = position
         return scope
 
     def need(self, slot: Resources) -> Vector | None:
@@ -292,10 +323,9 @@ class _Batch:
 
     def refresh(self, machine: _Machine) -> None:
         """``machine.open`` changed: update both indexes."""
-        self.cluster.update(self.cluster.position[machine.agent_id], machine.open)
-        room = self._rooms.get(machine.room)
-        if room is not None:
-            room.update(room.position[machine.agent_id], machine.open)
+        self.cluster.update(machine.at, machine.open)
+        if machine.room_at >= 0:
+            self._rooms[machine.room].update(machine.room_at, machine.open)
 
     def resources(self, vector: Vector) -> Resources:
         return Resources.from_millis({k: v for k, v in zip(self.dims.names, vector) if v > 0})
@@ -366,9 +396,13 @@ class FuxiCore:
         self._machines: dict[str, _Machine] = {}     # every agent seen in an offer
         self._capacity_sum: Resources | None = EMPTY  # the machines' capacities summed (None: to recompute)
         # the machines' capacities that no other one contains, over these kinds (None: to recompute)
-        self._frontier: list[Vector] | None = None
+        self._frontier: list[Vector] | None = []
         self._frontier_kinds = Dims(())
+        self._frontier_version = 0                  # bumped when it changes
         self._too_big: dict[int, tuple[Resources, bool]] = {}   # id(slot) -> (slot, fits no capacity seen)
+        self._slot_sizes: dict[Resources, list[Any]] = {}      # a size -> [its one object, units of it]
+        # limited group -> (its cap, its use, the room between them): asked per unit placed or queued
+        self._quota_room: dict[str, tuple[Resources, Resources, Resources]] = {}
         self._lowest: dict[int, int] = {}            # slot priority -> slots held at it
         # unlimited group -> id(slot) -> (slot, count) not summed into its use yet
         self._use_delta: dict[str, dict[int, tuple[Resources, int]]] = {}
@@ -418,7 +452,8 @@ class FuxiCore:
         for spec in job.units:
             unit = _Unit(key=f"{job_id}/{spec.name}", job_id=job_id, spec=spec, priority=job.priority_of(spec),
                          group=job.quota_group, submitted=next(self._submit_seq), desired=spec.slots,
-                         blacklist_seconds=job.blacklist_seconds, scopes=_scopes(spec.locality),
+                         blacklist_seconds=job.blacklist_seconds, slot=self._intern(spec.slot),
+                         scopes=_scopes(spec.locality),
                          preferences=_preferences(spec.locality))
             units[spec.name] = unit
             self._units[unit.key] = unit
@@ -458,6 +493,7 @@ class FuxiCore:
         machine = self._machines.get(slot.agent_id)
         if machine is None:     # not offered to this leader yet: known from its slot until it is
             machine = self._machines[slot.agent_id] = _Machine(slot.agent_id, slot.hostname, slot.room)
+            self._frontier = self._capacity_sum = None
         machine.slots[slot.id] = slot
         unit.slots[slot.id] = slot
         unit.per_host[slot.hostname] = unit.per_host.get(slot.hostname, 0) + 1
@@ -533,18 +569,35 @@ class FuxiCore:
             self._sync(unit)
             self._new.pop(unit.key, None)
             del self._units[unit.key]
+            self._forget_size(unit.slot)
         self._want_offers()
         return self._flush()
 
     # =========================================================== resources
     def on_offers(self, offers: list[Offer]) -> list[Command]:
-        """One scheduling pass over an offer batch (module docstring)."""
+        """One scheduling pass over an offer batch (module docstring).
+
+        The garbage collector waits for the end of the pass (as in the
+        master's turn): a first pass over 20,000 machines makes some 100,000
+        objects (machines, slots, events, vectors) and would otherwise set
+        off collections that scan them again and again, a fifth of the
+        pass (``bench/fuxi_scale.py``). One collection of them follows."""
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._pass(offers)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _pass(self, offers: list[Offer]) -> list[Command]:
         self._out = []
         self.counters["passes"] += 1
         self._now = self.clock.now()
         self._granted_now = set()
         self._held_now = set()
         self._expire()
+        sizes_seen = self._frontier_version
         batch = self._batch = self._take_offers(offers)
         self._settle_use()
         self._refresh_groups()
@@ -552,6 +605,8 @@ class FuxiCore:
         self._passive(batch, caps)
         self._active(batch, caps)
         self._start_gangs(batch, caps)
+        if self._frontier is None or self._frontier_version != sizes_seen:
+            self._recheck_never_fits(caps)
         if self.preemption:
             self._preempt(batch, caps)
         self._answer_offers(batch)
@@ -615,7 +670,7 @@ class FuxiCore:
         return {"jobs": [{
             "id": job.id, "name": job.spec.name, "quota_group": job.spec.quota_group, "priority": job.spec.priority,
             "policy": self.groups[job.spec.quota_group].policy,
-            "units": [{"name": u.spec.name, "priority": u.priority, "slot": str(u.spec.slot), "desired": u.desired,
+            "units": [{"name": u.spec.name, "priority": u.priority, "slot": str(u.slot), "desired": u.desired,
                        "granted": u.granted, "waiting": u.waiting, "reserved": u.reserved,
                        "hosts": dict(sorted(u.per_host.items())),
                        "why_waiting": u.reason if u.waiting else ""} for u in job.units.values()],
@@ -658,6 +713,25 @@ class FuxiCore:
             raise FuxiError(f"unknown job or unit {job_id!r}/{unit_name!r}")
         return unit
 
+    def _intern(self, slot: Resources) -> Resources:
+        """The one object of ``slot``'s size among the units' slots. The
+        scheduler's caches of slot vectors, fits and quota use are keyed by
+        identity (no hashing on the hot path): units of the same size share
+        their entries. Counted per unit, forgotten with the last one."""
+        known = self._slot_sizes.get(slot)
+        if known is None:
+            self._slot_sizes[slot] = [slot, 1]
+            return slot
+        known[1] += 1
+        return known[0]
+
+    def _forget_size(self, slot: Resources) -> None:
+        known = self._slot_sizes.get(slot)
+        if known is not None:
+            known[1] -= 1
+            if known[1] <= 0:
+                del self._slot_sizes[slot]
+
     def _flush(self) -> list[Command]:
         out, self._out = self._out, []
         return out
@@ -693,38 +767,84 @@ class FuxiCore:
                 self._trim_holds(unit, unit.waiting)
 
     def _take_offers(self, offers: list[Offer]) -> _Batch:
+        """The batch's machines (new ones remembered), their offers summed
+        and their free room as vectors. O(offers x kinds): one plain loop,
+        since a first pass over 20,000 machines runs it 20,000 times."""
         offered: dict[str, dict[str, int]] = {}
         batch: dict[str, _Machine] = {}
+        known = self._machines
         for offer in offers:
-            machine = batch.get(offer.agent_id)
+            agent_id = offer.agent_id
+            machine = batch.get(agent_id)
             if machine is None:
-                machine = self._machines.get(offer.agent_id)
+                machine = known.get(agent_id)
                 room = offer.attributes.get(ROOM_ATTRIBUTE, "")
                 if machine is None or machine.hostname != offer.hostname or machine.room != room:
                     old = machine
-                    machine = _Machine(offer.agent_id, offer.hostname, room)
+                    machine = _Machine(agent_id, offer.hostname, room)
                     if old is not None:
                         machine.slots, machine.holds, machine.capacity = old.slots, old.holds, old.capacity
-                    self._machines[offer.agent_id] = machine
-                machine.offer_ids, machine.granted, machine.in_batch = [], [], True
-                batch[offer.agent_id] = machine
-                offered[offer.agent_id] = dict(offer.resources.millis())
+                    known[agent_id] = machine
+                else:
+                    machine.offer_ids, machine.granted = [], []
+                machine.in_batch = True
+                batch[agent_id] = machine
+                offered[agent_id] = dict(offer.resources.millis())
             else:
-                total = offered[offer.agent_id]
+                total = offered[agent_id]
                 for kind, amount in offer.resources.millis().items():
                     total[kind] = total.get(kind, 0) + amount
             machine.offer_ids.append(offer.id)
-        dims = Dims(kind for millis in offered.values() for kind in millis)
-        machines = sorted(batch.values(), key=lambda m: m.agent_id)
+        dims = Dims(set().union(*offered.values()))
+        machines = sorted(batch.values(), key=_agent_key)
+        vector = dims.vector
+        # a machine seen for the first time joins the frontier of sizes here, by its free
+        # vector (which is its capacity), if the frontier is over the same kinds
+        frontier = self._frontier
+        if frontier is not None and not frontier:
+            self._frontier_kinds = dims
+        elif frontier is not None and self._frontier_kinds.names != dims.names:
+            frontier = None
         for machine in machines:
             millis = offered[machine.agent_id]
-            machine.free = dims.vector(millis)
-            self._learn_capacity(machine, millis)
-        for machine in machines:
+            free = machine.free = vector(millis)
+            if not machine.capacity and not machine.slots:     # first seen: what it offers, at least
+                machine.capacity = millis
+                self._capacity_sum = None
+                if frontier is not None:
+                    self._widen_frontier(frontier, free)
+                else:
+                    self._frontier = None
+            else:
+                self._learn_capacity(machine, millis)
+                frontier = self._frontier
             if machine.holds:
                 self._fit_holds(machine, dims)
-            machine.open = self._open(machine, dims)
+                machine.open = self._open(machine, dims)
+            else:
+                machine.open = machine.free
         return _Batch(machines, dims, self.machine_index)
+
+    def _widen_frontier(self, frontier: list[Vector], size: Vector) -> None:
+        """A machine of ``size`` (over the frontier's kinds) was seen: keep
+        the frontier the sizes no other one contains. O(frontier x kinds);
+        most machines are contained by the first size looked at."""
+        for bigger in frontier:
+            if all(map(ge, bigger, size)):
+                return
+        frontier[:] = [smaller for smaller in frontier if not all(map(ge, size, smaller))]
+        frontier.insert(0, size)
+        self._frontier_version += 1
+        self._too_big.clear()                    # a slot that fitted nowhere may fit this one
+
+    def _recheck_never_fits(self, caps: Mapping[str, Resources | None]) -> None:
+        """Machines bigger than any before were seen: a unit said to fit no
+        machine that passive and active scheduling did not reach in this
+        pass gets its reason again. O(waiting units), in such passes only."""
+        for key in self._wanting:
+            unit = self._units[key]
+            if unit.reason == WAIT_NEVER_FITS and not self._never_fits(unit):
+                unit.reason = self._why_waiting(unit, caps)
 
     def _refresh_groups(self, limited_only: bool = True) -> None:
         """Each group's waiting demand, from the units that wait: only the
@@ -736,7 +856,7 @@ class FuxiCore:
             if limited_only and self.groups[unit.group].maximum is None:
                 continue
             sizes = waiting.setdefault(unit.group, {})
-            sizes[unit.spec.slot] = sizes.get(unit.spec.slot, 0) + unit.waiting
+            sizes[unit.slot] = sizes.get(unit.slot, 0) + unit.waiting
         for group in self.groups.values():
             if limited_only and group.maximum is None:
                 continue
@@ -788,8 +908,9 @@ class FuxiCore:
                 if not any(fits(bigger, size) for bigger in frontier):
                     frontier.append(size)
             self._frontier = frontier
+            self._frontier_version += 1
             self._too_big.clear()
-        slot = unit.spec.slot
+        slot = unit.slot
         known = self._too_big.get(id(slot))
         if known is not None and known[0] is slot:
             return known[1]
@@ -803,7 +924,7 @@ class FuxiCore:
         """Free minus the room reserved on it. O(holders x kinds)."""
         room = machine.free
         for key, count in machine.holds.items():
-            need = dims.need(self._units[key].spec.slot.millis())
+            need = dims.need(self._units[key].slot.millis())
             if need is not None:
                 room = tuple(free - count * amount for free, amount in zip(room, need))
         return room
@@ -814,7 +935,7 @@ class FuxiCore:
         room = machine.free
         holders = sorted((self._units[key] for key in machine.holds), key=lambda u: (u.priority, u.submitted))
         for unit in holders:
-            need = dims.need(unit.spec.slot.millis())
+            need = dims.need(unit.slot.millis())
             keep = 0 if need is None else min(machine.holds[unit.key], _count(room, need))
             if need is not None and keep:
                 room = tuple(free - keep * amount for free, amount in zip(room, need))
@@ -846,35 +967,39 @@ class FuxiCore:
         cap = caps.get(unit.group)
         if cap is None:
             return unit.waiting
-        return _how_many(cap.subtract_clamped(self.groups[unit.group].used), unit.spec.slot)
+        used = self.groups[unit.group].used
+        known = self._quota_room.get(unit.group)
+        if known is None or known[0] is not cap or known[1] is not used:   # both are replaced when they change
+            known = self._quota_room[unit.group] = (cap, used, cap.subtract_clamped(used))
+        return _how_many(known[2], unit.slot)
 
     # ------------------------------------------------------------- grants
     def _grant(self, unit: _Unit, machine: _Machine, batch: _Batch, need: Vector) -> Slot:
         """One slot of ``unit`` on ``machine`` (of this batch), from its own
         reservation there if it has one."""
-        slot = Slot(id=f"{unit.job_id}.{unit.spec.name}.{self.slot_prefix}{next(self._slot_seq)}",
-                    job_id=unit.job_id,
-                    unit=unit.spec.name, agent_id=machine.agent_id, hostname=machine.hostname,
-                    resources=unit.spec.slot, priority=unit.priority, group=unit.group,
-                    granted_at=self._now, room=machine.room)
+        slot = _new_slot(f"{unit.job_id}.{unit.spec.name}.{self.slot_prefix}{next(self._slot_seq)}", unit.job_id,
+                         unit.spec.name, machine.agent_id, machine.hostname, unit.slot, unit.priority, unit.group,
+                         self._now, machine.room)
         machine.free = tuple(map(sub, machine.free, need))
-        held = unit.holds.get(machine.agent_id)
-        if held:
+        if unit.holds.get(machine.agent_id):
             self._unhold(unit, machine, 1)
             machine.open = self._open(machine, batch.dims)
         else:
             machine.open = tuple(map(sub, machine.open, need))
         batch.refresh(machine)
         machine.granted.append(slot)
-        machine.slots[slot.id] = slot
-        unit.slots[slot.id] = slot
-        unit.per_host[machine.hostname] = unit.per_host.get(machine.hostname, 0) + 1
-        self._slots[slot.id] = slot
-        self._granted_now.add(slot.id)
-        self._lowest[unit.priority] = self._lowest.get(unit.priority, 0) + 1
-        self._use(unit.group, unit.spec.slot, 1)
+        slot_id = slot.id
+        machine.slots[slot_id] = slot
+        unit.slots[slot_id] = slot
+        per_host = unit.per_host
+        per_host[machine.hostname] = per_host.get(machine.hostname, 0) + 1
+        self._slots[slot_id] = slot
+        self._granted_now.add(slot_id)
+        lowest = self._lowest
+        lowest[unit.priority] = lowest.get(unit.priority, 0) + 1
+        self._use(unit.group, unit.slot, 1)
         self.counters["slots_granted"] += 1
-        self._out.append(SlotGranted(slot))
+        self._out.append(_new_granted(slot))
         return slot
 
     def _drop_slot(self, slot: Slot) -> None:
@@ -974,11 +1099,16 @@ class FuxiCore:
         """Bring the waiting set and the queues in line with the unit: it is
         queued (in each of its scopes) while it misses slots beyond its
         reservations and had its active scheduling. O(log N) per queue."""
-        if unit.waiting and unit.key in self._units:
-            self._wanting.add(unit.key)
+        key = unit.key
+        live = key in self._units
+        left = unit.desired - len(unit.slots)          # unit.waiting, unit.missing: inlined (a call per unit)
+        if left > 0 and live:
+            self._wanting.add(key)
         else:
-            self._wanting.discard(unit.key)
-        queued = not unit.new and unit.missing > 0 and unit.key in self._units and unit.key not in self._backing_off
+            self._wanting.discard(key)
+        if unit.holds:
+            left -= sum(unit.holds.values())
+        queued = not unit.new and left > 0 and live and key not in self._backing_off
         was = unit.queued
         if not queued and not was:
             return
@@ -996,7 +1126,7 @@ class FuxiCore:
                 continue
             if queue is None:
                 queue = self._queues[(unit.group, scope)] = WaitingQueue(self.groups[unit.group].policy)
-            queue.add(unit.key, unit.priority, unit.spec.slot, unit.submitted, unit.granted)
+            queue.add(unit.key, unit.priority, unit.slot, unit.submitted, unit.granted)
 
     def _after_placing(self, unit: _Unit, caps: Mapping[str, Resources | None]) -> None:
         self._sync(unit)
@@ -1057,7 +1187,7 @@ class FuxiCore:
             unit = self._units[key]
             if unit.gang:
                 continue
-            need = batch.need(unit.spec.slot)
+            need = batch.need(unit.slot)
             while need is not None and unit.holds.get(machine.agent_id) and unit.waiting \
                     and self._quota_slots(unit, caps) > 0 and self._allowed_with_hold(unit, machine) \
                     and fits(machine.free, need):
@@ -1107,7 +1237,7 @@ class FuxiCore:
         many as fit (Fuxi serves a picked unit greedily), a FAIR group's one
         (the next pick may be another unit of equal priority); a gang
         reserves as many as fit instead. How many."""
-        need = batch.need(unit.spec.slot)
+        need = batch.need(unit.slot)
         if need is None:
             return 0
         one = self.groups[unit.group].policy == "FAIR" and not unit.gang
@@ -1151,7 +1281,7 @@ class FuxiCore:
                 member.new = False
             placers = []
             for member in cohort:
-                need = batch.need(member.spec.slot)
+                need = batch.need(member.slot)
                 if need is None or not batch.cluster.may_fit(need):
                     self._after_placing(member, caps)      # nothing it could take here: no search
                 else:
@@ -1164,7 +1294,7 @@ class FuxiCore:
         budget = min(unit.missing, self._quota_slots(unit, caps) - unit.reserved)
         if unit.gang and self._quota_slots(unit, caps) < unit.waiting:
             budget = 0                           # all or nothing: it waits for quota
-        need = batch.need(unit.spec.slot)
+        need = batch.need(unit.slot)
         placed = 0
         if need is not None and budget > 0:
             for pref in unit.preferences or (Locality.cluster(budget),):
@@ -1262,7 +1392,7 @@ class FuxiCore:
         if not (unit.reserved >= unit.waiting > 0 and all(m.in_batch for m in machines)
                 and self._quota_slots(unit, caps) >= unit.waiting):
             return False
-        need = batch.need(unit.spec.slot)
+        need = batch.need(unit.slot)
         assert need is not None, "a reservation in this batch has the batch's kinds"
         for machine in machines:
             for _ in range(unit.holds.get(machine.agent_id, 0)):
@@ -1276,18 +1406,19 @@ class FuxiCore:
         """For units still missing slots, highest priority first: take back
         lent quota, else preempt lower priority, for all missing slots in
         one pass (a gang: only if all of them can be freed)."""
-        waiting = sorted((self._units[k] for k in self._wanting if self._units[k].missing and not self._units[k].new),
-                         key=lambda u: (u.priority, u.submitted))
-        if not waiting:
+        units = self._units
+        short = [unit for unit in map(units.__getitem__, self._wanting) if not unit.new and unit.missing]
+        if not short:
             return
         self._settle_use()
         order = self._victim_order()
         held = self._held_room()
-        if not order and not held:               # nothing to preempt: only the reasons change
-            for unit in waiting:
+        if not order and not held:               # nothing to preempt: only the reasons change (in any order)
+            for unit in short:
                 if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                     unit.reason = WAIT_LOWER_PRIORITY
             return
+        waiting = sorted(short, key=lambda u: (u.priority, u.submitted))
         first = 0                                # order[first]: the lowest priority slot still held
         lenders = self._lenders()
         self._examined = 0
@@ -1306,7 +1437,7 @@ class FuxiCore:
             if first < len(order):
                 group = self.groups[unit.group]
                 own = None if group.maximum is None else \
-                    _how_many(group.maximum.subtract_clamped(group.used), unit.spec.slot) - unit.reserved
+                    _how_many(group.maximum.subtract_clamped(group.used), unit.slot) - unit.reserved
                 if own is not None and own > 0 and lenders - {unit.group}:
                     plan, _ = self._make_room(unit, min(missing, own), self._candidates(
                         unit, order, first, lambda s: s.group in lenders and s.group != unit.group))
@@ -1317,7 +1448,7 @@ class FuxiCore:
             room = self._quota_slots(unit, caps) - unit.reserved
             lower = (first < len(order) and order[first].priority > unit.priority) or \
                 (bool(held) and held[0].priority > unit.priority)
-            if room > 0 and lower and not any(unit.priority >= p and unit.spec.slot.contains(slot)
+            if room > 0 and lower and not any(unit.priority >= p and unit.slot.contains(slot)
                                               for slot, p in exhausted):
                 plan, complete = self._make_room(unit, min(missing, room), self._candidates(
                     unit, order, first, lambda s: s.priority > unit.priority, held))
@@ -1325,8 +1456,8 @@ class FuxiCore:
                     # what it could not free now, no unit of lower or equal priority with a
                     # slot as big can: their victims are among its own (holds only grow)
                     exhausted = [(slot, p) for slot, p in exhausted
-                                 if not (p >= unit.priority and slot.contains(unit.spec.slot))]
-                    exhausted.append((unit.spec.slot, unit.priority))
+                                 if not (p >= unit.priority and slot.contains(unit.slot))]
+                    exhausted.append((unit.slot, unit.priority))
                 if plan:
                     self._evict(unit, plan, batch, f"preempted by a higher priority unit ({unit.key}, "
                                                    f"priority {unit.priority})")
@@ -1355,7 +1486,7 @@ class FuxiCore:
         """Every reservation but those made in this pass, lowest priority
         first: room preemption may take back before it kills a task of the
         same priority."""
-        held = [_Reserved(key, agent, unit.spec.slot.scale(count), unit.priority)
+        held = [_Reserved(key, agent, unit.slot.scale(count), unit.priority)
                 for key in self._holders for unit in (self._units[key],) for agent, count in unit.holds.items()
                 if (key, agent) not in self._held_now]
         return sorted(held, key=lambda r: (-r.priority, r.agent_id, r.unit))
@@ -1411,7 +1542,7 @@ class FuxiCore:
                 chosen[agent], made[agent] = [], 0
             freed[agent] = freed[agent] + slot.resources
             chosen[agent].append(slot)
-            can = _how_many(freed[agent], unit.spec.slot)
+            can = _how_many(freed[agent], unit.slot)
             if limit is not None:
                 can = min(can, limit - unit.per_host.get(machine.hostname, 0) - unit.holds.get(agent, 0))
             if can > made[agent]:
@@ -1467,7 +1598,7 @@ class FuxiCore:
             return False                          # nobody else holds anything
         if _CLUSTER_SCOPE in unit.scopes:
             return not self._never_fits(unit)
-        need = unit.spec.slot.millis()
+        need = unit.slot.millis()
         return any(all(m.capacity.get(k, 0) >= v for k, v in need.items()) for m in self._machines.values()
                    if self._in_scope(unit, m) and self._allowed(unit, m))
 
@@ -1478,7 +1609,7 @@ class FuxiCore:
         declined: list[str] = []
         for machine in batch.machines:
             if machine.granted:
-                self._out.append(LaunchSlots(machine.agent_id, tuple(machine.offer_ids), tuple(machine.granted),
+                self._out.append(_new_launch(machine.agent_id, tuple(machine.offer_ids), tuple(machine.granted),
                                              0.0 if waiting else refuse))
             else:
                 declined += machine.offer_ids
@@ -1486,6 +1617,10 @@ class FuxiCore:
             machine.free = machine.open = ()
         if declined:
             self._out.append(DeclineOffers(tuple(declined), refuse))
+
+
+def _agent_key(machine: _Machine) -> str:
+    return machine.agent_id
 
 
 def _scopes(locality: Iterable[Locality]) -> tuple[str, ...]:

