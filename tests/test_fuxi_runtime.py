@@ -124,7 +124,12 @@ def test_a_straggler_gets_a_backup_and_the_job_ends_long_before_it_would(fuxi, t
 def test_a_killed_appmaster_is_restarted_and_finished_instances_do_not_run_again(fuxi, tmp_path):
     log = tmp_path / "runs.txt"
     path = tmp_path / "job.toml"
-    path.write_text(job_toml("failover", instances=12, slots=3, command=f"sleep 0.6; echo $FUXI_INSTANCE >> {log}"))
+    gate = tmp_path / "gate"
+    # once 3 instances have finished, the next ones wait for the gate, opened after the kill: the job
+    # cannot end before its AppMaster is killed, however loaded the machine (it did at load 21)
+    path.write_text(job_toml("failover", instances=12, slots=3, command=(
+        f"sleep 0.6; if [ $(cat {log} 2>/dev/null | wc -l) -ge 3 ]; then "
+        f"while [ ! -e {gate} ]; do sleep 0.05; done; fi; echo $FUXI_INSTANCE >> {log}")))
     job_id = fuxi.submit_id(path)
     wait_for(lambda: len(records(log)) >= 3, 30, "some instances to finish",
              diagnostics=lambda: fuxi.diagnostics(job_id))
@@ -132,6 +137,7 @@ def test_a_killed_appmaster_is_restarted_and_finished_instances_do_not_run_again
     appmaster = json.loads(shown.stdout)["jobs"][0]["appmaster"]
     assert appmaster["running"] and appmaster["restarts"] == 0
     os.kill(appmaster["pid"], signal.SIGKILL)
+    gate.touch()
     job = fuxi.wait_ended(job_id)
     assert job["state"] == "succeeded", (job, fuxi.diagnostics(job_id))
     assert job["appmaster"]["restarts"] == 1 and job["appmaster"]["pid"] != appmaster["pid"]
