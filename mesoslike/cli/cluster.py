@@ -418,7 +418,12 @@ def _run_local(master_runtime, command: list[str], environment: dict[str, str]) 
             pass
         return 0
     env = dict(os.environ, MESOSLIKE_MASTER=master_runtime.address, **environment)
-    child = subprocess.Popen(command, env=env)
+    try:
+        child = subprocess.Popen(command, env=env)
+    except OSError as exc:  # no such command, not executable: say so (the caller stops the cluster)
+        click.echo(f"error: cannot run {command[0]!r}: {exc.strerror or exc}; stopping the cluster", err=True)
+        # the shell's codes: 127 command not found, 126 found but not runnable
+        return 127 if isinstance(exc, FileNotFoundError) else 126
     try:
         while True:
             try:
