@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from e2e_helpers import REPO, child_env, free_port
+from mesoslike.cli import main
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,3 +43,72 @@ def test_local_with_a_command_that_is_not_executable_exits_126(tmp_path):
     assert done.returncode == 126, done.stderr
     assert "Traceback" not in done.stderr
     assert f"error: cannot run '{script}': Permission denied" in done.stderr
+
+
+# ------------------------------------------------------------ config files
+@pytest.mark.parametrize("command, content, where, fragment", [
+    (["master"], '[master]\nport = "fifty"\n', "'port' in {path} (table [master])", "'fifty' is not a valid integer"),
+    (["master"], 'http-port = -3\n', "'http-port' in {path}", "-3"),
+    (["agent", "--master", "tcp://127.0.0.1:1"], '[agent]\nrecovery-timeout = "soon"\n',
+     "'recovery-timeout' in {path} (table [agent])", "'soon' is not a duration"),
+    (["master"], '[master]\nroles = "/nonexistent/roles.toml"\n', "'roles' in {path} (table [master])",
+     "no such file"),
+])
+def test_a_bad_value_in_a_config_file_names_the_file_and_the_key(tmp_path, command, content, where, fragment):
+    config = tmp_path / "settings.toml"
+    config.write_text(content)
+    result = CliRunner().invoke(main, [*command, "--config", str(config)], env={"MESOSLIKE_MASTER_PORT": None})
+    assert result.exit_code == 2, result.output
+    error = " ".join(result.output.split("Error: ", 1)[1].split())  # undo click's wrapping
+    assert error.startswith("Invalid value for " + where.format(path=config) + ": "), error
+    assert fragment in error
+    assert "env var" not in error and "--" not in error.split(":")[0]
+
+
+def test_a_bad_environment_variable_is_still_named_as_such():
+    result = CliRunner().invoke(main, ["master"], env={"MESOSLIKE_MASTER_PORT": "fifty"})
+    assert result.exit_code == 2
+    assert "Invalid value for '--port' (env var: 'MESOSLIKE_MASTER_PORT')" in result.output
+
+
+def test_the_shipped_agent_config_file_is_read(monkeypatch):
+    """conf/agent.toml's ``master = ...`` names the --master option (its
+    parameter is master_address): it used to be refused as unknown."""
+    seen = {}
+
+    class RecordingRuntime:
+        def __init__(self, master_address, *args, **kwargs):
+            seen.update(master=master_address, attributes=args[1])
+            raise SystemExit(0)
+
+    monkeypatch.setattr("mesoslike.agent.runtime.AgentRuntime", RecordingRuntime)
+    result = CliRunner().invoke(main, ["agent", "--config", str(REPO / "conf" / "agent.toml")],
+                                env={"MESOSLIKE_AGENT_MASTER": None, "MESOSLIKE_MASTER": None})
+    assert result.exit_code == 0, result.output
+    assert seen == {"master": "tcp://127.0.0.1:5050", "attributes": "rack:r1;room:er0"}
+
+
+@pytest.mark.parametrize("command, table", [
+    (["state"], "state"), (["fuxi", "status"], "fuxi.status"), (["fuxi", "kill", "job-1"], "fuxi.kill"),
+    (["fuxi", "submit", "job.toml"], "fuxi.submit"),
+])
+def test_client_commands_take_their_address_from_a_config_file(tmp_path, command, table):
+    silent = free_port()  # nothing listens there: the error names the address the file gave
+    key = "master" if command == ["state"] else "fuxi"
+    config = tmp_path / "client.toml"
+    config.write_text(f'[{table}]\n{key} = "tcp://127.0.0.1:{silent}"\ntimeout = 0.3\n')
+    args = [*command[:-1], str(REPO / "examples" / "fuxi" / "two-units.toml")] if command[-1] == "job.toml" \
+        else command
+    done = mesoslike(*args, "--config", str(config), timeout=30)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"tcp://127.0.0.1:{silent} within 0.3s" in done.stderr
+
+
+@pytest.mark.parametrize("command, table, bad", [(["run"], "run", 'cpus = "many"'),
+                                                (["fuxi", "serve"], "fuxi.serve", 'port = "x"')])
+def test_run_and_fuxi_serve_read_a_config_file(tmp_path, command, table, bad):
+    config = tmp_path / "settings.toml"
+    config.write_text(f'[{table}]\nmaster = "tcp://127.0.0.1:1"\n{bad}\n')
+    result = CliRunner().invoke(main, [*command, "--config", str(config), "--", "true"])
+    assert result.exit_code == 2, result.output
+    assert f"'{bad.split()[0]}' in {config} (table [{table}])" in " ".join(result.output.split())

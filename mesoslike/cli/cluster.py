@@ -16,7 +16,7 @@ import time
 import click
 
 from mesoslike.allocator import sorter_names
-from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
+from mesoslike.cli.options import ConfigOption, client_key_options, config_option, die, logging_option, option
 from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.ha.url import ZkUrl
 from mesoslike.master.records import MasterConfig
@@ -44,7 +44,7 @@ def _load_roles(ctx: click.Context, param: click.Parameter, value: str | None):
 
 def _roles_option(command: str):
     # MESOSLIKE_<COMMAND>_ROLES as every option has, and MESOSLIKE_ROLES for both commands
-    return click.option("--roles", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+    return click.option("--roles", cls=ConfigOption, type=click.Path(dir_okay=False), default=None, metavar="FILE",
                         callback=_load_roles, envvar=[f"MESOSLIKE_{command.upper()}_ROLES", "MESOSLIKE_ROLES"],
                         show_envvar=True, show_default="none",
                         help="TOML file of role weights, quota and fair-share preemption settings "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from mesoslike.cli.options import client_key_options, die, logging_option, option
+from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
 from mesoslike.cli.state import _table
 from mesoslike import MesoslikeError
 
@@ -69,6 +69,7 @@ DEFAULT_FAILOVER_TIMEOUT = 600.0
 
 
 @fuxi.command()
+@config_option("fuxi_serve")
 @option("", "--master", "master_address", required=True,
         help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to follow the leader.")
 @option("fuxi_serve", "--zk", "zk_url", default=None, show_default="none: a single service",
@@ -349,6 +350,7 @@ class _Leadership:
 
 # ----------------------------------------------------------------- submit
 @fuxi.command()
+@config_option("fuxi_submit")
 @_fuxi_option()
 @option("fuxi_submit", "--wait", is_flag=True, default=False, show_default="off",
         help="Show the job's progress until it ends; exit 0 only if it succeeded.")
@@ -447,6 +449,7 @@ def progress_line(job: dict) -> str:
 
 # ----------------------------------------------------------------- status
 @fuxi.command()
+@config_option("fuxi_status")
 @_fuxi_option()
 @option("fuxi_status", "--json", "as_json", is_flag=True, default=False, show_default="off",
         help="Print the raw JSON document.")
@@ -467,6 +470,7 @@ def status(fuxi_address, as_json, timeout, key, fuxi_key, job) -> None:
 
 # ------------------------------------------------------------------- kill
 @fuxi.command()
+@config_option("fuxi_kill")
 @_fuxi_option()
 @_timeout_option("fuxi_kill")
 @_fuxi_key_options

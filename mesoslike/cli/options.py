@@ -9,8 +9,33 @@ from pathlib import Path
 from typing import Callable
 
 import click
+from click.core import ParameterSource
 
-__all__ = ["option", "config_option", "logging_option", "die", "client_key_options"]
+__all__ = ["option", "ConfigOption", "config_option", "logging_option", "die", "client_key_options"]
+
+#: ``ctx.meta`` key of the settings a ``--config`` file gave: (path, table or "", {parameter name: key})
+_CONFIG_META = "mesoslike.config"
+
+
+class ConfigOption(click.Option):
+    """An option whose bad value, when it came from a ``--config`` file, is
+    reported as that file's key (``'port' in FILE: 'fifty' is not ...``)
+    rather than as the flag and its environment variable, which the user
+    never wrote."""
+
+    def process_value(self, ctx: click.Context, value):
+        try:
+            return super().process_value(ctx, value)
+        except click.BadParameter as exc:
+            origin = ctx.meta.get(_CONFIG_META)
+            if origin is None or ctx.get_parameter_source(self.name or "") is not ParameterSource.DEFAULT_MAP:
+                raise
+            path, table, keys = origin
+            key = keys.get(self.name or "")
+            if key is None:  # a default_map this file did not give
+                raise
+            where = f"{key!r} in {path}" + (f" (table [{table}])" if table else "")
+            raise click.BadParameter(exc.message, ctx, self, param_hint=where) from None
 
 
 def option(command: str, *decls: str, **kwargs) -> Callable:
@@ -19,41 +44,60 @@ def option(command: str, *decls: str, **kwargs) -> Callable:
     name = next(d for d in decls if d.startswith("--")).lstrip("-").replace("-", "_").upper()
     prefix = f"MESOSLIKE_{command.upper()}_" if command else "MESOSLIKE_"
     kwargs.setdefault("show_default", True)
+    kwargs.setdefault("cls", ConfigOption)
     return click.option(*decls, envvar=prefix + name, show_envvar=True, **kwargs)
 
 
-def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    """Turn a TOML file into defaults for the command's options. click ranks
-    a ``default_map`` below env vars and flags, which is the precedence we
-    want: file < environment < flag."""
-    if value is None:
-        return
-    path = Path(value)
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise click.BadParameter(f"no such file: {path}", ctx, param) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise click.BadParameter(f"{path} is not valid TOML: {exc}", ctx, param) from None
-    own = data.get(ctx.info_name or "")  # the command's own section, if the file has one
-    section = own if isinstance(own, dict) else data
-    known = {p.name for p in ctx.command.params if p.name}
-    defaults = {}
-    for key, item in section.items():
-        if isinstance(item, dict):
-            continue  # another command's section
-        name = key.replace("-", "_")
-        if name not in known or name == "config":
-            raise click.BadParameter(f"{path}: unknown setting {key!r} for `{ctx.info_name}` "
-                                     f"(known: {', '.join(sorted(known - {'config'}))})", ctx, param)
-        defaults[name] = item
-    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+def _config_loader(table: str) -> Callable:
+    """The ``--config`` callback of a command whose own settings are the
+    file's ``[table]`` (dotted for a subcommand: ``[fuxi.serve]``)."""
+
+    def load(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+        """Turn a TOML file into defaults for the command's options. click ranks
+        a ``default_map`` below env vars and flags, which is the precedence we
+        want: file < environment < flag."""
+        if value is None:
+            return
+        path = Path(value)
+        try:
+            data = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise click.BadParameter(f"no such file: {path}", ctx, param) from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise click.BadParameter(f"{path} is not valid TOML: {exc}", ctx, param) from None
+        own: object = data  # the command's own table, if the file has one
+        for part in table.split("."):
+            own = own.get(part) if isinstance(own, dict) else None
+        section = own if isinstance(own, dict) else data
+        # a setting is named as its long option (``master`` sets --master, whose parameter is master_address)
+        known = {opt[2:].replace("-", "_"): p.name for p in ctx.command.params
+                 if isinstance(p, click.Option) and p.name and p.name != "config"
+                 for opt in p.opts if opt.startswith("--")}
+        defaults = {}
+        keys = {}
+        for key, item in section.items():
+            if isinstance(item, dict):
+                continue  # another command's table
+            name = known.get(key.replace("-", "_"))
+            if name is None:
+                raise click.BadParameter(f"{path}: unknown setting {key!r} for `{ctx.command_path}` (known: "
+                                         f"{', '.join(sorted(k.replace('_', '-') for k in known))})", ctx, param)
+            defaults[name] = item
+            keys[name] = key
+        ctx.default_map = {**(ctx.default_map or {}), **defaults}
+        ctx.meta[_CONFIG_META] = (path, table if isinstance(own, dict) else "", keys)
+
+    return load
 
 
 def config_option(command: str) -> Callable:
+    """``--config FILE`` (env ``MESOSLIKE_<COMMAND>_CONFIG``): the file's
+    ``[command]`` table (``fuxi_serve``: ``[fuxi.serve]``) or its top-level
+    keys become the command's defaults."""
+    table = command.replace("_", ".")
     return option(command, "--config", type=click.Path(dir_okay=False), default=None, is_eager=True,
-                  expose_value=False, callback=_load_config, show_default="none",
-                  help=f"TOML file of settings for this command (a [{command}] table or top-level keys; "
+                  expose_value=False, callback=_config_loader(table), show_default="none",
+                  help=f"TOML file of settings for this command (a [{table}] table or top-level keys; "
                        "names as the long options). Flags and environment variables win over it.")
 
 

@@ -16,7 +16,7 @@ import time
 
 import click
 
-from mesoslike.cli.options import client_key_options, die, logging_option, option
+from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
 from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources
 
@@ -75,6 +75,7 @@ def _bar(progress, width: int = 20) -> str:
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
+@config_option("run")
 @option("", "--master", "master_address", required=True,
         help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to follow the leader.")
 @option("run", "--cpus", type=click.FloatRange(min=0, min_open=True), default=0.1, help="CPUs per instance.")

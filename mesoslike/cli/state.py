@@ -7,7 +7,7 @@ import time
 
 import click
 
-from mesoslike.cli.options import client_key_options, die, logging_option, option
+from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
 from mesoslike.errors import MesoslikeError
 
 __all__ = ["state", "fetch_state", "format_state"]
@@ -132,6 +132,7 @@ def _preemption_lines(preemption: dict) -> list[str]:
 
 
 @click.command()
+@config_option("state")
 @option("", "--master", "master_address", required=True,
         help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to ask the leader.")
 @option("state", "--json", "as_json", is_flag=True, default=False, show_default="off",
