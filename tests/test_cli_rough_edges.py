@@ -71,10 +71,9 @@ def test_a_bad_environment_variable_is_still_named_as_such():
     assert "Invalid value for '--port' (env var: 'MESOSLIKE_MASTER_PORT')" in result.output
 
 
-def test_the_shipped_agent_config_file_is_read(monkeypatch):
-    """conf/agent.toml's ``master = ...`` names the --master option (its
-    parameter is master_address): it used to be refused as unknown."""
-    seen = {}
+def record_agent_runtime(monkeypatch) -> dict:
+    """Replace the agent's runtime with a recorder of the master and attributes it was given."""
+    seen: dict = {}
 
     class RecordingRuntime:
         def __init__(self, master_address, *args, **kwargs):
@@ -82,10 +81,31 @@ def test_the_shipped_agent_config_file_is_read(monkeypatch):
             raise SystemExit(0)
 
     monkeypatch.setattr("mesoslike.agent.runtime.AgentRuntime", RecordingRuntime)
+    return seen
+
+
+def test_the_shipped_agent_config_file_is_read(monkeypatch):
+    """conf/agent.toml's ``master = ...`` names the --master option (its
+    parameter is master_address): it used to be refused as unknown."""
+    seen = record_agent_runtime(monkeypatch)
     result = CliRunner().invoke(main, ["agent", "--config", str(REPO / "conf" / "agent.toml")],
                                 env={"MESOSLIKE_AGENT_MASTER": None, "MESOSLIKE_MASTER": None})
     assert result.exit_code == 0, result.output
     assert seen == {"master": "tcp://127.0.0.1:5050", "attributes": "rack:r1;room:er0"}
+
+
+# ------------------------------------------------------------------ agent
+@pytest.mark.parametrize("env, flag, expected", [
+    ({"MESOSLIKE_MASTER": "tcp://127.0.0.1:7001"}, [], "tcp://127.0.0.1:7001"),
+    ({"MESOSLIKE_MASTER": "tcp://127.0.0.1:7001", "MESOSLIKE_AGENT_MASTER": "tcp://127.0.0.1:7002"}, [],
+     "tcp://127.0.0.1:7002"),
+    ({"MESOSLIKE_MASTER": "tcp://127.0.0.1:7001"}, ["--master", "tcp://127.0.0.1:7003"], "tcp://127.0.0.1:7003"),
+])
+def test_the_agent_reads_mesoslike_master_below_its_own_variable(monkeypatch, env, flag, expected):
+    seen = record_agent_runtime(monkeypatch)
+    result = CliRunner().invoke(main, ["agent", *flag], env={"MESOSLIKE_AGENT_MASTER": None, **env})
+    assert result.exit_code == 0, result.output
+    assert seen["master"] == expected
 
 
 @pytest.mark.parametrize("command, table", [

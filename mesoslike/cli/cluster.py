@@ -227,7 +227,9 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
 @click.group(invoke_without_command=True)  # its subcommands (drain, reactivate): mesoslike.cli.operations
 @config_option("agent")
 @option("agent", "--master", "master_address", default=None, show_default="required",
-        help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to follow the leader.")
+        also_envvar="MESOSLIKE_MASTER",  # as run's and state's; MESOSLIKE_AGENT_MASTER wins when both are set
+        help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to follow the leader. From "
+             "MESOSLIKE_AGENT_MASTER, else MESOSLIKE_MASTER (as `run` and `state` read it).")
 @option("agent", "--resources", default=None, show_default="detected",
         help='What the agent offers, e.g. "cpus:4;mem:8192;disk:10240"; kinds left out are detected.')
 @option("agent", "--attributes", default="", help='Attributes such as "rack:r1;room:er1".')
@@ -292,7 +294,7 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
         _drain_agent(work_dir or default_work_dir(hostname or socket.gethostname()), drain_timeout)
         return
     if not master_address:
-        raise click.UsageError("--master is required (or MESOSLIKE_AGENT_MASTER)")
+        raise click.UsageError("--master is required (or MESOSLIKE_AGENT_MASTER, or MESOSLIKE_MASTER)")
     try:
         from mesoslike.credentials import client_keys
 

@@ -40,12 +40,15 @@ class ConfigOption(click.Option):
 
 def option(command: str, *decls: str, **kwargs) -> Callable:
     """A click option with env var ``MESOSLIKE_<COMMAND>_<NAME>`` (or
-    ``MESOSLIKE_<NAME>`` when ``command`` is empty) and its default shown."""
+    ``MESOSLIKE_<NAME>`` when ``command`` is empty) and its default shown.
+    ``also_envvar``: a further variable, read when the first is not set."""
     name = next(d for d in decls if d.startswith("--")).lstrip("-").replace("-", "_").upper()
     prefix = f"MESOSLIKE_{command.upper()}_" if command else "MESOSLIKE_"
+    also = kwargs.pop("also_envvar", None)
     kwargs.setdefault("show_default", True)
     kwargs.setdefault("cls", ConfigOption)
-    return click.option(*decls, envvar=prefix + name, show_envvar=True, **kwargs)
+    return click.option(*decls, envvar=[prefix + name, also] if also else prefix + name, show_envvar=True,
+                        **kwargs)
 
 
 def _config_loader(table: str) -> Callable:
