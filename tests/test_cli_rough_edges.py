@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from e2e_helpers import REPO, child_env, free_port
+from e2e_helpers import REPO, child_env, cluster, free_port  # noqa: F401 (a fixture)
 from mesoslike.cli import main
 
 pytestmark = pytest.mark.timeout(120)
@@ -132,3 +132,32 @@ def test_run_and_fuxi_serve_read_a_config_file(tmp_path, command, table, bad):
     result = CliRunner().invoke(main, [*command, "--config", str(config), "--", "true"])
     assert result.exit_code == 2, result.output
     assert f"'{bad.split()[0]}' in {config} (table [{table}])" in " ".join(result.output.split())
+
+
+# ------------------------------------------------------------------- fuxi
+def test_fuxi_submit_to_a_master_says_it_is_not_a_fuxi_service(cluster):
+    cluster.start_local("--agents", "1")
+    done = mesoslike("fuxi", "submit", "--fuxi", cluster.address, "--key", cluster.client_key,
+                     "--fuxi-key", cluster.master_key, str(REPO / "examples" / "fuxi" / "two-units.toml"))
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"error: {cluster.address} is not a Fuxi service: its answer is not of the "
+                                  "Fuxi job protocol"), done.stderr
+    assert "Is it a mesoslike master?" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_readme_masters_do_not_take_the_fuxi_service_port():
+    """README's highly available masters and the Fuxi service, started as
+    it says, all bind: no port is used twice."""
+    import re
+
+    from mesoslike.cli.fuxi import serve
+
+    fuxi_port = next(p.default for p in serve.params if p.name == "port")
+    readme = (REPO / "README.rst").read_text()
+    masters = [line for line in readme.splitlines() if line.strip().startswith("mesoslike master ") and "--zk" in line]
+    ports = [int(port) for line in masters for port in re.findall(r"--(?:http-)?port (\d+)", line)]
+    assert len(masters) >= 3 and len(ports) == 2 * len(masters)
+    assert len(set(ports)) == len(ports), ports
+    assert fuxi_port not in ports
+    assert "fuxi serve" in readme and "--port" not in next(line for line in readme.splitlines()
+                                                             if "mesoslike fuxi serve" in line)

@@ -1008,7 +1008,11 @@ class JobClient:
                 continue
             for _, answer in self._client.receive():
                 if isinstance(answer, protocol.ProtocolError):
-                    raise MesoslikeError(f"bad answer from the Fuxi service at {self.address}: {answer}")
+                    # something answers, in another protocol: most often a master given for --fuxi
+                    raise MesoslikeError(
+                        f"{self.address} is not a Fuxi service: its answer is not of the Fuxi job protocol "
+                        f"({protocol.bounded(str(answer), 200)}). Is it a mesoslike master? --fuxi takes the address "
+                        "`mesoslike fuxi serve` prints (the master is that command's --master)")
                 if answer.id not in (request.id, 0):   # 0: the service could not read the request
                     continue   # the late answer to an earlier request that timed out
                 if isinstance(answer, protocol.Error):
