@@ -12,18 +12,18 @@ from typing import Callable
 
 from mesoslike import Filters, FrameworkInfo, Resources, Scheduler, TaskInfo, TaskState, TaskStatus
 
-__all__ = ["CommandScheduler", "Progress", "instance_of"]
+__all__ = ["CommandScheduler", "Progress", "instance_of", "TERMINAL_STATES"]
 
 
 #: the terminal states, as the public TaskStatus model says (computed once: asked per update)
-_TERMINAL = frozenset(state for state in TaskState.ALL if TaskStatus(task_id="", state=state).terminal)
+TERMINAL_STATES = frozenset(state for state in TaskState.ALL if TaskStatus(task_id="", state=state).terminal)
 
 
 class Progress:
     """Counts of the instances by what happened to them.
 
-    Every figure (``finished``, ``failed``, ``running``, ``done``,
-    ``summary()``) is a counter kept up to date by :meth:`record`: O(1) per
+    Every figure (``finished``, ``failed`` — of which ``killed`` —,
+    ``running``, ``done``, ``summary()``) is a counter kept up to date by :meth:`record`: O(1) per
     status update, not a recount of every task (which made a run O(N²),
     issue 14). ``states`` keeps each task's latest state for the end.
     """
@@ -37,8 +37,10 @@ class Progress:
         self.exit_codes: dict[str, int | None] = {}
         self.messages: dict[str, str] = {}     # task id -> the message of its latest status
         self.agents: dict[str, str] = {}       # task id -> the agent it runs (ran) on
+        self.hosts: dict[str, str] = {}        # task id -> that agent's hostname (from its offer)
         self.finished = 0
-        self.failed = 0
+        self.failed = 0                        # ended other than TASK_FINISHED ...
+        self.killed = 0                        # ... of which TASK_KILLED
         self.running = 0
 
     def record(self, task_id: str, state: str) -> None:
@@ -52,8 +54,10 @@ class Progress:
     def _count(self, state: str, by: int) -> None:
         if state == TaskState.FINISHED:
             self.finished += by
-        elif state in _TERMINAL:
+        elif state in TERMINAL_STATES:
             self.failed += by
+            if state == TaskState.KILLED:
+                self.killed += by
         elif state in self._RUNNING:
             self.running += by
 
@@ -61,20 +65,27 @@ class Progress:
     def done(self) -> bool:
         return self.finished + self.failed == self.instances
 
+    @property
+    def unended(self) -> int:
+        """Instances launched and not ended yet."""
+        return self.launched - self.finished - self.failed
+
     def failures(self) -> list[str]:
         """The ids of the instances that ended other than TASK_FINISHED, in instance order."""
         return sorted((task_id for task_id, state in self.states.items()
-                       if state != TaskState.FINISHED and state in _TERMINAL), key=_instance_order)
+                       if state != TaskState.FINISHED and state in TERMINAL_STATES), key=_instance_order)
 
     def summary(self) -> str:
-        return (f"{self.finished}/{self.instances} finished, {self.failed} failed, {self.running} running, "
+        killed = f" ({self.killed} killed)" if self.killed else ""
+        return (f"{self.finished}/{self.instances} finished, {self.failed} failed{killed}, {self.running} running, "
                 f"{self.instances - self.launched} waiting")
 
     def _check(self) -> None:
         """The counters agree with a recount of ``states`` (for tests: O(N))."""
         states = list(self.states.values())
         assert self.finished == states.count(TaskState.FINISHED)
-        assert self.failed == sum(1 for s in states if s in _TERMINAL and s != TaskState.FINISHED)
+        assert self.failed == sum(1 for s in states if s in TERMINAL_STATES and s != TaskState.FINISHED)
+        assert self.killed == states.count(TaskState.KILLED)
         assert self.running == sum(1 for s in states if s in self._RUNNING)
         assert len(states) == self.launched <= self.instances
 
@@ -116,6 +127,10 @@ class CommandScheduler(Scheduler):
         self.on_change = on_change or (lambda progress, status: None)
         self.errors: list[str] = []
         self.finished = threading.Event()
+        #: set by :meth:`kill_all`: launch nothing more
+        self.stopping = False
+        #: set once every launched instance has ended after :meth:`kill_all`
+        self.all_ended = threading.Event()
         self.framework_id = ""
         self.staging: dict[str, int] = {}          # agent id -> its tasks launched and not yet started
         self._staging_on: dict[str, str] = {}      # task id -> its agent, while the task is staging
@@ -129,6 +144,10 @@ class CommandScheduler(Scheduler):
 
     def resource_offers(self, driver, offers) -> None:
         progress = self.progress
+        if self.stopping:
+            for offer in offers:
+                driver.decline_offer(offer.id)
+            return
         # spread what is left over the offers that came together — an even
         # share on each first, then the rest wherever it fits: an agent starts
         # its tasks one by one, so 1,000 instances on one agent of four took
@@ -145,6 +164,7 @@ class CommandScheduler(Scheduler):
                     tasks[i].append(TaskInfo(task_id=task_id, agent_id=offer.agent_id, command=self.command,
                                              resources=self.resources, name=self.name, environment=self.environment))
                     progress.record(task_id, TaskState.STAGING)
+                    progress.hosts[task_id] = offer.hostname
                     progress.launched += 1
                     free[i] = free[i] - self.resources
                     self._staging_on[task_id] = offer.agent_id
@@ -176,9 +196,26 @@ class CommandScheduler(Scheduler):
             if status.state in (TaskState.LOST, TaskState.DROPPED) and progress.launched <= progress.instances:
                 pass  # reported as failed; a one-shot runner does not retry
         self.on_change(progress, status)
+        if self.stopping and progress.unended == 0:
+            self.all_ended.set()
         if progress.done:
             self.finished.set()
             driver.stop()
+
+    def kill_all(self, driver) -> list[str]:
+        """Launch nothing more and kill every launched instance that has not
+        ended (called from another thread: the driver's calls are
+        thread-safe); the ids of those asked to end. :attr:`all_ended` is set
+        once each has ended."""
+        self.stopping = True
+        driver.suppress_offers()
+        progress = self.progress
+        unended = [task_id for task_id, state in list(progress.states.items()) if state not in TERMINAL_STATES]
+        for task_id in unended:
+            driver.kill_task(task_id, progress.agents.get(task_id) or self._staging_on.get(task_id, ""))
+        if progress.unended == 0:
+            self.all_ended.set()
+        return unended
 
     def error(self, driver, message: str) -> None:
         self.errors.append(message)

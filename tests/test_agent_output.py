@@ -70,7 +70,7 @@ def test_run_streams_output_shows_failed_stderr_and_where_sandboxes_are(cluster)
     (where,) = [line for line in run.stderr.splitlines() if "sandbox:" in line]
     framework_id = where.split("--framework ")[1].split()[0]
     expected = sandbox(cluster, "a1", framework_id, "run-1")
-    assert f"sandbox: {expected} on agent " in where
+    assert f"sandbox: {expected} on a1 (agent " in where   # the hostname, and the id
     assert f"mesoslike task log run-1 --framework {framework_id} --master {cluster.address}" in where
     # what it says works, though the framework is gone from the master: the sandbox is found on the agent
     log = mesoslike(cluster, "task", "log", "run-1", "--framework", framework_id, "--stderr", "--master", cluster.address)

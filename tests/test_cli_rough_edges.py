@@ -4,6 +4,7 @@ boundary matters), real clusters on 127.0.0.1."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from e2e_helpers import REPO, child_env, cluster, free_port  # noqa: F401 (a fixture)
+from e2e_helpers import REPO, child_env, cluster, free_port, task_processes  # noqa: F401 (a fixture)
 from mesoslike.cli import main
 
 pytestmark = pytest.mark.timeout(120)
@@ -161,3 +162,46 @@ def test_the_readme_masters_do_not_take_the_fuxi_service_port():
     assert fuxi_port not in ports
     assert "fuxi serve" in readme and "--port" not in next(line for line in readme.splitlines()
                                                              if "mesoslike fuxi serve" in line)
+
+
+# -------------------------------------------------------------------- run
+def run_in_background(cluster, *args: str):
+    """``mesoslike run`` against ``cluster`` as a process of its own (signalled by the test)."""
+    return cluster._start("run", ["run", "--master", cluster.address, "--key", cluster.client_key,
+                                  "--master-key", cluster.master_key, *args])
+
+
+@pytest.mark.parametrize("signum, code, said", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
+                                                (signal.SIGINT, 130, "interrupted (Ctrl-C)")])
+def test_run_stopped_by_a_signal_kills_its_tasks_tears_down_and_says_so(cluster, signum, code, said):
+    cluster.start_local("--agents", "2")   # cpus:2 each: 4 instances of cpus:1 run, 2 wait
+    run = run_in_background(cluster, "--instances", "6", "--cpus", "1", "--", "sleep", "120")
+
+    def running() -> int:
+        return sum(t["state"] == "TASK_RUNNING" for f in cluster.state()["frameworks"] for t in f["tasks"])
+
+    cluster.wait_until(lambda: running() == 4, 30, "4 instances running")
+    cluster.wait_until(lambda: run.output().count(": TASK_RUNNING") == 4, 10, "run to show them running")
+    run.popen.send_signal(signum)
+    assert run.popen.wait(timeout=30) == code, run.output()
+    output = run.output()
+    assert f"{said}: killed the 4 tasks still running; 2 never launched. 0/6 finished" in output
+    assert output.count(": TASK_KILLED") == 4
+    assert "gave up" not in output and "Traceback" not in output
+    # where the tasks run is said by hostname (node-0, node-1), not by agent id
+    assert {line.split(" on ")[1].split(":")[0] for line in output.splitlines() if ": TASK_" in line} \
+        == {"node-0", "node-1"}
+    doc = cluster.state()
+    assert doc["frameworks"] == []   # torn down, not left connected
+    (framework,) = doc["completed_frameworks"]
+    assert sorted(t["state"] for t in framework["completed_tasks"]) == ["TASK_KILLED"] * 4
+    assert task_processes(cluster.work_root) == {}
+
+
+def test_run_of_failing_instances_does_not_draw_a_full_bar(cluster):
+    cluster.start_local("--agents", "1")
+    done = mesoslike("run", "--master", cluster.address, "--key", cluster.client_key, "--master-key",
+                     cluster.master_key, "--instances", "4", "--", "false")
+    assert done.returncode == 1, done.stderr
+    assert "[xxxxxxxxxxxxxxxxxxxx] 0/4 finished, 4 failed, 0 running, 0 waiting" in done.stdout
+    assert "#" not in done.stdout

@@ -9,7 +9,9 @@ endpoints, found through the master (:mod:`mesoslike.cli.task`).
 
 from __future__ import annotations
 
+import contextlib
 import shlex
+import signal
 import sys
 import threading
 import time
@@ -28,6 +30,8 @@ STDERR_TAIL_LINES = 10
 #: failed instances described at the end (the rest are counted)
 FAILURES_SHOWN = 10
 _TTY_PERIOD = 0.1   # seconds between two progress lines on a terminal
+#: seconds a stop (Ctrl-C, SIGTERM, --timeout) waits for the killed tasks' TASK_KILLED before tearing down
+KILL_WAIT = 10.0
 
 
 class _Reporter:
@@ -43,7 +47,8 @@ class _Reporter:
         if status is not None and self.stream:
             detail = f" ({status.message})" if status.message else ""
             self._clear()
-            click.echo(f"{status.task_id} on {status.agent_id or '?'}: {status.state}{detail}")
+            where = progress.hosts.get(status.task_id) or status.agent_id or "?"
+            click.echo(f"{status.task_id} on {where}: {status.state}{detail}")
         # at most 10 progress lines a second on a terminal (unless it streams
         # each change), 1 otherwise: a 100k-task job must not spend its time
         # drawing (issue 14); the last line always
@@ -70,8 +75,13 @@ class _Reporter:
 
 
 def _bar(progress, width: int = 20) -> str:
-    done = (progress.finished + progress.failed) * width // max(progress.instances, 1)
-    return "#" * done + "." * (width - done)
+    """``#`` for the finished instances, ``x`` for the failed (or killed)
+    ones, ``.`` for the rest: a job whose every instance failed is not a
+    full bar of ``#``."""
+    instances = max(progress.instances, 1)
+    finished = progress.finished * width // instances
+    ended = (progress.finished + progress.failed) * width // instances
+    return "#" * finished + "x" * (ended - finished) + "." * (width - ended)
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
@@ -105,28 +115,28 @@ def run(master_address, cpus, mem, instances, role, name, timeout, output, key, 
         driver = SchedulerDriver(scheduler, framework_info(name, role), master_address, key=key, master_key=master_key)
     except MesoslikeError as exc:
         die(str(exc))
-    driver.start()
     follower = _OutputFollower(master_address, scheduler) if output else None
-    if follower is not None:
-        follower.start()
-    try:
-        ended = _wait(scheduler, driver, timeout)
-    except KeyboardInterrupt:
-        ended = False
-    finally:
+    with _sigterm_as_interrupt() as signals:
+        stopped, code = "", 0
+        try:
+            driver.start()
+            if follower is not None:
+                follower.start()
+            if not _wait(scheduler, driver, timeout):
+                stopped, code = f"gave up after --timeout {timeout:g}s", 124
+        except KeyboardInterrupt:
+            stopped, code = ("terminated (SIGTERM)", 143) if signals else ("interrupted (Ctrl-C)", 130)
+        if stopped:
+            _stop(scheduler, driver, reporter, stopped)  # as Ctrl-C does, whatever stopped us
         if follower is not None:
             follower.finish()
-    if ended and not scheduler.finished.is_set():  # the driver gave up (it said why through error())
+    if stopped:
+        raise SystemExit(code)
+    if not scheduler.finished.is_set():  # the driver gave up (it said why through error())
         reporter.close()
         for message in scheduler.errors:
             click.echo(f"error: {message}", err=True)
         die(f"the scheduler driver ended ({driver.join(10).value}) before the tasks did")
-    if not ended:
-        driver.stop()  # tears the framework down: the master kills its tasks
-        driver.join(10)
-        reporter.close()
-        click.echo(f"gave up: {scheduler.progress.summary()}", err=True)
-        raise SystemExit(124 if timeout else 130)
     driver.join(10)
     reporter.close()
     for message in scheduler.errors:
@@ -134,6 +144,60 @@ def run(master_address, cpus, mem, instances, role, name, timeout, output, key, 
     _report_failures(master_address, scheduler)
     click.echo(f"done: {scheduler.progress.summary()}")
     raise SystemExit(scheduler.exit_code())
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """While inside, SIGTERM stops ``run`` as Ctrl-C does (its tasks killed,
+    its framework torn down) rather than ending the process with them left
+    running; the list it yields gets the signal's number once it came."""
+    received: list[int] = []
+
+    def interrupt(signum, frame) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stop(scheduler, driver, reporter, why: str) -> None:
+    """Kill the instances still running, wait (up to :data:`KILL_WAIT` s)
+    for their end, tear the framework down, and say what happened."""
+    from mesoslike import DriverStatus
+    from mesoslike.frameworks.command import TERMINAL_STATES
+
+    progress = scheduler.progress
+    asked = scheduler.kill_all(driver) if driver.status is DriverStatus.RUNNING else []
+    try:
+        if asked:
+            scheduler.all_ended.wait(KILL_WAIT)
+    except KeyboardInterrupt:
+        pass  # asked again: do not wait for the confirmations, the teardown kills what is left
+    driver.stop()  # tears the framework down: the master kills whatever still runs
+    driver.join(10)
+    reporter.close()
+    states = [progress.states.get(task_id, "") for task_id in asked]
+    killed = states.count("TASK_KILLED")
+    parts = []
+    if asked:
+        parts.append(f"killed the {len(asked)} tasks still running" if killed == len(asked)
+                     else f"killed {killed} of the {len(asked)} tasks still running")
+    ended_otherwise = sum(1 for state in states if state != "TASK_KILLED" and state in TERMINAL_STATES)
+    if ended_otherwise:
+        parts.append(f"{ended_otherwise} ended otherwise meanwhile")
+    unconfirmed = len(asked) - killed - ended_otherwise
+    if unconfirmed:
+        parts.append(f"{unconfirmed} not confirmed dead within {KILL_WAIT:g}s (the framework is torn down: "
+                     "the master kills them)")
+    never = progress.instances - progress.launched
+    if never:
+        parts.append(f"{never} never launched")
+    click.echo(f"{why}: {'; '.join(parts) or 'no task was running'}. "
+               f"{progress.finished}/{progress.instances} finished", err=True)
 
 
 class _Agents:
@@ -191,7 +255,8 @@ class _OutputFollower(threading.Thread):
 
     def finish(self) -> None:
         self._done.set()
-        self.join(15)
+        if self.ident is not None:  # started (a signal may come before it is)
+            self.join(15)
 
     def _read_all(self) -> None:
         from mesoslike.cli.task import read_file, sandbox_file
@@ -250,7 +315,9 @@ def _report_failures(master_address: str, scheduler) -> None:
             for line in tail:
                 click.echo(f"  | {line}", err=True)
         sandbox = f"{root}/{sandbox_file(scheduler.framework_id, task_id, '')}".rstrip("/") if root else "?"
-        click.echo(f"  sandbox: {sandbox} on agent {agent_id}; all of it: mesoslike task log {task_id} "
+        host = progress.hosts.get(task_id)
+        on = f"{host} (agent {agent_id})" if host else f"agent {agent_id}"
+        click.echo(f"  sandbox: {sandbox} on {on}; all of it: mesoslike task log {task_id} "
                    f"--framework {scheduler.framework_id} --master {master_address} [--stderr]", err=True)
     if len(failures) > FAILURES_SHOWN:
         click.echo(f"... and {len(failures) - FAILURES_SHOWN} more failed instances", err=True)
