@@ -59,6 +59,8 @@ class WordCountScheduler(Scheduler):
         self.failed: set[int] = set()
         self.finished = threading.Event()
         self.lock = threading.Lock()
+        # one progress line redrawn in place (\r) on a terminal; whole lines into a pipe or file
+        self.tty = sys.stdout.isatty()
 
     def output(self, shard: int) -> str:
         return os.path.join(self.out_dir, f"counts-{shard:03d}.json")
@@ -94,7 +96,7 @@ class WordCountScheduler(Scheduler):
             if status.state == TaskState.FINISHED:
                 self.done.add(shard)
             elif self.attempts[shard] < MAX_ATTEMPTS:
-                print(f"\n{status.task_id} ended {status.state} ({status.message}); retrying")
+                print(f"{self.newline()}{status.task_id} ended {status.state} ({status.message}); retrying")
                 self.pending.append(shard)
                 driver.revive_offers()
             else:
@@ -105,14 +107,21 @@ class WordCountScheduler(Scheduler):
                 driver.stop()
 
     def error(self, driver, message) -> None:
-        print(f"\nerror: {message}", file=sys.stderr)
+        print(f"{self.newline()}error: {message}", file=sys.stderr)
+
+    def newline(self) -> str:
+        """What ends the progress line drawn in place before another line is printed."""
+        return "\n" if self.tty else ""
 
     def report(self) -> None:
         total = len(self.shards)
         width = 30
         bar = "#" * (len(self.done) * width // total) + "." * (width - len(self.done) * width // total)
-        print(f"\r[{bar}] {len(self.done)}/{total} shards done, {len(self.running)} running, "
-              f"{len(self.failed)} failed", end="", flush=True)
+        line = f"[{bar}] {len(self.done)}/{total} shards done, {len(self.running)} running, {len(self.failed)} failed"
+        if self.tty:
+            print("\r" + line, end="", flush=True)
+        else:
+            print(line, flush=True)
 
 
 def merge(scheduler: WordCountScheduler) -> collections.Counter:
@@ -152,11 +161,11 @@ def main() -> int:
     driver.start()
     if not scheduler.finished.wait(args.timeout):
         driver.stop()
-        print(f"\ngave up after {args.timeout:g}s", file=sys.stderr)
+        print(f"{scheduler.newline()}gave up after {args.timeout:g}s", file=sys.stderr)
         return 1
     driver.join(10)
     elapsed = time.monotonic() - started
-    print()
+    print(scheduler.newline(), end="")
     if scheduler.failed:
         print(f"FAILED: shards {sorted(scheduler.failed)} failed {MAX_ATTEMPTS} times", file=sys.stderr)
         return 1

@@ -205,3 +205,20 @@ def test_run_of_failing_instances_does_not_draw_a_full_bar(cluster):
     assert done.returncode == 1, done.stderr
     assert "[xxxxxxxxxxxxxxxxxxxx] 0/4 finished, 4 failed, 0 running, 0 waiting" in done.stdout
     assert "#" not in done.stdout
+
+
+# ------------------------------------------------------------------- demo
+def test_demo_framework_writes_whole_lines_into_a_pipe(tmp_path):
+    """``make demo-framework`` (the command its Makefile rule runs, smaller)
+    piped into a file: progress as lines, no carriage returns."""
+    rule = (REPO / "Makefile").read_text().split("\ndemo-framework:", 1)[1].split("\n\n", 1)[0]
+    assert "mesoslike local --port 0 --http-port 0 -- $(BIN)/python examples/wordcount.py" in rule
+    done = subprocess.run([sys.executable, "-m", "mesoslike", "local", "--port", "0", "--http-port", "0",
+                           "--work-dir", str(tmp_path / "work"), "--", sys.executable, "examples/wordcount.py",
+                           "--shards", "3", "--words", "2000"],
+                          cwd=str(REPO), env=child_env(), stdin=subprocess.DEVNULL, capture_output=True, timeout=100)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert b"\r" not in done.stdout   # read as bytes: text mode would turn \r into \n
+    lines = done.stdout.decode().split("\n")
+    assert "[##############################] 3/3 shards done, 0 running, 0 failed" in lines
+    assert any(line.endswith("matches the single-process count: yes") for line in lines)
