@@ -4,9 +4,12 @@ boundary matters), real clusters on 127.0.0.1."""
 
 from __future__ import annotations
 
+import logging
+import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,8 @@ from click.testing import CliRunner
 
 from e2e_helpers import REPO, child_env, cluster, free_port, task_processes  # noqa: F401 (a fixture)
 from mesoslike.cli import main
+from waiting import wait_until
+from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -222,3 +227,62 @@ def test_demo_framework_writes_whole_lines_into_a_pipe(tmp_path):
     lines = done.stdout.decode().split("\n")
     assert "[##############################] 3/3 shards done, 0 running, 0 failed" in lines
     assert any(line.endswith("matches the single-process count: yes") for line in lines)
+
+
+# -------------------------------------------------------- ZooKeeper down
+def test_an_agent_logs_one_line_per_zookeeper_outage_and_one_when_it_is_back(cluster, zookeeper):
+    group = zookeeper.url("/rough-outage")
+    cluster.start_master("--zk", group)
+    agent = cluster._start("agent-z1", ["agent", "--master", group, "--hostname", "z1", "--resources", "cpus:1;mem:64",
+                                        "--work-dir", str(cluster.work_root / "z1"), "--key",
+                                        cluster.keys.secret("agent1"), "--master-key", cluster.master_key])
+    cluster.wait_for_agents(["z1"], timeout=30)
+    zookeeper.stop()
+    cluster.wait_until(lambda: "lost the ZooKeeper connection" in agent.output(), 30, "the outage's line")
+    outage_began = time.monotonic()
+    # an outage of 5 s: kazoo tries again about once a second meanwhile
+    wait_until(lambda: time.monotonic() - outage_began > 5.0, 10, "an outage of 5 s")
+    zookeeper.start()
+    back = cluster.wait_until(lambda: re.search(r"ZooKeeper connection to \S+ back after ([\d.]+) s "
+                                                r"\((\d+) failed attempts", agent.output(20000)), 60,
+                              "the line saying ZooKeeper is back")
+    assert float(back.group(1)) >= 5.0 and int(back.group(2)) >= 3   # the attempts happened, unlogged
+    log = agent.output(20000)
+    assert log.count("lost the ZooKeeper connection") == 1
+    assert log.count(" back after ") == 1
+    assert "Connection dropped" not in log.replace("(Connection dropped", "")   # only inside the one line
+    assert "Connection time-out" not in log and "Transition to CONNECTING" not in log
+
+
+def test_the_connection_log_keeps_one_line_per_outage_and_notes_an_expired_session(caplog):
+    from mesoslike import FakeClock
+    from mesoslike.ha.connection_log import ConnectionLog
+
+    clock = FakeClock()
+    connection_log = ConnectionLog("zk1:2181", clock=clock.now)
+    caplog.set_level(logging.DEBUG)
+
+    def lines() -> list[str]:
+        return [f"{r.levelname} {r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.WARNING]
+
+    connection_log.warning("Connection dropped: %s", "refused")        # the first connection: the caller says it
+    connection_log.state_changed("CONNECTED")
+    assert lines() == []
+    connection_log.warning("Connection dropped: %s", "socket connection broken")
+    for _ in range(30):
+        clock.advance(1.0)
+        connection_log.warning("Transition to CONNECTING")
+        connection_log.warning("Connection dropped: %s", "socket connection error: Connection refused")
+    connection_log.warning("Session has expired")
+    connection_log.state_changed("LOST")
+    connection_log.error("an error always passes")
+    connection_log.state_changed("CONNECTED")
+    connection_log.warning("some other warning")
+    assert lines() == [
+        "WARNING mesoslike.ha: lost the ZooKeeper connection to zk1:2181 (Connection dropped: socket connection "
+        "broken); retrying, and saying so once it is back",
+        "ERROR kazoo.client: an error always passes",
+        "WARNING mesoslike.ha: ZooKeeper connection to zk1:2181 back after 30.0 s (61 failed attempts; the "
+        "session had expired: a new one)",
+        "WARNING kazoo.client: some other warning",
+    ]

@@ -20,7 +20,6 @@ election, so neither kazoo thread ever blocks on ZooKeeper.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import re
@@ -35,6 +34,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
 from mesoslike.errors import ConfigError, MesoslikeError
+from mesoslike.ha.connection_log import ConnectionLog
 from mesoslike.ha.url import ZkUrl
 from mesoslike.master.storage import RegistryFencedError
 
@@ -86,14 +86,18 @@ def connect(url: ZkUrl, timeout: float = 10.0, session_timeout: float = 10.0) ->
     """
     retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=_RECONNECT_MAX_DELAY)
     acl = master_acl(url.auth) if url.auth else None
+    # kazoo warns at every failed attempt, about once a second while the server is down: the client's own
+    # logger, filtered to one line per outage and one when it is back (mesoslike.ha.connection_log)
+    connection_log = ConnectionLog(url.hosts)
     try:
         client = KazooClient(hosts=url.hosts, timeout=session_timeout, connection_retry=retry, default_acl=acl,
-                             auth_data=[("digest", ":".join(url.auth))] if url.auth else None)
+                             auth_data=[("digest", ":".join(url.auth))] if url.auth else None,
+                             logger=connection_log)
     except (KazooException, ValueError) as exc:
         raise ZooKeeperError(f"cannot use ZooKeeper hosts {url.hosts!r}: {exc}") from None
+    client.add_listener(connection_log.state_changed)
     try:
-        with _quiet_connection_attempts():
-            client.start(timeout=timeout)
+        client.start(timeout=timeout)
     except KazooTimeoutError:
         raise ZooKeeperError(f"could not connect to ZooKeeper at {url.hosts} within {timeout:g} s "
                              f"(is it running, and is {url} the right URL?)") from None
@@ -125,28 +129,6 @@ def _guard_group(client: KazooClient, path: str, acl: list, timeout: float) -> N
     except (KazooException, ZooKeeperError) as exc:
         raise ZooKeeperError(f"cannot guard the group path {path} with the masters' ACL (--zk-auth: are these "
                              f"the credentials it was created with?): {exc!r}") from None
-
-
-class _ErrorsOnly(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.ERROR
-
-
-@contextlib.contextmanager
-def _quiet_connection_attempts():
-    """kazoo warns on every failed attempt while it first connects; the
-    caller gets one clear ZooKeeperError instead (a `mesoslike state` against
-    a stopped ZooKeeper printed a dozen warnings before it). Later drops of an
-    established connection are still logged."""
-    loggers = [logging.getLogger(name) for name in ("kazoo.client", "kazoo.protocol.connection")]
-    quiet = _ErrorsOnly()
-    for logger in loggers:
-        logger.addFilter(quiet)
-    try:
-        yield
-    finally:
-        for logger in loggers:
-            logger.removeFilter(quiet)
 
 
 def _ensure_path(client: KazooClient, path: str, timeout: float) -> None:
