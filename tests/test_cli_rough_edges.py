@@ -286,3 +286,24 @@ def test_the_connection_log_keeps_one_line_per_outage_and_notes_an_expired_sessi
         "session had expired: a new one)",
         "WARNING kazoo.client: some other warning",
     ]
+
+
+def test_state_asks_a_tcp_master_directly_which_says_it_does_not_lead_while_zookeeper_is_down(cluster, zookeeper):
+    cluster.start_master("--zk", zookeeper.url("/rough-state"), "--zk-session-timeout", "4")
+    cluster.wait_until(lambda: cluster.state()["is_leader"], 30, "the master to lead")
+    env = cluster.client_env()
+    assert mesoslike("state", "--master", cluster.address, env=env).returncode == 0
+    zookeeper.stop()
+    cluster.wait_until(lambda: cluster.state()["is_leader"] is False, 30, "the master to step down")
+
+    def answered():
+        done = mesoslike("state", "--master", cluster.address, "--timeout", "3", env=env)
+        return done if "does not lead" in done.stderr else None
+
+    # once its session has expired (4 s) it answers, at once, that it does not lead and knows no leader
+    cluster.wait_until(answered, 40, "the master's answer that it does not lead")
+    for _ in range(3):   # every time, not once in a while: asking ZooKeeper who leads does not block its answer
+        done = mesoslike("state", "--master", cluster.address, "--timeout", "3", env=env)
+        assert done.returncode == 1
+        assert done.stderr == (f"error: the master at {cluster.address} answers but does not lead, and knows of "
+                               "no leader (it cannot reach ZooKeeper, or an election is under way)\n")

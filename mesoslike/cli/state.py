@@ -28,12 +28,15 @@ def fetch_state(master: str, timeout: float = 5.0, key: str | None = None, maste
 
     address = resolve_leader(master, timeout)
     silent = ("; ZooKeeper names it the leader: if it died, another master leads once its ZooKeeper session "
-              "expires (--zk-session-timeout)") if master.startswith("zk://") else ""
+              "expires (--zk-session-timeout)") if master.startswith("zk://") else (
+        ": it is down, or (with --zk) it lost ZooKeeper and waits out its session timeout before it answers "
+        "again, saying it does not lead")
     doc = _ask_for_state(address, timeout, keys, silent)
     if doc.get("is_leader") is False:   # a follower (or a leadership that just moved): ask the leader it names
         leader = (doc.get("leader") or {}).get("address")
         if not leader or leader == address:
-            raise MesoslikeError(f"the master at {address} does not lead, and no leader is elected yet")
+            raise MesoslikeError(f"the master at {address} answers but does not lead, and knows of no leader "
+                                 "(it cannot reach ZooKeeper, or an election is under way)")
         doc = _ask_for_state(leader, timeout, keys)
         if doc.get("is_leader") is False:
             raise MesoslikeError(f"the master at {leader} does not lead either; the leadership is moving, "

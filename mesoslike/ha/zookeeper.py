@@ -423,8 +423,13 @@ class MasterContender(_GroupWatcher):
         return None
 
     def leader_info(self) -> dict | None:
-        """The current leader's info, read from ZooKeeper now (None if nobody leads)."""
+        """The current leader's info, read from ZooKeeper now (None if nobody leads).
+        Without a connection to ZooKeeper a ZooKeeperError at once: a read
+        would wait the whole operation timeout, and a follower answering
+        ``mesoslike state`` must say it does not know rather than go silent."""
         client = self.client
+        if not client.connected:
+            raise ZooKeeperError(f"not connected to ZooKeeper ({client.state}): the leader of {self._path} is unknown")
         try:
             children = _wait(client.get_children_async(self._path), self._op_timeout)
             leader = _lowest_valid_member(client, self._path, children, self._skips, self._op_timeout)
