@@ -9,13 +9,15 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from e2e_helpers import REPO, child_env, cluster, free_port, task_processes  # noqa: F401 (a fixture)
+from e2e_helpers import REPO, RecordingScheduler, child_env, cluster, free_port, task_processes  # noqa: F401 (a fixture)
+from mesoslike import Resources, TaskInfo
 from mesoslike.cli import main
 from waiting import wait_until
 from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
@@ -307,3 +309,76 @@ def test_state_asks_a_tcp_master_directly_which_says_it_does_not_lead_while_zook
         assert done.returncode == 1
         assert done.stderr == (f"error: the master at {cluster.address} answers but does not lead, and knows of "
                                "no leader (it cannot reach ZooKeeper, or an election is under way)\n")
+
+
+# ---------------------------------------------------- framework messages
+class ReadsItsMessages(RecordingScheduler):
+    """Launches one task that ends once a line ``hello`` is in its <sandbox>/messages."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.launched = False
+
+    def on_offers(self, driver, offers) -> None:
+        for offer in offers:
+            if self.launched:
+                driver.decline_offer(offer.id)
+                continue
+            self.launched = True
+            driver.launch_tasks([offer.id], [TaskInfo(task_id="reader", agent_id=offer.agent_id, command=READER,
+                                                      resources=Resources(cpus=0.1, mem=16))])
+
+
+READER = "until grep -qx hello messages 2>/dev/null; do sleep 0.05; done; echo got it"
+
+
+def test_a_framework_message_reaches_the_running_task_it_names(cluster):
+    cluster.start_local("--agents", "1")
+    scheduler = ReadsItsMessages()
+    driver = cluster.driver(scheduler, "messages")
+    running = scheduler.wait(lambda: next((s for s in scheduler.statuses("reader") if s.state == "TASK_RUNNING"),
+                                          None), 30, "the task to run")
+    with pytest.raises(ValueError, match="needs the task_id of a running task"):
+        driver.send_framework_message(running.agent_id, b"hello\n", "")   # refused here, not dropped there
+    with pytest.raises(TypeError):
+        driver.send_framework_message(running.agent_id, b"hello\n")   # type: ignore[call-arg]
+    driver.send_framework_message(running.agent_id, b"hello\n", "reader")
+    scheduler.wait(lambda: any(s.state == "TASK_FINISHED" for s in scheduler.statuses("reader")), 30,
+                   "the task to read the message and finish")
+
+
+def test_pymesos_send_framework_message_reaches_the_command_task_of_that_executor_id(cluster):
+    """pymesos's ``sendFrameworkMessage(executorId, agentId, data)``: a command
+    task's executor id is its task id (as Mesos's command executor)."""
+    from mesoslike.compat import pymesos
+
+    finished = threading.Event()
+
+    class Reader(pymesos.Scheduler):
+        launched = False
+
+        def resourceOffers(self, driver, offers):
+            for offer in offers:
+                if self.launched:
+                    driver.declineOffer(offer["id"])
+                    continue
+                self.launched = True
+                driver.launchTasks([offer["id"]], [{
+                    "task_id": {"value": "reader"}, "agent_id": offer["agent_id"], "name": "reader",
+                    "resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.1}},
+                                  {"name": "mem", "type": "SCALAR", "scalar": {"value": 16}}],
+                    "command": {"value": READER}}])
+
+        def statusUpdate(self, driver, status):
+            if status["state"] == "TASK_RUNNING":
+                driver.sendFrameworkMessage({"value": "reader"}, status["agent_id"], pymesos.encode_data(b"hello\n"))
+            elif status["state"] == "TASK_FINISHED":
+                finished.set()
+
+    cluster.start_local("--agents", "1")
+    driver = pymesos.MesosSchedulerDriver(Reader(), {"name": "pymesos-messages", "failover_timeout": 0},
+                                          cluster.address.removeprefix("tcp://"), key=cluster.client_key,
+                                          master_key=cluster.master_key, stop_timeout=5.0)
+    cluster.drivers.append(driver)   # stopped at clean-up
+    driver.start()
+    assert finished.wait(30), "the task did not get the message"

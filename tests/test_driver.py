@@ -329,7 +329,8 @@ def test_calls_from_another_thread_are_delivered(master, drivers):
         (lambda: driver.reconcile_tasks([]), m.Reconcile("fw-1", [])),
         (lambda: driver.reconcile_tasks(["t1", status]),
          m.Reconcile("fw-1", [m.ReconcileTask("t1"), m.ReconcileTask("t2", "agent-1")])),
-        (lambda: driver.send_framework_message("agent-1", b"hello"), m.FrameworkMessage("fw-1", "agent-1", b"hello")),
+        (lambda: driver.send_framework_message("agent-1", b"hello", "t1"),
+         m.FrameworkMessage("fw-1", "agent-1", b"hello", "t1")),
     ]
     caller = threading.Thread(target=lambda: [call() for call, _ in calls])
     caller.start()
@@ -374,7 +375,9 @@ def test_calls_before_start_and_bad_arguments(master):
     with pytest.raises(TypeError):
         driver.launch_tasks("o1", [])
     with pytest.raises(TypeError):
-        driver.send_framework_message("agent-1", "not bytes")
+        driver.send_framework_message("agent-1", "not bytes", "t1")
+    with pytest.raises(ValueError, match="needs the task_id of a running task"):
+        driver.send_framework_message("agent-1", b"hello", "")
     assert driver.stop() is DriverStatus.STOPPED
     assert driver.start() is DriverStatus.STOPPED
 

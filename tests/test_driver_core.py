@@ -357,8 +357,8 @@ def test_calls_carry_the_framework_id():
     status = TaskStatus("t2", TaskState.RUNNING, agent_id="agent-2")
     assert sent(core.reconcile_tasks(["t1", status])) == [
         m.Reconcile("fw-1", [m.ReconcileTask("t1"), m.ReconcileTask("t2", "agent-2")])]
-    assert sent(core.send_framework_message("agent-1", b"data")) == [
-        m.FrameworkMessage("fw-1", "agent-1", b"data")]
+    assert sent(core.send_framework_message("agent-1", b"data", "t1")) == [
+        m.FrameworkMessage("fw-1", "agent-1", b"data", "t1")]
 
 
 @pytest.mark.parametrize("call", [
@@ -368,7 +368,8 @@ def test_calls_carry_the_framework_id():
     lambda core: core.decline_offer(7),
     lambda core: core.reconcile_tasks("t1"),
     lambda core: core.reconcile_tasks([3]),
-    lambda core: core.send_framework_message("agent-1", "text"),
+    lambda core: core.send_framework_message("agent-1", "text", "t1"),
+    lambda core: core.send_framework_message("agent-1", b"data", None),
 ])
 def test_bad_call_arguments_raise_type_error(call):
     core, _ = subscribed_core()
@@ -381,7 +382,7 @@ def test_calls_while_disconnected_are_dropped():
     core.start()
     for call in (lambda: core.decline_offer("o1"), core.suppress_offers, core.revive_offers,
                  lambda: core.kill_task("t1"), lambda: core.reconcile_tasks([]),
-                 lambda: core.send_framework_message("agent-1", b"x")):
+                 lambda: core.send_framework_message("agent-1", b"x", "t1")):
         assert call() == []
 
 

@@ -322,10 +322,13 @@ class MesosSchedulerDriver:
 
     def sendFrameworkMessage(self, executorId: Any, agentId: Any, data: str | bytes) -> DriverStatus:
         """Send ``data`` (base64 text, as pymesos; raw ``bytes`` are taken as
-        they are) to an agent, best effort. ``executorId`` is not used: the
-        agent writes a message without a task to its log only."""
+        they are) to an agent, best effort. Each task runs under its own
+        command executor, whose id is the task's (as Mesos's command
+        executor): ``executorId`` names the task whose ``<sandbox>/messages``
+        gets it."""
         payload = data if isinstance(data, bytes) else decode_data(data)
-        return self._driver.send_framework_message(value_of(agentId, "agent id"), payload)
+        return self._driver.send_framework_message(value_of(agentId, "agent id"), payload,
+                                                   value_of(executorId, "executor id"))
 
     def requestResources(self, requests: Any) -> DriverStatus:
         """A no-op, as in Mesos' allocator: offers come anyway."""

@@ -219,6 +219,18 @@ def message_data(data: bytes | bytearray | memoryview) -> bytes:
     return bytes(data)
 
 
+def message_task(task_id: str) -> str:
+    """The task a framework message is for: an agent delivers a message to a
+    running task's ``<sandbox>/messages`` and drops one without a task, so
+    a call without one is refused here, in the caller's thread."""
+    if not isinstance(task_id, str):
+        raise TypeError(f"framework message task_id must be a str, got {type(task_id).__name__}")
+    if not task_id:
+        raise ValueError("a framework message needs the task_id of a running task: the agent appends it to "
+                         "that task's <sandbox>/messages and drops a message without one")
+    return task_id
+
+
 def filters_or_default(filters: Filters | None) -> Filters:
     if filters is None:
         return Filters()
@@ -476,8 +488,9 @@ class DriverCore:
         items = reconcile_task_list(tasks)
         return self._call("reconcile_tasks", lambda: m.Reconcile(self.framework_id, items))
 
-    def send_framework_message(self, agent_id: str, data: bytes, task_id: str = "") -> list[Command]:
+    def send_framework_message(self, agent_id: str, data: bytes, task_id: str) -> list[Command]:
         payload = message_data(data)
+        message_task(task_id)
         return self._call("send_framework_message",
                           lambda: m.FrameworkMessage(self.framework_id, agent_id, payload, task_id))
 

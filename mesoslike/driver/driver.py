@@ -35,6 +35,7 @@ from mesoslike.driver.core import (
     Shutdown,
     filters_or_default,
     message_data,
+    message_task,
     offer_id_list,
     reconcile_task_list,
     task_list,
@@ -219,9 +220,13 @@ class SchedulerDriver:
             raise TypeError(f"acknowledge_status_update takes a TaskStatus, got {type(status).__name__}")
         return self._call("acknowledge_status_update", lambda: self._core.acknowledge_status_update(status))
 
-    def send_framework_message(self, agent_id: str, data: bytes, task_id: str = "") -> DriverStatus:
-        """Send opaque ``data`` to an agent (best effort)."""
+    def send_framework_message(self, agent_id: str, data: bytes, task_id: str) -> DriverStatus:
+        """Send opaque ``data`` to the running task ``task_id`` on agent
+        ``agent_id`` (best effort): the agent appends it to the task's
+        ``<sandbox>/messages``. A message for a task that is not running
+        there is dropped, with a warning in the agent's log."""
         payload = message_data(data)
+        message_task(task_id)
         return self._call("send_framework_message",
                           lambda: self._core.send_framework_message(agent_id, payload, task_id))
 
