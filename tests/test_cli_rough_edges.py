@@ -382,3 +382,38 @@ def test_pymesos_send_framework_message_reaches_the_command_task_of_that_executo
     cluster.drivers.append(driver)   # stopped at clean-up
     driver.start()
     assert finished.wait(30), "the task did not get the message"
+
+
+# ----------------------------------------------------------------- README
+def test_the_readme_says_to_activate_the_venv_and_that_works():
+    readme = (REPO / "README.rst").read_text()
+    assert "make venv && . .venv/bin/activate    # or call .venv/bin/mesoslike instead of mesoslike" in readme
+    assert (REPO / ".venv" / "bin" / "activate").exists(), "make venv (make test) makes .venv"
+    done = subprocess.run(["bash", "-c", ". .venv/bin/activate && command -v mesoslike && mesoslike --version"],
+                          cwd=str(REPO), env=child_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == str(REPO / ".venv" / "bin" / "mesoslike")
+
+
+def test_a_killed_leaders_session_ends_only_after_the_session_timeout_as_the_readme_says(cluster, zookeeper):
+    """README: a killed master's ZooKeeper session does not end "at once":
+    ZooKeeper expires it between 2/3 of the timeout and the whole of it."""
+    from kazoo.client import KazooClient
+
+    assert "at once if the process died" not in (REPO / "README.rst").read_text()
+    cluster.start_master("--zk", zookeeper.url("/rough-session"), "--zk-session-timeout", "6")
+    cluster.wait_until(lambda: cluster.state()["is_leader"], 30, "the master to lead")
+    client = KazooClient(hosts=zookeeper.hosts)
+    client.start(timeout=10)
+    try:
+        def members() -> list[str]:
+            return [c for c in client.get_children("/rough-session") if c.startswith("json.info_")]
+
+        assert len(members()) == 1
+        cluster.master.kill()   # SIGKILL: no goodbye to ZooKeeper
+        killed_at = time.monotonic()
+        wait_until(lambda: not members(), 30, "ZooKeeper to expire the killed leader's session")
+        assert time.monotonic() - killed_at >= 6.0 * 2 / 3 - 0.5   # not at once
+    finally:
+        client.stop()
+        client.close()

@@ -1,7 +1,7 @@
 """End-to-end tests: real ``python -m mesoslike`` master / agent / local
 processes on 127.0.0.1, frameworks in this process through the public API.
 
-Each test asserts something a user of the cluster relies on (DESIGN.md §3-4,
+Each test asserts something a user of the cluster relies on (docs/cluster.rst, docs/framework-api.rst,
 docs/wire.rst "Conversations"). Process handling, readiness polling and
 cleanup live in ``e2e_helpers``.
 """

@@ -2,7 +2,7 @@
 master and agent processes on 127.0.0.1, frameworks in this process through
 ``SchedulerDriver(master="zk://...")``.
 
-Scenarios (DESIGN.md §4 HA, docs/ha.rst):
+Scenarios (docs/ha.rst):
 
 * the leading master is killed (SIGKILL) while tasks run and launches are in
   flight: a follower leads, the agents re-register with their tasks, the

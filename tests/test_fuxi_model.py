@@ -1,4 +1,4 @@
-"""Fuxi jobs: the model and the TOML job file (DESIGN §3.5)."""
+"""Fuxi jobs: the model and the TOML job file (docs/fuxi.rst)."""
 
 from pathlib import Path
 

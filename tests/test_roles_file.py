@@ -1,4 +1,4 @@
-"""The roles file (DESIGN §3.6, docs/roles.rst): parsing, validation with the
+"""The roles file (docs/roles.rst): parsing, validation with the
 field named, inheritance of the preemption settings, defaults."""
 
 import math

@@ -1,1 +1,1 @@
-"""The bundled Fuxi-style scheduler (DESIGN.md §6)."""
+"""The bundled Fuxi-style scheduler (docs/fuxi.rst, docs/fuxi-scheduling.rst)."""

@@ -15,7 +15,7 @@ carries an ASSIGN or KILL of :mod:`.am_protocol` for one worker,
 JOB_ENDED); :class:`SnapshotChanged` asks for a checkpoint. There is no
 second set of classes to copy them from.
 
-What it does (DESIGN §6, docs/fuxi-jobs.rst "AppMaster semantics"):
+What it does (docs/fuxi-jobs.rst "AppMaster semantics"):
 
 - **Dispatch with data locality**: an idle worker gets the pending instance
   of its unit whose data is "most" on the worker's machine (its hostname

@@ -2,7 +2,7 @@
 
 It runs inside a framework (``mesoslike fuxi serve``): the Mesos master
 offers it resources, and it hands them out as *slots* to the ScheduleUnits of
-the jobs submitted to it (DESIGN §6, seeds 000 and 002). Pure and
+the jobs submitted to it (docs/fuxi-scheduling.rst; seeds 000 and 002). Pure and
 deterministic: calls go in, commands (:class:`LaunchSlots`,
 :class:`DeclineOffers`, :class:`KillSlot`, :class:`SuppressOffers`,
 :class:`ReviveOffers`) and job events (:class:`SlotGranted`,

@@ -7,7 +7,7 @@ group of its job, locality preferences (per machine, per engine room — the
 agent attribute ``room`` — and cluster-wide, each with a count),
 ``max_per_machine``, its own blacklist of machines, and ``all_or_nothing``.
 
-Jobs group units. They come from a TOML job file (DESIGN §3.5, parsed by
+Jobs group units. They come from a TOML job file (docs/fuxi.rst, parsed by
 :func:`load_job_file` / :func:`parse_job`) or are built in Python::
 
     JobSpec("wordcount", units=[UnitSpec("map", slots=8, slot=Resources.parse("cpus:1;mem:512"),
@@ -340,7 +340,7 @@ def _check_no_cycle(job: JobSpec) -> None:
 
 # ------------------------------------------------------------- job files
 def load_job_file(path: str | Path) -> JobSpec:
-    """Read and check a TOML job file (DESIGN §3.5)."""
+    """Read and check a TOML job file (docs/fuxi.rst)."""
     return parse_job(read_toml(path, "job file", JobSpecError))
 
 
@@ -364,7 +364,7 @@ def check_runnable(job: JobSpec) -> None:
 
 
 def job_document(spec: JobSpec) -> dict[str, Any]:
-    """The job file (as parsed TOML, DESIGN §3.5) that :func:`parse_job` reads back as ``spec``."""
+    """The job file (as parsed TOML, docs/fuxi.rst) that :func:`parse_job` reads back as ``spec``."""
     units = []
     for unit in spec.units:
         table: dict[str, Any] = {

@@ -15,7 +15,7 @@ request                            answer
 =================================  ==========================================
 
 ``document`` of SUBMIT is the job file as parsed TOML (a dict with a ``job``
-table, DESIGN §3.5); ``job_id`` of STATUS is empty for every job;
+table, docs/fuxi.rst); ``job_id`` of STATUS is empty for every job;
 ``document`` of STATUS_REPLY is the status as JSON text. An ERROR's message
 is at most :data:`MAX_ERROR` characters: it never echoes a request whole.
 

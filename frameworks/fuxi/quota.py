@@ -1,7 +1,7 @@
 """Quota groups: a cap per group, lending of unused quota, hunger order.
 
 Pure arithmetic over :class:`~mesoslike.Resources`, used by the Fuxi core on
-every scheduling pass (seed 000, DESIGN §6):
+every scheduling pass (seed 000, docs/fuxi-scheduling.rst):
 
 * **cap**: a group may hold at most its ``maximum`` — plus what others lend it.
 * **lending**: a group's *lendable* quota is what it neither uses nor waits

@@ -1,4 +1,4 @@
-"""The waiting queue of one quota group: passive scheduling in Fuxi (DESIGN §6).
+"""The waiting queue of one quota group: passive scheduling in Fuxi (docs/fuxi-queue.rst).
 
 When resources free up on a machine ("OnResourceFree"), the scheduler asks
 the hungriest quota group's queue for *the highest-priority waiting

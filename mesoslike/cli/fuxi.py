@@ -360,7 +360,7 @@ class _Leadership:
 @logging_option("fuxi_submit")
 @click.argument("job_file", metavar="JOB.toml", type=click.Path(dir_okay=False))
 def submit(fuxi_address, wait, interval, timeout, key, fuxi_key, job_file) -> None:
-    """Submit the job in JOB.toml (DESIGN §3.5 / docs/fuxi.rst) and print its
+    """Submit the job in JOB.toml (the job file of docs/fuxi.rst) and print its
     id. A job file that is not valid exits 2 and sends nothing."""
     from mesoslike.frameworks.fuxi.model import JobSpecError, check_runnable, parse_job, read_toml
 

@@ -1,4 +1,4 @@
-"""The level-2 framework API (DESIGN §3.2): implement a :class:`Scheduler`,
+"""The level-2 framework API (docs/framework-api.rst): implement a :class:`Scheduler`,
 run it with a :class:`SchedulerDriver`.
 
 The driver is layered like the rest of mesoslike: :mod:`.core` is the pure,

@@ -75,7 +75,7 @@ def parse_master(master: str) -> str:
 
 
 class SchedulerDriver:
-    """Connects a :class:`Scheduler` to a master (DESIGN §3.2).
+    """Connects a :class:`Scheduler` to a master (docs/framework-api.rst).
 
     ``implicit_acknowledgements`` (default) acknowledges each status update
     after ``status_update`` returns; turn it off to acknowledge yourself with

@@ -1,4 +1,4 @@
-"""The :class:`Scheduler` interface users implement (DESIGN §3.2).
+"""The :class:`Scheduler` interface users implement (docs/framework-api.rst).
 
 Every callback receives the driver first. The driver calls them one at a
 time, in the order the events happened, on its own thread (see

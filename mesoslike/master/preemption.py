@@ -1,4 +1,4 @@
-"""Fair-share preemption: the master-level policy of DESIGN §5 (seed 003,
+"""Fair-share preemption: the master-level policy of docs/preemption.rst (seed 003,
 YARN FairScheduler's update thread plus its preemption thread).
 
 Pure and deterministic: the caller passes the time, the cluster total, each

@@ -1,6 +1,6 @@
 """The registry: the master's hard state, which survives a failover.
 
-What a new leader must know before it serves (DESIGN §4): the admitted
+What a new leader must know before it serves (docs/ha.rst): the admitted
 agents, the known frameworks with their failover timeouts, the agents and
 frameworks that were removed (they may not come back under their old ids),
 role weights and quota. Everything else — tasks, offers, allocations — is

@@ -1,4 +1,4 @@
-"""The roles file (DESIGN §3.6): role weights, quota and the settings of
+"""The roles file (docs/roles.rst): role weights, quota and the settings of
 fair-share preemption, as YARN's FairScheduler has them per queue.
 
 This module holds the one model of these settings: :class:`RolesConfig`

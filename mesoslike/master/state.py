@@ -111,7 +111,7 @@ def _task_json(line: TaskLine, hostnames: dict[str, str]) -> dict:
 
 
 def render_state(snap: StateSnapshot) -> dict:
-    """DESIGN §3.4's state document (plus a few extras) from a snapshot;
+    """The state document of docs/cluster.rst (GET /state, plus a few extras) from a snapshot;
     needs no lock. Frameworks, agents and live tasks by id. O(agents +
     tasks + offers), and the sorting: O(T log T)."""
     stats = snap.stats

@@ -1,4 +1,4 @@
-"""Public value types of the framework API (DESIGN §3.2), shared by the wire
+"""Public value types of the framework API (docs/framework-api.rst), shared by the wire
 protocol, the master, the agents and the scheduler driver.
 
 All are immutable attrs classes; field types are checked when a message is
