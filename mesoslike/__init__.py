@@ -11,19 +11,23 @@ from mesoslike.clock import Clock, FakeClock, SystemClock  # noqa: E402
 from mesoslike.errors import ConfigError, MesoslikeError, ResourcesError  # noqa: E402
 from mesoslike.resources import Resources  # noqa: E402
 from mesoslike.wire.types import (  # noqa: E402
+    CommandURI,
     Filters,
     FrameworkInfo,
+    HealthCheck,
+    HTTPCheck,
     MasterInfo,
     Offer,
     TaskInfo,
     TaskState,
     TaskStatus,
+    TCPCheck,
 )
 
 __all__ = [
     "__version__", "Clock", "SystemClock", "FakeClock", "MesoslikeError", "ConfigError", "Resources",
     "ResourcesError", "Filters", "FrameworkInfo", "MasterInfo",
-    "Offer", "TaskInfo", "TaskState", "TaskStatus", "Scheduler", "SchedulerDriver", "DriverStatus",
+    "Offer", "TaskInfo", "TaskState", "TaskStatus", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI", "Scheduler", "SchedulerDriver", "DriverStatus",
     # high availability for a framework of its own (docs/framework-api.rst, "A highly available framework")
     "ZkUrl", "ZooKeeperError", "MasterContender", "ZooKeeperRecordStore", "make_locator", "resolve_leader",
 ]

@@ -9,15 +9,19 @@ from mesoslike.wire.schema import Schema
 from mesoslike.wire.types import (
     TERMINAL_STATES,
     AgentInfo,
+    CommandURI,
     Filters,
     FrameworkInfo,
+    HealthCheck,
+    HTTPCheck,
     MasterInfo,
     Offer,
     TaskInfo,
     TaskState,
     TaskStatus,
+    TCPCheck,
 )
 
 __all__ = ["WireError", "Codec", "Schema", "CODEC", "SCHEMA", "decode", "encode", "MESSAGE_TYPES", "PROTOCOL_VERSION",
            "TERMINAL_STATES", "AgentInfo", "Filters", "FrameworkInfo", "MasterInfo", "Offer", "TaskInfo", "TaskState",
-           "TaskStatus"]
+           "TaskStatus", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI"]
