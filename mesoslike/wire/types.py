@@ -229,8 +229,9 @@ class CommandURI:
         """The name of the fetched file in the sandbox."""
         if self.output_file:
             return self.output_file
-        path = self.value.split("://", 1)[1].split("?", 1)[0].split("#", 1)[0]
-        return path.rstrip("/").rsplit("/", 1)[-1] if "/" in path else ""
+        rest = self.value.split("://", 1)[1].split("?", 1)[0].split("#", 1)[0]
+        path = rest[rest.find("/"):] if "/" in rest else ""   # after the host
+        return path.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _preview(value: object) -> str:
