@@ -264,7 +264,7 @@ class _Run:
     """A task under its supervisor."""
 
     __slots__ = ("framework_id", "task_id", "run_dir", "sandbox", "container", "watch", "task_pid", "limited",
-                 "forget", "next_oom_check", "kill_deadline", "health_changes", "health_stamp")
+                 "forget", "next_oom_check", "kill_deadline", "checked", "health_changes", "health_stamp")
 
     def __init__(self, framework_id: str, task_id: str, run_dir: Path, sandbox: Path, container: Container,
                  watch: _Watch, task_pid: int | None = None) -> None:
@@ -279,6 +279,7 @@ class _Run:
         self.forget = False                       # remove the run directory once it has ended
         self.next_oom_check = 0.0
         self.kill_deadline: float | None = None   # when a supervisor that does not end is killed itself
+        self.checked = False                      # it has a health check: its supervisor writes health.json
         self.health_changes = 0                   # the supervisor's count of health changes last reported
         self.health_stamp: tuple[int, int] | None = None   # health.json's (mtime, inode) last read
 
@@ -418,7 +419,8 @@ class TaskExecutor:
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             self._abandon(container)
             raise LaunchError(_launch_problem(exc, self.work_dir)) from None
-        self._runs[key] = _Run(framework_id, task.task_id, run_dir, sandbox, container, _Watch(popen.pid, popen))
+        self._runs[key] = run = _Run(framework_id, task.task_id, run_dir, sandbox, container, _Watch(popen.pid, popen))
+        run.checked = task.health_check is not None
         log.info("task %s/%s: supervisor pid %d, sandbox %s", framework_id, task.task_id, popen.pid, sandbox)
 
     def _abandon(self, container: Container | None) -> None:
@@ -521,7 +523,7 @@ class TaskExecutor:
             if run.task_pid is not None and not run.limited and now >= run.next_oom_check:
                 run.next_oom_check = now + OOM_CHECK_INTERVAL
                 events.extend(self._check_limits(key, run))
-            if run.task_pid is not None:
+            if run.checked and run.task_pid is not None:
                 events.extend(self._check_health(key, run))
         return events
 
@@ -558,7 +560,8 @@ class TaskExecutor:
             run.task_pid = _task_pid(run.run_dir)
             if run.task_pid is not None:
                 events.append(TaskStarted(key[0], key[1], run.task_pid))
-        events.extend(self._check_health(key, run))   # the verdict that killed it comes before the exit
+        if run.checked:
+            events.extend(self._check_health(key, run))   # the verdict that killed it comes before the exit
         events.append(self._outcome(key, run))
         if run.forget:
             shutil.rmtree(run.run_dir, ignore_errors=True)
@@ -648,6 +651,7 @@ class TaskExecutor:
         watch = _Watch.adopt(pid, start_ticks)
         run = _Run(framework_id, task_id, run_dir, sandbox, container or Container(self.isolator.name),
                    watch or _Watch(pid, start_ticks=start_ticks), _task_pid(run_dir))
+        run.checked = _launch_has_health_check(run_dir)
         self._runs[key] = run
         events: list[ExecutorEvent] = [TaskStarted(framework_id, task_id, run.task_pid)] if run.task_pid else []
         if watch is None:  # the supervisor ended while no agent watched: how did the task end?
@@ -758,6 +762,14 @@ def _launch_container(run_dir: Path) -> Container | None:
         except (OSError, ValueError, KeyError, TypeError):
             return None
     return None
+
+
+def _launch_has_health_check(run_dir: Path) -> bool:
+    try:
+        launch = sup.read_json(str(run_dir / sup.LAUNCH_FILE))
+    except (OSError, ValueError):
+        return False
+    return isinstance(launch, dict) and launch.get("health_check") is not None
 
 
 def _cancel_launch(run_dir: Path) -> None:
