@@ -167,10 +167,10 @@ def test_the_compatibility_layers_use_only_the_public_api():
 #: the public surface; changing it is a deliberate edit of this test (and of docs/framework-api.rst)
 PUBLIC_API = {
     "mesoslike": [
-        "Clock", "ConfigError", "DriverStatus", "FakeClock", "Filters", "FrameworkInfo", "MasterContender", "MasterInfo",
-        "MesoslikeError", "Offer", "Resources", "ResourcesError", "Scheduler", "SchedulerDriver", "SystemClock",
-        "TaskInfo", "TaskState", "TaskStatus", "ZkUrl", "ZooKeeperError", "ZooKeeperRecordStore", "__version__",
-        "make_locator", "resolve_leader"],
+        "Clock", "CommandURI", "ConfigError", "DriverStatus", "FakeClock", "Filters", "FrameworkInfo", "HTTPCheck",
+        "HealthCheck", "MasterContender", "MasterInfo", "MesoslikeError", "Offer", "Resources", "ResourcesError",
+        "Scheduler", "SchedulerDriver", "SystemClock", "TCPCheck", "TaskInfo", "TaskState", "TaskStatus", "ZkUrl",
+        "ZooKeeperError", "ZooKeeperRecordStore", "__version__", "make_locator", "resolve_leader"],
     "mesoslike.transport": [
         "Authenticator", "Client", "CurveKeys", "DEFAULT_LISTEN_BACKLOG", "MessageCodec", "Poller", "Received",
         "Server", "Waker", "allow_sockets", "check_secret_file_mode", "idle", "load_certificate", "load_public_key",
