@@ -300,13 +300,15 @@ def test_fetched_files_belong_to_the_tasks_user_who_cannot_fetch_what_it_may_not
     public = traversable_dir / "public.txt"
     public.write_bytes(b"public\n")
     public.chmod(0o644)
-    statuses = run(master, task("t", "cat dir/f.txt public.txt", [CommandURI(f"{server.url}/app.zip", cache=True),
-                                                                  CommandURI(f"file://{public}")], "nobody"),
-                   framework)
+    server.files["/more.tar.gz"] = tar_gz({"more/g.txt": b"G\n"})
+    statuses = run(master, task("t", "cat dir/f.txt more/g.txt public.txt", [
+        CommandURI(f"{server.url}/app.zip", cache=True), CommandURI(f"{server.url}/more.tar.gz"),
+        CommandURI(f"file://{public}")], "nobody"), framework)
     assert statuses[-1].state == TaskState.FINISHED, statuses[-1].message
     sandbox = sandbox_path(agent.work_dir, "fw-1", "t")
-    for path in ("app.zip", "dir", "dir/f.txt", "public.txt"):
-        assert (sandbox / path).stat().st_uid == 65534, path
+    assert (sandbox / "stdout").read_bytes() == b"F\nG\npublic\n"
+    for path in ("app.zip", "dir", "dir/f.txt", "more", "more/g.txt", "public.txt"):
+        assert (sandbox / path).owner() == "nobody", path
     secret = traversable_dir / "secret.txt"
     secret.write_bytes(b"root only\n")
     secret.chmod(0o600)
@@ -366,3 +368,25 @@ def test_the_agent_command_takes_the_fetcher_flags_and_refuses_a_bad_size():
 
     done = CliRunner().invoke(cli, ["agent", "--master", "tcp://127.0.0.1:1", "--fetcher-cache-size", "12XB"])
     assert done.exit_code == 2 and "'12XB' is not a size" in done.output
+
+
+def test_the_cache_sweeps_partial_downloads_of_dead_supervisors(tmp_path):
+    from mesoslike.agent.fetcher import Cache
+
+    tmp_path.joinpath("cache").mkdir()
+    stale, live = tmp_path / "cache" / ".fetching-dead", tmp_path / "cache" / ".fetching-live"
+    stale.write_bytes(b"partial")
+    live.write_bytes(b"partial")
+    os.utime(stale, (time.time() - 4000, time.time() - 4000))
+    Cache(str(tmp_path / "cache"), 1000, stale_after=3600)
+    assert not stale.exists() and live.exists()
+
+
+def test_a_task_killed_while_it_is_fetched_ends_killed_and_never_runs(master, make_agent, server):  # noqa: F811
+    agent = make_agent(fetcher_timeout=1.0)
+    master.send(m.RunTask(FW, task("t", "touch ran", [CommandURI(f"{server.url}/stall", output_file="x")])))
+    assert master.update("t").state == TaskState.STARTING
+    master.send(m.KillTask("fw-1", "t"))
+    statuses = master.updates_until_terminal("t")
+    assert [s.state for s in statuses] == [TaskState.KILLED], statuses
+    assert not (sandbox_path(agent.work_dir, "fw-1", "t") / "ran").exists()

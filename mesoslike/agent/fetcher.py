@@ -81,7 +81,7 @@ def fetch_all(uris: list, sandbox: str, user: object, settings: dict, say) -> No
     cache_size, max_size = int(settings["cache_size"]), int(settings["max_size"])
     timeout = float(settings["timeout"])
     os.makedirs(cache_dir, mode=0o700, exist_ok=True)
-    cache = Cache(cache_dir, cache_size) if cache_size > 0 else None
+    cache = Cache(cache_dir, cache_size, stale_after=2 * timeout + 60) if cache_size > 0 else None
     for uri in uris:
         value = str(uri["value"])
         try:
@@ -301,10 +301,22 @@ def _extract_zip(path: str, directory: str, max_size: int) -> None:
 class Cache:
     """The agent's fetcher cache (the module says how it works)."""
 
-    def __init__(self, directory: str, capacity: int) -> None:
+    def __init__(self, directory: str, capacity: int, stale_after: float = 3600.0) -> None:
         self.directory = directory
         self.capacity = capacity
         os.makedirs(directory, mode=0o700, exist_ok=True)
+        self._sweep(stale_after)
+
+    def _sweep(self, stale_after: float) -> None:
+        """Remove the partial downloads of supervisors that died fetching
+        (older than any live download can be)."""
+        now = time.time()
+        for entry in os.scandir(self.directory):
+            try:
+                if entry.name.startswith(".fetching-") and now - entry.stat(follow_symlinks=False).st_mtime > stale_after:
+                    os.unlink(entry.path)
+            except OSError:
+                continue
 
     @contextlib.contextmanager
     def _locked(self):
