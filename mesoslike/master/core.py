@@ -942,7 +942,11 @@ class MasterCore:
         agent = self._agent_for(peer)
         if agent is None:
             return
-        status = attrs.evolve(msg.status, agent_id=agent.id, framework_id=msg.framework_id)
+        status = msg.status
+        if status.agent_id != agent.id or status.framework_id != msg.framework_id:
+            # the ids are the connection's and the message's, never what the status claims
+            # (an agent's own say so already: attrs.evolve cost 12 % of the master's handling, issue 14)
+            status = attrs.evolve(status, agent_id=agent.id, framework_id=msg.framework_id)
         why = self._preempting.get((msg.framework_id, status.task_id)) if self._preempting else None
         if why is not None and status.state == TaskState.KILLED:
             status = attrs.evolve(status, reason="REASON_TASK_PREEMPTED", message=why)
