@@ -91,6 +91,32 @@ def cpu_seconds(pid: int) -> dict[str, float]:
     return {"self": (utime + stime) / TICKS, "children": (cutime + cstime) / TICKS}
 
 
+def child_pids(pid: int) -> list[int]:
+    """The processes ``pid`` started that run now (an agent's supervisor launcher)."""
+    out: list[int] = []
+    try:
+        for thread in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{thread}/children") as fh:
+                out += [int(x) for x in fh.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def tree_cpu_seconds(pid: int) -> dict[str, float]:
+    """:func:`cpu_seconds` of ``pid``, its ``children`` counting also what
+    its running children used and reaped (an agent's supervisor launcher
+    forks the supervisors and reaps them: their CPU and their tasks')."""
+    own = cpu_seconds(pid)
+    for child in child_pids(pid):
+        try:
+            used = cpu_seconds(child)
+        except OSError:   # ended meanwhile: the agent reaped it, its time is in the agent's children
+            continue
+        own["children"] += used["self"] + used["children"]
+    return own
+
+
 def peak_rss_bytes(pid: int) -> int:
     with open(f"/proc/{pid}/status") as fh:
         for line in fh:
@@ -118,7 +144,7 @@ class Processes:
         return self.start(name, [sys.executable, "-m", "mesoslike", *args])
 
     def cpu(self, names: list[str]) -> dict[str, dict[str, float]]:
-        return {name: cpu_seconds(self.procs[name].pid) for name in names}
+        return {name: tree_cpu_seconds(self.procs[name].pid) for name in names}
 
     def stop(self, name: str) -> None:
         proc = self.procs.pop(name)
