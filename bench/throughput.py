@@ -69,7 +69,9 @@ TICKS = os.sysconf("SC_CLK_TCK")
 MEASURED = ["frameworks/command.py", "mesoslike/cli/run.py", "mesoslike/driver/core.py", "mesoslike/driver/driver.py",
             "mesoslike/master/core.py", "mesoslike/master/runtime.py", "mesoslike/master/state.py",
             "mesoslike/agent/core.py", "mesoslike/agent/runtime.py", "mesoslike/agent/executor.py",
-            "mesoslike/transport.py", "mesoslike/wire/codec.py"]
+            "mesoslike/agent/supervisor.py", "mesoslike/agent/launcher.py",
+            "mesoslike/transport.py", "mesoslike/wire/codec.py", "mesoslike/wire/messages.py",
+            "mesoslike/wire/batching.py"]
 
 
 def log(text: str) -> None:
@@ -353,15 +355,14 @@ def zmq_round_trips(procs: Processes, count: int, size: int, window: int = 100) 
 
 
 def measure_batching(updates: int = 20_000, batch: int = 100, rounds: int = 3) -> dict:
-    """What batching per loop turn would save (issue 14 §4): µs per status
+    """What batching per loop turn saves (issue 14 §4): µs per status
     update from encoding to decoding at the far end of a DEALER/ROUTER pair
-    (the transport's Client and Server) in this process, one frame per
-    update (as the wire does) against one frame per ``batch`` updates
-    (their encoded frames in one MessagePack array: the cheapest envelope)."""
-    import msgpack
-
+    (the transport's Client and Server) in this process, one STATUS_UPDATE
+    frame per update against one STATUS_UPDATES frame per ``batch`` updates
+    (taken apart again at the far end)."""
     from mesoslike.transport import Client, Server
     from mesoslike.wire import decode, encode
+    from mesoslike.wire.batching import unbatched
     from mesoslike.wire import messages as m
     from mesoslike.wire.types import TaskState, TaskStatus
 
@@ -387,14 +388,13 @@ def measure_batching(updates: int = 20_000, batch: int = 100, rounds: int = 3) -
             for frame in frames_in(len(messages[start:start + window])):
                 decode(frame)
 
-    def batched() -> None:
+    def batched() -> None:   # the protocol's STATUS_UPDATES (docs/wire.rst, "Batching")
         for start in range(0, updates, window):
             chunk = messages[start:start + window]
             for first in range(0, len(chunk), batch):
-                client.send_frame(msgpack.packb([encode(message) for message in chunk[first:first + batch]]))
+                client.send_frame(encode(m.StatusUpdates(chunk[first:first + batch])))
             for frame in frames_in(-(-len(chunk) // batch)):
-                for item in msgpack.unpackb(frame):
-                    decode(item)
+                unbatched(decode(frame))
     results: dict[str, list[float]] = {"one_frame_per_update_us": [], "batched_us": []}
     for _ in range(rounds):
         for name, run in (("one_frame_per_update_us", one_by_one), ("batched_us", batched)):
