@@ -527,7 +527,7 @@ class MasterCore:
             # a retried first SUBSCRIBE from the same connection: same framework
             retried = self.frameworks[self._framework_by_peer[peer]]
             self._send_framework(retried, m.Subscribed(retried.id, self.config.heartbeat_interval, self.info, False,
-                                                               accepts_batches=True))
+                                                       accepts_batches=True))
             return
         record = self.frameworks.get(info.id) if info.id else None
         if info.id and record is None and info.id in self._reported_frameworks:
