@@ -462,6 +462,11 @@ def measure_control_plane(procs: Processes, tasks: int, agents: int, frameworks:
             "ratio_to_baseline": spread([100 * x for x in ratios]), "cpu_s_per_round": cpus}
 
 
+#: MB per Fuxi worker slot: a worker is a Python process, and the agents enforce memory limits
+#: (cgroups, issue 15) — at 16 MB the kernel killed every worker and the job failed
+FUXI_WORKER_MEM = 64
+
+
 def measure_fuxi(procs: Processes, cluster: Cluster, tasks: int, slots: int, rounds: int) -> dict:
     port = free_port()
     fuxi_address = f"tcp://127.0.0.1:{port}"
@@ -473,7 +478,7 @@ def measure_fuxi(procs: Processes, cluster: Cluster, tasks: int, slots: int, rou
     for r in range(rounds):
         job = procs.work / f"job-{r}.toml"
         job.write_text(f'[job]\nname = "bench-{r}"\n\n[[job.units]]\nname = "work"\nslots = {slots}\n'
-                       f'cpus = 0.1\nmem = 16\ninstances = {tasks}\ncommand = "true"\n')
+                       f'cpus = 0.1\nmem = {FUXI_WORKER_MEM}\ninstances = {tasks}\ncommand = "true"\n')
         before = {**cluster.cpu(), "fuxi": cpu_seconds(procs.procs["fuxi"].pid)["self"]}
         started = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "mesoslike", "fuxi", "submit", "--fuxi", fuxi_address,
