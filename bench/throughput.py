@@ -499,12 +499,16 @@ def measure_fuxi(procs: Processes, cluster: Cluster, tasks: int, slots: int, rou
 def measure_big_run(procs: Processes, cluster: Cluster, instances: int) -> dict:
     started = time.perf_counter()
     before = cluster.cpu()
-    child = subprocess.Popen([sys.executable, "-m", "mesoslike", "run", "--master", cluster.address, "--instances",
-                              str(instances), "--cpus", "0.01", "--mem", "1", "--", "true"], cwd=ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # its output to a file: read from a pipe only at the end, a run long enough to print 64 KiB of
+    # progress lines (one a second) blocked on its stdout for good
+    output = procs.work / "big-run.out"
+    with open(output, "wb") as sink:
+        child = subprocess.Popen([sys.executable, "-m", "mesoslike", "run", "--master", cluster.address,
+                                  "--instances", str(instances), "--cpus", "0.01", "--mem", "1", "--", "true"],
+                                 cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT)
     _, status, usage = os.wait4(child.pid, 0)
     elapsed = time.perf_counter() - started
-    out = child.stdout.read().decode(errors="replace") if child.stdout else ""
+    out = output.read_text(errors="replace")
     result = {"instances": instances, "exit_status": os.waitstatus_to_exitcode(status), "seconds": round(elapsed, 1),
               "tasks_per_s": round(instances / elapsed, 1), "last_line": out.strip().splitlines()[-1] if out else "",
               "peak_rss_bytes": {"run": usage.ru_maxrss * 1024, **cluster.peak_rss()},
