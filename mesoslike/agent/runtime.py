@@ -67,7 +67,8 @@ from mesoslike.resources import Resources
 from mesoslike.transport import Client, CurveKeys, Waker, idle
 from mesoslike.wire import WireError
 from mesoslike.wire import messages as m
-from mesoslike.wire.batching import batch_frames, batched_messages
+from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
+from mesoslike.wire.messages import MAX_BATCH
 from mesoslike.wire.types import AgentInfo
 
 __all__ = ["AgentRuntime", "default_work_dir", "RECOVER_MODES"]
@@ -206,6 +207,7 @@ class AgentRuntime:
         #: what the turn has for the master so far, and the connection it goes on (_send_outgoing)
         self._outgoing: list[object] = []
         self._outgoing_client: Client | None = None
+        self._outgoing_since = 0.0   # when the oldest of them was made (time.monotonic)
         self._waker: Waker | None = Waker()
         self._waker_lock = threading.Lock()  # stop() may race another stop()
         self._stopping = threading.Event()
@@ -506,7 +508,13 @@ class AgentRuntime:
                 if client is not self._outgoing_client:
                     self._send_outgoing()
                     self._outgoing_client = client
+                if not self._outgoing:
+                    self._outgoing_since = time.monotonic()
                 self._outgoing.append(command.message)   # sent at the end of the turn (_send_outgoing)
+                if len(self._outgoing) >= MAX_BATCH or time.monotonic() - self._outgoing_since >= SEND_WITHIN:
+                    # a long turn (5,000 launches checkpointed one by one) must not keep the master
+                    # waiting: it takes the agent's silence for its death (any message is a pong)
+                    self._send_outgoing()
             elif isinstance(command, CheckpointTask):
                 self._checkpoint_task(command.framework_id, command.task_id)
             elif isinstance(command, LaunchTask):

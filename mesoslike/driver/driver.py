@@ -19,6 +19,7 @@ import getpass
 import logging
 import random
 import threading
+import time
 from typing import Callable, Iterable
 
 import attrs
@@ -44,7 +45,8 @@ from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.locator import MasterLocator, check_master_address, make_locator
 from mesoslike.transport import Client, Waker, idle
 from mesoslike.wire import WireError
-from mesoslike.wire.batching import batch_frames, batched_messages
+from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
+from mesoslike.wire.messages import MAX_BATCH
 from mesoslike.wire.messages import ReconcileTask
 from mesoslike.wire.types import Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskStatus
 
@@ -106,6 +108,7 @@ class SchedulerDriver:
         self._inbox: collections.deque[Callable[[], None]] = collections.deque()   # from other threads
         self._pending: collections.deque[InvokeCallback | Shutdown] = collections.deque()  # driver thread only
         self._outgoing: list[object] = []   # what the step sends to the master (driver thread only)
+        self._outgoing_since = 0.0           # when the oldest of them was made (time.monotonic)
         self._waker: Waker | None = None     # while the driver runs (made by start(), closed by the loop)
         self._client: Client | None = None
         self._locator: MasterLocator | None = None   # follows the leader (made on the driver thread)
@@ -346,7 +349,11 @@ class SchedulerDriver:
         ``_pending`` so that callbacks never nest."""
         for command in commands:
             if isinstance(command, SendToMaster):
+                if not self._outgoing:
+                    self._outgoing_since = time.monotonic()
                 self._outgoing.append(command.message)
+                if len(self._outgoing) >= MAX_BATCH or time.monotonic() - self._outgoing_since >= SEND_WITHIN:
+                    self._send_outgoing()   # slow callbacks must not keep the master from hearing of us
             elif isinstance(command, Reconnect):
                 self._send_outgoing()   # on the connection they were meant for
                 self._reconnect()

@@ -24,9 +24,15 @@ from typing import Callable, Hashable, Iterable, TypeVar
 from mesoslike.wire import messages as m
 from mesoslike.wire.codec import WireError
 
-__all__ = ["batched", "batched_messages", "unbatched", "batch_frames", "BATCH_TYPES"]
+__all__ = ["batched", "batched_messages", "unbatched", "batch_frames", "BATCH_TYPES", "SEND_WITHIN"]
 
 Peer = TypeVar("Peer", bound=Hashable)
+
+#: a runtime collecting a turn's messages sends what it has once the oldest
+#: waited this long (seconds), or a batch is full: a turn can be long (an
+#: agent checkpointing 5,000 launches), and a peer hearing nothing for
+#: seconds takes the sender for gone — any message is a sign of life
+SEND_WITHIN = 0.05
 
 #: the batch message types, and what each carries
 BATCH_TYPES: dict[type, type] = {m.StatusUpdates: m.StatusUpdate, m.Updates: m.Update,
