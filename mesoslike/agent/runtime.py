@@ -68,6 +68,8 @@ from mesoslike.resources import Resources
 from mesoslike.transport import Client, CurveKeys, Waker, idle
 from mesoslike.wire import WireError
 from mesoslike.wire import messages as m
+from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
+from mesoslike.wire.messages import MAX_BATCH
 from mesoslike.wire.types import AgentInfo
 
 __all__ = ["AgentRuntime", "default_work_dir", "RECOVER_MODES"]
@@ -226,6 +228,10 @@ class AgentRuntime:
         #: answered (TASK_STARTING) at once, its supervisor started a little
         #: later, a few at a time between reads (see _launch_some)
         self._launches: deque[LaunchTask] = deque()
+        #: what the turn has for the master so far, and the connection it goes on (_send_outgoing)
+        self._outgoing: list[object] = []
+        self._outgoing_client: Client | None = None
+        self._outgoing_since = 0.0   # when the oldest of them was made (time.monotonic)
         self._waker: Waker | None = Waker()
         self._waker_lock = threading.Lock()  # stop() may race another stop()
         self._stopping = threading.Event()
@@ -367,6 +373,7 @@ class AgentRuntime:
                     changes = self._locator_changes
                     if leader != address:  # the first leader, or a failover
                         if client is not None:
+                            self._send_outgoing()
                             client.close()
                         client = (Client(leader, watch_connection=True, reconnect_max=RECONNECT_MAX,
                                          keys=self._keys, server_key=self._master_key) if leader else None)
@@ -397,6 +404,7 @@ class AgentRuntime:
                     if self.clock.now() >= next_gc:
                         next_gc = self.clock.now() + self.gc_interval
                         self._collect_garbage()
+                    self._send_outgoing()
                 if client is None:
                     idle(waker, min(self._wait_timeout(), 1.0))
                 else:
@@ -406,6 +414,7 @@ class AgentRuntime:
                         self._receive(client)
                     self._feed(client, self.executor.poll())
                     self._launch_some(client)
+                    self._send_outgoing()
         finally:
             try:
                 with self._lock:
@@ -413,6 +422,7 @@ class AgentRuntime:
                         self._kill_everything(client)
                     else:
                         self.executor.release()
+                    self._send_outgoing()
             finally:
                 if client is not None:
                     client.close(linger=1.0 if self.core.draining else 0.0)
@@ -525,9 +535,16 @@ class AgentRuntime:
             if isinstance(command, SendToMaster):
                 if client is None:
                     continue  # no leader to tell; registrations and updates are retried
-                if not client.send(command.message):
-                    log.warning("outgoing queue full: %s dropped (reliable updates are retried)",
-                                getattr(command.message, "TYPE", command.message))
+                if client is not self._outgoing_client:
+                    self._send_outgoing()
+                    self._outgoing_client = client
+                if not self._outgoing:
+                    self._outgoing_since = time.monotonic()
+                self._outgoing.append(command.message)   # sent at the end of the turn (_send_outgoing)
+                if len(self._outgoing) >= MAX_BATCH or time.monotonic() - self._outgoing_since >= SEND_WITHIN:
+                    # a long turn (5,000 launches checkpointed one by one) must not keep the master
+                    # waiting: it takes the agent's silence for its death (any message is a pong)
+                    self._send_outgoing()
             elif isinstance(command, CheckpointTask):
                 self._checkpoint_task(command.framework_id, command.task_id)
             elif isinstance(command, LaunchTask):
@@ -544,6 +561,27 @@ class AgentRuntime:
                 self._checkpoint_agent(command.agent_id)
             else:  # pragma: no cover - a core/runtime mismatch
                 log.error("unknown command %r", command)
+
+    def _send_outgoing(self) -> None:
+        """Send what the turn has for the master, its status updates in
+        STATUS_UPDATES frames if the master takes them (docs/wire.rst,
+        "Batching"). Sent after the checkpoints the core asked for before
+        them, as every send now comes after the turn's other commands."""
+        client, messages = self._outgoing_client, self._outgoing
+        if not messages:
+            return
+        self._outgoing = []
+        if client is None:
+            return
+        for message in batched_messages(messages, self.core.master_accepts_batches):
+            try:
+                sent = all([client.send_frame(frame) for frame in batch_frames(message, client.codec.encode)])
+            except WireError as exc:
+                log.error("cannot send %s: %s", getattr(message, "TYPE", message), exc)
+                continue
+            if not sent:
+                log.warning("outgoing queue full: %s dropped (reliable updates are retried)",
+                            getattr(message, "TYPE", message))
 
     def _checkpoint_task(self, framework_id: str, task_id: str) -> None:
         checkpoint = self.core.task_checkpoint(framework_id, task_id)
@@ -622,6 +660,7 @@ class AgentRuntime:
         if not self.core.drained:
             log.warning("drain: gave up waiting for the tasks' last updates after %.0f s", self.drain_timeout)
         self._carry_out(client, self.core.unregister())
+        self._send_outgoing()
         self._kill_leftovers()
         log.warning("agent %s drained and unregistered", self.hostname)
 

@@ -19,6 +19,7 @@ import getpass
 import logging
 import random
 import threading
+import time
 from typing import Callable, Iterable
 
 import attrs
@@ -44,6 +45,8 @@ from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.locator import MasterLocator, check_master_address, make_locator
 from mesoslike.transport import Client, Waker, idle
 from mesoslike.wire import WireError
+from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
+from mesoslike.wire.messages import MAX_BATCH
 from mesoslike.wire.messages import ReconcileTask
 from mesoslike.wire.types import Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskStatus
 
@@ -104,6 +107,8 @@ class SchedulerDriver:
         self._lock = threading.Lock()
         self._inbox: collections.deque[Callable[[], None]] = collections.deque()   # from other threads
         self._pending: collections.deque[InvokeCallback | Shutdown] = collections.deque()  # driver thread only
+        self._outgoing: list[object] = []   # what the step sends to the master (driver thread only)
+        self._outgoing_since = 0.0           # when the oldest of them was made (time.monotonic)
         self._waker: Waker | None = None     # while the driver runs (made by start(), closed by the loop)
         self._client: Client | None = None
         self._locator: MasterLocator | None = None   # follows the leader (made on the driver thread)
@@ -289,6 +294,7 @@ class SchedulerDriver:
             self._execute(self._core.start())
             while not self._finished:
                 self._step()
+                self._send_outgoing()
         except Exception as exc:  # a bug in the driver: report it rather than die silently
             log.exception("the scheduler driver loop failed")
             self._aborted = True
@@ -307,6 +313,7 @@ class SchedulerDriver:
             self._address = leader
             self._execute(self._core.master_changed())
             return
+        self._send_outgoing()   # before waiting: what the calls and callbacks sent goes out now
         if self._connection().wait(self._wait_timeout(), self._waker):
             self._receive()
         self._execute(self._core.tick())
@@ -337,12 +344,18 @@ class SchedulerDriver:
                 return   # reconnected meanwhile: the rest belongs to the old connection
 
     def _execute(self, commands: list[Command]) -> None:
-        """Sends and reconnects happen now; callbacks and the shutdown wait
-        their turn in ``_pending`` so that callbacks never nest."""
+        """Sends are collected for the end of the step (:meth:`_send_outgoing`),
+        reconnects happen now; callbacks and the shutdown wait their turn in
+        ``_pending`` so that callbacks never nest."""
         for command in commands:
             if isinstance(command, SendToMaster):
-                self._send(command.message)
+                if not self._outgoing:
+                    self._outgoing_since = time.monotonic()
+                self._outgoing.append(command.message)
+                if len(self._outgoing) >= MAX_BATCH or time.monotonic() - self._outgoing_since >= SEND_WITHIN:
+                    self._send_outgoing()   # slow callbacks must not keep the master from hearing of us
             elif isinstance(command, Reconnect):
+                self._send_outgoing()   # on the connection they were meant for
                 self._reconnect()
             else:
                 if isinstance(command, Shutdown):
@@ -377,9 +390,21 @@ class SchedulerDriver:
         except Exception:
             log.exception("scheduler.error raised while reporting: %s", message)
 
+    def _send_outgoing(self) -> None:
+        """Send what the step collected, in order, its acknowledgements in
+        ACKNOWLEDGEMENTS frames if the master takes them (docs/wire.rst,
+        "Batching"): the callbacks of a frame of UPDATES are acknowledged
+        in one frame."""
+        if not self._outgoing:
+            return
+        messages, self._outgoing = self._outgoing, []
+        for message in batched_messages(messages, self._core.master_accepts_batches):
+            self._send(message)
+
     def _send(self, message: object) -> None:
         try:
-            sent = self._connection().send(message)
+            connection = self._connection()
+            sent = all([connection.send_frame(frame) for frame in batch_frames(message, connection.codec.encode)])
         except (WireError, TypeError, ValueError) as exc:   # a value msgpack cannot carry
             log.error("cannot send %s: %s", type(message).__name__, exc)
             self._pending.append(InvokeCallback("error", (f"cannot send {type(message).__name__}: {exc}",)))
@@ -429,6 +454,7 @@ class SchedulerDriver:
                 self._status = DriverStatus.ABORTED if self._aborted else DriverStatus.STOPPED
             waker, self._waker = self._waker, None
         if self._client is not None:
+            self._send_outgoing()
             # let a final TEARDOWN leave; closing with the default linger of 0 would drop it
             self._client.close(linger=_CLOSE_LINGER)
         if self._locator is not None:

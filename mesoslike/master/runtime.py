@@ -60,6 +60,7 @@ from mesoslike.master.storage import MemoryRegistryStore, RegistryFencedError, R
 from mesoslike.transport import Authenticator, CurveKeys, Server, Waker
 from mesoslike.wire import MasterInfo, WireError
 from mesoslike.wire import messages as m
+from mesoslike.wire.batching import batch_frames, batched
 
 if TYPE_CHECKING:
     from mesoslike.ha.url import ZkUrl
@@ -515,12 +516,20 @@ class MasterRuntime:
         health.retry_at = now + health.delay
 
     def _deliver(self, replies: tuple[Send, ...]) -> tuple[Send, ...]:
-        """Send ``replies`` while this master acts as leader; what was not sent."""
+        """Send ``replies`` while this master acts as leader; what was not sent.
+        A peer that takes batches gets its consecutive updates,
+        acknowledgements and launches of the turn in batch frames
+        (``docs/wire.rst``, "Batching")."""
+        leading = self._leadership.leading
+        if leading is not None and len(replies) > 1:
+            replies = tuple(Send(peer, message) for peer, message in
+                            batched(((send.peer, send.message) for send in replies), leading.core.accepts_batches))
         for index, send in enumerate(replies):
             if not self._acting.is_set():
                 return replies[index:]  # demoted while we worked: not one more word as leader
             try:
-                self._server.send(send.peer, send.message)
+                for frame in batch_frames(send.message, self._server.codec.encode):
+                    self._server.send_frame(send.peer, frame)
             except Exception:
                 log.exception("sending %s failed", type(send.message).__name__)
         return ()
