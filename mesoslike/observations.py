@@ -15,7 +15,11 @@ from typing import Iterable, Mapping
 
 import attrs
 
-__all__ = ["Histogram", "LabelledHistograms", "Metric", "LATENCY_BUCKETS", "QUICK_BUCKETS", "metric"]
+__all__ = ["NOTICE", "Histogram", "LabelledHistograms", "Metric", "LATENCY_BUCKETS", "QUICK_BUCKETS", "metric"]
+
+#: the log level (between INFO and WARNING) of what a user needs to hear at the
+#: CLI's default ``--log-level notice``: an agent registered, a master out of reach
+NOTICE = 25
 
 #: seconds: from a millisecond to a minute (an offer's round trip, a launch until TASK_RUNNING)
 LATENCY_BUCKETS: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,

@@ -33,6 +33,7 @@ from typing import Any, Callable, Union
 import attrs
 
 from mesoslike.clock import Clock
+from mesoslike.observations import NOTICE
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
 from mesoslike.wire.types import TERMINAL_STATES, AgentInfo, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
@@ -269,6 +270,7 @@ class AgentCore:
         self._agent_id = ""
         self._registered = False
         self._registering = False            # an attempt went out and is unanswered
+        self._told_unreachable = False       # "master unreachable" logged since the last registration
         self._next_registration: float | None = clock.now()
         self._register_backoff = register_backoff
         self._drain_deadline: float | None = None   # after SHUTDOWN_AGENT: register once tasks are gone
@@ -571,6 +573,10 @@ class AgentCore:
 
     # ------------------------------------------------------- registration
     def _registration_attempt(self, now: float) -> SendToMaster:
+        if self._registering and not self._told_unreachable:   # the last attempt got no answer
+            log.log(NOTICE, "master unreachable, retrying: no answer to the registration yet (every %.0f s at most)",
+                    self._register_backoff_max)
+            self._told_unreachable = True
         self._registering = True
         self._next_registration = now + self._register_backoff * self._rng.uniform(1.0 - self._register_jitter, 1.0)
         self._register_backoff = min(self._register_backoff * 2, self._register_backoff_max)
@@ -603,7 +609,8 @@ class AgentCore:
         self._register_backoff = self._register_backoff_initial
         self._master = msg.master
         self._ping_interval = msg.ping_interval
-        log.info("registered as %s with master %s (%s)", msg.agent_id, msg.master.id, msg.master.address)
+        log.log(NOTICE, "registered with master %s (%s) as %s", msg.master.address, msg.master.id, msg.agent_id)
+        self._told_unreachable = False
         out: list[Command] = [CheckpointAgent(msg.agent_id)] if self.checkpoint else []
         for key, stream in self._streams.items():  # what waited for a master goes out now
             if stream.pending:
