@@ -660,9 +660,26 @@ class MasterRuntime:
 
     def _health(self) -> dict:
         health = self._store_health
-        return {"healthy": not health.failing, "is_leader": self.is_leader,
+        zookeeper = self._zookeeper_connected()
+        return {"healthy": not health.failing and zookeeper is not False, "is_leader": self.is_leader,
                 "leader": self._leader_info().get("address", ""),
-                "registry_writable": not health.failing, **({"registry_error": health.reason} if health.failing else {})}
+                "registry_writable": not health.failing, **({"registry_error": health.reason} if health.failing else {}),
+                **({"zookeeper_connected": zookeeper} if zookeeper is not None else {})}
+
+    def _zookeeper_connected(self) -> bool | None:
+        """Whether the connection to ZooKeeper is up (None: no --zk). Without
+        it this master can neither lead nor learn who does: unhealthy."""
+        contender = self._contender
+        if self._zk is None:
+            return None
+        if contender is None:
+            return False
+        from mesoslike.ha.zookeeper import ZooKeeperError  # loaded already: the contender's module
+
+        try:
+            return bool(contender.client.connected)
+        except ZooKeeperError:   # not started yet
+            return False
 
     def _metrics(self) -> bytes:
         """``/metrics``: what :meth:`_collect` reads, through prometheus_client (mesoslike.metrics)."""
