@@ -535,7 +535,8 @@ def big_master(agents: int, tasks: int, frameworks: int, readers: int, seconds: 
             return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:"))
 
     empty_rss = rss()
-    from mesoslike.master.state import metrics_text, render_state, snapshot
+    from mesoslike.master.state import render_state, snapshot
+    from mesoslike.metrics import master_metrics_text as metrics_text
 
     # the simulated agents and frameworks are never there: nothing times out while the bench runs
     quiet = dict(ping_interval=3600.0, heartbeat_interval=3600.0, task_launch_timeout=3600.0)

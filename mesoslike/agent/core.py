@@ -33,6 +33,7 @@ from typing import Any, Callable, Union
 import attrs
 
 from mesoslike.clock import Clock
+from mesoslike.observations import NOTICE
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import unbatched
@@ -270,6 +271,7 @@ class AgentCore:
         self._agent_id = ""
         self._registered = False
         self._registering = False            # an attempt went out and is unanswered
+        self._told_unreachable = False       # "master unreachable" logged since the last registration
         self._next_registration: float | None = clock.now()
         self._register_backoff = register_backoff
         self._drain_deadline: float | None = None   # after SHUTDOWN_AGENT: register once tasks are gone
@@ -586,6 +588,10 @@ class AgentCore:
 
     # ------------------------------------------------------- registration
     def _registration_attempt(self, now: float) -> SendToMaster:
+        if self._registering and not self._told_unreachable:   # the last attempt got no answer
+            log.log(NOTICE, "master unreachable, retrying: no answer to the registration yet (every %.0f s at most)",
+                    self._register_backoff_max)
+            self._told_unreachable = True
         self._registering = True
         self._next_registration = now + self._register_backoff * self._rng.uniform(1.0 - self._register_jitter, 1.0)
         self._register_backoff = min(self._register_backoff * 2, self._register_backoff_max)
@@ -620,7 +626,8 @@ class AgentCore:
         self._master = msg.master
         self._ping_interval = msg.ping_interval
         self._master_accepts_batches = msg.accepts_batches
-        log.info("registered as %s with master %s (%s)", msg.agent_id, msg.master.id, msg.master.address)
+        log.log(NOTICE, "registered with master %s (%s) as %s", msg.master.address, msg.master.id, msg.agent_id)
+        self._told_unreachable = False
         out: list[Command] = [CheckpointAgent(msg.agent_id)] if self.checkpoint else []
         for key, stream in self._streams.items():  # what waited for a master goes out now
             if stream.pending:

@@ -34,6 +34,7 @@ from mesoslike.driver.core import (
     Reconnect,
     SendToMaster,
     Shutdown,
+    SubscriptionState,
     filters_or_default,
     message_data,
     offer_id_list,
@@ -43,6 +44,7 @@ from mesoslike.driver.core import (
 from mesoslike.driver.scheduler import Scheduler
 from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.locator import MasterLocator, check_master_address, make_locator
+from mesoslike.observations import NOTICE
 from mesoslike.transport import Client, Waker, idle
 from mesoslike.wire import WireError
 from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
@@ -56,6 +58,9 @@ log = logging.getLogger("mesoslike.driver")
 
 #: seconds the last messages (a TEARDOWN) may take to leave after the loop ends
 _CLOSE_LINGER = 2.0
+#: seconds without a master answering (or, with ZooKeeper, without a leader)
+#: before the driver says so at the default log level (the issue's "within 5 s")
+UNREACHABLE_NOTICE_AFTER = 3.0
 
 
 class DriverStatus(str, enum.Enum):
@@ -117,6 +122,9 @@ class SchedulerDriver:
         self._stop_requested = False
         self._finished = False
         self._aborted = False
+        #: since when (driver clock) no master has answered; None while subscribed
+        self._unreached_since: float | None = None
+        self._told_unreachable = False   # said so since the last subscription
 
     # ------------------------------------------------------------ properties
     @property
@@ -317,6 +325,35 @@ class SchedulerDriver:
         if self._connection().wait(self._wait_timeout(), self._waker):
             self._receive()
         self._execute(self._core.tick())
+        self._say_if_unreachable(self._address)
+
+    def _say_if_unreachable(self, address: str | None) -> None:
+        """Say once, UNREACHABLE_NOTICE_AFTER seconds into an outage, that
+        the master cannot be reached (and that the driver keeps trying);
+        say when it answers again. ``address``: None while no master leads."""
+        now = self._clock.now()
+        if address is not None and self._core.state is SubscriptionState.SUBSCRIBED:
+            if self._told_unreachable:
+                log.log(NOTICE, "reached the master at %s: subscribed as framework %s", address,
+                        self._core.framework_id)
+            self._unreached_since, self._told_unreachable = None, False
+            return
+        if self._unreached_since is None:
+            self._unreached_since = now
+        elif not self._told_unreachable and now - self._unreached_since >= UNREACHABLE_NOTICE_AFTER:
+            self._told_unreachable = True
+            if address is None:
+                log.log(NOTICE, "no leading master in %s after %.0f s; still waiting for one", self.master,
+                        now - self._unreached_since)
+            else:
+                log.log(NOTICE, "cannot reach the master at %s: no answer for %.0f s; retrying", address,
+                        now - self._unreached_since)
+
+    def _notice_due(self) -> float | None:
+        """When :meth:`_say_if_unreachable` has something to say (driver clock), or None."""
+        if self._unreached_since is None or self._told_unreachable:
+            return None
+        return self._unreached_since + UNREACHABLE_NOTICE_AFTER
 
     def _run_call(self, call: Callable[[], None]) -> None:
         try:
@@ -326,7 +363,8 @@ class SchedulerDriver:
             self._report_error(f"a driver call failed: {type(exc).__name__}: {exc}")
 
     def _wait_timeout(self) -> float | None:
-        deadline = self._core.next_deadline()
+        deadline = min((due for due in (self._core.next_deadline(), self._notice_due()) if due is not None),
+                       default=None)
         if deadline is None:
             return None
         # a millisecond late rather than early: the poll rounds down to whole
@@ -445,6 +483,7 @@ class SchedulerDriver:
                 return leader
             while self._inbox:  # calls made meanwhile (e.g. stop) still run
                 self._run_call(self._inbox.popleft())
+            self._say_if_unreachable(None)
             idle(self._loop_waker(), 0.5)
         return None
 

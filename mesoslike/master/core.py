@@ -36,6 +36,7 @@ from mesoslike.master.records import (MAX_ATTRIBUTES, MAX_NAME_LENGTH, AgentReco
 from mesoslike.master.registry import Registry
 from mesoslike.master.roles import RolesConfig
 from mesoslike.master.state import state_json
+from mesoslike.observations import LATENCY_BUCKETS, Histogram
 from mesoslike.resources import Resources
 from mesoslike.wire import (
     TERMINAL_STATES,
@@ -155,6 +156,9 @@ class MasterCore:
         #: entries of tasks confirmed or ended meanwhile are skipped when due
         self._unconfirmed: list[tuple[float, int, str, str, int]] = []
         self._unconfirmed_seq = itertools.count()
+        #: seconds from an offer made to its ACCEPT/DECLINE, and from RUN_TASK to TASK_RUNNING (/metrics)
+        self.offer_round_trips = Histogram(LATENCY_BUCKETS)
+        self.launches_to_running = Histogram(LATENCY_BUCKETS)
         #: tasks whose story is told (see _complete), by their terminal state: monotonic totals
         self.completed_by_state: dict[str, int] = {}
         #: removed frameworks with their ended tasks, bounded (docs/operations.rst)
@@ -917,9 +921,15 @@ class MasterCore:
         for offer_id in msg.offer_ids:
             offer = self.allocator.get_offer(offer_id)
             if offer is not None and offer.framework_id == record.id:
+                self._offer_answered(offer_id)
                 self.allocator.decline_offer(offer_id, msg.filters.refuse_seconds)
             else:
                 log.info("framework %s declined unknown offer %s", record.id, clip(offer_id))
+
+    def _offer_answered(self, offer_id: str) -> None:
+        made = self.allocator.offer_made_at(offer_id)
+        if made is not None:
+            self.offer_round_trips.observe(max(0.0, self.clock.now() - made))
 
     def _revive(self, peer: bytes, msg: m.Revive) -> None:
         record = self._framework_for(peer, msg.framework_id)
@@ -943,6 +953,8 @@ class MasterCore:
             self._error(peer, f"refuse_seconds must be >= 0, got {refuse}")
             return
         offers, problem = self._accepted_offers(record, msg.offer_ids)
+        for offer in offers:
+            self._offer_answered(offer.id)
         if problem is not None:
             for offer in offers:  # the valid ones go back
                 self.allocator.decline_offer(offer.id, refuse)
@@ -1193,6 +1205,8 @@ class MasterCore:
     def _apply_status(self, record: FrameworkRecord, task: TaskRecord, status: TaskStatus) -> None:
         if task.terminal and not status.terminal:
             return  # a late retry of an older update
+        if status.state == TaskState.RUNNING and task.state in (TaskState.STAGING, TaskState.STARTING):
+            self.launches_to_running.observe(max(0.0, self.clock.now() - task.launched_at))
         task.status = status
         if status.terminal and self._warned and (record.id, task.id) in self._warned:
             self._preemption_ended((record.id, task.id), task.agent_id)
