@@ -16,12 +16,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "mesoslike"
 
 #: modules of the pure core (layer 1) and the pure wire codec (layer 2)
-CORE = ["resources.py", "errors.py", "fairness.py", "acl.py", "allocator", "wire", "messaging.py", "master/core.py",
+CORE = ["resources.py", "errors.py", "observations.py", "fairness.py", "acl.py", "allocator", "wire", "messaging.py",
+        "master/core.py",
         "master/records.py", "master/history.py", "master/operations.py",
         "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "master/preemption.py",
         "agent/core.py", "driver/core.py"]
 FORBIDDEN_IN_CORE = {"socket", "threading", "asyncio", "zmq", "kazoo", "subprocess", "select", "selectors",
-                     "http", "urllib", "os", "time"}
+                     "http", "urllib", "os", "time", "prometheus_client"}
 
 
 def python_files(*parts):

@@ -33,8 +33,10 @@ from typing import Any, Callable, Union
 import attrs
 
 from mesoslike.clock import Clock
+from mesoslike.observations import NOTICE
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
+from mesoslike.wire.batching import unbatched
 from mesoslike.wire.types import TERMINAL_STATES, AgentInfo, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
 
 __all__ = [
@@ -277,10 +279,12 @@ class AgentCore:
         self._agent_id = ""
         self._registered = False
         self._registering = False            # an attempt went out and is unanswered
+        self._told_unreachable = False       # "master unreachable" logged since the last registration
         self._next_registration: float | None = clock.now()
         self._register_backoff = register_backoff
         self._drain_deadline: float | None = None   # after SHUTDOWN_AGENT: register once tasks are gone
         self._master: MasterInfo | None = None
+        self._master_accepts_batches = False
         self._ping_interval = 0.0
         self._last_master_contact = clock.now()
 
@@ -305,6 +309,13 @@ class AgentCore:
     def registered(self) -> bool:
         """True while a master has acknowledged this agent and is alive."""
         return self._registered
+
+    @property
+    def master_accepts_batches(self) -> bool:
+        """Whether the master this agent registered with takes STATUS_UPDATES:
+        then a runtime may send what it has for the master in a turn through
+        :func:`mesoslike.wire.batching.batched_messages`."""
+        return self._master_accepts_batches
 
     @property
     def master(self) -> MasterInfo | None:
@@ -408,6 +419,12 @@ class AgentCore:
     def on_message(self, message: object) -> list[Command]:
         """A message from the master. Any message counts as a sign of life."""
         self._last_master_contact = self.clock.now()
+        if type(message) in (m.StatusUpdateAcks, m.RunTasks):
+            # each item as if it came alone, in order (docs/wire.rst, "Batching")
+            out: list[Command] = []
+            for item in unbatched(message):
+                out += self._HANDLERS[type(item)](self, item)
+            return out
         handler = self._HANDLERS.get(type(message))
         if handler is None:
             log.warning("ignoring unexpected %s from the master", getattr(message, "TYPE", type(message).__name__))
@@ -593,12 +610,17 @@ class AgentCore:
 
     # ------------------------------------------------------- registration
     def _registration_attempt(self, now: float) -> SendToMaster:
+        if self._registering and not self._told_unreachable:   # the last attempt got no answer
+            log.log(NOTICE, "master unreachable, retrying: no answer to the registration yet (every %.0f s at most)",
+                    self._register_backoff_max)
+            self._told_unreachable = True
         self._registering = True
         self._next_registration = now + self._register_backoff * self._rng.uniform(1.0 - self._register_jitter, 1.0)
         self._register_backoff = min(self._register_backoff * 2, self._register_backoff_max)
         if not self._agent_id:
             log.info("registering with the master")
-            return SendToMaster(m.RegisterAgent(self.info, version=self.version, http_address=self.http_address))
+            return SendToMaster(m.RegisterAgent(self.info, version=self.version, http_address=self.http_address,
+                                                accepts_batches=True))
         # the tasks it runs, and those that ended but whose terminal update is
         # not acknowledged yet (docs/wire.rst): a master must not think those
         # lost; their pending updates go out once it answers
@@ -607,7 +629,7 @@ class AgentCore:
         frameworks = {task.framework.id: task.framework for _, task in still_running}
         log.info("re-registering as %s with %d tasks", self._agent_id, len(running))
         return SendToMaster(m.ReregisterAgent(self.info, running, list(frameworks.values()), version=self.version,
-                                              http_address=self.http_address))
+                                              http_address=self.http_address, accepts_batches=True))
 
     def _agent_registered(self, msg: m.AgentRegistered) -> list[Command]:
         if self._registered and msg.agent_id == self._agent_id:
@@ -625,7 +647,9 @@ class AgentCore:
         self._register_backoff = self._register_backoff_initial
         self._master = msg.master
         self._ping_interval = msg.ping_interval
-        log.info("registered as %s with master %s (%s)", msg.agent_id, msg.master.id, msg.master.address)
+        self._master_accepts_batches = msg.accepts_batches
+        log.log(NOTICE, "registered with master %s (%s) as %s", msg.master.address, msg.master.id, msg.agent_id)
+        self._told_unreachable = False
         out: list[Command] = [CheckpointAgent(msg.agent_id)] if self.checkpoint else []
         for key, stream in self._streams.items():  # what waited for a master goes out now
             if stream.pending:
@@ -882,6 +906,8 @@ class AgentCore:
     }
 
 
+
+
 def _describe_exit(exit_code: int | None, signal: int | None) -> str:
     if signal is not None:
         try:
@@ -892,4 +918,3 @@ def _describe_exit(exit_code: int | None, signal: int | None) -> str:
     if exit_code is None:
         return "command ended (exit status unknown)"
     return f"command exited with status {exit_code}"
-

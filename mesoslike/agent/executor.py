@@ -57,6 +57,7 @@ import attrs
 from mesoslike.agent import supervisor as sup
 from mesoslike.agent.health import HEALTH_FILE, read_health
 from mesoslike.agent.isolation import Container, Isolator, PosixIsolator, agent_key
+from mesoslike.agent.launcher import SupervisorLauncher
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import MesoslikeError
 from mesoslike.wire.messages import TaskUsage
@@ -81,6 +82,8 @@ OOM_CHECK_INTERVAL = 0.25
 #: a file system with less than this free (for unprivileged writers) counts as full
 DISK_FULL_BYTES = 64 * 1024
 SUPERVISOR_SCRIPT = sup.__file__
+#: the start time of a supervisor that ended before the agent looked (never a real one)
+_GONE = object()
 _SAFE_COMPONENT = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,199}\Z")
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
 
@@ -300,6 +303,8 @@ class TaskExecutor:
         agents sharing a machine never share one (default: from the work dir).
     :param switch_user: run each task as its ``TaskInfo.user`` (needs root;
         a task without one runs as the agent's user).
+    :param fork_supervisors: fork the supervisors from a launcher process
+        (:mod:`mesoslike.agent.launcher`) instead of starting an interpreter for each.
     :param fetcher: how the supervisors fetch the tasks' URIs (the cache is
         ``<work_dir>/fetcher-cache``).
     """
@@ -308,7 +313,7 @@ class TaskExecutor:
                  clock: Clock | None = None, isolator: Isolator | None = None,
                  recovery_timeout: float = DEFAULT_RECOVERY_TIMEOUT, python: str | None = None,
                  container_prefix: str | None = None, switch_user: bool = False,
-                 fetcher: FetcherSettings | None = None) -> None:
+                 fork_supervisors: bool = True, fetcher: FetcherSettings | None = None) -> None:
         self.work_dir = Path(work_dir)
         self.sandbox_root = self.work_dir / "sandboxes"
         self.agent_pid_file = self.work_dir / "meta" / "agent.pid"
@@ -322,6 +327,9 @@ class TaskExecutor:
         self.fetcher = fetcher or FetcherSettings()
         self._runs: dict[tuple[str, str], _Run] = {}
         self._pid_file_written = False
+        #: forks the supervisors (None: each is an interpreter started for it)
+        self.launcher: SupervisorLauncher | None = SupervisorLauncher(self.python, SUPERVISOR_SCRIPT) \
+            if fork_supervisors else None
 
     # -------------------------------------------------------------- queries
     def running(self) -> list[tuple[str, str]]:
@@ -408,20 +416,27 @@ class TaskExecutor:
                 (run_dir / stale).unlink(missing_ok=True)
             container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources)
             self._write_run_files(run_dir, framework_id, task, agent_id, sandbox, container)
-            with open(run_dir / sup.LOG_FILE, "ab") as log_file:
-                popen = subprocess.Popen([self.python, "-I", "-S", SUPERVISOR_SCRIPT, str(run_dir)],
-                                         stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                                         start_new_session=True, close_fds=True,
-                                         env=self._supervisor_environment(framework_id, task, sandbox))
+            environment = self._supervisor_environment(framework_id, task, sandbox)
+            # forked by the launcher (issue 14: an interpreter start per task cost ~40 ms of CPU)
+            pid = self.launcher.start(run_dir, environment, run_dir / sup.LOG_FILE) if self.launcher else None
+            if pid is not None:
+                ticks = sup.process_start_ticks(pid)   # None: it ended already (exit.json says how)
+                watch = (_Watch.adopt(pid, ticks) if ticks is not None else None) or _Watch(pid, start_ticks=_GONE)
+            else:
+                with open(run_dir / sup.LOG_FILE, "ab") as log_file:
+                    popen = subprocess.Popen([self.python, "-I", "-S", SUPERVISOR_SCRIPT, str(run_dir)],
+                                             stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                                             start_new_session=True, close_fds=True, env=environment)
+                watch = _Watch(popen.pid, popen)
         except LaunchError:
             self._abandon(container)
             raise
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             self._abandon(container)
             raise LaunchError(_launch_problem(exc, self.work_dir)) from None
-        self._runs[key] = run = _Run(framework_id, task.task_id, run_dir, sandbox, container, _Watch(popen.pid, popen))
+        self._runs[key] = run = _Run(framework_id, task.task_id, run_dir, sandbox, container, watch)
         run.checked = task.health_check is not None
-        log.info("task %s/%s: supervisor pid %d, sandbox %s", framework_id, task.task_id, popen.pid, sandbox)
+        log.info("task %s/%s: supervisor pid %d, sandbox %s", framework_id, task.task_id, watch.pid, sandbox)
 
     def _abandon(self, container: Container | None) -> None:
         if container is not None:
@@ -695,6 +710,8 @@ class TaskExecutor:
         """The agent stops (its tasks may run on): let go of the supervisors."""
         for run in self._runs.values():
             run.watch.close()
+        if self.launcher is not None:
+            self.launcher.close()
         self.isolator.release()
 
     # ------------------------------------------------------------ messages

@@ -84,8 +84,7 @@ __all__ = ["LAUNCH_FILE", "SUPERVISOR_FILE", "TASK_FILE", "EXIT_FILE", "LOG_FILE
            "REASON_FETCH_FAILED", "load_sibling", "write_atomically",
            "write_json_atomically", "read_json", "exit_placeholder", "process_start_ticks", "cgroup_pids",
            "kill_cgroups", "flat_keyed", "read_int", "remove_cgroup", "LaunchProblem", "TaskUser", "resolve_user",
-           "open_sandbox_file",
-           "main"]
+           "open_sandbox_file", "main", "serve_launches"]
 
 LAUNCH_FILE = "launch.json"
 SUPERVISOR_FILE = "supervisor.json"
@@ -614,10 +613,67 @@ def remove_cgroup(directory: str) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["--launcher"]:
+        return serve_launches()
     if len(argv) != 1:
-        say("usage: supervisor.py RUN_DIR")
+        say("usage: supervisor.py RUN_DIR | supervisor.py --launcher")
         return 2
     return Supervisor(argv[0]).run()
+
+
+# ----------------------------------------------------------------- launcher
+def serve_launches() -> int:
+    """``supervisor.py --launcher``: the agent's fork server
+    (:mod:`mesoslike.agent.launcher`). Reads one JSON request a line on
+    stdin — ``{"run_dir", "env", "log"}`` — forks a supervisor for it (this
+    module is loaded already: no interpreter start per task, issue 14) and
+    answers its pid on a line of stdout. Ends at the end of stdin (the agent
+    went). The supervisors are in sessions of their own and outlive it; it
+    reaps those that end while it runs (so their CPU time, and their
+    tasks', is counted as its children's), the agent watches them with
+    pidfds, as any supervisor an earlier agent started."""
+    signal.signal(signal.SIGCHLD, _reap_children)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = _become_supervisor(request["run_dir"], request["env"], request["log"])
+            finally:
+                os._exit(code)
+        sys.stdout.buffer.write(b"%d\n" % pid)
+        sys.stdout.buffer.flush()
+    return 0
+
+
+def _reap_children(*_: object) -> None:
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _become_supervisor(run_dir: str, env: dict, log: str) -> int:
+    """In a child of the launcher: what ``python -I -S supervisor.py
+    RUN_DIR`` with ``env``, stdin /dev/null, stdout and stderr ``log`` and
+    a session of its own would be."""
+    os.setsid()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    null = os.open(os.devnull, os.O_RDONLY)
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)   # the launcher's pipes are gone from this process
+    os.closerange(3, 1 << 16)
+    os.environ.clear()
+    os.environ.update(env)
+    return main([run_dir])
 
 
 if __name__ == "__main__":

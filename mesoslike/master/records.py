@@ -143,6 +143,7 @@ class FrameworkRecord:
     last_sent: float = 0.0              # any message to it
     failover_deadline: float | None = None
     suppressed: bool = False            # SUPPRESS until REVIVE: it wants no offers
+    accepts_batches: bool = False       # its driver takes UPDATES (it said so when it subscribed)
     tasks: dict[str, TaskRecord] = attrs.field(factory=dict)      # live (non-terminal or unacknowledged)
     #: ended tasks, most recent last (mesoslike.master.history.CompletedTasks)
     completed: CompletedTasks = attrs.field(factory=lambda: _completed_tasks())
@@ -178,6 +179,7 @@ class AgentRecord:
     registered_at: float = 0.0
     tasks: set[tuple[str, str]] = attrs.field(factory=set)        # (framework_id, task_id)
     http_address: str = ""              # its HTTP endpoints (sandbox files), as it registered
+    accepts_batches: bool = False       # it takes STATUS_UPDATE_ACKS, RUN_TASKS (it said so registering)
     usage: dict[tuple[str, str], TaskUsage] = attrs.field(factory=dict)  # its tasks', from its last PONG
 
     @property
