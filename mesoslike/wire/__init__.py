@@ -11,6 +11,7 @@ from mesoslike.wire.types import (
     AgentInfo,
     Filters,
     FrameworkInfo,
+    Label,
     MasterInfo,
     Offer,
     TaskInfo,
@@ -19,5 +20,5 @@ from mesoslike.wire.types import (
 )
 
 __all__ = ["WireError", "Codec", "Schema", "CODEC", "SCHEMA", "decode", "encode", "MESSAGE_TYPES", "PROTOCOL_VERSION",
-           "TERMINAL_STATES", "AgentInfo", "Filters", "FrameworkInfo", "MasterInfo", "Offer", "TaskInfo", "TaskState",
+           "TERMINAL_STATES", "AgentInfo", "Filters", "FrameworkInfo", "Label", "MasterInfo", "Offer", "TaskInfo", "TaskState",
            "TaskStatus"]
