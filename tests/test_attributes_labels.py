@@ -170,3 +170,17 @@ def test_labels_reach_state_and_the_status_updates_a_framework_receives(cluster)
     assert state["labels"] == [{"key": "owner", "value": "data-eng"}]
     task = next(t for t in state["tasks"] if t["id"] == "labelled")
     assert task["labels"] == [{"key": "team", "value": "ads"}, {"key": "canary", "value": ""}]
+
+
+def test_a_pymesos_scheduler_sees_typed_attributes_and_status_labels_as_mesos_json():
+    from mesoslike.compat._pymesos_shapes import offer_message, status_message
+
+    offer = Offer(id="o1", agent_id="a1", hostname="h1", resources=Resources(cpus=1),
+                  attributes=parse_attributes("rack:r1;level:3;ports:[1000-2000];tags:{a,b}"))
+    assert offer_message(offer, "fw")["attributes"] == [
+        {"name": "level", "type": "SCALAR", "scalar": {"value": 3.0}},
+        {"name": "ports", "type": "RANGES", "ranges": {"range": [{"begin": 1000, "end": 2000}]}},
+        {"name": "rack", "type": "TEXT", "text": {"value": "r1"}},
+        {"name": "tags", "type": "SET", "set": {"item": ["a", "b"]}}]
+    status = TaskStatus(task_id="t", state=TaskState.RUNNING, labels=[Label("team", "ads")])
+    assert status_message(status)["labels"] == {"labels": [{"key": "team", "value": "ads"}]}
