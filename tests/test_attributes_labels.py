@@ -132,6 +132,15 @@ def test_agents_typed_attributes_show_in_state_and_constraints_place_run_instanc
     assert done.returncode == 0, done.stdout + done.stderr
     assert hosts_of_completed_run(cluster, "spread") == ["r1-a", "r1-a", "r2-a", "r2-a"]
 
+    # the example framework places by the same module, labels its tasks and reads them back
+    done = subprocess.run([sys.executable, "examples/constraints.py", "--master", cluster.address, "--replicas", "3",
+                           "--seconds", "0.5", "--constraint", "hostname:UNIQUE", "--constraint", "rack:GROUP_BY:2"],
+                          cwd=str(REPO), env=cluster.client_env(), capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "agent r2-a: rack='r2' (TEXT), level=5.0 (SCALAR), tags=('gpu', 'ssd') (SET)" in done.stdout
+    assert "placed 3 replicas on ['r1-a', 'r1-b', 'r2-a']" in done.stdout
+    assert "(labels {'replica': '0', 'room': ''})" in done.stdout
+
 
 def test_a_constraint_no_agent_satisfies_is_reported_and_ends_the_run(cluster):
     start_racks(cluster)
