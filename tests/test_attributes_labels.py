@@ -119,6 +119,9 @@ def test_agents_typed_attributes_show_in_state_and_constraints_place_run_instanc
     agents = {a["hostname"]: a["attributes"] for a in cluster.state()["agents"]}
     assert agents["r1-a"] == {"rack": "r1", "level": 3.0, "ports": "[1000-2000]"}   # a scalar as a number
     assert agents["r2-a"] == {"rack": "r2", "level": 5.0, "tags": "{gpu,ssd}"}
+    shown = subprocess.run([sys.executable, "-m", "mesoslike", "state", "--master", cluster.address], cwd=str(REPO),
+                           env=cluster.client_env(), capture_output=True, text=True, timeout=30)
+    assert "level:5;rack:r2;tags:{gpu,ssd}" in shown.stdout, shown.stdout + shown.stderr
 
     # one instance per host: three instances, three hosts (each lasts long enough to count)
     done = run_cli(cluster, "--name", "uniq", "--instances", "3", "--cpus", "0.1",
