@@ -196,3 +196,15 @@ def test_a_pymesos_scheduler_sees_typed_attributes_and_status_labels_as_mesos_js
         {"name": "tags", "type": "SET", "set": {"item": ["a", "b"]}}]
     status = TaskStatus(task_id="t", state=TaskState.RUNNING, labels=[Label("team", "ads")])
     assert status_message(status)["labels"] == {"labels": [{"key": "team", "value": "ads"}]}
+
+
+def test_a_frameworks_labels_survive_in_the_registry_a_new_leader_reads():
+    from mesoslike.master.registry import Registry
+
+    registry = Registry()
+    registry.add_framework(FrameworkInfo(name="fw", id="fw-1", labels={"owner": "data-eng"}))
+    registry.agents["a1"] = AgentInfo(hostname="h1", resources=Resources(cpus=1), id="a1",
+                                      attributes=parse_attributes("rack:r1;ports:[1-2]"))
+    restored = Registry.from_document(registry.to_document())
+    assert restored.frameworks["fw-1"].labels == [Label("owner", "data-eng")]
+    assert restored.agents["a1"].attributes == {"rack": "r1", "ports": "[1-2]"}
