@@ -183,6 +183,12 @@ def test_labels_reach_state_and_the_status_updates_a_framework_receives(cluster)
     task = next(t for t in state["tasks"] if t["id"] == "labelled")
     assert task["labels"] == [{"key": "team", "value": "ads"}, {"key": "canary", "value": ""}]
 
+    # an update the master makes up (its agent died: TASK_LOST) carries the task's labels too
+    cluster.kill_agent("labels-host")
+    lost = fw.wait(lambda: [s for s in fw.statuses("labelled") if s.state == TaskState.LOST], 20,
+                   "TASK_LOST of the labelled task", cluster.diagnostics)
+    assert lost[0].source == "SOURCE_MASTER" and lost[0].labels == [Label("team", "ads"), Label("canary", "")]
+
 
 def test_a_pymesos_scheduler_sees_typed_attributes_and_status_labels_as_mesos_json():
     from mesoslike.compat._pymesos_shapes import offer_message, status_message
