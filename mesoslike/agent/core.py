@@ -37,7 +37,8 @@ from mesoslike.observations import NOTICE
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import unbatched
-from mesoslike.wire.types import TERMINAL_STATES, AgentInfo, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
+from mesoslike.wire.types import (TERMINAL_STATES, AgentInfo, FrameworkInfo, Label, MasterInfo, TaskInfo, TaskState,
+                                  TaskStatus)
 
 __all__ = [
     "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "LaunchTask", "KillTask",
@@ -829,11 +830,12 @@ class AgentCore:
 
     # ------------------------------------------------- reliable updates
     def _status(self, framework_id: str, task_id: str, state: str, message: str, reason: str = "",
-                exit_code: int | None = None, uuid_: str | None = None, healthy: bool | None = None) -> TaskStatus:
+                exit_code: int | None = None, uuid_: str | None = None, healthy: bool | None = None,
+                labels: list[Label] | None = None) -> TaskStatus:
         return TaskStatus(
             task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=SOURCE_AGENT,
             reason=reason, uuid=self._new_uuid() if uuid_ is None else uuid_, timestamp=self._wall_clock(),
-            exit_code=exit_code, framework_id=framework_id, healthy=healthy)
+            exit_code=exit_code, framework_id=framework_id, healthy=healthy, labels=labels or [])
 
     def _new_uuid(self) -> str:
         return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
@@ -846,8 +848,9 @@ class AgentCore:
         stream = self._streams.get((framework_id, task_id))
         if stream is None:
             stream = self._streams[(framework_id, task_id)] = _UpdateStream(framework_id)
+        # the task's labels ride on each of its updates (issue 18 §5b)
         stream.pending.append(self._status(framework_id, task_id, state, message, reason, exit_code,
-                                           healthy=task.healthy))
+                                           healthy=task.healthy, labels=task.info.labels))
         out = self._checkpointed(task)   # written before it is sent: a sent update is never lost
         if len(stream.pending) > 1:
             return out  # behind an unacknowledged one

@@ -66,6 +66,7 @@ from mesoslike.agent.files import SandboxFiles
 from mesoslike.agent.http import AgentHTTPServer
 from mesoslike.agent.isolation import Isolator, agent_key, select_isolator
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
+from mesoslike.attributes import attributes_json
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import ConfigError, ResourcesError
 from mesoslike.locator import check_master_address, make_locator
@@ -208,8 +209,7 @@ class AgentRuntime:
             raise ConfigError(f"cannot create the work directory {str(self.work_dir)!r}: {exc}") from None
         info = AgentInfo(hostname=self.hostname,
                          resources=complete_resources(_as_resources(resources), self.work_dir),
-                         attributes=parse_attributes(attributes) if isinstance(attributes, str) else attributes or {},
-                         port=port)
+                         attributes=_attribute_map(attributes), port=port)
         try:
             fetcher = FetcherSettings(fetcher_cache_size, fetcher_timeout, fetcher_max_size)
         except ValueError as exc:
@@ -753,7 +753,7 @@ class AgentRuntime:
                 "id": core.agent_id, "hostname": self.hostname, "registered": core.registered,
                 "master": {"id": master.id, "address": master.address} if master is not None else None,
                 "http_address": core.http_address, "version": __version__,
-                "resources": str(core.total), "used": str(core.used), "attributes": dict(core.info.attributes),
+                "resources": str(core.total), "used": str(core.used), "attributes": attributes_json(core.info.attributes),
                 "work_dir": str(self.work_dir), "sandbox_root": str(self.executor.sandbox_root),
                 "isolation": {"name": self.isolator.name, "enforcing": self.isolator.enforcing,
                               "description": self.isolator.describe()},
@@ -822,6 +822,15 @@ def _last_use_and_size(sandbox: Path) -> tuple[float, int]:
                 continue
             last, size = max(last, info.st_mtime), size + info.st_size
     return last, size
+
+
+def _attribute_map(attributes: Mapping[str, str] | str | None) -> dict[str, str]:
+    """The canonical attribute map of ``--attributes`` text or a map;
+    ConfigError naming the bad one."""
+    if isinstance(attributes, str):
+        return parse_attributes(attributes)
+    text = ";".join(f"{name}:{value}" for name, value in (attributes or {}).items())
+    return parse_attributes(text)
 
 
 def _as_resources(resources: Resources | str | None) -> Resources | None:

@@ -251,7 +251,8 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
         help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to follow the leader.")
 @option("agent", "--resources", default=None, show_default="detected",
         help='What the agent offers, e.g. "cpus:4;mem:8192;disk:10240"; kinds left out are detected.')
-@option("agent", "--attributes", default="", help='Attributes such as "rack:r1;room:er1".')
+@option("agent", "--attributes", default="", help='Typed attributes, as in Mesos: "rack:r1;level:3;ports:[1000-2000];tags:{a,b}" '
+        '(a number is a scalar, [a-b,...] ranges, {a,...} a set, anything else text).')
 @option("agent", "--hostname", default=None, show_default="this machine's name",
         help="Name of the agent (several agents on one machine need distinct names).")
 @option("agent", "--port", type=_PORT, default=0, help="Port advertised in the agent's info (0 = none).")

@@ -14,6 +14,7 @@ from mesoslike.wire.types import (
     FrameworkInfo,
     HealthCheck,
     HTTPCheck,
+    Label,
     MasterInfo,
     Offer,
     TaskInfo,
@@ -23,5 +24,5 @@ from mesoslike.wire.types import (
 )
 
 __all__ = ["WireError", "Codec", "Schema", "CODEC", "SCHEMA", "decode", "encode", "MESSAGE_TYPES", "PROTOCOL_VERSION",
-           "TERMINAL_STATES", "AgentInfo", "Filters", "FrameworkInfo", "MasterInfo", "Offer", "TaskInfo", "TaskState",
+           "TERMINAL_STATES", "AgentInfo", "Filters", "FrameworkInfo", "Label", "MasterInfo", "Offer", "TaskInfo", "TaskState",
            "TaskStatus", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI"]

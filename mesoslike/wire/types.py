@@ -8,17 +8,18 @@ wire has the declared types.
 
 from __future__ import annotations
 
-from typing import ClassVar, Mapping
+from typing import Callable, ClassVar, Mapping
 
 import attrs
 
 from mesoslike.allocator.offers import Offer  # the one offer model, made by the allocator (core)
+from mesoslike.attributes import check_attributes
 from mesoslike.resources import Resources
 
 __all__ = [
     "TaskState", "TERMINAL_STATES", "FrameworkInfo", "TaskInfo", "TaskStatus", "Filters", "Offer",
     "MasterInfo", "AgentInfo", "DEFAULT_REFUSE_SECONDS", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI",
-    "MAX_TASK_URIS",
+    "MAX_TASK_URIS", "Label", "MAX_LABELS", "MAX_LABEL_KEY", "MAX_LABEL_VALUE",
 ]
 
 DEFAULT_REFUSE_SECONDS = 5.0
@@ -56,6 +57,63 @@ def _frozen_dict(value: Mapping[str, str] | None) -> dict[str, str]:
     return dict(value or {})
 
 
+# ------------------------------------------------------------------ labels
+#: labels on one task, framework or status (Mesos's ``Labels``); the master
+#: keeps them per task and framework, so they are bounded
+MAX_LABELS = 32
+#: characters of a label's key / value
+MAX_LABEL_KEY = 128
+MAX_LABEL_VALUE = 512
+
+
+def _label_text(limit: int) -> Callable[[object, "attrs.Attribute[str]", str], None]:
+    def check(instance: object, field: attrs.Attribute[str], value: str) -> None:
+        if len(value) > limit:
+            raise ValueError(f"a label's {field.name} of {len(value)} characters is longer than {limit}")
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValueError(f"a label's {field.name} {value[:40]!r} holds a control character")
+    return check
+
+
+@attrs.frozen
+class Label:
+    """One key/value pair of a task's, a framework's or a status's
+    ``labels`` (Mesos's ``Label``): free-form metadata the cluster carries
+    and shows (``/state``) but never interprets. Keys may repeat, as in Mesos."""
+
+    key: str = attrs.field(validator=_label_text(MAX_LABEL_KEY))
+    value: str = attrs.field(default="", validator=_label_text(MAX_LABEL_VALUE))
+
+    def __attrs_post_init__(self) -> None:
+        if not self.key:
+            raise ValueError("a label's key is empty")
+
+
+def _check_labels(instance: object, field: attrs.Attribute, labels: list[Label]) -> None:
+    if len(labels) > MAX_LABELS:
+        raise ValueError(f"{len(labels)} labels are more than {MAX_LABELS}")
+    for label in labels:
+        if not isinstance(label, Label):
+            raise ValueError(f"a label is a Label(key, value), got {type(label).__name__}")
+
+
+def _label_list(value: object) -> list[Label]:
+    """A list of labels from Labels, ``(key, value)`` pairs or a ``{key: value}`` map."""
+    if value is None:
+        return []
+    if type(value) is list and not value:
+        return value   # the common case, taken as it is (status updates are many)
+    if isinstance(value, Mapping):
+        return [Label(str(key), str(item)) for key, item in value.items()]
+    return [item if isinstance(item, Label) else Label(*item) for item in value]  # type: ignore[attr-defined]
+
+
+def labels_field() -> list[Label]:
+    """An attrs field of labels: a list of :class:`Label` (pairs and a map
+    are converted), at most :data:`MAX_LABELS`."""
+    return attrs.field(factory=list, converter=_label_list, validator=_check_labels)
+
+
 @attrs.frozen
 class FrameworkInfo:
     """Who a framework is. ``id`` is empty on first subscription; the master
@@ -74,6 +132,8 @@ class FrameworkInfo:
     min_allocatable: str = ""
     #: who registered it, as the master authenticated them (docs/security.rst); set by the master only
     principal: str = ""
+    #: free-form key/value metadata (Mesos's ``FrameworkInfo.labels``), shown in ``/state``
+    labels: list[Label] = labels_field()
 
 
 # ------------------------------------------------------------ health checks
@@ -265,6 +325,9 @@ class TaskInfo:
     health_check: HealthCheck | None = None
     #: fetched into its sandbox before it starts (docs/agent.rst, "The fetcher")
     uris: list[CommandURI] = attrs.field(factory=list, converter=_uri_list)
+    #: free-form key/value metadata (Mesos's ``TaskInfo.labels``): shown in
+    #: ``/state`` and carried in every status update of the task
+    labels: list[Label] = labels_field()
 
 
 @attrs.frozen
@@ -284,6 +347,8 @@ class TaskStatus:
     framework_id: str = ""
     #: the task's latest health check result (None: it has no health check, or none has ended yet)
     healthy: bool | None = None
+    #: the task's labels (its agent copies them from ``TaskInfo.labels``)
+    labels: list[Label] = labels_field()
 
     @property
     def terminal(self) -> bool:
@@ -313,7 +378,8 @@ class AgentInfo:
 
     hostname: str
     resources: Resources
-    attributes: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict)
+    #: name -> canonical Mesos text of a typed value (mesoslike.attributes), checked against the grammar
+    attributes: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict, validator=check_attributes)
     id: str = ""
     port: int = 0
     #: the agent principal it belongs to (docs/security.rst); set by the master only
