@@ -69,7 +69,9 @@ TICKS = os.sysconf("SC_CLK_TCK")
 MEASURED = ["frameworks/command.py", "mesoslike/cli/run.py", "mesoslike/driver/core.py", "mesoslike/driver/driver.py",
             "mesoslike/master/core.py", "mesoslike/master/runtime.py", "mesoslike/master/state.py",
             "mesoslike/agent/core.py", "mesoslike/agent/runtime.py", "mesoslike/agent/executor.py",
-            "mesoslike/transport.py", "mesoslike/wire/codec.py"]
+            "mesoslike/agent/supervisor.py", "mesoslike/agent/launcher.py",
+            "mesoslike/transport.py", "mesoslike/wire/codec.py", "mesoslike/wire/messages.py",
+            "mesoslike/wire/batching.py"]
 
 
 def log(text: str) -> None:
@@ -89,6 +91,32 @@ def cpu_seconds(pid: int) -> dict[str, float]:
         fields = fh.read().rsplit(")", 1)[1].split()
     utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
     return {"self": (utime + stime) / TICKS, "children": (cutime + cstime) / TICKS}
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes ``pid`` started that run now (an agent's supervisor launcher)."""
+    out: list[int] = []
+    try:
+        for thread in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{thread}/children") as fh:
+                out += [int(x) for x in fh.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def tree_cpu_seconds(pid: int) -> dict[str, float]:
+    """:func:`cpu_seconds` of ``pid``, its ``children`` counting also what
+    its running children used and reaped (an agent's supervisor launcher
+    forks the supervisors and reaps them: their CPU and their tasks')."""
+    own = cpu_seconds(pid)
+    for child in child_pids(pid):
+        try:
+            used = cpu_seconds(child)
+        except OSError:   # ended meanwhile: the agent reaped it, its time is in the agent's children
+            continue
+        own["children"] += used["self"] + used["children"]
+    return own
 
 
 def peak_rss_bytes(pid: int) -> int:
@@ -118,7 +146,7 @@ class Processes:
         return self.start(name, [sys.executable, "-m", "mesoslike", *args])
 
     def cpu(self, names: list[str]) -> dict[str, dict[str, float]]:
-        return {name: cpu_seconds(self.procs[name].pid) for name in names}
+        return {name: tree_cpu_seconds(self.procs[name].pid) for name in names}
 
     def stop(self, name: str) -> None:
         proc = self.procs.pop(name)
@@ -327,15 +355,14 @@ def zmq_round_trips(procs: Processes, count: int, size: int, window: int = 100) 
 
 
 def measure_batching(updates: int = 20_000, batch: int = 100, rounds: int = 3) -> dict:
-    """What batching per loop turn would save (issue 14 §4): µs per status
+    """What batching per loop turn saves (issue 14 §4): µs per status
     update from encoding to decoding at the far end of a DEALER/ROUTER pair
-    (the transport's Client and Server) in this process, one frame per
-    update (as the wire does) against one frame per ``batch`` updates
-    (their encoded frames in one MessagePack array: the cheapest envelope)."""
-    import msgpack
-
+    (the transport's Client and Server) in this process, one STATUS_UPDATE
+    frame per update against one STATUS_UPDATES frame per ``batch`` updates
+    (taken apart again at the far end)."""
     from mesoslike.transport import Client, Server
     from mesoslike.wire import decode, encode
+    from mesoslike.wire.batching import unbatched
     from mesoslike.wire import messages as m
     from mesoslike.wire.types import TaskState, TaskStatus
 
@@ -361,14 +388,13 @@ def measure_batching(updates: int = 20_000, batch: int = 100, rounds: int = 3) -
             for frame in frames_in(len(messages[start:start + window])):
                 decode(frame)
 
-    def batched() -> None:
+    def batched() -> None:   # the protocol's STATUS_UPDATES (docs/wire.rst, "Batching")
         for start in range(0, updates, window):
             chunk = messages[start:start + window]
             for first in range(0, len(chunk), batch):
-                client.send_frame(msgpack.packb([encode(message) for message in chunk[first:first + batch]]))
+                client.send_frame(encode(m.StatusUpdates(chunk[first:first + batch])))
             for frame in frames_in(-(-len(chunk) // batch)):
-                for item in msgpack.unpackb(frame):
-                    decode(item)
+                unbatched(decode(frame))
     results: dict[str, list[float]] = {"one_frame_per_update_us": [], "batched_us": []}
     for _ in range(rounds):
         for name, run in (("one_frame_per_update_us", one_by_one), ("batched_us", batched)):
@@ -436,6 +462,11 @@ def measure_control_plane(procs: Processes, tasks: int, agents: int, frameworks:
             "ratio_to_baseline": spread([100 * x for x in ratios]), "cpu_s_per_round": cpus}
 
 
+#: MB per Fuxi worker slot: a worker is a Python process, and the agents enforce memory limits
+#: (cgroups, issue 15) — at 16 MB the kernel killed every worker and the job failed
+FUXI_WORKER_MEM = 64
+
+
 def measure_fuxi(procs: Processes, cluster: Cluster, tasks: int, slots: int, rounds: int) -> dict:
     port = free_port()
     fuxi_address = f"tcp://127.0.0.1:{port}"
@@ -449,7 +480,7 @@ def measure_fuxi(procs: Processes, cluster: Cluster, tasks: int, slots: int, rou
         # mem: the slot holds the worker, a Python process with the transport and its keys (~30 MB since
         # issue 13), which runs the instances; 16 MB had the kernel kill every worker
         job.write_text(f'[job]\nname = "bench-{r}"\n\n[[job.units]]\nname = "work"\nslots = {slots}\n'
-                       f'cpus = 0.1\nmem = 64\ninstances = {tasks}\ncommand = "true"\n')
+                       f'cpus = 0.1\nmem = {FUXI_WORKER_MEM}\ninstances = {tasks}\ncommand = "true"\n')
         before = {**cluster.cpu(), "fuxi": cpu_seconds(procs.procs["fuxi"].pid)["self"]}
         started = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "mesoslike", "fuxi", "submit", "--fuxi", fuxi_address,
@@ -470,12 +501,16 @@ def measure_fuxi(procs: Processes, cluster: Cluster, tasks: int, slots: int, rou
 def measure_big_run(procs: Processes, cluster: Cluster, instances: int) -> dict:
     started = time.perf_counter()
     before = cluster.cpu()
-    child = subprocess.Popen([sys.executable, "-m", "mesoslike", "run", "--master", cluster.address, "--instances",
-                              str(instances), "--cpus", "0.01", "--mem", "1", "--", "true"], cwd=ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # its output to a file: read from a pipe only at the end, a run long enough to print 64 KiB of
+    # progress lines (one a second) blocked on its stdout for good
+    output = procs.work / "big-run.out"
+    with open(output, "wb") as sink:
+        child = subprocess.Popen([sys.executable, "-m", "mesoslike", "run", "--master", cluster.address,
+                                  "--instances", str(instances), "--cpus", "0.01", "--mem", "1", "--", "true"],
+                                 cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT)
     _, status, usage = os.wait4(child.pid, 0)
     elapsed = time.perf_counter() - started
-    out = child.stdout.read().decode(errors="replace") if child.stdout else ""
+    out = output.read_text(errors="replace")
     result = {"instances": instances, "exit_status": os.waitstatus_to_exitcode(status), "seconds": round(elapsed, 1),
               "tasks_per_s": round(instances / elapsed, 1), "last_line": out.strip().splitlines()[-1] if out else "",
               "peak_rss_bytes": {"run": usage.ru_maxrss * 1024, **cluster.peak_rss()},
@@ -500,7 +535,8 @@ def big_master(agents: int, tasks: int, frameworks: int, readers: int, seconds: 
             return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:"))
 
     empty_rss = rss()
-    from mesoslike.master.state import metrics_text, render_state, snapshot
+    from mesoslike.master.state import render_state, snapshot
+    from mesoslike.metrics import master_metrics_text as metrics_text
 
     # the simulated agents and frameworks are never there: nothing times out while the bench runs
     quiet = dict(ping_interval=3600.0, heartbeat_interval=3600.0, task_launch_timeout=3600.0)

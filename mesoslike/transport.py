@@ -724,6 +724,8 @@ class Client(_Endpoint):
         self._keys = keys if keys is not None or server_key is None else CurveKeys.generate()
         self._server_key = server_key
         self._handshake_failed = False
+        #: when to try a refused handshake again (see :meth:`_watch`)
+        self._handshake_retry_at: float | None = None
         self._monitor = self._connect()
 
     def _close_extras(self) -> None:
@@ -755,21 +757,34 @@ class Client(_Endpoint):
                 break
             kind = event["event"]
             if kind & _HANDSHAKE_FAILED:
-                # refused, or not the server we were told of: ZeroMQ tries
-                # again by itself with backoff; a new socket would not help
+                # refused, or not the server we were told of. ZeroMQ never
+                # tries again after a failed handshake (it is a protocol
+                # error), but a server may learn our key later — a new
+                # leader that has not read its credentials or its jobs' keys
+                # yet: a socket made anew tries again after a pause
                 if not self._handshake_failed:
                     log.error("the handshake with %s failed (%s): it refused our key, or it is not the server "
-                              "whose key we were given", self.address, zmq.Event(kind).name)
+                              "whose key we were given; trying again every %gs", self.address,
+                              zmq.Event(kind).name, self._reconnect_max_ms / 1000)
                 self._handshake_failed = True
+                self._handshake_retry_at = time.monotonic() + self._reconnect_max_ms / 1000
                 self.stats.handshakes_failed += 1
             elif kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                if self._handshake_failed:
+                    log.warning("the handshake with %s succeeded after all", self.address)
+                    self.stats.reconnects += 1   # a connection made anew: the server may not know us
                 self._handshake_failed = False
+                self._handshake_retry_at = None
             elif kind == zmq.EVENT_DISCONNECTED and not self._handshake_failed:
                 dropped = True
         if dropped:
             self._reconnect()
+        elif self._handshake_retry_at is not None and time.monotonic() >= self._handshake_retry_at \
+                and not self._closed:
+            self._handshake_retry_at = None
+            self._reconnect(counted=False)   # counted once its handshake succeeds
 
-    def _reconnect(self) -> None:
+    def _reconnect(self, counted: bool = True) -> None:
         global _socket_generation
         old, old_monitor = self._socket, self._monitor
         self._socket = self._new_socket(zmq.DEALER)
@@ -778,8 +793,9 @@ class Client(_Endpoint):
         old_monitor.close(linger=0)
         old.close(linger=0)
         _socket_generation += 1
-        self.stats.reconnects += 1
-        log.warning("the connection to %s dropped: connecting anew", self.address)
+        if counted:
+            self.stats.reconnects += 1
+            log.warning("the connection to %s dropped: connecting anew", self.address)
 
     def connections(self) -> int:
         """How many times the connection to the server was made since the

@@ -39,6 +39,7 @@ def run_simulated_agents(master: str, count: int, resources: str, prefix: str) -
     from mesoslike.transport import Client, Poller, Waker
     from mesoslike.wire import AgentInfo
     from mesoslike.wire import messages as m
+    from mesoslike.wire.batching import batch_frames, batched_messages, unbatched
 
     clock = SystemClock()
     waker = Waker()
@@ -55,13 +56,22 @@ def run_simulated_agents(master: str, count: int, resources: str, prefix: str) -
     seen: Counter[tuple[str, str]] = Counter()
     stats = {"run_task": 0, "run_task_duplicates": 0, "unsent": 0}
 
+    outgoing: dict[int, list] = {id(client): [] for client in clients}
+
+    def send_outgoing(core: AgentCore, client: Client) -> None:
+        """What the agent has for its master this turn, batched as the agent runtime does."""
+        messages, outgoing[id(client)] = outgoing[id(client)], []
+        for message in batched_messages(messages, core.master_accepts_batches):
+            for frame in batch_frames(message, client.codec.encode):
+                if not client.send_frame(frame):
+                    stats["unsent"] += 1
+
     def carry_out(core: AgentCore, client: Client, commands: list) -> None:
         queue = list(commands)
         while queue:
             command = queue.pop(0)
             if isinstance(command, SendToMaster):
-                if not client.send(command.message):
-                    stats["unsent"] += 1
+                outgoing[id(client)].append(command.message)
             elif isinstance(command, LaunchTask):   # starts and ends at once
                 fid, tid = command.framework.id, command.task.task_id
                 queue.extend(core.on_task_started(fid, tid, 1))
@@ -72,6 +82,7 @@ def run_simulated_agents(master: str, count: int, resources: str, prefix: str) -
     while not stopping.is_set():
         for core, client in zip(cores, clients):
             carry_out(core, client, core.tick())
+            send_outgoing(core, client)
         wakeup = min(core.next_wakeup() for core in cores)
         for item in poller.poll(max(0.0, min(wakeup - clock.now(), 0.5))):
             if item is waker:
@@ -80,12 +91,14 @@ def run_simulated_agents(master: str, count: int, resources: str, prefix: str) -
             for _, message in client.receive():
                 if isinstance(message, Exception):
                     continue
-                if isinstance(message, m.RunTask):
-                    stats["run_task"] += 1
-                    key = (message.framework.id, message.task.task_id)
-                    seen[key] += 1
-                    stats["run_task_duplicates"] += seen[key] > 1
+                for launch in unbatched(message):   # RUN_TASKS: each launch counted
+                    if isinstance(launch, m.RunTask):
+                        stats["run_task"] += 1
+                        key = (launch.framework.id, launch.task.task_id)
+                        seen[key] += 1
+                        stats["run_task_duplicates"] += seen[key] > 1
                 carry_out(core, client, core.on_message(message))
+            send_outgoing(core, client)
     stats["tasks"] = len(seen)
     for client in clients:
         client.close()

@@ -72,7 +72,8 @@ def test_start_sends_subscribe_without_an_id():
     core, _ = make_core()
     assert core.state is SubscriptionState.DISCONNECTED
     commands = core.start()
-    assert commands == [SendToMaster(m.Subscribe(FrameworkInfo(name="demo", failover_timeout=60.0)))]
+    assert commands == [SendToMaster(m.Subscribe(FrameworkInfo(name="demo", failover_timeout=60.0),
+                                                    accepts_batches=True))]
     assert core.state is SubscriptionState.SUBSCRIBING
     assert core.start() == []   # idempotent
 

@@ -388,10 +388,10 @@ def test_metrics_health_and_unknown_path(cluster):
 
     # the master learns of TASK_RUNNING as the framework does; allow it a moment
     body = cluster.wait_until(lambda: (lambda b: b if re.search(
-        r'^mesoslike_tasks\{state="TASK_RUNNING"\} 1$', b, re.M) else None)(scrape()), 5, "TASK_RUNNING 1")
-    made = re.search(r"^mesoslike_offers_made_total (\d+)$", body, re.M)
-    assert made and int(made.group(1)) >= 1, body
-    assert re.search(r"^mesoslike_agents_registered 1$", body, re.M), body
+        r'^mesoslike_tasks\{state="TASK_RUNNING"\} 1\.0$', b, re.M) else None)(scrape()), 5, "TASK_RUNNING 1")
+    made = re.search(r"^mesoslike_offers_made_total (\S+)$", body, re.M)
+    assert made and float(made.group(1)) >= 1, body
+    assert re.search(r"^mesoslike_agents_registered 1\.0$", body, re.M), body
     assert re.search(r"^# TYPE mesoslike_offers_made_total counter$", body, re.M), body
 
     assert http_get(cluster.http + "/health")[0] == 200

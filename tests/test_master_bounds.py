@@ -11,7 +11,7 @@ from mesoslike.master import MasterConfig
 from mesoslike.master.core import MAX_ERROR_TEXT
 from mesoslike.master.records import MAX_FAILOVER_TIMEOUT, MAX_NAME_LENGTH, Holdings, clip
 from mesoslike.master.registry import Registry
-from mesoslike.master.state import metrics_text
+from mesoslike.metrics import master_metrics_text as metrics_text
 from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, TaskState, TaskStatus, WireError
 from mesoslike.wire import messages as m
 from test_master_core import AG, AG2, FW, FW2, R, Harness, launch, only, task

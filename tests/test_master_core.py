@@ -404,7 +404,8 @@ def test_a_retried_registration_is_answered_again_without_losing_tasks_launched_
     launch(h, fid, offer, task("new", "a1"))
     h.core.agents["a1"].pings_unanswered = 2
     out = [(s.peer, s.message) for s in h.core.on_retried_registration(AG)]
-    assert out == [(AG, m.AgentRegistered("a1", h.core.info, h.core.config.ping_interval))]
+    assert out == [(AG, m.AgentRegistered("a1", h.core.info, h.core.config.ping_interval,
+                                               accepts_batches=True))]
     assert h.core.agents["a1"].pings_unanswered == 0
     assert not h.core.frameworks[fid].tasks["new"].terminal
     assert h.core.counters["registration_retries"] == 1

@@ -10,7 +10,8 @@ import pytest
 from mesoslike.clock import FakeClock
 from mesoslike.master import MasterConfig, MasterCore
 from mesoslike.master.operations import DRAIN_KILL_RESEND, Conflict, NotFound
-from mesoslike.master.state import metrics_text, state_json
+from mesoslike.master.state import state_json
+from mesoslike.metrics import master_metrics_text as metrics_text
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
 from mesoslike.wire import messages as m

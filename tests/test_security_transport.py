@@ -73,6 +73,30 @@ def test_a_secured_server_names_the_principal_of_a_listed_key_and_refuses_others
         assert bad.stats.reconnects == 0                 # a refusal is not a dropped connection to make anew
 
 
+def test_a_refused_client_gets_in_once_the_server_knows_its_key():
+    # a new leader may answer before it has read the keys it lets in (a Fuxi service's job keys
+    # from its hard state): ZeroMQ never retries a refused handshake, the client must
+    server_keys, late = CurveKeys.generate(), CurveKeys.generate()
+    known: dict[bytes, str] = {}
+    authenticator = Authenticator(known.get)
+    with Server("tcp://127.0.0.1:0", keys=server_keys, authenticator=authenticator) as server, \
+            Client(server.address, keys=late, server_key=server_keys.public, reconnect_max=0.2) as client:
+        client.send(m.Ping("early"))
+        wait_until(lambda: list(client.receive_frames()) == [] and client.stats.handshakes_failed >= 1, 5,
+                   "the unknown key's handshake to fail")
+        known[late.public] = "late"
+        client.send(m.Ping("late"))
+
+        def got_in() -> bool:
+            list(client.receive_frames())
+            if server.wait(0.05):
+                return any(message == m.Ping("late") for _, message in server.receive())
+            client.send(m.Ping("late"))
+            return False
+        wait_until(got_in, 10, "the client to get in once its key is known")
+        assert client.stats.reconnects == 1              # one connection made anew, not one per retry
+
+
 def test_a_client_given_the_server_key_does_not_talk_to_another_server():
     real, fake = CurveKeys.generate(), CurveKeys.generate()
     client_keys = CurveKeys.generate()

@@ -51,6 +51,16 @@ EXAMPLES = [
     m.ShutdownFramework("fw-1"), m.PreemptionWarning(["t1", "t2"], 15.0, "eng"), m.GetState(), m.StateReply('{"leader": {}}'),
     m.Pong("a1", [m.TaskUsage("fw-1", "t1", 1.5, 0.25, 0.125, 1.0, 4096, 8192, 65536)]),
     m.UnregisterAgent("a1", "drained"),
+    # batches (docs/wire.rst, "Batching"), and the flags that announce them
+    m.Subscribe(FW, accepts_batches=True), m.Subscribed("fw-1", 15.0, MASTER, accepts_batches=True),
+    m.RegisterAgent(AgentInfo("node-0", R("cpus:4")), accepts_batches=True),
+    m.AgentRegistered("a1", MASTER, 5.0, accepts_batches=True),
+    m.StatusUpdates([m.StatusUpdate("fw-1", STATUS), m.StatusUpdate("fw-2", TaskStatus("t2", TaskState.RUNNING,
+                                                                                        uuid="u-2"))]),
+    m.Updates([STATUS, TaskStatus("t2", TaskState.RUNNING, uuid="u-2")]),
+    m.Acknowledgements([m.Acknowledge("fw-1", "a1", "t1", "u-1"), m.Acknowledge("fw-1", "a2", "t2", "u-2")]),
+    m.StatusUpdateAcks([m.StatusUpdateAck("a1", "fw-1", "t1", "u-1"), m.StatusUpdateAck("a1", "fw-2", "t2", "u-2")]),
+    m.RunTasks(FW, [TASK, TaskInfo("t2", "a1", "true", R("cpus:0.1;mem:16"))]),
 ]
 
 

@@ -33,16 +33,20 @@ from typing import Any, Callable, Union
 import attrs
 
 from mesoslike.clock import Clock
+from mesoslike.observations import NOTICE
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import TERMINAL_STATES, AgentInfo, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
+from mesoslike.wire.batching import unbatched
+from mesoslike.wire.types import (TERMINAL_STATES, AgentInfo, FrameworkInfo, Label, MasterInfo, TaskInfo, TaskState,
+                                  TaskStatus)
 
 __all__ = [
     "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "LaunchTask", "KillTask",
     "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent",
     "SOURCE_AGENT", "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
     "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
-    "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "UPDATE_BACKOFF_INITIAL", "UPDATE_BACKOFF_MAX",
+    "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED",
+    "REASON_CONTAINER_LAUNCH_FAILED", "UPDATE_BACKOFF_INITIAL", "UPDATE_BACKOFF_MAX",
 ]
 
 log = logging.getLogger("mesoslike.agent")
@@ -64,6 +68,10 @@ REASON_EXECUTOR_REREGISTRATION_TIMEOUT = "REASON_EXECUTOR_REREGISTRATION_TIMEOUT
 REASON_AGENT_RESTARTED = "REASON_AGENT_RESTARTED"
 #: TASK_DROPPED: a task sent to an agent that is draining
 REASON_AGENT_DRAINING = "REASON_AGENT_DRAINING"
+#: TASK_RUNNING whose ``healthy`` changed, and TASK_FAILED of a task its health check killed
+REASON_TASK_HEALTH_CHECK_STATUS_UPDATED = "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED"
+#: TASK_FAILED: a URI of the task could not be fetched (the message names it)
+REASON_CONTAINER_LAUNCH_FAILED = "REASON_CONTAINER_LAUNCH_FAILED"
 
 #: status update retries: 0.5 s doubling to 10 s (docs/wire.rst)
 UPDATE_BACKOFF_INITIAL = 0.5
@@ -153,6 +161,8 @@ class TaskCheckpoint:
     kill_why: str = ""
     limitation: str = ""
     limitation_message: str = ""
+    #: its health check's latest verdict (None: none yet)
+    healthy: bool | None = None
 
 
 @attrs.frozen
@@ -180,7 +190,7 @@ class _Phase:
 
 class _Task:
     __slots__ = ("framework", "info", "phase", "state", "pid", "killing", "kill_requested", "kill_why",
-                 "holds_resources", "orphaned", "limitation", "limitation_message")
+                 "holds_resources", "orphaned", "limitation", "limitation_message", "healthy")
 
     def __init__(self, framework: FrameworkInfo, info: TaskInfo, holds_resources: bool) -> None:
         self.framework = framework
@@ -195,6 +205,7 @@ class _Task:
         self.orphaned = False         # after SHUTDOWN_AGENT: no updates, only resources to free
         self.limitation = ""          # a REASON_CONTAINER_LIMITATION_*: killed for it, ends TASK_FAILED
         self.limitation_message = ""
+        self.healthy: bool | None = None  # its health check's latest verdict, carried by its updates
 
     @property
     def alive(self) -> bool:
@@ -269,10 +280,12 @@ class AgentCore:
         self._agent_id = ""
         self._registered = False
         self._registering = False            # an attempt went out and is unanswered
+        self._told_unreachable = False       # "master unreachable" logged since the last registration
         self._next_registration: float | None = clock.now()
         self._register_backoff = register_backoff
         self._drain_deadline: float | None = None   # after SHUTDOWN_AGENT: register once tasks are gone
         self._master: MasterInfo | None = None
+        self._master_accepts_batches = False
         self._ping_interval = 0.0
         self._last_master_contact = clock.now()
 
@@ -297,6 +310,13 @@ class AgentCore:
     def registered(self) -> bool:
         """True while a master has acknowledged this agent and is alive."""
         return self._registered
+
+    @property
+    def master_accepts_batches(self) -> bool:
+        """Whether the master this agent registered with takes STATUS_UPDATES:
+        then a runtime may send what it has for the master in a turn through
+        :func:`mesoslike.wire.batching.batched_messages`."""
+        return self._master_accepts_batches
 
     @property
     def master(self) -> MasterInfo | None:
@@ -345,7 +365,7 @@ class AgentCore:
             return None
         return TaskCheckpoint(task.framework, task.info, task.state, self.pending_updates(framework_id, task_id),
                               task.holds_resources, task.killing or task.kill_requested, task.kill_why,
-                              task.limitation, task.limitation_message)
+                              task.limitation, task.limitation_message, task.healthy)
 
     @property
     def draining(self) -> bool:
@@ -400,6 +420,12 @@ class AgentCore:
     def on_message(self, message: object) -> list[Command]:
         """A message from the master. Any message counts as a sign of life."""
         self._last_master_contact = self.clock.now()
+        if type(message) in (m.StatusUpdateAcks, m.RunTasks):
+            # each item as if it came alone, in order (docs/wire.rst, "Batching")
+            out: list[Command] = []
+            for item in unbatched(message):
+                out += self._HANDLERS[type(item)](self, item)
+            return out
         handler = self._HANDLERS.get(type(message))
         if handler is None:
             log.warning("ignoring unexpected %s from the master", getattr(message, "TYPE", type(message).__name__))
@@ -479,6 +505,19 @@ class AgentCore:
             out.append(KillTask(framework_id, task_id, 0.0))
         return out
 
+    def on_task_health(self, framework_id: str, task_id: str, healthy: bool, message: str) -> list[Command]:
+        """The task's health check verdict (its supervisor checks it): when
+        it changed, a TASK_RUNNING update with ``healthy`` and reason
+        :data:`REASON_TASK_HEALTH_CHECK_STATUS_UPDATED`, as Mesos sends. Every
+        later update of the task carries the verdict too."""
+        task = self._tasks.get((framework_id, task_id))
+        if task is None or task.phase != _Phase.RUNNING or task.orphaned or task.healthy is healthy:
+            return []
+        task.healthy = healthy
+        if task.killing:
+            return self._checkpointed(task)   # its terminal update carries it
+        return self._update(task, TaskState.RUNNING, message, reason=REASON_TASK_HEALTH_CHECK_STATUS_UPDATED)
+
     def on_task_reattached(self, framework_id: str, task_id: str, pid: int) -> list[Command]:
         """A recovered task's supervisor and process are still there: it runs
         on (TASK_RUNNING if the earlier agent had not said so yet); a kill the
@@ -520,6 +559,7 @@ class AgentCore:
             task.killing = checkpoint.killing
             task.kill_why = checkpoint.kill_why
             task.limitation, task.limitation_message = checkpoint.limitation, checkpoint.limitation_message
+            task.healthy = checkpoint.healthy
             self._tasks[key] = task
             if task.holds_resources:
                 self._used = self._used + task.info.resources
@@ -571,12 +611,17 @@ class AgentCore:
 
     # ------------------------------------------------------- registration
     def _registration_attempt(self, now: float) -> SendToMaster:
+        if self._registering and not self._told_unreachable:   # the last attempt got no answer
+            log.log(NOTICE, "master unreachable, retrying: no answer to the registration yet (every %.0f s at most)",
+                    self._register_backoff_max)
+            self._told_unreachable = True
         self._registering = True
         self._next_registration = now + self._register_backoff * self._rng.uniform(1.0 - self._register_jitter, 1.0)
         self._register_backoff = min(self._register_backoff * 2, self._register_backoff_max)
         if not self._agent_id:
             log.info("registering with the master")
-            return SendToMaster(m.RegisterAgent(self.info, version=self.version, http_address=self.http_address))
+            return SendToMaster(m.RegisterAgent(self.info, version=self.version, http_address=self.http_address,
+                                                accepts_batches=True))
         # the tasks it runs, and those that ended but whose terminal update is
         # not acknowledged yet (docs/wire.rst): a master must not think those
         # lost; their pending updates go out once it answers
@@ -585,7 +630,7 @@ class AgentCore:
         frameworks = {task.framework.id: task.framework for _, task in still_running}
         log.info("re-registering as %s with %d tasks", self._agent_id, len(running))
         return SendToMaster(m.ReregisterAgent(self.info, running, list(frameworks.values()), version=self.version,
-                                              http_address=self.http_address))
+                                              http_address=self.http_address, accepts_batches=True))
 
     def _agent_registered(self, msg: m.AgentRegistered) -> list[Command]:
         if self._registered and msg.agent_id == self._agent_id:
@@ -603,7 +648,9 @@ class AgentCore:
         self._register_backoff = self._register_backoff_initial
         self._master = msg.master
         self._ping_interval = msg.ping_interval
-        log.info("registered as %s with master %s (%s)", msg.agent_id, msg.master.id, msg.master.address)
+        self._master_accepts_batches = msg.accepts_batches
+        log.log(NOTICE, "registered with master %s (%s) as %s", msg.master.address, msg.master.id, msg.agent_id)
+        self._told_unreachable = False
         out: list[Command] = [CheckpointAgent(msg.agent_id)] if self.checkpoint else []
         for key, stream in self._streams.items():  # what waited for a master goes out now
             if stream.pending:
@@ -783,11 +830,12 @@ class AgentCore:
 
     # ------------------------------------------------- reliable updates
     def _status(self, framework_id: str, task_id: str, state: str, message: str, reason: str = "",
-                exit_code: int | None = None, uuid_: str | None = None) -> TaskStatus:
+                exit_code: int | None = None, uuid_: str | None = None, healthy: bool | None = None,
+                labels: list[Label] | None = None) -> TaskStatus:
         return TaskStatus(
             task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=SOURCE_AGENT,
             reason=reason, uuid=self._new_uuid() if uuid_ is None else uuid_, timestamp=self._wall_clock(),
-            exit_code=exit_code, framework_id=framework_id)
+            exit_code=exit_code, framework_id=framework_id, healthy=healthy, labels=labels or [])
 
     def _new_uuid(self) -> str:
         return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
@@ -800,7 +848,9 @@ class AgentCore:
         stream = self._streams.get((framework_id, task_id))
         if stream is None:
             stream = self._streams[(framework_id, task_id)] = _UpdateStream(framework_id)
-        stream.pending.append(self._status(framework_id, task_id, state, message, reason, exit_code))
+        # the task's labels ride on each of its updates (issue 18 §5b)
+        stream.pending.append(self._status(framework_id, task_id, state, message, reason, exit_code,
+                                           healthy=task.healthy, labels=task.info.labels))
         out = self._checkpointed(task)   # written before it is sent: a sent update is never lost
         if len(stream.pending) > 1:
             return out  # behind an unacknowledged one
@@ -859,6 +909,8 @@ class AgentCore:
     }
 
 
+
+
 def _describe_exit(exit_code: int | None, signal: int | None) -> str:
     if signal is not None:
         try:
@@ -869,4 +921,3 @@ def _describe_exit(exit_code: int | None, signal: int | None) -> str:
     if exit_code is None:
         return "command ended (exit status unknown)"
     return f"command exited with status {exit_code}"
-

@@ -47,12 +47,17 @@ from mesoslike.agent.core import (
     SendToMaster,
 )
 from mesoslike.agent.executor import (
+    DEFAULT_FETCHER_CACHE_SIZE,
+    DEFAULT_FETCHER_MAX_SIZE,
+    DEFAULT_FETCHER_TIMEOUT,
     DEFAULT_RECOVERY_TIMEOUT,
     ExecutorEvent,
     LaunchError,
+    FetcherSettings,
     LaunchFailed,
     TaskExecutor,
     TaskExit,
+    TaskHealth,
     TaskLimited,
     TaskStarted,
     path_component,
@@ -61,13 +66,18 @@ from mesoslike.agent.files import SandboxFiles
 from mesoslike.agent.http import AgentHTTPServer
 from mesoslike.agent.isolation import Isolator, agent_key, select_isolator
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
+from mesoslike.attributes import attributes_json
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import ConfigError, ResourcesError
 from mesoslike.locator import check_master_address, make_locator
+from mesoslike.metrics import exposition, metrics_registry
+from mesoslike.observations import LATENCY_BUCKETS, Histogram, Metric, metric
 from mesoslike.resources import Resources
 from mesoslike.transport import Client, CurveKeys, Waker, idle
 from mesoslike.wire import WireError
 from mesoslike.wire import messages as m
+from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
+from mesoslike.wire.messages import MAX_BATCH
 from mesoslike.wire.types import AgentInfo
 
 __all__ = ["AgentRuntime", "default_work_dir", "RECOVER_MODES"]
@@ -156,6 +166,12 @@ class AgentRuntime:
         ``run_tasks`` ACL); a user this machine does not have fails the task.
         Needs root. ``None`` (the default): on when the agent runs as root.
         Off, tasks run as the agent's user.
+    :param fetcher_cache_size: bytes the fetcher's cache of URIs
+        (``<work_dir>/fetcher-cache``) may hold; least recently used files
+        go first (0: nothing is cached).
+    :param fetcher_timeout: seconds one URI's download may take.
+    :param fetcher_max_size: the largest file (and extracted archive) the
+        fetcher accepts, in bytes.
     """
 
     def __init__(self, master: str, resources: Resources | str | None = None,
@@ -169,7 +185,9 @@ class AgentRuntime:
                  gc_delay: float = gc.DEFAULT_GC_DELAY, gc_disk_watermark: float = gc.DEFAULT_DISK_WATERMARK,
                  gc_interval: float = GC_INTERVAL, drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
                  on_serving: Callable[[str], None] | None = None, keys: CurveKeys | None = None,
-                 master_key: bytes | None = None, switch_user: bool | None = None) -> None:
+                 master_key: bytes | None = None, switch_user: bool | None = None,
+                 fetcher_cache_size: int = DEFAULT_FETCHER_CACHE_SIZE, fetcher_timeout: float = DEFAULT_FETCHER_TIMEOUT,
+                 fetcher_max_size: int = DEFAULT_FETCHER_MAX_SIZE) -> None:
         self.master_address = check_master_address(master)  # raises ConfigError naming the problem
         self.switch_user = os.geteuid() == 0 if switch_user is None else switch_user
         if self.switch_user and os.geteuid() != 0:
@@ -191,8 +209,11 @@ class AgentRuntime:
             raise ConfigError(f"cannot create the work directory {str(self.work_dir)!r}: {exc}") from None
         info = AgentInfo(hostname=self.hostname,
                          resources=complete_resources(_as_resources(resources), self.work_dir),
-                         attributes=parse_attributes(attributes) if isinstance(attributes, str) else attributes or {},
-                         port=port)
+                         attributes=_attribute_map(attributes), port=port)
+        try:
+            fetcher = FetcherSettings(fetcher_cache_size, fetcher_timeout, fetcher_max_size)
+        except ValueError as exc:
+            raise ConfigError(f"bad --fetcher-cache-size, --fetcher-timeout or --fetcher-max-size: {exc}") from None
         self.clock = clock or SystemClock()
         self.kill_tasks_on_exit = kill_tasks_on_exit
         self.recover_mode = recover
@@ -208,7 +229,7 @@ class AgentRuntime:
         self.executor = TaskExecutor(self.work_dir, environment=environment, clock=self.clock,
                                      isolator=self.isolator, recovery_timeout=recovery_timeout,
                                      container_prefix=agent_key(self.hostname, self.work_dir),
-                                     switch_user=self.switch_user)
+                                     switch_user=self.switch_user, fetcher=fetcher)
         try:
             self.executor.prepare_directories()
         except OSError as exc:
@@ -218,6 +239,8 @@ class AgentRuntime:
         self.http: AgentHTTPServer | None = None
         #: checkpoint files that could not be read at the last start (path, problem)
         self.recovery_errors: list[tuple[str, str]] = []
+        #: /metrics: a registry of this agent's own (several agents may share a process)
+        self._metrics_registry = metrics_registry(self.metrics)
         self.counters = {"checkpoint_failures": 0, "sandboxes_collected": 0, "gc_passes": 0, "recovered_tasks": 0,
                          "reregistrations_on_reconnect": 0}
         self._checkpoint_failed: set[tuple[str, str]] = set()
@@ -226,6 +249,14 @@ class AgentRuntime:
         #: answered (TASK_STARTING) at once, its supervisor started a little
         #: later, a few at a time between reads (see _launch_some)
         self._launches: deque[LaunchTask] = deque()
+        #: what the turn has for the master so far, and the connection it goes on (_send_outgoing)
+        self._outgoing: list[object] = []
+        self._outgoing_client: Client | None = None
+        self._outgoing_since = 0.0   # when the oldest of them was made (time.monotonic)
+        #: (framework, task) of each waiting launch -> when the RUN_TASK was read (time.monotonic)
+        self._launch_queued_at: dict[tuple[str, str], float] = {}
+        #: seconds from a RUN_TASK read to its task's process started (/metrics)
+        self.launches_started = Histogram(LATENCY_BUCKETS)
         self._waker: Waker | None = Waker()
         self._waker_lock = threading.Lock()  # stop() may race another stop()
         self._stopping = threading.Event()
@@ -367,6 +398,7 @@ class AgentRuntime:
                     changes = self._locator_changes
                     if leader != address:  # the first leader, or a failover
                         if client is not None:
+                            self._send_outgoing()
                             client.close()
                         client = (Client(leader, watch_connection=True, reconnect_max=RECONNECT_MAX,
                                          keys=self._keys, server_key=self._master_key) if leader else None)
@@ -397,6 +429,7 @@ class AgentRuntime:
                     if self.clock.now() >= next_gc:
                         next_gc = self.clock.now() + self.gc_interval
                         self._collect_garbage()
+                    self._send_outgoing()
                 if client is None:
                     idle(waker, min(self._wait_timeout(), 1.0))
                 else:
@@ -406,6 +439,7 @@ class AgentRuntime:
                         self._receive(client)
                     self._feed(client, self.executor.poll())
                     self._launch_some(client)
+                    self._send_outgoing()
         finally:
             try:
                 with self._lock:
@@ -413,6 +447,7 @@ class AgentRuntime:
                         self._kill_everything(client)
                     else:
                         self.executor.release()
+                    self._send_outgoing()
             finally:
                 if client is not None:
                     client.close(linger=1.0 if self.core.draining else 0.0)
@@ -512,6 +547,8 @@ class AgentRuntime:
                                                     message=event.message)
             elif isinstance(event, TaskLimited):
                 commands = self.core.on_task_limitation(fw, task, event.reason, event.message)
+            elif isinstance(event, TaskHealth):
+                commands = self.core.on_task_health(fw, task, event.healthy, event.message)
             else:
                 assert isinstance(event, LaunchFailed)
                 commands = self.core.on_task_launch_failed(fw, task, event.message, why=event.reason)
@@ -525,13 +562,21 @@ class AgentRuntime:
             if isinstance(command, SendToMaster):
                 if client is None:
                     continue  # no leader to tell; registrations and updates are retried
-                if not client.send(command.message):
-                    log.warning("outgoing queue full: %s dropped (reliable updates are retried)",
-                                getattr(command.message, "TYPE", command.message))
+                if client is not self._outgoing_client:
+                    self._send_outgoing()
+                    self._outgoing_client = client
+                if not self._outgoing:
+                    self._outgoing_since = time.monotonic()
+                self._outgoing.append(command.message)   # sent at the end of the turn (_send_outgoing)
+                if len(self._outgoing) >= MAX_BATCH or time.monotonic() - self._outgoing_since >= SEND_WITHIN:
+                    # a long turn (5,000 launches checkpointed one by one) must not keep the master
+                    # waiting: it takes the agent's silence for its death (any message is a pong)
+                    self._send_outgoing()
             elif isinstance(command, CheckpointTask):
                 self._checkpoint_task(command.framework_id, command.task_id)
             elif isinstance(command, LaunchTask):
                 self._launches.append(command)
+                self._launch_queued_at[command.framework.id, command.task.task_id] = time.monotonic()
             elif isinstance(command, KillTask):
                 queue.extend(self._launch_now(command.framework_id, command.task_id))
                 self.executor.kill(command.framework_id, command.task_id, command.grace_period)
@@ -544,6 +589,27 @@ class AgentRuntime:
                 self._checkpoint_agent(command.agent_id)
             else:  # pragma: no cover - a core/runtime mismatch
                 log.error("unknown command %r", command)
+
+    def _send_outgoing(self) -> None:
+        """Send what the turn has for the master, its status updates in
+        STATUS_UPDATES frames if the master takes them (docs/wire.rst,
+        "Batching"). Sent after the checkpoints the core asked for before
+        them, as every send now comes after the turn's other commands."""
+        client, messages = self._outgoing_client, self._outgoing
+        if not messages:
+            return
+        self._outgoing = []
+        if client is None:
+            return
+        for message in batched_messages(messages, self.core.master_accepts_batches):
+            try:
+                sent = all([client.send_frame(frame) for frame in batch_frames(message, client.codec.encode)])
+            except WireError as exc:
+                log.error("cannot send %s: %s", getattr(message, "TYPE", message), exc)
+                continue
+            if not sent:
+                log.warning("outgoing queue full: %s dropped (reliable updates are retried)",
+                            getattr(message, "TYPE", message))
 
     def _checkpoint_task(self, framework_id: str, task_id: str) -> None:
         checkpoint = self.core.task_checkpoint(framework_id, task_id)
@@ -591,6 +657,7 @@ class AgentRuntime:
 
     def _launch(self, command: LaunchTask) -> list[Command]:
         framework_id, task_id = command.framework.id, command.task.task_id
+        queued_at = self._launch_queued_at.pop((framework_id, task_id), None)
         if (framework_id, task_id) in self._checkpoint_failed:
             return self.core.on_task_launch_failed(
                 framework_id, task_id, "the task could not be checkpointed (see the agent's log; is the work "
@@ -600,6 +667,8 @@ class AgentRuntime:
         except LaunchError as exc:
             log.warning("task %s/%s could not start: %s", framework_id, task_id, exc)
             return self.core.on_task_launch_failed(framework_id, task_id, str(exc))
+        if queued_at is not None:
+            self.launches_started.observe(time.monotonic() - queued_at)
         return []
 
     def _deliver(self, command: DeliverMessage) -> None:
@@ -622,6 +691,7 @@ class AgentRuntime:
         if not self.core.drained:
             log.warning("drain: gave up waiting for the tasks' last updates after %.0f s", self.drain_timeout)
         self._carry_out(client, self.core.unregister())
+        self._send_outgoing()
         self._kill_leftovers()
         log.warning("agent %s drained and unregistered", self.hostname)
 
@@ -683,7 +753,7 @@ class AgentRuntime:
                 "id": core.agent_id, "hostname": self.hostname, "registered": core.registered,
                 "master": {"id": master.id, "address": master.address} if master is not None else None,
                 "http_address": core.http_address, "version": __version__,
-                "resources": str(core.total), "used": str(core.used), "attributes": dict(core.info.attributes),
+                "resources": str(core.total), "used": str(core.used), "attributes": attributes_json(core.info.attributes),
                 "work_dir": str(self.work_dir), "sandbox_root": str(self.executor.sandbox_root),
                 "isolation": {"name": self.isolator.name, "enforcing": self.isolator.enforcing,
                               "description": self.isolator.describe()},
@@ -699,35 +769,39 @@ class AgentRuntime:
                  "source": self.hostname, "statistics": u.statistics()} for u in rows]
 
     def metrics_text(self) -> str:
+        """``/metrics``: what :meth:`metrics` reads, through prometheus_client (mesoslike.metrics)."""
+        return exposition(self._metrics_registry).decode()
+
+    def metrics(self) -> list[Metric]:
+        """Every metric of this agent now (the registry's collector calls it at each scrape)."""
         with self._lock:
             states: dict[str, int] = {}
             for task in self.core.tasks():
                 states[task.state] = states.get(task.state, 0) + 1
             counters = dict(self.counters)
             registered = int(self.core.registered)
+            started = self.launches_started.copy()
         refused = self.http.counters.snapshot() if self.http is not None else {}
-        lines = []
-
-        def metric(name: str, kind: str, text: str, samples: list[tuple[str, float]]) -> None:
-            lines.extend([f"# HELP mesoslike_agent_{name} {text}", f"# TYPE mesoslike_agent_{name} {kind}"])
-            lines.extend(f"mesoslike_agent_{name}{labels} {value:g}" for labels, value in samples)
-
-        metric("registered", "gauge", "1 while a master has registered this agent.", [("", registered)])
-        metric("tasks", "gauge", "Tasks the agent knows, by state.",
-               [(f'{{state="{state}"}}', count) for state, count in sorted(states.items())])
-        metric("files_refused_total", "counter",
-               "Requests to /files refused for leading out of the sandboxes, by kind.",
-               [(f'{{reason="{kind}"}}', count) for kind, count in sorted(refused.items())])
-        metric("sandboxes_collected_total", "counter", "Sandboxes of ended tasks removed by the GC.",
-               [("", counters["sandboxes_collected"])])
-        metric("checkpoint_failures_total", "counter", "Checkpoint writes that failed (a full disk?).",
-               [("", counters["checkpoint_failures"])])
-        metric("recovery_errors", "gauge", "Checkpoint files unreadable at the last start.",
-               [("", len(self.recovery_errors))])
-        metric("reregistrations_on_reconnect_total", "counter",
-               "Re-registrations because the connection to the master was made again.",
-               [("", counters["reregistrations_on_reconnect"])])
-        return "\n".join(lines) + "\n"
+        return [
+            metric("agent_registered", "gauge", "1 while a master has registered this agent.", registered),
+            metric("agent_tasks", "gauge", "Tasks the agent knows, by state.",
+                   [({"state": state}, count) for state, count in sorted(states.items())]),
+            metric("agent_files_refused_total", "counter",
+                   "Requests to /files refused for leading out of the sandboxes, by kind.",
+                   [({"reason": kind}, count) for kind, count in sorted(refused.items())]),
+            metric("agent_sandboxes_collected_total", "counter", "Sandboxes of ended tasks removed by the GC.",
+                   counters["sandboxes_collected"]),
+            metric("agent_checkpoint_failures_total", "counter", "Checkpoint writes that failed (a full disk?).",
+                   counters["checkpoint_failures"]),
+            metric("agent_recovery_errors", "gauge", "Checkpoint files unreadable at the last start.",
+                   len(self.recovery_errors)),
+            metric("agent_reregistrations_on_reconnect_total", "counter",
+                   "Re-registrations because the connection to the master was made again.",
+                   counters["reregistrations_on_reconnect"]),
+            metric("agent_task_start_seconds", "histogram",
+                   "Tasks by the time from their RUN_TASK read to their process started (launches wait in "
+                   "line while many arrive at once).", started),
+        ]
 
 
 def _subdirectories(directory: Path) -> list[Path]:
@@ -748,6 +822,15 @@ def _last_use_and_size(sandbox: Path) -> tuple[float, int]:
                 continue
             last, size = max(last, info.st_mtime), size + info.st_size
     return last, size
+
+
+def _attribute_map(attributes: Mapping[str, str] | str | None) -> dict[str, str]:
+    """The canonical attribute map of ``--attributes`` text or a map;
+    ConfigError naming the bad one."""
+    if isinstance(attributes, str):
+        return parse_attributes(attributes)
+    text = ";".join(f"{name}:{value}" for name, value in (attributes or {}).items())
+    return parse_attributes(text)
 
 
 def _as_resources(resources: Resources | str | None) -> Resources | None:

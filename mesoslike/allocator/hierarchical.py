@@ -57,6 +57,7 @@ from mesoslike.errors import (
     UnknownFrameworkError,
     WeightError,
 )
+from mesoslike.observations import QUICK_BUCKETS, Histogram
 from mesoslike.resources import Resources
 
 __all__ = ["HierarchicalAllocator", "parse_min_allocatable", "DEFAULT_MIN_ALLOCATABLE"]
@@ -206,6 +207,8 @@ class HierarchicalAllocator:
         self._counters = dict(cycles=0, offers_made=0, offers_filtered=0, offers_declined=0,
                               offers_accepted=0, offers_rescinded=0)
         self._last_cycle_duration = 0.0
+        #: every cycle's duration (the master's /metrics shows it as a histogram)
+        self.cycle_durations = Histogram(QUICK_BUCKETS)
         self._last_cycle_offers = 0
 
     # ================================================================ agents
@@ -547,6 +550,10 @@ class HierarchicalAllocator:
         """The outstanding offer with this id, or None."""
         return self._offers.get(offer_id)
 
+    def offer_made_at(self, offer_id: str) -> float | None:
+        """When the outstanding offer with this id was made (the allocator's clock), or None."""
+        return self._offers.created_at(offer_id) if self._offers.get(offer_id) is not None else None
+
     def outstanding_offers(self, framework_id: str | None = None) -> list[Offer]:
         """Offers not yet answered, oldest first."""
         if framework_id is None:
@@ -748,6 +755,7 @@ class HierarchicalAllocator:
         self._counters["offers_made"] += len(offers)
         self._counters["cycles"] += 1
         self._last_cycle_duration = self.clock.now() - now
+        self.cycle_durations.observe(self._last_cycle_duration)
         self._last_cycle_offers = len(offers)
         return offers
 

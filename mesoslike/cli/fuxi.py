@@ -218,17 +218,48 @@ def _status_page(ip: str, port: int, server):
         document = service.status() if service is not None else {"serving": False, "why_not": server.refusing}
         return "application/json", json.dumps(document).encode()
 
+    from mesoslike.metrics import CONTENT_TYPE, exposition, metrics_registry
+
+    registry = metrics_registry(lambda: _fuxi_metrics(server))
     shared = dashboard_files()   # the master dashboard's script helpers, style and icon
     files = {path: shared[path] for path in ("/static/page.js", "/static/dashboard.css", "/static/favicon.svg")}
     files.update(dashboard_files(Path(fuxi_package.__file__).resolve().parent / "static"))
     try:
-        page = StatusHTTPServer(ip, port, {"/status": status}, dashboard=files, workers=2, max_connections=16)
+        page = StatusHTTPServer(ip, port, {"/status": status, "/metrics": lambda: (CONTENT_TYPE, exposition(registry))},
+                                dashboard=files, workers=2, max_connections=16)
     except MesoslikeError as exc:
         server.stop()
         die(str(exc))
     page.start()
     click.echo(f"fuxi scheduler's page on {page.address}/")
     return page
+
+
+def _fuxi_metrics(server) -> list:
+    """The service's ``/metrics`` (docs/observability.rst): jobs, and slots by
+    quota group — what ``GET /status`` says, as numbers."""
+    from mesoslike.observations import metric
+
+    service = server.service   # None until this service leads
+    document = service.status() if service is not None else {"jobs": [], "quota_groups": []}
+    slots: dict[str, dict[str, int]] = {group["name"]: {"desired": 0, "granted": 0, "waiting": 0, "reserved": 0}
+                                        for group in document["quota_groups"]}
+    units_waiting = 0
+    for job in document["jobs"]:
+        counts = slots.setdefault(job["quota_group"], {"desired": 0, "granted": 0, "waiting": 0, "reserved": 0})
+        for unit in job["units"]:
+            units_waiting += unit["waiting"] > 0
+            for field in counts:
+                counts[field] += unit[field]
+    return [
+        metric("fuxi_serving", "gauge", "1 while this Fuxi service leads and serves jobs.", int(service is not None)),
+        metric("fuxi_jobs", "gauge", "Jobs the service keeps (running, and ended ones kept for status).",
+               len(document["jobs"])),
+        metric("fuxi_units_waiting", "gauge", "ScheduleUnits waiting for slots.", units_waiting),
+        *(metric(f"fuxi_slots_{field}", "gauge", f"Slots {field} by the units of each quota group.",
+                 [({"quota_group": group}, counts[field]) for group, counts in sorted(slots.items())])
+          for field in ("desired", "granted", "waiting", "reserved")),
+    ]
 
 
 def _quota(path: str | None):

@@ -3,15 +3,20 @@ and TOML config files with precedence file < environment < flag."""
 
 from __future__ import annotations
 
+import json
 import logging
 import tomllib
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
 import click
 from click.core import ParameterSource
 
-__all__ = ["option", "ConfigOption", "config_option", "logging_option", "die", "client_key_options"]
+from mesoslike.observations import NOTICE
+
+__all__ = ["option", "ConfigOption", "config_option", "logging_option", "configure_logging", "JsonLogFormatter", "die",
+           "client_key_options"]
 
 #: ``ctx.meta`` key of the settings a ``--config`` file gave: (path, table or "", {parameter name: key})
 _CONFIG_META = "mesoslike.config"
@@ -104,14 +109,62 @@ def config_option(command: str) -> Callable:
                        "names as the long options). Flags and environment variables win over it.")
 
 
+#: the attributes every LogRecord has: the rest are the ``extra=`` fields a JSON line carries
+_RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: ``time`` (ISO 8601, UTC), ``level``,
+    ``logger``, ``message``, the record's ``extra=`` fields, and
+    ``exception`` (its traceback) when there is one — for log shippers."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "level": record.levelname, "logger": record.name, "message": record.getMessage()}
+        for key, value in vars(record).items():
+            if key not in _RECORD_FIELDS and key not in line:
+                line[key] = value
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
+
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def configure_logging(level: str, log_format: str = "text") -> None:
+    """Log ``level`` and above (debug, info, notice, warning, error) to stderr
+    as text lines or JSON objects (``log_format``: text, json)."""
+    logging.addLevelName(NOTICE, "NOTICE")
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonLogFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    logging.basicConfig(level=logging.getLevelName(level.upper()), handlers=[handler])
+
+
 def _set_logging(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    logging.basicConfig(level=getattr(logging, value.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # both options call this: whichever click handles second sees the other's value
+    ctx.meta[f"mesoslike.{param.name}"] = value
+    level, log_format = ctx.meta.get("mesoslike.log_level"), ctx.meta.get("mesoslike.log_format")
+    if level is not None and log_format is not None:
+        configure_logging(level, log_format)
     return value
 
 
 def logging_option(command: str) -> Callable:
-    return option(command, "--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
-                  default="warning", expose_value=False, callback=_set_logging, help="How much to log to stderr.")
+    """``--log-level`` and ``--log-format`` of ``command``."""
+    level = option(command, "--log-level", type=click.Choice(["debug", "info", "notice", "warning", "error"]),
+                   default="notice", expose_value=False, callback=_set_logging,
+                   help="How much to log to stderr: notice says what a user needs (an agent registered, a master "
+                        "out of reach); info and debug say more.")
+    log_format = option(command, "--log-format", type=click.Choice(["text", "json"]), default="text",
+                        expose_value=False, callback=_set_logging,
+                        help="text: one readable line per entry; json: one JSON object per line (time, level, "
+                             "logger, message and the entry's extra fields).")
+
+    def decorate(fn: Callable) -> Callable:
+        return level(log_format(fn))
+    return decorate
 
 
 def client_key_options(fn: Callable) -> Callable:

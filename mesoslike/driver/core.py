@@ -260,6 +260,8 @@ class DriverCore:
         self.framework_id: str = framework.id
         self.master_info: MasterInfo | None = None
         self.heartbeat_interval: float | None = None
+        #: the master takes ACKNOWLEDGEMENTS (it said so in SUBSCRIBED): the runtime batches for it
+        self.master_accepts_batches = False
         self._ever_subscribed = False
         self._next_delay = backoff.initial
         self._retry_at: float | None = None
@@ -352,6 +354,12 @@ class DriverCore:
             # them again, or the framework reconciles, after SUBSCRIBED
             log.debug("ignoring %s while subscribing", type(message).__name__)
             return []
+        if type(message) is m.Updates:
+            # each status as if it came in an UPDATE of its own, in order (docs/wire.rst, "Batching")
+            commands: list[Command] = []
+            for status in message.statuses:
+                commands += self._on_update(m.Update(status))
+            return commands
         handler = self._EVENT_HANDLERS.get(type(message))
         if handler is None:
             log.warning("ignoring unexpected %s from the master", type(message).__name__)
@@ -385,6 +393,7 @@ class DriverCore:
                         message.framework_id, self.framework_id)
         self.framework_id = message.framework_id
         self.master_info = message.master
+        self.master_accepts_batches = message.accepts_batches
         self.heartbeat_interval = message.heartbeat_interval if message.heartbeat_interval > 0 else None
         self.state = SubscriptionState.SUBSCRIBED
         self._session += 1
@@ -548,7 +557,7 @@ class DriverCore:
         self.state = SubscriptionState.SUBSCRIBING
         commands: list[Command] = [Reconnect()] if fresh_connection else []
         framework = attrs.evolve(self._framework, id=self.framework_id)
-        commands.append(self._send(m.Subscribe(framework)))
+        commands.append(self._send(m.Subscribe(framework, accepts_batches=True)))
         delay = self._next_delay * self._rng.uniform(1.0 - self._backoff.jitter, 1.0)
         self._retry_at = self._clock.now() + delay
         self._next_delay = min(self._next_delay * 2, self._backoff.maximum)

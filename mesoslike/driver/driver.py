@@ -19,6 +19,7 @@ import getpass
 import logging
 import random
 import threading
+import time
 from typing import Callable, Iterable
 
 import attrs
@@ -33,6 +34,7 @@ from mesoslike.driver.core import (
     Reconnect,
     SendToMaster,
     Shutdown,
+    SubscriptionState,
     filters_or_default,
     message_data,
     message_task,
@@ -43,8 +45,11 @@ from mesoslike.driver.core import (
 from mesoslike.driver.scheduler import Scheduler
 from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.locator import MasterLocator, check_master_address, make_locator
+from mesoslike.observations import NOTICE
 from mesoslike.transport import Client, Waker, idle
 from mesoslike.wire import WireError
+from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
+from mesoslike.wire.messages import MAX_BATCH
 from mesoslike.wire.messages import ReconcileTask
 from mesoslike.wire.types import Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskStatus
 
@@ -54,6 +59,9 @@ log = logging.getLogger("mesoslike.driver")
 
 #: seconds the last messages (a TEARDOWN) may take to leave after the loop ends
 _CLOSE_LINGER = 2.0
+#: seconds without a master answering (or, with ZooKeeper, without a leader)
+#: before the driver says so at the default log level (the issue's "within 5 s")
+UNREACHABLE_NOTICE_AFTER = 3.0
 
 
 class DriverStatus(str, enum.Enum):
@@ -105,6 +113,8 @@ class SchedulerDriver:
         self._lock = threading.Lock()
         self._inbox: collections.deque[Callable[[], None]] = collections.deque()   # from other threads
         self._pending: collections.deque[InvokeCallback | Shutdown] = collections.deque()  # driver thread only
+        self._outgoing: list[object] = []   # what the step sends to the master (driver thread only)
+        self._outgoing_since = 0.0           # when the oldest of them was made (time.monotonic)
         self._waker: Waker | None = None     # while the driver runs (made by start(), closed by the loop)
         self._client: Client | None = None
         self._locator: MasterLocator | None = None   # follows the leader (made on the driver thread)
@@ -113,6 +123,9 @@ class SchedulerDriver:
         self._stop_requested = False
         self._finished = False
         self._aborted = False
+        #: since when (driver clock) no master has answered; None while subscribed
+        self._unreached_since: float | None = None
+        self._told_unreachable = False   # said so since the last subscription
 
     # ------------------------------------------------------------ properties
     @property
@@ -294,6 +307,7 @@ class SchedulerDriver:
             self._execute(self._core.start())
             while not self._finished:
                 self._step()
+                self._send_outgoing()
         except Exception as exc:  # a bug in the driver: report it rather than die silently
             log.exception("the scheduler driver loop failed")
             self._aborted = True
@@ -312,9 +326,39 @@ class SchedulerDriver:
             self._address = leader
             self._execute(self._core.master_changed())
             return
+        self._send_outgoing()   # before waiting: what the calls and callbacks sent goes out now
         if self._connection().wait(self._wait_timeout(), self._waker):
             self._receive()
         self._execute(self._core.tick())
+        self._say_if_unreachable(self._address)
+
+    def _say_if_unreachable(self, address: str | None) -> None:
+        """Say once, UNREACHABLE_NOTICE_AFTER seconds into an outage, that
+        the master cannot be reached (and that the driver keeps trying);
+        say when it answers again. ``address``: None while no master leads."""
+        now = self._clock.now()
+        if address is not None and self._core.state is SubscriptionState.SUBSCRIBED:
+            if self._told_unreachable:
+                log.log(NOTICE, "reached the master at %s: subscribed as framework %s", address,
+                        self._core.framework_id)
+            self._unreached_since, self._told_unreachable = None, False
+            return
+        if self._unreached_since is None:
+            self._unreached_since = now
+        elif not self._told_unreachable and now - self._unreached_since >= UNREACHABLE_NOTICE_AFTER:
+            self._told_unreachable = True
+            if address is None:
+                log.log(NOTICE, "no leading master in %s after %.0f s; still waiting for one", self.master,
+                        now - self._unreached_since)
+            else:
+                log.log(NOTICE, "cannot reach the master at %s: no answer for %.0f s; retrying", address,
+                        now - self._unreached_since)
+
+    def _notice_due(self) -> float | None:
+        """When :meth:`_say_if_unreachable` has something to say (driver clock), or None."""
+        if self._unreached_since is None or self._told_unreachable:
+            return None
+        return self._unreached_since + UNREACHABLE_NOTICE_AFTER
 
     def _run_call(self, call: Callable[[], None]) -> None:
         try:
@@ -324,7 +368,8 @@ class SchedulerDriver:
             self._report_error(f"a driver call failed: {type(exc).__name__}: {exc}")
 
     def _wait_timeout(self) -> float | None:
-        deadline = self._core.next_deadline()
+        deadline = min((due for due in (self._core.next_deadline(), self._notice_due()) if due is not None),
+                       default=None)
         if deadline is None:
             return None
         # a millisecond late rather than early: the poll rounds down to whole
@@ -342,12 +387,18 @@ class SchedulerDriver:
                 return   # reconnected meanwhile: the rest belongs to the old connection
 
     def _execute(self, commands: list[Command]) -> None:
-        """Sends and reconnects happen now; callbacks and the shutdown wait
-        their turn in ``_pending`` so that callbacks never nest."""
+        """Sends are collected for the end of the step (:meth:`_send_outgoing`),
+        reconnects happen now; callbacks and the shutdown wait their turn in
+        ``_pending`` so that callbacks never nest."""
         for command in commands:
             if isinstance(command, SendToMaster):
-                self._send(command.message)
+                if not self._outgoing:
+                    self._outgoing_since = time.monotonic()
+                self._outgoing.append(command.message)
+                if len(self._outgoing) >= MAX_BATCH or time.monotonic() - self._outgoing_since >= SEND_WITHIN:
+                    self._send_outgoing()   # slow callbacks must not keep the master from hearing of us
             elif isinstance(command, Reconnect):
+                self._send_outgoing()   # on the connection they were meant for
                 self._reconnect()
             else:
                 if isinstance(command, Shutdown):
@@ -382,9 +433,21 @@ class SchedulerDriver:
         except Exception:
             log.exception("scheduler.error raised while reporting: %s", message)
 
+    def _send_outgoing(self) -> None:
+        """Send what the step collected, in order, its acknowledgements in
+        ACKNOWLEDGEMENTS frames if the master takes them (docs/wire.rst,
+        "Batching"): the callbacks of a frame of UPDATES are acknowledged
+        in one frame."""
+        if not self._outgoing:
+            return
+        messages, self._outgoing = self._outgoing, []
+        for message in batched_messages(messages, self._core.master_accepts_batches):
+            self._send(message)
+
     def _send(self, message: object) -> None:
         try:
-            sent = self._connection().send(message)
+            connection = self._connection()
+            sent = all([connection.send_frame(frame) for frame in batch_frames(message, connection.codec.encode)])
         except (WireError, TypeError, ValueError) as exc:   # a value msgpack cannot carry
             log.error("cannot send %s: %s", type(message).__name__, exc)
             self._pending.append(InvokeCallback("error", (f"cannot send {type(message).__name__}: {exc}",)))
@@ -425,6 +488,7 @@ class SchedulerDriver:
                 return leader
             while self._inbox:  # calls made meanwhile (e.g. stop) still run
                 self._run_call(self._inbox.popleft())
+            self._say_if_unreachable(None)
             idle(self._loop_waker(), 0.5)
         return None
 
@@ -434,6 +498,7 @@ class SchedulerDriver:
                 self._status = DriverStatus.ABORTED if self._aborted else DriverStatus.STOPPED
             waker, self._waker = self._waker, None
         if self._client is not None:
+            self._send_outgoing()
             # let a final TEARDOWN leave; closing with the default linger of 0 would drop it
             self._client.close(linger=_CLOSE_LINGER)
         if self._locator is not None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mesoslike.resources import Resources
-from mesoslike.wire import AgentInfo, FrameworkInfo, TaskInfo, TaskState, TaskStatus
+from mesoslike.wire import AgentInfo, FrameworkInfo, Label, TaskInfo, TaskState, TaskStatus
 from mesoslike.wire.messages import TaskUsage
 
 if TYPE_CHECKING:
@@ -143,6 +143,7 @@ class FrameworkRecord:
     last_sent: float = 0.0              # any message to it
     failover_deadline: float | None = None
     suppressed: bool = False            # SUPPRESS until REVIVE: it wants no offers
+    accepts_batches: bool = False       # its driver takes UPDATES (it said so when it subscribed)
     tasks: dict[str, TaskRecord] = attrs.field(factory=dict)      # live (non-terminal or unacknowledged)
     #: ended tasks, most recent last (mesoslike.master.history.CompletedTasks)
     completed: CompletedTasks = attrs.field(factory=lambda: _completed_tasks())
@@ -178,6 +179,7 @@ class AgentRecord:
     registered_at: float = 0.0
     tasks: set[tuple[str, str]] = attrs.field(factory=set)        # (framework_id, task_id)
     http_address: str = ""              # its HTTP endpoints (sandbox files), as it registered
+    accepts_batches: bool = False       # it takes STATUS_UPDATE_ACKS, RUN_TASKS (it said so registering)
     usage: dict[tuple[str, str], TaskUsage] = attrs.field(factory=dict)  # its tasks', from its last PONG
 
     @property
@@ -248,10 +250,11 @@ def clip(value: object, limit: int = LOGGED_INPUT_LIMIT) -> str:
 
 
 def new_status(task_id: str, state: str, *, agent_id: str = "", framework_id: str = "", message: str = "",
-               reason: str = "", timestamp: float = 0.0) -> TaskStatus:
-    """A status the master makes up (no uuid: nothing to acknowledge)."""
+               reason: str = "", timestamp: float = 0.0, labels: list[Label] | None = None) -> TaskStatus:
+    """A status the master makes up (no uuid: nothing to acknowledge);
+    ``labels``: the task's, when the master knows it."""
     return TaskStatus(task_id=task_id, state=state, agent_id=agent_id, message=message, source="SOURCE_MASTER",
-                      reason=reason, timestamp=timestamp, framework_id=framework_id)
+                      reason=reason, timestamp=timestamp, framework_id=framework_id, labels=labels or [])
 
 
 STAGING = TaskState.STAGING

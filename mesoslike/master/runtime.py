@@ -55,11 +55,15 @@ from mesoslike.master.records import MasterConfig, clip
 from mesoslike.master.registry import Registry
 from mesoslike.master.roles import RolesConfig
 from mesoslike.master.roles_watcher import RolesWatcher
-from mesoslike.master.state import metrics_text, render_state, snapshot, transport_metrics
+from mesoslike.master.state import master_metrics, render_state, snapshot, transport_metrics
+from mesoslike.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from mesoslike.metrics import exposition, metrics_registry, render
+from mesoslike.observations import QUICK_BUCKETS, LabelledHistograms, Metric, metric
 from mesoslike.master.storage import MemoryRegistryStore, RegistryFencedError, RegistryStore, RegistryWriteError
 from mesoslike.transport import Authenticator, CurveKeys, Server, Waker
 from mesoslike.wire import MasterInfo, WireError
 from mesoslike.wire import messages as m
+from mesoslike.wire.batching import batch_frames, batched
 
 if TYPE_CHECKING:
     from mesoslike.ha.url import ZkUrl
@@ -244,6 +248,10 @@ class MasterRuntime:
         #: registry writes that failed (not fenced), for /metrics
         self.registry_write_failures = 0
         self.loop_stats = LoopStats()
+        #: seconds the core took per message, by message type (under _lock, as the core)
+        self.message_timings = LabelledHistograms(QUICK_BUCKETS)
+        #: /metrics: a registry of this master's own (several masters may share a process)
+        self._metrics_registry = metrics_registry(self._collect)
         self._long_lived = LongLivedObjects()
         #: /state and GET_STATE: rendered from a snapshot outside _lock, one rendering at a time
         self._state_view: Fresh[_StateDocument] = Fresh(self._render_state)
@@ -255,6 +263,8 @@ class MasterRuntime:
         #: what the loop sends at its next turn as leader (operator writes, the roles file)
         self._outbox: list[Send] = []
         self._leader_cache: tuple[float, dict[str, str]] = (float("-inf"), {})
+        #: (when read, the HA group's members): /state's ``masters``, read at most once per _LEADER_INFO_TTL
+        self._members_cache: tuple[float, list[dict]] = (float("-inf"), [])
         self._leader_cache_lock = threading.Lock()  # the HTTP thread asks too
         self._store = registry_store or MemoryRegistryStore()
         self._last_core: MasterCore | None = None   # the core that served last (its agents' connections)
@@ -274,7 +284,7 @@ class MasterRuntime:
                 self._http = StatusHTTPServer(host, http_port, {
                     "/state": lambda: ("application/json", self._state_view.get().http_body),
                     "/health": lambda: ("application/json", json.dumps(self._health()).encode()),
-                    "/metrics": lambda: ("text/plain; version=0.0.4", self._metrics().encode()),
+                    "/metrics": lambda: (METRICS_CONTENT_TYPE, self._metrics()),
                 }, actions=self._operator.actions, workers=self.config.http_workers,
                     timeout=self.config.http_timeout, max_connections=self.config.http_max_connections,
                     tls=http_tls, authorize=self._authorize_http)
@@ -515,12 +525,20 @@ class MasterRuntime:
         health.retry_at = now + health.delay
 
     def _deliver(self, replies: tuple[Send, ...]) -> tuple[Send, ...]:
-        """Send ``replies`` while this master acts as leader; what was not sent."""
+        """Send ``replies`` while this master acts as leader; what was not sent.
+        A peer that takes batches gets its consecutive updates,
+        acknowledgements and launches of the turn in batch frames
+        (``docs/wire.rst``, "Batching")."""
+        leading = self._leadership.leading
+        if leading is not None and len(replies) > 1:
+            replies = tuple(Send(peer, message) for peer, message in
+                            batched(((send.peer, send.message) for send in replies), leading.core.accepts_batches))
         for index, send in enumerate(replies):
             if not self._acting.is_set():
                 return replies[index:]  # demoted while we worked: not one more word as leader
             try:
-                self._server.send(send.peer, send.message)
+                for frame in batch_frames(send.message, self._server.codec.encode):
+                    self._server.send_frame(send.peer, frame)
             except Exception:
                 log.exception("sending %s failed", type(send.message).__name__)
         return ()
@@ -569,6 +587,24 @@ class MasterRuntime:
             self._leader_cache = (self.clock.now(), info)
             return dict(info)
 
+    def _masters(self) -> list[dict]:
+        """The masters of the HA group, the leader first (``/state``'s
+        ``masters``); a master without ``--zk`` is its own group. Read from
+        ZooKeeper at most once per ``_LEADER_INFO_TTL`` (a read blocks while
+        ZooKeeper is unreachable); empty when it cannot be read."""
+        own = {"id": self.info.id, "address": self.address, "http_address": self.http_address}
+        if self._contender is None:
+            return [own | {"leader": self.is_leader}]
+        with self._leader_cache_lock:
+            read_at, cached = self._members_cache
+            if self.clock.now() - read_at >= _LEADER_INFO_TTL:
+                try:
+                    cached = self._contender.members()
+                except Exception:  # ZooKeeper unreachable: we do not know
+                    cached = []
+                self._members_cache = (self.clock.now(), cached)
+            return [dict(member) for member in cached]
+
     # ----------------------------------------------- what operator writes use
     def serving_core(self) -> MasterCore | None:
         return self.core
@@ -597,10 +633,10 @@ class MasterRuntime:
             core = self.core
             taken = snapshot(core) if core is not None else None
         if taken is not None:
-            return _StateDocument(render_state(taken))
+            return _StateDocument(render_state(taken) | {"masters": self._masters()})
         return _StateDocument({"leader": self._leader_info(), "is_leader": False, "version": __version__,
                                "master": {"id": self.info.id, "address": self.address}, "agents": [],
-                               "frameworks": [], "offers": []})
+                               "frameworks": [], "offers": [], "masters": self._masters()})
 
     def _ask_state(self, peer: bytes) -> list[Send]:
         """GET_STATE from ``peer``: answered from a snapshot rendered by the
@@ -653,20 +689,49 @@ class MasterRuntime:
 
     def _health(self) -> dict:
         health = self._store_health
-        return {"healthy": not health.failing, "is_leader": self.is_leader,
+        zookeeper = self._zookeeper_connected()
+        return {"healthy": not health.failing and zookeeper is not False, "is_leader": self.is_leader,
                 "leader": self._leader_info().get("address", ""),
-                "registry_writable": not health.failing, **({"registry_error": health.reason} if health.failing else {})}
+                "registry_writable": not health.failing, **({"registry_error": health.reason} if health.failing else {}),
+                **({"zookeeper_connected": zookeeper} if zookeeper is not None else {})}
 
-    def _metrics(self) -> str:
+    def _zookeeper_connected(self) -> bool | None:
+        """Whether the connection to ZooKeeper is up (None: no --zk). Without
+        it this master can neither lead nor learn who does: unhealthy."""
+        contender = self._contender
+        if self._zk is None:
+            return None
+        if contender is None:
+            return False
+        from mesoslike.ha.zookeeper import ZooKeeperError  # loaded already: the contender's module
+
+        try:
+            return bool(contender.client.connected)
+        except ZooKeeperError:   # not started yet
+            return False
+
+    def _metrics(self) -> bytes:
+        """``/metrics``: what :meth:`_collect` reads, through prometheus_client (mesoslike.metrics)."""
+        return exposition(self._metrics_registry)
+
+    def _collect(self) -> list[Metric]:
+        """Every metric of this master now (the registry's collector calls it at each scrape)."""
         transport = attrs.asdict(self._server.stats)   # ints only: read without the loop's lock
         with self._lock:
             core = self.core
-            text = metrics_text(core, transport) if core is not None else \
-                ("# HELP mesoslike_leader 1 if this master leads\n# TYPE mesoslike_leader gauge\nmesoslike_leader 0\n"
-                 + "\n".join(transport_metrics(transport)) + "\n")
-        return text + self._runtime_metrics()
+            metrics = master_metrics(core, transport) if core is not None else \
+                [metric("leader", "gauge", "1 if this master leads", 0)] + transport_metrics(transport)
+            handling = self.message_timings.copy()
+        metrics.append(metric("message_handling_seconds", "histogram",
+                              "Messages handled by the master's loop, by type, by the time the core took "
+                              "(decoding not included).", [({"type": kind}, histogram)
+                                                           for kind, histogram in handling.items()]))
+        return metrics + self._runtime_metric_list()
 
     def _runtime_metrics(self) -> str:
+        return render(self._runtime_metric_list())
+
+    def _runtime_metric_list(self) -> list[Metric]:
         stats, health = self.loop_stats, self._store_health
         samples = [
             ("loop_stall_seconds_max", "gauge",
@@ -703,12 +768,7 @@ class MasterRuntime:
                 ("http_forbidden_total", "counter", "HTTP requests refused 403: the token's principal lacks "
                  "the permission.", self.http_refused[403]),
             ]
-        lines = []
-        for name, kind, help_text, value in samples:
-            shown = f"{value:g}" if isinstance(value, float) else str(value)
-            lines += [f"# HELP mesoslike_{name} {help_text}", f"# TYPE mesoslike_{name} {kind}",
-                      f"mesoslike_{name} {shown}"]
-        return "\n".join(lines) + "\n"
+        return [metric(name, kind, help_text, value) for name, kind, help_text, value in samples]
 
     # -------------------------------------------------------------- roles
     @property
@@ -835,7 +895,9 @@ class MasterRuntime:
             if isinstance(message, m.GetState):
                 core.counters["messages_received"] += 1   # received like any other, answered off the loop
                 return self._ask_state(peer)
+            began = time.perf_counter()
             sends = core.on_message(peer, message, self._server.principal(peer))
+            self.message_timings.observe(type(message).__name__, time.perf_counter() - began)
             self._remember_registration(peer, frame, message)
             return sends
         except Exception:  # a bug must not take the master down with it

@@ -12,6 +12,8 @@ import attrs
 
 from mesoslike import __version__
 from mesoslike.allocator import AllocatorStatistics
+from mesoslike.attributes import attributes_json
+from mesoslike.observations import Metric, metric
 from mesoslike.resources import Resources
 from mesoslike.wire import TERMINAL_STATES, AgentInfo, FrameworkInfo, Offer, TaskInfo, TaskState, TaskStatus
 
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     from mesoslike.master.history import CompletedFramework
     from mesoslike.master.records import TaskRecord
 
-__all__ = ["state_json", "metrics_text", "transport_metrics", "snapshot", "render_state", "StateSnapshot", "FrameworkLine"]
+__all__ = ["state_json", "master_metrics", "transport_metrics", "snapshot", "render_state", "StateSnapshot", "FrameworkLine"]
 
 EMPTY = Resources()
 
@@ -107,7 +109,13 @@ def _task_json(line: TaskLine, hostnames: dict[str, str]) -> dict:
         "exit_code": status.exit_code,
         "timestamp": status.timestamp,   # of its latest status (seconds since the epoch)
         "usage": usage,
+        "labels": labels_json(info.labels),
     }
+
+
+def labels_json(labels: list) -> list[dict[str, str]]:
+    """Labels as Mesos's ``/state`` shows them: ``[{"key": ..., "value": ...}]``."""
+    return [{"key": label.key, "value": label.value} for label in labels]
 
 
 def render_state(snap: StateSnapshot) -> dict:
@@ -134,6 +142,7 @@ def render_state(snap: StateSnapshot) -> dict:
             "role": line.info.role,
             "connected": line.connected,
             "failover_timeout": line.info.failover_timeout,
+            "labels": labels_json(line.info.labels),
             "used": str(used),
             "offered": str(offered_by.get(line.info.id, EMPTY)),
             "dominant_share": stats.framework_shares.get(line.info.id, 0.0),
@@ -149,7 +158,7 @@ def render_state(snap: StateSnapshot) -> dict:
             "resources": str(info.resources),
             "used": str(used_by_agent.get(info.id, EMPTY)),
             "available": str(available),
-            "attributes": dict(info.attributes),
+            "attributes": attributes_json(info.attributes),
             "http_address": http_address,  # its /files, /state, /monitor/statistics
             # every agent listed is registered on a live connection: one whose
             # pings go unanswered is removed, not kept as disconnected
@@ -186,7 +195,8 @@ def _completed_framework_json(framework: CompletedFramework, hostnames: dict[str
     info = framework.info
     return {
         "id": info.id, "name": info.name, "role": info.role, "connected": False, "active": False,
-        "failover_timeout": info.failover_timeout, "used": "", "offered": "", "dominant_share": 0.0,
+        "failover_timeout": info.failover_timeout, "labels": labels_json(info.labels), "used": "", "offered": "",
+        "dominant_share": 0.0,
         "tasks": [], "completed_tasks": [_task_json(_ended_line(task), hostnames) for task in framework.tasks],
         "unregistered_time": framework.removed_at, "removal_reason": framework.reason,
     }
@@ -197,17 +207,15 @@ def state_json(core: MasterCore) -> dict:
     return render_state(snapshot(core))
 
 
-def _line(lines: list[str], name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
-    lines.append(f"# HELP mesoslike_{name} {help_text}")
-    lines.append(f"# TYPE mesoslike_{name} {kind}")
-    for labels, value in samples:
-        lines.append(f"mesoslike_{name}{labels} {value:g}" if isinstance(value, float) else
-                     f"mesoslike_{name}{labels} {value}")
+def _line(lines: list[Metric], name: str, kind: str, help_text: str,
+          samples: list[tuple[dict[str, str], float]]) -> None:
+    lines.append(metric(name, kind, help_text, samples))
 
 
-def metrics_text(core: MasterCore, transport: Mapping[str, int] | None = None) -> str:
-    """Prometheus text exposition format (version 0.0.4). ``transport``: the
-    socket's delivery counters (the fields of
+def master_metrics(core: MasterCore, transport: Mapping[str, int] | None = None) -> list[Metric]:
+    """What ``/metrics`` shows of ``core``, as plain metric families (the
+    runtime renders them through ``prometheus_client``: mesoslike.metrics).
+    ``transport``: the socket's delivery counters (the fields of
     :class:`mesoslike.transport.DeliveryStats`), from the runtime."""
     stats = core.allocator.statistics()
     by_state = {state: 0 for state in TaskState.ALL}
@@ -219,108 +227,122 @@ def metrics_text(core: MasterCore, transport: Mapping[str, int] | None = None) -
     drains = {"DRAINING": 0, "DRAINED": 0}
     for drain in core.drains.values():
         drains[drain.state] = drains.get(drain.state, 0) + 1
-    lines: list[str] = []
+    lines: list[Metric] = []
     _line(lines, "allocation_cycle_seconds", "gauge", "Duration of the last allocation cycle.",
-          [("", float(stats.last_cycle_duration))])
-    _line(lines, "allocation_cycles_total", "counter", "Allocation cycles run.", [("", stats.cycles)])
-    _line(lines, "offers_made_total", "counter", "Offers made.", [("", stats.offers_made)])
-    _line(lines, "offers_declined_total", "counter", "Offers declined.", [("", stats.offers_declined)])
-    _line(lines, "offers_accepted_total", "counter", "Offers accepted.", [("", stats.offers_accepted)])
-    _line(lines, "offers_rescinded_total", "counter", "Offers rescinded.", [("", stats.offers_rescinded)])
+          [({}, float(stats.last_cycle_duration))])
+    _line(lines, "allocation_cycles_total", "counter", "Allocation cycles run.", [({}, stats.cycles)])
+    _line(lines, "offers_made_total", "counter", "Offers made.", [({}, stats.offers_made)])
+    _line(lines, "offers_declined_total", "counter", "Offers declined.", [({}, stats.offers_declined)])
+    _line(lines, "offers_accepted_total", "counter", "Offers accepted.", [({}, stats.offers_accepted)])
+    _line(lines, "offers_rescinded_total", "counter", "Offers rescinded.", [({}, stats.offers_rescinded)])
     _line(lines, "offers_filtered_total", "counter", "Frameworks skipped for a decline filter.",
-          [("", stats.offers_filtered)])
-    _line(lines, "offers_outstanding", "gauge", "Offers not yet answered.", [("", stats.outstanding_offers)])
+          [({}, stats.offers_filtered)])
+    _line(lines, "offers_outstanding", "gauge", "Offers not yet answered.", [({}, stats.outstanding_offers)])
     _line(lines, "tasks", "gauge", "Live tasks by state: not completed yet (running, or ended and not acknowledged "
           "yet); ended ones are counted by tasks_completed_total.",
-          [(f'{{state="{state}"}}', count) for state, count in sorted(by_state.items())])
+          [({"state": state}, count) for state, count in sorted(by_state.items())])
     _line(lines, "tasks_launched_total", "counter", "Tasks sent to agents.",
-          [("", core.counters["tasks_launched"])])
-    _line(lines, "agents_registered", "gauge", "Registered agents.", [("", len(core.agents))])
+          [({}, core.counters["tasks_launched"])])
+    _line(lines, "agents_registered", "gauge", "Registered agents.", [({}, len(core.agents))])
     _line(lines, "agents_removed_total", "counter", "Agents removed (ping timeouts).",
-          [("", core.counters["agents_removed"])])
+          [({}, core.counters["agents_removed"])])
     connected = sum(1 for r in core.frameworks.values() if r.connected)
     _line(lines, "frameworks_registered", "gauge", "Frameworks known (connected or in failover).",
-          [("", len(core.frameworks))])
-    _line(lines, "frameworks_connected", "gauge", "Connected frameworks.", [("", connected)])
+          [({}, len(core.frameworks))])
+    _line(lines, "frameworks_connected", "gauge", "Connected frameworks.", [({}, connected)])
     _line(lines, "messages_received_total", "counter", "Messages received.",
-          [("", core.counters["messages_received"])])
+          [({}, core.counters["messages_received"])])
     _line(lines, "bad_messages_total", "counter", "Frames that did not decode.",
-          [("", core.counters["bad_messages"])])
+          [({}, core.counters["bad_messages"])])
     _line(lines, "preemptions_total", "counter",
           "Fair-share preemption: tasks warned, killed at their deadline, released after a warning.",
-          [(f'{{kind="{kind}"}}', core.counters[f"preemptions_{kind}"]) for kind in ("warned", "killed", "released")])
+          [({"kind": kind}, core.counters[f"preemptions_{kind}"]) for kind in ("warned", "killed", "released")])
     _line(lines, "authorization_refused_total", "counter",
           "Messages refused by the ACLs or by the principal an id belongs to, by the missing permission.",
-          [(f'{{permission="{permission}"}}', count) for permission, count in sorted(core.refused_by_permission.items())])
+          [({"permission": permission}, count) for permission, count in sorted(core.refused_by_permission.items())])
     _line(lines, "agent_registration_retries_total", "counter",
           "Agent registrations received again, byte for byte, and answered without handling them again.",
-          [("", core.counters["registration_retries"])])
+          [({}, core.counters["registration_retries"])])
     _line(lines, "tasks_completed_total", "counter",
           "Tasks whose terminal state the framework acknowledged or the master made up (or whose framework was "
           "removed), by that state; a total since this master leads, whatever the history still keeps.",
-          [(f'{{state="{state}"}}', count) for state, count in sorted(completed.items())])
+          [({"state": state}, count) for state, count in sorted(completed.items())])
     _line(lines, "frameworks_completed_total", "counter", "Frameworks removed (torn down, or their failover "
-          "timeout expired) since this master leads.", [("", core.history.frameworks_completed)])
+          "timeout expired) since this master leads.", [({}, core.history.frameworks_completed)])
     _line(lines, "frameworks_completed_kept", "gauge", "Removed frameworks the history keeps "
-          "(max_completed_frameworks).", [("", len(core.history.frameworks))])
+          "(max_completed_frameworks).", [({}, len(core.history.frameworks))])
     _line(lines, "agents_drain", "gauge", "Agents the operator drains, by drain state.",
-          [(f'{{state="{state}"}}', count) for state, count in sorted(drains.items())])
+          [({"state": state}, count) for state, count in sorted(drains.items())])
     _line(lines, "task_launches_resent_total", "counter",
           "RUN_TASKs sent again because the agent had not confirmed the task in time.",
-          [("", core.counters["launches_resent"])])
+          [({}, core.counters["launches_resent"])])
     _line(lines, "tasks_unconfirmed_total", "counter",
           "Tasks ended TASK_LOST/TASK_DROPPED because their agent never confirmed them.",
-          [("", core.counters["tasks_unconfirmed"])])
+          [({}, core.counters["tasks_unconfirmed"])])
     _line(lines, "tasks_unreported_total", "counter",
           "Tasks ended TASK_LOST/TASK_DROPPED because their agent re-registered without them.",
-          [("", core.counters["tasks_unreported"])])
+          [({}, core.counters["tasks_unreported"])])
     _line(lines, "status_update_retries_total", "counter",
           "Agents' update retries: forwarded again, held back (forwarded moments ago), or acknowledged by "
           "the master (the framework had acknowledged the update, or the task had ended).",
-          [(f'{{outcome="{outcome}"}}', core.counters[counter]) for outcome, counter in
+          [({"outcome": outcome}, core.counters[counter]) for outcome, counter in
            (("reforwarded", "updates_reforwarded"), ("held_back", "updates_held_back"),
             ("settled", "updates_settled_by_master"))])
     _bounds_lines(lines, core)
+    _latency_lines(lines, core)
     if transport is not None:
         lines += transport_metrics(transport)
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def _bounds_lines(lines: list[str], core: MasterCore) -> None:
+def _bounds_lines(lines: list[Metric], core: MasterCore) -> None:
     """The bounds at work (docs/reliability.rst, *Bounds*)."""
     counters = core.counters
     _line(lines, "offers_expired_total", "counter",
           "Offers unanswered for offer_timeout: taken back and counted as declined.",
-          [("", counters["offers_expired"])])
+          [({}, counters["offers_expired"])])
     _line(lines, "registrations_refused_total", "counter",
           "SUBSCRIBEs and agent registrations refused (an id the master did not give, a bound).",
-          [('{kind="framework"}', counters["subscriptions_refused"]),
-           ('{kind="agent"}', counters["agent_registrations_refused"])])
+          [({"kind": "framework"}, counters["subscriptions_refused"]),
+           ({"kind": "agent"}, counters["agent_registrations_refused"])])
     _line(lines, "reconciliations_refused_total", "counter",
           "RECONCILE requests refused for naming more than max_reconcile_tasks tasks.",
-          [("", counters["reconciliations_refused"])])
+          [({}, counters["reconciliations_refused"])])
     _line(lines, "reconcile_answers_total", "counter", "Reconciliation answers sent.",
-          [("", counters["reconcile_answers"])])
+          [({}, counters["reconcile_answers"])])
     _line(lines, "reconcile_answers_waiting", "gauge",
           "Reconciliation answers waiting for a later loop turn (reconcile_answers_per_turn).",
-          [("", core.reconcile_answers_waiting())])
+          [({}, core.reconcile_answers_waiting())])
 
 
-def transport_metrics(transport: Mapping[str, int]) -> list[str]:
+def _latency_lines(lines: list[Metric], core: MasterCore) -> None:
+    """The latencies people ask for, as histograms (docs/observability.rst)."""
+    lines.append(metric("allocation_cycle_duration_seconds", "histogram",
+                        "Allocation cycles by duration (allocation_cycle_seconds is the last one's).",
+                        core.allocator.cycle_durations.copy()))
+    lines.append(metric("offer_round_trip_seconds", "histogram",
+                        "Offers by the time from being made to the framework's ACCEPT or DECLINE (offers rescinded "
+                        "or expired are not counted).", core.offer_round_trips.copy()))
+    lines.append(metric("task_launch_to_running_seconds", "histogram",
+                        "Tasks by the time from the master sending RUN_TASK to the agent's first TASK_RUNNING.",
+                        core.launches_to_running.copy()))
+
+
+def transport_metrics(transport: Mapping[str, int]) -> list[Metric]:
     """The socket's delivery counters (docs/reliability.rst, "Back-pressure")."""
-    lines: list[str] = []
-    _line(lines, "transport_frames_sent_total", "counter", "Frames handed to ZeroMQ.", [("", transport["sent"])])
+    lines: list[Metric] = []
+    _line(lines, "transport_frames_sent_total", "counter", "Frames handed to ZeroMQ.", [({}, transport["sent"])])
     _line(lines, "transport_frames_deferred_total", "counter",
           "Frames that waited in the outbox because their peer read slower than the master wrote.",
-          [("", transport["deferred"])])
+          [({}, transport["deferred"])])
     _line(lines, "transport_frames_dropped_total", "counter",
           "Frames dropped: the peer was gone, its outbox was full, or the socket closed with them waiting.",
-          [('{reason="unroutable"}', transport["unroutable"]), ('{reason="overflow"}', transport["overflowed"]),
-           ('{reason="closed"}', transport["unsent_at_close"])])
+          [({"reason": "unroutable"}, transport["unroutable"]), ({"reason": "overflow"}, transport["overflowed"]),
+           ({"reason": "closed"}, transport["unsent_at_close"])])
     _line(lines, "transport_frames_queued", "gauge", "Frames waiting in the outbox now.",
-          [("", transport["queued"])])
+          [({}, transport["queued"])])
     _line(lines, "transport_bytes_queued", "gauge", "Bytes waiting in the outbox now.",
-          [("", transport["queued_bytes"])])
+          [({}, transport["queued_bytes"])])
     _line(lines, "transport_frames_queued_peak", "gauge", "The most frames that ever waited in the outbox.",
-          [("", transport["peak_queued"])])
+          [({}, transport["peak_queued"])])
     return lines

@@ -9,7 +9,11 @@ Three conversations share one schema:
 - agent <-> master: REGISTER_AGENT / REREGISTER_AGENT, AGENT_REGISTERED,
   PING / PONG (with the tasks' usage), RUN_TASK, KILL_TASK, STATUS_UPDATE,
   STATUS_UPDATE_ACK, FRAMEWORK_TO_AGENT, SHUTDOWN_AGENT, UNREGISTER_AGENT;
-- any peer: ERROR, HEARTBEAT.
+- any peer: ERROR, HEARTBEAT;
+- batches (``docs/wire.rst``, "Batching"): STATUS_UPDATES, UPDATES,
+  ACKNOWLEDGEMENTS, STATUS_UPDATE_ACKS and RUN_TASKS carry several of the
+  messages above in one frame, each checked as if it came alone; a peer sends
+  them only to a peer that said it accepts them (``accepts_batches``).
 
 Each message is an immutable attrs class with a unique ``TYPE``, registered
 in :data:`SCHEMA`; the codec (:mod:`mesoslike.wire.codec`) turns it into
@@ -18,7 +22,7 @@ in :data:`SCHEMA`; the codec (:mod:`mesoslike.wire.codec`) turns it into
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 
@@ -34,16 +38,26 @@ MESSAGE_TYPES: dict[str, type] = SCHEMA.types
 #: class decorator: register a message class under its ``TYPE``
 message = SCHEMA.message
 
+#: the most messages one batch frame carries (a batch of more is refused by
+#: the codec, naming the field; senders split longer runs)
+MAX_BATCH = 1000
+
+#: a batch's items: 1 to MAX_BATCH (checked when a batch is built, so when one
+#: is decoded: the codec names the field of an empty or longer one)
+_BATCH_SIZE: Any = attrs.validators.and_(attrs.validators.min_len(1), attrs.validators.max_len(MAX_BATCH))
+
 
 # ------------------------------------------------------- scheduler -> master
 @message
 @attrs.frozen
 class Subscribe:
-    """First message of a framework, and its re-subscription (with its id)."""
+    """First message of a framework, and its re-subscription (with its id).
+    ``accepts_batches``: the driver takes UPDATES (several updates a frame)."""
 
     TYPE: ClassVar[str] = "SUBSCRIBE"
     framework: FrameworkInfo
     force: bool = False
+    accepts_batches: bool = False
 
 
 @message
@@ -143,11 +157,14 @@ class FrameworkMessage:
 @message
 @attrs.frozen
 class Subscribed:
+    """``accepts_batches``: the master takes ACKNOWLEDGEMENTS."""
+
     TYPE: ClassVar[str] = "SUBSCRIBED"
     framework_id: str
     heartbeat_interval: float
     master: MasterInfo
     resubscribed: bool = False
+    accepts_batches: bool = False
 
 
 @message
@@ -220,6 +237,8 @@ class RegisterAgent:
     agent: AgentInfo
     version: str = ""
     http_address: str = ""
+    #: the agent takes STATUS_UPDATE_ACKS and RUN_TASKS
+    accepts_batches: bool = False
 
 
 @message
@@ -235,15 +254,19 @@ class ReregisterAgent:
     frameworks: list[FrameworkInfo] = attrs.field(factory=list)
     version: str = ""
     http_address: str = ""
+    accepts_batches: bool = False
 
 
 @message
 @attrs.frozen
 class AgentRegistered:
+    """``accepts_batches``: the master takes STATUS_UPDATES."""
+
     TYPE: ClassVar[str] = "AGENT_REGISTERED"
     agent_id: str
     master: MasterInfo
     ping_interval: float
+    accepts_batches: bool = False
 
 
 @message
@@ -373,6 +396,56 @@ class PreemptionWarning:
     task_ids: list[str]
     seconds: float
     role: str = ""
+
+
+# ------------------------------------------------------------------ batches
+# Several messages of a loop turn in one frame (issue 14: a task crossed the
+# master in 13 frames). The receiver handles each item exactly as the message
+# it stands for, in order, with every check; see mesoslike.wire.batching.
+@message
+@attrs.frozen
+class StatusUpdates:
+    """Agent -> master: STATUS_UPDATEs (the heads of several tasks' streams)."""
+
+    TYPE: ClassVar[str] = "STATUS_UPDATES"
+    updates: list[StatusUpdate] = attrs.field(validator=_BATCH_SIZE)
+
+
+@message
+@attrs.frozen
+class Updates:
+    """Master -> scheduler: UPDATEs, one status each."""
+
+    TYPE: ClassVar[str] = "UPDATES"
+    statuses: list[TaskStatus] = attrs.field(validator=_BATCH_SIZE)
+
+
+@message
+@attrs.frozen
+class Acknowledgements:
+    """Scheduler -> master: ACKNOWLEDGEs."""
+
+    TYPE: ClassVar[str] = "ACKNOWLEDGEMENTS"
+    acknowledgements: list[Acknowledge] = attrs.field(validator=_BATCH_SIZE)
+
+
+@message
+@attrs.frozen
+class StatusUpdateAcks:
+    """Master -> agent: STATUS_UPDATE_ACKs."""
+
+    TYPE: ClassVar[str] = "STATUS_UPDATE_ACKS"
+    acks: list[StatusUpdateAck] = attrs.field(validator=_BATCH_SIZE)
+
+
+@message
+@attrs.frozen
+class RunTasks:
+    """Master -> agent: RUN_TASKs of one framework."""
+
+    TYPE: ClassVar[str] = "RUN_TASKS"
+    framework: FrameworkInfo
+    tasks: list[TaskInfo] = attrs.field(validator=_BATCH_SIZE)
 
 
 # ------------------------------------------------------------ operator tools

@@ -1,0 +1,112 @@
+"""Starting supervisors cheaply: a fork server.
+
+Every task runs under a supervisor process (:mod:`mesoslike.agent.supervisor`)
+started as ``python -I -S supervisor.py RUN_DIR``: an interpreter start per
+task, ~40 ms of CPU on the project's VM, which held a 4-agent cluster to
+~20-35 tasks/s where spawning the commands directly ran ~850/s (issue 14).
+:class:`SupervisorLauncher` keeps one ``supervisor.py --launcher`` process
+per agent (:func:`~mesoslike.agent.supervisor.serve_launches`) that has the
+supervisor's code loaded and *forks* a supervisor per request. What the
+supervisor is and does is unchanged: the same code, environment, log file,
+its own session, the files of its run directory; it outlives the agent and
+the launcher alike, and a restarted agent finds it from ``supervisor.json``
+as before. The agent watches it with a pidfd (it is not the agent's child).
+
+The launcher is started on first use and again if it died; if it cannot be
+started the executor starts supervisors itself, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+from pathlib import Path
+from typing import IO, Mapping
+
+__all__ = ["SupervisorLauncher", "LauncherError"]
+
+log = logging.getLogger("mesoslike.agent")
+
+
+class LauncherError(OSError):
+    """The launcher took a request and died before answering: whether a
+    supervisor was started is not known (the launch fails; not retried, so
+    a task never gets two supervisors)."""
+
+
+class SupervisorLauncher:
+    """A ``supervisor.py --launcher`` child of the agent (see the module
+    docstring). Not thread-safe: the agent's loop thread uses it."""
+
+    def __init__(self, python: str, script: str) -> None:
+        self.python = python
+        self.script = script
+        self._process: subprocess.Popen | None = None
+        self.started = 0   # launcher processes started (1 unless one died)
+
+    def start(self, run_dir: Path, env: Mapping[str, str], log_file: Path) -> int | None:
+        """Fork a supervisor for ``run_dir``; its pid. None if no launcher
+        runs or it would not take the request (nothing was started: the
+        caller starts the supervisor itself). Raises :class:`LauncherError`
+        if it took the request and gave no answer."""
+        process = self._running()
+        if process is None:
+            return None
+        assert process.stdin is not None and process.stdout is not None
+        request = json.dumps({"run_dir": str(run_dir), "env": dict(env), "log": str(log_file)}).encode() + b"\n"
+        try:
+            process.stdin.write(request)
+            process.stdin.flush()
+        except OSError:
+            self._stopped(process)
+            return None
+        answer = process.stdout.readline()
+        try:
+            return int(answer)
+        except ValueError:
+            self._stopped(process)
+            raise LauncherError(f"the supervisor launcher ended before answering ({answer[:80]!r})") from None
+
+    def _running(self) -> subprocess.Popen | None:
+        process = self._process
+        if process is not None and process.poll() is None:
+            return process
+        if process is not None:
+            self._stopped(process)
+        try:
+            self._process = subprocess.Popen(
+                [self.python, "-I", "-S", self.script, "--launcher"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        except OSError as exc:
+            log.warning("cannot start the supervisor launcher (supervisors are started one by one): %s", exc)
+            return None
+        self.started += 1
+        return self._process
+
+    def _stopped(self, process: subprocess.Popen) -> None:
+        log.warning("the supervisor launcher (pid %d) ended; a new one is started for the next task", process.pid)
+        self._close_pipes(process)
+        self._process = None
+
+    @staticmethod
+    def _close_pipes(process: subprocess.Popen) -> None:
+        pipes: list[IO[bytes] | None] = [process.stdin, process.stdout]
+        for pipe in pipes:
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def close(self) -> None:
+        """Let the launcher go (it ends at the end of its input); the
+        supervisors it started run on."""
+        process, self._process = self._process, None
+        if process is not None:
+            self._close_pipes(process)

@@ -1,0 +1,86 @@
+"""The supervisor launcher (issue 14; mesoslike/agent/launcher.py): the
+executor forks each task's supervisor from one pre-loaded process instead of
+starting an interpreter per task. Real processes: the supervisor is the same
+(its environment, session, files), it is not the agent's child, outlives
+the launcher, and the tasks end as they would."""
+
+import os
+import time
+
+import pytest
+
+from mesoslike.agent.executor import TaskExecutor, TaskExit, TaskStarted
+
+from test_agent_runtime import task
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def executor(tmp_path):
+    made = TaskExecutor(tmp_path)
+    yield made
+    made.kill_all(grace_period=0.0)
+    made.release()
+
+
+def events_until(executor, done, timeout=20.0):
+    events = []
+    deadline = time.monotonic() + timeout
+    while not done(events) and time.monotonic() < deadline:
+        events += executor.poll()
+        time.sleep(0.01)
+    assert done(events), events
+    return events
+
+
+def exits(events):
+    return {e.task_id: (e.exit_code, e.signal, e.reason) for e in events if isinstance(e, TaskExit)}
+
+
+def parent_of(pid):
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
+
+
+def test_supervisors_are_forked_by_one_launcher_and_end_their_tasks_as_ever(executor):
+    executor.launch("fw", task("sleeper", "sleep 30"), "agent-1")
+    (supervisor,) = [run.watch.pid for run in executor._runs.values()]
+    launcher = parent_of(supervisor)
+    assert launcher != os.getpid() and parent_of(launcher) == os.getpid()   # the agent's child forks them
+    run_dir = executor._runs[("fw", "sleeper")].run_dir
+    deadline = time.monotonic() + 10
+    while not (run_dir / "supervisor.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert f'"pid": {supervisor}' in (run_dir / "supervisor.json").read_text()   # what recovery finds it by
+    assert os.getsid(supervisor) == supervisor                             # a session of its own
+    for i, command in enumerate(["true", "exit 3", "kill -TERM $$"]):
+        executor.launch("fw", task(f"t{i}", command), "agent-1")
+    ended = exits(events_until(executor, lambda events: len(exits(events)) == 3))
+    assert ended == {"t0": (0, None, ""), "t1": (3, None, ""), "t2": (None, 15, "")}
+    assert executor.launcher is not None and executor.launcher.started == 1
+    assert executor.kill("fw", "sleeper", 0.0)
+    assert exits(events_until(executor, lambda events: "sleeper" in exits(events)))["sleeper"][1] in (9, 15)
+
+
+def test_a_supervisor_outlives_its_launcher_and_the_next_task_gets_a_new_one(executor):
+    executor.launch("fw", task("slow", "sleep 1; exit 4"), "agent-1")
+    events = events_until(executor, lambda events: any(isinstance(e, TaskStarted) for e in events))
+    assert executor.launcher is not None
+    executor.launcher.close()                      # as when the agent stops: its supervisors run on
+    events += events_until(executor, lambda events: "slow" in exits(events))
+    assert exits(events)["slow"] == (4, None, "")
+    executor.launch("fw", task("next", "true"), "agent-1")
+    assert exits(events_until(executor, lambda events: "next" in exits(events)))["next"] == (0, None, "")
+    assert executor.launcher.started == 2
+
+
+def test_without_the_launcher_each_supervisor_is_an_interpreter_of_the_agent(tmp_path):
+    executor = TaskExecutor(tmp_path, fork_supervisors=False)
+    try:
+        executor.launch("fw", task("t", "exit 2"), "agent-1")
+        (supervisor,) = [run.watch.pid for run in executor._runs.values()]
+        assert executor.launcher is None and parent_of(supervisor) == os.getpid()
+        assert exits(events_until(executor, lambda events: "t" in exits(events)))["t"] == (2, None, "")
+    finally:
+        executor.kill_all(grace_period=0.0)
