@@ -69,7 +69,8 @@ TICKS = os.sysconf("SC_CLK_TCK")
 MEASURED = ["frameworks/command.py", "mesoslike/cli/run.py", "mesoslike/driver/core.py", "mesoslike/driver/driver.py",
             "mesoslike/master/core.py", "mesoslike/master/runtime.py", "mesoslike/master/state.py",
             "mesoslike/agent/core.py", "mesoslike/agent/runtime.py", "mesoslike/agent/executor.py",
-            "mesoslike/agent/supervisor.py", "mesoslike/agent/launcher.py",
+            "mesoslike/agent/supervisor.py", "mesoslike/agent/launcher.py", "mesoslike/agent/checkpoint.py",
+            "mesoslike/agent/gc.py",
             "mesoslike/transport.py", "mesoslike/wire/codec.py", "mesoslike/wire/messages.py",
             "mesoslike/wire/batching.py"]
 
