@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+import time
+from typing import Callable, Iterable
 
-from mesoslike import Filters, FrameworkInfo, Resources, Scheduler, TaskInfo, TaskState, TaskStatus
+from mesoslike import Filters, FrameworkInfo, Offer, Resources, Scheduler, TaskInfo, TaskState, TaskStatus
+from mesoslike.frameworks.constraints import Constraint, Placements
 
 __all__ = ["CommandScheduler", "Progress", "instance_of"]
 
@@ -43,6 +45,8 @@ class Progress:
         self.finished = 0
         self.failed = 0
         self.running = 0
+        #: why instances wait although agents were offered (a constraint refused them all), "" if they do not
+        self.blocked = ""
 
     def record(self, task_id: str, state: str) -> None:
         """``task_id`` is now in ``state``: O(1)."""
@@ -100,6 +104,14 @@ class CommandScheduler(Scheduler):
 
     ``on_change(progress, status)`` is called on the driver thread after each
     status update (``status`` None for other progress changes).
+
+    ``constraints`` (Marathon-style, :mod:`mesoslike.frameworks.constraints`)
+    decide which offers may take an instance, counting the instances of this
+    run that have not ended. When every offer that has room is refused by a
+    constraint while none of the run's instances is running (so nothing will
+    change by waiting for them), ``progress.blocked`` says which constraint
+    and which agents, at once; if that lasts ``unsatisfiable_after`` seconds,
+    the run ends with that error instead of waiting for ever.
     """
 
     #: tasks launched on one agent and not yet started, at most: an agent
@@ -110,7 +122,8 @@ class CommandScheduler(Scheduler):
 
     def __init__(self, command: str, resources: Resources, instances: int = 1, name: str = "run",
                  on_change: Callable[[Progress, TaskStatus | None], None] | None = None,
-                 environment: dict[str, str] | None = None) -> None:
+                 environment: dict[str, str] | None = None, constraints: Iterable[Constraint] = (),
+                 unsatisfiable_after: float = 15.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.command = command
         self.resources = resources
         self.name = name
@@ -124,6 +137,10 @@ class CommandScheduler(Scheduler):
         self._staging_on: dict[str, str] = {}      # task id -> its agent, while the task is staging
         self._last_offer: dict[str, Resources] = {}  # agent id -> what its latest offer held
         self._said_too_big = ""                     # the last "no agent can fit" said (once each)
+        self.placements = Placements(constraints)
+        self.unsatisfiable_after = unsatisfiable_after
+        self._clock = clock
+        self._blocked_since: float | None = None
 
     def registered(self, driver, framework_id, master_info) -> None:
         self.framework_id = framework_id
@@ -133,6 +150,9 @@ class CommandScheduler(Scheduler):
         driver.reconcile_tasks([])
 
     def resource_offers(self, driver, offers) -> None:
+        if self.placements.constraints:
+            self._place_constrained(driver, offers)
+            return
         progress = self.progress
         # spread what is left over the offers that came together — an even
         # share on each first, then the rest wherever it fits: an agent starts
@@ -146,13 +166,8 @@ class CommandScheduler(Scheduler):
             for i, offer in enumerate(offers):
                 while progress.launched < progress.instances and free[i].contains(self.resources) and \
                         len(tasks[i]) < room[i] and (limit is None or len(tasks[i]) < limit):
-                    task_id = f"{self.name}-{progress.launched}"
-                    tasks[i].append(TaskInfo(task_id=task_id, agent_id=offer.agent_id, command=self.command,
-                                             resources=self.resources, name=self.name, environment=self.environment))
-                    progress.record(task_id, TaskState.STAGING)
-                    progress.launched += 1
+                    tasks[i].append(self._new_task(offer))
                     free[i] = free[i] - self.resources
-                    self._staging_on[task_id] = offer.agent_id
         for offer, launched in zip(offers, tasks):
             if launched:
                 self.staging[offer.agent_id] = self.staging.get(offer.agent_id, 0) + len(launched)
@@ -187,10 +202,86 @@ class CommandScheduler(Scheduler):
             self._said_too_big = notice
             log.warning("%s (waiting for a bigger agent)", notice)
 
+    def _new_task(self, offer: Offer) -> TaskInfo:
+        progress = self.progress
+        task_id = f"{self.name}-{progress.launched}"
+        progress.record(task_id, TaskState.STAGING)
+        progress.launched += 1
+        self._staging_on[task_id] = offer.agent_id
+        return TaskInfo(task_id=task_id, agent_id=offer.agent_id, command=self.command, resources=self.resources,
+                        name=self.name, environment=self.environment)
+
+    def _place_constrained(self, driver, offers: list[Offer]) -> None:
+        """One instance at a time, each on the next offer (in turn) that has
+        room and that every constraint accepts — in turn, so that GROUP_BY
+        and UNIQUE spread over the agents offered together."""
+        progress = self.progress
+        tasks: list[list[TaskInfo]] = [[] for _ in offers]
+        free = [offer.resources for offer in offers]
+        room = [self.max_staging_per_agent - self.staging.get(offer.agent_id, 0) for offer in offers]
+        refused: dict[str, Constraint] = {}          # agent hostname -> the constraint that refused it
+        start = 0
+        while progress.launched < progress.instances:
+            for step in range(len(offers)):
+                i = (start + step) % len(offers)
+                offer = offers[i]
+                if len(tasks[i]) >= room[i] or not free[i].contains(self.resources):
+                    continue
+                constraint = self.placements.refusing(offer.hostname, offer.attributes)
+                if constraint is not None:
+                    refused[offer.hostname] = constraint
+                    continue
+                task = self._new_task(offer)
+                tasks[i].append(task)
+                free[i] = free[i] - self.resources
+                self.placements.place(task.task_id, offer.hostname, offer.attributes)
+                start = i + 1
+                break
+            else:
+                break   # no offer takes one more
+        placed = sum(len(launched) for launched in tasks)
+        for i, (offer, launched) in enumerate(zip(offers, tasks)):
+            if launched:
+                self.staging[offer.agent_id] = self.staging.get(offer.agent_id, 0) + len(launched)
+                more = progress.launched < progress.instances
+                driver.launch_tasks([offer.id], launched, Filters(refuse_seconds=0.0 if more else 1.0))
+            else:   # refused by a constraint: asked again soon, a placement may change the answer
+                driver.decline_offer(offer.id, Filters(refuse_seconds=1.0 if offer.hostname in refused else 5.0))
+        self._check_blocked(driver, placed, refused)
+        if progress.launched >= progress.instances:
+            driver.suppress_offers()
+        self.on_change(progress, None)
+
+    def _check_blocked(self, driver, placed: int, refused: dict[str, Constraint]) -> None:
+        """Report instances that wait only because constraints refuse every
+        agent with room, with none of ours running to change that; end the
+        run if it lasts ``unsatisfiable_after`` seconds."""
+        progress = self.progress
+        active = progress.launched - progress.finished - progress.failed
+        if placed or not refused or active > 0 or progress.launched >= progress.instances:
+            self._blocked_since = None
+            progress.blocked = ""
+            return
+        by_constraint: dict[str, list[str]] = {}
+        for hostname, constraint in sorted(refused.items()):
+            by_constraint.setdefault(str(constraint), []).append(hostname)
+        progress.blocked = "; ".join(f"constraint {text} refuses every agent offered ({', '.join(hosts)})"
+                                     for text, hosts in by_constraint.items())
+        now = self._clock()
+        if self._blocked_since is None:
+            self._blocked_since = now
+        elif now - self._blocked_since >= self.unsatisfiable_after:
+            waiting = progress.instances - progress.launched
+            self.errors.append(f"{waiting} instance(s) cannot be placed: {progress.blocked}")
+            self.finished.set()
+            driver.stop()
+
     def status_update(self, driver, status: TaskStatus) -> None:
         progress = self.progress
         if status.task_id not in progress.states:
             return
+        if status.terminal:
+            self.placements.remove(status.task_id)   # an ended instance no longer counts against a constraint
         progress.record(status.task_id, status.state)
         progress.messages[status.task_id] = status.message
         if status.agent_id:

@@ -7,23 +7,29 @@ then the wire codec, the edges (ZeroMQ, ZooKeeper), the runtimes and the CLI.
 
 __version__ = "0.1.0"
 
+from mesoslike.attributes import Attribute  # noqa: E402
 from mesoslike.clock import Clock, FakeClock, SystemClock  # noqa: E402
 from mesoslike.errors import ConfigError, MesoslikeError, ResourcesError  # noqa: E402
 from mesoslike.resources import Resources  # noqa: E402
 from mesoslike.wire.types import (  # noqa: E402
+    CommandURI,
     Filters,
     FrameworkInfo,
+    HealthCheck,
+    HTTPCheck,
+    Label,
     MasterInfo,
     Offer,
     TaskInfo,
     TaskState,
     TaskStatus,
+    TCPCheck,
 )
 
 __all__ = [
     "__version__", "Clock", "SystemClock", "FakeClock", "MesoslikeError", "ConfigError", "Resources",
-    "ResourcesError", "Filters", "FrameworkInfo", "MasterInfo",
-    "Offer", "TaskInfo", "TaskState", "TaskStatus", "Scheduler", "SchedulerDriver", "DriverStatus",
+    "ResourcesError", "Filters", "FrameworkInfo", "MasterInfo", "Label", "Attribute",
+    "Offer", "TaskInfo", "TaskState", "TaskStatus", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI", "Scheduler", "SchedulerDriver", "DriverStatus",
     # high availability for a framework of its own (docs/framework-api.rst, "A highly available framework")
     "ZkUrl", "ZooKeeperError", "MasterContender", "ZooKeeperRecordStore", "make_locator", "resolve_leader",
 ]

@@ -351,6 +351,13 @@ def test_leader_killed_mid_stream_loses_no_task_and_runs_none_twice(zookeeper, m
     for host in ("h1", "h2"):
         cluster.start_agent(host, "cpus:4;mem:1024")
     cluster.wait_for_agents(first, ["h1", "h2"])
+    # /state lists the HA group (the dashboard shows it), the leader first; a follower too
+    members = first.state()["masters"]
+    assert [m["address"] for m in members][0] == first.address and [m["leader"] for m in members] == [
+        True, False, False]
+    assert {m["address"] for m in members} == {m.address for m in masters}
+    assert {m["address"] for m in next(m for m in masters if m is not first).state()["masters"]} == {
+        m.address for m in masters}
     scheduler = Streamer()
     driver = cluster.driver(scheduler, "streamer")
     scheduler.wait(lambda: len(scheduler.finished()) >= 12 and {"long-0", "long-1"} <= {
@@ -445,6 +452,8 @@ def test_leader_killed_mid_stream_loses_no_task_and_runs_none_twice(zookeeper, m
 
     # --- the long tasks are still running, same processes, in the new leader's state
     doc = second.state()
+    assert doc["masters"][0]["address"] == second.address and first.address not in {
+        m["address"] for m in doc["masters"]}                           # the dead leader's session ended
     tasks = {t["id"]: t for f in doc["frameworks"] if f["id"] == framework_id for t in f["tasks"]}
     assert {t: tasks[t]["state"] for t in ("long-0", "long-1")} == {"long-0": TaskState.RUNNING,
                                                                     "long-1": TaskState.RUNNING}

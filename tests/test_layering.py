@@ -16,8 +16,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "mesoslike"
 
 #: modules of the pure core (layer 1) and the pure wire codec (layer 2)
-CORE = ["resources.py", "errors.py", "observations.py", "fairness.py", "acl.py", "allocator", "wire", "messaging.py",
-        "master/core.py",
+CORE = ["resources.py", "attributes.py", "errors.py", "observations.py", "fairness.py", "acl.py", "allocator", "wire",
+        "messaging.py", "master/core.py",
         "master/records.py", "master/history.py", "master/operations.py",
         "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "master/preemption.py",
         "agent/core.py", "driver/core.py"]
@@ -168,10 +168,11 @@ def test_the_compatibility_layers_use_only_the_public_api():
 #: the public surface; changing it is a deliberate edit of this test (and of docs/framework-api.rst)
 PUBLIC_API = {
     "mesoslike": [
-        "Clock", "ConfigError", "DriverStatus", "FakeClock", "Filters", "FrameworkInfo", "MasterContender", "MasterInfo",
-        "MesoslikeError", "Offer", "Resources", "ResourcesError", "Scheduler", "SchedulerDriver", "SystemClock",
-        "TaskInfo", "TaskState", "TaskStatus", "ZkUrl", "ZooKeeperError", "ZooKeeperRecordStore", "__version__",
-        "make_locator", "resolve_leader"],
+        "Attribute", "Clock", "CommandURI", "ConfigError", "DriverStatus", "FakeClock", "Filters", "FrameworkInfo",
+        "HTTPCheck", "HealthCheck", "Label", "MasterContender", "MasterInfo", "MesoslikeError", "Offer", "Resources",
+        "ResourcesError", "Scheduler", "SchedulerDriver", "SystemClock", "TCPCheck", "TaskInfo", "TaskState",
+        "TaskStatus", "ZkUrl", "ZooKeeperError", "ZooKeeperRecordStore", "__version__", "make_locator",
+        "resolve_leader"],
     "mesoslike.transport": [
         "Authenticator", "Client", "CurveKeys", "DEFAULT_LISTEN_BACKLOG", "MessageCodec", "Poller", "Received",
         "Server", "Waker", "allow_sockets", "check_secret_file_mode", "idle", "load_certificate", "load_public_key",

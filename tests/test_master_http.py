@@ -81,7 +81,9 @@ def test_slow_connections_hold_no_threads_and_are_closed_at_their_deadline(maste
 
 
 def test_connections_beyond_the_bound_are_refused_with_503():
-    runtime = start(http_workers=2, http_timeout=5.0, http_max_connections=5)
+    # the held connections must outlive a loaded machine's slow start: a timeout that
+    # ended one of them would let the extra connection in (seen at load 30)
+    runtime = start(http_workers=2, http_timeout=120.0, http_max_connections=5)
     held = connect_idle(runtime, 5)
     try:
         wait_until(lambda: runtime._http.open_connections == 5, 10, "five connections held")

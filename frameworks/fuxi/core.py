@@ -70,7 +70,7 @@ from mesoslike.frameworks.fuxi.waiting_queue import WaitingQueue
 
 __all__ = ["FuxiCore", "FuxiError", "LaunchSlots", "DeclineOffers", "KillSlot", "SuppressOffers", "ReviveOffers",
            "SlotGranted", "SlotRevoked", "Slot", "WAIT_QUOTA", "WAIT_BLACKLIST", "WAIT_NO_FIT",
-           "WAIT_LOWER_PRIORITY", "WAIT_ALL_OR_NOTHING", "WAIT_NEVER_FITS"]
+           "WAIT_LOWER_PRIORITY", "WAIT_ALL_OR_NOTHING", "WAIT_NEVER_FITS", "WAIT_NO_LABELS"]
 
 log = logging.getLogger("mesoslike.frameworks.fuxi")
 
@@ -83,6 +83,8 @@ WAIT_NO_FIT = "no fit"
 WAIT_LOWER_PRIORITY = "lower priority"
 WAIT_ALL_OR_NOTHING = "all-or-nothing: not every slot fits at once"
 WAIT_NEVER_FITS = "no machine can ever fit"
+#: a unit with node labels no machine seen has: "no machine with labels ssd=true, rack=r1"
+WAIT_NO_LABELS = "no machine with labels"
 #: seed 000: LT_MACHINE > LT_ENGINEROOM > LT_CLUSTER
 _LOCALITY_ORDER = {LT_MACHINE: 0, LT_ENGINEROOM: 1, LT_CLUSTER: 2}
 _CLUSTER_SCOPE = "*"
@@ -185,12 +187,13 @@ class _Machine:
     plain class: a first pass over 20,000 machines makes 20,000 of them."""
 
     __slots__ = ("agent_id", "hostname", "room", "slots", "holds", "capacity", "in_batch", "free", "open",
-                 "offer_ids", "granted", "at", "room_at")
+                 "offer_ids", "granted", "at", "room_at", "attributes")
 
     def __init__(self, agent_id: str, hostname: str, room: str) -> None:
         self.agent_id = agent_id
         self.hostname = hostname
         self.room = room
+        self.attributes: Mapping[str, str] = {}  # its agent's, from its latest offer (node labels match them)
         self.slots: dict[str, Slot] = {}         # every slot held on it
         self.holds: dict[str, int] = {}          # unit key -> slots of it reserved here
         self.capacity: dict[str, int] = {}       # millis: the most seen on it, offered + held by our slots
@@ -788,6 +791,7 @@ class FuxiCore:
                 else:
                     machine.offer_ids, machine.granted = [], []
                 machine.in_batch = True
+                machine.attributes = offer.attributes   # shared, not copied: offers are read-only
                 batch[agent_id] = machine
                 offered[agent_id] = dict(offer.resources.millis())
             else:
@@ -952,6 +956,8 @@ class FuxiCore:
         if host in self._blacklist or host in unit.spec.blacklist or host in unit.avoid:
             return False
         if unit.blocked and self._blacklisted(unit, host):
+            return False
+        if unit.spec.node_labels and not _has_labels(machine, unit.spec.node_labels):
             return False
         limit = unit.spec.max_per_machine
         return limit is None or unit.per_host.get(host, 0) + unit.holds.get(machine.agent_id, 0) < limit
@@ -1142,6 +1148,9 @@ class FuxiCore:
             return WAIT_ALL_OR_NOTHING
         if self._all_blacklisted(unit):
             return WAIT_BLACKLIST
+        labels = unit.spec.node_labels
+        if labels and not any(_has_labels(machine, labels) for machine in self._machines.values()):
+            return f"{WAIT_NO_LABELS} {unit.spec.labels_text()}"
         return WAIT_NO_FIT
 
     def _blacklisted(self, unit: _Unit, host: str) -> bool:
@@ -1617,6 +1626,12 @@ class FuxiCore:
             machine.free = machine.open = ()
         if declined:
             self._out.append(DeclineOffers(tuple(declined), refuse))
+
+
+def _has_labels(machine: _Machine, labels: tuple[tuple[str, str], ...]) -> bool:
+    """Does the machine's agent have every (attribute, canonical text) of ``labels``?"""
+    attributes = machine.attributes
+    return all(attributes.get(name) == text for name, text in labels)
 
 
 def _agent_key(machine: _Machine) -> str:

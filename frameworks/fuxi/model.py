@@ -5,7 +5,10 @@ A **ScheduleUnit** is ``slots`` identical slots of one slot size (``cpus``,
 A unit carries a priority (smaller number = higher priority), the quota
 group of its job, locality preferences (per machine, per engine room — the
 agent attribute ``room`` — and cluster-wide, each with a count),
-``max_per_machine``, its own blacklist of machines, and ``all_or_nothing``.
+``max_per_machine``, its own blacklist of machines, ``all_or_nothing``, and
+``node_labels``: agent attributes a machine must have to get its slots (Fuxi's
+NodeLabel, seed 000 feature 4 "NodeLabel 动态划分集群": labels carve the
+cluster into parts, e.g. the machines with ``ssd = "true"``).
 
 Jobs group units. They come from a TOML job file (DESIGN §3.5, parsed by
 :func:`load_job_file` / :func:`parse_job`) or are built in Python::
@@ -119,6 +122,25 @@ def _data_hosts(value: Iterable[Iterable[str]]) -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(hosts) for hosts in value)
 
 
+def _label_pairs(value: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """``{"ssd": "true"}`` or pairs -> sorted pairs (hashable, one order)."""
+    pairs = value.items() if isinstance(value, Mapping) else value
+    return tuple(sorted((name, text) for name, text in pairs))
+
+
+def label_text(value: object) -> object:
+    """A TOML label value as the agent attribute's canonical text (Mesos's
+    formatting: ``true``, ``3``, ``2.5``); anything else is returned as it is
+    (and refused by the check)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return f"{value:.3f}".rstrip("0").rstrip(".")
+    return value
+
+
 @attrs.frozen
 class UnitSpec:
     """One ScheduleUnit. ``priority`` None takes the job's. ``locality``
@@ -141,9 +163,15 @@ class UnitSpec:
     after: tuple[str, ...] = attrs.field(default=(), converter=_names)
     #: runs of one instance before the job fails
     max_attempts: int = 3
+    #: agent attributes (name, canonical text) a machine must all have to get a slot of the unit
+    node_labels: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_label_pairs)
 
     def __attrs_post_init__(self) -> None:
         _check_unit(self, "unit")
+
+    def labels_text(self) -> str:
+        """``ssd=true, rack=r1``: the node labels, for messages."""
+        return ", ".join(f"{name}={text}" for name, text in self.node_labels)
 
     @property
     def instance_count(self) -> int:
@@ -287,6 +315,12 @@ def _check_unit(unit: UnitSpec, path: str) -> None:
     _check_list(unit.after, f"{path}.after")
     for name in unit.after:
         _check_name(name, f"{path}.after")
+    _check_list(unit.node_labels, f"{path}.node_labels")
+    for name, text in unit.node_labels:
+        _check_name(name, f"{path}.node_labels")
+        if not isinstance(text, str) or len(text) > MAX_NAME:
+            raise _fail(f"{path}.node_labels.{name}", f"must be a string, number or boolean of at most {MAX_NAME} "
+                                                      f"characters, got {_shown(text)}")
 
 
 def _check_job(job: JobSpec) -> None:
@@ -378,6 +412,8 @@ def job_document(spec: JobSpec) -> dict[str, Any]:
             table["priority"] = unit.priority
         if unit.max_per_machine is not None:
             table["max_per_machine"] = unit.max_per_machine
+        if unit.node_labels:
+            table["node_labels"] = dict(unit.node_labels)
         units.append(table)
     policy = {} if spec.policy is None else {"policy": spec.policy}
     return {"job": {"name": spec.name, "quota_group": spec.quota_group, "priority": spec.priority, **policy,
@@ -387,7 +423,7 @@ def job_document(spec: JobSpec) -> dict[str, Any]:
 
 _JOB_KEYS = {"name", "quota_group", "priority", "policy", "units", "backup", "blacklist_after", "blacklist_seconds"}
 _UNIT_KEYS = {"name", "slots", "command", "instances", "priority", "max_per_machine", "all_or_nothing", "locality",
-              "blacklist", "resources", "data", "after", "max_attempts", *SLOT_KINDS}
+              "blacklist", "resources", "data", "after", "max_attempts", "node_labels", *SLOT_KINDS}
 _BACKUP_KEYS = {"enabled", "min_finished_fraction", "slower_factor", "min_runtime"}
 
 
@@ -428,9 +464,17 @@ def _parse_unit(table: object, path: str) -> UnitSpec:
                         blacklist=_hosts(table.get("blacklist", []), f"{path}.blacklist"),
                         data=_data(table.get("data", []), f"{path}.data"),
                         after=_hosts(table.get("after", []), f"{path}.after"),
-                        max_attempts=table.get("max_attempts", 3))
+                        max_attempts=table.get("max_attempts", 3),
+                        node_labels=_node_labels(table.get("node_labels", {}), f"{path}.node_labels"))
     except JobSpecError as exc:
         raise JobSpecError(str(exc).replace("unit.", f"{path}.", 1)) from None
+
+
+def _node_labels(table: object, path: str) -> list[tuple[str, Any]]:
+    """``node_labels = {ssd = true, rack = "r1"}``: a table of attribute -> value."""
+    if not isinstance(table, Mapping):
+        raise _fail(path, f"must be a table of attribute = value, e.g. {{ssd = \"true\"}}, got {_shown(table)}")
+    return [(name, label_text(value)) for name, value in table.items()]
 
 
 def _slot(table: Mapping[str, Any], path: str) -> Resources:

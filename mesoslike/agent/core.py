@@ -37,14 +37,16 @@ from mesoslike.observations import NOTICE
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import unbatched
-from mesoslike.wire.types import TERMINAL_STATES, AgentInfo, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
+from mesoslike.wire.types import (TERMINAL_STATES, AgentInfo, FrameworkInfo, Label, MasterInfo, TaskInfo, TaskState,
+                                  TaskStatus)
 
 __all__ = [
     "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "LaunchTask", "KillTask",
     "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent",
     "SOURCE_AGENT", "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
     "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
-    "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "UPDATE_BACKOFF_INITIAL", "UPDATE_BACKOFF_MAX",
+    "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED",
+    "REASON_CONTAINER_LAUNCH_FAILED", "UPDATE_BACKOFF_INITIAL", "UPDATE_BACKOFF_MAX",
 ]
 
 log = logging.getLogger("mesoslike.agent")
@@ -66,6 +68,10 @@ REASON_EXECUTOR_REREGISTRATION_TIMEOUT = "REASON_EXECUTOR_REREGISTRATION_TIMEOUT
 REASON_AGENT_RESTARTED = "REASON_AGENT_RESTARTED"
 #: TASK_DROPPED: a task sent to an agent that is draining
 REASON_AGENT_DRAINING = "REASON_AGENT_DRAINING"
+#: TASK_RUNNING whose ``healthy`` changed, and TASK_FAILED of a task its health check killed
+REASON_TASK_HEALTH_CHECK_STATUS_UPDATED = "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED"
+#: TASK_FAILED: a URI of the task could not be fetched (the message names it)
+REASON_CONTAINER_LAUNCH_FAILED = "REASON_CONTAINER_LAUNCH_FAILED"
 
 #: status update retries: 0.5 s doubling to 10 s (docs/wire.rst)
 UPDATE_BACKOFF_INITIAL = 0.5
@@ -155,6 +161,8 @@ class TaskCheckpoint:
     kill_why: str = ""
     limitation: str = ""
     limitation_message: str = ""
+    #: its health check's latest verdict (None: none yet)
+    healthy: bool | None = None
 
 
 @attrs.frozen
@@ -182,7 +190,7 @@ class _Phase:
 
 class _Task:
     __slots__ = ("framework", "info", "phase", "state", "pid", "killing", "kill_requested", "kill_why",
-                 "holds_resources", "orphaned", "limitation", "limitation_message")
+                 "holds_resources", "orphaned", "limitation", "limitation_message", "healthy")
 
     def __init__(self, framework: FrameworkInfo, info: TaskInfo, holds_resources: bool) -> None:
         self.framework = framework
@@ -197,6 +205,7 @@ class _Task:
         self.orphaned = False         # after SHUTDOWN_AGENT: no updates, only resources to free
         self.limitation = ""          # a REASON_CONTAINER_LIMITATION_*: killed for it, ends TASK_FAILED
         self.limitation_message = ""
+        self.healthy: bool | None = None  # its health check's latest verdict, carried by its updates
 
     @property
     def alive(self) -> bool:
@@ -356,7 +365,7 @@ class AgentCore:
             return None
         return TaskCheckpoint(task.framework, task.info, task.state, self.pending_updates(framework_id, task_id),
                               task.holds_resources, task.killing or task.kill_requested, task.kill_why,
-                              task.limitation, task.limitation_message)
+                              task.limitation, task.limitation_message, task.healthy)
 
     @property
     def draining(self) -> bool:
@@ -496,6 +505,19 @@ class AgentCore:
             out.append(KillTask(framework_id, task_id, 0.0))
         return out
 
+    def on_task_health(self, framework_id: str, task_id: str, healthy: bool, message: str) -> list[Command]:
+        """The task's health check verdict (its supervisor checks it): when
+        it changed, a TASK_RUNNING update with ``healthy`` and reason
+        :data:`REASON_TASK_HEALTH_CHECK_STATUS_UPDATED`, as Mesos sends. Every
+        later update of the task carries the verdict too."""
+        task = self._tasks.get((framework_id, task_id))
+        if task is None or task.phase != _Phase.RUNNING or task.orphaned or task.healthy is healthy:
+            return []
+        task.healthy = healthy
+        if task.killing:
+            return self._checkpointed(task)   # its terminal update carries it
+        return self._update(task, TaskState.RUNNING, message, reason=REASON_TASK_HEALTH_CHECK_STATUS_UPDATED)
+
     def on_task_reattached(self, framework_id: str, task_id: str, pid: int) -> list[Command]:
         """A recovered task's supervisor and process are still there: it runs
         on (TASK_RUNNING if the earlier agent had not said so yet); a kill the
@@ -537,6 +559,7 @@ class AgentCore:
             task.killing = checkpoint.killing
             task.kill_why = checkpoint.kill_why
             task.limitation, task.limitation_message = checkpoint.limitation, checkpoint.limitation_message
+            task.healthy = checkpoint.healthy
             self._tasks[key] = task
             if task.holds_resources:
                 self._used = self._used + task.info.resources
@@ -807,11 +830,12 @@ class AgentCore:
 
     # ------------------------------------------------- reliable updates
     def _status(self, framework_id: str, task_id: str, state: str, message: str, reason: str = "",
-                exit_code: int | None = None, uuid_: str | None = None) -> TaskStatus:
+                exit_code: int | None = None, uuid_: str | None = None, healthy: bool | None = None,
+                labels: list[Label] | None = None) -> TaskStatus:
         return TaskStatus(
             task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=SOURCE_AGENT,
             reason=reason, uuid=self._new_uuid() if uuid_ is None else uuid_, timestamp=self._wall_clock(),
-            exit_code=exit_code, framework_id=framework_id)
+            exit_code=exit_code, framework_id=framework_id, healthy=healthy, labels=labels or [])
 
     def _new_uuid(self) -> str:
         return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
@@ -824,7 +848,9 @@ class AgentCore:
         stream = self._streams.get((framework_id, task_id))
         if stream is None:
             stream = self._streams[(framework_id, task_id)] = _UpdateStream(framework_id)
-        stream.pending.append(self._status(framework_id, task_id, state, message, reason, exit_code))
+        # the task's labels ride on each of its updates (issue 18 §5b)
+        stream.pending.append(self._status(framework_id, task_id, state, message, reason, exit_code,
+                                           healthy=task.healthy, labels=task.info.labels))
         out = self._checkpointed(task)   # written before it is sent: a sent update is never lost
         if len(stream.pending) > 1:
             return out  # behind an unacknowledged one

@@ -15,8 +15,10 @@ Events come out of :meth:`TaskExecutor.poll` (no SIGCHLD handler: the
 executor works from any thread and never fights other code over signal
 handlers): :class:`TaskStarted` (the task's pid), :class:`TaskExit` (how it
 ended, with a reason when it did not end by itself), :class:`TaskLimited`
-(it went over its memory limit and is being killed) and
-:class:`LaunchFailed`. One executor belongs to one thread.
+(it went over its memory limit and is being killed), :class:`TaskHealth`
+(its health check's verdict changed: the supervisor checks it, see
+:mod:`.health`) and :class:`LaunchFailed` (among others: a URI could not be
+fetched, see :mod:`.fetcher`). One executor belongs to one thread.
 
 Killing a task asks its supervisor: SIGTERM to the task's process group,
 SIGKILL after the grace period. When a task's leading process exits, the
@@ -55,6 +57,7 @@ import attrs
 
 from mesoslike.agent import supervisor as sup
 from mesoslike.agent.gc import RunDirRemover
+from mesoslike.agent.health import HEALTH_FILE, read_health
 from mesoslike.agent.isolation import Container, Isolator, PosixIsolator, agent_key
 from mesoslike.agent.launcher import SupervisorLauncher
 from mesoslike.clock import Clock, SystemClock
@@ -62,7 +65,10 @@ from mesoslike.errors import MesoslikeError
 from mesoslike.wire.messages import TaskUsage
 from mesoslike.wire.types import TaskInfo
 
-__all__ = ["TaskExecutor", "destroy_containers_under", "TaskStarted", "TaskExit", "TaskLimited", "LaunchFailed", "ExecutorEvent", "LaunchError",
+__all__ = ["TaskExecutor", "destroy_containers_under", "TaskStarted", "TaskExit", "TaskLimited", "TaskHealth",
+           "LaunchFailed", "ExecutorEvent", "LaunchError", "FetcherSettings", "FETCHER_CACHE_DIR",
+           "DEFAULT_FETCHER_CACHE_SIZE", "DEFAULT_FETCHER_TIMEOUT", "DEFAULT_FETCHER_MAX_SIZE",
+           "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED", "REASON_CONTAINER_LAUNCH_FAILED",
            "sandbox_path", "run_dir_path", "path_component", "SHELL", "MESSAGES_FILE", "DEFAULT_RECOVERY_TIMEOUT",
            "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
            "REASON_AGENT_RESTARTED", "REASON_COMMAND_EXECUTOR_FAILED"]
@@ -89,6 +95,32 @@ REASON_CONTAINER_LIMITATION_MEMORY = "REASON_CONTAINER_LIMITATION_MEMORY"
 REASON_EXECUTOR_TERMINATED = "REASON_EXECUTOR_TERMINATED"
 REASON_EXECUTOR_REREGISTRATION_TIMEOUT = "REASON_EXECUTOR_REREGISTRATION_TIMEOUT"
 REASON_AGENT_RESTARTED = "REASON_AGENT_RESTARTED"
+#: a health update (TASK_RUNNING with ``healthy``), and TASK_FAILED of a task its health check killed
+REASON_TASK_HEALTH_CHECK_STATUS_UPDATED = "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED"
+#: TASK_FAILED: a URI could not be fetched (Mesos reports its fetcher's failures so too)
+REASON_CONTAINER_LAUNCH_FAILED = "REASON_CONTAINER_LAUNCH_FAILED"
+#: the per-agent fetcher cache, below the work dir
+FETCHER_CACHE_DIR = "fetcher-cache"
+#: the fetcher's defaults: a 2 GiB cache (as Mesos's --fetcher_cache_size), 5 minutes and 1 GiB per URI
+DEFAULT_FETCHER_CACHE_SIZE = 2 * 1024 ** 3
+DEFAULT_FETCHER_TIMEOUT = 300.0
+DEFAULT_FETCHER_MAX_SIZE = 1024 ** 3
+
+
+@attrs.frozen
+class FetcherSettings:
+    """The agent's fetcher (docs/agent.rst, "The fetcher"): the cache's size
+    bound (bytes, least recently used files evicted; 0: no cache), how long
+    one URI may take to download (s), and the largest file — and extracted
+    archive — it accepts (bytes)."""
+
+    cache_size: int = DEFAULT_FETCHER_CACHE_SIZE
+    timeout: float = DEFAULT_FETCHER_TIMEOUT
+    max_size: int = DEFAULT_FETCHER_MAX_SIZE
+
+    def __attrs_post_init__(self) -> None:
+        if self.cache_size < 0 or not self.timeout > 0 or self.max_size < 1:
+            raise ValueError("the fetcher needs cache_size >= 0, timeout > 0 and max_size >= 1")
 
 
 class LaunchError(MesoslikeError):
@@ -129,6 +161,17 @@ class TaskLimited:
 
 
 @attrs.frozen
+class TaskHealth:
+    """The task's health check verdict changed (or is learnt anew after an
+    agent restart): ``healthy``, and what the last check said."""
+
+    framework_id: str
+    task_id: str
+    healthy: bool
+    message: str
+
+
+@attrs.frozen
 class LaunchFailed:
     """The task never started (``reason``: the update's reason code)."""
 
@@ -138,7 +181,7 @@ class LaunchFailed:
     reason: str = REASON_COMMAND_EXECUTOR_FAILED
 
 
-ExecutorEvent = Union[TaskStarted, TaskExit, TaskLimited, LaunchFailed]
+ExecutorEvent = Union[TaskStarted, TaskExit, TaskLimited, TaskHealth, LaunchFailed]
 
 
 def path_component(identifier: str) -> str:
@@ -226,7 +269,7 @@ class _Run:
     """A task under its supervisor."""
 
     __slots__ = ("framework_id", "task_id", "run_dir", "sandbox", "container", "watch", "task_pid", "limited",
-                 "forget", "next_oom_check", "kill_deadline")
+                 "forget", "next_oom_check", "kill_deadline", "checked", "health_changes", "health_stamp")
 
     def __init__(self, framework_id: str, task_id: str, run_dir: Path, sandbox: Path, container: Container,
                  watch: _Watch, task_pid: int | None = None) -> None:
@@ -241,6 +284,9 @@ class _Run:
         self.forget = False                       # remove the run directory once it has ended
         self.next_oom_check = 0.0
         self.kill_deadline: float | None = None   # when a supervisor that does not end is killed itself
+        self.checked = False                      # it has a health check: its supervisor writes health.json
+        self.health_changes = 0                   # the supervisor's count of health changes last reported
+        self.health_stamp: tuple[int, int] | None = None   # health.json's (mtime, inode) last read
 
 
 class TaskExecutor:
@@ -261,13 +307,15 @@ class TaskExecutor:
         a task without one runs as the agent's user).
     :param fork_supervisors: fork the supervisors from a launcher process
         (:mod:`mesoslike.agent.launcher`) instead of starting an interpreter for each.
+    :param fetcher: how the supervisors fetch the tasks' URIs (the cache is
+        ``<work_dir>/fetcher-cache``).
     """
 
     def __init__(self, work_dir: str | os.PathLike, *, environment: Mapping[str, str] | None = None,
                  clock: Clock | None = None, isolator: Isolator | None = None,
                  recovery_timeout: float = DEFAULT_RECOVERY_TIMEOUT, python: str | None = None,
                  container_prefix: str | None = None, switch_user: bool = False,
-                 fork_supervisors: bool = True) -> None:
+                 fork_supervisors: bool = True, fetcher: FetcherSettings | None = None) -> None:
         self.work_dir = Path(work_dir)
         self.sandbox_root = self.work_dir / "sandboxes"
         self.agent_pid_file = self.work_dir / "meta" / "agent.pid"
@@ -278,6 +326,7 @@ class TaskExecutor:
         self.python = python or sys.executable
         self.container_prefix = container_prefix or agent_key(self.work_dir.name, self.work_dir)
         self.switch_user = switch_user
+        self.fetcher = fetcher or FetcherSettings()
         self._runs: dict[tuple[str, str], _Run] = {}
         self._pid_file_written = False
         #: removes the run directories of forgotten tasks in a thread of its own
@@ -367,7 +416,7 @@ class TaskExecutor:
             sandbox = self._make_sandbox(framework_id, task.task_id)
             run_dir = run_dir_path(self.work_dir, framework_id, task.task_id)
             run_dir.mkdir(parents=True, exist_ok=True)
-            for stale in (sup.SUPERVISOR_FILE, sup.TASK_FILE, sup.EXIT_FILE, sup.LAUNCH_FILE):
+            for stale in (sup.SUPERVISOR_FILE, sup.TASK_FILE, sup.EXIT_FILE, sup.LAUNCH_FILE, HEALTH_FILE):
                 (run_dir / stale).unlink(missing_ok=True)
             container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources)
             self._write_run_files(run_dir, framework_id, task, agent_id, sandbox, container)
@@ -389,7 +438,8 @@ class TaskExecutor:
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             self._abandon(container)
             raise LaunchError(_launch_problem(exc, self.work_dir)) from None
-        self._runs[key] = _Run(framework_id, task.task_id, run_dir, sandbox, container, watch)
+        self._runs[key] = run = _Run(framework_id, task.task_id, run_dir, sandbox, container, watch)
+        run.checked = task.health_check is not None
         log.info("task %s/%s: supervisor pid %d, sandbox %s", framework_id, task.task_id, watch.pid, sandbox)
 
     def _abandon(self, container: Container | None) -> None:
@@ -414,7 +464,13 @@ class TaskExecutor:
                   "stdout": str(sandbox / "stdout"), "stderr": str(sandbox / "stderr"),
                   "grace_period": task.kill_grace_period, "recovery_timeout": self.recovery_timeout,
                   "agent_pid_file": str(self.agent_pid_file), "container": container.to_json(),
-                  "user": task.user if self.switch_user else "", **self.isolator.launch_spec(container)}
+                  "user": task.user if self.switch_user else "",
+                  "health_check": attrs.asdict(task.health_check) if task.health_check is not None else None,
+                  "uris": [attrs.asdict(uri) for uri in task.uris],
+                  "fetcher": {"cache_dir": str(self.work_dir / FETCHER_CACHE_DIR),
+                              "cache_size": self.fetcher.cache_size, "timeout": self.fetcher.timeout,
+                              "max_size": self.fetcher.max_size},
+                  **self.isolator.launch_spec(container)}
         # whole before the supervisor is started (it reads it then); one cut short by the agent's death
         # never had a supervisor, and recovery reads it as no container
         _write_new_file(run_dir / sup.LAUNCH_FILE, json.dumps(launch, sort_keys=True).encode())
@@ -487,7 +543,27 @@ class TaskExecutor:
             if run.task_pid is not None and not run.limited and now >= run.next_oom_check:
                 run.next_oom_check = now + OOM_CHECK_INTERVAL
                 events.extend(self._check_limits(key, run))
+            if run.checked and run.task_pid is not None:
+                events.extend(self._check_health(key, run))
         return events
+
+    @staticmethod
+    def _check_health(key: tuple[str, str], run: _Run) -> list[ExecutorEvent]:
+        """The supervisor's latest health verdict, if it wrote a new one."""
+        path = run.run_dir / HEALTH_FILE
+        try:
+            info = os.stat(path)
+        except OSError:
+            return []
+        stamp = (info.st_mtime_ns, info.st_ino)
+        if stamp == run.health_stamp:
+            return []
+        run.health_stamp = stamp
+        health = read_health(str(path))
+        if health is None or health[0] == run.health_changes or health[1] is None:
+            return []
+        run.health_changes = health[0]
+        return [TaskHealth(key[0], key[1], health[1], health[2])]
 
     def _check_limits(self, key: tuple[str, str], run: _Run) -> list[ExecutorEvent]:
         if not self.isolator.enforcing or not run.container.mem_bytes or not self.isolator.oom_kills(run.container):
@@ -504,6 +580,8 @@ class TaskExecutor:
             run.task_pid = _task_pid(run.run_dir)
             if run.task_pid is not None:
                 events.append(TaskStarted(key[0], key[1], run.task_pid))
+        if run.checked:
+            events.extend(self._check_health(key, run))   # the verdict that killed it comes before the exit
         events.append(self._outcome(key, run))
         if run.forget:
             self.run_dir_remover.discard(run.run_dir)
@@ -525,6 +603,12 @@ class TaskExecutor:
             self._abandon(run.container)
             return LaunchFailed(key[0], key[1], _with_full_disk(str(status.get("message", "")), run.sandbox))
         code, signum = _int_or_none(status.get("exit_code")), _int_or_none(status.get("signal"))
+        if status.get("reason") == sup.REASON_FETCH_FAILED:
+            self._abandon(run.container)
+            return LaunchFailed(key[0], key[1], str(status.get("message", "")), REASON_CONTAINER_LAUNCH_FAILED)
+        if status.get("reason") == sup.REASON_HEALTH_CHECK_FAILED:
+            return TaskExit(key[0], key[1], code, signum, REASON_TASK_HEALTH_CHECK_STATUS_UPDATED,
+                            str(status.get("message", "")))
         if status.get("reason") == sup.REASON_RECOVERY_TIMEOUT:
             return TaskExit(key[0], key[1], code, signum, REASON_EXECUTOR_REREGISTRATION_TIMEOUT,
                             str(status.get("message", "")))
@@ -587,6 +671,7 @@ class TaskExecutor:
         watch = _Watch.adopt(pid, start_ticks)
         run = _Run(framework_id, task_id, run_dir, sandbox, container or Container(self.isolator.name),
                    watch or _Watch(pid, start_ticks=start_ticks), _task_pid(run_dir))
+        run.checked = _launch_has_health_check(run_dir)
         self._runs[key] = run
         events: list[ExecutorEvent] = [TaskStarted(framework_id, task_id, run.task_pid)] if run.task_pid else []
         if watch is None:  # the supervisor ended while no agent watched: how did the task end?
@@ -706,6 +791,14 @@ def _write_and_close(fd: int, data: bytes) -> None:
             view = view[os.write(fd, view):]
     finally:
         os.close(fd)
+
+
+def _launch_has_health_check(run_dir: Path) -> bool:
+    try:
+        launch = sup.read_json(str(run_dir / sup.LAUNCH_FILE))
+    except (OSError, ValueError):
+        return False
+    return isinstance(launch, dict) and launch.get("health_check") is not None
 
 
 def _cancel_launch(run_dir: Path) -> None:

@@ -13,6 +13,8 @@ import shutil
 import socket
 from pathlib import Path
 
+from mesoslike.attributes import AttributesError
+from mesoslike.attributes import parse_attributes as typed_attribute_map
 from mesoslike.errors import ConfigError
 from mesoslike.resources import Resources
 
@@ -73,16 +75,11 @@ def detect_hostname() -> str:
 
 
 def parse_attributes(text: str) -> dict[str, str]:
-    """``"rack:r1;room:er1"`` -> ``{"rack": "r1", "room": "er1"}``; raises
-    :class:`ConfigError` on an item without ``:`` or with an empty name."""
-    attributes: dict[str, str] = {}
-    for item in text.split(";"):
-        item = item.strip()
-        if not item:
-            continue
-        name, sep, value = item.partition(":")
-        name = name.strip()
-        if not sep or not name:
-            raise ConfigError(f"bad attribute {item!r} in {text!r}: expected NAME:VALUE[;NAME:VALUE...]")
-        attributes[name] = value.strip()
-    return attributes
+    """``"rack:r1;level:3;ports:[1000-2000];tags:{a,b}"`` -> the canonical
+    map of typed Mesos attributes (:func:`mesoslike.attributes.parse_attributes`);
+    raises :class:`ConfigError` naming the bad item (no ``:``, an empty or bad
+    name, a value against the grammar such as ``[1000-``)."""
+    try:
+        return typed_attribute_map(text)
+    except AttributesError as exc:
+        raise ConfigError(f"--attributes {text!r}: {exc}") from None

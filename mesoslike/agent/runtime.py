@@ -47,12 +47,17 @@ from mesoslike.agent.core import (
     SendToMaster,
 )
 from mesoslike.agent.executor import (
+    DEFAULT_FETCHER_CACHE_SIZE,
+    DEFAULT_FETCHER_MAX_SIZE,
+    DEFAULT_FETCHER_TIMEOUT,
     DEFAULT_RECOVERY_TIMEOUT,
     ExecutorEvent,
     LaunchError,
+    FetcherSettings,
     LaunchFailed,
     TaskExecutor,
     TaskExit,
+    TaskHealth,
     TaskLimited,
     TaskStarted,
     path_component,
@@ -61,6 +66,7 @@ from mesoslike.agent.files import SandboxFiles
 from mesoslike.agent.http import AgentHTTPServer
 from mesoslike.agent.isolation import Isolator, agent_key, select_isolator
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
+from mesoslike.attributes import attributes_json
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import ConfigError, ResourcesError
 from mesoslike.locator import check_master_address, make_locator
@@ -160,6 +166,12 @@ class AgentRuntime:
         ``run_tasks`` ACL); a user this machine does not have fails the task.
         Needs root. ``None`` (the default): on when the agent runs as root.
         Off, tasks run as the agent's user.
+    :param fetcher_cache_size: bytes the fetcher's cache of URIs
+        (``<work_dir>/fetcher-cache``) may hold; least recently used files
+        go first (0: nothing is cached).
+    :param fetcher_timeout: seconds one URI's download may take.
+    :param fetcher_max_size: the largest file (and extracted archive) the
+        fetcher accepts, in bytes.
     """
 
     def __init__(self, master: str, resources: Resources | str | None = None,
@@ -173,7 +185,9 @@ class AgentRuntime:
                  gc_delay: float = gc.DEFAULT_GC_DELAY, gc_disk_watermark: float = gc.DEFAULT_DISK_WATERMARK,
                  gc_interval: float = GC_INTERVAL, drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
                  on_serving: Callable[[str], None] | None = None, keys: CurveKeys | None = None,
-                 master_key: bytes | None = None, switch_user: bool | None = None) -> None:
+                 master_key: bytes | None = None, switch_user: bool | None = None,
+                 fetcher_cache_size: int = DEFAULT_FETCHER_CACHE_SIZE, fetcher_timeout: float = DEFAULT_FETCHER_TIMEOUT,
+                 fetcher_max_size: int = DEFAULT_FETCHER_MAX_SIZE) -> None:
         self.master_address = check_master_address(master)  # raises ConfigError naming the problem
         self.switch_user = os.geteuid() == 0 if switch_user is None else switch_user
         if self.switch_user and os.geteuid() != 0:
@@ -195,8 +209,11 @@ class AgentRuntime:
             raise ConfigError(f"cannot create the work directory {str(self.work_dir)!r}: {exc}") from None
         info = AgentInfo(hostname=self.hostname,
                          resources=complete_resources(_as_resources(resources), self.work_dir),
-                         attributes=parse_attributes(attributes) if isinstance(attributes, str) else attributes or {},
-                         port=port)
+                         attributes=_attribute_map(attributes), port=port)
+        try:
+            fetcher = FetcherSettings(fetcher_cache_size, fetcher_timeout, fetcher_max_size)
+        except ValueError as exc:
+            raise ConfigError(f"bad --fetcher-cache-size, --fetcher-timeout or --fetcher-max-size: {exc}") from None
         self.clock = clock or SystemClock()
         self.kill_tasks_on_exit = kill_tasks_on_exit
         self.recover_mode = recover
@@ -212,7 +229,7 @@ class AgentRuntime:
         self.executor = TaskExecutor(self.work_dir, environment=environment, clock=self.clock,
                                      isolator=self.isolator, recovery_timeout=recovery_timeout,
                                      container_prefix=agent_key(self.hostname, self.work_dir),
-                                     switch_user=self.switch_user)
+                                     switch_user=self.switch_user, fetcher=fetcher)
         try:
             self.executor.prepare_directories()
         except OSError as exc:
@@ -534,6 +551,8 @@ class AgentRuntime:
                                                     message=event.message)
             elif isinstance(event, TaskLimited):
                 commands = self.core.on_task_limitation(fw, task, event.reason, event.message)
+            elif isinstance(event, TaskHealth):
+                commands = self.core.on_task_health(fw, task, event.healthy, event.message)
             else:
                 assert isinstance(event, LaunchFailed)
                 commands = self.core.on_task_launch_failed(fw, task, event.message, why=event.reason)
@@ -754,7 +773,7 @@ class AgentRuntime:
                 "id": core.agent_id, "hostname": self.hostname, "registered": core.registered,
                 "master": {"id": master.id, "address": master.address} if master is not None else None,
                 "http_address": core.http_address, "version": __version__,
-                "resources": str(core.total), "used": str(core.used), "attributes": dict(core.info.attributes),
+                "resources": str(core.total), "used": str(core.used), "attributes": attributes_json(core.info.attributes),
                 "work_dir": str(self.work_dir), "sandbox_root": str(self.executor.sandbox_root),
                 "isolation": {"name": self.isolator.name, "enforcing": self.isolator.enforcing,
                               "description": self.isolator.describe()},
@@ -823,6 +842,15 @@ def _last_use_and_size(sandbox: Path) -> tuple[float, int]:
                 continue
             last, size = max(last, info.st_mtime), size + info.st_size
     return last, size
+
+
+def _attribute_map(attributes: Mapping[str, str] | str | None) -> dict[str, str]:
+    """The canonical attribute map of ``--attributes`` text or a map;
+    ConfigError naming the bad one."""
+    if isinstance(attributes, str):
+        return parse_attributes(attributes)
+    text = ";".join(f"{name}:{value}" for name, value in (attributes or {}).items())
+    return parse_attributes(text)
 
 
 def _as_resources(resources: Resources | str | None) -> Resources | None:

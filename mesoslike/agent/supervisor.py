@@ -21,7 +21,17 @@ the directory) and two signals:
                     size, so that the final status can be written in place
                     when the disk is full
 ``supervisor.log``  what the supervisor itself says (stdout and stderr)
+``health.json``     the task's health, written on each change, when it has a
+                    health check (:mod:`.health`)
 ==================  =========================================================
+
+Before the task starts, the supervisor fetches its URIs into the sandbox
+(``uris`` and ``fetcher`` in ``launch.json``; :mod:`.fetcher`): a fetch that
+fails ends the run with ``reason: "fetch_failed"`` and the task never runs.
+Once it runs, a task with a ``health_check`` is checked by a thread of the
+supervisor (:mod:`.health`); ``consecutive_failures`` failed checks kill it
+(as for SIGTERM) with ``reason: "health_check_failed"``. Both modules are
+standard library only and loaded by their path, only when a task needs them.
 
 The task runs as ``/bin/sh -c COMMAND`` in a session and process group of
 its own (its pid is the group id), inside the task's cgroups (it writes its
@@ -70,7 +80,8 @@ import sys
 import time
 
 __all__ = ["LAUNCH_FILE", "SUPERVISOR_FILE", "TASK_FILE", "EXIT_FILE", "LOG_FILE", "EXIT_PLACEHOLDER_SIZE",
-           "EXIT_KEYS", "REASON_RECOVERY_TIMEOUT", "REASON_LAUNCH_FAILED", "write_atomically",
+           "EXIT_KEYS", "REASON_RECOVERY_TIMEOUT", "REASON_LAUNCH_FAILED", "REASON_HEALTH_CHECK_FAILED",
+           "REASON_FETCH_FAILED", "load_sibling", "write_atomically",
            "write_json_atomically", "read_json", "exit_placeholder", "process_start_ticks", "cgroup_pids",
            "kill_cgroups", "flat_keyed", "read_int", "remove_cgroup", "LaunchProblem", "TaskUser", "resolve_user",
            "open_sandbox_file", "main", "serve_launches"]
@@ -87,6 +98,10 @@ EXIT_KEYS = ("ended", "exit_code", "signal", "reason", "message", "killed", "oom
              "ended_at")
 REASON_RECOVERY_TIMEOUT = "recovery_timeout"
 REASON_LAUNCH_FAILED = "launch_failed"
+#: killed by its health check (the message says which check failed and why)
+REASON_HEALTH_CHECK_FAILED = "health_check_failed"
+#: never started: a URI could not be fetched (the message names it and says why)
+REASON_FETCH_FAILED = "fetch_failed"
 
 SHELL = "/bin/sh"
 #: mode of a switched task's sandbox: its user's only (the agent, root, reads it anyway)
@@ -95,7 +110,8 @@ SANDBOX_MODE = 0o700
 AGENT_CHECK_INTERVAL = 1.0
 #: how long the remains of a task are SIGKILLed before giving up on them (s)
 CLEANUP_LIMIT = 5.0
-_WATCHED = (signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1)
+#: SIGUSR2: sent by the supervisor's own health checker, to kill the task
+_WATCHED = (signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 
 
 # ----------------------------------------------------------- shared helpers
@@ -131,6 +147,21 @@ def write_atomically(path: str, data: bytes) -> None:
 def write_json_atomically(path: str, value: object) -> None:
     """:func:`write_atomically` of ``value`` as JSON."""
     write_atomically(path, json.dumps(value, sort_keys=True).encode())
+
+
+def load_sibling(name: str):
+    """The module ``name`` of this file's directory (:mod:`.health`,
+    :mod:`.fetcher`), loaded by its path: the supervisor runs as ``python -I
+    -S supervisor.py``, with no package on its path."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+    spec = importlib.util.spec_from_file_location(f"mesoslike_supervisor_{name}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def read_json(path: str) -> object:
@@ -245,13 +276,20 @@ def read_launch(path: str) -> dict:
     grace_period, recovery_timeout, agent_pid_file, cgroups (directories),
     oom_events (``[file, key]`` pairs counting OOM kills), memory_peak (a file
     or ""), user (the unix user to run the task as; "" or absent: the
-    supervisor's own)."""
+    supervisor's own), health_check (the task's ``HealthCheck`` or null),
+    uris (its ``CommandURI`` list) and fetcher (the fetcher's settings:
+    :func:`.fetcher.fetch_all`)."""
     launch = read_json(path)
     if not isinstance(launch, dict):
         raise ValueError(f"{path}: not a JSON object")
     launch.setdefault("user", "")
-    if not isinstance(launch["user"], str):
-        raise ValueError(f"{path}: user of the wrong type")
+    launch.setdefault("health_check", None)
+    launch.setdefault("uris", [])
+    launch.setdefault("fetcher", {})
+    for key, kinds in (("user", (str,)), ("health_check", (dict, type(None))), ("uris", (list,)),
+                       ("fetcher", (dict,))):
+        if not isinstance(launch[key], kinds):
+            raise ValueError(f"{path}: {key} of the wrong type")
     for key, kind in (("command", str), ("cwd", str), ("env", dict), ("stdout", str), ("stderr", str),
                       ("grace_period", (int, float)), ("recovery_timeout", (int, float)), ("agent_pid_file", str),
                       ("cgroups", list), ("oom_events", list), ("memory_peak", str)):
@@ -275,6 +313,10 @@ class Supervisor:
         self.message = ""
         self.agent_seen_at = time.monotonic()
         self.next_agent_check = self.agent_seen_at
+        self.user: TaskUser | None = None
+        self.env: dict = {}
+        self.checker = None          # a health.HealthChecker while the task runs, if it has a check
+        self.health_kill = ""        # set by the checker's thread: why the task must be killed
 
     def path(self, name: str) -> str:
         return os.path.join(self.run_dir, name)
@@ -294,6 +336,9 @@ class Supervisor:
             self.record(None, None, REASON_LAUNCH_FAILED, f"unreadable launch file: {exc}")
             return 1
         try:
+            self.prepare()
+            if self.launch["uris"] and not self.fetch():
+                return 1
             self.task_pid = self.start()
         except LaunchProblem as exc:
             say(f"not started: {exc}")
@@ -303,21 +348,59 @@ class Supervisor:
             self.record(None, None, REASON_LAUNCH_FAILED, f"{type(exc).__name__}: {exc}")
             return 1
         write_json_atomically(self.path(TASK_FILE), {"pid": self.task_pid})
+        self.start_health_checks()
         status = self.watch()
+        if self.checker is not None:
+            self.checker.stop()
         self.clean_up()
         code, signum = (None, os.WTERMSIG(status)) if os.WIFSIGNALED(status) else (os.WEXITSTATUS(status), None)
         self.record(code, signum, self.reason, self.message)
         return 0
 
-    def start(self) -> int:
+    def prepare(self) -> None:
+        """The task's user (its sandbox given to it) and environment."""
         launch = self.launch
-        cgroup_procs = [os.path.join(directory, "cgroup.procs") for directory in launch["cgroups"]]
-        user = resolve_user(launch["user"]) if launch["user"] else None
-        env = dict(launch["env"])
+        self.user = user = resolve_user(launch["user"]) if launch["user"] else None
+        self.env = env = dict(launch["env"])
         if user is not None:
             give_sandbox(launch["cwd"], user)
             for name, value in (("HOME", user.home), ("USER", user.name), ("LOGNAME", user.name)):
                 env.setdefault(name, value)
+
+    def fetch(self) -> bool:
+        """Fetch the task's URIs into its sandbox; False (the run recorded as
+        failed) if one could not be."""
+        fetcher = None
+        try:
+            fetcher = load_sibling("fetcher")
+            fetcher.fetch_all(self.launch["uris"], self.launch["cwd"], self.user, self.launch["fetcher"], say)
+        except Exception as exc:  # noqa: BLE001 - a FetchError, or anything else: the task must not start
+            known = fetcher is not None and isinstance(exc, fetcher.FetchError)
+            message = str(exc) if known else f"the fetcher failed: {type(exc).__name__}: {exc}"
+            say(f"not started: {message}")
+            self.record(None, None, REASON_FETCH_FAILED, message)
+            return False
+        return True
+
+    def start_health_checks(self) -> None:
+        check = self.launch["health_check"]
+        if check is None:
+            return
+        health = load_sibling("health")
+
+        def on_kill(message: str) -> None:   # on the checker's thread: the main loop kills
+            self.health_kill = message
+            os.kill(os.getpid(), signal.SIGUSR2)
+
+        checker = health.HealthChecker(check, self.run_dir, cwd=self.launch["cwd"], env=self.env, user=self.user,
+                                       write=write_json_atomically, on_kill=on_kill, say=say)
+        checker.start()
+        self.checker = checker
+
+    def start(self) -> int:
+        launch = self.launch
+        cgroup_procs = [os.path.join(directory, "cgroup.procs") for directory in launch["cgroups"]]
+        user, env = self.user, self.env
 
         def child_setup() -> None:  # in the child, before exec: runs single-threaded
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
@@ -371,6 +454,9 @@ class Supervisor:
                 self.kill(float(self.launch["grace_period"]))
             elif info.si_signo == signal.SIGUSR1:
                 self.kill(0.0)
+            elif info.si_signo == signal.SIGUSR2 and self.health_kill and self.kill_deadline is None:
+                self.reason, self.message = REASON_HEALTH_CHECK_FAILED, self.health_kill
+                self.kill(float(self.launch["grace_period"]))
 
     def check_agent(self, now: float) -> None:
         if _agent_alive(self.launch["agent_pid_file"]):

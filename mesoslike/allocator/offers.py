@@ -7,6 +7,7 @@ from typing import Mapping
 
 import attrs
 
+from mesoslike.attributes import Attribute, check_attributes, typed_attributes
 from mesoslike.resources import Resources
 
 __all__ = ["Offer", "issue_offer", "Rescind", "RescindReason", "AllocatorStatistics"]
@@ -29,15 +30,25 @@ class Offer:
     Offered resources count as allocated to the framework until they are
     declined, recovered as the unused part of an accept, rescinded, or used by
     tasks and freed when those end. ``attributes`` is the agent's mapping at
-    the time of the offer; treat it as read-only.
+    the time of the offer; treat it as read-only: name -> the canonical text
+    of a typed Mesos attribute (text, scalar, ranges or set; checked against
+    the grammar when an offer is built or decoded), typed by
+    :attr:`typed_attributes`.
     """
 
     id: str
     agent_id: str
     hostname: str
     resources: Resources
-    attributes: dict[str, str] = attrs.field(factory=dict, converter=_attribute_dict)
+    attributes: dict[str, str] = attrs.field(factory=dict, converter=_attribute_dict, validator=check_attributes)
     framework_id: str = ""
+
+    @property
+    def typed_attributes(self) -> dict[str, Attribute]:
+        """The agent's attributes typed: name -> :class:`mesoslike.attributes.Attribute`
+        (``.type`` TEXT, SCALAR, RANGES or SET, ``.value`` a str, float,
+        ((begin, end), ...) or (item, ...))."""
+        return typed_attributes(self.attributes)
 
 
 _new = object.__new__

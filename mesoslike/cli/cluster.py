@@ -213,6 +213,27 @@ def master(ip, port, http_port, roles, zk, zk_auth, zk_session_timeout, work_dir
         pass
 
 
+_SIZE_UNITS = {"": 1, "B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4}
+
+
+def _size(ctx: click.Context, param: click.Parameter, value: object) -> int:
+    """A size in bytes: 1048576, 512KB, 100MB, 2GB (binary units)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = str(value).strip().upper().replace("IB", "B")
+    number = text.rstrip("KMGTB")
+    unit = text[len(number):]
+    try:
+        if unit not in _SIZE_UNITS or not number:
+            raise ValueError(text)
+        size = int(float(number) * _SIZE_UNITS[unit])
+    except (ValueError, OverflowError):
+        raise click.BadParameter(f"{value!r} is not a size (e.g. 1048576, 512KB, 100MB, 2GB)", ctx, param) from None
+    if size < 0:
+        raise click.BadParameter(f"{value!r}: a size is not negative", ctx, param)
+    return size
+
+
 def _duration(ctx: click.Context, param: click.Parameter, value: object) -> float:
     from mesoslike.agent.gc import parse_duration
 
@@ -230,7 +251,8 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
         help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to follow the leader.")
 @option("agent", "--resources", default=None, show_default="detected",
         help='What the agent offers, e.g. "cpus:4;mem:8192;disk:10240"; kinds left out are detected.')
-@option("agent", "--attributes", default="", help='Attributes such as "rack:r1;room:er1".')
+@option("agent", "--attributes", default="", help='Typed attributes, as in Mesos: "rack:r1;level:3;ports:[1000-2000];tags:{a,b}" '
+        '(a number is a scalar, [a-b,...] ranges, {a,...} a set, anything else text).')
 @option("agent", "--hostname", default=None, show_default="this machine's name",
         help="Name of the agent (several agents on one machine need distinct names).")
 @option("agent", "--port", type=_PORT, default=0, help="Port advertised in the agent's info (0 = none).")
@@ -268,12 +290,19 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
 @option("agent", "--drain", is_flag=True, default=False, show_default="off",
         help="Do not run an agent: drain the one running on --work-dir (SIGUSR1: its tasks are killed, "
              "TASK_KILLED, and it unregisters) and wait for it to exit.")
+@option("agent", "--fetcher-cache-size", callback=_size, default="2GB",
+        help="Bytes the fetcher's cache of URIs (<work-dir>/fetcher-cache, for URIs with cache=true) may hold; "
+             "the least recently used files are evicted first. 0: nothing is cached.")
+@option("agent", "--fetcher-timeout", callback=_duration, default="5m",
+        help="How long the download of one URI of a task may take before the task fails.")
+@option("agent", "--fetcher-max-size", callback=_size, default="1GB",
+        help="The largest file a task may fetch, and the most an archive of it may unpack to.")
 @client_key_options
 @logging_option("agent")
 @click.pass_context
 def agent(ctx: click.Context, master_address, resources, attributes, hostname, port, work_dir, ip, http_port, recover,
           recovery_timeout, isolation, cgroups_root, cgroups_cpu_quota, switch_user, gc_delay, gc_disk_watermark,
-          drain_timeout, drain, key, master_key) -> None:
+          drain_timeout, drain, fetcher_cache_size, fetcher_timeout, fetcher_max_size, key, master_key) -> None:
     """Run an agent that runs the tasks its master sends it. With
     --master-key it talks to, and takes commands from, that master only.
 
@@ -303,7 +332,8 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
                                recovery_timeout=recovery_timeout, isolation=isolation, cgroups_root=cgroups_root,
                                cgroups_cpu_quota=cgroups_cpu_quota, switch_user=switch_user, gc_delay=gc_delay,
                                gc_disk_watermark=gc_disk_watermark, drain_timeout=drain_timeout,
-                               on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
+                               fetcher_cache_size=fetcher_cache_size, fetcher_timeout=fetcher_timeout,
+                               fetcher_max_size=fetcher_max_size, on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
     except MesoslikeError as exc:
         die(str(exc))
     click.echo(f"agent {runtime.info.hostname} with {runtime.info.resources} -> {master_address}; "

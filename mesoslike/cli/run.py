@@ -38,8 +38,14 @@ class _Reporter:
         self.tty = tty
         self.last_line = ""
         self.last_print = 0.0
+        self.blocked = ""
 
     def __call__(self, progress, status) -> None:
+        if progress.blocked != self.blocked:   # why instances wait, once per reason (issue 18 §5)
+            self.blocked = progress.blocked
+            if progress.blocked:
+                self._clear()
+                click.echo(f"waiting: {progress.blocked}", err=True)
         if status is not None and self.stream:
             detail = f" ({status.message})" if status.message else ""
             self._clear()
@@ -84,22 +90,33 @@ def _bar(progress, width: int = 20) -> str:
 @option("run", "--name", default="run", help="Framework and task name.")
 @option("run", "--timeout", type=click.FloatRange(min=0, min_open=True), default=None, show_default="none",
         help="Give up (kill the tasks, exit 124) after this many seconds.")
+@option("run", "--constraint", "constraints", multiple=True, metavar="FIELD:OP[:VALUE]",
+        help="Where instances may run, as in Marathon (repeatable): FIELD is hostname or an agent attribute, OP "
+             "one of UNIQUE, CLUSTER[:VALUE], GROUP_BY[:N], LIKE:REGEX, UNLIKE:REGEX, MAX_PER:N; "
+             "e.g. hostname:UNIQUE or rack:GROUP_BY:2.")
 @option("run", "--output", is_flag=True, default=False, show_default="off",
         help="Stream each instance's stdout as it is written, each line prefixed by the instance's number.")
 @client_key_options
 @logging_option("run")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(master_address, cpus, mem, instances, role, name, timeout, output, key, master_key, command) -> None:
+def run(master_address, cpus, mem, instances, role, name, timeout, constraints, output, key, master_key,
+        command) -> None:
     """Run COMMAND (after --) as task instances on the cluster, show their
     progress, and exit 0 if all finished, else with a failed instance's exit
     code (1 if it had none). The last lines of each failed instance's stderr
     are shown, with where its sandbox is; ``mesoslike task log`` prints the rest."""
     from mesoslike import SchedulerDriver
     from mesoslike.frameworks.command import CommandScheduler, framework_info
+    from mesoslike.frameworks.constraints import ConstraintError, parse_constraints
 
+    try:
+        placement = parse_constraints(constraints)
+    except ConstraintError as exc:
+        die(f"--constraint {exc}")
     shell_command = command[0] if len(command) == 1 else shlex.join(command)
     reporter = _Reporter(instances, sys.stdout.isatty())
-    scheduler = CommandScheduler(shell_command, Resources(cpus=cpus, mem=mem), instances, name, reporter)
+    scheduler = CommandScheduler(shell_command, Resources(cpus=cpus, mem=mem), instances, name, reporter,
+                                 constraints=placement)
     try:
         driver = SchedulerDriver(scheduler, framework_info(name, role), master_address, key=key, master_key=master_key)
     except MesoslikeError as exc:

@@ -7,6 +7,7 @@ import time
 
 import click
 
+from mesoslike.attributes import SCALAR, format_value
 from mesoslike.cli.options import client_key_options, die, logging_option, option
 from mesoslike.errors import MesoslikeError
 
@@ -73,7 +74,8 @@ def format_state(doc: dict) -> str:
     lines.append(f"agents ({len(doc['agents'])})")
     lines += _table([[a["id"], a["hostname"], (a.get("drain_info") or {}).get("state", "active"), a["resources"],
                       a["used"] or "-", a["available"] or "-",
-                      ";".join(f"{k}:{v}" for k, v in sorted(a["attributes"].items())) or "-"]
+                      ";".join(f"{k}:{format_value(SCALAR, v) if isinstance(v, float) else v}"   # 3, not 3.0
+                               for k, v in sorted(a["attributes"].items())) or "-"]
                      for a in doc["agents"]],
                     ["id", "hostname", "state", "resources", "used", "available", "attributes"])
     lines += ["", f"frameworks ({len(doc['frameworks'])})"]

@@ -22,6 +22,7 @@ import uuid as uuid_module
 from typing import Any, Callable, Iterable, Mapping
 
 from mesoslike import (
+    Attribute,
     ConfigError,
     Filters,
     FrameworkInfo,
@@ -223,15 +224,18 @@ def resources_from(items: object, what: str) -> Resources:
         raise PymesosCompatError(f"{what}: {exc}") from None
 
 
-def _attribute_message(name: str, value: str) -> Message:
-    # as Mesos parses an agent's --attributes: a number is a SCALAR, the rest TEXT
-    try:
-        number = float(value)
-    except ValueError:
-        return {"name": name, "type": "TEXT", "text": {"value": value}}
-    if not math.isfinite(number):
-        return {"name": name, "type": "TEXT", "text": {"value": value}}
-    return {"name": name, "type": "SCALAR", "scalar": {"value": number}}
+def _attribute_message(attribute: Attribute) -> Message:
+    """A typed agent attribute as Mesos's ``Attribute`` JSON (issue 18 §5)."""
+    message: Message = {"name": attribute.name, "type": attribute.type}
+    if attribute.type == "SCALAR":
+        message["scalar"] = {"value": attribute.value}
+    elif isinstance(attribute.value, tuple) and attribute.type == "RANGES":
+        message["ranges"] = {"range": [{"begin": pair[0], "end": pair[1]} for pair in attribute.value]}
+    elif isinstance(attribute.value, tuple):   # SET
+        message["set"] = {"item": list(attribute.value)}
+    else:
+        message["text"] = {"value": attribute.value}
+    return message
 
 
 # --------------------------------------------------------- master -> us
@@ -243,7 +247,7 @@ def offer_message(offer: Offer, framework_id: str) -> Message:
         "agent_id": id_message(offer.agent_id),
         "hostname": offer.hostname,
         "resources": resources_message(offer.resources),
-        "attributes": [_attribute_message(name, value) for name, value in sorted(offer.attributes.items())],
+        "attributes": [_attribute_message(attribute) for _, attribute in sorted(offer.typed_attributes.items())],
     }
 
 
@@ -261,6 +265,8 @@ def status_message(status: TaskStatus) -> Message:
         message["uuid"] = encode_uuid(status.uuid)
     if status.timestamp:
         message["timestamp"] = status.timestamp
+    if status.labels:   # Mesos's Labels JSON
+        message["labels"] = {"labels": [{"key": label.key, "value": label.value} for label in status.labels]}
     return message
 
 

@@ -450,6 +450,30 @@ class MasterContender(_GroupWatcher):
             raise ZooKeeperError(f"could not read the master group {self._path}: {exc!r}") from None
         return None if leader is None else leader.info
 
+    def members(self) -> list[dict]:
+        """The group's members, read from ZooKeeper now, in election order
+        (the first leads): each member's info (``id``, ``address``,
+        ``http_address``) with ``leader`` true for the first. Members whose
+        znode holds no valid info are left out (as the election skips them).
+        O(members) reads."""
+        client = self.client
+        found: list[dict] = []
+        try:
+            children = _wait(client.get_children_async(self._path), self._op_timeout)
+            for _, name in _candidates(children, self._skips):
+                try:
+                    data, stat = _wait(client.get_async(f"{self._path}/{name}"), self._op_timeout)
+                except NoNodeError:  # went away since the listing
+                    continue
+                info = _decode_member_info(data)
+                if isinstance(info, str) or stat.owner_session_id is None:
+                    continue
+                found.append({k: str(info.get(k, "")) for k in ("id", "address", "http_address")}
+                             | {"leader": not found})
+        except KazooException as exc:
+            raise ZooKeeperError(f"could not read the master group {self._path}: {exc!r}") from None
+        return found
+
     def stop(self) -> None:
         """Leave the group: demote (calling ``on_demoted("stopped")`` if leading),
         delete the znode, stop the worker and close the client if owned.

@@ -416,7 +416,7 @@ class MasterCore:
             if not task.terminal and task.state != TaskState.UNREACHABLE:
                 task.status = new_status(task.id, TaskState.KILLED, agent_id=task.agent_id, framework_id=record.id,
                                          message=f"framework removed: {why}", reason="REASON_FRAMEWORK_REMOVED",
-                                         timestamp=wall)
+                                         timestamp=wall, labels=task.info.labels)
             self.completed_by_state[task.state] = self.completed_by_state.get(task.state, 0) + 1
             record.add_completed(task, keep)
         self.history.framework_completed(CompletedFramework(record.info, tuple(record.completed), wall, why))
@@ -1054,7 +1054,7 @@ class MasterCore:
 
     def _run_task(self, record: FrameworkRecord, agent: AgentRecord, task: TaskInfo) -> None:
         status = new_status(task.task_id, TaskState.STAGING, agent_id=agent.id, framework_id=record.id,
-                            timestamp=self._wall_clock())
+                            timestamp=self._wall_clock(), labels=task.labels)
         now = self.clock.now()
         launched = record.tasks[task.task_id] = TaskRecord(task, record.id, agent.id, status, launched_at=now,
                                                            confirmed=False)
@@ -1106,7 +1106,7 @@ class MasterCore:
     def _launch_failed(self, record: FrameworkRecord, task: TaskInfo, state: str, why: str, reason: str) -> None:
         self.counters["tasks_invalid"] += 1
         status = new_status(task.task_id, state, agent_id=task.agent_id, framework_id=record.id, message=why,
-                            reason=reason, timestamp=self._wall_clock())
+                            reason=reason, timestamp=self._wall_clock(), labels=task.labels)
         self._send_framework(record, m.Update(status))
 
     def _kill(self, peer: bytes, msg: m.Kill) -> None:
@@ -1510,7 +1510,7 @@ class MasterCore:
             if record is None:
                 continue
             status = new_status(task_id, running.state, agent_id=agent_id, framework_id=framework_id,
-                                timestamp=now)
+                                timestamp=now, labels=running.task.labels)
             # an ended task holds nothing; its terminal update is on its way
             record.tasks[task_id] = TaskRecord(running.task, framework_id, agent_id, status,
                                                running.state in TERMINAL_STATES, launched)
@@ -1644,7 +1644,7 @@ class MasterCore:
         """End a task with a status the master makes up (no uuid: nothing to
         acknowledge), tell the framework, and forget the task."""
         status = new_status(task.id, state, agent_id=task.agent_id, framework_id=record.id, message=why,
-                            reason=reason, timestamp=self._wall_clock())
+                            reason=reason, timestamp=self._wall_clock(), labels=task.info.labels)
         task.status = status
         if self._warned and (record.id, task.id) in self._warned:
             self._preemption_ended((record.id, task.id))

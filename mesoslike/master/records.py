@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mesoslike.resources import Resources
-from mesoslike.wire import AgentInfo, FrameworkInfo, TaskInfo, TaskState, TaskStatus
+from mesoslike.wire import AgentInfo, FrameworkInfo, Label, TaskInfo, TaskState, TaskStatus
 from mesoslike.wire.messages import TaskUsage
 
 if TYPE_CHECKING:
@@ -250,10 +250,11 @@ def clip(value: object, limit: int = LOGGED_INPUT_LIMIT) -> str:
 
 
 def new_status(task_id: str, state: str, *, agent_id: str = "", framework_id: str = "", message: str = "",
-               reason: str = "", timestamp: float = 0.0) -> TaskStatus:
-    """A status the master makes up (no uuid: nothing to acknowledge)."""
+               reason: str = "", timestamp: float = 0.0, labels: list[Label] | None = None) -> TaskStatus:
+    """A status the master makes up (no uuid: nothing to acknowledge);
+    ``labels``: the task's, when the master knows it."""
     return TaskStatus(task_id=task_id, state=state, agent_id=agent_id, message=message, source="SOURCE_MASTER",
-                      reason=reason, timestamp=timestamp, framework_id=framework_id)
+                      reason=reason, timestamp=timestamp, framework_id=framework_id, labels=labels or [])
 
 
 STAGING = TaskState.STAGING

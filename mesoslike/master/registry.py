@@ -33,6 +33,7 @@ import attrs
 from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo
+from mesoslike.wire.types import Label
 
 __all__ = ["Registry", "RegistryChanges", "RegistryFormatError", "REGISTRY_FORMAT", "MAX_REMOVED",
            "SECTIONS", "agent_record", "framework_record"]
@@ -189,7 +190,8 @@ class Registry:
                     name=_text(record.get("name", "")), role=_text(record.get("role", "*")),
                     failover_timeout=timeout, id=framework_id, user=_text(record.get("user", "")),
                     partition_aware=bool(record.get("partition_aware", False)),
-                    principal=_text(record.get("principal", "")))
+                    principal=_text(record.get("principal", "")),
+                    labels=[Label(_text(key), _text(value)) for key, value in record.get("labels", [])])
             except (TypeError, ValueError, AttributeError) as exc:
                 log.warning("registry: skipping framework %r: %s", framework_id, exc)
         for key in ("removed_agents", "removed_frameworks"):
@@ -239,6 +241,8 @@ def framework_record(info: FrameworkInfo) -> dict[str, Any]:
               "partition_aware": info.partition_aware}
     if info.principal:  # the id belongs to it (docs/security.rst)
         record["principal"] = info.principal
+    if info.labels:
+        record["labels"] = [[label.key, label.value] for label in info.labels]
     return record
 
 

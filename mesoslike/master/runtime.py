@@ -263,6 +263,8 @@ class MasterRuntime:
         #: what the loop sends at its next turn as leader (operator writes, the roles file)
         self._outbox: list[Send] = []
         self._leader_cache: tuple[float, dict[str, str]] = (float("-inf"), {})
+        #: (when read, the HA group's members): /state's ``masters``, read at most once per _LEADER_INFO_TTL
+        self._members_cache: tuple[float, list[dict]] = (float("-inf"), [])
         self._leader_cache_lock = threading.Lock()  # the HTTP thread asks too
         self._store = registry_store or MemoryRegistryStore()
         self._last_core: MasterCore | None = None   # the core that served last (its agents' connections)
@@ -585,6 +587,24 @@ class MasterRuntime:
             self._leader_cache = (self.clock.now(), info)
             return dict(info)
 
+    def _masters(self) -> list[dict]:
+        """The masters of the HA group, the leader first (``/state``'s
+        ``masters``); a master without ``--zk`` is its own group. Read from
+        ZooKeeper at most once per ``_LEADER_INFO_TTL`` (a read blocks while
+        ZooKeeper is unreachable); empty when it cannot be read."""
+        own = {"id": self.info.id, "address": self.address, "http_address": self.http_address}
+        if self._contender is None:
+            return [own | {"leader": self.is_leader}]
+        with self._leader_cache_lock:
+            read_at, cached = self._members_cache
+            if self.clock.now() - read_at >= _LEADER_INFO_TTL:
+                try:
+                    cached = self._contender.members()
+                except Exception:  # ZooKeeper unreachable: we do not know
+                    cached = []
+                self._members_cache = (self.clock.now(), cached)
+            return [dict(member) for member in cached]
+
     # ----------------------------------------------- what operator writes use
     def serving_core(self) -> MasterCore | None:
         return self.core
@@ -613,10 +633,10 @@ class MasterRuntime:
             core = self.core
             taken = snapshot(core) if core is not None else None
         if taken is not None:
-            return _StateDocument(render_state(taken))
+            return _StateDocument(render_state(taken) | {"masters": self._masters()})
         return _StateDocument({"leader": self._leader_info(), "is_leader": False, "version": __version__,
                                "master": {"id": self.info.id, "address": self.address}, "agents": [],
-                               "frameworks": [], "offers": []})
+                               "frameworks": [], "offers": [], "masters": self._masters()})
 
     def _ask_state(self, peer: bytes) -> list[Send]:
         """GET_STATE from ``peer``: answered from a snapshot rendered by the

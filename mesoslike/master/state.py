@@ -12,6 +12,7 @@ import attrs
 
 from mesoslike import __version__
 from mesoslike.allocator import AllocatorStatistics
+from mesoslike.attributes import attributes_json
 from mesoslike.observations import Metric, metric
 from mesoslike.resources import Resources
 from mesoslike.wire import TERMINAL_STATES, AgentInfo, FrameworkInfo, Offer, TaskInfo, TaskState, TaskStatus
@@ -108,7 +109,13 @@ def _task_json(line: TaskLine, hostnames: dict[str, str]) -> dict:
         "exit_code": status.exit_code,
         "timestamp": status.timestamp,   # of its latest status (seconds since the epoch)
         "usage": usage,
+        "labels": labels_json(info.labels),
     }
+
+
+def labels_json(labels: list) -> list[dict[str, str]]:
+    """Labels as Mesos's ``/state`` shows them: ``[{"key": ..., "value": ...}]``."""
+    return [{"key": label.key, "value": label.value} for label in labels]
 
 
 def render_state(snap: StateSnapshot) -> dict:
@@ -135,6 +142,7 @@ def render_state(snap: StateSnapshot) -> dict:
             "role": line.info.role,
             "connected": line.connected,
             "failover_timeout": line.info.failover_timeout,
+            "labels": labels_json(line.info.labels),
             "used": str(used),
             "offered": str(offered_by.get(line.info.id, EMPTY)),
             "dominant_share": stats.framework_shares.get(line.info.id, 0.0),
@@ -150,7 +158,7 @@ def render_state(snap: StateSnapshot) -> dict:
             "resources": str(info.resources),
             "used": str(used_by_agent.get(info.id, EMPTY)),
             "available": str(available),
-            "attributes": dict(info.attributes),
+            "attributes": attributes_json(info.attributes),
             "http_address": http_address,  # its /files, /state, /monitor/statistics
             # every agent listed is registered on a live connection: one whose
             # pings go unanswered is removed, not kept as disconnected
@@ -187,7 +195,8 @@ def _completed_framework_json(framework: CompletedFramework, hostnames: dict[str
     info = framework.info
     return {
         "id": info.id, "name": info.name, "role": info.role, "connected": False, "active": False,
-        "failover_timeout": info.failover_timeout, "used": "", "offered": "", "dominant_share": 0.0,
+        "failover_timeout": info.failover_timeout, "labels": labels_json(info.labels), "used": "", "offered": "",
+        "dominant_share": 0.0,
         "tasks": [], "completed_tasks": [_task_json(_ended_line(task), hostnames) for task in framework.tasks],
         "unregistered_time": framework.removed_at, "removal_reason": framework.reason,
     }

@@ -9,15 +9,20 @@ from mesoslike.wire.schema import Schema
 from mesoslike.wire.types import (
     TERMINAL_STATES,
     AgentInfo,
+    CommandURI,
     Filters,
     FrameworkInfo,
+    HealthCheck,
+    HTTPCheck,
+    Label,
     MasterInfo,
     Offer,
     TaskInfo,
     TaskState,
     TaskStatus,
+    TCPCheck,
 )
 
 __all__ = ["WireError", "Codec", "Schema", "CODEC", "SCHEMA", "decode", "encode", "MESSAGE_TYPES", "PROTOCOL_VERSION",
-           "TERMINAL_STATES", "AgentInfo", "Filters", "FrameworkInfo", "MasterInfo", "Offer", "TaskInfo", "TaskState",
-           "TaskStatus"]
+           "TERMINAL_STATES", "AgentInfo", "Filters", "FrameworkInfo", "Label", "MasterInfo", "Offer", "TaskInfo", "TaskState",
+           "TaskStatus", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI"]

@@ -8,16 +8,18 @@ wire has the declared types.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, ClassVar, Mapping
 
 import attrs
 
 from mesoslike.allocator.offers import Offer  # the one offer model, made by the allocator (core)
+from mesoslike.attributes import check_attributes
 from mesoslike.resources import Resources
 
 __all__ = [
     "TaskState", "TERMINAL_STATES", "FrameworkInfo", "TaskInfo", "TaskStatus", "Filters", "Offer",
-    "MasterInfo", "AgentInfo", "DEFAULT_REFUSE_SECONDS",
+    "MasterInfo", "AgentInfo", "DEFAULT_REFUSE_SECONDS", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI",
+    "MAX_TASK_URIS", "Label", "MAX_LABELS", "MAX_LABEL_KEY", "MAX_LABEL_VALUE",
 ]
 
 DEFAULT_REFUSE_SECONDS = 5.0
@@ -55,6 +57,63 @@ def _frozen_dict(value: Mapping[str, str] | None) -> dict[str, str]:
     return dict(value or {})
 
 
+# ------------------------------------------------------------------ labels
+#: labels on one task, framework or status (Mesos's ``Labels``); the master
+#: keeps them per task and framework, so they are bounded
+MAX_LABELS = 32
+#: characters of a label's key / value
+MAX_LABEL_KEY = 128
+MAX_LABEL_VALUE = 512
+
+
+def _label_text(limit: int) -> Callable[[object, "attrs.Attribute[str]", str], None]:
+    def check(instance: object, field: attrs.Attribute[str], value: str) -> None:
+        if len(value) > limit:
+            raise ValueError(f"a label's {field.name} of {len(value)} characters is longer than {limit}")
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValueError(f"a label's {field.name} {value[:40]!r} holds a control character")
+    return check
+
+
+@attrs.frozen
+class Label:
+    """One key/value pair of a task's, a framework's or a status's
+    ``labels`` (Mesos's ``Label``): free-form metadata the cluster carries
+    and shows (``/state``) but never interprets. Keys may repeat, as in Mesos."""
+
+    key: str = attrs.field(validator=_label_text(MAX_LABEL_KEY))
+    value: str = attrs.field(default="", validator=_label_text(MAX_LABEL_VALUE))
+
+    def __attrs_post_init__(self) -> None:
+        if not self.key:
+            raise ValueError("a label's key is empty")
+
+
+def _check_labels(instance: object, field: attrs.Attribute, labels: list[Label]) -> None:
+    if len(labels) > MAX_LABELS:
+        raise ValueError(f"{len(labels)} labels are more than {MAX_LABELS}")
+    for label in labels:
+        if not isinstance(label, Label):
+            raise ValueError(f"a label is a Label(key, value), got {type(label).__name__}")
+
+
+def _label_list(value: object) -> list[Label]:
+    """A list of labels from Labels, ``(key, value)`` pairs or a ``{key: value}`` map."""
+    if value is None:
+        return []
+    if type(value) is list and not value:
+        return value   # the common case, taken as it is (status updates are many)
+    if isinstance(value, Mapping):
+        return [Label(str(key), str(item)) for key, item in value.items()]
+    return [item if isinstance(item, Label) else Label(*item) for item in value]  # type: ignore[attr-defined]
+
+
+def labels_field() -> list[Label]:
+    """An attrs field of labels: a list of :class:`Label` (pairs and a map
+    are converted), at most :data:`MAX_LABELS`."""
+    return attrs.field(factory=list, converter=_label_list, validator=_check_labels)
+
+
 @attrs.frozen
 class FrameworkInfo:
     """Who a framework is. ``id`` is empty on first subscription; the master
@@ -73,6 +132,177 @@ class FrameworkInfo:
     min_allocatable: str = ""
     #: who registered it, as the master authenticated them (docs/security.rst); set by the master only
     principal: str = ""
+    #: free-form key/value metadata (Mesos's ``FrameworkInfo.labels``), shown in ``/state``
+    labels: list[Label] = labels_field()
+
+
+# ------------------------------------------------------------ health checks
+#: bounds of a health check's timings (s): hostile values (a zero interval: a busy loop) are refused
+_MAX_CHECK_SECONDS = 86400.0
+_MIN_CHECK_INTERVAL = 0.1
+_MAX_CHECK_FAILURES = 1000
+#: a check command, an HTTP path, a URI, an output file name: at most this many characters
+_MAX_CHECK_COMMAND = 65536
+_MAX_PATH = 4096
+#: URIs one task may fetch
+MAX_TASK_URIS = 100
+
+
+def _problem(condition: bool, text: str) -> None:
+    if not condition:
+        raise ValueError(text)
+
+
+def _check_port(port: int, what: str) -> None:
+    _problem(isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535,
+             f"{what}.port must be in [1, 65535], got {port!r}")
+
+
+def _printable(text: str) -> bool:
+    return text.isprintable() and not any(c.isspace() for c in text)
+
+
+@attrs.frozen
+class HTTPCheck:
+    """An HTTP health check: ``GET {scheme}://127.0.0.1:{port}{path}``
+    succeeds with a status among ``statuses`` (default 200-399, as Mesos).
+    ``https`` does not verify the certificate (Mesos neither)."""
+
+    port: int
+    path: str = "/"
+    scheme: str = "http"
+    statuses: list[int] = attrs.field(factory=list)
+
+    def __attrs_post_init__(self) -> None:
+        _check_port(self.port, "http")
+        _problem(self.scheme in ("http", "https"), f"http.scheme must be 'http' or 'https', got {self.scheme!r}")
+        _problem(isinstance(self.path, str) and self.path.startswith("/") and len(self.path) <= _MAX_PATH
+                 and _printable(self.path),
+                 f"http.path must start with '/', without spaces or control characters, at most {_MAX_PATH} "
+                 "characters")
+        _problem(len(self.statuses) <= 100 and all(isinstance(s, int) and 100 <= s <= 599 for s in self.statuses),
+                 "http.statuses must be at most 100 HTTP status codes in [100, 599]")
+
+
+@attrs.frozen
+class TCPCheck:
+    """A TCP health check: a connection to ``127.0.0.1:{port}`` is accepted."""
+
+    port: int
+
+    def __attrs_post_init__(self) -> None:
+        _check_port(self.port, "tcp")
+
+
+@attrs.frozen
+class HealthCheck:
+    """Mesos's ``HealthCheck`` (docs/framework-api.rst): a ``COMMAND``
+    (``command``, run by ``/bin/sh -c`` as the task's user in its sandbox,
+    healthy when it exits 0), ``HTTP`` (``http``) or ``TCP`` (``tcp``)
+    check, first run ``delay_seconds`` after the task started, then every
+    ``interval_seconds``; a check not done within ``timeout_seconds`` has
+    failed. Failures within ``grace_period_seconds`` of the start do not
+    count until a check has passed; ``consecutive_failures`` counted ones
+    in a row kill the task (TASK_FAILED,
+    ``REASON_TASK_HEALTH_CHECK_STATUS_UPDATED``). Defaults as Mesos's."""
+
+    COMMAND: ClassVar[str] = "COMMAND"
+    HTTP: ClassVar[str] = "HTTP"
+    TCP: ClassVar[str] = "TCP"
+
+    type: str
+    command: str = ""
+    http: HTTPCheck | None = None
+    tcp: TCPCheck | None = None
+    delay_seconds: float = 15.0
+    interval_seconds: float = 10.0
+    timeout_seconds: float = 20.0
+    consecutive_failures: int = 3
+    grace_period_seconds: float = 10.0
+
+    def __attrs_post_init__(self) -> None:
+        kinds = (self.COMMAND, self.HTTP, self.TCP)
+        _problem(self.type in kinds, f"health_check.type must be one of {', '.join(kinds)}, got {self.type!r}")
+        _problem((self.type == self.COMMAND) == bool(self.command),
+                 "health_check.command is required for a COMMAND check, and only for it")
+        _problem((self.type == self.HTTP) == (self.http is not None),
+                 "health_check.http is required for an HTTP check, and only for it")
+        _problem((self.type == self.TCP) == (self.tcp is not None),
+                 "health_check.tcp is required for a TCP check, and only for it")
+        _problem(len(self.command) <= _MAX_CHECK_COMMAND and "\0" not in self.command,
+                 f"health_check.command must be at most {_MAX_CHECK_COMMAND} characters, without NUL")
+        for name, low in (("delay_seconds", 0.0), ("interval_seconds", _MIN_CHECK_INTERVAL),
+                          ("timeout_seconds", _MIN_CHECK_INTERVAL), ("grace_period_seconds", 0.0)):
+            value = getattr(self, name)
+            _problem(isinstance(value, (int, float)) and not isinstance(value, bool)
+                     and low <= value <= _MAX_CHECK_SECONDS,
+                     f"health_check.{name} must be in [{low:g}, {_MAX_CHECK_SECONDS:g}], got {value!r}")
+        _problem(isinstance(self.consecutive_failures, int) and not isinstance(self.consecutive_failures, bool)
+                 and 1 <= self.consecutive_failures <= _MAX_CHECK_FAILURES,
+                 f"health_check.consecutive_failures must be in [1, {_MAX_CHECK_FAILURES}], "
+                 f"got {self.consecutive_failures!r}")
+
+    def describe(self) -> str:
+        """The check in a few words, for messages."""
+        if self.type == self.HTTP and self.http is not None:
+            return f"HTTP check {self.http.scheme}://127.0.0.1:{self.http.port}{self.http.path}"
+        if self.type == self.TCP and self.tcp is not None:
+            return f"TCP check 127.0.0.1:{self.tcp.port}"
+        return f"command check {self.command!r}"
+
+
+# ---------------------------------------------------------------- the fetcher
+_URI_SCHEMES = ("file://", "http://", "https://")
+
+
+@attrs.frozen
+class CommandURI:
+    """Mesos's ``CommandInfo.URI``: fetched into the task's sandbox before
+    it starts (docs/agent.rst, "The fetcher"). ``value``: a ``file://``,
+    ``http://`` or ``https://`` URI. ``extract``: unpack a ``.tar.gz``,
+    ``.tgz``, ``.tar`` or ``.zip`` into the sandbox (other files are kept
+    as they are). ``executable``: make the file executable (not extracted).
+    ``output_file``: the name it gets in the sandbox (default: the URI's
+    last path component). ``cache``: keep it in the agent's fetcher cache,
+    keyed by URI (and user), and serve later fetches from there."""
+
+    value: str
+    extract: bool = True
+    executable: bool = False
+    output_file: str = ""
+    cache: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        _problem(isinstance(self.value, str) and self.value.startswith(_URI_SCHEMES),
+                 f"uri.value must be a file://, http:// or https:// URI, got {_preview(self.value)}")
+        _problem(len(self.value) <= _MAX_PATH and self.value.isprintable() and " " not in self.value,
+                 f"uri.value must be at most {_MAX_PATH} printable characters without spaces")
+        name = self.output_file
+        _problem(len(name) <= 255 and "/" not in name and name not in (".", "..") and "\0" not in name
+                 and name.isprintable(),
+                 f"uri.output_file must be a plain file name (no '/', not '.' or '..'), got {_preview(name)}")
+        if not name:
+            _problem(self.file_name() not in ("", ".", ".."),
+                     f"uri {_preview(self.value)} names no file: give it an output_file")
+
+    def file_name(self) -> str:
+        """The name of the fetched file in the sandbox."""
+        if self.output_file:
+            return self.output_file
+        rest = self.value.split("://", 1)[1].split("?", 1)[0].split("#", 1)[0]
+        path = rest[rest.find("/"):] if "/" in rest else ""   # after the host
+        return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _preview(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _uri_list(value: list[CommandURI] | None) -> list[CommandURI]:
+    uris = list(value or [])
+    _problem(len(uris) <= MAX_TASK_URIS, f"a task fetches at most {MAX_TASK_URIS} URIs, got {len(uris)}")
+    return uris
 
 
 @attrs.frozen
@@ -91,6 +321,13 @@ class TaskInfo:
     kill_grace_period: float = 3.0
     #: the unix user it runs as (default: its framework's ``user``); see docs/security.rst
     user: str = ""
+    #: checked while it runs (docs/framework-api.rst, "HealthCheck"); None: never
+    health_check: HealthCheck | None = None
+    #: fetched into its sandbox before it starts (docs/agent.rst, "The fetcher")
+    uris: list[CommandURI] = attrs.field(factory=list, converter=_uri_list)
+    #: free-form key/value metadata (Mesos's ``TaskInfo.labels``): shown in
+    #: ``/state`` and carried in every status update of the task
+    labels: list[Label] = labels_field()
 
 
 @attrs.frozen
@@ -108,6 +345,10 @@ class TaskStatus:
     timestamp: float = 0.0
     exit_code: int | None = None
     framework_id: str = ""
+    #: the task's latest health check result (None: it has no health check, or none has ended yet)
+    healthy: bool | None = None
+    #: the task's labels (its agent copies them from ``TaskInfo.labels``)
+    labels: list[Label] = labels_field()
 
     @property
     def terminal(self) -> bool:
@@ -137,7 +378,8 @@ class AgentInfo:
 
     hostname: str
     resources: Resources
-    attributes: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict)
+    #: name -> canonical Mesos text of a typed value (mesoslike.attributes), checked against the grammar
+    attributes: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict, validator=check_attributes)
     id: str = ""
     port: int = 0
     #: the agent principal it belongs to (docs/security.rst); set by the master only
