@@ -7,7 +7,6 @@ off the agent's loop. Real files in a temporary directory; counts, never times."
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -17,6 +16,7 @@ from mesoslike.agent.core import TaskCheckpoint
 from mesoslike.agent.gc import RunDirRemover
 from mesoslike.resources import Resources
 from mesoslike.wire.types import FrameworkInfo, TaskInfo, TaskState, TaskStatus
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -151,6 +151,10 @@ def test_forgotten_run_directories_are_removed_by_a_thread_and_leftovers_at_the_
     assert remover.wait()
     assert remover.removed == 3 and list(trash.iterdir()) == []
     (trash / "left-by-a-crash" / "sub").mkdir(parents=True)
-    fresh = RunDirRemover(trash)
+    fresh = RunDirRemover(trash, idle_exit=0.1)
     fresh.empty_trash()
     assert fresh.wait() and list(trash.iterdir()) == []
+    wait_until(lambda: not fresh.working, 10, "the idle remover's thread to end")
+    again = tmp_path / "meta" / "tasks" / "fw" / "again"
+    again.mkdir(parents=True)
+    assert fresh.discard(again) and fresh.wait() and list(trash.iterdir()) == []   # a new thread when needed

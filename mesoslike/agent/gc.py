@@ -86,11 +86,14 @@ def parse_duration(text: str) -> float:
 
 class RunDirRemover:
     """Removes directories off the caller's thread: :meth:`discard` renames
-    one into ``trash`` (on the same file system) and a daemon thread, started
-    on first use, removes it. Thread-safe."""
+    one into ``trash`` (on the same file system) and a daemon thread removes
+    it. The thread starts when there is work and ends after ``idle_exit``
+    seconds without (a process running many agents keeps no idle thread per
+    agent). Thread-safe."""
 
-    def __init__(self, trash: Path) -> None:
+    def __init__(self, trash: Path, idle_exit: float = 5.0) -> None:
         self.trash = trash
+        self.idle_exit = idle_exit
         #: directories to remove, and events to set once those before them are
         self._queue: queue.SimpleQueue[Path | threading.Event] = queue.SimpleQueue()
         self._names = itertools.count()
@@ -144,9 +147,21 @@ class RunDirRemover:
                 self._thread = threading.Thread(target=self._run, name="mesoslike-agent-remover", daemon=True)
                 self._thread.start()
 
+    @property
+    def working(self) -> bool:
+        """Whether its thread runs."""
+        return self._thread is not None
+
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
+            try:
+                item = self._queue.get(timeout=self.idle_exit)
+            except queue.Empty:
+                with self._lock:   # a _submit after this sees no thread and starts one
+                    if self._queue.empty():
+                        self._thread = None
+                        return
+                continue
             if isinstance(item, threading.Event):
                 item.set()
             else:
