@@ -7,7 +7,6 @@ off the agent's loop. Real files in a temporary directory; counts, never times."
 
 from __future__ import annotations
 
-
 import pytest
 
 from mesoslike.agent import checkpoint as ckpt
