@@ -69,7 +69,8 @@ TICKS = os.sysconf("SC_CLK_TCK")
 MEASURED = ["frameworks/command.py", "mesoslike/cli/run.py", "mesoslike/driver/core.py", "mesoslike/driver/driver.py",
             "mesoslike/master/core.py", "mesoslike/master/runtime.py", "mesoslike/master/state.py",
             "mesoslike/agent/core.py", "mesoslike/agent/runtime.py", "mesoslike/agent/executor.py",
-            "mesoslike/agent/supervisor.py", "mesoslike/agent/launcher.py",
+            "mesoslike/agent/supervisor.py", "mesoslike/agent/launcher.py", "mesoslike/agent/checkpoint.py",
+            "mesoslike/agent/gc.py",
             "mesoslike/transport.py", "mesoslike/wire/codec.py", "mesoslike/wire/messages.py",
             "mesoslike/wire/batching.py"]
 
@@ -423,9 +424,11 @@ def measure_real_agents(procs: Processes, cluster: Cluster, tasks: int, rounds: 
         log(f"real agents round {r + 1}: {rates[-1]:.0f} tasks/s (spawning directly {baseline[-1]:.0f}/s), "
             f"cpu {cpu}, failed {result['failed']}")
     ratios = [a / b for a, b in zip(rates, baseline)]
+    # CPU per task of each part (the bound, once the CPUs are busy: docs/performance.rst)
+    per_task = {key: spread([1000 * cpu[key] / tasks for cpu in cpus]) for key in cpus[0]}
     return {"tasks": tasks, "agents": len(cluster.agents), "tasks_per_s": spread(rates),
             "baseline_spawn_per_s": spread(baseline), "ratio_to_baseline": spread([100 * x for x in ratios]),
-            "cpu_s_per_round": cpus}
+            "cpu_s_per_round": cpus, "cpu_ms_per_task": per_task}
 
 
 def measure_control_plane(procs: Processes, tasks: int, agents: int, frameworks: int, rounds: int) -> dict:

@@ -53,6 +53,16 @@ def master_tasks(cluster):
     return {t["id"]: t["state"] for f in cluster.state()["frameworks"] for t in f["tasks"]}
 
 
+def damage_last_record_of(journal, task_id):
+    """Flip a bit of the checksum of the journal's last record about ``task_id``."""
+    from mesoslike.agent.checkpoint import _frames
+
+    data = bytearray(journal.read_bytes())
+    last = max(f.offset for f in _frames(bytes(data), journal) if f.key is not None and f.key[1] == task_id)
+    data[last + 4] ^= 0x01
+    journal.write_bytes(bytes(data))
+
+
 def exit_recorded(cluster, scheduler, task_id, hostname="a1"):
     path = run_dir(cluster, hostname, scheduler.framework_id, task_id) / "exit.json"
     try:
@@ -148,18 +158,56 @@ def test_drain_kills_the_tasks_killed_and_the_master_removes_the_agent_at_once(c
     print(f"drain: both tasks TASK_KILLED and the agent removed by the master {removed_in:.2f}s after the drain")
 
 
+def test_kill_9_of_the_agent_amid_a_stream_of_updates_loses_and_repeats_none(cluster, cgroups_root):
+    """Checkpoints go to one journal, synced once a turn before the turn's
+    updates are sent: a killed agent must still lose no update it sent and
+    report none twice."""
+    cluster.start_master()
+    start_agent(cluster, "a1", "cpus:2;mem:2048", "--cgroups-root", cgroups_root)
+    tasks = [f"t{i}" for i in range(100)]
+    scheduler = Launcher(dict.fromkeys(tasks, "true"), resources="cpus:0.01;mem:8")
+    cluster.driver(scheduler, "recovery", framework=FRAMEWORK)
+    scheduler.wait(lambda: sum(bool(scheduler.terminal(t)) for t in tasks) >= 10, 30, "ten tasks to end",
+                   cluster.diagnostics)
+    kill_9(cluster.agents["a1"])
+    start_agent(cluster, "a1", "cpus:2;mem:2048", "--cgroups-root", cgroups_root, wait=False)
+    scheduler.wait(lambda: all(scheduler.terminal(t) for t in tasks), 60, "every task to end", cluster.diagnostics)
+    statuses = scheduler.statuses()
+    uuids = [s.uuid for s in statuses]
+    assert len(uuids) == len(set(uuids)), "an update was delivered twice"
+    ends = {}
+    for task_id in tasks:
+        (end,) = scheduler.terminal(task_id)      # exactly one end each
+        ends[task_id] = end
+        if TaskState.STARTING in scheduler.states(task_id):   # the agent had told of it: it knew it after
+            assert end.state == TaskState.FINISHED or (end.state, end.reason) == (TaskState.FAILED,
+                                                                                 "REASON_AGENT_RESTARTED"), end
+    finished = sum(e.state == TaskState.FINISHED for e in ends.values())
+    assert finished >= 10
+    # every story told and acknowledged: nothing is left to recover
+    from mesoslike.agent.checkpoint import CheckpointStore
+
+    def nothing_left():
+        checkpoints, errors = CheckpointStore(cluster.work_root / "a1").load_tasks()
+        return not checkpoints and not errors
+    wait_until(nothing_left, 20, "the journal to hold no task")
+    print(f"kill -9 amid updates: {finished} finished, "
+          f"{len(tasks) - finished} ended otherwise ({sorted({e.state for e in ends.values()})}), none twice")
+
+
 # ------------------------------------------------------------------ faults
 def test_a_corrupt_checkpoint_is_reported_by_name_and_every_other_task_is_recovered(cluster, cgroups_root):
     cluster.start_master()
     scheduler, agent, pids = launch(cluster, {"bad": 0, "good": 0}, "--cgroups-root", cgroups_root)
     kill_9(agent)
-    checkpoint = run_dir(cluster, "a1", scheduler.framework_id, "bad") / "task.ckpt"
-    checkpoint.write_bytes(checkpoint.read_bytes()[:20])              # truncated
+    journal = cluster.work_root / "a1" / "meta" / "tasks.journal"
+    damage_last_record_of(journal, "bad")     # its latest checkpoint: what came before it may be stale
     start_agent(cluster, "a1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root, wait=False)
     cluster.wait_until(lambda: agent_tasks(cluster) == {"good": ("TASK_RUNNING", pids["good"])}, 20,
                        "the good task recovered")
     errors = agent_state(cluster, "a1")["recovery_errors"]
-    assert [e["path"] for e in errors] == [str(checkpoint)] and "truncated" in errors[0]["problem"]
+    assert [e["path"] for e in errors] == [str(journal)] and "corrupt" in errors[0]["problem"]
+    assert f"task {scheduler.framework_id}/bad is not recovered" in errors[0]["problem"]
     wait_until(lambda: not alive(pids["bad"]), 10, "the unmanageable task to be killed")
     scheduler.wait(lambda: scheduler.terminal("bad"), 20, "the master to report the unrecovered task",
                    cluster.diagnostics)

@@ -9,28 +9,54 @@ Everything lives in ``<work_dir>/meta`` (Mesos's ``meta`` directory):
                                        the executor): the supervisors watch it for
                                        ``--recovery-timeout``
 ``meta/agent.ckpt``                    the agent's id (:class:`AgentFile`)
-``meta/tasks/<framework>/<task>/``     a task's *run directory*: ``task.ckpt`` (the core's
+``meta/tasks.journal``                 the tasks' checkpoints (the core's
                                        :class:`~mesoslike.agent.core.TaskCheckpoint`: the task,
-                                       its state, its unacknowledged updates) beside the files
-                                       its supervisor keeps (:mod:`.supervisor`)
+                                       its state, its unacknowledged updates), one record per
+                                       change (:class:`TaskJournal`)
+``meta/tasks/<framework>/<task>/``     a task's *run directory*: the files its supervisor keeps
+                                       (:mod:`.supervisor`)
+``meta/trash/``                        run directories of forgotten tasks, being removed by a
+                                       background thread (:class:`~.gc.RunDirRemover`)
 =====================================  =========================================================
 
-The ``.ckpt`` files are messages of their own small protocol on the wire
-machinery (:data:`SCHEMA`, :data:`CODEC`: MessagePack, versioned, every field
-checked), each written whole — temp file, fsync, rename, fsync of the
-directory — so a crash leaves the old version or the new one. A file that
-does not decode (truncated, corrupt, from an incompatible version) raises
-:class:`CheckpointError` naming it; recovery reports it and goes on with the
-other tasks.
+Records and ``agent.ckpt`` are messages of their own small protocol on the
+wire machinery (:data:`SCHEMA`, :data:`CODEC`: MessagePack, versioned, every
+field checked). ``agent.ckpt`` is written whole — temp file, fsync, rename,
+fsync of the directory — so a crash leaves the old version or the new one.
+
+The journal (issue 14: a file per task per update, each with two fsyncs,
+held each agent's loop on its disk for most of its time) takes a
+:class:`TaskFile` record each time a task's checkpoint changes and a
+:class:`ForgetFile` when the task is forgotten; each record *sets* what it
+names, so the last one about a task is its checkpoint. A record is written
+(``write``, to the page cache: a killed agent loses nothing) as soon as the
+core asks for it, and the journal is fdatasynced once before the loop
+turn's messages go to the master (:meth:`TaskJournal.sync`): whatever the
+agent reports is on disk first, at one fsync a turn however many tasks
+changed in it. Each record is framed with its length, a crc32 and whose
+task it is; once the journal has
+grown past twice what its live records take (and 1 MiB), it is rewritten
+with only those (a new file, fsync, rename, fsync of the directory).
+
+A record that does not check (corrupt, or from an incompatible version) is
+reported as a :class:`CheckpointError` naming the journal and the record;
+the task it names (if it can be told) is not recovered, and recovery goes on
+with the others. A record cut short at the end — a power loss during a
+write whose fsync never returned, so nothing depending on it was sent — is
+dropped with a warning. Work dirs of agents before the journal, with a
+``task.ckpt`` per run directory, are read once and moved into it.
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import shutil
+import struct
+import zlib
 from pathlib import Path
-from typing import ClassVar, TextIO, TypeVar
+from typing import ClassVar, Iterator, TextIO, TypeVar
 
 import attrs
 
@@ -41,11 +67,25 @@ from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.wire.codec import Codec, WireError
 from mesoslike.wire.schema import Schema
 
-__all__ = ["CheckpointStore", "CheckpointError", "AgentFile", "TaskFile", "SCHEMA", "CODEC", "TASK_CHECKPOINT"]
+__all__ = ["CheckpointStore", "CheckpointError", "AgentFile", "TaskFile", "ForgetFile", "TaskJournal", "SCHEMA",
+           "CODEC", "TASK_CHECKPOINT", "JOURNAL"]
+
+log = logging.getLogger("mesoslike.agent")
 
 #: the checkpoint files' protocol (its own version: bump it on an incompatible change)
 SCHEMA = Schema("agent checkpoint", 1)
+#: a run directory's checkpoint in work dirs of agents before the journal (read, never written)
 TASK_CHECKPOINT = "task.ckpt"
+JOURNAL = "tasks.journal"
+#: what a journal begins with (a file that does not is not read as one)
+JOURNAL_MAGIC = b"MESOSLIKE-AGENT-JOURNAL-1\n"
+#: each record: payload length, crc32 of the key and payload, key length (big endian); then the key
+#: ("framework\0task", UTF-8: whose record it is, even when its payload cannot be read) and the payload
+_FRAME = struct.Struct(">III")
+#: compact once the journal is this many times what its live records take ...
+COMPACT_RATIO = 2
+#: ... and at least this big
+COMPACT_MIN_BYTES = 1024 * 1024
 AGENT_CHECKPOINT = "agent.ckpt"
 AGENT_LOCK = "agent.lock"
 
@@ -69,6 +109,16 @@ class TaskFile:
     task: TaskCheckpoint
 
 
+@SCHEMA.message
+@attrs.frozen
+class ForgetFile:
+    """A journal record: the task is forgotten (its story is told)."""
+
+    TYPE: ClassVar[str] = "FORGET"
+    framework_id: str
+    task_id: str
+
+
 CODEC = Codec(SCHEMA, max_message_size=64 * 1024 * 1024)
 R = TypeVar("R")
 
@@ -90,6 +140,8 @@ class CheckpointStore:
         self.meta = Path(work_dir) / "meta"
         self.tasks_dir = self.meta / "tasks"
         self._lock: TextIO | None = None
+        #: the open journal (None until recovery starts it, or after a clear)
+        self.journal: TaskJournal | None = None
 
     # ----------------------------------------------------------- the agent
     def lock(self) -> None:
@@ -132,14 +184,26 @@ class CheckpointStore:
         write_atomically(str(path), CODEC.encode(AgentFile(agent_id, hostname)))
 
     # ------------------------------------------------------------- tasks
+    @property
+    def journal_path(self) -> Path:
+        return self.meta / JOURNAL
+
     def run_dir(self, framework_id: str, task_id: str) -> Path:
         """``meta/tasks/<framework>/<task>`` (ids made safe as for sandboxes)."""
         return run_dir_path(self.meta.parent, framework_id, task_id)
 
     def save_task(self, checkpoint: TaskCheckpoint) -> None:
-        directory = self.run_dir(checkpoint.framework.id, checkpoint.task.task_id)
-        directory.mkdir(parents=True, exist_ok=True)
-        write_atomically(str(directory / TASK_CHECKPOINT), CODEC.encode(TaskFile(checkpoint)))
+        """Journal the task's checkpoint (written now, on disk after the next :meth:`sync`)."""
+        self._open_journal().append_task(checkpoint)
+
+    def forget_task(self, framework_id: str, task_id: str) -> None:
+        """Journal that the task is forgotten."""
+        self._open_journal().append_forget(framework_id, task_id)
+
+    def sync(self) -> bool:
+        """Make what was journalled so far durable (one fdatasync, none if
+        nothing was written since the last); True if it synced."""
+        return self.journal.sync() if self.journal is not None else False
 
     def run_dirs(self) -> list[Path]:
         """Every task's run directory, in a stable order."""
@@ -148,9 +212,26 @@ class CheckpointStore:
         return sorted(task for framework in self.tasks_dir.iterdir() if framework.is_dir()
                       for task in framework.iterdir() if task.is_dir())
 
+    def load_tasks(self) -> tuple[list[TaskCheckpoint], list[CheckpointError]]:
+        """Every task checkpointed, and what could not be read: the journal's
+        records over the ``task.ckpt`` files of an agent before the journal."""
+        tasks: dict[tuple[str, str], TaskCheckpoint] = {}
+        errors: list[CheckpointError] = []
+        for run_dir in self.run_dirs():
+            if (run_dir / TASK_CHECKPOINT).exists():
+                try:
+                    checkpoint = self.load_task(run_dir)
+                except CheckpointError as exc:
+                    errors.append(exc)
+                    continue
+                tasks[checkpoint.framework.id, checkpoint.task.task_id] = checkpoint
+        if self.journal_path.exists():
+            errors.extend(_replay(self.journal_path, tasks))
+        return list(tasks.values()), errors
+
     def load_task(self, run_dir: Path) -> TaskCheckpoint:
-        """The task checkpointed in ``run_dir``; :class:`CheckpointError` if
-        it is missing or unreadable."""
+        """The task checkpointed in ``run_dir``'s ``task.ckpt`` (an agent before
+        the journal); :class:`CheckpointError` if it is missing or unreadable."""
         path = run_dir / TASK_CHECKPOINT
         record = self._decode(path, TaskFile)
         expected = self.run_dir(record.task.framework.id, record.task.task.task_id)
@@ -158,6 +239,33 @@ class CheckpointStore:
             raise CheckpointError(path, f"holds task {record.task.framework.id}/{record.task.task.task_id}, "
                                         f"which belongs in {expected}")
         return record.task
+
+    def start_journal(self, checkpoints: list[TaskCheckpoint]) -> TaskJournal:
+        """A journal of just ``checkpoints`` (what recovery read), durable
+        before this returns; the ``task.ckpt`` files it replaces are removed
+        and a damaged journal is kept aside as ``tasks.journal.damaged``."""
+        self.close_journal()
+        self.meta.mkdir(parents=True, exist_ok=True)
+        live = {(c.framework.id, c.task.task_id): _task_record(c) for c in checkpoints}
+        self.journal = TaskJournal._rewrite(self.journal_path, live)
+        for run_dir in self.run_dirs():
+            (run_dir / TASK_CHECKPOINT).unlink(missing_ok=True)
+        return self.journal
+
+    def keep_damaged_journal(self) -> None:
+        """Keep the journal as it is, for a human, before it is rewritten."""
+        if self.journal_path.exists():
+            shutil.copyfile(self.journal_path, self.journal_path.with_name(JOURNAL + ".damaged"))
+
+    def close_journal(self) -> None:
+        if self.journal is not None:
+            self.journal.close()
+            self.journal = None
+
+    def _open_journal(self) -> TaskJournal:
+        if self.journal is None:   # the first write since a clear (or of a store not recovered)
+            self.journal = self.start_journal([])
+        return self.journal
 
     def remove_run(self, run_dir: Path) -> None:
         """Remove a task's run directory (and its framework's, once empty)."""
@@ -169,8 +277,10 @@ class CheckpointStore:
 
     def clear(self) -> None:
         """Forget everything (``--recover cleanup``, a drained agent): the
-        agent id and every task's run directory."""
+        agent id, the journal and every task's run directory."""
         self.save_agent("", "")
+        self.close_journal()
+        self.journal_path.unlink(missing_ok=True)
         shutil.rmtree(self.tasks_dir, ignore_errors=True)
 
     def _decode(self, path: Path, kind: type[R]) -> R:
@@ -189,3 +299,178 @@ class CheckpointStore:
                                         f"{getattr(kind, 'TYPE', kind.__name__)}")
         return record
 
+
+
+TaskKey = tuple[str, str]
+
+
+class TaskJournal:
+    """``meta/tasks.journal`` open for appending (see the module doc); made
+    by :meth:`CheckpointStore.start_journal`. ``counters``: records and bytes
+    written, fsyncs (of the journal and of the directory), compactions."""
+
+    def __init__(self, path: Path, fd: int, size: int, live: dict[TaskKey, bytes]) -> None:
+        self.path = path
+        self._fd: int | None = fd
+        self._size = size
+        #: the latest record of each task not forgotten: what a compaction keeps
+        self._live = live
+        self._live_bytes = sum(map(len, live.values()))
+        self._dirty = False
+        self.counters = {"records": 0, "bytes": 0, "fsyncs": 0, "compactions": 0}
+
+    @classmethod
+    def _rewrite(cls, path: Path, live: dict[TaskKey, bytes],
+                 counters: dict[str, int] | None = None) -> TaskJournal:
+        """A new journal holding ``live``, durable (fsync, rename, fsync of the directory)."""
+        data = JOURNAL_MAGIC + b"".join(live.values())
+        write_atomically(str(path), data)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        journal = cls(path, fd, len(data), live)
+        if counters is not None:
+            journal.counters = counters
+        journal.counters["fsyncs"] += 2
+        return journal
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def live_tasks(self) -> int:
+        return len(self._live)
+
+    def append_task(self, checkpoint: TaskCheckpoint) -> None:
+        key = (checkpoint.framework.id, checkpoint.task.task_id)
+        record = _task_record(checkpoint)
+        self._append(record)
+        self._live_bytes += len(record) - len(self._live.get(key, b""))
+        self._live[key] = record
+
+    def append_forget(self, framework_id: str, task_id: str) -> None:
+        self._append(_frame((framework_id, task_id), CODEC.encode(ForgetFile(framework_id, task_id))))
+        self._live_bytes -= len(self._live.pop((framework_id, task_id), b""))
+
+    def sync(self) -> bool:
+        """fdatasync what was appended since the last sync (nothing to do:
+        no fsync); then compact if the journal has outgrown its live records."""
+        if not self._dirty or self._fd is None:
+            return False
+        if self._size > max(COMPACT_MIN_BYTES, COMPACT_RATIO * self._live_bytes):
+            self._compact()
+        else:
+            os.fdatasync(self._fd)
+            self.counters["fsyncs"] += 1
+        self._dirty = False
+        return True
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _append(self, record: bytes) -> None:
+        if self._fd is None:
+            raise OSError(f"the journal {self.path} is closed")
+        try:
+            written = os.write(self._fd, record)
+            if written != len(record):   # a regular file writes short only when its disk is full
+                raise OSError(f"short write to {self.path} ({written} of {len(record)} bytes): is its disk full?")
+        except OSError:
+            try:
+                os.ftruncate(self._fd, self._size)   # no partial record for a reader to trip on
+            except OSError:
+                pass
+            raise
+        self._size += len(record)
+        self._dirty = True
+        self.counters["records"] += 1
+        self.counters["bytes"] += len(record)
+
+    def _compact(self) -> None:
+        """Replace the journal by its live records (O(live tasks), once per
+        journal that has grown to twice that: O(1) per record amortised)."""
+        self.close()
+        counters = self.counters
+        counters["compactions"] += 1
+        fresh = TaskJournal._rewrite(self.path, self._live, counters)
+        self._fd, self._size, self._live_bytes = fresh._fd, fresh._size, fresh._live_bytes
+        fresh._fd = None
+
+
+def _frame(key: TaskKey, payload: bytes) -> bytes:
+    name = _key_bytes(key)
+    return _FRAME.pack(len(payload), zlib.crc32(name + payload), len(name)) + name + payload
+
+
+def _key_bytes(key: TaskKey) -> bytes:
+    return f"{key[0]}\0{key[1]}".encode("utf-8", "surrogatepass")
+
+
+def _task_record(checkpoint: TaskCheckpoint) -> bytes:
+    return _frame((checkpoint.framework.id, checkpoint.task.task_id), CODEC.encode(TaskFile(checkpoint)))
+
+
+@attrs.frozen
+class _Frame:
+    number: int
+    offset: int
+    key: TaskKey | None     # None: not readable
+    payload: bytes
+    intact: bool            # its checksum matches
+
+
+def _frames(data: bytes, path: Path) -> Iterator[_Frame]:
+    """The journal's records after its magic, in order; a record cut short
+    at the end is dropped with a warning."""
+    offset, number = len(JOURNAL_MAGIC), 0
+    while offset < len(data):
+        number += 1
+        length, crc, key_length = _FRAME.unpack_from(data, offset) if offset + _FRAME.size <= len(data) \
+            else (len(data), 0, 0)
+        start = offset + _FRAME.size
+        end = start + key_length + length
+        if end > len(data):
+            log.warning("%s: the last record is cut short (a crash while it was written): dropped", path)
+            return
+        name, payload = data[start:start + key_length], data[start + key_length:end]
+        try:
+            framework_id, task_id = name.decode("utf-8", "surrogatepass").split("\0")
+            key: TaskKey | None = (framework_id, task_id)
+        except ValueError:
+            key = None
+        yield _Frame(number, offset, key, payload, zlib.crc32(name + payload) == crc)
+        offset = end
+
+
+def _replay(path: Path, tasks: dict[TaskKey, TaskCheckpoint]) -> list[CheckpointError]:
+    """Apply the journal's records to ``tasks``; the problems found."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return [CheckpointError(path, f"cannot be read: {exc.strerror or exc}")]
+    if not data.startswith(JOURNAL_MAGIC):
+        return [CheckpointError(path, "is not an agent journal (it does not begin as one): no task in it is "
+                                      "recovered")]
+    errors: list[CheckpointError] = []
+    for frame in _frames(data, path):
+        record: object = None
+        problem = "" if frame.intact else "its checksum does not match"
+        if not problem:
+            try:
+                record = CODEC.decode(frame.payload)
+            except WireError as exc:
+                problem = str(exc)
+        if isinstance(record, TaskFile) and frame.key == (record.task.framework.id, record.task.task.task_id):
+            tasks[frame.key] = record.task
+        elif isinstance(record, ForgetFile) and frame.key == (record.framework_id, record.task_id):
+            tasks.pop(frame.key, None)
+        else:
+            # what came before it of its task may be stale: that task is not recovered
+            if frame.key is not None:
+                tasks.pop(frame.key, None)
+            whose = f"task {frame.key[0]}/{frame.key[1]} is not recovered" if frame.key is not None \
+                else "whose task it was cannot be told"
+            errors.append(CheckpointError(path, f"record {frame.number} (byte {frame.offset}) is corrupt: "
+                                                f"{problem or 'it is not a task record'}; {whose}"))
+    return errors

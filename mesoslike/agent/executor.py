@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import logging
 import math
 import os
@@ -55,6 +56,7 @@ from typing import Mapping, Union
 import attrs
 
 from mesoslike.agent import supervisor as sup
+from mesoslike.agent.gc import RunDirRemover
 from mesoslike.agent.health import HEALTH_FILE, read_health
 from mesoslike.agent.isolation import Container, Isolator, PosixIsolator, agent_key
 from mesoslike.agent.launcher import SupervisorLauncher
@@ -327,6 +329,8 @@ class TaskExecutor:
         self.fetcher = fetcher or FetcherSettings()
         self._runs: dict[tuple[str, str], _Run] = {}
         self._pid_file_written = False
+        #: removes the run directories of forgotten tasks in a thread of its own
+        self.run_dir_remover = RunDirRemover(self.work_dir / "meta" / "trash")
         #: forks the supervisors (None: each is an interpreter started for it)
         self.launcher: SupervisorLauncher | None = SupervisorLauncher(self.python, SUPERVISOR_SCRIPT) \
             if fork_supervisors else None
@@ -451,11 +455,10 @@ class TaskExecutor:
 
     def _write_run_files(self, run_dir: Path, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path,
                          container: Container) -> None:
-        # the final exit status always fits in place, even on a full disk
-        with open(run_dir / sup.EXIT_FILE, "wb") as placeholder:
-            placeholder.write(sup.exit_placeholder())
-            placeholder.flush()
-            os.fsync(placeholder.fileno())
+        # the final exit status always fits in place, even on a full disk (writing it takes its space).
+        # The run files are not fsynced (issue 14: two fsyncs a launch on the agent's loop): a machine
+        # crash ends the supervisor that would read them too, and a killed agent loses no written byte.
+        _write_new_file(run_dir / sup.EXIT_FILE, sup.exit_placeholder())
         launch = {"framework_id": framework_id, "task_id": task.task_id, "command": task.command,
                   "cwd": str(sandbox), "env": self._task_environment(framework_id, task, agent_id, sandbox),
                   "stdout": str(sandbox / "stdout"), "stderr": str(sandbox / "stderr"),
@@ -468,7 +471,9 @@ class TaskExecutor:
                               "cache_size": self.fetcher.cache_size, "timeout": self.fetcher.timeout,
                               "max_size": self.fetcher.max_size},
                   **self.isolator.launch_spec(container)}
-        sup.write_json_atomically(str(run_dir / sup.LAUNCH_FILE), launch)
+        # whole before the supervisor is started (it reads it then); one cut short by the agent's death
+        # never had a supervisor, and recovery reads it as no container
+        _write_new_file(run_dir / sup.LAUNCH_FILE, json.dumps(launch, sort_keys=True).encode())
 
     def _make_sandbox(self, framework_id: str, task_id: str) -> Path:
         sandbox = sandbox_path(self.work_dir, framework_id, task_id)
@@ -579,7 +584,7 @@ class TaskExecutor:
             events.extend(self._check_health(key, run))   # the verdict that killed it comes before the exit
         events.append(self._outcome(key, run))
         if run.forget:
-            shutil.rmtree(run.run_dir, ignore_errors=True)
+            self.run_dir_remover.discard(run.run_dir)
         return events
 
     def _outcome(self, key: tuple[str, str], run: _Run) -> ExecutorEvent:
@@ -700,7 +705,7 @@ class TaskExecutor:
             run.forget = True
             return
         run_dir = run_dir_path(self.work_dir, framework_id, task_id)
-        shutil.rmtree(run_dir, ignore_errors=True)
+        self.run_dir_remover.discard(run_dir)   # off the agent's loop (gc.RunDirRemover)
         try:
             run_dir.parent.rmdir()
         except OSError:
@@ -721,13 +726,7 @@ class TaskExecutor:
         file with one link: the sandbox may belong to the task's user, and
         the agent must not write through a link (or block on a FIFO) it planted."""
         path = sandbox_path(self.work_dir, framework_id, task_id) / MESSAGES_FILE
-        fd = sup.open_sandbox_file(str(path))
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
+        _write_and_close(sup.open_sandbox_file(str(path)), data)
         return path
 
 
@@ -779,6 +778,19 @@ def _launch_container(run_dir: Path) -> Container | None:
         except (OSError, ValueError, KeyError, TypeError):
             return None
     return None
+
+
+def _write_new_file(path: Path, data: bytes) -> None:
+    _write_and_close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), data)
+
+
+def _write_and_close(fd: int, data: bytes) -> None:
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def _launch_has_health_check(run_dir: Path) -> bool:

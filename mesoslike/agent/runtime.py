@@ -34,7 +34,7 @@ from typing import Callable, Mapping
 
 from mesoslike import __version__
 from mesoslike.agent import gc
-from mesoslike.agent.checkpoint import TASK_CHECKPOINT, CheckpointError, CheckpointStore
+from mesoslike.agent.checkpoint import CheckpointError, CheckpointStore
 from mesoslike.agent.core import (
     AgentCore,
     CheckpointAgent,
@@ -366,6 +366,8 @@ class AgentRuntime:
         finally:
             if self.http is not None:
                 self.http.stop()
+            self._sync_checkpoints()
+            self.checkpoints.close_journal()
             self.checkpoints.unlock()
             self._running.clear()
             log.info("agent %s stopped", self.hostname)
@@ -471,17 +473,17 @@ class AgentRuntime:
                       "its id and are killed; registering as a new agent")
             self._kill_leftovers()
             return
-        checkpoints = []
+        checkpoints, errors = self.checkpoints.load_tasks()
+        for error in errors:
+            self._report(error)
+        known = {self.checkpoints.run_dir(c.framework.id, c.task.task_id) for c in checkpoints}
         for run_dir in self.checkpoints.run_dirs():
-            try:
-                checkpoints.append(self.checkpoints.load_task(run_dir))
-            except CheckpointError as exc:
-                if (run_dir / TASK_CHECKPOINT).exists():
-                    self._report(exc)
-                else:
-                    log.warning("run directory %s has no checkpoint (a task the agent had let go of): "
-                                "whatever runs from it is killed", run_dir)
+            if run_dir not in known:
+                log.warning("run directory %s has no checkpoint (a task the agent had let go of, or whose "
+                            "checkpoint is damaged): whatever runs from it is killed", run_dir)
                 self.executor.destroy_run(run_dir)
+        if errors:
+            self.checkpoints.keep_damaged_journal()
         agent_id = agent.agent_id if agent is not None else ""
         if agent is not None and agent.hostname != self.hostname:
             log.warning("the work dir's agent was %r, this one is %r: recovering it all the same",
@@ -491,6 +493,8 @@ class AgentRuntime:
                         len(checkpoints))
             self._kill_leftovers()
             return
+        self.checkpoints.start_journal(checkpoints)
+        self.executor.run_dir_remover.empty_trash()
         self._carry_out(None, self.core.recover(agent_id, checkpoints))
         for framework_id, task_id in self.core.recovering():
             self._feed(None, self.executor.recover(framework_id, task_id))
@@ -584,6 +588,7 @@ class AgentRuntime:
                 self._deliver(command)
             elif isinstance(command, ForgetTask):
                 self._checkpoint_failed.discard((command.framework_id, command.task_id))
+                self._forget_checkpoint(command.framework_id, command.task_id)
                 self.executor.forget(command.framework_id, command.task_id)
             elif isinstance(command, CheckpointAgent):
                 self._checkpoint_agent(command.agent_id)
@@ -601,6 +606,7 @@ class AgentRuntime:
         self._outgoing = []
         if client is None:
             return
+        self._sync_checkpoints()   # what is reported is on disk first: one fsync for the turn's checkpoints
         for message in batched_messages(messages, self.core.master_accepts_batches):
             try:
                 sent = all([client.send_frame(frame) for frame in batch_frames(message, client.codec.encode)])
@@ -624,6 +630,20 @@ class AgentRuntime:
                 log.error("cannot checkpoint task %s/%s (a restarted agent would not know it): %s",
                           framework_id, task_id, exc)
             self._checkpoint_failed.add((framework_id, task_id))
+
+    def _forget_checkpoint(self, framework_id: str, task_id: str) -> None:
+        try:
+            self.checkpoints.forget_task(framework_id, task_id)
+        except OSError as exc:  # a restarted agent reports it again (its update has the same uuid)
+            self.counters["checkpoint_failures"] += 1
+            log.error("cannot journal that task %s/%s is forgotten: %s", framework_id, task_id, exc)
+
+    def _sync_checkpoints(self) -> None:
+        try:
+            self.checkpoints.sync()
+        except OSError as exc:
+            self.counters["checkpoint_failures"] += 1
+            log.error("cannot sync the checkpoints to disk (a crash of the machine could lose them): %s", exc)
 
     def _checkpoint_agent(self, agent_id: str) -> None:
         try:

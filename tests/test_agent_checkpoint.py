@@ -1,0 +1,159 @@
+"""The agent's task journal (issue 14): a loop turn's checkpoints cost one
+fsync however many tasks changed in it, the last record of a task is its
+checkpoint, damage is reported by name and never resurrects a stale state,
+the journal stays proportional to the live tasks, an older agent's
+``task.ckpt`` files are taken over; and forgotten run directories are removed
+off the agent's loop. Real files in a temporary directory; counts, never times."""
+
+from __future__ import annotations
+
+import pytest
+
+from mesoslike.agent import checkpoint as ckpt
+from mesoslike.agent.checkpoint import CODEC, JOURNAL_MAGIC, CheckpointStore, TaskFile
+from mesoslike.agent.core import TaskCheckpoint
+from mesoslike.agent.gc import RunDirRemover
+from mesoslike.resources import Resources
+from mesoslike.wire.types import FrameworkInfo, TaskInfo, TaskState, TaskStatus
+from waiting import wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+FW = FrameworkInfo(name="demo", id="fw-1")
+
+
+def checkpoint(task_id: str, state: str = TaskState.RUNNING, uuid: str = "u-1") -> TaskCheckpoint:
+    status = TaskStatus(task_id=task_id, state=state, agent_id="a-1", uuid=uuid, framework_id=FW.id)
+    return TaskCheckpoint(FW, TaskInfo(task_id, "a-1", "true", Resources.parse("cpus:0.1;mem:16")), state,
+                          [status])
+
+
+def loaded(store: CheckpointStore) -> dict[str, TaskCheckpoint]:
+    tasks, errors = CheckpointStore(store.meta.parent).load_tasks()
+    assert errors == []
+    return {t.task.task_id: t for t in tasks}
+
+
+def test_the_last_record_of_a_task_is_its_checkpoint_and_a_forgotten_task_is_gone(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.save_task(checkpoint("t1", TaskState.STARTING, "u-1"))
+    store.save_task(checkpoint("t2", TaskState.STARTING, "u-2"))
+    store.save_task(checkpoint("t1", TaskState.FINISHED, "u-3"))
+    store.forget_task(FW.id, "t2")
+    # written at once: an agent killed before the sync loses nothing (the page cache outlives it)
+    tasks = loaded(store)
+    assert list(tasks) == ["t1"]
+    assert tasks["t1"].state == TaskState.FINISHED and tasks["t1"].updates[0].uuid == "u-3"
+
+
+@pytest.mark.parametrize("changed", [1, 500])
+def test_a_turn_costs_one_fsync_however_many_tasks_changed_in_it(tmp_path, changed):
+    store = CheckpointStore(tmp_path)
+    store.start_journal([])
+    journal = store.journal
+    assert journal is not None
+    before = dict(journal.counters)
+    for i in range(changed):
+        store.save_task(checkpoint(f"t{i}"))
+    assert store.sync() is True
+    assert journal.counters["fsyncs"] - before["fsyncs"] == 1
+    assert journal.counters["records"] - before["records"] == changed
+    assert store.sync() is False                       # nothing new: no fsync
+    assert journal.counters["fsyncs"] - before["fsyncs"] == 1
+    assert len(loaded(store)) == changed
+
+
+def test_the_journal_stays_proportional_to_the_live_tasks(tmp_path, monkeypatch):
+    monkeypatch.setattr(ckpt, "COMPACT_MIN_BYTES", 16 * 1024)
+    store = CheckpointStore(tmp_path)
+    store.start_journal([])
+    journal = store.journal
+    record = len(ckpt._task_record(checkpoint("t0")))
+    for turn in range(2_000):      # 10 live tasks, updated over and over; others come and go
+        store.save_task(checkpoint(f"t{turn % 10}", uuid=f"u-{turn}"))
+        store.save_task(checkpoint(f"gone{turn}"))
+        store.forget_task(FW.id, f"gone{turn}")
+        store.sync()
+        assert journal.size <= ckpt.COMPACT_MIN_BYTES + 3 * record + len(JOURNAL_MAGIC)
+    assert journal.counters["compactions"] >= 10
+    # compactions are rare: fsyncs stay one per turn plus two per compaction
+    assert journal.counters["fsyncs"] == 2 + 2_000 - journal.counters["compactions"] + \
+        2 * journal.counters["compactions"]
+    tasks = loaded(store)
+    assert sorted(tasks) == sorted(f"t{i}" for i in range(10))
+    assert tasks["t9"].updates[0].uuid == "u-1999"
+
+
+def test_a_record_cut_short_at_the_end_is_dropped_and_the_others_recovered(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.save_task(checkpoint("t1"))
+    store.save_task(checkpoint("t2"))
+    store.sync()
+    data = store.journal_path.read_bytes()
+    store.journal_path.write_bytes(data[:-5])        # a power loss during the last write
+    tasks, errors = CheckpointStore(tmp_path).load_tasks()
+    assert errors == [] and [t.task.task_id for t in tasks] == ["t1"]
+
+
+def test_a_damaged_record_is_reported_and_its_task_is_not_recovered_from_an_older_one(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.save_task(checkpoint("bad", TaskState.STARTING, "u-1"))
+    store.save_task(checkpoint("good"))
+    store.save_task(checkpoint("bad", TaskState.RUNNING, "u-2"))
+    store.sync()
+    data = bytearray(store.journal_path.read_bytes())
+    data[-3] ^= 0xFF                                   # inside bad's last record
+    store.journal_path.write_bytes(bytes(data))
+    tasks, errors = CheckpointStore(tmp_path).load_tasks()
+    assert [t.task.task_id for t in tasks] == ["good"]   # not bad as STARTING: that would be stale
+    (error,) = errors
+    assert error.path == store.journal_path and "record 3" in error.problem and "corrupt" in error.problem
+
+
+def test_a_file_that_is_not_a_journal_is_reported(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.meta.mkdir(parents=True)
+    store.journal_path.write_bytes(b"hello")
+    tasks, errors = store.load_tasks()
+    assert tasks == [] and len(errors) == 1 and "not an agent journal" in errors[0].problem
+
+
+def test_the_task_ckpt_files_of_an_older_agent_are_read_and_moved_into_the_journal(tmp_path):
+    store = CheckpointStore(tmp_path)
+    for task_id in ("old1", "old2"):
+        run_dir = store.run_dir(FW.id, task_id)
+        run_dir.mkdir(parents=True)
+        (run_dir / ckpt.TASK_CHECKPOINT).write_bytes(CODEC.encode(TaskFile(checkpoint(task_id))))
+    broken = store.run_dir(FW.id, "broken")
+    broken.mkdir(parents=True)
+    (broken / ckpt.TASK_CHECKPOINT).write_bytes(b"\x93")
+    tasks, errors = store.load_tasks()
+    assert sorted(t.task.task_id for t in tasks) == ["old1", "old2"]
+    assert [e.path for e in errors] == [broken / ckpt.TASK_CHECKPOINT]
+    store.start_journal(tasks)
+    assert not list(store.meta.glob("tasks/*/*/" + ckpt.TASK_CHECKPOINT))
+    assert sorted(loaded(store)) == ["old1", "old2"]
+
+
+def test_forgotten_run_directories_are_removed_by_a_thread_and_leftovers_at_the_next_start(tmp_path):
+    trash = tmp_path / "meta" / "trash"
+    remover = RunDirRemover(trash)
+    run_dirs = []
+    for i in range(3):
+        run_dir = tmp_path / "meta" / "tasks" / "fw" / f"t{i}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "exit.json").write_text("{}")
+        run_dirs.append(run_dir)
+    assert all(remover.discard(d) for d in run_dirs)
+    assert not any(d.exists() for d in run_dirs)          # gone from the tasks at once (a rename)
+    assert remover.discard(run_dirs[0]) is False          # nothing there any more
+    assert remover.wait()
+    assert remover.removed == 3 and list(trash.iterdir()) == []
+    (trash / "left-by-a-crash" / "sub").mkdir(parents=True)
+    fresh = RunDirRemover(trash, idle_exit=0.1)
+    fresh.empty_trash()
+    assert fresh.wait() and list(trash.iterdir()) == []
+    wait_until(lambda: not fresh.working, 10, "the idle remover's thread to end")
+    again = tmp_path / "meta" / "tasks" / "fw" / "again"
+    again.mkdir(parents=True)
+    assert fresh.discard(again) and fresh.wait() and list(trash.iterdir()) == []   # a new thread when needed
