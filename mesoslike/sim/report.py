@@ -80,7 +80,6 @@ def _time(ax: Any, series: Mapping) -> list[float]:
     """The series' times for the x axis (log for long runs), labelled."""
     if series.get("axis") == "log":
         ax.set_xscale("symlog", linthresh=1.0)
-        ax.set_xlim(left=0)
         ax.set_xlabel("simulated time (s, log scale)")
         return list(series["time"])
     times, unit = _time_axis(series["time"])
@@ -95,6 +94,7 @@ def _plot_utilisation(ax: Any, metrics: Mapping) -> None:
         ax.step(times, values, where="post", label=kind)
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("utilisation (share of cluster)")
+    ax.set_xlim(left=0)   # after the data: setting a limit first stops autoscaling
     ax.legend(loc="upper left", fontsize="small")
 
 
@@ -105,6 +105,7 @@ def _plot_shares(ax: Any, metrics: Mapping) -> None:
         ax.step(times, data["dominant_share"], where="post", label=cls)
     ax.set_ylim(bottom=0)
     ax.set_ylabel("dominant share (of the cluster)")
+    ax.set_xlim(left=0)   # after the data: setting a limit first stops autoscaling
     ax.legend(loc="upper left", fontsize="small")
 
 
