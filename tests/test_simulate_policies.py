@@ -240,3 +240,31 @@ def test_a_different_seed_may_change_the_random_sorter():
     load = synthetic_workload(SyntheticSpec(agents=12, tasks=300, load=1.5, seed=3))
     runs = {seed: simulate(load, SimulationConfig.for_policy("random", seed=seed)).to_dict() for seed in range(3)}
     assert len({json.dumps(doc) for doc in runs.values()}) > 1
+
+
+# ============================================================ honest waits
+def test_tasks_that_never_start_count_as_never_in_the_waits():
+    """A long-running task holds the only agent: "late" never starts and
+    "huge" fits no agent. Neither may vanish from the waits (the wait of the
+    one task that started was 0, which said nothing about the others)."""
+    load = workload({"a1": "cpus:2;mem:1024"}, [task("hold", "X", "cpus:2;mem:64", 0.0, None, 0),
+                                                task("late", "X", "cpus:1;mem:64", 1.0, 1.0, 1),
+                                                task("huge", "X", "cpus:8;mem:64", 2.0, 1.0, 2)])
+    result = simulate(load, SimulationConfig(check_invariants=True))
+    wait = result.metrics["wait"]["X"]
+    assert (wait["tasks"], wait["started"], wait["never_started"], wait["unplaceable"]) == (3, 1, 2, 1)
+    assert wait["p50"] is None and wait["max"] is None      # "never": 2 of 3 never started
+    assert wait["mean_started"] == 0.0
+    cdf = result.metrics["wait_cdf"]["by_class"]["X"]
+    assert cdf[0] == 0.0 and cdf[-1] is None
+
+
+def test_unplaceable_trace_pods_are_never_started_not_zero_waits():
+    """The first 120 nodes of the openb trace have no GPU: the GPU pods fit
+    no agent. The waits must say that most pods never started."""
+    load = load_openb_trace(nodes=120, pods=400, time_scale=1.0, load=2000.0, pending="lifetime", job_window=3600)
+    result = simulate(load, SimulationConfig())
+    wait = result.metrics["wait"]["all"]
+    assert wait["unplaceable"] == result.tasks_unplaceable > wait["tasks"] / 2
+    assert wait["started"] + wait["never_started"] == wait["tasks"] == len(load.tasks)
+    assert wait["p50"] is None

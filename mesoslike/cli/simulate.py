@@ -253,17 +253,31 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def _wait(entry: dict, key: str) -> str:
+    """A wait of the JSON document: "-" when the class had no task, "never"
+    when the percentile falls among tasks that never started."""
+    if key not in entry:
+        return "-"
+    return "never" if entry[key] is None else f"{entry[key]:.1f}"
+
+
 def _format_waits(metrics: dict) -> list[str]:
-    """Wait times per class, the preemptions and the top reasons for waiting."""
-    lines = ["waits (s, arrival to first start):"]
+    """Wait times per class, the preemptions and the top reasons for waiting.
+    Tasks that never started (``never``, of which ``no fit`` fit no agent at
+    all) count in the percentiles as waiting for ever."""
+    lines = ["waits (s, arrival to first start; never: did not start, no fit: fits no agent):"]
     width = max(len(c) for c in metrics["wait"])
-    lines.append(f"  {'class':<{width}}  {'started':>7}  {'never':>5}  {'p50':>7}  {'p90':>7}  {'p99':>7}  {'max':>7}")
+    lines.append(f"  {'class':<{width}}  {'tasks':>5}  {'started':>7}  {'never':>5}  {'no fit':>6}  {'p50':>7}  "
+                 f"{'p90':>7}  {'p99':>7}  {'max':>7}")
     for cls, w in metrics["wait"].items():
-        lines.append(f"  {cls:<{width}}  {w['started']:>7}  {w['never_started']:>5}  {_seconds(w.get('p50')):>7}  "
-                     f"{_seconds(w.get('p90')):>7}  {_seconds(w.get('p99')):>7}  {_seconds(w.get('max')):>7}")
-    top = metrics["why_waiting"]["top"]
-    reasons = ", ".join(f"{t['reason']} {t['share']:.0%}" for t in top[:5]) if top else "nobody waited"
-    lines.append(f"why tasks waited (task-seconds): {reasons}; preemptions {metrics['preemptions']['total']}")
+        lines.append(f"  {cls:<{width}}  {w['tasks']:>5}  {w['started']:>7}  {w['never_started']:>5}  "
+                     f"{w['unplaceable']:>6}  {_wait(w, 'p50'):>7}  {_wait(w, 'p90'):>7}  {_wait(w, 'p99'):>7}  "
+                     f"{_wait(w, 'max'):>7}")
+    why = metrics["why_waiting"]
+    top = why["top"]
+    reasons = ", ".join(f"{t['reason']} {t['share']:.0%}" for t in top[:5]) if top else "no task waiting at a sample"
+    lines.append(f"why tasks waited (task-seconds, sampled every {why['sample_interval']:g} s): {reasons}; "
+                 f"preemptions {metrics['preemptions']['total']}")
     return lines
 
 
@@ -306,13 +320,14 @@ def _format_comparison(results: dict, workload) -> list[str]:
              f"{first.agents} agents ({first.total}), {len(workload.frameworks)} classes, "
              f"{first.tasks_submitted} tasks; seed {first.seed}"]
     width = max(len(p) for p in results)
-    lines += ["", f"  {'policy':<{width}}  {'started':>7}  {'makespan':>10}  {'wait p50':>8}  {'wait p99':>8}  "
+    lines += ["", f"  {'policy':<{width}}  {'started':>11}  {'makespan':>10}  {'wait p50':>8}  {'wait p99':>8}  "
                   f"{'max':>8}  {'preempt':>7}  {'offers':>7}  {'declined':>8}"]
     for policy, result in results.items():
         m = result.metrics
         w = m["wait"]["all"]
-        lines.append(f"  {policy:<{width}}  {w['started']:>7}  {_seconds(m['makespan']):>10}  "
-                     f"{_seconds(w.get('p50')):>8}  {_seconds(w.get('p99')):>8}  {_seconds(w.get('max')):>8}  "
+        started = f"{w['started']}/{w['tasks']}"
+        lines.append(f"  {policy:<{width}}  {started:>11}  {_seconds(m['makespan']):>10}  "
+                     f"{_wait(w, 'p50'):>8}  {_wait(w, 'p99'):>8}  {_wait(w, 'max'):>8}  "
                      f"{m['preemptions']['total']:>7}  {m['offers']['made']:>7}  {m['offers']['declined']:>8}")
     for policy, result in results.items():
         lines += ["", f"{policy}: stopped after {len(result.rounds)} rounds at t={result.final.time:.1f}s: "

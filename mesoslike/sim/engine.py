@@ -565,7 +565,7 @@ class Simulator:
             if not self._fits_somewhere(batch[0].resources):
                 self._unplaceable += len(batch)
                 for member in batch:
-                    self.recorder.dropped(member)
+                    self.recorder.dropped(member, now)
                 continue
             for member in batch:
                 self.recorder.arrived(member, now)
@@ -750,6 +750,8 @@ class Simulator:
         metrics = self.recorder.summary(end, self.config.samples)
         metrics["offers"] = {"made": self._offers_made, "declined": self._offers_declined}
         metrics["why_waiting"]["reasons"] = list(REASONS)
+        # reasons are sampled: a wait shorter than this may fall between two samples
+        metrics["why_waiting"]["sample_interval"] = round(self._sample_interval, 6)
         return SimulationResult(
             workload=self.workload.name,
             description=self.workload.description,

@@ -51,6 +51,11 @@ def _r(value: float) -> float:
     return round(value, 6)
 
 
+def _wait(value: float) -> float | None:
+    """A wait for the JSON document: None (JSON null) for "never started"."""
+    return None if value == math.inf else _r(value)
+
+
 class Recorder:
     """Per-task events and per-class holdings over time (see the module docstring).
 
@@ -73,15 +78,18 @@ class Recorder:
         self._reasons: dict[tuple[str, str], float] = {}
         self.preemptions = [0] * len(self.classes)
         self.unplaceable = [0] * len(self.classes)
+        self._dropped: list[tuple[TaskSpec, float]] = []   # tasks that fit no agent, with their arrival
 
     # ------------------------------------------------------------- events
     def arrived(self, task: TaskSpec, now: float) -> None:
         self._tasks[id(task)] = [task, now, None, None, 0]
         self._pending[self._class_index[task.framework_id]] += 1
 
-    def dropped(self, task: TaskSpec) -> None:
-        """A task that fits no agent at all (never queued)."""
+    def dropped(self, task: TaskSpec, now: float) -> None:
+        """A task that fits no agent at all (never queued): it never starts,
+        and counts as such in the waits (:meth:`summary`)."""
         self.unplaceable[self._class_index[task.framework_id]] += 1
+        self._dropped.append((task, now))
 
     def _charge(self, task: TaskSpec, sign: int) -> None:
         used = self._used[self._class_index[task.framework_id]]
@@ -190,11 +198,16 @@ class Recorder:
         return out
 
     def waits(self) -> dict[str, list[float]]:
-        """Sorted wait times (first start - arrival) of the started tasks, per class and ``all``."""
+        """Sorted wait times (first start - arrival) of every task that
+        arrived, per class and ``all``: ``math.inf`` for a task that never
+        started (still waiting when the run stopped, or fitting no agent), so
+        a percentile that falls among those is "never", not the wait of the
+        tasks that were lucky enough to start."""
         out: dict[str, list[float]] = {c: [] for c in self.classes}
         for task, arrival, start, _, _ in self._tasks.values():
-            if start is not None:
-                out[task.framework_id].append(start - arrival)
+            out[task.framework_id].append(math.inf if start is None else start - arrival)
+        for task, _ in self._dropped:
+            out[task.framework_id].append(math.inf)
         out["all"] = [w for c in self.classes for w in out[c]]
         for values in out.values():
             values.sort()
@@ -203,19 +216,22 @@ class Recorder:
     def summary(self, end: float, samples: int) -> dict:
         """The JSON-ready measurements of a run that stopped at ``end``."""
         waits = self.waits()
-        never = {c: 0 for c in self.classes}
-        for task, _, start, _, _ in self._tasks.values():
-            if start is None:
-                never[task.framework_id] += 1
-        never["all"] = sum(never.values())
+        unplaceable = dict(zip(self.classes, self.unplaceable))
+        unplaceable["all"] = sum(self.unplaceable)
         wait: dict = {}
         cdf: dict = {}
         for cls, values in waits.items():
-            entry: dict = {"started": len(values), "never_started": never[cls]}
+            started = [v for v in values if v != math.inf]
+            # tasks = started + never_started; never_started counts the unplaceable ones too
+            entry: dict = {"tasks": len(values), "started": len(started), "never_started": len(values) - len(started),
+                           "unplaceable": unplaceable[cls]}
+            if started:
+                entry["mean_started"] = _r(sum(started) / len(started))
             if values:
-                entry.update(mean=_r(sum(values) / len(values)), p50=_r(percentile(values, 0.5)),
-                             p90=_r(percentile(values, 0.9)), p99=_r(percentile(values, 0.99)), max=_r(values[-1]))
-                cdf[cls] = [_r(percentile(values, q)) for q in QUANTILES]
+                # None: "never" (more than 1 - q of the tasks never started)
+                entry.update(p50=_wait(percentile(values, 0.5)), p90=_wait(percentile(values, 0.9)),
+                             p99=_wait(percentile(values, 0.99)), max=_wait(values[-1]))
+                cdf[cls] = [_wait(percentile(values, q)) for q in QUANTILES]
             wait[cls] = entry
         makespan = self.makespan()
         horizon = makespan if makespan is not None else end

@@ -80,7 +80,6 @@ def _time(ax: Any, series: Mapping) -> list[float]:
     """The series' times for the x axis (log for long runs), labelled."""
     if series.get("axis") == "log":
         ax.set_xscale("symlog", linthresh=1.0)
-        ax.set_xlim(left=0)
         ax.set_xlabel("simulated time (s, log scale)")
         return list(series["time"])
     times, unit = _time_axis(series["time"])
@@ -95,6 +94,7 @@ def _plot_utilisation(ax: Any, metrics: Mapping) -> None:
         ax.step(times, values, where="post", label=kind)
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("utilisation (share of cluster)")
+    ax.set_xlim(left=0)   # after the data: setting a limit first stops autoscaling
     ax.legend(loc="upper left", fontsize="small")
 
 
@@ -105,6 +105,7 @@ def _plot_shares(ax: Any, metrics: Mapping) -> None:
         ax.step(times, data["dominant_share"], where="post", label=cls)
     ax.set_ylim(bottom=0)
     ax.set_ylabel("dominant share (of the cluster)")
+    ax.set_xlim(left=0)   # after the data: setting a limit first stops autoscaling
     ax.legend(loc="upper left", fontsize="small")
 
 
@@ -112,7 +113,11 @@ def _plot_waits(ax: Any, metrics: Mapping) -> None:
     cdf = metrics["wait_cdf"]
     quantiles = cdf["quantiles"]
     for cls, waits in cdf["by_class"].items():
-        ax.step(waits, quantiles, where="post", label=f"{cls} (n={metrics['wait'][cls]['started']})")
+        # null: the quantiles reached only by tasks that never started; the curve stops below 1
+        points = [(w, q) for w, q in zip(waits, quantiles) if w is not None]
+        entry = metrics["wait"][cls]
+        ax.step([w for w, _ in points], [q for _, q in points], where="post",
+                label=f"{cls} ({entry['started']} of {entry['tasks']} started)")
     ax.set_xscale("symlog", linthresh=1.0)
     ax.set_xlim(left=0)
     ax.set_ylim(0, 1.02)
@@ -169,6 +174,13 @@ def _cell(value: object) -> str:
     return html.escape(str(value))
 
 
+def _never(entry: Mapping, key: str) -> object:
+    """A wait of the summary: "never" for null (tasks that never started)."""
+    if key in entry and entry[key] is None:
+        return "never"
+    return entry.get(key)
+
+
 def _summary_rows(results: Mapping[str, SimulationResult]) -> list[tuple[str, list[object]]]:
     rows: list[tuple[str, list[object]]] = []
     docs = {p: r.to_dict() for p, r in results.items()}
@@ -180,8 +192,10 @@ def _summary_rows(results: Mapping[str, SimulationResult]) -> list[tuple[str, li
         rows.append((f"mean {kind} utilisation", [r.metrics["mean_utilisation"][kind] for r in results.values()]))
     classes = [c for c in next(iter(results.values())).metrics["wait"] if c != "all"]
     for cls in classes + ["all"]:
+        rows.append((f"{cls}: started / tasks", [f"{r.metrics['wait'][cls]['started']} / {r.metrics['wait'][cls]['tasks']}"
+                                                 for r in results.values()]))
         for q in ("p50", "p90", "p99", "max"):
-            rows.append((f"wait {q} {cls} (s)", [r.metrics["wait"][cls].get(q) for r in results.values()]))
+            rows.append((f"wait {q} {cls} (s)", [_never(r.metrics["wait"][cls], q) for r in results.values()]))
     rows.append(("preemptions", [r.metrics["preemptions"]["total"] for r in results.values()]))
     rows.append(("offers made", [r.metrics["offers"]["made"] for r in results.values()]))
     rows.append(("offers declined", [r.metrics["offers"]["declined"] for r in results.values()]))
