@@ -53,7 +53,7 @@ def test_a_task_that_fills_its_sandboxs_disk_fails_saying_so_and_the_next_launch
         filler = run(master, "filler", "head -c 20000000 /dev/zero > big")
         failed = filler[-1]
         assert failed.state == TaskState.FAILED and failed.exit_code != 0
-        assert "the sandbox's file system is full" in failed.message, failed.message
+        assert "the sandbox's file system is full" in failed.message, filler
         late = run(master, "late", "echo hi")                      # the disk is still full
         assert late[-1].state == TaskState.FAILED
         assert "file system is full" in late[-1].message, late[-1].message

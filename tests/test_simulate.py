@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from pathlib import Path
 
 import pytest
@@ -71,12 +70,10 @@ def test_drf_example_rounds_are_one_allocation_interval_apart():
     assert result.final.offers_declined == 0
 
 
-def test_drf_example_is_deterministic_and_fast():
-    started = time.perf_counter()
+def test_drf_example_is_deterministic():
+    # speed is the benchmark's to measure (docs/simulate.rst, "Speed"), never a timed assert here
     first = simulate(drf_example_workload())
-    elapsed = time.perf_counter() - started
     assert simulate(drf_example_workload()) == first
-    assert elapsed < 0.5
 
 
 def test_greedy_frameworks_with_whole_offers_are_not_drf():

@@ -49,6 +49,7 @@ dropped with a warning. Work dirs of agents before the journal, with a
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -375,7 +376,8 @@ class TaskJournal:
         try:
             written = os.write(self._fd, record)
             if written != len(record):   # a regular file writes short only when its disk is full
-                raise OSError(f"short write to {self.path} ({written} of {len(record)} bytes): is its disk full?")
+                raise OSError(errno.ENOSPC, f"short write to {self.path} ({written} of {len(record)} bytes): "
+                                            "no space left on device")
         except OSError:
             try:
                 os.ftruncate(self._fd, self._size)   # no partial record for a reader to trip on

@@ -19,6 +19,7 @@ it, and returns.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import pwd
@@ -243,7 +244,8 @@ class AgentRuntime:
         self._metrics_registry = metrics_registry(self.metrics)
         self.counters = {"checkpoint_failures": 0, "sandboxes_collected": 0, "gc_passes": 0, "recovered_tasks": 0,
                          "reregistrations_on_reconnect": 0}
-        self._checkpoint_failed: set[tuple[str, str]] = set()
+        #: tasks whose checkpoint could not be written -> why (their launch fails saying so)
+        self._checkpoint_failed: dict[tuple[str, str], str] = {}
         self._lock = threading.RLock()   # the loop's state, for the HTTP threads
         #: launches the core asked for, not carried out yet: a RUN_TASK is
         #: answered (TASK_STARTING) at once, its supervisor started a little
@@ -587,7 +589,7 @@ class AgentRuntime:
             elif isinstance(command, DeliverMessage):
                 self._deliver(command)
             elif isinstance(command, ForgetTask):
-                self._checkpoint_failed.discard((command.framework_id, command.task_id))
+                self._checkpoint_failed.pop((command.framework_id, command.task_id), None)
                 self._forget_checkpoint(command.framework_id, command.task_id)
                 self.executor.forget(command.framework_id, command.task_id)
             elif isinstance(command, CheckpointAgent):
@@ -623,13 +625,15 @@ class AgentRuntime:
             return
         try:
             self.checkpoints.save_task(checkpoint)
-            self._checkpoint_failed.discard((framework_id, task_id))
+            self._checkpoint_failed.pop((framework_id, task_id), None)
         except OSError as exc:
             self.counters["checkpoint_failures"] += 1
             if (framework_id, task_id) not in self._checkpoint_failed:
                 log.error("cannot checkpoint task %s/%s (a restarted agent would not know it): %s",
                           framework_id, task_id, exc)
-            self._checkpoint_failed.add((framework_id, task_id))
+            self._checkpoint_failed[(framework_id, task_id)] = (
+                f"the work directory's file system is full ({self.work_dir}: no space left on device)"
+                if exc.errno == errno.ENOSPC else f"{type(exc).__name__}: {exc}")
 
     def _forget_checkpoint(self, framework_id: str, task_id: str) -> None:
         try:
@@ -678,10 +682,10 @@ class AgentRuntime:
     def _launch(self, command: LaunchTask) -> list[Command]:
         framework_id, task_id = command.framework.id, command.task.task_id
         queued_at = self._launch_queued_at.pop((framework_id, task_id), None)
-        if (framework_id, task_id) in self._checkpoint_failed:
+        why = self._checkpoint_failed.get((framework_id, task_id))
+        if why is not None:
             return self.core.on_task_launch_failed(
-                framework_id, task_id, "the task could not be checkpointed (see the agent's log; is the work "
-                                       f"directory's disk full?): {self.work_dir}")
+                framework_id, task_id, f"the task could not be checkpointed, so it was not started: {why}")
         try:
             self.executor.launch(framework_id, command.task, command.agent_id)
         except LaunchError as exc:
