@@ -240,3 +240,19 @@ def test_reservations_are_checked_when_built_from_mappings_too():
         Resources.from_millis({"cpus(a b)": 1000})
     with pytest.raises(ResourcesError, match="scalars and ranges"):
         Resources({"ports": 1}, ranges={"ports(a)": [(1, 2)]})
+
+
+def test_agent_adds_no_unreserved_kind_given_only_reserved(tmp_path):
+    """``--resources "cpus(analytics):4;mem:1024"``: cpus are given (reserved),
+    so the machine's cpus are not added unreserved; disk and ports are."""
+    from mesoslike.agent.resources_probe import complete_resources
+    total = complete_resources(Resources.parse("cpus(analytics):4;mem:1024"), tmp_path)
+    assert total.get("cpus") == 0 and total.get("cpus(analytics)") == 4 and total.get("mem") == 1024
+    assert total.get("disk") > 0 and total.ranges("ports") == ((31000, 32000),)
+
+
+def test_a_task_on_reserved_resources_gets_their_limits():
+    """Isolation sizes a container from reserved cpus and mem as from plain ones."""
+    from mesoslike.agent.isolation import PosixIsolator
+    container = PosixIsolator().create("t", Resources.parse("cpus(analytics):1.5;mem(analytics):128;mem:64"))
+    assert container.cpus == 1.5 and container.mem_bytes == 192 * 1024 * 1024
