@@ -21,6 +21,19 @@ overflow a float anywhere downstream (issue 12 §2: ``cpus:1.7e305`` twice
 killed every framework it was offered to). Subtraction is strict: ``a -
 b`` raises unless ``a.contains(b)``; :meth:`Resources.subtract_clamped` is the
 saturating variant.
+
+Static reservations (Mesos's ``name(role):value``)::
+
+    cpus(analytics):4;mem(analytics):4096;cpus:4;mem:4096
+
+A kind may carry a reservation role in parentheses: ``cpus(analytics)`` is a
+kind of its own, distinct from ``cpus`` (so ``contains`` and subtraction keep
+reserved and unreserved apart), reserved for role ``analytics`` and its
+sub-roles. The role must be a valid role name (``docs/roles.rst``) of at most
+:data:`MAX_RESERVATION_ROLE` characters; ``cpus(*)`` is plain ``cpus``.
+:meth:`Resources.stripped` drops the reservations (what fairness and quota
+count), :meth:`Resources.unreserved`, :meth:`Resources.reserved` and
+:meth:`Resources.allocatable_to` select parts.
 """
 
 from __future__ import annotations
@@ -31,7 +44,8 @@ from typing import Iterable, Mapping
 
 from mesoslike.errors import ResourcesError
 
-__all__ = ["Resources", "ResourcesError", "Range", "format_millis", "MAX_QUANTITY"]
+__all__ = ["Resources", "ResourcesError", "Range", "format_millis", "MAX_QUANTITY", "MAX_RESERVATION_ROLE",
+           "reservation_of"]
 
 Range = tuple[int, int]  # inclusive bounds
 
@@ -42,6 +56,9 @@ MAX_QUANTITY = 10**15
 _MAX_MILLIS = MAX_QUANTITY * _SCALE
 _MAX_DIGITS = len(str(MAX_QUANTITY))
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
+_RESERVED_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*)\(([^()]*)\)\Z", re.S)
+#: the longest reservation role a kind may carry (``cpus(ROLE)``)
+MAX_RESERVATION_ROLE = 255
 _RANGE = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*\Z")
 _CANONICAL_ORDER = {"cpus": 0, "gpus": 1, "mem": 2, "disk": 3}
 
@@ -67,12 +84,50 @@ def _check_total(name: str, millis: int) -> int:
 
 
 def _check_name(name: str) -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
+    """``name`` if it is a valid kind — ``cpus`` or ``cpus(role)`` — else
+    raise. ``cpus(*)`` is returned as ``cpus`` (reserved for nobody)."""
+    if not isinstance(name, str):
+        raise ResourcesError(f"resource name must be a string, got {type(name).__name__}")
+    if _NAME.match(name):
+        return name
+    reserved = _RESERVED_NAME.match(name)
+    if reserved is None:
         raise ResourcesError(
-            f"bad resource name {name!r}: use letters, digits, '_', '-', '.' "
-            "and start with a letter or '_'"
+            f"bad resource name {name[:80]!r}: use letters, digits, '_', '-', '.' "
+            "and start with a letter or '_', optionally followed by a reservation role "
+            "without parentheses: name(role)"
         )
-    return name
+    base, role = reserved.group(1), reserved.group(2)
+    if len(role) > MAX_RESERVATION_ROLE:
+        raise ResourcesError(f"reservation role of {base!r} is {len(role)} characters long; "
+                             f"at most {MAX_RESERVATION_ROLE} are allowed")
+    # here, not at the top: the allocator package imports this module
+    from mesoslike.allocator.roles import DEFAULT_ROLE, validate_role
+    from mesoslike.errors import InvalidRoleError
+    try:
+        validate_role(role)
+    except InvalidRoleError as exc:
+        raise ResourcesError(f"bad reservation in {name!r}: {exc}") from None
+    return base if role == DEFAULT_ROLE else name
+
+
+def reservation_of(kind: str) -> str | None:
+    """The reservation role of a (valid) kind: ``"cpus(a/b)"`` -> ``"a/b"``,
+    ``"cpus"`` -> None."""
+    if kind.endswith(")"):
+        return kind[kind.index("(") + 1:-1]
+    return None
+
+
+def _base_name(kind: str) -> str:
+    """``"cpus(a)"`` -> ``"cpus"``."""
+    return kind.partition("(")[0]
+
+
+def _reserved_for(reservation: str, role: str) -> bool:
+    """Whether resources reserved for ``reservation`` may go to a framework
+    in ``role``: the role itself or a sub-role of it (Mesos)."""
+    return role == reservation or role.startswith(reservation + "/")
 
 
 def _normalize_ranges(name: str, ranges: Iterable[Range]) -> tuple[Range, ...]:
@@ -162,12 +217,13 @@ class Resources:
     ranges for range kinds). Instances are hashable and compare by value.
     """
 
-    __slots__ = ("_millis", "_ranges", "_hash", "_text")
+    __slots__ = ("_millis", "_ranges", "_hash", "_text", "_stripped")
 
     _millis: dict[str, int]
     _ranges: dict[str, tuple[Range, ...]]
     _hash: int | None
     _text: str | None
+    _stripped: Resources | None  # cached stripped(): self when nothing is reserved
 
     def __init__(
         self,
@@ -178,21 +234,24 @@ class Resources:
         millis: dict[str, int] = {}
         for source in (scalars or {}, kw_scalars):
             for name, value in source.items():
-                amount = _to_millis(_check_name(name), value)
+                amount = _to_millis(name, value)
+                name = _check_name(name)
                 if amount:
                     millis[name] = _check_total(name, millis.get(name, 0) + amount)
         norm: dict[str, tuple[Range, ...]] = {}
         for name, rs in (ranges or {}).items():
-            _check_name(name)
+            name = _check_name(name)
             if name in millis:
                 raise ResourcesError(f"{name!r} cannot be both a scalar and a range")
-            merged = _normalize_ranges(name, rs)
+            merged = _normalize_ranges(name, (*norm.get(name, ()), *rs))
             if merged:
                 norm[name] = merged
+        self._check_kinds(millis, norm)
         self._millis = millis
         self._ranges = norm
         self._hash = None
         self._text = None
+        self._stripped = None
 
     @classmethod
     def _make(cls, millis: dict[str, int], ranges: dict[str, tuple[Range, ...]]) -> Resources:
@@ -202,12 +261,13 @@ class Resources:
         self._ranges = ranges
         self._hash = None
         self._text = None
+        self._stripped = None
         return self
 
     # ------------------------------------------------------------------ parsing
     @classmethod
     def parse(cls, text: str) -> Resources:
-        """Parse ``"name:value;name:[lo-hi,lo-hi];..."``.
+        """Parse ``"name:value;name(role):value;name:[lo-hi,lo-hi];..."``.
 
         Repeated scalar names add up; repeated range names merge. An empty
         string is the empty vector. Raises ``ResourcesError`` with the bad
@@ -225,7 +285,7 @@ class Resources:
             name, value = name.strip(), value.strip()
             if not sep or not value:
                 raise ResourcesError(f"bad resource {part!r} in {text!r}: expected name:value")
-            _check_name(name)
+            name = _check_name(name)
             if value.startswith("["):
                 if not value.endswith("]"):
                     raise ResourcesError(f"bad ranges {value!r} for {name!r}: expected [lo-hi,...]")
@@ -246,6 +306,7 @@ class Resources:
             merged = _normalize_ranges(name, rs)
             if merged:
                 norm[name] = merged
+        cls._check_kinds(millis, norm)
         return cls._make(millis, norm)
 
     @staticmethod
@@ -301,12 +362,12 @@ class Resources:
         quantity that is not an integer >= 0. O(k)."""
         out: dict[str, int] = {}
         for name, amount in millis.items():
-            _check_name(name)
+            name = _check_name(name)
             if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
                 raise ResourcesError(f"thousandths of {name!r} must be an integer >= 0, got {amount!r}")
             _check_total(name, amount)
             if amount:
-                out[name] = amount
+                out[name] = _check_total(name, out.get(name, 0) + amount)
         return cls._make(out, {})
 
     def names(self) -> list[str]:
@@ -318,6 +379,74 @@ class Resources:
 
     def __bool__(self) -> bool:
         return bool(self._millis) or bool(self._ranges)
+
+    # ----------------------------------------------------------- reservations
+    def stripped(self) -> Resources:
+        """The same quantities with reservations dropped (``cpus(a):2;cpus:1``
+        -> ``cpus:3``): what DRF shares and quota count, as in Mesos. Cached;
+        ``self`` when nothing is reserved. O(k) once."""
+        stripped = self._stripped
+        if stripped is None:
+            if not self.has_reservations():
+                stripped = self
+            else:
+                millis: dict[str, int] = {}
+                for name, amount in self._millis.items():
+                    base = _base_name(name)
+                    millis[base] = millis.get(base, 0) + amount
+                ranges: dict[str, tuple[Range, ...]] = {}
+                for name, rs in self._ranges.items():
+                    base = _base_name(name)
+                    mine = ranges.get(base)
+                    ranges[base] = _normalize_ranges(base, mine + rs) if mine else rs
+                self._check_kinds(millis, ranges)
+                stripped = Resources._make(millis, ranges)
+            self._stripped = stripped
+        return stripped
+
+    def has_reservations(self) -> bool:
+        """Whether some kind is reserved for a role. O(k)."""
+        if self._stripped is not None:
+            return self._stripped is not self
+        return any(name.endswith(")") for name in self._millis) or any(name.endswith(")") for name in self._ranges)
+
+    def reservation_roles(self) -> list[str]:
+        """The roles some kind is reserved for, sorted."""
+        roles = {reservation_of(name) for name in (*self._millis, *self._ranges)}
+        roles.discard(None)
+        return sorted(role for role in roles if role is not None)
+
+    def unreserved(self) -> Resources:
+        """The kinds reserved for nobody."""
+        if not self.has_reservations():
+            return self
+        return Resources._make({k: v for k, v in self._millis.items() if not k.endswith(")")},
+                               {k: v for k, v in self._ranges.items() if not k.endswith(")")})
+
+    def reserved(self, role: str | None = None) -> Resources:
+        """The kinds reserved for ``role`` exactly (for any role if None)."""
+        if not self.has_reservations():
+            return EMPTY
+
+        def wanted(kind: str) -> bool:
+            reservation = reservation_of(kind)
+            return reservation is not None and (role is None or reservation == role)
+        return Resources._make({k: v for k, v in self._millis.items() if wanted(k)},
+                               {k: v for k, v in self._ranges.items() if wanted(k)})
+
+    def allocatable_to(self, role: str) -> Resources:
+        """What a framework in ``role`` may be offered of this: the unreserved
+        kinds and those reserved for ``role`` or one of its ancestors (Mesos:
+        ``analytics``'s reservations go to ``analytics`` and
+        ``analytics/batch``, never to ``web``). ``self`` when nothing is reserved."""
+        if not self.has_reservations():
+            return self
+
+        def wanted(kind: str) -> bool:
+            reservation = reservation_of(kind)
+            return reservation is None or _reserved_for(reservation, role)
+        return Resources._make({k: v for k, v in self._millis.items() if wanted(k)},
+                               {k: v for k, v in self._ranges.items() if wanted(k)})
 
     # ------------------------------------------------------------- arithmetic
     def __add__(self, other: Resources) -> Resources:
@@ -457,8 +586,10 @@ class Resources:
 
     @staticmethod
     def _check_kinds(millis: Mapping[str, int], ranges: Mapping[str, object]) -> None:
+        """A kind is a scalar or a range, reserved or not (``cpus:1`` and
+        ``cpus(a):[1-2]`` cannot meet in one vector)."""
         if ranges and millis:
-            clash = set(millis) & set(ranges)
+            clash = {_base_name(k) for k in millis} & {_base_name(k) for k in ranges}
             if clash:
                 raise ResourcesError(f"{sorted(clash)} cannot be both scalars and ranges")
 
@@ -497,8 +628,9 @@ def format_millis(millis: Mapping[str, int]) -> str:
     return ";".join(f"{name}:{_format_millis(millis[name])}" for name in sorted(millis, key=_sort_key))
 
 
-def _sort_key(name: str) -> tuple[int, str]:
-    return (_CANONICAL_ORDER.get(name, len(_CANONICAL_ORDER)), name)
+def _sort_key(name: str) -> tuple[int, str, str]:
+    base = _base_name(name)  # a reserved kind sorts next to its unreserved one
+    return (_CANONICAL_ORDER.get(base, len(_CANONICAL_ORDER)), base, name)
 
 
 EMPTY = Resources()

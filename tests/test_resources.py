@@ -168,3 +168,91 @@ def test_clipped_caps_named_scalars_only():
     assert r.clipped({"cpus": 5000}) is r  # nothing to cut
     assert r.clipped({"cpus": 1500, "gpus": 0}) == Resources.parse("cpus:1.5;mem:4096;ports:[1-10]")
     assert r.clipped({"cpus": 0}) == Resources.parse("mem:4096;ports:[1-10]")
+
+
+# ------------------------------------------------ static reservations (issue 18 §4)
+ISSUE_EXAMPLE = "cpus(analytics):4;mem(analytics):4096;cpus:4;mem:4096"
+
+
+def test_reserved_kinds_parse_and_round_trip():
+    r = Resources.parse(ISSUE_EXAMPLE)
+    assert str(r) == "cpus:4;cpus(analytics):4;mem:4096;mem(analytics):4096"
+    assert Resources.parse(str(r)) == r
+    assert r.get("cpus") == 4.0 and r.get("cpus(analytics)") == 4.0
+    assert r.reservation_roles() == ["analytics"]
+    assert r.has_reservations() and not r.unreserved().has_reservations()
+    assert Resources.parse("ports(a/b):[1-3,5-5]").ranges("ports(a/b)") == ((1, 3), (5, 5))
+
+
+def test_reserved_and_unreserved_are_different_kinds():
+    r = Resources.parse(ISSUE_EXAMPLE)
+    assert Resources.parse("cpus:5").minimum(r) == Resources.parse("cpus:4")
+    assert not r.contains(Resources.parse("cpus:5"))  # only 4 unreserved
+    assert r.contains(Resources.parse("cpus:4;cpus(analytics):4"))
+    assert r - Resources.parse("cpus(analytics):1") == Resources.parse(
+        "cpus(analytics):3;mem(analytics):4096;cpus:4;mem:4096")
+
+
+def test_reservation_views():
+    r = Resources.parse(ISSUE_EXAMPLE + ";cpus(web):1;ports(web):[10-20];ports:[21-30]")
+    assert r.stripped() == Resources.parse("cpus:9;mem:8192;ports:[10-30]")
+    assert r.unreserved() == Resources.parse("cpus:4;mem:4096;ports:[21-30]")
+    assert r.reserved("analytics") == Resources.parse("cpus(analytics):4;mem(analytics):4096")
+    assert r.reserved() == Resources.parse("cpus(analytics):4;mem(analytics):4096;cpus(web):1;ports(web):[10-20]")
+    assert r.allocatable_to("analytics/batch") == Resources.parse(ISSUE_EXAMPLE + ";ports:[21-30]")
+    assert r.allocatable_to("analytics2") == r.unreserved()
+    assert r.allocatable_to("*") == r.unreserved()
+    plain = Resources.parse("cpus:1")
+    assert plain.stripped() is plain and plain.allocatable_to("x") is plain and plain.reserved() == Resources()
+
+
+def test_default_role_reservation_is_unreserved():
+    assert Resources.parse("cpus(*):2;cpus:1") == Resources.parse("cpus:3")
+    assert Resources({"cpus(*)": 1}) == Resources(cpus=1)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("cpus(bad role):1", "bad reservation"),
+    ("cpus():1", "bad reservation"),
+    ("cpus(a*):1", "bad reservation"),
+    ("cpus(/a):1", "empty path component"),
+    ("cpus(a/../b):1", "reserved"),
+    ("cpus(-a):1", "may not start with '-'"),
+    ("cpus(a)(b):1", "reservation role without parentheses"),
+    ("cpus(a(b)):1", "reservation role without parentheses"),
+    ("cpus(a:1", "bad resource name"),
+    ("(a):1", "bad resource name"),
+    ("cpus(" + "a" * 256 + "):1", "at most 255"),
+    ("cpus(a):1;cpus(a):[1-2]", "both a scalar and a range"),
+    ("cpus:1;cpus(a):[1-2]", "cannot be both scalars and ranges"),
+    ("cpus(a):-1", ">= 0"),
+    ("cpus(a):6e14;cpus(a):6e14", "added up"),
+])
+def test_bad_reservations_are_refused_clearly(text, message):
+    with pytest.raises(ResourcesError, match=message.replace("(", r"\(").replace("*", r"\*")):
+        Resources.parse(text)
+
+
+def test_reservations_are_checked_when_built_from_mappings_too():
+    with pytest.raises(ResourcesError, match="bad reservation"):
+        Resources({"cpus(a b)": 1})
+    with pytest.raises(ResourcesError, match="bad reservation"):
+        Resources.from_millis({"cpus(a b)": 1000})
+    with pytest.raises(ResourcesError, match="scalars and ranges"):
+        Resources({"ports": 1}, ranges={"ports(a)": [(1, 2)]})
+
+
+def test_agent_adds_no_unreserved_kind_given_only_reserved(tmp_path):
+    """``--resources "cpus(analytics):4;mem:1024"``: cpus are given (reserved),
+    so the machine's cpus are not added unreserved; disk and ports are."""
+    from mesoslike.agent.resources_probe import complete_resources
+    total = complete_resources(Resources.parse("cpus(analytics):4;mem:1024"), tmp_path)
+    assert total.get("cpus") == 0 and total.get("cpus(analytics)") == 4 and total.get("mem") == 1024
+    assert total.get("disk") > 0 and total.ranges("ports") == ((31000, 32000),)
+
+
+def test_a_task_on_reserved_resources_gets_their_limits():
+    """Isolation sizes a container from reserved cpus and mem as from plain ones."""
+    from mesoslike.agent.isolation import PosixIsolator
+    container = PosixIsolator().create("t", Resources.parse("cpus(analytics):1.5;mem(analytics):128;mem:64"))
+    assert container.cpus == 1.5 and container.mem_bytes == 192 * 1024 * 1024

@@ -304,11 +304,12 @@ def _shares_to_weight(shares: int) -> int:
 
 
 def _cpus(resources: Resources) -> float:
-    return float(resources.get("cpus"))
+    # reserved cpus (``cpus(analytics):1``) are cpus all the same
+    return float(resources.stripped().get("cpus"))
 
 
 def _mem_bytes(resources: Resources) -> int:
-    return int(resources.get("mem") * MB)
+    return int(resources.stripped().get("mem") * MB)
 
 
 # ------------------------------------------------------------- selection

@@ -62,11 +62,13 @@ def detect_resources(work_dir: str | os.PathLike) -> Resources:
 
 def complete_resources(given: Resources | None, work_dir: str | os.PathLike) -> Resources:
     """``given`` with every standard kind (cpus, mem, disk, ports) it leaves
-    out filled in from the machine, as Mesos does; ``None`` = all detected."""
+    out filled in from the machine, as Mesos does; ``None`` = all detected.
+    A kind given only reserved (``cpus(analytics):4``) is not left out: as in
+    Mesos, no unreserved ``cpus`` is added to it."""
     detected = detect_resources(work_dir)
     if given is None:
         return detected
-    missing = [kind for kind in STANDARD_KINDS if kind not in given.names()]
+    missing = [kind for kind in STANDARD_KINDS if kind not in given.stripped().names()]
     return given + detected.only(missing)
 
 

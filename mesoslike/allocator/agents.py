@@ -30,7 +30,8 @@ class Agent:
     """One agent's record. Read its fields freely; change ``total``,
     ``available``, ``held`` and ``active`` only through the book."""
 
-    __slots__ = ("id", "hostname", "attributes", "total", "available", "active", "held", "version", "idle_stamp")
+    __slots__ = ("id", "hostname", "attributes", "total", "available", "active", "held", "version", "idle_stamp",
+                 "reserved")
 
     def __init__(self, agent_id: str, total: Resources, hostname: str, attributes: Mapping[str, str]) -> None:
         self.id = agent_id
@@ -38,6 +39,9 @@ class Agent:
         self.attributes = dict(attributes)
         self.total = total
         self.available = total
+        #: whether part of the total is reserved for a role (``cpus(a):4``):
+        #: the allocator's hot paths skip the reservation checks when not
+        self.reserved = total.has_reservations()
         self.active = True
         self.held: dict[str, Resources] = {}  # framework -> offered + used here
         #: bumped whenever what the agent could be offered may have grown
@@ -143,6 +147,7 @@ class AgentBook:
             self._add_free(available.millis(), 1)
         agent.total = total
         agent.available = available
+        agent.reserved = total.has_reservations()
         agent.version += 1
 
     def set_active(self, agent: Agent, active: bool) -> None:

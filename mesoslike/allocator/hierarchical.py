@@ -58,7 +58,7 @@ from mesoslike.errors import (
     WeightError,
 )
 from mesoslike.observations import QUICK_BUCKETS, Histogram
-from mesoslike.resources import Resources
+from mesoslike.resources import Resources, format_millis
 
 __all__ = ["HierarchicalAllocator", "parse_min_allocatable", "DEFAULT_MIN_ALLOCATABLE"]
 
@@ -236,9 +236,10 @@ class HierarchicalAllocator:
         if not total.contains(held):
             raise AgentCapacityError(f"agent {agent_id!r}: used {held} does not fit in its total {total}")
         agent = self._agents.add(agent_id, total, hostname or agent_id, attributes or {})
-        self._role_sorter.add_total(total)
+        self._role_sorter.add_total(total.stripped())
         for sorter in self._framework_sorters.values():
-            sorter.add_total(total)
+            sorter.add_total(total.stripped())
+        self._reserve(total, 1)
         for framework_id, resources in sorted(used.items()):
             if resources:
                 self._hold(self._frameworks[framework_id], agent, resources)
@@ -254,9 +255,10 @@ class HierarchicalAllocator:
             framework = self._frameworks[framework_id]
             self._release(framework, agent, framework.used.pop(agent_id, EMPTY))
         self._agents.remove(agent_id)
-        self._role_sorter.remove_total(agent.total)
+        self._role_sorter.remove_total(agent.total.stripped())
         for sorter in self._framework_sorters.values():
-            sorter.remove_total(agent.total)
+            sorter.remove_total(agent.total.stripped())
+        self._reserve(agent.total, -1)
         self._filters.clear_agent(agent_id)
         self._pending.discard(agent_id)
         self._preferred.pop(agent_id, None)
@@ -282,8 +284,10 @@ class HierarchicalAllocator:
             if total != old:
                 self._agents.resize(agent, total)  # checks before it changes anything
                 for sorter in [self._role_sorter, *self._framework_sorters.values()]:
-                    sorter.remove_total(old)
-                    sorter.add_total(total)
+                    sorter.remove_total(old.stripped())
+                    sorter.add_total(total.stripped())
+                self._reserve(old, -1)
+                self._reserve(total, 1)
                 changed = True
         if attributes is not None and dict(attributes) != agent.attributes:
             agent.attributes = dict(attributes)
@@ -368,7 +372,7 @@ class HierarchicalAllocator:
             self._roles_deferred = False
             sorter = self._framework_sorters[role] = self._role_sorter.fresh(hierarchical=False)
             for agent in self._agents:
-                sorter.add_total(agent.total)
+                sorter.add_total(agent.total.stripped())
             self._role_sorter.add_client(role)
             self._role_sorter.deactivate(role)
             self._role_eligible[role] = 0
@@ -643,7 +647,7 @@ class HierarchicalAllocator:
         frameworks = self._frameworks
         for agent in self._agents:
             for framework_id, held in agent.held.items():
-                yield frameworks[framework_id].role, held.millis()
+                yield frameworks[framework_id].role, held.unreserved().millis()
 
     def _rescind_for_quota(self, role: str) -> None:
         quota, tree = self._quota, self._roles
@@ -797,7 +801,9 @@ class HierarchicalAllocator:
         sorter's iterator stays valid."""
         frameworks = self._frameworks
         filters_here = self._filters.on_agent(agent.id)  # usually None: no filter to check
-        plain = caps is None and len(self._all_mins) == 1  # _offerable_at_all checked the one minimum
+        # _offerable_at_all checked the one minimum; an agent with reservations
+        # needs the per-role view of _offerable
+        plain = caps is None and len(self._all_mins) == 1 and not agent.reserved
         skipped = 0
         try:
             for framework_id in self._framework_sorters[role].iter_sorted():
@@ -871,8 +877,15 @@ class HierarchicalAllocator:
             if agent.idle_stamp == (agent.version, eligibility):
                 continue
             available = agent.available
+            if agent.reserved:
+                available = available.allocatable_to(role)
+                if not available:
+                    continue
+                quantities = available.stripped()
+            else:
+                quantities = available
             for minimum in mins:
-                if available.contains(minimum):
+                if quantities.contains(minimum):
                     break
             else:
                 if mins:
@@ -923,6 +936,8 @@ class HierarchicalAllocator:
         available = agent.available
         if not available:
             return False
+        if agent.reserved:
+            available = available.stripped()
         for mins in self._all_mins:
             if not mins:
                 return True
@@ -934,19 +949,26 @@ class HierarchicalAllocator:
     def _offerable(self, agent: Agent, framework: _Framework, caps: Millis | None) -> Resources | None:
         """What ``framework`` may be offered on ``agent`` now, or None if
         that is below its minimum allocatable resources."""
-        if not caps:
-            offer = agent.available
+        if agent.reserved:
+            # another role's reservations are not for it; caps limit only
+            # unreserved kinds (reserved ones already count as consumed)
+            offer = agent.available.allocatable_to(framework.role)
+            if caps:
+                offer = offer.clipped(caps)
+            quantities = offer.stripped()  # reserved cpus meet a cpus minimum too
+        elif not caps:
+            offer = quantities = agent.available
             if framework.min_allocatable is None and len(self._all_mins) == 1:
                 return offer  # _offerable_at_all already checked the default minimum
         else:
-            offer = agent.available.clipped(caps)
+            offer = quantities = agent.available.clipped(caps)
         if not offer:
             return None
         mins = framework.min_allocatable if framework.min_allocatable is not None else self.min_allocatable
         if not mins:
             return offer
         for minimum in mins:
-            if offer.contains(minimum):
+            if quantities.contains(minimum):
                 return offer
         return None
 
@@ -959,13 +981,16 @@ class HierarchicalAllocator:
     def _hold(self, framework: _Framework, agent: Agent, resources: Resources) -> None:
         """Move resources from the agent's available pool to the framework."""
         self._agents.decrease_available(agent, framework.id, resources)
+        quantities = resources.stripped() if agent.reserved else resources  # DRF counts reserved ones too
         if self._roles_deferred:
             self._deferred_grants += 1
         else:
-            self._role_sorter.allocated(framework.role, resources)
-        self._framework_sorters[framework.role].allocated(framework.id, resources)
+            self._role_sorter.allocated(framework.role, quantities)
+        self._framework_sorters[framework.role].allocated(framework.id, quantities)
         if self._quota:
-            self._roles.charge(framework.role, resources.millis(), 1)
+            # reservations count as consumed already (QuotaBook.consumed)
+            charged = resources.unreserved() if agent.reserved else resources
+            self._roles.charge(framework.role, charged.millis(), 1)
             self._eligibility += 1  # quota caps moved
 
     def _release(self, framework: _Framework, agent: Agent, resources: Resources) -> None:
@@ -973,12 +998,23 @@ class HierarchicalAllocator:
         if not resources:
             return
         self._agents.increase_available(agent, framework.id, resources)
+        quantities = resources.stripped() if agent.reserved else resources
         if not self._roles_deferred:
-            self._role_sorter.unallocated(framework.role, resources)
-        self._framework_sorters[framework.role].unallocated(framework.id, resources)
+            self._role_sorter.unallocated(framework.role, quantities)
+        self._framework_sorters[framework.role].unallocated(framework.id, quantities)
         if self._quota:
-            self._roles.charge(framework.role, resources.millis(), -1)
+            charged = resources.unreserved() if agent.reserved else resources
+            self._roles.charge(framework.role, charged.millis(), -1)
             self._eligibility += 1  # quota caps moved
+
+    def _reserve(self, total: Resources, sign: int) -> None:
+        """An agent whose total is ``total`` came (+1) or went (-1): its static
+        reservations join or leave the quota book's per-role reservations."""
+        if not total.has_reservations():
+            return
+        for role in total.reservation_roles():
+            self._quota.reserve(role, total.reserved(role).stripped().millis(), sign)
+        self._eligibility += 1  # quota consumption moved
 
     def _add_filter(self, framework_id: str, agent_id: str, refused: Resources, refuse: float) -> None:
         if refuse > 0 and refused:
@@ -1015,6 +1051,14 @@ class HierarchicalAllocator:
         self._sync_roles()
         role_shares = {role: self._role_sorter.share(role) for role in self._framework_sorters}
         framework_shares = {fid: self._framework_sorters[f.role].share(fid) for fid, f in self._frameworks.items()}
+        reserved: dict[str, list[Resources]] = {}
+        role_allocated: dict[str, list[Resources]] = {}
+        for agent in self._agents:
+            if agent.reserved:
+                for role in agent.total.reservation_roles():
+                    reserved.setdefault(role, []).append(agent.total.reserved(role))
+            for framework_id, held in agent.held.items():
+                role_allocated.setdefault(self._frameworks[framework_id].role, []).append(held)
         return AllocatorStatistics(
             outstanding_offers=len(self._offers),
             active_filters=len(self._filters),
@@ -1026,6 +1070,8 @@ class HierarchicalAllocator:
             allocated=allocated,
             role_shares=role_shares,
             framework_shares=framework_shares,
+            reserved={role: Resources.sum(parts) for role, parts in sorted(reserved.items())},
+            role_allocated={role: Resources.sum(parts) for role, parts in sorted(role_allocated.items())},
             **self._counters,
         )
 
@@ -1062,6 +1108,7 @@ class HierarchicalAllocator:
             "filters": self._filters.snapshot(),
             "weights": dict(sorted(self._weights.items())),
             "quota": self._quota.snapshot(),
+            "reservations": {role: format_millis(millis) for role, millis in sorted(self._quota.reservations.items())},
             "pending": {"all": self._pending_all, "agents": sorted(self._pending)},
             "preferred": {a: {"role": role, "until": until} for a, (role, until) in self.preferences().items()},
             "counters": dict(self._counters),
@@ -1089,7 +1136,8 @@ class HierarchicalAllocator:
                 assert framework.id in self._agents.get(agent_id).held, f"{framework.id} uses {agent_id} unheld"
             expected = Resources.sum(agent.held.get(framework.id, EMPTY) for agent in self._agents)
             got = self._framework_sorters[framework.role].allocation(framework.id)
-            assert got == expected.only(expected.scalars()), f"sorter allocation of {framework.id}: {got} != {expected}"
+            scalars = expected.stripped()
+            assert got == scalars.only(scalars.scalars()), f"sorter allocation of {framework.id}: {got} != {expected}"
         for offer in self._offers:
             assert offer.framework_id in self._frameworks and offer.agent_id in self._agents, f"stray offer {offer.id}"
         assert self._roles.roles() == sorted(self._framework_sorters), "role tree and framework sorters disagree"

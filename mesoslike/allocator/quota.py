@@ -67,6 +67,10 @@ class QuotaBook:
     def __init__(self, tree: RoleTree) -> None:
         self.guarantees: dict[str, Millis] = {}
         self.limits: dict[str, Millis] = {}
+        #: static reservations per reservation role (all agents, stripped
+        #: thousandths): they count as consumed by the role and its
+        #: ancestors whether allocated or not, as in Mesos
+        self.reservations: dict[str, Millis] = {}
         self._tree = tree
 
     def __bool__(self) -> bool:
@@ -123,9 +127,29 @@ class QuotaBook:
             self.limits.pop(role, None)
 
     # ------------------------------------------------------------ queries
+    def reserve(self, role: str, millis: Mapping[str, int], sign: int) -> None:
+        """An agent with ``millis`` reserved for ``role`` came (+1) or went (-1)."""
+        into = self.reservations.setdefault(role, {})
+        add_millis(into, millis, sign)
+        if not into:
+            del self.reservations[role]
+
     def consumed(self, role: str) -> Mapping[str, int]:
-        """What the role's subtree holds (read-only)."""
-        return self._tree.consumed(role)
+        """What the role's subtree consumes (read-only): the unreserved
+        resources its frameworks hold plus every reservation of a role in
+        the subtree, allocated or not (Mesos: "consumed quota =
+        reservations + unreserved allocation"). O(depth · kinds), plus
+        O(reservation roles · kinds) when some are reserved."""
+        held = self._tree.consumed(role)
+        if not self.reservations:
+            return held
+        total: Millis | None = None
+        for reservation, millis in self.reservations.items():
+            if role in lineage(reservation):
+                if total is None:
+                    total = dict(held)
+                add_millis(total, millis)
+        return held if total is None else total
 
     def limit_caps(self, role: str) -> Millis | None:
         """Room left under the limits of the role and its ancestors, per
@@ -136,7 +160,7 @@ class QuotaBook:
             limit = limits.get(path)
             if limit is None:
                 continue
-            consumed = self._tree.consumed(path)
+            consumed = self.consumed(path)
             if caps is None:
                 caps = {}
             for kind, amount in limit.items():
@@ -155,7 +179,7 @@ class QuotaBook:
 
     def unsatisfied(self, root: str) -> Millis:
         """The part of ``root``'s guarantee not yet consumed."""
-        return positive_gap(self.guarantees[root], self._tree.consumed(root))
+        return positive_gap(self.guarantees[root], self.consumed(root))
 
     def required_headroom(self) -> Millis:
         """Unconsumed guarantees of the top-most guaranteed roles, summed."""
@@ -171,7 +195,7 @@ class QuotaBook:
             role: {
                 "guarantee": format_millis(self.guarantees.get(role, {})),
                 "limit": format_millis(self.limits[role]) if role in self.limits else None,
-                "consumed": format_millis(self._tree.consumed(role)),
+                "consumed": format_millis(self.consumed(role)),
             }
             for role in roles
         }

@@ -93,6 +93,12 @@ def format_state(doc: dict) -> str:
     lines += ["", f"offers outstanding: {len(doc['offers'])}"]
     if doc.get("roles"):
         lines.append("role shares: " + ", ".join(f"{r} {s:.3f}" for r, s in doc["roles"].items()))
+    reservations = {role: r for role, r in (doc.get("reservations") or {}).items() if r["reserved"]}
+    if reservations:
+        lines += ["", f"reservations ({len(reservations)} roles)"]
+        lines += _table([[role, r["reserved"], r["allocated_reserved"] or "-", r["allocated_unreserved"] or "-"]
+                         for role, r in reservations.items()],
+                        ["role", "reserved", "allocated reserved", "allocated unreserved"])
     if doc.get("preemption"):
         lines += ["", *_preemption_lines(doc["preemption"])]
     return "\n".join(lines)

@@ -156,6 +156,9 @@ def render_state(snap: StateSnapshot) -> dict:
             "id": info.id,
             "hostname": info.hostname,
             "resources": str(info.resources),
+            # static reservations (docs/cluster.rst, "Reservations")
+            "reserved": str(info.resources.reserved()),
+            "unreserved": str(info.resources.unreserved()),
             "used": str(used_by_agent.get(info.id, EMPTY)),
             "available": str(available),
             "attributes": attributes_json(info.attributes),
@@ -183,11 +186,24 @@ def render_state(snap: StateSnapshot) -> dict:
         "completed_frameworks": completed_frameworks,
         "offers": offers,
         "roles": {role: share for role, share in sorted(stats.role_shares.items())},
+        "reservations": _reservations_json(stats),
         "total": str(stats.total),
         "allocated": str(stats.allocated),
         "roles_config": snap.roles_config,
         "preemption": snap.preemption,
     }
+
+
+def _reservations_json(stats: AllocatorStatistics) -> dict[str, dict[str, str]]:
+    """Per role with static reservations or frameworks: what is reserved for
+    it, and what its frameworks hold of reserved and of unreserved resources."""
+    out = {}
+    for role in sorted(set(stats.reserved) | set(stats.role_allocated)):
+        held = stats.role_allocated.get(role, EMPTY)
+        out[role] = {"reserved": str(stats.reserved.get(role, EMPTY)),
+                     "allocated_reserved": str(held.reserved()),
+                     "allocated_unreserved": str(held.unreserved())}
+    return out
 
 
 def _completed_framework_json(framework: CompletedFramework, hostnames: dict[str, str]) -> dict:
