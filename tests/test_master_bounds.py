@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from mesoslike.attributes import AttributesError
 from mesoslike.master import MasterConfig
 from mesoslike.master.core import MAX_ERROR_TEXT
 from mesoslike.master.records import MAX_FAILOVER_TIMEOUT, MAX_NAME_LENGTH, Holdings, clip
@@ -154,9 +155,12 @@ def test_framework_fields_longer_than_the_master_keeps_are_refused(info, fragmen
 
 def test_agent_fields_longer_or_more_than_the_master_keeps_are_refused():
     h = Harness()
-    for info in (AgentInfo("h" * (MAX_NAME_LENGTH + 1), R("cpus:1")),
-                 AgentInfo("h", R("cpus:1"), {f"k{n}": "v" for n in range(129)}),
-                 AgentInfo("h", R("cpus:1"), {"k": "v" * (MAX_NAME_LENGTH + 1)})):
+    # too many or too long attributes cannot even be made (nor decoded): the type refuses them (issue 18 §5)
+    with pytest.raises(AttributesError, match="129 attributes are more than 128"):
+        AgentInfo("h", R("cpus:1"), {f"k{n}": "v" for n in range(129)})
+    with pytest.raises(AttributesError, match="longer than"):
+        AgentInfo("h", R("cpus:1"), {"k": "v" * (MAX_NAME_LENGTH + 1)})
+    for info in (AgentInfo("h" * (MAX_NAME_LENGTH + 1), R("cpus:1")),):
         (error,) = only(h.send(AG, m.RegisterAgent(info)), m.Error)
         assert "cannot register the agent" in error.message
     assert h.core.agents == {} and h.core.registry.agents == {}
