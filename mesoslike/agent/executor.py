@@ -65,7 +65,7 @@ from mesoslike.errors import MesoslikeError
 from mesoslike.wire.messages import TaskUsage
 from mesoslike.wire.types import TaskInfo
 
-__all__ = ["TaskExecutor", "destroy_containers_under", "TaskStarted", "TaskExit", "TaskLimited", "TaskHealth",
+__all__ = ["TaskExecutor", "launch_problem", "destroy_containers_under", "TaskStarted", "TaskExit", "TaskLimited", "TaskHealth",
            "LaunchFailed", "ExecutorEvent", "LaunchError", "FetcherSettings", "FETCHER_CACHE_DIR",
            "DEFAULT_FETCHER_CACHE_SIZE", "DEFAULT_FETCHER_TIMEOUT", "DEFAULT_FETCHER_MAX_SIZE",
            "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED", "REASON_CONTAINER_LAUNCH_FAILED",
@@ -437,7 +437,7 @@ class TaskExecutor:
             raise
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             self._abandon(container)
-            raise LaunchError(_launch_problem(exc, self.work_dir)) from None
+            raise LaunchError(launch_problem(exc, self.work_dir)) from None
         self._runs[key] = run = _Run(framework_id, task.task_id, run_dir, sandbox, container, watch)
         run.checked = task.health_check is not None
         log.info("task %s/%s: supervisor pid %d, sandbox %s", framework_id, task.task_id, watch.pid, sandbox)
@@ -831,7 +831,8 @@ def _with_full_disk(message: str, sandbox: Path) -> str:
     return f"{message}; {full}" if message else full
 
 
-def _launch_problem(exc: BaseException, work_dir: Path) -> str:
+def launch_problem(exc: BaseException, work_dir: Path) -> str:
+    """What to tell of a launch that failed with ``exc``: a full work directory said in words."""
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return f"the work directory's file system is full ({work_dir}: no space left on device)"
     return f"{type(exc).__name__}: {exc}"

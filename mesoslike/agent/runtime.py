@@ -19,7 +19,6 @@ it, and returns.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import pwd
@@ -58,6 +57,7 @@ from mesoslike.agent.executor import (
     LaunchFailed,
     TaskExecutor,
     TaskExit,
+    launch_problem,
     TaskHealth,
     TaskLimited,
     TaskStarted,
@@ -631,9 +631,7 @@ class AgentRuntime:
             if (framework_id, task_id) not in self._checkpoint_failed:
                 log.error("cannot checkpoint task %s/%s (a restarted agent would not know it): %s",
                           framework_id, task_id, exc)
-            self._checkpoint_failed[(framework_id, task_id)] = (
-                f"the work directory's file system is full ({self.work_dir}: no space left on device)"
-                if exc.errno == errno.ENOSPC else f"{type(exc).__name__}: {exc}")
+            self._checkpoint_failed[(framework_id, task_id)] = launch_problem(exc, self.work_dir)
 
     def _forget_checkpoint(self, framework_id: str, task_id: str) -> None:
         try:

@@ -24,7 +24,7 @@ import json
 import logging
 import re
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import attrs
 from kazoo.client import KazooClient, KazooState
@@ -210,6 +210,13 @@ def _decode_member_info(data: bytes) -> dict | str:
 def _lowest_valid_member(client: KazooClient, path: str, children: list[str], skips: _SkipLog,
                          timeout: float) -> _Member | None:
     """The leader: the lowest-sequence election znode whose data is valid."""
+    return next(_valid_members(client, path, children, skips, timeout), None)
+
+
+def _valid_members(client: KazooClient, path: str, children: list[str], skips: _SkipLog,
+                   timeout: float) -> Iterator[_Member]:
+    """The election znodes whose data is valid, lowest sequence first (read
+    one by one, as asked for)."""
     for sequence, name in _candidates(children, skips):
         try:
             data, stat = _wait(client.get_async(f"{path}/{name}"), timeout)
@@ -223,8 +230,7 @@ def _lowest_valid_member(client: KazooClient, path: str, children: list[str], sk
             # masters only create ephemeral znodes; a persistent one would lead forever
             skips.skip(name, "it is not ephemeral (no master's session owns it)")
             continue
-        return _Member(name=name, sequence=sequence, info=info, owner_session=stat.owner_session_id)
-    return None
+        yield _Member(name=name, sequence=sequence, info=info, owner_session=stat.owner_session_id)
 
 
 # ----------------------------------------------------------------- group watcher
@@ -444,22 +450,13 @@ class MasterContender(_GroupWatcher):
         znode holds no valid info are left out (as the election skips them).
         O(members) reads."""
         client = self.client
-        found: list[dict] = []
         try:
             children = _wait(client.get_children_async(self._path), self._op_timeout)
-            for _, name in _candidates(children, self._skips):
-                try:
-                    data, stat = _wait(client.get_async(f"{self._path}/{name}"), self._op_timeout)
-                except NoNodeError:  # went away since the listing
-                    continue
-                info = _decode_member_info(data)
-                if isinstance(info, str) or stat.owner_session_id is None:
-                    continue
-                found.append({k: str(info.get(k, "")) for k in ("id", "address", "http_address")}
-                             | {"leader": not found})
+            members = list(_valid_members(client, self._path, children, self._skips, self._op_timeout))
         except KazooException as exc:
             raise ZooKeeperError(f"could not read the master group {self._path}: {exc!r}") from None
-        return found
+        return [{k: str(member.info.get(k, "")) for k in ("id", "address", "http_address")} | {"leader": i == 0}
+                for i, member in enumerate(members)]
 
     def stop(self) -> None:
         """Leave the group: demote (calling ``on_demoted("stopped")`` if leading),
