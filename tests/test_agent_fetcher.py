@@ -188,9 +188,10 @@ def test_a_cached_uri_is_downloaded_once_and_served_from_the_cache_after(master,
             CommandURI(f"{server.url}/big.bin", cache=True), CommandURI(f"{server.url}/fresh.txt")]))
         assert statuses[-1].state == TaskState.FINISHED, statuses[-1].message
         assert (sandbox_path(agent.work_dir, "fw-1", task_id) / "big.bin").read_bytes() == server.files["/big.bin"]
-    assert server.requests == {"/big.bin": 1, "/fresh.txt": 2}     # only the uncached URI went out again
-    log = (agent.work_dir / "meta" / "tasks" / "fw-1" / "b" / "supervisor.log").read_text()
-    assert f"fetched {server.url}/big.bin (from the cache)" in log
+    # only the uncached URI went out again: the server's count is the proof. (The supervisor's log
+    # saying "from the cache" is not read: an ended task's run directory is removed in the
+    # background once its end is acknowledged, and the test raced that removal in CI.)
+    assert server.requests == {"/big.bin": 1, "/fresh.txt": 2}
 
 
 def test_the_cache_is_bounded_and_evicts_the_least_recently_used(master, make_agent, server):  # noqa: F811
