@@ -9,6 +9,7 @@ import attrs
 
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo, Label, TaskInfo, TaskState, TaskStatus
+from mesoslike.wire.types import ExecutorInfo
 from mesoslike.wire.messages import TaskUsage
 
 if TYPE_CHECKING:
@@ -181,6 +182,8 @@ class AgentRecord:
     http_address: str = ""              # its HTTP endpoints (sandbox files), as it registered
     accepts_batches: bool = False       # it takes STATUS_UPDATE_ACKS, RUN_TASKS (it said so registering)
     usage: dict[tuple[str, str], TaskUsage] = attrs.field(factory=dict)  # its tasks', from its last PONG
+    #: its custom executors' processes (framework_id, executor_id) -> their info: their resources are used
+    executors: dict[tuple[str, str], ExecutorInfo] = attrs.field(factory=dict)
 
     @property
     def id(self) -> str:

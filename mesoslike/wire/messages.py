@@ -27,7 +27,8 @@ from typing import Any, ClassVar
 import attrs
 
 from mesoslike.wire.schema import Schema
-from mesoslike.wire.types import AgentInfo, Filters, FrameworkInfo, MasterInfo, Offer, TaskInfo, TaskStatus
+from mesoslike.wire.types import (AgentInfo, ExecutorInfo, Filters, FrameworkInfo, MasterInfo, Offer, TaskInfo,
+                                  TaskStatus)
 
 PROTOCOL_VERSION = 1
 
@@ -144,13 +145,20 @@ class Reconcile:
 @message
 @attrs.frozen
 class FrameworkMessage:
-    """Opaque data between a framework and an agent (both directions)."""
+    """Opaque data between a framework and an agent (both directions).
+    Scheduler -> agent: for the custom executor ``executor_id`` (its
+    ``framework_message`` callback), else for the running task ``task_id``
+    (appended to its sandbox's ``messages`` file, or handed to its custom
+    executor). Agent -> scheduler: from the executor ``executor_id``.
+    ``data``: at most :data:`~mesoslike.wire.types.MAX_FRAMEWORK_MESSAGE` bytes
+    on the executor's side."""
 
     TYPE: ClassVar[str] = "MESSAGE"
     framework_id: str
     agent_id: str
     data: bytes
     task_id: str = ""
+    executor_id: str = ""
 
 
 # ------------------------------------------------------- master -> scheduler
@@ -227,6 +235,15 @@ class RunningTask:
     state: str
 
 
+@attrs.frozen
+class RunningExecutor:
+    """A custom executor whose process an agent still runs, reported when it
+    re-registers (a part of REREGISTER_AGENT): its resources stay used."""
+
+    framework_id: str
+    executor: ExecutorInfo
+
+
 @message
 @attrs.frozen
 class RegisterAgent:
@@ -255,6 +272,8 @@ class ReregisterAgent:
     version: str = ""
     http_address: str = ""
     accepts_batches: bool = False
+    #: its custom executors' processes still running (their resources are used)
+    executors: list[RunningExecutor] = attrs.field(factory=list)
 
 
 @message
@@ -373,6 +392,21 @@ class UnregisterAgent:
     TYPE: ClassVar[str] = "UNREGISTER_AGENT"
     agent_id: str
     reason: str = ""
+
+
+@message
+@attrs.frozen
+class ExecutorExited:
+    """Agent -> master: the process of a custom executor ended; its
+    resources are free again (Mesos's ``ExitedExecutorMessage``). Best
+    effort: a master that misses it learns it from the agent's next
+    REREGISTER_AGENT, which lists the executors still running."""
+
+    TYPE: ClassVar[str] = "EXECUTOR_EXITED"
+    agent_id: str
+    framework_id: str
+    executor_id: str
+    message: str = ""
 
 
 @message
