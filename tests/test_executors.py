@@ -14,7 +14,7 @@ import pytest
 
 from agent_helpers import agent_state, kill_9, start_agent
 from e2e_helpers import RecordingScheduler, alive, cluster  # noqa: F401 (fixture)
-from mesoslike import ExecutorInfo, FrameworkInfo, Resources, TaskInfo, TaskState
+from mesoslike import ExecutorInfo, Filters, FrameworkInfo, Resources, TaskInfo, TaskState
 from waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")]
@@ -57,7 +57,7 @@ class ExecutorScheduler(RecordingScheduler):
             if tasks:
                 driver.launch_tasks([offer.id], tasks)
             else:
-                driver.decline_offer(offer.id)
+                driver.decline_offer(offer.id, Filters(refuse_seconds=0.2))
 
     def state_of(self, task_id: str) -> str | None:
         statuses = self.statuses(task_id)
@@ -105,3 +105,154 @@ def test_one_executor_runs_many_tasks_and_messages_go_both_ways(cluster):
                    "two more tasks", cluster.diagnostics)
     assert executor_pids(scheduler, "t5", "t6") == {pid}
     assert alive(pid)
+
+
+def offered(scheduler: ExecutorScheduler, since: int) -> list[tuple[float, float]]:
+    """(cpus, mem) of the offers made since the ``since``-th callback."""
+    return [cpus_mem(offer.resources) for offers in scheduler.of("resource_offers")[since:] for offer in offers]
+
+
+def cpus_mem(resources: Resources) -> tuple[float, float]:
+    return (round(resources.get("cpus"), 3), round(resources.get("mem"), 3))
+
+
+def test_the_executor_resources_are_used_until_it_exits(cluster):
+    scheduler = ExecutorScheduler()
+    scheduler.add(("t0", "finish"))
+    driver = run_cluster(cluster, scheduler)
+    scheduler.wait(lambda: scheduler.state_of("t0") == TaskState.FINISHED, 40, "t0 to finish", cluster.diagnostics)
+    total = cpus_mem(Resources.parse(AGENT))
+    without_executor = cpus_mem(Resources.parse(AGENT) - EXECUTOR.resources)
+    # the task's resources came back; the executor's did not: it still runs
+    seen = len(scheduler.of("resource_offers"))
+    scheduler.wait(lambda: without_executor in offered(scheduler, seen), 30,
+                   f"an offer of {without_executor} (the agent less its idle executor)", cluster.diagnostics)
+    assert total not in offered(scheduler, seen)
+    pid = executor_pids(scheduler, "t0").pop()
+    driver.send_framework_message(scheduler.statuses("t0")[-1].agent_id, b"exit", "", executor_id="exec-1")
+    wait_until(lambda: not alive(pid), 20, "the executor to exit")
+    seen = len(scheduler.of("resource_offers"))
+    scheduler.wait(lambda: total in offered(scheduler, seen), 30, f"an offer of the whole agent ({total})",
+                   cluster.diagnostics)
+    wait_until(lambda: agent_state(cluster, "a1")["executors"] == [], 10, "the agent to forget the executor")
+
+
+def test_an_offer_without_room_for_the_executor_fails_the_task_and_starts_nothing(cluster):
+    big = ExecutorInfo("big", EXECUTOR.command, Resources.parse("cpus:1.95;mem:64"))
+
+    class Greedy(ExecutorScheduler):
+        def on_offers(self, driver, offers):   # room for the task, not for its executor too
+            if not self.statuses("t0"):
+                driver.launch_tasks([offers[0].id], [TaskInfo("t0", offers[0].agent_id, "", TASK, executor=big)])
+
+    scheduler = Greedy(big)
+    run_cluster(cluster, scheduler)
+    status = scheduler.wait(lambda: scheduler.statuses("t0"), 20, "t0's update")[-1]
+    assert status.state == TaskState.ERROR and "its executor's" in status.message, status
+    assert agent_state(cluster, "a1")["executors"] == []
+
+
+def test_the_executor_exiting_fails_its_tasks(cluster):
+    scheduler = ExecutorScheduler()
+    scheduler.add(("held", "hold"))
+    driver = run_cluster(cluster, scheduler)
+    scheduler.wait(lambda: scheduler.state_of("held") == TaskState.RUNNING, 40, "held to run", cluster.diagnostics)
+    scheduler.add(("crash", "exit 3"))
+    driver.revive_offers()
+    scheduler.wait(lambda: scheduler.state_of("held") == TaskState.FAILED and scheduler.state_of("crash")
+                   == TaskState.FAILED, 40, "both tasks to fail with their executor", cluster.diagnostics)
+    for task_id in ("held", "crash"):
+        status = scheduler.statuses(task_id)[-1]
+        assert status.reason == "REASON_EXECUTOR_TERMINATED", status
+        assert "exec-1" in status.message and "status 3" in status.message, status.message
+
+
+def test_kill_task_reaches_the_executor(cluster):
+    scheduler = ExecutorScheduler()
+    scheduler.add(("held", "hold"), ("other", "hold"))
+    driver = run_cluster(cluster, scheduler)
+    scheduler.wait(lambda: scheduler.state_of("held") == scheduler.state_of("other") == TaskState.RUNNING, 40,
+                   "the tasks to run", cluster.diagnostics)
+    driver.kill_task("held")
+    scheduler.wait(lambda: scheduler.state_of("held") == TaskState.KILLED, 20, "held to be killed",
+                   cluster.diagnostics)
+    assert scheduler.statuses("held")[-1].message == "killed by the executor"
+    assert scheduler.state_of("other") == TaskState.RUNNING   # the executor and its other task go on
+    assert alive(executor_pids(scheduler, "other").pop())
+
+
+def test_teardown_shuts_the_executor_down(cluster):
+    scheduler = ExecutorScheduler()
+    scheduler.add(("held", "hold"))
+    driver = run_cluster(cluster, scheduler)
+    scheduler.wait(lambda: scheduler.state_of("held") == TaskState.RUNNING, 40, "held to run", cluster.diagnostics)
+    pid = executor_pids(scheduler, "held").pop()
+    driver.stop()   # tears the framework down
+    wait_until(lambda: not alive(pid), 20, "the executor to end after its shutdown")
+    wait_until(lambda: agent_state(cluster, "a1")["executors"] == [] and agent_state(cluster, "a1")["tasks"] == [],
+               20, "the agent to forget the executor and its task")
+
+
+def test_agent_kill_9_and_restart_the_executor_reregisters_and_its_tasks_finish(cluster):
+    scheduler = ExecutorScheduler()
+    scheduler.add(("held", "hold"))
+    cluster.start_master("--max-agent-ping-timeouts", "20")   # the agent is back before it would be removed
+    agent = start_agent(cluster, "a1", AGENT)
+    driver = cluster.driver(scheduler, "recover", framework=FrameworkInfo("recover", failover_timeout=60.0))
+    scheduler.wait(lambda: scheduler.state_of("held") == TaskState.RUNNING, 40, "held to run", cluster.diagnostics)
+    pid = executor_pids(scheduler, "held").pop()
+    kill_9(agent)
+    assert alive(pid)   # the executor outlives its agent
+    start_agent(cluster, "a1", AGENT, wait=False)
+    scheduler.wait(lambda: f"reregistered exec-1 {pid}".encode() in scheduler.messages(), 30,
+                   "the executor to re-register with the restarted agent", cluster.diagnostics)
+    assert alive(pid)
+    driver.kill_task("held")   # reaches the executor through the new agent
+    scheduler.wait(lambda: scheduler.state_of("held") == TaskState.KILLED, 20, "held to be killed",
+                   cluster.diagnostics)
+    scheduler.add(("after", "finish"))
+    driver.revive_offers()
+    scheduler.wait(lambda: scheduler.state_of("after") == TaskState.FINISHED, 40, "a task after the restart",
+                   cluster.diagnostics)
+    assert executor_pids(scheduler, "after") == {pid}   # the same, recovered executor
+    assert not {TaskState.FAILED, TaskState.LOST} & {s.state for s in scheduler.statuses()}
+
+
+def test_garbage_and_a_wrong_secret_on_the_executor_channel_are_refused_and_the_agent_goes_on(cluster):
+    from mesoslike.transport import Client
+    from mesoslike.wire import executor_messages as x
+
+    scheduler = ExecutorScheduler()
+    scheduler.add(("t0", "finish"))
+    driver = run_cluster(cluster, scheduler)
+    scheduler.wait(lambda: scheduler.state_of("t0") == TaskState.FINISHED, 40, "t0 to finish", cluster.diagnostics)
+    endpoint = agent_state(cluster, "a1")["executor_channel"]
+    oversized = Client(endpoint, codec=x.EXECUTOR_CODEC)   # cut off by the agent's socket (its frame limit)
+    oversized.send_frame(b"\x00" * 5_000_000)
+    intruder = Client(endpoint, codec=x.EXECUTOR_CODEC)
+    try:
+        for frame in (b"", b"\xff" * 100, x.EXECUTOR_CODEC.encode(x.ShutdownExecutor())):
+            intruder.send_frame(frame)
+        intruder.send(x.RegisterExecutor("0" * 64))
+        intruder.send(x.ExecutorStatus("1" * 64, scheduler.statuses("t0")[-1]))
+        intruder.send(x.ExecutorMessage("2" * 64, b"forged"))
+        errors: list[str] = []
+
+        def refused():
+            intruder.wait(0.1)
+            errors.extend(m.message for _, m in intruder.receive() if isinstance(m, x.ExecutorError))
+            return sum("unknown executor secret" in e for e in errors) >= 3
+
+        wait_until(refused, 20, "three refusals of a wrong secret")
+        assert not [e for e in errors if "registered" in e.lower()]
+        assert any("bad frame" in e for e in errors) and any("not a message an executor sends" in e for e in errors)
+    finally:
+        intruder.close()
+        oversized.close()
+    assert cluster.agents["a1"].running()
+    assert b"forged" not in scheduler.messages()
+    scheduler.add(("t1", "finish"))
+    driver.revive_offers()
+    scheduler.wait(lambda: scheduler.state_of("t1") == TaskState.FINISHED, 40, "a task after the garbage",
+                   cluster.diagnostics)
+    assert executor_pids(scheduler, "t0") == executor_pids(scheduler, "t1")

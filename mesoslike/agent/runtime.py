@@ -848,7 +848,7 @@ class AgentRuntime:
                 "isolation": {"name": self.isolator.name, "enforcing": self.isolator.enforcing,
                               "description": self.isolator.describe()},
                 "switch_user": self.switch_user,
-                "draining": core.draining, "tasks": tasks,
+                "draining": core.draining, "tasks": tasks, "executor_channel": f"ipc://{self.executor_socket}",
                 "executors": [{"framework_id": e.framework_id, "id": e.executor_id, "resources": str(e.resources),
                                "pid": e.pid, "registered": e.registered, "tasks": e.tasks} for e in core.executors()],
                 "recovery_errors": [{"path": path, "problem": problem} for path, problem in self.recovery_errors],
