@@ -256,3 +256,109 @@ def test_garbage_and_a_wrong_secret_on_the_executor_channel_are_refused_and_the_
     scheduler.wait(lambda: scheduler.state_of("t1") == TaskState.FINISHED, 40, "a task after the garbage",
                    cluster.diagnostics)
     assert executor_pids(scheduler, "t0") == executor_pids(scheduler, "t1")
+
+
+# ------------------------------------------------------------ the cores, sans I/O
+def registered_agent_core():
+    import random
+
+    from mesoslike.agent.core import AgentCore
+    from mesoslike.clock import FakeClock
+    from mesoslike.wire import messages as m
+    from mesoslike.wire.types import AgentInfo, MasterInfo
+
+    clock = FakeClock(100.0)
+    secrets = iter(["a" * 64, "b" * 64, "c" * 64])
+    core = AgentCore(clock, AgentInfo("host-1", Resources.parse("cpus:4;mem:1024")), rng=random.Random(3),
+                     checkpoint=True, executor_endpoint="ipc:///tmp/x.sock", new_secret=lambda: next(secrets))
+    core.tick()
+    core.on_message(m.AgentRegistered("agent-1", MasterInfo("m", "tcp://127.0.0.1:1"), 1.0))
+    return core, clock
+
+
+def executor_task(task_id, executor=EXECUTOR):
+    return TaskInfo(task_id, "agent-1", "", TASK, executor=executor)
+
+
+def test_core_an_executor_speaks_only_for_its_own_tasks_and_only_with_its_secret():
+    from mesoslike.agent.core import LaunchTask, SendToExecutor
+    from mesoslike.wire import executor_messages as x
+    from mesoslike.wire import messages as m
+    from mesoslike.wire.types import TaskStatus
+
+    core, _ = registered_agent_core()
+    fw = FrameworkInfo("f", id="fw-1")
+    other = ExecutorInfo("exec-2", EXECUTOR.command, EXECUTOR.resources)
+    launches = [c for t, e in (("t1", EXECUTOR), ("t2", other)) for c in core.on_message(
+        m.RunTask(fw, executor_task(t, e))) if isinstance(c, LaunchTask)]
+    assert [c.task.environment[x.SECRET_ENV] for c in launches] == ["a" * 64, "b" * 64]
+    assert core.used.get("cpus") == 2 * 0.1 + 2 * 0.5   # both tasks and both executors
+    for launch in launches:
+        core.on_task_started("fw-1", launch.task.task_id, 1000)
+    # exec-1 registers and is handed t1 only
+    out = core.on_executor_frame(b"peer-1", x.RegisterExecutor("a" * 64))
+    sent = [c.message for c in out if isinstance(c, SendToExecutor)]
+    assert isinstance(sent[0], x.ExecutorRegistered) and sent[0].executor.executor_id == "exec-1"
+    assert [s.task.task_id for s in sent if isinstance(s, x.LaunchExecutorTask)] == ["t1"]
+    # exec-1 may not report exec-2's task; a wrong secret is refused; nothing reaches the master
+    for frame in (x.ExecutorStatus("a" * 64, TaskStatus("t2", TaskState.FINISHED, uuid="u1")),
+                  x.ExecutorStatus("d" * 64, TaskStatus("t1", TaskState.FINISHED, uuid="u2")),
+                  x.ExecutorStatus("a" * 64, TaskStatus("t1", TaskState.STAGING, uuid="u3"))):
+        out = core.on_executor_frame(b"peer-1", frame)
+        assert [type(c.message) for c in out] == [x.ExecutorError], out
+    assert {t.task_id: t.state for t in core.tasks()} == {"t1": TaskState.STARTING, "t2": TaskState.STARTING}
+    # its own update goes the reliable way (to the master), then is acknowledged; a resend only acknowledged
+    out = core.on_executor_frame(b"peer-1", x.ExecutorStatus("a" * 64, TaskStatus("t1", TaskState.FINISHED,
+                                                                                   uuid="u4", message="ok")))
+    kinds = [type(getattr(c, "message", c)).__name__ for c in out]
+    assert kinds.index("CheckpointTask") < kinds.index("ExecutorStatusAck")   # on disk before acknowledged
+    assert core.pending_updates("fw-1", "t1")[-1].source == "SOURCE_EXECUTOR"
+    again = core.on_executor_frame(b"peer-1", x.ExecutorStatus("a" * 64, TaskStatus("t1", TaskState.FINISHED,
+                                                                                     uuid="u4")))
+    assert [type(c.message) for c in again] == [x.ExecutorStatusAck]
+
+
+def test_core_executor_driver_keeps_updates_until_acknowledged_and_resends_them_on_reregistration():
+    from mesoslike.clock import FakeClock
+    from mesoslike.executor.core import ExecutorCore, InvokeCallback, SendToAgent
+    from mesoslike.wire import executor_messages as x
+    from mesoslike.wire.types import AgentInfo, TaskStatus
+
+    uuids = iter(f"u{i}" for i in range(10))
+    core = ExecutorCore("s" * 64, FakeClock(0.0), lambda: next(uuids))
+    assert [c.message for c in core.on_connected()] == [x.RegisterExecutor("s" * 64, [])]
+    registered = x.ExecutorRegistered(EXECUTOR, FrameworkInfo("f", id="fw"), AgentInfo("h", Resources()))
+    assert [c.name for c in core.on_message(registered) if isinstance(c, InvokeCallback)] == ["registered"]
+    task = executor_task("t1")
+    assert len(core.on_message(x.LaunchExecutorTask(task))) == 1
+    assert core.on_message(x.LaunchExecutorTask(task)) == []   # handed twice: launched once
+    sent = core.send_status_update(TaskStatus("t1", TaskState.FINISHED))
+    assert [c.message.status.uuid for c in sent] == ["u0"]
+    # the agent restarts: disconnected, registers again with the task it still has, resends the update
+    out = core.on_connected()
+    assert [c.name for c in out if isinstance(c, InvokeCallback)] == ["disconnected"]
+    assert [c.message for c in out if isinstance(c, SendToAgent)] == [x.RegisterExecutor("s" * 64, ["t1"])]
+    out = core.on_message(registered)
+    assert [c.name for c in out if isinstance(c, InvokeCallback)] == ["reregistered"]
+    assert [c.message.status.uuid for c in out if isinstance(c, SendToAgent)] == ["u0"]
+    core.on_message(x.ExecutorStatusAck("t1", "u0"))
+    assert core.pending_updates == [] and core.tasks == []
+    with pytest.raises(ValueError):
+        core.send_framework_message(b"x" * (1024 * 1024 + 1))
+
+
+def test_the_example_runs_many_tasks_on_one_executor_per_agent(tmp_path):
+    """examples/executor_many_tasks.py under ``mesoslike local`` (2 agents), as docs/framework-api.rst shows it."""
+    import subprocess
+
+    from e2e_helpers import REPO, child_env, free_port
+
+    done = subprocess.run(
+        [sys.executable, "-m", "mesoslike", "local", "--agents", "2", "--port", str(free_port()), "--http-port",
+         str(free_port()), "--work-dir", str(tmp_path / "work"), "--allocation-interval", "0.2", "--",
+         sys.executable, "examples/executor_many_tasks.py", "--tasks", "40", "--timeout", "60"],
+        cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = next(line for line in done.stdout.splitlines() if "tasks finished on" in line)
+    processes, agents = int(line.split(" on ")[1].split()[0]), int(line.split("agent used: ")[1].split(")")[0])
+    assert line.startswith("40 tasks finished") and processes == agents <= 2, line
