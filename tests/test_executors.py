@@ -362,3 +362,42 @@ def test_the_example_runs_many_tasks_on_one_executor_per_agent(tmp_path):
     line = next(line for line in done.stdout.splitlines() if "tasks finished on" in line)
     processes, agents = int(line.split(" on ")[1].split()[0]), int(line.split("agent used: ")[1].split(")")[0])
     assert line.startswith("40 tasks finished") and processes == agents <= 2, line
+
+
+# ------------------------------------------------------------ the channel's codec
+def channel_examples():
+    from mesoslike.wire import executor_messages as x
+    from mesoslike.wire.types import AgentInfo, TaskStatus
+
+    task = executor_task("t1")
+    return [x.RegisterExecutor("a" * 64, ["t1", "t2"]), x.RegisterExecutor("a" * 64),
+            x.ExecutorStatus("a" * 64, TaskStatus("t1", TaskState.RUNNING, uuid="u1", healthy=True)),
+            x.ExecutorMessage("a" * 64, b"\x00data"),
+            x.ExecutorRegistered(EXECUTOR, FrameworkInfo("f", id="fw"), AgentInfo("h", TASK, id="a1"), True),
+            x.LaunchExecutorTask(task), x.KillExecutorTask("t1"), x.ExecutorFrameworkMessage(b"data"),
+            x.ExecutorStatusAck("t1", "u1"), x.ShutdownExecutor(), x.ExecutorError("refused")]
+
+
+def test_every_channel_message_round_trips_and_the_fast_decoder_agrees_on_any_mutation():
+    from codec_helpers import assert_the_fast_decoder_agrees_on_any_mutation
+
+    from mesoslike.wire import executor_messages as x
+
+    examples = channel_examples()
+    assert {type(e).TYPE for e in examples} == set(x.EXECUTOR_SCHEMA.types)
+    for example in examples:
+        assert x.EXECUTOR_CODEC.decode(x.EXECUTOR_CODEC.encode(example)) == example
+        assert_the_fast_decoder_agrees_on_any_mutation(x.EXECUTOR_CODEC, example)
+
+
+def test_the_channel_refuses_oversized_data_and_secrets_naming_the_field():
+    import msgpack
+
+    from mesoslike.wire import WireError
+    from mesoslike.wire import executor_messages as x
+
+    for fields, fragment in ((dict(type="EXECUTOR_MESSAGE", secret="a" * 64, data=b"x" * (1024 * 1024 + 1)), "data"),
+                             (dict(type="REGISTER_EXECUTOR", secret="a" * 65), "secret"),
+                             (dict(type="EXECUTOR_STATUS", secret="a" * 64, status={"task_id": "t"}), "state")):
+        with pytest.raises(WireError, match=fragment):
+            x.EXECUTOR_CODEC.decode(msgpack.packb({"v": 1, **fields}, use_bin_type=True))
