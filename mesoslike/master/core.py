@@ -1564,8 +1564,10 @@ class MasterCore:
                     name="(recovered)", id=running.framework_id))
             holding.setdefault(running.framework_id, []).append(running.task.resources)
         executors = {(e.framework_id, e.executor.executor_id): e.executor for e in msg.executors
-                     if e.framework_id in self.frameworks or e.framework_id in holding}
-        for (framework_id, _), executor in executors.items():
+                     if e.framework_id not in self.removed_frameworks}
+        for (framework_id, _), executor in executors.items():   # an idle executor's framework lives on too
+            if framework_id not in self.frameworks:
+                self._adopt_framework(infos.get(framework_id) or FrameworkInfo(name="(recovered)", id=framework_id))
             holding.setdefault(framework_id, []).append(executor.resources)
         self._admit_agent(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()},
                           msg.http_address)
