@@ -14,7 +14,7 @@ import pytest
 
 from agent_helpers import agent_state, kill_9, start_agent
 from e2e_helpers import RecordingScheduler, alive, cluster  # noqa: F401 (fixture)
-from mesoslike import ExecutorInfo, Filters, FrameworkInfo, Resources, TaskInfo, TaskState
+from mesoslike import ExecutorInfo, Filters, FrameworkInfo, Resources, TaskInfo, TaskState, TaskStatus
 from waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")]
@@ -401,3 +401,41 @@ def test_the_channel_refuses_oversized_data_and_secrets_naming_the_field():
                              (dict(type="EXECUTOR_STATUS", secret="a" * 64, status={"task_id": "t"}), "state")):
         with pytest.raises(WireError, match=fragment):
             x.EXECUTOR_CODEC.decode(msgpack.packb({"v": 1, **fields}, use_bin_type=True))
+
+
+def test_core_the_master_takes_the_executor_resources_once_and_frees_them_when_it_exits():
+    import test_master_core as helpers   # its Harness: a MasterCore on a FakeClock
+
+    from mesoslike.wire import messages as m
+
+    h = helpers.Harness()
+    fid, aid = h.subscribe(), h.register_agent(resources="cpus:4;mem:1024")
+    (offer,) = h.offers(h.tick())
+    executor = ExecutorInfo("e1", "run", Resources.parse("cpus:1;mem:256"))
+
+    def accept(offer, *task_ids):
+        return h.send(helpers.FW, m.Accept(fid, [offer.id], [TaskInfo(t, aid, "", TASK, executor=executor)
+                                                             for t in task_ids], Filters(0.0)))
+
+    out = accept(offer, "t1", "t2")
+    assert [r.task.task_id for r in helpers.only(out, m.RunTask)] == ["t1", "t2"]
+    (offer,) = h.offers(h.tick(advance=1.0))
+    assert cpus_mem(offer.resources) == (4 - 1 - 0.2, 1024 - 256 - 32)   # the executor's taken once
+    # a later task on the running executor takes only its own; another command under the same id is refused
+    out = accept(offer, "t3")
+    assert helpers.only(out, m.RunTask)
+    (offer,) = h.offers(h.tick(advance=1.0))
+    assert cpus_mem(offer.resources) == (4 - 1 - 0.3, 1024 - 256 - 48)
+    other = ExecutorInfo("e1", "another", executor.resources)
+    out = h.send(helpers.FW, m.Accept(fid, [offer.id], [TaskInfo("t4", aid, "", TASK, executor=other)],
+                                      Filters(0.0)))
+    assert "another command" in helpers.only(out, m.Update)[0].status.message
+    # the tasks end and the executor exits: everything comes back
+    for t in ("t1", "t2", "t3"):
+        h.send(helpers.AG, m.StatusUpdate(fid, TaskStatus(t, TaskState.FINISHED, agent_id=aid, uuid=f"u-{t}")))
+    (offer,) = h.offers(h.tick(advance=1.0))
+    assert cpus_mem(offer.resources) == (3.0, 768.0)
+    h.send(helpers.FW, m.Decline(fid, [offer.id], Filters(0.0)))
+    h.send(helpers.AG, m.ExecutorExited(aid, fid, "e1", "exited"))
+    (offer,) = h.offers(h.tick(advance=1.0))
+    assert cpus_mem(offer.resources) == (4.0, 1024.0)
