@@ -281,7 +281,7 @@ def executor_task(task_id, executor=EXECUTOR):
 
 
 def test_core_an_executor_speaks_only_for_its_own_tasks_and_only_with_its_secret():
-    from mesoslike.agent.core import LaunchTask, SendToExecutor
+    from mesoslike.agent.core import MAX_EXECUTOR_PENDING_UPDATES, LaunchTask, SendToExecutor
     from mesoslike.wire import executor_messages as x
     from mesoslike.wire import messages as m
     from mesoslike.wire.types import TaskStatus
@@ -316,6 +316,16 @@ def test_core_an_executor_speaks_only_for_its_own_tasks_and_only_with_its_secret
     again = core.on_executor_frame(b"peer-1", x.ExecutorStatus("a" * 64, TaskStatus("t1", TaskState.FINISHED,
                                                                                      uuid="u4")))
     assert [type(c.message) for c in again] == [x.ExecutorStatusAck]
+    # a flood of updates while no master acknowledges is bounded: non-terminal ones are refused past the bound
+    core.on_message(m.RunTask(fw, executor_task("t3")))
+    core.on_executor_frame(b"peer-1", x.RegisterExecutor("a" * 64, []))
+    replies = [c.message for i in range(MAX_EXECUTOR_PENDING_UPDATES + 5) for c in core.on_executor_frame(
+        b"peer-1", x.ExecutorStatus("a" * 64, TaskStatus("t3", TaskState.RUNNING, uuid=f"r{i}")))
+        if isinstance(c, SendToExecutor)]
+    assert len(core.pending_updates("fw-1", "t3")) == MAX_EXECUTOR_PENDING_UPDATES
+    assert sum(isinstance(r, x.ExecutorError) for r in replies) == 6
+    out = core.on_executor_frame(b"peer-1", x.ExecutorStatus("a" * 64, TaskStatus("t3", TaskState.FAILED, uuid="z")))
+    assert core.pending_updates("fw-1", "t3")[-1].state == TaskState.FAILED   # a terminal one always gets in
 
 
 def test_core_executor_driver_keeps_updates_until_acknowledged_and_resends_them_on_reregistration():

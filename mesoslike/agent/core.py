@@ -46,7 +46,7 @@ from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TE
 __all__ = [
     "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "LaunchTask", "KillTask",
     "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent", "SendToExecutor", "AgentExecutor",
-    "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT", "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
+    "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES", "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
     "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
     "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED",
     "REASON_CONTAINER_LAUNCH_FAILED", "UPDATE_BACKOFF_INITIAL", "UPDATE_BACKOFF_MAX",
@@ -65,6 +65,9 @@ _EXECUTOR_STATES = frozenset({TaskState.STARTING, TaskState.RUNNING, TaskState.K
                               TaskState.FAILED, TaskState.KILLED, TaskState.ERROR})
 #: characters of an executor's update message and reason the agent keeps
 _MAX_EXECUTOR_TEXT = 4096
+#: a task's unacknowledged updates beyond which its executor's non-terminal ones are refused (a peer
+#: that sends TASK_RUNNING in a loop while no master acknowledges must not grow the agent without bound)
+MAX_EXECUTOR_PENDING_UPDATES = 100
 #: TASK_ERROR: duplicate id, wrong agent, no resources, or more than is free
 REASON_TASK_INVALID = "REASON_TASK_INVALID"
 #: TASK_LOST answering a KILL_TASK for a task this agent does not know
@@ -1098,6 +1101,12 @@ class AgentCore:
         ack = SendToExecutor(peer, x.ExecutorStatusAck(task_id, status.uuid))
         if not task.alive or (status.uuid and status.uuid == task.executor_uuid):
             return [ack]   # a resend of what the agent has
+        stream = self._streams.get((executor.framework.id, task_id))
+        if stream is not None and len(stream.pending) >= MAX_EXECUTOR_PENDING_UPDATES \
+                and status.state not in TERMINAL_STATES:
+            return [SendToExecutor(peer, x.ExecutorError(
+                f"task {task_id[:200]!r} has {len(stream.pending)} updates unacknowledged by the master: a "
+                "non-terminal one is refused (send it again later)"))]
         task.executor_uuid = status.uuid
         message, reason = status.message[:_MAX_EXECUTOR_TEXT], status.reason[:200]
         if status.state in TERMINAL_STATES:
