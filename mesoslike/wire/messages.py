@@ -8,7 +8,9 @@ Three conversations share one schema:
   HEARTBEAT);
 - agent <-> master: REGISTER_AGENT / REREGISTER_AGENT, AGENT_REGISTERED,
   PING / PONG (with the tasks' usage), RUN_TASK, KILL_TASK, STATUS_UPDATE,
-  STATUS_UPDATE_ACK, FRAMEWORK_TO_AGENT, SHUTDOWN_AGENT, UNREGISTER_AGENT;
+  STATUS_UPDATE_ACK, FRAMEWORK_TO_AGENT, SHUTDOWN_AGENT, UNREGISTER_AGENT,
+  EXECUTOR_EXITED (a custom executor's process ended; the executor channel
+  itself is :mod:`mesoslike.wire.executor_messages`);
 - any peer: ERROR, HEARTBEAT;
 - batches (``docs/wire.rst``, "Batching"): STATUS_UPDATES, UPDATES,
   ACKNOWLEDGEMENTS, STATUS_UPDATE_ACKS and RUN_TASKS carry several of the
