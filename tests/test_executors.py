@@ -178,7 +178,22 @@ def test_kill_task_reaches_the_executor(cluster):
                    cluster.diagnostics)
     assert scheduler.statuses("held")[-1].message == "killed by the executor"
     assert scheduler.state_of("other") == TaskState.RUNNING   # the executor and its other task go on
-    assert alive(executor_pids(scheduler, "other").pop())
+    pid = executor_pids(scheduler, "other").pop()
+    assert alive(pid)
+    # a message naming one of its tasks (pymesos's executorId = task id habit) reaches the executor too
+    driver.send_framework_message(scheduler.statuses("other")[-1].agent_id, b"ping", "other")
+    scheduler.wait(lambda: f"pong exec-1 {pid}".encode() in scheduler.messages(), 20, "the executor's pong")
+
+
+def test_teardown_shuts_an_idle_executor_down_too(cluster):
+    scheduler = ExecutorScheduler()
+    scheduler.add(("t0", "finish"))
+    driver = run_cluster(cluster, scheduler)
+    scheduler.wait(lambda: scheduler.state_of("t0") == TaskState.FINISHED, 40, "t0 to finish", cluster.diagnostics)
+    pid = executor_pids(scheduler, "t0").pop()
+    wait_until(lambda: agent_state(cluster, "a1")["tasks"] == [], 20, "the agent to forget t0 (no task is left)")
+    driver.stop()   # the framework's only trace on the agent is its idle executor
+    wait_until(lambda: not alive(pid), 20, "the idle executor to end after its shutdown")
 
 
 def test_teardown_shuts_the_executor_down(cluster):
