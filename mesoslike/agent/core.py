@@ -626,7 +626,7 @@ class AgentCore:
         # not acknowledged yet (docs/wire.rst): a master must not think those
         # lost; their pending updates go out once it answers
         still_running = [(key, task) for key, task in sorted(self._tasks.items()) if not task.orphaned]
-        running = [m.RunningTask(key[0], task.info, task.state) for key, task in still_running]
+        running = [m.RunningTask(key[0], task.info, task.state, task.healthy) for key, task in still_running]
         frameworks = {task.framework.id: task.framework for _, task in still_running}
         log.info("re-registering as %s with %d tasks", self._agent_id, len(running))
         return SendToMaster(m.ReregisterAgent(self.info, running, list(frameworks.values()), version=self.version,
