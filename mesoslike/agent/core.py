@@ -742,7 +742,7 @@ class AgentCore:
         # not acknowledged yet (docs/wire.rst): a master must not think those
         # lost; their pending updates go out once it answers
         still_running = [(key, task) for key, task in sorted(self._tasks.items()) if not task.orphaned]
-        running = [m.RunningTask(key[0], task.info, task.state) for key, task in still_running]
+        running = [m.RunningTask(key[0], task.info, task.state, task.healthy) for key, task in still_running]
         frameworks = {task.framework.id: task.framework for _, task in still_running}
         executors = [m.RunningExecutor(key[0], e.info) for key, e in sorted(self._executors.items()) if not e.orphaned]
         frameworks.update((e.framework.id, e.framework) for e in self._executors.values() if not e.orphaned)

@@ -1581,7 +1581,7 @@ class MasterCore:
             if record is None:
                 continue
             status = new_status(task_id, running.state, agent_id=agent_id, framework_id=framework_id,
-                                timestamp=now, labels=running.task.labels)
+                                timestamp=now, labels=running.task.labels, healthy=running.healthy)
             # an ended task holds nothing; its terminal update is on its way
             record.tasks[task_id] = TaskRecord(running.task, framework_id, agent_id, status,
                                                running.state in TERMINAL_STATES, launched)

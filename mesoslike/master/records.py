@@ -253,11 +253,14 @@ def clip(value: object, limit: int = LOGGED_INPUT_LIMIT) -> str:
 
 
 def new_status(task_id: str, state: str, *, agent_id: str = "", framework_id: str = "", message: str = "",
-               reason: str = "", timestamp: float = 0.0, labels: list[Label] | None = None) -> TaskStatus:
+               reason: str = "", timestamp: float = 0.0, labels: list[Label] | None = None,
+               healthy: bool | None = None) -> TaskStatus:
     """A status the master makes up (no uuid: nothing to acknowledge);
-    ``labels``: the task's, when the master knows it."""
+    ``labels``: the task's, when the master knows it; ``healthy``: its
+    latest health verdict, when an agent reported it."""
     return TaskStatus(task_id=task_id, state=state, agent_id=agent_id, message=message, source="SOURCE_MASTER",
-                      reason=reason, timestamp=timestamp, framework_id=framework_id, labels=labels or [])
+                      reason=reason, timestamp=timestamp, framework_id=framework_id, healthy=healthy,
+                      labels=labels or [])
 
 
 STAGING = TaskState.STAGING

@@ -235,6 +235,9 @@ class RunningTask:
     framework_id: str
     task: TaskInfo
     state: str
+    #: its health check's latest verdict (None: no check, or none ended): a
+    #: new leader shows it in /state before the next change of verdict
+    healthy: bool | None = None
 
 
 @attrs.frozen
