@@ -38,6 +38,7 @@ from mesoslike.agent.checkpoint import CheckpointError, CheckpointStore
 from mesoslike.agent.core import (
     AgentCore,
     CheckpointAgent,
+    CheckpointReservations,
     CheckpointTask,
     Command,
     DeliverMessage,
@@ -495,6 +496,8 @@ class AgentRuntime:
                         len(checkpoints))
             self._kill_leftovers()
             return
+        if agent_id:   # the master's reservations on this agent id (ConfigError: they no longer fit)
+            self.core.recover_reservations(self._load_reservations())
         self.checkpoints.start_journal(checkpoints)
         self.executor.run_dir_remover.empty_trash()
         self._carry_out(None, self.core.recover(agent_id, checkpoints))
@@ -504,6 +507,14 @@ class AgentRuntime:
         if agent_id:
             log.info("recovered agent %s: %d tasks, %s", agent_id, len(checkpoints),
                      ", ".join(f"{t.task_id} {t.state}" for t in self.core.tasks()) or "none")
+
+    def _load_reservations(self) -> Resources:
+        try:
+            return self.checkpoints.load_reservations()
+        except CheckpointError as exc:  # the agent re-registers without them: the master takes its word
+            self._report(exc)
+            log.error("the dynamic reservations checkpoint is unreadable: re-registering without them")
+            return Resources()
 
     def _kill_leftovers(self) -> None:
         for run_dir in self.checkpoints.run_dirs():
@@ -594,6 +605,8 @@ class AgentRuntime:
                 self.executor.forget(command.framework_id, command.task_id)
             elif isinstance(command, CheckpointAgent):
                 self._checkpoint_agent(command.agent_id)
+            elif isinstance(command, CheckpointReservations):
+                self._checkpoint_reservations(command.reservations)
             else:  # pragma: no cover - a core/runtime mismatch
                 log.error("unknown command %r", command)
 
@@ -653,6 +666,14 @@ class AgentRuntime:
         except OSError as exc:
             self.counters["checkpoint_failures"] += 1
             log.error("cannot checkpoint the agent id %r: %s", agent_id, exc)
+
+    def _checkpoint_reservations(self, reservations: Resources) -> None:
+        try:
+            self.checkpoints.save_reservations(reservations)
+        except OSError as exc:
+            self.counters["checkpoint_failures"] += 1
+            log.error("cannot checkpoint the dynamic reservations %s (a restarted agent would not have them): %s",
+                      reservations, exc)
 
     def _launch_some(self, client: Client | None) -> None:
         """Start waiting launches for at most LAUNCH_SLICE seconds.
