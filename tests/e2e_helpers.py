@@ -324,6 +324,16 @@ class Cluster(ProcessSet):
             timeout)
         return self.master
 
+    def restart_master(self, *extra: str) -> Proc:
+        """Kill the master -9 and start another on its ports (``extra``: its
+        flags, e.g. the same ``--work-dir``); not waited for."""
+        self.master.signal_group(signal.SIGKILL)
+        wait_until(lambda: not self.master.running(), 10, "the master to die")
+        self.master = self._start("master-restarted", [
+            "master", "--ip", "127.0.0.1", "--port", str(self.port), "--http-port", str(self.http_port),
+            *FAST_MASTER_ARGS, *extra, *self.security_args()])
+        return self.master
+
     def start_local(self, *extra: str, timeout: float = 30.0) -> Proc:
         """``mesoslike local`` (master and agents in one process)."""
         self.master = self._start_listening(
