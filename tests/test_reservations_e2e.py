@@ -18,7 +18,7 @@ import pytest
 
 from e2e_helpers import RecordingScheduler, cluster, http_get  # noqa: F401 (cluster: a fixture)
 from mesoslike import Filters, FrameworkInfo, Launch, Reserve, Resources, TaskInfo, TaskState
-from test_operations import post
+from test_operations import cli, post
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -168,8 +168,9 @@ def test_a_reservation_made_through_an_offer_survives_a_master_restart_and_an_ag
 
 
 def test_operator_reserves_and_unreserves_over_http(cluster):
-    """``POST /reserve`` and ``/unreserve`` with the operator's token: the
-    reservation carries the operator's principal; without a token: 401."""
+    """``POST /reserve`` and ``/unreserve`` with the operator's token (the
+    second through ``mesoslike unreserve``): the reservation carries the
+    operator's principal and ``mesoslike state`` lists it; without a token: 401."""
     cluster.start_master()
     cluster.start_agent("op1", "cpus:2;mem:512")
     body = {"agent_id": "op1", "resources": "cpus(web):1;mem(web):64"}
@@ -179,10 +180,13 @@ def test_operator_reserves_and_unreserves_over_http(cluster):
     assert reply["resources"] == "cpus(web,ops):1;mem(web,ops):64"
     assert dynamic_reservations(cluster.state(), "op1") == [
         {"role": "web", "type": "dynamic", "principal": "ops", "resources": "cpus(web,ops):1;mem(web,ops):64"}]
+    shown = cli(cluster, "state", "--master", cluster.address, token=None)
+    assert shown.returncode == 0, shown.stderr
+    assert "dynamic reservations (1)" in shown.stdout and "cpus(web,ops):1;mem(web,ops):64" in shown.stdout
     status, reply = post(cluster.http + "/reserve", {"agent_id": "op1", "resources": "cpus(web):5"}, cluster.token)
     assert status == 409 and "has no" in reply["error"]
-    status, reply = post(cluster.http + "/unreserve", {"agent_id": "op1", "resources": "cpus(web,ops):1;mem(web,ops):64"},
-                         cluster.token)
-    assert status == 200, reply
-    assert dynamic_reservations(cluster.state(), "op1") == []
 
+    done = cli(cluster, "unreserve", "--master", cluster.http, "op1", "cpus(web,ops):1;mem(web,ops):64")
+    assert done.returncode == 0, done.stderr
+    assert "unreserved" in done.stdout
+    assert dynamic_reservations(cluster.state(), "op1") == []
