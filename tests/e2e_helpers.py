@@ -69,6 +69,14 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str, interva
     return wait_until(predicate, timeout, what, interval=interval, diagnostics=diagnostics)
 
 
+def run_on_local(*command: str, agents: int = 1, timeout: float = 80.0) -> subprocess.CompletedProcess:
+    """``mesoslike local --agents N -- COMMAND`` (an example, run as a user
+    runs it) on free ports with a quick allocation interval; its output."""
+    args = [sys.executable, "-m", "mesoslike", "local", "--agents", str(agents), "--port", str(free_port()),
+            "--http-port", str(free_port()), "--allocation-interval", "0.2", "--", *command]
+    return subprocess.run(args, cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=timeout)
+
+
 def http_get(url: str, timeout: float = 2.0) -> tuple[int, str, str]:
     """(status, content type, body) of a GET; HTTP errors are returned, not raised."""
     try:

@@ -13,10 +13,11 @@ restart (its checkpoint); an operator reserves and unreserves over HTTP."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
-from e2e_helpers import RecordingScheduler, cluster, http_get  # noqa: F401 (cluster: a fixture)
+from e2e_helpers import RecordingScheduler, cluster, http_get, run_on_local  # noqa: F401 (cluster: a fixture)
 from mesoslike import Filters, FrameworkInfo, Launch, Reserve, Resources, TaskInfo, TaskState
 from test_operations import cli, post
 
@@ -190,3 +191,13 @@ def test_operator_reserves_and_unreserves_over_http(cluster):
     assert done.returncode == 0, done.stderr
     assert "unreserved" in done.stdout
     assert dynamic_reservations(cluster.state(), "op1") == []
+
+
+def test_the_example_reserves_launches_and_unreserves_on_a_local_cluster():
+    """examples/reserve_then_launch.py through the public API on ``mesoslike
+    local`` (authenticated: its framework principal is ``client``)."""
+    done = run_on_local(sys.executable, "examples/reserve_then_launch.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2. offered cpus(analytics,client):0.5;mem(analytics,client):64 reserved" in done.stdout
+    assert "on-reserved: TASK_FINISHED" in done.stdout
+    assert "nothing reserved: done" in done.stdout
