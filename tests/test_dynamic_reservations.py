@@ -19,6 +19,8 @@ from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.master import MasterConfig, MasterCore
 from mesoslike.master.operations import Conflict
 from mesoslike.master.registry import Registry
+from mesoslike.master.state import master_metrics
+from mesoslike.metrics import render
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
 from mesoslike.wire import messages as m
@@ -173,6 +175,8 @@ def test_unreserving_what_another_principal_reserved_is_refused_and_nothing_appl
     assert not only(out, m.RunTask) and not only(out, m.CheckpointResources)
     assert h.offer(FW2).resources == offer.resources   # back at once: no filter
     assert h.core.counters["operations_refused"] == 1
+    metrics = render(master_metrics(h.core))
+    assert "mesoslike_accepts_refused_total 1" in metrics and "mesoslike_reservation_operations_total 1" in metrics
 
 
 @pytest.mark.parametrize("operations, fragment", [
@@ -243,8 +247,10 @@ def test_operator_reserve_of_what_tasks_use_or_the_agent_lacks_is_a_conflict():
     h = Harness()
     fid, aid = h.subscribe(), h.register_agent()
     h.send(FW, m.Accept(fid, [h.offer().id], [task("t1", aid, "cpus:3")], Filters(0.0)))
+    offer = h.offer()   # the rest is offered: a refused reserve rescinds nothing
     with pytest.raises(Conflict, match="in use by tasks"):
         h.core.reserve_resources(aid, "cpus(analytics):2", None)
+    assert h.core.allocator.get_offer(offer.id) is not None
     with pytest.raises(Conflict, match="has no"):
         h.core.reserve_resources(aid, "cpus(analytics):9", None)
     with pytest.raises(MesoslikeError, match="one role"):

@@ -571,13 +571,17 @@ class HierarchicalAllocator:
         reserved otherwise) in the agent's total. If not enough is available
         because it is offered, the agent's outstanding offers are rescinded
         (``reason``) first, as Mesos's master does. Raises
-        :class:`AgentCapacityError` (nothing converted; rescinded offers stay
-        rescinded) when tasks hold what is missing. Triggers allocation of
+        :class:`AgentCapacityError` (nothing changed, no offer rescinded)
+        when tasks hold what is missing. Triggers allocation of
         the agent. O(kinds + offers on the agent)."""
         agent = self._agents.get(agent_id)
         _check_conversion(removed, added)
         if not agent.available.contains(removed):
-            self._rescind_all(self._offers_on_agent(agent), reason)
+            offers = self._offers_on_agent(agent)
+            if not (agent.available + Resources.sum(o.resources for o in offers)).contains(removed):
+                raise AgentCapacityError(f"agent {agent_id!r}: {removed} is not available there, nor offered "
+                                         f"(available {agent.available}): tasks use it")
+            self._rescind_all(offers, reason)
         self._agents.convert(agent, removed, added)
         self._reserve(removed, -1)
         self._reserve(added, 1)

@@ -361,8 +361,7 @@ class MasterCore:
                            f"(its resources are {agent.info.resources})")
         try:
             self.allocator.convert_available(agent.id, conversion.removed, conversion.added)
-        except AgentCapacityError:
-            self._send_rescinds()
+        except AgentCapacityError:   # nothing changed, no offer rescinded
             raise Conflict(f"{conversion.removed} on agent {agent.id} ({clip(agent.info.hostname)}) is in use by "
                            "tasks; try again once they ended") from None
         self._send_rescinds()

@@ -310,6 +310,12 @@ def master_metrics(core: MasterCore, transport: Mapping[str, int] | None = None)
           [({"outcome": outcome}, core.counters[counter]) for outcome, counter in
            (("reforwarded", "updates_reforwarded"), ("held_back", "updates_held_back"),
             ("settled", "updates_settled_by_master"))])
+    _line(lines, "reservation_operations_total", "counter",
+          "Dynamic reservations made or undone (frameworks' RESERVE/UNRESERVE, the operator's /reserve, /unreserve).",
+          [({}, core.counters["reservation_operations"])])
+    _line(lines, "accepts_refused_total", "counter",
+          "ACCEPTs refused whole for an invalid RESERVE or UNRESERVE (nothing applied).",
+          [({}, core.counters["operations_refused"])])
     _bounds_lines(lines, core)
     _latency_lines(lines, core)
     if transport is not None:
