@@ -9,6 +9,8 @@ The first master tests are Apache Mesos's cases, ported
 than offered are refused). Fake clock, peers are byte strings."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from allocator_helpers import make as make_allocator
 from mesoslike import Launch, Reserve, Unreserve
@@ -350,3 +352,63 @@ def test_agent_refuses_reservations_that_do_not_fit():
     assert core.total == R("cpus:4;mem:1024")
     with pytest.raises(ConfigError, match="do not fit"):
         make_agent("cpus:1").recover_reservations(R("cpus(a,alice):2"))
+
+
+# ============================================================== property
+STEPS = st.lists(st.tuples(st.sampled_from(["cycle", "reserve_offer", "unreserve_offer", "reserve_free",
+                                            "unreserve_free", "decline", "launch"]),
+                           st.integers(0, 3), st.integers(1, 3)), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(STEPS)
+def test_reservation_operations_keep_the_books_and_the_quantities(steps):
+    """Whatever RESERVE/UNRESERVE, on offers or on what is available, mixed
+    with cycles, launches and declines: the allocator's invariants hold, no
+    agent's quantities change (only their kinds), and every dynamic kind
+    is offered only to its role."""
+    alloc, clock = make_allocator()
+    totals = {}
+    for index in range(2):
+        alloc.add_agent(f"a{index}", R("cpus:4;mem:400"))
+        totals[f"a{index}"] = R("cpus:4;mem:400")
+    roles = {"f0": "r1", "f1": "r2", "f2": "r1/sub"}
+    for framework_id, role in roles.items():
+        alloc.add_framework(framework_id, role=role)
+    alloc.update_quota("r1", limit="cpus:6")
+    for action, pick, amount in steps:
+        offers = alloc.outstanding_offers()
+        offer = offers[pick % len(offers)] if offers else None
+        part = R(f"cpus:{amount}")
+        try:
+            if action == "cycle":
+                clock.advance(1.0)
+                for made in alloc.tick():
+                    for role in made.resources.reservation_roles():
+                        assert roles[made.framework_id] in (role,) or roles[made.framework_id].startswith(role + "/")
+            elif action == "reserve_offer" and offer is not None:
+                role = roles[offer.framework_id]
+                alloc.convert_offered(offer.id, part, part.as_reserved(role, "p"))
+            elif action == "unreserve_offer" and offer is not None:
+                dynamic = offer.resources.dynamically_reserved().only([k for k in offer.resources.scalars()
+                                                                       if k.startswith("cpus(")][:1])
+                if dynamic:
+                    alloc.convert_offered(offer.id, dynamic, dynamic.as_unreserved())
+            elif action in ("reserve_free", "unreserve_free"):
+                agent = f"a{pick % 2}"
+                if action == "reserve_free":
+                    alloc.convert_available(agent, part, part.as_reserved("r2", "ops"))
+                else:
+                    dynamic = alloc.available(agent).dynamically_reserved()
+                    if dynamic:
+                        alloc.convert_available(agent, dynamic, dynamic.as_unreserved())
+            elif action == "decline" and offer is not None:
+                alloc.decline_offer(offer.id, refuse_seconds=0.0)
+            elif action == "launch" and offer is not None:
+                alloc.accept_offer(offer.id, offer.resources.minimum(R("cpus:1;mem:10")), refuse_seconds=0.0)
+        except MesoslikeError:
+            pass   # refused, changing nothing: the checks below still hold
+        alloc.check_invariants()
+        for agent_id, total in totals.items():
+            assert alloc.snapshot()["agents"][agent_id]["total"] and \
+                R(alloc.snapshot()["agents"][agent_id]["total"]).stripped() == total
