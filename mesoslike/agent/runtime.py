@@ -468,6 +468,10 @@ class AgentRuntime:
     def _recover(self) -> None:
         """Rebuild the core from the checkpoints and find each task again."""
         self.recovery_errors = []
+        # the dynamic reservations first, whatever else recovers: they outlive an agent id (registering
+        # anew, the agent brings them, as a Mesos agent its checkpointed resources); ConfigError if they
+        # no longer fit its --resources
+        self.core.recover_reservations(self._load_reservations())
         try:
             agent = self.checkpoints.load_agent()
         except CheckpointError as exc:
@@ -496,8 +500,6 @@ class AgentRuntime:
                         len(checkpoints))
             self._kill_leftovers()
             return
-        if agent_id:   # the master's reservations on this agent id (ConfigError: they no longer fit)
-            self.core.recover_reservations(self._load_reservations())
         self.checkpoints.start_journal(checkpoints)
         self.executor.run_dir_remover.empty_trash()
         self._carry_out(None, self.core.recover(agent_id, checkpoints))
