@@ -522,6 +522,8 @@ class AgentRuntime:
         for run_dir in self.checkpoints.run_dirs():
             self.executor.destroy_run(run_dir)
         self.checkpoints.clear()
+        if self.core.reservations:   # recovered already: the agent registers anew with them, kept
+            self._checkpoint_reservations(self.core.reservations)
 
     def _clean_up(self) -> None:
         """``recover="cleanup"``: kill what an earlier agent left, forget it."""
