@@ -412,3 +412,12 @@ def test_reservation_operations_keep_the_books_and_the_quantities(steps):
         for agent_id, total in totals.items():
             assert alloc.snapshot()["agents"][agent_id]["total"] and \
                 R(alloc.snapshot()["agents"][agent_id]["total"]).stripped() == total
+
+
+def test_an_agent_is_not_started_with_dynamic_reservations(tmp_path):
+    """They are the master's to make (and the agent's to checkpoint): in
+    --resources only static ones (``name(role)``)."""
+    from mesoslike.agent.runtime import AgentRuntime
+    with pytest.raises(ConfigError, match="dynamic reservations"):
+        AgentRuntime("tcp://127.0.0.1:5050", "cpus(a,alice):1;mem:64", work_dir=tmp_path)
+    AgentRuntime("tcp://127.0.0.1:5050", "cpus(a):1;mem:64", work_dir=tmp_path)

@@ -881,9 +881,14 @@ def _attribute_map(attributes: Mapping[str, str] | str | None) -> dict[str, str]
 
 
 def _as_resources(resources: Resources | str | None) -> Resources | None:
-    if resources is None or isinstance(resources, Resources):
+    if resources is None:
         return resources
     try:
-        return Resources.parse(resources)
+        parsed = resources if isinstance(resources, Resources) else Resources.parse(resources)
     except ResourcesError as exc:
         raise ConfigError(f"bad --resources {resources!r}: {exc}") from None
+    if parsed.dynamically_reserved():   # the master makes those (RESERVE, /reserve); the agent checkpoints them
+        raise ConfigError(f"bad --resources {str(resources)!r}: {parsed.dynamically_reserved()} are dynamic "
+                          "reservations (name(role,principal)), made through the master, not given to an agent; "
+                          "a static reservation is name(role)")
+    return parsed
