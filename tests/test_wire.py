@@ -10,6 +10,7 @@ from mesoslike.resources import Resources
 from mesoslike.wire import (
     MESSAGE_TYPES,
     AgentInfo,
+    ExecutorInfo,
     Filters,
     FrameworkInfo,
     MasterInfo,
@@ -66,6 +67,13 @@ EXAMPLES = [
     m.Acknowledgements([m.Acknowledge("fw-1", "a1", "t1", "u-1"), m.Acknowledge("fw-1", "a2", "t2", "u-2")]),
     m.StatusUpdateAcks([m.StatusUpdateAck("a1", "fw-1", "t1", "u-1"), m.StatusUpdateAck("a1", "fw-2", "t2", "u-2")]),
     m.RunTasks(FW, [TASK, TaskInfo("t2", "a1", "true", R("cpus:0.1;mem:16"))]),
+    # custom executors (issue 18 §1)
+    m.RunTask(FW, TaskInfo("t3", "a1", "", R("cpus:0.1"), executor=ExecutorInfo("e1", "run-executor", R("cpus:0.5"),
+                                                                                 {"K": "v"}, "exec", [("k", "v")]))),
+    m.ExecutorExited("a1", "fw-1", "e1", "exited with status 0"),
+    m.FrameworkMessage("fw-1", "a1", b"to the executor", executor_id="e1"),
+    m.ReregisterAgent(AgentInfo("node-0", R("cpus:4"), id="a1"), [], [FW],
+                      executors=[m.RunningExecutor("fw-1", ExecutorInfo("e1", "run-executor"))]),
 ]
 
 

@@ -86,9 +86,10 @@ def format_state(doc: dict) -> str:
                       f["used"] or "-", f["offered"] or "-", str(len(f["tasks"]))]
                      for f in doc["frameworks"]],
                     ["id", "name", "role", "connected", "share", "used", "offered", "tasks"])
-    tasks = [[f["id"], t["id"], t["state"], t["hostname"], t["resources"]]
+    tasks = [[f["id"], t["id"], t["state"], _health(t.get("healthy")), t["hostname"], t["resources"]]
              for f in doc["frameworks"] for t in f["tasks"]]
-    lines += ["", f"tasks ({len(tasks)})"] + _table(tasks, ["framework", "task", "state", "host", "resources"])
+    lines += ["", f"tasks ({len(tasks)})"] + _table(tasks, ["framework", "task", "state", "health", "host",
+                                                             "resources"])
     lines += _completed_lines(doc)
     lines += ["", f"offers outstanding: {len(doc['offers'])}"]
     if doc.get("roles"):
@@ -107,6 +108,11 @@ def format_state(doc: dict) -> str:
     if doc.get("preemption"):
         lines += ["", *_preemption_lines(doc["preemption"])]
     return "\n".join(lines)
+
+
+def _health(healthy: object) -> str:
+    """A task's latest health verdict in a word: ``-`` when it has no check, or none has ended yet."""
+    return "-" if healthy is None else "healthy" if healthy else "unhealthy"
 
 
 def _completed_lines(doc: dict) -> list[str]:

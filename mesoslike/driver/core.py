@@ -232,15 +232,18 @@ def message_data(data: bytes | bytearray | memoryview) -> bytes:
     return bytes(data)
 
 
-def message_task(task_id: str) -> str:
+def message_task(task_id: str, executor_id: str = "") -> str:
     """The task a framework message is for: an agent delivers a message to a
-    running task's ``<sandbox>/messages`` and drops one without a task, so
-    a call without one is refused here, in the caller's thread."""
-    if not isinstance(task_id, str):
-        raise TypeError(f"framework message task_id must be a str, got {type(task_id).__name__}")
-    if not task_id:
-        raise ValueError("a framework message needs the task_id of a running task: the agent appends it to "
-                         "that task's <sandbox>/messages and drops a message without one")
+    running task's ``<sandbox>/messages`` (or its custom executor) and drops
+    one without a task, so a call without one — and without the
+    ``executor_id`` of a custom executor — is refused here, in the caller's
+    thread. Data for an executor is bounded (``MAX_FRAMEWORK_MESSAGE``)."""
+    if not isinstance(task_id, str) or not isinstance(executor_id, str):
+        raise TypeError(f"framework message task_id and executor_id must be str, got {type(task_id).__name__}")
+    if not task_id and not executor_id:
+        raise ValueError("a framework message needs the task_id of a running task (or the executor_id of a custom "
+                         "executor): the agent appends it to that task's <sandbox>/messages and drops a message "
+                         "without one")
     return task_id
 
 
@@ -520,11 +523,12 @@ class DriverCore:
         items = reconcile_task_list(tasks)
         return self._call("reconcile_tasks", lambda: m.Reconcile(self.framework_id, items))
 
-    def send_framework_message(self, agent_id: str, data: bytes, task_id: str) -> list[Command]:
+    def send_framework_message(self, agent_id: str, data: bytes, task_id: str,
+                               executor_id: str = "") -> list[Command]:
         payload = message_data(data)
-        message_task(task_id)
+        message_task(task_id, executor_id)
         return self._call("send_framework_message",
-                          lambda: m.FrameworkMessage(self.framework_id, agent_id, payload, task_id))
+                          lambda: m.FrameworkMessage(self.framework_id, agent_id, payload, task_id, executor_id))
 
     def acknowledge_status_update(self, status: TaskStatus) -> list[Command]:
         """Explicit acknowledgement (only when implicit ones are off)."""

@@ -246,15 +246,20 @@ class SchedulerDriver:
             raise TypeError(f"acknowledge_status_update takes a TaskStatus, got {type(status).__name__}")
         return self._call("acknowledge_status_update", lambda: self._core.acknowledge_status_update(status))
 
-    def send_framework_message(self, agent_id: str, data: bytes, task_id: str) -> DriverStatus:
+    def send_framework_message(self, agent_id: str, data: bytes, task_id: str,
+                               executor_id: str = "") -> DriverStatus:
         """Send opaque ``data`` to the running task ``task_id`` on agent
         ``agent_id`` (best effort): the agent appends it to the task's
-        ``<sandbox>/messages``. A message for a task that is not running
-        there is dropped, with a warning in the agent's log."""
+        ``<sandbox>/messages``, or hands it to the task's custom executor.
+        With ``executor_id`` (``task_id`` may then be ``""``) it goes to that
+        custom executor's ``framework_message`` callback (at most
+        ``MAX_FRAMEWORK_MESSAGE`` bytes, 1 MiB). A message for a task or
+        executor that is not running there is dropped, with a warning in the
+        agent's log."""
         payload = message_data(data)
-        message_task(task_id)
+        message_task(task_id, executor_id)
         return self._call("send_framework_message",
-                          lambda: self._core.send_framework_message(agent_id, payload, task_id))
+                          lambda: self._core.send_framework_message(agent_id, payload, task_id, executor_id))
 
     # -------------------------------------------------- thread hand-over
     def _on_driver_thread(self) -> bool:

@@ -54,6 +54,7 @@ from mesoslike.wire import (
 )
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import BATCH_TYPES, unbatched
+from mesoslike.wire.types import EXECUTOR_RUN_PREFIX, ExecutorInfo
 
 __all__ = ["MasterCore", "Send", "MAX_ERROR_TEXT"]
 
@@ -875,11 +876,13 @@ class MasterCore:
         log.info("removing framework %s: %s", record.id, why)
         self._archive_framework(record, why)
         agents = {task.agent_id for task in record.tasks.values()}
+        agents |= {agent.id for agent in self.agents.values() if any(key[0] == record.id for key in agent.executors)}
         for agent_id in sorted(agents):
             agent = self.agents.get(agent_id)
             if agent is not None:
                 self._send(agent.peer, m.ShutdownFramework(record.id))
                 agent.tasks = {key for key in agent.tasks if key[0] != record.id}
+                agent.executors = {key: e for key, e in agent.executors.items() if key[0] != record.id}
         self.allocator.remove_framework(record.id)
         if record.peer is not None:
             self._framework_by_peer.pop(record.peer, None)
@@ -1015,7 +1018,7 @@ class MasterCore:
             return
         agent = self.agents[offers[0].agent_id]
         try:
-            conversions, launched, failed, used = self._plan_accept(record, agent, offers, operations)
+            conversions, launched, failed, used, starting = self._plan_accept(record, agent, offers, operations)
         except ReservationError as exc:
             for offer in offers:  # nothing applied: all of it goes back, unfiltered
                 self.allocator.decline_offer(offer.id, 0.0)
@@ -1029,30 +1032,41 @@ class MasterCore:
             offers = self._convert_offers(agent, offers, conversions)
         for task, state, why, reason in failed:
             self._launch_failed(record, task, state, why, reason)
+        for executor_id, executor in starting.items():
+            agent.executors[(record.id, executor_id)] = executor   # used until EXECUTOR_EXITED
         self._consume_offers(offers, used, refuse)
         for task in launched:
             self._run_task(record, agent, task)
 
     def _plan_accept(self, record: FrameworkRecord, agent: AgentRecord, offers: list[AllocatorOffer],
                      operations: list[Operation]
-                     ) -> tuple[list[Conversion], list[TaskInfo], list[tuple[TaskInfo, str, str, str]], Resources]:
+                     ) -> tuple[list[Conversion], list[TaskInfo], list[tuple[TaskInfo, str, str, str]], Resources,
+                                dict[str, ExecutorInfo]]:
         """Check an accept's operations against what the offers hold, in
         order, changing nothing: the conversions to apply, the tasks to
         launch, those that may not (with their state, message and reason),
-        and what the tasks use. Raises :class:`ReservationError` for a
-        RESERVE or UNRESERVE that may not be applied. O(tasks x kinds)."""
+        what the tasks (and the custom executors they start) use, and those
+        executors. Raises :class:`ReservationError` for a RESERVE or
+        UNRESERVE that may not be applied. O(tasks x kinds)."""
         pool = Resources.sum(offer.resources for offer in offers)
         conversions: list[Conversion] = []
         launched: list[TaskInfo] = []
         launched_ids: set[str] = set()
         failed: list[tuple[TaskInfo, str, str, str]] = []
         used = EMPTY
+        starting: dict[str, ExecutorInfo] = {}   # custom executors this accept starts on the agent
         for number, operation in enumerate(operations, 1):
             if operation.type == OperationType.LAUNCH:
                 if operation.resources or operation.role:
                     raise ReservationError(f"operation {number}: a LAUNCH carries tasks only")
                 for task in operation.tasks:
-                    problem = self._task_problem(record, task, agent, pool - used, launched_ids)
+                    executor_needs, problem = self._executor_needs(record, task, agent, starting)
+                    if problem is None and executor_needs:
+                        if not (pool - used).contains(task.resources + executor_needs):
+                            problem = (f"task resources {task.resources} and its executor's {executor_needs} "
+                                       f"exceed what is left of the offers ({pool - used})")
+                    if problem is None:
+                        problem = self._task_problem(record, task, agent, pool - used, launched_ids)
                     if problem is not None:
                         failed.append((task, TaskState.ERROR, problem, "REASON_TASK_INVALID"))
                         continue
@@ -1063,6 +1077,10 @@ class MasterCore:
                     launched.append(task)
                     launched_ids.add(task.task_id)
                     used = used + task.resources
+                    if task.executor is not None and task.executor.executor_id not in starting \
+                            and (record.id, task.executor.executor_id) not in agent.executors:
+                        starting[task.executor.executor_id] = task.executor
+                        used = used + task.executor.resources
                 continue
             if operation.tasks:
                 raise ReservationError(f"operation {number}: a {operation.type} carries no tasks")
@@ -1083,7 +1101,7 @@ class MasterCore:
                                        f"what the offers hold after the operations before it ({left})")
             pool = pool - conversion.removed + conversion.added
             conversions.append(conversion)
-        return conversions, launched, failed, used
+        return conversions, launched, failed, used, starting
 
     def _convert_offers(self, agent: AgentRecord, offers: list[AllocatorOffer],
                         conversions: list[Conversion]) -> list[AllocatorOffer]:
@@ -1134,6 +1152,24 @@ class MasterCore:
             problem = "offers of more than one agent in one accept"
         return offers, problem
 
+    @staticmethod
+    def _executor_needs(record: FrameworkRecord, task: TaskInfo, agent: AgentRecord,
+                        starting: Mapping[str, ExecutorInfo]) -> tuple[Resources, str | None]:
+        """What the task's custom executor takes from the offers besides the
+        task (its resources the first time it starts on the agent, else
+        nothing), or why the task cannot use it (another executor under the
+        same id)."""
+        if task.executor is None:
+            return EMPTY, None
+        executor_id = task.executor.executor_id
+        running = starting.get(executor_id) or agent.executors.get((record.id, executor_id))
+        if running is None:
+            return task.executor.resources, None
+        if (running.command, running.resources) != (task.executor.command, task.executor.resources):
+            return EMPTY, (f"executor {clip(executor_id)!r} runs on agent {agent.id} with another command or other "
+                           "resources")
+        return EMPTY, None
+
     def _task_problem(self, record: FrameworkRecord, task: TaskInfo, agent: AgentRecord, left: Resources,
                       earlier: set[str]) -> str | None:
         """Why ``task`` cannot launch (``earlier``: the ids launched before
@@ -1146,8 +1182,10 @@ class MasterCore:
             return f"task id {task.task_id} is already in use"
         if task.agent_id != agent.id:
             return f"task agent_id {task.agent_id!r} is not the offers' agent {agent.id}"
-        if not task.command.strip():
+        if not task.command.strip() and task.executor is None:
             return "the task has no command"
+        if task.task_id.startswith(EXECUTOR_RUN_PREFIX):
+            return "a task id may not begin with the executors' reserved prefix"
         if not task.resources:
             return "the task asks for no resources"
         if not left.contains(task.resources):
@@ -1481,6 +1519,33 @@ class MasterCore:
     def _reconciled(status: TaskStatus, now: float) -> TaskStatus:
         return attrs.evolve(status, uuid="", source="SOURCE_MASTER", reason="REASON_RECONCILIATION", timestamp=now)
 
+    def _executor_exited(self, peer: bytes, msg: m.ExecutorExited) -> None:
+        """A custom executor's process ended: its resources are free again."""
+        agent = self._agent_for(peer)
+        if agent is None:
+            return
+        executor = agent.executors.pop((msg.framework_id, msg.executor_id), None)
+        if executor is None:
+            return
+        log.info("executor %s of framework %s on agent %s exited: %s", clip(msg.executor_id), msg.framework_id,
+                 agent.id, clip(msg.message))
+        self._recover_executor(agent, msg.framework_id, executor)
+
+    def _recover_executor(self, agent: AgentRecord, framework_id: str, executor: ExecutorInfo) -> None:
+        if framework_id not in self.frameworks or not executor.resources:
+            return   # a removed framework's allocation went with it
+        try:
+            self.allocator.recover_resources(framework_id, agent.id, executor.resources)
+        except MesoslikeError:  # a bookkeeping bug must not take the master down
+            log.exception("recovering the resources of executor %s failed", clip(executor.executor_id))
+
+    def _reconcile_executors(self, agent: AgentRecord, reported: list[m.RunningExecutor]) -> None:
+        """A known agent re-registered: the executors it no longer runs free
+        what they held (their EXECUTOR_EXITED may have been lost)."""
+        still = {(e.framework_id, e.executor.executor_id) for e in reported}
+        for key in sorted(set(agent.executors) - still):
+            self._recover_executor(agent, key[0], agent.executors.pop(key))
+
     def _framework_message(self, peer: bytes, msg: m.FrameworkMessage) -> None:
         agent_id = self._agent_by_peer.get(peer)
         if agent_id is not None:  # agent -> framework
@@ -1582,6 +1647,7 @@ class MasterCore:
         if record.info.principal:
             self.agent_principals.hold(record.info.principal.encode(), record.id)
         self._lose_unreported_tasks(record, msg.tasks)
+        self._reconcile_executors(record, msg.executors)
         self._update_agent(record, info)
         self._send(peer, m.AgentRegistered(record.id, self.info, self.config.ping_interval, accepts_batches=True))
         log.info("agent %s re-registered", record.id)
@@ -1631,9 +1697,16 @@ class MasterCore:
                 self._adopt_framework(infos.get(running.framework_id) or FrameworkInfo(
                     name="(recovered)", id=running.framework_id))
             holding.setdefault(running.framework_id, []).append(running.task.resources)
+        executors = {(e.framework_id, e.executor.executor_id): e.executor for e in msg.executors
+                     if e.framework_id not in self.removed_frameworks}
+        for (framework_id, _), executor in executors.items():   # an idle executor's framework lives on too
+            if framework_id not in self.frameworks:
+                self._adopt_framework(infos.get(framework_id) or FrameworkInfo(name="(recovered)", id=framework_id))
+            holding.setdefault(framework_id, []).append(executor.resources)
         self._admit_agent(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()},
                           msg.http_address)
         agent = self.agents[msg.agent.id]
+        agent.executors.update(executors)
         agent_id, now, frameworks = agent.id, self._wall_clock(), self.frameworks  # hot: 100k tasks per failover
         launched = self.clock.now()  # when it started is not known: when this master learnt of it
         for running in msg.tasks:
@@ -1642,7 +1715,7 @@ class MasterCore:
             if record is None:
                 continue
             status = new_status(task_id, running.state, agent_id=agent_id, framework_id=framework_id,
-                                timestamp=now, labels=running.task.labels)
+                                timestamp=now, labels=running.task.labels, healthy=running.healthy)
             # an ended task holds nothing; its terminal update is on its way
             record.tasks[task_id] = TaskRecord(running.task, framework_id, agent_id, status,
                                                running.state in TERMINAL_STATES, launched)
@@ -1827,7 +1900,7 @@ class MasterCore:
         m.Revive: _revive, m.Suppress: _suppress, m.Kill: _kill, m.Acknowledge: _acknowledge,
         m.Reconcile: _reconcile, m.FrameworkMessage: _framework_message, m.Heartbeat: _heartbeat,
         m.RegisterAgent: _register_agent, m.ReregisterAgent: _reregister_agent, m.Pong: _pong,
-        m.UnregisterAgent: _unregister_agent,
+        m.UnregisterAgent: _unregister_agent, m.ExecutorExited: _executor_exited,
         m.StatusUpdate: _status_update, m.GetState: _get_state,
     }
     #: the batches a master takes (the others are the master's to send)

@@ -111,6 +111,9 @@ def _task_json(line: TaskLine, hostnames: dict[str, str]) -> dict:
         "timestamp": status.timestamp,   # of its latest status (seconds since the epoch)
         "usage": usage,
         "labels": labels_json(info.labels),
+        # its health check's latest verdict, which every update of the task carries (Mesos's
+        # statuses[].healthy); None: no check, or none has ended yet
+        "healthy": status.healthy,
     }
 
 

@@ -10,6 +10,7 @@ from mesoslike.wire.types import (
     TERMINAL_STATES,
     AgentInfo,
     CommandURI,
+    ExecutorInfo,
     Filters,
     FrameworkInfo,
     HealthCheck,
@@ -27,4 +28,5 @@ from mesoslike.wire.types import (
 
 __all__ = ["WireError", "Codec", "Schema", "CODEC", "SCHEMA", "decode", "encode", "MESSAGE_TYPES", "PROTOCOL_VERSION",
            "TERMINAL_STATES", "AgentInfo", "Filters", "FrameworkInfo", "Label", "MasterInfo", "Offer", "TaskInfo", "TaskState",
-           "TaskStatus", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI", "Operation", "OperationType"]
+           "TaskStatus", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI",
+           "ExecutorInfo", "Operation", "OperationType"]
