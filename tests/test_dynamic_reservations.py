@@ -16,12 +16,13 @@ from allocator_helpers import make as make_allocator
 from mesoslike import Launch, Reserve, Unreserve
 from mesoslike.acl import Credentials, Principal
 from mesoslike.agent.core import AgentCore, CheckpointReservations, SendToMaster
+from mesoslike.cli.state import format_state
 from mesoslike.clock import FakeClock
 from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.master import MasterConfig, MasterCore
 from mesoslike.master.operations import Conflict
 from mesoslike.master.registry import Registry
-from mesoslike.master.state import master_metrics
+from mesoslike.master.state import master_metrics, state_json
 from mesoslike.metrics import render
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
@@ -273,6 +274,19 @@ def test_the_registry_keeps_reservations_for_a_new_leader():
     new = Harness(registry=stored)   # a new leader knows them before the agent re-registers
     assert new.core.registry.agents[aid].resources.dynamically_reserved() == R("cpus(analytics,):1;"
                                                                               "mem(analytics,):100")
+    # /state shows the agent it expects back with them (Mesos's recovered_slaves), not as registered
+    doc = state_json(new.core)
+    assert doc["agents"] == []
+    (recovered,) = doc["recovered_agents"]
+    assert (recovered["id"], recovered["hostname"]) == (aid, "node-0")
+    assert recovered["reservations"] == [{"role": "analytics", "type": "dynamic", "principal": "",
+                                          "resources": "cpus(analytics,):1;mem(analytics,):100"}]
+    shown = format_state(doc)
+    assert "agents expected back after the failover (1)" in shown and "dynamic reservations (1)" in shown
+    new.send(AG, m.ReregisterAgent(AgentInfo("node-0", stored.agents[aid].resources, id=aid), [], []))
+    doc = state_json(new.core)
+    assert doc["recovered_agents"] == [] and [a["id"] for a in doc["agents"]] == [aid]
+    assert doc["agents"][0]["reservations"] == recovered["reservations"]
 
 
 def test_a_reregistering_agents_total_is_authoritative():

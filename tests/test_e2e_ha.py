@@ -219,9 +219,9 @@ class HACluster(ProcessSet):
                         diagnostics=self.diagnostics)
 
     # frameworks
-    def driver(self, scheduler, name: str, failover_timeout: float = 60.0) -> SchedulerDriver:
-        driver = SchedulerDriver(scheduler, FrameworkInfo(name, failover_timeout=failover_timeout), self.zk_url,
-                                 stop_timeout=5.0, key=self.keys.secret("fwA"), master_key=self.master_key)
+    def driver(self, scheduler, name: str, failover_timeout: float = 60.0, role: str = "*") -> SchedulerDriver:
+        driver = SchedulerDriver(scheduler, FrameworkInfo(name, role=role, failover_timeout=failover_timeout),
+                                 self.zk_url, stop_timeout=5.0, key=self.keys.secret("fwA"), master_key=self.master_key)
         self.drivers.append(driver)
         driver.start()
         return driver

@@ -81,6 +81,10 @@ def format_state(doc: dict) -> str:
                                for k, v in sorted(a["attributes"].items())) or "-"]
                      for a in doc["agents"]],
                     ["id", "hostname", "state", "resources", "used", "available", "attributes"])
+    recovered = doc.get("recovered_agents") or []
+    if recovered:   # a new leader's registry knows them; they have not re-registered yet
+        lines += ["", f"agents expected back after the failover ({len(recovered)})"]
+        lines += _table([[a["id"], a["hostname"], a["resources"]] for a in recovered], ["id", "hostname", "resources"])
     lines += ["", f"frameworks ({len(doc['frameworks'])})"]
     lines += _table([[f["id"], f["name"], f["role"], "yes" if f["connected"] else "no", f"{f['dominant_share']:.3f}",
                       f["used"] or "-", f["offered"] or "-", str(len(f["tasks"]))]
@@ -101,7 +105,7 @@ def format_state(doc: dict) -> str:
                          for role, r in reservations.items()],
                         ["role", "reserved", "allocated reserved", "allocated unreserved"])
     dynamic = [[a["id"], a["hostname"], r["role"], r["principal"] or "(anonymous)", r["resources"]]
-               for a in doc["agents"] for r in a.get("reservations", []) if r["type"] == "dynamic"]
+               for a in [*doc["agents"], *recovered] for r in a.get("reservations", []) if r["type"] == "dynamic"]
     if dynamic:
         lines += ["", f"dynamic reservations ({len(dynamic)})"]
         lines += _table(dynamic, ["agent", "hostname", "role", "principal", "resources"])

@@ -252,6 +252,12 @@ class MasterCore:
     def _registry_changed(self) -> None:
         self.registry_changes += 1
 
+    def expected_agents(self) -> frozenset[str]:
+        """The agents of the registry this master took over with that have
+        not re-registered yet (removed once ``agent_reregister_timeout`` has
+        passed); ``/state`` shows them as ``recovered_agents``."""
+        return frozenset(self._expected_agents)
+
     def _check_expected_agents(self, now: float) -> None:
         if not self._expected_agents or now < self._expected_until:
             return

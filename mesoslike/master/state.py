@@ -60,6 +60,8 @@ class StateSnapshot:
     completed_frameworks: tuple[CompletedFramework, ...] = ()
     #: agent id -> its drain_info (docs/operations.rst)
     drains: Mapping[str, dict] = attrs.field(factory=dict)
+    #: agents the registry knows that have not re-registered since this master took over
+    recovered_agents: tuple[AgentInfo, ...] = ()
 
 
 def snapshot(core: MasterCore) -> StateSnapshot:
@@ -90,7 +92,9 @@ def snapshot(core: MasterCore) -> StateSnapshot:
         frameworks=frameworks, agents=agents, offers=tuple(allocator.outstanding_offers()),
         stats=allocator.statistics(), roles_config=roles_config.to_json() if roles_config is not None else None,
         preemption=preemption, completed_frameworks=tuple(core.history.frameworks),
-        drains={agent_id: drain.to_json() for agent_id, drain in core.drains.items()})
+        drains={agent_id: drain.to_json() for agent_id, drain in core.drains.items()},
+        recovered_agents=tuple(core.registry.agents[agent_id] for agent_id in core.expected_agents()
+                               if agent_id in core.registry.agents))
 
 
 def _ended_line(task: TaskRecord) -> TaskLine:
@@ -178,6 +182,12 @@ def render_state(snap: StateSnapshot) -> dict:
         }
         for info, available, http_address in sorted(snap.agents, key=lambda agent: agent[0].id)
     ]
+    # Mesos's recovered_slaves: what the registry says of them (resources, dynamic reservations included)
+    recovered_agents = [
+        {"id": info.id, "hostname": info.hostname, "resources": str(info.resources),
+         "reservations": reservations_json(info.resources), "attributes": attributes_json(info.attributes)}
+        for info in sorted(snap.recovered_agents, key=lambda info: info.id)
+    ]
     offers = [
         {"id": o.id, "framework_id": o.framework_id, "agent_id": o.agent_id, "hostname": o.hostname,
          "resources": str(o.resources)}
@@ -188,6 +198,7 @@ def render_state(snap: StateSnapshot) -> dict:
         "is_leader": True,
         "version": __version__,
         "agents": agents,
+        "recovered_agents": recovered_agents,
         "frameworks": frameworks,
         "completed_frameworks": completed_frameworks,
         "offers": offers,
