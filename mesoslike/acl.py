@@ -11,9 +11,18 @@ the file is allowed to every principal of the kind it is for (agents
 register as agents, frameworks register in any role and run tasks as any
 user but root, operators change quota and weights); once an action has
 rules, only what a rule grants is allowed. ``"*"`` in a rule's
-``principals``, ``roles`` or ``users`` means any — except that running
-tasks as ``root`` needs a rule naming ``root`` in its ``users`` (a
-``run_tasks`` rule without ``users``, or with ``"*"``, never grants root).
+``principals``, ``roles``, ``users`` or ``reserver_principals`` means any —
+except that running tasks as ``root`` needs a rule naming ``root`` in its
+``users`` (a ``run_tasks`` rule without ``users``, or with ``"*"``, never
+grants root).
+
+Reserving and unreserving are done by operators (over HTTP) and by
+frameworks (offer operations) alike, as Mesos's ``reserve_resources``
+(which principals may reserve for which ``roles``) and
+``unreserve_resources`` (which principals may unreserve what which
+``reserver_principals`` reserved). With no rule, operators may do both to
+anything, frameworks may reserve (for their own role: the master's check)
+and unreserve only what their own principal reserved.
 """
 
 from __future__ import annotations
@@ -50,7 +59,16 @@ ACTIONS: Mapping[str, str] = {
     "kill_jobs": "operator",
 }
 #: which part of a rule an action's object is checked against
-_OBJECTS = {"register_frameworks": "roles", "run_tasks": "users", "submit_jobs": "quota_groups"}
+_OBJECTS = {"register_frameworks": "roles", "run_tasks": "users", "submit_jobs": "quota_groups",
+            "reserve_resources": "roles", "unreserve_resources": "reserver_principals"}
+#: how a refusal names an action's object (default: the field's singular, ``user 'root'``)
+_OBJECT_TEXT = {"reserve_resources": "for role {!r}", "unreserve_resources": "on what principal {!r} reserved"}
+#: with no rule for the action, what a principal of each kind may do as that kind: on any object, or only
+#: on its own (the object is the principal itself); the other actions: their ACTIONS kind, any object
+_DEFAULTS: Mapping[str, Mapping[str, str]] = {
+    "reserve_resources": {"operator": "any", "framework": "any"},
+    "unreserve_resources": {"operator": "any", "framework": "own"},
+}
 #: objects an action allows only when a rule names them: a task runs as root only by an explicit grant
 _NAMED_ONLY: Mapping[str, frozenset[str]] = {"run_tasks": frozenset({"root"})}
 
@@ -102,7 +120,7 @@ class Acls:
 
     @classmethod
     def parse(cls, document: object) -> Acls:
-        """The ``[acls]`` table: ``{action: [{principals=[...], roles|users=[...]}, ...]}``."""
+        """The ``[acls]`` table: ``{action: [{principals=[...], roles|users|reserver_principals=[...]}, ...]}``."""
         if document is None:
             return cls()
         if not isinstance(document, dict):
@@ -165,23 +183,30 @@ class Credentials:
         found = self.principals.get(principal) if principal is not None else None
         return found is not None and kind in found.kinds
 
-    def check(self, action: str, principal: str | None, target: str | None = None) -> None:
+    def check(self, action: str, principal: str | None, target: str | None = None, kind: str | None = None) -> None:
         """Raise :class:`Refused` unless ``principal`` may do ``action`` (on
-        ``target``: the role or the user). O(rules of the action)."""
+        ``target``: the role, the user, the reserver principal), acting as
+        a peer of ``kind`` (default: the kind the action is for; it matters
+        only when the action has no rule). O(rules of the action)."""
         rules = self.acls.rules.get(action)
         who = principal if principal is not None else "an anonymous peer"
-        on = f" {_OBJECTS[action][:-1]} {target!r}" if target is not None and action in _OBJECTS else ""
+        on = ""
+        if target is not None and action in _OBJECTS:
+            on = " " + _OBJECT_TEXT.get(action, _OBJECTS[action][:-1] + " {!r}").format(target)
         named_only = _NAMED_ONLY.get(action, frozenset())
         if rules is None:
-            allowed = self.is_kind(principal, ACTIONS[action]) and target not in named_only
+            kind = kind or ACTIONS[action]
+            scope = _DEFAULTS.get(action, {ACTIONS[action]: "any"}).get(kind)
+            allowed = scope is not None and self.is_kind(principal, kind) and target not in named_only \
+                and (scope == "any" or target == principal)
         else:
             allowed = principal is not None and any(rule.grants(principal, target, named_only) for rule in rules)
         if not allowed:
             raise Refused(action, f"not authorized: principal {who} lacks the {action} permission{on}")
 
-    def allows(self, action: str, principal: str | None, target: str | None = None) -> bool:
+    def allows(self, action: str, principal: str | None, target: str | None = None, kind: str | None = None) -> bool:
         try:
-            self.check(action, principal, target)
+            self.check(action, principal, target, kind)
         except Refused:
             return False
         return True

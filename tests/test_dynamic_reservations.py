@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from allocator_helpers import make as make_allocator
 from mesoslike import Launch, Reserve, Unreserve
-from mesoslike.acl import Credentials, Principal
+from mesoslike.acl import Acls, Credentials, Principal, Refused
 from mesoslike.agent.core import AgentCore, CheckpointReservations, SendToMaster
 from mesoslike.cli.state import format_state
 from mesoslike.clock import FakeClock
@@ -39,15 +39,15 @@ class Harness:
     alice, bob: frameworks; ops: operator; agent: agent) and each peer
     speaks as the principal ``as_`` names."""
 
-    def __init__(self, secured: bool = False, registry: Registry | None = None):
+    def __init__(self, secured: bool = False, registry: Registry | None = None, acls: dict | None = None):
         self.clock = FakeClock()
         credentials = None
-        if secured:
+        if secured or acls is not None:
             principals = {name: Principal(name, f"key-{name}".encode(), frozenset([kind]))
                           for name, kind in (("alice", "framework"), ("bob", "framework"), ("ops", "operator"),
-                                             ("agent", "agent"))}
-            credentials = Credentials(principals)
-        self.principals = {FW: "alice", FW2: "bob", AG: "agent"} if secured else {}
+                                             ("admin", "operator"), ("agent", "agent"))}
+            credentials = Credentials(principals, Acls.parse(acls))
+        self.principals = {FW: "alice", FW2: "bob", AG: "agent"} if credentials is not None else {}
         self.core = MasterCore(self.clock, MasterInfo("m", "tcp://127.0.0.1:1"),
                                MasterConfig(heartbeat_interval=1.0, ping_interval=1.0), registry=registry,
                                credentials=credentials)
@@ -240,7 +240,7 @@ def test_operator_reserve_rescinds_offers_that_hold_it_and_unreserve_returns_it(
     h.core.allocator.check_invariants()
     assert h.offer().resources == R("cpus:2;mem:3072;cpus(analytics,ops):2;mem(analytics,ops):1024")
     # what is offered now is rescinded again for the unreserve
-    reply, sends = h.core.unreserve_resources("node-0", "cpus(analytics,ops):2")
+    reply, sends = h.core.unreserve_resources("node-0", "cpus(analytics,ops):2", "ops")
     assert checkpointed([(s.peer, s.message) for s in sends]) == R("mem(analytics,ops):1024")
     assert reply["total"] == "cpus:4;mem:3072;mem(analytics,ops):1024"
     h.core.allocator.check_invariants()
@@ -298,6 +298,95 @@ def test_a_reregistering_agents_total_is_authoritative():
     h.send(AG, m.ReregisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"), id=aid), [], []))
     assert h.core.agents[aid].info.resources == R("cpus:4;mem:4096")
     assert h.core.registry.agents[aid].resources == R("cpus:4;mem:4096")
+    h.core.allocator.check_invariants()
+
+
+# ============================================ ACLs: reserve_resources, unreserve_resources
+#: Mesos's ACLs for reservations: alice may reserve for analytics, bob for nothing; ops for web only, admin for
+#: any role; bob may unreserve what alice reserved, alice nothing; ops what ops reserved, admin anyone's
+RESERVATION_ACLS = {
+    "reserve_resources": [{"principals": ["alice"], "roles": ["analytics"]},
+                          {"principals": ["ops"], "roles": ["web"]}, {"principals": ["admin"], "roles": ["*"]}],
+    "unreserve_resources": [{"principals": ["bob"], "reserver_principals": ["alice"]},
+                            {"principals": ["ops"], "reserver_principals": ["ops"]},
+                            {"principals": ["admin"], "reserver_principals": ["*"]}],
+}
+
+
+def test_acls_say_which_principals_reserve_for_which_roles_and_unreserve_whose_reservations():
+    """The rules as Mesos has them (``roles``, ``reserver_principals``);
+    without rules operators may do both to anything, frameworks reserve
+    and unreserve only what their own principal reserved."""
+    credentials = Harness(acls=RESERVATION_ACLS).core.credentials
+    assert credentials.allows("reserve_resources", "alice", "analytics", "framework")
+    assert not credentials.allows("reserve_resources", "alice", "web", "framework")
+    assert not credentials.allows("reserve_resources", "bob", "analytics", "framework")
+    assert credentials.allows("reserve_resources", "admin", "anything")
+    assert credentials.allows("unreserve_resources", "bob", "alice", "framework")
+    assert not credentials.allows("unreserve_resources", "alice", "alice", "framework")   # rules: only grants
+    assert not credentials.allows("unreserve_resources", "ops", "alice")
+    assert credentials.allows("unreserve_resources", "admin", "")   # made without credentials
+    with pytest.raises(Refused, match="principal ops lacks the unreserve_resources permission on what principal "
+                                      "'alice' reserved"):
+        credentials.check("unreserve_resources", "ops", "alice")
+    defaults = Harness(secured=True).core.credentials
+    assert defaults.allows("reserve_resources", "ops", "any") and defaults.allows("unreserve_resources", "ops", "x")
+    assert defaults.allows("reserve_resources", "alice", "analytics", "framework")
+    assert defaults.allows("unreserve_resources", "alice", "alice", "framework")
+    assert not defaults.allows("unreserve_resources", "alice", "bob", "framework")
+    assert not defaults.allows("reserve_resources", "alice", "analytics")   # as an operator: not one
+    with pytest.raises(ConfigError, match="unknown key"):
+        Acls.parse({"unreserve_resources": [{"principals": ["ops"], "roles": ["web"]}]})
+
+
+def test_a_framework_reserves_only_for_roles_the_acls_allow_its_principal():
+    h = Harness(acls=RESERVATION_ACLS)
+    alice, aid = h.subscribe(), h.register_agent()
+    out = h.accept(alice, h.offer(), Reserve("cpus:1"), refuse=3600.0)
+    assert checkpointed(out) == R("cpus(analytics,alice):1") and not only(out, m.Error)
+    bob = h.subscribe(FW2)
+    h.send(FW, m.Suppress(alice))
+    offer = h.offer(FW2)
+    out = h.accept(bob, offer, Reserve("cpus:1"), Launch([task("t1", aid, "cpus:1")]), peer=FW2)
+    (error,) = only(out, m.Error, FW2)
+    assert "operation 1 (RESERVE): not authorized: principal bob lacks the reserve_resources permission for " \
+           "role 'analytics'" in error.message and not error.fatal
+    (update,) = only(out, m.Update, FW2)
+    assert update.status.state == TaskState.DROPPED and "nothing was applied" in update.status.message
+    assert not only(out, m.RunTask) and not only(out, m.CheckpointResources)
+    assert h.offer(FW2).resources == offer.resources   # back whole, unfiltered
+    assert h.core.refused_by_permission == {"reserve_resources": 1}
+    assert 'mesoslike_authorization_refused_total{permission="reserve_resources"} 1' in render(master_metrics(h.core))
+
+
+def test_a_framework_unreserves_only_what_the_acls_let_it_and_may_unreserve_another_principals():
+    h = Harness(acls=RESERVATION_ACLS)
+    alice, aid = h.subscribe(), h.register_agent()
+    h.accept(alice, h.offer(), Reserve("cpus:2"))
+    offer = h.offer()
+    (error,) = only(h.accept(alice, offer, Unreserve("cpus(analytics,alice):1")), m.Error, FW)
+    assert "alice lacks the unreserve_resources permission on what principal 'alice' reserved" in error.message
+    bob = h.subscribe(FW2)
+    h.send(FW, m.Suppress(alice))
+    out = h.accept(bob, h.offer(FW2), Unreserve("cpus(analytics,alice):2"), peer=FW2)
+    assert not only(out, m.Error) and checkpointed(out) == R("")
+
+
+def test_the_operator_reserves_for_and_unreserves_from_whom_the_acls_say():
+    h = Harness(acls=RESERVATION_ACLS)
+    alice, aid = h.subscribe(), h.register_agent()
+    h.accept(alice, h.offer(), Reserve("cpus:1"), refuse=3600.0)
+    with pytest.raises(Refused, match="principal ops lacks the reserve_resources permission for role 'analytics'"):
+        h.core.reserve_resources(aid, "cpus(analytics):1", "ops")
+    reply, _ = h.core.reserve_resources(aid, "cpus(web):1", "ops")
+    assert reply["resources"] == "cpus(web,ops):1"
+    with pytest.raises(Refused, match="on what principal 'alice' reserved"):   # any of the reservers refused
+        h.core.unreserve_resources(aid, "cpus(analytics,alice):1;cpus(web,ops):1", "ops")
+    assert h.core.agents[aid].info.resources == R("cpus:2;mem:4096;cpus(analytics,alice):1;cpus(web,ops):1")
+    h.core.unreserve_resources(aid, "cpus(web,ops):1", "ops")
+    h.core.unreserve_resources(aid, "cpus(analytics,alice):1", "admin")
+    assert h.core.agents[aid].info.resources == R("cpus:4;mem:4096")
+    assert h.core.refused_by_permission == {"reserve_resources": 1, "unreserve_resources": 1}
     h.core.allocator.check_invariants()
 
 

@@ -201,3 +201,58 @@ def test_the_example_reserves_launches_and_unreserves_on_a_local_cluster():
     assert "2. offered cpus(analytics,client):0.5;mem(analytics,client):64 reserved" in done.stdout
     assert "on-reserved: TASK_FINISHED" in done.stdout
     assert "nothing reserved: done" in done.stdout
+
+
+# ==================================================================== ACLs
+#: appended to the cluster's credentials (docs/security.rst, "Reservations and the ACLs")
+RESERVATION_ACLS = """
+[[acls.reserve_resources]]
+principals = ["fwA"]
+roles = ["analytics"]
+[[acls.reserve_resources]]
+principals = ["ops"]
+roles = ["web"]
+[[acls.unreserve_resources]]
+principals = ["ops"]
+reserver_principals = ["ops"]
+"""
+
+
+def test_the_acls_limit_reserving_to_roles_and_unreserving_to_reserver_principals(cluster):
+    """With ``reserve_resources`` and ``unreserve_resources`` rules: fwA
+    reserves for analytics through an offer; fwB (no rule) is refused for
+    web, its accept refused whole; the operator ``ops`` may reserve for web
+    only (403 for analytics) and unreserve only what ``ops`` reserved (403
+    for fwA's reservation, whichever of its HTTP paths asks); refusals are
+    counted per permission."""
+    with open(cluster.keys.credentials, "a") as credentials:
+        credentials.write(RESERVATION_ACLS)
+    cluster.start_master()
+    cluster.start_agent("acl1", "cpus:3;mem:768")
+    reserver = Reserver()
+    cluster.driver(reserver, "reserver", role="analytics")
+    reserver.wait(lambda: any(s.state == TaskState.RUNNING for s in reserver.statuses("on-reservation")), 30,
+                  "fwA's task on what it reserved running", cluster.diagnostics)
+
+    refused = Reserver()
+    cluster.driver(refused, "refused", role="web", key=cluster.keys.secret("fwB"))
+    refused.wait(lambda: refused.of("error"), 30, "fwB's reserve to be refused", cluster.diagnostics)
+    (error,) = refused.of("error")[:1]
+    assert "not authorized: principal fwB lacks the reserve_resources permission for role 'web'" in error, error
+    assert [s.state for s in refused.statuses("on-reservation")] == [TaskState.DROPPED]
+
+    body = {"agent_id": "acl1", "resources": "cpus(analytics):0.5"}
+    status, reply = post(cluster.http + "/reserve", body, cluster.token)
+    assert status == 403 and "principal ops lacks the reserve_resources permission for role 'analytics'" \
+        in reply["error"], reply
+    status, reply = post(cluster.http + "/reserve", {"agent_id": "acl1", "resources": "cpus(web):0.5"}, cluster.token)
+    assert status == 200 and reply["resources"] == "cpus(web,ops):0.5", reply
+    status, reply = post(cluster.http + "/unreserve", {"agent_id": "acl1", "resources": str(DYNAMIC)}, cluster.token)
+    assert status == 403 and "on what principal 'fwA' reserved" in reply["error"], reply
+    done = cli(cluster, "unreserve", "--master", cluster.http, "acl1", "cpus(web,ops):0.5")
+    assert done.returncode == 0, done.stderr
+    assert dynamic_reservations(cluster.state(), "acl1") == [
+        {"role": "analytics", "type": "dynamic", "principal": "fwA", "resources": str(DYNAMIC)}]
+    status, _, metrics = http_get(cluster.http + "/metrics")
+    assert 'mesoslike_authorization_refused_total{permission="reserve_resources"} 2' in metrics
+    assert 'mesoslike_authorization_refused_total{permission="unreserve_resources"} 1' in metrics

@@ -34,8 +34,8 @@ from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleU
 from mesoslike.master.records import (MAX_ATTRIBUTES, MAX_NAME_LENGTH, AgentRecord, FrameworkRecord, Holdings,
                                       MasterConfig, TaskRecord, clip, new_status)
 from mesoslike.master.registry import Registry
-from mesoslike.master.reservations import (Conversion, ReservationError, framework_reserve, framework_unreserve,
-                                           operator_reserve, operator_unreserve)
+from mesoslike.master.reservations import (Conversion, ReservationError, framework_reserve, operator_reserve,
+                                           reserver_principals, unreserve)
 from mesoslike.master.roles import RolesConfig
 from mesoslike.master.state import state_json
 from mesoslike.observations import LATENCY_BUCKETS, Histogram
@@ -347,20 +347,41 @@ class MasterCore:
         the agent (an id or a hostname) by the operator's ``principal``.
         They must be unreserved and not used by tasks there; outstanding
         offers on the agent are rescinded if they hold them. Persisted in
-        the registry; the agent is told to checkpoint them."""
+        the registry; the agent is told to checkpoint them. With
+        credentials the ``reserve_resources`` ACL must let ``principal``
+        reserve for the role (else :class:`~mesoslike.acl.Refused`)."""
         self._out = []
         record = self._operated_agent(agent)
         conversion = operator_reserve(Resources.parse(resources), principal or "")
+        self._authorize_reservation("reserve_resources", principal, conversion.added.reservation_roles(), "operator")
         return self._operator_conversion(record, conversion, "reserved"), self._flush()
 
-    def unreserve_resources(self, agent: str, resources: str) -> tuple[dict, list[Send]]:
+    def unreserve_resources(self, agent: str, resources: str, principal: str | None = None) -> tuple[dict, list[Send]]:
         """Mesos's ``/unreserve``: dynamically reserved ``resources``
-        (``cpus(analytics,alice):2``, any principal's) on the agent become
-        unreserved; as :meth:`reserve_resources` otherwise."""
+        (``cpus(analytics,alice):2``) on the agent become unreserved — with
+        credentials, if the ``unreserve_resources`` ACL lets the operator's
+        ``principal`` unreserve what each of their reserver principals
+        reserved; as :meth:`reserve_resources` otherwise."""
         self._out = []
         record = self._operated_agent(agent)
-        conversion = operator_unreserve(Resources.parse(resources))
+        parsed = Resources.parse(resources)
+        conversion = unreserve(parsed)
+        self._authorize_reservation("unreserve_resources", principal, reserver_principals(parsed), "operator")
         return self._operator_conversion(record, conversion, "unreserved"), self._flush()
+
+    def _authorize_reservation(self, action: str, principal: str | None, targets: list[str], kind: str) -> None:
+        """With credentials, raise :class:`~mesoslike.acl.Refused` (counted)
+        unless ``principal``, acting as a ``kind`` peer, may do ``action``
+        on every target (roles reserved for, principals that reserved)."""
+        if self.credentials is None:
+            return
+        for target in targets:
+            try:
+                self.credentials.check(action, principal, target, kind)
+            except Refused as refused:
+                self.refused_by_permission[action] = self.refused_by_permission.get(action, 0) + 1
+                log.warning("refused %s: %s", action, refused)
+                raise
 
     def _operator_conversion(self, agent: AgentRecord, conversion: Conversion, done: str) -> dict:
         if not agent.info.resources.contains(conversion.removed):
@@ -1094,12 +1115,15 @@ class MasterCore:
                 if operation.type == OperationType.RESERVE:
                     conversion = framework_reserve(operation.resources, operation.role, record.info.role,
                                                    self._principal or "")
+                    self._authorize_reservation("reserve_resources", self._principal,
+                                                conversion.added.reservation_roles(), "framework")
                 else:
                     if operation.role:
                         raise ReservationError("an UNRESERVE names no role: its resources say whose they are")
-                    conversion = framework_unreserve(operation.resources,
-                                                     self._principal if self.credentials is not None else None)
-            except ReservationError as exc:
+                    conversion = unreserve(operation.resources)
+                    self._authorize_reservation("unreserve_resources", self._principal,
+                                                reserver_principals(operation.resources), "framework")
+            except (ReservationError, Refused) as exc:
                 raise ReservationError(f"operation {number} ({operation.type}): {exc}") from None
             left = pool - used
             if not left.contains(conversion.removed):

@@ -21,6 +21,7 @@ import json
 import threading
 from typing import Callable, Protocol
 
+from mesoslike.acl import Refused
 from mesoslike.errors import MesoslikeError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.master.http import Action, request_authorization
@@ -150,9 +151,11 @@ class OperatorWrites:
     def post_unreserve(self, body: bytes) -> tuple[int, object]:
         """``POST /unreserve {"agent_id": ID_OR_HOSTNAME, "resources": "cpus(analytics,alice):2"}``:
         answered once the registry holds it."""
+        principal = self._master.operator_principal(request_authorization())
+
         def apply(core: MasterCore, request: object) -> tuple[dict, list[Send]]:
             fields = named(request, ("agent_id", "resources"), {})
-            return core.unreserve_resources(fields["agent_id"], fields["resources"])
+            return core.unreserve_resources(fields["agent_id"], fields["resources"], principal)
         return self._write(body, apply)
 
     def post_weights(self, body: bytes) -> tuple[int, object]:
@@ -180,7 +183,7 @@ class OperatorWrites:
                 return 409, {"error": "this master does not lead", "leader": master.leader_info()}
             try:
                 reply, sends = apply(core, request)
-            except (MesoslikeError, TypeError, ValueError) as exc:
+            except (MesoslikeError, TypeError, ValueError, Refused) as exc:
                 return _refusal(exc)
             master.send_later(sends)
             problem = self._wait_stored(core) if store else None
@@ -206,6 +209,9 @@ class OperatorWrites:
 
 def _refusal(exc: Exception) -> tuple[int, dict]:
     """The answer to a request the core refused: 404 for what it does not
-    know, 409 for what does not apply now, else 400."""
-    code = 404 if isinstance(exc, NotFound) else 409 if isinstance(exc, Conflict) else 400
+    know, 409 for what does not apply now, 403 for what the ACLs do not
+    allow on what it names (the role reserved for, the principal that
+    reserved), else 400."""
+    code = 404 if isinstance(exc, NotFound) else 409 if isinstance(exc, Conflict) \
+        else 403 if isinstance(exc, Refused) else 400
     return code, {"error": str(exc)}

@@ -9,10 +9,11 @@ become the same quantities reserved otherwise — unreserved ``cpus:2`` into
 (``validation::operation::validate``): a framework reserves only for its
 own role (the role its offers are allocated to; Mesos without reservation
 refinement), never for ``*``, only unreserved resources, as the principal
-it authenticated as; it unreserves only dynamically reserved resources and,
-in a cluster with credentials, only those its own principal reserved. An
-operator may reserve for any role and unreserve any dynamic reservation,
-with the ``reserve_resources`` / ``unreserve_resources`` permissions.
+it authenticated as; it unreserves only dynamically reserved resources. An
+operator reserves for any role. Who may reserve for which role, and
+unreserve what which principal reserved, is the ACLs' to say
+(``reserve_resources``, ``unreserve_resources`` in :mod:`mesoslike.acl`;
+the master checks them with :func:`reserver_principals`).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from mesoslike.allocator.roles import DEFAULT_ROLE
 from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources, reservation_of, reservation_principal
 
-__all__ = ["Conversion", "ReservationError", "framework_reserve", "framework_unreserve", "operator_reserve",
-           "operator_unreserve", "reservations_json"]
+__all__ = ["Conversion", "ReservationError", "framework_reserve", "operator_reserve", "unreserve",
+           "reserver_principals", "reservations_json"]
 
 
 class ReservationError(MesoslikeError, ValueError):
@@ -78,24 +79,10 @@ def _reserve(resources: Resources, role: str, principal: str) -> Conversion:
     return Conversion(resources, added, lambda part: part.as_reserved(role, principal))
 
 
-def framework_unreserve(resources: Resources, principal: str | None) -> Conversion:
-    """A framework's UNRESERVE; ``principal`` is the one it authenticated
-    as (None: an anonymous cluster, where anyone may unreserve)."""
-    conversion = _unreserve(resources)
-    if principal is not None:
-        others = sorted({p for p in _principals(resources) if p != principal})
-        if others:
-            raise ReservationError(f"not authorized: principal {principal} may unreserve only what it reserved, "
-                                   f"not what principal(s) {', '.join(repr(p) for p in others)} reserved")
-    return conversion
-
-
-def operator_unreserve(resources: Resources) -> Conversion:
-    """An operator's unreserve (the permission was checked: any principal's)."""
-    return _unreserve(resources)
-
-
-def _unreserve(resources: Resources) -> Conversion:
+def unreserve(resources: Resources) -> Conversion:
+    """A framework's UNRESERVE or an operator's unreserve: dynamically
+    reserved ``resources`` become unreserved (whose they may unreserve, the
+    ACLs say)."""
     if not resources:
         raise ReservationError("nothing to unreserve")
     try:
@@ -105,13 +92,15 @@ def _unreserve(resources: Resources) -> Conversion:
     return Conversion(resources, added, lambda part: part.as_unreserved())
 
 
-def _principals(resources: Resources) -> set[str]:
+def reserver_principals(resources: Resources) -> list[str]:
+    """The principals that reserved the dynamically reserved kinds of
+    ``resources`` ("" for a reservation made without credentials), sorted."""
     found = set()
     for kind in (*resources.scalars(), *resources.range_names()):
         principal = reservation_principal(kind)
         if principal is not None:
             found.add(principal)
-    return found
+    return sorted(found)
 
 
 def reservations_json(total: Resources) -> list[dict[str, str]]:
