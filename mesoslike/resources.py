@@ -41,7 +41,14 @@ Dynamic reservations (Mesos's RESERVE/UNRESERVE operations; a role and the
     cpus(analytics,alice):2;mem(analytics,alice):1024
 
 A comma in the parentheses makes the reservation dynamic: the role, then the
-principal that reserved it (empty in an anonymous cluster: ``cpus(a,)``).
+principal that reserved it (empty in an anonymous cluster: ``cpus(a,)``),
+then, optionally, its *labels* (Mesos's ``ReservationInfo.labels``) after a
+second comma, ``key=value`` pairs joined by ``&``:
+``cpus(analytics,alice,purpose=etl&team=ml):2``. Keys and values are
+letters, digits and ``_ . - @ /`` (keys not empty), at most
+:data:`MAX_RESERVATION_LABELS` pairs; the pairs are kept sorted, so one
+set of labels is one kind however it was written. Reservations that differ
+in their labels are different kinds, as Mesos never merges them.
 Principals are at most :data:`MAX_RESERVATION_ROLE` characters of letters,
 digits and ``_ . - @``; a role in a reservation may not hold a comma. Each
 (role, principal) is a kind of its own, like a static reservation; a dynamic
@@ -60,7 +67,7 @@ from typing import Iterable, Mapping
 from mesoslike.errors import ResourcesError
 
 __all__ = ["Resources", "ResourcesError", "Range", "format_millis", "MAX_QUANTITY", "MAX_RESERVATION_ROLE",
-           "reservation_of", "reservation_principal"]
+           "MAX_RESERVATION_LABELS", "reservation_of", "reservation_principal", "reservation_labels"]
 
 Range = tuple[int, int]  # inclusive bounds
 
@@ -75,6 +82,9 @@ _RESERVED_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*)\(([^()]*)\)\Z", re.S)
 #: the longest reservation role a kind may carry (``cpus(ROLE)``)
 MAX_RESERVATION_ROLE = 255
 _PRINCIPAL = re.compile(r"[A-Za-z0-9_.\-@]*\Z")
+#: the most labels a dynamic reservation may carry (each key and value at most MAX_RESERVATION_ROLE characters)
+MAX_RESERVATION_LABELS = 16
+_LABEL_TEXT = re.compile(r"[A-Za-z0-9_.\-@/]*\Z")
 _RANGE = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*\Z")
 _CANONICAL_ORDER = {"cpus": 0, "gpus": 1, "mem": 2, "disk": 3}
 
@@ -116,7 +126,10 @@ def _check_name(name: str) -> str:
     base, role = reserved.group(1), reserved.group(2)
     role, dynamic, principal = role.partition(",")
     if dynamic:
+        principal, labelled, labels = principal.partition(",")
         _check_principal(base, principal)
+        if labelled:
+            name = f"{base}({role},{principal},{_label_text(base, _parse_labels(base, labels))})"
         if role == "*":  # lazily imported below; "*" is the default role
             raise ResourcesError(f"bad reservation in {name[:80]!r}: resources cannot be reserved for the "
                                  "default role '*'")
@@ -139,6 +152,44 @@ def _check_principal(base: str, principal: str) -> None:
                              f"{MAX_RESERVATION_ROLE} letters, digits, '_', '.', '-' or '@'")
 
 
+def _parse_labels(base: str, text: str) -> list[tuple[str, str]]:
+    pairs = []
+    for item in text.split("&"):
+        key, _, value = item.partition("=")
+        pairs.append((key, value))
+    return pairs
+
+
+def _label_text(base: str, labels: Iterable[tuple[str, str]]) -> str:
+    """The labels of a reservation as its kind holds them (sorted ``k=v``
+    joined by ``&``); raise for labels that cannot be written so."""
+    pairs = sorted(labels)
+    if not pairs or len(pairs) > MAX_RESERVATION_LABELS:
+        raise ResourcesError(f"a reservation of {base!r} has {len(pairs)} labels: 1 to {MAX_RESERVATION_LABELS} "
+                             "may be written in its kind (none: leave the labels out)")
+    for key, value in pairs:
+        for text in (key, value):
+            if not isinstance(text, str) or len(text) > MAX_RESERVATION_ROLE or not _LABEL_TEXT.match(text):
+                raise ResourcesError(f"bad reservation label {str(key)[:80]!r}={str(value)[:80]!r} of {base!r}: "
+                                     f"keys and values are at most {MAX_RESERVATION_ROLE} letters, digits, "
+                                     "'_', '.', '-', '@' or '/' (a label of other text cannot be part of a kind)")
+        if not key:
+            raise ResourcesError(f"a reservation label of {base!r} has an empty key")
+    return "&".join(f"{key}={value}" for key, value in pairs)
+
+
+def reservation_labels(kind: str) -> tuple[tuple[str, str], ...]:
+    """The labels of a dynamically reserved kind as sorted (key, value)
+    pairs (``"cpus(a,alice,team=ml)"`` -> ``(("team", "ml"),)``); ``()``
+    for any other kind."""
+    if kind.endswith(")"):
+        _, _, rest = kind[kind.index("(") + 1:-1].partition(",")
+        _, labelled, labels = rest.partition(",")
+        if labelled:
+            return tuple((key, value) for key, _, value in (item.partition("=") for item in labels.split("&")))
+    return ()
+
+
 def reservation_of(kind: str) -> str | None:
     """The reservation role of a (valid) kind: ``"cpus(a/b)"`` -> ``"a/b"``,
     ``"cpus(a,alice)"`` -> ``"a"``, ``"cpus"`` -> None."""
@@ -154,7 +205,7 @@ def reservation_principal(kind: str) -> str | None:
     if kind.endswith(")"):
         role, dynamic, principal = kind[kind.index("(") + 1:-1].partition(",")
         if dynamic:
-            return principal
+            return principal.partition(",")[0]
     return None
 
 
@@ -484,18 +535,20 @@ class Resources:
         return Resources._make({k: v for k, v in self._millis.items() if _is_dynamic(k)},
                                {k: v for k, v in self._ranges.items() if _is_dynamic(k)})
 
-    def as_reserved(self, role: str, principal: str) -> Resources:
+    def as_reserved(self, role: str, principal: str, labels: Iterable[tuple[str, str]] = ()) -> Resources:
         """The same quantities dynamically reserved for ``role`` by
-        ``principal`` (``cpus:2`` -> ``cpus(role,principal):2``): what a
-        RESERVE operation makes of them. Every kind must be unreserved;
-        raises ``ResourcesError`` otherwise, or for a role or principal that
-        cannot be written in a kind (``*``, a comma)."""
+        ``principal`` (``cpus:2`` -> ``cpus(role,principal):2``), with
+        ``labels`` (``(key, value)`` pairs: ``cpus(role,principal,k=v):2``):
+        what a RESERVE operation makes of them. Every kind must be
+        unreserved; raises ``ResourcesError`` otherwise, or for a role,
+        principal or label that cannot be written in a kind (``*``, a comma)."""
         if self.has_reservations():
             raise ResourcesError(f"only unreserved resources can be reserved; {self.reserved()} are reserved "
                                  "already")
-        if not isinstance(role, str) or "," in role or not isinstance(principal, str):
+        if not isinstance(role, str) or "," in role or not isinstance(principal, str) or "," in principal:
             raise ResourcesError(f"bad reservation role {role!r}: a role in a reservation may not hold a comma")
-        suffix = f"({role},{principal})"
+        pairs = list(labels)
+        suffix = f"({role},{principal}{',' + _label_text('x', pairs) if pairs else ''})"
         if not self:
             _check_name("x" + suffix)   # the role and principal are checked even for nothing
             return self

@@ -8,6 +8,7 @@ The first master tests are Apache Mesos's cases, ported
 ``reservation_tests.cpp``: an unauthorized unreserve and a reserve of more
 than offered are refused). Fake clock, peers are byte strings."""
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,8 +25,10 @@ from mesoslike.master.operations import Conflict
 from mesoslike.master.registry import Registry
 from mesoslike.master.state import master_metrics, state_json
 from mesoslike.metrics import render
-from mesoslike.resources import Resources
+from mesoslike.master.operator import label_pairs
+from mesoslike.resources import Resources, reservation_labels, reservation_principal
 from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
+from mesoslike.wire import CODEC
 from mesoslike.wire import messages as m
 
 pytestmark = pytest.mark.timeout(30)
@@ -388,6 +391,76 @@ def test_the_operator_reserves_for_and_unreserves_from_whom_the_acls_say():
     assert h.core.agents[aid].info.resources == R("cpus:4;mem:4096")
     assert h.core.refused_by_permission == {"reserve_resources": 1, "unreserve_resources": 1}
     h.core.allocator.check_invariants()
+
+
+# ==================================================== reservation labels
+def test_reservation_labels_are_part_of_the_kind_and_never_merged():
+    """Mesos's ``ReservationInfo.labels``: labelled reservations are kinds
+    of their own (different labels: different kinds, never merged), kept
+    in one canonical order; label text that cannot be written in a kind is
+    refused."""
+    labelled = R("cpus(a,alice,team=ml&purpose=etl):2")
+    assert str(labelled) == "cpus(a,alice,purpose=etl&team=ml):2"   # sorted: one kind however written
+    assert reservation_labels("cpus(a,alice,purpose=etl&team=ml)") == (("purpose", "etl"), ("team", "ml"))
+    assert reservation_principal("cpus(a,alice,team=ml)") == "alice" and reservation_labels("cpus(a,alice)") == ()
+    both = labelled + R("cpus(a,alice):1") + R("cpus(a,alice,team=ai):1")
+    assert len(both.scalars()) == 3 and both.stripped() == R("cpus:4")
+    assert R("cpus:2").as_reserved("a", "alice", [("team", "ml"), ("purpose", "etl")]) == labelled
+    assert labelled.as_unreserved() == R("cpus:2")
+    assert labelled.reservation_roles() == ["a"] and labelled.dynamically_reserved() == labelled
+    for bad in ("cpus(a,alice,team=m l):1", "cpus(a,alice,=x):1", "cpus(a,alice,):1", "cpus(a,alice,k=v,w):1",
+                "cpus(a,alice," + "&".join(f"k{i}=v" for i in range(17)) + "):1"):
+        with pytest.raises(MesoslikeError):
+            R(bad)
+    with pytest.raises(MesoslikeError, match="cannot be part of a kind"):
+        R("cpus:1").as_reserved("a", "alice", [("team", "a;b")])
+
+
+def test_a_framework_reserves_with_labels_and_unreserves_them_as_offered():
+    h = Harness(secured=True)
+    alice, aid = h.subscribe(), h.register_agent()
+    operation = Reserve("cpus:1", labels={"team": "ml"})
+    assert CODEC.decode(CODEC.encode(m.Accept(alice, ["o"], [], Filters(0.0), operations=[operation]))) \
+        .operations == [operation]
+    out = h.accept(alice, h.offer(), Reserve("cpus:1;mem:64", labels={"team": "ml"}), Reserve("cpus:1"))
+    assert checkpointed(out) == R("cpus(analytics,alice,team=ml):1;mem(analytics,alice,team=ml):64;"
+                                  "cpus(analytics,alice):1")
+    offer = h.offer()
+    assert offer.resources.dynamically_reserved() == checkpointed(out)
+    (entry, labelled) = [r for r in state_json(h.core)["agents"][0]["reservations"]]
+    assert entry == {"role": "analytics", "type": "dynamic", "principal": "alice",
+                     "resources": "cpus(analytics,alice):1"}
+    assert labelled == {"role": "analytics", "type": "dynamic", "principal": "alice",
+                        "labels": [{"key": "team", "value": "ml"}],
+                        "resources": "cpus(analytics,alice,team=ml):1;mem(analytics,alice,team=ml):64"}
+    # the labels are part of what is unreserved: the unlabelled kind is another one
+    (error,) = only(h.accept(alice, offer, Unreserve("cpus(analytics,alice):2")), m.Error)
+    assert "is not in what the offers hold" in error.message
+    out = h.accept(alice, h.offer(), Unreserve("cpus(analytics,alice,team=ml):1;mem(analytics,alice,team=ml):64"),
+                   Launch([task("t1", aid, "cpus(analytics,alice):1")]))
+    assert checkpointed(out) == R("cpus(analytics,alice):1") and only(out, m.RunTask)
+    for operations, fragment in (([Reserve("cpus:1", labels={"team": "m l"})], "cannot be part of a kind"),
+                                 ([Unreserve("cpus(analytics,alice):1")], "only a RESERVE carries labels")):
+        if fragment.startswith("only"):
+            operations = [attrs.evolve(operations[0], labels={"team": "ml"})]
+        (error,) = only(h.accept(alice, h.offer(), *operations), m.Error)
+        assert fragment in error.message, error.message
+
+
+def test_the_operator_reserves_with_labels():
+    h = Harness(secured=True)
+    aid = h.register_agent()
+    reply, sends = h.core.reserve_resources(aid, "cpus(web):1", "ops", [("ticket", "OPS-42")])
+    assert reply["resources"] == "cpus(web,ops,ticket=OPS-42):1"
+    assert checkpointed([(s.peer, s.message) for s in sends]) == R("cpus(web,ops,ticket=OPS-42):1")
+    assert label_pairs([{"key": "ticket", "value": "OPS-42"}, {"key": "urgent"}]) == [("ticket", "OPS-42"),
+                                                                                       ("urgent", "")]
+    with pytest.raises(ValueError, match="expected labels"):
+        label_pairs([{"ticket": "OPS-42"}])
+    with pytest.raises(MesoslikeError, match="cannot be part of a kind"):
+        h.core.reserve_resources(aid, "cpus(web):1", "ops", [("ticket", "OPS 42")])
+    h.core.unreserve_resources(aid, "cpus(web,ops,ticket=OPS-42):1", "ops")
+    assert h.core.agents[aid].info.resources == R("cpus:4;mem:4096")
 
 
 # ============================================================= allocator

@@ -171,7 +171,9 @@ def test_a_reservation_made_through_an_offer_survives_a_master_restart_and_an_ag
 def test_operator_reserves_and_unreserves_over_http(cluster):
     """``POST /reserve`` and ``/unreserve`` with the operator's token (the
     second through ``mesoslike unreserve``): the reservation carries the
-    operator's principal and ``mesoslike state`` lists it; without a token: 401."""
+    operator's principal and ``mesoslike state`` lists it; without a token:
+    401. Then a reservation with labels (``mesoslike reserve --label``),
+    listed with them, unreserved by its labelled kind."""
     cluster.start_master()
     cluster.start_agent("op1", "cpus:2;mem:512")
     body = {"agent_id": "op1", "resources": "cpus(web):1;mem(web):64"}
@@ -190,6 +192,21 @@ def test_operator_reserves_and_unreserves_over_http(cluster):
     done = cli(cluster, "unreserve", "--master", cluster.http, "op1", "cpus(web,ops):1;mem(web,ops):64")
     assert done.returncode == 0, done.stderr
     assert "unreserved" in done.stdout
+    assert dynamic_reservations(cluster.state(), "op1") == []
+
+    # with labels (Mesos's ReservationInfo.labels): part of the reserved kinds
+    done = cli(cluster, "reserve", "--master", cluster.http, "--label", "ticket=OPS-42", "op1", "cpus(web):1")
+    assert done.returncode == 0, done.stderr
+    assert "reserved cpus(web,ops,ticket=OPS-42):1" in done.stdout
+    assert dynamic_reservations(cluster.state(), "op1") == [
+        {"role": "web", "type": "dynamic", "principal": "ops", "labels": [{"key": "ticket", "value": "OPS-42"}],
+         "resources": "cpus(web,ops,ticket=OPS-42):1"}]
+    status, reply = post(cluster.http + "/reserve", {"agent_id": "op1", "resources": "cpus(web):0.5",
+                                                     "labels": [{"key": "ticket", "value": "OPS 42"}]}, cluster.token)
+    assert status == 400 and "cannot be part of a kind" in reply["error"], reply
+    labelled = {"agent_id": "op1", "resources": "cpus(web,ops,ticket=OPS-42):1"}
+    status, reply = post(cluster.http + "/unreserve", labelled, cluster.token)
+    assert status == 200, reply
     assert dynamic_reservations(cluster.state(), "op1") == []
 
 

@@ -164,16 +164,21 @@ def reactivate(master_address: str, token: str | None, timeout: float, key: str 
 
 @click.command("reserve")
 @operator_options("reserve")
+@option("reserve", "--label", "labels", multiple=True, metavar="KEY[=VALUE]",
+        help="A label of the reservation (repeatable; Mesos's ReservationInfo.labels): part of the reserved "
+             "kinds, cpus(analytics,ops,KEY=VALUE).")
 @click.argument("agent")
 @click.argument("resources")
 def reserve(master_address: str, token: str | None, timeout: float, key: str | None, master_key: str | None,
-            agent: str, resources: str) -> None:
+            labels: tuple[str, ...], agent: str, resources: str) -> None:
     """Reserve RESOURCES on agent AGENT (an id or a hostname) for the role
     they name, e.g. "cpus(analytics):2;mem(analytics):1024" (POST /reserve,
     Mesos's /master/reserve): a dynamic reservation by the operator's
     principal, kept in the registry and checkpointed by the agent."""
-    answer = _run(master_address, "/reserve", {"agent_id": agent, "resources": resources}, token, timeout, key,
-                  master_key)
+    body: dict[str, object] = {"agent_id": agent, "resources": resources}
+    if labels:
+        body["labels"] = [dict(zip(("key", "value"), label.split("=", 1))) for label in labels]
+    answer = _run(master_address, "/reserve", body, token, timeout, key, master_key)
     click.echo(f"agent {answer['agent_id']} ({answer['hostname']}): reserved {answer['resources']}")
 
 

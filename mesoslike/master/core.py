@@ -19,7 +19,7 @@ import json
 import logging
 import random
 from collections import deque
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -341,18 +341,20 @@ class MasterCore:
                  drain.state)
         return {**self._agent_reply(record), "was": drain.state}, self._flush()
 
-    def reserve_resources(self, agent: str, resources: str, principal: str | None) -> tuple[dict, list[Send]]:
+    def reserve_resources(self, agent: str, resources: str, principal: str | None,
+                          labels: Sequence[tuple[str, str]] = ()) -> tuple[dict, list[Send]]:
         """Mesos's ``/reserve``: ``resources`` written reserved for their
         role (``cpus(analytics):2``) become dynamically reserved for it on
         the agent (an id or a hostname) by the operator's ``principal``.
         They must be unreserved and not used by tasks there; outstanding
         offers on the agent are rescinded if they hold them. Persisted in
-        the registry; the agent is told to checkpoint them. With
+        the registry; the agent is told to checkpoint them. ``labels``:
+        the reservation's (``cpus(analytics,ops,team=ml):2``). With
         credentials the ``reserve_resources`` ACL must let ``principal``
         reserve for the role (else :class:`~mesoslike.acl.Refused`)."""
         self._out = []
         record = self._operated_agent(agent)
-        conversion = operator_reserve(Resources.parse(resources), principal or "")
+        conversion = operator_reserve(Resources.parse(resources), principal or "", labels)
         self._authorize_reservation("reserve_resources", principal, conversion.added.reservation_roles(), "operator")
         return self._operator_conversion(record, conversion, "reserved"), self._flush()
 
@@ -1084,7 +1086,7 @@ class MasterCore:
         starting: dict[str, ExecutorInfo] = {}   # custom executors this accept starts on the agent
         for number, operation in enumerate(operations, 1):
             if operation.type == OperationType.LAUNCH:
-                if operation.resources or operation.role:
+                if operation.resources or operation.role or operation.labels:
                     raise ReservationError(f"operation {number}: a LAUNCH carries tasks only")
                 for task in operation.tasks:
                     executor_needs, problem = self._executor_needs(record, task, agent, starting)
@@ -1111,10 +1113,14 @@ class MasterCore:
                 continue
             if operation.tasks:
                 raise ReservationError(f"operation {number}: a {operation.type} carries no tasks")
+            if operation.labels and operation.type != OperationType.RESERVE:
+                raise ReservationError(f"operation {number}: only a RESERVE carries labels (an UNRESERVE names "
+                                       "them in its resources' kinds)")
             try:
                 if operation.type == OperationType.RESERVE:
                     conversion = framework_reserve(operation.resources, operation.role, record.info.role,
-                                                   self._principal or "")
+                                                   self._principal or "",
+                                                   [(label.key, label.value) for label in operation.labels])
                     self._authorize_reservation("reserve_resources", self._principal,
                                                 conversion.added.reservation_roles(), "framework")
                 else:

@@ -94,6 +94,18 @@ def named(request: object, required: tuple[str, ...], optional: dict[str, type |
     return request
 
 
+def label_pairs(labels: list) -> list[tuple[str, str]]:
+    """``[{"key": K, "value": V}, ...]`` (Mesos's JSON labels; value
+    optional) as (key, value) pairs; ValueError for another shape."""
+    pairs = []
+    for label in labels:
+        if not isinstance(label, dict) or not {"key"} <= set(label) <= {"key", "value"} \
+                or not all(isinstance(text, str) for text in label.values()):
+            raise ValueError('expected labels as [{"key": K, "value": V}, ...] of text')
+        pairs.append((label["key"], label.get("value", "")))
+    return pairs
+
+
 class OperatorWrites:
     """The POST endpoints of one master (:attr:`actions`)."""
 
@@ -138,14 +150,16 @@ class OperatorWrites:
                            store=False)
 
     def post_reserve(self, body: bytes) -> tuple[int, object]:
-        """``POST /reserve {"agent_id": ID_OR_HOSTNAME, "resources": "cpus(analytics):2;mem(analytics):1024"}``:
+        """``POST /reserve {"agent_id": ID_OR_HOSTNAME, "resources": "cpus(analytics):2;mem(analytics):1024",
+        "labels": [{"key": K, "value": V}, ...]}`` (labels optional):
         dynamically reserved for the role by the operator's principal (from
         its token); answered once the registry holds it."""
         principal = self._master.operator_principal(request_authorization())
 
         def apply(core: MasterCore, request: object) -> tuple[dict, list[Send]]:
-            fields = named(request, ("agent_id", "resources"), {})
-            return core.reserve_resources(fields["agent_id"], fields["resources"], principal)
+            fields = named(request, ("agent_id", "resources"), {"labels": list})
+            return core.reserve_resources(fields["agent_id"], fields["resources"], principal,
+                                          label_pairs(fields.get("labels", [])))
         return self._write(body, apply)
 
     def post_unreserve(self, body: bytes) -> tuple[int, object]:

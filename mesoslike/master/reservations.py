@@ -18,13 +18,13 @@ the master checks them with :func:`reserver_principals`).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import attrs
 
 from mesoslike.allocator.roles import DEFAULT_ROLE
 from mesoslike.errors import MesoslikeError
-from mesoslike.resources import Resources, reservation_of, reservation_principal
+from mesoslike.resources import Resources, reservation_labels, reservation_of, reservation_principal
 
 __all__ = ["Conversion", "ReservationError", "framework_reserve", "operator_reserve", "unreserve",
            "reserver_principals", "reservations_json"]
@@ -44,8 +44,10 @@ class Conversion:
     convert: Callable[[Resources], Resources] = attrs.field(eq=False, repr=False)
 
 
-def framework_reserve(resources: Resources, role: str, framework_role: str, principal: str) -> Conversion:
-    """A framework's RESERVE of ``resources`` for ``role`` ("" = its own)."""
+def framework_reserve(resources: Resources, role: str, framework_role: str, principal: str,
+                      labels: Sequence[tuple[str, str]] = ()) -> Conversion:
+    """A framework's RESERVE of ``resources`` for ``role`` ("" = its own),
+    with ``labels`` (Mesos's ``ReservationInfo.labels``)."""
     role = role or framework_role
     if framework_role == DEFAULT_ROLE:
         raise ReservationError("a framework in the default role '*' cannot reserve: resources are reserved "
@@ -53,10 +55,10 @@ def framework_reserve(resources: Resources, role: str, framework_role: str, prin
     if role != framework_role:
         raise ReservationError(f"a framework reserves for its own role {framework_role!r} only, not {role!r} "
                                "(the role its offers are allocated to, as in Mesos)")
-    return _reserve(resources, role, principal)
+    return _reserve(resources, role, principal, labels)
 
 
-def operator_reserve(resources: Resources, principal: str) -> Conversion:
+def operator_reserve(resources: Resources, principal: str, labels: Sequence[tuple[str, str]] = ()) -> Conversion:
     """An operator's reserve: ``resources`` written reserved for their role
     (``cpus(analytics):2``, Mesos's ``/reserve`` body) become dynamically
     reserved for it by ``principal``."""
@@ -66,17 +68,18 @@ def operator_reserve(resources: Resources, principal: str) -> Conversion:
     if resources.unreserved() or len(roles) != 1 or resources.dynamically_reserved():
         raise ReservationError(f"write the resources to reserve with the one role they are for, e.g. "
                                f"cpus(analytics):2;mem(analytics):1024 (got {resources})")
-    return _reserve(resources.stripped(), roles[0], principal)
+    return _reserve(resources.stripped(), roles[0], principal, labels)
 
 
-def _reserve(resources: Resources, role: str, principal: str) -> Conversion:
+def _reserve(resources: Resources, role: str, principal: str, labels: Sequence[tuple[str, str]]) -> Conversion:
     if not resources:
         raise ReservationError("nothing to reserve")
+    labels = tuple(labels)
     try:
-        added = resources.as_reserved(role, principal)
+        added = resources.as_reserved(role, principal, labels)
     except MesoslikeError as exc:
         raise ReservationError(str(exc)) from None
-    return Conversion(resources, added, lambda part: part.as_reserved(role, principal))
+    return Conversion(resources, added, lambda part: part.as_reserved(role, principal, labels))
 
 
 def unreserve(resources: Resources) -> Conversion:
@@ -103,26 +106,34 @@ def reserver_principals(resources: Resources) -> list[str]:
     return sorted(found)
 
 
-def reservations_json(total: Resources) -> list[dict[str, str]]:
+#: a reservation of an agent: (role, reserving principal (None: static), labels)
+_Reservation = tuple[str, "str | None", tuple[tuple[str, str], ...]]
+
+
+def reservations_json(total: Resources) -> list[dict[str, Any]]:
     """The reservations of an agent's total for ``/state``: one entry per
-    (role, principal) — ``{"role", "type": "static"|"dynamic", "principal"
-    (dynamic only), "resources"}`` — sorted."""
-    groups: dict[tuple[str, str | None], dict[str, float]] = {}
-    ranges: dict[tuple[str, str | None], list[str]] = {}
+    (role, principal, labels) — ``{"role", "type": "static"|"dynamic",
+    "principal" (dynamic only), "labels" (labelled ones only, as
+    ``[{"key", "value"}]``), "resources"}`` — sorted."""
+    groups: dict[_Reservation, dict[str, float]] = {}
+    ranges: dict[_Reservation, list[str]] = {}
     for kind, amount in total.scalars().items():
         role = reservation_of(kind)
         if role is not None:
-            groups.setdefault((role, reservation_principal(kind)), {})[kind] = amount
+            groups.setdefault((role, reservation_principal(kind), reservation_labels(kind)), {})[kind] = amount
     for kind in total.range_names():
         role = reservation_of(kind)
         if role is not None:
-            ranges.setdefault((role, reservation_principal(kind)), []).append(kind)
+            ranges.setdefault((role, reservation_principal(kind), reservation_labels(kind)), []).append(kind)
     out = []
-    for key in sorted(set(groups) | set(ranges), key=lambda k: (k[0], k[1] is not None, k[1] or "")):
-        role, principal = key
+    for key in sorted(set(groups) | set(ranges), key=lambda k: (k[0], k[1] is not None, k[1] or "", k[2])):
+        role, principal, labels = key
         part = Resources(groups.get(key, {}), ranges={kind: total.ranges(kind) for kind in ranges.get(key, [])})
-        entry = {"role": role, "type": "static" if principal is None else "dynamic", "resources": str(part)}
+        entry: dict[str, Any] = {"role": role, "type": "static" if principal is None else "dynamic",
+                                 "resources": str(part)}
         if principal is not None:
             entry["principal"] = principal
+        if labels:
+            entry["labels"] = [{"key": k, "value": v} for k, v in labels]
         out.append(entry)
     return out

@@ -449,7 +449,9 @@ class Operation:
       the operations before it;
     - ``RESERVE``: ``resources`` (unreserved ones of the offers) become
       reserved for ``role`` (empty: the framework's role) by the framework's
-      principal — the one it authenticated as, never one it names;
+      principal — the one it authenticated as, never one it names — with
+      ``labels`` (Mesos's ``ReservationInfo.labels``: part of the reserved
+      kinds, ``cpus(analytics,alice,team=ml)``);
     - ``UNRESERVE``: ``resources`` (dynamically reserved ones of the offers,
       written as offered: ``cpus(analytics,alice):1``) become unreserved.
     """
@@ -458,6 +460,7 @@ class Operation:
     tasks: list[TaskInfo] = attrs.field(factory=list)
     resources: Resources = Resources()
     role: str = ""
+    labels: list[Label] = labels_field()
 
 
 def Launch(tasks: list[TaskInfo]) -> Operation:  # noqa: N802 (named as Mesos's operation)
@@ -465,11 +468,13 @@ def Launch(tasks: list[TaskInfo]) -> Operation:  # noqa: N802 (named as Mesos's 
     return Operation(OperationType.LAUNCH, tasks=list(tasks))
 
 
-def Reserve(resources: Resources | str, role: str = "") -> Operation:  # noqa: N802
+def Reserve(resources: Resources | str, role: str = "", labels: object = None) -> Operation:  # noqa: N802
     """A RESERVE operation: make ``resources`` (unreserved, e.g.
     ``"cpus:2;mem:1024"``) of the offers reserved for ``role`` (default:
-    the framework's role) by the framework's principal."""
-    return Operation(OperationType.RESERVE, resources=_resources(resources), role=role)
+    the framework's role) by the framework's principal, with ``labels``
+    (Labels, ``(key, value)`` pairs or a ``{key: value}`` map)."""
+    return Operation(OperationType.RESERVE, resources=_resources(resources), role=role,
+                     labels=_label_list(labels))
 
 
 def Unreserve(resources: Resources | str) -> Operation:  # noqa: N802
