@@ -28,7 +28,7 @@ from mesoslike.metrics import render
 from mesoslike.master.operator import label_pairs
 from mesoslike.resources import Resources, reservation_labels, reservation_principal
 from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
-from mesoslike.wire import CODEC
+from mesoslike.wire import CODEC, Label
 from mesoslike.wire import messages as m
 
 pytestmark = pytest.mark.timeout(30)
@@ -461,6 +461,23 @@ def test_the_operator_reserves_with_labels():
         h.core.reserve_resources(aid, "cpus(web):1", "ops", [("ticket", "OPS 42")])
     h.core.unreserve_resources(aid, "cpus(web,ops,ticket=OPS-42):1", "ops")
     assert h.core.agents[aid].info.resources == R("cpus:4;mem:4096")
+
+
+def test_pymesos_shapes_carry_reservation_labels_both_ways():
+    """The pymesos shim shows a labelled reservation as Mesos's
+    ``reservation: {principal, labels: {labels: [...]}}`` and reads one
+    back, and its RESERVE keeps the labels."""
+    from mesoslike.compat._pymesos_shapes import resources_from, resources_message
+    from mesoslike.compat.pymesos import _reserve
+    labelled = R("cpus(analytics,alice,team=ml):2;cpus(analytics,alice):1")
+    items = resources_message(labelled)
+    assert {"name": "cpus", "role": "analytics", "type": "SCALAR", "scalar": {"value": 2.0},
+            "reservation": {"principal": "alice", "labels": {"labels": [{"key": "team", "value": "ml"}]}}} in items
+    assert resources_from(items, "resources") == labelled
+    labelled_items = [item for item in items if "labels" in item["reservation"]]
+    operation = _reserve(resources_from(labelled_items, "resources"), "operations[0]")
+    assert (operation.role, operation.resources, operation.labels) == ("analytics", R("cpus:2"),
+                                                                       [Label("team", "ml")])
 
 
 # ============================================================= allocator

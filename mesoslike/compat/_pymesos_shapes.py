@@ -186,12 +186,20 @@ def resources_message(resources: Resources) -> list[Message]:
 
 
 def _reservation_fields(kind: str) -> Message:
-    """``cpus(a,alice)`` -> name ``cpus``, role ``a``, reservation principal ``alice``."""
+    """``cpus(a,alice)`` -> name ``cpus``, role ``a``, reservation principal
+    ``alice``; ``cpus(a,alice,k=v)``: with the reservation's labels."""
     name, _, reservation = kind.partition("(")
     if not reservation:
         return {"name": name, "role": "*"}
     role, dynamic, principal = reservation[:-1].partition(",")
-    return {"name": name, "role": role, **({"reservation": {"principal": principal}} if dynamic else {})}
+    if not dynamic:
+        return {"name": name, "role": role}
+    principal, _, labels = principal.partition(",")
+    info: Message = {"principal": principal}
+    if labels:
+        info["labels"] = {"labels": [{"key": key, "value": value}
+                                     for key, _, value in (pair.partition("=") for pair in labels.split("&"))]}
+    return {"name": name, "role": role, "reservation": info}
 
 
 def resources_from(items: object, what: str) -> Resources:
@@ -249,10 +257,16 @@ def _reserved_kind(item: Mapping[str, Any], name: str, where: str) -> str:
         raise PymesosCompatError(f"{where}.role must be a string, got {type(role).__name__}")
     if reservation is None:
         return f"{name}({role})"
-    principal = _mapping(reservation, f"{where}.reservation").get("principal") or ""
+    reservation = _mapping(reservation, f"{where}.reservation")
+    principal = reservation.get("principal") or ""
     if not isinstance(principal, str):
         raise PymesosCompatError(f"{where}.reservation.principal must be a string")
-    return f"{name}({role},{principal})"
+    labels = _mapping(reservation.get("labels") or {}, f"{where}.reservation.labels").get("labels") or []
+    if not isinstance(labels, list) or not all(isinstance(label, Mapping) and isinstance(label.get("key"), str)
+                                               and isinstance(label.get("value", ""), str) for label in labels):
+        raise PymesosCompatError(f"{where}.reservation.labels.labels must be a list of {{key, value}} text")
+    written = "&".join(f"{label['key']}={label.get('value', '')}" for label in labels)
+    return f"{name}({role},{principal}{',' + written if written else ''})"
 
 
 def _attribute_message(attribute: Attribute) -> Message:

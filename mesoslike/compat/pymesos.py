@@ -177,7 +177,13 @@ def _reserve(resources: Resources, where: str) -> Operation:
     roles = resources.reservation_roles()
     if len(roles) != 1 or resources.unreserved():
         raise PymesosCompatError(f"{where}: a RESERVE's resources name the one role they are for, got {resources}")
-    return Reserve(resources.stripped(), role=roles[0])
+    # cpus(role,principal,k=v&k2=v2): the reservation's labels, the same for all of them
+    labels = {(kind.partition("(")[2][:-1].split(",", 2) + [""] * 2)[2]
+              for kind in (*resources.scalars(), *resources.range_names())}
+    if len(labels) > 1:
+        raise PymesosCompatError(f"{where}: a RESERVE's resources carry one set of labels, got {resources}")
+    pairs = [tuple(pair.partition("=")[::2]) for label in labels if label for pair in label.split("&")]
+    return Reserve(resources.stripped(), role=roles[0], labels=pairs)
 
 
 class MesosSchedulerDriver:
