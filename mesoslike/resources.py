@@ -46,7 +46,8 @@ then, optionally, its *labels* (Mesos's ``ReservationInfo.labels``) after a
 second comma, ``key=value`` pairs joined by ``&``:
 ``cpus(analytics,alice,purpose=etl&team=ml):2``. Keys and values are
 letters, digits and ``_ . - @ /`` (keys not empty), at most
-:data:`MAX_RESERVATION_LABELS` pairs; the pairs are kept sorted, so one
+:data:`MAX_RESERVATION_LABELS` pairs of at most :data:`MAX_RESERVATION_ROLE`
+characters in all; the pairs are kept sorted, so one
 set of labels is one kind however it was written. Reservations that differ
 in their labels are different kinds, as Mesos never merges them.
 Principals are at most :data:`MAX_RESERVATION_ROLE` characters of letters,
@@ -82,7 +83,7 @@ _RESERVED_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*)\(([^()]*)\)\Z", re.S)
 #: the longest reservation role a kind may carry (``cpus(ROLE)``)
 MAX_RESERVATION_ROLE = 255
 _PRINCIPAL = re.compile(r"[A-Za-z0-9_.\-@]*\Z")
-#: the most labels a dynamic reservation may carry (each key and value at most MAX_RESERVATION_ROLE characters)
+#: the most labels a dynamic reservation may carry (written as ``k=v&k2=v2``: at most MAX_RESERVATION_ROLE characters)
 MAX_RESERVATION_LABELS = 16
 _LABEL_TEXT = re.compile(r"[A-Za-z0-9_.\-@/]*\Z")
 _RANGE = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*\Z")
@@ -175,7 +176,11 @@ def _label_text(base: str, labels: Iterable[tuple[str, str]]) -> str:
                                      "'_', '.', '-', '@' or '/' (a label of other text cannot be part of a kind)")
         if not key:
             raise ResourcesError(f"a reservation label of {base!r} has an empty key")
-    return "&".join(f"{key}={value}" for key, value in pairs)
+    text = "&".join(f"{key}={value}" for key, value in pairs)
+    if len(text) > MAX_RESERVATION_ROLE:
+        raise ResourcesError(f"the labels of a reservation of {base!r} are {len(text)} characters long written as "
+                             f"k=v&k2=v2; at most {MAX_RESERVATION_ROLE} are allowed")
+    return text
 
 
 def reservation_labels(kind: str) -> tuple[tuple[str, str], ...]:

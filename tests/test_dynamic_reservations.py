@@ -26,6 +26,7 @@ from mesoslike.master.registry import Registry
 from mesoslike.master.state import master_metrics, state_json
 from mesoslike.metrics import render
 from mesoslike.master.operator import label_pairs
+from mesoslike.master.reservations import MAX_DYNAMIC_RESERVATIONS_PER_AGENT
 from mesoslike.resources import Resources, reservation_labels, reservation_principal
 from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
 from mesoslike.wire import CODEC, Label
@@ -445,6 +446,26 @@ def test_a_framework_reserves_with_labels_and_unreserves_them_as_offered():
             operations = [attrs.evolve(operations[0], labels={"team": "ml"})]
         (error,) = only(h.accept(alice, h.offer(), *operations), m.Error)
         assert fragment in error.message, error.message
+
+
+def test_labels_cannot_grow_an_agents_reservations_without_bound():
+    """Each new set of labels is a new kind: at most
+    MAX_DYNAMIC_RESERVATIONS_PER_AGENT distinct dynamic reservations per
+    agent, for frameworks (the accept is refused) and the operator (409)."""
+    h = Harness(secured=True)
+    alice, aid = h.subscribe(), h.register_agent()
+    out = h.accept(alice, h.offer(), Reserve("cpus:0.01", labels={"n": "0"}))
+    assert not only(out, m.Error), only(out, m.Error)
+    for number in range(1, MAX_DYNAMIC_RESERVATIONS_PER_AGENT):   # the operator's: no time passes
+        h.core.reserve_resources(aid, "cpus(analytics):0.01", "ops", [("n", str(number))])
+    (error,) = only(h.accept(alice, h.offer(), Reserve("cpus:0.01", labels={"n": "one-more"})), m.Error)
+    assert f"at most {MAX_DYNAMIC_RESERVATIONS_PER_AGENT} are allowed" in error.message
+    out = h.accept(alice, h.offer(), Reserve("cpus:0.01", labels={"n": "0"}))   # one already held: no new kind
+    assert not only(out, m.Error)
+    with pytest.raises(Conflict, match="distinct dynamic reservations"):
+        h.core.reserve_resources(aid, "cpus(web):1", "ops")
+    with pytest.raises(MesoslikeError, match="at most 255"):
+        R("cpus:1").as_reserved("a", "alice", [("k", "v" * 300)])
 
 
 def test_the_operator_reserves_with_labels():

@@ -34,8 +34,8 @@ from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleU
 from mesoslike.master.records import (MAX_ATTRIBUTES, MAX_NAME_LENGTH, AgentRecord, FrameworkRecord, Holdings,
                                       MasterConfig, TaskRecord, clip, new_status)
 from mesoslike.master.registry import Registry
-from mesoslike.master.reservations import (Conversion, ReservationError, framework_reserve, operator_reserve,
-                                           reserver_principals, unreserve)
+from mesoslike.master.reservations import (Conversion, ReservationError, check_reservation_count, framework_reserve,
+                                           operator_reserve, reserver_principals, unreserve)
 from mesoslike.master.roles import RolesConfig
 from mesoslike.master.state import state_json
 from mesoslike.observations import LATENCY_BUCKETS, Histogram
@@ -389,6 +389,10 @@ class MasterCore:
         if not agent.info.resources.contains(conversion.removed):
             raise Conflict(f"agent {agent.id} ({clip(agent.info.hostname)}) has no {conversion.removed} "
                            f"(its resources are {agent.info.resources})")
+        try:
+            check_reservation_count(agent.info.resources - conversion.removed + conversion.added)
+        except ReservationError as exc:
+            raise Conflict(f"agent {agent.id} ({clip(agent.info.hostname)}): {exc}") from None
         try:
             self.allocator.convert_available(agent.id, conversion.removed, conversion.added)
         except AgentCapacityError:   # nothing changed, no offer rescinded
@@ -1137,6 +1141,11 @@ class MasterCore:
                                        f"what the offers hold after the operations before it ({left})")
             pool = pool - conversion.removed + conversion.added
             conversions.append(conversion)
+        if conversions:
+            total = agent.info.resources
+            for conversion in conversions:
+                total = total - conversion.removed + conversion.added
+            check_reservation_count(total)
         return conversions, launched, failed, used, starting
 
     def _convert_offers(self, agent: AgentRecord, offers: list[AllocatorOffer],

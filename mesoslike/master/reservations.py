@@ -27,7 +27,11 @@ from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources, reservation_labels, reservation_of, reservation_principal
 
 __all__ = ["Conversion", "ReservationError", "framework_reserve", "operator_reserve", "unreserve",
-           "reserver_principals", "reservations_json"]
+           "reserver_principals", "reservations_json", "check_reservation_count", "MAX_DYNAMIC_RESERVATIONS_PER_AGENT"]
+
+#: distinct dynamic reservations — (role, principal, labels) — one agent may hold: labels let a framework
+#: make a new kind per RESERVE, and every kind costs registry space and allocator time, so they are bounded
+MAX_DYNAMIC_RESERVATIONS_PER_AGENT = 64
 
 
 class ReservationError(MesoslikeError, ValueError):
@@ -104,6 +108,18 @@ def reserver_principals(resources: Resources) -> list[str]:
         if principal is not None:
             found.add(principal)
     return sorted(found)
+
+
+def check_reservation_count(total: Resources) -> None:
+    """Raise :class:`ReservationError` if an agent whose total would be
+    ``total`` held more than :data:`MAX_DYNAMIC_RESERVATIONS_PER_AGENT`
+    distinct dynamic reservations. O(kinds)."""
+    dynamic = total.dynamically_reserved()
+    held = {kind.partition("(")[2] for kind in (*dynamic.scalars(), *dynamic.range_names())}
+    if len(held) > MAX_DYNAMIC_RESERVATIONS_PER_AGENT:
+        raise ReservationError(f"the agent would hold {len(held)} distinct dynamic reservations (role, principal, "
+                               f"labels); at most {MAX_DYNAMIC_RESERVATIONS_PER_AGENT} are allowed: unreserve some, "
+                               "or reserve with labels already in use")
 
 
 #: a reservation of an agent: (role, reserving principal (None: static), labels)
