@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from mesoslike.agent.executor import TaskExecutor, TaskExit, TaskStarted
+from mesoslike.agent.executor import LaunchFailed, TaskExecutor, TaskExit, TaskStarted
+from mesoslike.wire.types import CommandURI
 
 from test_agent_runtime import task
 
@@ -84,3 +85,21 @@ def test_without_the_launcher_each_supervisor_is_an_interpreter_of_the_agent(tmp
         assert exits(events_until(executor, lambda events: "t" in exits(events)))["t"] == (2, None, "")
     finally:
         executor.kill_all(grace_period=0.0)
+
+
+def test_a_task_makes_no_file_it_does_not_need_and_its_exit_status_is_written_over_the_placeholder(executor):
+    # issue 14: on this machine's file system every file made (and later removed) per task cost CPU
+    executor.launch("fw", task("quiet", "exit 5"), "agent-1")
+    run_dir = executor._runs[("fw", "quiet")].run_dir
+    placeholder = (run_dir / "exit.json").stat().st_ino
+    assert exits(events_until(executor, lambda events: "quiet" in exits(events)))["quiet"] == (5, None, "")
+    assert (run_dir / "exit.json").stat().st_ino == placeholder
+    assert not (run_dir / "supervisor.log").exists()           # it had nothing to say
+    assert sorted(p.name for p in run_dir.iterdir()) == ["exit.json", "launch.json", "supervisor.json", "task.json"]
+    # one that has something to say makes its log then
+    executor.launch("fw", task("talks", "true", uris=(CommandURI("file:///no/such/file"),)), "agent-1")
+    run_dir = executor._runs[("fw", "talks")].run_dir
+    events = events_until(executor, lambda events: any(isinstance(e, LaunchFailed) for e in events))
+    assert "/no/such/file" in next(e for e in events if isinstance(e, LaunchFailed)).message
+    assert "not started" in (run_dir / "supervisor.log").read_text() and "/no/such/file" in \
+        (run_dir / "supervisor.log").read_text()

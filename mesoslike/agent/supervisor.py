@@ -18,9 +18,11 @@ see :data:`RUN_FILES_DURABLE`) and two signals:
 ``task.json``       the task's pid, once it runs
 ``exit.json``       ``{"ended": false}`` until the task ended, then its exit
                     status (:data:`EXIT_KEYS`); pre-made by the agent at full
-                    size, so that the final status can be written in place
-                    when the disk is full
-``supervisor.log``  what the supervisor itself says (stdout and stderr)
+                    size, and the final status written over it in place (no
+                    file made or removed, room even on a full disk:
+                    :func:`write_exit_status`)
+``supervisor.log``  what the supervisor itself says (stdout and stderr); one
+                    forked by the launcher makes it only once it says something
 ``health.json``     the task's health, written on each change, when it has a
                     health check (:mod:`.health`)
 ==================  =========================================================
@@ -78,6 +80,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 
 __all__ = ["LAUNCH_FILE", "SUPERVISOR_FILE", "TASK_FILE", "EXIT_FILE", "LOG_FILE", "EXIT_PLACEHOLDER_SIZE",
@@ -172,6 +175,41 @@ def write_json_atomically(path: str, value: object, durable: bool = True) -> Non
     write_atomically(path, json.dumps(value, sort_keys=True).encode(), durable)
 
 
+def write_exit_status(path: str, status: dict) -> None:
+    """``exit.json``, written over the placeholder the agent made
+    (:func:`exit_placeholder`): in place, one page, padded to its size — no
+    file made, none removed (issue 14), and no room needed on a full disk.
+    No reader looks at it before this process has ended (the agent reads it
+    once the supervisor is gone), so in place is whole to every reader. A
+    status too long for the placeholder replaces it (:func:`write_atomically`),
+    or, if that fails (a full disk), goes in place all the same."""
+    data = json.dumps(status, sort_keys=True).encode()
+    if len(data) < EXIT_PLACEHOLDER_SIZE:
+        data = _padded(data)
+        try:
+            _write_in_place(path, data)
+            return
+        except FileNotFoundError:   # no placeholder: made here
+            pass
+    try:
+        write_atomically(path, data, RUN_FILES_DURABLE)
+    except OSError as exc:
+        say(f"cannot replace {path} ({exc}); writing it in place")
+        _write_in_place(path, data)
+
+
+def _write_in_place(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        view, offset = memoryview(data), 0
+        while offset < len(data):
+            offset += os.pwrite(fd, view[offset:], offset)
+        if RUN_FILES_DURABLE:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def load_sibling(name: str):
     """The module ``name`` of this file's directory (:mod:`.health`,
     :mod:`.fetcher`), loaded by its path: the supervisor runs as ``python -I
@@ -195,7 +233,10 @@ def read_json(path: str) -> object:
 
 def exit_placeholder() -> bytes:
     """The pre-made ``exit.json``: "not ended", padded to its full size."""
-    text = json.dumps({"ended": False}).encode()
+    return _padded(json.dumps({"ended": False}).encode())
+
+
+def _padded(text: bytes) -> bytes:
     return text + b" " * (EXIT_PLACEHOLDER_SIZE - len(text) - 1) + b"\n"
 
 
@@ -588,27 +629,47 @@ class Supervisor:
                 say(f"could not remove the cgroup {directory}")
         status = {"ended": True, "exit_code": exit_code, "signal": signum, "reason": reason, "message": message,
                   "killed": self.killed, "oom_kills": oom_kills, "memory_peak_bytes": peak, "ended_at": time.time()}
-        path = self.path(EXIT_FILE)
-        try:
-            write_json_atomically(path, status, RUN_FILES_DURABLE)
-        except OSError as exc:
-            # most likely a full disk: the pre-made file has the room, write in place
-            say(f"cannot replace {path} ({exc}); writing it in place")
-            data = json.dumps(status).encode()
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.pwrite(fd, data + b" " * max(0, EXIT_PLACEHOLDER_SIZE - len(data) - 1) + b"\n", 0)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        write_exit_status(self.path(EXIT_FILE), status)
 
 
 def say(text: str) -> None:
     """A line to the supervisor's log. Unbuffered, and never an error: on a
     full disk the log cannot grow, and the exit status matters more."""
+    _log_write((text + "\n").encode("utf-8", "replace"))
+
+
+#: a supervisor forked by the launcher makes its log file when it first has
+#: something to say (most never do: a file made and removed per task for
+#: nothing, issue 14); until then its stdout and stderr are /dev/null
+_unopened_log: str | None = None
+_log_lock = threading.Lock()
+
+
+def _log_write(data: bytes) -> None:
+    global _unopened_log
     try:
-        os.write(2, (text + "\n").encode("utf-8", "replace"))
+        if _unopened_log is not None:
+            with _log_lock:
+                if _unopened_log is not None:
+                    fd = os.open(_unopened_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+                    _unopened_log = None
+                    os.dup2(fd, 1)
+                    os.dup2(fd, 2)
+                    os.close(fd)
+        os.write(2, data)
     except OSError:
+        pass
+
+
+class _LazyStderr:
+    """``sys.stderr`` of a launcher-forked supervisor: what Python itself
+    says (a traceback of a thread, a warning) goes to the log, made then."""
+
+    def write(self, text: str) -> int:
+        _log_write(text.encode("utf-8", "replace"))
+        return len(text)
+
+    def flush(self) -> None:
         pass
 
 
@@ -749,19 +810,26 @@ def _reap_children(*_: object) -> None:
 def _become_supervisor(run_dir: str, env: dict, log: str) -> int:
     """In a child of the launcher: what ``python -I -S supervisor.py
     RUN_DIR`` with ``env``, stdin /dev/null, stdout and stderr ``log`` and
-    a session of its own would be."""
+    a session of its own would be — except that ``log`` is made on the
+    first line said (:func:`say`)."""
+    global _unopened_log
     os.setsid()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    null = os.open(os.devnull, os.O_RDONLY)
-    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(null, 0)
-    os.dup2(out, 1)
-    os.dup2(out, 2)   # the launcher's pipes are gone from this process
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):   # the launcher's pipes are gone from this process
+        os.dup2(null, fd)
     os.closerange(3, 1 << 16)
+    _unopened_log = log
+    sys.stderr = _LazyStderr()
     os.environ.clear()
     os.environ.update(env)
-    return main([run_dir])
+    try:
+        return main([run_dir])
+    except BaseException:   # as the interpreter would say it, to the log
+        import traceback
+        say(traceback.format_exc().rstrip("\n"))
+        return 1
 
 
 if __name__ == "__main__":
