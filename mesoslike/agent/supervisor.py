@@ -175,6 +175,19 @@ def write_json_atomically(path: str, value: object, durable: bool = True) -> Non
     write_atomically(path, json.dumps(value, sort_keys=True).encode(), durable)
 
 
+def write_run_file(path: str, value: dict) -> None:
+    """``supervisor.json`` or ``task.json``: into the file the agent left
+    (empty, in a reused run directory) or a new one, with one ``write``; no
+    temp file made and renamed (issue 14, :data:`RUN_FILES_DURABLE`). A
+    reader that comes before the write is done finds an empty or cut JSON
+    object, which it reads as "not yet" — as it reads a missing file."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, json.dumps(value, sort_keys=True).encode())
+    finally:
+        os.close(fd)
+
+
 def write_exit_status(path: str, status: dict) -> None:
     """``exit.json``, written over the placeholder the agent made
     (:func:`exit_placeholder`): in place, one page, padded to its size — no
@@ -389,9 +402,7 @@ class Supervisor:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
-        write_json_atomically(self.path(SUPERVISOR_FILE),
-                              {"pid": os.getpid(), "start_ticks": process_start_ticks(os.getpid())},
-                              RUN_FILES_DURABLE)
+        write_run_file(self.path(SUPERVISOR_FILE), {"pid": os.getpid(), "start_ticks": process_start_ticks(os.getpid())})
         try:
             self.launch = read_launch(self.path(LAUNCH_FILE))
         except FileNotFoundError:
@@ -412,7 +423,7 @@ class Supervisor:
         except (OSError, subprocess.SubprocessError) as exc:
             self.record(None, None, REASON_LAUNCH_FAILED, f"{type(exc).__name__}: {exc}")
             return 1
-        write_json_atomically(self.path(TASK_FILE), {"pid": self.task_pid}, RUN_FILES_DURABLE)
+        write_run_file(self.path(TASK_FILE), {"pid": self.task_pid})
         self.start_health_checks()
         status = self.watch()
         if self.checker is not None:
