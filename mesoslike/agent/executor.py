@@ -764,10 +764,10 @@ class TaskExecutor:
                 log.debug("cannot reuse a spare run directory for %s: %s", run_dir, exc)
         if not reused:
             run_dir.mkdir(parents=True, exist_ok=True)
-        # an empty launch.json, supervisor.json or task.json reads as none (not written yet)
+        # a blank launch.json, supervisor.json, task.json or exit.json reads as none (not written yet)
         for name in (sup.LAUNCH_FILE, sup.SUPERVISOR_FILE, sup.TASK_FILE, sup.EXIT_FILE):
             try:
-                os.truncate(run_dir / name, 0)
+                sup.overwrite(str(run_dir / name), b" ", create=False)
             except FileNotFoundError:
                 pass
         for stale in (HEALTH_FILE, sup.LAUNCH_FILE + ".cancelled") + \
@@ -844,7 +844,7 @@ def _launch_container(run_dir: Path) -> Container | None:
 
 
 def _write_new_file(path: Path, data: bytes) -> None:
-    _write_and_close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), data)
+    sup.overwrite(str(path), data)   # into a reused run directory's file, if there is one
 
 
 def _write_and_close(fd: int, data: bytes) -> None:

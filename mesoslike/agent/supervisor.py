@@ -85,7 +85,7 @@ import time
 
 __all__ = ["LAUNCH_FILE", "SUPERVISOR_FILE", "TASK_FILE", "EXIT_FILE", "LOG_FILE", "EXIT_PLACEHOLDER_SIZE",
            "EXIT_KEYS", "REASON_RECOVERY_TIMEOUT", "REASON_LAUNCH_FAILED", "REASON_HEALTH_CHECK_FAILED",
-           "REASON_FETCH_FAILED", "load_sibling", "write_atomically",
+           "REASON_FETCH_FAILED", "load_sibling", "write_atomically", "overwrite",
            "write_json_atomically", "read_json", "exit_placeholder", "process_start_ticks", "cgroup_pids",
            "kill_cgroups", "join_cgroup", "flat_keyed", "read_int", "remove_cgroup", "LaunchProblem", "TaskUser", "resolve_user",
            "open_sandbox_file", "main", "serve_launches"]
@@ -175,17 +175,30 @@ def write_json_atomically(path: str, value: object, durable: bool = True) -> Non
     write_atomically(path, json.dumps(value, sort_keys=True).encode(), durable)
 
 
-def write_run_file(path: str, value: dict) -> None:
-    """``supervisor.json`` or ``task.json``: into the file the agent left
-    (empty, in a reused run directory) or a new one, with one ``write``; no
-    temp file made and renamed (issue 14, :data:`RUN_FILES_DURABLE`). A
-    reader that comes before the write is done finds an empty or cut JSON
-    object, which it reads as "not yet" — as it reads a missing file."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+def overwrite(path: str, data: bytes, create: bool = True) -> None:
+    """Make ``data`` the content of ``path`` in the same file (made if
+    missing and ``create``; FileNotFoundError else): written from the
+    start, then cut to its length — never to 0, which would free the
+    file's block, a discard on a file system mounted with ``discard``
+    (issue 14: no file or block made and freed per task). Not atomic for a
+    reader: see :func:`write_run_file`."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | (os.O_CREAT if create else 0), 0o644)
     try:
-        os.write(fd, json.dumps(value, sort_keys=True).encode())
+        view, offset = memoryview(data), 0
+        while offset < len(data):
+            offset += os.pwrite(fd, view[offset:], offset)
+        os.ftruncate(fd, len(data))
     finally:
         os.close(fd)
+
+
+def write_run_file(path: str, value: dict) -> None:
+    """``supervisor.json`` or ``task.json``, over the blank the agent left
+    in a reused run directory (:func:`overwrite`) or a new file; no temp
+    file made and renamed (issue 14, :data:`RUN_FILES_DURABLE`). A reader
+    that comes before the write is done finds a blank or a cut JSON
+    object, which it reads as "not yet" — as it reads a missing file."""
+    overwrite(path, json.dumps(value, sort_keys=True).encode())
 
 
 def write_exit_status(path: str, status: dict) -> None:
@@ -200,7 +213,7 @@ def write_exit_status(path: str, status: dict) -> None:
     if len(data) < EXIT_PLACEHOLDER_SIZE:
         data = _padded(data)
         try:
-            _write_in_place(path, data)
+            overwrite(path, data, create=False)
             return
         except FileNotFoundError:   # no placeholder: made here
             pass
@@ -208,19 +221,7 @@ def write_exit_status(path: str, status: dict) -> None:
         write_atomically(path, data, RUN_FILES_DURABLE)
     except OSError as exc:
         say(f"cannot replace {path} ({exc}); writing it in place")
-        _write_in_place(path, data)
-
-
-def _write_in_place(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        view, offset = memoryview(data), 0
-        while offset < len(data):
-            offset += os.pwrite(fd, view[offset:], offset)
-        if RUN_FILES_DURABLE:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+        overwrite(path, data)
 
 
 def load_sibling(name: str):
