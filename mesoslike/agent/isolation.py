@@ -169,8 +169,11 @@ class _Cgroups(Isolator):
             for controller, base in sorted(self.bases.items()):
                 directory = os.path.join(base, name)
                 if directory not in made:
-                    os.makedirs(base, exist_ok=True)
-                    os.mkdir(directory)
+                    try:
+                        os.mkdir(directory)
+                    except FileNotFoundError:   # the first task's: the base is made with it
+                        os.makedirs(base, exist_ok=True)
+                        os.mkdir(directory)
                     made.append(directory)
                 cgroups[controller] = directory
             container = Container(self.name, cgroups, cpus, mem)
