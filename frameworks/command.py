@@ -12,7 +12,8 @@ import threading
 import time
 from typing import Callable, Iterable
 
-from mesoslike import Filters, FrameworkInfo, Offer, Resources, Scheduler, TaskInfo, TaskState, TaskStatus
+from mesoslike import (CommandURI, Filters, FrameworkInfo, HealthCheck, Label, Offer, Resources, Scheduler, TaskInfo,
+                       TaskState, TaskStatus)
 from mesoslike.frameworks.constraints import Constraint, Placements
 
 __all__ = ["CommandScheduler", "Progress", "instance_of", "TERMINAL_STATES"]
@@ -123,6 +124,10 @@ class CommandScheduler(Scheduler):
     change by waiting for them), ``progress.blocked`` says which constraint
     and which agents, at once; if that lasts ``unsatisfiable_after`` seconds,
     the run ends with that error instead of waiting for ever.
+
+    Every instance gets the same ``health_check``, ``uris`` (fetched into its
+    sandbox first) and ``labels``; values a task cannot have (101 URIs, say)
+    raise ``ValueError`` here, not in a callback.
     """
 
     #: tasks launched on one agent and not yet started, at most: an agent
@@ -134,11 +139,19 @@ class CommandScheduler(Scheduler):
     def __init__(self, command: str, resources: Resources, instances: int = 1, name: str = "run",
                  on_change: Callable[[Progress, TaskStatus | None], None] | None = None,
                  environment: dict[str, str] | None = None, constraints: Iterable[Constraint] = (),
-                 unsatisfiable_after: float = 15.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 unsatisfiable_after: float = 15.0, clock: Callable[[], float] = time.monotonic,
+                 health_check: HealthCheck | None = None, uris: Iterable[CommandURI] = (),
+                 labels: Iterable[Label] = ()) -> None:
         self.command = command
         self.resources = resources
         self.name = name
         self.environment = dict(environment or {})
+        self.health_check = health_check
+        self.uris = list(uris)
+        self.labels = list(labels)
+        # what TaskInfo refuses is refused now, once, rather than in resource_offers
+        TaskInfo(task_id=f"{name}-0", agent_id="", command=command, resources=resources, name=name,
+                 environment=self.environment, health_check=health_check, uris=self.uris, labels=self.labels)
         self.progress = Progress(instances)
         self.on_change = on_change or (lambda progress, status: None)
         self.errors: list[str] = []
@@ -229,7 +242,8 @@ class CommandScheduler(Scheduler):
         progress.launched += 1
         self._staging_on[task_id] = offer.agent_id
         return TaskInfo(task_id=task_id, agent_id=offer.agent_id, command=self.command, resources=self.resources,
-                        name=self.name, environment=self.environment)
+                        name=self.name, environment=self.environment, health_check=self.health_check,
+                        uris=self.uris, labels=self.labels)
 
     def _place_constrained(self, driver, offers: list[Offer]) -> None:
         """One instance at a time, each on the next offer (in turn) that has

@@ -13,6 +13,7 @@ from mesoslike.errors import ConfigError, MesoslikeError, ResourcesError  # noqa
 from mesoslike.resources import Resources  # noqa: E402
 from mesoslike.wire.types import (  # noqa: E402
     CommandURI,
+    ExecutorInfo,
     Filters,
     FrameworkInfo,
     HealthCheck,
@@ -20,6 +21,11 @@ from mesoslike.wire.types import (  # noqa: E402
     Label,
     MasterInfo,
     Offer,
+    Operation,
+    OperationType,
+    Launch,
+    Reserve,
+    Unreserve,
     TaskInfo,
     TaskState,
     TaskStatus,
@@ -29,14 +35,17 @@ from mesoslike.wire.types import (  # noqa: E402
 __all__ = [
     "__version__", "Clock", "SystemClock", "FakeClock", "MesoslikeError", "ConfigError", "Resources",
     "ResourcesError", "Filters", "FrameworkInfo", "MasterInfo", "Label", "Attribute",
-    "Offer", "TaskInfo", "TaskState", "TaskStatus", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI", "Scheduler", "SchedulerDriver", "DriverStatus",
+    "Offer", "Operation", "OperationType", "Launch", "Reserve", "Unreserve", "TaskInfo", "TaskState", "TaskStatus", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI", "Scheduler", "SchedulerDriver", "DriverStatus",
+    # custom executors (docs/framework-api.rst, "Custom executors")
+    "ExecutorInfo", "Executor", "ExecutorDriver",
     # high availability for a framework of its own (docs/framework-api.rst, "A highly available framework")
     "ZkUrl", "ZooKeeperError", "MasterContender", "ZooKeeperRecordStore", "make_locator", "resolve_leader",
 ]
 
 #: names loaded on first use, and the module each comes from: the driver pulls in
 #: zmq, the ZooKeeper names kazoo; `import mesoslike` for the core alone must not
-_LAZY = {"Scheduler": "mesoslike.driver", "SchedulerDriver": "mesoslike.driver", "DriverStatus": "mesoslike.driver",
+_LAZY = {"Executor": "mesoslike.executor", "ExecutorDriver": "mesoslike.executor",
+         "Scheduler": "mesoslike.driver", "SchedulerDriver": "mesoslike.driver", "DriverStatus": "mesoslike.driver",
          "ZkUrl": "mesoslike.ha", "ZooKeeperError": "mesoslike.ha", "MasterContender": "mesoslike.ha",
          "ZooKeeperRecordStore": "mesoslike.ha", "make_locator": "mesoslike.locator",
          "resolve_leader": "mesoslike.locator"}

@@ -123,6 +123,22 @@ def parse_tcp_address(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
+#: the longest path of a Unix socket (sun_path holds 108 bytes with its NUL)
+MAX_IPC_PATH = 107
+
+
+def _ipc_path(address: str) -> str | None:
+    """The path of an ``ipc://PATH`` address (an absolute path of at most
+    :data:`MAX_IPC_PATH` bytes, no abstract ``@`` names); None for any other
+    address. Raises ConfigError for a bad ipc one."""
+    if not isinstance(address, str) or not address.startswith("ipc://"):
+        return None
+    path = address[len("ipc://"):]
+    if not path.startswith("/") or len(path.encode()) > MAX_IPC_PATH or "\0" in path:
+        raise ConfigError(f"bad address {address!r}: expected ipc:///ABSOLUTE/PATH of at most {MAX_IPC_PATH} bytes")
+    return path
+
+
 def _context() -> zmq.Context:
     return zmq.Context.instance()
 
@@ -544,7 +560,7 @@ _PRINCIPALS_KEPT = 100_000
 
 
 class Server(_Endpoint):
-    """A ROUTER socket bound to ``tcp://host:port`` (port 0 = any free port),
+    """A ROUTER socket bound to ``tcp://host:port`` (port 0 = any free port) or ``ipc:///path`` (a Unix socket),
     listening with a backlog of ``backlog`` pending connections, carrying
     messages of ``codec``.
 
@@ -559,7 +575,8 @@ class Server(_Endpoint):
                  max_queued_bytes_per_peer: int = DEFAULT_MAX_QUEUED_BYTES_PER_PEER,
                  max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
                  keys: CurveKeys | None = None, authenticator: Authenticator | None = None) -> None:
-        host, port = parse_tcp_address(address)
+        ipc = _ipc_path(address)   # a Unix socket (the agent's executor channel), else tcp://HOST:PORT
+        host, port = ("", 0) if ipc is not None else parse_tcp_address(address)
         if not isinstance(backlog, int) or isinstance(backlog, bool) or backlog < 1:
             raise ConfigError(f"bad listen backlog {backlog!r}: expected an integer >= 1")
         if (keys is None) != (authenticator is None):
@@ -584,14 +601,16 @@ class Server(_Endpoint):
         # its identity: the new connection takes over at once
         self._socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
         try:
-            if port == 0:
+            if ipc is not None:
+                self._socket.bind(address)
+            elif port == 0:
                 port = self._socket.bind_to_random_port(f"tcp://{host}")
             else:
                 self._socket.bind(f"tcp://{host}:{port}")
         except zmq.ZMQError as exc:
             self.close()
             raise ConfigError(f"cannot bind {address}: {exc}") from None
-        self.address = f"tcp://{host}:{port}"
+        self.address = address if ipc is not None else f"tcp://{host}:{port}"
 
     @property
     def secured(self) -> bool:
@@ -714,7 +733,8 @@ class Client(_Endpoint):
         self._watch_connection = watch_connection
         self._reconnect_max_ms = max(100, int(reconnect_max * 1000))
         self._connections_told = -1   # the first connection is one made
-        parse_tcp_address(address)
+        if _ipc_path(address) is None:
+            parse_tcp_address(address)
         if keys is not None and server_key is None:
             raise ConfigError("a client with keys needs the server's public key too")
         super().__init__(zmq.DEALER, codec, max_queued_bytes, max_queued_bytes)

@@ -20,7 +20,9 @@ The conversation it keeps is the "agent" part of ``docs/wire.rst``
 
 from __future__ import annotations
 
+import hashlib
 import heapq
+import hmac
 import itertools
 import logging
 import math
@@ -33,17 +35,20 @@ from typing import Any, Callable, Union
 import attrs
 
 from mesoslike.clock import Clock
+from mesoslike.errors import ConfigError
 from mesoslike.observations import NOTICE
 from mesoslike.resources import Resources
+from mesoslike.wire import executor_messages as x
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import unbatched
-from mesoslike.wire.types import (TERMINAL_STATES, AgentInfo, FrameworkInfo, Label, MasterInfo, TaskInfo, TaskState,
-                                  TaskStatus)
+from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TERMINAL_STATES, AgentInfo, ExecutorInfo,
+                                  FrameworkInfo, Label, MasterInfo, TaskInfo, TaskState, TaskStatus)
 
 __all__ = [
     "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "LaunchTask", "KillTask",
-    "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent",
-    "SOURCE_AGENT", "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
+    "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent", "CheckpointReservations", "SendToExecutor",
+    "AgentExecutor", "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES",
+    "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
     "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
     "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED",
     "REASON_CONTAINER_LAUNCH_FAILED", "UPDATE_BACKOFF_INITIAL", "UPDATE_BACKOFF_MAX",
@@ -52,6 +57,19 @@ __all__ = [
 log = logging.getLogger("mesoslike.agent")
 
 SOURCE_AGENT = "SOURCE_AGENT"
+#: an update a custom executor sent (docs/agent.rst, "Custom executors")
+SOURCE_EXECUTOR = "SOURCE_EXECUTOR"
+#: how long a recovered agent waits for a custom executor still running to
+#: reconnect before it kills it (Mesos's --executor_reregistration_timeout)
+EXECUTOR_REREGISTER_TIMEOUT = 10.0
+#: the states an executor may report for its task
+_EXECUTOR_STATES = frozenset({TaskState.STARTING, TaskState.RUNNING, TaskState.KILLING, TaskState.FINISHED,
+                              TaskState.FAILED, TaskState.KILLED, TaskState.ERROR})
+#: characters of an executor's update message and reason the agent keeps
+_MAX_EXECUTOR_TEXT = 4096
+#: a task's unacknowledged updates beyond which its executor's non-terminal ones are refused (a peer
+#: that sends TASK_RUNNING in a loop while no master acknowledges must not grow the agent without bound)
+MAX_EXECUTOR_PENDING_UPDATES = 100
 #: TASK_ERROR: duplicate id, wrong agent, no resources, or more than is free
 REASON_TASK_INVALID = "REASON_TASK_INVALID"
 #: TASK_LOST answering a KILL_TASK for a task this agent does not know
@@ -143,7 +161,27 @@ class CheckpointAgent:
     agent_id: str
 
 
-Command = Union[SendToMaster, LaunchTask, KillTask, DeliverMessage, CheckpointTask, ForgetTask, CheckpointAgent]
+@attrs.frozen
+class CheckpointReservations:
+    """Persist the agent's dynamic reservations (all of them, as the master
+    sent them): a restarted agent re-registers with its total converted by
+    them (docs/agent.rst, "Recovery")."""
+
+    reservations: Resources
+
+
+@attrs.frozen
+class SendToExecutor:
+    """Send ``message`` (of :mod:`mesoslike.wire.executor_messages`) to the
+    executor connection ``peer``, after the turn's checkpoints are on disk
+    (an acknowledgement promises the update is kept)."""
+
+    peer: bytes
+    message: object
+
+
+Command = Union[SendToMaster, LaunchTask, KillTask, DeliverMessage, CheckpointTask, ForgetTask, CheckpointAgent,
+                CheckpointReservations, SendToExecutor]
 
 
 @attrs.frozen
@@ -180,6 +218,18 @@ class AgentTask:
     user: str = ""
 
 
+@attrs.frozen
+class AgentExecutor:
+    """A read-only view of a custom executor the agent runs (see :meth:`AgentCore.executors`)."""
+
+    framework_id: str
+    executor_id: str
+    resources: Resources
+    pid: int | None
+    registered: bool
+    tasks: list[str]
+
+
 # ============================================================ bookkeeping
 class _Phase:
     LAUNCHING = "launching"    # LaunchTask emitted, no pid yet
@@ -190,7 +240,7 @@ class _Phase:
 
 class _Task:
     __slots__ = ("framework", "info", "phase", "state", "pid", "killing", "kill_requested", "kill_why",
-                 "holds_resources", "orphaned", "limitation", "limitation_message", "healthy")
+                 "holds_resources", "orphaned", "limitation", "limitation_message", "healthy", "executor_uuid")
 
     def __init__(self, framework: FrameworkInfo, info: TaskInfo, holds_resources: bool) -> None:
         self.framework = framework
@@ -206,10 +256,50 @@ class _Task:
         self.limitation = ""          # a REASON_CONTAINER_LIMITATION_*: killed for it, ends TASK_FAILED
         self.limitation_message = ""
         self.healthy: bool | None = None  # its health check's latest verdict, carried by its updates
+        self.executor_uuid = ""       # the latest update of its custom executor taken (a resend is only acked)
 
     @property
     def alive(self) -> bool:
         return self.phase != _Phase.TERMINATED
+
+
+class _Executor:
+    """A custom executor: its process (a supervised run of id
+    ``info.run_id()``: ``run``), its connection and its live tasks."""
+
+    __slots__ = ("framework", "info", "run", "digest", "phase", "pid", "peer", "tasks", "registered_once",
+                 "shutdown_deadline", "reregister_deadline", "killing", "orphaned", "end_reason", "end_message")
+
+    def __init__(self, framework: FrameworkInfo, run: TaskInfo, digest: str) -> None:
+        assert run.executor is not None
+        self.framework = framework
+        self.info: ExecutorInfo = run.executor
+        self.run = run
+        self.digest = digest          # sha256 of its secret: how its frames are known
+        self.phase = _Phase.LAUNCHING
+        self.pid: int | None = None
+        self.peer: bytes | None = None  # the connection it registered on
+        self.tasks: set[str] = set()    # its tasks not ended yet
+        self.registered_once = False
+        self.shutdown_deadline: float | None = None   # SHUTDOWN_EXECUTOR sent: killed at this time
+        self.reregister_deadline: float | None = None  # recovered: killed unless it reconnects by then
+        self.killing = False
+        self.orphaned = False         # after SHUTDOWN_AGENT: no messages, only its end to wait for
+        self.end_reason = ""          # why its tasks fail when it ends (a limitation)
+        self.end_message = ""
+
+    @property
+    def key(self) -> TaskKey:
+        return (self.framework.id, self.info.executor_id)
+
+
+def _secret_digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _executor_id_of_run(task_id: str) -> str | None:
+    """The executor id of an executor's run id (None: a task's id)."""
+    return task_id[len(EXECUTOR_RUN_PREFIX):] if task_id.startswith(EXECUTOR_RUN_PREFIX) else None
 
 
 class _UpdateStream:
@@ -258,7 +348,8 @@ class AgentCore:
     def __init__(self, clock: Clock, info: AgentInfo, *, rng: random.Random | None = None,
                  wall_clock: Callable[[], float] | None = None, max_ping_timeouts: int = 5,
                  register_backoff: float = 4.0, register_backoff_max: float = 10.0, register_jitter: float = 0.5,
-                 version: str = "", http_address: str = "", checkpoint: bool = False) -> None:
+                 version: str = "", http_address: str = "", checkpoint: bool = False, executor_endpoint: str = "",
+                 new_secret: Callable[[], str] | None = None) -> None:
         if max_ping_timeouts < 1:
             raise ValueError(f"max_ping_timeouts must be >= 1, got {max_ping_timeouts!r}")
         if not 0 < register_backoff <= register_backoff_max:
@@ -267,6 +358,9 @@ class AgentCore:
             raise ValueError(f"register_jitter must be in [0, 1), got {register_jitter!r}")
         self.clock = clock
         self._info = attrs.evolve(info, id="")
+        #: the total it was started with (--resources); its dynamic reservations convert part of it
+        self._base_total = info.resources
+        self._reservations = EMPTY
         self._rng = rng if rng is not None else random.Random()
         self._wall_clock = wall_clock or clock.now
         self.max_ping_timeouts = max_ping_timeouts
@@ -299,6 +393,11 @@ class AgentCore:
         self._used = EMPTY
         self._draining = False
         self._usage: list[m.TaskUsage] = []   # the latest measurement, sent with every PONG
+        #: the executor channel custom executors are told to connect to
+        self.executor_endpoint = executor_endpoint
+        self._new_secret = new_secret or (lambda: f"{self._rng.getrandbits(256):064x}")
+        self._executors: dict[TaskKey, _Executor] = {}     # (framework_id, executor_id) -> executor
+        self._executor_by_digest: dict[str, TaskKey] = {}   # sha256 of its secret -> its key
 
     # ------------------------------------------------------------ queries
     @property
@@ -333,6 +432,51 @@ class AgentCore:
         return self._info.resources
 
     @property
+    def reservations(self) -> Resources:
+        """The dynamic reservations the master made here (``cpus(role,principal):N``)."""
+        return self._reservations
+
+    def recover_reservations(self, reservations: Resources) -> None:
+        """Take the checkpointed dynamic reservations, before registering
+        (the total registered with includes them). Raises ConfigError if
+        they do not fit in the total the agent was started with now (Mesos
+        refuses to start an agent whose checkpointed resources are
+        incompatible with its --resources)."""
+        problem = self._apply_reservations(reservations)
+        if problem is not None:
+            raise ConfigError(f"the checkpointed dynamic reservations {reservations} do not fit this agent's "
+                              f"resources {self._base_total}: {problem}; start it with resources that hold them, "
+                              "or with --recover cleanup to start afresh")
+
+    def _apply_reservations(self, reservations: Resources) -> str | None:
+        """The total with ``reservations`` made of the base total's
+        unreserved part, or why not (nothing changes then)."""
+        unreserved = reservations.stripped()
+        if reservations != reservations.dynamically_reserved():
+            return f"{reservations} are not all dynamic reservations"
+        if not self._base_total.contains(unreserved):
+            return f"{unreserved} is not in its unreserved resources"
+        total = self._base_total - unreserved + reservations
+        if not total.contains(self._used):
+            return f"its tasks use {self._used}, which the total {total} would not hold"
+        self._reservations = reservations
+        self._info = attrs.evolve(self._info, resources=total)
+        return None
+
+    def _checkpoint_resources(self, msg: m.CheckpointResources) -> list[Command]:
+        """The master changed this agent's dynamic reservations."""
+        if not self._agent_id or msg.agent_id != self._agent_id:
+            log.warning("ignoring CHECKPOINT_RESOURCES for agent %s (this is %s)", msg.agent_id,
+                        self._agent_id or "unregistered")
+            return []
+        problem = self._apply_reservations(msg.reservations)
+        if problem is not None:   # the next re-registration tells the master what is here
+            log.error("cannot take the dynamic reservations %s the master sent: %s", msg.reservations, problem)
+            return []
+        log.info("dynamic reservations now %s; total %s", msg.reservations or "none", self._info.resources)
+        return [CheckpointReservations(msg.reservations)] if self.checkpoint else []
+
+    @property
     def used(self) -> Resources:
         """Resources of the tasks whose processes may still run."""
         return self._used
@@ -359,7 +503,11 @@ class AgentCore:
         return list(stream.pending) if stream else []
 
     def task_checkpoint(self, framework_id: str, task_id: str) -> TaskCheckpoint | None:
-        """What to persist of a task (:class:`CheckpointTask`); None if it is not known."""
+        """What to persist of a task (:class:`CheckpointTask`); None if it is not known.
+        A custom executor's run is persisted as a task of its run id."""
+        executor_id = _executor_id_of_run(task_id)
+        if executor_id is not None:
+            return self._executor_checkpoint(framework_id, executor_id)
         task = self._tasks.get((framework_id, task_id))
         if task is None or task.orphaned:
             return None
@@ -375,7 +523,8 @@ class AgentCore:
     @property
     def drained(self) -> bool:
         """Draining, every task has ended and every update is acknowledged."""
-        return self._draining and not self._live_tasks() and not any(s.pending for s in self._streams.values())
+        return (self._draining and not self._live_tasks() and not self._executors
+                and not any(s.pending for s in self._streams.values()))
 
     def next_wakeup(self) -> float:
         """When :meth:`tick` has work next (``math.inf``: only events will do)."""
@@ -386,6 +535,7 @@ class AgentCore:
             due = self._next_resend()
             if due is not None:
                 times.append(due[0])
+        times.extend(self._executor_deadlines())
         return min(times, default=math.inf)
 
     def _next_resend(self) -> tuple[float, int, TaskKey, _UpdateStream] | None:
@@ -415,6 +565,8 @@ class AgentCore:
             while (due := self._next_resend()) is not None and now >= due[0]:
                 heapq.heappop(self._resends)
                 out.append(self._send_head(due[3], now, due[2]))
+        if self._executors:
+            out.extend(self._executor_timeouts(now))
         return out
 
     def on_message(self, message: object) -> list[Command]:
@@ -435,6 +587,8 @@ class AgentCore:
     def on_task_started(self, framework_id: str, task_id: str, pid: int) -> list[Command]:
         """The task's process exists: TASK_RUNNING (or a kill requested
         meanwhile). For a recovered task: :meth:`on_task_reattached`."""
+        if task_id.startswith(EXECUTOR_RUN_PREFIX):
+            return self._executor_started(framework_id, task_id, pid)
         task = self._tasks.get((framework_id, task_id))
         if task is not None and task.phase == _Phase.RECOVERING:
             return self.on_task_reattached(framework_id, task_id, pid)
@@ -451,6 +605,8 @@ class AgentCore:
                               why: str = REASON_COMMAND_EXECUTOR_FAILED) -> list[Command]:
         """The task's process could not start (or, recovering, never did):
         TASK_FAILED with the reason (``why``: the update's reason code)."""
+        if task_id.startswith(EXECUTOR_RUN_PREFIX):
+            return self._executor_ended(framework_id, task_id, f"it could not start: {reason}")
         task = self._tasks.get((framework_id, task_id))
         if task is None or task.phase not in (_Phase.LAUNCHING, _Phase.RECOVERING):
             return []
@@ -469,6 +625,9 @@ class AgentCore:
         ``message`` alone adds to the update's message (a full disk, say).
         A task killed for a limitation (:meth:`on_task_limitation`) is
         TASK_FAILED with that limitation whatever the exit."""
+        if task_id.startswith(EXECUTOR_RUN_PREFIX):
+            how = _describe_exit(exit_code, signal).replace("command", "its process", 1)
+            return self._executor_ended(framework_id, task_id, f"{message}; {how}" if message else how)
         task = self._tasks.get((framework_id, task_id))
         if task is None or not task.alive:
             log.warning("exit of unknown or already terminated task %s/%s ignored", framework_id, task_id)
@@ -493,6 +652,8 @@ class AgentCore:
         :data:`REASON_CONTAINER_LIMITATION_MEMORY`; ``message`` names the
         limit): it is killed at once and ends TASK_FAILED with that reason,
         as Mesos destroys a container that hits a limitation."""
+        if task_id.startswith(EXECUTOR_RUN_PREFIX):
+            return self._executor_limited(framework_id, task_id, reason, message)
         task = self._tasks.get((framework_id, task_id))
         if task is None or not task.alive or task.orphaned or task.limitation:
             return []
@@ -522,6 +683,8 @@ class AgentCore:
         """A recovered task's supervisor and process are still there: it runs
         on (TASK_RUNNING if the earlier agent had not said so yet); a kill the
         earlier agent had asked for is asked again."""
+        if task_id.startswith(EXECUTOR_RUN_PREFIX):
+            return self._executor_started(framework_id, task_id, pid)
         task = self._tasks.get((framework_id, task_id))
         if task is None or task.phase != _Phase.RECOVERING:
             return []
@@ -547,7 +710,12 @@ class AgentCore:
         resent with their original uuids once a master answers."""
         out: list[Command] = []
         self._agent_id = agent_id
+        for checkpoint in checkpoints:   # the custom executors first: their tasks join them
+            if checkpoint.task.task_id.startswith(EXECUTOR_RUN_PREFIX):
+                out.extend(self._recover_executor(checkpoint))
         for checkpoint in checkpoints:
+            if checkpoint.task.task_id.startswith(EXECUTOR_RUN_PREFIX):
+                continue
             key = (checkpoint.framework.id, checkpoint.task.task_id)
             ended = checkpoint.state in TERMINAL_STATES
             if ended and not checkpoint.updates:
@@ -566,13 +734,18 @@ class AgentCore:
             if checkpoint.updates:
                 stream = self._streams[key] = _UpdateStream(key[0])
                 stream.pending.extend(checkpoint.updates)
-        log.info("recovered agent %s with %d tasks", agent_id or "(no id)", len(self._tasks))
+            if task.info.executor is not None and task.alive:
+                out.extend(self._recover_executor_task(task))
+        log.info("recovered agent %s with %d tasks and %d custom executors", agent_id or "(no id)", len(self._tasks),
+                 len(self._executors))
         return out
 
     def recovering(self) -> list[tuple[str, str]]:
         """(framework_id, task_id) of the recovered tasks still waiting to be
         found running or ended."""
-        return sorted(key for key, task in self._tasks.items() if task.phase == _Phase.RECOVERING)
+        found = [key for key, task in self._tasks.items() if task.phase == _Phase.RECOVERING]
+        found += [(key[0], e.info.run_id()) for key, e in self._executors.items() if e.phase == _Phase.RECOVERING]
+        return sorted(found)
 
     # -------------------------------------------------------- stopping
     def kill_all(self, why: str) -> list[Command]:
@@ -582,6 +755,8 @@ class AgentCore:
         for task in list(self._tasks.values()):
             if task.alive and not task.orphaned:
                 out.extend(self._request_kill(task, why))
+        for executor in list(self._executors.values()):
+            out.extend(self._shut_executor_down(executor))
         return out
 
     def drain(self) -> list[Command]:
@@ -626,11 +801,14 @@ class AgentCore:
         # not acknowledged yet (docs/wire.rst): a master must not think those
         # lost; their pending updates go out once it answers
         still_running = [(key, task) for key, task in sorted(self._tasks.items()) if not task.orphaned]
-        running = [m.RunningTask(key[0], task.info, task.state) for key, task in still_running]
+        running = [m.RunningTask(key[0], task.info, task.state, task.healthy) for key, task in still_running]
         frameworks = {task.framework.id: task.framework for _, task in still_running}
+        executors = [m.RunningExecutor(key[0], e.info) for key, e in sorted(self._executors.items()) if not e.orphaned]
+        frameworks.update((e.framework.id, e.framework) for e in self._executors.values() if not e.orphaned)
         log.info("re-registering as %s with %d tasks", self._agent_id, len(running))
         return SendToMaster(m.ReregisterAgent(self.info, running, list(frameworks.values()), version=self.version,
-                                              http_address=self.http_address, accepts_batches=True))
+                                              http_address=self.http_address, accepts_batches=True,
+                                              executors=executors))
 
     def _agent_registered(self, msg: m.AgentRegistered) -> list[Command]:
         if self._registered and msg.agent_id == self._agent_id:
@@ -701,6 +879,13 @@ class AgentCore:
             if task.phase == _Phase.RUNNING and not task.killing:
                 task.kill_why = "agent shut down"
                 out.append(self._kill(task))
+        for key, executor in list(self._executors.items()):
+            out.extend(self._forget((key[0], executor.info.run_id())))
+            executor.orphaned = True   # its end frees what it holds, nothing more
+            executor.peer = None
+            if not executor.killing and executor.phase != _Phase.TERMINATED:
+                executor.killing = True
+                out.append(KillTask(key[0], executor.info.run_id(), 0.0))
         self._streams.clear()
         self._resends.clear()
         self._agent_id = ""
@@ -740,6 +925,8 @@ class AgentCore:
             record = _Task(framework, task, holds_resources=False)
             self._tasks[key] = record
             return self._update(record, TaskState.DROPPED, "the agent is draining", reason=REASON_AGENT_DRAINING)
+        if task.executor is not None:
+            return self._run_executor_task(framework, task)
         problem = self._launch_problem(task)
         if problem:
             log.warning("RUN_TASK %s/%s refused: %s", framework.id, task.task_id, problem)
@@ -754,13 +941,16 @@ class AgentCore:
         out.append(LaunchTask(framework, task, self._agent_id))
         return out
 
-    def _launch_problem(self, task: TaskInfo) -> str:
+    def _launch_problem(self, task: TaskInfo, executor: Resources = EMPTY) -> str:
         if task.agent_id and task.agent_id != self._agent_id:
             return f"task is for agent {task.agent_id!r}, this is {self._agent_id!r}"
         if task.resources.is_empty():
             return "task has no resources"
-        if not self.free.contains(task.resources):
-            return f"task needs {task.resources} but only {self.free} is free on this agent"
+        if task.task_id.startswith(EXECUTOR_RUN_PREFIX):
+            return "a task id may not begin with the executors' reserved prefix"
+        if not self.free.contains(task.resources + executor):
+            needs = f"{task.resources} (and {executor} for its executor)" if executor else str(task.resources)
+            return f"task needs {needs} but only {self.free} is free on this agent"
         return ""
 
     def _kill_task(self, msg: m.KillTask) -> list[Command]:
@@ -780,11 +970,16 @@ class AgentCore:
         for (framework_id, _), task in list(self._tasks.items()):
             if framework_id == msg.framework_id and not task.orphaned:
                 out.extend(self._request_kill(task, "framework shut down"))
+        for key, executor in list(self._executors.items()):
+            if key[0] == msg.framework_id:
+                out.extend(self._shut_executor_down(executor))
         return out
 
     def _request_kill(self, task: _Task, why: str) -> list[Command]:
         if not task.alive or task.killing or task.kill_requested:
             return []
+        if task.info.executor is not None:
+            return self._kill_executor_task(task, why)
         task.kill_why = why
         if task.phase in (_Phase.LAUNCHING, _Phase.RECOVERING):
             task.kill_requested = True  # killed as soon as its pid is known
@@ -807,13 +1002,17 @@ class AgentCore:
 
     def _framework_message(self, msg: m.FrameworkMessage) -> list[Command]:
         task = self._tasks.get((msg.framework_id, msg.task_id))
+        if msg.executor_id or (task is not None and task.info.executor is not None):
+            executor_id = msg.executor_id or (task.info.executor.executor_id  # type: ignore[union-attr]
+                                              if task is not None else "")
+            return self._message_to_executor(msg.framework_id, executor_id, msg.data)
         if task is None or task.phase != _Phase.RUNNING or task.orphaned:
             log.warning("framework message for %s/%r dropped: no such running task", msg.framework_id, msg.task_id)
             return []
         return [DeliverMessage(msg.framework_id, msg.task_id, msg.data)]
 
     def _terminate(self, task: _Task, state: str, message: str, reason: str = "",
-                   exit_code: int | None = None) -> list[Command]:
+                   exit_code: int | None = None, source: str = SOURCE_AGENT) -> list[Command]:
         task.phase = _Phase.TERMINATED
         if task.holds_resources:
             task.holds_resources = False
@@ -823,17 +1022,322 @@ class AgentCore:
         if task.orphaned:
             del self._tasks[key]
             return self._forget(key)
-        return self._update(task, state, message, reason=reason, exit_code=exit_code)
+        return self._update(task, state, message, reason=reason, exit_code=exit_code, source=source)
 
     def _live_tasks(self) -> list[_Task]:
         return [task for task in self._tasks.values() if task.alive]
 
+    # ---------------------------------------------------- custom executors
+    def executors(self) -> list[AgentExecutor]:
+        """The custom executors whose processes run (or start)."""
+        return [AgentExecutor(key[0], key[1], e.info.resources, e.pid, e.peer is not None, sorted(e.tasks))
+                for key, e in sorted(self._executors.items()) if not e.orphaned]
+
+    def on_executor_frame(self, peer: bytes, message: object) -> list[Command]:
+        """A message from the executor channel, on connection ``peer``. Which
+        executor sent it is known from its secret alone; a frame without a
+        known secret is refused (an EXECUTOR_ERROR to ``peer``)."""
+        if not isinstance(message, x.EXECUTOR_TO_AGENT):
+            return [SendToExecutor(peer, x.ExecutorError(
+                f"{getattr(message, 'TYPE', type(message).__name__)} is not a message an executor sends"))]
+        digest = _secret_digest(message.secret)
+        key = self._executor_by_digest.get(digest)
+        executor = self._executors.get(key) if key is not None else None
+        if executor is None or not hmac.compare_digest(executor.digest, digest) or executor.orphaned:
+            log.warning("executor channel: a %s with an unknown secret refused", message.TYPE)
+            return [SendToExecutor(peer, x.ExecutorError("unknown executor secret: refused"))]
+        if isinstance(message, x.RegisterExecutor):
+            return self._executor_registered(executor, peer, message)
+        executor.peer = peer   # its latest connection (the secret says it is this executor)
+        if isinstance(message, x.ExecutorStatus):
+            return self._executor_status(executor, peer, message.status)
+        return self._message_to_framework(executor, message.data)
+
+    def _executor_checkpoint(self, framework_id: str, executor_id: str) -> TaskCheckpoint | None:
+        executor = self._executors.get((framework_id, executor_id))
+        if executor is None or executor.orphaned:
+            return None
+        state = TaskState.RUNNING if executor.phase == _Phase.RUNNING else TaskState.STAGING
+        return TaskCheckpoint(executor.framework, executor.run, state, [], executor.phase != _Phase.TERMINATED,
+                              executor.killing)
+
+    def _new_executor(self, framework: FrameworkInfo, info: ExecutorInfo, user: str) -> _Executor:
+        secret = self._new_secret()
+        environment = dict(info.environment)
+        environment.update({x.ENDPOINT_ENV: self.executor_endpoint, x.SECRET_ENV: secret,
+                            x.EXECUTOR_ID_ENV: info.executor_id})
+        run = TaskInfo(info.run_id(), self._agent_id, info.command, info.resources, name=info.name or info.executor_id,
+                       environment=environment, kill_grace_period=info.shutdown_grace_period, user=user,
+                       executor=info)
+        return self._add_executor(framework, run, secret)
+
+    def _add_executor(self, framework: FrameworkInfo, run: TaskInfo, secret: str) -> _Executor:
+        executor = _Executor(framework, run, _secret_digest(secret))
+        self._executors[executor.key] = executor
+        self._executor_by_digest[executor.digest] = executor.key
+        self._used = self._used + executor.info.resources
+        return executor
+
+    def _run_executor_task(self, framework: FrameworkInfo, task: TaskInfo) -> list[Command]:
+        """RUN_TASK of a task a custom executor runs: the executor is started
+        the first time (its resources taken besides the task's), and the
+        task handed to it once it has registered."""
+        assert task.executor is not None
+        key = (framework.id, task.task_id)
+        executor = self._executors.get((framework.id, task.executor.executor_id))
+        problem = self._launch_problem(task, task.executor.resources if executor is None else EMPTY)
+        if not problem and executor is not None:
+            if executor.shutdown_deadline is not None or executor.killing or executor.orphaned:
+                problem = f"executor {task.executor.executor_id!r} is shutting down"
+            elif (executor.info.command, executor.info.resources) != (task.executor.command, task.executor.resources):
+                problem = (f"executor {task.executor.executor_id!r} runs here with another command or other "
+                           "resources: a framework's tasks naming one executor id must name the same executor")
+        if problem:
+            log.warning("RUN_TASK %s/%s refused: %s", framework.id, task.task_id, problem)
+            record = _Task(framework, task, holds_resources=False)
+            self._tasks[key] = record
+            out = self._update(record, TaskState.ERROR, problem, reason=REASON_TASK_INVALID)
+            if executor is None and self._registered:   # the master counted the executor as started: it is not
+                out.append(SendToMaster(m.ExecutorExited(self._agent_id, framework.id, task.executor.executor_id,
+                                                         "never started: its first task was refused")))
+            return out
+        record = _Task(framework, task, holds_resources=True)
+        self._tasks[key] = record
+        self._used = self._used + task.resources
+        out = []
+        if executor is None:
+            executor = self._new_executor(framework, task.executor, task.user)
+            log.info("starting executor %s/%s for task %s: %s", framework.id, executor.info.executor_id,
+                     task.task_id, executor.info.command)
+            if self.checkpoint:
+                out.append(CheckpointTask(framework.id, executor.info.run_id()))
+            out.append(LaunchTask(framework, executor.run, self._agent_id))
+        executor.tasks.add(task.task_id)
+        out.extend(self._update(record, TaskState.STARTING, ""))
+        if executor.peer is not None:
+            out.extend(self._hand_over(executor, record))
+        return out
+
+    def _hand_over(self, executor: _Executor, task: _Task) -> list[Command]:
+        assert executor.peer is not None
+        task.phase = _Phase.RUNNING
+        task.pid = executor.pid
+        return [SendToExecutor(executor.peer, x.LaunchExecutorTask(task.info))]
+
+    def _executor_registered(self, executor: _Executor, peer: bytes, msg: x.RegisterExecutor) -> list[Command]:
+        again = executor.registered_once or executor.reregister_deadline is not None
+        executor.peer = peer
+        executor.registered_once = True
+        executor.reregister_deadline = None
+        log.info("executor %s/%s %sregistered", *executor.key, "re" if again else "")
+        out: list[Command] = [SendToExecutor(peer, x.ExecutorRegistered(executor.info, executor.framework, self.info,
+                                                                       reregistered=again))]
+        known = set(msg.tasks)
+        for task_id in sorted(executor.tasks):
+            task = self._tasks.get((executor.framework.id, task_id))
+            if task is None or not task.alive:
+                continue
+            if task.phase != _Phase.RUNNING or task_id not in known:   # it never had it
+                out.extend(self._hand_over(executor, task))
+            if task.killing:
+                out.append(SendToExecutor(peer, x.KillExecutorTask(task_id)))
+        if executor.shutdown_deadline is not None:
+            out.append(SendToExecutor(peer, x.ShutdownExecutor()))
+        return out
+
+    def _executor_status(self, executor: _Executor, peer: bytes, status: TaskStatus) -> list[Command]:
+        """A task's update from its executor: into the task's reliable stream
+        (checkpointed, retried to the master, acknowledged by it), then
+        acknowledged to the executor."""
+        task_id = status.task_id
+        task = self._tasks.get((executor.framework.id, task_id))
+        if task is None or task.info.executor is None or task.info.executor.executor_id != executor.info.executor_id:
+            return [SendToExecutor(peer, x.ExecutorError(f"an update of task {task_id[:200]!r}, which is not this "
+                                                         "executor's: refused"))]
+        if status.state not in _EXECUTOR_STATES:
+            return [SendToExecutor(peer, x.ExecutorError(f"an executor may not report {status.state[:40]!r} "
+                                                         f"(task {task_id[:200]!r}): refused"))]
+        ack = SendToExecutor(peer, x.ExecutorStatusAck(task_id, status.uuid))
+        if not task.alive or (status.uuid and status.uuid == task.executor_uuid):
+            return [ack]   # a resend of what the agent has
+        stream = self._streams.get((executor.framework.id, task_id))
+        if stream is not None and len(stream.pending) >= MAX_EXECUTOR_PENDING_UPDATES \
+                and status.state not in TERMINAL_STATES:
+            return [SendToExecutor(peer, x.ExecutorError(
+                f"task {task_id[:200]!r} has {len(stream.pending)} updates unacknowledged by the master: a "
+                "non-terminal one is refused (send it again later)"))]
+        task.executor_uuid = status.uuid
+        message, reason = status.message[:_MAX_EXECUTOR_TEXT], status.reason[:200]
+        if status.state in TERMINAL_STATES:
+            executor.tasks.discard(task_id)
+            out = self._terminate(task, status.state, message, reason=reason, source=SOURCE_EXECUTOR)
+        else:
+            task.phase = _Phase.RUNNING
+            if status.healthy is not None:
+                task.healthy = status.healthy
+            out = self._update(task, status.state, message, reason=reason, source=SOURCE_EXECUTOR)
+        out.append(ack)
+        return out
+
+    def _message_to_framework(self, executor: _Executor, data: bytes) -> list[Command]:
+        if not self._registered:
+            log.warning("a framework message of executor %s/%s dropped: no master now", *executor.key)
+            return []
+        return [SendToMaster(m.FrameworkMessage(executor.framework.id, self._agent_id, data,
+                                                executor_id=executor.info.executor_id))]
+
+    def _message_to_executor(self, framework_id: str, executor_id: str, data: bytes) -> list[Command]:
+        executor = self._executors.get((framework_id, executor_id))
+        if executor is None or executor.peer is None or executor.orphaned:
+            log.warning("framework message for executor %s/%r dropped: no such registered executor",
+                        framework_id, executor_id[:200])
+            return []
+        if len(data) > MAX_FRAMEWORK_MESSAGE:
+            log.warning("framework message of %d bytes for executor %s/%r dropped: more than %d", len(data),
+                        framework_id, executor_id[:200], MAX_FRAMEWORK_MESSAGE)
+            return []
+        return [SendToExecutor(executor.peer, x.ExecutorFrameworkMessage(data))]
+
+    def _kill_executor_task(self, task: _Task, why: str) -> list[Command]:
+        """Kill a task of a custom executor: the executor's ``kill_task``; one
+        it has not been handed yet ends TASK_KILLED here."""
+        assert task.info.executor is not None
+        task.kill_why = why
+        executor = self._executors.get((task.framework.id, task.info.executor.executor_id))
+        if executor is None or task.phase != _Phase.RUNNING:
+            if executor is not None:
+                executor.tasks.discard(task.info.task_id)
+            return self._terminate(task, TaskState.KILLED, f"killed before its executor had it ({why})")
+        task.killing = True
+        out = self._checkpointed(task)
+        if executor.peer is not None:
+            out.append(SendToExecutor(executor.peer, x.KillExecutorTask(task.info.task_id)))
+        return out
+
+    def _shut_executor_down(self, executor: _Executor) -> list[Command]:
+        """SHUTDOWN_EXECUTOR now, the process killed after its grace period."""
+        if executor.shutdown_deadline is not None or executor.killing or executor.phase == _Phase.TERMINATED:
+            return []
+        executor.shutdown_deadline = self.clock.now() + executor.info.shutdown_grace_period
+        log.info("shutting executor %s/%s down", *executor.key)
+        return [SendToExecutor(executor.peer, x.ShutdownExecutor())] if executor.peer is not None else []
+
+    def _executor_deadlines(self) -> list[float]:
+        return [t for e in self._executors.values() if not e.killing
+                for t in (e.shutdown_deadline, e.reregister_deadline) if t is not None]
+
+    def _executor_timeouts(self, now: float) -> list[Command]:
+        out: list[Command] = []
+        for executor in list(self._executors.values()):
+            if executor.killing:
+                continue
+            if executor.shutdown_deadline is not None and now >= executor.shutdown_deadline:
+                log.info("executor %s/%s did not end within its grace period: killing it", *executor.key)
+            elif executor.reregister_deadline is not None and now >= executor.reregister_deadline:
+                log.warning("executor %s/%s did not reconnect within %.0f s of the agent's restart: killing it",
+                            *executor.key, EXECUTOR_REREGISTER_TIMEOUT)
+                executor.end_message = f"it did not reconnect within {EXECUTOR_REREGISTER_TIMEOUT:g} s of the " \
+                                       "agent's restart"
+            else:
+                continue
+            out.extend(self._kill_executor(executor))
+        return out
+
+    def _kill_executor(self, executor: _Executor) -> list[Command]:
+        executor.killing = True
+        return [*self._checkpointed_executor(executor), KillTask(executor.framework.id, executor.info.run_id(), 0.0)]
+
+    def _checkpointed_executor(self, executor: _Executor) -> list[Command]:
+        if not self.checkpoint or executor.orphaned:
+            return []
+        return [CheckpointTask(executor.framework.id, executor.info.run_id())]
+
+    def _executor_of_run(self, framework_id: str, run_id: str) -> _Executor | None:
+        executor_id = _executor_id_of_run(run_id)
+        return self._executors.get((framework_id, executor_id)) if executor_id is not None else None
+
+    def _executor_started(self, framework_id: str, run_id: str, pid: int) -> list[Command]:
+        executor = self._executor_of_run(framework_id, run_id)
+        if executor is None or executor.phase not in (_Phase.LAUNCHING, _Phase.RECOVERING):
+            return []
+        recovered = executor.phase == _Phase.RECOVERING
+        executor.phase = _Phase.RUNNING
+        executor.pid = pid
+        log.info("executor %s/%s %s pid %d", *executor.key, "still runs as" if recovered else "started as", pid)
+        if executor.killing or executor.orphaned:
+            return [KillTask(framework_id, run_id, 0.0)]
+        if recovered and executor.peer is None:
+            executor.reregister_deadline = self.clock.now() + EXECUTOR_REREGISTER_TIMEOUT
+        return self._checkpointed_executor(executor)
+
+    def _executor_limited(self, framework_id: str, run_id: str, reason: str, message: str) -> list[Command]:
+        executor = self._executor_of_run(framework_id, run_id)
+        if executor is None or executor.killing or executor.phase == _Phase.TERMINATED:
+            return []
+        executor.end_reason, executor.end_message = reason, message
+        log.warning("executor %s/%s: %s", *executor.key, message)
+        return self._kill_executor(executor)
+
+    def _executor_ended(self, framework_id: str, run_id: str, how: str) -> list[Command]:
+        """The executor's process ended: what it held is free, its tasks that
+        had not ended are TASK_FAILED (REASON_EXECUTOR_TERMINATED; KILLED if
+        they were being killed), the master is told (EXECUTOR_EXITED)."""
+        executor = self._executor_of_run(framework_id, run_id)
+        if executor is None or executor.phase == _Phase.TERMINATED:
+            return []
+        executor.phase = _Phase.TERMINATED
+        del self._executors[executor.key]
+        self._executor_by_digest.pop(executor.digest, None)
+        self._used = self._used.subtract_clamped(executor.info.resources)
+        why = f"{executor.end_message}; {how}" if executor.end_message else how
+        log.info("executor %s/%s ended: %s", *executor.key, why)
+        out: list[Command] = []
+        for task_id in sorted(executor.tasks):
+            task = self._tasks.get((framework_id, task_id))
+            if task is None or not task.alive:
+                continue
+            text = f"its executor {executor.info.executor_id!r} ended: {why}"
+            if task.killing:
+                out.extend(self._terminate(task, TaskState.KILLED, f"killed ({task.kill_why}); {text}"))
+            else:
+                out.extend(self._terminate(task, TaskState.FAILED, text,
+                                           reason=executor.end_reason or REASON_EXECUTOR_TERMINATED))
+        if executor.orphaned:
+            return out
+        if self._registered:
+            out.append(SendToMaster(m.ExecutorExited(self._agent_id, framework_id, executor.info.executor_id,
+                                                     why[:_MAX_EXECUTOR_TEXT])))
+        out.extend(self._forget((framework_id, run_id)))
+        return out
+
+    def _recover_executor(self, checkpoint: TaskCheckpoint) -> list[Command]:
+        run = checkpoint.task
+        key = (checkpoint.framework.id, run.task_id)
+        secret = run.environment.get(x.SECRET_ENV, "")
+        if run.executor is None or not secret or not checkpoint.holds_resources:
+            return [ForgetTask(*key)]   # ended (or damaged): nothing to wait for
+        executor = self._add_executor(checkpoint.framework, run, secret)
+        executor.phase = _Phase.RECOVERING
+        executor.killing = checkpoint.killing
+        return []
+
+    def _recover_executor_task(self, task: _Task) -> list[Command]:
+        """A recovered task of a custom executor: its executor's fate is its fate."""
+        assert task.info.executor is not None
+        executor = self._executors.get((task.framework.id, task.info.executor.executor_id))
+        if executor is None:
+            return self._terminate(task, TaskState.FAILED, f"its executor {task.info.executor.executor_id!r} was "
+                                   "not recovered with the agent", reason=REASON_EXECUTOR_TERMINATED)
+        task.phase = _Phase.RUNNING   # handed over, as far as the agent knows: re-registration says
+        executor.tasks.add(task.info.task_id)
+        return []
+
     # ------------------------------------------------- reliable updates
     def _status(self, framework_id: str, task_id: str, state: str, message: str, reason: str = "",
                 exit_code: int | None = None, uuid_: str | None = None, healthy: bool | None = None,
-                labels: list[Label] | None = None) -> TaskStatus:
+                labels: list[Label] | None = None, source: str = SOURCE_AGENT) -> TaskStatus:
         return TaskStatus(
-            task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=SOURCE_AGENT,
+            task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=source,
             reason=reason, uuid=self._new_uuid() if uuid_ is None else uuid_, timestamp=self._wall_clock(),
             exit_code=exit_code, framework_id=framework_id, healthy=healthy, labels=labels or [])
 
@@ -841,7 +1345,7 @@ class AgentCore:
         return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
 
     def _update(self, task: _Task, state: str, message: str, reason: str = "",
-                exit_code: int | None = None) -> list[Command]:
+                exit_code: int | None = None, source: str = SOURCE_AGENT) -> list[Command]:
         """Queue a reliable update; send it now if it is the head."""
         framework_id, task_id = task.framework.id, task.info.task_id
         task.state = state
@@ -850,7 +1354,7 @@ class AgentCore:
             stream = self._streams[(framework_id, task_id)] = _UpdateStream(framework_id)
         # the task's labels ride on each of its updates (issue 18 §5b)
         stream.pending.append(self._status(framework_id, task_id, state, message, reason, exit_code,
-                                           healthy=task.healthy, labels=task.info.labels))
+                                           healthy=task.healthy, labels=task.info.labels, source=source))
         out = self._checkpointed(task)   # written before it is sent: a sent update is never lost
         if len(stream.pending) > 1:
             return out  # behind an unacknowledged one
@@ -900,6 +1404,7 @@ class AgentCore:
         m.Ping: _ping,
         m.RunTask: _run_task,
         m.KillTask: _kill_task,
+        m.CheckpointResources: _checkpoint_resources,
         m.StatusUpdateAck: _status_update_ack,
         m.ShutdownAgent: _shutdown_agent,
         m.ShutdownFramework: _shutdown_framework,

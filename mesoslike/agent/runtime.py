@@ -19,11 +19,14 @@ it, and returns.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import pwd
 import random
+import secrets
 import shutil
+import stat
 import socket
 import tempfile
 import threading
@@ -38,12 +41,14 @@ from mesoslike.agent.checkpoint import CheckpointError, CheckpointStore
 from mesoslike.agent.core import (
     AgentCore,
     CheckpointAgent,
+    CheckpointReservations,
     CheckpointTask,
     Command,
     DeliverMessage,
     ForgetTask,
     KillTask,
     LaunchTask,
+    SendToExecutor,
     SendToMaster,
 )
 from mesoslike.agent.executor import (
@@ -74,9 +79,10 @@ from mesoslike.locator import check_master_address, make_locator
 from mesoslike.metrics import exposition, metrics_registry
 from mesoslike.observations import LATENCY_BUCKETS, Histogram, Metric, metric
 from mesoslike.resources import Resources
-from mesoslike.transport import Client, CurveKeys, Waker, idle
+from mesoslike.transport import Client, CurveKeys, Server, Waker, idle, poll
 from mesoslike.wire import WireError
 from mesoslike.wire import messages as m
+from mesoslike.wire import executor_messages as x
 from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
 from mesoslike.wire.messages import MAX_BATCH
 from mesoslike.wire.types import AgentInfo
@@ -222,9 +228,15 @@ class AgentRuntime:
         self.gc_delay, self.gc_disk_watermark, self.gc_interval = gc_delay, gc_disk_watermark, gc_interval
         self.drain_timeout = drain_timeout
         self._on_serving = on_serving
+        #: the Unix socket custom executors connect to (docs/agent.rst, "Custom executors")
+        self.executor_socket = executor_socket_path(self.work_dir)
         self.core = AgentCore(self.clock, info, rng=rng, wall_clock=time.time, max_ping_timeouts=max_ping_timeouts,
                               register_backoff=register_backoff, register_backoff_max=register_backoff_max,
-                              version=__version__, checkpoint=True)
+                              version=__version__, checkpoint=True, executor_endpoint=f"ipc://{self.executor_socket}",
+                              new_secret=lambda: secrets.token_hex(32))
+        self._channel: Server | None = None
+        #: what the turn has for executors (sent once its checkpoints are on disk)
+        self._executor_outgoing: list[tuple[bytes, object]] = []
         self.isolator: Isolator = select_isolator(isolation, cgroups_root=cgroups_root,
                                                   cpu_quota=cgroups_cpu_quota)
         self.executor = TaskExecutor(self.work_dir, environment=environment, clock=self.clock,
@@ -363,11 +375,14 @@ class AgentRuntime:
                 return
             with self._lock:
                 self._recover()
+            self._open_executor_channel()
             self._serve_http()
             self._loop()
         finally:
             if self.http is not None:
                 self.http.stop()
+            if self._channel is not None:
+                self._channel.close()
             self._sync_checkpoints()
             self.checkpoints.close_journal()
             self.checkpoints.unlock()
@@ -434,13 +449,17 @@ class AgentRuntime:
                         next_gc = self.clock.now() + self.gc_interval
                         self._collect_garbage()
                     self._send_outgoing()
-                if client is None:
+                waiting = [item for item in (client, self._channel) if item is not None]
+                if not waiting:
                     idle(waker, min(self._wait_timeout(), 1.0))
                 else:
-                    client.wait(self._wait_timeout(), waker)
+                    poll([*waiting, waker], self._wait_timeout() if client is not None else
+                         min(self._wait_timeout(), 1.0))
                 with self._lock:
                     if client is not None:
                         self._receive(client)
+                    if self._channel is not None:
+                        self._receive_executors(client, self._channel)
                     self._feed(client, self.executor.poll())
                     self._launch_some(client)
                     self._send_outgoing()
@@ -467,6 +486,10 @@ class AgentRuntime:
     def _recover(self) -> None:
         """Rebuild the core from the checkpoints and find each task again."""
         self.recovery_errors = []
+        # the dynamic reservations first, whatever else recovers: they outlive an agent id (registering
+        # anew, the agent brings them, as a Mesos agent its checkpointed resources); ConfigError if they
+        # no longer fit its --resources
+        self.core.recover_reservations(self._load_reservations())
         try:
             agent = self.checkpoints.load_agent()
         except CheckpointError as exc:
@@ -505,10 +528,20 @@ class AgentRuntime:
             log.info("recovered agent %s: %d tasks, %s", agent_id, len(checkpoints),
                      ", ".join(f"{t.task_id} {t.state}" for t in self.core.tasks()) or "none")
 
+    def _load_reservations(self) -> Resources:
+        try:
+            return self.checkpoints.load_reservations()
+        except CheckpointError as exc:  # the agent re-registers without them: the master takes its word
+            self._report(exc)
+            log.error("the dynamic reservations checkpoint is unreadable: re-registering without them")
+            return Resources()
+
     def _kill_leftovers(self) -> None:
         for run_dir in self.checkpoints.run_dirs():
             self.executor.destroy_run(run_dir)
         self.checkpoints.clear()
+        if self.core.reservations:   # recovered already: the agent registers anew with them, kept
+            self._checkpoint_reservations(self.core.reservations)
 
     def _clean_up(self) -> None:
         """``recover="cleanup"``: kill what an earlier agent left, forget it."""
@@ -588,12 +621,16 @@ class AgentRuntime:
                 self.executor.kill(command.framework_id, command.task_id, command.grace_period)
             elif isinstance(command, DeliverMessage):
                 self._deliver(command)
+            elif isinstance(command, SendToExecutor):
+                self._executor_outgoing.append((command.peer, command.message))
             elif isinstance(command, ForgetTask):
                 self._checkpoint_failed.pop((command.framework_id, command.task_id), None)
                 self._forget_checkpoint(command.framework_id, command.task_id)
                 self.executor.forget(command.framework_id, command.task_id)
             elif isinstance(command, CheckpointAgent):
                 self._checkpoint_agent(command.agent_id)
+            elif isinstance(command, CheckpointReservations):
+                self._checkpoint_reservations(command.reservations)
             else:  # pragma: no cover - a core/runtime mismatch
                 log.error("unknown command %r", command)
 
@@ -602,6 +639,8 @@ class AgentRuntime:
         STATUS_UPDATES frames if the master takes them (docs/wire.rst,
         "Batching"). Sent after the checkpoints the core asked for before
         them, as every send now comes after the turn's other commands."""
+        if self._executor_outgoing:
+            self._send_to_executors()
         client, messages = self._outgoing_client, self._outgoing
         if not messages:
             return
@@ -618,6 +657,52 @@ class AgentRuntime:
             if not sent:
                 log.warning("outgoing queue full: %s dropped (reliable updates are retried)",
                             getattr(message, "TYPE", message))
+
+    # ---------------------------------------------------- custom executors
+    def _open_executor_channel(self) -> None:
+        """Bind the executor channel (a Unix socket: the agent's user only,
+        or anyone with an executor's secret under --switch-user, whose
+        executors run as other users)."""
+        path = self.executor_socket
+        directory = path.parent
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        info = os.lstat(directory)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            raise ConfigError(f"the executor channel's directory {str(directory)!r} is not a directory of the agent's "
+                              "user")
+        os.chmod(directory, 0o711 if self.switch_user else 0o700)
+        try:
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                path.unlink()   # an earlier agent's (the work dir's lock is ours)
+        except FileNotFoundError:
+            pass
+        self._channel = Server(f"ipc://{path}", codec=x.EXECUTOR_CODEC)
+        os.chmod(path, 0o666 if self.switch_user else 0o600)
+        log.info("agent %s: executor channel %s", self.hostname, path)
+
+    def _receive_executors(self, client: Client | None, channel: Server) -> None:
+        for peer, message in channel.receive():
+            if peer is None:
+                continue
+            if isinstance(message, WireError):
+                log.warning("bad frame on the executor channel skipped: %s", message)
+                self._executor_outgoing.append((peer, x.ExecutorError(f"bad frame: {str(message)[:500]}")))
+                continue
+            try:
+                self._carry_out(client, self.core.on_executor_frame(peer, message))
+            except Exception:  # one bad message must not take the agent (and its tasks) down
+                log.exception("handling %s from an executor failed", getattr(message, "TYPE", message))
+
+    def _send_to_executors(self) -> None:
+        self._sync_checkpoints()   # an acknowledged update is on disk
+        outgoing, self._executor_outgoing = self._executor_outgoing, []
+        if self._channel is None:
+            return
+        for peer, message in outgoing:
+            try:
+                self._channel.send(peer, message)
+            except WireError as exc:
+                log.error("cannot send %s to an executor: %s", getattr(message, "TYPE", message), exc)
 
     def _checkpoint_task(self, framework_id: str, task_id: str) -> None:
         checkpoint = self.core.task_checkpoint(framework_id, task_id)
@@ -653,6 +738,14 @@ class AgentRuntime:
         except OSError as exc:
             self.counters["checkpoint_failures"] += 1
             log.error("cannot checkpoint the agent id %r: %s", agent_id, exc)
+
+    def _checkpoint_reservations(self, reservations: Resources) -> None:
+        try:
+            self.checkpoints.save_reservations(reservations)
+        except OSError as exc:
+            self.counters["checkpoint_failures"] += 1
+            log.error("cannot checkpoint the dynamic reservations %s (a restarted agent would not have them): %s",
+                      reservations, exc)
 
     def _launch_some(self, client: Client | None) -> None:
         """Start waiting launches for at most LAUNCH_SLICE seconds.
@@ -780,7 +873,9 @@ class AgentRuntime:
                 "isolation": {"name": self.isolator.name, "enforcing": self.isolator.enforcing,
                               "description": self.isolator.describe()},
                 "switch_user": self.switch_user,
-                "draining": core.draining, "tasks": tasks,
+                "draining": core.draining, "tasks": tasks, "executor_channel": f"ipc://{self.executor_socket}",
+                "executors": [{"framework_id": e.framework_id, "id": e.executor_id, "resources": str(e.resources),
+                               "pid": e.pid, "registered": e.registered, "tasks": e.tasks} for e in core.executors()],
                 "recovery_errors": [{"path": path, "problem": problem} for path, problem in self.recovery_errors],
             }
 
@@ -826,6 +921,18 @@ class AgentRuntime:
         ]
 
 
+def executor_socket_path(work_dir: Path) -> Path:
+    """``<work_dir>/executors/channel.sock``; if that is longer than a Unix
+    socket's path may be, ``<tmp>/mesoslike-<uid>/exec-<hash of the work
+    dir>/channel.sock`` (the same for every agent on this work dir, so a
+    running executor finds a restarted agent)."""
+    path = work_dir.absolute() / "executors" / "channel.sock"
+    if len(str(path).encode()) <= 100:
+        return path
+    digest = hashlib.sha256(str(work_dir.absolute()).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"mesoslike-{os.getuid()}" / f"exec-{digest}" / "channel.sock"
+
+
 def _subdirectories(directory: Path) -> list[Path]:
     try:
         return sorted(p for p in directory.iterdir() if p.is_dir() and not p.is_symlink())
@@ -856,9 +963,14 @@ def _attribute_map(attributes: Mapping[str, str] | str | None) -> dict[str, str]
 
 
 def _as_resources(resources: Resources | str | None) -> Resources | None:
-    if resources is None or isinstance(resources, Resources):
+    if resources is None:
         return resources
     try:
-        return Resources.parse(resources)
+        parsed = resources if isinstance(resources, Resources) else Resources.parse(resources)
     except ResourcesError as exc:
         raise ConfigError(f"bad --resources {resources!r}: {exc}") from None
+    if parsed.dynamically_reserved():   # the master makes those (RESERVE, /reserve); the agent checkpoints them
+        raise ConfigError(f"bad --resources {str(resources)!r}: {parsed.dynamically_reserved()} are dynamic "
+                          "reservations (name(role,principal)), made through the master, not given to an agent; "
+                          "a static reservation is name(role)")
+    return parsed

@@ -105,13 +105,39 @@ def _bar(progress, width: int = 20) -> str:
         help="Where instances may run, as in Marathon (repeatable): FIELD is hostname or an agent attribute, OP "
              "one of UNIQUE, CLUSTER[:VALUE], GROUP_BY[:N], LIKE:REGEX, UNLIKE:REGEX, MAX_PER:N; "
              "e.g. hostname:UNIQUE or rack:GROUP_BY:2.")
+@option("run", "--uri", "uris", multiple=True, metavar="URI[,NAME=VALUE...]",
+        help="A file:// or http(s):// URI the agent fetches into each instance's sandbox before it starts "
+             "(repeatable, in order), with settings as in Marathon's fetch: extract=true|false (unpack a "
+             ".tar(.gz/.bz2/.xz), .tgz or .zip; default true), executable=true|false, cache=true|false, "
+             "output_file=NAME; e.g. 'http://repo/app.tgz,cache=true'. A comma of the URI itself is %2C.")
+@option("run", "--label", "labels", multiple=True, metavar="KEY[=VALUE]",
+        help="A label of each instance (repeatable): shown in /state and carried by its status updates.")
+@option("run", "--health-cmd", "health_cmd", default=None, show_default="none", metavar="CMD",
+        help="A COMMAND health check: CMD run by /bin/sh in the instance's sandbox, healthy when it exits 0.")
+@option("run", "--health-http", "health_http", default=None, show_default="none", metavar="PORT[:PATH]",
+        help="An HTTP health check: GET http://127.0.0.1:PORT/PATH answers 200-399 (PATH default /).")
+@option("run", "--health-https", "health_https", default=None, show_default="none", metavar="PORT[:PATH]",
+        help="The same over HTTPS (the certificate is not verified, as in Mesos).")
+@option("run", "--health-tcp", "health_tcp", default=None, show_default="none", metavar="PORT",
+        help="A TCP health check: 127.0.0.1:PORT accepts a connection.")
+@option("run", "--health-delay", type=float, default=None, show_default="15",
+        help="Seconds from an instance's start to its first health check.")
+@option("run", "--health-interval", type=float, default=None, show_default="10",
+        help="Seconds from the end of one health check to the next.")
+@option("run", "--health-timeout", type=float, default=None, show_default="20",
+        help="Seconds after which a health check that has not ended has failed.")
+@option("run", "--health-grace-period", type=float, default=None, show_default="10",
+        help="Seconds from the start in which failures do not count (until a check has passed).")
+@option("run", "--health-consecutive-failures", type=int, default=None, show_default="3",
+        help="Counted failures in a row that kill an instance (it ends TASK_FAILED).")
 @option("run", "--output", is_flag=True, default=False, show_default="off",
         help="Stream each instance's stdout as it is written, each line prefixed by the instance's number.")
 @client_key_options
 @logging_option("run")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(master_address, cpus, mem, instances, role, name, timeout, constraints, output, key, master_key,
-        command) -> None:
+def run(master_address, cpus, mem, instances, role, name, timeout, constraints, uris, labels, health_cmd, health_http,
+        health_https, health_tcp, health_delay, health_interval, health_timeout, health_grace_period,
+        health_consecutive_failures, output, key, master_key, command) -> None:
     """Run COMMAND (after --) as task instances on the cluster, show their
     progress, and exit 0 if all finished, else with a failed instance's exit
     code (1 if it had none). The last lines of each failed instance's stderr
@@ -124,10 +150,23 @@ def run(master_address, cpus, mem, instances, role, name, timeout, constraints, 
         placement = parse_constraints(constraints)
     except ConstraintError as exc:
         die(f"--constraint {exc}")
+    from mesoslike.frameworks.task_options import TaskOptionError, health_check, parse_labels, parse_uris
+
+    try:
+        check = health_check(health_cmd, health_http, health_https, health_tcp, {
+            "--health-delay": health_delay, "--health-interval": health_interval, "--health-timeout": health_timeout,
+            "--health-grace-period": health_grace_period,
+            "--health-consecutive-failures": health_consecutive_failures})
+        fetched, task_labels = parse_uris(uris), parse_labels(labels)
+    except TaskOptionError as exc:
+        die(str(exc))
     shell_command = command[0] if len(command) == 1 else shlex.join(command)
     reporter = _Reporter(instances, sys.stdout.isatty())
-    scheduler = CommandScheduler(shell_command, Resources(cpus=cpus, mem=mem), instances, name, reporter,
-                                 constraints=placement)
+    try:
+        scheduler = CommandScheduler(shell_command, Resources(cpus=cpus, mem=mem), instances, name, reporter,
+                                     constraints=placement, health_check=check, uris=fetched, labels=task_labels)
+    except ValueError as exc:   # what a task cannot have, the flags each being fine (101 --uri, say)
+        die(str(exc))
     try:
         driver = SchedulerDriver(scheduler, framework_info(name, role), master_address, key=key, master_key=master_key)
     except MesoslikeError as exc:

@@ -86,9 +86,10 @@ def format_state(doc: dict) -> str:
                       f["used"] or "-", f["offered"] or "-", str(len(f["tasks"]))]
                      for f in doc["frameworks"]],
                     ["id", "name", "role", "connected", "share", "used", "offered", "tasks"])
-    tasks = [[f["id"], t["id"], t["state"], t["hostname"], t["resources"]]
+    tasks = [[f["id"], t["id"], t["state"], _health(t.get("healthy")), t["hostname"], t["resources"]]
              for f in doc["frameworks"] for t in f["tasks"]]
-    lines += ["", f"tasks ({len(tasks)})"] + _table(tasks, ["framework", "task", "state", "host", "resources"])
+    lines += ["", f"tasks ({len(tasks)})"] + _table(tasks, ["framework", "task", "state", "health", "host",
+                                                             "resources"])
     lines += _completed_lines(doc)
     lines += ["", f"offers outstanding: {len(doc['offers'])}"]
     if doc.get("roles"):
@@ -99,9 +100,19 @@ def format_state(doc: dict) -> str:
         lines += _table([[role, r["reserved"], r["allocated_reserved"] or "-", r["allocated_unreserved"] or "-"]
                          for role, r in reservations.items()],
                         ["role", "reserved", "allocated reserved", "allocated unreserved"])
+    dynamic = [[a["id"], a["hostname"], r["role"], r["principal"] or "(anonymous)", r["resources"]]
+               for a in doc["agents"] for r in a.get("reservations", []) if r["type"] == "dynamic"]
+    if dynamic:
+        lines += ["", f"dynamic reservations ({len(dynamic)})"]
+        lines += _table(dynamic, ["agent", "hostname", "role", "principal", "resources"])
     if doc.get("preemption"):
         lines += ["", *_preemption_lines(doc["preemption"])]
     return "\n".join(lines)
+
+
+def _health(healthy: object) -> str:
+    """A task's latest health verdict in a word: ``-`` when it has no check, or none has ended yet."""
+    return "-" if healthy is None else "healthy" if healthy else "unhealthy"
 
 
 def _completed_lines(doc: dict) -> list[str]:

@@ -31,7 +31,8 @@ import attrs
 
 from mesoslike.clock import Clock
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
+from mesoslike.wire.types import (MAX_OPERATIONS, Filters, FrameworkInfo, MasterInfo, Operation, TaskInfo, TaskState,
+                                  TaskStatus)
 
 __all__ = [
     "DriverCore", "SubscriptionState", "Backoff", "Command", "SendToMaster", "InvokeCallback", "Reconnect",
@@ -195,6 +196,18 @@ def task_list(tasks: Iterable[TaskInfo]) -> list[TaskInfo]:
     return items
 
 
+def operation_list(operations: Iterable[Operation]) -> list[Operation]:
+    """A list of :class:`Operation` (``Launch``, ``Reserve``, ``Unreserve``), at most MAX_OPERATIONS."""
+    items = list(operations)
+    for operation in items:
+        if not isinstance(operation, Operation):
+            raise TypeError(f"operations must be Operation objects (Launch, Reserve, Unreserve), "
+                            f"got {type(operation).__name__}")
+    if len(items) > MAX_OPERATIONS:
+        raise ValueError(f"at most {MAX_OPERATIONS} operations in one accept, got {len(items)}")
+    return items
+
+
 def reconcile_task_list(tasks: Iterable[TaskStatus | str | m.ReconcileTask]) -> list[m.ReconcileTask]:
     """Task ids, TaskStatus objects (their ``task_id``/``agent_id``) or
     ReconcileTask; an empty list asks for every task (implicit)."""
@@ -219,15 +232,18 @@ def message_data(data: bytes | bytearray | memoryview) -> bytes:
     return bytes(data)
 
 
-def message_task(task_id: str) -> str:
+def message_task(task_id: str, executor_id: str = "") -> str:
     """The task a framework message is for: an agent delivers a message to a
-    running task's ``<sandbox>/messages`` and drops one without a task, so
-    a call without one is refused here, in the caller's thread."""
-    if not isinstance(task_id, str):
-        raise TypeError(f"framework message task_id must be a str, got {type(task_id).__name__}")
-    if not task_id:
-        raise ValueError("a framework message needs the task_id of a running task: the agent appends it to "
-                         "that task's <sandbox>/messages and drops a message without one")
+    running task's ``<sandbox>/messages`` (or its custom executor) and drops
+    one without a task, so a call without one — and without the
+    ``executor_id`` of a custom executor — is refused here, in the caller's
+    thread. Data for an executor is bounded (``MAX_FRAMEWORK_MESSAGE``)."""
+    if not isinstance(task_id, str) or not isinstance(executor_id, str):
+        raise TypeError(f"framework message task_id and executor_id must be str, got {type(task_id).__name__}")
+    if not task_id and not executor_id:
+        raise ValueError("a framework message needs the task_id of a running task (or the executor_id of a custom "
+                         "executor): the agent appends it to that task's <sandbox>/messages and drops a message "
+                         "without one")
     return task_id
 
 
@@ -480,6 +496,16 @@ class DriverCore:
             return self._drop_launch(task_infos)
         return [self._send(m.Accept(self.framework_id, ids, task_infos, filters))]
 
+    def accept_offers(self, offer_ids: Iterable[str], operations: Iterable[Operation],
+                      filters: Filters | None = None) -> list[Command]:
+        """ACCEPT the offers with ``operations`` applied in order; the
+        unused rest is declined with ``filters``. While not subscribed the
+        launches come back as TASK_DROPPED updates and an error."""
+        ids, items, filters = offer_id_list(offer_ids), operation_list(operations), filters_or_default(filters)
+        if not self.connected:
+            return self._drop_launch([task for operation in items for task in operation.tasks])
+        return [self._send(m.Accept(self.framework_id, ids, [], filters, operations=items))]
+
     def decline_offer(self, offer_id: str, filters: Filters | None = None) -> list[Command]:
         ids, filters = offer_id_list([offer_id]), filters_or_default(filters)
         return self._call("decline_offer", lambda: m.Decline(self.framework_id, ids, filters))
@@ -497,11 +523,12 @@ class DriverCore:
         items = reconcile_task_list(tasks)
         return self._call("reconcile_tasks", lambda: m.Reconcile(self.framework_id, items))
 
-    def send_framework_message(self, agent_id: str, data: bytes, task_id: str) -> list[Command]:
+    def send_framework_message(self, agent_id: str, data: bytes, task_id: str,
+                               executor_id: str = "") -> list[Command]:
         payload = message_data(data)
-        message_task(task_id)
+        message_task(task_id, executor_id)
         return self._call("send_framework_message",
-                          lambda: m.FrameworkMessage(self.framework_id, agent_id, payload, task_id))
+                          lambda: m.FrameworkMessage(self.framework_id, agent_id, payload, task_id, executor_id))
 
     def acknowledge_status_update(self, status: TaskStatus) -> list[Command]:
         """Explicit acknowledgement (only when implicit ones are off)."""

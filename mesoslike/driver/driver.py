@@ -39,6 +39,7 @@ from mesoslike.driver.core import (
     message_data,
     message_task,
     offer_id_list,
+    operation_list,
     reconcile_task_list,
     task_list,
 )
@@ -51,7 +52,7 @@ from mesoslike.wire import WireError
 from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
 from mesoslike.wire.messages import MAX_BATCH
 from mesoslike.wire.messages import ReconcileTask
-from mesoslike.wire.types import Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskStatus
+from mesoslike.wire.types import Filters, FrameworkInfo, MasterInfo, Operation, TaskInfo, TaskStatus
 
 __all__ = ["SchedulerDriver", "DriverStatus", "parse_master"]
 
@@ -200,6 +201,18 @@ class SchedulerDriver:
         ids, infos, filters = offer_id_list(offer_ids), task_list(tasks), filters_or_default(filters)
         return self._call("launch_tasks", lambda: self._core.launch_tasks(ids, infos, filters))
 
+    def accept_offers(self, offer_ids: Iterable[str], operations: Iterable[Operation],
+                      filters: Filters | None = None) -> DriverStatus:
+        """Accept the offers (all of one agent) with ``operations`` —
+        ``Launch(tasks)``, ``Reserve(resources)``, ``Unreserve(resources)`` —
+        applied in order: a task may use what a RESERVE before it reserved.
+        The unused rest of the offers is declined with ``filters``. An
+        invalid RESERVE or UNRESERVE refuses the whole accept: nothing is
+        applied, its tasks end TASK_DROPPED, ``error`` says why
+        (docs/framework-api.rst, "Reservations")."""
+        ids, items, filters = offer_id_list(offer_ids), operation_list(operations), filters_or_default(filters)
+        return self._call("accept_offers", lambda: self._core.accept_offers(ids, items, filters))
+
     def decline_offer(self, offer_id: str, filters: Filters | None = None) -> DriverStatus:
         """Give the offer back; don't offer those resources again for
         ``filters.refuse_seconds`` (default 5 s)."""
@@ -233,15 +246,20 @@ class SchedulerDriver:
             raise TypeError(f"acknowledge_status_update takes a TaskStatus, got {type(status).__name__}")
         return self._call("acknowledge_status_update", lambda: self._core.acknowledge_status_update(status))
 
-    def send_framework_message(self, agent_id: str, data: bytes, task_id: str) -> DriverStatus:
+    def send_framework_message(self, agent_id: str, data: bytes, task_id: str,
+                               executor_id: str = "") -> DriverStatus:
         """Send opaque ``data`` to the running task ``task_id`` on agent
         ``agent_id`` (best effort): the agent appends it to the task's
-        ``<sandbox>/messages``. A message for a task that is not running
-        there is dropped, with a warning in the agent's log."""
+        ``<sandbox>/messages``, or hands it to the task's custom executor.
+        With ``executor_id`` (``task_id`` may then be ``""``) it goes to that
+        custom executor's ``framework_message`` callback (at most
+        ``MAX_FRAMEWORK_MESSAGE`` bytes, 1 MiB). A message for a task or
+        executor that is not running there is dropped, with a warning in the
+        agent's log."""
         payload = message_data(data)
-        message_task(task_id)
+        message_task(task_id, executor_id)
         return self._call("send_framework_message",
-                          lambda: self._core.send_framework_message(agent_id, payload, task_id))
+                          lambda: self._core.send_framework_message(agent_id, payload, task_id, executor_id))
 
     # -------------------------------------------------- thread hand-over
     def _on_driver_thread(self) -> bool:

@@ -9,6 +9,7 @@ import attrs
 
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo, Label, TaskInfo, TaskState, TaskStatus
+from mesoslike.wire.types import ExecutorInfo
 from mesoslike.wire.messages import TaskUsage
 
 if TYPE_CHECKING:
@@ -181,6 +182,8 @@ class AgentRecord:
     http_address: str = ""              # its HTTP endpoints (sandbox files), as it registered
     accepts_batches: bool = False       # it takes STATUS_UPDATE_ACKS, RUN_TASKS (it said so registering)
     usage: dict[tuple[str, str], TaskUsage] = attrs.field(factory=dict)  # its tasks', from its last PONG
+    #: its custom executors' processes (framework_id, executor_id) -> their info: their resources are used
+    executors: dict[tuple[str, str], ExecutorInfo] = attrs.field(factory=dict)
 
     @property
     def id(self) -> str:
@@ -250,11 +253,14 @@ def clip(value: object, limit: int = LOGGED_INPUT_LIMIT) -> str:
 
 
 def new_status(task_id: str, state: str, *, agent_id: str = "", framework_id: str = "", message: str = "",
-               reason: str = "", timestamp: float = 0.0, labels: list[Label] | None = None) -> TaskStatus:
+               reason: str = "", timestamp: float = 0.0, labels: list[Label] | None = None,
+               healthy: bool | None = None) -> TaskStatus:
     """A status the master makes up (no uuid: nothing to acknowledge);
-    ``labels``: the task's, when the master knows it."""
+    ``labels``: the task's, when the master knows it; ``healthy``: its
+    latest health verdict, when an agent reported it."""
     return TaskStatus(task_id=task_id, state=state, agent_id=agent_id, message=message, source="SOURCE_MASTER",
-                      reason=reason, timestamp=timestamp, framework_id=framework_id, labels=labels or [])
+                      reason=reason, timestamp=timestamp, framework_id=framework_id, healthy=healthy,
+                      labels=labels or [])
 
 
 STAGING = TaskState.STAGING

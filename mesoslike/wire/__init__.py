@@ -10,6 +10,7 @@ from mesoslike.wire.types import (
     TERMINAL_STATES,
     AgentInfo,
     CommandURI,
+    ExecutorInfo,
     Filters,
     FrameworkInfo,
     HealthCheck,
@@ -17,6 +18,8 @@ from mesoslike.wire.types import (
     Label,
     MasterInfo,
     Offer,
+    Operation,
+    OperationType,
     TaskInfo,
     TaskState,
     TaskStatus,
@@ -25,4 +28,5 @@ from mesoslike.wire.types import (
 
 __all__ = ["WireError", "Codec", "Schema", "CODEC", "SCHEMA", "decode", "encode", "MESSAGE_TYPES", "PROTOCOL_VERSION",
            "TERMINAL_STATES", "AgentInfo", "Filters", "FrameworkInfo", "Label", "MasterInfo", "Offer", "TaskInfo", "TaskState",
-           "TaskStatus", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI"]
+           "TaskStatus", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI",
+           "ExecutorInfo", "Operation", "OperationType"]

@@ -8,7 +8,9 @@ Three conversations share one schema:
   HEARTBEAT);
 - agent <-> master: REGISTER_AGENT / REREGISTER_AGENT, AGENT_REGISTERED,
   PING / PONG (with the tasks' usage), RUN_TASK, KILL_TASK, STATUS_UPDATE,
-  STATUS_UPDATE_ACK, FRAMEWORK_TO_AGENT, SHUTDOWN_AGENT, UNREGISTER_AGENT;
+  STATUS_UPDATE_ACK, FRAMEWORK_TO_AGENT, SHUTDOWN_AGENT, UNREGISTER_AGENT,
+  EXECUTOR_EXITED (a custom executor's process ended; the executor channel
+  itself is :mod:`mesoslike.wire.executor_messages`);
 - any peer: ERROR, HEARTBEAT;
 - batches (``docs/wire.rst``, "Batching"): STATUS_UPDATES, UPDATES,
   ACKNOWLEDGEMENTS, STATUS_UPDATE_ACKS and RUN_TASKS carry several of the
@@ -26,8 +28,10 @@ from typing import Any, ClassVar
 
 import attrs
 
+from mesoslike.resources import Resources
 from mesoslike.wire.schema import Schema
-from mesoslike.wire.types import AgentInfo, Filters, FrameworkInfo, MasterInfo, Offer, TaskInfo, TaskStatus
+from mesoslike.wire.types import (MAX_OPERATIONS, AgentInfo, ExecutorInfo, Filters, FrameworkInfo, MasterInfo, Offer,
+                                  Operation, TaskInfo, TaskStatus)
 
 PROTOCOL_VERSION = 1
 
@@ -70,14 +74,17 @@ class Teardown:
 @message
 @attrs.frozen
 class Accept:
-    """Launch ``tasks`` on the offers (all on one agent); the unused rest is
-    declined with ``filters``."""
+    """Apply ``operations`` in order to the offers (all on one agent), then
+    launch ``tasks`` (a last LAUNCH); the unused rest is declined with
+    ``filters``. An invalid RESERVE or UNRESERVE refuses the whole accept
+    (an ERROR; nothing is applied, the offers go back unfiltered)."""
 
     TYPE: ClassVar[str] = "ACCEPT"
     framework_id: str
     offer_ids: list[str]
     tasks: list[TaskInfo]
     filters: Filters = Filters()
+    operations: list[Operation] = attrs.field(factory=list, validator=attrs.validators.max_len(MAX_OPERATIONS))
 
 
 @message
@@ -144,13 +151,20 @@ class Reconcile:
 @message
 @attrs.frozen
 class FrameworkMessage:
-    """Opaque data between a framework and an agent (both directions)."""
+    """Opaque data between a framework and an agent (both directions).
+    Scheduler -> agent: for the custom executor ``executor_id`` (its
+    ``framework_message`` callback), else for the running task ``task_id``
+    (appended to its sandbox's ``messages`` file, or handed to its custom
+    executor). Agent -> scheduler: from the executor ``executor_id``.
+    ``data``: at most :data:`~mesoslike.wire.types.MAX_FRAMEWORK_MESSAGE` bytes
+    on the executor's side."""
 
     TYPE: ClassVar[str] = "MESSAGE"
     framework_id: str
     agent_id: str
     data: bytes
     task_id: str = ""
+    executor_id: str = ""
 
 
 # ------------------------------------------------------- master -> scheduler
@@ -225,6 +239,18 @@ class RunningTask:
     framework_id: str
     task: TaskInfo
     state: str
+    #: its health check's latest verdict (None: no check, or none ended): a
+    #: new leader shows it in /state before the next change of verdict
+    healthy: bool | None = None
+
+
+@attrs.frozen
+class RunningExecutor:
+    """A custom executor whose process an agent still runs, reported when it
+    re-registers (a part of REREGISTER_AGENT): its resources stay used."""
+
+    framework_id: str
+    executor: ExecutorInfo
 
 
 @message
@@ -255,6 +281,8 @@ class ReregisterAgent:
     version: str = ""
     http_address: str = ""
     accepts_batches: bool = False
+    #: its custom executors' processes still running (their resources are used)
+    executors: list[RunningExecutor] = attrs.field(factory=list)
 
 
 @message
@@ -328,6 +356,19 @@ class RunTask:
 
 @message
 @attrs.frozen
+class CheckpointResources:
+    """Master -> agent: the agent's dynamic reservations are now
+    ``reservations`` (all of them, ``cpus(role,principal):N`` kinds; Mesos's
+    CHECKPOINT_RESOURCES). The agent checkpoints them and re-registers with
+    its total converted by them."""
+
+    TYPE: ClassVar[str] = "CHECKPOINT_RESOURCES"
+    agent_id: str
+    reservations: Resources
+
+
+@message
+@attrs.frozen
 class KillTask:
     TYPE: ClassVar[str] = "KILL_TASK"
     framework_id: str
@@ -373,6 +414,21 @@ class UnregisterAgent:
     TYPE: ClassVar[str] = "UNREGISTER_AGENT"
     agent_id: str
     reason: str = ""
+
+
+@message
+@attrs.frozen
+class ExecutorExited:
+    """Agent -> master: the process of a custom executor ended; its
+    resources are free again (Mesos's ``ExitedExecutorMessage``). Best
+    effort: a master that misses it learns it from the agent's next
+    REREGISTER_AGENT, which lists the executors still running."""
+
+    TYPE: ClassVar[str] = "EXECUTOR_EXITED"
+    agent_id: str
+    framework_id: str
+    executor_id: str
+    message: str = ""
 
 
 @message

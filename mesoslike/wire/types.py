@@ -19,7 +19,9 @@ from mesoslike.resources import Resources
 __all__ = [
     "TaskState", "TERMINAL_STATES", "FrameworkInfo", "TaskInfo", "TaskStatus", "Filters", "Offer",
     "MasterInfo", "AgentInfo", "DEFAULT_REFUSE_SECONDS", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI",
-    "MAX_TASK_URIS", "Label", "MAX_LABELS", "MAX_LABEL_KEY", "MAX_LABEL_VALUE",
+    "MAX_TASK_URIS", "Label", "MAX_LABELS", "MAX_LABEL_KEY", "MAX_LABEL_VALUE", "ExecutorInfo",
+    "MAX_FRAMEWORK_MESSAGE", "MAX_EXECUTOR_ID", "EXECUTOR_RUN_PREFIX",
+    "Operation", "OperationType", "Launch", "Reserve", "Unreserve", "MAX_OPERATIONS",
 ]
 
 DEFAULT_REFUSE_SECONDS = 5.0
@@ -305,6 +307,59 @@ def _uri_list(value: list[CommandURI] | None) -> list[CommandURI]:
     return uris
 
 
+# -------------------------------------------------------- custom executors
+#: bytes of one framework message's data, either way (scheduler -> executor
+#: or task, executor -> scheduler); a longer one is refused where it is made
+MAX_FRAMEWORK_MESSAGE = 1024 * 1024
+#: characters of an executor id
+MAX_EXECUTOR_ID = 200
+#: what the agent's own id of an executor's process run begins with (its
+#: checkpoint and run directory sit beside the tasks'); a task id may not
+#: (the master and the agent refuse one that does)
+EXECUTOR_RUN_PREFIX = "\x1bexecutor\x1b"
+
+
+@attrs.frozen
+class ExecutorInfo:
+    """A custom executor (Mesos's ``ExecutorInfo``, docs/framework-api.rst,
+    "Custom executors"): a long-lived process of the framework that the
+    agent starts, the first time a task of the framework names it on that
+    agent, with ``command`` (``/bin/sh -c``) and ``environment`` in a
+    container of ``resources``; later tasks naming the same
+    ``executor_id`` are handed to the running process. The process runs a
+    :class:`mesoslike.executor.ExecutorDriver`. Its ``resources`` are taken
+    from the offer of its first task besides the task's own, and stay used
+    until the process exits. ``shutdown_grace_period``: how long it has to
+    end after a ``shutdown`` (framework torn down) before it is killed."""
+
+    executor_id: str
+    command: str
+    resources: Resources = attrs.field(factory=Resources)
+    #: its repr names the variables, never their values (as TaskInfo's)
+    environment: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict, repr=_names_only)
+    name: str = ""
+    labels: list[Label] = labels_field()
+    shutdown_grace_period: float = 5.0
+
+    def __attrs_post_init__(self) -> None:
+        _problem(isinstance(self.executor_id, str) and 0 < len(self.executor_id) <= MAX_EXECUTOR_ID
+                 and self.executor_id.isprintable(),
+                 f"executor.executor_id must be 1 to {MAX_EXECUTOR_ID} printable characters, "
+                 f"got {_preview(self.executor_id)}")
+        _problem(isinstance(self.command, str) and bool(self.command.strip())
+                 and len(self.command) <= _MAX_CHECK_COMMAND and "\0" not in self.command,
+                 f"executor.command must be a non-empty command of at most {_MAX_CHECK_COMMAND} characters, "
+                 "without NUL")
+        _problem(len(self.name) <= _MAX_PATH, f"executor.name must be at most {_MAX_PATH} characters")
+        _problem(isinstance(self.shutdown_grace_period, (int, float)) and not isinstance(self.shutdown_grace_period, bool)
+                 and 0 <= self.shutdown_grace_period <= 3600,
+                 f"executor.shutdown_grace_period must be in [0, 3600], got {self.shutdown_grace_period!r}")
+
+    def run_id(self) -> str:
+        """The agent's id of this executor's process run (see :data:`EXECUTOR_RUN_PREFIX`)."""
+        return EXECUTOR_RUN_PREFIX + self.executor_id
+
+
 @attrs.frozen
 class TaskInfo:
     """A task to launch: a shell ``command`` run by the agent in its own
@@ -328,6 +383,9 @@ class TaskInfo:
     #: free-form key/value metadata (Mesos's ``TaskInfo.labels``): shown in
     #: ``/state`` and carried in every status update of the task
     labels: list[Label] = labels_field()
+    #: run by this custom executor (docs/framework-api.rst, "Custom executors");
+    #: None: ``command`` is run by the agent's built-in command executor
+    executor: ExecutorInfo | None = None
 
 
 @attrs.frozen
@@ -360,6 +418,68 @@ class Filters:
     """How long to refuse the declined or unused resources of an offer."""
 
     refuse_seconds: float = DEFAULT_REFUSE_SECONDS
+
+
+class OperationType:
+    """What an offer :class:`Operation` does (Mesos's ``Offer.Operation.Type``)."""
+
+    LAUNCH = "LAUNCH"
+    RESERVE = "RESERVE"
+    UNRESERVE = "UNRESERVE"
+    ALL = (LAUNCH, RESERVE, UNRESERVE)
+
+
+#: the most operations one ACCEPT carries
+MAX_OPERATIONS = 1000
+
+
+def _operation_type(instance: object, attribute: object, value: str) -> None:
+    _problem(value in OperationType.ALL, f"operation type must be one of {', '.join(OperationType.ALL)}, "
+                                         f"got {value[:40]!r}")
+
+
+@attrs.frozen
+class Operation:
+    """One operation on accepted offers (Mesos's ``Offer.Operation``),
+    applied in order against what the offers hold (docs/framework-api.rst,
+    "Reservations"). Build one with :func:`Launch`, :func:`Reserve` or
+    :func:`Unreserve`.
+
+    - ``LAUNCH``: ``tasks`` run on the offers' resources as they are after
+      the operations before it;
+    - ``RESERVE``: ``resources`` (unreserved ones of the offers) become
+      reserved for ``role`` (empty: the framework's role) by the framework's
+      principal — the one it authenticated as, never one it names;
+    - ``UNRESERVE``: ``resources`` (dynamically reserved ones of the offers,
+      written as offered: ``cpus(analytics,alice):1``) become unreserved.
+    """
+
+    type: str = attrs.field(validator=_operation_type)
+    tasks: list[TaskInfo] = attrs.field(factory=list)
+    resources: Resources = Resources()
+    role: str = ""
+
+
+def Launch(tasks: list[TaskInfo]) -> Operation:  # noqa: N802 (named as Mesos's operation)
+    """A LAUNCH operation: run ``tasks`` (all on the offers' agent)."""
+    return Operation(OperationType.LAUNCH, tasks=list(tasks))
+
+
+def Reserve(resources: Resources | str, role: str = "") -> Operation:  # noqa: N802
+    """A RESERVE operation: make ``resources`` (unreserved, e.g.
+    ``"cpus:2;mem:1024"``) of the offers reserved for ``role`` (default:
+    the framework's role) by the framework's principal."""
+    return Operation(OperationType.RESERVE, resources=_resources(resources), role=role)
+
+
+def Unreserve(resources: Resources | str) -> Operation:  # noqa: N802
+    """An UNRESERVE operation: make ``resources`` (dynamically reserved, as
+    offered: ``"cpus(analytics,alice):2"``) of the offers unreserved."""
+    return Operation(OperationType.UNRESERVE, resources=_resources(resources))
+
+
+def _resources(value: Resources | str) -> Resources:
+    return Resources.parse(value) if isinstance(value, str) else value
 
 
 @attrs.frozen

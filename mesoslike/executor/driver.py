@@ -1,0 +1,238 @@
+"""The executor driver: the imperative shell around
+:class:`~mesoslike.executor.core.ExecutorCore` (docs/framework-api.rst,
+"Custom executors").
+
+A process the agent started for a custom executor creates one
+``ExecutorDriver(MyExecutor())`` and runs it. The driver finds the agent's
+executor channel and its own secret in the environment the agent gave it
+(``MESOSLIKE_EXECUTOR_ENDPOINT``, ``MESOSLIKE_EXECUTOR_SECRET``), connects,
+registers, and calls the executor's callbacks on its own thread. Its calls
+(:meth:`ExecutorDriver.send_status_update`,
+:meth:`ExecutorDriver.send_framework_message`, :meth:`ExecutorDriver.stop`)
+are safe from any thread, callbacks included.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import uuid
+from typing import Callable, Mapping
+
+from mesoslike.clock import SystemClock
+from mesoslike.driver.driver import DriverStatus
+from mesoslike.errors import ConfigError
+from mesoslike.executor.core import ExecutorCommand, ExecutorCore, InvokeCallback, SendToAgent, Stop
+from mesoslike.executor.executor import Executor
+from mesoslike.transport import Client, Waker
+from mesoslike.wire import WireError
+from mesoslike.wire import executor_messages as x
+from mesoslike.wire.types import AgentInfo, ExecutorInfo, FrameworkInfo, TaskStatus
+
+__all__ = ["ExecutorDriver"]
+
+log = logging.getLogger("mesoslike.executor")
+
+#: the longest wait between attempts to reach an agent that is away (s)
+RECONNECT_MAX = 0.5
+#: the longest the loop sleeps without looking at the connection (s)
+LOOP_INTERVAL = 0.25
+
+
+class ExecutorDriver:
+    """Connects an :class:`~mesoslike.executor.Executor` to the agent that
+    started this process. ``environment`` (default ``os.environ``) must hold
+    what the agent put there; without it :class:`ConfigError` says the
+    process was not started by an agent for a custom executor."""
+
+    def __init__(self, executor: Executor, environment: Mapping[str, str] | None = None) -> None:
+        env = os.environ if environment is None else environment
+        endpoint, secret = env.get(x.ENDPOINT_ENV, ""), env.get(x.SECRET_ENV, "")
+        if not endpoint or not secret:
+            raise ConfigError(f"{x.ENDPOINT_ENV} and {x.SECRET_ENV} are not set: an ExecutorDriver runs in a process "
+                              "a mesoslike agent started for a task's ExecutorInfo")
+        self.executor = executor
+        self.endpoint = endpoint
+        self.executor_id = env.get(x.EXECUTOR_ID_ENV, "")
+        self._core = ExecutorCore(secret, SystemClock(), lambda: str(uuid.uuid4()))
+        self._status = DriverStatus.NOT_STARTED
+        self._lock = threading.Lock()
+        self._inbox: collections.deque[Callable[[], list[ExecutorCommand]]] = collections.deque()
+        self._waker: Waker | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._client: Client | None = None
+
+    # ------------------------------------------------------------ properties
+    @property
+    def status(self) -> DriverStatus:
+        return self._status
+
+    @property
+    def registered(self) -> bool:
+        """True while the agent has this executor registered on the current connection."""
+        return self._core.registered
+
+    @property
+    def executor_info(self) -> ExecutorInfo | None:
+        return self._core.executor_info
+
+    @property
+    def framework_info(self) -> FrameworkInfo | None:
+        return self._core.framework_info
+
+    @property
+    def agent_info(self) -> AgentInfo | None:
+        return self._core.agent_info
+
+    # ------------------------------------------------------------- lifecycle
+    def start(self) -> DriverStatus:
+        """Start the driver thread, which connects and registers."""
+        with self._lock:
+            if self._status is not DriverStatus.NOT_STARTED:
+                return self._status
+            self._waker = Waker()
+            self._status = DriverStatus.RUNNING
+            self._thread = threading.Thread(target=self._run_loop, daemon=True, name="mesoslike-executor-driver")
+            self._thread.start()
+        return DriverStatus.RUNNING
+
+    def join(self, timeout: float | None = None) -> DriverStatus:
+        """Wait until the driver stops (or ``timeout`` seconds pass)."""
+        if self._thread is not None and threading.current_thread() is self._thread:
+            raise RuntimeError("join() inside an executor callback would wait for itself; call stop() and return")
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self._status
+
+    def run(self) -> DriverStatus:
+        """``start()`` then ``join()``."""
+        status = self.start()
+        return self.join() if status is DriverStatus.RUNNING else status
+
+    def stop(self) -> DriverStatus:
+        """Stop the driver (updates already sent are delivered as far as the
+        socket's linger allows; the process should then exit, which ends
+        its tasks that have not ended TASK_FAILED). Safe from a callback."""
+        return self._end(DriverStatus.STOPPED)
+
+    def abort(self) -> DriverStatus:
+        """Stop the driver; the status becomes DRIVER_ABORTED."""
+        return self._end(DriverStatus.ABORTED)
+
+    def _end(self, status: DriverStatus) -> DriverStatus:
+        with self._lock:
+            if self._status is not DriverStatus.RUNNING:
+                if self._status is DriverStatus.NOT_STARTED:
+                    self._status = status
+                return self._status
+            self._status = status
+            self._stopping = True
+            if self._waker is not None:
+                self._waker.wake()
+        return status
+
+    # ----------------------------------------------------------------- calls
+    def send_status_update(self, status: TaskStatus) -> DriverStatus:
+        """Report a task's state (``task_id``, ``state``, and optionally
+        ``message``, ``reason``, ``healthy``). Reliable: kept and sent again
+        until the agent has it on disk, across reconnections."""
+        if not isinstance(status, TaskStatus):
+            raise TypeError(f"send_status_update takes a TaskStatus, got {type(status).__name__}")
+        return self._call(lambda: self._core.send_status_update(status))
+
+    def send_framework_message(self, data: bytes) -> DriverStatus:
+        """Send ``data`` (at most ``MAX_FRAMEWORK_MESSAGE`` bytes, 1 MiB) to
+        the scheduler's ``framework_message`` callback. Best effort, as in
+        Mesos: a message sent while no master leads is dropped."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"framework message data must be bytes, got {type(data).__name__}")
+        self._core.send_framework_message(data)   # checks the size here, in the caller's thread
+        payload = bytes(data)
+        return self._call(lambda: self._core.send_framework_message(payload))
+
+    def _call(self, action: Callable[[], list[ExecutorCommand]]) -> DriverStatus:
+        with self._lock:
+            if self._status is not DriverStatus.RUNNING:
+                return self._status
+            self._inbox.append(action)
+            if self._waker is not None and threading.current_thread() is not self._thread:
+                self._waker.wake()
+        return DriverStatus.RUNNING
+
+    # ------------------------------------------------------------------ loop
+    def _run_loop(self) -> None:
+        try:
+            self._loop()
+        except Exception:
+            log.exception("the executor driver crashed")
+            with self._lock:
+                self._status = DriverStatus.ABORTED
+        finally:
+            with self._lock:
+                waker, self._waker = self._waker, None
+            if waker is not None:
+                waker.close()
+
+    def _loop(self) -> None:
+        assert self._waker is not None
+        waker = self._waker
+        client = self._client = Client(self.endpoint, codec=x.EXECUTOR_CODEC, watch_connection=True,
+                                       reconnect_max=RECONNECT_MAX)
+        try:
+            while not self._stopping:
+                if client.connections():
+                    self._carry_out(client, self._core.on_connected())
+                self._carry_out(client, self._core.tick())
+                self._run_inbox(client)
+                if self._stopping:
+                    break
+                wakeup = self._core.next_wakeup()
+                timeout = LOOP_INTERVAL if wakeup is None else max(0.0, min(LOOP_INTERVAL, wakeup - self._core.clock.now()))
+                client.wait(timeout, waker)
+                for _, message in client.receive():
+                    if isinstance(message, WireError):
+                        log.warning("bad frame from the agent skipped: %s", message)
+                        continue
+                    self._carry_out(client, self._core.on_message(message))
+                    if self._stopping:
+                        break
+            self._run_inbox(client)   # what the last callbacks sent (a terminal update) goes out
+        finally:
+            client.close(linger=2.0)
+            self._client = None
+
+    def _run_inbox(self, client: Client) -> None:
+        while True:
+            with self._lock:
+                if not self._inbox:
+                    return
+                action = self._inbox.popleft()
+            self._carry_out(client, action())
+
+    def _carry_out(self, client: Client, commands: list[ExecutorCommand]) -> None:
+        for command in commands:
+            if isinstance(command, SendToAgent):
+                try:
+                    client.send(command.message)
+                except WireError as exc:
+                    log.error("cannot send %s to the agent: %s", getattr(command.message, "TYPE", command), exc)
+            elif isinstance(command, InvokeCallback):
+                self._invoke(command)
+                self._run_inbox(client)   # calls made by the callback go out before the next event
+            elif isinstance(command, Stop):
+                self._end(DriverStatus.STOPPED)
+
+    def _invoke(self, command: InvokeCallback) -> None:
+        callback = getattr(self.executor, command.name)
+        try:
+            callback(self, *command.args)
+        except Exception as exc:  # a user's bug must not end the executor
+            log.exception("executor callback %s raised", command.name)
+            if command.name != "error":
+                try:
+                    self.executor.error(self, f"callback {command.name} raised {type(exc).__name__}: {exc}")
+                except Exception:
+                    log.exception("executor callback error raised")

@@ -1,0 +1,159 @@
+"""The executor protocol: the messages between an agent and the custom
+executors it runs (docs/wire.rst, "The executor channel"), version
+:data:`EXECUTOR_PROTOCOL_VERSION`, with its own codec :data:`EXECUTOR_CODEC`.
+
+The channel is a Unix socket (ZeroMQ ``ipc://``) of the agent, reachable
+only by its user (or, with ``--switch-user``, by anyone who knows an
+executor's secret). Every frame an executor sends carries the random
+``secret`` the agent gave that executor's process in its environment
+(``MESOSLIKE_EXECUTOR_SECRET``): the agent learns *which* executor speaks
+from the secret alone, never from an id in a message.
+
+- executor -> agent: REGISTER_EXECUTOR (first, and again after a
+  reconnection: ``tasks`` are those it still runs), EXECUTOR_STATUS
+  (a task's update; acknowledged once the agent has it on disk; resent by
+  the executor until then), EXECUTOR_MESSAGE (data for its scheduler);
+- agent -> executor: EXECUTOR_REGISTERED, LAUNCH_EXECUTOR_TASK,
+  KILL_EXECUTOR_TASK, EXECUTOR_FRAMEWORK_MESSAGE (data from its scheduler),
+  EXECUTOR_STATUS_ACK, SHUTDOWN_EXECUTOR, EXECUTOR_ERROR.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import attrs
+
+from mesoslike.wire.codec import Codec
+from mesoslike.wire.schema import Schema
+from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, AgentInfo, ExecutorInfo, FrameworkInfo, TaskInfo, TaskStatus
+
+__all__ = ["EXECUTOR_PROTOCOL_VERSION", "EXECUTOR_SCHEMA", "EXECUTOR_CODEC", "MAX_EXECUTOR_FRAME", "SECRET_LENGTH",
+           "MAX_REPORTED_TASKS", "RegisterExecutor", "ExecutorStatus", "ExecutorMessage", "ExecutorRegistered",
+           "LaunchExecutorTask", "KillExecutorTask", "ExecutorFrameworkMessage", "ExecutorStatusAck",
+           "ShutdownExecutor", "ExecutorError", "EXECUTOR_TO_AGENT", "ENDPOINT_ENV", "SECRET_ENV",
+           "EXECUTOR_ID_ENV"]
+
+EXECUTOR_PROTOCOL_VERSION = 1
+EXECUTOR_SCHEMA = Schema("executor", EXECUTOR_PROTOCOL_VERSION)
+#: the largest frame either way: a framework message's data and room for the rest
+MAX_EXECUTOR_FRAME = MAX_FRAMEWORK_MESSAGE + 256 * 1024
+#: characters of an executor's secret (hex of 32 random bytes)
+SECRET_LENGTH = 64
+#: task ids one REGISTER_EXECUTOR may list
+MAX_REPORTED_TASKS = 100_000
+
+_SECRET: Any = attrs.validators.max_len(SECRET_LENGTH)
+_DATA: Any = attrs.validators.max_len(MAX_FRAMEWORK_MESSAGE)
+
+
+# ------------------------------------------------------ executor -> agent
+@EXECUTOR_SCHEMA.message
+@attrs.frozen
+class RegisterExecutor:
+    """The executor is here (again, after a reconnection: ``tasks`` lists
+    the ids of the tasks it still runs, so a recovered agent hands it those
+    it never had)."""
+
+    TYPE: ClassVar[str] = "REGISTER_EXECUTOR"
+    secret: str = attrs.field(validator=_SECRET)
+    tasks: list[str] = attrs.field(factory=list, validator=attrs.validators.max_len(MAX_REPORTED_TASKS))
+
+
+@EXECUTOR_SCHEMA.message
+@attrs.frozen
+class ExecutorStatus:
+    """A task's status update from its executor. The agent takes from it
+    ``task_id``, ``state``, ``message``, ``reason`` and ``healthy`` (the
+    rest is the agent's to say) and acknowledges ``status.uuid``."""
+
+    TYPE: ClassVar[str] = "EXECUTOR_STATUS"
+    secret: str = attrs.field(validator=_SECRET)
+    status: TaskStatus
+
+
+@EXECUTOR_SCHEMA.message
+@attrs.frozen
+class ExecutorMessage:
+    """Data for the executor's scheduler (its ``framework_message`` callback)."""
+
+    TYPE: ClassVar[str] = "EXECUTOR_MESSAGE"
+    secret: str = attrs.field(validator=_SECRET)
+    data: bytes = attrs.field(validator=_DATA)
+
+
+#: the messages an agent takes on its executor channel
+EXECUTOR_TO_AGENT = (RegisterExecutor, ExecutorStatus, ExecutorMessage)
+
+
+# ------------------------------------------------------ agent -> executor
+@EXECUTOR_SCHEMA.message
+@attrs.frozen
+class ExecutorRegistered:
+    """The answer to REGISTER_EXECUTOR: who the executor is, for whom, where."""
+
+    TYPE: ClassVar[str] = "EXECUTOR_REGISTERED"
+    executor: ExecutorInfo
+    framework: FrameworkInfo
+    agent: AgentInfo
+    reregistered: bool = False
+
+
+@EXECUTOR_SCHEMA.message
+@attrs.frozen
+class LaunchExecutorTask:
+    TYPE: ClassVar[str] = "LAUNCH_EXECUTOR_TASK"
+    task: TaskInfo
+
+
+@EXECUTOR_SCHEMA.message
+@attrs.frozen
+class KillExecutorTask:
+    TYPE: ClassVar[str] = "KILL_EXECUTOR_TASK"
+    task_id: str
+
+
+@EXECUTOR_SCHEMA.message
+@attrs.frozen
+class ExecutorFrameworkMessage:
+    TYPE: ClassVar[str] = "EXECUTOR_FRAMEWORK_MESSAGE"
+    data: bytes = attrs.field(validator=_DATA)
+
+
+@EXECUTOR_SCHEMA.message
+@attrs.frozen
+class ExecutorStatusAck:
+    TYPE: ClassVar[str] = "EXECUTOR_STATUS_ACK"
+    task_id: str
+    uuid: str
+
+
+@EXECUTOR_SCHEMA.message
+@attrs.frozen
+class ShutdownExecutor:
+    """End: kill the tasks and exit (the framework was torn down). The agent
+    kills the process after the executor's ``shutdown_grace_period``."""
+
+    TYPE: ClassVar[str] = "SHUTDOWN_EXECUTOR"
+
+
+@EXECUTOR_SCHEMA.message
+@attrs.frozen
+class ExecutorError:
+    """A frame the agent refused (bad secret, bad update), in words."""
+
+    TYPE: ClassVar[str] = "EXECUTOR_ERROR"
+    message: str
+
+
+EXECUTOR_CODEC = Codec(EXECUTOR_SCHEMA, max_message_size=MAX_EXECUTOR_FRAME)
+
+# ---------------------------------------------- the executor's environment
+#: the agent's executor channel (``ipc://PATH``), in the executor's environment
+ENDPOINT_ENV = "MESOSLIKE_EXECUTOR_ENDPOINT"
+#: the executor's secret: every frame it sends carries it
+SECRET_ENV = "MESOSLIKE_EXECUTOR_SECRET"
+#: its executor id (informative: the agent goes by the secret)
+EXECUTOR_ID_ENV = "MESOSLIKE_EXECUTOR_ID"

@@ -1,0 +1,62 @@
+"""A custom executor the tests of tests/test_executors.py run (as the
+process an agent starts for an ExecutorInfo). What it does with a task is
+its ``command``:
+
+- ``finish``: TASK_RUNNING, then TASK_FINISHED;
+- ``hold``: TASK_RUNNING, then nothing until ``kill_task`` (TASK_KILLED);
+- ``exit N``: TASK_RUNNING, then the process exits with status N.
+
+Framework messages: ``ping`` is answered ``pong <executor id> <pid>``;
+``exit`` stops the driver (the process exits 0). Each TASK_RUNNING's
+message is ``pid <pid>``: tests tell one process from another by it.
+"""
+
+import os
+import sys
+import threading
+
+from mesoslike import TaskState, TaskStatus
+from mesoslike.executor import Executor, ExecutorDriver
+
+
+class TestExecutor(Executor):
+    def __init__(self) -> None:
+        self.held: set[str] = set()
+        self.done = threading.Event()
+
+    def registered(self, driver, executor_info, framework_info, agent_info):
+        driver.send_framework_message(f"registered {executor_info.executor_id} {os.getpid()}".encode())
+
+    def reregistered(self, driver, agent_info):
+        driver.send_framework_message(f"reregistered {driver.executor_id} {os.getpid()}".encode())
+
+    def launch_task(self, driver, task):
+        driver.send_status_update(TaskStatus(task.task_id, TaskState.RUNNING, message=f"pid {os.getpid()}"))
+        words = task.command.split()
+        if words[:1] == ["finish"]:
+            driver.send_status_update(TaskStatus(task.task_id, TaskState.FINISHED, message="done"))
+        elif words[:1] == ["hold"]:
+            self.held.add(task.task_id)
+        elif words[:1] == ["exit"]:
+            os._exit(int(words[1]))
+
+    def kill_task(self, driver, task_id):
+        if task_id in self.held:
+            self.held.discard(task_id)
+            driver.send_status_update(TaskStatus(task_id, TaskState.KILLED, message="killed by the executor"))
+
+    def framework_message(self, driver, data):
+        if data == b"ping":
+            driver.send_framework_message(f"pong {driver.executor_id} {os.getpid()}".encode())
+        elif data == b"exit":
+            driver.stop()
+
+    def shutdown(self, driver):
+        for task_id in sorted(self.held):
+            driver.send_status_update(TaskStatus(task_id, TaskState.KILLED, message="shut down"))
+        self.held.clear()
+
+
+if __name__ == "__main__":
+    status = ExecutorDriver(TestExecutor()).run()
+    sys.exit(0 if status.value == "DRIVER_STOPPED" else 1)

@@ -1,0 +1,466 @@
+"""Custom executors end to end (issue 18 §1, docs/framework-api.rst "Custom
+executors", docs/agent.rst): real master and agent processes, a real
+executor process (tests/executor_program.py) run by the agent under its
+supervisor, talking over the agent's executor channel."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import deque
+from pathlib import Path
+
+import pytest
+
+from agent_helpers import agent_state, kill_9, start_agent
+from e2e_helpers import RecordingScheduler, alive, cluster  # noqa: F401 (fixture)
+from mesoslike import ExecutorInfo, Filters, FrameworkInfo, Resources, TaskInfo, TaskState, TaskStatus
+from waiting import wait_until
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")]
+
+PROGRAM = Path(__file__).with_name("executor_program.py")
+TASK = Resources.parse("cpus:0.1;mem:16")
+EXECUTOR = ExecutorInfo("exec-1", f"{sys.executable} {PROGRAM}", Resources.parse("cpus:0.5;mem:64"),
+                        shutdown_grace_period=2.0)
+AGENT = "cpus:2;mem:1024"
+
+
+class ExecutorScheduler(RecordingScheduler):
+    """Launches the queued (task_id, command) pairs on its custom executor,
+    as many as fit in each offer (the executor's resources as well, the
+    first time on an agent), and records everything."""
+
+    def __init__(self, executor: ExecutorInfo = EXECUTOR) -> None:
+        super().__init__()
+        self.executor = executor
+        self.queue: deque[tuple[str, str]] = deque()
+        self.lock = threading.Lock()
+        self.executor_on: set[str] = set()   # agents where the executor was launched
+
+    def add(self, *tasks: tuple[str, str]) -> None:
+        with self.lock:
+            self.queue.extend(tasks)
+
+    def on_offers(self, driver, offers):
+        for offer in offers:
+            left, tasks = offer.resources, []
+            with self.lock:
+                while self.queue:
+                    need = TASK if offer.agent_id in self.executor_on else TASK + self.executor.resources
+                    if not left.contains(need):
+                        break
+                    task_id, command = self.queue.popleft()
+                    tasks.append(TaskInfo(task_id, offer.agent_id, command, TASK, executor=self.executor))
+                    left = left - need
+                    self.executor_on.add(offer.agent_id)
+            if tasks:
+                driver.launch_tasks([offer.id], tasks)
+            else:
+                driver.decline_offer(offer.id, Filters(refuse_seconds=0.2))
+
+    def state_of(self, task_id: str) -> str | None:
+        statuses = self.statuses(task_id)
+        return statuses[-1].state if statuses else None
+
+    def messages(self) -> list[bytes]:
+        return [data for _, data in self.of("framework_message")]
+
+
+def executor_pids(scheduler: ExecutorScheduler, *task_ids: str) -> set[int]:
+    """The executor processes that reported the tasks RUNNING (their message is ``pid N``)."""
+    return {int(s.message.split()[1]) for t in task_ids for s in scheduler.statuses(t)
+            if s.state == TaskState.RUNNING and s.message.startswith("pid ")}
+
+
+def run_cluster(cluster, scheduler, name="executors", **framework):
+    cluster.start_master()
+    start_agent(cluster, "a1", AGENT)
+    return cluster.driver(scheduler, name, framework=FrameworkInfo(name, **framework))
+
+
+def test_one_executor_runs_many_tasks_and_messages_go_both_ways(cluster):
+    scheduler = ExecutorScheduler()
+    scheduler.add(*[(f"t{i}", "finish") for i in range(5)])
+    driver = run_cluster(cluster, scheduler)
+    ids = [f"t{i}" for i in range(5)]
+    scheduler.wait(lambda: all(scheduler.state_of(t) == TaskState.FINISHED for t in ids), 40,
+                   "five tasks to finish on the executor", cluster.diagnostics)
+    # one process ran them all, and said so as its updates' source
+    pids = executor_pids(scheduler, *ids)
+    assert len(pids) == 1, pids
+    assert all(s.source == "SOURCE_EXECUTOR" for t in ids for s in scheduler.statuses(t)
+               if s.state in (TaskState.RUNNING, TaskState.FINISHED))
+    # executor -> scheduler: its registration message reached framework_message
+    pid = pids.pop()
+    scheduler.wait(lambda: f"registered exec-1 {pid}".encode() in scheduler.messages(), 20, "the executor's hello")
+    # scheduler -> executor -> scheduler
+    agent_id = scheduler.statuses("t0")[-1].agent_id
+    driver.send_framework_message(agent_id, b"ping", "", executor_id="exec-1")
+    scheduler.wait(lambda: f"pong exec-1 {pid}".encode() in scheduler.messages(), 20, "the executor's pong")
+    # later tasks go to the same process
+    scheduler.add(("t5", "finish"), ("t6", "finish"))
+    driver.revive_offers()
+    scheduler.wait(lambda: all(scheduler.state_of(t) == TaskState.FINISHED for t in ("t5", "t6")), 40,
+                   "two more tasks", cluster.diagnostics)
+    assert executor_pids(scheduler, "t5", "t6") == {pid}
+    assert alive(pid)
+
+
+def offered(scheduler: ExecutorScheduler, since: int) -> list[tuple[float, float]]:
+    """(cpus, mem) of the offers made since the ``since``-th callback."""
+    return [cpus_mem(offer.resources) for offers in scheduler.of("resource_offers")[since:] for offer in offers]
+
+
+def cpus_mem(resources: Resources) -> tuple[float, float]:
+    return (round(resources.get("cpus"), 3), round(resources.get("mem"), 3))
+
+
+def test_the_executor_resources_are_used_until_it_exits(cluster):
+    scheduler = ExecutorScheduler()
+    scheduler.add(("t0", "finish"))
+    driver = run_cluster(cluster, scheduler)
+    scheduler.wait(lambda: scheduler.state_of("t0") == TaskState.FINISHED, 40, "t0 to finish", cluster.diagnostics)
+    total = cpus_mem(Resources.parse(AGENT))
+    without_executor = cpus_mem(Resources.parse(AGENT) - EXECUTOR.resources)
+    # the task's resources came back; the executor's did not: it still runs
+    seen = len(scheduler.of("resource_offers"))
+    scheduler.wait(lambda: without_executor in offered(scheduler, seen), 30,
+                   f"an offer of {without_executor} (the agent less its idle executor)", cluster.diagnostics)
+    assert total not in offered(scheduler, seen)
+    pid = executor_pids(scheduler, "t0").pop()
+    driver.send_framework_message(scheduler.statuses("t0")[-1].agent_id, b"exit", "", executor_id="exec-1")
+    wait_until(lambda: not alive(pid), 20, "the executor to exit")
+    seen = len(scheduler.of("resource_offers"))
+    scheduler.wait(lambda: total in offered(scheduler, seen), 30, f"an offer of the whole agent ({total})",
+                   cluster.diagnostics)
+    wait_until(lambda: agent_state(cluster, "a1")["executors"] == [], 10, "the agent to forget the executor")
+
+
+def test_an_offer_without_room_for_the_executor_fails_the_task_and_starts_nothing(cluster):
+    big = ExecutorInfo("big", EXECUTOR.command, Resources.parse("cpus:1.95;mem:64"))
+
+    class Greedy(ExecutorScheduler):
+        def on_offers(self, driver, offers):   # room for the task, not for its executor too
+            if not self.statuses("t0"):
+                driver.launch_tasks([offers[0].id], [TaskInfo("t0", offers[0].agent_id, "", TASK, executor=big)])
+
+    scheduler = Greedy(big)
+    run_cluster(cluster, scheduler)
+    status = scheduler.wait(lambda: scheduler.statuses("t0"), 20, "t0's update")[-1]
+    assert status.state == TaskState.ERROR and "its executor's" in status.message, status
+    assert agent_state(cluster, "a1")["executors"] == []
+
+
+def test_the_executor_exiting_fails_its_tasks(cluster):
+    scheduler = ExecutorScheduler()
+    scheduler.add(("held", "hold"))
+    driver = run_cluster(cluster, scheduler)
+    scheduler.wait(lambda: scheduler.state_of("held") == TaskState.RUNNING, 40, "held to run", cluster.diagnostics)
+    scheduler.add(("crash", "exit 3"))
+    driver.revive_offers()
+    scheduler.wait(lambda: scheduler.state_of("held") == TaskState.FAILED and scheduler.state_of("crash")
+                   == TaskState.FAILED, 40, "both tasks to fail with their executor", cluster.diagnostics)
+    for task_id in ("held", "crash"):
+        status = scheduler.statuses(task_id)[-1]
+        assert status.reason == "REASON_EXECUTOR_TERMINATED", status
+        assert "exec-1" in status.message and "status 3" in status.message, status.message
+
+
+def test_kill_task_reaches_the_executor(cluster):
+    scheduler = ExecutorScheduler()
+    scheduler.add(("held", "hold"), ("other", "hold"))
+    driver = run_cluster(cluster, scheduler)
+    scheduler.wait(lambda: scheduler.state_of("held") == scheduler.state_of("other") == TaskState.RUNNING, 40,
+                   "the tasks to run", cluster.diagnostics)
+    driver.kill_task("held")
+    scheduler.wait(lambda: scheduler.state_of("held") == TaskState.KILLED, 20, "held to be killed",
+                   cluster.diagnostics)
+    assert scheduler.statuses("held")[-1].message == "killed by the executor"
+    assert scheduler.state_of("other") == TaskState.RUNNING   # the executor and its other task go on
+    pid = executor_pids(scheduler, "other").pop()
+    assert alive(pid)
+    # a message naming one of its tasks (pymesos's executorId = task id habit) reaches the executor too
+    driver.send_framework_message(scheduler.statuses("other")[-1].agent_id, b"ping", "other")
+    scheduler.wait(lambda: f"pong exec-1 {pid}".encode() in scheduler.messages(), 20, "the executor's pong")
+
+
+def test_teardown_shuts_an_idle_executor_down_too(cluster):
+    scheduler = ExecutorScheduler()
+    scheduler.add(("t0", "finish"))
+    driver = run_cluster(cluster, scheduler)
+    scheduler.wait(lambda: scheduler.state_of("t0") == TaskState.FINISHED, 40, "t0 to finish", cluster.diagnostics)
+    pid = executor_pids(scheduler, "t0").pop()
+    wait_until(lambda: agent_state(cluster, "a1")["tasks"] == [], 20, "the agent to forget t0 (no task is left)")
+    driver.stop()   # the framework's only trace on the agent is its idle executor
+    wait_until(lambda: not alive(pid), 20, "the idle executor to end after its shutdown")
+
+
+def test_teardown_shuts_the_executor_down(cluster):
+    scheduler = ExecutorScheduler()
+    scheduler.add(("held", "hold"))
+    driver = run_cluster(cluster, scheduler)
+    scheduler.wait(lambda: scheduler.state_of("held") == TaskState.RUNNING, 40, "held to run", cluster.diagnostics)
+    pid = executor_pids(scheduler, "held").pop()
+    driver.stop()   # tears the framework down
+    wait_until(lambda: not alive(pid), 20, "the executor to end after its shutdown")
+    wait_until(lambda: agent_state(cluster, "a1")["executors"] == [] and agent_state(cluster, "a1")["tasks"] == [],
+               20, "the agent to forget the executor and its task")
+
+
+def test_agent_kill_9_and_restart_the_executor_reregisters_and_its_tasks_finish(cluster):
+    scheduler = ExecutorScheduler()
+    scheduler.add(("held", "hold"))
+    cluster.start_master("--max-agent-ping-timeouts", "20")   # the agent is back before it would be removed
+    agent = start_agent(cluster, "a1", AGENT)
+    driver = cluster.driver(scheduler, "recover", framework=FrameworkInfo("recover", failover_timeout=60.0))
+    scheduler.wait(lambda: scheduler.state_of("held") == TaskState.RUNNING, 40, "held to run", cluster.diagnostics)
+    pid = executor_pids(scheduler, "held").pop()
+    kill_9(agent)
+    assert alive(pid)   # the executor outlives its agent
+    start_agent(cluster, "a1", AGENT, wait=False)
+    scheduler.wait(lambda: f"reregistered exec-1 {pid}".encode() in scheduler.messages(), 30,
+                   "the executor to re-register with the restarted agent", cluster.diagnostics)
+    assert alive(pid)
+    driver.kill_task("held")   # reaches the executor through the new agent
+    scheduler.wait(lambda: scheduler.state_of("held") == TaskState.KILLED, 20, "held to be killed",
+                   cluster.diagnostics)
+    scheduler.add(("after", "finish"))
+    driver.revive_offers()
+    scheduler.wait(lambda: scheduler.state_of("after") == TaskState.FINISHED, 40, "a task after the restart",
+                   cluster.diagnostics)
+    assert executor_pids(scheduler, "after") == {pid}   # the same, recovered executor
+    assert not {TaskState.FAILED, TaskState.LOST} & {s.state for s in scheduler.statuses()}
+
+
+def test_garbage_and_a_wrong_secret_on_the_executor_channel_are_refused_and_the_agent_goes_on(cluster):
+    from mesoslike.transport import Client
+    from mesoslike.wire import executor_messages as x
+
+    scheduler = ExecutorScheduler()
+    scheduler.add(("t0", "finish"))
+    driver = run_cluster(cluster, scheduler)
+    scheduler.wait(lambda: scheduler.state_of("t0") == TaskState.FINISHED, 40, "t0 to finish", cluster.diagnostics)
+    endpoint = agent_state(cluster, "a1")["executor_channel"]
+    oversized = Client(endpoint, codec=x.EXECUTOR_CODEC)   # cut off by the agent's socket (its frame limit)
+    oversized.send_frame(b"\x00" * 5_000_000)
+    intruder = Client(endpoint, codec=x.EXECUTOR_CODEC)
+    try:
+        for frame in (b"", b"\xff" * 100, x.EXECUTOR_CODEC.encode(x.ShutdownExecutor())):
+            intruder.send_frame(frame)
+        intruder.send(x.RegisterExecutor("0" * 64))
+        intruder.send(x.ExecutorStatus("1" * 64, scheduler.statuses("t0")[-1]))
+        intruder.send(x.ExecutorMessage("2" * 64, b"forged"))
+        errors: list[str] = []
+
+        def refused():
+            intruder.wait(0.1)
+            errors.extend(m.message for _, m in intruder.receive() if isinstance(m, x.ExecutorError))
+            return sum("unknown executor secret" in e for e in errors) >= 3
+
+        wait_until(refused, 20, "three refusals of a wrong secret")
+        assert not [e for e in errors if "registered" in e.lower()]
+        assert any("bad frame" in e for e in errors) and any("not a message an executor sends" in e for e in errors)
+    finally:
+        intruder.close()
+        oversized.close()
+    assert cluster.agents["a1"].running()
+    assert b"forged" not in scheduler.messages()
+    scheduler.add(("t1", "finish"))
+    driver.revive_offers()
+    scheduler.wait(lambda: scheduler.state_of("t1") == TaskState.FINISHED, 40, "a task after the garbage",
+                   cluster.diagnostics)
+    assert executor_pids(scheduler, "t0") == executor_pids(scheduler, "t1")
+
+
+# ------------------------------------------------------------ the cores, sans I/O
+def registered_agent_core():
+    import random
+
+    from mesoslike.agent.core import AgentCore
+    from mesoslike.clock import FakeClock
+    from mesoslike.wire import messages as m
+    from mesoslike.wire.types import AgentInfo, MasterInfo
+
+    clock = FakeClock(100.0)
+    secrets = iter(["a" * 64, "b" * 64, "c" * 64])
+    core = AgentCore(clock, AgentInfo("host-1", Resources.parse("cpus:4;mem:1024")), rng=random.Random(3),
+                     checkpoint=True, executor_endpoint="ipc:///tmp/x.sock", new_secret=lambda: next(secrets))
+    core.tick()
+    core.on_message(m.AgentRegistered("agent-1", MasterInfo("m", "tcp://127.0.0.1:1"), 1.0))
+    return core, clock
+
+
+def executor_task(task_id, executor=EXECUTOR):
+    return TaskInfo(task_id, "agent-1", "", TASK, executor=executor)
+
+
+def test_core_an_executor_speaks_only_for_its_own_tasks_and_only_with_its_secret():
+    from mesoslike.agent.core import MAX_EXECUTOR_PENDING_UPDATES, LaunchTask, SendToExecutor
+    from mesoslike.wire import executor_messages as x
+    from mesoslike.wire import messages as m
+    from mesoslike.wire.types import TaskStatus
+
+    core, _ = registered_agent_core()
+    fw = FrameworkInfo("f", id="fw-1")
+    other = ExecutorInfo("exec-2", EXECUTOR.command, EXECUTOR.resources)
+    launches = [c for t, e in (("t1", EXECUTOR), ("t2", other)) for c in core.on_message(
+        m.RunTask(fw, executor_task(t, e))) if isinstance(c, LaunchTask)]
+    assert [c.task.environment[x.SECRET_ENV] for c in launches] == ["a" * 64, "b" * 64]
+    assert core.used.get("cpus") == 2 * 0.1 + 2 * 0.5   # both tasks and both executors
+    for launch in launches:
+        core.on_task_started("fw-1", launch.task.task_id, 1000)
+    # exec-1 registers and is handed t1 only
+    out = core.on_executor_frame(b"peer-1", x.RegisterExecutor("a" * 64))
+    sent = [c.message for c in out if isinstance(c, SendToExecutor)]
+    assert isinstance(sent[0], x.ExecutorRegistered) and sent[0].executor.executor_id == "exec-1"
+    assert [s.task.task_id for s in sent if isinstance(s, x.LaunchExecutorTask)] == ["t1"]
+    # exec-1 may not report exec-2's task; a wrong secret is refused; nothing reaches the master
+    for frame in (x.ExecutorStatus("a" * 64, TaskStatus("t2", TaskState.FINISHED, uuid="u1")),
+                  x.ExecutorStatus("d" * 64, TaskStatus("t1", TaskState.FINISHED, uuid="u2")),
+                  x.ExecutorStatus("a" * 64, TaskStatus("t1", TaskState.STAGING, uuid="u3"))):
+        out = core.on_executor_frame(b"peer-1", frame)
+        assert [type(c.message) for c in out] == [x.ExecutorError], out
+    assert {t.task_id: t.state for t in core.tasks()} == {"t1": TaskState.STARTING, "t2": TaskState.STARTING}
+    # its own update goes the reliable way (to the master), then is acknowledged; a resend only acknowledged
+    out = core.on_executor_frame(b"peer-1", x.ExecutorStatus("a" * 64, TaskStatus("t1", TaskState.FINISHED,
+                                                                                   uuid="u4", message="ok")))
+    kinds = [type(getattr(c, "message", c)).__name__ for c in out]
+    assert kinds.index("CheckpointTask") < kinds.index("ExecutorStatusAck")   # on disk before acknowledged
+    assert core.pending_updates("fw-1", "t1")[-1].source == "SOURCE_EXECUTOR"
+    again = core.on_executor_frame(b"peer-1", x.ExecutorStatus("a" * 64, TaskStatus("t1", TaskState.FINISHED,
+                                                                                     uuid="u4")))
+    assert [type(c.message) for c in again] == [x.ExecutorStatusAck]
+    # a flood of updates while no master acknowledges is bounded: non-terminal ones are refused past the bound
+    core.on_message(m.RunTask(fw, executor_task("t3")))
+    core.on_executor_frame(b"peer-1", x.RegisterExecutor("a" * 64, []))
+    replies = [c.message for i in range(MAX_EXECUTOR_PENDING_UPDATES + 5) for c in core.on_executor_frame(
+        b"peer-1", x.ExecutorStatus("a" * 64, TaskStatus("t3", TaskState.RUNNING, uuid=f"r{i}")))
+        if isinstance(c, SendToExecutor)]
+    assert len(core.pending_updates("fw-1", "t3")) == MAX_EXECUTOR_PENDING_UPDATES
+    assert sum(isinstance(r, x.ExecutorError) for r in replies) == 6
+    out = core.on_executor_frame(b"peer-1", x.ExecutorStatus("a" * 64, TaskStatus("t3", TaskState.FAILED, uuid="z")))
+    assert core.pending_updates("fw-1", "t3")[-1].state == TaskState.FAILED   # a terminal one always gets in
+
+
+def test_core_executor_driver_keeps_updates_until_acknowledged_and_resends_them_on_reregistration():
+    from mesoslike.clock import FakeClock
+    from mesoslike.executor.core import ExecutorCore, InvokeCallback, SendToAgent
+    from mesoslike.wire import executor_messages as x
+    from mesoslike.wire.types import AgentInfo, TaskStatus
+
+    uuids = iter(f"u{i}" for i in range(10))
+    core = ExecutorCore("s" * 64, FakeClock(0.0), lambda: next(uuids))
+    assert [c.message for c in core.on_connected()] == [x.RegisterExecutor("s" * 64, [])]
+    registered = x.ExecutorRegistered(EXECUTOR, FrameworkInfo("f", id="fw"), AgentInfo("h", Resources()))
+    assert [c.name for c in core.on_message(registered) if isinstance(c, InvokeCallback)] == ["registered"]
+    task = executor_task("t1")
+    assert len(core.on_message(x.LaunchExecutorTask(task))) == 1
+    assert core.on_message(x.LaunchExecutorTask(task)) == []   # handed twice: launched once
+    sent = core.send_status_update(TaskStatus("t1", TaskState.FINISHED))
+    assert [c.message.status.uuid for c in sent] == ["u0"]
+    # the agent restarts: disconnected, registers again with the task it still has, resends the update
+    out = core.on_connected()
+    assert [c.name for c in out if isinstance(c, InvokeCallback)] == ["disconnected"]
+    assert [c.message for c in out if isinstance(c, SendToAgent)] == [x.RegisterExecutor("s" * 64, ["t1"])]
+    out = core.on_message(registered)
+    assert [c.name for c in out if isinstance(c, InvokeCallback)] == ["reregistered"]
+    assert [c.message.status.uuid for c in out if isinstance(c, SendToAgent)] == ["u0"]
+    core.on_message(x.ExecutorStatusAck("t1", "u0"))
+    assert core.pending_updates == [] and core.tasks == []
+    with pytest.raises(ValueError):
+        core.send_framework_message(b"x" * (1024 * 1024 + 1))
+
+
+def test_the_example_runs_many_tasks_on_one_executor_per_agent(tmp_path):
+    """examples/executor_many_tasks.py under ``mesoslike local`` (2 agents), as docs/framework-api.rst shows it."""
+    import subprocess
+
+    from e2e_helpers import REPO, child_env, free_port
+
+    done = subprocess.run(
+        [sys.executable, "-m", "mesoslike", "local", "--agents", "2", "--port", str(free_port()), "--http-port",
+         str(free_port()), "--work-dir", str(tmp_path / "work"), "--allocation-interval", "0.2", "--",
+         sys.executable, "examples/executor_many_tasks.py", "--tasks", "40", "--timeout", "60"],
+        cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = next(line for line in done.stdout.splitlines() if "tasks finished on" in line)
+    processes, agents = int(line.split(" on ")[1].split()[0]), int(line.split("agent used: ")[1].split(")")[0])
+    assert line.startswith("40 tasks finished") and processes == agents <= 2, line
+
+
+# ------------------------------------------------------------ the channel's codec
+def channel_examples():
+    from mesoslike.wire import executor_messages as x
+    from mesoslike.wire.types import AgentInfo, TaskStatus
+
+    task = executor_task("t1")
+    return [x.RegisterExecutor("a" * 64, ["t1", "t2"]), x.RegisterExecutor("a" * 64),
+            x.ExecutorStatus("a" * 64, TaskStatus("t1", TaskState.RUNNING, uuid="u1", healthy=True)),
+            x.ExecutorMessage("a" * 64, b"\x00data"),
+            x.ExecutorRegistered(EXECUTOR, FrameworkInfo("f", id="fw"), AgentInfo("h", TASK, id="a1"), True),
+            x.LaunchExecutorTask(task), x.KillExecutorTask("t1"), x.ExecutorFrameworkMessage(b"data"),
+            x.ExecutorStatusAck("t1", "u1"), x.ShutdownExecutor(), x.ExecutorError("refused")]
+
+
+def test_every_channel_message_round_trips_and_the_fast_decoder_agrees_on_any_mutation():
+    from codec_helpers import assert_the_fast_decoder_agrees_on_any_mutation
+
+    from mesoslike.wire import executor_messages as x
+
+    examples = channel_examples()
+    assert {type(e).TYPE for e in examples} == set(x.EXECUTOR_SCHEMA.types)
+    for example in examples:
+        assert x.EXECUTOR_CODEC.decode(x.EXECUTOR_CODEC.encode(example)) == example
+        assert_the_fast_decoder_agrees_on_any_mutation(x.EXECUTOR_CODEC, example)
+
+
+def test_the_channel_refuses_oversized_data_and_secrets_naming_the_field():
+    import msgpack
+
+    from mesoslike.wire import WireError
+    from mesoslike.wire import executor_messages as x
+
+    for fields, fragment in ((dict(type="EXECUTOR_MESSAGE", secret="a" * 64, data=b"x" * (1024 * 1024 + 1)), "data"),
+                             (dict(type="REGISTER_EXECUTOR", secret="a" * 65), "secret"),
+                             (dict(type="EXECUTOR_STATUS", secret="a" * 64, status={"task_id": "t"}), "state")):
+        with pytest.raises(WireError, match=fragment):
+            x.EXECUTOR_CODEC.decode(msgpack.packb({"v": 1, **fields}, use_bin_type=True))
+
+
+def test_core_the_master_takes_the_executor_resources_once_and_frees_them_when_it_exits():
+    import test_master_core as helpers   # its Harness: a MasterCore on a FakeClock
+
+    from mesoslike.wire import messages as m
+
+    h = helpers.Harness()
+    fid, aid = h.subscribe(), h.register_agent(resources="cpus:4;mem:1024")
+    (offer,) = h.offers(h.tick())
+    executor = ExecutorInfo("e1", "run", Resources.parse("cpus:1;mem:256"))
+
+    def accept(offer, *task_ids):
+        return h.send(helpers.FW, m.Accept(fid, [offer.id], [TaskInfo(t, aid, "", TASK, executor=executor)
+                                                             for t in task_ids], Filters(0.0)))
+
+    out = accept(offer, "t1", "t2")
+    assert [r.task.task_id for r in helpers.only(out, m.RunTask)] == ["t1", "t2"]
+    (offer,) = h.offers(h.tick(advance=1.0))
+    assert cpus_mem(offer.resources) == (4 - 1 - 0.2, 1024 - 256 - 32)   # the executor's taken once
+    # a later task on the running executor takes only its own; another command under the same id is refused
+    out = accept(offer, "t3")
+    assert helpers.only(out, m.RunTask)
+    (offer,) = h.offers(h.tick(advance=1.0))
+    assert cpus_mem(offer.resources) == (4 - 1 - 0.3, 1024 - 256 - 48)
+    other = ExecutorInfo("e1", "another", executor.resources)
+    out = h.send(helpers.FW, m.Accept(fid, [offer.id], [TaskInfo("t4", aid, "", TASK, executor=other)],
+                                      Filters(0.0)))
+    assert "another command" in helpers.only(out, m.Update)[0].status.message
+    # the tasks end and the executor exits: everything comes back
+    for t in ("t1", "t2", "t3"):
+        h.send(helpers.AG, m.StatusUpdate(fid, TaskStatus(t, TaskState.FINISHED, agent_id=aid, uuid=f"u-{t}")))
+    (offer,) = h.offers(h.tick(advance=1.0))
+    assert cpus_mem(offer.resources) == (3.0, 768.0)
+    h.send(helpers.FW, m.Decline(fid, [offer.id], Filters(0.0)))
+    h.send(helpers.AG, m.ExecutorExited(aid, fid, "e1", "exited"))
+    (offer,) = h.offers(h.tick(advance=1.0))
+    assert cpus_mem(offer.resources) == (4.0, 1024.0)
