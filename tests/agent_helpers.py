@@ -193,7 +193,9 @@ def start_agent(cluster: Cluster, hostname: str, resources: str, *extra: str, wa
 
 def agent_state(cluster: Cluster, hostname: str) -> dict:
     """The agent's own ``/state`` (found through the master's)."""
-    agent = next(a for a in cluster.state()["agents"] if a["hostname"] == hostname)
+    agent = next((a for a in cluster.state()["agents"] if a["hostname"] == hostname), None)
+    if agent is None:   # a restarted agent not registered yet: "not yet" to wait_until (a KeyError)
+        raise KeyError(f"no agent {hostname!r} in the master's state")
     status, _, body = http_get(agent["http_address"] + "/state")
     if status != 200:
         raise ValueError(f"the agent's /state answered {status}")
