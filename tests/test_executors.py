@@ -343,6 +343,30 @@ def test_core_an_executor_speaks_only_for_its_own_tasks_and_only_with_its_secret
     assert core.pending_updates("fw-1", "t3")[-1].state == TaskState.FAILED   # a terminal one always gets in
 
 
+def test_core_the_executor_container_is_its_resources_plus_its_live_tasks():
+    from mesoslike.agent.core import LaunchTask, UpdateContainer
+    from mesoslike.wire import executor_messages as x
+    from mesoslike.wire import messages as m
+    from mesoslike.wire.types import TaskStatus
+
+    core, _ = registered_agent_core()
+    fw = FrameworkInfo("f", id="fw-1")
+
+    def resized(out):
+        return [c.resources for c in out if isinstance(c, UpdateContainer)]
+
+    out = core.on_message(m.RunTask(fw, executor_task("t1")))
+    (launch,) = [c for c in out if isinstance(c, LaunchTask)]
+    assert launch.task.resources == EXECUTOR.resources + TASK and resized(out) == []   # started with room for t1
+    core.on_task_started("fw-1", launch.task.task_id, 1000)
+    core.on_executor_frame(b"peer", x.RegisterExecutor("a" * 64))
+    assert resized(core.on_message(m.RunTask(fw, executor_task("t2")))) == [EXECUTOR.resources + TASK + TASK]
+    out = core.on_executor_frame(b"peer", x.ExecutorStatus("a" * 64, TaskStatus("t1", TaskState.FINISHED, uuid="u")))
+    assert resized(out) == [EXECUTOR.resources + TASK]
+    out = core.on_message(m.RunTask(fw, TaskInfo("t3", "agent-1", "", Resources.parse("cpus:9"), executor=EXECUTOR)))
+    assert resized(out) == []   # refused (no room): nothing changes
+
+
 def test_core_executor_driver_keeps_updates_until_acknowledged_and_resends_them_on_reregistration():
     from mesoslike.clock import FakeClock
     from mesoslike.executor.core import ExecutorCore, InvokeCallback, SendToAgent

@@ -45,7 +45,8 @@ from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TE
 
 __all__ = [
     "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "LaunchTask", "KillTask",
-    "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent", "SendToExecutor", "AgentExecutor",
+    "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent", "SendToExecutor", "UpdateContainer",
+    "AgentExecutor",
     "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES", "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
     "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
     "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED",
@@ -169,8 +170,19 @@ class SendToExecutor:
     message: object
 
 
+@attrs.frozen
+class UpdateContainer:
+    """Set the limits of the running run ``task_id``'s container to
+    ``resources`` (Mesos's containerizer ``update``): a custom executor's
+    container holds its own resources and those of its live tasks."""
+
+    framework_id: str
+    task_id: str
+    resources: Resources
+
+
 Command = Union[SendToMaster, LaunchTask, KillTask, DeliverMessage, CheckpointTask, ForgetTask, CheckpointAgent,
-                SendToExecutor]
+                SendToExecutor, UpdateContainer]
 
 
 @attrs.frozen
@@ -257,7 +269,8 @@ class _Executor:
     ``info.run_id()``: ``run``), its connection and its live tasks."""
 
     __slots__ = ("framework", "info", "run", "digest", "phase", "pid", "peer", "tasks", "registered_once",
-                 "shutdown_deadline", "reregister_deadline", "killing", "orphaned", "end_reason", "end_message")
+                 "shutdown_deadline", "reregister_deadline", "killing", "orphaned", "end_reason", "end_message",
+                 "limits")
 
     def __init__(self, framework: FrameworkInfo, run: TaskInfo, digest: str) -> None:
         assert run.executor is not None
@@ -276,6 +289,7 @@ class _Executor:
         self.orphaned = False         # after SHUTDOWN_AGENT: no messages, only its end to wait for
         self.end_reason = ""          # why its tasks fail when it ends (a limitation)
         self.end_message = ""
+        self.limits: Resources | None = run.resources   # of its container as last set (None: not known)
 
     @property
     def key(self) -> TaskKey:
@@ -1002,12 +1016,14 @@ class AgentCore:
         return TaskCheckpoint(executor.framework, executor.run, state, [], executor.phase != _Phase.TERMINATED,
                               executor.killing)
 
-    def _new_executor(self, framework: FrameworkInfo, info: ExecutorInfo, user: str) -> _Executor:
+    def _new_executor(self, framework: FrameworkInfo, info: ExecutorInfo, user: str,
+                      first_task: Resources = EMPTY) -> _Executor:
         secret = self._new_secret()
         environment = dict(info.environment)
         environment.update({x.ENDPOINT_ENV: self.executor_endpoint, x.SECRET_ENV: secret,
                             x.EXECUTOR_ID_ENV: info.executor_id})
-        run = TaskInfo(info.run_id(), self._agent_id, info.command, info.resources, name=info.name or info.executor_id,
+        run = TaskInfo(info.run_id(), self._agent_id, info.command, info.resources + first_task,
+                       name=info.name or info.executor_id,
                        environment=environment, kill_grace_period=info.shutdown_grace_period, user=user,
                        executor=info)
         return self._add_executor(framework, run, secret)
@@ -1047,17 +1063,32 @@ class AgentCore:
         self._used = self._used + task.resources
         out = []
         if executor is None:
-            executor = self._new_executor(framework, task.executor, task.user)
+            # its container starts with room for its first task too (Mesos's launch, then update)
+            executor = self._new_executor(framework, task.executor, task.user, task.resources)
             log.info("starting executor %s/%s for task %s: %s", framework.id, executor.info.executor_id,
                      task.task_id, executor.info.command)
             if self.checkpoint:
                 out.append(CheckpointTask(framework.id, executor.info.run_id()))
             out.append(LaunchTask(framework, executor.run, self._agent_id))
         executor.tasks.add(task.task_id)
+        out.extend(self._resize(executor))
         out.extend(self._update(record, TaskState.STARTING, ""))
         if executor.peer is not None:
             out.extend(self._hand_over(executor, record))
         return out
+
+    def _resize(self, executor: _Executor) -> list[Command]:
+        """Its container's limits to its own resources and its live tasks'
+        (when they changed)."""
+        limits = executor.info.resources
+        for task_id in executor.tasks:
+            task = self._tasks.get((executor.framework.id, task_id))
+            if task is not None and task.alive:
+                limits = limits + task.info.resources
+        if limits == executor.limits or executor.killing or executor.phase == _Phase.TERMINATED:
+            return []
+        executor.limits = limits
+        return [UpdateContainer(executor.framework.id, executor.info.run_id(), limits)]
 
     def _hand_over(self, executor: _Executor, task: _Task) -> list[Command]:
         assert executor.peer is not None
@@ -1112,6 +1143,7 @@ class AgentCore:
         if status.state in TERMINAL_STATES:
             executor.tasks.discard(task_id)
             out = self._terminate(task, status.state, message, reason=reason, source=SOURCE_EXECUTOR)
+            out.extend(self._resize(executor))
         else:
             task.phase = _Phase.RUNNING
             if status.healthy is not None:
@@ -1146,9 +1178,11 @@ class AgentCore:
         task.kill_why = why
         executor = self._executors.get((task.framework.id, task.info.executor.executor_id))
         if executor is None or task.phase != _Phase.RUNNING:
+            out = self._terminate(task, TaskState.KILLED, f"killed before its executor had it ({why})")
             if executor is not None:
                 executor.tasks.discard(task.info.task_id)
-            return self._terminate(task, TaskState.KILLED, f"killed before its executor had it ({why})")
+                out.extend(self._resize(executor))
+            return out
         task.killing = True
         out = self._checkpointed(task)
         if executor.peer is not None:
@@ -1258,6 +1292,7 @@ class AgentCore:
         if run.executor is None or not secret or not checkpoint.holds_resources:
             return [ForgetTask(*key)]   # ended (or damaged): nothing to wait for
         executor = self._add_executor(checkpoint.framework, run, secret)
+        executor.limits = None   # as its last update set them: set again with the next change
         executor.phase = _Phase.RECOVERING
         executor.killing = checkpoint.killing
         return []

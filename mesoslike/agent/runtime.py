@@ -49,6 +49,7 @@ from mesoslike.agent.core import (
     LaunchTask,
     SendToExecutor,
     SendToMaster,
+    UpdateContainer,
 )
 from mesoslike.agent.executor import (
     DEFAULT_FETCHER_CACHE_SIZE,
@@ -614,6 +615,9 @@ class AgentRuntime:
                 self.executor.forget(command.framework_id, command.task_id)
             elif isinstance(command, CheckpointAgent):
                 self._checkpoint_agent(command.agent_id)
+            elif isinstance(command, UpdateContainer):
+                queue.extend(self._launch_now(command.framework_id, command.task_id))   # its container exists
+                self.executor.resize(command.framework_id, command.task_id, command.resources)
             else:  # pragma: no cover - a core/runtime mismatch
                 log.error("unknown command %r", command)
 
