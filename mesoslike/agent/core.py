@@ -47,7 +47,7 @@ __all__ = [
     "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "LaunchTask", "KillTask",
     "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent", "SendToExecutor", "UpdateContainer",
     "AgentExecutor",
-    "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES", "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
+    "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT", "MAX_EXECUTOR_REREGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES", "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
     "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
     "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED",
     "REASON_CONTAINER_LAUNCH_FAILED", "UPDATE_BACKOFF_INITIAL", "UPDATE_BACKOFF_MAX",
@@ -61,6 +61,8 @@ SOURCE_EXECUTOR = "SOURCE_EXECUTOR"
 #: how long a recovered agent waits for a custom executor still running to
 #: reconnect before it kills it (Mesos's --executor_reregistration_timeout)
 EXECUTOR_REREGISTER_TIMEOUT = 10.0
+#: the longest such wait (a day): tasks of an executor that never comes back must end
+MAX_EXECUTOR_REREGISTER_TIMEOUT = 86_400.0
 #: the states an executor may report for its task
 _EXECUTOR_STATES = frozenset({TaskState.STARTING, TaskState.RUNNING, TaskState.KILLING, TaskState.FINISHED,
                               TaskState.FAILED, TaskState.KILLED, TaskState.ERROR})
@@ -346,19 +348,27 @@ class AgentCore:
     :param checkpoint: emit :class:`CheckpointTask`, :class:`ForgetTask` and
         :class:`CheckpointAgent` so that the runtime can persist what a
         restarted agent needs (off: an agent whose tasks die with it).
+    :param executor_reregister_timeout: how long a recovered custom executor
+        has to reconnect before it is killed and its tasks fail
+        (``REASON_EXECUTOR_REREGISTRATION_TIMEOUT``; Mesos's
+        ``--executor_reregistration_timeout``), in seconds.
     """
 
     def __init__(self, clock: Clock, info: AgentInfo, *, rng: random.Random | None = None,
                  wall_clock: Callable[[], float] | None = None, max_ping_timeouts: int = 5,
                  register_backoff: float = 4.0, register_backoff_max: float = 10.0, register_jitter: float = 0.5,
                  version: str = "", http_address: str = "", checkpoint: bool = False, executor_endpoint: str = "",
-                 new_secret: Callable[[], str] | None = None) -> None:
+                 new_secret: Callable[[], str] | None = None,
+                 executor_reregister_timeout: float = EXECUTOR_REREGISTER_TIMEOUT) -> None:
         if max_ping_timeouts < 1:
             raise ValueError(f"max_ping_timeouts must be >= 1, got {max_ping_timeouts!r}")
         if not 0 < register_backoff <= register_backoff_max:
             raise ValueError("need 0 < register_backoff <= register_backoff_max")
         if not 0 <= register_jitter < 1:
             raise ValueError(f"register_jitter must be in [0, 1), got {register_jitter!r}")
+        if not 0 < executor_reregister_timeout <= MAX_EXECUTOR_REREGISTER_TIMEOUT:
+            raise ValueError(f"executor_reregister_timeout must be in (0, {MAX_EXECUTOR_REREGISTER_TIMEOUT:g}] "
+                             f"seconds, got {executor_reregister_timeout!r}")
         self.clock = clock
         self._info = attrs.evolve(info, id="")
         self._rng = rng if rng is not None else random.Random()
@@ -370,6 +380,7 @@ class AgentCore:
         self.version = version
         self.http_address = http_address
         self.checkpoint = checkpoint
+        self.executor_reregister_timeout = executor_reregister_timeout
 
         self._agent_id = ""
         self._registered = False
@@ -1209,10 +1220,11 @@ class AgentCore:
             if executor.shutdown_deadline is not None and now >= executor.shutdown_deadline:
                 log.info("executor %s/%s did not end within its grace period: killing it", *executor.key)
             elif executor.reregister_deadline is not None and now >= executor.reregister_deadline:
-                log.warning("executor %s/%s did not reconnect within %.0f s of the agent's restart: killing it",
-                            *executor.key, EXECUTOR_REREGISTER_TIMEOUT)
-                executor.end_message = f"it did not reconnect within {EXECUTOR_REREGISTER_TIMEOUT:g} s of the " \
-                                       "agent's restart"
+                log.warning("executor %s/%s did not reconnect within %g s of the agent's restart: killing it",
+                            *executor.key, self.executor_reregister_timeout)
+                executor.end_reason = REASON_EXECUTOR_REREGISTRATION_TIMEOUT
+                executor.end_message = f"it did not reconnect within {self.executor_reregister_timeout:g} s of " \
+                                       "the agent's restart (--executor-reregistration-timeout)"
             else:
                 continue
             out.extend(self._kill_executor(executor))
@@ -1242,7 +1254,7 @@ class AgentCore:
         if executor.killing or executor.orphaned:
             return [KillTask(framework_id, run_id, 0.0)]
         if recovered and executor.peer is None:
-            executor.reregister_deadline = self.clock.now() + EXECUTOR_REREGISTER_TIMEOUT
+            executor.reregister_deadline = self.clock.now() + self.executor_reregister_timeout
         return self._checkpointed_executor(executor)
 
     def _executor_limited(self, framework_id: str, run_id: str, reason: str, message: str) -> list[Command]:

@@ -39,6 +39,8 @@ from mesoslike import __version__
 from mesoslike.agent import gc
 from mesoslike.agent.checkpoint import CheckpointError, CheckpointStore
 from mesoslike.agent.core import (
+    EXECUTOR_REREGISTER_TIMEOUT,
+    MAX_EXECUTOR_REREGISTER_TIMEOUT,
     AgentCore,
     CheckpointAgent,
     CheckpointTask,
@@ -179,6 +181,9 @@ class AgentRuntime:
     :param fetcher_timeout: seconds one URI's download may take.
     :param fetcher_max_size: the largest file (and extracted archive) the
         fetcher accepts, in bytes.
+    :param executor_reregistration_timeout: how long a custom executor that
+        outlived the previous agent has to reconnect to this one before it
+        is killed and its tasks fail (Mesos's ``--executor_reregistration_timeout``).
     """
 
     def __init__(self, master: str, resources: Resources | str | None = None,
@@ -194,7 +199,8 @@ class AgentRuntime:
                  on_serving: Callable[[str], None] | None = None, keys: CurveKeys | None = None,
                  master_key: bytes | None = None, switch_user: bool | None = None,
                  fetcher_cache_size: int = DEFAULT_FETCHER_CACHE_SIZE, fetcher_timeout: float = DEFAULT_FETCHER_TIMEOUT,
-                 fetcher_max_size: int = DEFAULT_FETCHER_MAX_SIZE) -> None:
+                 fetcher_max_size: int = DEFAULT_FETCHER_MAX_SIZE,
+                 executor_reregistration_timeout: float = EXECUTOR_REREGISTER_TIMEOUT) -> None:
         self.master_address = check_master_address(master)  # raises ConfigError naming the problem
         self.switch_user = os.geteuid() == 0 if switch_user is None else switch_user
         if self.switch_user and os.geteuid() != 0:
@@ -208,6 +214,9 @@ class AgentRuntime:
             raise ConfigError(f"--recover must be one of {', '.join(RECOVER_MODES)}, got {recover!r}")
         if not recovery_timeout > 0 or not gc_delay >= 0 or not 0 < gc_disk_watermark <= 1:
             raise ConfigError("need recovery_timeout > 0, gc_delay >= 0 and 0 < gc_disk_watermark <= 1")
+        if not 0 < executor_reregistration_timeout <= MAX_EXECUTOR_REREGISTER_TIMEOUT:
+            raise ConfigError(f"--executor-reregistration-timeout must be more than 0 and at most "
+                              f"{MAX_EXECUTOR_REREGISTER_TIMEOUT:g} s, got {executor_reregistration_timeout!r}")
         self.hostname = hostname or detect_hostname()
         self.work_dir = Path(work_dir if work_dir is not None else default_work_dir(self.hostname))
         try:
@@ -233,7 +242,8 @@ class AgentRuntime:
         self.core = AgentCore(self.clock, info, rng=rng, wall_clock=time.time, max_ping_timeouts=max_ping_timeouts,
                               register_backoff=register_backoff, register_backoff_max=register_backoff_max,
                               version=__version__, checkpoint=True, executor_endpoint=f"ipc://{self.executor_socket}",
-                              new_secret=lambda: secrets.token_hex(32))
+                              new_secret=lambda: secrets.token_hex(32),
+                              executor_reregister_timeout=executor_reregistration_timeout)
         self._channel: Server | None = None
         #: what the turn has for executors (sent once its checkpoints are on disk)
         self._executor_outgoing: list[tuple[bytes, object]] = []
