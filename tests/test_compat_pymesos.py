@@ -342,9 +342,10 @@ def test_a_pymesos_executor_runs_many_tasks_as_one_custom_executor_and_messages_
     agent_id = sched.statuses[0]["agent_id"]
     hello = f"registered script executor data {driver.framework_id} node-0 {pid}".encode()
     sched.wait(lambda: hello in sched.said(), "the executor's hello through frameworkMessage")
-    assert next(slave for _, slave, data in sched.messages if data == hello) == agent_id
-    # scheduler -> executor (by its executor id) -> scheduler
-    driver.sendFrameworkMessage({"value": "script"}, agent_id, shim.encode_data(b"ping"))
+    executor_id, slave_id = next((executor, slave) for executor, slave, data in sched.messages if data == hello)
+    assert (executor_id, slave_id) == ({"value": "script"}, agent_id)
+    # scheduler -> executor (by the executor id frameworkMessage gave) -> scheduler
+    driver.sendFrameworkMessage(executor_id, slave_id, shim.encode_data(b"ping"))
     sched.wait(lambda: b"pong ping" in sched.said(), "the executor's pong")
     # killTask reaches the executor's killTask
     driver.killTask({"value": "held"})

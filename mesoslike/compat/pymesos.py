@@ -98,8 +98,8 @@ class Scheduler:
                          message: str) -> None:
         """An executor sent the framework data with its driver's
         ``sendFrameworkMessage`` (base64 text, as pymesos gives it:
-        ``decode_data(message)``). ``executorId.value`` is empty: mesoslike's
-        ``framework_message`` callback does not name the executor."""
+        ``decode_data(message)``); ``executorId.value`` is its id (empty
+        for data from an agent that is not an executor's)."""
 
     def slaveLost(self, driver: MesosSchedulerDriver, slaveId: Message) -> None:
         """An agent was removed (its tasks come as TASK_LOST updates too)."""
@@ -159,6 +159,10 @@ class _Translator(_Scheduler):
     def framework_message(self, driver: SchedulerDriver, agent_id: str, data: bytes) -> None:
         self._call("frameworkMessage", self.shim._wrap(id_message("")), self.shim._wrap(id_message(agent_id)),
                    encode_data(data))
+
+    def executor_message(self, driver: SchedulerDriver, executor_id: str, agent_id: str, data: bytes) -> None:
+        self._call("frameworkMessage", self.shim._wrap(id_message(executor_id)),
+                   self.shim._wrap(id_message(agent_id)), encode_data(data))
 
     def agent_lost(self, driver: SchedulerDriver, agent_id: str) -> None:
         # the v1 name if the scheduler has it (pymesos's base class has only slaveLost)
