@@ -137,10 +137,14 @@ def test_a_custom_executors_container_grows_with_its_tasks_and_shrinks_as_they_e
     program = Path(__file__).with_name("executor_program.py")
     executor = ExecutorInfo("grow", f"{sys.executable} {program}", R("cpus:0.5;mem:64"))
 
-    def launch(task_id):
-        master.send(m.RunTask(FW, TaskInfo(task_id, "agent-1", "hold", R("cpus:0.25;mem:32"), executor=executor)))
-        assert master.update(task_id).state == TaskState.STARTING
-        assert master.update(task_id).state == TaskState.RUNNING   # the executor has it
+    def launch(*task_ids):
+        for task_id in task_ids:   # back to back: the executor's launch may still wait when the second comes
+            master.send(m.RunTask(FW, TaskInfo(task_id, "agent-1", "hold", R("cpus:0.25;mem:32"), executor=executor)))
+        for task_id in task_ids:   # each update acknowledged (one the agent resent meanwhile too)
+            states = [master.update(task_id).state]
+            while states[-1] != TaskState.RUNNING and len(states) < 10:   # the executor has it
+                states.append(master.update(task_id).state)
+            assert set(states) == {TaskState.STARTING, TaskState.RUNNING}, states
 
     def limits():
         groups = runtime.executor.container("fw-1", executor.run_id()).cgroups
@@ -149,19 +153,25 @@ def test_a_custom_executors_container_grows_with_its_tasks_and_shrinks_as_they_e
                     int(read(groups["cpu"], "cpu.cfs_quota_us")), int(read(groups["cpu"], "cpu.shares")))
         return int(read(groups["unified"], "memory.max")) // MB, int(read(groups["unified"], "cpu.max").split()[0]), 0
 
-    launch("t1")
-    assert limits()[:2] == (64 + 32, 75_000)            # it started with room for its first task
-    launch("t2")
+    def kill(task_id):
+        master.send(m.KillTask("fw-1", task_id))
+        states = [master.update(task_id).state]
+        while states[-1] != TaskState.KILLED and len(states) < 10:   # past resent RUNNING updates
+            states.append(master.update(task_id).state)
+        assert set(states) <= {TaskState.RUNNING, TaskState.KILLED} and states[-1] == TaskState.KILLED, states
+
+    launch("t1", "t2")
     assert limits()[:2] == (64 + 2 * 32, 100_000)       # the executor's 64 MB and two tasks' 32 MB
     if runtime.isolator.name == "cgroups-v1":
         assert limits()[2] == 1024                       # 1 cpu's shares
     usage = next(u for u in runtime.executor.usage() if u.task_id == executor.run_id())
     assert usage.mem_limit_bytes == 128 * MB and usage.cpus_limit == 1.0   # what /monitor/statistics shows
-    master.send(m.KillTask("fw-1", "t2"))
-    assert master.update("t2").state == TaskState.KILLED
+    kill("t2")
     wait_until(lambda: limits()[:2] == (96, 75_000), 10, "the container to shrink back to the executor and t1")
-    master.send(m.KillTask("fw-1", "t1"))
-    assert master.update("t1").state == TaskState.KILLED
+    launch("t3")                                         # handed to the running executor: it grows again
+    assert limits()[:2] == (128, 100_000)
+    kill("t1")
+    kill("t3")
     wait_until(lambda: limits()[:2] == (64, 50_000), 10, "the container to shrink to the executor alone")
 
 

@@ -35,6 +35,8 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Mapping
 
+import attrs
+
 from mesoslike import __version__
 from mesoslike.agent import gc
 from mesoslike.agent.checkpoint import CheckpointError, CheckpointStore
@@ -626,8 +628,7 @@ class AgentRuntime:
             elif isinstance(command, CheckpointAgent):
                 self._checkpoint_agent(command.agent_id)
             elif isinstance(command, UpdateContainer):
-                queue.extend(self._launch_now(command.framework_id, command.task_id))   # its container exists
-                self.executor.resize(command.framework_id, command.task_id, command.resources)
+                self._update_container(command)
             else:  # pragma: no cover - a core/runtime mismatch
                 log.error("unknown command %r", command)
 
@@ -749,6 +750,19 @@ class AgentRuntime:
         deadline = time.monotonic() + LAUNCH_SLICE
         while self._launches and time.monotonic() < deadline:
             self._carry_out(client, self._launch(self._launches.popleft()))
+
+    def _update_container(self, command: UpdateContainer) -> None:
+        """A custom executor's container takes its new limits; one whose
+        launch waits (in ``_launches``) is started with them."""
+        key = (command.framework_id, command.task_id)
+        if key in self._launch_queued_at:   # O(1) for the usual case: it runs already
+            for index, launch in enumerate(self._launches):
+                if (launch.framework.id, launch.task.task_id) == key:
+                    task = attrs.evolve(launch.task, resources=command.resources)
+                    self._launches[index] = attrs.evolve(launch, task=task)
+                    log.debug("the container of %s/%s will start with %s", *key, command.resources)
+                    return
+        self.executor.resize(command.framework_id, command.task_id, command.resources)
 
     def _launch_now(self, framework_id: str, task_id: str) -> list[Command]:
         """Start the task now if its launch is waiting (it is to be killed:
