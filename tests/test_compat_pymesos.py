@@ -127,6 +127,19 @@ def test_the_pymesos_example_of_mesoslike_runs_under_local():
     assert sorted(re.findall(r"(echo-\d): TASK_FINISHED", done.stdout)) == [f"echo-{i}" for i in range(4)]
 
 
+def test_the_pymesos_executor_example_runs_its_tasks_on_one_executor_per_agent(tmp_path):
+    # examples/pymesos_executor.py: a pymesos scheduler and executor, the squares coming back as messages
+    done = subprocess.run(
+        [sys.executable, "-m", "mesoslike", "local", "--agents", "2", "--port", str(free_port()), "--http-port",
+         str(free_port()), "--work-dir", str(tmp_path / "work"), "--allocation-interval", "0.2",
+         "--", sys.executable, "examples/pymesos_executor.py", "20"],
+        cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = next(line for line in done.stdout.splitlines() if "tasks finished" in line)
+    assert line.startswith("20/20 tasks finished, 20 squares right, on ") and line.endswith("(squares)"), line
+    assert 1 <= int(line.split(" on ")[1].split()[0]) <= 2, line   # one executor process per agent used
+
+
 # ------------------------------------------------- the driver's calls, end to end
 class DictScheduler(shim.Scheduler):
     """A pymesos scheduler with plain dicts (use_addict=False) and explicit
