@@ -21,6 +21,11 @@ from mesoslike.wire.types import (  # noqa: E402
     Label,
     MasterInfo,
     Offer,
+    Operation,
+    OperationType,
+    Launch,
+    Reserve,
+    Unreserve,
     TaskInfo,
     TaskState,
     TaskStatus,
@@ -30,7 +35,7 @@ from mesoslike.wire.types import (  # noqa: E402
 __all__ = [
     "__version__", "Clock", "SystemClock", "FakeClock", "MesoslikeError", "ConfigError", "Resources",
     "ResourcesError", "Filters", "FrameworkInfo", "MasterInfo", "Label", "Attribute",
-    "Offer", "TaskInfo", "TaskState", "TaskStatus", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI", "Scheduler", "SchedulerDriver", "DriverStatus",
+    "Offer", "Operation", "OperationType", "Launch", "Reserve", "Unreserve", "TaskInfo", "TaskState", "TaskStatus", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI", "Scheduler", "SchedulerDriver", "DriverStatus",
     # custom executors (docs/framework-api.rst, "Custom executors")
     "ExecutorInfo", "Executor", "ExecutorDriver",
     # high availability for a framework of its own (docs/framework-api.rst, "A highly available framework")

@@ -43,6 +43,7 @@ ACTIONS: Mapping[str, str] = {
     "drain_agents": "operator",
     "reactivate_agents": "operator",
     "reserve_resources": "operator",
+    "unreserve_resources": "operator",
     # the Fuxi service's (``mesoslike fuxi serve --credentials``): submitting jobs to a quota group,
     # and killing jobs another principal submitted (one's own jobs one may always kill)
     "submit_jobs": "framework",

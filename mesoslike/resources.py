@@ -34,6 +34,21 @@ sub-roles. The role must be a valid role name (``docs/roles.rst``) of at most
 :meth:`Resources.stripped` drops the reservations (what fairness and quota
 count), :meth:`Resources.unreserved`, :meth:`Resources.reserved` and
 :meth:`Resources.allocatable_to` select parts.
+
+Dynamic reservations (Mesos's RESERVE/UNRESERVE operations; a role and the
+*reserving principal*)::
+
+    cpus(analytics,alice):2;mem(analytics,alice):1024
+
+A comma in the parentheses makes the reservation dynamic: the role, then the
+principal that reserved it (empty in an anonymous cluster: ``cpus(a,)``).
+Principals are at most :data:`MAX_RESERVATION_ROLE` characters of letters,
+digits and ``_ . - @``; a role in a reservation may not hold a comma. Each
+(role, principal) is a kind of its own, like a static reservation; a dynamic
+reservation counts wherever a static one does (offered only to the role and
+its sub-roles, DRF, quota). :meth:`Resources.as_reserved` and
+:meth:`Resources.as_unreserved` convert between unreserved and dynamically
+reserved quantities, :meth:`Resources.dynamically_reserved` selects them.
 """
 
 from __future__ import annotations
@@ -45,7 +60,7 @@ from typing import Iterable, Mapping
 from mesoslike.errors import ResourcesError
 
 __all__ = ["Resources", "ResourcesError", "Range", "format_millis", "MAX_QUANTITY", "MAX_RESERVATION_ROLE",
-           "reservation_of"]
+           "reservation_of", "reservation_principal"]
 
 Range = tuple[int, int]  # inclusive bounds
 
@@ -59,6 +74,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 _RESERVED_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*)\(([^()]*)\)\Z", re.S)
 #: the longest reservation role a kind may carry (``cpus(ROLE)``)
 MAX_RESERVATION_ROLE = 255
+_PRINCIPAL = re.compile(r"[A-Za-z0-9_.\-@]*\Z")
 _RANGE = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*\Z")
 _CANONICAL_ORDER = {"cpus": 0, "gpus": 1, "mem": 2, "disk": 3}
 
@@ -98,6 +114,12 @@ def _check_name(name: str) -> str:
             "without parentheses: name(role)"
         )
     base, role = reserved.group(1), reserved.group(2)
+    role, dynamic, principal = role.partition(",")
+    if dynamic:
+        _check_principal(base, principal)
+        if role == "*":  # lazily imported below; "*" is the default role
+            raise ResourcesError(f"bad reservation in {name[:80]!r}: resources cannot be reserved for the "
+                                 "default role '*'")
     if len(role) > MAX_RESERVATION_ROLE:
         raise ResourcesError(f"reservation role of {base!r} is {len(role)} characters long; "
                              f"at most {MAX_RESERVATION_ROLE} are allowed")
@@ -111,12 +133,33 @@ def _check_name(name: str) -> str:
     return base if role == DEFAULT_ROLE else name
 
 
+def _check_principal(base: str, principal: str) -> None:
+    if len(principal) > MAX_RESERVATION_ROLE or not _PRINCIPAL.match(principal):
+        raise ResourcesError(f"bad reserving principal {principal[:80]!r} of {base!r}: at most "
+                             f"{MAX_RESERVATION_ROLE} letters, digits, '_', '.', '-' or '@'")
+
+
 def reservation_of(kind: str) -> str | None:
     """The reservation role of a (valid) kind: ``"cpus(a/b)"`` -> ``"a/b"``,
-    ``"cpus"`` -> None."""
+    ``"cpus(a,alice)"`` -> ``"a"``, ``"cpus"`` -> None."""
     if kind.endswith(")"):
-        return kind[kind.index("(") + 1:-1]
+        return kind[kind.index("(") + 1:-1].partition(",")[0]
     return None
+
+
+def reservation_principal(kind: str) -> str | None:
+    """The reserving principal of a dynamically reserved kind
+    (``"cpus(a,alice)"`` -> ``"alice"``, ``"cpus(a,)"`` -> ``""``); None for
+    an unreserved or statically reserved kind."""
+    if kind.endswith(")"):
+        role, dynamic, principal = kind[kind.index("(") + 1:-1].partition(",")
+        if dynamic:
+            return principal
+    return None
+
+
+def _is_dynamic(kind: str) -> bool:
+    return kind.endswith(")") and "," in kind
 
 
 def _base_name(kind: str) -> str:
@@ -433,6 +476,43 @@ class Resources:
             return reservation is not None and (role is None or reservation == role)
         return Resources._make({k: v for k, v in self._millis.items() if wanted(k)},
                                {k: v for k, v in self._ranges.items() if wanted(k)})
+
+    def dynamically_reserved(self) -> Resources:
+        """The dynamically reserved kinds (``cpus(a,alice)``), whoever reserved them."""
+        if not self.has_reservations():
+            return EMPTY
+        return Resources._make({k: v for k, v in self._millis.items() if _is_dynamic(k)},
+                               {k: v for k, v in self._ranges.items() if _is_dynamic(k)})
+
+    def as_reserved(self, role: str, principal: str) -> Resources:
+        """The same quantities dynamically reserved for ``role`` by
+        ``principal`` (``cpus:2`` -> ``cpus(role,principal):2``): what a
+        RESERVE operation makes of them. Every kind must be unreserved;
+        raises ``ResourcesError`` otherwise, or for a role or principal that
+        cannot be written in a kind (``*``, a comma)."""
+        if self.has_reservations():
+            raise ResourcesError(f"only unreserved resources can be reserved; {self.reserved()} are reserved "
+                                 "already")
+        if not isinstance(role, str) or "," in role or not isinstance(principal, str):
+            raise ResourcesError(f"bad reservation role {role!r}: a role in a reservation may not hold a comma")
+        suffix = f"({role},{principal})"
+        if not self:
+            _check_name("x" + suffix)   # the role and principal are checked even for nothing
+            return self
+        millis = {_check_name(k + suffix): v for k, v in self._millis.items()}
+        ranges = {_check_name(k + suffix): v for k, v in self._ranges.items()}
+        return Resources._make(millis, ranges)
+
+    def as_unreserved(self) -> Resources:
+        """The same quantities unreserved (``cpus(a,alice):2`` -> ``cpus:2``):
+        what an UNRESERVE operation makes of them. Every kind must be
+        dynamically reserved (a static reservation is the agent's to change,
+        at its restart); raises ``ResourcesError`` otherwise."""
+        wrong = [k for k in (*self._millis, *self._ranges) if not _is_dynamic(k)]
+        if wrong:
+            raise ResourcesError(f"only dynamically reserved resources can be unreserved, not {', '.join(wrong)} "
+                                 "(a static reservation changes only with the agent's --resources)")
+        return self.stripped()
 
     def allocatable_to(self, role: str) -> Resources:
         """What a framework in ``role`` may be offered of this: the unreserved

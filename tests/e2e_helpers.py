@@ -69,6 +69,14 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str, interva
     return wait_until(predicate, timeout, what, interval=interval, diagnostics=diagnostics)
 
 
+def run_on_local(*command: str, agents: int = 1, timeout: float = 80.0) -> subprocess.CompletedProcess:
+    """``mesoslike local --agents N -- COMMAND`` (an example, run as a user
+    runs it) on free ports with a quick allocation interval; its output."""
+    args = [sys.executable, "-m", "mesoslike", "local", "--agents", str(agents), "--port", str(free_port()),
+            "--http-port", str(free_port()), "--allocation-interval", "0.2", "--", *command]
+    return subprocess.run(args, cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=timeout)
+
+
 def http_get(url: str, timeout: float = 2.0) -> tuple[int, str, str]:
     """(status, content type, body) of a GET; HTTP errors are returned, not raised."""
     try:
@@ -322,6 +330,16 @@ class Cluster(ProcessSet):
             lambda port, http_port: ["master", "--ip", "127.0.0.1", "--port", str(port), "--http-port",
                                      str(http_port), *FAST_MASTER_ARGS, *self.security_args(), *extra],
             timeout)
+        return self.master
+
+    def restart_master(self, *extra: str) -> Proc:
+        """Kill the master -9 and start another on its ports (``extra``: its
+        flags, e.g. the same ``--work-dir``); not waited for."""
+        self.master.signal_group(signal.SIGKILL)
+        wait_until(lambda: not self.master.running(), 10, "the master to die")
+        self.master = self._start("master-restarted", [
+            "master", "--ip", "127.0.0.1", "--port", str(self.port), "--http-port", str(self.http_port),
+            *FAST_MASTER_ARGS, *extra, *self.security_args()])
         return self.master
 
     def start_local(self, *extra: str, timeout: float = 30.0) -> Proc:

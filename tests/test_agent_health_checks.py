@@ -6,7 +6,6 @@ Plus the codec's validation of the new fields."""
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -15,8 +14,7 @@ import msgpack
 import pytest
 
 from agent_helpers import master  # noqa: F401 (fixture)
-from e2e_helpers import REPO, child_env
-from e2e_helpers import free_port as free_cluster_port
+from e2e_helpers import run_on_local
 from mesoslike.agent.executor import sandbox_path
 from mesoslike.agent.health import HealthPolicy
 from mesoslike.agent.runtime import AgentRuntime
@@ -204,10 +202,7 @@ def test_a_command_check_runs_as_the_tasks_user_in_its_sandbox(master):  # noqa:
 def test_the_example_runs_a_fetched_app_with_health_checks_on_a_local_cluster():
     """examples/health_and_fetch.py through the public API: master, agent,
     scheduler driver and the healthy field on the way to the scheduler."""
-    args = [sys.executable, "-m", "mesoslike", "local", "--agents", "1", "--port", str(free_cluster_port()),
-            "--http-port", str(free_cluster_port()), "--allocation-interval", "0.2", "--",
-            sys.executable, "examples/health_and_fetch.py"]
-    done = subprocess.run(args, cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=80)
+    done = run_on_local(sys.executable, "examples/health_and_fetch.py")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "web: TASK_RUNNING healthy=True REASON_TASK_HEALTH_CHECK_STATUS_UPDATED health check passed" in done.stdout
     assert ("sick: TASK_FAILED healthy=False REASON_TASK_HEALTH_CHECK_STATUS_UPDATED command check 'test -f ready' "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -115,6 +116,32 @@ def test_limits_are_written_and_the_task_runs_inside_its_cgroups(master, agent, 
     master.send(m.KillTask("fw-1", "limited"))
     assert master.update("limited").state == TaskState.KILLED
     wait_until(lambda: cgroups_below(cgroups_root) == [], 10, "its cgroups to be removed")
+
+
+def test_a_spawned_task_has_no_signal_blocked_or_ignored_and_its_supervisor_went_back_to_the_agents_cgroups(
+        master, agent):
+    # the supervisor joins the task's cgroups to spawn it and leaves them at once (issue 14)
+    runtime = agent()
+    # read by the shell itself, with builtins: a shell blocks every signal while it waits for a child
+    run(master, "signals", "while read -r line; do case $line in SigBlk*|SigIgn*) echo \"$line\";; esac; "
+                           "done < /proc/$$/status > signals; sleep 60")
+    assert master.update("signals").state == TaskState.RUNNING
+    groups = cgroup_of(runtime, "signals")
+    path = sandbox_path(runtime.work_dir, "fw-1", "signals") / "signals"
+    wait_until(lambda: path.exists() and path.read_text().count("\n") == 2, 10, "the task's signal masks")
+    masks = dict(line.split(":") for line in path.read_text().splitlines())
+    assert int(masks["SigBlk"], 16) == 0
+    ignored = int(masks["SigIgn"], 16)
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGCHLD):
+        assert not ignored & (1 << (signum - 1)), signum
+    supervisor = json.loads((runtime.executor.work_dir / "meta" / "tasks" / "fw-1" / "signals" /
+                             "supervisor.json").read_text())["pid"]
+    assert Path(f"/proc/{supervisor}/cgroup").read_text() == Path("/proc/self/cgroup").read_text()
+    for directory in set(groups.values()):
+        inside = [int(p) for p in read(directory, "cgroup.procs").split()]
+        assert runtime.executor.pid("fw-1", "signals") in inside and supervisor not in inside
+    master.send(m.KillTask("fw-1", "signals"))
+    assert master.update("signals").state == TaskState.KILLED
 
 
 def test_a_process_that_leaves_the_tasks_group_is_still_killed_with_it(master, agent, tmp_path):
@@ -276,6 +303,9 @@ def test_v1_task_cgroups_go_below_the_agents_own_cgroup(tmp_path):
     assert isolator.bases == {"memory": str(memory / "sandbox" / "one" / "mesoslike"),   # type: ignore[attr-defined]
                               "cpu": str(cpu / "mesoslike")}
     assert [m.version for m in cgroup_mounts(proc)] == [1, 1]
+    # a supervisor that spawned its task inside the task's cgroups goes back to the agent's own
+    container = isolator.create("task", R("cpus:1;mem:64"))
+    assert isolator.launch_spec(container)["cgroups_home"] == [str(cpu), str(memory / "sandbox" / "one")]
 
 
 def test_the_supervisors_and_tasks_of_a_stopped_agent_leave_no_cgroup(master, agent, cgroups_root):

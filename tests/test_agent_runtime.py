@@ -130,9 +130,9 @@ def test_a_dropped_acknowledgement_makes_the_agent_resend_the_same_uuid(master, 
     master.register()
     master.send(m.RunTask(FW, task("t1", "exit 0")))
     first = master.update("t1", ack=False)
-    sent_at = time.monotonic()
-    again = master.update("t1", ack=True)                  # the retry, 0.5 s later
-    assert time.monotonic() - sent_at >= 0.3
+    # the retry, 0.5 s after the agent sent the first copy; not timed here: on a loaded machine the first copy
+    # can reach the test most of that half second late (it failed CI so at load 25)
+    again = master.update("t1", ack=True)
     assert (again.uuid, again.state) == (first.uuid, TaskState.STARTING)
     rest = master.updates_until_terminal("t1")
     assert [s.state for s in rest] == [TaskState.RUNNING, TaskState.FINISHED]

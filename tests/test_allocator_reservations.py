@@ -6,13 +6,16 @@ in DRF shares, as in Mesos.
 The first tests are Apache Mesos's allocator cases, ported with Mesos's
 numbers (``src/tests/hierarchical_allocator_tests.cpp``: ``ReservedDRF``,
 ``Reservations``, ``ReservationWithinQuota``, ``QuotaSetAsideReservedResources``
-— there with a dynamic reservation, here a static one). Sans-I/O, fake
+— there with a dynamic reservation, here a static one; at the end
+``UpdateAllocation``, ``UpdateAvailableSuccess``, ``UpdateAvailableFail``
+and ``QuotaSetAsideReservedResources`` with dynamic reservations). Sans-I/O, fake
 clock; every test also runs with the single-role fast path off, which must
 decide the same."""
 
 import pytest
 
 from allocator_helpers import R, make
+from mesoslike.errors import AgentCapacityError
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -256,3 +259,84 @@ def test_statistics_show_reserved_and_unreserved_per_role(fast_path):
     assert stats.total == R("cpus(analytics):4;mem(analytics):4096;cpus:4;mem:4096;cpus(web):1;mem(web):128")
     # the share counts reserved quantities: cpus 8 of 9, mem 8192 of 8320
     assert stats.role_shares["analytics/batch"] == pytest.approx(8192 / 8320)
+
+
+# ================================================== dynamic reservations
+# Mesos's allocator cases for RESERVE as an allocation update (``updateAllocation``)
+# and on what is available (``updateAvailable``), ported with Mesos's numbers.
+
+def test_update_allocation(fast_path):
+    """HierarchicalAllocatorTest.UpdateAllocation: a RESERVE on what the
+    framework was offered changes its allocation in place; recovered, the
+    next offer is the agent's resources with the reservation applied."""
+    alloc, clock = _make(fast_path)
+    slave = R("cpus:100;mem:100;disk:100")
+    alloc.add_agent("slave", slave)
+    alloc.add_framework("framework", role="role1")
+    ((offer_id, resources),) = [(o.id, o.resources) for o in alloc.tick()]
+    assert resources == slave
+    share = alloc.dominant_share("framework")
+
+    unreserved = R("cpus:25;mem:50")
+    reserved = unreserved.as_reserved("role1", "ops")
+    updated = alloc.convert_offered(offer_id, unreserved, reserved)
+    assert updated.resources == slave - unreserved + reserved != slave
+    assert alloc.allocation("framework") == {"slave": updated.resources}
+    assert alloc.dominant_share("framework") == share          # the same quantities
+    alloc.check_invariants()
+
+    alloc.decline_offer(offer_id, refuse_seconds=0.0)
+    clock.advance(1)
+    assert _offers(alloc) == {("framework", "slave"): slave - unreserved + reserved}
+
+
+def test_update_available_success(fast_path):
+    """HierarchicalAllocatorTest.UpdateAvailableSuccess: an operator's
+    reserve on available resources; a framework of the role added later is
+    offered the agent's resources with it applied."""
+    alloc, _ = _make(fast_path)
+    slave = R("cpus:100;mem:100;disk:100")
+    alloc.add_agent("slave", slave)
+    unreserved = R("cpus:25;mem:50")
+    reserved = unreserved.as_reserved("role1", "ops")
+    alloc.convert_available("slave", unreserved, reserved)
+    alloc.add_framework("framework", role="role1")
+    assert _offers(alloc) == {("framework", "slave"): slave - unreserved + reserved}
+
+
+def test_update_available_fail(fast_path):
+    """HierarchicalAllocatorTest.UpdateAvailableFail: a reserve of resources
+    that are not available fails. (Mesos's master rescinds offers before it
+    asks; this allocator does that itself, so here tasks use them.)"""
+    alloc, _ = _make(fast_path)
+    slave = R("cpus:100;mem:100;disk:100")
+    alloc.add_agent("slave", slave)
+    alloc.add_framework("framework", role="role1")
+    (offer,) = alloc.tick()
+    alloc.accept_offer(offer.id, slave, refuse_seconds=0.0)    # all of it used by tasks
+    unreserved = R("cpus:25;mem:50")
+    with pytest.raises(AgentCapacityError):
+        alloc.convert_available("slave", unreserved, unreserved.as_reserved("role1", "ops"))
+    assert alloc.available("slave") == R("")
+    alloc.check_invariants()
+
+
+def test_quota_set_aside_dynamically_reserved_resources(fast_path):
+    """HierarchicalAllocatorTest.QuotaSetAsideReservedResources as Mesos
+    writes it, with a dynamic reservation (made on the available resources
+    of agent2): the guarantee's headroom is never taken from it."""
+    alloc, clock = _make(fast_path)
+    alloc.add_agent("agent1", R("cpus:4;mem:512;disk:0"))
+    alloc.add_agent("agent2", R("cpus:4;mem:512"))
+    reserved = R("cpus:4;mem:512").as_reserved("no-quota-role", "ops")
+    alloc.convert_available("agent2", R("cpus:4;mem:512"), reserved)
+    alloc.add_framework("framework1", role="quota-role")
+    alloc.update_quota("quota-role", guarantee="cpus:4;mem:512", limit="cpus:4;mem:512")
+    offers = alloc.tick()
+    assert [(o.framework_id, o.agent_id, o.resources) for o in offers] == \
+        [("framework1", "agent1", R("cpus:4;mem:512"))]
+    alloc.decline_offer(offers[0].id, refuse_seconds=10)
+    clock.advance(1)
+    assert _offers(alloc) == {}
+    alloc.add_framework("framework2", role="no-quota-role")
+    assert _offers(alloc) == {("framework2", "agent2"): reserved}

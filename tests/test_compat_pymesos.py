@@ -27,7 +27,7 @@ import pytest
 
 from e2e_helpers import (REPO, child_env, cluster, free_port, task_processes,  # noqa: F401 (cluster: a fixture)
                          wait_for)
-from mesoslike import DriverStatus, Filters, Offer, Resources, TaskState, TaskStatus
+from mesoslike import DriverStatus, Filters, Offer, Reserve, Resources, TaskState, TaskStatus, Unreserve
 from mesoslike.compat import pymesos as shim
 from mesoslike.compat._pymesos_shapes import (
     EXECUTOR_VARIABLE,
@@ -38,6 +38,7 @@ from mesoslike.compat._pymesos_shapes import (
     master_address,
     offer_message,
     resources_from,
+    resources_message,
     status_from_message,
     status_message,
     task_info,
@@ -458,6 +459,35 @@ def test_an_offer_looks_as_pymesos_shows_it():
     assert resources_from(offer_message(offer, "F1")["resources"], "r") == offer.resources
 
 
+def test_reserved_resources_look_as_in_mesos_and_reserve_unreserve_operations_translate(monkeypatch):
+    """Reservations (issue 18 §4) as Mesos shows them without reservation
+    refinement: ``role`` and, for a dynamic one, ``reservation.principal``;
+    acceptOffers' RESERVE/UNRESERVE become ``Reserve``/``Unreserve``."""
+    reserved = Resources.parse("cpus:1;cpus(web):2;cpus(web,alice):0.5;ports(web,):[80-81]")
+    items = resources_message(reserved)
+    assert items == [
+        {"name": "cpus", "role": "*", "type": "SCALAR", "scalar": {"value": 1.0}},
+        {"name": "cpus", "role": "web", "type": "SCALAR", "scalar": {"value": 2.0}},
+        {"name": "cpus", "role": "web", "reservation": {"principal": "alice"}, "type": "SCALAR",
+         "scalar": {"value": 0.5}},
+        {"name": "ports", "role": "web", "reservation": {"principal": ""}, "type": "RANGES",
+         "ranges": {"range": [{"begin": 80, "end": 81}]}}]
+    assert resources_from(items, "r") == reserved
+    monkeypatch.delenv("MESOSLIKE_KEY", raising=False)
+    monkeypatch.delenv("MESOSLIKE_MASTER_KEY", raising=False)
+    driver = shim.MesosSchedulerDriver(shim.Scheduler(), {"name": "fw", "role": "web"}, "127.0.0.1:1")
+    sent: list = []
+    monkeypatch.setattr(driver.driver, "accept_offers", lambda ids, operations, filters: sent.append(operations))
+    driver.acceptOffers([{"value": "O1"}], [
+        {"type": "RESERVE", "reserve": {"resources": [
+            {"name": "cpus", "type": "SCALAR", "scalar": {"value": 1}, "role": "web",
+             "reservation": {"principal": "whoever"}}]}},     # the principal is the key's, not this
+        {"type": "UNRESERVE", "unreserve": {"resources": items[2:3]}}])
+    assert sent == [[Reserve("cpus:1", role="web"), Unreserve("cpus(web,alice):0.5")]]
+    with pytest.raises(PymesosCompatError, match="CREATE"):
+        driver.acceptOffers([{"value": "O1"}], [{"type": "CREATE", "create": {}}])
+
+
 def test_a_status_uuid_is_pymesos_base64_and_comes_back_for_the_acknowledgement():
     uuid_text = str(uuid.uuid4())
     status = TaskStatus(task_id="t", state=TaskState.RUNNING, agent_id="A", message="m", source="SOURCE_AGENT",
@@ -495,7 +525,8 @@ def test_task_dicts_become_task_infos():
     ({"labels": {"labels": [{"value": "no key"}]}}, "labels"),
     ({"executor": {"executor_id": {"value": "e"}, "command": {"value": "x"}}}, "exactly one"),
     ({"command": {"value": " "}}, "nothing to run"),
-    ({"resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 1}, "role": "web"}]}, "reservations"),
+    ({"resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 1}, "reservations": [{"role": "w"}]}]},
+     "refined reservations"),
     ({"resources": [{"name": "disks", "type": "SET", "set": {"item": ["a"]}}]}, "SCALAR and RANGES"),
     ({"resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": -1}}]}, ">= 0"),
     ({"task_id": {"value": 7}}, "task_id.value must be a string"),

@@ -2,11 +2,9 @@
 agents re-register with their running tasks, frameworks re-subscribe, and
 no task is lost or killed."""
 
-import signal
-
 import pytest
 
-from e2e_helpers import FAST_MASTER_ARGS, RecordingScheduler, cluster, http_get  # noqa: F401
+from e2e_helpers import RecordingScheduler, cluster, http_get  # noqa: F401
 from mesoslike import FrameworkInfo, Resources, TaskInfo, TaskState
 from waiting import wait_until
 
@@ -39,12 +37,7 @@ def test_restarted_master_recovers_agents_frameworks_and_running_tasks(cluster, 
     framework_id = scheduler.framework_id
     assert (registry_dir / "registry.json").exists()
 
-    cluster.master.signal_group(signal.SIGKILL)
-    wait_until(lambda: not cluster.master.running(), 10, "the master to die")
-    port, http_port = cluster.port, cluster.http_port
-    cluster.master = cluster._start("master-restarted", [
-        "master", "--ip", "127.0.0.1", "--port", str(port), "--http-port", str(http_port), *FAST_MASTER_ARGS,
-        "--work-dir", str(registry_dir), "--agent-reregister-timeout", "30", *cluster.security_args()])
+    cluster.restart_master("--work-dir", str(registry_dir), "--agent-reregister-timeout", "30")
 
     def recovered():
         try:

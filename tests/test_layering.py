@@ -18,7 +18,7 @@ PACKAGE = ROOT / "mesoslike"
 #: modules of the pure core (layer 1) and the pure wire codec (layer 2)
 CORE = ["resources.py", "attributes.py", "errors.py", "observations.py", "fairness.py", "acl.py", "allocator", "wire",
         "messaging.py", "master/core.py",
-        "master/records.py", "master/history.py", "master/operations.py",
+        "master/records.py", "master/history.py", "master/operations.py", "master/reservations.py",
         "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "master/preemption.py",
         "agent/core.py", "driver/core.py", "executor/core.py"]
 FORBIDDEN_IN_CORE = {"socket", "threading", "asyncio", "zmq", "kazoo", "subprocess", "select", "selectors",
@@ -172,9 +172,10 @@ PUBLIC_API = {
     "mesoslike": [
         "Attribute", "Clock", "CommandURI", "ConfigError", "DriverStatus", "Executor", "ExecutorDriver",
         "ExecutorInfo", "FakeClock", "Filters", "FrameworkInfo",
-        "HTTPCheck", "HealthCheck", "Label", "MasterContender", "MasterInfo", "MesoslikeError", "Offer", "Resources",
-        "ResourcesError", "Scheduler", "SchedulerDriver", "SystemClock", "TCPCheck", "TaskInfo", "TaskState",
-        "TaskStatus", "ZkUrl", "ZooKeeperError", "ZooKeeperRecordStore", "__version__", "make_locator",
+        "HTTPCheck", "HealthCheck", "Label", "Launch", "MasterContender", "MasterInfo", "MesoslikeError", "Offer",
+        "Operation", "OperationType", "Reserve", "Resources", "ResourcesError", "Scheduler", "SchedulerDriver",
+        "SystemClock", "TCPCheck", "TaskInfo", "TaskState", "TaskStatus", "Unreserve", "ZkUrl", "ZooKeeperError",
+        "ZooKeeperRecordStore", "__version__", "make_locator",
         "resolve_leader"],
     "mesoslike.transport": [
         "Authenticator", "Client", "CurveKeys", "DEFAULT_LISTEN_BACKLOG", "MessageCodec", "Poller", "Received",

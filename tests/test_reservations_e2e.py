@@ -1,17 +1,27 @@
-"""Static reservations end to end (issue 18 §4): a real master and an agent
-started with ``--resources "cpus(analytics):...;cpus:...;..."``; a framework
-in role ``analytics`` is offered the reserved part and runs a task on it, a
-framework in role ``web`` is offered only the unreserved part, however often
-it asks; ``/state`` shows reserved vs unreserved per agent and per role."""
+"""Reservations end to end (issue 18 §4), real processes.
+
+Static: a real master and an agent started with ``--resources
+"cpus(analytics):...;cpus:...;..."``; a framework in role ``analytics`` is
+offered the reserved part and runs a task on it, a framework in role ``web``
+is offered only the unreserved part, however often it asks; ``/state``
+shows reserved vs unreserved per agent and per role.
+
+Dynamic: a framework reserves through an offer and launches on it; the
+reservation survives a master restart (registry) and an agent kill -9 and
+restart (its checkpoint); an operator reserves and unreserves over HTTP."""
 
 from __future__ import annotations
 
+import json
+import sys
+
 import pytest
 
-from e2e_helpers import RecordingScheduler, cluster  # noqa: F401 (cluster: a fixture)
-from mesoslike import Filters, Resources, TaskInfo, TaskState
+from e2e_helpers import RecordingScheduler, cluster, http_get, run_on_local  # noqa: F401 (cluster: a fixture)
+from mesoslike import Filters, FrameworkInfo, Launch, Reserve, Resources, TaskInfo, TaskState
+from test_operations import cli, post
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(120)
 
 AGENT_RESOURCES = "cpus(analytics):2;mem(analytics):512;cpus:1;mem:256"
 RESERVED_TASK = Resources.parse("cpus(analytics):1;mem(analytics):128")
@@ -77,3 +87,117 @@ def test_reserved_resources_go_only_to_their_role(cluster):
     frameworks = {f["name"]: f for f in doc["frameworks"]}
     assert Resources.parse(frameworks["analytics"]["used"]) == RESERVED_TASK
     assert not Resources.parse(frameworks["web"]["used"])
+
+
+# ==================================================== dynamic reservations
+RESERVE = "cpus:1;mem:128"
+DYNAMIC = Resources.parse("cpus(analytics,fwA):1;mem(analytics,fwA):128")   # fwA: the driver's principal
+
+
+class Reserver(RecordingScheduler):
+    """Reserves part of its first offer and, in the same accept, runs a long
+    task on what it just reserved; declines the rest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done = False
+
+    def on_offers(self, driver, offers):
+        for offer in offers:
+            if not self.done and offer.resources.contains(Resources.parse(RESERVE)):
+                self.done = True
+                driver.accept_offers([offer.id], [
+                    Reserve(RESERVE),
+                    Launch([TaskInfo(task_id="on-reservation", agent_id=offer.agent_id, command="sleep 600",
+                                     resources=DYNAMIC)])], Filters(refuse_seconds=3600.0))
+            else:
+                driver.decline_offer(offer.id, Filters(refuse_seconds=3600.0))
+
+
+def dynamic_reservations(doc: dict, hostname: str) -> list[dict]:
+    agent = next((a for a in doc["agents"] if a["hostname"] == hostname), None)
+    return [r for r in (agent or {}).get("reservations", []) if r["type"] == "dynamic"]
+
+
+def test_a_reservation_made_through_an_offer_survives_a_master_restart_and_an_agent_kill(cluster, tmp_path):
+    """A framework reserves through an offer (principal from its key) and
+    runs a task on it; the reservation is in the registry, so a master
+    killed -9 and restarted on its work dir knows it, and the agent killed
+    -9 and restarted registers again with it from its checkpoint (the
+    agent's word wins on re-registration: without the checkpoint it would be
+    gone; if the master removed the agent meanwhile, it registers anew with
+    them, as a Mesos agent does with its checkpointed resources)."""
+    registry_dir = tmp_path / "master"
+    cluster.start_master("--work-dir", str(registry_dir), "--agent-reregister-timeout", "30")
+    cluster.start_agent("dyn1", "cpus:2;mem:512")
+    reserver = Reserver()
+    cluster.driver(reserver, "reserver", framework=FrameworkInfo("reserver", role="analytics", failover_timeout=60))
+    reserver.wait(lambda: any(s.state == TaskState.RUNNING for s in reserver.statuses("on-reservation")), 30,
+                  "the task on the just-reserved resources running", cluster.diagnostics)
+    expected = [{"role": "analytics", "type": "dynamic", "principal": "fwA", "resources": str(DYNAMIC)}]
+    assert dynamic_reservations(cluster.state(), "dyn1") == expected
+    registry = json.loads((registry_dir / "registry.json").read_text())
+    (record,) = registry["agents"].values()
+    assert Resources.parse(record["resources"]).dynamically_reserved() == DYNAMIC
+
+    cluster.restart_master("--work-dir", str(registry_dir), "--agent-reregister-timeout", "30")
+
+    def reregistered_with_it():
+        try:
+            return dynamic_reservations(cluster.state(), "dyn1") == expected
+        except OSError:
+            return False
+    cluster.wait_until(reregistered_with_it, 30, "the restarted master to show the reservation")
+
+    before = next(a for a in cluster.state()["agents"] if a["hostname"] == "dyn1")["http_address"]
+    cluster.kill_agent("dyn1")
+    assert (cluster.work_root / "dyn1" / "meta" / "resources.ckpt").exists()
+    cluster.start_agent("dyn1", "cpus:2;mem:512", wait=False)
+
+    def back_with_it():   # re-registered: its new HTTP address (port 0: another one) is the master's
+        doc = cluster.state()
+        agent = next((a for a in doc["agents"] if a["hostname"] == "dyn1"), None)
+        return doc if agent and agent["http_address"] != before and dynamic_reservations(doc, "dyn1") == expected \
+            else None
+    seen = cluster.wait_until(back_with_it, 30, "the restarted agent re-registered with its reservation")
+    agent = next(a for a in seen["agents"] if a["hostname"] == "dyn1")
+    status, _, body = http_get(agent["http_address"].rstrip("/") + "/state")
+    assert status == 200 and Resources.parse(json.loads(body)["resources"]).dynamically_reserved() == DYNAMIC
+    agent = next(a for a in seen["agents"] if a["hostname"] == "dyn1")
+    assert Resources.parse(agent["resources"]).only(["cpus", "mem"]) == Resources.parse("cpus:1;mem:384")
+    assert seen["reservations"]["analytics"]["reserved_dynamic"] == str(DYNAMIC)
+
+
+def test_operator_reserves_and_unreserves_over_http(cluster):
+    """``POST /reserve`` and ``/unreserve`` with the operator's token (the
+    second through ``mesoslike unreserve``): the reservation carries the
+    operator's principal and ``mesoslike state`` lists it; without a token: 401."""
+    cluster.start_master()
+    cluster.start_agent("op1", "cpus:2;mem:512")
+    body = {"agent_id": "op1", "resources": "cpus(web):1;mem(web):64"}
+    assert post(cluster.http + "/reserve", body)[0] == 401
+    status, reply = post(cluster.http + "/reserve", body, cluster.token)
+    assert status == 200, reply
+    assert reply["resources"] == "cpus(web,ops):1;mem(web,ops):64"
+    assert dynamic_reservations(cluster.state(), "op1") == [
+        {"role": "web", "type": "dynamic", "principal": "ops", "resources": "cpus(web,ops):1;mem(web,ops):64"}]
+    shown = cli(cluster, "state", "--master", cluster.address, token=None)
+    assert shown.returncode == 0, shown.stderr
+    assert "dynamic reservations (1)" in shown.stdout and "cpus(web,ops):1;mem(web,ops):64" in shown.stdout
+    status, reply = post(cluster.http + "/reserve", {"agent_id": "op1", "resources": "cpus(web):5"}, cluster.token)
+    assert status == 409 and "has no" in reply["error"]
+
+    done = cli(cluster, "unreserve", "--master", cluster.http, "op1", "cpus(web,ops):1;mem(web,ops):64")
+    assert done.returncode == 0, done.stderr
+    assert "unreserved" in done.stdout
+    assert dynamic_reservations(cluster.state(), "op1") == []
+
+
+def test_the_example_reserves_launches_and_unreserves_on_a_local_cluster():
+    """examples/reserve_then_launch.py through the public API on ``mesoslike
+    local`` (authenticated: its framework principal is ``client``)."""
+    done = run_on_local(sys.executable, "examples/reserve_then_launch.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2. offered cpus(analytics,client):0.5;mem(analytics,client):64 reserved" in done.stdout
+    assert "on-reserved: TASK_FINISHED" in done.stdout
+    assert "nothing reserved: done" in done.stdout

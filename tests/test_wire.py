@@ -23,6 +23,7 @@ from mesoslike.wire import (
     encode,
 )
 from mesoslike.wire import messages as m
+from mesoslike.wire.types import Launch, Reserve, Unreserve
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -36,7 +37,10 @@ STATUS = TaskStatus("t1", TaskState.FAILED, agent_id="a1", message="exit 3", sou
 
 EXAMPLES = [
     m.Subscribe(FW), m.Teardown("fw-1"),
-    m.Accept("fw-1", ["O1", "O2"], [TASK], Filters(2.5)), m.Decline("fw-1", ["O3"], Filters(0.0)),
+    m.Accept("fw-1", ["O1", "O2"], [TASK], Filters(2.5)),
+    m.Accept("fw-1", ["O1"], [], operations=[Reserve("cpus:1;mem:64"), Launch([TASK]),
+                                              Unreserve("cpus(analytics,alice):1")]),
+    m.Decline("fw-1", ["O3"], Filters(0.0)),
     m.Revive("fw-1"), m.Suppress("fw-1"), m.Kill("fw-1", "t1", "a1"),
     m.Acknowledge("fw-1", "a1", "t1", "u-1"),
     m.Reconcile("fw-1", [m.ReconcileTask("t1", "a1"), m.ReconcileTask("t2")]), m.Reconcile("fw-1"),
@@ -48,6 +52,7 @@ EXAMPLES = [
     m.ReregisterAgent(AgentInfo("node-0", R("cpus:4"), id="a1"), [m.RunningTask("fw-1", TASK, TaskState.RUNNING)],
                       [FW]),
     m.AgentRegistered("a1", MASTER, 5.0), m.Ping("a1"), m.Pong("a1"), m.RunTask(FW, TASK), m.KillTask("fw-1", "t1"),
+    m.CheckpointResources("a1", Resources.parse("cpus(analytics,alice):1;mem(analytics,):64")),
     m.StatusUpdate("fw-1", STATUS), m.StatusUpdateAck("a1", "fw-1", "t1", "u-1"), m.ShutdownAgent("removed"),
     m.ShutdownFramework("fw-1"), m.PreemptionWarning(["t1", "t2"], 15.0, "eng"), m.GetState(), m.StateReply('{"leader": {}}'),
     m.Pong("a1", [m.TaskUsage("fw-1", "t1", 1.5, 0.25, 0.125, 1.0, 4096, 8192, 65536)]),

@@ -9,6 +9,8 @@ Everything lives in ``<work_dir>/meta`` (Mesos's ``meta`` directory):
                                        the executor): the supervisors watch it for
                                        ``--recovery-timeout``
 ``meta/agent.ckpt``                    the agent's id (:class:`AgentFile`)
+``meta/resources.ckpt``                the dynamic reservations the master made on this agent
+                                       (:class:`ReservationsFile`; Mesos's ``meta/resources``)
 ``meta/tasks.journal``                 the tasks' checkpoints (the core's
                                        :class:`~mesoslike.agent.core.TaskCheckpoint`: the task,
                                        its state, its unacknowledged updates), one record per
@@ -65,10 +67,11 @@ from mesoslike.agent.core import TaskCheckpoint
 from mesoslike.agent.executor import run_dir_path
 from mesoslike.agent.supervisor import write_atomically
 from mesoslike.errors import ConfigError, MesoslikeError
+from mesoslike.resources import Resources
 from mesoslike.wire.codec import Codec, WireError
 from mesoslike.wire.schema import Schema
 
-__all__ = ["CheckpointStore", "CheckpointError", "AgentFile", "TaskFile", "ForgetFile", "TaskJournal", "SCHEMA",
+__all__ = ["CheckpointStore", "CheckpointError", "AgentFile", "ReservationsFile", "TaskFile", "ForgetFile", "TaskJournal", "SCHEMA",
            "CODEC", "TASK_CHECKPOINT", "JOURNAL"]
 
 log = logging.getLogger("mesoslike.agent")
@@ -88,6 +91,7 @@ COMPACT_RATIO = 2
 #: ... and at least this big
 COMPACT_MIN_BYTES = 1024 * 1024
 AGENT_CHECKPOINT = "agent.ckpt"
+RESERVATIONS_CHECKPOINT = "resources.ckpt"
 AGENT_LOCK = "agent.lock"
 
 
@@ -99,6 +103,15 @@ class AgentFile:
     TYPE: ClassVar[str] = "AGENT"
     agent_id: str
     hostname: str
+
+
+@SCHEMA.message
+@attrs.frozen
+class ReservationsFile:
+    """``meta/resources.ckpt``: the agent's dynamic reservations."""
+
+    TYPE: ClassVar[str] = "RESERVATIONS"
+    reservations: Resources
 
 
 @SCHEMA.message
@@ -183,6 +196,18 @@ class CheckpointStore:
             return
         self.meta.mkdir(parents=True, exist_ok=True)
         write_atomically(str(path), CODEC.encode(AgentFile(agent_id, hostname)))
+
+    def load_reservations(self) -> Resources:
+        """The checkpointed dynamic reservations (none if never written)."""
+        path = self.meta / RESERVATIONS_CHECKPOINT
+        if not path.exists():
+            return Resources()
+        return self._decode(path, ReservationsFile).reservations
+
+    def save_reservations(self, reservations: Resources) -> None:
+        """Persist the dynamic reservations whole (temp file, fsync, rename)."""
+        self.meta.mkdir(parents=True, exist_ok=True)
+        write_atomically(str(self.meta / RESERVATIONS_CHECKPOINT), CODEC.encode(ReservationsFile(reservations)))
 
     # ------------------------------------------------------------- tasks
     @property
@@ -280,6 +305,7 @@ class CheckpointStore:
         """Forget everything (``--recover cleanup``, a drained agent): the
         agent id, the journal and every task's run directory."""
         self.save_agent("", "")
+        (self.meta / RESERVATIONS_CHECKPOINT).unlink(missing_ok=True)
         self.close_journal()
         self.journal_path.unlink(missing_ok=True)
         shutil.rmtree(self.tasks_dir, ignore_errors=True)

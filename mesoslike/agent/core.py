@@ -35,6 +35,7 @@ from typing import Any, Callable, Union
 import attrs
 
 from mesoslike.clock import Clock
+from mesoslike.errors import ConfigError
 from mesoslike.observations import NOTICE
 from mesoslike.resources import Resources
 from mesoslike.wire import executor_messages as x
@@ -45,9 +46,10 @@ from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TE
 
 __all__ = [
     "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "LaunchTask", "KillTask",
-    "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent", "SendToExecutor", "UpdateContainer",
-    "AgentExecutor",
-    "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT", "MAX_EXECUTOR_REREGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES", "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
+    "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent", "CheckpointReservations", "SendToExecutor",
+    "UpdateContainer", "AgentExecutor", "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT",
+    "MAX_EXECUTOR_REREGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES",
+    "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
     "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
     "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED",
     "REASON_CONTAINER_LAUNCH_FAILED", "UPDATE_BACKOFF_INITIAL", "UPDATE_BACKOFF_MAX",
@@ -163,6 +165,15 @@ class CheckpointAgent:
 
 
 @attrs.frozen
+class CheckpointReservations:
+    """Persist the agent's dynamic reservations (all of them, as the master
+    sent them): a restarted agent re-registers with its total converted by
+    them (docs/agent.rst, "Recovery")."""
+
+    reservations: Resources
+
+
+@attrs.frozen
 class SendToExecutor:
     """Send ``message`` (of :mod:`mesoslike.wire.executor_messages`) to the
     executor connection ``peer``, after the turn's checkpoints are on disk
@@ -184,7 +195,7 @@ class UpdateContainer:
 
 
 Command = Union[SendToMaster, LaunchTask, KillTask, DeliverMessage, CheckpointTask, ForgetTask, CheckpointAgent,
-                SendToExecutor, UpdateContainer]
+                CheckpointReservations, SendToExecutor, UpdateContainer]
 
 
 @attrs.frozen
@@ -371,6 +382,9 @@ class AgentCore:
                              f"seconds, got {executor_reregister_timeout!r}")
         self.clock = clock
         self._info = attrs.evolve(info, id="")
+        #: the total it was started with (--resources); its dynamic reservations convert part of it
+        self._base_total = info.resources
+        self._reservations = EMPTY
         self._rng = rng if rng is not None else random.Random()
         self._wall_clock = wall_clock or clock.now
         self.max_ping_timeouts = max_ping_timeouts
@@ -441,6 +455,51 @@ class AgentCore:
     @property
     def total(self) -> Resources:
         return self._info.resources
+
+    @property
+    def reservations(self) -> Resources:
+        """The dynamic reservations the master made here (``cpus(role,principal):N``)."""
+        return self._reservations
+
+    def recover_reservations(self, reservations: Resources) -> None:
+        """Take the checkpointed dynamic reservations, before registering
+        (the total registered with includes them). Raises ConfigError if
+        they do not fit in the total the agent was started with now (Mesos
+        refuses to start an agent whose checkpointed resources are
+        incompatible with its --resources)."""
+        problem = self._apply_reservations(reservations)
+        if problem is not None:
+            raise ConfigError(f"the checkpointed dynamic reservations {reservations} do not fit this agent's "
+                              f"resources {self._base_total}: {problem}; start it with resources that hold them, "
+                              "or with --recover cleanup to start afresh")
+
+    def _apply_reservations(self, reservations: Resources) -> str | None:
+        """The total with ``reservations`` made of the base total's
+        unreserved part, or why not (nothing changes then)."""
+        unreserved = reservations.stripped()
+        if reservations != reservations.dynamically_reserved():
+            return f"{reservations} are not all dynamic reservations"
+        if not self._base_total.contains(unreserved):
+            return f"{unreserved} is not in its unreserved resources"
+        total = self._base_total - unreserved + reservations
+        if not total.contains(self._used):
+            return f"its tasks use {self._used}, which the total {total} would not hold"
+        self._reservations = reservations
+        self._info = attrs.evolve(self._info, resources=total)
+        return None
+
+    def _checkpoint_resources(self, msg: m.CheckpointResources) -> list[Command]:
+        """The master changed this agent's dynamic reservations."""
+        if not self._agent_id or msg.agent_id != self._agent_id:
+            log.warning("ignoring CHECKPOINT_RESOURCES for agent %s (this is %s)", msg.agent_id,
+                        self._agent_id or "unregistered")
+            return []
+        problem = self._apply_reservations(msg.reservations)
+        if problem is not None:   # the next re-registration tells the master what is here
+            log.error("cannot take the dynamic reservations %s the master sent: %s", msg.reservations, problem)
+            return []
+        log.info("dynamic reservations now %s; total %s", msg.reservations or "none", self._info.resources)
+        return [CheckpointReservations(msg.reservations)] if self.checkpoint else []
 
     @property
     def used(self) -> Resources:
@@ -1392,6 +1451,7 @@ class AgentCore:
         m.Ping: _ping,
         m.RunTask: _run_task,
         m.KillTask: _kill_task,
+        m.CheckpointResources: _checkpoint_resources,
         m.StatusUpdateAck: _status_update_ack,
         m.ShutdownAgent: _shutdown_agent,
         m.ShutdownFramework: _shutdown_framework,

@@ -45,6 +45,7 @@ from mesoslike.agent.core import (
     MAX_EXECUTOR_REREGISTER_TIMEOUT,
     AgentCore,
     CheckpointAgent,
+    CheckpointReservations,
     CheckpointTask,
     Command,
     DeliverMessage,
@@ -498,6 +499,10 @@ class AgentRuntime:
     def _recover(self) -> None:
         """Rebuild the core from the checkpoints and find each task again."""
         self.recovery_errors = []
+        # the dynamic reservations first, whatever else recovers: they outlive an agent id (registering
+        # anew, the agent brings them, as a Mesos agent its checkpointed resources); ConfigError if they
+        # no longer fit its --resources
+        self.core.recover_reservations(self._load_reservations())
         try:
             agent = self.checkpoints.load_agent()
         except CheckpointError as exc:
@@ -536,10 +541,20 @@ class AgentRuntime:
             log.info("recovered agent %s: %d tasks, %s", agent_id, len(checkpoints),
                      ", ".join(f"{t.task_id} {t.state}" for t in self.core.tasks()) or "none")
 
+    def _load_reservations(self) -> Resources:
+        try:
+            return self.checkpoints.load_reservations()
+        except CheckpointError as exc:  # the agent re-registers without them: the master takes its word
+            self._report(exc)
+            log.error("the dynamic reservations checkpoint is unreadable: re-registering without them")
+            return Resources()
+
     def _kill_leftovers(self) -> None:
         for run_dir in self.checkpoints.run_dirs():
             self.executor.destroy_run(run_dir)
         self.checkpoints.clear()
+        if self.core.reservations:   # recovered already: the agent registers anew with them, kept
+            self._checkpoint_reservations(self.core.reservations)
 
     def _clean_up(self) -> None:
         """``recover="cleanup"``: kill what an earlier agent left, forget it."""
@@ -627,6 +642,8 @@ class AgentRuntime:
                 self.executor.forget(command.framework_id, command.task_id)
             elif isinstance(command, CheckpointAgent):
                 self._checkpoint_agent(command.agent_id)
+            elif isinstance(command, CheckpointReservations):
+                self._checkpoint_reservations(command.reservations)
             elif isinstance(command, UpdateContainer):
                 self._update_container(command)
             else:  # pragma: no cover - a core/runtime mismatch
@@ -736,6 +753,14 @@ class AgentRuntime:
         except OSError as exc:
             self.counters["checkpoint_failures"] += 1
             log.error("cannot checkpoint the agent id %r: %s", agent_id, exc)
+
+    def _checkpoint_reservations(self, reservations: Resources) -> None:
+        try:
+            self.checkpoints.save_reservations(reservations)
+        except OSError as exc:
+            self.counters["checkpoint_failures"] += 1
+            log.error("cannot checkpoint the dynamic reservations %s (a restarted agent would not have them): %s",
+                      reservations, exc)
 
     def _launch_some(self, client: Client | None) -> None:
         """Start waiting launches for at most LAUNCH_SLICE seconds.
@@ -966,9 +991,14 @@ def _attribute_map(attributes: Mapping[str, str] | str | None) -> dict[str, str]
 
 
 def _as_resources(resources: Resources | str | None) -> Resources | None:
-    if resources is None or isinstance(resources, Resources):
+    if resources is None:
         return resources
     try:
-        return Resources.parse(resources)
+        parsed = resources if isinstance(resources, Resources) else Resources.parse(resources)
     except ResourcesError as exc:
         raise ConfigError(f"bad --resources {resources!r}: {exc}") from None
+    if parsed.dynamically_reserved():   # the master makes those (RESERVE, /reserve); the agent checkpoints them
+        raise ConfigError(f"bad --resources {str(resources)!r}: {parsed.dynamically_reserved()} are dynamic "
+                          "reservations (name(role,principal)), made through the master, not given to an agent; "
+                          "a static reservation is name(role)")
+    return parsed

@@ -150,6 +150,31 @@ class AgentBook:
         agent.reserved = total.has_reservations()
         agent.version += 1
 
+    def convert(self, agent: Agent, removed: Resources, added: Resources, framework_id: str | None = None) -> None:
+        """Turn ``removed`` into ``added`` (the same quantities, reserved
+        otherwise: a RESERVE or UNRESERVE) in the agent's total and in what
+        ``framework_id`` holds there (its offer), or in what is available
+        (None). Raises :class:`AgentCapacityError` (changing nothing) unless
+        that part holds ``removed``."""
+        if framework_id is None:
+            part = agent.available
+        else:
+            part = agent.held.get(framework_id, EMPTY)
+        if not part.contains(removed):
+            where = "available" if framework_id is None else f"held by framework {framework_id!r}"
+            raise AgentCapacityError(f"agent {agent.id!r}: {removed} is not {where} there ({part})")
+        converted = part - removed + added
+        if framework_id is None:
+            if agent.active:
+                self._add_free(agent.available.millis(), -1)
+                self._add_free(converted.millis(), 1)
+            agent.available = converted
+        else:
+            agent.held[framework_id] = converted
+        agent.total = agent.total - removed + added
+        agent.reserved = agent.total.has_reservations()
+        agent.version += 1
+
     def set_active(self, agent: Agent, active: bool) -> None:
         """An inactive agent keeps its holdings but leaves the free pool."""
         if agent.active == active:

@@ -122,6 +122,14 @@ def _check_refuse(refuse_seconds: float) -> float:
     return min(float(refuse_seconds), MAX_REFUSE_SECONDS)
 
 
+def _check_conversion(removed: Resources, added: Resources) -> None:
+    """A reservation operation keeps the quantities; only the kinds change."""
+    if not isinstance(removed, Resources) or not isinstance(added, Resources):
+        raise ResourcesError("a conversion takes Resources")
+    if removed.stripped() != added.stripped():
+        raise RecoveryError(f"{removed} and {added} are not the same quantities")
+
+
 class HierarchicalAllocator:
     """Offers agents' resources to frameworks in (weighted) DRF order.
 
@@ -488,7 +496,8 @@ class HierarchicalAllocator:
             raise RecoveryError(f"offer {offer_id} holds {offer.resources}; cannot use {used}")
         self._offers.retire(offer)
         framework, agent = self._frameworks[offer.framework_id], self._agents.get(offer.agent_id)
-        framework.used[agent.id] = framework.used.get(agent.id, EMPTY) + used
+        if used:  # an accept that launches nothing (only operations) holds nothing more
+            framework.used[agent.id] = framework.used.get(agent.id, EMPTY) + used
         unused = offer.resources - used
         if unused:
             self._release(framework, agent, unused)
@@ -530,6 +539,53 @@ class HierarchicalAllocator:
             framework.used.pop(agent_id, None)
         self._release(framework, agent, resources)
         self._add_filter(framework_id, agent_id, resources, refuse)
+
+    # ======================================================== reservations
+    def convert_offered(self, offer_id: str, removed: Resources, added: Resources) -> Offer:
+        """A RESERVE or UNRESERVE on an outstanding offer (Mesos's
+        ``updateAllocation``): ``removed`` of the offer becomes ``added`` —
+        the same quantities, reserved otherwise — in the offer, in what its
+        framework holds on the agent and in the agent's total. DRF shares do
+        not move (they count quantities, reserved or not); quota moves the
+        quantities between the role's unreserved allocation and the
+        reservations. Returns the offer as it is now. Raises
+        :class:`RecoveryError` (changing nothing) unless the offer holds
+        ``removed`` and ``added`` has the same quantities. O(kinds)."""
+        offer = self._offers.require(offer_id)
+        _check_conversion(removed, added)
+        if not offer.resources.contains(removed):
+            raise RecoveryError(f"offer {offer_id} holds {offer.resources}; cannot convert {removed}")
+        framework, agent = self._frameworks[offer.framework_id], self._agents.get(offer.agent_id)
+        self._agents.convert(agent, removed, added, framework.id)
+        if self._quota:
+            self._roles.charge(framework.role, removed.unreserved().millis(), -1)
+            self._roles.charge(framework.role, added.unreserved().millis(), 1)
+        self._reserve(removed, -1)
+        self._reserve(added, 1)
+        return self._offers.replace(offer, offer.resources - removed + added)
+
+    def convert_available(self, agent_id: str, removed: Resources, added: Resources,
+                          reason: str = RescindReason.OPERATOR) -> None:
+        """An operator's reserve or unreserve on an agent: ``removed`` of
+        what is available there becomes ``added`` (the same quantities,
+        reserved otherwise) in the agent's total. If not enough is available
+        because it is offered, the agent's outstanding offers are rescinded
+        (``reason``) first, as Mesos's master does. Raises
+        :class:`AgentCapacityError` (nothing changed, no offer rescinded)
+        when tasks hold what is missing. Triggers allocation of
+        the agent. O(kinds + offers on the agent)."""
+        agent = self._agents.get(agent_id)
+        _check_conversion(removed, added)
+        if not agent.available.contains(removed):
+            offers = self._offers_on_agent(agent)
+            if not (agent.available + Resources.sum(o.resources for o in offers)).contains(removed):
+                raise AgentCapacityError(f"agent {agent_id!r}: {removed} is not available there, nor offered "
+                                         f"(available {agent.available}): tasks use it")
+            self._rescind_all(offers, reason)
+        self._agents.convert(agent, removed, added)
+        self._reserve(removed, -1)
+        self._reserve(added, 1)
+        self._pending.add(agent_id)
 
     def rescind_offer(self, offer_id: str, reason: str = RescindReason.OPERATOR) -> Rescind:
         """Take an outstanding offer back (master-side reasons); the framework
@@ -1008,8 +1064,9 @@ class HierarchicalAllocator:
             self._eligibility += 1  # quota caps moved
 
     def _reserve(self, total: Resources, sign: int) -> None:
-        """An agent whose total is ``total`` came (+1) or went (-1): its static
-        reservations join or leave the quota book's per-role reservations."""
+        """An agent whose total is ``total`` came (+1) or went (-1), or a
+        reservation operation made (+1) or undid (-1) reserved resources:
+        its reservations join or leave the quota book's per-role reservations."""
         if not total.has_reservations():
             return
         for role in total.reservation_roles():

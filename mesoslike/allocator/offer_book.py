@@ -79,6 +79,14 @@ class OfferBook:
             if not on_agents:
                 del self._by_framework[offer.framework_id]
 
+    def replace(self, offer: Offer, resources: Resources) -> Offer:
+        """The outstanding ``offer`` with other resources (an operation
+        converted part of them), under the same id and creation time."""
+        new = issue_offer(offer.id, offer.framework_id, offer.agent_id, offer.hostname, resources, offer.attributes)
+        self._offers[offer.id] = new
+        self._by_framework[offer.framework_id][offer.agent_id][offer.id] = new
+        return new
+
     # --------------------------------------------------------------- lookups
     def get(self, offer_id: str) -> Offer | None:
         return self._offers.get(offer_id)

@@ -119,7 +119,8 @@ class AllocatorStatistics:
     allocated: Resources
     role_shares: Mapping[str, float] = attrs.field(converter=_frozen_map)
     framework_shares: Mapping[str, float] = attrs.field(converter=_frozen_map)
-    #: static reservations by the role they are for: ``{"analytics": cpus(analytics):4;...}``
+    #: reservations by the role they are for, static and dynamic (whose kinds name the reserving
+    #: principal): ``{"analytics": cpus(analytics):4;cpus(analytics,alice):2;...}``
     reserved: Mapping[str, Resources] = attrs.field(factory=dict, converter=_frozen_map)
     #: what the frameworks of each role hold (offered + used), reserved kinds
     #: kept apart: ``.reserved()`` / ``.unreserved()`` split it

@@ -1,5 +1,6 @@
 """The operator's commands (docs/operations.rst): ``mesoslike task kill``,
-``framework teardown``, ``agent drain`` and ``agent reactivate``.
+``framework teardown``, ``agent drain``, ``agent reactivate``, ``reserve``
+and ``unreserve``.
 
 Each is a ``POST`` to the leading master's HTTP operator endpoint with the
 operator's bearer token (``--token``, ``MESOSLIKE_TOKEN`` as ``mesoslike
@@ -22,7 +23,8 @@ import click
 from mesoslike.cli.options import client_key_options, die, logging_option, option
 from mesoslike.errors import MesoslikeError
 
-__all__ = ["operate", "framework", "drain", "reactivate", "kill_task_command", "operator_options"]
+__all__ = ["operate", "framework", "drain", "reactivate", "kill_task_command", "operator_options", "reserve",
+           "unreserve"]
 
 
 def operator_options(command: str) -> Callable:
@@ -158,3 +160,32 @@ def reactivate(master_address: str, token: str | None, timeout: float, key: str 
     (POST /agents/reactivate, Mesos's REACTIVATE_AGENT)."""
     answer = _run(master_address, "/agents/reactivate", {"agent": agent}, token, timeout, key, master_key)
     click.echo(f"agent {answer['agent_id']} ({answer['hostname']}) reactivated (it was {answer['was']})")
+
+
+@click.command("reserve")
+@operator_options("reserve")
+@click.argument("agent")
+@click.argument("resources")
+def reserve(master_address: str, token: str | None, timeout: float, key: str | None, master_key: str | None,
+            agent: str, resources: str) -> None:
+    """Reserve RESOURCES on agent AGENT (an id or a hostname) for the role
+    they name, e.g. "cpus(analytics):2;mem(analytics):1024" (POST /reserve,
+    Mesos's /master/reserve): a dynamic reservation by the operator's
+    principal, kept in the registry and checkpointed by the agent."""
+    answer = _run(master_address, "/reserve", {"agent_id": agent, "resources": resources}, token, timeout, key,
+                  master_key)
+    click.echo(f"agent {answer['agent_id']} ({answer['hostname']}): reserved {answer['resources']}")
+
+
+@click.command("unreserve")
+@operator_options("unreserve")
+@click.argument("agent")
+@click.argument("resources")
+def unreserve(master_address: str, token: str | None, timeout: float, key: str | None, master_key: str | None,
+              agent: str, resources: str) -> None:
+    """Unreserve dynamically reserved RESOURCES on agent AGENT, written as
+    /state shows them, e.g. "cpus(analytics,ops):2" (POST /unreserve)."""
+    answer = _run(master_address, "/unreserve", {"agent_id": agent, "resources": resources}, token, timeout, key,
+                  master_key)
+    click.echo(f"agent {answer['agent_id']} ({answer['hostname']}): {answer['unreserved']} unreserved "
+               f"(now {answer['resources']})")

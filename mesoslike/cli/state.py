@@ -100,6 +100,11 @@ def format_state(doc: dict) -> str:
         lines += _table([[role, r["reserved"], r["allocated_reserved"] or "-", r["allocated_unreserved"] or "-"]
                          for role, r in reservations.items()],
                         ["role", "reserved", "allocated reserved", "allocated unreserved"])
+    dynamic = [[a["id"], a["hostname"], r["role"], r["principal"] or "(anonymous)", r["resources"]]
+               for a in doc["agents"] for r in a.get("reservations", []) if r["type"] == "dynamic"]
+    if dynamic:
+        lines += ["", f"dynamic reservations ({len(dynamic)})"]
+        lines += _table(dynamic, ["agent", "hostname", "role", "principal", "resources"])
     if doc.get("preemption"):
         lines += ["", *_preemption_lines(doc["preemption"])]
     return "\n".join(lines)

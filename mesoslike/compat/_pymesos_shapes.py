@@ -185,16 +185,27 @@ def _sort_key(name: str) -> tuple[int, str]:
 
 def resources_message(resources: Resources) -> list[Message]:
     """A ``Resources`` vector as Mesos' list of ``Resource`` messages:
-    scalars as SCALAR, ports and other range kinds as RANGES; unreserved
-    (role ``"*"``), as mesoslike has no reservations."""
+    scalars as SCALAR, ports and other range kinds as RANGES; reserved kinds
+    as Mesos writes them without reservation refinement — ``role`` the
+    reservation's, and for a dynamic one ``reservation.principal`` — the
+    others with role ``"*"``."""
     items: list[Message] = []
     scalars = resources.scalars()
     for name in sorted(scalars, key=_sort_key):
-        items.append({"name": name, "type": "SCALAR", "scalar": {"value": scalars[name]}, "role": "*"})
+        items.append({**_reservation_fields(name), "type": "SCALAR", "scalar": {"value": scalars[name]}})
     for name in resources.range_names():
         ranges = [{"begin": lo, "end": hi} for lo, hi in resources.ranges(name)]
-        items.append({"name": name, "type": "RANGES", "ranges": {"range": ranges}, "role": "*"})
+        items.append({**_reservation_fields(name), "type": "RANGES", "ranges": {"range": ranges}})
     return items
+
+
+def _reservation_fields(kind: str) -> Message:
+    """``cpus(a,alice)`` -> name ``cpus``, role ``a``, reservation principal ``alice``."""
+    name, _, reservation = kind.partition("(")
+    if not reservation:
+        return {"name": name, "role": "*"}
+    role, dynamic, principal = reservation[:-1].partition(",")
+    return {"name": name, "role": role, **({"reservation": {"principal": principal}} if dynamic else {})}
 
 
 def resources_from(items: object, what: str) -> Resources:
@@ -209,9 +220,7 @@ def resources_from(items: object, what: str) -> Resources:
         name = item.get("name")
         if not isinstance(name, str) or not name:
             raise PymesosCompatError(f"{where}.name must be a resource name, got {name!r}")
-        role = _optional(item, "role")
-        if role is not None and role != "*" or _optional(item, "reservation") or _optional(item, "reservations"):
-            raise PymesosCompatError(f"{where} ({name}) is reserved: mesoslike has no reservations yet")
+        name = _reserved_kind(item, name, where)
         for unsupported in ("disk", "shared", "revocable", "provider_id"):
             if _optional(item, unsupported) is not None:
                 raise PymesosCompatError(f"{where}.{unsupported} ({name}) is not supported by mesoslike")
@@ -236,6 +245,28 @@ def resources_from(items: object, what: str) -> Resources:
         return Resources(scalars, ranges=ranges)
     except ResourcesError as exc:
         raise PymesosCompatError(f"{what}: {exc}") from None
+
+
+def _reserved_kind(item: Mapping[str, Any], name: str, where: str) -> str:
+    """The kind of a Mesos ``Resource`` dict: ``name``, ``name(role)`` (a
+    static reservation) or ``name(role,principal)`` (``reservation`` set: a
+    dynamic one). Refined reservations (``reservations``) are refused."""
+    if _optional(item, "reservations"):
+        raise PymesosCompatError(f"{where} ({name}) has refined reservations: mesoslike has none")
+    role = _optional(item, "role")
+    reservation = _optional(item, "reservation")
+    if role is None or role == "*":
+        if reservation is not None:
+            raise PymesosCompatError(f"{where} ({name}) has a reservation but no role")
+        return name
+    if not isinstance(role, str):
+        raise PymesosCompatError(f"{where}.role must be a string, got {type(role).__name__}")
+    if reservation is None:
+        return f"{name}({role})"
+    principal = _mapping(reservation, f"{where}.reservation").get("principal") or ""
+    if not isinstance(principal, str):
+        raise PymesosCompatError(f"{where}.reservation.principal must be a string")
+    return f"{name}({role},{principal})"
 
 
 def _attribute_message(attribute: Attribute) -> Message:

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from typing import Any, Iterable, Mapping
 
 from mesoslike import DriverStatus, FrameworkInfo, MasterInfo, Offer, Scheduler as _Scheduler, SchedulerDriver
-from mesoslike import TaskStatus
+from mesoslike import Launch, Operation, Reserve, Resources, TaskStatus, Unreserve
 from mesoslike.compat._pymesos_executor import Executor, MesosExecutorDriver
 from mesoslike.compat._pymesos_shapes import (
     Message,
@@ -39,6 +39,7 @@ from mesoslike.compat._pymesos_shapes import (
     master_info_message,
     offer_id_list,
     offer_message,
+    resources_from,
     status_from_message,
     status_message,
     task_info,
@@ -176,6 +177,14 @@ class _Translator(_Scheduler):
         self._call("error", message)
 
 
+def _reserve(resources: Resources, where: str) -> Operation:
+    """A Mesos RESERVE (resources with the role they are for) as ``Reserve``."""
+    roles = resources.reservation_roles()
+    if len(roles) != 1 or resources.unreserved():
+        raise PymesosCompatError(f"{where}: a RESERVE's resources name the one role they are for, got {resources}")
+    return Reserve(resources.stripped(), role=roles[0])
+
+
 class MesosSchedulerDriver:
     """pymesos's ``MesosSchedulerDriver`` on mesoslike.
 
@@ -275,22 +284,38 @@ class MesosSchedulerDriver:
         return self._driver.launch_tasks(ids, infos, filters_from(filters))
 
     def acceptOffers(self, offerIds: Any, operations: Iterable[Mapping[str, Any]], filters: Any = None) -> DriverStatus:
-        """Accept offers with operations: only ``LAUNCH`` is supported (the
-        others raise :class:`PymesosCompatError`); no operations declines."""
-        tasks: list[Mapping[str, Any]] = []
+        """Accept offers with ``LAUNCH``, ``RESERVE`` and ``UNRESERVE``
+        operations, applied in order (docs/framework-api.rst,
+        "Reservations"); others raise :class:`PymesosCompatError`. A RESERVE's
+        resources carry the role they are for (and any
+        ``reservation.principal``: the framework's own is used, from its key);
+        an UNRESERVE's are written as offered. No operations declines."""
+        ids = offer_id_list(offerIds)
+        items: list[Operation] = []
         for index, operation in enumerate(operations):
+            where = f"operations[{index}]"
             if not isinstance(operation, Mapping):
-                raise PymesosCompatError(f"operations[{index}] must be a dict")
+                raise PymesosCompatError(f"{where} must be a dict")
             kind = operation.get("type")
-            if kind != "LAUNCH":
-                raise PymesosCompatError(f"operations[{index}]: {kind!r} is not supported by mesoslike; "
-                                         "only LAUNCH is")
-            launch = operation.get("launch")
-            infos = launch.get("task_infos") if isinstance(launch, Mapping) else None
-            if not isinstance(infos, list):
-                raise PymesosCompatError(f"operations[{index}].launch.task_infos must be a list of tasks")
-            tasks.extend(infos)
-        return self.launchTasks(offerIds, tasks, filters)
+            if kind == "LAUNCH":
+                launch = operation.get("launch")
+                infos = launch.get("task_infos") if isinstance(launch, Mapping) else None
+                if not isinstance(infos, list):
+                    raise PymesosCompatError(f"{where}.launch.task_infos must be a list of tasks")
+                launched = [task_info(task) for task in infos]
+                self._remember_executors(info.executor.executor_id for info in launched if info.executor is not None)
+                items.append(Launch(launched))
+            elif kind in ("RESERVE", "UNRESERVE"):
+                body = operation.get(kind.lower())
+                resources = resources_from(body.get("resources") if isinstance(body, Mapping) else None,
+                                           f"{where}.{kind.lower()}.resources")
+                items.append(_reserve(resources, where) if kind == "RESERVE" else Unreserve(resources))
+            else:
+                raise PymesosCompatError(f"{where}: {kind!r} is not supported by mesoslike; only LAUNCH, RESERVE "
+                                         "and UNRESERVE are")
+        if not items:
+            return self.declineOffer(offerIds, filters)
+        return self._driver.accept_offers(ids, items, filters_from(filters))
 
     def declineOffer(self, offerIds: Any, filters: Any = None) -> DriverStatus:
         """Decline one offer (``offer.id``) or a list of them."""

@@ -31,7 +31,8 @@ import attrs
 
 from mesoslike.clock import Clock
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
+from mesoslike.wire.types import (MAX_OPERATIONS, Filters, FrameworkInfo, MasterInfo, Operation, TaskInfo, TaskState,
+                                  TaskStatus)
 
 __all__ = [
     "DriverCore", "SubscriptionState", "Backoff", "Command", "SendToMaster", "InvokeCallback", "Reconnect",
@@ -192,6 +193,18 @@ def task_list(tasks: Iterable[TaskInfo]) -> list[TaskInfo]:
     for task in items:
         if not isinstance(task, TaskInfo):
             raise TypeError(f"tasks must be TaskInfo objects, got {type(task).__name__}")
+    return items
+
+
+def operation_list(operations: Iterable[Operation]) -> list[Operation]:
+    """A list of :class:`Operation` (``Launch``, ``Reserve``, ``Unreserve``), at most MAX_OPERATIONS."""
+    items = list(operations)
+    for operation in items:
+        if not isinstance(operation, Operation):
+            raise TypeError(f"operations must be Operation objects (Launch, Reserve, Unreserve), "
+                            f"got {type(operation).__name__}")
+    if len(items) > MAX_OPERATIONS:
+        raise ValueError(f"at most {MAX_OPERATIONS} operations in one accept, got {len(items)}")
     return items
 
 
@@ -484,6 +497,16 @@ class DriverCore:
         if not self.connected:
             return self._drop_launch(task_infos)
         return [self._send(m.Accept(self.framework_id, ids, task_infos, filters))]
+
+    def accept_offers(self, offer_ids: Iterable[str], operations: Iterable[Operation],
+                      filters: Filters | None = None) -> list[Command]:
+        """ACCEPT the offers with ``operations`` applied in order; the
+        unused rest is declined with ``filters``. While not subscribed the
+        launches come back as TASK_DROPPED updates and an error."""
+        ids, items, filters = offer_id_list(offer_ids), operation_list(operations), filters_or_default(filters)
+        if not self.connected:
+            return self._drop_launch([task for operation in items for task in operation.tasks])
+        return [self._send(m.Accept(self.framework_id, ids, [], filters, operations=items))]
 
     def decline_offer(self, offer_id: str, filters: Filters | None = None) -> list[Command]:
         ids, filters = offer_id_list([offer_id]), filters_or_default(filters)

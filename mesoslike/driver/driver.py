@@ -39,6 +39,7 @@ from mesoslike.driver.core import (
     message_data,
     message_task,
     offer_id_list,
+    operation_list,
     reconcile_task_list,
     task_list,
 )
@@ -51,7 +52,7 @@ from mesoslike.wire import WireError
 from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
 from mesoslike.wire.messages import MAX_BATCH
 from mesoslike.wire.messages import ReconcileTask
-from mesoslike.wire.types import Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskStatus
+from mesoslike.wire.types import Filters, FrameworkInfo, MasterInfo, Operation, TaskInfo, TaskStatus
 
 __all__ = ["SchedulerDriver", "DriverStatus", "parse_master"]
 
@@ -199,6 +200,18 @@ class SchedulerDriver:
         declines the offers."""
         ids, infos, filters = offer_id_list(offer_ids), task_list(tasks), filters_or_default(filters)
         return self._call("launch_tasks", lambda: self._core.launch_tasks(ids, infos, filters))
+
+    def accept_offers(self, offer_ids: Iterable[str], operations: Iterable[Operation],
+                      filters: Filters | None = None) -> DriverStatus:
+        """Accept the offers (all of one agent) with ``operations`` —
+        ``Launch(tasks)``, ``Reserve(resources)``, ``Unreserve(resources)`` —
+        applied in order: a task may use what a RESERVE before it reserved.
+        The unused rest of the offers is declined with ``filters``. An
+        invalid RESERVE or UNRESERVE refuses the whole accept: nothing is
+        applied, its tasks end TASK_DROPPED, ``error`` says why
+        (docs/framework-api.rst, "Reservations")."""
+        ids, items, filters = offer_id_list(offer_ids), operation_list(operations), filters_or_default(filters)
+        return self._call("accept_offers", lambda: self._core.accept_offers(ids, items, filters))
 
     def decline_offer(self, offer_id: str, filters: Filters | None = None) -> DriverStatus:
         """Give the offer back; don't offer those resources again for

@@ -34,6 +34,8 @@ from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleU
 from mesoslike.master.records import (MAX_ATTRIBUTES, MAX_NAME_LENGTH, AgentRecord, FrameworkRecord, Holdings,
                                       MasterConfig, TaskRecord, clip, new_status)
 from mesoslike.master.registry import Registry
+from mesoslike.master.reservations import (Conversion, ReservationError, framework_reserve, framework_unreserve,
+                                           operator_reserve, operator_unreserve)
 from mesoslike.master.roles import RolesConfig
 from mesoslike.master.state import state_json
 from mesoslike.observations import LATENCY_BUCKETS, Histogram
@@ -44,6 +46,8 @@ from mesoslike.wire import (
     FrameworkInfo,
     MasterInfo,
     Offer,
+    Operation,
+    OperationType,
     TaskInfo,
     TaskState,
     TaskStatus,
@@ -151,7 +155,8 @@ class MasterCore:
                          "offers_expired": 0, "subscriptions_refused": 0, "agent_registrations_refused": 0,
                          "reconciliations_refused": 0, "reconcile_answers": 0,
                          "launches_resent": 0, "tasks_unconfirmed": 0, "tasks_unreported": 0,
-                         "updates_reforwarded": 0, "updates_held_back": 0, "updates_settled_by_master": 0}
+                         "updates_reforwarded": 0, "updates_held_back": 0, "updates_settled_by_master": 0,
+                         "reservation_operations": 0, "operations_refused": 0}
         #: launched tasks not confirmed by their agent yet: (when to look
         #: again, sequence, framework id, task id, RUN_TASKs sent by then);
         #: entries of tasks confirmed or ended meanwhile are skipped when due
@@ -329,6 +334,42 @@ class MasterCore:
         log.info("operator: agent %s (%s) reactivated (it was %s)", record.id, clip(record.info.hostname),
                  drain.state)
         return {**self._agent_reply(record), "was": drain.state}, self._flush()
+
+    def reserve_resources(self, agent: str, resources: str, principal: str | None) -> tuple[dict, list[Send]]:
+        """Mesos's ``/reserve``: ``resources`` written reserved for their
+        role (``cpus(analytics):2``) become dynamically reserved for it on
+        the agent (an id or a hostname) by the operator's ``principal``.
+        They must be unreserved and not used by tasks there; outstanding
+        offers on the agent are rescinded if they hold them. Persisted in
+        the registry; the agent is told to checkpoint them."""
+        self._out = []
+        record = self._operated_agent(agent)
+        conversion = operator_reserve(Resources.parse(resources), principal or "")
+        return self._operator_conversion(record, conversion, "reserved"), self._flush()
+
+    def unreserve_resources(self, agent: str, resources: str) -> tuple[dict, list[Send]]:
+        """Mesos's ``/unreserve``: dynamically reserved ``resources``
+        (``cpus(analytics,alice):2``, any principal's) on the agent become
+        unreserved; as :meth:`reserve_resources` otherwise."""
+        self._out = []
+        record = self._operated_agent(agent)
+        conversion = operator_unreserve(Resources.parse(resources))
+        return self._operator_conversion(record, conversion, "unreserved"), self._flush()
+
+    def _operator_conversion(self, agent: AgentRecord, conversion: Conversion, done: str) -> dict:
+        if not agent.info.resources.contains(conversion.removed):
+            raise Conflict(f"agent {agent.id} ({clip(agent.info.hostname)}) has no {conversion.removed} "
+                           f"(its resources are {agent.info.resources})")
+        try:
+            self.allocator.convert_available(agent.id, conversion.removed, conversion.added)
+        except AgentCapacityError:   # nothing changed, no offer rescinded
+            raise Conflict(f"{conversion.removed} on agent {agent.id} ({clip(agent.info.hostname)}) is in use by "
+                           "tasks; try again once they ended") from None
+        self._send_rescinds()
+        self._reservations_changed(agent, agent.info.resources - conversion.removed + conversion.added)
+        log.info("operator: %s on agent %s %s as %s", conversion.removed, agent.id, done, conversion.added)
+        return {"agent_id": agent.id, "hostname": agent.info.hostname, done: str(conversion.removed),
+                "resources": str(conversion.added), "total": str(agent.info.resources)}
 
     def _operated_task(self, task_id: str, framework_id: str | None) -> tuple[FrameworkRecord, TaskRecord]:
         """The live task an operation names; NotFound or Conflict (ambiguous, ended)."""
@@ -948,9 +989,20 @@ class MasterCore:
 
     # ================================================================ launch
     def _accept(self, peer: bytes, msg: m.Accept) -> None:
+        """ACCEPT: the operations in order (a RESERVE or UNRESERVE changes
+        what the offers hold for the operations after it), then ``tasks``
+        as a last LAUNCH; the unused rest is declined with the filter. An
+        invalid task ends TASK_ERROR and the others launch, as in Mesos; an
+        invalid RESERVE or UNRESERVE refuses the whole accept — nothing is
+        applied, its tasks end TASK_DROPPED, the offers go back unfiltered
+        and the framework gets an ERROR saying why."""
         record = self._framework_for(peer, msg.framework_id)
         if record is None:
             return
+        operations = list(msg.operations)
+        if msg.tasks:
+            operations.append(Operation(OperationType.LAUNCH, tasks=list(msg.tasks)))
+        all_tasks = [task for operation in operations for task in operation.tasks]
         refuse = msg.filters.refuse_seconds
         if refuse < 0:
             self._error(peer, f"refuse_seconds must be >= 0, got {refuse}")
@@ -961,44 +1013,126 @@ class MasterCore:
         if problem is not None:
             for offer in offers:  # the valid ones go back
                 self.allocator.decline_offer(offer.id, refuse)
-            for task in msg.tasks:
+            for task in all_tasks:
                 self._launch_failed(record, task, TaskState.DROPPED, problem, "REASON_INVALID_OFFERS")
             return
         agent = self.agents[offers[0].agent_id]
-        pool = EMPTY
-        for offer in offers:
-            pool = pool + offer.resources
-        launched: list[TaskInfo] = []
-        launched_ids: set[str] = set()
-        used = EMPTY
-        starting: dict[str, ExecutorInfo] = {}   # custom executors this accept starts on the agent
-        for task in msg.tasks:
-            executor_needs, problem = self._executor_needs(record, task, agent, starting)
-            if problem is None and executor_needs:
-                if not (pool - used).contains(task.resources + executor_needs):
-                    problem = (f"task resources {task.resources} and its executor's {executor_needs} exceed what is "
-                               f"left of the offers ({pool - used})")
-            if problem is None:
-                problem = self._task_problem(record, task, agent, pool - used, launched_ids)
-            if problem is not None:
-                self._launch_failed(record, task, TaskState.ERROR, problem, "REASON_TASK_INVALID")
-                continue
-            task, problem = self._task_user(record, task)
-            if problem is not None:
-                self._launch_failed(record, task, TaskState.ERROR, problem, "REASON_TASK_UNAUTHORIZED")
-                continue
-            launched.append(task)
-            launched_ids.add(task.task_id)
-            used = used + task.resources
-            if task.executor is not None and task.executor.executor_id not in starting \
-                    and (record.id, task.executor.executor_id) not in agent.executors:
-                starting[task.executor.executor_id] = task.executor
-                used = used + task.executor.resources
+        try:
+            conversions, launched, failed, used, starting = self._plan_accept(record, agent, offers, operations)
+        except ReservationError as exc:
+            for offer in offers:  # nothing applied: all of it goes back, unfiltered
+                self.allocator.decline_offer(offer.id, 0.0)
+            why = f"the accept was refused, nothing was applied: {exc}"
+            for task in all_tasks:
+                self._launch_failed(record, task, TaskState.DROPPED, why, "REASON_INVALID_OFFERS")
+            self.counters["operations_refused"] += 1
+            self._error(peer, why)
+            return
+        if conversions:
+            offers = self._convert_offers(agent, offers, conversions)
+        for task, state, why, reason in failed:
+            self._launch_failed(record, task, state, why, reason)
         for executor_id, executor in starting.items():
             agent.executors[(record.id, executor_id)] = executor   # used until EXECUTOR_EXITED
         self._consume_offers(offers, used, refuse)
         for task in launched:
             self._run_task(record, agent, task)
+
+    def _plan_accept(self, record: FrameworkRecord, agent: AgentRecord, offers: list[AllocatorOffer],
+                     operations: list[Operation]
+                     ) -> tuple[list[Conversion], list[TaskInfo], list[tuple[TaskInfo, str, str, str]], Resources,
+                                dict[str, ExecutorInfo]]:
+        """Check an accept's operations against what the offers hold, in
+        order, changing nothing: the conversions to apply, the tasks to
+        launch, those that may not (with their state, message and reason),
+        what the tasks (and the custom executors they start) use, and those
+        executors. Raises :class:`ReservationError` for a RESERVE or
+        UNRESERVE that may not be applied. O(tasks x kinds)."""
+        pool = Resources.sum(offer.resources for offer in offers)
+        conversions: list[Conversion] = []
+        launched: list[TaskInfo] = []
+        launched_ids: set[str] = set()
+        failed: list[tuple[TaskInfo, str, str, str]] = []
+        used = EMPTY
+        starting: dict[str, ExecutorInfo] = {}   # custom executors this accept starts on the agent
+        for number, operation in enumerate(operations, 1):
+            if operation.type == OperationType.LAUNCH:
+                if operation.resources or operation.role:
+                    raise ReservationError(f"operation {number}: a LAUNCH carries tasks only")
+                for task in operation.tasks:
+                    executor_needs, problem = self._executor_needs(record, task, agent, starting)
+                    if problem is None and executor_needs:
+                        if not (pool - used).contains(task.resources + executor_needs):
+                            problem = (f"task resources {task.resources} and its executor's {executor_needs} "
+                                       f"exceed what is left of the offers ({pool - used})")
+                    if problem is None:
+                        problem = self._task_problem(record, task, agent, pool - used, launched_ids)
+                    if problem is not None:
+                        failed.append((task, TaskState.ERROR, problem, "REASON_TASK_INVALID"))
+                        continue
+                    task, problem = self._task_user(record, task)
+                    if problem is not None:
+                        failed.append((task, TaskState.ERROR, problem, "REASON_TASK_UNAUTHORIZED"))
+                        continue
+                    launched.append(task)
+                    launched_ids.add(task.task_id)
+                    used = used + task.resources
+                    if task.executor is not None and task.executor.executor_id not in starting \
+                            and (record.id, task.executor.executor_id) not in agent.executors:
+                        starting[task.executor.executor_id] = task.executor
+                        used = used + task.executor.resources
+                continue
+            if operation.tasks:
+                raise ReservationError(f"operation {number}: a {operation.type} carries no tasks")
+            try:
+                if operation.type == OperationType.RESERVE:
+                    conversion = framework_reserve(operation.resources, operation.role, record.info.role,
+                                                   self._principal or "")
+                else:
+                    if operation.role:
+                        raise ReservationError("an UNRESERVE names no role: its resources say whose they are")
+                    conversion = framework_unreserve(operation.resources,
+                                                     self._principal if self.credentials is not None else None)
+            except ReservationError as exc:
+                raise ReservationError(f"operation {number} ({operation.type}): {exc}") from None
+            left = pool - used
+            if not left.contains(conversion.removed):
+                raise ReservationError(f"operation {number} ({operation.type}): {conversion.removed} is not in "
+                                       f"what the offers hold after the operations before it ({left})")
+            pool = pool - conversion.removed + conversion.added
+            conversions.append(conversion)
+        return conversions, launched, failed, used, starting
+
+    def _convert_offers(self, agent: AgentRecord, offers: list[AllocatorOffer],
+                        conversions: list[Conversion]) -> list[AllocatorOffer]:
+        """Apply checked conversions to the offers (each spread over them in
+        order), the agent's total and the registry, and tell the agent its
+        dynamic reservations (before the tasks that may use them). Returns
+        the offers as they are now."""
+        current = list(offers)
+        total = agent.info.resources
+        for conversion in conversions:
+            remaining = conversion.removed
+            for index, offer in enumerate(current):
+                part = offer.resources.minimum(remaining)
+                if not part:
+                    continue
+                remaining = remaining.subtract_clamped(part)
+                current[index] = self.allocator.convert_offered(offer.id, part, conversion.convert(part))
+            total = total - conversion.removed + conversion.added
+            log.info("agent %s: %s became %s", agent.id, conversion.removed, conversion.added)
+        self._reservations_changed(agent, total)
+        return current
+
+    def _reservations_changed(self, agent: AgentRecord, total: Resources) -> None:
+        """The agent's total is ``total`` now (its dynamic reservations
+        changed): the registry keeps it (a new leader knows them), the agent
+        is told to checkpoint them (it re-registers with them)."""
+        agent.info = attrs.evolve(agent.info, resources=total)
+        self.registry.admit_agent(agent.info)
+        self._registry_changed()
+        self.counters["reservation_operations"] += 1
+        self._send(agent.peer, m.CheckpointResources(agent.id, total.dynamically_reserved()))
 
     def _accepted_offers(self, record: FrameworkRecord,
                          offer_ids: list[str]) -> tuple[list[AllocatorOffer], str | None]:

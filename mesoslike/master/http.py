@@ -36,7 +36,7 @@ from typing import Any, Callable, Generic, Mapping, TypeVar, cast
 from mesoslike.errors import ConfigError
 from mesoslike.secret_files import check_secret_file_mode
 
-__all__ = ["StatusHTTPServer", "Fresh", "Action", "Authorize", "MAX_BODY", "MAX_HEAD", "CHUNK", "tls_context",
+__all__ = ["StatusHTTPServer", "Fresh", "Action", "Authorize", "request_authorization", "MAX_BODY", "MAX_HEAD", "CHUNK", "tls_context",
            "dashboard_files", "DASHBOARD_DIR", "DASHBOARD_HEADERS"]
 
 log = logging.getLogger("mesoslike.master.http")
@@ -415,6 +415,17 @@ def dashboard_files(directory: Path = DASHBOARD_DIR) -> dict[str, tuple[str, byt
     return files
 
 
+#: the request an HTTP worker thread is serving (see request_authorization)
+_request = threading.local()
+
+
+def request_authorization() -> str | None:
+    """The ``Authorization`` header of the POST this thread is serving (an
+    action that needs to know who asks: the reserving principal of
+    ``/reserve``); the server checked it already."""
+    return getattr(_request, "authorization", None)
+
+
 def _make_handler(views: dict[str, Callable[[], tuple[str, bytes]]], actions: dict[str, Action],
                   server: StatusHTTPServer, authorize: Authorize | None,
                   dashboard: Mapping[str, tuple[str, bytes]]) -> type[BaseHTTPRequestHandler]:
@@ -485,6 +496,7 @@ def _make_handler(views: dict[str, Callable[[], tuple[str, bytes]]], actions: di
                 return
             body = self.rfile.read(length)
             server.hold(self.request)
+            _request.authorization = self.headers.get("Authorization")
             try:
                 code, reply = action(body)
             except Exception:

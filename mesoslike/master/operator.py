@@ -1,7 +1,7 @@
 """The operator's writes over HTTP: ``POST /weights`` and ``POST /quota``
 (docs/cluster.rst), and the operations of docs/operations.rst —
-``POST /tasks/kill``, ``/frameworks/teardown``, ``/agents/drain`` and
-``/agents/reactivate``. Each needs the ACL permission :data:`PERMISSIONS`
+``POST /tasks/kill``, ``/frameworks/teardown``, ``/agents/drain``,
+``/agents/reactivate``, ``/reserve`` and ``/unreserve``. Each needs the ACL permission :data:`PERMISSIONS`
 names (docs/security.rst).
 
 They run on an HTTP server thread. :class:`OperatorWrites` validates the
@@ -23,7 +23,7 @@ from typing import Callable, Protocol
 
 from mesoslike.errors import MesoslikeError
 from mesoslike.master.core import MasterCore, Send
-from mesoslike.master.http import Action
+from mesoslike.master.http import Action, request_authorization
 from mesoslike.master.operations import Conflict, NotFound
 
 __all__ = ["OperatorWrites", "LeadingMaster", "PERMISSIONS", "weights_request", "quota_request", "named"]
@@ -31,7 +31,8 @@ __all__ = ["OperatorWrites", "LeadingMaster", "PERMISSIONS", "weights_request", 
 #: the ACL permission each POST endpoint needs (docs/security.rst)
 PERMISSIONS = {"/quota": "update_quota", "/weights": "update_weights", "/tasks/kill": "kill_tasks",
                "/frameworks/teardown": "teardown_frameworks", "/agents/drain": "drain_agents",
-               "/agents/reactivate": "reactivate_agents"}
+               "/agents/reactivate": "reactivate_agents", "/reserve": "reserve_resources",
+               "/unreserve": "unreserve_resources"}
 
 #: how long a write waits for the registry to hold it (s)
 STORE_TIMEOUT = 10.0
@@ -56,6 +57,10 @@ class LeadingMaster(Protocol):
 
     def send_later(self, sends: list[Send]) -> None:
         """Have the loop send ``sends`` at its next turn. Under ``stored``."""
+
+    def operator_principal(self, authorization: str | None) -> str | None:
+        """The principal whose bearer token ``authorization`` carries (None:
+        an anonymous master, or no valid token)."""
 
 
 def weights_request(request: object) -> dict[str, float]:
@@ -99,7 +104,8 @@ class OperatorWrites:
     def actions(self) -> dict[str, Action]:
         return {"/weights": self.post_weights, "/quota": self.post_quota, "/tasks/kill": self.post_kill_task,
                 "/frameworks/teardown": self.post_teardown, "/agents/drain": self.post_drain,
-                "/agents/reactivate": self.post_reactivate}
+                "/agents/reactivate": self.post_reactivate, "/reserve": self.post_reserve,
+                "/unreserve": self.post_unreserve}
 
     @property
     def permissions(self) -> dict[str, str]:
@@ -129,6 +135,25 @@ class OperatorWrites:
         """``POST /agents/reactivate {"agent": ID_OR_HOSTNAME}``."""
         return self._write(body, lambda core, request: core.reactivate_agent(named(request, ("agent",), {})["agent"]),
                            store=False)
+
+    def post_reserve(self, body: bytes) -> tuple[int, object]:
+        """``POST /reserve {"agent_id": ID_OR_HOSTNAME, "resources": "cpus(analytics):2;mem(analytics):1024"}``:
+        dynamically reserved for the role by the operator's principal (from
+        its token); answered once the registry holds it."""
+        principal = self._master.operator_principal(request_authorization())
+
+        def apply(core: MasterCore, request: object) -> tuple[dict, list[Send]]:
+            fields = named(request, ("agent_id", "resources"), {})
+            return core.reserve_resources(fields["agent_id"], fields["resources"], principal)
+        return self._write(body, apply)
+
+    def post_unreserve(self, body: bytes) -> tuple[int, object]:
+        """``POST /unreserve {"agent_id": ID_OR_HOSTNAME, "resources": "cpus(analytics,alice):2"}``:
+        answered once the registry holds it."""
+        def apply(core: MasterCore, request: object) -> tuple[dict, list[Send]]:
+            fields = named(request, ("agent_id", "resources"), {})
+            return core.unreserve_resources(fields["agent_id"], fields["resources"])
+        return self._write(body, apply)
 
     def post_weights(self, body: bytes) -> tuple[int, object]:
         """``POST /weights {"role": weight, ...}``: answered once the registry holds them."""

@@ -687,6 +687,13 @@ class MasterRuntime:
             log.warning("HTTP %s %s refused (%d): %s", method, path[:200], *refusal)
         return refusal
 
+    def operator_principal(self, authorization: str | None) -> str | None:
+        credentials = self.credentials
+        scheme, _, token = (authorization or "").partition(" ")
+        if credentials is None or scheme.lower() != "bearer":
+            return None
+        return credentials.principal_of_token(token.strip())
+
     def _health(self) -> dict:
         health = self._store_health
         zookeeper = self._zookeeper_connected()

@@ -13,6 +13,7 @@ import attrs
 from mesoslike import __version__
 from mesoslike.allocator import AllocatorStatistics
 from mesoslike.attributes import attributes_json
+from mesoslike.master.reservations import reservations_json
 from mesoslike.observations import Metric, metric
 from mesoslike.resources import Resources
 from mesoslike.wire import TERMINAL_STATES, AgentInfo, FrameworkInfo, Offer, TaskInfo, TaskState, TaskStatus
@@ -162,6 +163,8 @@ def render_state(snap: StateSnapshot) -> dict:
             # static reservations (docs/cluster.rst, "Reservations")
             "reserved": str(info.resources.reserved()),
             "unreserved": str(info.resources.unreserved()),
+            # per role and reserving principal, static and dynamic (docs/framework-api.rst, "Reservations")
+            "reservations": reservations_json(info.resources),
             "used": str(used_by_agent.get(info.id, EMPTY)),
             "available": str(available),
             "attributes": attributes_json(info.attributes),
@@ -198,12 +201,15 @@ def render_state(snap: StateSnapshot) -> dict:
 
 
 def _reservations_json(stats: AllocatorStatistics) -> dict[str, dict[str, str]]:
-    """Per role with static reservations or frameworks: what is reserved for
-    it, and what its frameworks hold of reserved and of unreserved resources."""
+    """Per role with reservations or frameworks: what is reserved for it
+    (static and dynamic; ``reserved_dynamic`` the dynamic part, its kinds
+    naming the reserving principal), and what its frameworks hold of reserved and of unreserved resources."""
     out = {}
     for role in sorted(set(stats.reserved) | set(stats.role_allocated)):
         held = stats.role_allocated.get(role, EMPTY)
-        out[role] = {"reserved": str(stats.reserved.get(role, EMPTY)),
+        reserved = stats.reserved.get(role, EMPTY)
+        out[role] = {"reserved": str(reserved),
+                     "reserved_dynamic": str(reserved.dynamically_reserved()),
                      "allocated_reserved": str(held.reserved()),
                      "allocated_unreserved": str(held.unreserved())}
     return out
@@ -307,6 +313,12 @@ def master_metrics(core: MasterCore, transport: Mapping[str, int] | None = None)
           [({"outcome": outcome}, core.counters[counter]) for outcome, counter in
            (("reforwarded", "updates_reforwarded"), ("held_back", "updates_held_back"),
             ("settled", "updates_settled_by_master"))])
+    _line(lines, "reservation_operations_total", "counter",
+          "Dynamic reservations made or undone (frameworks' RESERVE/UNRESERVE, the operator's /reserve, /unreserve).",
+          [({}, core.counters["reservation_operations"])])
+    _line(lines, "accepts_refused_total", "counter",
+          "ACCEPTs refused whole for an invalid RESERVE or UNRESERVE (nothing applied).",
+          [({}, core.counters["operations_refused"])])
     _bounds_lines(lines, core)
     _latency_lines(lines, core)
     if transport is not None:

@@ -18,6 +18,8 @@ from mesoslike.wire.types import (
     Label,
     MasterInfo,
     Offer,
+    Operation,
+    OperationType,
     TaskInfo,
     TaskState,
     TaskStatus,
@@ -27,4 +29,4 @@ from mesoslike.wire.types import (
 __all__ = ["WireError", "Codec", "Schema", "CODEC", "SCHEMA", "decode", "encode", "MESSAGE_TYPES", "PROTOCOL_VERSION",
            "TERMINAL_STATES", "AgentInfo", "Filters", "FrameworkInfo", "Label", "MasterInfo", "Offer", "TaskInfo", "TaskState",
            "TaskStatus", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI",
-           "ExecutorInfo"]
+           "ExecutorInfo", "Operation", "OperationType"]

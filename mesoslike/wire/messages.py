@@ -28,9 +28,10 @@ from typing import Any, ClassVar
 
 import attrs
 
+from mesoslike.resources import Resources
 from mesoslike.wire.schema import Schema
-from mesoslike.wire.types import (AgentInfo, ExecutorInfo, Filters, FrameworkInfo, MasterInfo, Offer, TaskInfo,
-                                  TaskStatus)
+from mesoslike.wire.types import (MAX_OPERATIONS, AgentInfo, ExecutorInfo, Filters, FrameworkInfo, MasterInfo, Offer,
+                                  Operation, TaskInfo, TaskStatus)
 
 PROTOCOL_VERSION = 1
 
@@ -73,14 +74,17 @@ class Teardown:
 @message
 @attrs.frozen
 class Accept:
-    """Launch ``tasks`` on the offers (all on one agent); the unused rest is
-    declined with ``filters``."""
+    """Apply ``operations`` in order to the offers (all on one agent), then
+    launch ``tasks`` (a last LAUNCH); the unused rest is declined with
+    ``filters``. An invalid RESERVE or UNRESERVE refuses the whole accept
+    (an ERROR; nothing is applied, the offers go back unfiltered)."""
 
     TYPE: ClassVar[str] = "ACCEPT"
     framework_id: str
     offer_ids: list[str]
     tasks: list[TaskInfo]
     filters: Filters = Filters()
+    operations: list[Operation] = attrs.field(factory=list, validator=attrs.validators.max_len(MAX_OPERATIONS))
 
 
 @message
@@ -348,6 +352,19 @@ class RunTask:
     TYPE: ClassVar[str] = "RUN_TASK"
     framework: FrameworkInfo
     task: TaskInfo
+
+
+@message
+@attrs.frozen
+class CheckpointResources:
+    """Master -> agent: the agent's dynamic reservations are now
+    ``reservations`` (all of them, ``cpus(role,principal):N`` kinds; Mesos's
+    CHECKPOINT_RESOURCES). The agent checkpoints them and re-registers with
+    its total converted by them."""
+
+    TYPE: ClassVar[str] = "CHECKPOINT_RESOURCES"
+    agent_id: str
+    reservations: Resources
 
 
 @message

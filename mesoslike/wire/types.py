@@ -21,6 +21,7 @@ __all__ = [
     "MasterInfo", "AgentInfo", "DEFAULT_REFUSE_SECONDS", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI",
     "MAX_TASK_URIS", "Label", "MAX_LABELS", "MAX_LABEL_KEY", "MAX_LABEL_VALUE", "ExecutorInfo",
     "MAX_FRAMEWORK_MESSAGE", "MAX_EXECUTOR_ID", "EXECUTOR_RUN_PREFIX",
+    "Operation", "OperationType", "Launch", "Reserve", "Unreserve", "MAX_OPERATIONS",
 ]
 
 DEFAULT_REFUSE_SECONDS = 5.0
@@ -417,6 +418,68 @@ class Filters:
     """How long to refuse the declined or unused resources of an offer."""
 
     refuse_seconds: float = DEFAULT_REFUSE_SECONDS
+
+
+class OperationType:
+    """What an offer :class:`Operation` does (Mesos's ``Offer.Operation.Type``)."""
+
+    LAUNCH = "LAUNCH"
+    RESERVE = "RESERVE"
+    UNRESERVE = "UNRESERVE"
+    ALL = (LAUNCH, RESERVE, UNRESERVE)
+
+
+#: the most operations one ACCEPT carries
+MAX_OPERATIONS = 1000
+
+
+def _operation_type(instance: object, attribute: object, value: str) -> None:
+    _problem(value in OperationType.ALL, f"operation type must be one of {', '.join(OperationType.ALL)}, "
+                                         f"got {value[:40]!r}")
+
+
+@attrs.frozen
+class Operation:
+    """One operation on accepted offers (Mesos's ``Offer.Operation``),
+    applied in order against what the offers hold (docs/framework-api.rst,
+    "Reservations"). Build one with :func:`Launch`, :func:`Reserve` or
+    :func:`Unreserve`.
+
+    - ``LAUNCH``: ``tasks`` run on the offers' resources as they are after
+      the operations before it;
+    - ``RESERVE``: ``resources`` (unreserved ones of the offers) become
+      reserved for ``role`` (empty: the framework's role) by the framework's
+      principal — the one it authenticated as, never one it names;
+    - ``UNRESERVE``: ``resources`` (dynamically reserved ones of the offers,
+      written as offered: ``cpus(analytics,alice):1``) become unreserved.
+    """
+
+    type: str = attrs.field(validator=_operation_type)
+    tasks: list[TaskInfo] = attrs.field(factory=list)
+    resources: Resources = Resources()
+    role: str = ""
+
+
+def Launch(tasks: list[TaskInfo]) -> Operation:  # noqa: N802 (named as Mesos's operation)
+    """A LAUNCH operation: run ``tasks`` (all on the offers' agent)."""
+    return Operation(OperationType.LAUNCH, tasks=list(tasks))
+
+
+def Reserve(resources: Resources | str, role: str = "") -> Operation:  # noqa: N802
+    """A RESERVE operation: make ``resources`` (unreserved, e.g.
+    ``"cpus:2;mem:1024"``) of the offers reserved for ``role`` (default:
+    the framework's role) by the framework's principal."""
+    return Operation(OperationType.RESERVE, resources=_resources(resources), role=role)
+
+
+def Unreserve(resources: Resources | str) -> Operation:  # noqa: N802
+    """An UNRESERVE operation: make ``resources`` (dynamically reserved, as
+    offered: ``"cpus(analytics,alice):2"``) of the offers unreserved."""
+    return Operation(OperationType.UNRESERVE, resources=_resources(resources))
+
+
+def _resources(value: Resources | str) -> Resources:
+    return Resources.parse(value) if isinstance(value, str) else value
 
 
 @attrs.frozen

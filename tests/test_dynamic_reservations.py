@@ -1,0 +1,423 @@
+"""Dynamic reservations (issue 18 §4), sans I/O: RESERVE and UNRESERVE
+offer operations on the master core, the operator's reserve/unreserve, the
+allocator's bookkeeping of them, the registry and the agent's checkpoint.
+
+The first master tests are Apache Mesos's cases, ported
+(``src/tests/reservation_tests.cpp``: ``ReserveThenUnreserve``,
+``ReserveAndLaunchThenUnreserve``; ``master_validation_tests.cpp`` /
+``reservation_tests.cpp``: an unauthorized unreserve and a reserve of more
+than offered are refused). Fake clock, peers are byte strings."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from allocator_helpers import make as make_allocator
+from mesoslike import Launch, Reserve, Unreserve
+from mesoslike.acl import Credentials, Principal
+from mesoslike.agent.core import AgentCore, CheckpointReservations, SendToMaster
+from mesoslike.clock import FakeClock
+from mesoslike.errors import ConfigError, MesoslikeError
+from mesoslike.master import MasterConfig, MasterCore
+from mesoslike.master.operations import Conflict
+from mesoslike.master.registry import Registry
+from mesoslike.master.state import master_metrics
+from mesoslike.metrics import render
+from mesoslike.resources import Resources
+from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
+from mesoslike.wire import messages as m
+
+pytestmark = pytest.mark.timeout(30)
+
+R = Resources.parse
+FW, FW2, AG = b"fw-peer", b"fw2-peer", b"agent-peer"
+
+
+class Harness:
+    """A master core; with ``secured`` it has credentials (principals
+    alice, bob: frameworks; ops: operator; agent: agent) and each peer
+    speaks as the principal ``as_`` names."""
+
+    def __init__(self, secured: bool = False, registry: Registry | None = None):
+        self.clock = FakeClock()
+        credentials = None
+        if secured:
+            principals = {name: Principal(name, f"key-{name}".encode(), frozenset([kind]))
+                          for name, kind in (("alice", "framework"), ("bob", "framework"), ("ops", "operator"),
+                                             ("agent", "agent"))}
+            credentials = Credentials(principals)
+        self.principals = {FW: "alice", FW2: "bob", AG: "agent"} if secured else {}
+        self.core = MasterCore(self.clock, MasterInfo("m", "tcp://127.0.0.1:1"),
+                               MasterConfig(heartbeat_interval=1.0, ping_interval=1.0), registry=registry,
+                               credentials=credentials)
+
+    def send(self, peer, message):
+        return [(s.peer, s.message) for s in self.core.on_message(peer, message, self.principals.get(peer))]
+
+    def tick(self, advance=1.0):
+        self.clock.advance(advance)
+        return [(s.peer, s.message) for s in self.core.tick()]
+
+    def subscribe(self, peer=FW, role="analytics", **info):
+        out = self.send(peer, m.Subscribe(FrameworkInfo(name="demo", role=role, user="nobody", **info)))
+        (subscribed,) = only(out, m.Subscribed)
+        return subscribed.framework_id
+
+    def register_agent(self, resources="cpus:4;mem:4096"):
+        out = self.send(AG, m.RegisterAgent(AgentInfo("node-0", R(resources))))
+        (registered,) = only(out, m.AgentRegistered)
+        return registered.agent_id
+
+    def offer(self, peer=FW, advance=1.0):
+        offers = [o for p, msg in self.tick(advance) if p == peer and isinstance(msg, m.Offers) for o in msg.offers]
+        assert len(offers) == 1, offers
+        self.core.allocator.check_invariants()
+        return offers[0]
+
+    def accept(self, fid, offer, *operations, peer=FW, refuse=0.0):
+        out = self.send(peer, m.Accept(fid, [offer.id], [], Filters(refuse), operations=list(operations)))
+        self.core.allocator.check_invariants()
+        return out
+
+
+def only(out, kind, peer=None):
+    return [msg for p, msg in out if isinstance(msg, kind) and (peer is None or p == peer)]
+
+
+def task(tid, agent_id, resources):
+    return TaskInfo(tid, agent_id, "sleep 1", R(resources))
+
+
+def checkpointed(out):
+    (checkpoint,) = only(out, m.CheckpointResources, AG)
+    return checkpoint.reservations
+
+
+# ================================================== Mesos reservation_tests
+def test_reserve_then_unreserve():
+    """ReservationTest.ReserveThenUnreserve: a framework reserves part of an
+    offer; the next offer holds it reserved for its role with its principal;
+    it unreserves it; the next offer holds it unreserved again. The agent is
+    told its reservations each time, the registry keeps the agent's total."""
+    h = Harness(secured=True)
+    fid, aid = h.subscribe(), h.register_agent()
+    offer = h.offer()
+    assert offer.resources == R("cpus:4;mem:4096")
+
+    out = h.accept(fid, offer, Reserve("cpus:1;mem:512"))
+    assert checkpointed(out) == R("cpus(analytics,alice):1;mem(analytics,alice):512")
+    assert not only(out, m.Error)
+    assert h.core.registry.agents[aid].resources == R("cpus:3;mem:3584;cpus(analytics,alice):1;"
+                                                       "mem(analytics,alice):512")
+    offer = h.offer()
+    assert offer.resources == R("cpus:3;mem:3584;cpus(analytics,alice):1;mem(analytics,alice):512")
+
+    out = h.accept(fid, offer, Unreserve("cpus(analytics,alice):1;mem(analytics,alice):512"))
+    assert checkpointed(out) == R("")
+    assert h.offer().resources == R("cpus:4;mem:4096")
+    assert h.core.registry.agents[aid].resources == R("cpus:4;mem:4096")
+    assert h.core.counters["reservation_operations"] == 2
+
+
+def test_reserve_and_launch_then_unreserve():
+    """ReservationTest.ReserveAndLaunchThenUnreserve: a task in the same
+    accept runs on what the RESERVE before it reserved; the agent hears of
+    the reservation before the task; once the task ended its resources come
+    back reserved, and are unreserved."""
+    h = Harness()
+    fid, aid = h.subscribe(), h.register_agent()
+    offer = h.offer()
+    reserved = "cpus(analytics,):1;mem(analytics,):512"   # an anonymous cluster: no principal
+    out = h.accept(fid, offer, Reserve("cpus:1;mem:512"), Launch([task("t1", aid, reserved)]))
+    to_agent = [type(msg) for p, msg in out if p == AG]
+    assert to_agent == [m.CheckpointResources, m.RunTask]
+    (run,) = only(out, m.RunTask)
+    assert run.task.resources == R(reserved)
+
+    h.send(AG, m.StatusUpdate(fid, TaskStatus("t1", TaskState.FINISHED, agent_id=aid, framework_id=fid, uuid="u1",
+                                              source="SOURCE_AGENT")))
+    offer = h.offer()
+    assert offer.resources == R("cpus:4;mem:4096").subtract_clamped(R("cpus:1;mem:512")) + R(reserved)
+    out = h.accept(fid, offer, Unreserve(reserved))
+    assert checkpointed(out) == R("")
+    assert h.offer().resources == R("cpus:4;mem:4096")
+
+
+def test_a_reservation_is_offered_only_to_its_role():
+    """Reserved resources go to the role (and its sub-roles) only: a
+    framework in another role is offered the unreserved rest."""
+    h = Harness()
+    fid, aid = h.subscribe(), h.register_agent()
+    h.accept(fid, h.offer(), Reserve("cpus:3;mem:3000"), refuse=3600.0)
+    other = h.subscribe(FW2, role="web")
+    offer = h.offer(FW2)
+    assert offer.framework_id == other
+    assert offer.resources == R("cpus:1;mem:1096")
+    stats = h.core.allocator.statistics()
+    assert stats.reserved["analytics"] == R("cpus(analytics,):3;mem(analytics,):3000")
+
+
+def test_unreserving_what_another_principal_reserved_is_refused_and_nothing_applied():
+    """An UNRESERVE of a reservation made by another principal is refused
+    (with credentials); nothing of the accept is applied: its task is
+    dropped, the offer comes back whole and unfiltered."""
+    h = Harness(secured=True)
+    alice, aid = h.subscribe(), h.register_agent()
+    h.accept(alice, h.offer(), Reserve("cpus:2;mem:1024"), refuse=3600.0)
+    bob = h.subscribe(FW2)
+    h.send(FW, m.Suppress(alice))
+    offer = h.offer(FW2)
+    assert offer.resources.reserved() == R("cpus(analytics,alice):2;mem(analytics,alice):1024")
+    out = h.accept(bob, offer, Launch([task("t1", aid, "cpus:1")]),
+                   Unreserve("cpus(analytics,alice):2;mem(analytics,alice):1024"), peer=FW2)
+    (error,) = only(out, m.Error, FW2)
+    assert "not authorized" in error.message and "alice" in error.message and not error.fatal
+    (update,) = only(out, m.Update, FW2)
+    assert update.status.state == TaskState.DROPPED and "nothing was applied" in update.status.message
+    assert not only(out, m.RunTask) and not only(out, m.CheckpointResources)
+    assert h.offer(FW2).resources == offer.resources   # back at once: no filter
+    assert h.core.counters["operations_refused"] == 1
+    metrics = render(master_metrics(h.core))
+    assert "mesoslike_accepts_refused_total 1" in metrics and "mesoslike_reservation_operations_total 1" in metrics
+
+
+@pytest.mark.parametrize("operations, fragment", [
+    (lambda aid: [Reserve("cpus:5")], "is not in what the offers hold"),
+    (lambda aid: [Launch([task("t1", aid, "cpus:3")]), Reserve("cpus:2")], "after the operations before it"),
+    (lambda aid: [Reserve("cpus:1", role="web")], "reserves for its own role"),
+    (lambda aid: [Reserve("cpus(analytics):1")], "only unreserved resources"),
+    (lambda aid: [Unreserve("cpus:1")], "only dynamically reserved"),
+    (lambda aid: [Unreserve("cpus(analytics,):1")], "is not in what the offers hold"),
+    (lambda aid: [Reserve("")], "nothing to reserve"),
+])
+def test_invalid_operations_refuse_the_whole_accept(operations, fragment):
+    """Insufficient resources and other invalid RESERVE/UNRESERVE: a clear
+    ERROR, nothing half-applied (the offer comes back whole)."""
+    h = Harness()
+    fid, aid = h.subscribe(), h.register_agent()
+    offer = h.offer()
+    out = h.accept(fid, offer, *operations(aid))
+    (error,) = only(out, m.Error, FW)
+    assert fragment in error.message, error.message
+    assert not only(out, m.RunTask) and not only(out, m.CheckpointResources)
+    assert h.core.allocator.available(aid) == R("cpus:4;mem:4096")
+    assert h.offer().resources == R("cpus:4;mem:4096")
+
+
+def test_a_framework_in_the_default_role_cannot_reserve():
+    h = Harness()
+    fid, _ = h.subscribe(role="*"), h.register_agent()
+    (error,) = only(h.accept(fid, h.offer(), Reserve("cpus:1")), m.Error)
+    assert "default role" in error.message
+
+
+def test_tasks_given_with_operations_launch_after_them_and_invalid_tasks_alone_fail():
+    """``Accept.tasks`` is a last LAUNCH; a task that does not fit fails
+    alone (TASK_ERROR), the reservation and the other task apply."""
+    h = Harness()
+    fid, aid = h.subscribe(), h.register_agent()
+    offer = h.offer()
+    out = h.send(FW, m.Accept(fid, [offer.id], [task("t2", aid, "cpus(analytics,):1")], Filters(0.0),
+                              operations=[Reserve("cpus:1"), Launch([task("t1", aid, "cpus:9")])]))
+    (update,) = only(out, m.Update)
+    assert (update.status.task_id, update.status.state) == ("t1", TaskState.ERROR)
+    assert [r.task.task_id for r in only(out, m.RunTask)] == ["t2"]
+    assert checkpointed(out) == R("cpus(analytics,):1")
+
+
+# ============================================================== operator
+def test_operator_reserve_rescinds_offers_that_hold_it_and_unreserve_returns_it():
+    h = Harness(secured=True)
+    fid, aid = h.subscribe(), h.register_agent()
+    offer = h.offer()
+    reply, sends = h.core.reserve_resources(aid, "cpus(analytics):2;mem(analytics):1024", "ops")
+    out = [(s.peer, s.message) for s in sends]
+    (rescind,) = only(out, m.RescindOffer, FW)
+    assert rescind.offer_id == offer.id
+    assert checkpointed(out) == R("cpus(analytics,ops):2;mem(analytics,ops):1024")
+    assert reply["resources"] == "cpus(analytics,ops):2;mem(analytics,ops):1024"
+    h.core.allocator.check_invariants()
+    assert h.offer().resources == R("cpus:2;mem:3072;cpus(analytics,ops):2;mem(analytics,ops):1024")
+    # what is offered now is rescinded again for the unreserve
+    reply, sends = h.core.unreserve_resources("node-0", "cpus(analytics,ops):2")
+    assert checkpointed([(s.peer, s.message) for s in sends]) == R("mem(analytics,ops):1024")
+    assert reply["total"] == "cpus:4;mem:3072;mem(analytics,ops):1024"
+    h.core.allocator.check_invariants()
+
+
+def test_operator_reserve_of_what_tasks_use_or_the_agent_lacks_is_a_conflict():
+    h = Harness()
+    fid, aid = h.subscribe(), h.register_agent()
+    h.send(FW, m.Accept(fid, [h.offer().id], [task("t1", aid, "cpus:3")], Filters(0.0)))
+    offer = h.offer()   # the rest is offered: a refused reserve rescinds nothing
+    with pytest.raises(Conflict, match="in use by tasks"):
+        h.core.reserve_resources(aid, "cpus(analytics):2", None)
+    assert h.core.allocator.get_offer(offer.id) is not None
+    with pytest.raises(Conflict, match="has no"):
+        h.core.reserve_resources(aid, "cpus(analytics):9", None)
+    with pytest.raises(MesoslikeError, match="one role"):
+        h.core.reserve_resources(aid, "cpus:1", None)
+    with pytest.raises(MesoslikeError, match="only dynamically reserved"):
+        h.core.unreserve_resources(aid, "cpus:1")
+    assert h.core.agents[aid].info.resources == R("cpus:4;mem:4096")
+    h.core.allocator.check_invariants()
+
+
+# ============================================== failover, agent authority
+def test_the_registry_keeps_reservations_for_a_new_leader():
+    h = Harness()
+    fid, aid = h.subscribe(), h.register_agent()
+    h.accept(fid, h.offer(), Reserve("cpus:1;mem:100"))
+    stored = Registry.from_document(h.core.registry.to_document())
+    assert stored.agents[aid].resources == R("cpus:3;mem:3996;cpus(analytics,):1;mem(analytics,):100")
+    new = Harness(registry=stored)   # a new leader knows them before the agent re-registers
+    assert new.core.registry.agents[aid].resources.dynamically_reserved() == R("cpus(analytics,):1;"
+                                                                              "mem(analytics,):100")
+
+
+def test_a_reregistering_agents_total_is_authoritative():
+    """Mesos: the agent's checkpointed resources win on re-registration (the
+    agent did not get the reservation, say)."""
+    h = Harness()
+    fid, aid = h.subscribe(), h.register_agent()
+    h.accept(fid, h.offer(), Reserve("cpus:1"))
+    h.send(AG, m.ReregisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"), id=aid), [], []))
+    assert h.core.agents[aid].info.resources == R("cpus:4;mem:4096")
+    assert h.core.registry.agents[aid].resources == R("cpus:4;mem:4096")
+    h.core.allocator.check_invariants()
+
+
+# ============================================================= allocator
+def test_allocator_convert_offered_keeps_shares_and_moves_quota_consumption():
+    """A RESERVE on an offer changes its kinds, the framework's holding and
+    the agent's total — not the DRF share; quota counts the reservation as
+    consumed (Mesos) instead of the unreserved allocation."""
+    alloc, clock = make_allocator()
+    alloc.add_agent("a1", R("cpus:4;mem:1024"))
+    alloc.add_framework("f1", role="analytics")
+    alloc.update_quota("analytics", limit="cpus:8")
+    (offer,) = alloc.tick()
+    share = alloc.dominant_share("f1")
+    consumed = dict(alloc._quota.consumed("analytics"))
+    new = alloc.convert_offered(offer.id, R("cpus:1"), R("cpus(analytics,alice):1"))
+    assert new.id == offer.id and new.resources == R("cpus:3;mem:1024;cpus(analytics,alice):1")
+    assert alloc.dominant_share("f1") == share
+    assert dict(alloc._quota.consumed("analytics")) == consumed
+    alloc.check_invariants()
+    alloc.decline_offer(offer.id, 0.0)
+    alloc.check_invariants()
+    assert dict(alloc._quota.consumed("analytics")) == {"cpus": 1000}   # the reservation, allocated or not
+    assert alloc.available("a1") == R("cpus:3;mem:1024;cpus(analytics,alice):1")
+    with pytest.raises(MesoslikeError):
+        alloc.convert_offered(offer.id, R("cpus:1"), R("cpus(analytics,alice):1"))   # answered already
+
+
+def test_allocator_convert_available_refuses_other_quantities():
+    alloc, _ = make_allocator()
+    alloc.add_agent("a1", R("cpus:4"))
+    with pytest.raises(MesoslikeError, match="not the same quantities"):
+        alloc.convert_available("a1", R("cpus:1"), R("cpus(a,p):2"))
+    alloc.convert_available("a1", R("cpus:1"), R("cpus(a,p):1"))
+    assert alloc.statistics().reserved == {"a": R("cpus(a,p):1")}
+    alloc.check_invariants()
+
+
+# ================================================================= agent
+def make_agent(resources="cpus:4;mem:1024"):
+    core = AgentCore(FakeClock(100.0), AgentInfo("host-1", R(resources)), checkpoint=True)
+    core.tick()
+    core.on_message(m.AgentRegistered("agent-1", MasterInfo("m", "tcp://127.0.0.1:1"), 1.0))
+    return core
+
+
+def test_agent_takes_and_checkpoints_its_reservations_and_registers_with_them():
+    core = make_agent()
+    out = core.on_message(m.CheckpointResources("agent-1", R("cpus(a,alice):1")))
+    assert out == [CheckpointReservations(R("cpus(a,alice):1"))]
+    assert core.total == R("cpus:3;mem:1024;cpus(a,alice):1")
+    assert core.info.resources == core.total
+    # a restarted agent recovers them before it re-registers
+    again = AgentCore(FakeClock(100.0), AgentInfo("host-1", R("cpus:4;mem:1024")), checkpoint=True)
+    again.recover("agent-1", [])
+    again.recover_reservations(R("cpus(a,alice):1"))
+    (send,) = [c for c in again.tick() if isinstance(c, SendToMaster)]
+    assert isinstance(send.message, m.ReregisterAgent)
+    assert send.message.agent.resources == R("cpus:3;mem:1024;cpus(a,alice):1")
+
+
+def test_agent_refuses_reservations_that_do_not_fit():
+    core = make_agent()
+    assert core.on_message(m.CheckpointResources("agent-1", R("cpus(a,alice):9"))) == []
+    assert core.on_message(m.CheckpointResources("other", R("cpus(a,alice):1"))) == []
+    assert core.total == R("cpus:4;mem:1024")
+    with pytest.raises(ConfigError, match="do not fit"):
+        make_agent("cpus:1").recover_reservations(R("cpus(a,alice):2"))
+
+
+# ============================================================== property
+STEPS = st.lists(st.tuples(st.sampled_from(["cycle", "reserve_offer", "unreserve_offer", "reserve_free",
+                                            "unreserve_free", "decline", "launch"]),
+                           st.integers(0, 3), st.integers(1, 3)), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(STEPS)
+def test_reservation_operations_keep_the_books_and_the_quantities(steps):
+    """Whatever RESERVE/UNRESERVE, on offers or on what is available, mixed
+    with cycles, launches and declines: the allocator's invariants hold, no
+    agent's quantities change (only their kinds), and every dynamic kind
+    is offered only to its role."""
+    alloc, clock = make_allocator()
+    totals = {}
+    for index in range(2):
+        alloc.add_agent(f"a{index}", R("cpus:4;mem:400"))
+        totals[f"a{index}"] = R("cpus:4;mem:400")
+    roles = {"f0": "r1", "f1": "r2", "f2": "r1/sub"}
+    for framework_id, role in roles.items():
+        alloc.add_framework(framework_id, role=role)
+    alloc.update_quota("r1", limit="cpus:6")
+    for action, pick, amount in steps:
+        offers = alloc.outstanding_offers()
+        offer = offers[pick % len(offers)] if offers else None
+        part = R(f"cpus:{amount}")
+        try:
+            if action == "cycle":
+                clock.advance(1.0)
+                for made in alloc.tick():
+                    for role in made.resources.reservation_roles():
+                        assert roles[made.framework_id] in (role,) or roles[made.framework_id].startswith(role + "/")
+            elif action == "reserve_offer" and offer is not None:
+                role = roles[offer.framework_id]
+                alloc.convert_offered(offer.id, part, part.as_reserved(role, "p"))
+            elif action == "unreserve_offer" and offer is not None:
+                dynamic = offer.resources.dynamically_reserved().only([k for k in offer.resources.scalars()
+                                                                       if k.startswith("cpus(")][:1])
+                if dynamic:
+                    alloc.convert_offered(offer.id, dynamic, dynamic.as_unreserved())
+            elif action in ("reserve_free", "unreserve_free"):
+                agent = f"a{pick % 2}"
+                if action == "reserve_free":
+                    alloc.convert_available(agent, part, part.as_reserved("r2", "ops"))
+                else:
+                    dynamic = alloc.available(agent).dynamically_reserved()
+                    if dynamic:
+                        alloc.convert_available(agent, dynamic, dynamic.as_unreserved())
+            elif action == "decline" and offer is not None:
+                alloc.decline_offer(offer.id, refuse_seconds=0.0)
+            elif action == "launch" and offer is not None:
+                alloc.accept_offer(offer.id, offer.resources.minimum(R("cpus:1;mem:10")), refuse_seconds=0.0)
+        except MesoslikeError:
+            pass   # refused, changing nothing: the checks below still hold
+        alloc.check_invariants()
+        for agent_id, total in totals.items():
+            assert alloc.snapshot()["agents"][agent_id]["total"] and \
+                R(alloc.snapshot()["agents"][agent_id]["total"]).stripped() == total
+
+
+def test_an_agent_is_not_started_with_dynamic_reservations(tmp_path):
+    """They are the master's to make (and the agent's to checkpoint): in
+    --resources only static ones (``name(role)``)."""
+    from mesoslike.agent.runtime import AgentRuntime
+    with pytest.raises(ConfigError, match="dynamic reservations"):
+        AgentRuntime("tcp://127.0.0.1:5050", "cpus(a,alice):1;mem:64", work_dir=tmp_path)
+    AgentRuntime("tcp://127.0.0.1:5050", "cpus(a):1;mem:64", work_dir=tmp_path)
