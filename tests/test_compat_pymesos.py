@@ -103,7 +103,8 @@ def test_pymesos_example_scheduler_runs_unchanged_and_its_tasks_finish(cluster, 
             assert states.index(TaskState.RUNNING) < states.index(TaskState.FINISHED), states
             assert not set(states) & {TaskState.FAILED, TaskState.ERROR, TaskState.LOST}, states
             # the task's data reached its executor (decode_data(task.data) printed to the executor's stderr)
-            stderrs = "".join(path.read_text() for path in cluster.work_root.glob("*/sandboxes/*/*MinimalExecutor*/stderr"))
+            stderrs = "".join(path.read_text()
+                              for path in cluster.work_root.glob("*/sandboxes/*/*MinimalExecutor*/stderr"))
             assert f"Hello from task {task_id}!" in stderrs
         # Ctrl-C: the example's handler calls driver.stop(), which tears the framework down
         scheduler.send_signal(signal.SIGINT)
