@@ -35,6 +35,7 @@ from waiting import wait_until
 pytestmark = [pytest.mark.timeout(90), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="cgroups")]
 
 R = Resources.parse
+MB = 1024 * 1024
 FW = FrameworkInfo(name="demo", id="fw-1")
 #: allocates 200 MB and holds it: far above a 64 MB limit
 HOG = f"{sys.executable} -I -S -c 'x = bytearray(200 * 1024 * 1024); import time; time.sleep(60)'"
@@ -153,6 +154,52 @@ def test_a_process_that_leaves_the_tasks_group_is_still_killed_with_it(master, a
     assert master.update("escaper").state == TaskState.KILLED
     wait_until(lambda: not Path(f"/proc/{escapee}").exists() or "Z" in Path(f"/proc/{escapee}/stat").read_text()
                .rsplit(")", 1)[1].split()[0], 10, "the escapee to be killed through the cgroup")
+
+
+def test_a_custom_executors_container_grows_with_its_tasks_and_shrinks_as_they_end(master, agent, cgroups_root):
+    # Mesos's containerizer update: the executor's cgroup holds its own resources and its live tasks'
+    from mesoslike.wire.types import ExecutorInfo
+
+    runtime = agent(cgroups_cpu_quota=True)
+    program = Path(__file__).with_name("executor_program.py")
+    executor = ExecutorInfo("grow", f"{sys.executable} {program}", R("cpus:0.5;mem:64"))
+
+    def launch(*task_ids):
+        for task_id in task_ids:   # back to back: the executor's launch may still wait when the second comes
+            master.send(m.RunTask(FW, TaskInfo(task_id, "agent-1", "hold", R("cpus:0.25;mem:32"), executor=executor)))
+        for task_id in task_ids:   # each update acknowledged (one the agent resent meanwhile too)
+            states = [master.update(task_id).state]
+            while states[-1] != TaskState.RUNNING and len(states) < 10:   # the executor has it
+                states.append(master.update(task_id).state)
+            assert set(states) == {TaskState.STARTING, TaskState.RUNNING}, states
+
+    def limits():
+        groups = runtime.executor.container("fw-1", executor.run_id()).cgroups
+        if runtime.isolator.name == "cgroups-v1":
+            return (int(read(groups["memory"], "memory.limit_in_bytes")) // MB,
+                    int(read(groups["cpu"], "cpu.cfs_quota_us")), int(read(groups["cpu"], "cpu.shares")))
+        return int(read(groups["unified"], "memory.max")) // MB, int(read(groups["unified"], "cpu.max").split()[0]), 0
+
+    def kill(task_id):
+        master.send(m.KillTask("fw-1", task_id))
+        states = [master.update(task_id).state]
+        while states[-1] != TaskState.KILLED and len(states) < 10:   # past resent RUNNING updates
+            states.append(master.update(task_id).state)
+        assert set(states) <= {TaskState.RUNNING, TaskState.KILLED} and states[-1] == TaskState.KILLED, states
+
+    launch("t1", "t2")
+    assert limits()[:2] == (64 + 2 * 32, 100_000)       # the executor's 64 MB and two tasks' 32 MB
+    if runtime.isolator.name == "cgroups-v1":
+        assert limits()[2] == 1024                       # 1 cpu's shares
+    usage = next(u for u in runtime.executor.usage() if u.task_id == executor.run_id())
+    assert usage.mem_limit_bytes == 128 * MB and usage.cpus_limit == 1.0   # what /monitor/statistics shows
+    kill("t2")
+    wait_until(lambda: limits()[:2] == (96, 75_000), 10, "the container to shrink back to the executor and t1")
+    launch("t3")                                         # handed to the running executor: it grows again
+    assert limits()[:2] == (128, 100_000)
+    kill("t1")
+    kill("t3")
+    wait_until(lambda: limits()[:2] == (64, 50_000), 10, "the container to shrink to the executor alone")
 
 
 # ------------------------------------------------------------ usage

@@ -62,6 +62,7 @@ from mesoslike.agent.isolation import Container, Isolator, PosixIsolator, agent_
 from mesoslike.agent.launcher import SupervisorLauncher
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import MesoslikeError
+from mesoslike.resources import Resources
 from mesoslike.wire.messages import TaskUsage
 from mesoslike.wire.types import TaskInfo
 
@@ -356,6 +357,22 @@ class TaskExecutor:
     def container(self, framework_id: str, task_id: str) -> Container | None:
         run = self._runs.get((framework_id, task_id))
         return run.container if run else None
+
+    def resize(self, framework_id: str, task_id: str, resources: Resources) -> bool:
+        """Set the limits of a running task's container to ``resources``
+        (a custom executor's run: its own resources and its live tasks').
+        False, with a warning logged, if it is not running or a limit could
+        not be set (the old one stays)."""
+        run = self._runs.get((framework_id, task_id))
+        if run is None:
+            return False
+        try:
+            run.container = self.isolator.update(run.container, resources)
+        except OSError as exc:
+            log.warning("the container of %s/%s keeps its limits: %s cannot be set: %s", framework_id, task_id,
+                        resources, exc)
+            return False
+        return True
 
     def next_deadline(self) -> float:
         """The earliest time :meth:`poll` has work besides looking (``math.inf`` if none)."""

@@ -123,6 +123,13 @@ class Isolator:
         ``resources``. Raises OSError when its cgroups cannot be made."""
         return Container(self.name, {}, _cpus(resources), _mem_bytes(resources))
 
+    def update(self, container: Container, resources: Resources) -> Container:
+        """The container with the limits of ``resources`` (Mesos's
+        containerizer ``update``: a custom executor's container grows and
+        shrinks with its tasks). Raises OSError when a limit cannot be set
+        (a memory limit below what the container uses now)."""
+        return attrs.evolve(container, cpus=_cpus(resources), mem_bytes=_mem_bytes(resources))
+
     def launch_spec(self, container: Container) -> dict:
         """What the supervisor needs: the cgroup directories to enter (and
         to empty and remove at the end), the OOM counters, the peak file."""
@@ -187,6 +194,11 @@ class _Cgroups(Isolator):
     def _set_limits(self, container: Container) -> None:
         raise NotImplementedError
 
+    def update(self, container: Container, resources: Resources) -> Container:
+        updated = super().update(container, resources)
+        self._set_limits(updated)
+        return updated
+
     def launch_spec(self, container: Container) -> dict:
         spec = {"cgroups": container.directories, "oom_events": [self._oom_event(container)],
                 "memory_peak": self._peak_file(container)}
@@ -236,6 +248,15 @@ class CgroupsV1Isolator(_Cgroups):
             if self.cpu_quota:
                 _write(groups["cpu"], "cpu.cfs_period_us", CFS_PERIOD_US)
                 _write(groups["cpu"], "cpu.cfs_quota_us", max(MIN_CFS_QUOTA_US, int(container.cpus * CFS_PERIOD_US)))
+
+    def update(self, container: Container, resources: Resources) -> Container:
+        # v1 wants memory.memsw.limit_in_bytes >= memory.limit_in_bytes at every step:
+        # growing, the swap limit goes up first (_set_limits then writes both again)
+        mem_bytes = _mem_bytes(resources)
+        memsw = os.path.join(container.cgroups["memory"], "memory.memsw.limit_in_bytes")
+        if mem_bytes > container.mem_bytes and os.path.exists(memsw):
+            _write(container.cgroups["memory"], "memory.memsw.limit_in_bytes", mem_bytes)
+        return super().update(container, resources)
 
     def _oom_event(self, container: Container) -> list[str]:
         return [os.path.join(container.cgroups["memory"], "memory.oom_control"), "oom_kill"]
