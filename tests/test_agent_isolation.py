@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from waiting import wait_until
 pytestmark = [pytest.mark.timeout(90), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="cgroups")]
 
 R = Resources.parse
+MB = 1024 * 1024
 FW = FrameworkInfo(name="demo", id="fw-1")
 #: allocates 200 MB and holds it: far above a 64 MB limit
 HOG = f"{sys.executable} -I -S -c 'x = bytearray(200 * 1024 * 1024); import time; time.sleep(60)'"
@@ -116,6 +118,32 @@ def test_limits_are_written_and_the_task_runs_inside_its_cgroups(master, agent, 
     wait_until(lambda: cgroups_below(cgroups_root) == [], 10, "its cgroups to be removed")
 
 
+def test_a_spawned_task_has_no_signal_blocked_or_ignored_and_its_supervisor_went_back_to_the_agents_cgroups(
+        master, agent):
+    # the supervisor joins the task's cgroups to spawn it and leaves them at once (issue 14)
+    runtime = agent()
+    # read by the shell itself, with builtins: a shell blocks every signal while it waits for a child
+    run(master, "signals", "while read -r line; do case $line in SigBlk*|SigIgn*) echo \"$line\";; esac; "
+                           "done < /proc/$$/status > signals; sleep 60")
+    assert master.update("signals").state == TaskState.RUNNING
+    groups = cgroup_of(runtime, "signals")
+    path = sandbox_path(runtime.work_dir, "fw-1", "signals") / "signals"
+    wait_until(lambda: path.exists() and path.read_text().count("\n") == 2, 10, "the task's signal masks")
+    masks = dict(line.split(":") for line in path.read_text().splitlines())
+    assert int(masks["SigBlk"], 16) == 0
+    ignored = int(masks["SigIgn"], 16)
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGCHLD):
+        assert not ignored & (1 << (signum - 1)), signum
+    supervisor = json.loads((runtime.executor.work_dir / "meta" / "tasks" / "fw-1" / "signals" /
+                             "supervisor.json").read_text())["pid"]
+    assert Path(f"/proc/{supervisor}/cgroup").read_text() == Path("/proc/self/cgroup").read_text()
+    for directory in set(groups.values()):
+        inside = [int(p) for p in read(directory, "cgroup.procs").split()]
+        assert runtime.executor.pid("fw-1", "signals") in inside and supervisor not in inside
+    master.send(m.KillTask("fw-1", "signals"))
+    assert master.update("signals").state == TaskState.KILLED
+
+
 def test_a_process_that_leaves_the_tasks_group_is_still_killed_with_it(master, agent, tmp_path):
     runtime = agent()
     run(master, "escaper", "setsid sleep 600 & echo $! > escapee; wait")
@@ -126,6 +154,52 @@ def test_a_process_that_leaves_the_tasks_group_is_still_killed_with_it(master, a
     assert master.update("escaper").state == TaskState.KILLED
     wait_until(lambda: not Path(f"/proc/{escapee}").exists() or "Z" in Path(f"/proc/{escapee}/stat").read_text()
                .rsplit(")", 1)[1].split()[0], 10, "the escapee to be killed through the cgroup")
+
+
+def test_a_custom_executors_container_grows_with_its_tasks_and_shrinks_as_they_end(master, agent, cgroups_root):
+    # Mesos's containerizer update: the executor's cgroup holds its own resources and its live tasks'
+    from mesoslike.wire.types import ExecutorInfo
+
+    runtime = agent(cgroups_cpu_quota=True)
+    program = Path(__file__).with_name("executor_program.py")
+    executor = ExecutorInfo("grow", f"{sys.executable} {program}", R("cpus:0.5;mem:64"))
+
+    def launch(*task_ids):
+        for task_id in task_ids:   # back to back: the executor's launch may still wait when the second comes
+            master.send(m.RunTask(FW, TaskInfo(task_id, "agent-1", "hold", R("cpus:0.25;mem:32"), executor=executor)))
+        for task_id in task_ids:   # each update acknowledged (one the agent resent meanwhile too)
+            states = [master.update(task_id).state]
+            while states[-1] != TaskState.RUNNING and len(states) < 10:   # the executor has it
+                states.append(master.update(task_id).state)
+            assert set(states) == {TaskState.STARTING, TaskState.RUNNING}, states
+
+    def limits():
+        groups = runtime.executor.container("fw-1", executor.run_id()).cgroups
+        if runtime.isolator.name == "cgroups-v1":
+            return (int(read(groups["memory"], "memory.limit_in_bytes")) // MB,
+                    int(read(groups["cpu"], "cpu.cfs_quota_us")), int(read(groups["cpu"], "cpu.shares")))
+        return int(read(groups["unified"], "memory.max")) // MB, int(read(groups["unified"], "cpu.max").split()[0]), 0
+
+    def kill(task_id):
+        master.send(m.KillTask("fw-1", task_id))
+        states = [master.update(task_id).state]
+        while states[-1] != TaskState.KILLED and len(states) < 10:   # past resent RUNNING updates
+            states.append(master.update(task_id).state)
+        assert set(states) <= {TaskState.RUNNING, TaskState.KILLED} and states[-1] == TaskState.KILLED, states
+
+    launch("t1", "t2")
+    assert limits()[:2] == (64 + 2 * 32, 100_000)       # the executor's 64 MB and two tasks' 32 MB
+    if runtime.isolator.name == "cgroups-v1":
+        assert limits()[2] == 1024                       # 1 cpu's shares
+    usage = next(u for u in runtime.executor.usage() if u.task_id == executor.run_id())
+    assert usage.mem_limit_bytes == 128 * MB and usage.cpus_limit == 1.0   # what /monitor/statistics shows
+    kill("t2")
+    wait_until(lambda: limits()[:2] == (96, 75_000), 10, "the container to shrink back to the executor and t1")
+    launch("t3")                                         # handed to the running executor: it grows again
+    assert limits()[:2] == (128, 100_000)
+    kill("t1")
+    kill("t3")
+    wait_until(lambda: limits()[:2] == (64, 50_000), 10, "the container to shrink to the executor alone")
 
 
 # ------------------------------------------------------------ usage
@@ -229,6 +303,9 @@ def test_v1_task_cgroups_go_below_the_agents_own_cgroup(tmp_path):
     assert isolator.bases == {"memory": str(memory / "sandbox" / "one" / "mesoslike"),   # type: ignore[attr-defined]
                               "cpu": str(cpu / "mesoslike")}
     assert [m.version for m in cgroup_mounts(proc)] == [1, 1]
+    # a supervisor that spawned its task inside the task's cgroups goes back to the agent's own
+    container = isolator.create("task", R("cpus:1;mem:64"))
+    assert isolator.launch_spec(container)["cgroups_home"] == [str(cpu), str(memory / "sandbox" / "one")]
 
 
 def test_the_supervisors_and_tasks_of_a_stopped_agent_leave_no_cgroup(master, agent, cgroups_root):

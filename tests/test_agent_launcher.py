@@ -4,12 +4,15 @@ starting an interpreter per task. Real processes: the supervisor is the same
 (its environment, session, files), it is not the agent's child, outlives
 the launcher, and the tasks end as they would."""
 
+import json
 import os
 import time
 
 import pytest
 
-from mesoslike.agent.executor import TaskExecutor, TaskExit, TaskStarted
+from mesoslike.agent import executor as executor_module
+from mesoslike.agent.executor import LaunchFailed, TaskExecutor, TaskExit, TaskStarted, run_dir_path
+from mesoslike.wire.types import CommandURI
 
 from test_agent_runtime import task
 
@@ -84,3 +87,45 @@ def test_without_the_launcher_each_supervisor_is_an_interpreter_of_the_agent(tmp
         assert exits(events_until(executor, lambda events: "t" in exits(events)))["t"] == (2, None, "")
     finally:
         executor.kill_all(grace_period=0.0)
+
+
+def test_a_task_makes_no_file_it_does_not_need_and_its_exit_status_is_written_over_the_placeholder(executor):
+    # issue 14: on this machine's file system every file made (and later removed) per task cost CPU
+    executor.launch("fw", task("quiet", "exit 5"), "agent-1")
+    run_dir = executor._runs[("fw", "quiet")].run_dir
+    placeholder = (run_dir / "exit.json").stat().st_ino
+    assert exits(events_until(executor, lambda events: "quiet" in exits(events)))["quiet"] == (5, None, "")
+    assert (run_dir / "exit.json").stat().st_ino == placeholder
+    assert not (run_dir / "supervisor.log").exists()           # it had nothing to say
+    assert sorted(p.name for p in run_dir.iterdir()) == ["exit.json", "launch.json", "supervisor.json", "task.json"]
+    # one that has something to say makes its log then
+    executor.launch("fw", task("talks", "true", uris=(CommandURI("file:///no/such/file"),)), "agent-1")
+    run_dir = executor._runs[("fw", "talks")].run_dir
+    events = events_until(executor, lambda events: any(isinstance(e, LaunchFailed) for e in events))
+    assert "/no/such/file" in next(e for e in events if isinstance(e, LaunchFailed)).message
+    assert "not started" in (run_dir / "supervisor.log").read_text() and "/no/such/file" in \
+        (run_dir / "supervisor.log").read_text()
+
+
+def test_a_forgotten_run_directory_is_kept_and_reused_by_the_next_launch_with_nothing_of_the_last_run(
+        executor, monkeypatch):
+    # issue 14: no run directory made and removed per task; at most MAX_SPARE_RUN_DIRS kept
+    monkeypatch.setattr(executor_module, "MAX_SPARE_RUN_DIRS", 1)
+    executor.launch("fw", task("talker", "true", uris=(CommandURI("file:///no/such/file"),)), "agent-1")
+    executor.launch("fw", task("quiet", "exit 3"), "agent-1")
+    events_until(executor, lambda events: "quiet" in exits(events) and
+                 any(isinstance(e, LaunchFailed) for e in events))
+    talker_dir = run_dir_path(executor.work_dir, "fw", "talker")
+    inode = talker_dir.stat().st_ino
+    assert (talker_dir / "supervisor.log").exists()
+    executor.forget("fw", "talker")
+    executor.forget("fw", "quiet")                  # beyond the limit: removed
+    assert not talker_dir.exists() and len(list((executor.work_dir / "meta" / "spare").iterdir())) == 1
+    executor.launch("fw", task("third", "exit 5"), "agent-1")
+    third_dir = run_dir_path(executor.work_dir, "fw", "third")
+    assert third_dir.stat().st_ino == inode         # the talker's directory, renamed
+    assert list((executor.work_dir / "meta" / "spare").iterdir()) == []
+    assert exits(events_until(executor, lambda events: "third" in exits(events)))["third"] == (5, None, "")
+    assert json.loads((third_dir / "launch.json").read_text())["task_id"] == "third"
+    assert json.loads((third_dir / "task.json").read_text())["pid"] > 0
+    assert not (third_dir / "supervisor.log").exists()   # nothing of the talker's run

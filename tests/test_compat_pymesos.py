@@ -30,7 +30,8 @@ from e2e_helpers import (REPO, child_env, cluster, free_port, task_processes,  #
 from mesoslike import DriverStatus, Filters, Offer, Reserve, Resources, TaskState, TaskStatus, Unreserve
 from mesoslike.compat import pymesos as shim
 from mesoslike.compat._pymesos_shapes import (
-    LAUNCH_VARIABLE,
+    EXECUTOR_VARIABLE,
+    TASK_VARIABLE,
     PymesosCompatError,
     filters_from,
     framework_info,
@@ -69,8 +70,8 @@ def test_the_vendored_example_differs_from_pymesos_in_its_import_line_only():
 
 
 def test_pymesos_example_scheduler_runs_unchanged_and_its_tasks_finish(cluster, tmp_path):
-    # one agent with room for two tasks at a time: each is the example's 0.1 cpu / 32 MB
-    # plus its executor's 0.1 cpu / 32 MB, as Mesos accounts them
+    # one agent with room for the example's executor (0.1 cpu / 32 MB, taken once: one
+    # long-lived executor process runs the tasks) and three of its 0.1 cpu / 32 MB tasks
     cluster.start_local("--agents", "1", "--resources", "cpus:0.4;mem:128")
     example = tmp_path / "example"
     example.mkdir()
@@ -101,14 +102,15 @@ def test_pymesos_example_scheduler_runs_unchanged_and_its_tasks_finish(cluster, 
             states = [state for task, state in seen if task == task_id]
             assert states.index(TaskState.RUNNING) < states.index(TaskState.FINISHED), states
             assert not set(states) & {TaskState.FAILED, TaskState.ERROR, TaskState.LOST}, states
-            # the task's data reached its executor (decode_data(task.data) printed to its stderr)
-            stderr = next(cluster.work_root.glob(f"*/sandboxes/*/{task_id}/stderr"))
-            assert f"Hello from task {task_id}!" in stderr.read_text()
+            # the task's data reached its executor (decode_data(task.data) printed to the executor's stderr)
+            stderrs = "".join(path.read_text()
+                              for path in cluster.work_root.glob("*/sandboxes/*/*MinimalExecutor*/stderr"))
+            assert f"Hello from task {task_id}!" in stderrs
         # Ctrl-C: the example's handler calls driver.stop(), which tears the framework down
         scheduler.send_signal(signal.SIGINT)
         assert scheduler.wait(timeout=30) == 0, diagnostics()
-        wait_for(lambda: not task_processes(cluster.work_root), 20,
-                 "the example's remaining tasks killed by its teardown", diagnostics=diagnostics)
+        wait_for(lambda: not task_processes(cluster.work_root), 30,
+                 "the example's executor and its remaining tasks ended by its teardown", diagnostics=diagnostics)
     finally:
         if scheduler.poll() is None:
             os.killpg(scheduler.pid, signal.SIGKILL)
@@ -125,6 +127,19 @@ def test_the_pymesos_example_of_mesoslike_runs_under_local():
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4/4 tasks finished" in done.stdout
     assert sorted(re.findall(r"(echo-\d): TASK_FINISHED", done.stdout)) == [f"echo-{i}" for i in range(4)]
+
+
+def test_the_pymesos_executor_example_runs_its_tasks_on_one_executor_per_agent(tmp_path):
+    # examples/pymesos_executor.py: a pymesos scheduler and executor, the squares coming back as messages
+    done = subprocess.run(
+        [sys.executable, "-m", "mesoslike", "local", "--agents", "2", "--port", str(free_port()), "--http-port",
+         str(free_port()), "--work-dir", str(tmp_path / "work"), "--allocation-interval", "0.2",
+         "--", sys.executable, "examples/pymesos_executor.py", "20"],
+        cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = next(line for line in done.stdout.splitlines() if "tasks finished" in line)
+    assert line.startswith("20/20 tasks finished, 20 squares right, on ") and line.endswith("(squares)"), line
+    assert 1 <= int(line.split(" on ")[1].split()[0]) <= 2, line   # one executor process per agent used
 
 
 # ------------------------------------------------- the driver's calls, end to end
@@ -227,99 +242,204 @@ def test_a_pymesos_dict_scheduler_launches_kills_reconciles_and_acknowledges(clu
     assert not runner.is_alive() and driver.status is DriverStatus.STOPPED
 
 
-# --------------------------------------------------- the executor as a process
+# ------------------------------------- pymesos executors as mesoslike custom executors
 EXECUTOR = """
-import sys, threading
-from mesoslike.compat.pymesos import Executor, MesosExecutorDriver, decode_data
+import os, sys, threading
+from mesoslike.compat.pymesos import Executor, MesosExecutorDriver, decode_data, encode_data
 
 class Script(Executor):
     def registered(self, driver, executorInfo, frameworkInfo, agentInfo):
-        print("registered", executorInfo.executor_id.value, frameworkInfo.id.value, agentInfo.hostname,
-              file=sys.stderr, flush=True)
+        hello = "registered %s %s %s %s %d" % (executorInfo.executor_id.value, decode_data(executorInfo.data).decode(),
+                                               frameworkInfo.id.value, agentInfo.hostname, os.getpid())
+        driver.sendFrameworkMessage(encode_data(hello.encode()))
 
     def launchTask(self, driver, task):
-        print("data", decode_data(task.data).decode(), file=sys.stderr, flush=True)
-        driver.sendStatusUpdate({"task_id": task.task_id, "state": "TASK_RUNNING"})
-        if sys.argv[1] == "finish":
+        mode = decode_data(task.data).decode()
+        driver.sendStatusUpdate({"task_id": task.task_id, "state": "TASK_RUNNING", "message": "pid %d" % os.getpid()})
+        if mode == "finish":
             driver.sendStatusUpdate({"task_id": task.task_id, "state": "TASK_FINISHED"})
-        elif sys.argv[1] == "fail":
+        elif mode == "fail":
             driver.sendStatusUpdate({"task_id": task.task_id, "state": "TASK_FAILED", "message": "no input"})
-        else:
-            print("waiting for a kill", file=sys.stderr, flush=True)
 
     def killTask(self, driver, taskId):
-        print("killTask", taskId["value"], file=sys.stderr, flush=True)
-        driver.sendStatusUpdate({"task_id": taskId, "state": "TASK_KILLED"})
+        driver.sendStatusUpdate({"task_id": taskId, "state": "TASK_KILLED", "message": "killTask " + taskId.value})
+
+    def frameworkMessage(self, driver, message):
+        driver.sendFrameworkMessage(encode_data(b"pong " + decode_data(message)))
 
     def shutdown(self, driver):
-        print("shutdown", file=sys.stderr, flush=True)
+        print("shutdown called", file=sys.stderr, flush=True)
 
 MesosExecutorDriver(Script(), use_addict=True).run()
 """
 
+TASK_RESOURCES = [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.1}},
+                  {"name": "mem", "type": "SCALAR", "scalar": {"value": 16}}]
 
-def executor_task(tmp_path: Path, mode: str):
-    """The TaskInfo MesosSchedulerDriver makes of a pymesos task with an executor."""
+
+def executor_dict(script: Path) -> dict:
+    return {"executor_id": {"value": "script"}, "name": "script", "data": shim.encode_data(b"executor data"),
+            "command": {"value": f"{sys.executable} {script}"},
+            "resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.2}},
+                          {"name": "mem", "type": "SCALAR", "scalar": {"value": 32}}],
+            "shutdown_grace_period": {"nanoseconds": 2_000_000_000}}
+
+
+class ExecutorDictScheduler(DictScheduler):
+    """Launches queued (task id, mode) pairs on its pymesos executor; records messages."""
+
+    def __init__(self, executor: dict) -> None:
+        super().__init__()
+        self.executor = executor
+        self.queue: list[tuple[str, str]] = []
+        self.messages: list[tuple[dict, dict, bytes]] = []
+        self.started_on: set[str] = set()
+
+    def add(self, *tasks: tuple[str, str]) -> None:
+        with self.cond:
+            self.queue.extend(tasks)
+
+    def resourceOffers(self, driver, offers):
+        self._note(lambda: self.offers.extend(offers))
+        for offer in offers:
+            with self.cond:
+                tasks, self.queue = self.queue, []
+                if tasks:
+                    self.started_on.add(offer["agent_id"]["value"])
+            if not tasks:
+                driver.declineOffer(offer["id"], {"refuse_seconds": 0.2})
+                continue
+            driver.launchTasks(offer["id"], [
+                {"task_id": {"value": task_id}, "agent_id": offer["agent_id"], "name": task_id,
+                 "resources": TASK_RESOURCES, "executor": self.executor, "data": shim.encode_data(mode.encode())}
+                for task_id, mode in tasks])
+
+    def statusUpdate(self, driver, status):
+        self._note(lambda: self.statuses.append(status))
+
+    def frameworkMessage(self, driver, executorId, slaveId, message):
+        self._note(lambda: self.messages.append((executorId, slaveId, shim.decode_data(message))))
+
+    def said(self) -> list[bytes]:
+        with self.cond:
+            return [data for _, _, data in self.messages]
+
+    def pids(self, *task_ids: str) -> set[int]:
+        return {int(s["message"].split()[1]) for t in task_ids for s in self.statuses
+                if s["task_id"]["value"] == t and s["state"] == TaskState.RUNNING}
+
+
+def test_a_pymesos_executor_runs_many_tasks_as_one_custom_executor_and_messages_go_both_ways(cluster, tmp_path):
+    cluster.start_local("--agents", "1", "--resources", "cpus:1;mem:256")
     script = tmp_path / "script_executor.py"
     script.write_text(EXECUTOR)
-    task = {"task_id": {"value": "t-1"}, "agent_id": {"value": "A1"}, "name": "t-1",
-            "data": shim.encode_data(b"payload 1"),
-            "resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.1}}],
-            "executor": {"executor_id": {"value": "script"},
-                         "command": {"value": f"{sys.executable} {script} {mode}"},
-                         "resources": [{"name": "mem", "type": "SCALAR", "scalar": {"value": 32}}]}}
-    return task_info(task, {"name": "fw", "user": "me"}, "F-1",
-                     lambda agent_id: {"id": {"value": agent_id}, "hostname": "node-7"})
+    sched = ExecutorDictScheduler(executor_dict(script))
+    sched.add(("fin1", "finish"), ("bad", "fail"), ("held", "hold"))
+    driver = shim.MesosSchedulerDriver(sched, {"name": "pymesos-executor", "failover_timeout": 0},
+                                       cluster.address.removeprefix("tcp://"), key=cluster.client_key,
+                                       master_key=cluster.master_key, stop_timeout=5.0)
+    cluster.drivers.append(driver)
+    runner = threading.Thread(target=driver.run, daemon=True)
+    runner.start()
+
+    def last(task_id: str) -> str | None:
+        states = sched.states(task_id)
+        return states[-1] if states else None
+
+    sched.wait(lambda: (last("fin1"), last("bad"), last("held")) ==
+               (TaskState.FINISHED, TaskState.FAILED, TaskState.RUNNING), "the executor's three tasks", 60)
+    assert [s["message"] for s in sched.statuses if s["task_id"]["value"] == "bad"][-1] == "no input"
+    assert all(s["source"] == "SOURCE_EXECUTOR" for s in sched.statuses if s["state"] != TaskState.STARTING)
+    pids = sched.pids("fin1", "bad", "held")
+    assert len(pids) == 1, pids   # one process ran them all
+    pid = pids.pop()
+    # executor -> scheduler: registered got the scheduler's ExecutorInfo (its data) and the framework id
+    agent_id = sched.statuses[0]["agent_id"]
+    hello = f"registered script executor data {driver.framework_id} node-0 {pid}".encode()
+    sched.wait(lambda: hello in sched.said(), "the executor's hello through frameworkMessage")
+    executor_id, slave_id = next((executor, slave) for executor, slave, data in sched.messages if data == hello)
+    assert (executor_id, slave_id) == ({"value": "script"}, agent_id)
+    # scheduler -> executor (by the executor id frameworkMessage gave) -> scheduler
+    driver.sendFrameworkMessage(executor_id, slave_id, shim.encode_data(b"ping"))
+    sched.wait(lambda: b"pong ping" in sched.said(), "the executor's pong")
+    # killTask reaches the executor's killTask
+    driver.killTask({"value": "held"})
+    sched.wait(lambda: last("held") == TaskState.KILLED, "held killed by the executor")
+    assert sched.statuses[-1]["message"] == "killTask held"
+    # a later task goes to the same process
+    sched.add(("fin2", "finish"))
+    driver.reviveOffers()
+    sched.wait(lambda: last("fin2") == TaskState.FINISHED, "a later task", 40)
+    assert sched.pids("fin2") == {pid}
+    assert sched.errors == []
+    # the teardown shuts it down: shutdown is called, the process ends
+    assert driver.stop() is DriverStatus.STOPPED
+    wait_for(lambda: not task_processes(cluster.work_root), 30, "the executor to end after its shutdown",
+             diagnostics=cluster.diagnostics)
+    stderr = next(cluster.work_root.glob("*/sandboxes/*/*script*/stderr"))
+    assert "shutdown called" in stderr.read_text()
 
 
-def run_as_agent(info, tmp_path: Path) -> subprocess.Popen:
-    """Start the task's command as the agent does: a shell, the task's environment."""
-    env = dict(os.environ, **info.environment, MESOSLIKE_TASK_ID=info.task_id)
-    return subprocess.Popen(["/bin/sh", "-c", info.command], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=str(tmp_path), start_new_session=True)
+def test_an_executor_task_becomes_a_task_of_a_custom_executor(tmp_path):
+    task = {"task_id": {"value": "t-1"}, "agent_id": {"value": "A1"}, "name": "t-1", "data": shim.encode_data(b"x"),
+            "resources": TASK_RESOURCES, "labels": {"labels": [{"key": "tier", "value": "web"}]},
+            "executor": dict(executor_dict(tmp_path / "e.py"), labels={"labels": [{"key": "k"}]},
+                             command={"value": "run-it", "user": "nobody",
+                                      "environment": {"variables": [{"name": "A", "value": "1"}]}})}
+    info = task_info(task)
+    assert info.resources == Resources.parse("cpus:0.1;mem:16")   # the executor's are its own
+    assert (info.command, info.user, [(l.key, l.value) for l in info.labels]) == ("", "nobody", [("tier", "web")])
+    assert json.loads(info.environment[TASK_VARIABLE]) == task   # launchTask gets the dict, data and all
+    executor = info.executor
+    assert (executor.executor_id, executor.command, executor.name, executor.shutdown_grace_period) == \
+        ("script", "run-it", "script", 2.0)
+    assert executor.resources == Resources.parse("cpus:0.2;mem:32") and executor.labels[0].key == "k"
+    assert executor.environment["A"] == "1"
+    assert json.loads(executor.environment[EXECUTOR_VARIABLE])["data"] == shim.encode_data(b"executor data")
+    with pytest.raises(PymesosCompatError, match="uris"):
+        task_info(dict(task, executor=dict(task["executor"], command={"value": "x", "uris": [{"value": "file:///a"}]})))
+    with pytest.raises(PymesosCompatError, match="at most"):
+        task_info(dict(task, data="A" * (130 * 1024)))
 
 
-def test_an_executor_task_carries_its_executor_resources_and_launch(tmp_path):
-    info = executor_task(tmp_path, "finish")
-    assert info.resources == Resources.parse("cpus:0.1;mem:32")   # the task's and its executor's
-    launch = json.loads(info.environment[LAUNCH_VARIABLE])
-    assert launch["task"]["data"] == shim.encode_data(b"payload 1")
-    assert launch["framework_info"]["id"] == {"value": "F-1"}
-    assert launch["agent_info"] == {"id": {"value": "A1"}, "hostname": "node-7"}
+def test_the_executor_driver_refuses_to_run_outside_a_custom_executor():
+    with pytest.raises(PymesosCompatError, match="MESOSLIKE_EXECUTOR_ENDPOINT"):
+        shim.MesosExecutorDriver(shim.Executor(), environment={})
 
 
-@pytest.mark.parametrize("mode, code, says", [("finish", 0, "TASK_FINISHED"), ("fail", 1, "TASK_FAILED: no input")])
-def test_the_executor_process_exits_as_its_task_ended(tmp_path, mode, code, says):
-    process = run_as_agent(executor_task(tmp_path, mode), tmp_path)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == code, stderr
-    assert "registered script F-1 node-7" in stderr and "data payload 1" in stderr
-    assert f"task t-1 {says}" in stderr and "shutdown" in stderr
+def test_a_command_task_fetches_its_uris_is_health_checked_and_carries_labels(cluster, tmp_path):
+    cluster.start_local("--agents", "1", "--resources", "cpus:1;mem:256")
+    source = tmp_path / "payload.txt"
+    source.write_text("fetched")
+    sched = DictScheduler()
+    task = {"task_id": {"value": "checked"}, "name": "checked", "resources": TASK_RESOURCES,
+            "labels": {"labels": [{"key": "tier", "value": "web"}]},
+            "command": {"value": "test \"$(cat got.txt)\" = fetched && exec sleep 600",
+                        "uris": [{"value": source.as_uri(), "output_file": "got.txt", "extract": False}]},
+            "health_check": {"type": "COMMAND", "command": {"value": "test -f got.txt"}, "delay_seconds": 0,
+                             "interval_seconds": 0.5, "grace_period_seconds": 0}}
 
+    def offers(driver, offers):
+        for offer in offers:
+            if sched.launched:
+                driver.declineOffer(offer["id"], {"refuse_seconds": 30})
+            else:
+                sched.launched = True
+                driver.launchTasks(offer["id"], [dict(task, agent_id=offer["agent_id"])])
 
-def test_a_killed_executor_task_gets_killTask(tmp_path):
-    process = run_as_agent(executor_task(tmp_path, "kill"), tmp_path)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
-    reader.start()
-    try:
-        wait_for(lambda: any("waiting for a kill" in line for line in lines), 60, "the task running")
-        os.killpg(process.pid, signal.SIGTERM)   # what the agent's kill does first (to the task's group)
-        reader.join(30)   # the executor ended: its stderr closed
-        assert not reader.is_alive(), lines
-    finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait(timeout=10)
-    assert any("killTask t-1" in line for line in lines) and any("task t-1 TASK_KILLED" in line for line in lines)
-
-
-def test_the_executor_driver_refuses_to_run_outside_such_a_task(monkeypatch):
-    monkeypatch.delenv(LAUNCH_VARIABLE, raising=False)
-    with pytest.raises(PymesosCompatError, match=LAUNCH_VARIABLE):
-        shim.MesosExecutorDriver(shim.Executor())
+    sched.resourceOffers = offers
+    driver = shim.MesosSchedulerDriver(sched, {"name": "checked", "failover_timeout": 0},
+                                       cluster.address.removeprefix("tcp://"), key=cluster.client_key,
+                                       master_key=cluster.master_key, stop_timeout=5.0)
+    cluster.drivers.append(driver)
+    threading.Thread(target=driver.run, daemon=True).start()
+    healthy = sched.wait(lambda: next((s for s in sched.statuses if s.get("healthy") is True), None),
+                         "a healthy update of the fetched task", 60)
+    assert healthy["state"] == TaskState.RUNNING and healthy["reason"] == "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED"
+    assert healthy["labels"] == {"labels": [{"key": "tier", "value": "web"}]}
+    driver.killTask({"value": "checked"})
+    sched.wait(lambda: TaskState.KILLED in sched.states("checked"), "the task killed")
+    assert sched.errors == []
 
 
 # ------------------------------------------------------------- the dict shapes
@@ -389,19 +509,21 @@ def test_task_dicts_become_task_infos():
                           {"name": "ports", "type": "RANGES", "ranges": {"range": [{"begin": 80, "end": 81}]}}]}
     info = task_info(dict(base, command={"value": "echo $X", "user": "nobody",
                                          "environment": {"variables": [{"name": "X", "value": "1"}]}},
-                          kill_policy={"grace_period": {"nanoseconds": 5_000_000_000}}), {}, "F", dict)
+                          kill_policy={"grace_period": {"nanoseconds": 5_000_000_000}}))
     assert (info.command, info.environment, info.user, info.kill_grace_period) == ("echo $X", {"X": "1"}, "nobody",
                                                                                    5.0)
     assert info.resources == Resources.parse("cpus:0.5;ports:[80-81]")
-    argv = task_info(dict(base, command={"shell": False, "value": "/bin/echo", "arguments": ["echo", "a b", "$c"]}),
-                     {}, "F", dict)
+    argv = task_info(dict(base, command={"shell": False, "value": "/bin/echo", "arguments": ["echo", "a b", "$c"]}))
     assert argv.command == "/bin/echo 'a b' '$c'"   # exec'd as argv: nothing expanded
 
 
 @pytest.mark.parametrize("change, complaint", [
     ({"container": {"type": "DOCKER"}}, "containers"),
-    ({"health_check": {"type": "HTTP"}}, "health checks"),
-    ({"command": {"value": "x", "uris": [{"value": "http://h/f"}]}}, "fetcher"),
+    ({"health_check": {"type": "HTTP"}}, "health_check.http must be a dict"),
+    ({"health_check": {"type": "GRPC"}}, "COMMAND, HTTP and TCP"),
+    ({"check": {"type": "COMMAND"}}, "general checks"),
+    ({"command": {"value": "x", "uris": [{"value": "ftp://h/f"}]}}, "uris"),
+    ({"labels": {"labels": [{"value": "no key"}]}}, "labels"),
     ({"executor": {"executor_id": {"value": "e"}, "command": {"value": "x"}}}, "exactly one"),
     ({"command": {"value": " "}}, "nothing to run"),
     ({"resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 1}, "reservations": [{"role": "w"}]}]},
@@ -414,7 +536,7 @@ def test_task_dicts_become_task_infos():
 def test_what_mesoslike_cannot_do_is_refused_naming_it(change, complaint):
     task = {"task_id": {"value": "t"}, "agent_id": {"value": "A"}, "command": {"value": "true"}, **change}
     with pytest.raises(PymesosCompatError, match=complaint):
-        task_info(task, {}, "F", dict)
+        task_info(task)
 
 
 def test_framework_dicts_master_addresses_and_filters():

@@ -277,6 +277,9 @@ def test_events_become_callbacks():
         ("preemption_warning", (["t1", "t2"], 15.0))]
     assert callbacks(core.receive(m.FrameworkMessage("fw-1", "agent-1", b"\x00hi"))) == [
         ("framework_message", ("agent-1", b"\x00hi"))]
+    # from a custom executor: executor_message names it (Scheduler's default passes it to framework_message)
+    assert callbacks(core.receive(m.FrameworkMessage("fw-1", "agent-1", b"hi", executor_id="exec-1"))) == [
+        ("executor_message", ("exec-1", "agent-1", b"hi"))]
     assert core.receive(m.Heartbeat()) == []
     assert core.receive(m.Ping("agent-1")) == []   # not for a framework: ignored
 

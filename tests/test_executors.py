@@ -5,6 +5,8 @@ supervisor, talking over the agent's executor channel."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
 from collections import deque
@@ -233,6 +235,46 @@ def test_agent_kill_9_and_restart_the_executor_reregisters_and_its_tasks_finish(
     assert not {TaskState.FAILED, TaskState.LOST} & {s.state for s in scheduler.statuses()}
 
 
+def test_an_executor_that_does_not_reconnect_after_an_agent_restart_is_killed_and_its_tasks_fail(cluster):
+    scheduler = ExecutorScheduler()
+    scheduler.add(("held", "hold"), ("other", "hold"))
+    cluster.start_master("--max-agent-ping-timeouts", "20")   # the agent is back before it would be removed
+    agent = start_agent(cluster, "a1", AGENT)
+    cluster.driver(scheduler, "hung", framework=FrameworkInfo("hung", failover_timeout=60.0))
+    scheduler.wait(lambda: scheduler.state_of("held") == scheduler.state_of("other") == TaskState.RUNNING, 40,
+                   "the tasks to run", cluster.diagnostics)
+    pid = executor_pids(scheduler, "held").pop()
+    os.kill(pid, signal.SIGSTOP)   # hung: it cannot reconnect to the next agent
+    try:
+        kill_9(agent)
+        start_agent(cluster, "a1", AGENT, "--executor-reregistration-timeout", "1s", wait=False)
+        scheduler.wait(lambda: scheduler.state_of("held") == scheduler.state_of("other") == TaskState.FAILED, 40,
+                       "the tasks to fail with their executor", cluster.diagnostics)
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGCONT)
+    for task_id in ("held", "other"):
+        status = scheduler.statuses(task_id)[-1]
+        assert status.reason == "REASON_EXECUTOR_REREGISTRATION_TIMEOUT", status
+        assert "exec-1" in status.message and "did not reconnect within 1 s" in status.message, status.message
+    wait_until(lambda: not alive(pid), 10, "the executor to be killed")
+    wait_until(lambda: agent_state(cluster, "a1")["executors"] == [], 10, "the agent to forget the executor")
+
+
+def test_the_executor_reregistration_timeout_is_checked():
+    from mesoslike.agent.core import AgentCore
+    from mesoslike.agent.runtime import AgentRuntime
+    from mesoslike.clock import FakeClock
+    from mesoslike.errors import ConfigError
+    from mesoslike.wire.types import AgentInfo
+
+    for bad in (0, -1, 86_401):
+        with pytest.raises(ValueError, match="executor_reregister_timeout"):
+            AgentCore(FakeClock(0), AgentInfo("h", Resources()), executor_reregister_timeout=bad)
+        with pytest.raises(ConfigError, match="--executor-reregistration-timeout"):
+            AgentRuntime("tcp://127.0.0.1:1", "cpus:1;mem:64", executor_reregistration_timeout=bad)
+
+
 def test_garbage_and_a_wrong_secret_on_the_executor_channel_are_refused_and_the_agent_goes_on(cluster):
     from mesoslike.transport import Client
     from mesoslike.wire import executor_messages as x
@@ -341,6 +383,30 @@ def test_core_an_executor_speaks_only_for_its_own_tasks_and_only_with_its_secret
     assert sum(isinstance(r, x.ExecutorError) for r in replies) == 6
     out = core.on_executor_frame(b"peer-1", x.ExecutorStatus("a" * 64, TaskStatus("t3", TaskState.FAILED, uuid="z")))
     assert core.pending_updates("fw-1", "t3")[-1].state == TaskState.FAILED   # a terminal one always gets in
+
+
+def test_core_the_executor_container_is_its_resources_plus_its_live_tasks():
+    from mesoslike.agent.core import LaunchTask, UpdateContainer
+    from mesoslike.wire import executor_messages as x
+    from mesoslike.wire import messages as m
+    from mesoslike.wire.types import TaskStatus
+
+    core, _ = registered_agent_core()
+    fw = FrameworkInfo("f", id="fw-1")
+
+    def resized(out):
+        return [c.resources for c in out if isinstance(c, UpdateContainer)]
+
+    out = core.on_message(m.RunTask(fw, executor_task("t1")))
+    (launch,) = [c for c in out if isinstance(c, LaunchTask)]
+    assert launch.task.resources == EXECUTOR.resources + TASK and resized(out) == []   # started with room for t1
+    core.on_task_started("fw-1", launch.task.task_id, 1000)
+    core.on_executor_frame(b"peer", x.RegisterExecutor("a" * 64))
+    assert resized(core.on_message(m.RunTask(fw, executor_task("t2")))) == [EXECUTOR.resources + TASK + TASK]
+    out = core.on_executor_frame(b"peer", x.ExecutorStatus("a" * 64, TaskStatus("t1", TaskState.FINISHED, uuid="u")))
+    assert resized(out) == [EXECUTOR.resources + TASK]
+    out = core.on_message(m.RunTask(fw, TaskInfo("t3", "agent-1", "", Resources.parse("cpus:9"), executor=EXECUTOR)))
+    assert resized(out) == []   # refused (no room): nothing changes
 
 
 def test_core_executor_driver_keeps_updates_until_acknowledged_and_resends_them_on_reregistration():

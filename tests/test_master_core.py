@@ -458,3 +458,11 @@ def test_weights_and_quota_set_by_the_operator_are_hard_state_a_new_leader_appli
     with pytest.raises(MesoslikeError):
         h.core.update_weights({"eng": -1.0})
     assert h.core.registry.to_document() == before
+
+
+def test_an_agents_message_to_a_framework_names_the_agent_that_sent_it(h):
+    fid, aid = h.subscribe(), h.register_agent()
+    other = h.register_agent(AG2, hostname="node-1")
+    out = h.send(AG, m.FrameworkMessage(fid, other, b"hi", executor_id="e1"))   # claims to be the other agent
+    (msg,) = only(out, m.FrameworkMessage, FW)
+    assert (msg.agent_id, msg.data, msg.executor_id) == (aid, b"hi", "e1")

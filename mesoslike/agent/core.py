@@ -47,7 +47,8 @@ from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TE
 __all__ = [
     "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "LaunchTask", "KillTask",
     "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent", "CheckpointReservations", "SendToExecutor",
-    "AgentExecutor", "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES",
+    "UpdateContainer", "AgentExecutor", "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT",
+    "MAX_EXECUTOR_REREGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES",
     "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
     "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
     "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED",
@@ -62,6 +63,8 @@ SOURCE_EXECUTOR = "SOURCE_EXECUTOR"
 #: how long a recovered agent waits for a custom executor still running to
 #: reconnect before it kills it (Mesos's --executor_reregistration_timeout)
 EXECUTOR_REREGISTER_TIMEOUT = 10.0
+#: the longest such wait (a day): tasks of an executor that never comes back must end
+MAX_EXECUTOR_REREGISTER_TIMEOUT = 86_400.0
 #: the states an executor may report for its task
 _EXECUTOR_STATES = frozenset({TaskState.STARTING, TaskState.RUNNING, TaskState.KILLING, TaskState.FINISHED,
                               TaskState.FAILED, TaskState.KILLED, TaskState.ERROR})
@@ -180,8 +183,19 @@ class SendToExecutor:
     message: object
 
 
+@attrs.frozen
+class UpdateContainer:
+    """Set the limits of the running run ``task_id``'s container to
+    ``resources`` (Mesos's containerizer ``update``): a custom executor's
+    container holds its own resources and those of its live tasks."""
+
+    framework_id: str
+    task_id: str
+    resources: Resources
+
+
 Command = Union[SendToMaster, LaunchTask, KillTask, DeliverMessage, CheckpointTask, ForgetTask, CheckpointAgent,
-                CheckpointReservations, SendToExecutor]
+                CheckpointReservations, SendToExecutor, UpdateContainer]
 
 
 @attrs.frozen
@@ -268,7 +282,8 @@ class _Executor:
     ``info.run_id()``: ``run``), its connection and its live tasks."""
 
     __slots__ = ("framework", "info", "run", "digest", "phase", "pid", "peer", "tasks", "registered_once",
-                 "shutdown_deadline", "reregister_deadline", "killing", "orphaned", "end_reason", "end_message")
+                 "shutdown_deadline", "reregister_deadline", "killing", "orphaned", "end_reason", "end_message",
+                 "limits")
 
     def __init__(self, framework: FrameworkInfo, run: TaskInfo, digest: str) -> None:
         assert run.executor is not None
@@ -287,6 +302,7 @@ class _Executor:
         self.orphaned = False         # after SHUTDOWN_AGENT: no messages, only its end to wait for
         self.end_reason = ""          # why its tasks fail when it ends (a limitation)
         self.end_message = ""
+        self.limits: Resources | None = run.resources   # of its container as last set (None: not known)
 
     @property
     def key(self) -> TaskKey:
@@ -343,19 +359,27 @@ class AgentCore:
     :param checkpoint: emit :class:`CheckpointTask`, :class:`ForgetTask` and
         :class:`CheckpointAgent` so that the runtime can persist what a
         restarted agent needs (off: an agent whose tasks die with it).
+    :param executor_reregister_timeout: how long a recovered custom executor
+        has to reconnect before it is killed and its tasks fail
+        (``REASON_EXECUTOR_REREGISTRATION_TIMEOUT``; Mesos's
+        ``--executor_reregistration_timeout``), in seconds.
     """
 
     def __init__(self, clock: Clock, info: AgentInfo, *, rng: random.Random | None = None,
                  wall_clock: Callable[[], float] | None = None, max_ping_timeouts: int = 5,
                  register_backoff: float = 4.0, register_backoff_max: float = 10.0, register_jitter: float = 0.5,
                  version: str = "", http_address: str = "", checkpoint: bool = False, executor_endpoint: str = "",
-                 new_secret: Callable[[], str] | None = None) -> None:
+                 new_secret: Callable[[], str] | None = None,
+                 executor_reregister_timeout: float = EXECUTOR_REREGISTER_TIMEOUT) -> None:
         if max_ping_timeouts < 1:
             raise ValueError(f"max_ping_timeouts must be >= 1, got {max_ping_timeouts!r}")
         if not 0 < register_backoff <= register_backoff_max:
             raise ValueError("need 0 < register_backoff <= register_backoff_max")
         if not 0 <= register_jitter < 1:
             raise ValueError(f"register_jitter must be in [0, 1), got {register_jitter!r}")
+        if not 0 < executor_reregister_timeout <= MAX_EXECUTOR_REREGISTER_TIMEOUT:
+            raise ValueError(f"executor_reregister_timeout must be in (0, {MAX_EXECUTOR_REREGISTER_TIMEOUT:g}] "
+                             f"seconds, got {executor_reregister_timeout!r}")
         self.clock = clock
         self._info = attrs.evolve(info, id="")
         #: the total it was started with (--resources); its dynamic reservations convert part of it
@@ -370,6 +394,7 @@ class AgentCore:
         self.version = version
         self.http_address = http_address
         self.checkpoint = checkpoint
+        self.executor_reregister_timeout = executor_reregister_timeout
 
         self._agent_id = ""
         self._registered = False
@@ -1061,12 +1086,14 @@ class AgentCore:
         return TaskCheckpoint(executor.framework, executor.run, state, [], executor.phase != _Phase.TERMINATED,
                               executor.killing)
 
-    def _new_executor(self, framework: FrameworkInfo, info: ExecutorInfo, user: str) -> _Executor:
+    def _new_executor(self, framework: FrameworkInfo, info: ExecutorInfo, user: str,
+                      first_task: Resources = EMPTY) -> _Executor:
         secret = self._new_secret()
         environment = dict(info.environment)
         environment.update({x.ENDPOINT_ENV: self.executor_endpoint, x.SECRET_ENV: secret,
                             x.EXECUTOR_ID_ENV: info.executor_id})
-        run = TaskInfo(info.run_id(), self._agent_id, info.command, info.resources, name=info.name or info.executor_id,
+        run = TaskInfo(info.run_id(), self._agent_id, info.command, info.resources + first_task,
+                       name=info.name or info.executor_id,
                        environment=environment, kill_grace_period=info.shutdown_grace_period, user=user,
                        executor=info)
         return self._add_executor(framework, run, secret)
@@ -1106,17 +1133,32 @@ class AgentCore:
         self._used = self._used + task.resources
         out = []
         if executor is None:
-            executor = self._new_executor(framework, task.executor, task.user)
+            # its container starts with room for its first task too (Mesos's launch, then update)
+            executor = self._new_executor(framework, task.executor, task.user, task.resources)
             log.info("starting executor %s/%s for task %s: %s", framework.id, executor.info.executor_id,
                      task.task_id, executor.info.command)
             if self.checkpoint:
                 out.append(CheckpointTask(framework.id, executor.info.run_id()))
             out.append(LaunchTask(framework, executor.run, self._agent_id))
         executor.tasks.add(task.task_id)
+        out.extend(self._resize(executor))
         out.extend(self._update(record, TaskState.STARTING, ""))
         if executor.peer is not None:
             out.extend(self._hand_over(executor, record))
         return out
+
+    def _resize(self, executor: _Executor) -> list[Command]:
+        """Its container's limits to its own resources and its live tasks'
+        (when they changed)."""
+        limits = executor.info.resources
+        for task_id in executor.tasks:
+            task = self._tasks.get((executor.framework.id, task_id))
+            if task is not None and task.alive:
+                limits = limits + task.info.resources
+        if limits == executor.limits or executor.killing or executor.phase == _Phase.TERMINATED:
+            return []
+        executor.limits = limits
+        return [UpdateContainer(executor.framework.id, executor.info.run_id(), limits)]
 
     def _hand_over(self, executor: _Executor, task: _Task) -> list[Command]:
         assert executor.peer is not None
@@ -1171,6 +1213,7 @@ class AgentCore:
         if status.state in TERMINAL_STATES:
             executor.tasks.discard(task_id)
             out = self._terminate(task, status.state, message, reason=reason, source=SOURCE_EXECUTOR)
+            out.extend(self._resize(executor))
         else:
             task.phase = _Phase.RUNNING
             if status.healthy is not None:
@@ -1205,9 +1248,11 @@ class AgentCore:
         task.kill_why = why
         executor = self._executors.get((task.framework.id, task.info.executor.executor_id))
         if executor is None or task.phase != _Phase.RUNNING:
+            out = self._terminate(task, TaskState.KILLED, f"killed before its executor had it ({why})")
             if executor is not None:
                 executor.tasks.discard(task.info.task_id)
-            return self._terminate(task, TaskState.KILLED, f"killed before its executor had it ({why})")
+                out.extend(self._resize(executor))
+            return out
         task.killing = True
         out = self._checkpointed(task)
         if executor.peer is not None:
@@ -1234,10 +1279,11 @@ class AgentCore:
             if executor.shutdown_deadline is not None and now >= executor.shutdown_deadline:
                 log.info("executor %s/%s did not end within its grace period: killing it", *executor.key)
             elif executor.reregister_deadline is not None and now >= executor.reregister_deadline:
-                log.warning("executor %s/%s did not reconnect within %.0f s of the agent's restart: killing it",
-                            *executor.key, EXECUTOR_REREGISTER_TIMEOUT)
-                executor.end_message = f"it did not reconnect within {EXECUTOR_REREGISTER_TIMEOUT:g} s of the " \
-                                       "agent's restart"
+                log.warning("executor %s/%s did not reconnect within %g s of the agent's restart: killing it",
+                            *executor.key, self.executor_reregister_timeout)
+                executor.end_reason = REASON_EXECUTOR_REREGISTRATION_TIMEOUT
+                executor.end_message = f"it did not reconnect within {self.executor_reregister_timeout:g} s of " \
+                                       "the agent's restart (--executor-reregistration-timeout)"
             else:
                 continue
             out.extend(self._kill_executor(executor))
@@ -1267,7 +1313,7 @@ class AgentCore:
         if executor.killing or executor.orphaned:
             return [KillTask(framework_id, run_id, 0.0)]
         if recovered and executor.peer is None:
-            executor.reregister_deadline = self.clock.now() + EXECUTOR_REREGISTER_TIMEOUT
+            executor.reregister_deadline = self.clock.now() + self.executor_reregister_timeout
         return self._checkpointed_executor(executor)
 
     def _executor_limited(self, framework_id: str, run_id: str, reason: str, message: str) -> list[Command]:
@@ -1317,6 +1363,7 @@ class AgentCore:
         if run.executor is None or not secret or not checkpoint.holds_resources:
             return [ForgetTask(*key)]   # ended (or damaged): nothing to wait for
         executor = self._add_executor(checkpoint.framework, run, secret)
+        executor.limits = None   # as its last update set them: set again with the next change
         executor.phase = _Phase.RECOVERING
         executor.killing = checkpoint.killing
         return []

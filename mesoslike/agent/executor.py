@@ -62,6 +62,7 @@ from mesoslike.agent.isolation import Container, Isolator, PosixIsolator, agent_
 from mesoslike.agent.launcher import SupervisorLauncher
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import MesoslikeError
+from mesoslike.resources import Resources
 from mesoslike.wire.messages import TaskUsage
 from mesoslike.wire.types import TaskInfo
 
@@ -79,6 +80,8 @@ SHELL = "/bin/sh"
 MESSAGES_FILE = "messages"
 #: how long a supervisor waits for its agent to come back before killing its task (Mesos: 15 min)
 DEFAULT_RECOVERY_TIMEOUT = 15 * 60.0
+#: forgotten run directories an agent keeps for reuse (``meta/spare``; a few KiB each)
+MAX_SPARE_RUN_DIRS = 128
 #: how often a running task's out-of-memory counter is looked at (s)
 OOM_CHECK_INTERVAL = 0.25
 #: a file system with less than this free (for unprivileged writers) counts as full
@@ -331,6 +334,10 @@ class TaskExecutor:
         self._pid_file_written = False
         #: removes the run directories of forgotten tasks in a thread of its own
         self.run_dir_remover = RunDirRemover(self.work_dir / "meta" / "trash")
+        #: run directories kept for reuse (:meth:`_recycle`), and those of ended runs not yet forgotten
+        self.spare_root = self.work_dir / "meta" / "spare"
+        self._spares: list[Path] | None = None
+        self._ended_run_dirs: set[Path] = set()
         #: forks the supervisors (None: each is an interpreter started for it)
         self.launcher: SupervisorLauncher | None = SupervisorLauncher(self.python, SUPERVISOR_SCRIPT) \
             if fork_supervisors else None
@@ -350,6 +357,22 @@ class TaskExecutor:
     def container(self, framework_id: str, task_id: str) -> Container | None:
         run = self._runs.get((framework_id, task_id))
         return run.container if run else None
+
+    def resize(self, framework_id: str, task_id: str, resources: Resources) -> bool:
+        """Set the limits of a running task's container to ``resources``
+        (a custom executor's run: its own resources and its live tasks').
+        False, with a warning logged, if it is not running or a limit could
+        not be set (the old one stays)."""
+        run = self._runs.get((framework_id, task_id))
+        if run is None:
+            return False
+        try:
+            run.container = self.isolator.update(run.container, resources)
+        except OSError as exc:
+            log.warning("the container of %s/%s keeps its limits: %s cannot be set: %s", framework_id, task_id,
+                        resources, exc)
+            return False
+        return True
 
     def next_deadline(self) -> float:
         """The earliest time :meth:`poll` has work besides looking (``math.inf`` if none)."""
@@ -415,9 +438,7 @@ class TaskExecutor:
                 self.write_agent_pid()
             sandbox = self._make_sandbox(framework_id, task.task_id)
             run_dir = run_dir_path(self.work_dir, framework_id, task.task_id)
-            run_dir.mkdir(parents=True, exist_ok=True)
-            for stale in (sup.SUPERVISOR_FILE, sup.TASK_FILE, sup.EXIT_FILE, sup.LAUNCH_FILE, HEALTH_FILE):
-                (run_dir / stale).unlink(missing_ok=True)
+            self._make_run_dir(run_dir)
             container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources)
             self._write_run_files(run_dir, framework_id, task, agent_id, sandbox, container)
             environment = self._supervisor_environment(framework_id, task, sandbox)
@@ -584,7 +605,9 @@ class TaskExecutor:
             events.extend(self._check_health(key, run))   # the verdict that killed it comes before the exit
         events.append(self._outcome(key, run))
         if run.forget:
-            self.run_dir_remover.discard(run.run_dir)
+            self._recycle(run.run_dir)
+        else:
+            self._ended_run_dirs.add(run.run_dir)   # no process of it writes there any more
         return events
 
     def _outcome(self, key: tuple[str, str], run: _Run) -> ExecutorEvent:
@@ -705,11 +728,68 @@ class TaskExecutor:
             run.forget = True
             return
         run_dir = run_dir_path(self.work_dir, framework_id, task_id)
-        self.run_dir_remover.discard(run_dir)   # off the agent's loop (gc.RunDirRemover)
+        if run_dir in self._ended_run_dirs:
+            self._ended_run_dirs.discard(run_dir)
+            self._recycle(run_dir)
+        else:
+            self.run_dir_remover.discard(run_dir)   # off the agent's loop (gc.RunDirRemover)
         try:
             run_dir.parent.rmdir()
         except OSError:
             pass
+
+    def _recycle(self, run_dir: Path) -> None:
+        """Keep the run directory of a task whose supervisor has ended as a
+        spare for a later launch (issue 14: on a file system without a
+        journal, such as this project's machines', every inode made soon
+        after others were removed costs a scan past them, and each run made
+        and removed five), up to :data:`MAX_SPARE_RUN_DIRS`; beyond, remove it."""
+        spares = self._spare_run_dirs()
+        if len(spares) >= MAX_SPARE_RUN_DIRS:
+            self.run_dir_remover.discard(run_dir)
+            return
+        spare = self.spare_root / os.urandom(8).hex()
+        try:
+            os.rename(run_dir, spare)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            log.debug("cannot keep %s as a spare run directory (%s): removing it", run_dir, exc)
+            self.run_dir_remover.discard(run_dir)
+            return
+        spares.append(spare)
+
+    def _spare_run_dirs(self) -> list[Path]:
+        if self._spares is None:   # first use: those an earlier agent process kept are spares too
+            self.spare_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._spares = [entry for entry in self.spare_root.iterdir() if entry.is_dir()]
+        return self._spares
+
+    def _make_run_dir(self, run_dir: Path) -> None:
+        """``run_dir``, empty of an earlier run's files: a spare renamed into
+        place if there is one (its files emptied, not removed: see
+        :meth:`_recycle`), else made."""
+        self._ended_run_dirs.discard(run_dir)
+        spares = self._spare_run_dirs()
+        reused = False
+        if spares and not run_dir.exists():
+            run_dir.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.rename(spares.pop(), run_dir)
+                reused = True
+            except OSError as exc:
+                log.debug("cannot reuse a spare run directory for %s: %s", run_dir, exc)
+        if not reused:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        # a blank launch.json, supervisor.json, task.json or exit.json reads as none (not written yet)
+        for name in (sup.LAUNCH_FILE, sup.SUPERVISOR_FILE, sup.TASK_FILE, sup.EXIT_FILE):
+            try:
+                sup.overwrite(str(run_dir / name), b" ", create=False)
+            except FileNotFoundError:
+                pass
+        for stale in (HEALTH_FILE, sup.LAUNCH_FILE + ".cancelled") + \
+                ((sup.LOG_FILE,) if reused else ()):
+            (run_dir / stale).unlink(missing_ok=True)
 
     def release(self) -> None:
         """The agent stops (its tasks may run on): let go of the supervisors."""
@@ -781,7 +861,7 @@ def _launch_container(run_dir: Path) -> Container | None:
 
 
 def _write_new_file(path: Path, data: bytes) -> None:
-    _write_and_close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), data)
+    sup.overwrite(str(path), data)   # into a reused run directory's file, if there is one
 
 
 def _write_and_close(fd: int, data: bytes) -> None:

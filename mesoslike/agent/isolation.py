@@ -123,6 +123,13 @@ class Isolator:
         ``resources``. Raises OSError when its cgroups cannot be made."""
         return Container(self.name, {}, _cpus(resources), _mem_bytes(resources))
 
+    def update(self, container: Container, resources: Resources) -> Container:
+        """The container with the limits of ``resources`` (Mesos's
+        containerizer ``update``: a custom executor's container grows and
+        shrinks with its tasks). Raises OSError when a limit cannot be set
+        (a memory limit below what the container uses now)."""
+        return attrs.evolve(container, cpus=_cpus(resources), mem_bytes=_mem_bytes(resources))
+
     def launch_spec(self, container: Container) -> dict:
         """What the supervisor needs: the cgroup directories to enter (and
         to empty and remove at the end), the OOM counters, the peak file."""
@@ -149,9 +156,12 @@ class Isolator:
 class _Cgroups(Isolator):
     """What both cgroup versions share: directories, processes, removal."""
 
-    def __init__(self, bases: dict[str, str], cpu_quota: bool) -> None:
+    def __init__(self, bases: dict[str, str], cpu_quota: bool, homes: dict[str, str] | None = None) -> None:
         self.bases = bases            # controller -> the directory task cgroups are made in
         self.cpu_quota = cpu_quota
+        # base -> the agent's own cgroup in that hierarchy, where a supervisor goes back to after it
+        # spawned its task inside the task's cgroups (supervisor.Supervisor.spawn); empty if not known
+        self.homes = homes or {}
 
     def describe(self) -> str:
         places = ", ".join(f"{controller} {base}" for controller, base in sorted(self.bases.items()))
@@ -166,8 +176,11 @@ class _Cgroups(Isolator):
             for controller, base in sorted(self.bases.items()):
                 directory = os.path.join(base, name)
                 if directory not in made:
-                    os.makedirs(base, exist_ok=True)
-                    os.mkdir(directory)
+                    try:
+                        os.mkdir(directory)
+                    except FileNotFoundError:   # the first task's: the base is made with it
+                        os.makedirs(base, exist_ok=True)
+                        os.mkdir(directory)
                     made.append(directory)
                 cgroups[controller] = directory
             container = Container(self.name, cgroups, cpus, mem)
@@ -181,9 +194,18 @@ class _Cgroups(Isolator):
     def _set_limits(self, container: Container) -> None:
         raise NotImplementedError
 
+    def update(self, container: Container, resources: Resources) -> Container:
+        updated = super().update(container, resources)
+        self._set_limits(updated)
+        return updated
+
     def launch_spec(self, container: Container) -> dict:
-        return {"cgroups": container.directories, "oom_events": [self._oom_event(container)],
+        spec = {"cgroups": container.directories, "oom_events": [self._oom_event(container)],
                 "memory_peak": self._peak_file(container)}
+        homes = [self.homes.get(os.path.dirname(directory)) for directory in container.directories]
+        if all(homes):
+            spec["cgroups_home"] = homes
+        return spec
 
     def _oom_event(self, container: Container) -> list[str]:
         raise NotImplementedError
@@ -226,6 +248,15 @@ class CgroupsV1Isolator(_Cgroups):
             if self.cpu_quota:
                 _write(groups["cpu"], "cpu.cfs_period_us", CFS_PERIOD_US)
                 _write(groups["cpu"], "cpu.cfs_quota_us", max(MIN_CFS_QUOTA_US, int(container.cpus * CFS_PERIOD_US)))
+
+    def update(self, container: Container, resources: Resources) -> Container:
+        # v1 wants memory.memsw.limit_in_bytes >= memory.limit_in_bytes at every step:
+        # growing, the swap limit goes up first (_set_limits then writes both again)
+        mem_bytes = _mem_bytes(resources)
+        memsw = os.path.join(container.cgroups["memory"], "memory.memsw.limit_in_bytes")
+        if mem_bytes > container.mem_bytes and os.path.exists(memsw):
+            _write(container.cgroups["memory"], "memory.memsw.limit_in_bytes", mem_bytes)
+        return super().update(container, resources)
 
     def _oom_event(self, container: Container) -> list[str]:
         return [os.path.join(container.cgroups["memory"], "memory.oom_control"), "oom_kill"]
@@ -396,6 +427,9 @@ def _try_v2(mounts: list[CgroupMount], own: dict[str, str], root: str,
     if missing:
         return None, f"v2: the unified hierarchy at {unified.path} lacks the {', '.join(sorted(missing))} controller"
     base = os.path.join(unified.path, root)
+    mine = own.get("")
+    homes = {base: os.path.normpath(os.path.join(unified.path, os.path.relpath(mine, unified.root)))} \
+        if mine is not None and _below(mine, unified.root) else {}
     wanted = " ".join(f"+{c}" for c in ("memory", "cpu", "pids") if c in unified.controllers)
     try:
         _append(unified.path, "cgroup.subtree_control", wanted)
@@ -403,12 +437,13 @@ def _try_v2(mounts: list[CgroupMount], own: dict[str, str], root: str,
         _append(base, "cgroup.subtree_control", wanted)
     except OSError as exc:
         return None, f"v2: cannot enable controllers below {unified.path}: {exc}"
-    return CgroupsV2Isolator({"unified": base}, cpu_quota), ""
+    return CgroupsV2Isolator({"unified": base}, cpu_quota, homes), ""
 
 
 def _try_v1(mounts: list[CgroupMount], own: dict[str, str], root: str,
             cpu_quota: bool) -> tuple[Isolator | None, str]:
     bases: dict[str, str] = {}
+    homes: dict[str, str] = {}
     for controller in ("memory", "cpu", "cpuacct", "pids"):
         mount = next((m for m in mounts if m.version == 1 and controller in m.controllers), None)
         if mount is None:
@@ -416,6 +451,8 @@ def _try_v1(mounts: list[CgroupMount], own: dict[str, str], root: str,
         mine = own.get(controller, "/")
         relative = os.path.relpath(mine, mount.root) if mine.startswith(mount.root) else "."
         bases[controller] = os.path.normpath(os.path.join(mount.path, relative, root))
+        if controller in own and _below(mine, mount.root):
+            homes[bases[controller]] = os.path.dirname(bases[controller])
     missing = {"memory", "cpu"} - set(bases)
     if missing:
         return None, f"v1: the {', '.join(sorted(missing))} hierarchy is not mounted"
@@ -423,7 +460,12 @@ def _try_v1(mounts: list[CgroupMount], own: dict[str, str], root: str,
         existing = _existing_ancestor(base)   # the base itself is made with the first task's cgroup
         if not os.access(existing, os.W_OK):
             return None, f"v1: cannot make cgroups in {existing} (not writable: run as root?)"
-    return CgroupsV1Isolator(bases, cpu_quota), ""
+    return CgroupsV1Isolator(bases, cpu_quota, homes), ""
+
+
+def _below(path: str, root: str) -> bool:
+    """``path`` is ``root`` or below it (cgroup paths, as /proc shows them)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def _existing_ancestor(path: str) -> str:

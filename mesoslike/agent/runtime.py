@@ -35,10 +35,14 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Mapping
 
+import attrs
+
 from mesoslike import __version__
 from mesoslike.agent import gc
 from mesoslike.agent.checkpoint import CheckpointError, CheckpointStore
 from mesoslike.agent.core import (
+    EXECUTOR_REREGISTER_TIMEOUT,
+    MAX_EXECUTOR_REREGISTER_TIMEOUT,
     AgentCore,
     CheckpointAgent,
     CheckpointReservations,
@@ -50,6 +54,7 @@ from mesoslike.agent.core import (
     LaunchTask,
     SendToExecutor,
     SendToMaster,
+    UpdateContainer,
 )
 from mesoslike.agent.executor import (
     DEFAULT_FETCHER_CACHE_SIZE,
@@ -179,6 +184,9 @@ class AgentRuntime:
     :param fetcher_timeout: seconds one URI's download may take.
     :param fetcher_max_size: the largest file (and extracted archive) the
         fetcher accepts, in bytes.
+    :param executor_reregistration_timeout: how long a custom executor that
+        outlived the previous agent has to reconnect to this one before it
+        is killed and its tasks fail (Mesos's ``--executor_reregistration_timeout``).
     """
 
     def __init__(self, master: str, resources: Resources | str | None = None,
@@ -194,7 +202,8 @@ class AgentRuntime:
                  on_serving: Callable[[str], None] | None = None, keys: CurveKeys | None = None,
                  master_key: bytes | None = None, switch_user: bool | None = None,
                  fetcher_cache_size: int = DEFAULT_FETCHER_CACHE_SIZE, fetcher_timeout: float = DEFAULT_FETCHER_TIMEOUT,
-                 fetcher_max_size: int = DEFAULT_FETCHER_MAX_SIZE) -> None:
+                 fetcher_max_size: int = DEFAULT_FETCHER_MAX_SIZE,
+                 executor_reregistration_timeout: float = EXECUTOR_REREGISTER_TIMEOUT) -> None:
         self.master_address = check_master_address(master)  # raises ConfigError naming the problem
         self.switch_user = os.geteuid() == 0 if switch_user is None else switch_user
         if self.switch_user and os.geteuid() != 0:
@@ -208,6 +217,9 @@ class AgentRuntime:
             raise ConfigError(f"--recover must be one of {', '.join(RECOVER_MODES)}, got {recover!r}")
         if not recovery_timeout > 0 or not gc_delay >= 0 or not 0 < gc_disk_watermark <= 1:
             raise ConfigError("need recovery_timeout > 0, gc_delay >= 0 and 0 < gc_disk_watermark <= 1")
+        if not 0 < executor_reregistration_timeout <= MAX_EXECUTOR_REREGISTER_TIMEOUT:
+            raise ConfigError(f"--executor-reregistration-timeout must be more than 0 and at most "
+                              f"{MAX_EXECUTOR_REREGISTER_TIMEOUT:g} s, got {executor_reregistration_timeout!r}")
         self.hostname = hostname or detect_hostname()
         self.work_dir = Path(work_dir if work_dir is not None else default_work_dir(self.hostname))
         try:
@@ -233,7 +245,8 @@ class AgentRuntime:
         self.core = AgentCore(self.clock, info, rng=rng, wall_clock=time.time, max_ping_timeouts=max_ping_timeouts,
                               register_backoff=register_backoff, register_backoff_max=register_backoff_max,
                               version=__version__, checkpoint=True, executor_endpoint=f"ipc://{self.executor_socket}",
-                              new_secret=lambda: secrets.token_hex(32))
+                              new_secret=lambda: secrets.token_hex(32),
+                              executor_reregister_timeout=executor_reregistration_timeout)
         self._channel: Server | None = None
         #: what the turn has for executors (sent once its checkpoints are on disk)
         self._executor_outgoing: list[tuple[bytes, object]] = []
@@ -631,6 +644,8 @@ class AgentRuntime:
                 self._checkpoint_agent(command.agent_id)
             elif isinstance(command, CheckpointReservations):
                 self._checkpoint_reservations(command.reservations)
+            elif isinstance(command, UpdateContainer):
+                self._update_container(command)
             else:  # pragma: no cover - a core/runtime mismatch
                 log.error("unknown command %r", command)
 
@@ -760,6 +775,19 @@ class AgentRuntime:
         deadline = time.monotonic() + LAUNCH_SLICE
         while self._launches and time.monotonic() < deadline:
             self._carry_out(client, self._launch(self._launches.popleft()))
+
+    def _update_container(self, command: UpdateContainer) -> None:
+        """A custom executor's container takes its new limits; one whose
+        launch waits (in ``_launches``) is started with them."""
+        key = (command.framework_id, command.task_id)
+        if key in self._launch_queued_at:   # O(1) for the usual case: it runs already
+            for index, launch in enumerate(self._launches):
+                if (launch.framework.id, launch.task.task_id) == key:
+                    task = attrs.evolve(launch.task, resources=command.resources)
+                    self._launches[index] = attrs.evolve(launch, task=task)
+                    log.debug("the container of %s/%s will start with %s", *key, command.resources)
+                    return
+        self.executor.resize(command.framework_id, command.task_id, command.resources)
 
     def _launch_now(self, framework_id: str, task_id: str) -> list[Command]:
         """Start the task now if its launch is waiting (it is to be killed:

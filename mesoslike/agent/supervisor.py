@@ -6,8 +6,8 @@ The agent starts it in a session of its own (so the agent's Ctrl-C, SIGTERM
 or death leaves it alone) as ``python -I -S supervisor.py RUN_DIR``. It uses
 the standard library only and is run as a file, not through the package,
 so that it starts in ~30 ms and holds ~10 MB. It talks to the agent through
-files in ``RUN_DIR`` (each written whole: temp file, fsync, rename, fsync of
-the directory) and two signals:
+files in ``RUN_DIR`` (each written whole: temp file, rename; not fsynced,
+see :data:`RUN_FILES_DURABLE`) and two signals:
 
 ==================  =========================================================
 ``launch.json``     written by the agent: what to run and how
@@ -18,9 +18,11 @@ the directory) and two signals:
 ``task.json``       the task's pid, once it runs
 ``exit.json``       ``{"ended": false}`` until the task ended, then its exit
                     status (:data:`EXIT_KEYS`); pre-made by the agent at full
-                    size, so that the final status can be written in place
-                    when the disk is full
-``supervisor.log``  what the supervisor itself says (stdout and stderr)
+                    size, and the final status written over it in place (no
+                    file made or removed, room even on a full disk:
+                    :func:`write_exit_status`)
+``supervisor.log``  what the supervisor itself says (stdout and stderr); one
+                    forked by the launcher makes it only once it says something
 ``health.json``     the task's health, written on each change, when it has a
                     health check (:mod:`.health`)
 ==================  =========================================================
@@ -70,6 +72,7 @@ the same when their agent does not come back within ``--recovery_timeout``).
 from __future__ import annotations
 
 import errno
+import gc
 import json
 import os
 import pwd
@@ -77,13 +80,14 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 
 __all__ = ["LAUNCH_FILE", "SUPERVISOR_FILE", "TASK_FILE", "EXIT_FILE", "LOG_FILE", "EXIT_PLACEHOLDER_SIZE",
            "EXIT_KEYS", "REASON_RECOVERY_TIMEOUT", "REASON_LAUNCH_FAILED", "REASON_HEALTH_CHECK_FAILED",
-           "REASON_FETCH_FAILED", "load_sibling", "write_atomically",
+           "REASON_FETCH_FAILED", "load_sibling", "write_atomically", "overwrite",
            "write_json_atomically", "read_json", "exit_placeholder", "process_start_ticks", "cgroup_pids",
-           "kill_cgroups", "flat_keyed", "read_int", "remove_cgroup", "LaunchProblem", "TaskUser", "resolve_user",
+           "kill_cgroups", "join_cgroup", "flat_keyed", "read_int", "remove_cgroup", "LaunchProblem", "TaskUser", "resolve_user",
            "open_sandbox_file", "main", "serve_launches"]
 
 LAUNCH_FILE = "launch.json"
@@ -103,6 +107,21 @@ REASON_HEALTH_CHECK_FAILED = "health_check_failed"
 #: never started: a URI could not be fetched (the message names it and says why)
 REASON_FETCH_FAILED = "fetch_failed"
 
+#: The supervisor's own run files (``supervisor.json``, ``task.json``,
+#: ``exit.json``) are written whole (a rename) but not fsynced: six fsyncs a
+#: task were most of a supervisor's wall time and queued behind the agent's
+#: journal on the same disk (issue 14). What they are read for survives
+#: without: a killed *agent* loses no written byte (the page cache is the
+#: kernel's), and a machine crash ends the supervisor and its task as well.
+#: After such a crash nothing runs, and a run file that did not reach the
+#: disk reads as missing, which recovery already treats as a supervisor that
+#: never started (launch cancelled) or died (``TASK_FAILED``, executor
+#: terminated). The task's end becomes durable where Mesos makes it so: the
+#: agent reads ``exit.json`` and journals the update, with an fdatasync,
+#: before anyone is told (``checkpoint.TaskJournal``); until then a machine
+#: crash loses it as it would lose a Mesos executor's unacknowledged update.
+RUN_FILES_DURABLE = False
+
 SHELL = "/bin/sh"
 #: mode of a switched task's sandbox: its user's only (the agent, root, reads it anyway)
 SANDBOX_MODE = 0o700
@@ -112,13 +131,17 @@ AGENT_CHECK_INTERVAL = 1.0
 CLEANUP_LIMIT = 5.0
 #: SIGUSR2: sent by the supervisor's own health checker, to kill the task
 _WATCHED = (signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+#: back to SIG_DFL in a spawned task: ignored here (by the supervisor, or by Python itself) or watched
+_CHILD_DEFAULT_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ) + _WATCHED
 
 
 # ----------------------------------------------------------- shared helpers
-def write_atomically(path: str, data: bytes) -> None:
+def write_atomically(path: str, data: bytes, durable: bool = True) -> None:
     """Write ``data`` to ``path`` so that a reader (or a crash) sees the old
     file or the new one, never a part: a temp file in the same directory,
-    fsync, rename over, fsync of the directory."""
+    fsync, rename over, fsync of the directory. Without ``durable``, no
+    fsync: a reader still sees a whole file (the rename), but a machine
+    crash may lose it."""
     directory = os.path.dirname(path) or "."
     temp = f"{path}.tmp-{os.getpid()}"
     try:
@@ -127,7 +150,8 @@ def write_atomically(path: str, data: bytes) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(temp, path)
@@ -137,6 +161,8 @@ def write_atomically(path: str, data: bytes) -> None:
         except OSError:
             pass
         raise
+    if not durable:
+        return
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
@@ -144,9 +170,58 @@ def write_atomically(path: str, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def write_json_atomically(path: str, value: object) -> None:
+def write_json_atomically(path: str, value: object, durable: bool = True) -> None:
     """:func:`write_atomically` of ``value`` as JSON."""
-    write_atomically(path, json.dumps(value, sort_keys=True).encode())
+    write_atomically(path, json.dumps(value, sort_keys=True).encode(), durable)
+
+
+def overwrite(path: str, data: bytes, create: bool = True) -> None:
+    """Make ``data`` the content of ``path`` in the same file (made if
+    missing and ``create``; FileNotFoundError else): written from the
+    start, then cut to its length — never to 0, which would free the
+    file's block, a discard on a file system mounted with ``discard``
+    (issue 14: no file or block made and freed per task). Not atomic for a
+    reader: see :func:`write_run_file`."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | (os.O_CREAT if create else 0), 0o644)
+    try:
+        view, offset = memoryview(data), 0
+        while offset < len(data):
+            offset += os.pwrite(fd, view[offset:], offset)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
+
+
+def write_run_file(path: str, value: dict) -> None:
+    """``supervisor.json`` or ``task.json``, over the blank the agent left
+    in a reused run directory (:func:`overwrite`) or a new file; no temp
+    file made and renamed (issue 14, :data:`RUN_FILES_DURABLE`). A reader
+    that comes before the write is done finds a blank or a cut JSON
+    object, which it reads as "not yet" — as it reads a missing file."""
+    overwrite(path, json.dumps(value, sort_keys=True).encode())
+
+
+def write_exit_status(path: str, status: dict) -> None:
+    """``exit.json``, written over the placeholder the agent made
+    (:func:`exit_placeholder`): in place, one page, padded to its size — no
+    file made, none removed (issue 14), and no room needed on a full disk.
+    No reader looks at it before this process has ended (the agent reads it
+    once the supervisor is gone), so in place is whole to every reader. A
+    status too long for the placeholder replaces it (:func:`write_atomically`),
+    or, if that fails (a full disk), goes in place all the same."""
+    data = json.dumps(status, sort_keys=True).encode()
+    if len(data) < EXIT_PLACEHOLDER_SIZE:
+        data = _padded(data)
+        try:
+            overwrite(path, data, create=False)
+            return
+        except FileNotFoundError:   # no placeholder: made here
+            pass
+    try:
+        write_atomically(path, data, RUN_FILES_DURABLE)
+    except OSError as exc:
+        say(f"cannot replace {path} ({exc}); writing it in place")
+        overwrite(path, data)
 
 
 def load_sibling(name: str):
@@ -172,7 +247,10 @@ def read_json(path: str) -> object:
 
 def exit_placeholder() -> bytes:
     """The pre-made ``exit.json``: "not ended", padded to its full size."""
-    text = json.dumps({"ended": False}).encode()
+    return _padded(json.dumps({"ended": False}).encode())
+
+
+def _padded(text: bytes) -> bytes:
     return text + b" " * (EXIT_PLACEHOLDER_SIZE - len(text) - 1) + b"\n"
 
 
@@ -325,8 +403,7 @@ class Supervisor:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
-        write_json_atomically(self.path(SUPERVISOR_FILE),
-                              {"pid": os.getpid(), "start_ticks": process_start_ticks(os.getpid())})
+        write_run_file(self.path(SUPERVISOR_FILE), {"pid": os.getpid(), "start_ticks": process_start_ticks(os.getpid())})
         try:
             self.launch = read_launch(self.path(LAUNCH_FILE))
         except FileNotFoundError:
@@ -347,7 +424,7 @@ class Supervisor:
         except (OSError, subprocess.SubprocessError) as exc:
             self.record(None, None, REASON_LAUNCH_FAILED, f"{type(exc).__name__}: {exc}")
             return 1
-        write_json_atomically(self.path(TASK_FILE), {"pid": self.task_pid})
+        write_run_file(self.path(TASK_FILE), {"pid": self.task_pid})
         self.start_health_checks()
         status = self.watch()
         if self.checker is not None:
@@ -398,17 +475,71 @@ class Supervisor:
         self.checker = checker
 
     def start(self) -> int:
+        """Start the task; its pid. Without a user to switch to (and with
+        the way back out of the cgroups known), :meth:`spawn`; else a fork
+        that joins the cgroups and drops to the user in Python."""
+        homes = self.launch.get("cgroups_home") if self.launch["cgroups"] else []
+        if self.user is None and isinstance(homes, list) and len(homes) == len(self.launch["cgroups"]):
+            return self.spawn(homes)
+        return self.start_forked()
+
+    def spawn(self, homes: list) -> int:
+        """Start the task with ``posix_spawn`` (a ``vfork``: issue 14), not a
+        fork of this Python process that runs Python before ``exec`` (its
+        copy-on-write faults were a third of a task's CPU). The task must be
+        in its cgroups before its first instruction, and only a process can
+        place itself before ``exec``; so the supervisor joins them, spawns
+        (a child starts in its parent's cgroups), and goes back to
+        ``homes`` (where it came from: the agent's own cgroups), all before
+        it does anything else. Memory it used before stays charged where it
+        was (charges do not move with a process); the microseconds in
+        between are charged to the task. The child gets an empty signal
+        mask and default dispositions (this process ignores SIGINT, SIGHUP,
+        SIGPIPE and SIGXFSZ, and blocks the signals it waits for), its own
+        session, stdin ``/dev/null``."""
         launch = self.launch
-        cgroup_procs = [os.path.join(directory, "cgroup.procs") for directory in launch["cgroups"]]
+        stdout = open_output(launch["stdout"], None)
+        stderr = -1
+        here = -1
+        pid = 0
+        try:
+            stderr = open_output(launch["stderr"], None)
+            here = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            os.chdir(launch["cwd"])   # posix_spawn has no cwd: the child inherits this process's
+            for directory in launch["cgroups"]:
+                join_cgroup(directory)
+            pid = os.posix_spawn(SHELL, [SHELL, "-c", launch["command"]], self.env, setsid=True,
+                                 setsigmask=(), setsigdef=_CHILD_DEFAULT_SIGNALS,
+                                 file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                                               (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2)])
+        finally:
+            try:
+                for directory in homes:   # never stay: the task's end SIGKILLs whatever is in its cgroups
+                    join_cgroup(directory)
+                if here >= 0:
+                    os.fchdir(here)
+            except OSError:
+                if pid:   # a task this supervisor cannot stand apart from: it must not run
+                    os.killpg(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                raise
+            finally:
+                for fd in (here, stderr, stdout):
+                    if fd >= 0:
+                        os.close(fd)
+        return pid
+
+    def start_forked(self) -> int:
+        launch = self.launch
+        cgroups = launch["cgroups"]
         user, env = self.user, self.env
 
         def child_setup() -> None:  # in the child, before exec: runs single-threaded
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
             for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1):
                 signal.signal(signum, signal.SIG_DFL)
-            for procs in cgroup_procs:  # into the task's cgroups before any of its code runs
-                with open(procs, "w") as sink:
-                    sink.write(str(os.getpid()))
+            for directory in cgroups:  # into the task's cgroups before any of its code runs
+                join_cgroup(directory)
             if user is not None:
                 # after the cgroups (only root may join them), so not Popen's user=/group=/extra_groups=,
                 # which switch before preexec_fn; groups, then gid, then uid: each needs root left
@@ -510,27 +641,47 @@ class Supervisor:
                 say(f"could not remove the cgroup {directory}")
         status = {"ended": True, "exit_code": exit_code, "signal": signum, "reason": reason, "message": message,
                   "killed": self.killed, "oom_kills": oom_kills, "memory_peak_bytes": peak, "ended_at": time.time()}
-        path = self.path(EXIT_FILE)
-        try:
-            write_json_atomically(path, status)
-        except OSError as exc:
-            # most likely a full disk: the pre-made file has the room, write in place
-            say(f"cannot replace {path} ({exc}); writing it in place")
-            data = json.dumps(status).encode()
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.pwrite(fd, data + b" " * max(0, EXIT_PLACEHOLDER_SIZE - len(data) - 1) + b"\n", 0)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        write_exit_status(self.path(EXIT_FILE), status)
 
 
 def say(text: str) -> None:
     """A line to the supervisor's log. Unbuffered, and never an error: on a
     full disk the log cannot grow, and the exit status matters more."""
+    _log_write((text + "\n").encode("utf-8", "replace"))
+
+
+#: a supervisor forked by the launcher makes its log file when it first has
+#: something to say (most never do: a file made and removed per task for
+#: nothing, issue 14); until then its stdout and stderr are /dev/null
+_unopened_log: str | None = None
+_log_lock = threading.Lock()
+
+
+def _log_write(data: bytes) -> None:
+    global _unopened_log
     try:
-        os.write(2, (text + "\n").encode("utf-8", "replace"))
+        if _unopened_log is not None:
+            with _log_lock:
+                if _unopened_log is not None:
+                    fd = os.open(_unopened_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+                    _unopened_log = None
+                    os.dup2(fd, 1)
+                    os.dup2(fd, 2)
+                    os.close(fd)
+        os.write(2, data)
     except OSError:
+        pass
+
+
+class _LazyStderr:
+    """``sys.stderr`` of a launcher-forked supervisor: what Python itself
+    says (a traceback of a thread, a warning) goes to the log, made then."""
+
+    def write(self, text: str) -> int:
+        _log_write(text.encode("utf-8", "replace"))
+        return len(text)
+
+    def flush(self) -> None:
         pass
 
 
@@ -548,6 +699,12 @@ def _agent_alive(pid_file: str) -> bool:
     except (OSError, ValueError, KeyError, TypeError):
         return False
     return isinstance(pid, int) and process_start_ticks(pid) == ticks
+
+
+def join_cgroup(directory: str) -> None:
+    """Move this process into the cgroup ``directory``. Raises OSError."""
+    with open(os.path.join(directory, "cgroup.procs"), "w") as sink:
+        sink.write(str(os.getpid()))
 
 
 def cgroup_pids(directory: str) -> list[int]:
@@ -634,6 +791,10 @@ def serve_launches() -> int:
     pidfds, as any supervisor an earlier agent started."""
     signal.signal(signal.SIGCHLD, _reap_children)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # what is loaded now is shared by every supervisor forked from here: out of the collector's sight,
+    # so that a supervisor's collections do not touch (and copy) the pages it lives in
+    gc.collect()
+    gc.freeze()
     for line in sys.stdin.buffer:
         request = json.loads(line)
         pid = os.fork()
@@ -661,19 +822,26 @@ def _reap_children(*_: object) -> None:
 def _become_supervisor(run_dir: str, env: dict, log: str) -> int:
     """In a child of the launcher: what ``python -I -S supervisor.py
     RUN_DIR`` with ``env``, stdin /dev/null, stdout and stderr ``log`` and
-    a session of its own would be."""
+    a session of its own would be — except that ``log`` is made on the
+    first line said (:func:`say`)."""
+    global _unopened_log
     os.setsid()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    null = os.open(os.devnull, os.O_RDONLY)
-    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(null, 0)
-    os.dup2(out, 1)
-    os.dup2(out, 2)   # the launcher's pipes are gone from this process
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):   # the launcher's pipes are gone from this process
+        os.dup2(null, fd)
     os.closerange(3, 1 << 16)
+    _unopened_log = log
+    sys.stderr = _LazyStderr()
     os.environ.clear()
     os.environ.update(env)
-    return main([run_dir])
+    try:
+        return main([run_dir])
+    except BaseException:   # as the interpreter would say it, to the log
+        import traceback
+        say(traceback.format_exc().rstrip("\n"))
+        return 1
 
 
 if __name__ == "__main__":

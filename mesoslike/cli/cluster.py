@@ -299,12 +299,16 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
         help="How long the download of one URI of a task may take before the task fails.")
 @option("agent", "--fetcher-max-size", callback=_size, default="1GB",
         help="The largest file a task may fetch, and the most an archive of it may unpack to.")
+@option("agent", "--executor-reregistration-timeout", callback=_duration, default="10s",
+        help="After a restart, how long a custom executor that outlived the previous agent has to reconnect "
+             "before it is killed and its tasks end TASK_FAILED (REASON_EXECUTOR_REREGISTRATION_TIMEOUT).")
 @client_key_options
 @logging_option("agent")
 @click.pass_context
 def agent(ctx: click.Context, master_address, resources, attributes, hostname, port, work_dir, ip, http_port, recover,
           recovery_timeout, isolation, cgroups_root, cgroups_cpu_quota, switch_user, gc_delay, gc_disk_watermark,
-          drain_timeout, drain, fetcher_cache_size, fetcher_timeout, fetcher_max_size, key, master_key) -> None:
+          drain_timeout, drain, fetcher_cache_size, fetcher_timeout, fetcher_max_size, executor_reregistration_timeout,
+          key, master_key) -> None:
     """Run an agent that runs the tasks its master sends it. With
     --master-key it talks to, and takes commands from, that master only.
 
@@ -335,7 +339,8 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
                                cgroups_cpu_quota=cgroups_cpu_quota, switch_user=switch_user, gc_delay=gc_delay,
                                gc_disk_watermark=gc_disk_watermark, drain_timeout=drain_timeout,
                                fetcher_cache_size=fetcher_cache_size, fetcher_timeout=fetcher_timeout,
-                               fetcher_max_size=fetcher_max_size, on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
+                               fetcher_max_size=fetcher_max_size,
+                               executor_reregistration_timeout=executor_reregistration_timeout, on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
     except MesoslikeError as exc:
         die(str(exc))
     click.echo(f"agent {runtime.info.hostname} with {runtime.info.resources} -> {master_address}; "

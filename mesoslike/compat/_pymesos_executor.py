@@ -1,52 +1,48 @@
-"""pymesos's ``Executor`` and ``MesosExecutorDriver`` on mesoslike.
+"""pymesos's ``Executor`` and ``MesosExecutorDriver`` on mesoslike's custom
+executors (``docs/framework-api.rst``, "Custom executors").
 
-mesoslike has no long-lived custom executors yet: an agent runs each task
-as one process. So a pymesos task with an ``executor`` runs the executor's
-command as that task's process (``MesosSchedulerDriver`` arranges it), and
-this driver plays the agent's part inside it: it reads the launch the
-scheduler made (``$MESOSLIKE_PYMESOS_LAUNCH``), calls ``registered`` and
-``launchTask`` with it, and turns the executor's status updates into what
-the agent understands — the process's exit. TASK_FINISHED exits 0 (the
-task ends TASK_FINISHED); any other terminal state exits 1 (TASK_FAILED,
-with the executor's message on the task's stderr). A kill (SIGTERM from the
-agent) calls ``killTask``; the agent's SIGKILL follows after the task's
-grace period, and the task ends TASK_KILLED.
-
-One executor process runs one task; framework messages do not reach it
-(``frameworkMessage`` is never called) and ``sendFrameworkMessage`` is
-dropped with a warning.
+A pymesos task with an ``executor`` is launched by ``MesosSchedulerDriver``
+as a mesoslike task of that custom executor: the agent starts the
+executor's command the first time a task of the framework names it there,
+and hands it every later task naming the same ``executor_id``. In that
+process ``MesosExecutorDriver(executor)`` is a mesoslike
+:class:`~mesoslike.executor.ExecutorDriver` that calls the executor's pymesos
+callbacks with pymesos's dicts: ``registered`` (the scheduler's
+``ExecutorInfo`` dict, Mesos's framework and agent info), ``launchTask``
+(the scheduler's task dict, its ``data`` included), ``killTask``,
+``frameworkMessage`` (base64 text), ``reregistered``/``disconnected`` across
+an agent restart, ``shutdown`` and ``error``. ``sendStatusUpdate`` and
+``sendFrameworkMessage`` go to the agent: updates reliably (kept until the
+agent has them on disk), messages to the scheduler's ``frameworkMessage``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import signal
 import sys
-import threading
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from mesoslike import DriverStatus, TaskState
+from mesoslike import ConfigError, DriverStatus, TaskInfo
 from mesoslike.compat._pymesos_shapes import (
-    LAUNCH_VARIABLE,
     Message,
     PymesosCompatError,
     addict_class,
-    known_state,
-    value_of,
+    agent_message,
+    decode_data,
+    encode_data,
+    executor_message,
+    executor_task_message,
+    framework_message,
+    id_message,
+    status_from_executor,
 )
+from mesoslike.executor import Executor as _Executor
+from mesoslike.executor import ExecutorDriver
 
 __all__ = ["Executor", "MesosExecutorDriver"]
 
 log = logging.getLogger("mesoslike.compat.pymesos")
-
-#: seconds between the executor's last (terminal) update and the process's
-#: forced exit, if the executor's own threads keep it alive (pymesos kills
-#: its executor after the agent's shutdown grace period likewise)
-SHUTDOWN_GRACE = 5.0
-#: how often join() looks up from its wait (signal handlers run in between)
-_WAIT_SLICE = 0.2
 
 
 class Executor:
@@ -54,13 +50,14 @@ class Executor:
 
     def registered(self, driver: MesosExecutorDriver, executorInfo: Message, frameworkInfo: Message,
                    agentInfo: Message) -> None:
-        """The executor started: its ``ExecutorInfo``, the framework's and the agent's info."""
+        """The agent took the executor: its ``ExecutorInfo``, the framework's and the agent's info."""
 
     def reregistered(self, driver: MesosExecutorDriver, agentInfo: Message) -> None:
-        """Never called (an executor process lives as long as its task)."""
+        """The agent restarted and recovered this executor (or the channel
+        broke and healed); its tasks go on."""
 
     def disconnected(self, driver: MesosExecutorDriver) -> None:
-        """Never called."""
+        """The agent went away; the driver reconnects (tasks go on)."""
 
     def launchTask(self, driver: MesosExecutorDriver, task: Message) -> None:
         """Run ``task`` (its ``data`` is base64 text); report with
@@ -73,172 +70,130 @@ class Executor:
         """The task is being killed: stop it and send TASK_KILLED."""
 
     def frameworkMessage(self, driver: MesosExecutorDriver, message: str) -> None:
-        """Never called: framework messages do not reach executors here."""
+        """Data from the scheduler's ``sendFrameworkMessage`` (base64 text: ``decode_data(message)``)."""
 
     def shutdown(self, driver: MesosExecutorDriver) -> None:
-        """The executor is done (its task ended); the process exits after this."""
+        """The framework was torn down (or the agent stops): end the tasks;
+        the driver stops after this, and the agent kills the process after
+        the executor's ``shutdown_grace_period``."""
 
     def error(self, driver: MesosExecutorDriver, message: str) -> None:
-        """A callback of the executor raised."""
+        """The agent refused something, or a callback of the executor raised."""
         print(f"Error from executor: {message}", file=sys.stderr)
 
 
+class _Translator(_Executor):
+    """The mesoslike executor the real driver calls: each callback becomes
+    the pymesos one, with pymesos's dicts and the pymesos driver."""
+
+    def __init__(self, shim: MesosExecutorDriver) -> None:
+        self.shim = shim
+
+    def _call(self, name: str, *args: object) -> None:
+        getattr(self.shim.executor, name)(self.shim, *args)
+
+    def registered(self, driver: ExecutorDriver, executor_info: Any, framework_info: Any, agent_info: Any) -> None:
+        shim = self.shim
+        shim.executor_info = executor_message(executor_info, framework_info.id, shim.environment)
+        shim.framework_info = framework_message(framework_info)
+        shim.framework_id = id_message(framework_info.id)
+        self._call("registered", shim._wrap(shim.executor_info), shim._wrap(shim.framework_info),
+                   shim._wrap(agent_message(agent_info)))
+
+    def reregistered(self, driver: ExecutorDriver, agent_info: Any) -> None:
+        self._call("reregistered", self.shim._wrap(agent_message(agent_info)))
+
+    def disconnected(self, driver: ExecutorDriver) -> None:
+        self._call("disconnected")
+
+    def launch_task(self, driver: ExecutorDriver, task: TaskInfo) -> None:
+        self._call("launchTask", self.shim._wrap(executor_task_message(task, self.shim.executor_info or {})))
+
+    def kill_task(self, driver: ExecutorDriver, task_id: str) -> None:
+        self._call("killTask", self.shim._wrap(id_message(task_id)))
+
+    def framework_message(self, driver: ExecutorDriver, data: bytes) -> None:
+        self._call("frameworkMessage", encode_data(data))
+
+    def shutdown(self, driver: ExecutorDriver) -> None:
+        self._call("shutdown")
+
+    def error(self, driver: ExecutorDriver, message: str) -> None:
+        self._call("error", message)
+
+
 class MesosExecutorDriver:
-    """pymesos's ``MesosExecutorDriver`` inside a task launched by
-    ``mesoslike.compat.pymesos.MesosSchedulerDriver`` with an executor
-    (see the module docstring). ``timeout`` and ``http_timeout`` are
-    accepted and unused; outside such a task the constructor raises
-    :class:`PymesosCompatError`."""
+    """pymesos's ``MesosExecutorDriver`` in a custom executor's process (see
+    the module docstring). ``timeout`` and ``http_timeout`` are accepted and
+    unused. Outside a process an agent started for an executor the
+    constructor raises :class:`PymesosCompatError`. Methods return the
+    driver's ``DriverStatus`` (pymesos returns None)."""
 
     def __init__(self, executor: Any, use_addict: bool = False, timeout: float | None = None,
-                 http_timeout: float = 10, *, exit_process: Callable[[int], None] = os._exit) -> None:
-        text = os.environ.get(LAUNCH_VARIABLE)
-        if not text:
-            raise PymesosCompatError(f"${LAUNCH_VARIABLE} is not set: MesosExecutorDriver runs as the process of "
-                                     "a task that mesoslike.compat.pymesos launched with an executor")
-        try:
-            launch = json.loads(text)
-        except ValueError as exc:
-            raise PymesosCompatError(f"${LAUNCH_VARIABLE} is not JSON: {exc}") from None
-        if not isinstance(launch, dict) or not all(isinstance(launch.get(key), dict) for key in
-                                                   ("task", "executor", "framework_info", "agent_info")):
-            raise PymesosCompatError(f"${LAUNCH_VARIABLE} must hold task, executor, framework_info and agent_info")
+                 http_timeout: float = 10, *, environment: Mapping[str, str] | None = None) -> None:
         self.executor = executor
+        self.environment: Mapping[str, str] = os.environ if environment is None else environment
         self._dict_cls: Callable[[Message], Any] = addict_class() if use_addict else dict
-        self.task: Message = launch["task"]
-        self.executor_info: Message = launch["executor"]
-        self.framework_info: Message = launch["framework_info"]
-        self.agent_info: Message = launch["agent_info"]
-        self.task_id = value_of(self.task.get("task_id"), "task.task_id")
-        self.framework_id = self.framework_info.get("id", {"value": os.environ.get("MESOSLIKE_FRAMEWORK_ID", "")})
-        self.executor_id = self.executor_info.get("executor_id")
-        self._exit_process = exit_process
-        self._status = DriverStatus.NOT_STARTED
-        self._lock = threading.Lock()
-        self._ended = threading.Event()
-        self._outcome: str | None = None     # the terminal state the executor sent
-        self._shut_down = False
+        try:
+            self._driver = ExecutorDriver(_Translator(self), self.environment)
+        except ConfigError as exc:
+            raise PymesosCompatError(f"MesosExecutorDriver runs in the process of a custom executor that a "
+                                     f"mesoslike agent started (a pymesos task with an executor): {exc}") from None
+        #: the executor's and its framework's info as dicts, once registered (as pymesos's driver keeps them)
+        self.executor_info: Message | None = None
+        self.framework_info: Message | None = None
+        self.executor_id: Message = id_message(self._driver.executor_id) if self._driver.executor_id else {}
+        self.framework_id: Message = id_message(self.environment.get("MESOSLIKE_FRAMEWORK_ID", ""))
 
     @property
     def status(self) -> DriverStatus:
-        return self._status
+        return self._driver.status
+
+    @property
+    def driver(self) -> ExecutorDriver:
+        """The mesoslike ``ExecutorDriver`` underneath."""
+        return self._driver
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> DriverStatus:
-        """Call ``registered`` and ``launchTask`` (on a thread of their own)."""
-        with self._lock:
-            if self._status is not DriverStatus.NOT_STARTED:
-                return self._status
-            self._status = DriverStatus.RUNNING
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._on_sigterm)
-        threading.Thread(target=self._launch, name="pymesos-executor", daemon=True).start()
-        return DriverStatus.RUNNING
+        """Connect to the agent and register (on the driver's thread)."""
+        return self._driver.start()
 
     def join(self) -> DriverStatus:
-        """Wait until the task ended (a terminal update) or the driver was
-        stopped; then ``shutdown`` the executor and end the process: exit 0
-        if the task finished, else 1. From the main thread a failure raises
-        ``SystemExit(1)``; a process kept alive by the executor's own
-        threads is ended :data:`SHUTDOWN_GRACE` seconds later."""
-        while not self._ended.wait(_WAIT_SLICE):
-            pass
-        code = 0 if self._outcome == TaskState.FINISHED else 1
-        self._shutdown()
-        timer = threading.Timer(SHUTDOWN_GRACE, self._force_exit, args=(code,))
-        timer.daemon = True
-        timer.start()
-        if code and threading.current_thread() is threading.main_thread():
-            raise SystemExit(code)
-        return self._status
+        """Wait until the driver stops: after ``shutdown``, ``stop()`` or ``abort()``."""
+        return self._driver.join()
 
     def run(self) -> DriverStatus:
-        status = self.start()
-        return self.join() if status is DriverStatus.RUNNING else status
+        return self._driver.run()
 
     def stop(self) -> DriverStatus:
-        return self._end(DriverStatus.STOPPED)
+        """End the driver; the process should then exit (its tasks that have
+        not ended become TASK_FAILED)."""
+        return self._driver.stop()
 
     def abort(self) -> DriverStatus:
-        return self._end(DriverStatus.ABORTED)
+        return self._driver.abort()
 
     # ---------------------------------------------------------------- calls
     def sendStatusUpdate(self, status: Any) -> DriverStatus:
-        """Report the task's state. Non-terminal states are logged (the agent
-        reported TASK_RUNNING when the process started); a terminal one
-        ends the executor (see :meth:`join`)."""
-        if not isinstance(status, dict):
-            raise PymesosCompatError(f"a status update must be a dict, got {type(status).__name__}")
-        task_id = value_of(status.get("task_id"), "status.task_id")
-        if task_id != self.task_id:
-            raise PymesosCompatError(f"status for task {task_id!r}: this executor runs task {self.task_id!r} only")
-        state = known_state(status.get("state"), "status.state")
-        message = status.get("message") or ""
-        print(f"pymesos executor: task {task_id} {state}{': ' + str(message) if message else ''}",
-              file=sys.stderr, flush=True)
-        if state in (TaskState.FINISHED, TaskState.FAILED, TaskState.KILLED, TaskState.ERROR, TaskState.LOST,
-                     TaskState.DROPPED, TaskState.GONE):
-            with self._lock:
-                if self._outcome is None:
-                    self._outcome = state
-            self._ended.set()
-        return self._status
+        """Report a task's state: a status dict's ``task_id``, ``state``
+        (TASK_STARTING, TASK_RUNNING, TASK_KILLING or a terminal one),
+        ``message``, ``reason``, ``healthy`` and ``uuid`` (base64, as pymesos
+        makes it; one is made when absent). ``timestamp``, ``source`` and
+        ``data`` are the agent's or unused. Reliable: kept and sent again
+        until the agent has it on disk."""
+        return self._driver.send_status_update(status_from_executor(status))
 
-    def sendFrameworkMessage(self, data: Any) -> DriverStatus:
-        """Dropped with a warning: messages from executors do not reach the
-        scheduler on mesoslike yet."""
-        log.warning("sendFrameworkMessage dropped: executors cannot message their scheduler on mesoslike yet")
-        print("pymesos executor: sendFrameworkMessage is not supported on mesoslike; message dropped",
-              file=sys.stderr, flush=True)
-        return self._status
+    def sendFrameworkMessage(self, data: str | bytes) -> DriverStatus:
+        """Send ``data`` (base64 text, as pymesos; raw ``bytes`` are taken as
+        they are; at most 1 MiB decoded) to the scheduler's
+        ``frameworkMessage``; best effort."""
+        payload = data if isinstance(data, bytes) else decode_data(data)
+        return self._driver.send_framework_message(payload)
 
     # -------------------------------------------------------------- helpers
-    def _launch(self) -> None:
-        try:
-            self.executor.registered(self, self._dict_cls(self.executor_info), self._dict_cls(self.framework_info),
-                                     self._dict_cls(self.agent_info))
-            self.executor.launchTask(self, self._dict_cls(self.task))
-        except Exception as exc:  # noqa: BLE001 (a user callback: report it, end the task FAILED)
-            log.exception("the executor's launch raised")
-            self._report_error(f"executor raised {type(exc).__name__}: {exc}")
-            self.sendStatusUpdate({"task_id": {"value": self.task_id}, "state": TaskState.FAILED,
-                                   "message": f"the executor raised {type(exc).__name__}: {exc}"})
+    def _wrap(self, message: Message) -> Any:
+        return self._dict_cls(message)
 
-    def _on_sigterm(self, signum: int, frame: object) -> None:
-        # the agent kills the task: let the executor stop it (on a thread: not in a signal handler)
-        def kill() -> None:
-            try:
-                self.executor.killTask(self, self._dict_cls({"value": self.task_id}))
-            except Exception as exc:  # noqa: BLE001 (a user callback)
-                self._report_error(f"killTask raised {type(exc).__name__}: {exc}")
-        threading.Thread(target=kill, name="pymesos-executor-kill", daemon=True).start()
-
-    def _report_error(self, message: str) -> None:
-        try:
-            self.executor.error(self, message)
-        except Exception:  # noqa: BLE001 (a user callback: only logged)
-            log.exception("the executor's error callback raised")
-
-    def _end(self, status: DriverStatus) -> DriverStatus:
-        with self._lock:
-            if self._status is DriverStatus.RUNNING or self._status is DriverStatus.NOT_STARTED:
-                self._status = status
-        self._ended.set()
-        return self._status
-
-    def _shutdown(self) -> None:
-        with self._lock:
-            if self._shut_down:
-                return
-            self._shut_down = True
-            if self._status is DriverStatus.RUNNING:
-                self._status = DriverStatus.STOPPED
-        try:
-            self.executor.shutdown(self)
-        except Exception as exc:  # noqa: BLE001 (a user callback)
-            self._report_error(f"shutdown raised {type(exc).__name__}: {exc}")
-
-    def _force_exit(self, code: int) -> None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        self._exit_process(code)
+    def __repr__(self) -> str:
+        return f"MesosExecutorDriver({self.executor_id.get('value', '')!r}, {self.status})"

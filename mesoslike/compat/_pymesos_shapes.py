@@ -23,9 +23,14 @@ from typing import Any, Callable, Iterable, Mapping
 
 from mesoslike import (
     Attribute,
+    CommandURI,
     ConfigError,
+    ExecutorInfo,
     Filters,
     FrameworkInfo,
+    HealthCheck,
+    HTTPCheck,
+    Label,
     MasterInfo,
     MesoslikeError,
     Offer,
@@ -34,22 +39,31 @@ from mesoslike import (
     TaskInfo,
     TaskState,
     TaskStatus,
+    TCPCheck,
 )
 
 __all__ = [
     "PymesosCompatError", "Message", "encode_data", "decode_data", "id_message", "value_of", "offer_id_list",
     "offer_message", "status_message", "status_from_message", "filters_from", "framework_info", "master_address",
-    "master_info_message", "task_info", "resources_from", "addict_class", "known_state", "LAUNCH_VARIABLE", "MAX_LAUNCH_SIZE",
+    "master_info_message", "task_info", "executor_info", "resources_from", "resources_message", "addict_class",
+    "known_state", "labels_message", "executor_message", "framework_message", "agent_message",
+    "executor_task_message", "status_from_executor", "TASK_VARIABLE", "EXECUTOR_VARIABLE", "MAX_LAUNCH_SIZE",
 ]
 
 #: a JSON object as pymesos passes it (a plain dict, or an addict ``Dict``)
 Message = dict[str, Any]
 
-#: the environment variable that carries a task's pymesos launch (task, executor,
-#: framework and agent info, as JSON) to its executor process (``MesosExecutorDriver``)
-LAUNCH_VARIABLE = "MESOSLIKE_PYMESOS_LAUNCH"
-#: the largest launch JSON: one environment string of Linux is at most 128 KiB
-#: (MAX_ARG_STRLEN); beyond it the task could not even be started
+#: the variable of a mesoslike ``TaskInfo.environment`` that carries the pymesos
+#: task dict (with its ``data``) as JSON to the executor's ``launchTask``
+#: (mesoslike's ``TaskInfo`` has no ``data``; an executor task's environment
+#: is handed to its executor, never exported to a process)
+TASK_VARIABLE = "MESOSLIKE_PYMESOS_TASK"
+#: the variable of the executor process's environment that carries the pymesos
+#: ``ExecutorInfo`` dict (with its ``data``) as JSON to ``registered``
+EXECUTOR_VARIABLE = "MESOSLIKE_PYMESOS_EXECUTOR"
+#: the largest of those JSON texts: one environment string of Linux is at most
+#: 128 KiB (MAX_ARG_STRLEN), and a task handed to an executor travels in one
+#: frame of the executor channel
 MAX_LAUNCH_SIZE = 120 * 1024
 
 #: pymesos fills in this failover timeout when the framework dict has none
@@ -310,8 +324,10 @@ def status_message(status: TaskStatus) -> Message:
         message["uuid"] = encode_uuid(status.uuid)
     if status.timestamp:
         message["timestamp"] = status.timestamp
-    if status.labels:   # Mesos's Labels JSON
-        message["labels"] = {"labels": [{"key": label.key, "value": label.value} for label in status.labels]}
+    if status.healthy is not None:
+        message["healthy"] = status.healthy
+    if status.labels:
+        message["labels"] = labels_message(status.labels)
     return message
 
 
@@ -428,11 +444,8 @@ def _environment(command: Mapping, what: str) -> dict[str, str]:
     return result
 
 
-def _command(command: object, what: str) -> tuple[str, dict[str, str], str]:
-    """A Mesos ``CommandInfo`` as (shell command line, environment, user)."""
-    command = _mapping(command, what)
-    if _optional(command, "uris") is not None:
-        raise PymesosCompatError(f"{what}.uris: mesoslike has no fetcher yet; put the files in place another way")
+def _command_line(command: Mapping, what: str) -> str:
+    """The shell command line of a Mesos ``CommandInfo``."""
     value = command.get("value") or ""
     arguments = command.get("arguments") or []
     if not isinstance(value, str) or not isinstance(arguments, list) or \
@@ -445,22 +458,150 @@ def _command(command: object, what: str) -> tuple[str, dict[str, str], str]:
         line = shlex.join([value, *arguments[1:]]) if value else ""
     if not line.strip():
         raise PymesosCompatError(f"{what}.value is empty: nothing to run")
+    return line
+
+
+def _command(command: object, what: str) -> tuple[str, dict[str, str], str]:
+    """A Mesos ``CommandInfo`` as (shell command line, environment, user)."""
+    command = _mapping(command, what)
+    line = _command_line(command, what)
     user = command.get("user") or ""
     if not isinstance(user, str):
         raise PymesosCompatError(f"{what}.user must be a string")
     return line, _environment(command, what), user
 
 
-def task_info(task: object, framework: Mapping, framework_id: str,
-              agent_info: Callable[[str], Message]) -> TaskInfo:
+def _uris(command: Mapping, what: str) -> list[CommandURI]:
+    """``CommandInfo.uris`` as ``CommandURI`` (the agent's fetcher, issue 18 §3)."""
+    items = _optional(command, "uris") or []
+    if not isinstance(items, list):
+        raise PymesosCompatError(f"{what}.uris must be a list of {{'value': URI, ...}}")
+    uris: list[CommandURI] = []
+    for index, item in enumerate(items):
+        where = f"{what}.uris[{index}]"
+        item = _mapping(item, where)
+        flags = {name: item.get(name, default) for name, default in
+                 (("extract", True), ("executable", False), ("cache", False))}
+        output_file = item.get("output_file") or ""
+        if not all(isinstance(flag, bool) for flag in flags.values()) or not isinstance(output_file, str):
+            raise PymesosCompatError(f"{where}: extract, executable and cache must be booleans, output_file a string")
+        try:
+            uris.append(CommandURI(item.get("value"), output_file=output_file, **flags))  # type: ignore[arg-type]
+        except (TypeError, ValueError) as exc:
+            raise PymesosCompatError(f"{where}: {exc}") from None
+    return uris
+
+
+def _seconds(message: Mapping, name: str, default: float, what: str) -> float:
+    value = message.get(name)
+    return default if value is None else _number(value, f"{what}.{name}")
+
+
+def _health_check(check: object, what: str) -> HealthCheck:
+    """A Mesos ``HealthCheck`` dict as ``HealthCheck``; without ``type`` (Mesos
+    before 1.2) the kind is the one of ``command``, ``http`` or ``tcp`` given."""
+    check = _mapping(check, what)
+    kind = check.get("type") or next((name.upper() for name in ("command", "http", "tcp")
+                                      if _optional(check, name) is not None), None)
+    command, http, tcp = "", None, None
+    try:
+        if kind == HealthCheck.COMMAND:
+            body = _mapping(check.get("command"), f"{what}.command")
+            if _optional(body, "environment") is not None or _optional(body, "uris") is not None:
+                raise PymesosCompatError(f"{what}.command: a check runs with its task's environment; its own "
+                                         "environment and uris are not supported")
+            command = _command_line(body, f"{what}.command")
+        elif kind == HealthCheck.HTTP:
+            body = _mapping(check.get("http"), f"{what}.http")
+            if (body.get("protocol") or "HTTP1") != "HTTP1":
+                raise PymesosCompatError(f"{what}.http.protocol {body.get('protocol')!r}: only HTTP1 is supported")
+            http = HTTPCheck(body.get("port", 0), path=body.get("path") or "/", scheme=body.get("scheme") or "http",
+                             statuses=list(body.get("statuses") or []))
+        elif kind == HealthCheck.TCP:
+            tcp = TCPCheck(_mapping(check.get("tcp"), f"{what}.tcp").get("port", 0))
+        else:
+            raise PymesosCompatError(f"{what}.type {kind!r}: mesoslike checks are COMMAND, HTTP and TCP")
+        failures = check.get("consecutive_failures", 3)
+        if isinstance(failures, bool) or not isinstance(failures, int):
+            raise PymesosCompatError(f"{what}.consecutive_failures must be an integer, got {failures!r}")
+        return HealthCheck(kind, command=command, http=http, tcp=tcp,
+                           delay_seconds=_seconds(check, "delay_seconds", 15.0, what),
+                           interval_seconds=_seconds(check, "interval_seconds", 10.0, what),
+                           timeout_seconds=_seconds(check, "timeout_seconds", 20.0, what),
+                           consecutive_failures=failures,
+                           grace_period_seconds=_seconds(check, "grace_period_seconds", 10.0, what))
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, PymesosCompatError):
+            raise
+        raise PymesosCompatError(f"{what}: {exc}") from None
+
+
+def _labels(labels: object, what: str) -> list[Label]:
+    """Mesos's ``Labels`` JSON, ``{"labels": [{"key", "value"}]}``, as ``Label``s."""
+    if labels is None:
+        return []
+    items = _mapping(labels, what).get("labels") or []
+    if not isinstance(items, list):
+        raise PymesosCompatError(f"{what}.labels must be a list of {{'key', 'value'}}")
+    try:
+        return [Label(_mapping(item, f"{what}.labels[{index}]").get("key", ""), item.get("value") or "")
+                for index, item in enumerate(items)]
+    except (TypeError, ValueError) as exc:
+        raise PymesosCompatError(f"{what}: {exc}") from None
+
+
+def labels_message(labels: Iterable[Label]) -> Message:
+    """``Label``s as Mesos's ``Labels`` JSON."""
+    return {"labels": [{"key": label.key, "value": label.value} for label in labels]}
+
+
+def _duration(message: Mapping, name: str, default: float, what: str) -> float:
+    """A Mesos ``DurationInfo`` (``{"nanoseconds": N}``) field in seconds."""
+    duration = _optional(message, name)
+    if duration is None:
+        return default
+    nanoseconds = _number(_mapping(duration, f"{what}.{name}").get("nanoseconds"), f"{what}.{name}.nanoseconds")
+    return max(0.0, nanoseconds / 1e9)
+
+
+def executor_info(executor: object, what: str = "executor") -> tuple[ExecutorInfo, str]:
+    """A pymesos ``ExecutorInfo`` dict as a mesoslike ``ExecutorInfo`` and the
+    user its ``command`` names. The dict itself travels as JSON in the
+    executor's ``$MESOSLIKE_PYMESOS_EXECUTOR``, for its ``registered``."""
+    executor = _mapping(executor, what)
+    executor_id = value_of(executor.get("executor_id"), f"{what}.executor_id")
+    if _optional(executor, "container") is not None:
+        raise PymesosCompatError(f"{what}.container — mesoslike has no containers (Docker, Mesos images)")
+    command = _mapping(executor.get("command"), f"{what}.command")
+    if _optional(command, "uris") is not None:
+        raise PymesosCompatError(f"{what}.command.uris: mesoslike fetches URIs for command tasks only, not for "
+                                 "a custom executor; put its files in place another way")
+    line, environment, user = _command(command, f"{what}.command")
+    name = executor.get("name") or ""
+    if not isinstance(name, str):
+        raise PymesosCompatError(f"{what}.name must be a string")
+    environment[EXECUTOR_VARIABLE] = _bounded_json(executor, what)
+    try:
+        info = ExecutorInfo(executor_id, line, resources_from(executor.get("resources") or [], f"{what}.resources"),
+                            environment=environment, name=name,
+                            labels=_labels(_optional(executor, "labels"), f"{what}.labels"),
+                            shutdown_grace_period=_duration(executor, "shutdown_grace_period", 5.0, what))
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, PymesosCompatError):
+            raise
+        raise PymesosCompatError(f"{what}: {exc}") from None
+    return info, user
+
+
+def task_info(task: object) -> TaskInfo:
     """A pymesos task dict (Mesos' ``TaskInfo``) as a ``TaskInfo``.
 
-    A task with ``command`` runs it. A task with an ``executor`` runs the
-    executor's command as its process, with the executor's resources added to
-    the task's, and the whole launch (task, executor, framework and agent
-    info) in ``$MESOSLIKE_PYMESOS_LAUNCH`` for ``MesosExecutorDriver``:
-    one executor process per task (mesoslike has no long-lived executors yet).
-    ``agent_info(agent_id)`` is the agent's ``AgentInfo`` for that launch.
+    A task with ``command`` runs it (with its ``uris`` fetched and its
+    ``health_check`` run by the agent). A task with an ``executor`` is handed
+    to that mesoslike custom executor (``ExecutorInfo``), which the agent
+    starts with the first such task; the task dict itself (its ``data``)
+    travels as JSON in the task's ``environment`` (``$MESOSLIKE_PYMESOS_TASK``)
+    to ``MesosExecutorDriver``, which gives it to ``launchTask``.
     """
     task = _mapping(task, "task")
     task_id = value_of(task.get("task_id"), "task.task_id")
@@ -469,55 +610,128 @@ def task_info(task: object, framework: Mapping, framework_id: str,
     name = task.get("name") or ""
     if not isinstance(name, str):
         raise PymesosCompatError(f"{what}: name must be a string")
-    for unsupported, feature in (("container", "containers (Docker, Mesos images)"), ("health_check", "health checks"),
-                                 ("check", "checks"), ("discovery", "service discovery info")):
+    for unsupported, feature in (("container", "containers (Docker, Mesos images)"), ("check", "general checks"),
+                                 ("discovery", "service discovery info")):
         if _optional(task, unsupported) is not None:
-            raise PymesosCompatError(f"{what}: {unsupported} — mesoslike has no {feature} yet")
+            raise PymesosCompatError(f"{what}: {unsupported} — mesoslike has no {feature}")
     resources = resources_from(task.get("resources") or [], f"{what}: resources")
     command, executor = _optional(task, "command"), _optional(task, "executor")
     if (command is None) == (executor is None):
         raise PymesosCompatError(f"{what} must have exactly one of command and executor, as in Mesos")
+    check = _optional(task, "health_check")
+    health_check = _health_check(check, f"{what}: health_check") if check is not None else None
+    labels = _labels(_optional(task, "labels"), f"{what}: labels")
     environment: dict[str, str]
+    info: ExecutorInfo | None = None
+    uris: list[CommandURI] = []
     if command is not None:
         line, environment, user = _command(command, f"{what}: command")
+        uris = _uris(command, f"{what}: command")
     else:
-        executor = _mapping(executor, f"{what}: executor")
-        value_of(executor.get("executor_id"), f"{what}: executor.executor_id")
-        if _optional(executor, "container") is not None:
-            raise PymesosCompatError(f"{what}: executor.container — mesoslike has no containers yet")
-        line, environment, user = _command(executor.get("command"), f"{what}: executor.command")
-        resources += resources_from(executor.get("resources") or [], f"{what}: executor.resources")
-        environment[LAUNCH_VARIABLE] = _launch_json(task, executor, framework, framework_id, agent_info(agent_id))
-    grace = 3.0
-    kill_policy = _optional(task, "kill_policy")
-    if kill_policy is not None:
-        period = _optional(_mapping(kill_policy, f"{what}: kill_policy"), "grace_period")
-        if period is not None:
-            nanoseconds = _number(_mapping(period, f"{what}: kill_policy.grace_period").get("nanoseconds"),
-                                  f"{what}: kill_policy.grace_period.nanoseconds")
-            grace = max(0.0, nanoseconds / 1e9)
+        # the executor runs the task and its checks (as a Mesos custom executor: the
+        # agent runs checks for command tasks only): the health check is in the dict
+        info, user = executor_info(executor, f"{what}: executor")
+        line, health_check = "", None
+        environment = {TASK_VARIABLE: _bounded_json(task, what)}
+    grace = _duration(_mapping(_optional(task, "kill_policy") or {}, f"{what}: kill_policy"), "grace_period", 3.0,
+                      f"{what}: kill_policy")
     try:
         return TaskInfo(task_id=task_id, agent_id=agent_id, command=line, resources=resources, name=name,
-                        environment=environment, kill_grace_period=grace, user=user)
+                        environment=environment, kill_grace_period=grace, user=user, health_check=health_check,
+                        uris=uris, labels=labels, executor=info)
     except (TypeError, ValueError) as exc:
         raise PymesosCompatError(f"{what}: {exc}") from None
 
 
-def _launch_json(task: Mapping, executor: Mapping, framework: Mapping, framework_id: str,
-                 agent: Message) -> str:
-    framework_message = dict(framework)
-    framework_message["id"] = id_message(framework_id)
-    launch = {"task": task, "executor": executor, "framework_info": framework_message, "agent_info": agent}
+def _bounded_json(message: Mapping, what: str) -> str:
     try:
-        text = json.dumps(launch, separators=(",", ":"))
+        text = json.dumps(message, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
-        raise PymesosCompatError(f"task {task.get('task_id')!r}: the task or its executor is not JSON "
-                                 f"(pymesos sends them as JSON too): {exc}") from None
+        raise PymesosCompatError(f"{what} is not JSON (pymesos sends it as JSON too): {exc}") from None
     if len(text.encode("utf-8")) > MAX_LAUNCH_SIZE:
-        raise PymesosCompatError(f"task {task.get('task_id')!r}: task, executor and framework info take "
-                                 f"{len(text)} bytes as JSON; at most {MAX_LAUNCH_SIZE} fit the executor's "
-                                 "environment (keep TaskInfo.data small)")
+        raise PymesosCompatError(f"{what} takes {len(text)} bytes as JSON; at most {MAX_LAUNCH_SIZE} reach an "
+                                 "executor (keep its data small)")
     return text
+
+
+# --------------------------------------------------- the executor's side
+def executor_message(info: Any, framework_id: str, environment: Mapping[str, str]) -> Message:
+    """The ``ExecutorInfo`` dict ``registered`` gets: the scheduler's own
+    (``$MESOSLIKE_PYMESOS_EXECUTOR``) if it is there, else one made from
+    the mesoslike ``ExecutorInfo``; with its ``framework_id``, as Mesos's."""
+    message = _json_object(environment.get(EXECUTOR_VARIABLE, ""))
+    if message is None or message.get("executor_id") != id_message(info.executor_id):
+        message = {"executor_id": id_message(info.executor_id), "name": info.name,
+                   "command": {"value": info.command}, "resources": resources_message(info.resources),
+                   "shutdown_grace_period": {"nanoseconds": int(info.shutdown_grace_period * 1e9)}}
+        if info.labels:
+            message["labels"] = labels_message(info.labels)
+    message["framework_id"] = id_message(framework_id)
+    return message
+
+
+def framework_message(info: FrameworkInfo) -> Message:
+    """A ``FrameworkInfo`` as Mesos's JSON."""
+    message: Message = {"id": id_message(info.id), "name": info.name, "user": info.user, "hostname": info.hostname,
+                        "role": info.role, "roles": [info.role], "failover_timeout": info.failover_timeout}
+    if info.partition_aware:
+        message["capabilities"] = [{"type": "PARTITION_AWARE"}]
+    if info.labels:
+        message["labels"] = labels_message(info.labels)
+    return message
+
+
+def agent_message(info: Any) -> Message:
+    """An agent's ``AgentInfo`` as Mesos's JSON (id, hostname, port, resources)."""
+    message: Message = {"id": id_message(info.id), "hostname": info.hostname,
+                        "resources": resources_message(info.resources)}
+    if info.port:
+        message["port"] = info.port
+    return message
+
+
+def executor_task_message(task: TaskInfo, executor: Message) -> Message:
+    """The task dict ``launchTask`` gets: the scheduler's own
+    (``$MESOSLIKE_PYMESOS_TASK``) if it is there, else one made from the
+    ``TaskInfo`` (a task a mesoslike scheduler gave the executor)."""
+    message = _json_object(task.environment.get(TASK_VARIABLE, ""))
+    if message is not None and message.get("task_id") == id_message(task.task_id):
+        return message
+    message = {"task_id": id_message(task.task_id), "agent_id": id_message(task.agent_id), "name": task.name,
+               "resources": resources_message(task.resources), "executor": executor}
+    if task.command:
+        message["data"] = encode_data(task.command)   # what such a task asks its executor to do
+    if task.labels:
+        message["labels"] = labels_message(task.labels)
+    return message
+
+
+def _json_object(text: str) -> Message | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def status_from_executor(status: object) -> TaskStatus:
+    """A pymesos executor's status dict (``task_id``, ``state``, ``message``,
+    ``reason``, ``healthy``, ``uuid``) as a ``TaskStatus`` for its agent."""
+    status = _mapping(status, "status")
+    message, reason = status.get("message") or "", status.get("reason") or ""
+    healthy = status.get("healthy")
+    if not isinstance(message, str) or not isinstance(reason, str):
+        raise PymesosCompatError("status.message and status.reason must be strings")
+    if healthy is not None and not isinstance(healthy, bool):
+        raise PymesosCompatError(f"status.healthy must be a boolean, got {healthy!r}")
+    uuid = _optional(status, "uuid")
+    if uuid is not None and not isinstance(uuid, str):
+        raise PymesosCompatError(f"status.uuid must be base64 text, got {type(uuid).__name__}")
+    return TaskStatus(task_id=value_of(status.get("task_id"), "status.task_id"),
+                      state=known_state(status.get("state"), "status.state"), message=message, reason=reason,
+                      healthy=healthy, uuid=decode_uuid(uuid) if uuid is not None else "")
 
 
 def addict_class() -> Callable[[Message], Any]:

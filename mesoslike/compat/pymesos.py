@@ -51,9 +51,10 @@ __all__ = ["Scheduler", "MesosSchedulerDriver", "Executor", "MesosExecutorDriver
 
 log = logging.getLogger("mesoslike.compat.pymesos")
 
-#: hostnames of agents seen in offers (for the AgentInfo an executor gets); as
-#: many agents as a master admits at most, and never more than this
-_MAX_REMEMBERED_AGENTS = 100_000
+#: executor ids the scheduler launched tasks on, remembered to route its
+#: ``sendFrameworkMessage(executorId, ...)`` (an executor's id, or a command
+#: task's id as Mesos's command executor has it); the oldest are forgotten
+_MAX_REMEMBERED_EXECUTORS = 100_000
 
 
 class Scheduler:
@@ -96,8 +97,10 @@ class Scheduler:
 
     def frameworkMessage(self, driver: MesosSchedulerDriver, executorId: Message, slaveId: Message,
                          message: str) -> None:
-        """An agent sent the framework data (base64 text, as pymesos gives it:
-        ``decode_data(message)``). ``executorId.value`` is empty."""
+        """An executor sent the framework data with its driver's
+        ``sendFrameworkMessage`` (base64 text, as pymesos gives it:
+        ``decode_data(message)``); ``executorId.value`` is its id (empty
+        for data from an agent that is not an executor's)."""
 
     def slaveLost(self, driver: MesosSchedulerDriver, slaveId: Message) -> None:
         """An agent was removed (its tasks come as TASK_LOST updates too)."""
@@ -109,8 +112,8 @@ class Scheduler:
 
     def executorLost(self, driver: MesosSchedulerDriver, executorId: Message, slaveId: Message,
                      status: int) -> None:
-        """Never called: an executor here is its task's process, whose end
-        comes as that task's status update."""
+        """Never called: an executor's end comes as its running tasks'
+        TASK_FAILED updates (reason ``REASON_EXECUTOR_TERMINATED``)."""
 
     def preemptionWarning(self, driver: MesosSchedulerDriver, taskIds: list[Message], seconds: float) -> None:
         """mesoslike's fair-share preemption will kill these tasks in
@@ -145,8 +148,6 @@ class _Translator(_Scheduler):
         self._call("disconnected")
 
     def resource_offers(self, driver: SchedulerDriver, offers: list[Offer]) -> None:
-        for offer in offers:
-            self.shim._remember_agent(offer.agent_id, offer.hostname)
         framework_id = driver.framework_id
         self._call("resourceOffers", [self.shim._wrap(offer_message(offer, framework_id)) for offer in offers])
 
@@ -159,6 +160,10 @@ class _Translator(_Scheduler):
     def framework_message(self, driver: SchedulerDriver, agent_id: str, data: bytes) -> None:
         self._call("frameworkMessage", self.shim._wrap(id_message("")), self.shim._wrap(id_message(agent_id)),
                    encode_data(data))
+
+    def executor_message(self, driver: SchedulerDriver, executor_id: str, agent_id: str, data: bytes) -> None:
+        self._call("frameworkMessage", self.shim._wrap(id_message(executor_id)),
+                   self.shim._wrap(id_message(agent_id)), encode_data(data))
 
     def agent_lost(self, driver: SchedulerDriver, agent_id: str) -> None:
         # the v1 name if the scheduler has it (pymesos's base class has only slaveLost)
@@ -214,8 +219,8 @@ class MesosSchedulerDriver:
         if principal is not None or secret is not None:
             log.warning("principal/secret are ignored: mesoslike authenticates frameworks by key "
                         "($MESOSLIKE_KEY, docs/security.rst)")
-        self._agents: OrderedDict[str, str] = OrderedDict()
-        self._agents_lock = threading.Lock()
+        self._executor_ids: OrderedDict[str, None] = OrderedDict()
+        self._executor_ids_lock = threading.Lock()
         info: FrameworkInfo = framework_info(framework)
         self._driver = SchedulerDriver(_Translator(self), info, master_address(master_uri),
                                        implicit_acknowledgements, key=key, master_key=master_key,
@@ -278,8 +283,8 @@ class MesosSchedulerDriver:
         ids = offer_id_list(offerIds)
         if isinstance(tasks, Mapping) or isinstance(tasks, (str, bytes)):
             raise PymesosCompatError("tasks must be a list of task dicts")
-        framework = self._framework
-        infos = [task_info(task, framework, self._driver.framework_id, self._agent_info) for task in tasks]
+        infos = [task_info(task) for task in tasks]
+        self._remember_executors(info.executor.executor_id for info in infos if info.executor is not None)
         if not infos:
             return self.declineOffer(offerIds, filters)
         return self._driver.launch_tasks(ids, infos, filters_from(filters))
@@ -292,7 +297,6 @@ class MesosSchedulerDriver:
         ``reservation.principal``: the framework's own is used, from its key);
         an UNRESERVE's are written as offered. No operations declines."""
         ids = offer_id_list(offerIds)
-        framework = self._framework
         items: list[Operation] = []
         for index, operation in enumerate(operations):
             where = f"operations[{index}]"
@@ -304,8 +308,9 @@ class MesosSchedulerDriver:
                 infos = launch.get("task_infos") if isinstance(launch, Mapping) else None
                 if not isinstance(infos, list):
                     raise PymesosCompatError(f"{where}.launch.task_infos must be a list of tasks")
-                items.append(Launch([task_info(task, framework, self._driver.framework_id, self._agent_info)
-                                     for task in infos]))
+                launched = [task_info(task) for task in infos]
+                self._remember_executors(info.executor.executor_id for info in launched if info.executor is not None)
+                items.append(Launch(launched))
             elif kind in ("RESERVE", "UNRESERVE"):
                 body = operation.get(kind.lower())
                 resources = resources_from(body.get("resources") if isinstance(body, Mapping) else None,
@@ -353,13 +358,18 @@ class MesosSchedulerDriver:
 
     def sendFrameworkMessage(self, executorId: Any, agentId: Any, data: str | bytes) -> DriverStatus:
         """Send ``data`` (base64 text, as pymesos; raw ``bytes`` are taken as
-        they are) to an agent, best effort. Each task runs under its own
-        command executor, whose id is the task's (as Mesos's command
-        executor): ``executorId`` names the task whose ``<sandbox>/messages``
+        they are) to an executor on an agent, best effort: ``executorId``
+        names a custom executor this driver launched tasks on (its
+        ``frameworkMessage`` gets it), or else a command task (Mesos's
+        command executor has its task's id), whose ``<sandbox>/messages``
         gets it."""
         payload = data if isinstance(data, bytes) else decode_data(data)
-        return self._driver.send_framework_message(value_of(agentId, "agent id"), payload,
-                                                   value_of(executorId, "executor id"))
+        agent, executor = value_of(agentId, "agent id"), value_of(executorId, "executor id")
+        with self._executor_ids_lock:
+            custom = executor in self._executor_ids
+        if custom:
+            return self._driver.send_framework_message(agent, payload, "", executor_id=executor)
+        return self._driver.send_framework_message(agent, payload, executor)
 
     def requestResources(self, requests: Any) -> DriverStatus:
         """A no-op, as in Mesos' allocator: offers come anyway."""
@@ -388,17 +398,13 @@ class MesosSchedulerDriver:
         ``Dict`` (nested ones too) with ``use_addict=True``."""
         return self._dict_cls(message)
 
-    def _remember_agent(self, agent_id: str, hostname: str) -> None:
-        with self._agents_lock:
-            self._agents[agent_id] = hostname
-            self._agents.move_to_end(agent_id)
-            while len(self._agents) > _MAX_REMEMBERED_AGENTS:
-                self._agents.popitem(last=False)
-
-    def _agent_info(self, agent_id: str) -> Message:
-        with self._agents_lock:
-            hostname = self._agents.get(agent_id, "")
-        return {"id": id_message(agent_id), "hostname": hostname}
+    def _remember_executors(self, executor_ids: Iterable[str]) -> None:
+        with self._executor_ids_lock:
+            for executor_id in executor_ids:
+                self._executor_ids[executor_id] = None
+                self._executor_ids.move_to_end(executor_id)
+            while len(self._executor_ids) > _MAX_REMEMBERED_EXECUTORS:
+                self._executor_ids.popitem(last=False)
 
     def __repr__(self) -> str:
         return f"MesosSchedulerDriver({self._driver!r})"

@@ -469,6 +469,8 @@ class DriverCore:
         return [InvokeCallback("agent_lost", (message.agent_id,))]
 
     def _on_framework_message(self, message: m.FrameworkMessage) -> list[Command]:
+        if message.executor_id:   # from a custom executor: say which (its default is framework_message)
+            return [InvokeCallback("executor_message", (message.executor_id, message.agent_id, message.data))]
         return [InvokeCallback("framework_message", (message.agent_id, message.data))]
 
     def _on_heartbeat(self, message: m.Heartbeat) -> list[Command]:

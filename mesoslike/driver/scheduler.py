@@ -53,6 +53,13 @@ class Scheduler:
     def framework_message(self, driver: SchedulerDriver, agent_id: str, data: bytes) -> None:
         """Opaque data sent to the framework from an agent."""
 
+    def executor_message(self, driver: SchedulerDriver, executor_id: str, agent_id: str, data: bytes) -> None:
+        """Data the custom executor ``executor_id`` on agent ``agent_id``
+        sent (``ExecutorDriver.send_framework_message``). By default it
+        calls :meth:`framework_message` (without the executor id): override
+        this one to know which executor spoke."""
+        self.framework_message(driver, agent_id, data)
+
     def agent_lost(self, driver: SchedulerDriver, agent_id: str) -> None:
         """An agent was removed. Its tasks come as TASK_LOST (or
         TASK_UNREACHABLE) status updates as well."""

@@ -145,8 +145,9 @@ class ExecutorDriver:
 
     def send_framework_message(self, data: bytes) -> DriverStatus:
         """Send ``data`` (at most ``MAX_FRAMEWORK_MESSAGE`` bytes, 1 MiB) to
-        the scheduler's ``framework_message`` callback. Best effort, as in
-        Mesos: a message sent while no master leads is dropped."""
+        the scheduler's ``executor_message`` callback (by default its
+        ``framework_message``). Best effort, as in Mesos: a message sent
+        while no master leads is dropped."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"framework message data must be bytes, got {type(data).__name__}")
         self._core.send_framework_message(data)   # checks the size here, in the caller's thread

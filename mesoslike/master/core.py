@@ -1596,7 +1596,8 @@ class MasterCore:
         if agent_id is not None:  # agent -> framework
             record = self.frameworks.get(msg.framework_id)
             if record is not None and record.connected:
-                self._send_framework(record, msg)
+                # the agent is the one its connection says, whatever the message claims
+                self._send_framework(record, msg if msg.agent_id == agent_id else attrs.evolve(msg, agent_id=agent_id))
             return
         record = self._framework_for(peer, msg.framework_id)
         if record is None:
