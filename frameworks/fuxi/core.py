@@ -266,6 +266,7 @@ class _Reserved:
     agent_id: str
     resources: Resources
     priority: int
+    group: str
 
 
 @attrs.define(eq=False)
@@ -1191,15 +1192,20 @@ class FuxiCore:
 
     def _serve_holds(self, machine: _Machine, batch: _Batch, caps: Mapping[str, Resources | None]) -> None:
         """A machine with reservations is back: plain units take their
-        reserved slots now; gangs keep theirs until all their room is here."""
+        reserved slots now; gangs keep theirs until all their room is here.
+
+        A plain unit's reservation is room a preemption freed for it, within
+        its quota then: it is granted even if the group's cap shrank since.
+        The cap shrinks when the victims' group, waiting again, shares what
+        others lend; refusing the room would hand it back to the victims and
+        the unit would preempt them again, pass after pass (issue 19)."""
         for key in sorted(machine.holds, key=lambda k: (self._units[k].priority, self._units[k].submitted)):
             unit = self._units[key]
             if unit.gang:
                 continue
             need = batch.need(unit.slot)
             while need is not None and unit.holds.get(machine.agent_id) and unit.waiting \
-                    and self._quota_slots(unit, caps) > 0 and self._allowed_with_hold(unit, machine) \
-                    and fits(machine.free, need):
+                    and self._allowed_with_hold(unit, machine) and fits(machine.free, need):
                 self._grant(unit, machine, batch, need)
             if unit.holds.get(machine.agent_id):
                 self._unhold(unit, machine)
@@ -1414,7 +1420,15 @@ class FuxiCore:
     def _preempt(self, batch: _Batch, caps: Mapping[str, Resources | None]) -> None:
         """For units still missing slots, highest priority first: take back
         lent quota, else preempt lower priority, for all missing slots in
-        one pass (a gang: only if all of them can be freed)."""
+        one pass (a gang: only if all of them can be freed).
+
+        The two agree on who owns what, so that neither undoes the other
+        (docs/fuxi-scheduling.rst, "Preemption"): a take-back reclaims only
+        quota the victim's group borrowed, in a kind the owner needs; and a
+        unit whose group would go over its maximum takes from another
+        limited group only slots that group holds over its own maximum.
+        Otherwise a unit on borrowed quota could preempt the owner's slots
+        and the owner take them back at once, for ever (issue 19)."""
         units = self._units
         short = [unit for unit in map(units.__getitem__, self._wanting) if not unit.new and unit.missing]
         if not short:
@@ -1430,6 +1444,7 @@ class FuxiCore:
         waiting = sorted(short, key=lambda u: (u.priority, u.submitted))
         first = 0                                # order[first]: the lowest priority slot still held
         lenders = self._lenders()
+        reserved = self._reserved_by_group()
         self._examined = 0
         exhausted: list[tuple[Resources, int]] = []   # (slot, priority): all lower-priority room was looked at
         for unit in waiting:
@@ -1443,25 +1458,39 @@ class FuxiCore:
                 break                            # the rest try again next pass
             while first < len(order) and order[first].id not in self._slots:
                 first += 1
-            if first < len(order):
-                group = self.groups[unit.group]
-                own = None if group.maximum is None else \
-                    _how_many(group.maximum.subtract_clamped(group.used), unit.slot) - unit.reserved
-                if own is not None and own > 0 and lenders - {unit.group}:
-                    plan, _ = self._make_room(unit, min(missing, own), self._candidates(
-                        unit, order, first, lambda s: s.group in lenders and s.group != unit.group))
-                    if plan:
-                        self._evict(unit, plan, batch, "quota taken back by its owner")
-                        lenders = self._lenders()
-                        continue
+            own = self._own_slots(unit, reserved)
+            if first < len(order) and own and lenders - {unit.group}:
+                borrowed = self._borrowed(unit.slot)
+                plan, _ = self._make_room(unit, min(missing, own), self._candidates(
+                    unit, order, first, lambda s: s.group != unit.group and borrowed(s)))
+                if plan:
+                    self._evict(unit, plan, batch, "quota taken back by its owner")
+                    lenders, reserved = self._lenders(), self._reserved_by_group()
+                    continue
             room = self._quota_slots(unit, caps) - unit.reserved
             lower = (first < len(order) and order[first].priority > unit.priority) or \
                 (bool(held) and held[0].priority > unit.priority)
             if room > 0 and lower and not any(unit.priority >= p and unit.slot.contains(slot)
                                               for slot, p in exhausted):
-                plan, complete = self._make_room(unit, min(missing, room), self._candidates(
-                    unit, order, first, lambda s: s.priority > unit.priority, held))
-                if complete and not unit.gang and self._unrestricted(unit):
+                want = min(missing, room)
+                anyone = own is None or own >= want
+                if own is not None and 0 < own < want:
+                    want = own                       # the rest, on borrowed quota, in a later pass
+                if anyone or own:
+                    # within its group's own maximum: any lower priority slot
+                    may_take: Callable[[Slot], bool] = lambda s: s.priority > unit.priority
+                    room_held: Sequence[_Reserved] = held
+                else:
+                    # on borrowed quota: a slot another group holds over its maximum, or one of
+                    # its own group at least as big (the swap borrows nothing more) -- never room
+                    # a group holds as its own
+                    borrowed = self._borrowed(unit.slot)
+                    may_take = lambda s: s.priority > unit.priority and (
+                        s.resources.contains(unit.slot) if s.group == unit.group else borrowed(s))
+                    room_held = [r for r in held if r.group == unit.group]
+                plan, complete = self._make_room(unit, want,
+                                                 self._candidates(unit, order, first, may_take, room_held))
+                if complete and anyone and not unit.gang and self._unrestricted(unit):
                     # what it could not free now, no unit of lower or equal priority with a
                     # slot as big can: their victims are among its own (holds only grow)
                     exhausted = [(slot, p) for slot, p in exhausted
@@ -1470,10 +1499,60 @@ class FuxiCore:
                 if plan:
                     self._evict(unit, plan, batch, f"preempted by a higher priority unit ({unit.key}, "
                                                    f"priority {unit.priority})")
-                    lenders = self._lenders()
+                    lenders, reserved = self._lenders(), self._reserved_by_group()
+                    continue
+                if not (anyone or own) and unit.reason in (WAIT_NO_FIT, WAIT_LOWER_PRIORITY):
+                    unit.reason = WAIT_QUOTA           # its group is at its maximum; the rest is others' own
                     continue
             if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                 unit.reason = WAIT_LOWER_PRIORITY  # units it may not preempt hold the resources
+
+    def _reserved_by_group(self) -> dict[str, Resources]:
+        """The room reserved for each group's units (it becomes the group's use
+        when granted). O(reservations)."""
+        out: dict[str, Resources] = {}
+        for key in self._holders:
+            unit = self._units[key]
+            room = unit.slot.scale(unit.reserved)
+            out[unit.group] = out[unit.group] + room if unit.group in out else room
+        return out
+
+    def _own_slots(self, unit: _Unit, reserved: Mapping[str, Resources]) -> int | None:
+        """How many more slots of the unit its group's own maximum holds, its
+        use and the room reserved for its units counted (None: no maximum)."""
+        group = self.groups[unit.group]
+        if group.maximum is None:
+            return None
+        taken = group.used + reserved[group.name] if group.name in reserved else group.used
+        return _how_many(group.maximum.subtract_clamped(taken), unit.slot)
+
+    def _borrowed(self, need: Resources) -> Callable[[Slot], bool]:
+        """For one search: does a slot hold quota its group borrowed, in a kind
+        ``need`` uses too -- is its group over its maximum in such a kind that
+        the slot uses? The slots it says yes to are taken off the group's
+        excess, so one search takes little more than the group borrowed.
+        O(groups x kinds), then O(kinds) a slot."""
+        excess: dict[str, dict[str, int]] = {}
+        for group in self.groups.values():
+            if group.maximum is not None:
+                cap = group.maximum.millis()
+                over = {k: v - cap.get(k, 0) for k, v in group.used.millis().items() if v > cap.get(k, 0)}
+                if over:
+                    excess[group.name] = over
+        kinds = [kind for kind, amount in need.millis().items() if amount > 0]
+
+        def borrowed(slot: Slot) -> bool:
+            over = excess.get(slot.group)
+            if not over:
+                return False
+            uses = slot.resources.millis()
+            if not any(over.get(kind, 0) > 0 and uses.get(kind, 0) > 0 for kind in kinds):
+                return False
+            for kind, amount in uses.items():
+                if kind in over:
+                    over[kind] -= amount
+            return True
+        return borrowed
 
     def _unrestricted(self, unit: _Unit) -> bool:
         """May the unit use any machine (no locality limit, blacklist, avoided
@@ -1495,7 +1574,7 @@ class FuxiCore:
         """Every reservation but those made in this pass, lowest priority
         first: room preemption may take back before it kills a task of the
         same priority."""
-        held = [_Reserved(key, agent, unit.slot.scale(count), unit.priority)
+        held = [_Reserved(key, agent, unit.slot.scale(count), unit.priority, unit.group)
                 for key in self._holders for unit in (self._units[key],) for agent, count in unit.holds.items()
                 if (key, agent) not in self._held_now]
         return sorted(held, key=lambda r: (-r.priority, r.agent_id, r.unit))
