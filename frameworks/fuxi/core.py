@@ -228,6 +228,7 @@ class _Unit:
     holds: dict[str, int] = attrs.field(factory=dict)      # agent id -> slots reserved for it there
     held_until: float = math.inf  # its reservations end then
     preempted_until: float = -math.inf  # no more preemption for it before (its victims' room is coming)
+    search_after: float = -math.inf     # its last preemption search found nothing: no other before then
     backoff_until: float = -math.inf    # a gang whose reservations expired reserves only within a pass until then
     new: bool = True              # active scheduling not done yet
     queued: bool = False          # in its waiting queues
@@ -355,6 +356,10 @@ class FuxiCore:
     (the naive walk over the machines; same results, for benchmarks and
     tests). ``preemption_budget``: victim candidates a pass may look at
     (units it does not reach try again next pass), which bounds the pass.
+    ``preemption_retry_seconds``: a unit whose preemption search found
+    nothing to take searches again only after this long (or when its
+    desire grows): a search walks every lower priority slot, and passes
+    come every second while units wait (issue 19).
     """
 
     def __init__(self, quota_groups: Mapping[str, Resources | None] | None = None, *,
@@ -362,7 +367,7 @@ class FuxiCore:
                  decline_seconds: float = 1.0, reservation_seconds: float = 30.0, gang_seconds: float = 60.0,
                  policies: Mapping[str, str] | None = None, blacklist_reports: int = DEFAULT_REPORTS_NEEDED,
                  blacklist_report_seconds: float = DEFAULT_REPORT_SECONDS, machine_index: str = "tree",
-                 preemption_budget: int = 50_000) -> None:
+                 preemption_budget: int = 50_000, preemption_retry_seconds: float = 5.0) -> None:
         self.clock = clock or SystemClock()
         groups = dict(quota_groups or {})
         groups.setdefault("default", None)
@@ -390,6 +395,7 @@ class FuxiCore:
         self.reservation_seconds = reservation_seconds
         self.gang_seconds = gang_seconds
         self.preemption_budget = preemption_budget
+        self.preemption_retry_seconds = preemption_retry_seconds
         self.jobs: dict[str, _Job] = {}
         self._units: dict[str, _Unit] = {}
         self._new: dict[str, _Unit] = {}              # units waiting for active scheduling
@@ -514,6 +520,8 @@ class FuxiCore:
         if not isinstance(desired, int) or isinstance(desired, bool) or desired < 0:
             raise FuxiError(f"desired slots must be an integer >= 0, got {desired!r}")
         self._out = []
+        if desired > unit.desired:
+            unit.search_after = -math.inf            # more to wait for: it may preempt for it at once
         unit.desired = desired
         self._sync(unit)
         self._want_offers()
@@ -1449,7 +1457,7 @@ class FuxiCore:
         exhausted: list[tuple[Resources, int]] = []   # (slot, priority): all lower-priority room was looked at
         for unit in waiting:
             missing = unit.missing
-            if not missing or (unit.preempted_until > self._now and unit.holds):
+            if not missing or (unit.preempted_until > self._now and unit.holds) or unit.search_after > self._now:
                 continue
             if self._never_fits(unit):
                 unit.reason = WAIT_NEVER_FITS
@@ -1459,7 +1467,9 @@ class FuxiCore:
             while first < len(order) and order[first].id not in self._slots:
                 first += 1
             own = self._own_slots(unit, reserved)
+            searched = False
             if first < len(order) and own and lenders - {unit.group}:
+                searched = True
                 borrowed = self._borrowed(unit.slot)
                 plan, _ = self._make_room(unit, min(missing, own), self._candidates(
                     unit, order, first, lambda s: s.group != unit.group and borrowed(s)))
@@ -1488,6 +1498,7 @@ class FuxiCore:
                     may_take = lambda s: s.priority > unit.priority and (
                         s.resources.contains(unit.slot) if s.group == unit.group else borrowed(s))
                     room_held = [r for r in held if r.group == unit.group]
+                searched = True
                 plan, complete = self._make_room(unit, want,
                                                  self._candidates(unit, order, first, may_take, room_held))
                 if complete and anyone and not unit.gang and self._unrestricted(unit):
@@ -1503,7 +1514,9 @@ class FuxiCore:
                     continue
                 if not (anyone or own) and unit.reason in (WAIT_NO_FIT, WAIT_LOWER_PRIORITY):
                     unit.reason = WAIT_QUOTA           # its group is at its maximum; the rest is others' own
-                    continue
+            if searched and self._examined < self.preemption_budget:
+                # nothing to take now; the room it could take changes slowly: look again later
+                unit.search_after = self._now + self.preemption_retry_seconds
             if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                 unit.reason = WAIT_LOWER_PRIORITY  # units it may not preempt hold the resources
 
