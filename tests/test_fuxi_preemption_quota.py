@@ -95,6 +95,7 @@ def test_a_unit_on_borrowed_quota_does_not_preempt_what_another_group_holds_with
     assert cluster.run(40) == 0
     assert used(cluster.core) == {"a": "cpus:6", "b": "cpus:4", "c": "", "default": "cpus:6"}
     assert cluster.unit(a)["waiting"] == 2 and cluster.unit(a)["why_waiting"] == WAIT_QUOTA
+    assert cluster.core.waiting_reasons() == {(a, "u"): WAIT_QUOTA}       # what the simulator asks each cycle
 
 
 def test_within_its_own_maximum_a_unit_still_preempts_another_groups_lower_priority_and_keeps_it():

@@ -367,7 +367,7 @@ class FuxiCore:
                  decline_seconds: float = 1.0, reservation_seconds: float = 30.0, gang_seconds: float = 60.0,
                  policies: Mapping[str, str] | None = None, blacklist_reports: int = DEFAULT_REPORTS_NEEDED,
                  blacklist_report_seconds: float = DEFAULT_REPORT_SECONDS, machine_index: str = "tree",
-                 preemption_budget: int = 50_000, preemption_retry_seconds: float = 5.0) -> None:
+                 preemption_budget: int = 50_000, preemption_retry_seconds: float = 10.0) -> None:
         self.clock = clock or SystemClock()
         groups = dict(quota_groups or {})
         groups.setdefault("default", None)
@@ -660,6 +660,13 @@ class FuxiCore:
     def needs_offers(self) -> bool:
         """Does a unit wait for slots? O(1)."""
         return bool(self._wanting)
+
+    def waiting_reasons(self) -> dict[tuple[str, str], str]:
+        """Why each unit that waits for slots waits, as of the last pass, by
+        ``(job id, unit name)`` (the reasons of :meth:`status`, without its
+        per-group figures). O(waiting units)."""
+        units = self._units
+        return {(unit.job_id, unit.spec.name): unit.reason for unit in map(units.__getitem__, self._wanting)}
 
     def holds(self, slot_id: str) -> bool:
         """Is ``slot_id`` granted (not released, lost, revoked or finished with its job)? O(1)."""
