@@ -228,6 +228,7 @@ class _Unit:
     holds: dict[str, int] = attrs.field(factory=dict)      # agent id -> slots reserved for it there
     held_until: float = math.inf  # its reservations end then
     preempted_until: float = -math.inf  # no more preemption for it before (its victims' room is coming)
+    search_after: float = -math.inf     # its last preemption search found nothing: no other before then
     backoff_until: float = -math.inf    # a gang whose reservations expired reserves only within a pass until then
     new: bool = True              # active scheduling not done yet
     queued: bool = False          # in its waiting queues
@@ -266,6 +267,7 @@ class _Reserved:
     agent_id: str
     resources: Resources
     priority: int
+    group: str
 
 
 @attrs.define(eq=False)
@@ -354,6 +356,10 @@ class FuxiCore:
     (the naive walk over the machines; same results, for benchmarks and
     tests). ``preemption_budget``: victim candidates a pass may look at
     (units it does not reach try again next pass), which bounds the pass.
+    ``preemption_retry_seconds``: a unit whose preemption search found
+    nothing to take searches again only after this long (or when its
+    desire grows): a search walks every lower priority slot, and passes
+    come every second while units wait (issue 19).
     """
 
     def __init__(self, quota_groups: Mapping[str, Resources | None] | None = None, *,
@@ -361,7 +367,7 @@ class FuxiCore:
                  decline_seconds: float = 1.0, reservation_seconds: float = 30.0, gang_seconds: float = 60.0,
                  policies: Mapping[str, str] | None = None, blacklist_reports: int = DEFAULT_REPORTS_NEEDED,
                  blacklist_report_seconds: float = DEFAULT_REPORT_SECONDS, machine_index: str = "tree",
-                 preemption_budget: int = 50_000) -> None:
+                 preemption_budget: int = 50_000, preemption_retry_seconds: float = 10.0) -> None:
         self.clock = clock or SystemClock()
         groups = dict(quota_groups or {})
         groups.setdefault("default", None)
@@ -389,6 +395,7 @@ class FuxiCore:
         self.reservation_seconds = reservation_seconds
         self.gang_seconds = gang_seconds
         self.preemption_budget = preemption_budget
+        self.preemption_retry_seconds = preemption_retry_seconds
         self.jobs: dict[str, _Job] = {}
         self._units: dict[str, _Unit] = {}
         self._new: dict[str, _Unit] = {}              # units waiting for active scheduling
@@ -513,6 +520,8 @@ class FuxiCore:
         if not isinstance(desired, int) or isinstance(desired, bool) or desired < 0:
             raise FuxiError(f"desired slots must be an integer >= 0, got {desired!r}")
         self._out = []
+        if desired > unit.desired:
+            unit.search_after = -math.inf            # more to wait for: it may preempt for it at once
         unit.desired = desired
         self._sync(unit)
         self._want_offers()
@@ -651,6 +660,13 @@ class FuxiCore:
     def needs_offers(self) -> bool:
         """Does a unit wait for slots? O(1)."""
         return bool(self._wanting)
+
+    def waiting_reasons(self) -> dict[tuple[str, str], str]:
+        """Why each unit that waits for slots waits, as of the last pass, by
+        ``(job id, unit name)`` (the reasons of :meth:`status`, without its
+        per-group figures). O(waiting units)."""
+        units = self._units
+        return {(unit.job_id, unit.spec.name): unit.reason for unit in map(units.__getitem__, self._wanting)}
 
     def holds(self, slot_id: str) -> bool:
         """Is ``slot_id`` granted (not released, lost, revoked or finished with its job)? O(1)."""
@@ -1191,15 +1207,20 @@ class FuxiCore:
 
     def _serve_holds(self, machine: _Machine, batch: _Batch, caps: Mapping[str, Resources | None]) -> None:
         """A machine with reservations is back: plain units take their
-        reserved slots now; gangs keep theirs until all their room is here."""
+        reserved slots now; gangs keep theirs until all their room is here.
+
+        A plain unit's reservation is room a preemption freed for it, within
+        its quota then: it is granted even if the group's cap shrank since.
+        The cap shrinks when the victims' group, waiting again, shares what
+        others lend; refusing the room would hand it back to the victims and
+        the unit would preempt them again, pass after pass (issue 19)."""
         for key in sorted(machine.holds, key=lambda k: (self._units[k].priority, self._units[k].submitted)):
             unit = self._units[key]
             if unit.gang:
                 continue
             need = batch.need(unit.slot)
             while need is not None and unit.holds.get(machine.agent_id) and unit.waiting \
-                    and self._quota_slots(unit, caps) > 0 and self._allowed_with_hold(unit, machine) \
-                    and fits(machine.free, need):
+                    and self._allowed_with_hold(unit, machine) and fits(machine.free, need):
                 self._grant(unit, machine, batch, need)
             if unit.holds.get(machine.agent_id):
                 self._unhold(unit, machine)
@@ -1414,7 +1435,15 @@ class FuxiCore:
     def _preempt(self, batch: _Batch, caps: Mapping[str, Resources | None]) -> None:
         """For units still missing slots, highest priority first: take back
         lent quota, else preempt lower priority, for all missing slots in
-        one pass (a gang: only if all of them can be freed)."""
+        one pass (a gang: only if all of them can be freed).
+
+        The two agree on who owns what, so that neither undoes the other
+        (docs/fuxi-scheduling.rst, "Preemption"): a take-back reclaims only
+        quota the victim's group borrowed, in a kind the owner needs; and a
+        unit whose group would go over its maximum takes from another
+        limited group only slots that group holds over its own maximum.
+        Otherwise a unit on borrowed quota could preempt the owner's slots
+        and the owner take them back at once, for ever (issue 19)."""
         units = self._units
         short = [unit for unit in map(units.__getitem__, self._wanting) if not unit.new and unit.missing]
         if not short:
@@ -1430,11 +1459,12 @@ class FuxiCore:
         waiting = sorted(short, key=lambda u: (u.priority, u.submitted))
         first = 0                                # order[first]: the lowest priority slot still held
         lenders = self._lenders()
+        reserved = self._reserved_by_group()
         self._examined = 0
         exhausted: list[tuple[Resources, int]] = []   # (slot, priority): all lower-priority room was looked at
         for unit in waiting:
             missing = unit.missing
-            if not missing or (unit.preempted_until > self._now and unit.holds):
+            if not missing or (unit.preempted_until > self._now and unit.holds) or unit.search_after > self._now:
                 continue
             if self._never_fits(unit):
                 unit.reason = WAIT_NEVER_FITS
@@ -1443,25 +1473,42 @@ class FuxiCore:
                 break                            # the rest try again next pass
             while first < len(order) and order[first].id not in self._slots:
                 first += 1
-            if first < len(order):
-                group = self.groups[unit.group]
-                own = None if group.maximum is None else \
-                    _how_many(group.maximum.subtract_clamped(group.used), unit.slot) - unit.reserved
-                if own is not None and own > 0 and lenders - {unit.group}:
-                    plan, _ = self._make_room(unit, min(missing, own), self._candidates(
-                        unit, order, first, lambda s: s.group in lenders and s.group != unit.group))
-                    if plan:
-                        self._evict(unit, plan, batch, "quota taken back by its owner")
-                        lenders = self._lenders()
-                        continue
+            own = self._own_slots(unit, reserved)
+            searched = False
+            if first < len(order) and own and lenders - {unit.group}:
+                searched = True
+                borrowed = self._borrowed(unit.slot)
+                plan, _ = self._make_room(unit, min(missing, own), self._candidates(
+                    unit, order, first, lambda s: s.group != unit.group and borrowed(s)))
+                if plan:
+                    self._evict(unit, plan, batch, "quota taken back by its owner")
+                    lenders, reserved = self._lenders(), self._reserved_by_group()
+                    continue
             room = self._quota_slots(unit, caps) - unit.reserved
             lower = (first < len(order) and order[first].priority > unit.priority) or \
                 (bool(held) and held[0].priority > unit.priority)
             if room > 0 and lower and not any(unit.priority >= p and unit.slot.contains(slot)
                                               for slot, p in exhausted):
-                plan, complete = self._make_room(unit, min(missing, room), self._candidates(
-                    unit, order, first, lambda s: s.priority > unit.priority, held))
-                if complete and not unit.gang and self._unrestricted(unit):
+                want = min(missing, room)
+                anyone = own is None or own >= want
+                if own is not None and 0 < own < want:
+                    want = own                       # the rest, on borrowed quota, in a later pass
+                if anyone or own:
+                    # within its group's own maximum: any lower priority slot
+                    may_take: Callable[[Slot], bool] = lambda s: s.priority > unit.priority
+                    room_held: Sequence[_Reserved] = held
+                else:
+                    # on borrowed quota: a slot another group holds over its maximum, or one of
+                    # its own group at least as big (the swap borrows nothing more) -- never room
+                    # a group holds as its own
+                    borrowed = self._borrowed(unit.slot)
+                    may_take = lambda s: s.priority > unit.priority and (
+                        s.resources.contains(unit.slot) if s.group == unit.group else borrowed(s))
+                    room_held = [r for r in held if r.group == unit.group]
+                searched = True
+                plan, complete = self._make_room(unit, want,
+                                                 self._candidates(unit, order, first, may_take, room_held))
+                if complete and anyone and not unit.gang and self._unrestricted(unit):
                     # what it could not free now, no unit of lower or equal priority with a
                     # slot as big can: their victims are among its own (holds only grow)
                     exhausted = [(slot, p) for slot, p in exhausted
@@ -1470,10 +1517,62 @@ class FuxiCore:
                 if plan:
                     self._evict(unit, plan, batch, f"preempted by a higher priority unit ({unit.key}, "
                                                    f"priority {unit.priority})")
-                    lenders = self._lenders()
+                    lenders, reserved = self._lenders(), self._reserved_by_group()
                     continue
+                if not (anyone or own) and unit.reason in (WAIT_NO_FIT, WAIT_LOWER_PRIORITY):
+                    unit.reason = WAIT_QUOTA           # its group is at its maximum; the rest is others' own
+            if searched and self._examined < self.preemption_budget:
+                # nothing to take now; the room it could take changes slowly: look again later
+                unit.search_after = self._now + self.preemption_retry_seconds
             if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                 unit.reason = WAIT_LOWER_PRIORITY  # units it may not preempt hold the resources
+
+    def _reserved_by_group(self) -> dict[str, Resources]:
+        """The room reserved for each group's units (it becomes the group's use
+        when granted). O(reservations)."""
+        out: dict[str, Resources] = {}
+        for key in self._holders:
+            unit = self._units[key]
+            room = unit.slot.scale(unit.reserved)
+            out[unit.group] = out[unit.group] + room if unit.group in out else room
+        return out
+
+    def _own_slots(self, unit: _Unit, reserved: Mapping[str, Resources]) -> int | None:
+        """How many more slots of the unit its group's own maximum holds, its
+        use and the room reserved for its units counted (None: no maximum)."""
+        group = self.groups[unit.group]
+        if group.maximum is None:
+            return None
+        taken = group.used + reserved[group.name] if group.name in reserved else group.used
+        return _how_many(group.maximum.subtract_clamped(taken), unit.slot)
+
+    def _borrowed(self, need: Resources) -> Callable[[Slot], bool]:
+        """For one search: does a slot hold quota its group borrowed, in a kind
+        ``need`` uses too -- is its group over its maximum in such a kind that
+        the slot uses? The slots it says yes to are taken off the group's
+        excess, so one search takes little more than the group borrowed.
+        O(groups x kinds), then O(kinds) a slot."""
+        excess: dict[str, dict[str, int]] = {}
+        for group in self.groups.values():
+            if group.maximum is not None:
+                cap = group.maximum.millis()
+                over = {k: v - cap.get(k, 0) for k, v in group.used.millis().items() if v > cap.get(k, 0)}
+                if over:
+                    excess[group.name] = over
+        kinds = [kind for kind, amount in need.millis().items() if amount > 0]
+
+        def borrowed(slot: Slot) -> bool:
+            over = excess.get(slot.group)
+            if not over:
+                return False
+            uses = slot.resources.millis()
+            if not any(over.get(kind, 0) > 0 and uses.get(kind, 0) > 0 for kind in kinds):
+                return False
+            for kind, amount in uses.items():
+                if kind in over:
+                    over[kind] -= amount
+            return True
+        return borrowed
 
     def _unrestricted(self, unit: _Unit) -> bool:
         """May the unit use any machine (no locality limit, blacklist, avoided
@@ -1495,7 +1594,7 @@ class FuxiCore:
         """Every reservation but those made in this pass, lowest priority
         first: room preemption may take back before it kills a task of the
         same priority."""
-        held = [_Reserved(key, agent, unit.slot.scale(count), unit.priority)
+        held = [_Reserved(key, agent, unit.slot.scale(count), unit.priority, unit.group)
                 for key in self._holders for unit in (self._units[key],) for agent, count in unit.holds.items()
                 if (key, agent) not in self._held_now]
         return sorted(held, key=lambda r: (-r.priority, r.agent_id, r.unit))

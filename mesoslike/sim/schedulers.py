@@ -462,11 +462,20 @@ class FuxiScheduler:
         self._passes = 0
 
     def _measure(self) -> dict[Resources, int]:
-        """The waiting tasks that fit some agent's free resources, by shape
-        (offers cannot help the others)."""
+        """The waiting tasks that fit some agent's free resources, by shape,
+        but those of units the core's last pass found waiting for quota
+        (offers cannot help them: their room comes from ends and take-backs,
+        and a pass comes every cycle anyway). Without that exception a unit
+        at its quota had every agent offered and declined, every second."""
         if self._wanted is None:
+            shapes = dict(self._waiting_shapes)
+            for (job_id, _), reason in self.core.waiting_reasons().items():
+                job = self._jobs.get(job_id)
+                if reason == WAIT_QUOTA and job is not None and job.tasks:
+                    shape = job.tasks[0].resources
+                    shapes[shape] = shapes.get(shape, 0) - len(job.tasks)
             fits = self.host.fits_now
-            self._wanted = {shape: n for shape, n in self._waiting_shapes.items() if fits(shape)}
+            self._wanted = {shape: n for shape, n in shapes.items() if n > 0 and fits(shape)}
         return self._wanted
 
     def _covered(self) -> bool:
