@@ -261,7 +261,7 @@ def test_an_executor_that_does_not_reconnect_after_an_agent_restart_is_killed_an
     wait_until(lambda: agent_state(cluster, "a1")["executors"] == [], 10, "the agent to forget the executor")
 
 
-def test_the_executor_reregistration_timeout_is_checked():
+def test_the_executor_registration_and_reregistration_timeouts_are_checked():
     from mesoslike.agent.core import AgentCore
     from mesoslike.agent.runtime import AgentRuntime
     from mesoslike.clock import FakeClock
@@ -273,6 +273,8 @@ def test_the_executor_reregistration_timeout_is_checked():
             AgentCore(FakeClock(0), AgentInfo("h", Resources()), executor_reregister_timeout=bad)
         with pytest.raises(ConfigError, match="--executor-reregistration-timeout"):
             AgentRuntime("tcp://127.0.0.1:1", "cpus:1;mem:64", executor_reregistration_timeout=bad)
+        with pytest.raises(ConfigError, match="--executor-registration-timeout"):
+            AgentRuntime("tcp://127.0.0.1:1", "cpus:1;mem:64", executor_registration_timeout=bad)
 
 
 def test_garbage_and_a_wrong_secret_on_the_executor_channel_are_refused_and_the_agent_goes_on(cluster):
@@ -383,6 +385,38 @@ def test_core_an_executor_speaks_only_for_its_own_tasks_and_only_with_its_secret
     assert sum(isinstance(r, x.ExecutorError) for r in replies) == 6
     out = core.on_executor_frame(b"peer-1", x.ExecutorStatus("a" * 64, TaskStatus("t3", TaskState.FAILED, uuid="z")))
     assert core.pending_updates("fw-1", "t3")[-1].state == TaskState.FAILED   # a terminal one always gets in
+
+
+def test_core_an_executor_that_never_registers_is_killed_and_its_tasks_fail():
+    from mesoslike.agent.core import EXECUTOR_REGISTER_TIMEOUT, AgentCore, KillTask, LaunchTask
+    from mesoslike.wire import executor_messages as x
+    from mesoslike.wire import messages as m
+
+    core, clock = registered_agent_core()
+    fw = FrameworkInfo("f", id="fw-1")
+    (launch,) = [c for c in core.on_message(m.RunTask(fw, executor_task("t1"))) if isinstance(c, LaunchTask)]
+    core.on_task_started("fw-1", launch.task.task_id, 1000)
+    assert core.next_wakeup() <= clock.now() + EXECUTOR_REGISTER_TIMEOUT
+    clock.advance(EXECUTOR_REGISTER_TIMEOUT - 1)
+    assert not [c for c in core.tick() if isinstance(c, KillTask)]   # still in time
+    clock.advance(1)
+    kills = [c for c in core.tick() if isinstance(c, KillTask)]
+    assert [(k.framework_id, k.task_id) for k in kills] == [("fw-1", launch.task.task_id)]
+    core.on_task_exited("fw-1", launch.task.task_id, None, 9)
+    failed = core.pending_updates("fw-1", "t1")[-1]
+    assert (failed.state, failed.reason) == (TaskState.FAILED, "REASON_EXECUTOR_REGISTRATION_TIMEOUT")
+    assert "did not register within 60 s" in failed.message
+    assert core.used.is_empty() and core.executors() == []
+    # one that registers in time is not killed later
+    (launch,) = [c for c in core.on_message(m.RunTask(fw, executor_task("t2"))) if isinstance(c, LaunchTask)]
+    core.on_task_started("fw-1", launch.task.task_id, 1001)
+    clock.advance(EXECUTOR_REGISTER_TIMEOUT - 1)
+    core.on_executor_frame(b"peer", x.RegisterExecutor("b" * 64))
+    clock.advance(EXECUTOR_REGISTER_TIMEOUT * 2)
+    assert not [c for c in core.tick() if isinstance(c, KillTask)]
+    for bad in (0, -1, 86_401):
+        with pytest.raises(ValueError, match="executor_register_timeout"):
+            AgentCore(clock, core.info, executor_register_timeout=bad)
 
 
 def test_core_the_executor_container_is_its_resources_plus_its_live_tasks():
