@@ -277,6 +277,28 @@ def test_the_executor_registration_and_reregistration_timeouts_are_checked():
             AgentRuntime("tcp://127.0.0.1:1", "cpus:1;mem:64", executor_registration_timeout=bad)
 
 
+def test_a_channel_directory_in_tmp_that_is_not_the_agents_is_refused(tmp_path, monkeypatch):
+    """A long work dir's channel lives under <tmp>/mesoslike-<uid>/: if that was made by someone else (here a
+    symlink to a directory of theirs), they could swap the channel for their own socket and learn executors'
+    secrets, so the agent refuses to start."""
+    import tempfile
+
+    from mesoslike.agent.runtime import AgentRuntime, executor_socket_path
+    from mesoslike.errors import ConfigError
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    work_dir = tmp_path / ("w" * 100)
+    socket = executor_socket_path(work_dir)
+    assert socket.parent.parent.parent == tmp_path / "tmp"
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "tmp").mkdir()
+    socket.parent.parent.symlink_to(tmp_path / "theirs")
+    runtime = AgentRuntime("tcp://127.0.0.1:1", "cpus:1;mem:64", hostname="h", work_dir=work_dir, isolation="posix")
+    with pytest.raises(ConfigError, match="mesoslike-.* is not a directory of the agent's user"):
+        runtime.run()
+    assert list((tmp_path / "theirs").iterdir()) == []
+
+
 def test_garbage_and_a_wrong_secret_on_the_executor_channel_are_refused_and_the_agent_goes_on(cluster):
     from mesoslike.transport import Client
     from mesoslike.wire import executor_messages as x

@@ -689,12 +689,17 @@ class AgentRuntime:
         executors run as other users)."""
         path = self.executor_socket
         directory = path.parent
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        info = os.lstat(directory)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-            raise ConfigError(f"the executor channel's directory {str(directory)!r} is not a directory of the agent's "
-                              "user")
-        os.chmod(directory, 0o711 if self.switch_user else 0o700)
+        # outside the work dir (a long work dir's path: <tmp>/mesoslike-<uid>/exec-<hash>), the parent is
+        # in a directory anyone can write to: one another user made first could swap the channel's directory
+        # for one of theirs, and executors would send their secrets to that user's socket
+        chain = [directory] if directory.parent == self.work_dir.absolute() else [directory.parent, directory]
+        for each in chain:
+            each.mkdir(exist_ok=True, mode=0o700)
+            info = os.lstat(each)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+                raise ConfigError(f"the executor channel's directory {str(each)!r} is not a directory of the "
+                                  "agent's user")
+            os.chmod(each, 0o711 if self.switch_user else 0o700)
         try:
             if stat.S_ISSOCK(os.lstat(path).st_mode):
                 path.unlink()   # an earlier agent's (the work dir's lock is ours)
