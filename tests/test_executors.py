@@ -12,6 +12,7 @@ import threading
 from collections import deque
 from pathlib import Path
 
+import attrs
 import pytest
 
 from agent_helpers import agent_state, kill_9, start_agent
@@ -439,6 +440,36 @@ def test_core_an_executor_that_never_registers_is_killed_and_its_tasks_fail():
     for bad in (0, -1, 86_401):
         with pytest.raises(ValueError, match="executor_register_timeout"):
             AgentCore(clock, core.info, executor_register_timeout=bad)
+
+
+def test_core_a_framework_runs_a_bounded_number_of_executors_on_an_agent():
+    import itertools
+
+    from mesoslike.agent.core import MAX_EXECUTORS_PER_FRAMEWORK, AgentCore, LaunchTask, SendToMaster
+    from mesoslike.clock import FakeClock
+    from mesoslike.wire import messages as m
+    from mesoslike.wire.types import AgentInfo, MasterInfo
+
+    numbers = itertools.count()
+    core = AgentCore(FakeClock(0.0), AgentInfo("h", Resources.parse("cpus:1000;mem:100000")), checkpoint=True,
+                     executor_endpoint="ipc:///tmp/x.sock", new_secret=lambda: f"{next(numbers):064x}")
+    core.tick()
+    core.on_message(m.AgentRegistered("agent-1", MasterInfo("m", "tcp://127.0.0.1:1"), 1.0))
+    fw = FrameworkInfo("f", id="fw-1")
+    idle = ExecutorInfo("e", EXECUTOR.command)   # no resources of its own: only the bound stops them
+    for i in range(MAX_EXECUTORS_PER_FRAMEWORK):
+        out = core.on_message(m.RunTask(fw, executor_task(f"t{i}", attrs.evolve(idle, executor_id=f"e{i}"))))
+        assert [c for c in out if isinstance(c, LaunchTask)]
+    out = core.on_message(m.RunTask(fw, executor_task("over", attrs.evolve(idle, executor_id="e-over"))))
+    assert not [c for c in out if isinstance(c, LaunchTask)]
+    refused = core.pending_updates("fw-1", "over")[-1]
+    assert refused.state == TaskState.ERROR and f"already runs {MAX_EXECUTORS_PER_FRAMEWORK}" in refused.message
+    assert [c.message for c in out if isinstance(c, SendToMaster) and isinstance(c.message, m.ExecutorExited)]
+    # an executor already running still takes tasks; another framework has its own bound
+    core.on_message(m.RunTask(fw, executor_task("more", attrs.evolve(idle, executor_id="e0"))))
+    assert {t.task_id: t.state for t in core.tasks()}["more"] == TaskState.STARTING
+    other = FrameworkInfo("g", id="fw-2")
+    assert [c for c in core.on_message(m.RunTask(other, executor_task("g1", idle))) if isinstance(c, LaunchTask)]
 
 
 def test_core_the_executor_container_is_its_resources_plus_its_live_tasks():

@@ -49,6 +49,7 @@ __all__ = [
     "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent", "CheckpointReservations", "SendToExecutor",
     "UpdateContainer", "AgentExecutor", "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT",
     "MAX_EXECUTOR_REREGISTER_TIMEOUT", "EXECUTOR_REGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES",
+    "MAX_EXECUTORS_PER_FRAMEWORK",
     "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
     "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
     "REASON_EXECUTOR_REGISTRATION_TIMEOUT", "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED",
@@ -78,6 +79,10 @@ _MAX_EXECUTOR_TEXT = 4096
 #: a task's unacknowledged updates beyond which its executor's non-terminal ones are refused (a peer
 #: that sends TASK_RUNNING in a loop while no master acknowledges must not grow the agent without bound)
 MAX_EXECUTOR_PENDING_UPDATES = 100
+#: custom executors one framework may run on one agent: an executor may hold no resources and outlives
+#: its tasks, so without a bound a framework could leave an idle process (and the agent's record of it)
+#: per executor id it ever named
+MAX_EXECUTORS_PER_FRAMEWORK = 256
 #: TASK_ERROR: duplicate id, wrong agent, no resources, or more than is free
 REASON_TASK_INVALID = "REASON_TASK_INVALID"
 #: TASK_LOST answering a KILL_TASK for a task this agent does not know
@@ -1130,6 +1135,10 @@ class AgentCore:
         key = (framework.id, task.task_id)
         executor = self._executors.get((framework.id, task.executor.executor_id))
         problem = self._launch_problem(task, task.executor.resources if executor is None else EMPTY)
+        if not problem and executor is None and sum(k[0] == framework.id for k in self._executors) \
+                >= MAX_EXECUTORS_PER_FRAMEWORK:
+            problem = (f"framework {framework.id} already runs {MAX_EXECUTORS_PER_FRAMEWORK} custom executors on "
+                       "this agent: a task of another executor is refused (reuse an executor id)")
         if not problem and executor is not None:
             if executor.shutdown_deadline is not None or executor.killing or executor.orphaned:
                 problem = f"executor {task.executor.executor_id!r} is shutting down"
