@@ -262,6 +262,21 @@ def test_an_executor_that_does_not_reconnect_after_an_agent_restart_is_killed_an
     wait_until(lambda: agent_state(cluster, "a1")["executors"] == [], 10, "the agent to forget the executor")
 
 
+def test_an_executor_that_never_registers_is_killed_after_the_registration_timeout_and_its_tasks_fail(cluster):
+    silent = ExecutorInfo("silent", "sleep 600", EXECUTOR.resources)   # never runs an ExecutorDriver
+    scheduler = ExecutorScheduler(silent)
+    scheduler.add(("waits", "finish"))
+    cluster.start_master()
+    start_agent(cluster, "a1", AGENT, "--executor-registration-timeout", "1s")
+    cluster.driver(scheduler, "silent", framework=FrameworkInfo("silent"))
+    scheduler.wait(lambda: scheduler.state_of("waits") == TaskState.FAILED, 40, "the task to fail",
+                   cluster.diagnostics)
+    status = scheduler.statuses("waits")[-1]
+    assert status.reason == "REASON_EXECUTOR_REGISTRATION_TIMEOUT", status
+    assert "'silent'" in status.message and "did not register within 1 s" in status.message, status.message
+    wait_until(lambda: agent_state(cluster, "a1")["executors"] == [], 10, "the agent to forget the executor")
+
+
 def test_the_executor_registration_and_reregistration_timeouts_are_checked():
     from mesoslike.agent.core import AgentCore
     from mesoslike.agent.runtime import AgentRuntime
