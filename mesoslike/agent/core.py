@@ -517,8 +517,13 @@ class AgentCore:
                         self._agent_id or "unregistered")
             return []
         problem = self._apply_reservations(msg.reservations)
-        if problem is not None:   # the next re-registration tells the master what is here
-            log.error("cannot take the dynamic reservations %s the master sent: %s", msg.reservations, problem)
+        if problem is not None:
+            # the master's books now hold reservations this agent does not: re-register at once (the master
+            # takes an agent's total from its re-registration) rather than have tasks on them refused until
+            # some later reconnection
+            log.error("cannot take the dynamic reservations %s the master sent: %s; re-registering with what is "
+                      "here", msg.reservations, problem)
+            self._lose_master(self.clock.now())
             return []
         log.info("dynamic reservations now %s; total %s", msg.reservations or "none", self._info.resources)
         return [CheckpointReservations(msg.reservations)] if self.checkpoint else []
