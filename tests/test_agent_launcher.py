@@ -7,6 +7,7 @@ the launcher, and the tasks end as they would."""
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -129,3 +130,26 @@ def test_a_forgotten_run_directory_is_kept_and_reused_by_the_next_launch_with_no
     assert json.loads((third_dir / "launch.json").read_text())["task_id"] == "third"
     assert json.loads((third_dir / "task.json").read_text())["pid"] > 0
     assert not (third_dir / "supervisor.log").exists()   # nothing of the talker's run
+
+
+def test_a_reused_run_directory_holds_nothing_of_the_last_run_from_the_moment_it_takes_its_place(
+        executor, monkeypatch):
+    # an agent killed -9 right after the spare is renamed into place recovers the new task from that directory:
+    # the last run's supervisor.json, task.json and exit.json must already be blank (read as "not started")
+    executor.launch("fw", task("first", "exit 7"), "agent-1")
+    assert exits(events_until(executor, lambda events: "first" in exits(events)))["first"] == (7, None, "")
+    executor.forget("fw", "first")
+    seen: dict[str, str] = {}
+    real_rename = os.rename
+
+    def rename_and_look(source, target):
+        real_rename(source, target)
+        if "meta/tasks" in str(target):
+            seen.update({name: (Path(target) / name).read_text()
+                         for name in ("supervisor.json", "task.json", "exit.json", "launch.json")})
+
+    monkeypatch.setattr(executor_module.os, "rename", rename_and_look)
+    executor.launch("fw", task("second", "exit 5"), "agent-1")
+    monkeypatch.setattr(executor_module.os, "rename", real_rename)
+    assert seen and all(not text.strip() for text in seen.values()), seen
+    assert exits(events_until(executor, lambda events: "second" in exits(events)))["second"] == (5, None, "")

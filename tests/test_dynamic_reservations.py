@@ -562,6 +562,11 @@ def test_agent_takes_and_checkpoints_its_reservations_and_registers_with_them():
 def test_agent_refuses_reservations_that_do_not_fit():
     core = make_agent()
     assert core.on_message(m.CheckpointResources("agent-1", R("cpus(a,alice):9"))) == []
+    # the master believes what the agent refused: it re-registers at once, telling its real total
+    (send,) = [c for c in core.tick() if isinstance(c, SendToMaster)]
+    assert isinstance(send.message, m.ReregisterAgent) and send.message.agent.resources == R("cpus:4;mem:1024")
+    core.on_message(m.AgentRegistered("agent-1", MasterInfo("m", "tcp://127.0.0.1:1"), 1.0))
+    assert core.registered and not [c for c in core.tick() if isinstance(c, SendToMaster)]
     assert core.on_message(m.CheckpointResources("other", R("cpus(a,alice):1"))) == []
     assert core.total == R("cpus:4;mem:1024")
     with pytest.raises(ConfigError, match="do not fit"):

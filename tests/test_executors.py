@@ -12,6 +12,7 @@ import threading
 from collections import deque
 from pathlib import Path
 
+import attrs
 import pytest
 
 from agent_helpers import agent_state, kill_9, start_agent
@@ -261,7 +262,22 @@ def test_an_executor_that_does_not_reconnect_after_an_agent_restart_is_killed_an
     wait_until(lambda: agent_state(cluster, "a1")["executors"] == [], 10, "the agent to forget the executor")
 
 
-def test_the_executor_reregistration_timeout_is_checked():
+def test_an_executor_that_never_registers_is_killed_after_the_registration_timeout_and_its_tasks_fail(cluster):
+    silent = ExecutorInfo("silent", "sleep 600", EXECUTOR.resources)   # never runs an ExecutorDriver
+    scheduler = ExecutorScheduler(silent)
+    scheduler.add(("waits", "finish"))
+    cluster.start_master()
+    start_agent(cluster, "a1", AGENT, "--executor-registration-timeout", "1s")
+    cluster.driver(scheduler, "silent", framework=FrameworkInfo("silent"))
+    scheduler.wait(lambda: scheduler.state_of("waits") == TaskState.FAILED, 40, "the task to fail",
+                   cluster.diagnostics)
+    status = scheduler.statuses("waits")[-1]
+    assert status.reason == "REASON_EXECUTOR_REGISTRATION_TIMEOUT", status
+    assert "'silent'" in status.message and "did not register within 1 s" in status.message, status.message
+    wait_until(lambda: agent_state(cluster, "a1")["executors"] == [], 10, "the agent to forget the executor")
+
+
+def test_the_executor_registration_and_reregistration_timeouts_are_checked():
     from mesoslike.agent.core import AgentCore
     from mesoslike.agent.runtime import AgentRuntime
     from mesoslike.clock import FakeClock
@@ -273,6 +289,30 @@ def test_the_executor_reregistration_timeout_is_checked():
             AgentCore(FakeClock(0), AgentInfo("h", Resources()), executor_reregister_timeout=bad)
         with pytest.raises(ConfigError, match="--executor-reregistration-timeout"):
             AgentRuntime("tcp://127.0.0.1:1", "cpus:1;mem:64", executor_reregistration_timeout=bad)
+        with pytest.raises(ConfigError, match="--executor-registration-timeout"):
+            AgentRuntime("tcp://127.0.0.1:1", "cpus:1;mem:64", executor_registration_timeout=bad)
+
+
+def test_a_channel_directory_in_tmp_that_is_not_the_agents_is_refused(tmp_path, monkeypatch):
+    """A long work dir's channel lives under <tmp>/mesoslike-<uid>/: if that was made by someone else (here a
+    symlink to a directory of theirs), they could swap the channel for their own socket and learn executors'
+    secrets, so the agent refuses to start."""
+    import tempfile
+
+    from mesoslike.agent.runtime import AgentRuntime, executor_socket_path
+    from mesoslike.errors import ConfigError
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    work_dir = tmp_path / ("w" * 100)
+    socket = executor_socket_path(work_dir)
+    assert socket.parent.parent.parent == tmp_path / "tmp"
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "tmp").mkdir()
+    socket.parent.parent.symlink_to(tmp_path / "theirs")
+    runtime = AgentRuntime("tcp://127.0.0.1:1", "cpus:1;mem:64", hostname="h", work_dir=work_dir, isolation="posix")
+    with pytest.raises(ConfigError, match="mesoslike-.* is not a directory of the agent's user"):
+        runtime.run()
+    assert list((tmp_path / "theirs").iterdir()) == []
 
 
 def test_garbage_and_a_wrong_secret_on_the_executor_channel_are_refused_and_the_agent_goes_on(cluster):
@@ -383,6 +423,68 @@ def test_core_an_executor_speaks_only_for_its_own_tasks_and_only_with_its_secret
     assert sum(isinstance(r, x.ExecutorError) for r in replies) == 6
     out = core.on_executor_frame(b"peer-1", x.ExecutorStatus("a" * 64, TaskStatus("t3", TaskState.FAILED, uuid="z")))
     assert core.pending_updates("fw-1", "t3")[-1].state == TaskState.FAILED   # a terminal one always gets in
+
+
+def test_core_an_executor_that_never_registers_is_killed_and_its_tasks_fail():
+    from mesoslike.agent.core import EXECUTOR_REGISTER_TIMEOUT, AgentCore, KillTask, LaunchTask
+    from mesoslike.wire import executor_messages as x
+    from mesoslike.wire import messages as m
+
+    core, clock = registered_agent_core()
+    fw = FrameworkInfo("f", id="fw-1")
+    (launch,) = [c for c in core.on_message(m.RunTask(fw, executor_task("t1"))) if isinstance(c, LaunchTask)]
+    core.on_task_started("fw-1", launch.task.task_id, 1000)
+    assert core.next_wakeup() <= clock.now() + EXECUTOR_REGISTER_TIMEOUT
+    clock.advance(EXECUTOR_REGISTER_TIMEOUT - 1)
+    assert not [c for c in core.tick() if isinstance(c, KillTask)]   # still in time
+    clock.advance(1)
+    kills = [c for c in core.tick() if isinstance(c, KillTask)]
+    assert [(k.framework_id, k.task_id) for k in kills] == [("fw-1", launch.task.task_id)]
+    core.on_task_exited("fw-1", launch.task.task_id, None, 9)
+    failed = core.pending_updates("fw-1", "t1")[-1]
+    assert (failed.state, failed.reason) == (TaskState.FAILED, "REASON_EXECUTOR_REGISTRATION_TIMEOUT")
+    assert "did not register within 60 s" in failed.message
+    assert core.used.is_empty() and core.executors() == []
+    # one that registers in time is not killed later
+    (launch,) = [c for c in core.on_message(m.RunTask(fw, executor_task("t2"))) if isinstance(c, LaunchTask)]
+    core.on_task_started("fw-1", launch.task.task_id, 1001)
+    clock.advance(EXECUTOR_REGISTER_TIMEOUT - 1)
+    core.on_executor_frame(b"peer", x.RegisterExecutor("b" * 64))
+    clock.advance(EXECUTOR_REGISTER_TIMEOUT * 2)
+    assert not [c for c in core.tick() if isinstance(c, KillTask)]
+    for bad in (0, -1, 86_401):
+        with pytest.raises(ValueError, match="executor_register_timeout"):
+            AgentCore(clock, core.info, executor_register_timeout=bad)
+
+
+def test_core_a_framework_runs_a_bounded_number_of_executors_on_an_agent():
+    import itertools
+
+    from mesoslike.agent.core import MAX_EXECUTORS_PER_FRAMEWORK, AgentCore, LaunchTask, SendToMaster
+    from mesoslike.clock import FakeClock
+    from mesoslike.wire import messages as m
+    from mesoslike.wire.types import AgentInfo, MasterInfo
+
+    numbers = itertools.count()
+    core = AgentCore(FakeClock(0.0), AgentInfo("h", Resources.parse("cpus:1000;mem:100000")), checkpoint=True,
+                     executor_endpoint="ipc:///tmp/x.sock", new_secret=lambda: f"{next(numbers):064x}")
+    core.tick()
+    core.on_message(m.AgentRegistered("agent-1", MasterInfo("m", "tcp://127.0.0.1:1"), 1.0))
+    fw = FrameworkInfo("f", id="fw-1")
+    idle = ExecutorInfo("e", EXECUTOR.command)   # no resources of its own: only the bound stops them
+    for i in range(MAX_EXECUTORS_PER_FRAMEWORK):
+        out = core.on_message(m.RunTask(fw, executor_task(f"t{i}", attrs.evolve(idle, executor_id=f"e{i}"))))
+        assert [c for c in out if isinstance(c, LaunchTask)]
+    out = core.on_message(m.RunTask(fw, executor_task("over", attrs.evolve(idle, executor_id="e-over"))))
+    assert not [c for c in out if isinstance(c, LaunchTask)]
+    refused = core.pending_updates("fw-1", "over")[-1]
+    assert refused.state == TaskState.ERROR and f"already runs {MAX_EXECUTORS_PER_FRAMEWORK}" in refused.message
+    assert [c.message for c in out if isinstance(c, SendToMaster) and isinstance(c.message, m.ExecutorExited)]
+    # an executor already running still takes tasks; another framework has its own bound
+    core.on_message(m.RunTask(fw, executor_task("more", attrs.evolve(idle, executor_id="e0"))))
+    assert {t.task_id: t.state for t in core.tasks()}["more"] == TaskState.STARTING
+    other = FrameworkInfo("g", id="fw-2")
+    assert [c for c in core.on_message(m.RunTask(other, executor_task("g1", idle))) if isinstance(c, LaunchTask)]
 
 
 def test_core_the_executor_container_is_its_resources_plus_its_live_tasks():

@@ -48,10 +48,11 @@ __all__ = [
     "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "LaunchTask", "KillTask",
     "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent", "CheckpointReservations", "SendToExecutor",
     "UpdateContainer", "AgentExecutor", "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT",
-    "MAX_EXECUTOR_REREGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES",
+    "MAX_EXECUTOR_REREGISTER_TIMEOUT", "EXECUTOR_REGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES",
+    "MAX_EXECUTORS_PER_FRAMEWORK",
     "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
     "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
-    "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED",
+    "REASON_EXECUTOR_REGISTRATION_TIMEOUT", "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED",
     "REASON_CONTAINER_LAUNCH_FAILED", "UPDATE_BACKOFF_INITIAL", "UPDATE_BACKOFF_MAX",
 ]
 
@@ -65,6 +66,11 @@ SOURCE_EXECUTOR = "SOURCE_EXECUTOR"
 EXECUTOR_REREGISTER_TIMEOUT = 10.0
 #: the longest such wait (a day): tasks of an executor that never comes back must end
 MAX_EXECUTOR_REREGISTER_TIMEOUT = 86_400.0
+#: how long a custom executor's process has, once started, to register on the
+#: executor channel before it is killed and its tasks fail (Mesos's
+#: --executor_registration_timeout, default 1 min): a process that never
+#: connects must not hold its tasks in TASK_STARTING and its resources forever
+EXECUTOR_REGISTER_TIMEOUT = 60.0
 #: the states an executor may report for its task
 _EXECUTOR_STATES = frozenset({TaskState.STARTING, TaskState.RUNNING, TaskState.KILLING, TaskState.FINISHED,
                               TaskState.FAILED, TaskState.KILLED, TaskState.ERROR})
@@ -73,6 +79,10 @@ _MAX_EXECUTOR_TEXT = 4096
 #: a task's unacknowledged updates beyond which its executor's non-terminal ones are refused (a peer
 #: that sends TASK_RUNNING in a loop while no master acknowledges must not grow the agent without bound)
 MAX_EXECUTOR_PENDING_UPDATES = 100
+#: custom executors one framework may run on one agent: an executor may hold no resources and outlives
+#: its tasks, so without a bound a framework could leave an idle process (and the agent's record of it)
+#: per executor id it ever named
+MAX_EXECUTORS_PER_FRAMEWORK = 256
 #: TASK_ERROR: duplicate id, wrong agent, no resources, or more than is free
 REASON_TASK_INVALID = "REASON_TASK_INVALID"
 #: TASK_LOST answering a KILL_TASK for a task this agent does not know
@@ -87,6 +97,8 @@ REASON_EXECUTOR_TERMINATED = "REASON_EXECUTOR_TERMINATED"
 REASON_EXECUTOR_REREGISTRATION_TIMEOUT = "REASON_EXECUTOR_REREGISTRATION_TIMEOUT"
 #: TASK_FAILED: the agent restarted between checkpointing a task and starting it
 REASON_AGENT_RESTARTED = "REASON_AGENT_RESTARTED"
+#: TASK_FAILED: its custom executor did not register in time (--executor-registration-timeout)
+REASON_EXECUTOR_REGISTRATION_TIMEOUT = "REASON_EXECUTOR_REGISTRATION_TIMEOUT"
 #: TASK_DROPPED: a task sent to an agent that is draining
 REASON_AGENT_DRAINING = "REASON_AGENT_DRAINING"
 #: TASK_RUNNING whose ``healthy`` changed, and TASK_FAILED of a task its health check killed
@@ -282,7 +294,7 @@ class _Executor:
     ``info.run_id()``: ``run``), its connection and its live tasks."""
 
     __slots__ = ("framework", "info", "run", "digest", "phase", "pid", "peer", "tasks", "registered_once",
-                 "shutdown_deadline", "reregister_deadline", "killing", "orphaned", "end_reason", "end_message",
+                 "shutdown_deadline", "reregister_deadline", "register_deadline", "killing", "orphaned", "end_reason", "end_message",
                  "limits")
 
     def __init__(self, framework: FrameworkInfo, run: TaskInfo, digest: str) -> None:
@@ -298,6 +310,7 @@ class _Executor:
         self.registered_once = False
         self.shutdown_deadline: float | None = None   # SHUTDOWN_EXECUTOR sent: killed at this time
         self.reregister_deadline: float | None = None  # recovered: killed unless it reconnects by then
+        self.register_deadline: float | None = None    # started: killed unless it registers by then
         self.killing = False
         self.orphaned = False         # after SHUTDOWN_AGENT: no messages, only its end to wait for
         self.end_reason = ""          # why its tasks fail when it ends (a limitation)
@@ -363,6 +376,10 @@ class AgentCore:
         has to reconnect before it is killed and its tasks fail
         (``REASON_EXECUTOR_REREGISTRATION_TIMEOUT``; Mesos's
         ``--executor_reregistration_timeout``), in seconds.
+    :param executor_register_timeout: how long a started custom executor has
+        to register before it is killed and its tasks fail
+        (``REASON_EXECUTOR_REGISTRATION_TIMEOUT``; Mesos's
+        ``--executor_registration_timeout``), in seconds.
     """
 
     def __init__(self, clock: Clock, info: AgentInfo, *, rng: random.Random | None = None,
@@ -370,7 +387,8 @@ class AgentCore:
                  register_backoff: float = 4.0, register_backoff_max: float = 10.0, register_jitter: float = 0.5,
                  version: str = "", http_address: str = "", checkpoint: bool = False, executor_endpoint: str = "",
                  new_secret: Callable[[], str] | None = None,
-                 executor_reregister_timeout: float = EXECUTOR_REREGISTER_TIMEOUT) -> None:
+                 executor_reregister_timeout: float = EXECUTOR_REREGISTER_TIMEOUT,
+                 executor_register_timeout: float = EXECUTOR_REGISTER_TIMEOUT) -> None:
         if max_ping_timeouts < 1:
             raise ValueError(f"max_ping_timeouts must be >= 1, got {max_ping_timeouts!r}")
         if not 0 < register_backoff <= register_backoff_max:
@@ -380,6 +398,9 @@ class AgentCore:
         if not 0 < executor_reregister_timeout <= MAX_EXECUTOR_REREGISTER_TIMEOUT:
             raise ValueError(f"executor_reregister_timeout must be in (0, {MAX_EXECUTOR_REREGISTER_TIMEOUT:g}] "
                              f"seconds, got {executor_reregister_timeout!r}")
+        if not 0 < executor_register_timeout <= MAX_EXECUTOR_REREGISTER_TIMEOUT:
+            raise ValueError(f"executor_register_timeout must be in (0, {MAX_EXECUTOR_REREGISTER_TIMEOUT:g}] "
+                             f"seconds, got {executor_register_timeout!r}")
         self.clock = clock
         self._info = attrs.evolve(info, id="")
         #: the total it was started with (--resources); its dynamic reservations convert part of it
@@ -395,6 +416,7 @@ class AgentCore:
         self.http_address = http_address
         self.checkpoint = checkpoint
         self.executor_reregister_timeout = executor_reregister_timeout
+        self.executor_register_timeout = executor_register_timeout
 
         self._agent_id = ""
         self._registered = False
@@ -495,8 +517,13 @@ class AgentCore:
                         self._agent_id or "unregistered")
             return []
         problem = self._apply_reservations(msg.reservations)
-        if problem is not None:   # the next re-registration tells the master what is here
-            log.error("cannot take the dynamic reservations %s the master sent: %s", msg.reservations, problem)
+        if problem is not None:
+            # the master's books now hold reservations this agent does not: re-register at once (the master
+            # takes an agent's total from its re-registration) rather than have tasks on them refused until
+            # some later reconnection
+            log.error("cannot take the dynamic reservations %s the master sent: %s; re-registering with what is "
+                      "here", msg.reservations, problem)
+            self._lose_master(self.clock.now())
             return []
         log.info("dynamic reservations now %s; total %s", msg.reservations or "none", self._info.resources)
         return [CheckpointReservations(msg.reservations)] if self.checkpoint else []
@@ -1113,6 +1140,10 @@ class AgentCore:
         key = (framework.id, task.task_id)
         executor = self._executors.get((framework.id, task.executor.executor_id))
         problem = self._launch_problem(task, task.executor.resources if executor is None else EMPTY)
+        if not problem and executor is None and sum(k[0] == framework.id for k in self._executors) \
+                >= MAX_EXECUTORS_PER_FRAMEWORK:
+            problem = (f"framework {framework.id} already runs {MAX_EXECUTORS_PER_FRAMEWORK} custom executors on "
+                       "this agent: a task of another executor is refused (reuse an executor id)")
         if not problem and executor is not None:
             if executor.shutdown_deadline is not None or executor.killing or executor.orphaned:
                 problem = f"executor {task.executor.executor_id!r} is shutting down"
@@ -1170,7 +1201,7 @@ class AgentCore:
         again = executor.registered_once or executor.reregister_deadline is not None
         executor.peer = peer
         executor.registered_once = True
-        executor.reregister_deadline = None
+        executor.reregister_deadline = executor.register_deadline = None
         log.info("executor %s/%s %sregistered", *executor.key, "re" if again else "")
         out: list[Command] = [SendToExecutor(peer, x.ExecutorRegistered(executor.info, executor.framework, self.info,
                                                                        reregistered=again))]
@@ -1269,7 +1300,7 @@ class AgentCore:
 
     def _executor_deadlines(self) -> list[float]:
         return [t for e in self._executors.values() if not e.killing
-                for t in (e.shutdown_deadline, e.reregister_deadline) if t is not None]
+                for t in (e.shutdown_deadline, e.reregister_deadline, e.register_deadline) if t is not None]
 
     def _executor_timeouts(self, now: float) -> list[Command]:
         out: list[Command] = []
@@ -1284,6 +1315,12 @@ class AgentCore:
                 executor.end_reason = REASON_EXECUTOR_REREGISTRATION_TIMEOUT
                 executor.end_message = f"it did not reconnect within {self.executor_reregister_timeout:g} s of " \
                                        "the agent's restart (--executor-reregistration-timeout)"
+            elif executor.register_deadline is not None and now >= executor.register_deadline:
+                log.warning("executor %s/%s did not register within %g s of its start: killing it",
+                            *executor.key, self.executor_register_timeout)
+                executor.end_reason = REASON_EXECUTOR_REGISTRATION_TIMEOUT
+                executor.end_message = f"it did not register within {self.executor_register_timeout:g} s of its " \
+                                       "start (--executor-registration-timeout)"
             else:
                 continue
             out.extend(self._kill_executor(executor))
@@ -1314,6 +1351,8 @@ class AgentCore:
             return [KillTask(framework_id, run_id, 0.0)]
         if recovered and executor.peer is None:
             executor.reregister_deadline = self.clock.now() + self.executor_reregister_timeout
+        elif not recovered and executor.peer is None:
+            executor.register_deadline = self.clock.now() + self.executor_register_timeout
         return self._checkpointed_executor(executor)
 
     def _executor_limited(self, framework_id: str, run_id: str, reason: str, message: str) -> list[Command]:

@@ -771,25 +771,19 @@ class TaskExecutor:
         :meth:`_recycle`), else made."""
         self._ended_run_dirs.discard(run_dir)
         spares = self._spare_run_dirs()
-        reused = False
         if spares and not run_dir.exists():
             run_dir.parent.mkdir(parents=True, exist_ok=True)
+            spare = spares.pop()
+            # blanked *before* it takes the run directory's place: an agent killed right after the rename
+            # must not recover the new task from the last run's supervisor.json, task.json and exit.json
+            _blank_run_files(spare, reused=True)
             try:
-                os.rename(spares.pop(), run_dir)
-                reused = True
+                os.rename(spare, run_dir)
+                return
             except OSError as exc:
                 log.debug("cannot reuse a spare run directory for %s: %s", run_dir, exc)
-        if not reused:
-            run_dir.mkdir(parents=True, exist_ok=True)
-        # a blank launch.json, supervisor.json, task.json or exit.json reads as none (not written yet)
-        for name in (sup.LAUNCH_FILE, sup.SUPERVISOR_FILE, sup.TASK_FILE, sup.EXIT_FILE):
-            try:
-                sup.overwrite(str(run_dir / name), b" ", create=False)
-            except FileNotFoundError:
-                pass
-        for stale in (HEALTH_FILE, sup.LAUNCH_FILE + ".cancelled") + \
-                ((sup.LOG_FILE,) if reused else ()):
-            (run_dir / stale).unlink(missing_ok=True)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _blank_run_files(run_dir, reused=False)
 
     def release(self) -> None:
         """The agent stops (its tasks may run on): let go of the supervisors."""
@@ -862,6 +856,19 @@ def _launch_container(run_dir: Path) -> Container | None:
 
 def _write_new_file(path: Path, data: bytes) -> None:
     sup.overwrite(str(path), data)   # into a reused run directory's file, if there is one
+
+
+def _blank_run_files(run_dir: Path, reused: bool) -> None:
+    """Empty ``run_dir`` of an earlier run's state: a blank launch.json,
+    supervisor.json, task.json or exit.json reads as none (not written yet);
+    their files are kept (see :meth:`TaskExecutor._recycle`)."""
+    for name in (sup.LAUNCH_FILE, sup.SUPERVISOR_FILE, sup.TASK_FILE, sup.EXIT_FILE):
+        try:
+            sup.overwrite(str(run_dir / name), b" ", create=False)
+        except FileNotFoundError:
+            pass
+    for stale in (HEALTH_FILE, sup.LAUNCH_FILE + ".cancelled") + ((sup.LOG_FILE,) if reused else ()):
+        (run_dir / stale).unlink(missing_ok=True)
 
 
 def _write_and_close(fd: int, data: bytes) -> None:

@@ -41,6 +41,7 @@ from mesoslike import __version__
 from mesoslike.agent import gc
 from mesoslike.agent.checkpoint import CheckpointError, CheckpointStore
 from mesoslike.agent.core import (
+    EXECUTOR_REGISTER_TIMEOUT,
     EXECUTOR_REREGISTER_TIMEOUT,
     MAX_EXECUTOR_REREGISTER_TIMEOUT,
     AgentCore,
@@ -187,6 +188,9 @@ class AgentRuntime:
     :param executor_reregistration_timeout: how long a custom executor that
         outlived the previous agent has to reconnect to this one before it
         is killed and its tasks fail (Mesos's ``--executor_reregistration_timeout``).
+    :param executor_registration_timeout: how long a custom executor's
+        process has, once started, to register before it is killed and its
+        tasks fail (Mesos's ``--executor_registration_timeout``).
     """
 
     def __init__(self, master: str, resources: Resources | str | None = None,
@@ -203,7 +207,8 @@ class AgentRuntime:
                  master_key: bytes | None = None, switch_user: bool | None = None,
                  fetcher_cache_size: int = DEFAULT_FETCHER_CACHE_SIZE, fetcher_timeout: float = DEFAULT_FETCHER_TIMEOUT,
                  fetcher_max_size: int = DEFAULT_FETCHER_MAX_SIZE,
-                 executor_reregistration_timeout: float = EXECUTOR_REREGISTER_TIMEOUT) -> None:
+                 executor_reregistration_timeout: float = EXECUTOR_REREGISTER_TIMEOUT,
+                 executor_registration_timeout: float = EXECUTOR_REGISTER_TIMEOUT) -> None:
         self.master_address = check_master_address(master)  # raises ConfigError naming the problem
         self.switch_user = os.geteuid() == 0 if switch_user is None else switch_user
         if self.switch_user and os.geteuid() != 0:
@@ -220,6 +225,9 @@ class AgentRuntime:
         if not 0 < executor_reregistration_timeout <= MAX_EXECUTOR_REREGISTER_TIMEOUT:
             raise ConfigError(f"--executor-reregistration-timeout must be more than 0 and at most "
                               f"{MAX_EXECUTOR_REREGISTER_TIMEOUT:g} s, got {executor_reregistration_timeout!r}")
+        if not 0 < executor_registration_timeout <= MAX_EXECUTOR_REREGISTER_TIMEOUT:
+            raise ConfigError(f"--executor-registration-timeout must be more than 0 and at most "
+                              f"{MAX_EXECUTOR_REREGISTER_TIMEOUT:g} s, got {executor_registration_timeout!r}")
         self.hostname = hostname or detect_hostname()
         self.work_dir = Path(work_dir if work_dir is not None else default_work_dir(self.hostname))
         try:
@@ -246,7 +254,8 @@ class AgentRuntime:
                               register_backoff=register_backoff, register_backoff_max=register_backoff_max,
                               version=__version__, checkpoint=True, executor_endpoint=f"ipc://{self.executor_socket}",
                               new_secret=lambda: secrets.token_hex(32),
-                              executor_reregister_timeout=executor_reregistration_timeout)
+                              executor_reregister_timeout=executor_reregistration_timeout,
+                              executor_register_timeout=executor_registration_timeout)
         self._channel: Server | None = None
         #: what the turn has for executors (sent once its checkpoints are on disk)
         self._executor_outgoing: list[tuple[bytes, object]] = []
@@ -680,12 +689,17 @@ class AgentRuntime:
         executors run as other users)."""
         path = self.executor_socket
         directory = path.parent
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        info = os.lstat(directory)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-            raise ConfigError(f"the executor channel's directory {str(directory)!r} is not a directory of the agent's "
-                              "user")
-        os.chmod(directory, 0o711 if self.switch_user else 0o700)
+        # outside the work dir (a long work dir's path: <tmp>/mesoslike-<uid>/exec-<hash>), the parent is
+        # in a directory anyone can write to: one another user made first could swap the channel's directory
+        # for one of theirs, and executors would send their secrets to that user's socket
+        chain = [directory] if directory.parent == self.work_dir.absolute() else [directory.parent, directory]
+        for each in chain:
+            each.mkdir(exist_ok=True, mode=0o700)
+            info = os.lstat(each)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+                raise ConfigError(f"the executor channel's directory {str(each)!r} is not a directory of the "
+                                  "agent's user")
+            os.chmod(each, 0o711 if self.switch_user else 0o700)
         try:
             if stat.S_ISSOCK(os.lstat(path).st_mode):
                 path.unlink()   # an earlier agent's (the work dir's lock is ours)

@@ -302,13 +302,16 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
 @option("agent", "--executor-reregistration-timeout", callback=_duration, default="10s",
         help="After a restart, how long a custom executor that outlived the previous agent has to reconnect "
              "before it is killed and its tasks end TASK_FAILED (REASON_EXECUTOR_REREGISTRATION_TIMEOUT).")
+@option("agent", "--executor-registration-timeout", callback=_duration, default="1m",
+        help="How long a custom executor's process has, once started, to register before it is killed and its "
+             "tasks end TASK_FAILED (REASON_EXECUTOR_REGISTRATION_TIMEOUT).")
 @client_key_options
 @logging_option("agent")
 @click.pass_context
 def agent(ctx: click.Context, master_address, resources, attributes, hostname, port, work_dir, ip, http_port, recover,
           recovery_timeout, isolation, cgroups_root, cgroups_cpu_quota, switch_user, gc_delay, gc_disk_watermark,
           drain_timeout, drain, fetcher_cache_size, fetcher_timeout, fetcher_max_size, executor_reregistration_timeout,
-          key, master_key) -> None:
+          executor_registration_timeout, key, master_key) -> None:
     """Run an agent that runs the tasks its master sends it. With
     --master-key it talks to, and takes commands from, that master only.
 
@@ -340,7 +343,8 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
                                gc_disk_watermark=gc_disk_watermark, drain_timeout=drain_timeout,
                                fetcher_cache_size=fetcher_cache_size, fetcher_timeout=fetcher_timeout,
                                fetcher_max_size=fetcher_max_size,
-                               executor_reregistration_timeout=executor_reregistration_timeout, on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
+                               executor_reregistration_timeout=executor_reregistration_timeout,
+                               executor_registration_timeout=executor_registration_timeout, on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
     except MesoslikeError as exc:
         die(str(exc))
     click.echo(f"agent {runtime.info.hostname} with {runtime.info.resources} -> {master_address}; "
