@@ -276,3 +276,19 @@ def test_a_second_agent_on_the_same_work_dir_is_refused(cluster, cgroups_root):
                              "a1", "--work-dir", str(cluster.work_root / "a1")], cwd=str(REPO), env=child_env(),
                             capture_output=True, text=True, timeout=60)
     assert second.returncode == 1 and "another agent" in second.stderr
+
+
+def test_an_agent_whose_reservations_checkpoint_is_damaged_does_not_start_and_says_which_file(cluster):
+    """Starting without the checkpointed dynamic reservations would drop them for good (the master takes a
+    re-registering agent's word), so the agent stops and names the file; the file is left for the operator."""
+    cluster.start_master()
+    meta = cluster.work_root / "a1" / "meta"
+    meta.mkdir(parents=True)
+    (meta / "resources.ckpt").write_bytes(b"\x93\x01not a checkpoint")
+    started = subprocess.run([sys.executable, "-m", "mesoslike", "agent", "--master", cluster.address, "--hostname",
+                              "a1", "--work-dir", str(cluster.work_root / "a1")], cwd=str(REPO), env=child_env(),
+                             capture_output=True, text=True, timeout=60)
+    assert started.returncode == 1, started.stderr
+    assert "resources.ckpt cannot be read" in started.stderr and "Remove the file" in started.stderr
+    assert (meta / "resources.ckpt").exists()
+    assert cluster.state()["agents"] == []

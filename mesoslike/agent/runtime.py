@@ -551,12 +551,20 @@ class AgentRuntime:
                      ", ".join(f"{t.task_id} {t.state}" for t in self.core.tasks()) or "none")
 
     def _load_reservations(self) -> Resources:
+        """The checkpointed dynamic reservations; :class:`ConfigError` if the
+        file cannot be read. Starting without them would drop them for good
+        (the master takes a re-registering agent's word), so the agent does
+        not start, as a Mesos agent whose checkpointed resources do not
+        recover; the operator decides."""
         try:
             return self.checkpoints.load_reservations()
-        except CheckpointError as exc:  # the agent re-registers without them: the master takes its word
+        except CheckpointError as exc:
             self._report(exc)
-            log.error("the dynamic reservations checkpoint is unreadable: re-registering without them")
-            return Resources()
+            raise ConfigError(
+                f"the dynamic reservations checkpoint {exc.path} cannot be read ({exc.problem}); the agent does "
+                f"not start rather than drop the reservations the master made on it. Remove the file to start "
+                f"without them (the master then takes the agent's word: they are gone; an operator can make them "
+                f"again with mesoslike reserve)") from None
 
     def _kill_leftovers(self) -> None:
         for run_dir in self.checkpoints.run_dirs():
