@@ -211,6 +211,33 @@ def test_teardown_shuts_the_executor_down(cluster):
                20, "the agent to forget the executor and its task")
 
 
+def test_updates_the_agent_refuses_while_the_master_is_away_are_sent_again_and_arrive_in_order(cluster, tmp_path):
+    """The master frozen (SIGSTOP): the agent's updates of the task go unacknowledged, and past 100 the agent
+    refuses the executor's (EXECUTOR_ERROR naming each); the executor driver sends them again after a backoff,
+    so once the master is back the scheduler gets every update, in order, then TASK_FINISHED."""
+    count = 150
+    trigger = tmp_path / "flood"
+    errors = tmp_path / "flood.errors"
+    scheduler = ExecutorScheduler()
+    scheduler.add(("flood", f"flood {count} {trigger}"))
+    cluster.start_master("--max-agent-ping-timeouts", "60")   # the agent is not removed while it is frozen
+    start_agent(cluster, "a1", AGENT)
+    cluster.driver(scheduler, "flood", framework=FrameworkInfo("flood", failover_timeout=60.0))
+    scheduler.wait(lambda: scheduler.state_of("flood") == TaskState.RUNNING, 40, "flood to run", cluster.diagnostics)
+    cluster.master.signal_group(signal.SIGSTOP)
+    try:
+        trigger.touch()
+        wait_until(lambda: errors.exists() and "unacknowledged by the master" in errors.read_text(), 30,
+                   "the agent to refuse an update of the executor", diagnostics=cluster.diagnostics)
+    finally:
+        cluster.master.signal_group(signal.SIGCONT)
+    scheduler.wait(lambda: scheduler.state_of("flood") == TaskState.FINISHED, 90, "flood to finish",
+                   cluster.diagnostics)
+    messages = [s.message for s in scheduler.statuses("flood") if s.message.startswith("n ")]
+    assert messages == [f"n {i}" for i in range(count)]   # none lost, none repeated, in order
+    assert [s.state for s in scheduler.statuses("flood")][-1] == TaskState.FINISHED
+
+
 def test_agent_kill_9_and_restart_the_executor_reregisters_and_its_tasks_finish(cluster):
     scheduler = ExecutorScheduler()
     scheduler.add(("held", "hold"))
