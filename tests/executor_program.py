@@ -4,7 +4,11 @@ its ``command``:
 
 - ``finish``: TASK_RUNNING, then TASK_FINISHED;
 - ``hold``: TASK_RUNNING, then nothing until ``kill_task`` (TASK_KILLED);
-- ``exit N``: TASK_RUNNING, then the process exits with status N.
+- ``exit N``: TASK_RUNNING, then the process exits with status N;
+- ``flood N PATH``: TASK_RUNNING, then, once file PATH exists, N more
+  TASK_RUNNING (messages ``n 0`` .. ``n N-1``) and TASK_FINISHED; each
+  ``error`` callback (an update the agent refused) adds a line to
+  ``PATH.errors``.
 
 Framework messages: ``ping`` is answered ``pong <executor id> <pid>``;
 ``exit`` stops the driver (the process exits 0). Each TASK_RUNNING's
@@ -14,6 +18,7 @@ message is ``pid <pid>``: tests tell one process from another by it.
 import os
 import sys
 import threading
+import time
 
 from mesoslike import TaskState, TaskStatus
 from mesoslike.executor import Executor, ExecutorDriver
@@ -23,6 +28,7 @@ class TestExecutor(Executor):
     def __init__(self) -> None:
         self.held: set[str] = set()
         self.done = threading.Event()
+        self.errors_file = ""
 
     def registered(self, driver, executor_info, framework_info, agent_info):
         driver.send_framework_message(f"registered {executor_info.executor_id} {os.getpid()}".encode())
@@ -39,6 +45,22 @@ class TestExecutor(Executor):
             self.held.add(task.task_id)
         elif words[:1] == ["exit"]:
             os._exit(int(words[1]))
+        elif words[:1] == ["flood"]:
+            self.errors_file = words[2] + ".errors"
+            threading.Thread(target=self.flood, args=(driver, task.task_id, int(words[1]), words[2]),
+                             daemon=True).start()
+
+    def flood(self, driver, task_id, count, trigger):
+        while not os.path.exists(trigger):
+            time.sleep(0.02)
+        for i in range(count):
+            driver.send_status_update(TaskStatus(task_id, TaskState.RUNNING, message=f"n {i}"))
+        driver.send_status_update(TaskStatus(task_id, TaskState.FINISHED, message="flooded"))
+
+    def error(self, driver, message):
+        if self.errors_file:
+            with open(self.errors_file, "a") as errors:
+                errors.write(message.replace("\n", " ") + "\n")
 
     def kill_task(self, driver, task_id):
         if task_id in self.held:

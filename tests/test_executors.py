@@ -211,6 +211,33 @@ def test_teardown_shuts_the_executor_down(cluster):
                20, "the agent to forget the executor and its task")
 
 
+def test_updates_the_agent_refuses_while_the_master_is_away_are_sent_again_and_arrive_in_order(cluster, tmp_path):
+    """The master frozen (SIGSTOP): the agent's updates of the task go unacknowledged, and past 100 the agent
+    refuses the executor's (EXECUTOR_ERROR naming each); the executor driver sends them again after a backoff,
+    so once the master is back the scheduler gets every update, in order, then TASK_FINISHED."""
+    count = 150
+    trigger = tmp_path / "flood"
+    errors = tmp_path / "flood.errors"
+    scheduler = ExecutorScheduler()
+    scheduler.add(("flood", f"flood {count} {trigger}"))
+    cluster.start_master("--max-agent-ping-timeouts", "60")   # the agent is not removed while it is frozen
+    start_agent(cluster, "a1", AGENT)
+    cluster.driver(scheduler, "flood", framework=FrameworkInfo("flood", failover_timeout=60.0))
+    scheduler.wait(lambda: scheduler.state_of("flood") == TaskState.RUNNING, 40, "flood to run", cluster.diagnostics)
+    cluster.master.signal_group(signal.SIGSTOP)
+    try:
+        trigger.touch()
+        wait_until(lambda: errors.exists() and "unacknowledged by the master" in errors.read_text(), 30,
+                   "the agent to refuse an update of the executor", diagnostics=cluster.diagnostics)
+    finally:
+        cluster.master.signal_group(signal.SIGCONT)
+    scheduler.wait(lambda: scheduler.state_of("flood") == TaskState.FINISHED, 90, "flood to finish",
+                   cluster.diagnostics)
+    messages = [s.message for s in scheduler.statuses("flood") if s.message.startswith("n ")]
+    assert messages == [f"n {i}" for i in range(count)]   # none lost, none repeated, in order
+    assert [s.state for s in scheduler.statuses("flood")][-1] == TaskState.FINISHED
+
+
 def test_agent_kill_9_and_restart_the_executor_reregisters_and_its_tasks_finish(cluster):
     scheduler = ExecutorScheduler()
     scheduler.add(("held", "hold"))
@@ -403,6 +430,8 @@ def test_core_an_executor_speaks_only_for_its_own_tasks_and_only_with_its_secret
                   x.ExecutorStatus("a" * 64, TaskStatus("t1", TaskState.STAGING, uuid="u3"))):
         out = core.on_executor_frame(b"peer-1", frame)
         assert [type(c.message) for c in out] == [x.ExecutorError], out
+        if frame.secret == "a" * 64:   # the executor's own frame: the refusal names the update, for good
+            assert (out[0].message.uuid, out[0].message.retry) == (frame.status.uuid, False)
     assert {t.task_id: t.state for t in core.tasks()} == {"t1": TaskState.STARTING, "t2": TaskState.STARTING}
     # its own update goes the reliable way (to the master), then is acknowledged; a resend only acknowledged
     out = core.on_executor_frame(b"peer-1", x.ExecutorStatus("a" * 64, TaskStatus("t1", TaskState.FINISHED,
@@ -420,7 +449,11 @@ def test_core_an_executor_speaks_only_for_its_own_tasks_and_only_with_its_secret
         b"peer-1", x.ExecutorStatus("a" * 64, TaskStatus("t3", TaskState.RUNNING, uuid=f"r{i}")))
         if isinstance(c, SendToExecutor)]
     assert len(core.pending_updates("fw-1", "t3")) == MAX_EXECUTOR_PENDING_UPDATES
-    assert sum(isinstance(r, x.ExecutorError) for r in replies) == 6
+    refusals = [r for r in replies if isinstance(r, x.ExecutorError)]
+    assert len(refusals) == 6
+    # each refusal names its update and says it may be sent again later (the executor driver does)
+    assert all(r.retry for r in refusals) and [r.uuid for r in refusals][-5:] == [
+        f"r{i}" for i in range(MAX_EXECUTOR_PENDING_UPDATES, MAX_EXECUTOR_PENDING_UPDATES + 5)]
     out = core.on_executor_frame(b"peer-1", x.ExecutorStatus("a" * 64, TaskStatus("t3", TaskState.FAILED, uuid="z")))
     assert core.pending_updates("fw-1", "t3")[-1].state == TaskState.FAILED   # a terminal one always gets in
 
@@ -540,6 +573,61 @@ def test_core_executor_driver_keeps_updates_until_acknowledged_and_resends_them_
         core.send_framework_message(b"x" * (1024 * 1024 + 1))
 
 
+def test_core_executor_driver_sends_a_refused_update_again_after_a_backoff_keeping_each_tasks_order():
+    """An update the agent refuses for now (EXECUTOR_ERROR naming its uuid, retry) is sent again after a
+    backoff, until acknowledged; a task's later updates wait behind it; one refused for good is dropped
+    with the error callback saying so, and the task's next update goes out."""
+    from mesoslike.clock import FakeClock
+    from mesoslike.executor.core import UPDATE_ANSWER_TIMEOUT, UPDATE_RETRY_MIN, ExecutorCore, InvokeCallback, SendToAgent
+    from mesoslike.wire import executor_messages as x
+    from mesoslike.wire.types import AgentInfo, TaskStatus
+
+    def sent(commands):
+        return [(c.message.status.task_id, c.message.status.uuid) for c in commands if isinstance(c, SendToAgent)]
+
+    def errors(commands):
+        return [c.args[0] for c in commands if isinstance(c, InvokeCallback) and c.name == "error"]
+
+    clock = FakeClock(0.0)
+    uuids = iter(f"u{i}" for i in range(10))
+    core = ExecutorCore("s" * 64, clock, lambda: next(uuids))
+    core.on_connected()
+    core.on_message(x.ExecutorRegistered(EXECUTOR, FrameworkInfo("f", id="fw"), AgentInfo("h", Resources())))
+    for task_id in ("t1", "t2"):
+        core.on_message(x.LaunchExecutorTask(executor_task(task_id)))
+    assert sent(core.send_status_update(TaskStatus("t1", TaskState.RUNNING))) == [("t1", "u0")]
+    assert sent(core.send_status_update(TaskStatus("t1", TaskState.FINISHED))) == []   # waits behind u0
+    assert sent(core.send_status_update(TaskStatus("t2", TaskState.RUNNING))) == [("t2", "u2")]   # other task
+    # u0 refused for now: the error callback hears it; sent again after the backoff, doubled per refusal
+    refused = x.ExecutorError("too many unacknowledged", uuid="u0", retry=True)
+    assert errors(core.on_message(refused)) == ["too many unacknowledged"]
+    assert core.next_wakeup() == UPDATE_RETRY_MIN
+    clock.advance(UPDATE_RETRY_MIN - 0.01)
+    assert sent(core.tick()) == []
+    clock.advance(0.01)
+    assert sent(core.tick()) == [("t1", "u0")]
+    core.on_message(refused)
+    clock.advance(UPDATE_RETRY_MIN)
+    assert sent(core.tick()) == []
+    clock.advance(UPDATE_RETRY_MIN)
+    assert sent(core.tick()) == [("t1", "u0")]
+    # acknowledged: gone from pending, and the task's next update goes out
+    assert sent(core.on_message(x.ExecutorStatusAck("t1", "u0"))) == [("t1", "u1")]
+    assert [s.uuid for s in core.pending_updates] == ["u1", "u2"]
+    assert sent(core.on_message(x.ExecutorStatusAck("t1", "u1"))) == []
+    assert [s.uuid for s in core.pending_updates] == ["u2"] and core.tasks == ["t2"]
+    # refused for good (a state the agent does not take): dropped, said, and the next one of the task goes out
+    core.send_status_update(TaskStatus("t2", TaskState.FINISHED))
+    out = core.on_message(x.ExecutorError("an executor may not report 'TASK_RUNNING'", uuid="u2"))
+    assert "dropped" in errors(out)[0] and sent(out) == [("t2", "u3")]
+    assert [s.uuid for s in core.pending_updates] == ["u3"]
+    # an update in flight with no answer at all (an older agent's refusal names none) is sent again too
+    clock.advance(UPDATE_ANSWER_TIMEOUT)
+    assert sent(core.tick()) == [("t2", "u3")]
+    core.on_message(x.ExecutorStatusAck("t2", "u3"))
+    assert core.pending_updates == [] and core.tasks == [] and core.next_wakeup() is None
+
+
 def test_the_example_runs_many_tasks_on_one_executor_per_agent(tmp_path):
     """examples/executor_many_tasks.py under ``mesoslike local`` (2 agents), as docs/framework-api.rst shows it."""
     import subprocess
@@ -568,7 +656,8 @@ def channel_examples():
             x.ExecutorMessage("a" * 64, b"\x00data"),
             x.ExecutorRegistered(EXECUTOR, FrameworkInfo("f", id="fw"), AgentInfo("h", TASK, id="a1"), True),
             x.LaunchExecutorTask(task), x.KillExecutorTask("t1"), x.ExecutorFrameworkMessage(b"data"),
-            x.ExecutorStatusAck("t1", "u1"), x.ShutdownExecutor(), x.ExecutorError("refused")]
+            x.ExecutorStatusAck("t1", "u1"), x.ShutdownExecutor(), x.ExecutorError("refused"),
+            x.ExecutorError("refused for now", uuid="u1", retry=True)]
 
 
 def test_every_channel_message_round_trips_and_the_fast_decoder_agrees_on_any_mutation():

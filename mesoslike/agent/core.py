@@ -1226,10 +1226,10 @@ class AgentCore:
         task = self._tasks.get((executor.framework.id, task_id))
         if task is None or task.info.executor is None or task.info.executor.executor_id != executor.info.executor_id:
             return [SendToExecutor(peer, x.ExecutorError(f"an update of task {task_id[:200]!r}, which is not this "
-                                                         "executor's: refused"))]
+                                                         "executor's: refused", uuid=status.uuid))]
         if status.state not in _EXECUTOR_STATES:
             return [SendToExecutor(peer, x.ExecutorError(f"an executor may not report {status.state[:40]!r} "
-                                                         f"(task {task_id[:200]!r}): refused"))]
+                                                         f"(task {task_id[:200]!r}): refused", uuid=status.uuid))]
         ack = SendToExecutor(peer, x.ExecutorStatusAck(task_id, status.uuid))
         if not task.alive or (status.uuid and status.uuid == task.executor_uuid):
             return [ack]   # a resend of what the agent has
@@ -1238,7 +1238,7 @@ class AgentCore:
                 and status.state not in TERMINAL_STATES:
             return [SendToExecutor(peer, x.ExecutorError(
                 f"task {task_id[:200]!r} has {len(stream.pending)} updates unacknowledged by the master: a "
-                "non-terminal one is refused (send it again later)"))]
+                "non-terminal one is refused (send it again later)", uuid=status.uuid, retry=True))]
         task.executor_uuid = status.uuid
         message, reason = status.message[:_MAX_EXECUTOR_TEXT], status.reason[:200]
         if status.state in TERMINAL_STATES:

@@ -7,13 +7,20 @@ connection changes and the passing of time, and carries out what it
 returns: :class:`SendToAgent` and :class:`InvokeCallback` (and
 :class:`Stop`). It takes a clock and a uuid source; it never touches a
 socket. Updates stay pending until the agent acknowledges them (it does once
-they are on its disk) and are sent again on every (re)registration.
+they are on its disk). Each task's updates go out in order, one at a time:
+only a task's oldest pending update is in flight, and the next is sent when
+the agent acknowledges it. The one in flight is sent again on every
+(re)registration, after a backoff when the agent refuses it for now
+(``EXECUTOR_ERROR`` naming its uuid with ``retry``), and when no answer comes
+within :data:`UPDATE_ANSWER_TIMEOUT`. An update the agent refuses for good
+(``EXECUTOR_ERROR`` naming it without ``retry``) is dropped, and the
+executor's ``error`` callback says so.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any, Callable, Union
 
 import attrs
@@ -23,7 +30,7 @@ from mesoslike.wire import executor_messages as x
 from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, AgentInfo, ExecutorInfo, FrameworkInfo, TaskStatus
 
 __all__ = ["ExecutorCore", "SendToAgent", "InvokeCallback", "Stop", "ExecutorCommand", "REGISTER_RETRY",
-           "MAX_PENDING_UPDATES"]
+           "MAX_PENDING_UPDATES", "UPDATE_RETRY_MIN", "UPDATE_RETRY_MAX", "UPDATE_ANSWER_TIMEOUT"]
 
 log = logging.getLogger("mesoslike.executor")
 
@@ -31,6 +38,13 @@ log = logging.getLogger("mesoslike.executor")
 REGISTER_RETRY = 2.0
 #: updates waiting for the agent's acknowledgement (more: send_status_update refuses)
 MAX_PENDING_UPDATES = 100_000
+#: the first wait before an update the agent refused for now is sent again (s); doubled per refusal in a row
+UPDATE_RETRY_MIN = 1.0
+#: the longest wait before a refused update is sent again (s)
+UPDATE_RETRY_MAX = 30.0
+#: an update in flight that the agent neither acknowledged nor refused is sent again after this (s)
+#: (a frame lost, or an agent too old to name the update it refuses)
+UPDATE_ANSWER_TIMEOUT = 10.0
 
 
 @attrs.frozen
@@ -72,6 +86,12 @@ class ExecutorCore:
         self.agent_info: AgentInfo | None = None
         #: uuid -> update not yet acknowledged, oldest first
         self._pending: OrderedDict[str, TaskStatus] = OrderedDict()
+        #: task id -> the uuids of its pending updates, oldest (the one in flight) first
+        self._queues: dict[str, deque[str]] = {}
+        #: task id -> when its update in flight is sent again (while registered)
+        self._resend_at: dict[str, float] = {}
+        #: task id -> the wait after its last refused update (doubled per refusal in a row)
+        self._backoff: dict[str, float] = {}
         #: tasks handed to this executor whose terminal update is not acknowledged
         self._tasks: set[str] = set()
 
@@ -96,12 +116,22 @@ class ExecutorCore:
 
     def tick(self) -> list[ExecutorCommand]:
         now = self.clock.now()
-        if not self.registered and self._next_register is not None and now >= self._next_register:
-            return [self._register(now)]
-        return []
+        if not self.registered:
+            if self._next_register is not None and now >= self._next_register:
+                return [self._register(now)]
+            return []
+        due = [task_id for task_id, when in self._resend_at.items() if when <= now]
+        return [self._send_head(task_id, now) for task_id in due]
 
     def next_wakeup(self) -> float | None:
-        return None if self.registered else self._next_register
+        if not self.registered:
+            return self._next_register
+        return min(self._resend_at.values(), default=None)
+
+    def _send_head(self, task_id: str, now: float) -> SendToAgent:
+        """Send task ``task_id``'s oldest pending update (the one in flight)."""
+        self._resend_at[task_id] = now + UPDATE_ANSWER_TIMEOUT
+        return SendToAgent(x.ExecutorStatus(self.secret, self._pending[self._queues[task_id][0]]))
 
     def _register(self, now: float) -> SendToAgent:
         self._next_register = now + REGISTER_RETRY
@@ -121,16 +151,58 @@ class ExecutorCore:
         if isinstance(message, x.ExecutorFrameworkMessage):
             return [InvokeCallback("framework_message", (message.data,))]
         if isinstance(message, x.ExecutorStatusAck):
-            acked = self._pending.pop(message.uuid, None)
-            if acked is not None and acked.terminal:
+            acked = self._forget(message.uuid)
+            if acked is None:
+                return []   # the answer to a resend
+            if acked.terminal:
                 self._tasks.discard(acked.task_id)
-            return []
+            self._backoff.pop(acked.task_id, None)
+            return self._next_of(acked.task_id)
         if isinstance(message, x.ShutdownExecutor):
             return [InvokeCallback("shutdown"), Stop()]
         if isinstance(message, x.ExecutorError):
-            return [InvokeCallback("error", (message.message,))]
+            return self._refused(message)
         log.warning("ignoring unexpected %s from the agent", getattr(message, "TYPE", type(message).__name__))
         return []
+
+    def _forget(self, uuid: str) -> TaskStatus | None:
+        """Drop pending update ``uuid`` (None: not pending)."""
+        status = self._pending.pop(uuid, None)
+        if status is None:
+            return None
+        queue = self._queues[status.task_id]
+        queue.remove(uuid)   # the head, unless an agent acknowledged one never sent
+        self._resend_at.pop(status.task_id, None)
+        if not queue:
+            del self._queues[status.task_id]
+        return status
+
+    def _next_of(self, task_id: str) -> list[ExecutorCommand]:
+        """Send task ``task_id``'s next update, if it has one and the agent listens."""
+        if not self.registered or task_id not in self._queues:
+            return []
+        return [self._send_head(task_id, self.clock.now())]
+
+    def _refused(self, message: x.ExecutorError) -> list[ExecutorCommand]:
+        error = InvokeCallback("error", (message.message,))
+        status = self._pending.get(message.uuid) if message.uuid else None
+        if status is None:
+            return [error]   # not about a pending update (or from an agent that does not say which)
+        if message.retry:
+            if self.registered and self._queues[status.task_id][0] == message.uuid:
+                wait = min(UPDATE_RETRY_MAX, 2 * self._backoff.get(status.task_id, UPDATE_RETRY_MIN / 2))
+                self._backoff[status.task_id] = wait
+                self._resend_at[status.task_id] = self.clock.now() + wait
+            log.info("update %s of task %r refused for now: sent again after a backoff", message.uuid,
+                     status.task_id)
+            return [error]
+        # refused for good: keeping it would hold the task's later updates behind it forever
+        log.warning("update %s (%s) of task %r refused by the agent and dropped: %s", message.uuid, status.state,
+                    status.task_id, message.message)
+        self._forget(message.uuid)
+        self._backoff.pop(status.task_id, None)
+        return [InvokeCallback("error", (f"{message.message} (update {message.uuid}, {status.state} of task "
+                                         f"{status.task_id!r}, dropped)",)), *self._next_of(status.task_id)]
 
     def _registered(self, message: x.ExecutorRegistered) -> list[ExecutorCommand]:
         if self.registered:
@@ -142,7 +214,8 @@ class ExecutorCore:
         out: list[ExecutorCommand] = [InvokeCallback("reregistered", (message.agent,)) if again else
                                       InvokeCallback("registered", (message.executor, message.framework,
                                                                     message.agent))]
-        out.extend(SendToAgent(x.ExecutorStatus(self.secret, status)) for status in self._pending.values())
+        now = self.clock.now()
+        out.extend(self._send_head(task_id, now) for task_id in self._queues)
         return out
 
     # ---------------------------------------------------------------- calls
@@ -156,10 +229,14 @@ class ExecutorCore:
             raise RuntimeError(f"{MAX_PENDING_UPDATES} updates wait for the agent already")
         if not status.uuid:
             status = attrs.evolve(status, uuid=self._new_uuid())
+        if status.uuid in self._pending:
+            return []   # the same update again: it is pending, and goes out in its turn
         self._pending[status.uuid] = status
-        if not self.registered:
-            return []   # sent on registration
-        return [SendToAgent(x.ExecutorStatus(self.secret, status))]
+        queue = self._queues.setdefault(status.task_id, deque())
+        queue.append(status.uuid)
+        if len(queue) > 1 or not self.registered:
+            return []   # sent after the task's earlier ones, or on registration
+        return [self._send_head(status.task_id, self.clock.now())]
 
     def send_framework_message(self, data: bytes) -> list[ExecutorCommand]:
         """Send ``data`` to the scheduler (best effort, as in Mesos)."""

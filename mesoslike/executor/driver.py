@@ -138,7 +138,9 @@ class ExecutorDriver:
     def send_status_update(self, status: TaskStatus) -> DriverStatus:
         """Report a task's state (``task_id``, ``state``, and optionally
         ``message``, ``reason``, ``healthy``). Reliable: kept and sent again
-        until the agent has it on disk, across reconnections."""
+        until the agent has it on disk, across reconnections, and after a
+        backoff when the agent refuses it for now; a task's updates go out in
+        order (docs/framework-api.rst, "Refused and unanswered updates")."""
         if not isinstance(status, TaskStatus):
             raise TypeError(f"send_status_update takes a TaskStatus, got {type(status).__name__}")
         return self._call(lambda: self._core.send_status_update(status))

@@ -142,10 +142,17 @@ class ShutdownExecutor:
 @EXECUTOR_SCHEMA.message
 @attrs.frozen
 class ExecutorError:
-    """A frame the agent refused (bad secret, bad update), in words."""
+    """A frame the agent refused (bad secret, bad update), in words. A
+    refused EXECUTOR_STATUS is named by its ``uuid`` (empty for other
+    frames, and from agents older than the field); ``retry`` says the agent
+    may take it later (a task with too many updates the master has not
+    acknowledged): the executor sends it again after a backoff. An update
+    refused without ``retry`` will never be taken."""
 
     TYPE: ClassVar[str] = "EXECUTOR_ERROR"
     message: str
+    uuid: str = ""
+    retry: bool = False
 
 
 EXECUTOR_CODEC = Codec(EXECUTOR_SCHEMA, max_message_size=MAX_EXECUTOR_FRAME)
