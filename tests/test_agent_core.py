@@ -388,6 +388,27 @@ def test_shutdown_framework_kills_only_that_frameworks_tasks():
     assert sorted(out, key=str) == [KillTask("fw-1", "a", 3.0), KillTask("fw-1", "b", 3.0)]
 
 
+def test_a_shut_down_frameworks_dying_tasks_do_not_turn_away_the_next_frameworks_launches():
+    """The master gives a removed framework's resources back at once and offers them again (as Mesos's
+    does); the agent must not refuse the next framework's tasks TASK_ERROR while the old ones die out
+    (their kill grace period; a custom executor's shutdown grace)."""
+    core, _ = make("cpus:2;mem:256")
+    register(core)
+    launch(core, "a", resources="cpus:2;mem:256")
+    core.on_message(m.ShutdownFramework("fw-1"))
+    assert core.used == R("cpus:2;mem:256")          # the process still runs...
+    assert core.free == R("cpus:2;mem:256")          # ...but what it held is the master's to offer again
+    out = core.on_message(m.RunTask(OTHER_FW, task("b", resources="cpus:2;mem:256")))
+    assert of_type(out, LaunchTask) and [s.state for s in updates(out)] == [TaskState.STARTING]
+    core.on_task_exited("fw-1", "a", signal=15)
+    assert core.used == R("cpus:2;mem:256") and core.free.is_empty()
+    core.on_task_exited("fw-2", "b", exit_code=0)
+    assert core.used.is_empty() and core.free == R("cpus:2;mem:256")
+    # a second SHUTDOWN_FRAMEWORK of a framework gone releases nothing twice
+    core.on_message(m.ShutdownFramework("fw-1"))
+    assert core.free == R("cpus:2;mem:256")
+
+
 def test_shutdown_agent_kills_everything_forgets_its_id_and_registers_anew_once_drained():
     core, clock = make()
     register(core, "agent-1")

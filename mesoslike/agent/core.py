@@ -266,7 +266,8 @@ class _Phase:
 
 class _Task:
     __slots__ = ("framework", "info", "phase", "state", "pid", "killing", "kill_requested", "kill_why",
-                 "holds_resources", "orphaned", "limitation", "limitation_message", "healthy", "executor_uuid")
+                 "holds_resources", "released", "orphaned", "limitation", "limitation_message", "healthy",
+                 "executor_uuid")
 
     def __init__(self, framework: FrameworkInfo, info: TaskInfo, holds_resources: bool) -> None:
         self.framework = framework
@@ -278,6 +279,9 @@ class _Task:
         self.kill_requested = False   # killed before its process existed
         self.kill_why = ""
         self.holds_resources = holds_resources
+        #: its framework was shut down: the master gave its resources back at once (as Mesos's does), so
+        #: launches no longer wait for them while it dies (see AgentCore.free)
+        self.released = False
         self.orphaned = False         # after SHUTDOWN_AGENT: no updates, only resources to free
         self.limitation = ""          # a REASON_CONTAINER_LIMITATION_*: killed for it, ends TASK_FAILED
         self.limitation_message = ""
@@ -295,7 +299,7 @@ class _Executor:
 
     __slots__ = ("framework", "info", "run", "digest", "phase", "pid", "peer", "tasks", "registered_once",
                  "shutdown_deadline", "reregister_deadline", "register_deadline", "killing", "orphaned", "end_reason", "end_message",
-                 "limits")
+                 "limits", "released")
 
     def __init__(self, framework: FrameworkInfo, run: TaskInfo, digest: str) -> None:
         assert run.executor is not None
@@ -316,6 +320,7 @@ class _Executor:
         self.end_reason = ""          # why its tasks fail when it ends (a limitation)
         self.end_message = ""
         self.limits: Resources | None = run.resources   # of its container as last set (None: not known)
+        self.released = False         # its framework was shut down (see _Task.released)
 
     @property
     def key(self) -> TaskKey:
@@ -438,6 +443,9 @@ class AgentCore:
         self._resends: list[tuple[float, int, TaskKey, _UpdateStream]] = []
         self._resend_count = itertools.count()
         self._used = EMPTY
+        #: the part of _used that dying tasks and executors of shut-down frameworks hold: the master freed it
+        #: when it removed the framework, and offers it again at once
+        self._released = EMPTY
         self._draining = False
         self._usage: list[m.TaskUsage] = []   # the latest measurement, sent with every PONG
         #: the executor channel custom executors are told to connect to
@@ -535,7 +543,11 @@ class AgentCore:
 
     @property
     def free(self) -> Resources:
-        return self._info.resources.subtract_clamped(self._used)
+        """What a launch may take: the total less what tasks and executors
+        use — except those of frameworks shut down and still dying, whose
+        resources the master has already given back and offered again
+        (Mesos's agent does not turn those launches away either)."""
+        return self._info.resources.subtract_clamped(self._used.subtract_clamped(self._released))
 
     def tasks(self) -> list[AgentTask]:
         """Every task the agent knows: running, or terminated with updates
@@ -1021,11 +1033,31 @@ class AgentCore:
         out: list[Command] = []
         for (framework_id, _), task in list(self._tasks.items()):
             if framework_id == msg.framework_id and not task.orphaned:
+                self._release(task)
                 out.extend(self._request_kill(task, "framework shut down"))
         for key, executor in list(self._executors.items()):
             if key[0] == msg.framework_id:
+                self._release(executor)
                 out.extend(self._shut_executor_down(executor))
         return out
+
+    def _release(self, holder: _Task | _Executor) -> None:
+        """The master removed ``holder``'s framework and gave its resources
+        back: they no longer stop a launch, though they stay in ``used``
+        until the process is gone (a framework's next tasks would otherwise
+        be refused TASK_ERROR for the kill grace period)."""
+        if holder.released:
+            return
+        if isinstance(holder, _Task):
+            if not holder.holds_resources or not holder.alive:
+                return
+            resources = holder.info.resources
+        else:
+            if holder.phase == _Phase.TERMINATED:
+                return
+            resources = holder.info.resources
+        holder.released = True
+        self._released = self._released + resources
 
     def _request_kill(self, task: _Task, why: str) -> list[Command]:
         if not task.alive or task.killing or task.kill_requested:
@@ -1069,6 +1101,9 @@ class AgentCore:
         if task.holds_resources:
             task.holds_resources = False
             self._used = self._used.subtract_clamped(task.info.resources)
+        if task.released:
+            task.released = False
+            self._released = self._released.subtract_clamped(task.info.resources)
         key = (task.framework.id, task.info.task_id)
         log.info("task %s/%s: %s (%s)", key[0], key[1], state, message)
         if task.orphaned:
@@ -1374,6 +1409,9 @@ class AgentCore:
         del self._executors[executor.key]
         self._executor_by_digest.pop(executor.digest, None)
         self._used = self._used.subtract_clamped(executor.info.resources)
+        if executor.released:
+            executor.released = False
+            self._released = self._released.subtract_clamped(executor.info.resources)
         why = f"{executor.end_message}; {how}" if executor.end_message else how
         log.info("executor %s/%s ended: %s", *executor.key, why)
         out: list[Command] = []
