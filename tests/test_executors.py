@@ -249,8 +249,17 @@ def test_agent_kill_9_and_restart_the_executor_reregisters_and_its_tasks_finish(
     kill_9(agent)
     assert alive(pid)   # the executor outlives its agent
     start_agent(cluster, "a1", AGENT, wait=False)
-    scheduler.wait(lambda: f"reregistered exec-1 {pid}".encode() in scheduler.messages(), 30,
-                   "the executor to re-register with the restarted agent", cluster.diagnostics)
+
+    def executor_back() -> bool:
+        # from the agent's /state, not the executor's "reregistered" framework message: framework messages are
+        # best effort (as in Mesos), and the executor can re-register before the agent has a master again
+        try:
+            state = agent_state(cluster, "a1")
+        except (KeyError, ValueError, OSError):
+            return False
+        return state["registered"] and any(e["id"] == "exec-1" and e["registered"] for e in state["executors"])
+    wait_until(executor_back, 30, "the executor to re-register with the restarted agent, and it with the master",
+               diagnostics=cluster.diagnostics)
     assert alive(pid)
     driver.kill_task("held")   # reaches the executor through the new agent
     scheduler.wait(lambda: scheduler.state_of("held") == TaskState.KILLED, 20, "held to be killed",
