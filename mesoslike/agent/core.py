@@ -48,7 +48,7 @@ __all__ = [
     "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "LaunchTask", "KillTask",
     "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent", "CheckpointReservations", "SendToExecutor",
     "UpdateContainer", "AgentExecutor", "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT",
-    "MAX_EXECUTOR_REREGISTER_TIMEOUT", "EXECUTOR_REGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES",
+    "MAX_EXECUTOR_REREGISTER_TIMEOUT", "check_executor_timeout", "EXECUTOR_REGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES",
     "MAX_EXECUTORS_PER_FRAMEWORK",
     "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
     "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
@@ -66,6 +66,14 @@ SOURCE_EXECUTOR = "SOURCE_EXECUTOR"
 EXECUTOR_REREGISTER_TIMEOUT = 10.0
 #: the longest such wait (a day): tasks of an executor that never comes back must end
 MAX_EXECUTOR_REREGISTER_TIMEOUT = 86_400.0
+
+
+def check_executor_timeout(name: str, seconds: float) -> None:
+    """ValueError naming ``name`` unless 0 < ``seconds`` <= a day (the
+    executor registration and re-registration timeouts)."""
+    if not 0 < seconds <= MAX_EXECUTOR_REREGISTER_TIMEOUT:
+        raise ValueError(f"{name} must be more than 0 and at most {MAX_EXECUTOR_REREGISTER_TIMEOUT:g} s, "
+                         f"got {seconds!r}")
 #: how long a custom executor's process has, once started, to register on the
 #: executor channel before it is killed and its tasks fail (Mesos's
 #: --executor_registration_timeout, default 1 min): a process that never
@@ -400,12 +408,8 @@ class AgentCore:
             raise ValueError("need 0 < register_backoff <= register_backoff_max")
         if not 0 <= register_jitter < 1:
             raise ValueError(f"register_jitter must be in [0, 1), got {register_jitter!r}")
-        if not 0 < executor_reregister_timeout <= MAX_EXECUTOR_REREGISTER_TIMEOUT:
-            raise ValueError(f"executor_reregister_timeout must be in (0, {MAX_EXECUTOR_REREGISTER_TIMEOUT:g}] "
-                             f"seconds, got {executor_reregister_timeout!r}")
-        if not 0 < executor_register_timeout <= MAX_EXECUTOR_REREGISTER_TIMEOUT:
-            raise ValueError(f"executor_register_timeout must be in (0, {MAX_EXECUTOR_REREGISTER_TIMEOUT:g}] "
-                             f"seconds, got {executor_register_timeout!r}")
+        check_executor_timeout("executor_reregister_timeout", executor_reregister_timeout)
+        check_executor_timeout("executor_register_timeout", executor_register_timeout)
         self.clock = clock
         self._info = attrs.evolve(info, id="")
         #: the total it was started with (--resources); its dynamic reservations convert part of it

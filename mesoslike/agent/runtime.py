@@ -41,9 +41,9 @@ from mesoslike import __version__
 from mesoslike.agent import gc
 from mesoslike.agent.checkpoint import CheckpointError, CheckpointStore
 from mesoslike.agent.core import (
+    check_executor_timeout,
     EXECUTOR_REGISTER_TIMEOUT,
     EXECUTOR_REREGISTER_TIMEOUT,
-    MAX_EXECUTOR_REREGISTER_TIMEOUT,
     AgentCore,
     CheckpointAgent,
     CheckpointReservations,
@@ -222,12 +222,12 @@ class AgentRuntime:
             raise ConfigError(f"--recover must be one of {', '.join(RECOVER_MODES)}, got {recover!r}")
         if not recovery_timeout > 0 or not gc_delay >= 0 or not 0 < gc_disk_watermark <= 1:
             raise ConfigError("need recovery_timeout > 0, gc_delay >= 0 and 0 < gc_disk_watermark <= 1")
-        if not 0 < executor_reregistration_timeout <= MAX_EXECUTOR_REREGISTER_TIMEOUT:
-            raise ConfigError(f"--executor-reregistration-timeout must be more than 0 and at most "
-                              f"{MAX_EXECUTOR_REREGISTER_TIMEOUT:g} s, got {executor_reregistration_timeout!r}")
-        if not 0 < executor_registration_timeout <= MAX_EXECUTOR_REREGISTER_TIMEOUT:
-            raise ConfigError(f"--executor-registration-timeout must be more than 0 and at most "
-                              f"{MAX_EXECUTOR_REREGISTER_TIMEOUT:g} s, got {executor_registration_timeout!r}")
+        for flag, seconds in (("--executor-reregistration-timeout", executor_reregistration_timeout),
+                              ("--executor-registration-timeout", executor_registration_timeout)):
+            try:
+                check_executor_timeout(flag, seconds)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         self.hostname = hostname or detect_hostname()
         self.work_dir = Path(work_dir if work_dir is not None else default_work_dir(self.hostname))
         try:
