@@ -13,11 +13,14 @@ from mesoslike.errors import ConfigError, MesoslikeError, ResourcesError  # noqa
 from mesoslike.resources import Resources  # noqa: E402
 from mesoslike.wire.types import (  # noqa: E402
     CommandURI,
+    ContainerInfo,
+    DockerInfo,
     ExecutorInfo,
     Filters,
     FrameworkInfo,
     HealthCheck,
     HTTPCheck,
+    Image,
     Label,
     MasterInfo,
     Offer,
@@ -25,11 +28,15 @@ from mesoslike.wire.types import (  # noqa: E402
     OperationType,
     Launch,
     Reserve,
+    Secret,
+    SecretReference,
     Unreserve,
     TaskInfo,
     TaskState,
     TaskStatus,
     TCPCheck,
+    Volume,
+    VolumeSource,
 )
 
 __all__ = [
@@ -38,6 +45,8 @@ __all__ = [
     "Offer", "Operation", "OperationType", "Launch", "Reserve", "Unreserve", "TaskInfo", "TaskState", "TaskStatus", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI", "Scheduler", "SchedulerDriver", "DriverStatus",
     # custom executors (docs/framework-api.rst, "Custom executors")
     "ExecutorInfo", "Executor", "ExecutorDriver",
+    # containers, volumes and secrets (docs/containers.rst)
+    "ContainerInfo", "DockerInfo", "Image", "Volume", "VolumeSource", "Secret", "SecretReference",
     # high availability for a framework of its own (docs/framework-api.rst, "A highly available framework")
     "ZkUrl", "ZooKeeperError", "MasterContender", "ZooKeeperRecordStore", "make_locator", "resolve_leader",
 ]

@@ -170,11 +170,12 @@ def test_the_compatibility_layers_use_only_the_public_api():
 #: the public surface; changing it is a deliberate edit of this test (and of docs/framework-api.rst)
 PUBLIC_API = {
     "mesoslike": [
-        "Attribute", "Clock", "CommandURI", "ConfigError", "DriverStatus", "Executor", "ExecutorDriver",
-        "ExecutorInfo", "FakeClock", "Filters", "FrameworkInfo",
-        "HTTPCheck", "HealthCheck", "Label", "Launch", "MasterContender", "MasterInfo", "MesoslikeError", "Offer",
+        "Attribute", "Clock", "CommandURI", "ConfigError", "ContainerInfo", "DockerInfo", "DriverStatus", "Executor",
+        "ExecutorDriver", "ExecutorInfo", "FakeClock", "Filters", "FrameworkInfo",
+        "HTTPCheck", "HealthCheck", "Image", "Label", "Launch", "MasterContender", "MasterInfo", "MesoslikeError", "Offer",
         "Operation", "OperationType", "Reserve", "Resources", "ResourcesError", "Scheduler", "SchedulerDriver",
-        "SystemClock", "TCPCheck", "TaskInfo", "TaskState", "TaskStatus", "Unreserve", "ZkUrl", "ZooKeeperError",
+        "Secret", "SecretReference", "SystemClock", "TCPCheck", "TaskInfo", "TaskState", "TaskStatus", "Unreserve",
+        "Volume", "VolumeSource", "ZkUrl", "ZooKeeperError",
         "ZooKeeperRecordStore", "__version__", "make_locator",
         "resolve_leader"],
     "mesoslike.transport": [

@@ -23,7 +23,8 @@ from mesoslike.wire import (
     encode,
 )
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import Launch, Reserve, Unreserve
+from mesoslike.wire.types import (ContainerInfo, DockerInfo, Image, Launch, Reserve, Secret, SecretReference, Unreserve,
+                                  Volume, VolumeSource)
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -74,6 +75,18 @@ EXAMPLES = [
     m.FrameworkMessage("fw-1", "a1", b"to the executor", executor_id="e1"),
     m.ReregisterAgent(AgentInfo("node-0", R("cpus:4"), id="a1"), [], [FW],
                       executors=[m.RunningExecutor("fw-1", ExecutorInfo("e1", "run-executor"))]),
+    # containers, volumes and secrets (docs/containers.rst)
+    m.RunTask(FW, TaskInfo("t4", "a1", "", R("cpus:0.1"), shell=False, arguments=["/bin/echo", "hi"],
+                           container=ContainerInfo(image=Image("busybox:1.36", cached=False), hostname="web-1", volumes=[
+                               Volume("/data", VolumeSource("HOST_PATH", path="/srv/data"), "RO"),
+                               Volume("in", VolumeSource("SANDBOX_PATH", path="shared/in")),
+                               Volume("/opt/tools", VolumeSource("IMAGE", image=Image("tools:2"))),
+                               Volume("db.conf", VolumeSource("SECRET", secret=Secret("VALUE", value=b"pw\x00")))]),
+                           environment_secrets={"DB_PASSWORD": Secret("REFERENCE",
+                                                                      reference=SecretReference("db/pw", "k"))})),
+    m.RunTask(FW, TaskInfo("t5", "a1", "serve", R("cpus:0.1"),
+                           container=ContainerInfo("DOCKER", docker=DockerInfo("localhost:5000/team/web@sha256:"
+                                                                               + "ab" * 32, "NONE", True)))),
 ]
 
 
@@ -232,3 +245,33 @@ def test_huge_finite_numbers_are_numbers_and_infinities_are_not(value):
         with pytest.raises(WireError, match="heartbeat_interval: expected float"):
             decode(frame(type="SUBSCRIBED", framework_id="f", heartbeat_interval=bad,
                          master={"id": "m", "address": "a"}))
+
+
+# ------------------------------------------------------------ containers and secrets
+def test_a_secrets_value_never_shows_in_a_repr():
+    task = TaskInfo("t", "a1", "", R("cpus:0.1"), environment_secrets={"DB_PASSWORD": Secret("VALUE", value=b"hunter2")},
+                    container=ContainerInfo(volumes=[Volume("pw", VolumeSource("SECRET", secret=Secret(
+                        "VALUE", value=b"swordfish")))]))
+    text = repr(m.RunTask(FW, task))
+    assert "DB_PASSWORD" in text
+    assert "hunter2" not in text and "swordfish" not in text
+
+
+@pytest.mark.parametrize("build, fragment", [
+    (lambda: Volume("../etc", VolumeSource("SANDBOX_PATH", path="x")), "without '..'"),
+    (lambda: VolumeSource("HOST_PATH", path="relative/path"), "must be absolute"),
+    (lambda: VolumeSource("SANDBOX_PATH", path="/abs"), "relative to the sandbox"),
+    (lambda: VolumeSource("SECRET"), "secret is required"),
+    (lambda: Secret("VALUE"), "value is required"),
+    (lambda: Secret("REFERENCE", value=b"x"), "only for it"),
+    (lambda: SecretReference("../../etc/shadow"), "without '..'"),
+    (lambda: Image("Bad Name"), "Docker image reference"),
+    (lambda: ContainerInfo("DOCKER"), "docker is required"),
+    (lambda: DockerInfo("busybox", network="BRIDGE"), "no bridge network"),
+    (lambda: TaskInfo("t", "a", "", R("cpus:1"), environment_secrets={"1X": Secret("VALUE", value=b"")}),
+     "shell variable name"),
+    (lambda: TaskInfo("t", "a", "", R("cpus:1"), arguments=["a\0b"]), "without NUL"),
+])
+def test_hostile_container_fields_are_refused_naming_the_field(build, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        build()

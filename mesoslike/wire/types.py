@@ -22,6 +22,8 @@ __all__ = [
     "MAX_TASK_URIS", "Label", "MAX_LABELS", "MAX_LABEL_KEY", "MAX_LABEL_VALUE", "ExecutorInfo",
     "MAX_FRAMEWORK_MESSAGE", "MAX_EXECUTOR_ID", "EXECUTOR_RUN_PREFIX",
     "Operation", "OperationType", "Launch", "Reserve", "Unreserve", "MAX_OPERATIONS",
+    "Secret", "SecretReference", "MAX_SECRET_BYTES", "MAX_TASK_SECRETS", "Image", "Volume", "VolumeSource",
+    "DockerInfo", "ContainerInfo", "MAX_VOLUMES",
 ]
 
 DEFAULT_REFUSE_SECONDS = 5.0
@@ -307,6 +309,216 @@ def _uri_list(value: list[CommandURI] | None) -> list[CommandURI]:
     return uris
 
 
+# ------------------------------------------------------------------ secrets
+#: bytes of one secret's value; secrets in one task (environment and files)
+MAX_SECRET_BYTES = 1024 * 1024
+MAX_TASK_SECRETS = 64
+_SECRET_REFERENCE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-/")
+_ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+@attrs.frozen
+class SecretReference:
+    """Mesos's ``Secret.Reference``: a secret the agent resolves by
+    ``name`` (and optional ``key`` within it) from its secrets directory
+    (docs/containers.rst, "Secrets"): the value never crosses the wire."""
+
+    name: str
+    key: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        for what, text, required in (("name", self.name, True), ("key", self.key, False)):
+            _problem(isinstance(text, str) and (bool(text) or not required) and len(text) <= 255
+                     and set(text) <= _SECRET_REFERENCE_CHARS and ".." not in text.split("/")
+                     and not text.startswith("/"),
+                     f"secret.reference.{what} must be {'1' if required else '0'} to 255 characters of "
+                     f"[A-Za-z0-9._-/], relative, without '..', got {_preview(text)}")
+
+
+@attrs.frozen
+class Secret:
+    """Mesos's ``Secret``: ``type`` ``VALUE`` carries the bytes in
+    ``value`` (they travel to the agent inside the launch, never shown in
+    ``/state``, logs or a repr); ``REFERENCE`` names one the agent holds
+    (``reference``). Used for environment variables
+    (:attr:`TaskInfo.environment_secrets`) and files
+    (a :class:`Volume` whose source is ``SECRET``)."""
+
+    VALUE: ClassVar[str] = "VALUE"
+    REFERENCE: ClassVar[str] = "REFERENCE"
+
+    type: str
+    value: bytes | None = attrs.field(default=None, repr=lambda value: "..." if value is not None else "None")
+    reference: SecretReference | None = None
+
+    def __attrs_post_init__(self) -> None:
+        _problem(self.type in (self.VALUE, self.REFERENCE),
+                 f"secret.type must be VALUE or REFERENCE, got {_preview(self.type)}")
+        _problem((self.type == self.VALUE) == (self.value is not None),
+                 "secret.value is required for a VALUE secret, and only for it")
+        _problem((self.type == self.REFERENCE) == (self.reference is not None),
+                 "secret.reference is required for a REFERENCE secret, and only for it")
+        _problem(self.value is None or (isinstance(self.value, bytes) and len(self.value) <= MAX_SECRET_BYTES),
+                 f"secret.value must be bytes, at most {MAX_SECRET_BYTES}")
+
+
+def _secret_environment(value: Mapping[str, Secret] | None) -> dict[str, Secret]:
+    secrets = dict(value or {})
+    _problem(len(secrets) <= MAX_TASK_SECRETS,
+             f"a task has at most {MAX_TASK_SECRETS} secret environment variables, got {len(secrets)}")
+    for name in secrets:
+        _problem(isinstance(name, str) and 0 < len(name) <= 255 and set(name) <= _ENV_NAME_CHARS
+                 and not name[0].isdigit(),
+                 f"a secret environment variable's name must be a shell variable name, got {_preview(name)}")
+    return secrets
+
+
+def _argument_list(value: list[str] | None) -> list[str]:
+    arguments = list(value or [])
+    _problem(len(arguments) <= 4096 and sum(len(a) for a in arguments) <= _MAX_CHECK_COMMAND
+             and all(isinstance(a, str) and "\0" not in a for a in arguments),
+             f"task.arguments must be at most 4096 strings of {_MAX_CHECK_COMMAND} characters in all, without NUL")
+    return arguments
+
+
+# --------------------------------------------------------------- containers
+#: volumes of one container
+MAX_VOLUMES = 32
+_IMAGE_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:@+")
+
+
+def _check_container_path(path: str, what: str) -> None:
+    _problem(isinstance(path, str) and 0 < len(path) <= _MAX_PATH and "\0" not in path and path.isprintable()
+             and ".." not in path.split("/"),
+             f"{what} must be a path of 1 to {_MAX_PATH} printable characters without '..', got {_preview(path)}")
+
+
+@attrs.frozen
+class Image:
+    """Mesos's ``Image`` of type ``DOCKER``: ``name`` is a Docker/OCI
+    reference (``busybox``, ``registry:5000/team/app:1.2``,
+    ``app@sha256:…``), pulled from the agent's default registry
+    (``--docker-registry``) unless the name says another. ``cached``:
+    False forces a fresh look at the registry (the tag may have moved)."""
+
+    DOCKER: ClassVar[str] = "DOCKER"
+
+    name: str
+    type: str = "DOCKER"
+    cached: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        _problem(self.type == self.DOCKER, f"image.type must be DOCKER, got {_preview(self.type)}")
+        _problem(isinstance(self.name, str) and 0 < len(self.name) <= 512 and set(self.name) <= _IMAGE_NAME_CHARS,
+                 f"image.name must be a Docker image reference (1 to 512 characters of [a-zA-Z0-9._-/:@+]), "
+                 f"got {_preview(self.name)}")
+
+
+@attrs.frozen
+class VolumeSource:
+    """Mesos's ``Volume.Source``: ``SANDBOX_PATH`` (``path`` relative to the
+    task's sandbox), ``HOST_PATH`` (``path`` on the agent, allowed only under
+    the operator's allow-list), ``SECRET`` (``secret`` written as a file of
+    mode 0400 owned by the task's user) or ``IMAGE`` (``image``'s root
+    filesystem mounted read-only)."""
+
+    SANDBOX_PATH: ClassVar[str] = "SANDBOX_PATH"
+    HOST_PATH: ClassVar[str] = "HOST_PATH"
+    SECRET: ClassVar[str] = "SECRET"
+    IMAGE: ClassVar[str] = "IMAGE"
+
+    type: str
+    path: str = ""
+    secret: Secret | None = None
+    image: Image | None = None
+
+    def __attrs_post_init__(self) -> None:
+        kinds = (self.SANDBOX_PATH, self.HOST_PATH, self.SECRET, self.IMAGE)
+        _problem(self.type in kinds, f"volume.source.type must be one of {', '.join(kinds)}, got {_preview(self.type)}")
+        _problem((self.type in (self.SANDBOX_PATH, self.HOST_PATH)) == bool(self.path),
+                 "volume.source.path is required for SANDBOX_PATH and HOST_PATH volumes, and only for them")
+        if self.path:
+            _check_container_path(self.path, "volume.source.path")
+            _problem(self.type != self.HOST_PATH or self.path.startswith("/"),
+                     "volume.source.path of a HOST_PATH volume must be absolute")
+            _problem(self.type != self.SANDBOX_PATH or not self.path.startswith("/"),
+                     "volume.source.path of a SANDBOX_PATH volume must be relative to the sandbox")
+        _problem((self.type == self.SECRET) == (self.secret is not None),
+                 "volume.source.secret is required for a SECRET volume, and only for it")
+        _problem((self.type == self.IMAGE) == (self.image is not None),
+                 "volume.source.image is required for an IMAGE volume, and only for it")
+
+
+@attrs.frozen
+class Volume:
+    """Mesos's ``Volume``: ``source`` seen at ``container_path`` inside the
+    container (relative: under the sandbox), ``mode`` ``RW`` or ``RO``."""
+
+    container_path: str
+    source: VolumeSource
+    mode: str = "RW"
+
+    def __attrs_post_init__(self) -> None:
+        _check_container_path(self.container_path, "volume.container_path")
+        _problem(self.mode in ("RW", "RO"), f"volume.mode must be RW or RO, got {_preview(self.mode)}")
+
+
+@attrs.frozen
+class DockerInfo:
+    """Mesos's ``ContainerInfo.DockerInfo``, run by the agent's own OCI
+    runtime (no Docker daemon): ``image``, ``network`` ``HOST`` or
+    ``NONE`` (no bridge), ``force_pull_image``."""
+
+    image: str
+    network: str = "HOST"
+    force_pull_image: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        Image(self.image)   # the same rules as a MESOS container's image name
+        _problem(self.network in ("HOST", "NONE"),
+                 f"docker.network must be HOST or NONE (mesoslike has no bridge network), got {_preview(self.network)}")
+
+
+def _volume_list(value: list[Volume] | None) -> list[Volume]:
+    volumes = list(value or [])
+    _problem(len(volumes) <= MAX_VOLUMES, f"a container has at most {MAX_VOLUMES} volumes, got {len(volumes)}")
+    return volumes
+
+
+@attrs.frozen
+class ContainerInfo:
+    """Mesos's ``ContainerInfo`` (docs/containers.rst): type ``MESOS`` (the
+    agent's containerizer; ``image`` optional: without one the task sees
+    the agent's root filesystem) or ``DOCKER`` (``docker``: a Docker
+    image, run by the same containerizer), with ``volumes``. ``hostname``:
+    the container's own (UTS namespace); empty: the agent's."""
+
+    MESOS: ClassVar[str] = "MESOS"
+    DOCKER: ClassVar[str] = "DOCKER"
+
+    type: str = "MESOS"
+    image: Image | None = None
+    docker: DockerInfo | None = None
+    volumes: list[Volume] = attrs.field(factory=list, converter=_volume_list)
+    hostname: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        _problem(self.type in (self.MESOS, self.DOCKER),
+                 f"container.type must be MESOS or DOCKER, got {_preview(self.type)}")
+        _problem((self.type == self.DOCKER) == (self.docker is not None),
+                 "container.docker is required for a DOCKER container, and only for it")
+        _problem(self.type == self.MESOS or self.image is None,
+                 "container.image is for a MESOS container (a DOCKER one names docker.image)")
+        _problem(len(self.hostname) <= 63 and all(c.isalnum() or c == "-" for c in self.hostname),
+                 f"container.hostname must be at most 63 letters, digits or '-', got {_preview(self.hostname)}")
+
+    def image_name(self) -> str:
+        """The image the container's root filesystem comes from; '' for none."""
+        if self.docker is not None:
+            return self.docker.image
+        return self.image.name if self.image is not None else ""
+
+
 # -------------------------------------------------------- custom executors
 #: bytes of one framework message's data, either way (scheduler -> executor
 #: or task, executor -> scheduler); a longer one is refused where it is made
@@ -340,6 +552,11 @@ class ExecutorInfo:
     name: str = ""
     labels: list[Label] = labels_field()
     shutdown_grace_period: float = 5.0
+    #: its container (as :attr:`TaskInfo.container`): its tasks share it
+    container: ContainerInfo | None = None
+    #: secret environment variables (as :attr:`TaskInfo.environment_secrets`)
+    environment_secrets: dict[str, Secret] = attrs.field(factory=dict, converter=_secret_environment,
+                                                         repr=_names_only)
 
     def __attrs_post_init__(self) -> None:
         _problem(isinstance(self.executor_id, str) and 0 < len(self.executor_id) <= MAX_EXECUTOR_ID
@@ -386,6 +603,22 @@ class TaskInfo:
     #: run by this custom executor (docs/framework-api.rst, "Custom executors");
     #: None: ``command`` is run by the agent's built-in command executor
     executor: ExecutorInfo | None = None
+    #: Mesos's ``ContainerInfo``: an image for its root filesystem, volumes
+    #: (docs/containers.rst); None: the agent's default container (its own
+    #: namespaces and cgroups, the agent's root filesystem)
+    container: ContainerInfo | None = None
+    #: environment variables whose values are secrets (Mesos's
+    #: ``Environment.Variable`` of type ``SECRET``): name -> :class:`Secret`;
+    #: they reach only this task's process, never ``/state`` or logs
+    environment_secrets: dict[str, Secret] = attrs.field(factory=dict, converter=_secret_environment,
+                                                         repr=_names_only)
+    #: Mesos's ``CommandInfo.shell``: True runs ``command`` with ``/bin/sh -c``;
+    #: False executes ``arguments`` directly (``arguments[0]`` the program, as
+    #: Mesos's ``value`` + ``arguments``), or, for a task with an image and no
+    #: ``arguments``, the image's entrypoint and cmd
+    shell: bool = True
+    #: the argv when ``shell`` is False
+    arguments: list[str] = attrs.field(factory=list, converter=_argument_list)
 
 
 @attrs.frozen
