@@ -293,14 +293,6 @@ class CheckpointStore:
             self.journal = self.start_journal([])
         return self.journal
 
-    def remove_run(self, run_dir: Path) -> None:
-        """Remove a task's run directory (and its framework's, once empty)."""
-        shutil.rmtree(run_dir, ignore_errors=True)
-        try:
-            run_dir.parent.rmdir()
-        except OSError:
-            pass  # other tasks of the framework, or gone already
-
     def clear(self) -> None:
         """Forget everything (``--recover cleanup``, a drained agent): the
         agent id, the journal and every task's run directory."""
@@ -362,10 +354,6 @@ class TaskJournal:
     @property
     def size(self) -> int:
         return self._size
-
-    @property
-    def live_tasks(self) -> int:
-        return len(self._live)
 
     def append_task(self, checkpoint: TaskCheckpoint) -> None:
         key = (checkpoint.framework.id, checkpoint.task.task_id)
