@@ -42,6 +42,7 @@ import tarfile
 import threading
 import time
 import urllib.parse
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -108,12 +109,15 @@ class Image:
     layers: list[Layer]
     config: dict = field(default_factory=dict)
     oci: bool = False
+    #: what the config claims the layers unpack to (default: the truth)
+    diff_ids: list[str] | None = None
 
     def config_bytes(self) -> bytes:
         document = dict(self.config)
         document.setdefault("architecture", "amd64")
         document.setdefault("os", "linux")
-        document["rootfs"] = {"type": "layers", "diff_ids": [layer.diff_id for layer in self.layers]}
+        diff_ids = self.diff_ids if self.diff_ids is not None else [layer.diff_id for layer in self.layers]
+        document["rootfs"] = {"type": "layers", "diff_ids": diff_ids}
         return json.dumps(document, sort_keys=True).encode()
 
     def manifest(self) -> tuple[bytes, str]:
@@ -375,7 +379,9 @@ class Registry:
                   "storage": {"filesystem": {"rootdirectory": str(self.storage)}, "delete": {"enabled": True}},
                   "http": {"addr": self.host}}
         if auth == "htpasswd":
-            import crypt  # noqa: deprecated in 3.11, gone in 3.13: bcrypt hashes for the registry's htpasswd
+            with warnings.catch_warnings():   # deprecated in 3.11, gone in 3.13; the registry wants bcrypt
+                warnings.simplefilter("ignore", DeprecationWarning)
+                import crypt
             htpasswd = directory / "htpasswd"
             htpasswd.write_text("".join(f"{user}:{crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))}\n"
                                         for user, password in self.users.items()))
@@ -391,6 +397,8 @@ class Registry:
         self.process = subprocess.Popen(["docker-registry", "serve", str(directory / "config.yml")],
                                         stdout=self._log, stderr=subprocess.STDOUT)
         wait_until(self._serving, 30, f"the registry on {self.host}", diagnostics=self.log)
+        #: where the access log starts counting: after the readiness probes
+        self._log_start = self.log_path.stat().st_size
 
     def _serving(self) -> bool:
         if self.process.poll() is not None:
@@ -413,16 +421,19 @@ class Registry:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-5000:]
 
+    def _access_log(self) -> Iterator[re.Match]:
+        with open(self.log_path, "rb") as log:
+            log.seek(self._log_start)
+            return _ACCESS_LINE.finditer(log.read().decode(errors="replace"))
+
     def requests(self, method: str = "GET", contains: str = "") -> list[str]:
-        """The paths of the ``method`` requests served so far whose path holds ``contains``."""
-        return [found.group(2) for found in _ACCESS_LINE.finditer(self.log_path.read_text(errors="replace"))
-                if found.group(1) == method and contains in found.group(2)]
+        """The paths of the ``method`` requests served since it started whose path holds ``contains``."""
+        return [found.group(2) for found in self._access_log() if found.group(1) == method and contains in found.group(2)]
 
     def blob_downloads(self, digest: str = "") -> int:
         """Blob GETs served with 200 (any blob, or the one of ``digest``)."""
-        return sum(1 for found in _ACCESS_LINE.finditer(self.log_path.read_text(errors="replace"))
-                   if found.group(1) == "GET" and "/blobs/" in found.group(2) and digest in found.group(2)
-                   and found.group(3) == "200")
+        return sum(1 for found in self._access_log() if found.group(1) == "GET" and "/blobs/" in found.group(2)
+                   and digest in found.group(2) and found.group(3) == "200")
 
     def blob_file(self, digest: str) -> Path:
         """Where the registry's storage keeps blob ``digest`` (to corrupt it)."""

@@ -45,6 +45,7 @@ import shutil
 import stat
 import subprocess
 import tarfile
+import tempfile
 import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
@@ -311,7 +312,14 @@ def _decompressed(blob: BinaryIO, compression: str) -> Iterator[BinaryIO]:
         if zstd is None:
             raise ImageError(UNSUPPORTED, "a layer is zstd-compressed and this machine has no zstd program "
                                           "(apt-get install zstd)")
-        process = subprocess.Popen([zstd, "-d", "-c", "-q"], stdin=blob, stdout=subprocess.PIPE,
+        try:
+            blob.fileno()
+            source: BinaryIO = blob
+        except (AttributeError, OSError):   # an in-memory blob: the program reads files
+            source = tempfile.TemporaryFile()
+            shutil.copyfileobj(blob, source)
+            source.seek(0)
+        process = subprocess.Popen([zstd, "-d", "-c", "-q"], stdin=source, stdout=subprocess.PIPE,
                                    stderr=subprocess.DEVNULL)
         assert process.stdout is not None
         try:
