@@ -42,7 +42,7 @@ import secrets
 import shutil
 import time
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Callable, Iterable, Iterator
 
 from .cache import CacheIndex, ImageEntry, LayerEntry, LeaseEntry, plan_collection
@@ -207,7 +207,9 @@ class ImageStore:
             raise ValueError("cache_size must be >= 0")
         self.root = os.path.abspath(root)
         self.default_registry, scheme = parse_default_registry(default_registry)
-        insecure = frozenset(parse_registry(name.strip()).lower() for name in insecure_registries if name.strip())
+        self._default_registry_flag = default_registry
+        self.insecure_registries = tuple(name.strip() for name in insecure_registries if name.strip())
+        insecure = frozenset(parse_registry(name).lower() for name in self.insecure_registries)
         self.endpoints = RegistryEndpoints(insecure, {self.default_registry: scheme} if scheme else {})
         self.docker_config = docker_config
         if docker_config:
@@ -225,6 +227,21 @@ class ImageStore:
         self._sweep_leftovers()
 
     # ------------------------------------------------------------ public
+    def settings(self) -> dict:
+        """This store's settings as JSON (for a supervisor's ``launch.json``);
+        :meth:`from_settings` makes the same store of them."""
+        return {"root": self.root, "default_registry": self._default_registry_flag,
+                "docker_config": self.docker_config, "insecure_registries": list(self.insecure_registries),
+                "cache_size": self.cache_size, "limits": asdict(self.limits)}
+
+    @classmethod
+    def from_settings(cls, settings: dict) -> ImageStore:
+        """The store of :meth:`settings` (another process's view of the same cache)."""
+        return cls(str(settings["root"]), default_registry=str(settings["default_registry"]),
+                   docker_config=settings.get("docker_config") or None,
+                   insecure_registries=[str(name) for name in settings.get("insecure_registries", ())],
+                   cache_size=int(settings["cache_size"]), limits=ImageLimits(**settings.get("limits", {})))
+
     def parse(self, image: str) -> ImageReference:
         """``image`` parsed against this store's default registry."""
         return parse_reference(image, self.default_registry)
