@@ -11,6 +11,7 @@ import os
 import pytest
 from click.testing import CliRunner
 
+from image_registry import busybox_image, push_image, registry, registry_factory  # noqa: F401
 from mesoslike.agent.images import ImageStore
 from mesoslike.agent.runtime import AgentRuntime
 from mesoslike.cli import main
@@ -62,3 +63,18 @@ def test_the_agent_refuses_to_start_with_bad_image_settings(tmp_path):
     with pytest.raises(ConfigError, match="'ftp://registry' is not host"):
         AgentRuntime("tcp://127.0.0.1:1", "cpus:1;mem:64", hostname="h", work_dir=tmp_path / "b", isolation="posix",
                      docker_registry="ftp://registry")
+
+
+def test_agent_images_lists_the_cache_and_who_holds_what(tmp_path, registry):
+    push_image(registry, "library/busybox", "latest", busybox_image())
+    store = ImageStore(str(tmp_path / "agent" / "images"), default_registry=registry.host)
+    provisioned = store.provision("busybox", lease="task-1")
+    result = CliRunner().invoke(main, ["agent", "images", "--work-dir", str(tmp_path / "agent")])
+    assert result.exit_code == 0, result.output
+    assert f"{registry.host}/library/busybox:latest  {provisioned.manifest_digest[:19]}  2 layer(s)" in result.output
+    assert "held by task-1" in result.output
+    listed = json.loads(CliRunner().invoke(main, ["agent", "images", "--work-dir", str(tmp_path / "agent"),
+                                                  "--json"]).output)
+    assert listed["images"][0]["leases"] == ["task-1"] and listed["bytes"] == store.usage() > 1_000_000
+    missing = CliRunner().invoke(main, ["agent", "images", "--work-dir", str(tmp_path / "none")])
+    assert missing.exit_code == 1 and "no image cache in" in missing.output
