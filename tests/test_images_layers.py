@@ -14,6 +14,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from environment import unavailable
 from image_registry import busybox_image, dir_entry, file_entry, symlink_entry, tar_layer
@@ -185,3 +187,47 @@ def test_an_overlay_mount_shows_the_stacked_layers_and_writes_to_the_upper_dir(t
     finally:
         unmount(str(target))
     assert not os.listdir(target)
+
+
+_NAMES = st.sampled_from(["a", "a/b", "a/b/c", "./a/b", "b", "../a", "/a/b", "a/../../b", ".wh.a", "a/.wh..wh..opq",
+                          "a/.wh.b", "x" * 300 + "/a"])
+_KINDS = st.sampled_from(["file", "dir", "symlink", "symlink", "hardlink", "fifo", "device"])
+
+
+@settings(max_examples=120)
+@example(members=[("symlink", "a", "OUTSIDE"), ("file", "a/b", "")])   # through a link
+@example(members=[("symlink", "a", "OUTSIDE"), ("dir", "a/b", ""), ("file", "a/b/c", "")])
+@example(members=[("symlink", "a", "OUTSIDE"), ("hardlink", "b", "a/victim")])   # a hard link through a link
+@example(members=[("symlink", "a", "OUTSIDE"), ("file", "a/.wh.victim", "")])   # a whiteout through a link
+@example(members=[("symlink", "a", "OUTSIDE"), ("file", "a/.wh..wh..opq", "")])
+@given(st.lists(st.tuples(_KINDS, _NAMES, st.sampled_from(["a/b", "../out", "OUTSIDE", "OUTSIDE/victim"])),
+                min_size=1, max_size=10))
+def test_no_layer_writes_outside_its_directory_or_fails_other_than_cleanly(tmp_path_factory, members):
+    """Any sequence of members — ``..``, absolute names, links out and
+    through links, whiteouts, devices — either unpacks inside the layer's
+    directory or is refused with an ImageError; the directory next to it
+    (which some links point at) is never touched."""
+    base = tmp_path_factory.mktemp("fuzz")
+    outside = base / "OUTSIDE"
+    outside.mkdir()
+    (outside / "victim").write_text("untouched")
+    entries = []
+    for kind, name, target in members:
+        target = target.replace("OUTSIDE", str(outside))
+        if kind == "file":
+            entries.append(file_entry(name, b"data"))
+        elif kind == "dir":
+            entries.append(dir_entry(name))
+        elif kind in ("symlink", "hardlink"):
+            entries.append(symlink_entry(name, target, hard=kind == "hardlink"))
+        else:
+            info = tarfile.TarInfo(name)
+            info.type = tarfile.FIFOTYPE if kind == "fifo" else tarfile.CHRTYPE
+            entries.append((info, None))
+    layer_dir = base / "layer"
+    try:
+        _unpack(tar_layer(entries), layer_dir)
+    except ImageError as exc:
+        assert exc.kind == errors.BAD_IMAGE, str(exc)
+    assert sorted(os.listdir(outside)) == ["victim"] and (outside / "victim").read_text() == "untouched"
+    assert sorted(os.listdir(base)) == ["OUTSIDE", "layer"]

@@ -284,7 +284,10 @@ class _Unpacker:
     def finish_directories(self) -> None:
         """Directories' owners, modes and times, once their contents are in."""
         for directory in reversed(self.directories):
-            parent = self._open_parent(directory.parts, create=False)
+            try:
+                parent = self._open_parent(directory.parts, create=False)
+            except (_Bad, OSError):
+                continue   # a later member replaced a directory above it
             try:
                 fd = os.open(directory.parts[-1], _DIR_FLAGS, dir_fd=parent)
             except OSError:

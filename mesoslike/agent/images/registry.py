@@ -158,7 +158,11 @@ class _Response:
         parts: list[bytes] = []
         total = 0
         while True:
-            chunk = self.response.read(min(CHUNK, limit + 1 - total))
+            try:
+                chunk = self.response.read(min(CHUNK, limit + 1 - total))
+            except (OSError, http.client.HTTPException) as exc:
+                raise self.client._unreachable(urllib.parse.urlsplit(f"{self.key[0]}://{self.key[1]}"), exc,
+                                               what) from None
             if not chunk:
                 return b"".join(parts)
             total += len(chunk)

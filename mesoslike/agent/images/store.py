@@ -260,6 +260,8 @@ class ImageStore:
             return self._provision(reference, lease, cached)
         except ImageError as exc:
             raise exc.naming(name) from None
+        except OSError as exc:   # the network's are ImageErrors already: this is the cache's disk
+            raise ImageError(CACHE, f"the image cache {self.root} failed: {exc.strerror or exc}", name) from None
 
     def release(self, lease: str) -> bool:
         """Drop ``lease`` (its layers may be collected); False if there was none."""
@@ -319,9 +321,9 @@ class ImageStore:
                                             f"{len(plan.digests)}")
             holder = lease or f"pull:{secrets.token_hex(8)}"
             with self._transient(None if lease else holder):
-                created = self._lease(holder, key, plan.digests, transient=lease is None)
+                created, missing = self._lease(holder, key, plan, config.diff_ids, transient=lease is None)
                 try:
-                    pulled = [digest for number, digest in enumerate(plan.digests)
+                    pulled = [plan.digests[number] for number in missing
                               if self._ensure_layer(number, plan, config.diff_ids[number], session)]
                     whiteouts = self._record(key, plan)
                 except BaseException:
@@ -408,8 +410,6 @@ class ImageStore:
     def _ensure_layer(self, number: int, plan: _Plan, diff_id: str, session: _Session) -> bool:
         """Have layer ``number`` of ``plan`` unpacked; True when this call pulled it."""
         digest = plan.digests[number]
-        if self._known_layer(digest, diff_id, number):
-            return False
         with self._locked(self._path("locks", _file_name(digest) + ".lock")):
             if self._known_layer(digest, diff_id, number):   # another process pulled it while we waited
                 return False
@@ -424,14 +424,18 @@ class ImageStore:
 
     def _known_layer(self, digest: str, diff_id: str, number: int) -> bool:
         with self._index() as index:
-            entry = index.layers.get(digest)
-            if entry is None or not os.path.isdir(self.layer_path(digest)):
-                return False
-            if entry.diff_id and entry.diff_id != diff_id:
-                raise ImageError(DIGEST_MISMATCH, f"layer {number} ({digest}) unpacks to {entry.diff_id}, its config "
-                                                  f"says {diff_id}")
-            entry.used = self.clock()
-            return True
+            return self._has_layer(index, digest, diff_id, number)
+
+    def _has_layer(self, index: CacheIndex, digest: str, diff_id: str, number: int) -> bool:
+        """Is layer ``digest`` unpacked (and is it what the config says)? Marks it used."""
+        entry = index.layers.get(digest)
+        if entry is None or not os.path.isdir(self.layer_path(digest)):
+            return False
+        if entry.diff_id and entry.diff_id != diff_id:
+            raise ImageError(DIGEST_MISMATCH, f"layer {number} ({digest}) unpacks to {entry.diff_id}, its config "
+                                              f"says {diff_id}")
+        entry.used = self.clock()
+        return True
 
     def _pull_layer(self, client: RegistryClient, descriptor: Descriptor, diff_id: str, number: int) -> None:
         name = _file_name(descriptor.digest)
@@ -467,12 +471,16 @@ class ImageStore:
                 if os.path.lexists(leftover):
                     self._remove(leftover)
 
-    def _lease(self, holder: str, image: str, digests: list[str], transient: bool) -> bool:
-        """Record the lease; True if it is new."""
+    def _lease(self, holder: str, image: str, plan: _Plan, diff_ids: tuple[str, ...],
+               transient: bool) -> tuple[bool, list[int]]:
+        """Record the lease (in the same turn of the lock as the look at the
+        cache, so no collection comes between); whether it is new, and the
+        numbers of the layers to pull."""
         with self._index() as index:
             created = holder not in index.leases
-            index.leases[holder] = LeaseEntry(image, list(digests), self.clock(), transient)
-            return created
+            index.leases[holder] = LeaseEntry(image, list(plan.digests), self.clock(), transient)
+            return created, [number for number, digest in enumerate(plan.digests)
+                             if not self._has_layer(index, digest, diff_ids[number], number)]
 
     def _record(self, key: str, plan: _Plan) -> str:
         """Record the image, collect the cache; returns how its whiteouts are kept."""
