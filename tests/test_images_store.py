@@ -22,7 +22,7 @@ import pytest
 
 from image_registry import (Image, Registry, busybox_image, file_entry, push_image, push_index,  # noqa: F401
                             push_with_skopeo, registry, registry_factory, require_tools, symlink_entry, tar_layer)
-from mesoslike.agent.images import ImageStore, errors
+from mesoslike.agent.images import ImageStore, errors, mount_overlay, unmount
 from mesoslike.agent.images.errors import ImageError
 from mesoslike.agent.images.manifest import Platform
 from mesoslike.agent.images.store import ImageLimits
@@ -412,3 +412,35 @@ def test_redirects_are_followed_without_taking_the_credentials_along(tmp_path):
         assert fake.cdn_authorizations == [None, None, None]   # config and two layers, never with the password
     finally:
         fake.stop()
+
+
+# ------------------------------------------------------------------ the runtime's view
+def test_a_provisioned_image_runs_under_runc_on_its_overlay(tmp_path, registry):
+    """What the provisioner hands the container code is enough for the OCI
+    runtime: the layers as an overlay lower, a bundle around it, ``runc run``."""
+    require_tools("runc")
+    if os.geteuid() != 0:
+        from environment import unavailable
+        unavailable("runc and overlay mounts need root")
+    push_image(registry, "library/busybox", "latest", busybox_image())
+    image = _store(tmp_path, registry).provision("busybox", lease="container-1")
+    bundle = tmp_path / "bundle"
+    for sub in ("upper", "work", "rootfs"):
+        (bundle / sub).mkdir(parents=True)
+    subprocess.run(["runc", "spec", "--bundle", str(bundle)], check=True, capture_output=True, timeout=30)
+    spec = json.loads((bundle / "config.json").read_text())
+    spec["process"].update(terminal=False, args=["/bin/sh", "-c", "cat /etc/motd; ls /opt/hidden; ls /etc; ps -o pid"],
+                           env=list(image.config.env), cwd=image.config.working_dir)
+    spec["root"] = {"path": str(bundle / "rootfs"), "readonly": False}
+    (bundle / "config.json").write_text(json.dumps(spec))
+    mount_overlay(image.layers, str(bundle / "upper"), str(bundle / "work"), str(bundle / "rootfs"))
+    try:
+        result = subprocess.run(["runc", "--root", str(tmp_path / "runc-state"), "run", "--bundle", str(bundle),
+                                 f"images-test-{os.getpid()}"], capture_output=True, text=True, timeout=60)
+    finally:
+        unmount(str(bundle / "rootfs"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split()
+    assert result.stdout.startswith("built in the test\nnew\n")   # the opaque /opt/hidden: only layer 2's file
+    assert lines[lines.index("new") + 1:lines.index("PID")] == ["group", "motd", "passwd"]   # /etc/remove-me: whited out
+    assert lines[lines.index("PID"):] == ["PID", "1"]   # its own pid namespace: the shell's last command is pid 1
