@@ -109,3 +109,63 @@ class Cluster:
 
     def declined(self) -> int:
         return sum(1 for c in self.log if isinstance(c, Decline))
+
+
+# ------------------------------------------------------------ end to end
+import json as _json
+import urllib.error as _urlerror
+import urllib.request as _urlrequest
+
+
+def api(url: str, method: str = "GET", body: object = None, token: str | None = None, timeout: float = 10.0
+        ) -> tuple[int, object]:
+    """(status, JSON answer) of a request to a service's REST API."""
+    data = _json.dumps(body).encode() if body is not None else None
+    request = _urlrequest.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with _urlrequest.urlopen(request, timeout=timeout) as answer:
+            raw = answer.read()
+            status = answer.status
+    except _urlerror.HTTPError as exc:
+        raw, status = exc.read(), exc.code
+    try:
+        return status, _json.loads(raw) if raw.strip() else None
+    except ValueError:
+        return status, raw.decode(errors="replace")
+
+
+#: a web service with a health check: python's own HTTP server on its first host port
+WEB_CMD = "exec python3 -m http.server $PORT0 --bind 127.0.0.1"
+
+
+def web_app(app_id: str, instances: int, **extra: object) -> dict:
+    """A small web app with an HTTP health check, quick to start and check."""
+    document: dict = {"id": app_id, "cmd": WEB_CMD, "instances": instances, "cpus": 0.1, "mem": 48,
+                      "healthChecks": [{"protocol": "HTTP", "path": "/", "portIndex": 0, "gracePeriodSeconds": 20,
+                                        "intervalSeconds": 0.5, "timeoutSeconds": 2, "delaySeconds": 0.3,
+                                        "maxConsecutiveFailures": 3}],
+                      "backoffSeconds": 0.5, "upgradeStrategy": {"minimumHealthCapacity": 1.0,
+                                                                 "maximumOverCapacity": 0.2}}
+    document.update(extra)
+    return document
+
+
+def services_args(cluster, http_port: int, *extra: str) -> list[str]:
+    """``mesoslike services serve`` against an e2e :class:`Cluster` (authenticated as fwA, API clients
+    with the operator's token, tasks as this user)."""
+    import getpass
+
+    return ["services", "serve", "--master", cluster.address, "--http-port", str(http_port),
+            "--key", cluster.client_key, "--master-key", cluster.master_key,
+            "--credentials", str(cluster.keys.credentials), "--user", getpass.getuser(), "--drain-poll", "0.3",
+            "--log-level", "info", *extra]
+
+
+def healthy_tasks(url: str, app_id: str, token: str | None) -> list[dict]:
+    status, body = api(f"{url}/v2/apps{app_id}/tasks", token=token)
+    if status != 200 or not isinstance(body, dict):
+        return []
+    return [t for t in body["tasks"] if t["state"] == "TASK_RUNNING"
+            and any(r["alive"] for r in t.get("healthCheckResults", []))]

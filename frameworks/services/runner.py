@@ -80,8 +80,8 @@ class ServicesRunner:
 
     def start(self) -> None:
         """Serve the API; lead at once (standalone) or stand for election (``zk``)."""
-        self.http.start()
         if not self.zk:
+            self.http.start()
             self._serve(self.service)
             return
         from mesoslike.frameworks.services.leader import Candidacy
@@ -92,15 +92,9 @@ class ServicesRunner:
                                    session_timeout=self.zk_session_timeout)
         self.service._on_stored = self.candidacy.stored
         self.service._on_fenced = self.candidacy.fenced
-        self.service.set_leader("")
-        self.service.leader_address = self._leader_address   # type: ignore[method-assign]
+        self.service.leader_lookup = self.candidacy.leader_address
+        self.http.start()
         self.candidacy.start()
-
-    def _leader_address(self) -> str:
-        if self.service.serving:
-            return self.http.address.split("://", 1)[-1]
-        assert self.candidacy is not None
-        return self.candidacy.leader_address().split("://", 1)[-1]
 
     def _build(self, records: dict[str, bytes], store: Any) -> ServicesService:
         core = new_core(self.role)

@@ -201,7 +201,8 @@ class ServicesService:
         self._on_fenced = on_fenced
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._leader = ""
+        #: where a standby finds the leader's API address (the candidacy's; "" standalone)
+        self.leader_lookup: Callable[[], str] = lambda: ""
 
     # --------------------------------------------------------- backend
     def read(self, fn: Callable[[ServicesCore], T]) -> T:
@@ -220,10 +221,13 @@ class ServicesService:
         return self.serving
 
     def leader_address(self) -> str:
-        return self._leader or self.http_address.split("://", 1)[-1]
-
-    def set_leader(self, address: str) -> None:
-        self._leader = address
+        """``HOST:PORT`` of the leading service's API ("" while unknown)."""
+        if self.serving:
+            return self.http_address.split("://", 1)[-1]
+        try:
+            return self.leader_lookup().split("://", 1)[-1]
+        except Exception:    # ZooKeeper away: unknown
+            return ""
 
     def info(self) -> dict[str, Any]:
         return {"name": "mesoslike-services", "version": __version__, "buildref": "",
