@@ -11,14 +11,16 @@ answer (``change``), who leads, and the event bus.
 
 Authentication and authorization (docs/services.rst, "Security"): with
 credentials, every request but ``/ping`` and the page's files needs an
-operator's token (``Authorization: Bearer TOKEN``, or Marathon's DC/OS form
-``token=TOKEN`` the ``marathon`` client sends); the ``manage_apps`` ACL
+operator's token (``Authorization: Bearer TOKEN``, Marathon's DC/OS form
+``token=TOKEN`` the ``marathon`` client sends, or HTTP basic authentication
+with the principal's name and its token); the ``manage_apps`` ACL
 lists, per principal, the app groups it may see and change (``/team``
 covers ``/team/web``); without a rule any operator may manage every app.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, TypeVar
 
@@ -99,12 +101,21 @@ class Authorizer:
         if self.credentials is None:
             return None, None
         header = request.headers.get("authorization", "")
-        token = ""
+        token, user = "", None
         if header.lower().startswith("bearer "):
             token = header[7:].strip()
         elif header.startswith("token="):
             token = header[6:].strip()
+        elif header.lower().startswith("basic "):
+            # the marathon client's username/password (its only way into the event stream):
+            # the principal's name and its token
+            try:
+                user, _, token = base64.b64decode(header[6:].strip(), validate=True).decode().partition(":")
+            except (ValueError, UnicodeDecodeError):
+                token = ""
         principal = self.credentials.principal_of_token(token) if token else None
+        if user is not None and principal != user:
+            principal = None
         if principal is None or not self.credentials.is_kind(principal, "operator"):
             return None, Response(401, json.dumps({"message": "a valid operator token is needed (Authorization: "
                                                               "Bearer TOKEN)"}).encode(),
