@@ -238,3 +238,28 @@ def test_the_cli_and_the_page(cluster, tmp_path):
         assert b"mesoslike services" in answer.read()
     with urllib.request.urlopen(url + "/static/services.js", timeout=5) as answer:
         assert b"/v2/deployments" in answer.read()
+
+
+def test_local_with_services_runs_an_app_and_the_dashboard_links_to_its_page(tmp_path):
+    """`mesoslike local --services`: the service beside the cluster, authenticated with the cluster's
+    keys; COMMAND reaches it with MESOSLIKE_SERVICES and the operator token, and the master's /state
+    names its page (the dashboard's link)."""
+    http_port = free_port()
+    script = tmp_path / "use.sh"
+    app = tmp_path / "app.json"
+    app.write_text(json.dumps({"id": "/hello", "cmd": "sleep 1000", "instances": 2, "cpus": 0.1, "mem": 32}))
+    script.write_text(f"""set -e
+{sys.executable} -m mesoslike app deploy {app} --wait --wait-timeout 60
+{sys.executable} -m mesoslike app list
+{sys.executable} -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:{http_port}/state').read().decode())" > {tmp_path}/state.json
+""")
+    done = subprocess.run([sys.executable, "-m", "mesoslike", "local", "--agents", "2", "--port", str(free_port()),
+                           "--http-port", str(http_port), "--allocation-interval", "0.2", "--services",
+                           "--services-port", "0", "--work-dir", str(tmp_path / "work"), "--", "sh", str(script)],
+                          cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "service scheduler: REST API and page on http://" in done.stdout
+    assert "/hello" in done.stdout and "2/2" in done.stdout, done.stdout
+    state = json.loads((tmp_path / "state.json").read_text())
+    services = next(f for f in state["frameworks"] if f["name"] == "services")
+    assert services["webui_url"].startswith("http://127.0.0.1:") and services["webui_url"].endswith("/")

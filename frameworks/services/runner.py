@@ -107,7 +107,7 @@ class ServicesRunner:
     def _serve(self, service: ServicesService) -> None:
         self.driver = SchedulerDriver(ServicesScheduler(service),
                                       framework_info(self.name, self.role, self.failover_timeout,
-                                                     service.core.framework_id, self.user),
+                                                     service.core.framework_id, self.user, self.http.address + "/"),
                                       self.master, key=self.key, master_key=self.master_key)
         service.start(self.driver)
         log.info("services %r serving on %s, framework %r in role %s on %s", self.name, self.http.address,

@@ -409,11 +409,13 @@ class ServicesScheduler(Scheduler):
             log.error("%s", exc)
 
 
-def framework_info(name: str, role: str, failover_timeout: float, framework_id: str, user: str = "") -> FrameworkInfo:
+def framework_info(name: str, role: str, failover_timeout: float, framework_id: str, user: str = "",
+                   webui_url: str = "") -> FrameworkInfo:
     """The framework: partition-aware (an unreachable agent's instances are
-    Unreachable, replaced after the app's ``unreachableStrategy``)."""
+    Unreachable, replaced after the app's ``unreachableStrategy``); its page
+    is ``webui_url`` (the master's dashboard links to it)."""
     return FrameworkInfo(name=name, role=role, failover_timeout=failover_timeout, id=framework_id,
-                         partition_aware=True, user=user)
+                         partition_aware=True, user=user, webui_url=webui_url)
 
 
 def new_core(role: str, images: bool = False) -> ServicesCore:
