@@ -583,7 +583,9 @@ class ServicesCore:
         now = self.clock.now()
         prefix = app.id.strip("/").replace("/", "_")
         for _ in range(count):
-            instance_id = f"{prefix}.instance-{uuid.UUID(int=self.rng.getrandbits(128), version=4)}"
+            instance_id = ""
+            while not instance_id or instance_id in self.instances:   # never one id for two instances
+                instance_id = f"{prefix}.instance-{uuid.UUID(int=self.rng.getrandbits(128), version=4)}"
             self._add_instance(Instance(instance_id, app.id, app.version, app.last_config_change_at, now))
         record = self.apps[app.id]
         if record.queued_since is None:
