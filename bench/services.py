@@ -71,7 +71,7 @@ def round_run(procs: Processes, cluster: Cluster, instances: int, number: int) -
     wait_for(lambda: sum(1 for t in _live_tasks(cluster, name) if t["state"] == "TASK_RUNNING") == instances, 1200,
              f"{instances} instances running (mesoslike run)")
     elapsed = time.perf_counter() - started
-    child.send_signal(signal.SIGINT)      # `mesoslike run` kills its instances on Ctrl-C
+    child.send_signal(signal.SIGTERM)     # `mesoslike run` kills its instances (SIGINT may be ignored in a background job)
     child.wait(300)
     procs.procs.pop(name, None)
     wait_for(lambda: not _live_tasks(cluster, name), 600, "the run's tasks to end")
