@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -105,7 +106,7 @@ def main() -> None:
             "command": COMMAND, "rounds": args.rounds,
             "services_seconds_to_all_running": spread(services),
             "run_seconds_to_all_running": spread(runs),
-            "services_over_run": round(sorted(services)[len(services) // 2] / sorted(runs)[len(runs) // 2], 2),
+            "services_over_run": round(statistics.median(services) / statistics.median(runs), 2),
             "instances_per_s": {"services": round(args.instances / min(services), 1),
                                 "run": round(args.instances / min(runs), 1)},
             "machine": machine_info(), "commit": commit, "dirty": dirty,
