@@ -57,10 +57,13 @@ ACTIONS: Mapping[str, str] = {
     # and killing jobs another principal submitted (one's own jobs one may always kill)
     "submit_jobs": "framework",
     "kill_jobs": "operator",
+    # the service scheduler's (``mesoslike services serve --credentials``): seeing and changing the apps
+    # of the listed groups (``/team`` covers ``/team/web``; docs/services.rst)
+    "manage_apps": "operator",
 }
 #: which part of a rule an action's object is checked against
 _OBJECTS = {"register_frameworks": "roles", "run_tasks": "users", "submit_jobs": "quota_groups",
-            "reserve_resources": "roles", "unreserve_resources": "reserver_principals"}
+            "reserve_resources": "roles", "unreserve_resources": "reserver_principals", "manage_apps": "apps"}
 #: how a refusal names an action's object (default: the field's singular, ``user 'root'``)
 _OBJECT_TEXT = {"reserve_resources": "for role {!r}", "unreserve_resources": "on what principal {!r} reserved"}
 #: with no rule for the action, what a principal of each kind may do as that kind: on any object, or only

@@ -130,7 +130,7 @@ def test_the_zmq_check_sees_what_it_forbids(tmp_path):
 #: the modules a framework may import from: the package (its __all__) and the
 #: modules docs/framework-api.rst documents as public (each its __all__)
 PUBLIC_MODULES = ("mesoslike", "mesoslike.transport", "mesoslike.messaging", "mesoslike.credentials",
-                  "mesoslike.executor")
+                  "mesoslike.executor", "mesoslike.leadership")
 
 
 def private_imports(paths, own):
@@ -182,6 +182,12 @@ PUBLIC_API = {
         "Authenticator", "Client", "CurveKeys", "DEFAULT_LISTEN_BACKLOG", "MessageCodec", "Poller", "Received",
         "Server", "Waker", "allow_sockets", "check_secret_file_mode", "idle", "load_certificate", "load_public_key",
         "new_certificate", "parse_tcp_address", "poll"],
+    # the master's leadership table, for frameworks that elect a leader (the service scheduler's --zk)
+    "mesoslike.leadership": [
+        "Action", "BuildCore", "Commit", "ConfirmLeadership", "Confirmed", "CoreBuilt", "Demoted", "Drop",
+        "ElectionWon", "Event", "Fenced", "Leadership", "LoadRegistry", "Phase", "PutAside", "Refuted",
+        "RegistryLoaded", "RegistryUnreadable", "Resume", "RetryLoading", "Serve", "SoftState", "Stored", "TRANSITIONS",
+        "Tick", "TurnEnded", "TurnStarted", "Unsent", "ZnodeChanged", "render_transitions"],
     "mesoslike.executor": ["DriverStatus", "Executor", "ExecutorDriver", "ExecutorInfo", "MAX_FRAMEWORK_MESSAGE"],
     "mesoslike.messaging": ["Codec", "DEFAULT_MAX_MESSAGE_SIZE", "Items", "Range", "Schema", "WireError"],
     "mesoslike.credentials": [
@@ -201,8 +207,15 @@ def test_the_public_api_is_pinned_and_every_name_resolves(module):
 
 #: the bundled Fuxi scheduler's pure cores (frameworks/fuxi), driven by its runtimes
 FUXI_CORE = ["core.py", "waiting_queue.py", "quota.py", "appmaster_core.py", "jobs.py"]
+#: the bundled service scheduler's pure parts (frameworks/services)
+SERVICES_CORE = ["core.py", "model.py", "matching.py", "api.py"]
 
 
 def test_the_fuxi_cores_do_no_io_and_read_no_clock():
     for name in FUXI_CORE:
         assert_pure(ROOT / "frameworks" / "fuxi" / name)
+
+
+def test_the_services_cores_do_no_io_and_read_no_clock():
+    for name in SERVICES_CORE:
+        assert_pure(ROOT / "frameworks" / "services" / name)

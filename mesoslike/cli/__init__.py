@@ -11,6 +11,7 @@ from mesoslike.cli.images import images
 from mesoslike.cli.keys import keys
 from mesoslike.cli.operations import drain, framework, kill_task_command, reactivate, reserve, unreserve
 from mesoslike.cli.run import run
+from mesoslike.cli.services import app, deployment, services
 from mesoslike.cli.simulate import simulate
 from mesoslike.cli.state import state
 from mesoslike.cli.task import task
@@ -24,7 +25,8 @@ def main() -> None:
     """mesoslike: a Mesos-style two-level cluster manager with Fuxi scheduling semantics."""
 
 
-for command in (master, agent, local, run, state, task, framework, simulate, fuxi, keys, reserve, unreserve):
+for command in (master, agent, local, run, state, task, framework, simulate, fuxi, keys, reserve, unreserve,
+                services, app, deployment):
     main.add_command(command)
 # the operator's commands (docs/operations.rst)
 task.add_command(kill_task_command)

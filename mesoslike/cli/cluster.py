@@ -405,11 +405,15 @@ def _drain_agent(work_dir: str, timeout: float) -> None:
         help="Resources of each agent.")
 @option("local", "--work-dir", type=click.Path(file_okay=False), default=None,
         show_default="a temporary dir, removed on exit", help="Directory for the agents' sandboxes (kept).")
+@option("local", "--services", "with_services", is_flag=True, default=False, show_default="off",
+        help="Also run the service scheduler (`mesoslike services serve`, docs/services.rst), its REST API and page "
+             "on --services-port; COMMAND gets MESOSLIKE_SERVICES.")
+@option("local", "--services-port", type=_PORT, default=8080, help="With --services: the port of its REST API.")
 @_master_options("local")
 @logging_option("local")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, http_auth, http_tls_cert, http_tls_key,
-          command, **options) -> None:
+          command, with_services, services_port, **options) -> None:
     """A master and N agents in one process, no ZooKeeper. Agents are named
     node-0 ... node-<N-1> and carry the attribute room:er<i mod 2>.
 
@@ -441,6 +445,7 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
     master_runtime.start()
     _reload_roles_on_sighup(master_runtime)
     agent_runtimes = []
+    services = None
     try:
         for i in range(agents):
             agent_runtimes.append(AgentRuntime(
@@ -452,14 +457,37 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
         if keys is not None:
             click.echo(f"authenticated: keys and credentials in {keys.directory} (client key {keys.client_secret}, "
                        f"master key {keys.master_public}, operator token in {keys.directory}/operator.token)")
-        status = _run_local(master_runtime, list(command), keys.client_environment() if keys else {})
+        environment = keys.client_environment() if keys else {}
+        if with_services:
+            services = _local_services(master_runtime.address, ip, services_port, base, keys)
+            environment["MESOSLIKE_SERVICES"] = services.address
+        status = _run_local(master_runtime, list(command), environment)
     finally:
+        if services is not None:
+            services.stop()
         for runtime in agent_runtimes:
             runtime.stop()
         master_runtime.stop()
         if work_dir is None:  # ours: the sandboxes go with the cluster (give --work-dir to keep them)
             shutil.rmtree(base, ignore_errors=True)
     raise SystemExit(status)
+
+
+def _local_services(master: str, ip: str, port: int, base: str, keys):
+    """``local --services``: the service scheduler beside the cluster, as the
+    cluster's client principal, its API for the operator's token."""
+    from mesoslike.frameworks.services.runner import ServicesRunner
+
+    try:
+        runner = ServicesRunner(master, ip=ip, http_port=port, work_dir=os.path.join(base, "services"),
+                                credentials=keys.credentials if keys else None,
+                                key=keys.client_secret if keys else None, master_key=keys.master_public if keys else None,
+                                user=getpass.getuser())
+        runner.start()
+    except MesoslikeError as exc:
+        die(f"cannot start the service scheduler: {exc}")
+    click.echo(f"service scheduler: REST API and page on {runner.address}/ (`mesoslike app ...`, the marathon client)")
+    return runner
 
 
 def _run_local(master_runtime, command: list[str], environment: dict[str, str]) -> int:

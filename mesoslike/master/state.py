@@ -151,6 +151,7 @@ def render_state(snap: StateSnapshot) -> dict:
             "connected": line.connected,
             "failover_timeout": line.info.failover_timeout,
             "labels": labels_json(line.info.labels),
+            "webui_url": line.info.webui_url,
             "used": str(used),
             "offered": str(offered_by.get(line.info.id, EMPTY)),
             "dominant_share": stats.framework_shares.get(line.info.id, 0.0),

@@ -138,6 +138,10 @@ class FrameworkInfo:
     principal: str = ""
     #: free-form key/value metadata (Mesos's ``FrameworkInfo.labels``), shown in ``/state``
     labels: list[Label] = labels_field()
+    #: the framework's own web page (Mesos's ``FrameworkInfo.webui_url``): the dashboard links to it
+    webui_url: str = attrs.field(default="", validator=lambda _, __, value: _problem(
+        isinstance(value, str) and len(value) <= _MAX_PATH and (not value or value.startswith(("http://", "https://"))),
+        "webui_url must be an http:// or https:// URL of at most 4096 characters"))
 
 
 # ------------------------------------------------------------ health checks
