@@ -9,6 +9,7 @@ from mesoslike.cli.cluster import agent, local, master
 from mesoslike.cli.fuxi import fuxi
 from mesoslike.cli.keys import keys
 from mesoslike.cli.operations import drain, framework, kill_task_command, reactivate, reserve, unreserve
+from mesoslike.cli.quota import quota, weights
 from mesoslike.cli.run import run
 from mesoslike.cli.simulate import simulate
 from mesoslike.cli.state import state
@@ -23,7 +24,8 @@ def main() -> None:
     """mesoslike: a Mesos-style two-level cluster manager with Fuxi scheduling semantics."""
 
 
-for command in (master, agent, local, run, state, task, framework, simulate, fuxi, keys, reserve, unreserve):
+for command in (master, agent, local, run, state, task, framework, simulate, fuxi, keys, reserve, unreserve, quota,
+                weights):
     main.add_command(command)
 # the operator's commands (docs/operations.rst)
 task.add_command(kill_task_command)

@@ -22,7 +22,7 @@ from mesoslike.ha.url import ZkUrl
 from mesoslike.master.records import MasterConfig
 from mesoslike.master.roles import RolesFileError, load_roles_file
 from mesoslike.master.storage import FileRegistryStore
-from mesoslike.resources import Resources
+from mesoslike.resources import Resources, similar_kind
 
 __all__ = ["master", "agent", "local"]
 
@@ -331,6 +331,7 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
         return
     if not master_address:
         raise click.UsageError("--master is required (or MESOSLIKE_AGENT_MASTER, or MESOSLIKE_MASTER)")
+    _warn_of_near_misses(resources)
     try:
         from mesoslike.credentials import client_keys
 
@@ -359,6 +360,25 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
         pass
     except MesoslikeError as exc:  # e.g. ZooKeeper unreachable at start-up, another agent on the work dir
         die(str(exc))
+
+
+def _warn_of_near_misses(resources: str | None) -> None:
+    """Say which resource names of ``--resources`` look like a typo of one
+    mesoslike knows (``cpu:4`` is offered as a custom resource named
+    ``cpu``, and the cpus are detected): a warning, not an error, since
+    custom resources are allowed. A string that does not parse is left to
+    the agent to refuse."""
+    try:
+        parsed = Resources.parse(resources or "")
+    except MesoslikeError:
+        return
+    for kind in sorted({*parsed.scalars(), *parsed.range_names()}):
+        name = kind.partition("(")[0]
+        near = similar_kind(name)
+        if near is not None:
+            click.echo(f"warning: --resources: {name!r} is not a resource mesoslike knows (did you mean {near}?); "
+                       f"it is offered as a custom resource named {name!r}"
+                       + (f", and {near} is detected" if near in ("cpus", "mem", "disk") else ""), err=True)
 
 
 def _drain_agent(work_dir: str, timeout: float) -> None:
@@ -413,6 +433,7 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
     base = work_dir or tempfile.mkdtemp(prefix="mesoslike-local-")
     try:
         Resources.parse(resources)
+        _warn_of_near_misses(resources)
         config = _master_config(options)
         keys = None if insecure else local_keys(os.path.join(base, "keys"), agents, getpass.getuser())
         master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, roles=roles, insecure=insecure,

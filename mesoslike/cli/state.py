@@ -11,7 +11,7 @@ from mesoslike.attributes import SCALAR, format_value
 from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
 from mesoslike.errors import MesoslikeError
 
-__all__ = ["state", "fetch_state", "format_state"]
+__all__ = ["state", "fetch_state", "format_state", "table"]
 
 #: the most recent completed tasks the tables show (--json has them all)
 COMPLETED_TASKS_SHOWN = 20
@@ -64,7 +64,7 @@ def _ask_for_state(address: str, timeout: float, keys: tuple, if_silent: str = "
     raise MesoslikeError(f"no answer from a master at {address} within {timeout:g}s{if_silent}")
 
 
-def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+def table(rows: list[list[str]], header: list[str]) -> list[str]:
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     return ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
             for row in [header, *rows]]
@@ -75,7 +75,7 @@ def format_state(doc: dict) -> str:
     lines = [f"leader {doc['leader']['id']} at {doc['leader']['address']} (HTTP {doc['leader']['http_address']})",
              f"total {doc['total'] or '-'}; allocated {doc['allocated'] or '-'}", ""]
     lines.append(f"agents ({len(doc['agents'])})")
-    lines += _table([[a["id"], a["hostname"], (a.get("drain_info") or {}).get("state", "active"), a["resources"],
+    lines += table([[a["id"], a["hostname"], (a.get("drain_info") or {}).get("state", "active"), a["resources"],
                       a["used"] or "-", a["available"] or "-",
                       ";".join(f"{k}:{format_value(SCALAR, v) if isinstance(v, float) else v}"   # 3, not 3.0
                                for k, v in sorted(a["attributes"].items())) or "-"]
@@ -84,34 +84,58 @@ def format_state(doc: dict) -> str:
     recovered = doc.get("recovered_agents") or []
     if recovered:   # a new leader's registry knows them; they have not re-registered yet
         lines += ["", f"agents expected back after the failover ({len(recovered)})"]
-        lines += _table([[a["id"], a["hostname"], a["resources"]] for a in recovered], ["id", "hostname", "resources"])
+        lines += table([[a["id"], a["hostname"], a["resources"]] for a in recovered], ["id", "hostname", "resources"])
     lines += ["", f"frameworks ({len(doc['frameworks'])})"]
-    lines += _table([[f["id"], f["name"], f["role"], "yes" if f["connected"] else "no", f"{f['dominant_share']:.3f}",
+    lines += table([[f["id"], f["name"], f["role"], "yes" if f["connected"] else "no", f"{f['dominant_share']:.3f}",
                       f["used"] or "-", f["offered"] or "-", str(len(f["tasks"]))]
                      for f in doc["frameworks"]],
                     ["id", "name", "role", "connected", "share", "used", "offered", "tasks"])
     tasks = [[f["id"], t["id"], t["state"], _health(t.get("healthy")), t["hostname"], t["resources"]]
              for f in doc["frameworks"] for t in f["tasks"]]
-    lines += ["", f"tasks ({len(tasks)})"] + _table(tasks, ["framework", "task", "state", "health", "host",
+    lines += ["", f"tasks ({len(tasks)})"] + table(tasks, ["framework", "task", "state", "health", "host",
                                                              "resources"])
+    lines += _offer_blocker_lines(doc)
     lines += _completed_lines(doc)
     lines += ["", f"offers outstanding: {len(doc['offers'])}"]
-    if doc.get("roles"):
-        lines.append("role shares: " + ", ".join(f"{r} {s:.3f}" for r, s in doc["roles"].items()))
+    lines += _role_lines(doc)
     reservations = {role: r for role, r in (doc.get("reservations") or {}).items() if r["reserved"]}
     if reservations:
         lines += ["", f"reservations ({len(reservations)} roles)"]
-        lines += _table([[role, r["reserved"], r["allocated_reserved"] or "-", r["allocated_unreserved"] or "-"]
+        lines += table([[role, r["reserved"], r["allocated_reserved"] or "-", r["allocated_unreserved"] or "-"]
                          for role, r in reservations.items()],
                         ["role", "reserved", "allocated reserved", "allocated unreserved"])
     dynamic = [[a["id"], a["hostname"], r["role"], r["principal"] or "(anonymous)", r["resources"]]
                for a in [*doc["agents"], *recovered] for r in a.get("reservations", []) if r["type"] == "dynamic"]
     if dynamic:
         lines += ["", f"dynamic reservations ({len(dynamic)})"]
-        lines += _table(dynamic, ["agent", "hostname", "role", "principal", "resources"])
+        lines += table(dynamic, ["agent", "hostname", "role", "principal", "resources"])
     if doc.get("preemption"):
         lines += ["", *_preemption_lines(doc["preemption"])]
     return "\n".join(lines)
+
+
+_table = table   # its old name (cli/fuxi.py imports it)
+
+
+def _offer_blocker_lines(doc: dict) -> list[str]:
+    """Why frameworks get no offers (``offer_blockers`` of each), one line a reason."""
+    lines = []
+    for framework in doc["frameworks"]:
+        for blocker in framework.get("offer_blockers") or []:
+            lines.append(f"  {framework['id']} ({framework['name']}): {blocker['reason']}: {blocker['message']}")
+    return ["", "why frameworks get no offers", *lines] if lines else []
+
+
+def _role_lines(doc: dict) -> list[str]:
+    """Per role with a share, a weight or quota: its share, weight, guarantee, limit, consumption."""
+    shares, weights, quota = doc.get("roles") or {}, doc.get("weights") or {}, doc.get("quota") or {}
+    roles = sorted(set(shares) | set(weights) | set(quota))
+    if not roles:
+        return []
+    rows = [[role, f"{shares[role]:.3f}" if role in shares else "-", f"{weights.get(role, 1.0):g}",
+             (quota.get(role) or {}).get("guarantee") or "-", (quota.get(role) or {}).get("limit") or "-",
+             (quota.get(role) or {}).get("consumed") or "-"] for role in roles]
+    return ["", f"roles ({len(roles)})", *table(rows, ["role", "share", "weight", "guarantee", "limit", "consumed"])]
 
 
 def _health(healthy: object) -> str:
@@ -129,11 +153,11 @@ def _completed_lines(doc: dict) -> list[str]:
     shown = ended[-COMPLETED_TASKS_SHOWN:]
     lines = ["", f"completed tasks ({len(ended)}" + (f", the last {len(shown)}" if len(shown) < len(ended) else "")
              + ")"]
-    lines += _table([[framework, t["id"], t["state"], t["hostname"] or t["agent_id"], t["message"] or "-"]
+    lines += table([[framework, t["id"], t["state"], t["hostname"] or t["agent_id"], t["message"] or "-"]
                      for _, _, framework, t in shown], ["framework", "task", "state", "host", "message"])
     if completed:
         lines += ["", f"completed frameworks ({len(completed)})"]
-        lines += _table([[f["id"], f["name"], f["role"], str(len(f["completed_tasks"])), f.get("removal_reason", "")]
+        lines += table([[f["id"], f["name"], f["role"], str(len(f["completed_tasks"])), f.get("removal_reason", "")]
                          for f in completed], ["id", "name", "role", "tasks", "why"])
     return lines
 

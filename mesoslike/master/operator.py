@@ -1,5 +1,5 @@
 """The operator's writes over HTTP: ``POST /weights`` and ``POST /quota``
-(docs/cluster.rst), and the operations of docs/operations.rst —
+(docs/cluster.rst; read back with ``GET /weights`` and ``GET /quota``), and the operations of docs/operations.rst —
 ``POST /tasks/kill``, ``/frameworks/teardown``, ``/agents/drain``,
 ``/agents/reactivate``, ``/reserve`` and ``/unreserve``. Each needs the ACL permission :data:`PERMISSIONS`
 names (docs/security.rst).
@@ -26,6 +26,7 @@ from mesoslike.errors import MesoslikeError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.master.http import Action, request_authorization
 from mesoslike.master.operations import Conflict, NotFound
+from mesoslike.master.state import quota_by_role, quota_json, weights_json
 
 __all__ = ["OperatorWrites", "LeadingMaster", "PERMISSIONS", "weights_request", "quota_request", "named"]
 
@@ -71,13 +72,15 @@ def weights_request(request: object) -> dict[str, float]:
     return request
 
 
-def quota_request(request: object) -> tuple[str, str | None, str | None]:
-    """``{"role": R, "guarantee": "RESOURCES", "limit": "RESOURCES"}`` -> (role, guarantee, limit)."""
+def quota_request(request: object) -> tuple[str, str | None, str | None, bool]:
+    """``{"role": R, "guarantee": "RESOURCES", "limit": "RESOURCES", "force": false}``
+    -> (role, guarantee, limit, force)."""
     if not isinstance(request, dict) or not isinstance(request.get("role"), str) \
-            or not set(request) <= {"role", "guarantee", "limit"} \
-            or not all(isinstance(request[k], str) for k in ("guarantee", "limit") if k in request):
-        raise ValueError('expected {"role": R, "guarantee": "RESOURCES", "limit": "RESOURCES"}')
-    return request["role"], request.get("guarantee"), request.get("limit")
+            or not set(request) <= {"role", "guarantee", "limit", "force"} \
+            or not all(isinstance(request[k], str) for k in ("guarantee", "limit") if k in request) \
+            or not isinstance(request.get("force", False), bool):
+        raise ValueError('expected {"role": R, "guarantee": "RESOURCES", "limit": "RESOURCES", "force": false}')
+    return request["role"], request.get("guarantee"), request.get("limit"), request.get("force", False)
 
 
 def named(request: object, required: tuple[str, ...], optional: dict[str, type | tuple[type, ...]]) -> dict:
@@ -119,6 +122,22 @@ class OperatorWrites:
                 "/frameworks/teardown": self.post_teardown, "/agents/drain": self.post_drain,
                 "/agents/reactivate": self.post_reactivate, "/reserve": self.post_reserve,
                 "/unreserve": self.post_unreserve}
+
+    @property
+    def views(self) -> dict[str, Callable[[], tuple[str, bytes]]]:
+        """The reads of what the writes set: ``GET /quota`` (Mesos's
+        ``configs``, with what each role consumes) and ``GET /weights``
+        (Mesos's ``[{"role", "weight"}]``). A master that does not lead
+        answers ``{"is_leader": false, "leader": {...}}``."""
+        return {"/quota": lambda: self._read(lambda core: quota_json(quota_by_role(core))),
+                "/weights": lambda: self._read(lambda core: weights_json(core.allocator.weights()))}
+
+    def _read(self, view: Callable[[MasterCore], object]) -> tuple[str, bytes]:
+        master = self._master
+        with master.stored:
+            core = master.serving_core()
+            document = view(core) if core is not None else {"is_leader": False, "leader": master.leader_info()}
+        return "application/json", json.dumps(document).encode()
 
     @property
     def permissions(self) -> dict[str, str]:
@@ -177,9 +196,17 @@ class OperatorWrites:
         return self._write(body, lambda core, request: ({}, core.update_weights(weights_request(request))))
 
     def post_quota(self, body: bytes) -> tuple[int, object]:
-        """``POST /quota {"role": R, "guarantee": "cpus:2", "limit": "cpus:8"}``
-        (neither: clear the role's quota); answered once the registry holds it."""
-        return self._write(body, lambda core, request: ({}, core.update_quota(*quota_request(request))))
+        """``POST /quota {"role": R, "guarantee": "cpus:2", "limit": "cpus:8", "force": false}``
+        (neither: clear the role's quota); answered once the registry holds
+        it. Unless ``force``, refused (400) for a resource name the cluster
+        does not know (with the name it looks like) or a guarantee beyond
+        the cluster's capacity, as Mesos's master refuses them."""
+        def apply(core: MasterCore, request: object) -> tuple[dict, list[Send]]:
+            role, guarantee, limit, force = quota_request(request)
+            if not force and (guarantee is not None or limit is not None):
+                core.allocator.check_quota(role, guarantee, limit)
+            return {}, core.update_quota(role, guarantee, limit)
+        return self._write(body, apply)
 
     def _write(self, body: bytes, apply: Callable[[MasterCore, object], tuple[dict, list[Send]]],
                store: bool = True) -> tuple[int, object]:
