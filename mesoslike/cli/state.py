@@ -11,7 +11,7 @@ from mesoslike.attributes import SCALAR, format_value
 from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
 from mesoslike.errors import MesoslikeError
 
-__all__ = ["state", "fetch_state", "format_state", "table"]
+__all__ = ["state", "fetch_state", "format_state", "table", "handshake_refusal", "NEEDS_KEYS"]
 
 #: the most recent completed tasks the tables show (--json has them all)
 COMPLETED_TASKS_SHOWN = 20
@@ -45,9 +45,26 @@ def fetch_state(master: str, timeout: float = 5.0, key: str | None = None, maste
     return doc
 
 
+#: what a client without keys is told by an authenticated master's refusal
+NEEDS_KEYS = "this master requires keys: pass --key/--master-key or set MESOSLIKE_KEY/MESOSLIKE_MASTER_KEY"
+
+
+def handshake_refusal(address: str, keys: tuple) -> str:
+    """What to tell the user when the master at ``address`` refused the
+    handshake of a client with ``keys`` (its secret certificate or None,
+    the master's public key or None)."""
+    own, master_key = keys
+    if own is None:
+        alone = " (--master-key alone is not enough: it takes listed keys only)" if master_key is not None else ""
+        return f"the master at {address} refused the connection: {NEEDS_KEYS}{alone}"
+    return (f"the master at {address} refused our key: --key (MESOSLIKE_KEY) is not in its credentials, or it is "
+            "not the master whose --master-key (MESOSLIKE_MASTER_KEY) we have")
+
+
 def _ask_for_state(address: str, timeout: float, keys: tuple, if_silent: str = "") -> dict:
     """The document the master at ``address`` answers; ``if_silent`` ends
-    the error when it does not answer in time."""
+    the error when it does not answer in time. A refused handshake is said
+    at once: waiting longer would not change it."""
     from mesoslike.transport import Client
     from mesoslike.wire import messages as m
 
@@ -55,12 +72,15 @@ def _ask_for_state(address: str, timeout: float, keys: tuple, if_silent: str = "
         client.send(m.GetState())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if client.wait(deadline - time.monotonic()):
+            if client.wait(min(0.2, deadline - time.monotonic())):
                 for _, reply in client.receive():
                     if isinstance(reply, m.StateReply):
                         return json.loads(reply.document)
                     if isinstance(reply, m.Error):
                         raise MesoslikeError(f"the master refused: {reply.message}")
+            client.connections()   # reads the connection's events: a refused handshake
+            if client.stats.handshakes_failed:
+                raise MesoslikeError(handshake_refusal(address, keys))
     raise MesoslikeError(f"no answer from a master at {address} within {timeout:g}s{if_silent}")
 
 
