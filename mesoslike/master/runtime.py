@@ -51,6 +51,7 @@ from mesoslike.master.leadership import (Action, BuildCore, Commit, ConfirmLeade
                                          Stored, Tick, TurnEnded, TurnStarted, Unsent, ZnodeChanged, Confirmed,
                                          Fenced)
 from mesoslike.master.operator import PERMISSIONS, OperatorWrites
+from mesoslike.master.sandbox_files import SandboxReads
 from mesoslike.master.records import MasterConfig, clip
 from mesoslike.master.registry import Registry
 from mesoslike.master.roles import RolesConfig
@@ -286,6 +287,7 @@ class MasterRuntime:
                     "/health": lambda: ("application/json", json.dumps(self._health()).encode()),
                     "/metrics": lambda: (METRICS_CONTENT_TYPE, self._metrics()),
                     **self._operator.views,
+                    **SandboxReads(self).views,
                 }, actions=self._operator.actions, workers=self.config.http_workers,
                     timeout=self.config.http_timeout, max_connections=self.config.http_max_connections,
                     tls=http_tls, authorize=self._authorize_http)
