@@ -211,8 +211,10 @@ def reserve(master_address: str, token: str | None, timeout: float, key: str | N
 @click.argument("resources")
 def unreserve(master_address: str, token: str | None, timeout: float, key: str | None, master_key: str | None,
               agent: str, resources: str) -> None:
-    """Unreserve dynamically reserved RESOURCES on agent AGENT, written as
-    /state shows them, e.g. "cpus(analytics,ops):2" (POST /unreserve)."""
+    """Unreserve dynamically reserved RESOURCES on agent AGENT (POST
+    /unreserve), written as /state shows them, e.g. "cpus(analytics,ops):2",
+    or as `mesoslike reserve` took them, "cpus(analytics):2": the role's
+    reservation by this operator."""
     answer = _run(master_address, "/unreserve", {"agent_id": agent, "resources": resources}, token, timeout, key,
                   master_key)
     click.echo(f"agent {answer['agent_id']} ({answer['hostname']}): {answer['unreserved']} unreserved "

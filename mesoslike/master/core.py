@@ -35,7 +35,7 @@ from mesoslike.master.records import (MAX_ATTRIBUTES, MAX_NAME_LENGTH, AgentReco
                                       MasterConfig, TaskRecord, clip, new_status)
 from mesoslike.master.registry import Registry
 from mesoslike.master.reservations import (Conversion, ReservationError, check_reservation_count, framework_reserve,
-                                           operator_reserve, reserver_principals, unreserve)
+                                           operator_reserve, operator_unreserve, reserver_principals, unreserve)
 from mesoslike.master.roles import RolesConfig
 from mesoslike.master.state import state_json
 from mesoslike.observations import LATENCY_BUCKETS, Histogram
@@ -363,12 +363,14 @@ class MasterCore:
         (``cpus(analytics,alice):2``) on the agent become unreserved — with
         credentials, if the ``unreserve_resources`` ACL lets the operator's
         ``principal`` unreserve what each of their reserver principals
-        reserved; as :meth:`reserve_resources` otherwise."""
+        reserved; as :meth:`reserve_resources` otherwise. Written as for
+        :meth:`reserve_resources` (``cpus(analytics):2``), they name what
+        that made: the role's reservation by ``principal``."""
         self._out = []
         record = self._operated_agent(agent)
-        parsed = Resources.parse(resources)
-        conversion = unreserve(parsed)
-        self._authorize_reservation("unreserve_resources", principal, reserver_principals(parsed), "operator")
+        conversion = operator_unreserve(Resources.parse(resources), principal or "")
+        self._authorize_reservation("unreserve_resources", principal, reserver_principals(conversion.removed),
+                                    "operator")
         return self._operator_conversion(record, conversion, "unreserved"), self._flush()
 
     def _authorize_reservation(self, action: str, principal: str | None, targets: list[str], kind: str) -> None:
@@ -387,8 +389,13 @@ class MasterCore:
 
     def _operator_conversion(self, agent: AgentRecord, conversion: Conversion, done: str) -> dict:
         if not agent.info.resources.contains(conversion.removed):
+            held = agent.info.resources
+            static = Resources.sum(held.reserved(role) for role in conversion.removed.reservation_roles())
+            static = static - static.dynamically_reserved()
+            hint = (f"; its {static} is a static reservation (the agent's --resources), which changes only with "
+                    "them" if static and done == "unreserved" else "")
             raise Conflict(f"agent {agent.id} ({clip(agent.info.hostname)}) has no {conversion.removed} "
-                           f"(its resources are {agent.info.resources})")
+                           f"(its resources are {agent.info.resources}){hint}")
         try:
             check_reservation_count(agent.info.resources - conversion.removed + conversion.added)
         except ReservationError as exc:
