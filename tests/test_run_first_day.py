@@ -6,6 +6,7 @@ ends without a spurious handshake error."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -79,3 +80,22 @@ def test_an_authenticated_run_with_its_output_ends_without_a_handshake_error(clu
     assert done.returncode == 0, done.stderr
     assert "[0] hello" in done.stdout
     assert "ERROR" not in done.stderr and "handshake" not in done.stderr, done.stderr
+
+
+def test_state_takes_an_http_master_as_the_operator_commands_do(cluster):
+    cluster.start_local("--agents", "1")
+    by_http = mesoslike("state", "--master", cluster.http, "--json", env=cluster.client_env())
+    assert by_http.returncode == 0, by_http.stderr
+    assert json.loads(by_http.stdout)["leader"]["address"] == cluster.address
+    shown = mesoslike("state", "--master", cluster.http)
+    assert shown.returncode == 0 and "agents (1)" in shown.stdout, shown.stderr
+
+
+@pytest.mark.parametrize("command", [["state"], ["task", "log"], ["task", "kill"], ["agent", "drain"],
+                                     ["quota", "get"], ["weights", "get"]])
+def test_client_commands_wait_as_long_for_the_master_by_default(command):
+    shown = mesoslike(*command, "--help")
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert re.search(r"--timeout FLOAT RANGE Seconds to wait for the master[^.]*\. \[env var: \S+; default: 10\.0;",
+                     text), text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from mesoslike import __version__
-from mesoslike.cli.cluster import agent, local, master
+from mesoslike.cli.cluster import agent, decommission, local, master
 from mesoslike.cli.fuxi import fuxi
 from mesoslike.cli.keys import keys
 from mesoslike.cli.operations import drain, framework, kill_task_command, reactivate, reserve, unreserve
@@ -31,3 +31,4 @@ for command in (master, agent, local, run, state, task, framework, simulate, fux
 task.add_command(kill_task_command)
 agent.add_command(drain)
 agent.add_command(reactivate)
+agent.add_command(decommission)   # the agent's own leaving (SIGUSR1), not the master's drain

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Callable, cast
 
 import click
 
-from mesoslike.cli.options import client_key_options, die, logging_option, option
+from mesoslike.cli.options import client_key_options, die, logging_option, option, timeout_option, token_option
 from mesoslike.errors import MesoslikeError
 
 __all__ = ["operate", "call", "leader_http", "framework", "drain", "reactivate", "kill_task_command", "operator_options", "reserve",
@@ -34,10 +35,8 @@ def operator_options(command: str) -> Callable:
             option("", "--master", "master_address", required=True,
                    help="The master: tcp://HOST:PORT or zk://HOST:PORT[,...]/PATH (its state names the leader's "
                         "HTTP address), or the leader's http(s)://HOST:PORT."),
-            option("", "--token", default=None, show_default="none",
-                   help="The operator's HTTP bearer token (of the credentials file; `mesoslike local` exports it)."),
-            option(command, "--timeout", type=click.FloatRange(min=0, min_open=True), default=10.0,
-                   help="Seconds to wait for the master."),
+            token_option,
+            timeout_option(command),
             client_key_options,
             logging_option(command),
         ]):
@@ -92,7 +91,8 @@ def _request(url: str, request: dict | None, token: str | None, timeout: float) 
         answer = _json(exc.read())
         return exc.code, answer or {"error": exc.reason}
     except (urllib.error.URLError, OSError) as exc:
-        raise MesoslikeError(f"cannot reach the master at {url.rsplit('/', 2)[0]}: {exc}") from None
+        where = urllib.parse.urlsplit(url)
+        raise MesoslikeError(f"cannot reach the master at {where.scheme}://{where.netloc}: {exc}") from None
 
 
 def _json(body: bytes) -> dict | list:

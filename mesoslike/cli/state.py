@@ -8,7 +8,8 @@ import time
 import click
 
 from mesoslike.attributes import SCALAR, format_value
-from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
+from mesoslike.cli.options import (CLIENT_TIMEOUT, client_key_options, config_option, die, logging_option, option,
+                                   timeout_option, token_option)
 from mesoslike.errors import MesoslikeError
 
 __all__ = ["state", "fetch_state", "format_state", "table", "handshake_refusal", "NEEDS_KEYS"]
@@ -17,14 +18,18 @@ __all__ = ["state", "fetch_state", "format_state", "table", "handshake_refusal",
 COMPLETED_TASKS_SHOWN = 20
 
 
-def fetch_state(master: str, timeout: float = 5.0, key: str | None = None, master_key: str | None = None) -> dict:
+def fetch_state(master: str, timeout: float = CLIENT_TIMEOUT, key: str | None = None, master_key: str | None = None,
+                token: str | None = None) -> dict:
     """Ask the master at ``tcp://HOST:PORT`` — or the leader of a ``zk://``
-    group — for its state document. A master that answers it does not lead
-    (a follower, or the leadership just moved) is asked once more, at the
-    leader it names."""
+    group, or the master at ``http(s)://HOST:PORT`` (its ``GET /state``,
+    with ``token`` if given) — for its state document. A master that
+    answers it does not lead (a follower, or the leadership just moved) is
+    asked once more, at the leader it names."""
     from mesoslike.credentials import client_keys
     from mesoslike.locator import resolve_leader
 
+    if master.startswith(("http://", "https://")):
+        return _http_state(master.rstrip("/"), timeout, token)
     keys = client_keys(key, master_key)
 
     address = resolve_leader(master, timeout)
@@ -42,6 +47,16 @@ def fetch_state(master: str, timeout: float = 5.0, key: str | None = None, maste
         if doc.get("is_leader") is False:
             raise MesoslikeError(f"the master at {leader} does not lead either; the leadership is moving, "
                                  "try again in a moment")
+    return doc
+
+
+def _http_state(http: str, timeout: float, token: str | None) -> dict:
+    """``GET /state`` of the master at ``http``, or of the leader it names."""
+    from mesoslike.cli.operations import operate
+
+    doc = operate(http, "/state", None, token, timeout)
+    if not isinstance(doc, dict) or "agents" not in doc:
+        raise MesoslikeError(f"{http}/state is not a master's state document")
     return doc
 
 
@@ -204,17 +219,20 @@ def _preemption_lines(preemption: dict) -> list[str]:
 @click.command()
 @config_option("state")
 @option("", "--master", "master_address", required=True,
-        help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to ask the leader.")
+        help="The master: tcp://HOST:PORT, zk://HOST:PORT[,...]/PATH to ask the leader, or its http(s)://HOST:PORT "
+             "(GET /state; --token if it guards reads).")
 @option("state", "--json", "as_json", is_flag=True, default=False, show_default="off",
         help="Print the raw JSON document (the same as GET /state).")
-@option("state", "--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0,
-        help="Seconds to wait for the master.")
+@timeout_option("state")
+@token_option
 @client_key_options
 @logging_option("state")
-def state(master_address: str, as_json: bool, timeout: float, key: str | None, master_key: str | None) -> None:
-    """Print the cluster state: agents, frameworks, tasks, offers, shares."""
+def state(master_address: str, as_json: bool, timeout: float, token: str | None, key: str | None,
+          master_key: str | None) -> None:
+    """Print the cluster state: agents, frameworks, tasks, offers, shares,
+    roles (weights, quota) and why frameworks get no offers."""
     try:
-        doc = fetch_state(master_address, timeout, key, master_key)
+        doc = fetch_state(master_address, timeout, key, master_key, token)
     except MesoslikeError as exc:
         die(str(exc))
     click.echo(json.dumps(doc, indent=2) if as_json else format_state(doc))

@@ -8,8 +8,9 @@ They run on an HTTP server thread. :class:`OperatorWrites` validates the
 request, applies it to the leading core under the master's lock, hands what
 the core has to say to the master's loop and, for a change of the registry
 (weights, quota, a teardown), waits — releasing the lock — until the loop
-has stored the change, the core is dropped, or ``store_timeout`` passes.
-Operations on the soft state (kill, drain, reactivate) are answered at once.
+has stored the change, the core is dropped, or ``store_timeout`` passes (a drain and
+a reactivation too: the registry keeps drains). Operations on the soft
+state (kill) are answered at once.
 A name the master does not know is answered 404, an operation that does
 not apply (an ambiguous name, a task that ended) 409, with ``error`` saying
 which.
@@ -157,16 +158,16 @@ class OperatorWrites:
             named(request, ("framework_id",), {})["framework_id"]))
 
     def post_drain(self, body: bytes) -> tuple[int, object]:
-        """``POST /agents/drain {"agent": ID_OR_HOSTNAME, "grace": SECONDS}`` (grace 0 if left out)."""
+        """``POST /agents/drain {"agent": ID_OR_HOSTNAME, "grace": SECONDS}``
+        (grace 0 if left out): answered once the registry holds the drain."""
         def apply(core: MasterCore, request: object) -> tuple[dict, list[Send]]:
             fields = named(request, ("agent",), {"grace": (int, float)})
             return core.drain_agent(fields["agent"], fields.get("grace", 0.0))
-        return self._write(body, apply, store=False)
+        return self._write(body, apply)
 
     def post_reactivate(self, body: bytes) -> tuple[int, object]:
-        """``POST /agents/reactivate {"agent": ID_OR_HOSTNAME}``."""
-        return self._write(body, lambda core, request: core.reactivate_agent(named(request, ("agent",), {})["agent"]),
-                           store=False)
+        """``POST /agents/reactivate {"agent": ID_OR_HOSTNAME}``: answered once the registry forgot the drain."""
+        return self._write(body, lambda core, request: core.reactivate_agent(named(request, ("agent",), {})["agent"]))
 
     def post_reserve(self, body: bytes) -> tuple[int, object]:
         """``POST /reserve {"agent_id": ID_OR_HOSTNAME, "resources": "cpus(analytics):2;mem(analytics):1024",

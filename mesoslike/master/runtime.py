@@ -59,7 +59,7 @@ from mesoslike.master.roles_watcher import RolesWatcher
 from mesoslike.master.state import master_metrics, render_state, snapshot, transport_metrics
 from mesoslike.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mesoslike.metrics import exposition, metrics_registry, render
-from mesoslike.observations import QUICK_BUCKETS, LabelledHistograms, Metric, metric
+from mesoslike.observations import NOTICE, QUICK_BUCKETS, LabelledHistograms, Metric, metric
 from mesoslike.master.storage import MemoryRegistryStore, RegistryFencedError, RegistryStore, RegistryWriteError
 from mesoslike.transport import Authenticator, CurveKeys, Server, Waker
 from mesoslike.wire import MasterInfo, WireError
@@ -397,7 +397,7 @@ class MasterRuntime:
                 # waited in the inbox during the blip is handled next
                 self._outbox = list(action.undelivered) + self._outbox
                 self._turn_end = self.clock.now()
-                log.info("master %s leads again under the same znode: soft state kept", self.info.id)
+                log.log(NOTICE, "master %s leads again under the same znode: soft state kept", self.info.id)
             elif isinstance(action, PutAside):
                 self._forget_leader()
                 log.warning("master %s steps down: soft state kept in case the session survives (%s)",
@@ -420,7 +420,7 @@ class MasterRuntime:
                           agent_peers=peers, credentials=self.credentials)
 
     def _log_leads(self, core: MasterCore) -> None:
-        log.info("master %s leads (%d agents and %d frameworks in the registry)", self.info.id,
+        log.log(NOTICE, "master %s leads (%d agents and %d frameworks in the registry)", self.info.id,
                  len(core.registry.agents), len(core.registry.frameworks))
 
     def _load_registry(self) -> list[Action]:
