@@ -312,7 +312,7 @@ class MasterRuntime:
             self._leadership: Leadership[MasterCore] = Leadership.standalone(core)
             self._acting.set()
             self._outbox += self._roles.apply(core)  # before the loop runs: no offer before the roles
-            self._log_leads(core)
+            self._log_leads(core, logging.INFO)
         else:
             assert zk is not None
             stall_after = min(0.25, zk_session_timeout / 6)
@@ -419,8 +419,10 @@ class MasterRuntime:
         return MasterCore(self.clock, self.info, self.config, registry=registry, wall_clock=time.time,
                           agent_peers=peers, credentials=self.credentials)
 
-    def _log_leads(self, core: MasterCore) -> None:
-        log.log(NOTICE, "master %s leads (%d agents and %d frameworks in the registry)", self.info.id,
+    def _log_leads(self, core: MasterCore, level: int = NOTICE) -> None:
+        """Say that this master leads: at the default level (notice) after an
+        election; a standalone master leads from its start (info)."""
+        log.log(level, "master %s leads (%d agents and %d frameworks in the registry)", self.info.id,
                  len(core.registry.agents), len(core.registry.frameworks))
 
     def _load_registry(self) -> list[Action]:
