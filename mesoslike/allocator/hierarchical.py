@@ -1177,12 +1177,15 @@ class HierarchicalAllocator:
         no outstanding offer gets none now (:mod:`mesoslike.allocator.blockers`);
         frameworks holding an offer are left out. A query for people
         (``/state``): it changes nothing an allocation reads, and no cycle
-        calls it. O(F · depth · kinds + G · A + the filters of the frameworks
-        asked about), G the distinct (role, minimum allocatable) pairs among
-        them — O(A + F) with one role and one minimum."""
+        calls it. O(A + F · depth · kinds + G · A' + the filters of the
+        frameworks asked about), A' the active agents with something free,
+        G the distinct (role, minimum allocatable) pairs among the
+        frameworks asked about — O(A + F) with one role and one minimum."""
         now = self.clock.now()
         self._sync_roles()
         agents = [agent for agent in self._agents if agent.active]
+        # once for all: on a busy cluster most agents have nothing free, and the groups need look at the rest only
+        candidates = [agent for agent in agents if self._offerable_at_all(agent)]
         fitting: dict[tuple[str, MinAllocatable | None], list[tuple[Agent, Resources]]] = {}
         out: dict[str, list[OfferBlocker]] = {}
         chosen = self._frameworks.values() if framework_ids is None else \
@@ -1193,8 +1196,8 @@ class HierarchicalAllocator:
             key = (framework.role, framework.min_allocatable)
             if key not in fitting and framework.active and not framework.suppressed:
                 caps = self._caps(framework.role) if self._quota else None
-                fitting[key] = [(agent, offer) for agent in agents if self._offerable_at_all(agent)
-                                and (offer := self._offerable(agent, framework, caps)) is not None]
+                fitting[key] = [(agent, offer) for agent in candidates
+                                if (offer := self._offerable(agent, framework, caps)) is not None]
             out[framework.id] = self._blockers(framework, agents, fitting.get(key, []), now)
         return out
 
