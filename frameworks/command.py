@@ -237,7 +237,8 @@ class CommandScheduler(Scheduler):
             self.progress.too_big = ""   # an agent big enough was offered: it waits for room, not for a bigger agent
             return
         needed = ';'.join(f'{kind}:{wanted[kind]:g}' for kind in short)
-        notice = f"no agent can fit {needed}; the largest offers {';'.join(f'{kind}:{largest[kind]:g}' for kind in short)}"
+        offered = ';'.join(f'{kind}:{largest[kind]:g}' for kind in short)
+        notice = f"no agent can fit {needed}; the largest offers {offered}"
         if notice != self._said_too_big:   # `mesoslike run` says it to the user, once it knows no agent is big enough
             self._said_too_big = notice
             log.info("%s (waiting for a bigger agent)", notice)

@@ -24,8 +24,8 @@ import click
 from mesoslike.cli.options import client_key_options, die, logging_option, option, timeout_option, token_option
 from mesoslike.errors import MesoslikeError
 
-__all__ = ["operate", "call", "leader_http", "framework", "drain", "reactivate", "kill_task_command", "operator_options", "reserve",
-           "unreserve"]
+__all__ = ["operate", "call", "leader_http", "framework", "drain", "reactivate", "kill_task_command", "operator_options",
+           "reserve", "unreserve"]
 
 
 def operator_options(command: str) -> Callable:

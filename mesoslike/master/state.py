@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from mesoslike.master.history import CompletedFramework
     from mesoslike.master.records import TaskRecord
 
-__all__ = ["state_json", "master_metrics", "transport_metrics", "snapshot", "render_state", "StateSnapshot", "FrameworkLine",
-           "quota_by_role", "quota_json", "weights_json"]
+__all__ = ["state_json", "master_metrics", "transport_metrics", "snapshot", "render_state", "StateSnapshot",
+           "FrameworkLine", "quota_by_role", "quota_json", "weights_json", "webui_url", "labels_json"]
 
 EMPTY = Resources()
 
