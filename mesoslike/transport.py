@@ -742,11 +742,21 @@ class Client(_Endpoint):
         self._identity = identity or os.urandom(8)
         #: with ``server_key``: CURVE, to that server only (a one-time pair if no ``keys``)
         self._keys = keys if keys is not None or server_key is None else CurveKeys.generate()
+        self._anonymous = keys is None   # no key of our own (none, or a one-time pair)
         self._server_key = server_key
         self._handshake_failed = False
         #: when to try a refused handshake again (see :meth:`_watch`)
         self._handshake_retry_at: float | None = None
         self._monitor = self._connect()
+
+    def handshake_problem(self) -> str:
+        """Why a failed handshake failed, as far as this side can tell: a
+        client that sent no key of its own cannot have had it refused."""
+        if self._server_key is None:
+            return "the server requires keys (CURVE), and this client has none"
+        if self._anonymous:
+            return "the server takes listed keys only, and this client has no key of its own"
+        return "it refused our key, or it is not the server whose key we were given"
 
     def _close_extras(self) -> None:
         self._socket.disable_monitor()
@@ -783,9 +793,8 @@ class Client(_Endpoint):
                 # leader that has not read its credentials or its jobs' keys
                 # yet: a socket made anew tries again after a pause
                 if not self._handshake_failed:
-                    log.error("the handshake with %s failed (%s): it refused our key, or it is not the server "
-                              "whose key we were given; trying again every %gs", self.address,
-                              zmq.Event(kind).name, self._reconnect_max_ms / 1000)
+                    log.error("the handshake with %s failed (%s): %s; trying again every %gs", self.address,
+                              zmq.Event(kind).name, self.handshake_problem(), self._reconnect_max_ms / 1000)
                 self._handshake_failed = True
                 self._handshake_retry_at = time.monotonic() + self._reconnect_max_ms / 1000
                 self.stats.handshakes_failed += 1

@@ -136,16 +136,20 @@ def test_sigterm_stops_the_agent_and_its_tasks_keep_running_for_the_next_agent(c
     assert [s.state for s in scheduler.terminal("t1")] == [TaskState.FINISHED]
 
 
-def test_drain_kills_the_tasks_killed_and_the_master_removes_the_agent_at_once(cluster, cgroups_root):
+@pytest.mark.parametrize("command", [["agent", "decommission"], ["agent", "--drain"]])   # the old name still works
+def test_decommission_kills_the_tasks_killed_and_the_master_removes_the_agent_at_once(cluster, cgroups_root,
+                                                                                       command):
     # pings every 30 s: a removal within seconds can only come from the agent unregistering
     cluster.start_master("--ping-interval", "30")
     scheduler, agent, pids = launch(cluster, {"t1": 0, "t2": 0}, "--cgroups-root", cgroups_root)
     started = time.monotonic()
-    drain = subprocess.run([sys.executable, "-m", "mesoslike", "agent", "--drain", "--work-dir",
+    drain = subprocess.run([sys.executable, "-m", "mesoslike", *command, "--work-dir",
                             str(cluster.work_root / "a1")], cwd=str(REPO), env=child_env(), capture_output=True,
                            text=True, timeout=60)
     assert drain.returncode == 0, drain.stderr
-    assert "drained" in drain.stdout
+    assert "decommissioned: the agent has unregistered and exited" in drain.stdout
+    deprecated = "`mesoslike agent --drain` is deprecated: it is `mesoslike agent decommission`"
+    assert (deprecated in drain.stderr) == ("--drain" in command), drain.stderr
     assert agent.popen.wait(timeout=10) == 0
     cluster.wait_until(lambda: cluster.state()["agents"] == [], 5, "the master to remove the drained agent")
     removed_in = time.monotonic() - started

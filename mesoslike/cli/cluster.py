@@ -22,7 +22,7 @@ from mesoslike.ha.url import ZkUrl
 from mesoslike.master.records import MasterConfig
 from mesoslike.master.roles import RolesFileError, load_roles_file
 from mesoslike.master.storage import FileRegistryStore
-from mesoslike.resources import Resources
+from mesoslike.resources import Resources, similar_kind
 
 __all__ = ["master", "agent", "local"]
 
@@ -287,11 +287,11 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
 @option("agent", "--gc-disk-watermark", type=click.FloatRange(0, 1, min_open=True), default=0.9,
         help="Remove the oldest ended sandboxes sooner once the work dir's disk is this full (a fraction).")
 @option("agent", "--drain-timeout", callback=_duration, default="30s",
-        help="On SIGUSR1 (drain): how long to wait for the killed tasks' updates to be acknowledged before "
-             "unregistering anyway.")
+        help="On SIGUSR1 (decommission): how long to wait for the killed tasks' updates to be acknowledged "
+             "before unregistering anyway.")
 @option("agent", "--drain", is_flag=True, default=False, show_default="off",
-        help="Do not run an agent: drain the one running on --work-dir (SIGUSR1: its tasks are killed, "
-             "TASK_KILLED, and it unregisters) and wait for it to exit.")
+        help="Deprecated: `mesoslike agent decommission` (the agent of --work-dir kills its tasks, unregisters "
+             "and exits). `mesoslike agent drain` is the master's drain, Mesos's DRAIN_AGENT.")
 @option("agent", "--fetcher-cache-size", callback=_size, default="2GB",
         help="Bytes the fetcher's cache of URIs (<work-dir>/fetcher-cache, for URIs with cache=true) may hold; "
              "the least recently used files are evicted first. 0: nothing is cached.")
@@ -328,20 +328,25 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
 
     SIGTERM or Ctrl-C stops the agent and leaves its tasks running under
     their supervisors: an agent restarted on the same work dir recovers
-    them. SIGUSR1 drains the machine: the tasks are killed (TASK_KILLED) and
-    the agent unregisters, so the master does not wait for it.
+    them. SIGUSR1 (`mesoslike agent decommission`) takes the machine out of
+    the cluster: the tasks are killed (TASK_KILLED) and the agent
+    unregisters and exits, so the master does not wait for it.
 
     `mesoslike agent drain` and `reactivate` ask the master to drain an
-    agent from afar (docs/operations.rst)."""
+    agent from afar, Mesos's DRAIN_AGENT: no offers, its tasks killed after
+    a grace, the agent kept, DRAINED (docs/operations.rst)."""
     if ctx.invoked_subcommand is not None:
         return
     from mesoslike.agent.runtime import AgentRuntime, default_work_dir
 
     if drain:
-        _drain_agent(work_dir or default_work_dir(hostname or socket.gethostname()), drain_timeout)
+        click.echo("warning: `mesoslike agent --drain` is deprecated: it is `mesoslike agent decommission` "
+                   "(`mesoslike agent drain` is the master's drain)", err=True)
+        _decommission(work_dir or default_work_dir(hostname or socket.gethostname()), drain_timeout)
         return
     if not master_address:
         raise click.UsageError("--master is required (or MESOSLIKE_AGENT_MASTER, or MESOSLIKE_MASTER)")
+    _warn_of_near_misses(resources)
     try:
         from mesoslike.credentials import client_keys
 
@@ -376,8 +381,46 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
         die(str(exc))
 
 
-def _drain_agent(work_dir: str, timeout: float) -> None:
-    """``mesoslike agent --drain``: SIGUSR1 to the agent of ``work_dir``, then wait for it to exit."""
+def _warn_of_near_misses(resources: str | None) -> None:
+    """Say which resource names of ``--resources`` look like a typo of one
+    mesoslike knows (``cpu:4`` is offered as a custom resource named
+    ``cpu``, and the cpus are detected): a warning, not an error, since
+    custom resources are allowed. A string that does not parse is left to
+    the agent to refuse."""
+    try:
+        parsed = Resources.parse(resources or "")
+    except MesoslikeError:
+        return
+    for kind in sorted({*parsed.scalars(), *parsed.range_names()}):
+        name = kind.partition("(")[0]
+        near = similar_kind(name)
+        if near is not None:
+            click.echo(f"warning: --resources: {name!r} is not a resource mesoslike knows (did you mean {near}?); "
+                       f"it is offered as a custom resource named {name!r}"
+                       + (f", and {near} is detected" if near in ("cpus", "mem", "disk") else ""), err=True)
+
+
+@click.command("decommission")
+@option("agent", "--work-dir", type=click.Path(file_okay=False), default=None,
+        show_default="<tmp>/mesoslike-<uid>/agent-<hostname>", help="The work dir of the agent to decommission.")
+@option("agent", "--hostname", default=None, show_default="this machine's name",
+        help="The agent's name (finds its default --work-dir).")
+@option("agent", "--drain-timeout", callback=_duration, default="30s",
+        help="How long the agent waits for its killed tasks' updates to be acknowledged before unregistering "
+             "anyway (this command waits that long and 30 s more for it to exit).")
+def decommission(work_dir: str | None, hostname: str | None, drain_timeout: float) -> None:
+    """Take the agent running on this machine (on --work-dir) out of the
+    cluster for good: it kills its tasks (TASK_KILLED), waits for their
+    updates to be acknowledged, unregisters and exits; this command waits
+    for it (SIGUSR1 to the agent does the same). To stop offering an agent
+    and keep it, see `mesoslike agent drain` (the master's drain)."""
+    from mesoslike.agent.runtime import default_work_dir
+
+    _decommission(work_dir or default_work_dir(hostname or socket.gethostname()), drain_timeout)
+
+
+def _decommission(work_dir: str, timeout: float) -> None:
+    """SIGUSR1 to the agent of ``work_dir``, then wait for it to exit."""
     from mesoslike.agent.supervisor import process_start_ticks, read_json
 
     pid_file = os.path.join(work_dir, "meta", "agent.pid")
@@ -389,13 +432,13 @@ def _drain_agent(work_dir: str, timeout: float) -> None:
     if not isinstance(pid, int) or process_start_ticks(pid) != ticks:
         die(f"the agent of {work_dir} (pid {pid}) is not running")
     os.kill(pid, signal.SIGUSR1)
-    click.echo(f"draining the agent of {work_dir} (pid {pid}): its tasks are killed, then it unregisters")
+    click.echo(f"decommissioning the agent of {work_dir} (pid {pid}): its tasks are killed, then it unregisters")
     deadline = time.monotonic() + timeout + 30.0
     while process_start_ticks(pid) == ticks:
         if time.monotonic() > deadline:
             die(f"the agent (pid {pid}) is still running {timeout + 30.0:g} s later")
         time.sleep(0.1)
-    click.echo("drained")
+    click.echo("decommissioned: the agent has unregistered and exited")
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
@@ -432,6 +475,7 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
     base = work_dir or tempfile.mkdtemp(prefix="mesoslike-local-")
     try:
         Resources.parse(resources)
+        _warn_of_near_misses(resources)
         config = _master_config(options)
         keys = None if insecure else local_keys(os.path.join(base, "keys"), agents, getpass.getuser())
         master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, roles=roles, insecure=insecure,

@@ -165,7 +165,7 @@ def serve(master_address, zk_url, ip, port, http_port, quota, name, role, work_d
         # the kept framework id: the master hands this framework's tasks over to it
         driver = _driver(service, name, role, failover_timeout, master_address,
                          state.service.framework_id if state is not None and state.service is not None else "",
-                         key, master_key)
+                         key, master_key, webui_url=f"{page.address}/" if page is not None else "")
         service.attach(driver)
         if state is not None:
             service.recover(state)
@@ -318,13 +318,15 @@ def _service(state, store, config, master_address, work_dir, ip, zk_url, failove
 
 
 def _driver(service, name: str, role: str, failover_timeout: float, master_address: str, framework_id: str,
-            key: str | None = None, master_key: str | None = None):
-    """A driver for the framework, resuming ``framework_id`` (a failover) if there is one."""
-    from mesoslike import FrameworkInfo, SchedulerDriver
+            key: str | None = None, master_key: str | None = None, webui_url: str = ""):
+    """A driver for the framework, resuming ``framework_id`` (a failover) if there is one;
+    ``webui_url``: the service's page, which the master's dashboard links (docs/dashboard.rst)."""
+    from mesoslike import FrameworkInfo, Label, SchedulerDriver
 
     try:
+        labels = [Label("webui_url", webui_url)] if webui_url else []
         return SchedulerDriver(service, FrameworkInfo(name=name, role=role, failover_timeout=failover_timeout,
-                                                      id=framework_id), master_address, key=key,
+                                                      id=framework_id, labels=labels), master_address, key=key,
                                master_key=master_key)
     except MesoslikeError as exc:
         die(str(exc))

@@ -22,7 +22,7 @@ from typing import Callable
 
 import click
 
-from mesoslike.cli.options import client_key_options, die, logging_option, option
+from mesoslike.cli.options import client_key_options, die, logging_option, option, timeout_option, token_option
 from mesoslike.errors import MesoslikeError
 
 __all__ = ["task", "locate_task", "sandbox_file", "read_file", "read_tail", "TaskLocation"]
@@ -161,26 +161,26 @@ def task() -> None:
 
 @task.command("log")
 @option("", "--master", "master_address", required=True,
-        help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to ask the leader.")
+        help="The master: tcp://HOST:PORT, zk://HOST:PORT[,...]/PATH to ask the leader, or its http(s)://HOST:PORT.")
 @option("task", "--framework", "framework_id", default=None, show_default="any",
         help="The task's framework id (needed when tasks of several frameworks have this id).")
 @option("task", "--stderr", "stderr", is_flag=True, default=False, show_default="stdout",
         help="Print the task's stderr instead of its stdout.")
 @option("task", "--follow", "-f", "follow", is_flag=True, default=False, show_default="off",
         help="Keep printing what the task writes until it has ended (or Ctrl-C).")
-@option("task", "--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0,
-        help="Seconds to wait for the master and the agent.")
+@timeout_option("task", "the master and the agent")
+@token_option
 @client_key_options
 @logging_option("task")
 @click.argument("task_id")
 def log(master_address: str, framework_id: str | None, stderr: bool, follow: bool, timeout: float,
-        key: str | None, master_key: str | None, task_id: str) -> None:
+        token: str | None, key: str | None, master_key: str | None, task_id: str) -> None:
     """Print what task TASK_ID wrote to its sandbox's stdout (or stderr),
     found through the master on whichever agent it ran."""
     from mesoslike.cli.state import fetch_state
 
     try:
-        ask = functools.partial(fetch_state, master_address, timeout, key=key, master_key=master_key)
+        ask = functools.partial(fetch_state, master_address, timeout, key=key, master_key=master_key, token=token)
         where = locate_task(ask(), task_id, framework_id)
         if not where.http_address:
             agent = (where.task or {}).get("agent_id", "?")

@@ -43,6 +43,7 @@ __all__ = ["ZooKeeperRegistry", "FencedRegistryStore", "AGENT_BUCKETS", "FRAMEWO
 #   removed_frameworks.K     in the order they were removed ({"first": seq, ...})
 #   weights                  the role weights
 #   quota                    the roles' quota
+#   drains                   the agents the operator drains
 #
 # A ``<path>/registry`` whose data has no "layout" holds a whole registry
 # document (the format before sharding): it is loaded as such and the first
@@ -61,8 +62,8 @@ REGISTRY_LAYOUT = "sharded"
 _RECORD_KINDS = {"agents": (AGENT_BUCKETS, 4), "frameworks": (FRAMEWORK_BUCKETS, 2)}
 _REMOVED_KINDS = ("removed_agents", "removed_frameworks")
 #: sections stored whole, one znode each, named after the section
-_SINGLE_SECTIONS = ("weights", "quota")
-_SHARD_NAME = re.compile(r"(agents|frameworks|removed_agents|removed_frameworks)\.(\d{1,9})|(weights|quota)")
+_SINGLE_SECTIONS = ("weights", "quota", "drains")
+_SHARD_NAME = re.compile(r"(agents|frameworks|removed_agents|removed_frameworks)\.(\d{1,9})|(weights|quota|drains)")
 #: what one operation of a transaction costs beyond its path and data (its
 #: header, version, flags and ACL), rounded up generously
 _OP_OVERHEAD = 128
@@ -81,7 +82,7 @@ def _record_shard(kind: str, item_id: str) -> str:
 
 def _shard_kind(name: str) -> str | None:
     """``agents``, ``frameworks``, ``removed_agents``, ``removed_frameworks`` or
-    ``weights`` or ``quota`` for a shard's name; None for a foreign child."""
+    ``weights``, ``quota`` or ``drains`` for a shard's name; None for a foreign child."""
     match = _SHARD_NAME.fullmatch(name)
     return None if match is None else match.group(1) or match.group(3)
 
@@ -96,7 +97,7 @@ class _Stored:
     members: dict[str, set[str]] = attrs.field(factory=dict)       # record shard -> the ids it (may) hold
     chunks: dict[str, tuple] = attrs.field(factory=dict)           # removed chunk -> (first seq, ids)
     removed: dict[str, tuple[int, list[str]]] = attrs.field(factory=dict)  # list -> (seq of its first id, ids)
-    singles: dict[str, dict] = attrs.field(factory=dict)           # weights / quota -> what they hold
+    singles: dict[str, dict] = attrs.field(factory=dict)           # weights / quota / drains -> what they hold
     stale: set[str] = attrs.field(factory=set)  # record shards holding records that belong elsewhere
 
     @property
@@ -116,7 +117,7 @@ class _Plan:
     members: dict[str, set[str]] = attrs.field(factory=dict)
     chunks: dict[str, tuple | None] = attrs.field(factory=dict)  # None: deleted
     removed: dict[str, tuple[int, list[str]]] = attrs.field(factory=dict)
-    singles: dict[str, dict] = attrs.field(factory=dict)  # weights / quota written (or deleted: {})
+    singles: dict[str, dict] = attrs.field(factory=dict)  # weights / quota / drains written (or deleted: {})
 
     def put(self, name: str, sections: dict) -> bool:
         """Plan to write shard ``name``; False, with the reason in ``refused``, if it cannot be."""

@@ -37,6 +37,7 @@ from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.ha.connection_log import ConnectionLog
 from mesoslike.ha.url import ZkUrl
 from mesoslike.master.storage import RegistryFencedError
+from mesoslike.observations import NOTICE
 
 __all__ = [
     "ZooKeeperError", "RegistryError", "FencingError", "connect", "MasterContender", "LeaderDetector",
@@ -572,7 +573,7 @@ class MasterContender(_GroupWatcher):
                 return  # the connection changed while we read: a fresh refresh follows
             if lowest and not self._leader and self.client.state == KazooState.CONNECTED:
                 self._leader = True
-                log.info("elected leading master (%s)", znode)
+                log.log(NOTICE, "elected leading master (%s)", znode)   # said at the default level
                 self._call_back(self._on_elected)
             elif not lowest and self._leader:
                 self._demote(f"its election znode {znode} is gone or no longer the lowest")

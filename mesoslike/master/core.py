@@ -35,7 +35,7 @@ from mesoslike.master.records import (MAX_ATTRIBUTES, MAX_NAME_LENGTH, AgentReco
                                       MasterConfig, TaskRecord, clip, new_status)
 from mesoslike.master.registry import Registry
 from mesoslike.master.reservations import (Conversion, ReservationError, check_reservation_count, framework_reserve,
-                                           operator_reserve, reserver_principals, unreserve)
+                                           operator_reserve, operator_unreserve, reserver_principals, unreserve)
 from mesoslike.master.roles import RolesConfig
 from mesoslike.master.state import state_json
 from mesoslike.observations import LATENCY_BUCKETS, Histogram
@@ -193,6 +193,10 @@ class MasterCore:
         self._expected_until = now + self.config.agent_reregister_timeout
         self._earlier_peers = {a: p for a, p in self._earlier_peers.items() if a in self._expected_agents}
         self._next_ping_sweep = now if self._earlier_peers else self._next_ping_sweep
+        wall = self._wall_clock()
+        for agent_id, record in sorted(self.registry.drains.items()):
+            if agent_id in self._expected_agents:   # a drain in progress goes on; its kills due as they were
+                self.drains[agent_id] = DrainInfo.from_record(record, now, wall)
         if self.registry.weights:
             self.allocator.update_weights(self.registry.weights)
         for role, record in sorted(self.registry.quota.items()):
@@ -324,18 +328,31 @@ class MasterCore:
                      clip(record.info.hostname), seconds)
         elif drain.state == DRAINING and now + seconds < drain.kill_at:
             drain = attrs.evolve(drain, grace=seconds, kill_at=now + seconds, kill_at_wall=wall + seconds)
-        self.drains[record.id] = drain
+        self._set_drain(record.id, drain)
         self._advance_drain(record, drain, now)
         return self._agent_reply(record), self._flush()
+
+    def _set_drain(self, agent_id: str, drain: DrainInfo | None) -> None:
+        """An agent's drain now (None: none), in the registry too: a new
+        leader goes on with it (Mesos keeps drains in its registry)."""
+        if drain is None:
+            self.drains.pop(agent_id, None)
+        else:
+            self.drains[agent_id] = drain
+        before = self.registry.drains.get(agent_id)
+        self.registry.update_drain(agent_id, drain.to_record() if drain is not None else None)
+        if self.registry.drains.get(agent_id) != before:
+            self._registry_changed()
 
     def reactivate_agent(self, agent: str) -> tuple[dict, list[Send]]:
         """Mesos's REACTIVATE_AGENT: a draining or drained agent is offered
         again (a drain whose grace has not passed kills nothing)."""
         self._out = []
         record = self._operated_agent(agent)
-        drain = self.drains.pop(record.id, None)
+        drain = self.drains.get(record.id)
         if drain is None:
             raise Conflict(f"agent {record.id} ({clip(record.info.hostname)}) is not draining or drained")
+        self._set_drain(record.id, None)
         self.allocator.activate_agent(record.id)
         log.info("operator: agent %s (%s) reactivated (it was %s)", record.id, clip(record.info.hostname),
                  drain.state)
@@ -363,12 +380,14 @@ class MasterCore:
         (``cpus(analytics,alice):2``) on the agent become unreserved — with
         credentials, if the ``unreserve_resources`` ACL lets the operator's
         ``principal`` unreserve what each of their reserver principals
-        reserved; as :meth:`reserve_resources` otherwise."""
+        reserved; as :meth:`reserve_resources` otherwise. Written as for
+        :meth:`reserve_resources` (``cpus(analytics):2``), they name what
+        that made: the role's reservation by ``principal``."""
         self._out = []
         record = self._operated_agent(agent)
-        parsed = Resources.parse(resources)
-        conversion = unreserve(parsed)
-        self._authorize_reservation("unreserve_resources", principal, reserver_principals(parsed), "operator")
+        conversion = operator_unreserve(Resources.parse(resources), principal or "")
+        self._authorize_reservation("unreserve_resources", principal, reserver_principals(conversion.removed),
+                                    "operator")
         return self._operator_conversion(record, conversion, "unreserved"), self._flush()
 
     def _authorize_reservation(self, action: str, principal: str | None, targets: list[str], kind: str) -> None:
@@ -387,8 +406,13 @@ class MasterCore:
 
     def _operator_conversion(self, agent: AgentRecord, conversion: Conversion, done: str) -> dict:
         if not agent.info.resources.contains(conversion.removed):
+            held = agent.info.resources
+            static = Resources.sum(held.reserved(role) for role in conversion.removed.reservation_roles())
+            static = static - static.dynamically_reserved()
+            hint = (f"; its {static} is a static reservation (the agent's --resources), which changes only with "
+                    "them" if static and done == "unreserved" else "")
             raise Conflict(f"agent {agent.id} ({clip(agent.info.hostname)}) has no {conversion.removed} "
-                           f"(its resources are {agent.info.resources})")
+                           f"(its resources are {agent.info.resources}){hint}")
         try:
             check_reservation_count(agent.info.resources - conversion.removed + conversion.added)
         except ReservationError as exc:
@@ -449,9 +473,9 @@ class MasterCore:
         meanwhile forgotten. O(drains)."""
         for agent_id, drain in list(self.drains.items()):
             agent = self.agents.get(agent_id)
-            if agent is None:
-                del self.drains[agent_id]
-            elif drain.state == DRAINING:
+            if agent is None and agent_id not in self._expected_agents:   # removed (not one expected back)
+                self._set_drain(agent_id, None)
+            elif agent is not None and drain.state == DRAINING:
                 self._advance_drain(agent, drain, now)
 
     def _advance_drain(self, agent: AgentRecord, drain: DrainInfo, now: float) -> None:
@@ -462,7 +486,7 @@ class MasterCore:
         if drain.state != DRAINING:
             return
         if not agent.tasks:
-            self.drains[agent.id] = attrs.evolve(drain, state=DRAINED, next_kill=None)
+            self._set_drain(agent.id, attrs.evolve(drain, state=DRAINED, next_kill=None))
             log.info("agent %s (%s) is drained", agent.id, clip(agent.info.hostname))
             return
         if now < drain.kill_at or (drain.next_kill is not None and now < drain.next_kill):
@@ -476,7 +500,7 @@ class MasterCore:
     def _drain_wakeup(self) -> float:
         """When a drain has kills due next (inf: none)."""
         due = [drain.next_kill if drain.next_kill is not None else drain.kill_at
-               for drain in self.drains.values() if drain.state == DRAINING]
+               for agent_id, drain in self.drains.items() if drain.state == DRAINING and agent_id in self.agents]
         return min(due, default=float("inf"))
 
     def _archive_framework(self, record: FrameworkRecord, why: str) -> None:
@@ -505,6 +529,8 @@ class MasterCore:
         assert all(drain.state in (DRAINING, DRAINED) for drain in self.drains.values())
         offered = {offer.agent_id for offer in self.allocator.outstanding_offers()}
         assert not offered & self.drains.keys(), "a draining or drained agent is offered"
+        assert self.registry.drains == {agent_id: drain.to_record() for agent_id, drain in self.drains.items()}, \
+            "the registry's drains are not the drains"
 
     # ================================================================ inputs
     def on_message(self, peer: bytes, message: object, principal: str | None = None) -> list[Send]:
@@ -1799,6 +1825,8 @@ class MasterCore:
             self.agent_principals.hold(info.principal.encode(), info.id)
         self._expected_agents.discard(info.id)
         self._earlier_peers.pop(info.id, None)
+        if info.id in self.drains:   # drained before a failover (the registry kept it): still no offers
+            self.allocator.deactivate_agent(info.id)
         self.registry.admit_agent(info)
         self._registry_changed()
         self._send(peer, m.AgentRegistered(info.id, self.info, self.config.ping_interval, accepts_batches=True))

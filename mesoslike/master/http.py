@@ -36,7 +36,8 @@ from typing import Any, Callable, Generic, Mapping, TypeVar, cast
 from mesoslike.errors import ConfigError
 from mesoslike.secret_files import check_secret_file_mode
 
-__all__ = ["StatusHTTPServer", "Fresh", "Action", "Authorize", "request_authorization", "MAX_BODY", "MAX_HEAD", "CHUNK", "tls_context",
+__all__ = ["StatusHTTPServer", "Fresh", "Action", "Authorize", "request_authorization", "request_query", "ViewError",
+           "MAX_BODY", "MAX_HEAD", "CHUNK", "tls_context",
            "dashboard_files", "DASHBOARD_DIR", "DASHBOARD_HEADERS"]
 
 log = logging.getLogger("mesoslike.master.http")
@@ -420,10 +421,23 @@ _request = threading.local()
 
 
 def request_authorization() -> str | None:
-    """The ``Authorization`` header of the POST this thread is serving (an
-    action that needs to know who asks: the reserving principal of
+    """The ``Authorization`` header of the request this thread is serving
+    (an action that needs to know who asks: the reserving principal of
     ``/reserve``); the server checked it already."""
     return getattr(_request, "authorization", None)
+
+
+def request_query() -> str:
+    """The query string (after ``?``) of the GET this thread is serving, for a view that takes parameters."""
+    return getattr(_request, "query", "")
+
+
+class ViewError(Exception):
+    """Raised by a view: answer ``status`` with ``{"error": message}``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _make_handler(views: dict[str, Callable[[], tuple[str, bytes]]], actions: dict[str, Action],
@@ -470,8 +484,13 @@ def _make_handler(views: dict[str, Callable[[], tuple[str, bytes]]], actions: di
                 self._reply(404, "application/json", json.dumps(
                     {"error": f"no such endpoint {self.path[:200]}", "endpoints": sorted(views)}).encode())
                 return
+            _request.authorization = self.headers.get("Authorization")
+            _request.query = self.path.partition("?")[2]
             try:
                 content_type, body = view()
+            except ViewError as refusal:
+                self._json(refusal.status, {"error": str(refusal)})
+                return
             except Exception:
                 log.exception("HTTP view %s failed", self.path[:200])
                 self._reply(500, "application/json", b'{"error": "internal error"}')

@@ -3,7 +3,7 @@
 What a new leader must know before it serves (docs/ha.rst): the admitted
 agents, the known frameworks with their failover timeouts, the agents and
 frameworks that were removed (they may not come back under their old ids),
-role weights and quota. Everything else — tasks, offers, allocations — is
+role weights and quota, and the agents the operator drains. Everything else — tasks, offers, allocations — is
 soft state, rebuilt from re-registering agents and re-subscribing
 frameworks.
 
@@ -31,6 +31,7 @@ from typing import Any, Mapping
 import attrs
 
 from mesoslike.errors import MesoslikeError
+from mesoslike.master.operations import DrainInfo
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo
 from mesoslike.wire.types import Label
@@ -45,7 +46,7 @@ REGISTRY_FORMAT = 1
 MAX_REMOVED = 10_000
 #: the parts of the registry that are stored whole (agents and frameworks are
 #: tracked record by record)
-SECTIONS = ("removed_agents", "removed_frameworks", "weights", "quota")
+SECTIONS = ("removed_agents", "removed_frameworks", "weights", "quota", "drains")
 
 
 class RegistryFormatError(MesoslikeError, ValueError):
@@ -78,6 +79,8 @@ class Registry:
     weights: dict[str, float] = attrs.field(factory=dict)
     #: role -> {"guarantee": resources string, "limit": resources string} (either may be absent)
     quota: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    #: agent id -> its drain by the operator (``DrainInfo.to_record``: state, grace, started_at, kill_at)
+    drains: dict[str, dict] = attrs.field(factory=dict)
     # changes not stored yet (what changed -> the count of its last change); not part of the registry's value
     _changed: dict[tuple[str, str], int] = attrs.field(factory=dict, init=False, eq=False, repr=False)
     _count: int = attrs.field(default=0, init=False, eq=False, repr=False)
@@ -125,6 +128,16 @@ class Registry:
             self.quota.pop(role, None)
         self._note("sections", "quota")
 
+    def update_drain(self, agent_id: str, record: dict | None) -> None:
+        """Keep an agent's drain (``DrainInfo.to_record()``), or forget it (None)."""
+        if self.drains.get(agent_id) == record:
+            return
+        if record is None:
+            del self.drains[agent_id]
+        else:
+            self.drains[agent_id] = dict(record)
+        self._note("sections", "drains")
+
     def _note(self, kind: str, key: str) -> None:
         self._count += 1
         self._changed[kind, key] = self._count
@@ -157,6 +170,7 @@ class Registry:
             "removed_frameworks": list(self.removed_frameworks),
             "weights": dict(sorted(self.weights.items())),
             "quota": {role: dict(record) for role, record in sorted(self.quota.items())},
+            "drains": {agent_id: dict(record) for agent_id, record in sorted(self.drains.items())},
         }
 
     @classmethod
@@ -217,6 +231,13 @@ class Registry:
                 registry.quota[str(role)] = {key: str(value) for key, value in record.items()}
             except (TypeError, ValueError, AttributeError, MesoslikeError) as exc:
                 log.warning("registry: skipping the quota of role %r: %s", role, exc)
+        drains = document.get("drains", {})
+        for agent_id, record in (drains.items() if isinstance(drains, dict) else ()):
+            try:
+                DrainInfo.from_record(record, 0.0, 0.0)   # raises unless it is one
+                registry.drains[str(agent_id)] = dict(record)
+            except (ValueError, MesoslikeError) as exc:
+                log.warning("registry: skipping the drain of agent %r: %s", agent_id, exc)
         return registry
 
 

@@ -51,6 +51,7 @@ from mesoslike.master.leadership import (Action, BuildCore, Commit, ConfirmLeade
                                          Stored, Tick, TurnEnded, TurnStarted, Unsent, ZnodeChanged, Confirmed,
                                          Fenced)
 from mesoslike.master.operator import PERMISSIONS, OperatorWrites
+from mesoslike.master.sandbox_files import SandboxReads
 from mesoslike.master.records import MasterConfig, clip
 from mesoslike.master.registry import Registry
 from mesoslike.master.roles import RolesConfig
@@ -58,7 +59,7 @@ from mesoslike.master.roles_watcher import RolesWatcher
 from mesoslike.master.state import master_metrics, render_state, snapshot, transport_metrics
 from mesoslike.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mesoslike.metrics import exposition, metrics_registry, render
-from mesoslike.observations import QUICK_BUCKETS, LabelledHistograms, Metric, metric
+from mesoslike.observations import NOTICE, QUICK_BUCKETS, LabelledHistograms, Metric, metric
 from mesoslike.master.storage import MemoryRegistryStore, RegistryFencedError, RegistryStore, RegistryWriteError
 from mesoslike.transport import Authenticator, CurveKeys, Server, Waker
 from mesoslike.wire import MasterInfo, WireError
@@ -285,6 +286,8 @@ class MasterRuntime:
                     "/state": lambda: ("application/json", self._state_view.get().http_body),
                     "/health": lambda: ("application/json", json.dumps(self._health()).encode()),
                     "/metrics": lambda: (METRICS_CONTENT_TYPE, self._metrics()),
+                    **self._operator.views,
+                    **SandboxReads(self).views,
                 }, actions=self._operator.actions, workers=self.config.http_workers,
                     timeout=self.config.http_timeout, max_connections=self.config.http_max_connections,
                     tls=http_tls, authorize=self._authorize_http)
@@ -309,7 +312,7 @@ class MasterRuntime:
             self._leadership: Leadership[MasterCore] = Leadership.standalone(core)
             self._acting.set()
             self._outbox += self._roles.apply(core)  # before the loop runs: no offer before the roles
-            self._log_leads(core)
+            self._log_leads(core, logging.INFO)
         else:
             assert zk is not None
             stall_after = min(0.25, zk_session_timeout / 6)
@@ -394,7 +397,7 @@ class MasterRuntime:
                 # waited in the inbox during the blip is handled next
                 self._outbox = list(action.undelivered) + self._outbox
                 self._turn_end = self.clock.now()
-                log.info("master %s leads again under the same znode: soft state kept", self.info.id)
+                log.log(NOTICE, "master %s leads again under the same znode: soft state kept", self.info.id)
             elif isinstance(action, PutAside):
                 self._forget_leader()
                 log.warning("master %s steps down: soft state kept in case the session survives (%s)",
@@ -416,8 +419,10 @@ class MasterRuntime:
         return MasterCore(self.clock, self.info, self.config, registry=registry, wall_clock=time.time,
                           agent_peers=peers, credentials=self.credentials)
 
-    def _log_leads(self, core: MasterCore) -> None:
-        log.info("master %s leads (%d agents and %d frameworks in the registry)", self.info.id,
+    def _log_leads(self, core: MasterCore, level: int = NOTICE) -> None:
+        """Say that this master leads: at the default level (notice) after an
+        election; a standalone master leads from its start (info)."""
+        log.log(level, "master %s leads (%d agents and %d frameworks in the registry)", self.info.id,
                  len(core.registry.agents), len(core.registry.frameworks))
 
     def _load_registry(self) -> list[Action]:

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from mesoslike.master.history import CompletedFramework
     from mesoslike.master.records import TaskRecord
 
-__all__ = ["state_json", "master_metrics", "transport_metrics", "snapshot", "render_state", "StateSnapshot", "FrameworkLine"]
+__all__ = ["state_json", "master_metrics", "transport_metrics", "snapshot", "render_state", "StateSnapshot",
+           "FrameworkLine", "quota_by_role", "quota_json", "weights_json", "webui_url", "labels_json"]
 
 EMPTY = Resources()
 
@@ -62,6 +63,12 @@ class StateSnapshot:
     drains: Mapping[str, dict] = attrs.field(factory=dict)
     #: agents the registry knows that have not re-registered since this master took over
     recovered_agents: tuple[AgentInfo, ...] = ()
+    #: GET /quota's document (:func:`quota_json`)
+    quota: Mapping[str, dict] = attrs.field(factory=dict)
+    #: role -> weight, of the roles whose weight was set
+    weights: Mapping[str, float] = attrs.field(factory=dict)
+    #: framework id -> why it gets no offers (frameworks holding an offer are left out)
+    offer_blockers: Mapping[str, list[dict]] = attrs.field(factory=dict)
 
 
 def snapshot(core: MasterCore) -> StateSnapshot:
@@ -94,7 +101,47 @@ def snapshot(core: MasterCore) -> StateSnapshot:
         preemption=preemption, completed_frameworks=tuple(core.history.frameworks),
         drains={agent_id: drain.to_json() for agent_id, drain in core.drains.items()},
         recovered_agents=tuple(core.registry.agents[agent_id] for agent_id in core.expected_agents()
-                               if agent_id in core.registry.agents))
+                               if agent_id in core.registry.agents),
+        quota=quota_by_role(core), weights=allocator.weights(),
+        offer_blockers={framework_id: [blocker.to_json() for blocker in blockers]
+                        for framework_id, blockers in allocator.offer_blockers().items()})
+
+
+def quota_by_role(core: MasterCore) -> dict[str, dict]:
+    """Per role with quota: its ``guarantee`` and ``limit`` as set (text,
+    explicit zeros kept; None: none) and what its subtree ``consumed``.
+    O(roles with quota · depth · kinds)."""
+    consumed = core.allocator.quota_status()
+    return {role: {"guarantee": record.get("guarantee"), "limit": record.get("limit"),
+                   "consumed": (consumed.get(role) or {}).get("consumed") or ""}
+            for role, record in sorted(core.registry.quota.items())}
+
+
+def quota_json(quota: Mapping[str, dict]) -> dict:
+    """``GET /quota``: Mesos's ``{"configs": [{"role", "guarantees", "limits"}]}``
+    (amounts as ``{"cpus": {"value": 2.0}}``), each config with the text
+    forms too (``guarantee``, ``limit``, ``consumed``)."""
+    def amounts(text: str | None) -> dict[str, dict[str, float]]:
+        return {kind: {"value": value} for kind, value in _quantities(text).items()}
+    return {"configs": [{"role": role, "guarantees": amounts(entry["guarantee"]), "limits": amounts(entry["limit"]),
+                         **entry} for role, entry in sorted(quota.items())]}
+
+
+def weights_json(weights: Mapping[str, float]) -> list[dict]:
+    """``GET /weights``: Mesos's ``[{"role": R, "weight": W}]``."""
+    return [{"role": role, "weight": weight} for role, weight in sorted(weights.items())]
+
+
+def _quantities(text: str | None) -> dict[str, float]:
+    """``"cpus:2;gpus:0"`` -> ``{"cpus": 2.0, "gpus": 0.0}`` (a quota's text: scalars, zeros kept)."""
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(";"))):
+        name, _, amount = part.partition(":")
+        try:
+            out[name.strip()] = float(amount)
+        except ValueError:
+            continue   # the registry checked it when it was set: never here
+    return out
 
 
 def _ended_line(task: TaskRecord) -> TaskLine:
@@ -119,6 +166,15 @@ def _task_json(line: TaskLine, hostnames: dict[str, str]) -> dict:
         # statuses[].healthy); None: no check, or none has ended yet
         "healthy": status.healthy,
     }
+
+
+def webui_url(labels: list) -> str:
+    """The framework's own page: the value of its label ``webui_url`` when it
+    is an http(s) URL (the dashboard links it), else ``""``."""
+    for label in labels:
+        if label.key == "webui_url" and label.value.startswith(("http://", "https://")) and len(label.value) < 2048:
+            return label.value
+    return ""
 
 
 def labels_json(labels: list) -> list[dict[str, str]]:
@@ -151,10 +207,14 @@ def render_state(snap: StateSnapshot) -> dict:
             "connected": line.connected,
             "failover_timeout": line.info.failover_timeout,
             "labels": labels_json(line.info.labels),
-            "webui_url": line.info.webui_url,
+            # the page it serves, if it names one (Mesos's FrameworkInfo.webui_url; older
+            # frameworks of ours named it in a label webui_url)
+            "webui_url": line.info.webui_url or webui_url(line.info.labels),
             "used": str(used),
             "offered": str(offered_by.get(line.info.id, EMPTY)),
             "dominant_share": stats.framework_shares.get(line.info.id, 0.0),
+            # why it gets no offers now ([] while it holds one): mesoslike.allocator.blockers
+            "offer_blockers": snap.offer_blockers.get(line.info.id, []),
             "tasks": [_task_json(task, hostnames) for task in tasks],
             "completed_tasks": [_task_json(_ended_line(task), hostnames) for task in line.completed],
         })
@@ -209,6 +269,8 @@ def render_state(snap: StateSnapshot) -> dict:
         "allocated": str(stats.allocated),
         "roles_config": snap.roles_config,
         "preemption": snap.preemption,
+        "quota": {role: dict(entry) for role, entry in snap.quota.items()},
+        "weights": dict(snap.weights),
     }
 
 
