@@ -11,7 +11,9 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -149,6 +151,16 @@ def master():
     fake = FakeMaster()
     yield fake
     fake.close()
+
+
+@pytest.fixture
+def traversable_dir():
+    """A directory every user may traverse (pytest's own tmp dirs are 0700), removed afterwards: the work
+    dir of an agent whose tasks switch to another user lies below it."""
+    directory = tempfile.mkdtemp(prefix="mesoslike-agent-")
+    os.chmod(directory, 0o711)
+    yield Path(directory)
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 # ------------------------------------------------------------- a framework

@@ -33,7 +33,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import attrs
 
@@ -55,6 +55,7 @@ from mesoslike.agent.core import (
     LaunchTask,
     SendToExecutor,
     SendToMaster,
+    TaskUsers,
     UpdateContainer,
 )
 from mesoslike.agent.executor import (
@@ -78,6 +79,7 @@ from mesoslike.agent.files import SandboxFiles
 from mesoslike.agent.http import AgentHTTPServer
 from mesoslike.agent.isolation import Isolator, agent_key, select_isolator
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
+from mesoslike.agent.secrets import SecretError, SecretStore
 from mesoslike.attributes import attributes_json
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import ConfigError, ResourcesError
@@ -154,7 +156,15 @@ class AgentRuntime:
         ends; ``mesoslike local`` relies on it to leave no process behind.
         Off (``mesoslike agent``): the tasks run on under their supervisors,
         for the next agent on this work dir to recover.
-    :param environment: base environment of the tasks (default: the agent's).
+    :param environment: the operator's base environment of the tasks
+        (``--executor-environment-variables``; default: a ``PATH`` only) —
+        never the agent's own (docs/framework-api.rst, "The task's environment").
+    :param shared_task_users: unix users that tasks of different principals
+        may share on this agent (``"*"``: any); no other user runs the tasks
+        of two principals at once (docs/security.rst).
+    :param secrets_dir: the directory of the secrets tasks reference
+        (``--secrets-dir``; docs/containers.rst, "Secrets"): it must belong
+        to the agent's user and be closed to others.
     :param rng: source of status update uuids (default seeded by the OS).
     :param http_port: port of the agent's HTTP endpoints (0: any free one;
         None: none). ``http_ip`` is the address it binds.
@@ -208,7 +218,8 @@ class AgentRuntime:
                  fetcher_cache_size: int = DEFAULT_FETCHER_CACHE_SIZE, fetcher_timeout: float = DEFAULT_FETCHER_TIMEOUT,
                  fetcher_max_size: int = DEFAULT_FETCHER_MAX_SIZE,
                  executor_reregistration_timeout: float = EXECUTOR_REREGISTER_TIMEOUT,
-                 executor_registration_timeout: float = EXECUTOR_REGISTER_TIMEOUT) -> None:
+                 executor_registration_timeout: float = EXECUTOR_REGISTER_TIMEOUT,
+                 secrets_dir: str | os.PathLike | None = None, shared_task_users: Iterable[str] = ()) -> None:
         self.master_address = check_master_address(master)  # raises ConfigError naming the problem
         self.switch_user = os.geteuid() == 0 if switch_user is None else switch_user
         if self.switch_user and os.geteuid() != 0:
@@ -255,16 +266,23 @@ class AgentRuntime:
                               version=__version__, checkpoint=True, executor_endpoint=f"ipc://{self.executor_socket}",
                               new_secret=lambda: secrets.token_hex(32),
                               executor_reregister_timeout=executor_reregistration_timeout,
-                              executor_register_timeout=executor_registration_timeout)
+                              executor_register_timeout=executor_registration_timeout,
+                              task_users=TaskUsers(self.switch_user, self._agent_user, frozenset(shared_task_users)))
         self._channel: Server | None = None
         #: what the turn has for executors (sent once its checkpoints are on disk)
         self._executor_outgoing: list[tuple[bytes, object]] = []
         self.isolator: Isolator = select_isolator(isolation, cgroups_root=cgroups_root,
                                                   cpu_quota=cgroups_cpu_quota)
+        secret_store = SecretStore(secrets_dir) if secrets_dir is not None else None
+        if secret_store is not None:
+            try:
+                secret_store.check()
+            except SecretError as exc:
+                raise ConfigError(f"--secrets-dir: {exc}") from None
         self.executor = TaskExecutor(self.work_dir, environment=environment, clock=self.clock,
                                      isolator=self.isolator, recovery_timeout=recovery_timeout,
                                      container_prefix=agent_key(self.hostname, self.work_dir),
-                                     switch_user=self.switch_user, fetcher=fetcher)
+                                     switch_user=self.switch_user, fetcher=fetcher, secrets=secret_store)
         try:
             self.executor.prepare_directories()
         except OSError as exc:
@@ -828,9 +846,12 @@ class AgentRuntime:
             return self.core.on_task_launch_failed(
                 framework_id, task_id, f"the task could not be checkpointed, so it was not started: {why}")
         try:
-            self.executor.launch(framework_id, command.task, command.agent_id)
+            self.executor.launch(framework_id, command.task, command.agent_id, command.framework.principal,
+                                 command.secret_files)
         except LaunchError as exc:
             log.warning("task %s/%s could not start: %s", framework_id, task_id, exc)
+            if exc.reason:
+                return self.core.on_task_launch_failed(framework_id, task_id, str(exc), exc.reason)
             return self.core.on_task_launch_failed(framework_id, task_id, str(exc))
         if queued_at is not None:
             self.launches_started.observe(time.monotonic() - queued_at)
@@ -890,9 +911,12 @@ class AgentRuntime:
 
     def describe_users(self) -> str:
         """Whom the tasks run as, in words (the start-up line)."""
+        shared = self.core.task_users.shared
+        sharing = (f"; tasks of different principals may share {'any user' if '*' in shared else 'user(s) ' + ', '.join(sorted(shared))}"
+                   " (--shared-task-users)" if shared else "")
         if self.switch_user:
-            return "tasks run as their user (--switch-user)"
-        return f"tasks run as the agent's user ({self._agent_user}; --no-switch-user)"
+            return f"tasks run as their user (--switch-user){sharing}"
+        return f"tasks run as the agent's user ({self._agent_user}; --no-switch-user){sharing}"
 
     # ------------------------------------------------------- HTTP's views
     def health_document(self) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import shutil
 import signal
@@ -245,6 +246,22 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
         raise click.BadParameter(f"{value!r} is not a duration (e.g. 90s, 15m, 12h, 7d, 1w)", ctx, param) from None
 
 
+def _environment_json(ctx: click.Context, param: click.Parameter, value: object) -> dict[str, str] | None:
+    """--executor-environment-variables: a JSON object of strings (a TOML table from a config file)."""
+    if value is None or isinstance(value, dict):
+        document = value
+    else:
+        try:
+            document = json.loads(str(value))
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", ctx, param) from None
+    if document is not None and (not isinstance(document, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\0" not in k + v
+            for k, v in document.items())):
+        raise click.BadParameter('expected a JSON object of strings, e.g. {"PATH": "/usr/bin:/bin"}', ctx, param)
+    return document
+
+
 @click.group(invoke_without_command=True)  # its subcommands (drain, reactivate): mesoslike.cli.operations
 @config_option("agent")
 @option("agent", "--master", "master_address", default=None, show_default="required",
@@ -305,13 +322,25 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
 @option("agent", "--executor-registration-timeout", callback=_duration, default="1m",
         help="How long a custom executor's process has, once started, to register before it is killed and its "
              "tasks end TASK_FAILED (REASON_EXECUTOR_REGISTRATION_TIMEOUT).")
+@option("agent", "--secrets-dir", type=click.Path(file_okay=False), default=None, show_default="none",
+        help="Directory of the secrets tasks reference (Secret REFERENCE): <dir>/<principal>/<name>, a principal's "
+             "tasks reaching only its own; owned by the agent's user, files mode 0600 or 0400 "
+             "(docs/containers.rst, Secrets).")
+@option("agent", "--shared-task-users", default="", show_default="none",
+        help="Unix users (comma-separated; * for any) that tasks of different principals may share on this agent. "
+             "Any other user runs the tasks of one principal at a time: a task of another principal as that user is "
+             "refused (TASK_ERROR). Sharing lets them read each other's processes and files (docs/security.rst).")
+@option("agent", "--executor-environment-variables", callback=_environment_json, default=None, show_default="PATH only",
+        help='The base environment of every task, a JSON object ({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}): '
+             "tasks never get the agent's own environment (docs/framework-api.rst).")
 @client_key_options
 @logging_option("agent")
 @click.pass_context
 def agent(ctx: click.Context, master_address, resources, attributes, hostname, port, work_dir, ip, http_port, recover,
           recovery_timeout, isolation, cgroups_root, cgroups_cpu_quota, switch_user, gc_delay, gc_disk_watermark,
           drain_timeout, drain, fetcher_cache_size, fetcher_timeout, fetcher_max_size, executor_reregistration_timeout,
-          executor_registration_timeout, key, master_key) -> None:
+          executor_registration_timeout, secrets_dir, shared_task_users, executor_environment_variables, key,
+          master_key) -> None:
     """Run an agent that runs the tasks its master sends it. With
     --master-key it talks to, and takes commands from, that master only.
 
@@ -344,7 +373,10 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
                                fetcher_cache_size=fetcher_cache_size, fetcher_timeout=fetcher_timeout,
                                fetcher_max_size=fetcher_max_size,
                                executor_reregistration_timeout=executor_reregistration_timeout,
-                               executor_registration_timeout=executor_registration_timeout, on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
+                               executor_registration_timeout=executor_registration_timeout,
+                               secrets_dir=secrets_dir, environment=executor_environment_variables,
+                               shared_task_users=[u.strip() for u in shared_task_users.split(",") if u.strip()],
+                               on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
     except MesoslikeError as exc:
         die(str(exc))
     click.echo(f"agent {runtime.info.hostname} with {runtime.info.resources} -> {master_address}; "
