@@ -178,9 +178,11 @@ class Launcher(RecordingScheduler):
                 driver.decline_offer(offer.id)
                 continue
             self.launched = True
-            driver.launch_tasks([offer.id], [TaskInfo(task_id, offer.agent_id, command, self.resources,
-                                                      kill_grace_period=self.grace)
-                                             for task_id, command in self.tasks.items()])
+            driver.launch_tasks([offer.id], self.tasks_for(offer))
+
+    def tasks_for(self, offer) -> list[TaskInfo]:
+        return [TaskInfo(task_id, offer.agent_id, command, self.resources, kill_grace_period=self.grace)
+                for task_id, command in self.tasks.items()]
 
     def states(self, task_id):
         return [s.state for s in self.statuses(task_id)]

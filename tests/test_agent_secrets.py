@@ -246,3 +246,46 @@ def test_the_store_refuses_names_that_lead_elsewhere(secrets_dir):
     for principal, name in (("", "blob"), ("..", "fwA/blob"), ("fwA", "../fwA/blob"), (".hidden", "x")):
         with pytest.raises(SecretError):
             store.read(principal, name)
+
+
+# ------------------------------------------------- one unix user, one principal
+def test_tasks_of_two_principals_never_share_a_unix_user(master, agent):  # noqa: F811 (fixture)
+    secret = {"DB_PASSWORD": Secret(Secret.VALUE, value=VALUE)}
+    master.send(m.RunTask(FW_A, task("a", "echo $$ > pid; while [ ! -e go ]; do sleep 0.05; done",
+                                     environment_secrets=secret)))
+    assert [master.update("a").state for _ in range(2)] == [TaskState.STARTING, TaskState.RUNNING]
+    directory = sandbox_path(agent.work_dir, FW_A.id, "a")
+    pid = read_pid_file(directory / "pid")
+    # fwB as nobody too: refused, it could read fwA's task's /proc/PID/environ and sandbox
+    master.send(m.RunTask(FW_B, task("b", f"cat /proc/{pid}/environ")))
+    refused = master.update("b")
+    assert (refused.state, refused.reason) == (TaskState.ERROR, "REASON_TASK_UNAUTHORIZED"), refused
+    assert "unix user 'nobody' runs tasks of another principal on this agent" in refused.message
+    assert not sandbox_path(agent.work_dir, FW_B.id, "b").exists()
+    # as another user it runs, and the kernel keeps fwA's task's environment from it
+    master.send(m.RunTask(FW_B, task("c", f"cat /proc/{pid}/environ", user="daemon")))
+    failed = master.updates_until_terminal("c")[-1]
+    assert failed.state == TaskState.FAILED
+    assert "Permission denied" in (sandbox_path(agent.work_dir, FW_B.id, "c") / "stderr").read_text()
+    assert VALUE.decode() not in (sandbox_path(agent.work_dir, FW_B.id, "c") / "stdout").read_text()
+    # once fwA's task has ended nobody is free again, and what fwA's task left is the agent's
+    (directory / "go").touch()
+    assert master.updates_until_terminal("a")[-1].state == TaskState.FINISHED
+    master.send(m.RunTask(FW_B, task("d", f"ls {directory} && echo read || echo refused")))
+    assert master.updates_until_terminal("d")[-1].state == TaskState.FINISHED
+    assert (sandbox_path(agent.work_dir, FW_B.id, "d") / "stdout").read_text() == "refused\n"
+
+
+def test_the_operator_may_let_principals_share_a_user(master, traversable_dir):  # noqa: F811 (fixture)
+    runtime = AgentRuntime(master.address, "cpus:1;mem:256", hostname="h5", work_dir=traversable_dir / "h5",
+                           isolation="posix", shared_task_users=["nobody"]).start()
+    try:
+        master.register()
+        assert "tasks of different principals may share user(s) nobody" in runtime.describe_users()
+        master.send(m.RunTask(FW_A, task("a", "sleep 30")))
+        assert [master.update("a").state for _ in range(2)] == [TaskState.STARTING, TaskState.RUNNING]
+        master.send(m.RunTask(FW_B, task("b", "true")))
+        assert [s.state for s in master.updates_until_terminal("b")] == [TaskState.STARTING, TaskState.RUNNING,
+                                                                          TaskState.FINISHED]
+    finally:
+        runtime.stop()

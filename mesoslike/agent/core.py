@@ -1038,7 +1038,8 @@ class AgentCore:
             record = _Task(framework, task, holds_resources=False)
             self._tasks[key] = record
             return self._update(record, TaskState.ERROR, problem, reason=reason)
-        record = _Task(framework, task, holds_resources=True)
+        # the launch carries the secrets' values; the record keeps none (what it reports, checkpoints, shows)
+        record = _Task(framework, without_secret_values(task), holds_resources=True)
         self._tasks[key] = record
         self._used = self._used + task.resources
         log.info("launching task %s/%s: %s", framework.id, task.task_id, task.command)

@@ -51,12 +51,17 @@ def _secret(env: Mapping[str, str]) -> str:
     name = env.get(x.SECRET_FILE_ENV, "")
     if not name:
         return env.get(x.SECRET_ENV, "")
-    path = os.path.join(env.get("MESOS_SANDBOX") or env.get("MESOSLIKE_SANDBOX") or os.getcwd(), name)
-    try:
-        with open(path, encoding="ascii") as source:
-            return source.read().strip()
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the executor's secret from {path} ({x.SECRET_FILE_ENV}): {exc}") from None
+    # below the sandbox: by its absolute path, or — where the directories above it are closed to the
+    # executor's user — from the working directory it was started in, the sandbox
+    sandbox = env.get("MESOS_SANDBOX") or env.get("MESOSLIKE_SANDBOX") or ""
+    problem: Exception | None = None
+    for path in dict.fromkeys((os.path.join(sandbox, name), name) if sandbox else (name,)):
+        try:
+            with open(path, encoding="ascii") as source:
+                return source.read().strip()
+        except (OSError, ValueError) as exc:
+            problem = problem or exc
+    raise ConfigError(f"cannot read the executor's secret {name} ({x.SECRET_FILE_ENV}): {problem}")
 
 
 class ExecutorDriver:
