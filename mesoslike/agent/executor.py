@@ -62,6 +62,7 @@ import attrs
 
 from mesoslike.agent import supervisor as sup
 from mesoslike.agent.environment import base_environment, task_environment, task_variables, user_entry_environment
+from mesoslike.agent.files import SandboxOwners
 from mesoslike.agent.gc import RunDirRemover
 from mesoslike.agent.health import HEALTH_FILE, read_health
 from mesoslike.agent.isolation import Container, Isolator, PosixIsolator, agent_key
@@ -341,6 +342,8 @@ class TaskExecutor:
         self.agent_pid_file = self.work_dir / "meta" / "agent.pid"
         self._environment = dict(environment) if environment is not None else None
         self.secrets = secrets
+        #: whose each framework directory of the sandboxes is (the agent's /files ask)
+        self.sandbox_owners = SandboxOwners(self.work_dir / "meta" / "sandbox-owners")
         #: HOME, USER, LOGNAME of the agent's user: its tasks' when they do not switch
         self._own_user = _own_user_environment()
         self.clock = clock or SystemClock()
@@ -462,6 +465,7 @@ class TaskExecutor:
             sandbox = self._make_sandbox(framework_id, task.task_id)
             run_dir = run_dir_path(self.work_dir, framework_id, task.task_id)
             self._make_run_dir(run_dir)
+            self.sandbox_owners.record(sandbox.parent.name, principal)
             secrets = self._resolve_secrets(task, principal, sandbox, run_dir, secret_files)
             container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources)
             self._write_run_files(run_dir, framework_id, task, agent_id, sandbox, container, secrets)

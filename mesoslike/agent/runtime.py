@@ -75,11 +75,12 @@ from mesoslike.agent.executor import (
     TaskStarted,
     path_component,
 )
-from mesoslike.agent.files import SandboxFiles
+from mesoslike.agent.files import SandboxAccess, SandboxFiles, launch_secret_files
 from mesoslike.agent.http import AgentHTTPServer
 from mesoslike.agent.isolation import Isolator, agent_key, select_isolator
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
 from mesoslike.agent.secrets import SecretError, SecretStore
+from mesoslike.acl import Credentials
 from mesoslike.attributes import attributes_json
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import ConfigError, ResourcesError
@@ -113,6 +114,21 @@ RECONNECT_MAX = 0.5
 GC_INTERVAL = 60.0
 #: how long a drain waits for the tasks' last updates to be acknowledged (s)
 DEFAULT_DRAIN_TIMEOUT = 30.0
+
+
+def _check_http_secure(ip: str, credentials: Credentials | None, insecure: bool) -> None:
+    """Secure by default, as the master (docs/security.rst): without
+    credentials the HTTP endpoints (the sandboxes: what tasks print) bind
+    loopback only, unless ``insecure`` — then a warning at every start."""
+    if credentials is not None:
+        return
+    if not (ip in ("localhost", "::1") or ip.startswith("127.")) and not insecure:
+        raise ConfigError(f"refusing to serve HTTP on {ip} without --credentials: anyone who reaches it could read "
+                          "every task's sandbox. Give --credentials (the master's file: docs/security.rst), bind "
+                          "127.0.0.1, or pass --insecure")
+    if insecure:
+        log.warning("INSECURE: this agent serves HTTP on %s without authentication (--insecure): anyone who "
+                    "reaches it may read every task's sandbox", ip)
 
 
 def _user_name(uid: int) -> str:
@@ -159,6 +175,10 @@ class AgentRuntime:
     :param environment: the operator's base environment of the tasks
         (``--executor-environment-variables``; default: a ``PATH`` only) —
         never the agent's own (docs/framework-api.rst, "The task's environment").
+    :param credentials: the cluster's credentials file (the master's,
+        ``--credentials``): every HTTP endpoint but ``/health`` then needs a
+        principal's token, and ``/files`` follows ``access_sandboxes``.
+        Without, the endpoints bind loopback only unless ``insecure``.
     :param shared_task_users: unix users that tasks of different principals
         may share on this agent (``"*"``: any); no other user runs the tasks
         of two principals at once (docs/security.rst).
@@ -219,7 +239,8 @@ class AgentRuntime:
                  fetcher_max_size: int = DEFAULT_FETCHER_MAX_SIZE,
                  executor_reregistration_timeout: float = EXECUTOR_REREGISTER_TIMEOUT,
                  executor_registration_timeout: float = EXECUTOR_REGISTER_TIMEOUT,
-                 secrets_dir: str | os.PathLike | None = None, shared_task_users: Iterable[str] = ()) -> None:
+                 secrets_dir: str | os.PathLike | None = None, shared_task_users: Iterable[str] = (),
+                 credentials: Credentials | None = None, insecure: bool = False) -> None:
         self.master_address = check_master_address(master)  # raises ConfigError naming the problem
         self.switch_user = os.geteuid() == 0 if switch_user is None else switch_user
         if self.switch_user and os.geteuid() != 0:
@@ -256,6 +277,9 @@ class AgentRuntime:
         self.kill_tasks_on_exit = kill_tasks_on_exit
         self.recover_mode = recover
         self.http_port, self.http_ip = http_port, http_ip
+        #: the cluster's principals, tokens and ACLs: who may use the HTTP endpoints
+        self.credentials = credentials
+        _check_http_secure(http_ip if http_port is not None else "127.0.0.1", credentials, insecure)
         self.gc_delay, self.gc_disk_watermark, self.gc_interval = gc_delay, gc_disk_watermark, gc_interval
         self.drain_timeout = drain_timeout
         self._on_serving = on_serving
@@ -432,7 +456,9 @@ class AgentRuntime:
     def _serve_http(self) -> None:
         if self.http_port is None:
             return
-        self.http = AgentHTTPServer(self.http_ip, self.http_port, self, SandboxFiles(self.executor.sandbox_root))
+        access = SandboxAccess(self.credentials, self.executor.sandbox_owners) if self.credentials else None
+        files = SandboxFiles(self.executor.sandbox_root, launch_secret_files(self.work_dir / "meta" / "tasks"))
+        self.http = AgentHTTPServer(self.http_ip, self.http_port, self, files, access)
         host = self.http.host if self.http.host not in ("0.0.0.0", "::") else socket.getfqdn()
         self.core.http_address = f"http://{host}:{self.http.port}"
         self.http.start()
