@@ -99,6 +99,9 @@ class Principal:
     key: bytes                                    #: CURVE public key, z85
     kinds: frozenset[str]
     token: str = attrs.field(default="", repr=False)
+    #: the unix user its work runs as where a service maps principals to users (the Fuxi service's job
+    #: workers: docs/security.rst); "" — its own name
+    user: str = ""
 
 
 @attrs.frozen
