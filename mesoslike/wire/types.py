@@ -23,7 +23,7 @@ __all__ = [
     "MAX_FRAMEWORK_MESSAGE", "MAX_EXECUTOR_ID", "EXECUTOR_RUN_PREFIX",
     "Operation", "OperationType", "Launch", "Reserve", "Unreserve", "MAX_OPERATIONS",
     "Secret", "SecretReference", "MAX_SECRET_BYTES", "MAX_TASK_SECRETS", "Image", "Volume", "VolumeSource",
-    "DockerInfo", "ContainerInfo", "MAX_VOLUMES", "without_secret_values",
+    "DockerInfo", "ContainerInfo", "MAX_VOLUMES",
 ]
 
 DEFAULT_REFUSE_SECONDS = 5.0
