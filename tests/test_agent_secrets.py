@@ -289,3 +289,30 @@ def test_the_operator_may_let_principals_share_a_user(master, traversable_dir): 
                                                                           TaskState.FINISHED]
     finally:
         runtime.stop()
+
+
+def test_the_core_frees_a_user_for_another_principal_once_its_last_task_or_executor_ends():
+    import random
+
+    from mesoslike.agent.core import AgentCore, TaskUsers
+    from mesoslike.clock import FakeClock
+    from mesoslike.wire.types import AgentInfo, ExecutorInfo, MasterInfo
+
+    core = AgentCore(FakeClock(100.0), AgentInfo("h", Resources.parse("cpus:4;mem:1024")), rng=random.Random(1),
+                     task_users=TaskUsers(switch_user=True, agent_user="root"))
+    core.tick()
+    core.on_message(m.AgentRegistered("agent-1", MasterInfo("m", "tcp://127.0.0.1:1"), 1.0))
+
+    def run(framework, task_id, user="nobody", **fields) -> str:
+        out = core.on_message(m.RunTask(framework, task(task_id, "true", user, **fields)))
+        return next(c.message.status for c in out if isinstance(getattr(c, "message", None), m.StatusUpdate)).state
+
+    executor = ExecutorInfo("e", "exec sleep 9", Resources.parse("cpus:0.1;mem:8"))
+    assert run(FW_A, "a1") == run(FW_A, "a2") == run(FW_A, "a3", executor=executor) == TaskState.STARTING
+    assert run(FW_B, "b1") == TaskState.ERROR and run(FW_B, "b2", "daemon") == TaskState.STARTING
+    for task_id in ("a1", "a2", "a3"):
+        core.on_task_exited(FW_A.id, task_id, 0)
+    assert run(FW_B, "b3") == TaskState.ERROR          # fwA's executor still runs as nobody
+    core.on_task_exited(FW_A.id, executor.run_id(), 0)
+    assert run(FW_B, "b4") == TaskState.STARTING
+    assert run(FW_A, "a4") == TaskState.ERROR          # now nobody is fwB's

@@ -459,6 +459,8 @@ class AgentCore:
         self.executor_register_timeout = executor_register_timeout
         #: whom tasks run as, and which users principals may share
         self.task_users = task_users or TaskUsers()
+        #: unix user -> principal -> its live tasks and executors running as that user here
+        self._user_holders: dict[str, dict[str, int]] = {}
 
         self._agent_id = ""
         self._registered = False
@@ -826,6 +828,8 @@ class AgentCore:
                 continue
             task = _Task(checkpoint.framework, checkpoint.task, holds_resources=checkpoint.holds_resources and not ended)
             task.phase = _Phase.TERMINATED if ended or not task.holds_resources else _Phase.RECOVERING
+            if task.alive:
+                self._hold_user(task.framework.principal, task.info.user, 1)
             task.state = checkpoint.state
             task.killing = checkpoint.killing
             task.kill_why = checkpoint.kill_why
@@ -1041,6 +1045,7 @@ class AgentCore:
         # the launch carries the secrets' values; the record keeps none (what it reports, checkpoints, shows)
         record = _Task(framework, without_secret_values(task), holds_resources=True)
         self._tasks[key] = record
+        self._hold_user(framework.principal, task.user, 1)
         self._used = self._used + task.resources
         log.info("launching task %s/%s: %s", framework.id, task.task_id, task.command)
         out = self._update(record, TaskState.STARTING, "")
@@ -1064,19 +1069,28 @@ class AgentCore:
         here ("" if it may): the unix user it would run as runs tasks or
         executors of another principal (docs/security.rst, "One unix user,
         one principal"), and the operator did not let principals share it.
-        O(live tasks and executors); nothing in an anonymous cluster."""
+        O(principals running as that user); nothing in an anonymous cluster."""
         unix_user = self.task_users.unix_user(user)
         if not framework.principal or self.task_users.may_share(unix_user):
             return ""
-        holders = [(t.framework.principal, t.info.user) for t in self._tasks.values() if t.alive]
-        holders += [(e.framework.principal, e.run.user) for e in self._executors.values()
-                    if e.phase != _Phase.TERMINATED]
-        if any(principal != framework.principal and self.task_users.unix_user(other) == unix_user
-               for principal, other in holders):
+        if any(principal != framework.principal for principal in self._user_holders.get(unix_user, ())):
             return (f"unix user {unix_user!r} runs tasks of another principal on this agent, and tasks of two "
                     f"principals never share a unix user (each could read the other's processes and files); run "
                     f"as another user, or the operator may let principals share it (--shared-task-users)")
         return ""
+
+    def _hold_user(self, principal: str, user: str, delta: int) -> None:
+        """A live task or executor of ``principal`` asking for ``user``
+        begins (``delta`` 1) or ends (-1): the index :meth:`_user_problem` reads."""
+        unix_user = self.task_users.unix_user(user)
+        holders = self._user_holders.setdefault(unix_user, {})
+        count = holders.get(principal, 0) + delta
+        if count > 0:
+            holders[principal] = count
+        else:
+            holders.pop(principal, None)
+            if not holders:
+                del self._user_holders[unix_user]
 
     def _kill_task(self, msg: m.KillTask) -> list[Command]:
         task = self._tasks.get((msg.framework_id, msg.task_id))
@@ -1158,6 +1172,8 @@ class AgentCore:
 
     def _terminate(self, task: _Task, state: str, message: str, reason: str = "",
                    exit_code: int | None = None, source: str = SOURCE_AGENT) -> list[Command]:
+        if task.alive:
+            self._hold_user(task.framework.principal, task.info.user, -1)
         task.phase = _Phase.TERMINATED
         if task.holds_resources:
             task.holds_resources = False
@@ -1227,6 +1243,7 @@ class AgentCore:
 
     def _add_executor(self, framework: FrameworkInfo, run: TaskInfo, digest: str) -> _Executor:
         executor = _Executor(framework, run, digest)
+        self._hold_user(framework.principal, run.user, 1)
         self._executors[executor.key] = executor
         self._executor_by_digest[executor.digest] = executor.key
         self._used = self._used + executor.info.resources
@@ -1264,6 +1281,7 @@ class AgentCore:
             return out
         record = _Task(framework, task, holds_resources=True)
         self._tasks[key] = record
+        self._hold_user(framework.principal, task.user, 1)
         self._used = self._used + task.resources
         out = []
         if executor is None:
@@ -1474,6 +1492,7 @@ class AgentCore:
         if executor is None or executor.phase == _Phase.TERMINATED:
             return []
         executor.phase = _Phase.TERMINATED
+        self._hold_user(executor.framework.principal, executor.run.user, -1)
         del self._executors[executor.key]
         self._executor_by_digest.pop(executor.digest, None)
         self._used = self._used.subtract_clamped(executor.info.resources)
