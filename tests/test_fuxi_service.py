@@ -140,8 +140,19 @@ def test_each_granted_slot_runs_a_worker_task_that_knows_its_place():
         env = task.environment
         assert env["FUXI_JOB_ID"] == job_id and env["FUXI_UNIT"] == "u" and env["FUXI_SLOT_ID"] == task.task_id
         assert env["FUXI_HOSTNAME"] == "h1" and env["FUXI_ROOM"] == "er1" and "FUXI_APPMASTER" in env
-        # what proves to the AppMaster that it is this slot's worker (issue 12 §2)
-        assert env["FUXI_WORKER_TOKEN"] == worker_token(service.core.job(job_id).token, task.task_id)
+        # what proves to the AppMaster that it is this slot's worker (issue 12 §2): a secret file of its
+        # sandbox the environment names, never the environment itself
+        assert worker_secret(task, "FUXI_WORKER_TOKEN_FILE") == worker_token(service.core.job(job_id).token,
+                                                                             task.task_id).encode()
+        assert not any(worker_token(service.core.job(job_id).token, task.task_id) in value for value in env.values())
+        assert task.user == ""          # a service without credentials: its jobs run as the framework's user
+
+
+def worker_secret(task, variable: str) -> bytes:
+    """The value of the worker secret file the task's ``variable`` names (a SECRET volume of its container)."""
+    (volume,) = [v for v in task.container.volumes if v.container_path == task.environment[variable]]
+    assert volume.source.type == "SECRET" and volume.source.secret is not None
+    return volume.source.secret.value
 
 
 def test_the_first_desire_is_the_instances_and_none_for_units_that_come_after():

@@ -26,8 +26,12 @@ core's commands become driver calls and process actions.
   ``kill_jobs`` ACL allows — may kill it, and an AppMaster may speak only for
   its own job. Every job has two CURVE key pairs of its own
   (:class:`JobKeys`, in its work directory, secret files mode 0600): its
-  AppMaster's, and its workers' (given to the worker tasks in their
-  environment); the AppMaster's port lets in only the workers' key. Without
+  AppMaster's, and its workers' (given to the worker tasks, with each slot's
+  token, as secret files of their sandbox: :meth:`FuxiService._task`); the
+  AppMaster's port lets in only the workers' key. A job's workers run as the
+  unix user of its principal (its ``user`` in the credentials, else its
+  name: as YARN runs a job's containers as its submitter), so that no job
+  reads another's processes or files. Without
   credentials the job server serves anyone, on loopback only unless
   ``insecure``; the AppMaster then proves its job with its token.
 
@@ -71,7 +75,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 
-from mesoslike import ConfigError, Filters, MesoslikeError, Scheduler, TaskInfo, TaskStatus, make_locator
+from mesoslike import (ConfigError, ContainerInfo, Filters, MesoslikeError, Scheduler, Secret, TaskInfo, TaskStatus,
+                       Volume, VolumeSource, make_locator)
 from mesoslike.credentials import Credentials
 from mesoslike.credentials import Refused as NotAuthorized
 from mesoslike.frameworks.fuxi import am_protocol, hard_state, protocol
@@ -148,9 +153,11 @@ APPMASTER_MODULE = "mesoslike.frameworks.fuxi.appmaster"
 WORKER_MODULE = "mesoslike.frameworks.fuxi.worker"
 #: a job's AppMaster authenticates to the job server as this and the job's id (no credentials name may start so)
 APPMASTER_PRINCIPAL = "appmaster/"
-#: the environment a worker task finds its keys in (z85): its own pair, and its AppMaster's public key
-WORKER_PUBLIC_KEY_ENV, WORKER_SECRET_KEY_ENV, APPMASTER_KEY_ENV = (
-    "FUXI_WORKER_PUBLIC_KEY", "FUXI_WORKER_SECRET_KEY", "FUXI_APPMASTER_KEY")
+#: the environment a worker task finds its public keys in (z85): its own, and its AppMaster's
+WORKER_PUBLIC_KEY_ENV, APPMASTER_KEY_ENV = "FUXI_WORKER_PUBLIC_KEY", "FUXI_APPMASTER_KEY"
+#: a worker's secrets: files of its sandbox (mode 0400, its user's), named in its environment by these
+WORKER_SECRET_FILES = {"FUXI_WORKER_TOKEN_FILE": ".fuxi_worker_token",
+                       "FUXI_WORKER_SECRET_KEY_FILE": ".fuxi_worker_key_secret"}
 #: commands that are driver calls: dropped (logged) while no driver is attached
 _DRIVER_COMMANDS = (LaunchSlots, DeclineOffers, KillSlot, SuppressOffers, ReviveOffers, ReconcileTasks)
 
@@ -589,18 +596,33 @@ class FuxiService(Scheduler):
         appmaster = self.appmasters.get(slot.job_id)
         job = self.core.job(slot.job_id)
         keys = self.job_keys.get(slot.job_id)
-        # the master keeps a task's environment out of its logs and /state (docs/security.rst)
-        key_environment = {} if keys is None else {
-            WORKER_PUBLIC_KEY_ENV: keys.worker.public.decode(), WORKER_SECRET_KEY_ENV: keys.worker.secret.decode(),
-            APPMASTER_KEY_ENV: keys.appmaster.public.decode()}
+        public_keys = {} if keys is None else {
+            WORKER_PUBLIC_KEY_ENV: keys.worker.public.decode(), APPMASTER_KEY_ENV: keys.appmaster.public.decode()}
+        # the token and the secret key: files only the worker's user reads (never an environment, which
+        # any process of that user reads in /proc; never in the master's /state, logs or checkpoints)
+        secrets = {"FUXI_WORKER_TOKEN_FILE": am_protocol.worker_token(job.token, slot.id).encode(),
+                   **({"FUXI_WORKER_SECRET_KEY_FILE": keys.worker.secret} if keys is not None else {})}
+        volumes = [Volume(WORKER_SECRET_FILES[name], VolumeSource(VolumeSource.SECRET,
+                                                                  secret=Secret(Secret.VALUE, value=value)), "RO")
+                   for name, value in secrets.items()]
         return TaskInfo(task_id=slot.id, agent_id=slot.agent_id,
                         command=f"exec {shlex.quote(self.python)} -m {WORKER_MODULE}", resources=slot.resources,
                         name=f"{job.spec.name}.{slot.unit}.worker",
                         environment={"FUXI_APPMASTER": appmaster.address if appmaster is not None else "",
                                      "FUXI_SLOT_ID": slot.id, "FUXI_JOB_ID": slot.job_id, "FUXI_UNIT": slot.unit,
                                      "FUXI_HOSTNAME": slot.hostname, "FUXI_ROOM": str(slot.room),
-                                     "FUXI_WORKER_TOKEN": am_protocol.worker_token(job.token, slot.id),
-                                     **key_environment})
+                                     **{name: WORKER_SECRET_FILES[name] for name in secrets}, **public_keys},
+                        user=self.worker_user(job.principal), container=ContainerInfo(volumes=volumes))
+
+    def worker_user(self, principal: str) -> str:
+        """The unix user a job of ``principal`` runs its workers as: the
+        ``user`` of the principal in the service's credentials, else its
+        name; "" (the framework's user) for a job without a principal (a
+        service without credentials)."""
+        if not principal or self.credentials is None:
+            return ""
+        found = self.credentials.principals.get(principal)
+        return found.user if found is not None and found.user else principal
 
     def _decline(self, command: DeclineOffers) -> list[Command]:
         for offer_id in command.offer_ids:

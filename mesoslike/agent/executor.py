@@ -30,8 +30,13 @@ and container and reports ``TASK_FAILED`` (the executor died).
 With ``switch_user`` (the agent's ``--switch-user``) each task runs as its
 ``TaskInfo.user`` (the supervisor switches; :mod:`.supervisor`). The work
 directory is then opened for traversal only (``0711``: a task reaches its
-sandbox by its absolute path), and ``meta`` — launch files hold the tasks'
-environments — is kept ``0700``.
+sandbox by its absolute path). ``meta`` — launch files hold the tasks'
+environments — is always ``0700``, its run files ``0600``.
+
+A task's environment is made from nothing (:mod:`.environment`), never
+the agent's. Its secrets (:mod:`.secrets`) are resolved here and handed to
+its supervisor alone, in a file of the run directory the supervisor
+removes once read.
 """
 
 from __future__ import annotations
@@ -56,10 +61,14 @@ from typing import Mapping, Union
 import attrs
 
 from mesoslike.agent import supervisor as sup
+from mesoslike.agent.environment import base_environment, task_environment, task_variables, user_entry_environment
+from mesoslike.agent.files import SandboxOwners
 from mesoslike.agent.gc import RunDirRemover
 from mesoslike.agent.health import HEALTH_FILE, read_health
 from mesoslike.agent.isolation import Container, Isolator, PosixIsolator, agent_key
 from mesoslike.agent.launcher import SupervisorLauncher
+from mesoslike.agent.secrets import (RUN_DIR_SECRETS, SECRETS_FILE, SecretError, SecretStore, TaskSecrets,
+                                     resolve_task_secrets, write_secrets_file)
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources
@@ -127,7 +136,12 @@ class FetcherSettings:
 
 
 class LaunchError(MesoslikeError):
-    """A task's process could not be started; the message says why."""
+    """A task's process could not be started; the message says why,
+    ``reason`` the update's reason code ("": the command executor's)."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @attrs.frozen
@@ -297,8 +311,9 @@ class TaskExecutor:
 
     :param work_dir: the agent's work directory: sandboxes below
         ``<work_dir>/sandboxes``, run directories below ``<work_dir>/meta/tasks``.
-    :param environment: the base environment of every task (the agent's own
-        ``os.environ`` at launch time when omitted).
+    :param environment: the operator's base environment of every task
+        (``--executor-environment-variables``; default: ``PATH`` only, see
+        :mod:`.environment`) — never the agent's own.
     :param clock: monotonic time for deadlines.
     :param isolator: the tasks' containers (default: posix, nothing enforced).
     :param recovery_timeout: how long a supervisor waits for a gone agent
@@ -312,17 +327,25 @@ class TaskExecutor:
         (:mod:`mesoslike.agent.launcher`) instead of starting an interpreter for each.
     :param fetcher: how the supervisors fetch the tasks' URIs (the cache is
         ``<work_dir>/fetcher-cache``).
+    :param secrets: the agent's secrets directory (``--secrets-dir``), for
+        ``REFERENCE`` secrets; None: a task with one fails to launch.
     """
 
     def __init__(self, work_dir: str | os.PathLike, *, environment: Mapping[str, str] | None = None,
                  clock: Clock | None = None, isolator: Isolator | None = None,
                  recovery_timeout: float = DEFAULT_RECOVERY_TIMEOUT, python: str | None = None,
                  container_prefix: str | None = None, switch_user: bool = False,
-                 fork_supervisors: bool = True, fetcher: FetcherSettings | None = None) -> None:
+                 fork_supervisors: bool = True, fetcher: FetcherSettings | None = None,
+                 secrets: SecretStore | None = None) -> None:
         self.work_dir = Path(work_dir)
         self.sandbox_root = self.work_dir / "sandboxes"
         self.agent_pid_file = self.work_dir / "meta" / "agent.pid"
         self._environment = dict(environment) if environment is not None else None
+        self.secrets = secrets
+        #: whose each framework directory of the sandboxes is (the agent's /files ask)
+        self.sandbox_owners = SandboxOwners(self.work_dir / "meta" / "sandbox-owners")
+        #: HOME, USER, LOGNAME of the agent's user: its tasks' when they do not switch
+        self._own_user = _own_user_environment()
         self.clock = clock or SystemClock()
         self.isolator = isolator or PosixIsolator()
         self.recovery_timeout = recovery_timeout
@@ -394,15 +417,15 @@ class TaskExecutor:
 
     # --------------------------------------------------------------- launch
     def prepare_directories(self) -> None:
-        """With ``switch_user``: the work directory and the sandbox root
-        traversable by the tasks' users (``0711``, not listable), ``meta``
-        (checkpoints and launch files, with the tasks' environments) the
-        agent's only (``0700``)."""
-        if not self.switch_user:
-            return
+        """``meta`` (checkpoints and launch files, with the tasks'
+        environments) the agent's only (``0700``); with ``switch_user`` the
+        work directory and the sandbox root traversable by the tasks' users
+        (``0711``, not listable)."""
         meta = self.work_dir / "meta"
         meta.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(meta, 0o700)                  # first: only then may the work dir open up
+        if not self.switch_user:
+            return
         os.chmod(self.work_dir, 0o711)
         try:
             self.sandbox_root.mkdir(mode=0o711, exist_ok=True)
@@ -424,11 +447,14 @@ class TaskExecutor:
                                   {"pid": os.getpid(), "start_ticks": sup.process_start_ticks(os.getpid())})
         self._pid_file_written = True
 
-    def launch(self, framework_id: str, task: TaskInfo, agent_id: str) -> None:
+    def launch(self, framework_id: str, task: TaskInfo, agent_id: str, principal: str = "",
+               secret_files: Mapping[str, bytes] | None = None) -> None:
         """Start the task's supervisor, which starts the task
         (:class:`TaskStarted` comes from :meth:`poll`). Raises
         :class:`LaunchError` (never anything else) when the sandbox, the
-        container or the supervisor cannot be made."""
+        container, the supervisor or a secret of the task (of a framework
+        of ``principal``; ``secret_files``: more secret files, container
+        path -> bytes) cannot be made."""
         key = (framework_id, task.task_id)
         if key in self._runs:
             raise LaunchError(f"task {framework_id}/{task.task_id} is already running")
@@ -439,8 +465,10 @@ class TaskExecutor:
             sandbox = self._make_sandbox(framework_id, task.task_id)
             run_dir = run_dir_path(self.work_dir, framework_id, task.task_id)
             self._make_run_dir(run_dir)
+            self.sandbox_owners.record(sandbox.parent.name, principal)
+            secrets = self._resolve_secrets(task, principal, sandbox, run_dir, secret_files)
             container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources)
-            self._write_run_files(run_dir, framework_id, task, agent_id, sandbox, container)
+            self._write_run_files(run_dir, framework_id, task, agent_id, sandbox, container, secrets)
             environment = self._supervisor_environment(framework_id, task, sandbox)
             # forked by the launcher (issue 14: an interpreter start per task cost ~40 ms of CPU)
             pid = self.launcher.start(run_dir, environment, run_dir / sup.LOG_FILE) if self.launcher else None
@@ -474,8 +502,16 @@ class TaskExecutor:
         digest = hashlib.sha256(f"{framework_id}\0{task_id}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
         return f"{self.container_prefix}.{path_component(task_id)[:40]}-{digest}.{os.urandom(4).hex()}"
 
+    def _resolve_secrets(self, task: TaskInfo, principal: str, sandbox: Path, run_dir: Path,
+                         secret_files: Mapping[str, bytes] | None) -> TaskSecrets:
+        try:
+            return resolve_task_secrets(task, principal, self.secrets, sandbox=str(sandbox.resolve()),
+                                        run_dir=str(run_dir), extra_files=secret_files)
+        except SecretError as exc:
+            raise LaunchError(str(exc), REASON_CONTAINER_LAUNCH_FAILED) from None
+
     def _write_run_files(self, run_dir: Path, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path,
-                         container: Container) -> None:
+                         container: Container, secrets: TaskSecrets) -> None:
         # the final exit status always fits in place, even on a full disk (writing it takes its space).
         # The run files are not fsynced (issue 14: two fsyncs a launch on the agent's loop): a machine
         # crash ends the supervisor that would read them too, and a killed agent loses no written byte.
@@ -487,11 +523,16 @@ class TaskExecutor:
                   "agent_pid_file": str(self.agent_pid_file), "container": container.to_json(),
                   "user": task.user if self.switch_user else "",
                   "health_check": attrs.asdict(task.health_check) if task.health_check is not None else None,
+                  # where its secret files go (never what they hold): the supervisor removes them at the end,
+                  # /files serves none of them
+                  "secret_files": [path for path, _, _ in secrets.files],
                   "uris": [attrs.asdict(uri) for uri in task.uris],
                   "fetcher": {"cache_dir": str(self.work_dir / FETCHER_CACHE_DIR),
                               "cache_size": self.fetcher.cache_size, "timeout": self.fetcher.timeout,
                               "max_size": self.fetcher.max_size},
                   **self.isolator.launch_spec(container)}
+        if secrets:   # the values: for the supervisor alone (it removes the file once read), 0600 in meta (0700)
+            write_secrets_file(run_dir, secrets)
         # whole before the supervisor is started (it reads it then); one cut short by the agent's death
         # never had a supervisor, and recovery reads it as no container
         _write_new_file(run_dir / sup.LAUNCH_FILE, json.dumps(launch, sort_keys=True).encode())
@@ -508,18 +549,14 @@ class TaskExecutor:
         return sandbox
 
     def _task_environment(self, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path) -> dict[str, str]:
-        env = dict(os.environ if self._environment is None else self._environment)
-        if self.switch_user and task.user:
-            for name in ("HOME", "USER", "LOGNAME"):  # the agent's: the supervisor sets the task user's
-                env.pop(name, None)
-        env.update(task.environment)
-        env.update({
-            "MESOSLIKE_TASK_ID": task.task_id,
-            "MESOSLIKE_FRAMEWORK_ID": framework_id,
-            "MESOSLIKE_AGENT_ID": agent_id,
-            "MESOSLIKE_SANDBOX": str(sandbox.resolve()),
-        })
-        return env
+        """The task's environment without its secrets (:mod:`.environment`):
+        never the agent's own."""
+        switched = self.switch_user and bool(task.user)   # the supervisor sets the task user's HOME, USER
+        base = base_environment(self._environment, None if switched else self._own_user)
+        executor_id = task.executor.executor_id if task.executor is not None else ""
+        return task_environment(base, task.environment,
+                                task_variables(framework_id, task.task_id, agent_id, str(sandbox.resolve()),
+                                               executor_id))
 
     @staticmethod
     def _supervisor_environment(framework_id: str, task: TaskInfo, sandbox: Path) -> dict[str, str]:
@@ -855,7 +892,7 @@ def _launch_container(run_dir: Path) -> Container | None:
 
 
 def _write_new_file(path: Path, data: bytes) -> None:
-    sup.overwrite(str(path), data)   # into a reused run directory's file, if there is one
+    sup.overwrite(str(path), data, mode=0o600)   # into a reused run directory's file, if there is one
 
 
 def _blank_run_files(run_dir: Path, reused: bool) -> None:
@@ -867,8 +904,9 @@ def _blank_run_files(run_dir: Path, reused: bool) -> None:
             sup.overwrite(str(run_dir / name), b" ", create=False)
         except FileNotFoundError:
             pass
-    for stale in (HEALTH_FILE, sup.LAUNCH_FILE + ".cancelled") + ((sup.LOG_FILE,) if reused else ()):
+    for stale in (HEALTH_FILE, sup.LAUNCH_FILE + ".cancelled", SECRETS_FILE) + ((sup.LOG_FILE,) if reused else ()):
         (run_dir / stale).unlink(missing_ok=True)
+    shutil.rmtree(run_dir / RUN_DIR_SECRETS, ignore_errors=True)   # an earlier run's bind-mounted secret files
 
 
 def _write_and_close(fd: int, data: bytes) -> None:
@@ -878,6 +916,16 @@ def _write_and_close(fd: int, data: bytes) -> None:
             view = view[os.write(fd, view):]
     finally:
         os.close(fd)
+
+
+def _own_user_environment() -> dict[str, str]:
+    import pwd
+
+    try:
+        entry = pwd.getpwuid(os.geteuid())
+    except KeyError:
+        return {}
+    return user_entry_environment(entry.pw_name, entry.pw_dir)
 
 
 def _launch_has_health_check(run_dir: Path) -> bool:

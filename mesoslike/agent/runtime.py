@@ -33,7 +33,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import attrs
 
@@ -55,6 +55,7 @@ from mesoslike.agent.core import (
     LaunchTask,
     SendToExecutor,
     SendToMaster,
+    TaskUsers,
     UpdateContainer,
 )
 from mesoslike.agent.executor import (
@@ -74,11 +75,13 @@ from mesoslike.agent.executor import (
     TaskStarted,
     path_component,
 )
-from mesoslike.agent.files import SandboxFiles
+from mesoslike.agent.files import SandboxAccess, SandboxFiles, launch_secret_files
 from mesoslike.agent.images import DEFAULT_CACHE_SIZE, DEFAULT_REGISTRY, IMAGES_DIR, ImageError, ImageStore
 from mesoslike.agent.http import AgentHTTPServer
 from mesoslike.agent.isolation import Isolator, agent_key, select_isolator
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
+from mesoslike.agent.secrets import SecretError, SecretStore
+from mesoslike.acl import Credentials
 from mesoslike.attributes import attributes_json
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import ConfigError, ResourcesError
@@ -112,6 +115,21 @@ RECONNECT_MAX = 0.5
 GC_INTERVAL = 60.0
 #: how long a drain waits for the tasks' last updates to be acknowledged (s)
 DEFAULT_DRAIN_TIMEOUT = 30.0
+
+
+def _check_http_secure(ip: str, credentials: Credentials | None, insecure: bool) -> None:
+    """Secure by default, as the master (docs/security.rst): without
+    credentials the HTTP endpoints (the sandboxes: what tasks print) bind
+    loopback only, unless ``insecure`` — then a warning at every start."""
+    if credentials is not None:
+        return
+    if not (ip in ("localhost", "::1") or ip.startswith("127.")) and not insecure:
+        raise ConfigError(f"refusing to serve HTTP on {ip} without --credentials: anyone who reaches it could read "
+                          "every task's sandbox. Give --credentials (the master's file: docs/security.rst), bind "
+                          "127.0.0.1, or pass --insecure")
+    if insecure:
+        log.warning("INSECURE: this agent serves HTTP on %s without authentication (--insecure): anyone who "
+                    "reaches it may read every task's sandbox", ip)
 
 
 def _user_name(uid: int) -> str:
@@ -155,7 +173,19 @@ class AgentRuntime:
         ends; ``mesoslike local`` relies on it to leave no process behind.
         Off (``mesoslike agent``): the tasks run on under their supervisors,
         for the next agent on this work dir to recover.
-    :param environment: base environment of the tasks (default: the agent's).
+    :param environment: the operator's base environment of the tasks
+        (``--executor-environment-variables``; default: a ``PATH`` only) —
+        never the agent's own (docs/framework-api.rst, "The task's environment").
+    :param credentials: the cluster's credentials file (the master's,
+        ``--credentials``): every HTTP endpoint but ``/health`` then needs a
+        principal's token, and ``/files`` follows ``access_sandboxes``.
+        Without, the endpoints bind loopback only unless ``insecure``.
+    :param shared_task_users: unix users that tasks of different principals
+        may share on this agent (``"*"``: any); no other user runs the tasks
+        of two principals at once (docs/security.rst).
+    :param secrets_dir: the directory of the secrets tasks reference
+        (``--secrets-dir``; docs/containers.rst, "Secrets"): it must belong
+        to the agent's user and be closed to others.
     :param rng: source of status update uuids (default seeded by the OS).
     :param http_port: port of the agent's HTTP endpoints (0: any free one;
         None: none). ``http_ip`` is the address it binds.
@@ -221,7 +251,9 @@ class AgentRuntime:
                  executor_registration_timeout: float = EXECUTOR_REGISTER_TIMEOUT,
                  docker_registry: str = DEFAULT_REGISTRY, docker_config: str | None = None,
                  docker_insecure_registries: tuple[str, ...] = (),
-                 image_cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+                 image_cache_size: int = DEFAULT_CACHE_SIZE,
+                 secrets_dir: str | os.PathLike | None = None, shared_task_users: Iterable[str] = (),
+                 credentials: Credentials | None = None, insecure: bool = False) -> None:
         self.master_address = check_master_address(master)  # raises ConfigError naming the problem
         self.switch_user = os.geteuid() == 0 if switch_user is None else switch_user
         if self.switch_user and os.geteuid() != 0:
@@ -266,6 +298,9 @@ class AgentRuntime:
         self.kill_tasks_on_exit = kill_tasks_on_exit
         self.recover_mode = recover
         self.http_port, self.http_ip = http_port, http_ip
+        #: the cluster's principals, tokens and ACLs: who may use the HTTP endpoints
+        self.credentials = credentials
+        _check_http_secure(http_ip if http_port is not None else "127.0.0.1", credentials, insecure)
         self.gc_delay, self.gc_disk_watermark, self.gc_interval = gc_delay, gc_disk_watermark, gc_interval
         self.drain_timeout = drain_timeout
         self._on_serving = on_serving
@@ -276,16 +311,23 @@ class AgentRuntime:
                               version=__version__, checkpoint=True, executor_endpoint=f"ipc://{self.executor_socket}",
                               new_secret=lambda: secrets.token_hex(32),
                               executor_reregister_timeout=executor_reregistration_timeout,
-                              executor_register_timeout=executor_registration_timeout)
+                              executor_register_timeout=executor_registration_timeout,
+                              task_users=TaskUsers(self.switch_user, self._agent_user, frozenset(shared_task_users)))
         self._channel: Server | None = None
         #: what the turn has for executors (sent once its checkpoints are on disk)
         self._executor_outgoing: list[tuple[bytes, object]] = []
         self.isolator: Isolator = select_isolator(isolation, cgroups_root=cgroups_root,
                                                   cpu_quota=cgroups_cpu_quota)
+        secret_store = SecretStore(secrets_dir) if secrets_dir is not None else None
+        if secret_store is not None:
+            try:
+                secret_store.check()
+            except SecretError as exc:
+                raise ConfigError(f"--secrets-dir: {exc}") from None
         self.executor = TaskExecutor(self.work_dir, environment=environment, clock=self.clock,
                                      isolator=self.isolator, recovery_timeout=recovery_timeout,
                                      container_prefix=agent_key(self.hostname, self.work_dir),
-                                     switch_user=self.switch_user, fetcher=fetcher)
+                                     switch_user=self.switch_user, fetcher=fetcher, secrets=secret_store)
         try:
             self.executor.prepare_directories()
         except OSError as exc:
@@ -435,7 +477,9 @@ class AgentRuntime:
     def _serve_http(self) -> None:
         if self.http_port is None:
             return
-        self.http = AgentHTTPServer(self.http_ip, self.http_port, self, SandboxFiles(self.executor.sandbox_root))
+        access = SandboxAccess(self.credentials, self.executor.sandbox_owners) if self.credentials else None
+        files = SandboxFiles(self.executor.sandbox_root, launch_secret_files(self.work_dir / "meta" / "tasks"))
+        self.http = AgentHTTPServer(self.http_ip, self.http_port, self, files, access)
         host = self.http.host if self.http.host not in ("0.0.0.0", "::") else socket.getfqdn()
         self.core.http_address = f"http://{host}:{self.http.port}"
         self.http.start()
@@ -849,9 +893,12 @@ class AgentRuntime:
             return self.core.on_task_launch_failed(
                 framework_id, task_id, f"the task could not be checkpointed, so it was not started: {why}")
         try:
-            self.executor.launch(framework_id, command.task, command.agent_id)
+            self.executor.launch(framework_id, command.task, command.agent_id, command.framework.principal,
+                                 command.secret_files)
         except LaunchError as exc:
             log.warning("task %s/%s could not start: %s", framework_id, task_id, exc)
+            if exc.reason:
+                return self.core.on_task_launch_failed(framework_id, task_id, str(exc), exc.reason)
             return self.core.on_task_launch_failed(framework_id, task_id, str(exc))
         if queued_at is not None:
             self.launches_started.observe(time.monotonic() - queued_at)
@@ -911,9 +958,12 @@ class AgentRuntime:
 
     def describe_users(self) -> str:
         """Whom the tasks run as, in words (the start-up line)."""
+        shared = self.core.task_users.shared
+        sharing = (f"; tasks of different principals may share {'any user' if '*' in shared else 'user(s) ' + ', '.join(sorted(shared))}"
+                   " (--shared-task-users)" if shared else "")
         if self.switch_user:
-            return "tasks run as their user (--switch-user)"
-        return f"tasks run as the agent's user ({self._agent_user}; --no-switch-user)"
+            return f"tasks run as their user (--switch-user){sharing}"
+        return f"tasks run as the agent's user ({self._agent_user}; --no-switch-user){sharing}"
 
     # ------------------------------------------------------- HTTP's views
     def health_document(self) -> dict:

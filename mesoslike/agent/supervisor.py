@@ -175,15 +175,18 @@ def write_json_atomically(path: str, value: object, durable: bool = True) -> Non
     write_atomically(path, json.dumps(value, sort_keys=True).encode(), durable)
 
 
-def overwrite(path: str, data: bytes, create: bool = True) -> None:
+def overwrite(path: str, data: bytes, create: bool = True, mode: int = 0o644) -> None:
     """Make ``data`` the content of ``path`` in the same file (made if
     missing and ``create``; FileNotFoundError else): written from the
     start, then cut to its length — never to 0, which would free the
     file's block, a discard on a file system mounted with ``discard``
     (issue 14: no file or block made and freed per task). Not atomic for a
-    reader: see :func:`write_run_file`."""
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | (os.O_CREAT if create else 0), 0o644)
+    reader: see :func:`write_run_file`. A file of another ``mode`` (a
+    reused one) gets this one before it is written."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | (os.O_CREAT if create else 0), mode)
     try:
+        if mode != 0o644 and stat.S_IMODE(os.fstat(fd).st_mode) != mode:
+            os.fchmod(fd, mode)
         view, offset = memoryview(data), 0
         while offset < len(data):
             offset += os.pwrite(fd, view[offset:], offset)
@@ -394,6 +397,8 @@ class Supervisor:
         self.user: TaskUser | None = None
         self.env: dict = {}
         self.checker = None          # a health.HealthChecker while the task runs, if it has a check
+        self.check_env: dict = {}    # the environment of its command health checks: the task's without secrets
+        self.secret_files: list = []  # the secret files written for it: removed when it has ended
         self.health_kill = ""        # set by the checker's thread: why the task must be killed
 
     def path(self, name: str) -> str:
@@ -435,7 +440,10 @@ class Supervisor:
         return 0
 
     def prepare(self) -> None:
-        """The task's user (its sandbox given to it) and environment."""
+        """The task's user (its sandbox given to it), environment and
+        secrets (:mod:`.secrets`: the agent's file of them removed at once;
+        the variables in the task's environment only, the files written
+        for its user)."""
         launch = self.launch
         self.user = user = resolve_user(launch["user"]) if launch["user"] else None
         self.env = env = dict(launch["env"])
@@ -443,6 +451,22 @@ class Supervisor:
             give_sandbox(launch["cwd"], user)
             for name, value in (("HOME", user.home), ("USER", user.name), ("LOGNAME", user.name)):
                 env.setdefault(name, value)
+        self.check_env = dict(env)
+        secrets = load_sibling("secrets") if os.path.exists(self.path("secrets.json")) else None
+        if secrets is None:
+            return
+        try:
+            variables, files = secrets.take_secrets(self.run_dir)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise LaunchProblem(f"the task's secrets cannot be read from its run directory: {exc}") from None
+        env.update(variables)
+        uid, gid = (user.uid, user.gid) if user is not None else (os.getuid(), os.getgid())
+        for path, data in files:
+            self.secret_files.append(path)
+            try:
+                secrets.write_secret_file(path, data, uid, gid, launch["cwd"])
+            except OSError as exc:
+                raise LaunchProblem(f"cannot write the secret file {path}: {exc.strerror or exc}") from None
 
     def fetch(self) -> bool:
         """Fetch the task's URIs into its sandbox; False (the run recorded as
@@ -469,7 +493,7 @@ class Supervisor:
             self.health_kill = message
             os.kill(os.getpid(), signal.SIGUSR2)
 
-        checker = health.HealthChecker(check, self.run_dir, cwd=self.launch["cwd"], env=self.env, user=self.user,
+        checker = health.HealthChecker(check, self.run_dir, cwd=self.launch["cwd"], env=self.check_env, user=self.user,
                                        write=write_json_atomically, on_kill=on_kill, say=say)
         checker.start()
         self.checker = checker
@@ -626,6 +650,19 @@ class Supervisor:
         """SIGKILL every process left in the task's cgroups; True if none was left."""
         return kill_cgroups(self.launch.get("cgroups", []))
 
+    def take_back(self) -> None:
+        """The task has ended (or never started): its secret files go, and
+        a switched task's sandbox becomes the agent's again (mode 0700), so
+        that no later task of its user — another principal's, where the
+        operator lets principals share a user — can read what it left."""
+        if self.secret_files:
+            load_sibling("secrets").remove_secret_files(self.secret_files, self.launch["cwd"])
+        if self.user is not None:
+            try:
+                give_sandbox(self.launch["cwd"], TaskUser("", os.getuid(), os.getgid(), [], ""))
+            except OSError as exc:
+                say(f"cannot take the sandbox back from user {self.user.name}: {exc}")
+
     def clean_up(self) -> None:
         """The task's leader has ended: nothing of it may stay behind."""
         deadline = time.monotonic() + CLEANUP_LIMIT
@@ -634,6 +671,7 @@ class Supervisor:
 
     def record(self, exit_code: int | None, signum: int | None, reason: str, message: str) -> None:
         launch = self.launch
+        self.take_back()
         oom_kills = sum(flat_keyed(path).get(key, 0) for path, key in launch.get("oom_events", []))
         peak = read_int(launch["memory_peak"]) if launch.get("memory_peak") else None
         for directory in launch.get("cgroups", []):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import shutil
 import signal
@@ -245,6 +246,22 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
         raise click.BadParameter(f"{value!r} is not a duration (e.g. 90s, 15m, 12h, 7d, 1w)", ctx, param) from None
 
 
+def _environment_json(ctx: click.Context, param: click.Parameter, value: object) -> dict[str, str] | None:
+    """--executor-environment-variables: a JSON object of strings (a TOML table from a config file)."""
+    if value is None or isinstance(value, dict):
+        document = value
+    else:
+        try:
+            document = json.loads(str(value))
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", ctx, param) from None
+    if document is not None and (not isinstance(document, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\0" not in k + v
+            for k, v in document.items())):
+        raise click.BadParameter('expected a JSON object of strings, e.g. {"PATH": "/usr/bin:/bin"}', ctx, param)
+    return document
+
+
 @click.group(invoke_without_command=True)  # its subcommands (drain, reactivate): mesoslike.cli.operations
 @config_option("agent")
 @option("agent", "--master", "master_address", default=None, show_default="required",
@@ -262,7 +279,9 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
         show_default="<tmp>/mesoslike-<uid>/agent-<hostname>",
         help="Directory for task sandboxes (<work-dir>/sandboxes) and the checkpoints a restarted agent "
              "recovers its tasks from (<work-dir>/meta). One agent per work dir.")
-@option("agent", "--ip", default="127.0.0.1", help="Address the agent's HTTP endpoints bind (0.0.0.0: all).")
+@option("agent", "--ip", default="127.0.0.1",
+        help="Address the agent's HTTP endpoints bind (0.0.0.0: all; another than loopback needs --credentials, "
+             "or --insecure).")
 @option("agent", "--http-port", type=_PORT, default=0,
         help="Port of the agent's HTTP endpoints (/files, /state, /monitor/statistics; 0 = any free port). "
              "The agent tells the master, whose /state shows it.")
@@ -315,6 +334,25 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
 @option("agent", "--image-cache-size", callback=_size, default="10GB",
         help="Bytes the unpacked image layers (<work-dir>/images) may take; the least recently used layers "
              "no running task uses are removed first.")
+@option("agent", "--secrets-dir", type=click.Path(file_okay=False), default=None, show_default="none",
+        help="Directory of the secrets tasks reference (Secret REFERENCE): <dir>/<principal>/<name>, a principal's "
+             "tasks reaching only its own; owned by the agent's user, files mode 0600 or 0400 "
+             "(docs/containers.rst, Secrets).")
+@option("agent", "--shared-task-users", default="", show_default="none",
+        help="Unix users (comma-separated; * for any) that tasks of different principals may share on this agent. "
+             "Any other user runs the tasks of one principal at a time: a task of another principal as that user is "
+             "refused (TASK_ERROR). Sharing lets them read each other's processes and files (docs/security.rst).")
+@option("agent", "--credentials", "credentials_file", type=click.Path(dir_okay=False), default=None,
+        show_default="none",
+        help="The cluster's credentials file (the master's): every HTTP endpoint but /health then needs a "
+             "principal's token (Authorization: Bearer TOKEN), and a framework's sandboxes are served only to the "
+             "principals the access_sandboxes ACL allows (docs/agent.rst, Authorization).")
+@option("agent", "--insecure", is_flag=True, default=False, show_default="off",
+        help="Serve HTTP without --credentials on an address other than loopback (anyone who reaches it may read "
+             "every sandbox); warned at every start.")
+@option("agent", "--executor-environment-variables", callback=_environment_json, default=None, show_default="PATH only",
+        help='The base environment of every task, a JSON object ({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}): '
+             "tasks never get the agent's own environment (docs/framework-api.rst).")
 @client_key_options
 @logging_option("agent")
 @click.pass_context
@@ -322,6 +360,7 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
           recovery_timeout, isolation, cgroups_root, cgroups_cpu_quota, switch_user, gc_delay, gc_disk_watermark,
           drain_timeout, drain, fetcher_cache_size, fetcher_timeout, fetcher_max_size, executor_reregistration_timeout,
           executor_registration_timeout, docker_registry, docker_config, docker_insecure_registries, image_cache_size,
+          secrets_dir, shared_task_users, credentials_file, insecure, executor_environment_variables,
           key, master_key) -> None:
     """Run an agent that runs the tasks its master sends it. With
     --master-key it talks to, and takes commands from, that master only.
@@ -348,9 +387,10 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
         raise click.UsageError("--master is required (or MESOSLIKE_AGENT_MASTER, or MESOSLIKE_MASTER)")
     _warn_of_near_misses(resources)
     try:
-        from mesoslike.credentials import client_keys
+        from mesoslike.credentials import client_keys, load_credentials
 
         keys, server_key = client_keys(key, master_key)
+        credentials = load_credentials(credentials_file) if credentials_file else None
         runtime = AgentRuntime(master_address, resources, attributes, hostname, work_dir, port=port, keys=keys,
                                master_key=server_key,
                                kill_tasks_on_exit=False, http_port=http_port, http_ip=ip, recover=recover,
@@ -364,7 +404,11 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
                                docker_registry=docker_registry, docker_config=docker_config,
                                docker_insecure_registries=tuple(name.strip() for name in
                                                                 docker_insecure_registries.split(",") if name.strip()),
-                               image_cache_size=image_cache_size, on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
+                               image_cache_size=image_cache_size,
+                               secrets_dir=secrets_dir, environment=executor_environment_variables,
+                               credentials=credentials, insecure=insecure,
+                               shared_task_users=[u.strip() for u in shared_task_users.split(",") if u.strip()],
+                               on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
     except MesoslikeError as exc:
         die(str(exc))
     click.echo(f"agent {runtime.info.hostname} with {runtime.info.resources} -> {master_address}; "
@@ -495,7 +539,8 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
             agent_runtimes.append(AgentRuntime(
                 master_runtime.address, resources, {"room": f"er{i % 2}"}, f"node-{i}",
                 os.path.join(base, f"node-{i}"), keys=keys.agents[i] if keys else None,
-                master_key=keys.master.public if keys else None).start())
+                master_key=keys.master.public if keys else None,
+                credentials=keys.credentials if keys else None).start())
         click.echo(f"local cluster: master {master_runtime.address} (HTTP {master_runtime.http_address}), "
                    f"{agents} agents with {resources}; sandboxes in {base}")
         if keys is not None:

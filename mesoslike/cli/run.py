@@ -326,13 +326,11 @@ class _Agents:
 
 
 def _sandbox_root(http_address: str) -> str:
-    import json
-    import urllib.request
+    from mesoslike.cli.task import get_json, agent_token
 
     try:
-        with urllib.request.urlopen(f"{http_address}/state", timeout=5.0) as response:
-            return str(json.loads(response.read()).get("sandbox_root", ""))
-    except (OSError, ValueError):
+        return str(get_json(f"{http_address}/state", 5.0, agent_token()).get("sandbox_root", ""))
+    except MesoslikeError:
         return ""
 
 
@@ -361,7 +359,7 @@ class _OutputFollower(threading.Thread):
             self.join(15)
 
     def _read_all(self) -> None:
-        from mesoslike.cli.task import read_file, sandbox_file
+        from mesoslike.cli.task import agent_token, read_file, sandbox_file
 
         progress = self.scheduler.progress
         for task_id, agent_id in sorted(progress.agents.items()):
@@ -371,7 +369,8 @@ class _OutputFollower(threading.Thread):
             path = sandbox_file(self.scheduler.framework_id, task_id, "stdout")
             try:
                 while True:
-                    data, self.offsets[task_id] = read_file(address, path, self.offsets.get(task_id, 0))
+                    data, self.offsets[task_id] = read_file(address, path, self.offsets.get(task_id, 0),
+                                                            token=agent_token())
                     if not data:
                         break
                     self._lines(task_id, data)
@@ -394,7 +393,7 @@ class _OutputFollower(threading.Thread):
 
 def _report_failures(master_address: str, agents: _Agents, scheduler) -> None:
     """For each failed instance: how it ended, its stderr's last lines, where its sandbox is."""
-    from mesoslike.cli.task import read_tail, sandbox_file
+    from mesoslike.cli.task import agent_token, read_tail, sandbox_file
 
     progress = scheduler.progress
     failures = progress.failures()
@@ -408,7 +407,8 @@ def _report_failures(master_address: str, agents: _Agents, scheduler) -> None:
         if not address or not scheduler.framework_id:
             continue
         try:
-            tail = read_tail(address, sandbox_file(scheduler.framework_id, task_id, "stderr"), STDERR_TAIL_LINES)
+            tail = read_tail(address, sandbox_file(scheduler.framework_id, task_id, "stderr"), STDERR_TAIL_LINES,
+                             token=agent_token())
         except MesoslikeError:
             tail = []
         if tail:

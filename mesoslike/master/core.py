@@ -54,7 +54,7 @@ from mesoslike.wire import (
 )
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import BATCH_TYPES, unbatched
-from mesoslike.wire.types import EXECUTOR_RUN_PREFIX, ExecutorInfo
+from mesoslike.wire.types import EXECUTOR_RUN_PREFIX, ExecutorInfo, without_secret_values
 
 __all__ = ["MasterCore", "Send", "MAX_ERROR_TEXT"]
 
@@ -1403,6 +1403,8 @@ class MasterCore:
             self._refuse(peer, Refused("status_updates", f"not authorized: task {clip(task.id)} of framework "
                                                          f"{record.id} does not run on agent {agent.id}"))
             return
+        if not task.confirmed:   # its agent has it: the master keeps no secret's value from now on
+            task.info = without_secret_values(task.info)
         task.confirmed = True
         if status.uuid and status.uuid == task.acknowledged_uuid:
             self._settle(agent, record, status)   # our acknowledgement to the agent was late or lost

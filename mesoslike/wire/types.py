@@ -8,7 +8,7 @@ wire has the declared types.
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 import attrs
 
@@ -624,6 +624,34 @@ class TaskInfo:
     #: the argv when ``shell`` is False
     arguments: list[str] = attrs.field(factory=list, converter=_argument_list)
 
+
+_Holder = TypeVar("_Holder", TaskInfo, ExecutorInfo)
+
+
+def without_secret_values(info: _Holder) -> _Holder:
+    """``info`` (a :class:`TaskInfo` or :class:`ExecutorInfo`) with the
+    value of every ``VALUE`` secret emptied — of its secret environment
+    variables, its ``SECRET`` volumes and its executor's: what is kept
+    once the secrets have reached the task (an agent's checkpoints, a
+    master's record of a launched task). ``info`` itself when it holds none."""
+    changes: dict[str, Any] = {}
+    if any(secret.type == Secret.VALUE for secret in info.environment_secrets.values()):
+        changes["environment_secrets"] = {name: _emptied(secret) for name, secret in info.environment_secrets.items()}
+    container = info.container
+    if container is not None and any(v.source.secret is not None and v.source.secret.type == Secret.VALUE
+                                     for v in container.volumes):
+        changes["container"] = attrs.evolve(container, volumes=[
+            attrs.evolve(v, source=attrs.evolve(v.source, secret=_emptied(v.source.secret)))
+            if v.source.secret is not None else v for v in container.volumes])
+    if isinstance(info, TaskInfo) and info.executor is not None:
+        executor = without_secret_values(info.executor)
+        if executor is not info.executor:
+            changes["executor"] = executor
+    return attrs.evolve(info, **changes) if changes else info
+
+
+def _emptied(secret: Secret) -> Secret:
+    return attrs.evolve(secret, value=b"") if secret.type == Secret.VALUE else secret
 
 @attrs.frozen
 class TaskStatus:
