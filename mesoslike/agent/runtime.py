@@ -542,7 +542,7 @@ class AgentRuntime:
             return
         self.checkpoints.start_journal(checkpoints)
         self.executor.run_dir_remover.empty_trash()
-        self._carry_out(None, self.core.recover(agent_id, checkpoints))
+        self._carry_out(None, self.core.recover(agent_id, checkpoints, agent.receipt if agent is not None else ""))
         for framework_id, task_id in self.core.recovering():
             self._feed(None, self.executor.recover(framework_id, task_id))
         self.counters["recovered_tasks"] = len(checkpoints)
@@ -658,7 +658,7 @@ class AgentRuntime:
                 self._forget_checkpoint(command.framework_id, command.task_id)
                 self.executor.forget(command.framework_id, command.task_id)
             elif isinstance(command, CheckpointAgent):
-                self._checkpoint_agent(command.agent_id)
+                self._checkpoint_agent(command.agent_id, command.receipt)
             elif isinstance(command, CheckpointReservations):
                 self._checkpoint_reservations(command.reservations)
             elif isinstance(command, UpdateContainer):
@@ -769,9 +769,9 @@ class AgentRuntime:
             self.counters["checkpoint_failures"] += 1
             log.error("cannot sync the checkpoints to disk (a crash of the machine could lose them): %s", exc)
 
-    def _checkpoint_agent(self, agent_id: str) -> None:
+    def _checkpoint_agent(self, agent_id: str, receipt: str = "") -> None:
         try:
-            self.checkpoints.save_agent(agent_id, self.hostname)
+            self.checkpoints.save_agent(agent_id, self.hostname, receipt)
         except OSError as exc:
             self.counters["checkpoint_failures"] += 1
             log.error("cannot checkpoint the agent id %r: %s", agent_id, exc)

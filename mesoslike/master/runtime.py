@@ -44,6 +44,7 @@ from mesoslike.acl import Credentials
 from mesoslike.errors import ConfigError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.master.http import Fresh, StatusHTTPServer
+from mesoslike.master.receipts import receipt_key
 from mesoslike.master.inbox import Inbox
 from mesoslike.master.leadership import (Action, BuildCore, Commit, ConfirmLeadership, CoreBuilt, Demoted, Drop,
                                          ElectionWon, Event, Leadership, LoadRegistry, Peers, Phase, PutAside,
@@ -230,6 +231,8 @@ class MasterRuntime:
         check_secure(address, credentials, keys, insecure)
         #: principals, ACLs and HTTP tokens; None: an anonymous cluster (loopback only unless insecure)
         self.credentials = credentials
+        #: the receipts' key (mesoslike.master.receipts): masters sharing the key pair share it
+        self._receipt_key = receipt_key(keys.secret) if keys is not None else None
         if http_auth not in HTTP_AUTH:
             raise ConfigError(f"bad http_auth {http_auth!r}: expected one of {', '.join(HTTP_AUTH)}")
         self._http_auth = http_auth
@@ -414,7 +417,7 @@ class MasterRuntime:
         # them at once that it does not know them (docs/agent.rst, "Re-registration")
         peers = self._last_core.agent_peers() if self._last_core is not None else None
         return MasterCore(self.clock, self.info, self.config, registry=registry, wall_clock=time.time,
-                          agent_peers=peers, credentials=self.credentials)
+                          agent_peers=peers, credentials=self.credentials, receipt_key=self._receipt_key)
 
     def _log_leads(self, core: MasterCore) -> None:
         log.info("master %s leads (%d agents and %d frameworks in the registry)", self.info.id,

@@ -136,6 +136,9 @@ class FrameworkInfo:
     principal: str = ""
     #: free-form key/value metadata (Mesos's ``FrameworkInfo.labels``), shown in ``/state``
     labels: list[Label] = labels_field()
+    #: the master's receipt binding ``id`` to ``principal`` (mesoslike.master.receipts): agents keep it
+    #: with the framework's tasks and show it when they re-register; set by the master only
+    principal_receipt: str = ""
 
 
 # ------------------------------------------------------------ health checks
