@@ -108,9 +108,11 @@ def _master_options(command: str):
         option(command, "--http-workers", type=_COUNT, default=_DEFAULTS.http_workers,
                help="Threads serving HTTP requests."),
         option(command, "--http-timeout", type=_POSITIVE, default=_DEFAULTS.http_timeout,
-               help="Seconds an HTTP client has to send its request, and again to read the answer."),
+               help="Seconds an HTTP client has to send its request head (from connecting), as long for its "
+                    "body, and to take each 64 KiB of the answer."),
         option(command, "--http-max-connections", type=_COUNT, default=_DEFAULTS.http_max_connections,
-               help="HTTP connections open at once; more are refused with 503."),
+               help="HTTP connections open at once: beyond it the one waiting longest for its request head is "
+                    "closed to make room (503 only when none waits)."),
         option(command, "--max-completed-frameworks", type=click.IntRange(min=0),
                default=_DEFAULTS.max_completed_frameworks,
                help="Removed frameworks (with their ended tasks) /state keeps in completed_frameworks "

@@ -30,7 +30,7 @@ from mesoslike.clock import Clock
 from mesoslike.errors import AgentCapacityError, MesoslikeError
 from mesoslike.master.history import CompletedFramework, History
 from mesoslike.master.operations import DRAIN_KILL_RESEND, DRAINED, DRAINING, Conflict, DrainInfo, NotFound, check_grace
-from mesoslike.master import receipts
+import mesoslike.master.receipts as receipts
 from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleUsage, TaskView, Warn
 from mesoslike.master.records import (MAX_ATTRIBUTES, MAX_NAME_LENGTH, AgentRecord, FrameworkRecord, Holdings,
                                       MasterConfig, TaskRecord, clip, new_status)

@@ -770,9 +770,14 @@ class MasterRuntime:
         if self._http is not None:
             samples += [
                 ("http_connections_refused_total", "counter",
-                 "HTTP connections refused: http_max_connections were open.", self._http.refused),
+                 "HTTP connections refused (503): http_max_connections were open, none waiting for its request.",
+                 self._http.refused),
+                ("http_connections_evicted_total", "counter",
+                 "HTTP connections closed to make room for a new one: the one waiting longest for its request "
+                 "head, when http_max_connections were open.", self._http.evicted),
                 ("http_connections_timed_out_total", "counter",
                  "HTTP connections closed at their deadline (http_timeout).", self._http.timed_out),
+                ("http_connections_open", "gauge", "HTTP connections open now.", self._http.open_connections),
                 ("http_unauthenticated_total", "counter", "HTTP requests refused 401: no valid token.",
                  self.http_refused[401]),
                 ("http_forbidden_total", "counter", "HTTP requests refused 403: the token's principal lacks "
