@@ -320,7 +320,6 @@ class HTTPServer:
             self._thread.join(timeout=5)
         else:
             self._listener.close()
-        if not self._thread.is_alive() and not self._loop.is_closed():
             self._loop.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -338,9 +337,12 @@ class HTTPServer:
         self._ready.set()
         try:
             self._loop.run_forever()
-        finally:
-            for task in asyncio.all_tasks(self._loop):
+        finally:   # the connections' coroutines end (their sockets are closed already), then the loop
+            tasks = asyncio.all_tasks(self._loop)
+            for task in tasks:
                 task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            self._loop.close()
 
     async def _shut(self) -> None:
         if self._server is not None:
