@@ -126,7 +126,7 @@ def test_health_keeps_answering_under_2000_slow_or_idle_connections(cluster, tar
         answered = health_answers(url, 20)
         assert attack.open_count() >= ATTACKERS * 0.95              # the attack was on all along
         assert answered == 20
-        assert threads_of(pid) <= threads_before + 4                # no thread per connection
+        assert threads_of(pid) <= threads_before + 8                # at most its worker pool: no thread per connection
     finally:
         attack.close()
     print(f"{target}: /health answered {answered} of 20 under {ATTACKERS} slow connections "
