@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
+import mesoslike.master.receipts as receipts
 from mesoslike.acl import Credentials, Refused
 from mesoslike.allocator import HierarchicalAllocator, RescindReason
 from mesoslike.allocator import Offer as AllocatorOffer
@@ -30,7 +31,6 @@ from mesoslike.clock import Clock
 from mesoslike.errors import AgentCapacityError, MesoslikeError
 from mesoslike.master.history import CompletedFramework, History
 from mesoslike.master.operations import DRAIN_KILL_RESEND, DRAINED, DRAINING, Conflict, DrainInfo, NotFound, check_grace
-import mesoslike.master.receipts as receipts
 from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleUsage, TaskView, Warn
 from mesoslike.master.records import (MAX_ATTRIBUTES, MAX_NAME_LENGTH, AgentRecord, FrameworkRecord, Holdings,
                                       MasterConfig, TaskRecord, clip, new_status)
@@ -69,8 +69,9 @@ _MAX_REPORTED_TASKS = 100_000
 #: (agent, kind) pairs whose dropped input was logged: later drops of that kind from that agent are
 #: only counted (bounded logging: a keyed agent cannot flood the log)
 _MAX_LOGGED_DROPS = 10_000
-#: the sources a status update may name (TaskStatus.source); an agent never speaks for the master
-SOURCE_AGENT, SOURCE_EXECUTOR, SOURCE_MASTER = "SOURCE_AGENT", "SOURCE_EXECUTOR", "SOURCE_MASTER"
+#: sources of a status update (TaskStatus.source) an agent may name only for some tasks (an executor's)
+#: or never (the master's)
+SOURCE_EXECUTOR, SOURCE_MASTER = "SOURCE_EXECUTOR", "SOURCE_MASTER"
 
 #: an agent retries an unacknowledged update (0.5 s doubling to 10 s); the
 #: master forwards a retry to the framework's connection that already got
