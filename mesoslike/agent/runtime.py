@@ -27,7 +27,6 @@ import random
 import secrets
 import shutil
 import stat
-import socket
 import tempfile
 import threading
 import time
@@ -75,6 +74,7 @@ from mesoslike.agent.executor import (
     TaskStarted,
     path_component,
 )
+from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
 from mesoslike.agent.files import SandboxAccess, SandboxFiles, launch_secret_files
 from mesoslike.agent.images import DEFAULT_CACHE_SIZE, DEFAULT_REGISTRY, IMAGES_DIR, ImageError, ImageStore
 from mesoslike.agent.http import AgentHTTPServer
@@ -188,7 +188,9 @@ class AgentRuntime:
         to the agent's user and be closed to others.
     :param rng: source of status update uuids (default seeded by the OS).
     :param http_port: port of the agent's HTTP endpoints (0: any free one;
-        None: none). ``http_ip`` is the address it binds.
+        None: none). ``http_ip`` is the address it binds; ``advertise_ip`` the one
+        it tells the master (default: ``http_ip``, or this host's address when
+        that is a wildcard: :mod:`mesoslike.advertise`).
     :param recover: ``"reconnect"`` (recover an earlier agent's tasks) or
         ``"cleanup"`` (kill them, forget them, and return from :meth:`run`).
     :param recovery_timeout: how long a task's supervisor waits for a gone
@@ -239,6 +241,7 @@ class AgentRuntime:
                  max_ping_timeouts: int = 5, register_backoff: float = 4.0, register_backoff_max: float = 10.0,
                  kill_tasks_on_exit: bool = True, environment: Mapping[str, str] | None = None,
                  rng: random.Random | None = None, http_port: int | None = 0, http_ip: str = "127.0.0.1",
+                 advertise_ip: str | None = None,
                  recover: str = "reconnect", recovery_timeout: float = DEFAULT_RECOVERY_TIMEOUT,
                  isolation: str = "auto", cgroups_root: str = "mesoslike", cgroups_cpu_quota: bool = False,
                  gc_delay: float = gc.DEFAULT_GC_DELAY, gc_disk_watermark: float = gc.DEFAULT_DISK_WATERMARK,
@@ -301,6 +304,7 @@ class AgentRuntime:
         #: the cluster's principals, tokens and ACLs: who may use the HTTP endpoints
         self.credentials = credentials
         _check_http_secure(http_ip if http_port is not None else "127.0.0.1", credentials, insecure)
+        self.advertise_ip = check_advertise_ip(advertise_ip) if advertise_ip else None
         self.gc_delay, self.gc_disk_watermark, self.gc_interval = gc_delay, gc_disk_watermark, gc_interval
         self.drain_timeout = drain_timeout
         self._on_serving = on_serving
@@ -480,7 +484,7 @@ class AgentRuntime:
         access = SandboxAccess(self.credentials, self.executor.sandbox_owners) if self.credentials else None
         files = SandboxFiles(self.executor.sandbox_root, launch_secret_files(self.work_dir / "meta" / "tasks"))
         self.http = AgentHTTPServer(self.http_ip, self.http_port, self, files, access)
-        host = self.http.host if self.http.host not in ("0.0.0.0", "::") else socket.getfqdn()
+        host = url_host(advertised_ip(self.http.host, self.advertise_ip))   # never a wildcard
         self.core.http_address = f"http://{host}:{self.http.port}"
         self.http.start()
         log.info("agent %s serving HTTP on %s", self.hostname, self.core.http_address)
@@ -607,7 +611,7 @@ class AgentRuntime:
             return
         self.checkpoints.start_journal(checkpoints)
         self.executor.run_dir_remover.empty_trash()
-        self._carry_out(None, self.core.recover(agent_id, checkpoints))
+        self._carry_out(None, self.core.recover(agent_id, checkpoints, agent.receipt if agent is not None else ""))
         for framework_id, task_id in self.core.recovering():
             self._feed(None, self.executor.recover(framework_id, task_id))
         self.counters["recovered_tasks"] = len(checkpoints)
@@ -723,7 +727,7 @@ class AgentRuntime:
                 self._forget_checkpoint(command.framework_id, command.task_id)
                 self.executor.forget(command.framework_id, command.task_id)
             elif isinstance(command, CheckpointAgent):
-                self._checkpoint_agent(command.agent_id)
+                self._checkpoint_agent(command.agent_id, command.receipt)
             elif isinstance(command, CheckpointReservations):
                 self._checkpoint_reservations(command.reservations)
             elif isinstance(command, UpdateContainer):
@@ -834,9 +838,9 @@ class AgentRuntime:
             self.counters["checkpoint_failures"] += 1
             log.error("cannot sync the checkpoints to disk (a crash of the machine could lose them): %s", exc)
 
-    def _checkpoint_agent(self, agent_id: str) -> None:
+    def _checkpoint_agent(self, agent_id: str, receipt: str = "") -> None:
         try:
-            self.checkpoints.save_agent(agent_id, self.hostname)
+            self.checkpoints.save_agent(agent_id, self.hostname, receipt)
         except OSError as exc:
             self.counters["checkpoint_failures"] += 1
             log.error("cannot checkpoint the agent id %r: %s", agent_id, exc)
