@@ -221,6 +221,29 @@ def test_a_standalone_service_restarted_by_hand_recovers_its_job(services, tmp_p
     assert job["appmaster"]["restarts"] == 0
 
 
+def test_a_service_killed_while_suppressed_gets_offers_again_after_its_restart(services, tmp_path):
+    """The restart stall: the master kept the killed service's SUPPRESS, the
+    restarted one believed it was not suppressed, and no offer ever came
+    (a new job waited "for: -" on an idle cluster). Every SUBSCRIBE now says
+    what the service wants, and the master takes it."""
+    path = tmp_path / "true.toml"
+    path.write_text('[job]\nname = "t"\n[[job.units]]\nname = "u"\nslots = 2\ncpus = 0.1\nmem = 32\n'
+                    'command = "true"\n')
+    first = services.serve("fuxi")
+    wait_for(lambda: services.status() is not None, 30, "the Fuxi service", diagnostics=services.diagnostics)
+    assert wait_ended(services, submit(services, path))["state"] == "succeeded"
+    # nothing waits: the service suppressed its offers, and the master says so
+    wait_for(lambda: (services.cluster.framework("fuxi") or {}).get("suppressed_roles") == ["*"], 20,
+             "the master to list the service's role as suppressed", diagnostics=services.diagnostics)
+    first.kill()                                     # kill -9 while suppressed
+    services.serve("fuxi-again", services.ports["fuxi"])
+    wait_for(lambda: services.status() is not None, 30, "the restarted service", diagnostics=services.diagnostics)
+    job = wait_ended(services, submit(services, path), timeout=45)
+    assert job["state"] == "succeeded", (job, services.diagnostics())
+    wait_for(lambda: services.cluster.framework("fuxi")["suppressed_roles"] == ["*"], 20,
+             "the service to suppress again once the job ended", diagnostics=services.diagnostics)
+
+
 def test_a_restart_on_another_port_restarts_the_appmasters_there(services, tmp_path):
     first = services.serve("fuxi")
     wait_for(lambda: services.status() is not None, 30, "the Fuxi service", diagnostics=services.diagnostics)
