@@ -135,7 +135,8 @@ from mesoslike.transport import (
     parse_tcp_address,
 )
 
-__all__ = ["FuxiService", "AppMasterProcess", "JobServer", "JobClient", "JobRefused", "JobKeys", "DEFAULT_PORT",
+__all__ = ["FuxiService", "AppMasterProcess", "JobServer", "JobClient", "JobRefused", "NoAnswer", "STANDBY_REFUSAL",
+           "JobKeys", "DEFAULT_PORT",
            "APPMASTER_MODULE", "WORKER_MODULE", "APPMASTER_PRINCIPAL", "answer", "is_appmaster_of",
            "check_secure"]
 
@@ -933,17 +934,27 @@ class JobRefused(MesoslikeError):
     """The service answered a request with an ERROR (the message is its reason)."""
 
 
-class _NoAnswer(MesoslikeError):
-    """The service did not answer in time."""
+class NoAnswer(MesoslikeError):
+    """The service did not answer in time (it may be restarting, or a new
+    leader not elected yet): asking again later may succeed."""
+
+
+#: what a standby's job server answers (``mesoslike fuxi serve --zk``): it may lead soon
+STANDBY_REFUSAL = "this Fuxi scheduler is a standby, not the leader: ask with --fuxi zk://... to reach it"
 
 
 class JobClient:
     """Talks to a Fuxi service at ``tcp://HOST:PORT`` — or, with
     ``zk://HOSTS/PATH``, to the leader of the Fuxi services that elect one
-    there (found again when it does not answer): :meth:`submit`,
-    :meth:`status`, :meth:`kill`. Raises :class:`JobRefused` when the service
-    refuses, :class:`MesoslikeError` when it does not answer within
-    ``timeout`` s — or at once when it refuses the connection.
+    there: :meth:`submit`, :meth:`status`, :meth:`kill`. Raises
+    :class:`JobRefused` when the service refuses, :class:`NoAnswer` when it
+    does not answer within ``timeout`` s, :class:`MesoslikeError` at once
+    when it refuses the connection.
+
+    With ``zk://`` the client follows the group's leader for its whole life
+    (a ZooKeeper watch, as agents and drivers follow the master): a request
+    waiting for a leader that died is sent again to the next one the moment
+    it is elected, instead of waiting out ``timeout``.
 
     ``keys`` (a principal's pair) and ``server_key`` (the service's public
     key, z85): talk to that service only, as that principal. A service with
@@ -954,24 +965,22 @@ class JobClient:
                  server_key: bytes | None = None) -> None:
         self.url = address if address.startswith("zk://") else ""
         self._keys, self._server_key = keys, server_key
+        self._locator: Any = None
         if self.url:
-            address = self._leader(timeout)
+            try:
+                self._locator = make_locator(self.url, timeout=timeout)
+                address = self._locator.wait_for_leader(timeout)
+            except MesoslikeError as exc:
+                self.close()
+                raise MesoslikeError(f"no leading Fuxi service in {self.url}: {exc}") from None
         parse_tcp_address(address)
         self.address = address
         self.timeout = timeout
-        self._client = self._connect(address)
+        self._client: Client | None = self._connect(address)
         self._ids = itertools.count(1)
 
     def _connect(self, address: str) -> Client:
         return Client(address, codec=protocol.CODEC, keys=self._keys, server_key=self._server_key)
-
-    def _leader(self, timeout: float) -> str:
-        from mesoslike import resolve_leader   # kazoo only for zk://
-
-        try:
-            return resolve_leader(self.url, timeout)
-        except MesoslikeError as exc:
-            raise MesoslikeError(f"no leading Fuxi service in {self.url}: {exc}") from None
 
     def submit(self, document: Mapping[str, Any]) -> str:
         """Submit a parsed job file; the job's id."""
@@ -984,27 +993,33 @@ class JobClient:
         """End the job (its state becomes ``killed``)."""
         self._ask(protocol.KillJob(next(self._ids), job_id))
 
-    def _ask(self, request):
-        try:
-            return self._ask_once(request)
-        except _NoAnswer:
-            if not self.url or self._leader(self.timeout) == self.address:
-                raise
-        # a new leader: ask it (a submission the old one took and never answered may be
-        # there twice; `status` shows both)
-        self._client.close()
-        self.address = self._leader(self.timeout)
-        self._client = self._connect(self.address)
-        return self._ask_once(request)
+    def _follow_leader(self) -> bool:
+        """With ``zk://``: talk to the leader ZooKeeper names now; True if it changed."""
+        leader = self._locator.current() if self._locator is not None else None
+        if not leader or leader == self.address:
+            return False
+        if self._client is not None:
+            self._client.close()
+        self.address, self._client = leader, self._connect(leader)
+        return True
 
-    def _ask_once(self, request):
+    def _ask(self, request):
+        """Send ``request`` and wait for its answer; sent again to a new
+        leader as soon as one is elected (a submission the dead one took and
+        never answered may then be there twice; ``status`` shows both)."""
+        assert self._client is not None
+        self._follow_leader()
         self._client.send(request)
         deadline = time.monotonic() + self.timeout
         while (left := deadline - time.monotonic()) > 0:
-            # in short steps: a refused handshake shows only in the connection's events
+            # in short steps: a refused handshake shows only in the connection's events,
+            # and a new leader only in the locator
             if not self._client.wait(min(left, 0.1)):
                 if self._client.stats.handshakes_failed:
                     raise JobRefused(self._refused_connection())
+                if self._follow_leader():
+                    self._client.send(request)
+                    deadline = time.monotonic() + self.timeout
                 continue
             for _, answer in self._client.receive():
                 if isinstance(answer, protocol.ProtocolError):
@@ -1018,8 +1033,9 @@ class JobClient:
                 if isinstance(answer, protocol.Error):
                     raise JobRefused(answer.message)
                 return answer
-        raise _NoAnswer(f"no answer from a Fuxi service at {self.address} within {self.timeout:g}s "
-                        "(is `mesoslike fuxi serve` running there?)")
+        where = f"the leader of {self.url} ({self.address})" if self.url else self.address
+        raise NoAnswer(f"no answer from a Fuxi service at {where} within {self.timeout:g}s "
+                       "(is `mesoslike fuxi serve` running there?)")
 
     def _refused_connection(self) -> str:
         if self._keys is None and self._server_key is None:
@@ -1033,7 +1049,13 @@ class JobClient:
                 "or it is not the service whose public certificate --fuxi-key gives (or it takes no keys)")
 
     def close(self) -> None:
-        self._client.close()
+        client = getattr(self, "_client", None)
+        if client is not None:
+            client.close()
+            self._client = None
+        if self._locator is not None:
+            self._locator.close()
+            self._locator = None
 
     def __enter__(self) -> JobClient:
         return self

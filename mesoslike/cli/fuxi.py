@@ -58,6 +58,13 @@ def _timeout_option(command: str):
                   help="Seconds to wait for the service to answer a request.")
 
 
+def _reattach_option(command: str):
+    return option(command, "--reattach-timeout", type=click.FloatRange(min=0), default=600.0,
+                  help="With --wait: how long to keep asking a Fuxi service that does not answer — one "
+                       "restarting, or a failover to a new leader — before giving up (exit 1). The job goes on "
+                       "meanwhile; serve's --failover-timeout is how long its workers outlive a service.")
+
+
 @click.group()
 def fuxi() -> None:
     """The bundled Fuxi scheduler: serve it as a framework, submit jobs to it, see their status, kill them."""
@@ -126,7 +133,7 @@ def serve(master_address, zk_url, ip, port, http_port, quota, name, role, work_d
     Each job's AppMaster and workers get key pairs of their own."""
     from mesoslike import DriverStatus
     from mesoslike.credentials import load_credentials, load_keys
-    from mesoslike.frameworks.fuxi.service import JobServer
+    from mesoslike.frameworks.fuxi.service import STANDBY_REFUSAL, JobServer
 
     if zk_url and not work_dir:
         die("--zk needs --work-dir: the jobs' AppMaster snapshots and logs go there (shared by the services)", 2)
@@ -139,9 +146,8 @@ def serve(master_address, zk_url, ip, port, http_port, quota, name, role, work_d
     try:
         serving_keys = load_keys(key) if credentials else None
         serving_credentials = load_credentials(credentials) if credentials else None
-        server = JobServer(None, f"tcp://{ip}:{port}", refusing="this Fuxi scheduler is a standby, not the "
-                                                                "leader: ask with --fuxi zk://... to reach it",
-                           keys=serving_keys, credentials=serving_credentials, insecure=insecure)
+        server = JobServer(None, f"tcp://{ip}:{port}", refusing=STANDBY_REFUSAL, keys=serving_keys,
+                           credentials=serving_credentials, insecure=insecure)
     except MesoslikeError as exc:
         die(str(exc))
     page = _status_page(ip, http_port, server) if http_port is not None else None
@@ -387,10 +393,11 @@ class _Leadership:
         help="Show the job's progress until it ends; exit 0 only if it succeeded.")
 @option("fuxi_submit", "--interval", type=_POSITIVE, default=0.5, help="Seconds between progress polls with --wait.")
 @_timeout_option("fuxi_submit")
+@_reattach_option("fuxi_submit")
 @_fuxi_key_options
 @logging_option("fuxi_submit")
 @click.argument("job_file", metavar="JOB.toml", type=click.Path(dir_okay=False))
-def submit(fuxi_address, wait, interval, timeout, key, fuxi_key, job_file) -> None:
+def submit(fuxi_address, wait, interval, timeout, reattach_timeout, key, fuxi_key, job_file) -> None:
     """Submit the job in JOB.toml (the job file of docs/fuxi.rst) and print its
     id. A job file that is not valid exits 2 and sends nothing."""
     from mesoslike.frameworks.fuxi.model import JobSpecError, check_runnable, parse_job, read_toml
@@ -407,23 +414,49 @@ def submit(fuxi_address, wait, interval, timeout, key, fuxi_key, job_file) -> No
             job_id = client.submit(document)
             click.echo(f"submitted {job_id} ({spec.name})")
             if wait:
-                raise SystemExit(_follow(client, job_id, interval))
+                raise SystemExit(_follow(client, job_id, interval, reattach_timeout))
     except MesoslikeError as exc:
         die(str(exc))
 
 
-def _follow(client, job_id: str, interval: float) -> int:
+def _follow(client, job_id: str, interval: float, reattach_timeout: float) -> int:
+    """Show the job's progress until it ends; the exit status (0: it
+    succeeded). A service that stops answering (a restart, a failover) is
+    asked again until ``reattach_timeout`` s have passed without an answer."""
+    from mesoslike.frameworks.fuxi.service import STANDBY_REFUSAL, JobRefused, NoAnswer
+
     bar = ProgressBar(sys.stdout.isatty())
+    silent_since: float | None = None
     try:
         while True:
-            job = client.status(job_id)["jobs"][0]
+            try:
+                job = client.status(job_id)["jobs"][0]
+            except (NoAnswer, JobRefused) as exc:
+                if isinstance(exc, JobRefused) and str(exc) != STANDBY_REFUSAL:
+                    raise   # an unknown job (a restart that kept nothing), not authorized...
+                now = time.monotonic()
+                if silent_since is None:
+                    silent_since = now
+                    bar.close()
+                    click.echo(f"{exc}; still following {job_id} (for up to {reattach_timeout:g}s without an "
+                               "answer: a restart or a new leader takes the job over)", err=True)
+                elif now - silent_since > reattach_timeout:
+                    raise NoAnswer(f"no answer about {job_id} for {reattach_timeout:g}s (--reattach-timeout): "
+                                   f"stopped following; `mesoslike fuxi status --wait {job_id}` follows it "
+                                   "again") from None
+                time.sleep(interval)
+                continue
+            if silent_since is not None:
+                silent_since = None
+                bar.last = ""
+                click.echo(f"following {job_id} again at {client.address}", err=True)
             if job["state"] != "running":
                 break
             bar.show(progress_line(job))
             time.sleep(interval)
     except KeyboardInterrupt:
         bar.close()
-        click.echo(f"stopped following {job_id}; it goes on (`mesoslike fuxi status {job_id}`)", err=True)
+        click.echo(f"stopped following {job_id}; it goes on (`mesoslike fuxi status --wait {job_id}`)", err=True)
         return 130
     bar.show(progress_line(job))
     bar.close()
@@ -484,15 +517,27 @@ def progress_line(job: dict) -> str:
 @_fuxi_option()
 @option("fuxi_status", "--json", "as_json", is_flag=True, default=False, show_default="off",
         help="Print the raw JSON document.")
+@option("fuxi_status", "--wait", is_flag=True, default=False, show_default="off",
+        help="With JOB: show its progress until it ends, as `submit --wait` (across a restart of the service or "
+             "a new leader); exit 0 only if it succeeded.")
+@option("fuxi_status", "--interval", type=_POSITIVE, default=0.5, help="Seconds between progress polls with --wait.")
 @_timeout_option("fuxi_status")
+@_reattach_option("fuxi_status")
 @_fuxi_key_options
 @logging_option("fuxi_status")
 @click.argument("job", required=False)
-def status(fuxi_address, as_json, timeout, key, fuxi_key, job) -> None:
+def status(fuxi_address, as_json, wait, interval, timeout, reattach_timeout, key, fuxi_key, job) -> None:
     """Jobs (or JOB) with their units: desired and granted slots, the hosts
-    of the slots, instances done/total, and why a unit waits."""
+    of the slots, instances done/total, and why a unit waits. With --wait,
+    follow JOB until it ends."""
+    if wait and not job:
+        die("--wait follows one job: give its id (`mesoslike fuxi status --wait JOB`)", 2)
+    if wait and as_json:
+        die("--wait shows progress, --json one document: give one of them", 2)
     try:
         with _job_client(fuxi_address, timeout, key, fuxi_key) as client:
+            if wait:
+                raise SystemExit(_follow(client, job, interval, reattach_timeout))
             document = client.status(job)
     except MesoslikeError as exc:
         die(str(exc))
