@@ -684,6 +684,26 @@ def test_after_the_window_unclaimed_workers_are_killed_and_unconfirmed_slots_los
     assert [s.id for s in new] == [f"{job_id}.u.2-1", f"{job_id}.u.2-2"]
 
 
+def test_the_window_never_kills_the_new_leaders_own_workers_again():
+    """A worker this leader launched in the window, of a job that ended in it,
+    was killed with its job — and again when the window closed, logged as "no
+    AppMaster claimed this worker after the failover" (issue 25: noise)."""
+    old = Persisting()
+    job_id, _ = old.submit(unit(slots=2, instances=2))
+    (predecessors,) = launched(old.offer("h1", res="cpus:1;mem:4096"))
+    h = recovered(old.stored)
+    h.handle(DriverRegistered, framework_id="fw")
+    h.update(predecessors, TaskState.RUNNING)
+    report(h, job_id, {predecessors.id: claim(predecessors)}, {"u": 2})
+    (own,) = launched(h.offer("h2", res="cpus:1;mem:4096"))
+    assert own.id == f"{job_id}.u.2-1"
+    h.update(own, TaskState.RUNNING)
+    out = h.ask(job_id, protocol.JobEnded, succeeded=True, reason="done")
+    assert {c.slot_id for c in of(out, KillSlot)} == {predecessors.id, own.id}
+    h.clock.advance(ADOPT_WINDOW)
+    assert of(h.handle(Tick), KillSlot) == []     # its TASK_KILLED has not come yet: it was killed once already
+
+
 def test_a_slot_that_ended_or_belongs_elsewhere_is_never_adopted():
     old = Persisting()
     job_id, _ = old.submit(unit(slots=2, instances=2))

@@ -530,14 +530,16 @@ class JobCore:
 
     def _worker_update(self, event: WorkerUpdate) -> list[Command]:
         status = event.status
-        if self._recovering:
+        # what the master says of the predecessors' tasks (this leader knows its own)
+        predecessors = self._recovering and not self._own_task(status.task_id)
+        if predecessors:
             if status.terminal:
                 self._gone.add(status.task_id)
                 self._confirmed.discard(status.task_id)
             elif status.task_id not in self._gone:
                 self._confirmed.add(status.task_id)
         worker = self._workers.get(status.task_id)
-        if worker is None and self._recovering and not status.terminal:
+        if worker is None and predecessors and not status.terminal:
             return self._unknown_task(status)
         if worker is None or not status.terminal:
             return []   # a task of an ended job, or news that changes nothing here
@@ -658,6 +660,12 @@ class JobCore:
         job.recovered = True
         return [*self._absorb(commands), AdoptAppMaster(job.id, job.document, job.token, job.appmaster)]
 
+    def _own_task(self, task_id: str) -> bool:
+        """Was the task launched by this leader? Its slots are numbered apart
+        from its predecessors' (:attr:`FuxiCore.slot_prefix`)."""
+        prefix = self.scheduler.slot_prefix
+        return bool(prefix) and task_id.rpartition(".")[2].startswith(prefix)
+
     def _unknown_task(self, status: TaskStatus) -> list[Command]:
         """A running task the core has no worker for, while recovering: a
         slot of a job that ended meanwhile is killed; others wait for their
@@ -716,14 +724,16 @@ class JobCore:
         """The window closes: running tasks no AppMaster claimed are killed,
         adopted slots the master did not report running are lost."""
         out: list[Command] = []
-        for task_id in sorted(self._confirmed - set(self._workers)):
+        # (a claimed slot whose job ended since was killed with its job)
+        unclaimed = sorted(self._confirmed - set(self._workers) - self._adopted)
+        for task_id in unclaimed:
             out.append(KillSlot(task_id, "no AppMaster claimed this worker after the failover"))
         for slot_id in sorted(self._adopted - self._confirmed):
             worker = self._workers.pop(slot_id, None)
             if worker is not None and self.scheduler.holds(slot_id):
                 out += self._absorb(self.scheduler.on_slot_lost(slot_id, "not running after the failover"))
         log.info("adoption window closed: %d slot(s) adopted, %d worker(s) nobody claimed killed",
-                 len(self._adopted), len(self._confirmed - set(self._workers)))
+                 len(self._adopted), len(unclaimed))
         self._recovering, self._adopt_until = False, None
         self._confirmed, self._gone, self._adopted = set(), set(), set()
         for job in self._jobs.values():
@@ -968,6 +978,7 @@ class JobCore:
         killed and returned, a failed job's AppMaster is stopped."""
         self._record(job, job.state, state, stimulus_id)
         job.state, job.reason, job.ended = state, reason, self.clock.now()
+        job.recovered = False   # nothing of it is adopted any more
         log.info("job %s (%s) %s%s", job.id, job.spec.name, state, f": {reason}" if reason else "")
         out: list[Command] = []
         for slot_id in [s for s, worker in self._workers.items() if worker.slot.job_id == job.id]:
