@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -45,6 +46,7 @@ from mesoslike.frameworks.fuxi.quota import QuotaFileError, load_quota_file
 from mesoslike.transport import CurveKeys, load_public_key
 from mesoslike.frameworks.fuxi.service import (
     APPMASTER_MODULE,
+    STANDBY_REFUSAL,
     WORKER_MODULE,
     FuxiService,
     JobClient,
@@ -344,6 +346,29 @@ def test_job_client_and_server_over_zeromq():
             assert client.status(job_id)["jobs"][0]["id"] == job_id
             with pytest.raises(JobRefused, match="unknown job"):
                 client.status("job-4242")
+    finally:
+        server.stop()
+
+
+def test_a_just_elected_job_server_holds_requests_until_it_serves():
+    """Between its election and its jobs being loaded a new leader answered
+    as a standby: an AppMaster that saw the election first had its report
+    refused and waited 2 s for the next one, holding up the job's new slots."""
+    server = JobServer(None, "tcp://127.0.0.1:0", refusing=STANDBY_REFUSAL).start()
+    try:
+        with JobClient(server.address, timeout=5) as client:
+            with pytest.raises(JobRefused, match="is a standby"):
+                client.status()
+            server.hold()
+            answers: list = []
+            asking = threading.Thread(target=lambda: answers.append(client.status()))
+            asking.start()
+            wait_for(lambda: server.counters["held"] == 1, 10, "the request to be held")
+            assert not answers
+            service, _ = make_service()
+            server.serve(service)
+            asking.join(10)
+            assert answers and answers[0]["jobs"] == []
     finally:
         server.stop()
 

@@ -123,6 +123,7 @@ from mesoslike.frameworks.fuxi.jobs import (
     WorkerUpdate,
 )
 from mesoslike.frameworks.fuxi.model import JobSpec, JobSpecError, check_runnable, job_document, parse_job
+from mesoslike.frameworks.fuxi.protocol import STANDBY_REFUSAL
 from mesoslike.frameworks.fuxi.state_store import RecordStore
 from mesoslike.transport import (
     Authenticator,
@@ -152,6 +153,8 @@ APPMASTER_PRINCIPAL = "appmaster/"
 #: the environment a worker task finds its keys in (z85): its own pair, and its AppMaster's public key
 WORKER_PUBLIC_KEY_ENV, WORKER_SECRET_KEY_ENV, APPMASTER_KEY_ENV = (
     "FUXI_WORKER_PUBLIC_KEY", "FUXI_WORKER_SECRET_KEY", "FUXI_APPMASTER_KEY")
+#: requests a just elected job server keeps until it serves (JobServer.hold); more are refused
+MAX_HELD = 1000
 #: commands that are driver calls: dropped (logged) while no driver is attached
 _DRIVER_COMMANDS = (LaunchSlots, DeclineOffers, KillSlot, SuppressOffers, ReviveOffers, ReconcileTasks)
 
@@ -780,7 +783,10 @@ class JobServer:
     The service's AppMasters are told to reach it here.
 
     ``service`` may be None (a standby in HA mode, before it leads): then
-    every request is answered with an ERROR saying ``refusing``.
+    every request is answered with an ERROR saying ``refusing`` — unless
+    :meth:`hold` was called (it was just elected and loads the jobs): then
+    requests wait, unanswered, until :meth:`serve` (at most
+    :data:`MAX_HELD` of them; more are refused).
 
     With ``credentials`` and ``keys`` (the service's CURVE pair) every
     connection is encrypted and only the keys the credentials list, and the
@@ -800,13 +806,15 @@ class JobServer:
         self.address = self._server.address
         self.refusing = refusing
         self.service: FuxiService | None = None
+        self._waker = Waker()
+        self._holding = threading.Event()
+        self._held: collections.deque[tuple[bytes | None, bytes | Exception, str | None]] = collections.deque()
         if service is not None:
             self.serve(service)
-        self._waker = Waker()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="fuxi-job-server")
-        #: frames answered, and frames whose answering failed (the loop went on)
-        self.counters = {"requests": 0, "failures": 0}
+        #: frames answered, frames whose answering failed (the loop went on), frames held until serving
+        self.counters = {"requests": 0, "failures": 0, "held": 0}
 
     @property
     def secured(self) -> bool:
@@ -821,9 +829,19 @@ class JobServer:
         return found
 
     def serve(self, service: FuxiService) -> None:
-        """Answer for ``service`` from now on (a standby that became the leader)."""
+        """Answer for ``service`` from now on (a standby that became the
+        leader), the requests held since :meth:`hold` first."""
         service.service_address = self.address
         self.service = service
+        self._waker.wake()
+
+    def hold(self) -> None:
+        """Elected, not serving yet: keep requests for :meth:`serve` instead
+        of refusing them as a standby (a client or AppMaster that saw the
+        election in ZooKeeper would otherwise be told to go elsewhere).
+        Thread-safe and quick: an election callback calls it."""
+        self._holding.set()
+        self._waker.wake()
 
     def start(self) -> JobServer:
         self._thread.start()
@@ -842,25 +860,36 @@ class JobServer:
         server = self._server
         try:
             while not self._stopping.is_set():
+                if self.service is not None:
+                    while self._held:   # what came between the election and serving
+                        self._answer_safely(*self._held.popleft())
                 if not server.wait(None, self._waker):
                     continue
                 for peer, frame in server.receive_frames():
-                    try:
-                        self._answer(peer, frame)
-                    except Exception:  # noqa: BLE001 - one frame must not end the serving thread
-                        self.counters["failures"] += 1
-                        log.exception("answering a request failed; serving the next")
+                    principal = server.principal(peer) if peer is not None else None
+                    if self.service is None and self._holding.is_set() and len(self._held) < MAX_HELD:
+                        self._held.append((peer, frame, principal))
+                        self.counters["held"] += 1
+                        continue
+                    self._answer_safely(peer, frame, principal)
         finally:
             server.close()
 
-    def _answer(self, peer: bytes | None, frame: bytes | Exception) -> None:
+    def _answer_safely(self, peer: bytes | None, frame: bytes | Exception, principal: str | None) -> None:
+        try:
+            self._answer(peer, frame, principal)
+        except Exception:  # noqa: BLE001 - one frame must not end the serving thread
+            self.counters["failures"] += 1
+            log.exception("answering a request failed; serving the next")
+
+    def _answer(self, peer: bytes | None, frame: bytes | Exception, principal: str | None) -> None:
         if peer is None:
             return
         if not isinstance(frame, (bytes, bytearray)):
             log.warning("a malformed request: %s", protocol.bounded(str(frame), 200))
             self._server.send(peer, protocol.Error(0, protocol.bounded(str(frame))))
             return
-        answer = self.handle(bytes(frame), self._server.principal(peer))
+        answer = self.handle(bytes(frame), principal)
         self._server.send_frame(peer, answer)
 
     def handle(self, frame: bytes, principal: str | None = None) -> bytes:
@@ -939,10 +968,6 @@ class NoAnswer(MesoslikeError):
     leader not elected yet): asking again later may succeed."""
 
 
-#: what a standby's job server answers (``mesoslike fuxi serve --zk``): it may lead soon
-STANDBY_REFUSAL = "this Fuxi scheduler is a standby, not the leader: ask with --fuxi zk://... to reach it"
-
-
 class JobClient:
     """Talks to a Fuxi service at ``tcp://HOST:PORT`` — or, with
     ``zk://HOSTS/PATH``, to the leader of the Fuxi services that elect one
@@ -1006,20 +1031,24 @@ class JobClient:
     def _ask(self, request):
         """Send ``request`` and wait for its answer; sent again to a new
         leader as soon as one is elected (a submission the dead one took and
-        never answered may then be there twice; ``status`` shows both)."""
+        never answered may then be there twice; ``status`` shows both), and
+        again to a leader ZooKeeper names that still answers as a standby
+        (it is taking over)."""
         assert self._client is not None
         self._follow_leader()
-        self._client.send(request)
         deadline = time.monotonic() + self.timeout
+        send_at: float | None = time.monotonic()
         while (left := deadline - time.monotonic()) > 0:
+            if self._follow_leader():
+                send_at, deadline = time.monotonic(), time.monotonic() + self.timeout
+            if send_at is not None and time.monotonic() >= send_at:
+                send_at = None
+                self._client.send(request)
             # in short steps: a refused handshake shows only in the connection's events,
             # and a new leader only in the locator
             if not self._client.wait(min(left, 0.1)):
                 if self._client.stats.handshakes_failed:
                     raise JobRefused(self._refused_connection())
-                if self._follow_leader():
-                    self._client.send(request)
-                    deadline = time.monotonic() + self.timeout
                 continue
             for _, answer in self._client.receive():
                 if isinstance(answer, protocol.ProtocolError):
@@ -1031,6 +1060,9 @@ class JobClient:
                 if answer.id not in (request.id, 0):   # 0: the service could not read the request
                     continue   # the late answer to an earlier request that timed out
                 if isinstance(answer, protocol.Error):
+                    if self.url and answer.message == STANDBY_REFUSAL:
+                        send_at = time.monotonic() + 0.05   # named the leader, not taken over yet: ask again
+                        continue
                     raise JobRefused(answer.message)
                 return answer
         where = f"the leader of {self.url} ({self.address})" if self.url else self.address

@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import click
 
@@ -153,7 +154,8 @@ def serve(master_address, zk_url, ip, port, http_port, quota, name, role, work_d
     page = _status_page(ip, http_port, server) if http_port is not None else None
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    leadership = _Leadership(zk_url, server.address, name, stopping, zk_session_timeout) if zk_url else None
+    leadership = _Leadership(zk_url, server.address, name, stopping, zk_session_timeout, server.hold) \
+        if zk_url else None
     driver = service = store = None
     try:
         if leadership is not None:
@@ -167,7 +169,7 @@ def serve(master_address, zk_url, ip, port, http_port, quota, name, role, work_d
         state = _read(store) if store is not None else None
         service = _service(state, store, config, master_address, work_dir, ip, zk_url, failover_timeout,
                            keep_ended, serving_credentials, serving_keys.public if serving_keys else None)
-        server.serve(service)
+        service.service_address = server.address   # for the AppMasters it adopts or starts
         # the kept framework id: the master hands this framework's tasks over to it
         driver = _driver(service, name, role, failover_timeout, master_address,
                          state.service.framework_id if state is not None and state.service is not None else "",
@@ -175,6 +177,7 @@ def serve(master_address, zk_url, ip, port, http_port, quota, name, role, work_d
         service.attach(driver)
         if state is not None:
             service.recover(state)
+        server.serve(service)   # (after the jobs are back: a request held since the election asks of them)
         groups = ", ".join(f"{g.name} ({g.maximum or 'no maximum'})"
                            for g in sorted(service.core.scheduler.groups.values(), key=lambda g: g.name))
         click.echo(f"fuxi scheduler {name!r} serving jobs on {server.address}, framework in role {role} on "
@@ -342,24 +345,29 @@ class _Leadership:
     next leader takes over from the kept state)."""
 
     def __init__(self, zk_url: str, address: str, name: str, stopping: threading.Event,
-                 session_timeout: float) -> None:
+                 session_timeout: float, on_elected: Callable[[], None] = lambda: None) -> None:
         from mesoslike import MasterContender, ZkUrl
 
         self.url = zk_url
         self.lost = ""
         self._leaving = False
         self._elected = threading.Event()
+        self._on_elected = on_elected
         self._stopping = stopping
         try:
             parsed = ZkUrl.parse(zk_url)
             self.path = parsed.path
             self.contender = MasterContender(parsed, {"address": address, "name": name, "id": str(uuid.uuid4()),
                                                       "hostname": socket.gethostname()},
-                                             on_elected=self._elected.set, on_demoted=self._demoted,
+                                             on_elected=self._elected_now, on_demoted=self._demoted,
                                              session_timeout=session_timeout)
             self.contender.start()
         except MesoslikeError as exc:
             die(str(exc))
+
+    def _elected_now(self) -> None:
+        self._on_elected()   # (the job server holds requests until the jobs are loaded)
+        self._elected.set()
 
     def _demoted(self, reason: str) -> None:
         if not self._leaving:   # not its own stop at the end
