@@ -65,7 +65,7 @@ sys.path.insert(0, str(ROOT))            # run from a checkout without installin
 sys.path.insert(0, str(ROOT / "tests"))  # the ZooKeeper server helper
 sys.path.insert(0, str(HERE))
 
-from benchlib import blob_ids, finish, git_state, start  # noqa: E402
+from benchlib import blob_ids, finish, git_state, start, wait  # noqa: E402
 
 CODE_FILES = ["frameworks/fuxi/service.py", "frameworks/fuxi/jobs.py", "frameworks/fuxi/appmaster.py",
               "mesoslike/cli/fuxi.py", "mesoslike/driver/core.py", "mesoslike/ha/zookeeper.py",
@@ -79,17 +79,6 @@ A_SECONDS = 2.0
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def wait(predicate, timeout: float, what: str, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no {what} within {timeout:g} s")
-        time.sleep(interval)
 
 
 def job_document(runs: Path) -> dict:
