@@ -24,7 +24,8 @@ Everything real, on 127.0.0.1: one ZooKeeper server (Debian's package, as
                   it follows the leader through ZooKeeper)
 ``registered_s``  the first ``status`` saying the new leader is registered
                   with the master (it re-subscribed as the same framework)
-``cli_s``         ``mesoslike fuxi status --fuxi zk://... JOB`` started at
+``cli_s``         ``mesoslike fuxi status --fuxi zk://... JOB`` (its default
+                  ``--timeout`` of 10 s) started at
                   t = 0 (as a user would type it) exits 0; ``cli_live_s``
                   is the same command against the live leader before the
                   job (the command's own cost, measured in the same run)
@@ -42,6 +43,11 @@ The goal (issue 25): the new leader serves within the session timeout + 1 s
 
     python bench/fuxi_failover.py --out bench/results/fuxi_failover.json   # 5 kills, ~2 min
     python bench/fuxi_failover.py --kills 1                                # quick
+    python bench/fuxi_failover.py --baseline-python /tmp/main/.venv/bin/python   # main's services first
+
+``--baseline-python`` measures the services (and the ``fuxi status`` CLI of
+``cli_s``) of another installation first, in the same run; ``serving_s``
+is always asked by this checkout's in-process client.
 """
 
 from __future__ import annotations
@@ -101,6 +107,8 @@ class Services:
     def __init__(self, directory: Path, session: float, python: str) -> None:
         from zk_helpers import ZooKeeperServer, free_port
 
+        # the processes run the mesoslike ``python`` has installed (this checkout's, or a baseline's):
+        # from the scratch directory, so that `python -m` does not find this checkout's first
         self.directory, self.session, self.python = directory, session, python
         self.zookeeper = ZooKeeperServer(directory / "zookeeper")
         self.zookeeper.start()
@@ -118,7 +126,7 @@ class Services:
         out = open(self.directory / f"{name}.log", "ab")
         self.procs[name] = subprocess.Popen([self.python, "-m", "mesoslike", *args], stdout=out,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True, cwd=ROOT)
+                                            start_new_session=True, cwd=self.directory)
 
     def serve(self, name: str) -> None:
         self._start(name, ["fuxi", "serve", "--master", f"tcp://127.0.0.1:{self.master_port}", "--port",
@@ -163,8 +171,8 @@ def cli_status(services: Services, job_id: str) -> float:
     """Seconds until ``mesoslike fuxi status --fuxi zk://... [JOB]`` answers (exit 0)."""
     began = time.time()
     done = subprocess.run([services.python, "-m", "mesoslike", "fuxi", "status", "--fuxi", services.url,
-                           "--timeout", "60", *([job_id] if job_id else [])], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT)
+                           *([job_id] if job_id else [])], capture_output=True, text=True,
+                          timeout=120, cwd=services.directory)
     if done.returncode != 0:
         raise RuntimeError(f"fuxi status failed: {done.stderr[-500:]}")
     return time.time() - began
@@ -257,6 +265,22 @@ def summary(kills: list[dict], session: float) -> dict:
     return out
 
 
+def measure(args: argparse.Namespace, python: str) -> list[dict]:
+    """``args.kills`` failovers of services run by ``python`` (its mesoslike)."""
+    directory = Path(tempfile.mkdtemp(prefix="bench-fuxi-failover-"))
+    log(f"scratch directory {directory}")
+    services = Services(directory, args.zk_session_timeout, python)
+    kills: list[dict] = []
+    try:
+        for number in range(1, args.kills + 1):
+            kills.append(one_kill(services, number))
+    finally:
+        services.close()
+        if not args.keep:
+            subprocess.run(["rm", "-rf", str(directory)], check=False)
+    return kills
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=5, help="failovers to measure (default 5)")
@@ -264,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the services' --zk-session-timeout (default 5, as bench/failover.py's masters)")
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs mesoslike")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory (logs)")
+    parser.add_argument("--baseline-python", default=None,
+                        help="first measure services run by this interpreter (one whose mesoslike is the code to "
+                             "compare with: main's, say), then --python's, in the same run")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON document here")
     args = parser.parse_args(argv)
     head, dirty = git_state(CODE_FILES)
@@ -275,19 +302,21 @@ def main(argv: list[str] | None = None) -> int:
                      "zookeeper": "one standalone server (Debian package), tickTime 200 ms, on 127.0.0.1",
                      "cluster": "mesoslike local --insecure, 2 agents of cpus:4;mem:4096",
                      "services": 2, "status_poll_s": POLL_S}
-    directory = Path(tempfile.mkdtemp(prefix="bench-fuxi-failover-"))
-    log(f"scratch directory {directory}")
-    services = Services(directory, args.zk_session_timeout, args.python)
-    kills: list[dict] = []
-    try:
-        for number in range(1, args.kills + 1):
-            kills.append(one_kill(services, number))
-    finally:
-        services.close()
-        if not args.keep:
-            subprocess.run(["rm", "-rf", str(directory)], check=False)
-    doc["kills"] = kills
-    doc["summary"] = summary(kills, args.zk_session_timeout)
+    runs = [("baseline", args.baseline_python)] if args.baseline_python else []
+    runs.append(("measured", args.python))
+    for label, python in runs:
+        version = subprocess.run([python, "-c", "import mesoslike, os; print(mesoslike.__version__, "
+                                  "os.path.dirname(mesoslike.__file__))"], capture_output=True, text=True,
+                                 cwd=tempfile.gettempdir()).stdout.strip()
+        log(f"{label}: services run by {python} ({version})")
+        kills = measure(args, python)
+        result = {"python": python, "mesoslike": version, "kills": kills,
+                  "summary": summary(kills, args.zk_session_timeout)}
+        if label == "baseline":
+            doc["baseline"] = result
+            log(f"baseline: {json.dumps(result['summary'])}")
+        else:
+            doc.update(result)
     log(json.dumps(doc["summary"]))
     finish(doc, started, load, args.out, log, code_changed=git_state(CODE_FILES)[1] != dirty)
     return 0

@@ -346,6 +346,28 @@ def test_appmaster_requests_drive_desire_blacklists_and_progress(h):
     assert job["blacklisted"] == ["h2"] and job["units"][0]["instances"]["workers"] == 2
 
 
+def test_status_shows_the_groups_policy_and_nothing_running_once_a_job_ended():
+    """``fuxi status`` printed ``None`` as the policy of a job whose file did
+    not name one, and a killed job went on showing the instances its
+    AppMaster last reported running (issue 25)."""
+    h = Harness()
+    h.scheduler = FuxiCore({"batch": None}, clock=h.clock, policies={"batch": "FAIR"})
+    h.core = JobCore(h.scheduler)
+    job_id, _ = h.submit(unit(slots=3, instances=6))
+    fair, _ = h.submit(unit(slots=1), quota_group="batch")
+    assert [j["policy"] for j in h.core.status()["jobs"]] == ["FIFO", "FAIR"]
+    launched(h.offer("h1"))
+    report = {"units": {"u": {"total": 6, "done": 1, "running": 3, "pending": 2, "failed_attempts": 0,
+                              "backups": 0, "workers": 3}}}
+    h.ask(job_id, protocol.Progress, report=report)
+    assert h.core.status(job_id)["jobs"][0]["instances"]["running"] == 3
+    h.handle(JobKillRequested, job_id)
+    job = h.core.status(job_id)["jobs"][0]
+    assert job["state"] == "killed" and job["policy"] == "FIFO"
+    assert job["instances"] == {"total": 6, "done": 1, "running": 0, "pending": 0, "failed": 0, "backups": 0}
+    assert job["units"][0]["instances"]["workers"] == 0
+
+
 def test_bad_appmaster_requests_are_refused_and_change_nothing(h):
     job_id, _ = h.submit(unit(slots=1))
     other, _ = h.submit(unit(slots=1))

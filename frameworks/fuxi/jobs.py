@@ -936,10 +936,12 @@ class JobCore:
         reported = report.get("units")
         reported_units: Mapping[str, Any] = reported if isinstance(reported, Mapping) else {}
         units = []
+        # the AppMaster's last report said what ran then; once the job ended nothing runs or waits to
+        ended = {"running": 0, "pending": 0, "workers": 0} if job.state is not JobState.RUNNING else {}
         for spec in job.spec.units:
             core_unit = scheduled.get(spec.name, {})
             reported_unit = reported_units.get(spec.name)
-            counts: Mapping[str, Any] = reported_unit if isinstance(reported_unit, Mapping) else {}
+            counts: Mapping[str, Any] = {**(reported_unit if isinstance(reported_unit, Mapping) else {}), **ended}
             units.append({
                 "name": spec.name, "slot": str(spec.slot), "command": spec.command,
                 "desired": core_unit.get("desired", 0), "granted": core_unit.get("granted", 0),
@@ -956,9 +958,14 @@ class JobCore:
         end = job.ended if job.ended is not None else self.clock.now()
         return {"id": job.id, "name": job.spec.name, "principal": job.principal, "state": str(job.state),
                 "reason": job.reason,
-                "quota_group": job.spec.quota_group, "priority": job.spec.priority, "policy": job.spec.policy,
+                # FIFO or FAIR is the quota group's (seed 000); a job file rarely names it
+                "quota_group": job.spec.quota_group, "priority": job.spec.priority, "policy": self._policy(job),
                 "elapsed": round(end - job.submitted, 3), "instances": totals,
                 "blacklisted": list(report.get("blacklisted", [])), "units": units}
+
+    def _policy(self, job: Job) -> str:
+        group = self.scheduler.groups.get(job.spec.quota_group)
+        return group.policy if group is not None else job.spec.policy or "FIFO"
 
     # =========================================================== internals
     def _absorb(self, commands: Iterable[SchedulerCommand]) -> list[Command]:
