@@ -153,6 +153,8 @@ APPMASTER_PRINCIPAL = "appmaster/"
 #: the environment a worker task finds its keys in (z85): its own pair, and its AppMaster's public key
 WORKER_PUBLIC_KEY_ENV, WORKER_SECRET_KEY_ENV, APPMASTER_KEY_ENV = (
     "FUXI_WORKER_PUBLIC_KEY", "FUXI_WORKER_SECRET_KEY", "FUXI_APPMASTER_KEY")
+#: a job's AppMaster key pair in its work directory: <name>.key (public), <name>.key_secret
+APPMASTER_KEY_NAME = "appmaster"
 #: requests a just elected job server keeps until it serves (JobServer.hold); more are refused
 MAX_HELD = 1000
 #: commands that are driver calls: dropped (logged) while no driver is attached
@@ -182,7 +184,7 @@ class JobKeys:
     def of(cls, directory: Path) -> JobKeys:
         """The pairs in ``directory``, made where missing (a new leader finds its predecessor's)."""
         pairs = []
-        for name in ("appmaster", "worker"):
+        for name in (APPMASTER_KEY_NAME, "worker"):
             secret = directory / f"{name}.key_secret"
             if not secret.exists():
                 (directory / f"{name}.key").unlink(missing_ok=True)
@@ -192,7 +194,7 @@ class JobKeys:
 
     @property
     def appmaster_secret_path(self) -> Path:
-        return self.directory / "appmaster.key_secret"
+        return self.directory / f"{APPMASTER_KEY_NAME}.key_secret"
 
     def forget_secrets(self) -> None:
         """The job ended: no AppMaster or worker of it starts again."""
@@ -797,9 +799,12 @@ class JobServer:
 
     def __init__(self, service: FuxiService | None, address: str,
                  refusing: str = "this Fuxi scheduler is not ready", *, keys: CurveKeys | None = None,
-                 credentials: Credentials | None = None, insecure: bool = False) -> None:
+                 credentials: Credentials | None = None, insecure: bool = False,
+                 work_dir: str | os.PathLike | None = None) -> None:
         check_secure(address, credentials, keys, insecure)
         self._principals = credentials.principal_of_key() if credentials is not None else {}
+        #: the services' shared work dir: before this one serves, the AppMasters' keys are read there
+        self._work_dir = Path(work_dir) if work_dir is not None else None
         authenticator = Authenticator(self._principal_of_key) if credentials is not None else None
         # binds now: errors surface here
         self._server = Server(address, codec=protocol.CODEC, keys=keys, authenticator=authenticator)
@@ -826,7 +831,24 @@ class JobServer:
         service = self.service
         if found is None and service is not None:
             found = service.appmaster_principal(public_key)
+        elif found is None and self._work_dir is not None:
+            found = self._appmaster_on_disk(public_key)
         return found
+
+    def _appmaster_on_disk(self, public_key: bytes) -> str | None:
+        """Before it serves — just elected, loading the jobs — the AppMasters
+        of the running jobs, which follow the leader and reconnect at once,
+        are known by the public keys in their job directories (a job's secret
+        is removed when it ends); refusing them made their handshakes fail
+        and be retried, with a warning each. O(jobs in the work dir)."""
+        assert self._work_dir is not None
+        for secret in self._work_dir.glob(f"*/{APPMASTER_KEY_NAME}.key_secret"):
+            try:
+                if load_public_key(str(secret.with_name(f"{APPMASTER_KEY_NAME}.key"))) == public_key:
+                    return APPMASTER_PRINCIPAL + secret.parent.name
+            except (ConfigError, OSError, ValueError):
+                continue
+        return None
 
     def serve(self, service: FuxiService) -> None:
         """Answer for ``service`` from now on (a standby that became the

@@ -148,7 +148,7 @@ def serve(master_address, zk_url, ip, port, http_port, quota, name, role, work_d
         serving_keys = load_keys(key) if credentials else None
         serving_credentials = load_credentials(credentials) if credentials else None
         server = JobServer(None, f"tcp://{ip}:{port}", refusing=STANDBY_REFUSAL, keys=serving_keys,
-                           credentials=serving_credentials, insecure=insecure)
+                           credentials=serving_credentials, insecure=insecure, work_dir=work_dir)
     except MesoslikeError as exc:
         die(str(exc))
     page = _status_page(ip, http_port, server) if http_port is not None else None
