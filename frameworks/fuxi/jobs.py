@@ -54,7 +54,10 @@ recorded with the stimulus that caused it (:meth:`JobCore.story`). A job
 fails when its AppMaster says so, when ``max_worker_failures`` of its worker
 tasks failed, when its AppMaster exited more than ``max_appmaster_restarts``
 times, or when its AppMaster cannot be started. An ended job's slots are
-killed and returned; its record stays for ``status`` until ``keep_ended``
+killed and returned — but a succeeded job's workers, which its AppMaster
+released as it ended the job, are given ``release_grace`` seconds to exit
+by themselves (TASK_FINISHED, as they really ended) before they are killed;
+its record stays for ``status`` until ``keep_ended``
 newer ended jobs push it out (:class:`ForgetJob`).
 
 **Hard state** (``persist=True``; :mod:`.hard_state`). A submission is
@@ -447,6 +450,9 @@ class JobCore:
         self._next_job = 1
         self._jobs: dict[str, Job] = {}
         self._workers: dict[str, _Worker] = {}     # slot (= task) id -> its worker task
+        #: workers of succeeded jobs, exiting by themselves (their AppMaster released them): task id ->
+        #: when they are killed if they still run. Their slots are back with the scheduler already.
+        self._exiting: dict[str, float] = {}
         self._story: collections.deque[Transition] = collections.deque(maxlen=STORY_LENGTH)
         #: what waits for a Persist: its ``waiting`` -> (carry it out, refuse it because of the error)
         self._waiting: dict[str, tuple[Callable[[str], list[Command]], Callable[[str], list[Command]]]] = {}
@@ -538,6 +544,10 @@ class JobCore:
                 self._confirmed.discard(status.task_id)
             elif status.task_id not in self._gone:
                 self._confirmed.add(status.task_id)
+        if status.task_id in self._exiting:
+            if status.terminal:
+                del self._exiting[status.task_id]
+            return []
         worker = self._workers.get(status.task_id)
         if worker is None and predecessors and not status.terminal:
             return self._unknown_task(status)
@@ -607,6 +617,10 @@ class JobCore:
                 worker.release_deadline = None
                 out.append(KillSlot(slot_id, f"its worker did not exit within {self.release_grace:g}s of its "
                                              "release"))
+        for slot_id in [slot_id for slot_id, deadline in self._exiting.items() if now >= deadline]:
+            del self._exiting[slot_id]
+            out.append(KillSlot(slot_id, f"its worker did not exit within {self.release_grace:g}s of its job's "
+                                         "success"))
         if self._adopt_until is not None and now >= self._adopt_until:
             out += self._end_adoption()
         if self._dirty and now >= self._retry_at:
@@ -988,8 +1002,15 @@ class JobCore:
         job.recovered = False   # nothing of it is adopted any more
         log.info("job %s (%s) %s%s", job.id, job.spec.name, state, f": {reason}" if reason else "")
         out: list[Command] = []
+        exiting: set[str] = set()
         for slot_id in [s for s, worker in self._workers.items() if worker.slot.job_id == job.id]:
-            if self._workers[slot_id].release_deadline is not None:
+            if state is JobState.SUCCEEDED:
+                # its AppMaster released every worker as it ended the job: they exit by themselves and end
+                # TASK_FINISHED, as they really did; killed only if they outlive the release grace
+                # (YARN's containers of a finished application are cleaned up after it the same way)
+                exiting.add(slot_id)
+                self._exiting[slot_id] = self.clock.now() + self.release_grace
+            elif self._workers[slot_id].release_deadline is not None:
                 # released, its grace period running: the scheduler no longer holds it, so
                 # finish_job would not kill it, and its AppMaster, which could tell it to exit, is gone
                 # (one whose grace period ran out was killed then: no deadline any more)
@@ -997,7 +1018,8 @@ class JobCore:
             del self._workers[slot_id]   # their kills' updates are not news
         # (a job recovered into a scheduler that cannot take it back was never in it)
         if job.id in self.scheduler.jobs:
-            out += self._absorb(self.scheduler.finish_job(job.id))
+            out += [command for command in self._absorb(self.scheduler.finish_job(job.id))
+                    if not (isinstance(command, KillSlot) and command.slot_id in exiting)]
         if state is not JobState.SUCCEEDED:
             out.append(StopAppMaster(job.id))   # an AppMaster that ended its job exits by itself
         out.append(JobFinished(job.id, state, reason))
@@ -1054,6 +1076,9 @@ class JobCore:
         for slot_id, worker in self._workers.items():
             if worker.slot.id != slot_id or worker.slot.job_id not in running:
                 fail(f"worker task {slot_id} of {worker.slot.job_id}, which does not run")
+        for slot_id in self._exiting:
+            if slot_id in self._workers or self.scheduler.holds(slot_id):
+                fail(f"exiting worker task {slot_id} still has its slot")
 
 
 def parse_slot_id(slot_id: str) -> tuple[str, str]:
