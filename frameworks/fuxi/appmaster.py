@@ -468,7 +468,7 @@ class AppMaster:
         if isinstance(answer, protocol.Error):
             if answer.message == protocol.STANDBY_REFUSAL:
                 # ZooKeeper named it the leader before it took over: report again shortly
-                log.info("the service is not serving yet (request %d): reporting again", answer.id)
+                log.debug("the service is not serving yet (request %d): reporting again", answer.id)
                 self._report_sent = min(self._report_sent, self.clock.now() - PROGRESS_MAX_INTERVAL +
                                         PROGRESS_MIN_INTERVAL)
                 return

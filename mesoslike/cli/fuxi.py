@@ -456,7 +456,7 @@ def _follow(client, job_id: str, interval: float, reattach_timeout: float) -> in
                 continue
             if silent_since is not None:
                 silent_since = None
-                bar.last = ""
+                bar.forget()   # show the progress again after our message
                 click.echo(f"following {job_id} again at {client.address}", err=True)
             if job["state"] != "running":
                 break
@@ -496,6 +496,10 @@ class ProgressBar:
     def close(self) -> None:
         if self.tty and self.last:
             click.echo()
+
+    def forget(self) -> None:
+        """The next line is shown even if unchanged (something else was printed since)."""
+        self.last = ""
 
 
 def bar(done: int, total: int, width: int = 24) -> str:
