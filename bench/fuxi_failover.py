@@ -162,8 +162,10 @@ class Services:
                 proc.wait(20)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
-        # AppMasters outlive their service by design (--failover-timeout): end the ones this run left
-        subprocess.run(["pkill", "-f", "--", f"--snapshot {self.directory}/work/"], check=False)
+        # AppMasters outlive their service by design (--failover-timeout): end the ones this run left (by pid)
+        from test_fuxi_service import kill_appmasters
+
+        kill_appmasters(self.directory / "work")
         self.zookeeper.stop()
 
 
