@@ -254,6 +254,31 @@ def test_an_appmaster_lets_in_only_its_jobs_workers_and_its_secrets_stay_out_of_
     assert not (secured.service.work_dir / recorded / "worker.key_secret").exists()
 
 
+def test_a_just_elected_service_lets_in_the_appmasters_of_running_jobs_before_it_serves(tmp_path):
+    """A new leader knew its jobs' AppMaster keys only once it had loaded the
+    jobs, and the AppMasters, which follow the leader, reconnected before
+    that: every handshake refused with a warning ("key ... is not listed")
+    and retried. Now their keys are read from the shared work dir."""
+    keys = SecuredKeys(tmp_path)
+    new_certificate(str(keys.dir), "fuxi")
+    work = tmp_path / "work"
+    running, ended = JobKeys.of(work / "job-0001"), JobKeys.of(work / "job-0002")
+    ended.forget_secrets()
+    server = JobServer(None, "tcp://127.0.0.1:0", keys=keys.keys("fuxi"),
+                       credentials=load_credentials(str(keys.credentials)), work_dir=work).start()
+    server.hold()
+    public = load_public_key(keys.public("fuxi"))
+    try:
+        with JobClient(server.address, 5, keys=running.appmaster, server_key=public) as appmaster:
+            appmaster._client.send(protocol.Status(1, ""))
+            wait_for(lambda: server.counters["held"] == 1, 10, "the AppMaster's request to be held")
+        with JobClient(server.address, 5, keys=ended.appmaster, server_key=public) as gone, \
+                pytest.raises(JobRefused, match="our key is not in its credentials"):
+            gone.status()
+    finally:
+        server.stop()
+
+
 def test_serve_without_credentials_binds_loopback_only_and_credentials_need_a_key(tmp_path):
     keys = SecuredKeys(tmp_path)
     serve = [sys.executable, "-m", "mesoslike", "fuxi", "serve", "--master", "tcp://127.0.0.1:1", "--port", "0"]

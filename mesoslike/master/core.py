@@ -863,6 +863,7 @@ class MasterCore:
         if not info.id and peer in self._framework_by_peer:
             # a retried first SUBSCRIBE from the same connection: same framework
             retried = self.frameworks[self._framework_by_peer[peer]]
+            self._set_suppressed(retried, retried.info.role in msg.suppressed_roles)
             self._send_framework(retried, m.Subscribed(retried.id, self.config.heartbeat_interval, self.info, False,
                                                        accepts_batches=True))
             return
@@ -898,6 +899,12 @@ class MasterCore:
                 peer, f"principal {clip(self._principal)} already holds {self.config.max_frameworks_per_principal} "
                       "framework(s) (max_frameworks_per_principal): tear one down first", fatal=True)
             return
+        role = info.role if record is None else record.info.role
+        unknown = [name for name in msg.suppressed_roles if name != role]
+        if unknown:   # as Mesos: a suppressed role must be one of the framework's
+            self._refuse_subscription(peer, f"suppressed role {clip(unknown[0])!r} is not the framework's role "
+                                            f"{clip(role)!r}", fatal=True)
+            return
         if record is None:
             framework_id = self._new_framework_id()
             info = self._signed(attrs.evolve(info, id=framework_id))
@@ -922,12 +929,25 @@ class MasterCore:
         else:
             resubscribed = True
             self._reconnect_framework(record, peer, info)
+        self._set_suppressed(record, bool(msg.suppressed_roles))
         self.framework_owners.hold(owner, record.id)
         if record.info.principal:
             self.framework_principals.hold(record.info.principal.encode(), record.id)
         self._framework_by_peer[peer] = record.id
         self._send_framework(record, m.Subscribed(record.id, self.config.heartbeat_interval, self.info,
                                                   resubscribed, accepts_batches=True))
+
+    def _set_suppressed(self, record: FrameworkRecord, suppressed: bool) -> None:
+        """A (re-)subscription states the framework's suppression, which
+        replaces what it was (Mesos's ``updateFramework`` with the SUBSCRIBE's
+        ``suppressed_roles``): a scheduler that restarted or failed over
+        starts from what it says, never from its predecessor's SUPPRESS.
+        Reviving clears the framework's filters, as a REVIVE does."""
+        if suppressed and not record.suppressed:
+            self.allocator.suppress_offers(record.id)
+        elif record.suppressed and not suppressed:
+            self.allocator.revive_offers(record.id)
+        record.suppressed = suppressed
 
     def _refuse_subscription(self, peer: bytes, why: str, fatal: bool) -> None:
         self.counters["subscriptions_refused"] += 1

@@ -40,6 +40,8 @@ class FrameworkLine:
     tasks: tuple[TaskLine, ...]             # live ones (render_state orders them by id)
     #: its ended tasks the history keeps, oldest first (records an ended task's are never changed again)
     completed: tuple[TaskRecord, ...]
+    #: the roles it asked no offers for (SUPPRESS, or its SUBSCRIBE's suppressed_roles)
+    suppressed_roles: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -84,7 +86,7 @@ def snapshot(core: MasterCore) -> StateSnapshot:
     # references only, no sorting (render_state sorts, outside the lock)
     frameworks = tuple(
         FrameworkLine(record.info, record.connected, tuple(map(line, record.tasks.values())),
-                      tuple(record.completed))
+                      tuple(record.completed), (record.info.role,) if record.suppressed else ())
         for record in core.frameworks.values())
     agents = tuple((agent.info, allocator.available(agent.id), agent.http_address) for agent in core.agents.values())
     roles_config = getattr(core, "roles_config", None)  # the roles file in force, set by the runtime
@@ -206,6 +208,7 @@ def render_state(snap: StateSnapshot) -> dict:
             "role": line.info.role,
             "connected": line.connected,
             "failover_timeout": line.info.failover_timeout,
+            "suppressed_roles": list(line.suppressed_roles),
             "labels": labels_json(line.info.labels),
             # the page it serves, if it names one (Mesos's FrameworkInfo.webui_url; older
             # frameworks of ours named it in a label webui_url)
@@ -294,8 +297,8 @@ def _completed_framework_json(framework: CompletedFramework, hostnames: dict[str
     info = framework.info
     return {
         "id": info.id, "name": info.name, "role": info.role, "connected": False, "active": False,
-        "failover_timeout": info.failover_timeout, "labels": labels_json(info.labels), "used": "", "offered": "",
-        "dominant_share": 0.0,
+        "failover_timeout": info.failover_timeout, "suppressed_roles": [], "labels": labels_json(info.labels),
+        "used": "", "offered": "", "dominant_share": 0.0,
         "tasks": [], "completed_tasks": [_task_json(_ended_line(task), hostnames) for task in framework.tasks],
         "unregistered_time": framework.removed_at, "removal_reason": framework.reason,
     }
