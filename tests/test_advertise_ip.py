@@ -49,10 +49,11 @@ def test_advertise_ip_is_what_peers_are_told_for_master_and_agent(cluster, tmp_p
     assert cluster.state()["leader"]["address"] == f"tcp://127.0.0.1:{cluster.port}"
     config = tmp_path / "agent.toml"
     config.write_text('[agent]\nadvertise-ip = "127.0.0.1"\n')
+    # without --credentials an agent binds a non-loopback address only with --insecure
     cluster.agents["a1"] = cluster._start("agent-a1", [
         "agent", "--master", cluster.address, "--resources", "cpus:1;mem:256", "--hostname", "a1",
         "--work-dir", str(cluster.work_root / "a1"), "--key", cluster.keys.secret("agent1"),
-        "--master-key", cluster.master_key, "--ip", "0.0.0.0", "--config", str(config)])
+        "--master-key", cluster.master_key, "--ip", "0.0.0.0", "--insecure", "--config", str(config)])
     cluster.start_agent("a2", "cpus:1;mem:256")  # the defaults: --ip 127.0.0.1, advertised as bound
     agents = cluster.wait_for_agents(["a1", "a2"])
     addresses = {agent["hostname"]: agent["http_address"] for agent in cluster.state()["agents"]}

@@ -72,7 +72,7 @@ class Candidacy:
         self.machine: Leadership[KeptState] = Leadership(hold_for=session_timeout, stall_after=None)
         self.contender = MasterContender(self.url, dict(info), on_elected=lambda: self._events.put(ElectionWon()),
                                          on_demoted=lambda reason: self._events.put(Demoted(reason)),
-                                         session_timeout=session_timeout,
+                                         session_timeout=session_timeout, warn_unverified=False,
                                          on_znode=lambda znode: self._events.put(ZnodeChanged(znode)))
         self.store: ZooKeeperRecordStore | None = None
         self.service: Any = None

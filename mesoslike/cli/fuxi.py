@@ -330,12 +330,11 @@ def _driver(service, name: str, role: str, failover_timeout: float, master_addre
             key: str | None = None, master_key: str | None = None, webui_url: str = ""):
     """A driver for the framework, resuming ``framework_id`` (a failover) if there is one;
     ``webui_url``: the service's page, which the master's dashboard links (docs/dashboard.rst)."""
-    from mesoslike import FrameworkInfo, Label, SchedulerDriver
+    from mesoslike import FrameworkInfo, SchedulerDriver
 
     try:
-        labels = [Label("webui_url", webui_url)] if webui_url else []
         return SchedulerDriver(service, FrameworkInfo(name=name, role=role, failover_timeout=failover_timeout,
-                                                      id=framework_id, labels=labels), master_address, key=key,
+                                                      id=framework_id, webui_url=webui_url), master_address, key=key,
                                master_key=master_key)
     except MesoslikeError as exc:
         die(str(exc))
@@ -362,7 +361,7 @@ class _Leadership:
             self.contender = MasterContender(parsed, {"address": address, "name": name, "id": str(uuid.uuid4()),
                                                       "hostname": socket.gethostname()},
                                              on_elected=self._elected_now, on_demoted=self._demoted,
-                                             session_timeout=session_timeout)
+                                             session_timeout=session_timeout, warn_unverified=False)
             self.contender.start()
         except MesoslikeError as exc:
             die(str(exc))

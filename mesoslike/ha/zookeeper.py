@@ -404,8 +404,12 @@ class MasterContender(_GroupWatcher):
 
     def __init__(self, url: ZkUrl, info: dict, on_elected: Callable[[], None], on_demoted: Callable[[str], None],
                  session_timeout: float = 10.0, client: KazooClient | None = None,
-                 on_znode: Callable[[str | None], None] | None = None) -> None:
+                 on_znode: Callable[[str | None], None] | None = None, warn_unverified: bool = True) -> None:
         super().__init__(url, client, session_timeout, role="contender")
+        #: log (once per znode) a member without the group's ACL that outranks this one (docs/security.rst):
+        #: masters do; groups that never have an ACL of their own (the Fuxi and service schedulers') do not,
+        #: or every failover of theirs would warn of what their docs already say
+        self._warn_unverified = warn_unverified
         #: a secured group's ACL (--zk-auth): members without it never lead; None: no member can be verified
         self._acl = master_acl(url.auth) if url.auth else None
         self._unverified_warned: set[str] = set()
@@ -591,7 +595,8 @@ class MasterContender(_GroupWatcher):
             return
         leader = _lowest_valid_member(self.client, self._path, children, self._skips, self._op_timeout, self._acl)
         own_session = (self.client.client_id or (None,))[0]
-        if leader is not None and self._acl is None and leader.name != znode.rpartition("/")[2] \
+        if self._warn_unverified and leader is not None and self._acl is None \
+                and leader.name != znode.rpartition("/")[2] \
                 and leader.owner_session != own_session and leader.name not in self._unverified_warned:
             if len(self._unverified_warned) >= 1000:   # one per leader znode seen: bounded all the same
                 self._unverified_warned.clear()

@@ -170,15 +170,6 @@ def _task_json(line: TaskLine, hostnames: dict[str, str]) -> dict:
     }
 
 
-def webui_url(labels: list) -> str:
-    """The framework's own page: the value of its label ``webui_url`` when it
-    is an http(s) URL (the dashboard links it), else ``""``."""
-    for label in labels:
-        if label.key == "webui_url" and label.value.startswith(("http://", "https://")) and len(label.value) < 2048:
-            return label.value
-    return ""
-
-
 def labels_json(labels: list) -> list[dict[str, str]]:
     """Labels as Mesos's ``/state`` shows them: ``[{"key": ..., "value": ...}]``."""
     return [{"key": label.key, "value": label.value} for label in labels]
@@ -210,9 +201,8 @@ def render_state(snap: StateSnapshot) -> dict:
             "failover_timeout": line.info.failover_timeout,
             "suppressed_roles": list(line.suppressed_roles),
             "labels": labels_json(line.info.labels),
-            # the page it serves, if it names one (Mesos's FrameworkInfo.webui_url; older
-            # frameworks of ours named it in a label webui_url)
-            "webui_url": line.info.webui_url or webui_url(line.info.labels),
+            # the page it serves, if it names one (Mesos's FrameworkInfo.webui_url)
+            "webui_url": line.info.webui_url,
             "used": str(used),
             "offered": str(offered_by.get(line.info.id, EMPTY)),
             "dominant_share": stats.framework_shares.get(line.info.id, 0.0),
