@@ -6,7 +6,7 @@ O(instances)) with an fsync after every loop turn that changed it, so an
 instance's end cost more the bigger the job. Now a turn appends the core's
 ``journal()`` records (O(changes)) with one fsync and writes a whole
 snapshot only when the journal outgrew the last one
-(``frameworks/fuxi/checkpoint.py``).
+(``frameworks/mesoslike_frameworks/fuxi/checkpoint.py``).
 
 A job of N instances runs on 16 workers (a core alone, fake clock, no
 processes); each instance end is one loop turn — ``instance_done``, the
@@ -50,13 +50,14 @@ sys.path.insert(0, str(HERE))
 from benchlib import blob_ids, finish, git_state, start  # noqa: E402
 from mesoslike import Resources  # noqa: E402
 from mesoslike.clock import FakeClock  # noqa: E402
-from mesoslike.frameworks.fuxi import am_protocol as amp  # noqa: E402
-from mesoslike.frameworks.fuxi.appmaster_core import AppMasterCore, ToWorker  # noqa: E402
-from mesoslike.frameworks.fuxi.checkpoint import Checkpoint, write_snapshot  # noqa: E402
-from mesoslike.frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec  # noqa: E402
+from mesoslike_frameworks.fuxi import am_protocol as amp  # noqa: E402
+from mesoslike_frameworks.fuxi.appmaster_core import AppMasterCore, ToWorker  # noqa: E402
+from mesoslike_frameworks.fuxi.checkpoint import Checkpoint, write_snapshot  # noqa: E402
+from mesoslike_frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec  # noqa: E402
 
 WORKERS = 16
-CODE_FILES = ["frameworks/fuxi/appmaster_core.py", "frameworks/fuxi/checkpoint.py", "bench/fuxi_checkpoint.py"]
+CODE_FILES = ["frameworks/mesoslike_frameworks/fuxi/appmaster_core.py", "frameworks/mesoslike_frameworks/fuxi/checkpoint.py",
+              "bench/fuxi_checkpoint.py"]
 
 
 def log(*parts: object) -> None:

@@ -10,7 +10,7 @@ the same workload, in the same run, interleaved round by round:
 
 ``tree``
     ``FuxiCore(machine_index="tree")``: placement asks a segment tree of the
-    machines' free room for the next machine that fits (``frameworks/fuxi/
+    machines' free room for the next machine that fits (``frameworks/mesoslike_frameworks/fuxi/
     machines.py``), so machines that cannot take a slot are not looked at.
 ``scan``
     ``FuxiCore(machine_index="scan")``: the same scheduler with the naive
@@ -18,7 +18,7 @@ the same workload, in the same run, interleaved round by round:
     the same commands, and the script checks that they do.
 ``previous``
     The same index at git revision ``--previous`` (the code before the last
-    round of speed-ups: ``frameworks/fuxi/*.py`` loaded from git as a package
+    round of speed-ups: ``frameworks/fuxi/*.py``, its place then, loaded from git as a package
     of its own), so a speed-up is measured against its baseline in one run.
     It must make the same decisions too.
 ``before``
@@ -81,8 +81,8 @@ from benchlib import blob_ids, finish, git_state, start  # noqa: E402
 from mesoslike import Offer, Resources  # noqa: E402
 from mesoslike.clock import FakeClock  # noqa: E402
 from mesoslike.sim import DEFAULT_TRACE_DIR  # noqa: E402
-from mesoslike.frameworks.fuxi.core import FuxiCore, LaunchSlots, SlotGranted, SlotRevoked  # noqa: E402
-from mesoslike.frameworks.fuxi.model import JobSpec, Locality, UnitSpec  # noqa: E402
+from mesoslike_frameworks.fuxi.core import FuxiCore, LaunchSlots, SlotGranted, SlotRevoked  # noqa: E402
+from mesoslike_frameworks.fuxi.model import JobSpec, Locality, UnitSpec  # noqa: E402
 
 DATA = Path(os.environ.get("MESOSLIKE_OPENB_DIR", DEFAULT_TRACE_DIR))
 QOS_BAND = {"LS": 0, "Guaranteed": 100, "Burstable": 200, "BE": 300}
@@ -92,9 +92,9 @@ BEFORE = "ebb7ef4"              # main when issue 16 started: the scheduler that
 PREVIOUS = "41c223d"            # main before the first pass was made cheaper (1.26 s and 1.80 s quoted)
 TARGET_SECONDS = 1.0            # issue 16 §3: each first pass < 1 s
 QUICK = {"cases": "200x2000x8,1000x500x2", "rounds": 1}
-CODE_FILES = ["frameworks/fuxi/core.py", "frameworks/fuxi/machines.py", "frameworks/fuxi/waiting_queue.py",
-              "frameworks/fuxi/quota.py", "frameworks/fuxi/blacklist.py", "mesoslike/resources.py",
-              "bench/fuxi_scale.py"]
+CODE_FILES = [*(f"frameworks/mesoslike_frameworks/fuxi/{name}.py"
+                for name in ("core", "machines", "waiting_queue", "quota", "blacklist")),
+              "mesoslike/resources.py", "bench/fuxi_scale.py"]
 
 
 def log(*parts: object) -> None:
@@ -187,7 +187,7 @@ def first_pass(variant: str, offers, specs, groups, before: type | None = None,
 
 
 def load_previous(rev: str) -> types.ModuleType | None:
-    """``frameworks/fuxi`` as it was at git revision ``rev``, imported as a
+    """``frameworks/fuxi`` (the package's old place) as it was at git revision ``rev``, imported as a
     package of its own (``fuxi_previous``; its imports of the package
     rewritten to it) from a temporary directory. None if git or the
     revision is not there."""
@@ -230,6 +230,7 @@ def load_before(rev: str) -> type | None:
     except (OSError, subprocess.SubprocessError):
         return None
     module = types.ModuleType("fuxi_core_before")
+    source = source.replace("mesoslike.frameworks.", "mesoslike_frameworks.")   # the package's name now
     exec(compile(source, f"{rev}:frameworks/fuxi/core.py", "exec"), module.__dict__)  # noqa: S102 - our own code
     return module.FuxiCore
 

@@ -67,7 +67,8 @@ import benchlib  # noqa: E402
 import slurm_peer  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
-MEASURED = ["frameworks/command.py", "mesoslike/cli/run.py", "mesoslike/driver/core.py", "mesoslike/driver/driver.py",
+MEASURED = ["frameworks/mesoslike_frameworks/command.py", "frameworks/mesoslike_frameworks/command_cli.py",
+            "mesoslike/driver/core.py", "mesoslike/driver/driver.py",
             "mesoslike/master/core.py", "mesoslike/master/runtime.py", "mesoslike/master/state.py",
             "mesoslike/agent/core.py", "mesoslike/agent/runtime.py", "mesoslike/agent/executor.py",
             "mesoslike/agent/supervisor.py", "mesoslike/agent/launcher.py", "mesoslike/agent/checkpoint.py",
@@ -232,7 +233,7 @@ def run_frameworks(master: str, tasks: int, frameworks: int, resources: str, com
     ``tasks`` in all; seconds from the first launch to the last terminal
     update's callback, and this process's CPU seconds meanwhile."""
     from mesoslike import Resources, SchedulerDriver
-    from mesoslike.frameworks.command import CommandScheduler, framework_info
+    from mesoslike_frameworks.command import CommandScheduler, framework_info
 
     first_launch: list[float] = []
 

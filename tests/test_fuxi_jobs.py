@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mesoslike import FakeClock, Offer, Resources, TaskState, TaskStatus
-from mesoslike.frameworks.fuxi import protocol
-from mesoslike.frameworks.fuxi.core import (
+from mesoslike_frameworks.fuxi import protocol
+from mesoslike_frameworks.fuxi.core import (
     DeclineOffers,
     FuxiCore,
     FuxiError,
@@ -28,7 +28,7 @@ from mesoslike.frameworks.fuxi.core import (
     Slot,
     SuppressOffers,
 )
-from mesoslike.frameworks.fuxi.hard_state import (
+from mesoslike_frameworks.fuxi.hard_state import (
     SERVICE_KEY,
     AppMasterRecord,
     HardStateError,
@@ -38,7 +38,7 @@ from mesoslike.frameworks.fuxi.hard_state import (
     encode,
     job_key,
 )
-from mesoslike.frameworks.fuxi.jobs import (
+from mesoslike_frameworks.fuxi.jobs import (
     ADOPT_WINDOW,
     MAX_WORKER_FAILURES,
     RELEASE_GRACE,
@@ -73,7 +73,7 @@ from mesoslike.frameworks.fuxi.jobs import (
     Transition,
     WorkerUpdate,
 )
-from mesoslike.frameworks.fuxi.model import JobSpec, UnitSpec, job_document
+from mesoslike_frameworks.fuxi.model import JobSpec, UnitSpec, job_document
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from mesoslike import Resources
-from mesoslike.frameworks.fuxi.model import (
+from mesoslike_frameworks.fuxi.model import (
     LIMITS,
     MAX_ATTEMPTS,
     MAX_COMMAND,

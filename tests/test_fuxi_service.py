@@ -25,13 +25,13 @@ from e2e_helpers import REPO, Cluster, alive, child_env, free_port, wait_for
 from mesoslike import Offer, Resources, TaskState, TaskStatus
 from mesoslike.clock import FakeClock
 from mesoslike.wire import TERMINAL_STATES
-from mesoslike.frameworks.fuxi import protocol
-from mesoslike.frameworks.fuxi.am_protocol import worker_token
-from mesoslike.frameworks.fuxi.hard_state import decode as decode_state
-from mesoslike.frameworks.fuxi.state_store import FileRecordStore, StoreLocked
-from mesoslike.frameworks.fuxi.core import FuxiCore, FuxiError
-from mesoslike.frameworks.fuxi.jobs import MAX_WORKER_FAILURES
-from mesoslike.frameworks.fuxi.model import (
+from mesoslike_frameworks.fuxi import protocol
+from mesoslike_frameworks.fuxi.am_protocol import worker_token
+from mesoslike_frameworks.fuxi.hard_state import decode as decode_state
+from mesoslike_frameworks.fuxi.state_store import FileRecordStore, StoreLocked
+from mesoslike_frameworks.fuxi.core import FuxiCore, FuxiError
+from mesoslike_frameworks.fuxi.jobs import MAX_WORKER_FAILURES
+from mesoslike_frameworks.fuxi.model import (
     BackupPolicy,
     JobSpec,
     JobSpecError,
@@ -42,9 +42,9 @@ from mesoslike.frameworks.fuxi.model import (
     load_job_file,
     parse_job,
 )
-from mesoslike.frameworks.fuxi.quota import QuotaFileError, load_quota_file
+from mesoslike_frameworks.fuxi.quota import QuotaFileError, load_quota_file
 from mesoslike.transport import CurveKeys, load_public_key
-from mesoslike.frameworks.fuxi.service import (
+from mesoslike_frameworks.fuxi.service import (
     APPMASTER_MODULE,
     STANDBY_REFUSAL,
     WORKER_MODULE,

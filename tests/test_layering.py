@@ -14,6 +14,8 @@ pytestmark = pytest.mark.timeout(30)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "mesoslike"
+#: the bundled frameworks' import package, on disk where it is imported from
+FRAMEWORKS = ROOT / "frameworks" / "mesoslike_frameworks"
 
 #: modules of the pure core (layer 1) and the pure wire codec (layer 2)
 CORE = ["resources.py", "attributes.py", "errors.py", "observations.py", "fairness.py", "acl.py", "allocator", "wire",
@@ -162,7 +164,7 @@ def private_imports(paths, own):
 
 
 def test_frameworks_use_only_the_public_api():
-    found = private_imports((ROOT / "frameworks").rglob("*.py"), "mesoslike.frameworks")
+    found = private_imports(FRAMEWORKS.rglob("*.py"), "mesoslike_frameworks")
     assert found == [], "\n".join(found)
 
 
@@ -210,17 +212,17 @@ def test_the_public_api_is_pinned_and_every_name_resolves(module):
         assert getattr(imported, name) is not None, f"{module}.{name}"
 
 
-#: the bundled Fuxi scheduler's pure cores (frameworks/fuxi), driven by its runtimes
+#: the bundled Fuxi scheduler's pure cores (frameworks/mesoslike_frameworks/fuxi), driven by its runtimes
 FUXI_CORE = ["core.py", "waiting_queue.py", "quota.py", "appmaster_core.py", "jobs.py"]
-#: the bundled service scheduler's pure parts (frameworks/services)
+#: the bundled service scheduler's pure parts (frameworks/mesoslike_frameworks/services)
 SERVICES_CORE = ["core.py", "model.py", "matching.py", "api.py"]
 
 
 def test_the_fuxi_cores_do_no_io_and_read_no_clock():
     for name in FUXI_CORE:
-        assert_pure(ROOT / "frameworks" / "fuxi" / name)
+        assert_pure(FRAMEWORKS / "fuxi" / name)
 
 
 def test_the_services_cores_do_no_io_and_read_no_clock():
     for name in SERVICES_CORE:
-        assert_pure(ROOT / "frameworks" / "services" / name)
+        assert_pure(FRAMEWORKS / "services" / name)

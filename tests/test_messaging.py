@@ -12,8 +12,8 @@ from codec_helpers import HOSTILE_NUMBERS, HOSTILE_RESOURCES, assert_the_fast_de
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mesoslike.frameworks.fuxi import am_protocol as amp
-from mesoslike.frameworks.fuxi import protocol
+from mesoslike_frameworks.fuxi import am_protocol as amp
+from mesoslike_frameworks.fuxi import protocol
 from mesoslike.messaging import Codec, Items, Range, Schema, WireError
 from mesoslike.wire import CODEC as MASTER_CODEC
 

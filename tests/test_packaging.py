@@ -1,5 +1,5 @@
 """The package installs with both ``pip install .`` and ``pip install -e .``,
-maps frameworks/ to ``mesoslike.frameworks``, ships no top-level
+maps frameworks/ to ``mesoslike_frameworks``, ships no top-level
 ``frameworks`` package, and carries what its commands read by default (the
 dashboards' files, the simulator's bundled trace) as package data.
 
@@ -39,7 +39,7 @@ def test_every_package_directory_is_declared():
     found = {"mesoslike." + ".".join(p.parent.relative_to(ROOT / "mesoslike").parts)
              for p in (ROOT / "mesoslike").rglob("__init__.py")}
     found = {name.rstrip(".") for name in found}
-    found |= {"mesoslike.frameworks" + "".join("." + part for part in p.parent.relative_to(ROOT / "frameworks").parts)
+    found |= {".".join(p.parent.relative_to(ROOT / "frameworks").parts)
               for p in (ROOT / "frameworks").rglob("__init__.py")}
     assert found == declared
 
@@ -62,23 +62,24 @@ def test_installs_into_a_fresh_virtualenv(tmp_path, editable):
     target = ["-e", str(ROOT)] if editable else [str(ROOT)]
     run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *target], cwd=tmp_path)
     probe = (
-        "import importlib.util, mesoslike, mesoslike.frameworks as f, mesoslike.allocator, mesoslike.transport;"
+        "import importlib.util, mesoslike, mesoslike_frameworks as f, mesoslike.allocator, mesoslike.transport;"
         "import msgpack, zmq, kazoo, attrs, click, sortedcontainers;"
         "print(f.__name__);"
         "print(importlib.util.find_spec('frameworks') is None)"
     )
     out = run([str(python), "-c", probe], cwd=tmp_path)
-    assert out.stdout.split() == ["mesoslike.frameworks", "True"]
+    assert out.stdout.split() == ["mesoslike_frameworks", "True"]
     version = run([str(venv / "bin" / "mesoslike"), "--version"], cwd=tmp_path)
     assert "mesoslike" in version.stdout
     if not editable:
         site = run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
         assert not (pathlib.Path(site) / "frameworks").exists()
-        assert (pathlib.Path(site) / "mesoslike" / "frameworks" / "__init__.py").exists()
+        assert (pathlib.Path(site) / "mesoslike_frameworks" / "__init__.py").exists()
         assert (pathlib.Path(site) / "mesoslike" / "py.typed").exists()
         # the master's dashboard (docs/dashboard.rst) ships its files
-        for installed, source in (("master", ROOT / "mesoslike" / "master"), ("frameworks/fuxi", ROOT / "frameworks" / "fuxi")):
-            static = pathlib.Path(site) / "mesoslike" / installed / "static"
+        for installed, source in (("mesoslike/master", ROOT / "mesoslike" / "master"),
+                                  ("mesoslike_frameworks/fuxi", ROOT / "frameworks" / "mesoslike_frameworks" / "fuxi")):
+            static = pathlib.Path(site) / installed / "static"
             assert {p.name for p in static.iterdir()} == {p.name for p in (source / "static").iterdir()}
         # the bundled trace is package data: the installed command replays it from anywhere
         elsewhere = tmp_path / "elsewhere"

@@ -6,13 +6,13 @@ import click
 
 from mesoslike import __version__
 from mesoslike.cli.cluster import agent, decommission, local, master
-from mesoslike.cli.fuxi import fuxi
+from mesoslike_frameworks.fuxi.cli import fuxi
 from mesoslike.cli.images import images
 from mesoslike.cli.keys import keys
 from mesoslike.cli.operations import drain, framework, kill_task_command, reactivate, reserve, unreserve
 from mesoslike.cli.quota import quota, weights
-from mesoslike.cli.run import run
-from mesoslike.cli.services import app, deployment, services
+from mesoslike_frameworks.command_cli import run
+from mesoslike_frameworks.services.cli import app, deployment, services
 from mesoslike.cli.simulate import simulate
 from mesoslike.cli.state import state
 from mesoslike.cli.task import task

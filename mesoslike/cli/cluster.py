@@ -575,7 +575,7 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
 def _local_services(master: str, ip: str, port: int, base: str, keys):
     """``local --services``: the service scheduler beside the cluster, as the
     cluster's client principal, its API for the operator's token."""
-    from mesoslike.frameworks.services.runner import ServicesRunner
+    from mesoslike_frameworks.services.runner import ServicesRunner
 
     try:
         runner = ServicesRunner(master, ip=ip, http_port=port, work_dir=os.path.join(base, "services"),

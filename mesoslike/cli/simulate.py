@@ -219,7 +219,7 @@ def _roles(path: Path | None) -> Any:
 def _quota(path: Path | None) -> Any:
     if path is None:
         return None
-    from mesoslike.frameworks.fuxi.quota import QuotaFileError, load_quota_file
+    from mesoslike_frameworks.fuxi.quota import QuotaFileError, load_quota_file
     try:
         return load_quota_file(path)
     except QuotaFileError as exc:

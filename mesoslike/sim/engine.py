@@ -45,8 +45,8 @@ import attrs
 from mesoslike.allocator import HierarchicalAllocator, Offer
 from mesoslike.allocator.roles import ancestors
 from mesoslike.clock import FakeClock
-from mesoslike.frameworks.fuxi.core import FuxiCore
-from mesoslike.frameworks.fuxi.quota import QuotaConfig
+from mesoslike_frameworks.fuxi.core import FuxiCore
+from mesoslike_frameworks.fuxi.quota import QuotaConfig
 from mesoslike.master.roles import RolesConfig, quantities
 from mesoslike.resources import Resources
 from mesoslike.sim.metrics import Recorder

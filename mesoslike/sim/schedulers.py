@@ -7,7 +7,7 @@
   ``random``) decides who is offered what: the ``drf`` and ``random``
   policies.
 * :class:`FuxiScheduler` -- one framework, the bundled Fuxi scheduler's
-  core (:class:`~mesoslike.frameworks.fuxi.core.FuxiCore`, driven only
+  core (:class:`~mesoslike_frameworks.fuxi.core.FuxiCore`, driven only
   through its public methods): every task is a job of one ScheduleUnit (a
   gang is one all-or-nothing unit of several slots) in the quota group of
   its class, with the task's priority, FIFO or FAIR: the ``fuxi-fifo`` and
@@ -28,7 +28,7 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 import attrs
 
 from mesoslike.allocator import Offer
-from mesoslike.frameworks.fuxi.core import (
+from mesoslike_frameworks.fuxi.core import (
     WAIT_ALL_OR_NOTHING,
     WAIT_BLACKLIST,
     WAIT_LOWER_PRIORITY,
@@ -42,7 +42,7 @@ from mesoslike.frameworks.fuxi.core import (
     SlotGranted,
     SuppressOffers,
 )
-from mesoslike.frameworks.fuxi.model import DEFAULT_QUOTA_GROUP, JobSpec, UnitSpec
+from mesoslike_frameworks.fuxi.model import DEFAULT_QUOTA_GROUP, JobSpec, UnitSpec
 from mesoslike.resources import Resources
 from mesoslike.sim.workload import TaskSpec
 

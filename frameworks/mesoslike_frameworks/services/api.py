@@ -27,10 +27,10 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, TypeVar
 import attrs
 
 from mesoslike.credentials import Credentials, Refused
-from mesoslike.frameworks.services.core import (AppRecord, ApiError, Deployment, Instance, ServicesCore, RUNNING,
+from mesoslike_frameworks.services.core import (AppRecord, ApiError, Deployment, Instance, ServicesCore, RUNNING,
                                                 STAGING, STARTING, UNKNOWN, GOAL_RUNNING, SCHEDULED)
-from mesoslike.frameworks.services.matching import explain
-from mesoslike.frameworks.services.model import AppDefinition, ValidationError, format_timestamp, normalize_id
+from mesoslike_frameworks.services.matching import explain
+from mesoslike_frameworks.services.model import AppDefinition, ValidationError, format_timestamp, normalize_id
 
 __all__ = ["Request", "Response", "Backend", "ServicesApi", "app_json", "task_json", "deployment_json",
            "queue_json", "MAX_BODY", "Authorizer"]
@@ -247,7 +247,7 @@ class ServicesApi:
         except Exception as exc:   # a bug must not take the server down; the client gets a 500
             import logging
 
-            logging.getLogger("mesoslike.frameworks.services.api").exception("%s %s failed", request.method,
+            logging.getLogger("mesoslike_frameworks.services.api").exception("%s %s failed", request.method,
                                                                               request.path[:200])
             return _json(500, {"message": f"internal error: {type(exc).__name__}"})
 

@@ -39,16 +39,16 @@ from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from mesoslike import (FrameworkInfo, Filters, MasterInfo, MesoslikeError, Scheduler, TaskState, TaskStatus,
                        __version__)
-from mesoslike.frameworks.services.api import ServicesApi
-from mesoslike.frameworks.services.core import (ApiError, Command, Decline, Disconnected, DrainingAgents, Emit,
+from mesoslike_frameworks.services.api import ServicesApi
+from mesoslike_frameworks.services.core import (ApiError, Command, Decline, Disconnected, DrainingAgents, Emit,
                                                 Kill, Launch, OffersReceived, Persist, Reconcile, Registered,
                                                 Reregistered, Revive, ServicesCore, StatusUpdate, Suppress, Tick)
-from mesoslike.frameworks.services.model import format_timestamp
+from mesoslike_frameworks.services.model import format_timestamp
 
 __all__ = ["ServicesService", "ServicesScheduler", "EventBus", "WallClock", "page_files", "STATIC_DIR",
            "FileStore", "RecordStore"]
 
-log = logging.getLogger("mesoslike.frameworks.services.service")
+log = logging.getLogger("mesoslike_frameworks.services.service")
 
 T = TypeVar("T")
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -76,7 +76,7 @@ class RecordStore:
 def FileStore(directory: str | Path):  # noqa: N802 (a constructor)
     """Records as files in ``directory``, locked for this process (the Fuxi
     service's store: each file written atomically and fsynced)."""
-    from mesoslike.frameworks.fuxi.state_store import FileRecordStore, StoreLocked
+    from mesoslike_frameworks.fuxi.state_store import FileRecordStore, StoreLocked
 
     try:
         return FileRecordStore(directory)

@@ -38,11 +38,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mesoslike.frameworks.fuxi import appmaster_core as amc
+from mesoslike_frameworks.fuxi import appmaster_core as amc
 
 __all__ = ["Checkpoint", "write_snapshot", "read_snapshot", "JOURNAL_SUFFIX", "MIN_COMPACT_BYTES"]
 
-log = logging.getLogger("mesoslike.frameworks.fuxi.appmaster")
+log = logging.getLogger("mesoslike_frameworks.fuxi.appmaster")
 
 JOURNAL_SUFFIX = ".journal"
 #: a journal smaller than this is never compacted (a tiny job's snapshot is smaller than a few records)

@@ -37,7 +37,7 @@ from mesoslike import MesoslikeError
 __all__ = ["ServiceRecord", "JobRecord", "AppMasterRecord", "HardState", "HardStateError", "SERVICE_KEY",
            "JOB_PREFIX", "FORMAT", "job_key", "encode", "decode"]
 
-log = logging.getLogger("mesoslike.frameworks.fuxi.hard_state")
+log = logging.getLogger("mesoslike_frameworks.fuxi.hard_state")
 
 FORMAT = 1
 SERVICE_KEY = "service"

@@ -35,8 +35,8 @@ from typing import Any, Iterable, Mapping
 import attrs
 
 from mesoslike import MesoslikeError, Resources
-from mesoslike.frameworks.fuxi.blacklist import DEFAULT_REPORT_SECONDS, DEFAULT_REPORTS_NEEDED
-from mesoslike.frameworks.fuxi.model import POLICIES, read_toml
+from mesoslike_frameworks.fuxi.blacklist import DEFAULT_REPORT_SECONDS, DEFAULT_REPORTS_NEEDED
+from mesoslike_frameworks.fuxi.model import POLICIES, read_toml
 
 __all__ = ["QuotaGroup", "compute_caps", "hunger", "QuotaConfig", "QuotaFileError", "load_quota_file",
            "parse_quota"]

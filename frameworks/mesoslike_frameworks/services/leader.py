@@ -37,7 +37,7 @@ from mesoslike.leadership import (BuildCore, CoreBuilt, Demoted, Drop, ElectionW
 
 __all__ = ["Candidacy", "KeptState"]
 
-log = logging.getLogger("mesoslike.frameworks.services.leader")
+log = logging.getLogger("mesoslike_frameworks.services.leader")
 
 
 class KeptState:

@@ -63,14 +63,14 @@ import attrs
 from sortedcontainers import SortedList, SortedSet
 
 from mesoslike import Clock, MesoslikeError
-from mesoslike.frameworks.fuxi import am_protocol as amp
-from mesoslike.frameworks.fuxi import protocol
-from mesoslike.frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec
+from mesoslike_frameworks.fuxi import am_protocol as amp
+from mesoslike_frameworks.fuxi import protocol
+from mesoslike_frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec
 
 __all__ = ["AppMasterCore", "AppMasterError", "JournalError", "Action", "ToWorker", "ToService", "SnapshotChanged", "RUNNING",
            "SUCCEEDED", "FAILED", "DEFAULT_REJOIN_GRACE", "SNAPSHOT_FORMAT"]
 
-log = logging.getLogger("mesoslike.frameworks.fuxi.appmaster")
+log = logging.getLogger("mesoslike_frameworks.fuxi.appmaster")
 
 RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
 #: seconds a restarted AppMaster waits for workers to report instances that were running

@@ -44,7 +44,7 @@ def _fuxi_key_options(fn):
 def _job_client(fuxi_address: str, timeout: float, key: str | None, fuxi_key: str | None):
     """A :class:`JobClient` with the keys of --key/--fuxi-key (or the environment); exit 1 saying what is wrong."""
     from mesoslike.credentials import FUXI_KEY_ENV, client_keys
-    from mesoslike.frameworks.fuxi.service import JobClient
+    from mesoslike_frameworks.fuxi.service import JobClient
 
     try:
         keys, server_key = client_keys(key, fuxi_key, server_env=FUXI_KEY_ENV, server_option="--fuxi-key",
@@ -134,7 +134,7 @@ def serve(master_address, zk_url, ip, port, http_port, quota, name, role, work_d
     Each job's AppMaster and workers get key pairs of their own."""
     from mesoslike import DriverStatus
     from mesoslike.credentials import load_credentials, load_keys
-    from mesoslike.frameworks.fuxi.service import STANDBY_REFUSAL, JobServer
+    from mesoslike_frameworks.fuxi.service import STANDBY_REFUSAL, JobServer
 
     if zk_url and not work_dir:
         die("--zk needs --work-dir: the jobs' AppMaster snapshots and logs go there (shared by the services)", 2)
@@ -219,7 +219,7 @@ def _status_page(ip: str, port: int, server):
     its files at ``/`` and ``/static/``, what ``fuxi status --json`` says at
     ``GET /status`` (a standby says it is one). Started; exit 1 if the port
     cannot be bound."""
-    import mesoslike.frameworks.fuxi as fuxi_package
+    import mesoslike_frameworks.fuxi as fuxi_package
     from mesoslike.master.http import StatusHTTPServer, dashboard_files
 
     def status() -> tuple[str, bytes]:
@@ -273,7 +273,7 @@ def _fuxi_metrics(server) -> list:
 
 def _quota(path: str | None):
     """The quota file's configuration (exit 2 naming the field), None without one."""
-    from mesoslike.frameworks.fuxi.quota import load_quota_file
+    from mesoslike_frameworks.fuxi.quota import load_quota_file
 
     if not path:
         return None
@@ -284,7 +284,7 @@ def _quota(path: str | None):
 
 
 def _file_store(work_dir: str):
-    from mesoslike.frameworks.fuxi.state_store import FileRecordStore
+    from mesoslike_frameworks.fuxi.state_store import FileRecordStore
 
     try:
         return FileRecordStore(Path(work_dir) / "state")
@@ -294,7 +294,7 @@ def _file_store(work_dir: str):
 
 def _read(store):
     """The hard state a store holds; exit 1 saying why it cannot be read."""
-    from mesoslike.frameworks.fuxi import hard_state
+    from mesoslike_frameworks.fuxi import hard_state
 
     try:
         return hard_state.decode(store.load())
@@ -306,9 +306,9 @@ def _service(state, store, config, master_address, work_dir, ip, zk_url, failove
              credentials=None, service_key: bytes | None = None):
     """The service a leader runs: the quota from --quota, else the kept one, else the default."""
     from mesoslike import Resources
-    from mesoslike.frameworks.fuxi.core import FuxiCore
-    from mesoslike.frameworks.fuxi.quota import QuotaConfig
-    from mesoslike.frameworks.fuxi.service import FuxiService
+    from mesoslike_frameworks.fuxi.core import FuxiCore
+    from mesoslike_frameworks.fuxi.quota import QuotaConfig
+    from mesoslike_frameworks.fuxi.service import FuxiService
 
     kept = state.service if state is not None else None
     if config is None and kept is not None:
@@ -409,7 +409,7 @@ class _Leadership:
 def submit(fuxi_address, wait, interval, timeout, reattach_timeout, key, fuxi_key, job_file) -> None:
     """Submit the job in JOB.toml (the job file of docs/fuxi.rst) and print its
     id. A job file that is not valid exits 2 and sends nothing."""
-    from mesoslike.frameworks.fuxi.model import JobSpecError, check_runnable, parse_job, read_toml
+    from mesoslike_frameworks.fuxi.model import JobSpecError, check_runnable, parse_job, read_toml
 
     try:
         document = read_toml(job_file, "job file", JobSpecError)
@@ -432,7 +432,7 @@ def _follow(client, job_id: str, interval: float, reattach_timeout: float) -> in
     """Show the job's progress until it ends; the exit status (0: it
     succeeded). A service that stops answering (a restart, a failover) is
     asked again until ``reattach_timeout`` s have passed without an answer."""
-    from mesoslike.frameworks.fuxi.service import STANDBY_REFUSAL, JobRefused, NoAnswer
+    from mesoslike_frameworks.fuxi.service import STANDBY_REFUSAL, JobRefused, NoAnswer
 
     bar = ProgressBar(sys.stdout.isatty())
     silent_since: float | None = None

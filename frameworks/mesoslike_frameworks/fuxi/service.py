@@ -1,8 +1,8 @@
 """The Fuxi scheduler as a running framework: ``mesoslike fuxi serve``.
 
 :class:`FuxiService` is a :class:`~mesoslike.Scheduler` around one
-:class:`~mesoslike.frameworks.fuxi.jobs.JobCore` (which holds the
-scheduling :class:`~mesoslike.frameworks.fuxi.core.FuxiCore`). It decides
+:class:`~mesoslike_frameworks.fuxi.jobs.JobCore` (which holds the
+scheduling :class:`~mesoslike_frameworks.fuxi.core.FuxiCore`). It decides
 nothing itself: every stimulus becomes an event for the core, and the
 core's commands become driver calls and process actions.
 
@@ -79,8 +79,8 @@ from mesoslike import (ConfigError, ContainerInfo, Filters, MesoslikeError, Sche
                        Volume, VolumeSource, make_locator)
 from mesoslike.credentials import Credentials
 from mesoslike.credentials import Refused as NotAuthorized
-from mesoslike.frameworks.fuxi import am_protocol, hard_state, protocol
-from mesoslike.frameworks.fuxi.core import (
+from mesoslike_frameworks.fuxi import am_protocol, hard_state, protocol
+from mesoslike_frameworks.fuxi.core import (
     DeclineOffers,
     FuxiCore,
     FuxiError,
@@ -90,8 +90,8 @@ from mesoslike.frameworks.fuxi.core import (
     Slot,
     SuppressOffers,
 )
-from mesoslike.frameworks.fuxi.hard_state import AppMasterRecord, HardState
-from mesoslike.frameworks.fuxi.jobs import (
+from mesoslike_frameworks.fuxi.hard_state import AppMasterRecord, HardState
+from mesoslike_frameworks.fuxi.jobs import (
     ADOPT_WINDOW,
     KEEP_ENDED_JOBS,
     MAX_APPMASTER_RESTARTS,
@@ -127,9 +127,9 @@ from mesoslike.frameworks.fuxi.jobs import (
     Tick,
     WorkerUpdate,
 )
-from mesoslike.frameworks.fuxi.model import JobSpec, JobSpecError, check_runnable, job_document, parse_job
-from mesoslike.frameworks.fuxi.protocol import STANDBY_REFUSAL
-from mesoslike.frameworks.fuxi.state_store import RecordStore
+from mesoslike_frameworks.fuxi.model import JobSpec, JobSpecError, check_runnable, job_document, parse_job
+from mesoslike_frameworks.fuxi.protocol import STANDBY_REFUSAL
+from mesoslike_frameworks.fuxi.state_store import RecordStore
 from mesoslike.transport import (
     Authenticator,
     Client,
@@ -146,13 +146,13 @@ __all__ = ["FuxiService", "AppMasterProcess", "JobServer", "JobClient", "JobRefu
            "APPMASTER_MODULE", "WORKER_MODULE", "APPMASTER_PRINCIPAL", "answer", "is_appmaster_of",
            "check_secure"]
 
-log = logging.getLogger("mesoslike.frameworks.fuxi.service")
+log = logging.getLogger("mesoslike_frameworks.fuxi.service")
 
 DEFAULT_PORT = 5060
 #: seconds between the supervisor's looks at the AppMasters (and ticks of the core)
 SUPERVISE_INTERVAL = 0.2
-APPMASTER_MODULE = "mesoslike.frameworks.fuxi.appmaster"
-WORKER_MODULE = "mesoslike.frameworks.fuxi.worker"
+APPMASTER_MODULE = "mesoslike_frameworks.fuxi.appmaster"
+WORKER_MODULE = "mesoslike_frameworks.fuxi.worker"
 #: a job's AppMaster authenticates to the job server as this and the job's id (no credentials name may start so)
 APPMASTER_PRINCIPAL = "appmaster/"
 #: the environment a worker task finds its public keys in (z85): its own, and its AppMaster's

@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping
 
 import attrs
 
-from mesoslike.frameworks.constraints import Constraint, ConstraintError
+from mesoslike_frameworks.constraints import Constraint, ConstraintError
 
 __all__ = [
     "AppDefinition", "PortDefinition", "HealthCheckDefinition", "UpgradeStrategy", "ValidationError",

@@ -1,7 +1,7 @@
 """The Fuxi service's job core: every job's lifecycle, sans I/O.
 
 :class:`JobCore` decides what ``mesoslike fuxi serve`` does with its jobs.
-Scheduling is the :class:`~mesoslike.frameworks.fuxi.core.FuxiCore`'s, held
+Scheduling is the :class:`~mesoslike_frameworks.fuxi.core.FuxiCore`'s, held
 inside it; processes, sockets and the scheduler driver are the service's
 (:mod:`.service`). Like dask's worker state machine, every stimulus is an
 *event* — a frozen value carrying a ``stimulus_id`` — given to
@@ -95,15 +95,15 @@ from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 import attrs
 
 from mesoslike import Offer, TaskState, TaskStatus
-from mesoslike.frameworks.fuxi import protocol
-from mesoslike.frameworks.fuxi.hard_state import (
+from mesoslike_frameworks.fuxi import protocol
+from mesoslike_frameworks.fuxi.hard_state import (
     SERVICE_KEY,
     AppMasterRecord,
     JobRecord,
     ServiceRecord,
     job_key,
 )
-from mesoslike.frameworks.fuxi.core import (
+from mesoslike_frameworks.fuxi.core import (
     DeclineOffers,
     FuxiCore,
     FuxiError,
@@ -115,8 +115,8 @@ from mesoslike.frameworks.fuxi.core import (
     SlotRevoked,
     SuppressOffers,
 )
-from mesoslike.frameworks.fuxi.core import Command as SchedulerCommand
-from mesoslike.frameworks.fuxi.model import JobSpec, JobSpecError, UnitSpec, parse_job
+from mesoslike_frameworks.fuxi.core import Command as SchedulerCommand
+from mesoslike_frameworks.fuxi.model import JobSpec, JobSpecError, UnitSpec, parse_job
 
 __all__ = ["JobCore", "Job", "JobState", "TRANSITIONS", "Transition", "Event", "JobSubmitted", "OffersReceived",
            "OfferRescinded", "AgentLost", "WorkerUpdate", "AppMasterRequest", "AppMasterExited",
@@ -126,7 +126,7 @@ __all__ = ["JobCore", "Job", "JobState", "TRANSITIONS", "Transition", "Event", "
            "Persist", "KEEP_ENDED_JOBS", "MAX_APPMASTER_RESTARTS", "MAX_WORKER_FAILURES", "RELEASE_GRACE",
            "ADOPT_WINDOW", "RETRY_PERSIST", "parse_slot_id"]
 
-log = logging.getLogger("mesoslike.frameworks.fuxi.service")
+log = logging.getLogger("mesoslike_frameworks.fuxi.service")
 
 #: ended jobs kept for ``status``
 KEEP_ENDED_JOBS = 1000

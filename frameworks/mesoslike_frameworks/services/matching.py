@@ -17,7 +17,7 @@ from typing import Iterable, Mapping
 import attrs
 
 from mesoslike import Resources
-from mesoslike.frameworks.constraints import Placements
+from mesoslike_frameworks.constraints import Placements
 
 __all__ = ["Match", "match", "REASONS", "OfferStats", "Fit", "resources_of", "explain"]
 

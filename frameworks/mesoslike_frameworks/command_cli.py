@@ -161,14 +161,14 @@ def run(master_address, cpus, mem, instances, role, name, timeout, connect_timeo
     code (1 if it had none). The last lines of each failed instance's stderr
     are shown, with where its sandbox is; ``mesoslike task log`` prints the rest."""
     from mesoslike import SchedulerDriver
-    from mesoslike.frameworks.command import CommandScheduler, framework_info
-    from mesoslike.frameworks.constraints import ConstraintError, parse_constraints
+    from mesoslike_frameworks.command import CommandScheduler, framework_info
+    from mesoslike_frameworks.constraints import ConstraintError, parse_constraints
 
     try:
         placement = parse_constraints(constraints)
     except ConstraintError as exc:
         die(f"--constraint {exc}")
-    from mesoslike.frameworks.task_options import TaskOptionError, health_check, parse_labels, parse_uris
+    from mesoslike_frameworks.task_options import TaskOptionError, health_check, parse_labels, parse_uris
 
     try:
         check = health_check(health_cmd, health_http, health_https, health_tcp, {
@@ -254,7 +254,7 @@ def _stop(scheduler, driver, reporter, why: str) -> None:
     """Kill the instances still running, wait (up to :data:`KILL_WAIT` s)
     for their end, tear the framework down, and say what happened."""
     from mesoslike import DriverStatus
-    from mesoslike.frameworks.command import TERMINAL_STATES
+    from mesoslike_frameworks.command import TERMINAL_STATES
 
     progress = scheduler.progress
     asked = scheduler.kill_all(driver) if driver.status is DriverStatus.RUNNING else []
@@ -385,7 +385,7 @@ class _OutputFollower(threading.Thread):
 
     @staticmethod
     def _echo(task_id: str, line: bytes) -> None:
-        from mesoslike.frameworks.command import instance_of
+        from mesoslike_frameworks.command import instance_of
 
         number = instance_of(task_id)
         click.echo(f"[{number if number is not None else task_id}] {line.decode('utf-8', 'replace')}")

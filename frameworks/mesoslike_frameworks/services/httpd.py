@@ -24,11 +24,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
 from mesoslike import ConfigError
-from mesoslike.frameworks.services.api import MAX_BODY, Request, Response
+from mesoslike_frameworks.services.api import MAX_BODY, Request, Response
 
 __all__ = ["ServicesHTTPServer", "parse_request"]
 
-log = logging.getLogger("mesoslike.frameworks.services.httpd")
+log = logging.getLogger("mesoslike_frameworks.services.httpd")
 
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
          b'Content-Length: 52\r\n\r\n{"message": "too many connections; try again later"}')

@@ -1,6 +1,6 @@
 """A Fuxi worker: the long-lived process in one granted slot.
 
-``python -m mesoslike.frameworks.fuxi.worker`` is the task the Fuxi
+``python -m mesoslike_frameworks.fuxi.worker`` is the task the Fuxi
 service launches in every slot it is granted. It reads its place from the
 environment — ``FUXI_APPMASTER`` (the job's AppMaster, ``tcp://HOST:PORT``),
 ``FUXI_SLOT_ID``, ``FUXI_JOB_ID``, ``FUXI_UNIT``, ``FUXI_HOSTNAME``,
@@ -42,12 +42,12 @@ import threading
 from pathlib import Path
 
 from mesoslike import Clock, MesoslikeError, SystemClock
-from mesoslike.frameworks.fuxi import am_protocol as amp
+from mesoslike_frameworks.fuxi import am_protocol as amp
 from mesoslike.transport import Client, CurveKeys, Waker
 
 __all__ = ["Worker", "main", "SHELL", "read_secret", "TOKEN_FILE_ENV", "SECRET_KEY_FILE_ENV"]
 
-log = logging.getLogger("mesoslike.frameworks.fuxi.worker")
+log = logging.getLogger("mesoslike_frameworks.fuxi.worker")
 
 SHELL = "/bin/sh"
 #: bytes of an instance's stderr quoted in a DONE message

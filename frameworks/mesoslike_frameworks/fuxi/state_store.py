@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Mapping, Protocol
 
-from mesoslike.frameworks.fuxi.hard_state import HardStateError
+from mesoslike_frameworks.fuxi.hard_state import HardStateError
 
 __all__ = ["RecordStore", "FileRecordStore", "StoreLocked"]
 

@@ -52,9 +52,9 @@ import attrs
 
 from mesoslike import (Clock, CommandURI, HealthCheck, HTTPCheck, Label, Offer, Resources, TaskInfo, TaskState,
                        TaskStatus, TCPCheck)
-from mesoslike.frameworks.constraints import Placements
-from mesoslike.frameworks.services.matching import Fit, OfferStats, match
-from mesoslike.frameworks.services.model import (AppDefinition, ValidationError, format_timestamp, merge_app,
+from mesoslike_frameworks.constraints import Placements
+from mesoslike_frameworks.services.matching import Fit, OfferStats, match
+from mesoslike_frameworks.services.model import (AppDefinition, ValidationError, format_timestamp, merge_app,
                                                  normalize_id, parse_app)
 
 __all__ = [

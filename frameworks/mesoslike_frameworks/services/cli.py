@@ -75,7 +75,7 @@ def serve(master_address, zk_url, ip, http_port, work_dir, name, role, user, fai
     running for --failover-timeout, and the next service takes them over.
     Without, stopping it ends the framework and its instances."""
     from mesoslike.credentials import load_credentials
-    from mesoslike.frameworks.services.runner import ServicesRunner
+    from mesoslike_frameworks.services.runner import ServicesRunner
 
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
@@ -117,7 +117,7 @@ def _client_options(fn):
 
 
 def _client(services_address: str, token: str | None, timeout: float):
-    from mesoslike.frameworks.services.client import ServicesClient
+    from mesoslike_frameworks.services.client import ServicesClient
 
     try:
         return ServicesClient(services_address, token, timeout)
@@ -192,7 +192,7 @@ def deploy(file, services_address, token, timeout, force, wait, wait_timeout) ->
     if not isinstance(document, dict) or not isinstance(document.get("id"), str):
         die(f"{path}: an app document with an \"id\" is needed", 2)
     client = _client(services_address, token, timeout)
-    from mesoslike.frameworks.services.client import ServicesError
+    from mesoslike_frameworks.services.client import ServicesError
 
     try:
         client.request("GET", _app_path(document["id"]))

@@ -48,7 +48,7 @@ from typing import Annotated, Any, ClassVar
 
 import attrs
 
-from mesoslike.frameworks.fuxi.protocol import VERSION, ProtocolError
+from mesoslike_frameworks.fuxi.protocol import VERSION, ProtocolError
 from mesoslike.messaging import Codec, Items, Range, Schema
 
 __all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Hello", "Heartbeat", "Progress", "Done", "Bye", "Welcome",

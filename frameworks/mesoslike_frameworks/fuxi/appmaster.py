@@ -1,9 +1,9 @@
 """A Fuxi job's AppMaster process: the imperative shell of
-:class:`~mesoslike.frameworks.fuxi.appmaster_core.AppMasterCore`.
+:class:`~mesoslike_frameworks.fuxi.appmaster_core.AppMasterCore`.
 
 The Fuxi service starts one per job::
 
-    python -m mesoslike.frameworks.fuxi.appmaster --service tcp://127.0.0.1:5060 --job-id job-0001 \\
+    python -m mesoslike_frameworks.fuxi.appmaster --service tcp://127.0.0.1:5060 --job-id job-0001 \\
         --bind tcp://127.0.0.1:PORT --snapshot WORK/job-0001/snapshot.json --job WORK/job-0001/job.json
 
 (``--job``: the job document as JSON; the service's token for the job in
@@ -70,16 +70,16 @@ from typing import Any, TypeVar
 import attrs
 
 from mesoslike import Clock, MesoslikeError, SystemClock, make_locator
-from mesoslike.frameworks.fuxi import am_protocol as amp
-from mesoslike.frameworks.fuxi import appmaster_core as amc
-from mesoslike.frameworks.fuxi import protocol
-from mesoslike.frameworks.fuxi.checkpoint import Checkpoint, read_snapshot, write_snapshot
-from mesoslike.frameworks.fuxi.model import MAX_NAME, JobSpec, JobSpecError, parse_job
+from mesoslike_frameworks.fuxi import am_protocol as amp
+from mesoslike_frameworks.fuxi import appmaster_core as amc
+from mesoslike_frameworks.fuxi import protocol
+from mesoslike_frameworks.fuxi.checkpoint import Checkpoint, read_snapshot, write_snapshot
+from mesoslike_frameworks.fuxi.model import MAX_NAME, JobSpec, JobSpecError, parse_job
 from mesoslike.transport import Authenticator, Client, CurveKeys, Server, load_public_key
 
 __all__ = ["AppMaster", "main", "write_snapshot", "read_snapshot"]
 
-log = logging.getLogger("mesoslike.frameworks.fuxi.appmaster")
+log = logging.getLogger("mesoslike_frameworks.fuxi.appmaster")
 
 #: the longest the loop sleeps (it also polls the service's socket)
 POLL = 0.05
@@ -478,7 +478,7 @@ class AppMaster:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mesoslike.frameworks.fuxi.appmaster",
+    parser = argparse.ArgumentParser(prog="python -m mesoslike_frameworks.fuxi.appmaster",
                                      description="A Fuxi job's AppMaster (started by `mesoslike fuxi serve`).")
     parser.add_argument("--service", required=True,
                         help="the Fuxi service's job server, tcp://HOST:PORT, or zk://HOSTS/PATH to follow its leader")

@@ -14,11 +14,11 @@ from typing import Callable, Iterable
 
 from mesoslike import (CommandURI, Filters, FrameworkInfo, HealthCheck, Label, Offer, Resources, Scheduler, TaskInfo,
                        TaskState, TaskStatus)
-from mesoslike.frameworks.constraints import Constraint, Placements
+from mesoslike_frameworks.constraints import Constraint, Placements
 
 __all__ = ["CommandScheduler", "Progress", "instance_of", "TERMINAL_STATES"]
 
-log = logging.getLogger("mesoslike.frameworks.command")
+log = logging.getLogger("mesoslike_frameworks.command")
 
 
 #: the terminal states, as the public TaskStatus model says (computed once: asked per update)
@@ -119,7 +119,7 @@ class CommandScheduler(Scheduler):
     ``on_change(progress, status)`` is called on the driver thread after each
     status update (``status`` None for other progress changes).
 
-    ``constraints`` (Marathon-style, :mod:`mesoslike.frameworks.constraints`)
+    ``constraints`` (Marathon-style, :mod:`mesoslike_frameworks.constraints`)
     decide which offers may take an instance, counting the instances of this
     run that have not ended. When every offer that has room is refused by a
     constraint while none of the run's instances is running (so nothing will

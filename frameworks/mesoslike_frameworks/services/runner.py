@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from mesoslike import ConfigError, DriverStatus, MesoslikeError, SchedulerDriver
-from mesoslike.frameworks.services.httpd import ServicesHTTPServer
-from mesoslike.frameworks.services.service import (FileStore, ServicesScheduler, ServicesService, framework_info,
+from mesoslike_frameworks.services.httpd import ServicesHTTPServer
+from mesoslike_frameworks.services.service import (FileStore, ServicesScheduler, ServicesService, framework_info,
                                                    new_core)
 
 __all__ = ["ServicesRunner", "DEFAULT_FAILOVER_TIMEOUT", "DEFAULT_HTTP_PORT"]
 
-log = logging.getLogger("mesoslike.frameworks.services.runner")
+log = logging.getLogger("mesoslike_frameworks.services.runner")
 
 #: how long the master keeps the instances running while no service leads, when the state is kept
 DEFAULT_FAILOVER_TIMEOUT = 600.0
@@ -84,7 +84,7 @@ class ServicesRunner:
             self.http.start()
             self._serve(self.service)
             return
-        from mesoslike.frameworks.services.leader import Candidacy
+        from mesoslike_frameworks.services.leader import Candidacy
 
         info = {"address": self.http.address, "http_address": self.http.address, "name": self.name,
                 "id": str(uuid.uuid4()), "hostname": socket.gethostname()}

@@ -62,17 +62,17 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Seque
 import attrs
 
 from mesoslike import Clock, MesoslikeError, Offer, Resources, SystemClock
-from mesoslike.frameworks.fuxi.blacklist import DEFAULT_REPORT_SECONDS, DEFAULT_REPORTS_NEEDED, GlobalBlacklist
-from mesoslike.frameworks.fuxi.machines import INDEX_KINDS, Dims, Scope, Vector, fits
-from mesoslike.frameworks.fuxi.model import LT_CLUSTER, LT_ENGINEROOM, LT_MACHINE, POLICIES, JobSpec, Locality, UnitSpec
-from mesoslike.frameworks.fuxi.quota import QuotaConfig, QuotaGroup, compute_caps, hunger
-from mesoslike.frameworks.fuxi.waiting_queue import WaitingQueue
+from mesoslike_frameworks.fuxi.blacklist import DEFAULT_REPORT_SECONDS, DEFAULT_REPORTS_NEEDED, GlobalBlacklist
+from mesoslike_frameworks.fuxi.machines import INDEX_KINDS, Dims, Scope, Vector, fits
+from mesoslike_frameworks.fuxi.model import LT_CLUSTER, LT_ENGINEROOM, LT_MACHINE, POLICIES, JobSpec, Locality, UnitSpec
+from mesoslike_frameworks.fuxi.quota import QuotaConfig, QuotaGroup, compute_caps, hunger
+from mesoslike_frameworks.fuxi.waiting_queue import WaitingQueue
 
 __all__ = ["FuxiCore", "FuxiError", "LaunchSlots", "DeclineOffers", "KillSlot", "SuppressOffers", "ReviveOffers",
            "SlotGranted", "SlotRevoked", "Slot", "WAIT_QUOTA", "WAIT_BLACKLIST", "WAIT_NO_FIT",
            "WAIT_LOWER_PRIORITY", "WAIT_ALL_OR_NOTHING", "WAIT_NEVER_FITS", "WAIT_NO_LABELS"]
 
-log = logging.getLogger("mesoslike.frameworks.fuxi")
+log = logging.getLogger("mesoslike_frameworks.fuxi")
 
 EMPTY = Resources()
 ROOM_ATTRIBUTE = "room"
