@@ -418,8 +418,8 @@ def test_an_event_the_core_does_not_know_is_refused(h):
 
 def test_the_job_core_does_no_io_and_reads_no_clock():
     from test_layering import ROOT, assert_pure
-    assert_pure(ROOT / "frameworks" / "fuxi" / "jobs.py")
-    assert_pure(ROOT / "frameworks" / "fuxi" / "hard_state.py")   # the records it writes, too
+    assert_pure(ROOT / "frameworks" / "mesoslike_frameworks" / "fuxi" / "jobs.py")
+    assert_pure(ROOT / "frameworks" / "mesoslike_frameworks" / "fuxi" / "hard_state.py")   # the records it writes, too
 
 
 # ================================================================ offers

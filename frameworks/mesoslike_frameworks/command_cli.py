@@ -19,9 +19,8 @@ import time
 
 import click
 
+from mesoslike import MesoslikeError, Resources
 from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
-from mesoslike.errors import MesoslikeError
-from mesoslike.resources import Resources
 
 __all__ = ["run"]
 

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import sys
-import threading
 import time
-import uuid
-from pathlib import Path
-from typing import Callable
 
 import click
 
-from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
-from mesoslike.cli.state import _table
 from mesoslike import MesoslikeError
+from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
+from mesoslike.cli.state import table
+from mesoslike_frameworks.fuxi import DEFAULT_FAILOVER_TIMEOUT
 
 __all__ = ["fuxi", "format_status", "progress_line", "ProgressBar", "bar", "DEFAULT_FAILOVER_TIMEOUT"]
 
@@ -72,10 +68,6 @@ def fuxi() -> None:
 
 
 # ------------------------------------------------------------------ serve
-#: the framework's failover timeout when the state is kept: long enough for a restart or a new leader
-DEFAULT_FAILOVER_TIMEOUT = 600.0
-
-
 @fuxi.command()
 @config_option("fuxi_serve")
 @option("", "--master", "master_address", required=True,
@@ -132,143 +124,33 @@ def serve(master_address, zk_url, ip, port, http_port, quota, name, role, work_d
     With --credentials (and --key) job clients authenticate, as at the
     master; without, it serves anyone on loopback only (unless --insecure).
     Each job's AppMaster and workers get key pairs of their own."""
-    from mesoslike import DriverStatus
-    from mesoslike.credentials import load_credentials, load_keys
-    from mesoslike_frameworks.fuxi.service import STANDBY_REFUSAL, JobServer
+    from mesoslike_frameworks.fuxi.runner import ZK_NEEDS_WORK_DIR, FuxiRunner
 
     if zk_url and not work_dir:
-        die("--zk needs --work-dir: the jobs' AppMaster snapshots and logs go there (shared by the services)", 2)
-    kept = bool(zk_url or work_dir)
-    failover_timeout = failover_timeout if failover_timeout is not None else \
-        DEFAULT_FAILOVER_TIMEOUT if kept else 0.0
-    # stopping hands the jobs over only if something can take them in time
-    hand_over = kept and failover_timeout > 0
-    config = _quota(quota)
+        die(ZK_NEEDS_WORK_DIR, 2)
     try:
-        serving_keys = load_keys(key) if credentials else None
-        serving_credentials = load_credentials(credentials) if credentials else None
-        server = JobServer(None, f"tcp://{ip}:{port}", refusing=STANDBY_REFUSAL, keys=serving_keys,
-                           credentials=serving_credentials, insecure=insecure, work_dir=work_dir)
+        runner = FuxiRunner(master_address, zk=zk_url, ip=ip, port=port, http_port=http_port, quota=_quota(quota),
+                            name=name, role=role, work_dir=work_dir, failover_timeout=failover_timeout,
+                            keep_ended=keep_ended, zk_session_timeout=zk_session_timeout, credentials=credentials,
+                            insecure=insecure, key=key, master_key=master_key, say=click.echo)
     except MesoslikeError as exc:
         die(str(exc))
-    page = _status_page(ip, http_port, server) if http_port is not None else None
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    leadership = _Leadership(zk_url, server.address, name, stopping, zk_session_timeout, server.hold) \
-        if zk_url else None
-    driver = service = store = None
+    signal.signal(signal.SIGTERM, lambda *_: runner.stopping.set())
     try:
-        if leadership is not None:
-            server.start()
-            click.echo(f"fuxi scheduler {name!r} standing by on {server.address}: one of the services in {zk_url}")
-            if not leadership.wait_until_elected():
-                return
-            store = leadership.store()
-        elif work_dir:
-            store = _file_store(work_dir)
-        state = _read(store) if store is not None else None
-        service = _service(state, store, config, master_address, work_dir, ip, zk_url, failover_timeout,
-                           keep_ended, serving_credentials, serving_keys.public if serving_keys else None)
-        service.service_address = server.address   # for the AppMasters it adopts or starts
-        # the kept framework id: the master hands this framework's tasks over to it
-        driver = _driver(service, name, role, failover_timeout, master_address,
-                         state.service.framework_id if state is not None and state.service is not None else "",
-                         key, master_key, webui_url=f"{page.address}/" if page is not None else "")
-        service.attach(driver)
-        if state is not None:
-            service.recover(state)
-        server.serve(service)   # (after the jobs are back: a request held since the election asks of them)
-        groups = ", ".join(f"{g.name} ({g.maximum or 'no maximum'})"
-                           for g in sorted(service.core.scheduler.groups.values(), key=lambda g: g.name))
-        click.echo(f"fuxi scheduler {name!r} serving jobs on {server.address}, framework in role {role} on "
-                   f"{master_address}; quota groups: {groups}; "
-                   f"{'job clients authenticated' if server.secured else 'job clients NOT authenticated'}")
-        if leadership is None:
-            server.start()
-        driver.start()
-        try:
-            while not stopping.wait(0.5) and driver.status is DriverStatus.RUNNING:
-                pass
-        except KeyboardInterrupt:
+        runner.start()
+        while not runner.stopping.wait(0.5) and runner.running():
             pass
     except KeyboardInterrupt:
         pass
-    finally:
-        if page is not None:
-            page.stop()
-        server.stop()
-        if service is not None:
-            service.stop(failover=hand_over)
-        ended = driver.status if driver is not None else None
-        if driver is not None:
-            driver.stop(failover=hand_over)
-            driver.join(10)
-        if leadership is not None:
-            leadership.stop()
-        elif store is not None:
-            store.close()
-    if leadership is not None and leadership.lost:
-        die(f"no longer the leading Fuxi scheduler ({leadership.lost}): exiting; the next leader takes the jobs "
-            "over")
-    if service is not None and ended is not None and ended is not DriverStatus.RUNNING:
-        die(f"the scheduler driver ended ({ended.value}): {'; '.join(service.errors) or 'no error reported'}")
-
-
-def _status_page(ip: str, port: int, server):
-    """The service's read-only page (``--http-port``, docs/dashboard.rst):
-    its files at ``/`` and ``/static/``, what ``fuxi status --json`` says at
-    ``GET /status`` (a standby says it is one). Started; exit 1 if the port
-    cannot be bound."""
-    import mesoslike_frameworks.fuxi as fuxi_package
-    from mesoslike.master.http import StatusHTTPServer, dashboard_files
-
-    def status() -> tuple[str, bytes]:
-        service = server.service   # None until this service leads
-        document = service.status() if service is not None else {"serving": False, "why_not": server.refusing}
-        return "application/json", json.dumps(document).encode()
-
-    from mesoslike.metrics import CONTENT_TYPE, exposition, metrics_registry
-
-    registry = metrics_registry(lambda: _fuxi_metrics(server))
-    shared = dashboard_files()   # the master dashboard's script helpers, style and icon
-    files = {path: shared[path] for path in ("/static/page.js", "/static/dashboard.css", "/static/favicon.svg")}
-    files.update(dashboard_files(Path(fuxi_package.__file__).resolve().parent / "static"))
-    try:
-        page = StatusHTTPServer(ip, port, {"/status": status, "/metrics": lambda: (CONTENT_TYPE, exposition(registry))},
-                                dashboard=files, workers=2, max_connections=16)
     except MesoslikeError as exc:
-        server.stop()
+        runner.stop()
         die(str(exc))
-    page.start()
-    click.echo(f"fuxi scheduler's page on {page.address}/")
-    return page
-
-
-def _fuxi_metrics(server) -> list:
-    """The service's ``/metrics`` (docs/observability.rst): jobs, and slots by
-    quota group — what ``GET /status`` says, as numbers."""
-    from mesoslike.observations import metric
-
-    service = server.service   # None until this service leads
-    document = service.status() if service is not None else {"jobs": [], "quota_groups": []}
-    slots: dict[str, dict[str, int]] = {group["name"]: {"desired": 0, "granted": 0, "waiting": 0, "reserved": 0}
-                                        for group in document["quota_groups"]}
-    units_waiting = 0
-    for job in document["jobs"]:
-        counts = slots.setdefault(job["quota_group"], {"desired": 0, "granted": 0, "waiting": 0, "reserved": 0})
-        for unit in job["units"]:
-            units_waiting += unit["waiting"] > 0
-            for field in counts:
-                counts[field] += unit[field]
-    return [
-        metric("fuxi_serving", "gauge", "1 while this Fuxi service leads and serves jobs.", int(service is not None)),
-        metric("fuxi_jobs", "gauge", "Jobs the service keeps (running, and ended ones kept for status).",
-               len(document["jobs"])),
-        metric("fuxi_units_waiting", "gauge", "ScheduleUnits waiting for slots.", units_waiting),
-        *(metric(f"fuxi_slots_{field}", "gauge", f"Slots {field} by the units of each quota group.",
-                 [({"quota_group": group}, counts[field]) for group, counts in sorted(slots.items())])
-          for field in ("desired", "granted", "waiting", "reserved")),
-    ]
+    ended = runner.ended()
+    runner.stop()
+    if runner.lost:
+        die(f"no longer the leading Fuxi scheduler ({runner.lost}): exiting; the next leader takes the jobs over")
+    if ended:
+        die(ended)
 
 
 def _quota(path: str | None):
@@ -281,117 +163,6 @@ def _quota(path: str | None):
         return load_quota_file(path)
     except MesoslikeError as exc:
         die(str(exc), 2)
-
-
-def _file_store(work_dir: str):
-    from mesoslike_frameworks.fuxi.state_store import FileRecordStore
-
-    try:
-        return FileRecordStore(Path(work_dir) / "state")
-    except MesoslikeError as exc:
-        die(str(exc))
-
-
-def _read(store):
-    """The hard state a store holds; exit 1 saying why it cannot be read."""
-    from mesoslike_frameworks.fuxi import hard_state
-
-    try:
-        return hard_state.decode(store.load())
-    except MesoslikeError as exc:
-        die(f"cannot read the scheduler's kept state: {exc}")
-
-
-def _service(state, store, config, master_address, work_dir, ip, zk_url, failover_timeout, keep_ended,
-             credentials=None, service_key: bytes | None = None):
-    """The service a leader runs: the quota from --quota, else the kept one, else the default."""
-    from mesoslike import Resources
-    from mesoslike_frameworks.fuxi.core import FuxiCore
-    from mesoslike_frameworks.fuxi.quota import QuotaConfig
-    from mesoslike_frameworks.fuxi.service import FuxiService
-
-    kept = state.service if state is not None else None
-    if config is None and kept is not None:
-        config = QuotaConfig({group: Resources.parse(maximum) if maximum else None
-                              for group, maximum in kept.quota.items()},
-                             frozenset(kept.global_blacklist), kept.preemption, kept.policies,
-                             kept.blacklist_reports, kept.blacklist_report_seconds)
-    config = config or QuotaConfig()
-    try:
-        core = FuxiCore.from_config(config)
-        return FuxiService(core, work_dir=work_dir, appmaster_ip=ip, store=store, appmaster_service=zk_url or "",
-                           master=master_address, keep_ended=keep_ended, credentials=credentials,
-                           service_key=service_key, orphan_timeout=failover_timeout if store is not None and failover_timeout > 0 else None)
-    except MesoslikeError as exc:
-        die(str(exc))
-
-
-def _driver(service, name: str, role: str, failover_timeout: float, master_address: str, framework_id: str,
-            key: str | None = None, master_key: str | None = None, webui_url: str = ""):
-    """A driver for the framework, resuming ``framework_id`` (a failover) if there is one;
-    ``webui_url``: the service's page, which the master's dashboard links (docs/dashboard.rst)."""
-    from mesoslike import FrameworkInfo, SchedulerDriver
-
-    try:
-        return SchedulerDriver(service, FrameworkInfo(name=name, role=role, failover_timeout=failover_timeout,
-                                                      id=framework_id, webui_url=webui_url), master_address, key=key,
-                               master_key=master_key)
-    except MesoslikeError as exc:
-        die(str(exc))
-
-
-class _Leadership:
-    """One candidacy among the services of ``--zk``: waits to lead, says when
-    leadership is lost (the service then exits, like a Mesos master: the
-    next leader takes over from the kept state)."""
-
-    def __init__(self, zk_url: str, address: str, name: str, stopping: threading.Event,
-                 session_timeout: float, on_elected: Callable[[], None] = lambda: None) -> None:
-        from mesoslike import MasterContender, ZkUrl
-
-        self.url = zk_url
-        self.lost = ""
-        self._leaving = False
-        self._elected = threading.Event()
-        self._on_elected = on_elected
-        self._stopping = stopping
-        try:
-            parsed = ZkUrl.parse(zk_url)
-            self.path = parsed.path
-            self.contender = MasterContender(parsed, {"address": address, "name": name, "id": str(uuid.uuid4()),
-                                                      "hostname": socket.gethostname()},
-                                             on_elected=self._elected_now, on_demoted=self._demoted,
-                                             session_timeout=session_timeout, warn_unverified=False)
-            self.contender.start()
-        except MesoslikeError as exc:
-            die(str(exc))
-
-    def _elected_now(self) -> None:
-        self._on_elected()   # (the job server holds requests until the jobs are loaded)
-        self._elected.set()
-
-    def _demoted(self, reason: str) -> None:
-        if not self._leaving:   # not its own stop at the end
-            self.lost = reason
-            self._stopping.set()
-
-    def wait_until_elected(self) -> bool:
-        while not self._elected.wait(0.5):
-            if self._stopping.is_set():
-                return False
-        click.echo(f"elected the leading Fuxi scheduler in {self.url}")
-        return not self._stopping.is_set()
-
-    def store(self):
-        from mesoslike import ZooKeeperRecordStore
-
-        # "registry": beside the election znodes, the one child of the group that is not a candidate
-        return ZooKeeperRecordStore(self.contender.client, f"{self.path.rstrip('/')}/registry",
-                                    self.contender.fence)
-
-    def stop(self) -> None:
-        self._leaving = True
-        self.contender.stop()
 
 
 # ----------------------------------------------------------------- submit
@@ -610,10 +381,10 @@ def format_status(document: dict) -> str:
                  f"{u['instances']['done']}/{u['instances']['total']}", u["instances"]["running"],
                  u["instances"]["failed"], u["instances"]["backups"], u["why_waiting"] or "-"]
                 for u in job["units"]]
-        lines += ["  " + row for row in _table(rows, ["unit", "slot", "desired", "granted", "hosts", "instances",
+        lines += ["  " + row for row in table(rows, ["unit", "slot", "desired", "granted", "hosts", "instances",
                                                        "running", "failed", "backups", "waiting for"])]
     lines += ["", "quota groups"]
-    lines += ["  " + row for row in _table([[g["name"], g["maximum"] or "none", g["used"] or "-", g["waiting"] or "-"]
+    lines += ["  " + row for row in table([[g["name"], g["maximum"] or "none", g["used"] or "-", g["waiting"] or "-"]
                                             for g in document["quota_groups"]],
                                            ["group", "maximum", "used", "waiting"])]
     if document.get("global_blacklist"):

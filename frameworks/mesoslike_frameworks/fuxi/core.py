@@ -51,7 +51,6 @@ needs (:meth:`FuxiCore.release` with ``keep_desire=False``) — no re-sends.
 
 from __future__ import annotations
 
-import gc
 import heapq
 import itertools
 import logging
@@ -587,22 +586,9 @@ class FuxiCore:
 
     # =========================================================== resources
     def on_offers(self, offers: list[Offer]) -> list[Command]:
-        """One scheduling pass over an offer batch (module docstring).
-
-        The garbage collector waits for the end of the pass (as in the
-        master's turn): a first pass over 20,000 machines makes some 100,000
-        objects (machines, slots, events, vectors) and would otherwise set
-        off collections that scan them again and again, a fifth of the
-        pass (``bench/fuxi_scale.py``). One collection of them follows."""
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            return self._pass(offers)
-        finally:
-            if collecting:
-                gc.enable()
-
-    def _pass(self, offers: list[Offer]) -> list[Command]:
+        """One scheduling pass over an offer batch (module docstring). A big
+        pass makes many objects: its runtime holds the garbage collector off
+        meanwhile (:func:`.deferred_gc.deferred_collection`)."""
         self._out = []
         self.counters["passes"] += 1
         self._now = self.clock.now()

@@ -43,6 +43,12 @@ core's commands become driver calls and process actions.
   (:class:`AdoptAppMaster`: the process still runs on this host under the
   recorded pid) or restarted.
 
+Commands and outcomes: the service carries out the core's commands in
+order; what one causes (a write done or failed, an AppMaster started or
+that could not start) comes back as an *event* the core handles, whose
+commands join the queue. The service never decides, and the core never
+does I/O.
+
 Threads: the core is not thread-safe. Every entry point (the driver's
 callbacks on the driver thread, job clients and AppMasters on the job
 server's thread, the AppMaster supervisor's thread) runs under one lock;
@@ -80,6 +86,7 @@ from mesoslike import (ConfigError, ContainerInfo, Filters, MesoslikeError, Sche
 from mesoslike.credentials import Credentials
 from mesoslike.credentials import Refused as NotAuthorized
 from mesoslike_frameworks.fuxi import am_protocol, hard_state, protocol
+from mesoslike_frameworks.fuxi.deferred_gc import deferred_collection
 from mesoslike_frameworks.fuxi.core import (
     DeclineOffers,
     FuxiCore,
@@ -302,6 +309,11 @@ class FuxiService(Scheduler):
     them, :class:`JobServer`); None: anyone may. ``service_key``: the job
     server's public key (z85), for the AppMasters to check it by (None: the
     job server is not secured, the AppMasters connect in the clear).
+
+    Leadership (``fuxi serve --zk``, :mod:`~mesoslike_frameworks.candidacy`):
+    :attr:`records` and :attr:`writes` are what it stored; ``on_stored`` and
+    ``on_fenced`` hear of each write; :meth:`pause` and :meth:`resume` stop
+    and restart its acting while leadership is in doubt.
     """
 
     def __init__(self, scheduler: FuxiCore, *, work_dir: str | os.PathLike | None = None,
@@ -340,8 +352,15 @@ class FuxiService(Scheduler):
         self._lock = threading.RLock()
         self._stopping = threading.Event()
         self._supervisor: threading.Thread | None = None
-        #: command type -> what carries it out (returns the commands of the events that causes)
-        self._carry_out: dict[type, Callable[[Any], list[Command]]] = {
+        #: False while leadership is in doubt (:meth:`pause`): callbacks and ticks are not acted on
+        self.serving = True
+        #: what the store holds, as this service wrote it (name -> bytes), and its successful writes
+        self.records: dict[str, bytes] = {}
+        self.writes = 0
+        self.on_stored: Callable[[int], None] = lambda writes: None
+        self.on_fenced: Callable[[str], None] = lambda reason: None
+        #: command type -> what carries it out (returns the events of its outcome, for the core)
+        self._carry_out: dict[type, Callable[[Any], list[Event]]] = {
             LaunchSlots: self._launch, DeclineOffers: self._decline, KillSlot: self._kill,
             SuppressOffers: self._suppress, ReviveOffers: self._revive, ReconcileTasks: self._reconcile,
             JobAccepted: self._accepted, StartAppMaster: self._start_appmaster,
@@ -471,6 +490,8 @@ class FuxiService(Scheduler):
         often), then let its time pass (worker tasks that outlived their
         release are killed)."""
         with self._lock:
+            if not self.serving:
+                return
             for job_id, appmaster in list(self.appmasters.items()):
                 status = appmaster.exited()   # reaps an AppMaster that ended with its job too
                 job = self.core.get(job_id)
@@ -501,6 +522,22 @@ class FuxiService(Scheduler):
         if self._own_work_dir and self._work_dir is not None:
             shutil.rmtree(self._work_dir, ignore_errors=True)
 
+    # ====================================================== leadership
+    def pause(self) -> None:
+        """Stop acting (leadership in doubt): driver callbacks and ticks are
+        let go (the master offers again; updates are reconciled on
+        :meth:`resume`); the job server holds its requests meanwhile."""
+        with self._lock:
+            self.serving = False
+
+    def resume(self) -> None:
+        """Act again under the same leadership: reconcile the worker tasks, whose updates were let go."""
+        with self._lock:
+            self.serving = True
+            if self.driver is not None:
+                self._handle(DriverRegistered(reregistered=True, framework_id=self.driver.framework_id,
+                                              stimulus_id=self._stimulus("resumed")))
+
     # ======================================================= callbacks
     def registered(self, driver, framework_id, master_info) -> None:
         log.info("registered as framework %s with master %s", framework_id, master_info.address)
@@ -522,8 +559,11 @@ class FuxiService(Scheduler):
     def resource_offers(self, driver, offers) -> None:
         with self._lock:
             self.driver = driver
+            if not self.serving:
+                return   # in doubt: let them go (the master rescinds them, or they time out)
             try:
-                commands = self.core.handle(OffersReceived(offers, stimulus_id=self._stimulus("offers")))
+                with deferred_collection():   # a big pass makes many objects: one collection after it
+                    commands = self.core.handle(OffersReceived(offers, stimulus_id=self._stimulus("offers")))
             except Exception:
                 for offer in offers:   # a bug in the core must not hold the cluster's resources
                     driver.decline_offer(offer.id, Filters(refuse_seconds=1.0))
@@ -555,12 +595,14 @@ class FuxiService(Scheduler):
 
     def _handle(self, event: Event) -> list[Command]:
         """Give the core an event and carry out its commands; every command carried out."""
+        if not self.serving and not isinstance(event, (JobSubmitted, JobKillRequested, AppMasterRequest, Recover)):
+            return []   # in doubt: the world's news waits (reconciled on resume)
         return self._execute(self.core.handle(event))
 
     def _execute(self, commands: Iterable[Command]) -> list[Command]:
-        """Carry out the core's commands in order; the commands of what that
-        causes (an AppMaster that cannot start, a write done) come after.
-        Every command carried out, in order."""
+        """Carry out the core's commands in order; the outcome of each (a
+        write done, an AppMaster that cannot start) is an event for the
+        core, whose commands come after. Every command carried out, in order."""
         queue = collections.deque(commands)
         done: list[Command] = []
         while queue:
@@ -569,10 +611,11 @@ class FuxiService(Scheduler):
             if isinstance(command, _DRIVER_COMMANDS) and self.driver is None:
                 log.warning("no driver attached: %s dropped", type(command).__name__)
                 continue
-            queue.extend(self._carry_out[type(command)](command))
+            for outcome in self._carry_out[type(command)](command):
+                queue.extend(self.core.handle(outcome))
         return done
 
-    def _persist(self, command: Persist) -> list[Command]:
+    def _persist(self, command: Persist) -> list[Event]:
         keys = (*command.records, *command.deleted)
         if self.store is not None:
             records = {key: hard_state.encode(record) for key, record in command.records.items()}
@@ -586,14 +629,20 @@ class FuxiService(Scheduler):
                     self.store.load()
                     self.store.write(records, command.deleted)
             except MesoslikeError as exc:
-                return self.core.handle(PersistFailed(tuple(keys), str(exc), command.waiting,
-                                                      stimulus_id=self._stimulus("persist-failed")))
-        return self.core.handle(Persisted(command.waiting, stimulus_id=self._stimulus("persisted")))
+                self.on_fenced(f"the hard state could not be written: {exc}")
+                return [PersistFailed(tuple(keys), str(exc), command.waiting,
+                                      stimulus_id=self._stimulus("persist-failed"))]
+            self.records.update(records)
+            for key in command.deleted:
+                self.records.pop(key, None)
+            self.writes += 1
+            self.on_stored(self.writes)
+        return [Persisted(command.waiting, stimulus_id=self._stimulus("persisted"))]
 
-    def _refused(self, command: Refused) -> list[Command]:
+    def _refused(self, command: Refused) -> list[Event]:
         return []   # the reply: submit() / kill() raise it
 
-    def _launch(self, command: LaunchSlots) -> list[Command]:
+    def _launch(self, command: LaunchSlots) -> list[Event]:
         tasks = [self._task(slot) for slot in command.slots]
         self.driver.launch_tasks(list(command.offer_ids), tasks, Filters(refuse_seconds=command.refuse_seconds))
         return []
@@ -630,29 +679,29 @@ class FuxiService(Scheduler):
         found = self.credentials.principals.get(principal)
         return found.user if found is not None and found.user else principal
 
-    def _decline(self, command: DeclineOffers) -> list[Command]:
+    def _decline(self, command: DeclineOffers) -> list[Event]:
         for offer_id in command.offer_ids:
             self.driver.decline_offer(offer_id, Filters(refuse_seconds=command.refuse_seconds))
         return []
 
-    def _kill(self, command: KillSlot) -> list[Command]:
+    def _kill(self, command: KillSlot) -> list[Event]:
         log.info("killing slot %s: %s", command.slot_id, command.reason)
         self.driver.kill_task(command.slot_id)
         return []
 
-    def _suppress(self, command: SuppressOffers) -> list[Command]:
+    def _suppress(self, command: SuppressOffers) -> list[Event]:
         self.driver.suppress_offers()
         return []
 
-    def _revive(self, command: ReviveOffers) -> list[Command]:
+    def _revive(self, command: ReviveOffers) -> list[Event]:
         self.driver.revive_offers()
         return []
 
-    def _reconcile(self, command: ReconcileTasks) -> list[Command]:
+    def _reconcile(self, command: ReconcileTasks) -> list[Event]:
         self.driver.reconcile_tasks(list(command.task_ids))   # unknown tasks come back as TASK_LOST
         return []
 
-    def _accepted(self, command: JobAccepted) -> list[Command]:
+    def _accepted(self, command: JobAccepted) -> list[Event]:
         return []   # the reply: submit() returns the job id
 
     @property
@@ -687,13 +736,13 @@ class FuxiService(Scheduler):
         return AppMasterProcess(address, argv, {**os.environ, "FUXI_AM_TOKEN": token}, directory / "appmaster.log",
                                 job_id)
 
-    def _started(self, job_id: str, appmaster: AppMasterProcess) -> list[Command]:
+    def _started(self, job_id: str, appmaster: AppMasterProcess) -> list[Event]:
         """Tell the core where the job's AppMaster runs now (kept in the hard state)."""
         record = AppMasterRecord(appmaster.address, appmaster.pid or 0, self.host, self._appmaster_service)
         self._start_supervisor()
-        return self.core.handle(AppMasterStarted(job_id, record, stimulus_id=self._stimulus("appmaster-started")))
+        return [AppMasterStarted(job_id, record, stimulus_id=self._stimulus("appmaster-started"))]
 
-    def _start_appmaster(self, command: StartAppMaster) -> list[Command]:
+    def _start_appmaster(self, command: StartAppMaster) -> list[Event]:
         if not self.launch_appmasters:
             return []
         job_id = command.job_id
@@ -701,11 +750,11 @@ class FuxiService(Scheduler):
             appmaster = self.appmasters[job_id] = self._appmaster_process(job_id, command.document, command.token)
             appmaster.start()
         except OSError as exc:
-            return self.core.handle(AppMasterStartFailed(job_id, str(exc), stimulus_id=self._stimulus("start")))
+            return [AppMasterStartFailed(job_id, str(exc), stimulus_id=self._stimulus("start"))]
         log.info("job %s: AppMaster pid %d on %s", job_id, appmaster.pid, appmaster.address)
         return self._started(job_id, appmaster)
 
-    def _restart_appmaster(self, command: RestartAppMaster) -> list[Command]:
+    def _restart_appmaster(self, command: RestartAppMaster) -> list[Event]:
         appmaster = self.appmasters.get(command.job_id)
         if appmaster is None:
             return []   # not launching AppMasters
@@ -714,11 +763,10 @@ class FuxiService(Scheduler):
         try:
             appmaster.start()
         except OSError as exc:
-            return self.core.handle(AppMasterStartFailed(command.job_id, str(exc),
-                                                         stimulus_id=self._stimulus("restart")))
+            return [AppMasterStartFailed(command.job_id, str(exc), stimulus_id=self._stimulus("restart"))]
         return self._started(command.job_id, appmaster)
 
-    def _adopt_appmaster(self, command: AdoptAppMaster) -> list[Command]:
+    def _adopt_appmaster(self, command: AdoptAppMaster) -> list[Event]:
         """After a failover: adopt the job's AppMaster if it still runs here
         and reports where this service expects; otherwise start it again
         (same address, same snapshot)."""
@@ -729,7 +777,7 @@ class FuxiService(Scheduler):
             appmaster = self.appmasters[job_id] = self._appmaster_process(
                 job_id, command.document, command.token, record.address if record is not None else None)
         except OSError as exc:
-            return self.core.handle(AppMasterStartFailed(job_id, str(exc), stimulus_id=self._stimulus("adopt")))
+            return [AppMasterStartFailed(job_id, str(exc), stimulus_id=self._stimulus("adopt"))]
         if record is None:
             return self._start_appmaster(StartAppMaster(job_id, command.document, command.token))
         if record.host != self.host:
@@ -748,23 +796,23 @@ class FuxiService(Scheduler):
             appmaster.kill(signal.SIGTERM)
             _wait_gone(record.pid, job_id, 5.0)
             appmaster.adopted = None
-        return self.core.handle(AppMasterExited(job_id, -1, "the AppMaster was gone after the failover",
-                                                stimulus_id=self._stimulus("adopt")))
+        return [AppMasterExited(job_id, -1, "the AppMaster was gone after the failover",
+                                stimulus_id=self._stimulus("adopt"))]
 
-    def _stop_appmaster(self, command: StopAppMaster) -> list[Command]:
+    def _stop_appmaster(self, command: StopAppMaster) -> list[Event]:
         appmaster = self.appmasters.get(command.job_id)
         if appmaster is not None:
             appmaster.kill(signal.SIGTERM)
         return []
 
-    def _job_finished(self, command: JobFinished) -> list[Command]:
+    def _job_finished(self, command: JobFinished) -> list[Event]:
         keys = self.job_keys.get(command.job_id)
         if keys is not None:   # (its AppMaster, still connected, may say JOB_ENDED again: its key stays listed)
             keys.forget_secrets()
         self.on_event(command.job_id, str(command.state))
         return []
 
-    def _forget_job(self, command: ForgetJob) -> list[Command]:
+    def _forget_job(self, command: ForgetJob) -> list[Event]:
         self.appmasters.pop(command.job_id, None)
         keys = self.job_keys.pop(command.job_id, None)
         if keys is not None:
@@ -887,6 +935,17 @@ class JobServer:
         self._holding.set()
         self._waker.wake()
 
+    def stand_by(self, hold: bool) -> None:
+        """Stop answering for the service: ``hold`` the requests (leadership
+        in doubt: answered by :meth:`serve` if it goes on), or refuse them
+        as a standby does (the held ones too)."""
+        self.service = None
+        if hold:
+            self._holding.set()
+        else:
+            self._holding.clear()
+        self._waker.wake()
+
     def start(self) -> JobServer:
         self._thread.start()
         return self
@@ -904,8 +963,8 @@ class JobServer:
         server = self._server
         try:
             while not self._stopping.is_set():
-                if self.service is not None:
-                    while self._held:   # what came between the election and serving
+                if self.service is not None or not self._holding.is_set():
+                    while self._held:   # what came between the election and serving (or a refusal, standing by)
                         self._answer_safely(*self._held.popleft())
                 if not server.wait(None, self._waker):
                     continue

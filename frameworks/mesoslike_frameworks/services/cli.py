@@ -16,7 +16,7 @@ import click
 
 from mesoslike import MesoslikeError
 from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
-from mesoslike.cli.state import _table
+from mesoslike.cli.state import table
 
 __all__ = ["services", "app", "deployment"]
 
@@ -227,7 +227,7 @@ def list_apps(services_address, token, timeout, as_json) -> None:
                      str(document["tasksHealthy"]) if document["healthChecks"] else "-",
                      f"{document['cpus']:g}", f"{document['mem']:g}", str(len(document["deployments"])),
                      f"{waiting['count']} waiting: {waiting['processedOffersSummary']['why']}" if waiting else ""])
-    click.echo("\n".join(_table(rows, ["ID", "RUNNING", "HEALTHY", "CPUS", "MEM", "DEPLOYMENTS", "QUEUE"])))
+    click.echo("\n".join(table(rows, ["ID", "RUNNING", "HEALTHY", "CPUS", "MEM", "DEPLOYMENTS", "QUEUE"])))
 
 
 @app.command()
@@ -300,7 +300,7 @@ def tasks(app_id, services_address, token, timeout, as_json) -> None:
         health = "-" if not results else "healthy" if results[0]["alive"] else "unhealthy"
         rows.append([task["id"], task["state"], health, task["host"], ",".join(str(p) for p in task["ports"]),
                      task["version"]])
-    click.echo("\n".join(_table(rows, ["TASK", "STATE", "HEALTH", "HOST", "PORTS", "VERSION"])))
+    click.echo("\n".join(table(rows, ["TASK", "STATE", "HEALTH", "HOST", "PORTS", "VERSION"])))
 
 
 @click.group()
@@ -320,7 +320,7 @@ def list_deployments(services_address, token, timeout, as_json) -> None:
         return
     rows = [[d["id"], ",".join(d["affectedApps"]), f"{d['currentStep']}/{d['totalSteps']}",
              ", ".join(f"{a['action']} {a['app']}" for a in d["currentActions"]), d["version"]] for d in listed]
-    click.echo("\n".join(_table(rows, ["ID", "APPS", "STEP", "DOING", "VERSION"])))
+    click.echo("\n".join(table(rows, ["ID", "APPS", "STEP", "DOING", "VERSION"])))
 
 
 @deployment.command()

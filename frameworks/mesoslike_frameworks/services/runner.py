@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import logging
 import socket
-import threading
 import uuid
 from pathlib import Path
 from typing import Any
 
 from mesoslike import ConfigError, DriverStatus, MesoslikeError, SchedulerDriver
+from mesoslike_frameworks.candidacy import Candidacy, Lifetime
 from mesoslike_frameworks.services.httpd import ServicesHTTPServer
 from mesoslike_frameworks.services.service import (FileStore, ServicesScheduler, ServicesService, framework_info,
                                                    new_core)
@@ -26,7 +26,7 @@ DEFAULT_HTTP_PORT = 8080
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
-class ServicesRunner:
+class ServicesRunner(Lifetime):
     """One service scheduler process's parts (docs/services.rst, "Running it").
     ``credentials`` (:class:`mesoslike.credentials.Credentials`): API clients
     need an operator token and the ``manage_apps`` ACL decides which apps
@@ -69,10 +69,8 @@ class ServicesRunner:
         self.service.records = dict(records)
         self.http = ServicesHTTPServer(ip, http_port, self.service.api(credentials).handle)
         self.service.http_address = self.http.address
-        self.driver: SchedulerDriver | None = None
-        self.candidacy: Any = None
-        self.lost = ""
-        self.stopping = threading.Event()
+        super().__init__()
+        self.candidacy: Candidacy | None = None
 
     @property
     def address(self) -> str:
@@ -84,11 +82,9 @@ class ServicesRunner:
             self.http.start()
             self._serve(self.service)
             return
-        from mesoslike_frameworks.services.leader import Candidacy
-
         info = {"address": self.http.address, "http_address": self.http.address, "name": self.name,
                 "id": str(uuid.uuid4()), "hostname": socket.gethostname()}
-        self.candidacy = Candidacy(self.zk, info, self._build, self._serve, self._drop,
+        self.candidacy = Candidacy(self.zk, info, self._build, self._serve, self.drop,
                                    session_timeout=self.zk_session_timeout)
         self.service._on_stored = self.candidacy.stored
         self.service._on_fenced = self.candidacy.fenced
@@ -112,16 +108,6 @@ class ServicesRunner:
         service.start(self.driver)
         log.info("services %r serving on %s, framework %r in role %s on %s", self.name, self.http.address,
                  service.core.framework_id or "(new)", self.role, self.master)
-
-    def _drop(self, reason: str) -> None:
-        self.lost = reason
-        self.stopping.set()
-
-    def running(self) -> bool:
-        """False once the driver ended on its own or leadership was lost."""
-        if self.stopping.is_set():
-            return False
-        return self.driver is None or self.driver.status is DriverStatus.RUNNING
 
     def stop(self) -> None:
         """Stop; the instances keep running for ``failover_timeout`` when the
