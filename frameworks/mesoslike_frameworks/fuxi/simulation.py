@@ -52,6 +52,7 @@ from mesoslike_frameworks.fuxi.core import (
     SlotGranted,
     SuppressOffers,
 )
+from mesoslike_frameworks.fuxi.deferred_gc import deferred_collection
 from mesoslike_frameworks.fuxi.model import DEFAULT_QUOTA_GROUP, JobSpec, UnitSpec
 from mesoslike_frameworks.fuxi.quota import QuotaConfig, load_quota_file
 
@@ -189,7 +190,9 @@ class FuxiScheduler:
         self._passes += 1
         self.counters[FUXI_FRAMEWORK].offers_received += len(offers)
         self._offers = {offer.id: offer for offer in offers}
-        self._apply(self.core.on_offers(offers))
+        with deferred_collection():   # as the service runs a pass
+            commands = self.core.on_offers(offers)
+        self._apply(commands)
 
     def _apply(self, commands: Iterable[object]) -> None:
         """Carry out what the core says."""
