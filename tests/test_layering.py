@@ -257,7 +257,7 @@ def test_the_public_api_is_pinned_and_every_name_resolves(module):
 
 
 #: the bundled Fuxi scheduler's pure cores (frameworks/mesoslike_frameworks/fuxi), driven by its runtimes
-FUXI_CORE = ["core.py", "waiting_queue.py", "quota.py", "appmaster_core.py", "jobs.py"]
+FUXI_CORE = ["core.py", "preemption.py", "books.py", "waiting_queue.py", "quota.py", "appmaster_core.py", "jobs.py"]
 #: the bundled service scheduler's pure parts (frameworks/mesoslike_frameworks/services)
 SERVICES_CORE = ["core.py", "model.py", "matching.py", "api.py"]
 

@@ -61,9 +61,26 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Seque
 import attrs
 
 from mesoslike import Clock, MesoslikeError, Offer, Resources, SystemClock
+from mesoslike_frameworks.fuxi.books import (
+    CLUSTER_SCOPE,
+    EMPTY,
+    WAIT_ALL_OR_NOTHING,
+    WAIT_BLACKLIST,
+    WAIT_LOWER_PRIORITY,
+    WAIT_NEVER_FITS,
+    WAIT_NO_FIT,
+    WAIT_NO_LABELS,
+    WAIT_QUOTA,
+    Machine,
+    Reserved,
+    Slot,
+    Unit,
+    how_many,
+)
 from mesoslike_frameworks.fuxi.blacklist import DEFAULT_REPORT_SECONDS, DEFAULT_REPORTS_NEEDED, GlobalBlacklist
 from mesoslike_frameworks.fuxi.machines import INDEX_KINDS, Dims, Scope, Vector, fits
-from mesoslike_frameworks.fuxi.model import LT_CLUSTER, LT_ENGINEROOM, LT_MACHINE, POLICIES, JobSpec, Locality, UnitSpec
+from mesoslike_frameworks.fuxi.model import LT_CLUSTER, LT_ENGINEROOM, LT_MACHINE, POLICIES, JobSpec, Locality
+from mesoslike_frameworks.fuxi.preemption import Evict, PreemptionPlanner, WaitReason
 from mesoslike_frameworks.fuxi.quota import QuotaConfig, QuotaGroup, compute_caps, hunger
 from mesoslike_frameworks.fuxi.waiting_queue import WaitingQueue
 
@@ -73,20 +90,9 @@ __all__ = ["FuxiCore", "FuxiError", "LaunchSlots", "DeclineOffers", "KillSlot", 
 
 log = logging.getLogger("mesoslike_frameworks.fuxi")
 
-EMPTY = Resources()
 ROOM_ATTRIBUTE = "room"
-#: why a unit waits (``status()``)
-WAIT_QUOTA = "quota"
-WAIT_BLACKLIST = "blacklist"
-WAIT_NO_FIT = "no fit"
-WAIT_LOWER_PRIORITY = "lower priority"
-WAIT_ALL_OR_NOTHING = "all-or-nothing: not every slot fits at once"
-WAIT_NEVER_FITS = "no machine can ever fit"
-#: a unit with node labels no machine seen has: "no machine with labels ssd=true, rack=r1"
-WAIT_NO_LABELS = "no machine with labels"
 #: seed 000: LT_MACHINE > LT_ENGINEROOM > LT_CLUSTER
 _LOCALITY_ORDER = {LT_MACHINE: 0, LT_ENGINEROOM: 1, LT_CLUSTER: 2}
-_CLUSTER_SCOPE = "*"
 
 
 class FuxiError(MesoslikeError, ValueError):
@@ -94,22 +100,6 @@ class FuxiError(MesoslikeError, ValueError):
 
 
 # ---------------------------------------------------------------- commands
-@attrs.frozen
-class Slot:
-    """A granted slot: one task of ``resources`` on ``agent_id`` (``hostname``,
-    in engine ``room``) for ``unit`` of ``job_id``."""
-    id: str
-    job_id: str
-    unit: str
-    agent_id: str
-    hostname: str
-    resources: Resources
-    priority: int
-    group: str
-    granted_at: float
-    room: str = ""
-
-
 @attrs.frozen
 class LaunchSlots:
     """Accept ``offer_ids`` (all of one agent) and start one task per slot."""
@@ -180,100 +170,11 @@ _new_launch: Callable[..., LaunchSlots] = _maker(LaunchSlots)
 
 
 # ------------------------------------------------------------------- state
-class _Machine:
-    """An agent seen in an offer: the slots and reservations on it, the most
-    it was seen to have, and, during a pass, its offers and free room. A
-    plain class: a first pass over 20,000 machines makes 20,000 of them."""
-
-    __slots__ = ("agent_id", "hostname", "room", "slots", "holds", "capacity", "in_batch", "free", "open",
-                 "offer_ids", "granted", "at", "room_at", "attributes")
-
-    def __init__(self, agent_id: str, hostname: str, room: str) -> None:
-        self.agent_id = agent_id
-        self.hostname = hostname
-        self.room = room
-        self.attributes: Mapping[str, str] = {}  # its agent's, from its latest offer (node labels match them)
-        self.slots: dict[str, Slot] = {}         # every slot held on it
-        self.holds: dict[str, int] = {}          # unit key -> slots of it reserved here
-        self.capacity: dict[str, int] = {}       # millis: the most seen on it, offered + held by our slots
-        # this batch only (reset when the offers are answered)
-        self.in_batch = False
-        self.free: Vector = ()                   # offered and not granted, over the batch's kinds
-        self.open: Vector = ()                   # free minus the reservations: what any unit may take
-        self.offer_ids: list[str] = []
-        self.granted: list[Slot] = []
-        self.at = -1                             # its position in the batch's cluster scope
-        self.room_at = -1                        # and in its room's (once that scope is built)
-
-
-@attrs.define(eq=False)
-class _Unit:
-    key: str                      # "<job id>/<unit name>", the waiting queues' id
-    job_id: str
-    spec: UnitSpec
-    priority: int
-    group: str
-    submitted: int
-    desired: int
-    blacklist_seconds: float
-    #: ``spec.slot``, the one object of its size (:meth:`FuxiCore._intern`): caches keyed by identity hit
-    slot: Resources
-    slots: dict[str, Slot] = attrs.field(factory=dict)
-    per_host: dict[str, int] = attrs.field(factory=dict)
-    blocked: dict[str, float] = attrs.field(factory=dict)  # host -> until when the job blacklists it
-    avoid: frozenset[str] = frozenset()  # hosts its next slots should not go to (the job says, and changes it)
-    scopes: tuple[str, ...] = (_CLUSTER_SCOPE,)            # the waiting queues it goes to
-    preferences: tuple[Locality, ...] = ()                 # its locality, LT_MACHINE > LT_ENGINEROOM > LT_CLUSTER
-    holds: dict[str, int] = attrs.field(factory=dict)      # agent id -> slots reserved for it there
-    held_until: float = math.inf  # its reservations end then
-    preempted_until: float = -math.inf  # no more preemption for it before (its victims' room is coming)
-    search_after: float = -math.inf     # its last preemption search found nothing: no other before then
-    backoff_until: float = -math.inf    # a gang whose reservations expired reserves only within a pass until then
-    new: bool = True              # active scheduling not done yet
-    queued: bool = False          # in its waiting queues
-    reason: str = ""              # why it waits, from the last pass
-
-    @property
-    def granted(self) -> int:
-        return len(self.slots)
-
-    @property
-    def waiting(self) -> int:
-        return max(0, self.desired - len(self.slots))
-
-    @property
-    def reserved(self) -> int:
-        return sum(self.holds.values()) if self.holds else 0
-
-    @property
-    def missing(self) -> int:
-        """Slots it waits for beyond those reserved for it."""
-        left = self.desired - len(self.slots)
-        if self.holds:
-            left -= sum(self.holds.values())
-        return left if left > 0 else 0
-
-    @property
-    def gang(self) -> bool:
-        return self.spec.all_or_nothing
-
-
-@attrs.frozen
-class _Reserved:
-    """Room reserved on ``agent_id`` for ``unit`` (its key), of ``priority``:
-    preemption may take it back for a higher priority unit, killing nothing."""
-    unit: str
-    agent_id: str
-    resources: Resources
-    priority: int
-    group: str
-
-
 @attrs.define(eq=False)
 class _Job:
     id: str
     spec: JobSpec
-    units: dict[str, _Unit]
+    units: dict[str, Unit]
     submitted_at: float
 
 
@@ -282,12 +183,12 @@ class _Batch:
     first-fit indexes over their open room: the cluster's, and each room's
     (built when a unit first asks for that room)."""
 
-    def __init__(self, machines: list[_Machine], dims: Dims, index: str) -> None:
+    def __init__(self, machines: list[Machine], dims: Dims, index: str) -> None:
         self.machines = machines
         self.dims = dims
         self._index = index
-        self.cluster: Scope[_Machine] = Scope(machines, [m.open for m in machines], len(dims), index)
-        self._members: dict[str, list[_Machine]] = {}
+        self.cluster: Scope[Machine] = Scope(machines, [m.open for m in machines], len(dims), index)
+        self._members: dict[str, list[Machine]] = {}
         for position, machine in enumerate(machines):
             machine.at = position
             machine.room_at = -1
@@ -296,12 +197,12 @@ class _Batch:
                 self._members[machine.room] = [machine]
             else:
                 members.append(machine)
-        self._rooms: dict[str, Scope[_Machine]] = {}
+        self._rooms: dict[str, Scope[Machine]] = {}
         self.hosts = {m.hostname: m for m in machines}
         self._needs: dict[Resources, Vector | None] = {}
         self._needs_by_id: dict[int, tuple[Resources, Vector | None]] = {}
 
-    def room(self, name: str) -> Scope[_Machine] | None:
+    def room(self, name: str) -> Scope[Machine] | None:
         """The scope of one engine room (None: no machine of it in this batch)."""
         scope = self._rooms.get(name)
         if scope is None:
@@ -325,7 +226,7 @@ class _Batch:
         self._needs_by_id[id(slot)] = (slot, vector)  # keeps ``slot`` alive, so its id stays its own
         return vector
 
-    def refresh(self, machine: _Machine) -> None:
+    def refresh(self, machine: Machine) -> None:
         """``machine.open`` changed: update both indexes."""
         self.cluster.update(machine.at, machine.open)
         if machine.room_at >= 0:
@@ -338,6 +239,18 @@ class _Batch:
 class FuxiCore:
     """FuxiMaster's scheduling model over Mesos offers. Not thread-safe: one
     caller (the framework's callback thread) at a time.
+
+    Why one class of some 1,100 lines: it keeps the books (units, machines,
+    slots, reservations, the waiting queues' membership, quota use) and the
+    placement that changes them on the hot path — a first pass over 20,000
+    machines grants tens of thousands of slots (``bench/fuxi_scale.py``),
+    and every grant updates six books at once, which an object boundary
+    per grant would make slower and no clearer. What only reads the books,
+    or keeps a structure of its own, is beside it: the preemption search
+    (:mod:`.preemption`, a planner whose decisions this class carries out),
+    the records (:mod:`.books`), the waiting queues (:mod:`.waiting_queue`),
+    the first-fit index (:mod:`.machines`), quota (:mod:`.quota`), the
+    global blacklist (:mod:`.blacklist`).
 
     ``quota_groups``: name -> maximum (None: unlimited). A ``default`` group
     without a maximum exists unless given. ``policies``: group name -> FIFO
@@ -396,13 +309,13 @@ class FuxiCore:
         self.preemption_budget = preemption_budget
         self.preemption_retry_seconds = preemption_retry_seconds
         self.jobs: dict[str, _Job] = {}
-        self._units: dict[str, _Unit] = {}
-        self._new: dict[str, _Unit] = {}              # units waiting for active scheduling
+        self._units: dict[str, Unit] = {}
+        self._new: dict[str, Unit] = {}              # units waiting for active scheduling
         self._wanting: set[str] = set()               # units with waiting slots
         self._holders: set[str] = set()               # units with reservations
         self._backing_off: set[str] = set()           # gangs whose reservations expired, for gang_seconds
         self._slots: dict[str, Slot] = {}
-        self._machines: dict[str, _Machine] = {}     # every agent seen in an offer
+        self._machines: dict[str, Machine] = {}     # every agent seen in an offer
         self._capacity_sum: Resources | None = EMPTY  # the machines' capacities summed (None: to recompute)
         # the machines' capacities that no other one contains, over these kinds (None: to recompute)
         self._frontier: list[Vector] | None = []
@@ -427,7 +340,6 @@ class FuxiCore:
         self._batch: _Batch | None = None
         self._granted_now: set[str] = set()          # slots granted in this pass (not launched yet)
         self._held_now: set[tuple[str, str]] = set()  # (unit, agent) reserved in this pass
-        self._examined = 0                            # preemption candidates looked at in this pass
         self.counters = {"slots_granted": 0, "slots_preempted": 0, "passes": 0, "gang_reservations_expired": 0}
 
     @classmethod
@@ -459,7 +371,7 @@ class FuxiCore:
         self._out = []
         units = {}
         for spec in job.units:
-            unit = _Unit(key=f"{job_id}/{spec.name}", job_id=job_id, spec=spec, priority=job.priority_of(spec),
+            unit = Unit(key=f"{job_id}/{spec.name}", job_id=job_id, spec=spec, priority=job.priority_of(spec),
                          group=job.quota_group, submitted=next(self._submit_seq), desired=spec.slots,
                          blacklist_seconds=job.blacklist_seconds, slot=self._intern(spec.slot),
                          scopes=_scopes(spec.locality),
@@ -501,7 +413,7 @@ class FuxiCore:
         self._out = []
         machine = self._machines.get(slot.agent_id)
         if machine is None:     # not offered to this leader yet: known from its slot until it is
-            machine = self._machines[slot.agent_id] = _Machine(slot.agent_id, slot.hostname, slot.room)
+            machine = self._machines[slot.agent_id] = Machine(slot.agent_id, slot.hostname, slot.room)
             self._frontier = self._capacity_sum = None
         machine.slots[slot.id] = slot
         unit.slots[slot.id] = slot
@@ -712,7 +624,7 @@ class FuxiCore:
         assert lowest == self._lowest, "slot priority counts"
 
     # ============================================================ internals
-    def _unit(self, job_id: str, unit_name: str) -> _Unit:
+    def _unit(self, job_id: str, unit_name: str) -> Unit:
         unit = self._units.get(f"{job_id}/{unit_name}")
         if unit is None or job_id not in self.jobs:
             raise FuxiError(f"unknown job or unit {job_id!r}/{unit_name!r}")
@@ -776,7 +688,7 @@ class FuxiCore:
         and their free room as vectors. O(offers x kinds): one plain loop,
         since a first pass over 20,000 machines runs it 20,000 times."""
         offered: dict[str, dict[str, int]] = {}
-        batch: dict[str, _Machine] = {}
+        batch: dict[str, Machine] = {}
         known = self._machines
         for offer in offers:
             agent_id = offer.agent_id
@@ -786,7 +698,7 @@ class FuxiCore:
                 room = offer.attributes.get(ROOM_ATTRIBUTE, "")
                 if machine is None or machine.hostname != offer.hostname or machine.room != room:
                     old = machine
-                    machine = _Machine(agent_id, offer.hostname, room)
+                    machine = Machine(agent_id, offer.hostname, room)
                     if old is not None:
                         machine.slots, machine.holds, machine.capacity = old.slots, old.holds, old.capacity
                     known[agent_id] = machine
@@ -870,7 +782,7 @@ class FuxiCore:
             group.waiting = Resources.sum(slot.scale(n) for slot, n in demand.items()) if demand else EMPTY
 
     # ---------------------------------------------------------- machines
-    def _learn_capacity(self, machine: _Machine, offered: dict[str, int]) -> None:
+    def _learn_capacity(self, machine: Machine, offered: dict[str, int]) -> None:
         """What the machine has at least: the most ever offered plus held by
         our slots there, kind by kind. O(kinds + its slots). (A framework
         sees no agent's total: other frameworks' tasks hide part of it.)"""
@@ -903,7 +815,7 @@ class FuxiCore:
             self._capacity_sum = Resources.from_millis({k: v for k, v in total.items() if v > 0})
         return self._capacity_sum
 
-    def _never_fits(self, unit: _Unit) -> bool:
+    def _never_fits(self, unit: Unit) -> bool:
         """Is the unit's slot bigger than every machine seen? O(distinct
         capacities that no other contains); False before any machine is seen."""
         if self._frontier is None:
@@ -926,7 +838,7 @@ class FuxiCore:
         self._too_big[id(slot)] = (slot, answer)    # keeps ``slot`` alive, so its id stays its own
         return answer
 
-    def _open(self, machine: _Machine, dims: Dims) -> Vector:
+    def _open(self, machine: Machine, dims: Dims) -> Vector:
         """Free minus the room reserved on it. O(holders x kinds)."""
         room = machine.free
         for key, count in machine.holds.items():
@@ -935,7 +847,7 @@ class FuxiCore:
                 room = tuple(free - count * amount for free, amount in zip(room, need))
         return room
 
-    def _fit_holds(self, machine: _Machine, dims: Dims) -> None:
+    def _fit_holds(self, machine: Machine, dims: Dims) -> None:
         """The machine is offered again: keep the reservations its free room
         holds, in priority order; drop the rest (someone else took it)."""
         room = machine.free
@@ -950,7 +862,7 @@ class FuxiCore:
                 self._sync(unit)
 
     # ------------------------------------------------------------ limits
-    def _allowed(self, unit: _Unit, machine: _Machine) -> bool:
+    def _allowed(self, unit: Unit, machine: Machine) -> bool:
         """May one more slot of the unit go to ``machine``: not blacklisted
         (globally, by the unit or its job for now), not avoided, below
         ``max_per_machine``? Locality is the caller's (scopes, queues)."""
@@ -964,13 +876,13 @@ class FuxiCore:
         limit = unit.spec.max_per_machine
         return limit is None or unit.per_host.get(host, 0) + unit.holds.get(machine.agent_id, 0) < limit
 
-    def _in_scope(self, unit: _Unit, machine: _Machine) -> bool:
+    def _in_scope(self, unit: Unit, machine: Machine) -> bool:
         """Does the unit's locality allow ``machine`` (any machine with a cluster preference or none)?"""
-        if _CLUSTER_SCOPE in unit.scopes:
+        if CLUSTER_SCOPE in unit.scopes:
             return True
         return f"host:{machine.hostname}" in unit.scopes or f"room:{machine.room}" in unit.scopes
 
-    def _quota_slots(self, unit: _Unit, caps: Mapping[str, Resources | None]) -> int:
+    def _quota_slots(self, unit: Unit, caps: Mapping[str, Resources | None]) -> int:
         """How many more slots the unit's quota group allows."""
         cap = caps.get(unit.group)
         if cap is None:
@@ -979,10 +891,10 @@ class FuxiCore:
         known = self._quota_room.get(unit.group)
         if known is None or known[0] is not cap or known[1] is not used:   # both are replaced when they change
             known = self._quota_room[unit.group] = (cap, used, cap.subtract_clamped(used))
-        return _how_many(known[2], unit.slot)
+        return how_many(known[2], unit.slot)
 
     # ------------------------------------------------------------- grants
-    def _grant(self, unit: _Unit, machine: _Machine, batch: _Batch, need: Vector) -> Slot:
+    def _grant(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector) -> Slot:
         """One slot of ``unit`` on ``machine`` (of this batch), from its own
         reservation there if it has one."""
         slot = _new_slot(f"{unit.job_id}.{unit.spec.name}.{self.slot_prefix}{next(self._slot_seq)}", unit.job_id,
@@ -1056,7 +968,7 @@ class FuxiCore:
         self._use_delta.clear()
 
     # ------------------------------------------------------- reservations
-    def _hold(self, unit: _Unit, machine: _Machine, count: int, until: float) -> None:
+    def _hold(self, unit: Unit, machine: Machine, count: int, until: float) -> None:
         """Reserve room for ``count`` more slots of ``unit`` on ``machine``,
         the unit's reservations ending at ``until`` at the latest."""
         if not unit.holds:
@@ -1068,7 +980,7 @@ class FuxiCore:
         machine.holds[unit.key] = machine.holds.get(unit.key, 0) + count
         self._held_now.add((unit.key, machine.agent_id))
 
-    def _unhold(self, unit: _Unit, machine: _Machine, count: int | None = None) -> None:
+    def _unhold(self, unit: Unit, machine: Machine, count: int | None = None) -> None:
         """Release ``count`` (None: all) of the unit's reserved slots on ``machine``."""
         held = unit.holds.get(machine.agent_id, 0)
         left = 0 if count is None else held - count
@@ -1082,7 +994,7 @@ class FuxiCore:
                 self._holders.discard(unit.key)
                 unit.held_until = math.inf
 
-    def _release_holds(self, unit: _Unit) -> None:
+    def _release_holds(self, unit: Unit) -> None:
         batch = self._batch
         for agent_id in list(unit.holds):
             machine = self._machines[agent_id]
@@ -1091,7 +1003,7 @@ class FuxiCore:
                 machine.open = self._open(machine, batch.dims)
                 batch.refresh(machine)
 
-    def _trim_holds(self, unit: _Unit, keep: int) -> None:
+    def _trim_holds(self, unit: Unit, keep: int) -> None:
         """Keep at most ``keep`` reserved slots (dropping from the last machines)."""
         extra = unit.reserved - keep
         for agent_id in sorted(unit.holds, reverse=True):
@@ -1103,7 +1015,7 @@ class FuxiCore:
         self._sync(unit)
 
     # -------------------------------------------------------------- queues
-    def _sync(self, unit: _Unit) -> None:
+    def _sync(self, unit: Unit) -> None:
         """Bring the waiting set and the queues in line with the unit: it is
         queued (in each of its scopes) while it misses slots beyond its
         reservations and had its active scheduling. O(log N) per queue."""
@@ -1136,11 +1048,11 @@ class FuxiCore:
                 queue = self._queues[(unit.group, scope)] = WaitingQueue(self.groups[unit.group].policy)
             queue.add(unit.key, unit.priority, unit.slot, unit.submitted, unit.granted)
 
-    def _after_placing(self, unit: _Unit, caps: Mapping[str, Resources | None]) -> None:
+    def _after_placing(self, unit: Unit, caps: Mapping[str, Resources | None]) -> None:
         self._sync(unit)
         unit.reason = self._why_waiting(unit, caps) if unit.waiting else ""
 
-    def _why_waiting(self, unit: _Unit, caps: Mapping[str, Resources | None]) -> str:
+    def _why_waiting(self, unit: Unit, caps: Mapping[str, Resources | None]) -> str:
         if self._never_fits(unit):
             return WAIT_NEVER_FITS
         quota = self._quota_slots(unit, caps)
@@ -1155,12 +1067,12 @@ class FuxiCore:
             return f"{WAIT_NO_LABELS} {unit.spec.labels_text()}"
         return WAIT_NO_FIT
 
-    def _blacklisted(self, unit: _Unit, host: str) -> bool:
+    def _blacklisted(self, unit: Unit, host: str) -> bool:
         """Is ``host`` on the global blacklist, the unit's, or its job's for now?"""
         return host in self._blacklist or host in unit.spec.blacklist \
             or unit.blocked.get(host, -math.inf) > self._now
 
-    def _all_blacklisted(self, unit: _Unit) -> bool:
+    def _all_blacklisted(self, unit: Unit) -> bool:
         """Is every machine seen blacklisted for the unit? O(1) unless the
         blacklists are as long as the machine list."""
         if len(self._blacklist) + len(unit.spec.blacklist) + len(unit.blocked) < len(self._machines):
@@ -1191,7 +1103,7 @@ class FuxiCore:
                 else:
                     break
 
-    def _serve_holds(self, machine: _Machine, batch: _Batch, caps: Mapping[str, Resources | None]) -> None:
+    def _serve_holds(self, machine: Machine, batch: _Batch, caps: Mapping[str, Resources | None]) -> None:
         """A machine with reservations is back: plain units take their
         reserved slots now; gangs keep theirs until all their room is here.
 
@@ -1214,7 +1126,7 @@ class FuxiCore:
                 batch.refresh(machine)
             self._after_placing(unit, caps)
 
-    def _allowed_with_hold(self, unit: _Unit, machine: _Machine) -> bool:
+    def _allowed_with_hold(self, unit: Unit, machine: Machine) -> bool:
         """:meth:`_allowed` for a slot taken from the unit's own reservation there."""
         held = unit.holds.pop(machine.agent_id, 0)
         try:
@@ -1223,8 +1135,8 @@ class FuxiCore:
             if held:
                 unit.holds[machine.agent_id] = held
 
-    def _pick(self, group: QuotaGroup, machine: _Machine, batch: _Batch,
-              caps: Mapping[str, Resources | None]) -> _Unit | None:
+    def _pick(self, group: QuotaGroup, machine: Machine, batch: _Batch,
+              caps: Mapping[str, Resources | None]) -> Unit | None:
         """The group's highest-priority waiting unit that fits ``machine``'s
         open room and the group's room and may run there: the best head of
         the group's cluster queue and the queues of the machine and its room."""
@@ -1234,7 +1146,7 @@ class FuxiCore:
             free = free.minimum(cap.subtract_clamped(group.used))
         fair = group.policy == "FAIR"
         best: tuple | None = None
-        for scope in (_CLUSTER_SCOPE, f"host:{machine.hostname}", f"room:{machine.room}"):
+        for scope in (CLUSTER_SCOPE, f"host:{machine.hostname}", f"room:{machine.room}"):
             queue = self._queues.get((group.name, scope))
             if not queue:
                 continue
@@ -1248,7 +1160,7 @@ class FuxiCore:
                 break
         return None if best is None else best[1]
 
-    def _serve(self, unit: _Unit, machine: _Machine, batch: _Batch, caps: Mapping[str, Resources | None]) -> int:
+    def _serve(self, unit: Unit, machine: Machine, batch: _Batch, caps: Mapping[str, Resources | None]) -> int:
         """Give the picked unit slots on ``machine``: a FIFO group's unit as
         many as fit (Fuxi serves a picked unit greedily), a FAIR group's one
         (the next pick may be another unit of equal priority); a gang
@@ -1270,7 +1182,7 @@ class FuxiCore:
         self._after_placing(unit, caps)
         return served
 
-    def _hold_here(self, unit: _Unit, machine: _Machine, batch: _Batch, need: Vector) -> None:
+    def _hold_here(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector) -> None:
         """Reserve one slot of a gang on a machine of this batch."""
         self._hold(unit, machine, 1, self._now + self.gang_seconds)
         machine.open = tuple(map(sub, machine.open, need))
@@ -1285,7 +1197,7 @@ class FuxiCore:
             return
         arrived = sorted(self._new.values(), key=lambda u: (u.priority, u.submitted))
         self._new.clear()
-        cohorts: dict[tuple[int, str], list[_Unit]] = {}
+        cohorts: dict[tuple[int, str], list[Unit]] = {}
         for unit in arrived:
             if self.groups[unit.group].policy == "FAIR":
                 cohorts.setdefault((unit.priority, unit.group), []).append(unit)
@@ -1305,7 +1217,7 @@ class FuxiCore:
             while placers:                       # round robin, one slot per turn
                 placers = [p for p in placers if next(p, None) is not None]
 
-    def _place(self, unit: _Unit, batch: _Batch, caps: Mapping[str, Resources | None]) -> Iterator[bool]:
+    def _place(self, unit: Unit, batch: _Batch, caps: Mapping[str, Resources | None]) -> Iterator[bool]:
         """Active scheduling of one unit, one slot (or a gang's reservation) per step."""
         budget = min(unit.missing, self._quota_slots(unit, caps) - unit.reserved)
         if unit.gang and self._quota_slots(unit, caps) < unit.waiting:
@@ -1329,7 +1241,7 @@ class FuxiCore:
                     break
         self._after_placing(unit, caps)
 
-    def _spread(self, unit: _Unit, scope: Scope[_Machine], batch: _Batch, need: Vector, count: int,
+    def _spread(self, unit: Unit, scope: Scope[Machine], batch: _Batch, need: Vector, count: int,
                 caps: Mapping[str, Resources | None]) -> Iterator[bool]:
         """Round-robin ``count`` slots over the machines of ``scope`` whose
         open room fits one, fewest slots of the unit first: each round goes
@@ -1360,7 +1272,7 @@ class FuxiCore:
                 return
             level += 1
 
-    def _fill_machine(self, unit: _Unit, machine: _Machine, batch: _Batch, need: Vector, count: int,
+    def _fill_machine(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector, count: int,
                       caps: Mapping[str, Resources | None]) -> Iterator[bool]:
         """Up to ``count`` slots on one named machine (LT_MACHINE)."""
         for _ in range(count):
@@ -1370,7 +1282,7 @@ class FuxiCore:
                 return
             yield True
 
-    def _take_one(self, unit: _Unit, machine: _Machine, batch: _Batch, need: Vector,
+    def _take_one(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector,
                   caps: Mapping[str, Resources | None]) -> bool:
         """Grant one slot (a gang: reserve one); False if the quota is spent."""
         if caps.get(unit.group) is not None and self._quota_slots(unit, caps) <= unit.reserved:
@@ -1401,7 +1313,7 @@ class FuxiCore:
                     self._release_holds(unit)
                     self._after_placing(unit, caps)
 
-    def _start(self, unit: _Unit, batch: _Batch, caps: Mapping[str, Resources | None]) -> bool:
+    def _start(self, unit: Unit, batch: _Batch, caps: Mapping[str, Resources | None]) -> bool:
         """Grant a gang all its waiting slots from its reservations if they
         cover them, all in this batch, and its quota allows. Did it?"""
         machines = [self._machines[a] for a in sorted(unit.holds)]
@@ -1419,251 +1331,27 @@ class FuxiCore:
 
     # ----------------------------------------------------------- preemption
     def _preempt(self, batch: _Batch, caps: Mapping[str, Resources | None]) -> None:
-        """For units still missing slots, highest priority first: take back
-        lent quota, else preempt lower priority, for all missing slots in
-        one pass (a gang: only if all of them can be freed).
-
-        The two agree on who owns what, so that neither undoes the other
-        (docs/fuxi-scheduling.rst, "Preemption"): a take-back reclaims only
-        quota the victim's group borrowed, in a kind the owner needs; and a
-        unit whose group would go over its maximum takes from another
-        limited group only slots that group holds over its own maximum.
-        Otherwise a unit on borrowed quota could preempt the owner's slots
-        and the owner take them back at once, for ever (issue 19)."""
-        units = self._units
-        short = [unit for unit in map(units.__getitem__, self._wanting) if not unit.new and unit.missing]
-        if not short:
-            return
+        """Take room back for the units still missing slots: the planner
+        (:mod:`.preemption`) searches, this carries out each decision before
+        it goes on."""
         self._settle_use()
-        order = self._victim_order()
-        held = self._held_room()
-        if not order and not held:               # nothing to preempt: only the reasons change (in any order)
-            for unit in short:
-                if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
-                    unit.reason = WAIT_LOWER_PRIORITY
-            return
-        waiting = sorted(short, key=lambda u: (u.priority, u.submitted))
-        first = 0                                # order[first]: the lowest priority slot still held
-        lenders = self._lenders()
-        reserved = self._reserved_by_group()
-        self._examined = 0
-        exhausted: list[tuple[Resources, int]] = []   # (slot, priority): all lower-priority room was looked at
-        for unit in waiting:
-            missing = unit.missing
-            if not missing or (unit.preempted_until > self._now and unit.holds) or unit.search_after > self._now:
-                continue
-            if self._never_fits(unit):
-                unit.reason = WAIT_NEVER_FITS
-                continue
-            if self._examined >= self.preemption_budget:
-                break                            # the rest try again next pass
-            while first < len(order) and order[first].id not in self._slots:
-                first += 1
-            own = self._own_slots(unit, reserved)
-            searched = False
-            if first < len(order) and own and lenders - {unit.group}:
-                searched = True
-                borrowed = self._borrowed(unit.slot)
-                plan, _ = self._make_room(unit, min(missing, own), self._candidates(
-                    unit, order, first, lambda s: s.group != unit.group and borrowed(s)))
-                if plan:
-                    self._evict(unit, plan, batch, "quota taken back by its owner")
-                    lenders, reserved = self._lenders(), self._reserved_by_group()
-                    continue
-            room = self._quota_slots(unit, caps) - unit.reserved
-            lower = (first < len(order) and order[first].priority > unit.priority) or \
-                (bool(held) and held[0].priority > unit.priority)
-            if room > 0 and lower and not any(unit.priority >= p and unit.slot.contains(slot)
-                                              for slot, p in exhausted):
-                want = min(missing, room)
-                anyone = own is None or own >= want
-                if own is not None and 0 < own < want:
-                    want = own                       # the rest, on borrowed quota, in a later pass
-                if anyone or own:
-                    # within its group's own maximum: any lower priority slot
-                    may_take: Callable[[Slot], bool] = lambda s: s.priority > unit.priority
-                    room_held: Sequence[_Reserved] = held
-                else:
-                    # on borrowed quota: a slot another group holds over its maximum, or one of
-                    # its own group at least as big (the swap borrows nothing more) -- never room
-                    # a group holds as its own
-                    borrowed = self._borrowed(unit.slot)
-                    may_take = lambda s: s.priority > unit.priority and (
-                        s.resources.contains(unit.slot) if s.group == unit.group else borrowed(s))
-                    room_held = [r for r in held if r.group == unit.group]
-                searched = True
-                plan, complete = self._make_room(unit, want,
-                                                 self._candidates(unit, order, first, may_take, room_held))
-                if complete and anyone and not unit.gang and self._unrestricted(unit):
-                    # what it could not free now, no unit of lower or equal priority with a
-                    # slot as big can: their victims are among its own (holds only grow)
-                    exhausted = [(slot, p) for slot, p in exhausted
-                                 if not (p >= unit.priority and slot.contains(unit.slot))]
-                    exhausted.append((unit.slot, unit.priority))
-                if plan:
-                    self._evict(unit, plan, batch, f"preempted by a higher priority unit ({unit.key}, "
-                                                   f"priority {unit.priority})")
-                    lenders, reserved = self._lenders(), self._reserved_by_group()
-                    continue
-                if not (anyone or own) and unit.reason in (WAIT_NO_FIT, WAIT_LOWER_PRIORITY):
-                    unit.reason = WAIT_QUOTA           # its group is at its maximum; the rest is others' own
-            if searched and self._examined < self.preemption_budget:
-                # nothing to take now; the room it could take changes slowly: look again later
-                unit.search_after = self._now + self.preemption_retry_seconds
-            if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
-                unit.reason = WAIT_LOWER_PRIORITY  # units it may not preempt hold the resources
+        for decision in PreemptionPlanner(self, batch, caps).decisions():
+            if isinstance(decision, Evict):
+                self._evict(decision.unit, decision.plan, batch, decision.reason)
+            elif isinstance(decision, WaitReason):
+                decision.unit.reason = decision.reason
+            else:
+                decision.unit.search_after = decision.until
 
-    def _reserved_by_group(self) -> dict[str, Resources]:
-        """The room reserved for each group's units (it becomes the group's use
-        when granted). O(reservations)."""
-        out: dict[str, Resources] = {}
-        for key in self._holders:
-            unit = self._units[key]
-            room = unit.slot.scale(unit.reserved)
-            out[unit.group] = out[unit.group] + room if unit.group in out else room
-        return out
-
-    def _own_slots(self, unit: _Unit, reserved: Mapping[str, Resources]) -> int | None:
-        """How many more slots of the unit its group's own maximum holds, its
-        use and the room reserved for its units counted (None: no maximum)."""
-        group = self.groups[unit.group]
-        if group.maximum is None:
-            return None
-        taken = group.used + reserved[group.name] if group.name in reserved else group.used
-        return _how_many(group.maximum.subtract_clamped(taken), unit.slot)
-
-    def _borrowed(self, need: Resources) -> Callable[[Slot], bool]:
-        """For one search: does a slot hold quota its group borrowed, in a kind
-        ``need`` uses too -- is its group over its maximum in such a kind that
-        the slot uses? The slots it says yes to are taken off the group's
-        excess, so one search takes little more than the group borrowed.
-        O(groups x kinds), then O(kinds) a slot."""
-        excess: dict[str, dict[str, int]] = {}
-        for group in self.groups.values():
-            if group.maximum is not None:
-                cap = group.maximum.millis()
-                over = {k: v - cap.get(k, 0) for k, v in group.used.millis().items() if v > cap.get(k, 0)}
-                if over:
-                    excess[group.name] = over
-        kinds = [kind for kind, amount in need.millis().items() if amount > 0]
-
-        def borrowed(slot: Slot) -> bool:
-            over = excess.get(slot.group)
-            if not over:
-                return False
-            uses = slot.resources.millis()
-            if not any(over.get(kind, 0) > 0 and uses.get(kind, 0) > 0 for kind in kinds):
-                return False
-            for kind, amount in uses.items():
-                if kind in over:
-                    over[kind] -= amount
-            return True
-        return borrowed
-
-    def _unrestricted(self, unit: _Unit) -> bool:
-        """May the unit use any machine (no locality limit, blacklist, avoided
-        host or per-machine limit)?"""
-        return _CLUSTER_SCOPE in unit.scopes and not (unit.spec.blacklist or unit.blocked or unit.avoid
-                                                      or unit.spec.max_per_machine is not None)
-
-    def _lenders(self) -> set[str]:
-        """The groups holding more than their maximum: lent quota to take back."""
-        return {g.name for g in self.groups.values() if g.over_maximum()}
-
-    def _victim_order(self) -> list[Slot]:
-        """Every slot not granted in this pass, lowest priority first, newest
-        first among equal priority (seed 002). O(S log S), once per pass that preempts."""
-        return sorted((s for s in self._slots.values() if s.id not in self._granted_now),
-                      key=lambda s: (-s.priority, -s.granted_at, s.id))
-
-    def _held_room(self) -> list[_Reserved]:
-        """Every reservation but those made in this pass, lowest priority
-        first: room preemption may take back before it kills a task of the
-        same priority."""
-        held = [_Reserved(key, agent, unit.slot.scale(count), unit.priority, unit.group)
-                for key in self._holders for unit in (self._units[key],) for agent, count in unit.holds.items()
-                if (key, agent) not in self._held_now]
-        return sorted(held, key=lambda r: (-r.priority, r.agent_id, r.unit))
-
-    def _candidates(self, unit: _Unit, order: list[Slot], first: int, may_take: Callable[[Slot], bool],
-                    held: Sequence[_Reserved] = ()) -> Iterator[Slot | _Reserved]:
-        """What ``unit`` may take, on machines it may use, lowest priority
-        first: the slots of ``order`` from ``first`` that ``may_take``
-        allows, and the reservations in ``held`` of lower priority than the
-        unit's (at each priority, reserved room before running slots)."""
-        reserved: Iterator[tuple[int, int, Slot | _Reserved]] = (
-            (-r.priority, 0, r) for r in held if r.priority > unit.priority)
-        running: Iterator[tuple[int, int, Slot | _Reserved]] = (
-            (-s.priority, 1, s) for s in itertools.islice(order, first, None))
-        for _, _, victim in heapq.merge(reserved, running, key=lambda item: item[:2]):
-            if isinstance(victim, _Reserved):
-                holder = self._units.get(victim.unit)
-                if holder is None or not holder.holds.get(victim.agent_id) or holder is unit:
-                    continue
-            elif victim.id not in self._slots or not may_take(victim):
-                continue
-            machine = self._machines.get(victim.agent_id)
-            if machine is not None and self._in_scope(unit, machine) and self._allowed(unit, machine):
-                yield victim
-
-    def _make_room(self, unit: _Unit, missing: int, candidates: Iterator[Slot | _Reserved]
-                   ) -> tuple[list[tuple[_Machine, list[Slot | _Reserved], int]] | None, bool]:
-        """Victims that make room for ``missing`` slots of ``unit``, taken
-        in the candidates' order (lowest priority first) until enough room
-        is free, each machine counting its open room in this batch too; then
-        only the victims that made a slot's room are kept. Returns
-        ``(machine, victims, slots made)`` per machine, or None if no slot
-        can be made (a gang: unless all ``missing`` can); and whether every
-        candidate was looked at. Stops at the pass's ``preemption_budget``
-        of candidates looked at."""
-        batch = self._batch
-        freed: dict[str, Resources] = {}
-        chosen: dict[str, list[Slot | _Reserved]] = {}
-        made: dict[str, int] = {}
-        useful: dict[str, int] = {}
-        total = 0
-        limit = unit.spec.max_per_machine
-        complete = True
-        for slot in candidates:
-            self._examined += 1
-            if self._examined > self.preemption_budget:
-                complete = False
-                break
-            agent = slot.agent_id
-            machine = self._machines[agent]
-            if agent not in freed:
-                freed[agent] = batch.resources(machine.open) if batch is not None and machine.in_batch else EMPTY
-                chosen[agent], made[agent] = [], 0
-            freed[agent] = freed[agent] + slot.resources
-            chosen[agent].append(slot)
-            can = _how_many(freed[agent], unit.slot)
-            if limit is not None:
-                can = min(can, limit - unit.per_host.get(machine.hostname, 0) - unit.holds.get(agent, 0))
-            if can > made[agent]:
-                total += can - made[agent]
-                made[agent] = can
-                useful[agent] = len(chosen[agent])
-                if total >= missing:
-                    complete = False
-                    break
-        if total == 0 or (unit.gang and total < missing):
-            return None, complete
-        plan = []
-        extra = total - missing
-        for agent in sorted(useful):
-            slots = made[agent]
-            if extra > 0:
-                cut = min(extra, slots - 1)
-                slots, extra = slots - cut, extra - cut
-            plan.append((self._machines[agent], chosen[agent][:useful[agent]], slots))
-        return plan, complete
-
-    def _evict(self, unit: _Unit, plan: list[tuple[_Machine, list[Slot | _Reserved], int]], batch: _Batch,
+    def _evict(self, unit: Unit, plan: Iterable[tuple[Machine, list[Slot | Reserved], int]], batch: _Batch,
                reason: str) -> None:
+        """Carry out a preemption: kill the victims' slots (their jobs get
+        :class:`SlotRevoked`), drop the reservations among them (their units
+        wait again), reserve the room for ``unit``."""
         until = self._now + self.reservation_seconds
         for machine, victims, slots in plan:
             for slot in victims:
-                if isinstance(slot, _Reserved):    # room kept for a lower priority unit: it waits again
+                if isinstance(slot, Reserved):    # room kept for a lower priority unit: it waits again
                     holder = self._units[slot.unit]
                     self._unhold(holder, machine)
                     self._sync(holder)
@@ -1684,18 +1372,6 @@ class FuxiCore:
         unit.preempted_until = until
         self._sync(unit)
 
-    def _held_by_others(self, unit: _Unit) -> bool:
-        """Could the unit fit on a machine it may use, were the slots there
-        gone? (Then units it may not preempt hold the room.) O(distinct
-        capacities), or O(machines) for a unit limited to some."""
-        if len(self._slots) == sum(u.granted for u in self.jobs[unit.job_id].units.values()):
-            return False                          # nobody else holds anything
-        if _CLUSTER_SCOPE in unit.scopes:
-            return not self._never_fits(unit)
-        need = unit.slot.millis()
-        return any(all(m.capacity.get(k, 0) >= v for k, v in need.items()) for m in self._machines.values()
-                   if self._in_scope(unit, m) and self._allowed(unit, m))
-
     # -------------------------------------------------------- offer answers
     def _answer_offers(self, batch: _Batch) -> None:
         waiting = self.needs_offers()
@@ -1713,13 +1389,13 @@ class FuxiCore:
             self._out.append(DeclineOffers(tuple(declined), refuse))
 
 
-def _has_labels(machine: _Machine, labels: tuple[tuple[str, str], ...]) -> bool:
+def _has_labels(machine: Machine, labels: tuple[tuple[str, str], ...]) -> bool:
     """Does the machine's agent have every (attribute, canonical text) of ``labels``?"""
     attributes = machine.attributes
     return all(attributes.get(name) == text for name, text in labels)
 
 
-def _agent_key(machine: _Machine) -> str:
+def _agent_key(machine: Machine) -> str:
     return machine.agent_id
 
 
@@ -1728,7 +1404,7 @@ def _scopes(locality: Iterable[Locality]) -> tuple[str, ...]:
     it may run anywhere, else those of its machines and rooms."""
     prefs = list(locality)
     if not prefs or any(p.kind == LT_CLUSTER for p in prefs):
-        return (_CLUSTER_SCOPE,)
+        return (CLUSTER_SCOPE,)
     return tuple(dict.fromkeys(f"host:{p.target}" if p.kind == LT_MACHINE else f"room:{p.target}" for p in prefs))
 
 
@@ -1746,15 +1422,3 @@ def _count(room: Vector, need: Vector) -> int:
             fits_here = have // want if have > 0 else 0
             count = fits_here if count is None else min(count, fits_here)
     return count or 0
-
-
-def _how_many(room: Resources, slot: Resources) -> int:
-    """How many ``slot``s fit in ``room``. O(kinds)."""
-    have = room.millis()
-    count = None
-    for kind, need in slot.millis().items():
-        if need > 0:
-            fits_here = have.get(kind, 0) // need
-            count = fits_here if count is None or fits_here < count else count
-    return max(count or 0, 0)
-

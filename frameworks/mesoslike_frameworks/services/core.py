@@ -341,6 +341,13 @@ def _strategy_bounds(app: AppDefinition, old: int) -> tuple[int, int]:
 # ------------------------------------------------------------------ core
 class ServicesCore:
     """See the module docstring. ``framework_role``: the role apps run in.
+
+    Why one class of some 900 lines: apps, instances and deployments are one
+    set of books that every event changes together (an update moves an
+    instance, which advances its deployment, which may launch the next);
+    the parts with no books of their own are beside it (:mod:`.model` the
+    app definition, :mod:`.matching` an offer against an instance,
+    :mod:`.api` requests to answers).
     ``secret``: resolves a secret's ``source`` to its value (None: unknown).
     ``images``: whether tasks may take a container image (TaskInfo.container)."""
 
