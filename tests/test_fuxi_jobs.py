@@ -61,6 +61,7 @@ from mesoslike_frameworks.fuxi.jobs import (
     OfferRescinded,
     OffersReceived,
     Persist,
+    TellAppMaster,
     Persisted,
     PersistFailed,
     ReconcileTasks,
@@ -241,7 +242,11 @@ def test_worker_tasks_that_keep_failing_fail_the_job():
 def test_an_agent_lost_takes_its_slots_back(h):
     job_id, _ = h.submit(unit(slots=2, instances=2))
     slots = launched(h.offer("h1"))
-    assert h.handle(AgentLost, "a-h1") == [ReviveOffers()]          # suppressed while it had all it wanted
+    # its AppMaster hears of each slot taken back; suppressed while it had all it wanted, now it revives
+    out = h.handle(AgentLost, "a-h1")
+    assert [c for c in out if not isinstance(c, TellAppMaster)] == [ReviveOffers()]
+    assert [c for c in out if isinstance(c, TellAppMaster)] == [
+        TellAppMaster(job_id, protocol.SlotRevoked(job_id, s.id, "agent lost")) for s in slots]
     assert h.unit_status(job_id)["granted"] == 0 and h.unit_status(job_id)["desired"] == 2
     assert all(h.update(s, TaskState.LOST) == [] for s in slots)   # the scheduler knew already
 

@@ -30,6 +30,10 @@ ZooKeeper. One thread, one loop:
   journal outgrows it) is written **before** the results that changed it
   are acknowledged to the workers, so a result is never lost between an
   AppMaster that died and one that starts from the snapshot and journal;
+- the service's news of the job's slots, unasked: SLOT_GRANTED is kept
+  (the slot's worker must then say HELLO for that unit and host),
+  SLOT_REVOKED (preempted, lost) gives the slot's work to others at once
+  (``worker_left``), without waiting for its heartbeats to stop;
 - the core's progress report goes to the service (PROGRESS) when it
   changes, at most every 0.2 s, and at least every 2 s, with the slots of
   the workers it knows (``slots``: slot -> ``[unit, hostname, room, agent
@@ -91,6 +95,8 @@ END_RESEND = 1.0
 ASSIGN_RESEND = 2.0
 #: what workers send
 _FROM_WORKERS = (amp.Hello, amp.Heartbeat, amp.Progress, amp.Done, amp.Bye)
+#: slots granted whose workers did not join yet, kept at most (a job's slots are fewer)
+MAX_GRANTED = 100_000
 _Request = TypeVar("_Request", bound=amc.ServiceRequest | protocol.Progress)
 
 
@@ -134,6 +140,8 @@ class AppMaster:
         self.core = self.checkpoint.restore(job_id, job, self.clock)
         self.workers: dict[str, _Worker] = {}
         self.released: set[str] = set()
+        #: slot -> (unit, hostname): granted, as the service said, its worker not joined yet
+        self.granted: dict[str, tuple[str, str]] = {}
         self._locator = make_locator(service)   # zk://: follows the leading service
         leader = self._locator.current() or ""
         # binds now: errors surface here; with keys only the job's workers get in
@@ -295,6 +303,9 @@ class AppMaster:
         if self.token and not hmac.compare_digest(hello.token.encode(),
                                                   amp.worker_token(self.token, hello.slot).encode()):
             raise _Refused(f"HELLO refused: not the worker of slot {hello.slot} (wrong token)")
+        granted = self.granted.get(hello.slot)
+        if granted is not None and granted != (hello.unit, hello.hostname):
+            raise _Refused(f"HELLO refused: slot {hello.slot} was granted for unit {granted[0]} on {granted[1]}")
 
     def _hello(self, peer: bytes, hello: amp.Hello, worker: _Worker | None, now: float) -> None:
         finished = [(i, a, ok, msg) for i, a, ok, msg in hello.finished]
@@ -307,6 +318,7 @@ class AppMaster:
                 self._to_workers.append((peer, amp.Error(protocol.bounded(f"HELLO refused: {exc}"))))
                 return
             worker = self.workers[hello.slot] = _Worker(hello, peer, now)
+            self.granted.pop(hello.slot, None)
             if running is not None:
                 worker.runs.add((running[0], running[1]))
             worker.done_seen.update((i, a) for i, a, _, _ in finished)
@@ -465,6 +477,9 @@ class AppMaster:
         except protocol.ProtocolError as exc:
             log.warning("a bad answer from the service: %s", protocol.bounded(str(exc), 200))
             return
+        if isinstance(answer, protocol.GRANT_NEWS):
+            self._slot_news(answer)
+            return
         if isinstance(answer, protocol.Error):
             if answer.message == protocol.STANDBY_REFUSAL:
                 # ZooKeeper named it the leader before it took over: report again shortly
@@ -475,6 +490,22 @@ class AppMaster:
             log.warning("the service refused request %d: %s", answer.id, answer.message)
         if self._end_request is not None and answer.id == self._end_request.id:
             self._end_acknowledged = True
+
+    def _slot_news(self, news: protocol.SlotGranted | protocol.SlotRevoked) -> None:
+        """What the service says of this job's slots, unasked."""
+        if news.job_id != self.job_id or len(news.slot) > MAX_NAME:
+            log.warning("ignoring %s for job %s", news.TYPE, protocol.bounded(news.job_id, 100))
+            return
+        if isinstance(news, protocol.SlotGranted):
+            if news.slot not in self.workers and len(self.granted) < MAX_GRANTED:
+                self.granted[news.slot] = (news.unit, news.hostname)
+            log.debug("slot %s granted for %s on %s", news.slot, news.unit, news.hostname)
+            return
+        self.granted.pop(news.slot, None)
+        self.released.add(news.slot)      # a worker that says HELLO after this is told RELEASE
+        worker = self.workers.pop(news.slot, None)
+        if worker is not None:
+            self._carry_out(self._core(self.core.worker_left, news.slot, f"slot revoked: {news.reason}"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,7 +43,9 @@ event                      what the core does
 
 Commands out (:data:`Command`): the scheduler's :class:`LaunchSlots`,
 :class:`DeclineOffers`, :class:`KillSlot`, :class:`SuppressOffers`,
-:class:`ReviveOffers`, and :class:`ReconcileTasks`, :class:`JobAccepted`,
+:class:`ReviveOffers`, its grants and revocations for the job's AppMaster
+(:class:`TellAppMaster`: SLOT_GRANTED, SLOT_REVOKED of :mod:`.protocol`),
+and :class:`ReconcileTasks`, :class:`JobAccepted`,
 :class:`Refused`, :class:`StartAppMaster`, :class:`RestartAppMaster`,
 :class:`AdoptAppMaster`, :class:`StopAppMaster`, :class:`JobFinished`,
 :class:`ForgetJob`, :class:`Persist`.
@@ -123,7 +125,7 @@ __all__ = ["JobCore", "Job", "JobState", "TRANSITIONS", "Transition", "Event", "
            "AppMasterStartFailed", "DriverRegistered", "DriverDisconnected", "JobKillRequested", "AppMasterStarted",
            "Recover", "Persisted", "PersistFailed", "Tick", "Command", "ReconcileTasks", "JobAccepted", "Refused",
            "StartAppMaster", "RestartAppMaster", "AdoptAppMaster", "StopAppMaster", "JobFinished", "ForgetJob",
-           "Persist", "KEEP_ENDED_JOBS", "MAX_APPMASTER_RESTARTS", "MAX_WORKER_FAILURES", "RELEASE_GRACE",
+           "Persist", "TellAppMaster", "KEEP_ENDED_JOBS", "MAX_APPMASTER_RESTARTS", "MAX_WORKER_FAILURES", "RELEASE_GRACE",
            "ADOPT_WINDOW", "RETRY_PERSIST", "parse_slot_id"]
 
 log = logging.getLogger("mesoslike_frameworks.fuxi.service")
@@ -380,9 +382,16 @@ class ForgetJob:
     job_id: str
 
 
+@attrs.frozen
+class TellAppMaster:
+    """Tell the job's AppMaster, unasked, of a grant or a revocation (no answer)."""
+    job_id: str
+    news: protocol.SlotGranted | protocol.SlotRevoked
+
+
 Command = (LaunchSlots | DeclineOffers | KillSlot | SuppressOffers | ReviveOffers | ReconcileTasks | JobAccepted
            | Refused | StartAppMaster | RestartAppMaster | AdoptAppMaster | StopAppMaster | JobFinished | ForgetJob
-           | Persist)
+           | Persist | TellAppMaster)
 
 
 # ------------------------------------------------------------------- state
@@ -983,13 +992,21 @@ class JobCore:
 
     # =========================================================== internals
     def _absorb(self, commands: Iterable[SchedulerCommand]) -> list[Command]:
-        """The scheduler's commands for the service; its job events change the workers here."""
+        """The scheduler's commands for the service; its job events change the
+        workers here and go to the job's AppMaster (the slot's task is
+        launched, or killed or lost and its update says so, all the same)."""
         out: list[Command] = []
         for command in commands:
             if isinstance(command, SlotGranted):
-                self._workers[command.slot.id] = _Worker(command.slot)
+                slot = command.slot
+                self._workers[slot.id] = _Worker(slot)
+                out.append(TellAppMaster(slot.job_id, protocol.SlotGranted(slot.job_id, slot.id, slot.unit,
+                                                                           slot.hostname, slot.room)))
             elif isinstance(command, SlotRevoked):
-                continue   # the scheduler dropped the slot; its task is killed or lost, and its update says so
+                job = self._jobs.get(command.job_id)
+                if job is not None and job.state is JobState.RUNNING:
+                    out.append(TellAppMaster(command.job_id, protocol.SlotRevoked(command.job_id, command.slot_id,
+                                                                                  command.reason)))
             else:
                 out.append(command)
         return out

@@ -36,6 +36,14 @@ request                                      what the service does
 ``JOB_ENDED(id, job_id, token, succeeded, reason)``  the job ends: its slots are killed and returned
 ===========================================  ================================================
 
+The service tells an AppMaster of its grants directly, on the connection
+its requests came over (FuxiMaster's grants to the AppMaster, seed 002),
+without a reply: ``SLOT_GRANTED(job_id, slot, unit, hostname, room)`` as
+the scheduler grants a slot (its worker task is being launched), and
+``SLOT_REVOKED(job_id, slot, reason)`` when it takes one back (preempted,
+lost with its agent, its task ended): the AppMaster gives the slot's work
+to others at once instead of waiting for its worker's heartbeats to stop.
+
 The messages are declared once, below, on the machinery of the cluster's
 own wire protocol (:mod:`mesoslike.messaging`): each is a frozen attrs class
 registered in :data:`SCHEMA`, whose field hints are what :data:`CODEC`
@@ -56,7 +64,8 @@ from mesoslike.messaging import Codec, Schema, WireError
 
 __all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Submit", "Submitted", "Status", "StatusReply", "KillJob",
            "Error", "Ok", "SetDesire", "ReleaseSlot", "AvoidHosts", "BlacklistHost", "ReportHost", "Progress",
-           "JobEnded", "APPMASTER_REQUESTS", "encode", "decode", "MAX_FRAME", "MAX_ERROR", "bounded", "STANDBY_REFUSAL"]
+           "JobEnded", "APPMASTER_REQUESTS", "SlotGranted", "SlotRevoked", "GRANT_NEWS", "encode", "decode", "MAX_FRAME",
+           "MAX_ERROR", "bounded", "STANDBY_REFUSAL"]
 
 VERSION = 1
 #: the largest frame either side accepts
@@ -210,11 +219,33 @@ class JobEnded:
     reason: str
 
 
+@SCHEMA.message
+@attrs.frozen
+class SlotGranted:
+    TYPE: ClassVar[str] = "SLOT_GRANTED"
+    job_id: str
+    slot: str
+    unit: str
+    hostname: str
+    room: str
+
+
+@SCHEMA.message
+@attrs.frozen
+class SlotRevoked:
+    TYPE: ClassVar[str] = "SLOT_REVOKED"
+    job_id: str
+    slot: str
+    reason: str
+
+
 #: what an AppMaster asks of the service
 APPMASTER_REQUESTS = (SetDesire, ReleaseSlot, AvoidHosts, BlacklistHost, ReportHost, Progress, JobEnded)
+#: what the service tells an AppMaster unasked
+GRANT_NEWS = (SlotGranted, SlotRevoked)
 
 Message = (Submit | Submitted | Status | StatusReply | KillJob | Error | Ok | SetDesire | ReleaseSlot | AvoidHosts | BlacklistHost
-           | ReportHost | Progress | JobEnded)
+           | ReportHost | Progress | JobEnded | SlotGranted | SlotRevoked)
 #: the codec of this protocol: for the job server, job clients and AppMasters
 CODEC = Codec(SCHEMA, MAX_FRAME)
 encode = CODEC.encode

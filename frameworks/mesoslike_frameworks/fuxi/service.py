@@ -131,6 +131,7 @@ from mesoslike_frameworks.fuxi.jobs import (
     RestartAppMaster,
     StartAppMaster,
     StopAppMaster,
+    TellAppMaster,
     Tick,
     WorkerUpdate,
 )
@@ -171,6 +172,8 @@ WORKER_SECRET_FILES = {"FUXI_WORKER_TOKEN_FILE": ".fuxi_worker_token",
 APPMASTER_KEY_NAME = "appmaster"
 #: requests a just elected job server keeps until it serves (JobServer.hold); more are refused
 MAX_HELD = 1000
+#: AppMasters whose connection the job server remembers (to tell them of their grants), the newest kept
+MAX_APPMASTER_PEERS = 10_000
 #: commands that are driver calls: dropped (logged) while no driver is attached
 _DRIVER_COMMANDS = (LaunchSlots, DeclineOffers, KillSlot, SuppressOffers, ReviveOffers, ReconcileTasks)
 
@@ -359,6 +362,9 @@ class FuxiService(Scheduler):
         self.writes = 0
         self.on_stored: Callable[[int], None] = lambda writes: None
         self.on_fenced: Callable[[str], None] = lambda reason: None
+        #: sends a job's AppMaster news of its slots (the job server's, once it serves this service)
+        self.tell_appmaster: Callable[[str, protocol.SlotGranted | protocol.SlotRevoked], None] = \
+            lambda job_id, news: None
         #: command type -> what carries it out (returns the events of its outcome, for the core)
         self._carry_out: dict[type, Callable[[Any], list[Event]]] = {
             LaunchSlots: self._launch, DeclineOffers: self._decline, KillSlot: self._kill,
@@ -366,7 +372,7 @@ class FuxiService(Scheduler):
             JobAccepted: self._accepted, StartAppMaster: self._start_appmaster,
             RestartAppMaster: self._restart_appmaster, StopAppMaster: self._stop_appmaster,
             JobFinished: self._job_finished, ForgetJob: self._forget_job, Persist: self._persist,
-            AdoptAppMaster: self._adopt_appmaster, Refused: self._refused,
+            AdoptAppMaster: self._adopt_appmaster, Refused: self._refused, TellAppMaster: self._tell,
         }
 
     def attach(self, driver) -> None:
@@ -639,6 +645,10 @@ class FuxiService(Scheduler):
             self.on_stored(self.writes)
         return [Persisted(command.waiting, stimulus_id=self._stimulus("persisted"))]
 
+    def _tell(self, command: TellAppMaster) -> list[Event]:
+        self.tell_appmaster(command.job_id, command.news)
+        return []
+
     def _refused(self, command: Refused) -> list[Event]:
         return []   # the reply: submit() / kill() raise it
 
@@ -884,6 +894,10 @@ class JobServer:
         self._waker = Waker()
         self._holding = threading.Event()
         self._held: collections.deque[tuple[bytes | None, bytes | Exception, str | None]] = collections.deque()
+        #: job id -> the connection its AppMaster's last accepted request came over
+        self._appmaster_peers: dict[str, bytes] = {}
+        #: news for AppMasters from other threads, sent by the server's own
+        self._news: collections.deque[protocol.SlotGranted | protocol.SlotRevoked] = collections.deque()
         if service is not None:
             self.serve(service)
         self._stopping = threading.Event()
@@ -924,6 +938,7 @@ class JobServer:
         """Answer for ``service`` from now on (a standby that became the
         leader), the requests held since :meth:`hold` first."""
         service.service_address = self.address
+        service.tell_appmaster = self.tell
         self.service = service
         self._waker.wake()
 
@@ -933,6 +948,13 @@ class JobServer:
         election in ZooKeeper would otherwise be told to go elsewhere).
         Thread-safe and quick: an election callback calls it."""
         self._holding.set()
+        self._waker.wake()
+
+    def tell(self, job_id: str, news: protocol.SlotGranted | protocol.SlotRevoked) -> None:
+        """Send ``news`` to the job's AppMaster, on the connection its requests
+        came over (none yet: it learns from its workers). Any thread; the
+        server's thread sends."""
+        self._news.append(news)
         self._waker.wake()
 
     def stand_by(self, hold: bool) -> None:
@@ -966,6 +988,7 @@ class JobServer:
                 if self.service is not None or not self._holding.is_set():
                     while self._held:   # what came between the election and serving (or a refusal, standing by)
                         self._answer_safely(*self._held.popleft())
+                self._send_news()
                 if not server.wait(None, self._waker):
                     continue
                 for peer, frame in server.receive_frames():
@@ -977,6 +1000,18 @@ class JobServer:
                     self._answer_safely(peer, frame, principal)
         finally:
             server.close()
+
+    def _send_news(self) -> None:
+        while self._news:
+            news = self._news.popleft()
+            peer = self._appmaster_peers.get(news.job_id)
+            if peer is None:
+                continue
+            try:
+                if not self._server.send(peer, news):
+                    log.debug("%s for job %s dropped: its AppMaster is gone or slow", news.TYPE, news.job_id)
+            except protocol.ProtocolError as exc:
+                log.error("cannot send %s: %s", news.TYPE, protocol.bounded(str(exc), 200))
 
     def _answer_safely(self, peer: bytes | None, frame: bytes | Exception, principal: str | None) -> None:
         try:
@@ -994,6 +1029,23 @@ class JobServer:
             return
         answer = self.handle(bytes(frame), principal)
         self._server.send_frame(peer, answer)
+        self._remember_appmaster(peer, bytes(frame), answer)
+
+    def _remember_appmaster(self, peer: bytes, frame: bytes, answer: bytes) -> None:
+        """An AppMaster request the service accepted names the connection its news go to."""
+        try:
+            request = protocol.decode(frame)
+            # (only then the answer: a small OK or ERROR, never a job client's big STATUS_REPLY)
+            accepted = isinstance(request, protocol.APPMASTER_REQUESTS) and \
+                isinstance(protocol.decode(answer), protocol.Ok)
+        except protocol.ProtocolError:
+            return
+        if accepted:
+            peers = self._appmaster_peers
+            peers.pop(request.job_id, None)
+            peers[request.job_id] = peer
+            if len(peers) > MAX_APPMASTER_PEERS:
+                del peers[next(iter(peers))]
 
     def handle(self, frame: bytes, principal: str | None = None) -> bytes:
         """The answer to one request frame from ``principal`` (always an encodable one)."""
