@@ -1,7 +1,10 @@
-"""The package installs with both ``pip install .`` and ``pip install -e .``,
-maps frameworks/ to ``mesoslike_frameworks``, ships no top-level
-``frameworks`` package, and carries what its commands read by default (the
-dashboards' files, the simulator's bundled trace) as package data.
+"""The package installs with both ``pip install .`` and ``pip install -e .``:
+two import packages, ``mesoslike`` and the bundled frameworks'
+``mesoslike_frameworks`` (frameworks/mesoslike_frameworks/), no top-level
+``frameworks`` package; the whole command line, the bundled frameworks'
+commands found through the entry points; and what its commands read by
+default (the dashboards' files, the simulator's bundled trace) as package
+data.
 
 The virtualenv the test builds sees nothing of the interpreter that made it
 (no ``--system-site-packages``): pip resolves and installs the declared
@@ -32,6 +35,33 @@ def run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
         f"{' '.join(map(str, args))} exited {done.returncode}\n"
         f"--- stdout ---\n{done.stdout[-4000:]}\n--- stderr ---\n{done.stderr[-4000:]}")
     return done
+
+
+#: the bundled frameworks' commands (DESIGN.md §3.1, §9), found through the mesoslike.commands entry points
+BUNDLED_COMMANDS = ["app", "deployment", "fuxi", "run", "services"]
+#: one subcommand of each, whose --help must work in an installed copy
+BUNDLED_HELP = [["fuxi", "serve"], ["fuxi", "submit"], ["fuxi", "status"], ["run"], ["services", "serve"],
+                ["app", "deploy"], ["deployment", "list"]]
+
+
+def test_the_bundled_frameworks_are_declared_as_entry_points():
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    commands = [line.split("=")[0].strip() for line in config["options.entry_points"]["mesoslike.commands"].split("\n")
+                if line.strip()]
+    assert sorted(commands) == BUNDLED_COMMANDS
+
+
+def test_a_command_imports_only_what_it_uses():
+    # the registry is lazy: `mesoslike run --help` loads the command framework, not the Fuxi scheduler,
+    # the service scheduler or the master
+    probe = ("import sys\nfrom mesoslike.cli import main\n"
+             "try:\n    main(['run', '--help'])\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in sys.modules if m.startswith(('mesoslike_frameworks.fuxi', "
+             "'mesoslike_frameworks.services', 'mesoslike.master.core', 'mesoslike.sim'))))\n"
+             "print('mesoslike_frameworks.command_cli' in sys.modules)")
+    out = run([sys.executable, "-c", probe], cwd=ROOT).stdout.splitlines()
+    assert out[-2:] == ["[]", "True"], out
 
 
 def test_every_package_directory_is_declared():
@@ -71,6 +101,11 @@ def test_installs_into_a_fresh_virtualenv(tmp_path, editable):
     assert out.stdout.split() == ["mesoslike_frameworks", "True"]
     version = run([str(venv / "bin" / "mesoslike"), "--version"], cwd=tmp_path)
     assert "mesoslike" in version.stdout
+    # the whole command line: the bundled frameworks' commands come through the entry points
+    listed = run([str(venv / "bin" / "mesoslike"), "--help"], cwd=tmp_path).stdout
+    assert all(f"  {name} " in listed for name in BUNDLED_COMMANDS), listed
+    for command in BUNDLED_HELP:
+        run([str(venv / "bin" / "mesoslike"), *command, "--help"], cwd=tmp_path)
     if not editable:
         site = run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
         assert not (pathlib.Path(site) / "frameworks").exists()
@@ -89,3 +124,6 @@ def test_installs_into_a_fresh_virtualenv(tmp_path, editable):
         replay = run([str(venv / "bin" / "mesoslike"), "simulate", "--workload", "trace", "--compare", "drf"],
                      cwd=elsewhere)
         assert "8151 tasks launched, 8151 finished" in replay.stdout, replay.stdout[-2000:]
+    # a policy the bundled Fuxi scheduler adds to the simulator (mesoslike.simulation_policies)
+    fuxi = run([str(venv / "bin" / "mesoslike"), "simulate", "--policy", "fuxi-fifo"], cwd=tmp_path)
+    assert "fuxi" in fuxi.stdout
