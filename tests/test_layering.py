@@ -143,7 +143,7 @@ PUBLIC_MODULES = ("mesoslike", "mesoslike.transport", "mesoslike.messaging", "me
                   # for the commands a distribution adds to the CLI (mesoslike.commands entry points)
                   "mesoslike.cli.options", "mesoslike.cli.state", "mesoslike.cli.task",
                   # for the policies it adds to the simulator (mesoslike.simulation_policies entry points)
-                  "mesoslike.sim", "mesoslike.sim.policies")
+                  "mesoslike.sim.policies")
 
 
 def private_imports(paths, own):

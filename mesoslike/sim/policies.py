@@ -19,7 +19,7 @@ A policy builds a :class:`Scheduler`: it answers the offers the simulator
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from mesoslike import plugins
 from mesoslike.allocator import sorter_names
@@ -42,11 +42,8 @@ from mesoslike.sim.schedulers import (
 )
 from mesoslike.sim.workload import TaskSpec, Workload
 
-if TYPE_CHECKING:
-    from mesoslike.sim.engine import SimulationConfig
-
 __all__ = [
-    "greedy_policies", "SimulationPolicy", "register_policy", "policy_names", "load_policy",
+    "greedy_policies", "SimulationPolicy", "RunSettings", "register_policy", "policy_names", "load_policy",
     "Host", "Run", "Scheduler", "ClusterView", "FrameworkCounters", "group_key", "TaskSpec", "Workload",
     "REASONS", "REASON_QUOTA", "REASON_NO_FIT", "REASON_FILTERED", "REASON_LOWER_PRIORITY", "REASON_GANG",
     "REASON_BLACKLIST", "REASON_NO_OFFER",
@@ -58,10 +55,25 @@ def greedy_policies() -> tuple[str, ...]:
     return tuple(sorter_names())
 
 
+class RunSettings(Protocol):
+    """What a policy reads of a run's :class:`~mesoslike.sim.SimulationConfig`."""
+
+    @property
+    def quota(self) -> object | None:
+        """The policy's quota (from :meth:`SimulationPolicy.read_quota`, or built), None: none."""
+
+    @property
+    def preemption(self) -> bool | None:
+        """Preemption on or off; None: as the quota says."""
+
+    @property
+    def seed(self) -> int: ...
+
+
 class SimulationPolicy(Protocol):
     """A level-2 policy of its own (a plugin)."""
 
-    def scheduler(self, host: Host, workload: Workload, config: SimulationConfig, clock: Clock) -> Scheduler:
+    def scheduler(self, host: Host, workload: Workload, config: RunSettings, clock: Clock) -> Scheduler:
         """The scheduler of one run: it answers ``host``'s offers for
         ``workload``'s tasks; ``config`` is the run's (its ``quota`` and
         ``preemption`` are the policy's to read); ``clock`` the simulated one."""

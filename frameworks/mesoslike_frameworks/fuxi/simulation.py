@@ -21,7 +21,6 @@ from typing import Iterable, Mapping, Sequence
 import attrs
 
 from mesoslike import Clock, Offer, Resources
-from mesoslike.sim import SimulationConfig
 from mesoslike.sim.policies import (
     REASON_BLACKLIST,
     REASON_GANG,
@@ -33,6 +32,7 @@ from mesoslike.sim.policies import (
     FrameworkCounters,
     Host,
     Run,
+    RunSettings,
     Scheduler,
     TaskSpec,
     Workload,
@@ -308,7 +308,7 @@ class FuxiPolicy:
 
     order: str   # FIFO or FAIR
 
-    def scheduler(self, host: Host, workload: Workload, config: SimulationConfig, clock: Clock) -> Scheduler:
+    def scheduler(self, host: Host, workload: Workload, config: RunSettings, clock: Clock) -> Scheduler:
         quota = config.quota if config.quota is not None else QuotaConfig()
         if not isinstance(quota, QuotaConfig):
             raise ValueError(f"the Fuxi policies take a QuotaConfig as quota, got {type(quota).__name__}")
