@@ -334,15 +334,18 @@ class PreemptionPlanner:
             (-r.priority, 0, r) for r in held if r.priority > unit.priority)
         running: Iterator[tuple[int, int, Slot | Reserved]] = (
             (-s.priority, 1, s) for s in itertools.islice(order, first, None))
+        books = self.books   # (the books' parts as locals: this loop runs once per candidate)
+        units, slots, machines, in_scope, allowed = (books._units, books._slots, books._machines, books._in_scope,
+                                                     books._allowed)
         for _, _, victim in heapq.merge(reserved, running, key=lambda item: item[:2]):
             if isinstance(victim, Reserved):
-                holder = self.books._units.get(victim.unit)
+                holder = units.get(victim.unit)
                 if holder is None or not holder.holds.get(victim.agent_id) or holder is unit:
                     continue
-            elif victim.id not in self.books._slots or not may_take(victim):
+            elif victim.id not in slots or not may_take(victim):
                 continue
-            machine = self.books._machines.get(victim.agent_id)
-            if machine is not None and self.books._in_scope(unit, machine) and self.books._allowed(unit, machine):
+            machine = machines.get(victim.agent_id)
+            if machine is not None and in_scope(unit, machine) and allowed(unit, machine):
                 yield victim
 
     def _make_room(self, unit: Unit, missing: int, candidates: Iterator[Slot | Reserved]
@@ -355,7 +358,7 @@ class PreemptionPlanner:
         can be made (a gang: unless all ``missing`` can); and whether every
         candidate was looked at. Stops at the pass's ``preemption_budget``
         of candidates looked at."""
-        batch = self.batch
+        batch, machines = self.batch, self.books._machines
         freed: dict[str, Resources] = {}
         chosen: dict[str, list[Slot | Reserved]] = {}
         made: dict[str, int] = {}
@@ -369,7 +372,7 @@ class PreemptionPlanner:
                 complete = False
                 break
             agent = slot.agent_id
-            machine = self.books._machines[agent]
+            machine = machines[agent]
             if agent not in freed:
                 freed[agent] = batch.resources(machine.open) if batch is not None and machine.in_batch else EMPTY
                 chosen[agent], made[agent] = [], 0
