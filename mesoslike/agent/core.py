@@ -869,7 +869,8 @@ class AgentCore:
         # not acknowledged yet (docs/wire.rst): a master must not think those
         # lost; their pending updates go out once it answers
         still_running = [(key, task) for key, task in sorted(self._tasks.items()) if not task.orphaned]
-        running = [m.RunningTask(key[0], task.info, task.state, task.healthy) for key, task in still_running]
+        running = [m.RunningTask(key[0], task.info, task.state, task.healthy, self._update_state(key))
+                   for key, task in still_running]
         frameworks = {task.framework.id: task.framework for _, task in still_running}
         executors = [m.RunningExecutor(key[0], e.info) for key, e in sorted(self._executors.items()) if not e.orphaned]
         frameworks.update((e.framework.id, e.framework) for e in self._executors.values() if not e.orphaned)
@@ -877,6 +878,13 @@ class AgentCore:
         return SendToMaster(m.ReregisterAgent(self.info, running, list(frameworks.values()), version=self.version,
                                               http_address=self.http_address, accepts_batches=True,
                                               executors=executors))
+
+    def _update_state(self, key: TaskKey) -> str:
+        """The state of the task's oldest unacknowledged update ("" : none):
+        what its framework hears next, which a master answers reconciliation
+        with until the update stream catches up (RunningTask.update_state)."""
+        stream = self._streams.get(key)
+        return stream.pending[0].state if stream is not None and stream.pending else ""
 
     def _agent_registered(self, msg: m.AgentRegistered) -> list[Command]:
         if self._registered and msg.agent_id == self._agent_id:
