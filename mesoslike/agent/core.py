@@ -45,7 +45,7 @@ from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TE
                                   FrameworkInfo, Label, MasterInfo, TaskInfo, TaskState, TaskStatus)
 
 __all__ = [
-    "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "LaunchTask", "KillTask",
+    "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "Reconnect", "LaunchTask", "KillTask",
     "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent", "CheckpointReservations", "SendToExecutor",
     "UpdateContainer", "AgentExecutor", "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT",
     "MAX_EXECUTOR_REREGISTER_TIMEOUT", "check_executor_timeout", "EXECUTOR_REGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES",
@@ -128,6 +128,16 @@ class SendToMaster:
     """Send ``message`` to the master."""
 
     message: object
+
+
+@attrs.frozen
+class Reconnect:
+    """Throw the connection to the master away and connect anew (a fresh
+    TCP connection; what waited in the old one is lost, the core resends
+    what matters). The master fell silent, or a registration got no answer:
+    the old connection may be stalled in the kernel's retransmission backoff
+    (19-28 s after a partition healed), a fresh one is up within a second of
+    the heal (docs/reliability.rst, "Partitions")."""
 
 
 @attrs.frozen
@@ -214,8 +224,8 @@ class UpdateContainer:
     resources: Resources
 
 
-Command = Union[SendToMaster, LaunchTask, KillTask, DeliverMessage, CheckpointTask, ForgetTask, CheckpointAgent,
-                CheckpointReservations, SendToExecutor, UpdateContainer]
+Command = Union[SendToMaster, Reconnect, LaunchTask, KillTask, DeliverMessage, CheckpointTask, ForgetTask,
+                CheckpointAgent, CheckpointReservations, SendToExecutor, UpdateContainer]
 
 
 @attrs.frozen
@@ -623,11 +633,15 @@ class AgentCore:
         now = self.clock.now()
         out: list[Command] = []
         if self._registered and self._ping_interval > 0 and now >= self._master_deadline():
-            log.warning("no message from the master for %.1f s: re-registering", now - self._last_master_contact)
+            log.warning("no message from the master for %.1f s: re-registering over a fresh connection",
+                        now - self._last_master_contact)
             self._lose_master(now)
+            out.append(Reconnect())
         if self._drain_deadline is not None and (now >= self._drain_deadline or not self._live_tasks()):
             self._end_drain(now)
         if self._next_registration is not None and now >= self._next_registration:
+            if self._registering:   # the last attempt got no answer: its connection may be stalled
+                out.append(Reconnect())
             out.append(self._registration_attempt(now))
         if self._registered:
             while (due := self._next_resend()) is not None and now >= due[0]:
