@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: venv demo demo-framework simulate test typecheck bench zookeeper chromium
+.PHONY: venv demo demo-framework simulate test typecheck bench zookeeper chromium iptables
 
 $(BIN)/mesoslike: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,20 @@ zookeeper:
 	  fi; \
 	fi
 
+# The partition suite (tests/test_partitions.py, docs/reliability.rst) cuts
+# links between network namespaces with iptables (and ip from iproute2):
+# Debian's iptables and iproute2, installed as ZooKeeper is.
+iptables:
+	@if ! command -v iptables >/dev/null || ! command -v ip >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing iptables and iproute2 (Debian packages)"; \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iptables iproute2) >/dev/null \
+	      || echo "warning: could not install iptables"; \
+	  else \
+	    echo "warning: iptables is missing (as root: apt-get install iptables iproute2); the partition suite skips outside CI"; \
+	  fi; \
+	fi
+
 # The dashboard's tests (tests/test_dashboard.py) drive a real headless
 # Chromium: Debian's chromium and chromium-driver, installed as ZooKeeper is.
 chromium:
@@ -63,7 +77,7 @@ typecheck: venv
 	@cd $(TYPECHECK_TREE) && "$(CURDIR)/$(BIN)/mypy" --config-file "$(CURDIR)/setup.cfg" mesoslike \
 	  | sed -e 's|^mesoslike/frameworks/|frameworks/|'; exit $${PIPESTATUS[0]}
 
-test: venv zookeeper chromium typecheck
+test: venv zookeeper chromium iptables typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: venv

@@ -1933,9 +1933,10 @@ class MasterCore:
                 self._end_by_master(record, task, TaskState.GONE, "REASON_AGENT_REREGISTERED",
                                     "its agent re-registered without it")
         for (framework_id, task_id), resources in sorted(doomed.items()):
-            agent.doomed[(framework_id, task_id)] = resources
-            self.counters["tasks_killed_on_return"] += 1
-            self._send(peer, m.KillTask(framework_id, task_id))
+            agent.doomed[(framework_id, task_id)] = resources   # EMPTY: it ended, its update is on its way
+            if resources:
+                self.counters["tasks_killed_on_return"] += 1
+                self._send(peer, m.KillTask(framework_id, task_id))
         for framework_id in sorted(shut_down):
             self._send(peer, m.ShutdownFramework(framework_id))
         log.warning("agent %s (%s) re-registered after being unreachable for %.0fs: %d task(s) back, %d killed",
