@@ -52,8 +52,9 @@ class NfQueue:
 
     def __init__(self, queue: int) -> None:
         self.queue = queue
+        # the default receive buffer holds ~2,000 packets' metadata; should it overflow, fail-open
+        # has the kernel accept the packets it could not hand us (undelayed, not dropped)
         self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
         self.sock.bind((0, 0))
         self._sequence = 0
         self._request(NFQNL_MSG_CONFIG, _attribute(NFQA_CFG_CMD, struct.pack("!BxH", NFQNL_CFG_CMD_BIND,

@@ -27,6 +27,7 @@ import concurrent.futures
 import ctypes
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -87,7 +88,8 @@ class Lab:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.tag = f"ml{os.getpid() % 100000}"
+        self.tag = f"ml{os.getpid()}"
+        sweep_stale()
         self.router = f"{self.tag}-router"
         self.nodes: dict[str, Node] = {}
         self.processes: list[subprocess.Popen] = []
@@ -123,6 +125,12 @@ class Lab:
             run("ip", "-n", node.namespace, "route", "replace", "default", "via", node.gateway)
 
     # ----------------------------------------------------------- processes
+    def run_in(self, node: Node, argv: list[str], timeout: float = 60.0,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """``argv`` inside the node's namespace, to its end."""
+        return subprocess.run(["ip", "netns", "exec", node.namespace, *argv], capture_output=True, text=True,
+                              timeout=timeout, env=env)
+
     def start(self, node: Node, argv: list[str], log: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         """``argv`` inside the node's namespace (``ip netns exec`` execs it: the pid is the program's),
         in a session of its own, its output in ``<directory>/<log>``."""
@@ -212,6 +220,22 @@ class Lab:
                     pass
             run("ip", "netns", "del", name, check=False)
         self._made.clear()
+
+
+def sweep_stale() -> None:
+    """Delete the namespaces an earlier run of this suite left when it was killed outright (named
+    ``ml<pid>-...`` after a test process that no longer exists), ending what still runs in them."""
+    for line in run("ip", "netns", "list", check=False).stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        match = re.fullmatch(r"ml(\d+)-[a-z0-9-]+", name)
+        if match is None or Path(f"/proc/{match.group(1)}").exists():
+            continue
+        for pid in run("ip", "netns", "pids", name, check=False).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        run("ip", "netns", "del", name, check=False)
 
 
 def stop(process: subprocess.Popen, signum: int = signal.SIGTERM, timeout: float = 10.0) -> None:

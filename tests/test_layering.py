@@ -20,6 +20,7 @@ CORE = ["resources.py", "attributes.py", "errors.py", "observations.py", "fairne
         "messaging.py", "master/core.py",
         "master/records.py", "master/history.py", "master/operations.py", "master/reservations.py",
         "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "master/preemption.py",
+        "master/partitions.py",
         "agent/core.py", "driver/core.py", "executor/core.py"]
 FORBIDDEN_IN_CORE = {"socket", "threading", "asyncio", "zmq", "kazoo", "subprocess", "select", "selectors",
                      "http", "urllib", "os", "time", "prometheus_client"}

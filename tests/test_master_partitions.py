@@ -109,6 +109,9 @@ def test_tasks_of_frameworks_told_lost_are_killed_on_return_and_nothing_more_is_
     out = reregister(h, aid, running(fid, aid, "t"))
     assert only(out, m.KillTask, AG) == [m.KillTask(fid, "t")] and not only(out, m.Update, FW)
     assert h.core.allocator.available(aid) == R("cpus:3;mem:3968")   # held until it has ended
+    (offer,) = h.offers(h.tick(advance=1.0))   # its id may not be used on that agent before it has ended
+    (refused,) = updates(launch(h, fid, offer, task("t", aid)), "t")
+    assert refused.state == TaskState.ERROR and "being killed" in refused.message
     # its updates are the master's to acknowledge; the framework never hears of it again
     out = h.send(AG, m.StatusUpdate(fid, TaskStatus("t", TaskState.KILLED, uuid="k")))
     assert only(out, m.StatusUpdateAck, AG)[0].uuid == "k" and not only(out, m.Update, FW)

@@ -8,13 +8,14 @@ throughout and record every callback. The tests below inject one fault each, in 
 cluster, check what that fault must (and must not) do, and leave the cluster healthy for the next:
 
 1. an agent cut from the masters (not from ZooKeeper) past the ping timeout, then healed;
-2. an agent cut from the masters and the leader killed at once: reconciliation around the failover;
-3. the leader cut from ZooKeeper but not from its agents and frameworks;
-4. a framework cut off (``ip link set eth0 down``) for less than its failover_timeout;
-5. a framework cut off for more than its failover_timeout;
-6. 30 % loss and 200 ms delay on every link for 60 s under load;
-7. the leader SIGSTOPped for 20 s, then SIGCONT;
-8. a ZooKeeper restart (all three servers).
+2. an agent cut off, marked unreachable, then marked gone by the operator, then healed;
+3. an agent cut from the masters and the leader killed at once: reconciliation around the failover;
+4. the leader cut from ZooKeeper but not from its agents and frameworks;
+5. a framework cut off (``ip link set eth0 down``) for less than its failover_timeout;
+6. a framework cut off for more than its failover_timeout;
+7. 30 % loss and 200 ms delay on every link for 60 s under load;
+8. the leader SIGSTOPped for 20 s, then SIGCONT;
+9. a ZooKeeper restart (all three servers).
 
 The last test winds the frameworks down (every task killed) and checks their whole histories
 (tests/partition_history.py) and the leadership samples: its report lists what was checked.
@@ -265,6 +266,31 @@ def test_an_agent_cut_from_the_masters_comes_back_within_seconds_with_its_partit
     assert aware
     for task_id in plain:
         assert heard("plain", task_id)[:1] == ["TASK_LOST"]
+    cluster.wait_healthy(30, "the cluster to be whole again")
+
+
+def test_an_unreachable_agent_the_operator_marks_gone_is_gone_for_good(cluster):
+    """The operator gives up on an unreachable agent (``mesoslike agent gone``): the partition-aware
+    framework's tasks on it end TASK_GONE_BY_OPERATOR; when the agent comes back it is told to shut
+    down (its tasks are killed, nothing more is heard of them) and registers anew under a new id."""
+    cluster.faults.append("an agent cut off, marked unreachable, then marked gone (mesoslike agent gone), healed")
+    name = busiest_agent(cluster, "pa")
+    agent_id = cluster.agent_id(name)
+    aware = running_tasks(cluster.state(), "pa", agent_id)
+    rules = cluster.lab.cut([cluster.agents[name]], list(cluster.masters.values()))
+    wait_until(lambda: agent_id in [a["id"] for a in cluster.state().get("unreachable_agents", [])], 20,
+               "the agent to be marked unreachable", interval=0.2, diagnostics=cluster.diagnostics)
+    done = cluster.lab.run_in(cluster.lab.nodes["observer"], [sys.executable, "-m", "mesoslike", "agent", "gone",
+                                                               agent_id, "--master", cluster.zk_url], env=child_env())
+    assert done.returncode == 0 and "marked gone" in done.stdout, done.stderr
+
+    def gone() -> bool:
+        ended = {e["task"]: e["state"] for e in cluster.history("pa") if e["ev"] == "status" and e["task"] in aware}
+        return all(ended.get(task_id) == "TASK_GONE_BY_OPERATOR" for task_id in aware)
+    wait_until(gone, 20, "the partition-aware tasks to be gone by operator", interval=0.2)
+    cluster.lab.heal(rules)
+    wait_until(lambda: [a["id"] for a in cluster.state()["agents"] if a["hostname"] == name] not in ([], [agent_id]),
+               30, "the agent to register anew under a new id", interval=0.2, diagnostics=cluster.diagnostics)
     cluster.wait_healthy(30, "the cluster to be whole again")
 
 

@@ -1262,6 +1262,9 @@ class MasterCore:
             return "the task id is empty"
         if task.task_id in record.tasks or task.task_id in earlier:
             return f"task id {task.task_id} is already in use"
+        if agent.doomed and (record.id, task.task_id) in agent.doomed:
+            return (f"task id {task.task_id} is in use on agent {agent.id} by the task of that id it brought back "
+                    "from a partition, which is being killed; use another id")
         if task.agent_id != agent.id:
             return f"task agent_id {task.agent_id!r} is not the offers' agent {agent.id}"
         if not task.command.strip() and task.executor is None:
