@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import signal
 import sys
@@ -112,6 +113,7 @@ def main() -> int:
     parser.add_argument("--inflight", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     recorder = Recorder(args.history, args.name, args.inflight, args.seed)
     info = FrameworkInfo(name=args.name, failover_timeout=args.failover_timeout, partition_aware=args.partition_aware)
     driver = SchedulerDriver(recorder, info, master=args.master)

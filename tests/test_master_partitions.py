@@ -295,7 +295,14 @@ def test_unreachable_agents_survive_a_failover_in_the_registry():
     h.send(FW, m.Subscribe(FrameworkInfo("demo", id=fid, partition_aware=True)))
     (answer,) = updates(h.send(FW, m.Reconcile(fid, [m.ReconcileTask("t", aid)])), "t")
     assert answer.state == TaskState.UNREACHABLE
+    # without the agent named: it may be on that agent, whose tasks this master never saw
+    (answer,) = updates(h.send(FW, m.Reconcile(fid, [m.ReconcileTask("t")])), "t")
+    assert answer.state == TaskState.UNREACHABLE
     assert only(reregister(h, aid, running(fid, aid, "t")), m.AgentRegistered, AG)[0].agent_id == aid
+    h.send(AG, m.StatusUpdate(fid, TaskStatus("t", TaskState.FINISHED, uuid="f")))
+    h.send(FW, m.Acknowledge(fid, aid, "t", "f"))
+    (answer,) = updates(h.send(FW, m.Reconcile(fid, [m.ReconcileTask("u")])), "u")
+    assert answer.state == TaskState.LOST   # no unreachable agent left: an unknown task is unknown
 
 
 def test_an_unreachable_agent_keeps_its_principal():

@@ -133,6 +133,8 @@ class MasterCore:
         self._expected_until = 0.0
         #: agents marked unreachable (docs/reliability.rst, "Partitions"): they may re-register
         self.unreachable: dict[str, UnreachableAgent] = {}
+        #: those of them whose tasks this master never saw (taken over from the registry)
+        self._unreachable_unknown: set[str] = set()
         #: agents that failed their health checks, marked unreachable in turn (agent_removal_rate_limit)
         limit = self.config.agent_removal_rate_limit
         self._removals = RemovalQueue(RemovalRateLimit.parse(limit) if limit is not None else None)
@@ -209,8 +211,8 @@ class MasterCore:
         self._expected_agents = set(self.registry.agents)
         self._expected_until = now + self.config.agent_reregister_timeout
         for agent_id, entry in self.registry.unreachable.items():   # their tasks were an earlier leader's
-            self.unreachable[agent_id] = UnreachableAgent(agent_id, entry.hostname, entry.since,
-                                                          principal=entry.principal, tasks_known=False)
+            self._keep_unreachable(UnreachableAgent(agent_id, entry.hostname, entry.since,
+                                                    principal=entry.principal, tasks_known=False))
         self._earlier_peers = {a: p for a, p in self._earlier_peers.items() if a in self._expected_agents}
         self._next_ping_sweep = now if self._earlier_peers else self._next_ping_sweep
         if self.registry.weights:
@@ -299,7 +301,7 @@ class MasterCore:
         self._release_held_reconciles("")
 
     def _note_unreachable(self, agent: UnreachableAgent) -> None:
-        self.unreachable[agent.id] = agent
+        self._keep_unreachable(agent)
         self.registry.mark_unreachable(agent.id, agent.entry())
         self._registry_changed()
         self.counters["agents_unreachable"] += 1
@@ -1616,6 +1618,9 @@ class MasterCore:
         aware = record.info.partition_aware
         if item.agent_id in self.unreachable:
             state, why = TaskState.UNREACHABLE if aware else TaskState.LOST, "its agent is unreachable"
+        elif aware and not item.agent_id and self._unreachable_unknown:
+            # it may run on an unreachable agent whose tasks this master never saw: not gone for sure
+            state, why = TaskState.UNREACHABLE, "unknown task; it may be on an unreachable agent"
         elif item.agent_id in self.agents or item.agent_id in self.removed_agents:
             state, why = TaskState.GONE if aware else TaskState.LOST, "unknown task"
         else:
@@ -1828,7 +1833,7 @@ class MasterCore:
         back in time after a failover): it is no longer, and connected
         partition-aware frameworks are told the states of its tasks."""
         if returning:
-            del self.unreachable[msg.agent.id]
+            self._forget_unreachable_agent(msg.agent.id)
             self.registry.mark_reachable(msg.agent.id)
             self.counters["agents_reachable_again"] += 1
         # whose a framework is, is never the agent's to say: the registry knows, or the first to subscribe
@@ -1883,7 +1888,7 @@ class MasterCore:
         TASK_LOST are killed; nothing more is said of them (one terminal
         state per task). O(its tasks)."""
         agent_id = msg.agent.id
-        del self.unreachable[agent_id]
+        self._forget_unreachable_agent(agent_id)
         self.registry.mark_reachable(agent_id)
         self.counters["agents_reachable_again"] += 1
         holding: dict[str, list[Resources]] = {}
@@ -2162,6 +2167,15 @@ class MasterCore:
                                                 principal=agent.info.principal))
         self.counters["agents_removed"] += 1
 
+    def _keep_unreachable(self, agent: UnreachableAgent) -> None:
+        self.unreachable[agent.id] = agent
+        if not agent.tasks_known:
+            self._unreachable_unknown.add(agent.id)
+
+    def _forget_unreachable_agent(self, agent_id: str) -> None:
+        del self.unreachable[agent_id]
+        self._unreachable_unknown.discard(agent_id)
+
     def _tell_status(self, record: FrameworkRecord, task: TaskRecord, status: TaskStatus) -> None:
         """A state of a live task the master says (no uuid: nothing to
         acknowledge): kept, and sent to the framework if it is connected."""
@@ -2178,7 +2192,7 @@ class MasterCore:
         """An unreachable agent is gone for good: its TASK_UNREACHABLE tasks
         end ``state``, its ended tasks are done with, and it may not come
         back under its id (it is told to shut down if it does)."""
-        del self.unreachable[unreachable.id]
+        self._forget_unreachable_agent(unreachable.id)
         for record, task in self._unreachable_tasks(unreachable):
             if task.terminal:
                 self._complete(record, task)   # the acknowledgement would go nowhere
