@@ -302,7 +302,7 @@ def test_unreachable_agents_survive_a_failover_in_the_registry():
     h.send(AG, m.StatusUpdate(fid, TaskStatus("t", TaskState.FINISHED, uuid="f")))
     h.send(FW, m.Acknowledge(fid, aid, "t", "f"))
     (answer,) = updates(h.send(FW, m.Reconcile(fid, [m.ReconcileTask("u")])), "u")
-    assert answer.state == TaskState.LOST   # no unreachable agent left: an unknown task is unknown
+    assert answer.state == TaskState.GONE   # no unreachable agent left: an unknown task runs nowhere
 
 
 def test_an_unreachable_agent_keeps_its_principal():

@@ -1621,10 +1621,8 @@ class MasterCore:
         elif aware and not item.agent_id and self._unreachable_unknown:
             # it may run on an unreachable agent whose tasks this master never saw: not gone for sure
             state, why = TaskState.UNREACHABLE, "unknown task; it may be on an unreachable agent"
-        elif item.agent_id in self.agents or item.agent_id in self.removed_agents:
+        else:   # on no agent this master knows, nor may hear from again: not running anywhere
             state, why = TaskState.GONE if aware else TaskState.LOST, "unknown task"
-        else:
-            state, why = TaskState.LOST, "unknown task"
         return new_status(item.task_id, state, agent_id=item.agent_id, framework_id=record.id, message=why,
                           reason="REASON_RECONCILIATION", timestamp=now)
 
