@@ -80,6 +80,16 @@ def test_a_partition_aware_task_comes_back_running_with_its_agent():
     h.core.allocator.check_invariants()
 
 
+def test_a_launch_that_never_reached_the_unreachable_agent_is_dropped_when_it_returns():
+    h = Harness()
+    fid, aid = h.subscribe(partition_aware=True), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    launch(h, fid, offer, task("t", aid))   # the agent never says a word of it
+    cut_off(h)
+    (dropped,) = updates(reregister(h, aid), "t")
+    assert (dropped.state, dropped.reason) == (TaskState.DROPPED, "REASON_AGENT_REREGISTERED")
+
+
 def test_a_task_that_ended_during_the_partition_is_told_once_from_its_update_stream():
     """The agent lists the task FINISHED, its RUNNING update still unacknowledged ahead of FINISHED:
     the framework hears RUNNING, then the stream's RUNNING and FINISHED — never FINISHED first."""

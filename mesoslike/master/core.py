@@ -1882,7 +1882,7 @@ class MasterCore:
         id. Its partition-aware tasks come back — their frameworks are told
         the state the update stream delivers next (TASK_RUNNING, ...; a task
         that ended meanwhile: its terminal update follows), and TASK_GONE
-        for those it no longer has. Tasks whose frameworks were told
+        for those it no longer has (TASK_DROPPED if it never confirmed them). Tasks whose frameworks were told
         TASK_LOST are killed; nothing more is said of them (one terminal
         state per task). O(its tasks)."""
         agent_id = msg.agent.id
@@ -1934,10 +1934,10 @@ class MasterCore:
                 continue
             if task.terminal:
                 self._complete(record, task)   # the agent forgot it: the acknowledgement would go nowhere
-            else:
+            else:   # never confirmed: its launch did not reach the agent (TASK_DROPPED, as for a known agent)
                 self.counters["tasks_unreported"] += 1
-                self._end_by_master(record, task, TaskState.GONE, "REASON_AGENT_REREGISTERED",
-                                    "its agent re-registered without it")
+                self._end_by_master(record, task, TaskState.GONE if task.confirmed else TaskState.DROPPED,
+                                    "REASON_AGENT_REREGISTERED", "its agent re-registered without it")
         for (framework_id, task_id), resources in sorted(doomed.items()):
             agent.doomed[(framework_id, task_id)] = resources   # EMPTY: it ended, its update is on its way
             if resources:
