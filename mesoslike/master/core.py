@@ -276,8 +276,8 @@ class MasterCore:
 
     def expected_agents(self) -> frozenset[str]:
         """The agents of the registry this master took over with that have
-        not re-registered yet (removed once ``agent_reregister_timeout`` has
-        passed); ``/state`` shows them as ``recovered_agents``."""
+        not re-registered yet (marked unreachable once ``agent_reregister_timeout``
+        has passed); ``/state`` shows them as ``recovered_agents``."""
         return frozenset(self._expected_agents)
 
     def _check_expected_agents(self, now: float) -> None:

@@ -182,9 +182,11 @@ def _completed_tasks() -> CompletedTasks:
 
 @attrs.define
 class AgentRecord:
-    """A registered agent. It is reachable at ``peer`` until it is removed
-    (after ``max_agent_ping_timeouts`` unanswered pings) or re-registers
-    from another connection; there is no disconnected state in between."""
+    """A registered agent. It is reachable at ``peer`` until it is marked
+    unreachable (after ``max_agent_ping_timeouts`` unanswered pings; see
+    :class:`~mesoslike.master.partitions.UnreachableAgent`), removed, or
+    re-registers from another connection; there is no disconnected state in
+    between."""
 
     info: AgentInfo                     # with the assigned id
     peer: bytes
