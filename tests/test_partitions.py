@@ -37,7 +37,7 @@ from e2e_helpers import REPO, child_env
 from partition_history import TERMINAL, check_framework, check_leaders, load
 from partition_lab import Lab, Node, Observer, require_lab, stop
 from waiting import wait_until
-from zk_helpers import MAIN_CLASS, ZooKeeperNode, require_zookeeper  # noqa: F401
+from zk_helpers import ZooKeeperNode, require_zookeeper
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 
