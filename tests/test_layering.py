@@ -21,6 +21,7 @@ CORE = ["resources.py", "attributes.py", "errors.py", "observations.py", "fairne
         "master/records.py", "master/history.py", "master/operations.py", "master/reservations.py",
         "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "master/preemption.py",
         "master/receipts.py",
+        "master/partitions.py",
         "agent/core.py", "driver/core.py", "executor/core.py"]
 FORBIDDEN_IN_CORE = {"socket", "threading", "asyncio", "zmq", "kazoo", "subprocess", "select", "selectors",
                      "http", "urllib", "os", "time", "prometheus_client"}

@@ -46,7 +46,7 @@ from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TE
                                   without_secret_values)
 
 __all__ = [
-    "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "LaunchTask", "KillTask",
+    "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "Reconnect", "LaunchTask", "KillTask",
     "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent", "CheckpointReservations", "SendToExecutor",
     "UpdateContainer", "AgentExecutor", "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT",
     "MAX_EXECUTOR_REREGISTER_TIMEOUT", "check_executor_timeout", "EXECUTOR_REGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES",
@@ -131,6 +131,16 @@ class SendToMaster:
     """Send ``message`` to the master."""
 
     message: object
+
+
+@attrs.frozen
+class Reconnect:
+    """Throw the connection to the master away and connect anew (a fresh
+    TCP connection; what waited in the old one is lost, the core resends
+    what matters). The master fell silent, or a registration got no answer:
+    the old connection may be stalled in the kernel's retransmission backoff
+    (19-28 s after a partition healed), a fresh one is up within a second of
+    the heal (docs/reliability.rst, "Partitions")."""
 
 
 @attrs.frozen
@@ -222,8 +232,8 @@ class UpdateContainer:
     resources: Resources
 
 
-Command = Union[SendToMaster, LaunchTask, KillTask, DeliverMessage, CheckpointTask, ForgetTask, CheckpointAgent,
-                CheckpointReservations, SendToExecutor, UpdateContainer]
+Command = Union[SendToMaster, Reconnect, LaunchTask, KillTask, DeliverMessage, CheckpointTask, ForgetTask,
+                CheckpointAgent, CheckpointReservations, SendToExecutor, UpdateContainer]
 
 
 @attrs.frozen
@@ -664,11 +674,15 @@ class AgentCore:
         now = self.clock.now()
         out: list[Command] = []
         if self._registered and self._ping_interval > 0 and now >= self._master_deadline():
-            log.warning("no message from the master for %.1f s: re-registering", now - self._last_master_contact)
+            log.warning("no message from the master for %.1f s: re-registering over a fresh connection",
+                        now - self._last_master_contact)
             self._lose_master(now)
+            out.append(Reconnect())
         if self._drain_deadline is not None and (now >= self._drain_deadline or not self._live_tasks()):
             self._end_drain(now)
         if self._next_registration is not None and now >= self._next_registration:
+            if self._registering:   # the last attempt got no answer: its connection may be stalled
+                out.append(Reconnect())
             out.append(self._registration_attempt(now))
         if self._registered:
             while (due := self._next_resend()) is not None and now >= due[0]:
@@ -912,7 +926,8 @@ class AgentCore:
         # not acknowledged yet (docs/wire.rst): a master must not think those
         # lost; their pending updates go out once it answers
         still_running = [(key, task) for key, task in sorted(self._tasks.items()) if not task.orphaned]
-        running = [m.RunningTask(key[0], task.info, task.state, task.healthy) for key, task in still_running]
+        running = [m.RunningTask(key[0], task.info, task.state, task.healthy, self._update_state(key))
+                   for key, task in still_running]
         executors = [m.RunningExecutor(key[0], e.info) for key, e in sorted(self._executors.items()) if not e.orphaned]
         # each framework as the master last described it, with its principal and the master's receipt for
         # it (checkpointed with its tasks): whose it is, told to a master without a registry too
@@ -925,6 +940,13 @@ class AgentCore:
         return SendToMaster(m.ReregisterAgent(self.info, running, list(frameworks.values()), version=self.version,
                                               http_address=self.http_address, accepts_batches=True,
                                               executors=executors, receipt=self._receipt))
+
+    def _update_state(self, key: TaskKey) -> str:
+        """The state of the task's oldest unacknowledged update ("" : none):
+        what its framework hears next, which a master answers reconciliation
+        with until the update stream catches up (RunningTask.update_state)."""
+        stream = self._streams.get(key)
+        return stream.pending[0].state if stream is not None and stream.pending else ""
 
     def _agent_registered(self, msg: m.AgentRegistered) -> list[Command]:
         if self._registered and msg.agent_id == self._agent_id:

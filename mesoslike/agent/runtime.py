@@ -52,6 +52,7 @@ from mesoslike.agent.core import (
     ForgetTask,
     KillTask,
     LaunchTask,
+    Reconnect,
     SendToExecutor,
     SendToMaster,
     TaskUsers,
@@ -344,7 +345,7 @@ class AgentRuntime:
         #: /metrics: a registry of this agent's own (several agents may share a process)
         self._metrics_registry = metrics_registry(self.metrics)
         self.counters = {"checkpoint_failures": 0, "sandboxes_collected": 0, "gc_passes": 0, "recovered_tasks": 0,
-                         "reregistrations_on_reconnect": 0}
+                         "reregistrations_on_reconnect": 0, "fresh_connections": 0}
         #: tasks whose checkpoint could not be written -> why (their launch fails saying so)
         self._checkpoint_failed: dict[tuple[str, str], str] = {}
         self._lock = threading.RLock()   # the loop's state, for the HTTP threads
@@ -710,6 +711,10 @@ class AgentRuntime:
                     # a long turn (5,000 launches checkpointed one by one) must not keep the master
                     # waiting: it takes the agent's silence for its death (any message is a pong)
                     self._send_outgoing()
+            elif isinstance(command, Reconnect):
+                if client is not None:   # what this turn queued for the master goes over the fresh one
+                    client.reconnect()
+                    self.counters["fresh_connections"] += 1
             elif isinstance(command, CheckpointTask):
                 self._checkpoint_task(command.framework_id, command.task_id)
             elif isinstance(command, LaunchTask):
@@ -1040,6 +1045,10 @@ class AgentRuntime:
             metric("agent_reregistrations_on_reconnect_total", "counter",
                    "Re-registrations because the connection to the master was made again.",
                    counters["reregistrations_on_reconnect"]),
+            metric("agent_fresh_connections_total", "counter",
+                   "Connections to the master thrown away and made anew because the master fell silent or a "
+                   "registration got no answer (docs/reliability.rst, \"Partitions\").",
+                   counters["fresh_connections"]),
             metric("agent_task_start_seconds", "histogram",
                    "Tasks by the time from their RUN_TASK read to their process started (launches wait in "
                    "line while many arrive at once).", started),

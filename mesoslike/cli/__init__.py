@@ -9,7 +9,7 @@ from mesoslike.cli.cluster import agent, decommission, local, master
 from mesoslike.cli.fuxi import fuxi
 from mesoslike.cli.images import images
 from mesoslike.cli.keys import keys
-from mesoslike.cli.operations import drain, framework, kill_task_command, reactivate, reserve, unreserve
+from mesoslike.cli.operations import drain, framework, gone, kill_task_command, reactivate, reserve, unreserve
 from mesoslike.cli.quota import quota, weights
 from mesoslike.cli.run import run
 from mesoslike.cli.services import app, deployment, services
@@ -35,3 +35,4 @@ agent.add_command(drain)
 agent.add_command(reactivate)
 agent.add_command(images)   # docs/containers.rst, "Images"
 agent.add_command(decommission)   # the agent's own leaving (SIGUSR1), not the master's drain
+agent.add_command(gone)

@@ -252,6 +252,12 @@ class RunningTask:
     #: its health check's latest verdict (None: no check, or none ended): a
     #: new leader shows it in /state before the next change of verdict
     healthy: bool | None = None
+    #: the state of its oldest update not acknowledged yet — what its
+    #: framework hears next (Mesos's status_update_state); "" when every
+    #: update was acknowledged. ``state`` may be ahead of it: a master answers
+    #: reconciliation from this, so that an answer never overtakes the
+    #: updates still on their way (docs/reliability.rst)
+    update_state: str = ""
 
 
 @attrs.frozen

@@ -43,14 +43,16 @@ class TaskState:
     LOST = "TASK_LOST"
     DROPPED = "TASK_DROPPED"
     GONE = "TASK_GONE"
+    #: the operator marked the task's agent gone (Mesos's MARK_AGENT_GONE; docs/reliability.rst)
+    GONE_BY_OPERATOR = "TASK_GONE_BY_OPERATOR"
     UNREACHABLE = "TASK_UNREACHABLE"
 
     ALL = (STAGING, STARTING, RUNNING, KILLING, FINISHED, FAILED, KILLED, ERROR, LOST, DROPPED, GONE,
-           UNREACHABLE)
+           GONE_BY_OPERATOR, UNREACHABLE)
 
 
 TERMINAL_STATES = frozenset({TaskState.FINISHED, TaskState.FAILED, TaskState.KILLED, TaskState.ERROR,
-                             TaskState.LOST, TaskState.DROPPED, TaskState.GONE})
+                             TaskState.LOST, TaskState.DROPPED, TaskState.GONE, TaskState.GONE_BY_OPERATOR})
 
 
 def _names_only(environment: Mapping[str, str]) -> str:
