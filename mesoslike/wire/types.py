@@ -15,6 +15,7 @@ import attrs
 from mesoslike.allocator.offers import Offer  # the one offer model, made by the allocator (core)
 from mesoslike.attributes import check_attributes
 from mesoslike.resources import Resources
+from mesoslike.wire.schema import normalizer
 
 __all__ = [
     "TaskState", "TERMINAL_STATES", "FrameworkInfo", "TaskInfo", "TaskStatus", "Filters", "Offer",
@@ -59,6 +60,9 @@ def _names_only(environment: Mapping[str, str]) -> str:
 
 def _frozen_dict(value: Mapping[str, str] | None) -> dict[str, str]:
     return dict(value or {})
+
+
+normalizer(_frozen_dict)   # (a decoded map is a fresh dict already; not a decorator: mypy's attrs plugin)
 
 
 # ------------------------------------------------------------------ labels
@@ -110,6 +114,9 @@ def _label_list(value: object) -> list[Label]:
     if isinstance(value, Mapping):
         return [Label(str(key), str(item)) for key, item in value.items()]
     return [item if isinstance(item, Label) else Label(*item) for item in value]  # type: ignore[attr-defined]
+
+
+normalizer(_label_list)   # (decoded labels are Labels already; the field's validator bounds them)
 
 
 def labels_field() -> list[Label]:
