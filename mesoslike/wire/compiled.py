@@ -93,34 +93,42 @@ def decoder(cls: type) -> Callable[[bytes], Any]:
 @lru_cache(maxsize=None)
 def _after(cls: type) -> Callable[[object], None] | None:
     """The checks msgspec does not make on an object of ``cls`` it built
-    (nested objects included), generated; None if there are none."""
+    (nested objects included, their checks inlined), generated; None if
+    there are none."""
     env: dict[str, object] = {"reject": reject, "set": object.__setattr__, "MAX": MAX_LIST_LENGTH,
                               "check_plain": _check_plain}
-    lines = ["def after(o):"]
+    lines = _object_checks(cls, "o", env, (cls,))
+    if not lines:
+        return None
+    exec("\n".join(["def after(o):"] + ["    " + line for line in lines]), env)  # noqa: S102 - our own schema
+    return typing.cast(Callable[[object], None], env["after"])
+
+
+def _object_checks(cls: type, var: str, env: dict[str, object], outer: tuple[type, ...]) -> list[str]:
+    """Source lines checking the fields of ``var``, an object of ``cls``
+    (``outer``: the classes being expanded, whose checks a nested object of
+    the same class calls instead of inlining them)."""
+    lines: list[str] = []
     field_hints = hints(cls)
-    for index, field in enumerate(attrs.fields(cls)):
-        var = f"v{index}"
-        checks, rebinds = _checks(field_hints[field.name], var, env)
+    for field in attrs.fields(cls):
+        value = _name(env, "v", None)
+        checks, rebinds = _checks(field_hints[field.name], value, env, outer)
         converter = field.converter
         if isinstance(converter, attrs.Converter):
             raise TypeError(f"{cls.__name__}.{field.name}: a converter that takes the instance")
         converts = converter is not None and not is_normalizer(converter)
         if not checks and not converts:
             continue
-        lines.append(f"    {var} = o.{field.name}")
-        lines += ["    " + line for line in checks]
+        lines.append(f"{value} = {var}.{field.name}")
+        lines += checks
         if converts:
-            env[f"c{index}"] = converter
-            lines.append(f"    {var} = c{index}({var})")
+            lines.append(f"{value} = {_name(env, 'convert', converter)}({value})")
         if rebinds or converts:
-            lines.append(f"    if {var} is not o.{field.name}: set(o, {field.name!r}, {var})")
-    if len(lines) == 1:
-        return None
-    exec("\n".join(lines), env)  # noqa: S102 - generated from our own schema, not from input
-    return typing.cast(Callable[[object], None], env["after"])
+            lines.append(f"if {value} is not {var}.{field.name}: set({var}, {field.name!r}, {value})")
+    return lines
 
 
-def _checks(hint: object, var: str, env: dict[str, object]) -> tuple[list[str], bool]:
+def _checks(hint: object, var: str, env: dict[str, object], outer: tuple[type, ...]) -> tuple[list[str], bool]:
     """Source lines checking ``var`` (of type ``hint``, as msgspec built it)
     for what msgspec does not check, and whether they may rebind ``var`` to
     a converted value."""
@@ -130,21 +138,21 @@ def _checks(hint: object, var: str, env: dict[str, object]) -> tuple[list[str], 
         if items is not None:   # a fixed list of plain values: checked (and converted) whole
             name = _name(env, "items", plain_converter(hint))
             return [f"{var} = {name}({var})"], True
-        lines, rebinds = _checks(base, var, env)
+        lines, rebinds = _checks(base, var, env, outer)
         for bounds in ranges:
             lines.append(f"if {_name(env, 'range', bounds)}.problem({var}) is not None: reject()")
         return lines, rebinds
     if origin in (typing.Union, types.UnionType):
         (inner,) = [o for o in typing.get_args(hint) if o is not type(None)]
-        lines, rebinds = _checks(inner, var, env)
+        lines, rebinds = _checks(inner, var, env, outer)
         return ([f"if {var} is not None:"] + ["    " + line for line in lines] if lines else []), rebinds
     if origin in (list, dict):
         args = typing.get_args(hint)
-        if origin is dict and _checks(args[0], "k", env)[0]:
+        if origin is dict and _checks(args[0], "k", env, outer)[0]:
             raise TypeError(f"unsupported map key type {args[0]!r}")
         lines = [f"if len({var}) > MAX: reject()"]
         item = _name(env, "x", None)
-        item_lines, item_rebinds = _checks(args[-1], item, env)
+        item_lines, item_rebinds = _checks(args[-1], item, env, outer)
         if not item_lines:
             return lines, False
         if not item_rebinds:
@@ -161,11 +169,16 @@ def _checks(hint: object, var: str, env: dict[str, object]) -> tuple[list[str], 
     if hint is Any:
         return [f"check_plain({var})"], False
     if isinstance(hint, type) and attrs.has(hint):
-        after = _after(hint)
-        return ([f"{_name(env, 'after', after)}({var})"] if after is not None else []), False
+        if hint in outer:   # a class inside itself: its own function, looked up when called (it is being made)
+            return [f"{_name(env, 'after', lambda value, cls=hint: (_after(cls) or _no_checks)(value))}({var})"], False
+        return _object_checks(hint, var, env, outer + (hint,)), False
     if hint in (str, int, bool, bytes, Resources):
         return [], False
     raise TypeError(f"unsupported field type {hint!r}")
+
+
+def _no_checks(value: object) -> None:
+    return None
 
 
 def _name(env: dict[str, object], prefix: str, value: object) -> str:
@@ -247,6 +260,8 @@ def encoder(cls: type, version: int) -> Callable[[Any], bytes]:
 def _encode_check(cls: type) -> Callable[[object], None] | None:
     """A check that the values of ``cls``'s ``Any`` fields (nested objects'
     included) are plain data; None if it has none."""
+    if not _holds_any(cls):
+        return None
     env: dict[str, object] = {"encodable": _check_encodable}
     lines = ["def check(o):"]
     field_hints = hints(cls)
@@ -265,6 +280,8 @@ def _encode_checks(hint: object, var: str, env: dict[str, object]) -> list[str]:
     origin = typing.get_origin(hint)
     if origin is Annotated or hint is Any:   # (Items lists hold plain values: all of it is checked)
         return [f"encodable({var})"] if _holds_any(hint) else []
+    if not _holds_any(hint):
+        return []
     if origin in (typing.Union, types.UnionType):
         (inner,) = [o for o in typing.get_args(hint) if o is not type(None)]
         lines = _encode_checks(inner, var, env)
@@ -274,20 +291,23 @@ def _encode_checks(hint: object, var: str, env: dict[str, object]) -> list[str]:
         lines = _encode_checks(typing.get_args(hint)[-1], item, env)
         values = var if origin is list else f"{var}.values()"
         return [f"for {item} in {values}:"] + ["    " + line for line in lines] if lines else []
-    if isinstance(hint, type) and attrs.has(hint):
-        check = _encode_check(hint)
-        return [f"{_name(env, 'check', check)}({var})"] if check is not None else []
+    if isinstance(hint, type) and attrs.has(hint) and _holds_any(hint):
+        # looked up when called: the class may hold itself, and its check be in the making
+        return [f"{_name(env, 'check', lambda value, cls=hint: (_encode_check(cls) or _no_checks)(value))}({var})"]
     return []
 
 
-def _holds_any(hint: object) -> bool:
+def _holds_any(hint: object, seen: frozenset[type] = frozenset()) -> bool:
+    """Whether values of ``hint`` may hold an ``Any`` value (nested classes' fields included)."""
     if hint is Any:
         return True
+    if isinstance(hint, type) and attrs.has(hint):
+        return hint not in seen and any(_holds_any(h, seen | {hint}) for h in hints(hint).values())
     args: tuple[object, ...] = typing.get_args(hint)
     if typing.get_origin(hint) is Annotated:
         base, items, _ = _constraints(hint)
         args = (base, *(items.hints if items is not None else ()))
-    return any(_holds_any(arg) for arg in args)
+    return any(_holds_any(arg, seen) for arg in args)
 
 
 def _check_encodable(value: object) -> None:
