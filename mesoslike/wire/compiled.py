@@ -306,7 +306,7 @@ def _holds_any(hint: object, seen: frozenset[type] = frozenset()) -> bool:
     args: tuple[object, ...] = typing.get_args(hint)
     if typing.get_origin(hint) is Annotated:
         base, items, _ = _constraints(hint)
-        args = (base, *(items.hints if items is not None else ()))
+        args = items.hints if items is not None else (base,)   # (an Items list holds its items' types)
     return any(_holds_any(arg, seen) for arg in args)
 
 
