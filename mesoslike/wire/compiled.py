@@ -72,6 +72,25 @@ def _encode_hook(value: object) -> object:
 _ENCODER = msgspec.msgpack.Encoder(enc_hook=_encode_hook)
 
 
+@attrs.frozen
+class _Probe:
+    checked: int = attrs.field(validator=attrs.validators.ge(0))
+
+
+def _refuse_an_old_msgspec() -> None:
+    """The value types' checks are attrs validators: a msgspec that did not
+    run them (before 0.18.3) would let what they refuse in. Refuse to run
+    with one rather than decode unchecked."""
+    try:
+        msgspec.msgpack.decode(b"\x81\xa7checked\xff", type=_Probe)   # {"checked": -1}
+    except msgspec.ValidationError:
+        return
+    raise ImportError(f"msgspec {msgspec.__version__} does not run attrs validators: mesoslike needs msgspec >= 0.18.6")
+
+
+_refuse_an_old_msgspec()
+
+
 # ---------------------------------------------------------------- decoding
 @lru_cache(maxsize=None)
 def decoder(cls: type) -> Callable[[bytes], Any]:
