@@ -78,9 +78,10 @@ class _Probe:
 
 
 def _refuse_an_old_msgspec() -> None:
-    """The value types' checks are attrs validators: a msgspec that did not
-    run them (before 0.18.3) would let what they refuse in. Refuse to run
-    with one rather than decode unchecked."""
+    """The value types' checks are attrs validators and ``__attrs_post_init__``:
+    a msgspec that did not run validators (they came in its 0.18 series)
+    would let what they refuse in. Refuse to run with one rather than decode
+    unchecked."""
     try:
         msgspec.msgpack.decode(b"\x81\xa7checked\xff", type=_Probe)   # {"checked": -1}
     except msgspec.ValidationError:
