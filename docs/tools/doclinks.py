@@ -46,6 +46,7 @@ DIRECTIVE = re.compile(r"^(\s*)\.\. ([a-zA-Z0-9:_-]+)::")
 COMMENT = re.compile(r"^(\s*)\.\.(?: (?![a-zA-Z0-9:_-]+::|_|\[|\|)|\s*$)")
 BULLET = re.compile(r"^(\s*)(?:[-*+] |#\. |\d+\. |\(?[a-z0-9]\) )")
 ADORNMENT = re.compile(r"^([=\-~^\"'`#*+:.])\1{2,}\s*$")
+PARAGRAPH_TITLE = re.compile(r"^(\*\*?)(?P<title>[^*]+?)[.:]?\1(?:\s|$)")
 LABEL = re.compile(r"^\.\. _([^:`]+):\s*$")
 
 
@@ -167,23 +168,33 @@ def indent_of(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
-def label_for(page: str, title: str, pages: dict[str, list[str]]) -> str | None:
-    """The label of ``page``'s section titled ``title``, written above its heading if it had none."""
+def paragraph_headings(lines: list[str]) -> Iterator[tuple[int, str]]:
+    """(index, title) of every paragraph opening with an emphasized title: ``**Title.** Text``."""
+    for i, line in enumerate(lines):
+        if (i == 0 or not lines[i - 1].strip()) and (match := PARAGRAPH_TITLE.match(line)):
+            yield i, match["title"]
+
+
+def label_for(page: str, title: str, pages: dict[str, list[str]]) -> tuple[str, bool] | None:
+    """The label of ``page``'s section titled ``title`` (or of its paragraph
+    opening with that title), written above it if it had none; and whether a
+    link must give the title (a paragraph's label has none)."""
     lines = pages.get(page)
     if lines is None:
         return None
-    for i, heading in headings(lines):
+    for i, heading in [*headings(lines), *paragraph_headings(lines)]:
         if normalized(heading) != normalized(title):
             continue
-        top = i - 1 if i > 0 and ADORNMENT.match(lines[i - 1]) else i
+        section = ADORNMENT.match(lines[i + 1]) is not None
+        top = i - 1 if section and i > 0 and ADORNMENT.match(lines[i - 1]) else i
         above = top - 1
         while above >= 0 and not lines[above].strip():
             above -= 1
         if above >= 0 and (label := LABEL.match(lines[above])):
-            return label[1]
+            return label[1], not section
         label = f"{page}-{words(title)}"
         lines[top:top] = [f".. _{label}:", ""]
-        return label
+        return label, not section
     return None
 
 
@@ -220,11 +231,18 @@ def fix(paths: list[Path]) -> list[str]:
             if title is None:
                 link = f":doc:`{mention['page']}`"
             else:
-                label = label_for(mention["page"], " ".join(title.split()), pages)
-                if label is None:
+                found = label_for(mention["page"], " ".join(title.split()), pages)
+                if found is None:
                     continue
-                link = f":ref:`{label}`"
-            pieces += [text[position:mention.start()], link]
+                label, untitled = found
+                link = f":ref:`{' '.join(title.split())} <{label}>`" if untitled else f":ref:`{label}`"
+            before = text[position:mention.start()]
+            if "\n" in mention.group(0):
+                # the mention spanned two lines: the link starts the second, so that no line grows much
+                second = mention.group(0).rsplit("\n", 1)[1]
+                before = before.rstrip(" ")
+                link = "\n" + second[:len(second) - len(second.lstrip())] + link
+            pieces += [before, link]
             position = mention.end()
         text = "".join(pieces) + text[position:]
         if path.parent == DOCS and path.stem in pages:
