@@ -239,9 +239,11 @@ def fix(paths: list[Path]) -> list[str]:
             before = text[position:mention.start()]
             if "\n" in mention.group(0):
                 # the mention spanned two lines: the link starts the second, so that no line grows much
+                # (with what touches it: a newline would put a space between "(" and the link)
                 second = mention.group(0).rsplit("\n", 1)[1]
+                before, touching = re.fullmatch(r"(.*?)([^\s]*)", before, re.S).groups()  # type: ignore[union-attr]
                 before = before.rstrip(" ")
-                link = "\n" + second[:len(second) - len(second.lstrip())] + link
+                link = "\n" + second[:len(second) - len(second.lstrip())] + touching + link
             pieces += [before, link]
             position = mention.end()
         text = "".join(pieces) + text[position:]
