@@ -42,7 +42,8 @@ html_show_sourcelink = True
 
 # README.rst (included by getting-started.rst) is plain reStructuredText, for
 # GitHub and PyPI: it links the pages by their paths, ``docs/PAGE.rst`` or
-# ``docs/PAGE.rst#LABEL``; on the site these links go to the page or label.
+# ``docs/PAGE.rst#LABEL``; on the site these links go to the page or label,
+# and a link that reads as the path reads as the page's or section's title.
 _REPOSITORY_LINK = re.compile(r"^docs/(?P<page>[a-z0-9_-]+)\.rst(?:#(?P<label>[a-z0-9_-]+))?$")
 
 
@@ -52,12 +53,12 @@ def _link_repository_paths(app: Sphinx, doctree: nodes.document) -> None:
         match = _REPOSITORY_LINK.match(reference.get("refuri", ""))
         if match is None:
             continue
-        label = match["label"]
+        label, text = match["label"], reference.astext()
         xref = addnodes.pending_xref(
             "", refdomain="std", reftype="ref" if label else "doc",
             reftarget=label if label else "/" + match["page"],
-            refexplicit=True, refwarn=True, refdoc=docname)
-        xref += nodes.inline("", reference.astext(), classes=["xref", "std"])
+            refexplicit=not text.startswith(f"docs/{match['page']}.rst"), refwarn=True, refdoc=docname)
+        xref += nodes.inline("", text, classes=["xref", "std"])
         reference.replace_self(xref)
 
 

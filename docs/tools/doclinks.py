@@ -228,12 +228,16 @@ def fix(paths: list[Path]) -> list[str]:
             title = mention["quoted"] or mention["starred"] or mention["linked"]
             if mention["page"] not in pages:
                 continue
-            if title is None:
+            found = None if title is None else label_for(mention["page"], " ".join(title.split()), pages)
+            if title is not None and found is None:
+                continue
+            if path.name == "README.rst":   # plain reStructuredText: the path, the label as its anchor
+                anchor = f"#{found[0]}" if found else ""
+                words_of_mention = " ".join(mention.group(0).replace("`", "").split())
+                link = f"`{words_of_mention} <docs/{mention['page']}.rst{anchor}>`__"
+            elif found is None:
                 link = f":doc:`{mention['page']}`"
             else:
-                found = label_for(mention["page"], " ".join(title.split()), pages)
-                if found is None:
-                    continue
                 label, untitled = found
                 link = f":ref:`{' '.join(title.split())} <{label}>`" if untitled else f":ref:`{label}`"
             before = text[position:mention.start()]
@@ -265,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     paths = [path.resolve() for path in args.paths] or [*sorted(DOCS.glob("*.rst")), REPO / "README.rst"]
     if args.fix:
-        for problem in fix([path for path in paths if path.name != "README.rst"]):
+        for problem in fix(paths):
             print(problem)
     left = [mention for path in paths for mention in mentions(path)]
     for mention in left:
