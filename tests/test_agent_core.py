@@ -4,6 +4,7 @@
 import math
 import random
 
+import attrs
 import pytest
 
 from mesoslike.agent.core import (
@@ -12,6 +13,7 @@ from mesoslike.agent.core import (
     REASON_TASK_UNKNOWN,
     SOURCE_AGENT,
     AgentCore,
+    CheckpointAgent,
     DeliverMessage,
     KillTask,
     LaunchTask,
@@ -678,3 +680,23 @@ def test_a_ping_saying_the_master_does_not_know_this_agent_makes_it_reregister_a
     assert isinstance(rereg, m.ReregisterAgent) and [t.task.task_id for t in rereg.tasks] == ["t1"]
     core.on_message(m.Ping("agent-1", connected=False))                          # already re-registering
     assert registrations(core.tick()) == []
+
+
+def test_the_masters_receipts_are_kept_checkpointed_and_shown_when_re_registering():
+    """An agent keeps the master's receipt for its id (AGENT_REGISTERED), checkpoints
+    it with the id, recovers it, and shows it with each framework's (from RUN_TASK)
+    in REREGISTER_AGENT: whose the ids are, told to a master without a registry."""
+    core, clock = make(checkpoint=True)
+    (msg,) = messages(core.tick())
+    out = core.on_message(m.AgentRegistered("agent-1", MASTER, 1.0, receipt="r" * 32))
+    assert of_type(out, CheckpointAgent) == [CheckpointAgent("agent-1", "r" * 32)]
+    signed = attrs.evolve(FW, principal="fwA", principal_receipt="f" * 32)
+    launch(core, framework=signed)
+    clock.advance(10.0)                                   # the master falls silent
+    (again,) = registrations(core.tick())
+    assert isinstance(again, m.ReregisterAgent) and again.receipt == "r" * 32
+    assert [(f.id, f.principal, f.principal_receipt) for f in again.frameworks] == [("fw-1", "fwA", "f" * 32)]
+    restarted, _ = make(checkpoint=True)
+    restarted.recover("agent-1", [], "r" * 32)
+    (shown,) = registrations(restarted.tick())
+    assert isinstance(shown, m.ReregisterAgent) and shown.receipt == "r" * 32

@@ -20,6 +20,7 @@ CORE = ["resources.py", "attributes.py", "errors.py", "observations.py", "fairne
         "messaging.py", "master/core.py",
         "master/records.py", "master/history.py", "master/operations.py", "master/reservations.py",
         "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "master/preemption.py",
+        "master/receipts.py",
         "agent/core.py", "driver/core.py", "executor/core.py"]
 FORBIDDEN_IN_CORE = {"socket", "threading", "asyncio", "zmq", "kazoo", "subprocess", "select", "selectors",
                      "http", "urllib", "os", "time", "prometheus_client"}
@@ -68,7 +69,7 @@ def test_core_imports_only_core():
                 assert allowed, f"{path.relative_to(ROOT)} (core) imports outer layer {node.module}"
 
 
-def test_zmq_and_kazoo_only_at_their_edges():
+def test_zmq_kazoo_and_the_http_server_only_at_their_edges():
     for path in PACKAGE.rglob("*.py"):
         for module, node in imported_modules(path):
             if module == "zmq":
@@ -76,6 +77,10 @@ def test_zmq_and_kazoo_only_at_their_edges():
             if module == "kazoo":
                 assert "ha" in path.parts or path.stem in ("ha", "zookeeper"), \
                     f"{path.relative_to(ROOT)} imports kazoo outside the HA module"
+            if module in ("h11", "asyncio") or module.startswith("http.server"):
+                # one HTTP server edge (docs/architecture.rst): every endpoint is a handler behind it
+                assert path == PACKAGE / "http_server.py", \
+                    f"{path.relative_to(ROOT)} serves HTTP outside mesoslike/http_server.py"
 
 
 #: every Python file of the repository

@@ -179,9 +179,11 @@ class ForgetTask:
 
 @attrs.frozen
 class CheckpointAgent:
-    """Persist the agent's id ("" : forget it; the next start registers anew)."""
+    """Persist the agent's id ("" : forget it; the next start registers anew)
+    and the master's receipt for it (shown when it re-registers)."""
 
     agent_id: str
+    receipt: str = ""
 
 
 @attrs.frozen
@@ -428,6 +430,8 @@ class AgentCore:
         self.executor_register_timeout = executor_register_timeout
 
         self._agent_id = ""
+        #: the master's receipt binding _agent_id to this agent's principal (mesoslike.master.receipts)
+        self._receipt = ""
         self._registered = False
         self._registering = False            # an attempt went out and is unanswered
         self._told_unreachable = False       # "master unreachable" logged since the last registration
@@ -769,15 +773,15 @@ class AgentCore:
         return []
 
     # ----------------------------------------------------------- recovery
-    def recover(self, agent_id: str, checkpoints: list[TaskCheckpoint]) -> list[Command]:
+    def recover(self, agent_id: str, checkpoints: list[TaskCheckpoint], receipt: str = "") -> list[Command]:
         """Rebuild from what an earlier agent process checkpointed, before
-        the first :meth:`tick`: its id (registration is then a
-        REREGISTER_AGENT), its tasks — those that had not ended wait for
+        the first :meth:`tick`: its id and the master's receipt for it
+        (registration is then a REREGISTER_AGENT), its tasks — those that had not ended wait for
         :meth:`on_task_reattached`, :meth:`on_task_exited` or
         :meth:`on_task_launch_failed` — and their unacknowledged updates,
         resent with their original uuids once a master answers."""
         out: list[Command] = []
-        self._agent_id = agent_id
+        self._agent_id, self._receipt = agent_id, receipt if agent_id else ""
         for checkpoint in checkpoints:   # the custom executors first: their tasks join them
             if checkpoint.task.task_id.startswith(EXECUTOR_RUN_PREFIX):
                 out.extend(self._recover_executor(checkpoint))
@@ -870,13 +874,18 @@ class AgentCore:
         # lost; their pending updates go out once it answers
         still_running = [(key, task) for key, task in sorted(self._tasks.items()) if not task.orphaned]
         running = [m.RunningTask(key[0], task.info, task.state, task.healthy) for key, task in still_running]
-        frameworks = {task.framework.id: task.framework for _, task in still_running}
         executors = [m.RunningExecutor(key[0], e.info) for key, e in sorted(self._executors.items()) if not e.orphaned]
-        frameworks.update((e.framework.id, e.framework) for e in self._executors.values() if not e.orphaned)
+        # each framework as the master last described it, with its principal and the master's receipt for
+        # it (checkpointed with its tasks): whose it is, told to a master without a registry too
+        frameworks: dict[str, FrameworkInfo] = {}
+        for framework in [task.framework for _, task in still_running] + \
+                [e.framework for e in self._executors.values() if not e.orphaned]:
+            if framework.principal_receipt or framework.id not in frameworks:
+                frameworks[framework.id] = framework
         log.info("re-registering as %s with %d tasks", self._agent_id, len(running))
         return SendToMaster(m.ReregisterAgent(self.info, running, list(frameworks.values()), version=self.version,
                                               http_address=self.http_address, accepts_batches=True,
-                                              executors=executors))
+                                              executors=executors, receipt=self._receipt))
 
     def _agent_registered(self, msg: m.AgentRegistered) -> list[Command]:
         if self._registered and msg.agent_id == self._agent_id:
@@ -888,6 +897,7 @@ class AgentCore:
             log.warning("the master gave this agent a new id %s (was %s)", msg.agent_id, self._agent_id)
         now = self.clock.now()
         self._agent_id = msg.agent_id
+        self._receipt = msg.receipt
         self._registered = True
         self._registering = False
         self._next_registration = None
@@ -897,7 +907,7 @@ class AgentCore:
         self._master_accepts_batches = msg.accepts_batches
         log.log(NOTICE, "registered with master %s (%s) as %s", msg.master.address, msg.master.id, msg.agent_id)
         self._told_unreachable = False
-        out: list[Command] = [CheckpointAgent(msg.agent_id)] if self.checkpoint else []
+        out: list[Command] = [CheckpointAgent(msg.agent_id, msg.receipt)] if self.checkpoint else []
         for key, stream in self._streams.items():  # what waited for a master goes out now
             if stream.pending:
                 stream.backoff = UPDATE_BACKOFF_INITIAL

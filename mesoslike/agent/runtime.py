@@ -27,7 +27,6 @@ import random
 import secrets
 import shutil
 import stat
-import socket
 import tempfile
 import threading
 import time
@@ -76,6 +75,7 @@ from mesoslike.agent.executor import (
 )
 from mesoslike.agent.files import SandboxFiles
 from mesoslike.agent.images import DEFAULT_CACHE_SIZE, DEFAULT_REGISTRY, IMAGES_DIR, ImageError, ImageStore
+from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
 from mesoslike.agent.http import AgentHTTPServer
 from mesoslike.agent.isolation import Isolator, agent_key, select_isolator
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
@@ -158,7 +158,9 @@ class AgentRuntime:
     :param environment: base environment of the tasks (default: the agent's).
     :param rng: source of status update uuids (default seeded by the OS).
     :param http_port: port of the agent's HTTP endpoints (0: any free one;
-        None: none). ``http_ip`` is the address it binds.
+        None: none). ``http_ip`` is the address it binds; ``advertise_ip`` the one
+        it tells the master (default: ``http_ip``, or this host's address when
+        that is a wildcard: :mod:`mesoslike.advertise`).
     :param recover: ``"reconnect"`` (recover an earlier agent's tasks) or
         ``"cleanup"`` (kill them, forget them, and return from :meth:`run`).
     :param recovery_timeout: how long a task's supervisor waits for a gone
@@ -209,6 +211,7 @@ class AgentRuntime:
                  max_ping_timeouts: int = 5, register_backoff: float = 4.0, register_backoff_max: float = 10.0,
                  kill_tasks_on_exit: bool = True, environment: Mapping[str, str] | None = None,
                  rng: random.Random | None = None, http_port: int | None = 0, http_ip: str = "127.0.0.1",
+                 advertise_ip: str | None = None,
                  recover: str = "reconnect", recovery_timeout: float = DEFAULT_RECOVERY_TIMEOUT,
                  isolation: str = "auto", cgroups_root: str = "mesoslike", cgroups_cpu_quota: bool = False,
                  gc_delay: float = gc.DEFAULT_GC_DELAY, gc_disk_watermark: float = gc.DEFAULT_DISK_WATERMARK,
@@ -266,6 +269,7 @@ class AgentRuntime:
         self.kill_tasks_on_exit = kill_tasks_on_exit
         self.recover_mode = recover
         self.http_port, self.http_ip = http_port, http_ip
+        self.advertise_ip = check_advertise_ip(advertise_ip) if advertise_ip else None
         self.gc_delay, self.gc_disk_watermark, self.gc_interval = gc_delay, gc_disk_watermark, gc_interval
         self.drain_timeout = drain_timeout
         self._on_serving = on_serving
@@ -436,7 +440,7 @@ class AgentRuntime:
         if self.http_port is None:
             return
         self.http = AgentHTTPServer(self.http_ip, self.http_port, self, SandboxFiles(self.executor.sandbox_root))
-        host = self.http.host if self.http.host not in ("0.0.0.0", "::") else socket.getfqdn()
+        host = url_host(advertised_ip(self.http.host, self.advertise_ip))   # never a wildcard
         self.core.http_address = f"http://{host}:{self.http.port}"
         self.http.start()
         log.info("agent %s serving HTTP on %s", self.hostname, self.core.http_address)
@@ -563,7 +567,7 @@ class AgentRuntime:
             return
         self.checkpoints.start_journal(checkpoints)
         self.executor.run_dir_remover.empty_trash()
-        self._carry_out(None, self.core.recover(agent_id, checkpoints))
+        self._carry_out(None, self.core.recover(agent_id, checkpoints, agent.receipt if agent is not None else ""))
         for framework_id, task_id in self.core.recovering():
             self._feed(None, self.executor.recover(framework_id, task_id))
         self.counters["recovered_tasks"] = len(checkpoints)
@@ -679,7 +683,7 @@ class AgentRuntime:
                 self._forget_checkpoint(command.framework_id, command.task_id)
                 self.executor.forget(command.framework_id, command.task_id)
             elif isinstance(command, CheckpointAgent):
-                self._checkpoint_agent(command.agent_id)
+                self._checkpoint_agent(command.agent_id, command.receipt)
             elif isinstance(command, CheckpointReservations):
                 self._checkpoint_reservations(command.reservations)
             elif isinstance(command, UpdateContainer):
@@ -790,9 +794,9 @@ class AgentRuntime:
             self.counters["checkpoint_failures"] += 1
             log.error("cannot sync the checkpoints to disk (a crash of the machine could lose them): %s", exc)
 
-    def _checkpoint_agent(self, agent_id: str) -> None:
+    def _checkpoint_agent(self, agent_id: str, receipt: str = "") -> None:
         try:
-            self.checkpoints.save_agent(agent_id, self.hostname)
+            self.checkpoints.save_agent(agent_id, self.hostname, receipt)
         except OSError as exc:
             self.counters["checkpoint_failures"] += 1
             log.error("cannot checkpoint the agent id %r: %s", agent_id, exc)

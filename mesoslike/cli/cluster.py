@@ -108,9 +108,11 @@ def _master_options(command: str):
         option(command, "--http-workers", type=_COUNT, default=_DEFAULTS.http_workers,
                help="Threads serving HTTP requests."),
         option(command, "--http-timeout", type=_POSITIVE, default=_DEFAULTS.http_timeout,
-               help="Seconds an HTTP client has to send its request, and again to read the answer."),
+               help="Seconds an HTTP client has to send its request head (from connecting), as long for its "
+                    "body, and to take each 64 KiB of the answer."),
         option(command, "--http-max-connections", type=_COUNT, default=_DEFAULTS.http_max_connections,
-               help="HTTP connections open at once; more are refused with 503."),
+               help="HTTP connections open at once: beyond it the one waiting longest for its request head is "
+                    "closed to make room (503 only when none waits)."),
         option(command, "--max-completed-frameworks", type=click.IntRange(min=0),
                default=_DEFAULTS.max_completed_frameworks,
                help="Removed frameworks (with their ended tasks) /state keeps in completed_frameworks "
@@ -163,6 +165,9 @@ def _stop_on_sigterm(stop) -> None:
 @click.command()
 @config_option("master")
 @_master_options("master")
+@option("master", "--advertise-ip", default=None, show_default="--ip, or this host's address when --ip is 0.0.0.0",
+        help="The address agents, frameworks and ZooKeeper are told to reach this master at (it binds --ip): "
+             "a master bound to 0.0.0.0 never advertises 0.0.0.0.")
 @option("master", "--zk", default=None, show_default="none",
         help="zk://HOST:PORT[,HOST:PORT...]/PATH: run highly available, elected through this ZooKeeper "
              "group, with the registry in ZooKeeper.")
@@ -182,8 +187,8 @@ def _stop_on_sigterm(stop) -> None:
         help="TOML file of principals (keys, kinds, tokens) and ACLs (docs/security.rst): every peer must "
              "authenticate with a listed key.")
 @logging_option("master")
-def master(ip, port, http_port, roles, zk, zk_auth, zk_session_timeout, work_dir, key, credentials, insecure,
-           http_auth, http_tls_cert, http_tls_key, **options) -> None:
+def master(ip, port, http_port, roles, advertise_ip, zk, zk_auth, zk_session_timeout, work_dir, key, credentials,
+           insecure, http_auth, http_tls_cert, http_tls_key, **options) -> None:
     """Run a master. Prints the address it bound."""
     from mesoslike.credentials import load_credentials, load_keys
     from mesoslike.master.runtime import MasterRuntime
@@ -200,11 +205,12 @@ def master(ip, port, http_port, roles, zk, zk_auth, zk_session_timeout, work_dir
                                 zk_session_timeout=zk_session_timeout, keys=load_keys(key),
                                 credentials=load_credentials(credentials) if credentials else None,
                                 insecure=insecure, http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key),
-                                **({"roles": roles} if roles is not None else {}))
+                                advertise_ip=advertise_ip, **({"roles": roles} if roles is not None else {}))
     except MesoslikeError as exc:
         die(str(exc))
     mode = f"contending in {zk}" if zk else "leading"
-    click.echo(f"master {runtime.info.id} listening on {runtime.address} (HTTP {runtime.http_address}), {mode}")
+    bound = f", bound to {runtime.bound_address}" if runtime.bound_address != runtime.address else ""
+    click.echo(f"master {runtime.info.id} listening on {runtime.address} (HTTP {runtime.http_address}){bound}, {mode}")
     _stop_on_sigterm(runtime.stop)
     _reload_roles_on_sighup(runtime)
     try:
@@ -263,6 +269,8 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
         help="Directory for task sandboxes (<work-dir>/sandboxes) and the checkpoints a restarted agent "
              "recovers its tasks from (<work-dir>/meta). One agent per work dir.")
 @option("agent", "--ip", default="127.0.0.1", help="Address the agent's HTTP endpoints bind (0.0.0.0: all).")
+@option("agent", "--advertise-ip", default=None, show_default="--ip, or this host's address when --ip is 0.0.0.0",
+        help="The address the agent tells the master its HTTP endpoints are at (it binds --ip): never 0.0.0.0.")
 @option("agent", "--http-port", type=_PORT, default=0,
         help="Port of the agent's HTTP endpoints (/files, /state, /monitor/statistics; 0 = any free port). "
              "The agent tells the master, whose /state shows it.")
@@ -318,7 +326,8 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
 @client_key_options
 @logging_option("agent")
 @click.pass_context
-def agent(ctx: click.Context, master_address, resources, attributes, hostname, port, work_dir, ip, http_port, recover,
+def agent(ctx: click.Context, master_address, resources, attributes, hostname, port, work_dir, ip, advertise_ip,
+          http_port, recover,
           recovery_timeout, isolation, cgroups_root, cgroups_cpu_quota, switch_user, gc_delay, gc_disk_watermark,
           drain_timeout, drain, fetcher_cache_size, fetcher_timeout, fetcher_max_size, executor_reregistration_timeout,
           executor_registration_timeout, docker_registry, docker_config, docker_insecure_registries, image_cache_size,
@@ -348,7 +357,8 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
         keys, server_key = client_keys(key, master_key)
         runtime = AgentRuntime(master_address, resources, attributes, hostname, work_dir, port=port, keys=keys,
                                master_key=server_key,
-                               kill_tasks_on_exit=False, http_port=http_port, http_ip=ip, recover=recover,
+                               kill_tasks_on_exit=False, http_port=http_port, http_ip=ip, advertise_ip=advertise_ip,
+                               recover=recover,
                                recovery_timeout=recovery_timeout, isolation=isolation, cgroups_root=cgroups_root,
                                cgroups_cpu_quota=cgroups_cpu_quota, switch_user=switch_user, gc_delay=gc_delay,
                                gc_disk_watermark=gc_disk_watermark, drain_timeout=drain_timeout,

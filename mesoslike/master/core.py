@@ -30,6 +30,7 @@ from mesoslike.clock import Clock
 from mesoslike.errors import AgentCapacityError, MesoslikeError
 from mesoslike.master.history import CompletedFramework, History
 from mesoslike.master.operations import DRAIN_KILL_RESEND, DRAINED, DRAINING, Conflict, DrainInfo, NotFound, check_grace
+import mesoslike.master.receipts as receipts
 from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleUsage, TaskView, Warn
 from mesoslike.master.records import (MAX_ATTRIBUTES, MAX_NAME_LENGTH, AgentRecord, FrameworkRecord, Holdings,
                                       MasterConfig, TaskRecord, clip, new_status)
@@ -63,8 +64,13 @@ log = logging.getLogger("mesoslike.master")
 EMPTY = Resources()
 #: the longest ERROR text sent to a peer (it may quote what the peer sent)
 MAX_ERROR_TEXT = 2000
-#: framework ids remembered from agents' reports of ended tasks (see _reported_frameworks)
-_MAX_REPORTED_FRAMEWORKS = 100_000
+#: ended tasks remembered from agents' reports, of frameworks not known otherwise (see _reported)
+_MAX_REPORTED_TASKS = 100_000
+#: (agent, kind) pairs whose dropped input was logged: later drops of that kind from that agent are
+#: only counted (bounded logging: a keyed agent cannot flood the log)
+_MAX_LOGGED_DROPS = 10_000
+#: the sources a status update may name (TaskStatus.source); an agent never speaks for the master
+SOURCE_AGENT, SOURCE_EXECUTOR, SOURCE_MASTER = "SOURCE_AGENT", "SOURCE_EXECUTOR", "SOURCE_MASTER"
 
 #: an agent retries an unacknowledged update (0.5 s doubling to 10 s); the
 #: master forwards a retry to the framework's connection that already got
@@ -94,10 +100,14 @@ class MasterCore:
     def __init__(self, clock: Clock, info: MasterInfo, config: MasterConfig | None = None,
                  rng: random.Random | None = None, registry: Registry | None = None,
                  wall_clock: Callable[[], float] | None = None,
-                 agent_peers: Mapping[str, bytes] | None = None, credentials: Credentials | None = None) -> None:
+                 agent_peers: Mapping[str, bytes] | None = None, credentials: Credentials | None = None,
+                 receipt_key: bytes | None = None) -> None:
         self.clock = clock
         #: with credentials, peers are principals and the ACLs apply (docs/security.rst)
         self.credentials = credentials
+        #: signs and checks the receipts binding ids to principals (mesoslike.master.receipts);
+        #: None: no receipts are given, and none is believed
+        self._receipt_key = receipt_key
         #: the principal of the message being handled (the runtime knows it from the peer's key)
         self._principal: str | None = None
         #: authorization refusals, by the permission that was missing
@@ -143,9 +153,20 @@ class MasterCore:
         self._reconcile_budget = self.config.reconcile_answers_per_turn
         #: (deadline, offer id) of the offers made, oldest first (all share offer_timeout)
         self._offer_deadlines: deque[tuple[float, str]] = deque()
-        #: ids of frameworks whose ended tasks a re-registering agent reported (not adopted: nothing
-        #: of theirs runs); such a framework may subscribe under its id to hear of them
-        self._reported_frameworks: set[str] = set()
+        #: frameworks whose ended tasks a re-registering agent reported (not adopted: nothing of
+        #: theirs runs): framework id -> its info as reported (principal only if its receipt checked)
+        #: and task id -> (the agent, its report). Such a framework may subscribe under its id to
+        #: hear of them; its tasks are then the master's like any other. At most _MAX_REPORTED_TASKS
+        self._reported: dict[str, tuple[FrameworkInfo, dict[str, tuple[str, m.RunningTask]]]] = {}
+        self._reported_count = 0
+        #: adopted frameworks whose principal no registry and no receipt told (secured clusters:
+        #: nobody may subscribe under their ids, see _subscribe)
+        self._unbound_frameworks: set[str] = set()
+        #: status updates and framework messages from agents that were not forwarded, by why
+        #: (docs/observability.rst); the (agent, why) pairs already logged
+        self.updates_dropped: dict[str, int] = {}
+        self.framework_messages_dropped: dict[str, int] = {}
+        self._logged_drops: set[tuple[str, str]] = set()
         now = clock.now()
         self._next_ping_sweep = now + self.config.ping_interval
         self._next_framework_sweep = now
@@ -583,7 +604,7 @@ class MasterCore:
         self.counters["messages_received"] += 1
         self.counters["registration_retries"] += 1
         agent.pings_unanswered = 0
-        self._send(peer, m.AgentRegistered(agent.id, self.info, self.config.ping_interval, accepts_batches=True))
+        self._send(peer, self._agent_registered(agent.info))
         return self._flush()
 
     def on_bad_frame(self, peer: bytes | None, error: Exception) -> list[Send]:
@@ -759,6 +780,36 @@ class MasterCore:
             raise Refused("principal", f"not authorized: {what} belongs to another principal than "
                                        f"{self._principal or 'an anonymous peer'}")
 
+    def _check_bound(self, record: FrameworkRecord) -> None:
+        """Refuse using a framework id whose principal this secured master
+        cannot know: adopted from agents' reports after a restart without a
+        registry, with no receipt of the master's to say whose it is (an
+        agent's word alone could hand it to anyone; docs/security.rst)."""
+        if self.credentials is not None and record.id in self._unbound_frameworks:
+            raise Refused("principal", f"not authorized: framework {record.id} is known to this master only from "
+                                       "agents that showed no receipt for its principal, so whose it is cannot "
+                                       "be told; it cannot be subscribed to")
+
+    def _signed(self, info: FrameworkInfo) -> FrameworkInfo:
+        """``info`` with the master's receipt for its id and principal (none
+        without a principal or a receipt key): what RUN_TASK carries to the
+        agents, who report it back (mesoslike.master.receipts)."""
+        receipt = receipts.sign(self._receipt_key, receipts.FRAMEWORK, info.id, info.principal) \
+            if self._receipt_key is not None and info.principal and info.id else ""
+        return info if info.principal_receipt == receipt else attrs.evolve(info, principal_receipt=receipt)
+
+    def _reported_info(self, info: FrameworkInfo) -> FrameworkInfo:
+        """A framework's info as a re-registering agent reported it: its
+        principal kept only with a receipt of this master's that binds it
+        (secured clusters), never on the agent's word."""
+        if self.credentials is not None and self._receipt_key is not None and info.principal and \
+                receipts.verify(self._receipt_key, receipts.FRAMEWORK, info.id, info.principal,
+                                info.principal_receipt):
+            return info
+        if not info.principal and not info.principal_receipt:
+            return info
+        return attrs.evolve(info, principal="", principal_receipt="")
+
     def _subscribe(self, peer: bytes, msg: m.Subscribe) -> None:
         """SUBSCRIBE: a new framework (no id: the master gives one) or one
         the master knows re-subscribing.
@@ -789,8 +840,10 @@ class MasterCore:
                                                        accepts_batches=True))
             return
         record = self.frameworks.get(info.id) if info.id else None
-        if info.id and record is None and info.id in self._reported_frameworks:
-            self._adopt_framework(info)  # an agent holds ended tasks of it, not acknowledged yet
+        if info.id and record is None and info.id in self._reported:
+            # an agent holds ended tasks of it, not acknowledged yet: adopted as the agents reported it
+            # (its principal, if their receipt checked), never as the subscriber says
+            self._adopt_framework(self._reported[info.id][0], reported=True)
             record = self.frameworks[info.id]
         if info.id and record is None:
             self._refuse_subscription(
@@ -801,6 +854,7 @@ class MasterCore:
             self._authorize("register_frameworks", info.role)
         else:
             self._owned(record.info.principal, f"framework {record.id}")
+            self._check_bound(record)
         owner = self._owner(peer)
         if (record is None or self.framework_owners.owner(record.id) != owner) \
                 and self.framework_owners.count(owner) >= self.config.max_frameworks_per_connection:
@@ -819,7 +873,7 @@ class MasterCore:
             return
         if record is None:
             framework_id = self._new_framework_id()
-            info = attrs.evolve(info, id=framework_id)
+            info = self._signed(attrs.evolve(info, id=framework_id))
             try:
                 self.allocator.add_framework(framework_id, info.role, min_allocatable=info.min_allocatable or None)
             except MesoslikeError as exc:
@@ -881,7 +935,7 @@ class MasterCore:
         # a re-subscribing framework gets fresh offers (as in Mesos)
         for offer in self.allocator.outstanding_offers(record.id):
             self.allocator.rescind_offer(offer.id, RescindReason.FRAMEWORK_DEACTIVATED)
-        record.info = attrs.evolve(info, id=record.id, role=record.info.role)
+        record.info = self._signed(attrs.evolve(info, id=record.id, role=record.info.role))
         if self.registry.frameworks.get(record.id) != record.info:
             self.registry.add_framework(record.info)
             self._registry_changed()
@@ -922,6 +976,7 @@ class MasterCore:
             if record.connected:
                 self._send(record.peer, m.Error(f"framework {record.id} removed: {why}", fatal=True))
         del self.frameworks[record.id]
+        self._unbound_frameworks.discard(record.id)
         self.framework_owners.release(record.id)
         self.framework_principals.release(record.id)
         self._reconciling.pop(record.id, None)
@@ -1346,7 +1401,15 @@ class MasterCore:
         (a retry again only if it may not have arrived, see
         UPDATE_REFORWARD_INTERVAL). A retry of an update the framework
         acknowledged already, or of a task that ended, is acknowledged by the
-        master instead: the framework has had it (docs/reliability.rst)."""
+        master instead: the framework has had it (docs/reliability.rst).
+
+        Updates are bound to what the master knows (docs/security.rst): only
+        for a task the master placed on this agent (or the agent reported
+        when it re-registered) and that has not ended there, with
+        ``SOURCE_EXECUTOR`` only for a task run by a custom executor and
+        never ``SOURCE_MASTER``. Anything else is dropped (:meth:`_drop_update`):
+        not forwarded, counted, logged once per agent and kind — and
+        acknowledged, so that the agent's stream of updates drains."""
         agent = self._agent_for(peer)
         if agent is None:
             return
@@ -1360,26 +1423,42 @@ class MasterCore:
             status = attrs.evolve(status, reason="REASON_TASK_PREEMPTED", message=why)
         record = self.frameworks.get(msg.framework_id)
         if record is None:
-            if status.uuid:   # nobody will ever acknowledge: do it on the framework's behalf
-                self._send(peer, m.StatusUpdateAck(agent.id, msg.framework_id, status.task_id, status.uuid))
+            if msg.framework_id in self.removed_frameworks:
+                if status.uuid:   # nobody will ever acknowledge: do it on the framework's behalf
+                    self._send(peer, m.StatusUpdateAck(agent.id, msg.framework_id, status.task_id, status.uuid))
+            else:
+                self._drop_update(agent, msg.framework_id, status, "unknown_framework",
+                                  "the master knows no such framework")
             return
         task = record.tasks.get(status.task_id)
         if task is None:
             ended = record.completed_task(status.task_id)
             if ended is not None and ended.agent_id == agent.id:
+                if status.uuid and ended.status.uuid and status.uuid != ended.status.uuid:
+                    self._count_drop(agent, record.id, status, "already_terminal", f"the task ended {ended.state}")
                 self._settle_stale(agent, record, ended, status)
                 return
-            if record.connected:   # not known (any more): the framework decides
-                self._send_framework(record, m.Update(status))
+            self._drop_update(agent, record.id, status, "unknown_task",
+                              "the master placed no such task of the framework on this agent")
             return
         if task.agent_id != agent.id:
             # only the agent that runs a task speaks for it (a forged update would free what it holds)
-            self._refuse(peer, Refused("status_updates", f"not authorized: task {clip(task.id)} of framework "
-                                                         f"{record.id} does not run on agent {agent.id}"))
+            self._drop_update(agent, record.id, status, "not_on_agent", f"the task runs on agent {task.agent_id}")
+            self.refused_by_permission["status_updates"] = self.refused_by_permission.get("status_updates", 0) + 1
+            self._send(peer, m.Error(f"not authorized: task {clip(task.id)} of framework {record.id} does not run on "
+                                     f"agent {agent.id}"))   # logged once, by _drop_update
+            return
+        if status.source == SOURCE_MASTER or (status.source == SOURCE_EXECUTOR and task.info.executor is None):
+            self._drop_update(agent, record.id, status, "forged_source",
+                              f"{clip(status.source, 40)} is not an agent's to claim for this task")
             return
         task.confirmed = True
         if status.uuid and status.uuid == task.acknowledged_uuid:
             self._settle(agent, record, status)   # our acknowledgement to the agent was late or lost
+            return
+        if task.terminal and task.status.uuid and status.uuid != task.status.uuid:
+            # the agent's terminal update came already (a retry of it has its uuid): one end per task
+            self._drop_update(agent, record.id, status, "already_terminal", f"the task ended {task.state}")
             return
         self._apply_status(record, task, status)
         if record.connected and self._forward_due(record, task, status):
@@ -1396,6 +1475,30 @@ class MasterCore:
             self.counters["updates_reforwarded"] += 1
         task.forwarded_uuid, task.forwarded_to, task.forwarded_at = status.uuid, record.peer, now
         return True
+
+    def _drop_update(self, agent: AgentRecord, framework_id: str, status: TaskStatus, kind: str, why: str) -> None:
+        """Do not forward ``status``: count and log it (:meth:`_count_drop`)
+        and acknowledge it to its agent — a retry would be dropped again, and
+        an agent's stream must not stay blocked behind it."""
+        self._count_drop(agent, framework_id, status, kind, why)
+        if status.uuid:
+            self._send(agent.peer, m.StatusUpdateAck(agent.id, framework_id, status.task_id, status.uuid))
+
+    def _count_drop(self, agent: AgentRecord, framework_id: str, status: TaskStatus, kind: str, why: str) -> None:
+        self.updates_dropped[kind] = self.updates_dropped.get(kind, 0) + 1
+        self._log_drop(agent.id, kind, f"agent {agent.id}: a status update {clip(status.state, 40)} of task "
+                                       f"{clip(status.task_id)} of framework {clip(framework_id)} dropped ({kind}: "
+                                       f"{why})")
+
+    def _log_drop(self, agent_id: str, kind: str, text: str) -> None:
+        """Log ``text`` the first time an agent's input of ``kind`` is
+        dropped; later ones are counted only (mesoslike_status_updates_dropped_total,
+        mesoslike_framework_messages_dropped_total). O(1), bounded."""
+        key = (agent_id, kind)
+        if key in self._logged_drops or len(self._logged_drops) >= _MAX_LOGGED_DROPS:
+            return
+        self._logged_drops.add(key)
+        log.warning("%s; further ones of this kind from this agent are only counted", text)
 
     def _settle(self, agent: AgentRecord, record: FrameworkRecord, status: TaskStatus) -> None:
         """Acknowledge an update to its agent on the framework's behalf."""
@@ -1594,6 +1697,15 @@ class MasterCore:
     def _framework_message(self, peer: bytes, msg: m.FrameworkMessage) -> None:
         agent_id = self._agent_by_peer.get(peer)
         if agent_id is not None:  # agent -> framework
+            if (msg.framework_id, msg.executor_id) not in self.agents[agent_id].executors:
+                # an agent speaks only for the custom executors of that framework it runs
+                kind = "unknown_executor"
+                self.framework_messages_dropped[kind] = self.framework_messages_dropped.get(kind, 0) + 1
+                self._log_drop(agent_id, "message:" + kind, f"agent {agent_id}: a framework message for framework "
+                                                            f"{clip(msg.framework_id)} from executor "
+                                                            f"{clip(msg.executor_id)!r} dropped ({kind}: no such "
+                                                            "executor of the framework runs on this agent)")
+                return
             record = self.frameworks.get(msg.framework_id)
             if record is not None and record.connected:
                 # the agent is the one its connection says, whatever the message claims
@@ -1612,7 +1724,7 @@ class MasterCore:
     def _register_agent(self, peer: bytes, msg: m.RegisterAgent) -> None:
         existing = self._agent_by_peer.get(peer)
         if existing is not None:  # our AGENT_REGISTERED was lost: say it again
-            self._send(peer, m.AgentRegistered(existing, self.info, self.config.ping_interval, accepts_batches=True))
+            self._send(peer, self._agent_registered(self.agents[existing].info))
             return
         self._authorize("register_agents")
         if self._agent_refused(peer, msg.agent, None, msg.http_address):
@@ -1621,6 +1733,13 @@ class MasterCore:
         info = attrs.evolve(msg.agent, id=agent_id, principal=self._principal or "")
         self._admit_agent(peer, info, {}, msg.http_address)
         log.info("agent %s (%s) registered with %s", agent_id, clip(info.hostname), info.resources)
+
+    def _agent_registered(self, info: AgentInfo) -> m.AgentRegistered:
+        """AGENT_REGISTERED for ``info``, with the master's receipt binding
+        its id to its principal (secured clusters: mesoslike.master.receipts)."""
+        receipt = receipts.sign(self._receipt_key, receipts.AGENT, info.id, info.principal) \
+            if self._receipt_key is not None and info.principal else ""
+        return m.AgentRegistered(info.id, self.info, self.config.ping_interval, accepts_batches=True, receipt=receipt)
 
     def _new_agent_id(self) -> str:
         """The next id of this master's series that no agent holds, held or
@@ -1661,8 +1780,11 @@ class MasterCore:
         had, even one this master does not know (its registry was lost, or
         the agent knew an earlier leader); what it claims is bounded per
         connection, and fresh ids skip the ones agents hold
-        (:meth:`_new_agent_id`). With authentication (issue 13) an agent id
-        belongs to its principal."""
+        (:meth:`_new_agent_id`).
+
+        In a secured cluster an agent id belongs to its principal: the one
+        this master or its registry recorded, else the one the agent's
+        receipt names (:meth:`_unproven_agent`)."""
         info = msg.agent
         if not info.id:
             self._error(peer, "REREGISTER_AGENT needs the agent's id")
@@ -1672,6 +1794,8 @@ class MasterCore:
         if known is not None:
             self._owned(known.info.principal if isinstance(known, AgentRecord) else known.principal,
                         f"agent {info.id}")
+        elif self._unproven_agent(peer, info.id, msg.receipt):
+            return
         if info.id in self.removed_agents:
             self._send(peer, m.ShutdownAgent("this agent was removed; register anew"))
             return
@@ -1695,8 +1819,29 @@ class MasterCore:
         self._lose_unreported_tasks(record, msg.tasks)
         self._reconcile_executors(record, msg.executors)
         self._update_agent(record, info)
-        self._send(peer, m.AgentRegistered(record.id, self.info, self.config.ping_interval, accepts_batches=True))
+        self._bind_reported(msg.frameworks)
+        self._send(peer, self._agent_registered(record.info))
         log.info("agent %s re-registered", record.id)
+
+    def _unproven_agent(self, peer: bytes, agent_id: str, receipt: str) -> bool:
+        """An agent re-registers under an id neither this master nor its
+        registry knows (a master without a registry restarted, or the
+        registry was lost). In a secured cluster it must show this master's
+        receipt binding the id to the principal it authenticated as — an id
+        is never the first claimant's. Without one it is told to register
+        anew (SHUTDOWN_AGENT: its tasks are killed, it gets a fresh id) and
+        the refusal is counted and logged once. True if refused."""
+        if self.credentials is None or self._receipt_key is None:
+            return False
+        if receipts.verify(self._receipt_key, receipts.AGENT, agent_id, self._principal or "", receipt):
+            return False
+        self.counters["agent_registrations_refused"] += 1
+        self.refused_by_permission["principal"] = self.refused_by_permission.get("principal", 0) + 1
+        why = (f"agent id {clip(agent_id)} is not known to this master and the agent shows no receipt of the master's "
+               f"binding it to principal {clip(self._principal or '')}: register anew")
+        self._log_drop(agent_id, "reregistration", f"re-registration refused: {why}")
+        self._send(peer, m.ShutdownAgent(why))
+        return True
 
     def _update_agent(self, agent: AgentRecord, info: AgentInfo) -> None:
         """A known agent re-registered with another total or other
@@ -1730,24 +1875,26 @@ class MasterCore:
         """An agent this master does not know (it restarted or took over):
         admit it with the tasks it runs, and their frameworks as disconnected
         until they re-subscribe."""
-        # whose a framework is, is never the agent's to say: the registry knows, or the first to subscribe
-        infos = {info.id: attrs.evolve(info, principal="") for info in msg.frameworks if info.id}
+        # whose a framework is, is never the agent's to say: the registry knows, or the master's receipt
+        # the agent kept with the framework's tasks (_reported_info); else nobody may take it (_check_bound)
+        infos = {info.id: self._reported_info(info) for info in msg.frameworks if info.id}
+        self._bind_reported(msg.frameworks)
         holding: dict[str, list[Resources]] = {}
         for running in msg.tasks:
             if running.framework_id in self.removed_frameworks or running.state in TERMINAL_STATES:
-                if running.framework_id not in self.removed_frameworks \
-                        and len(self._reported_frameworks) < _MAX_REPORTED_FRAMEWORKS:
-                    self._reported_frameworks.add(running.framework_id)  # it may subscribe for the update
+                if running.framework_id not in self.removed_frameworks and running.framework_id not in self.frameworks:
+                    self._remember_reported(msg.agent.id, running, infos)  # it may subscribe for the update
                 continue
             if running.framework_id not in self.frameworks:
                 self._adopt_framework(infos.get(running.framework_id) or FrameworkInfo(
-                    name="(recovered)", id=running.framework_id))
+                    name="(recovered)", id=running.framework_id), reported=True)
             holding.setdefault(running.framework_id, []).append(running.task.resources)
         executors = {(e.framework_id, e.executor.executor_id): e.executor for e in msg.executors
                      if e.framework_id not in self.removed_frameworks}
         for (framework_id, _), executor in executors.items():   # an idle executor's framework lives on too
             if framework_id not in self.frameworks:
-                self._adopt_framework(infos.get(framework_id) or FrameworkInfo(name="(recovered)", id=framework_id))
+                self._adopt_framework(infos.get(framework_id) or FrameworkInfo(name="(recovered)", id=framework_id),
+                                      reported=True)
             holding.setdefault(framework_id, []).append(executor.resources)
         self._admit_agent(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()},
                           msg.http_address)
@@ -1768,25 +1915,85 @@ class MasterCore:
             agent.tasks.add((framework_id, task_id))
         log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
 
-    def _adopt_framework(self, info: FrameworkInfo) -> None:
-        """A framework this master learnt of from the registry or a
-        re-registering agent, after a failover. It was most likely connected
+    def _adopt_framework(self, info: FrameworkInfo, reported: bool = False) -> None:
+        """A framework this master learnt of from the registry or (``reported``)
+        a re-registering agent, after a failover. It was most likely connected
         to the old master, so it gets what a connected framework gets before
         it counts as gone — the heartbeat silence (heartbeat_interval x
         framework_timeout_heartbeats) — and then its failover timeout. A
         framework with ``failover_timeout=0`` (``mesoslike run``) thus
         survives a master failover, as in Mesos, instead of being torn down
-        before it could re-subscribe."""
-        info = self._capped(info)
-        self._reported_frameworks.discard(info.id)
+        before it could re-subscribe. A reported one without a principal
+        (no receipt checked) is unbound (:meth:`_check_bound`); ended tasks
+        of it other agents reported are its tasks now."""
+        info = self._signed(self._capped(info))
+        ended = self._reported.pop(info.id, None)
         self.allocator.add_framework(info.id, info.role, active=False)
         if info.id not in self.registry.frameworks:
             self.registry.add_framework(info)
             self._registry_changed()
         silence = self.config.heartbeat_interval * self.config.framework_timeout_heartbeats
-        self.frameworks[info.id] = FrameworkRecord(
+        record = self.frameworks[info.id] = FrameworkRecord(
             info=info, peer=None, connected=False,
             failover_deadline=self.clock.now() + silence + info.failover_timeout)
+        if reported and not info.principal:
+            self._unbound_frameworks.add(info.id)
+        for task_id, (agent_id, running) in sorted(ended[1].items()) if ended is not None else ():
+            self._reported_count -= 1
+            agent = self.agents.get(agent_id)
+            if agent is not None and task_id not in record.tasks:   # its terminal update is on its way
+                status = new_status(task_id, running.state, agent_id=agent_id, framework_id=info.id,
+                                    timestamp=self._wall_clock(), labels=running.task.labels, healthy=running.healthy)
+                record.tasks[task_id] = TaskRecord(running.task, info.id, agent_id, status, True, self.clock.now())
+                agent.tasks.add((info.id, task_id))
+
+    def _remember_reported(self, agent_id: str, running: m.RunningTask, infos: Mapping[str, FrameworkInfo]) -> None:
+        """An agent reports an ended task of a framework this master does
+        not know: kept (up to _MAX_REPORTED_TASKS) so that the framework,
+        should it subscribe under its id, hears of the task's end from that
+        agent — and so that no other agent's word about it is believed."""
+        framework_id, task_id = running.framework_id, running.task.task_id
+        entry = self._reported.get(framework_id)
+        if entry is None:
+            if self._reported_count >= _MAX_REPORTED_TASKS:
+                return
+            info = infos.get(framework_id) or FrameworkInfo(name="(recovered)", id=framework_id)
+            entry = self._reported[framework_id] = (info, {})
+        if task_id not in entry[1]:
+            if self._reported_count >= _MAX_REPORTED_TASKS:
+                return
+            self._reported_count += 1
+        entry[1][task_id] = (agent_id, running)
+
+    def _bind_reported(self, reported: Iterable[FrameworkInfo]) -> None:
+        """Frameworks a re-registering agent reports with this master's
+        receipt for their principal: an unbound one is bound to it; one
+        bound to another principal keeps its own (logged once: someone holds
+        a receipt of the other principal for this id)."""
+        if self.credentials is None or self._receipt_key is None:
+            return
+        for info in reported:
+            checked = self._reported_info(info)
+            if not checked.principal:
+                continue
+            record = self.frameworks.get(info.id)
+            if record is None:
+                entry = self._reported.get(info.id)
+                if entry is not None and not entry[0].principal:
+                    self._reported[info.id] = (checked, entry[1])
+                continue
+            if info.id in self._unbound_frameworks:
+                self._unbound_frameworks.discard(info.id)
+                record.info = attrs.evolve(record.info, principal=checked.principal,
+                                           principal_receipt=checked.principal_receipt)
+                self.registry.add_framework(record.info)
+                self._registry_changed()
+                log.info("framework %s belongs to principal %s (an agent showed the master's receipt)", record.id,
+                         clip(checked.principal))
+            elif record.info.principal and record.info.principal != checked.principal:
+                self._log_drop(info.id, "framework-principal",
+                               f"framework {record.id} belongs to principal {clip(record.info.principal)}, but an "
+                               f"agent shows a receipt for principal {clip(checked.principal)}: ignored")
 
     def _admit_agent(self, peer: bytes, info: AgentInfo, used: dict[str, Resources], http_address: str = "") -> None:
         self.allocator.add_agent(info.id, info.resources, attributes=info.attributes, hostname=info.hostname,
@@ -1801,7 +2008,7 @@ class MasterCore:
         self._earlier_peers.pop(info.id, None)
         self.registry.admit_agent(info)
         self._registry_changed()
-        self._send(peer, m.AgentRegistered(info.id, self.info, self.config.ping_interval, accepts_batches=True))
+        self._send(peer, self._agent_registered(info))
 
     def _lose_unreported_tasks(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
         """As Mesos does: a task the agent does not report ends TASK_LOST

@@ -70,11 +70,11 @@ class MasterConfig:
     max_reconcile_tasks: int = 50_000
     #: reconciliation answers sent per loop turn, over all frameworks; the rest wait for the next turns
     reconcile_answers_per_turn: int = 1000
-    #: HTTP: worker threads, the seconds a connection may take to send its request
-    #: and to read the answer, and the connections held at once (more are refused)
+    #: HTTP (mesoslike.http_server): worker threads, the seconds a connection may take to send its
+    #: request head, its body, and each piece of the answer, and the connections held at once
     http_workers: int = 8
     http_timeout: float = 10.0
-    http_max_connections: int = 64
+    http_max_connections: int = 4096
     # a launched task its agent has not confirmed (no status from it) within
     # task_launch_timeout gets its RUN_TASK again, the wait doubling each
     # time; after task_launch_attempts sends it ends TASK_LOST (TASK_DROPPED

@@ -331,6 +331,16 @@ def master_metrics(core: MasterCore, transport: Mapping[str, int] | None = None)
     _line(lines, "accepts_refused_total", "counter",
           "ACCEPTs refused whole for an invalid RESERVE or UNRESERVE (nothing applied).",
           [({}, core.counters["operations_refused"])])
+    _line(lines, "status_updates_dropped_total", "counter",
+          "Agents' status updates not forwarded, by why: unknown_framework, unknown_task (not placed on that "
+          "agent), not_on_agent (the task runs elsewhere), already_terminal (its end came already), "
+          "forged_source (SOURCE_MASTER, or SOURCE_EXECUTOR for a task without a custom executor).",
+          [({"reason": reason}, core.updates_dropped.get(reason, 0)) for reason in
+           ("unknown_framework", "unknown_task", "not_on_agent", "already_terminal", "forged_source")])
+    _line(lines, "framework_messages_dropped_total", "counter",
+          "Agents' framework messages not forwarded: unknown_executor (no such executor of the framework runs "
+          "on that agent).", [({"reason": "unknown_executor"},
+                               core.framework_messages_dropped.get("unknown_executor", 0))])
     _bounds_lines(lines, core)
     _latency_lines(lines, core)
     if transport is not None:

@@ -283,6 +283,9 @@ class ReregisterAgent:
     accepts_batches: bool = False
     #: its custom executors' processes still running (their resources are used)
     executors: list[RunningExecutor] = attrs.field(factory=list)
+    #: the master's receipt for ``agent.id`` (AGENT_REGISTERED's): proves the id is this agent's
+    #: principal's to a master without a registry (mesoslike.master.receipts)
+    receipt: str = ""
 
 
 @message
@@ -295,6 +298,9 @@ class AgentRegistered:
     master: MasterInfo
     ping_interval: float
     accepts_batches: bool = False
+    #: the master's receipt binding ``agent_id`` to the agent's principal ("" in an anonymous
+    #: cluster): the agent keeps it and shows it when it re-registers (mesoslike.master.receipts)
+    receipt: str = ""
 
 
 @message

@@ -142,6 +142,9 @@ class FrameworkInfo:
     webui_url: str = attrs.field(default="", validator=lambda _, __, value: _problem(
         isinstance(value, str) and len(value) <= _MAX_PATH and (not value or value.startswith(("http://", "https://"))),
         "webui_url must be an http:// or https:// URL of at most 4096 characters"))
+    #: the master's receipt binding ``id`` to ``principal`` (mesoslike.master.receipts): agents keep it
+    #: with the framework's tasks and show it when they re-register; set by the master only
+    principal_receipt: str = ""
 
 
 # ------------------------------------------------------------ health checks
