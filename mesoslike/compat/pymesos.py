@@ -24,7 +24,7 @@ from collections import OrderedDict
 from typing import Any, Iterable, Mapping
 
 from mesoslike import DriverStatus, FrameworkInfo, MasterInfo, Offer, Scheduler as _Scheduler, SchedulerDriver
-from mesoslike import Launch, Operation, Reserve, Resources, TaskStatus, Unreserve
+from mesoslike import TaskStatus
 from mesoslike.compat._pymesos_executor import Executor, MesosExecutorDriver
 from mesoslike.compat._pymesos_shapes import (
     Message,
@@ -39,6 +39,7 @@ from mesoslike.compat._pymesos_shapes import (
     master_info_message,
     offer_id_list,
     offer_message,
+    operations_from,
     resources_from,
     status_from_message,
     status_message,
@@ -177,20 +178,6 @@ class _Translator(_Scheduler):
         self._call("error", message)
 
 
-def _reserve(resources: Resources, where: str) -> Operation:
-    """A Mesos RESERVE (resources with the role they are for) as ``Reserve``."""
-    roles = resources.reservation_roles()
-    if len(roles) != 1 or resources.unreserved():
-        raise PymesosCompatError(f"{where}: a RESERVE's resources name the one role they are for, got {resources}")
-    # cpus(role,principal,k=v&k2=v2): the reservation's labels, the same for all of them
-    labels = {(kind.partition("(")[2][:-1].split(",", 2) + [""] * 2)[2]
-              for kind in (*resources.scalars(), *resources.range_names())}
-    if len(labels) > 1:
-        raise PymesosCompatError(f"{where}: a RESERVE's resources carry one set of labels, got {resources}")
-    pairs = [tuple(pair.partition("=")[::2]) for label in labels if label for pair in label.split("&")]
-    return Reserve(resources.stripped(), role=roles[0], labels=pairs)
-
-
 class MesosSchedulerDriver:
     """pymesos's ``MesosSchedulerDriver`` on mesoslike.
 
@@ -297,28 +284,9 @@ class MesosSchedulerDriver:
         ``reservation.principal``: the framework's own is used, from its key);
         an UNRESERVE's are written as offered. No operations declines."""
         ids = offer_id_list(offerIds)
-        items: list[Operation] = []
-        for index, operation in enumerate(operations):
-            where = f"operations[{index}]"
-            if not isinstance(operation, Mapping):
-                raise PymesosCompatError(f"{where} must be a dict")
-            kind = operation.get("type")
-            if kind == "LAUNCH":
-                launch = operation.get("launch")
-                infos = launch.get("task_infos") if isinstance(launch, Mapping) else None
-                if not isinstance(infos, list):
-                    raise PymesosCompatError(f"{where}.launch.task_infos must be a list of tasks")
-                launched = [task_info(task) for task in infos]
-                self._remember_executors(info.executor.executor_id for info in launched if info.executor is not None)
-                items.append(Launch(launched))
-            elif kind in ("RESERVE", "UNRESERVE"):
-                body = operation.get(kind.lower())
-                resources = resources_from(body.get("resources") if isinstance(body, Mapping) else None,
-                                           f"{where}.{kind.lower()}.resources")
-                items.append(_reserve(resources, where) if kind == "RESERVE" else Unreserve(resources))
-            else:
-                raise PymesosCompatError(f"{where}: {kind!r} is not supported by mesoslike; only LAUNCH, RESERVE "
-                                         "and UNRESERVE are")
+        items = operations_from(operations)
+        self._remember_executors(task.executor.executor_id for item in items for task in item.tasks
+                                 if task.executor is not None)
         if not items:
             return self.declineOffer(offerIds, filters)
         return self._driver.accept_offers(ids, items, filters_from(filters))
