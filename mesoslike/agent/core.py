@@ -426,6 +426,9 @@ class AgentCore:
         self.version = version
         self.http_address = http_address
         self.checkpoint = checkpoint
+        #: the address its tasks are reachable at (each status's ``ip_address``: Mesos's container_status);
+        #: the runtime sets it to the agent's advertised address
+        self.ip_address = ""
         self.executor_reregister_timeout = executor_reregister_timeout
         self.executor_register_timeout = executor_register_timeout
 
@@ -699,7 +702,8 @@ class AgentCore:
         TASK_FAILED with that limitation whatever the exit."""
         if task_id.startswith(EXECUTOR_RUN_PREFIX):
             how = _describe_exit(exit_code, signal).replace("command", "its process", 1)
-            return self._executor_ended(framework_id, task_id, f"{message}; {how}" if message else how)
+            return self._executor_ended(framework_id, task_id, f"{message}; {how}" if message else how,
+                                        -signal if signal is not None else exit_code)
         task = self._tasks.get((framework_id, task_id))
         if task is None or not task.alive:
             log.warning("exit of unknown or already terminated task %s/%s ignored", framework_id, task_id)
@@ -1100,6 +1104,9 @@ class AgentCore:
 
     def _framework_message(self, msg: m.FrameworkMessage) -> list[Command]:
         task = self._tasks.get((msg.framework_id, msg.task_id))
+        if msg.executor_id and msg.task_id == msg.executor_id and task is not None and task.info.executor is None \
+                and (msg.framework_id, msg.executor_id) not in self._executors:
+            msg = attrs.evolve(msg, executor_id="")   # a v1 MESSAGE to a command task's executor: its task's id
         if msg.executor_id or (task is not None and task.info.executor is not None):
             executor_id = msg.executor_id or (task.info.executor.executor_id  # type: ignore[union-attr]
                                               if task is not None else "")
@@ -1110,7 +1117,7 @@ class AgentCore:
         return [DeliverMessage(msg.framework_id, msg.task_id, msg.data)]
 
     def _terminate(self, task: _Task, state: str, message: str, reason: str = "",
-                   exit_code: int | None = None, source: str = SOURCE_AGENT) -> list[Command]:
+                   exit_code: int | None = None, source: str = SOURCE_AGENT, data: bytes = b"") -> list[Command]:
         task.phase = _Phase.TERMINATED
         if task.holds_resources:
             task.holds_resources = False
@@ -1123,7 +1130,7 @@ class AgentCore:
         if task.orphaned:
             del self._tasks[key]
             return self._forget(key)
-        return self._update(task, state, message, reason=reason, exit_code=exit_code, source=source)
+        return self._update(task, state, message, reason=reason, exit_code=exit_code, source=source, data=data)
 
     def _live_tasks(self) -> list[_Task]:
         return [task for task in self._tasks.values() if task.alive]
@@ -1222,7 +1229,8 @@ class AgentCore:
             out.append(LaunchTask(framework, executor.run, self._agent_id))
         executor.tasks.add(task.task_id)
         out.extend(self._resize(executor))
-        out.extend(self._update(record, TaskState.STARTING, ""))
+        # no TASK_STARTING of the agent's own: as in Mesos, only the executor reports on its tasks
+        out.extend(self._checkpointed(record))
         if executor.peer is not None:
             out.extend(self._hand_over(executor, record))
         return out
@@ -1292,13 +1300,14 @@ class AgentCore:
         message, reason = status.message[:_MAX_EXECUTOR_TEXT], status.reason[:200]
         if status.state in TERMINAL_STATES:
             executor.tasks.discard(task_id)
-            out = self._terminate(task, status.state, message, reason=reason, source=SOURCE_EXECUTOR)
+            out = self._terminate(task, status.state, message, reason=reason, source=SOURCE_EXECUTOR,
+                                  data=status.data)
             out.extend(self._resize(executor))
         else:
             task.phase = _Phase.RUNNING
             if status.healthy is not None:
                 task.healthy = status.healthy
-            out = self._update(task, status.state, message, reason=reason, source=SOURCE_EXECUTOR)
+            out = self._update(task, status.state, message, reason=reason, source=SOURCE_EXECUTOR, data=status.data)
         out.append(ack)
         return out
 
@@ -1412,7 +1421,7 @@ class AgentCore:
         log.warning("executor %s/%s: %s", *executor.key, message)
         return self._kill_executor(executor)
 
-    def _executor_ended(self, framework_id: str, run_id: str, how: str) -> list[Command]:
+    def _executor_ended(self, framework_id: str, run_id: str, how: str, status: int | None = None) -> list[Command]:
         """The executor's process ended: what it held is free, its tasks that
         had not ended are TASK_FAILED (REASON_EXECUTOR_TERMINATED; KILLED if
         they were being killed), the master is told (EXECUTOR_EXITED)."""
@@ -1443,7 +1452,7 @@ class AgentCore:
             return out
         if self._registered:
             out.append(SendToMaster(m.ExecutorExited(self._agent_id, framework_id, executor.info.executor_id,
-                                                     why[:_MAX_EXECUTOR_TEXT])))
+                                                     why[:_MAX_EXECUTOR_TEXT], status)))
         out.extend(self._forget((framework_id, run_id)))
         return out
 
@@ -1473,17 +1482,18 @@ class AgentCore:
     # ------------------------------------------------- reliable updates
     def _status(self, framework_id: str, task_id: str, state: str, message: str, reason: str = "",
                 exit_code: int | None = None, uuid_: str | None = None, healthy: bool | None = None,
-                labels: list[Label] | None = None, source: str = SOURCE_AGENT) -> TaskStatus:
+                labels: list[Label] | None = None, source: str = SOURCE_AGENT, data: bytes = b"") -> TaskStatus:
         return TaskStatus(
             task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=source,
             reason=reason, uuid=self._new_uuid() if uuid_ is None else uuid_, timestamp=self._wall_clock(),
-            exit_code=exit_code, framework_id=framework_id, healthy=healthy, labels=labels or [])
+            exit_code=exit_code, framework_id=framework_id, healthy=healthy, labels=labels or [], data=data,
+            ip_address=self.ip_address)
 
     def _new_uuid(self) -> str:
         return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
 
     def _update(self, task: _Task, state: str, message: str, reason: str = "",
-                exit_code: int | None = None, source: str = SOURCE_AGENT) -> list[Command]:
+                exit_code: int | None = None, source: str = SOURCE_AGENT, data: bytes = b"") -> list[Command]:
         """Queue a reliable update; send it now if it is the head."""
         framework_id, task_id = task.framework.id, task.info.task_id
         task.state = state
@@ -1492,7 +1502,7 @@ class AgentCore:
             stream = self._streams[(framework_id, task_id)] = _UpdateStream(framework_id)
         # the task's labels ride on each of its updates (issue 18 §5b)
         stream.pending.append(self._status(framework_id, task_id, state, message, reason, exit_code,
-                                           healthy=task.healthy, labels=task.info.labels, source=source))
+                                           healthy=task.healthy, labels=task.info.labels, source=source, data=data))
         out = self._checkpointed(task)   # written before it is sent: a sent update is never lost
         if len(stream.pending) > 1:
             return out  # behind an unacknowledged one
@@ -1529,6 +1539,13 @@ class AgentCore:
             out.append(self._send_head(stream, self.clock.now(), key))
         return out
 
+    def _shutdown_executor(self, msg: m.ShutdownExecutor) -> list[Command]:
+        """The framework asks its executor to end (Mesos's SHUTDOWN call)."""
+        executor = self._executors.get((msg.framework_id, msg.executor_id))
+        if executor is None or executor.orphaned:
+            return []
+        return self._shut_executor_down(executor)
+
     def _error(self, msg: m.Error) -> list[Command]:
         (log.error if msg.fatal else log.warning)("the master says: %s", msg.message)
         return []
@@ -1547,6 +1564,7 @@ class AgentCore:
         m.ShutdownAgent: _shutdown_agent,
         m.ShutdownFramework: _shutdown_framework,
         m.FrameworkMessage: _framework_message,
+        m.ShutdownExecutor: _shutdown_executor,
         m.Error: _error,
         m.Heartbeat: _heartbeat,
     }

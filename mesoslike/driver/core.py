@@ -466,6 +466,8 @@ class DriverCore:
         return [InvokeCallback("preemption_warning", (list(message.task_ids), message.seconds))]
 
     def _on_failure(self, message: m.Failure) -> list[Command]:
+        if message.executor_id:
+            return [InvokeCallback("executor_lost", (message.executor_id, message.agent_id, message.status))]
         return [InvokeCallback("agent_lost", (message.agent_id,))]
 
     def _on_framework_message(self, message: m.FrameworkMessage) -> list[Command]:
