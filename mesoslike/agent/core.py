@@ -1175,11 +1175,36 @@ class AgentCore:
         environment = dict(info.environment)
         environment.update({x.ENDPOINT_ENV: self.executor_endpoint, x.SECRET_ENV: secret,
                             x.EXECUTOR_ID_ENV: info.executor_id})
+        environment.update(self._mesos_executor_environment(framework, info, secret))
         run = TaskInfo(info.run_id(), self._agent_id, info.command, info.resources + first_task,
                        name=info.name or info.executor_id,
                        environment=environment, kill_grace_period=info.shutdown_grace_period, user=user,
                        executor=info)
         return self._add_executor(framework, run, secret)
+
+    def _mesos_executor_environment(self, framework: FrameworkInfo, info: ExecutorInfo,
+                                    secret: str) -> dict[str, str]:
+        """Mesos's variables of an executor, for v1 executors (pymesos's
+        ``MesosExecutorDriver``): where the agent's executor API is
+        (``MESOS_AGENT_ENDPOINT``, host:port, without an HTTP server none)
+        and who the executor is."""
+        environment = {"MESOS_FRAMEWORK_ID": framework.id, "MESOS_EXECUTOR_ID": info.executor_id,
+                       "MESOS_AGENT_ID": self._agent_id, "MESOS_SLAVE_ID": self._agent_id,
+                       "MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD": f"{info.shutdown_grace_period:g}secs",
+                       "MESOS_EXECUTOR_AUTHENTICATION_TOKEN": secret}
+        if self.http_address:
+            environment["MESOS_AGENT_ENDPOINT"] = self.http_address.split("://", 1)[-1].rstrip("/")
+        if self.checkpoint:   # the executor waits for a restarted agent (pymesos takes any value as true)
+            environment["MESOS_CHECKPOINT"] = "1"
+        return environment
+
+    def executor_secret(self, framework_id: str, executor_id: str) -> str | None:
+        """The secret of the framework's executor ``executor_id`` while its
+        process runs or starts (the v1 executor API's lookup), else None."""
+        executor = self._executors.get((framework_id, executor_id))
+        if executor is None or executor.orphaned or executor.phase == _Phase.TERMINATED:
+            return None
+        return executor.run.environment.get(x.SECRET_ENV) or None
 
     def _add_executor(self, framework: FrameworkInfo, run: TaskInfo, secret: str) -> _Executor:
         executor = _Executor(framework, run, _secret_digest(secret))
