@@ -488,7 +488,15 @@ class HTTPServer:
                     headers.append((b"Content-Length", str(response.length).encode()))
             else:
                 headers.append((b"Content-Length", str(len(response.body)).encode()))
-            await self._write(writer, parser.send(h11.Response(status_code=response.status, headers=headers)))
+            head = parser.send(h11.Response(status_code=response.status, headers=headers))
+            if request.method != "HEAD" and response.stream is None and response.chunks is None \
+                    and len(response.body) <= CHUNK:
+                # a small answer in one write: clients that read the head and the body in one recv
+                # (pymesos's error path) see them together
+                await self._write(writer, head + parser.send(h11.Data(data=response.body)) +
+                                  parser.send(h11.EndOfMessage()))
+                return parser.our_state is h11.DONE
+            await self._write(writer, head)
             if request.method == "HEAD":
                 pass
             elif response.stream is not None:

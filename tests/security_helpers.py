@@ -26,6 +26,9 @@ class SecuredKeys:
         for name in PRINCIPALS:
             new_certificate(str(self.dir), name)
         self.token = secrets.token_hex(16)
+        #: the frameworks' HTTP tokens: their secret for Mesos's v1 scheduler API (HTTP Basic, docs/mesos-api.rst)
+        self.framework_tokens = {name: secrets.token_hex(16) for name, kinds in PRINCIPALS.items()
+                                 if "framework" in kinds}
         self.users = tuple(dict.fromkeys((*users, getpass.getuser())))
         self.credentials = directory / "credentials.toml"
         lines = []
@@ -34,6 +37,8 @@ class SecuredKeys:
                 lines += [f"[principals.{name}]", f'key = "keys/{name}.key"', f"kinds = {list(kinds)!r}".replace("'", '"')]
                 if name == "ops":
                     lines.append(f'token = "{self.token}"')
+                elif name in self.framework_tokens:
+                    lines.append(f'token = "{self.framework_tokens[name]}"')
         lines += ["[[acls.register_agents]]", 'principals = ["agent1", "agent2"]',
                   "[[acls.register_frameworks]]", 'principals = ["fwA", "fwB"]', 'roles = ["*"]',
                   "[[acls.run_tasks]]", 'principals = ["fwA", "fwB"]',

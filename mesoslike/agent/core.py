@@ -1323,6 +1323,8 @@ class AgentCore:
                 "non-terminal one is refused (send it again later)", uuid=status.uuid, retry=True))]
         task.executor_uuid = status.uuid
         message, reason = status.message[:_MAX_EXECUTOR_TEXT], status.reason[:200]
+        if status.healthy is not None:   # as the executor said, on its terminal update too
+            task.healthy = status.healthy
         if status.state in TERMINAL_STATES:
             executor.tasks.discard(task_id)
             out = self._terminate(task, status.state, message, reason=reason, source=SOURCE_EXECUTOR,
@@ -1330,8 +1332,6 @@ class AgentCore:
             out.extend(self._resize(executor))
         else:
             task.phase = _Phase.RUNNING
-            if status.healthy is not None:
-                task.healthy = status.healthy
             out = self._update(task, status.state, message, reason=reason, source=SOURCE_EXECUTOR, data=status.data)
         out.append(ack)
         return out
