@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from mesoslike.v1.calls import CallError
-from mesoslike.v1.shapes import (Message, ShapeError, agent_message, decode_data, encode_data, encode_uuid,
+from mesoslike.v1.shapes import (Message, ShapeError, agent_message, data_from, encode_data, encode_uuid,
                                  executor_message, executor_task_message, framework_message, id_message,
                                  status_from_executor, value_of)
 from mesoslike.wire import executor_messages as x
@@ -70,13 +70,7 @@ def channel_messages(call: Mapping[str, Any], secret: str) -> list[object]:
         if kind == "UPDATE":
             return [x.ExecutorStatus(secret, status_from_executor(_body(call, "update").get("status")))]
         if kind == "MESSAGE":
-            data = _body(call, "message").get("data")
-            if not isinstance(data, str):
-                raise _bad("'message.data' must be base64 text")
-            try:
-                payload = decode_data(data)
-            except ValueError:
-                raise _bad("'message.data' is not base64") from None
+            payload = data_from(_body(call, "message").get("data"), "message.data")
             return [x.ExecutorMessage(secret, payload)]
         return []
     except ShapeError as exc:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from mesoslike.v1.calls import CallError
-from mesoslike.v1.shapes import (Message, ShapeError, decode_data, decode_uuid, encode_data, filters_from, framework_info,
+from mesoslike.v1.shapes import (Message, ShapeError, data_from, decode_uuid, encode_data, filters_from, framework_info,
                                  id_message, master_info_message, offer_message, operations_from, status_message,
                                  value_of)
 from mesoslike.wire import messages as m
@@ -146,14 +146,8 @@ def _message(call: Mapping[str, Any], framework_id: str) -> m.FrameworkMessage:
     one, else the command task of that id (Mesos's command executor has its
     task's id), whose sandbox's ``messages`` file gets it."""
     body = _body(call, "message")
-    data = body.get("data")
-    if not isinstance(data, str):
-        raise _bad("'message.data' must be base64 text")
     executor = value_of(body.get("executor_id"), "message.executor_id")
-    try:
-        payload = decode_data(data)
-    except ValueError:
-        raise _bad("'message.data' is not base64") from None
+    payload = data_from(body.get("data"), "message.data")
     return m.FrameworkMessage(framework_id, value_of(body.get("agent_id"), "message.agent_id"), payload,
                               task_id=executor, executor_id=executor)
 

@@ -34,7 +34,7 @@ __all__ = [
     "offer_id_list", "offer_message", "status_message", "status_from_message", "filters_from", "framework_info",
     "master_info_message", "task_info", "executor_info", "resources_from", "resources_message", "known_state",
     "labels_message", "executor_message", "framework_message", "agent_message", "executor_task_message",
-    "status_from_executor", "operations_from", "TASK_VARIABLE", "EXECUTOR_VARIABLE", "MAX_LAUNCH_SIZE",
+    "status_from_executor", "operations_from", "data_from", "TASK_VARIABLE", "EXECUTOR_VARIABLE", "MAX_LAUNCH_SIZE",
 ]
 
 #: a JSON object (a plain dict, or an addict ``Dict``)
@@ -766,10 +766,16 @@ def _data(message: Mapping, what: str) -> bytes:
     value = message.get(what.rsplit(".", 1)[-1])
     if value is None or value == "":
         return b""
+    return data_from(value, what)
+
+
+def data_from(value: object, what: str) -> bytes:
+    """Base64 text (Mesos's JSON form of ``bytes``) as bytes, strictly:
+    ShapeError for anything else."""
     if not isinstance(value, str):
         raise ShapeError(f"{what} must be base64 text, got {type(value).__name__}")
     try:
-        return binascii.a2b_base64(value)
+        return binascii.a2b_base64(value, strict_mode=True)
     except (binascii.Error, ValueError):
         raise ShapeError(f"{what} is not base64") from None
 
