@@ -179,8 +179,10 @@ class OperatorView:
 
 
 def view_of(snap: StateSnapshot) -> OperatorView:
-    tasks = {(line.info.id, info.task_id): (info, status, agent_id)
-             for line in snap.frameworks for info, status, agent_id, _ in line.tasks}
+    tasks = {(line.info.id, record.info.task_id): (record.info, record.status, record.agent_id)
+             for line in snap.frameworks for record in line.completed}   # ended: their last status
+    tasks.update({(line.info.id, info.task_id): (info, status, agent_id)
+                  for line in snap.frameworks for info, status, agent_id, _ in line.tasks})
     agents = {agent["agent_info"]["id"]["value"]: agent for agent in _agents(snap)["agents"]}
     frameworks = {framework["framework_info"]["id"]["value"]: framework
                   for framework in _frameworks(snap)["frameworks"]}
@@ -190,9 +192,9 @@ def view_of(snap: StateSnapshot) -> OperatorView:
 def changes(before: OperatorView, after: OperatorView) -> list[Message]:
     """The operator events that take ``before`` to ``after``, in Mesos's
     kinds: AGENT_ADDED/REMOVED, FRAMEWORK_ADDED/UPDATED/REMOVED,
-    TASK_ADDED/UPDATED. A task that leaves the live ones is not an event
-    (Mesos sends its terminal TASK_UPDATED, which the view saw, or not if
-    it ended between two looks: then its end is one TASK_UPDATED)."""
+    TASK_ADDED/UPDATED: a task's changes between two looks are one
+    TASK_UPDATED with its latest status (a task seen first when it has
+    ended is one TASK_ADDED with its terminal state)."""
     events: list[Message] = []
     for agent_id, agent in after.agents.items():
         if agent_id not in before.agents:
