@@ -34,7 +34,7 @@ __all__ = [
     "offer_id_list", "offer_message", "status_message", "status_from_message", "filters_from", "framework_info",
     "master_info_message", "task_info", "executor_info", "resources_from", "resources_message", "known_state",
     "labels_message", "executor_message", "framework_message", "agent_message", "executor_task_message",
-    "status_from_executor", "operations_from", "data_from", "TASK_VARIABLE", "EXECUTOR_VARIABLE", "MAX_LAUNCH_SIZE",
+    "status_from_executor", "operations_from", "data_from", "MAX_STATUS_DATA", "TASK_VARIABLE", "EXECUTOR_VARIABLE", "MAX_LAUNCH_SIZE",
 ]
 
 #: a JSON object (a plain dict, or an addict ``Dict``)
@@ -52,6 +52,9 @@ EXECUTOR_VARIABLE = "MESOSLIKE_PYMESOS_EXECUTOR"
 #: the largest ExecutorInfo JSON text: an environment string of Linux is at
 #: most 128 KiB (MAX_ARG_STRLEN)
 MAX_LAUNCH_SIZE = 120 * 1024
+#: the most bytes of ``data`` one status update carries (it is checkpointed, retried and kept by the
+#: agent until acknowledged, and crosses the master in one frame)
+MAX_STATUS_DATA = 1024 * 1024
 #: the largest task JSON text handed to an executor (its ``data`` included)
 MAX_TASK_JSON = 1024 * 1024
 
@@ -755,10 +758,14 @@ def status_from_executor(status: object) -> TaskStatus:
     uuid = _optional(status, "uuid")
     if uuid is not None and not isinstance(uuid, str):
         raise ShapeError(f"status.uuid must be base64 text, got {type(uuid).__name__}")
+    data = _data(status, "status.data")
+    if len(data) > MAX_STATUS_DATA:
+        raise ShapeError(f"status.data holds {len(data)} bytes; at most {MAX_STATUS_DATA} travel with an update "
+                         "(send more as framework messages)")
     return TaskStatus(task_id=value_of(status.get("task_id"), "status.task_id"),
                       state=known_state(status.get("state"), "status.state"), message=message, reason=reason,
                       healthy=healthy, uuid=decode_uuid(uuid) if uuid is not None else "",
-                      data=_data(status, "status.data"), labels=_labels(_optional(status, "labels"), "status.labels"))
+                      data=data, labels=_labels(_optional(status, "labels"), "status.labels"))
 
 
 def _data(message: Mapping, what: str) -> bytes:
