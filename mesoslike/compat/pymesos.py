@@ -26,6 +26,7 @@ from typing import Any, Iterable, Mapping
 from mesoslike import DriverStatus, FrameworkInfo, MasterInfo, Offer, Scheduler as _Scheduler, SchedulerDriver
 from mesoslike import TaskStatus
 from mesoslike.compat._pymesos_executor import Executor, MesosExecutorDriver
+from mesoslike.compat._pymesos_shapes import framework_info as framework_info_from
 from mesoslike.compat._pymesos_shapes import (
     Message,
     PymesosCompatError,
@@ -113,8 +114,9 @@ class Scheduler:
 
     def executorLost(self, driver: MesosSchedulerDriver, executorId: Message, slaveId: Message,
                      status: int) -> None:
-        """Never called: an executor's end comes as its running tasks'
-        TASK_FAILED updates (reason ``REASON_EXECUTOR_TERMINATED``)."""
+        """A custom executor's process ended (``status``: its exit code, or
+        minus the signal that ended it; None if not known); its tasks that
+        had not ended come as TASK_FAILED updates too."""
 
     def preemptionWarning(self, driver: MesosSchedulerDriver, taskIds: list[Message], seconds: float) -> None:
         """mesoslike's fair-share preemption will kill these tasks in
@@ -165,6 +167,10 @@ class _Translator(_Scheduler):
     def executor_message(self, driver: SchedulerDriver, executor_id: str, agent_id: str, data: bytes) -> None:
         self._call("frameworkMessage", self.shim._wrap(id_message(executor_id)),
                    self.shim._wrap(id_message(agent_id)), encode_data(data))
+
+    def executor_lost(self, driver: SchedulerDriver, executor_id: str, agent_id: str, status: int | None) -> None:
+        self._call("executorLost", self.shim._wrap(id_message(executor_id)), self.shim._wrap(id_message(agent_id)),
+                   status)
 
     def agent_lost(self, driver: SchedulerDriver, agent_id: str) -> None:
         # the v1 name if the scheduler has it (pymesos's base class has only slaveLost)
@@ -242,6 +248,25 @@ class MesosSchedulerDriver:
         return self._driver.status
 
     @property
+    def aborted(self) -> bool:
+        """pymesos's: the driver no longer runs because it aborted (a
+        callback raised, the master ended the framework, or ``abort()``)."""
+        return self._driver.status is DriverStatus.ABORTED
+
+    @property
+    def stream_id(self) -> str | None:
+        """pymesos's ``Mesos-Stream-Id`` of the subscription: here an id of
+        the current subscription (the framework id) while subscribed, None
+        otherwise — what pymesos programs test it for."""
+        return self._driver.framework_id or None if self._driver.connected else None
+
+    def change_master(self, master: str) -> None:
+        """pymesos's: subscribe to another master. The mesoslike driver
+        follows the leading master itself (``zk://`` or the master's own
+        answer), so this only logs which one pymesos meant."""
+        log.info("change_master(%r): the driver follows the leading master by itself", master)
+
+    @property
     def driver(self) -> SchedulerDriver:
         """The mesoslike driver underneath (for what only mesoslike has)."""
         return self._driver
@@ -258,10 +283,17 @@ class MesosSchedulerDriver:
         return self._driver.abort()
 
     def join(self) -> DriverStatus:
-        return self._driver.join()
+        """Wait for the driver to end. As pymesos (whose I/O thread re-raises
+        a callback's exception in the main thread), the exception of a
+        callback that aborted the driver is raised here."""
+        status = self._driver.join()
+        if self._driver.callback_exception is not None:
+            raise self._driver.callback_exception
+        return status
 
     def run(self) -> DriverStatus:
-        return self._driver.run()
+        status = self._driver.start()
+        return self.join() if status is DriverStatus.RUNNING else status
 
     # ------------------------------------------------------------------ calls
     def launchTasks(self, offerIds: Any, tasks: Iterable[Mapping[str, Any]], filters: Any = None) -> DriverStatus:
@@ -306,6 +338,19 @@ class MesosSchedulerDriver:
 
     def suppressOffers(self, roles: Iterable[str] = ()) -> DriverStatus:
         return self._driver.suppress_offers()
+
+    def updateFramework(self, framework_info: Mapping[str, Any], suppressed_roles: Iterable[str] = (),
+                        *args: Any, **kwargs: Any) -> DriverStatus:
+        """Mesos's UPDATE_FRAMEWORK (pymesos 0.3.15 lacks it; Mesos >= 1.9):
+        the framework dict's name, failover timeout, labels, web UI, host
+        name and capabilities; its role stays. ``suppressed_roles``: offers
+        are suppressed when it names the framework's role."""
+        info = framework_info_from(framework_info)
+        self._framework = dict(framework_info)
+        status = self._driver.update_framework(info)
+        if info.role in set(suppressed_roles):
+            status = self._driver.suppress_offers()
+        return status
 
     def killTask(self, taskId: Any) -> DriverStatus:
         """Kill a task by its ``{"value": ...}`` id."""

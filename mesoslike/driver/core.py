@@ -517,6 +517,15 @@ class DriverCore:
     def suppress_offers(self) -> list[Command]:
         return self._call("suppress_offers", lambda: m.Suppress(self.framework_id))
 
+    def update_framework(self, framework: FrameworkInfo) -> list[Command]:
+        """UPDATE_FRAMEWORK: ``framework`` (its name, failover timeout,
+        labels, web UI, host name, partition awareness) from now on, also
+        when the driver subscribes again."""
+        if not isinstance(framework, FrameworkInfo):
+            raise TypeError(f"update_framework takes a FrameworkInfo, got {type(framework).__name__}")
+        self._framework = attrs.evolve(framework, id="")
+        return self._call("update_framework", lambda: m.UpdateFramework(attrs.evolve(framework, id=self.framework_id)))
+
     def revive_offers(self) -> list[Command]:
         return self._call("revive_offers", lambda: m.Revive(self.framework_id))
 

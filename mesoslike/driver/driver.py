@@ -226,6 +226,13 @@ class SchedulerDriver:
         """Ask for no more offers until :meth:`revive_offers`."""
         return self._call("suppress_offers", self._core.suppress_offers)
 
+    def update_framework(self, framework: FrameworkInfo) -> DriverStatus:
+        """Change the framework's info (Mesos's UPDATE_FRAMEWORK): its name,
+        failover timeout, labels, web UI, host name and partition
+        awareness; its id, role, user and principal stay (a role change is
+        refused through ``error``)."""
+        return self._call("update_framework", lambda: self._core.update_framework(framework))
+
     def revive_offers(self) -> DriverStatus:
         """Ask for offers again, clearing every filter of the framework."""
         return self._call("revive_offers", self._core.revive_offers)
