@@ -205,8 +205,12 @@ def current(path: Path, pages: dict[str, list[str]]) -> str:
 
 
 def mentions_in(text: str) -> Iterator[re.Match[str]]:
+    """The mentions in ``text`` outside literal blocks and outside hyperlinks (README's links)."""
+    links = [(link.start(), link.end()) for link in README_LINK.finditer(text)]
     for start, end in text_spans(text):
-        yield from MENTION.finditer(text, start, end)
+        for mention in MENTION.finditer(text, start, end):
+            if not any(a <= mention.start() < b for a, b in links):
+                yield mention
 
 
 def fix(paths: list[Path]) -> list[str]:
