@@ -101,7 +101,7 @@ typecheck: venv
 # The documentation site (docs/conf.py) into build/docs: warnings are errors
 # and every cross-reference must resolve (nitpicky). `make test` builds it
 # through pytest (tests/test_docs_site.py runs this same command), not here.
-DOCS_BUILD = $(BIN)/python -m sphinx -W --keep-going -n -q -b html
+DOCS_BUILD = $(BIN)/python -m sphinx -E -W --keep-going -n -q -b html
 docs: venv
 	$(DOCS_BUILD) docs build/docs
 	@echo "docs: build/docs/index.html"
