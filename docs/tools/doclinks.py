@@ -190,8 +190,8 @@ def label_for(page: str, title: str, pages: dict[str, list[str]]) -> tuple[str, 
         above = top - 1
         while above >= 0 and not lines[above].strip():
             above -= 1
-        if above >= 0 and (label := LABEL.match(lines[above])):
-            return label[1], not section
+        if above >= 0 and (existing := LABEL.match(lines[above])):
+            return existing[1], not section
         label = f"{page}-{words(title)}"
         lines[top:top] = [f".. _{label}:", ""]
         return label, not section
