@@ -26,7 +26,7 @@ release = version = mesoslike.__version__
 extensions: list[str] = []
 
 root_doc = "index"
-exclude_patterns = ["tools", "img/**/*.md"]
+exclude_patterns = ["tools"]
 # every cross-reference must resolve (:doc:, :ref:, :class:, :mod: alike)
 nitpicky = True
 # literal blocks are shell sessions, output and TOML as often as Python
