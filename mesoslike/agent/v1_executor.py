@@ -11,7 +11,7 @@ Mesos's variables (``MESOS_AGENT_ENDPOINT``, ``MESOS_FRAMEWORK_ID``,
 framework and executor ids a call names, and — because those are no secret
 — a call is taken only from this host (a loopback address, as executors
 run here) or with ``Authorization: Bearer`` and the executor's own secret
-(its ``MESOS_EXECUTOR_AUTHENTICATION_TOKEN``). The agent's core then
+(the content of its ``MESOSLIKE_EXECUTOR_SECRET_FILE``). The agent's core then
 knows it by that secret, exactly as on the channel.
 
 Calls are handed to the agent's loop (which owns the core and the master's
@@ -135,7 +135,7 @@ class V1Executors:
             return
         if not _loopback(request.client):
             raise CallError(401, "Unauthorized: an executor calls from the agent's host, or gives "
-                                 "'Authorization: Bearer' with its MESOS_EXECUTOR_AUTHENTICATION_TOKEN")
+                                 "'Authorization: Bearer' with the secret of its MESOSLIKE_EXECUTOR_SECRET_FILE")
 
     def _queue(self, peer: bytes, messages: list[object]) -> None:
         with self._lock:
