@@ -57,6 +57,7 @@ ACTIONS: Mapping[str, str] = {
     "update_weights": "operator",
     "drain_agents": "operator",
     "reactivate_agents": "operator",
+    "mark_agents_gone": "operator",
     "reserve_resources": "operator",
     "unreserve_resources": "operator",
     # the Fuxi service's (``mesoslike fuxi serve --credentials``): submitting jobs to a quota group,

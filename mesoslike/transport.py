@@ -712,11 +712,19 @@ _HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_
 _socket_generation = 0
 
 
+#: seconds a client's TCP connect may take before it is given up and tried again (see Client)
+CONNECT_TIMEOUT = 1.0
+
+
 class Client(_Endpoint):
     """A DEALER socket connected to a server, carrying messages of
     ``codec``; reconnects by itself (every 0.1 s doubling to ``reconnect_max``
     seconds). ``identity``: how the server sees it (default random).
     ``watch_connection``: count the connections made (:meth:`connections`).
+    ``connect_timeout``: a TCP connect not answered in this many seconds is
+    given up and tried again, so that a server cut off by a network
+    partition is reached within about that long of the heal (the kernel's
+    own SYN retries back off to 32 s).
 
     ZeroMQ reconnects after a network error, but never after a protocol
     error — a frame from the server over the codec's limit ends the
@@ -729,9 +737,10 @@ class Client(_Endpoint):
     def __init__(self, address: str, *, codec: MessageCodec = CODEC, identity: bytes | None = None,
                  max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES_PER_PEER, watch_connection: bool = False,
                  reconnect_max: float = 2.0, keys: CurveKeys | None = None,
-                 server_key: bytes | None = None) -> None:
+                 server_key: bytes | None = None, connect_timeout: float = CONNECT_TIMEOUT) -> None:
         self._watch_connection = watch_connection
         self._reconnect_max_ms = max(100, int(reconnect_max * 1000))
+        self._connect_timeout_ms = max(100, int(connect_timeout * 1000))
         self._connections_told = -1   # the first connection is one made
         if _ipc_path(address) is None:
             parse_tcp_address(address)
@@ -767,6 +776,7 @@ class Client(_Endpoint):
         self._socket.setsockopt(zmq.IDENTITY, self._identity)
         self._socket.setsockopt(zmq.RECONNECT_IVL, 100)
         self._socket.setsockopt(zmq.RECONNECT_IVL_MAX, self._reconnect_max_ms)
+        self._socket.setsockopt(zmq.CONNECT_TIMEOUT, self._connect_timeout_ms)
         if self._keys is not None and self._server_key is not None:
             self._socket.setsockopt(zmq.CURVE_SERVERKEY, self._server_key)
             self._socket.setsockopt(zmq.CURVE_PUBLICKEY, self._keys.public)
@@ -825,6 +835,16 @@ class Client(_Endpoint):
         if counted:
             self.stats.reconnects += 1
             log.warning("the connection to %s dropped: connecting anew", self.address)
+
+    def reconnect(self) -> None:
+        """Throw the connection away and connect anew, with the same identity
+        (the server's ROUTER hands the identity over to the new connection):
+        a fresh TCP connection, not the old one stalled in the kernel's
+        retransmission backoff after a network partition (19-28 s once it
+        heals). What waited in the old socket's queue is lost. Not counted in
+        :meth:`connections`: the caller knows."""
+        if not self._closed:
+            self._reconnect(counted=False)
 
     def connections(self) -> int:
         """How many times the connection to the server was made since the

@@ -17,6 +17,7 @@ from mesoslike.agent.core import (
     DeliverMessage,
     KillTask,
     LaunchTask,
+    Reconnect,
     SendToMaster,
 )
 from mesoslike.clock import FakeClock
@@ -163,6 +164,25 @@ def test_silent_master_is_gone_after_ping_interval_times_max_timeouts_then_rereg
     assert clock.now() + 4.0 <= core.next_wakeup() <= clock.now() + 8.0
     core.on_message(m.AgentRegistered("agent-1", MASTER, 1.0))
     assert core.registered and core.agent_id == "agent-1"
+
+
+def test_a_silent_master_is_reconnected_to_afresh_and_so_is_every_unanswered_registration():
+    """docs/reliability.rst, "Partitions": the old connection may be stalled in the kernel's
+    retransmission backoff long after the network healed; the re-registration goes over a fresh one,
+    and so does every retry of a registration that got no answer."""
+    core, clock = make(max_ping_timeouts=5)
+    register(core, ping_interval=1.0)
+    launch(core, "t1")
+    clock.advance(5.1)
+    out = core.tick()
+    assert [type(c) for c in out if isinstance(c, (Reconnect, SendToMaster))] == [Reconnect, SendToMaster]
+    assert isinstance(out[-1].message, m.ReregisterAgent)
+    clock.advance(4.0)
+    out = core.tick()
+    assert of_type(out, Reconnect) and registrations(out)   # no answer to the last one: a fresh connection again
+    core.on_message(m.AgentRegistered("agent-1", MASTER, 1.0))
+    clock.advance(0.5)
+    assert not of_type(core.tick(), Reconnect)
 
 
 def test_any_master_message_counts_as_a_sign_of_life():

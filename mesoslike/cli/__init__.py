@@ -39,7 +39,8 @@ SUBCOMMANDS = {
     "task": ["mesoslike.cli.operations:kill_task_command"],   # the operator's commands (docs/operations.rst)
     "agent": ["mesoslike.cli.operations:drain", "mesoslike.cli.operations:reactivate",
               "mesoslike.cli.images:images",   # docs/containers.rst, "Images"
-              "mesoslike.cli.cluster:decommission"],   # the agent's own leaving (SIGUSR1), not the master's drain
+              "mesoslike.cli.cluster:decommission",   # the agent's own leaving (SIGUSR1), not the master's drain
+              "mesoslike.cli.operations:gone"],   # an unreachable agent the operator says is gone for good
 }
 
 

@@ -58,6 +58,37 @@ def _reload_roles_on_sighup(runtime) -> None:
         signal.signal(signal.SIGHUP, lambda *_: runtime.reload_roles())
 
 
+def _removal_rate(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--agent-removal-rate-limit, checked before anything binds."""
+    from mesoslike.master.partitions import RemovalRateLimit
+
+    if value is None:
+        return None
+    try:
+        RemovalRateLimit.parse(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    return value
+
+
+def _mesos_duration(ctx: click.Context, param: click.Parameter, value: object) -> float:
+    """A duration in Mesos's units (20mins, 3hrs, 2weeks) or seconds."""
+    from mesoslike.master.partitions import parse_mesos_duration
+
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        try:
+            seconds = parse_mesos_duration(str(value))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+    if not seconds > 0:
+        raise click.BadParameter(f"{value!r}: a duration > 0 is needed", ctx, param)
+    return seconds
+
+
 def _master_options(command: str):
     """Options shared by ``master`` and ``local``."""
     decorators = [
@@ -80,7 +111,18 @@ def _master_options(command: str):
                help="Smallest offer worth making: alternatives separated by '|'."),
         option(command, "--agent-reregister-timeout", type=_POSITIVE, default=600.0,
                help="After a master failover or restart: seconds for known agents to re-register "
-                    "before they are removed."),
+                    "before they are marked unreachable."),
+        option(command, "--agent-removal-rate-limit", default=None, show_default="none: at once",
+               callback=_removal_rate,
+               help="Most agents failing health checks marked unreachable per duration, Mesos's format: "
+                    "AGENTS/DURATION, e.g. 1/20mins, 2/3hrs (docs/reliability.rst, \"Partitions\")."),
+        option(command, "--registry-max-agent-age", callback=_mesos_duration, default="2weeks",
+               help="How long an unreachable agent stays in the registry (and may re-register); its "
+                    "partition-aware tasks then end TASK_GONE (e.g. 2weeks, 3days, 12hrs)."),
+        option(command, "--registry-max-agent-count", type=_COUNT, default=_DEFAULTS.registry_max_agent_count,
+               help="Most unreachable agents the registry keeps; the oldest are forgotten first."),
+        option(command, "--registry-gc-interval", callback=_mesos_duration, default="15mins",
+               help="How often the registry forgets unreachable agents past --registry-max-agent-age/-count."),
         _roles_option(command),
         option(command, "--http-auth", type=click.Choice(["writes", "all"]), default="writes",
                help="With --credentials: which HTTP requests need 'Authorization: Bearer TOKEN' (a token of the "
@@ -133,6 +175,8 @@ def _master_options(command: str):
 #: the options of _master_options that are MasterConfig fields under the same name
 _CONFIG_OPTIONS = ("allocation_interval", "offer_timeout", "heartbeat_interval", "ping_interval",
                    "max_agent_ping_timeouts", "sorter", "min_allocatable", "agent_reregister_timeout",
+                   "agent_removal_rate_limit", "registry_max_agent_age", "registry_max_agent_count",
+                   "registry_gc_interval",
                    "max_frameworks_per_connection", "max_agents_per_connection", "max_frameworks_per_principal",
                    "max_agents_per_principal", "max_failover_timeout",
                    "max_reconcile_tasks", "http_workers", "http_timeout", "http_max_connections",

@@ -24,8 +24,8 @@ import click
 from mesoslike.cli.options import client_key_options, die, logging_option, option, timeout_option, token_option
 from mesoslike.errors import MesoslikeError
 
-__all__ = ["operate", "call", "leader_http", "framework", "drain", "reactivate", "kill_task_command", "operator_options",
-           "reserve", "unreserve"]
+__all__ = ["operate", "call", "leader_http", "framework", "drain", "reactivate", "gone", "kill_task_command",
+           "operator_options", "reserve", "unreserve"]
 
 
 def operator_options(command: str) -> Callable:
@@ -183,6 +183,20 @@ def reactivate(master_address: str, token: str | None, timeout: float, key: str 
     (POST /agents/reactivate, Mesos's REACTIVATE_AGENT)."""
     answer = _run(master_address, "/agents/reactivate", {"agent": agent}, token, timeout, key, master_key)
     click.echo(f"agent {answer['agent_id']} ({answer['hostname']}) reactivated (it was {answer['was']})")
+
+
+@click.command("gone")
+@operator_options("agent")
+@click.argument("agent")
+def gone(master_address: str, token: str | None, timeout: float, key: str | None, master_key: str | None,
+         agent: str) -> None:
+    """Mark agent AGENT gone for good, an id or a hostname, registered or
+    unreachable (POST /agents/gone, Mesos's MARK_AGENT_GONE): its tasks end
+    TASK_GONE_BY_OPERATOR (TASK_LOST for frameworks that are not
+    partition-aware), and it may not come back under its id."""
+    answer = _run(master_address, "/agents/gone", {"agent": agent}, token, timeout, key, master_key)
+    click.echo(f"agent {answer['agent_id']} ({answer['hostname']}, {answer['was']}) marked gone; "
+               f"its {answer['tasks']} task(s) are gone")
 
 
 @click.command("reserve")

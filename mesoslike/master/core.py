@@ -31,6 +31,7 @@ from mesoslike.clock import Clock
 from mesoslike.errors import AgentCapacityError, MesoslikeError
 from mesoslike.master.history import CompletedFramework, History
 from mesoslike.master.operations import DRAIN_KILL_RESEND, DRAINED, DRAINING, Conflict, DrainInfo, NotFound, check_grace
+from mesoslike.master.partitions import RemovalQueue, RemovalRateLimit, UnreachableAgent, agents_to_forget
 from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleUsage, TaskView, Warn
 from mesoslike.master.records import (MAX_ATTRIBUTES, MAX_NAME_LENGTH, AgentRecord, FrameworkRecord, Holdings,
                                       MasterConfig, TaskRecord, clip, new_status)
@@ -72,6 +73,9 @@ _MAX_LOGGED_DROPS = 10_000
 #: sources of a status update (TaskStatus.source) an agent may name only for some tasks (an executor's)
 #: or never (the master's)
 SOURCE_EXECUTOR, SOURCE_MASTER = "SOURCE_EXECUTOR", "SOURCE_MASTER"
+
+#: what _reconcile_answer returns for an answer to hold back (see _reconcile)
+_HOLD = new_status("", TaskState.LOST)
 
 #: an agent retries an unacknowledged update (0.5 s doubling to 10 s); the
 #: master forwards a retry to the framework's connection that already got
@@ -138,6 +142,17 @@ class MasterCore:
         #: outage the same master may lead again with a fresh core): told at once to re-register
         self._earlier_peers = dict(agent_peers or {})
         self._expected_until = 0.0
+        #: agents marked unreachable (docs/reliability.rst, "Partitions"): they may re-register
+        self.unreachable: dict[str, UnreachableAgent] = {}
+        #: those of them whose tasks this master never saw (taken over from the registry)
+        self._unreachable_unknown: set[str] = set()
+        #: agents that failed their health checks, marked unreachable in turn (agent_removal_rate_limit)
+        limit = self.config.agent_removal_rate_limit
+        self._removals = RemovalQueue(RemovalRateLimit.parse(limit) if limit is not None else None)
+        #: explicit reconciliation items of unknown tasks held while agents are expected back after a
+        #: failover: the agent id named ("" : none named, any expected agent) -> (framework id, item)
+        self._held_reconciles: dict[str, list[tuple[str, m.ReconcileTask]]] = {}
+        self._held_count: dict[str, int] = {}   # framework id -> its items held
         self._framework_by_peer: dict[bytes, str] = {}
         self._agent_by_peer: dict[bytes, str] = {}
         #: which owner (connection; principal with issue 13) holds which frameworks and agents
@@ -163,12 +178,16 @@ class MasterCore:
         #: adopted frameworks whose principal no registry and no receipt told (secured clusters:
         #: nobody may subscribe under their ids, see _subscribe)
         self._unbound_frameworks: set[str] = set()
+        #: framework ids a subscriber brought that this master did not know, accepted for its principal (the
+        #: Mesos rule, :meth:`_subscribe`) until an agent's receipt confirms whose they are (:meth:`_bind_reported`)
+        self._claimed_frameworks: set[str] = set()
         #: status updates and framework messages from agents that were not forwarded, by why
         #: (docs/observability.rst); the (agent, why) pairs already logged
         self.updates_dropped: dict[str, int] = {}
         self.framework_messages_dropped: dict[str, int] = {}
         self._logged_drops: set[tuple[str, str]] = set()
         now = clock.now()
+        self._next_registry_gc = now + self.config.registry_gc_interval
         self._next_ping_sweep = now + self.config.ping_interval
         self._next_framework_sweep = now
         self.counters = {"messages_received": 0, "bad_messages": 0, "tasks_launched": 0, "tasks_invalid": 0,
@@ -178,7 +197,10 @@ class MasterCore:
                          "reconciliations_refused": 0, "reconcile_answers": 0,
                          "launches_resent": 0, "tasks_unconfirmed": 0, "tasks_unreported": 0,
                          "updates_reforwarded": 0, "updates_held_back": 0, "updates_settled_by_master": 0,
-                         "reservation_operations": 0, "operations_refused": 0}
+                         "reservation_operations": 0, "operations_refused": 0,
+                         "agents_unreachable": 0, "agents_reachable_again": 0, "agent_removals_canceled": 0,
+                         "agents_gone": 0, "unreachable_agents_forgotten": 0, "reconcile_answers_held": 0,
+                         "tasks_killed_on_return": 0}
         #: launched tasks not confirmed by their agent yet: (when to look
         #: again, sequence, framework id, task id, RUN_TASKs sent by then);
         #: entries of tasks confirmed or ended meanwhile are skipped when due
@@ -213,6 +235,9 @@ class MasterCore:
                 self._adopt_framework(info)
         self._expected_agents = set(self.registry.agents)
         self._expected_until = now + self.config.agent_reregister_timeout
+        for agent_id, entry in self.registry.unreachable.items():   # their tasks were an earlier leader's
+            self._keep_unreachable(UnreachableAgent(agent_id, entry.hostname, entry.since,
+                                                    principal=entry.principal, tasks_known=False))
         self._earlier_peers = {a: p for a, p in self._earlier_peers.items() if a in self._expected_agents}
         self._next_ping_sweep = now if self._earlier_peers else self._next_ping_sweep
         wall = self._wall_clock()
@@ -280,24 +305,35 @@ class MasterCore:
 
     def expected_agents(self) -> frozenset[str]:
         """The agents of the registry this master took over with that have
-        not re-registered yet (removed once ``agent_reregister_timeout`` has
-        passed); ``/state`` shows them as ``recovered_agents``."""
+        not re-registered yet (marked unreachable once ``agent_reregister_timeout``
+        has passed); ``/state`` shows them as ``recovered_agents``."""
         return frozenset(self._expected_agents)
 
     def _check_expected_agents(self, now: float) -> None:
+        """Agents of the registry not back within ``agent_reregister_timeout``
+        of the failover are marked unreachable, as Mesos's master does: they
+        may still come back under their ids (their tasks with them)."""
         if not self._expected_agents or now < self._expected_until:
             return
+        since = self._wall_clock()
         for agent_id in sorted(self._expected_agents):
-            log.warning("agent %s did not re-register within %.0fs after the failover: removed",
+            log.warning("agent %s did not re-register within %.0fs after the failover: marked unreachable",
                         agent_id, self.config.agent_reregister_timeout)
-            self.registry.remove_agent(agent_id)
-            self.removed_agents.add(agent_id)
-            self.counters["agents_removed"] += 1
+            info = self.registry.agents.get(agent_id)
+            unreachable = UnreachableAgent(agent_id, info.hostname if info else "", since,
+                                           principal=info.principal if info else "", tasks_known=False)
+            self._note_unreachable(unreachable)
             for record in self.frameworks.values():
                 if record.connected:
                     self._send_framework(record, m.Failure(agent_id, "did not re-register after a failover"))
         self._expected_agents.clear()
+        self._release_held_reconciles("")
+
+    def _note_unreachable(self, agent: UnreachableAgent) -> None:
+        self._keep_unreachable(agent)
+        self.registry.mark_unreachable(agent.id, agent.entry())
         self._registry_changed()
+        self.counters["agents_unreachable"] += 1
 
     # ================================================ history and operations
     # docs/operations.rst. The operator's operations run on an HTTP thread
@@ -630,7 +666,7 @@ class MasterCore:
         self._out = []
         self.counters["messages_received"] += 1
         self.counters["registration_retries"] += 1
-        agent.pings_unanswered = 0
+        self._heard_from_agent(agent)
         self._send(peer, self._agent_registered(agent.info))
         return self._flush()
 
@@ -655,6 +691,11 @@ class MasterCore:
         if now >= self._next_ping_sweep:
             self._next_ping_sweep = now + self.config.ping_interval
             self._ping_agents()
+        if self._removals and now >= self._removals.next_turn():
+            self._mark_due_unreachable(now)
+        if now >= self._next_registry_gc:
+            self._next_registry_gc = now + self.config.registry_gc_interval
+            self._forget_unreachable()
         if now >= self._next_framework_sweep:
             self._next_framework_sweep = now + min(1.0, self.config.heartbeat_interval / 2)
             self._check_frameworks(now)
@@ -674,7 +715,8 @@ class MasterCore:
     def next_wakeup(self) -> float:
         if self._reconciling:
             return self.clock.now()  # answers wait: the next turn sends more
-        wake = min(self.allocator.next_wakeup(), self._next_ping_sweep, self._next_framework_sweep)
+        wake = min(self.allocator.next_wakeup(), self._next_ping_sweep, self._next_framework_sweep,
+                   self._removals.next_turn(), self._next_registry_gc)
         if self._offer_deadlines:
             wake = min(wake, self._offer_deadlines[0][0])
         if self._unconfirmed:
@@ -702,7 +744,7 @@ class MasterCore:
             if record.connected and not record.suppressed:
                 wanting.add(role)
             for task in record.tasks.values():
-                if not task.terminal:
+                if not task.terminal and task.state != TaskState.UNREACHABLE:   # on an agent out of reach
                     held.append(task.info.resources)
                     tasks.append(TaskView(task.id, record.id, role, task.agent_id, task.info.resources,
                                           task.launched_at))
@@ -841,15 +883,17 @@ class MasterCore:
         """SUBSCRIBE: a new framework (no id: the master gives one) or one
         the master knows re-subscribing.
 
-        Ids are the master's to give. A framework may come back only under
-        an id this master knows: one it (or an earlier leader, through the
-        registry) gave, or one a re-registering agent runs tasks of after a
-        failover. Any other id is refused (a non-fatal ERROR: the driver
-        retries, and an agent re-registering meanwhile may make it known),
-        so a peer cannot claim ids the master would give later, nor grow the
-        registry with ids of its own. Which *peer* may use a known id is not
-        checked yet: with authentication (issue 13) an id belongs to the
-        principal that registered it, and only that principal may use it.
+        A framework comes back under the id it had. An id this master knows
+        (it or an earlier leader gave it, through the registry, or
+        re-registering agents run tasks of it) belongs to the principal that
+        registered it, and only that principal may use it. An id this master
+        does not know is accepted as Mesos accepts it — a framework that
+        keeps its id across master restarts, or makes its own — and is
+        bound to the subscribing principal; should an agent later show this
+        master's receipt binding it to another principal, the proof wins
+        (:meth:`_bind_reported`). Fresh ids skip ids in use, so a claimed id
+        never makes a later subscription fail; what one principal may hold
+        is bounded (``max_frameworks_per_principal``).
         """
         info = msg.framework
         problem = _framework_problem(info)
@@ -873,11 +917,7 @@ class MasterCore:
             # (its principal, if their receipt checked), never as the subscriber says
             self._adopt_framework(self._reported[info.id][0], reported=True)
             record = self.frameworks[info.id]
-        if info.id and record is None:
-            self._refuse_subscription(
-                peer, f"framework id {clip(info.id)} is not one this master gave (nor do registered agents run "
-                      "tasks of it); subscribe without an id to get one", fatal=False)
-            return
+        claimed = bool(info.id) and record is None   # an id this master does not know: accepted, as Mesos does
         if record is None:
             self._authorize("register_frameworks", info.role)
         else:
@@ -906,8 +946,12 @@ class MasterCore:
                                             f"{clip(role)!r}", fatal=True)
             return
         if record is None:
-            framework_id = self._new_framework_id()
+            framework_id = info.id if claimed else self._new_framework_id()
             info = self._signed(attrs.evolve(info, id=framework_id))
+            if claimed:
+                self._claimed_frameworks.add(framework_id)
+                log.info("framework %s subscribed under an id this master did not know, bound to principal %s",
+                         clip(framework_id), clip(info.principal or "(anonymous)"))
             try:
                 self.allocator.add_framework(framework_id, info.role, min_allocatable=info.min_allocatable or None)
             except MesoslikeError as exc:
@@ -1024,6 +1068,7 @@ class MasterCore:
                 self._send(record.peer, m.Error(f"framework {record.id} removed: {why}", fatal=True))
         del self.frameworks[record.id]
         self._unbound_frameworks.discard(record.id)
+        self._claimed_frameworks.discard(record.id)
         self.framework_owners.release(record.id)
         self.framework_principals.release(record.id)
         self._reconciling.pop(record.id, None)
@@ -1327,6 +1372,9 @@ class MasterCore:
             return "the task id is empty"
         if task.task_id in record.tasks or task.task_id in earlier:
             return f"task id {task.task_id} is already in use"
+        if agent.doomed and (record.id, task.task_id) in agent.doomed:
+            return (f"task id {task.task_id} is in use on agent {agent.id} by the task of that id it brought back "
+                    "from a partition, which is being killed; use another id")
         if task.agent_id != agent.id:
             return f"task agent_id {task.agent_id!r} is not the offers' agent {agent.id}"
         if not task.command.strip() and task.executor is None:
@@ -1441,6 +1489,8 @@ class MasterCore:
         agent = self.agents.get(task.agent_id)
         if agent is not None:
             self._send(agent.peer, m.KillTask(record.id, task.id))
+        elif task.state == TaskState.UNREACHABLE:   # as Mesos: it cannot be killed now; say so
+            self._send_framework(record, m.Update(self._reconciled(task.status, self._wall_clock())))
 
     # ======================================================= status updates
     def _status_update(self, peer: bytes, msg: m.StatusUpdate) -> None:
@@ -1465,6 +1515,9 @@ class MasterCore:
             # the ids are the connection's and the message's, never what the status claims
             # (an agent's own say so already: attrs.evolve cost 12 % of the master's handling, issue 14)
             status = attrs.evolve(status, agent_id=agent.id, framework_id=msg.framework_id)
+        if agent.doomed and (msg.framework_id, status.task_id) in agent.doomed:
+            self._settle_doomed(agent, msg.framework_id, status)
+            return
         why = self._preempting.get((msg.framework_id, status.task_id)) if self._preempting else None
         if why is not None and status.state == TaskState.KILLED:
             status = attrs.evolve(status, reason="REASON_TASK_PREEMPTED", message=why)
@@ -1626,7 +1679,14 @@ class MasterCore:
         the rest from :meth:`tick`, frameworks taking turns), so a large
         reconciliation never holds other peers up. Each answer is the
         task's state when it is sent. A new implicit request replaces a
-        waiting one. O(ids named) now, O(1) per answer later."""
+        waiting one. O(ids named) now, O(1) per answer later.
+
+        After a failover, a task this master does not know may be on an
+        agent not back yet: its answer is held until that agent (the one
+        named, or, none named, every expected agent) re-registered or was
+        marked unreachable, as Mesos's master does not answer for
+        ``recovered_slaves``; held answers count against
+        ``max_reconcile_tasks``."""
         record = self._framework_for(peer, msg.framework_id)
         if record is None:
             return
@@ -1634,6 +1694,7 @@ class MasterCore:
         queue = self._reconciling.get(record.id)
         if msg.tasks:
             waiting = sum(1 for item in queue if not isinstance(item, str)) if queue else 0
+            waiting += self._held_count.get(record.id, 0)
             if len(msg.tasks) + waiting > limit:
                 self.counters["reconciliations_refused"] += 1
                 self._error(peer, f"RECONCILE of {len(msg.tasks)} tasks refused: at most {limit} task ids "
@@ -1656,8 +1717,9 @@ class MasterCore:
             del self._reconciling[record.id]
 
     def reconcile_answers_waiting(self) -> int:
-        """Reconciliation answers not sent yet (at most: some may need none). O(frameworks waiting)."""
-        return sum(len(queue) for queue in self._reconciling.values())
+        """Reconciliation answers not sent yet (at most: some may need none),
+        held ones included. O(frameworks waiting)."""
+        return sum(len(queue) for queue in self._reconciling.values()) + sum(self._held_count.values())
 
     def _answer_reconciliations(self) -> None:
         """Spend this turn's budget on the waiting answers, an equal part per
@@ -1686,7 +1748,10 @@ class MasterCore:
             if completed is None and not isinstance(item, str) and item.task_id not in record.tasks:
                 completed = {task.id: task for task in record.completed}   # the latest of an id wins
             status = self._reconcile_answer(record, item, now, completed or {})
-            if status is not None:
+            if status is _HOLD:
+                assert not isinstance(item, str)
+                self._hold_reconcile(record, item)
+            elif status is not None:
                 self._send_framework(record, m.Update(status))
                 sent += 1
         self._reconcile_budget -= sent
@@ -1705,12 +1770,43 @@ class MasterCore:
         ended = completed.get(item.task_id)
         if ended is not None:
             return self._reconciled(ended.status, now)
-        if item.agent_id in self._expected_agents:
-            return None  # its agent is expected back after a failover: no answer yet (as in Mesos)
-        gone = record.info.partition_aware and item.agent_id in self.removed_agents
-        return new_status(item.task_id, TaskState.GONE if gone else TaskState.LOST, agent_id=item.agent_id,
-                          framework_id=record.id, message="unknown task", reason="REASON_RECONCILIATION",
-                          timestamp=now)
+        if item.agent_id in self._expected_agents or (not item.agent_id and self._expected_agents):
+            return _HOLD  # it may be on an agent expected back after a failover: answered once it is
+        # Mesos's answers for an unknown task (TASK_LOST to frameworks that are not partition-aware)
+        aware = record.info.partition_aware
+        if item.agent_id in self.unreachable:
+            state, why = TaskState.UNREACHABLE if aware else TaskState.LOST, "its agent is unreachable"
+        elif aware and not item.agent_id and self._unreachable_unknown:
+            # it may run on an unreachable agent whose tasks this master never saw: not gone for sure
+            state, why = TaskState.UNREACHABLE, "unknown task; it may be on an unreachable agent"
+        else:   # on no agent this master knows, nor may hear from again: not running anywhere
+            state, why = TaskState.GONE if aware else TaskState.LOST, "unknown task"
+        return new_status(item.task_id, state, agent_id=item.agent_id, framework_id=record.id, message=why,
+                          reason="REASON_RECONCILIATION", timestamp=now)
+
+    def _hold_reconcile(self, record: FrameworkRecord, item: m.ReconcileTask) -> None:
+        self._held_reconciles.setdefault(item.agent_id, []).append((record.id, item))
+        self._held_count[record.id] = self._held_count.get(record.id, 0) + 1
+        self.counters["reconcile_answers_held"] += 1
+
+    def _release_held_reconciles(self, agent_id: str) -> None:
+        """``agent_id`` is no longer expected back (it re-registered, or was
+        marked unreachable): the answers held for it — and, once no agent is
+        expected, all of them — wait for the next turns again. O(released)."""
+        released = self._held_reconciles.pop(agent_id, []) if agent_id else []
+        if not self._expected_agents:
+            for items in self._held_reconciles.values():
+                released += items
+            self._held_reconciles.clear()
+        for framework_id, item in released:
+            left = self._held_count[framework_id] - 1
+            if left:
+                self._held_count[framework_id] = left
+            else:
+                del self._held_count[framework_id]
+            record = self.frameworks.get(framework_id)
+            if record is not None and record.connected:
+                self._reconciling.setdefault(framework_id, deque()).append(item)
 
     @staticmethod
     def _reconciled(status: TaskStatus, now: float) -> TaskStatus:
@@ -1727,6 +1823,10 @@ class MasterCore:
         log.info("executor %s of framework %s on agent %s exited: %s", clip(msg.executor_id), msg.framework_id,
                  agent.id, clip(msg.message))
         self._recover_executor(agent, msg.framework_id, executor)
+        record = self.frameworks.get(msg.framework_id)
+        if record is not None and record.connected:   # its executor_lost (Mesos's FAILURE with an executor id)
+            self._send_framework(record, m.Failure(agent.id, msg.message, executor_id=msg.executor_id,
+                                                   status=msg.status))
 
     def _recover_executor(self, agent: AgentRecord, framework_id: str, executor: ExecutorInfo) -> None:
         if framework_id not in self.frameworks or not executor.resources:
@@ -1742,6 +1842,50 @@ class MasterCore:
         still = {(e.framework_id, e.executor.executor_id) for e in reported}
         for key in sorted(set(agent.executors) - still):
             self._recover_executor(agent, key[0], agent.executors.pop(key))
+
+    def _shutdown_executor(self, peer: bytes, msg: m.ShutdownExecutor) -> None:
+        """SHUTDOWN (Mesos's scheduler call): the agent ends the framework's
+        executor; nothing to do if it runs none of that id."""
+        record = self._framework_for(peer, msg.framework_id)
+        if record is None:
+            return
+        agent = self.agents.get(msg.agent_id)
+        if agent is not None and (record.id, msg.executor_id) in agent.executors:
+            self._send(agent.peer, msg)
+
+    def _update_framework(self, peer: bytes, msg: m.UpdateFramework) -> None:
+        """UPDATE_FRAMEWORK: a subscribed framework's name, failover timeout,
+        labels, web UI, host name and partition awareness change; its id,
+        role, user and principal do not (a role change is refused)."""
+        record = self._framework_for(peer, msg.framework.id)
+        if record is None:
+            return
+        info = msg.framework
+        problem = _framework_problem(info)
+        if problem is None and info.role != record.info.role:
+            problem = f"role {clip(info.role)!r}: a framework keeps the role it subscribed in ({record.info.role})"
+        if problem is not None:
+            self._error(peer, f"cannot update framework {record.id}: {problem}")
+            return
+        updated = self._signed(attrs.evolve(self._capped(info), id=record.id, role=record.info.role,
+                                            user=record.info.user, principal=record.info.principal))
+        if updated != record.info:
+            record.info = updated
+            self.registry.add_framework(updated)
+            self._registry_changed()
+            log.info("framework %s updated its info", record.id)
+
+    def on_connection_closed(self, peer: bytes) -> list[Send]:
+        """The connection ``peer`` is gone (a v1 HTTP scheduler's event
+        stream closed; ZeroMQ says nothing of the kind): a framework
+        subscribed on it is disconnected now, as Mesos does for HTTP
+        frameworks, and its failover timeout starts."""
+        self._out = []
+        framework_id = self._framework_by_peer.get(peer)
+        record = self.frameworks.get(framework_id) if framework_id is not None else None
+        if record is not None and record.peer == peer and record.connected:
+            self._disconnect_framework(record, self.clock.now())
+        return self._flush()
 
     def _framework_message(self, peer: bytes, msg: m.FrameworkMessage) -> None:
         agent_id = self._agent_by_peer.get(peer)
@@ -1839,7 +1983,7 @@ class MasterCore:
             self._error(peer, "REREGISTER_AGENT needs the agent's id")
             return
         self._authorize("register_agents")
-        known = self.agents.get(info.id) or self.registry.agents.get(info.id)
+        known = self.agents.get(info.id) or self.registry.agents.get(info.id) or self.unreachable.get(info.id)
         if known is not None:
             self._owned(known.info.principal if isinstance(known, AgentRecord) else known.principal,
                         f"agent {info.id}")
@@ -1854,7 +1998,11 @@ class MasterCore:
             return
         record = self.agents.get(info.id)
         if record is None:
-            self._admit_reregistered(peer, msg)
+            unreachable = self.unreachable.get(info.id)
+            if unreachable is not None and unreachable.tasks_known:
+                self._readmit_unreachable(peer, msg, unreachable)
+            else:
+                self._admit_reregistered(peer, msg, returning=unreachable is not None)
             return
         if record.peer is not None and record.peer != peer:
             self._agent_by_peer.pop(record.peer, None)
@@ -1866,6 +2014,7 @@ class MasterCore:
         if record.info.principal:
             self.agent_principals.hold(record.info.principal.encode(), record.id)
         self._lose_unreported_tasks(record, msg.tasks)
+        self._forget_unreported_doomed(record, msg.tasks)
         self._reconcile_executors(record, msg.executors)
         self._update_agent(record, info)
         self._bind_reported(msg.frameworks)
@@ -1920,10 +2069,19 @@ class MasterCore:
         log.info("agent %s re-registered with resources %s and attributes %s", agent.id, info.resources,
                  clip(info.attributes))
 
-    def _admit_reregistered(self, peer: bytes, msg: m.ReregisterAgent) -> None:
+    def _admit_reregistered(self, peer: bytes, msg: m.ReregisterAgent, returning: bool = False) -> None:
         """An agent this master does not know (it restarted or took over):
         admit it with the tasks it runs, and their frameworks as disconnected
-        until they re-subscribe."""
+        until they re-subscribe. A task's state is the one its update stream
+        delivers next (``update_state``): a reconciliation answer must not
+        overtake the updates still on their way. ``returning``: an agent the
+        registry lists as unreachable (marked by an earlier leader, or not
+        back in time after a failover): it is no longer, and connected
+        partition-aware frameworks are told the states of its tasks."""
+        if returning:
+            self._forget_unreachable_agent(msg.agent.id)
+            self.registry.mark_reachable(msg.agent.id)
+            self.counters["agents_reachable_again"] += 1
         # whose a framework is, is never the agent's to say: the registry knows, or the master's receipt
         # the agent kept with the framework's tasks (_reported_info); else nobody may take it (_check_bound)
         infos = {info.id: self._reported_info(info) for info in msg.frameworks if info.id}
@@ -1956,13 +2114,112 @@ class MasterCore:
             record = frameworks.get(framework_id)
             if record is None:
                 continue
-            status = new_status(task_id, running.state, agent_id=agent_id, framework_id=framework_id,
+            status = new_status(task_id, _delivered_state(running), agent_id=agent_id, framework_id=framework_id,
                                 timestamp=now, labels=running.task.labels, healthy=running.healthy)
             # an ended task holds nothing; its terminal update is on its way
             record.tasks[task_id] = TaskRecord(running.task, framework_id, agent_id, status,
                                                running.state in TERMINAL_STATES, launched)
             agent.tasks.add((framework_id, task_id))
+            if returning and record.connected and record.info.partition_aware and not status.terminal:
+                self._send_framework(record, m.Update(attrs.evolve(
+                    status, message="its agent re-registered after being unreachable",
+                    reason="REASON_AGENT_REREGISTERED")))
         log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
+
+    def _readmit_unreachable(self, peer: bytes, msg: m.ReregisterAgent, unreachable: UnreachableAgent) -> None:
+        """An agent this master marked unreachable re-registers (Mesos's
+        _reregisterSlave of an unreachable agent): admitted again under its
+        id. Its partition-aware tasks come back — their frameworks are told
+        the state the update stream delivers next (TASK_RUNNING, ...; a task
+        that ended meanwhile: its terminal update follows), and TASK_GONE
+        for those it no longer has (TASK_DROPPED if it never confirmed them). Tasks whose frameworks were told
+        TASK_LOST are killed; nothing more is said of them (one terminal
+        state per task). O(its tasks)."""
+        agent_id = msg.agent.id
+        self._forget_unreachable_agent(agent_id)
+        self.registry.mark_reachable(agent_id)
+        self.counters["agents_reachable_again"] += 1
+        holding: dict[str, list[Resources]] = {}
+        back: list[tuple[FrameworkRecord, TaskRecord, m.RunningTask]] = []
+        doomed: dict[tuple[str, str], Resources] = {}
+        shut_down: set[str] = set()
+        for running in msg.tasks:
+            framework_id, task_id = running.framework_id, running.task.task_id
+            record = self.frameworks.get(framework_id)
+            if record is None:   # removed (or never known): the agent shuts it down
+                shut_down.add(framework_id)
+                continue
+            task = record.tasks.get(task_id)
+            alive = running.state not in TERMINAL_STATES
+            if task is not None and task.agent_id == agent_id:
+                back.append((record, task, running))
+            else:   # its framework was told it ended (TASK_LOST): a task of the past
+                doomed[(framework_id, task_id)] = running.task.resources if alive else EMPTY
+            if alive:
+                holding.setdefault(framework_id, []).append(running.task.resources)
+        executors = {(e.framework_id, e.executor.executor_id): e.executor for e in msg.executors
+                     if e.framework_id in self.frameworks}
+        for (framework_id, _), executor in executors.items():
+            holding.setdefault(framework_id, []).append(executor.resources)
+        self._admit_agent(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()},
+                          msg.http_address)
+        agent = self.agents[agent_id]
+        agent.executors.update(executors)
+        wall = self._wall_clock()
+        reported = set()
+        for record, task, running in back:
+            key = (record.id, task.id)
+            reported.add(key)
+            agent.tasks.add(key)
+            task.confirmed = True
+            task.resources_recovered = running.state in TERMINAL_STATES
+            delivered = _delivered_state(running)
+            if task.state == TaskState.UNREACHABLE and delivered not in TERMINAL_STATES:
+                self._tell_status(record, task, new_status(
+                    task.id, delivered, agent_id=agent_id, framework_id=record.id,
+                    message="its agent re-registered after being unreachable", reason="REASON_AGENT_REREGISTERED",
+                    timestamp=wall, labels=task.info.labels, healthy=running.healthy))
+        for record, task in self._unreachable_tasks(unreachable):
+            if (record.id, task.id) in reported:
+                continue
+            if task.terminal:
+                self._complete(record, task)   # the agent forgot it: the acknowledgement would go nowhere
+            else:   # never confirmed: its launch did not reach the agent (TASK_DROPPED, as for a known agent)
+                self.counters["tasks_unreported"] += 1
+                self._end_by_master(record, task, TaskState.GONE if task.confirmed else TaskState.DROPPED,
+                                    "REASON_AGENT_REREGISTERED", "its agent re-registered without it")
+        for (framework_id, task_id), resources in sorted(doomed.items()):
+            agent.doomed[(framework_id, task_id)] = resources   # EMPTY: it ended, its update is on its way
+            if resources:
+                self.counters["tasks_killed_on_return"] += 1
+                self._send(peer, m.KillTask(framework_id, task_id))
+        for framework_id in sorted(shut_down):
+            self._send(peer, m.ShutdownFramework(framework_id))
+        log.warning("agent %s (%s) re-registered after being unreachable for %.0fs: %d task(s) back, %d killed",
+                    agent_id, clip(msg.agent.hostname), wall - unreachable.since, len(back), len(doomed))
+
+    def _settle_doomed(self, agent: AgentRecord, framework_id: str, status: TaskStatus) -> None:
+        """An update of a task killed on its agent's return: acknowledged by
+        the master, never forwarded; its end frees what it held."""
+        if status.uuid:
+            self._send(agent.peer, m.StatusUpdateAck(agent.id, framework_id, status.task_id, status.uuid))
+        if status.terminal:
+            self._free_doomed(agent, (framework_id, status.task_id))
+
+    def _free_doomed(self, agent: AgentRecord, key: tuple[str, str]) -> None:
+        resources = agent.doomed.pop(key)
+        if resources and key[0] in self.frameworks:
+            try:
+                self.allocator.recover_resources(key[0], agent.id, resources)
+            except MesoslikeError:  # a bookkeeping bug must not lose the update itself
+                log.exception("recovering the resources of task %s failed", clip(key[1]))
+
+    def _forget_unreported_doomed(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
+        """A known agent re-registered without tasks it was told to kill: they ended."""
+        if agent.doomed:
+            listed = {(r.framework_id, r.task.task_id) for r in reported}
+            for key in [key for key in agent.doomed if key not in listed]:
+                self._free_doomed(agent, key)
 
     def _adopt_framework(self, info: FrameworkInfo, reported: bool = False) -> None:
         """A framework this master learnt of from the registry or (``reported``)
@@ -2039,10 +2296,35 @@ class MasterCore:
                 self._registry_changed()
                 log.info("framework %s belongs to principal %s (an agent showed the master's receipt)", record.id,
                          clip(checked.principal))
+            elif record.info.principal and record.info.principal != checked.principal \
+                    and record.id in self._claimed_frameworks:
+                self._give_back_claimed(record, checked)
             elif record.info.principal and record.info.principal != checked.principal:
                 self._log_drop(info.id, "framework-principal",
                                f"framework {record.id} belongs to principal {clip(record.info.principal)}, but an "
                                f"agent shows a receipt for principal {clip(checked.principal)}: ignored")
+            else:
+                self._claimed_frameworks.discard(record.id)   # the receipt confirms whose it is
+
+    def _give_back_claimed(self, record: FrameworkRecord, proven: FrameworkInfo) -> None:
+        """A framework id accepted unknown (:meth:`_subscribe`) that an
+        agent's receipt shows was another principal's: the claimant is cut
+        off (a fatal ERROR) and the id goes to the proven principal, which
+        may subscribe to it."""
+        self._claimed_frameworks.discard(record.id)
+        self.refused_by_permission["principal"] = self.refused_by_permission.get("principal", 0) + 1
+        log.warning("framework %s: principal %s subscribed under it first, but an agent shows the master's receipt "
+                    "for principal %s: the id goes to %s", record.id, clip(record.info.principal),
+                    clip(proven.principal), clip(proven.principal))
+        if record.connected and record.peer is not None:
+            self._send(record.peer, m.Error(f"framework id {record.id} belongs to another principal", fatal=True))
+            self._disconnect_framework(record, self.clock.now())
+        self.framework_principals.release(record.id)
+        self.framework_owners.release(record.id)
+        record.info = attrs.evolve(record.info, principal=proven.principal, principal_receipt=proven.principal_receipt)
+        self.framework_principals.hold(proven.principal.encode(), record.id)
+        self.registry.add_framework(record.info)
+        self._registry_changed()
 
     def _admit_agent(self, peer: bytes, info: AgentInfo, used: dict[str, Resources], http_address: str = "") -> None:
         self.allocator.add_agent(info.id, info.resources, attributes=info.attributes, hostname=info.hostname,
@@ -2053,7 +2335,9 @@ class MasterCore:
         self.agent_owners.hold(self._owner(peer), info.id)
         if info.principal:
             self.agent_principals.hold(info.principal.encode(), info.id)
-        self._expected_agents.discard(info.id)
+        if info.id in self._expected_agents:
+            self._expected_agents.discard(info.id)
+            self._release_held_reconciles(info.id)
         self._earlier_peers.pop(info.id, None)
         if info.id in self.drains:   # drained before a failover (the registry kept it): still no offers
             self.allocator.deactivate_agent(info.id)
@@ -2090,7 +2374,6 @@ class MasterCore:
     def _pong(self, peer: bytes, msg: m.Pong) -> None:
         agent = self._agent_for(peer)
         if agent is not None:
-            agent.pings_unanswered = 0
             if msg.usage or agent.usage:
                 agent.usage = {(u.framework_id, u.task_id): u for u in msg.usage if (u.framework_id, u.task_id)
                                in agent.tasks}
@@ -2117,37 +2400,198 @@ class MasterCore:
             self._send(self._earlier_peers[agent_id], m.Ping(agent_id, connected=False))
         for agent in list(self.agents.values()):
             if agent.pings_unanswered >= self.config.max_agent_ping_timeouts:
-                self._remove_agent(agent, f"{agent.pings_unanswered} pings unanswered")
-                continue
-            agent.pings_unanswered += 1
+                if agent.id not in self._removals:
+                    self._removals.schedule(agent.id, f"{agent.pings_unanswered} pings unanswered")
+                    if self._removals.limit is not None:
+                        log.warning("agent %s (%s) failed its health checks: marked unreachable in its turn "
+                                    "(agent_removal_rate_limit %s, %d waiting)", agent.id,
+                                    clip(agent.info.hostname), self.config.agent_removal_rate_limit,
+                                    len(self._removals))
+                if self._removals.limit is None:
+                    continue   # marked below, at once
+            agent.pings_unanswered += 1   # pinged on while it waits for its turn: an answer keeps it
             self._send(agent.peer, m.Ping(agent.id))
+        self._mark_due_unreachable(self.clock.now())
 
-    def _remove_agent(self, agent: AgentRecord, why: str, shutdown: bool = True) -> None:
+    def _mark_due_unreachable(self, now: float) -> None:
+        """Mark unreachable the agents whose turn has come (all at once
+        without agent_removal_rate_limit)."""
+        for agent_id, why in self._removals.due(now):
+            agent = self.agents.get(agent_id)
+            if agent is not None and agent.pings_unanswered >= self.config.max_agent_ping_timeouts:
+                self._mark_unreachable(agent, why)
+
+    def _heard_from_agent(self, agent: AgentRecord) -> None:
+        """A message from the agent: it answers its pings; a removal it waits
+        for is called off (Mesos's master does the same)."""
+        agent.pings_unanswered = 0
+        if self._removals and self._removals.cancel(agent.id):
+            self.counters["agent_removals_canceled"] += 1
+            log.warning("agent %s (%s) answered before its turn to be marked unreachable: it stays", agent.id,
+                        clip(agent.info.hostname))
+
+    def _remove_agent(self, agent: AgentRecord, why: str, shutdown: bool = True, gone: str = TaskState.GONE,
+                      reason: str = "REASON_AGENT_REMOVED") -> None:
+        """The agent is gone for good (it unregistered, or the operator
+        marked it gone): its tasks not ended end ``gone`` (TASK_LOST for
+        frameworks that are not partition-aware), and it may not come back
+        under its id."""
         log.warning("removing agent %s (%s): %s", agent.id, clip(agent.info.hostname), why)
         for framework_id, task_id in sorted(agent.tasks):
             found = self._task(framework_id, task_id)
             if found is not None and not found[1].terminal:
-                self._mark_lost(*found, f"agent {agent.id} removed: {why}")
-        self.allocator.remove_agent(agent.id)
-        self._send_rescinds()
-        for record in self.frameworks.values():
-            if record.connected:
-                self._send_framework(record, m.Failure(agent.id, why))
+                record, task = found
+                task.resources_recovered = True  # the agent's removal returns them
+                self._end_by_master(record, task, gone if record.info.partition_aware else TaskState.LOST,
+                                    reason, f"agent {agent.id} removed: {why}")
+        self._forget_agent(agent, why)
         if shutdown:  # an agent that left on its own needs no telling
             self._send(agent.peer, m.ShutdownAgent(why))
-        self._agent_by_peer.pop(agent.peer, None)
-        del self.agents[agent.id]
-        self.agent_owners.release(agent.id)
-        self.agent_principals.release(agent.id)
         self.removed_agents.add(agent.id)
         self.registry.remove_agent(agent.id)
         self._registry_changed()
         self.counters["agents_removed"] += 1
 
-    def _mark_lost(self, record: FrameworkRecord, task: TaskRecord, why: str) -> None:
-        task.resources_recovered = True  # the agent's removal returns them
-        self._end_by_master(record, task, TaskState.UNREACHABLE if record.info.partition_aware else TaskState.LOST,
-                            "REASON_AGENT_REMOVED", why)
+    def _forget_agent(self, agent: AgentRecord, why: str) -> None:
+        """Take a registered agent out of the allocator and the soft state;
+        its offers are rescinded and the frameworks told (AGENT_LOST)."""
+        self.allocator.remove_agent(agent.id)
+        self._send_rescinds()
+        for record in self.frameworks.values():
+            if record.connected:
+                self._send_framework(record, m.Failure(agent.id, why))
+        self._agent_by_peer.pop(agent.peer, None)
+        del self.agents[agent.id]
+        self.agent_owners.release(agent.id)
+        self.agent_principals.release(agent.id)
+        self._removals.cancel(agent.id)
+
+    # ============================================================ partitions
+    # docs/reliability.rst, "Partitions": Mesos's markUnreachable,
+    # _reregisterSlave, registry GC and MARK_AGENT_GONE.
+
+    def _mark_unreachable(self, agent: AgentRecord, why: str) -> None:
+        """The agent failed its health checks (Mesos's markUnreachable): out
+        of the allocator and the registered agents, into the registry's
+        unreachable list. Tasks of partition-aware frameworks become
+        TASK_UNREACHABLE and stay known (they come back with the agent);
+        the others end TASK_LOST. It may re-register under its id.
+        O(its tasks + frameworks)."""
+        log.warning("agent %s (%s) marked unreachable: %s", agent.id, clip(agent.info.hostname), why)
+        since = self._wall_clock()
+        kept: set[tuple[str, str]] = set()
+        for framework_id, task_id in sorted(agent.tasks):
+            found = self._task(framework_id, task_id)
+            if found is None:
+                continue
+            record, task = found
+            task.resources_recovered = True  # the agent's removal returns them
+            if task.terminal:
+                kept.add((framework_id, task_id))  # ended, told; its acknowledgement waits for the agent
+            elif record.info.partition_aware:
+                kept.add((framework_id, task_id))
+                self._tell_status(record, task, new_status(
+                    task.id, TaskState.UNREACHABLE, agent_id=agent.id, framework_id=record.id,
+                    message=f"agent {agent.id} is unreachable: {why}", reason="REASON_AGENT_REMOVED",
+                    timestamp=since, labels=task.info.labels, healthy=task.status.healthy))
+            else:
+                self._end_by_master(record, task, TaskState.LOST, "REASON_AGENT_REMOVED",
+                                    f"agent {agent.id} removed: {why}")
+        self._forget_agent(agent, why)
+        self._note_unreachable(UnreachableAgent(agent.id, agent.info.hostname, since, kept,
+                                                principal=agent.info.principal))
+        self.counters["agents_removed"] += 1
+
+    def _keep_unreachable(self, agent: UnreachableAgent) -> None:
+        self.unreachable[agent.id] = agent
+        if not agent.tasks_known:
+            self._unreachable_unknown.add(agent.id)
+
+    def _forget_unreachable_agent(self, agent_id: str) -> None:
+        del self.unreachable[agent_id]
+        self._unreachable_unknown.discard(agent_id)
+
+    def _tell_status(self, record: FrameworkRecord, task: TaskRecord, status: TaskStatus) -> None:
+        """A state of a live task the master says (no uuid: nothing to
+        acknowledge): kept, and sent to the framework if it is connected."""
+        task.status = status
+        if record.connected:
+            self._send_framework(record, m.Update(status))
+
+    def _unreachable_tasks(self, unreachable: UnreachableAgent) -> list[tuple[FrameworkRecord, TaskRecord]]:
+        """The tasks still on an unreachable agent (TASK_UNREACHABLE, or ended and not acknowledged)."""
+        found = [self._task(*key) for key in sorted(unreachable.tasks)]
+        return [(record, task) for record, task in filter(None, found) if task.agent_id == unreachable.id]
+
+    def _drop_unreachable(self, unreachable: UnreachableAgent, state: str, reason: str, why: str) -> None:
+        """An unreachable agent is gone for good: its TASK_UNREACHABLE tasks
+        end ``state``, its ended tasks are done with, and it may not come
+        back under its id (it is told to shut down if it does)."""
+        self._forget_unreachable_agent(unreachable.id)
+        for record, task in self._unreachable_tasks(unreachable):
+            if task.terminal:
+                self._complete(record, task)   # the acknowledgement would go nowhere
+            else:
+                self._end_by_master(record, task, state, reason, why)
+        self.removed_agents.add(unreachable.id)
+        self.registry.remove_agent(unreachable.id)
+        self._registry_changed()
+
+    def _forget_unreachable(self) -> None:
+        """Mesos's registry GC: unreachable agents beyond
+        ``registry_max_agent_count`` (the oldest) or marked more than
+        ``registry_max_agent_age`` ago are gone: their partition-aware tasks
+        end TASK_GONE. O(unreachable agents)."""
+        config = self.config
+        for agent_id in agents_to_forget(self.registry.unreachable, self._wall_clock(), config.registry_max_agent_age,
+                                         config.registry_max_agent_count):
+            unreachable = self.unreachable.get(agent_id)
+            if unreachable is None:  # pragma: no cover - the registry and the core agree
+                self.registry.remove_agent(agent_id)
+                continue
+            why = (f"agent {agent_id} unreachable since {unreachable.since:.0f} is forgotten (registry_max_agent_age "
+                   f"{config.registry_max_agent_age:g}s, registry_max_agent_count {config.registry_max_agent_count})")
+            log.warning("%s", why)
+            self._drop_unreachable(unreachable, TaskState.GONE, "REASON_AGENT_REMOVED", why)
+            self.counters["unreachable_agents_forgotten"] += 1
+
+    def mark_agent_gone(self, agent: str) -> tuple[dict, list[Send]]:
+        """Mesos's MARK_AGENT_GONE: the agent (an id or a hostname,
+        registered or unreachable) is gone for good. Its tasks end
+        TASK_GONE_BY_OPERATOR (TASK_LOST for frameworks that are not
+        partition-aware), a registered one is told to shut down, and it may
+        not come back under its id (docs/reliability.rst)."""
+        self._out = []
+        why = "marked gone by the operator"
+        registered = self.agents.get(agent)
+        unreachable = self.unreachable.get(agent)
+        if registered is None and unreachable is None:
+            named = [u for u in self.unreachable.values() if u.hostname == agent]
+            if len(named) == 1:
+                unreachable = named[0]
+            elif len(named) > 1:
+                raise Conflict(f"several unreachable agents have the hostname {clip(agent)!r} "
+                               f"({', '.join(sorted(u.id for u in named))}): name one by its id")
+            else:
+                try:
+                    registered = self._operated_agent(agent)
+                except NotFound:
+                    gone = " (it was removed already)" if agent in self.removed_agents else ""
+                    raise NotFound(f"no registered or unreachable agent has the id or hostname "
+                                   f"{clip(agent)!r}{gone}") from None
+        if registered is not None:
+            tasks = len(registered.tasks)
+            reply = {"agent_id": registered.id, "hostname": registered.info.hostname, "was": "registered"}
+            self._remove_agent(registered, why, gone=TaskState.GONE_BY_OPERATOR,
+                               reason="REASON_AGENT_REMOVED_BY_OPERATOR")
+        else:
+            assert unreachable is not None
+            tasks = len(self._unreachable_tasks(unreachable))
+            reply = {"agent_id": unreachable.id, "hostname": unreachable.hostname, "was": "unreachable"}
+            self._drop_unreachable(unreachable, TaskState.GONE_BY_OPERATOR, "REASON_AGENT_REMOVED_BY_OPERATOR", why)
+        self.counters["agents_gone"] += 1
+        log.warning("operator: agent %s (%s) marked gone", reply["agent_id"], clip(reply["hostname"]))
+        return {**reply, "tasks": tasks}, self._flush()
 
     def _end_by_master(self, record: FrameworkRecord, task: TaskRecord, state: str, reason: str, why: str) -> None:
         """End a task with a status the master makes up (no uuid: nothing to
@@ -2178,7 +2622,7 @@ class MasterCore:
             # any message answers the pings, as any message is a framework's
             # heartbeat: an agent launching 5,000 tasks sends their updates
             # long before it reads the PINGs queued behind the RUN_TASKs
-            self.agents[agent_id].pings_unanswered = 0
+            self._heard_from_agent(self.agents[agent_id])
 
     def _send(self, peer: bytes | None, message: object) -> None:
         if peer is not None:
@@ -2206,9 +2650,15 @@ class MasterCore:
         m.RegisterAgent: _register_agent, m.ReregisterAgent: _reregister_agent, m.Pong: _pong,
         m.UnregisterAgent: _unregister_agent, m.ExecutorExited: _executor_exited,
         m.StatusUpdate: _status_update, m.GetState: _get_state,
+        m.ShutdownExecutor: _shutdown_executor, m.UpdateFramework: _update_framework,
     }
     #: the batches a master takes (the others are the master's to send)
     _ACCEPTED_BATCHES = frozenset({m.StatusUpdates, m.Acknowledgements})
+
+
+def _delivered_state(running: m.RunningTask) -> str:
+    """What the framework of a task an agent lists hears next (or has heard last)."""
+    return running.update_state if running.update_state in TaskState.ALL else running.state
 
 
 def _text_problem(what: str, value: str) -> str | None:

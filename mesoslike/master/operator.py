@@ -1,7 +1,7 @@
 """The operator's writes over HTTP: ``POST /weights`` and ``POST /quota``
 (docs/cluster.rst; read back with ``GET /weights`` and ``GET /quota``), and the operations of docs/operations.rst —
 ``POST /tasks/kill``, ``/frameworks/teardown``, ``/agents/drain``,
-``/agents/reactivate``, ``/reserve`` and ``/unreserve``. Each needs the ACL permission :data:`PERMISSIONS`
+``/agents/reactivate``, ``/agents/gone``, ``/reserve`` and ``/unreserve``. Each needs the ACL permission :data:`PERMISSIONS`
 names (docs/security.rst).
 
 They run on an HTTP server thread. :class:`OperatorWrites` validates the
@@ -34,7 +34,8 @@ __all__ = ["OperatorWrites", "LeadingMaster", "PERMISSIONS", "weights_request", 
 #: the ACL permission each POST endpoint needs (docs/security.rst)
 PERMISSIONS = {"/quota": "update_quota", "/weights": "update_weights", "/tasks/kill": "kill_tasks",
                "/frameworks/teardown": "teardown_frameworks", "/agents/drain": "drain_agents",
-               "/agents/reactivate": "reactivate_agents", "/reserve": "reserve_resources",
+               "/agents/reactivate": "reactivate_agents", "/agents/gone": "mark_agents_gone",
+               "/reserve": "reserve_resources",
                "/unreserve": "unreserve_resources"}
 
 #: how long a write waits for the registry to hold it (s)
@@ -121,7 +122,8 @@ class OperatorWrites:
     def actions(self) -> dict[str, Action]:
         return {"/weights": self.post_weights, "/quota": self.post_quota, "/tasks/kill": self.post_kill_task,
                 "/frameworks/teardown": self.post_teardown, "/agents/drain": self.post_drain,
-                "/agents/reactivate": self.post_reactivate, "/reserve": self.post_reserve,
+                "/agents/reactivate": self.post_reactivate, "/agents/gone": self.post_gone,
+                "/reserve": self.post_reserve,
                 "/unreserve": self.post_unreserve}
 
     @property
@@ -168,6 +170,11 @@ class OperatorWrites:
     def post_reactivate(self, body: bytes) -> tuple[int, object]:
         """``POST /agents/reactivate {"agent": ID_OR_HOSTNAME}``: answered once the registry forgot the drain."""
         return self._write(body, lambda core, request: core.reactivate_agent(named(request, ("agent",), {})["agent"]))
+
+    def post_gone(self, body: bytes) -> tuple[int, object]:
+        """``POST /agents/gone {"agent": ID_OR_HOSTNAME}`` (Mesos's MARK_AGENT_GONE), registered or
+        unreachable: answered once the registry holds it (docs/reliability.rst, "Partitions")."""
+        return self._write(body, lambda core, request: core.mark_agent_gone(named(request, ("agent",), {})["agent"]))
 
     def post_reserve(self, body: bytes) -> tuple[int, object]:
         """``POST /reserve {"agent_id": ID_OR_HOSTNAME, "resources": "cpus(analytics):2;mem(analytics):1024",

@@ -71,6 +71,8 @@ class StateSnapshot:
     weights: Mapping[str, float] = attrs.field(factory=dict)
     #: framework id -> why it gets no offers (frameworks holding an offer are left out)
     offer_blockers: Mapping[str, list[dict]] = attrs.field(factory=dict)
+    #: agents marked unreachable: (id, hostname, since) (docs/reliability.rst, "Partitions")
+    unreachable_agents: tuple[tuple[str, str, float], ...] = ()
 
 
 def snapshot(core: MasterCore) -> StateSnapshot:
@@ -106,7 +108,8 @@ def snapshot(core: MasterCore) -> StateSnapshot:
                                if agent_id in core.registry.agents),
         quota=quota_by_role(core), weights=allocator.weights(),
         offer_blockers={framework_id: [blocker.to_json() for blocker in blockers]
-                        for framework_id, blockers in allocator.offer_blockers().items()})
+                        for framework_id, blockers in allocator.offer_blockers().items()},
+        unreachable_agents=tuple((u.id, u.hostname, u.since) for u in core.unreachable.values()))
 
 
 def quota_by_role(core: MasterCore) -> dict[str, dict]:
@@ -190,7 +193,7 @@ def render_state(snap: StateSnapshot) -> dict:
         tasks = sorted(line.tasks, key=lambda task: task[0].task_id)
         used = EMPTY
         for info, status, agent_id, _ in tasks:
-            if status.state not in TERMINAL_STATES:
+            if status.state not in TERMINAL_STATES and status.state != TaskState.UNREACHABLE:
                 used = used + info.resources
                 used_by_agent[agent_id] = used_by_agent.get(agent_id, EMPTY) + info.resources
         frameworks.append({
@@ -253,6 +256,9 @@ def render_state(snap: StateSnapshot) -> dict:
         "version": __version__,
         "agents": agents,
         "recovered_agents": recovered_agents,
+        # Mesos's unreachable_slaves: they may re-register under their ids (docs/reliability.rst)
+        "unreachable_agents": [{"id": agent_id, "hostname": hostname, "since": since}
+                               for agent_id, hostname, since in snap.unreachable_agents],
         "frameworks": frameworks,
         "completed_frameworks": completed_frameworks,
         "offers": offers,
@@ -336,8 +342,10 @@ def master_metrics(core: MasterCore, transport: Mapping[str, int] | None = None)
     _line(lines, "tasks_launched_total", "counter", "Tasks sent to agents.",
           [({}, core.counters["tasks_launched"])])
     _line(lines, "agents_registered", "gauge", "Registered agents.", [({}, len(core.agents))])
-    _line(lines, "agents_removed_total", "counter", "Agents removed (ping timeouts).",
+    _line(lines, "agents_removed_total", "counter",
+          "Agents taken out of the registered ones (marked unreachable, unregistered, marked gone).",
           [({}, core.counters["agents_removed"])])
+    _partition_lines(lines, core)
     connected = sum(1 for r in core.frameworks.values() if r.connected)
     _line(lines, "frameworks_registered", "gauge", "Frameworks known (connected or in failover).",
           [({}, len(core.frameworks))])
@@ -401,6 +409,27 @@ def master_metrics(core: MasterCore, transport: Mapping[str, int] | None = None)
     if transport is not None:
         lines += transport_metrics(transport)
     return lines
+
+
+def _partition_lines(lines: list[Metric], core: MasterCore) -> None:
+    """Partitioned agents (docs/reliability.rst, "Partitions")."""
+    counters = core.counters
+    _line(lines, "agents_unreachable", "gauge", "Agents marked unreachable that may still re-register.",
+          [({}, len(core.unreachable))])
+    _line(lines, "agent_partition_events_total", "counter",
+          "Agents marked unreachable, re-registered after being unreachable, whose removal was called off "
+          "(they answered before their turn under agent_removal_rate_limit), marked gone by the operator, and "
+          "forgotten by the registry (registry_max_agent_age/count).",
+          [({"event": event}, counters[counter]) for event, counter in
+           (("unreachable", "agents_unreachable"), ("reachable_again", "agents_reachable_again"),
+            ("removal_canceled", "agent_removals_canceled"), ("gone", "agents_gone"),
+            ("forgotten", "unreachable_agents_forgotten"))])
+    _line(lines, "tasks_killed_on_return_total", "counter",
+          "Tasks an agent brought back from a partition whose frameworks had been told TASK_LOST: killed.",
+          [({}, counters["tasks_killed_on_return"])])
+    _line(lines, "reconcile_answers_held_total", "counter",
+          "Reconciliation answers for unknown tasks held until the agents expected back after a failover were.",
+          [({}, counters["reconcile_answers_held"])])
 
 
 def _bounds_lines(lines: list[Metric], core: MasterCore) -> None:

@@ -15,6 +15,7 @@ import attrs
 from mesoslike.allocator.offers import Offer  # the one offer model, made by the allocator (core)
 from mesoslike.attributes import check_attributes
 from mesoslike.resources import Resources
+from mesoslike.wire.schema import normalizer
 
 __all__ = [
     "TaskState", "TERMINAL_STATES", "FrameworkInfo", "TaskInfo", "TaskStatus", "Filters", "Offer",
@@ -43,14 +44,16 @@ class TaskState:
     LOST = "TASK_LOST"
     DROPPED = "TASK_DROPPED"
     GONE = "TASK_GONE"
+    #: the operator marked the task's agent gone (Mesos's MARK_AGENT_GONE; docs/reliability.rst)
+    GONE_BY_OPERATOR = "TASK_GONE_BY_OPERATOR"
     UNREACHABLE = "TASK_UNREACHABLE"
 
     ALL = (STAGING, STARTING, RUNNING, KILLING, FINISHED, FAILED, KILLED, ERROR, LOST, DROPPED, GONE,
-           UNREACHABLE)
+           GONE_BY_OPERATOR, UNREACHABLE)
 
 
 TERMINAL_STATES = frozenset({TaskState.FINISHED, TaskState.FAILED, TaskState.KILLED, TaskState.ERROR,
-                             TaskState.LOST, TaskState.DROPPED, TaskState.GONE})
+                             TaskState.LOST, TaskState.DROPPED, TaskState.GONE, TaskState.GONE_BY_OPERATOR})
 
 
 def _names_only(environment: Mapping[str, str]) -> str:
@@ -59,6 +62,9 @@ def _names_only(environment: Mapping[str, str]) -> str:
 
 def _frozen_dict(value: Mapping[str, str] | None) -> dict[str, str]:
     return dict(value or {})
+
+
+normalizer(_frozen_dict)   # (a decoded map is a fresh dict already; not a decorator: mypy's attrs plugin)
 
 
 # ------------------------------------------------------------------ labels
@@ -93,29 +99,28 @@ class Label:
             raise ValueError("a label's key is empty")
 
 
-def _check_labels(instance: object, field: attrs.Attribute, labels: list[Label]) -> None:
-    if len(labels) > MAX_LABELS:
-        raise ValueError(f"{len(labels)} labels are more than {MAX_LABELS}")
-    for label in labels:
-        if not isinstance(label, Label):
-            raise ValueError(f"a label is a Label(key, value), got {type(label).__name__}")
-
-
 def _label_list(value: object) -> list[Label]:
-    """A list of labels from Labels, ``(key, value)`` pairs or a ``{key: value}`` map."""
+    """A list of labels from Labels, ``(key, value)`` pairs or a ``{key: value}``
+    map; at most :data:`MAX_LABELS`. (The bound is checked here, not by a
+    validator: the codec runs this converter on decoded labels too, and an
+    empty list — most statuses' — costs it one test.)"""
     if value is None:
         return []
     if type(value) is list and not value:
         return value   # the common case, taken as it is (status updates are many)
     if isinstance(value, Mapping):
-        return [Label(str(key), str(item)) for key, item in value.items()]
-    return [item if isinstance(item, Label) else Label(*item) for item in value]  # type: ignore[attr-defined]
+        labels = [Label(str(key), str(item)) for key, item in value.items()]
+    else:
+        labels = [item if isinstance(item, Label) else Label(*item) for item in value]  # type: ignore[attr-defined]
+    if len(labels) > MAX_LABELS:
+        raise ValueError(f"{len(labels)} labels are more than {MAX_LABELS}")
+    return labels
 
 
 def labels_field() -> list[Label]:
     """An attrs field of labels: a list of :class:`Label` (pairs and a map
     are converted), at most :data:`MAX_LABELS`."""
-    return attrs.field(factory=list, converter=_label_list, validator=_check_labels)
+    return attrs.field(factory=list, converter=_label_list)
 
 
 @attrs.frozen
@@ -675,6 +680,11 @@ class TaskStatus:
     healthy: bool | None = None
     #: the task's labels (its agent copies them from ``TaskInfo.labels``)
     labels: list[Label] = labels_field()
+    #: opaque bytes from the task's executor to its scheduler (Mesos's ``TaskStatus.data``), carried as sent
+    data: bytes = b""
+    #: the address the task is reachable at (Mesos's ``container_status.network_infos[0].ip_addresses[0]``):
+    #: its agent's, for a task on the host's network; set by the agent
+    ip_address: str = ""
 
     @property
     def terminal(self) -> bool:
