@@ -230,6 +230,15 @@ def alive(pid: int) -> bool:
     return process_start_ticks(pid) is not None
 
 
+def task_pid(run_directory: Path, timeout: float = 10.0) -> int:
+    """The task's pid as this machine sees it, from its supervisor's ``task.json`` (a pid the task
+    itself says, ``echo $$``, is its PID namespace's: docs/containers.rst)."""
+    def pid() -> int | None:
+        value = read_json(str(run_directory / "task.json"))["pid"]  # type: ignore[index]
+        return value if isinstance(value, int) and value > 0 else None
+    return wait_until(pid, timeout, f"the task's pid in {run_directory}/task.json")
+
+
 def read_pid_file(path: Path, timeout: float = 10.0) -> int:
     wait_until(lambda: path.exists() and path.read_text().strip(), timeout, f"{path}")
     return int(path.read_text().split()[0])

@@ -58,8 +58,9 @@ import attrs
 from mesoslike.agent import supervisor as sup
 from mesoslike.agent.gc import RunDirRemover
 from mesoslike.agent.health import HEALTH_FILE, read_health
-from mesoslike.agent.isolation import Container, Isolator, PosixIsolator, agent_key
+from mesoslike.agent.isolation import Container, Isolation, Isolator, PosixIsolator, agent_key
 from mesoslike.agent.launcher import SupervisorLauncher
+from mesoslike.agent.namespaces import PidNamespaceForker
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources
@@ -127,7 +128,12 @@ class FetcherSettings:
 
 
 class LaunchError(MesoslikeError):
-    """A task's process could not be started; the message says why."""
+    """A task's process could not be started; the message says why, and
+    ``reason`` the update's reason code."""
+
+    def __init__(self, message: str, reason: str = "REASON_COMMAND_EXECUTOR_FAILED") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @attrs.frozen
@@ -272,7 +278,8 @@ class _Run:
     """A task under its supervisor."""
 
     __slots__ = ("framework_id", "task_id", "run_dir", "sandbox", "container", "watch", "task_pid", "limited",
-                 "forget", "next_oom_check", "kill_deadline", "checked", "health_changes", "health_stamp")
+                 "forget", "next_oom_check", "kill_deadline", "checked", "health_changes", "health_stamp",
+                 "isolation")
 
     def __init__(self, framework_id: str, task_id: str, run_dir: Path, sandbox: Path, container: Container,
                  watch: _Watch, task_pid: int | None = None) -> None:
@@ -290,6 +297,7 @@ class _Run:
         self.checked = False                      # it has a health check: its supervisor writes health.json
         self.health_changes = 0                   # the supervisor's count of health changes last reported
         self.health_stamp: tuple[int, int] | None = None   # health.json's (mtime, inode) last read
+        self.isolation: tuple[str, ...] = ()      # the isolators it got (Mesos's names)
 
 
 class TaskExecutor:
@@ -312,19 +320,35 @@ class TaskExecutor:
         (:mod:`mesoslike.agent.launcher`) instead of starting an interpreter for each.
     :param fetcher: how the supervisors fetch the tasks' URIs (the cache is
         ``<work_dir>/fetcher-cache``).
+    :param isolation: the agent's ``--isolation`` in force
+        (:func:`~.isolation.select_isolation`): the namespaces each task
+        gets; its ``resources`` is the ``isolator``. Default: ``isolator``
+        alone, no namespaces.
+    :param allowed_host_paths: directories whose contents ``HOST_PATH``
+        volumes may mount (``--allowed-host-paths``; none: every such
+        volume is refused).
     """
 
     def __init__(self, work_dir: str | os.PathLike, *, environment: Mapping[str, str] | None = None,
                  clock: Clock | None = None, isolator: Isolator | None = None,
                  recovery_timeout: float = DEFAULT_RECOVERY_TIMEOUT, python: str | None = None,
                  container_prefix: str | None = None, switch_user: bool = False,
-                 fork_supervisors: bool = True, fetcher: FetcherSettings | None = None) -> None:
+                 fork_supervisors: bool = True, fetcher: FetcherSettings | None = None,
+                 isolation: Isolation | None = None, allowed_host_paths: tuple[str, ...] = ()) -> None:
         self.work_dir = Path(work_dir)
         self.sandbox_root = self.work_dir / "sandboxes"
         self.agent_pid_file = self.work_dir / "meta" / "agent.pid"
         self._environment = dict(environment) if environment is not None else None
         self.clock = clock or SystemClock()
+        if isolation is not None:
+            isolator = isolation.resources
         self.isolator = isolator or PosixIsolator()
+        self.isolation = isolation or Isolation(_resource_isolators(self.isolator), self.isolator)
+        self.allowed_host_paths = tuple(os.path.realpath(path) for path in allowed_host_paths)
+        #: what a task with a private /tmp must still reach below /tmp (:func:`.namespaces.private_tmp`)
+        self.kept_paths = _kept_paths(self.work_dir)
+        #: for supervisors started without the launcher, in PID namespaces of their own
+        self._pid_forker: PidNamespaceForker | None = None
         self.recovery_timeout = recovery_timeout
         self.python = python or sys.executable
         self.container_prefix = container_prefix or agent_key(self.work_dir.name, self.work_dir)
@@ -357,6 +381,11 @@ class TaskExecutor:
     def container(self, framework_id: str, task_id: str) -> Container | None:
         run = self._runs.get((framework_id, task_id))
         return run.container if run else None
+
+    def isolation_of(self, framework_id: str, task_id: str) -> tuple[str, ...]:
+        """The isolators a running task got (Mesos's names; empty if it is not running)."""
+        run = self._runs.get((framework_id, task_id))
+        return run.isolation if run else ()
 
     def resize(self, framework_id: str, task_id: str, resources: Resources) -> bool:
         """Set the limits of a running task's container to ``resources``
@@ -439,20 +468,19 @@ class TaskExecutor:
             sandbox = self._make_sandbox(framework_id, task.task_id)
             run_dir = run_dir_path(self.work_dir, framework_id, task.task_id)
             self._make_run_dir(run_dir)
+            spec = self._container_spec(task, sandbox)
             container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources)
-            self._write_run_files(run_dir, framework_id, task, agent_id, sandbox, container)
+            self._write_run_files(run_dir, framework_id, task, agent_id, sandbox, container, spec)
             environment = self._supervisor_environment(framework_id, task, sandbox)
+            pid_namespace = "pid" in spec["namespaces"]
             # forked by the launcher (issue 14: an interpreter start per task cost ~40 ms of CPU)
-            pid = self.launcher.start(run_dir, environment, run_dir / sup.LOG_FILE) if self.launcher else None
+            pid = self.launcher.start(run_dir, environment, run_dir / sup.LOG_FILE, pid_namespace) \
+                if self.launcher else None
             if pid is not None:
                 ticks = sup.process_start_ticks(pid)   # None: it ended already (exit.json says how)
                 watch = (_Watch.adopt(pid, ticks) if ticks is not None else None) or _Watch(pid, start_ticks=_GONE)
             else:
-                with open(run_dir / sup.LOG_FILE, "ab") as log_file:
-                    popen = subprocess.Popen([self.python, "-I", "-S", SUPERVISOR_SCRIPT, str(run_dir)],
-                                             stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                                             start_new_session=True, close_fds=True, env=environment)
-                watch = _Watch(popen.pid, popen)
+                watch = self._start_supervisor(run_dir, environment, pid_namespace)
         except LaunchError:
             self._abandon(container)
             raise
@@ -461,7 +489,86 @@ class TaskExecutor:
             raise LaunchError(launch_problem(exc, self.work_dir)) from None
         self._runs[key] = run = _Run(framework_id, task.task_id, run_dir, sandbox, container, watch)
         run.checked = task.health_check is not None
+        run.isolation = tuple(spec["isolation"])
         log.info("task %s/%s: supervisor pid %d, sandbox %s", framework_id, task.task_id, watch.pid, sandbox)
+
+    def _start_supervisor(self, run_dir: Path, environment: dict[str, str], pid_namespace: bool) -> _Watch:
+        """Start a supervisor without the launcher: an interpreter of its
+        own (with ``pid_namespace``, the first process of a PID namespace
+        of its own, its watched signals blocked from the start as the
+        launcher does)."""
+        with open(run_dir / sup.LOG_FILE, "ab") as log_file:
+            def start() -> subprocess.Popen:
+                return subprocess.Popen([self.python, "-I", "-S", SUPERVISOR_SCRIPT, str(run_dir)],
+                                        stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                                        start_new_session=True, close_fds=True, env=environment)
+            if not pid_namespace:
+                popen = start()
+                return _Watch(popen.pid, popen)
+            if self._pid_forker is None:
+                self._pid_forker = PidNamespaceForker()
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, sup.WATCHED_SIGNALS)
+            try:
+                popen = self._pid_forker.first_of_new_namespace(start)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            return _Watch(popen.pid, popen)
+
+    def _container_spec(self, task: TaskInfo, sandbox: Path) -> dict:
+        """What the supervisor makes of the task's container: the
+        namespaces, the private ``/tmp``, the paths kept below it, the host
+        name, the volumes (each checked: :class:`LaunchError` with
+        ``REASON_CONTAINER_LAUNCH_FAILED`` for one this agent refuses), and
+        the isolators the task gets, by Mesos's names."""
+        isolation = self.isolation
+        info = task.container
+        if info is not None and info.image_name():
+            raise LaunchError(f"task {task.task_id}: its container has an image ({info.image_name()}), and this "
+                              "agent runs no images yet", REASON_CONTAINER_LAUNCH_FAILED)
+        namespaces = list(isolation.namespaces)
+        mounts = "mount" in namespaces
+        volumes = [self._volume(volume, sandbox) for volume in info.volumes] if info is not None else []
+        if volumes and not mounts:
+            raise LaunchError(f"task {task.task_id} has volumes, and this agent gives tasks no mount namespace "
+                              "(--isolation lacks filesystem/linux)", REASON_CONTAINER_LAUNCH_FAILED)
+        hostname = info.hostname if info is not None else ""
+        if hostname and "uts" not in namespaces:
+            raise LaunchError(f"task {task.task_id} asks for the host name {hostname!r}, and this agent gives tasks "
+                              "no UTS namespace (--isolation lacks namespaces/uts)", REASON_CONTAINER_LAUNCH_FAILED)
+        return {"namespaces": namespaces, "tmp": str(sandbox / "tmp") if mounts else "",
+                "keep": list(self.kept_paths) if mounts else [], "hostname": hostname, "volumes": volumes,
+                "isolation": list(isolation.isolators)}
+
+    def _volume(self, volume, sandbox: Path) -> dict:
+        """A volume of a container without an image, as the supervisor binds
+        it (:func:`.namespaces.bind`): a relative ``container_path`` is in
+        the sandbox (made there), an absolute one must exist on the agent
+        (the task's mount namespace covers it, the host keeps it)."""
+        source = volume.source
+        target = volume.container_path
+        relative = not target.startswith("/")
+        spec = {"target": str(sandbox / target) if relative else target, "readonly": volume.mode == "RO",
+                "create": str(sandbox) if relative else ""}
+        if source.type == "SANDBOX_PATH":
+            return {**spec, "source": str(sandbox / source.path), "within": str(sandbox), "make_source": True}
+        if source.type == "HOST_PATH":
+            allowed = self._allowed_host_path(source.path)
+            if allowed is None:
+                raise LaunchError(f"HOST_PATH volume {source.path}: not below a path this agent allows "
+                                  f"(--allowed-host-paths: {', '.join(self.allowed_host_paths) or 'none'})",
+                                  REASON_CONTAINER_LAUNCH_FAILED)
+            return {**spec, "source": source.path, "within": allowed}
+        raise LaunchError(f"{source.type} volumes are not supported for a container without an image on this agent",
+                          REASON_CONTAINER_LAUNCH_FAILED)
+
+    def _allowed_host_path(self, path: str) -> str | None:
+        """The entry of ``--allowed-host-paths`` ``path`` lies in (symlinks
+        resolved; the supervisor checks again on what it mounts), or None."""
+        real = os.path.realpath(path)
+        for allowed in self.allowed_host_paths:
+            if real == allowed or real.startswith(allowed.rstrip("/") + "/"):
+                return allowed
+        return None
 
     def _abandon(self, container: Container | None) -> None:
         if container is not None:
@@ -475,7 +582,7 @@ class TaskExecutor:
         return f"{self.container_prefix}.{path_component(task_id)[:40]}-{digest}.{os.urandom(4).hex()}"
 
     def _write_run_files(self, run_dir: Path, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path,
-                         container: Container) -> None:
+                         container: Container, spec: dict) -> None:
         # the final exit status always fits in place, even on a full disk (writing it takes its space).
         # The run files are not fsynced (issue 14: two fsyncs a launch on the agent's loop): a machine
         # crash ends the supervisor that would read them too, and a killed agent loses no written byte.
@@ -491,7 +598,7 @@ class TaskExecutor:
                   "fetcher": {"cache_dir": str(self.work_dir / FETCHER_CACHE_DIR),
                               "cache_size": self.fetcher.cache_size, "timeout": self.fetcher.timeout,
                               "max_size": self.fetcher.max_size},
-                  **self.isolator.launch_spec(container)}
+                  **spec, **self.isolator.launch_spec(container)}
         # whole before the supervisor is started (it reads it then); one cut short by the agent's death
         # never had a supervisor, and recovery reads it as no container
         _write_new_file(run_dir / sup.LAUNCH_FILE, json.dumps(launch, sort_keys=True).encode())
@@ -587,7 +694,7 @@ class TaskExecutor:
         return [TaskHealth(key[0], key[1], health[1], health[2])]
 
     def _check_limits(self, key: tuple[str, str], run: _Run) -> list[ExecutorEvent]:
-        if not self.isolator.enforcing or not run.container.mem_bytes or not self.isolator.oom_kills(run.container):
+        if "mem" not in self.isolator.limits or not run.container.mem_bytes or not self.isolator.oom_kills(run.container):
             return []
         run.limited = True
         return [TaskLimited(key[0], key[1], REASON_CONTAINER_LIMITATION_MEMORY, _memory_message(run.container, None))]
@@ -635,7 +742,7 @@ class TaskExecutor:
         if status.get("reason") == sup.REASON_RECOVERY_TIMEOUT:
             return TaskExit(key[0], key[1], code, signum, REASON_EXECUTOR_REREGISTRATION_TIMEOUT,
                             str(status.get("message", "")))
-        if self.isolator.enforcing and run.container.mem_bytes and _int_or_none(status.get("oom_kills")):
+        if "mem" in self.isolator.limits and run.container.mem_bytes and _int_or_none(status.get("oom_kills")):
             return TaskExit(key[0], key[1], code, signum, REASON_CONTAINER_LIMITATION_MEMORY,
                             _memory_message(run.container, _int_or_none(status.get("memory_peak_bytes"))))
         message = _with_full_disk("", run.sandbox) if code != 0 else ""
@@ -695,6 +802,7 @@ class TaskExecutor:
         run = _Run(framework_id, task_id, run_dir, sandbox, container or Container(self.isolator.name),
                    watch or _Watch(pid, start_ticks=start_ticks), _task_pid(run_dir))
         run.checked = _launch_has_health_check(run_dir)
+        run.isolation = _launch_isolation(run_dir)
         self._runs[key] = run
         events: list[ExecutorEvent] = [TaskStarted(framework_id, task_id, run.task_pid)] if run.task_pid else []
         if watch is None:  # the supervisor ended while no agent watched: how did the task end?
@@ -878,6 +986,41 @@ def _write_and_close(fd: int, data: bytes) -> None:
             view = view[os.write(fd, view):]
     finally:
         os.close(fd)
+
+
+def _launch_isolation(run_dir: Path) -> tuple[str, ...]:
+    try:
+        launch = sup.read_json(str(run_dir / sup.LAUNCH_FILE))
+        names = launch.get("isolation", []) if isinstance(launch, dict) else []
+    except (OSError, ValueError):
+        return ()
+    return tuple(name for name in names if isinstance(name, str)) if isinstance(names, list) else ()
+
+
+def _resource_isolators(isolator: Isolator) -> tuple[str, ...]:
+    """Mesos's names of what an isolator of resources alone gives."""
+    kind = "cgroups" if isolator.enforcing else "posix"
+    return tuple(f"{kind}/{resource}" if resource in isolator.limits or kind == "posix" else f"posix/{resource}"
+                 for resource in ("cpu", "mem"))
+
+
+def _kept_paths(work_dir: Path) -> tuple[str, ...]:
+    """What a task with a private ``/tmp`` still sees there: the top
+    directory below ``/tmp`` of the agent's work directory (sandboxes, run
+    directories, the executors' socket — and what lies beside them: a
+    ``mesoslike local`` cluster's or a test's files) and of the Python the
+    agent and its tasks' tools run from (a virtualenv in ``/tmp``)."""
+    package = Path(sup.__file__).resolve().parents[2]   # the directory that holds mesoslike/
+    candidates = [work_dir, package, Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent]
+    tmp = os.path.realpath("/tmp")
+    kept = []
+    for candidate in candidates:
+        real = os.path.realpath(candidate)
+        if real.startswith(tmp + "/"):
+            top = os.path.join(tmp, os.path.relpath(real, tmp).split(os.sep)[0])
+            if top not in kept:
+                kept.append(top)
+    return tuple(kept)
 
 
 def _launch_has_health_check(run_dir: Path) -> bool:

@@ -76,7 +76,7 @@ from mesoslike.agent.executor import (
 )
 from mesoslike.agent.files import SandboxFiles
 from mesoslike.agent.http import AgentHTTPServer
-from mesoslike.agent.isolation import Isolator, agent_key, select_isolator
+from mesoslike.agent.isolation import DEFAULT_ISOLATION, Isolator, agent_key, select_isolation
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
 from mesoslike.attributes import attributes_json
 from mesoslike.clock import Clock, SystemClock
@@ -162,7 +162,11 @@ class AgentRuntime:
         ``"cleanup"`` (kill them, forget them, and return from :meth:`run`).
     :param recovery_timeout: how long a task's supervisor waits for a gone
         agent to come back before it kills the task (Mesos: 15 minutes).
-    :param isolation: ``"auto"``, ``"cgroups"`` or ``"posix"`` (:mod:`.isolation`).
+    :param isolation: Mesos's isolator names, comma-separated, or ``"auto"``,
+        ``"cgroups"``, ``"posix"`` (:func:`.isolation.select_isolation`,
+        docs/containers.rst "Isolators").
+    :param allowed_host_paths: directories whose contents ``HOST_PATH``
+        volumes may mount (none: such volumes are refused).
     :param cgroups_root: the cgroup the tasks' cgroups are made in.
     :param cgroups_cpu_quota: cap each task's CPU at ``cpus`` with a CFS quota
         (besides the shares it always gets).
@@ -208,7 +212,8 @@ class AgentRuntime:
                  fetcher_cache_size: int = DEFAULT_FETCHER_CACHE_SIZE, fetcher_timeout: float = DEFAULT_FETCHER_TIMEOUT,
                  fetcher_max_size: int = DEFAULT_FETCHER_MAX_SIZE,
                  executor_reregistration_timeout: float = EXECUTOR_REREGISTER_TIMEOUT,
-                 executor_registration_timeout: float = EXECUTOR_REGISTER_TIMEOUT) -> None:
+                 executor_registration_timeout: float = EXECUTOR_REGISTER_TIMEOUT,
+                 allowed_host_paths: tuple[str, ...] | list[str] = ()) -> None:
         self.master_address = check_master_address(master)  # raises ConfigError naming the problem
         self.switch_user = os.geteuid() == 0 if switch_user is None else switch_user
         if self.switch_user and os.geteuid() != 0:
@@ -259,10 +264,16 @@ class AgentRuntime:
         self._channel: Server | None = None
         #: what the turn has for executors (sent once its checkpoints are on disk)
         self._executor_outgoing: list[tuple[bytes, object]] = []
-        self.isolator: Isolator = select_isolator(isolation, cgroups_root=cgroups_root,
-                                                  cpu_quota=cgroups_cpu_quota)
+        self.isolation = select_isolation(isolation or DEFAULT_ISOLATION, cgroups_root=cgroups_root,
+                                          cpu_quota=cgroups_cpu_quota,
+                                          probe_cache=self.work_dir / "meta" / "namespaces-probe.json")
+        self.isolator: Isolator = self.isolation.resources
+        for path in allowed_host_paths:
+            if not os.path.isabs(path):
+                raise ConfigError(f"--allowed-host-paths: {path!r} is not an absolute path")
         self.executor = TaskExecutor(self.work_dir, environment=environment, clock=self.clock,
-                                     isolator=self.isolator, recovery_timeout=recovery_timeout,
+                                     isolation=self.isolation, allowed_host_paths=tuple(allowed_host_paths),
+                                     recovery_timeout=recovery_timeout,
                                      container_prefix=agent_key(self.hostname, self.work_dir),
                                      switch_user=self.switch_user, fetcher=fetcher)
         try:
@@ -385,8 +396,10 @@ class AgentRuntime:
         try:
             self.executor.write_agent_pid()
             log.info("agent %s starting: master %s, resources %s, work dir %s; %s; %s", self.hostname,
-                     self.master_address, self.info.resources, self.work_dir, self.isolator.describe(),
+                     self.master_address, self.info.resources, self.work_dir, self.isolation.describe(),
                      self.describe_users())
+            for warning in self.isolation.warnings:
+                log.warning("--isolation %s", warning)
             closed = self.executor.unreachable_ancestors() if self.switch_user else []
             if closed:
                 log.warning("--switch-user: other users cannot traverse %s, so tasks reach their sandbox only as "
@@ -831,7 +844,7 @@ class AgentRuntime:
             self.executor.launch(framework_id, command.task, command.agent_id)
         except LaunchError as exc:
             log.warning("task %s/%s could not start: %s", framework_id, task_id, exc)
-            return self.core.on_task_launch_failed(framework_id, task_id, str(exc))
+            return self.core.on_task_launch_failed(framework_id, task_id, str(exc), why=exc.reason)
         if queued_at is not None:
             self.launches_started.observe(time.monotonic() - queued_at)
         return []
@@ -913,7 +926,8 @@ class AgentRuntime:
                               "pending_updates": task.pending_updates, "sandbox": str(sandbox),
                               "user": task.user if self.switch_user and task.user else self._agent_user,
                               "sandbox_path": f"{path_component(task.framework_id)}/{path_component(task.task_id)}",
-                              "cgroups": dict(container.cgroups) if container is not None else {}})
+                              "cgroups": dict(container.cgroups) if container is not None else {},
+                              "isolation": list(self.executor.isolation_of(task.framework_id, task.task_id))})
             return {
                 "id": core.agent_id, "hostname": self.hostname, "registered": core.registered,
                 "master": {"id": master.id, "address": master.address} if master is not None else None,
@@ -921,7 +935,7 @@ class AgentRuntime:
                 "resources": str(core.total), "used": str(core.used), "attributes": attributes_json(core.info.attributes),
                 "work_dir": str(self.work_dir), "sandbox_root": str(self.executor.sandbox_root),
                 "isolation": {"name": self.isolator.name, "enforcing": self.isolator.enforcing,
-                              "description": self.isolator.describe()},
+                              "description": self.isolation.describe(), **self.isolation.to_json()},
                 "switch_user": self.switch_user,
                 "draining": core.draining, "tasks": tasks, "executor_channel": f"ipc://{self.executor_socket}",
                 "executors": [{"framework_id": e.framework_id, "id": e.executor_id, "resources": str(e.resources),

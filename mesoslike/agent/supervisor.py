@@ -131,6 +131,8 @@ AGENT_CHECK_INTERVAL = 1.0
 CLEANUP_LIMIT = 5.0
 #: SIGUSR2: sent by the supervisor's own health checker, to kill the task
 _WATCHED = (signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+#: what a supervisor waits for (blocked from its start when it is an init: see serve_launches)
+WATCHED_SIGNALS = _WATCHED
 #: back to SIG_DFL in a spawned task: ignored here (by the supervisor, or by Python itself) or watched
 _CHILD_DEFAULT_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ) + _WATCHED
 
@@ -228,6 +230,9 @@ def load_sibling(name: str):
     """The module ``name`` of this file's directory (:mod:`.health`,
     :mod:`.fetcher`), loaded by its path: the supervisor runs as ``python -I
     -S supervisor.py``, with no package on its path."""
+    loaded = sys.modules.get(f"mesoslike_supervisor_{name}")
+    if loaded is not None:   # the launcher loaded it before it forked this process
+        return loaded
     import importlib.util
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
     spec = importlib.util.spec_from_file_location(f"mesoslike_supervisor_{name}", path)
@@ -254,13 +259,21 @@ def _padded(text: bytes) -> bytes:
     return text + b" " * (EXIT_PLACEHOLDER_SIZE - len(text) - 1) + b"\n"
 
 
-def process_start_ticks(pid: int) -> int | None:
+def process_start_ticks(pid: int, proc: int | None = None) -> int | None:
     """When process ``pid`` started (clock ticks since boot), or None if it
     does not exist or has ended (a zombie). Tells a process from a later one
-    that reused its pid."""
+    that reused its pid. ``proc``: a descriptor of the host's ``/proc``
+    directory (in a container, whose ``/proc`` shows its own processes)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as source:
-            text = source.read().decode("ascii", "replace")
+        if proc is None:
+            with open(f"/proc/{pid}/stat", "rb") as source:
+                text = source.read().decode("ascii", "replace")
+        else:
+            fd = os.open(f"{pid}/stat", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc)
+            try:
+                text = os.read(fd, 4096).decode("ascii", "replace")
+            finally:
+                os.close(fd)
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()
@@ -315,6 +328,24 @@ def give_sandbox(directory: str, user: TaskUser) -> None:
         os.close(fd)
 
 
+def make_directory_in(path: str, directory: str, user: TaskUser | None) -> None:
+    """Make ``path`` (and its missing parents) below ``directory`` — only
+    there, its existing part's symlinks resolved — owned by ``user``."""
+    limit = os.path.realpath(directory)
+    missing = []
+    probe = path
+    while not os.path.lexists(probe):
+        missing.append(probe)
+        probe = os.path.dirname(probe)
+    real = os.path.realpath(probe)
+    if real != limit and not real.startswith(limit.rstrip("/") + "/"):
+        raise LaunchProblem(f"{path} leads out of {directory}")
+    for made in reversed(missing):
+        os.mkdir(made, 0o755)
+        if user is not None:
+            os.chown(made, user.uid, user.gid, follow_symlinks=False)
+
+
 def open_sandbox_file(path: str) -> int:
     """A file of a sandbox opened for appending (created if missing). It
     must be a plain file with one link: a switched task owns its sandbox and
@@ -355,8 +386,12 @@ def read_launch(path: str) -> dict:
     oom_events (``[file, key]`` pairs counting OOM kills), memory_peak (a file
     or ""), user (the unix user to run the task as; "" or absent: the
     supervisor's own), health_check (the task's ``HealthCheck`` or null),
-    uris (its ``CommandURI`` list) and fetcher (the fetcher's settings:
-    :func:`.fetcher.fetch_all`)."""
+    uris (its ``CommandURI`` list), fetcher (the fetcher's settings:
+    :func:`.fetcher.fetch_all`), and its container (:func:`.namespaces.enter`):
+    namespaces (of "pid", "mount", "ipc", "uts", "net"), tmp (the directory
+    mounted on ``/tmp``; "": none), keep (paths below ``/tmp`` the task must
+    still reach), hostname ("": the agent's) and volumes (``{"source",
+    "target", "readonly"}``)."""
     launch = read_json(path)
     if not isinstance(launch, dict):
         raise ValueError(f"{path}: not a JSON object")
@@ -364,8 +399,11 @@ def read_launch(path: str) -> dict:
     launch.setdefault("health_check", None)
     launch.setdefault("uris", [])
     launch.setdefault("fetcher", {})
+    for key, default in (("namespaces", []), ("tmp", ""), ("keep", []), ("hostname", ""), ("volumes", [])):
+        launch.setdefault(key, default)
     for key, kinds in (("user", (str,)), ("health_check", (dict, type(None))), ("uris", (list,)),
-                       ("fetcher", (dict,))):
+                       ("fetcher", (dict,)), ("namespaces", (list,)), ("tmp", (str,)), ("keep", (list,)),
+                       ("hostname", (str,)), ("volumes", (list,))):
         if not isinstance(launch[key], kinds):
             raise ValueError(f"{path}: {key} of the wrong type")
     for key, kind in (("command", str), ("cwd", str), ("env", dict), ("stdout", str), ("stderr", str),
@@ -395,6 +433,12 @@ class Supervisor:
         self.env: dict = {}
         self.checker = None          # a health.HealthChecker while the task runs, if it has a check
         self.health_kill = ""        # set by the checker's thread: why the task must be killed
+        # the init (pid 1) of the task's PID namespace (the launcher forked it so): it reaps the task's
+        # orphans, and knows itself and the agent by the host's pids, through the host's /proc
+        self.init = os.getpid() == 1
+        self.host_pid = os.getpid()
+        self.host_proc: int | None = None   # a descriptor of the host's /proc, while its own is mounted on it
+        self.children = Children()          # what of its children are not orphans to reap
 
     def path(self, name: str) -> str:
         return os.path.join(self.run_dir, name)
@@ -403,7 +447,11 @@ class Supervisor:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
-        write_run_file(self.path(SUPERVISOR_FILE), {"pid": os.getpid(), "start_ticks": process_start_ticks(os.getpid())})
+        if self.init:   # before anything mounts another /proc
+            self.host_pid = host_pid()
+            self.host_proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        write_run_file(self.path(SUPERVISOR_FILE), {"pid": self.host_pid,
+                                                    "start_ticks": process_start_ticks(self.host_pid)})
         try:
             self.launch = read_launch(self.path(LAUNCH_FILE))
         except FileNotFoundError:
@@ -416,6 +464,7 @@ class Supervisor:
             self.prepare()
             if self.launch["uris"] and not self.fetch():
                 return 1
+            self.enter_container()
             self.task_pid = self.start()
         except LaunchProblem as exc:
             say(f"not started: {exc}")
@@ -424,7 +473,7 @@ class Supervisor:
         except (OSError, subprocess.SubprocessError) as exc:
             self.record(None, None, REASON_LAUNCH_FAILED, f"{type(exc).__name__}: {exc}")
             return 1
-        write_run_file(self.path(TASK_FILE), {"pid": self.task_pid})
+        write_run_file(self.path(TASK_FILE), {"pid": self.task_host_pid()})
         self.start_health_checks()
         status = self.watch()
         if self.checker is not None:
@@ -443,6 +492,30 @@ class Supervisor:
             give_sandbox(launch["cwd"], user)
             for name, value in (("HOME", user.home), ("USER", user.name), ("LOGNAME", user.name)):
                 env.setdefault(name, value)
+
+    def enter_container(self) -> None:
+        """The task's namespaces and mounts (``namespaces`` in
+        ``launch.json``; :func:`.namespaces.enter`), after the fetch (which
+        may need the network ``network/none`` takes away)."""
+        launch = self.launch
+        namespaces = launch["namespaces"]
+        if not namespaces:
+            return
+        if "pid" in namespaces and not self.init:
+            raise LaunchProblem("the task was to have a PID namespace of its own, and its supervisor is not the "
+                                "first process of one")
+        for volume in launch["volumes"]:   # a sandbox path is made if missing (as Mesos does), the task's
+            if volume.get("make_source") and not os.path.lexists(volume["source"]):
+                make_directory_in(volume["source"], volume["within"], self.user)
+        load_sibling("namespaces").enter(namespaces, tmp=launch["tmp"], keep=launch["keep"],
+                                         hostname=launch["hostname"], volumes=launch["volumes"])
+
+    def task_host_pid(self) -> int:
+        """The task's pid as the agent sees it (the host's)."""
+        if not self.init or self.host_proc is None:
+            return self.task_pid
+        found = load_sibling("namespaces").host_pid_of_child(self.host_proc, self.host_pid, self.task_pid)
+        return found if found is not None else 0   # 0: gone already (task.json then reads as no pid)
 
     def fetch(self) -> bool:
         """Fetch the task's URIs into its sandbox; False (the run recorded as
@@ -470,7 +543,8 @@ class Supervisor:
             os.kill(os.getpid(), signal.SIGUSR2)
 
         checker = health.HealthChecker(check, self.run_dir, cwd=self.launch["cwd"], env=self.env, user=self.user,
-                                       write=write_json_atomically, on_kill=on_kill, say=say)
+                                       write=write_json_atomically, on_kill=on_kill, say=say,
+                                       children=self.children if self.init else None)
         checker.start()
         self.checker = checker
 
@@ -581,7 +655,9 @@ class Supervisor:
             info = signal.sigtimedwait(_WATCHED, max(0.0, timeout))
             if info is None:
                 continue
-            if info.si_signo == signal.SIGTERM:
+            if info.si_signo == signal.SIGCHLD and self.init:
+                self.children.reap_orphans(self.task_pid)
+            elif info.si_signo == signal.SIGTERM:
                 self.kill(float(self.launch["grace_period"]))
             elif info.si_signo == signal.SIGUSR1:
                 self.kill(0.0)
@@ -590,7 +666,7 @@ class Supervisor:
                 self.kill(float(self.launch["grace_period"]))
 
     def check_agent(self, now: float) -> None:
-        if _agent_alive(self.launch["agent_pid_file"]):
+        if _agent_alive(self.launch["agent_pid_file"], self.host_proc):
             self.agent_seen_at = now
             return
         timeout = float(self.launch["recovery_timeout"])
@@ -692,13 +768,63 @@ def _exited(pid: int) -> bool:
         return True
 
 
-def _agent_alive(pid_file: str) -> bool:
+def _agent_alive(pid_file: str, proc: int | None = None) -> bool:
     try:
         agent = read_json(pid_file)
         pid, ticks = agent["pid"], agent["start_ticks"]  # type: ignore[index]
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return isinstance(pid, int) and process_start_ticks(pid) == ticks
+    return isinstance(pid, int) and process_start_ticks(pid, proc) == ticks
+
+
+def host_pid() -> int:
+    """This process's pid as the host sees it: the first of ``NSpid`` in
+    ``/proc/self/status`` (read before a new ``/proc`` is mounted)."""
+    try:
+        with open("/proc/self/status", "rb") as source:
+            for line in source:
+                if line.startswith(b"NSpid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.getpid()
+
+
+class Children:
+    """The children of a supervisor that is its PID namespace's init which
+    are not orphans: the task's orphans are reparented to it, and it must
+    reap them (else they stay zombies), but never a child another part of
+    it waits for — a health check's command, which its thread starts and
+    registers under ``lock`` (the reaper holds it while it looks)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.own: set[int] = set()
+
+    def reap_orphans(self, task_pid: int) -> int:
+        """Reap every ended child but the task's leader and those of
+        :attr:`own`; how many. Reads this namespace's ``/proc`` (the
+        supervisor's and its task's processes only)."""
+        reaped = 0
+        with self.lock:
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                pid = int(entry)
+                if pid in (1, task_pid) or pid in self.own:
+                    continue
+                try:
+                    with open(f"/proc/{pid}/stat", "rb") as source:
+                        fields = source.read().rsplit(b")", 1)[1].split()
+                except (OSError, IndexError):
+                    continue
+                if fields[0] == b"Z" and fields[1] == b"1":   # ended, and a child of this process
+                    try:
+                        if os.waitpid(pid, os.WNOHANG)[0]:
+                            reaped += 1
+                    except ChildProcessError:
+                        pass
+        return reaped
 
 
 def join_cgroup(directory: str) -> None:
@@ -721,6 +847,8 @@ def kill_cgroups(directories: list[str]) -> bool:
     empty = True
     for directory in directories:
         for pid in cgroup_pids(directory):
+            if pid <= 0:   # a process outside the reader's PID namespace reads as 0: never kill(0)
+                continue
             empty = False
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -782,9 +910,11 @@ def main(argv: list[str]) -> int:
 def serve_launches() -> int:
     """``supervisor.py --launcher``: the agent's fork server
     (:mod:`mesoslike.agent.launcher`). Reads one JSON request a line on
-    stdin — ``{"run_dir", "env", "log"}`` — forks a supervisor for it (this
-    module is loaded already: no interpreter start per task, issue 14) and
-    answers its pid on a line of stdout. Ends at the end of stdin (the agent
+    stdin — ``{"run_dir", "env", "log", "pid_namespace"}`` — forks a
+    supervisor for it (this module is loaded already: no interpreter start
+    per task, issue 14), with ``pid_namespace`` as the first process of a
+    PID namespace of its own (:class:`.namespaces.PidNamespaceForker`), and
+    answers its pid on a line of stdout (``!`` and why, if it could not). Ends at the end of stdin (the agent
     went). The supervisors are in sessions of their own and outlive it; it
     reaps those that end while it runs (so their CPU time, and their
     tasks', is counted as its children's), the agent watches them with
@@ -795,9 +925,26 @@ def serve_launches() -> int:
     # so that a supervisor's collections do not touch (and copy) the pages it lives in
     gc.collect()
     gc.freeze()
+    forker = None
     for line in sys.stdin.buffer:
         request = json.loads(line)
-        pid = os.fork()
+        if request.get("pid_namespace"):
+            # the supervisor is the init of a PID namespace of its own (namespaces/pid). As an init it
+            # would drop a SIGTERM of the agent's that came before it blocked it: blocked from the start
+            if forker is None:
+                forker = load_sibling("namespaces").PidNamespaceForker()
+            signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
+            try:
+                pid = forker.first_of_new_namespace(os.fork)
+            except OSError as exc:
+                sys.stdout.buffer.write(b"!%s\n" % str(exc).encode("utf-8", "replace").replace(b"\n", b" "))
+                sys.stdout.buffer.flush()
+                continue
+            finally:
+                if os.getpid() != 1:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, _WATCHED)
+        else:
+            pid = os.fork()
         if pid == 0:
             code = 1
             try:
