@@ -525,6 +525,8 @@ class TaskExecutor:
         if info is not None and info.image_name():
             raise LaunchError(f"task {task.task_id}: its container has an image ({info.image_name()}), and this "
                               "agent runs no images yet", REASON_CONTAINER_LAUNCH_FAILED)
+        if not task.shell and not task.arguments:
+            raise LaunchError(f"task {task.task_id}: shell is false and it has no arguments to execute")
         namespaces = list(isolation.namespaces)
         mounts = "mount" in namespaces
         volumes = [self._volume(volume, sandbox) for volume in info.volumes] if info is not None else []
@@ -588,6 +590,7 @@ class TaskExecutor:
         # crash ends the supervisor that would read them too, and a killed agent loses no written byte.
         _write_new_file(run_dir / sup.EXIT_FILE, sup.exit_placeholder())
         launch = {"framework_id": framework_id, "task_id": task.task_id, "command": task.command,
+                  "argv": [] if task.shell else list(task.arguments),
                   "cwd": str(sandbox), "env": self._task_environment(framework_id, task, agent_id, sandbox),
                   "stdout": str(sandbox / "stdout"), "stderr": str(sandbox / "stderr"),
                   "grace_period": task.kill_grace_period, "recovery_timeout": self.recovery_timeout,

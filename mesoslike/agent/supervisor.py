@@ -391,7 +391,9 @@ def read_launch(path: str) -> dict:
     namespaces (of "pid", "mount", "ipc", "uts", "net"), tmp (the directory
     mounted on ``/tmp``; "": none), keep (paths below ``/tmp`` the task must
     still reach), hostname ("": the agent's) and volumes (``{"source",
-    "target", "readonly"}``)."""
+    "target", "readonly"}``); argv (Mesos's ``shell: false``: the
+    program and its arguments, run without a shell; []: ``command`` by
+    ``/bin/sh -c``)."""
     launch = read_json(path)
     if not isinstance(launch, dict):
         raise ValueError(f"{path}: not a JSON object")
@@ -399,11 +401,12 @@ def read_launch(path: str) -> dict:
     launch.setdefault("health_check", None)
     launch.setdefault("uris", [])
     launch.setdefault("fetcher", {})
-    for key, default in (("namespaces", []), ("tmp", ""), ("keep", []), ("hostname", ""), ("volumes", [])):
+    for key, default in (("namespaces", []), ("tmp", ""), ("keep", []), ("hostname", ""), ("volumes", []),
+                         ("argv", [])):
         launch.setdefault(key, default)
     for key, kinds in (("user", (str,)), ("health_check", (dict, type(None))), ("uris", (list,)),
                        ("fetcher", (dict,)), ("namespaces", (list,)), ("tmp", (str,)), ("keep", (list,)),
-                       ("hostname", (str,)), ("volumes", (list,))):
+                       ("hostname", (str,)), ("volumes", (list,)), ("argv", (list,))):
         if not isinstance(launch[key], kinds):
             raise ValueError(f"{path}: {key} of the wrong type")
     for key, kind in (("command", str), ("cwd", str), ("env", dict), ("stdout", str), ("stderr", str),
@@ -582,7 +585,9 @@ class Supervisor:
             os.chdir(launch["cwd"])   # posix_spawn has no cwd: the child inherits this process's
             for directory in launch["cgroups"]:
                 join_cgroup(directory)
-            pid = os.posix_spawn(SHELL, [SHELL, "-c", launch["command"]], self.env, setsid=True,
+            argv = self.argv()
+            spawn = os.posix_spawn if argv[0] == SHELL or "/" in argv[0] else os.posix_spawnp
+            pid = spawn(argv[0], argv, self.env, setsid=True,
                                  setsigmask=(), setsigdef=_CHILD_DEFAULT_SIGNALS,
                                  file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                                                (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2)])
@@ -625,7 +630,7 @@ class Supervisor:
         try:
             stderr = open_output(launch["stderr"], user)
             try:
-                child = subprocess.Popen([SHELL, "-c", launch["command"]], cwd=launch["cwd"], env=env,
+                child = subprocess.Popen(self.argv(), cwd=launch["cwd"], env=env,
                                          stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, close_fds=True,
                                          start_new_session=True, preexec_fn=child_setup)
             finally:
@@ -634,6 +639,13 @@ class Supervisor:
             os.close(stdout)
         self.child = child  # kept: its finaliser must not run; watch() reaps it with waitpid
         return child.pid
+
+    def argv(self) -> list[str]:
+        """What the task's process executes: ``/bin/sh -c COMMAND``, or its
+        ``argv`` (Mesos's ``shell: false``: the program looked up in
+        ``PATH``, no shell)."""
+        argv = self.launch["argv"]
+        return list(argv) if argv else [SHELL, "-c", self.launch["command"]]
 
     def watch(self) -> int:
         """Wait for the task's leader to exit, killing on request; its wait status."""
