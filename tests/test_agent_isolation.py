@@ -237,6 +237,8 @@ def test_usage_and_limits_in_the_agents_statistics_and_the_masters_state(cluster
         return usage if usage and usage["cpus_user_time_secs"] + usage["cpus_system_time_secs"] > 0.2 else None
     usage = wait_until(usage_in_master_state, 10, "the task's usage in the master's /state")
     assert usage["mem_limit_bytes"] == 64 * 1024 * 1024 and usage["cpus_limit"] == 0.5
+    task = next(t for f in cluster.state()["frameworks"] for t in f["tasks"] if t["id"] == "busy")
+    assert {"cgroups/cpu", "cgroups/mem", "namespaces/pid"} <= set(task["container_status"]["isolators"]), task
     assert "isolation: cgroups-v" in proc.output()                                  # the startup line
 
 

@@ -92,7 +92,7 @@ def test_a_task_sees_only_its_own_processes_and_its_supervisor_is_its_init(maste
     launch(master, "t", "ls /proc | grep -E '^[0-9]+$' > pids.tmp; echo $$ >> pids.tmp; "
                         "tr '\\0' ' ' < /proc/1/cmdline > init.tmp; echo >> init.tmp; "
                         "mv init.tmp init; mv pids.tmp pids; sleep 600")
-    running(master, "t")
+    started = running(master, "t")
     seen = [int(pid) for pid in written(runtime, "t", "pids").split()]
     *listed, own = seen
     assert own == 2                        # the shell: the first process after its supervisor
@@ -103,6 +103,8 @@ def test_a_task_sees_only_its_own_processes_and_its_supervisor_is_its_init(maste
     assert host != 2 and namespace_of(host, "pid") != namespace_of(os.getpid(), "pid")
     got = runtime.state_document()["tasks"][0]["isolation"]
     assert {"filesystem/linux", "namespaces/pid", "namespaces/ipc", "namespaces/uts"} <= set(got), got
+    # the task's updates tell the master (its /state) what its container is
+    assert started.container_status.isolators == got and started.container_status.executor_pid == host
 
 
 def test_a_task_cannot_signal_another_task(master, agent):  # noqa: F811

@@ -65,7 +65,7 @@ from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources
 from mesoslike.wire.messages import TaskUsage
-from mesoslike.wire.types import TaskInfo
+from mesoslike.wire.types import ContainerStatus, TaskInfo
 
 __all__ = ["TaskExecutor", "launch_problem", "destroy_containers_under", "TaskStarted", "TaskExit", "TaskLimited", "TaskHealth",
            "LaunchFailed", "ExecutorEvent", "LaunchError", "FetcherSettings", "FETCHER_CACHE_DIR",
@@ -138,11 +138,13 @@ class LaunchError(MesoslikeError):
 
 @attrs.frozen
 class TaskStarted:
-    """The task's process exists (or, after :meth:`TaskExecutor.recover`, still does)."""
+    """The task's process exists (or, after :meth:`TaskExecutor.recover`,
+    still does); ``container``: what its container is."""
 
     framework_id: str
     task_id: str
     pid: int
+    container: ContainerStatus | None = None
 
 
 @attrs.frozen
@@ -279,7 +281,7 @@ class _Run:
 
     __slots__ = ("framework_id", "task_id", "run_dir", "sandbox", "container", "watch", "task_pid", "limited",
                  "forget", "next_oom_check", "kill_deadline", "checked", "health_changes", "health_stamp",
-                 "isolation")
+                 "isolation", "image")
 
     def __init__(self, framework_id: str, task_id: str, run_dir: Path, sandbox: Path, container: Container,
                  watch: _Watch, task_pid: int | None = None) -> None:
@@ -298,6 +300,12 @@ class _Run:
         self.health_changes = 0                   # the supervisor's count of health changes last reported
         self.health_stamp: tuple[int, int] | None = None   # health.json's (mtime, inode) last read
         self.isolation: tuple[str, ...] = ()      # the isolators it got (Mesos's names)
+        self.image = ""                           # the image of its root filesystem ('': the agent's)
+
+    def started(self) -> TaskStarted:
+        assert self.task_pid is not None
+        return TaskStarted(self.framework_id, self.task_id, self.task_pid,
+                           ContainerStatus(list(self.isolation), self.image, self.task_pid))
 
 
 class TaskExecutor:
@@ -662,7 +670,7 @@ class TaskExecutor:
             if run.task_pid is None:
                 run.task_pid = _task_pid(run.run_dir)
                 if run.task_pid is not None:
-                    events.append(TaskStarted(key[0], key[1], run.task_pid))
+                    events.append(run.started())
             if run.watch.ended():
                 events.extend(self._ended(key, run))
                 continue
@@ -710,7 +718,7 @@ class TaskExecutor:
         if run.task_pid is None:
             run.task_pid = _task_pid(run.run_dir)
             if run.task_pid is not None:
-                events.append(TaskStarted(key[0], key[1], run.task_pid))
+                events.append(run.started())
         if run.checked:
             events.extend(self._check_health(key, run))   # the verdict that killed it comes before the exit
         events.append(self._outcome(key, run))
@@ -807,7 +815,7 @@ class TaskExecutor:
         run.checked = _launch_has_health_check(run_dir)
         run.isolation = _launch_isolation(run_dir)
         self._runs[key] = run
-        events: list[ExecutorEvent] = [TaskStarted(framework_id, task_id, run.task_pid)] if run.task_pid else []
+        events: list[ExecutorEvent] = [run.started()] if run.task_pid else []
         if watch is None:  # the supervisor ended while no agent watched: how did the task end?
             return events + self._ended(key, run)
         log.info("task %s/%s: re-attached to its supervisor pid %d (task pid %s)", framework_id, task_id, pid,

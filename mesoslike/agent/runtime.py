@@ -623,7 +623,7 @@ class AgentRuntime:
         for event in events:
             fw, task = event.framework_id, event.task_id
             if isinstance(event, TaskStarted):
-                commands = self.core.on_task_started(fw, task, event.pid)
+                commands = self.core.on_task_started(fw, task, event.pid, event.container)
             elif isinstance(event, TaskExit):
                 commands = self.core.on_task_exited(fw, task, event.exit_code, event.signal, reason=event.reason,
                                                     message=event.message)
