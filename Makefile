@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: venv demo demo-framework simulate test typecheck bench zookeeper chromium
+.PHONY: venv demo demo-framework simulate test typecheck bench zookeeper chromium image-tools
 
 $(BIN)/mesoslike: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,27 @@ chromium:
 	  fi; \
 	fi
 
+# Containers and images (docs/containers.rst): runc runs a task's OCI bundle
+# (crun refuses this kernel's hybrid cgroups); the image tests start Debian's
+# docker-registry, build images from busybox-static and push some with skopeo;
+# zstd unpacks zstd layers, openssl signs the test registry's tokens. umoci is
+# there for building OCI bundles by hand. Installed as ZooKeeper is.
+image-tools:
+	@missing=""; \
+	for tool in runc:/usr/sbin/runc docker-registry:/usr/bin/docker-registry skopeo:/usr/bin/skopeo \
+	            umoci:/usr/bin/umoci busybox-static:/bin/busybox zstd:/usr/bin/zstd openssl:/usr/bin/openssl; do \
+	  [ -x "$${tool#*:}" ] || missing="$$missing $${tool%%:*}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing$$missing (Debian packages)"; \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing) >/dev/null \
+	      || echo "warning: could not install$$missing"; \
+	  else \
+	    echo "warning: missing$$missing (as root: apt-get install$$missing); the container and image tests skip outside CI"; \
+	  fi; \
+	fi
+
 # mypy over mesoslike/ and frameworks/. frameworks/ is installed as
 # mesoslike.frameworks (setup.cfg package_dir), a mapping mypy cannot follow,
 # so it checks a tree of links laid out as the installed package; errors are
@@ -63,7 +84,7 @@ typecheck: venv
 	@cd $(TYPECHECK_TREE) && "$(CURDIR)/$(BIN)/mypy" --config-file "$(CURDIR)/setup.cfg" mesoslike \
 	  | sed -e 's|^mesoslike/frameworks/|frameworks/|'; exit $${PIPESTATUS[0]}
 
-test: venv zookeeper chromium typecheck
+test: venv zookeeper chromium image-tools typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: venv

@@ -65,7 +65,7 @@ from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources
 from mesoslike.wire.messages import TaskUsage
-from mesoslike.wire.types import ContainerStatus, TaskInfo
+from mesoslike.wire.types import ContainerInfo, ContainerStatus, TaskInfo
 
 __all__ = ["TaskExecutor", "launch_problem", "destroy_containers_under", "TaskStarted", "TaskExit", "TaskLimited", "TaskHealth",
            "LaunchFailed", "ExecutorEvent", "LaunchError", "FetcherSettings", "FETCHER_CACHE_DIR",
@@ -79,6 +79,8 @@ log = logging.getLogger("mesoslike.agent")
 
 SHELL = "/bin/sh"
 MESSAGES_FILE = "messages"
+#: where an image task's sandbox is inside its container (Mesos's)
+RUNC_SANDBOX = "/mnt/mesos/sandbox"
 #: how long a supervisor waits for its agent to come back before killing its task (Mesos: 15 min)
 DEFAULT_RECOVERY_TIMEOUT = 15 * 60.0
 #: forgotten run directories an agent keeps for reuse (``meta/spare``; a few KiB each)
@@ -335,6 +337,11 @@ class TaskExecutor:
     :param allowed_host_paths: directories whose contents ``HOST_PATH``
         volumes may mount (``--allowed-host-paths``; none: every such
         volume is refused).
+    :param image_store: the settings of the agent's image store
+        (``ImageStore.settings()``): the supervisor of a task with an image
+        pulls it there (None: tasks with images fail).
+    :param hostname: the agent's name, an image container's host name
+        unless its ``ContainerInfo`` names one.
     """
 
     def __init__(self, work_dir: str | os.PathLike, *, environment: Mapping[str, str] | None = None,
@@ -342,7 +349,8 @@ class TaskExecutor:
                  recovery_timeout: float = DEFAULT_RECOVERY_TIMEOUT, python: str | None = None,
                  container_prefix: str | None = None, switch_user: bool = False,
                  fork_supervisors: bool = True, fetcher: FetcherSettings | None = None,
-                 isolation: Isolation | None = None, allowed_host_paths: tuple[str, ...] = ()) -> None:
+                 isolation: Isolation | None = None, allowed_host_paths: tuple[str, ...] = (),
+                 image_store: dict | None = None, hostname: str = "") -> None:
         self.work_dir = Path(work_dir)
         self.sandbox_root = self.work_dir / "sandboxes"
         self.agent_pid_file = self.work_dir / "meta" / "agent.pid"
@@ -353,6 +361,10 @@ class TaskExecutor:
         self.isolator = isolator or PosixIsolator()
         self.isolation = isolation or Isolation(_resource_isolators(self.isolator), self.isolator)
         self.allowed_host_paths = tuple(os.path.realpath(path) for path in allowed_host_paths)
+        self.image_store = image_store
+        self.hostname = hostname or os.uname().nodename
+        #: runc's state of the image tasks' containers
+        self.runc_root = self.work_dir / "runc"
         #: what a task with a private /tmp must still reach below /tmp (:func:`.namespaces.private_tmp`)
         self.kept_paths = _kept_paths(self.work_dir)
         #: for supervisors started without the launcher, in PID namespaces of their own
@@ -390,10 +402,11 @@ class TaskExecutor:
         run = self._runs.get((framework_id, task_id))
         return run.container if run else None
 
-    def isolation_of(self, framework_id: str, task_id: str) -> tuple[str, ...]:
-        """The isolators a running task got (Mesos's names; empty if it is not running)."""
+    def isolation_of(self, framework_id: str, task_id: str) -> tuple[tuple[str, ...], str]:
+        """The isolators a running task got (Mesos's names) and its image
+        ('' for none); nothing if it is not running."""
         run = self._runs.get((framework_id, task_id))
-        return run.isolation if run else ()
+        return (run.isolation, run.image) if run else ((), "")
 
     def resize(self, framework_id: str, task_id: str, resources: Resources) -> bool:
         """Set the limits of a running task's container to ``resources``
@@ -478,6 +491,9 @@ class TaskExecutor:
             self._make_run_dir(run_dir)
             spec = self._container_spec(task, sandbox)
             container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources)
+            if spec.get("image"):
+                spec["image"]["cgroups_path"] = self.isolator.runc_cgroups_path(container) or \
+                    f"mesoslike-containers/{spec['image']['id']}"
             self._write_run_files(run_dir, framework_id, task, agent_id, sandbox, container, spec)
             environment = self._supervisor_environment(framework_id, task, sandbox)
             pid_namespace = "pid" in spec["namespaces"]
@@ -498,6 +514,7 @@ class TaskExecutor:
         self._runs[key] = run = _Run(framework_id, task.task_id, run_dir, sandbox, container, watch)
         run.checked = task.health_check is not None
         run.isolation = tuple(spec["isolation"])
+        run.image = spec["image"]["name"] if spec.get("image") else ""
         log.info("task %s/%s: supervisor pid %d, sandbox %s", framework_id, task.task_id, watch.pid, sandbox)
 
     def _start_supervisor(self, run_dir: Path, environment: dict[str, str], pid_namespace: bool) -> _Watch:
@@ -531,8 +548,7 @@ class TaskExecutor:
         isolation = self.isolation
         info = task.container
         if info is not None and info.image_name():
-            raise LaunchError(f"task {task.task_id}: its container has an image ({info.image_name()}), and this "
-                              "agent runs no images yet", REASON_CONTAINER_LAUNCH_FAILED)
+            return self._image_spec(task, info, sandbox)
         if not task.shell and not task.arguments:
             raise LaunchError(f"task {task.task_id}: shell is false and it has no arguments to execute")
         namespaces = list(isolation.namespaces)
@@ -549,6 +565,53 @@ class TaskExecutor:
                 "keep": list(self.kept_paths) if mounts else [], "hostname": hostname, "volumes": volumes,
                 "isolation": list(isolation.isolators)}
 
+    def _image_spec(self, task: TaskInfo, info: ContainerInfo, sandbox: Path) -> dict:
+        """What the supervisor of a task with a container image makes of
+        it (:meth:`.supervisor.Supervisor.start_container`): the image, its
+        container's runc, bundle, network, host name, cgroups, command,
+        environment and volumes. The supervisor is the init of the task's
+        PID namespace (the container joins it) and has a mount namespace
+        of its own (the overlay goes with it)."""
+        name = info.image_name()
+        if not self.isolation.images or self.image_store is None:
+            why = next((w for w in self.isolation.warnings if w.startswith("docker/runtime")),
+                       "--isolation lacks docker/runtime")
+            raise LaunchError(f"image {name}: this agent runs no tasks with images ({why})",
+                              REASON_CONTAINER_LAUNCH_FAILED)
+        if task.executor is not None:
+            raise LaunchError(f"image {name}: a custom executor's container cannot have an image on this agent",
+                              REASON_CONTAINER_LAUNCH_FAILED)
+        if "pid" not in self.isolation.namespaces:
+            raise LaunchError(f"image {name}: image containers need namespaces/pid", REASON_CONTAINER_LAUNCH_FAILED)
+        docker = info.docker
+        network = "none" if (docker is not None and docker.network == "NONE") or "net" in self.isolation.namespaces \
+            else "host"
+        force_pull = docker.force_pull_image if docker is not None else not (info.image is None or info.image.cached)
+        container_id = f"{self.container_prefix}.{path_component(task.task_id)[:40]}.{os.urandom(6).hex()}"
+        env = dict(task.environment)   # the container's environment is the image's and the task's own, only
+        env.update({"MESOSLIKE_TASK_ID": task.task_id, "MESOS_TASK_ID": task.task_id})
+        image = {"name": name, "force_pull": force_pull, "runc": self.isolation.runc, "root": str(self.runc_root),
+                 "id": container_id, "bundle": str(self.work_dir / "containers" / container_id),
+                 "network": network, "hostname": info.hostname or _container_hostname(self.hostname),
+                 "cgroups_path": "", "shell": task.shell, "command": task.command,
+                 "arguments": list(task.arguments), "env": env, "store": self.image_store,
+                 "volumes": [self._image_volume(volume, sandbox) for volume in info.volumes]}
+        return {"namespaces": ["pid", "mount"], "tmp": "", "keep": [], "hostname": "", "volumes": [],
+                "isolation": list(self.isolation.isolators), "image": image}
+
+    def _image_volume(self, volume, sandbox: Path) -> dict:
+        """A volume of an image's container, as the supervisor checks and
+        runc mounts it: ``container_path`` is in the image's root
+        filesystem (relative: below the sandbox at /mnt/mesos/sandbox)."""
+        source = volume.source
+        target = volume.container_path
+        destination = target if target.startswith("/") else f"{RUNC_SANDBOX}/{target}"
+        spec = {"destination": destination, "readonly": volume.mode == "RO"}
+        if source.type == "IMAGE":
+            return {"destination": destination, "readonly": True,
+                    "image": {"name": source.image.name, "force_pull": not source.image.cached}}
+        return {**spec, **self._volume_source(source, sandbox, "")}
+
     def _volume(self, volume, sandbox: Path) -> dict:
         """A volume of a container without an image, as the supervisor binds
         it (:func:`.namespaces.bind`): a relative ``container_path`` is in
@@ -559,16 +622,23 @@ class TaskExecutor:
         relative = not target.startswith("/")
         spec = {"target": str(sandbox / target) if relative else target, "readonly": volume.mode == "RO",
                 "create": str(sandbox) if relative else ""}
+        return {**spec, **self._volume_source(source, sandbox, " for a container without an image")}
+
+    def _volume_source(self, source, sandbox: Path, where: str) -> dict:
+        """Where a SANDBOX_PATH or HOST_PATH volume's source is, and the
+        directory it must stay in (checked by the supervisor on what it
+        mounts); :class:`LaunchError` for a host path not allowed or
+        another kind."""
         if source.type == "SANDBOX_PATH":
-            return {**spec, "source": str(sandbox / source.path), "within": str(sandbox), "make_source": True}
+            return {"source": str(sandbox / source.path), "within": str(sandbox), "make_source": True}
         if source.type == "HOST_PATH":
             allowed = self._allowed_host_path(source.path)
             if allowed is None:
                 raise LaunchError(f"HOST_PATH volume {source.path}: not below a path this agent allows "
                                   f"(--allowed-host-paths: {', '.join(self.allowed_host_paths) or 'none'})",
                                   REASON_CONTAINER_LAUNCH_FAILED)
-            return {**spec, "source": source.path, "within": allowed}
-        raise LaunchError(f"{source.type} volumes are not supported for a container without an image on this agent",
+            return {"source": source.path, "within": allowed}
+        raise LaunchError(f"{source.type} volumes are not supported{where} on this agent",
                           REASON_CONTAINER_LAUNCH_FAILED)
 
     def _allowed_host_path(self, path: str) -> str | None:
@@ -744,6 +814,9 @@ class TaskExecutor:
             self._abandon(run.container)
             return LaunchFailed(key[0], key[1], _with_full_disk(str(status.get("message", "")), run.sandbox))
         code, signum = _int_or_none(status.get("exit_code")), _int_or_none(status.get("signal"))
+        if status.get("reason") == sup.REASON_CONTAINER_FAILED:
+            self._abandon(run.container)
+            return LaunchFailed(key[0], key[1], str(status.get("message", "")), REASON_CONTAINER_LAUNCH_FAILED)
         if status.get("reason") == sup.REASON_FETCH_FAILED:
             self._abandon(run.container)
             return LaunchFailed(key[0], key[1], str(status.get("message", "")), REASON_CONTAINER_LAUNCH_FAILED)
@@ -813,7 +886,7 @@ class TaskExecutor:
         run = _Run(framework_id, task_id, run_dir, sandbox, container or Container(self.isolator.name),
                    watch or _Watch(pid, start_ticks=start_ticks), _task_pid(run_dir))
         run.checked = _launch_has_health_check(run_dir)
-        run.isolation = _launch_isolation(run_dir)
+        run.isolation, run.image = _launch_isolation(run_dir)
         self._runs[key] = run
         events: list[ExecutorEvent] = [run.started()] if run.task_pid else []
         if watch is None:  # the supervisor ended while no agent watched: how did the task end?
@@ -999,13 +1072,22 @@ def _write_and_close(fd: int, data: bytes) -> None:
         os.close(fd)
 
 
-def _launch_isolation(run_dir: Path) -> tuple[str, ...]:
+def _container_hostname(hostname: str) -> str:
+    """The agent's name as a container's host name (a UTS name: at most 63 characters)."""
+    return hostname[:63] or "mesoslike"
+
+
+def _launch_isolation(run_dir: Path) -> tuple[tuple[str, ...], str]:
+    """The isolators a run got and its image ('' for none), as its launch file says."""
     try:
         launch = sup.read_json(str(run_dir / sup.LAUNCH_FILE))
-        names = launch.get("isolation", []) if isinstance(launch, dict) else []
     except (OSError, ValueError):
-        return ()
-    return tuple(name for name in names if isinstance(name, str)) if isinstance(names, list) else ()
+        return (), ""
+    if not isinstance(launch, dict):
+        return (), ""
+    names, image = launch.get("isolation", []), launch.get("image")
+    isolators = tuple(name for name in names if isinstance(name, str)) if isinstance(names, list) else ()
+    return isolators, str(image.get("name", "")) if isinstance(image, dict) else ""
 
 
 def _resource_isolators(isolator: Isolator) -> tuple[str, ...]:

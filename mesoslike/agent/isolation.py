@@ -165,6 +165,11 @@ class Isolator:
         ``pgid`` is its session and process group."""
         return _limited(_session_usage(pgid), container, self.enforcing)
 
+    def runc_cgroups_path(self, container: Container) -> str:
+        """runc's ``cgroupsPath`` of the container's cgroups ('' when it has
+        none: runc makes its own). Raises OSError when runc cannot name them."""
+        return ""
+
     def oom_kills(self, container: Container) -> int:
         """How many of the task's processes the OOM killer ended so far."""
         return 0
@@ -238,6 +243,15 @@ class _Cgroups(Isolator):
 
     def _oom_event(self, container: Container) -> list[str]:
         raise NotImplementedError
+
+    def runc_cgroups_path(self, container: Container) -> str:
+        # relative to the cgroups of runc's process (the supervisor's: the agent's own, ``homes``), in each
+        # hierarchy: v1's task cgroups are below the agent's own, at the same place in every hierarchy
+        relative = {os.path.relpath(directory, self.homes[os.path.dirname(directory)])
+                    for directory in container.directories if os.path.dirname(directory) in self.homes}
+        if len(relative) != 1 or len(self.homes) < len({os.path.dirname(d) for d in container.directories}):
+            raise OSError(f"runc cannot name the task's cgroups {container.cgroups} by one path below the agent's")
+        return relative.pop()
 
     def _peak_file(self, container: Container) -> str:
         raise NotImplementedError
@@ -332,6 +346,11 @@ class CgroupsV2Isolator(_Cgroups):
 
     def _oom_event(self, container: Container) -> list[str]:
         return [os.path.join(container.cgroups["unified"], "memory.events"), "oom_kill"]
+
+    def runc_cgroups_path(self, container: Container) -> str:
+        # v2's task cgroups are below the hierarchy's root, not the agent's: named from the root
+        directory = container.cgroups["unified"]
+        return "/" + os.path.relpath(directory, os.path.dirname(os.path.dirname(directory)))
 
     def _peak_file(self, container: Container) -> str:
         return os.path.join(container.cgroups["unified"], "memory.peak")  # Linux 5.19+; else usage has no peak

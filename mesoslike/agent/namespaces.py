@@ -41,7 +41,7 @@ import struct
 import sys
 
 __all__ = ["CLONE_NEWNS", "CLONE_NEWUTS", "CLONE_NEWIPC", "CLONE_NEWPID", "CLONE_NEWNET", "NAMESPACES",
-           "unshare", "setns", "mount", "sethostname", "PidNamespaceForker", "enter", "private_tmp",
+           "unshare", "setns", "mount", "umount", "sethostname", "PidNamespaceForker", "enter", "private_tmp",
            "loopback_up", "bind", "host_pid_of_child", "probe", "probe_in_child"]
 
 CLONE_NEWNS = 0x00020000
@@ -62,6 +62,7 @@ MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MS_SLAVE = 1 << 19
+MNT_DETACH = 2
 
 _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
@@ -79,6 +80,7 @@ def _lib() -> ctypes.CDLL:
         libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
         libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
         libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
         _libc = libc
     return _libc
 
@@ -107,6 +109,11 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
     """``mount(2)``; OSError naming the target."""
     _check(_lib().mount(_bytes(source), _bytes(target), _bytes(fstype), flags, _bytes(data)),
            f"mount {fstype or source or ''} on {target}")
+
+
+def umount(target: str) -> None:
+    """``umount2(target, MNT_DETACH)``."""
+    _check(_lib().umount2(os.fsencode(target), MNT_DETACH), f"umount {target}")
 
 
 def sethostname(name: str) -> None:

@@ -75,6 +75,7 @@ from mesoslike.agent.executor import (
     path_component,
 )
 from mesoslike.agent.files import SandboxFiles
+from mesoslike.agent.images import DEFAULT_CACHE_SIZE, DEFAULT_REGISTRY, IMAGES_DIR, ImageError, ImageStore
 from mesoslike.agent.http import AgentHTTPServer
 from mesoslike.agent.isolation import DEFAULT_ISOLATION, Isolator, agent_key, select_isolation
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
@@ -195,6 +196,15 @@ class AgentRuntime:
     :param executor_registration_timeout: how long a custom executor's
         process has, once started, to register before it is killed and its
         tasks fail (Mesos's ``--executor_registration_timeout``).
+    :param docker_registry: the registry of image names that name none
+        (``--docker-registry``: ``host[:port]`` or ``http(s)://host[:port]``).
+    :param docker_config: a Docker ``config.json`` of registry credentials
+        (``--docker-config``), mode 0600.
+    :param docker_insecure_registries: registries reached over plain http
+        (loopback ones always are).
+    :param image_cache_size: bytes the unpacked image layers
+        (``<work_dir>/images``, :attr:`images`) may take; least recently
+        used layers no task uses go first.
     """
 
     def __init__(self, master: str, resources: Resources | str | None = None,
@@ -213,7 +223,10 @@ class AgentRuntime:
                  fetcher_max_size: int = DEFAULT_FETCHER_MAX_SIZE,
                  executor_reregistration_timeout: float = EXECUTOR_REREGISTER_TIMEOUT,
                  executor_registration_timeout: float = EXECUTOR_REGISTER_TIMEOUT,
-                 allowed_host_paths: tuple[str, ...] | list[str] = ()) -> None:
+                 allowed_host_paths: tuple[str, ...] | list[str] = (),
+                 docker_registry: str = DEFAULT_REGISTRY, docker_config: str | None = None,
+                 docker_insecure_registries: tuple[str, ...] = (),
+                 image_cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         self.master_address = check_master_address(master)  # raises ConfigError naming the problem
         self.switch_user = os.geteuid() == 0 if switch_user is None else switch_user
         if self.switch_user and os.geteuid() != 0:
@@ -246,6 +259,14 @@ class AgentRuntime:
             fetcher = FetcherSettings(fetcher_cache_size, fetcher_timeout, fetcher_max_size)
         except ValueError as exc:
             raise ConfigError(f"bad --fetcher-cache-size, --fetcher-timeout or --fetcher-max-size: {exc}") from None
+        try:
+            #: the image provisioner's cache (docs/containers.rst, "Images"); launches of tasks with images use it
+            self.images = ImageStore(str(self.work_dir / IMAGES_DIR), default_registry=docker_registry,
+                                     docker_config=docker_config, insecure_registries=docker_insecure_registries,
+                                     cache_size=image_cache_size)
+        except (ImageError, ValueError) as exc:
+            raise ConfigError(f"bad --docker-registry, --docker-config, --docker-insecure-registries or "
+                              f"--image-cache-size: {exc}") from None
         self.clock = clock or SystemClock()
         self.kill_tasks_on_exit = kill_tasks_on_exit
         self.recover_mode = recover
@@ -275,7 +296,8 @@ class AgentRuntime:
                                      isolation=self.isolation, allowed_host_paths=tuple(allowed_host_paths),
                                      recovery_timeout=recovery_timeout,
                                      container_prefix=agent_key(self.hostname, self.work_dir),
-                                     switch_user=self.switch_user, fetcher=fetcher)
+                                     switch_user=self.switch_user, fetcher=fetcher,
+                                     image_store=self.images.settings(), hostname=self.hostname)
         try:
             self.executor.prepare_directories()
         except OSError as exc:
@@ -921,13 +943,14 @@ class AgentRuntime:
             for task in core.tasks():
                 sandbox = self.executor.sandbox(task.framework_id, task.task_id)
                 container = self.executor.container(task.framework_id, task.task_id)
+                isolation, image = self.executor.isolation_of(task.framework_id, task.task_id)
                 tasks.append({"framework_id": task.framework_id, "id": task.task_id, "state": task.state,
                               "resources": str(task.resources), "pid": task.pid, "killing": task.killing,
                               "pending_updates": task.pending_updates, "sandbox": str(sandbox),
                               "user": task.user if self.switch_user and task.user else self._agent_user,
                               "sandbox_path": f"{path_component(task.framework_id)}/{path_component(task.task_id)}",
                               "cgroups": dict(container.cgroups) if container is not None else {},
-                              "isolation": list(self.executor.isolation_of(task.framework_id, task.task_id))})
+                              "isolation": list(isolation), "image": image})
             return {
                 "id": core.agent_id, "hostname": self.hostname, "registered": core.registered,
                 "master": {"id": master.id, "address": master.address} if master is not None else None,

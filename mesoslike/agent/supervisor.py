@@ -85,7 +85,7 @@ import time
 
 __all__ = ["LAUNCH_FILE", "SUPERVISOR_FILE", "TASK_FILE", "EXIT_FILE", "LOG_FILE", "EXIT_PLACEHOLDER_SIZE",
            "EXIT_KEYS", "REASON_RECOVERY_TIMEOUT", "REASON_LAUNCH_FAILED", "REASON_HEALTH_CHECK_FAILED",
-           "REASON_FETCH_FAILED", "load_sibling", "write_atomically", "overwrite",
+           "REASON_FETCH_FAILED", "REASON_CONTAINER_FAILED", "load_sibling", "write_atomically", "overwrite",
            "write_json_atomically", "read_json", "exit_placeholder", "process_start_ticks", "cgroup_pids",
            "kill_cgroups", "join_cgroup", "flat_keyed", "read_int", "remove_cgroup", "LaunchProblem", "TaskUser", "resolve_user",
            "open_sandbox_file", "main", "serve_launches"]
@@ -106,6 +106,11 @@ REASON_LAUNCH_FAILED = "launch_failed"
 REASON_HEALTH_CHECK_FAILED = "health_check_failed"
 #: never started: a URI could not be fetched (the message names it and says why)
 REASON_FETCH_FAILED = "fetch_failed"
+#: never started: its container could not be made — its image pulled, its bundle built, runc run (the
+#: message names the image and the cause)
+REASON_CONTAINER_FAILED = "container_failed"
+#: how long an image task's images may take to be provisioned (pulled) before the task fails (s)
+DEFAULT_PROVISION_TIMEOUT = 600.0
 
 #: The supervisor's own run files (``supervisor.json``, ``task.json``,
 #: ``exit.json``) are written whole (a rename) but not fsynced: six fsyncs a
@@ -227,15 +232,22 @@ def write_exit_status(path: str, status: dict) -> None:
 
 
 def load_sibling(name: str):
-    """The module ``name`` of this file's directory (:mod:`.health`,
-    :mod:`.fetcher`), loaded by its path: the supervisor runs as ``python -I
-    -S supervisor.py``, with no package on its path."""
+    """The module (or package) ``name`` of this file's directory
+    (:mod:`.health`, :mod:`.fetcher`, :mod:`.images`), loaded by its path:
+    the supervisor runs as ``python -I -S supervisor.py``, with no package
+    on its path."""
     loaded = sys.modules.get(f"mesoslike_supervisor_{name}")
     if loaded is not None:   # the launcher loaded it before it forked this process
         return loaded
     import importlib.util
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
-    spec = importlib.util.spec_from_file_location(f"mesoslike_supervisor_{name}", path)
+    package = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    if os.path.isdir(package):   # a package of the standard library only, relative imports (:mod:`.images`)
+        path = os.path.join(package, "__init__.py")
+        spec = importlib.util.spec_from_file_location(f"mesoslike_supervisor_{name}", path,
+                                                      submodule_search_locations=[package])
+    else:
+        spec = importlib.util.spec_from_file_location(f"mesoslike_supervisor_{name}", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
@@ -286,6 +298,10 @@ def process_start_ticks(pid: int, proc: int | None = None) -> int | None:
 class LaunchProblem(Exception):
     """The task cannot be started as asked; the message says why, in words
     fit for the task's update."""
+
+
+class ContainerProblem(LaunchProblem):
+    """The task's container (image, bundle, runc) cannot be made."""
 
 
 class TaskUser:
@@ -393,7 +409,8 @@ def read_launch(path: str) -> dict:
     still reach), hostname ("": the agent's) and volumes (``{"source",
     "target", "readonly"}``); argv (Mesos's ``shell: false``: the
     program and its arguments, run without a shell; []: ``command`` by
-    ``/bin/sh -c``)."""
+    ``/bin/sh -c``); image (a task with a container image, run by runc:
+    :meth:`Supervisor.start_container` says which keys; null: none)."""
     launch = read_json(path)
     if not isinstance(launch, dict):
         raise ValueError(f"{path}: not a JSON object")
@@ -402,11 +419,11 @@ def read_launch(path: str) -> dict:
     launch.setdefault("uris", [])
     launch.setdefault("fetcher", {})
     for key, default in (("namespaces", []), ("tmp", ""), ("keep", []), ("hostname", ""), ("volumes", []),
-                         ("argv", [])):
+                         ("argv", []), ("image", None)):
         launch.setdefault(key, default)
     for key, kinds in (("user", (str,)), ("health_check", (dict, type(None))), ("uris", (list,)),
                        ("fetcher", (dict,)), ("namespaces", (list,)), ("tmp", (str,)), ("keep", (list,)),
-                       ("hostname", (str,)), ("volumes", (list,)), ("argv", (list,))):
+                       ("hostname", (str,)), ("volumes", (list,)), ("argv", (list,)), ("image", (dict, type(None)))):
         if not isinstance(launch[key], kinds):
             raise ValueError(f"{path}: {key} of the wrong type")
     for key, kind in (("command", str), ("cwd", str), ("env", dict), ("stdout", str), ("stderr", str),
@@ -442,6 +459,8 @@ class Supervisor:
         self.host_pid = os.getpid()
         self.host_proc: int | None = None   # a descriptor of the host's /proc, while its own is mounted on it
         self.children = Children()          # what of its children are not orphans to reap
+        self.images: dict = {}              # an image task's: image name -> {"layers", "config"} (provisioned)
+        self.runc = None                    # an image task's runc.Runc, once its container exists
 
     def path(self, name: str) -> str:
         return os.path.join(self.run_dir, name)
@@ -467,11 +486,14 @@ class Supervisor:
             self.prepare()
             if self.launch["uris"] and not self.fetch():
                 return 1
+            if self.launch["image"] is not None:
+                self.provision()
             self.enter_container()
             self.task_pid = self.start()
         except LaunchProblem as exc:
             say(f"not started: {exc}")
-            self.record(None, None, REASON_LAUNCH_FAILED, str(exc))
+            self.record(None, None, REASON_CONTAINER_FAILED if isinstance(exc, ContainerProblem)
+                        else REASON_LAUNCH_FAILED, str(exc))
             return 1
         except (OSError, subprocess.SubprocessError) as exc:
             self.record(None, None, REASON_LAUNCH_FAILED, f"{type(exc).__name__}: {exc}")
@@ -513,6 +535,160 @@ class Supervisor:
         load_sibling("namespaces").enter(namespaces, tmp=launch["tmp"], keep=launch["keep"],
                                          hostname=launch["hostname"], volumes=launch["volumes"])
 
+    def provision(self) -> None:
+        """Pull (or find in the agent's cache) the task's image and its
+        image volumes' — in this process, never on the agent's loop: a
+        pull may take minutes — with the agent's image store
+        (:mod:`.images`, loaded by its path; ``image.store``: its
+        settings), each under a lease of the container's until it ends.
+        Raises :class:`ContainerProblem` naming the image and the cause."""
+        spec = self.launch["image"]
+        images = load_sibling("images")
+        try:
+            store = images.ImageStore.from_settings(spec["store"])
+            wanted = [(spec["id"], spec["name"], bool(spec.get("force_pull")))]
+            wanted += [(f"{spec['id']}.volume-{index}", volume["image"]["name"], bool(volume["image"].get("force_pull")))
+                       for index, volume in enumerate(spec.get("volumes", [])) if volume.get("image")]
+            for lease, name, force in wanted:
+                self.images[name] = store.provision(name, lease=lease, cached=not force)
+        except images.ImageError as exc:
+            raise ContainerProblem(str(exc)) from None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ContainerProblem(f"image {spec.get('name')}: the image store failed: {type(exc).__name__}: "
+                                   f"{exc}") from None
+
+    def start_container(self) -> int:
+        """An image task's container, made and started with runc
+        (:mod:`.runc`); the container process's pid. ``image`` in
+        ``launch.json``: name, runc (the binary), root (runc's state
+        directory), id (the container's), bundle (a directory of its own),
+        network ("host" or "none"), hostname, cgroups_path (runc's
+        ``cgroupsPath`` of the task's cgroups), shell/command/arguments
+        (the task's), env (the task's own variables: the container's
+        environment is the image's and these), volumes
+        (``{"destination", "readonly"}`` with ``"source"`` (``within``,
+        ``make_source``) or ``"image"``), provision (the store's command
+        line) and store (its settings)."""
+        spec, launch = self.launch["image"], self.launch
+        runc = load_sibling("runc")
+        bundle, name = spec["bundle"], spec["name"]
+        image = self.images.get(name)
+        if image is None:
+            raise ContainerProblem(f"image {name}: the image store did not provide it")
+        try:
+            rootfs = os.path.join(bundle, "rootfs")
+            self.mount_image(image, bundle, rootfs)
+            mounts = self.container_volumes(spec, bundle)
+            config = image.config
+            argv = runc.command_line({"Entrypoint": config.entrypoint, "Cmd": config.cmd},
+                                     bool(spec.get("shell", True)), spec.get("command", ""),
+                                     list(spec.get("arguments", [])))
+            user = self.user
+            ids = runc.process_user(rootfs, config.user,
+                                    (user.uid, user.gid, user.groups) if user is not None else None)
+            env = runc.environment({"Env": list(config.env)}, {**spec.get("env", {}), "MESOS_SANDBOX": runc.SANDBOX,
+                                                               "MESOSLIKE_SANDBOX": runc.SANDBOX})
+            tmp = os.path.join(launch["cwd"], "tmp")
+            os.makedirs(tmp, exist_ok=True)
+            os.chmod(tmp, 0o1777)
+            document = runc.oci_config(argv=argv, env=env, cwd=config.working_dir or runc.SANDBOX,
+                                       user=ids, hostname=spec["hostname"], pid_namespace="/proc/1/ns/pid",
+                                       network=spec["network"], cgroups_path=spec["cgroups_path"],
+                                       sandbox=launch["cwd"], tmp=tmp, mounts=mounts)
+            write_atomically(os.path.join(bundle, "config.json"), json.dumps(document).encode(), False)
+        except runc.ImageProblem as exc:
+            raise ContainerProblem(f"image {name}: {exc}") from None
+        except OSError as exc:
+            raise ContainerProblem(f"image {name}: its container could not be made: {exc}") from None
+        stdout = open_output(launch["stdout"], self.user)
+        stderr = -1
+        try:
+            stderr = open_output(launch["stderr"], self.user)
+            container = runc.Runc(spec["runc"], spec["root"], spec["id"])
+            tool_env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")}
+            try:
+                pid = container.create(bundle, stdout, stderr, tool_env)
+                self.runc = container
+                container.start(bundle, tool_env)
+            except OSError as exc:
+                if self.runc is not None:
+                    container.delete(tool_env)
+                    self.runc = None
+                raise ContainerProblem(f"image {name}: {exc}") from None
+        finally:
+            for fd in (stdout, stderr):
+                if fd >= 0:
+                    os.close(fd)
+        return pid
+
+    def mount_image(self, image, bundle: str, target: str) -> None:
+        """An image's root filesystem on ``target``: the overlay of its
+        layers under a writable layer in ``bundle`` (made here), or, where
+        its whiteouts are only markers, a flattened copy
+        (:mod:`.images.rootfs`)."""
+        images = load_sibling("images")
+        upper, work = target + ".upper", target + ".work"
+        for directory in (target, upper, work):
+            os.makedirs(directory, 0o755, exist_ok=True)
+        if image.whiteouts == "overlay":
+            images.mount_overlay(image.layers, upper, work, target)
+        else:
+            images.flatten(image.layers, target)
+
+    def container_volumes(self, spec: dict, bundle: str) -> list[dict]:
+        """The volumes of an image task, as runc mounts them: a sandbox path
+        (made if missing) or an allowed host path, resolved and checked
+        here; an image's root filesystem (mounted in the bundle, bound
+        read-only)."""
+        mounts = []
+        for index, volume in enumerate(spec.get("volumes", [])):
+            if volume.get("image"):
+                image = self.images.get(volume["image"]["name"])
+                if image is None:
+                    raise ContainerProblem(f"image {volume['image']['name']}: the image store did not provide it")
+                source = os.path.join(bundle, "volumes", str(index))
+                self.mount_image(image, bundle, source)
+                mounts.append({"source": source, "destination": volume["destination"], "readonly": True})
+                continue
+            source = volume["source"]
+            if volume.get("make_source") and not os.path.lexists(source):
+                make_directory_in(source, volume["within"], self.user)
+            real = os.path.realpath(source)
+            limit = os.path.realpath(volume["within"])
+            if real != limit and not real.startswith(limit.rstrip("/") + "/"):
+                raise ContainerProblem(f"volume source {source} resolves to {real}, outside {limit}")
+            mounts.append({"source": real, "destination": volume["destination"],
+                           "readonly": bool(volume.get("readonly"))})
+        return mounts
+
+    def release_container(self) -> None:
+        """An image task's container is done: runc's state and cgroups
+        removed, the root filesystem unmounted, the bundle removed."""
+        spec = self.launch.get("image") if self.launch else None
+        if not spec:
+            return
+        if self.runc is not None:
+            self.runc.delete({"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")})
+        namespaces = load_sibling("namespaces")
+        bundle = spec["bundle"]
+        volumes = os.path.join(bundle, "volumes")
+        targets = [os.path.join(volumes, entry) for entry in _entries(volumes) if not entry.endswith((".upper", ".work"))]
+        for target in targets + [os.path.join(bundle, "rootfs")]:
+            try:
+                namespaces.umount(target)
+            except OSError:
+                pass
+        import shutil
+        shutil.rmtree(bundle, ignore_errors=True)
+        if self.images:   # the layers may go once no container holds them
+            try:
+                images = load_sibling("images")
+                store = images.ImageStore.from_settings(spec["store"])
+                for lease in [spec["id"]] + [f"{spec['id']}.volume-{i}" for i in range(len(spec.get("volumes", [])))]:
+                    store.release(lease)
+            except Exception as exc:  # noqa: BLE001 - a lease left is pruned by the agent later
+                say(f"could not release the image leases: {type(exc).__name__}: {exc}")
+
     def task_host_pid(self) -> int:
         """The task's pid as the agent sees it (the host's)."""
         if not self.init or self.host_proc is None:
@@ -547,7 +723,8 @@ class Supervisor:
 
         checker = health.HealthChecker(check, self.run_dir, cwd=self.launch["cwd"], env=self.env, user=self.user,
                                        write=write_json_atomically, on_kill=on_kill, say=say,
-                                       children=self.children if self.init else None)
+                                       children=self.children if self.init else None,
+                                       prefix=self.runc.exec_prefix() if self.runc is not None else ())
         checker.start()
         self.checker = checker
 
@@ -556,6 +733,8 @@ class Supervisor:
         the way back out of the cgroups known), :meth:`spawn`; else a fork
         that joins the cgroups and drops to the user in Python."""
         homes = self.launch.get("cgroups_home") if self.launch["cgroups"] else []
+        if self.launch["image"] is not None:
+            return self.start_container()
         if self.user is None and isinstance(homes, list) and len(homes) == len(self.launch["cgroups"]):
             return self.spawn(homes)
         return self.start_forked()
@@ -707,7 +886,12 @@ class Supervisor:
     def signal_group(self, signum: int) -> None:
         try:
             os.killpg(self.task_pid, signum)
-        except (ProcessLookupError, PermissionError):
+        except ProcessLookupError:   # not a group's leader (a container's process may not be): itself
+            try:
+                os.kill(self.task_pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+        except PermissionError:
             pass
 
     def kill_cgroups(self) -> bool:
@@ -724,6 +908,10 @@ class Supervisor:
         launch = self.launch
         oom_kills = sum(flat_keyed(path).get(key, 0) for path, key in launch.get("oom_events", []))
         peak = read_int(launch["memory_peak"]) if launch.get("memory_peak") else None
+        try:
+            self.release_container()
+        except Exception as exc:  # noqa: BLE001 - the exit status must still be written
+            say(f"could not release the container: {type(exc).__name__}: {exc}")
         for directory in launch.get("cgroups", []):
             if not remove_cgroup(directory):
                 say(f"could not remove the cgroup {directory}")
@@ -787,6 +975,13 @@ def _agent_alive(pid_file: str, proc: int | None = None) -> bool:
     except (OSError, ValueError, KeyError, TypeError):
         return False
     return isinstance(pid, int) and process_start_ticks(pid, proc) == ticks
+
+
+def _entries(directory: str) -> list[str]:
+    try:
+        return sorted(os.listdir(directory))
+    except OSError:
+        return []
 
 
 def host_pid() -> int:

@@ -7,6 +7,7 @@ import click
 from mesoslike import __version__
 from mesoslike.cli.cluster import agent, local, master
 from mesoslike.cli.fuxi import fuxi
+from mesoslike.cli.images import images
 from mesoslike.cli.keys import keys
 from mesoslike.cli.operations import drain, framework, kill_task_command, reactivate, reserve, unreserve
 from mesoslike.cli.run import run
@@ -29,3 +30,4 @@ for command in (master, agent, local, run, state, task, framework, simulate, fux
 task.add_command(kill_task_command)
 agent.add_command(drain)
 agent.add_command(reactivate)
+agent.add_command(images)   # docs/containers.rst, "Images"

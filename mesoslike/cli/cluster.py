@@ -312,13 +312,24 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
 @option("agent", "--executor-registration-timeout", callback=_duration, default="1m",
         help="How long a custom executor's process has, once started, to register before it is killed and its "
              "tasks end TASK_FAILED (REASON_EXECUTOR_REGISTRATION_TIMEOUT).")
+@option("agent", "--docker-registry", default="https://registry-1.docker.io",
+        help="The registry of image names that name none (busybox, team/app:v1): host[:port] or "
+             "http(s)://host[:port]. Plain http only for loopback registries and --docker-insecure-registries.")
+@option("agent", "--docker-config", type=click.Path(dir_okay=False), default=None, show_default="none",
+        help="Registry credentials: a Docker config.json (its \"auths\" table), mode 0600.")
+@option("agent", "--docker-insecure-registries", default="", show_default="none",
+        help="Comma-separated host[:port] of registries reached over plain http (loopback ones always are).")
+@option("agent", "--image-cache-size", callback=_size, default="10GB",
+        help="Bytes the unpacked image layers (<work-dir>/images) may take; the least recently used layers "
+             "no running task uses are removed first.")
 @client_key_options
 @logging_option("agent")
 @click.pass_context
 def agent(ctx: click.Context, master_address, resources, attributes, hostname, port, work_dir, ip, http_port, recover,
           recovery_timeout, isolation, cgroups_root, cgroups_cpu_quota, switch_user, gc_delay, gc_disk_watermark,
           drain_timeout, drain, fetcher_cache_size, fetcher_timeout, fetcher_max_size, executor_reregistration_timeout,
-          executor_registration_timeout, allowed_host_paths, key, master_key) -> None:
+          executor_registration_timeout, allowed_host_paths, docker_registry, docker_config,
+          docker_insecure_registries, image_cache_size, key, master_key) -> None:
     """Run an agent that runs the tasks its master sends it. With
     --master-key it talks to, and takes commands from, that master only.
 
@@ -353,7 +364,10 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
                                executor_reregistration_timeout=executor_reregistration_timeout,
                                executor_registration_timeout=executor_registration_timeout,
                                allowed_host_paths=[path.strip() for path in allowed_host_paths.split(",") if path.strip()],
-                               on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
+                               docker_registry=docker_registry, docker_config=docker_config,
+                               docker_insecure_registries=tuple(name.strip() for name in
+                                                                docker_insecure_registries.split(",") if name.strip()),
+                               image_cache_size=image_cache_size, on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
     except MesoslikeError as exc:
         die(str(exc))
     click.echo(f"agent {runtime.info.hostname} with {runtime.info.resources} -> {master_address}; "
