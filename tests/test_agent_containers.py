@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 
 import pytest
 
-from agent_helpers import cgroups_root, master  # noqa: F401 (fixtures)
+from agent_helpers import cgroups_root, master, start_agent  # noqa: F401 (fixtures)
+from e2e_helpers import REPO, cluster  # noqa: F401 (fixture)
 from environment import unavailable
 from image_registry import busybox_image, push_image, registry, registry_factory, require_tools  # noqa: F401
 from mesoslike.agent.executor import sandbox_path
@@ -222,3 +225,30 @@ def test_an_image_task_survives_an_agent_restart_and_is_then_killed(master, imag
         states.append(master.update("long", timeout=30).state)
     assert states[-1] == TaskState.KILLED, states
     wait_until(lambda: not list((again.work_dir / "containers").iterdir()), 20, "the container's bundle to go")
+
+
+# ------------------------------------------------------- entry points
+def test_mesoslike_run_image_runs_each_instance_in_the_image(cluster, cgroups_root, registry):  # noqa: F811
+    require_tools("runc", "docker-registry")
+    if os.geteuid() != 0:
+        unavailable("containers need root")
+    push_image(registry, "test/busybox", "1", busybox_image())
+    push_image(registry, "test/entry", "1", busybox_image(config={"Entrypoint": ["/bin/cat", "/etc/motd"],
+                                                                   "Cmd": []}))
+    cluster.start_master()
+    start_agent(cluster, "img-host", "cpus:2;mem:512", "--docker-registry", registry.host,
+                "--cgroups-root", cgroups_root)
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "mesoslike", "run", "--master", cluster.address, "--output",
+                               *args], cwd=str(REPO), env=cluster.client_env(), capture_output=True, text=True,
+                              timeout=120)
+    done = run("--name", "in-image", "--instances", "2", "--image", "test/busybox:1", "--",
+               "cat /etc/motd; test -e /usr/bin/python3 || echo not-the-host")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for instance in (0, 1):
+        assert f"[{instance}] built in the test" in done.stdout and f"[{instance}] not-the-host" in done.stdout
+    done = run("--name", "entrypoint", "--image", "test/entry:1", "--container-type", "DOCKER")   # no COMMAND
+    assert done.returncode == 0 and "[0] built in the test" in done.stdout, done.stdout + done.stderr
+    done = run("--name", "nothing")
+    assert done.returncode == 2 and "only with --image" in done.stderr

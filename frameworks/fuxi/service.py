@@ -71,7 +71,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 
-from mesoslike import ConfigError, Filters, MesoslikeError, Scheduler, TaskInfo, TaskStatus, make_locator
+from mesoslike import (ConfigError, ContainerInfo, Filters, Image, MesoslikeError, Scheduler, TaskInfo, TaskStatus,
+                       make_locator)
 from mesoslike.credentials import Credentials
 from mesoslike.credentials import Refused as NotAuthorized
 from mesoslike.frameworks.fuxi import am_protocol, hard_state, protocol
@@ -593,8 +594,11 @@ class FuxiService(Scheduler):
         key_environment = {} if keys is None else {
             WORKER_PUBLIC_KEY_ENV: keys.worker.public.decode(), WORKER_SECRET_KEY_ENV: keys.worker.secret.decode(),
             APPMASTER_KEY_ENV: keys.appmaster.public.decode()}
-        return TaskInfo(task_id=slot.id, agent_id=slot.agent_id,
-                        command=f"exec {shlex.quote(self.python)} -m {WORKER_MODULE}", resources=slot.resources,
+        # a unit with an image: its worker runs in it, by the image's python3 (docs/containers.rst)
+        image = next((unit.image for unit in job.spec.units if unit.name == slot.unit), "")
+        python = "python3" if image else shlex.quote(self.python)
+        return TaskInfo(task_id=slot.id, agent_id=slot.agent_id, command=f"exec {python} -m {WORKER_MODULE}",
+                        container=ContainerInfo(image=Image(image)) if image else None, resources=slot.resources,
                         name=f"{job.spec.name}.{slot.unit}.worker",
                         environment={"FUXI_APPMASTER": appmaster.address if appmaster is not None else "",
                                      "FUXI_SLOT_ID": slot.id, "FUXI_JOB_ID": slot.job_id, "FUXI_UNIT": slot.unit,
