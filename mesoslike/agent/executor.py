@@ -549,8 +549,8 @@ class TaskExecutor:
         info = task.container
         if info is not None and info.image_name():
             return self._image_spec(task, info, sandbox)
-        if not task.shell and not task.arguments:
-            raise LaunchError(f"task {task.task_id}: shell is false and it has no arguments to execute")
+        if not task.shell and not _exec_argv(task):
+            raise LaunchError(f"task {task.task_id}: shell is false and it has no program or arguments to execute")
         namespaces = list(isolation.namespaces)
         mounts = "mount" in namespaces
         volumes = [self._volume(volume, sandbox) for volume in info.volumes] if info is not None else []
@@ -668,7 +668,7 @@ class TaskExecutor:
         # crash ends the supervisor that would read them too, and a killed agent loses no written byte.
         _write_new_file(run_dir / sup.EXIT_FILE, sup.exit_placeholder())
         launch = {"framework_id": framework_id, "task_id": task.task_id, "command": task.command,
-                  "argv": [] if task.shell else list(task.arguments),
+                  "argv": [] if task.shell else _exec_argv(task),
                   "cwd": str(sandbox), "env": self._task_environment(framework_id, task, agent_id, sandbox),
                   "stdout": str(sandbox / "stdout"), "stderr": str(sandbox / "stderr"),
                   "grace_period": task.kill_grace_period, "recovery_timeout": self.recovery_timeout,
@@ -1070,6 +1070,15 @@ def _write_and_close(fd: int, data: bytes) -> None:
             view = view[os.write(fd, view):]
     finally:
         os.close(fd)
+
+
+def _exec_argv(task: TaskInfo) -> list[str]:
+    """The argv of a task with ``shell`` false, as Mesos's: ``command``
+    (``value``) the program and ``arguments`` its argv (its name first), or
+    without a program ``arguments`` alone (``arguments[0]`` the program)."""
+    if task.command:
+        return [task.command, *task.arguments[1:]]
+    return list(task.arguments)
 
 
 def _container_hostname(hostname: str) -> str:

@@ -1988,7 +1988,9 @@ def _agent_problem(info: AgentInfo) -> str | None:
 
 def _runs_something(task: TaskInfo) -> bool:
     """The task names what to run: a shell ``command``; with ``shell``
-    false its ``arguments``, or an image's entrypoint (docs/framework-api.rst)."""
+    false a program (``command``, Mesos's ``value``) or ``arguments``, or
+    an image's entrypoint (docs/framework-api.rst)."""
     if task.shell:
         return bool(task.command.strip())
-    return bool(task.arguments) or (task.container is not None and bool(task.container.image_name()))
+    return bool(task.command.strip() or task.arguments) or \
+        (task.container is not None and bool(task.container.image_name()))
