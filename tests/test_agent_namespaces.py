@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -26,7 +27,7 @@ from mesoslike.agent.runtime import AgentRuntime
 from mesoslike.errors import ConfigError
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import (ContainerInfo, FrameworkInfo, HealthCheck, TaskInfo, TaskState, Volume,
+from mesoslike.wire.types import (ContainerInfo, FrameworkInfo, HealthCheck, HTTPCheck, TaskInfo, TaskState, Volume,
                                   VolumeSource)
 from waiting import wait_until
 
@@ -286,3 +287,22 @@ def test_an_agent_given_isolators_that_cannot_go_together_exits_saying_so(tmp_pa
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert "cgroups/cpu and posix/cpu" in done.stderr, done.stderr
+
+
+def test_network_none_gives_a_task_only_its_loopback_where_its_checks_reach_it(master, agent):  # noqa: F811
+    runtime = agent(f"cgroups/cpu,cgroups/mem,{NAMESPACES},network/none")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    check = HealthCheck(type="HTTP", http=HTTPCheck(port, "/"), delay_seconds=0.0, interval_seconds=0.3,
+                        timeout_seconds=5.0, grace_period_seconds=60.0)
+    launch(master, "web", f"cat /proc/net/dev > devices; exec {sys.executable} -m http.server {port} "
+                          "--bind 127.0.0.1", health_check=check)
+    running(master, "web")
+    healthy = master.update("web", timeout=30)
+    assert healthy.healthy is True, healthy   # the check, in the task's network namespace, reached it
+    devices = written(runtime, "web", "devices")
+    assert [line.split(":")[0].strip() for line in devices.splitlines()[2:]] == ["lo"]
+    with pytest.raises(OSError):   # the host's 127.0.0.1 is another one
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    assert "network/none" in runtime.state_document()["tasks"][0]["isolation"]

@@ -546,7 +546,9 @@ class TaskExecutor:
         ``REASON_CONTAINER_LAUNCH_FAILED`` for one this agent refuses), and
         the isolators the task gets, by Mesos's names."""
         isolation = self.isolation
-        info = task.container
+        info = task.container   # a custom executor's process run: its ExecutorInfo's (its tasks share it)
+        if info is None and task.executor is not None and task.task_id == task.executor.run_id():
+            info = task.executor.container
         if info is not None and info.image_name():
             return self._image_spec(task, info, sandbox)
         if not task.shell and not _exec_argv(task):
