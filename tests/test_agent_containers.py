@@ -6,7 +6,9 @@ and run by real runc — with real agents and real processes."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -17,7 +19,7 @@ from agent_helpers import cgroups_root, master, start_agent  # noqa: F401 (fixtu
 from e2e_helpers import REPO, cluster  # noqa: F401 (fixture)
 from environment import unavailable
 from image_registry import busybox_image, push_image, registry, registry_factory, require_tools  # noqa: F401
-from mesoslike.agent.executor import sandbox_path
+from mesoslike.agent.executor import run_dir_path, sandbox_path
 from mesoslike.agent.runtime import AgentRuntime
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
@@ -252,3 +254,16 @@ def test_mesoslike_run_image_runs_each_instance_in_the_image(cluster, cgroups_ro
     assert done.returncode == 0 and "[0] built in the test" in done.stdout, done.stdout + done.stderr
     done = run("--name", "nothing")
     assert done.returncode == 2 and "only with --image" in done.stderr
+
+
+def test_an_image_task_whose_supervisor_is_killed_fails_and_its_container_goes(master, image_agent):
+    runtime = image_agent()
+    master.send(m.RunTask(FW, image_task("orphan", "sleep 600")))
+    assert [master.update("orphan", timeout=60).state for _ in range(2)] == [TaskState.STARTING, TaskState.RUNNING]
+    pid = runtime.executor.pid("fw-1", "orphan")
+    supervisor = json.loads((run_dir_path(runtime.work_dir, "fw-1", "orphan") / "supervisor.json").read_text())["pid"]
+    os.kill(supervisor, signal.SIGKILL)   # the kernel ends its PID namespace: the container's process with it
+    failed = master.update("orphan", timeout=30)
+    assert failed.state == TaskState.FAILED and failed.reason == "REASON_EXECUTOR_TERMINATED", failed
+    wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 10, "the container's process to be gone")
+    wait_until(lambda: not list((runtime.work_dir / "containers").iterdir()), 20, "its bundle to be removed")

@@ -652,6 +652,28 @@ class TaskExecutor:
                 return allowed
         return None
 
+    def _discard_container_files(self, run_dir: Path) -> None:
+        """An image task whose supervisor died: its bundle and runc's state
+        for it go (its mounts went with the supervisor's mount namespace)."""
+        image = _launch_image(run_dir)
+        if image:
+            for directory in (image.get("bundle"), os.path.join(str(self.runc_root), str(image.get("id", "")))):
+                if isinstance(directory, str) and image.get("id") and Path(directory).is_relative_to(self.work_dir):
+                    self.run_dir_remover.discard(Path(directory))
+
+    def image_leases(self) -> set[str]:
+        """The image store's lease holders of the running image tasks (their
+        containers' ids and their image volumes'): what a restarted agent keeps."""
+        leases: set[str] = set()
+        for run in self._runs.values():
+            image = _launch_image(run.run_dir)
+            if image and isinstance(image.get("id"), str):
+                volumes = image.get("volumes")
+                volumes = volumes if isinstance(volumes, list) else []
+                leases.add(image["id"])
+                leases.update(f"{image['id']}.volume-{index}" for index in range(len(volumes)))
+        return leases
+
     def _abandon(self, container: Container | None) -> None:
         if container is not None:
             try:
@@ -807,6 +829,7 @@ class TaskExecutor:
             if run.task_pid is not None:
                 _signal_group(run.task_pid, signal.SIGKILL)
             self._abandon(run.container)
+            self._discard_container_files(run.run_dir)
             message = _with_full_disk(f"the task's executor (supervisor pid {run.watch.pid}) died"
                                       f"{run.watch.how_it_ended()}", run.sandbox)
             if run.task_pid is None:
@@ -1086,6 +1109,16 @@ def _exec_argv(task: TaskInfo) -> list[str]:
 def _container_hostname(hostname: str) -> str:
     """The agent's name as a container's host name (a UTS name: at most 63 characters)."""
     return hostname[:63] or "mesoslike"
+
+
+def _launch_image(run_dir: Path) -> dict | None:
+    """The ``image`` of a run's launch file (None: not an image task, or unreadable)."""
+    try:
+        launch = sup.read_json(str(run_dir / sup.LAUNCH_FILE))
+    except (OSError, ValueError):
+        return None
+    image = launch.get("image") if isinstance(launch, dict) else None
+    return image if isinstance(image, dict) else None
 
 
 def _launch_isolation(run_dir: Path) -> tuple[tuple[str, ...], str]:

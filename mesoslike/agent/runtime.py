@@ -581,6 +581,12 @@ class AgentRuntime:
         for framework_id, task_id in self.core.recovering():
             self._feed(None, self.executor.recover(framework_id, task_id))
         self.counters["recovered_tasks"] = len(checkpoints)
+        try:   # leases of containers that ended while no agent ran would keep their layers for ever
+            dropped = self.images.prune_leases(keep=self.executor.image_leases())
+            if dropped:
+                log.info("dropped the image leases of %d containers that are gone", len(dropped))
+        except (ImageError, OSError) as exc:
+            log.warning("cannot prune the image store's leases: %s", exc)
         if agent_id:
             log.info("recovered agent %s: %d tasks, %s", agent_id, len(checkpoints),
                      ", ".join(f"{t.task_id} {t.state}" for t in self.core.tasks()) or "none")
