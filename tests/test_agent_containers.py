@@ -24,6 +24,7 @@ from mesoslike.agent.runtime import AgentRuntime
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
 from mesoslike.wire.types import (ContainerInfo, DockerInfo, FrameworkInfo, HealthCheck, Image, TaskInfo, TaskState,
+                                  TCPCheck,
                                   Volume, VolumeSource)
 from waiting import wait_until
 
@@ -267,3 +268,28 @@ def test_an_image_task_whose_supervisor_is_killed_fails_and_its_container_goes(m
     assert failed.state == TaskState.FAILED and failed.reason == "REASON_EXECUTOR_TERMINATED", failed
     wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 10, "the container's process to be gone")
     wait_until(lambda: not list((runtime.work_dir / "containers").iterdir()), 20, "its bundle to be removed")
+
+
+def test_a_tcp_check_reaches_an_image_task_in_its_own_network_and_the_host_does_not(master, image_agent):
+    image_agent()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    check = HealthCheck(type="TCP", tcp=TCPCheck(port), delay_seconds=0.0, interval_seconds=0.3,
+                        timeout_seconds=5.0, grace_period_seconds=60.0)
+    docker = ContainerInfo("DOCKER", docker=DockerInfo("test/busybox:1", network="NONE"))
+    master.send(m.RunTask(FW, image_task("listener", f"exec /bin/busybox httpd -f -p 127.0.0.1:{port} -h /tmp",
+                                         container=docker, health_check=check)))
+    assert [master.update("listener", timeout=60).state for _ in range(2)] == [TaskState.STARTING, TaskState.RUNNING]
+    healthy = master.update("listener", timeout=30)
+    assert healthy.healthy is True, healthy
+    with pytest.raises(OSError):   # its 127.0.0.1 is not the host's
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_an_image_task_of_a_switched_user_runs_as_that_user_in_the_container(master, image_agent):
+    runtime = image_agent()
+    master.send(m.RunTask(FW, image_task("as-nobody", "id -u; id -g; echo hi > $MESOS_SANDBOX/mine", user="nobody")))
+    assert master.updates_until_terminal("as-nobody", timeout=60)[-1].state == TaskState.FINISHED
+    assert sandbox_file(runtime, "as-nobody", "stdout").split() == ["65534", "65534"]
+    assert (sandbox_path(runtime.work_dir, "fw-1", "as-nobody") / "mine").owner() == "nobody"

@@ -245,6 +245,8 @@ class HealthChecker:
     :param children: the supervisor's :class:`~.supervisor.Children`, when
         it is its PID namespace's init (a check's command is not an orphan).
     :param prefix: what a command check runs through (``runc exec``).
+    :param enter: called first on the checker's thread (an image task with
+        a network of its own: ``setns`` into it, for HTTP and TCP checks).
     :param write: writes a JSON document whole (the supervisor's
         ``write_json_atomically``).
     :param on_kill: called with a message when the task must be killed.
@@ -252,11 +254,12 @@ class HealthChecker:
     """
 
     def __init__(self, check: dict, run_dir: str, *, cwd: str, env: dict, user: object, write, on_kill,
-                 say, children: object = None, prefix: list[str] | tuple[str, ...] = ()) -> None:
+                 say, children: object = None, prefix: list[str] | tuple[str, ...] = (), enter=None) -> None:
         self.policy = HealthPolicy(check, time.monotonic())
         self.path = os.path.join(run_dir, HEALTH_FILE)
         self.cwd, self.env, self.user = cwd, env, user
         self.children, self.prefix = children, tuple(prefix)
+        self.enter = enter
         self.write, self.on_kill, self.say = write, on_kill, say
         self.stop_event = threading.Event()
         self.changes = 0
@@ -271,6 +274,11 @@ class HealthChecker:
 
     def loop(self) -> None:
         policy = self.policy
+        if self.enter is not None:
+            try:
+                self.enter()   # this thread into the task's network namespace: HTTP and TCP checks reach it
+            except OSError as exc:
+                self.say(f"the health checks cannot enter the task's network namespace: {exc}")
         while not self.stop_event.wait(max(0.0, policy.next_due - time.monotonic())):
             ok, why = run_check(policy.check, cwd=self.cwd, env=self.env, user=self.user, stop=self.stop_event,
                                 children=self.children, prefix=self.prefix)

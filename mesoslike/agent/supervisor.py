@@ -721,10 +721,21 @@ class Supervisor:
             self.health_kill = message
             os.kill(os.getpid(), signal.SIGUSR2)
 
+        enter = None
+        image = self.launch["image"]
+        if self.runc is not None and image.get("network") == "none":   # the container's own network
+            namespaces, task_pid = load_sibling("namespaces"), self.task_pid
+
+            def enter() -> None:
+                fd = os.open(f"/proc/{task_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    namespaces.setns(fd, namespaces.CLONE_NEWNET)
+                finally:
+                    os.close(fd)
         checker = health.HealthChecker(check, self.run_dir, cwd=self.launch["cwd"], env=self.env, user=self.user,
                                        write=write_json_atomically, on_kill=on_kill, say=say,
                                        children=self.children if self.init else None,
-                                       prefix=self.runc.exec_prefix() if self.runc is not None else ())
+                                       prefix=self.runc.exec_prefix() if self.runc is not None else (), enter=enter)
         checker.start()
         self.checker = checker
 
