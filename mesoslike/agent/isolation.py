@@ -572,14 +572,18 @@ def select_isolation(spec: str, *, cgroups_root: str = "mesoslike", cpu_quota: b
             probe = _cached_probe(probe_namespaces, probe_cache)
         refused = {namespace: why for namespace, why in probe(wanted).items() if why}
         dropped = [name for name in names if NAMESPACE_OF.get(name) in refused]
+        by_reason: dict[str, list[str]] = {}
         for name in dropped:
             why = refused[NAMESPACE_OF[name]]
             if not lenient:
                 raise ConfigError(f"--isolation {name}: this machine refuses a new {NAMESPACE_OF[name]} namespace "
                                   f"({why}); run the agent as root, or leave {name} out "
                                   "(--isolation posix/cpu,posix/mem runs tasks without namespaces)")
-            warnings.append(f"{name}: the kernel refused a new {NAMESPACE_OF[name]} namespace ({why}); tasks run "
-                            "without it")
+            by_reason.setdefault(why.split(": ", 1)[-1], []).append(name)
+        for why, group in by_reason.items():   # one line per cause (an unprivileged agent: one line)
+            kinds = ", ".join(NAMESPACE_OF[name] for name in group)
+            warnings.append(f"{', '.join(group)}: the kernel refused a new {kinds} namespace ({why}); tasks run "
+                            f"without {'it' if len(group) == 1 else 'them'}")
         names = [name for name in names if name not in dropped]
         for name, needed in _NEEDS.items():
             if name in names and needed not in names:
