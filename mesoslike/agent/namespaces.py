@@ -189,20 +189,29 @@ def enter(namespaces: list[str], *, tmp: str = "", keep: list[str] | tuple[str, 
 
 def private_tmp(tmp: str, keep: list[str] | tuple[str, ...] = (), root: str = "/tmp") -> None:
     """Mount directory ``tmp`` (made, mode 1777) on ``root``. Each path of
-    ``keep`` below ``root`` is first bound at its place inside ``tmp``, so
-    that the recursive bind of ``tmp`` on ``root`` carries it there: the
-    task finds it at the same path as before."""
-    os.makedirs(tmp, exist_ok=True)
+    ``keep`` (symlinks resolved) below ``root`` is first bound at its place
+    inside ``tmp``, so that the recursive bind of ``tmp`` on ``root``
+    carries it there: the task finds it at the same path as before."""
+    _make_directory(tmp)   # a launch's hot path: a mkdir, not makedirs' walk
     os.chmod(tmp, 0o1777)
-    real_root = os.path.realpath(root)
-    for path in _outermost(os.path.realpath(p) for p in keep):
+    real_root = root if root == "/tmp" and not os.path.islink(root) else os.path.realpath(root)
+    for path in _outermost(keep):   # the agent gives them resolved
         relative = os.path.relpath(path, real_root)
         if relative == "." or relative.startswith(".."):
             continue   # not below root: it stays where it is
         target = os.path.join(tmp, relative)
-        os.makedirs(target, exist_ok=True)
+        _make_directory(target)
         mount(path, target, None, MS_BIND)
     mount(tmp, root, None, MS_BIND | MS_REC)
+
+
+def _make_directory(path: str) -> None:
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(path, exist_ok=True)
 
 
 def bind(source: str, target: str, readonly: bool = False, within: str = "", create: str = "") -> None:

@@ -857,7 +857,9 @@ class Supervisor:
             info = signal.sigtimedwait(_WATCHED, max(0.0, timeout))
             if info is None:
                 continue
-            if info.si_signo == signal.SIGCHLD and self.init:
+            if info.si_signo == signal.SIGCHLD and self.init and info.si_pid != self.task_pid:
+                # another child than the task's leader (whose end the loop's top sees): an orphan, maybe
+                # with others (their SIGCHLDs merge), or a health check's command (its thread waits)
                 self.children.reap_orphans(self.task_pid)
             elif info.si_signo == signal.SIGTERM:
                 self.kill(float(self.launch["grace_period"]))
