@@ -109,8 +109,6 @@ REASON_FETCH_FAILED = "fetch_failed"
 #: never started: its container could not be made — its image pulled, its bundle built, runc run (the
 #: message names the image and the cause)
 REASON_CONTAINER_FAILED = "container_failed"
-#: how long an image task's images may take to be provisioned (pulled) before the task fails (s)
-DEFAULT_PROVISION_TIMEOUT = 600.0
 
 #: The supervisor's own run files (``supervisor.json``, ``task.json``,
 #: ``exit.json``) are written whole (a rename) but not fsynced: six fsyncs a
@@ -459,7 +457,7 @@ class Supervisor:
         self.host_pid = os.getpid()
         self.host_proc: int | None = None   # a descriptor of the host's /proc, while its own is mounted on it
         self.children = Children()          # what of its children are not orphans to reap
-        self.images: dict = {}              # an image task's: image name -> {"layers", "config"} (provisioned)
+        self.images: dict = {}              # an image task's: image name -> its images.ProvisionedImage
         self.runc = None                    # an image task's runc.Runc, once its container exists
 
     def path(self, name: str) -> str:
