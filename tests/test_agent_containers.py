@@ -52,6 +52,14 @@ def test_shell_false_executes_the_arguments_without_a_shell(master, agent):  # n
     assert out == "two words|$HOME|;|exit 3|"   # no word splitting, no expansion, no ';'
 
 
+def test_shell_false_with_a_command_executes_it_as_mesoss_value_with_the_arguments_after_the_first(master, agent):  # noqa: F811,E501
+    task = TaskInfo("value", "agent-1", "/usr/bin/printf", Resources.parse("cpus:0.5;mem:64"), shell=False,
+                    arguments=["printf", "[%s]", "a b"])
+    master.send(m.RunTask(FW, task))
+    assert master.updates_until_terminal("value")[-1].state == TaskState.FINISHED
+    assert (sandbox_path(agent.work_dir, "fw-1", "value") / "stdout").read_text() == "[a b]"
+
+
 def test_shell_false_with_a_program_that_does_not_exist_fails_naming_it(master, agent):  # noqa: F811
     task = TaskInfo("missing", "agent-1", "", Resources.parse("cpus:0.5;mem:64"), shell=False,
                     arguments=["no-such-program-here", "x"])
