@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: venv demo demo-framework simulate test typecheck bench zookeeper chromium image-tools
+.PHONY: venv demo demo-framework simulate test typecheck bench zookeeper chromium image-tools iptables
 
 $(BIN)/mesoslike: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,20 @@ zookeeper:
 	      || echo "warning: could not install zookeeper"; \
 	  else \
 	    echo "warning: ZooKeeper is missing (as root: apt-get install zookeeper); its tests skip outside CI"; \
+	  fi; \
+	fi
+
+# The partition suite (tests/test_partitions.py, docs/reliability.rst) cuts
+# links between network namespaces with iptables (and ip from iproute2):
+# Debian's iptables and iproute2, installed as ZooKeeper is.
+iptables:
+	@if ! command -v iptables >/dev/null || ! command -v ip >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing iptables and iproute2 (Debian packages)"; \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iptables iproute2) >/dev/null \
+	      || echo "warning: could not install iptables"; \
+	  else \
+	    echo "warning: iptables is missing (as root: apt-get install iptables iproute2); the partition suite skips outside CI"; \
 	  fi; \
 	fi
 
@@ -84,7 +98,7 @@ typecheck: venv
 	@cd $(TYPECHECK_TREE) && "$(CURDIR)/$(BIN)/mypy" --config-file "$(CURDIR)/setup.cfg" mesoslike \
 	  | sed -e 's|^mesoslike/frameworks/|frameworks/|'; exit $${PIPESTATUS[0]}
 
-test: venv zookeeper chromium image-tools typecheck
+test: venv zookeeper chromium image-tools iptables typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: venv

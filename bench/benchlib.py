@@ -147,3 +147,16 @@ def probe_under_state_readers(runtime, readers: int, seconds: float, at_least_on
             "probe_answer_p99_s": round(waits[max(int(len(waits) * 0.99) - 1, 0)], 4),
             "probe_answer_median_s": round(waits[len(waits) // 2], 4),
             "loop_stall_seconds_max": runtime.loop_stats.stall_max if hasattr(runtime, "loop_stats") else None}
+
+
+def wait(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05):
+    """``predicate()``'s first true value, asked every ``interval`` s;
+    RuntimeError after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(interval)

@@ -87,7 +87,7 @@ sys.path.insert(0, str(ROOT))            # run from a checkout without installin
 sys.path.insert(0, str(ROOT / "tests"))  # the ZooKeeper server helper
 sys.path.insert(0, str(HERE))           # benchlib
 
-from benchlib import blob_ids, git_state, machine_info  # noqa: E402
+from benchlib import blob_ids, git_state, machine_info, wait  # noqa: E402
 from benchlib import emit as emit_result  # noqa: E402  (emit() below is the agents' line printer)
 
 MESOS_15_SECONDS = 4.0          # the anchor: Mesos 1.5, 10k agents with 100k tasks re-registered in ~4 s
@@ -396,17 +396,6 @@ class Master:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.kill()
-
-
-def wait(predicate, timeout: float, what: str, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(interval)
 
 
 class AgentWorkers:

@@ -12,7 +12,7 @@ with the picks, so drift in the machine's speed hits both sides of a ratio.
 
 Workloads (slot sizes; priorities spread over 4,000 levels)
     ``trace``  slot sizes drawn, with their frequencies, from the 8,152 pods of
-               the Alibaba openb 2023 trace (``shared/data/alibaba-openb-2023``):
+               the Alibaba openb 2023 trace bundled with the simulator (``mesoslike/sim/data``):
                cpus = cpu_milli/1000, mem = memory_mib, gpus = num_gpu *
                gpu_milli/1000. Priority = QoS band (LS 0, Guaranteed 1000,
                Burstable 2000, BE 3000) + uniform 0..999. S <= 151 sizes.
@@ -65,9 +65,9 @@ sys.path.insert(0, str(HERE))   # bench/allocator.py next to this file
 from benchlib import blob_ids, finish, git_state, machine_info  # noqa: E402
 from mesoslike.frameworks.fuxi.waiting_queue import WaitingQueue  # noqa: E402
 from mesoslike.resources import Resources  # noqa: E402
+from mesoslike.sim import DEFAULT_TRACE_DIR, TRACE_POD_FILE  # noqa: E402
 
-TRACE = Path(os.environ.get("MESOSLIKE_OPENB_PODS", ROOT.parent / "shared" / "data" / "alibaba-openb-2023"
-                            / "openb_pod_list_default.csv"))
+TRACE = Path(os.environ.get("MESOSLIKE_OPENB_PODS", DEFAULT_TRACE_DIR / TRACE_POD_FILE))
 QOS_BAND = {"LS": 0, "Guaranteed": 1000, "Burstable": 2000, "BE": 3000}
 PRIORITY_LEVELS = 4000
 LAST_PRIORITY = PRIORITY_LEVELS          # after every other unit

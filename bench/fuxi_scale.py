@@ -30,7 +30,7 @@ the same workload, in the same run, interleaved round by round:
 The workload (seeded):
 
 * Machines drawn with replacement from the 1,523 nodes of the Alibaba openb
-  2023 trace (``bench/data/alibaba-openb-2023``: 27 shapes, 8-128 cores,
+  2023 trace (``mesoslike/sim/data/alibaba-openb-2023``: 27 shapes, 8-128 cores,
   0-8 GPUs), in 20 engine rooms. The cluster is half busy: each machine
   offers a fraction of its resources drawn uniformly from ``--free``
   (default 0.2-0.8), so free room is fragmented.
@@ -80,10 +80,11 @@ sys.path.insert(0, str(HERE))
 from benchlib import blob_ids, finish, git_state, start  # noqa: E402
 from mesoslike import Offer, Resources  # noqa: E402
 from mesoslike.clock import FakeClock  # noqa: E402
+from mesoslike.sim import DEFAULT_TRACE_DIR  # noqa: E402
 from mesoslike.frameworks.fuxi.core import FuxiCore, LaunchSlots, SlotGranted, SlotRevoked  # noqa: E402
 from mesoslike.frameworks.fuxi.model import JobSpec, Locality, UnitSpec  # noqa: E402
 
-DATA = Path(os.environ.get("MESOSLIKE_OPENB_DIR", HERE / "data" / "alibaba-openb-2023"))
+DATA = Path(os.environ.get("MESOSLIKE_OPENB_DIR", DEFAULT_TRACE_DIR))
 QOS_BAND = {"LS": 0, "Guaranteed": 100, "Burstable": 200, "BE": 300}
 ROOMS = 20
 DEFAULT_CASES = "1000x20000x8,10000x5000x2"

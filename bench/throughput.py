@@ -71,6 +71,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 import benchlib  # noqa: E402
+import slurm_peer  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 MEASURED = ["frameworks/command.py", "mesoslike/cli/run.py", "mesoslike/driver/core.py", "mesoslike/driver/driver.py",
@@ -420,11 +421,18 @@ def measure_batching(updates: int = 20_000, batch: int = 100, rounds: int = 3) -
 
 
 # --------------------------------------------------------------- measurements
-def measure_real_agents(procs: Processes, cluster: Cluster, tasks: int, rounds: int) -> dict:
+def measure_real_agents(procs: Processes, cluster: Cluster, tasks: int, rounds: int,
+                        slurm: "slurm_peer.SingleNodeSlurm | None" = None) -> dict:
     rates, baseline, cpus = [], [], []
+    peers: dict[str, list[float]] = {f"slurm_{name}": [] for name in slurm_peer.CONFIGURATIONS} if slurm else {}
     for r in range(rounds):
         base_s = spawn_directly(tasks, 4, procs.work / "spawn")
         baseline.append(tasks / base_s)
+        if slurm is not None:   # in the same round as the baseline and mesoslike (--peers slurm)
+            for name in slurm_peer.CONFIGURATIONS:
+                slurm.reconfigure(name)
+                peers[f"slurm_{name}"].append(tasks / slurm.run_array(tasks))
+            log(f"slurm round {r + 1}: " + ", ".join(f"{k} {v[-1]:.0f} tasks/s" for k, v in peers.items()))
         before = cluster.cpu()
         result = run_frameworks(cluster.address, tasks, 1, "cpus:0.1;mem:16")
         cpu = cpu_delta(before, cluster.cpu())
@@ -436,9 +444,18 @@ def measure_real_agents(procs: Processes, cluster: Cluster, tasks: int, rounds: 
     ratios = [a / b for a, b in zip(rates, baseline)]
     # CPU per task of each part (the bound, once the CPUs are busy: docs/performance.rst)
     per_task = {key: spread([1000 * cpu[key] / tasks for cpu in cpus]) for key in cpus[0]}
-    return {"tasks": tasks, "agents": len(cluster.agents), "tasks_per_s": spread(rates),
-            "baseline_spawn_per_s": spread(baseline), "ratio_to_baseline": spread([100 * x for x in ratios]),
-            "cpu_s_per_round": cpus, "cpu_ms_per_task": per_task}
+    result = {"tasks": tasks, "agents": len(cluster.agents), "tasks_per_s": spread(rates),
+              "baseline_spawn_per_s": spread(baseline), "ratio_to_baseline": spread([100 * x for x in ratios]),
+              "cpu_s_per_round": cpus, "cpu_ms_per_task": per_task}
+    if peers:
+        result["peers"] = {name: {"tasks_per_s": spread(values),
+                                  "ratio_to_baseline": spread([100 * a / b for a, b in zip(values, baseline)]),
+                                  "mesoslike_times": spread([a / b for a, b in zip(rates, values)])}
+                           for name, values in peers.items()}
+        result["peers"]["how"] = ("bench/slurm_peer.py: single-node Slurm on loopback (conf/slurm/slurm.conf.in), "
+                                  "one job array of N x true, each task's stdout/stderr in its own files; "
+                                  "mesoslike_times = mesoslike's rate / the peer's, round by round")
+    return result
 
 
 def measure_isolation(procs: Processes, tasks: int, rounds: int, isolation: str, baseline: str) -> dict:
@@ -706,6 +723,8 @@ def main() -> None:
     parser.add_argument("--isolation", default="auto", help="isolation: the agents' --isolation measured")
     parser.add_argument("--isolation-baseline", default="cgroups/cpu,cgroups/mem",
                         help="isolation: the agents' --isolation it is compared with")
+    parser.add_argument("--peers", default="", help="'slurm': also measure a single-node Slurm (Debian slurm-wlm, "
+                        "munge) in the real-agents rounds (bench/slurm_peer.py)")
     parser.add_argument("--quick", action="store_true", help="small sizes, one round")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--zmq-echo", help=argparse.SUPPRESS)
@@ -741,7 +760,17 @@ def main() -> None:
         if only & {"real", "fuxi"} or args.big_run:
             cluster = Cluster(procs, 4, "cpus:64;mem:65536")
             if "real" in only:
-                doc["real_agents"] = measure_real_agents(procs, cluster, args.tasks, args.rounds)
+                if "slurm" in args.peers.split(","):
+                    # its own directory, not under the benchmark's 0700 one: munged wants its socket's
+                    # directory searchable by all
+                    slurm_work = Path(tempfile.mkdtemp(prefix="bench-slurm-"))
+                    try:
+                        with slurm_peer.SingleNodeSlurm(slurm_work) as slurm:
+                            doc["real_agents"] = measure_real_agents(procs, cluster, args.tasks, args.rounds, slurm)
+                    finally:
+                        shutil.rmtree(slurm_work, ignore_errors=True)
+                else:
+                    doc["real_agents"] = measure_real_agents(procs, cluster, args.tasks, args.rounds)
             if "fuxi" in only:
                 doc["fuxi"] = measure_fuxi(procs, cluster, args.fuxi_instances, args.fuxi_slots, args.rounds)
             if args.big_run:

@@ -50,6 +50,8 @@ class Progress:
         self.running = 0
         #: why instances wait although agents were offered (a constraint refused them all), "" if they do not
         self.blocked = ""
+        #: what an instance needs that no offer had (``cpus:64``), "" once one fits
+        self.too_big = ""
 
     def record(self, task_id: str, state: str) -> None:
         """``task_id`` is now in ``state``: O(1)."""
@@ -141,7 +143,8 @@ class CommandScheduler(Scheduler):
                  environment: dict[str, str] | None = None, constraints: Iterable[Constraint] = (),
                  unsatisfiable_after: float = 15.0, clock: Callable[[], float] = time.monotonic,
                  health_check: HealthCheck | None = None, uris: Iterable[CommandURI] = (),
-                 labels: Iterable[Label] = (), container: ContainerInfo | None = None) -> None:
+                 labels: Iterable[Label] = (), container: ContainerInfo | None = None,
+                 task_prefix: str | None = None) -> None:
         self.command = command
         #: the tasks' container (an image: docs/containers.rst); with an image and no command, the
         #: image's entrypoint runs (Mesos's shell false, no arguments)
@@ -149,12 +152,14 @@ class CommandScheduler(Scheduler):
         self.shell = bool(command) or container is None or not container.image_name()
         self.resources = resources
         self.name = name
+        #: task ids are ``<task_prefix>-<instance>`` (the name by default; ``mesoslike run`` makes one per run)
+        self.task_prefix = task_prefix or name
         self.environment = dict(environment or {})
         self.health_check = health_check
         self.uris = list(uris)
         self.labels = list(labels)
         # what TaskInfo refuses is refused now, once, rather than in resource_offers
-        TaskInfo(task_id=f"{name}-0", agent_id="", command=command, resources=resources, name=name,
+        TaskInfo(task_id=f"{self.task_prefix}-0", agent_id="", command=command, resources=resources, name=name,
                  environment=self.environment, health_check=health_check, uris=self.uris, labels=self.labels,
                  container=container, shell=self.shell)
         self.progress = Progress(instances)
@@ -220,28 +225,34 @@ class CommandScheduler(Scheduler):
             driver.suppress_offers()
         elif not any(tasks) and progress.running == 0:
             self._say_if_too_big(offers)
+        elif any(tasks):
+            progress.too_big = ""
         self._last_offer.update((offer.agent_id, offer.resources) for offer in offers)
         self.on_change(progress, None)
 
     def _say_if_too_big(self, offers) -> None:
         """Nothing of ours runs and no offer fits an instance: if no agent
-        ever offered enough, say which resources and how much the largest
-        offer had, rather than wait silently (once per figure)."""
+        ever offered enough, note which resources (``progress.too_big``;
+        ``mesoslike run`` checks them against the agents' sizes and says so)
+        and log how much the largest offer had (once per figure)."""
         seen = {**self._last_offer, **{offer.agent_id: offer.resources for offer in offers}}
         wanted = self.resources.scalars()
         largest = {kind: max(resources.get(kind) for resources in seen.values()) for kind in wanted}
         short = sorted(kind for kind, amount in wanted.items() if amount > largest[kind])
         if not short:
+            self.progress.too_big = ""   # an agent big enough was offered: it waits for room, not for a bigger agent
             return
-        notice = (f"no agent can fit {';'.join(f'{kind}:{wanted[kind]:g}' for kind in short)}; the largest offers "
-                  f"{';'.join(f'{kind}:{largest[kind]:g}' for kind in short)}")
-        if notice != self._said_too_big:
+        needed = ';'.join(f'{kind}:{wanted[kind]:g}' for kind in short)
+        offered = ';'.join(f'{kind}:{largest[kind]:g}' for kind in short)
+        notice = f"no agent can fit {needed}; the largest offers {offered}"
+        if notice != self._said_too_big:   # `mesoslike run` says it to the user, once it knows no agent is big enough
             self._said_too_big = notice
-            log.warning("%s (waiting for a bigger agent)", notice)
+            log.info("%s (waiting for a bigger agent)", notice)
+        self.progress.too_big = needed
 
     def _new_task(self, offer: Offer) -> TaskInfo:
         progress = self.progress
-        task_id = f"{self.name}-{progress.launched}"
+        task_id = f"{self.task_prefix}-{progress.launched}"
         progress.record(task_id, TaskState.STAGING)
         progress.hosts[task_id] = offer.hostname
         progress.launched += 1
@@ -370,5 +381,7 @@ class CommandScheduler(Scheduler):
         return 1
 
 
-def framework_info(name: str, role: str) -> FrameworkInfo:
-    return FrameworkInfo(name=name, role=role, failover_timeout=0.0)
+def framework_info(name: str, role: str, user: str = "") -> FrameworkInfo:
+    """A one-shot framework: no failover (its tasks go when it does); its
+    tasks run as ``user`` (empty: the driver's default, docs/security.rst)."""
+    return FrameworkInfo(name=name, role=role, failover_timeout=0.0, user=user)

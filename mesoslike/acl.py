@@ -16,6 +16,11 @@ except that running tasks as ``root`` needs a rule naming ``root`` in its
 ``users`` (a ``run_tasks`` rule without ``users``, or with ``"*"``, never
 grants root).
 
+Reading sandboxes (an agent's ``/files``) follows Mesos's
+``access_sandboxes``: which principals may read the sandboxes of the
+frameworks of which ``framework_principals``. With no rule, operators may
+read every sandbox and a framework's principal its own frameworks' only.
+
 Reserving and unreserving are done by operators (over HTTP) and by
 frameworks (offer operations) alike, as Mesos's ``reserve_resources``
 (which principals may reserve for which ``roles``) and
@@ -27,6 +32,7 @@ and unreserve only what their own principal reserved.
 
 from __future__ import annotations
 
+import base64
 import hmac
 from typing import Mapping
 
@@ -51,23 +57,32 @@ ACTIONS: Mapping[str, str] = {
     "update_weights": "operator",
     "drain_agents": "operator",
     "reactivate_agents": "operator",
+    "mark_agents_gone": "operator",
     "reserve_resources": "operator",
     "unreserve_resources": "operator",
     # the Fuxi service's (``mesoslike fuxi serve --credentials``): submitting jobs to a quota group,
     # and killing jobs another principal submitted (one's own jobs one may always kill)
     "submit_jobs": "framework",
     "kill_jobs": "operator",
+    # the service scheduler's (``mesoslike services serve --credentials``): seeing and changing the apps
+    # of the listed groups (``/team`` covers ``/team/web``; docs/services.rst)
+    "manage_apps": "operator",
+    # an agent's /files: the sandboxes of which frameworks (by their principal) a principal may read
+    "access_sandboxes": "operator",
 }
 #: which part of a rule an action's object is checked against
 _OBJECTS = {"register_frameworks": "roles", "run_tasks": "users", "submit_jobs": "quota_groups",
-            "reserve_resources": "roles", "unreserve_resources": "reserver_principals"}
+            "reserve_resources": "roles", "unreserve_resources": "reserver_principals", "manage_apps": "apps",
+            "access_sandboxes": "framework_principals"}
 #: how a refusal names an action's object (default: the field's singular, ``user 'root'``)
-_OBJECT_TEXT = {"reserve_resources": "for role {!r}", "unreserve_resources": "on what principal {!r} reserved"}
+_OBJECT_TEXT = {"reserve_resources": "for role {!r}", "unreserve_resources": "on what principal {!r} reserved",
+                "access_sandboxes": "to the sandboxes of principal {!r}'s frameworks"}
 #: with no rule for the action, what a principal of each kind may do as that kind: on any object, or only
 #: on its own (the object is the principal itself); the other actions: their ACTIONS kind, any object
 _DEFAULTS: Mapping[str, Mapping[str, str]] = {
     "reserve_resources": {"operator": "any", "framework": "any"},
     "unreserve_resources": {"operator": "any", "framework": "own"},
+    "access_sandboxes": {"operator": "any", "framework": "own"},
 }
 #: objects an action allows only when a rule names them: a task runs as root only by an explicit grant
 _NAMED_ONLY: Mapping[str, frozenset[str]] = {"run_tasks": frozenset({"root"})}
@@ -88,6 +103,9 @@ class Principal:
     key: bytes                                    #: CURVE public key, z85
     kinds: frozenset[str]
     token: str = attrs.field(default="", repr=False)
+    #: the unix user its work runs as where a service maps principals to users (the Fuxi service's job
+    #: workers: docs/security.rst); "" — its own name
+    user: str = ""
 
 
 @attrs.frozen
@@ -178,6 +196,28 @@ class Credentials:
             if principal.token and hmac.compare_digest(principal.token.encode(), token.encode()):
                 return principal.name
         return None
+
+    def principal_of_authorization(self, header: str | None) -> str | None:
+        """The principal an HTTP ``Authorization`` header proves:
+        ``Bearer TOKEN``, or ``Basic`` with the token as the password (what
+        a browser sends for a link, once asked; the user name is not
+        looked at). None for anything else. O(principals)."""
+        scheme, _, value = (header or "").strip().partition(" ")
+        if scheme.lower() == "bearer":
+            return self.principal_of_token(value.strip())
+        if scheme.lower() == "basic":
+            try:
+                decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+            except (ValueError, UnicodeDecodeError):
+                return None
+            return self.principal_of_token(decoded.partition(":")[2])
+        return None
+
+    def may_access_sandboxes(self, principal: str | None, owner: str) -> bool:
+        """Whether ``principal`` may read the sandboxes of a framework of
+        principal ``owner`` (``access_sandboxes``; with no rule: an
+        operator any, a framework principal its own). O(rules)."""
+        return any(self.allows("access_sandboxes", principal, owner, kind) for kind in ("operator", "framework"))
 
     def is_kind(self, principal: str | None, kind: str) -> bool:
         found = self.principals.get(principal) if principal is not None else None

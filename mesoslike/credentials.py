@@ -62,17 +62,20 @@ def parse_credentials(document: dict, base: str = ".") -> Credentials:
     for name, table in tables.items():
         if not isinstance(table, dict):
             raise ConfigError(f"principals.{name}: expected a table")
-        bad = set(table) - {"key", "kinds", "token"}
+        bad = set(table) - {"key", "kinds", "token", "user"}
         if bad:
             raise ConfigError(f"principals.{name}: unknown key(s) {', '.join(sorted(bad))}")
-        key, kinds, token = table.get("key"), table.get("kinds", []), table.get("token", "")
+        key, kinds, token, user = table.get("key"), table.get("kinds", []), table.get("token", ""), table.get("user", "")
         if not isinstance(key, str) or not key:
             raise ConfigError(f"principals.{name}: 'key' (a certificate path or z85 public key) is required")
         if not isinstance(kinds, list) or not kinds or not set(kinds) <= set(KINDS):
             raise ConfigError(f"principals.{name}: 'kinds' must list some of {', '.join(KINDS)}")
         if not isinstance(token, str):
             raise ConfigError(f"principals.{name}: 'token' must be a string")
-        principals[name] = Principal(name, load_public_key(key, base), frozenset(kinds), token)
+        if not isinstance(user, str) or not (user == "" or 0 < len(user) <= 64 and user.isprintable()
+                                             and not set(user) & set("/:\0 ")):
+            raise ConfigError(f"principals.{name}: 'user' must be a unix user name")
+        principals[name] = Principal(name, load_public_key(key, base), frozenset(kinds), token, user)
     return Credentials(principals, Acls.parse(document.get("acls")))
 
 
@@ -151,7 +154,9 @@ def local_keys(directory: str, agents: int, user: str) -> LocalKeys:
     for name, kinds in [*((agent, ["agent"]) for agent in agent_names), ("client", ["framework"]),
                         ("operator", ["operator"])]:
         lines += [f"[principals.{json.dumps(name)}]", f"key = {json.dumps(name + '.key')}",
-                  f"kinds = {json.dumps(kinds)}", *([f"token = {json.dumps(token)}"] if name == "operator" else [])]
+                  f"kinds = {json.dumps(kinds)}", *([f"token = {json.dumps(token)}"] if name == "operator" else []),
+                  # the Fuxi service runs the client's jobs' workers as this user (docs/security.rst)
+                  *([f"user = {json.dumps(user)}"] if name == "client" else [])]
     lines += ["[[acls.register_agents]]", f"principals = {json.dumps(agent_names)}",
               "[[acls.register_frameworks]]", 'principals = ["client"]', 'roles = ["*"]',
               "[[acls.run_tasks]]", 'principals = ["client"]', f"users = {json.dumps([user])}",

@@ -63,11 +63,12 @@ from __future__ import annotations
 
 import math
 import re
+import difflib
 from typing import Iterable, Mapping
 
 from mesoslike.errors import ResourcesError
 
-__all__ = ["Resources", "ResourcesError", "Range", "format_millis", "MAX_QUANTITY", "MAX_RESERVATION_ROLE",
+__all__ = ["Resources", "ResourcesError", "Range", "format_millis", "KNOWN_KINDS", "similar_kind", "MAX_QUANTITY", "MAX_RESERVATION_ROLE",
            "MAX_RESERVATION_LABELS", "reservation_of", "reservation_principal", "reservation_labels"]
 
 Range = tuple[int, int]  # inclusive bounds
@@ -757,6 +758,21 @@ class Resources:
 
     def __reduce__(self):
         return (Resources.parse, (str(self),))
+
+
+#: the resource names mesoslike itself knows (agents detect them, tasks are isolated by them); others are custom
+KNOWN_KINDS = ("cpus", "mem", "disk", "gpus", "ports")
+
+
+def similar_kind(name: str, known: Iterable[str] = KNOWN_KINDS) -> str | None:
+    """The name of ``known`` that ``name`` is most likely a typo of
+    (``cpu`` -> ``cpus``, ``memory`` -> ``mem``), or None: ``name`` is one
+    of them, or like none of them."""
+    known = list(known)
+    if name in known:
+        return None
+    close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def format_millis(millis: Mapping[str, int]) -> str:

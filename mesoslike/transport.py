@@ -712,11 +712,19 @@ _HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_
 _socket_generation = 0
 
 
+#: seconds a client's TCP connect may take before it is given up and tried again (see Client)
+CONNECT_TIMEOUT = 1.0
+
+
 class Client(_Endpoint):
     """A DEALER socket connected to a server, carrying messages of
     ``codec``; reconnects by itself (every 0.1 s doubling to ``reconnect_max``
     seconds). ``identity``: how the server sees it (default random).
     ``watch_connection``: count the connections made (:meth:`connections`).
+    ``connect_timeout``: a TCP connect not answered in this many seconds is
+    given up and tried again, so that a server cut off by a network
+    partition is reached within about that long of the heal (the kernel's
+    own SYN retries back off to 32 s).
 
     ZeroMQ reconnects after a network error, but never after a protocol
     error — a frame from the server over the codec's limit ends the
@@ -729,9 +737,10 @@ class Client(_Endpoint):
     def __init__(self, address: str, *, codec: MessageCodec = CODEC, identity: bytes | None = None,
                  max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES_PER_PEER, watch_connection: bool = False,
                  reconnect_max: float = 2.0, keys: CurveKeys | None = None,
-                 server_key: bytes | None = None) -> None:
+                 server_key: bytes | None = None, connect_timeout: float = CONNECT_TIMEOUT) -> None:
         self._watch_connection = watch_connection
         self._reconnect_max_ms = max(100, int(reconnect_max * 1000))
+        self._connect_timeout_ms = max(100, int(connect_timeout * 1000))
         self._connections_told = -1   # the first connection is one made
         if _ipc_path(address) is None:
             parse_tcp_address(address)
@@ -742,11 +751,21 @@ class Client(_Endpoint):
         self._identity = identity or os.urandom(8)
         #: with ``server_key``: CURVE, to that server only (a one-time pair if no ``keys``)
         self._keys = keys if keys is not None or server_key is None else CurveKeys.generate()
+        self._anonymous = keys is None   # no key of our own (none, or a one-time pair)
         self._server_key = server_key
         self._handshake_failed = False
         #: when to try a refused handshake again (see :meth:`_watch`)
         self._handshake_retry_at: float | None = None
         self._monitor = self._connect()
+
+    def handshake_problem(self) -> str:
+        """Why a failed handshake failed, as far as this side can tell: a
+        client that sent no key of its own cannot have had it refused."""
+        if self._server_key is None:
+            return "the server requires keys (CURVE), and this client has none"
+        if self._anonymous:
+            return "the server takes listed keys only, and this client has no key of its own"
+        return "it refused our key, or it is not the server whose key we were given"
 
     def _close_extras(self) -> None:
         self._socket.disable_monitor()
@@ -757,6 +776,7 @@ class Client(_Endpoint):
         self._socket.setsockopt(zmq.IDENTITY, self._identity)
         self._socket.setsockopt(zmq.RECONNECT_IVL, 100)
         self._socket.setsockopt(zmq.RECONNECT_IVL_MAX, self._reconnect_max_ms)
+        self._socket.setsockopt(zmq.CONNECT_TIMEOUT, self._connect_timeout_ms)
         if self._keys is not None and self._server_key is not None:
             self._socket.setsockopt(zmq.CURVE_SERVERKEY, self._server_key)
             self._socket.setsockopt(zmq.CURVE_PUBLICKEY, self._keys.public)
@@ -783,9 +803,8 @@ class Client(_Endpoint):
                 # leader that has not read its credentials or its jobs' keys
                 # yet: a socket made anew tries again after a pause
                 if not self._handshake_failed:
-                    log.error("the handshake with %s failed (%s): it refused our key, or it is not the server "
-                              "whose key we were given; trying again every %gs", self.address,
-                              zmq.Event(kind).name, self._reconnect_max_ms / 1000)
+                    log.error("the handshake with %s failed (%s): %s; trying again every %gs", self.address,
+                              zmq.Event(kind).name, self.handshake_problem(), self._reconnect_max_ms / 1000)
                 self._handshake_failed = True
                 self._handshake_retry_at = time.monotonic() + self._reconnect_max_ms / 1000
                 self.stats.handshakes_failed += 1
@@ -816,6 +835,16 @@ class Client(_Endpoint):
         if counted:
             self.stats.reconnects += 1
             log.warning("the connection to %s dropped: connecting anew", self.address)
+
+    def reconnect(self) -> None:
+        """Throw the connection away and connect anew, with the same identity
+        (the server's ROUTER hands the identity over to the new connection):
+        a fresh TCP connection, not the old one stalled in the kernel's
+        retransmission backoff after a network partition (19-28 s once it
+        heals). What waited in the old socket's queue is lost. Not counted in
+        :meth:`connections`: the caller knows."""
+        if not self._closed:
+            self._reconnect(counted=False)
 
     def connections(self) -> int:
         """How many times the connection to the server was made since the

@@ -11,7 +11,9 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -172,6 +174,16 @@ def master():
     fake.close()
 
 
+@pytest.fixture
+def traversable_dir():
+    """A directory every user may traverse (pytest's own tmp dirs are 0700), removed afterwards: the work
+    dir of an agent whose tasks switch to another user lies below it."""
+    directory = tempfile.mkdtemp(prefix="mesoslike-agent-")
+    os.chmod(directory, 0o711)
+    yield Path(directory)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 # ------------------------------------------------------------- a framework
 class Launcher(RecordingScheduler):
     """Launches ``tasks`` (task id -> command) on the first offer, declines the rest."""
@@ -187,9 +199,11 @@ class Launcher(RecordingScheduler):
                 driver.decline_offer(offer.id)
                 continue
             self.launched = True
-            driver.launch_tasks([offer.id], [TaskInfo(task_id, offer.agent_id, command, self.resources,
-                                                      kill_grace_period=self.grace)
-                                             for task_id, command in self.tasks.items()])
+            driver.launch_tasks([offer.id], self.tasks_for(offer))
+
+    def tasks_for(self, offer) -> list[TaskInfo]:
+        return [TaskInfo(task_id, offer.agent_id, command, self.resources, kill_grace_period=self.grace)
+                for task_id, command in self.tasks.items()]
 
     def states(self, task_id):
         return [s.state for s in self.statuses(task_id)]

@@ -21,11 +21,14 @@ class SecuredKeys:
     (frameworks may run tasks as ``nobody`` and the test's own user) and the
     operator's token."""
 
-    def __init__(self, directory: Path, users: tuple[str, ...] = ("nobody",)) -> None:
+    def __init__(self, directory: Path, users: tuple[str, ...] = ("nobody",), framework_tokens: bool = False,
+                 acls: str = "") -> None:
         self.dir = directory / "keys"
         for name in PRINCIPALS:
             new_certificate(str(self.dir), name)
         self.token = secrets.token_hex(16)
+        #: HTTP tokens of the framework principals (with ``framework_tokens``: they read their sandboxes with them)
+        self.tokens = {name: secrets.token_hex(16) for name in ("fwA", "fwB")} if framework_tokens else {}
         self.users = tuple(dict.fromkeys((*users, getpass.getuser())))
         self.credentials = directory / "credentials.toml"
         lines = []
@@ -34,13 +37,15 @@ class SecuredKeys:
                 lines += [f"[principals.{name}]", f'key = "keys/{name}.key"', f"kinds = {list(kinds)!r}".replace("'", '"')]
                 if name == "ops":
                     lines.append(f'token = "{self.token}"')
+                elif name in self.tokens:
+                    lines.append(f'token = "{self.tokens[name]}"')
         lines += ["[[acls.register_agents]]", 'principals = ["agent1", "agent2"]',
                   "[[acls.register_frameworks]]", 'principals = ["fwA", "fwB"]', 'roles = ["*"]',
                   "[[acls.run_tasks]]", 'principals = ["fwA", "fwB"]',
                   "users = [" + ", ".join(f'"{u}"' for u in self.users) + "]",
                   "[[acls.update_quota]]", 'principals = ["ops"]',
                   "[[acls.update_weights]]", 'principals = ["ops"]']
-        self.credentials.write_text("\n".join(lines) + "\n")
+        self.credentials.write_text("\n".join(lines) + "\n" + acls)
         os.chmod(self.credentials, 0o600)
 
     def secret(self, name: str) -> str:

@@ -157,3 +157,14 @@ def test_forgotten_run_directories_are_removed_by_a_thread_and_leftovers_at_the_
     again = tmp_path / "meta" / "tasks" / "fw" / "again"
     again.mkdir(parents=True)
     assert fresh.discard(again) and fresh.wait() and list(trash.iterdir()) == []   # a new thread when needed
+
+
+def test_the_agent_file_keeps_the_masters_receipt_and_reads_one_written_without(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.save_agent("m-S1", "host-1", "a" * 32)
+    assert store.load_agent() == ckpt.AgentFile("m-S1", "host-1", "a" * 32)
+    path = store.meta / ckpt.AGENT_CHECKPOINT          # an agent before receipts wrote no receipt field
+    written = CODEC.encode(ckpt.AgentFile("m-S2", "host-1"))
+    path.write_bytes(written.replace(b"\xa7receipt\xa0", b"").replace(b"\x85", b"\x84", 1))
+    assert b"receipt" not in path.read_bytes()
+    assert store.load_agent() == ckpt.AgentFile("m-S2", "host-1", "")

@@ -4,6 +4,7 @@
 import math
 import random
 
+import attrs
 import pytest
 
 from mesoslike.agent.core import (
@@ -12,9 +13,11 @@ from mesoslike.agent.core import (
     REASON_TASK_UNKNOWN,
     SOURCE_AGENT,
     AgentCore,
+    CheckpointAgent,
     DeliverMessage,
     KillTask,
     LaunchTask,
+    Reconnect,
     SendToMaster,
 )
 from mesoslike.clock import FakeClock
@@ -161,6 +164,25 @@ def test_silent_master_is_gone_after_ping_interval_times_max_timeouts_then_rereg
     assert clock.now() + 4.0 <= core.next_wakeup() <= clock.now() + 8.0
     core.on_message(m.AgentRegistered("agent-1", MASTER, 1.0))
     assert core.registered and core.agent_id == "agent-1"
+
+
+def test_a_silent_master_is_reconnected_to_afresh_and_so_is_every_unanswered_registration():
+    """docs/reliability.rst, "Partitions": the old connection may be stalled in the kernel's
+    retransmission backoff long after the network healed; the re-registration goes over a fresh one,
+    and so does every retry of a registration that got no answer."""
+    core, clock = make(max_ping_timeouts=5)
+    register(core, ping_interval=1.0)
+    launch(core, "t1")
+    clock.advance(5.1)
+    out = core.tick()
+    assert [type(c) for c in out if isinstance(c, (Reconnect, SendToMaster))] == [Reconnect, SendToMaster]
+    assert isinstance(out[-1].message, m.ReregisterAgent)
+    clock.advance(4.0)
+    out = core.tick()
+    assert of_type(out, Reconnect) and registrations(out)   # no answer to the last one: a fresh connection again
+    core.on_message(m.AgentRegistered("agent-1", MASTER, 1.0))
+    clock.advance(0.5)
+    assert not of_type(core.tick(), Reconnect)
 
 
 def test_any_master_message_counts_as_a_sign_of_life():
@@ -678,3 +700,23 @@ def test_a_ping_saying_the_master_does_not_know_this_agent_makes_it_reregister_a
     assert isinstance(rereg, m.ReregisterAgent) and [t.task.task_id for t in rereg.tasks] == ["t1"]
     core.on_message(m.Ping("agent-1", connected=False))                          # already re-registering
     assert registrations(core.tick()) == []
+
+
+def test_the_masters_receipts_are_kept_checkpointed_and_shown_when_re_registering():
+    """An agent keeps the master's receipt for its id (AGENT_REGISTERED), checkpoints
+    it with the id, recovers it, and shows it with each framework's (from RUN_TASK)
+    in REREGISTER_AGENT: whose the ids are, told to a master without a registry."""
+    core, clock = make(checkpoint=True)
+    (msg,) = messages(core.tick())
+    out = core.on_message(m.AgentRegistered("agent-1", MASTER, 1.0, receipt="r" * 32))
+    assert of_type(out, CheckpointAgent) == [CheckpointAgent("agent-1", "r" * 32)]
+    signed = attrs.evolve(FW, principal="fwA", principal_receipt="f" * 32)
+    launch(core, framework=signed)
+    clock.advance(10.0)                                   # the master falls silent
+    (again,) = registrations(core.tick())
+    assert isinstance(again, m.ReregisterAgent) and again.receipt == "r" * 32
+    assert [(f.id, f.principal, f.principal_receipt) for f in again.frameworks] == [("fw-1", "fwA", "f" * 32)]
+    restarted, _ = make(checkpoint=True)
+    restarted.recover("agent-1", [], "r" * 32)
+    (shown,) = registrations(restarted.tick())
+    assert isinstance(shown, m.ReregisterAgent) and shown.receipt == "r" * 32

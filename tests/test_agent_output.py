@@ -6,6 +6,7 @@ lines of each failed instance's stderr and where its sandbox is."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -62,17 +63,19 @@ def test_run_streams_output_shows_failed_stderr_and_where_sandboxes_are(cluster)
                'case $MESOSLIKE_TASK_ID in *-1) exit 3;; esac')
     run = mesoslike(cluster, "run", "--master", cluster.address, "--instances", "3", "--output", "--", "sh", "-c", command)
     assert run.returncode == 3, run.stderr
+    run_id = re.search(r"\[0\] hello from (run-[0-9a-f]{6})-0", run.stdout).group(1)   # task ids unique per run
     for instance in range(3):
-        assert f"[{instance}] hello from run-{instance}" in run.stdout.splitlines()
-    assert "run-1 TASK_FAILED: command exited with status 3" in run.stderr
-    assert "  | trouble in run-1" in run.stderr
-    assert "trouble in run-0" not in run.stderr                             # only the failed instances'
+        assert f"[{instance}] hello from {run_id}-{instance}" in run.stdout.splitlines()
+    assert f"{run_id}-1 TASK_FAILED: command exited with status 3" in run.stderr
+    assert f"  | trouble in {run_id}-1" in run.stderr
+    assert f"trouble in {run_id}-0" not in run.stderr                             # only the failed instances'
     (where,) = [line for line in run.stderr.splitlines() if "sandbox:" in line]
     framework_id = where.split("--framework ")[1].split()[0]
-    expected = sandbox(cluster, "a1", framework_id, "run-1")
+    expected = sandbox(cluster, "a1", framework_id, f"{run_id}-1")
     assert f"sandbox: {expected} on a1 (agent " in where   # the hostname, and the id
-    assert f"mesoslike task log run-1 --framework {framework_id} --master {cluster.address}" in where
+    assert f"mesoslike task log {run_id}-1 --framework {framework_id} --master {cluster.address}" in where
     # what it says works, though the framework is gone from the master: the sandbox is found on the agent
-    log = mesoslike(cluster, "task", "log", "run-1", "--framework", framework_id, "--stderr", "--master", cluster.address)
-    assert (log.returncode, log.stdout) == (0, "trouble in run-1\n"), log.stderr
+    log = mesoslike(cluster, "task", "log", f"{run_id}-1", "--framework", framework_id, "--stderr", "--master",
+                    cluster.address)
+    assert (log.returncode, log.stdout) == (0, f"trouble in {run_id}-1\n"), log.stderr
     assert path_component(framework_id) == framework_id

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
+import stat
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from agent_helpers import (Launcher, agent_state, alive, cgroups_root, kill_9, master,  # noqa: F401 (fixtures)
-                           read_pid_file, require_cgroups, run_dir, sandbox, start_agent, task_pid)
+                           read_pid_file, require_cgroups, run_dir, sandbox, start_agent, task_pid, traversable_dir)
 from e2e_helpers import ProcessSet, cluster, http_get  # noqa: F401 (fixture)
 from mesoslike import FrameworkInfo, TaskState
 from mesoslike.agent.executor import sandbox_path
@@ -80,8 +79,11 @@ def test_a_task_of_a_framework_with_user_nobody_runs_as_nobody(cluster, cgroups_
     assert lines[:6] == [str(NOBODY.pw_uid), "nobody", str(NOBODY.pw_gid),
                          f"home={NOBODY.pw_dir} user=nobody logname=nobody", "sandbox-ok", "meta-private"]
     assert any(cgroups_root in line for line in lines[6:]), lines          # in its cgroups all the same
-    for path in (directory, directory / "stdout", directory / "stderr", directory / "made-by-task"):
-        assert os.stat(path).st_uid == NOBODY.pw_uid, path                 # the sandbox is the task's
+    for path in (directory / "stdout", directory / "stderr", directory / "made-by-task"):
+        assert os.stat(path).st_uid == NOBODY.pw_uid, path                 # the sandbox was the task's
+    # ended, the sandbox is the agent's again: no later task of nobody (another principal's) reads it
+    info = os.stat(directory)
+    assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (os.geteuid(), 0o700)
     assert "tasks run as their user (--switch-user)" in cluster.agents["a1"].output()
 
 
@@ -121,15 +123,6 @@ def test_a_restarted_agent_reattaches_to_a_switched_task(cluster, cgroups_root):
 
 # ------------------------------------------- an in-process agent, a scripted master
 FW = FrameworkInfo(name="switch", id="fw-1", user="nobody")
-
-
-@pytest.fixture
-def traversable_dir():
-    """A directory every user may traverse (pytest's own tmp dirs are 0700), removed afterwards."""
-    directory = tempfile.mkdtemp(prefix="mesoslike-switch-user-")
-    os.chmod(directory, 0o711)
-    yield Path(directory)
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture

@@ -14,45 +14,80 @@ pytestmark = pytest.mark.timeout(30)
 
 
 def test_small_offer_filter_timeout_MESOS_4302():
-    """HierarchicalAllocatorTest.SmallOfferFilterTimeout: a filter shorter
-    than the allocation interval, made at the instant of a batch cycle,
-    still holds in the next batch cycle, however late that one runs."""
-    alloc, clock = make(allocation_interval=60.0)
+    """HierarchicalAllocatorTest.SmallOfferFilterTimeout, step by step as
+    Mesos's test (hierarchical_allocator_tests.cpp): a filter shorter than
+    the allocation interval holds through the next batch allocation, and is
+    gone by the batch after it. Mesos's clock is paused; its batch timer
+    fires when ``Clock::advance`` passes it, here when ``tick`` runs after
+    ``clock.advance``. Each ``tick`` between Mesos's steps checks that
+    nothing is allocated where Mesos's ``Clock::settle`` allocates nothing.
+
+    Shares: Mesos's comments give framework shares within the role's own
+    allocation (framework1 "share = 1" after the decline), as its sorters
+    once did; its framework sorters now divide by the cluster's total
+    (``frameworkSorter->addSlave(slaveId, agent total)``), as ours do, so
+    the shares below are of the cluster. The order, which is what Mesos's
+    test asserts, is the same either way here."""
+    alloc, clock = make(allocation_interval=60.0)   # flags_.allocation_interval = Minutes(1)
     alloc.add_framework("framework1", role="role")
     alloc.add_framework("framework2", role="role")
     alloc.add_agent("agent1", R("cpus:1;mem:512"), used={"framework1": R("cpus:1;mem:512")})
-    assert alloc.tick() == []  # the batch cycle at t=0: nothing to allocate
+    assert alloc.tick() == []   # Clock::settle(): nothing to allocate
+    # role share 1; framework1 share 1, framework2 share 0
+    assert (alloc.dominant_share("framework1"), alloc.dominant_share("framework2")) == (1.0, 0.0)
+
     alloc.add_agent("agent2", R("cpus:1;mem:512"))
-    (offer,) = alloc.tick()  # event-triggered: framework2 has the lower share
-    assert (offer.framework_id, offer.agent_id) == ("framework2", "agent2")
-    alloc.decline_offer(offer.id, refuse_seconds=1)  # filter: max(60, 1) s, made at t=0
-    clock.advance(1)
+    (offer,) = alloc.tick()    # the allocation the agent's addition triggers
+    assert (offer.framework_id, offer.agent_id, offer.resources) == ("framework2", "agent2", R("cpus:1;mem:512"))
+    assert (alloc.dominant_share("framework1"), alloc.dominant_share("framework2")) == (0.5, 0.5)
+
+    # framework2 declines with a filter of 1 s (< the allocation interval)
+    alloc.decline_offer(offer.id, refuse_seconds=1)
+    assert (alloc.dominant_share("framework1"), alloc.dominant_share("framework2")) == (0.5, 0.0)
+    assert alloc.tick() == []   # recovering resources does not allocate (MESOS-3078)
+
+    clock.advance(1)            # Clock::advance(filterTimeout); Clock::settle()
     assert alloc.tick() == []
-    clock.advance(60)  # the batch due at t=60 runs at t=61; the filter expired at t=60
+    clock.advance(60)           # Clock::advance(allocation_interval): the batch allocation
     (offer,) = alloc.tick()
-    # the filter still applies in that batch: framework1 gets agent2 although
-    # its share is the larger one
+    # the filter is applied: framework1 is offered agent2 although its share is the larger
     assert (offer.framework_id, offer.agent_id, offer.resources) == ("framework1", "agent2", R("cpus:1;mem:512"))
+    assert (alloc.dominant_share("framework1"), alloc.dominant_share("framework2")) == (1.0, 0.0)
+    # (Mesos's comment: framework1 share 1, framework2 0 — here too, both agents being framework1's)
+
+    # the filter is gone now that the batch allocation has happened; framework1
+    # declines without a filter (Mesos: recoverResources(..., None()))
+    alloc.decline_offer(offer.id, refuse_seconds=0)
+    assert alloc.tick() == []   # no allocation until the next batch
+    clock.advance(59.5)
+    assert alloc.tick() == []
+    clock.advance(0.5)          # one allocation interval after the last batch
+    (offer,) = alloc.tick()
+    assert (offer.framework_id, offer.agent_id, offer.resources) == ("framework2", "agent2", R("cpus:1;mem:512"))
+    assert (alloc.dominant_share("framework1"), alloc.dominant_share("framework2")) == (0.5, 0.5)
     alloc.check_invariants()
 
 
-def test_small_offer_filter_timeout_gives_way_after_that_batch():
-    """The filter holds through one batch cycle, not more: at the batch
-    after it, the decliner (lowest share) is offered the agent again."""
+def test_a_small_filter_made_between_batches_holds_through_the_next_batch_only():
+    """The same rule for a decline half-way between two batches: the filter
+    (max(interval, 1 s) = 60 s) outlives the next batch, which honours it,
+    and expires before the one after, which offers the agent back."""
     alloc, clock = make(allocation_interval=60.0)
     alloc.add_framework("framework1", role="role")
     alloc.add_framework("framework2", role="role")
     alloc.add_agent("agent1", R("cpus:1;mem:512"), used={"framework1": R("cpus:1;mem:512")})
-    alloc.tick()
+    assert alloc.tick() == []               # the batch at t=0
+    clock.advance(30)
     alloc.add_agent("agent2", R("cpus:1;mem:512"))
     (offer,) = alloc.tick()
-    alloc.decline_offer(offer.id, refuse_seconds=1)
-    clock.advance(61)
-    (offer,) = alloc.tick()
+    assert offer.framework_id == "framework2"
+    alloc.decline_offer(offer.id, refuse_seconds=1)   # at t=30: filtered until t=90
+    clock.advance(30)
+    (offer,) = alloc.tick()                  # the batch at t=60 honours it
     assert offer.framework_id == "framework1"
     alloc.decline_offer(offer.id, refuse_seconds=0)
     clock.advance(60)
-    (offer,) = alloc.tick()
+    (offer,) = alloc.tick()                  # the batch at t=120: the filter expired at t=90
     assert offer.framework_id == "framework2"
 
 

@@ -33,6 +33,11 @@ from mesoslike import Filters, Resources, TaskInfo, TaskState
 from mesoslike.master.http import DASHBOARD_DIR, dashboard_files
 from waiting import wait_until
 
+try:
+    from selenium.webdriver.common.by import By
+except ImportError:   # the browser fixture says so
+    pass
+
 pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")]
 
 ROLES_FILE = """\
@@ -74,7 +79,10 @@ class GuardedCluster(Cluster):
         self.port, self.http_port = free_port(), free_port()
         self.master = self._start("master", [
             "master", "--ip", "127.0.0.1", "--port", str(self.port), "--http-port", str(self.http_port),
-            *FAST_MASTER_ARGS, *self.security_args(), "--http-auth", "all", "--roles", str(roles)])
+            *FAST_MASTER_ARGS, *self.security_args(), "--http-auth", "all", "--roles", str(roles),
+            # a loaded machine (the browser, the suite) may hold an agent's pongs past 3 x 0.5 s: the tasks
+            # this module's tests look at must not be lost to that
+            "--max-agent-ping-timeouts", "20"])
         self.wait_until(lambda: self.state(), 30, "the master to serve /state")
 
 
@@ -181,9 +189,8 @@ def page_text(driver, selector: str = "main") -> str:
 
 
 def links(driver, selector: str) -> list[str]:
-    from selenium.webdriver.common.by import By
-
-    return [a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, selector)]
+    """The hrefs of the links ``selector`` finds, read in one step (the page redraws its tables every 2 s)."""
+    return driver.execute_script("return Array.from(document.querySelectorAll(arguments[0]), a => a.href)", selector)
 
 
 def sign_in(driver, cluster: GuardedCluster) -> None:
@@ -234,21 +241,121 @@ def test_the_dashboard_shows_the_real_cluster_and_the_console_stays_clean(guarde
     assert "enabled" in page_text(browser, "#preemption")
     # each agent links to its own HTTP
     assert {a["http_address"] for a in agents.values()} <= {href.rstrip("/") for href in links(browser, "#agents a")}
-    # each task's stdout and stderr are a link to its agent's /files/read, which has what the task printed
+    # each task's stdout and stderr are shown as plain text (read through the master), and can be downloaded
     for task_id, task in tasks.items():
         agent = agents[task["hostname"]]
         for stream in ("stdout", "stderr"):
-            expected = (f"{agent['http_address']}/files/read?path="
-                        f"{framework['id']}%2F{task_id}%2F{stream}")
+            expected = f"{agent['http_address']}/files/download?path={framework['id']}%2F{task_id}%2F{stream}"
             assert expected in links(browser, "#tasks .files a"), links(browser, "#tasks .files a")
-            with urllib.request.urlopen(expected, timeout=5) as response:
-                printed = json.loads(response.read())["data"]
-            assert f"{'out' if stream == 'stdout' else 'err'}-of-{task_id}" in printed
+            shown = show_log(browser, task_id, stream)
+            assert shown == f"{'out' if stream == 'stdout' else 'err'}-of-{task_id}\n", shown
     # the role chart has drawn the samples the page took
     wait_until(lambda: browser.execute_script("return window.mesoslikeDashboard.samples()") >= 2, 15,
                "two samples of the roles' shares")
     assert browser.execute_script("return document.querySelectorAll('#roles svg .series').length") >= 1
     assert console_errors(browser) == []
+
+
+def table_rows(driver, selector: str) -> list[list[str]]:
+    """The cells' texts of the rows ``selector`` finds, read in one step (the tables are redrawn every 2 s)."""
+    return driver.execute_script("return Array.from(document.querySelectorAll(arguments[0]), "
+                                 "row => Array.from(row.querySelectorAll('td'), td => td.innerText.trim()))", selector)
+
+
+def show_log(driver, task_id: str, stream: str, wanted: str = "") -> str:
+    """Click the ``stream`` button of task ``task_id`` in the tasks panel; the
+    text the log panel shows once it has read the file (and holds ``wanted``)."""
+    from selenium.webdriver.common.by import By
+
+    # found and clicked in one step: the page redraws its tables every 2 s
+    clicked = driver.execute_script("""
+        for (const row of document.querySelectorAll('#tasks tbody tr')) {
+          const id = row.querySelector('code.task-id');
+          if (id && id.textContent === arguments[0]) { row.querySelector('button.log-' + arguments[1]).click(); return true; }
+        }
+        return false;""", task_id, stream)
+    assert clicked, page_text(driver, "#tasks")
+    text = driver.find_element(By.ID, "log-text")
+    wait_until(lambda: "bytes read" in page_text(driver, "#log-status") and wanted in text.text, 15,
+               f"the {stream} of {task_id} in the log panel", diagnostics=lambda: page_text(driver, "#log"))
+    assert task_id in page_text(driver, "#log-title")
+    return driver.execute_script("return document.getElementById('log-text').textContent")
+
+
+def test_a_task_log_is_shown_as_plain_text_and_followed(guarded, browser):
+    cluster, scheduler, driver = guarded
+    if not browser.current_url.startswith(cluster.http):   # run on its own
+        sign_in(browser, cluster)
+    scheduler.add(driver, "ticker", 'printf "a\\tb <b>not bold</b>\\n"; i=0; while true; do i=$((i+1)); '
+                                    'echo "tick $i"; sleep 0.3; done')
+    cluster.wait_until(lambda: scheduler.running("ticker"), 30, "the ticking task to run")
+    wait_until(lambda: "ticker" in page_text(browser, "#tasks"), 15, "the page to show the ticking task")
+    first = show_log(browser, "ticker", "stdout", wanted="tick 2")
+    assert first.startswith("a\tb <b>not bold</b>\ntick 1\ntick 2\n"), first   # text: tabs, newlines, no HTML
+    assert "\\n" not in first and '"data"' not in first                            # not Mesos's JSON
+    assert browser.execute_script("return document.querySelectorAll('#log-text b').length") == 0
+    count = first.count("tick")
+    wait_until(lambda: page_text(browser, "#log-text").count("tick") >= count + 3, 15, "followed lines to appear")
+    followed = browser.execute_script("return document.getElementById('log-text').textContent")
+    lines = followed.splitlines()[1:]
+    assert lines == [f"tick {i}" for i in range(1, len(lines) + 1)], lines   # in order, none twice, none lost
+    browser.find_element(By.ID, "log-close").click()
+    assert not browser.find_element(By.ID, "log").is_displayed()
+    driver.kill_task("ticker")
+    assert console_errors(browser) == []
+
+
+def test_roles_show_the_weights_and_quota_in_force_and_frameworks_why_no_offers(guarded, browser):
+    cluster, scheduler, driver = guarded
+    if not browser.current_url.startswith(cluster.http):   # run on its own
+        sign_in(browser, cluster)
+    for path, body in (("/weights", {"ops": 3}), ("/quota", {"role": "ops", "guarantee": "cpus:0.5",
+                                                             "limit": "cpus:1;gpus:0"})):
+        request = urllib.request.Request(cluster.http + path, data=json.dumps(body).encode(), method="POST",
+                                         headers={"Authorization": f"Bearer {cluster.token}"})
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            assert reply.status == 200
+
+    class Quiet(RecordingScheduler):
+        def on_offers(self, driver, offers):
+            for offer in offers:
+                driver.decline_offer(offer.id, Filters(refuse_seconds=0))
+            driver.suppress_offers()
+    quiet = cluster.driver(Quiet(), "quiet-one")
+
+    def role_row(role: str) -> list[str]:
+        return next((cells for cells in table_rows(browser, "#roles tbody tr") if cells and cells[0] == role), [])
+    wait_until(lambda: role_row("ops")[2:5] == ["3", "cpus:0.5", "cpus:1;gpus:0"], 15,
+               "the roles panel to show the weight and quota set", diagnostics=lambda: page_text(browser, "#roles"))
+    assert role_row("analytics")[2:4] == ["2", "cpus:1;mem:256"]   # the roles file's, as in force
+    wait_until(lambda: "SUPPRESSED" in page_text(browser, "#frameworks"), 20,
+               "the frameworks panel to say why quiet-one gets no offers",
+               diagnostics=lambda: page_text(browser, "#frameworks"))
+    frameworks = page_text(browser, "#frameworks")
+    assert "why no offers" in frameworks and "it suppressed offers for role '*'" in frameworks
+    quiet.stop()
+    assert console_errors(browser) == []
+
+
+def test_completed_tasks_are_listed_newest_first_with_their_end(guarded, browser):
+    cluster, scheduler, driver = guarded
+    if not browser.current_url.startswith(cluster.http):   # run on its own
+        sign_in(browser, cluster)
+    for task_id in ("done-1", "done-2"):
+        scheduler.add(driver, task_id, "true")
+        cluster.wait_until(lambda: any(s.state == TaskState.FINISHED for s in scheduler.statuses(task_id)), 30,
+                           f"{task_id} to finish")
+
+    def completed_ids() -> list[str]:
+        return browser.execute_script(
+            "return Array.from(document.querySelectorAll('#completed code.task-id'), c => c.textContent)")
+    wait_until(lambda: {"done-1", "done-2"} <= set(completed_ids()), 15, "the completed panel to list both")
+    ids = completed_ids()
+    assert ids.index("done-2") < ids.index("done-1"), ids
+    completed = page_text(browser, "#completed")
+    assert "newest first" in completed and "ended" in completed
+    ended = browser.execute_script("return Array.from(document.querySelectorAll('#completed .ended-at'), e => e.textContent)")
+    assert ended and all(text != "–" and ":" in text for text in ended), ended
 
 
 def test_auto_refresh_shows_a_new_task_without_reloading(guarded, browser):
@@ -382,6 +489,13 @@ def test_the_fuxi_page_shows_jobs_slots_and_why_units_wait(fuxi_page, browser):
     assert "small" in groups and "default" in groups
     assert document["framework"]["id"] in page_text(browser, "#service")
     assert console_errors(browser) == []
+    # the master's dashboard links the Fuxi service's page (its framework names it: webui_url)
+    framework = next(f for f in cluster.state()["frameworks"] if f["id"] == document["framework"]["id"])
+    assert framework["webui_url"] == page + "/"
+    browser.get(cluster.http + "/")
+    wait_until(lambda: links(browser, "#framework-pages a") == [page + "/"], 20,
+               "the dashboard to link the Fuxi page", diagnostics=lambda: page_text(browser, "nav"))
+    browser.get(page + "/")
     screenshot = os.environ.get("MESOSLIKE_FUXI_SCREENSHOT")
     if screenshot:
         browser.save_screenshot(screenshot)

@@ -250,6 +250,23 @@ def test_operator_reserve_rescinds_offers_that_hold_it_and_unreserve_returns_it(
     h.core.allocator.check_invariants()
 
 
+def test_operator_unreserve_takes_the_string_reserve_took_and_names_a_static_reservation():
+    """``mesoslike unreserve`` takes back what ``mesoslike reserve`` was given:
+    ``cpus(analytics):1`` names the role's reservation by the operator."""
+    h = Harness(secured=True)
+    h.subscribe()
+    aid = h.register_agent("cpus:4;mem:4096;cpus(web):1")
+    h.core.reserve_resources(aid, "cpus(analytics):1;mem(analytics):64", "ops")
+    reply, _ = h.core.unreserve_resources(aid, "cpus(analytics):1;mem(analytics):64", "ops")
+    assert reply["unreserved"] == "cpus(analytics,ops):1;mem(analytics,ops):64"
+    assert h.core.agents[aid].info.resources == R("cpus:4;mem:4096;cpus(web):1")
+    # a static reservation is said to be one, and why it cannot be unreserved
+    with pytest.raises(Conflict, match=r"has no cpus\(web,ops\):1 .*; its cpus\(web\):1 is a static reservation "
+                                       r"\(the agent's --resources\)"):
+        h.core.unreserve_resources(aid, "cpus(web):1", "ops")
+    h.core.allocator.check_invariants()
+
+
 def test_operator_reserve_of_what_tasks_use_or_the_agent_lacks_is_a_conflict():
     h = Harness()
     fid, aid = h.subscribe(), h.register_agent()

@@ -5,6 +5,7 @@ supervisor, talking over the agent's executor channel."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import sys
@@ -437,7 +438,13 @@ def test_core_an_executor_speaks_only_for_its_own_tasks_and_only_with_its_secret
     other = ExecutorInfo("exec-2", EXECUTOR.command, EXECUTOR.resources)
     launches = [c for t, e in (("t1", EXECUTOR), ("t2", other)) for c in core.on_message(
         m.RunTask(fw, executor_task(t, e))) if isinstance(c, LaunchTask)]
-    assert [c.task.environment[x.SECRET_ENV] for c in launches] == ["a" * 64, "b" * 64]
+    # each secret goes to its process as a file of its sandbox, never in its environment nor its checkpoint
+    assert [c.secret_files for c in launches] == [{x.SECRET_FILE: b"a" * 64}, {x.SECRET_FILE: b"b" * 64}]
+    assert all(x.SECRET_ENV not in c.task.environment and c.task.environment[x.SECRET_FILE_ENV] == x.SECRET_FILE
+               and "a" * 64 not in repr(c) for c in launches)
+    checkpoint = core.task_checkpoint("fw-1", launches[0].task.task_id)
+    assert checkpoint is not None and "a" * 64 not in repr(checkpoint)
+    assert checkpoint.executor_secret_digest == hashlib.sha256(b"a" * 64).hexdigest()
     assert core.used.get("cpus") == 2 * 0.1 + 2 * 0.5   # both tasks and both executors
     for launch in launches:
         core.on_task_started("fw-1", launch.task.task_id, 1000)

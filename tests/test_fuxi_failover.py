@@ -195,16 +195,88 @@ def test_kill_9_of_the_leading_service_mid_job_and_the_job_succeeds(zk_services,
     assert document["framework"]["id"] == framework["id"] and document["framework"]["generation"] == 2
     assert job["appmaster"]["pid"] == appmaster["pid"] and job["appmaster"]["restarts"] == 0
     assert [f["id"] for f in services.cluster.state()["frameworks"] if f["name"] == "fuxi"] == [framework["id"]]
+    # nothing went wrong, and the new leader says nothing is (it logged "key ... is not listed" for the
+    # AppMaster reconnecting before it had loaded the jobs, and "suppress_offers ignored: DRIVER_NOT_STARTED")
+    survivor = second if leader is first else first
+    noise = [line for line in survivor.log_path.read_text().splitlines() if " WARNING " in line or " ERROR " in line]
+    assert noise == [], noise
     # kill finds the leader too
     done = services.cli("kill", "--fuxi", services.fuxi, job_id)
     assert done.returncode == 1 and "ended already (succeeded)" in done.stderr
     # a leader stopped on purpose leaves quietly
-    survivor = second if leader is first else first
     survivor.signal_group(signal.SIGTERM)
     assert survivor.popen.wait(30) == 0, survivor.output()
 
 
+def follow(services: Services, tmp: Path, *args: str) -> tuple[subprocess.Popen, Path]:
+    """A ``mesoslike fuxi ARGS`` client in the background, its stderr in a file (read while it runs)."""
+    err = tmp / f"follow-{next(_paths)}.err"
+    client = subprocess.Popen([sys.executable, "-m", "mesoslike", "fuxi", *args], cwd=REPO,
+                              env=fuxi_client_env(services.cluster), stdout=subprocess.PIPE, stderr=open(err, "w"),
+                              text=True, start_new_session=True)
+    return client, err
+
+
+def test_status_wait_follows_a_job_across_a_kill_9_of_the_leader(zk_services, tmp_path):
+    services = zk_services
+    first, second = services.serve("fuxi-a"), services.serve("fuxi-b")
+    wait_for(lambda: services.status() is not None, 30, "a leading Fuxi service", diagnostics=services.diagnostics)
+    leader = first if services.cli("status", "--fuxi", f"tcp://127.0.0.1:{services.ports['fuxi-a']}",
+                                   "--timeout", "3").returncode == 0 else second
+    log = tmp_path / "runs.txt"
+    job_id = submit(services, job_file(tmp_path / "job.toml", log, instances=12))
+    client, err = follow(services, tmp_path, "status", "--fuxi", services.fuxi, "--wait", "--timeout", "3", job_id)
+    try:
+        wait_for(lambda: sum(r[0] == "end" for r in runs(log)) >= 3, 30, "some instances to finish",
+                 diagnostics=services.diagnostics)
+        leader.kill()
+        out, _ = client.communicate(timeout=120)
+    finally:
+        if client.poll() is None:
+            client.kill()
+    assert client.returncode == 0, out + err.read_text() + services.diagnostics()
+    assert f"{job_id} succeeded: 14/14 instances done" in out
+    assert_each_instance_ran_once(log, 12)
+
+
 # ========================================================== standalone
+def test_submit_wait_follows_its_job_across_a_restart_of_the_service(services, tmp_path):
+    """``submit --wait`` gave up after one unanswered request (exit 1, "no
+    answer from a Fuxi service"), with no way back to the job; now it keeps
+    asking until the restarted service answers, and ends with the job."""
+    first = services.serve("fuxi")
+    wait_for(lambda: services.status() is not None, 30, "the Fuxi service", diagnostics=services.diagnostics)
+    log = tmp_path / "runs.txt"
+    client, err = follow(services, tmp_path, "submit", "--fuxi", services.fuxi, "--wait", "--timeout", "2",
+                         str(job_file(tmp_path / "job.toml", log, instances=9)))
+    try:
+        wait_for(lambda: sum(r[0] == "end" for r in runs(log)) >= 3, 30, "some instances to finish",
+                 diagnostics=services.diagnostics)
+        first.kill()                                 # kill -9: nobody answers the client now
+        wait_for(lambda: "still following" in err.read_text() or client.poll() is not None, 30,
+                 "the client to notice", diagnostics=services.diagnostics)
+        assert client.poll() is None, err.read_text()
+        services.serve("fuxi-again", services.ports["fuxi"])
+        out, _ = client.communicate(timeout=120)
+    finally:
+        if client.poll() is None:
+            client.kill()
+    assert client.returncode == 0, out + err.read_text() + services.diagnostics()
+    assert "no answer from a Fuxi service" in err.read_text() and "following job-0001 again" in err.read_text()
+    assert "job-0001 succeeded: 11/11 instances done" in out
+    assert_each_instance_ran_once(log, 9)
+
+
+def test_status_wait_needs_a_job_and_gives_up_after_the_reattach_timeout(tmp_path):
+    cli = [sys.executable, "-m", "mesoslike", "fuxi", "status", "--fuxi", f"tcp://127.0.0.1:{free_port()}"]
+    done = subprocess.run([*cli, "--wait"], cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "give its id" in done.stderr
+    done = subprocess.run([*cli, "--wait", "--timeout", "0.3", "--reattach-timeout", "1", "--interval", "0.1",
+                           "job-0001"], cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1, done.stderr
+    assert "still following job-0001" in done.stderr and "(--reattach-timeout)" in done.stderr
+
+
 def test_a_standalone_service_restarted_by_hand_recovers_its_job(services, tmp_path):
     first = services.serve("fuxi")
     wait_for(lambda: services.status() is not None, 30, "the Fuxi service", diagnostics=services.diagnostics)
@@ -219,6 +291,29 @@ def test_a_standalone_service_restarted_by_hand_recovers_its_job(services, tmp_p
     assert job["state"] == "succeeded", (job, services.diagnostics())
     assert_each_instance_ran_once(log, 15)
     assert job["appmaster"]["restarts"] == 0
+
+
+def test_a_service_killed_while_suppressed_gets_offers_again_after_its_restart(services, tmp_path):
+    """The restart stall: the master kept the killed service's SUPPRESS, the
+    restarted one believed it was not suppressed, and no offer ever came
+    (a new job waited "for: -" on an idle cluster). Every SUBSCRIBE now says
+    what the service wants, and the master takes it."""
+    path = tmp_path / "true.toml"
+    path.write_text('[job]\nname = "t"\n[[job.units]]\nname = "u"\nslots = 2\ncpus = 0.1\nmem = 32\n'
+                    'command = "true"\n')
+    first = services.serve("fuxi")
+    wait_for(lambda: services.status() is not None, 30, "the Fuxi service", diagnostics=services.diagnostics)
+    assert wait_ended(services, submit(services, path))["state"] == "succeeded"
+    # nothing waits: the service suppressed its offers, and the master says so
+    wait_for(lambda: (services.cluster.framework("fuxi") or {}).get("suppressed_roles") == ["*"], 20,
+             "the master to list the service's role as suppressed", diagnostics=services.diagnostics)
+    first.kill()                                     # kill -9 while suppressed
+    services.serve("fuxi-again", services.ports["fuxi"])
+    wait_for(lambda: services.status() is not None, 30, "the restarted service", diagnostics=services.diagnostics)
+    job = wait_ended(services, submit(services, path), timeout=45)
+    assert job["state"] == "succeeded", (job, services.diagnostics())
+    wait_for(lambda: services.cluster.framework("fuxi")["suppressed_roles"] == ["*"], 20,
+             "the service to suppress again once the job ended", diagnostics=services.diagnostics)
 
 
 def test_a_restart_on_another_port_restarts_the_appmasters_there(services, tmp_path):

@@ -167,12 +167,16 @@ def test_granted_slots_launch_worker_tasks_that_know_their_room(h):
 
 
 # ========================================================= the job's end
-def test_an_appmaster_that_says_succeeded_ends_the_job_and_its_slots_are_killed(h):
+def test_an_appmaster_that_says_succeeded_ends_the_job_and_its_workers_exit_by_themselves(h):
+    """A succeeded job's workers were killed with it, and shown TASK_KILLED in
+    the master's history although nothing went wrong; its AppMaster releases
+    them as it ends the job, so they exit by themselves (TASK_FINISHED) and
+    are killed only if they outlive the release grace (issue 25)."""
     job_id, _ = h.submit(unit(slots=2, instances=2))
     slots = launched(h.offer())
     h.clock.advance(7.5)
     out = h.ask(job_id, protocol.JobEnded, succeeded=True, reason="all 2 instances finished")
-    assert set(of(out, KillSlot)) == {KillSlot(s.id, "job finished") for s in slots}
+    assert of(out, KillSlot) == [] and not any(h.scheduler.holds(s.id) for s in slots)   # the slots went back
     assert out[-1] == JobFinished(job_id, SUCCEEDED, "all 2 instances finished")
     assert not of(out, StopAppMaster)                     # an AppMaster that ended its job exits by itself
     job = h.core.job(job_id)
@@ -180,11 +184,17 @@ def test_an_appmaster_that_says_succeeded_ends_the_job_and_its_slots_are_killed(
     status = h.core.status(job_id)["jobs"][0]
     assert status["state"] == "succeeded" and status["elapsed"] == 7.5 and status["units"][0]["granted"] == 0
     assert h.core.story(job_id)[-1] == Transition(job_id, RUNNING, SUCCEEDED, "test-3", 7.5)
-    # the killed tasks' updates are not news; what the AppMaster says after the end is moot
-    assert all(h.update(s, TaskState.KILLED) == [] for s in slots)
+    # the workers' ends are not news; what the AppMaster says after the end is moot
+    assert h.update(slots[0], TaskState.FINISHED) == []
     assert h.ask(job_id, protocol.SetDesire, unit="u", slots=3) == []
     assert h.ask(job_id, protocol.JobEnded, succeeded=False, reason="late") == []
     assert h.core.job(job_id).state is SUCCEEDED
+    h.clock.advance(RELEASE_GRACE - 1)
+    assert h.handle(Tick) == []
+    h.clock.advance(1)   # the other one did not exit: killed, and said why
+    assert h.handle(Tick) == [KillSlot(slots[1].id, f"its worker did not exit within {RELEASE_GRACE:g}s of its "
+                                                    "job's success")]
+    assert h.update(slots[1], TaskState.KILLED) == [] and h.handle(Tick) == []
 
 
 def test_an_appmaster_that_says_failed_fails_the_job_and_is_stopped(h):
@@ -344,6 +354,28 @@ def test_appmaster_requests_drive_desire_blacklists_and_progress(h):
     job = h.core.status(job_id)["jobs"][0]
     assert job["instances"] == {"total": 6, "done": 4, "running": 2, "pending": 0, "failed": 1, "backups": 1}
     assert job["blacklisted"] == ["h2"] and job["units"][0]["instances"]["workers"] == 2
+
+
+def test_status_shows_the_groups_policy_and_nothing_running_once_a_job_ended():
+    """``fuxi status`` printed ``None`` as the policy of a job whose file did
+    not name one, and a killed job went on showing the instances its
+    AppMaster last reported running (issue 25)."""
+    h = Harness()
+    h.scheduler = FuxiCore({"batch": None}, clock=h.clock, policies={"batch": "FAIR"})
+    h.core = JobCore(h.scheduler)
+    job_id, _ = h.submit(unit(slots=3, instances=6))
+    fair, _ = h.submit(unit(slots=1), quota_group="batch")
+    assert [j["policy"] for j in h.core.status()["jobs"]] == ["FIFO", "FAIR"]
+    launched(h.offer("h1"))
+    report = {"units": {"u": {"total": 6, "done": 1, "running": 3, "pending": 2, "failed_attempts": 0,
+                              "backups": 0, "workers": 3}}}
+    h.ask(job_id, protocol.Progress, report=report)
+    assert h.core.status(job_id)["jobs"][0]["instances"]["running"] == 3
+    h.handle(JobKillRequested, job_id)
+    job = h.core.status(job_id)["jobs"][0]
+    assert job["state"] == "killed" and job["policy"] == "FIFO"
+    assert job["instances"] == {"total": 6, "done": 1, "running": 0, "pending": 0, "failed": 0, "backups": 0}
+    assert job["units"][0]["instances"]["workers"] == 0
 
 
 def test_bad_appmaster_requests_are_refused_and_change_nothing(h):
@@ -656,7 +688,7 @@ def test_a_new_leader_takes_the_jobs_back_and_adopts_the_slots_the_appmaster_rep
     # every running task was claimed (the released one's worker only gets its release grace)
     assert of(h.handle(Tick), KillSlot) == [KillSlot(slots[0].id, f"its worker did not exit within "
                                                                   f"{RELEASE_GRACE:g}s of its release")]
-    out = h.ask(running, protocol.JobEnded, succeeded=True, reason="done")
+    out = h.ask(running, protocol.JobEnded, succeeded=False, reason="broken")
     assert {c.slot_id for c in of(out, KillSlot)} == {s.id for s in slots[1:]}
 
 
@@ -682,6 +714,26 @@ def test_after_the_window_unclaimed_workers_are_killed_and_unconfirmed_slots_los
     assert not h.scheduler.holds(gone.id)
     new = launched(h.offer("h2"))
     assert [s.id for s in new] == [f"{job_id}.u.2-1", f"{job_id}.u.2-2"]
+
+
+def test_the_window_never_kills_the_new_leaders_own_workers_again():
+    """A worker this leader launched in the window, of a job that ended in it,
+    was killed with its job — and again when the window closed, logged as "no
+    AppMaster claimed this worker after the failover" (issue 25: noise)."""
+    old = Persisting()
+    job_id, _ = old.submit(unit(slots=2, instances=2))
+    (predecessors,) = launched(old.offer("h1", res="cpus:1;mem:4096"))
+    h = recovered(old.stored)
+    h.handle(DriverRegistered, framework_id="fw")
+    h.update(predecessors, TaskState.RUNNING)
+    report(h, job_id, {predecessors.id: claim(predecessors)}, {"u": 2})
+    (own,) = launched(h.offer("h2", res="cpus:1;mem:4096"))
+    assert own.id == f"{job_id}.u.2-1"
+    h.update(own, TaskState.RUNNING)
+    out = h.ask(job_id, protocol.JobEnded, succeeded=False, reason="broken")
+    assert {c.slot_id for c in of(out, KillSlot)} == {predecessors.id, own.id}
+    h.clock.advance(ADOPT_WINDOW)
+    assert of(h.handle(Tick), KillSlot) == []     # its TASK_KILLED has not come yet: it was killed once already
 
 
 def test_a_slot_that_ended_or_belongs_elsewhere_is_never_adopted():

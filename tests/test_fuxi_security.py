@@ -36,7 +36,7 @@ from mesoslike.frameworks.fuxi.service import WORKER_MODULE, FuxiService, JobCli
 from mesoslike.resources import Resources
 from mesoslike.transport import Client, CurveKeys, load_public_key, new_certificate
 from security_helpers import SecuredKeys
-from test_fuxi_service import FakeDriver, offer
+from test_fuxi_service import FakeDriver, offer, worker_secret
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -205,7 +205,10 @@ def test_an_appmaster_lets_in_only_its_jobs_workers_and_its_secrets_stay_out_of_
     address, appmaster_key = appmaster_of(secured, recorded)
     environment = tasks[recorded].environment
     slot = tasks[recorded].task_id
-    hello = amp.Hello(slot, "u", "h1", token=environment["FUXI_WORKER_TOKEN"])
+    token = worker_secret(tasks[recorded], "FUXI_WORKER_TOKEN_FILE").decode()
+    secret = worker_secret(tasks[recorded], "FUXI_WORKER_SECRET_KEY_FILE").decode()
+    assert token not in str(environment) and secret not in str(environment)
+    hello = amp.Hello(slot, "u", "h1", token=token)
     other_dir = secured.service.work_dir / other
     strangers = {"no key": {}, "a one-time key": {"server_key": appmaster_key},
                  "a key of its own": {"keys": CurveKeys.generate(), "server_key": appmaster_key},
@@ -216,9 +219,13 @@ def test_an_appmaster_lets_in_only_its_jobs_workers_and_its_secrets_stay_out_of_
             assert hello_answered(stranger, hello) is None, f"the AppMaster answered a peer with {what}"
             assert stranger.stats.handshakes_failed, what
 
-    # the slot's real worker, with the environment its task was given: welcomed, runs the instance
+    # the slot's real worker, with the environment and the secret files its task was given (as its agent
+    # writes them: docs/containers.rst "Secrets"): welcomed, runs the instance
     sandbox = tmp_path / "sandbox"
     sandbox.mkdir()
+    for volume in tasks[recorded].container.volumes:
+        (sandbox / volume.container_path).write_bytes(volume.source.secret.value)
+        os.chmod(sandbox / volume.container_path, 0o400)
     with open(tmp_path / "worker.log", "wb") as log:
         worker = subprocess.Popen([sys.executable, "-m", WORKER_MODULE], cwd=sandbox,
                                   env={**child_env(), **environment}, stdout=log, stderr=subprocess.STDOUT,
@@ -231,11 +238,11 @@ def test_an_appmaster_lets_in_only_its_jobs_workers_and_its_secrets_stay_out_of_
     finally:
         worker.kill()
         worker.wait(10)
-    # the secrets: not in the instance's environment, status, or the AppMaster's and worker's logs
-    secret = environment["FUXI_WORKER_SECRET_KEY"]
+    # the secrets: not in the instance's environment nor its sandbox (the worker took its files away),
+    # status, or the AppMaster's and worker's logs
     instance_environment = env_file.read_text()
-    assert "FUXI_WORKER_SECRET_KEY" not in instance_environment and secret not in instance_environment
-    assert environment["FUXI_WORKER_TOKEN"] not in instance_environment
+    assert secret not in instance_environment and token not in instance_environment
+    assert [p.name for p in sandbox.iterdir() if p.name.startswith(".fuxi")] == []
     assert f"FUXI_JOB_ID={recorded}" in instance_environment        # the rest of its place it keeps
     keys = secured.service.job_keys[recorded]
     shown = json.dumps(secured.service.status())
@@ -245,6 +252,31 @@ def test_an_appmaster_lets_in_only_its_jobs_workers_and_its_secrets_stay_out_of_
     # the job ended: its secret key files are gone (its AppMaster never starts again)
     assert not (secured.service.work_dir / recorded / "appmaster.key_secret").exists()
     assert not (secured.service.work_dir / recorded / "worker.key_secret").exists()
+
+
+def test_a_just_elected_service_lets_in_the_appmasters_of_running_jobs_before_it_serves(tmp_path):
+    """A new leader knew its jobs' AppMaster keys only once it had loaded the
+    jobs, and the AppMasters, which follow the leader, reconnected before
+    that: every handshake refused with a warning ("key ... is not listed")
+    and retried. Now their keys are read from the shared work dir."""
+    keys = SecuredKeys(tmp_path)
+    new_certificate(str(keys.dir), "fuxi")
+    work = tmp_path / "work"
+    running, ended = JobKeys.of(work / "job-0001"), JobKeys.of(work / "job-0002")
+    ended.forget_secrets()
+    server = JobServer(None, "tcp://127.0.0.1:0", keys=keys.keys("fuxi"),
+                       credentials=load_credentials(str(keys.credentials)), work_dir=work).start()
+    server.hold()
+    public = load_public_key(keys.public("fuxi"))
+    try:
+        with JobClient(server.address, 5, keys=running.appmaster, server_key=public) as appmaster:
+            appmaster._client.send(protocol.Status(1, ""))
+            wait_for(lambda: server.counters["held"] == 1, 10, "the AppMaster's request to be held")
+        with JobClient(server.address, 5, keys=ended.appmaster, server_key=public) as gone, \
+                pytest.raises(JobRefused, match="our key is not in its credentials"):
+            gone.status()
+    finally:
+        server.stop()
 
 
 def test_serve_without_credentials_binds_loopback_only_and_credentials_need_a_key(tmp_path):
@@ -300,3 +332,31 @@ def test_the_appmaster_command_takes_keys_that_begin_with_a_dash(tmp_path, monke
     done = subprocess.run(command, env=child_env(), capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "cannot start" in done.stderr and "expected one argument" not in done.stderr, \
         done.stderr
+
+
+def test_a_jobs_workers_run_as_the_unix_user_of_its_principal(tmp_path):
+    credentials = ('[principals.fwA]\nkey = "keys/fwA.key"\nkinds = ["framework"]\nuser = "alice"\n'
+                   '[principals.fwB]\nkey = "keys/fwB.key"\nkinds = ["framework"]\n')
+    secured = Secured(tmp_path, credentials)
+    try:
+        jobs = {}
+        for principal in ("fwA", "fwB"):
+            with secured.client(principal) as client:
+                jobs[principal] = client.submit(document(f"job-of-{principal}", instances=1))
+        secured.service.resource_offers(secured.driver, [offer("h1"), offer("h2")])
+        users = {task.environment["FUXI_JOB_ID"]: task.user for task in secured.driver.launched()}
+        # its user in the credentials, else its own name (as YARN runs a job as its submitter): never one
+        # user for all jobs, so that no job's instances read another's processes or files
+        assert users == {jobs["fwA"]: "alice", jobs["fwB"]: "fwB"}
+    finally:
+        secured.close()
+
+
+def test_the_kept_jobs_holding_tokens_are_private_files(tmp_path):
+    from mesoslike.frameworks.fuxi.state_store import FileRecordStore
+
+    store = FileRecordStore(tmp_path / "state")
+    store.write({"job.j-1": b"token-bearing record"})
+    assert stat.S_IMODE(os.stat(tmp_path / "state" / "job.j-1").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(tmp_path / "state").st_mode) == 0o700
+    store.close()

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -45,6 +46,7 @@ from mesoslike.frameworks.fuxi.quota import QuotaFileError, load_quota_file
 from mesoslike.transport import CurveKeys, load_public_key
 from mesoslike.frameworks.fuxi.service import (
     APPMASTER_MODULE,
+    STANDBY_REFUSAL,
     WORKER_MODULE,
     FuxiService,
     JobClient,
@@ -140,8 +142,19 @@ def test_each_granted_slot_runs_a_worker_task_that_knows_its_place():
         env = task.environment
         assert env["FUXI_JOB_ID"] == job_id and env["FUXI_UNIT"] == "u" and env["FUXI_SLOT_ID"] == task.task_id
         assert env["FUXI_HOSTNAME"] == "h1" and env["FUXI_ROOM"] == "er1" and "FUXI_APPMASTER" in env
-        # what proves to the AppMaster that it is this slot's worker (issue 12 §2)
-        assert env["FUXI_WORKER_TOKEN"] == worker_token(service.core.job(job_id).token, task.task_id)
+        # what proves to the AppMaster that it is this slot's worker (issue 12 §2): a secret file of its
+        # sandbox the environment names, never the environment itself
+        assert worker_secret(task, "FUXI_WORKER_TOKEN_FILE") == worker_token(service.core.job(job_id).token,
+                                                                             task.task_id).encode()
+        assert not any(worker_token(service.core.job(job_id).token, task.task_id) in value for value in env.values())
+        assert task.user == ""          # a service without credentials: its jobs run as the framework's user
+
+
+def worker_secret(task, variable: str) -> bytes:
+    """The value of the worker secret file the task's ``variable`` names (a SECRET volume of its container)."""
+    (volume,) = [v for v in task.container.volumes if v.container_path == task.environment[variable]]
+    assert volume.source.type == "SECRET" and volume.source.secret is not None
+    return volume.source.secret.value
 
 
 def test_the_first_desire_is_the_instances_and_none_for_units_that_come_after():
@@ -184,7 +197,7 @@ def test_appmaster_requests_drive_desire_release_blacklists_progress_and_the_end
     assert isinstance(ask(service, job_id, protocol.JobEnded, succeeded=True, reason=""), protocol.Ok)
     job = service.status(job_id)["jobs"][0]
     assert job["state"] == "succeeded" and job["units"][0]["granted"] == 0
-    assert {("kill", second.task_id), ("kill", third.task_id)} <= set(driver.take("kill"))
+    assert driver.take("kill") == []   # released by their AppMaster, the workers exit by themselves
     # what an AppMaster says after the end is moot, not an error
     assert isinstance(ask(service, job_id, protocol.SetDesire, unit="u", slots=3), protocol.Ok)
 
@@ -241,7 +254,10 @@ def test_the_workers_of_a_unit_with_an_image_run_in_it_by_its_python():
     tasks = {task.name.split(".")[1]: task for task in driver.launched()}
     assert tasks["u"].container.image.name == "registry.example:5000/team/app:1.2"
     assert tasks["u"].command.startswith("exec python3 -m ") and tasks["u"].shell
-    assert tasks["plain"].container is None and not tasks["plain"].command.startswith("exec python3 ")
+    # (both carry the worker's secret files as SECRET volumes)
+    assert tasks["plain"].container.image is None and not tasks["plain"].command.startswith("exec python3 ")
+    assert {v.container_path for v in tasks["u"].container.volumes} == {
+        v.container_path for v in tasks["plain"].container.volumes} == {".fuxi_worker_token"}
 
 
 def test_an_agent_lost_takes_its_slots_back():
@@ -354,6 +370,29 @@ def test_job_client_and_server_over_zeromq():
             assert client.status(job_id)["jobs"][0]["id"] == job_id
             with pytest.raises(JobRefused, match="unknown job"):
                 client.status("job-4242")
+    finally:
+        server.stop()
+
+
+def test_a_just_elected_job_server_holds_requests_until_it_serves():
+    """Between its election and its jobs being loaded a new leader answered
+    as a standby: an AppMaster that saw the election first had its report
+    refused and waited 2 s for the next one, holding up the job's new slots."""
+    server = JobServer(None, "tcp://127.0.0.1:0", refusing=STANDBY_REFUSAL).start()
+    try:
+        with JobClient(server.address, timeout=5) as client:
+            with pytest.raises(JobRefused, match="is a standby"):
+                client.status()
+            server.hold()
+            answers: list = []
+            asking = threading.Thread(target=lambda: answers.append(client.status()))
+            asking.start()
+            wait_for(lambda: server.counters["held"] == 1, 10, "the request to be held")
+            assert not answers
+            service, _ = make_service()
+            server.serve(service)
+            asking.join(10)
+            assert answers and answers[0]["jobs"] == []
     finally:
         server.stop()
 
@@ -615,6 +654,15 @@ def test_a_two_unit_job_succeeds_and_every_instance_runs_once(fuxi, tmp_path):
     assert job["state"] == "succeeded" and job["instances"]["failed"] == 0
     assert job["instances"]["done"] == 7
     wait_for(lambda: not fuxi.status(job_id)["jobs"][0]["appmaster"]["running"], 10, "the AppMaster to exit")
+
+    # its workers ended as they really did: released by the AppMaster, they exited (not killed: issue 25)
+    def ended() -> dict | None:
+        framework = fuxi.cluster.framework("fuxi")
+        if any(t["id"].startswith(f"{job_id}.") for t in framework["tasks"]):
+            return None
+        return {t["id"]: t["state"] for t in framework["completed_tasks"] if t["id"].startswith(f"{job_id}.")}
+    states = wait_for(ended, 20, "the job's worker tasks to end", diagnostics=fuxi.cluster.diagnostics)
+    assert states and set(states.values()) == {"TASK_FINISHED"}, states
 
 
 def test_a_bad_field_exits_2_naming_it_and_sends_nothing(fuxi, tmp_path):

@@ -218,6 +218,51 @@ def test_drain_stops_offers_kills_after_the_grace_and_ends_drained():
     assert agent["deactivated"] is False and agent["drain_info"] is None
 
 
+def test_a_new_leader_goes_on_with_a_drain_the_registry_kept():
+    """Mesos keeps drains in its registry: a new leader knows a drain in
+    progress, offers nothing of the agent when it is back, and kills its
+    tasks when the grace given to the old leader has passed — on its own
+    clock; a reactivation is forgotten by the registry too."""
+    from mesoslike.master.registry import Registry
+
+    c = Cluster()
+    a1 = c.register(AG, "node-0")
+    fid = c.subscribe(b"fw")
+    c.launch(b"fw", fid, a1, "t1")
+    wall = [5000.0]
+    c.core._wall_clock = lambda: wall[0]
+    c.core.drain_agent(a1, grace=30)
+    c.core._check_history()
+    assert c.core.registry.drains == {a1: {"state": "DRAINING", "grace": 30.0, "started_at": 5000.0,
+                                           "kill_at": 5030.0}}
+    stored = c.core.registry.to_document()
+
+    wall[0] += 10.0   # the failover took 10 s: 20 s of the grace are left
+    clock = FakeClock(123.0)   # the new leader's own clock
+    new = MasterCore(clock, MasterInfo("m2", "tcp://127.0.0.1:2"),
+                     MasterConfig(heartbeat_interval=100.0, ping_interval=100.0, offer_timeout=None),
+                     registry=Registry.from_document(stored), wall_clock=lambda: wall[0])
+    assert new.drains[a1].state == "DRAINING" and new.drains[a1].kill_at == pytest.approx(143.0)
+    info = c.core.agents[a1].info
+    task = c.core.frameworks[fid].tasks["t1"].info
+    new.on_message(b"fw2", m.Subscribe(c.core.frameworks[fid].info))
+    new.on_message(AG, m.ReregisterAgent(info, [m.RunningTask(fid, task, TaskState.RUNNING)]))
+    agent = next(a for a in state_json(new)["agents"] if a["id"] == a1)
+    assert agent["deactivated"] is True and agent["drain_info"]["state"] == "DRAINING"
+
+    def tick(advance: float) -> list:
+        clock.advance(advance)
+        out = [(s.peer, s.message) for s in new.tick()]
+        new._check_history()
+        return out
+    first = tick(1.0)
+    assert a1 not in {o.agent_id for _, msg in first if isinstance(msg, m.Offers) for o in msg.offers}
+    assert kills(tick(18.0), AG) == []        # 19 s after the failover: 1 s of grace left
+    assert kills(tick(1.0), AG) == ["t1"]     # the grace given to the old leader has passed
+    new.reactivate_agent(a1)
+    assert new.registry.drains == {} and "drains" in new.registry.changes().sections
+
+
 def test_drain_with_no_grace_kills_at_once_and_an_idle_agent_is_drained_at_once():
     c = Cluster()
     a1, a2 = c.register(AG, "node-0"), c.register(AG2, "node-1")

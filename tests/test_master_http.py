@@ -1,6 +1,7 @@
 """The master's HTTP side and its views under load (issue 12 §3): a bounded
-worker pool with timeouts, /state and GET_STATE rendered from a snapshot
-outside the loop's lock, and the loop's longest stall in /metrics."""
+worker pool with timeouts and a bounded number of connections, /state and
+GET_STATE rendered from a snapshot outside the loop's lock, and the loop's
+longest stall in /metrics."""
 
 import http.client
 import json
@@ -13,7 +14,7 @@ import pytest
 
 import mesoslike.master.state
 from mesoslike.master import MasterConfig
-from mesoslike.master.http import Fresh
+from mesoslike.master.http import Fresh, StatusHTTPServer
 from mesoslike.master.runtime import MasterRuntime
 from mesoslike.resources import Resources
 from mesoslike.transport import Client
@@ -80,23 +81,45 @@ def test_slow_connections_hold_no_threads_and_are_closed_at_their_deadline(maste
             conn.close()
 
 
-def test_connections_beyond_the_bound_are_refused_with_503():
+def test_beyond_the_bound_the_longest_idle_connection_makes_room_and_503_only_when_none_idles():
     # the held connections must outlive a loaded machine's slow start: a timeout that
     # ended one of them would let the extra connection in (seen at load 30)
     runtime = start(http_workers=2, http_timeout=120.0, http_max_connections=5)
     held = connect_idle(runtime, 5)
     try:
         wait_until(lambda: runtime._http.open_connections == 5, 10, "five connections held")
-        extra = socket.create_connection((runtime._http.host, runtime._http.port), timeout=5)
-        reply = b""
-        while chunk := extra.recv(4096):
-            reply += chunk
-        assert reply.startswith(b"HTTP/1.0 503") and b"too many connections" in reply
-        assert runtime._http.refused == 1
+        assert get(runtime, "/health")[0] == 200                   # served: the oldest idle one made room
+        assert closed_by_server(held[0]) and runtime._http.evicted == 1
+        assert runtime._http.open_connections <= 5
+        assert "mesoslike_http_connections_evicted_total 1" in get(runtime, "/metrics")[1].decode()
     finally:
         for conn in held:
             conn.close()
         runtime.stop()
+    release = threading.Event()
+    busy = StatusHTTPServer("127.0.0.1", 0, {"/slow": lambda: (release.wait(30), ("text/plain", b"done"))[1]},
+                            workers=2, max_connections=2, dashboard={})
+    busy.start()
+    answered = []
+    try:
+        clients = [threading.Thread(target=lambda: answered.append(urllib.request.urlopen(
+            busy.address + "/slow", timeout=30).read())) for _ in range(2)]
+        for client in clients:
+            client.start()
+        wait_until(lambda: busy.open_connections == 2 and not busy._waiting, 10, "both requests in handlers")
+        extra = socket.create_connection((busy.host, busy.port), timeout=5)
+        reply = b""
+        while chunk := extra.recv(4096):
+            reply += chunk
+        assert reply.startswith(b"HTTP/1.1 503") and b"too many connections" in reply
+        assert busy.refused == 1
+        release.set()
+        for client in clients:
+            client.join(10)
+        assert answered == [b"done", b"done"]
+    finally:
+        release.set()
+        busy.stop()
 
 
 def test_a_client_too_slow_to_read_the_answer_is_cut_off(master):

@@ -57,7 +57,7 @@ def test_a_write_is_answered_once_the_registry_holds_it():
     master = Master()
     writes = OperatorWrites(master)
     assert post(writes, "/weights", {"eng": 2.0}) == (200, {"ok": True})
-    assert post(writes, "/quota", {"role": "eng", "guarantee": "cpus:2", "limit": "cpus:8;gpus:0"}) == \
+    assert post(writes, "/quota", {"role": "eng", "guarantee": "cpus:2", "limit": "cpus:8;gpus:0", "force": True}) == \
         (200, {"ok": True})
     assert master.core.registry.weights == {"eng": 2.0}
     assert master.core.registry.quota == {"eng": {"guarantee": "cpus:2", "limit": "cpus:8;gpus:0"}}
@@ -111,7 +111,8 @@ def test_a_core_dropped_before_the_change_was_stored_asks_for_a_retry():
 
 def test_the_request_shapes():
     assert weights_request({"a": 1.0}) == {"a": 1.0}
-    assert quota_request({"role": "a", "limit": "cpus:1"}) == ("a", None, "cpus:1")
-    for bad in (None, "a", {"role": 1}, {"role": "a", "guarantee": None}):
+    assert quota_request({"role": "a", "limit": "cpus:1"}) == ("a", None, "cpus:1", False)
+    assert quota_request({"role": "a", "guarantee": "cpus:1", "force": True}) == ("a", "cpus:1", None, True)
+    for bad in (None, "a", {"role": 1}, {"role": "a", "guarantee": None}, {"role": "a", "force": "yes"}):
         with pytest.raises(ValueError):
             quota_request(bad)

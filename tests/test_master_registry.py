@@ -93,7 +93,7 @@ def test_new_leader_adopts_frameworks_and_admits_returning_agents_with_their_tas
     assert new.allocator.available("m2-S1") == R("cpus:3;mem:3968")
 
 
-def test_agents_that_do_not_come_back_in_time_are_removed_and_refused_later():
+def test_agents_that_do_not_come_back_in_time_are_marked_unreachable_and_may_return_later():
     new, clock = failed_over()
     new.on_message(FW, m.Subscribe(FrameworkInfo("demo", id="m2-F0001", failover_timeout=20.0)))
     new.on_message(AG, m.ReregisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"), id="m2-S1")))
@@ -104,9 +104,12 @@ def test_agents_that_do_not_come_back_in_time_are_removed_and_refused_later():
         new.on_message(FW, m.Heartbeat())
         new.on_message(AG, m.Pong("m2-S1"))
     assert [f.agent_id for f in sent(out, m.Failure, FW)] == ["m2-S2"]
-    assert "m2-S2" in new.registry.removed_agents and "m2-S2" not in new.registry.agents
+    assert "m2-S2" in new.registry.unreachable and "m2-S2" not in new.registry.agents
+    assert "m2-S2" not in new.registry.removed_agents
+    # as Mesos's master: an agent not back in time is unreachable, not gone; it may come back under its id
     late = new.on_message(AG2, m.ReregisterAgent(AgentInfo("node-1", R("cpus:4;mem:4096"), id="m2-S2")))
-    assert sent(late, m.ShutdownAgent)
+    assert sent(late, m.AgentRegistered)[0].agent_id == "m2-S2" and not sent(late, m.ShutdownAgent)
+    assert "m2-S2" in new.registry.agents and "m2-S2" not in new.registry.unreachable
 
 
 def test_frameworks_that_do_not_resubscribe_within_their_failover_timeout_are_torn_down():

@@ -77,7 +77,7 @@ def test_weights_and_quota_set_over_http_are_stored_before_the_answer_and_surviv
     runtime.start()
     try:
         assert post(runtime, "/weights", {"eng": 2.0}) == (200, {"ok": True})
-        assert post(runtime, "/quota", {"role": "eng", "guarantee": "cpus:2", "limit": "cpus:8;gpus:0"}) == \
+        assert post(runtime, "/quota", {"role": "eng", "guarantee": "cpus:2", "limit": "cpus:8;gpus:0", "force": True}) == \
             (200, {"ok": True})
         stored = json.loads((tmp_path / "registry.json").read_text())   # on disk when the answer came
         assert stored["weights"] == {"eng": 2.0}

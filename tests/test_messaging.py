@@ -162,12 +162,15 @@ def test_the_fuxi_examples_cover_both_protocols():
 
 
 @pytest.mark.parametrize("message", FUXI_EXAMPLES, ids=lambda e: type(e).__module__.split(".")[-1] + "." + e.TYPE)
-def test_fuxi_frames_are_what_the_old_codec_wrote_and_round_trip(message):
+def test_fuxi_frames_are_the_maps_the_old_codec_wrote_and_round_trip(message):
     # the old codec: {"v": 1, "type": TYPE, **attrs.asdict(message, recurse=False)}
     old = msgpack.packb({"v": 1, "type": message.TYPE, **attrs.asdict(message, recurse=False)}, use_bin_type=True)
     codec = fuxi_codec(message)
-    assert codec.encode(message) == old
-    assert codec.decode(old) == message
+    written = codec.encode(message)
+    # the same map ("v" and "type" first; MessagePack maps are unordered, and the fields may come in another order)
+    assert msgpack.unpackb(written) == msgpack.unpackb(old)
+    assert list(msgpack.unpackb(written))[:2] == ["v", "type"]
+    assert codec.decode(old) == message == codec.decode(written)
 
 
 @pytest.mark.parametrize("message", FUXI_EXAMPLES + [Sample(1)], ids=lambda e: e.TYPE)

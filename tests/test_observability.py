@@ -242,8 +242,8 @@ def test_run_says_when_no_agent_can_fit_a_task(cluster, clis, tmp_path):
     cluster.start_agent("small", "cpus:4;mem:1024")
     run = Cli(tmp_path, "run", "--master", cluster.address, "--cpus", "100", "--", "true", env=cluster.client_env())
     clis.append(run)
-    wait_until(lambda: "no agent can fit cpus:100; the largest offers cpus:4" in run.stderr(), 20,
-               "run to say no agent can fit the task", diagnostics=run.stderr)
+    wait_until(lambda: "no agent can fit an instance: it needs cpus:100, the largest agent has cpus:4 (1 agent(s))"
+               in run.stderr(), 20, "run to say no agent can fit the task", diagnostics=run.stderr)
 
 
 # ------------------------------------------------------------------ /health

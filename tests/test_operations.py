@@ -179,23 +179,25 @@ def test_drain_stops_offers_kills_after_the_grace_and_reactivate_offers_again(cl
 def test_the_operator_endpoints_need_a_token_and_the_permission(cluster):
     # the operations are granted to fwA only (a framework principal): the operator's token lacks them
     rules = "".join(f'[[acls.{acl}]]\nprincipals = ["fwA"]\n' for acl in
-                    ("kill_tasks", "teardown_frameworks", "drain_agents", "reactivate_agents"))
+                    ("kill_tasks", "teardown_frameworks", "drain_agents", "reactivate_agents", "mark_agents_gone"))
     cluster.keys.credentials.write_text(cluster.keys.credentials.read_text() + rules)
     cluster.start_master()
     cluster.start_agent("node-0", "cpus:2;mem:1024")
     requests = {"/tasks/kill": {"task_id": "t0"}, "/frameworks/teardown": {"framework_id": "x"},
-                "/agents/drain": {"agent": "node-0"}, "/agents/reactivate": {"agent": "node-0"}}
+                "/agents/drain": {"agent": "node-0"}, "/agents/reactivate": {"agent": "node-0"},
+                "/agents/gone": {"agent": "node-0"}}
     for path, body in requests.items():
         code, reply = post(cluster.http + path, body)
         assert code == 401 and "Bearer" in reply["error"], path
         assert post(cluster.http + path, body, token="not-a-token")[0] == 401, path
         code, reply = post(cluster.http + path, body, token=cluster.token)
         permission = {"/tasks/kill": "kill_tasks", "/frameworks/teardown": "teardown_frameworks",
-                      "/agents/drain": "drain_agents", "/agents/reactivate": "reactivate_agents"}[path]
+                      "/agents/drain": "drain_agents", "/agents/reactivate": "reactivate_agents",
+                      "/agents/gone": "mark_agents_gone"}[path]
         assert code == 403 and f"lacks the {permission} permission" in reply["error"], path
     without = cli(cluster, "agent", "drain", "node-0", "--master", cluster.address, token=None)
     assert without.returncode == 1 and "(401)" in without.stderr and "Bearer" in without.stderr
     forbidden = cli(cluster, "agent", "drain", "node-0", "--master", cluster.address)
     assert forbidden.returncode == 1 and "(403)" in forbidden.stderr and "drain_agents" in forbidden.stderr
     assert all(not a["deactivated"] for a in cluster.state()["agents"])
-    assert "mesoslike_http_forbidden_total 5" in http_get(cluster.http + "/metrics")[2]
+    assert "mesoslike_http_forbidden_total 6" in http_get(cluster.http + "/metrics")[2]

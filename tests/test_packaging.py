@@ -1,6 +1,7 @@
 """The package installs with both ``pip install .`` and ``pip install -e .``,
-maps frameworks/ to ``mesoslike.frameworks`` and ships no top-level
-``frameworks`` package.
+maps frameworks/ to ``mesoslike.frameworks``, ships no top-level
+``frameworks`` package, and carries what its commands read by default (the
+dashboards' files, the simulator's bundled trace) as package data.
 
 The virtualenv the test builds sees nothing of the interpreter that made it
 (no ``--system-site-packages``): pip resolves and installs the declared
@@ -79,3 +80,11 @@ def test_installs_into_a_fresh_virtualenv(tmp_path, editable):
         for installed, source in (("master", ROOT / "mesoslike" / "master"), ("frameworks/fuxi", ROOT / "frameworks" / "fuxi")):
             static = pathlib.Path(site) / "mesoslike" / installed / "static"
             assert {p.name for p in static.iterdir()} == {p.name for p in (source / "static").iterdir()}
+        # the bundled trace is package data: the installed command replays it from anywhere
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        trace = pathlib.Path(site) / "mesoslike" / "sim" / "data" / "alibaba-openb-2023"
+        assert {p.name for p in trace.iterdir()} >= {"openb_node_list_all_node.csv", "openb_pod_list_default.csv"}
+        replay = run([str(venv / "bin" / "mesoslike"), "simulate", "--workload", "trace", "--compare", "drf"],
+                     cwd=elsewhere)
+        assert "8151 tasks launched, 8151 finished" in replay.stdout, replay.stdout[-2000:]

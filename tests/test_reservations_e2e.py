@@ -193,6 +193,12 @@ def test_operator_reserves_and_unreserves_over_http(cluster):
     assert done.returncode == 0, done.stderr
     assert "unreserved" in done.stdout
     assert dynamic_reservations(cluster.state(), "op1") == []
+    # the string `reserve` takes, `unreserve` takes back (the role's reservation by the operator)
+    for command in ("reserve", "unreserve"):
+        done = cli(cluster, command, "--master", cluster.http, "op1", "cpus(web):0.5")
+        assert done.returncode == 0, done.stderr
+    assert "cpus(web,ops):0.5 unreserved" in done.stdout
+    assert dynamic_reservations(cluster.state(), "op1") == []
 
     # with labels (Mesos's ReservationInfo.labels): part of the reserved kinds
     done = cli(cluster, "reserve", "--master", cluster.http, "--label", "ticket=OPS-42", "op1", "cpus(web):1")

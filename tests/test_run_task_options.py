@@ -11,6 +11,7 @@ whose checks pass and fail as ``/state`` shows them."""
 import http.server
 import io
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -158,8 +159,13 @@ def files(tmp_path):
 
 
 def run_cli(cluster, *args, timeout=90):  # noqa: F811 (fixture)
-    return subprocess.run([sys.executable, "-m", "mesoslike", "run", "--master", cluster.address, *args],
+    """``mesoslike run`` against the cluster; its output with the task ids
+    shown as NAME-N (a run's ids are NAME-<6 hex>-N, unique per run)."""
+    done = subprocess.run([sys.executable, "-m", "mesoslike", "run", "--master", cluster.address, *args],
                           cwd=str(REPO), env=cluster.client_env(), capture_output=True, text=True, timeout=timeout)
+    done.stdout, done.stderr = (re.sub(r"\b([\w.]+)-[0-9a-f]{6}-(\d+)\b", r"\1-\2", text)
+                                for text in (done.stdout, done.stderr))
+    return done
 
 
 def tar_gz(members: dict[str, bytes]) -> bytes:

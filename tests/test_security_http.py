@@ -59,7 +59,7 @@ def test_operator_writes_need_a_token_with_the_permission(keys):
         assert request(master.http_address + "/quota", starve, token="wrong")[0] == 401
         assert master.state()["roles"] == [] or all(not r.get("quota") for r in master.state()["roles"])
         assert request(master.http_address + "/state")[0] == 200              # reads stay open ("writes")
-        code, _ = request(master.http_address + "/quota", {"role": "ops", "guarantee": "cpus:1"}, token=keys.token)
+        code, _ = request(master.http_address + "/quota", {"role": "ops", "guarantee": "cpus:1", "force": True}, token=keys.token)
         assert code == 200
         metrics = urllib.request.urlopen(master.http_address + "/metrics", timeout=5).read().decode()
         assert "mesoslike_http_unauthenticated_total 3" in metrics

@@ -15,6 +15,8 @@ import pytest
 
 from mesoslike.agent.runtime import AgentRuntime
 from mesoslike.credentials import load_credentials
+from mesoslike.errors import ConfigError
+from mesoslike.master import MasterConfig
 from mesoslike.master.runtime import MasterRuntime
 from mesoslike.resources import Resources
 from mesoslike.transport import Authenticator, Client, CurveKeys, Server
@@ -230,3 +232,72 @@ def test_a_tasks_environment_never_reaches_state_nor_logs(secured, tmp_path, cap
         assert "DB_PASSWORD" in repr(task)
     finally:
         agent.stop()
+
+
+def test_a_master_restarted_without_a_registry_gives_no_id_to_another_principal(tmp_path):
+    """The issue: after such a restart fwB took fwA's framework id and killed
+    its task, and a rogue agent re-registered first under agent1's id, got
+    RUN_TASK with fwA's DB_PASSWORD and locked agent1 out. The real agent's
+    checkpointed receipts now tell the new master whose the ids are."""
+    keys = SecuredKeys(tmp_path)
+    config = MasterConfig(ping_interval=0.5, heartbeat_interval=0.5)
+
+    def start_master(address: str) -> MasterRuntime:   # no registry store: the registry lives in memory only
+        runtime = MasterRuntime(address, 0, config=config, keys=keys.keys("master"),
+                                credentials=load_credentials(str(keys.credentials)))
+        runtime.start()
+        return runtime
+
+    master = start_master("tcp://127.0.0.1:0")
+    agent = AgentRuntime(master.address, "cpus:1;mem:128", hostname="h", work_dir=tmp_path / "agent",
+                         keys=keys.keys("agent1"), master_key=keys.master_public, register_backoff=0.2,
+                         register_backoff_max=0.5).start()
+    try:
+        framework = peer(keys, master, "fwA")
+        framework.send(m.Subscribe(FrameworkInfo("fwA", user=keys.users[-1], failover_timeout=120)))
+        framework_id = framework.first(m.Subscribed).framework_id
+        offer = framework.first(m.Offers).offers[0]
+        framework.send(m.Accept(framework_id, [offer.id], [TaskInfo(
+            "t", offer.agent_id, "sleep 300", Resources.parse("cpus:0.5"), environment={"DB_PASSWORD": "hunter2"})]))
+        acknowledged: set[str] = set()
+
+        def running() -> bool:
+            updates = [x.status for x in framework.pump() if isinstance(x, m.Update)]
+            for status in updates:
+                if status.uuid not in acknowledged:     # as a driver does
+                    acknowledged.add(status.uuid)
+                    framework.send(m.Acknowledge(framework_id, status.agent_id, status.task_id, status.uuid))
+            return any(status.state == "TASK_RUNNING" for status in updates)
+
+        wait_until(running, 20, "the task to run", diagnostics=lambda: repr(framework.received))
+        address, agent_id = master.address, offer.agent_id
+        framework.close()
+        master.stop()
+        master = wait_until(lambda: _started_or_none(lambda: start_master(address)), 20, "the port to be free again")
+        rogue = peer(keys, master, "agent2")              # first, under agent1's id
+        rogue.send(m.ReregisterAgent(AgentInfo(hostname="h", resources=Resources.parse("cpus:4;mem:1024"),
+                                               id=agent_id)))
+        assert "no receipt" in rogue.first(m.ShutdownAgent).reason
+        wait_until(lambda: [(a["id"], a["hostname"]) for a in master.state()["agents"]] == [(agent_id, "h")], 30,
+                   "the real agent to re-register under its id", diagnostics=lambda: json.dumps(master.state()))
+        thief = peer(keys, master, "fwB")                 # first, under fwA's id
+        thief.send(m.Subscribe(FrameworkInfo("thief", id=framework_id, user="nobody")))
+        assert "belongs to another principal" in thief.first(m.Error).message
+        thief.send(m.Kill(framework_id, "t"))
+        owner = peer(keys, master, "fwA")
+        owner.send(m.Subscribe(FrameworkInfo("fwA", id=framework_id, user=keys.users[-1], failover_timeout=120)))
+        assert owner.first(m.Subscribed).framework_id == framework_id
+        (framework_state,) = master.state()["frameworks"]
+        assert [t["state"] for t in framework_state["tasks"]] == ["TASK_RUNNING"]
+        assert not any(isinstance(x, (m.RunTask, m.RunTasks, m.AgentRegistered)) for x in rogue.pump())
+        assert 'permission="principal"} 2' in metric(master, "mesoslike_authorization_refused_total")
+    finally:
+        agent.stop()
+        master.stop()
+
+
+def _started_or_none(start):
+    try:
+        return start()
+    except ConfigError:   # its address is still held a moment after the old master closed it
+        return None

@@ -30,7 +30,7 @@ from mesoslike.sim import (
 
 pytestmark = pytest.mark.timeout(60)
 
-TRACE_DIR = Path(__file__).resolve().parent.parent / "bench" / "data" / "alibaba-openb-2023"
+TRACE_DIR = Path(__file__).resolve().parent.parent / "mesoslike" / "sim" / "data" / "alibaba-openb-2023"
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model\n"
 POD_HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
               "creation_time,deletion_time,scheduled_time\n")

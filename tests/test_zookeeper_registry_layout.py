@@ -16,7 +16,7 @@ from kazoo.protocol.serialization import CheckVersion, Transaction
 from mesoslike.ha import FencedRegistryStore, FencingError, MasterContender, ZkUrl, ZooKeeperRegistry, connect
 from mesoslike.ha import registry_store as zk
 from mesoslike.master import registry as registry_module
-from mesoslike.master.registry import Registry
+from mesoslike.master.registry import Registry, UnreachableEntry
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo
 from waiting import wait_until
@@ -180,6 +180,29 @@ def test_a_change_to_one_agent_writes_only_its_shard(masters, client, url):
     registry.update_quota("ops")  # cleared: the znode goes
     leader.store.store(registry)
     assert "quota" not in snapshot(client, url) and reload(client, url).quota == {}
+
+
+def test_unreachable_agents_are_sharded_and_written_incrementally_oldest_first(masters, client, url):
+    """docs/reliability.rst, "Partitions": the unreachable list in ZooKeeper, in the order agents were marked."""
+    leader = masters().wait_until_leading()
+    registry = leader.load_and_store(20)
+    before = snapshot(client, url)
+    for n, i in enumerate((5, 3, 9)):   # marked in this order
+        registry.mark_unreachable(realistic_agent(i).id, UnreachableEntry(1000.0 + n, f"h{i}", "p"))
+    leader.store.store(registry)
+    after = snapshot(client, url)
+    assert changed(before, after) == {zk._record_shard("unreachable", realistic_agent(i).id) for i in (5, 3, 9)}
+    assert not {zk._record_shard("agents", realistic_agent(i).id) for i in (5, 3, 9)} & set(after)  # alone there
+    loaded = reload(client, url)
+    assert loaded == registry
+    assert list(loaded.unreachable) == [realistic_agent(i).id for i in (5, 3, 9)]   # whatever their shards
+    registry.mark_reachable(realistic_agent(5).id)
+    registry.admit_agent(realistic_agent(5))
+    leader.store.store(registry)
+    later = snapshot(client, url)
+    assert changed(after, later) == {zk._record_shard("agents", realistic_agent(5).id)}
+    assert zk._record_shard("unreachable", realistic_agent(5).id) not in later
+    assert reload(client, url) == registry
 
 
 def test_removing_the_last_agent_of_a_bucket_deletes_its_shard(masters, client, url):

@@ -32,6 +32,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -95,10 +96,10 @@ def free_ports(count: int) -> list[int]:
     return sorted(ports)
 
 
-def four_letter_word(port: int, word: str, timeout: float = 1.0) -> str:
-    """Send a four-letter command to 127.0.0.1:port and return the answer ('' if none)."""
+def four_letter_word(port: int, word: str, timeout: float = 1.0, address: str = "127.0.0.1") -> str:
+    """Send a four-letter command to address:port and return the answer ('' if none)."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        with socket.create_connection((address, port), timeout=timeout) as sock:
             sock.sendall(word.encode("ascii"))
             chunks = []
             while chunk := sock.recv(4096):
@@ -112,10 +113,23 @@ class ZooKeeperNode:
     """One ZooKeeper server process with its own dir, config and ports."""
 
     def __init__(self, directory: Path, client_port: int, myid: int | None = None,
-                 peers: list[tuple[int, int, int]] | None = None) -> None:
-        """``peers``: (myid, peer port, election port) of every ensemble member, or None for standalone."""
+                 peers: list[tuple[int, int, int]] | None = None, address: str = "127.0.0.1",
+                 peer_addresses: dict[int, str] | None = None, prefix: tuple[str, ...] = (),
+                 ask: Callable[[str, int, str], str] | None = None, sync_limit: int = 10,
+                 init_limit: int = 25) -> None:
+        """``peers``: (myid, peer port, election port) of every ensemble member, or None for standalone.
+        ``address``: where it serves clients, ``peer_addresses``: where each member is (by myid;
+        127.0.0.1 if not given), ``prefix``: what its command runs under (``ip netns exec NS``),
+        ``ask(address, port, word)``: how the test sends it a four-letter word (tests/partition_lab.py:
+        from inside a network namespace). ``sync_limit``, ``init_limit``: in ticks (200 ms), how
+        long a follower may lag behind or take to join its leader."""
         self.directory = directory
         self.client_port = client_port
+        self.address = address
+        self._peer_addresses = peer_addresses or {}
+        self._prefix = prefix
+        self._ask = ask or (lambda address, port, word: four_letter_word(port, word, address=address))
+        self._limits = (init_limit, sync_limit)
         self.myid = myid
         self.process: subprocess.Popen | None = None
         self.config_file = directory / "zoo.cfg"
@@ -127,11 +141,11 @@ class ZooKeeperNode:
     def _write_config(self, peers: list[tuple[int, int, int]] | None) -> None:
         lines = [
             f"tickTime={TICK_MILLIS}",
-            "initLimit=25",
-            "syncLimit=10",
+            f"initLimit={self._limits[0]}",
+            f"syncLimit={self._limits[1]}",
             f"dataDir={self.directory / 'data'}",
             f"clientPort={self.client_port}",
-            "clientPortAddress=127.0.0.1",
+            f"clientPortAddress={self.address}",
             # tests ask for sessions of a few seconds; the default cap is 20 ticks
             "maxSessionTimeout=60000",
             "maxClientCnxns=0",
@@ -139,7 +153,7 @@ class ZooKeeperNode:
             "4lw.commands.whitelist=*",
         ]
         for myid, peer_port, election_port in peers or ():
-            lines.append(f"server.{myid}=127.0.0.1:{peer_port}:{election_port}")
+            lines.append(f"server.{myid}={self._peer_addresses.get(myid, '127.0.0.1')}:{peer_port}:{election_port}")
         if self.myid is not None:
             (self.directory / "data" / "myid").write_text(f"{self.myid}\n")
         self.config_file.write_text("\n".join(lines) + "\n")
@@ -151,13 +165,13 @@ class ZooKeeperNode:
 
     def serving(self) -> bool:
         """Whether the server answers requests (in a quorum, if in an ensemble)."""
-        return "Mode:" in four_letter_word(self.client_port, "srvr")
+        return "Mode:" in self._ask(self.address, self.client_port, "srvr")
 
     def launch(self) -> None:
         """Start the process (no waiting); a running one is left alone."""
         if self.running:
             return
-        command = [java(), "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+        command = [*self._prefix, java(), "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                    f"-Dlog4j.configuration=file:{self.directory / 'log4j.properties'}",
                    f"-Dzookeeper.log.dir={self.directory}",
                    "-cp", zookeeper_classpath(), MAIN_CLASS, str(self.config_file)]

@@ -225,6 +225,9 @@ class AppMaster:
             if self._service is not None:
                 self._service.close()
             self._service, self._service_address = self._connect(leader), leader
+            # the new leader knows nothing of this job's slots and desires until our report: at once,
+            # not when the last one (sent to the dead leader) is PROGRESS_MAX_INTERVAL old
+            self._report_sent = -1e9
             if self._end_request is not None:
                 self._end_sent = -1e9   # say JOB_ENDED to the new one at once
 
@@ -463,6 +466,12 @@ class AppMaster:
             log.warning("a bad answer from the service: %s", protocol.bounded(str(exc), 200))
             return
         if isinstance(answer, protocol.Error):
+            if answer.message == protocol.STANDBY_REFUSAL:
+                # ZooKeeper named it the leader before it took over: report again shortly
+                log.debug("the service is not serving yet (request %d): reporting again", answer.id)
+                self._report_sent = min(self._report_sent, self.clock.now() - PROGRESS_MAX_INTERVAL +
+                                        PROGRESS_MIN_INTERVAL)
+                return
             log.warning("the service refused request %d: %s", answer.id, answer.message)
         if self._end_request is not None and answer.id == self._end_request.id:
             self._end_acknowledged = True

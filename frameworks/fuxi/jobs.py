@@ -54,7 +54,10 @@ recorded with the stimulus that caused it (:meth:`JobCore.story`). A job
 fails when its AppMaster says so, when ``max_worker_failures`` of its worker
 tasks failed, when its AppMaster exited more than ``max_appmaster_restarts``
 times, or when its AppMaster cannot be started. An ended job's slots are
-killed and returned; its record stays for ``status`` until ``keep_ended``
+killed and returned — but a succeeded job's workers, which its AppMaster
+released as it ended the job, are given ``release_grace`` seconds to exit
+by themselves (TASK_FINISHED, as they really ended) before they are killed;
+its record stays for ``status`` until ``keep_ended``
 newer ended jobs push it out (:class:`ForgetJob`).
 
 **Hard state** (``persist=True``; :mod:`.hard_state`). A submission is
@@ -447,6 +450,9 @@ class JobCore:
         self._next_job = 1
         self._jobs: dict[str, Job] = {}
         self._workers: dict[str, _Worker] = {}     # slot (= task) id -> its worker task
+        #: workers of succeeded jobs, exiting by themselves (their AppMaster released them): task id ->
+        #: when they are killed if they still run. Their slots are back with the scheduler already.
+        self._exiting: dict[str, float] = {}
         self._story: collections.deque[Transition] = collections.deque(maxlen=STORY_LENGTH)
         #: what waits for a Persist: its ``waiting`` -> (carry it out, refuse it because of the error)
         self._waiting: dict[str, tuple[Callable[[str], list[Command]], Callable[[str], list[Command]]]] = {}
@@ -530,14 +536,20 @@ class JobCore:
 
     def _worker_update(self, event: WorkerUpdate) -> list[Command]:
         status = event.status
-        if self._recovering:
+        # what the master says of the predecessors' tasks (this leader knows its own)
+        predecessors = self._recovering and not self._own_task(status.task_id)
+        if predecessors:
             if status.terminal:
                 self._gone.add(status.task_id)
                 self._confirmed.discard(status.task_id)
             elif status.task_id not in self._gone:
                 self._confirmed.add(status.task_id)
+        if status.task_id in self._exiting:
+            if status.terminal:
+                del self._exiting[status.task_id]
+            return []
         worker = self._workers.get(status.task_id)
-        if worker is None and self._recovering and not status.terminal:
+        if worker is None and predecessors and not status.terminal:
             return self._unknown_task(status)
         if worker is None or not status.terminal:
             return []   # a task of an ended job, or news that changes nothing here
@@ -605,6 +617,10 @@ class JobCore:
                 worker.release_deadline = None
                 out.append(KillSlot(slot_id, f"its worker did not exit within {self.release_grace:g}s of its "
                                              "release"))
+        for slot_id in [slot_id for slot_id, deadline in self._exiting.items() if now >= deadline]:
+            del self._exiting[slot_id]
+            out.append(KillSlot(slot_id, f"its worker did not exit within {self.release_grace:g}s of its job's "
+                                         "success"))
         if self._adopt_until is not None and now >= self._adopt_until:
             out += self._end_adoption()
         if self._dirty and now >= self._retry_at:
@@ -657,6 +673,12 @@ class JobCore:
             commands += self.scheduler.update_desire(job.id, unit.name, 0)
         job.recovered = True
         return [*self._absorb(commands), AdoptAppMaster(job.id, job.document, job.token, job.appmaster)]
+
+    def _own_task(self, task_id: str) -> bool:
+        """Was the task launched by this leader? Its slots are numbered apart
+        from its predecessors' (:attr:`FuxiCore.slot_prefix`)."""
+        prefix = self.scheduler.slot_prefix
+        return bool(prefix) and task_id.rpartition(".")[2].startswith(prefix)
 
     def _unknown_task(self, status: TaskStatus) -> list[Command]:
         """A running task the core has no worker for, while recovering: a
@@ -716,14 +738,16 @@ class JobCore:
         """The window closes: running tasks no AppMaster claimed are killed,
         adopted slots the master did not report running are lost."""
         out: list[Command] = []
-        for task_id in sorted(self._confirmed - set(self._workers)):
+        # (a claimed slot whose job ended since was killed with its job)
+        unclaimed = sorted(self._confirmed - set(self._workers) - self._adopted)
+        for task_id in unclaimed:
             out.append(KillSlot(task_id, "no AppMaster claimed this worker after the failover"))
         for slot_id in sorted(self._adopted - self._confirmed):
             worker = self._workers.pop(slot_id, None)
             if worker is not None and self.scheduler.holds(slot_id):
                 out += self._absorb(self.scheduler.on_slot_lost(slot_id, "not running after the failover"))
         log.info("adoption window closed: %d slot(s) adopted, %d worker(s) nobody claimed killed",
-                 len(self._adopted), len(self._confirmed - set(self._workers)))
+                 len(self._adopted), len(unclaimed))
         self._recovering, self._adopt_until = False, None
         self._confirmed, self._gone, self._adopted = set(), set(), set()
         for job in self._jobs.values():
@@ -926,10 +950,12 @@ class JobCore:
         reported = report.get("units")
         reported_units: Mapping[str, Any] = reported if isinstance(reported, Mapping) else {}
         units = []
+        # the AppMaster's last report said what ran then; once the job ended nothing runs or waits to
+        ended = {"running": 0, "pending": 0, "workers": 0} if job.state is not JobState.RUNNING else {}
         for spec in job.spec.units:
             core_unit = scheduled.get(spec.name, {})
             reported_unit = reported_units.get(spec.name)
-            counts: Mapping[str, Any] = reported_unit if isinstance(reported_unit, Mapping) else {}
+            counts: Mapping[str, Any] = {**(reported_unit if isinstance(reported_unit, Mapping) else {}), **ended}
             units.append({
                 "name": spec.name, "slot": str(spec.slot), "command": spec.command,
                 "desired": core_unit.get("desired", 0), "granted": core_unit.get("granted", 0),
@@ -946,9 +972,14 @@ class JobCore:
         end = job.ended if job.ended is not None else self.clock.now()
         return {"id": job.id, "name": job.spec.name, "principal": job.principal, "state": str(job.state),
                 "reason": job.reason,
-                "quota_group": job.spec.quota_group, "priority": job.spec.priority, "policy": job.spec.policy,
+                # FIFO or FAIR is the quota group's (seed 000); a job file rarely names it
+                "quota_group": job.spec.quota_group, "priority": job.spec.priority, "policy": self._policy(job),
                 "elapsed": round(end - job.submitted, 3), "instances": totals,
                 "blacklisted": list(report.get("blacklisted", [])), "units": units}
+
+    def _policy(self, job: Job) -> str:
+        group = self.scheduler.groups.get(job.spec.quota_group)
+        return group.policy if group is not None else job.spec.policy or "FIFO"
 
     # =========================================================== internals
     def _absorb(self, commands: Iterable[SchedulerCommand]) -> list[Command]:
@@ -968,10 +999,18 @@ class JobCore:
         killed and returned, a failed job's AppMaster is stopped."""
         self._record(job, job.state, state, stimulus_id)
         job.state, job.reason, job.ended = state, reason, self.clock.now()
+        job.recovered = False   # nothing of it is adopted any more
         log.info("job %s (%s) %s%s", job.id, job.spec.name, state, f": {reason}" if reason else "")
         out: list[Command] = []
+        exiting: set[str] = set()
         for slot_id in [s for s, worker in self._workers.items() if worker.slot.job_id == job.id]:
-            if self._workers[slot_id].release_deadline is not None:
+            if state is JobState.SUCCEEDED:
+                # its AppMaster released every worker as it ended the job: they exit by themselves and end
+                # TASK_FINISHED, as they really did; killed only if they outlive the release grace
+                # (YARN's containers of a finished application are cleaned up after it the same way)
+                exiting.add(slot_id)
+                self._exiting[slot_id] = self.clock.now() + self.release_grace
+            elif self._workers[slot_id].release_deadline is not None:
                 # released, its grace period running: the scheduler no longer holds it, so
                 # finish_job would not kill it, and its AppMaster, which could tell it to exit, is gone
                 # (one whose grace period ran out was killed then: no deadline any more)
@@ -979,7 +1018,8 @@ class JobCore:
             del self._workers[slot_id]   # their kills' updates are not news
         # (a job recovered into a scheduler that cannot take it back was never in it)
         if job.id in self.scheduler.jobs:
-            out += self._absorb(self.scheduler.finish_job(job.id))
+            out += [command for command in self._absorb(self.scheduler.finish_job(job.id))
+                    if not (isinstance(command, KillSlot) and command.slot_id in exiting)]
         if state is not JobState.SUCCEEDED:
             out.append(StopAppMaster(job.id))   # an AppMaster that ended its job exits by itself
         out.append(JobFinished(job.id, state, reason))
@@ -1036,6 +1076,9 @@ class JobCore:
         for slot_id, worker in self._workers.items():
             if worker.slot.id != slot_id or worker.slot.job_id not in running:
                 fail(f"worker task {slot_id} of {worker.slot.job_id}, which does not run")
+        for slot_id in self._exiting:
+            if slot_id in self._workers or self.scheduler.holds(slot_id):
+                fail(f"exiting worker task {slot_id} still has its slot")
 
 
 def parse_slot_id(slot_id: str) -> tuple[str, str]:

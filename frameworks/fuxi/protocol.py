@@ -56,13 +56,16 @@ from mesoslike.messaging import Codec, Schema, WireError
 
 __all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Submit", "Submitted", "Status", "StatusReply", "KillJob",
            "Error", "Ok", "SetDesire", "ReleaseSlot", "AvoidHosts", "BlacklistHost", "ReportHost", "Progress",
-           "JobEnded", "APPMASTER_REQUESTS", "encode", "decode", "MAX_FRAME", "MAX_ERROR", "bounded"]
+           "JobEnded", "APPMASTER_REQUESTS", "encode", "decode", "MAX_FRAME", "MAX_ERROR", "bounded", "STANDBY_REFUSAL"]
 
 VERSION = 1
 #: the largest frame either side accepts
 MAX_FRAME = 4 * 1024 * 1024
 #: the longest ERROR message (and the most of a peer's input a log line quotes)
 MAX_ERROR = 1000
+#: the ERROR a standby's job server answers (``fuxi serve --zk``): it may lead soon, so a client that
+#: follows the leader through ZooKeeper asks again rather than giving up
+STANDBY_REFUSAL = "this Fuxi scheduler is a standby, not the leader: ask with --fuxi zk://... to reach it"
 
 
 def bounded(text: str, limit: int = MAX_ERROR) -> str:

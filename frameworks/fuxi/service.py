@@ -26,8 +26,12 @@ core's commands become driver calls and process actions.
   ``kill_jobs`` ACL allows — may kill it, and an AppMaster may speak only for
   its own job. Every job has two CURVE key pairs of its own
   (:class:`JobKeys`, in its work directory, secret files mode 0600): its
-  AppMaster's, and its workers' (given to the worker tasks in their
-  environment); the AppMaster's port lets in only the workers' key. Without
+  AppMaster's, and its workers' (given to the worker tasks, with each slot's
+  token, as secret files of their sandbox: :meth:`FuxiService._task`); the
+  AppMaster's port lets in only the workers' key. A job's workers run as the
+  unix user of its principal (its ``user`` in the credentials, else its
+  name: as YARN runs a job's containers as its submitter), so that no job
+  reads another's processes or files. Without
   credentials the job server serves anyone, on loopback only unless
   ``insecure``; the AppMaster then proves its job with its token.
 
@@ -71,8 +75,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 
-from mesoslike import (ConfigError, ContainerInfo, Filters, Image, MesoslikeError, Scheduler, TaskInfo, TaskStatus,
-                       make_locator)
+from mesoslike import (ConfigError, ContainerInfo, Filters, Image, MesoslikeError, Scheduler, Secret, TaskInfo,
+                       TaskStatus, Volume, VolumeSource, make_locator)
 from mesoslike.credentials import Credentials
 from mesoslike.credentials import Refused as NotAuthorized
 from mesoslike.frameworks.fuxi import am_protocol, hard_state, protocol
@@ -124,6 +128,7 @@ from mesoslike.frameworks.fuxi.jobs import (
     WorkerUpdate,
 )
 from mesoslike.frameworks.fuxi.model import JobSpec, JobSpecError, check_runnable, job_document, parse_job
+from mesoslike.frameworks.fuxi.protocol import STANDBY_REFUSAL
 from mesoslike.frameworks.fuxi.state_store import RecordStore
 from mesoslike.transport import (
     Authenticator,
@@ -136,7 +141,8 @@ from mesoslike.transport import (
     parse_tcp_address,
 )
 
-__all__ = ["FuxiService", "AppMasterProcess", "JobServer", "JobClient", "JobRefused", "JobKeys", "DEFAULT_PORT",
+__all__ = ["FuxiService", "AppMasterProcess", "JobServer", "JobClient", "JobRefused", "NoAnswer", "STANDBY_REFUSAL",
+           "JobKeys", "DEFAULT_PORT",
            "APPMASTER_MODULE", "WORKER_MODULE", "APPMASTER_PRINCIPAL", "answer", "is_appmaster_of",
            "check_secure"]
 
@@ -149,9 +155,15 @@ APPMASTER_MODULE = "mesoslike.frameworks.fuxi.appmaster"
 WORKER_MODULE = "mesoslike.frameworks.fuxi.worker"
 #: a job's AppMaster authenticates to the job server as this and the job's id (no credentials name may start so)
 APPMASTER_PRINCIPAL = "appmaster/"
-#: the environment a worker task finds its keys in (z85): its own pair, and its AppMaster's public key
-WORKER_PUBLIC_KEY_ENV, WORKER_SECRET_KEY_ENV, APPMASTER_KEY_ENV = (
-    "FUXI_WORKER_PUBLIC_KEY", "FUXI_WORKER_SECRET_KEY", "FUXI_APPMASTER_KEY")
+#: the environment a worker task finds its public keys in (z85): its own, and its AppMaster's
+WORKER_PUBLIC_KEY_ENV, APPMASTER_KEY_ENV = "FUXI_WORKER_PUBLIC_KEY", "FUXI_APPMASTER_KEY"
+#: a worker's secrets: files of its sandbox (mode 0400, its user's), named in its environment by these
+WORKER_SECRET_FILES = {"FUXI_WORKER_TOKEN_FILE": ".fuxi_worker_token",
+                       "FUXI_WORKER_SECRET_KEY_FILE": ".fuxi_worker_key_secret"}
+#: a job's AppMaster key pair in its work directory: <name>.key (public), <name>.key_secret
+APPMASTER_KEY_NAME = "appmaster"
+#: requests a just elected job server keeps until it serves (JobServer.hold); more are refused
+MAX_HELD = 1000
 #: commands that are driver calls: dropped (logged) while no driver is attached
 _DRIVER_COMMANDS = (LaunchSlots, DeclineOffers, KillSlot, SuppressOffers, ReviveOffers, ReconcileTasks)
 
@@ -179,7 +191,7 @@ class JobKeys:
     def of(cls, directory: Path) -> JobKeys:
         """The pairs in ``directory``, made where missing (a new leader finds its predecessor's)."""
         pairs = []
-        for name in ("appmaster", "worker"):
+        for name in (APPMASTER_KEY_NAME, "worker"):
             secret = directory / f"{name}.key_secret"
             if not secret.exists():
                 (directory / f"{name}.key").unlink(missing_ok=True)
@@ -189,7 +201,7 @@ class JobKeys:
 
     @property
     def appmaster_secret_path(self) -> Path:
-        return self.directory / "appmaster.key_secret"
+        return self.directory / f"{APPMASTER_KEY_NAME}.key_secret"
 
     def forget_secrets(self) -> None:
         """The job ended: no AppMaster or worker of it starts again."""
@@ -590,21 +602,37 @@ class FuxiService(Scheduler):
         appmaster = self.appmasters.get(slot.job_id)
         job = self.core.job(slot.job_id)
         keys = self.job_keys.get(slot.job_id)
-        # the master keeps a task's environment out of its logs and /state (docs/security.rst)
-        key_environment = {} if keys is None else {
-            WORKER_PUBLIC_KEY_ENV: keys.worker.public.decode(), WORKER_SECRET_KEY_ENV: keys.worker.secret.decode(),
-            APPMASTER_KEY_ENV: keys.appmaster.public.decode()}
+        public_keys = {} if keys is None else {
+            WORKER_PUBLIC_KEY_ENV: keys.worker.public.decode(), APPMASTER_KEY_ENV: keys.appmaster.public.decode()}
+        # the token and the secret key: files only the worker's user reads (never an environment, which
+        # any process of that user reads in /proc; never in the master's /state, logs or checkpoints)
+        secrets = {"FUXI_WORKER_TOKEN_FILE": am_protocol.worker_token(job.token, slot.id).encode(),
+                   **({"FUXI_WORKER_SECRET_KEY_FILE": keys.worker.secret} if keys is not None else {})}
+        volumes = [Volume(WORKER_SECRET_FILES[name], VolumeSource(VolumeSource.SECRET,
+                                                                  secret=Secret(Secret.VALUE, value=value)), "RO")
+                   for name, value in secrets.items()]
         # a unit with an image: its worker runs in it, by the image's python3 (docs/containers.rst)
         image = next((unit.image for unit in job.spec.units if unit.name == slot.unit), "")
         python = "python3" if image else shlex.quote(self.python)
         return TaskInfo(task_id=slot.id, agent_id=slot.agent_id, command=f"exec {python} -m {WORKER_MODULE}",
-                        container=ContainerInfo(image=Image(image)) if image else None, resources=slot.resources,
+                        resources=slot.resources,
                         name=f"{job.spec.name}.{slot.unit}.worker",
                         environment={"FUXI_APPMASTER": appmaster.address if appmaster is not None else "",
                                      "FUXI_SLOT_ID": slot.id, "FUXI_JOB_ID": slot.job_id, "FUXI_UNIT": slot.unit,
                                      "FUXI_HOSTNAME": slot.hostname, "FUXI_ROOM": str(slot.room),
-                                     "FUXI_WORKER_TOKEN": am_protocol.worker_token(job.token, slot.id),
-                                     **key_environment})
+                                     **{name: WORKER_SECRET_FILES[name] for name in secrets}, **public_keys},
+                        user=self.worker_user(job.principal),
+                        container=ContainerInfo(image=Image(image) if image else None, volumes=volumes))
+
+    def worker_user(self, principal: str) -> str:
+        """The unix user a job of ``principal`` runs its workers as: the
+        ``user`` of the principal in the service's credentials, else its
+        name; "" (the framework's user) for a job without a principal (a
+        service without credentials)."""
+        if not principal or self.credentials is None:
+            return ""
+        found = self.credentials.principals.get(principal)
+        return found.user if found is not None and found.user else principal
 
     def _decline(self, command: DeclineOffers) -> list[Command]:
         for offer_id in command.offer_ids:
@@ -783,7 +811,10 @@ class JobServer:
     The service's AppMasters are told to reach it here.
 
     ``service`` may be None (a standby in HA mode, before it leads): then
-    every request is answered with an ERROR saying ``refusing``.
+    every request is answered with an ERROR saying ``refusing`` — unless
+    :meth:`hold` was called (it was just elected and loads the jobs): then
+    requests wait, unanswered, until :meth:`serve` (at most
+    :data:`MAX_HELD` of them; more are refused).
 
     With ``credentials`` and ``keys`` (the service's CURVE pair) every
     connection is encrypted and only the keys the credentials list, and the
@@ -794,22 +825,27 @@ class JobServer:
 
     def __init__(self, service: FuxiService | None, address: str,
                  refusing: str = "this Fuxi scheduler is not ready", *, keys: CurveKeys | None = None,
-                 credentials: Credentials | None = None, insecure: bool = False) -> None:
+                 credentials: Credentials | None = None, insecure: bool = False,
+                 work_dir: str | os.PathLike | None = None) -> None:
         check_secure(address, credentials, keys, insecure)
         self._principals = credentials.principal_of_key() if credentials is not None else {}
+        #: the services' shared work dir: before this one serves, the AppMasters' keys are read there
+        self._work_dir = Path(work_dir) if work_dir is not None else None
         authenticator = Authenticator(self._principal_of_key) if credentials is not None else None
         # binds now: errors surface here
         self._server = Server(address, codec=protocol.CODEC, keys=keys, authenticator=authenticator)
         self.address = self._server.address
         self.refusing = refusing
         self.service: FuxiService | None = None
+        self._waker = Waker()
+        self._holding = threading.Event()
+        self._held: collections.deque[tuple[bytes | None, bytes | Exception, str | None]] = collections.deque()
         if service is not None:
             self.serve(service)
-        self._waker = Waker()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="fuxi-job-server")
-        #: frames answered, and frames whose answering failed (the loop went on)
-        self.counters = {"requests": 0, "failures": 0}
+        #: frames answered, frames whose answering failed (the loop went on), frames held until serving
+        self.counters = {"requests": 0, "failures": 0, "held": 0}
 
     @property
     def secured(self) -> bool:
@@ -821,12 +857,39 @@ class JobServer:
         service = self.service
         if found is None and service is not None:
             found = service.appmaster_principal(public_key)
+        elif found is None and self._work_dir is not None:
+            found = self._appmaster_on_disk(public_key)
         return found
 
+    def _appmaster_on_disk(self, public_key: bytes) -> str | None:
+        """Before it serves — just elected, loading the jobs — the AppMasters
+        of the running jobs, which follow the leader and reconnect at once,
+        are known by the public keys in their job directories (a job's secret
+        is removed when it ends); refusing them made their handshakes fail
+        and be retried, with a warning each. O(jobs in the work dir)."""
+        assert self._work_dir is not None
+        for secret in self._work_dir.glob(f"*/{APPMASTER_KEY_NAME}.key_secret"):
+            try:
+                if load_public_key(str(secret.with_name(f"{APPMASTER_KEY_NAME}.key"))) == public_key:
+                    return APPMASTER_PRINCIPAL + secret.parent.name
+            except (ConfigError, OSError, ValueError):
+                continue
+        return None
+
     def serve(self, service: FuxiService) -> None:
-        """Answer for ``service`` from now on (a standby that became the leader)."""
+        """Answer for ``service`` from now on (a standby that became the
+        leader), the requests held since :meth:`hold` first."""
         service.service_address = self.address
         self.service = service
+        self._waker.wake()
+
+    def hold(self) -> None:
+        """Elected, not serving yet: keep requests for :meth:`serve` instead
+        of refusing them as a standby (a client or AppMaster that saw the
+        election in ZooKeeper would otherwise be told to go elsewhere).
+        Thread-safe and quick: an election callback calls it."""
+        self._holding.set()
+        self._waker.wake()
 
     def start(self) -> JobServer:
         self._thread.start()
@@ -845,25 +908,36 @@ class JobServer:
         server = self._server
         try:
             while not self._stopping.is_set():
+                if self.service is not None:
+                    while self._held:   # what came between the election and serving
+                        self._answer_safely(*self._held.popleft())
                 if not server.wait(None, self._waker):
                     continue
                 for peer, frame in server.receive_frames():
-                    try:
-                        self._answer(peer, frame)
-                    except Exception:  # noqa: BLE001 - one frame must not end the serving thread
-                        self.counters["failures"] += 1
-                        log.exception("answering a request failed; serving the next")
+                    principal = server.principal(peer) if peer is not None else None
+                    if self.service is None and self._holding.is_set() and len(self._held) < MAX_HELD:
+                        self._held.append((peer, frame, principal))
+                        self.counters["held"] += 1
+                        continue
+                    self._answer_safely(peer, frame, principal)
         finally:
             server.close()
 
-    def _answer(self, peer: bytes | None, frame: bytes | Exception) -> None:
+    def _answer_safely(self, peer: bytes | None, frame: bytes | Exception, principal: str | None) -> None:
+        try:
+            self._answer(peer, frame, principal)
+        except Exception:  # noqa: BLE001 - one frame must not end the serving thread
+            self.counters["failures"] += 1
+            log.exception("answering a request failed; serving the next")
+
+    def _answer(self, peer: bytes | None, frame: bytes | Exception, principal: str | None) -> None:
         if peer is None:
             return
         if not isinstance(frame, (bytes, bytearray)):
             log.warning("a malformed request: %s", protocol.bounded(str(frame), 200))
             self._server.send(peer, protocol.Error(0, protocol.bounded(str(frame))))
             return
-        answer = self.handle(bytes(frame), self._server.principal(peer))
+        answer = self.handle(bytes(frame), principal)
         self._server.send_frame(peer, answer)
 
     def handle(self, frame: bytes, principal: str | None = None) -> bytes:
@@ -937,17 +1011,23 @@ class JobRefused(MesoslikeError):
     """The service answered a request with an ERROR (the message is its reason)."""
 
 
-class _NoAnswer(MesoslikeError):
-    """The service did not answer in time."""
+class NoAnswer(MesoslikeError):
+    """The service did not answer in time (it may be restarting, or a new
+    leader not elected yet): asking again later may succeed."""
 
 
 class JobClient:
     """Talks to a Fuxi service at ``tcp://HOST:PORT`` — or, with
     ``zk://HOSTS/PATH``, to the leader of the Fuxi services that elect one
-    there (found again when it does not answer): :meth:`submit`,
-    :meth:`status`, :meth:`kill`. Raises :class:`JobRefused` when the service
-    refuses, :class:`MesoslikeError` when it does not answer within
-    ``timeout`` s — or at once when it refuses the connection.
+    there: :meth:`submit`, :meth:`status`, :meth:`kill`. Raises
+    :class:`JobRefused` when the service refuses, :class:`NoAnswer` when it
+    does not answer within ``timeout`` s, :class:`MesoslikeError` at once
+    when it refuses the connection.
+
+    With ``zk://`` the client follows the group's leader for its whole life
+    (a ZooKeeper watch, as agents and drivers follow the master): a request
+    waiting for a leader that died is sent again to the next one the moment
+    it is elected, instead of waiting out ``timeout``.
 
     ``keys`` (a principal's pair) and ``server_key`` (the service's public
     key, z85): talk to that service only, as that principal. A service with
@@ -958,24 +1038,22 @@ class JobClient:
                  server_key: bytes | None = None) -> None:
         self.url = address if address.startswith("zk://") else ""
         self._keys, self._server_key = keys, server_key
+        self._locator: Any = None
         if self.url:
-            address = self._leader(timeout)
+            try:
+                self._locator = make_locator(self.url, timeout=timeout)
+                address = self._locator.wait_for_leader(timeout)
+            except MesoslikeError as exc:
+                self.close()
+                raise MesoslikeError(f"no leading Fuxi service in {self.url}: {exc}") from None
         parse_tcp_address(address)
         self.address = address
         self.timeout = timeout
-        self._client = self._connect(address)
+        self._client: Client | None = self._connect(address)
         self._ids = itertools.count(1)
 
     def _connect(self, address: str) -> Client:
         return Client(address, codec=protocol.CODEC, keys=self._keys, server_key=self._server_key)
-
-    def _leader(self, timeout: float) -> str:
-        from mesoslike import resolve_leader   # kazoo only for zk://
-
-        try:
-            return resolve_leader(self.url, timeout)
-        except MesoslikeError as exc:
-            raise MesoslikeError(f"no leading Fuxi service in {self.url}: {exc}") from None
 
     def submit(self, document: Mapping[str, Any]) -> str:
         """Submit a parsed job file; the job's id."""
@@ -988,24 +1066,34 @@ class JobClient:
         """End the job (its state becomes ``killed``)."""
         self._ask(protocol.KillJob(next(self._ids), job_id))
 
-    def _ask(self, request):
-        try:
-            return self._ask_once(request)
-        except _NoAnswer:
-            if not self.url or self._leader(self.timeout) == self.address:
-                raise
-        # a new leader: ask it (a submission the old one took and never answered may be
-        # there twice; `status` shows both)
-        self._client.close()
-        self.address = self._leader(self.timeout)
-        self._client = self._connect(self.address)
-        return self._ask_once(request)
+    def _follow_leader(self) -> bool:
+        """With ``zk://``: talk to the leader ZooKeeper names now; True if it changed."""
+        leader = self._locator.current() if self._locator is not None else None
+        if not leader or leader == self.address:
+            return False
+        if self._client is not None:
+            self._client.close()
+        self.address, self._client = leader, self._connect(leader)
+        return True
 
-    def _ask_once(self, request):
-        self._client.send(request)
+    def _ask(self, request):
+        """Send ``request`` and wait for its answer; sent again to a new
+        leader as soon as one is elected (a submission the dead one took and
+        never answered may then be there twice; ``status`` shows both), and
+        again to a leader ZooKeeper names that still answers as a standby
+        (it is taking over)."""
+        assert self._client is not None
+        self._follow_leader()
         deadline = time.monotonic() + self.timeout
+        send_at: float | None = time.monotonic()
         while (left := deadline - time.monotonic()) > 0:
-            # in short steps: a refused handshake shows only in the connection's events
+            if self._follow_leader():
+                send_at, deadline = time.monotonic(), time.monotonic() + self.timeout
+            if send_at is not None and time.monotonic() >= send_at:
+                send_at = None
+                self._client.send(request)
+            # in short steps: a refused handshake shows only in the connection's events,
+            # and a new leader only in the locator
             if not self._client.wait(min(left, 0.1)):
                 if self._client.stats.handshakes_failed:
                     raise JobRefused(self._refused_connection())
@@ -1020,10 +1108,14 @@ class JobClient:
                 if answer.id not in (request.id, 0):   # 0: the service could not read the request
                     continue   # the late answer to an earlier request that timed out
                 if isinstance(answer, protocol.Error):
+                    if self.url and answer.message == STANDBY_REFUSAL:
+                        send_at = time.monotonic() + 0.05   # named the leader, not taken over yet: ask again
+                        continue
                     raise JobRefused(answer.message)
                 return answer
-        raise _NoAnswer(f"no answer from a Fuxi service at {self.address} within {self.timeout:g}s "
-                        "(is `mesoslike fuxi serve` running there?)")
+        where = f"the leader of {self.url} ({self.address})" if self.url else self.address
+        raise NoAnswer(f"no answer from a Fuxi service at {where} within {self.timeout:g}s "
+                       "(is `mesoslike fuxi serve` running there?)")
 
     def _refused_connection(self) -> str:
         if self._keys is None and self._server_key is None:
@@ -1037,7 +1129,13 @@ class JobClient:
                 "or it is not the service whose public certificate --fuxi-key gives (or it takes no keys)")
 
     def close(self) -> None:
-        self._client.close()
+        client = getattr(self, "_client", None)
+        if client is not None:
+            client.close()
+            self._client = None
+        if self._locator is not None:
+            self._locator.close()
+            self._locator = None
 
     def __enter__(self) -> JobClient:
         return self

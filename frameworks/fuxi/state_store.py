@@ -50,7 +50,8 @@ class FileRecordStore:
     def __init__(self, directory: str | os.PathLike) -> None:
         self.directory = Path(directory)
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.chmod(self.directory, 0o700)   # the records hold the jobs' tokens: the service's user's only
             self._lock = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise HardStateError(f"cannot use {self.directory} for the scheduler's state: "
@@ -61,6 +62,9 @@ class FileRecordStore:
             os.close(self._lock)
             raise StoreLocked(f"another `mesoslike fuxi serve` keeps its state in {self.directory} (it holds "
                               f"{self.directory / 'lock'}): give each service its own --work-dir") from None
+        for path in self.directory.iterdir():   # records an older service kept readable by all
+            if path.is_file() and not path.is_symlink():
+                os.chmod(path, 0o600)
 
     def load(self) -> dict[str, bytes]:
         records = {}
@@ -78,7 +82,10 @@ class FileRecordStore:
             for name, data in records.items():
                 path = self._path(name)
                 tmp = path.with_name(f".{name}.tmp")
-                with open(tmp, "wb") as handle:
+                tmp.unlink(missing_ok=True)
+                # mode 0600: a job's record holds its AppMaster's token
+                descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+                with os.fdopen(descriptor, "wb") as handle:
                     handle.write(data)
                     handle.flush()
                     os.fsync(handle.fileno())

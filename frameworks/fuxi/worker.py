@@ -4,10 +4,16 @@
 service launches in every slot it is granted. It reads its place from the
 environment — ``FUXI_APPMASTER`` (the job's AppMaster, ``tcp://HOST:PORT``),
 ``FUXI_SLOT_ID``, ``FUXI_JOB_ID``, ``FUXI_UNIT``, ``FUXI_HOSTNAME``,
-``FUXI_ROOM``, ``FUXI_WORKER_TOKEN`` (what proves it is the slot's worker),
-``FUXI_WORKER_PUBLIC_KEY``/``FUXI_WORKER_SECRET_KEY`` (the job's workers'
-key pair: the AppMaster lets in no other) and ``FUXI_APPMASTER_KEY`` (the
-AppMaster's public key: it talks to that AppMaster only), and the agent's
+``FUXI_ROOM``, ``FUXI_WORKER_PUBLIC_KEY`` (the job's workers' public key)
+and ``FUXI_APPMASTER_KEY`` (the AppMaster's public key: it talks to that
+AppMaster only); its secrets — the slot's token (what proves it is the
+slot's worker) and the workers' secret key (the AppMaster lets in no other
+pair) — are files of its sandbox (mode 0400, its user's) that
+``FUXI_WORKER_TOKEN_FILE`` and ``FUXI_WORKER_SECRET_KEY_FILE`` name
+(relative to the sandbox), never its environment (which another process of
+the same user could read); it reads them and removes them, so that the
+instances it runs cannot (``FUXI_WORKER_TOKEN``/``FUXI_WORKER_SECRET_KEY``
+are still read when a worker is started by hand with them), and the agent's
 ``MESOSLIKE_AGENT_ID`` — connects to the AppMaster and runs the instances it is
 assigned, one at a time, each as ``sh -c command`` in its own process group
 in the task's sandbox (stdout and stderr of attempt *a* of instance *i* in
@@ -39,7 +45,7 @@ from mesoslike import Clock, MesoslikeError, SystemClock
 from mesoslike.frameworks.fuxi import am_protocol as amp
 from mesoslike.transport import Client, CurveKeys, Waker
 
-__all__ = ["Worker", "main", "SHELL"]
+__all__ = ["Worker", "main", "SHELL", "read_secret", "TOKEN_FILE_ENV", "SECRET_KEY_FILE_ENV"]
 
 log = logging.getLogger("mesoslike.frameworks.fuxi.worker")
 
@@ -50,6 +56,8 @@ STDERR_TAIL = 600
 ENVIRONMENT = ("FUXI_APPMASTER", "FUXI_SLOT_ID", "FUXI_JOB_ID", "FUXI_UNIT", "FUXI_HOSTNAME")
 #: what proves the worker is its slot's: kept from the instances it runs
 SECRET_ENVIRONMENT = ("FUXI_WORKER_TOKEN", "FUXI_WORKER_SECRET_KEY")
+#: the files (relative to the sandbox) the worker's token and secret key are in, in its environment
+TOKEN_FILE_ENV, SECRET_KEY_FILE_ENV = "FUXI_WORKER_TOKEN_FILE", "FUXI_WORKER_SECRET_KEY_FILE"
 
 
 class _Run:
@@ -313,6 +321,30 @@ def _signal_group(pgid: int, signum: int) -> None:
         pass
 
 
+def read_secret(env: os._Environ[str] | dict[str, str], file_env: str, value_env: str) -> str:
+    """A secret of the worker: from the file ``file_env`` names (below the
+    sandbox), which is then removed — the instances the worker runs, its
+    user's processes, must not find it — else from ``value_env``."""
+    name = env.get(file_env, "")
+    if not name:
+        return env.get(value_env, "")
+    sandbox = env.get("MESOS_SANDBOX") or env.get("MESOSLIKE_SANDBOX") or ""
+    problem: OSError | None = None
+    for path in dict.fromkeys((os.path.join(sandbox, name), name) if sandbox else (name,)):
+        try:
+            with open(path, encoding="ascii") as source:
+                value = source.read().strip()
+        except OSError as exc:
+            problem = problem or exc
+            continue
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return value
+    raise ValueError(f"cannot read {name} ({file_env}): {problem}")
+
+
 def main(argv: list[str] | None = None) -> int:
     missing = [name for name in ENVIRONMENT if not os.environ.get(name)]
     if missing:
@@ -324,12 +356,14 @@ def main(argv: list[str] | None = None) -> int:
     env = os.environ
     try:
         orphan_timeout = float(env.get("FUXI_ORPHAN_TIMEOUT", "300"))
-        public, secret = env.get("FUXI_WORKER_PUBLIC_KEY", ""), env.get("FUXI_WORKER_SECRET_KEY", "")
+        public = env.get("FUXI_WORKER_PUBLIC_KEY", "")
+        secret = read_secret(env, SECRET_KEY_FILE_ENV, "FUXI_WORKER_SECRET_KEY")
+        token = read_secret(env, TOKEN_FILE_ENV, "FUXI_WORKER_TOKEN")
         keys = CurveKeys(public.encode(), secret.encode()) if public and secret else None
         appmaster_key = env.get("FUXI_APPMASTER_KEY", "").encode() or None
         worker = Worker(env["FUXI_APPMASTER"], env["FUXI_SLOT_ID"], env["FUXI_UNIT"], env["FUXI_HOSTNAME"],
                         env.get("FUXI_ROOM", ""), sandbox=os.getcwd(), orphan_timeout=orphan_timeout,
-                        token=env.get("FUXI_WORKER_TOKEN", ""), agent_id=env.get("MESOSLIKE_AGENT_ID", ""),
+                        token=token, agent_id=env.get("MESOSLIKE_AGENT_ID", ""),
                         keys=keys, appmaster_key=appmaster_key)
     except (ValueError, MesoslikeError) as exc:
         print(f"fuxi worker: {exc}", file=sys.stderr)

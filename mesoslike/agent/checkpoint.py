@@ -8,7 +8,8 @@ Everything lives in ``<work_dir>/meta`` (Mesos's ``meta`` directory):
 ``meta/agent.pid``                     the running agent's pid and start time (JSON, written by
                                        the executor): the supervisors watch it for
                                        ``--recovery-timeout``
-``meta/agent.ckpt``                    the agent's id (:class:`AgentFile`)
+``meta/agent.ckpt``                    the agent's id and the master's receipt for it
+                                       (:class:`AgentFile`)
 ``meta/resources.ckpt``                the dynamic reservations the master made on this agent
                                        (:class:`ReservationsFile`; Mesos's ``meta/resources``)
 ``meta/tasks.journal``                 the tasks' checkpoints (the core's
@@ -103,6 +104,9 @@ class AgentFile:
     TYPE: ClassVar[str] = "AGENT"
     agent_id: str
     hostname: str
+    #: the master's receipt binding the id to this agent's principal (AGENT_REGISTERED's): shown
+    #: when it re-registers, to a master without a registry too (docs/security.rst)
+    receipt: str = ""
 
 
 @SCHEMA.message
@@ -188,14 +192,15 @@ class CheckpointStore:
             return None
         return self._decode(path, AgentFile)
 
-    def save_agent(self, agent_id: str, hostname: str) -> None:
-        """Persist the agent's id; "" forgets it (the next start registers anew)."""
+    def save_agent(self, agent_id: str, hostname: str, receipt: str = "") -> None:
+        """Persist the agent's id and the master's receipt for it; "" forgets
+        them (the next start registers anew)."""
         path = self.meta / AGENT_CHECKPOINT
         if not agent_id:
             path.unlink(missing_ok=True)
             return
         self.meta.mkdir(parents=True, exist_ok=True)
-        write_atomically(str(path), CODEC.encode(AgentFile(agent_id, hostname)))
+        write_atomically(str(path), CODEC.encode(AgentFile(agent_id, hostname, receipt)))
 
     def load_reservations(self) -> Resources:
         """The checkpointed dynamic reservations (none if never written)."""
@@ -293,14 +298,6 @@ class CheckpointStore:
             self.journal = self.start_journal([])
         return self.journal
 
-    def remove_run(self, run_dir: Path) -> None:
-        """Remove a task's run directory (and its framework's, once empty)."""
-        shutil.rmtree(run_dir, ignore_errors=True)
-        try:
-            run_dir.parent.rmdir()
-        except OSError:
-            pass  # other tasks of the framework, or gone already
-
     def clear(self) -> None:
         """Forget everything (``--recover cleanup``, a drained agent): the
         agent id, the journal and every task's run directory."""
@@ -362,10 +359,6 @@ class TaskJournal:
     @property
     def size(self) -> int:
         return self._size
-
-    @property
-    def live_tasks(self) -> int:
-        return len(self._live)
 
     def append_task(self, checkpoint: TaskCheckpoint) -> None:
         key = (checkpoint.framework.id, checkpoint.task.task_id)

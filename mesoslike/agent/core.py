@@ -42,16 +42,16 @@ from mesoslike.wire import executor_messages as x
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import unbatched
 from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TERMINAL_STATES, AgentInfo,
-                                  ContainerStatus, ExecutorInfo,
-                                  FrameworkInfo, Label, MasterInfo, TaskInfo, TaskState, TaskStatus)
+                                  ContainerStatus, ExecutorInfo, FrameworkInfo, Label, MasterInfo, TaskInfo,
+                                  TaskState, TaskStatus, without_secret_values)
 
 __all__ = [
-    "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "LaunchTask", "KillTask",
+    "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "Reconnect", "LaunchTask", "KillTask",
     "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent", "CheckpointReservations", "SendToExecutor",
     "UpdateContainer", "AgentExecutor", "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT",
     "MAX_EXECUTOR_REREGISTER_TIMEOUT", "check_executor_timeout", "EXECUTOR_REGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES",
     "MAX_EXECUTORS_PER_FRAMEWORK",
-    "REASON_TASK_INVALID", "REASON_TASK_UNKNOWN", "REASON_COMMAND_EXECUTOR_FAILED",
+    "REASON_TASK_INVALID", "REASON_TASK_UNAUTHORIZED", "REASON_TASK_UNKNOWN", "TaskUsers", "REASON_COMMAND_EXECUTOR_FAILED",
     "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
     "REASON_EXECUTOR_REGISTRATION_TIMEOUT", "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED",
     "REASON_CONTAINER_LAUNCH_FAILED", "UPDATE_BACKOFF_INITIAL", "UPDATE_BACKOFF_MAX",
@@ -94,6 +94,8 @@ MAX_EXECUTOR_PENDING_UPDATES = 100
 MAX_EXECUTORS_PER_FRAMEWORK = 256
 #: TASK_ERROR: duplicate id, wrong agent, no resources, or more than is free
 REASON_TASK_INVALID = "REASON_TASK_INVALID"
+#: TASK_ERROR: its unix user runs another principal's tasks on this agent (TaskUsers)
+REASON_TASK_UNAUTHORIZED = "REASON_TASK_UNAUTHORIZED"
 #: TASK_LOST answering a KILL_TASK for a task this agent does not know
 REASON_TASK_UNKNOWN = "REASON_TASK_UNKNOWN"
 #: TASK_FAILED for a command that could not be started
@@ -132,6 +134,16 @@ class SendToMaster:
 
 
 @attrs.frozen
+class Reconnect:
+    """Throw the connection to the master away and connect anew (a fresh
+    TCP connection; what waited in the old one is lost, the core resends
+    what matters). The master fell silent, or a registration got no answer:
+    the old connection may be stalled in the kernel's retransmission backoff
+    (19-28 s after a partition healed), a fresh one is up within a second of
+    the heal (docs/reliability.rst, "Partitions")."""
+
+
+@attrs.frozen
 class LaunchTask:
     """Start ``task`` of ``framework`` as a process; report back with
     :meth:`AgentCore.on_task_started` or :meth:`AgentCore.on_task_launch_failed`."""
@@ -139,6 +151,9 @@ class LaunchTask:
     framework: FrameworkInfo
     task: TaskInfo
     agent_id: str
+    #: files the agent gives the task besides its own secrets (container path -> bytes: a custom
+    #: executor's secret), written as its secret files are (never checkpointed, never shown)
+    secret_files: dict[str, bytes] = attrs.field(factory=dict, repr=False, eq=False, hash=False)
 
 
 @attrs.frozen
@@ -180,9 +195,11 @@ class ForgetTask:
 
 @attrs.frozen
 class CheckpointAgent:
-    """Persist the agent's id ("" : forget it; the next start registers anew)."""
+    """Persist the agent's id ("" : forget it; the next start registers anew)
+    and the master's receipt for it (shown when it re-registers)."""
 
     agent_id: str
+    receipt: str = ""
 
 
 @attrs.frozen
@@ -215,8 +232,27 @@ class UpdateContainer:
     resources: Resources
 
 
-Command = Union[SendToMaster, LaunchTask, KillTask, DeliverMessage, CheckpointTask, ForgetTask, CheckpointAgent,
-                CheckpointReservations, SendToExecutor, UpdateContainer]
+Command = Union[SendToMaster, Reconnect, LaunchTask, KillTask, DeliverMessage, CheckpointTask, ForgetTask,
+                CheckpointAgent, CheckpointReservations, SendToExecutor, UpdateContainer]
+
+
+@attrs.frozen
+class TaskUsers:
+    """Which unix user a task runs as on this agent — its own
+    (``TaskInfo.user``) with ``switch_user`` (``--switch-user``), else the
+    agent's — and the users tasks of different principals may share
+    (``--shared-task-users``; ``"*"``: all). Any other user runs the tasks of
+    one principal at a time (docs/security.rst, "One unix user, one principal")."""
+
+    switch_user: bool = False
+    agent_user: str = ""
+    shared: frozenset[str] = frozenset()
+
+    def unix_user(self, task_user: str) -> str:
+        return task_user if self.switch_user and task_user else self.agent_user
+
+    def may_share(self, unix_user: str) -> bool:
+        return "*" in self.shared or unix_user in self.shared
 
 
 @attrs.frozen
@@ -236,6 +272,8 @@ class TaskCheckpoint:
     limitation_message: str = ""
     #: its health check's latest verdict (None: none yet)
     healthy: bool | None = None
+    #: a custom executor's run: sha256 of its secret (how its frames are known; the secret is its file's)
+    executor_secret_digest: str = ""
 
 
 @attrs.frozen
@@ -397,6 +435,9 @@ class AgentCore:
         to register before it is killed and its tasks fail
         (``REASON_EXECUTOR_REGISTRATION_TIMEOUT``; Mesos's
         ``--executor_registration_timeout``), in seconds.
+    :param task_users: whom tasks run as; a task whose unix user runs
+        another principal's tasks here is refused (TASK_ERROR,
+        ``REASON_TASK_UNAUTHORIZED``) unless the user may be shared.
     """
 
     def __init__(self, clock: Clock, info: AgentInfo, *, rng: random.Random | None = None,
@@ -405,7 +446,8 @@ class AgentCore:
                  version: str = "", http_address: str = "", checkpoint: bool = False, executor_endpoint: str = "",
                  new_secret: Callable[[], str] | None = None,
                  executor_reregister_timeout: float = EXECUTOR_REREGISTER_TIMEOUT,
-                 executor_register_timeout: float = EXECUTOR_REGISTER_TIMEOUT) -> None:
+                 executor_register_timeout: float = EXECUTOR_REGISTER_TIMEOUT,
+                 task_users: TaskUsers | None = None) -> None:
         if max_ping_timeouts < 1:
             raise ValueError(f"max_ping_timeouts must be >= 1, got {max_ping_timeouts!r}")
         if not 0 < register_backoff <= register_backoff_max:
@@ -430,8 +472,14 @@ class AgentCore:
         self.checkpoint = checkpoint
         self.executor_reregister_timeout = executor_reregister_timeout
         self.executor_register_timeout = executor_register_timeout
+        #: whom tasks run as, and which users principals may share
+        self.task_users = task_users or TaskUsers()
+        #: unix user -> principal -> its live tasks and executors running as that user here
+        self._user_holders: dict[str, dict[str, int]] = {}
 
         self._agent_id = ""
+        #: the master's receipt binding _agent_id to this agent's principal (mesoslike.master.receipts)
+        self._receipt = ""
         self._registered = False
         self._registering = False            # an attempt went out and is unanswered
         self._told_unreachable = False       # "master unreachable" logged since the last registration
@@ -583,7 +631,9 @@ class AgentCore:
         task = self._tasks.get((framework_id, task_id))
         if task is None or task.orphaned:
             return None
-        return TaskCheckpoint(task.framework, task.info, task.state, self.pending_updates(framework_id, task_id),
+        # a VALUE secret's bytes are the task's alone: a restarted agent never needs them again
+        return TaskCheckpoint(task.framework, without_secret_values(task.info), task.state,
+                              self.pending_updates(framework_id, task_id),
                               task.holds_resources, task.killing or task.kill_requested, task.kill_why,
                               task.limitation, task.limitation_message, task.healthy)
 
@@ -627,11 +677,15 @@ class AgentCore:
         now = self.clock.now()
         out: list[Command] = []
         if self._registered and self._ping_interval > 0 and now >= self._master_deadline():
-            log.warning("no message from the master for %.1f s: re-registering", now - self._last_master_contact)
+            log.warning("no message from the master for %.1f s: re-registering over a fresh connection",
+                        now - self._last_master_contact)
             self._lose_master(now)
+            out.append(Reconnect())
         if self._drain_deadline is not None and (now >= self._drain_deadline or not self._live_tasks()):
             self._end_drain(now)
         if self._next_registration is not None and now >= self._next_registration:
+            if self._registering:   # the last attempt got no answer: its connection may be stalled
+                out.append(Reconnect())
             out.append(self._registration_attempt(now))
         if self._registered:
             while (due := self._next_resend()) is not None and now >= due[0]:
@@ -778,15 +832,15 @@ class AgentCore:
         return []
 
     # ----------------------------------------------------------- recovery
-    def recover(self, agent_id: str, checkpoints: list[TaskCheckpoint]) -> list[Command]:
+    def recover(self, agent_id: str, checkpoints: list[TaskCheckpoint], receipt: str = "") -> list[Command]:
         """Rebuild from what an earlier agent process checkpointed, before
-        the first :meth:`tick`: its id (registration is then a
-        REREGISTER_AGENT), its tasks — those that had not ended wait for
+        the first :meth:`tick`: its id and the master's receipt for it
+        (registration is then a REREGISTER_AGENT), its tasks — those that had not ended wait for
         :meth:`on_task_reattached`, :meth:`on_task_exited` or
         :meth:`on_task_launch_failed` — and their unacknowledged updates,
         resent with their original uuids once a master answers."""
         out: list[Command] = []
-        self._agent_id = agent_id
+        self._agent_id, self._receipt = agent_id, receipt if agent_id else ""
         for checkpoint in checkpoints:   # the custom executors first: their tasks join them
             if checkpoint.task.task_id.startswith(EXECUTOR_RUN_PREFIX):
                 out.extend(self._recover_executor(checkpoint))
@@ -800,6 +854,8 @@ class AgentCore:
                 continue
             task = _Task(checkpoint.framework, checkpoint.task, holds_resources=checkpoint.holds_resources and not ended)
             task.phase = _Phase.TERMINATED if ended or not task.holds_resources else _Phase.RECOVERING
+            if task.alive:
+                self._hold_user(task.framework.principal, task.info.user, 1)
             task.state = checkpoint.state
             task.killing = checkpoint.killing
             task.kill_why = checkpoint.kill_why
@@ -878,14 +934,27 @@ class AgentCore:
         # not acknowledged yet (docs/wire.rst): a master must not think those
         # lost; their pending updates go out once it answers
         still_running = [(key, task) for key, task in sorted(self._tasks.items()) if not task.orphaned]
-        running = [m.RunningTask(key[0], task.info, task.state, task.healthy) for key, task in still_running]
-        frameworks = {task.framework.id: task.framework for _, task in still_running}
+        running = [m.RunningTask(key[0], task.info, task.state, task.healthy, self._update_state(key))
+                   for key, task in still_running]
         executors = [m.RunningExecutor(key[0], e.info) for key, e in sorted(self._executors.items()) if not e.orphaned]
-        frameworks.update((e.framework.id, e.framework) for e in self._executors.values() if not e.orphaned)
+        # each framework as the master last described it, with its principal and the master's receipt for
+        # it (checkpointed with its tasks): whose it is, told to a master without a registry too
+        frameworks: dict[str, FrameworkInfo] = {}
+        for framework in [task.framework for _, task in still_running] + \
+                [e.framework for e in self._executors.values() if not e.orphaned]:
+            if framework.principal_receipt or framework.id not in frameworks:
+                frameworks[framework.id] = framework
         log.info("re-registering as %s with %d tasks", self._agent_id, len(running))
         return SendToMaster(m.ReregisterAgent(self.info, running, list(frameworks.values()), version=self.version,
                                               http_address=self.http_address, accepts_batches=True,
-                                              executors=executors))
+                                              executors=executors, receipt=self._receipt))
+
+    def _update_state(self, key: TaskKey) -> str:
+        """The state of the task's oldest unacknowledged update ("" : none):
+        what its framework hears next, which a master answers reconciliation
+        with until the update stream catches up (RunningTask.update_state)."""
+        stream = self._streams.get(key)
+        return stream.pending[0].state if stream is not None and stream.pending else ""
 
     def _agent_registered(self, msg: m.AgentRegistered) -> list[Command]:
         if self._registered and msg.agent_id == self._agent_id:
@@ -897,6 +966,7 @@ class AgentCore:
             log.warning("the master gave this agent a new id %s (was %s)", msg.agent_id, self._agent_id)
         now = self.clock.now()
         self._agent_id = msg.agent_id
+        self._receipt = msg.receipt
         self._registered = True
         self._registering = False
         self._next_registration = None
@@ -906,7 +976,7 @@ class AgentCore:
         self._master_accepts_batches = msg.accepts_batches
         log.log(NOTICE, "registered with master %s (%s) as %s", msg.master.address, msg.master.id, msg.agent_id)
         self._told_unreachable = False
-        out: list[Command] = [CheckpointAgent(msg.agent_id)] if self.checkpoint else []
+        out: list[Command] = [CheckpointAgent(msg.agent_id, msg.receipt)] if self.checkpoint else []
         for key, stream in self._streams.items():  # what waited for a master goes out now
             if stream.pending:
                 stream.backoff = UPDATE_BACKOFF_INITIAL
@@ -1004,14 +1074,18 @@ class AgentCore:
             return self._update(record, TaskState.DROPPED, "the agent is draining", reason=REASON_AGENT_DRAINING)
         if task.executor is not None:
             return self._run_executor_task(framework, task)
-        problem = self._launch_problem(task)
+        problem, reason = self._launch_problem(task), REASON_TASK_INVALID
+        if not problem:
+            problem, reason = self._user_problem(framework, task.user), REASON_TASK_UNAUTHORIZED
         if problem:
             log.warning("RUN_TASK %s/%s refused: %s", framework.id, task.task_id, problem)
             record = _Task(framework, task, holds_resources=False)
             self._tasks[key] = record
-            return self._update(record, TaskState.ERROR, problem, reason=REASON_TASK_INVALID)
-        record = _Task(framework, task, holds_resources=True)
+            return self._update(record, TaskState.ERROR, problem, reason=reason)
+        # the launch carries the secrets' values; the record keeps none (what it reports, checkpoints, shows)
+        record = _Task(framework, without_secret_values(task), holds_resources=True)
         self._tasks[key] = record
+        self._hold_user(framework.principal, task.user, 1)
         self._used = self._used + task.resources
         log.info("launching task %s/%s: %s", framework.id, task.task_id, task.command)
         out = self._update(record, TaskState.STARTING, "")
@@ -1029,6 +1103,34 @@ class AgentCore:
             needs = f"{task.resources} (and {executor} for its executor)" if executor else str(task.resources)
             return f"task needs {needs} but only {self.free} is free on this agent"
         return ""
+
+    def _user_problem(self, framework: FrameworkInfo, user: str) -> str:
+        """Why a task of ``framework`` that asks for ``user`` may not run
+        here ("" if it may): the unix user it would run as runs tasks or
+        executors of another principal (docs/security.rst, "One unix user,
+        one principal"), and the operator did not let principals share it.
+        O(principals running as that user); nothing in an anonymous cluster."""
+        unix_user = self.task_users.unix_user(user)
+        if not framework.principal or self.task_users.may_share(unix_user):
+            return ""
+        if any(principal != framework.principal for principal in self._user_holders.get(unix_user, ())):
+            return (f"unix user {unix_user!r} runs tasks of another principal on this agent, and tasks of two "
+                    f"principals never share a unix user (each could read the other's processes and files); run "
+                    f"as another user, or the operator may let principals share it (--shared-task-users)")
+        return ""
+
+    def _hold_user(self, principal: str, user: str, delta: int) -> None:
+        """A live task or executor of ``principal`` asking for ``user``
+        begins (``delta`` 1) or ends (-1): the index :meth:`_user_problem` reads."""
+        unix_user = self.task_users.unix_user(user)
+        holders = self._user_holders.setdefault(unix_user, {})
+        count = holders.get(principal, 0) + delta
+        if count > 0:
+            holders[principal] = count
+        else:
+            holders.pop(principal, None)
+            if not holders:
+                del self._user_holders[unix_user]
 
     def _kill_task(self, msg: m.KillTask) -> list[Command]:
         task = self._tasks.get((msg.framework_id, msg.task_id))
@@ -1110,6 +1212,8 @@ class AgentCore:
 
     def _terminate(self, task: _Task, state: str, message: str, reason: str = "",
                    exit_code: int | None = None, source: str = SOURCE_AGENT) -> list[Command]:
+        if task.alive:
+            self._hold_user(task.framework.principal, task.info.user, -1)
         task.phase = _Phase.TERMINATED
         if task.holds_resources:
             task.holds_resources = False
@@ -1158,23 +1262,28 @@ class AgentCore:
         if executor is None or executor.orphaned:
             return None
         state = TaskState.RUNNING if executor.phase == _Phase.RUNNING else TaskState.STAGING
-        return TaskCheckpoint(executor.framework, executor.run, state, [], executor.phase != _Phase.TERMINATED,
-                              executor.killing)
+        return TaskCheckpoint(executor.framework, without_secret_values(executor.run), state, [],
+                              executor.phase != _Phase.TERMINATED, executor.killing,
+                              executor_secret_digest=executor.digest)
 
     def _new_executor(self, framework: FrameworkInfo, info: ExecutorInfo, user: str,
-                      first_task: Resources = EMPTY) -> _Executor:
+                      first_task: Resources = EMPTY) -> tuple[_Executor, str]:
+        """A new executor's record, and the secret its process gets as a
+        file (:data:`~mesoslike.wire.executor_messages.SECRET_FILE`): only
+        its digest is kept (and checkpointed)."""
         secret = self._new_secret()
         environment = dict(info.environment)
-        environment.update({x.ENDPOINT_ENV: self.executor_endpoint, x.SECRET_ENV: secret,
+        environment.update({x.ENDPOINT_ENV: self.executor_endpoint, x.SECRET_FILE_ENV: x.SECRET_FILE,
                             x.EXECUTOR_ID_ENV: info.executor_id})
         run = TaskInfo(info.run_id(), self._agent_id, info.command, info.resources + first_task,
                        name=info.name or info.executor_id,
                        environment=environment, kill_grace_period=info.shutdown_grace_period, user=user,
-                       executor=info)
-        return self._add_executor(framework, run, secret)
+                       executor=info, environment_secrets=info.environment_secrets)
+        return self._add_executor(framework, run, _secret_digest(secret)), secret
 
-    def _add_executor(self, framework: FrameworkInfo, run: TaskInfo, secret: str) -> _Executor:
-        executor = _Executor(framework, run, _secret_digest(secret))
+    def _add_executor(self, framework: FrameworkInfo, run: TaskInfo, digest: str) -> _Executor:
+        executor = _Executor(framework, run, digest)
+        self._hold_user(framework.principal, run.user, 1)
         self._executors[executor.key] = executor
         self._executor_by_digest[executor.digest] = executor.key
         self._used = self._used + executor.info.resources
@@ -1192,6 +1301,9 @@ class AgentCore:
                 >= MAX_EXECUTORS_PER_FRAMEWORK:
             problem = (f"framework {framework.id} already runs {MAX_EXECUTORS_PER_FRAMEWORK} custom executors on "
                        "this agent: a task of another executor is refused (reuse an executor id)")
+        reason = REASON_TASK_INVALID
+        if not problem and executor is None:
+            problem, reason = self._user_problem(framework, task.user), REASON_TASK_UNAUTHORIZED
         if not problem and executor is not None:
             if executor.shutdown_deadline is not None or executor.killing or executor.orphaned:
                 problem = f"executor {task.executor.executor_id!r} is shutting down"
@@ -1202,23 +1314,24 @@ class AgentCore:
             log.warning("RUN_TASK %s/%s refused: %s", framework.id, task.task_id, problem)
             record = _Task(framework, task, holds_resources=False)
             self._tasks[key] = record
-            out = self._update(record, TaskState.ERROR, problem, reason=REASON_TASK_INVALID)
+            out = self._update(record, TaskState.ERROR, problem, reason=reason)
             if executor is None and self._registered:   # the master counted the executor as started: it is not
                 out.append(SendToMaster(m.ExecutorExited(self._agent_id, framework.id, task.executor.executor_id,
                                                          "never started: its first task was refused")))
             return out
         record = _Task(framework, task, holds_resources=True)
         self._tasks[key] = record
+        self._hold_user(framework.principal, task.user, 1)
         self._used = self._used + task.resources
         out = []
         if executor is None:
             # its container starts with room for its first task too (Mesos's launch, then update)
-            executor = self._new_executor(framework, task.executor, task.user, task.resources)
+            executor, secret = self._new_executor(framework, task.executor, task.user, task.resources)
             log.info("starting executor %s/%s for task %s: %s", framework.id, executor.info.executor_id,
                      task.task_id, executor.info.command)
             if self.checkpoint:
                 out.append(CheckpointTask(framework.id, executor.info.run_id()))
-            out.append(LaunchTask(framework, executor.run, self._agent_id))
+            out.append(LaunchTask(framework, executor.run, self._agent_id, {x.SECRET_FILE: secret.encode()}))
         executor.tasks.add(task.task_id)
         out.extend(self._resize(executor))
         out.extend(self._update(record, TaskState.STARTING, ""))
@@ -1421,6 +1534,7 @@ class AgentCore:
         if executor is None or executor.phase == _Phase.TERMINATED:
             return []
         executor.phase = _Phase.TERMINATED
+        self._hold_user(executor.framework.principal, executor.run.user, -1)
         del self._executors[executor.key]
         self._executor_by_digest.pop(executor.digest, None)
         self._used = self._used.subtract_clamped(executor.info.resources)
@@ -1451,10 +1565,12 @@ class AgentCore:
     def _recover_executor(self, checkpoint: TaskCheckpoint) -> list[Command]:
         run = checkpoint.task
         key = (checkpoint.framework.id, run.task_id)
-        secret = run.environment.get(x.SECRET_ENV, "")
-        if run.executor is None or not secret or not checkpoint.holds_resources:
+        # (an agent before secret files kept the secret in the executor's environment)
+        old_secret = run.environment.get(x.SECRET_ENV, "")
+        digest = checkpoint.executor_secret_digest or (_secret_digest(old_secret) if old_secret else "")
+        if run.executor is None or not digest or not checkpoint.holds_resources:
             return [ForgetTask(*key)]   # ended (or damaged): nothing to wait for
-        executor = self._add_executor(checkpoint.framework, run, secret)
+        executor = self._add_executor(checkpoint.framework, run, digest)
         executor.limits = None   # as its last update set them: set again with the next change
         executor.phase = _Phase.RECOVERING
         executor.killing = checkpoint.killing

@@ -30,8 +30,13 @@ and container and reports ``TASK_FAILED`` (the executor died).
 With ``switch_user`` (the agent's ``--switch-user``) each task runs as its
 ``TaskInfo.user`` (the supervisor switches; :mod:`.supervisor`). The work
 directory is then opened for traversal only (``0711``: a task reaches its
-sandbox by its absolute path), and ``meta`` — launch files hold the tasks'
-environments — is kept ``0700``.
+sandbox by its absolute path). ``meta`` — launch files hold the tasks'
+environments — is always ``0700``, its run files ``0600``.
+
+A task's environment is made from nothing (:mod:`.environment`), never
+the agent's. Its secrets (:mod:`.secrets`) are resolved here and handed to
+its supervisor alone, in a file of the run directory the supervisor
+removes once read.
 """
 
 from __future__ import annotations
@@ -56,16 +61,20 @@ from typing import Mapping, Union
 import attrs
 
 from mesoslike.agent import supervisor as sup
+from mesoslike.agent.environment import base_environment, task_environment, task_variables, user_entry_environment
+from mesoslike.agent.files import SandboxOwners
 from mesoslike.agent.gc import RunDirRemover
 from mesoslike.agent.health import HEALTH_FILE, read_health
 from mesoslike.agent.isolation import Container, Isolation, Isolator, PosixIsolator, agent_key
 from mesoslike.agent.launcher import SupervisorLauncher
 from mesoslike.agent.namespaces import PidNamespaceForker
+from mesoslike.agent.secrets import (RUN_DIR_SECRETS, SECRETS_FILE, SecretError, SecretStore, TaskSecrets,
+                                     resolve_task_secrets, write_secrets_file)
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources
 from mesoslike.wire.messages import TaskUsage
-from mesoslike.wire.types import ContainerInfo, ContainerStatus, TaskInfo
+from mesoslike.wire.types import ContainerInfo, ContainerStatus, TaskInfo, Volume, VolumeSource
 
 __all__ = ["TaskExecutor", "launch_problem", "destroy_containers_under", "TaskStarted", "TaskExit", "TaskLimited", "TaskHealth",
            "LaunchFailed", "ExecutorEvent", "LaunchError", "FetcherSettings", "FETCHER_CACHE_DIR",
@@ -315,8 +324,9 @@ class TaskExecutor:
 
     :param work_dir: the agent's work directory: sandboxes below
         ``<work_dir>/sandboxes``, run directories below ``<work_dir>/meta/tasks``.
-    :param environment: the base environment of every task (the agent's own
-        ``os.environ`` at launch time when omitted).
+    :param environment: the operator's base environment of every task
+        (``--executor-environment-variables``; default: ``PATH`` only, see
+        :mod:`.environment`) — never the agent's own.
     :param clock: monotonic time for deadlines.
     :param isolator: the tasks' containers (default: posix, nothing enforced).
     :param recovery_timeout: how long a supervisor waits for a gone agent
@@ -342,6 +352,8 @@ class TaskExecutor:
         pulls it there (None: tasks with images fail).
     :param hostname: the agent's name, an image container's host name
         unless its ``ContainerInfo`` names one.
+    :param secrets: the agent's secrets directory (``--secrets-dir``), for
+        ``REFERENCE`` secrets; None: a task with one fails to launch.
     """
 
     def __init__(self, work_dir: str | os.PathLike, *, environment: Mapping[str, str] | None = None,
@@ -350,11 +362,16 @@ class TaskExecutor:
                  container_prefix: str | None = None, switch_user: bool = False,
                  fork_supervisors: bool = True, fetcher: FetcherSettings | None = None,
                  isolation: Isolation | None = None, allowed_host_paths: tuple[str, ...] = (),
-                 image_store: dict | None = None, hostname: str = "") -> None:
+                 image_store: dict | None = None, hostname: str = "", secrets: SecretStore | None = None) -> None:
         self.work_dir = Path(work_dir)
         self.sandbox_root = self.work_dir / "sandboxes"
         self.agent_pid_file = self.work_dir / "meta" / "agent.pid"
         self._environment = dict(environment) if environment is not None else None
+        self.secrets = secrets
+        #: whose each framework directory of the sandboxes is (the agent's /files ask)
+        self.sandbox_owners = SandboxOwners(self.work_dir / "meta" / "sandbox-owners")
+        #: HOME, USER, LOGNAME of the agent's user: its tasks' when they do not switch
+        self._own_user = _own_user_environment()
         self.clock = clock or SystemClock()
         if isolation is not None:
             isolator = isolation.resources
@@ -444,15 +461,15 @@ class TaskExecutor:
 
     # --------------------------------------------------------------- launch
     def prepare_directories(self) -> None:
-        """With ``switch_user``: the work directory and the sandbox root
-        traversable by the tasks' users (``0711``, not listable), ``meta``
-        (checkpoints and launch files, with the tasks' environments) the
-        agent's only (``0700``)."""
-        if not self.switch_user:
-            return
+        """``meta`` (checkpoints and launch files, with the tasks'
+        environments) the agent's only (``0700``); with ``switch_user`` the
+        work directory and the sandbox root traversable by the tasks' users
+        (``0711``, not listable)."""
         meta = self.work_dir / "meta"
         meta.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(meta, 0o700)                  # first: only then may the work dir open up
+        if not self.switch_user:
+            return
         os.chmod(self.work_dir, 0o711)
         try:
             self.sandbox_root.mkdir(mode=0o711, exist_ok=True)
@@ -474,11 +491,14 @@ class TaskExecutor:
                                   {"pid": os.getpid(), "start_ticks": sup.process_start_ticks(os.getpid())})
         self._pid_file_written = True
 
-    def launch(self, framework_id: str, task: TaskInfo, agent_id: str) -> None:
+    def launch(self, framework_id: str, task: TaskInfo, agent_id: str, principal: str = "",
+               secret_files: Mapping[str, bytes] | None = None) -> None:
         """Start the task's supervisor, which starts the task
         (:class:`TaskStarted` comes from :meth:`poll`). Raises
         :class:`LaunchError` (never anything else) when the sandbox, the
-        container or the supervisor cannot be made."""
+        container, the supervisor or a secret of the task (of a framework
+        of ``principal``; ``secret_files``: more secret files, container
+        path -> bytes) cannot be made."""
         key = (framework_id, task.task_id)
         if key in self._runs:
             raise LaunchError(f"task {framework_id}/{task.task_id} is already running")
@@ -489,12 +509,14 @@ class TaskExecutor:
             sandbox = self._make_sandbox(framework_id, task.task_id)
             run_dir = run_dir_path(self.work_dir, framework_id, task.task_id)
             self._make_run_dir(run_dir)
-            spec = self._container_spec(task, sandbox)
+            spec = self._container_spec(framework_id, task, agent_id, sandbox)
+            self.sandbox_owners.record(sandbox.parent.name, principal)
+            secrets = self._resolve_secrets(task, principal, sandbox, run_dir, secret_files)
             container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources)
             if spec.get("image"):
                 spec["image"]["cgroups_path"] = self.isolator.runc_cgroups_path(container) or \
                     f"mesoslike-containers/{spec['image']['id']}"
-            self._write_run_files(run_dir, framework_id, task, agent_id, sandbox, container, spec)
+            self._write_run_files(run_dir, framework_id, task, agent_id, sandbox, container, spec, secrets)
             environment = self._supervisor_environment(framework_id, task, sandbox)
             pid_namespace = "pid" in spec["namespaces"]
             # forked by the launcher (issue 14: an interpreter start per task cost ~40 ms of CPU)
@@ -539,23 +561,26 @@ class TaskExecutor:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             return _Watch(popen.pid, popen)
 
-    def _container_spec(self, task: TaskInfo, sandbox: Path) -> dict:
+    def _container_spec(self, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path) -> dict:
         """What the supervisor makes of the task's container: the
         namespaces, the private ``/tmp``, the paths kept below it, the host
         name, the volumes (each checked: :class:`LaunchError` with
         ``REASON_CONTAINER_LAUNCH_FAILED`` for one this agent refuses), and
-        the isolators the task gets, by Mesos's names."""
+        the isolators the task gets, by Mesos's names. A ``SECRET`` volume
+        at a relative path is no mount: its file is written into the
+        sandbox (:mod:`.secrets`)."""
         isolation = self.isolation
         info = task.container   # a custom executor's process run: its ExecutorInfo's (its tasks share it)
         if info is None and task.executor is not None and task.task_id == task.executor.run_id():
             info = task.executor.container
         if info is not None and info.image_name():
-            return self._image_spec(task, info, sandbox)
+            return self._image_spec(framework_id, task, agent_id, info, sandbox)
         if not task.shell and not _exec_argv(task):
             raise LaunchError(f"task {task.task_id}: shell is false and it has no program or arguments to execute")
         namespaces = list(isolation.namespaces)
         mounts = "mount" in namespaces
-        volumes = [self._volume(volume, sandbox) for volume in info.volumes] if info is not None else []
+        volumes = [self._volume(volume, sandbox) for volume in info.volumes
+                   if not _secret_in_sandbox(volume)] if info is not None else []
         if volumes and not mounts:
             raise LaunchError(f"task {task.task_id} has volumes, and this agent gives tasks no mount namespace "
                               "(--isolation lacks filesystem/linux)", REASON_CONTAINER_LAUNCH_FAILED)
@@ -567,7 +592,8 @@ class TaskExecutor:
                 "keep": list(self.kept_paths) if mounts else [], "hostname": hostname, "volumes": volumes,
                 "isolation": list(isolation.isolators)}
 
-    def _image_spec(self, task: TaskInfo, info: ContainerInfo, sandbox: Path) -> dict:
+    def _image_spec(self, framework_id: str, task: TaskInfo, agent_id: str, info: ContainerInfo,
+                    sandbox: Path) -> dict:
         """What the supervisor of a task with a container image makes of
         it (:meth:`.supervisor.Supervisor.start_container`): the image, its
         container's runc, bundle, network, host name, cgroups, command,
@@ -590,14 +616,17 @@ class TaskExecutor:
             else "host"
         force_pull = docker.force_pull_image if docker is not None else not (info.image is None or info.image.cached)
         container_id = f"{self.container_prefix}.{path_component(task.task_id)[:40]}.{os.urandom(6).hex()}"
-        env = dict(task.environment)   # the container's environment is the image's and the task's own, only
-        env.update({"MESOSLIKE_TASK_ID": task.task_id, "MESOS_TASK_ID": task.task_id})
+        # the container's environment: the image's, then the task's own and its agent's variables (with the
+        # sandbox where the container sees it); its secret variables are the supervisor's to add
+        env = task_environment({}, task.environment,
+                               task_variables(framework_id, task.task_id, agent_id, RUNC_SANDBOX))
         image = {"name": name, "force_pull": force_pull, "runc": self.isolation.runc, "root": str(self.runc_root),
                  "id": container_id, "bundle": str(self.work_dir / "containers" / container_id),
                  "network": network, "hostname": info.hostname or _container_hostname(self.hostname),
                  "cgroups_path": "", "shell": task.shell, "command": task.command,
                  "arguments": list(task.arguments), "env": env, "store": self.image_store,
-                 "volumes": [self._image_volume(volume, sandbox) for volume in info.volumes]}
+                 "volumes": [self._image_volume(volume, sandbox) for volume in info.volumes
+                             if not _secret_in_sandbox(volume)]}
         return {"namespaces": ["pid", "mount"], "tmp": "", "keep": [], "hostname": "", "volumes": [],
                 "isolation": list(self.isolation.isolators), "image": image}
 
@@ -685,8 +714,16 @@ class TaskExecutor:
         digest = hashlib.sha256(f"{framework_id}\0{task_id}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
         return f"{self.container_prefix}.{path_component(task_id)[:40]}-{digest}.{os.urandom(4).hex()}"
 
+    def _resolve_secrets(self, task: TaskInfo, principal: str, sandbox: Path, run_dir: Path,
+                         secret_files: Mapping[str, bytes] | None) -> TaskSecrets:
+        try:
+            return resolve_task_secrets(task, principal, self.secrets, sandbox=str(sandbox.resolve()),
+                                        run_dir=str(run_dir), extra_files=secret_files)
+        except SecretError as exc:
+            raise LaunchError(str(exc), REASON_CONTAINER_LAUNCH_FAILED) from None
+
     def _write_run_files(self, run_dir: Path, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path,
-                         container: Container, spec: dict) -> None:
+                         container: Container, spec: dict, secrets: TaskSecrets) -> None:
         # the final exit status always fits in place, even on a full disk (writing it takes its space).
         # The run files are not fsynced (issue 14: two fsyncs a launch on the agent's loop): a machine
         # crash ends the supervisor that would read them too, and a killed agent loses no written byte.
@@ -699,11 +736,16 @@ class TaskExecutor:
                   "agent_pid_file": str(self.agent_pid_file), "container": container.to_json(),
                   "user": task.user if self.switch_user else "",
                   "health_check": attrs.asdict(task.health_check) if task.health_check is not None else None,
+                  # where its secret files go (never what they hold): the supervisor removes them at the end,
+                  # /files serves none of them
+                  "secret_files": [path for path, _, _ in secrets.files],
                   "uris": [attrs.asdict(uri) for uri in task.uris],
                   "fetcher": {"cache_dir": str(self.work_dir / FETCHER_CACHE_DIR),
                               "cache_size": self.fetcher.cache_size, "timeout": self.fetcher.timeout,
                               "max_size": self.fetcher.max_size},
                   **spec, **self.isolator.launch_spec(container)}
+        if secrets:   # the values: for the supervisor alone (it removes the file once read), 0600 in meta (0700)
+            write_secrets_file(run_dir, secrets)
         # whole before the supervisor is started (it reads it then); one cut short by the agent's death
         # never had a supervisor, and recovery reads it as no container
         _write_new_file(run_dir / sup.LAUNCH_FILE, json.dumps(launch, sort_keys=True).encode())
@@ -720,18 +762,14 @@ class TaskExecutor:
         return sandbox
 
     def _task_environment(self, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path) -> dict[str, str]:
-        env = dict(os.environ if self._environment is None else self._environment)
-        if self.switch_user and task.user:
-            for name in ("HOME", "USER", "LOGNAME"):  # the agent's: the supervisor sets the task user's
-                env.pop(name, None)
-        env.update(task.environment)
-        env.update({
-            "MESOSLIKE_TASK_ID": task.task_id,
-            "MESOSLIKE_FRAMEWORK_ID": framework_id,
-            "MESOSLIKE_AGENT_ID": agent_id,
-            "MESOSLIKE_SANDBOX": str(sandbox.resolve()),
-        })
-        return env
+        """The task's environment without its secrets (:mod:`.environment`):
+        never the agent's own."""
+        switched = self.switch_user and bool(task.user)   # the supervisor sets the task user's HOME, USER
+        base = base_environment(self._environment, None if switched else self._own_user)
+        executor_id = task.executor.executor_id if task.executor is not None else ""
+        return task_environment(base, task.environment,
+                                task_variables(framework_id, task.task_id, agent_id, str(sandbox.resolve()),
+                                               executor_id))
 
     @staticmethod
     def _supervisor_environment(framework_id: str, task: TaskInfo, sandbox: Path) -> dict[str, str]:
@@ -1072,7 +1110,7 @@ def _launch_container(run_dir: Path) -> Container | None:
 
 
 def _write_new_file(path: Path, data: bytes) -> None:
-    sup.overwrite(str(path), data)   # into a reused run directory's file, if there is one
+    sup.overwrite(str(path), data, mode=0o600)   # into a reused run directory's file, if there is one
 
 
 def _blank_run_files(run_dir: Path, reused: bool) -> None:
@@ -1084,8 +1122,9 @@ def _blank_run_files(run_dir: Path, reused: bool) -> None:
             sup.overwrite(str(run_dir / name), b" ", create=False)
         except FileNotFoundError:
             pass
-    for stale in (HEALTH_FILE, sup.LAUNCH_FILE + ".cancelled") + ((sup.LOG_FILE,) if reused else ()):
+    for stale in (HEALTH_FILE, sup.LAUNCH_FILE + ".cancelled", SECRETS_FILE) + ((sup.LOG_FILE,) if reused else ()):
         (run_dir / stale).unlink(missing_ok=True)
+    shutil.rmtree(run_dir / RUN_DIR_SECRETS, ignore_errors=True)   # an earlier run's bind-mounted secret files
 
 
 def _write_and_close(fd: int, data: bytes) -> None:
@@ -1104,6 +1143,12 @@ def _exec_argv(task: TaskInfo) -> list[str]:
     if task.command:
         return [task.command, *task.arguments[1:]]
     return list(task.arguments)
+
+
+def _secret_in_sandbox(volume: Volume) -> bool:
+    """A ``SECRET`` volume at a relative path: a file the supervisor writes
+    into the sandbox (:mod:`.secrets`), no mount."""
+    return volume.source.type == VolumeSource.SECRET and not volume.container_path.startswith("/")
 
 
 def _container_hostname(hostname: str) -> str:
@@ -1158,6 +1203,16 @@ def _kept_paths(work_dir: Path) -> tuple[str, ...]:
             if top not in kept:
                 kept.append(top)
     return tuple(kept)
+
+
+def _own_user_environment() -> dict[str, str]:
+    import pwd
+
+    try:
+        entry = pwd.getpwuid(os.geteuid())
+    except KeyError:
+        return {}
+    return user_entry_environment(entry.pw_name, entry.pw_dir)
 
 
 def _launch_has_health_check(run_dir: Path) -> bool:

@@ -28,6 +28,10 @@ __all__ = ["SupervisorLauncher", "LauncherError", "LaunchRefused"]
 
 log = logging.getLogger("mesoslike.agent")
 
+#: the launcher's own environment: not the agent's (which may hold the operator's keys and tokens); each
+#: supervisor it forks gets the environment of its request
+_LAUNCHER_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+
 
 class LauncherError(OSError):
     """The launcher took a request and died before answering: whether a

@@ -227,9 +227,14 @@ class Runc:
         log = os.path.join(bundle, "runc.log")
         self._run(self.argv("--log", log, "--log-format", "json", "start", self.id), env, -1, -1, log, "start")
 
-    def exec_prefix(self) -> list[str]:
+    def exec_prefix(self, process_file: str = "") -> list[str]:
         """What a health check's command runs through: ``runc exec`` into
-        the container (its namespaces, root filesystem, cgroups and user)."""
+        the container (its namespaces, root filesystem, cgroups and user).
+        With ``process_file`` (an OCI ``process``: its arguments, environment,
+        user) runc runs that process and reads no arguments after the
+        container's id: the file holds the check's command line itself."""
+        if process_file:
+            return self.argv("exec", "--process", process_file, self.id)
         return self.argv("exec", self.id)
 
     def delete(self, env: dict) -> None:

@@ -27,13 +27,12 @@ import random
 import secrets
 import shutil
 import stat
-import socket
 import tempfile
 import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import attrs
 
@@ -53,8 +52,10 @@ from mesoslike.agent.core import (
     ForgetTask,
     KillTask,
     LaunchTask,
+    Reconnect,
     SendToExecutor,
     SendToMaster,
+    TaskUsers,
     UpdateContainer,
 )
 from mesoslike.agent.executor import (
@@ -74,11 +75,14 @@ from mesoslike.agent.executor import (
     TaskStarted,
     path_component,
 )
-from mesoslike.agent.files import SandboxFiles
+from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
+from mesoslike.agent.files import SandboxAccess, SandboxFiles, launch_secret_files
 from mesoslike.agent.images import DEFAULT_CACHE_SIZE, DEFAULT_REGISTRY, IMAGES_DIR, ImageError, ImageStore
 from mesoslike.agent.http import AgentHTTPServer
 from mesoslike.agent.isolation import DEFAULT_ISOLATION, Isolator, agent_key, select_isolation
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
+from mesoslike.agent.secrets import SecretError, SecretStore
+from mesoslike.acl import Credentials
 from mesoslike.attributes import attributes_json
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import ConfigError, ResourcesError
@@ -112,6 +116,21 @@ RECONNECT_MAX = 0.5
 GC_INTERVAL = 60.0
 #: how long a drain waits for the tasks' last updates to be acknowledged (s)
 DEFAULT_DRAIN_TIMEOUT = 30.0
+
+
+def _check_http_secure(ip: str, credentials: Credentials | None, insecure: bool) -> None:
+    """Secure by default, as the master (docs/security.rst): without
+    credentials the HTTP endpoints (the sandboxes: what tasks print) bind
+    loopback only, unless ``insecure`` — then a warning at every start."""
+    if credentials is not None:
+        return
+    if not (ip in ("localhost", "::1") or ip.startswith("127.")) and not insecure:
+        raise ConfigError(f"refusing to serve HTTP on {ip} without --credentials: anyone who reaches it could read "
+                          "every task's sandbox. Give --credentials (the master's file: docs/security.rst), bind "
+                          "127.0.0.1, or pass --insecure")
+    if insecure:
+        log.warning("INSECURE: this agent serves HTTP on %s without authentication (--insecure): anyone who "
+                    "reaches it may read every task's sandbox", ip)
 
 
 def _user_name(uid: int) -> str:
@@ -155,10 +174,24 @@ class AgentRuntime:
         ends; ``mesoslike local`` relies on it to leave no process behind.
         Off (``mesoslike agent``): the tasks run on under their supervisors,
         for the next agent on this work dir to recover.
-    :param environment: base environment of the tasks (default: the agent's).
+    :param environment: the operator's base environment of the tasks
+        (``--executor-environment-variables``; default: a ``PATH`` only) —
+        never the agent's own (docs/framework-api.rst, "The task's environment").
+    :param credentials: the cluster's credentials file (the master's,
+        ``--credentials``): every HTTP endpoint but ``/health`` then needs a
+        principal's token, and ``/files`` follows ``access_sandboxes``.
+        Without, the endpoints bind loopback only unless ``insecure``.
+    :param shared_task_users: unix users that tasks of different principals
+        may share on this agent (``"*"``: any); no other user runs the tasks
+        of two principals at once (docs/security.rst).
+    :param secrets_dir: the directory of the secrets tasks reference
+        (``--secrets-dir``; docs/containers.rst, "Secrets"): it must belong
+        to the agent's user and be closed to others.
     :param rng: source of status update uuids (default seeded by the OS).
     :param http_port: port of the agent's HTTP endpoints (0: any free one;
-        None: none). ``http_ip`` is the address it binds.
+        None: none). ``http_ip`` is the address it binds; ``advertise_ip`` the one
+        it tells the master (default: ``http_ip``, or this host's address when
+        that is a wildcard: :mod:`mesoslike.advertise`).
     :param recover: ``"reconnect"`` (recover an earlier agent's tasks) or
         ``"cleanup"`` (kill them, forget them, and return from :meth:`run`).
     :param recovery_timeout: how long a task's supervisor waits for a gone
@@ -213,6 +246,7 @@ class AgentRuntime:
                  max_ping_timeouts: int = 5, register_backoff: float = 4.0, register_backoff_max: float = 10.0,
                  kill_tasks_on_exit: bool = True, environment: Mapping[str, str] | None = None,
                  rng: random.Random | None = None, http_port: int | None = 0, http_ip: str = "127.0.0.1",
+                 advertise_ip: str | None = None,
                  recover: str = "reconnect", recovery_timeout: float = DEFAULT_RECOVERY_TIMEOUT,
                  isolation: str = "auto", cgroups_root: str = "mesoslike", cgroups_cpu_quota: bool = False,
                  gc_delay: float = gc.DEFAULT_GC_DELAY, gc_disk_watermark: float = gc.DEFAULT_DISK_WATERMARK,
@@ -226,7 +260,9 @@ class AgentRuntime:
                  allowed_host_paths: tuple[str, ...] | list[str] = (),
                  docker_registry: str = DEFAULT_REGISTRY, docker_config: str | None = None,
                  docker_insecure_registries: tuple[str, ...] = (),
-                 image_cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+                 image_cache_size: int = DEFAULT_CACHE_SIZE,
+                 secrets_dir: str | os.PathLike | None = None, shared_task_users: Iterable[str] = (),
+                 credentials: Credentials | None = None, insecure: bool = False) -> None:
         self.master_address = check_master_address(master)  # raises ConfigError naming the problem
         self.switch_user = os.geteuid() == 0 if switch_user is None else switch_user
         if self.switch_user and os.geteuid() != 0:
@@ -271,6 +307,10 @@ class AgentRuntime:
         self.kill_tasks_on_exit = kill_tasks_on_exit
         self.recover_mode = recover
         self.http_port, self.http_ip = http_port, http_ip
+        #: the cluster's principals, tokens and ACLs: who may use the HTTP endpoints
+        self.credentials = credentials
+        _check_http_secure(http_ip if http_port is not None else "127.0.0.1", credentials, insecure)
+        self.advertise_ip = check_advertise_ip(advertise_ip) if advertise_ip else None
         self.gc_delay, self.gc_disk_watermark, self.gc_interval = gc_delay, gc_disk_watermark, gc_interval
         self.drain_timeout = drain_timeout
         self._on_serving = on_serving
@@ -281,7 +321,8 @@ class AgentRuntime:
                               version=__version__, checkpoint=True, executor_endpoint=f"ipc://{self.executor_socket}",
                               new_secret=lambda: secrets.token_hex(32),
                               executor_reregister_timeout=executor_reregistration_timeout,
-                              executor_register_timeout=executor_registration_timeout)
+                              executor_register_timeout=executor_registration_timeout,
+                              task_users=TaskUsers(self.switch_user, self._agent_user, frozenset(shared_task_users)))
         self._channel: Server | None = None
         #: what the turn has for executors (sent once its checkpoints are on disk)
         self._executor_outgoing: list[tuple[bytes, object]] = []
@@ -292,12 +333,19 @@ class AgentRuntime:
         for path in allowed_host_paths:
             if not os.path.isabs(path):
                 raise ConfigError(f"--allowed-host-paths: {path!r} is not an absolute path")
+        secret_store = SecretStore(secrets_dir) if secrets_dir is not None else None
+        if secret_store is not None:
+            try:
+                secret_store.check()
+            except SecretError as exc:
+                raise ConfigError(f"--secrets-dir: {exc}") from None
         self.executor = TaskExecutor(self.work_dir, environment=environment, clock=self.clock,
                                      isolation=self.isolation, allowed_host_paths=tuple(allowed_host_paths),
                                      recovery_timeout=recovery_timeout,
                                      container_prefix=agent_key(self.hostname, self.work_dir),
                                      switch_user=self.switch_user, fetcher=fetcher,
-                                     image_store=self.images.settings(), hostname=self.hostname)
+                                     image_store=self.images.settings(), hostname=self.hostname,
+                                     secrets=secret_store)
         try:
             self.executor.prepare_directories()
         except OSError as exc:
@@ -310,7 +358,7 @@ class AgentRuntime:
         #: /metrics: a registry of this agent's own (several agents may share a process)
         self._metrics_registry = metrics_registry(self.metrics)
         self.counters = {"checkpoint_failures": 0, "sandboxes_collected": 0, "gc_passes": 0, "recovered_tasks": 0,
-                         "reregistrations_on_reconnect": 0}
+                         "reregistrations_on_reconnect": 0, "fresh_connections": 0}
         #: tasks whose checkpoint could not be written -> why (their launch fails saying so)
         self._checkpoint_failed: dict[tuple[str, str], str] = {}
         self._lock = threading.RLock()   # the loop's state, for the HTTP threads
@@ -449,8 +497,10 @@ class AgentRuntime:
     def _serve_http(self) -> None:
         if self.http_port is None:
             return
-        self.http = AgentHTTPServer(self.http_ip, self.http_port, self, SandboxFiles(self.executor.sandbox_root))
-        host = self.http.host if self.http.host not in ("0.0.0.0", "::") else socket.getfqdn()
+        access = SandboxAccess(self.credentials, self.executor.sandbox_owners) if self.credentials else None
+        files = SandboxFiles(self.executor.sandbox_root, launch_secret_files(self.work_dir / "meta" / "tasks"))
+        self.http = AgentHTTPServer(self.http_ip, self.http_port, self, files, access)
+        host = url_host(advertised_ip(self.http.host, self.advertise_ip))   # never a wildcard
         self.core.http_address = f"http://{host}:{self.http.port}"
         self.http.start()
         log.info("agent %s serving HTTP on %s", self.hostname, self.core.http_address)
@@ -577,7 +627,7 @@ class AgentRuntime:
             return
         self.checkpoints.start_journal(checkpoints)
         self.executor.run_dir_remover.empty_trash()
-        self._carry_out(None, self.core.recover(agent_id, checkpoints))
+        self._carry_out(None, self.core.recover(agent_id, checkpoints, agent.receipt if agent is not None else ""))
         for framework_id, task_id in self.core.recovering():
             self._feed(None, self.executor.recover(framework_id, task_id))
         self.counters["recovered_tasks"] = len(checkpoints)
@@ -682,6 +732,10 @@ class AgentRuntime:
                     # a long turn (5,000 launches checkpointed one by one) must not keep the master
                     # waiting: it takes the agent's silence for its death (any message is a pong)
                     self._send_outgoing()
+            elif isinstance(command, Reconnect):
+                if client is not None:   # what this turn queued for the master goes over the fresh one
+                    client.reconnect()
+                    self.counters["fresh_connections"] += 1
             elif isinstance(command, CheckpointTask):
                 self._checkpoint_task(command.framework_id, command.task_id)
             elif isinstance(command, LaunchTask):
@@ -699,7 +753,7 @@ class AgentRuntime:
                 self._forget_checkpoint(command.framework_id, command.task_id)
                 self.executor.forget(command.framework_id, command.task_id)
             elif isinstance(command, CheckpointAgent):
-                self._checkpoint_agent(command.agent_id)
+                self._checkpoint_agent(command.agent_id, command.receipt)
             elif isinstance(command, CheckpointReservations):
                 self._checkpoint_reservations(command.reservations)
             elif isinstance(command, UpdateContainer):
@@ -810,9 +864,9 @@ class AgentRuntime:
             self.counters["checkpoint_failures"] += 1
             log.error("cannot sync the checkpoints to disk (a crash of the machine could lose them): %s", exc)
 
-    def _checkpoint_agent(self, agent_id: str) -> None:
+    def _checkpoint_agent(self, agent_id: str, receipt: str = "") -> None:
         try:
-            self.checkpoints.save_agent(agent_id, self.hostname)
+            self.checkpoints.save_agent(agent_id, self.hostname, receipt)
         except OSError as exc:
             self.counters["checkpoint_failures"] += 1
             log.error("cannot checkpoint the agent id %r: %s", agent_id, exc)
@@ -869,7 +923,8 @@ class AgentRuntime:
             return self.core.on_task_launch_failed(
                 framework_id, task_id, f"the task could not be checkpointed, so it was not started: {why}")
         try:
-            self.executor.launch(framework_id, command.task, command.agent_id)
+            self.executor.launch(framework_id, command.task, command.agent_id, command.framework.principal,
+                                 command.secret_files)
         except LaunchError as exc:
             log.warning("task %s/%s could not start: %s", framework_id, task_id, exc)
             return self.core.on_task_launch_failed(framework_id, task_id, str(exc), why=exc.reason)
@@ -931,9 +986,12 @@ class AgentRuntime:
 
     def describe_users(self) -> str:
         """Whom the tasks run as, in words (the start-up line)."""
+        shared = self.core.task_users.shared
+        sharing = (f"; tasks of different principals may share {'any user' if '*' in shared else 'user(s) ' + ', '.join(sorted(shared))}"
+                   " (--shared-task-users)" if shared else "")
         if self.switch_user:
-            return "tasks run as their user (--switch-user)"
-        return f"tasks run as the agent's user ({self._agent_user}; --no-switch-user)"
+            return f"tasks run as their user (--switch-user){sharing}"
+        return f"tasks run as the agent's user ({self._agent_user}; --no-switch-user){sharing}"
 
     # ------------------------------------------------------- HTTP's views
     def health_document(self) -> dict:
@@ -1008,6 +1066,10 @@ class AgentRuntime:
             metric("agent_reregistrations_on_reconnect_total", "counter",
                    "Re-registrations because the connection to the master was made again.",
                    counters["reregistrations_on_reconnect"]),
+            metric("agent_fresh_connections_total", "counter",
+                   "Connections to the master thrown away and made anew because the master fell silent or a "
+                   "registration got no answer (docs/reliability.rst, \"Partitions\").",
+                   counters["fresh_connections"]),
             metric("agent_task_start_seconds", "histogram",
                    "Tasks by the time from their RUN_TASK read to their process started (launches wait in "
                    "line while many arrive at once).", started),

@@ -180,15 +180,18 @@ def write_json_atomically(path: str, value: object, durable: bool = True) -> Non
     write_atomically(path, json.dumps(value, sort_keys=True).encode(), durable)
 
 
-def overwrite(path: str, data: bytes, create: bool = True) -> None:
+def overwrite(path: str, data: bytes, create: bool = True, mode: int = 0o644) -> None:
     """Make ``data`` the content of ``path`` in the same file (made if
     missing and ``create``; FileNotFoundError else): written from the
     start, then cut to its length — never to 0, which would free the
     file's block, a discard on a file system mounted with ``discard``
     (issue 14: no file or block made and freed per task). Not atomic for a
-    reader: see :func:`write_run_file`."""
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | (os.O_CREAT if create else 0), 0o644)
+    reader: see :func:`write_run_file`. A file of another ``mode`` (a
+    reused one) gets this one before it is written."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | (os.O_CREAT if create else 0), mode)
     try:
+        if mode != 0o644 and stat.S_IMODE(os.fstat(fd).st_mode) != mode:
+            os.fchmod(fd, mode)
         view, offset = memoryview(data), 0
         while offset < len(data):
             offset += os.pwrite(fd, view[offset:], offset)
@@ -450,6 +453,9 @@ class Supervisor:
         self.user: TaskUser | None = None
         self.env: dict = {}
         self.checker = None          # a health.HealthChecker while the task runs, if it has a check
+        self.check_env: dict = {}    # the environment of its command health checks: the task's without secrets
+        self.secret_env: dict = {}   # its secret variables (an image task's container gets them from here)
+        self.secret_files: list = []  # the secret files written for it: removed when it has ended
         self.health_kill = ""        # set by the checker's thread: why the task must be killed
         # the init (pid 1) of the task's PID namespace (the launcher forked it so): it reaps the task's
         # orphans, and knows itself and the agent by the host's pids, through the host's /proc
@@ -459,6 +465,7 @@ class Supervisor:
         self.children = Children()          # what of its children are not orphans to reap
         self.images: dict = {}              # an image task's: image name -> its images.ProvisionedImage
         self.runc = None                    # an image task's runc.Runc, once its container exists
+        self.check_process = ""             # an image task's health check's process file (runc exec --process)
 
     def path(self, name: str) -> str:
         return os.path.join(self.run_dir, name)
@@ -507,7 +514,10 @@ class Supervisor:
         return 0
 
     def prepare(self) -> None:
-        """The task's user (its sandbox given to it) and environment."""
+        """The task's user (its sandbox given to it), environment and
+        secrets (:mod:`.secrets`: the agent's file of them removed at once;
+        the variables in the task's environment only, the files written
+        for its user)."""
         launch = self.launch
         self.user = user = resolve_user(launch["user"]) if launch["user"] else None
         self.env = env = dict(launch["env"])
@@ -515,6 +525,23 @@ class Supervisor:
             give_sandbox(launch["cwd"], user)
             for name, value in (("HOME", user.home), ("USER", user.name), ("LOGNAME", user.name)):
                 env.setdefault(name, value)
+        self.check_env = dict(env)
+        secrets = load_sibling("secrets") if os.path.exists(self.path("secrets.json")) else None
+        if secrets is None:
+            return
+        try:
+            variables, files = secrets.take_secrets(self.run_dir)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise LaunchProblem(f"the task's secrets cannot be read from its run directory: {exc}") from None
+        env.update(variables)
+        self.secret_env = variables
+        uid, gid = (user.uid, user.gid) if user is not None else (os.getuid(), os.getgid())
+        for path, data in files:
+            self.secret_files.append(path)
+            try:
+                secrets.write_secret_file(path, data, uid, gid, launch["cwd"])
+            except OSError as exc:
+                raise LaunchProblem(f"cannot write the secret file {path}: {exc.strerror or exc}") from None
 
     def enter_container(self) -> None:
         """The task's namespaces and mounts (``namespaces`` in
@@ -574,6 +601,9 @@ class Supervisor:
         if image is None:
             raise ContainerProblem(f"image {name}: the image store did not provide it")
         try:
+            # the agent's only: its config.json holds the task's environment (and secret variables)
+            os.makedirs(bundle, 0o700, exist_ok=True)
+            os.chmod(bundle, 0o700)
             rootfs = os.path.join(bundle, "rootfs")
             self.mount_image(image, bundle, rootfs)
             mounts = self.container_volumes(spec, bundle)
@@ -584,8 +614,9 @@ class Supervisor:
             user = self.user
             ids = runc.process_user(rootfs, config.user,
                                     (user.uid, user.gid, user.groups) if user is not None else None)
-            env = runc.environment({"Env": list(config.env)}, {**spec.get("env", {}), "MESOS_SANDBOX": runc.SANDBOX,
-                                                               "MESOSLIKE_SANDBOX": runc.SANDBOX})
+            sandbox_env = {"MESOS_SANDBOX": runc.SANDBOX, "MESOSLIKE_SANDBOX": runc.SANDBOX}
+            own = {**spec.get("env", {}), **sandbox_env}
+            env = runc.environment({"Env": list(config.env)}, {**spec.get("env", {}), **self.secret_env, **sandbox_env})
             tmp = os.path.join(launch["cwd"], "tmp")
             os.makedirs(tmp, exist_ok=True)
             os.chmod(tmp, 0o1777)
@@ -594,6 +625,13 @@ class Supervisor:
                                        network=spec["network"], cgroups_path=spec["cgroups_path"],
                                        sandbox=launch["cwd"], tmp=tmp, mounts=mounts)
             write_atomically(os.path.join(bundle, "config.json"), json.dumps(document).encode(), False)
+            check = launch["health_check"]
+            if check is not None and check.get("type") not in ("HTTP", "TCP"):
+                # its command check's process: the container's without the secret variables (runc exec --process)
+                process = {**document["process"], "args": [SHELL, "-c", str(check.get("command"))],
+                           "env": runc.environment({"Env": list(config.env)}, own)}
+                self.check_process = os.path.join(bundle, "check-process.json")
+                write_atomically(self.check_process, json.dumps(process).encode(), False)
         except runc.ImageProblem as exc:
             raise ContainerProblem(f"image {name}: {exc}") from None
         except OSError as exc:
@@ -730,10 +768,11 @@ class Supervisor:
                     namespaces.setns(fd, namespaces.CLONE_NEWNET)
                 finally:
                     os.close(fd)
-        checker = health.HealthChecker(check, self.run_dir, cwd=self.launch["cwd"], env=self.env, user=self.user,
+        checker = health.HealthChecker(check, self.run_dir, cwd=self.launch["cwd"], env=self.check_env, user=self.user,
                                        write=write_json_atomically, on_kill=on_kill, say=say,
                                        children=self.children if self.init else None,
-                                       prefix=self.runc.exec_prefix() if self.runc is not None else (), enter=enter)
+                                       prefix=self.runc.exec_prefix(self.check_process) if self.runc is not None
+                                       else (), enter=enter)
         checker.start()
         self.checker = checker
 
@@ -909,6 +948,19 @@ class Supervisor:
         """SIGKILL every process left in the task's cgroups; True if none was left."""
         return kill_cgroups(self.launch.get("cgroups", []))
 
+    def take_back(self) -> None:
+        """The task has ended (or never started): its secret files go, and
+        a switched task's sandbox becomes the agent's again (mode 0700), so
+        that no later task of its user — another principal's, where the
+        operator lets principals share a user — can read what it left."""
+        if self.secret_files:
+            load_sibling("secrets").remove_secret_files(self.secret_files, self.launch["cwd"])
+        if self.user is not None:
+            try:
+                give_sandbox(self.launch["cwd"], TaskUser("", os.getuid(), os.getgid(), [], ""))
+            except OSError as exc:
+                say(f"cannot take the sandbox back from user {self.user.name}: {exc}")
+
     def clean_up(self) -> None:
         """The task's leader has ended: nothing of it may stay behind."""
         deadline = time.monotonic() + CLEANUP_LIMIT
@@ -917,6 +969,7 @@ class Supervisor:
 
     def record(self, exit_code: int | None, signum: int | None, reason: str, message: str) -> None:
         launch = self.launch
+        self.take_back()
         oom_kills = sum(flat_keyed(path).get(key, 0) for path, key in launch.get("oom_events", []))
         peak = read_int(launch["memory_peak"]) if launch.get("memory_peak") else None
         try:

@@ -12,9 +12,10 @@ from mesoslike.allocator.hierarchical import (  # noqa: E402
     parse_min_allocatable,
 )
 from mesoslike.allocator.offers import AllocatorStatistics, Offer, Rescind, RescindReason  # noqa: E402
+from mesoslike.allocator.blockers import OfferBlocker  # noqa: E402
 from mesoslike.allocator.roles import DEFAULT_ROLE, validate_role  # noqa: E402
 
 __all__ += [
     "HierarchicalAllocator", "parse_min_allocatable", "DEFAULT_MIN_ALLOCATABLE",
-    "AllocatorStatistics", "Offer", "Rescind", "RescindReason", "DEFAULT_ROLE", "validate_role",
+    "AllocatorStatistics", "OfferBlocker", "Offer", "Rescind", "RescindReason", "DEFAULT_ROLE", "validate_role",
 ]

@@ -106,6 +106,11 @@ class FilterStore:
             if not agents:
                 del self._agents_of[framework_id]
 
+    def of_framework(self, framework_id: str) -> dict[str, list[_Filter]]:
+        """A framework's filters by agent (read-only lists; expired ones
+        included until the next sweep). O(agents it filtered)."""
+        return {agent_id: self._by_agent[agent_id][framework_id] for agent_id in self._agents_of.get(framework_id, ())}
+
     def __len__(self) -> int:
         return self._count
 

@@ -35,7 +35,9 @@ import math
 import random
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
 
+import mesoslike.allocator.blockers as why
 from mesoslike.allocator.agents import Agent, AgentBook
+from mesoslike.allocator.blockers import OfferBlocker, ordinal
 from mesoslike.allocator.drf import DRFSorter  # noqa: F401  (registers "drf")
 from mesoslike.allocator.filters import MAX_REFUSE_SECONDS, FilterStore, refused_any
 from mesoslike.allocator.millis import Millis, positive_gap
@@ -44,7 +46,7 @@ from mesoslike.allocator.offers import AllocatorStatistics, Offer, Rescind, Resc
 from mesoslike.allocator.quota import QuotaAmount, QuotaBook
 from mesoslike.allocator.random_sorter import RandomSorter  # noqa: F401  (registers "random")
 from mesoslike.allocator.role_tree import RoleTree
-from mesoslike.allocator.roles import DEFAULT_ROLE, validate_role
+from mesoslike.allocator.roles import DEFAULT_ROLE, lineage, validate_role
 from mesoslike.allocator.sorter import Sorter, make_sorter
 from mesoslike.clock import Clock
 from mesoslike.errors import (
@@ -52,13 +54,14 @@ from mesoslike.errors import (
     DuplicateAgentError,
     DuplicateFrameworkError,
     InvalidFilterError,
+    QuotaError,
     RecoveryError,
     ResourcesError,
     UnknownFrameworkError,
     WeightError,
 )
 from mesoslike.observations import QUICK_BUCKETS, Histogram
-from mesoslike.resources import Resources, format_millis
+from mesoslike.resources import KNOWN_KINDS, Resources, format_millis, similar_kind
 
 __all__ = ["HierarchicalAllocator", "parse_min_allocatable", "DEFAULT_MIN_ALLOCATABLE"]
 
@@ -659,6 +662,43 @@ class HierarchicalAllocator:
         self._eligibility += 1
         self._pending_all = True
 
+    def check_quota(self, role: str, guarantee: QuotaAmount | None = None, limit: QuotaAmount | None = None) -> None:
+        """What the operator's quota request must pass besides
+        :meth:`update_quota`'s own checks, as Mesos's master checks it unless
+        forced: every resource name is one mesoslike knows (cpus, mem, disk,
+        gpus) or one an agent offers — a near miss is refused naming what it
+        looks like (``cpu`` -> did you mean cpus?) — and the guarantees of the
+        top-level guaranteed roles, this one's included, fit in what the
+        agents have in all (Mesos's capacity heuristic). Raises
+        :class:`~mesoslike.errors.QuotaError`; changes nothing.
+        O(agents + roles with quota)."""
+        validate_role(role)
+        g, lim = self._quota.validate(role, guarantee, limit)
+        total = Resources.sum(agent.total for agent in self._agents).stripped()
+        known = set(KNOWN_KINDS) - {"ports"} | set(total.scalars())
+        for what, amounts in (("guarantee", g), ("limit", lim)):
+            for kind in sorted(amounts or {}):
+                if kind not in known:
+                    near = similar_kind(kind, sorted(known))
+                    hint = f"did you mean {near}? " if near else ""
+                    raise QuotaError(f"unknown resource {kind!r} in the {what} of role {role!r} ({hint}known: "
+                                     f"{', '.join(sorted(known))}); force sets it anyway")
+        guarantees = dict(self._quota.guarantees)
+        if g:
+            guarantees[role] = g
+        else:
+            guarantees.pop(role, None)
+        wanted: Millis = {}
+        for path, amounts in guarantees.items():
+            if not any(ancestor in guarantees for ancestor in lineage(path)[1:]):
+                for kind, amount in amounts.items():
+                    wanted[kind] = wanted.get(kind, 0) + amount
+        short = positive_gap(wanted, total.millis())
+        if short:
+            raise QuotaError(f"not enough cluster capacity for the guarantee of role {role!r}: the guarantees "
+                             f"would add up to {format_millis(wanted)}, and the agents have "
+                             f"{total.only(list(wanted)) or 'nothing'} in all; force sets it anyway")
+
     def _sync_roles(self) -> None:
         """Bring the role sorter up to date after deferred grants: the single
         role's allocation becomes the sum of its frameworks' (O(F)), and it
@@ -1131,6 +1171,133 @@ class HierarchicalAllocator:
             role_allocated={role: Resources.sum(parts) for role, parts in sorted(role_allocated.items())},
             **self._counters,
         )
+
+    def offer_blockers(self, framework_ids: Iterable[str] | None = None) -> dict[str, list[OfferBlocker]]:
+        """Why each framework of ``framework_ids`` (default: all) that holds
+        no outstanding offer gets none now (:mod:`mesoslike.allocator.blockers`);
+        frameworks holding an offer are left out. A query for people
+        (``/state``): it changes nothing an allocation reads, and no cycle
+        calls it. O(A + F · depth · kinds + G · A' + the filters of the
+        frameworks asked about), A' the active agents with something free,
+        G the distinct (role, minimum allocatable) pairs among the
+        frameworks asked about — O(A + F) with one role and one minimum."""
+        now = self.clock.now()
+        self._sync_roles()
+        agents = [agent for agent in self._agents if agent.active]
+        # once for all: on a busy cluster most agents have nothing free, and the groups need look at the rest only
+        candidates = [agent for agent in agents if self._offerable_at_all(agent)]
+        fitting: dict[tuple[str, MinAllocatable | None], list[tuple[Agent, Resources]]] = {}
+        out: dict[str, list[OfferBlocker]] = {}
+        chosen = self._frameworks.values() if framework_ids is None else \
+            [self._frameworks[f] for f in framework_ids if f in self._frameworks]
+        for framework in chosen:
+            if self._offers.of_framework(framework.id):
+                continue
+            key = (framework.role, framework.min_allocatable)
+            if key not in fitting and framework.active and not framework.suppressed:
+                caps = self._caps(framework.role) if self._quota else None
+                fitting[key] = [(agent, offer) for agent in candidates
+                                if (offer := self._offerable(agent, framework, caps)) is not None]
+            out[framework.id] = self._blockers(framework, agents, fitting.get(key, []), now)
+        return out
+
+    def _blockers(self, framework: _Framework, agents: list[Agent], fitting: list[tuple[Agent, Resources]],
+                  now: float) -> list[OfferBlocker]:
+        """Why ``framework`` (holding no offer) gets none; ``fitting``: the
+        active agents whose free resources it may be offered, with what."""
+        role = framework.role
+        if not framework.active:
+            return [OfferBlocker(why.INACTIVE, "disconnected: no offers until it subscribes again")]
+        if framework.suppressed:
+            return [OfferBlocker(why.SUPPRESSED, f"it suppressed offers for role {role!r}: none until it revives",
+                                 {"roles": [role]})]
+        found = self._quota_blockers(role)
+        if not agents:
+            found.append(OfferBlocker(why.NO_AGENTS, "no agent is active (none registered, or all drained)"))
+            return found
+        if not fitting:
+            if found:
+                return found   # the quota explains it: what is free is not for this role
+            mins = framework.min_allocatable if framework.min_allocatable is not None else self.min_allocatable
+            free = Resources.sum(agent.available.allocatable_to(role) if agent.reserved else agent.available
+                                 for agent in agents)
+            wanted = " or ".join(str(m) for m in mins) or "anything"
+            found.append(OfferBlocker(
+                why.MIN_ALLOCATABLE, f"no agent has free what its minimum allocatable needs ({wanted}): the rest "
+                f"is offered to or used by others (free on all agents: {free or 'nothing'})",
+                {"min_allocatable": [str(m) for m in mins], "free": str(free)}))
+            found.append(self._weight_share(framework))
+            return found
+        filters = self._filters.of_framework(framework.id)
+        if all(agent.id in filters and refused_any(filters[agent.id], offer, now) for agent, offer in fitting):
+            live = [(agent_id, flt.expires_at) for agent_id, flts in filters.items() for flt in flts
+                    if flt.expires_at > now]
+            soonest = min(expires for _, expires in live)
+            found.append(OfferBlocker(
+                why.DECLINE_FILTERS, f"it declined the {len(fitting)} agent(s) that could take it: {len(live)} "
+                f"decline filter(s) in force on {len({a for a, _ in live})} agent(s), the soonest ends in "
+                f"{soonest - now:.1f} s", {"filters": len(live), "agents": len({a for a, _ in live}),
+                                           "soonest_expiry": soonest, "expires_in": round(soonest - now, 3)}))
+            return found
+        if not found:
+            found.append(OfferBlocker(why.PENDING, f"nothing blocks it: {len(fitting)} agent(s) can take it at the "
+                                      "next allocation", {"agents": len(fitting)}))
+        return found
+
+    def _quota_blockers(self, role: str) -> list[OfferBlocker]:
+        """Quota that keeps ``role`` from more: limits reached (its own or
+        an ancestor's), free resources held for other roles' guarantees."""
+        quota = self._quota
+        if not quota:
+            return []
+        found = []
+        for path in lineage(role):
+            limit = quota.limits.get(path)
+            if limit is None:
+                continue
+            consumed = quota.consumed(path)
+            full = sorted(kind for kind, amount in limit.items() if consumed.get(kind, 0) >= amount)
+            if full:
+                found.append(OfferBlocker(
+                    why.QUOTA_LIMIT, f"role {path!r} reached its quota limit for {', '.join(full)} (limit "
+                    f"{format_millis(limit)}, consumed {format_millis(consumed) or 'nothing'})",
+                    {"role": path, "kinds": full, "limit": format_millis(limit), "consumed": format_millis(consumed)}))
+        if quota.guarantees:
+            root = quota.guarantee_root(role)
+            own = quota.unsatisfied(root) if root is not None else {}
+            need = quota.required_headroom()
+            free = self._agents.free
+            held = sorted(kind for kind, amount in need.items()
+                          if free.get(kind, 0) > 0 and free.get(kind, 0) - amount + own.get(kind, 0) <= 0)
+            if held:
+                found.append(OfferBlocker(
+                    why.QUOTA_HEADROOM, f"the free {', '.join(held)} are held for other roles' quota guarantees "
+                    f"(still owed: {format_millis(need)})", {"kinds": held, "owed": format_millis(need)}))
+        return found
+
+    def _weight_share(self, framework: _Framework) -> OfferBlocker:
+        """Where the framework's role stands in the allocation order (lower
+        weighted dominant shares come first)."""
+        role = framework.role
+        share = self._role_sorter.share(role)
+        roles = sorted(self._active_roles)
+        ahead = [other for other in roles if other != role and self._role_sorter.share(other) < share]
+        weight = self._weights.get(role, 1.0)
+        return OfferBlocker(
+            why.WEIGHT_SHARE, f"role {role!r} (weight {weight:g}) has a dominant share of {share:.3f}, "
+            f"{ordinal(len(ahead) + 1)} of {len(roles)} active role(s) in the allocation order",
+            {"role": role, "weight": weight, "share": share, "position": len(ahead) + 1, "roles": len(roles),
+             "framework_share": self._framework_sorters[role].share(framework.id)})
+
+    def quota_status(self) -> dict[str, dict[str, str | None]]:
+        """Per role with quota: its ``guarantee``, ``limit`` (None: none)
+        and what its subtree ``consumed`` (reservations included), as text.
+        O(roles with quota · depth · kinds)."""
+        return self._quota.snapshot()
+
+    def weights(self) -> dict[str, float]:
+        """The role weights set (roles left out weigh 1)."""
+        return dict(sorted(self._weights.items()))
 
     def dominant_share(self, framework_id: str) -> float:
         """The framework's dominant share (DRF, among its role's frameworks)."""

@@ -111,10 +111,6 @@ class OfferBook:
         """The framework's offers on the agent, by id (read-only)."""
         return self._by_framework.get(framework_id, {}).get(agent_id, _NONE)
 
-    def agents_of(self, framework_id: str) -> list[str]:
-        """The agents where the framework has offers."""
-        return list(self._by_framework.get(framework_id, ()))
-
     def oldest_first(self, offers: list[Offer]) -> list[Offer]:
         """``offers`` by creation time, then id."""
         created = self._created

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import shutil
 import signal
@@ -22,7 +23,7 @@ from mesoslike.ha.url import ZkUrl
 from mesoslike.master.records import MasterConfig
 from mesoslike.master.roles import RolesFileError, load_roles_file
 from mesoslike.master.storage import FileRegistryStore
-from mesoslike.resources import Resources
+from mesoslike.resources import Resources, similar_kind
 
 __all__ = ["master", "agent", "local"]
 
@@ -57,6 +58,37 @@ def _reload_roles_on_sighup(runtime) -> None:
         signal.signal(signal.SIGHUP, lambda *_: runtime.reload_roles())
 
 
+def _removal_rate(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--agent-removal-rate-limit, checked before anything binds."""
+    from mesoslike.master.partitions import RemovalRateLimit
+
+    if value is None:
+        return None
+    try:
+        RemovalRateLimit.parse(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    return value
+
+
+def _mesos_duration(ctx: click.Context, param: click.Parameter, value: object) -> float:
+    """A duration in Mesos's units (20mins, 3hrs, 2weeks) or seconds."""
+    from mesoslike.master.partitions import parse_mesos_duration
+
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        try:
+            seconds = parse_mesos_duration(str(value))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+    if not seconds > 0:
+        raise click.BadParameter(f"{value!r}: a duration > 0 is needed", ctx, param)
+    return seconds
+
+
 def _master_options(command: str):
     """Options shared by ``master`` and ``local``."""
     decorators = [
@@ -79,7 +111,18 @@ def _master_options(command: str):
                help="Smallest offer worth making: alternatives separated by '|'."),
         option(command, "--agent-reregister-timeout", type=_POSITIVE, default=600.0,
                help="After a master failover or restart: seconds for known agents to re-register "
-                    "before they are removed."),
+                    "before they are marked unreachable."),
+        option(command, "--agent-removal-rate-limit", default=None, show_default="none: at once",
+               callback=_removal_rate,
+               help="Most agents failing health checks marked unreachable per duration, Mesos's format: "
+                    "AGENTS/DURATION, e.g. 1/20mins, 2/3hrs (docs/reliability.rst, \"Partitions\")."),
+        option(command, "--registry-max-agent-age", callback=_mesos_duration, default="2weeks",
+               help="How long an unreachable agent stays in the registry (and may re-register); its "
+                    "partition-aware tasks then end TASK_GONE (e.g. 2weeks, 3days, 12hrs)."),
+        option(command, "--registry-max-agent-count", type=_COUNT, default=_DEFAULTS.registry_max_agent_count,
+               help="Most unreachable agents the registry keeps; the oldest are forgotten first."),
+        option(command, "--registry-gc-interval", callback=_mesos_duration, default="15mins",
+               help="How often the registry forgets unreachable agents past --registry-max-agent-age/-count."),
         _roles_option(command),
         option(command, "--http-auth", type=click.Choice(["writes", "all"]), default="writes",
                help="With --credentials: which HTTP requests need 'Authorization: Bearer TOKEN' (a token of the "
@@ -108,9 +151,11 @@ def _master_options(command: str):
         option(command, "--http-workers", type=_COUNT, default=_DEFAULTS.http_workers,
                help="Threads serving HTTP requests."),
         option(command, "--http-timeout", type=_POSITIVE, default=_DEFAULTS.http_timeout,
-               help="Seconds an HTTP client has to send its request, and again to read the answer."),
+               help="Seconds an HTTP client has to send its request head (from connecting), as long for its "
+                    "body, and to take each 64 KiB of the answer."),
         option(command, "--http-max-connections", type=_COUNT, default=_DEFAULTS.http_max_connections,
-               help="HTTP connections open at once; more are refused with 503."),
+               help="HTTP connections open at once: beyond it the one waiting longest for its request head is "
+                    "closed to make room (503 only when none waits)."),
         option(command, "--max-completed-frameworks", type=click.IntRange(min=0),
                default=_DEFAULTS.max_completed_frameworks,
                help="Removed frameworks (with their ended tasks) /state keeps in completed_frameworks "
@@ -130,6 +175,8 @@ def _master_options(command: str):
 #: the options of _master_options that are MasterConfig fields under the same name
 _CONFIG_OPTIONS = ("allocation_interval", "offer_timeout", "heartbeat_interval", "ping_interval",
                    "max_agent_ping_timeouts", "sorter", "min_allocatable", "agent_reregister_timeout",
+                   "agent_removal_rate_limit", "registry_max_agent_age", "registry_max_agent_count",
+                   "registry_gc_interval",
                    "max_frameworks_per_connection", "max_agents_per_connection", "max_frameworks_per_principal",
                    "max_agents_per_principal", "max_failover_timeout",
                    "max_reconcile_tasks", "http_workers", "http_timeout", "http_max_connections",
@@ -163,6 +210,9 @@ def _stop_on_sigterm(stop) -> None:
 @click.command()
 @config_option("master")
 @_master_options("master")
+@option("master", "--advertise-ip", default=None, show_default="--ip, or this host's address when --ip is 0.0.0.0",
+        help="The address agents, frameworks and ZooKeeper are told to reach this master at (it binds --ip): "
+             "a master bound to 0.0.0.0 never advertises 0.0.0.0.")
 @option("master", "--zk", default=None, show_default="none",
         help="zk://HOST:PORT[,HOST:PORT...]/PATH: run highly available, elected through this ZooKeeper "
              "group, with the registry in ZooKeeper.")
@@ -182,8 +232,8 @@ def _stop_on_sigterm(stop) -> None:
         help="TOML file of principals (keys, kinds, tokens) and ACLs (docs/security.rst): every peer must "
              "authenticate with a listed key.")
 @logging_option("master")
-def master(ip, port, http_port, roles, zk, zk_auth, zk_session_timeout, work_dir, key, credentials, insecure,
-           http_auth, http_tls_cert, http_tls_key, **options) -> None:
+def master(ip, port, http_port, roles, advertise_ip, zk, zk_auth, zk_session_timeout, work_dir, key, credentials,
+           insecure, http_auth, http_tls_cert, http_tls_key, **options) -> None:
     """Run a master. Prints the address it bound."""
     from mesoslike.credentials import load_credentials, load_keys
     from mesoslike.master.runtime import MasterRuntime
@@ -200,11 +250,12 @@ def master(ip, port, http_port, roles, zk, zk_auth, zk_session_timeout, work_dir
                                 zk_session_timeout=zk_session_timeout, keys=load_keys(key),
                                 credentials=load_credentials(credentials) if credentials else None,
                                 insecure=insecure, http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key),
-                                **({"roles": roles} if roles is not None else {}))
+                                advertise_ip=advertise_ip, **({"roles": roles} if roles is not None else {}))
     except MesoslikeError as exc:
         die(str(exc))
     mode = f"contending in {zk}" if zk else "leading"
-    click.echo(f"master {runtime.info.id} listening on {runtime.address} (HTTP {runtime.http_address}), {mode}")
+    bound = f", bound to {runtime.bound_address}" if runtime.bound_address != runtime.address else ""
+    click.echo(f"master {runtime.info.id} listening on {runtime.address} (HTTP {runtime.http_address}){bound}, {mode}")
     _stop_on_sigterm(runtime.stop)
     _reload_roles_on_sighup(runtime)
     try:
@@ -245,6 +296,22 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
         raise click.BadParameter(f"{value!r} is not a duration (e.g. 90s, 15m, 12h, 7d, 1w)", ctx, param) from None
 
 
+def _environment_json(ctx: click.Context, param: click.Parameter, value: object) -> dict[str, str] | None:
+    """--executor-environment-variables: a JSON object of strings (a TOML table from a config file)."""
+    if value is None or isinstance(value, dict):
+        document = value
+    else:
+        try:
+            document = json.loads(str(value))
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", ctx, param) from None
+    if document is not None and (not isinstance(document, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\0" not in k + v
+            for k, v in document.items())):
+        raise click.BadParameter('expected a JSON object of strings, e.g. {"PATH": "/usr/bin:/bin"}', ctx, param)
+    return document
+
+
 @click.group(invoke_without_command=True)  # its subcommands (drain, reactivate): mesoslike.cli.operations
 @config_option("agent")
 @option("agent", "--master", "master_address", default=None, show_default="required",
@@ -262,7 +329,11 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
         show_default="<tmp>/mesoslike-<uid>/agent-<hostname>",
         help="Directory for task sandboxes (<work-dir>/sandboxes) and the checkpoints a restarted agent "
              "recovers its tasks from (<work-dir>/meta). One agent per work dir.")
-@option("agent", "--ip", default="127.0.0.1", help="Address the agent's HTTP endpoints bind (0.0.0.0: all).")
+@option("agent", "--ip", default="127.0.0.1",
+        help="Address the agent's HTTP endpoints bind (0.0.0.0: all; another than loopback needs --credentials, "
+             "or --insecure).")
+@option("agent", "--advertise-ip", default=None, show_default="--ip, or this host's address when --ip is 0.0.0.0",
+        help="The address the agent tells the master its HTTP endpoints are at (it binds --ip): never 0.0.0.0.")
 @option("agent", "--http-port", type=_PORT, default=0,
         help="Port of the agent's HTTP endpoints (/files, /state, /monitor/statistics; 0 = any free port). "
              "The agent tells the master, whose /state shows it.")
@@ -294,11 +365,11 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
 @option("agent", "--gc-disk-watermark", type=click.FloatRange(0, 1, min_open=True), default=0.9,
         help="Remove the oldest ended sandboxes sooner once the work dir's disk is this full (a fraction).")
 @option("agent", "--drain-timeout", callback=_duration, default="30s",
-        help="On SIGUSR1 (drain): how long to wait for the killed tasks' updates to be acknowledged before "
-             "unregistering anyway.")
+        help="On SIGUSR1 (decommission): how long to wait for the killed tasks' updates to be acknowledged "
+             "before unregistering anyway.")
 @option("agent", "--drain", is_flag=True, default=False, show_default="off",
-        help="Do not run an agent: drain the one running on --work-dir (SIGUSR1: its tasks are killed, "
-             "TASK_KILLED, and it unregisters) and wait for it to exit.")
+        help="Deprecated: `mesoslike agent decommission` (the agent of --work-dir kills its tasks, unregisters "
+             "and exits). `mesoslike agent drain` is the master's drain, Mesos's DRAIN_AGENT.")
 @option("agent", "--fetcher-cache-size", callback=_size, default="2GB",
         help="Bytes the fetcher's cache of URIs (<work-dir>/fetcher-cache, for URIs with cache=true) may hold; "
              "the least recently used files are evicted first. 0: nothing is cached.")
@@ -322,40 +393,68 @@ def _duration(ctx: click.Context, param: click.Parameter, value: object) -> floa
 @option("agent", "--image-cache-size", callback=_size, default="10GB",
         help="Bytes the unpacked image layers (<work-dir>/images) may take; the least recently used layers "
              "no running task uses are removed first.")
+@option("agent", "--secrets-dir", type=click.Path(file_okay=False), default=None, show_default="none",
+        help="Directory of the secrets tasks reference (Secret REFERENCE): <dir>/<principal>/<name>, a principal's "
+             "tasks reaching only its own; owned by the agent's user, files mode 0600 or 0400 "
+             "(docs/containers.rst, Secrets).")
+@option("agent", "--shared-task-users", default="", show_default="none",
+        help="Unix users (comma-separated; * for any) that tasks of different principals may share on this agent. "
+             "Any other user runs the tasks of one principal at a time: a task of another principal as that user is "
+             "refused (TASK_ERROR). Sharing lets them read each other's processes and files (docs/security.rst).")
+@option("agent", "--credentials", "credentials_file", type=click.Path(dir_okay=False), default=None,
+        show_default="none",
+        help="The cluster's credentials file (the master's): every HTTP endpoint but /health then needs a "
+             "principal's token (Authorization: Bearer TOKEN), and a framework's sandboxes are served only to the "
+             "principals the access_sandboxes ACL allows (docs/agent.rst, Authorization).")
+@option("agent", "--insecure", is_flag=True, default=False, show_default="off",
+        help="Serve HTTP without --credentials on an address other than loopback (anyone who reaches it may read "
+             "every sandbox); warned at every start.")
+@option("agent", "--executor-environment-variables", callback=_environment_json, default=None, show_default="PATH only",
+        help='The base environment of every task, a JSON object ({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}): '
+             "tasks never get the agent's own environment (docs/framework-api.rst).")
 @client_key_options
 @logging_option("agent")
 @click.pass_context
-def agent(ctx: click.Context, master_address, resources, attributes, hostname, port, work_dir, ip, http_port, recover,
+def agent(ctx: click.Context, master_address, resources, attributes, hostname, port, work_dir, ip, advertise_ip,
+          http_port, recover,
           recovery_timeout, isolation, cgroups_root, cgroups_cpu_quota, switch_user, gc_delay, gc_disk_watermark,
           drain_timeout, drain, fetcher_cache_size, fetcher_timeout, fetcher_max_size, executor_reregistration_timeout,
           executor_registration_timeout, allowed_host_paths, docker_registry, docker_config,
-          docker_insecure_registries, image_cache_size, key, master_key) -> None:
+          docker_insecure_registries, image_cache_size, secrets_dir, shared_task_users, credentials_file, insecure,
+          executor_environment_variables, key, master_key) -> None:
     """Run an agent that runs the tasks its master sends it. With
     --master-key it talks to, and takes commands from, that master only.
 
     SIGTERM or Ctrl-C stops the agent and leaves its tasks running under
     their supervisors: an agent restarted on the same work dir recovers
-    them. SIGUSR1 drains the machine: the tasks are killed (TASK_KILLED) and
-    the agent unregisters, so the master does not wait for it.
+    them. SIGUSR1 (`mesoslike agent decommission`) takes the machine out of
+    the cluster: the tasks are killed (TASK_KILLED) and the agent
+    unregisters and exits, so the master does not wait for it.
 
     `mesoslike agent drain` and `reactivate` ask the master to drain an
-    agent from afar (docs/operations.rst)."""
+    agent from afar, Mesos's DRAIN_AGENT: no offers, its tasks killed after
+    a grace, the agent kept, DRAINED (docs/operations.rst)."""
     if ctx.invoked_subcommand is not None:
         return
     from mesoslike.agent.runtime import AgentRuntime, default_work_dir
 
     if drain:
-        _drain_agent(work_dir or default_work_dir(hostname or socket.gethostname()), drain_timeout)
+        click.echo("warning: `mesoslike agent --drain` is deprecated: it is `mesoslike agent decommission` "
+                   "(`mesoslike agent drain` is the master's drain)", err=True)
+        _decommission(work_dir or default_work_dir(hostname or socket.gethostname()), drain_timeout)
         return
     if not master_address:
         raise click.UsageError("--master is required (or MESOSLIKE_AGENT_MASTER, or MESOSLIKE_MASTER)")
+    _warn_of_near_misses(resources)
     try:
-        from mesoslike.credentials import client_keys
+        from mesoslike.credentials import client_keys, load_credentials
 
         keys, server_key = client_keys(key, master_key)
+        credentials = load_credentials(credentials_file) if credentials_file else None
         runtime = AgentRuntime(master_address, resources, attributes, hostname, work_dir, port=port, keys=keys,
                                master_key=server_key,
-                               kill_tasks_on_exit=False, http_port=http_port, http_ip=ip, recover=recover,
+                               kill_tasks_on_exit=False, http_port=http_port, http_ip=ip, advertise_ip=advertise_ip,
+                               recover=recover,
                                recovery_timeout=recovery_timeout, isolation=isolation, cgroups_root=cgroups_root,
                                cgroups_cpu_quota=cgroups_cpu_quota, switch_user=switch_user, gc_delay=gc_delay,
                                gc_disk_watermark=gc_disk_watermark, drain_timeout=drain_timeout,
@@ -367,7 +466,11 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
                                docker_registry=docker_registry, docker_config=docker_config,
                                docker_insecure_registries=tuple(name.strip() for name in
                                                                 docker_insecure_registries.split(",") if name.strip()),
-                               image_cache_size=image_cache_size, on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
+                               image_cache_size=image_cache_size,
+                               secrets_dir=secrets_dir, environment=executor_environment_variables,
+                               credentials=credentials, insecure=insecure,
+                               shared_task_users=[u.strip() for u in shared_task_users.split(",") if u.strip()],
+                               on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
     except MesoslikeError as exc:
         die(str(exc))
     click.echo(f"agent {runtime.info.hostname} with {runtime.info.resources} -> {master_address}; "
@@ -386,8 +489,46 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
         die(str(exc))
 
 
-def _drain_agent(work_dir: str, timeout: float) -> None:
-    """``mesoslike agent --drain``: SIGUSR1 to the agent of ``work_dir``, then wait for it to exit."""
+def _warn_of_near_misses(resources: str | None) -> None:
+    """Say which resource names of ``--resources`` look like a typo of one
+    mesoslike knows (``cpu:4`` is offered as a custom resource named
+    ``cpu``, and the cpus are detected): a warning, not an error, since
+    custom resources are allowed. A string that does not parse is left to
+    the agent to refuse."""
+    try:
+        parsed = Resources.parse(resources or "")
+    except MesoslikeError:
+        return
+    for kind in sorted({*parsed.scalars(), *parsed.range_names()}):
+        name = kind.partition("(")[0]
+        near = similar_kind(name)
+        if near is not None:
+            click.echo(f"warning: --resources: {name!r} is not a resource mesoslike knows (did you mean {near}?); "
+                       f"it is offered as a custom resource named {name!r}"
+                       + (f", and {near} is detected" if near in ("cpus", "mem", "disk") else ""), err=True)
+
+
+@click.command("decommission")
+@option("agent", "--work-dir", type=click.Path(file_okay=False), default=None,
+        show_default="<tmp>/mesoslike-<uid>/agent-<hostname>", help="The work dir of the agent to decommission.")
+@option("agent", "--hostname", default=None, show_default="this machine's name",
+        help="The agent's name (finds its default --work-dir).")
+@option("agent", "--drain-timeout", callback=_duration, default="30s",
+        help="How long the agent waits for its killed tasks' updates to be acknowledged before unregistering "
+             "anyway (this command waits that long and 30 s more for it to exit).")
+def decommission(work_dir: str | None, hostname: str | None, drain_timeout: float) -> None:
+    """Take the agent running on this machine (on --work-dir) out of the
+    cluster for good: it kills its tasks (TASK_KILLED), waits for their
+    updates to be acknowledged, unregisters and exits; this command waits
+    for it (SIGUSR1 to the agent does the same). To stop offering an agent
+    and keep it, see `mesoslike agent drain` (the master's drain)."""
+    from mesoslike.agent.runtime import default_work_dir
+
+    _decommission(work_dir or default_work_dir(hostname or socket.gethostname()), drain_timeout)
+
+
+def _decommission(work_dir: str, timeout: float) -> None:
+    """SIGUSR1 to the agent of ``work_dir``, then wait for it to exit."""
     from mesoslike.agent.supervisor import process_start_ticks, read_json
 
     pid_file = os.path.join(work_dir, "meta", "agent.pid")
@@ -399,13 +540,13 @@ def _drain_agent(work_dir: str, timeout: float) -> None:
     if not isinstance(pid, int) or process_start_ticks(pid) != ticks:
         die(f"the agent of {work_dir} (pid {pid}) is not running")
     os.kill(pid, signal.SIGUSR1)
-    click.echo(f"draining the agent of {work_dir} (pid {pid}): its tasks are killed, then it unregisters")
+    click.echo(f"decommissioning the agent of {work_dir} (pid {pid}): its tasks are killed, then it unregisters")
     deadline = time.monotonic() + timeout + 30.0
     while process_start_ticks(pid) == ticks:
         if time.monotonic() > deadline:
             die(f"the agent (pid {pid}) is still running {timeout + 30.0:g} s later")
         time.sleep(0.1)
-    click.echo("drained")
+    click.echo("decommissioned: the agent has unregistered and exited")
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
@@ -415,11 +556,15 @@ def _drain_agent(work_dir: str, timeout: float) -> None:
         help="Resources of each agent.")
 @option("local", "--work-dir", type=click.Path(file_okay=False), default=None,
         show_default="a temporary dir, removed on exit", help="Directory for the agents' sandboxes (kept).")
+@option("local", "--services", "with_services", is_flag=True, default=False, show_default="off",
+        help="Also run the service scheduler (`mesoslike services serve`, docs/services.rst), its REST API and page "
+             "on --services-port; COMMAND gets MESOSLIKE_SERVICES.")
+@option("local", "--services-port", type=_PORT, default=8080, help="With --services: the port of its REST API.")
 @_master_options("local")
 @logging_option("local")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, http_auth, http_tls_cert, http_tls_key,
-          command, **options) -> None:
+          command, with_services, services_port, **options) -> None:
     """A master and N agents in one process, no ZooKeeper. Agents are named
     node-0 ... node-<N-1> and carry the attribute room:er<i mod 2>.
 
@@ -438,6 +583,7 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
     base = work_dir or tempfile.mkdtemp(prefix="mesoslike-local-")
     try:
         Resources.parse(resources)
+        _warn_of_near_misses(resources)
         config = _master_config(options)
         keys = None if insecure else local_keys(os.path.join(base, "keys"), agents, getpass.getuser())
         master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, roles=roles, insecure=insecure,
@@ -451,25 +597,50 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
     master_runtime.start()
     _reload_roles_on_sighup(master_runtime)
     agent_runtimes = []
+    services = None
     try:
         for i in range(agents):
             agent_runtimes.append(AgentRuntime(
                 master_runtime.address, resources, {"room": f"er{i % 2}"}, f"node-{i}",
                 os.path.join(base, f"node-{i}"), keys=keys.agents[i] if keys else None,
-                master_key=keys.master.public if keys else None).start())
+                master_key=keys.master.public if keys else None,
+                credentials=keys.credentials if keys else None).start())
         click.echo(f"local cluster: master {master_runtime.address} (HTTP {master_runtime.http_address}), "
                    f"{agents} agents with {resources}; sandboxes in {base}")
         if keys is not None:
             click.echo(f"authenticated: keys and credentials in {keys.directory} (client key {keys.client_secret}, "
                        f"master key {keys.master_public}, operator token in {keys.directory}/operator.token)")
-        status = _run_local(master_runtime, list(command), keys.client_environment() if keys else {})
+        environment = keys.client_environment() if keys else {}
+        if with_services:
+            services = _local_services(master_runtime.address, ip, services_port, base, keys)
+            environment["MESOSLIKE_SERVICES"] = services.address
+        status = _run_local(master_runtime, list(command), environment)
     finally:
+        if services is not None:
+            services.stop()
         for runtime in agent_runtimes:
             runtime.stop()
         master_runtime.stop()
         if work_dir is None:  # ours: the sandboxes go with the cluster (give --work-dir to keep them)
             shutil.rmtree(base, ignore_errors=True)
     raise SystemExit(status)
+
+
+def _local_services(master: str, ip: str, port: int, base: str, keys):
+    """``local --services``: the service scheduler beside the cluster, as the
+    cluster's client principal, its API for the operator's token."""
+    from mesoslike.frameworks.services.runner import ServicesRunner
+
+    try:
+        runner = ServicesRunner(master, ip=ip, http_port=port, work_dir=os.path.join(base, "services"),
+                                credentials=keys.credentials if keys else None,
+                                key=keys.client_secret if keys else None, master_key=keys.master_public if keys else None,
+                                user=getpass.getuser())
+        runner.start()
+    except MesoslikeError as exc:
+        die(f"cannot start the service scheduler: {exc}")
+    click.echo(f"service scheduler: REST API and page on {runner.address}/ (`mesoslike app ...`, the marathon client)")
+    return runner
 
 
 def _run_local(master_runtime, command: list[str], environment: dict[str, str]) -> int:

@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import click
 
@@ -56,6 +57,13 @@ def _job_client(fuxi_address: str, timeout: float, key: str | None, fuxi_key: st
 def _timeout_option(command: str):
     return option(command, "--timeout", type=_POSITIVE, default=10.0,
                   help="Seconds to wait for the service to answer a request.")
+
+
+def _reattach_option(command: str):
+    return option(command, "--reattach-timeout", type=click.FloatRange(min=0), default=600.0,
+                  help="With --wait: how long to keep asking a Fuxi service that does not answer — one "
+                       "restarting, or a failover to a new leader — before giving up (exit 1). The job goes on "
+                       "meanwhile; serve's --failover-timeout is how long its workers outlive a service.")
 
 
 @click.group()
@@ -126,7 +134,7 @@ def serve(master_address, zk_url, ip, port, http_port, quota, name, role, work_d
     Each job's AppMaster and workers get key pairs of their own."""
     from mesoslike import DriverStatus
     from mesoslike.credentials import load_credentials, load_keys
-    from mesoslike.frameworks.fuxi.service import JobServer
+    from mesoslike.frameworks.fuxi.service import STANDBY_REFUSAL, JobServer
 
     if zk_url and not work_dir:
         die("--zk needs --work-dir: the jobs' AppMaster snapshots and logs go there (shared by the services)", 2)
@@ -139,15 +147,15 @@ def serve(master_address, zk_url, ip, port, http_port, quota, name, role, work_d
     try:
         serving_keys = load_keys(key) if credentials else None
         serving_credentials = load_credentials(credentials) if credentials else None
-        server = JobServer(None, f"tcp://{ip}:{port}", refusing="this Fuxi scheduler is a standby, not the "
-                                                                "leader: ask with --fuxi zk://... to reach it",
-                           keys=serving_keys, credentials=serving_credentials, insecure=insecure)
+        server = JobServer(None, f"tcp://{ip}:{port}", refusing=STANDBY_REFUSAL, keys=serving_keys,
+                           credentials=serving_credentials, insecure=insecure, work_dir=work_dir)
     except MesoslikeError as exc:
         die(str(exc))
     page = _status_page(ip, http_port, server) if http_port is not None else None
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    leadership = _Leadership(zk_url, server.address, name, stopping, zk_session_timeout) if zk_url else None
+    leadership = _Leadership(zk_url, server.address, name, stopping, zk_session_timeout, server.hold) \
+        if zk_url else None
     driver = service = store = None
     try:
         if leadership is not None:
@@ -161,14 +169,15 @@ def serve(master_address, zk_url, ip, port, http_port, quota, name, role, work_d
         state = _read(store) if store is not None else None
         service = _service(state, store, config, master_address, work_dir, ip, zk_url, failover_timeout,
                            keep_ended, serving_credentials, serving_keys.public if serving_keys else None)
-        server.serve(service)
+        service.service_address = server.address   # for the AppMasters it adopts or starts
         # the kept framework id: the master hands this framework's tasks over to it
         driver = _driver(service, name, role, failover_timeout, master_address,
                          state.service.framework_id if state is not None and state.service is not None else "",
-                         key, master_key)
+                         key, master_key, webui_url=f"{page.address}/" if page is not None else "")
         service.attach(driver)
         if state is not None:
             service.recover(state)
+        server.serve(service)   # (after the jobs are back: a request held since the election asks of them)
         groups = ", ".join(f"{g.name} ({g.maximum or 'no maximum'})"
                            for g in sorted(service.core.scheduler.groups.values(), key=lambda g: g.name))
         click.echo(f"fuxi scheduler {name!r} serving jobs on {server.address}, framework in role {role} on "
@@ -318,13 +327,14 @@ def _service(state, store, config, master_address, work_dir, ip, zk_url, failove
 
 
 def _driver(service, name: str, role: str, failover_timeout: float, master_address: str, framework_id: str,
-            key: str | None = None, master_key: str | None = None):
-    """A driver for the framework, resuming ``framework_id`` (a failover) if there is one."""
+            key: str | None = None, master_key: str | None = None, webui_url: str = ""):
+    """A driver for the framework, resuming ``framework_id`` (a failover) if there is one;
+    ``webui_url``: the service's page, which the master's dashboard links (docs/dashboard.rst)."""
     from mesoslike import FrameworkInfo, SchedulerDriver
 
     try:
         return SchedulerDriver(service, FrameworkInfo(name=name, role=role, failover_timeout=failover_timeout,
-                                                      id=framework_id), master_address, key=key,
+                                                      id=framework_id, webui_url=webui_url), master_address, key=key,
                                master_key=master_key)
     except MesoslikeError as exc:
         die(str(exc))
@@ -336,24 +346,29 @@ class _Leadership:
     next leader takes over from the kept state)."""
 
     def __init__(self, zk_url: str, address: str, name: str, stopping: threading.Event,
-                 session_timeout: float) -> None:
+                 session_timeout: float, on_elected: Callable[[], None] = lambda: None) -> None:
         from mesoslike import MasterContender, ZkUrl
 
         self.url = zk_url
         self.lost = ""
         self._leaving = False
         self._elected = threading.Event()
+        self._on_elected = on_elected
         self._stopping = stopping
         try:
             parsed = ZkUrl.parse(zk_url)
             self.path = parsed.path
             self.contender = MasterContender(parsed, {"address": address, "name": name, "id": str(uuid.uuid4()),
                                                       "hostname": socket.gethostname()},
-                                             on_elected=self._elected.set, on_demoted=self._demoted,
-                                             session_timeout=session_timeout)
+                                             on_elected=self._elected_now, on_demoted=self._demoted,
+                                             session_timeout=session_timeout, warn_unverified=False)
             self.contender.start()
         except MesoslikeError as exc:
             die(str(exc))
+
+    def _elected_now(self) -> None:
+        self._on_elected()   # (the job server holds requests until the jobs are loaded)
+        self._elected.set()
 
     def _demoted(self, reason: str) -> None:
         if not self._leaving:   # not its own stop at the end
@@ -387,10 +402,11 @@ class _Leadership:
         help="Show the job's progress until it ends; exit 0 only if it succeeded.")
 @option("fuxi_submit", "--interval", type=_POSITIVE, default=0.5, help="Seconds between progress polls with --wait.")
 @_timeout_option("fuxi_submit")
+@_reattach_option("fuxi_submit")
 @_fuxi_key_options
 @logging_option("fuxi_submit")
 @click.argument("job_file", metavar="JOB.toml", type=click.Path(dir_okay=False))
-def submit(fuxi_address, wait, interval, timeout, key, fuxi_key, job_file) -> None:
+def submit(fuxi_address, wait, interval, timeout, reattach_timeout, key, fuxi_key, job_file) -> None:
     """Submit the job in JOB.toml (the job file of docs/fuxi.rst) and print its
     id. A job file that is not valid exits 2 and sends nothing."""
     from mesoslike.frameworks.fuxi.model import JobSpecError, check_runnable, parse_job, read_toml
@@ -407,23 +423,49 @@ def submit(fuxi_address, wait, interval, timeout, key, fuxi_key, job_file) -> No
             job_id = client.submit(document)
             click.echo(f"submitted {job_id} ({spec.name})")
             if wait:
-                raise SystemExit(_follow(client, job_id, interval))
+                raise SystemExit(_follow(client, job_id, interval, reattach_timeout))
     except MesoslikeError as exc:
         die(str(exc))
 
 
-def _follow(client, job_id: str, interval: float) -> int:
+def _follow(client, job_id: str, interval: float, reattach_timeout: float) -> int:
+    """Show the job's progress until it ends; the exit status (0: it
+    succeeded). A service that stops answering (a restart, a failover) is
+    asked again until ``reattach_timeout`` s have passed without an answer."""
+    from mesoslike.frameworks.fuxi.service import STANDBY_REFUSAL, JobRefused, NoAnswer
+
     bar = ProgressBar(sys.stdout.isatty())
+    silent_since: float | None = None
     try:
         while True:
-            job = client.status(job_id)["jobs"][0]
+            try:
+                job = client.status(job_id)["jobs"][0]
+            except (NoAnswer, JobRefused) as exc:
+                if isinstance(exc, JobRefused) and str(exc) != STANDBY_REFUSAL:
+                    raise   # an unknown job (a restart that kept nothing), not authorized...
+                now = time.monotonic()
+                if silent_since is None:
+                    silent_since = now
+                    bar.close()
+                    click.echo(f"{exc}; still following {job_id} (for up to {reattach_timeout:g}s without an "
+                               "answer: a restart or a new leader takes the job over)", err=True)
+                elif now - silent_since > reattach_timeout:
+                    raise NoAnswer(f"no answer about {job_id} for {reattach_timeout:g}s (--reattach-timeout): "
+                                   f"stopped following; `mesoslike fuxi status --wait {job_id}` follows it "
+                                   "again") from None
+                time.sleep(interval)
+                continue
+            if silent_since is not None:
+                silent_since = None
+                bar.forget()   # show the progress again after our message
+                click.echo(f"following {job_id} again at {client.address}", err=True)
             if job["state"] != "running":
                 break
             bar.show(progress_line(job))
             time.sleep(interval)
     except KeyboardInterrupt:
         bar.close()
-        click.echo(f"stopped following {job_id}; it goes on (`mesoslike fuxi status {job_id}`)", err=True)
+        click.echo(f"stopped following {job_id}; it goes on (`mesoslike fuxi status --wait {job_id}`)", err=True)
         return 130
     bar.show(progress_line(job))
     bar.close()
@@ -456,6 +498,10 @@ class ProgressBar:
         if self.tty and self.last:
             click.echo()
 
+    def forget(self) -> None:
+        """The next line is shown even if unchanged (something else was printed since)."""
+        self.last = ""
+
 
 def bar(done: int, total: int, width: int = 24) -> str:
     """``[#########...............]`` for ``done`` of ``total``."""
@@ -484,15 +530,27 @@ def progress_line(job: dict) -> str:
 @_fuxi_option()
 @option("fuxi_status", "--json", "as_json", is_flag=True, default=False, show_default="off",
         help="Print the raw JSON document.")
+@option("fuxi_status", "--wait", is_flag=True, default=False, show_default="off",
+        help="With JOB: show its progress until it ends, as `submit --wait` (across a restart of the service or "
+             "a new leader); exit 0 only if it succeeded.")
+@option("fuxi_status", "--interval", type=_POSITIVE, default=0.5, help="Seconds between progress polls with --wait.")
 @_timeout_option("fuxi_status")
+@_reattach_option("fuxi_status")
 @_fuxi_key_options
 @logging_option("fuxi_status")
 @click.argument("job", required=False)
-def status(fuxi_address, as_json, timeout, key, fuxi_key, job) -> None:
+def status(fuxi_address, as_json, wait, interval, timeout, reattach_timeout, key, fuxi_key, job) -> None:
     """Jobs (or JOB) with their units: desired and granted slots, the hosts
-    of the slots, instances done/total, and why a unit waits."""
+    of the slots, instances done/total, and why a unit waits. With --wait,
+    follow JOB until it ends."""
+    if wait and not job:
+        die("--wait follows one job: give its id (`mesoslike fuxi status --wait JOB`)", 2)
+    if wait and as_json:
+        die("--wait shows progress, --json one document: give one of them", 2)
     try:
         with _job_client(fuxi_address, timeout, key, fuxi_key) as client:
+            if wait:
+                raise SystemExit(_follow(client, job, interval, reattach_timeout))
             document = client.status(job)
     except MesoslikeError as exc:
         die(str(exc))

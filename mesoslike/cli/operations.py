@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
-from typing import Callable
+from typing import Callable, cast
 
 import click
 
-from mesoslike.cli.options import client_key_options, die, logging_option, option
+from mesoslike.cli.options import client_key_options, die, logging_option, option, timeout_option, token_option
 from mesoslike.errors import MesoslikeError
 
-__all__ = ["operate", "framework", "drain", "reactivate", "kill_task_command", "operator_options", "reserve",
-           "unreserve"]
+__all__ = ["operate", "call", "leader_http", "framework", "drain", "reactivate", "gone", "kill_task_command",
+           "operator_options", "reserve", "unreserve"]
 
 
 def operator_options(command: str) -> Callable:
@@ -34,10 +35,8 @@ def operator_options(command: str) -> Callable:
             option("", "--master", "master_address", required=True,
                    help="The master: tcp://HOST:PORT or zk://HOST:PORT[,...]/PATH (its state names the leader's "
                         "HTTP address), or the leader's http(s)://HOST:PORT."),
-            option("", "--token", default=None, show_default="none",
-                   help="The operator's HTTP bearer token (of the credentials file; `mesoslike local` exports it)."),
-            option(command, "--timeout", type=click.FloatRange(min=0, min_open=True), default=10.0,
-                   help="Seconds to wait for the master."),
+            token_option,
+            timeout_option(command),
             client_key_options,
             logging_option(command),
         ]):
@@ -46,52 +45,76 @@ def operator_options(command: str) -> Callable:
     return apply
 
 
-def operate(master: str, path: str, request: dict, token: str | None, timeout: float,
-            key: str | None = None, master_key: str | None = None) -> dict:
-    """POST ``request`` to ``path`` of the leading master; its answer, or
-    :class:`MesoslikeError` with the master's refusal. A master that says it
-    does not lead is asked once more, at the leader it names."""
+def leader_http(master: str, timeout: float, key: str | None = None, master_key: str | None = None) -> str:
+    """The HTTP address of the master ``master`` names: itself if it is an
+    ``http(s)://`` address, else what its state says of the leader."""
     if master.startswith(("http://", "https://")):
-        http = master.rstrip("/")
-    else:
-        from mesoslike.cli.state import fetch_state
+        return master.rstrip("/")
+    from mesoslike.cli.state import fetch_state
 
-        http = (fetch_state(master, timeout, key, master_key).get("leader") or {}).get("http_address", "")
-        if not http:
-            raise MesoslikeError(f"the master at {master} serves no HTTP (started with no --http-port?)")
-    code, answer = _post(http + path, request, token, timeout)
-    leader = (answer.get("leader") or {}).get("http_address") if code == 409 else None
+    http = (fetch_state(master, timeout, key, master_key).get("leader") or {}).get("http_address", "")
+    if not http:
+        raise MesoslikeError(f"the master at {master} serves no HTTP (started with no --http-port?)")
+    return http.rstrip("/")
+
+
+def operate(master: str, path: str, request: dict | None, token: str | None, timeout: float,
+            key: str | None = None, master_key: str | None = None) -> dict | list:
+    """POST ``request`` to ``path`` of the leading master (GET when
+    ``request`` is None); its answer, or :class:`MesoslikeError` with the
+    master's refusal. A master that says it does not lead is asked once
+    more, at the leader it names."""
+    http = leader_http(master, timeout, key, master_key)
+    code, answer = _request(http + path, request, token, timeout)
+    follower = isinstance(answer, dict) and (code == 409 or answer.get("is_leader") is False)
+    leader = (answer.get("leader") or {}).get("http_address") if follower and isinstance(answer, dict) else None
     if leader and leader.rstrip("/") != http:
-        code, answer = _post(leader.rstrip("/") + path, request, token, timeout)
+        code, answer = _request(leader.rstrip("/") + path, request, token, timeout)
     if code != 200:
-        raise MesoslikeError(f"the master refused ({code}): {answer.get('error', answer)}")
+        raise MesoslikeError(f"the master refused ({code}): "
+                             f"{answer.get('error', answer) if isinstance(answer, dict) else answer}")
+    if isinstance(answer, dict) and answer.get("is_leader") is False:
+        raise MesoslikeError(f"the master at {http} does not lead, and knows of no leader: try again in a moment")
     return answer
 
 
-def _post(url: str, request: dict, token: str | None, timeout: float) -> tuple[int, dict]:
+def _request(url: str, request: dict | None, token: str | None, timeout: float) -> tuple[int, dict | list]:
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    post = urllib.request.Request(url, data=json.dumps(request).encode(), headers=headers, method="POST")
+    data = None if request is None else json.dumps(request).encode()
+    ask = urllib.request.Request(url, data=data, headers=headers, method="GET" if request is None else "POST")
     try:
-        with urllib.request.urlopen(post, timeout=timeout) as response:
+        with urllib.request.urlopen(ask, timeout=timeout) as response:
             return response.status, _json(response.read())
     except urllib.error.HTTPError as exc:
-        return exc.code, _json(exc.read()) or {"error": exc.reason}
+        answer = _json(exc.read())
+        return exc.code, answer or {"error": exc.reason}
     except (urllib.error.URLError, OSError) as exc:
-        raise MesoslikeError(f"cannot reach the master at {url.rsplit('/', 2)[0]}: {exc}") from None
+        where = urllib.parse.urlsplit(url)
+        raise MesoslikeError(f"cannot reach the master at {where.scheme}://{where.netloc}: {exc}") from None
 
 
-def _json(body: bytes) -> dict:
+def _json(body: bytes) -> dict | list:
     try:
         answer = json.loads(body)
     except ValueError:
         return {"error": body[:200].decode("utf-8", "replace")}
-    return answer if isinstance(answer, dict) else {"answer": answer}
+    return answer if isinstance(answer, (dict, list)) else {"answer": answer}
 
 
-def _run(master: str, path: str, request: dict, token: str | None, timeout: float, key: str | None,
+def _run(master: str, path: str, request: dict | None, token: str | None, timeout: float, key: str | None,
          master_key: str | None) -> dict:
+    """:func:`operate`, its answer an object; its error printed (exit 1)."""
+    answer = call(master, path, request, token, timeout, key, master_key)
+    if not isinstance(answer, dict):
+        die(f"the master answered {path} with {type(answer).__name__}, not an object")
+    return cast(dict, answer)
+
+
+def call(master: str, path: str, request: dict | None, token: str | None, timeout: float, key: str | None,
+         master_key: str | None) -> dict | list:
+    """:func:`operate`; its error printed (exit 1)."""
     try:
         return operate(master, path, request, token, timeout, key, master_key)
     except MesoslikeError as exc:
@@ -162,6 +185,20 @@ def reactivate(master_address: str, token: str | None, timeout: float, key: str 
     click.echo(f"agent {answer['agent_id']} ({answer['hostname']}) reactivated (it was {answer['was']})")
 
 
+@click.command("gone")
+@operator_options("agent")
+@click.argument("agent")
+def gone(master_address: str, token: str | None, timeout: float, key: str | None, master_key: str | None,
+         agent: str) -> None:
+    """Mark agent AGENT gone for good, an id or a hostname, registered or
+    unreachable (POST /agents/gone, Mesos's MARK_AGENT_GONE): its tasks end
+    TASK_GONE_BY_OPERATOR (TASK_LOST for frameworks that are not
+    partition-aware), and it may not come back under its id."""
+    answer = _run(master_address, "/agents/gone", {"agent": agent}, token, timeout, key, master_key)
+    click.echo(f"agent {answer['agent_id']} ({answer['hostname']}, {answer['was']}) marked gone; "
+               f"its {answer['tasks']} task(s) are gone")
+
+
 @click.command("reserve")
 @operator_options("reserve")
 @option("reserve", "--label", "labels", multiple=True, metavar="KEY[=VALUE]",
@@ -188,8 +225,10 @@ def reserve(master_address: str, token: str | None, timeout: float, key: str | N
 @click.argument("resources")
 def unreserve(master_address: str, token: str | None, timeout: float, key: str | None, master_key: str | None,
               agent: str, resources: str) -> None:
-    """Unreserve dynamically reserved RESOURCES on agent AGENT, written as
-    /state shows them, e.g. "cpus(analytics,ops):2" (POST /unreserve)."""
+    """Unreserve dynamically reserved RESOURCES on agent AGENT (POST
+    /unreserve), written as /state shows them, e.g. "cpus(analytics,ops):2",
+    or as `mesoslike reserve` took them, "cpus(analytics):2": the role's
+    reservation by this operator."""
     answer = _run(master_address, "/unreserve", {"agent_id": agent, "resources": resources}, token, timeout, key,
                   master_key)
     click.echo(f"agent {answer['agent_id']} ({answer['hostname']}): {answer['unreserved']} unreserved "

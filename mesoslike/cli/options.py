@@ -16,7 +16,7 @@ from click.core import ParameterSource
 from mesoslike.observations import NOTICE
 
 __all__ = ["option", "ConfigOption", "config_option", "logging_option", "configure_logging", "JsonLogFormatter", "die",
-           "client_key_options"]
+           "client_key_options", "timeout_option", "token_option", "CLIENT_TIMEOUT"]
 
 #: ``ctx.meta`` key of the settings a ``--config`` file gave: (path, table or "", {parameter name: key})
 _CONFIG_META = "mesoslike.config"
@@ -175,6 +175,22 @@ def client_key_options(fn: Callable) -> Callable:
     return option("", "--key", type=click.Path(dir_okay=False), default=None, show_default="none",
                   help="This peer's secret certificate (NAME.key_secret, mode 0600), listed in the master's "
                        "credentials.")(fn)
+
+
+#: how long a client command (state, task log, task kill, the operator's commands) waits for the master by default (s)
+CLIENT_TIMEOUT = 10.0
+
+
+def timeout_option(command: str, what: str = "the master") -> Callable:
+    """``--timeout SECONDS`` of a client command: the same default everywhere (:data:`CLIENT_TIMEOUT`)."""
+    return option(command, "--timeout", type=click.FloatRange(min=0, min_open=True), default=CLIENT_TIMEOUT,
+                  help=f"Seconds to wait for {what}.")
+
+
+def token_option(fn: Callable) -> Callable:
+    """``--token`` (``MESOSLIKE_TOKEN``): the operator's HTTP bearer token."""
+    return option("", "--token", default=None, show_default="none",
+                  help="The operator's HTTP bearer token (of the credentials file; `mesoslike local` exports it).")(fn)
 
 
 def die(message: str, code: int = 1) -> None:

@@ -10,6 +10,7 @@ endpoints, found through the master (:mod:`mesoslike.cli.task`).
 from __future__ import annotations
 
 import contextlib
+import secrets
 import shlex
 import signal
 import sys
@@ -32,6 +33,12 @@ FAILURES_SHOWN = 10
 _TTY_PERIOD = 0.1   # seconds between two progress lines on a terminal
 #: seconds a stop (Ctrl-C, SIGTERM, --timeout) waits for the killed tasks' TASK_KILLED before tearing down
 KILL_WAIT = 10.0
+#: without --timeout, how long a run waits for an agent big enough for its instances (s)
+UNFIT_TIMEOUT = 60.0
+#: how often the master is asked whether some agent is big enough, while none was offered (s)
+UNFIT_CHECK_INTERVAL = 5.0
+#: how soon, while not subscribed yet, the master is asked directly why (a refused handshake is said at once)
+PROBE_AFTER = 3.0
 
 
 class _Reporter:
@@ -99,8 +106,19 @@ def _bar(progress, width: int = 20) -> str:
 @option("run", "--instances", type=click.IntRange(min=1), default=1, help="How many instances of the command.")
 @option("run", "--role", default="*", help="Role the framework runs in.")
 @option("run", "--name", default="run", help="Framework and task name.")
-@option("run", "--timeout", type=click.FloatRange(min=0, min_open=True), default=None, show_default="none",
-        help="Give up (kill the tasks, exit 124) after this many seconds.")
+@option("run", "--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+        show_default=f"none; {UNFIT_TIMEOUT:g}s while no agent can fit an instance",
+        help="Give up (kill the tasks, exit 124) after this many seconds. Without it a run waits as long as its "
+             "tasks take, but gives up after 60s while its instances are bigger than every agent.")
+@option("run", "--connect-timeout", type=click.FloatRange(min=0, min_open=True), default=30.0,
+        help="Give up (exit 1, saying why) if no master has taken the framework's subscription within this "
+             "many seconds: it is down, the address is wrong, or it refuses our keys.")
+@option("run", "--user", default=None, show_default="the current user with keys, else the agent's",
+        help="The unix user the tasks run as (FrameworkInfo.user): a secured master checks it against its "
+             "run_tasks ACL, an agent run as root switches to it.")
+@option("run", "--env", "env", multiple=True, metavar="KEY=VALUE",
+        help="An environment variable of every instance (repeatable); given to the tasks only, never shown in "
+             "/state or logs.")
 @option("run", "--constraint", "constraints", multiple=True, metavar="FIELD:OP[:VALUE]",
         help="Where instances may run, as in Marathon (repeatable): FIELD is hostname or an agent attribute, OP "
              "one of UNIQUE, CLUSTER[:VALUE], GROUP_BY[:N], LIKE:REGEX, UNLIKE:REGEX, MAX_PER:N; "
@@ -140,9 +158,10 @@ def _bar(progress, width: int = 20) -> str:
 @client_key_options
 @logging_option("run")
 @click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
-def run(master_address, cpus, mem, instances, role, name, timeout, constraints, uris, labels, health_cmd, health_http,
-        health_https, health_tcp, health_delay, health_interval, health_timeout, health_grace_period,
-        health_consecutive_failures, image, container_type, output, key, master_key, command) -> None:
+def run(master_address, cpus, mem, instances, role, name, timeout, connect_timeout, user, env, constraints, uris,
+        labels, health_cmd, health_http, health_https, health_tcp, health_delay, health_interval, health_timeout,
+        health_grace_period, health_consecutive_failures, image, container_type, output, key, master_key,
+        command) -> None:
     """Run COMMAND (after --) as task instances on the cluster, show their
     progress, and exit 0 if all finished, else with a failed instance's exit
     code (1 if it had none). The last lines of each failed instance's stderr
@@ -168,28 +187,40 @@ def run(master_address, cpus, mem, instances, role, name, timeout, constraints, 
     if not command and not image:
         raise click.UsageError("Missing argument 'COMMAND...' (it may be left out only with --image)")
     shell_command = "" if not command else command[0] if len(command) == 1 else shlex.join(command)
+    environment = _environment(env)
     reporter = _Reporter(instances, sys.stdout.isatty())
     try:
+        # task ids unique per run (NAME-<6 hex>-<instance>): `task log ID` finds this run's, not an earlier one's
         scheduler = CommandScheduler(shell_command, Resources(cpus=cpus, mem=mem), instances, name, reporter,
-                                     constraints=placement, health_check=check, uris=fetched, labels=task_labels,
-                                     container=_container(image, container_type))
+                                     environment=environment, constraints=placement, health_check=check,
+                                     uris=fetched, labels=task_labels, container=_container(image, container_type),
+                                     task_prefix=f"{name}-{secrets.token_hex(3)}")
     except ValueError as exc:   # what a task cannot have, the flags each being fine (101 --uri, say)
         die(str(exc))
     try:
-        driver = SchedulerDriver(scheduler, framework_info(name, role), master_address, key=key, master_key=master_key)
+        driver = SchedulerDriver(scheduler, framework_info(name, role, user or ""), master_address, key=key,
+                                 master_key=master_key)
     except MesoslikeError as exc:
         die(str(exc))
-    follower = _OutputFollower(master_address, scheduler) if output else None
+    agents = _Agents(master_address, key, master_key)
+    follower = _OutputFollower(agents, scheduler) if output else None
     with _sigterm_as_interrupt() as signals:
         stopped, code = "", 0
         try:
             driver.start()
             if follower is not None:
                 follower.start()
-            if not _wait(scheduler, driver, timeout):
-                stopped, code = f"gave up after --timeout {timeout:g}s", 124
+            waiting = _Waiting(scheduler, driver, agents, timeout, connect_timeout)
+            stopped, code = waiting.wait()
         except KeyboardInterrupt:
             stopped, code = ("terminated (SIGTERM)", 143) if signals else ("interrupted (Ctrl-C)", 130)
+        if stopped and not scheduler.framework_id:   # never subscribed: nothing to kill, only why to say
+            driver.stop()
+            driver.join(10)
+            reporter.close()
+            if follower is not None:
+                follower.finish()
+            die(stopped, code)
         if stopped:
             _stop(scheduler, driver, reporter, stopped)  # as Ctrl-C does, whatever stopped us
         if follower is not None:
@@ -205,7 +236,7 @@ def run(master_address, cpus, mem, instances, role, name, timeout, constraints, 
     reporter.close()
     for message in scheduler.errors:
         click.echo(f"error: {message}", err=True)
-    _report_failures(master_address, scheduler)
+    _report_failures(master_address, agents, scheduler)
     click.echo(f"done: {scheduler.progress.summary()}")
     raise SystemExit(scheduler.exit_code())
 
@@ -278,21 +309,37 @@ def _stop(scheduler, driver, reporter, why: str) -> None:
                f"{progress.finished}/{progress.instances} finished", err=True)
 
 
+def _environment(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``--env KEY=VALUE`` flags as a mapping (a later one wins)."""
+    environment = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            die(f"--env {pair!r}: expected KEY=VALUE")
+        environment[name] = value
+    return environment
+
+
 class _Agents:
     """agent id -> its HTTP address and sandbox root, asked of the master
-    (and the agent) once per agent."""
+    (with the run's keys) and the agent once per agent."""
 
-    def __init__(self, master_address: str) -> None:
+    def __init__(self, master_address: str, key: str | None = None, master_key: str | None = None) -> None:
         self.master_address = master_address
+        self.key, self.master_key = key, master_key
         self._known: dict[str, tuple[str, str]] = {}
+
+    def state(self, timeout: float = 5.0) -> dict:
+        """The master's state document (MesoslikeError if it cannot be had)."""
+        from mesoslike.cli.state import fetch_state
+
+        return fetch_state(self.master_address, timeout, self.key, self.master_key)
 
     def get(self, agent_id: str) -> tuple[str, str]:
         """(HTTP address, sandbox root); ("", "") when it cannot be told."""
         if agent_id not in self._known:
-            from mesoslike.cli.state import fetch_state
-
             try:
-                for agent in fetch_state(self.master_address)["agents"]:
+                for agent in self.state()["agents"]:
                     address = agent.get("http_address", "")
                     if address and agent["id"] not in self._known:
                         self._known[agent["id"]] = (address, _sandbox_root(address))
@@ -302,23 +349,21 @@ class _Agents:
 
 
 def _sandbox_root(http_address: str) -> str:
-    import json
-    import urllib.request
+    from mesoslike.cli.task import get_json, agent_token
 
     try:
-        with urllib.request.urlopen(f"{http_address}/state", timeout=5.0) as response:
-            return str(json.loads(response.read()).get("sandbox_root", ""))
-    except (OSError, ValueError):
+        return str(get_json(f"{http_address}/state", 5.0, agent_token()).get("sandbox_root", ""))
+    except MesoslikeError:
         return ""
 
 
 class _OutputFollower(threading.Thread):
     """``--output``: each instance's stdout, line by line, as ``[N] line``."""
 
-    def __init__(self, master_address: str, scheduler) -> None:
+    def __init__(self, agents: _Agents, scheduler) -> None:
         super().__init__(name="run-output", daemon=True)
         self.scheduler = scheduler
-        self.agents = _Agents(master_address)
+        self.agents = agents
         self.offsets: dict[str, int] = {}
         self.partial: dict[str, bytes] = {}
         self._done = threading.Event()
@@ -337,7 +382,7 @@ class _OutputFollower(threading.Thread):
             self.join(15)
 
     def _read_all(self) -> None:
-        from mesoslike.cli.task import read_file, sandbox_file
+        from mesoslike.cli.task import agent_token, read_file, sandbox_file
 
         progress = self.scheduler.progress
         for task_id, agent_id in sorted(progress.agents.items()):
@@ -347,7 +392,8 @@ class _OutputFollower(threading.Thread):
             path = sandbox_file(self.scheduler.framework_id, task_id, "stdout")
             try:
                 while True:
-                    data, self.offsets[task_id] = read_file(address, path, self.offsets.get(task_id, 0))
+                    data, self.offsets[task_id] = read_file(address, path, self.offsets.get(task_id, 0),
+                                                            token=agent_token())
                     if not data:
                         break
                     self._lines(task_id, data)
@@ -368,15 +414,14 @@ class _OutputFollower(threading.Thread):
         click.echo(f"[{number if number is not None else task_id}] {line.decode('utf-8', 'replace')}")
 
 
-def _report_failures(master_address: str, scheduler) -> None:
+def _report_failures(master_address: str, agents: _Agents, scheduler) -> None:
     """For each failed instance: how it ended, its stderr's last lines, where its sandbox is."""
-    from mesoslike.cli.task import read_tail, sandbox_file
+    from mesoslike.cli.task import agent_token, read_tail, sandbox_file
 
     progress = scheduler.progress
     failures = progress.failures()
     if not failures:
         return
-    agents = _Agents(master_address)
     for task_id in failures[:FAILURES_SHOWN]:
         agent_id = progress.agents.get(task_id, "")
         click.echo(f"{task_id} {progress.states[task_id]}: {progress.messages.get(task_id) or 'no message'}",
@@ -385,7 +430,8 @@ def _report_failures(master_address: str, scheduler) -> None:
         if not address or not scheduler.framework_id:
             continue
         try:
-            tail = read_tail(address, sandbox_file(scheduler.framework_id, task_id, "stderr"), STDERR_TAIL_LINES)
+            tail = read_tail(address, sandbox_file(scheduler.framework_id, task_id, "stderr"), STDERR_TAIL_LINES,
+                             token=agent_token())
         except MesoslikeError:
             tail = []
         if tail:
@@ -401,15 +447,92 @@ def _report_failures(master_address: str, scheduler) -> None:
         click.echo(f"... and {len(failures) - FAILURES_SHOWN} more failed instances", err=True)
 
 
-def _wait(scheduler, driver, timeout: float | None) -> bool:
-    """True once every instance ended or the driver stopped on its own (it
-    could not reach the master, say); False when ``timeout`` ran out."""
-    from mesoslike import DriverStatus
+class _Waiting:
+    """The wait for a run's end, and the three reasons to give up on it:
+    ``--timeout`` ran out; no master took the subscription within
+    ``--connect-timeout`` (or one refused our keys: said at once); its
+    instances are bigger than every agent (checked against the agents'
+    resources in the master's state, not only against the offers) for
+    ``--timeout``, or :data:`UNFIT_TIMEOUT` without it."""
 
-    deadline = float("inf") if timeout is None else time.monotonic() + timeout
-    while not scheduler.finished.wait(max(0.0, min(0.5, deadline - time.monotonic()))):
-        if driver.status is not DriverStatus.RUNNING:
-            return True
-        if time.monotonic() >= deadline:
+    def __init__(self, scheduler, driver, agents: _Agents, timeout: float | None, connect_timeout: float) -> None:
+        self.scheduler, self.driver, self.agents = scheduler, driver, agents
+        self.timeout, self.connect_timeout = timeout, connect_timeout
+        self.start = time.monotonic()
+        self.deadline = float("inf") if timeout is None else self.start + timeout
+        self.probed = False
+        self.unfit_since: float | None = None
+        self.next_unfit_check = 0.0
+        self.unfit = ""
+
+    def wait(self) -> tuple[str, int]:
+        """("", 0) once every instance ended or the driver stopped on its
+        own; else why to give up and the exit status."""
+        from mesoslike import DriverStatus
+
+        while not self.scheduler.finished.wait(max(0.0, min(0.5, self.deadline - time.monotonic()))):
+            if self.driver.status is not DriverStatus.RUNNING:
+                return "", 0
+            now = time.monotonic()
+            if now >= self.deadline:
+                why = f": {self.unfit}" if self.unfit else ""
+                return f"gave up after --timeout {self.timeout:g}s{why}", 124
+            if not self.scheduler.framework_id:
+                problem = self._unsubscribed(now)
+                if problem:
+                    return problem, 1
+                continue
+            if self._unfit(now) and self.timeout is None and now - (self.unfit_since or now) >= UNFIT_TIMEOUT:
+                return f"gave up after {UNFIT_TIMEOUT:g}s: {self.unfit}", 124
+        return "", 0
+
+    def _unsubscribed(self, now: float) -> str:
+        """Why there is no subscription yet, once it is worth saying."""
+        from mesoslike.cli.state import NEEDS_KEYS
+
+        waited = now - self.start
+        if not self.probed and waited >= PROBE_AFTER:   # ask the master directly: a refusal is known at once
+            self.probed = True
+            try:
+                self.agents.state(timeout=min(3.0, self.connect_timeout))
+            except MesoslikeError as exc:
+                if NEEDS_KEYS in str(exc) or "refused our key" in str(exc):
+                    return str(exc)
+        if waited < self.connect_timeout:
+            return ""
+        try:
+            self.agents.state(timeout=3.0)
+        except MesoslikeError as exc:
+            return f"no master took the subscription within --connect-timeout {self.connect_timeout:g}s: {exc}"
+        return (f"the master at {self.agents.master_address} answers, but did not take the framework's "
+                f"subscription within --connect-timeout {self.connect_timeout:g}s")
+
+    def _unfit(self, now: float) -> bool:
+        """Whether the instances are bigger than every agent the master
+        knows (asked every UNFIT_CHECK_INTERVAL while the offers say so);
+        said once when it starts."""
+        needed = self.scheduler.progress.too_big
+        if not needed:
+            self.unfit_since, self.unfit = None, ""
             return False
-    return True
+        if now < self.next_unfit_check:
+            return self.unfit_since is not None
+        self.next_unfit_check = now + UNFIT_CHECK_INTERVAL
+        try:
+            agents = self.agents.state()["agents"]
+        except (MesoslikeError, KeyError, TypeError):
+            return self.unfit_since is not None
+        wanted = Resources.parse(needed)
+        sizes = [Resources.parse(agent["resources"]).stripped() for agent in agents]
+        if any(size.contains(wanted) for size in sizes):
+            self.unfit_since, self.unfit = None, ""    # one is big enough: its room will come
+            return False
+        if self.unfit_since is None:
+            largest = {kind: max((size.get(kind) for size in sizes), default=0.0) for kind in wanted.scalars()}
+            self.unfit = (f"no agent can fit an instance: it needs {needed}, the largest agent has "
+                          f"{';'.join(f'{kind}:{amount:g}' for kind, amount in largest.items())} "
+                          f"({len(sizes)} agent(s))")
+            self.unfit_since = now
+            wait = f"--timeout {self.timeout:g}s" if self.timeout is not None else f"{UNFIT_TIMEOUT:g}s"
+            click.echo(f"error: {self.unfit}; giving up after {wait} unless a bigger agent joins", err=True)
+        return True

@@ -48,7 +48,7 @@ def _policies(ctx: click.Context, param: click.Parameter, value: str | None) -> 
                        "trace: the Alibaba openb 2023 trace, a class per QoS class; synthetic: Poisson "
                        "arrivals, heavy-tailed durations, three roles; file: your own trace (--workload-file).")
 @_simulate_option("--trace-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-                  show_default="bench/data/alibaba-openb-2023 of the source checkout",
+                  show_default="the bundled Alibaba openb 2023 trace (mesoslike/sim/data)",
                   help="Directory holding openb_node_list_all_node.csv and openb_pod_list_default.csv "
                        "(trace workload only).")
 @_simulate_option("--nodes", type=click.IntRange(min=0), default=0,

@@ -8,23 +8,28 @@ import time
 import click
 
 from mesoslike.attributes import SCALAR, format_value
-from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
+from mesoslike.cli.options import (CLIENT_TIMEOUT, client_key_options, config_option, die, logging_option, option,
+                                   timeout_option, token_option)
 from mesoslike.errors import MesoslikeError
 
-__all__ = ["state", "fetch_state", "format_state"]
+__all__ = ["state", "fetch_state", "format_state", "table", "handshake_refusal", "NEEDS_KEYS"]
 
 #: the most recent completed tasks the tables show (--json has them all)
 COMPLETED_TASKS_SHOWN = 20
 
 
-def fetch_state(master: str, timeout: float = 5.0, key: str | None = None, master_key: str | None = None) -> dict:
+def fetch_state(master: str, timeout: float = CLIENT_TIMEOUT, key: str | None = None, master_key: str | None = None,
+                token: str | None = None) -> dict:
     """Ask the master at ``tcp://HOST:PORT`` — or the leader of a ``zk://``
-    group — for its state document. A master that answers it does not lead
-    (a follower, or the leadership just moved) is asked once more, at the
-    leader it names."""
+    group, or the master at ``http(s)://HOST:PORT`` (its ``GET /state``,
+    with ``token`` if given) — for its state document. A master that
+    answers it does not lead (a follower, or the leadership just moved) is
+    asked once more, at the leader it names."""
     from mesoslike.credentials import client_keys
     from mesoslike.locator import resolve_leader
 
+    if master.startswith(("http://", "https://")):
+        return _http_state(master.rstrip("/"), timeout, token)
     keys = client_keys(key, master_key)
 
     address = resolve_leader(master, timeout)
@@ -45,9 +50,36 @@ def fetch_state(master: str, timeout: float = 5.0, key: str | None = None, maste
     return doc
 
 
+def _http_state(http: str, timeout: float, token: str | None) -> dict:
+    """``GET /state`` of the master at ``http``, or of the leader it names."""
+    from mesoslike.cli.operations import operate
+
+    doc = operate(http, "/state", None, token, timeout)
+    if not isinstance(doc, dict) or "agents" not in doc:
+        raise MesoslikeError(f"{http}/state is not a master's state document")
+    return doc
+
+
+#: what a client without keys is told by an authenticated master's refusal
+NEEDS_KEYS = "this master requires keys: pass --key/--master-key or set MESOSLIKE_KEY/MESOSLIKE_MASTER_KEY"
+
+
+def handshake_refusal(address: str, keys: tuple) -> str:
+    """What to tell the user when the master at ``address`` refused the
+    handshake of a client with ``keys`` (its secret certificate or None,
+    the master's public key or None)."""
+    own, master_key = keys
+    if own is None:
+        alone = " (--master-key alone is not enough: it takes listed keys only)" if master_key is not None else ""
+        return f"the master at {address} refused the connection: {NEEDS_KEYS}{alone}"
+    return (f"the master at {address} refused our key: --key (MESOSLIKE_KEY) is not in its credentials, or it is "
+            "not the master whose --master-key (MESOSLIKE_MASTER_KEY) we have")
+
+
 def _ask_for_state(address: str, timeout: float, keys: tuple, if_silent: str = "") -> dict:
     """The document the master at ``address`` answers; ``if_silent`` ends
-    the error when it does not answer in time."""
+    the error when it does not answer in time. A refused handshake is said
+    at once: waiting longer would not change it."""
     from mesoslike.transport import Client
     from mesoslike.wire import messages as m
 
@@ -55,16 +87,19 @@ def _ask_for_state(address: str, timeout: float, keys: tuple, if_silent: str = "
         client.send(m.GetState())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if client.wait(deadline - time.monotonic()):
+            if client.wait(min(0.2, deadline - time.monotonic())):
                 for _, reply in client.receive():
                     if isinstance(reply, m.StateReply):
                         return json.loads(reply.document)
                     if isinstance(reply, m.Error):
                         raise MesoslikeError(f"the master refused: {reply.message}")
+            client.connections()   # reads the connection's events: a refused handshake
+            if client.stats.handshakes_failed:
+                raise MesoslikeError(handshake_refusal(address, keys))
     raise MesoslikeError(f"no answer from a master at {address} within {timeout:g}s{if_silent}")
 
 
-def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+def table(rows: list[list[str]], header: list[str]) -> list[str]:
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     return ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
             for row in [header, *rows]]
@@ -75,7 +110,7 @@ def format_state(doc: dict) -> str:
     lines = [f"leader {doc['leader']['id']} at {doc['leader']['address']} (HTTP {doc['leader']['http_address']})",
              f"total {doc['total'] or '-'}; allocated {doc['allocated'] or '-'}", ""]
     lines.append(f"agents ({len(doc['agents'])})")
-    lines += _table([[a["id"], a["hostname"], (a.get("drain_info") or {}).get("state", "active"), a["resources"],
+    lines += table([[a["id"], a["hostname"], (a.get("drain_info") or {}).get("state", "active"), a["resources"],
                       a["used"] or "-", a["available"] or "-",
                       ";".join(f"{k}:{format_value(SCALAR, v) if isinstance(v, float) else v}"   # 3, not 3.0
                                for k, v in sorted(a["attributes"].items())) or "-"]
@@ -84,34 +119,58 @@ def format_state(doc: dict) -> str:
     recovered = doc.get("recovered_agents") or []
     if recovered:   # a new leader's registry knows them; they have not re-registered yet
         lines += ["", f"agents expected back after the failover ({len(recovered)})"]
-        lines += _table([[a["id"], a["hostname"], a["resources"]] for a in recovered], ["id", "hostname", "resources"])
+        lines += table([[a["id"], a["hostname"], a["resources"]] for a in recovered], ["id", "hostname", "resources"])
     lines += ["", f"frameworks ({len(doc['frameworks'])})"]
-    lines += _table([[f["id"], f["name"], f["role"], "yes" if f["connected"] else "no", f"{f['dominant_share']:.3f}",
+    lines += table([[f["id"], f["name"], f["role"], "yes" if f["connected"] else "no", f"{f['dominant_share']:.3f}",
                       f["used"] or "-", f["offered"] or "-", str(len(f["tasks"]))]
                      for f in doc["frameworks"]],
                     ["id", "name", "role", "connected", "share", "used", "offered", "tasks"])
     tasks = [[f["id"], t["id"], t["state"], _health(t.get("healthy")), t["hostname"], t["resources"]]
              for f in doc["frameworks"] for t in f["tasks"]]
-    lines += ["", f"tasks ({len(tasks)})"] + _table(tasks, ["framework", "task", "state", "health", "host",
+    lines += ["", f"tasks ({len(tasks)})"] + table(tasks, ["framework", "task", "state", "health", "host",
                                                              "resources"])
+    lines += _offer_blocker_lines(doc)
     lines += _completed_lines(doc)
     lines += ["", f"offers outstanding: {len(doc['offers'])}"]
-    if doc.get("roles"):
-        lines.append("role shares: " + ", ".join(f"{r} {s:.3f}" for r, s in doc["roles"].items()))
+    lines += _role_lines(doc)
     reservations = {role: r for role, r in (doc.get("reservations") or {}).items() if r["reserved"]}
     if reservations:
         lines += ["", f"reservations ({len(reservations)} roles)"]
-        lines += _table([[role, r["reserved"], r["allocated_reserved"] or "-", r["allocated_unreserved"] or "-"]
+        lines += table([[role, r["reserved"], r["allocated_reserved"] or "-", r["allocated_unreserved"] or "-"]
                          for role, r in reservations.items()],
                         ["role", "reserved", "allocated reserved", "allocated unreserved"])
     dynamic = [[a["id"], a["hostname"], r["role"], r["principal"] or "(anonymous)", r["resources"]]
                for a in [*doc["agents"], *recovered] for r in a.get("reservations", []) if r["type"] == "dynamic"]
     if dynamic:
         lines += ["", f"dynamic reservations ({len(dynamic)})"]
-        lines += _table(dynamic, ["agent", "hostname", "role", "principal", "resources"])
+        lines += table(dynamic, ["agent", "hostname", "role", "principal", "resources"])
     if doc.get("preemption"):
         lines += ["", *_preemption_lines(doc["preemption"])]
     return "\n".join(lines)
+
+
+_table = table   # its old name (cli/fuxi.py imports it)
+
+
+def _offer_blocker_lines(doc: dict) -> list[str]:
+    """Why frameworks get no offers (``offer_blockers`` of each), one line a reason."""
+    lines = []
+    for framework in doc["frameworks"]:
+        for blocker in framework.get("offer_blockers") or []:
+            lines.append(f"  {framework['id']} ({framework['name']}): {blocker['reason']}: {blocker['message']}")
+    return ["", "why frameworks get no offers", *lines] if lines else []
+
+
+def _role_lines(doc: dict) -> list[str]:
+    """Per role with a share, a weight or quota: its share, weight, guarantee, limit, consumption."""
+    shares, weights, quota = doc.get("roles") or {}, doc.get("weights") or {}, doc.get("quota") or {}
+    roles = sorted(set(shares) | set(weights) | set(quota))
+    if not roles:
+        return []
+    rows = [[role, f"{shares[role]:.3f}" if role in shares else "-", f"{weights.get(role, 1.0):g}",
+             (quota.get(role) or {}).get("guarantee") or "-", (quota.get(role) or {}).get("limit") or "-",
+             (quota.get(role) or {}).get("consumed") or "-"] for role in roles]
+    return ["", f"roles ({len(roles)})", *table(rows, ["role", "share", "weight", "guarantee", "limit", "consumed"])]
 
 
 def _health(healthy: object) -> str:
@@ -129,11 +188,11 @@ def _completed_lines(doc: dict) -> list[str]:
     shown = ended[-COMPLETED_TASKS_SHOWN:]
     lines = ["", f"completed tasks ({len(ended)}" + (f", the last {len(shown)}" if len(shown) < len(ended) else "")
              + ")"]
-    lines += _table([[framework, t["id"], t["state"], t["hostname"] or t["agent_id"], t["message"] or "-"]
+    lines += table([[framework, t["id"], t["state"], t["hostname"] or t["agent_id"], t["message"] or "-"]
                      for _, _, framework, t in shown], ["framework", "task", "state", "host", "message"])
     if completed:
         lines += ["", f"completed frameworks ({len(completed)})"]
-        lines += _table([[f["id"], f["name"], f["role"], str(len(f["completed_tasks"])), f.get("removal_reason", "")]
+        lines += table([[f["id"], f["name"], f["role"], str(len(f["completed_tasks"])), f.get("removal_reason", "")]
                          for f in completed], ["id", "name", "role", "tasks", "why"])
     return lines
 
@@ -160,17 +219,20 @@ def _preemption_lines(preemption: dict) -> list[str]:
 @click.command()
 @config_option("state")
 @option("", "--master", "master_address", required=True,
-        help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to ask the leader.")
+        help="The master: tcp://HOST:PORT, zk://HOST:PORT[,...]/PATH to ask the leader, or its http(s)://HOST:PORT "
+             "(GET /state; --token if it guards reads).")
 @option("state", "--json", "as_json", is_flag=True, default=False, show_default="off",
         help="Print the raw JSON document (the same as GET /state).")
-@option("state", "--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0,
-        help="Seconds to wait for the master.")
+@timeout_option("state")
+@token_option
 @client_key_options
 @logging_option("state")
-def state(master_address: str, as_json: bool, timeout: float, key: str | None, master_key: str | None) -> None:
-    """Print the cluster state: agents, frameworks, tasks, offers, shares."""
+def state(master_address: str, as_json: bool, timeout: float, token: str | None, key: str | None,
+          master_key: str | None) -> None:
+    """Print the cluster state: agents, frameworks, tasks, offers, shares,
+    roles (weights, quota) and why frameworks get no offers."""
     try:
-        doc = fetch_state(master_address, timeout, key, master_key)
+        doc = fetch_state(master_address, timeout, key, master_key, token)
     except MesoslikeError as exc:
         die(str(exc))
     click.echo(json.dumps(doc, indent=2) if as_json else format_state(doc))

@@ -7,12 +7,18 @@ the agent's ``/files/read`` serves the sandbox file (``docs/agent.rst``,
 ``mesoslike run`` that ended — or it is older than the master's memory of
 ended tasks) is looked for in the agents' sandboxes, which stay for
 ``--gc-delay``. The helpers here are shared with ``mesoslike run``.
+
+An agent with the cluster's credentials serves a sandbox only to a
+principal the ``access_sandboxes`` ACL allows: the command sends the
+caller's token (``--token``, ``MESOSLIKE_TOKEN``: a framework principal's
+own, or an operator's) with every request to an agent.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 import time
 import urllib.error
@@ -22,10 +28,10 @@ from typing import Callable
 
 import click
 
-from mesoslike.cli.options import client_key_options, die, logging_option, option
+from mesoslike.cli.options import client_key_options, die, logging_option, option, timeout_option, token_option
 from mesoslike.errors import MesoslikeError
 
-__all__ = ["task", "locate_task", "sandbox_file", "read_file", "read_tail", "TaskLocation"]
+__all__ = ["task", "locate_task", "sandbox_file", "read_file", "read_tail", "TaskLocation", "agent_token", "get_json"]
 
 #: seconds between reads when following
 FOLLOW_INTERVAL = 0.5
@@ -37,11 +43,13 @@ class TaskLocation:
     """Where a task ran: its framework, its record in the master's state
     (None when it was found in an agent's sandboxes), its agent's record."""
 
-    def __init__(self, framework_id: str, task_id: str, task: dict | None, agent: dict | None) -> None:
+    def __init__(self, framework_id: str, task_id: str, task: dict | None, agent: dict | None,
+                 token: str | None = None) -> None:
         self.framework_id = framework_id
         self.task_id = task_id
         self.task = task
         self.agent = agent
+        self.token = token
 
     @property
     def http_address(self) -> str:
@@ -55,16 +63,24 @@ class TaskLocation:
         if self.task is not None:
             return TaskStatus(task_id="", state=self.task["state"]).terminal
         try:
-            live = _get_json(f"{self.http_address}/state", 5.0).get("tasks", [])
+            live = get_json(f"{self.http_address}/state", 5.0, self.token).get("tasks", [])
         except MesoslikeError:
             return True
         return not any(t["id"] == self.task_id and t["framework_id"] == self.framework_id and
                        not TaskStatus(task_id="", state=t["state"]).terminal for t in live)
 
 
-def locate_task(doc: dict, task_id: str, framework_id: str | None = None) -> TaskLocation:
+def agent_token() -> str | None:
+    """The caller's token for agents' HTTP (``MESOSLIKE_TOKEN``), if any."""
+    from mesoslike.credentials import TOKEN_ENV
+
+    return os.environ.get(TOKEN_ENV) or None
+
+
+def locate_task(doc: dict, task_id: str, framework_id: str | None = None, token: str | None = None) -> TaskLocation:
     """The task ``task_id`` in the master's state document (live or recently
-    ended); :class:`MesoslikeError` if it is unknown or ambiguous."""
+    ended); :class:`MesoslikeError` if it is unknown or ambiguous. ``token``
+    goes with every request to an agent."""
     found = []
     for framework in doc.get("frameworks", []):
         if framework_id is not None and framework["id"] != framework_id:
@@ -74,16 +90,16 @@ def locate_task(doc: dict, task_id: str, framework_id: str | None = None) -> Tas
                 found.append((framework["id"], record))
                 break
     if not found:
-        return _find_sandbox(doc, task_id, framework_id)
+        return _find_sandbox(doc, task_id, framework_id, token)
     if len(found) > 1:
         raise MesoslikeError(f"several frameworks have a task {task_id!r} ({', '.join(f for f, _ in found)}): "
                              "say which with --framework")
     framework, record = found[0]
     agent = next((a for a in doc.get("agents", []) if a["id"] == record["agent_id"]), None)
-    return TaskLocation(framework, task_id, record, agent)
+    return TaskLocation(framework, task_id, record, agent, token)
 
 
-def _find_sandbox(doc: dict, task_id: str, framework_id: str | None) -> TaskLocation:
+def _find_sandbox(doc: dict, task_id: str, framework_id: str | None, token: str | None) -> TaskLocation:
     """A task the master does not know: look for its sandbox on every agent."""
     from mesoslike.agent.executor import path_component
 
@@ -93,7 +109,7 @@ def _find_sandbox(doc: dict, task_id: str, framework_id: str | None) -> TaskLoca
         if not address:
             continue
         try:
-            frameworks = [entry["path"] for entry in _get_json(f"{address}/files/browse?path=", 5.0)]
+            frameworks = [entry["path"] for entry in get_json(f"{address}/files/browse?path=", 5.0, token)]
         except MesoslikeError:
             continue
         if framework_id is not None:
@@ -101,7 +117,7 @@ def _find_sandbox(doc: dict, task_id: str, framework_id: str | None) -> TaskLoca
         for framework in frameworks:
             query = urllib.parse.urlencode({"path": f"{framework}/{path_component(task_id)}"})
             try:
-                _get_json(f"{address}/files/browse?{query}", 5.0)
+                get_json(f"{address}/files/browse?{query}", 5.0, token)
             except MesoslikeError:
                 continue
             found.append((framework_id or framework, agent))
@@ -113,7 +129,7 @@ def _find_sandbox(doc: dict, task_id: str, framework_id: str | None) -> TaskLoca
         places = ", ".join(f"{framework} on {agent['hostname']}" for framework, agent in found)
         raise MesoslikeError(f"sandboxes of a task {task_id!r} of several frameworks or agents were found "
                              f"({places}): say which with --framework")
-    return TaskLocation(found[0][0], task_id, None, found[0][1])
+    return TaskLocation(found[0][0], task_id, None, found[0][1], token)
 
 
 def sandbox_file(framework_id: str, task_id: str, name: str) -> str:
@@ -123,9 +139,11 @@ def sandbox_file(framework_id: str, task_id: str, name: str) -> str:
     return f"{path_component(framework_id)}/{path_component(task_id)}/{name}"
 
 
-def _get_json(url: str, timeout: float) -> dict:
+def get_json(url: str, timeout: float, token: str | None = None) -> dict:
+    """The JSON a GET of ``url`` answers (with ``token`` as bearer); MesoslikeError saying what went wrong."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:
         try:
@@ -137,20 +155,22 @@ def _get_json(url: str, timeout: float) -> dict:
         raise MesoslikeError(f"cannot read {url.split('?')[0]}: {exc}") from None
 
 
-def read_file(http_address: str, path: str, offset: int = 0, timeout: float = 5.0) -> tuple[bytes, int]:
+def read_file(http_address: str, path: str, offset: int = 0, timeout: float = 5.0,
+              token: str | None = None) -> tuple[bytes, int]:
     """The bytes of a sandbox file from ``offset`` on (up to the agent's page
     size), and the offset after them."""
     query = urllib.parse.urlencode({"path": path, "offset": offset})
-    reply = _get_json(f"{http_address}/files/read?{query}", timeout)
+    reply = get_json(f"{http_address}/files/read?{query}", timeout, token)
     data = str(reply.get("data", "")).encode("utf-8", "surrogateescape")
     return data, int(reply.get("offset", offset)) + len(data)
 
 
-def read_tail(http_address: str, path: str, lines: int = 10, timeout: float = 5.0) -> list[str]:
+def read_tail(http_address: str, path: str, lines: int = 10, timeout: float = 5.0,
+              token: str | None = None) -> list[str]:
     """The last ``lines`` lines of a sandbox file (from its last 64 KiB)."""
-    size = int(_get_json(f"{http_address}/files/read?" + urllib.parse.urlencode({"path": path, "offset": -1}),
-                         timeout)["offset"])
-    data, _ = read_file(http_address, path, max(0, size - 64 * 1024), timeout)
+    size = int(get_json(f"{http_address}/files/read?" + urllib.parse.urlencode({"path": path, "offset": -1}),
+                         timeout, token)["offset"])
+    data, _ = read_file(http_address, path, max(0, size - 64 * 1024), timeout, token)
     return data.decode("utf-8", "replace").splitlines()[-lines:] if lines > 0 else []
 
 
@@ -161,27 +181,29 @@ def task() -> None:
 
 @task.command("log")
 @option("", "--master", "master_address", required=True,
-        help="The master: tcp://HOST:PORT, or zk://HOST:PORT[,...]/PATH to ask the leader.")
+        help="The master: tcp://HOST:PORT, zk://HOST:PORT[,...]/PATH to ask the leader, or its http(s)://HOST:PORT.")
 @option("task", "--framework", "framework_id", default=None, show_default="any",
         help="The task's framework id (needed when tasks of several frameworks have this id).")
 @option("task", "--stderr", "stderr", is_flag=True, default=False, show_default="stdout",
         help="Print the task's stderr instead of its stdout.")
 @option("task", "--follow", "-f", "follow", is_flag=True, default=False, show_default="off",
         help="Keep printing what the task writes until it has ended (or Ctrl-C).")
-@option("task", "--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0,
-        help="Seconds to wait for the master and the agent.")
+@timeout_option("task", "the master and the agent")
+@option("", "--token", default=None, show_default="none",
+        help="Your HTTP token (of the cluster's credentials file): an agent with credentials shows a framework's "
+             "sandboxes only to the principals the access_sandboxes ACL allows (your own frameworks', by default).")
 @client_key_options
 @logging_option("task")
 @click.argument("task_id")
 def log(master_address: str, framework_id: str | None, stderr: bool, follow: bool, timeout: float,
-        key: str | None, master_key: str | None, task_id: str) -> None:
+        token: str | None, key: str | None, master_key: str | None, task_id: str) -> None:
     """Print what task TASK_ID wrote to its sandbox's stdout (or stderr),
     found through the master on whichever agent it ran."""
     from mesoslike.cli.state import fetch_state
 
     try:
-        ask = functools.partial(fetch_state, master_address, timeout, key=key, master_key=master_key)
-        where = locate_task(ask(), task_id, framework_id)
+        ask = functools.partial(fetch_state, master_address, timeout, key=key, master_key=master_key, token=token)
+        where = locate_task(ask(), task_id, framework_id, token)
         if not where.http_address:
             agent = (where.task or {}).get("agent_id", "?")
             raise MesoslikeError(f"task {task_id} ran on agent {agent}, which is not registered any more (or serves "
@@ -202,7 +224,7 @@ def _print_file(ask: Callable[[], dict], where: TaskLocation, path: str, follow:
     ended = where.terminal
     next_state = time.monotonic() + STATE_INTERVAL
     while True:
-        data, offset = read_file(where.http_address, path, offset, timeout)
+        data, offset = read_file(where.http_address, path, offset, timeout, where.token)
         if data:
             out.write(data)
             out.flush()
@@ -211,6 +233,6 @@ def _print_file(ask: Callable[[], dict], where: TaskLocation, path: str, follow:
             return
         if time.monotonic() >= next_state:
             next_state = time.monotonic() + STATE_INTERVAL
-            ended = locate_task(ask(), where.task_id, where.framework_id).terminal
+            ended = locate_task(ask(), where.task_id, where.framework_id, where.token).terminal
             continue  # one more read after it ended: what it wrote last
         time.sleep(FOLLOW_INTERVAL)

@@ -274,6 +274,10 @@ class DriverCore:
         self.state = SubscriptionState.DISCONNECTED
         #: kept across re-subscriptions; a FrameworkInfo with an id resumes that framework
         self.framework_id: str = framework.id
+        #: the framework wants no offers (suppress_offers until revive_offers), kept across
+        #: re-subscriptions and set while not subscribed too: every SUBSCRIBE states it
+        #: (``suppressed_roles``) and the master takes it, as Mesos's driver and master do
+        self.suppressed = False
         self.master_info: MasterInfo | None = None
         self.heartbeat_interval: float | None = None
         #: the master takes ACKNOWLEDGEMENTS (it said so in SUBSCRIBED): the runtime batches for it
@@ -513,10 +517,22 @@ class DriverCore:
         return self._call("decline_offer", lambda: m.Decline(self.framework_id, ids, filters))
 
     def suppress_offers(self) -> list[Command]:
-        return self._call("suppress_offers", lambda: m.Suppress(self.framework_id))
+        """SUPPRESS now, or — not subscribed — in the next SUBSCRIBE (never dropped)."""
+        return self._set_suppressed(True, "suppress_offers", lambda: m.Suppress(self.framework_id))
 
     def revive_offers(self) -> list[Command]:
-        return self._call("revive_offers", lambda: m.Revive(self.framework_id))
+        """REVIVE now (it clears the filters too), or — not subscribed — no
+        suppression in the next SUBSCRIBE (never dropped)."""
+        return self._set_suppressed(False, "revive_offers", lambda: m.Revive(self.framework_id))
+
+    def _set_suppressed(self, suppressed: bool, name: str, build: Callable[[], object]) -> list[Command]:
+        if self.state is SubscriptionState.STOPPED:
+            return self._call(name, build)   # says it is dropped
+        self.suppressed = suppressed
+        if not self.connected:
+            log.debug("%s while %s: the next SUBSCRIBE says so", name, self.state.value)
+            return []
+        return [self._send(build())]
 
     def kill_task(self, task_id: str, agent_id: str = "") -> list[Command]:
         return self._call("kill_task", lambda: m.Kill(self.framework_id, task_id, agent_id))
@@ -586,7 +602,8 @@ class DriverCore:
         self.state = SubscriptionState.SUBSCRIBING
         commands: list[Command] = [Reconnect()] if fresh_connection else []
         framework = attrs.evolve(self._framework, id=self.framework_id)
-        commands.append(self._send(m.Subscribe(framework, accepts_batches=True)))
+        suppressed_roles = [framework.role] if self.suppressed else []
+        commands.append(self._send(m.Subscribe(framework, accepts_batches=True, suppressed_roles=suppressed_roles)))
         delay = self._next_delay * self._rng.uniform(1.0 - self._backoff.jitter, 1.0)
         self._retry_at = self._clock.now() + delay
         self._next_delay = min(self._next_delay * 2, self._backoff.maximum)

@@ -221,12 +221,16 @@ class SchedulerDriver:
         return self._call("decline_offer", lambda: self._core.decline_offer(offer_id, filters))
 
     def suppress_offers(self) -> DriverStatus:
-        """Ask for no more offers until :meth:`revive_offers`."""
-        return self._call("suppress_offers", self._core.suppress_offers)
+        """Ask for no more offers until :meth:`revive_offers`. Kept while
+        not subscribed — before :meth:`start` too — and stated in every
+        SUBSCRIBE, so the master agrees after a reconnection, a master
+        failover or a scheduler restart (as Mesos's ``suppressed_roles``)."""
+        return self._call("suppress_offers", self._core.suppress_offers, before_start=True)
 
     def revive_offers(self) -> DriverStatus:
-        """Ask for offers again, clearing every filter of the framework."""
-        return self._call("revive_offers", self._core.revive_offers)
+        """Ask for offers again, clearing every filter of the framework
+        (kept while not subscribed, as :meth:`suppress_offers`)."""
+        return self._call("revive_offers", self._core.revive_offers, before_start=True)
 
     def kill_task(self, task_id: str, agent_id: str = "") -> DriverStatus:
         """Kill a task; its end arrives as a status update (TASK_KILLED)."""
@@ -265,9 +269,12 @@ class SchedulerDriver:
     def _on_driver_thread(self) -> bool:
         return self._thread is not None and threading.current_thread() is self._thread
 
-    def _call(self, name: str, make_commands: Callable[[], list[Command]]) -> DriverStatus:
+    def _call(self, name: str, make_commands: Callable[[], list[Command]], before_start: bool = False) -> DriverStatus:
         with self._lock:
             status = self._status
+            if status is DriverStatus.NOT_STARTED and before_start:
+                make_commands()   # no thread yet: the core only takes note (nothing to send)
+                return status
             if status is not DriverStatus.RUNNING:
                 log.warning("%s ignored: the driver is %s", name, status.value)
                 return status

@@ -4,8 +4,11 @@
 
 A process the agent started for a custom executor creates one
 ``ExecutorDriver(MyExecutor())`` and runs it. The driver finds the agent's
-executor channel and its own secret in the environment the agent gave it
-(``MESOSLIKE_EXECUTOR_ENDPOINT``, ``MESOSLIKE_EXECUTOR_SECRET``), connects,
+executor channel in the environment the agent gave it
+(``MESOSLIKE_EXECUTOR_ENDPOINT``) and its own secret in the file
+``MESOSLIKE_EXECUTOR_SECRET_FILE`` names (relative to the sandbox,
+``MESOS_SANDBOX``; mode 0400, the executor's user's: an environment would be
+readable through ``/proc`` by the user's other processes), connects,
 registers, and calls the executor's callbacks on its own thread. Its calls
 (:meth:`ExecutorDriver.send_status_update`,
 :meth:`ExecutorDriver.send_framework_message`, :meth:`ExecutorDriver.stop`)
@@ -41,6 +44,26 @@ RECONNECT_MAX = 0.5
 LOOP_INTERVAL = 0.25
 
 
+def _secret(env: Mapping[str, str]) -> str:
+    """The executor's secret: from the file the agent wrote (its path
+    relative to the sandbox), else from an environment made by hand
+    (``MESOSLIKE_EXECUTOR_SECRET``: the agent never sets it)."""
+    name = env.get(x.SECRET_FILE_ENV, "")
+    if not name:
+        return env.get(x.SECRET_ENV, "")
+    # below the sandbox: by its absolute path, or — where the directories above it are closed to the
+    # executor's user — from the working directory it was started in, the sandbox
+    sandbox = env.get("MESOS_SANDBOX") or env.get("MESOSLIKE_SANDBOX") or ""
+    problem: Exception | None = None
+    for path in dict.fromkeys((os.path.join(sandbox, name), name) if sandbox else (name,)):
+        try:
+            with open(path, encoding="ascii") as source:
+                return source.read().strip()
+        except (OSError, ValueError) as exc:
+            problem = problem or exc
+    raise ConfigError(f"cannot read the executor's secret {name} ({x.SECRET_FILE_ENV}): {problem}")
+
+
 class ExecutorDriver:
     """Connects an :class:`~mesoslike.executor.Executor` to the agent that
     started this process. ``environment`` (default ``os.environ``) must hold
@@ -49,10 +72,10 @@ class ExecutorDriver:
 
     def __init__(self, executor: Executor, environment: Mapping[str, str] | None = None) -> None:
         env = os.environ if environment is None else environment
-        endpoint, secret = env.get(x.ENDPOINT_ENV, ""), env.get(x.SECRET_ENV, "")
+        endpoint, secret = env.get(x.ENDPOINT_ENV, ""), _secret(env)
         if not endpoint or not secret:
-            raise ConfigError(f"{x.ENDPOINT_ENV} and {x.SECRET_ENV} are not set: an ExecutorDriver runs in a process "
-                              "a mesoslike agent started for a task's ExecutorInfo")
+            raise ConfigError(f"{x.ENDPOINT_ENV} and {x.SECRET_FILE_ENV} are not set: an ExecutorDriver runs in a "
+                              "process a mesoslike agent started for a task's ExecutorInfo")
         self.executor = executor
         self.endpoint = endpoint
         self.executor_id = env.get(x.EXECUTOR_ID_ENV, "")

@@ -25,7 +25,7 @@ from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, 
 from mesoslike.ha.zookeeper import (MAX_REGISTRY_BYTES, REGISTRY_NODE, FencingError, RegistryError, ZooKeeperError,
                                     _wait, log)
 from mesoslike.master.registry import (MAX_REMOVED, REGISTRY_FORMAT, Registry, RegistryChanges, RegistryFormatError,
-                                       agent_record, framework_record)
+                                       agent_record, framework_record, unreachable_record)
 
 __all__ = ["ZooKeeperRegistry", "FencedRegistryStore", "AGENT_BUCKETS", "FRAMEWORK_BUCKETS", "REMOVED_CHUNK",
            "MAX_REGISTRY_BYTES"]
@@ -39,10 +39,12 @@ __all__ = ["ZooKeeperRegistry", "FencedRegistryStore", "AGENT_BUCKETS", "FRAMEWO
 #
 #   agents.NNNN              the agents whose id hashes to bucket NNNN
 #   frameworks.NN            the frameworks whose id hashes to bucket NN
+#   unreachable.NNN          the unreachable agents whose id hashes to bucket NNN
 #   removed_agents.K         the K-th chunk of REMOVED_CHUNK removed agent ids,
 #   removed_frameworks.K     in the order they were removed ({"first": seq, ...})
 #   weights                  the role weights
 #   quota                    the roles' quota
+#   drains                   the agents the operator drains
 #
 # A ``<path>/registry`` whose data has no "layout" holds a whole registry
 # document (the format before sharding): it is loaded as such and the first
@@ -53,16 +55,21 @@ __all__ = ["ZooKeeperRegistry", "FencedRegistryStore", "AGENT_BUCKETS", "FRAMEWO
 AGENT_BUCKETS = 1024
 #: frameworks likewise
 FRAMEWORK_BUCKETS = 64
+#: unreachable agents likewise (~60 bytes each: Mesos's default bound of 102,400 makes ~25 KB shards)
+UNREACHABLE_BUCKETS = 256
 #: removed ids per chunk (10k remembered: at most 11 chunks per list)
 REMOVED_CHUNK = 1000
 #: the header's "layout"
 REGISTRY_LAYOUT = "sharded"
 
-_RECORD_KINDS = {"agents": (AGENT_BUCKETS, 4), "frameworks": (FRAMEWORK_BUCKETS, 2)}
+_RECORD_KINDS = {"agents": (AGENT_BUCKETS, 4), "frameworks": (FRAMEWORK_BUCKETS, 2),
+                 "unreachable": (UNREACHABLE_BUCKETS, 3)}
+_ENCODERS: dict[str, Callable[[Any], dict]] = {"agents": agent_record, "frameworks": framework_record,
+                                               "unreachable": unreachable_record}
 _REMOVED_KINDS = ("removed_agents", "removed_frameworks")
 #: sections stored whole, one znode each, named after the section
-_SINGLE_SECTIONS = ("weights", "quota")
-_SHARD_NAME = re.compile(r"(agents|frameworks|removed_agents|removed_frameworks)\.(\d{1,9})|(weights|quota)")
+_SINGLE_SECTIONS = ("weights", "quota", "drains")
+_SHARD_NAME = re.compile(r"(agents|frameworks|unreachable|removed_agents|removed_frameworks)\.(\d{1,9})|(weights|quota|drains)")
 #: what one operation of a transaction costs beyond its path and data (its
 #: header, version, flags and ACL), rounded up generously
 _OP_OVERHEAD = 128
@@ -80,8 +87,9 @@ def _record_shard(kind: str, item_id: str) -> str:
 
 
 def _shard_kind(name: str) -> str | None:
-    """``agents``, ``frameworks``, ``removed_agents``, ``removed_frameworks`` or
-    ``weights`` or ``quota`` for a shard's name; None for a foreign child."""
+    """``agents``, ``frameworks``, ``unreachable``, ``removed_agents``,
+    ``removed_frameworks``, ``weights``, ``quota`` or ``drains`` for a shard's
+    name; None for a foreign child."""
     match = _SHARD_NAME.fullmatch(name)
     return None if match is None else match.group(1) or match.group(3)
 
@@ -96,7 +104,7 @@ class _Stored:
     members: dict[str, set[str]] = attrs.field(factory=dict)       # record shard -> the ids it (may) hold
     chunks: dict[str, tuple] = attrs.field(factory=dict)           # removed chunk -> (first seq, ids)
     removed: dict[str, tuple[int, list[str]]] = attrs.field(factory=dict)  # list -> (seq of its first id, ids)
-    singles: dict[str, dict] = attrs.field(factory=dict)           # weights / quota -> what they hold
+    singles: dict[str, dict] = attrs.field(factory=dict)           # weights / quota / drains -> what they hold
     stale: set[str] = attrs.field(factory=set)  # record shards holding records that belong elsewhere
 
     @property
@@ -116,7 +124,7 @@ class _Plan:
     members: dict[str, set[str]] = attrs.field(factory=dict)
     chunks: dict[str, tuple | None] = attrs.field(factory=dict)  # None: deleted
     removed: dict[str, tuple[int, list[str]]] = attrs.field(factory=dict)
-    singles: dict[str, dict] = attrs.field(factory=dict)  # weights / quota written (or deleted: {})
+    singles: dict[str, dict] = attrs.field(factory=dict)  # weights / quota / drains written (or deleted: {})
 
     def put(self, name: str, sections: dict) -> bool:
         """Plan to write shard ``name``; False, with the reason in ``refused``, if it cannot be."""
@@ -141,7 +149,7 @@ class _Plan:
             return frozenset(item_id for item_id in getattr(changes, kind)
                              if _record_shard(kind, item_id) not in self.refused)
         return attrs.evolve(changes, sections=changes.sections - kinds, agents=stored_ids("agents"),
-                            frameworks=stored_ids("frameworks"))
+                            frameworks=stored_ids("frameworks"), unreachable=stored_ids("unreachable"))
 
     def apply(self, stored: _Stored, versions: dict[str, int | None]) -> None:
         """The writes succeeded with ``versions`` (None: deleted): remember what is stored now."""
@@ -204,7 +212,7 @@ def _plan_records(plan: _Plan, kind: str, records: dict, changed: frozenset[str]
         for item_id in changed:
             candidates.setdefault(_record_shard(kind, item_id), set()).add(item_id)
         names = set(candidates) | {name for name in stored.stale if _shard_kind(name) == kind}
-    encode = agent_record if kind == "agents" else framework_record
+    encode = _ENCODERS[kind]
     for name in names:
         ids = sorted(item_id for item_id in candidates.get(name, set()) | stored.members.get(name, set())
                      if item_id in records and _record_shard(kind, item_id) == name)
@@ -573,6 +581,8 @@ def _assemble(node: str, shards: dict[str, tuple[bytes, int]], stored: _Stored) 
                 stored.members.setdefault(home, set()).add(item_id)
     for kind, item_id, info in misplaced:
         getattr(registry, kind).setdefault(item_id, info)
+    # the shards hold them by hash: the list is oldest first (registry_max_agent_count prunes from the front)
+    registry.unreachable = dict(sorted(registry.unreachable.items(), key=lambda item: (item[1].since, item[0])))
     for kind, pairs in removed.items():
         ids = list(dict.fromkeys(item for _, item in sorted(pairs)))[-MAX_REMOVED:]
         setattr(registry, kind, ids)

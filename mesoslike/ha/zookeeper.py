@@ -37,6 +37,7 @@ from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.ha.connection_log import ConnectionLog
 from mesoslike.ha.url import ZkUrl
 from mesoslike.master.storage import RegistryFencedError
+from mesoslike.observations import NOTICE
 
 __all__ = [
     "ZooKeeperError", "RegistryError", "FencingError", "connect", "MasterContender", "LeaderDetector",
@@ -102,9 +103,9 @@ def connect(url: ZkUrl, timeout: float = 10.0, session_timeout: float = 10.0) ->
         raise ZooKeeperError(f"could not connect to ZooKeeper at {url.hosts} within {timeout:g} s "
                              f"(is it running, and is {url} the right URL?)") from None
     try:
-        _ensure_path(client, url.path, timeout)
+        _ensure_path(client, url.path, timeout, acl)
         if acl is not None:
-            _guard_group(client, url.path, acl, timeout)
+            _check_group(client, url.path, acl, timeout)
     except ZooKeeperError:
         _close(client)
         raise
@@ -119,21 +120,58 @@ def master_acl(auth: tuple[str, str]) -> list:
     return [make_digest_acl(user, password, all=True), make_acl("world", "anyone", read=True)]
 
 
-def _guard_group(client: KazooClient, path: str, acl: list, timeout: float) -> None:
-    """Put ``acl`` on the group path (it may have been made open, before
-    the cluster was secured). A group guarded by other credentials refuses:
-    ZooKeeperError."""
+def _check_group(client: KazooClient, path: str, acl: list, timeout: float) -> None:
+    """Refuse (ZooKeeperError, naming the znode, its ACL and the way out)
+    a group path, or a child of it, whose ACL is not ``acl``: a path made
+    before the cluster was secured, or by someone else — who may hold an
+    ephemeral member there that would lead, or registry znodes of their
+    own. Guarding such a path would not remove what is already in it."""
+    expected = _acl_text(acl)
+    found = _acls(client, path, timeout)
+    if found != set(acl):
+        raise ZooKeeperError(
+            f"the ZooKeeper group path {path} has the ACL {_acl_text(found)}, not the masters' ({expected}): it was "
+            "made before the cluster was secured, or by another client, which may squat in it (an ephemeral member "
+            "that would lead, registry znodes of its own). Remove it (zkCli.sh: deleteall " + path + ") or set its "
+            "ACL once you know what it holds, then start the master again")
     try:
-        if _wait(client.get_acls_async(path), timeout)[0] != acl:
-            _wait(client.set_acls_async(path, acl), timeout)
-    except (KazooException, ZooKeeperError) as exc:
-        raise ZooKeeperError(f"cannot guard the group path {path} with the masters' ACL (--zk-auth: are these "
-                             f"the credentials it was created with?): {exc!r}") from None
+        children = _wait(client.get_children_async(path), timeout)
+    except KazooException as exc:
+        raise ZooKeeperError(f"cannot list the group path {path}: {exc!r}") from None
+    for child in sorted(children):
+        try:
+            found = _acls(client, f"{path}/{child}", timeout)
+        except NoNodeError:
+            continue   # went away since the listing
+        if found != set(acl):
+            raise ZooKeeperError(
+                f"the ZooKeeper group {path} holds {child} with the ACL {_acl_text(found)}, not the masters' "
+                f"({expected}): no master made it (a squatter's member would lead the group). Remove it "
+                f"(zkCli.sh: deleteall {path}/{child}), then start the master again")
 
 
-def _ensure_path(client: KazooClient, path: str, timeout: float) -> None:
+def _acls(client: KazooClient, path: str, timeout: float) -> set:
     try:
-        _wait(client.ensure_path_async(path), timeout)
+        return set(_wait(client.get_acls_async(path), timeout)[0])
+    except NoNodeError:
+        raise
+    except KazooException as exc:
+        raise ZooKeeperError(f"cannot read the ACL of {path}: {exc!r}") from None
+
+
+def _acl_text(acl: Any) -> str:
+    """An ACL as zkCli writes it: ``digest:masters:...:cdrwa,world:anyone:r``."""
+    letters = [(1, "r"), (2, "w"), (4, "c"), (8, "d"), (16, "a")]
+    parts = sorted(f"{entry.id.scheme}:{entry.id.id}:" + "".join(c for bit, c in letters if entry.perms & bit)
+                   for entry in acl)
+    return ",".join(parts) or "(none)"
+
+
+def _ensure_path(client: KazooClient, path: str, timeout: float, acl: list | None = None) -> None:
+    """Create ``path`` (and its parents) if absent, with ``acl`` (the masters'
+    on a secured cluster: nobody else may add a member or a registry znode)."""
+    try:
+        _wait(client.ensure_path_async(path, acl=acl), timeout)
     except (KazooException, ZooKeeperError) as exc:
         raise ZooKeeperError(f"could not create the group path {path} in ZooKeeper: {exc!r}") from None
 
@@ -208,15 +246,17 @@ def _decode_member_info(data: bytes) -> dict | str:
 
 
 def _lowest_valid_member(client: KazooClient, path: str, children: list[str], skips: _SkipLog,
-                         timeout: float) -> _Member | None:
-    """The leader: the lowest-sequence election znode whose data is valid."""
-    return next(_valid_members(client, path, children, skips, timeout), None)
+                         timeout: float, acl: list | None = None) -> _Member | None:
+    """The leader: the lowest-sequence election znode whose data is valid
+    (and, with ``acl``, that carries the masters' ACL)."""
+    return next(_valid_members(client, path, children, skips, timeout, acl), None)
 
 
 def _valid_members(client: KazooClient, path: str, children: list[str], skips: _SkipLog,
-                   timeout: float) -> Iterator[_Member]:
+                   timeout: float, acl: list | None = None) -> Iterator[_Member]:
     """The election znodes whose data is valid, lowest sequence first (read
-    one by one, as asked for)."""
+    one by one, as asked for). With ``acl`` (a secured group), a znode
+    without exactly that ACL is no master's: skipped, and logged once."""
     for sequence, name in _candidates(children, skips):
         try:
             data, stat = _wait(client.get_async(f"{path}/{name}"), timeout)
@@ -230,6 +270,14 @@ def _valid_members(client: KazooClient, path: str, children: list[str], skips: _
             # masters only create ephemeral znodes; a persistent one would lead forever
             skips.skip(name, "it is not ephemeral (no master's session owns it)")
             continue
+        if acl is not None:
+            try:
+                found = _acls(client, f"{path}/{name}", timeout)
+            except NoNodeError:
+                continue
+            if found != set(acl):
+                skips.skip(name, f"its ACL {_acl_text(found)} is not the masters': no master made it (a squatter?)")
+                continue
         yield _Member(name=name, sequence=sequence, info=info, owner_session=stat.owner_session_id)
 
 
@@ -356,8 +404,15 @@ class MasterContender(_GroupWatcher):
 
     def __init__(self, url: ZkUrl, info: dict, on_elected: Callable[[], None], on_demoted: Callable[[str], None],
                  session_timeout: float = 10.0, client: KazooClient | None = None,
-                 on_znode: Callable[[str | None], None] | None = None) -> None:
+                 on_znode: Callable[[str | None], None] | None = None, warn_unverified: bool = True) -> None:
         super().__init__(url, client, session_timeout, role="contender")
+        #: log (once per znode) a member without the group's ACL that outranks this one (docs/security.rst):
+        #: masters do; groups that never have an ACL of their own (the Fuxi and service schedulers') do not,
+        #: or every failover of theirs would warn of what their docs already say
+        self._warn_unverified = warn_unverified
+        #: a secured group's ACL (--zk-auth): members without it never lead; None: no member can be verified
+        self._acl = master_acl(url.auth) if url.auth else None
+        self._unverified_warned: set[str] = set()
         self._data = _encode_member_info(info)
         self._info = dict(info)
         self._on_elected = on_elected
@@ -538,8 +593,17 @@ class MasterContender(_GroupWatcher):
         if znode is None or znode.rpartition("/")[2] not in children:
             self._rejoin(epoch, znode)
             return
-        leader = _lowest_valid_member(self.client, self._path, children, self._skips, self._op_timeout)
+        leader = _lowest_valid_member(self.client, self._path, children, self._skips, self._op_timeout, self._acl)
         own_session = (self.client.client_id or (None,))[0]
+        if self._warn_unverified and leader is not None and self._acl is None \
+                and leader.name != znode.rpartition("/")[2] \
+                and leader.owner_session != own_session and leader.name not in self._unverified_warned:
+            if len(self._unverified_warned) >= 1000:   # one per leader znode seen: bounded all the same
+                self._unverified_warned.clear()
+            self._unverified_warned.add(leader.name)
+            log.warning("%s/%s (%s) outranks this master and cannot be verified as a master: the group has no "
+                        "--zk-auth, so any ZooKeeper client may lead it (docs/security.rst)", self._path, leader.name,
+                        str(leader.info.get("address"))[:200])
         if (leader is not None and own_session is not None and leader.owner_session == own_session
                 and leader.name != znode.rpartition("/")[2]):
             # A create whose reply was lost to a disconnection left a second
@@ -572,7 +636,7 @@ class MasterContender(_GroupWatcher):
                 return  # the connection changed while we read: a fresh refresh follows
             if lowest and not self._leader and self.client.state == KazooState.CONNECTED:
                 self._leader = True
-                log.info("elected leading master (%s)", znode)
+                log.log(NOTICE, "elected leading master (%s)", znode)   # said at the default level
                 self._call_back(self._on_elected)
             elif not lowest and self._leader:
                 self._demote(f"its election znode {znode} is gone or no longer the lowest")

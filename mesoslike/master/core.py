@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
+import mesoslike.master.receipts as receipts
 from mesoslike.acl import Credentials, Refused
 from mesoslike.allocator import HierarchicalAllocator, RescindReason
 from mesoslike.allocator import Offer as AllocatorOffer
@@ -30,12 +31,13 @@ from mesoslike.clock import Clock
 from mesoslike.errors import AgentCapacityError, MesoslikeError
 from mesoslike.master.history import CompletedFramework, History
 from mesoslike.master.operations import DRAIN_KILL_RESEND, DRAINED, DRAINING, Conflict, DrainInfo, NotFound, check_grace
+from mesoslike.master.partitions import RemovalQueue, RemovalRateLimit, UnreachableAgent, agents_to_forget
 from mesoslike.master.preemption import FairSharePreemption, Kill, Prefer, RoleUsage, TaskView, Warn
 from mesoslike.master.records import (MAX_ATTRIBUTES, MAX_NAME_LENGTH, AgentRecord, FrameworkRecord, Holdings,
                                       MasterConfig, TaskRecord, clip, new_status)
 from mesoslike.master.registry import Registry
 from mesoslike.master.reservations import (Conversion, ReservationError, check_reservation_count, framework_reserve,
-                                           operator_reserve, reserver_principals, unreserve)
+                                           operator_reserve, operator_unreserve, reserver_principals, unreserve)
 from mesoslike.master.roles import RolesConfig
 from mesoslike.master.state import state_json
 from mesoslike.observations import LATENCY_BUCKETS, Histogram
@@ -54,7 +56,7 @@ from mesoslike.wire import (
 )
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import BATCH_TYPES, unbatched
-from mesoslike.wire.types import EXECUTOR_RUN_PREFIX, ExecutorInfo
+from mesoslike.wire.types import EXECUTOR_RUN_PREFIX, ExecutorInfo, without_secret_values
 
 __all__ = ["MasterCore", "Send", "MAX_ERROR_TEXT"]
 
@@ -63,8 +65,17 @@ log = logging.getLogger("mesoslike.master")
 EMPTY = Resources()
 #: the longest ERROR text sent to a peer (it may quote what the peer sent)
 MAX_ERROR_TEXT = 2000
-#: framework ids remembered from agents' reports of ended tasks (see _reported_frameworks)
-_MAX_REPORTED_FRAMEWORKS = 100_000
+#: ended tasks remembered from agents' reports, of frameworks not known otherwise (see _reported)
+_MAX_REPORTED_TASKS = 100_000
+#: (agent, kind) pairs whose dropped input was logged: later drops of that kind from that agent are
+#: only counted (bounded logging: a keyed agent cannot flood the log)
+_MAX_LOGGED_DROPS = 10_000
+#: sources of a status update (TaskStatus.source) an agent may name only for some tasks (an executor's)
+#: or never (the master's)
+SOURCE_EXECUTOR, SOURCE_MASTER = "SOURCE_EXECUTOR", "SOURCE_MASTER"
+
+#: what _reconcile_answer returns for an answer to hold back (see _reconcile)
+_HOLD = new_status("", TaskState.LOST)
 
 #: an agent retries an unacknowledged update (0.5 s doubling to 10 s); the
 #: master forwards a retry to the framework's connection that already got
@@ -94,10 +105,14 @@ class MasterCore:
     def __init__(self, clock: Clock, info: MasterInfo, config: MasterConfig | None = None,
                  rng: random.Random | None = None, registry: Registry | None = None,
                  wall_clock: Callable[[], float] | None = None,
-                 agent_peers: Mapping[str, bytes] | None = None, credentials: Credentials | None = None) -> None:
+                 agent_peers: Mapping[str, bytes] | None = None, credentials: Credentials | None = None,
+                 receipt_key: bytes | None = None) -> None:
         self.clock = clock
         #: with credentials, peers are principals and the ACLs apply (docs/security.rst)
         self.credentials = credentials
+        #: signs and checks the receipts binding ids to principals (mesoslike.master.receipts);
+        #: None: no receipts are given, and none is believed
+        self._receipt_key = receipt_key
         #: the principal of the message being handled (the runtime knows it from the peer's key)
         self._principal: str | None = None
         #: authorization refusals, by the permission that was missing
@@ -127,6 +142,17 @@ class MasterCore:
         #: outage the same master may lead again with a fresh core): told at once to re-register
         self._earlier_peers = dict(agent_peers or {})
         self._expected_until = 0.0
+        #: agents marked unreachable (docs/reliability.rst, "Partitions"): they may re-register
+        self.unreachable: dict[str, UnreachableAgent] = {}
+        #: those of them whose tasks this master never saw (taken over from the registry)
+        self._unreachable_unknown: set[str] = set()
+        #: agents that failed their health checks, marked unreachable in turn (agent_removal_rate_limit)
+        limit = self.config.agent_removal_rate_limit
+        self._removals = RemovalQueue(RemovalRateLimit.parse(limit) if limit is not None else None)
+        #: explicit reconciliation items of unknown tasks held while agents are expected back after a
+        #: failover: the agent id named ("" : none named, any expected agent) -> (framework id, item)
+        self._held_reconciles: dict[str, list[tuple[str, m.ReconcileTask]]] = {}
+        self._held_count: dict[str, int] = {}   # framework id -> its items held
         self._framework_by_peer: dict[bytes, str] = {}
         self._agent_by_peer: dict[bytes, str] = {}
         #: which owner (connection; principal with issue 13) holds which frameworks and agents
@@ -143,10 +169,22 @@ class MasterCore:
         self._reconcile_budget = self.config.reconcile_answers_per_turn
         #: (deadline, offer id) of the offers made, oldest first (all share offer_timeout)
         self._offer_deadlines: deque[tuple[float, str]] = deque()
-        #: ids of frameworks whose ended tasks a re-registering agent reported (not adopted: nothing
-        #: of theirs runs); such a framework may subscribe under its id to hear of them
-        self._reported_frameworks: set[str] = set()
+        #: frameworks whose ended tasks a re-registering agent reported (not adopted: nothing of
+        #: theirs runs): framework id -> its info as reported (principal only if its receipt checked)
+        #: and task id -> (the agent, its report). Such a framework may subscribe under its id to
+        #: hear of them; its tasks are then the master's like any other. At most _MAX_REPORTED_TASKS
+        self._reported: dict[str, tuple[FrameworkInfo, dict[str, tuple[str, m.RunningTask]]]] = {}
+        self._reported_count = 0
+        #: adopted frameworks whose principal no registry and no receipt told (secured clusters:
+        #: nobody may subscribe under their ids, see _subscribe)
+        self._unbound_frameworks: set[str] = set()
+        #: status updates and framework messages from agents that were not forwarded, by why
+        #: (docs/observability.rst); the (agent, why) pairs already logged
+        self.updates_dropped: dict[str, int] = {}
+        self.framework_messages_dropped: dict[str, int] = {}
+        self._logged_drops: set[tuple[str, str]] = set()
         now = clock.now()
+        self._next_registry_gc = now + self.config.registry_gc_interval
         self._next_ping_sweep = now + self.config.ping_interval
         self._next_framework_sweep = now
         self.counters = {"messages_received": 0, "bad_messages": 0, "tasks_launched": 0, "tasks_invalid": 0,
@@ -156,7 +194,10 @@ class MasterCore:
                          "reconciliations_refused": 0, "reconcile_answers": 0,
                          "launches_resent": 0, "tasks_unconfirmed": 0, "tasks_unreported": 0,
                          "updates_reforwarded": 0, "updates_held_back": 0, "updates_settled_by_master": 0,
-                         "reservation_operations": 0, "operations_refused": 0}
+                         "reservation_operations": 0, "operations_refused": 0,
+                         "agents_unreachable": 0, "agents_reachable_again": 0, "agent_removals_canceled": 0,
+                         "agents_gone": 0, "unreachable_agents_forgotten": 0, "reconcile_answers_held": 0,
+                         "tasks_killed_on_return": 0}
         #: launched tasks not confirmed by their agent yet: (when to look
         #: again, sequence, framework id, task id, RUN_TASKs sent by then);
         #: entries of tasks confirmed or ended meanwhile are skipped when due
@@ -191,8 +232,15 @@ class MasterCore:
                 self._adopt_framework(info)
         self._expected_agents = set(self.registry.agents)
         self._expected_until = now + self.config.agent_reregister_timeout
+        for agent_id, entry in self.registry.unreachable.items():   # their tasks were an earlier leader's
+            self._keep_unreachable(UnreachableAgent(agent_id, entry.hostname, entry.since,
+                                                    principal=entry.principal, tasks_known=False))
         self._earlier_peers = {a: p for a, p in self._earlier_peers.items() if a in self._expected_agents}
         self._next_ping_sweep = now if self._earlier_peers else self._next_ping_sweep
+        wall = self._wall_clock()
+        for agent_id, record in sorted(self.registry.drains.items()):
+            if agent_id in self._expected_agents:   # a drain in progress goes on; its kills due as they were
+                self.drains[agent_id] = DrainInfo.from_record(record, now, wall)
         if self.registry.weights:
             self.allocator.update_weights(self.registry.weights)
         for role, record in sorted(self.registry.quota.items()):
@@ -254,24 +302,35 @@ class MasterCore:
 
     def expected_agents(self) -> frozenset[str]:
         """The agents of the registry this master took over with that have
-        not re-registered yet (removed once ``agent_reregister_timeout`` has
-        passed); ``/state`` shows them as ``recovered_agents``."""
+        not re-registered yet (marked unreachable once ``agent_reregister_timeout``
+        has passed); ``/state`` shows them as ``recovered_agents``."""
         return frozenset(self._expected_agents)
 
     def _check_expected_agents(self, now: float) -> None:
+        """Agents of the registry not back within ``agent_reregister_timeout``
+        of the failover are marked unreachable, as Mesos's master does: they
+        may still come back under their ids (their tasks with them)."""
         if not self._expected_agents or now < self._expected_until:
             return
+        since = self._wall_clock()
         for agent_id in sorted(self._expected_agents):
-            log.warning("agent %s did not re-register within %.0fs after the failover: removed",
+            log.warning("agent %s did not re-register within %.0fs after the failover: marked unreachable",
                         agent_id, self.config.agent_reregister_timeout)
-            self.registry.remove_agent(agent_id)
-            self.removed_agents.add(agent_id)
-            self.counters["agents_removed"] += 1
+            info = self.registry.agents.get(agent_id)
+            unreachable = UnreachableAgent(agent_id, info.hostname if info else "", since,
+                                           principal=info.principal if info else "", tasks_known=False)
+            self._note_unreachable(unreachable)
             for record in self.frameworks.values():
                 if record.connected:
                     self._send_framework(record, m.Failure(agent_id, "did not re-register after a failover"))
         self._expected_agents.clear()
+        self._release_held_reconciles("")
+
+    def _note_unreachable(self, agent: UnreachableAgent) -> None:
+        self._keep_unreachable(agent)
+        self.registry.mark_unreachable(agent.id, agent.entry())
         self._registry_changed()
+        self.counters["agents_unreachable"] += 1
 
     # ================================================ history and operations
     # docs/operations.rst. The operator's operations run on an HTTP thread
@@ -324,18 +383,31 @@ class MasterCore:
                      clip(record.info.hostname), seconds)
         elif drain.state == DRAINING and now + seconds < drain.kill_at:
             drain = attrs.evolve(drain, grace=seconds, kill_at=now + seconds, kill_at_wall=wall + seconds)
-        self.drains[record.id] = drain
+        self._set_drain(record.id, drain)
         self._advance_drain(record, drain, now)
         return self._agent_reply(record), self._flush()
+
+    def _set_drain(self, agent_id: str, drain: DrainInfo | None) -> None:
+        """An agent's drain now (None: none), in the registry too: a new
+        leader goes on with it (Mesos keeps drains in its registry)."""
+        if drain is None:
+            self.drains.pop(agent_id, None)
+        else:
+            self.drains[agent_id] = drain
+        before = self.registry.drains.get(agent_id)
+        self.registry.update_drain(agent_id, drain.to_record() if drain is not None else None)
+        if self.registry.drains.get(agent_id) != before:
+            self._registry_changed()
 
     def reactivate_agent(self, agent: str) -> tuple[dict, list[Send]]:
         """Mesos's REACTIVATE_AGENT: a draining or drained agent is offered
         again (a drain whose grace has not passed kills nothing)."""
         self._out = []
         record = self._operated_agent(agent)
-        drain = self.drains.pop(record.id, None)
+        drain = self.drains.get(record.id)
         if drain is None:
             raise Conflict(f"agent {record.id} ({clip(record.info.hostname)}) is not draining or drained")
+        self._set_drain(record.id, None)
         self.allocator.activate_agent(record.id)
         log.info("operator: agent %s (%s) reactivated (it was %s)", record.id, clip(record.info.hostname),
                  drain.state)
@@ -363,12 +435,14 @@ class MasterCore:
         (``cpus(analytics,alice):2``) on the agent become unreserved — with
         credentials, if the ``unreserve_resources`` ACL lets the operator's
         ``principal`` unreserve what each of their reserver principals
-        reserved; as :meth:`reserve_resources` otherwise."""
+        reserved; as :meth:`reserve_resources` otherwise. Written as for
+        :meth:`reserve_resources` (``cpus(analytics):2``), they name what
+        that made: the role's reservation by ``principal``."""
         self._out = []
         record = self._operated_agent(agent)
-        parsed = Resources.parse(resources)
-        conversion = unreserve(parsed)
-        self._authorize_reservation("unreserve_resources", principal, reserver_principals(parsed), "operator")
+        conversion = operator_unreserve(Resources.parse(resources), principal or "")
+        self._authorize_reservation("unreserve_resources", principal, reserver_principals(conversion.removed),
+                                    "operator")
         return self._operator_conversion(record, conversion, "unreserved"), self._flush()
 
     def _authorize_reservation(self, action: str, principal: str | None, targets: list[str], kind: str) -> None:
@@ -387,8 +461,13 @@ class MasterCore:
 
     def _operator_conversion(self, agent: AgentRecord, conversion: Conversion, done: str) -> dict:
         if not agent.info.resources.contains(conversion.removed):
+            held = agent.info.resources
+            static = Resources.sum(held.reserved(role) for role in conversion.removed.reservation_roles())
+            static = static - static.dynamically_reserved()
+            hint = (f"; its {static} is a static reservation (the agent's --resources), which changes only with "
+                    "them" if static and done == "unreserved" else "")
             raise Conflict(f"agent {agent.id} ({clip(agent.info.hostname)}) has no {conversion.removed} "
-                           f"(its resources are {agent.info.resources})")
+                           f"(its resources are {agent.info.resources}){hint}")
         try:
             check_reservation_count(agent.info.resources - conversion.removed + conversion.added)
         except ReservationError as exc:
@@ -449,9 +528,9 @@ class MasterCore:
         meanwhile forgotten. O(drains)."""
         for agent_id, drain in list(self.drains.items()):
             agent = self.agents.get(agent_id)
-            if agent is None:
-                del self.drains[agent_id]
-            elif drain.state == DRAINING:
+            if agent is None and agent_id not in self._expected_agents:   # removed (not one expected back)
+                self._set_drain(agent_id, None)
+            elif agent is not None and drain.state == DRAINING:
                 self._advance_drain(agent, drain, now)
 
     def _advance_drain(self, agent: AgentRecord, drain: DrainInfo, now: float) -> None:
@@ -462,7 +541,7 @@ class MasterCore:
         if drain.state != DRAINING:
             return
         if not agent.tasks:
-            self.drains[agent.id] = attrs.evolve(drain, state=DRAINED, next_kill=None)
+            self._set_drain(agent.id, attrs.evolve(drain, state=DRAINED, next_kill=None))
             log.info("agent %s (%s) is drained", agent.id, clip(agent.info.hostname))
             return
         if now < drain.kill_at or (drain.next_kill is not None and now < drain.next_kill):
@@ -476,7 +555,7 @@ class MasterCore:
     def _drain_wakeup(self) -> float:
         """When a drain has kills due next (inf: none)."""
         due = [drain.next_kill if drain.next_kill is not None else drain.kill_at
-               for drain in self.drains.values() if drain.state == DRAINING]
+               for agent_id, drain in self.drains.items() if drain.state == DRAINING and agent_id in self.agents]
         return min(due, default=float("inf"))
 
     def _archive_framework(self, record: FrameworkRecord, why: str) -> None:
@@ -505,6 +584,8 @@ class MasterCore:
         assert all(drain.state in (DRAINING, DRAINED) for drain in self.drains.values())
         offered = {offer.agent_id for offer in self.allocator.outstanding_offers()}
         assert not offered & self.drains.keys(), "a draining or drained agent is offered"
+        assert self.registry.drains == {agent_id: drain.to_record() for agent_id, drain in self.drains.items()}, \
+            "the registry's drains are not the drains"
 
     # ================================================================ inputs
     def on_message(self, peer: bytes, message: object, principal: str | None = None) -> list[Send]:
@@ -582,8 +663,8 @@ class MasterCore:
         self._out = []
         self.counters["messages_received"] += 1
         self.counters["registration_retries"] += 1
-        agent.pings_unanswered = 0
-        self._send(peer, m.AgentRegistered(agent.id, self.info, self.config.ping_interval, accepts_batches=True))
+        self._heard_from_agent(agent)
+        self._send(peer, self._agent_registered(agent.info))
         return self._flush()
 
     def on_bad_frame(self, peer: bytes | None, error: Exception) -> list[Send]:
@@ -607,6 +688,11 @@ class MasterCore:
         if now >= self._next_ping_sweep:
             self._next_ping_sweep = now + self.config.ping_interval
             self._ping_agents()
+        if self._removals and now >= self._removals.next_turn():
+            self._mark_due_unreachable(now)
+        if now >= self._next_registry_gc:
+            self._next_registry_gc = now + self.config.registry_gc_interval
+            self._forget_unreachable()
         if now >= self._next_framework_sweep:
             self._next_framework_sweep = now + min(1.0, self.config.heartbeat_interval / 2)
             self._check_frameworks(now)
@@ -626,7 +712,8 @@ class MasterCore:
     def next_wakeup(self) -> float:
         if self._reconciling:
             return self.clock.now()  # answers wait: the next turn sends more
-        wake = min(self.allocator.next_wakeup(), self._next_ping_sweep, self._next_framework_sweep)
+        wake = min(self.allocator.next_wakeup(), self._next_ping_sweep, self._next_framework_sweep,
+                   self._removals.next_turn(), self._next_registry_gc)
         if self._offer_deadlines:
             wake = min(wake, self._offer_deadlines[0][0])
         if self._unconfirmed:
@@ -654,7 +741,7 @@ class MasterCore:
             if record.connected and not record.suppressed:
                 wanting.add(role)
             for task in record.tasks.values():
-                if not task.terminal:
+                if not task.terminal and task.state != TaskState.UNREACHABLE:   # on an agent out of reach
                     held.append(task.info.resources)
                     tasks.append(TaskView(task.id, record.id, role, task.agent_id, task.info.resources,
                                           task.launched_at))
@@ -759,6 +846,36 @@ class MasterCore:
             raise Refused("principal", f"not authorized: {what} belongs to another principal than "
                                        f"{self._principal or 'an anonymous peer'}")
 
+    def _check_bound(self, record: FrameworkRecord) -> None:
+        """Refuse using a framework id whose principal this secured master
+        cannot know: adopted from agents' reports after a restart without a
+        registry, with no receipt of the master's to say whose it is (an
+        agent's word alone could hand it to anyone; docs/security.rst)."""
+        if self.credentials is not None and record.id in self._unbound_frameworks:
+            raise Refused("principal", f"not authorized: framework {record.id} is known to this master only from "
+                                       "agents that showed no receipt for its principal, so whose it is cannot "
+                                       "be told; it cannot be subscribed to")
+
+    def _signed(self, info: FrameworkInfo) -> FrameworkInfo:
+        """``info`` with the master's receipt for its id and principal (none
+        without a principal or a receipt key): what RUN_TASK carries to the
+        agents, who report it back (mesoslike.master.receipts)."""
+        receipt = receipts.sign(self._receipt_key, receipts.FRAMEWORK, info.id, info.principal) \
+            if self._receipt_key is not None and info.principal and info.id else ""
+        return info if info.principal_receipt == receipt else attrs.evolve(info, principal_receipt=receipt)
+
+    def _reported_info(self, info: FrameworkInfo) -> FrameworkInfo:
+        """A framework's info as a re-registering agent reported it: its
+        principal kept only with a receipt of this master's that binds it
+        (secured clusters), never on the agent's word."""
+        if self.credentials is not None and self._receipt_key is not None and info.principal and \
+                receipts.verify(self._receipt_key, receipts.FRAMEWORK, info.id, info.principal,
+                                info.principal_receipt):
+            return info
+        if not info.principal and not info.principal_receipt:
+            return info
+        return attrs.evolve(info, principal="", principal_receipt="")
+
     def _subscribe(self, peer: bytes, msg: m.Subscribe) -> None:
         """SUBSCRIBE: a new framework (no id: the master gives one) or one
         the master knows re-subscribing.
@@ -785,12 +902,15 @@ class MasterCore:
         if not info.id and peer in self._framework_by_peer:
             # a retried first SUBSCRIBE from the same connection: same framework
             retried = self.frameworks[self._framework_by_peer[peer]]
+            self._set_suppressed(retried, retried.info.role in msg.suppressed_roles)
             self._send_framework(retried, m.Subscribed(retried.id, self.config.heartbeat_interval, self.info, False,
                                                        accepts_batches=True))
             return
         record = self.frameworks.get(info.id) if info.id else None
-        if info.id and record is None and info.id in self._reported_frameworks:
-            self._adopt_framework(info)  # an agent holds ended tasks of it, not acknowledged yet
+        if info.id and record is None and info.id in self._reported:
+            # an agent holds ended tasks of it, not acknowledged yet: adopted as the agents reported it
+            # (its principal, if their receipt checked), never as the subscriber says
+            self._adopt_framework(self._reported[info.id][0], reported=True)
             record = self.frameworks[info.id]
         if info.id and record is None:
             self._refuse_subscription(
@@ -801,6 +921,7 @@ class MasterCore:
             self._authorize("register_frameworks", info.role)
         else:
             self._owned(record.info.principal, f"framework {record.id}")
+            self._check_bound(record)
         owner = self._owner(peer)
         if (record is None or self.framework_owners.owner(record.id) != owner) \
                 and self.framework_owners.count(owner) >= self.config.max_frameworks_per_connection:
@@ -817,9 +938,15 @@ class MasterCore:
                 peer, f"principal {clip(self._principal)} already holds {self.config.max_frameworks_per_principal} "
                       "framework(s) (max_frameworks_per_principal): tear one down first", fatal=True)
             return
+        role = info.role if record is None else record.info.role
+        unknown = [name for name in msg.suppressed_roles if name != role]
+        if unknown:   # as Mesos: a suppressed role must be one of the framework's
+            self._refuse_subscription(peer, f"suppressed role {clip(unknown[0])!r} is not the framework's role "
+                                            f"{clip(role)!r}", fatal=True)
+            return
         if record is None:
             framework_id = self._new_framework_id()
-            info = attrs.evolve(info, id=framework_id)
+            info = self._signed(attrs.evolve(info, id=framework_id))
             try:
                 self.allocator.add_framework(framework_id, info.role, min_allocatable=info.min_allocatable or None)
             except MesoslikeError as exc:
@@ -841,12 +968,25 @@ class MasterCore:
         else:
             resubscribed = True
             self._reconnect_framework(record, peer, info)
+        self._set_suppressed(record, bool(msg.suppressed_roles))
         self.framework_owners.hold(owner, record.id)
         if record.info.principal:
             self.framework_principals.hold(record.info.principal.encode(), record.id)
         self._framework_by_peer[peer] = record.id
         self._send_framework(record, m.Subscribed(record.id, self.config.heartbeat_interval, self.info,
                                                   resubscribed, accepts_batches=True))
+
+    def _set_suppressed(self, record: FrameworkRecord, suppressed: bool) -> None:
+        """A (re-)subscription states the framework's suppression, which
+        replaces what it was (Mesos's ``updateFramework`` with the SUBSCRIBE's
+        ``suppressed_roles``): a scheduler that restarted or failed over
+        starts from what it says, never from its predecessor's SUPPRESS.
+        Reviving clears the framework's filters, as a REVIVE does."""
+        if suppressed and not record.suppressed:
+            self.allocator.suppress_offers(record.id)
+        elif record.suppressed and not suppressed:
+            self.allocator.revive_offers(record.id)
+        record.suppressed = suppressed
 
     def _refuse_subscription(self, peer: bytes, why: str, fatal: bool) -> None:
         self.counters["subscriptions_refused"] += 1
@@ -881,7 +1021,7 @@ class MasterCore:
         # a re-subscribing framework gets fresh offers (as in Mesos)
         for offer in self.allocator.outstanding_offers(record.id):
             self.allocator.rescind_offer(offer.id, RescindReason.FRAMEWORK_DEACTIVATED)
-        record.info = attrs.evolve(info, id=record.id, role=record.info.role)
+        record.info = self._signed(attrs.evolve(info, id=record.id, role=record.info.role))
         if self.registry.frameworks.get(record.id) != record.info:
             self.registry.add_framework(record.info)
             self._registry_changed()
@@ -922,6 +1062,7 @@ class MasterCore:
             if record.connected:
                 self._send(record.peer, m.Error(f"framework {record.id} removed: {why}", fatal=True))
         del self.frameworks[record.id]
+        self._unbound_frameworks.discard(record.id)
         self.framework_owners.release(record.id)
         self.framework_principals.release(record.id)
         self._reconciling.pop(record.id, None)
@@ -1225,6 +1366,9 @@ class MasterCore:
             return "the task id is empty"
         if task.task_id in record.tasks or task.task_id in earlier:
             return f"task id {task.task_id} is already in use"
+        if agent.doomed and (record.id, task.task_id) in agent.doomed:
+            return (f"task id {task.task_id} is in use on agent {agent.id} by the task of that id it brought back "
+                    "from a partition, which is being killed; use another id")
         if task.agent_id != agent.id:
             return f"task agent_id {task.agent_id!r} is not the offers' agent {agent.id}"
         if task.executor is None and not _runs_something(task):
@@ -1339,6 +1483,8 @@ class MasterCore:
         agent = self.agents.get(task.agent_id)
         if agent is not None:
             self._send(agent.peer, m.KillTask(record.id, task.id))
+        elif task.state == TaskState.UNREACHABLE:   # as Mesos: it cannot be killed now; say so
+            self._send_framework(record, m.Update(self._reconciled(task.status, self._wall_clock())))
 
     # ======================================================= status updates
     def _status_update(self, peer: bytes, msg: m.StatusUpdate) -> None:
@@ -1346,7 +1492,15 @@ class MasterCore:
         (a retry again only if it may not have arrived, see
         UPDATE_REFORWARD_INTERVAL). A retry of an update the framework
         acknowledged already, or of a task that ended, is acknowledged by the
-        master instead: the framework has had it (docs/reliability.rst)."""
+        master instead: the framework has had it (docs/reliability.rst).
+
+        Updates are bound to what the master knows (docs/security.rst): only
+        for a task the master placed on this agent (or the agent reported
+        when it re-registered) and that has not ended there, with
+        ``SOURCE_EXECUTOR`` only for a task run by a custom executor and
+        never ``SOURCE_MASTER``. Anything else is dropped (:meth:`_drop_update`):
+        not forwarded, counted, logged once per agent and kind — and
+        acknowledged, so that the agent's stream of updates drains."""
         agent = self._agent_for(peer)
         if agent is None:
             return
@@ -1355,31 +1509,52 @@ class MasterCore:
             # the ids are the connection's and the message's, never what the status claims
             # (an agent's own say so already: attrs.evolve cost 12 % of the master's handling, issue 14)
             status = attrs.evolve(status, agent_id=agent.id, framework_id=msg.framework_id)
+        if agent.doomed and (msg.framework_id, status.task_id) in agent.doomed:
+            self._settle_doomed(agent, msg.framework_id, status)
+            return
         why = self._preempting.get((msg.framework_id, status.task_id)) if self._preempting else None
         if why is not None and status.state == TaskState.KILLED:
             status = attrs.evolve(status, reason="REASON_TASK_PREEMPTED", message=why)
         record = self.frameworks.get(msg.framework_id)
         if record is None:
-            if status.uuid:   # nobody will ever acknowledge: do it on the framework's behalf
-                self._send(peer, m.StatusUpdateAck(agent.id, msg.framework_id, status.task_id, status.uuid))
+            if msg.framework_id in self.removed_frameworks:
+                if status.uuid:   # nobody will ever acknowledge: do it on the framework's behalf
+                    self._send(peer, m.StatusUpdateAck(agent.id, msg.framework_id, status.task_id, status.uuid))
+            else:
+                self._drop_update(agent, msg.framework_id, status, "unknown_framework",
+                                  "the master knows no such framework")
             return
         task = record.tasks.get(status.task_id)
         if task is None:
             ended = record.completed_task(status.task_id)
             if ended is not None and ended.agent_id == agent.id:
+                if status.uuid and ended.status.uuid and status.uuid != ended.status.uuid:
+                    self._count_drop(agent, record.id, status, "already_terminal", f"the task ended {ended.state}")
                 self._settle_stale(agent, record, ended, status)
                 return
-            if record.connected:   # not known (any more): the framework decides
-                self._send_framework(record, m.Update(status))
+            self._drop_update(agent, record.id, status, "unknown_task",
+                              "the master placed no such task of the framework on this agent")
             return
         if task.agent_id != agent.id:
             # only the agent that runs a task speaks for it (a forged update would free what it holds)
-            self._refuse(peer, Refused("status_updates", f"not authorized: task {clip(task.id)} of framework "
-                                                         f"{record.id} does not run on agent {agent.id}"))
+            self._drop_update(agent, record.id, status, "not_on_agent", f"the task runs on agent {task.agent_id}")
+            self.refused_by_permission["status_updates"] = self.refused_by_permission.get("status_updates", 0) + 1
+            self._send(peer, m.Error(f"not authorized: task {clip(task.id)} of framework {record.id} does not run on "
+                                     f"agent {agent.id}"))   # logged once, by _drop_update
             return
+        if status.source == SOURCE_MASTER or (status.source == SOURCE_EXECUTOR and task.info.executor is None):
+            self._drop_update(agent, record.id, status, "forged_source",
+                              f"{clip(status.source, 40)} is not an agent's to claim for this task")
+            return
+        if not task.confirmed:   # its agent has it: the master keeps no secret's value from now on
+            task.info = without_secret_values(task.info)
         task.confirmed = True
         if status.uuid and status.uuid == task.acknowledged_uuid:
             self._settle(agent, record, status)   # our acknowledgement to the agent was late or lost
+            return
+        if task.terminal and task.status.uuid and status.uuid != task.status.uuid:
+            # the agent's terminal update came already (a retry of it has its uuid): one end per task
+            self._drop_update(agent, record.id, status, "already_terminal", f"the task ended {task.state}")
             return
         self._apply_status(record, task, status)
         if record.connected and self._forward_due(record, task, status):
@@ -1396,6 +1571,30 @@ class MasterCore:
             self.counters["updates_reforwarded"] += 1
         task.forwarded_uuid, task.forwarded_to, task.forwarded_at = status.uuid, record.peer, now
         return True
+
+    def _drop_update(self, agent: AgentRecord, framework_id: str, status: TaskStatus, kind: str, why: str) -> None:
+        """Do not forward ``status``: count and log it (:meth:`_count_drop`)
+        and acknowledge it to its agent — a retry would be dropped again, and
+        an agent's stream must not stay blocked behind it."""
+        self._count_drop(agent, framework_id, status, kind, why)
+        if status.uuid:
+            self._send(agent.peer, m.StatusUpdateAck(agent.id, framework_id, status.task_id, status.uuid))
+
+    def _count_drop(self, agent: AgentRecord, framework_id: str, status: TaskStatus, kind: str, why: str) -> None:
+        self.updates_dropped[kind] = self.updates_dropped.get(kind, 0) + 1
+        self._log_drop(agent.id, kind, f"agent {agent.id}: a status update {clip(status.state, 40)} of task "
+                                       f"{clip(status.task_id)} of framework {clip(framework_id)} dropped ({kind}: "
+                                       f"{why})")
+
+    def _log_drop(self, agent_id: str, kind: str, text: str) -> None:
+        """Log ``text`` the first time an agent's input of ``kind`` is
+        dropped; later ones are counted only (mesoslike_status_updates_dropped_total,
+        mesoslike_framework_messages_dropped_total). O(1), bounded."""
+        key = (agent_id, kind)
+        if key in self._logged_drops or len(self._logged_drops) >= _MAX_LOGGED_DROPS:
+            return
+        self._logged_drops.add(key)
+        log.warning("%s; further ones of this kind from this agent are only counted", text)
 
     def _settle(self, agent: AgentRecord, record: FrameworkRecord, status: TaskStatus) -> None:
         """Acknowledge an update to its agent on the framework's behalf."""
@@ -1474,7 +1673,14 @@ class MasterCore:
         the rest from :meth:`tick`, frameworks taking turns), so a large
         reconciliation never holds other peers up. Each answer is the
         task's state when it is sent. A new implicit request replaces a
-        waiting one. O(ids named) now, O(1) per answer later."""
+        waiting one. O(ids named) now, O(1) per answer later.
+
+        After a failover, a task this master does not know may be on an
+        agent not back yet: its answer is held until that agent (the one
+        named, or, none named, every expected agent) re-registered or was
+        marked unreachable, as Mesos's master does not answer for
+        ``recovered_slaves``; held answers count against
+        ``max_reconcile_tasks``."""
         record = self._framework_for(peer, msg.framework_id)
         if record is None:
             return
@@ -1482,6 +1688,7 @@ class MasterCore:
         queue = self._reconciling.get(record.id)
         if msg.tasks:
             waiting = sum(1 for item in queue if not isinstance(item, str)) if queue else 0
+            waiting += self._held_count.get(record.id, 0)
             if len(msg.tasks) + waiting > limit:
                 self.counters["reconciliations_refused"] += 1
                 self._error(peer, f"RECONCILE of {len(msg.tasks)} tasks refused: at most {limit} task ids "
@@ -1504,8 +1711,9 @@ class MasterCore:
             del self._reconciling[record.id]
 
     def reconcile_answers_waiting(self) -> int:
-        """Reconciliation answers not sent yet (at most: some may need none). O(frameworks waiting)."""
-        return sum(len(queue) for queue in self._reconciling.values())
+        """Reconciliation answers not sent yet (at most: some may need none),
+        held ones included. O(frameworks waiting)."""
+        return sum(len(queue) for queue in self._reconciling.values()) + sum(self._held_count.values())
 
     def _answer_reconciliations(self) -> None:
         """Spend this turn's budget on the waiting answers, an equal part per
@@ -1534,7 +1742,10 @@ class MasterCore:
             if completed is None and not isinstance(item, str) and item.task_id not in record.tasks:
                 completed = {task.id: task for task in record.completed}   # the latest of an id wins
             status = self._reconcile_answer(record, item, now, completed or {})
-            if status is not None:
+            if status is _HOLD:
+                assert not isinstance(item, str)
+                self._hold_reconcile(record, item)
+            elif status is not None:
                 self._send_framework(record, m.Update(status))
                 sent += 1
         self._reconcile_budget -= sent
@@ -1553,12 +1764,43 @@ class MasterCore:
         ended = completed.get(item.task_id)
         if ended is not None:
             return self._reconciled(ended.status, now)
-        if item.agent_id in self._expected_agents:
-            return None  # its agent is expected back after a failover: no answer yet (as in Mesos)
-        gone = record.info.partition_aware and item.agent_id in self.removed_agents
-        return new_status(item.task_id, TaskState.GONE if gone else TaskState.LOST, agent_id=item.agent_id,
-                          framework_id=record.id, message="unknown task", reason="REASON_RECONCILIATION",
-                          timestamp=now)
+        if item.agent_id in self._expected_agents or (not item.agent_id and self._expected_agents):
+            return _HOLD  # it may be on an agent expected back after a failover: answered once it is
+        # Mesos's answers for an unknown task (TASK_LOST to frameworks that are not partition-aware)
+        aware = record.info.partition_aware
+        if item.agent_id in self.unreachable:
+            state, why = TaskState.UNREACHABLE if aware else TaskState.LOST, "its agent is unreachable"
+        elif aware and not item.agent_id and self._unreachable_unknown:
+            # it may run on an unreachable agent whose tasks this master never saw: not gone for sure
+            state, why = TaskState.UNREACHABLE, "unknown task; it may be on an unreachable agent"
+        else:   # on no agent this master knows, nor may hear from again: not running anywhere
+            state, why = TaskState.GONE if aware else TaskState.LOST, "unknown task"
+        return new_status(item.task_id, state, agent_id=item.agent_id, framework_id=record.id, message=why,
+                          reason="REASON_RECONCILIATION", timestamp=now)
+
+    def _hold_reconcile(self, record: FrameworkRecord, item: m.ReconcileTask) -> None:
+        self._held_reconciles.setdefault(item.agent_id, []).append((record.id, item))
+        self._held_count[record.id] = self._held_count.get(record.id, 0) + 1
+        self.counters["reconcile_answers_held"] += 1
+
+    def _release_held_reconciles(self, agent_id: str) -> None:
+        """``agent_id`` is no longer expected back (it re-registered, or was
+        marked unreachable): the answers held for it — and, once no agent is
+        expected, all of them — wait for the next turns again. O(released)."""
+        released = self._held_reconciles.pop(agent_id, []) if agent_id else []
+        if not self._expected_agents:
+            for items in self._held_reconciles.values():
+                released += items
+            self._held_reconciles.clear()
+        for framework_id, item in released:
+            left = self._held_count[framework_id] - 1
+            if left:
+                self._held_count[framework_id] = left
+            else:
+                del self._held_count[framework_id]
+            record = self.frameworks.get(framework_id)
+            if record is not None and record.connected:
+                self._reconciling.setdefault(framework_id, deque()).append(item)
 
     @staticmethod
     def _reconciled(status: TaskStatus, now: float) -> TaskStatus:
@@ -1594,6 +1836,15 @@ class MasterCore:
     def _framework_message(self, peer: bytes, msg: m.FrameworkMessage) -> None:
         agent_id = self._agent_by_peer.get(peer)
         if agent_id is not None:  # agent -> framework
+            if (msg.framework_id, msg.executor_id) not in self.agents[agent_id].executors:
+                # an agent speaks only for the custom executors of that framework it runs
+                kind = "unknown_executor"
+                self.framework_messages_dropped[kind] = self.framework_messages_dropped.get(kind, 0) + 1
+                self._log_drop(agent_id, "message:" + kind, f"agent {agent_id}: a framework message for framework "
+                                                            f"{clip(msg.framework_id)} from executor "
+                                                            f"{clip(msg.executor_id)!r} dropped ({kind}: no such "
+                                                            "executor of the framework runs on this agent)")
+                return
             record = self.frameworks.get(msg.framework_id)
             if record is not None and record.connected:
                 # the agent is the one its connection says, whatever the message claims
@@ -1612,7 +1863,7 @@ class MasterCore:
     def _register_agent(self, peer: bytes, msg: m.RegisterAgent) -> None:
         existing = self._agent_by_peer.get(peer)
         if existing is not None:  # our AGENT_REGISTERED was lost: say it again
-            self._send(peer, m.AgentRegistered(existing, self.info, self.config.ping_interval, accepts_batches=True))
+            self._send(peer, self._agent_registered(self.agents[existing].info))
             return
         self._authorize("register_agents")
         if self._agent_refused(peer, msg.agent, None, msg.http_address):
@@ -1621,6 +1872,13 @@ class MasterCore:
         info = attrs.evolve(msg.agent, id=agent_id, principal=self._principal or "")
         self._admit_agent(peer, info, {}, msg.http_address)
         log.info("agent %s (%s) registered with %s", agent_id, clip(info.hostname), info.resources)
+
+    def _agent_registered(self, info: AgentInfo) -> m.AgentRegistered:
+        """AGENT_REGISTERED for ``info``, with the master's receipt binding
+        its id to its principal (secured clusters: mesoslike.master.receipts)."""
+        receipt = receipts.sign(self._receipt_key, receipts.AGENT, info.id, info.principal) \
+            if self._receipt_key is not None and info.principal else ""
+        return m.AgentRegistered(info.id, self.info, self.config.ping_interval, accepts_batches=True, receipt=receipt)
 
     def _new_agent_id(self) -> str:
         """The next id of this master's series that no agent holds, held or
@@ -1661,17 +1919,22 @@ class MasterCore:
         had, even one this master does not know (its registry was lost, or
         the agent knew an earlier leader); what it claims is bounded per
         connection, and fresh ids skip the ones agents hold
-        (:meth:`_new_agent_id`). With authentication (issue 13) an agent id
-        belongs to its principal."""
+        (:meth:`_new_agent_id`).
+
+        In a secured cluster an agent id belongs to its principal: the one
+        this master or its registry recorded, else the one the agent's
+        receipt names (:meth:`_unproven_agent`)."""
         info = msg.agent
         if not info.id:
             self._error(peer, "REREGISTER_AGENT needs the agent's id")
             return
         self._authorize("register_agents")
-        known = self.agents.get(info.id) or self.registry.agents.get(info.id)
+        known = self.agents.get(info.id) or self.registry.agents.get(info.id) or self.unreachable.get(info.id)
         if known is not None:
             self._owned(known.info.principal if isinstance(known, AgentRecord) else known.principal,
                         f"agent {info.id}")
+        elif self._unproven_agent(peer, info.id, msg.receipt):
+            return
         if info.id in self.removed_agents:
             self._send(peer, m.ShutdownAgent("this agent was removed; register anew"))
             return
@@ -1681,7 +1944,11 @@ class MasterCore:
             return
         record = self.agents.get(info.id)
         if record is None:
-            self._admit_reregistered(peer, msg)
+            unreachable = self.unreachable.get(info.id)
+            if unreachable is not None and unreachable.tasks_known:
+                self._readmit_unreachable(peer, msg, unreachable)
+            else:
+                self._admit_reregistered(peer, msg, returning=unreachable is not None)
             return
         if record.peer is not None and record.peer != peer:
             self._agent_by_peer.pop(record.peer, None)
@@ -1693,10 +1960,32 @@ class MasterCore:
         if record.info.principal:
             self.agent_principals.hold(record.info.principal.encode(), record.id)
         self._lose_unreported_tasks(record, msg.tasks)
+        self._forget_unreported_doomed(record, msg.tasks)
         self._reconcile_executors(record, msg.executors)
         self._update_agent(record, info)
-        self._send(peer, m.AgentRegistered(record.id, self.info, self.config.ping_interval, accepts_batches=True))
+        self._bind_reported(msg.frameworks)
+        self._send(peer, self._agent_registered(record.info))
         log.info("agent %s re-registered", record.id)
+
+    def _unproven_agent(self, peer: bytes, agent_id: str, receipt: str) -> bool:
+        """An agent re-registers under an id neither this master nor its
+        registry knows (a master without a registry restarted, or the
+        registry was lost). In a secured cluster it must show this master's
+        receipt binding the id to the principal it authenticated as — an id
+        is never the first claimant's. Without one it is told to register
+        anew (SHUTDOWN_AGENT: its tasks are killed, it gets a fresh id) and
+        the refusal is counted and logged once. True if refused."""
+        if self.credentials is None or self._receipt_key is None:
+            return False
+        if receipts.verify(self._receipt_key, receipts.AGENT, agent_id, self._principal or "", receipt):
+            return False
+        self.counters["agent_registrations_refused"] += 1
+        self.refused_by_permission["principal"] = self.refused_by_permission.get("principal", 0) + 1
+        why = (f"agent id {clip(agent_id)} is not known to this master and the agent shows no receipt of the master's "
+               f"binding it to principal {clip(self._principal or '')}: register anew")
+        self._log_drop(agent_id, "reregistration", f"re-registration refused: {why}")
+        self._send(peer, m.ShutdownAgent(why))
+        return True
 
     def _update_agent(self, agent: AgentRecord, info: AgentInfo) -> None:
         """A known agent re-registered with another total or other
@@ -1726,28 +2015,39 @@ class MasterCore:
         log.info("agent %s re-registered with resources %s and attributes %s", agent.id, info.resources,
                  clip(info.attributes))
 
-    def _admit_reregistered(self, peer: bytes, msg: m.ReregisterAgent) -> None:
+    def _admit_reregistered(self, peer: bytes, msg: m.ReregisterAgent, returning: bool = False) -> None:
         """An agent this master does not know (it restarted or took over):
         admit it with the tasks it runs, and their frameworks as disconnected
-        until they re-subscribe."""
-        # whose a framework is, is never the agent's to say: the registry knows, or the first to subscribe
-        infos = {info.id: attrs.evolve(info, principal="") for info in msg.frameworks if info.id}
+        until they re-subscribe. A task's state is the one its update stream
+        delivers next (``update_state``): a reconciliation answer must not
+        overtake the updates still on their way. ``returning``: an agent the
+        registry lists as unreachable (marked by an earlier leader, or not
+        back in time after a failover): it is no longer, and connected
+        partition-aware frameworks are told the states of its tasks."""
+        if returning:
+            self._forget_unreachable_agent(msg.agent.id)
+            self.registry.mark_reachable(msg.agent.id)
+            self.counters["agents_reachable_again"] += 1
+        # whose a framework is, is never the agent's to say: the registry knows, or the master's receipt
+        # the agent kept with the framework's tasks (_reported_info); else nobody may take it (_check_bound)
+        infos = {info.id: self._reported_info(info) for info in msg.frameworks if info.id}
+        self._bind_reported(msg.frameworks)
         holding: dict[str, list[Resources]] = {}
         for running in msg.tasks:
             if running.framework_id in self.removed_frameworks or running.state in TERMINAL_STATES:
-                if running.framework_id not in self.removed_frameworks \
-                        and len(self._reported_frameworks) < _MAX_REPORTED_FRAMEWORKS:
-                    self._reported_frameworks.add(running.framework_id)  # it may subscribe for the update
+                if running.framework_id not in self.removed_frameworks and running.framework_id not in self.frameworks:
+                    self._remember_reported(msg.agent.id, running, infos)  # it may subscribe for the update
                 continue
             if running.framework_id not in self.frameworks:
                 self._adopt_framework(infos.get(running.framework_id) or FrameworkInfo(
-                    name="(recovered)", id=running.framework_id))
+                    name="(recovered)", id=running.framework_id), reported=True)
             holding.setdefault(running.framework_id, []).append(running.task.resources)
         executors = {(e.framework_id, e.executor.executor_id): e.executor for e in msg.executors
                      if e.framework_id not in self.removed_frameworks}
         for (framework_id, _), executor in executors.items():   # an idle executor's framework lives on too
             if framework_id not in self.frameworks:
-                self._adopt_framework(infos.get(framework_id) or FrameworkInfo(name="(recovered)", id=framework_id))
+                self._adopt_framework(infos.get(framework_id) or FrameworkInfo(name="(recovered)", id=framework_id),
+                                      reported=True)
             holding.setdefault(framework_id, []).append(executor.resources)
         self._admit_agent(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()},
                           msg.http_address)
@@ -1760,33 +2060,192 @@ class MasterCore:
             record = frameworks.get(framework_id)
             if record is None:
                 continue
-            status = new_status(task_id, running.state, agent_id=agent_id, framework_id=framework_id,
+            status = new_status(task_id, _delivered_state(running), agent_id=agent_id, framework_id=framework_id,
                                 timestamp=now, labels=running.task.labels, healthy=running.healthy)
             # an ended task holds nothing; its terminal update is on its way
             record.tasks[task_id] = TaskRecord(running.task, framework_id, agent_id, status,
                                                running.state in TERMINAL_STATES, launched)
             agent.tasks.add((framework_id, task_id))
+            if returning and record.connected and record.info.partition_aware and not status.terminal:
+                self._send_framework(record, m.Update(attrs.evolve(
+                    status, message="its agent re-registered after being unreachable",
+                    reason="REASON_AGENT_REREGISTERED")))
         log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
 
-    def _adopt_framework(self, info: FrameworkInfo) -> None:
-        """A framework this master learnt of from the registry or a
-        re-registering agent, after a failover. It was most likely connected
+    def _readmit_unreachable(self, peer: bytes, msg: m.ReregisterAgent, unreachable: UnreachableAgent) -> None:
+        """An agent this master marked unreachable re-registers (Mesos's
+        _reregisterSlave of an unreachable agent): admitted again under its
+        id. Its partition-aware tasks come back — their frameworks are told
+        the state the update stream delivers next (TASK_RUNNING, ...; a task
+        that ended meanwhile: its terminal update follows), and TASK_GONE
+        for those it no longer has (TASK_DROPPED if it never confirmed them). Tasks whose frameworks were told
+        TASK_LOST are killed; nothing more is said of them (one terminal
+        state per task). O(its tasks)."""
+        agent_id = msg.agent.id
+        self._forget_unreachable_agent(agent_id)
+        self.registry.mark_reachable(agent_id)
+        self.counters["agents_reachable_again"] += 1
+        holding: dict[str, list[Resources]] = {}
+        back: list[tuple[FrameworkRecord, TaskRecord, m.RunningTask]] = []
+        doomed: dict[tuple[str, str], Resources] = {}
+        shut_down: set[str] = set()
+        for running in msg.tasks:
+            framework_id, task_id = running.framework_id, running.task.task_id
+            record = self.frameworks.get(framework_id)
+            if record is None:   # removed (or never known): the agent shuts it down
+                shut_down.add(framework_id)
+                continue
+            task = record.tasks.get(task_id)
+            alive = running.state not in TERMINAL_STATES
+            if task is not None and task.agent_id == agent_id:
+                back.append((record, task, running))
+            else:   # its framework was told it ended (TASK_LOST): a task of the past
+                doomed[(framework_id, task_id)] = running.task.resources if alive else EMPTY
+            if alive:
+                holding.setdefault(framework_id, []).append(running.task.resources)
+        executors = {(e.framework_id, e.executor.executor_id): e.executor for e in msg.executors
+                     if e.framework_id in self.frameworks}
+        for (framework_id, _), executor in executors.items():
+            holding.setdefault(framework_id, []).append(executor.resources)
+        self._admit_agent(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()},
+                          msg.http_address)
+        agent = self.agents[agent_id]
+        agent.executors.update(executors)
+        wall = self._wall_clock()
+        reported = set()
+        for record, task, running in back:
+            key = (record.id, task.id)
+            reported.add(key)
+            agent.tasks.add(key)
+            task.confirmed = True
+            task.resources_recovered = running.state in TERMINAL_STATES
+            delivered = _delivered_state(running)
+            if task.state == TaskState.UNREACHABLE and delivered not in TERMINAL_STATES:
+                self._tell_status(record, task, new_status(
+                    task.id, delivered, agent_id=agent_id, framework_id=record.id,
+                    message="its agent re-registered after being unreachable", reason="REASON_AGENT_REREGISTERED",
+                    timestamp=wall, labels=task.info.labels, healthy=running.healthy))
+        for record, task in self._unreachable_tasks(unreachable):
+            if (record.id, task.id) in reported:
+                continue
+            if task.terminal:
+                self._complete(record, task)   # the agent forgot it: the acknowledgement would go nowhere
+            else:   # never confirmed: its launch did not reach the agent (TASK_DROPPED, as for a known agent)
+                self.counters["tasks_unreported"] += 1
+                self._end_by_master(record, task, TaskState.GONE if task.confirmed else TaskState.DROPPED,
+                                    "REASON_AGENT_REREGISTERED", "its agent re-registered without it")
+        for (framework_id, task_id), resources in sorted(doomed.items()):
+            agent.doomed[(framework_id, task_id)] = resources   # EMPTY: it ended, its update is on its way
+            if resources:
+                self.counters["tasks_killed_on_return"] += 1
+                self._send(peer, m.KillTask(framework_id, task_id))
+        for framework_id in sorted(shut_down):
+            self._send(peer, m.ShutdownFramework(framework_id))
+        log.warning("agent %s (%s) re-registered after being unreachable for %.0fs: %d task(s) back, %d killed",
+                    agent_id, clip(msg.agent.hostname), wall - unreachable.since, len(back), len(doomed))
+
+    def _settle_doomed(self, agent: AgentRecord, framework_id: str, status: TaskStatus) -> None:
+        """An update of a task killed on its agent's return: acknowledged by
+        the master, never forwarded; its end frees what it held."""
+        if status.uuid:
+            self._send(agent.peer, m.StatusUpdateAck(agent.id, framework_id, status.task_id, status.uuid))
+        if status.terminal:
+            self._free_doomed(agent, (framework_id, status.task_id))
+
+    def _free_doomed(self, agent: AgentRecord, key: tuple[str, str]) -> None:
+        resources = agent.doomed.pop(key)
+        if resources and key[0] in self.frameworks:
+            try:
+                self.allocator.recover_resources(key[0], agent.id, resources)
+            except MesoslikeError:  # a bookkeeping bug must not lose the update itself
+                log.exception("recovering the resources of task %s failed", clip(key[1]))
+
+    def _forget_unreported_doomed(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
+        """A known agent re-registered without tasks it was told to kill: they ended."""
+        if agent.doomed:
+            listed = {(r.framework_id, r.task.task_id) for r in reported}
+            for key in [key for key in agent.doomed if key not in listed]:
+                self._free_doomed(agent, key)
+
+    def _adopt_framework(self, info: FrameworkInfo, reported: bool = False) -> None:
+        """A framework this master learnt of from the registry or (``reported``)
+        a re-registering agent, after a failover. It was most likely connected
         to the old master, so it gets what a connected framework gets before
         it counts as gone — the heartbeat silence (heartbeat_interval x
         framework_timeout_heartbeats) — and then its failover timeout. A
         framework with ``failover_timeout=0`` (``mesoslike run``) thus
         survives a master failover, as in Mesos, instead of being torn down
-        before it could re-subscribe."""
-        info = self._capped(info)
-        self._reported_frameworks.discard(info.id)
+        before it could re-subscribe. A reported one without a principal
+        (no receipt checked) is unbound (:meth:`_check_bound`); ended tasks
+        of it other agents reported are its tasks now."""
+        info = self._signed(self._capped(info))
+        ended = self._reported.pop(info.id, None)
         self.allocator.add_framework(info.id, info.role, active=False)
         if info.id not in self.registry.frameworks:
             self.registry.add_framework(info)
             self._registry_changed()
         silence = self.config.heartbeat_interval * self.config.framework_timeout_heartbeats
-        self.frameworks[info.id] = FrameworkRecord(
+        record = self.frameworks[info.id] = FrameworkRecord(
             info=info, peer=None, connected=False,
             failover_deadline=self.clock.now() + silence + info.failover_timeout)
+        if reported and not info.principal:
+            self._unbound_frameworks.add(info.id)
+        for task_id, (agent_id, running) in sorted(ended[1].items()) if ended is not None else ():
+            self._reported_count -= 1
+            agent = self.agents.get(agent_id)
+            if agent is not None and task_id not in record.tasks:   # its terminal update is on its way
+                status = new_status(task_id, running.state, agent_id=agent_id, framework_id=info.id,
+                                    timestamp=self._wall_clock(), labels=running.task.labels, healthy=running.healthy)
+                record.tasks[task_id] = TaskRecord(running.task, info.id, agent_id, status, True, self.clock.now())
+                agent.tasks.add((info.id, task_id))
+
+    def _remember_reported(self, agent_id: str, running: m.RunningTask, infos: Mapping[str, FrameworkInfo]) -> None:
+        """An agent reports an ended task of a framework this master does
+        not know: kept (up to _MAX_REPORTED_TASKS) so that the framework,
+        should it subscribe under its id, hears of the task's end from that
+        agent — and so that no other agent's word about it is believed."""
+        framework_id, task_id = running.framework_id, running.task.task_id
+        entry = self._reported.get(framework_id)
+        if entry is None:
+            if self._reported_count >= _MAX_REPORTED_TASKS:
+                return
+            info = infos.get(framework_id) or FrameworkInfo(name="(recovered)", id=framework_id)
+            entry = self._reported[framework_id] = (info, {})
+        if task_id not in entry[1]:
+            if self._reported_count >= _MAX_REPORTED_TASKS:
+                return
+            self._reported_count += 1
+        entry[1][task_id] = (agent_id, running)
+
+    def _bind_reported(self, reported: Iterable[FrameworkInfo]) -> None:
+        """Frameworks a re-registering agent reports with this master's
+        receipt for their principal: an unbound one is bound to it; one
+        bound to another principal keeps its own (logged once: someone holds
+        a receipt of the other principal for this id)."""
+        if self.credentials is None or self._receipt_key is None:
+            return
+        for info in reported:
+            checked = self._reported_info(info)
+            if not checked.principal:
+                continue
+            record = self.frameworks.get(info.id)
+            if record is None:
+                entry = self._reported.get(info.id)
+                if entry is not None and not entry[0].principal:
+                    self._reported[info.id] = (checked, entry[1])
+                continue
+            if info.id in self._unbound_frameworks:
+                self._unbound_frameworks.discard(info.id)
+                record.info = attrs.evolve(record.info, principal=checked.principal,
+                                           principal_receipt=checked.principal_receipt)
+                self.registry.add_framework(record.info)
+                self._registry_changed()
+                log.info("framework %s belongs to principal %s (an agent showed the master's receipt)", record.id,
+                         clip(checked.principal))
+            elif record.info.principal and record.info.principal != checked.principal:
+                self._log_drop(info.id, "framework-principal",
+                               f"framework {record.id} belongs to principal {clip(record.info.principal)}, but an "
+                               f"agent shows a receipt for principal {clip(checked.principal)}: ignored")
 
     def _admit_agent(self, peer: bytes, info: AgentInfo, used: dict[str, Resources], http_address: str = "") -> None:
         self.allocator.add_agent(info.id, info.resources, attributes=info.attributes, hostname=info.hostname,
@@ -1797,11 +2256,15 @@ class MasterCore:
         self.agent_owners.hold(self._owner(peer), info.id)
         if info.principal:
             self.agent_principals.hold(info.principal.encode(), info.id)
-        self._expected_agents.discard(info.id)
+        if info.id in self._expected_agents:
+            self._expected_agents.discard(info.id)
+            self._release_held_reconciles(info.id)
         self._earlier_peers.pop(info.id, None)
+        if info.id in self.drains:   # drained before a failover (the registry kept it): still no offers
+            self.allocator.deactivate_agent(info.id)
         self.registry.admit_agent(info)
         self._registry_changed()
-        self._send(peer, m.AgentRegistered(info.id, self.info, self.config.ping_interval, accepts_batches=True))
+        self._send(peer, self._agent_registered(info))
 
     def _lose_unreported_tasks(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
         """As Mesos does: a task the agent does not report ends TASK_LOST
@@ -1832,7 +2295,6 @@ class MasterCore:
     def _pong(self, peer: bytes, msg: m.Pong) -> None:
         agent = self._agent_for(peer)
         if agent is not None:
-            agent.pings_unanswered = 0
             if msg.usage or agent.usage:
                 agent.usage = {(u.framework_id, u.task_id): u for u in msg.usage if (u.framework_id, u.task_id)
                                in agent.tasks}
@@ -1859,37 +2321,198 @@ class MasterCore:
             self._send(self._earlier_peers[agent_id], m.Ping(agent_id, connected=False))
         for agent in list(self.agents.values()):
             if agent.pings_unanswered >= self.config.max_agent_ping_timeouts:
-                self._remove_agent(agent, f"{agent.pings_unanswered} pings unanswered")
-                continue
-            agent.pings_unanswered += 1
+                if agent.id not in self._removals:
+                    self._removals.schedule(agent.id, f"{agent.pings_unanswered} pings unanswered")
+                    if self._removals.limit is not None:
+                        log.warning("agent %s (%s) failed its health checks: marked unreachable in its turn "
+                                    "(agent_removal_rate_limit %s, %d waiting)", agent.id,
+                                    clip(agent.info.hostname), self.config.agent_removal_rate_limit,
+                                    len(self._removals))
+                if self._removals.limit is None:
+                    continue   # marked below, at once
+            agent.pings_unanswered += 1   # pinged on while it waits for its turn: an answer keeps it
             self._send(agent.peer, m.Ping(agent.id))
+        self._mark_due_unreachable(self.clock.now())
 
-    def _remove_agent(self, agent: AgentRecord, why: str, shutdown: bool = True) -> None:
+    def _mark_due_unreachable(self, now: float) -> None:
+        """Mark unreachable the agents whose turn has come (all at once
+        without agent_removal_rate_limit)."""
+        for agent_id, why in self._removals.due(now):
+            agent = self.agents.get(agent_id)
+            if agent is not None and agent.pings_unanswered >= self.config.max_agent_ping_timeouts:
+                self._mark_unreachable(agent, why)
+
+    def _heard_from_agent(self, agent: AgentRecord) -> None:
+        """A message from the agent: it answers its pings; a removal it waits
+        for is called off (Mesos's master does the same)."""
+        agent.pings_unanswered = 0
+        if self._removals and self._removals.cancel(agent.id):
+            self.counters["agent_removals_canceled"] += 1
+            log.warning("agent %s (%s) answered before its turn to be marked unreachable: it stays", agent.id,
+                        clip(agent.info.hostname))
+
+    def _remove_agent(self, agent: AgentRecord, why: str, shutdown: bool = True, gone: str = TaskState.GONE,
+                      reason: str = "REASON_AGENT_REMOVED") -> None:
+        """The agent is gone for good (it unregistered, or the operator
+        marked it gone): its tasks not ended end ``gone`` (TASK_LOST for
+        frameworks that are not partition-aware), and it may not come back
+        under its id."""
         log.warning("removing agent %s (%s): %s", agent.id, clip(agent.info.hostname), why)
         for framework_id, task_id in sorted(agent.tasks):
             found = self._task(framework_id, task_id)
             if found is not None and not found[1].terminal:
-                self._mark_lost(*found, f"agent {agent.id} removed: {why}")
-        self.allocator.remove_agent(agent.id)
-        self._send_rescinds()
-        for record in self.frameworks.values():
-            if record.connected:
-                self._send_framework(record, m.Failure(agent.id, why))
+                record, task = found
+                task.resources_recovered = True  # the agent's removal returns them
+                self._end_by_master(record, task, gone if record.info.partition_aware else TaskState.LOST,
+                                    reason, f"agent {agent.id} removed: {why}")
+        self._forget_agent(agent, why)
         if shutdown:  # an agent that left on its own needs no telling
             self._send(agent.peer, m.ShutdownAgent(why))
-        self._agent_by_peer.pop(agent.peer, None)
-        del self.agents[agent.id]
-        self.agent_owners.release(agent.id)
-        self.agent_principals.release(agent.id)
         self.removed_agents.add(agent.id)
         self.registry.remove_agent(agent.id)
         self._registry_changed()
         self.counters["agents_removed"] += 1
 
-    def _mark_lost(self, record: FrameworkRecord, task: TaskRecord, why: str) -> None:
-        task.resources_recovered = True  # the agent's removal returns them
-        self._end_by_master(record, task, TaskState.UNREACHABLE if record.info.partition_aware else TaskState.LOST,
-                            "REASON_AGENT_REMOVED", why)
+    def _forget_agent(self, agent: AgentRecord, why: str) -> None:
+        """Take a registered agent out of the allocator and the soft state;
+        its offers are rescinded and the frameworks told (AGENT_LOST)."""
+        self.allocator.remove_agent(agent.id)
+        self._send_rescinds()
+        for record in self.frameworks.values():
+            if record.connected:
+                self._send_framework(record, m.Failure(agent.id, why))
+        self._agent_by_peer.pop(agent.peer, None)
+        del self.agents[agent.id]
+        self.agent_owners.release(agent.id)
+        self.agent_principals.release(agent.id)
+        self._removals.cancel(agent.id)
+
+    # ============================================================ partitions
+    # docs/reliability.rst, "Partitions": Mesos's markUnreachable,
+    # _reregisterSlave, registry GC and MARK_AGENT_GONE.
+
+    def _mark_unreachable(self, agent: AgentRecord, why: str) -> None:
+        """The agent failed its health checks (Mesos's markUnreachable): out
+        of the allocator and the registered agents, into the registry's
+        unreachable list. Tasks of partition-aware frameworks become
+        TASK_UNREACHABLE and stay known (they come back with the agent);
+        the others end TASK_LOST. It may re-register under its id.
+        O(its tasks + frameworks)."""
+        log.warning("agent %s (%s) marked unreachable: %s", agent.id, clip(agent.info.hostname), why)
+        since = self._wall_clock()
+        kept: set[tuple[str, str]] = set()
+        for framework_id, task_id in sorted(agent.tasks):
+            found = self._task(framework_id, task_id)
+            if found is None:
+                continue
+            record, task = found
+            task.resources_recovered = True  # the agent's removal returns them
+            if task.terminal:
+                kept.add((framework_id, task_id))  # ended, told; its acknowledgement waits for the agent
+            elif record.info.partition_aware:
+                kept.add((framework_id, task_id))
+                self._tell_status(record, task, new_status(
+                    task.id, TaskState.UNREACHABLE, agent_id=agent.id, framework_id=record.id,
+                    message=f"agent {agent.id} is unreachable: {why}", reason="REASON_AGENT_REMOVED",
+                    timestamp=since, labels=task.info.labels, healthy=task.status.healthy))
+            else:
+                self._end_by_master(record, task, TaskState.LOST, "REASON_AGENT_REMOVED",
+                                    f"agent {agent.id} removed: {why}")
+        self._forget_agent(agent, why)
+        self._note_unreachable(UnreachableAgent(agent.id, agent.info.hostname, since, kept,
+                                                principal=agent.info.principal))
+        self.counters["agents_removed"] += 1
+
+    def _keep_unreachable(self, agent: UnreachableAgent) -> None:
+        self.unreachable[agent.id] = agent
+        if not agent.tasks_known:
+            self._unreachable_unknown.add(agent.id)
+
+    def _forget_unreachable_agent(self, agent_id: str) -> None:
+        del self.unreachable[agent_id]
+        self._unreachable_unknown.discard(agent_id)
+
+    def _tell_status(self, record: FrameworkRecord, task: TaskRecord, status: TaskStatus) -> None:
+        """A state of a live task the master says (no uuid: nothing to
+        acknowledge): kept, and sent to the framework if it is connected."""
+        task.status = status
+        if record.connected:
+            self._send_framework(record, m.Update(status))
+
+    def _unreachable_tasks(self, unreachable: UnreachableAgent) -> list[tuple[FrameworkRecord, TaskRecord]]:
+        """The tasks still on an unreachable agent (TASK_UNREACHABLE, or ended and not acknowledged)."""
+        found = [self._task(*key) for key in sorted(unreachable.tasks)]
+        return [(record, task) for record, task in filter(None, found) if task.agent_id == unreachable.id]
+
+    def _drop_unreachable(self, unreachable: UnreachableAgent, state: str, reason: str, why: str) -> None:
+        """An unreachable agent is gone for good: its TASK_UNREACHABLE tasks
+        end ``state``, its ended tasks are done with, and it may not come
+        back under its id (it is told to shut down if it does)."""
+        self._forget_unreachable_agent(unreachable.id)
+        for record, task in self._unreachable_tasks(unreachable):
+            if task.terminal:
+                self._complete(record, task)   # the acknowledgement would go nowhere
+            else:
+                self._end_by_master(record, task, state, reason, why)
+        self.removed_agents.add(unreachable.id)
+        self.registry.remove_agent(unreachable.id)
+        self._registry_changed()
+
+    def _forget_unreachable(self) -> None:
+        """Mesos's registry GC: unreachable agents beyond
+        ``registry_max_agent_count`` (the oldest) or marked more than
+        ``registry_max_agent_age`` ago are gone: their partition-aware tasks
+        end TASK_GONE. O(unreachable agents)."""
+        config = self.config
+        for agent_id in agents_to_forget(self.registry.unreachable, self._wall_clock(), config.registry_max_agent_age,
+                                         config.registry_max_agent_count):
+            unreachable = self.unreachable.get(agent_id)
+            if unreachable is None:  # pragma: no cover - the registry and the core agree
+                self.registry.remove_agent(agent_id)
+                continue
+            why = (f"agent {agent_id} unreachable since {unreachable.since:.0f} is forgotten (registry_max_agent_age "
+                   f"{config.registry_max_agent_age:g}s, registry_max_agent_count {config.registry_max_agent_count})")
+            log.warning("%s", why)
+            self._drop_unreachable(unreachable, TaskState.GONE, "REASON_AGENT_REMOVED", why)
+            self.counters["unreachable_agents_forgotten"] += 1
+
+    def mark_agent_gone(self, agent: str) -> tuple[dict, list[Send]]:
+        """Mesos's MARK_AGENT_GONE: the agent (an id or a hostname,
+        registered or unreachable) is gone for good. Its tasks end
+        TASK_GONE_BY_OPERATOR (TASK_LOST for frameworks that are not
+        partition-aware), a registered one is told to shut down, and it may
+        not come back under its id (docs/reliability.rst)."""
+        self._out = []
+        why = "marked gone by the operator"
+        registered = self.agents.get(agent)
+        unreachable = self.unreachable.get(agent)
+        if registered is None and unreachable is None:
+            named = [u for u in self.unreachable.values() if u.hostname == agent]
+            if len(named) == 1:
+                unreachable = named[0]
+            elif len(named) > 1:
+                raise Conflict(f"several unreachable agents have the hostname {clip(agent)!r} "
+                               f"({', '.join(sorted(u.id for u in named))}): name one by its id")
+            else:
+                try:
+                    registered = self._operated_agent(agent)
+                except NotFound:
+                    gone = " (it was removed already)" if agent in self.removed_agents else ""
+                    raise NotFound(f"no registered or unreachable agent has the id or hostname "
+                                   f"{clip(agent)!r}{gone}") from None
+        if registered is not None:
+            tasks = len(registered.tasks)
+            reply = {"agent_id": registered.id, "hostname": registered.info.hostname, "was": "registered"}
+            self._remove_agent(registered, why, gone=TaskState.GONE_BY_OPERATOR,
+                               reason="REASON_AGENT_REMOVED_BY_OPERATOR")
+        else:
+            assert unreachable is not None
+            tasks = len(self._unreachable_tasks(unreachable))
+            reply = {"agent_id": unreachable.id, "hostname": unreachable.hostname, "was": "unreachable"}
+            self._drop_unreachable(unreachable, TaskState.GONE_BY_OPERATOR, "REASON_AGENT_REMOVED_BY_OPERATOR", why)
+        self.counters["agents_gone"] += 1
+        log.warning("operator: agent %s (%s) marked gone", reply["agent_id"], clip(reply["hostname"]))
+        return {**reply, "tasks": tasks}, self._flush()
 
     def _end_by_master(self, record: FrameworkRecord, task: TaskRecord, state: str, reason: str, why: str) -> None:
         """End a task with a status the master makes up (no uuid: nothing to
@@ -1920,7 +2543,7 @@ class MasterCore:
             # any message answers the pings, as any message is a framework's
             # heartbeat: an agent launching 5,000 tasks sends their updates
             # long before it reads the PINGs queued behind the RUN_TASKs
-            self.agents[agent_id].pings_unanswered = 0
+            self._heard_from_agent(self.agents[agent_id])
 
     def _send(self, peer: bytes | None, message: object) -> None:
         if peer is not None:
@@ -1951,6 +2574,11 @@ class MasterCore:
     }
     #: the batches a master takes (the others are the master's to send)
     _ACCEPTED_BATCHES = frozenset({m.StatusUpdates, m.Acknowledgements})
+
+
+def _delivered_state(running: m.RunningTask) -> str:
+    """What the framework of a task an agent lists hears next (or has heard last)."""
+    return running.update_state if running.update_state in TaskState.ALL else running.state
 
 
 def _text_problem(what: str, value: str) -> str | None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import attrs
 
-from mesoslike.wire import TERMINAL_STATES, FrameworkInfo, TaskState
+from mesoslike.wire import FrameworkInfo, TaskState
 
 if TYPE_CHECKING:
     from mesoslike.master.records import TaskRecord
@@ -82,14 +82,13 @@ class CompletedFramework:
 
 
 class History:
-    """The completed frameworks (a bounded deque, most recent last) and the
-    monotonic totals: tasks completed by terminal state and frameworks
-    completed, which keep counting after what they count leaves the history."""
+    """The completed frameworks (a bounded deque, most recent last) and how
+    many frameworks completed, which keeps counting after they leave the
+    history. (Tasks completed by state are counted by the core's records:
+    ``mesoslike.master.state``'s ``tasks_completed_total``.)"""
 
     def __init__(self, max_frameworks: int = MAX_COMPLETED_FRAMEWORKS) -> None:
         self.frameworks: deque[CompletedFramework] = deque(maxlen=max_frameworks)
-        #: terminal state -> tasks that ended in it (each task once)
-        self.tasks_by_state: dict[str, int] = {state: 0 for state in sorted(TERMINAL_STATES)}
         self.frameworks_completed = 0
 
     @property
@@ -98,21 +97,13 @@ class History:
         assert maxlen is not None
         return maxlen
 
-    def task_completed(self, state: str) -> None:
-        self.tasks_by_state[state] = self.tasks_by_state.get(state, 0) + 1
-
     def framework_completed(self, framework: CompletedFramework) -> None:
         self.frameworks.append(framework)   # the oldest goes when full
         self.frameworks_completed += 1
 
-    @property
-    def tasks_completed(self) -> int:
-        return sum(self.tasks_by_state.values())
-
     def _check(self, keep_tasks: int | None = None) -> None:
         assert len(self.frameworks) <= self.max_frameworks
         assert self.frameworks_completed >= len(self.frameworks)
-        assert all(count >= 0 for count in self.tasks_by_state.values())
         for framework in self.frameworks:
             assert keep_tasks is None or len(framework.tasks) <= keep_tasks
             assert all(_ended(task) for task in framework.tasks)

@@ -10,6 +10,8 @@ serves them over HTTP, and ``mesoslike task kill``, ``framework teardown``,
 
 from __future__ import annotations
 
+import math
+
 import attrs
 
 from mesoslike.errors import MesoslikeError
@@ -55,6 +57,32 @@ class DrainInfo:
     def killing(self) -> bool:
         """The grace has passed: the kills went out."""
         return self.next_kill is not None
+
+    def to_record(self) -> dict:
+        """What the registry keeps of it (Mesos keeps an agent's drain in
+        its registry too): the state, the grace, and when it began and its
+        kills are due in seconds since the epoch — a new leader's clock is
+        not this one's (:meth:`from_record`)."""
+        return {"state": self.state, "grace": self.grace, "started_at": self.started_at_wall,
+                "kill_at": self.kill_at_wall}
+
+    @classmethod
+    def from_record(cls, record: object, now: float, wall: float) -> DrainInfo:
+        """A drain a new leader read from the registry, on its clock (``now``;
+        ``wall``: seconds since the epoch now): its kills due as long from
+        now as they were still to wait. ValueError for a record that is not
+        one."""
+        if not isinstance(record, dict) or record.get("state") not in (DRAINING, DRAINED):
+            raise ValueError(f"expected {{state: DRAINING|DRAINED, grace, started_at, kill_at}}, got {record!r}")
+        numbers: dict[str, float] = {}
+        for name in ("grace", "started_at", "kill_at"):
+            value = record.get(name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+            numbers[name] = float(value)
+        grace, started, kill_at = check_grace(numbers["grace"]), numbers["started_at"], numbers["kill_at"]
+        left = min(max(0.0, kill_at - wall), MAX_DRAIN_GRACE)
+        return cls(str(record["state"]), grace, now - max(0.0, wall - started), started, now + left, kill_at)
 
     def to_json(self) -> dict:
         """Shaped as Mesos's ``drain_info`` of an agent in ``/state``, plus

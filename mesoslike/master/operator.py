@@ -1,15 +1,16 @@
 """The operator's writes over HTTP: ``POST /weights`` and ``POST /quota``
-(docs/cluster.rst), and the operations of docs/operations.rst —
+(docs/cluster.rst; read back with ``GET /weights`` and ``GET /quota``), and the operations of docs/operations.rst —
 ``POST /tasks/kill``, ``/frameworks/teardown``, ``/agents/drain``,
-``/agents/reactivate``, ``/reserve`` and ``/unreserve``. Each needs the ACL permission :data:`PERMISSIONS`
+``/agents/reactivate``, ``/agents/gone``, ``/reserve`` and ``/unreserve``. Each needs the ACL permission :data:`PERMISSIONS`
 names (docs/security.rst).
 
 They run on an HTTP server thread. :class:`OperatorWrites` validates the
 request, applies it to the leading core under the master's lock, hands what
 the core has to say to the master's loop and, for a change of the registry
 (weights, quota, a teardown), waits — releasing the lock — until the loop
-has stored the change, the core is dropped, or ``store_timeout`` passes.
-Operations on the soft state (kill, drain, reactivate) are answered at once.
+has stored the change, the core is dropped, or ``store_timeout`` passes (a drain and
+a reactivation too: the registry keeps drains). Operations on the soft
+state (kill) are answered at once.
 A name the master does not know is answered 404, an operation that does
 not apply (an ambiguous name, a task that ended) 409, with ``error`` saying
 which.
@@ -26,13 +27,15 @@ from mesoslike.errors import MesoslikeError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.master.http import Action, request_authorization
 from mesoslike.master.operations import Conflict, NotFound
+from mesoslike.master.state import quota_by_role, quota_json, weights_json
 
 __all__ = ["OperatorWrites", "LeadingMaster", "PERMISSIONS", "weights_request", "quota_request", "named"]
 
 #: the ACL permission each POST endpoint needs (docs/security.rst)
 PERMISSIONS = {"/quota": "update_quota", "/weights": "update_weights", "/tasks/kill": "kill_tasks",
                "/frameworks/teardown": "teardown_frameworks", "/agents/drain": "drain_agents",
-               "/agents/reactivate": "reactivate_agents", "/reserve": "reserve_resources",
+               "/agents/reactivate": "reactivate_agents", "/agents/gone": "mark_agents_gone",
+               "/reserve": "reserve_resources",
                "/unreserve": "unreserve_resources"}
 
 #: how long a write waits for the registry to hold it (s)
@@ -71,13 +74,15 @@ def weights_request(request: object) -> dict[str, float]:
     return request
 
 
-def quota_request(request: object) -> tuple[str, str | None, str | None]:
-    """``{"role": R, "guarantee": "RESOURCES", "limit": "RESOURCES"}`` -> (role, guarantee, limit)."""
+def quota_request(request: object) -> tuple[str, str | None, str | None, bool]:
+    """``{"role": R, "guarantee": "RESOURCES", "limit": "RESOURCES", "force": false}``
+    -> (role, guarantee, limit, force)."""
     if not isinstance(request, dict) or not isinstance(request.get("role"), str) \
-            or not set(request) <= {"role", "guarantee", "limit"} \
-            or not all(isinstance(request[k], str) for k in ("guarantee", "limit") if k in request):
-        raise ValueError('expected {"role": R, "guarantee": "RESOURCES", "limit": "RESOURCES"}')
-    return request["role"], request.get("guarantee"), request.get("limit")
+            or not set(request) <= {"role", "guarantee", "limit", "force"} \
+            or not all(isinstance(request[k], str) for k in ("guarantee", "limit") if k in request) \
+            or not isinstance(request.get("force", False), bool):
+        raise ValueError('expected {"role": R, "guarantee": "RESOURCES", "limit": "RESOURCES", "force": false}')
+    return request["role"], request.get("guarantee"), request.get("limit"), request.get("force", False)
 
 
 def named(request: object, required: tuple[str, ...], optional: dict[str, type | tuple[type, ...]]) -> dict:
@@ -117,8 +122,25 @@ class OperatorWrites:
     def actions(self) -> dict[str, Action]:
         return {"/weights": self.post_weights, "/quota": self.post_quota, "/tasks/kill": self.post_kill_task,
                 "/frameworks/teardown": self.post_teardown, "/agents/drain": self.post_drain,
-                "/agents/reactivate": self.post_reactivate, "/reserve": self.post_reserve,
+                "/agents/reactivate": self.post_reactivate, "/agents/gone": self.post_gone,
+                "/reserve": self.post_reserve,
                 "/unreserve": self.post_unreserve}
+
+    @property
+    def views(self) -> dict[str, Callable[[], tuple[str, bytes]]]:
+        """The reads of what the writes set: ``GET /quota`` (Mesos's
+        ``configs``, with what each role consumes) and ``GET /weights``
+        (Mesos's ``[{"role", "weight"}]``). A master that does not lead
+        answers ``{"is_leader": false, "leader": {...}}``."""
+        return {"/quota": lambda: self._read(lambda core: quota_json(quota_by_role(core))),
+                "/weights": lambda: self._read(lambda core: weights_json(core.allocator.weights()))}
+
+    def _read(self, view: Callable[[MasterCore], object]) -> tuple[str, bytes]:
+        master = self._master
+        with master.stored:
+            core = master.serving_core()
+            document = view(core) if core is not None else {"is_leader": False, "leader": master.leader_info()}
+        return "application/json", json.dumps(document).encode()
 
     @property
     def permissions(self) -> dict[str, str]:
@@ -138,16 +160,21 @@ class OperatorWrites:
             named(request, ("framework_id",), {})["framework_id"]))
 
     def post_drain(self, body: bytes) -> tuple[int, object]:
-        """``POST /agents/drain {"agent": ID_OR_HOSTNAME, "grace": SECONDS}`` (grace 0 if left out)."""
+        """``POST /agents/drain {"agent": ID_OR_HOSTNAME, "grace": SECONDS}``
+        (grace 0 if left out): answered once the registry holds the drain."""
         def apply(core: MasterCore, request: object) -> tuple[dict, list[Send]]:
             fields = named(request, ("agent",), {"grace": (int, float)})
             return core.drain_agent(fields["agent"], fields.get("grace", 0.0))
-        return self._write(body, apply, store=False)
+        return self._write(body, apply)
 
     def post_reactivate(self, body: bytes) -> tuple[int, object]:
-        """``POST /agents/reactivate {"agent": ID_OR_HOSTNAME}``."""
-        return self._write(body, lambda core, request: core.reactivate_agent(named(request, ("agent",), {})["agent"]),
-                           store=False)
+        """``POST /agents/reactivate {"agent": ID_OR_HOSTNAME}``: answered once the registry forgot the drain."""
+        return self._write(body, lambda core, request: core.reactivate_agent(named(request, ("agent",), {})["agent"]))
+
+    def post_gone(self, body: bytes) -> tuple[int, object]:
+        """``POST /agents/gone {"agent": ID_OR_HOSTNAME}`` (Mesos's MARK_AGENT_GONE), registered or
+        unreachable: answered once the registry holds it (docs/reliability.rst, "Partitions")."""
+        return self._write(body, lambda core, request: core.mark_agent_gone(named(request, ("agent",), {})["agent"]))
 
     def post_reserve(self, body: bytes) -> tuple[int, object]:
         """``POST /reserve {"agent_id": ID_OR_HOSTNAME, "resources": "cpus(analytics):2;mem(analytics):1024",
@@ -177,9 +204,17 @@ class OperatorWrites:
         return self._write(body, lambda core, request: ({}, core.update_weights(weights_request(request))))
 
     def post_quota(self, body: bytes) -> tuple[int, object]:
-        """``POST /quota {"role": R, "guarantee": "cpus:2", "limit": "cpus:8"}``
-        (neither: clear the role's quota); answered once the registry holds it."""
-        return self._write(body, lambda core, request: ({}, core.update_quota(*quota_request(request))))
+        """``POST /quota {"role": R, "guarantee": "cpus:2", "limit": "cpus:8", "force": false}``
+        (neither: clear the role's quota); answered once the registry holds
+        it. Unless ``force``, refused (400) for a resource name the cluster
+        does not know (with the name it looks like) or a guarantee beyond
+        the cluster's capacity, as Mesos's master refuses them."""
+        def apply(core: MasterCore, request: object) -> tuple[dict, list[Send]]:
+            role, guarantee, limit, force = quota_request(request)
+            if not force and (guarantee is not None or limit is not None):
+                core.allocator.check_quota(role, guarantee, limit)
+            return {}, core.update_quota(role, guarantee, limit)
+        return self._write(body, apply)
 
     def _write(self, body: bytes, apply: Callable[[MasterCore, object], tuple[dict, list[Send]]],
                store: bool = True) -> tuple[int, object]:

@@ -70,11 +70,11 @@ class MasterConfig:
     max_reconcile_tasks: int = 50_000
     #: reconciliation answers sent per loop turn, over all frameworks; the rest wait for the next turns
     reconcile_answers_per_turn: int = 1000
-    #: HTTP: worker threads, the seconds a connection may take to send its request
-    #: and to read the answer, and the connections held at once (more are refused)
+    #: HTTP (mesoslike.http_server): worker threads, the seconds a connection may take to send its
+    #: request head, its body, and each piece of the answer, and the connections held at once
     http_workers: int = 8
     http_timeout: float = 10.0
-    http_max_connections: int = 64
+    http_max_connections: int = 4096
     # a launched task its agent has not confirmed (no status from it) within
     # task_launch_timeout gets its RUN_TASK again, the wait doubling each
     # time; after task_launch_attempts sends it ends TASK_LOST (TASK_DROPPED
@@ -82,19 +82,29 @@ class MasterConfig:
     # given up after 150 s (docs/reliability.rst)
     task_launch_timeout: float = 10.0
     task_launch_attempts: int = 4
+    #: agents failing health checks are marked unreachable at most at this rate, Mesos's
+    #: --agent_removal_rate_limit ("1/20mins"); None: at once (docs/reliability.rst, "Partitions")
+    agent_removal_rate_limit: str | None = None
+    #: unreachable agents the registry remembers (they may come back): for at most this long, and
+    #: at most this many, checked every registry_gc_interval (Mesos's flags, same defaults)
+    registry_max_agent_age: float = 14 * 24 * 3600.0
+    registry_max_agent_count: int = 100 * 1024
+    registry_gc_interval: float = 15 * 60.0
 
     def validate(self) -> MasterConfig:
         from mesoslike.errors import ConfigError
+        from mesoslike.master.partitions import RemovalRateLimit
 
         for name in ("heartbeat_interval", "ping_interval", "allocation_interval", "agent_reregister_timeout",
-                     "max_failover_timeout", "http_timeout", "task_launch_timeout"):
+                     "max_failover_timeout", "http_timeout", "task_launch_timeout", "registry_max_agent_age",
+                     "registry_gc_interval"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0:
                 raise ConfigError(f"{name} must be > 0, got {value!r}")
         for name in ("framework_timeout_heartbeats", "max_agent_ping_timeouts", "max_frameworks_per_connection",
                      "max_agents_per_connection", "max_frameworks_per_principal",
                      "max_agents_per_principal", "max_reconcile_tasks", "reconcile_answers_per_turn",
-                     "http_workers", "http_max_connections", "task_launch_attempts"):
+                     "http_workers", "http_max_connections", "task_launch_attempts", "registry_max_agent_count"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
@@ -104,6 +114,8 @@ class MasterConfig:
                 raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
         if self.offer_timeout is not None and not self.offer_timeout > 0:
             raise ConfigError(f"offer_timeout must be > 0 or unset, got {self.offer_timeout!r}")
+        if self.agent_removal_rate_limit is not None:
+            RemovalRateLimit.parse(self.agent_removal_rate_limit)
         return self
 
 
@@ -170,9 +182,11 @@ def _completed_tasks() -> CompletedTasks:
 
 @attrs.define
 class AgentRecord:
-    """A registered agent. It is reachable at ``peer`` until it is removed
-    (after ``max_agent_ping_timeouts`` unanswered pings) or re-registers
-    from another connection; there is no disconnected state in between."""
+    """A registered agent. It is reachable at ``peer`` until it is marked
+    unreachable (after ``max_agent_ping_timeouts`` unanswered pings; see
+    :class:`~mesoslike.master.partitions.UnreachableAgent`), removed, or
+    re-registers from another connection; there is no disconnected state in
+    between."""
 
     info: AgentInfo                     # with the assigned id
     peer: bytes
@@ -184,6 +198,9 @@ class AgentRecord:
     usage: dict[tuple[str, str], TaskUsage] = attrs.field(factory=dict)  # its tasks', from its last PONG
     #: its custom executors' processes (framework_id, executor_id) -> their info: their resources are used
     executors: dict[tuple[str, str], ExecutorInfo] = attrs.field(factory=dict)
+    #: tasks it brought back from a partition whose frameworks were told they ended (TASK_LOST):
+    #: killed, their updates settled by the master, what they hold used until they end
+    doomed: dict[tuple[str, str], Resources] = attrs.field(factory=dict)
 
     @property
     def id(self) -> str:

@@ -1,9 +1,11 @@
 """The registry: the master's hard state, which survives a failover.
 
 What a new leader must know before it serves (docs/ha.rst): the admitted
-agents, the known frameworks with their failover timeouts, the agents and
-frameworks that were removed (they may not come back under their old ids),
-role weights and quota. Everything else — tasks, offers, allocations — is
+agents, the agents marked unreachable (they may come back under their ids,
+docs/reliability.rst), the known frameworks with their failover timeouts, the
+agents and frameworks that were removed (they may not come back under their
+old ids), role weights and quota, and the agents the operator drains.
+Everything else — tasks, offers, allocations — is
 soft state, rebuilt from re-registering agents and re-subscribing
 frameworks.
 
@@ -31,12 +33,13 @@ from typing import Any, Mapping
 import attrs
 
 from mesoslike.errors import MesoslikeError
+from mesoslike.master.operations import DrainInfo
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo
 from mesoslike.wire.types import Label
 
 __all__ = ["Registry", "RegistryChanges", "RegistryFormatError", "REGISTRY_FORMAT", "MAX_REMOVED",
-           "SECTIONS", "agent_record", "framework_record"]
+           "SECTIONS", "UnreachableEntry", "agent_record", "framework_record", "unreachable_record"]
 
 log = logging.getLogger("mesoslike.master.registry")
 
@@ -45,7 +48,7 @@ REGISTRY_FORMAT = 1
 MAX_REMOVED = 10_000
 #: the parts of the registry that are stored whole (agents and frameworks are
 #: tracked record by record)
-SECTIONS = ("removed_agents", "removed_frameworks", "weights", "quota")
+SECTIONS = ("removed_agents", "removed_frameworks", "weights", "quota", "drains")
 
 
 class RegistryFormatError(MesoslikeError, ValueError):
@@ -54,19 +57,32 @@ class RegistryFormatError(MesoslikeError, ValueError):
 
 
 @attrs.frozen
+class UnreachableEntry:
+    """An agent marked unreachable (Mesos's ``Registry.UnreachableSlave``):
+    when (seconds since the epoch), its hostname (for the operator) and whose
+    its id is."""
+
+    since: float
+    hostname: str = ""
+    #: the principal its id belongs to (docs/security.rst; "" in an anonymous cluster)
+    principal: str = ""
+
+
+@attrs.frozen
 class RegistryChanges:
     """What changed in a :class:`Registry` since it was last stored: the ids
-    of the agents and frameworks admitted, updated or removed, and which
-    whole :data:`SECTIONS` changed."""
+    of the agents, frameworks and unreachable agents admitted, updated or
+    removed, and which whole :data:`SECTIONS` changed."""
 
     agents: frozenset[str] = frozenset()
     frameworks: frozenset[str] = frozenset()
     sections: frozenset[str] = frozenset()
     #: how many changes the registry had counted when this was taken
     upto: int = 0
+    unreachable: frozenset[str] = frozenset()
 
     def __bool__(self) -> bool:
-        return bool(self.agents or self.frameworks or self.sections)
+        return bool(self.agents or self.frameworks or self.sections or self.unreachable)
 
 
 @attrs.define
@@ -78,6 +94,11 @@ class Registry:
     weights: dict[str, float] = attrs.field(factory=dict)
     #: role -> {"guarantee": resources string, "limit": resources string} (either may be absent)
     quota: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    #: agent id -> its drain by the operator (``DrainInfo.to_record``: state, grace, started_at, kill_at)
+    drains: dict[str, dict] = attrs.field(factory=dict)
+    #: agents marked unreachable, oldest first: they may re-register under their ids until they
+    #: are marked gone or age out (registry_max_agent_age, registry_max_agent_count)
+    unreachable: dict[str, UnreachableEntry] = attrs.field(factory=dict)
     # changes not stored yet (what changed -> the count of its last change); not part of the registry's value
     _changed: dict[tuple[str, str], int] = attrs.field(factory=dict, init=False, eq=False, repr=False)
     _count: int = attrs.field(default=0, init=False, eq=False, repr=False)
@@ -89,10 +110,28 @@ class Registry:
             self._note("agents", info.id)
 
     def remove_agent(self, agent_id: str) -> None:
+        """The agent is gone for good (it unregistered, was marked gone,
+        or aged out of the unreachable list): it may not come back under its id."""
         if self.agents.pop(agent_id, None) is not None:
             self._note("agents", agent_id)
+        if self.unreachable.pop(agent_id, None) is not None:
+            self._note("unreachable", agent_id)
         if _remember(self.removed_agents, agent_id):
             self._note("sections", "removed_agents")
+
+    def mark_unreachable(self, agent_id: str, entry: UnreachableEntry) -> None:
+        """Move an admitted agent to the unreachable list (Mesos's MarkSlaveUnreachable)."""
+        if self.agents.pop(agent_id, None) is not None:
+            self._note("agents", agent_id)
+        if self.unreachable.get(agent_id) != entry:
+            self.unreachable.pop(agent_id, None)   # re-marked: it goes to the end (the newest)
+            self.unreachable[agent_id] = entry
+            self._note("unreachable", agent_id)
+
+    def mark_reachable(self, agent_id: str) -> None:
+        """An unreachable agent re-registered (Mesos's MarkSlaveReachable); admit_agent it too."""
+        if self.unreachable.pop(agent_id, None) is not None:
+            self._note("unreachable", agent_id)
 
     def add_framework(self, info: FrameworkInfo) -> None:
         if self.frameworks.get(info.id) != info:
@@ -125,6 +164,16 @@ class Registry:
             self.quota.pop(role, None)
         self._note("sections", "quota")
 
+    def update_drain(self, agent_id: str, record: dict | None) -> None:
+        """Keep an agent's drain (``DrainInfo.to_record()``), or forget it (None)."""
+        if self.drains.get(agent_id) == record:
+            return
+        if record is None:
+            del self.drains[agent_id]
+        else:
+            self.drains[agent_id] = dict(record)
+        self._note("sections", "drains")
+
     def _note(self, kind: str, key: str) -> None:
         self._count += 1
         self._changed[kind, key] = self._count
@@ -132,17 +181,17 @@ class Registry:
     def changes(self) -> RegistryChanges:
         """What changed since it was last stored (or since this registry was
         built or loaded)."""
-        found: dict[str, set[str]] = {"agents": set(), "frameworks": set(), "sections": set()}
+        found: dict[str, set[str]] = {"agents": set(), "frameworks": set(), "sections": set(), "unreachable": set()}
         for kind, key in self._changed:
             found[kind].add(key)
         return RegistryChanges(frozenset(found["agents"]), frozenset(found["frameworks"]),
-                               frozenset(found["sections"]), self._count)
+                               frozenset(found["sections"]), self._count, frozenset(found["unreachable"]))
 
     def mark_stored(self, changes: RegistryChanges) -> None:
         """``changes`` (from :meth:`changes`, or part of them) are stored now:
         forget them — but not what changed again after they were taken."""
         for kind, keys in (("agents", changes.agents), ("frameworks", changes.frameworks),
-                           ("sections", changes.sections)):
+                           ("sections", changes.sections), ("unreachable", changes.unreachable)):
             for key in keys:
                 if self._changed.get((kind, key), changes.upto + 1) <= changes.upto:
                     del self._changed[kind, key]
@@ -157,6 +206,8 @@ class Registry:
             "removed_frameworks": list(self.removed_frameworks),
             "weights": dict(sorted(self.weights.items())),
             "quota": {role: dict(record) for role, record in sorted(self.quota.items())},
+            "drains": {agent_id: dict(record) for agent_id, record in sorted(self.drains.items())},
+            "unreachable": {aid: unreachable_record(entry) for aid, entry in self.unreachable.items()},
         }
 
     @classmethod
@@ -194,6 +245,17 @@ class Registry:
                     labels=[Label(_text(key), _text(value)) for key, value in record.get("labels", [])])
             except (TypeError, ValueError, AttributeError) as exc:
                 log.warning("registry: skipping framework %r: %s", framework_id, exc)
+        unreachable = []
+        for agent_id, record in _entries(document, "unreachable"):
+            try:
+                since = float(record["since"])
+                if not math.isfinite(since):
+                    raise ValueError(f"bad time {since!r}")
+                unreachable.append((since, agent_id, UnreachableEntry(since, _text(record.get("hostname", "")),
+                                                                      _text(record.get("principal", "")))))
+            except (KeyError, TypeError, ValueError) as exc:
+                log.warning("registry: skipping unreachable agent %r: %s", agent_id, exc)
+        registry.unreachable = {agent_id: entry for _, agent_id, entry in sorted(unreachable)}  # oldest first
         for key in ("removed_agents", "removed_frameworks"):
             items = document.get(key, [])
             if isinstance(items, list):
@@ -217,6 +279,13 @@ class Registry:
                 registry.quota[str(role)] = {key: str(value) for key, value in record.items()}
             except (TypeError, ValueError, AttributeError, MesoslikeError) as exc:
                 log.warning("registry: skipping the quota of role %r: %s", role, exc)
+        drains = document.get("drains", {})
+        for agent_id, record in (drains.items() if isinstance(drains, dict) else ()):
+            try:
+                DrainInfo.from_record(record, 0.0, 0.0)   # raises unless it is one
+                registry.drains[str(agent_id)] = dict(record)
+            except (ValueError, MesoslikeError) as exc:
+                log.warning("registry: skipping the drain of agent %r: %s", agent_id, exc)
         return registry
 
 
@@ -243,6 +312,14 @@ def framework_record(info: FrameworkInfo) -> dict[str, Any]:
         record["principal"] = info.principal
     if info.labels:
         record["labels"] = [[label.key, label.value] for label in info.labels]
+    return record
+
+
+def unreachable_record(entry: UnreachableEntry) -> dict[str, Any]:
+    """An unreachable agent's record in the registry document (its id is the key)."""
+    record: dict[str, Any] = {"since": entry.since, "hostname": entry.hostname}
+    if entry.principal:
+        record["principal"] = entry.principal
     return record
 
 

@@ -26,7 +26,7 @@ from mesoslike.allocator.roles import DEFAULT_ROLE
 from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources, reservation_labels, reservation_of, reservation_principal
 
-__all__ = ["Conversion", "ReservationError", "framework_reserve", "operator_reserve", "unreserve",
+__all__ = ["Conversion", "ReservationError", "framework_reserve", "operator_reserve", "operator_unreserve", "unreserve",
            "reserver_principals", "reservations_json", "check_reservation_count", "MAX_DYNAMIC_RESERVATIONS_PER_AGENT"]
 
 #: distinct dynamic reservations — (role, principal, labels) — one agent may hold: labels let a framework
@@ -97,6 +97,21 @@ def unreserve(resources: Resources) -> Conversion:
     except MesoslikeError as exc:
         raise ReservationError(str(exc)) from None
     return Conversion(resources, added, lambda part: part.as_unreserved())
+
+
+def operator_unreserve(resources: Resources, principal: str) -> Conversion:
+    """An operator's unreserve of ``resources`` written as ``/state`` shows
+    them (``cpus(analytics,ops):2``), or as ``reserve`` takes them — with
+    their one role only (``cpus(analytics):2``) — meaning the reservation
+    ``reserve`` made of the same string: the role's, by ``principal``. So
+    ``mesoslike unreserve`` takes back what ``mesoslike reserve`` was given."""
+    roles = resources.reservation_roles()
+    if resources and not resources.unreserved() and not resources.dynamically_reserved() and len(roles) == 1:
+        try:
+            resources = resources.stripped().as_reserved(roles[0], principal)
+        except MesoslikeError as exc:
+            raise ReservationError(str(exc)) from None
+    return unreserve(resources)
 
 
 def reserver_principals(resources: Resources) -> list[str]:

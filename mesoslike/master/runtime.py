@@ -43,7 +43,9 @@ from mesoslike.clock import Clock, SystemClock
 from mesoslike.acl import Credentials
 from mesoslike.errors import ConfigError
 from mesoslike.master.core import MasterCore, Send
+from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
 from mesoslike.master.http import Fresh, StatusHTTPServer
+from mesoslike.master.receipts import receipt_key
 from mesoslike.master.inbox import Inbox
 from mesoslike.master.leadership import (Action, BuildCore, Commit, ConfirmLeadership, CoreBuilt, Demoted, Drop,
                                          ElectionWon, Event, Leadership, LoadRegistry, Peers, Phase, PutAside,
@@ -51,6 +53,7 @@ from mesoslike.master.leadership import (Action, BuildCore, Commit, ConfirmLeade
                                          Stored, Tick, TurnEnded, TurnStarted, Unsent, ZnodeChanged, Confirmed,
                                          Fenced)
 from mesoslike.master.operator import PERMISSIONS, OperatorWrites
+from mesoslike.master.sandbox_files import SandboxReads
 from mesoslike.master.records import MasterConfig, clip
 from mesoslike.master.registry import Registry
 from mesoslike.master.roles import RolesConfig
@@ -58,7 +61,7 @@ from mesoslike.master.roles_watcher import RolesWatcher
 from mesoslike.master.state import master_metrics, render_state, snapshot, transport_metrics
 from mesoslike.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from mesoslike.metrics import exposition, metrics_registry, render
-from mesoslike.observations import QUICK_BUCKETS, LabelledHistograms, Metric, metric
+from mesoslike.observations import NOTICE, QUICK_BUCKETS, LabelledHistograms, Metric, metric
 from mesoslike.master.storage import MemoryRegistryStore, RegistryFencedError, RegistryStore, RegistryWriteError
 from mesoslike.transport import Authenticator, CurveKeys, Server, Waker
 from mesoslike.wire import MasterInfo, WireError
@@ -210,7 +213,9 @@ class MasterRuntime:
     """Runs a master.
 
     ``address``: ``tcp://HOST:PORT`` to bind for agents and frameworks (port 0
-    = any free port; ``self.address`` is the bound one). ``http_port``: the
+    = any free port; ``self.bound_address`` is the bound one, ``self.address``
+    what peers are told: ``advertise_ip`` or, for a wildcard, this host's
+    address, :mod:`mesoslike.advertise`). ``http_port``: the
     HTTP endpoints' port on the same host (0 = any, None = no HTTP).
     ``registry_store``: where a standalone master keeps its registry (memory
     by default). ``zk``: a :class:`mesoslike.ha.ZkUrl` to run highly
@@ -225,11 +230,16 @@ class MasterRuntime:
                  master_id: str | None = None, registry_store: RegistryStore | None = None,
                  zk: ZkUrl | None = None, zk_session_timeout: float = 10.0, roles: RolesConfig | None = None,
                  keys: CurveKeys | None = None, credentials: Credentials | None = None,
-                 insecure: bool = False, http_auth: str = "writes", http_tls: ssl.SSLContext | None = None) -> None:
+                 insecure: bool = False, http_auth: str = "writes", http_tls: ssl.SSLContext | None = None,
+                 advertise_ip: str | None = None) -> None:
         self.clock = clock or SystemClock()
+        if advertise_ip:
+            check_advertise_ip(advertise_ip)   # before binding anything
         check_secure(address, credentials, keys, insecure)
         #: principals, ACLs and HTTP tokens; None: an anonymous cluster (loopback only unless insecure)
         self.credentials = credentials
+        #: the receipts' key (mesoslike.master.receipts): masters sharing the key pair share it
+        self._receipt_key = receipt_key(keys.secret) if keys is not None else None
         if http_auth not in HTTP_AUTH:
             raise ConfigError(f"bad http_auth {http_auth!r}: expected one of {', '.join(HTTP_AUTH)}")
         self._http_auth = http_auth
@@ -271,8 +281,11 @@ class MasterRuntime:
         registry = self._store.load() if zk is None else None  # bad: stop before binding
         self._server = Server(address, keys=keys, authenticator=None if credentials is None else
                               Authenticator(credentials.principal_of_key()))
-        self.address = self._server.address
-        host = self.address[len("tcp://"):].rpartition(":")[0]
+        self.bound_address = self._server.address
+        host, _, bound_port = self.bound_address[len("tcp://"):].rpartition(":")
+        #: what peers are told to connect to (ZooKeeper, /state, MasterInfo): never a wildcard
+        advertised = url_host(advertised_ip(host, advertise_ip))
+        self.address = f"tcp://{advertised}:{bound_port}"
         #: guards the core (the loop and the HTTP threads use it); notified
         #: whenever the registry is written or a core is dropped
         self._lock = threading.RLock()
@@ -285,13 +298,15 @@ class MasterRuntime:
                     "/state": lambda: ("application/json", self._state_view.get().http_body),
                     "/health": lambda: ("application/json", json.dumps(self._health()).encode()),
                     "/metrics": lambda: (METRICS_CONTENT_TYPE, self._metrics()),
+                    **self._operator.views,
+                    **SandboxReads(self).views,
                 }, actions=self._operator.actions, workers=self.config.http_workers,
                     timeout=self.config.http_timeout, max_connections=self.config.http_max_connections,
                     tls=http_tls, authorize=self._authorize_http)
         except Exception:
             self._server.close()
             raise
-        self.http_address = self._http.address if self._http else ""
+        self.http_address = f"{'https' if http_tls else 'http'}://{advertised}:{self._http.port}" if self._http else ""
         self.info = MasterInfo(master_id or uuid.uuid4().hex[:8], self.address, self.http_address, __version__)
         self._waker = Waker()
         self._stopping = threading.Event()
@@ -309,7 +324,7 @@ class MasterRuntime:
             self._leadership: Leadership[MasterCore] = Leadership.standalone(core)
             self._acting.set()
             self._outbox += self._roles.apply(core)  # before the loop runs: no offer before the roles
-            self._log_leads(core)
+            self._log_leads(core, logging.INFO)
         else:
             assert zk is not None
             stall_after = min(0.25, zk_session_timeout / 6)
@@ -394,7 +409,7 @@ class MasterRuntime:
                 # waited in the inbox during the blip is handled next
                 self._outbox = list(action.undelivered) + self._outbox
                 self._turn_end = self.clock.now()
-                log.info("master %s leads again under the same znode: soft state kept", self.info.id)
+                log.log(NOTICE, "master %s leads again under the same znode: soft state kept", self.info.id)
             elif isinstance(action, PutAside):
                 self._forget_leader()
                 log.warning("master %s steps down: soft state kept in case the session survives (%s)",
@@ -414,10 +429,12 @@ class MasterRuntime:
         # them at once that it does not know them (docs/agent.rst, "Re-registration")
         peers = self._last_core.agent_peers() if self._last_core is not None else None
         return MasterCore(self.clock, self.info, self.config, registry=registry, wall_clock=time.time,
-                          agent_peers=peers, credentials=self.credentials)
+                          agent_peers=peers, credentials=self.credentials, receipt_key=self._receipt_key)
 
-    def _log_leads(self, core: MasterCore) -> None:
-        log.info("master %s leads (%d agents and %d frameworks in the registry)", self.info.id,
+    def _log_leads(self, core: MasterCore, level: int = NOTICE) -> None:
+        """Say that this master leads: at the default level (notice) after an
+        election; a standalone master leads from its start (info)."""
+        log.log(level, "master %s leads (%d agents and %d frameworks in the registry)", self.info.id,
                  len(core.registry.agents), len(core.registry.frameworks))
 
     def _load_registry(self) -> list[Action]:
@@ -767,9 +784,14 @@ class MasterRuntime:
         if self._http is not None:
             samples += [
                 ("http_connections_refused_total", "counter",
-                 "HTTP connections refused: http_max_connections were open.", self._http.refused),
+                 "HTTP connections refused (503): http_max_connections were open, none waiting for its request.",
+                 self._http.refused),
+                ("http_connections_evicted_total", "counter",
+                 "HTTP connections closed to make room for a new one: the one waiting longest for its request "
+                 "head, when http_max_connections were open.", self._http.evicted),
                 ("http_connections_timed_out_total", "counter",
                  "HTTP connections closed at their deadline (http_timeout).", self._http.timed_out),
+                ("http_connections_open", "gauge", "HTTP connections open now.", self._http.open_connections),
                 ("http_unauthenticated_total", "counter", "HTTP requests refused 401: no valid token.",
                  self.http_refused[401]),
                 ("http_forbidden_total", "counter", "HTTP requests refused 403: the token's principal lacks "
@@ -800,7 +822,8 @@ class MasterRuntime:
         """The loop; returns after :meth:`stop`."""
         if self._http is not None:
             self._http.start()
-        log.info("master %s listening on %s (HTTP %s)", self.info.id, self.address, self.http_address or "off")
+        log.info("master %s listening on %s (HTTP %s)%s", self.info.id, self.address, self.http_address or "off",
+                 f", bound to {self.bound_address}" if self.bound_address != self.address else "")
         try:
             while not self._stopping.is_set():
                 self._turn()

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from mesoslike.master.history import CompletedFramework
     from mesoslike.master.records import TaskRecord
 
-__all__ = ["state_json", "master_metrics", "transport_metrics", "snapshot", "render_state", "StateSnapshot", "FrameworkLine"]
+__all__ = ["state_json", "master_metrics", "transport_metrics", "snapshot", "render_state", "StateSnapshot",
+           "FrameworkLine", "quota_by_role", "quota_json", "weights_json", "webui_url", "labels_json"]
 
 EMPTY = Resources()
 
@@ -39,6 +40,8 @@ class FrameworkLine:
     tasks: tuple[TaskLine, ...]             # live ones (render_state orders them by id)
     #: its ended tasks the history keeps, oldest first (records an ended task's are never changed again)
     completed: tuple[TaskRecord, ...]
+    #: the roles it asked no offers for (SUPPRESS, or its SUBSCRIBE's suppressed_roles)
+    suppressed_roles: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -62,6 +65,14 @@ class StateSnapshot:
     drains: Mapping[str, dict] = attrs.field(factory=dict)
     #: agents the registry knows that have not re-registered since this master took over
     recovered_agents: tuple[AgentInfo, ...] = ()
+    #: GET /quota's document (:func:`quota_json`)
+    quota: Mapping[str, dict] = attrs.field(factory=dict)
+    #: role -> weight, of the roles whose weight was set
+    weights: Mapping[str, float] = attrs.field(factory=dict)
+    #: framework id -> why it gets no offers (frameworks holding an offer are left out)
+    offer_blockers: Mapping[str, list[dict]] = attrs.field(factory=dict)
+    #: agents marked unreachable: (id, hostname, since) (docs/reliability.rst, "Partitions")
+    unreachable_agents: tuple[tuple[str, str, float], ...] = ()
 
 
 def snapshot(core: MasterCore) -> StateSnapshot:
@@ -77,7 +88,7 @@ def snapshot(core: MasterCore) -> StateSnapshot:
     # references only, no sorting (render_state sorts, outside the lock)
     frameworks = tuple(
         FrameworkLine(record.info, record.connected, tuple(map(line, record.tasks.values())),
-                      tuple(record.completed))
+                      tuple(record.completed), (record.info.role,) if record.suppressed else ())
         for record in core.frameworks.values())
     agents = tuple((agent.info, allocator.available(agent.id), agent.http_address) for agent in core.agents.values())
     roles_config = getattr(core, "roles_config", None)  # the roles file in force, set by the runtime
@@ -94,7 +105,48 @@ def snapshot(core: MasterCore) -> StateSnapshot:
         preemption=preemption, completed_frameworks=tuple(core.history.frameworks),
         drains={agent_id: drain.to_json() for agent_id, drain in core.drains.items()},
         recovered_agents=tuple(core.registry.agents[agent_id] for agent_id in core.expected_agents()
-                               if agent_id in core.registry.agents))
+                               if agent_id in core.registry.agents),
+        quota=quota_by_role(core), weights=allocator.weights(),
+        offer_blockers={framework_id: [blocker.to_json() for blocker in blockers]
+                        for framework_id, blockers in allocator.offer_blockers().items()},
+        unreachable_agents=tuple((u.id, u.hostname, u.since) for u in core.unreachable.values()))
+
+
+def quota_by_role(core: MasterCore) -> dict[str, dict]:
+    """Per role with quota: its ``guarantee`` and ``limit`` as set (text,
+    explicit zeros kept; None: none) and what its subtree ``consumed``.
+    O(roles with quota · depth · kinds)."""
+    consumed = core.allocator.quota_status()
+    return {role: {"guarantee": record.get("guarantee"), "limit": record.get("limit"),
+                   "consumed": (consumed.get(role) or {}).get("consumed") or ""}
+            for role, record in sorted(core.registry.quota.items())}
+
+
+def quota_json(quota: Mapping[str, dict]) -> dict:
+    """``GET /quota``: Mesos's ``{"configs": [{"role", "guarantees", "limits"}]}``
+    (amounts as ``{"cpus": {"value": 2.0}}``), each config with the text
+    forms too (``guarantee``, ``limit``, ``consumed``)."""
+    def amounts(text: str | None) -> dict[str, dict[str, float]]:
+        return {kind: {"value": value} for kind, value in _quantities(text).items()}
+    return {"configs": [{"role": role, "guarantees": amounts(entry["guarantee"]), "limits": amounts(entry["limit"]),
+                         **entry} for role, entry in sorted(quota.items())]}
+
+
+def weights_json(weights: Mapping[str, float]) -> list[dict]:
+    """``GET /weights``: Mesos's ``[{"role": R, "weight": W}]``."""
+    return [{"role": role, "weight": weight} for role, weight in sorted(weights.items())]
+
+
+def _quantities(text: str | None) -> dict[str, float]:
+    """``"cpus:2;gpus:0"`` -> ``{"cpus": 2.0, "gpus": 0.0}`` (a quota's text: scalars, zeros kept)."""
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(";"))):
+        name, _, amount = part.partition(":")
+        try:
+            out[name.strip()] = float(amount)
+        except ValueError:
+            continue   # the registry checked it when it was set: never here
+    return out
 
 
 def _ended_line(task: TaskRecord) -> TaskLine:
@@ -144,7 +196,7 @@ def render_state(snap: StateSnapshot) -> dict:
         tasks = sorted(line.tasks, key=lambda task: task[0].task_id)
         used = EMPTY
         for info, status, agent_id, _ in tasks:
-            if status.state not in TERMINAL_STATES:
+            if status.state not in TERMINAL_STATES and status.state != TaskState.UNREACHABLE:
                 used = used + info.resources
                 used_by_agent[agent_id] = used_by_agent.get(agent_id, EMPTY) + info.resources
         frameworks.append({
@@ -153,10 +205,15 @@ def render_state(snap: StateSnapshot) -> dict:
             "role": line.info.role,
             "connected": line.connected,
             "failover_timeout": line.info.failover_timeout,
+            "suppressed_roles": list(line.suppressed_roles),
             "labels": labels_json(line.info.labels),
+            # the page it serves, if it names one (Mesos's FrameworkInfo.webui_url)
+            "webui_url": line.info.webui_url,
             "used": str(used),
             "offered": str(offered_by.get(line.info.id, EMPTY)),
             "dominant_share": stats.framework_shares.get(line.info.id, 0.0),
+            # why it gets no offers now ([] while it holds one): mesoslike.allocator.blockers
+            "offer_blockers": snap.offer_blockers.get(line.info.id, []),
             "tasks": [_task_json(task, hostnames) for task in tasks],
             "completed_tasks": [_task_json(_ended_line(task), hostnames) for task in line.completed],
         })
@@ -202,6 +259,9 @@ def render_state(snap: StateSnapshot) -> dict:
         "version": __version__,
         "agents": agents,
         "recovered_agents": recovered_agents,
+        # Mesos's unreachable_slaves: they may re-register under their ids (docs/reliability.rst)
+        "unreachable_agents": [{"id": agent_id, "hostname": hostname, "since": since}
+                               for agent_id, hostname, since in snap.unreachable_agents],
         "frameworks": frameworks,
         "completed_frameworks": completed_frameworks,
         "offers": offers,
@@ -211,6 +271,8 @@ def render_state(snap: StateSnapshot) -> dict:
         "allocated": str(stats.allocated),
         "roles_config": snap.roles_config,
         "preemption": snap.preemption,
+        "quota": {role: dict(entry) for role, entry in snap.quota.items()},
+        "weights": dict(snap.weights),
     }
 
 
@@ -234,8 +296,8 @@ def _completed_framework_json(framework: CompletedFramework, hostnames: dict[str
     info = framework.info
     return {
         "id": info.id, "name": info.name, "role": info.role, "connected": False, "active": False,
-        "failover_timeout": info.failover_timeout, "labels": labels_json(info.labels), "used": "", "offered": "",
-        "dominant_share": 0.0,
+        "failover_timeout": info.failover_timeout, "suppressed_roles": [], "labels": labels_json(info.labels),
+        "used": "", "offered": "", "dominant_share": 0.0,
         "tasks": [], "completed_tasks": [_task_json(_ended_line(task), hostnames) for task in framework.tasks],
         "unregistered_time": framework.removed_at, "removal_reason": framework.reason,
     }
@@ -283,8 +345,10 @@ def master_metrics(core: MasterCore, transport: Mapping[str, int] | None = None)
     _line(lines, "tasks_launched_total", "counter", "Tasks sent to agents.",
           [({}, core.counters["tasks_launched"])])
     _line(lines, "agents_registered", "gauge", "Registered agents.", [({}, len(core.agents))])
-    _line(lines, "agents_removed_total", "counter", "Agents removed (ping timeouts).",
+    _line(lines, "agents_removed_total", "counter",
+          "Agents taken out of the registered ones (marked unreachable, unregistered, marked gone).",
           [({}, core.counters["agents_removed"])])
+    _partition_lines(lines, core)
     connected = sum(1 for r in core.frameworks.values() if r.connected)
     _line(lines, "frameworks_registered", "gauge", "Frameworks known (connected or in failover).",
           [({}, len(core.frameworks))])
@@ -333,11 +397,42 @@ def master_metrics(core: MasterCore, transport: Mapping[str, int] | None = None)
     _line(lines, "accepts_refused_total", "counter",
           "ACCEPTs refused whole for an invalid RESERVE or UNRESERVE (nothing applied).",
           [({}, core.counters["operations_refused"])])
+    _line(lines, "status_updates_dropped_total", "counter",
+          "Agents' status updates not forwarded, by why: unknown_framework, unknown_task (not placed on that "
+          "agent), not_on_agent (the task runs elsewhere), already_terminal (its end came already), "
+          "forged_source (SOURCE_MASTER, or SOURCE_EXECUTOR for a task without a custom executor).",
+          [({"reason": reason}, core.updates_dropped.get(reason, 0)) for reason in
+           ("unknown_framework", "unknown_task", "not_on_agent", "already_terminal", "forged_source")])
+    _line(lines, "framework_messages_dropped_total", "counter",
+          "Agents' framework messages not forwarded: unknown_executor (no such executor of the framework runs "
+          "on that agent).", [({"reason": "unknown_executor"},
+                               core.framework_messages_dropped.get("unknown_executor", 0))])
     _bounds_lines(lines, core)
     _latency_lines(lines, core)
     if transport is not None:
         lines += transport_metrics(transport)
     return lines
+
+
+def _partition_lines(lines: list[Metric], core: MasterCore) -> None:
+    """Partitioned agents (docs/reliability.rst, "Partitions")."""
+    counters = core.counters
+    _line(lines, "agents_unreachable", "gauge", "Agents marked unreachable that may still re-register.",
+          [({}, len(core.unreachable))])
+    _line(lines, "agent_partition_events_total", "counter",
+          "Agents marked unreachable, re-registered after being unreachable, whose removal was called off "
+          "(they answered before their turn under agent_removal_rate_limit), marked gone by the operator, and "
+          "forgotten by the registry (registry_max_agent_age/count).",
+          [({"event": event}, counters[counter]) for event, counter in
+           (("unreachable", "agents_unreachable"), ("reachable_again", "agents_reachable_again"),
+            ("removal_canceled", "agent_removals_canceled"), ("gone", "agents_gone"),
+            ("forgotten", "unreachable_agents_forgotten"))])
+    _line(lines, "tasks_killed_on_return_total", "counter",
+          "Tasks an agent brought back from a partition whose frameworks had been told TASK_LOST: killed.",
+          [({}, counters["tasks_killed_on_return"])])
+    _line(lines, "reconcile_answers_held_total", "counter",
+          "Reconciliation answers for unknown tasks held until the agents expected back after a failover were.",
+          [({}, counters["reconcile_answers_held"])])
 
 
 def _bounds_lines(lines: list[Metric], core: MasterCore) -> None:

@@ -11,6 +11,7 @@ that make no sense are skipped and counted by reason.
 from __future__ import annotations
 
 import csv
+import importlib.resources
 import json
 import math
 from pathlib import Path
@@ -37,8 +38,9 @@ __all__ = [
 
 TRACE_NODE_FILE = "openb_node_list_all_node.csv"
 TRACE_POD_FILE = "openb_pod_list_default.csv"
-# Where the trace lives in a source checkout (bench/ is not installed).
-DEFAULT_TRACE_DIR = Path(__file__).resolve().parent.parent.parent / "bench" / "data" / "alibaba-openb-2023"
+#: the bundled Alibaba openb 2023 trace: package data (setup.cfg), so an
+#: installed wheel has it too, wherever the command runs from
+DEFAULT_TRACE_DIR = Path(str(importlib.resources.files("mesoslike.sim").joinpath("data", "alibaba-openb-2023")))
 
 #: Priority of each QoS class of the openb trace (smaller = higher): latency-
 #: sensitive and guaranteed pods before burstable ones, best effort last.

@@ -5,9 +5,11 @@ executors it runs (docs/wire.rst, "The executor channel"), version
 The channel is a Unix socket (ZeroMQ ``ipc://``) of the agent, reachable
 only by its user (or, with ``--switch-user``, by anyone who knows an
 executor's secret). Every frame an executor sends carries the random
-``secret`` the agent gave that executor's process in its environment
-(``MESOSLIKE_EXECUTOR_SECRET``): the agent learns *which* executor speaks
-from the secret alone, never from an id in a message.
+``secret`` the agent gave that executor's process as a file of its sandbox
+(mode 0400, the executor's user's; ``MESOSLIKE_EXECUTOR_SECRET_FILE`` names
+it — never in an environment another process of the user could read): the
+agent learns *which* executor speaks from the secret alone, never from an
+id in a message.
 
 - executor -> agent: REGISTER_EXECUTOR (first, and again after a
   reconnection: ``tasks`` are those it still runs), EXECUTOR_STATUS
@@ -33,7 +35,7 @@ from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, AgentInfo, ExecutorInfo,
 __all__ = ["EXECUTOR_PROTOCOL_VERSION", "EXECUTOR_SCHEMA", "EXECUTOR_CODEC", "MAX_EXECUTOR_FRAME", "SECRET_LENGTH",
            "MAX_REPORTED_TASKS", "RegisterExecutor", "ExecutorStatus", "ExecutorMessage", "ExecutorRegistered",
            "LaunchExecutorTask", "KillExecutorTask", "ExecutorFrameworkMessage", "ExecutorStatusAck",
-           "ShutdownExecutor", "ExecutorError", "EXECUTOR_TO_AGENT", "ENDPOINT_ENV", "SECRET_ENV",
+           "ShutdownExecutor", "ExecutorError", "EXECUTOR_TO_AGENT", "ENDPOINT_ENV", "SECRET_ENV", "SECRET_FILE_ENV", "SECRET_FILE",
            "EXECUTOR_ID_ENV"]
 
 EXECUTOR_PROTOCOL_VERSION = 1
@@ -160,7 +162,13 @@ EXECUTOR_CODEC = Codec(EXECUTOR_SCHEMA, max_message_size=MAX_EXECUTOR_FRAME)
 # ---------------------------------------------- the executor's environment
 #: the agent's executor channel (``ipc://PATH``), in the executor's environment
 ENDPOINT_ENV = "MESOSLIKE_EXECUTOR_ENDPOINT"
-#: the executor's secret: every frame it sends carries it
+#: the file holding the executor's secret (every frame it sends carries it): a path relative to the
+#: sandbox (``MESOS_SANDBOX``), in the executor's environment
+SECRET_FILE_ENV = "MESOSLIKE_EXECUTOR_SECRET_FILE"
+#: where the agent writes that file in the executor's sandbox (mode 0400, the executor's user's)
+SECRET_FILE = ".executor_secret"
+#: the secret itself: read by an ExecutorDriver given it (an environment of its own making); the agent
+#: never sets it (an environment is readable through /proc by the user's other processes)
 SECRET_ENV = "MESOSLIKE_EXECUTOR_SECRET"
 #: its executor id (informative: the agent goes by the secret)
 EXECUTOR_ID_ENV = "MESOSLIKE_EXECUTOR_ID"

@@ -48,6 +48,9 @@ MAX_BATCH = 1000
 
 #: a batch's items: 1 to MAX_BATCH (checked when a batch is built, so when one
 #: is decoded: the codec names the field of an empty or longer one)
+#: the most roles one SUBSCRIBE may name as suppressed (a framework has one role)
+MAX_SUPPRESSED_ROLES = 16
+
 _BATCH_SIZE: Any = attrs.validators.and_(attrs.validators.min_len(1), attrs.validators.max_len(MAX_BATCH))
 
 
@@ -56,12 +59,19 @@ _BATCH_SIZE: Any = attrs.validators.and_(attrs.validators.min_len(1), attrs.vali
 @attrs.frozen
 class Subscribe:
     """First message of a framework, and its re-subscription (with its id).
-    ``accepts_batches``: the driver takes UPDATES (several updates a frame)."""
+    ``accepts_batches``: the driver takes UPDATES (several updates a frame).
+    ``suppressed_roles``: the framework's roles it wants no offers for, as
+    Mesos's ``Call.Subscribe.suppressed_roles``: the master sets the
+    framework's suppression to exactly this list at every subscription (a
+    role left out is revived), so a scheduler that restarts or fails over
+    and the master agree on it. At most ``MAX_SUPPRESSED_ROLES``."""
 
     TYPE: ClassVar[str] = "SUBSCRIBE"
     framework: FrameworkInfo
     force: bool = False
     accepts_batches: bool = False
+    suppressed_roles: list[str] = attrs.field(factory=list,
+                                              validator=attrs.validators.max_len(MAX_SUPPRESSED_ROLES))
 
 
 @message
@@ -242,6 +252,12 @@ class RunningTask:
     #: its health check's latest verdict (None: no check, or none ended): a
     #: new leader shows it in /state before the next change of verdict
     healthy: bool | None = None
+    #: the state of its oldest update not acknowledged yet — what its
+    #: framework hears next (Mesos's status_update_state); "" when every
+    #: update was acknowledged. ``state`` may be ahead of it: a master answers
+    #: reconciliation from this, so that an answer never overtakes the
+    #: updates still on their way (docs/reliability.rst)
+    update_state: str = ""
 
 
 @attrs.frozen
@@ -283,6 +299,9 @@ class ReregisterAgent:
     accepts_batches: bool = False
     #: its custom executors' processes still running (their resources are used)
     executors: list[RunningExecutor] = attrs.field(factory=list)
+    #: the master's receipt for ``agent.id`` (AGENT_REGISTERED's): proves the id is this agent's
+    #: principal's to a master without a registry (mesoslike.master.receipts)
+    receipt: str = ""
 
 
 @message
@@ -295,6 +314,9 @@ class AgentRegistered:
     master: MasterInfo
     ping_interval: float
     accepts_batches: bool = False
+    #: the master's receipt binding ``agent_id`` to the agent's principal ("" in an anonymous
+    #: cluster): the agent keeps it and shows it when it re-registers (mesoslike.master.receipts)
+    receipt: str = ""
 
 
 @message

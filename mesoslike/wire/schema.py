@@ -16,18 +16,42 @@ declaration). The hints the codec (:mod:`mesoslike.wire.codec`) checks:
 - ``Annotated[list[...], Items(A, B, ...)]``: a list of exactly those items,
   in order (e.g. ``[instance, attempt]``).
 
+Values are checked beyond their types by the classes themselves: attrs
+validators and ``__attrs_post_init__`` run on every decoded object, and so
+do attrs converters, unless marked :func:`normalizer` (a converter that only
+turns what a Python caller may pass into the declared type, and checks
+nothing: a decoded value has that type already).
+
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 import attrs
 
-__all__ = ["Schema", "Range", "Items"]
+__all__ = ["Schema", "Range", "Items", "normalizer", "is_normalizer"]
 
 T = TypeVar("T", bound=type)
+F = TypeVar("F", bound=Callable[..., Any])
+_NORMALIZERS: set[object] = set()
+
+
+def normalizer(converter: F) -> F:
+    """Marks an attrs converter of a message's (or value type's) field as
+    one that only normalizes what a Python caller may pass — a mapping
+    copied into a dict, pairs made :class:`~mesoslike.wire.types.Label` objects —
+    and checks nothing: decoding, whose values have the declared types
+    already, skips it. Any other converter also runs on decoded values (so a
+    converter that refuses something refuses it from the wire too)."""
+    _NORMALIZERS.add(converter)
+    return converter
+
+
+def is_normalizer(converter: object) -> bool:
+    """Whether ``converter`` was marked with :func:`normalizer`."""
+    return converter in _NORMALIZERS
 
 
 class Schema:

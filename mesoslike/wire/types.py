@@ -8,13 +8,14 @@ wire has the declared types.
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 import attrs
 
 from mesoslike.allocator.offers import Offer  # the one offer model, made by the allocator (core)
 from mesoslike.attributes import check_attributes
 from mesoslike.resources import Resources
+from mesoslike.wire.schema import normalizer
 
 __all__ = [
     "TaskState", "TERMINAL_STATES", "FrameworkInfo", "TaskInfo", "TaskStatus", "Filters", "Offer",
@@ -43,14 +44,16 @@ class TaskState:
     LOST = "TASK_LOST"
     DROPPED = "TASK_DROPPED"
     GONE = "TASK_GONE"
+    #: the operator marked the task's agent gone (Mesos's MARK_AGENT_GONE; docs/reliability.rst)
+    GONE_BY_OPERATOR = "TASK_GONE_BY_OPERATOR"
     UNREACHABLE = "TASK_UNREACHABLE"
 
     ALL = (STAGING, STARTING, RUNNING, KILLING, FINISHED, FAILED, KILLED, ERROR, LOST, DROPPED, GONE,
-           UNREACHABLE)
+           GONE_BY_OPERATOR, UNREACHABLE)
 
 
 TERMINAL_STATES = frozenset({TaskState.FINISHED, TaskState.FAILED, TaskState.KILLED, TaskState.ERROR,
-                             TaskState.LOST, TaskState.DROPPED, TaskState.GONE})
+                             TaskState.LOST, TaskState.DROPPED, TaskState.GONE, TaskState.GONE_BY_OPERATOR})
 
 
 def _names_only(environment: Mapping[str, str]) -> str:
@@ -59,6 +62,9 @@ def _names_only(environment: Mapping[str, str]) -> str:
 
 def _frozen_dict(value: Mapping[str, str] | None) -> dict[str, str]:
     return dict(value or {})
+
+
+normalizer(_frozen_dict)   # (a decoded map is a fresh dict already; not a decorator: mypy's attrs plugin)
 
 
 # ------------------------------------------------------------------ labels
@@ -93,29 +99,28 @@ class Label:
             raise ValueError("a label's key is empty")
 
 
-def _check_labels(instance: object, field: attrs.Attribute, labels: list[Label]) -> None:
-    if len(labels) > MAX_LABELS:
-        raise ValueError(f"{len(labels)} labels are more than {MAX_LABELS}")
-    for label in labels:
-        if not isinstance(label, Label):
-            raise ValueError(f"a label is a Label(key, value), got {type(label).__name__}")
-
-
 def _label_list(value: object) -> list[Label]:
-    """A list of labels from Labels, ``(key, value)`` pairs or a ``{key: value}`` map."""
+    """A list of labels from Labels, ``(key, value)`` pairs or a ``{key: value}``
+    map; at most :data:`MAX_LABELS`. (The bound is checked here, not by a
+    validator: the codec runs this converter on decoded labels too, and an
+    empty list — most statuses' — costs it one test.)"""
     if value is None:
         return []
     if type(value) is list and not value:
         return value   # the common case, taken as it is (status updates are many)
     if isinstance(value, Mapping):
-        return [Label(str(key), str(item)) for key, item in value.items()]
-    return [item if isinstance(item, Label) else Label(*item) for item in value]  # type: ignore[attr-defined]
+        labels = [Label(str(key), str(item)) for key, item in value.items()]
+    else:
+        labels = [item if isinstance(item, Label) else Label(*item) for item in value]  # type: ignore[attr-defined]
+    if len(labels) > MAX_LABELS:
+        raise ValueError(f"{len(labels)} labels are more than {MAX_LABELS}")
+    return labels
 
 
 def labels_field() -> list[Label]:
     """An attrs field of labels: a list of :class:`Label` (pairs and a map
     are converted), at most :data:`MAX_LABELS`."""
-    return attrs.field(factory=list, converter=_label_list, validator=_check_labels)
+    return attrs.field(factory=list, converter=_label_list)
 
 
 @attrs.frozen
@@ -138,6 +143,13 @@ class FrameworkInfo:
     principal: str = ""
     #: free-form key/value metadata (Mesos's ``FrameworkInfo.labels``), shown in ``/state``
     labels: list[Label] = labels_field()
+    #: the framework's own web page (Mesos's ``FrameworkInfo.webui_url``): the dashboard links to it
+    webui_url: str = attrs.field(default="", validator=lambda _, __, value: _problem(
+        isinstance(value, str) and len(value) <= _MAX_PATH and (not value or value.startswith(("http://", "https://"))),
+        "webui_url must be an http:// or https:// URL of at most 4096 characters"))
+    #: the master's receipt binding ``id`` to ``principal`` (mesoslike.master.receipts): agents keep it
+    #: with the framework's tasks and show it when they re-register; set by the master only
+    principal_receipt: str = ""
 
 
 # ------------------------------------------------------------ health checks
@@ -647,6 +659,35 @@ class ContainerStatus:
                  "container_status.image must be at most 512 printable characters")
         _problem(isinstance(self.executor_pid, int) and 0 <= self.executor_pid < 2 ** 31,
                  "container_status.executor_pid must be a pid")
+
+
+_Holder = TypeVar("_Holder", TaskInfo, ExecutorInfo)
+
+
+def without_secret_values(info: _Holder) -> _Holder:
+    """``info`` (a :class:`TaskInfo` or :class:`ExecutorInfo`) with the
+    value of every ``VALUE`` secret emptied — of its secret environment
+    variables, its ``SECRET`` volumes and its executor's: what is kept
+    once the secrets have reached the task (an agent's checkpoints, a
+    master's record of a launched task). ``info`` itself when it holds none."""
+    changes: dict[str, Any] = {}
+    if any(secret.type == Secret.VALUE for secret in info.environment_secrets.values()):
+        changes["environment_secrets"] = {name: _emptied(secret) for name, secret in info.environment_secrets.items()}
+    container = info.container
+    if container is not None and any(v.source.secret is not None and v.source.secret.type == Secret.VALUE
+                                     for v in container.volumes):
+        changes["container"] = attrs.evolve(container, volumes=[
+            attrs.evolve(v, source=attrs.evolve(v.source, secret=_emptied(v.source.secret)))
+            if v.source.secret is not None else v for v in container.volumes])
+    if isinstance(info, TaskInfo) and info.executor is not None:
+        executor = without_secret_values(info.executor)
+        if executor is not info.executor:
+            changes["executor"] = executor
+    return attrs.evolve(info, **changes) if changes else info
+
+
+def _emptied(secret: Secret) -> Secret:
+    return attrs.evolve(secret, value=b"") if secret.type == Secret.VALUE else secret
 
 
 @attrs.frozen

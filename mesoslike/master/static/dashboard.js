@@ -89,18 +89,30 @@
     return agents;
   }
 
+  /** Why a framework gets no offers (/state's offer_blockers: mesoslike/allocator/blockers.py). */
+  function blockers(fw) {
+    const list = Array.isArray(fw.offer_blockers) ? fw.offer_blockers : [];
+    if (!list.length) return fw.offered ? "offered" : "–";
+    return el("div", {class: "blockers"}, list.map((b) =>
+      el("div", {class: `blocker ${String(b.reason || "").replace(/[^A-Z_]/g, "")}`, title: JSON.stringify(b)},
+        el("span", {class: "reason"}, String(b.reason || "?")), " ", String(b.message || ""))));
+  }
+
   function renderFrameworks(state) {
     const frameworks = state.frameworks || [];
     count("frameworks", frameworks.length);
-    fill("frameworks", table(["name", "id", "role", "dominant share", "tasks", "used", "offered", "connected"],
+    fill("frameworks", table(["name", "id", "role", "dominant share", "tasks", "used", "offered", "connected",
+      "why no offers"],
       frameworks.map((fw) => [
         fw.webui_url ? link(fw.webui_url, fw.name) : el("span", {class: "framework-name"}, fw.name),
         el("code", {}, fw.id), fw.role, percent(fw.dominant_share),
         String((fw.tasks || []).length), fw.used, fw.offered, fw.connected ? "yes" : "no (failing over)",
+        blockers(fw),
       ]), "No framework is registered."));
   }
 
-  /** Links to a task's stdout and stderr through its agent's /files endpoints. */
+  /** A task's stdout and stderr shown in the log panel (as plain text, read through this master's
+   * /files/read), a download link to each through its agent, and its sandbox directory. */
   function sandboxLinks(task, frameworkId, agents) {
     const agent = agents[task.agent_id];
     if (!agent || !agent.http_address) return "–";
@@ -110,12 +122,106 @@
     }
     const dir = `${frameworkId}/${task.id}`;
     return el("span", {class: "files"},
-      ["stdout", "stderr"].map((name) => [
-        link(`${agent.http_address}/files/read?path=${encodeURIComponent(`${dir}/${name}`)}`, name,
-          `${name} of ${task.id} (JSON, as Mesos's /files/read)`),
-        link(`${agent.http_address}/files/download?path=${encodeURIComponent(`${dir}/${name}`)}`, "↓",
-          `download ${name}`), " "]),
+      ["stdout", "stderr"].map((name) => {
+        const button = el("button", {type: "button", class: `log-${name}`, title: `show the ${name} of ${task.id}`}, name);
+        button.addEventListener("click", () => openLog(task.agent_id, `${dir}/${name}`,
+          `${name} of ${task.id} on ${agent.hostname || task.agent_id}`));
+        return [button, link(`${agent.http_address}/files/download?path=${encodeURIComponent(`${dir}/${name}`)}`, "↓",
+          `download ${name}`), " "];
+      }),
       link(`${agent.http_address}/files/browse?path=${encodeURIComponent(dir)}`, "sandbox"));
+  }
+
+  // ------------------------------------------------------------ task logs
+  /** the bytes of a file's end shown when it is opened */
+  const LOG_TAIL_BYTES = 64 * 1024;
+  /** the most text the panel keeps (the oldest goes first) */
+  const LOG_KEEP_CHARS = 1 << 20;
+  const LOG_FOLLOW_MS = 1000;
+  /** the file shown: {agentId, path, offset, timer, generation} */
+  let log = null;
+  let logGeneration = 0;
+
+  async function readLog(agentId, path, offset, length) {
+    const query = `agent_id=${encodeURIComponent(agentId)}&path=${encodeURIComponent(path)}&offset=${offset}` +
+      (length === undefined ? "" : `&length=${length}`);
+    const response = await fetch(`/files/read?${query}`, {cache: "no-store",
+      headers: token() ? {Authorization: `Bearer ${token()}`, Accept: "application/json"} : {Accept: "application/json"}});
+    const body = await response.json().catch(() => null);
+    if (!response.ok || !body || typeof body.data !== "string") {
+      throw new Error((body && body.error) || `GET /files/read answered ${response.status}`);
+    }
+    return body;
+  }
+
+  /** Show the end of a sandbox file as plain text, then (while "follow" is ticked) what is added to it. */
+  async function openLog(agentId, path, title) {
+    closeLog();
+    const generation = ++logGeneration;
+    log = {agentId, path, offset: 0, timer: null, generation};
+    document.getElementById("log-title").textContent = title;
+    const text = document.getElementById("log-text");
+    text.textContent = "";
+    logStatus("reading…", "");
+    const panel = document.getElementById("log");
+    panel.hidden = false;
+    panel.scrollIntoView({block: "nearest"});
+    try {
+      const size = (await readLog(agentId, path, -1)).offset;
+      log.offset = Math.max(0, size - LOG_TAIL_BYTES);
+      if (log.offset > 0) text.textContent = `… (the last ${LOG_TAIL_BYTES / 1024} KiB)\n`;
+      await pullLog(generation);
+    } catch (error) {
+      logStatus(`cannot read it: ${error.message || error}`, "error");
+    }
+  }
+
+  /** Read what the file has past the offset shown, page by page; then again in LOG_FOLLOW_MS while following. */
+  async function pullLog(generation) {
+    if (!log || log.generation !== generation) return;
+    const text = document.getElementById("log-text");
+    try {
+      for (;;) {
+        const page = await readLog(log.agentId, log.path, log.offset);
+        if (!log || log.generation !== generation) return;
+        if (!page.data) break;
+        const atBottom = text.scrollTop + text.clientHeight >= text.scrollHeight - 4;
+        text.append(document.createTextNode(page.data));   // as text: never HTML
+        if (text.textContent.length > LOG_KEEP_CHARS) text.textContent = text.textContent.slice(-LOG_KEEP_CHARS);
+        if (atBottom) text.scrollTop = text.scrollHeight;
+        log.offset = page.offset + new TextEncoder().encode(page.data).length;
+      }
+      logStatus(`${log.offset} bytes read${following() ? "; following" : ""}`, "");
+    } catch (error) {
+      logStatus(`cannot read it: ${error.message || error}`, "error");
+    }
+    if (log && log.generation === generation && following()) {
+      log.timer = setTimeout(() => pullLog(generation), LOG_FOLLOW_MS);
+    }
+  }
+
+  function following() {
+    return document.getElementById("log-follow").checked;
+  }
+
+  function logStatus(message, kind) {
+    const status = document.getElementById("log-status");
+    status.textContent = message;
+    status.className = kind || "note";
+  }
+
+  function closeLog() {
+    if (log && log.timer) clearTimeout(log.timer);
+    log = null;
+    document.getElementById("log").hidden = true;
+  }
+
+  function startLogControls() {
+    document.getElementById("log-close").addEventListener("click", closeLog);
+    document.getElementById("log-follow").addEventListener("change", () => {
+      if (log && following()) pullLog(log.generation);
+      else if (log && log.timer) clearTimeout(log.timer);
+    });
   }
 
   function mebibytes(bytes) {
@@ -149,6 +255,7 @@
   }
 
   const TASK_HEADINGS = ["id", "name", "state", "framework", "agent", "resources", "usage", "sandbox", "message"];
+  const COMPLETED_HEADINGS = ["ended", ...TASK_HEADINGS];
 
   function renderTasks(state) {
     const agents = agentIndex(state);
@@ -161,17 +268,26 @@
   function renderRoles(state) {
     const shares = state.roles || {};
     const config = (state.roles_config && state.roles_config.roles) || {};
+    // what is in force (GET /weights, GET /quota: set by the operator or the roles file)
+    const weights = state.weights || {};
+    const quota = state.quota || {};
     const preemptionRoles = (state.preemption && state.preemption.roles) || {};
-    const names = [...new Set([...Object.keys(shares), ...Object.keys(config)])].sort();
+    const names = [...new Set([...Object.keys(shares), ...Object.keys(config), ...Object.keys(weights),
+      ...Object.keys(quota)])].sort();
     const frameworksByRole = {};
     for (const fw of state.frameworks || []) frameworksByRole[fw.role] = (frameworksByRole[fw.role] || 0) + 1;
-    fill("roles", table(["role", "dominant share", "weight", "guarantee (quota)", "limit", "min share", "fair share", "frameworks"],
+    fill("roles", table(["role", "dominant share", "weight", "guarantee (quota)", "limit", "consumed", "min share",
+      "fair share", "frameworks"],
       names.map((role) => {
         const c = config[role] || {};
+        const q = quota[role] || {};
         const p = preemptionRoles[role] || {};
+        const weight = weights[role] !== undefined ? weights[role] : c.weight;
         return [
           [swatch(role), el("span", {class: "role-name"}, role)], percent(shares[role]),
-          c.weight !== undefined ? String(c.weight) : "1", c.guarantee || "–", c.limit || "–", c.min_share || "–",
+          el("span", {class: "role-weight"}, weight !== undefined ? String(weight) : "1"),
+          el("span", {class: "role-guarantee"}, q.guarantee || c.guarantee || "–"),
+          el("span", {class: "role-limit"}, q.limit || c.limit || "–"), q.consumed || "–", c.min_share || "–",
           p.fair_share || "–", String(frameworksByRole[role] || 0),
         ];
       }), "No role has a share yet."));
@@ -275,13 +391,13 @@
   function renderCompleted(state) {
     const agents = agentIndex(state);
     const frameworks = state.completed_frameworks || [];
-    const rows = [];
+    const ended = [];
     const seen = new Set();
     const add = (task, fw) => {
       const key = `${fw.id}/${task.id}`;
       if (seen.has(key)) return;
       seen.add(key);
-      rows.push(taskRow(task, fw, agents));
+      ended.push([task, fw]);
     };
     const names = {};
     for (const fw of [...(state.frameworks || []), ...frameworks]) names[fw.id] = fw;
@@ -292,6 +408,11 @@
       const fw = names[task.framework_id] || {id: task.framework_id || "", name: task.framework_name || task.framework_id || ""};
       add(task, fw);
     }
+    // newest first, by the time of each task's last status (its end)
+    const endedAt = (task) => (typeof task.timestamp === "number" ? task.timestamp : 0);
+    ended.sort((a, b) => endedAt(b[0]) - endedAt(a[0]));
+    const rows = ended.map(([task, fw]) => [el("span", {class: "ended-at"}, time(task.timestamp)),
+      ...taskRow(task, fw, agents)]);
     fill("completed",
       el("h3", {}, `Frameworks (${frameworks.length})`),
       table(["name", "id", "role", "tasks", "ended"], frameworks.map((fw) => [
@@ -299,16 +420,18 @@
         String((fw.tasks || []).length + (fw.completed_tasks || []).length),
         fw.unregistered_time !== undefined ? time(fw.unregistered_time) : (fw.ended_at !== undefined ? time(fw.ended_at) : ""),
       ]), "No completed framework."),
-      el("h3", {}, `Tasks (${rows.length})`),
-      table(TASK_HEADINGS, rows, "No completed task."));
+      el("h3", {}, `Tasks (${rows.length}, newest first)`),
+      table(COMPLETED_HEADINGS, rows, "No completed task."));
   }
 
-  /** Links to the pages of frameworks that serve one (the Fuxi service: docs/dashboard.rst). */
+  /** Links to the pages of frameworks that serve one — the Fuxi service's, and any framework that names its
+   * page with the label webui_url (/state's webui_url; docs/dashboard.rst, "Frameworks' pages"). */
   function renderFrameworkLinks(state) {
-    const nav = document.getElementById("fuxi-links");
+    const nav = document.getElementById("framework-pages");
     nav.replaceChildren();
     for (const fw of state.frameworks || []) {
-      if (fw.webui_url) append(nav, [" ", link(fw.webui_url, `${fw.name} ↗`)]);
+      if (fw.webui_url) append(nav, [" ", el("span", {class: "framework-page"}, link(fw.webui_url, `${fw.name} ↗`,
+        `the page of framework ${fw.name} (${fw.id})`))]);
     }
   }
 
@@ -357,6 +480,7 @@
   }
 
   function start() {
+    startLogControls();
     const form = document.getElementById("token-form");
     const restart = poll(refresh, REFRESH_MS);
     form.addEventListener("submit", (event) => {

@@ -1,0 +1,349 @@
+"""The compiled codec: message objects <-> MessagePack through msgspec, a
+compiled (C) library, for every protocol declared as a
+:class:`~mesoslike.wire.schema.Schema` — the message classes stay the attrs
+classes they are.
+
+**Decoding** (:func:`decoder`): a ``msgspec.msgpack.Decoder`` of the message
+class decodes a frame straight into the attrs objects. It checks every
+field's type — ``str``, ``bytes``, ``int`` (never a bool), ``bool`` (never an
+int), ``float`` (an int is made a float), lists, string maps, ``T | None``,
+nested classes — fills defaults, refuses a missing required field, ignores
+unknown ones (``v`` and ``type`` among them), runs the classes' attrs
+validators and ``__attrs_post_init__`` (where the value types check their
+values: labels, health checks, URIs, containers, secrets) and hands
+``Resources`` strings to :func:`_decode_hook` (parsed once per distinct
+string). What msgspec does not know is checked after by a function
+generated per class (:func:`_after`), only for the fields that need it:
+floats finite (msgspec takes NaN and infinities), ``Range`` and ``Items``
+constraints, ``Any`` values plain data, list and map lengths
+(:data:`~mesoslike.wire.checking.MAX_LIST_LENGTH`), and the attrs converters
+that do more than normalize (:func:`~mesoslike.wire.schema.normalizer`).
+
+A decoder here raises *something* on a frame it does not take; the codec
+(:mod:`mesoslike.wire.codec`) then runs the checking decoder
+(:mod:`mesoslike.wire.checking`), which names the field. It only ever
+accepts what the checking decoder accepts, with the same result (the tests
+mutate every field of every message of every protocol to hold it to that).
+
+**Encoding** (:func:`encoder`): msgspec writes the message's map (every
+field by name; ``Resources`` as their string, :func:`_encode_hook`), and the
+frame is that map with ``v`` and ``type`` put first. Values of ``Any``
+fields are checked to be plain data first: msgspec would write a date or a
+set that no decoder takes back.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from functools import lru_cache
+from typing import Annotated, Any, Callable
+
+import attrs
+import msgspec
+
+from mesoslike.resources import Resources
+from mesoslike.wire.checking import MAX_LIST_LENGTH, _constraints, hints, parse_resources, plain_converter, reject
+from mesoslike.wire.schema import is_normalizer
+
+__all__ = ["decoder", "encoder", "frame_head", "RESERVED_FIELDS"]
+
+#: the envelope's keys: no message class may have a field of these names
+RESERVED_FIELDS = ("v", "type")
+_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
+_ENCODABLE_SCALARS = (str, int, float, bytes, bytearray, memoryview, type(None))   # (bool is an int)
+
+
+def _decode_hook(kind: type, value: object) -> object:
+    """msgspec's hook for the types it does not know: ``Resources`` (a string)."""
+    if kind is Resources and type(value) is str:
+        return parse_resources(value)
+    raise TypeError(f"expected {kind.__name__}")
+
+
+def _encode_hook(value: object) -> object:
+    if isinstance(value, Resources):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not a wire value")
+
+
+_ENCODER = msgspec.msgpack.Encoder(enc_hook=_encode_hook)
+
+
+@attrs.frozen
+class _Probe:
+    checked: int = attrs.field(validator=attrs.validators.ge(0))
+
+
+def _refuse_an_old_msgspec() -> None:
+    """The value types' checks are attrs validators and ``__attrs_post_init__``:
+    a msgspec that did not run validators (they came in its 0.18 series)
+    would let what they refuse in. Refuse to run with one rather than decode
+    unchecked."""
+    try:
+        msgspec.msgpack.decode(b"\x81\xa7checked\xff", type=_Probe)   # {"checked": -1}
+    except msgspec.ValidationError:
+        return
+    raise ImportError(f"msgspec {msgspec.__version__} does not run attrs validators: mesoslike needs msgspec >= 0.18.6")
+
+
+_refuse_an_old_msgspec()
+
+
+# ---------------------------------------------------------------- decoding
+@lru_cache(maxsize=None)
+def decoder(cls: type) -> Callable[[bytes], Any]:
+    """A function decoding a frame of message class ``cls`` (its ``v`` and
+    ``type`` already read by the caller); raises on anything it does not
+    take. Built once per class."""
+    decode: Callable[[bytes], Any] = msgspec.msgpack.Decoder(cls, dec_hook=_decode_hook).decode
+    after = _after(cls)
+    if after is None:
+        return decode
+
+    def decode_and_check(frame: bytes) -> Any:
+        message = decode(frame)
+        after(message)
+        return message
+    return decode_and_check
+
+
+@lru_cache(maxsize=None)
+def _after(cls: type) -> Callable[[object], None] | None:
+    """The checks msgspec does not make on an object of ``cls`` it built
+    (nested objects included, their checks inlined), generated; None if
+    there are none."""
+    env: dict[str, object] = {"reject": reject, "set": object.__setattr__, "MAX": MAX_LIST_LENGTH,
+                              "check_plain": _check_plain}
+    lines = _object_checks(cls, "o", env, (cls,))
+    if not lines:
+        return None
+    exec("\n".join(["def after(o):"] + ["    " + line for line in lines]), env)  # noqa: S102 - our own schema
+    return typing.cast(Callable[[object], None], env["after"])
+
+
+def _object_checks(cls: type, var: str, env: dict[str, object], outer: tuple[type, ...]) -> list[str]:
+    """Source lines checking the fields of ``var``, an object of ``cls``
+    (``outer``: the classes being expanded, whose checks a nested object of
+    the same class calls instead of inlining them)."""
+    lines: list[str] = []
+    field_hints = hints(cls)
+    for field in attrs.fields(cls):
+        value = _name(env, "v", None)
+        checks, rebinds = _checks(field_hints[field.name], value, env, outer)
+        converter = field.converter
+        if isinstance(converter, attrs.Converter):
+            raise TypeError(f"{cls.__name__}.{field.name}: a converter that takes the instance")
+        converts = converter is not None and not is_normalizer(converter)
+        if not checks and not converts:
+            continue
+        lines.append(f"{value} = {var}.{field.name}")
+        lines += checks
+        if converts:
+            lines.append(f"{value} = {_name(env, 'convert', converter)}({value})")
+        if rebinds or converts:
+            lines.append(f"if {value} is not {var}.{field.name}: set({var}, {field.name!r}, {value})")
+    return lines
+
+
+def _checks(hint: object, var: str, env: dict[str, object], outer: tuple[type, ...]) -> tuple[list[str], bool]:
+    """Source lines checking ``var`` (of type ``hint``, as msgspec built it)
+    for what msgspec does not check, and whether they may rebind ``var`` to
+    a converted value."""
+    origin = typing.get_origin(hint)
+    if origin is Annotated:
+        base, items, ranges = _constraints(hint)
+        if items is not None:   # a fixed list of plain values: checked (and converted) whole
+            name = _name(env, "items", plain_converter(hint))
+            return [f"{var} = {name}({var})"], True
+        lines, rebinds = _checks(base, var, env, outer)
+        for bounds in ranges:
+            lines.append(f"if {_name(env, 'range', bounds)}.problem({var}) is not None: reject()")
+        return lines, rebinds
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [o for o in typing.get_args(hint) if o is not type(None)]
+        lines, rebinds = _checks(inner, var, env, outer)
+        return ([f"if {var} is not None:"] + ["    " + line for line in lines] if lines else []), rebinds
+    if origin in (list, dict):
+        args = typing.get_args(hint)
+        if origin is dict and _checks(args[0], "k", env, outer)[0]:
+            raise TypeError(f"unsupported map key type {args[0]!r}")
+        lines = [f"if len({var}) > MAX: reject()"]
+        item = _name(env, "x", None)
+        item_lines, item_rebinds = _checks(args[-1], item, env, outer)
+        if not item_lines:
+            return lines, False
+        if not item_rebinds:
+            values = var if origin is list else f"{var}.values()"
+            return lines + [f"for {item} in {values}:"] + ["    " + line for line in item_lines], False
+        convert = _name(env, "convert", _item_function(item_lines, item, env))
+        if origin is list:
+            lines.append(f"{var} = [{convert}({item}) for {item} in {var}]")
+        else:
+            lines.append(f"{var} = {{k: {convert}({item}) for k, {item} in {var}.items()}}")
+        return lines, True
+    if hint is float:
+        return [f"if {var} - {var} != 0.0: reject()"], False   # x - x != 0: NaN or an infinity
+    if hint is Any:
+        return [f"check_plain({var})"], False
+    if isinstance(hint, type) and attrs.has(hint):
+        if hint in outer:   # a class inside itself: its own function, looked up when called (it is being made)
+            return [f"{_name(env, 'after', lambda value, cls=hint: (_after(cls) or _no_checks)(value))}({var})"], False
+        return _object_checks(hint, var, env, outer + (hint,)), False
+    if hint in (str, int, bool, bytes, Resources):
+        return [], False
+    raise TypeError(f"unsupported field type {hint!r}")
+
+
+def _no_checks(value: object) -> None:
+    return None
+
+
+def _name(env: dict[str, object], prefix: str, value: object) -> str:
+    """A fresh name in ``env`` (bound to ``value``)."""
+    name = f"{prefix}{len(env)}"
+    env[name] = value
+    return name
+
+
+def _item_function(lines: list[str], var: str, env: dict[str, object]) -> Callable[[object], object]:
+    source = [f"def item({var}):"] + ["    " + line for line in lines] + [f"    return {var}"]
+    scope = dict(env)
+    exec("\n".join(source), scope)  # noqa: S102 - generated from our own schema, not from input
+    return typing.cast(Callable[[object], object], scope["item"])
+
+
+def _check_plain(value: object) -> None:
+    """``Any``: plain data only (as :func:`mesoslike.wire.checking._convert_plain`,
+    without paths; lists and maps of at most MAX_LIST_LENGTH, as MessagePack's
+    reader bounds them on the checking path). msgspec gives an extension
+    type back as ``msgspec.msgpack.Ext`` and a timestamp as a datetime:
+    neither is plain. Walked without recursion. O(n) in the values."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind in _SCALARS:
+            continue
+        if isinstance(item, list):   # (exactly a list or a dict: msgspec makes no subclasses)
+            if len(item) > MAX_LIST_LENGTH:
+                reject()
+            stack += item
+        elif isinstance(item, dict):
+            if len(item) > MAX_LIST_LENGTH:
+                reject()
+            for key, entry in item.items():
+                if type(key) is not str:
+                    reject()
+                stack.append(entry)
+        else:
+            reject()
+
+
+# ---------------------------------------------------------------- encoding
+def _map_header(count: int) -> bytes:
+    return bytes([0x80 | count]) if count < 16 else b"\xde" + count.to_bytes(2, "big")
+
+
+def frame_head(version: int, kind: str) -> bytes:
+    """What every frame of ``kind`` holds after its map header: ``"v"``,
+    the version, ``"type"`` and ``kind`` (MessagePack)."""
+    return b"\xa1v" + msgspec.msgpack.encode(version) + b"\xa4type" + msgspec.msgpack.encode(kind)
+
+
+@lru_cache(maxsize=None)
+def encoder(cls: type, version: int) -> Callable[[Any], bytes]:
+    """A function encoding a message of class ``cls`` as a frame of protocol
+    ``version``: ``{"v": version, "type": TYPE, ...fields}``, ``v`` and
+    ``type`` first (:meth:`mesoslike.wire.codec.Codec.peek_type` reads them
+    without decoding). Raises on a value it cannot carry."""
+    count = len(attrs.fields(cls))
+    body_header = _map_header(count)
+    skip = len(body_header)
+    head = _map_header(count + 2) + frame_head(version, getattr(cls, "TYPE"))
+    check = _encode_check(cls)
+    encode = _ENCODER.encode
+
+    def encode_message(message: Any) -> bytes:
+        if check is not None:
+            check(message)
+        body = encode(message)
+        if body[:skip] != body_header:   # (msgspec writes every field: never so)
+            raise ValueError(f"expected a map of {count} fields")
+        return head + body[skip:]
+    return encode_message
+
+
+@lru_cache(maxsize=None)
+def _encode_check(cls: type) -> Callable[[object], None] | None:
+    """A check that the values of ``cls``'s ``Any`` fields (nested objects'
+    included) are plain data; None if it has none."""
+    if not _holds_any(cls):
+        return None
+    env: dict[str, object] = {"encodable": _check_encodable}
+    lines = ["def check(o):"]
+    field_hints = hints(cls)
+    for index, field in enumerate(attrs.fields(cls)):
+        checks = _encode_checks(field_hints[field.name], f"v{index}", env)
+        if checks:
+            lines.append(f"    v{index} = o.{field.name}")
+            lines += ["    " + line for line in checks]
+    if len(lines) == 1:
+        return None
+    exec("\n".join(lines), env)  # noqa: S102 - generated from our own schema, not from input
+    return typing.cast(Callable[[object], None], env["check"])
+
+
+def _encode_checks(hint: object, var: str, env: dict[str, object]) -> list[str]:
+    origin = typing.get_origin(hint)
+    if origin is Annotated or hint is Any:   # (Items lists hold plain values: all of it is checked)
+        return [f"encodable({var})"] if _holds_any(hint) else []
+    if not _holds_any(hint):
+        return []
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [o for o in typing.get_args(hint) if o is not type(None)]
+        lines = _encode_checks(inner, var, env)
+        return [f"if {var} is not None:"] + ["    " + line for line in lines] if lines else []
+    if origin in (list, dict):
+        item = _name(env, "x", None)
+        lines = _encode_checks(typing.get_args(hint)[-1], item, env)
+        values = var if origin is list else f"{var}.values()"
+        return [f"for {item} in {values}:"] + ["    " + line for line in lines] if lines else []
+    if isinstance(hint, type) and attrs.has(hint) and _holds_any(hint):
+        # looked up when called: the class may hold itself, and its check be in the making
+        return [f"{_name(env, 'check', lambda value, cls=hint: (_encode_check(cls) or _no_checks)(value))}({var})"]
+    return []
+
+
+def _holds_any(hint: object, seen: frozenset[type] = frozenset()) -> bool:
+    """Whether values of ``hint`` may hold an ``Any`` value (nested classes' fields included)."""
+    if hint is Any:
+        return True
+    if isinstance(hint, type) and attrs.has(hint):
+        return hint not in seen and any(_holds_any(h, seen | {hint}) for h in hints(hint).values())
+    args: tuple[object, ...] = typing.get_args(hint)
+    if typing.get_origin(hint) is Annotated:
+        base, items, _ = _constraints(hint)
+        args = items.hints if items is not None else (base,)   # (an Items list holds its items' types)
+    return any(_holds_any(arg, seen) for arg in args)
+
+
+def _check_encodable(value: object) -> None:
+    """Plain data, as a decoder takes it back: None, bool, int, float, str,
+    bytes, lists (tuples too) and string-keyed maps of plain data."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _ENCODABLE_SCALARS):
+            continue
+        if isinstance(item, (list, tuple)):
+            stack += item
+        elif isinstance(item, dict):
+            for key, entry in item.items():
+                if not isinstance(key, str):
+                    raise TypeError(f"a map key must be a string, got {type(key).__name__}")
+                stack.append(entry)
+        else:
+            raise TypeError(f"{type(item).__name__} is not plain data")

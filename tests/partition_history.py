@@ -1,0 +1,144 @@
+"""The partition suite's checker: what the frameworks heard, and who led, must hold together.
+
+Pure functions over the histories tests/partition_framework.py writes (one JSON object per line)
+and the leadership samples the suite takes. What a framework relies on (docs/reliability.rst):
+
+* every launched task ends with exactly one terminal update delivered by the update stream —
+  the agent's, or one the master makes up (TASK_LOST, TASK_DROPPED, TASK_GONE,
+  TASK_GONE_BY_OPERATOR) — or, for a task the master never heard of, a terminal reconciliation
+  answer; the one documented exception: the tasks of a framework the master removed (its failover
+  timeout expired) end without a word to it (it hears ``error`` instead);
+* no terminal state is followed by another state (a later reconciliation answer or a retried update
+  may repeat the same terminal state, nothing else);
+* a task id never runs on two agents (nor twice on one after it ended);
+* TASK_UNREACHABLE is not an end: by the time everything healed, such a task came back (RUNNING) or
+  became GONE — never TASK_LOST;
+* offers come from the master the framework is subscribed to (the last ``registered`` or
+  ``reregistered``), and no two masters lead at the same moment.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+from typing import Iterable
+
+import attrs
+
+TERMINAL = frozenset({"TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_LOST", "TASK_DROPPED",
+                      "TASK_GONE", "TASK_GONE_BY_OPERATOR"})
+RECONCILIATION = "REASON_RECONCILIATION"
+
+
+def load(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@attrs.define
+class Summary:
+    """What one history holds, for the report."""
+
+    framework: str = ""
+    tasks: int = 0
+    updates: int = 0
+    reconciliation_answers: int = 0
+    ended: collections.Counter = attrs.field(factory=collections.Counter)
+    unreachable_then_running: int = 0
+    unreachable_then_gone: int = 0
+    offers: int = 0
+    reregistrations: int = 0
+    masters: set = attrs.field(factory=set)
+    removed: bool = False
+
+    def line(self) -> str:
+        ends = ", ".join(f"{state[5:]} {count}" for state, count in sorted(self.ended.items()))
+        return (f"{self.framework}: {self.tasks} tasks, {self.updates} updates ({self.reconciliation_answers} "
+                f"reconciliation answers), ended: {ends}; UNREACHABLE->RUNNING {self.unreachable_then_running}, "
+                f"UNREACHABLE->GONE {self.unreachable_then_gone}; {self.offers} offers from {len(self.masters)} "
+                f"masters, {self.reregistrations} re-registrations" + ("; removed by the master" if self.removed else ""))
+
+
+def check_framework(events: list[dict]) -> tuple[list[str], Summary]:
+    """The violations in one framework's history, and its summary."""
+    problems: list[str] = []
+    summary = Summary()
+    launched: dict[str, dict] = {}
+    statuses: dict[str, list[dict]] = collections.defaultdict(list)
+    removed_at: float | None = None
+    master: str | None = None
+    for event in events:
+        kind = event["ev"]
+        if kind == "start":
+            summary.framework = event["name"]
+        elif kind == "launch":
+            if event["task"] in launched:
+                problems.append(f"task {event['task']} launched twice")
+            launched[event["task"]] = event
+        elif kind == "status":
+            statuses[event["task"]].append(event)
+            summary.updates += 1
+            summary.reconciliation_answers += event["reason"] == RECONCILIATION
+        elif kind in ("registered", "reregistered"):
+            master = event["master"]
+            summary.reregistrations += kind == "reregistered"
+        elif kind == "offer":
+            summary.offers += 1
+            summary.masters.add(event["master"])
+            if event["master"] != master:
+                problems.append(f"offer {event['offer']} from master {event['master']} while subscribed to {master}")
+        elif kind == "error" and "removed" in event["message"] and removed_at is None:
+            removed_at = event["m"]
+            summary.removed = True
+    summary.tasks = len(launched)
+    for task_id, launch in sorted(launched.items()):
+        problems += _check_task(task_id, launch, statuses.get(task_id, []), removed_at, summary)
+    unknown = sorted(set(statuses) - set(launched))
+    if unknown:
+        problems.append(f"updates of tasks never launched: {unknown[:5]}")
+    return problems, summary
+
+
+def _check_task(task_id: str, launch: dict, updates: list[dict], removed_at: float | None,
+                summary: Summary) -> list[str]:
+    problems = []
+    history = " -> ".join(f"{u['state'][5:]}{'(r)' if u['reason'] == RECONCILIATION else ''}" for u in updates)
+    stream_ends = {(u["uuid"] or f"master:{u['state']}:{u['m']}") for u in updates
+                   if u["state"] in TERMINAL and u["reason"] != RECONCILIATION}
+    first_end = next((u for u in updates if u["state"] in TERMINAL), None)
+    if first_end is None:
+        if removed_at is None or launch["m"] > removed_at:
+            last = updates[-1]["state"] if updates else "nothing"
+            problems.append(f"task {task_id} never ended (last heard: {last}; {history or 'no update'})")
+    else:
+        summary.ended[first_end["state"]] += 1
+        if len(stream_ends) > 1:
+            problems.append(f"task {task_id} has {len(stream_ends)} terminal updates: {history}")
+        after = updates[updates.index(first_end) + 1:]
+        if any(u["state"] != first_end["state"] for u in after):
+            problems.append(f"task {task_id}: {first_end['state']} followed by another state: {history}")
+    running_on = {u["agent"] for u in updates if u["state"] in ("TASK_STARTING", "TASK_RUNNING") and u["agent"]}
+    if len(running_on) > 1:
+        problems.append(f"task {task_id} ran on {len(running_on)} agents: {sorted(running_on)}")
+    unreachable = next((n for n, u in enumerate(updates) if u["state"] == "TASK_UNREACHABLE"), None)
+    if unreachable is not None and any(u["state"] == "TASK_LOST" for u in updates[unreachable:]):
+        problems.append(f"task {task_id} was TASK_UNREACHABLE and then TASK_LOST (it must come back or be "
+                        f"gone): {history}")
+    for earlier, later in zip(updates, updates[1:]):
+        if earlier["state"] == "TASK_UNREACHABLE" and later["state"] == "TASK_RUNNING":
+            summary.unreachable_then_running += 1
+        elif earlier["state"] == "TASK_UNREACHABLE" and later["state"] in ("TASK_GONE", "TASK_GONE_BY_OPERATOR"):
+            summary.unreachable_then_gone += 1
+    return problems
+
+
+def check_leaders(samples: Iterable[tuple[float, str, bool]], tolerance: float = 0.2) -> list[str]:
+    """``samples``: (monotonic time of the answer, master, whether it said it leads). Two masters
+    saying they lead within ``tolerance`` seconds of each other is two leaders at once (a handover
+    takes the ZooKeeper session timeout: seconds)."""
+    leading = sorted((t, name) for t, name, leads in samples if leads)
+    problems = []
+    for (t1, a), (t2, b) in zip(leading, leading[1:]):
+        if a != b and t2 - t1 < tolerance:
+            problems.append(f"masters {a} and {b} both led within {t2 - t1:.3f}s (at {t1:.2f})")
+    return problems

@@ -1,0 +1,83 @@
+"""The partition suite's checker (tests/partition_history.py) on histories written by hand: it flags
+each broken promise of docs/reliability.rst and accepts what is documented."""
+
+import pytest
+
+from partition_history import check_framework, check_leaders
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def history(*tasks, removed_at=None):
+    """``tasks``: (task id, [(state, reason or "", uuid or "", agent)...]) in order, after a start,
+    a registration with master m1 and an offer from it."""
+    events = [{"ev": "start", "name": "fw1", "m": 0.0}, {"ev": "registered", "master": "m1", "m": 1.0},
+              {"ev": "offer", "offer": "m1-O1", "agent": "a1", "master": "m1", "m": 2.0}]
+    clock = 3.0
+    for task_id, updates in tasks:
+        events.append({"ev": "launch", "task": task_id, "agent": "a1", "offer": "m1-O1", "m": clock})
+        for state, reason, uuid, agent in updates:
+            clock += 1.0
+            events.append({"ev": "status", "task": task_id, "state": f"TASK_{state}", "reason": reason,
+                           "source": "", "agent": agent, "uuid": uuid, "message": "", "m": clock})
+    if removed_at is not None:
+        events.append({"ev": "error", "message": "framework fw removed: failover timeout expired", "m": removed_at})
+    return events
+
+
+RUNS = [("RUNNING", "", "u1", "a1"), ("FINISHED", "", "u2", "a1")]
+
+
+def test_a_plain_history_holds_and_is_summed_up():
+    problems, summary = check_framework(history(
+        ("t1", RUNS),
+        ("t2", [("RUNNING", "", "u3", "a1"), ("UNREACHABLE", "REASON_AGENT_REMOVED", "", "a1"),
+                ("RUNNING", "REASON_AGENT_REREGISTERED", "", "a1"), ("KILLED", "", "u4", "a1"),
+                ("KILLED", "REASON_RECONCILIATION", "", "a1")]),
+        ("t3", [("LOST", "REASON_RECONCILIATION", "", "")])))   # never reached the master: reconciled
+    assert problems == []
+    assert (summary.tasks, summary.updates, summary.reconciliation_answers) == (3, 8, 2)
+    assert summary.ended == {"TASK_FINISHED": 1, "TASK_KILLED": 1, "TASK_LOST": 1}
+    assert summary.unreachable_then_running == 1
+
+
+@pytest.mark.parametrize("updates, found", [
+    ([("FINISHED", "REASON_RECONCILIATION", "", "a1"), ("RUNNING", "", "u1", "a1"),
+      ("FINISHED", "", "u2", "a1")], "followed by another state"),
+    ([("RUNNING", "", "u1", "a1"), ("LOST", "REASON_RECONCILIATION", "", "a1"), ("FINISHED", "", "u2", "a1")],
+     "followed by another state"),
+    ([("LOST", "REASON_AGENT_REMOVED", "", "a1"), ("LOST", "REASON_AGENT_REMOVED", "", "a1")],
+     "2 terminal updates"),
+    ([("RUNNING", "", "u1", "a1"), ("UNREACHABLE", "REASON_AGENT_REMOVED", "", "a1"),
+      ("LOST", "REASON_RECONCILIATION", "", "a1")], "UNREACHABLE and then TASK_LOST"),
+    ([("RUNNING", "", "u1", "a1"), ("UNREACHABLE", "REASON_AGENT_REMOVED", "", "a1")], "never ended"),
+    ([("RUNNING", "", "u1", "a1"), ("RUNNING", "", "u2", "a2"), ("FINISHED", "", "u3", "a2")], "ran on 2 agents"),
+])
+def test_each_broken_promise_is_found(updates, found):
+    problems, _ = check_framework(history(("t1", updates)))
+    assert len(problems) == 1 and found in problems[0], problems
+
+
+def test_a_retried_terminal_update_is_one_update():
+    problems, _ = check_framework(history(("t1", [*RUNS, ("FINISHED", "", "u2", "a1")])))
+    assert problems == []
+
+
+def test_tasks_of_a_removed_framework_may_end_unheard():
+    running = [("RUNNING", "", "u1", "a1")]
+    assert check_framework(history(("t1", running), removed_at=100.0))[0] == []
+    assert "never ended" in check_framework(history(("t1", running)))[0][0]
+
+
+def test_an_offer_from_another_master_than_the_one_subscribed_to_is_found():
+    events = history(("t1", RUNS))
+    events.append({"ev": "offer", "offer": "m2-O7", "agent": "a1", "master": "m2", "m": 50.0})
+    (problem,) = check_framework(events)[0]
+    assert "from master m2 while subscribed to m1" in problem
+
+
+def test_two_masters_leading_at_once_are_found_a_handover_is_not():
+    handover = [(0.0, "m1", True), (0.01, "m2", False), (5.0, "m1", False), (5.01, "m2", True)]
+    assert check_leaders(handover) == []
+    (problem,) = check_leaders([(0.0, "m1", True), (0.05, "m2", True)])
+    assert "m1 and m2 both led" in problem

@@ -1,0 +1,265 @@
+"""The service scheduler on a real local cluster (a master and agents as
+processes, the service as `mesoslike services serve`, tasks as real web
+servers with HTTP health checks the agents run): an app of 5 survives
+kill -9 of 2 instances, an agent drain and kill -9 of the leading service
+(with ZooKeeper), ending with 5 healthy instances and no duplicate; a rolling
+upgrade of 10 never goes below its minimumHealthCapacity, sampled through the
+API while it runs; the services page and the CLI; `mesoslike local
+--services`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from e2e_helpers import REPO, child_env, cluster, free_port, task_processes  # noqa: F401 (fixture)
+from services_helpers import api, healthy_tasks, services_args, web_app
+from waiting import wait_until
+from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _agents(cluster, names=("node-a", "node-b", "node-c")) -> None:
+    """Agents with ports of their own (one machine: two agents offering the same port would clash)."""
+    for index, name in enumerate(names):
+        low = 31000 + index * 200
+        cluster.start_agent(name, f"cpus:4;mem:4096;disk:2048;ports:[{low}-{low + 199}]", wait=False)
+    cluster.wait_for_agents(names)
+
+
+def _start_services(cluster, name: str, *extra: str):
+    port = free_port()
+    proc = cluster._start(name, services_args(cluster, port, *extra))
+    url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: not proc.running() or api(url + "/ping")[0] == 200, 30, f"{name} to serve",
+               diagnostics=cluster.diagnostics)
+    assert proc.running(), cluster.diagnostics()
+    return proc, url
+
+
+def _framework_tasks(cluster, name: str = "services") -> list[dict]:
+    framework = cluster.framework(name)
+    return [t for t in (framework or {}).get("tasks", []) if t["state"] not in
+            ("TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_LOST", "TASK_ERROR", "TASK_DROPPED", "TASK_GONE")]
+
+
+def _wait_healthy(cluster, url: str, app_id: str, token: str, count: int, timeout: float = 90.0,
+                  version: str | None = None) -> list[dict]:
+    def enough():
+        tasks = healthy_tasks(url, app_id, token)
+        if version is not None:
+            tasks = [t for t in tasks if t["version"] == version]
+        status, app = api(f"{url}/v2/apps{app_id}", token=token)
+        return tasks if len(tasks) == count and status == 200 and app["app"]["tasksRunning"] == count else None
+    return wait_until(enough, timeout, f"{count} healthy instances of {app_id}", diagnostics=cluster.diagnostics)
+
+
+def _deployments(url: str, token: str) -> list[dict]:
+    status, body = api(url + "/v2/deployments", token=token)
+    assert status == 200, body
+    return body
+
+
+def test_a_rolling_upgrade_of_ten_never_drops_below_minimum_health_capacity(cluster):
+    cluster.start_master()
+    _agents(cluster)
+    token = cluster.token
+    _, url = _start_services(cluster, "services")
+    app = web_app("/shop/web", 10, upgradeStrategy={"minimumHealthCapacity": 0.8, "maximumOverCapacity": 0.2})
+    status, created = api(url + "/v2/apps", "POST", app, token)
+    assert status == 201, created
+    first = _wait_healthy(cluster, url, "/shop/web", token, 10)
+    old_version = first[0]["version"]
+
+    # the upgrade: a new environment is a new config version, every instance replaced
+    status, answer = api(url + "/v2/apps/shop/web", "PUT", {"env": {"RELEASE": "2"}}, token)
+    assert status == 200, answer
+    deployment_id = answer["deploymentId"]
+    samples: list[tuple[int, int, int]] = []      # (healthy, new, old) as the API says, while it runs
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline:
+        tasks = healthy_tasks(url, "/shop/web", token)
+        new = sum(1 for t in tasks if t["version"] != old_version)
+        samples.append((len(tasks), new, len(tasks) - new))
+        if deployment_id not in {d["id"] for d in _deployments(url, token)}:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the upgrade did not end in 150s; samples {samples[-20:]}\n{cluster.diagnostics()}")
+    assert len(samples) > 10, f"too few samples to say anything: {samples}"
+    assert min(healthy for healthy, _, _ in samples) >= 8, f"below minimumHealthCapacity: {samples}"
+    assert any(0 < new < 10 for _, new, _ in samples), f"never saw the upgrade half way: {samples}"
+    final = _wait_healthy(cluster, url, "/shop/web", token, 10)
+    assert all(t["version"] != old_version for t in final)
+    # at most maximumOverCapacity over: 10 * 1.2 = 12 tasks of the framework at any time is the bound the
+    # master saw; at the end exactly 10 run, each once
+    running = _framework_tasks(cluster)
+    assert len(running) == 10 and len({t["id"] for t in running}) == 10
+
+
+def test_an_app_of_five_survives_instance_kills_a_drain_and_a_leader_kill(cluster, zookeeper):
+    cluster.start_master()
+    _agents(cluster)
+    token = cluster.token
+    zk = zookeeper.url("/services-e2e")
+    first, url_1 = _start_services(cluster, "services-1", "--zk", zk, "--work-dir", str(cluster.tmp_path / "s1"),
+                                   "--zk-session-timeout", "3")
+    second, url_2 = _start_services(cluster, "services-2", "--zk", zk, "--work-dir", str(cluster.tmp_path / "s2"),
+                                    "--zk-session-timeout", "3")
+
+    def leader() -> tuple:
+        for proc, url in ((first, url_1), (second, url_2)):
+            if proc.running() and api(url + "/v2/apps", token=token)[0] == 200:
+                return proc, url
+        return None
+    leading, url = wait_until(leader, 60, "a leading service", diagnostics=cluster.diagnostics)
+    standby_url = url_2 if url == url_1 else url_1
+    # a standby refuses, naming the leader (once it has heard of one)
+    wait_until(lambda: api(standby_url + "/v2/apps", token=token) == (503, {
+        "message": f"this service is a standby, not the leader: the leader is {url.split('://')[1]}",
+        "leader": url.split("://")[1]}), 30, "the standby to name the leader", diagnostics=cluster.diagnostics)
+    status, body = api(standby_url + "/v2/leader", token=token)
+    assert status == 200 and body["leader"] == url.split("://")[1]
+
+    status, created = api(url + "/v2/apps", "POST", web_app("/web", 5), token)
+    assert status == 201, created
+    tasks = _wait_healthy(cluster, url, "/web", token, 5)
+
+    # kill -9 two instances: both replaced
+    processes = task_processes(cluster.work_root)
+    victims = [t["id"] for t in tasks[:2]]
+    for pid, task_id in processes.items():
+        if task_id in victims:
+            os.kill(pid, signal.SIGKILL)
+    tasks = wait_until(lambda: (lambda ts: ts if len(ts) == 5 and not {t["id"] for t in ts} & set(victims) else None)(
+        healthy_tasks(url, "/web", token)), 60, "two instances replaced", diagnostics=cluster.diagnostics)
+
+    # drain the busiest agent with a long grace: its instances are replaced elsewhere, then killed by
+    # the service (the agent is DRAINED long before the grace is up), never fewer than 5 healthy
+    by_host: dict[str, int] = {}
+    for task in tasks:
+        by_host[task["host"]] = by_host.get(task["host"], 0) + 1
+    drained = max(sorted(by_host), key=lambda host: by_host[host])
+    request = urllib.request.Request(cluster.http + "/agents/drain", method="POST",
+                                     data=json.dumps({"agent": drained, "grace": 120}).encode(),
+                                     headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status == 200
+    drain_started = time.monotonic()
+    lowest = 5
+
+    def drained_and_replaced():
+        nonlocal lowest
+        current = healthy_tasks(url, "/web", token)
+        lowest = min(lowest, len(current))
+        agent = next(a for a in cluster.state()["agents"] if a["hostname"] == drained)
+        state = (agent.get("drain_info") or {}).get("state")
+        on_drained = [t for t in current if t["host"] == drained]
+        return current if state == "DRAINED" and len(current) == 5 and not on_drained else None
+    tasks = wait_until(drained_and_replaced, 90, f"{drained} drained and its instances replaced",
+                       diagnostics=cluster.diagnostics)
+    assert time.monotonic() - drain_started < 100, "the drain's own kill came first: nothing replaced them"
+    assert lowest >= 5, f"fewer than 5 healthy instances during the drain ({lowest})"
+
+    # a rolling restart, and kill -9 of the leading service in the middle of it: the standby takes over
+    # and finishes it; nothing launched twice, nothing lost
+    status, answer = api(url + "/v2/apps/web/restart", "POST", None, token)
+    assert status == 200, answer
+    wait_until(lambda: sum(1 for t in healthy_tasks(url, "/web", token) if t["version"] == answer["version"]) >= 1,
+               60, "the restart to be under way", diagnostics=cluster.diagnostics)
+    leading.signal_group(signal.SIGKILL)
+    leading.popen.wait(timeout=10)
+    survivor, new_url = (second, url_2) if leading is first else (first, url_1)
+    wait_until(lambda: api(new_url + "/v2/apps", token=token)[0] == 200, 60, "the standby to lead",
+               diagnostics=cluster.diagnostics)
+    final = _wait_healthy(cluster, new_url, "/web", token, 5, timeout=120, version=answer["version"])
+    wait_until(lambda: not _deployments(new_url, token), 60, "the restart to finish under the new leader",
+               diagnostics=cluster.diagnostics)
+    running = _framework_tasks(cluster)
+    assert sorted(t["id"] for t in running) == sorted(t["id"] for t in final), (running, final)
+    assert len({t["id"].split("._app")[0] for t in running}) == 5, "an instance runs twice"
+    # every task the master ever saw of the framework ran under its own instance id: nothing launched twice
+    framework = cluster.framework("services")
+    every = [t["id"] for t in framework["tasks"]] + [t["id"] for t in cluster.state().get("completed_tasks", [])
+                                                   if t.get("framework_id") == framework["id"]]
+    assert len(every) == len(set(every))
+    assert survivor.running()
+
+
+def test_the_cli_and_the_page(cluster, tmp_path):
+    cluster.start_master()
+    _agents(cluster, ("node-a", "node-b"))
+    token = cluster.token
+    _, url = _start_services(cluster, "services")
+    env = dict(child_env(), MESOSLIKE_SERVICES=url, MESOSLIKE_TOKEN=token)
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "mesoslike", *args], env=env, capture_output=True, text=True,
+                              timeout=120, cwd=str(REPO))
+    path = tmp_path / "web.toml"
+    path.write_text('id = "/team/api"\ncmd = "sleep 1000"\ninstances = 2\ncpus = 0.1\nmem = 32\n')
+    done = cli("app", "deploy", str(path), "--wait", "--wait-timeout", "60")
+    assert done.returncode == 0 and "created /team/api" in done.stdout and "done" in done.stdout, done
+    listed = cli("app", "list")
+    assert "/team/api" in listed.stdout and "2/2" in listed.stdout, listed
+    scaled = cli("app", "scale", "/team/api", "3", "--wait", "--wait-timeout", "60")
+    assert scaled.returncode == 0, scaled
+    shown = json.loads(cli("app", "show", "/team/api").stdout)
+    assert shown["instances"] == 3 and len(shown["tasks"]) == 3
+    assert len(cli("app", "tasks", "/team/api").stdout.strip().splitlines()) == 4   # header + 3
+    # too big to place: the queue says why, in the CLI too
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"id": "/team/huge", "cmd": "sleep 1000", "cpus": 64, "mem": 32}))
+    assert cli("app", "deploy", str(big)).returncode == 0
+    wait_until(lambda: "no offer has enough cpus" in cli("app", "list").stdout, 30, "the queue to say why",
+               diagnostics=cluster.diagnostics)
+    listed = cli("deployment", "list")
+    assert "/team/huge" in listed.stdout, listed
+    deployment_id = listed.stdout.splitlines()[1].split()[0]
+    cancelled = cli("deployment", "cancel", deployment_id)
+    assert cancelled.returncode == 0 and "rolling back" in cancelled.stdout, cancelled
+    wait_until(lambda: api(url + "/v2/apps/team/huge", token=token)[0] == 404, 30, "the rollback to remove it")
+    removed = cli("app", "remove", "/team/api", "--wait", "--wait-timeout", "60")
+    assert removed.returncode == 0, removed
+    assert "team" not in cli("app", "list").stdout
+    refused = subprocess.run([sys.executable, "-m", "mesoslike", "app", "list"], capture_output=True, text=True,
+                             env=dict(env, MESOSLIKE_TOKEN=""), timeout=60, cwd=str(REPO))
+    assert refused.returncode == 1 and "401" in refused.stderr
+    # the page: public files, its data from the API
+    with urllib.request.urlopen(url + "/", timeout=5) as answer:
+        assert b"mesoslike services" in answer.read()
+    with urllib.request.urlopen(url + "/static/services.js", timeout=5) as answer:
+        assert b"/v2/deployments" in answer.read()
+
+
+def test_local_with_services_runs_an_app_and_the_dashboard_links_to_its_page(tmp_path):
+    """`mesoslike local --services`: the service beside the cluster, authenticated with the cluster's
+    keys; COMMAND reaches it with MESOSLIKE_SERVICES and the operator token, and the master's /state
+    names its page (the dashboard's link)."""
+    http_port = free_port()
+    script = tmp_path / "use.sh"
+    app = tmp_path / "app.json"
+    app.write_text(json.dumps({"id": "/hello", "cmd": "sleep 1000", "instances": 2, "cpus": 0.1, "mem": 32}))
+    script.write_text(f"""set -e
+{sys.executable} -m mesoslike app deploy {app} --wait --wait-timeout 60
+{sys.executable} -m mesoslike app list
+{sys.executable} -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:{http_port}/state').read().decode())" > {tmp_path}/state.json
+""")
+    done = subprocess.run([sys.executable, "-m", "mesoslike", "local", "--agents", "2", "--port", str(free_port()),
+                           "--http-port", str(http_port), "--allocation-interval", "0.2", "--services",
+                           "--services-port", "0", "--work-dir", str(tmp_path / "work"), "--", "sh", str(script)],
+                          cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "service scheduler: REST API and page on http://" in done.stdout
+    assert "/hello" in done.stdout and "2/2" in done.stdout, done.stdout
+    state = json.loads((tmp_path / "state.json").read_text())
+    services = next(f for f in state["frameworks"] if f["name"] == "services")
+    assert services["webui_url"].startswith("http://127.0.0.1:") and services["webui_url"].endswith("/")

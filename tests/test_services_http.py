@@ -1,0 +1,71 @@
+"""The services' HTTP seam with real sockets: bounded connections (the
+rest answered 503 at once), slow clients cut at their timeout, a stream
+written as it goes."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from mesoslike.frameworks.services.api import Request, Response
+from mesoslike.frameworks.services.httpd import ServicesHTTPServer
+from waiting import wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _serve(**kwargs) -> ServicesHTTPServer:
+    release = threading.Event()
+
+    def handle(request: Request) -> Response:
+        if request.path == "/stream":
+            def stream(write) -> None:
+                for number in range(3):
+                    write(f"data: {number}\n\n".encode())
+                release.wait(10)
+            return Response(200, b"", "text/event-stream", stream=stream)
+        return Response(200, f"{request.method} {request.path} {dict(request.query)}".encode(), "text/plain")
+    server = ServicesHTTPServer("127.0.0.1", 0, handle, **kwargs)
+    server.release = release  # type: ignore[attr-defined]
+    server.start()
+    return server
+
+
+def _get(port: int, path: str) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+        return data
+
+
+def test_connections_beyond_the_bound_are_answered_503_and_slow_ones_cut():
+    server = _serve(max_connections=2, timeout=1.0)
+    try:
+        idle = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(2)]
+        wait_until(lambda: server.open_connections == 2, 5, "two connections held")
+        assert b"503 Service Unavailable" in _get(server.port, "/x")
+        # a client that sends nothing is cut at its timeout, and its place is free again
+        wait_until(lambda: server.open_connections == 0, 10, "idle connections cut")
+        assert b"GET /x {'a': ['1']}" in _get(server.port, "/x?a=1")
+        for sock in idle:
+            sock.close()
+    finally:
+        server.stop()
+
+
+def test_a_stream_is_written_as_it_goes():
+    server = _serve()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            while data.count(b"data: ") < 3:
+                data += sock.recv(65536)
+            assert b"text/event-stream" in data and b"data: 2\n\n" in data
+        server.release.set()  # type: ignore[attr-defined]
+    finally:
+        server.stop()
