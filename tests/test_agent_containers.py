@@ -10,8 +10,10 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -21,11 +23,11 @@ from environment import unavailable
 from image_registry import busybox_image, push_image, registry, registry_factory, require_tools  # noqa: F401
 from mesoslike.agent.executor import run_dir_path, sandbox_path
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.secrets import secret_file_host_path
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import (ContainerInfo, DockerInfo, FrameworkInfo, HealthCheck, Image, TaskInfo, TaskState,
-                                  TCPCheck,
-                                  Volume, VolumeSource)
+from mesoslike.wire.types import (ContainerInfo, DockerInfo, FrameworkInfo, HealthCheck, Image, Secret, TaskInfo,
+                                  TaskState, TCPCheck, Volume, VolumeSource)
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -301,3 +303,51 @@ def test_an_image_task_of_a_switched_user_runs_as_that_user_in_the_container(mas
     assert master.updates_until_terminal("as-nobody", timeout=60)[-1].state == TaskState.FINISHED
     assert sandbox_file(runtime, "as-nobody", "stdout").split() == ["65534", "65534"]
     assert (sandbox_path(runtime.work_dir, "fw-1", "as-nobody") / "mine").owner() == "nobody"
+
+
+SECRET = b"the-container's-secret"
+
+
+def test_secrets_of_an_image_task_as_files_and_a_variable_its_check_does_not_get(master, image_agent):
+    """Secret files at a relative path (in the sandbox, /mnt/mesos/sandbox)
+    and an absolute one (bound read-only into the image's root filesystem),
+    0400 and the task user's, gone when it ends; a secret variable in its
+    environment, not in its command check's."""
+    runtime = image_agent()
+    secret = VolumeSource("SECRET", secret=Secret(Secret.VALUE, value=SECRET))
+    container = ContainerInfo(image=Image("test/busybox:1"),
+                              volumes=[Volume("conf/token", secret, "RO"), Volume("/etc/app/token", secret)])
+    command = ("cat $MESOS_SANDBOX/conf/token; echo; cat /etc/app/token; echo; "
+               "stat -c '%a %u' $MESOS_SANDBOX/conf/token /etc/app/token; echo \"variable=$API_KEY\"; "
+               "echo x 2>/dev/null > /etc/app/token || echo not-written; echo done > $MESOS_SANDBOX/done; sleep 600")
+    check = HealthCheck(type="COMMAND", command='test -z "$API_KEY" && test -e /etc/motd', delay_seconds=0.0,
+                        interval_seconds=0.3, timeout_seconds=10.0, grace_period_seconds=60.0)
+    master.send(m.RunTask(FW, image_task("s", command, container=container, user="nobody", health_check=check,
+                                         environment_secrets={"API_KEY": Secret(Secret.VALUE, value=b"key-1")})))
+    assert [master.update("s", timeout=60).state for _ in range(2)] == [TaskState.STARTING, TaskState.RUNNING]
+    healthy = master.update("s", timeout=30)
+    assert healthy.healthy is True, healthy   # its check ran without the variable
+    wait_until(lambda: (sandbox_path(runtime.work_dir, "fw-1", "s") / "done").exists(), 20, "the task's report")
+    sandbox = sandbox_path(runtime.work_dir, "fw-1", "s")
+    assert sandbox_file(runtime, "s", "stdout").split("\n")[:6] == [
+        SECRET.decode(), SECRET.decode(), "400 65534", "400 65534", "variable=key-1", "not-written"]
+    host_file = Path(secret_file_host_path(sandbox.resolve(), run_dir_path(runtime.work_dir, "fw-1", "s"),
+                                           "/etc/app/token"))
+    assert host_file.read_bytes() == SECRET and os.stat(host_file).st_uid == 65534
+    bundle = next((runtime.work_dir / "containers").iterdir())
+    assert stat.S_IMODE(os.stat(bundle).st_mode) == 0o700   # its config.json has the variable
+    master.send(m.KillTask("fw-1", "s"))
+    assert master.updates_until_terminal("s", timeout=30)[-1].state == TaskState.KILLED
+    assert not (sandbox / "conf" / "token").exists() and not host_file.exists()
+
+
+def test_secret_files_of_an_image_task_are_its_image_users(master, image_agent, registry):  # noqa: F811
+    push_image(registry, "test/user", "1", busybox_image(config={"User": "nobody"}))
+    runtime = image_agent()
+    secret = VolumeSource("SECRET", secret=Secret(Secret.VALUE, value=SECRET))
+    container = ContainerInfo(image=Image("test/user:1"),
+                              volumes=[Volume("conf/token", secret), Volume("/etc/app/token", secret)])
+    command = "id -u; cat $MESOS_SANDBOX/conf/token /etc/app/token; echo; stat -c '%a %u' /etc/app/token"
+    master.send(m.RunTask(FW, image_task("u", command, container=container)))   # no task user: the image's
+    assert master.updates_until_terminal("u", timeout=60)[-1].state == TaskState.FINISHED
+    assert sandbox_file(runtime, "u", "stdout").split("\n")[:3] == ["65534", SECRET.decode() * 2, "400 65534"]

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -20,15 +22,16 @@ from pathlib import Path
 
 import pytest
 
-from agent_helpers import cgroups_root, master  # noqa: F401 (fixtures)
+from agent_helpers import cgroups_root, master, traversable_dir  # noqa: F401 (fixtures)
 from mesoslike.agent.executor import run_dir_path, sandbox_path
 from mesoslike.agent.isolation import DEFAULT_ISOLATION, parse_isolation, select_isolation
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.secrets import secret_file_host_path
 from mesoslike.errors import ConfigError
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import (ContainerInfo, FrameworkInfo, HealthCheck, HTTPCheck, TaskInfo, TaskState, Volume,
-                                  VolumeSource)
+from mesoslike.wire.types import (ContainerInfo, FrameworkInfo, HealthCheck, HTTPCheck, Secret, TaskInfo, TaskState,
+                                  Volume, VolumeSource)
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -236,6 +239,68 @@ def test_a_host_path_volume_outside_the_allow_list_fails_the_task_naming_it(mast
     failed = statuses[-1]
     assert failed.state == TaskState.FAILED and failed.reason == "REASON_CONTAINER_LAUNCH_FAILED", failed
     assert "/etc" in failed.message and "--allowed-host-paths" in failed.message
+
+
+
+SECRET = b"the-task's-own-secret"
+
+
+def test_secret_volumes_of_a_container_without_an_image(master, traversable_dir, cgroups_root):  # noqa: F811
+    """A relative secret file is written into the sandbox, an absolute one
+    bound read-only over a path of the agent in the task's mount namespace
+    only; both 0400 and the task user's, for no other task, gone at its end."""
+    require_root()
+    runtime = AgentRuntime(master.address, "cpus:4;mem:1024", hostname="s", work_dir=traversable_dir / "agent",
+                           cgroups_root=cgroups_root).start()   # a work dir below /tmp that nobody may traverse
+    try:
+        master.register()
+        target = traversable_dir / "app-token"   # the agent's own file, kept below the task's private /tmp
+        target.write_text("")
+        secret = VolumeSource("SECRET", secret=Secret(Secret.VALUE, value=SECRET))
+        container = ContainerInfo(volumes=[Volume("conf/token", secret, "RO"), Volume(str(target), secret)])
+        command = (f"cat conf/token > seen; echo >> seen; cat {target} >> seen; echo >> seen; "
+                   f"stat -c '%a %U' conf/token {target} >> seen; echo done > done; sleep 600")
+        master.send(m.RunTask(FW, TaskInfo("t", "agent-1", command, Resources.parse("cpus:0.5;mem:64"),
+                                           kill_grace_period=0.5, container=container, user="nobody")))
+        assert master.update("t").state == TaskState.STARTING
+        running(master, "t")
+        written(runtime, "t", "done")
+        sandbox = sandbox_path(runtime.work_dir, "fw-1", "t")
+        assert (sandbox / "seen").read_text().split("\n")[:4] == [SECRET.decode(), SECRET.decode(), "400 nobody",
+                                                                  "400 nobody"]
+        host_file = Path(secret_file_host_path(sandbox.resolve(), run_dir_path(runtime.work_dir, "fw-1", "t"),
+                                               str(target)))
+        info = os.stat(host_file)
+        assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (pwd.getpwnam("nobody").pw_uid, 0o400)
+        assert target.read_text() == ""   # the host's own file: the bind is the task's
+        # another user's task: the agent's empty file at that path, and no way into the first one's sandbox
+        other = f"cat {target} > other; cat {sandbox.resolve()}/conf/token >> other 2>&1; echo done >> other"
+        master.send(m.RunTask(FW, TaskInfo("u", "agent-1", other, Resources.parse("cpus:0.5;mem:64"),
+                                           user="daemon")))
+        assert master.updates_until_terminal("u")[-1].state == TaskState.FINISHED
+        seen_by_other = (sandbox_path(runtime.work_dir, "fw-1", "u") / "other").read_text()
+        assert SECRET.decode() not in seen_by_other and "Permission denied" in seen_by_other, seen_by_other
+        master.send(m.KillTask("fw-1", "t"))
+        assert master.updates_until_terminal("t")[-1].state == TaskState.KILLED
+        assert not (sandbox / "conf" / "token").exists() and not host_file.exists()   # gone with the task
+    finally:
+        runtime.stop()
+
+
+def test_a_secret_at_an_absolute_path_needs_a_mount_namespace_and_a_path_of_the_agent(master, agent):  # noqa: F811
+    secret = VolumeSource("SECRET", secret=Secret(Secret.VALUE, value=SECRET))
+    agent(isolation="posix")
+    master.send(m.RunTask(FW, TaskInfo("t", "agent-1", "true", Resources.parse("cpus:0.5;mem:64"),
+                                       container=ContainerInfo(volumes=[Volume("/etc/app-token", secret)]))))
+    failed = master.updates_until_terminal("t")[-1]
+    assert failed.state == TaskState.FAILED and failed.reason == "REASON_CONTAINER_LAUNCH_FAILED", failed
+    assert "filesystem/linux" in failed.message
+    agent()   # (as Mesos: without an image, an absolute path must be there; the task's mount covers it)
+    master.send(m.RunTask(FW, TaskInfo("u", "agent-1", "touch ran", Resources.parse("cpus:0.5;mem:64"),
+                                       container=ContainerInfo(volumes=[Volume("/no/such/app-token", secret)]))))
+    failed = master.updates_until_terminal("u")[-1]
+    assert failed.state == TaskState.FAILED and failed.reason == "REASON_CONTAINER_LAUNCH_FAILED", failed
+    assert "volume at /no/such/app-token" in failed.message and "does not exist" in failed.message
 
 
 # ------------------------------------------------------------ the flag

@@ -69,7 +69,7 @@ from mesoslike.agent.isolation import Container, Isolation, Isolator, PosixIsola
 from mesoslike.agent.launcher import SupervisorLauncher
 from mesoslike.agent.namespaces import PidNamespaceForker
 from mesoslike.agent.secrets import (RUN_DIR_SECRETS, SECRETS_FILE, SecretError, SecretStore, TaskSecrets,
-                                     resolve_task_secrets, write_secrets_file)
+                                     resolve_task_secrets, secret_file_host_path, write_secrets_file)
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources
@@ -509,7 +509,7 @@ class TaskExecutor:
             sandbox = self._make_sandbox(framework_id, task.task_id)
             run_dir = run_dir_path(self.work_dir, framework_id, task.task_id)
             self._make_run_dir(run_dir)
-            spec = self._container_spec(framework_id, task, agent_id, sandbox)
+            spec = self._container_spec(framework_id, task, agent_id, sandbox, run_dir)
             self.sandbox_owners.record(sandbox.parent.name, principal)
             secrets = self._resolve_secrets(task, principal, sandbox, run_dir, secret_files)
             container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources)
@@ -561,29 +561,31 @@ class TaskExecutor:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             return _Watch(popen.pid, popen)
 
-    def _container_spec(self, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path) -> dict:
+    def _container_spec(self, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path,
+                        run_dir: Path) -> dict:
         """What the supervisor makes of the task's container: the
         namespaces, the private ``/tmp``, the paths kept below it, the host
         name, the volumes (each checked: :class:`LaunchError` with
         ``REASON_CONTAINER_LAUNCH_FAILED`` for one this agent refuses), and
         the isolators the task gets, by Mesos's names. A ``SECRET`` volume
         at a relative path is no mount: its file is written into the
-        sandbox (:mod:`.secrets`)."""
+        sandbox (:mod:`.secrets`); at an absolute path, its file in the run
+        directory is bound there read-only."""
         isolation = self.isolation
         info = task.container   # a custom executor's process run: its ExecutorInfo's (its tasks share it)
         if info is None and task.executor is not None and task.task_id == task.executor.run_id():
             info = task.executor.container
         if info is not None and info.image_name():
-            return self._image_spec(framework_id, task, agent_id, info, sandbox)
+            return self._image_spec(framework_id, task, agent_id, info, sandbox, run_dir)
         if not task.shell and not _exec_argv(task):
             raise LaunchError(f"task {task.task_id}: shell is false and it has no program or arguments to execute")
         namespaces = list(isolation.namespaces)
         mounts = "mount" in namespaces
-        volumes = [self._volume(volume, sandbox) for volume in info.volumes
-                   if not _secret_in_sandbox(volume)] if info is not None else []
-        if volumes and not mounts:
+        mounted = [volume for volume in info.volumes if not _secret_in_sandbox(volume)] if info is not None else []
+        if mounted and not mounts:
             raise LaunchError(f"task {task.task_id} has volumes, and this agent gives tasks no mount namespace "
                               "(--isolation lacks filesystem/linux)", REASON_CONTAINER_LAUNCH_FAILED)
+        volumes = [self._volume(volume, sandbox, run_dir) for volume in mounted]
         hostname = info.hostname if info is not None else ""
         if hostname and "uts" not in namespaces:
             raise LaunchError(f"task {task.task_id} asks for the host name {hostname!r}, and this agent gives tasks "
@@ -593,7 +595,7 @@ class TaskExecutor:
                 "isolation": list(isolation.isolators)}
 
     def _image_spec(self, framework_id: str, task: TaskInfo, agent_id: str, info: ContainerInfo,
-                    sandbox: Path) -> dict:
+                    sandbox: Path, run_dir: Path) -> dict:
         """What the supervisor of a task with a container image makes of
         it (:meth:`.supervisor.Supervisor.start_container`): the image, its
         container's runc, bundle, network, host name, cgroups, command,
@@ -625,12 +627,12 @@ class TaskExecutor:
                  "network": network, "hostname": info.hostname or _container_hostname(self.hostname),
                  "cgroups_path": "", "shell": task.shell, "command": task.command,
                  "arguments": list(task.arguments), "env": env, "store": self.image_store,
-                 "volumes": [self._image_volume(volume, sandbox) for volume in info.volumes
+                 "volumes": [self._image_volume(volume, sandbox, run_dir) for volume in info.volumes
                              if not _secret_in_sandbox(volume)]}
         return {"namespaces": ["pid", "mount"], "tmp": "", "keep": [], "hostname": "", "volumes": [],
                 "isolation": list(self.isolation.isolators), "image": image}
 
-    def _image_volume(self, volume, sandbox: Path) -> dict:
+    def _image_volume(self, volume: Volume, sandbox: Path, run_dir: Path) -> dict:
         """A volume of an image's container, as the supervisor checks and
         runc mounts it: ``container_path`` is in the image's root
         filesystem (relative: below the sandbox at /mnt/mesos/sandbox)."""
@@ -638,12 +640,12 @@ class TaskExecutor:
         target = volume.container_path
         destination = target if target.startswith("/") else f"{RUNC_SANDBOX}/{target}"
         spec = {"destination": destination, "readonly": volume.mode == "RO"}
-        if source.type == "IMAGE":
+        if source.image is not None:   # an IMAGE volume
             return {"destination": destination, "readonly": True,
                     "image": {"name": source.image.name, "force_pull": not source.image.cached}}
-        return {**spec, **self._volume_source(source, sandbox, "")}
+        return {**spec, **self._volume_source(volume, sandbox, run_dir, "")}
 
-    def _volume(self, volume, sandbox: Path) -> dict:
+    def _volume(self, volume: Volume, sandbox: Path, run_dir: Path) -> dict:
         """A volume of a container without an image, as the supervisor binds
         it (:func:`.namespaces.bind`): a relative ``container_path`` is in
         the sandbox (made there), an absolute one must exist on the agent
@@ -651,15 +653,25 @@ class TaskExecutor:
         source = volume.source
         target = volume.container_path
         relative = not target.startswith("/")
+        if not relative and not os.path.lexists(target):
+            raise LaunchError(f"volume at {target}: a container without an image mounts at absolute paths of the "
+                              "agent only, and this one does not exist there", REASON_CONTAINER_LAUNCH_FAILED)
         spec = {"target": str(sandbox / target) if relative else target, "readonly": volume.mode == "RO",
                 "create": str(sandbox) if relative else ""}
-        return {**spec, **self._volume_source(source, sandbox, " for a container without an image")}
+        return {**spec, **self._volume_source(volume, sandbox, run_dir, " for a container without an image")}
 
-    def _volume_source(self, source, sandbox: Path, where: str) -> dict:
-        """Where a SANDBOX_PATH or HOST_PATH volume's source is, and the
-        directory it must stay in (checked by the supervisor on what it
+    def _volume_source(self, volume: Volume, sandbox: Path, run_dir: Path, where: str) -> dict:
+        """Where a SANDBOX_PATH, HOST_PATH or SECRET volume's source is, and
+        the directory it must stay in (checked by the supervisor on what it
         mounts); :class:`LaunchError` for a host path not allowed or
-        another kind."""
+        another kind. A secret's file (at an absolute ``container_path``:
+        one at a relative path is no mount) is the one the supervisor
+        writes in the run directory before the container exists, always
+        bound read-only."""
+        source = volume.source
+        if source.type == "SECRET":
+            path = secret_file_host_path(str(sandbox.resolve()), str(run_dir), volume.container_path)
+            return {"source": path, "within": str(run_dir / RUN_DIR_SECRETS), "readonly": True}
         if source.type == "SANDBOX_PATH":
             return {"source": str(sandbox / source.path), "within": str(sandbox), "make_source": True}
         if source.type == "HOST_PATH":

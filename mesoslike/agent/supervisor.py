@@ -456,6 +456,7 @@ class Supervisor:
         self.check_env: dict = {}    # the environment of its command health checks: the task's without secrets
         self.secret_env: dict = {}   # its secret variables (an image task's container gets them from here)
         self.secret_files: list = []  # the secret files written for it: removed when it has ended
+        self.unwritten_secret_files: list = []   # an image task's, until its container's user is known
         self.health_kill = ""        # set by the checker's thread: why the task must be killed
         # the init (pid 1) of the task's PID namespace (the launcher forked it so): it reaps the task's
         # orphans, and knows itself and the agent by the host's pids, through the host's /proc
@@ -517,7 +518,8 @@ class Supervisor:
         """The task's user (its sandbox given to it), environment and
         secrets (:mod:`.secrets`: the agent's file of them removed at once;
         the variables in the task's environment only, the files written
-        for its user)."""
+        for its user — an image task's by :meth:`start_container`, for its
+        container's user)."""
         launch = self.launch
         self.user = user = resolve_user(launch["user"]) if launch["user"] else None
         self.env = env = dict(launch["env"])
@@ -535,11 +537,20 @@ class Supervisor:
             raise LaunchProblem(f"the task's secrets cannot be read from its run directory: {exc}") from None
         env.update(variables)
         self.secret_env = variables
-        uid, gid = (user.uid, user.gid) if user is not None else (os.getuid(), os.getgid())
+        if launch["image"] is not None:   # written once the container's user is known (start_container)
+            self.unwritten_secret_files = files
+            return
+        self.write_secret_files(files, *((user.uid, user.gid) if user is not None else (os.getuid(), os.getgid())))
+
+    def write_secret_files(self, files: list, uid: int, gid: int) -> None:
+        """The task's secret files, mode 0400, ``uid``:``gid``'s (:mod:`.secrets`):
+        before the task's mount namespace or container is made, which bind
+        those at absolute paths."""
+        secrets = load_sibling("secrets")
         for path, data in files:
             self.secret_files.append(path)
             try:
-                secrets.write_secret_file(path, data, uid, gid, launch["cwd"])
+                secrets.write_secret_file(path, data, uid, gid, self.launch["cwd"])
             except OSError as exc:
                 raise LaunchProblem(f"cannot write the secret file {path}: {exc.strerror or exc}") from None
 
@@ -606,14 +617,15 @@ class Supervisor:
             os.chmod(bundle, 0o700)
             rootfs = os.path.join(bundle, "rootfs")
             self.mount_image(image, bundle, rootfs)
-            mounts = self.container_volumes(spec, bundle)
             config = image.config
-            argv = runc.command_line({"Entrypoint": config.entrypoint, "Cmd": config.cmd},
-                                     bool(spec.get("shell", True)), spec.get("command", ""),
-                                     list(spec.get("arguments", [])))
             user = self.user
             ids = runc.process_user(rootfs, config.user,
                                     (user.uid, user.gid, user.groups) if user is not None else None)
+            self.write_secret_files(self.unwritten_secret_files, ids[0], ids[1])   # the container's user's
+            mounts = self.container_volumes(spec, bundle)
+            argv = runc.command_line({"Entrypoint": config.entrypoint, "Cmd": config.cmd},
+                                     bool(spec.get("shell", True)), spec.get("command", ""),
+                                     list(spec.get("arguments", [])))
             sandbox_env = {"MESOS_SANDBOX": runc.SANDBOX, "MESOSLIKE_SANDBOX": runc.SANDBOX}
             own = {**spec.get("env", {}), **sandbox_env}
             env = runc.environment({"Env": list(config.env)}, {**spec.get("env", {}), **self.secret_env, **sandbox_env})
