@@ -30,8 +30,8 @@ from mesoslike.agent.secrets import secret_file_host_path
 from mesoslike.errors import ConfigError
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import (ContainerInfo, FrameworkInfo, HealthCheck, HTTPCheck, Secret, TaskInfo, TaskState,
-                                  Volume, VolumeSource)
+from mesoslike.wire.types import (ContainerInfo, ExecutorInfo, FrameworkInfo, HealthCheck, HTTPCheck, Secret, TaskInfo,
+                                  TaskState, Volume, VolumeSource)
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -285,6 +285,19 @@ def test_secret_volumes_of_a_container_without_an_image(master, traversable_dir,
         assert not (sandbox / "conf" / "token").exists() and not host_file.exists()   # gone with the task
     finally:
         runtime.stop()
+
+
+def test_a_custom_executors_container_gets_its_secret_volumes(master, agent, tmp_path):  # noqa: F811
+    runtime = agent()
+    target = tmp_path / "executor-token"
+    target.write_text("")
+    secret = VolumeSource("SECRET", secret=Secret(Secret.VALUE, value=SECRET))
+    executor = ExecutorInfo("e", f"cat token {target} > seen; echo >> seen; exec sleep 60",
+                            Resources.parse("cpus:0.1;mem:32"),
+                            container=ContainerInfo(volumes=[Volume("token", secret), Volume(str(target), secret)]))
+    master.send(m.RunTask(FW, TaskInfo("t", "agent-1", "", Resources.parse("cpus:0.1;mem:32"), executor=executor)))
+    seen = written(runtime, executor.run_id(), "seen")   # the executor's process reports before it registers
+    assert seen == SECRET.decode() * 2 + "\n" and target.read_text() == ""
 
 
 def test_a_secret_at_an_absolute_path_needs_a_mount_namespace_and_a_path_of_the_agent(master, agent):  # noqa: F811

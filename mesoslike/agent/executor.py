@@ -572,9 +572,7 @@ class TaskExecutor:
         sandbox (:mod:`.secrets`); at an absolute path, its file in the run
         directory is bound there read-only."""
         isolation = self.isolation
-        info = task.container   # a custom executor's process run: its ExecutorInfo's (its tasks share it)
-        if info is None and task.executor is not None and task.task_id == task.executor.run_id():
-            info = task.executor.container
+        info = _process_container(task)
         if info is not None and info.image_name():
             return self._image_spec(framework_id, task, agent_id, info, sandbox, run_dir)
         if not task.shell and not _exec_argv(task):
@@ -730,7 +728,8 @@ class TaskExecutor:
                          secret_files: Mapping[str, bytes] | None) -> TaskSecrets:
         try:
             return resolve_task_secrets(task, principal, self.secrets, sandbox=str(sandbox.resolve()),
-                                        run_dir=str(run_dir), extra_files=secret_files)
+                                        run_dir=str(run_dir), extra_files=secret_files,
+                                        container=_process_container(task))
         except SecretError as exc:
             raise LaunchError(str(exc), REASON_CONTAINER_LAUNCH_FAILED) from None
 
@@ -1155,6 +1154,14 @@ def _exec_argv(task: TaskInfo) -> list[str]:
     if task.command:
         return [task.command, *task.arguments[1:]]
     return list(task.arguments)
+
+
+def _process_container(task: TaskInfo) -> ContainerInfo | None:
+    """The container of the process ``task`` stands for: its own, or a
+    custom executor's process run's — its ``ExecutorInfo``'s (its tasks share it)."""
+    if task.container is None and task.executor is not None and task.task_id == task.executor.run_id():
+        return task.executor.container
+    return task.container
 
 
 def _secret_in_sandbox(volume: Volume) -> bool:
