@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent_helpers import (Launcher, agent_state, alive, cgroups_root, kill_9, master,  # noqa: F401 (fixtures)
-                           read_pid_file, require_cgroups, sandbox, start_agent, traversable_dir)
+                           read_pid_file, require_cgroups, run_dir, sandbox, start_agent, task_pid, traversable_dir)
 from e2e_helpers import ProcessSet, cluster, http_get  # noqa: F401 (fixture)
 from mesoslike import FrameworkInfo, TaskState
 from mesoslike.agent.executor import sandbox_path
@@ -102,7 +102,8 @@ def test_a_restarted_agent_reattaches_to_a_switched_task(cluster, cgroups_root):
     scheduler, agent = run_one(cluster, WAIT_FOR_GO, "nobody", "--cgroups-root", cgroups_root)
     scheduler.wait(lambda: scheduler.running("t"), 30, "the task to run", cluster.diagnostics)
     directory = sandbox(cluster, "a1", scheduler.framework_id, "t")
-    pid = read_pid_file(directory / "pid")
+    read_pid_file(directory / "pid")   # it runs
+    pid = task_pid(run_dir(cluster, "a1", scheduler.framework_id, "t"))
     assert process_uid(pid) == NOBODY.pw_uid
     kill_9(agent)
     assert alive(pid)
