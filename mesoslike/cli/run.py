@@ -367,6 +367,7 @@ class _OutputFollower(threading.Thread):
         self.offsets: dict[str, int] = {}
         self.partial: dict[str, bytes] = {}
         self._done = threading.Event()
+        self._refused = False   # said once: the agents refuse our token
 
     def run(self) -> None:
         while not self._done.wait(0.5):
@@ -382,7 +383,7 @@ class _OutputFollower(threading.Thread):
             self.join(15)
 
     def _read_all(self) -> None:
-        from mesoslike.cli.task import agent_token, read_file, sandbox_file
+        from mesoslike.cli.task import AccessRefused, agent_token, read_file, sandbox_file
 
         progress = self.scheduler.progress
         for task_id, agent_id in sorted(progress.agents.items()):
@@ -397,6 +398,12 @@ class _OutputFollower(threading.Thread):
                     if not data:
                         break
                     self._lines(task_id, data)
+            except AccessRefused as exc:
+                if not self._refused:
+                    self._refused = True
+                    click.echo(f"error: cannot show the tasks' output: {exc} — an agent with credentials shows a "
+                               "sandbox to its framework's principal's HTTP token or the operator's (give it as "
+                               "MESOSLIKE_TOKEN; docs/security.rst)", err=True)
             except MesoslikeError:
                 continue  # not started yet (no sandbox), or the agent is gone: the next round
 
