@@ -54,14 +54,26 @@ def test_the_bundled_frameworks_are_declared_as_entry_points():
 
 def test_a_command_imports_only_what_it_uses():
     # the registry is lazy: `mesoslike run --help` loads the command framework, not the Fuxi scheduler,
-    # the service scheduler or the master
+    # the service scheduler or the master; and the package's names load on first use, so neither the wire
+    # codec nor the driver (zmq) is imported to print a help text
     probe = ("import sys\nfrom mesoslike.cli import main\n"
              "try:\n    main(['run', '--help'])\nexcept SystemExit:\n    pass\n"
              "print(sorted(m for m in sys.modules if m.startswith(('mesoslike_frameworks.fuxi', "
-             "'mesoslike_frameworks.services', 'mesoslike.master.core', 'mesoslike.sim'))))\n"
+             "'mesoslike_frameworks.services', 'mesoslike.master', 'mesoslike.sim', 'mesoslike.wire', "
+             "'mesoslike.driver', 'zmq', 'msgspec', 'msgpack'))))\n"
              "print('mesoslike_frameworks.command_cli' in sys.modules)")
     out = run([sys.executable, "-c", probe], cwd=ROOT).stdout.splitlines()
     assert out[-2:] == ["[]", "True"], out
+
+
+def test_a_built_in_command_does_not_look_up_plugins():
+    # `mesoslike --version` (and master, agent ...) need no entry point: importlib.metadata is not imported
+    probe = ("import sys\nfrom mesoslike.cli import main\n"
+             "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in sys.modules if m.startswith(('mesoslike.plugins', 'importlib.metadata', "
+             "'mesoslike.wire'))))")
+    out = run([sys.executable, "-c", probe], cwd=ROOT).stdout.splitlines()
+    assert out[-1] == "[]", out
 
 
 def test_every_package_directory_is_declared():

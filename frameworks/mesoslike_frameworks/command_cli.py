@@ -10,7 +10,6 @@ endpoints, found through the master (:mod:`mesoslike.cli.task`).
 from __future__ import annotations
 
 import contextlib
-import secrets
 import shlex
 import signal
 import sys
@@ -185,6 +184,8 @@ def run(master_address, cpus, mem, instances, role, name, timeout, connect_timeo
         die(str(exc))
     if not command and not image:
         raise click.UsageError("Missing argument 'COMMAND...' (it may be left out only with --image)")
+    import secrets   # here, not at the top: it brings hashlib and hmac, which `--help` does not need
+
     shell_command = "" if not command else command[0] if len(command) == 1 else shlex.join(command)
     environment = _environment(env)
     reporter = _Reporter(instances, sys.stdout.isatty())

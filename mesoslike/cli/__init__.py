@@ -15,7 +15,7 @@ import importlib
 
 import click
 
-from mesoslike import __version__, plugins
+from mesoslike import __version__
 
 __all__ = ["main", "BUILT_IN", "CommandRegistry"]
 
@@ -54,6 +54,8 @@ class CommandRegistry(click.Group):
     docstring) and imported on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        from mesoslike import plugins   # here: the entry points' lookup costs a built-in command nothing
+
         return sorted({*BUILT_IN, *plugins.names(plugins.COMMANDS), *self.commands})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
@@ -65,7 +67,11 @@ class CommandRegistry(click.Group):
             for target in SUBCOMMANDS.get(cmd_name, ()):
                 assert isinstance(command, click.Group)
                 command.add_command(_attribute(target))
-        elif cmd_name in plugins.names(plugins.COMMANDS):
+            self.add_command(command, cmd_name)
+            return command
+        from mesoslike import plugins
+
+        if cmd_name in plugins.names(plugins.COMMANDS):
             try:
                 command = plugins.load(plugins.COMMANDS, cmd_name)
             except plugins.PluginError as exc:
