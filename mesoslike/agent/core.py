@@ -21,20 +21,19 @@ The conversation it keeps is the "agent" part of ``docs/wire.rst``
 from __future__ import annotations
 
 import hashlib
-import heapq
 import hmac
-import itertools
 import logging
 import math
 import random
 import signal as signal_module
 import uuid
-from collections import deque
 from typing import Any, Callable, Union
 
 import attrs
 
+from mesoslike.backoff import Backoff
 from mesoslike.clock import Clock
+from mesoslike.delivery import UpdateStreams
 from mesoslike.errors import ConfigError
 from mesoslike.observations import NOTICE
 from mesoslike.resources import Resources
@@ -117,9 +116,10 @@ REASON_TASK_HEALTH_CHECK_STATUS_UPDATED = "REASON_TASK_HEALTH_CHECK_STATUS_UPDAT
 #: TASK_FAILED: a URI of the task could not be fetched (the message names it)
 REASON_CONTAINER_LAUNCH_FAILED = "REASON_CONTAINER_LAUNCH_FAILED"
 
-#: status update retries: 0.5 s doubling to 10 s (docs/wire.rst)
+#: status update retries: 0.5 s doubling to 10 s (docs/reliability.rst, "Retries")
 UPDATE_BACKOFF_INITIAL = 0.5
 UPDATE_BACKOFF_MAX = 10.0
+UPDATE_BACKOFF = Backoff(UPDATE_BACKOFF_INITIAL, UPDATE_BACKOFF_MAX, jitter=0.0)
 
 EMPTY = Resources()
 TaskKey = tuple[str, str]  # (framework_id, task_id): task ids are unique per framework only
@@ -383,19 +383,6 @@ def _executor_id_of_run(task_id: str) -> str | None:
     return task_id[len(EXECUTOR_RUN_PREFIX):] if task_id.startswith(EXECUTOR_RUN_PREFIX) else None
 
 
-class _UpdateStream:
-    """One task's unacknowledged updates, oldest first; only the head is in
-    flight. ``next_send`` is None while the head waits for a registered master."""
-
-    __slots__ = ("framework_id", "pending", "next_send", "backoff")
-
-    def __init__(self, framework_id: str) -> None:
-        self.framework_id = framework_id
-        self.pending: deque[TaskStatus] = deque()
-        self.next_send: float | None = None
-        self.backoff = UPDATE_BACKOFF_INITIAL
-
-
 # =================================================================== core
 class AgentCore:
     """The agent state machine: events in, :data:`Command` lists out.
@@ -489,12 +476,8 @@ class AgentCore:
         self._last_master_contact = clock.now()
 
         self._tasks: dict[TaskKey, _Task] = {}
-        self._streams: dict[TaskKey, _UpdateStream] = {}
-        # when each stream's head is due again: a heap of (time, n, key, stream),
-        # an entry stale once the stream's next_send moved (issue 14: tick and
-        # next_wakeup scanned every stream, O(tasks) per turn of the agent)
-        self._resends: list[tuple[float, int, TaskKey, _UpdateStream]] = []
-        self._resend_count = itertools.count()
+        #: each task's updates the master has not acknowledged; the heads go out while registered
+        self._streams: UpdateStreams[TaskKey] = UpdateStreams(UPDATE_BACKOFF)
         self._used = EMPTY
         #: the part of _used that dying tasks and executors of shut-down frameworks hold: the master freed it
         #: when it removed the framework, and offers it again at once
@@ -609,15 +592,13 @@ class AgentCore:
         for key, task in sorted(self._tasks.items()):
             if task.orphaned:
                 continue
-            stream = self._streams.get(key)
             views.append(AgentTask(key[0], key[1], task.state, task.info.resources, task.pid, task.killing,
-                                   len(stream.pending) if stream else 0, task.info.user))
+                                   self._streams.depth(key), task.info.user))
         return views
 
     def pending_updates(self, framework_id: str, task_id: str) -> list[TaskStatus]:
         """The task's unacknowledged updates, oldest (in flight) first."""
-        stream = self._streams.get((framework_id, task_id))
-        return list(stream.pending) if stream else []
+        return self._streams.pending((framework_id, task_id))
 
     def task_checkpoint(self, framework_id: str, task_id: str) -> TaskCheckpoint | None:
         """What to persist of a task (:class:`CheckpointTask`); None if it is not known.
@@ -643,7 +624,7 @@ class AgentCore:
     def drained(self) -> bool:
         """Draining, every task has ended and every update is acknowledged."""
         return (self._draining and not self._live_tasks() and not self._executors
-                and not any(s.pending for s in self._streams.values()))
+                and not self._streams.count)
 
     def next_wakeup(self) -> float:
         """When :meth:`tick` has work next (``math.inf``: only events will do)."""
@@ -651,21 +632,11 @@ class AgentCore:
         if self._registered:
             if self._ping_interval > 0:
                 times.append(self._master_deadline())
-            due = self._next_resend()
+            due = self._streams.next_due()
             if due is not None:
-                times.append(due[0])
+                times.append(due)
         times.extend(self._executor_deadlines())
         return min(times, default=math.inf)
-
-    def _next_resend(self) -> tuple[float, int, TaskKey, _UpdateStream] | None:
-        """The earliest resend still wanted (stale entries dropped): O(log n) amortised."""
-        resends = self._resends
-        while resends:
-            when, _, key, stream = resends[0]
-            if stream.next_send == when and stream.pending and self._streams.get(key) is stream:
-                return resends[0]
-            heapq.heappop(resends)
-        return None
 
     # ------------------------------------------------------------- events
     def tick(self) -> list[Command]:
@@ -685,9 +656,7 @@ class AgentCore:
                 out.append(Reconnect())
             out.append(self._registration_attempt(now))
         if self._registered:
-            while (due := self._next_resend()) is not None and now >= due[0]:
-                heapq.heappop(self._resends)
-                out.append(self._send_head(due[3], now, due[2]))
+            out.extend(SendToMaster(m.StatusUpdate(key[0], update)) for key, update in self._streams.due(now))
         if self._executors:
             out.extend(self._executor_timeouts(now))
         return out
@@ -856,9 +825,11 @@ class AgentCore:
             self._tasks[key] = task
             if task.holds_resources:
                 self._used = self._used + task.info.resources
-            if checkpoint.updates:
-                stream = self._streams[key] = _UpdateStream(key[0])
-                stream.pending.extend(checkpoint.updates)
+            for update in checkpoint.updates:
+                if update.uuid:
+                    self._streams.add(key, update)
+                else:   # not one this agent wrote: no acknowledgement could name it
+                    log.warning("dropping a checkpointed update of %s/%s without a uuid", *key)
             if task.info.executor is not None and task.alive:
                 out.extend(self._recover_executor_task(task))
         log.info("recovered agent %s with %d tasks and %d custom executors", agent_id or "(no id)", len(self._tasks),
@@ -945,8 +916,8 @@ class AgentCore:
         """The state of the task's oldest unacknowledged update ("" : none):
         what its framework hears next, which a master answers reconciliation
         with until the update stream catches up (RunningTask.update_state)."""
-        stream = self._streams.get(key)
-        return stream.pending[0].state if stream is not None and stream.pending else ""
+        head = self._streams.head(key)
+        return head.state if head is not None else ""
 
     def _agent_registered(self, msg: m.AgentRegistered) -> list[Command]:
         if self._registered and msg.agent_id == self._agent_id:
@@ -969,10 +940,8 @@ class AgentCore:
         log.log(NOTICE, "registered with master %s (%s) as %s", msg.master.address, msg.master.id, msg.agent_id)
         self._told_unreachable = False
         out: list[Command] = [CheckpointAgent(msg.agent_id, msg.receipt)] if self.checkpoint else []
-        for key, stream in self._streams.items():  # what waited for a master goes out now
-            if stream.pending:
-                stream.backoff = UPDATE_BACKOFF_INITIAL
-                out.append(self._send_head(stream, now, key))
+        # what waited for a master goes out now
+        out.extend(SendToMaster(m.StatusUpdate(key[0], update)) for key, update in self._streams.heads(now))
         return out
 
     def on_master_changed(self) -> list[Command]:
@@ -1026,7 +995,6 @@ class AgentCore:
                 executor.killing = True
                 out.append(KillTask(key[0], executor.info.run_id(), 0.0))
         self._streams.clear()
-        self._resends.clear()
         self._agent_id = ""
         if self.checkpoint:
             out.append(CheckpointAgent(""))
@@ -1053,10 +1021,7 @@ class AgentCore:
             # time (docs/reliability.rst): this one has it, so answer with
             # the task's oldest unacknowledged update, which confirms it
             log.info("RUN_TASK %s/%s again: the task is known here, its update goes out again", *key)
-            stream = self._streams.get(key)
-            if stream is None or not stream.pending or not self._registered:
-                return []
-            return [self._send_head(stream, self.clock.now(), key)]
+            return self._send_head(key) if self._registered else []
         if not self._agent_id:
             log.warning("RUN_TASK %s/%s while unregistered dropped", *key)
             return []
@@ -1386,11 +1351,10 @@ class AgentCore:
         ack = SendToExecutor(peer, x.ExecutorStatusAck(task_id, status.uuid))
         if not task.alive or (status.uuid and status.uuid == task.executor_uuid):
             return [ack]   # a resend of what the agent has
-        stream = self._streams.get((executor.framework.id, task_id))
-        if stream is not None and len(stream.pending) >= MAX_EXECUTOR_PENDING_UPDATES \
-                and status.state not in TERMINAL_STATES:
+        waiting = self._streams.depth((executor.framework.id, task_id))
+        if waiting >= MAX_EXECUTOR_PENDING_UPDATES and status.state not in TERMINAL_STATES:
             return [SendToExecutor(peer, x.ExecutorError(
-                f"task {task_id[:200]!r} has {len(stream.pending)} updates unacknowledged by the master: a "
+                f"task {task_id[:200]!r} has {waiting} updates unacknowledged by the master: a "
                 "non-terminal one is refused (send it again later)", uuid=status.uuid, retry=True))]
         task.executor_uuid = status.uuid
         message, reason = status.message[:_MAX_EXECUTOR_TEXT], status.reason[:200]
@@ -1594,46 +1558,36 @@ class AgentCore:
         """Queue a reliable update; send it now if it is the head."""
         framework_id, task_id = task.framework.id, task.info.task_id
         task.state = state
-        stream = self._streams.get((framework_id, task_id))
-        if stream is None:
-            stream = self._streams[(framework_id, task_id)] = _UpdateStream(framework_id)
         # the task's labels ride on each of its updates (issue 18 §5b)
-        stream.pending.append(self._status(framework_id, task_id, state, message, reason, exit_code,
-                                           healthy=task.healthy, labels=task.info.labels, source=source))
+        head = self._streams.add((framework_id, task_id), self._status(
+            framework_id, task_id, state, message, reason, exit_code, healthy=task.healthy, labels=task.info.labels,
+            source=source))
         out = self._checkpointed(task)   # written before it is sent: a sent update is never lost
-        if len(stream.pending) > 1:
-            return out  # behind an unacknowledged one
-        if not self._registered:
-            stream.next_send = None  # goes out on registration
-            return out
-        out.append(self._send_head(stream, self.clock.now(), (framework_id, task_id)))
+        if head and self._registered:   # else behind an unacknowledged one, or out on registration
+            out.extend(self._send_head((framework_id, task_id)))
         return out
 
-    def _send_head(self, stream: _UpdateStream, now: float, key: TaskKey) -> SendToMaster:
-        stream.next_send = now + stream.backoff
-        heapq.heappush(self._resends, (stream.next_send, next(self._resend_count), key, stream))
-        stream.backoff = min(stream.backoff * 2, UPDATE_BACKOFF_MAX)
-        return SendToMaster(m.StatusUpdate(stream.framework_id, stream.pending[0]))
+    def _send_head(self, key: TaskKey) -> list[Command]:
+        """Send the task's update in flight (if it has one) now."""
+        update = self._streams.send_head(key, self.clock.now())
+        return [SendToMaster(m.StatusUpdate(key[0], update))] if update is not None else []
 
     def _status_update_ack(self, msg: m.StatusUpdateAck) -> list[Command]:
         key = (msg.framework_id, msg.task_id)
-        stream = self._streams.get(key)
-        if stream is None or not stream.pending or stream.pending[0].uuid != msg.uuid:
+        acked = self._streams.acknowledge(key, msg.uuid)
+        if acked is None:
             log.debug("ignoring acknowledgement %s of %s/%s: not the update in flight", msg.uuid, *key)
             return []
-        acked = stream.pending.popleft()
-        stream.backoff = UPDATE_BACKOFF_INITIAL
-        stream.next_send = None
         task = self._tasks.get(key)
         if acked.terminal:
-            del self._streams[key]
+            self._streams.remove(key)
             if task is not None and not task.alive:
                 del self._tasks[key]  # the task's story is told: forget it
                 return self._forget(key)
             return []
         out = self._checkpointed(task) if task is not None else []
-        if stream.pending and self._registered:
-            out.append(self._send_head(stream, self.clock.now(), key))
+        if self._registered:
+            out.extend(self._send_head(key))
         return out
 
     def _error(self, msg: m.Error) -> list[Command]:
