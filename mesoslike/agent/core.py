@@ -448,9 +448,7 @@ class AgentCore:
         self._rng = rng if rng is not None else random.Random()
         self._wall_clock = wall_clock or clock.now
         self.max_ping_timeouts = max_ping_timeouts
-        self._register_backoff_initial = register_backoff
-        self._register_backoff_max = register_backoff_max
-        self._register_jitter = register_jitter
+        self._register_backoff = Backoff(register_backoff, register_backoff_max, register_jitter)
         self.version = version
         self.http_address = http_address
         self.checkpoint = checkpoint
@@ -468,7 +466,7 @@ class AgentCore:
         self._registering = False            # an attempt went out and is unanswered
         self._told_unreachable = False       # "master unreachable" logged since the last registration
         self._next_registration: float | None = clock.now()
-        self._register_backoff = register_backoff
+        self._register_attempts = 0   # since the last answer: how far the back-off has grown
         self._drain_deadline: float | None = None   # after SHUTDOWN_AGENT: register once tasks are gone
         self._master: MasterInfo | None = None
         self._master_accepts_batches = False
@@ -884,11 +882,11 @@ class AgentCore:
     def _registration_attempt(self, now: float) -> SendToMaster:
         if self._registering and not self._told_unreachable:   # the last attempt got no answer
             log.log(NOTICE, "master unreachable, retrying: no answer to the registration yet (every %.0f s at most)",
-                    self._register_backoff_max)
+                    self._register_backoff.maximum)
             self._told_unreachable = True
         self._registering = True
-        self._next_registration = now + self._register_backoff * self._rng.uniform(1.0 - self._register_jitter, 1.0)
-        self._register_backoff = min(self._register_backoff * 2, self._register_backoff_max)
+        self._next_registration = now + self._register_backoff.delay(self._register_attempts, self._rng)
+        self._register_attempts += 1
         if not self._agent_id:
             log.info("registering with the master")
             return SendToMaster(m.RegisterAgent(self.info, version=self.version, http_address=self.http_address,
@@ -933,7 +931,7 @@ class AgentCore:
         self._registered = True
         self._registering = False
         self._next_registration = None
-        self._register_backoff = self._register_backoff_initial
+        self._register_attempts = 0
         self._master = msg.master
         self._ping_interval = msg.ping_interval
         self._master_accepts_batches = msg.accepts_batches
@@ -957,7 +955,7 @@ class AgentCore:
 
     def _lose_master(self, now: float) -> None:
         self._registered = False
-        self._register_backoff = self._register_backoff_initial
+        self._register_attempts = 0
         self._next_registration = now
 
     def _ping(self, msg: m.Ping) -> list[Command]:
@@ -1002,7 +1000,7 @@ class AgentCore:
         self._registering = False
         self._master = None
         self._next_registration = None
-        self._register_backoff = self._register_backoff_initial
+        self._register_attempts = 0
         # register anew once the old tasks are gone, so the master is not
         # offered resources their processes still hold; bounded for stuck ones
         self._drain_deadline = now + grace + 5.0
