@@ -295,3 +295,49 @@ def test_a_stream_refuses_what_it_could_not_deliver_or_bound():
         streams.add("b", status("b", 0))
     with pytest.raises(ValueError):
         UpdateStreams(Backoff(1.0, 2.0, jitter=0.5))   # no random source to jitter with
+
+
+# ---------------------------------------------------------------- the docs
+def documented_backoffs() -> dict[str, tuple[str, ...]]:
+    """The rows of docs/reliability.rst's table of retries: name -> (initial, maximum, jitter)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "reliability.rst").read_text()
+    lines = text[text.index("the ``Backoff``"):].splitlines()
+    columns = [m.span() for m in re.finditer("=+", lines[1])]
+    rows = {}
+    for line in lines[2:]:
+        if line.startswith("==="):
+            return rows
+        if line[:1] != " ":   # a row begins (its continuation lines leave the first column blank)
+            cells = [line[start:end + 2].strip() for start, end in columns]
+            rows[cells[0]] = tuple(cells[1:4])
+    raise AssertionError("the table of retries has no end")
+
+
+def test_the_retries_table_states_each_back_off_as_the_code_has_it():
+    import inspect
+
+    from mesoslike.agent import core as agent_core
+    from mesoslike.agent.core import AgentCore
+    from mesoslike.driver import Backoff as DriverBackoff
+    from mesoslike.executor import core as executor_core
+    from mesoslike.master.records import MasterConfig
+
+    def seconds(value: float) -> str:
+        return "none" if value == math.inf else f"{value:g} s"
+
+    agent = inspect.signature(AgentCore).parameters
+    code = {
+        "``agent.core.UPDATE_BACKOFF``": agent_core.UPDATE_BACKOFF,
+        "``AgentCore`` registration": Backoff(agent["register_backoff"].default, agent["register_backoff_max"].default,
+                                              agent["register_jitter"].default),
+        "``executor.core.ANSWER_BACKOFF``": executor_core.ANSWER_BACKOFF,
+        "``executor.core.REFUSAL_BACKOFF``": executor_core.REFUSAL_BACKOFF,
+        "``executor.core.REGISTER_BACKOFF``": executor_core.REGISTER_BACKOFF,
+        "``driver.Backoff()``": DriverBackoff(),
+        "``MasterConfig.task_launch_timeout``": Backoff(MasterConfig().task_launch_timeout, math.inf, 0.0),
+    }
+    assert documented_backoffs() == {name: (seconds(b.initial), seconds(b.maximum), f"{b.jitter:g}")
+                                     for name, b in code.items()}
