@@ -52,7 +52,9 @@ class Backoff:
         whatever the spread; without it ``jitter`` must be 0."""
         if attempt < 0:
             raise ValueError(f"attempt must be >= 0, got {attempt!r}")
-        base = min(self.initial * 2.0 ** min(attempt, _MAX_DOUBLINGS), self.maximum)
+        base = self.initial * 2.0 ** (attempt if attempt < _MAX_DOUBLINGS else _MAX_DOUBLINGS)
+        if base > self.maximum:
+            base = self.maximum
         if rng is not None:
             return base * rng.uniform(1.0 - self.jitter, 1.0)
         if self.jitter:
