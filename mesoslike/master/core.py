@@ -178,6 +178,9 @@ class MasterCore:
         #: adopted frameworks whose principal no registry and no receipt told (secured clusters:
         #: nobody may subscribe under their ids, see _subscribe)
         self._unbound_frameworks: set[str] = set()
+        #: framework ids a subscriber brought that this master did not know, accepted for its principal (the
+        #: Mesos rule, :meth:`_subscribe`) until an agent's receipt confirms whose they are (:meth:`_bind_reported`)
+        self._claimed_frameworks: set[str] = set()
         #: status updates and framework messages from agents that were not forwarded, by why
         #: (docs/observability.rst); the (agent, why) pairs already logged
         self.updates_dropped: dict[str, int] = {}
@@ -880,15 +883,17 @@ class MasterCore:
         """SUBSCRIBE: a new framework (no id: the master gives one) or one
         the master knows re-subscribing.
 
-        Ids are the master's to give. A framework may come back only under
-        an id this master knows: one it (or an earlier leader, through the
-        registry) gave, or one a re-registering agent runs tasks of after a
-        failover. Any other id is refused (a non-fatal ERROR: the driver
-        retries, and an agent re-registering meanwhile may make it known),
-        so a peer cannot claim ids the master would give later, nor grow the
-        registry with ids of its own. Which *peer* may use a known id is not
-        checked yet: with authentication (issue 13) an id belongs to the
-        principal that registered it, and only that principal may use it.
+        A framework comes back under the id it had. An id this master knows
+        (it or an earlier leader gave it, through the registry, or
+        re-registering agents run tasks of it) belongs to the principal that
+        registered it, and only that principal may use it. An id this master
+        does not know is accepted as Mesos accepts it — a framework that
+        keeps its id across master restarts, or makes its own — and is
+        bound to the subscribing principal; should an agent later show this
+        master's receipt binding it to another principal, the proof wins
+        (:meth:`_bind_reported`). Fresh ids skip ids in use, so a claimed id
+        never makes a later subscription fail; what one principal may hold
+        is bounded (``max_frameworks_per_principal``).
         """
         info = msg.framework
         problem = _framework_problem(info)
@@ -912,11 +917,7 @@ class MasterCore:
             # (its principal, if their receipt checked), never as the subscriber says
             self._adopt_framework(self._reported[info.id][0], reported=True)
             record = self.frameworks[info.id]
-        if info.id and record is None:
-            self._refuse_subscription(
-                peer, f"framework id {clip(info.id)} is not one this master gave (nor do registered agents run "
-                      "tasks of it); subscribe without an id to get one", fatal=False)
-            return
+        claimed = bool(info.id) and record is None   # an id this master does not know: accepted, as Mesos does
         if record is None:
             self._authorize("register_frameworks", info.role)
         else:
@@ -945,8 +946,12 @@ class MasterCore:
                                             f"{clip(role)!r}", fatal=True)
             return
         if record is None:
-            framework_id = self._new_framework_id()
+            framework_id = info.id if claimed else self._new_framework_id()
             info = self._signed(attrs.evolve(info, id=framework_id))
+            if claimed:
+                self._claimed_frameworks.add(framework_id)
+                log.info("framework %s subscribed under an id this master did not know, bound to principal %s",
+                         clip(framework_id), clip(info.principal or "(anonymous)"))
             try:
                 self.allocator.add_framework(framework_id, info.role, min_allocatable=info.min_allocatable or None)
             except MesoslikeError as exc:
@@ -1063,6 +1068,7 @@ class MasterCore:
                 self._send(record.peer, m.Error(f"framework {record.id} removed: {why}", fatal=True))
         del self.frameworks[record.id]
         self._unbound_frameworks.discard(record.id)
+        self._claimed_frameworks.discard(record.id)
         self.framework_owners.release(record.id)
         self.framework_principals.release(record.id)
         self._reconciling.pop(record.id, None)
@@ -1817,6 +1823,10 @@ class MasterCore:
         log.info("executor %s of framework %s on agent %s exited: %s", clip(msg.executor_id), msg.framework_id,
                  agent.id, clip(msg.message))
         self._recover_executor(agent, msg.framework_id, executor)
+        record = self.frameworks.get(msg.framework_id)
+        if record is not None and record.connected:   # its executor_lost (Mesos's FAILURE with an executor id)
+            self._send_framework(record, m.Failure(agent.id, msg.message, executor_id=msg.executor_id,
+                                                   status=msg.status))
 
     def _recover_executor(self, agent: AgentRecord, framework_id: str, executor: ExecutorInfo) -> None:
         if framework_id not in self.frameworks or not executor.resources:
@@ -1832,6 +1842,50 @@ class MasterCore:
         still = {(e.framework_id, e.executor.executor_id) for e in reported}
         for key in sorted(set(agent.executors) - still):
             self._recover_executor(agent, key[0], agent.executors.pop(key))
+
+    def _shutdown_executor(self, peer: bytes, msg: m.ShutdownExecutor) -> None:
+        """SHUTDOWN (Mesos's scheduler call): the agent ends the framework's
+        executor; nothing to do if it runs none of that id."""
+        record = self._framework_for(peer, msg.framework_id)
+        if record is None:
+            return
+        agent = self.agents.get(msg.agent_id)
+        if agent is not None and (record.id, msg.executor_id) in agent.executors:
+            self._send(agent.peer, msg)
+
+    def _update_framework(self, peer: bytes, msg: m.UpdateFramework) -> None:
+        """UPDATE_FRAMEWORK: a subscribed framework's name, failover timeout,
+        labels, web UI, host name and partition awareness change; its id,
+        role, user and principal do not (a role change is refused)."""
+        record = self._framework_for(peer, msg.framework.id)
+        if record is None:
+            return
+        info = msg.framework
+        problem = _framework_problem(info)
+        if problem is None and info.role != record.info.role:
+            problem = f"role {clip(info.role)!r}: a framework keeps the role it subscribed in ({record.info.role})"
+        if problem is not None:
+            self._error(peer, f"cannot update framework {record.id}: {problem}")
+            return
+        updated = self._signed(attrs.evolve(self._capped(info), id=record.id, role=record.info.role,
+                                            user=record.info.user, principal=record.info.principal))
+        if updated != record.info:
+            record.info = updated
+            self.registry.add_framework(updated)
+            self._registry_changed()
+            log.info("framework %s updated its info", record.id)
+
+    def on_connection_closed(self, peer: bytes) -> list[Send]:
+        """The connection ``peer`` is gone (a v1 HTTP scheduler's event
+        stream closed; ZeroMQ says nothing of the kind): a framework
+        subscribed on it is disconnected now, as Mesos does for HTTP
+        frameworks, and its failover timeout starts."""
+        self._out = []
+        framework_id = self._framework_by_peer.get(peer)
+        record = self.frameworks.get(framework_id) if framework_id is not None else None
+        if record is not None and record.peer == peer and record.connected:
+            self._disconnect_framework(record, self.clock.now())
+        return self._flush()
 
     def _framework_message(self, peer: bytes, msg: m.FrameworkMessage) -> None:
         agent_id = self._agent_by_peer.get(peer)
@@ -2242,10 +2296,35 @@ class MasterCore:
                 self._registry_changed()
                 log.info("framework %s belongs to principal %s (an agent showed the master's receipt)", record.id,
                          clip(checked.principal))
+            elif record.info.principal and record.info.principal != checked.principal \
+                    and record.id in self._claimed_frameworks:
+                self._give_back_claimed(record, checked)
             elif record.info.principal and record.info.principal != checked.principal:
                 self._log_drop(info.id, "framework-principal",
                                f"framework {record.id} belongs to principal {clip(record.info.principal)}, but an "
                                f"agent shows a receipt for principal {clip(checked.principal)}: ignored")
+            else:
+                self._claimed_frameworks.discard(record.id)   # the receipt confirms whose it is
+
+    def _give_back_claimed(self, record: FrameworkRecord, proven: FrameworkInfo) -> None:
+        """A framework id accepted unknown (:meth:`_subscribe`) that an
+        agent's receipt shows was another principal's: the claimant is cut
+        off (a fatal ERROR) and the id goes to the proven principal, which
+        may subscribe to it."""
+        self._claimed_frameworks.discard(record.id)
+        self.refused_by_permission["principal"] = self.refused_by_permission.get("principal", 0) + 1
+        log.warning("framework %s: principal %s subscribed under it first, but an agent shows the master's receipt "
+                    "for principal %s: the id goes to %s", record.id, clip(record.info.principal),
+                    clip(proven.principal), clip(proven.principal))
+        if record.connected and record.peer is not None:
+            self._send(record.peer, m.Error(f"framework id {record.id} belongs to another principal", fatal=True))
+            self._disconnect_framework(record, self.clock.now())
+        self.framework_principals.release(record.id)
+        self.framework_owners.release(record.id)
+        record.info = attrs.evolve(record.info, principal=proven.principal, principal_receipt=proven.principal_receipt)
+        self.framework_principals.hold(proven.principal.encode(), record.id)
+        self.registry.add_framework(record.info)
+        self._registry_changed()
 
     def _admit_agent(self, peer: bytes, info: AgentInfo, used: dict[str, Resources], http_address: str = "") -> None:
         self.allocator.add_agent(info.id, info.resources, attributes=info.attributes, hostname=info.hostname,
@@ -2571,6 +2650,7 @@ class MasterCore:
         m.RegisterAgent: _register_agent, m.ReregisterAgent: _reregister_agent, m.Pong: _pong,
         m.UnregisterAgent: _unregister_agent, m.ExecutorExited: _executor_exited,
         m.StatusUpdate: _status_update, m.GetState: _get_state,
+        m.ShutdownExecutor: _shutdown_executor, m.UpdateFramework: _update_framework,
     }
     #: the batches a master takes (the others are the master's to send)
     _ACCEPTED_BATCHES = frozenset({m.StatusUpdates, m.Acknowledgements})
