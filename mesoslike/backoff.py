@@ -11,7 +11,7 @@ the cores stay deterministic under test.
 Who uses it, and with what (docs/reliability.rst, "Retries"): the agent's
 status update streams and registration, the executor driver's update
 answers, refusals and registration, the scheduler driver's subscription,
-and the master's launch resends.
+and the master's retries of a registry write that failed.
 """
 
 from __future__ import annotations

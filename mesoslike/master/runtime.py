@@ -41,6 +41,7 @@ import attrs
 from mesoslike import __version__
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.acl import Credentials
+from mesoslike.backoff import Backoff
 from mesoslike.errors import ConfigError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
@@ -87,9 +88,8 @@ _LEADER_INFO_TTL = 1.0
 _OFFICE_RETRY = 0.5
 #: the longest the loop waits without looking at the clock (s)
 _IDLE_WAIT = 1.0
-#: retries of a failed registry write: the first after this long (s), doubling up to _STORE_RETRY_MAX
-_STORE_RETRY_FIRST = 0.1
-_STORE_RETRY_MAX = 5.0
+#: retries of a failed registry write: the first after 0.1 s, doubling up to 5 s (docs/reliability.rst, "Retries")
+STORE_BACKOFF = Backoff(0.1, 5.0, jitter=0.0)
 #: while registry writes keep failing, say so again this often (s)
 _STORE_REMINDER = 60.0
 #: registrations remembered for recognising retries (see _retried_registration); the oldest go first
@@ -186,7 +186,6 @@ class StoreHealth:
     reason: str = ""
     failures: int = 0
     retry_at: float = 0.0
-    delay: float = _STORE_RETRY_FIRST
     reminded_at: float = 0.0
 
     @property
@@ -518,8 +517,8 @@ class MasterRuntime:
 
     def _store_failed(self, exc: Exception) -> None:
         """A registry write failed (not fenced): hold answers and frames,
-        try again after a backoff (_STORE_RETRY_FIRST doubling to
-        _STORE_RETRY_MAX). Logged once as one line — with a traceback only
+        try again after a back-off (:data:`STORE_BACKOFF`, by the failures
+        so far). Logged once as one line — with a traceback only
         if the error is not a known write failure — then once every
         _STORE_REMINDER while it lasts."""
         health, now = self._store_health, self.clock.now()
@@ -527,23 +526,21 @@ class MasterRuntime:
         self.registry_write_failures += 1
         reason = str(exc) or type(exc).__name__
         if not health.failing:
-            health.failing_since, health.reminded_at, health.delay = now, now, _STORE_RETRY_FIRST
+            health.failing_since, health.reminded_at = now, now
             if isinstance(exc, (RegistryWriteError, OSError)):
                 log.error("%s: the master answers nothing and handles no new message until the registry is "
-                          "written (tried again every %gs at most)", reason, _STORE_RETRY_MAX)
+                          "written (tried again every %gs at most)", reason, STORE_BACKOFF.maximum)
             else:
                 log.exception("writing the registry failed: the master answers nothing and handles no new "
                               "message until the registry is written (tried again every %gs at most)",
-                              _STORE_RETRY_MAX)
-        else:
-            health.delay = min(health.delay * 2, _STORE_RETRY_MAX)
-            if now - health.reminded_at >= _STORE_REMINDER:
-                health.reminded_at = now
-                assert health.failing_since is not None
-                log.error("the registry is still not written after %.0fs (%d tries): %s",
-                          now - health.failing_since, health.failures, reason)
+                              STORE_BACKOFF.maximum)
+        elif now - health.reminded_at >= _STORE_REMINDER:
+            health.reminded_at = now
+            assert health.failing_since is not None
+            log.error("the registry is still not written after %.0fs (%d tries): %s",
+                      now - health.failing_since, health.failures, reason)
         health.reason = reason
-        health.retry_at = now + health.delay
+        health.retry_at = now + STORE_BACKOFF.delay(health.failures - 1)
 
     def _deliver(self, replies: tuple[Send, ...]) -> tuple[Send, ...]:
         """Send ``replies`` while this master acts as leader; what was not sent.
