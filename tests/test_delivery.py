@@ -323,6 +323,7 @@ def test_the_retries_table_states_each_back_off_as_the_code_has_it():
     from mesoslike.agent.core import AgentCore
     from mesoslike.driver import Backoff as DriverBackoff
     from mesoslike.executor import core as executor_core
+    from mesoslike.master import runtime as master_runtime
     from mesoslike.master.records import MasterConfig
 
     def seconds(value: float) -> str:
@@ -338,6 +339,7 @@ def test_the_retries_table_states_each_back_off_as_the_code_has_it():
         "``executor.core.REGISTER_BACKOFF``": executor_core.REGISTER_BACKOFF,
         "``driver.Backoff()``": DriverBackoff(),
         "``MasterConfig.task_launch_timeout``": Backoff(MasterConfig().task_launch_timeout, math.inf, 0.0),
+        "``master.runtime.STORE_BACKOFF``": master_runtime.STORE_BACKOFF,
     }
     assert documented_backoffs() == {name: (seconds(b.initial), seconds(b.maximum), f"{b.jitter:g}")
                                      for name, b in code.items()}
