@@ -27,7 +27,7 @@ FAST = dict(heartbeat_interval=0.5, allocation_interval=0.1, ping_interval=0.5)
 
 class Cluster:
     def __init__(self, tmp_path, credentials: Credentials | None = None, keys: SecuredKeys | None = None,
-                 agent: bool = True) -> None:
+                 agent: bool = True, **agent_options) -> None:
         self.keys = keys
         self.master = MasterRuntime("tcp://127.0.0.1:0", http_port=0, config=MasterConfig(**FAST),
                                     credentials=credentials, keys=keys.keys("master") if keys else None)
@@ -38,7 +38,7 @@ class Cluster:
             self.agent = AgentRuntime(self.master.address, "cpus:2;mem:1024", hostname="node-a",
                                       work_dir=tmp_path / "agent", register_backoff=0.2, register_backoff_max=0.5,
                                       keys=keys.keys("agent1") if keys else None,
-                                      master_key=keys.master_public if keys else None).start()
+                                      master_key=keys.master_public if keys else None, **agent_options).start()
             wait_until(lambda: self.master.state()["agents"], 20, "the agent registered")
 
     def subscribe(self, name: str = "v1", headers: dict | None = None, **info) -> EventStream:
@@ -82,9 +82,10 @@ def command_task(offer: dict, task_id: str, command: str) -> dict:
                           {"name": "mem", "type": "SCALAR", "scalar": {"value": 32}}]}
 
 
-def until_state(cluster: Cluster, stream: EventStream, task_id: str, state: str) -> dict:
+def until_state(cluster: Cluster, stream: EventStream, task_id: str, state: str | tuple[str, ...],
+                headers: dict | None = None) -> dict:
     """Acknowledge the task's updates, as a scheduler does, until one says
-    ``state``; that status."""
+    ``state`` (or one of these states); that status."""
     acknowledged: set[str] = set()
 
     def reached():
@@ -96,8 +97,8 @@ def until_state(cluster: Cluster, stream: EventStream, task_id: str, state: str)
                 acknowledged.add(status["uuid"])
                 assert cluster.call(stream, "ACKNOWLEDGE", {"agent_id": status["agent_id"],
                                                             "task_id": status["task_id"],
-                                                            "uuid": status["uuid"]})[0] == 202
-            if status["state"] == state:
+                                                            "uuid": status["uuid"]}, headers)[0] == 202
+            if status["state"] == state or status["state"] in state:
                 return status
         return None
     return wait_until(reached, 20, f"{task_id} {state}", diagnostics=lambda: repr(stream.events[-5:]))

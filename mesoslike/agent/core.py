@@ -1303,12 +1303,23 @@ class AgentCore:
 
     def executor_secret(self, framework_id: str, executor_id: str) -> str | None:
         """The secret of the framework's executor ``executor_id`` while its
-        process runs or starts and this agent process made it (the v1
-        executor API builds the channel's frames with it), else None."""
+        process runs or starts (the v1 executor API builds the channel's
+        frames with it): "" while it is not known — a recovered executor's,
+        until :meth:`restore_executor_secret` — and None for no such executor."""
         executor = self._executors.get((framework_id, executor_id))
         if executor is None or executor.orphaned or executor.phase == _Phase.TERMINATED:
             return None
-        return executor.secret or None
+        return executor.secret
+
+    def restore_executor_secret(self, framework_id: str, executor_id: str, secret: str) -> bool:
+        """Give a recovered executor back its secret (read from its sandbox's
+        secret file by the runtime: this agent process never had it) — only
+        if its digest is the checkpointed one. True if it was."""
+        executor = self._executors.get((framework_id, executor_id))
+        if executor is None or not secret or not hmac.compare_digest(_secret_digest(secret), executor.digest):
+            return False
+        executor.secret = secret
+        return True
 
     def _add_executor(self, framework: FrameworkInfo, run: TaskInfo, digest: str, secret: str = "") -> _Executor:
         executor = _Executor(framework, run, digest)

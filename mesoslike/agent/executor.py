@@ -381,6 +381,11 @@ class TaskExecutor:
         run = self._runs.get((framework_id, task_id))
         return run.container if run else None
 
+    def container_and_leader(self, framework_id: str, task_id: str) -> tuple[Container, int | None] | None:
+        """A running task's container and its process (its session's leader), None if it does not run."""
+        run = self._runs.get((framework_id, task_id))
+        return (run.container, run.task_pid) if run else None
+
     def resize(self, framework_id: str, task_id: str, resources: Resources) -> bool:
         """Set the limits of a running task's container to ``resources``
         (a custom executor's run: its own resources and its live tasks').

@@ -82,7 +82,7 @@ from mesoslike.agent.http import AgentHTTPServer
 from mesoslike.agent.v1_executor import EXECUTOR_PATH, MAX_CALL_BODY, V1Executors, is_v1_peer
 from mesoslike.agent.isolation import Isolator, agent_key, select_isolator
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
-from mesoslike.agent.secrets import SecretError, SecretStore
+from mesoslike.agent.secrets import SecretError, SecretStore, read_sandbox_secret
 from mesoslike.acl import Credentials
 from mesoslike.attributes import attributes_json
 from mesoslike.clock import Clock, SystemClock
@@ -97,7 +97,7 @@ from mesoslike.wire import messages as m
 from mesoslike.wire import executor_messages as x
 from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
 from mesoslike.wire.messages import MAX_BATCH
-from mesoslike.wire.types import AgentInfo
+from mesoslike.wire.types import EXECUTOR_RUN_PREFIX, AgentInfo
 
 __all__ = ["AgentRuntime", "default_work_dir", "RECOVER_MODES"]
 
@@ -820,8 +820,35 @@ class AgentRuntime:
                 log.exception("handling %s from a v1 executor failed", getattr(message, "TYPE", message))
 
     def executor_secret(self, framework_id: str, executor_id: str) -> str | None:
+        run_id = EXECUTOR_RUN_PREFIX + executor_id
         with self._lock:
-            return self.core.executor_secret(framework_id, executor_id)
+            secret = self.core.executor_secret(framework_id, executor_id)
+            if secret != "":
+                return secret
+            sandbox = self.executor.sandbox(framework_id, run_id)
+        # an executor recovered with the agent: this process never had its secret; its file in the
+        # sandbox holds it, taken only if its digest is the checkpointed one (docs/mesos-api.rst)
+        found = read_sandbox_secret(sandbox, x.SECRET_FILE)
+        with self._lock:
+            if found is not None and self.core.restore_executor_secret(framework_id, executor_id, found):
+                return found
+        log.warning("executor %s of framework %s: its secret file does not hold its secret (changed or gone); "
+                    "it cannot use the v1 executor API", executor_id[:200], framework_id[:200])
+        return None
+
+    def executor_processes(self, framework_id: str, executor_id: str) -> list[int]:
+        """The processes of the executor's container now (none if it does not run)."""
+        with self._lock:
+            running = self.executor.container_and_leader(framework_id, EXECUTOR_RUN_PREFIX + executor_id)
+        if running is None:
+            return []
+        container, leader = running
+        try:
+            return self.executor.isolator.processes(container, leader)
+        except OSError as exc:
+            log.warning("the processes of executor %s of framework %s cannot be read: %s", executor_id[:200],
+                        framework_id[:200], exc)
+            return []
 
     def wake(self) -> None:
         waker = self._waker

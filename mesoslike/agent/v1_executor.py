@@ -8,11 +8,13 @@ puts what the core says to such an executor onto its event stream.
 Where an executor connects: the agent starts every custom executor with
 Mesos's variables (``MESOS_AGENT_ENDPOINT``, ``MESOS_FRAMEWORK_ID``,
 ``MESOS_EXECUTOR_ID`` ...; :mod:`mesoslike.agent.core`). Who it is: the
-framework and executor ids a call names, and — because those are no secret
-— a call is taken only from this host (a loopback address, as executors
-run here) or with ``Authorization: Bearer`` and the executor's own secret
-(the content of its ``MESOSLIKE_EXECUTOR_SECRET_FILE``). The agent's core then
-knows it by that secret, exactly as on the channel.
+framework and executor ids a call names — and, because those are no
+secret, a call naming executor E is taken only from a process inside E's
+container, as the kernel says who holds the connection's other end
+(:mod:`mesoslike.agent.connection_owner`, looked at once per connection),
+or with ``Authorization: Bearer`` and E's own secret (the content of its
+``MESOSLIKE_EXECUTOR_SECRET_FILE``). The agent's core then knows it by that
+secret, exactly as on the channel.
 
 Calls are handed to the agent's loop (which owns the core and the master's
 connection) and answered 202 at once; what the core refuses comes back on
@@ -22,14 +24,14 @@ the stream as an ERROR event.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import logging
 import threading
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Callable, Protocol
 
+from mesoslike.agent.connection_owner import holder_of_connection
 from mesoslike.http_server import Request, Response, Stream
 from mesoslike.v1 import executor as executor_api
 from mesoslike.v1.calls import JSON, CallError, accepts_json, call_type, decode_call
@@ -44,6 +46,8 @@ EXECUTOR_PATH = "/api/v1/executor"
 MAX_CALL_BODY = 72 * 1024 * 1024
 #: calls waiting for the agent's loop at most (more: 503, try again)
 MAX_QUEUED_CALLS = 10_000
+#: connections remembered as an executor's (proven once, by the kernel: not looked at again), at most
+MAX_KNOWN_CONNECTIONS = 4096
 _STREAM_BUFFER = DEFAULT_MAX_RECORD + 32 * 1024 * 1024
 #: never a ZeroMQ identity (ZeroMQ's own begin with a zero byte and are 5 bytes long; a peer may choose none
 #: that begins with one)
@@ -60,15 +64,11 @@ class V1Agent(Protocol):
     def executor_secret(self, framework_id: str, executor_id: str) -> str | None:
         """The secret of the executor the agent runs for the framework (None: none). Thread-safe."""
 
+    def executor_processes(self, framework_id: str, executor_id: str) -> list[int]:
+        """The processes of that executor's container now. Thread-safe."""
+
     def wake(self) -> None:
         """Have the loop take the queued calls now."""
-
-
-def _loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
 
 
 class V1Executors:
@@ -81,6 +81,8 @@ class V1Executors:
         self._streams: dict[bytes, tuple[Stream, str, str]] = {}
         #: (peer, channel message) for the loop, oldest first
         self._calls: deque[tuple[bytes, object]] = deque()
+        #: HTTP connection (its number) -> the executor (framework id, executor id) the kernel said holds it
+        self._known: OrderedDict[int, tuple[str, str]] = OrderedDict()
 
     @property
     def handlers(self) -> dict[str, Callable[[Request], Response]]:
@@ -103,7 +105,7 @@ class V1Executors:
         secret = self._agent.executor_secret(framework_id, executor_id)
         if secret is None:
             raise CallError(400, "Executor cannot be found")
-        self._check_caller(request, secret)
+        self._check_caller(request, framework_id, executor_id, secret)
         if kind == "SUBSCRIBE":
             if not accepts_json(request.header("Accept")):
                 raise CallError(406, f"Expecting 'Accept' to allow '{JSON}'")
@@ -125,17 +127,34 @@ class V1Executors:
         self._queue(current[-1], executor_api.channel_messages(call, secret))
         return Response(202, b"", JSON)
 
-    @staticmethod
-    def _check_caller(request: Request, secret: str) -> None:
-        """From this host, or proving the executor's secret."""
+    def _check_caller(self, request: Request, framework_id: str, executor_id: str, secret: str) -> None:
+        """From a process of the executor's container, or proving the executor's secret."""
         scheme, _, token = (request.header("Authorization") or "").strip().partition(" ")
         if scheme.lower() == "bearer" and token:
             if not hmac.compare_digest(token.strip().encode(), secret.encode()):
                 raise CallError(403, "Forbidden: the token is not this executor's")
             return
-        if not _loopback(request.client):
-            raise CallError(401, "Unauthorized: an executor calls from the agent's host, or gives "
-                                 "'Authorization: Bearer' with the secret of its MESOSLIKE_EXECUTOR_SECRET_FILE")
+        executor = (framework_id, executor_id)
+        with self._lock:
+            if request.connection and self._known.get(request.connection) == executor:
+                self._known.move_to_end(request.connection)
+                return
+        holder = None
+        if request.client_port and request.local[1]:
+            holder = holder_of_connection((request.client, request.client_port), request.local,
+                                          self._agent.executor_processes(framework_id, executor_id))
+        if holder is None:
+            log.warning("executor API: a %s call for executor %s of framework %s from %s:%d refused: not from "
+                        "a process of its container", request.method, executor_id[:200], framework_id[:200],
+                        request.client, request.client_port)
+            raise CallError(403, "Forbidden: this connection is not from a process of the executor's container "
+                                 "(an executor calls from its container, or gives 'Authorization: Bearer' with "
+                                 "the secret of its MESOSLIKE_EXECUTOR_SECRET_FILE)")
+        if request.connection:
+            with self._lock:
+                self._known[request.connection] = executor
+                while len(self._known) > MAX_KNOWN_CONNECTIONS:
+                    self._known.popitem(last=False)
 
     def _queue(self, peer: bytes, messages: list[object]) -> None:
         with self._lock:
