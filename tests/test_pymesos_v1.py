@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import pymesos_env
-from e2e_helpers import cluster, free_port, task_processes, wait_for  # noqa: F401 (cluster: a fixture)
+from e2e_helpers import cluster, free_port, run_on_local, task_processes, wait_for  # noqa: F401 (cluster: a fixture)
 from v1_helpers import EventStream, basic, post
 
 pytestmark = pytest.mark.timeout(300)
@@ -209,3 +209,15 @@ def test_a_pymesos_executor_survives_a_kill_9_of_its_agent(cluster, tmp_path, py
         assert "reregistered with node-a" in stderr
     finally:
         v1.stream.close()
+
+
+def test_pymesos_runs_against_mesoslike_local_out_of_the_box(pymesos_python):
+    """``mesoslike local`` (authenticated, as it is by default) gives its
+    command the master's HTTP address and the client principal's Mesos
+    credential: a pymesos scheduler and executor need nothing else."""
+    executor = f"{pymesos_python} {DATA / 'pymesos_v1_executor.py'}"
+    done = run_on_local("sh", "-c", f'exec {pymesos_python} {DATA / "pymesos_v1_scheduler.py"} "$MESOS_MASTER" '
+                        f'"$MESOS_EXAMPLE_PRINCIPAL" "$MESOS_EXAMPLE_SECRET" "$0"', executor, timeout=200)
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    assert json.loads(done.stdout.strip().splitlines()[-1])["problems"] == []
+    assert "Mesos v1 API (pymesos): master 127.0.0.1:" in done.stdout and "principal 'client'" in done.stdout

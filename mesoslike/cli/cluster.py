@@ -561,7 +561,9 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
     The cluster is authenticated (docs/security.rst): keys and credentials
     are made under <work-dir>/keys/ (kept ones used again) and COMMAND gets
     MESOSLIKE_KEY, MESOSLIKE_MASTER_KEY and MESOSLIKE_TOKEN too, so clients
-    need no flag. --insecure: an anonymous cluster instead.
+    need no flag; for Mesos's v1 API (pymesos), MESOS_MASTER (the HTTP
+    host:port) and the client principal's credential, MESOS_EXAMPLE_PRINCIPAL
+    and MESOS_EXAMPLE_SECRET. --insecure: an anonymous cluster instead.
 
     With a COMMAND (after --), run it with MESOSLIKE_MASTER set to the
     cluster's address, then stop the cluster and exit with its status.
@@ -600,7 +602,14 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
         if keys is not None:
             click.echo(f"authenticated: keys and credentials in {keys.directory} (client key {keys.client_secret}, "
                        f"master key {keys.master_public}, operator token in {keys.directory}/operator.token)")
+        mesos_master = master_runtime.http_address.split("://", 1)[-1] if master_runtime.http_address else ""
+        if mesos_master:
+            click.echo(f"Mesos v1 API (pymesos): master {mesos_master}" + (
+                f", principal 'client', its secret in {keys.directory}/client.token (Mesos's credential JSON: "
+                f"{keys.mesos_credential})" if keys is not None else ", no credentials"))
         environment = keys.client_environment() if keys else {}
+        if mesos_master:
+            environment["MESOS_MASTER"] = mesos_master   # pymesos's master form: the HTTP host:port
         if with_services:
             services = _local_services(master_runtime.address, ip, services_port, base, keys)
             environment["MESOSLIKE_SERVICES"] = services.address
