@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import pymesos_env
+from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
 from e2e_helpers import cluster, free_port, run_on_local, task_processes, wait_for  # noqa: F401 (cluster: a fixture)
 from v1_helpers import EventStream, basic, post
 
@@ -221,3 +222,18 @@ def test_pymesos_runs_against_mesoslike_local_out_of_the_box(pymesos_python):
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
     assert json.loads(done.stdout.strip().splitlines()[-1])["problems"] == []
     assert "Mesos v1 API (pymesos): master 127.0.0.1:" in done.stdout and "principal 'client'" in done.stdout
+
+
+def test_pymesos_finds_the_leading_master_through_zookeeper(cluster, zookeeper, pymesos_python):
+    """pymesos's ``zk://`` master: it reads the group's lowest ``json.info_``
+    znode as Mesos's MasterInfo JSON and talks to ``address.ip:address.port``
+    — the leading master's HTTP API."""
+    url = zookeeper.url("/pymesos-zk")
+    cluster.start_master("--zk", url)
+    cluster.start_agent("node-a", "cpus:2;mem:1024")
+    executor = f"{pymesos_python} {DATA / 'pymesos_v1_executor.py'}"
+    done = subprocess.run([pymesos_python, str(DATA / "pymesos_v1_scheduler.py"), url, "fwA",
+                           cluster.keys.framework_tokens["fwA"], executor],
+                          capture_output=True, text=True, timeout=150, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}\n{cluster.diagnostics()}"
+    assert json.loads(done.stdout.strip().splitlines()[-1])["problems"] == []

@@ -116,7 +116,11 @@ def test_subscribe_answers_a_recordio_event_stream_with_its_stream_id(cluster):
     assert stream.headers["transfer-encoding"] == "chunked" and len(stream.stream_id) == 36
     event = stream.wait_for("SUBSCRIBED")
     assert event["subscribed"]["heartbeat_interval_seconds"] == 0.5
-    assert event["subscribed"]["master_info"]["port"] == cluster.master._http.port
+    master_info = event["subscribed"]["master_info"]
+    assert master_info["port"] == cluster.master._http.port
+    # Mesos's MasterInfo: the IPv4 address also as its uint32 (network order read little-endian), and the pid
+    assert master_info["address"]["ip"] == "127.0.0.1" and master_info["ip"] == 0x0100007F
+    assert master_info["pid"] == f"master@127.0.0.1:{cluster.master._http.port}"
     offers = stream.wait_for("OFFERS")["offers"]["offers"]
     assert offers[0]["hostname"] == "node-a" and {r["name"] for r in offers[0]["resources"]} >= {"cpus", "mem"}
     stream.wait_for("HEARTBEAT", timeout=5)

@@ -46,6 +46,8 @@ from mesoslike.master.core import MasterCore, Send
 from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
 from mesoslike.master.http import Fresh, StatusHTTPServer
 from mesoslike.master.v1_api import MAX_CALL_BODY, OPERATOR_PATHS, SCHEDULER_PATH, V1API, is_v1_peer
+from mesoslike.v1.operator import MESOS_VERSION
+from mesoslike.v1.shapes import master_info_message
 from mesoslike.master.receipts import receipt_key
 from mesoslike.master.inbox import Inbox
 from mesoslike.master.leadership import (Action, BuildCore, Commit, ConfirmLeadership, CoreBuilt, Demoted, Drop,
@@ -340,8 +342,14 @@ class MasterRuntime:
     def _contend(self, zk: ZkUrl, session_timeout: float) -> None:
         from mesoslike.ha.zookeeper import MasterContender  # kazoo only for HA masters
 
-        info = {"id": self.info.id, "address": self.address, "http_address": self.http_address,
-                "version": __version__}
+        info: dict = {"id": self.info.id, "address": self.address, "http_address": self.http_address,
+                      "version": __version__}
+        if self.http_address:
+            # Mesos's MasterInfo JSON, as Mesos's clients (pymesos's zk:// detector) read the group: its
+            # address is where Mesos's API is, the HTTP one; ours is kept under mesoslike_address
+            info = {**master_info_message(self.info, http=True), "version": MESOS_VERSION,
+                    "mesoslike_address": self.address, "http_address": self.http_address,
+                    "mesoslike_version": __version__}
         self._contender = MasterContender(zk, info, on_elected=lambda: self._hand_over(ElectionWon()),
                                           on_demoted=self._on_demoted, session_timeout=session_timeout,
                                           on_znode=lambda znode: self._hand_over(ZnodeChanged(znode)))

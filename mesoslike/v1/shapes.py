@@ -16,6 +16,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import binascii
+import ipaddress
 import json
 import math
 import shlex
@@ -338,8 +339,11 @@ def status_from_message(status: object, what: str = "status") -> TaskStatus:
 
 
 def master_info_message(info: MasterInfo | None, http: bool = False) -> Message:
-    """Mesos' ``MasterInfo``: id, hostname, port, address, version; with
-    ``http`` the master's HTTP address (where v1 clients reach it)."""
+    """Mesos' ``MasterInfo``: id, hostname, port, address, version — and
+    for an IPv4 address, ``ip`` (Mesos's uint32: the address's bytes in
+    network order, read as a little-endian integer), ``address.ip`` and
+    ``pid`` (``master@IP:PORT``); with ``http`` the master's HTTP address
+    (where v1 clients reach it)."""
     if info is None:
         return {}
     address = info.http_address if http and info.http_address else info.address
@@ -347,6 +351,14 @@ def master_info_message(info: MasterInfo | None, http: bool = False) -> Message:
     number = int(port) if port.isdigit() else 0
     message: Message = {"id": info.id, "hostname": host, "port": number,
                         "address": {"hostname": host, "port": number}}
+    try:
+        ip = ipaddress.IPv4Address(host)
+    except ValueError:
+        ip = None
+    if ip is not None:
+        message["address"]["ip"] = host
+        message["ip"] = int.from_bytes(ip.packed, "little")
+        message["pid"] = f"master@{host}:{number}"
     if info.version:
         message["version"] = info.version
     return message
