@@ -10,8 +10,12 @@ its ``command``:
   ``error`` callback (an update the agent refused) adds a line to
   ``PATH.errors``.
 
+- ``data N``: TASK_RUNNING, then TASK_FINISHED whose ``data`` is
+  :func:`pattern` of N bytes.
+
 Framework messages: ``ping`` is answered ``pong <executor id> <pid>``;
-``exit`` stops the driver (the process exits 0). Each TASK_RUNNING's
+``echo:...`` is sent back as it came; ``exit`` stops the driver (the
+process exits 0). Each TASK_RUNNING's
 message is ``pid <pid>``: tests tell one process from another by it.
 """
 
@@ -22,6 +26,11 @@ import time
 
 from mesoslike import TaskState, TaskStatus
 from mesoslike.executor import Executor, ExecutorDriver
+
+
+def pattern(size: int) -> bytes:
+    """``size`` bytes every one of which says where it is (NUL bytes too)."""
+    return (bytes(range(256)) * (size // 256 + 1))[:size]
 
 
 class TestExecutor(Executor):
@@ -45,6 +54,8 @@ class TestExecutor(Executor):
             self.held.add(task.task_id)
         elif words[:1] == ["exit"]:
             os._exit(int(words[1]))
+        elif words[:1] == ["data"]:
+            driver.send_status_update(TaskStatus(task.task_id, TaskState.FINISHED, data=pattern(int(words[1]))))
         elif words[:1] == ["flood"]:
             self.errors_file = words[2] + ".errors"
             threading.Thread(target=self.flood, args=(driver, task.task_id, int(words[1]), words[2]),
@@ -70,6 +81,8 @@ class TestExecutor(Executor):
     def framework_message(self, driver, data):
         if data == b"ping":
             driver.send_framework_message(f"pong {driver.executor_id} {os.getpid()}".encode())
+        elif data.startswith(b"echo:"):
+            driver.send_framework_message(data)
         elif data == b"exit":
             driver.stop()
 

@@ -27,9 +27,10 @@ FAST = dict(heartbeat_interval=0.5, allocation_interval=0.1, ping_interval=0.5)
 
 class Cluster:
     def __init__(self, tmp_path, credentials: Credentials | None = None, keys: SecuredKeys | None = None,
-                 agent: bool = True, **agent_options) -> None:
+                 agent: bool = True, master_options: dict | None = None, **agent_options) -> None:
         self.keys = keys
-        self.master = MasterRuntime("tcp://127.0.0.1:0", http_port=0, config=MasterConfig(**FAST),
+        self.master = MasterRuntime("tcp://127.0.0.1:0", http_port=0,
+                                    config=MasterConfig(**FAST, **(master_options or {})),
                                     credentials=credentials, keys=keys.keys("master") if keys else None)
         self.master.start()
         self.url = self.master.http_address

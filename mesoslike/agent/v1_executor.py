@@ -35,20 +35,22 @@ from mesoslike.agent.connection_owner import holder_of_connection
 from mesoslike.http_server import Request, Response, Stream
 from mesoslike.v1 import executor as executor_api
 from mesoslike.v1.calls import JSON, CallError, accepts_json, call_type, decode_call
-from mesoslike.v1.recordio import DEFAULT_MAX_RECORD, encode as encode_record
+from mesoslike.v1.recordio import encode as encode_record
+from mesoslike.v1.shapes import call_body_limit, stream_buffer_limit
+from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE
 
 __all__ = ["V1Executors", "V1Agent", "EXECUTOR_PATH", "is_v1_peer", "MAX_CALL_BODY", "MAX_QUEUED_CALLS"]
 
 log = logging.getLogger("mesoslike.agent.v1")
 
 EXECUTOR_PATH = "/api/v1/executor"
-#: the largest call an executor may post (an update or message with 50 MB of data, base64, fits)
-MAX_CALL_BODY = 72 * 1024 * 1024
+#: the largest call an executor may post by default (an update or message with --max-message-size's default
+#: of data, base64, fits; the agent's is call_body_limit of its --max-message-size)
+MAX_CALL_BODY = call_body_limit(MAX_FRAMEWORK_MESSAGE)
 #: calls waiting for the agent's loop at most (more: 503, try again)
 MAX_QUEUED_CALLS = 10_000
 #: connections remembered as an executor's (proven once, by the kernel: not looked at again), at most
 MAX_KNOWN_CONNECTIONS = 4096
-_STREAM_BUFFER = DEFAULT_MAX_RECORD + 32 * 1024 * 1024
 #: never a ZeroMQ identity (ZeroMQ's own begin with a zero byte and are 5 bytes long; a peer may choose none
 #: that begins with one)
 _PEER_PREFIX = b"\x00mesos-v1-executor/"
@@ -74,8 +76,11 @@ class V1Agent(Protocol):
 class V1Executors:
     """The v1 executors' streams and calls of one agent."""
 
-    def __init__(self, agent: V1Agent) -> None:
+    def __init__(self, agent: V1Agent, max_data: int = MAX_FRAMEWORK_MESSAGE) -> None:
         self._agent = agent
+        #: bytes of an update's or a message's data at most (the agent's --max-message-size)
+        self._max_data = max_data
+        self._stream_buffer = stream_buffer_limit(max_data)
         self._lock = threading.Lock()
         #: peer -> (stream, framework id, executor id)
         self._streams: dict[bytes, tuple[Stream, str, str]] = {}
@@ -109,9 +114,9 @@ class V1Executors:
         if kind == "SUBSCRIBE":
             if not accepts_json(request.header("Accept")):
                 raise CallError(406, f"Expecting 'Accept' to allow '{JSON}'")
-            messages = executor_api.channel_messages(call, secret)
+            messages = executor_api.channel_messages(call, secret, self._max_data)
             peer = _PEER_PREFIX + str(uuid.uuid4()).encode()
-            stream = Stream(_STREAM_BUFFER)
+            stream = Stream(self._stream_buffer)
             with self._lock:
                 older = [p for p, (_, f, e) in self._streams.items() if (f, e) == (framework_id, executor_id)]
                 self._streams[peer] = (stream, framework_id, executor_id)
@@ -124,7 +129,7 @@ class V1Executors:
             current = [p for p, (_, f, e) in self._streams.items() if (f, e) == (framework_id, executor_id)]
         if not current:
             raise CallError(403, "Executor is not subscribed")
-        self._queue(current[-1], executor_api.channel_messages(call, secret))
+        self._queue(current[-1], executor_api.channel_messages(call, secret, self._max_data))
         return Response(202, b"", JSON)
 
     def _check_caller(self, request: Request, framework_id: str, executor_id: str, secret: str) -> None:
