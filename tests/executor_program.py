@@ -13,10 +13,13 @@ its ``command``:
 - ``data N``: TASK_RUNNING, then TASK_FINISHED whose ``data`` is
   :func:`pattern` of N bytes.
 
-Framework messages: ``ping`` is answered ``pong <executor id> <pid>``;
+Framework messages: ``ping`` is answered ``pong <executor id> <ident>``;
 ``echo:...`` is sent back as it came; ``exit`` stops the driver (the
 process exits 0). Each TASK_RUNNING's
-message is ``pid <pid>``: tests tell one process from another by it.
+message is ``pid <ident>``: tests tell one process from another by it.
+``<ident>`` is ``<pid>@<inode of its PID namespace>``: the executor runs in
+a PID namespace of its own (docs/containers.rst), where its pid is 2 like
+every other executor's; ``e2e_helpers.host_pid`` finds the host's pid.
 """
 
 import os
@@ -26,6 +29,8 @@ import time
 
 from mesoslike import TaskState, TaskStatus
 from mesoslike.executor import Executor, ExecutorDriver
+
+IDENT = f"{os.getpid()}@{os.stat('/proc/self/ns/pid').st_ino}"
 
 
 def pattern(size: int) -> bytes:
@@ -40,13 +45,13 @@ class TestExecutor(Executor):
         self.errors_file = ""
 
     def registered(self, driver, executor_info, framework_info, agent_info):
-        driver.send_framework_message(f"registered {executor_info.executor_id} {os.getpid()}".encode())
+        driver.send_framework_message(f"registered {executor_info.executor_id} {IDENT}".encode())
 
     def reregistered(self, driver, agent_info):
-        driver.send_framework_message(f"reregistered {driver.executor_id} {os.getpid()}".encode())
+        driver.send_framework_message(f"reregistered {driver.executor_id} {IDENT}".encode())
 
     def launch_task(self, driver, task):
-        driver.send_status_update(TaskStatus(task.task_id, TaskState.RUNNING, message=f"pid {os.getpid()}"))
+        driver.send_status_update(TaskStatus(task.task_id, TaskState.RUNNING, message=f"pid {IDENT}"))
         words = task.command.split()
         if words[:1] == ["finish"]:
             driver.send_status_update(TaskStatus(task.task_id, TaskState.FINISHED, message="done"))
@@ -80,7 +85,7 @@ class TestExecutor(Executor):
 
     def framework_message(self, driver, data):
         if data == b"ping":
-            driver.send_framework_message(f"pong {driver.executor_id} {os.getpid()}".encode())
+            driver.send_framework_message(f"pong {driver.executor_id} {IDENT}".encode())
         elif data.startswith(b"echo:"):
             driver.send_framework_message(data)
         elif data == b"exit":

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent_helpers import (Launcher, agent_state, alive, cgroups_root, kill_9, master,  # noqa: F401 (fixtures)
-                           read_pid_file, require_cgroups, sandbox, start_agent, traversable_dir)
+                           read_pid_file, require_cgroups, run_dir, sandbox, start_agent, task_pid, traversable_dir)
 from e2e_helpers import ProcessSet, cluster, http_get  # noqa: F401 (fixture)
 from mesoslike import FrameworkInfo, TaskState
 from mesoslike.agent.executor import sandbox_path
@@ -58,10 +58,11 @@ def process_uid(pid: int) -> int:
 
 
 # ------------------------------------------------------- a real cluster
-def run_one(cluster, command: str, user: str, *agent_args: str):
-    """A master, an agent (``agent_args``), a framework of ``user`` and one
-    task ``t`` running ``command``; returns (scheduler, agent proc)."""
-    cluster.start_master()
+def run_one(cluster, command: str, user: str, *agent_args: str, master_args: tuple[str, ...] = ()):
+    """A master (``master_args``), an agent (``agent_args``), a framework of
+    ``user`` and one task ``t`` running ``command``; returns (scheduler,
+    agent proc)."""
+    cluster.start_master(*master_args)
     agent = start_agent(cluster, "a1", RESOURCES, *agent_args)
     scheduler = Launcher({"t": command})
     cluster.driver(scheduler, "switch", framework=FrameworkInfo("switch", user=user))
@@ -99,10 +100,14 @@ def test_without_switch_user_a_task_runs_as_the_agents_user(cluster):
 
 
 def test_a_restarted_agent_reattaches_to_a_switched_task(cluster, cgroups_root):
-    scheduler, agent = run_one(cluster, WAIT_FOR_GO, "nobody", "--cgroups-root", cgroups_root)
+    # the agent is back before the master would remove it, however loaded the machine (a new agent
+    # process takes a second or more to start; the suite's masters remove one after 1.5 s)
+    scheduler, agent = run_one(cluster, WAIT_FOR_GO, "nobody", "--cgroups-root", cgroups_root,
+                               master_args=("--max-agent-ping-timeouts", "20"))
     scheduler.wait(lambda: scheduler.running("t"), 30, "the task to run", cluster.diagnostics)
     directory = sandbox(cluster, "a1", scheduler.framework_id, "t")
-    pid = read_pid_file(directory / "pid")
+    read_pid_file(directory / "pid")   # it runs
+    pid = task_pid(run_dir(cluster, "a1", scheduler.framework_id, "t"))
     assert process_uid(pid) == NOBODY.pw_uid
     kill_9(agent)
     assert alive(pid)

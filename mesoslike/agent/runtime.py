@@ -80,7 +80,7 @@ from mesoslike.agent.files import SandboxAccess, SandboxFiles, launch_secret_fil
 from mesoslike.agent.images import DEFAULT_CACHE_SIZE, DEFAULT_REGISTRY, IMAGES_DIR, ImageError, ImageStore
 from mesoslike.agent.http import AgentHTTPServer
 from mesoslike.agent.v1_executor import EXECUTOR_PATH, V1Executors, is_v1_peer
-from mesoslike.agent.isolation import Isolator, agent_key, select_isolator
+from mesoslike.agent.isolation import DEFAULT_ISOLATION, Isolator, agent_key, select_isolation
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
 from mesoslike.agent.secrets import SecretError, SecretStore, read_sandbox_secret
 from mesoslike.acl import Credentials
@@ -199,7 +199,11 @@ class AgentRuntime:
         ``"cleanup"`` (kill them, forget them, and return from :meth:`run`).
     :param recovery_timeout: how long a task's supervisor waits for a gone
         agent to come back before it kills the task (Mesos: 15 minutes).
-    :param isolation: ``"auto"``, ``"cgroups"`` or ``"posix"`` (:mod:`.isolation`).
+    :param isolation: Mesos's isolator names, comma-separated, or ``"auto"``,
+        ``"cgroups"``, ``"posix"`` (:func:`.isolation.select_isolation`,
+        docs/containers.rst "Isolators").
+    :param allowed_host_paths: directories whose contents ``HOST_PATH``
+        volumes may mount (none: such volumes are refused).
     :param cgroups_root: the cgroup the tasks' cgroups are made in.
     :param cgroups_cpu_quota: cap each task's CPU at ``cpus`` with a CFS quota
         (besides the shares it always gets).
@@ -256,6 +260,7 @@ class AgentRuntime:
                  fetcher_max_size: int = DEFAULT_FETCHER_MAX_SIZE,
                  executor_reregistration_timeout: float = EXECUTOR_REREGISTER_TIMEOUT,
                  executor_registration_timeout: float = EXECUTOR_REGISTER_TIMEOUT,
+                 allowed_host_paths: tuple[str, ...] | list[str] = (),
                  docker_registry: str = DEFAULT_REGISTRY, docker_config: str | None = None,
                  docker_insecure_registries: tuple[str, ...] = (),
                  image_cache_size: int = DEFAULT_CACHE_SIZE,
@@ -333,8 +338,13 @@ class AgentRuntime:
         self._channel: Server | None = None
         #: what the turn has for executors (sent once its checkpoints are on disk)
         self._executor_outgoing: list[tuple[bytes, object]] = []
-        self.isolator: Isolator = select_isolator(isolation, cgroups_root=cgroups_root,
-                                                  cpu_quota=cgroups_cpu_quota)
+        self.isolation = select_isolation(isolation or DEFAULT_ISOLATION, cgroups_root=cgroups_root,
+                                          cpu_quota=cgroups_cpu_quota,
+                                          probe_cache=self.work_dir / "meta" / "namespaces-probe.json")
+        self.isolator: Isolator = self.isolation.resources
+        for path in allowed_host_paths:
+            if not os.path.isabs(path):
+                raise ConfigError(f"--allowed-host-paths: {path!r} is not an absolute path")
         secret_store = SecretStore(secrets_dir) if secrets_dir is not None else None
         if secret_store is not None:
             try:
@@ -342,9 +352,12 @@ class AgentRuntime:
             except SecretError as exc:
                 raise ConfigError(f"--secrets-dir: {exc}") from None
         self.executor = TaskExecutor(self.work_dir, environment=environment, clock=self.clock,
-                                     isolator=self.isolator, recovery_timeout=recovery_timeout,
+                                     isolation=self.isolation, allowed_host_paths=tuple(allowed_host_paths),
+                                     recovery_timeout=recovery_timeout,
                                      container_prefix=agent_key(self.hostname, self.work_dir),
-                                     switch_user=self.switch_user, fetcher=fetcher, secrets=secret_store)
+                                     switch_user=self.switch_user, fetcher=fetcher,
+                                     image_store=self.images.settings(), hostname=self.hostname,
+                                     secrets=secret_store)
         try:
             self.executor.prepare_directories()
         except OSError as exc:
@@ -467,8 +480,10 @@ class AgentRuntime:
         try:
             self.executor.write_agent_pid()
             log.info("agent %s starting: master %s, resources %s, work dir %s; %s; %s", self.hostname,
-                     self.master_address, self.info.resources, self.work_dir, self.isolator.describe(),
+                     self.master_address, self.info.resources, self.work_dir, self.isolation.describe(),
                      self.describe_users())
+            for warning in self.isolation.warnings:
+                log.warning("--isolation %s", warning)
             closed = self.executor.unreachable_ancestors() if self.switch_user else []
             if closed:
                 log.warning("--switch-user: other users cannot traverse %s, so tasks reach their sandbox only as "
@@ -637,6 +652,12 @@ class AgentRuntime:
         for framework_id, task_id in self.core.recovering():
             self._feed(None, self.executor.recover(framework_id, task_id))
         self.counters["recovered_tasks"] = len(checkpoints)
+        try:   # leases of containers that ended while no agent ran would keep their layers for ever
+            dropped = self.images.prune_leases(keep=self.executor.image_leases())
+            if dropped:
+                log.info("dropped the image leases of %d containers that are gone", len(dropped))
+        except (ImageError, OSError) as exc:
+            log.warning("cannot prune the image store's leases: %s", exc)
         if agent_id:
             log.info("recovered agent %s: %d tasks, %s", agent_id, len(checkpoints),
                      ", ".join(f"{t.task_id} {t.state}" for t in self.core.tasks()) or "none")
@@ -701,7 +722,7 @@ class AgentRuntime:
         for event in events:
             fw, task = event.framework_id, event.task_id
             if isinstance(event, TaskStarted):
-                commands = self.core.on_task_started(fw, task, event.pid)
+                commands = self.core.on_task_started(fw, task, event.pid, event.container)
             elif isinstance(event, TaskExit):
                 commands = self.core.on_task_exited(fw, task, event.exit_code, event.signal, reason=event.reason,
                                                     message=event.message)
@@ -974,9 +995,7 @@ class AgentRuntime:
                                  command.secret_files)
         except LaunchError as exc:
             log.warning("task %s/%s could not start: %s", framework_id, task_id, exc)
-            if exc.reason:
-                return self.core.on_task_launch_failed(framework_id, task_id, str(exc), exc.reason)
-            return self.core.on_task_launch_failed(framework_id, task_id, str(exc))
+            return self.core.on_task_launch_failed(framework_id, task_id, str(exc), why=exc.reason)
         if queued_at is not None:
             self.launches_started.observe(time.monotonic() - queued_at)
         return []
@@ -1056,12 +1075,14 @@ class AgentRuntime:
             for task in core.tasks():
                 sandbox = self.executor.sandbox(task.framework_id, task.task_id)
                 container = self.executor.container(task.framework_id, task.task_id)
+                isolation, image = self.executor.isolation_of(task.framework_id, task.task_id)
                 tasks.append({"framework_id": task.framework_id, "id": task.task_id, "state": task.state,
                               "resources": str(task.resources), "pid": task.pid, "killing": task.killing,
                               "pending_updates": task.pending_updates, "sandbox": str(sandbox),
                               "user": task.user if self.switch_user and task.user else self._agent_user,
                               "sandbox_path": f"{path_component(task.framework_id)}/{path_component(task.task_id)}",
-                              "cgroups": dict(container.cgroups) if container is not None else {}})
+                              "cgroups": dict(container.cgroups) if container is not None else {},
+                              "isolation": list(isolation), "image": image})
             return {
                 "id": core.agent_id, "hostname": self.hostname, "registered": core.registered,
                 "master": {"id": master.id, "address": master.address} if master is not None else None,
@@ -1069,7 +1090,7 @@ class AgentRuntime:
                 "resources": str(core.total), "used": str(core.used), "attributes": attributes_json(core.info.attributes),
                 "work_dir": str(self.work_dir), "sandbox_root": str(self.executor.sandbox_root),
                 "isolation": {"name": self.isolator.name, "enforcing": self.isolator.enforcing,
-                              "description": self.isolator.describe()},
+                              "description": self.isolation.describe(), **self.isolation.to_json()},
                 "switch_user": self.switch_user,
                 "draining": core.draining, "tasks": tasks, "executor_channel": f"ipc://{self.executor_socket}",
                 "executors": [{"framework_id": e.framework_id, "id": e.executor_id, "resources": str(e.resources),
