@@ -40,9 +40,9 @@ from mesoslike.resources import Resources
 from mesoslike.wire import executor_messages as x
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import unbatched
-from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TERMINAL_STATES, AgentInfo,
-                                  ContainerStatus, ExecutorInfo, FrameworkInfo, Label, MasterInfo, TaskInfo,
-                                  TaskState, TaskStatus, without_secret_values)
+from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TERMINAL_STATES, WARN_MESSAGE_SIZE,
+                                  AgentInfo, ContainerStatus, ExecutorInfo, FrameworkInfo, Label, MasterInfo,
+                                  TaskInfo, TaskState, TaskStatus, check_message_size, without_secret_values)
 
 __all__ = [
     "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "Reconnect", "LaunchTask", "KillTask",
@@ -425,6 +425,12 @@ class AgentCore:
         to register before it is killed and its tasks fail
         (``REASON_EXECUTOR_REGISTRATION_TIMEOUT``; Mesos's
         ``--executor_registration_timeout``), in seconds.
+    :param max_message_size: bytes of data a framework message (either way)
+        or an executor's status update may carry (``--max-message-size``):
+        a larger one from an executor is refused (EXECUTOR_ERROR), one for
+        an executor dropped (logged); above
+        :data:`~mesoslike.wire.types.WARN_MESSAGE_SIZE` an executor's data
+        is logged.
     :param task_users: whom tasks run as; a task whose unix user runs
         another principal's tasks here is refused (TASK_ERROR,
         ``REASON_TASK_UNAUTHORIZED``) unless the user may be shared.
@@ -437,7 +443,7 @@ class AgentCore:
                  new_secret: Callable[[], str] | None = None,
                  executor_reregister_timeout: float = EXECUTOR_REREGISTER_TIMEOUT,
                  executor_register_timeout: float = EXECUTOR_REGISTER_TIMEOUT,
-                 task_users: TaskUsers | None = None) -> None:
+                 task_users: TaskUsers | None = None, max_message_size: int = MAX_FRAMEWORK_MESSAGE) -> None:
         if max_ping_timeouts < 1:
             raise ValueError(f"max_ping_timeouts must be >= 1, got {max_ping_timeouts!r}")
         if not 0 < register_backoff <= register_backoff_max:
@@ -446,6 +452,7 @@ class AgentCore:
             raise ValueError(f"register_jitter must be in [0, 1), got {register_jitter!r}")
         check_executor_timeout("executor_reregister_timeout", executor_reregister_timeout)
         check_executor_timeout("executor_register_timeout", executor_register_timeout)
+        self.max_message_size = check_message_size(max_message_size)
         self.clock = clock
         self._info = attrs.evolve(info, id="")
         #: the total it was started with (--resources); its dynamic reservations convert part of it
@@ -1226,6 +1233,17 @@ class AgentCore:
         if isinstance(message, x.RegisterExecutor):
             return self._executor_registered(executor, peer, message)
         executor.peer = peer   # its latest connection (the secret says it is this executor)
+        data = message.status.data if isinstance(message, x.ExecutorStatus) else message.data
+        if len(data) > self.max_message_size:
+            what = "a status update's data" if isinstance(message, x.ExecutorStatus) else "a framework message"
+            log.warning("executor %s/%r: %s of %d bytes refused (--max-message-size %d)", *executor.key, what,
+                        len(data), self.max_message_size)
+            return [SendToExecutor(peer, x.ExecutorError(
+                f"{what} holds {len(data)} bytes; at most {self.max_message_size} (the agent's --max-message-size): "
+                "refused", uuid=message.status.uuid if isinstance(message, x.ExecutorStatus) else ""))]
+        if len(data) > WARN_MESSAGE_SIZE:
+            log.warning("executor %s/%r sends %d bytes of data (more than %d)", *executor.key, len(data),
+                        WARN_MESSAGE_SIZE)
         if isinstance(message, x.ExecutorStatus):
             return self._executor_status(executor, peer, message.status)
         return self._message_to_framework(executor, message.data)
@@ -1247,7 +1265,7 @@ class AgentCore:
         secret = self._new_secret()
         environment = dict(info.environment)
         environment.update({x.ENDPOINT_ENV: self.executor_endpoint, x.SECRET_FILE_ENV: x.SECRET_FILE,
-                            x.EXECUTOR_ID_ENV: info.executor_id})
+                            x.EXECUTOR_ID_ENV: info.executor_id, x.MAX_MESSAGE_SIZE_ENV: str(self.max_message_size)})
         environment.update(self._mesos_executor_environment(framework, info))
         run = TaskInfo(info.run_id(), self._agent_id, info.command, info.resources + first_task,
                        name=info.name or info.executor_id,
@@ -1274,12 +1292,23 @@ class AgentCore:
 
     def executor_secret(self, framework_id: str, executor_id: str) -> str | None:
         """The secret of the framework's executor ``executor_id`` while its
-        process runs or starts and this agent process made it (the v1
-        executor API builds the channel's frames with it), else None."""
+        process runs or starts (the v1 executor API builds the channel's
+        frames with it): "" while it is not known — a recovered executor's,
+        until :meth:`restore_executor_secret` — and None for no such executor."""
         executor = self._executors.get((framework_id, executor_id))
         if executor is None or executor.orphaned or executor.phase == _Phase.TERMINATED:
             return None
-        return executor.secret or None
+        return executor.secret
+
+    def restore_executor_secret(self, framework_id: str, executor_id: str, secret: str) -> bool:
+        """Give a recovered executor back its secret (read from its sandbox's
+        secret file by the runtime: this agent process never had it) — only
+        if its digest is the checkpointed one. True if it was."""
+        executor = self._executors.get((framework_id, executor_id))
+        if executor is None or not secret or not hmac.compare_digest(_secret_digest(secret), executor.digest):
+            return False
+        executor.secret = secret
+        return True
 
     def _add_executor(self, framework: FrameworkInfo, run: TaskInfo, digest: str, secret: str = "") -> _Executor:
         executor = _Executor(framework, run, digest)
@@ -1429,9 +1458,9 @@ class AgentCore:
             log.warning("framework message for executor %s/%r dropped: no such registered executor",
                         framework_id, executor_id[:200])
             return []
-        if len(data) > MAX_FRAMEWORK_MESSAGE:
-            log.warning("framework message of %d bytes for executor %s/%r dropped: more than %d", len(data),
-                        framework_id, executor_id[:200], MAX_FRAMEWORK_MESSAGE)
+        if len(data) > self.max_message_size:
+            log.warning("framework message of %d bytes for executor %s/%r dropped: more than %d "
+                        "(--max-message-size)", len(data), framework_id, executor_id[:200], self.max_message_size)
             return []
         return [SendToExecutor(executor.peer, x.ExecutorFrameworkMessage(data))]
 

@@ -32,8 +32,8 @@ import attrs
 from mesoslike.backoff import Backoff
 from mesoslike.clock import Clock
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import (MAX_OPERATIONS, Filters, FrameworkInfo, MasterInfo, Operation, TaskInfo, TaskState,
-                                  TaskStatus)
+from mesoslike.wire.types import (MAX_FRAMEWORK_MESSAGE, MAX_OPERATIONS, Filters, FrameworkInfo, MasterInfo, Operation,
+                                  TaskInfo, TaskState, TaskStatus)
 
 __all__ = [
     "DriverCore", "SubscriptionState", "Backoff", "Command", "SendToMaster", "InvokeCallback", "Reconnect",
@@ -210,9 +210,14 @@ def reconcile_task_list(tasks: Iterable[TaskStatus | str | m.ReconcileTask]) -> 
     return result
 
 
-def message_data(data: bytes | bytearray | memoryview) -> bytes:
+def message_data(data: bytes | bytearray | memoryview, max_size: int = MAX_FRAMEWORK_MESSAGE) -> bytes:
+    """``data`` of a framework message, as bytes; ValueError above ``max_size``
+    (the cluster's ``--max-message-size``)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"framework message data must be bytes, got {type(data).__name__}")
+    if len(data) > max_size:
+        raise ValueError(f"a framework message holds at most {max_size} bytes (the cluster's --max-message-size; "
+                         f"the driver's max_message_size), got {len(data)}")
     return bytes(data)
 
 

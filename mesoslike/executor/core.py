@@ -30,7 +30,8 @@ from mesoslike.backoff import Backoff
 from mesoslike.clock import Clock
 from mesoslike.delivery import UpdateStreams
 from mesoslike.wire import executor_messages as x
-from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, AgentInfo, ExecutorInfo, FrameworkInfo, TaskStatus
+from mesoslike.wire.types import (MAX_FRAMEWORK_MESSAGE, AgentInfo, ExecutorInfo, FrameworkInfo, TaskStatus,
+                                  check_message_size)
 
 __all__ = ["ExecutorCore", "SendToAgent", "InvokeCallback", "Stop", "ExecutorCommand", "REGISTER_RETRY",
            "MAX_PENDING_UPDATES", "UPDATE_RETRY_MIN", "UPDATE_RETRY_MAX", "UPDATE_ANSWER_TIMEOUT", "REGISTER_BACKOFF",
@@ -81,11 +82,14 @@ class ExecutorCore:
     """See the module doc. ``secret``: the executor's secret (from its
     environment); ``new_uuid``: the uuid of each update."""
 
-    def __init__(self, secret: str, clock: Clock, new_uuid: Callable[[], str]) -> None:
+    def __init__(self, secret: str, clock: Clock, new_uuid: Callable[[], str],
+                 max_message_size: int = MAX_FRAMEWORK_MESSAGE) -> None:
         if not secret or len(secret) > x.SECRET_LENGTH:
             raise ValueError(f"an executor's secret has 1 to {x.SECRET_LENGTH} characters")
         self.secret = secret
         self.clock = clock
+        #: bytes of data a message or an update carries at most (the agent's --max-message-size)
+        self.max_message_size = check_message_size(max_message_size)
         self._new_uuid = new_uuid
         self.registered = False
         self._ever_registered = False
@@ -211,6 +215,12 @@ class ExecutorCore:
         return out
 
     # ---------------------------------------------------------------- calls
+    def check_data(self, data: bytes | bytearray | memoryview, what: str) -> None:
+        """ValueError if ``data`` is more than the agent takes (its ``--max-message-size``)."""
+        if len(data) > self.max_message_size:
+            raise ValueError(f"{what} holds at most {self.max_message_size} bytes (the agent's --max-message-size), "
+                             f"got {len(data)}")
+
     def send_status_update(self, status: TaskStatus) -> list[ExecutorCommand]:
         """Send a task's update (kept until the agent acknowledges it). A
         status without a uuid gets one; ``source``, ``agent_id`` and
@@ -219,6 +229,7 @@ class ExecutorCore:
             raise TypeError(f"send_status_update takes a TaskStatus, got {type(status).__name__}")
         if self._streams.full:
             raise RuntimeError(f"{MAX_PENDING_UPDATES} updates wait for the agent already")
+        self.check_data(status.data, "a status update's data")
         if not status.uuid:
             status = attrs.evolve(status, uuid=self._new_uuid())
         # False: the same update again (pending, it goes out in its turn), or one behind the task's earlier ones
@@ -230,6 +241,5 @@ class ExecutorCore:
         """Send ``data`` to the scheduler (best effort, as in Mesos)."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"framework message data must be bytes, got {type(data).__name__}")
-        if len(data) > MAX_FRAMEWORK_MESSAGE:
-            raise ValueError(f"a framework message holds at most {MAX_FRAMEWORK_MESSAGE} bytes, got {len(data)}")
+        self.check_data(data, "a framework message")
         return [SendToAgent(x.ExecutorMessage(self.secret, bytes(data)))]

@@ -46,7 +46,9 @@ from mesoslike.errors import ConfigError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
 from mesoslike.master.http import Fresh, StatusHTTPServer
-from mesoslike.master.v1_api import MAX_CALL_BODY, OPERATOR_PATHS, SCHEDULER_PATH, V1API, is_v1_peer
+from mesoslike.master.v1_api import OPERATOR_PATHS, SCHEDULER_PATH, V1API, is_v1_peer
+from mesoslike.v1.operator import MESOS_VERSION
+from mesoslike.v1.shapes import call_body_limit, master_info_message
 from mesoslike.master.receipts import receipt_key
 from mesoslike.master.inbox import Inbox
 from mesoslike.master.leadership import (Action, BuildCore, Commit, ConfirmLeadership, CoreBuilt, Demoted, Drop,
@@ -69,6 +71,7 @@ from mesoslike.transport import Authenticator, CurveKeys, Server, Waker
 from mesoslike.wire import MasterInfo, WireError
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import batch_frames, batched
+from mesoslike.wire.codec import CODEC, sized
 
 if TYPE_CHECKING:
     from mesoslike.ha.url import ZkUrl
@@ -279,7 +282,8 @@ class MasterRuntime:
         self._store = registry_store or MemoryRegistryStore()
         self._last_core: MasterCore | None = None   # the core that served last (its agents' connections)
         registry = self._store.load() if zk is None else None  # bad: stop before binding
-        self._server = Server(address, keys=keys, authenticator=None if credentials is None else
+        self._server = Server(address, codec=sized(CODEC, self.config.max_message_size), keys=keys,
+                              authenticator=None if credentials is None else
                               Authenticator(credentials.principal_of_key()))
         self.bound_address = self._server.address
         host, _, bound_port = self.bound_address[len("tcp://"):].rpartition(":")
@@ -305,7 +309,7 @@ class MasterRuntime:
                 }, actions=self._operator.actions, workers=self.config.http_workers,
                     timeout=self.config.http_timeout, max_connections=self.config.http_max_connections,
                     tls=http_tls, authorize=self._authorize_http, handlers=self._v1.handlers,
-                    body_limits={SCHEDULER_PATH: MAX_CALL_BODY})
+                    body_limits={SCHEDULER_PATH: call_body_limit(self.config.max_message_size)})
         except Exception:
             self._server.close()
             raise
@@ -339,8 +343,14 @@ class MasterRuntime:
     def _contend(self, zk: ZkUrl, session_timeout: float) -> None:
         from mesoslike.ha.zookeeper import MasterContender  # kazoo only for HA masters
 
-        info = {"id": self.info.id, "address": self.address, "http_address": self.http_address,
-                "version": __version__}
+        info: dict = {"id": self.info.id, "address": self.address, "http_address": self.http_address,
+                      "version": __version__}
+        if self.http_address:
+            # Mesos's MasterInfo JSON, as Mesos's clients (pymesos's zk:// detector) read the group: its
+            # address is where Mesos's API is, the HTTP one; ours is kept under mesoslike_address
+            info = {**master_info_message(self.info, http=True), "version": MESOS_VERSION,
+                    "mesoslike_address": self.address, "http_address": self.http_address,
+                    "mesoslike_version": __version__}
         self._contender = MasterContender(zk, info, on_elected=lambda: self._hand_over(ElectionWon()),
                                           on_demoted=self._on_demoted, session_timeout=session_timeout,
                                           on_znode=lambda znode: self._hand_over(ZnodeChanged(znode)))
