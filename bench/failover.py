@@ -378,11 +378,12 @@ class Master:
         return out
 
     def wait_serving(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while self.get("/health", timeout=1.0) is None:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"master {self.name} did not start")
-            time.sleep(0.05)
+        def serving() -> bool:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"master {self.name} exited before it served")
+            return self.get("/health", timeout=1.0) is not None
+
+        wait(serving, timeout, f"master {self.name} to serve")
 
     def kill(self) -> None:
         os.killpg(self.proc.pid, signal.SIGKILL)

@@ -21,7 +21,7 @@ FRAMEWORKS = ROOT / "frameworks" / "mesoslike_frameworks"
 
 #: modules of the pure core (layer 1) and the pure wire codec (layer 2)
 CORE = ["resources.py", "attributes.py", "errors.py", "observations.py", "fairness.py", "acl.py", "allocator", "wire",
-        "messaging.py", "master/core.py",
+        "messaging.py", "backoff.py", "delivery.py", "master/core.py",
         "master/records.py", "master/history.py", "master/operations.py", "master/reservations.py",
         "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "master/preemption.py",
         "master/receipts.py",
@@ -259,8 +259,8 @@ PUBLIC_API = {
     "mesoslike.executor": ["DriverStatus", "Executor", "ExecutorDriver", "ExecutorInfo", "MAX_FRAMEWORK_MESSAGE"],
     "mesoslike.messaging": ["Codec", "DEFAULT_MAX_MESSAGE_SIZE", "Items", "Range", "Schema", "WireError"],
     "mesoslike.credentials": [
-        "Credentials", "FUXI_CREDENTIALS_ENV", "FUXI_KEY_ENV", "KEY_ENV", "LocalKeys", "MASTER_KEY_ENV", "Refused",
-        "TOKEN_ENV", "client_keys", "load_credentials", "load_keys", "load_master_key", "local_keys",
+        "Credentials", "FUXI_CREDENTIALS_ENV", "FUXI_KEY_ENV", "KEY_ENV", "LocalKeys", "MASTER_KEY_ENV",
+        "MESOS_CREDENTIAL_FILE", "MESOS_PRINCIPAL_ENV", "MESOS_SECRET_ENV", "Refused", "TOKEN_ENV", "client_keys", "load_credentials", "load_keys", "load_master_key", "local_keys",
         "parse_credentials"],
     # Mesos's v1 JSON shapes and RecordIO (docs/mesos-api.rst), which the pymesos shim uses too
     "mesoslike.v1": [

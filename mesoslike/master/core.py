@@ -56,7 +56,7 @@ from mesoslike.wire import (
 )
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import BATCH_TYPES, unbatched
-from mesoslike.wire.types import EXECUTOR_RUN_PREFIX, ExecutorInfo, without_secret_values
+from mesoslike.wire.types import EXECUTOR_RUN_PREFIX, WARN_MESSAGE_SIZE, ExecutorInfo, without_secret_values
 
 __all__ = ["MasterCore", "Send", "MAX_ERROR_TEXT"]
 
@@ -1907,6 +1907,13 @@ class MasterCore:
         record = self._framework_for(peer, msg.framework_id)
         if record is None:
             return
+        if len(msg.data) > self.config.max_message_size:
+            self._error(peer, f"a framework message of {len(msg.data)} bytes is more than the master's "
+                              f"--max-message-size ({self.config.max_message_size}); message dropped")
+            return
+        if len(msg.data) > WARN_MESSAGE_SIZE:
+            log.warning("framework %s sends a framework message of %d bytes (more than %d)", clip(msg.framework_id),
+                        len(msg.data), WARN_MESSAGE_SIZE)
         agent = self.agents.get(msg.agent_id)
         if agent is None:
             self._error(peer, f"agent {clip(msg.agent_id)!r} is not registered; message dropped")

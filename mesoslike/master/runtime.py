@@ -41,11 +41,14 @@ import attrs
 from mesoslike import __version__
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.acl import Credentials
+from mesoslike.backoff import Backoff
 from mesoslike.errors import ConfigError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
 from mesoslike.master.http import Fresh, StatusHTTPServer
-from mesoslike.master.v1_api import MAX_CALL_BODY, OPERATOR_PATHS, SCHEDULER_PATH, V1API, is_v1_peer
+from mesoslike.master.v1_api import OPERATOR_PATHS, SCHEDULER_PATH, V1API, is_v1_peer
+from mesoslike.v1.operator import MESOS_VERSION
+from mesoslike.v1.shapes import call_body_limit, master_info_message
 from mesoslike.master.receipts import receipt_key
 from mesoslike.master.inbox import Inbox
 from mesoslike.master.leadership import (Action, BuildCore, Commit, ConfirmLeadership, CoreBuilt, Demoted, Drop,
@@ -68,6 +71,7 @@ from mesoslike.transport import Authenticator, CurveKeys, Server, Waker
 from mesoslike.wire import MasterInfo, WireError
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import batch_frames, batched
+from mesoslike.wire.codec import CODEC, sized
 
 if TYPE_CHECKING:
     from mesoslike.ha.url import ZkUrl
@@ -87,9 +91,8 @@ _LEADER_INFO_TTL = 1.0
 _OFFICE_RETRY = 0.5
 #: the longest the loop waits without looking at the clock (s)
 _IDLE_WAIT = 1.0
-#: retries of a failed registry write: the first after this long (s), doubling up to _STORE_RETRY_MAX
-_STORE_RETRY_FIRST = 0.1
-_STORE_RETRY_MAX = 5.0
+#: retries of a failed registry write: the first after 0.1 s, doubling up to 5 s (docs/reliability.rst, "Retries")
+STORE_BACKOFF = Backoff(0.1, 5.0, jitter=0.0)
 #: while registry writes keep failing, say so again this often (s)
 _STORE_REMINDER = 60.0
 #: registrations remembered for recognising retries (see _retried_registration); the oldest go first
@@ -186,7 +189,6 @@ class StoreHealth:
     reason: str = ""
     failures: int = 0
     retry_at: float = 0.0
-    delay: float = _STORE_RETRY_FIRST
     reminded_at: float = 0.0
 
     @property
@@ -280,7 +282,8 @@ class MasterRuntime:
         self._store = registry_store or MemoryRegistryStore()
         self._last_core: MasterCore | None = None   # the core that served last (its agents' connections)
         registry = self._store.load() if zk is None else None  # bad: stop before binding
-        self._server = Server(address, keys=keys, authenticator=None if credentials is None else
+        self._server = Server(address, codec=sized(CODEC, self.config.max_message_size), keys=keys,
+                              authenticator=None if credentials is None else
                               Authenticator(credentials.principal_of_key()))
         self.bound_address = self._server.address
         host, _, bound_port = self.bound_address[len("tcp://"):].rpartition(":")
@@ -306,7 +309,7 @@ class MasterRuntime:
                 }, actions=self._operator.actions, workers=self.config.http_workers,
                     timeout=self.config.http_timeout, max_connections=self.config.http_max_connections,
                     tls=http_tls, authorize=self._authorize_http, handlers=self._v1.handlers,
-                    body_limits={SCHEDULER_PATH: MAX_CALL_BODY})
+                    body_limits={SCHEDULER_PATH: call_body_limit(self.config.max_message_size)})
         except Exception:
             self._server.close()
             raise
@@ -340,8 +343,14 @@ class MasterRuntime:
     def _contend(self, zk: ZkUrl, session_timeout: float) -> None:
         from mesoslike.ha.zookeeper import MasterContender  # kazoo only for HA masters
 
-        info = {"id": self.info.id, "address": self.address, "http_address": self.http_address,
-                "version": __version__}
+        info: dict = {"id": self.info.id, "address": self.address, "http_address": self.http_address,
+                      "version": __version__}
+        if self.http_address:
+            # Mesos's MasterInfo JSON, as Mesos's clients (pymesos's zk:// detector) read the group: its
+            # address is where Mesos's API is, the HTTP one; ours is kept under mesoslike_address
+            info = {**master_info_message(self.info, http=True), "version": MESOS_VERSION,
+                    "mesoslike_address": self.address, "http_address": self.http_address,
+                    "mesoslike_version": __version__}
         self._contender = MasterContender(zk, info, on_elected=lambda: self._hand_over(ElectionWon()),
                                           on_demoted=self._on_demoted, session_timeout=session_timeout,
                                           on_znode=lambda znode: self._hand_over(ZnodeChanged(znode)))
@@ -518,8 +527,8 @@ class MasterRuntime:
 
     def _store_failed(self, exc: Exception) -> None:
         """A registry write failed (not fenced): hold answers and frames,
-        try again after a backoff (_STORE_RETRY_FIRST doubling to
-        _STORE_RETRY_MAX). Logged once as one line — with a traceback only
+        try again after a back-off (:data:`STORE_BACKOFF`, by the failures
+        so far). Logged once as one line — with a traceback only
         if the error is not a known write failure — then once every
         _STORE_REMINDER while it lasts."""
         health, now = self._store_health, self.clock.now()
@@ -527,23 +536,21 @@ class MasterRuntime:
         self.registry_write_failures += 1
         reason = str(exc) or type(exc).__name__
         if not health.failing:
-            health.failing_since, health.reminded_at, health.delay = now, now, _STORE_RETRY_FIRST
+            health.failing_since, health.reminded_at = now, now
             if isinstance(exc, (RegistryWriteError, OSError)):
                 log.error("%s: the master answers nothing and handles no new message until the registry is "
-                          "written (tried again every %gs at most)", reason, _STORE_RETRY_MAX)
+                          "written (tried again every %gs at most)", reason, STORE_BACKOFF.maximum)
             else:
                 log.exception("writing the registry failed: the master answers nothing and handles no new "
                               "message until the registry is written (tried again every %gs at most)",
-                              _STORE_RETRY_MAX)
-        else:
-            health.delay = min(health.delay * 2, _STORE_RETRY_MAX)
-            if now - health.reminded_at >= _STORE_REMINDER:
-                health.reminded_at = now
-                assert health.failing_since is not None
-                log.error("the registry is still not written after %.0fs (%d tries): %s",
-                          now - health.failing_since, health.failures, reason)
+                              STORE_BACKOFF.maximum)
+        elif now - health.reminded_at >= _STORE_REMINDER:
+            health.reminded_at = now
+            assert health.failing_since is not None
+            log.error("the registry is still not written after %.0fs (%d tries): %s",
+                      now - health.failing_since, health.failures, reason)
         health.reason = reason
-        health.retry_at = now + health.delay
+        health.retry_at = now + STORE_BACKOFF.delay(health.failures - 1)
 
     def _deliver(self, replies: tuple[Send, ...]) -> tuple[Send, ...]:
         """Send ``replies`` while this master acts as leader; what was not sent.

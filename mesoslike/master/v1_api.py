@@ -39,10 +39,10 @@ from mesoslike.v1 import operator as operator_api
 from mesoslike.v1 import scheduler as scheduler_api
 from mesoslike.v1.calls import JSON, STREAM_ID_HEADER, CallError, accepts_json, call_type, decode_call
 from mesoslike.v1.identity import CHALLENGE, authenticate
-from mesoslike.v1.recordio import DEFAULT_MAX_RECORD, encode as encode_record
-from mesoslike.v1.shapes import ShapeError, value_of
+from mesoslike.v1.recordio import encode as encode_record
+from mesoslike.v1.shapes import ShapeError, call_body_limit, stream_buffer_limit, value_of
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import MasterInfo
+from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, MasterInfo
 
 __all__ = ["V1API", "V1Master", "v1_peer", "is_v1_peer", "SCHEDULER_PATH", "OPERATOR_PATHS", "VERSION_PATH",
            "MAX_CALL_BODY", "STREAM_BUFFER", "OPERATOR_LOOK_EVERY"]
@@ -52,11 +52,12 @@ log = logging.getLogger("mesoslike.master.v1")
 SCHEDULER_PATH = "/api/v1/scheduler"
 OPERATOR_PATHS = ("/api/v1", "/api/v1/operator")
 VERSION_PATH = "/version"
-#: the largest call a scheduler may post (a MESSAGE of 50 MB, base64, fits)
-MAX_CALL_BODY = 72 * 1024 * 1024
+#: the largest call a scheduler may post by default (a MESSAGE of --max-message-size's default, base64, fits;
+#: the master's is call_body_limit of its --max-message-size)
+MAX_CALL_BODY = call_body_limit(MAX_FRAMEWORK_MESSAGE)
 #: bytes an event stream keeps for a client reading slower than events come (more: the stream is closed,
-#: the framework disconnected); room for the largest event
-STREAM_BUFFER = DEFAULT_MAX_RECORD + 32 * 1024 * 1024
+#: the framework disconnected), by default; room for the largest event
+STREAM_BUFFER = stream_buffer_limit(MAX_FRAMEWORK_MESSAGE)
 #: how often the operator event stream compares the master's state (s)
 OPERATOR_LOOK_EVERY = 1.0
 #: ZeroMQ's own identities are a zero byte and 4 more; a peer may not choose one that starts with a zero byte
@@ -114,11 +115,12 @@ class V1API:
     the operator API asks for credentials (``--http-auth all``)."""
 
     def __init__(self, master: V1Master, reads_need_auth: bool = False, clock: Callable[[], float] = time.monotonic,
-                 stream_buffer: int = STREAM_BUFFER) -> None:
+                 stream_buffer: int | None = None) -> None:
         self._master = master
         self._reads_need_auth = reads_need_auth
         self._clock = clock
-        self._stream_buffer = stream_buffer
+        self._stream_buffer = stream_buffer_limit(master.config.max_message_size) if stream_buffer is None \
+            else stream_buffer
         self._started = time.time()
         self._lock = threading.Lock()   # guards the tables below (HTTP threads, the loop)
         self._by_peer: dict[bytes, _Subscription] = {}
@@ -238,6 +240,10 @@ class V1API:
                 raise CallError(400, f"The stream ID '{clip(stream_id, 64)}' included in this request didn't "
                                      f"match the stream ID currently associated with framework ID {framework_id}")
             message = scheduler_api.call_message(call, framework_id)
+            limit = self._master.config.max_message_size
+            if isinstance(message, m.FrameworkMessage) and len(message.data) > limit:
+                raise CallError(400, f"Failed to validate scheduler::Call: message.data holds {len(message.data)} "
+                                     f"bytes; at most {limit} (the master's --max-message-size)")
             if message is not None:
                 self._master.send_later(core.on_message(record.peer, message, principal))
         if kind in scheduler_api.NO_OPS:
