@@ -301,6 +301,7 @@ class _Batch:
         self.hosts = {m.hostname: m for m in machines}
         self._needs: dict[Resources, Vector | None] = {}
         self._needs_by_id: dict[int, tuple[Resources, Vector | None]] = {}
+        self._resources: dict[Vector, Resources] = {}
 
     def room(self, name: str) -> Scope[_Machine] | None:
         """The scope of one engine room (None: no machine of it in this batch)."""
@@ -333,7 +334,14 @@ class _Batch:
             self._rooms[machine.room].update(machine.room_at, machine.open)
 
     def resources(self, vector: Vector) -> Resources:
-        return Resources.from_millis({k: v for k, v in zip(self.dims.names, vector) if v > 0})
+        """``vector`` as Resources; the same vector, the same object: passive
+        scheduling asks it of every machine with room, and machines of a
+        few shapes have few distinct free vectors (Resources is immutable)."""
+        known = self._resources.get(vector)
+        if known is None:
+            known = self._resources[vector] = Resources.from_millis(
+                {k: v for k, v in zip(self.dims.names, vector) if v > 0})
+        return known
 
 
 class FuxiCore:
@@ -667,6 +675,17 @@ class FuxiCore:
         per-group figures). O(waiting units)."""
         units = self._units
         return {(unit.job_id, unit.spec.name): unit.reason for unit in map(units.__getitem__, self._wanting)}
+
+    def why_waiting(self, job_id: str, unit: str) -> str:
+        """Why one unit waits for slots, as of the last pass ("" if it does
+        not wait): what :meth:`status` says of it, in O(1) (status sums the
+        waiting demand of every group first: O(waiting units))."""
+        if job_id not in self.jobs:
+            raise FuxiError(f"unknown job {job_id!r}")
+        found = self._units.get(f"{job_id}/{unit}")
+        if found is None:
+            raise FuxiError(f"job {job_id!r} has no unit {unit!r}")
+        return found.reason if found.waiting else ""
 
     def holds(self, slot_id: str) -> bool:
         """Is ``slot_id`` granted (not released, lost, revoked or finished with its job)? O(1)."""
