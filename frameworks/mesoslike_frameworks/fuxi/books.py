@@ -65,7 +65,7 @@ class Machine:
         self.attributes: Mapping[str, str] = {}  # its agent's, from its latest offer (node labels match them)
         self.slots: dict[str, Slot] = {}         # every slot held on it
         self.holds: dict[str, int] = {}          # unit key -> slots of it reserved here
-        self.capacity: dict[str, int] = {}       # millis: the most seen on it, offered + held by our slots
+        self.capacity: Mapping[str, int] = {}    # millis (read-only: replaced, never changed): the most seen on it, offered + held by our slots
         # this batch only (reset when the offers are answered)
         self.in_batch = False
         self.free: Vector = ()                   # offered and not granted, over the batch's kinds

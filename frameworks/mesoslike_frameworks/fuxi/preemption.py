@@ -174,14 +174,18 @@ class PreemptionPlanner:
         short = [unit for unit in map(units.__getitem__, self.books._wanting) if not unit.new and unit.missing]
         if not short:
             return
-        order = self._victim_order()
         held = self._held_room()
-        if not order and not held:               # nothing to preempt: only the reasons change (in any order)
+        granted_now = self.books._granted_now
+        if not held and all(slot_id in granted_now for slot_id in self.books._slots):
+            # nothing to preempt: only the reasons change (in any order)
             for unit in short:
                 if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                     yield WaitReason(unit, WAIT_LOWER_PRIORITY)
             return
         waiting = sorted(short, key=lambda u: (u.priority, u.submitted))
+        # sorting every slot costs O(S log S): only once a unit is due to search (most
+        # passes of a busy steady state have none: they searched lately, search_after)
+        order: list[Slot] | None = None
         first = 0                                # order[first]: the lowest priority slot still held
         lenders = self._lenders()
         reserved = self._reserved_by_group()
@@ -196,6 +200,8 @@ class PreemptionPlanner:
                 continue
             if self._examined >= self.preemption_budget:
                 break                            # the rest try again next pass
+            if order is None:
+                order = self._victim_order()
             while first < len(order) and order[first].id not in self.books._slots:
                 first += 1
             own = self._own_slots(unit, reserved)
