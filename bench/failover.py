@@ -302,7 +302,8 @@ class AgentWorkers:
                 sys.executable, str(HERE / "simagents.py"), "--master", zk_url, "--first", str(first),
                 "--count", str(count), "--tasks-per-agent", str(tasks_per_agent),
                 "--frameworks", str(args.frameworks), "--resources", args.agent_resources,
-                *(["--mux"] if getattr(args, "mux", False) else [])],
+                *(["--mux", "--admission-window", str(args.admission_window)] if getattr(args, "mux", False)
+                  else [])],
                 stdout=subprocess.PIPE)
             self.workers.append(proc)
             threading.Thread(target=self._read, args=(proc,), daemon=True).start()
@@ -648,6 +649,13 @@ def code_info() -> dict:
     return {"git_head": head, "git_blobs": blob_ids(CODE_FILES), "product_files_differ_from_head": dirty}
 
 
+def stop_on_sigterm() -> None:
+    """SIGTERM ends the run as an error does: every process it started is killed."""
+    def stop(*_: object) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+    signal.signal(signal.SIGTERM, stop)
+
+
 def add_cluster_options(parser: argparse.ArgumentParser, zk_heap: str, timeout: float) -> None:
     """The options of a simulated cluster (ZooKeeper, masters, simulated agents) that
     this benchmark and bench/scale_master.py share."""
@@ -659,6 +667,10 @@ def add_cluster_options(parser: argparse.ArgumentParser, zk_heap: str, timeout: 
                         help="simulated agents per worker process (default 25000)")
     parser.add_argument("--timeout", type=float, default=timeout,
                         help=f"give up a phase after this long (default {timeout:g})")
+    parser.add_argument("--admission-window", type=int, default=500,
+                        help="multiplexed agents: at most this many registrations of a worker process unanswered "
+                             "at a time while the first master admits them (a cluster brought up; a failover is "
+                             "all at once; default 500)")
     parser.add_argument("--mux-above", type=int, default=MUX_ABOVE,
                         help="sizes with more agents than this multiplex them over a few streams to the masters "
                              f"(bench/muxwire.py: a process here may hold at most 20,000 files; default {MUX_ABOVE})")
@@ -750,6 +762,7 @@ def main(argv: list[str] | None = None) -> int:
             "sizes": {}}}
     started = time.perf_counter()
     load_start = os.getloadavg()
+    stop_on_sigterm()
     with tempfile.TemporaryDirectory(prefix="mesoslike-failover-") as scratch:
         workdir = Path(scratch)
         procs = Processes(workdir)

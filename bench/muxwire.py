@@ -35,6 +35,10 @@ from typing import Any, Iterator
 
 #: the mux listener's port: the master's port + this
 MUX_PORT_OFFSET = 1
+#: records taken from the streams and not yet by the master before the
+#: streams are read no more (ZeroMQ's receive high-water mark does the same
+#: per connection): the rest waits in the kernel's buffers and the senders'
+MAX_INCOMING = 20_000
 _HEADER = 5   # u32 length, u8 identity length
 
 
@@ -85,6 +89,7 @@ class MuxServer:
         os.set_blocking(self._poke_r, False)
         os.set_blocking(self._poke_w, False)
         self._poked = False
+        self._throttled = False   # the streams are not read: MAX_INCOMING records wait
         self._closed = False
         self.mux_stats = {"records_in": 0, "records_out": 0, "unroutable": 0, "streams": 0}
         self._thread = threading.Thread(target=self._run, name="bench-mux", daemon=True)
@@ -102,6 +107,14 @@ class MuxServer:
         incoming = self._incoming
         while incoming:
             yield incoming.popleft()
+        if self._throttled:   # room again: the thread reads on
+            self._poke()
+
+    def _poke(self) -> None:
+        try:
+            os.write(self._poke_w, b"x")
+        except BlockingIOError:
+            pass
 
     def receive(self) -> Iterator[tuple[bytes | None, Any]]:
         for peer, frame in self.receive_frames():
@@ -124,10 +137,7 @@ class MuxServer:
             poke = not self._poked
             self._poked = True
         if poke:
-            try:
-                os.write(self._poke_w, b"x")
-            except BlockingIOError:
-                pass
+            self._poke()
         return True
 
     def wait(self, timeout: float | None, waker: Any = None) -> bool:
@@ -153,7 +163,12 @@ class MuxServer:
         poller.register(self._poke_r, select.EPOLLIN)
         streams: dict[int, tuple[socket.socket, bytearray]] = {}
         while not self._closed:
-            for fd, events in poller.poll(1.0):
+            throttle = len(self._incoming) >= MAX_INCOMING
+            if throttle != self._throttled:   # stop (or start again) reading the streams
+                self._throttled = throttle
+                for fd in streams:
+                    poller.modify(fd, 0 if throttle else select.EPOLLIN)
+            for fd, events in poller.poll(0.05 if throttle else 1.0):
                 if fd == self._listener.fileno():
                     try:
                         stream, _ = self._listener.accept()
@@ -164,7 +179,7 @@ class MuxServer:
                     with self._out_lock:
                         self._outgoing[stream] = bytearray()
                     self.mux_stats["streams"] += 1
-                    poller.register(stream.fileno(), select.EPOLLIN)
+                    poller.register(stream.fileno(), 0 if self._throttled else select.EPOLLIN)
                     continue
                 if fd == self._poke_r:
                     try:
@@ -228,6 +243,6 @@ class MuxServer:
             del pending[:sent]
             left = bool(pending)
         try:
-            poller.modify(stream.fileno(), select.EPOLLIN | (select.EPOLLOUT if left else 0))
+            poller.modify(stream.fileno(), (0 if self._throttled else select.EPOLLIN) | (select.EPOLLOUT if left else 0))
         except OSError:
             pass

@@ -56,7 +56,7 @@ sys.path.insert(0, str(HERE))
 from benchlib import blob_ids, git_state, wait  # noqa: E402
 import benchlib  # noqa: E402
 from failover import (AgentWorkers, Frameworks, Master, Processes, add_cluster_options, cpu_seconds,  # noqa: E402
-                      log, parse_sizes, raise_file_limit, start_zookeeper, wait_registry)
+                      log, parse_sizes, raise_file_limit, start_zookeeper, stop_on_sigterm, wait_registry)
 
 DEFAULT_SIZES = "1000x10000,3000x30000,10000x100000,30000x300000,100000x1000000"
 CODE_FILES = ["mesoslike/master/core.py", "mesoslike/master/runtime.py", "mesoslike/master/state.py",
@@ -356,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         "probe": f"REVIVE of an unknown framework (answered ERROR) every {PROBE_EVERY} s from a client",
     }
     doc["sizes"] = {}
+    stop_on_sigterm()
     with tempfile.TemporaryDirectory(prefix="mesoslike-scale-") as scratch:
         workdir = Path(scratch)
         procs = Processes(workdir)

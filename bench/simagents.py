@@ -48,6 +48,7 @@ SIGTERM ends it.
 from __future__ import annotations
 
 import argparse
+import collections
 import errno
 import heapq
 import json
@@ -73,6 +74,8 @@ AGENT_BACKOFF = (4.0, 10.0)
 AGENT_JITTER = 0.5
 #: after a connection drops with no new leader named: try the same address again this late
 RECONNECT_S = 5.0
+#: a mux stream takes registrations this many bytes at a time (see MuxAgents)
+STREAM_CHUNK = 1 << 20
 #: the source addresses connections are spread over (agent i uses the (i mod 32)-th)
 SOURCE_ADDRESSES = [f"127.0.0.{2 + k}" for k in range(32)]
 
@@ -202,6 +205,7 @@ class Agents:
                       "connect_failures": 0, "disconnects": 0, "retries": 0}
         self.stop = False
         self.want_stats = False
+        self.rounds_done = 0   # leaders every agent of this process registered with
         self.changes: list[float] = []
         self.locator = make_locator(master, on_change=self._leader_changed)
 
@@ -356,6 +360,7 @@ class Agents:
             self.stats["registered_messages"] += 1
             if not self.registered[i]:
                 self.registered[i] = True
+                self._registered(i)
                 t = time.monotonic()
                 self.round["first_at"] = self.round["first_at"] or t
                 self.times.append(t)
@@ -413,6 +418,9 @@ class Agents:
         for i in range(self.count):
             self._close(i)
 
+    def _registered(self, i: int) -> None:
+        """Agent ``i`` got its AGENT_REGISTERED."""
+
     def _retry(self, i: int) -> None:
         """Agent ``i`` is not registered yet: register again (connecting first if it must)."""
         if self.socks[i] is None:   # dropped: connect again (and register)
@@ -452,18 +460,34 @@ class MuxAgents(Agents):
     (``bench/muxwire.py``: for more agents than a process may hold files),
     each record one agent's frame under the agent's identity."""
 
-    def __init__(self, *args: object) -> None:
+    def __init__(self, *args: object, window: int = 0) -> None:
         super().__init__(*args)   # type: ignore[arg-type]
+        #: with a window: the first leader gets at most this many registrations
+        #: of this process unanswered at a time (a cluster brought up, not a storm)
+        self.window = window or None
+        self.in_flight: set[int] = set()
         self.stream: socket.socket | None = None
         self.stream_in = bytearray()
         self.stream_out = bytearray()
         self.identity = [b""] * self.count
         self.index_of: dict[bytes, int] = {}
         self.stream_retry_at: float | None = None
+        #: agents whose registration waits to go into the stream: it takes them
+        #: STREAM_CHUNK bytes at a time, so that a PONG waits behind at most that
+        #: much (each agent's own connection would carry its frames alone)
+        self.to_register: collections.deque[int] = collections.deque()
+        self.queued: set[int] = set()   # the agents in to_register
 
     @staticmethod
     def _framed(frames: list[bytes]) -> list[bytes]:
         return frames
+
+    def _registered(self, i: int) -> None:
+        self.in_flight.discard(i)
+        if len(self.times) + 1 == self.count:
+            self.rounds_done += 1   # (times gets i after this call)
+        if self.to_register:
+            self._flush_stream()
 
     def _follow(self, leader: str) -> None:
         from mesoslike.transport import parse_tcp_address
@@ -480,6 +504,7 @@ class MuxAgents(Agents):
         self.times = []
         self.retries.clear()
         self.index_of.clear()
+        self.in_flight.clear()
         for i in range(self.count):   # new connections: new identities
             self.identity[i] = os.urandom(8)
             self.index_of[self.identity[i]] = i
@@ -508,10 +533,12 @@ class MuxAgents(Agents):
         self.stream = sock
         self.stream_retry_at = None
         self.epoll.register(sock.fileno(), select.EPOLLIN | select.EPOLLOUT)
-        self.stream_out = bytearray(b"".join(record(self.identity[i], self.reregister[i])
-                                             for i in range(self.count) if not self.registered[i]))
+        self.stream_out = bytearray()
+        self.to_register = collections.deque(i for i in range(self.count) if not self.registered[i])
+        self.queued = set(self.to_register)
         for i in range(self.count):
             self.connected[i] = self.ready[i] = True
+        self._flush_stream()
 
     def _close_stream(self) -> None:
         if self.stream is not None:
@@ -536,9 +563,13 @@ class MuxAgents(Agents):
                         self.generation[j] += 1
                         self._schedule(now + self._retry_delay(j), j)
             return
-        self._send(i, self.reregister[i])
+        if i in self.queued:
+            return   # its registration has not gone yet
+        self.to_register.append(i)
+        self.queued.add(i)
         self.stats["retries"] += 1
         self.round["retries"] += 1
+        self._flush_stream()
 
     def _send(self, i: int, frame: bytes) -> None:
         from muxwire import record
@@ -549,7 +580,19 @@ class MuxAgents(Agents):
         self._flush_stream()
 
     def _flush_stream(self) -> None:
-        if self.stream is None or not self.stream_out:
+        from muxwire import record
+
+        if self.stream is None:
+            return
+        window = self.window if self.leader is not None and not self.rounds_done else None
+        while self.to_register and len(self.stream_out) < STREAM_CHUNK and (
+                window is None or len(self.in_flight) < window):
+            i = self.to_register.popleft()
+            self.queued.discard(i)
+            if not self.registered[i]:
+                self.stream_out += record(self.identity[i], self.reregister[i])
+                self.in_flight.add(i)
+        if not self.stream_out:
             return
         try:
             sent = self.stream.send(self.stream_out)
@@ -559,7 +602,8 @@ class MuxAgents(Agents):
             self._stream_dropped()
             return
         del self.stream_out[:sent]
-        self.epoll.modify(self.stream.fileno(), select.EPOLLIN | (select.EPOLLOUT if self.stream_out else 0))
+        more = bool(self.stream_out or self.to_register)
+        self.epoll.modify(self.stream.fileno(), select.EPOLLIN | (select.EPOLLOUT if more else 0))
 
     def _stream_dropped(self) -> None:
         self.stats["disconnects"] += 1
@@ -629,12 +673,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mux", action="store_true",
                         help="one stream to the master's mux listener for all (bench/muxwire.py) instead of one "
                              "ZMTP connection each")
+    parser.add_argument("--admission-window", type=int, default=0,
+                        help="with --mux: at most this many registrations unanswered at a time with the first "
+                             "leader (a cluster brought up; 0: all at once, as after a failover)")
     args = parser.parse_args(argv)
     raise_file_limit(args.count + 1024)
     started = time.process_time()
     ids, reregister, pong = registrations(args.first, args.count, args.tasks_per_agent, args.frameworks,
                                           args.resources)
-    agents = (MuxAgents if args.mux else Agents)(args.master, args.first, ids, reregister, pong)
+    agents = MuxAgents(args.master, args.first, ids, reregister, pong, window=args.admission_window) \
+        if args.mux else Agents(args.master, args.first, ids, reregister, pong)
     emit({"event": "ready", "agents": len(ids), "message_bytes": sum(map(len, reregister)),
           "setup_cpu_s": round(time.process_time() - started, 2)})
     agents.run()
