@@ -44,6 +44,7 @@ from mesoslike.acl import Credentials
 from mesoslike.errors import ConfigError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
+from mesoslike.master.forked import ForkFailed, render_forked
 from mesoslike.master.http import Fresh, StatusHTTPServer
 from mesoslike.master.v1_api import MAX_CALL_BODY, OPERATOR_PATHS, SCHEDULER_PATH, V1API, is_v1_peer
 from mesoslike.master.receipts import receipt_key
@@ -266,6 +267,10 @@ class MasterRuntime:
         self._long_lived = LongLivedObjects()
         #: /state and GET_STATE: rendered from a snapshot outside _lock, one rendering at a time
         self._state_view: Fresh[_StateDocument] = Fresh(self._render_state)
+        #: the same, rendered to bytes in a forked child (mesoslike.master.forked): the loop
+        #: waits for the fork only, not for the GIL while a thread renders
+        self._state_body: Fresh[bytes] = Fresh(lambda: self._render_state_bytes(indent=1))
+        self._state_compact: Fresh[bytes] = Fresh(lambda: self._render_state_bytes(indent=None))
         self._state_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="master-state")
         self._state_askers: list[bytes] = []
         self._askers_lock = threading.Lock()
@@ -298,7 +303,7 @@ class MasterRuntime:
         try:
             if http_port is not None:
                 self._http = StatusHTTPServer(host, http_port, {
-                    "/state": lambda: ("application/json", self._state_view.get().http_body),
+                    "/state": lambda: ("application/json", self._state_body.get()),
                     "/health": lambda: ("application/json", json.dumps(self._health()).encode()),
                     "/metrics": lambda: (METRICS_CONTENT_TYPE, self._metrics()),
                     **self._operator.views,
@@ -658,9 +663,30 @@ class MasterRuntime:
             taken = snapshot(core) if core is not None else None
         if taken is not None:
             return _StateDocument(render_state(taken) | {"masters": self._masters()})
-        return _StateDocument({"leader": self._leader_info(), "is_leader": False, "version": __version__,
-                               "master": {"id": self.info.id, "address": self.address}, "agents": [],
-                               "frameworks": [], "offers": [], "masters": self._masters()})
+        return _StateDocument(self._follower_state(self._masters(), self._leader_info()))
+
+    def _render_state_bytes(self, indent: int | None) -> bytes:
+        """The /state document's JSON, rendered in a forked child (in this
+        thread where a fork is refused)."""
+        # (read from ZooKeeper under a lock another thread may hold: not in the child)
+        masters, leader = self._masters(), self._leader_info()
+
+        def render() -> bytes:
+            core = self.core
+            document = (render_state(snapshot(core)) | {"masters": masters} if core is not None
+                        else self._follower_state(masters, leader))
+            return json.dumps(document, indent=indent).encode()
+        try:
+            return render_forked(self._lock, render)
+        except ForkFailed as exc:
+            log.warning("rendering /state in this process: %s", exc)
+            document = self._state_view.get()
+            return document.http_body if indent is not None else document.compact.encode()
+
+    def _follower_state(self, masters: list[dict], leader: dict[str, str]) -> dict:
+        return {"leader": leader, "is_leader": False, "version": __version__,
+                "master": {"id": self.info.id, "address": self.address}, "agents": [],
+                "frameworks": [], "offers": [], "masters": masters}
 
     def _ask_state(self, peer: bytes) -> list[Send]:
         """GET_STATE from ``peer``: answered from a snapshot rendered by the
@@ -679,7 +705,7 @@ class MasterRuntime:
         if self._stopping.is_set():
             return
         try:
-            body = self._state_view.get().compact
+            body = self._state_compact.get().decode()
         except Exception:
             log.exception("rendering the state for GET_STATE failed")
             body = json.dumps({"error": "internal error"})
