@@ -156,10 +156,15 @@ class LongLivedObjects:
     the longest loop stall at 50,000 tasks with 10 ``/state`` readers fell
     from 2.7 s to 0.34 s). Frozen objects are still freed by reference
     counting; only cycles among them wait, until the frozen set has doubled:
-    then it is thawed once and the next full collection takes them.
-    O(1) per turn."""
+    then it is thawed once and the next full collection takes them — up to
+    THAW_UP_TO frozen objects: past that a full pass holds the GIL for
+    seconds (at 100,000 agents and 1,000,000 tasks, ~10M objects, the
+    ZooKeeper client's pings waited and a 5 s session expired), so a master
+    that large never thaws, and cycles among its long-lived objects stay
+    (the master makes few: its records are trees). O(1) per turn."""
 
     THAW_FROM = 1_000_000   # frozen objects below which no thaw is worth a full pass
+    THAW_UP_TO = 4_000_000  # frozen objects above which a full pass costs too long a stall
 
     def __init__(self) -> None:
         self.full_collections = gc.get_stats()[2]["collections"]
@@ -171,7 +176,7 @@ class LongLivedObjects:
             return
         self.full_collections = full
         frozen = gc.get_freeze_count()
-        if frozen > max(2 * self.frozen_at_thaw, self.THAW_FROM):
+        if max(2 * self.frozen_at_thaw, self.THAW_FROM) < frozen <= self.THAW_UP_TO:
             gc.unfreeze()
             self.frozen_at_thaw = frozen
         else:
