@@ -164,7 +164,7 @@ class LongLivedObjects:
     (the master makes few: its records are trees). O(1) per turn."""
 
     THAW_FROM = 1_000_000   # frozen objects below which no thaw is worth a full pass
-    THAW_UP_TO = 4_000_000  # frozen objects above which a full pass costs too long a stall
+    THAW_UP_TO = 2_000_000  # frozen objects above which a full pass costs too long a stall
 
     def __init__(self) -> None:
         self.full_collections = gc.get_stats()[2]["collections"]
