@@ -565,6 +565,9 @@ class MuxAgents(Agents):
             return
         if i in self.queued:
             return   # its registration has not gone yet
+        # the last one went unanswered (or was refused: "not elected yet"): it
+        # holds no more of the window, else refused ones would close it for good
+        self.in_flight.discard(i)
         self.to_register.append(i)
         self.queued.add(i)
         self.stats["retries"] += 1
