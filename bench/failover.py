@@ -421,6 +421,20 @@ def registry_version(client, path: str) -> int | None:
     return sum(stat.version + 1 for stat in stats) if stats else None
 
 
+def registry_shards(client, path: str) -> dict:
+    """The registry's znodes: how many, the largest (ZooKeeper refuses a
+    znode over jute.maxbuffer, about 1 MiB) and the agents' shards."""
+    node = f"{path}/registry"
+    sizes = {"": client.exists(node).dataLength}
+    for child in client.get_children(node):
+        stat = client.exists(f"{node}/{child}")
+        if stat is not None:
+            sizes[child] = stat.dataLength
+    agent_shards = [size for name, size in sizes.items() if name.startswith("agents.")]
+    return {"znodes": len(sizes), "largest_bytes": max(sizes.values()), "agent_shards": len(agent_shards),
+            "largest_agent_shard_bytes": max(agent_shards, default=0), "sizes": sizes}
+
+
 def _registry_stats(client, path: str) -> list:
     node = f"{path}/registry"
     try:
@@ -505,6 +519,7 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
         stored, size = wait_registry(kazoo, path, agents)
         result["registry_bytes"] = size
         result["registry_bytes_per_agent"] = round(size / agents, 1)
+        result["registry_shards"] = registry_shards(kazoo, path)
         log(f"registry stored: {stored} agents, {size} bytes")
 
         leader, standby = masters

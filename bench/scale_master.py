@@ -56,7 +56,8 @@ sys.path.insert(0, str(HERE))
 from benchlib import blob_ids, git_state, wait  # noqa: E402
 import benchlib  # noqa: E402
 from failover import (AgentWorkers, Frameworks, Master, Processes, add_cluster_options, cpu_seconds,  # noqa: E402
-                      log, parse_sizes, raise_file_limit, start_zookeeper, stop_on_sigterm, wait_registry)
+                      log, parse_sizes, raise_file_limit, registry_shards, start_zookeeper, stop_on_sigterm,
+                      wait_registry)
 
 DEFAULT_SIZES = "1000x10000,3000x30000,10000x100000,30000x300000,100000x1000000"
 CODE_FILES = ["mesoslike/master/core.py", "mesoslike/master/runtime.py", "mesoslike/master/state.py",
@@ -275,15 +276,13 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
         frameworks = Frameworks(zk_url, args.frameworks)
         frameworks.wait_for("registered", master.address, 120)
         stored, size = wait_registry(kazoo, path, agents)
-        shards = _registry_shards(kazoo, path)
-        result["registry"] = {"agents": stored, "bytes": size, "shards": len(shards),
-                              "largest_shard_bytes": max(shards.values(), default=0),
-                              "agent_shards": sum(1 for name in shards if name.startswith("agents.")),
-                              "largest_agent_shard_bytes": max((b for n, b in shards.items()
-                                                                if n.startswith("agents.")), default=0)}
+        shards = registry_shards(kazoo, path)
+        result["registry"] = {"agents": stored, "bytes": size, "shards": shards["znodes"],
+                              "largest_shard_bytes": shards["largest_bytes"], "agent_shards": shards["agent_shards"],
+                              "largest_agent_shard_bytes": shards["largest_agent_shard_bytes"]}
         result["rss_empty"] = rss_empty
         result["rss_loaded"] = master.rss()
-        log(f"registry: {stored} agents in {len(shards)} shards, {size} bytes; master RSS "
+        log(f"registry: {stored} agents in {shards['znodes']} shards, {size} bytes; master RSS "
             f"{result['rss_loaded']['VmRSS'] / 2**20:.0f} MiB")
         time.sleep(args.settle_s)
         alone_state = timed_get(f"http://127.0.0.1:{master.http_port}/state")
@@ -306,17 +305,6 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
         kazoo.stop()
         kazoo.close()
     return result
-
-
-def _registry_shards(client, path: str) -> dict[str, int]:
-    """Each registry znode's size (the header as "")."""
-    node = f"{path}/registry"
-    out = {"": client.exists(node).dataLength}
-    for child in client.get_children(node):
-        stat = client.exists(f"{node}/{child}")
-        if stat is not None:
-            out[child] = stat.dataLength
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
