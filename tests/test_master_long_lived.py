@@ -74,3 +74,4 @@ def test_a_frozen_set_too_large_for_a_full_pass_is_never_thawed(thawed):
     gc.collect()
     long_lived.after_turn()
     assert gc.get_freeze_count() >= frozen + len(more)
+    assert not long_lived.may_thaw             # and the set is not counted again (O(set) a count)
