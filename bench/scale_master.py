@@ -230,7 +230,10 @@ def window(master: Master, workers: AgentWorkers, seconds: float, readers: int =
     return out
 
 
-def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Processes, workdir: Path) -> dict:
+def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Processes, workdir: Path,
+             result: dict) -> dict:
+    """One size's figures, filled into ``result`` as they come (a run cut
+    short keeps those it has)."""
     path = f"/mesoslike-scale/a{agents}-t{tasks}-{os.getpid()}"
     zk_url = zk.url(path)
     from kazoo.client import KazooClient
@@ -242,8 +245,8 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
     args.mux = agents > args.mux_above
     log(f"--- {agents} agents, {tasks} tasks ({tasks // agents} per agent), {args.frameworks} frameworks"
         + ("; agents multiplexed (bench/muxwire.py)" if args.mux else ""))
-    result: dict = {"agents": agents, "tasks": (tasks // agents) * agents, "frameworks": args.frameworks,
-                    "agent_wire": "muxwire" if args.mux else "zmtp"}
+    result.update({"agents": agents, "tasks": (tasks // agents) * agents, "frameworks": args.frameworks,
+                   "agent_wire": "muxwire" if args.mux else "zmtp"})
     try:
         # like failover.py's options: a session timeout of 5 s, the rest the product's defaults
         args.allocation_interval = 1.0
@@ -352,10 +355,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             zk = start_zookeeper(workdir / "zookeeper", args.zk_heap)
             for agents, tasks in sizes:
-                doc["sizes"][f"{agents}x{tasks}"] = one_size(agents, tasks, args, zk, procs, workdir)
+                doc["sizes"][f"{agents}x{tasks}"] = result = {}
+                one_size(agents, tasks, args, zk, procs, workdir, result)
                 procs.kill_all()
                 procs.procs.clear()
-        except Exception as exc:
+        except (Exception, KeyboardInterrupt) as exc:   # (SIGTERM too: what was measured is kept)
             doc["error"] = f"{type(exc).__name__}: {exc}"
             log(f"error: {doc['error']}")
             procs.log_tails()
