@@ -667,6 +667,7 @@ def code_info() -> dict:
 def stop_on_sigterm() -> None:
     """SIGTERM ends the run as an error does: every process it started is killed."""
     def stop(*_: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)   # once: the cleanup and the JSON are not cut short
         raise KeyboardInterrupt("SIGTERM")
     signal.signal(signal.SIGTERM, stop)
 
