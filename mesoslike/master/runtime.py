@@ -45,6 +45,7 @@ from mesoslike.backoff import Backoff
 from mesoslike.errors import ConfigError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
+from mesoslike.master.forked import ForkFailed, render_forked
 from mesoslike.master.http import Fresh, StatusHTTPServer
 from mesoslike.master.v1_api import OPERATOR_PATHS, SCHEDULER_PATH, V1API, is_v1_peer
 from mesoslike.v1.operator import MESOS_VERSION
@@ -158,26 +159,37 @@ class LongLivedObjects:
     the longest loop stall at 50,000 tasks with 10 ``/state`` readers fell
     from 2.7 s to 0.34 s). Frozen objects are still freed by reference
     counting; only cycles among them wait, until the frozen set has doubled:
-    then it is thawed once and the next full collection takes them.
-    O(1) per turn."""
+    then it is thawed once and the next full collection takes them — up to
+    THAW_UP_TO frozen objects: past that a full pass holds the GIL for
+    seconds (100,000 agents and 1,000,000 tasks make ~10M objects), so a
+    master that large never thaws, and cycles among its long-lived objects
+    stay (the master makes few: its records are trees). Once past it the
+    frozen set is not counted again either: ``gc.get_freeze_count`` walks
+    the whole set (6 % of the master's samples during admission at 100,000
+    agents). O(1) per turn."""
 
     THAW_FROM = 1_000_000   # frozen objects below which no thaw is worth a full pass
+    THAW_UP_TO = 2_000_000  # frozen objects above which a full pass costs too long a stall
 
     def __init__(self) -> None:
         self.full_collections = gc.get_stats()[2]["collections"]
         self.frozen_at_thaw = 0
+        self.may_thaw = True   # False once the frozen set was past THAW_UP_TO
 
     def after_turn(self) -> None:
         full = gc.get_stats()[2]["collections"]
         if full == self.full_collections:
             return
         self.full_collections = full
-        frozen = gc.get_freeze_count()
-        if frozen > max(2 * self.frozen_at_thaw, self.THAW_FROM):
-            gc.unfreeze()
-            self.frozen_at_thaw = frozen
-        else:
-            gc.freeze()
+        if self.may_thaw:
+            frozen = gc.get_freeze_count()   # O(frozen objects)
+            if frozen > self.THAW_UP_TO:
+                self.may_thaw = False
+            elif frozen > max(2 * self.frozen_at_thaw, self.THAW_FROM):
+                gc.unfreeze()
+                self.frozen_at_thaw = frozen
+                return
+        gc.freeze()
 
 
 @attrs.define
@@ -268,6 +280,10 @@ class MasterRuntime:
         self._long_lived = LongLivedObjects()
         #: /state and GET_STATE: rendered from a snapshot outside _lock, one rendering at a time
         self._state_view: Fresh[_StateDocument] = Fresh(self._render_state)
+        #: the same, rendered to bytes in a forked child (mesoslike.master.forked): the loop
+        #: waits for the fork only, not for the GIL while a thread renders
+        self._state_body: Fresh[bytes] = Fresh(lambda: self._render_state_bytes(indent=1))
+        self._state_compact: Fresh[bytes] = Fresh(lambda: self._render_state_bytes(indent=None))
         self._state_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="master-state")
         self._state_askers: list[bytes] = []
         self._askers_lock = threading.Lock()
@@ -301,7 +317,7 @@ class MasterRuntime:
         try:
             if http_port is not None:
                 self._http = StatusHTTPServer(host, http_port, {
-                    "/state": lambda: ("application/json", self._state_view.get().http_body),
+                    "/state": lambda: ("application/json", self._state_body.get()),
                     "/health": lambda: ("application/json", json.dumps(self._health()).encode()),
                     "/metrics": lambda: (METRICS_CONTENT_TYPE, self._metrics()),
                     **self._operator.views,
@@ -665,9 +681,30 @@ class MasterRuntime:
             taken = snapshot(core) if core is not None else None
         if taken is not None:
             return _StateDocument(render_state(taken) | {"masters": self._masters()})
-        return _StateDocument({"leader": self._leader_info(), "is_leader": False, "version": __version__,
-                               "master": {"id": self.info.id, "address": self.address}, "agents": [],
-                               "frameworks": [], "offers": [], "masters": self._masters()})
+        return _StateDocument(self._follower_state(self._masters(), self._leader_info()))
+
+    def _render_state_bytes(self, indent: int | None) -> bytes:
+        """The /state document's JSON, rendered in a forked child (in this
+        thread where a fork is refused)."""
+        # (read from ZooKeeper under a lock another thread may hold: not in the child)
+        masters, leader = self._masters(), self._leader_info()
+
+        def render() -> bytes:
+            core = self.core
+            document = (render_state(snapshot(core)) | {"masters": masters} if core is not None
+                        else self._follower_state(masters, leader))
+            return json.dumps(document, indent=indent).encode()
+        try:
+            return render_forked(self._lock, render)
+        except ForkFailed as exc:
+            log.warning("rendering /state in this process: %s", exc)
+            document = self._state_view.get()
+            return document.http_body if indent is not None else document.compact.encode()
+
+    def _follower_state(self, masters: list[dict], leader: dict[str, str]) -> dict:
+        return {"leader": leader, "is_leader": False, "version": __version__,
+                "master": {"id": self.info.id, "address": self.address}, "agents": [],
+                "frameworks": [], "offers": [], "masters": masters}
 
     def _ask_state(self, peer: bytes) -> list[Send]:
         """GET_STATE from ``peer``: answered from a snapshot rendered by the
@@ -686,7 +723,7 @@ class MasterRuntime:
         if self._stopping.is_set():
             return
         try:
-            body = self._state_view.get().compact
+            body = self._state_compact.get().decode()
         except Exception:
             log.exception("rendering the state for GET_STATE failed")
             body = json.dumps({"error": "internal error"})

@@ -33,6 +33,8 @@ from mesoslike import __version__
 from mesoslike.acl import Credentials
 from mesoslike.http_server import Request, Response, Stream
 from mesoslike.master.core import MasterCore, Send
+from mesoslike.master.forked import ForkFailed, render_forked
+from mesoslike.master.http import Fresh
 from mesoslike.master.records import MasterConfig, clip
 from mesoslike.master.state import StateSnapshot, snapshot
 from mesoslike.v1 import operator as operator_api
@@ -123,6 +125,8 @@ class V1API:
             else stream_buffer
         self._started = time.time()
         self._lock = threading.Lock()   # guards the tables below (HTTP threads, the loop)
+        #: operator reads by call: one rendering (one child) at a time, shared by the callers waiting
+        self._reads: dict[str, Fresh[bytes]] = {}
         self._by_peer: dict[bytes, _Subscription] = {}
         self._by_stream: dict[str, _Subscription] = {}
         self._closed: deque[bytes] = deque()
@@ -343,8 +347,7 @@ class V1API:
             if kind not in operator_api.CALLS:
                 raise CallError(501, f"the operator call {kind[:40]!r} is not one mesoslike answers "
                                      f"({', '.join(operator_api.CALLS)}; docs/mesos-api.rst)")
-            return self._json(operator_api.answer(kind, self._snapshot(), self._master.info, True, __version__,
-                                                  self._started))
+            return self._answer_from_snapshot(kind)
         except CallError as error:
             self.refused += 1
             return _refusal(error)
@@ -352,6 +355,38 @@ class V1API:
     @staticmethod
     def _json(document: dict) -> Response:
         return Response(200, json.dumps(document).encode(), JSON)
+
+    def _answer_from_snapshot(self, kind: str) -> Response:
+        """An operator read of the core, rendered in a forked child
+        (mesoslike.master.forked: the loop waits for the fork, not for the
+        GIL while a thread renders); in this thread where a fork is refused."""
+        with self._lock:
+            read = self._reads.get(kind)
+            if read is None:
+                read = self._reads[kind] = Fresh(lambda: self._render_forked(kind))
+        body = read.get()
+        if not body:
+            raise CallError(503, "this master stopped leading")
+        return Response(200, body, JSON)
+
+    def _render_forked(self, kind: str) -> bytes:
+        """The answer to ``kind`` (b"" if not leading), rendered in a forked child."""
+        info, started = self._master.info, self._started
+
+        def render() -> bytes:
+            core = self._master.serving_core()
+            if core is None:
+                return b""
+            return json.dumps(operator_api.answer(kind, snapshot(core), info, True, __version__, started)).encode()
+        try:
+            return render_forked(self._master.stored, render)
+        except ForkFailed as exc:
+            log.warning("answering %s in this process: %s", kind, exc)
+            try:
+                return json.dumps(operator_api.answer(kind, self._snapshot(), info, True, __version__,
+                                                      started)).encode()
+            except CallError:
+                return b""
 
     def _snapshot(self) -> StateSnapshot:
         with self._master.stored:
