@@ -222,7 +222,7 @@ class Cluster:
             procs.mesoslike(name, "agent", "--master", self.address, "--resources", resources,
                             "--hostname", f"{prefix}bench-{i}", "--work-dir", str(procs.work / name), *agent_args,
                             tree=tree)
-        wait_for(lambda: len(get_json(self.http + "/state", 5)["agents"]) == agents, 60, "the agents")
+        wait_for(lambda: len(get_json(self.http + "/state", 5).get("agents", ())) == agents, 60, "the agents")
 
     def cpu(self) -> dict[str, float]:
         """CPU seconds so far: master, agents (their own and their reaped tasks')."""
