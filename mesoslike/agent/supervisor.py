@@ -1219,7 +1219,8 @@ def serve_launches() -> int:
     supervisor for it (this module is loaded already: no interpreter start
     per task, issue 14), with ``pid_namespace`` as the first process of a
     PID namespace of its own (:class:`.namespaces.PidNamespaceForker`), and
-    answers its pid on a line of stdout (``!`` and why, if it could not). Ends at the end of stdin (the agent
+    answers its pid on a line of stdout (``!`` and why, if it could not) — the answers to the requests
+    read together written together, when no request is left to read. Ends at the end of stdin (the agent
     went). The supervisors are in sessions of their own and outlive it; it
     reaps those that end while it runs (so their CPU time, and their
     tasks', is counted as its children's), the agent watches them with
@@ -1231,7 +1232,7 @@ def serve_launches() -> int:
     gc.collect()
     gc.freeze()
     forker = None
-    for line in sys.stdin.buffer:
+    for line in _requests():
         request = json.loads(line)
         if request.get("pid_namespace"):
             # the supervisor is the init of a PID namespace of its own (namespaces/pid). As an init it
@@ -1242,8 +1243,7 @@ def serve_launches() -> int:
             try:
                 pid = forker.first_of_new_namespace(os.fork)
             except OSError as exc:
-                sys.stdout.buffer.write(b"!%s\n" % str(exc).encode("utf-8", "replace").replace(b"\n", b" "))
-                sys.stdout.buffer.flush()
+                _answers.append(b"!%s\n" % str(exc).encode("utf-8", "replace").replace(b"\n", b" "))
                 continue
             finally:
                 if os.getpid() != 1:
@@ -1256,9 +1256,36 @@ def serve_launches() -> int:
                 code = _become_supervisor(request["run_dir"], request["env"], request["log"])
             finally:
                 os._exit(code)
-        sys.stdout.buffer.write(b"%d\n" % pid)
-        sys.stdout.buffer.flush()
+        _answers.append(b"%d\n" % pid)
     return 0
+
+
+#: the launcher's answers not written yet (written together once no request is left to read)
+_answers: list[bytes] = []
+
+
+def _requests():
+    """The launcher's requests, a line each, read from stdin; before it
+    waits for more, the answers so far go out in one write (the agent
+    submits a batch and reads the answers at its end). Not through
+    ``sys.stdin``/``sys.stdout``: a buffer of theirs would be copied into
+    every supervisor forked."""
+    pending = b""
+    while True:
+        end = pending.find(b"\n")
+        if end < 0:
+            if _answers:
+                data = memoryview(b"".join(_answers))
+                _answers.clear()
+                while data:
+                    data = data[os.write(1, data):]
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                return
+            pending += chunk
+            continue
+        line, pending = pending[:end], pending[end + 1:]
+        yield line
 
 
 def _reap_children(*_: object) -> None:
