@@ -192,3 +192,22 @@ def test_the_launchers_answers_to_a_batch_are_read_after_the_whole_batch_was_ask
         assert launcher.submit(tmp_path / "w", {}, tmp_path / "w" / "log") and launcher.started == 2
     finally:
         launcher.close()
+
+
+def test_an_unforeseen_error_in_a_batch_leaves_the_launches_before_it_watched_and_the_launcher_in_step(
+        executor, monkeypatch):
+    # a bug in preparing one launch escapes (as it always did); the supervisor asked for before it is
+    # watched all the same, and the next launch gets its own supervisor's answer, not that one's
+    real = executor._container_spec
+
+    def spec(framework_id, task_info, *args):
+        if task_info.task_id == "bad":
+            raise RuntimeError("a bug")
+        return real(framework_id, task_info, *args)
+    monkeypatch.setattr(executor, "_container_spec", spec)
+    with pytest.raises(RuntimeError):
+        executor.launch_many([Launch("fw", task("first", "exit 4"), "agent-1"),
+                              Launch("fw", task("bad", "true"), "agent-1")])
+    executor.launch("fw", task("next", "exit 6"), "agent-1")
+    ended = exits(events_until(executor, lambda events: len(exits(events)) == 2))
+    assert ended == {"first": (4, None, ""), "next": (6, None, "")}

@@ -539,37 +539,45 @@ class TaskExecutor:
         submitted: list[tuple[int, _Prepared]] = []
         unsubmitted: list[tuple[int, _Prepared]] = []
         keys: set[tuple[str, str]] = set()
-        for index, launch in enumerate(launches):
-            try:
-                prepared = self._prepare(launch, keys)
-            except LaunchError as exc:
-                problems[index] = exc
-                continue
-            keys.add(prepared.key)
-            if self.launcher is not None and self.launcher.submit(prepared.run_dir, prepared.environment,
-                                                                  prepared.run_dir / sup.LOG_FILE,
-                                                                  prepared.pid_namespace):
-                submitted.append((index, prepared))
-            else:
-                unsubmitted.append((index, prepared))
-        answers: list[int | OSError] = self.launcher.collect() if self.launcher is not None else []
-        started: list[tuple[int, _Prepared, int | OSError | None]] = \
-            [(index, prepared, answer) for (index, prepared), answer in zip(submitted, answers)]
-        started += [(index, prepared, None) for index, prepared in unsubmitted]
-        for index, prepared, answer in sorted(started, key=lambda item: item[0]):
-            try:
-                watch = self._watch_supervisor(prepared, answer)
-            except (OSError, ValueError, subprocess.SubprocessError) as exc:
-                self._abandon(prepared.container)
-                problems[index] = LaunchError(launch_problem(exc, self.work_dir))
-                continue
-            self._runs[prepared.key] = run = _Run(*prepared.key, prepared.run_dir, prepared.sandbox,
-                                                  prepared.container, watch)
-            run.checked = prepared.checked
-            run.isolation = prepared.isolation
-            run.image = prepared.image
-            log.info("task %s/%s: supervisor pid %d, sandbox %s", *prepared.key, watch.pid, prepared.sandbox)
+        try:
+            for index, launch in enumerate(launches):
+                try:
+                    prepared = self._prepare(launch, keys)
+                except LaunchError as exc:
+                    problems[index] = exc
+                    continue
+                keys.add(prepared.key)
+                if self.launcher is not None and self.launcher.submit(prepared.run_dir, prepared.environment,
+                                                                      prepared.run_dir / sup.LOG_FILE,
+                                                                      prepared.pid_namespace):
+                    submitted.append((index, prepared))
+                else:
+                    unsubmitted.append((index, prepared))
+        finally:
+            # even if something unforeseen escapes a preparation: the answers to what was asked are read
+            # (the next batch's must not be taken for theirs) and those supervisors watched
+            answers: list[int | OSError] = self.launcher.collect() if self.launcher is not None else []
+            started: list[tuple[int, _Prepared, int | OSError | None]] = \
+                [(index, prepared, answer) for (index, prepared), answer in zip(submitted, answers)]
+            started += [(index, prepared, None) for index, prepared in unsubmitted]
+            for index, prepared, answer in sorted(started, key=lambda item: item[0]):
+                problems[index] = self._watch_prepared(prepared, answer)
         return problems
+
+    def _watch_prepared(self, prepared: _Prepared, answer: int | OSError | None) -> LaunchError | None:
+        """The prepared launch's supervisor watched as a run (:meth:`_watch_supervisor`); what stopped it."""
+        try:
+            watch = self._watch_supervisor(prepared, answer)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            self._abandon(prepared.container)
+            return LaunchError(launch_problem(exc, self.work_dir))
+        self._runs[prepared.key] = run = _Run(*prepared.key, prepared.run_dir, prepared.sandbox,
+                                              prepared.container, watch)
+        run.checked = prepared.checked
+        run.isolation = prepared.isolation
+        run.image = prepared.image
+        log.info("task %s/%s: supervisor pid %d, sandbox %s", *prepared.key, watch.pid, prepared.sandbox)
+        return None
 
     def _watch_supervisor(self, prepared: _Prepared, answer: int | OSError | None) -> _Watch:
         """The supervisor the launcher started (``answer``: its pid, or
