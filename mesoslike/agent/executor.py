@@ -348,6 +348,14 @@ class _Prepared:
 class TaskExecutor:
     """Starts, kills, watches and recovers supervised tasks.
 
+    Why one class of some 800 lines: a task's run directory, its supervisor
+    and its container are one record that launching, watching, killing and
+    recovering all read and change (a recovered task is watched as a
+    launched one; a kill must find the supervisor a batch launch is still
+    starting); what has no share in that record lives beside it — the
+    launcher (:mod:`.launcher`), the supervisor (:mod:`.supervisor`), the
+    isolation (:mod:`.isolation`, :mod:`.namespaces`) and run files' names.
+
     :param work_dir: the agent's work directory: sandboxes below
         ``<work_dir>/sandboxes``, run directories below ``<work_dir>/meta/tasks``.
     :param environment: the operator's base environment of every task
