@@ -113,8 +113,6 @@ class MasterCore:
         #: signs and checks the receipts binding ids to principals (mesoslike.master.receipts);
         #: None: no receipts are given, and none is believed
         self._receipt_key = receipt_key
-        #: the principal of the message being handled (the runtime knows it from the peer's key)
-        self._principal: str | None = None
         #: authorization refusals, by the permission that was missing
         self.refused_by_permission: dict[str, int] = {}
         #: seconds since the epoch for the statuses the master makes up, as
@@ -592,7 +590,6 @@ class MasterCore:
         """Handle one decoded message from ``peer``, who authenticated as
         ``principal`` (None: an anonymous cluster)."""
         self._out = []
-        self._principal = principal
         self.counters["messages_received"] += 1
         if type(message) in BATCH_TYPES:
             # each item as if it came alone, in order, with every check (docs/wire.rst, "Batching")
@@ -600,21 +597,21 @@ class MasterCore:
                 self._error(peer, f"unexpected message {type(message).__name__} for a master")
             else:
                 for item in unbatched(message):
-                    self._handle(peer, item)
+                    self._handle(peer, item, principal)
         else:
-            self._handle(peer, message)
+            self._handle(peer, message, principal)
             if isinstance(message, (m.Subscribe, m.RegisterAgent, m.ReregisterAgent)):
                 self._note_batches(peer, message)
         self._note_heard(peer)
         return self._flush()
 
-    def _handle(self, peer: bytes, message: object) -> None:
+    def _handle(self, peer: bytes, message: object, principal: str | None) -> None:
         handler = self._HANDLERS.get(type(message))
         if handler is None:
             self._error(peer, f"unexpected message {type(message).__name__} for a master")
             return
         try:
-            handler(self, peer, message)
+            handler(self, peer, message, principal)
         except MesoslikeError as exc:  # bad input from the peer: tell it, change nothing more
             self._error(peer, str(exc))
         except Refused as exc:  # the ACLs do not allow it: tell it (naming the permission), count it
@@ -825,26 +822,26 @@ class MasterCore:
         is, is the principal's (see :meth:`_owned`)."""
         return peer
 
-    def _authorize(self, action: str, target: str | None = None) -> None:
-        """Raise :class:`~mesoslike.acl.Refused` unless the sender may do
+    def _authorize(self, principal: str | None, action: str, target: str | None = None) -> None:
+        """Raise :class:`~mesoslike.acl.Refused` unless ``principal`` may do
         ``action`` (on the role or user ``target``). Anonymous clusters have no ACLs."""
         if self.credentials is not None:
-            self.credentials.check(action, self._principal, target)
+            self.credentials.check(action, principal, target)
 
     def _refuse(self, peer: bytes, refused: Refused) -> None:
         self.refused_by_permission[refused.permission] = self.refused_by_permission.get(refused.permission, 0) + 1
         log.warning("refused %s: %s", clip(peer), refused)
         self._error(peer, str(refused))
 
-    def _owned(self, owner: str, what: str) -> None:
+    def _owned(self, principal: str | None, owner: str, what: str) -> None:
         """Refuse using ``what`` (a framework or agent id owned by
         ``owner``) unless the sender is that principal. An id whose owner is
         not known (learnt from an agent after the registry was lost, or
         registered while the cluster was anonymous) goes to the first
         principal that uses it."""
-        if self.credentials is not None and owner and owner != self._principal:
+        if self.credentials is not None and owner and owner != principal:
             raise Refused("principal", f"not authorized: {what} belongs to another principal than "
-                                       f"{self._principal or 'an anonymous peer'}")
+                                       f"{principal or 'an anonymous peer'}")
 
     def _check_bound(self, record: FrameworkRecord) -> None:
         """Refuse using a framework id whose principal this secured master
@@ -876,7 +873,7 @@ class MasterCore:
             return info
         return attrs.evolve(info, principal="", principal_receipt="")
 
-    def _subscribe(self, peer: bytes, msg: m.Subscribe) -> None:
+    def _subscribe(self, peer: bytes, msg: m.Subscribe, principal: str | None) -> None:
         """SUBSCRIBE: a new framework (no id: the master gives one) or one
         the master knows re-subscribing.
 
@@ -918,9 +915,9 @@ class MasterCore:
                       "tasks of it); subscribe without an id to get one", fatal=False)
             return
         if record is None:
-            self._authorize("register_frameworks", info.role)
+            self._authorize(principal, "register_frameworks", info.role)
         else:
-            self._owned(record.info.principal, f"framework {record.id}")
+            self._owned(principal, record.info.principal, f"framework {record.id}")
             self._check_bound(record)
         owner = self._owner(peer)
         if (record is None or self.framework_owners.owner(record.id) != owner) \
@@ -931,11 +928,11 @@ class MasterCore:
                       f"({held}; max_frameworks_per_connection): subscribe another one from its own connection",
                 fatal=True)
             return
-        info = attrs.evolve(self._capped(info), principal=self._principal or "")  # never what the message says
-        if record is None and self._principal \
-                and self.framework_principals.count(self._principal.encode()) >= self.config.max_frameworks_per_principal:
+        info = attrs.evolve(self._capped(info), principal=principal or "")  # never what the message says
+        if record is None and principal \
+                and self.framework_principals.count(principal.encode()) >= self.config.max_frameworks_per_principal:
             self._refuse_subscription(
-                peer, f"principal {clip(self._principal)} already holds {self.config.max_frameworks_per_principal} "
+                peer, f"principal {clip(principal)} already holds {self.config.max_frameworks_per_principal} "
                       "framework(s) (max_frameworks_per_principal): tear one down first", fatal=True)
             return
         role = info.role if record is None else record.info.role
@@ -1040,7 +1037,7 @@ class MasterCore:
             return None
         return record
 
-    def _teardown(self, peer: bytes, msg: m.Teardown) -> None:
+    def _teardown(self, peer: bytes, msg: m.Teardown, principal: str | None) -> None:
         record = self._framework_for(peer, msg.framework_id)
         if record is not None:
             self._remove_framework(record, "torn down by the framework")
@@ -1132,7 +1129,7 @@ class MasterCore:
             if record is not None and record.connected:
                 self._send_framework(record, m.RescindOffer(rescind.offer.id, rescind.reason))
 
-    def _decline(self, peer: bytes, msg: m.Decline) -> None:
+    def _decline(self, peer: bytes, msg: m.Decline, principal: str | None) -> None:
         record = self._framework_for(peer, msg.framework_id)
         if record is None:
             return
@@ -1149,20 +1146,20 @@ class MasterCore:
         if made is not None:
             self.offer_round_trips.observe(max(0.0, self.clock.now() - made))
 
-    def _revive(self, peer: bytes, msg: m.Revive) -> None:
+    def _revive(self, peer: bytes, msg: m.Revive, principal: str | None) -> None:
         record = self._framework_for(peer, msg.framework_id)
         if record is not None:
             self.allocator.revive_offers(record.id)
             record.suppressed = False
 
-    def _suppress(self, peer: bytes, msg: m.Suppress) -> None:
+    def _suppress(self, peer: bytes, msg: m.Suppress, principal: str | None) -> None:
         record = self._framework_for(peer, msg.framework_id)
         if record is not None:
             self.allocator.suppress_offers(record.id)
             record.suppressed = True
 
     # ================================================================ launch
-    def _accept(self, peer: bytes, msg: m.Accept) -> None:
+    def _accept(self, peer: bytes, msg: m.Accept, principal: str | None) -> None:
         """ACCEPT: the operations in order (a RESERVE or UNRESERVE changes
         what the offers hold for the operations after it), then ``tasks``
         as a last LAUNCH; the unused rest is declined with the filter. An
@@ -1192,7 +1189,8 @@ class MasterCore:
             return
         agent = self.agents[offers[0].agent_id]
         try:
-            conversions, launched, failed, used, starting = self._plan_accept(record, agent, offers, operations)
+            conversions, launched, failed, used, starting = self._plan_accept(record, agent, offers, operations,
+                                                                              principal)
         except ReservationError as exc:
             for offer in offers:  # nothing applied: all of it goes back, unfiltered
                 self.allocator.decline_offer(offer.id, 0.0)
@@ -1213,7 +1211,7 @@ class MasterCore:
             self._run_task(record, agent, task)
 
     def _plan_accept(self, record: FrameworkRecord, agent: AgentRecord, offers: list[AllocatorOffer],
-                     operations: list[Operation]
+                     operations: list[Operation], principal: str | None
                      ) -> tuple[list[Conversion], list[TaskInfo], list[tuple[TaskInfo, str, str, str]], Resources,
                                 dict[str, ExecutorInfo]]:
         """Check an accept's operations against what the offers hold, in
@@ -1244,7 +1242,7 @@ class MasterCore:
                     if problem is not None:
                         failed.append((task, TaskState.ERROR, problem, "REASON_TASK_INVALID"))
                         continue
-                    task, problem = self._task_user(record, task)
+                    task, problem = self._task_user(record, task, principal)
                     if problem is not None:
                         failed.append((task, TaskState.ERROR, problem, "REASON_TASK_UNAUTHORIZED"))
                         continue
@@ -1264,15 +1262,15 @@ class MasterCore:
             try:
                 if operation.type == OperationType.RESERVE:
                     conversion = framework_reserve(operation.resources, operation.role, record.info.role,
-                                                   self._principal or "",
+                                                   principal or "",
                                                    [(label.key, label.value) for label in operation.labels])
-                    self._authorize_reservation("reserve_resources", self._principal,
+                    self._authorize_reservation("reserve_resources", principal,
                                                 conversion.added.reservation_roles(), "framework")
                 else:
                     if operation.role:
                         raise ReservationError("an UNRESERVE names no role: its resources say whose they are")
                     conversion = unreserve(operation.resources)
-                    self._authorize_reservation("unreserve_resources", self._principal,
+                    self._authorize_reservation("unreserve_resources", principal,
                                                 reserver_principals(operation.resources), "framework")
             except (ReservationError, Refused) as exc:
                 raise ReservationError(f"operation {number} ({operation.type}): {exc}") from None
@@ -1383,7 +1381,8 @@ class MasterCore:
             return "kill_grace_period must be >= 0"
         return None
 
-    def _task_user(self, record: FrameworkRecord, task: TaskInfo) -> tuple[TaskInfo, str | None]:
+    def _task_user(self, record: FrameworkRecord, task: TaskInfo, principal: str | None
+                   ) -> tuple[TaskInfo, str | None]:
         """``task`` with the unix user it runs as (its own, else its
         framework's), and why it may not launch (the ``run_tasks`` ACL,
         counted), or None. In an anonymous cluster a task without a user
@@ -1396,7 +1395,7 @@ class MasterCore:
         if not user:
             return task, "not authorized: the task has no user to run as (set FrameworkInfo.user or the task's)"
         try:
-            self._authorize("run_tasks", user)
+            self._authorize(principal, "run_tasks", user)
         except Refused as refused:
             self.refused_by_permission["run_tasks"] = self.refused_by_permission.get("run_tasks", 0) + 1
             return task, str(refused)
@@ -1468,7 +1467,7 @@ class MasterCore:
                             reason=reason, timestamp=self._wall_clock(), labels=task.labels)
         self._send_framework(record, m.Update(status))
 
-    def _kill(self, peer: bytes, msg: m.Kill) -> None:
+    def _kill(self, peer: bytes, msg: m.Kill, principal: str | None) -> None:
         record = self._framework_for(peer, msg.framework_id)
         if record is None:
             return
@@ -1487,7 +1486,7 @@ class MasterCore:
             self._send_framework(record, m.Update(self._reconciled(task.status, self._wall_clock())))
 
     # ======================================================= status updates
-    def _status_update(self, peer: bytes, msg: m.StatusUpdate) -> None:
+    def _status_update(self, peer: bytes, msg: m.StatusUpdate, principal: str | None) -> None:
         """An agent's update: applied, and forwarded to the framework once
         (a retry again only if it may not have arrived, see
         UPDATE_REFORWARD_INTERVAL). A retry of an update the framework
@@ -1638,7 +1637,7 @@ class MasterCore:
             except MesoslikeError:  # a bookkeeping bug must not lose the update itself
                 log.exception("recovering the resources of task %s failed", clip(task.id))
 
-    def _acknowledge(self, peer: bytes, msg: m.Acknowledge) -> None:
+    def _acknowledge(self, peer: bytes, msg: m.Acknowledge, principal: str | None) -> None:
         record = self._framework_for(peer, msg.framework_id)
         if record is None:
             return
@@ -1661,7 +1660,7 @@ class MasterCore:
             agent.tasks.discard((record.id, task.id))
         record.add_completed(task, self.config.completed_tasks_per_framework)
 
-    def _reconcile(self, peer: bytes, msg: m.Reconcile) -> None:
+    def _reconcile(self, peer: bytes, msg: m.Reconcile, principal: str | None) -> None:
         """RECONCILE: the latest state of the named tasks, or (none named) of
         every non-terminal task of the framework.
 
@@ -1806,7 +1805,7 @@ class MasterCore:
     def _reconciled(status: TaskStatus, now: float) -> TaskStatus:
         return attrs.evolve(status, uuid="", source="SOURCE_MASTER", reason="REASON_RECONCILIATION", timestamp=now)
 
-    def _executor_exited(self, peer: bytes, msg: m.ExecutorExited) -> None:
+    def _executor_exited(self, peer: bytes, msg: m.ExecutorExited, principal: str | None) -> None:
         """A custom executor's process ended: its resources are free again."""
         agent = self._agent_for(peer)
         if agent is None:
@@ -1833,7 +1832,7 @@ class MasterCore:
         for key in sorted(set(agent.executors) - still):
             self._recover_executor(agent, key[0], agent.executors.pop(key))
 
-    def _framework_message(self, peer: bytes, msg: m.FrameworkMessage) -> None:
+    def _framework_message(self, peer: bytes, msg: m.FrameworkMessage, principal: str | None) -> None:
         agent_id = self._agent_by_peer.get(peer)
         if agent_id is not None:  # agent -> framework
             if (msg.framework_id, msg.executor_id) not in self.agents[agent_id].executors:
@@ -1860,16 +1859,16 @@ class MasterCore:
         self._send(agent.peer, msg)
 
     # ================================================================ agents
-    def _register_agent(self, peer: bytes, msg: m.RegisterAgent) -> None:
+    def _register_agent(self, peer: bytes, msg: m.RegisterAgent, principal: str | None) -> None:
         existing = self._agent_by_peer.get(peer)
         if existing is not None:  # our AGENT_REGISTERED was lost: say it again
             self._send(peer, self._agent_registered(self.agents[existing].info))
             return
-        self._authorize("register_agents")
-        if self._agent_refused(peer, msg.agent, None, msg.http_address):
+        self._authorize(principal, "register_agents")
+        if self._agent_refused(peer, principal, msg.agent, None, msg.http_address):
             return
         agent_id = self._new_agent_id()
-        info = attrs.evolve(msg.agent, id=agent_id, principal=self._principal or "")
+        info = attrs.evolve(msg.agent, id=agent_id, principal=principal or "")
         self._admit_agent(peer, info, {}, msg.http_address)
         log.info("agent %s (%s) registered with %s", agent_id, clip(info.hostname), info.resources)
 
@@ -1891,7 +1890,8 @@ class MasterCore:
                 return agent_id
         raise AssertionError("unreachable: the series is endless")
 
-    def _agent_refused(self, peer: bytes, info: AgentInfo, agent_id: str | None, http_address: str = "") -> bool:
+    def _agent_refused(self, peer: bytes, principal: str | None, info: AgentInfo, agent_id: str | None,
+                       http_address: str = "") -> bool:
         """Refuse (ERROR, counted) a registration the master will not keep:
         fields beyond its bounds, or one more agent on a connection that
         holds ``max_agents_per_connection`` (``agent_id``: the agent
@@ -1903,10 +1903,10 @@ class MasterCore:
             held = ", ".join(sorted(self.agent_owners.of(owner)))
             problem = (f"this connection already holds {self.config.max_agents_per_connection} agent(s) ({held}; "
                        "max_agents_per_connection): run another agent on its own connection")
-        principal = (self._principal or "").encode()
-        if problem is None and principal and (agent_id is None or self.agent_principals.owner(agent_id) != principal) \
-                and self.agent_principals.count(principal) >= self.config.max_agents_per_principal:
-            problem = (f"principal {clip(self._principal)} already holds {self.config.max_agents_per_principal} "
+        held_by = (principal or "").encode()
+        if problem is None and held_by and (agent_id is None or self.agent_principals.owner(agent_id) != held_by) \
+                and self.agent_principals.count(held_by) >= self.config.max_agents_per_principal:
+            problem = (f"principal {clip(principal)} already holds {self.config.max_agents_per_principal} "
                        "agent(s) (max_agents_per_principal)")
         if problem is None:
             return False
@@ -1914,7 +1914,7 @@ class MasterCore:
         self._error(peer, f"cannot register the agent: {problem}")
         return True
 
-    def _reregister_agent(self, peer: bytes, msg: m.ReregisterAgent) -> None:
+    def _reregister_agent(self, peer: bytes, msg: m.ReregisterAgent, principal: str | None) -> None:
         """REREGISTER_AGENT. As in Mesos, an agent comes back under the id it
         had, even one this master does not know (its registry was lost, or
         the agent knew an earlier leader); what it claims is bounded per
@@ -1928,19 +1928,19 @@ class MasterCore:
         if not info.id:
             self._error(peer, "REREGISTER_AGENT needs the agent's id")
             return
-        self._authorize("register_agents")
+        self._authorize(principal, "register_agents")
         known = self.agents.get(info.id) or self.registry.agents.get(info.id) or self.unreachable.get(info.id)
         if known is not None:
-            self._owned(known.info.principal if isinstance(known, AgentRecord) else known.principal,
+            self._owned(principal, known.info.principal if isinstance(known, AgentRecord) else known.principal,
                         f"agent {info.id}")
-        elif self._unproven_agent(peer, info.id, msg.receipt):
+        elif self._unproven_agent(peer, principal, info.id, msg.receipt):
             return
         if info.id in self.removed_agents:
             self._send(peer, m.ShutdownAgent("this agent was removed; register anew"))
             return
-        info = attrs.evolve(info, principal=self._principal or "")
+        info = attrs.evolve(info, principal=principal or "")
         msg = attrs.evolve(msg, agent=info)
-        if self._agent_refused(peer, info, info.id, msg.http_address):
+        if self._agent_refused(peer, principal, info, info.id, msg.http_address):
             return
         record = self.agents.get(info.id)
         if record is None:
@@ -1967,7 +1967,7 @@ class MasterCore:
         self._send(peer, self._agent_registered(record.info))
         log.info("agent %s re-registered", record.id)
 
-    def _unproven_agent(self, peer: bytes, agent_id: str, receipt: str) -> bool:
+    def _unproven_agent(self, peer: bytes, principal: str | None, agent_id: str, receipt: str) -> bool:
         """An agent re-registers under an id neither this master nor its
         registry knows (a master without a registry restarted, or the
         registry was lost). In a secured cluster it must show this master's
@@ -1977,12 +1977,12 @@ class MasterCore:
         the refusal is counted and logged once. True if refused."""
         if self.credentials is None or self._receipt_key is None:
             return False
-        if receipts.verify(self._receipt_key, receipts.AGENT, agent_id, self._principal or "", receipt):
+        if receipts.verify(self._receipt_key, receipts.AGENT, agent_id, principal or "", receipt):
             return False
         self.counters["agent_registrations_refused"] += 1
         self.refused_by_permission["principal"] = self.refused_by_permission.get("principal", 0) + 1
         why = (f"agent id {clip(agent_id)} is not known to this master and the agent shows no receipt of the master's "
-               f"binding it to principal {clip(self._principal or '')}: register anew")
+               f"binding it to principal {clip(principal or '')}: register anew")
         self._log_drop(agent_id, "reregistration", f"re-registration refused: {why}")
         self._send(peer, m.ShutdownAgent(why))
         return True
@@ -2292,14 +2292,14 @@ class MasterCore:
             return None
         return self.agents[agent_id]
 
-    def _pong(self, peer: bytes, msg: m.Pong) -> None:
+    def _pong(self, peer: bytes, msg: m.Pong, principal: str | None) -> None:
         agent = self._agent_for(peer)
         if agent is not None:
             if msg.usage or agent.usage:
                 agent.usage = {(u.framework_id, u.task_id): u for u in msg.usage if (u.framework_id, u.task_id)
                                in agent.tasks}
 
-    def _unregister_agent(self, peer: bytes, msg: m.UnregisterAgent) -> None:
+    def _unregister_agent(self, peer: bytes, msg: m.UnregisterAgent, principal: str | None) -> None:
         """The agent leaves for good (drained): removed now, not after the
         ping timeouts. Its tasks ended already; any that did not are lost."""
         agent = self._agent_for(peer)
@@ -2526,10 +2526,10 @@ class MasterCore:
             self._send_framework(record, m.Update(status))
         self._complete(record, task)
 
-    def _heartbeat(self, peer: bytes, msg: m.Heartbeat) -> None:
+    def _heartbeat(self, peer: bytes, msg: m.Heartbeat, principal: str | None) -> None:
         pass  # _note_heard does the work
 
-    def _get_state(self, peer: bytes, msg: m.GetState) -> None:
+    def _get_state(self, peer: bytes, msg: m.GetState, principal: str | None) -> None:
         self._send(peer, m.StateReply(json.dumps(state_json(self))))
 
     # ============================================================== plumbing
