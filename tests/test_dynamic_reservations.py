@@ -57,7 +57,9 @@ class Harness:
                                credentials=credentials)
 
     def send(self, peer, message):
-        return [(s.peer, s.message) for s in self.core.on_message(peer, message, self.principals.get(peer))]
+        out = [(s.peer, s.message) for s in self.core.on_message(peer, message, self.principals.get(peer))]
+        self.core._check()   # the books' invariants hold after every message
+        return out
 
     def tick(self, advance=1.0):
         self.clock.advance(advance)

@@ -32,7 +32,7 @@ from typing import Any, Callable, ClassVar, Generic, Protocol, Sequence, TypeVar
 
 import attrs
 
-from mesoslike.master.core import Send
+from mesoslike.master.outbox import Send
 
 __all__ = [
     "Phase", "Peers", "PEERS", "SoftState", "Kept",

@@ -3,7 +3,7 @@ who holds them, and the master's settings and bounds."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, KeysView
 
 import attrs
 
@@ -229,6 +229,10 @@ class Holdings:
 
     def of(self, owner: bytes) -> set[str]:
         return set(self._ids.get(owner, ()))
+
+    def items(self) -> KeysView[str]:
+        """Every id held (by some owner)."""
+        return self._owner.keys()
 
     def hold(self, owner: bytes, item: str) -> None:
         """``owner`` holds ``item`` now (taken from its former owner, if any)."""
