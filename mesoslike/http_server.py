@@ -28,7 +28,8 @@ How it holds up (docs/reliability.rst, *Bounds*; docs/security.rst):
   refused, ``503`` (``refused``). The process's open-file limit is raised
   to fit the bound where the hard limit allows (a warning says when it
   does not). A request head is at most :data:`MAX_HEAD` bytes (``431``),
-  a body ``max_body`` (:data:`MAX_BODY`, ``413``).
+  a body ``max_body`` (:data:`MAX_BODY`, ``413``; ``body_limits`` sets
+  other bounds for exact paths).
 - **Long-lived answers.** A handler may answer with a :class:`Stream` —
   server-sent events, a chunked RecordIO event stream — that other threads
   feed with :meth:`Stream.send`. The loop writes it as it comes, holding
@@ -258,7 +259,8 @@ class HTTPServer:
 
     def __init__(self, host: str, port: int, handler: Handler, *, name: str = "http", workers: int = 8,
                  timeout: float = DEFAULT_TIMEOUT, max_connections: int = MAX_CONNECTIONS, max_body: int = MAX_BODY,
-                 tls: ssl.SSLContext | None = None, server_header: str = "mesoslike") -> None:
+                 tls: ssl.SSLContext | None = None, server_header: str = "mesoslike",
+                 body_limits: Mapping[str, int] | None = None) -> None:
         if workers < 1 or max_connections < 1 or max_body < 0 or not timeout > 0:
             raise ConfigError(f"bad HTTP server bounds: workers={workers}, max_connections={max_connections}, "
                               f"max_body={max_body}, timeout={timeout}")
@@ -267,6 +269,9 @@ class HTTPServer:
         self.timeout = timeout
         self.max_connections = max_connections
         self.max_body = max_body
+        #: exact paths whose bodies may be larger (or must be smaller) than max_body: the v1 APIs' calls
+        #: carry framework messages of tens of megabytes
+        self.body_limits = dict(body_limits or {})
         self._tls = tls
         self._server_header = server_header.encode()
         _fit_file_limit(max_connections, name)
@@ -440,9 +445,11 @@ class HTTPServer:
         for name, value in head.headers:
             key, text = name.decode("latin-1"), value.decode("latin-1")
             headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        target = head.target.decode("latin-1")
+        max_body = self.body_limits.get(urlsplit(target).path.rstrip("/") or "/", self.max_body)
         length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body:
-            raise _Reject(413, f"a request body is at most {self.max_body} bytes")
+        if length is not None and length.isdigit() and int(length) > max_body:
+            raise _Reject(413, f"a request body is at most {max_body} bytes")
         if parser.they_are_waiting_for_100_continue:
             writer.write(parser.send(h11.InformationalResponse(status_code=100, headers=[])))
         body = bytearray()
@@ -451,14 +458,14 @@ class HTTPServer:
             event = await self._next(parser, reader, deadline)
             if isinstance(event, h11.Data):
                 body += event.data
-                if len(body) > self.max_body:
-                    raise _Reject(413, f"a request body is at most {self.max_body} bytes")
+                if len(body) > max_body:
+                    raise _Reject(413, f"a request body is at most {max_body} bytes")
             elif isinstance(event, h11.EndOfMessage):
                 break
             else:
                 raise _Reject(400, "the request ended early")
         peer = writer.get_extra_info("peername")
-        return Request(head.method.decode("latin-1"), head.target.decode("latin-1"), headers, bytes(body),
+        return Request(head.method.decode("latin-1"), target, headers, bytes(body),
                        str(peer[0]) if isinstance(peer, tuple) else "")
 
     def _call(self, request: Request) -> Response:
@@ -481,7 +488,15 @@ class HTTPServer:
                     headers.append((b"Content-Length", str(response.length).encode()))
             else:
                 headers.append((b"Content-Length", str(len(response.body)).encode()))
-            await self._write(writer, parser.send(h11.Response(status_code=response.status, headers=headers)))
+            head = parser.send(h11.Response(status_code=response.status, headers=headers))
+            if request.method != "HEAD" and response.stream is None and response.chunks is None \
+                    and len(response.body) <= CHUNK:
+                # a small answer in one write: clients that read the head and the body in one recv
+                # (pymesos's error path) see them together
+                await self._write(writer, head + parser.send(h11.Data(data=response.body)) +
+                                  parser.send(h11.EndOfMessage()))
+                return parser.our_state is h11.DONE
+            await self._write(writer, head)
             if request.method == "HEAD":
                 pass
             elif response.stream is not None:

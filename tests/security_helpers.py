@@ -27,8 +27,11 @@ class SecuredKeys:
         for name in PRINCIPALS:
             new_certificate(str(self.dir), name)
         self.token = secrets.token_hex(16)
-        #: HTTP tokens of the framework principals (with ``framework_tokens``: they read their sandboxes with them)
-        self.tokens = {name: secrets.token_hex(16) for name in ("fwA", "fwB")} if framework_tokens else {}
+        #: the frameworks' HTTP tokens: their secret for Mesos's v1 scheduler API (HTTP Basic,
+        #: docs/mesos-api.rst), and what they read their sandboxes with on an agent with credentials
+        self.framework_tokens = {name: secrets.token_hex(16) for name, kinds in PRINCIPALS.items()
+                                 if "framework" in kinds}
+        self.tokens = self.framework_tokens   # the name the tenant tests use
         self.users = tuple(dict.fromkeys((*users, getpass.getuser())))
         self.credentials = directory / "credentials.toml"
         lines = []
@@ -37,8 +40,8 @@ class SecuredKeys:
                 lines += [f"[principals.{name}]", f'key = "keys/{name}.key"', f"kinds = {list(kinds)!r}".replace("'", '"')]
                 if name == "ops":
                     lines.append(f'token = "{self.token}"')
-                elif name in self.tokens:
-                    lines.append(f'token = "{self.tokens[name]}"')
+                elif name in self.framework_tokens:
+                    lines.append(f'token = "{self.framework_tokens[name]}"')
         lines += ["[[acls.register_agents]]", 'principals = ["agent1", "agent2"]',
                   "[[acls.register_frameworks]]", 'principals = ["fwA", "fwB"]', 'roles = ["*"]',
                   "[[acls.run_tasks]]", 'principals = ["fwA", "fwB"]',

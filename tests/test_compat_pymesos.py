@@ -399,7 +399,7 @@ def test_an_executor_task_becomes_a_task_of_a_custom_executor(tmp_path):
     with pytest.raises(PymesosCompatError, match="uris"):
         task_info(dict(task, executor=dict(task["executor"], command={"value": "x", "uris": [{"value": "file:///a"}]})))
     with pytest.raises(PymesosCompatError, match="at most"):
-        task_info(dict(task, data="A" * (130 * 1024)))
+        task_info(dict(task, data="A" * (2 * 1024 * 1024)))
 
 
 def test_the_executor_driver_refuses_to_run_outside_a_custom_executor():

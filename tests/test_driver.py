@@ -105,6 +105,9 @@ class RecordingScheduler(Scheduler):
     def agent_lost(self, driver, agent_id):
         self._record(driver, "agent_lost", agent_id)
 
+    def executor_lost(self, driver, executor_id, agent_id, status):
+        self._record(driver, "executor_lost", executor_id, agent_id, status)
+
     def error(self, driver, message):
         self._record(driver, "error", message)
 
@@ -225,7 +228,7 @@ def test_explicit_acknowledgements(master, drivers):
     assert ack == m.Acknowledge("fw-1", "agent-1", "t1", "u-1")
 
 
-def test_a_raising_callback_is_reported_and_later_events_still_arrive(master, drivers, caplog):
+def test_a_raising_callback_is_reported_and_aborts_the_driver_as_mesos_does(master, drivers, caplog):
     def explode(driver, offers):
         raise RuntimeError("boom")
 
@@ -236,28 +239,44 @@ def test_a_raising_callback_is_reported_and_later_events_still_arrive(master, dr
         (message,) = scheduler.wait_for("error")
     assert "resource_offers" in message and "boom" in message
     assert any("resource_offers" in record.getMessage() and record.exc_info for record in caplog.records)
-    master.send(peer, m.RescindOffer("o1"))
+    # aborted: join()/run() say so, no callback follows, nothing is acknowledged, the framework is not torn down
+    assert driver.join(DEADLINE) is DriverStatus.ABORTED
+    assert isinstance(driver.callback_exception, RuntimeError)
     master.send(peer, m.Update(running()))
-    assert scheduler.wait_for("offer_rescinded") == ("o1",)
-    scheduler.wait_for("status_update")
-    master.expect(m.Acknowledge)
-    assert driver.status is DriverStatus.RUNNING and driver.connected
+    master.assert_nothing(m.Acknowledge, within=0.3)
+    master.assert_nothing(m.Teardown, within=0.1)
+    assert "status_update" not in scheduler.names()
 
 
-def test_an_error_callback_that_raises_does_not_stop_the_driver(master, drivers):
+def test_system_exit_in_a_callback_aborts_the_driver_too(master, drivers):
+    def leave(driver, status):
+        raise SystemExit(3)
+
+    driver, scheduler, peer = subscribed_driver(master, drivers, RecordingScheduler(status_update=leave))
+    master.send(peer, m.Update(running()))
+    assert driver.join(DEADLINE) is DriverStatus.ABORTED
+    assert isinstance(driver.callback_exception, SystemExit) and driver.callback_exception.code == 3
+    master.assert_nothing(m.Acknowledge, within=0.3)
+
+
+def test_an_error_callback_that_raises_aborts_the_driver(master, drivers):
     class Fragile(RecordingScheduler):
         def error(self, driver, message):
             super().error(driver, message)
             raise ValueError("error() itself is broken")
 
-    driver, scheduler, peer = subscribed_driver(
-        master, drivers, Fragile(resource_offers=lambda driver, offers: 1 / 0))
-    master.send(peer, m.Offers([offer()]))
-    scheduler.wait_for("error")
+    driver, scheduler, peer = subscribed_driver(master, drivers, Fragile())
     master.send(peer, m.Error("refused"))
-    assert scheduler.wait_for("error", 2) == ("refused",)
-    master.send(peer, m.Failure("agent-1"))
-    assert scheduler.wait_for("agent_lost") == ("agent-1",)
+    assert scheduler.wait_for("error") == ("refused",)
+    assert driver.join(DEADLINE) is DriverStatus.ABORTED and not driver._thread.is_alive()
+
+
+def test_executor_lost_is_called_when_a_custom_executor_ends(master, drivers):
+    driver, scheduler, peer = subscribed_driver(master, drivers)
+    master.send(peer, m.Failure("agent-1", "exited with status 3", executor_id="exec-1", status=3))
+    assert scheduler.wait_for("executor_lost") == ("exec-1", "agent-1", 3)
+    master.send(peer, m.Failure("agent-2"))
+    assert scheduler.wait_for("agent_lost") == ("agent-2",)
 
 
 def test_stop_inside_a_callback_tears_down_and_ends_the_thread(master, drivers):

@@ -21,8 +21,11 @@ CORE = ["resources.py", "attributes.py", "errors.py", "observations.py", "fairne
         "master/records.py", "master/history.py", "master/operations.py", "master/reservations.py",
         "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "master/preemption.py",
         "master/receipts.py",
-        "master/partitions.py",
-        "agent/core.py", "driver/core.py", "executor/core.py"]
+        "master/partitions.py", "master/outbox.py", "master/context.py", "master/framework_book.py",
+        "master/agent_book.py", "master/frameworks.py", "master/agents.py", "master/offers.py", "master/planner.py",
+        "master/launches.py", "master/delivery.py", "master/reconciliation.py", "master/operator_operations.py",
+        "master/preempting.py",
+        "agent/core.py", "driver/core.py", "executor/core.py", "v1"]
 FORBIDDEN_IN_CORE = {"socket", "threading", "asyncio", "zmq", "kazoo", "subprocess", "select", "selectors",
                      "http", "urllib", "os", "time", "prometheus_client"}
 
@@ -136,7 +139,7 @@ def test_the_zmq_check_sees_what_it_forbids(tmp_path):
 #: the modules a framework may import from: the package (its __all__) and the
 #: modules docs/framework-api.rst documents as public (each its __all__)
 PUBLIC_MODULES = ("mesoslike", "mesoslike.transport", "mesoslike.messaging", "mesoslike.credentials",
-                  "mesoslike.executor", "mesoslike.leadership")
+                  "mesoslike.executor", "mesoslike.leadership", "mesoslike.v1")
 
 
 def private_imports(paths, own):
@@ -200,6 +203,14 @@ PUBLIC_API = {
         "Credentials", "FUXI_CREDENTIALS_ENV", "FUXI_KEY_ENV", "KEY_ENV", "LocalKeys", "MASTER_KEY_ENV", "Refused",
         "TOKEN_ENV", "client_keys", "load_credentials", "load_keys", "load_master_key", "local_keys",
         "parse_credentials"],
+    # Mesos's v1 JSON shapes and RecordIO (docs/mesos-api.rst), which the pymesos shim uses too
+    "mesoslike.v1": [
+        "DEFAULT_MAX_RECORD", "EXECUTOR_VARIABLE", "MAX_LAUNCH_SIZE", "Message", "RecordDecoder", "RecordIOError",
+        "ShapeError", "TASK_VARIABLE", "agent_message", "decode_data", "decode_uuid", "encode_data", "encode_record",
+        "encode_uuid", "executor_info", "executor_message", "executor_task_message", "filters_from",
+        "framework_info", "framework_message", "id_message", "known_state", "labels_message", "master_info_message",
+        "offer_id_list", "offer_message", "operations_from", "resources_from", "resources_message",
+        "status_from_executor", "status_from_message", "status_message", "task_info", "value_of"],
 }
 
 

@@ -43,6 +43,8 @@ EXAMPLES = [
                                               Unreserve("cpus(analytics,alice):1")]),
     m.Decline("fw-1", ["O3"], Filters(0.0)),
     m.Revive("fw-1"), m.Suppress("fw-1"), m.Kill("fw-1", "t1", "a1"),
+    m.ShutdownExecutor("fw-1", "e1", "a1"), m.UpdateFramework(FrameworkInfo("demo", id="fw-1", labels=[("k", "v")])),
+    m.Failure("a1", "exited", executor_id="e1", status=-9),
     m.Acknowledge("fw-1", "a1", "t1", "u-1"),
     m.Reconcile("fw-1", [m.ReconcileTask("t1", "a1"), m.ReconcileTask("t2")]), m.Reconcile("fw-1"),
     m.FrameworkMessage("fw-1", "a1", b"\x00\xffdata"),
@@ -71,7 +73,7 @@ EXAMPLES = [
     # custom executors (issue 18 §1)
     m.RunTask(FW, TaskInfo("t3", "a1", "", R("cpus:0.1"), executor=ExecutorInfo("e1", "run-executor", R("cpus:0.5"),
                                                                                  {"K": "v"}, "exec", [("k", "v")]))),
-    m.ExecutorExited("a1", "fw-1", "e1", "exited with status 0"),
+    m.ExecutorExited("a1", "fw-1", "e1", "exited with status 0"), m.ExecutorExited("a1", "fw-1", "e1", "x", 3),
     m.FrameworkMessage("fw-1", "a1", b"to the executor", executor_id="e1"),
     m.ReregisterAgent(AgentInfo("node-0", R("cpus:4"), id="a1"), [], [FW],
                       executors=[m.RunningExecutor("fw-1", ExecutorInfo("e1", "run-executor"))]),

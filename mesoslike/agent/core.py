@@ -344,7 +344,7 @@ class _Executor:
     """A custom executor: its process (a supervised run of id
     ``info.run_id()``: ``run``), its connection and its live tasks."""
 
-    __slots__ = ("framework", "info", "run", "digest", "phase", "pid", "peer", "tasks", "registered_once",
+    __slots__ = ("framework", "info", "run", "digest", "secret", "phase", "pid", "peer", "tasks", "registered_once",
                  "shutdown_deadline", "reregister_deadline", "register_deadline", "killing", "orphaned", "end_reason", "end_message",
                  "limits", "released")
 
@@ -354,6 +354,9 @@ class _Executor:
         self.info: ExecutorInfo = run.executor
         self.run = run
         self.digest = digest          # sha256 of its secret: how its frames are known
+        #: the secret itself, in this agent process's memory only (never checkpointed, never in an
+        #: environment): the v1 executor API builds the channel's frames with it; "" after a restart
+        self.secret = ""
         self.phase = _Phase.LAUNCHING
         self.pid: int | None = None
         self.peer: bytes | None = None  # the connection it registered on
@@ -467,6 +470,9 @@ class AgentCore:
         self.version = version
         self.http_address = http_address
         self.checkpoint = checkpoint
+        #: the address its tasks are reachable at (each status's ``ip_address``: Mesos's container_status);
+        #: the runtime sets it to the agent's advertised address
+        self.ip_address = ""
         self.executor_reregister_timeout = executor_reregister_timeout
         self.executor_register_timeout = executor_register_timeout
         #: whom tasks run as, and which users principals may share
@@ -750,7 +756,8 @@ class AgentCore:
         TASK_FAILED with that limitation whatever the exit."""
         if task_id.startswith(EXECUTOR_RUN_PREFIX):
             how = _describe_exit(exit_code, signal).replace("command", "its process", 1)
-            return self._executor_ended(framework_id, task_id, f"{message}; {how}" if message else how)
+            return self._executor_ended(framework_id, task_id, f"{message}; {how}" if message else how,
+                                        -signal if signal is not None else exit_code)
         task = self._tasks.get((framework_id, task_id))
         if task is None or not task.alive:
             log.warning("exit of unknown or already terminated task %s/%s ignored", framework_id, task_id)
@@ -1193,6 +1200,9 @@ class AgentCore:
 
     def _framework_message(self, msg: m.FrameworkMessage) -> list[Command]:
         task = self._tasks.get((msg.framework_id, msg.task_id))
+        if msg.executor_id and msg.task_id == msg.executor_id and task is not None and task.info.executor is None \
+                and (msg.framework_id, msg.executor_id) not in self._executors:
+            msg = attrs.evolve(msg, executor_id="")   # a v1 MESSAGE to a command task's executor: its task's id
         if msg.executor_id or (task is not None and task.info.executor is not None):
             executor_id = msg.executor_id or (task.info.executor.executor_id  # type: ignore[union-attr]
                                               if task is not None else "")
@@ -1203,7 +1213,7 @@ class AgentCore:
         return [DeliverMessage(msg.framework_id, msg.task_id, msg.data)]
 
     def _terminate(self, task: _Task, state: str, message: str, reason: str = "",
-                   exit_code: int | None = None, source: str = SOURCE_AGENT) -> list[Command]:
+                   exit_code: int | None = None, source: str = SOURCE_AGENT, data: bytes = b"") -> list[Command]:
         if task.alive:
             self._hold_user(task.framework.principal, task.info.user, -1)
         task.phase = _Phase.TERMINATED
@@ -1218,7 +1228,7 @@ class AgentCore:
         if task.orphaned:
             del self._tasks[key]
             return self._forget(key)
-        return self._update(task, state, message, reason=reason, exit_code=exit_code, source=source)
+        return self._update(task, state, message, reason=reason, exit_code=exit_code, source=source, data=data)
 
     def _live_tasks(self) -> list[_Task]:
         return [task for task in self._tasks.values() if task.alive]
@@ -1267,14 +1277,42 @@ class AgentCore:
         environment = dict(info.environment)
         environment.update({x.ENDPOINT_ENV: self.executor_endpoint, x.SECRET_FILE_ENV: x.SECRET_FILE,
                             x.EXECUTOR_ID_ENV: info.executor_id})
+        environment.update(self._mesos_executor_environment(framework, info))
         run = TaskInfo(info.run_id(), self._agent_id, info.command, info.resources + first_task,
                        name=info.name or info.executor_id,
                        environment=environment, kill_grace_period=info.shutdown_grace_period, user=user,
                        executor=info, environment_secrets=info.environment_secrets)
-        return self._add_executor(framework, run, _secret_digest(secret)), secret
+        return self._add_executor(framework, run, _secret_digest(secret), secret), secret
 
-    def _add_executor(self, framework: FrameworkInfo, run: TaskInfo, digest: str) -> _Executor:
+    def _mesos_executor_environment(self, framework: FrameworkInfo, info: ExecutorInfo) -> dict[str, str]:
+        """Mesos's variables of an executor, for v1 executors (pymesos's
+        ``MesosExecutorDriver``): where the agent's executor API is
+        (``MESOS_AGENT_ENDPOINT``, host:port, without an HTTP server none)
+        and who the executor is."""
+        environment = {"MESOS_FRAMEWORK_ID": framework.id, "MESOS_EXECUTOR_ID": info.executor_id,
+                       "MESOS_AGENT_ID": self._agent_id, "MESOS_SLAVE_ID": self._agent_id,
+                       "MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD": f"{info.shutdown_grace_period:g}secs"}
+        # not MESOS_EXECUTOR_AUTHENTICATION_TOKEN: a secret in the environment is readable through
+        # /proc (docs/containers.rst, "Secrets"); an executor that calls from elsewhere than the
+        # agent's host sends the secret of its file (MESOSLIKE_EXECUTOR_SECRET_FILE) as its bearer token
+        if self.http_address:
+            environment["MESOS_AGENT_ENDPOINT"] = self.http_address.split("://", 1)[-1].rstrip("/")
+        if self.checkpoint:   # the executor waits for a restarted agent (pymesos takes any value as true)
+            environment["MESOS_CHECKPOINT"] = "1"
+        return environment
+
+    def executor_secret(self, framework_id: str, executor_id: str) -> str | None:
+        """The secret of the framework's executor ``executor_id`` while its
+        process runs or starts and this agent process made it (the v1
+        executor API builds the channel's frames with it), else None."""
+        executor = self._executors.get((framework_id, executor_id))
+        if executor is None or executor.orphaned or executor.phase == _Phase.TERMINATED:
+            return None
+        return executor.secret or None
+
+    def _add_executor(self, framework: FrameworkInfo, run: TaskInfo, digest: str, secret: str = "") -> _Executor:
         executor = _Executor(framework, run, digest)
+        executor.secret = secret
         self._hold_user(framework.principal, run.user, 1)
         self._executors[executor.key] = executor
         self._executor_by_digest[executor.digest] = executor.key
@@ -1326,7 +1364,8 @@ class AgentCore:
             out.append(LaunchTask(framework, executor.run, self._agent_id, {x.SECRET_FILE: secret.encode()}))
         executor.tasks.add(task.task_id)
         out.extend(self._resize(executor))
-        out.extend(self._update(record, TaskState.STARTING, ""))
+        # no TASK_STARTING of the agent's own: as in Mesos, only the executor reports on its tasks
+        out.extend(self._checkpointed(record))
         if executor.peer is not None:
             out.extend(self._hand_over(executor, record))
         return out
@@ -1394,15 +1433,16 @@ class AgentCore:
                 "non-terminal one is refused (send it again later)", uuid=status.uuid, retry=True))]
         task.executor_uuid = status.uuid
         message, reason = status.message[:_MAX_EXECUTOR_TEXT], status.reason[:200]
+        if status.healthy is not None:   # as the executor said, on its terminal update too
+            task.healthy = status.healthy
         if status.state in TERMINAL_STATES:
             executor.tasks.discard(task_id)
-            out = self._terminate(task, status.state, message, reason=reason, source=SOURCE_EXECUTOR)
+            out = self._terminate(task, status.state, message, reason=reason, source=SOURCE_EXECUTOR,
+                                  data=status.data)
             out.extend(self._resize(executor))
         else:
             task.phase = _Phase.RUNNING
-            if status.healthy is not None:
-                task.healthy = status.healthy
-            out = self._update(task, status.state, message, reason=reason, source=SOURCE_EXECUTOR)
+            out = self._update(task, status.state, message, reason=reason, source=SOURCE_EXECUTOR, data=status.data)
         out.append(ack)
         return out
 
@@ -1516,7 +1556,7 @@ class AgentCore:
         log.warning("executor %s/%s: %s", *executor.key, message)
         return self._kill_executor(executor)
 
-    def _executor_ended(self, framework_id: str, run_id: str, how: str) -> list[Command]:
+    def _executor_ended(self, framework_id: str, run_id: str, how: str, status: int | None = None) -> list[Command]:
         """The executor's process ended: what it held is free, its tasks that
         had not ended are TASK_FAILED (REASON_EXECUTOR_TERMINATED; KILLED if
         they were being killed), the master is told (EXECUTOR_EXITED)."""
@@ -1548,7 +1588,7 @@ class AgentCore:
             return out
         if self._registered:
             out.append(SendToMaster(m.ExecutorExited(self._agent_id, framework_id, executor.info.executor_id,
-                                                     why[:_MAX_EXECUTOR_TEXT])))
+                                                     why[:_MAX_EXECUTOR_TEXT], status)))
         out.extend(self._forget((framework_id, run_id)))
         return out
 
@@ -1580,17 +1620,18 @@ class AgentCore:
     # ------------------------------------------------- reliable updates
     def _status(self, framework_id: str, task_id: str, state: str, message: str, reason: str = "",
                 exit_code: int | None = None, uuid_: str | None = None, healthy: bool | None = None,
-                labels: list[Label] | None = None, source: str = SOURCE_AGENT) -> TaskStatus:
+                labels: list[Label] | None = None, source: str = SOURCE_AGENT, data: bytes = b"") -> TaskStatus:
         return TaskStatus(
             task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=source,
             reason=reason, uuid=self._new_uuid() if uuid_ is None else uuid_, timestamp=self._wall_clock(),
-            exit_code=exit_code, framework_id=framework_id, healthy=healthy, labels=labels or [])
+            exit_code=exit_code, framework_id=framework_id, healthy=healthy, labels=labels or [], data=data,
+            ip_address=self.ip_address)
 
     def _new_uuid(self) -> str:
         return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
 
     def _update(self, task: _Task, state: str, message: str, reason: str = "",
-                exit_code: int | None = None, source: str = SOURCE_AGENT) -> list[Command]:
+                exit_code: int | None = None, source: str = SOURCE_AGENT, data: bytes = b"") -> list[Command]:
         """Queue a reliable update; send it now if it is the head."""
         framework_id, task_id = task.framework.id, task.info.task_id
         task.state = state
@@ -1599,7 +1640,7 @@ class AgentCore:
             stream = self._streams[(framework_id, task_id)] = _UpdateStream(framework_id)
         # the task's labels ride on each of its updates (issue 18 §5b)
         stream.pending.append(self._status(framework_id, task_id, state, message, reason, exit_code,
-                                           healthy=task.healthy, labels=task.info.labels, source=source))
+                                           healthy=task.healthy, labels=task.info.labels, source=source, data=data))
         out = self._checkpointed(task)   # written before it is sent: a sent update is never lost
         if len(stream.pending) > 1:
             return out  # behind an unacknowledged one
@@ -1636,6 +1677,13 @@ class AgentCore:
             out.append(self._send_head(stream, self.clock.now(), key))
         return out
 
+    def _shutdown_executor(self, msg: m.ShutdownExecutor) -> list[Command]:
+        """The framework asks its executor to end (Mesos's SHUTDOWN call)."""
+        executor = self._executors.get((msg.framework_id, msg.executor_id))
+        if executor is None or executor.orphaned:
+            return []
+        return self._shut_executor_down(executor)
+
     def _error(self, msg: m.Error) -> list[Command]:
         (log.error if msg.fatal else log.warning)("the master says: %s", msg.message)
         return []
@@ -1654,6 +1702,7 @@ class AgentCore:
         m.ShutdownAgent: _shutdown_agent,
         m.ShutdownFramework: _shutdown_framework,
         m.FrameworkMessage: _framework_message,
+        m.ShutdownExecutor: _shutdown_executor,
         m.Error: _error,
         m.Heartbeat: _heartbeat,
     }

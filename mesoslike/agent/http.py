@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import BinaryIO, Callable, Iterator, Protocol
+from typing import BinaryIO, Callable, Iterator, Mapping, Protocol
 
 from mesoslike.agent.files import REFUSALS, FileAccessError, MayRead, SandboxAccess, SandboxFiles
-from mesoslike.http_server import CHUNK, MAX_CONNECTIONS, HTTPServer, Request, Response, json_response
+from mesoslike.http_server import CHUNK, MAX_CONNECTIONS, Handler, HTTPServer, Request, Response, json_response
 
 __all__ = ["AgentHTTPServer", "AgentView", "REQUEST_TIMEOUT"]
 
@@ -86,15 +86,21 @@ class AgentHTTPServer(HTTPServer):
     ``access``, to the principals it admits only."""
 
     def __init__(self, host: str, port: int, view: AgentView, files: SandboxFiles,
-                 access: SandboxAccess | None = None, *, max_connections: int = MAX_CONNECTIONS) -> None:
+                 access: SandboxAccess | None = None, *, max_connections: int = MAX_CONNECTIONS,
+                 handlers: Mapping[str, Handler] | None = None, body_limits: Mapping[str, int] | None = None) -> None:
         self.view = view
         self.files = files
         self.access = access
         self.counters = FileCounters()
+        #: endpoints that take the whole request (the v1 executor API, mesoslike.agent.v1_executor)
+        self.handlers = dict(handlers or {})
         super().__init__(host, port, self._handle, name="agent-http", workers=WORKERS, timeout=REQUEST_TIMEOUT,
-                         max_connections=max_connections, server_header="mesoslike-agent")
+                         max_connections=max_connections, server_header="mesoslike-agent", body_limits=body_limits)
 
     def _handle(self, request: Request) -> Response:
+        handler = self.handlers.get(request.path.rstrip("/") or "/")
+        if handler is not None:
+            return handler(request)
         if request.method != "GET":
             return json_response(405, {"error": "the agent's endpoints are read-only: use GET"})
         path = request.path.rstrip("/") or "/"

@@ -79,6 +79,7 @@ from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
 from mesoslike.agent.files import SandboxAccess, SandboxFiles, launch_secret_files
 from mesoslike.agent.images import DEFAULT_CACHE_SIZE, DEFAULT_REGISTRY, IMAGES_DIR, ImageError, ImageStore
 from mesoslike.agent.http import AgentHTTPServer
+from mesoslike.agent.v1_executor import EXECUTOR_PATH, MAX_CALL_BODY, V1Executors, is_v1_peer
 from mesoslike.agent.isolation import Isolator, agent_key, select_isolator
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
 from mesoslike.agent.secrets import SecretError, SecretStore
@@ -340,6 +341,8 @@ class AgentRuntime:
                               f"{exc}") from None
         self.checkpoints = CheckpointStore(self.work_dir)
         self.http: AgentHTTPServer | None = None
+        #: Mesos's v1 executor API (docs/mesos-api.rst): pymesos's executors speak it
+        self.v1_executors = V1Executors(self)
         #: checkpoint files that could not be read at the last start (path, problem)
         self.recovery_errors: list[tuple[str, str]] = []
         #: /metrics: a registry of this agent's own (several agents may share a process)
@@ -469,6 +472,7 @@ class AgentRuntime:
             self._serve_http()
             self._loop()
         finally:
+            self.v1_executors.close()
             if self.http is not None:
                 self.http.stop()
             if self._channel is not None:
@@ -484,9 +488,12 @@ class AgentRuntime:
             return
         access = SandboxAccess(self.credentials, self.executor.sandbox_owners) if self.credentials else None
         files = SandboxFiles(self.executor.sandbox_root, launch_secret_files(self.work_dir / "meta" / "tasks"))
-        self.http = AgentHTTPServer(self.http_ip, self.http_port, self, files, access)
-        host = url_host(advertised_ip(self.http.host, self.advertise_ip))   # never a wildcard
+        self.http = AgentHTTPServer(self.http_ip, self.http_port, self, files, access,
+                                    handlers=self.v1_executors.handlers, body_limits={EXECUTOR_PATH: MAX_CALL_BODY})
+        address = advertised_ip(self.http.host, self.advertise_ip)
+        host = url_host(address)   # never a wildcard
         self.core.http_address = f"http://{host}:{self.http.port}"
+        self.core.ip_address = address   # where its tasks are reachable (Mesos's container_status)
         self.http.start()
         log.info("agent %s serving HTTP on %s", self.hostname, self.core.http_address)
         if self._on_serving is not None:
@@ -552,6 +559,7 @@ class AgentRuntime:
                         self._receive(client)
                     if self._channel is not None:
                         self._receive_executors(client, self._channel)
+                    self._receive_v1_executors(client)
                     self._feed(client, self.executor.poll())
                     self._launch_some(client)
                     self._send_outgoing()
@@ -804,9 +812,29 @@ class AgentRuntime:
             except Exception:  # one bad message must not take the agent (and its tasks) down
                 log.exception("handling %s from an executor failed", getattr(message, "TYPE", message))
 
+    def _receive_v1_executors(self, client: Client | None) -> None:
+        for peer, message in self.v1_executors.take():
+            try:
+                self._carry_out(client, self.core.on_executor_frame(peer, message))
+            except Exception:  # one bad message must not take the agent (and its tasks) down
+                log.exception("handling %s from a v1 executor failed", getattr(message, "TYPE", message))
+
+    def executor_secret(self, framework_id: str, executor_id: str) -> str | None:
+        with self._lock:
+            return self.core.executor_secret(framework_id, executor_id)
+
+    def wake(self) -> None:
+        waker = self._waker
+        if waker is not None:
+            waker.wake()
+
     def _send_to_executors(self) -> None:
         self._sync_checkpoints()   # an acknowledged update is on disk
         outgoing, self._executor_outgoing = self._executor_outgoing, []
+        for peer, message in outgoing:
+            if is_v1_peer(peer):
+                self.v1_executors.deliver(peer, message)
+        outgoing = [(peer, message) for peer, message in outgoing if not is_v1_peer(peer)]
         if self._channel is None:
             return
         for peer, message in outgoing:

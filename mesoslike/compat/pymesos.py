@@ -24,8 +24,9 @@ from collections import OrderedDict
 from typing import Any, Iterable, Mapping
 
 from mesoslike import DriverStatus, FrameworkInfo, MasterInfo, Offer, Scheduler as _Scheduler, SchedulerDriver
-from mesoslike import Launch, Operation, Reserve, Resources, TaskStatus, Unreserve
+from mesoslike import TaskStatus
 from mesoslike.compat._pymesos_executor import Executor, MesosExecutorDriver
+from mesoslike.compat._pymesos_shapes import framework_info as framework_info_from
 from mesoslike.compat._pymesos_shapes import (
     Message,
     PymesosCompatError,
@@ -39,6 +40,7 @@ from mesoslike.compat._pymesos_shapes import (
     master_info_message,
     offer_id_list,
     offer_message,
+    operations_from,
     resources_from,
     status_from_message,
     status_message,
@@ -112,8 +114,9 @@ class Scheduler:
 
     def executorLost(self, driver: MesosSchedulerDriver, executorId: Message, slaveId: Message,
                      status: int) -> None:
-        """Never called: an executor's end comes as its running tasks'
-        TASK_FAILED updates (reason ``REASON_EXECUTOR_TERMINATED``)."""
+        """A custom executor's process ended (``status``: its exit code, or
+        minus the signal that ended it; None if not known); its tasks that
+        had not ended come as TASK_FAILED updates too."""
 
     def preemptionWarning(self, driver: MesosSchedulerDriver, taskIds: list[Message], seconds: float) -> None:
         """mesoslike's fair-share preemption will kill these tasks in
@@ -165,6 +168,10 @@ class _Translator(_Scheduler):
         self._call("frameworkMessage", self.shim._wrap(id_message(executor_id)),
                    self.shim._wrap(id_message(agent_id)), encode_data(data))
 
+    def executor_lost(self, driver: SchedulerDriver, executor_id: str, agent_id: str, status: int | None) -> None:
+        self._call("executorLost", self.shim._wrap(id_message(executor_id)), self.shim._wrap(id_message(agent_id)),
+                   status)
+
     def agent_lost(self, driver: SchedulerDriver, agent_id: str) -> None:
         # the v1 name if the scheduler has it (pymesos's base class has only slaveLost)
         name = "agentLost" if hasattr(self.shim.sched, "agentLost") else "slaveLost"
@@ -175,20 +182,6 @@ class _Translator(_Scheduler):
 
     def error(self, driver: SchedulerDriver, message: str) -> None:
         self._call("error", message)
-
-
-def _reserve(resources: Resources, where: str) -> Operation:
-    """A Mesos RESERVE (resources with the role they are for) as ``Reserve``."""
-    roles = resources.reservation_roles()
-    if len(roles) != 1 or resources.unreserved():
-        raise PymesosCompatError(f"{where}: a RESERVE's resources name the one role they are for, got {resources}")
-    # cpus(role,principal,k=v&k2=v2): the reservation's labels, the same for all of them
-    labels = {(kind.partition("(")[2][:-1].split(",", 2) + [""] * 2)[2]
-              for kind in (*resources.scalars(), *resources.range_names())}
-    if len(labels) > 1:
-        raise PymesosCompatError(f"{where}: a RESERVE's resources carry one set of labels, got {resources}")
-    pairs = [tuple(pair.partition("=")[::2]) for label in labels if label for pair in label.split("&")]
-    return Reserve(resources.stripped(), role=roles[0], labels=pairs)
 
 
 class MesosSchedulerDriver:
@@ -255,6 +248,25 @@ class MesosSchedulerDriver:
         return self._driver.status
 
     @property
+    def aborted(self) -> bool:
+        """pymesos's: the driver no longer runs because it aborted (a
+        callback raised, the master ended the framework, or ``abort()``)."""
+        return self._driver.status is DriverStatus.ABORTED
+
+    @property
+    def stream_id(self) -> str | None:
+        """pymesos's ``Mesos-Stream-Id`` of the subscription: here an id of
+        the current subscription (the framework id) while subscribed, None
+        otherwise — what pymesos programs test it for."""
+        return self._driver.framework_id or None if self._driver.connected else None
+
+    def change_master(self, master: str) -> None:
+        """pymesos's: subscribe to another master. The mesoslike driver
+        follows the leading master itself (``zk://`` or the master's own
+        answer), so this only logs which one pymesos meant."""
+        log.info("change_master(%r): the driver follows the leading master by itself", master)
+
+    @property
     def driver(self) -> SchedulerDriver:
         """The mesoslike driver underneath (for what only mesoslike has)."""
         return self._driver
@@ -271,10 +283,17 @@ class MesosSchedulerDriver:
         return self._driver.abort()
 
     def join(self) -> DriverStatus:
-        return self._driver.join()
+        """Wait for the driver to end. As pymesos (whose I/O thread re-raises
+        a callback's exception in the main thread), the exception of a
+        callback that aborted the driver is raised here."""
+        status = self._driver.join()
+        if self._driver.callback_exception is not None:
+            raise self._driver.callback_exception
+        return status
 
     def run(self) -> DriverStatus:
-        return self._driver.run()
+        status = self._driver.start()
+        return self.join() if status is DriverStatus.RUNNING else status
 
     # ------------------------------------------------------------------ calls
     def launchTasks(self, offerIds: Any, tasks: Iterable[Mapping[str, Any]], filters: Any = None) -> DriverStatus:
@@ -297,28 +316,9 @@ class MesosSchedulerDriver:
         ``reservation.principal``: the framework's own is used, from its key);
         an UNRESERVE's are written as offered. No operations declines."""
         ids = offer_id_list(offerIds)
-        items: list[Operation] = []
-        for index, operation in enumerate(operations):
-            where = f"operations[{index}]"
-            if not isinstance(operation, Mapping):
-                raise PymesosCompatError(f"{where} must be a dict")
-            kind = operation.get("type")
-            if kind == "LAUNCH":
-                launch = operation.get("launch")
-                infos = launch.get("task_infos") if isinstance(launch, Mapping) else None
-                if not isinstance(infos, list):
-                    raise PymesosCompatError(f"{where}.launch.task_infos must be a list of tasks")
-                launched = [task_info(task) for task in infos]
-                self._remember_executors(info.executor.executor_id for info in launched if info.executor is not None)
-                items.append(Launch(launched))
-            elif kind in ("RESERVE", "UNRESERVE"):
-                body = operation.get(kind.lower())
-                resources = resources_from(body.get("resources") if isinstance(body, Mapping) else None,
-                                           f"{where}.{kind.lower()}.resources")
-                items.append(_reserve(resources, where) if kind == "RESERVE" else Unreserve(resources))
-            else:
-                raise PymesosCompatError(f"{where}: {kind!r} is not supported by mesoslike; only LAUNCH, RESERVE "
-                                         "and UNRESERVE are")
+        items = operations_from(operations)
+        self._remember_executors(task.executor.executor_id for item in items for task in item.tasks
+                                 if task.executor is not None)
         if not items:
             return self.declineOffer(offerIds, filters)
         return self._driver.accept_offers(ids, items, filters_from(filters))
@@ -338,6 +338,19 @@ class MesosSchedulerDriver:
 
     def suppressOffers(self, roles: Iterable[str] = ()) -> DriverStatus:
         return self._driver.suppress_offers()
+
+    def updateFramework(self, framework_info: Mapping[str, Any], suppressed_roles: Iterable[str] = (),
+                        *args: Any, **kwargs: Any) -> DriverStatus:
+        """Mesos's UPDATE_FRAMEWORK (pymesos 0.3.15 lacks it; Mesos >= 1.9):
+        the framework dict's name, failover timeout, labels, web UI, host
+        name and capabilities; its role stays. ``suppressed_roles``: offers
+        are suppressed when it names the framework's role."""
+        info = framework_info_from(framework_info)
+        self._framework = dict(framework_info)
+        status = self._driver.update_framework(info)
+        if info.role in set(suppressed_roles):
+            status = self._driver.suppress_offers()
+        return status
 
     def killTask(self, taskId: Any) -> DriverStatus:
         """Kill a task by its ``{"value": ...}`` id."""

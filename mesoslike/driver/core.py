@@ -470,6 +470,8 @@ class DriverCore:
         return [InvokeCallback("preemption_warning", (list(message.task_ids), message.seconds))]
 
     def _on_failure(self, message: m.Failure) -> list[Command]:
+        if message.executor_id:
+            return [InvokeCallback("executor_lost", (message.executor_id, message.agent_id, message.status))]
         return [InvokeCallback("agent_lost", (message.agent_id,))]
 
     def _on_framework_message(self, message: m.FrameworkMessage) -> list[Command]:
@@ -519,6 +521,15 @@ class DriverCore:
     def suppress_offers(self) -> list[Command]:
         """SUPPRESS now, or — not subscribed — in the next SUBSCRIBE (never dropped)."""
         return self._set_suppressed(True, "suppress_offers", lambda: m.Suppress(self.framework_id))
+
+    def update_framework(self, framework: FrameworkInfo) -> list[Command]:
+        """UPDATE_FRAMEWORK: ``framework`` (its name, failover timeout,
+        labels, web UI, host name, partition awareness) from now on, also
+        when the driver subscribes again."""
+        if not isinstance(framework, FrameworkInfo):
+            raise TypeError(f"update_framework takes a FrameworkInfo, got {type(framework).__name__}")
+        self._framework = attrs.evolve(framework, id="")
+        return self._call("update_framework", lambda: m.UpdateFramework(attrs.evolve(framework, id=self.framework_id)))
 
     def revive_offers(self) -> list[Command]:
         """REVIVE now (it clears the filters too), or — not subscribed — no

@@ -124,6 +124,8 @@ class SchedulerDriver:
         self._stop_requested = False
         self._finished = False
         self._aborted = False
+        #: the exception a scheduler callback raised that aborted the driver (None: none did)
+        self.callback_exception: BaseException | None = None
         #: since when (driver clock) no master has answered; None while subscribed
         self._unreached_since: float | None = None
         self._told_unreachable = False   # said so since the last subscription
@@ -226,6 +228,13 @@ class SchedulerDriver:
         SUBSCRIBE, so the master agrees after a reconnection, a master
         failover or a scheduler restart (as Mesos's ``suppressed_roles``)."""
         return self._call("suppress_offers", self._core.suppress_offers, before_start=True)
+
+    def update_framework(self, framework: FrameworkInfo) -> DriverStatus:
+        """Change the framework's info (Mesos's UPDATE_FRAMEWORK): its name,
+        failover timeout, labels, web UI, host name and partition
+        awareness; its id, role, user and principal stay (a role change is
+        refused through ``error``)."""
+        return self._call("update_framework", lambda: self._core.update_framework(framework))
 
     def revive_offers(self) -> DriverStatus:
         """Ask for offers again, clearing every filter of the framework
@@ -445,11 +454,18 @@ class SchedulerDriver:
     def _invoke(self, invocation: InvokeCallback) -> None:
         try:
             getattr(self.scheduler, invocation.name)(self, *invocation.args)
-        except Exception as exc:
-            # the framework's bug must not stop the driver (or its tasks)
-            log.exception("scheduler callback %s raised", invocation.name)
+        except BaseException as exc:   # SystemExit and KeyboardInterrupt too: they end this thread's work
+            # as Mesos's drivers do: the framework's bug aborts the driver (DRIVER_ABORTED, no callback
+            # follows, nothing is acknowledged); the framework is not torn down, its tasks keep running
+            # for its failover timeout
+            log.exception("scheduler callback %s raised: aborting the driver", invocation.name)
             if invocation.name != "error":
-                self._report_error(f"scheduler.{invocation.name} raised {type(exc).__name__}: {exc}")
+                self._report_error(f"scheduler.{invocation.name} raised {type(exc).__name__}: {exc}; the "
+                                   "driver aborts")
+            if self.callback_exception is None:
+                self.callback_exception = exc
+            self.abort()
+            return
         self._execute(self._core.callback_returned(invocation))
 
     def _report_error(self, message: str) -> None:

@@ -64,6 +64,12 @@ class Scheduler:
         """An agent was removed. Its tasks come as TASK_LOST (or
         TASK_UNREACHABLE) status updates as well."""
 
+    def executor_lost(self, driver: SchedulerDriver, executor_id: str, agent_id: str, status: int | None) -> None:
+        """The process of the custom executor ``executor_id`` on agent
+        ``agent_id`` ended (``status``: its exit code, minus the signal that
+        killed it, or None if not known). Its tasks that had not ended come
+        as TASK_FAILED updates too."""
+
     def preemption_warning(self, driver: SchedulerDriver, task_ids: list[str], seconds: float) -> None:
         """The master will kill these tasks in ``seconds`` to give a starved
         role its fair share (fair-share preemption). Checkpoint them, or kill

@@ -420,6 +420,10 @@ class AgentLifecycle:
         log.info("executor %s of framework %s on agent %s exited: %s", clip(msg.executor_id), msg.framework_id,
                  agent.id, clip(msg.message))
         self._recover_executor(agent, msg.framework_id, executor)
+        record = context.frameworks.get(msg.framework_id)
+        if record is not None and record.connected:   # its executor_lost (Mesos's FAILURE with an executor id)
+            context.out.send_framework(record, m.Failure(agent.id, msg.message, executor_id=msg.executor_id,
+                                                         status=msg.status))
 
     def _recover_executor(self, agent: AgentRecord, framework_id: str, executor: ExecutorInfo) -> None:
         context = self._context

@@ -112,7 +112,9 @@ class MasterCore:
         frameworks, agents = self.framework_lifecycle, self.agent_lifecycle
         self._handlers: dict[type, Handler] = {
             m.Subscribe: frameworks.subscribe, m.Teardown: frameworks.teardown,
+            m.UpdateFramework: frameworks.update_framework,
             m.Accept: self.launches.accept, m.Kill: self.launches.kill,
+            m.ShutdownExecutor: self.launches.shutdown_executor,
             m.Decline: self.offer_desk.decline, m.Revive: self.offer_desk.revive,
             m.Suppress: self.offer_desk.suppress,
             m.StatusUpdate: self.delivery.status_update, m.Acknowledge: self.delivery.acknowledge,
@@ -221,6 +223,13 @@ class MasterCore:
         self.context.counters["registration_retries"] += 1
         self.agent_lifecycle.heard_from(agent)
         out.send(peer, self.agent_lifecycle.registered_message(agent.info))
+        return out.flush()
+
+    def on_connection_closed(self, peer: bytes) -> list[Send]:
+        """The connection ``peer`` is gone (see :meth:`FrameworkLifecycle.connection_closed`)."""
+        out = self.context.out
+        out.clear()
+        self.framework_lifecycle.connection_closed(peer)
         return out.flush()
 
     def on_bad_frame(self, peer: bytes | None, error: Exception) -> list[Send]:

@@ -8,7 +8,8 @@ by its connection or its id (:meth:`FrameworkBook._check`):
 - a connection names at most one framework, subscribed on it and connected;
 - a framework id is live, removed, or neither — never both;
 - every id a connection or a principal holds is a live framework's;
-- frameworks adopted without a known principal (*unbound*) are live ones;
+- frameworks adopted without a known principal (*unbound*), and those
+  subscribed under ids this master did not know (*claimed*), are live ones;
 - the ended tasks reported for frameworks not known yet are counted exactly.
 
 The lifecycle that moves frameworks between these (SUBSCRIBE, failover,
@@ -49,6 +50,9 @@ class FrameworkBook:
         #: adopted frameworks whose principal no registry and no receipt told (secured clusters:
         #: nobody may subscribe under their ids)
         self.unbound: set[str] = set()
+        #: framework ids a subscriber brought that this master did not know, accepted for its principal
+        #: (the Mesos rule, FrameworkLifecycle.subscribe) until an agent's receipt confirms whose they are
+        self.claimed: set[str] = set()
         #: frameworks whose ended tasks a re-registering agent reported (not adopted: nothing of
         #: theirs runs): framework id -> its info as reported (principal only if its receipt checked)
         #: and task id -> (the agent, its report). Such a framework may subscribe under its id to
@@ -113,6 +117,7 @@ class FrameworkBook:
         self._unmap(record)
         del self.records[record.id]
         self.unbound.discard(record.id)
+        self.claimed.discard(record.id)
         self.owners.release(record.id)
         self.principals.release(record.id)
         self.removed.add(record.id)
@@ -148,6 +153,7 @@ class FrameworkBook:
                 f"disconnected framework {framework_id} has no failover deadline"
         assert not self.removed & self.records.keys(), "a removed framework is live"
         assert self.unbound <= self.records.keys(), "an unbound framework is not live"
+        assert self.claimed <= self.records.keys(), "a claimed framework is not live"
         for holdings in (self.owners, self.principals):
             holdings._check()
         held = {item for holdings in (self.owners, self.principals) for item in holdings.items()}

@@ -45,14 +45,17 @@ class FrameworkLifecycle:
         """SUBSCRIBE: a new framework (no id: the master gives one) or one
         the master knows re-subscribing.
 
-        Ids are the master's to give. A framework may come back only under
-        an id this master knows: one it (or an earlier leader, through the
-        registry) gave, or one a re-registering agent runs tasks of after a
-        failover. Any other id is refused (a non-fatal ERROR: the driver
-        retries, and an agent re-registering meanwhile may make it known),
-        so a peer cannot claim ids the master would give later, nor grow the
-        registry with ids of its own. An id belongs to the principal that
-        registered it, and only that principal may use it.
+        A framework comes back under the id it had. An id this master knows
+        (it or an earlier leader gave it, through the registry, or
+        re-registering agents run tasks of it) belongs to the principal that
+        registered it, and only that principal may use it. An id this master
+        does not know is accepted as Mesos accepts it — a framework that
+        keeps its id across master restarts, or makes its own — and is
+        bound to the subscribing principal; should an agent later show this
+        master's receipt binding it to another principal, the proof wins
+        (:meth:`bind_reported`). Fresh ids skip ids in use, so a claimed id
+        never makes a later subscription fail; what one principal may hold
+        is bounded (``max_frameworks_per_principal``).
         """
         context, book = self._context, self._book
         config = context.config
@@ -77,10 +80,7 @@ class FrameworkLifecycle:
             # (its principal, if their receipt checked), never as the subscriber says
             self.adopt(book.reported[info.id][0], reported=True)
             record = book.records[info.id]
-        if info.id and record is None:
-            self._refuse(peer, f"framework id {clip(info.id)} is not one this master gave (nor do registered agents "
-                               "run tasks of it); subscribe without an id to get one", fatal=False)
-            return
+        claimed = bool(info.id) and record is None   # an id this master does not know: accepted, as Mesos does
         if record is None:
             context.authorize(principal, "register_frameworks", info.role)
         else:
@@ -107,8 +107,12 @@ class FrameworkLifecycle:
                          fatal=True)
             return
         if record is None:
-            framework_id = book.new_id(context.registry.frameworks)
+            framework_id = info.id if claimed else book.new_id(context.registry.frameworks)
             info = self.signed(attrs.evolve(info, id=framework_id))
+            if claimed:
+                book.claimed.add(framework_id)
+                log.info("framework %s subscribed under an id this master did not know, bound to principal %s",
+                         clip(framework_id), clip(info.principal or "(anonymous)"))
             try:
                 context.allocator.add_framework(framework_id, info.role, min_allocatable=info.min_allocatable or None)
             except MesoslikeError as exc:
@@ -139,6 +143,38 @@ class FrameworkLifecycle:
         record = self._context.framework_for(peer, msg.framework_id)
         if record is not None:
             self.remove(record, "torn down by the framework")
+
+    def update_framework(self, peer: bytes, msg: m.UpdateFramework, principal: str | None) -> None:
+        """UPDATE_FRAMEWORK: a subscribed framework's name, failover timeout,
+        labels, web UI, host name and partition awareness change; its id,
+        role, user and principal do not (a role change is refused)."""
+        context = self._context
+        record = context.framework_for(peer, msg.framework.id)
+        if record is None:
+            return
+        info = msg.framework
+        problem = _framework_problem(info)
+        if problem is None and info.role != record.info.role:
+            problem = f"role {clip(info.role)!r}: a framework keeps the role it subscribed in ({record.info.role})"
+        if problem is not None:
+            context.out.error(peer, f"cannot update framework {record.id}: {problem}")
+            return
+        updated = self.signed(attrs.evolve(self._capped(info), id=record.id, role=record.info.role,
+                                           user=record.info.user, principal=record.info.principal))
+        if updated != record.info:
+            record.info = updated
+            context.registry.add_framework(updated)
+            context.registry_changed()
+            log.info("framework %s updated its info", record.id)
+
+    def connection_closed(self, peer: bytes) -> None:
+        """The connection ``peer`` is gone (a v1 HTTP scheduler's event
+        stream closed; ZeroMQ says nothing of the kind): a framework
+        subscribed on it is disconnected now, as Mesos does for HTTP
+        frameworks, and its failover timeout starts."""
+        record = self._book.on(peer)
+        if record is not None:
+            self._disconnect(record, self._context.clock.now())
 
     def _set_suppressed(self, record: FrameworkRecord, suppressed: bool) -> None:
         """A (re-)subscription states the framework's suppression, which
@@ -335,10 +371,36 @@ class FrameworkLifecycle:
                 context.registry_changed()
                 log.info("framework %s belongs to principal %s (an agent showed the master's receipt)", record.id,
                          clip(checked.principal))
+            elif record.info.principal and record.info.principal != checked.principal and record.id in book.claimed:
+                self._give_back_claimed(record, checked)
             elif record.info.principal and record.info.principal != checked.principal:
                 context.log_once(info.id, "framework-principal",
                                  f"framework {record.id} belongs to principal {clip(record.info.principal)}, but an "
                                  f"agent shows a receipt for principal {clip(checked.principal)}: ignored")
+            else:
+                book.claimed.discard(record.id)   # the receipt confirms whose it is
+
+    def _give_back_claimed(self, record: FrameworkRecord, proven: FrameworkInfo) -> None:
+        """A framework id accepted unknown (:meth:`subscribe`) that an
+        agent's receipt shows was another principal's: the claimant is cut
+        off (a fatal ERROR) and the id goes to the proven principal, which
+        may subscribe to it."""
+        context, book = self._context, self._book
+        book.claimed.discard(record.id)
+        context.count_refusal("principal")
+        log.warning("framework %s: principal %s subscribed under it first, but an agent shows the master's receipt "
+                    "for principal %s: the id goes to %s", record.id, clip(record.info.principal),
+                    clip(proven.principal), clip(proven.principal))
+        if record.connected and record.peer is not None:
+            context.out.send(record.peer, m.Error(f"framework id {record.id} belongs to another principal",
+                                                  fatal=True))
+            self._disconnect(record, context.clock.now())
+        book.principals.release(record.id)
+        book.owners.release(record.id)
+        record.info = attrs.evolve(record.info, principal=proven.principal, principal_receipt=proven.principal_receipt)
+        book.principals.hold(proven.principal.encode(), record.id)
+        context.registry.add_framework(record.info)
+        context.registry_changed()
 
     # ------------------------------------------------------------ receipts
     def signed(self, info: FrameworkInfo) -> FrameworkInfo:

@@ -107,14 +107,14 @@ class StatusHTTPServer(HTTPServer):
                  max_connections: int = MAX_CONNECTIONS, tls: ssl.SSLContext | None = None,
                  authorize: Authorize | None = None,
                  dashboard: Mapping[str, tuple[str, bytes]] | None = None,
-                 handlers: Mapping[str, Handler] | None = None) -> None:
+                 handlers: Mapping[str, Handler] | None = None, body_limits: Mapping[str, int] | None = None) -> None:
         self._views = views
         self._actions = actions or {}
         self._handlers = dict(handlers or {})
         self._authorize = authorize
         self._dashboard = dashboard_files() if dashboard is None else dashboard
         super().__init__(host, port, self._handle, name="master-http", workers=workers, timeout=timeout,
-                         max_connections=max_connections, max_body=MAX_BODY, tls=tls)
+                         max_connections=max_connections, max_body=MAX_BODY, tls=tls, body_limits=body_limits)
 
     def _handle(self, request: Request) -> Response:
         target = request.target.split("?", 1)[0]

@@ -102,6 +102,17 @@ class Launches:
         elif task.state == TaskState.UNREACHABLE:   # as Mesos: it cannot be killed now; say so
             context.out.send_framework(record, m.Update(reconciled(task.status, context.wall_clock())))
 
+    def shutdown_executor(self, peer: bytes, msg: m.ShutdownExecutor, principal: str | None) -> None:
+        """SHUTDOWN (Mesos's scheduler call): the agent ends the framework's
+        executor; nothing to do if it runs none of that id."""
+        context = self._context
+        record = context.framework_for(peer, msg.framework_id)
+        if record is None:
+            return
+        agent = context.agents.get(msg.agent_id)
+        if agent is not None and (record.id, msg.executor_id) in agent.executors:
+            context.out.send(agent.peer, msg)
+
     # ----------------------------------------------------- carrying it out
     def _convert_offers(self, agent: AgentRecord, offers: list[AllocatorOffer],
                         conversions: tuple[Conversion, ...]) -> list[AllocatorOffer]:

@@ -45,6 +45,7 @@ from mesoslike.errors import ConfigError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
 from mesoslike.master.http import Fresh, StatusHTTPServer
+from mesoslike.master.v1_api import MAX_CALL_BODY, OPERATOR_PATHS, SCHEDULER_PATH, V1API, is_v1_peer
 from mesoslike.master.receipts import receipt_key
 from mesoslike.master.inbox import Inbox
 from mesoslike.master.leadership import (Action, BuildCore, Commit, ConfirmLeadership, CoreBuilt, Demoted, Drop,
@@ -291,6 +292,8 @@ class MasterRuntime:
         self._lock = threading.RLock()
         self.stored = threading.Condition(self._lock)
         self._operator = OperatorWrites(self)
+        #: Mesos's v1 HTTP APIs (docs/mesos-api.rst): a second front end on the same core
+        self._v1 = V1API(self, reads_need_auth=credentials is not None and http_auth == "all")
         self._http: StatusHTTPServer | None = None
         try:
             if http_port is not None:
@@ -302,7 +305,8 @@ class MasterRuntime:
                     **SandboxReads(self).views,
                 }, actions=self._operator.actions, workers=self.config.http_workers,
                     timeout=self.config.http_timeout, max_connections=self.config.http_max_connections,
-                    tls=http_tls, authorize=self._authorize_http)
+                    tls=http_tls, authorize=self._authorize_http, handlers=self._v1.handlers,
+                    body_limits={SCHEDULER_PATH: MAX_CALL_BODY})
         except Exception:
             self._server.close()
             raise
@@ -553,6 +557,9 @@ class MasterRuntime:
         for index, send in enumerate(replies):
             if not self._acting.is_set():
                 return replies[index:]  # demoted while we worked: not one more word as leader
+            if is_v1_peer(send.peer):   # a v1 scheduler's event stream
+                self._v1.deliver(send.peer, send.message)
+                continue
             try:
                 for frame in batch_frames(send.message, self._server.codec.encode):
                     self._server.send_frame(send.peer, frame)
@@ -688,6 +695,8 @@ class MasterRuntime:
         permission); with ``http_auth="all"`` reads need a valid token too.
         An anonymous (loopback) master asks nothing."""
         credentials = self.credentials
+        if path == SCHEDULER_PATH or path in OPERATOR_PATHS:
+            return None   # the v1 APIs identify their callers themselves (mesoslike.v1.identity)
         if credentials is None or (method == "GET" and self._http_auth == "writes"):
             return None
         scheme, _, token = (authorization or "").partition(" ")
@@ -710,6 +719,9 @@ class MasterRuntime:
         if credentials is None or scheme.lower() != "bearer":
             return None
         return credentials.principal_of_token(token.strip())
+
+    def healthy(self) -> bool:
+        return bool(self._health()["healthy"])
 
     def _health(self) -> dict:
         health = self._store_health
@@ -888,6 +900,7 @@ class MasterRuntime:
             gc.disable()  # a turn of 2,000 re-registrations makes ~100k objects: collect after it, not during
             try:
                 replies += self._handle_messages(leading.core)
+                replies += self._v1.turn(leading.core)
                 replies += leading.core.tick()
             finally:
                 if collecting:
@@ -983,6 +996,7 @@ class MasterRuntime:
                 self._contender.stop()
             except Exception:
                 log.exception("leaving the ZooKeeper group failed")
+        self._v1.close()
         if self._http is not None:
             self._http.stop()
         self._state_worker.shutdown(wait=False, cancel_futures=True)

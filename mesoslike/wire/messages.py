@@ -3,7 +3,8 @@
 Three conversations share one schema:
 
 - scheduler -> master *calls* (SUBSCRIBE, TEARDOWN, ACCEPT, DECLINE, REVIVE,
-  SUPPRESS, KILL, ACKNOWLEDGE, RECONCILE, MESSAGE) and master -> scheduler
+  SUPPRESS, KILL, ACKNOWLEDGE, RECONCILE, MESSAGE, SHUTDOWN_EXECUTOR,
+  UPDATE_FRAMEWORK) and master -> scheduler
   *events* (SUBSCRIBED, OFFERS, RESCIND, UPDATE, MESSAGE, FAILURE, ERROR,
   HEARTBEAT);
 - agent <-> master: REGISTER_AGENT / REREGISTER_AGENT, AGENT_REGISTERED,
@@ -177,6 +178,30 @@ class FrameworkMessage:
     executor_id: str = ""
 
 
+@message
+@attrs.frozen
+class ShutdownExecutor:
+    """Scheduler -> master -> agent: end the custom executor ``executor_id``
+    of the framework on ``agent_id`` (Mesos's SHUTDOWN call): it is asked to
+    shut down and killed after its grace period; its tasks end with it."""
+
+    TYPE: ClassVar[str] = "SHUTDOWN_EXECUTOR"
+    framework_id: str
+    executor_id: str
+    agent_id: str
+
+
+@message
+@attrs.frozen
+class UpdateFramework:
+    """A subscribed framework changes its ``FrameworkInfo`` (Mesos's
+    UPDATE_FRAMEWORK): its name, failover timeout, labels, web UI, host
+    name and partition awareness; not its id, role, user or principal."""
+
+    TYPE: ClassVar[str] = "UPDATE_FRAMEWORK"
+    framework: FrameworkInfo
+
+
 # ------------------------------------------------------- master -> scheduler
 @message
 @attrs.frozen
@@ -216,11 +241,16 @@ class Update:
 @message
 @attrs.frozen
 class Failure:
-    """An agent was lost (``agent_id``)."""
+    """An agent was lost (``agent_id``), or — with ``executor_id`` — a
+    custom executor of the framework on it ended (Mesos's FAILURE event;
+    ``status``: its process's exit code, or minus the signal that ended it,
+    None if not known)."""
 
     TYPE: ClassVar[str] = "FAILURE"
     agent_id: str
     reason: str = ""
+    executor_id: str = ""
+    status: int | None = None
 
 
 @message
@@ -451,6 +481,8 @@ class ExecutorExited:
     framework_id: str
     executor_id: str
     message: str = ""
+    #: its exit code, or minus the signal that ended it (None: not known)
+    status: int | None = None
 
 
 @message

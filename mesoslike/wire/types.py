@@ -680,6 +680,11 @@ class TaskStatus:
     healthy: bool | None = None
     #: the task's labels (its agent copies them from ``TaskInfo.labels``)
     labels: list[Label] = labels_field()
+    #: opaque bytes from the task's executor to its scheduler (Mesos's ``TaskStatus.data``), carried as sent
+    data: bytes = b""
+    #: the address the task is reachable at (Mesos's ``container_status.network_infos[0].ip_addresses[0]``):
+    #: its agent's, for a task on the host's network; set by the agent
+    ip_address: str = ""
 
     @property
     def terminal(self) -> bool:

@@ -1,0 +1,300 @@
+"""Mesos's v1 scheduler API on a real master and agent (docs/mesos-api.rst,
+"Scheduler API"): every call, answered as Mesos answers it, and every
+refusal with Mesos's HTTP status."""
+
+from __future__ import annotations
+
+import base64
+import getpass
+
+import pytest
+
+from mesoslike.acl import Credentials
+from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.credentials import load_credentials
+from mesoslike.driver import Scheduler, SchedulerDriver
+from mesoslike.master.records import MasterConfig
+from mesoslike.master.runtime import MasterRuntime
+from mesoslike.wire.types import FrameworkInfo
+from security_helpers import SecuredKeys
+from v1_helpers import EventStream, basic, post
+from waiting import wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+FAST = dict(heartbeat_interval=0.5, allocation_interval=0.1, ping_interval=0.5)
+
+
+class Cluster:
+    def __init__(self, tmp_path, credentials: Credentials | None = None, keys: SecuredKeys | None = None,
+                 agent: bool = True) -> None:
+        self.keys = keys
+        self.master = MasterRuntime("tcp://127.0.0.1:0", http_port=0, config=MasterConfig(**FAST),
+                                    credentials=credentials, keys=keys.keys("master") if keys else None)
+        self.master.start()
+        self.url = self.master.http_address
+        self.agent = None
+        if agent:
+            self.agent = AgentRuntime(self.master.address, "cpus:2;mem:1024", hostname="node-a",
+                                      work_dir=tmp_path / "agent", register_backoff=0.2, register_backoff_max=0.5,
+                                      keys=keys.keys("agent1") if keys else None,
+                                      master_key=keys.master_public if keys else None).start()
+            wait_until(lambda: self.master.state()["agents"], 20, "the agent registered")
+
+    def subscribe(self, name: str = "v1", headers: dict | None = None, **info) -> EventStream:
+        framework = {"name": name, "user": getpass.getuser(), **info}
+        call = {"type": "SUBSCRIBE", "subscribe": {"framework_info": framework}}
+        if "id" in info:
+            call["framework_id"] = info["id"]
+        return EventStream(self.url + "/api/v1/scheduler", call, headers)
+
+    def call(self, stream: EventStream, kind: str, body: dict | None = None, headers: dict | None = None,
+             framework_id: str | None = None) -> tuple[int, bytes]:
+        framework_id = framework_id or subscribed(stream)
+        call = {"type": kind, "framework_id": {"value": framework_id}}
+        if body is not None:
+            call[kind.lower()] = body
+        status, _, answer = post(self.url + "/api/v1/scheduler", call,
+                                 {"Mesos-Stream-Id": stream.stream_id, **(headers or {})})
+        return status, answer
+
+    def close(self) -> None:
+        if self.agent is not None:
+            self.agent.stop()
+        self.master.stop()
+
+
+def subscribed(stream: EventStream) -> str:
+    return stream.wait_for("SUBSCRIBED")["subscribed"]["framework_id"]["value"]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    made = Cluster(tmp_path)
+    yield made
+    made.close()
+
+
+def command_task(offer: dict, task_id: str, command: str) -> dict:
+    return {"task_id": {"value": task_id}, "agent_id": offer["agent_id"], "name": task_id,
+            "command": {"value": command},
+            "resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.1}},
+                          {"name": "mem", "type": "SCALAR", "scalar": {"value": 32}}]}
+
+
+def until_state(cluster: Cluster, stream: EventStream, task_id: str, state: str) -> dict:
+    """Acknowledge the task's updates, as a scheduler does, until one says
+    ``state``; that status."""
+    acknowledged: set[str] = set()
+
+    def reached():
+        for event in list(stream.events):
+            status = event["update"]["status"] if event.get("type") == "UPDATE" else None
+            if status is None or status["task_id"]["value"] != task_id:
+                continue
+            if status.get("uuid") and status["uuid"] not in acknowledged:
+                acknowledged.add(status["uuid"])
+                assert cluster.call(stream, "ACKNOWLEDGE", {"agent_id": status["agent_id"],
+                                                            "task_id": status["task_id"],
+                                                            "uuid": status["uuid"]})[0] == 202
+            if status["state"] == state:
+                return status
+        return None
+    return wait_until(reached, 20, f"{task_id} {state}", diagnostics=lambda: repr(stream.events[-5:]))
+
+
+def update_of(task_id: str, state: str):
+    return lambda event: event.get("type") == "UPDATE" and event["update"]["status"]["task_id"]["value"] == task_id \
+        and event["update"]["status"]["state"] == state
+
+
+# ------------------------------------------------------------------ the calls
+def test_subscribe_answers_a_recordio_event_stream_with_its_stream_id(cluster):
+    stream = cluster.subscribe(failover_timeout=0)
+    assert stream.status == 200 and stream.headers["content-type"] == "application/json"
+    assert stream.headers["transfer-encoding"] == "chunked" and len(stream.stream_id) == 36
+    event = stream.wait_for("SUBSCRIBED")
+    assert event["subscribed"]["heartbeat_interval_seconds"] == 0.5
+    assert event["subscribed"]["master_info"]["port"] == cluster.master._http.port
+    offers = stream.wait_for("OFFERS")["offers"]["offers"]
+    assert offers[0]["hostname"] == "node-a" and {r["name"] for r in offers[0]["resources"]} >= {"cpus", "mem"}
+    stream.wait_for("HEARTBEAT", timeout=5)
+    (framework,) = cluster.master.state()["frameworks"]
+    assert framework["name"] == "v1" and framework["connected"]
+    stream.close()
+
+
+def test_accept_acknowledge_kill_reconcile_and_teardown(cluster):
+    stream = cluster.subscribe(failover_timeout=0)
+    offer = stream.wait_for("OFFERS")["offers"]["offers"][0]
+    status, _ = cluster.call(stream, "ACCEPT", {
+        "offer_ids": [offer["id"]], "filters": {"refuse_seconds": 1},
+        "operations": [{"type": "LAUNCH", "launch": {"task_infos": [command_task(offer, "t1", "sleep 60")]}}]})
+    assert status == 202
+    running = until_state(cluster, stream, "t1", "TASK_RUNNING")   # acknowledging each update (ACKNOWLEDGE)
+    assert running["uuid"] and running["agent_id"] == offer["agent_id"]
+    assert running["container_status"]["network_infos"][0]["ip_addresses"][0]["ip_address"] == "127.0.0.1"
+    # implicit reconciliation: the master's word, with no uuid (nothing to acknowledge)
+    assert cluster.call(stream, "RECONCILE", {"tasks": []})[0] == 202
+    answer = stream.wait_for(lambda e: e.get("type") == "UPDATE" and "uuid" not in e["update"]["status"])
+    assert answer["update"]["status"]["state"] == "TASK_RUNNING"
+    assert cluster.call(stream, "KILL", {"task_id": {"value": "t1"}, "agent_id": offer["agent_id"]})[0] == 202
+    until_state(cluster, stream, "t1", "TASK_KILLED")
+    assert cluster.call(stream, "TEARDOWN")[0] == 202
+    stream.wait_ended()   # removed: the master ends the stream (an ERROR event says why)
+    assert "ERROR" in stream.types()
+    wait_until(lambda: not cluster.master.state()["frameworks"], 10, "the framework removed")
+
+
+def test_decline_suppress_revive_request_and_the_calls_without_effect(cluster):
+    stream = cluster.subscribe(failover_timeout=0)
+    offer = stream.wait_for("OFFERS")["offers"]["offers"][0]
+    assert cluster.call(stream, "DECLINE", {"offer_ids": [offer["id"]], "filters": {"refuse_seconds": 3600}})[0] == 202
+    assert cluster.call(stream, "SUPPRESS")[0] == 202
+    assert cluster.call(stream, "REVIVE")[0] == 202    # filters cleared: offered again
+    wait_until(lambda: sum(t == "OFFERS" for t in stream.types()) >= 2, 10, "a new offer after REVIVE")
+    for kind, body in (("REQUEST", {"requests": [{"agent_id": offer["agent_id"]}]}),
+                       ("ACCEPT_INVERSE_OFFERS", {"inverse_offer_ids": [{"value": "x"}]}),
+                       ("DECLINE_INVERSE_OFFERS", {"inverse_offer_ids": [{"value": "x"}]}),
+                       ("RECONCILE_OPERATIONS", {"operations": []}),
+                       ("ACKNOWLEDGE_OPERATION_STATUS", {"uuid": "AAAA", "operation_id": {"value": "o"}})):
+        assert cluster.call(stream, kind, body)[0] == 202, kind
+    stream.close()
+
+
+def test_message_shutdown_and_update_framework(cluster):
+    stream = cluster.subscribe(failover_timeout=0)
+    offer = stream.wait_for("OFFERS")["offers"]["offers"][0]
+    cluster.call(stream, "ACCEPT", {"offer_ids": [offer["id"]], "operations": [
+        {"type": "LAUNCH", "launch": {"task_infos": [command_task(offer, "t1", "sleep 60")]}}]})
+    until_state(cluster, stream, "t1", "TASK_RUNNING")
+    # to a command task's executor (its task's id): into its sandbox's messages file
+    data = b"hello\x00there"
+    assert cluster.call(stream, "MESSAGE", {"agent_id": offer["agent_id"], "executor_id": {"value": "t1"},
+                                            "data": base64.b64encode(data).decode()})[0] == 202
+    messages = next((cluster.agent.work_dir / "sandboxes").glob("*/t1*")) / "messages"
+    wait_until(lambda: messages.exists() and data in messages.read_bytes(), 10, "the message in the sandbox")
+    assert cluster.call(stream, "SHUTDOWN", {"executor_id": {"value": "none"}, "agent_id": offer["agent_id"]})[0] \
+        == 202   # no such executor: nothing to do, as in Mesos
+    framework_id = subscribed(stream)
+    status, _ = cluster.call(stream, "UPDATE_FRAMEWORK", {"framework_info": {
+        "id": {"value": framework_id}, "name": "renamed", "user": getpass.getuser(), "failover_timeout": 7,
+        "labels": {"labels": [{"key": "team", "value": "a"}]}}})
+    assert status == 200
+    wait_until(lambda: cluster.master.state()["frameworks"][0]["name"] == "renamed", 10, "the new name in /state")
+    (framework,) = cluster.master.state()["frameworks"]
+    assert framework["failover_timeout"] == 7 and framework["labels"] == [{"key": "team", "value": "a"}]
+    stream.close()
+
+
+def test_a_closed_stream_disconnects_its_framework_at_once_and_a_new_one_takes_over(cluster):
+    stream = cluster.subscribe(failover_timeout=60)
+    framework_id = subscribed(stream)
+    again = cluster.subscribe(id={"value": framework_id}, failover_timeout=60)
+    assert subscribed(again) == framework_id
+    stream.wait_ended()   # the older stream: Mesos's "Framework failed over"
+    assert stream.wait_for("ERROR")["error"]["message"] == "Framework failed over"
+    assert cluster.call(stream, "REVIVE", framework_id=framework_id)[0] == 400   # the old stream id is void
+    again.close()
+    wait_until(lambda: not cluster.master.state()["frameworks"][0]["connected"], 5, "disconnected at once")
+    status, answer = cluster.call(again, "REVIVE", framework_id=framework_id)
+    assert (status, answer) == (403, b"Framework is not subscribed")
+
+
+def test_an_unknown_framework_id_is_accepted_for_its_subscriber(cluster):
+    stream = cluster.subscribe(id={"value": "kept-in-my-database"}, failover_timeout=60)
+    assert subscribed(stream) == "kept-in-my-database"
+    fresh = cluster.subscribe(name="other")
+    assert subscribed(fresh) not in ("kept-in-my-database", "")
+    stream.close()
+    fresh.close()
+
+
+# ------------------------------------------------------------------ refusals
+def test_requests_mesos_refuses_are_refused_with_its_statuses(cluster):
+    url = cluster.url + "/api/v1/scheduler"
+    subscribe = {"type": "SUBSCRIBE", "subscribe": {"framework_info": {"name": "x", "user": "nobody"}}}
+    assert post(url, None, method="GET", content_type=None)[0] == 405
+    assert post(url, subscribe, content_type=None)[0] == 400                           # no Content-Type
+    assert post(url, subscribe, content_type="text/plain")[0] == 415
+    assert post(url, b"\x08\x01", content_type="application/x-protobuf")[0] == 415     # protobuf: not spoken
+    assert post(url, b"{not json")[0] == 400
+    assert post(url, [1, 2])[0] == 400
+    assert post(url, {"subscribe": {}})[0] == 400                                       # no type
+    assert post(url, {"type": "UNKNOWN", "framework_id": {"value": "f"}})[0] == 400     # no such framework
+    assert post(url, subscribe, {"Accept": "application/x-protobuf"})[0] == 406
+    assert post(url, subscribe, {"Mesos-Stream-Id": "x"})[0] == 400
+    assert post(url, {"type": "SUBSCRIBE", "subscribe": {"framework_info": {"user": "x"}}})[0] == 400   # no name
+    assert post(url, {"type": "SUBSCRIBE", "framework_id": {"value": "a"},
+                      "subscribe": {"framework_info": {"name": "x", "id": {"value": "b"}}}})[0] == 400
+    status, _, body = post(url, {"type": "REVIVE", "framework_id": {"value": "nobody-s"}})
+    assert (status, body) == (400, b"Framework cannot be found")
+    stream = cluster.subscribe()
+    framework_id = subscribed(stream)
+    revive = {"type": "REVIVE", "framework_id": {"value": framework_id}}
+    assert post(url, revive)[2] == b"All non-subscribe calls should include the 'Mesos-Stream-Id' header"
+    assert post(url, revive, {"Mesos-Stream-Id": "another"})[0] == 400
+    assert post(url, {"type": "NO_SUCH_CALL", "framework_id": {"value": framework_id}},
+                {"Mesos-Stream-Id": stream.stream_id})[0] == 400
+    assert post(url, {"type": "UNKNOWN", "framework_id": {"value": framework_id}},
+                {"Mesos-Stream-Id": stream.stream_id})[0] == 501
+    for kind, body in (("ACCEPT", None), ("ACCEPT", {"offer_ids": "x"}), ("DECLINE", {"offer_ids": [{}]}),
+                       ("KILL", {}), ("ACKNOWLEDGE", {"agent_id": {"value": "a"}, "task_id": {"value": "t"}}),
+                       ("MESSAGE", {"agent_id": {"value": "a"}, "executor_id": {"value": "e"}, "data": "%%"}),
+                       ("UPDATE_FRAMEWORK", {"framework_info": {"name": "n", "id": {"value": "other"}}}),
+                       ("ACCEPT", {"offer_ids": [{"value": "o"}], "operations": [{"type": "CREATE"}]})):
+        assert cluster.call(stream, kind, body)[0] == 400, (kind, body)
+    stream.close()
+
+
+def test_a_framework_on_zeromq_is_not_reachable_over_http(cluster):
+    class Quiet(Scheduler):
+        pass
+    driver = SchedulerDriver(Quiet(), FrameworkInfo("native"), cluster.master.address)
+    driver.start()
+    try:
+        wait_until(lambda: driver.framework_id, 10, "the native framework subscribed")
+        status, _, body = post(cluster.url + "/api/v1/scheduler",
+                               {"type": "REVIVE", "framework_id": {"value": driver.framework_id}},
+                               {"Mesos-Stream-Id": "00000000-0000-0000-0000-000000000000"})
+        assert (status, body) == (403, b"Framework is not connected via HTTP")
+    finally:
+        driver.stop()
+
+
+# ------------------------------------------------------------ identity, ACLs
+@pytest.fixture
+def secured(tmp_path):
+    keys = SecuredKeys(tmp_path)
+    made = Cluster(tmp_path, load_credentials(str(keys.credentials)), keys)
+    yield made
+    made.close()
+
+
+def test_http_basic_with_the_principals_token_or_a_bearer_token_identify_a_framework(secured):
+    keys = secured.keys
+    assert secured.subscribe(failover_timeout=0).status == 401                         # nobody
+    assert secured.subscribe(headers=basic("fwA", "wrong")).status == 401
+    assert secured.subscribe(headers=basic("fwA", keys.framework_tokens["fwB"])).status == 401   # not its own
+    refused = secured.subscribe(headers=basic("ops", keys.token))    # an operator: no register_frameworks
+    assert refused.status == 403 and b"register_frameworks" in refused.body
+    stream = secured.subscribe(headers=basic("fwA", keys.framework_tokens["fwA"]), failover_timeout=60)
+    framework_id = subscribed(stream)
+    assert secured.master.state()["frameworks"][0]["id"] == framework_id
+    # another principal may neither call for it nor take its id
+    status, body = secured.call(stream, "REVIVE", headers=basic("fwB", keys.framework_tokens["fwB"]))
+    assert status == 400 and b"does not match principal 'fwA'" in body
+    thief = secured.subscribe(headers={"Authorization": f"Bearer {keys.framework_tokens['fwB']}"},
+                              id={"value": framework_id})
+    assert "belongs to another principal" in thief.wait_for("ERROR")["error"]["message"]
+    thief.wait_ended()
+    # its own principal, by bearer token, with the stream's id
+    assert secured.call(stream, "REVIVE", headers={"Authorization": f"Bearer {keys.framework_tokens['fwA']}"})[0] \
+        == 202
+    # an id the master never gave: bound to its first subscriber, refused to another
+    mine = secured.subscribe(headers=basic("fwA", keys.framework_tokens["fwA"]), id={"value": "my-own"})
+    assert subscribed(mine) == "my-own"
+    taken = secured.subscribe(headers=basic("fwB", keys.framework_tokens["fwB"]), id={"value": "my-own"})
+    assert "belongs to another principal" in taken.wait_for("ERROR")["error"]["message"]
+    stream.close()
+    mine.close()
