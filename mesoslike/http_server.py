@@ -100,13 +100,15 @@ _READ_SIZE = 64 * 1024
 class Request:
     """One whole request: ``target`` as sent (path and query), ``headers``
     with lower-case names (repeated ones joined by ", "), ``client`` the
-    peer's address."""
+    peer's address, and ``principal``: who the request authenticated as,
+    once a server's authorization said so (None: nobody, or not asked)."""
 
     method: str
     target: str
     headers: Mapping[str, str]
     body: bytes = b""
     client: str = ""
+    principal: str | None = None
 
     @property
     def path(self) -> str:

@@ -18,6 +18,7 @@ from mesoslike.credentials import load_credentials
 from mesoslike.errors import ConfigError
 from mesoslike.master import MasterConfig
 from mesoslike.master.runtime import MasterRuntime
+from mesoslike.master.settings import MasterSettings
 from mesoslike.resources import Resources
 from mesoslike.transport import Authenticator, Client, CurveKeys, Server
 from mesoslike.wire import messages as m
@@ -31,8 +32,8 @@ pytestmark = pytest.mark.timeout(60)
 @pytest.fixture
 def secured(tmp_path):
     keys = SecuredKeys(tmp_path)
-    master = MasterRuntime("tcp://127.0.0.1:0", 0, keys=keys.keys("master"),
-                           credentials=load_credentials(str(keys.credentials)))
+    master = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=0, keys=keys.keys("master"),
+                                          credentials=load_credentials(str(keys.credentials))))
     master.start()
     yield keys, master
     master.stop()
@@ -243,8 +244,8 @@ def test_a_master_restarted_without_a_registry_gives_no_id_to_another_principal(
     config = MasterConfig(ping_interval=0.5, heartbeat_interval=0.5)
 
     def start_master(address: str) -> MasterRuntime:   # no registry store: the registry lives in memory only
-        runtime = MasterRuntime(address, 0, config=config, keys=keys.keys("master"),
-                                credentials=load_credentials(str(keys.credentials)))
+        runtime = MasterRuntime(MasterSettings(address=address, http_port=0, config=config, keys=keys.keys("master"),
+                                               credentials=load_credentials(str(keys.credentials))))
         runtime.start()
         return runtime
 

@@ -15,6 +15,7 @@ from mesoslike.credentials import load_credentials
 from mesoslike.driver import Scheduler, SchedulerDriver
 from mesoslike.master.records import MasterConfig
 from mesoslike.master.runtime import MasterRuntime
+from mesoslike.master.settings import MasterSettings
 from mesoslike.wire.types import FrameworkInfo
 from security_helpers import SecuredKeys
 from v1_helpers import EventStream, basic, post
@@ -29,8 +30,9 @@ class Cluster:
     def __init__(self, tmp_path, credentials: Credentials | None = None, keys: SecuredKeys | None = None,
                  agent: bool = True) -> None:
         self.keys = keys
-        self.master = MasterRuntime("tcp://127.0.0.1:0", http_port=0, config=MasterConfig(**FAST),
-                                    credentials=credentials, keys=keys.keys("master") if keys else None)
+        self.master = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=0,
+                                                   config=MasterConfig(**FAST), credentials=credentials,
+                                                   keys=keys.keys("master") if keys else None))
         self.master.start()
         self.url = self.master.http_address
         self.agent = None

@@ -237,6 +237,7 @@ def master(ip, port, http_port, roles, advertise_ip, zk, zk_auth, zk_session_tim
     """Run a master. Prints the address it bound."""
     from mesoslike.credentials import load_credentials, load_keys
     from mesoslike.master.runtime import MasterRuntime
+    from mesoslike.master.settings import MasterSettings
 
     try:
         config = _master_config(options)
@@ -246,11 +247,12 @@ def master(ip, port, http_port, roles, advertise_ip, zk, zk_auth, zk_session_tim
                 raise ConfigError("--zk-auth needs --zk")
             zk_url = zk_url.with_auth_file(zk_auth)
         store = FileRegistryStore(work_dir) if work_dir and zk_url is None else None
-        runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, registry_store=store, zk=zk_url,
-                                zk_session_timeout=zk_session_timeout, keys=load_keys(key),
-                                credentials=load_credentials(credentials) if credentials else None,
-                                insecure=insecure, http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key),
-                                advertise_ip=advertise_ip, **({"roles": roles} if roles is not None else {}))
+        settings = MasterSettings(
+            address=f"tcp://{ip}:{port}", http_port=http_port, config=config, zk=zk_url,
+            zk_session_timeout=zk_session_timeout, roles=roles, keys=load_keys(key),
+            credentials=load_credentials(credentials) if credentials else None, insecure=insecure,
+            http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key), advertise_ip=advertise_ip)
+        runtime = MasterRuntime(settings, registry_store=store)
     except MesoslikeError as exc:
         die(str(exc))
     mode = f"contending in {zk}" if zk else "leading"
@@ -569,6 +571,7 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
     from mesoslike.agent.runtime import AgentRuntime
     from mesoslike.credentials import local_keys
     from mesoslike.master.runtime import MasterRuntime
+    from mesoslike.master.settings import MasterSettings
 
     base = work_dir or tempfile.mkdtemp(prefix="mesoslike-local-")
     try:
@@ -576,10 +579,10 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
         _warn_of_near_misses(resources)
         config = _master_config(options)
         keys = None if insecure else local_keys(os.path.join(base, "keys"), agents, getpass.getuser())
-        master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, roles=roles, insecure=insecure,
-                                       http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key),
-                                       keys=keys.master if keys else None,
-                                       credentials=keys.credentials if keys else None)
+        master_runtime = MasterRuntime(MasterSettings(
+            address=f"tcp://{ip}:{port}", http_port=http_port, config=config, roles=roles, insecure=insecure,
+            http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key), keys=keys.master if keys else None,
+            credentials=keys.credentials if keys else None))
     except MesoslikeError as exc:
         if work_dir is None:
             shutil.rmtree(base, ignore_errors=True)
