@@ -23,6 +23,7 @@ from mesoslike.master.offers import OfferDesk
 from mesoslike.master.partitions import UnreachableAgent, agents_to_forget
 from mesoslike.master.reconciliation import Reconciliation
 from mesoslike.master.records import MAX_ATTRIBUTES, AgentRecord, FrameworkRecord, TaskRecord, clip, new_status
+from mesoslike.master.task_lifecycle import Action, Event, Phase, process
 from mesoslike.resources import Resources
 from mesoslike.wire import TERMINAL_STATES, AgentInfo, FrameworkInfo, TaskState
 from mesoslike.wire import messages as m
@@ -276,7 +277,6 @@ class AgentLifecycle:
                 continue
             status = new_status(task_id, _delivered_state(running), agent_id=agent_id, framework_id=framework_id,
                                 timestamp=now, labels=running.task.labels, healthy=running.healthy)
-            # an ended task holds nothing; its terminal update is on its way
             known = record.tasks.get(task_id)
             if known is not None and known.agent_id != agent_id:
                 # another agent reported it too: the latest report stands, and the other agent's books
@@ -284,8 +284,10 @@ class AgentLifecycle:
                 earlier = context.agents.get(known.agent_id)
                 if earlier is not None:
                     earlier.tasks.discard((framework_id, task_id))
-            record.tasks[task_id] = TaskRecord(running.task, framework_id, agent_id, status,
-                                               running.state in TERMINAL_STATES, launched)
+            # an ended task holds nothing; its updates are on their way (BIRTHS of the lifecycle table)
+            phase = Phase.LIVE if running.state not in TERMINAL_STATES else \
+                Phase.ENDED if status.terminal else Phase.ENDING
+            record.tasks[task_id] = TaskRecord(running.task, framework_id, agent_id, status, phase, launched)
             agent.tasks.add((framework_id, task_id))
             if returning and record.connected and record.info.partition_aware and not status.terminal:
                 context.out.send_framework(record, m.Update(attrs.evolve(
@@ -339,10 +341,11 @@ class AgentLifecycle:
             key = (record.id, task.id)
             reported.add(key)
             agent.tasks.add(key)
-            task.confirmed = True
-            task.resources_recovered = running.state in TERMINAL_STATES
+            event = Event.REPORTED_ENDED if running.state in TERMINAL_STATES else Event.REPORTED
+            actions = process(task, event)
+            self._delivery.end(record, task, actions, "", "", "")   # CONFIRM
             delivered = _delivered_state(running)
-            if task.state == TaskState.UNREACHABLE and delivered not in TERMINAL_STATES:
+            if Action.TELL in actions and delivered not in TERMINAL_STATES:
                 self._delivery.tell_status(record, task, new_status(
                     task.id, delivered, agent_id=agent_id, framework_id=record.id,
                     message="its agent re-registered after being unreachable", reason="REASON_AGENT_REREGISTERED",
@@ -350,12 +353,14 @@ class AgentLifecycle:
         for record, task in self.unreachable_tasks(unreachable):
             if (record.id, task.id) in reported:
                 continue
-            if task.terminal:
-                self._delivery.complete(record, task)   # the agent forgot it: the acknowledgement would go nowhere
-            else:   # never confirmed: its launch did not reach the agent (TASK_DROPPED, as for a known agent)
+            # the agent forgot it: an ended one is complete (the acknowledgement would go nowhere), another one
+            # is gone — or dropped if never confirmed: its launch did not reach the agent (as for a known agent)
+            state = TaskState.GONE if task.confirmed else TaskState.DROPPED
+            actions = process(task, Event.NOT_REPORTED)
+            if Action.END in actions:
                 context.counters["tasks_unreported"] += 1
-                self._delivery.end_by_master(record, task, TaskState.GONE if task.confirmed else TaskState.DROPPED,
-                                    "REASON_AGENT_REREGISTERED", "its agent re-registered without it")
+            self._delivery.end(record, task, actions, state, "REASON_AGENT_REREGISTERED",
+                               "its agent re-registered without it")
         for (framework_id, task_id), resources in sorted(doomed.items()):
             agent.doomed[(framework_id, task_id)] = resources   # EMPTY: it ended, its update is on its way
             if resources:
@@ -389,17 +394,18 @@ class AgentLifecycle:
         still_running = {(r.framework_id, r.task.task_id) for r in reported}
         for framework_id, task_id in sorted(agent.tasks - still_running):
             found = context.frameworks.task(framework_id, task_id)
-            if found is not None and not found[1].terminal:
-                record, task = found
+            if found is None:
+                continue
+            record, task = found
+            actions = process(task, Event.NOT_REPORTED)   # the agent stays: what the task held is free again
+            if Action.END in actions:
                 context.counters["tasks_unreported"] += 1
-                self._delivery.recover_resources(record, task)  # the agent stays: what the task held is free again
-                self._delivery.end_by_master(record, task,
-                                    TaskState.DROPPED if record.info.partition_aware else TaskState.LOST,
-                                    "REASON_RECONCILIATION", "the agent re-registered without this task")
+            self._delivery.end(record, task, actions, TaskState.DROPPED if record.info.partition_aware
+                               else TaskState.LOST, "REASON_RECONCILIATION", "the agent re-registered without this task")
         for framework_id, task_id in still_running:
             found = context.frameworks.task(framework_id, task_id)
-            if found is not None:
-                found[1].confirmed = True
+            if found is not None and found[1].agent_id == agent.id:
+                self._delivery.end(found[0], found[1], process(found[1], Event.REPORTED), "", "", "")   # CONFIRM
 
     def _forget_unreported_doomed(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
         """A known agent re-registered without tasks it was told to kill: they ended."""
@@ -539,11 +545,11 @@ class AgentLifecycle:
         log.warning("removing agent %s (%s): %s", agent.id, clip(agent.info.hostname), why)
         for framework_id, task_id in sorted(agent.tasks):
             found = context.frameworks.task(framework_id, task_id)
-            if found is not None and not found[1].terminal:
+            if found is not None:   # the agent's removal returns what its tasks held
                 record, task = found
-                task.resources_recovered = True  # the agent's removal returns them
-                self._delivery.end_by_master(record, task, gone if record.info.partition_aware else TaskState.LOST,
-                                    reason, f"agent {agent.id} removed: {why}")
+                self._delivery.end(record, task, process(task, Event.AGENT_REMOVED),
+                                   gone if record.info.partition_aware else TaskState.LOST, reason,
+                                   f"agent {agent.id} removed: {why}")
         self._forget(agent, why)
         if shutdown:  # an agent that left on its own needs no telling
             context.out.send(agent.peer, m.ShutdownAgent(why))
@@ -579,19 +585,17 @@ class AgentLifecycle:
             found = context.frameworks.task(framework_id, task_id)
             if found is None:
                 continue
-            record, task = found
-            task.resources_recovered = True  # the agent's removal returns them
-            if task.terminal:
-                kept.add((framework_id, task_id))  # ended, told; its acknowledgement waits for the agent
-            elif record.info.partition_aware:
-                kept.add((framework_id, task_id))
+            record, task = found   # the agent's removal returns what its tasks held
+            actions = process(task, Event.AGENT_UNREACHABLE, aware=record.info.partition_aware)
+            if task.phase is not Phase.DONE:
+                kept.add((framework_id, task_id))  # out of reach, or ended: its acknowledgement waits for the agent
+            if Action.TELL in actions:
                 self._delivery.tell_status(record, task, new_status(
                     task.id, TaskState.UNREACHABLE, agent_id=agent.id, framework_id=record.id,
                     message=f"agent {agent.id} is unreachable: {why}", reason="REASON_AGENT_REMOVED",
                     timestamp=since, labels=task.info.labels, healthy=task.status.healthy))
-            else:
-                self._delivery.end_by_master(record, task, TaskState.LOST, "REASON_AGENT_REMOVED",
-                                    f"agent {agent.id} removed: {why}")
+            self._delivery.end(record, task, actions, TaskState.LOST, "REASON_AGENT_REMOVED",
+                               f"agent {agent.id} removed: {why}")
         self._forget(agent, why)
         self._note_unreachable(UnreachableAgent(agent.id, agent.info.hostname, since, kept,
                                                 principal=agent.info.principal))
@@ -609,11 +613,8 @@ class AgentLifecycle:
         back under its id (it is told to shut down if it does)."""
         context = self._context
         context.agents.forget_unreachable(unreachable.id)
-        for record, task in self.unreachable_tasks(unreachable):
-            if task.terminal:
-                self._delivery.complete(record, task)   # the acknowledgement would go nowhere
-            else:
-                self._delivery.end_by_master(record, task, state, reason, why)
+        for record, task in self.unreachable_tasks(unreachable):   # an ended one's acknowledgement would go nowhere
+            self._delivery.end(record, task, process(task, Event.AGENT_FORGOTTEN), state, reason, why)
         context.agents.removed.add(unreachable.id)
         context.registry.remove_agent(unreachable.id)
         context.registry_changed()

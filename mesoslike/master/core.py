@@ -62,6 +62,7 @@ from mesoslike.master.reconciliation import Reconciliation
 from mesoslike.master.records import AgentRecord, FrameworkRecord, Holdings, MasterConfig, clip
 from mesoslike.master.registry import Registry
 from mesoslike.master.roles import RolesConfig
+from mesoslike.master.task_lifecycle import Phase
 from mesoslike.master.state import state_json
 from mesoslike.observations import Histogram
 from mesoslike.wire import MasterInfo
@@ -465,13 +466,22 @@ class MasterCore:
                 found = self.framework_book.task(framework_id, task_id)
                 assert found is not None and found[1].agent_id == agent.id, \
                     f"agent {agent.id} runs task {task_id} of framework {framework_id}, which is not its"
+        unreachable = self.agent_book.unreachable
         for record in frameworks.values():
             for task in record.tasks.values():
+                key = (record.id, task.id)
                 on = agents.get(task.agent_id)
-                assert on is None or (record.id, task.id) in on.tasks, \
+                assert on is None or key in on.tasks, \
                     f"task {task.id} of framework {record.id} is not on its agent {task.agent_id}'s books"
-        for unreachable in self.agent_book.unreachable.values():
-            assert unreachable.tasks_known or not unreachable.tasks
+                # the delivery table's phases (mesoslike.master.task_lifecycle) and what they mean
+                assert task.phase is not Phase.DONE, f"task {task.id} is done, and live"
+                assert (task.phase is Phase.ENDED) == task.terminal, f"task {task.id} is {task.phase} {task.state}"
+                if task.phase in (Phase.UNREACHABLE, Phase.UNREACHABLE_PENDING):
+                    assert key in unreachable[task.agent_id].tasks, f"task {task.id} is out of reach, its agent not"
+                elif task.holds_resources:
+                    assert on is not None, f"task {task.id} holds resources on agent {task.agent_id}, not registered"
+        for agent_out_of_reach in unreachable.values():
+            assert agent_out_of_reach.tasks_known or not agent_out_of_reach.tasks
         self._check_history()
 
     def _check_history(self) -> None:

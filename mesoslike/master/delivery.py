@@ -15,12 +15,13 @@ from mesoslike.errors import MesoslikeError
 from mesoslike.master.context import CoreContext
 from mesoslike.master.preempting import Preempting
 from mesoslike.master.records import AgentRecord, FrameworkRecord, TaskRecord, clip, new_status
+from mesoslike.master.task_lifecycle import Action, Event, process
 from mesoslike.observations import LATENCY_BUCKETS, Histogram
 from mesoslike.wire import TaskState, TaskStatus
 from mesoslike.wire import messages as m
 from mesoslike.wire.types import without_secret_values
 
-__all__ = ["UpdateDelivery", "UPDATE_REFORWARD_INTERVAL", "SOURCE_EXECUTOR", "SOURCE_MASTER"]
+__all__ = ["UpdateDelivery", "UPDATE_REFORWARD_INTERVAL", "SOURCE_EXECUTOR", "SOURCE_MASTER", "confirm"]
 
 log = logging.getLogger("mesoslike.master")
 
@@ -112,19 +113,21 @@ class UpdateDelivery:
             self._drop(agent, record.id, status, "forged_source",
                        f"{clip(status.source, 40)} is not an agent's to claim for this task")
             return
-        if not task.confirmed:   # its agent has it: the master keeps no secret's value from now on
-            task.info = without_secret_values(task.info)
-        task.confirmed = True
-        if status.uuid and status.uuid == task.acknowledged_uuid:
-            self._settle(agent, record, status)   # our acknowledgement to the agent was late or lost
-            return
-        if task.terminal and task.status.uuid and status.uuid != task.status.uuid:
-            # the agent's terminal update came already (a retry of it has its uuid): one end per task
-            self._drop(agent, record.id, status, "already_terminal", f"the task ended {task.state}")
-            return
-        self._apply(record, task, status)
-        if record.connected and self._forward_due(record, task, status):
-            context.out.send_framework(record, m.Update(status))
+        for action in process(task, Event.END if status.terminal else Event.UPDATE, status):
+            if action is Action.APPLY:
+                self._apply(record, task, status)
+            elif action is Action.FORWARD:
+                if record.connected and self._forward_due(record, task, status):
+                    context.out.send_framework(record, m.Update(status))
+            elif action is Action.RECOVER:
+                self.recover_resources(record, task)
+            elif action is Action.CONFIRM:
+                confirm(task)
+            elif action is Action.SETTLE:   # our acknowledgement to the agent was late or lost
+                self._settle(agent, record, status)
+            else:
+                assert action is Action.DROP   # one end per task: another update came after it
+                self._drop(agent, record.id, status, "already_terminal", f"the task ended {task.state}")
 
     def acknowledge(self, peer: bytes, msg: m.Acknowledge, principal: str | None) -> None:
         context = self._context
@@ -132,10 +135,13 @@ class UpdateDelivery:
         if record is None:
             return
         task = record.tasks.get(msg.task_id)
-        if task is not None and msg.uuid:
-            task.acknowledged_uuid = msg.uuid
-        if task is not None and task.terminal and task.status.uuid == msg.uuid:
-            self.complete(record, task)
+        for action in process(task, Event.ACKNOWLEDGED, uuid=msg.uuid) if task is not None else ():
+            assert task is not None
+            if action is Action.REMEMBER:
+                task.acknowledged_uuid = msg.uuid or task.acknowledged_uuid
+            else:
+                assert action is Action.COMPLETE
+                self.complete(record, task)
         agent = context.agents.get(msg.agent_id)
         if agent is not None:
             context.out.send(agent.peer, m.StatusUpdateAck(agent.id, record.id, msg.task_id, msg.uuid))
@@ -218,22 +224,16 @@ class UpdateDelivery:
             self._context.out.send(agent.peer, m.KillTask(record.id, status.task_id))
 
     def _apply(self, record: FrameworkRecord, task: TaskRecord, status: TaskStatus) -> None:
-        if task.terminal and not status.terminal:
-            return  # a late retry of an older update
         if status.state == TaskState.RUNNING and task.state in (TaskState.STAGING, TaskState.STARTING):
             self.launches_to_running.observe(max(0.0, self._context.clock.now() - task.launched_at))
         task.status = status
         if status.terminal and self._preempting.warned and (record.id, task.id) in self._preempting.warned:
             self._preempting.ended((record.id, task.id), task.agent_id)
-        if status.terminal:
-            self.recover_resources(record, task)
 
     # ---------------------------------------------------------- task ends
     def recover_resources(self, record: FrameworkRecord, task: TaskRecord) -> None:
-        """Give what an ended task held back to the allocator, once."""
-        if task.resources_recovered:
-            return
-        task.resources_recovered = True
+        """Give what a task held back to the allocator (its RECOVER action:
+        the table has it happen once, as the task leaves the phases that hold them)."""
         if task.agent_id in self._context.agents.records:
             try:
                 self._context.allocator.recover_resources(record.id, task.agent_id, task.info.resources)
@@ -268,6 +268,26 @@ class UpdateDelivery:
         if record.connected:
             self._context.out.send_framework(record, m.Update(status))
 
+    def end(self, record: FrameworkRecord, task: TaskRecord, actions: tuple[Action, ...], state: str, reason: str,
+            why: str) -> None:
+        """Carry out what the table says when the master, not the agent,
+        ends or moves a task (launch timeouts, re-registrations, partitions,
+        removals): RECOVER, KILL, COMPLETE, END with ``state``, ``reason``
+        and ``why``; TELL, CONFIRM and ARCHIVE are the caller's."""
+        for action in actions:
+            if action is Action.RECOVER:
+                self.recover_resources(record, task)
+            elif action is Action.KILL:
+                agent = self._context.agents.get(task.agent_id)
+                if agent is not None:
+                    self._context.out.send(agent.peer, m.KillTask(record.id, task.id))
+            elif action is Action.COMPLETE:
+                self.complete(record, task)
+            elif action is Action.END:
+                self.end_by_master(record, task, state, reason, why)
+            elif action is Action.CONFIRM:
+                confirm(task)
+
     # -------------------------------------------- tasks killed on return
     def _settle_doomed(self, agent: AgentRecord, framework_id: str, status: TaskStatus) -> None:
         """An update of a task killed on its agent's return: acknowledged by
@@ -285,3 +305,8 @@ class UpdateDelivery:
                 self._context.allocator.recover_resources(key[0], agent.id, resources)
             except MesoslikeError:  # a bookkeeping bug must not lose the update itself
                 log.exception("recovering the resources of task %s failed", clip(key[1]))
+
+
+def confirm(task: TaskRecord) -> None:
+    """Its agent has it (CONFIRM): the master keeps no secret's value from now on."""
+    task.info = without_secret_values(task.info)

@@ -23,6 +23,7 @@ from mesoslike.master.framework_book import MAX_REPORTED_TASKS
 from mesoslike.master.history import CompletedFramework
 from mesoslike.master.reconciliation import Reconciliation
 from mesoslike.master.records import MAX_NAME_LENGTH, FrameworkRecord, TaskRecord, clip, new_status
+from mesoslike.master.task_lifecycle import Event, Phase, process
 from mesoslike.wire import FrameworkInfo, TaskState
 from mesoslike.wire import messages as m
 
@@ -284,6 +285,7 @@ class FrameworkLifecycle:
         keep = context.config.completed_tasks_per_framework
         wall = context.wall_clock()
         for task in list(record.tasks.values()):
+            process(task, Event.FRAMEWORK_REMOVED)   # ARCHIVE
             if not task.terminal and task.state != TaskState.UNREACHABLE:
                 task.status = new_status(task.id, TaskState.KILLED, agent_id=task.agent_id, framework_id=record.id,
                                          message=f"framework removed: {why}", reason="REASON_FRAMEWORK_REMOVED",
@@ -323,7 +325,8 @@ class FrameworkLifecycle:
                 status = new_status(task_id, running.state, agent_id=agent_id, framework_id=info.id,
                                     timestamp=context.wall_clock(), labels=running.task.labels,
                                     healthy=running.healthy)
-                record.tasks[task_id] = TaskRecord(running.task, info.id, agent_id, status, True, context.clock.now())
+                record.tasks[task_id] = TaskRecord(running.task, info.id, agent_id, status, Phase.ENDED,
+                                                   context.clock.now())
                 agent.tasks.add((info.id, task_id))
 
     def remember_reported(self, agent_id: str, running: m.RunningTask, infos: Mapping[str, FrameworkInfo]) -> None:

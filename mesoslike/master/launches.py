@@ -21,6 +21,7 @@ from mesoslike.master.planner import OPERATION_REFUSED, LaunchPlan, operations_o
 from mesoslike.master.reconciliation import reconciled
 from mesoslike.master.records import AgentRecord, FrameworkRecord, TaskRecord, new_status
 from mesoslike.master.reservations import Conversion
+from mesoslike.master.task_lifecycle import Action, Event, Phase, process
 from mesoslike.resources import Resources
 from mesoslike.wire import TaskInfo, TaskState
 from mesoslike.wire import messages as m
@@ -161,8 +162,8 @@ class Launches:
         status = new_status(task.task_id, TaskState.STAGING, agent_id=agent.id, framework_id=record.id,
                             timestamp=context.wall_clock(), labels=task.labels)
         now = context.clock.now()
-        launched = record.tasks[task.task_id] = TaskRecord(task, record.id, agent.id, status, launched_at=now,
-                                                           confirmed=False)
+        launched = record.tasks[task.task_id] = TaskRecord(task, record.id, agent.id, status, Phase.PENDING,
+                                                           launched_at=now)
         agent.tasks.add((record.id, task.task_id))
         context.counters["tasks_launched"] += 1
         self._send_run_task(record, agent, launched, now)
@@ -196,26 +197,25 @@ class Launches:
             if found is None:
                 continue
             record, task = found
-            if task.confirmed or task.terminal or task.launch_sends != sends:
-                continue   # confirmed, ended, or a newer entry stands for it
+            if task.phase is not Phase.PENDING or task.launch_sends != sends:
+                continue   # confirmed, ended, out of reach, or a newer entry stands for it
             agent = context.agents.get(task.agent_id)
             if agent is None:
                 continue   # its agent's removal ended it
             if task.launch_sends < context.config.task_launch_attempts:
-                context.counters["launches_resent"] += 1
-                log.warning("task %s of framework %s not confirmed by agent %s after %d launch(es): sending it again",
-                            task_id, framework_id, agent.id, task.launch_sends)
-                self._send_run_task(record, agent, task, now)
+                if process(task, Event.LAUNCH_TIMEOUT) == (Action.RESEND,):
+                    context.counters["launches_resent"] += 1
+                    log.warning("task %s of framework %s not confirmed by agent %s after %d launch(es): sending it "
+                                "again", task_id, framework_id, agent.id, task.launch_sends)
+                    self._send_run_task(record, agent, task, now)
                 continue
             context.counters["tasks_unconfirmed"] += 1
             why = (f"agent {agent.id} did not confirm the task after {task.launch_sends} launch attempts over "
                    f"{now - task.launched_at:.0f}s")
             log.warning("task %s of framework %s: %s", task_id, framework_id, why)
-            self._delivery.recover_resources(record, task)
-            context.out.send(agent.peer, m.KillTask(record.id, task.id))
-            self._delivery.end_by_master(record, task,
-                                         TaskState.DROPPED if record.info.partition_aware else TaskState.LOST,
-                                         "REASON_RECONCILIATION", why)
+            self._delivery.end(record, task, process(task, Event.LAUNCH_GIVEN_UP),
+                               TaskState.DROPPED if record.info.partition_aware else TaskState.LOST,
+                               "REASON_RECONCILIATION", why)
 
     def next_wakeup(self) -> float:
         return self._unconfirmed[0][0] if self._unconfirmed else float("inf")
