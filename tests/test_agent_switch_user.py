@@ -20,6 +20,7 @@ from e2e_helpers import ProcessSet, cluster, http_get  # noqa: F401 (fixture)
 from mesoslike import FrameworkInfo, TaskState
 from mesoslike.agent.executor import sandbox_path
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.agent.supervisor import LaunchProblem, resolve_user
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
@@ -126,8 +127,8 @@ FW = FrameworkInfo(name="switch", id="fw-1", user="nobody")
 
 @pytest.fixture
 def agent(master, traversable_dir):  # noqa: F811 (fixture)
-    runtime = AgentRuntime(master.address, RESOURCES, hostname="h1", work_dir=traversable_dir / "agent",
-                           isolation="posix").start()
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources=RESOURCES, hostname="h1",
+                                         work_dir=traversable_dir / "agent", isolation="posix")).start()
     master.register()
     yield runtime
     runtime.stop()
@@ -215,9 +216,11 @@ def test_a_user_lookup_names_the_missing_user():
 
 
 def test_switch_user_is_on_by_default_as_root(master, traversable_dir):  # noqa: F811 (fixture)
-    runtime = AgentRuntime(master.address, RESOURCES, hostname="h2", work_dir=traversable_dir / "h2")
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources=RESOURCES, hostname="h2",
+                                         work_dir=traversable_dir / "h2"))
     assert runtime.switch_user is (os.geteuid() == 0)
-    off = AgentRuntime(master.address, RESOURCES, hostname="h3", work_dir=traversable_dir / "h3", switch_user=False)
+    off = AgentRuntime(AgentSettings(master=master.address, resources=RESOURCES, hostname="h3",
+                                     work_dir=traversable_dir / "h3", switch_user=False))
     assert off.switch_user is False and oct(os.stat(off.work_dir).st_mode & 0o777) == "0o700"
 
 

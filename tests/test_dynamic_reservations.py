@@ -656,6 +656,7 @@ def test_an_agent_is_not_started_with_dynamic_reservations(tmp_path):
     """They are the master's to make (and the agent's to checkpoint): in
     --resources only static ones (``name(role)``)."""
     from mesoslike.agent.runtime import AgentRuntime
+    from mesoslike.agent.settings import AgentSettings
     with pytest.raises(ConfigError, match="dynamic reservations"):
-        AgentRuntime("tcp://127.0.0.1:5050", "cpus(a,alice):1;mem:64", work_dir=tmp_path)
-    AgentRuntime("tcp://127.0.0.1:5050", "cpus(a):1;mem:64", work_dir=tmp_path)
+        AgentRuntime(AgentSettings(master="tcp://127.0.0.1:5050", resources="cpus(a,alice):1;mem:64", work_dir=tmp_path))
+    AgentRuntime(AgentSettings(master="tcp://127.0.0.1:5050", resources="cpus(a):1;mem:64", work_dir=tmp_path))

@@ -14,6 +14,8 @@ import urllib.request
 import pytest
 
 from mesoslike.agent.runtime import AgentRuntime
+
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.credentials import load_credentials
 from mesoslike.errors import ConfigError
 from mesoslike.master import MasterConfig
@@ -191,8 +193,9 @@ def test_run_tasks_acl_refuses_a_user_not_granted_and_root(secured):
 def test_an_agent_given_the_master_key_ignores_a_fake_master(secured, tmp_path, caplog):
     keys, master = secured
     fake = Server("tcp://127.0.0.1:0", keys=CurveKeys.generate(), authenticator=Authenticator(allow_any=True))
-    agent = AgentRuntime(fake.address, "cpus:1;mem:64", hostname="h", work_dir=tmp_path / "agent",
-                         keys=keys.keys("agent1"), master_key=keys.master_public).start()
+    agent = AgentRuntime(AgentSettings(master=fake.address, resources="cpus:1;mem:64", hostname="h",
+                                       work_dir=tmp_path / "agent", keys=keys.keys("agent1"),
+                                       master_key=keys.master_public)).start()
     try:
         wait_until(lambda: f"the handshake with {fake.address} failed" in caplog.text, 10,
                    "the agent's handshake with the fake master to fail")
@@ -206,8 +209,9 @@ def test_an_agent_given_the_master_key_ignores_a_fake_master(secured, tmp_path, 
 def test_a_tasks_environment_never_reaches_state_nor_logs(secured, tmp_path, caplog):
     keys, master = secured
     caplog.set_level(logging.DEBUG)
-    agent = AgentRuntime(master.address, "cpus:1;mem:128", hostname="h", work_dir=tmp_path / "agent",
-                         keys=keys.keys("agent1"), master_key=keys.master_public).start()
+    agent = AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:128", hostname="h",
+                                       work_dir=tmp_path / "agent", keys=keys.keys("agent1"),
+                                       master_key=keys.master_public)).start()
     try:
         framework = peer(keys, master, "fwA")
         framework.send(m.Subscribe(FrameworkInfo("fwA", user=keys.users[-1])))
@@ -250,9 +254,9 @@ def test_a_master_restarted_without_a_registry_gives_no_id_to_another_principal(
         return runtime
 
     master = start_master("tcp://127.0.0.1:0")
-    agent = AgentRuntime(master.address, "cpus:1;mem:128", hostname="h", work_dir=tmp_path / "agent",
-                         keys=keys.keys("agent1"), master_key=keys.master_public, register_backoff=0.2,
-                         register_backoff_max=0.5).start()
+    agent = AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:128", hostname="h",
+                                       work_dir=tmp_path / "agent", keys=keys.keys("agent1"),
+                                       master_key=keys.master_public, register_backoff=0.2, register_backoff_max=0.5)).start()
     try:
         framework = peer(keys, master, "fwA")
         framework.send(m.Subscribe(FrameworkInfo("fwA", user=keys.users[-1], failover_timeout=120)))

@@ -11,6 +11,7 @@ import pytest
 
 from mesoslike.acl import Credentials
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.credentials import load_credentials
 from mesoslike.driver import Scheduler, SchedulerDriver
 from mesoslike.master.records import MasterConfig
@@ -37,10 +38,11 @@ class Cluster:
         self.url = self.master.http_address
         self.agent = None
         if agent:
-            self.agent = AgentRuntime(self.master.address, "cpus:2;mem:1024", hostname="node-a",
-                                      work_dir=tmp_path / "agent", register_backoff=0.2, register_backoff_max=0.5,
-                                      keys=keys.keys("agent1") if keys else None,
-                                      master_key=keys.master_public if keys else None).start()
+            self.agent = AgentRuntime(AgentSettings(master=self.master.address, resources="cpus:2;mem:1024",
+                                                    hostname="node-a", work_dir=tmp_path / "agent",
+                                                    register_backoff=0.2, register_backoff_max=0.5,
+                                                    keys=keys.keys("agent1") if keys else None,
+                                                    master_key=keys.master_public if keys else None)).start()
             wait_until(lambda: self.master.state()["agents"], 20, "the agent registered")
 
     def subscribe(self, name: str = "v1", headers: dict | None = None, **info) -> EventStream:
