@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: venv demo demo-framework simulate test typecheck bench zookeeper chromium image-tools iptables
+.PHONY: venv demo demo-framework simulate test typecheck docs bench zookeeper chromium image-tools iptables
 
 $(BIN)/mesoslike: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -97,6 +97,14 @@ typecheck: venv
 	@ln -s "$(CURDIR)/frameworks" $(TYPECHECK_TREE)/mesoslike/frameworks
 	@cd $(TYPECHECK_TREE) && "$(CURDIR)/$(BIN)/mypy" --config-file "$(CURDIR)/setup.cfg" mesoslike \
 	  | sed -e 's|^mesoslike/frameworks/|frameworks/|'; exit $${PIPESTATUS[0]}
+
+# The documentation site (docs/conf.py) into build/docs: warnings are errors
+# and every cross-reference must resolve (nitpicky). `make test` builds it
+# through pytest (tests/test_docs_site.py runs this same command), not here.
+DOCS_BUILD = $(BIN)/python -m sphinx -E -W --keep-going -n -q -b html
+docs: venv
+	$(DOCS_BUILD) docs build/docs
+	@echo "docs: build/docs/index.html"
 
 test: venv zookeeper chromium image-tools iptables typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
