@@ -73,7 +73,7 @@ def test_the_agent_collects_ended_sandboxes_after_the_delay_and_keeps_live_ones(
         assert finished(master, "done").state == TaskState.FINISHED
         wait_until(lambda: not (tmp_path / "sandboxes" / "fw-1" / "done").exists(), 10, "the ended sandbox to go")
         assert live.is_dir()                                  # a running task's sandbox is never collected
-        assert "mesoslike_agent_sandboxes_collected_total 1" in runtime.metrics_text()
+        assert "mesoslike_agent_sandboxes_collected_total 1" in runtime.views.metrics_text()
     finally:
         runtime.stop()
 

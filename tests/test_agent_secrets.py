@@ -163,7 +163,7 @@ def test_secrets_reach_their_task_as_variables_and_files_and_nothing_else(master
     # nowhere else: not the agent's state, launch files, journal, logs, nor a process's arguments
     supervisor = json.loads((run_dir / "supervisor.json").read_text())["pid"]
     wanted = (REFERENCED.encode(), b"json-token", VALUE, b"file-secret-")
-    places = {"the agent's /state": json.dumps(agent.state_document()).encode(),
+    places = {"the agent's /state": json.dumps(agent.views.state_document()).encode(),
               "the log": caplog.text.encode(),
               "the supervisor's arguments": Path(f"/proc/{supervisor}/cmdline").read_bytes(),
               "the supervisor's environment": Path(f"/proc/{supervisor}/environ").read_bytes(),

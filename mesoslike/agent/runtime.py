@@ -78,13 +78,12 @@ from mesoslike.agent.isolation import Isolator, agent_key, select_isolator
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
 from mesoslike.agent.secrets import SecretError, SecretStore
 from mesoslike.agent.settings import AgentSettings
+from mesoslike.agent.views import AgentViews
 from mesoslike.acl import Credentials
-from mesoslike.attributes import attributes_json
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import ConfigError, ResourcesError
 from mesoslike.locator import check_master_address, make_locator
-from mesoslike.metrics import exposition, metrics_registry
-from mesoslike.observations import LATENCY_BUCKETS, Histogram, Metric, metric
+from mesoslike.observations import LATENCY_BUCKETS, Histogram
 from mesoslike.resources import Resources
 from mesoslike.transport import Client, Server, Waker, idle, poll
 from mesoslike.wire import WireError
@@ -157,7 +156,7 @@ class AgentRuntime:
         if self.switch_user and os.geteuid() != 0:
             raise ConfigError(f"--switch-user needs the agent to run as root (it runs as uid {os.geteuid()}); "
                               "without it (--no-switch-user) tasks run as the agent's user")
-        self._agent_user = _user_name(os.geteuid())
+        self.agent_user = _user_name(os.geteuid())
         #: its CURVE pair and the master's public key (docs/security.rst): with
         #: ``master_key`` it talks to, and takes commands from, that master only
         self._keys, self._master_key = settings.keys, settings.master_key
@@ -211,7 +210,7 @@ class AgentRuntime:
                               new_secret=lambda: secrets.token_hex(32),
                               executor_reregister_timeout=settings.executor_reregistration_timeout,
                               executor_register_timeout=settings.executor_registration_timeout,
-                              task_users=TaskUsers(self.switch_user, self._agent_user, frozenset(settings.shared_task_users)))
+                              task_users=TaskUsers(self.switch_user, self.agent_user, frozenset(settings.shared_task_users)))
         self._channel: Server | None = None
         #: what the turn has for executors (sent once its checkpoints are on disk)
         self._executor_outgoing: list[tuple[bytes, object]] = []
@@ -238,13 +237,14 @@ class AgentRuntime:
         self.v1_executors = V1Executors(self)
         #: checkpoint files that could not be read at the last start (path, problem)
         self.recovery_errors: list[tuple[str, str]] = []
-        #: /metrics: a registry of this agent's own (several agents may share a process)
-        self._metrics_registry = metrics_registry(self.metrics)
+        #: what /metrics counts of this agent's own (several agents may share a process)
         self.counters = {"checkpoint_failures": 0, "sandboxes_collected": 0, "gc_passes": 0, "recovered_tasks": 0,
                          "reregistrations_on_reconnect": 0, "fresh_connections": 0}
         #: tasks whose checkpoint could not be written -> why (their launch fails saying so)
         self._checkpoint_failed: dict[tuple[str, str], str] = {}
         self._lock = threading.RLock()   # the loop's state, for the HTTP threads
+        #: what the HTTP endpoints read of this agent
+        self.views = AgentViews(self, self._lock)
         #: launches the core asked for, not carried out yet: a RUN_TASK is
         #: answered (TASK_STARTING) at once, its supervisor started a little
         #: later, a few at a time between reads (see _launch_some)
@@ -381,7 +381,7 @@ class AgentRuntime:
             return
         access = SandboxAccess(self.credentials, self.executor.sandbox_owners) if self.credentials else None
         files = SandboxFiles(self.executor.sandbox_root, launch_secret_files(self.work_dir / "meta" / "tasks"))
-        self.http = AgentHTTPServer(self.http_ip, self.http_port, self, files, access,
+        self.http = AgentHTTPServer(self.http_ip, self.http_port, self.views, files, access,
                                     handlers=self.v1_executors.handlers, body_limits={EXECUTOR_PATH: MAX_CALL_BODY})
         address = advertised_ip(self.http.host, self.advertise_ip)
         host = url_host(address)   # never a wildcard
@@ -893,87 +893,7 @@ class AgentRuntime:
                    " (--shared-task-users)" if shared else "")
         if self.switch_user:
             return f"tasks run as their user (--switch-user){sharing}"
-        return f"tasks run as the agent's user ({self._agent_user}; --no-switch-user){sharing}"
-
-    # ------------------------------------------------------- HTTP's views
-    def health_document(self) -> dict:
-        with self._lock:
-            return {"healthy": True, "registered": self.core.registered, "agent_id": self.core.agent_id,
-                    "draining": self.core.draining}
-
-    def state_document(self) -> dict:
-        with self._lock:
-            core = self.core
-            master = core.master
-            tasks = []
-            for task in core.tasks():
-                sandbox = self.executor.sandbox(task.framework_id, task.task_id)
-                container = self.executor.container(task.framework_id, task.task_id)
-                tasks.append({"framework_id": task.framework_id, "id": task.task_id, "state": task.state,
-                              "resources": str(task.resources), "pid": task.pid, "killing": task.killing,
-                              "pending_updates": task.pending_updates, "sandbox": str(sandbox),
-                              "user": task.user if self.switch_user and task.user else self._agent_user,
-                              "sandbox_path": f"{path_component(task.framework_id)}/{path_component(task.task_id)}",
-                              "cgroups": dict(container.cgroups) if container is not None else {}})
-            return {
-                "id": core.agent_id, "hostname": self.hostname, "registered": core.registered,
-                "master": {"id": master.id, "address": master.address} if master is not None else None,
-                "http_address": core.http_address, "version": __version__,
-                "resources": str(core.total), "used": str(core.used), "attributes": attributes_json(core.info.attributes),
-                "work_dir": str(self.work_dir), "sandbox_root": str(self.executor.sandbox_root),
-                "isolation": {"name": self.isolator.name, "enforcing": self.isolator.enforcing,
-                              "description": self.isolator.describe()},
-                "switch_user": self.switch_user,
-                "draining": core.draining, "tasks": tasks, "executor_channel": f"ipc://{self.executor_socket}",
-                "executors": [{"framework_id": e.framework_id, "id": e.executor_id, "resources": str(e.resources),
-                               "pid": e.pid, "registered": e.registered, "tasks": e.tasks} for e in core.executors()],
-                "recovery_errors": [{"path": path, "problem": problem} for path, problem in self.recovery_errors],
-            }
-
-    def statistics_document(self) -> list[dict]:
-        with self._lock:
-            rows = self.executor.usage()
-        return [{"framework_id": u.framework_id, "executor_id": u.task_id, "task_id": u.task_id,
-                 "source": self.hostname, "statistics": u.statistics()} for u in rows]
-
-    def metrics_text(self) -> str:
-        """``/metrics``: what :meth:`metrics` reads, through prometheus_client (mesoslike.metrics)."""
-        return exposition(self._metrics_registry).decode()
-
-    def metrics(self) -> list[Metric]:
-        """Every metric of this agent now (the registry's collector calls it at each scrape)."""
-        with self._lock:
-            states: dict[str, int] = {}
-            for task in self.core.tasks():
-                states[task.state] = states.get(task.state, 0) + 1
-            counters = dict(self.counters)
-            registered = int(self.core.registered)
-            started = self.launches_started.copy()
-        refused = self.http.counters.snapshot() if self.http is not None else {}
-        return [
-            metric("agent_registered", "gauge", "1 while a master has registered this agent.", registered),
-            metric("agent_tasks", "gauge", "Tasks the agent knows, by state.",
-                   [({"state": state}, count) for state, count in sorted(states.items())]),
-            metric("agent_files_refused_total", "counter",
-                   "Requests to /files refused for leading out of the sandboxes, by kind.",
-                   [({"reason": kind}, count) for kind, count in sorted(refused.items())]),
-            metric("agent_sandboxes_collected_total", "counter", "Sandboxes of ended tasks removed by the GC.",
-                   counters["sandboxes_collected"]),
-            metric("agent_checkpoint_failures_total", "counter", "Checkpoint writes that failed (a full disk?).",
-                   counters["checkpoint_failures"]),
-            metric("agent_recovery_errors", "gauge", "Checkpoint files unreadable at the last start.",
-                   len(self.recovery_errors)),
-            metric("agent_reregistrations_on_reconnect_total", "counter",
-                   "Re-registrations because the connection to the master was made again.",
-                   counters["reregistrations_on_reconnect"]),
-            metric("agent_fresh_connections_total", "counter",
-                   "Connections to the master thrown away and made anew because the master fell silent or a "
-                   "registration got no answer (docs/reliability.rst, \"Partitions\").",
-                   counters["fresh_connections"]),
-            metric("agent_task_start_seconds", "histogram",
-                   "Tasks by the time from their RUN_TASK read to their process started (launches wait in "
-                   "line while many arrive at once).", started),
-        ]
+        return f"tasks run as the agent's user ({self.agent_user}; --no-switch-user){sharing}"
 
 
 def executor_socket_path(work_dir: Path) -> Path:
