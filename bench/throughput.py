@@ -27,6 +27,12 @@
     ``bench/state_under_load.py``) holding A agents and T running tasks: its
     RSS, how long ``GET /state`` takes, and the longest answer to a cheap call
     while readers poll ``/state`` (the loop stall).
+``isolation`` (``--only isolation``)
+    The real-agents measurement on two clusters side by side, rounds
+    interleaved: agents with ``--isolation ISOLATION`` (the default:
+    namespaces on top of cgroups) against agents with ``--isolation
+    BASELINE`` (``cgroups/cpu,cgroups/mem``: the same cgroups, no
+    namespaces). The goal: the first keeps >= 80 % of the second's rate.
 ``big_run`` (``--big-run N``)
     ``mesoslike run --instances N --cpus 0.01 --mem 1 -- true`` on the 4-agent
     cluster: wall time and peak RSS of the ``run`` client, master and agents.
@@ -38,6 +44,7 @@ the issue's goals; the benchmark reports, it never fails on a figure.
 
     python bench/throughput.py --out bench/results/throughput.json
     python bench/throughput.py --quick
+    python bench/throughput.py --only isolation --out bench/results/throughput-isolation.json
 """
 
 from __future__ import annotations
@@ -72,6 +79,7 @@ MEASURED = ["frameworks/command.py", "mesoslike/cli/run.py", "mesoslike/driver/c
             "mesoslike/agent/core.py", "mesoslike/agent/runtime.py", "mesoslike/agent/executor.py",
             "mesoslike/agent/supervisor.py", "mesoslike/agent/launcher.py", "mesoslike/agent/checkpoint.py",
             "mesoslike/agent/gc.py",
+            "mesoslike/agent/isolation.py", "mesoslike/agent/namespaces.py",
             "mesoslike/transport.py", "mesoslike/wire/codec.py", "mesoslike/wire/messages.py",
             "mesoslike/wire/batching.py"]
 
@@ -190,29 +198,31 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> obje
 class Cluster:
     """A master and ``agents`` agents, each its own process."""
 
-    def __init__(self, procs: Processes, agents: int, resources: str) -> None:
+    def __init__(self, procs: Processes, agents: int, resources: str, agent_args: tuple[str, ...] = (),
+                 prefix: str = "") -> None:
         self.procs = procs
         port, self.http_port = free_port(), free_port()
         self.address = f"tcp://127.0.0.1:{port}"
         self.http = f"http://127.0.0.1:{self.http_port}"
-        procs.mesoslike("master", "master", "--port", str(port), "--http-port", str(self.http_port),
+        self.master = f"{prefix}master"
+        procs.mesoslike(self.master, "master", "--port", str(port), "--http-port", str(self.http_port),
                         "--allocation-interval", "0.2")
         wait_for(lambda: get_json(self.http + "/health", 2), 30, "the master")
-        self.agents = [f"agent-{i}" for i in range(agents)]
+        self.agents = [f"{prefix}agent-{i}" for i in range(agents)]
         for i, name in enumerate(self.agents):
             procs.mesoslike(name, "agent", "--master", self.address, "--resources", resources,
-                            "--hostname", f"bench-{i}", "--work-dir", str(procs.work / name))
+                            "--hostname", f"{prefix}bench-{i}", "--work-dir", str(procs.work / name), *agent_args)
         wait_for(lambda: len(get_json(self.http + "/state", 5)["agents"]) == agents, 60, "the agents")
 
     def cpu(self) -> dict[str, float]:
         """CPU seconds so far: master, agents (their own and their reaped tasks')."""
-        cpu = self.procs.cpu(["master", *self.agents])
-        return {"master": cpu["master"]["self"],
+        cpu = self.procs.cpu([self.master, *self.agents])
+        return {"master": cpu[self.master]["self"],
                 "agents": sum(cpu[a]["self"] for a in self.agents),
                 "agents_tasks": sum(cpu[a]["children"] for a in self.agents)}
 
     def peak_rss(self) -> dict[str, int]:
-        return {"master": peak_rss_bytes(self.procs.procs["master"].pid),
+        return {"master": peak_rss_bytes(self.procs.procs[self.master].pid),
                 "agents_max": max(peak_rss_bytes(self.procs.procs[a].pid) for a in self.agents)}
 
 
@@ -448,6 +458,42 @@ def measure_real_agents(procs: Processes, cluster: Cluster, tasks: int, rounds: 
     return result
 
 
+def measure_isolation(procs: Processes, tasks: int, rounds: int, isolation: str, baseline: str) -> dict:
+    """Launch rates of agents with ``isolation`` against agents with
+    ``baseline``, each on a cluster of its own, rounds interleaved."""
+    clusters = {"isolated": Cluster(procs, 4, "cpus:64;mem:65536", ("--isolation", isolation), "iso-"),
+                "baseline": Cluster(procs, 4, "cpus:64;mem:65536", ("--isolation", baseline), "base-")}
+    rates: dict[str, list[float]] = {name: [] for name in clusters}
+    cpus: dict[str, list[dict]] = {name: [] for name in clusters}
+    for r in range(rounds):
+        for name in (("isolated", "baseline") if r % 2 == 0 else ("baseline", "isolated")):
+            cluster = clusters[name]
+            before = cluster.cpu()
+            result = run_frameworks(cluster.address, tasks, 1, "cpus:0.1;mem:16")
+            cpu = cpu_delta(before, cluster.cpu())
+            cpu["framework"] = result["framework_cpu_s"]
+            cpus[name].append(cpu)
+            rates[name].append(tasks / result["seconds"])
+            log(f"isolation round {r + 1} {name}: {rates[name][-1]:.0f} tasks/s, cpu {cpu}, failed {result['failed']}")
+    ratios = [100 * a / b for a, b in zip(rates["isolated"], rates["baseline"])]
+    agents_isolation = {name: _agent_isolation(cluster) for name, cluster in clusters.items()}
+    for cluster in clusters.values():
+        for name in [*cluster.agents, cluster.master]:
+            procs.stop(name)
+    return {"tasks": tasks, "agents": 4, "isolation": isolation, "baseline": baseline,
+            "agents_isolators": agents_isolation,
+            "isolated_tasks_per_s": spread(rates["isolated"]), "baseline_tasks_per_s": spread(rates["baseline"]),
+            "ratio_percent": spread(ratios),
+            "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]])
+                                       for key in cpus[name][0]} for name in cpus}}
+
+
+def _agent_isolation(cluster: Cluster) -> list[str]:
+    """The isolators the cluster's first agent says it gives (its /state)."""
+    agent = get_json(cluster.http + "/state", 10)["agents"][0]
+    return get_json(agent["http_address"] + "/state", 10)["isolation"]["isolators"]
+
+
 def measure_control_plane(procs: Processes, tasks: int, agents: int, frameworks: int, rounds: int) -> dict:
     rates, baseline, cpus = [], [], []
     frame = len(status_update_frame())
@@ -649,6 +695,10 @@ def targets(doc: dict) -> list[dict]:
     if fuxi and real:
         target("fuxi >= 50% of the real-agents rate",
                round(100 * fuxi["instances_per_s"]["median"] / real["tasks_per_s"]["median"], 1), 50, "%")
+    isolation = doc.get("isolation")
+    if isolation:
+        target("default isolation (namespaces) >= 80% of the launch rate without", isolation["ratio_percent"]["median"],
+               80, "%")
     if big:
         target(f"master RSS with {big['agents']} agents and {big['tasks']} tasks <= 1 GB",
                round(big["rss_bytes"] / 2**20), 1024, "MiB", higher=False)
@@ -667,7 +717,11 @@ def main() -> None:
     parser.add_argument("--big-master", default="20000,200000", metavar="AGENTS,TASKS",
                         help="'none' to skip")
     parser.add_argument("--big-run", type=int, default=0, metavar="N", help="also run a job of N instances")
-    parser.add_argument("--only", default="real,control,fuxi,batching,big", help="which measurements, comma-separated")
+    parser.add_argument("--only", default="real,control,fuxi,batching,big",
+                        help="which measurements, comma-separated (also: isolation)")
+    parser.add_argument("--isolation", default="auto", help="isolation: the agents' --isolation measured")
+    parser.add_argument("--isolation-baseline", default="cgroups/cpu,cgroups/mem",
+                        help="isolation: the agents' --isolation it is compared with")
     parser.add_argument("--peers", default="", help="'slurm': also measure a single-node Slurm (Debian slurm-wlm, "
                         "munge) in the real-agents rounds (bench/slurm_peer.py)")
     parser.add_argument("--quick", action="store_true", help="small sizes, one round")
@@ -699,6 +753,9 @@ def main() -> None:
         if "control" in only:
             doc["control_plane"] = measure_control_plane(procs, args.control_tasks, args.sim_agents, args.frameworks,
                                                          args.rounds)
+        if "isolation" in only:
+            doc["isolation"] = measure_isolation(procs, args.tasks, args.rounds, args.isolation,
+                                                 args.isolation_baseline)
         if only & {"real", "fuxi"} or args.big_run:
             cluster = Cluster(procs, 4, "cpus:64;mem:65536")
             if "real" in only:

@@ -22,12 +22,16 @@ import argparse
 import os
 import sys
 import threading
+import uuid
 
 from mesoslike import (ExecutorInfo, Filters, FrameworkInfo, Resources, Scheduler, SchedulerDriver, TaskInfo,
                        TaskState, TaskStatus)
 from mesoslike.executor import Executor, ExecutorDriver
 
 TASK = Resources.parse("cpus:0.05;mem:8")
+#: this executor process, as the scheduler tells one from another (not its pid: each executor runs in
+#: a PID namespace of its own, where every one is pid 2 — docs/containers.rst)
+PROCESS = uuid.uuid4().hex[:12]
 EXECUTOR = ExecutorInfo("squares", f"{sys.executable} {os.path.abspath(__file__)} --executor",
                         Resources.parse("cpus:0.2;mem:64"), name="squares executor")
 
@@ -38,15 +42,15 @@ class SquaresExecutor(Executor):
 
     def launch_task(self, driver, task):
         def run():
-            driver.send_status_update(TaskStatus(task.task_id, TaskState.RUNNING, message=f"pid {os.getpid()}"))
+            driver.send_status_update(TaskStatus(task.task_id, TaskState.RUNNING, message=f"process {PROCESS}"))
             number = int(task.command.split()[1])
-            driver.send_framework_message(f"result {task.task_id} {number * number} {os.getpid()}".encode())
+            driver.send_framework_message(f"result {task.task_id} {number * number} {PROCESS}".encode())
             driver.send_status_update(TaskStatus(task.task_id, TaskState.FINISHED))
         threading.Thread(target=run, daemon=True).start()
 
     def framework_message(self, driver, data):
         if data == b"bye":
-            driver.send_framework_message(f"bye {os.getpid()}".encode())
+            driver.send_framework_message(f"bye {PROCESS}".encode())
             driver.stop()
 
     def shutdown(self, driver):
@@ -59,7 +63,7 @@ class SquaresScheduler(Scheduler):
         self.pending = list(range(count))
         self.count = count
         self.results: dict[str, int] = {}
-        self.ran_by: dict[str, int] = {}       # task id -> the executor pid that computed it
+        self.ran_by: dict[str, str] = {}       # task id -> the executor process that computed it
         self.finished: set[str] = set()
         self.failed: list[TaskStatus] = []
         self.executors: dict[str, bool] = {}    # agent id -> said bye
@@ -97,7 +101,7 @@ class SquaresScheduler(Scheduler):
         with self.lock:
             if words[0] == "result":
                 self.results[words[1]] = int(words[2])
-                self.ran_by[words[1]] = int(words[3])
+                self.ran_by[words[1]] = words[3]
             elif words[0] == "bye":
                 self.executors[agent_id] = True
                 if all(self.executors.values()):

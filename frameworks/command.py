@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Callable, Iterable
 
-from mesoslike import (CommandURI, Filters, FrameworkInfo, HealthCheck, Label, Offer, Resources, Scheduler, TaskInfo,
+from mesoslike import (CommandURI, ContainerInfo, Filters, FrameworkInfo, HealthCheck, Label, Offer, Resources, Scheduler, TaskInfo,
                        TaskState, TaskStatus)
 from mesoslike.frameworks.constraints import Constraint, Placements
 
@@ -143,8 +143,13 @@ class CommandScheduler(Scheduler):
                  environment: dict[str, str] | None = None, constraints: Iterable[Constraint] = (),
                  unsatisfiable_after: float = 15.0, clock: Callable[[], float] = time.monotonic,
                  health_check: HealthCheck | None = None, uris: Iterable[CommandURI] = (),
-                 labels: Iterable[Label] = (), task_prefix: str | None = None) -> None:
+                 labels: Iterable[Label] = (), container: ContainerInfo | None = None,
+                 task_prefix: str | None = None) -> None:
         self.command = command
+        #: the tasks' container (an image: docs/containers.rst); with an image and no command, the
+        #: image's entrypoint runs (Mesos's shell false, no arguments)
+        self.container = container
+        self.shell = bool(command) or container is None or not container.image_name()
         self.resources = resources
         self.name = name
         #: task ids are ``<task_prefix>-<instance>`` (the name by default; ``mesoslike run`` makes one per run)
@@ -155,7 +160,8 @@ class CommandScheduler(Scheduler):
         self.labels = list(labels)
         # what TaskInfo refuses is refused now, once, rather than in resource_offers
         TaskInfo(task_id=f"{self.task_prefix}-0", agent_id="", command=command, resources=resources, name=name,
-                 environment=self.environment, health_check=health_check, uris=self.uris, labels=self.labels)
+                 environment=self.environment, health_check=health_check, uris=self.uris, labels=self.labels,
+                 container=container, shell=self.shell)
         self.progress = Progress(instances)
         self.on_change = on_change or (lambda progress, status: None)
         self.errors: list[str] = []
@@ -253,7 +259,7 @@ class CommandScheduler(Scheduler):
         self._staging_on[task_id] = offer.agent_id
         return TaskInfo(task_id=task_id, agent_id=offer.agent_id, command=self.command, resources=self.resources,
                         name=self.name, environment=self.environment, health_check=self.health_check,
-                        uris=self.uris, labels=self.labels)
+                        uris=self.uris, labels=self.labels, container=self.container, shell=self.shell)
 
     def _place_constrained(self, driver, offers: list[Offer]) -> None:
         """One instance at a time, each on the next offer (in turn) that has

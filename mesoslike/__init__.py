@@ -14,6 +14,7 @@ from mesoslike.resources import Resources  # noqa: E402
 from mesoslike.wire.types import (  # noqa: E402
     CommandURI,
     ContainerInfo,
+    ContainerStatus,
     DockerInfo,
     ExecutorInfo,
     Filters,
@@ -46,7 +47,7 @@ __all__ = [
     # custom executors (docs/framework-api.rst, "Custom executors")
     "ExecutorInfo", "Executor", "ExecutorDriver",
     # containers, volumes and secrets (docs/containers.rst)
-    "ContainerInfo", "DockerInfo", "Image", "Volume", "VolumeSource", "Secret", "SecretReference",
+    "ContainerInfo", "ContainerStatus", "DockerInfo", "Image", "Volume", "VolumeSource", "Secret", "SecretReference",
     # high availability for a framework of its own (docs/framework-api.rst, "A highly available framework")
     "ZkUrl", "ZooKeeperError", "MasterContender", "ZooKeeperRecordStore", "make_locator", "resolve_leader",
 ]

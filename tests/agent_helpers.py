@@ -21,7 +21,7 @@ import pytest
 
 from e2e_helpers import Cluster, Proc, RecordingScheduler, http_get
 from mesoslike import Resources, TaskInfo, TaskState
-from mesoslike.agent.isolation import CgroupsV1Isolator, CgroupsV2Isolator, select_isolator
+from mesoslike.agent.isolation import CgroupsV1Isolator, CgroupsV2Isolator, cgroup_mounts, select_isolator
 from mesoslike.agent.supervisor import cgroup_pids, kill_cgroups, process_start_ticks, read_json, remove_cgroup
 from mesoslike.transport import Server
 from mesoslike.wire import messages as m
@@ -53,7 +53,28 @@ def remove_cgroup_root(root: str) -> list[str]:
         for directory in [*children, base]:
             if not remove_cgroup(directory):
                 left.append(directory)
+    _remove_runc_parents(root)
     return left
+
+
+def _remove_runc_parents(root: str) -> None:
+    """runc makes an image task's cgroups in every hierarchy (blkio, devices, freezer, ...) below the
+    agent's own and removes them with the container; the ``root`` directories above them stay, empty."""
+    own = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            own[controller] = path
+    for mount in cgroup_mounts():
+        names = [""] if mount.version == 2 else [c.removeprefix("name=") for c in mount.controllers]
+        mine = next((own.get(n) or own.get(f"name={n}") for n in names if own.get(n) or own.get(f"name={n}")), "/")
+        relative = os.path.relpath(mine, mount.root) if mine.startswith(mount.root) else "."
+        directory = os.path.normpath(os.path.join(mount.path, relative, root))
+        if os.path.isdir(directory):
+            for name in os.listdir(directory):
+                if os.path.isdir(os.path.join(directory, name)):
+                    remove_cgroup(os.path.join(directory, name))
+            remove_cgroup(directory)
 
 
 def require_cgroups() -> str:
@@ -242,6 +263,15 @@ def supervisor_pid(directory: Path) -> int:
 
 def alive(pid: int) -> bool:
     return process_start_ticks(pid) is not None
+
+
+def task_pid(run_directory: Path, timeout: float = 10.0) -> int:
+    """The task's pid as this machine sees it, from its supervisor's ``task.json`` (a pid the task
+    itself says, ``echo $$``, is its PID namespace's: docs/containers.rst)."""
+    def pid() -> int | None:
+        value = read_json(str(run_directory / "task.json"))["pid"]  # type: ignore[index]
+        return value if isinstance(value, int) and value > 0 else None
+    return wait_until(pid, timeout, f"the task's pid in {run_directory}/task.json")
 
 
 def read_pid_file(path: Path, timeout: float = 10.0) -> int:

@@ -116,6 +116,27 @@ def alive(pid: int) -> bool:
     return stat is not None and stat[0] not in ("Z", "X")
 
 
+def host_pid(ident: str) -> int | None:
+    """The pid on this machine of the living process a task program names
+    ``<pid>@<inode of its PID namespace>`` (its own view: in a task's PID
+    namespace every first process is pid 2; tests/executor_program.py),
+    None if it is gone."""
+    inner, _, namespace = ident.partition("@")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}/ns/pid").st_ino != int(namespace):
+                continue
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        line = next((line for line in status.splitlines() if line.startswith("NSpid:")), "")
+        if line and int(line.split()[-1]) == int(inner):
+            return int(entry)
+    return None
+
+
 def group_members(pgid: int) -> list[int]:
     """Living processes of a process group."""
     members = []

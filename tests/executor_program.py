@@ -10,9 +10,12 @@ its ``command``:
   ``error`` callback (an update the agent refused) adds a line to
   ``PATH.errors``.
 
-Framework messages: ``ping`` is answered ``pong <executor id> <pid>``;
+Framework messages: ``ping`` is answered ``pong <executor id> <ident>``;
 ``exit`` stops the driver (the process exits 0). Each TASK_RUNNING's
-message is ``pid <pid>``: tests tell one process from another by it.
+message is ``pid <ident>``: tests tell one process from another by it.
+``<ident>`` is ``<pid>@<inode of its PID namespace>``: the executor runs in
+a PID namespace of its own (docs/containers.rst), where its pid is 2 like
+every other executor's; ``e2e_helpers.host_pid`` finds the host's pid.
 """
 
 import os
@@ -23,6 +26,8 @@ import time
 from mesoslike import TaskState, TaskStatus
 from mesoslike.executor import Executor, ExecutorDriver
 
+IDENT = f"{os.getpid()}@{os.stat('/proc/self/ns/pid').st_ino}"
+
 
 class TestExecutor(Executor):
     def __init__(self) -> None:
@@ -31,13 +36,13 @@ class TestExecutor(Executor):
         self.errors_file = ""
 
     def registered(self, driver, executor_info, framework_info, agent_info):
-        driver.send_framework_message(f"registered {executor_info.executor_id} {os.getpid()}".encode())
+        driver.send_framework_message(f"registered {executor_info.executor_id} {IDENT}".encode())
 
     def reregistered(self, driver, agent_info):
-        driver.send_framework_message(f"reregistered {driver.executor_id} {os.getpid()}".encode())
+        driver.send_framework_message(f"reregistered {driver.executor_id} {IDENT}".encode())
 
     def launch_task(self, driver, task):
-        driver.send_status_update(TaskStatus(task.task_id, TaskState.RUNNING, message=f"pid {os.getpid()}"))
+        driver.send_status_update(TaskStatus(task.task_id, TaskState.RUNNING, message=f"pid {IDENT}"))
         words = task.command.split()
         if words[:1] == ["finish"]:
             driver.send_status_update(TaskStatus(task.task_id, TaskState.FINISHED, message="done"))
@@ -69,7 +74,7 @@ class TestExecutor(Executor):
 
     def framework_message(self, driver, data):
         if data == b"ping":
-            driver.send_framework_message(f"pong {driver.executor_id} {os.getpid()}".encode())
+            driver.send_framework_message(f"pong {driver.executor_id} {IDENT}".encode())
         elif data == b"exit":
             driver.stop()
 

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from agent_helpers import (Launcher, agent_state, alive, cgroups_below, cgroups_root, kill_9,  # noqa: F401
-                           read_pid_file, run_dir, sandbox, start_agent, supervisor_pid)
+                           run_dir, task_pid, sandbox, start_agent, supervisor_pid)
 from e2e_helpers import REPO, child_env, cluster  # noqa: F401 (fixture)
 from mesoslike import FrameworkInfo, TaskState
 from waiting import wait_until
@@ -37,7 +37,7 @@ def launch(cluster, tasks, *agent_args, hostname="a1"):
     scheduler = Launcher({task_id: WAIT_FOR_GO.format(code=code) for task_id, code in tasks.items()})
     cluster.driver(scheduler, "recovery", framework=FRAMEWORK)
     scheduler.wait(lambda: scheduler.running(*tasks), 20, "the tasks to run", cluster.diagnostics)
-    pids = {t: read_pid_file(sandbox(cluster, hostname, scheduler.framework_id, t) / "pid") for t in tasks}
+    pids = {t: task_pid(run_dir(cluster, hostname, scheduler.framework_id, t)) for t in tasks}
     return scheduler, proc, pids
 
 

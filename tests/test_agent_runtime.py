@@ -153,7 +153,8 @@ def test_kill_task_escalates_to_sigkill_after_the_grace_period_and_leaves_no_pro
     master.register()
     # the shell and its sleep both ignore SIGTERM (an ignored signal stays ignored across exec)
     sandbox = running_task(master, agent, "stubborn", "echo $$ > pid; trap '' TERM; sleep 60 & wait", grace=0.5)
-    pgid = read_pid(sandbox / "pid")
+    read_pid(sandbox / "pid")   # the shell runs (its $$ is its PID namespace's; the host's pid is the agent's)
+    pgid = agent.executor.pid(FW.id, "stubborn")
     wait_for(lambda: len(live_group_members(pgid)) >= 2, what="shell and sleep")
     started = time.monotonic()
     master.send(m.KillTask("fw-1", "stubborn"))
@@ -193,7 +194,8 @@ def test_stop_with_running_tasks_leaves_no_process_behind(master, make_agent):
     pgids = []
     for name in ("a", "b"):
         sandbox = running_task(master, agent, name, "echo $$ > pid; sleep 60 & sleep 60 & wait")
-        pgids.append(read_pid(sandbox / "pid"))
+        read_pid(sandbox / "pid")
+        pgids.append(agent.executor.pid(FW.id, name))
     for pgid in pgids:
         wait_for(lambda: len(live_group_members(pgid)) == 3, what="three processes per task")
     agent.stop()

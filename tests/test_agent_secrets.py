@@ -139,7 +139,7 @@ def test_secrets_reach_their_task_as_variables_and_files_and_nothing_else(master
                "API_TOKEN": Secret(Secret.REFERENCE, reference=SecretReference("app.json", "token")),
                "VALUE_SECRET": Secret(Secret.VALUE, value=VALUE)}
     volumes = [secret_volume("conf/blob", Secret(Secret.REFERENCE, reference=SecretReference("blob"))),
-               secret_volume("/etc/app/value", Secret(Secret.VALUE, value=VALUE))]
+               secret_volume("conf/value", Secret(Secret.VALUE, value=VALUE))]
     health = HealthCheck(HealthCheck.COMMAND, command='test -z "$DB_PASSWORD$VALUE_SECRET"', delay_seconds=0.0,
                          interval_seconds=0.2, grace_period_seconds=0.0)
     master.send(m.RunTask(FW_A, task("t", command, environment_secrets=secrets, health_check=health,
@@ -153,9 +153,9 @@ def test_secrets_reach_their_task_as_variables_and_files_and_nothing_else(master
     assert [line.split()[0] for line in lines[:4]] == [digest(REFERENCED.encode()), digest(b"json-token"),
                                                        digest(VALUE), digest(FILE_SECRET)]
     assert lines[4] == "400 nobody"                          # its own file, mode 0400
-    # the file with an absolute container path: where the containerizer bind-mounts it from
-    outside = Path(secret_file_host_path(directory.resolve(), run_dir, "/etc/app/value"))
-    assert outside.parent == run_dir / "secrets" and outside.read_bytes() == VALUE
+    # (an absolute container path: tests/test_agent_containers.py, secret volumes)
+    outside = Path(secret_file_host_path(directory.resolve(), run_dir, "conf/value"))
+    assert outside == directory.resolve() / "conf" / "value" and outside.read_bytes() == VALUE
     assert (os.stat(outside).st_uid, stat.S_IMODE(os.stat(outside).st_mode)) == (NOBODY.pw_uid, 0o400)
     # a health check gets the task's environment without the secrets (its output goes into updates)
     healthy = master.update("t")

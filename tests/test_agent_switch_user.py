@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent_helpers import (Launcher, agent_state, alive, cgroups_root, kill_9, master,  # noqa: F401 (fixtures)
-                           read_pid_file, require_cgroups, sandbox, start_agent, traversable_dir)
+                           read_pid_file, require_cgroups, run_dir, sandbox, start_agent, task_pid, traversable_dir)
 from e2e_helpers import ProcessSet, cluster, http_get  # noqa: F401 (fixture)
 from mesoslike import FrameworkInfo, TaskState
 from mesoslike.agent.executor import sandbox_path
@@ -103,7 +103,8 @@ def test_a_restarted_agent_reattaches_to_a_switched_task(cluster, cgroups_root):
     scheduler, agent = run_one(cluster, WAIT_FOR_GO, "nobody", "--cgroups-root", cgroups_root)
     scheduler.wait(lambda: scheduler.running("t"), 30, "the task to run", cluster.diagnostics)
     directory = sandbox(cluster, "a1", scheduler.framework_id, "t")
-    pid = read_pid_file(directory / "pid")
+    read_pid_file(directory / "pid")   # it runs
+    pid = task_pid(run_dir(cluster, "a1", scheduler.framework_id, "t"))
     assert process_uid(pid) == NOBODY.pw_uid
     kill_9(agent)
     assert alive(pid)
@@ -186,7 +187,7 @@ def test_a_switched_task_cannot_make_the_agent_write_through_links_it_planted(ma
 def test_the_agents_state_says_whom_tasks_run_as(master, agent):  # noqa: F811 (fixture)
     master.send(m.RunTask(FW, task("t", "sleep 60", "nobody")))
     assert [master.update("t").state for _ in range(2)] == [TaskState.STARTING, TaskState.RUNNING]
-    state = agent.state_document()
+    state = agent.views.state_document()
     assert state["switch_user"] is True
     assert [(t["id"], t["user"]) for t in state["tasks"]] == [("t", "nobody")]
 

@@ -517,8 +517,37 @@ def test_task_dicts_become_task_infos():
     assert argv.command == "/bin/echo 'a b' '$c'"   # exec'd as argv: nothing expanded
 
 
+def test_a_tasks_container_passes_through_as_mesoss_json_has_it():
+    from mesoslike import ContainerInfo, DockerInfo, Image, Secret, Volume, VolumeSource
+
+    base = {"task_id": {"value": "t"}, "agent_id": {"value": "A"}}
+    docker = task_info(dict(base, command={"shell": False}, container={
+        "type": "DOCKER", "hostname": "web-1",
+        "docker": {"image": "registry:5000/team/web:1.2", "network": "NONE", "force_pull_image": True},
+        "volumes": [{"container_path": "/data", "host_path": "/srv/data", "mode": "RO"},
+                    {"container_path": "cache", "source": {"type": "SANDBOX_PATH",
+                                                           "sandbox_path": {"type": "SELF", "path": "c"}}},
+                    {"container_path": "/etc/pw", "source": {"type": "SECRET", "secret": {
+                        "type": "VALUE", "value": {"data": "czNjcmV0"}}}}]}))
+    assert docker.container == ContainerInfo(
+        "DOCKER", docker=DockerInfo("registry:5000/team/web:1.2", network="NONE", force_pull_image=True),
+        hostname="web-1", volumes=[Volume("/data", VolumeSource("HOST_PATH", path="/srv/data"), "RO"),
+                                   Volume("cache", VolumeSource("SANDBOX_PATH", path="c")),
+                                   Volume("/etc/pw", VolumeSource("SECRET", secret=Secret("VALUE", value=b"s3cret")))])
+    assert (docker.shell, docker.command, docker.arguments) == (False, "", [])   # the image's entrypoint runs
+    mesos = task_info(dict(base, command={"shell": False, "arguments": ["--port", "80"]}, container={
+        "type": "MESOS", "mesos": {"image": {"type": "DOCKER", "docker": {"name": "busybox"}, "cached": False}}}))
+    assert mesos.container.image == Image("busybox", cached=False) and mesos.arguments == ["--port", "80"]
+    shell = task_info(dict(base, command={"value": "echo hi"}, container={"type": "MESOS"}))
+    assert shell.command == "echo hi" and shell.shell and shell.container == ContainerInfo()
+
+
 @pytest.mark.parametrize("change, complaint", [
-    ({"container": {"type": "DOCKER"}}, "containers"),
+    ({"container": {"type": "DOCKER", "docker": {"image": "nginx", "network": "BRIDGE"}}}, "no bridge"),
+    ({"container": {"type": "DOCKER", "docker": {"image": "nginx", "port_mappings": [{"host_port": 80}]}}},
+     "port mappings"),
+    ({"container": {"type": "MESOS", "mesos": {"image": {"type": "APPC", "appc": {"name": "a"}}}}}, "Docker/OCI"),
+    ({"container": {"network_infos": [{"name": "cni"}]}}, "CNI"),
     ({"health_check": {"type": "HTTP"}}, "health_check.http must be a dict"),
     ({"health_check": {"type": "GRPC"}}, "COMMAND, HTTP and TCP"),
     ({"check": {"type": "COMMAND"}}, "general checks"),

@@ -507,15 +507,14 @@ def test_pymesos_shapes_carry_reservation_labels_both_ways():
     """The pymesos shim shows a labelled reservation as Mesos's
     ``reservation: {principal, labels: {labels: [...]}}`` and reads one
     back, and its RESERVE keeps the labels."""
-    from mesoslike.compat._pymesos_shapes import resources_from, resources_message
-    from mesoslike.compat.pymesos import _reserve
+    from mesoslike.compat._pymesos_shapes import operations_from, resources_from, resources_message
     labelled = R("cpus(analytics,alice,team=ml):2;cpus(analytics,alice):1")
     items = resources_message(labelled)
     assert {"name": "cpus", "role": "analytics", "type": "SCALAR", "scalar": {"value": 2.0},
             "reservation": {"principal": "alice", "labels": {"labels": [{"key": "team", "value": "ml"}]}}} in items
     assert resources_from(items, "resources") == labelled
     labelled_items = [item for item in items if "labels" in item["reservation"]]
-    operation = _reserve(resources_from(labelled_items, "resources"), "operations[0]")
+    (operation,) = operations_from([{"type": "RESERVE", "reserve": {"resources": labelled_items}}])
     assert (operation.role, operation.resources, operation.labels) == ("analytics", R("cpus:2"),
                                                                        [Label("team", "ml")])
 

@@ -17,7 +17,7 @@ import attrs
 import pytest
 
 from agent_helpers import agent_state, kill_9, start_agent
-from e2e_helpers import RecordingScheduler, alive, cluster  # noqa: F401 (fixture)
+from e2e_helpers import RecordingScheduler, alive, cluster, host_pid  # noqa: F401 (fixture)
 from mesoslike import ExecutorInfo, Filters, FrameworkInfo, Resources, TaskInfo, TaskState, TaskStatus
 from waiting import wait_until
 
@@ -71,10 +71,23 @@ class ExecutorScheduler(RecordingScheduler):
         return [data for _, data in self.of("framework_message")]
 
 
-def executor_pids(scheduler: ExecutorScheduler, *task_ids: str) -> set[int]:
-    """The executor processes that reported the tasks RUNNING (their message is ``pid N``)."""
-    return {int(s.message.split()[1]) for t in task_ids for s in scheduler.statuses(t)
+def executor_pids(scheduler: ExecutorScheduler, *task_ids: str) -> set[str]:
+    """The executor processes that reported the tasks RUNNING (their message is ``pid <ident>``:
+    tests/executor_program.py)."""
+    return {s.message.split()[1] for t in task_ids for s in scheduler.statuses(t)
             if s.state == TaskState.RUNNING and s.message.startswith("pid ")}
+
+
+def running(ident: str) -> bool:
+    """The executor process ``ident`` still runs."""
+    pid = host_pid(ident)
+    return pid is not None and alive(pid)
+
+
+def signal_process(ident: str, signum: int) -> None:
+    pid = host_pid(ident)
+    assert pid is not None, f"no process {ident}"
+    os.kill(pid, signum)
 
 
 def run_cluster(cluster, scheduler, name="executors", **framework):
@@ -108,7 +121,7 @@ def test_one_executor_runs_many_tasks_and_messages_go_both_ways(cluster):
     scheduler.wait(lambda: all(scheduler.state_of(t) == TaskState.FINISHED for t in ("t5", "t6")), 40,
                    "two more tasks", cluster.diagnostics)
     assert executor_pids(scheduler, "t5", "t6") == {pid}
-    assert alive(pid)
+    assert running(pid)
 
 
 def offered(scheduler: ExecutorScheduler, since: int) -> list[tuple[float, float]]:
@@ -134,7 +147,7 @@ def test_the_executor_resources_are_used_until_it_exits(cluster):
     assert total not in offered(scheduler, seen)
     pid = executor_pids(scheduler, "t0").pop()
     driver.send_framework_message(scheduler.statuses("t0")[-1].agent_id, b"exit", "", executor_id="exec-1")
-    wait_until(lambda: not alive(pid), 20, "the executor to exit")
+    wait_until(lambda: not running(pid), 20, "the executor to exit")
     seen = len(scheduler.of("resource_offers"))
     scheduler.wait(lambda: total in offered(scheduler, seen), 30, f"an offer of the whole agent ({total})",
                    cluster.diagnostics)
@@ -183,7 +196,7 @@ def test_kill_task_reaches_the_executor(cluster):
     assert scheduler.statuses("held")[-1].message == "killed by the executor"
     assert scheduler.state_of("other") == TaskState.RUNNING   # the executor and its other task go on
     pid = executor_pids(scheduler, "other").pop()
-    assert alive(pid)
+    assert running(pid)
     # a message naming one of its tasks (pymesos's executorId = task id habit) reaches the executor too
     driver.send_framework_message(scheduler.statuses("other")[-1].agent_id, b"ping", "other")
     scheduler.wait(lambda: f"pong exec-1 {pid}".encode() in scheduler.messages(), 20, "the executor's pong")
@@ -197,7 +210,7 @@ def test_teardown_shuts_an_idle_executor_down_too(cluster):
     pid = executor_pids(scheduler, "t0").pop()
     wait_until(lambda: agent_state(cluster, "a1")["tasks"] == [], 20, "the agent to forget t0 (no task is left)")
     driver.stop()   # the framework's only trace on the agent is its idle executor
-    wait_until(lambda: not alive(pid), 20, "the idle executor to end after its shutdown")
+    wait_until(lambda: not running(pid), 20, "the idle executor to end after its shutdown")
 
 
 def test_teardown_shuts_the_executor_down(cluster):
@@ -207,7 +220,7 @@ def test_teardown_shuts_the_executor_down(cluster):
     scheduler.wait(lambda: scheduler.state_of("held") == TaskState.RUNNING, 40, "held to run", cluster.diagnostics)
     pid = executor_pids(scheduler, "held").pop()
     driver.stop()   # tears the framework down
-    wait_until(lambda: not alive(pid), 20, "the executor to end after its shutdown")
+    wait_until(lambda: not running(pid), 20, "the executor to end after its shutdown")
     wait_until(lambda: agent_state(cluster, "a1")["executors"] == [] and agent_state(cluster, "a1")["tasks"] == [],
                20, "the agent to forget the executor and its task")
 
@@ -248,7 +261,7 @@ def test_agent_kill_9_and_restart_the_executor_reregisters_and_its_tasks_finish(
     scheduler.wait(lambda: scheduler.state_of("held") == TaskState.RUNNING, 40, "held to run", cluster.diagnostics)
     pid = executor_pids(scheduler, "held").pop()
     kill_9(agent)
-    assert alive(pid)   # the executor outlives its agent
+    assert running(pid)   # the executor outlives its agent
     start_agent(cluster, "a1", AGENT, wait=False)
 
     def executor_back() -> bool:
@@ -261,7 +274,7 @@ def test_agent_kill_9_and_restart_the_executor_reregisters_and_its_tasks_finish(
         return state["registered"] and any(e["id"] == "exec-1" and e["registered"] for e in state["executors"])
     wait_until(executor_back, 30, "the executor to re-register with the restarted agent, and it with the master",
                diagnostics=cluster.diagnostics)
-    assert alive(pid)
+    assert running(pid)
     driver.kill_task("held")   # reaches the executor through the new agent
     scheduler.wait(lambda: scheduler.state_of("held") == TaskState.KILLED, 20, "held to be killed",
                    cluster.diagnostics)
@@ -282,20 +295,20 @@ def test_an_executor_that_does_not_reconnect_after_an_agent_restart_is_killed_an
     scheduler.wait(lambda: scheduler.state_of("held") == scheduler.state_of("other") == TaskState.RUNNING, 40,
                    "the tasks to run", cluster.diagnostics)
     pid = executor_pids(scheduler, "held").pop()
-    os.kill(pid, signal.SIGSTOP)   # hung: it cannot reconnect to the next agent
+    signal_process(pid, signal.SIGSTOP)   # hung: it cannot reconnect to the next agent
     try:
         kill_9(agent)
         start_agent(cluster, "a1", AGENT, "--executor-reregistration-timeout", "1s", wait=False)
         scheduler.wait(lambda: scheduler.state_of("held") == scheduler.state_of("other") == TaskState.FAILED, 40,
                        "the tasks to fail with their executor", cluster.diagnostics)
     finally:
-        if alive(pid):
-            os.kill(pid, signal.SIGCONT)
+        if running(pid):
+            signal_process(pid, signal.SIGCONT)
     for task_id in ("held", "other"):
         status = scheduler.statuses(task_id)[-1]
         assert status.reason == "REASON_EXECUTOR_REREGISTRATION_TIMEOUT", status
         assert "exec-1" in status.message and "did not reconnect within 1 s" in status.message, status.message
-    wait_until(lambda: not alive(pid), 10, "the executor to be killed")
+    wait_until(lambda: not running(pid), 10, "the executor to be killed")
     wait_until(lambda: agent_state(cluster, "a1")["executors"] == [], 10, "the agent to forget the executor")
 
 

@@ -69,6 +69,14 @@ def test_runtime_fields_data_after_attempts_backup_and_blacklist():
     assert job.backup == BackupPolicy(min_finished_fraction=0.25, slower_factor=1.5) and job.blacklist_after == 2
 
 
+def test_a_unit_may_run_in_a_container_image_and_its_job_file_says_so_again():
+    from mesoslike.frameworks.fuxi.model import job_document
+
+    job = parse_job(unit_doc(image="busybox:1.36"))
+    assert job.unit("u").image == "busybox:1.36"
+    assert parse_job(job_document(job)) == job and parse_job(unit_doc()).unit("u").image == ""
+
+
 def unit_doc(**fields):
     return {"job": {"name": "j", "units": [{"name": "u", "slots": 1, "cpus": 1, **fields}]}}
 
@@ -85,6 +93,8 @@ def unit_doc(**fields):
     (unit_doc(instances=2, data=[["a"]]), "job.units[0].data: lists 1 instances' data"),
     (unit_doc(after=["u"]), "job.units[0].after: 'u' is not another unit"),
     (unit_doc(max_attempts=0), "job.units[0].max_attempts: must be an integer >= 1"),
+    (unit_doc(image="Bad Image!"), "job.units[0].image: must be a Docker image reference"),
+    (unit_doc(image=7), "job.units[0].image: must be a Docker image reference"),
     ({"job": {"name": "j", "policy": "LIFO", "units": [{"name": "u", "slots": 1, "cpus": 1}]}},
      "job.policy: must be FIFO or FAIR"),
     ({"job": {"name": "j", "backup": {"slower_factor": 0.5}, "units": [{"name": "u", "slots": 1, "cpus": 1}]}},

@@ -247,6 +247,19 @@ def test_workers_that_keep_failing_fail_the_job():
     assert job["state"] == "failed" and "worker tasks failed" in job["reason"] and "python: not found" in job["reason"]
 
 
+def test_the_workers_of_a_unit_with_an_image_run_in_it_by_its_python():
+    service, driver = make_service()
+    service.submit(JobSpec("j", [unit(slots=1, image="registry.example:5000/team/app:1.2"), unit("plain")]))
+    service.resource_offers(driver, [offer("h1")])
+    tasks = {task.name.split(".")[1]: task for task in driver.launched()}
+    assert tasks["u"].container.image.name == "registry.example:5000/team/app:1.2"
+    assert tasks["u"].command.startswith("exec python3 -m ") and tasks["u"].shell
+    # (both carry the worker's secret files as SECRET volumes)
+    assert tasks["plain"].container.image is None and not tasks["plain"].command.startswith("exec python3 ")
+    assert {v.container_path for v in tasks["u"].container.volumes} == {
+        v.container_path for v in tasks["plain"].container.volumes} == {".fuxi_worker_token"}
+
+
 def test_an_agent_lost_takes_its_slots_back():
     service, driver = make_service()
     job_id = service.submit(JobSpec("j", [unit(slots=2, instances=2)]))

@@ -179,7 +179,8 @@ def test_the_compatibility_layers_use_only_the_public_api():
 #: the public surface; changing it is a deliberate edit of this test (and of docs/framework-api.rst)
 PUBLIC_API = {
     "mesoslike": [
-        "Attribute", "Clock", "CommandURI", "ConfigError", "ContainerInfo", "DockerInfo", "DriverStatus", "Executor",
+        "Attribute", "Clock", "CommandURI", "ConfigError", "ContainerInfo", "ContainerStatus", "DockerInfo", "DriverStatus",
+        "Executor",
         "ExecutorDriver", "ExecutorInfo", "FakeClock", "Filters", "FrameworkInfo",
         "HTTPCheck", "HealthCheck", "Image", "Label", "Launch", "MasterContender", "MasterInfo", "MesoslikeError", "Offer",
         "Operation", "OperationType", "Reserve", "Resources", "ResourcesError", "Scheduler", "SchedulerDriver",

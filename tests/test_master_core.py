@@ -90,6 +90,7 @@ def test_valid_launch_runs_the_task_and_returns_the_rest(h):
     (lambda aid: task("t1", "other-agent"), "is not the offers' agent"),
     (lambda aid: task("", aid), "task id is empty"),
     (lambda aid: task("t1", aid, command="  "), "no command"),
+    (lambda aid: TaskInfo("t1", aid, "", R("cpus:1"), shell=False), "shell false and no arguments"),
     (lambda aid: TaskInfo("t1", aid, "x", Resources()), "no resources"),
 ])
 def test_invalid_tasks_get_task_error_and_launch_nothing(h, bad, fragment):
@@ -101,6 +102,17 @@ def test_invalid_tasks_get_task_error_and_launch_nothing(h, bad, fragment):
     assert update.status.uuid == "" and update.status.source == "SOURCE_MASTER"
     assert not only(out, m.RunTask)
     assert h.core.allocator.available(aid) == R("cpus:4;mem:4096")
+
+
+def test_a_task_without_a_shell_command_runs_its_arguments_or_its_images_entrypoint(h):
+    from mesoslike.wire.types import ContainerInfo, Image
+
+    fid, aid = h.subscribe(), h.register_agent()
+    (offer,) = h.offers(h.tick())
+    argv = TaskInfo("argv", aid, "", R("cpus:1"), shell=False, arguments=["/bin/echo", "hi"])
+    image = TaskInfo("image", aid, "", R("cpus:1"), shell=False, container=ContainerInfo(image=Image("busybox")))
+    out = launch(h, fid, offer, argv, image)
+    assert [r.task.task_id for r in only(out, m.RunTask, AG)] == ["argv", "image"]
 
 
 def test_duplicate_task_ids_and_resources_summed_over_tasks(h):

@@ -39,8 +39,12 @@ def test_run_env_reaches_the_tasks_and_task_ids_are_unique_per_run(cluster):
         ids.append(task_id)
     assert ids[0] != ids[1]
     # two runs of the same name: the second's task is found without --framework
-    log = mesoslike("task", "log", ids[1], *master)
+    log = mesoslike("task", "log", ids[1], *master, "--token", cluster.token)
     assert log.returncode == 0 and log.stdout == "second x\n", log
+    # the agents show sandboxes only to a token: without one, the error says why nothing was found
+    blind = mesoslike("task", "log", ids[1], *master)
+    assert blind.returncode == 1 and "refused to list their sandboxes to a caller without a token" in blind.stderr, \
+        blind
     named = mesoslike("run", *master, "--name", "web", "--", "true")
     assert re.search(r"^web-[0-9a-f]{6}-0 on ", named.stdout, re.M), named.stdout
 
@@ -76,10 +80,16 @@ def test_a_client_without_keys_is_told_the_master_requires_them(cluster):
 
 def test_an_authenticated_run_with_its_output_ends_without_a_handshake_error(cluster):
     cluster.start_local("--agents", "1")
-    done = mesoslike("run", "--master", cluster.address, *keys(cluster), "--output", "--", "echo hello")
+    done = mesoslike("run", "--master", cluster.address, *keys(cluster), "--output", "--", "echo hello",
+                     env=dict(child_env(), MESOSLIKE_TOKEN=cluster.token))
     assert done.returncode == 0, done.stderr
     assert "[0] hello" in done.stdout
     assert "ERROR" not in done.stderr and "handshake" not in done.stderr, done.stderr
+    # without a token the agent shows no sandbox, and run says so once instead of showing nothing
+    blind = mesoslike("run", "--master", cluster.address, *keys(cluster), "--output", "--", "echo hello")
+    assert blind.returncode == 0 and "[0] hello" not in blind.stdout, blind
+    assert blind.stderr.count("error: cannot show the tasks' output:") == 1, blind.stderr
+    assert "MESOSLIKE_TOKEN" in blind.stderr
 
 
 def test_state_takes_an_http_master_as_the_operator_commands_do(cluster):

@@ -35,7 +35,7 @@ from typing import Any, Collection, Iterable, Mapping
 
 import attrs
 
-from mesoslike import MesoslikeError, Resources
+from mesoslike import Image, MesoslikeError, Resources
 
 __all__ = ["JobSpec", "UnitSpec", "Locality", "BackupPolicy", "JobSpecError", "load_job_file", "parse_job",
            "read_toml", "check_runnable", "job_document", "LT_MACHINE", "LT_ENGINEROOM", "LT_CLUSTER", "POLICIES",
@@ -165,6 +165,9 @@ class UnitSpec:
     max_attempts: int = 3
     #: agent attributes (name, canonical text) a machine must all have to get a slot of the unit
     node_labels: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_label_pairs)
+    #: a container image (Docker/OCI reference) the unit's workers — and so its instances — run in
+    #: (docs/containers.rst); it must have ``python3`` with mesoslike installed. '': the agent's filesystem
+    image: str = ""
 
     def __attrs_post_init__(self) -> None:
         _check_unit(self, "unit")
@@ -283,6 +286,11 @@ def _check_unit(unit: UnitSpec, path: str) -> None:
         raise _fail(f"{path}.command", f"must be a string, got {_shown(unit.command)}")
     if len(unit.command) > MAX_COMMAND:
         raise _fail(f"{path}.command", f"must be at most {MAX_COMMAND} characters, got {len(unit.command)}")
+    if unit.image:
+        try:
+            Image(unit.image)
+        except (TypeError, ValueError) as exc:
+            raise _fail(f"{path}.image", str(exc).removeprefix("image.name ")) from None
     _check_int(unit.instances, f"{path}.instances", 0, MAX_INSTANCES)
     if unit.priority is not None:
         _check_int(unit.priority, f"{path}.priority", 0)
@@ -414,6 +422,8 @@ def job_document(spec: JobSpec) -> dict[str, Any]:
             table["max_per_machine"] = unit.max_per_machine
         if unit.node_labels:
             table["node_labels"] = dict(unit.node_labels)
+        if unit.image:
+            table["image"] = unit.image
         units.append(table)
     policy = {} if spec.policy is None else {"policy": spec.policy}
     return {"job": {"name": spec.name, "quota_group": spec.quota_group, "priority": spec.priority, **policy,
@@ -423,7 +433,7 @@ def job_document(spec: JobSpec) -> dict[str, Any]:
 
 _JOB_KEYS = {"name", "quota_group", "priority", "policy", "units", "backup", "blacklist_after", "blacklist_seconds"}
 _UNIT_KEYS = {"name", "slots", "command", "instances", "priority", "max_per_machine", "all_or_nothing", "locality",
-              "blacklist", "resources", "data", "after", "max_attempts", "node_labels", *SLOT_KINDS}
+              "blacklist", "resources", "data", "after", "max_attempts", "node_labels", "image", *SLOT_KINDS}
 _BACKUP_KEYS = {"enabled", "min_finished_fraction", "slower_factor", "min_runtime"}
 
 
@@ -465,7 +475,8 @@ def _parse_unit(table: object, path: str) -> UnitSpec:
                         data=_data(table.get("data", []), f"{path}.data"),
                         after=_hosts(table.get("after", []), f"{path}.after"),
                         max_attempts=table.get("max_attempts", 3),
-                        node_labels=_node_labels(table.get("node_labels", {}), f"{path}.node_labels"))
+                        node_labels=_node_labels(table.get("node_labels", {}), f"{path}.node_labels"),
+                        image=table.get("image", ""))
     except JobSpecError as exc:
         raise JobSpecError(str(exc).replace("unit.", f"{path}.", 1)) from None
 

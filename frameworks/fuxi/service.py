@@ -75,8 +75,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 
-from mesoslike import (ConfigError, ContainerInfo, Filters, MesoslikeError, Scheduler, Secret, TaskInfo, TaskStatus,
-                       Volume, VolumeSource, make_locator)
+from mesoslike import (ConfigError, ContainerInfo, Filters, Image, MesoslikeError, Scheduler, Secret, TaskInfo,
+                       TaskStatus, Volume, VolumeSource, make_locator)
 from mesoslike.credentials import Credentials
 from mesoslike.credentials import Refused as NotAuthorized
 from mesoslike.frameworks.fuxi import am_protocol, hard_state, protocol
@@ -611,14 +611,18 @@ class FuxiService(Scheduler):
         volumes = [Volume(WORKER_SECRET_FILES[name], VolumeSource(VolumeSource.SECRET,
                                                                   secret=Secret(Secret.VALUE, value=value)), "RO")
                    for name, value in secrets.items()]
-        return TaskInfo(task_id=slot.id, agent_id=slot.agent_id,
-                        command=f"exec {shlex.quote(self.python)} -m {WORKER_MODULE}", resources=slot.resources,
+        # a unit with an image: its worker runs in it, by the image's python3 (docs/containers.rst)
+        image = next((unit.image for unit in job.spec.units if unit.name == slot.unit), "")
+        python = "python3" if image else shlex.quote(self.python)
+        return TaskInfo(task_id=slot.id, agent_id=slot.agent_id, command=f"exec {python} -m {WORKER_MODULE}",
+                        resources=slot.resources,
                         name=f"{job.spec.name}.{slot.unit}.worker",
                         environment={"FUXI_APPMASTER": appmaster.address if appmaster is not None else "",
                                      "FUXI_SLOT_ID": slot.id, "FUXI_JOB_ID": slot.job_id, "FUXI_UNIT": slot.unit,
                                      "FUXI_HOSTNAME": slot.hostname, "FUXI_ROOM": str(slot.room),
                                      **{name: WORKER_SECRET_FILES[name] for name in secrets}, **public_keys},
-                        user=self.worker_user(job.principal), container=ContainerInfo(volumes=volumes))
+                        user=self.worker_user(job.principal),
+                        container=ContainerInfo(image=Image(image) if image else None, volumes=volumes))
 
     def worker_user(self, principal: str) -> str:
         """The unix user a job of ``principal`` runs its workers as: the

@@ -41,9 +41,9 @@ from mesoslike.resources import Resources
 from mesoslike.wire import executor_messages as x
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import unbatched
-from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TERMINAL_STATES, AgentInfo, ExecutorInfo,
-                                  FrameworkInfo, Label, MasterInfo, TaskInfo, TaskState, TaskStatus,
-                                  without_secret_values)
+from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TERMINAL_STATES, AgentInfo,
+                                  ContainerStatus, ExecutorInfo, FrameworkInfo, Label, MasterInfo, TaskInfo,
+                                  TaskState, TaskStatus, without_secret_values)
 
 __all__ = [
     "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "Reconnect", "LaunchTask", "KillTask",
@@ -314,7 +314,7 @@ class _Phase:
 class _Task:
     __slots__ = ("framework", "info", "phase", "state", "pid", "killing", "kill_requested", "kill_why",
                  "holds_resources", "released", "orphaned", "limitation", "limitation_message", "healthy",
-                 "executor_uuid")
+                 "executor_uuid", "container_status")
 
     def __init__(self, framework: FrameworkInfo, info: TaskInfo, holds_resources: bool) -> None:
         self.framework = framework
@@ -334,6 +334,8 @@ class _Task:
         self.limitation_message = ""
         self.healthy: bool | None = None  # its health check's latest verdict, carried by its updates
         self.executor_uuid = ""       # the latest update of its custom executor taken (a resend is only acked)
+        #: its container (isolators, image, host pid), carried by its updates once its process runs
+        self.container_status: ContainerStatus | None = None
 
     @property
     def alive(self) -> bool:
@@ -346,7 +348,7 @@ class _Executor:
 
     __slots__ = ("framework", "info", "run", "digest", "secret", "phase", "pid", "peer", "tasks", "registered_once",
                  "shutdown_deadline", "reregister_deadline", "register_deadline", "killing", "orphaned", "end_reason", "end_message",
-                 "limits", "released")
+                 "limits", "released", "container_status")
 
     def __init__(self, framework: FrameworkInfo, run: TaskInfo, digest: str) -> None:
         assert run.executor is not None
@@ -371,6 +373,7 @@ class _Executor:
         self.end_message = ""
         self.limits: Resources | None = run.resources   # of its container as last set (None: not known)
         self.released = False         # its framework was shut down (see _Task.released)
+        self.container_status: ContainerStatus | None = None   # its container: its tasks' updates carry it
 
     @property
     def key(self) -> TaskKey:
@@ -723,19 +726,22 @@ class AgentCore:
             return []
         return handler(self, message)
 
-    def on_task_started(self, framework_id: str, task_id: str, pid: int) -> list[Command]:
+    def on_task_started(self, framework_id: str, task_id: str, pid: int,
+                        container: ContainerStatus | None = None) -> list[Command]:
         """The task's process exists: TASK_RUNNING (or a kill requested
-        meanwhile). For a recovered task: :meth:`on_task_reattached`."""
+        meanwhile); ``container``: what its container is (its updates carry
+        it from now on). For a recovered task: :meth:`on_task_reattached`."""
         if task_id.startswith(EXECUTOR_RUN_PREFIX):
-            return self._executor_started(framework_id, task_id, pid)
+            return self._executor_started(framework_id, task_id, pid, container)
         task = self._tasks.get((framework_id, task_id))
         if task is not None and task.phase == _Phase.RECOVERING:
-            return self.on_task_reattached(framework_id, task_id, pid)
+            return self.on_task_reattached(framework_id, task_id, pid, container)
         if task is None or task.phase != _Phase.LAUNCHING:
             log.warning("start of unknown or not launching task %s/%s ignored", framework_id, task_id)
             return []
         task.phase = _Phase.RUNNING
         task.pid = pid
+        task.container_status = container
         if task.orphaned or task.kill_requested:
             return [self._kill(task)]
         return self._update(task, TaskState.RUNNING, f"started as pid {pid}")
@@ -819,17 +825,19 @@ class AgentCore:
             return self._checkpointed(task)   # its terminal update carries it
         return self._update(task, TaskState.RUNNING, message, reason=REASON_TASK_HEALTH_CHECK_STATUS_UPDATED)
 
-    def on_task_reattached(self, framework_id: str, task_id: str, pid: int) -> list[Command]:
+    def on_task_reattached(self, framework_id: str, task_id: str, pid: int,
+                           container: ContainerStatus | None = None) -> list[Command]:
         """A recovered task's supervisor and process are still there: it runs
         on (TASK_RUNNING if the earlier agent had not said so yet); a kill the
         earlier agent had asked for is asked again."""
         if task_id.startswith(EXECUTOR_RUN_PREFIX):
-            return self._executor_started(framework_id, task_id, pid)
+            return self._executor_started(framework_id, task_id, pid, container)
         task = self._tasks.get((framework_id, task_id))
         if task is None or task.phase != _Phase.RECOVERING:
             return []
         task.phase = _Phase.RUNNING
         task.pid = pid
+        task.container_status = container
         log.info("task %s/%s recovered: still running as pid %d", framework_id, task_id, pid)
         if task.limitation:
             task.killing = True
@@ -1542,13 +1550,15 @@ class AgentCore:
         executor_id = _executor_id_of_run(run_id)
         return self._executors.get((framework_id, executor_id)) if executor_id is not None else None
 
-    def _executor_started(self, framework_id: str, run_id: str, pid: int) -> list[Command]:
+    def _executor_started(self, framework_id: str, run_id: str, pid: int,
+                          container: ContainerStatus | None = None) -> list[Command]:
         executor = self._executor_of_run(framework_id, run_id)
         if executor is None or executor.phase not in (_Phase.LAUNCHING, _Phase.RECOVERING):
             return []
         recovered = executor.phase == _Phase.RECOVERING
         executor.phase = _Phase.RUNNING
         executor.pid = pid
+        executor.container_status = container
         log.info("executor %s/%s %s pid %d", *executor.key, "still runs as" if recovered else "started as", pid)
         if executor.killing or executor.orphaned:
             return [KillTask(framework_id, run_id, 0.0)]
@@ -1630,12 +1640,15 @@ class AgentCore:
     # ------------------------------------------------- reliable updates
     def _status(self, framework_id: str, task_id: str, state: str, message: str, reason: str = "",
                 exit_code: int | None = None, uuid_: str | None = None, healthy: bool | None = None,
-                labels: list[Label] | None = None, source: str = SOURCE_AGENT, data: bytes = b"") -> TaskStatus:
+                labels: list[Label] | None = None, source: str = SOURCE_AGENT, data: bytes = b"",
+                container: ContainerStatus | None = None) -> TaskStatus:
+        if self.ip_address:
+            container = attrs.evolve(container or ContainerStatus(), ip_address=self.ip_address)
         return TaskStatus(
             task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=source,
             reason=reason, uuid=self._new_uuid() if uuid_ is None else uuid_, timestamp=self._wall_clock(),
             exit_code=exit_code, framework_id=framework_id, healthy=healthy, labels=labels or [], data=data,
-            ip_address=self.ip_address)
+            container_status=container)
 
     def _new_uuid(self) -> str:
         return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
@@ -1650,7 +1663,8 @@ class AgentCore:
             stream = self._streams[(framework_id, task_id)] = _UpdateStream(framework_id)
         # the task's labels ride on each of its updates (issue 18 §5b)
         stream.pending.append(self._status(framework_id, task_id, state, message, reason, exit_code,
-                                           healthy=task.healthy, labels=task.info.labels, source=source, data=data))
+                                           healthy=task.healthy, labels=task.info.labels, source=source, data=data,
+                                           container=self._container_of(task)))
         out = self._checkpointed(task)   # written before it is sent: a sent update is never lost
         if len(stream.pending) > 1:
             return out  # behind an unacknowledged one
@@ -1659,6 +1673,14 @@ class AgentCore:
             return out
         out.append(self._send_head(stream, self.clock.now(), (framework_id, task_id)))
         return out
+
+    def _container_of(self, task: _Task) -> ContainerStatus | None:
+        """The container a task's updates tell of: its own, or, for a custom
+        executor's task, its executor's."""
+        if task.info.executor is not None:
+            executor = self._executors.get((task.framework.id, task.info.executor.executor_id))
+            return executor.container_status if executor is not None else None
+        return task.container_status
 
     def _send_head(self, stream: _UpdateStream, now: float, key: TaskKey) -> SendToMaster:
         stream.next_send = now + stream.backoff

@@ -65,15 +65,16 @@ from mesoslike.agent.environment import base_environment, task_environment, task
 from mesoslike.agent.files import SandboxOwners
 from mesoslike.agent.gc import RunDirRemover
 from mesoslike.agent.health import HEALTH_FILE, read_health
-from mesoslike.agent.isolation import Container, Isolator, PosixIsolator, agent_key
+from mesoslike.agent.isolation import Container, Isolation, Isolator, PosixIsolator, agent_key
 from mesoslike.agent.launcher import SupervisorLauncher
+from mesoslike.agent.namespaces import PidNamespaceForker
 from mesoslike.agent.secrets import (RUN_DIR_SECRETS, SECRETS_FILE, SecretError, SecretStore, TaskSecrets,
-                                     resolve_task_secrets, write_secrets_file)
+                                     resolve_task_secrets, secret_file_host_path, write_secrets_file)
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources
 from mesoslike.wire.messages import TaskUsage
-from mesoslike.wire.types import TaskInfo
+from mesoslike.wire.types import ContainerInfo, ContainerStatus, TaskInfo, Volume, VolumeSource
 
 __all__ = ["TaskExecutor", "launch_problem", "destroy_containers_under", "TaskStarted", "TaskExit", "TaskLimited", "TaskHealth",
            "LaunchFailed", "ExecutorEvent", "LaunchError", "FetcherSettings", "FETCHER_CACHE_DIR",
@@ -87,6 +88,8 @@ log = logging.getLogger("mesoslike.agent")
 
 SHELL = "/bin/sh"
 MESSAGES_FILE = "messages"
+#: where an image task's sandbox is inside its container (Mesos's)
+RUNC_SANDBOX = "/mnt/mesos/sandbox"
 #: how long a supervisor waits for its agent to come back before killing its task (Mesos: 15 min)
 DEFAULT_RECOVERY_TIMEOUT = 15 * 60.0
 #: forgotten run directories an agent keeps for reuse (``meta/spare``; a few KiB each)
@@ -136,21 +139,23 @@ class FetcherSettings:
 
 
 class LaunchError(MesoslikeError):
-    """A task's process could not be started; the message says why,
-    ``reason`` the update's reason code ("": the command executor's)."""
+    """A task's process could not be started; the message says why, and
+    ``reason`` the update's reason code."""
 
-    def __init__(self, message: str, reason: str = "") -> None:
+    def __init__(self, message: str, reason: str = "REASON_COMMAND_EXECUTOR_FAILED") -> None:
         super().__init__(message)
         self.reason = reason
 
 
 @attrs.frozen
 class TaskStarted:
-    """The task's process exists (or, after :meth:`TaskExecutor.recover`, still does)."""
+    """The task's process exists (or, after :meth:`TaskExecutor.recover`,
+    still does); ``container``: what its container is."""
 
     framework_id: str
     task_id: str
     pid: int
+    container: ContainerStatus | None = None
 
 
 @attrs.frozen
@@ -286,7 +291,8 @@ class _Run:
     """A task under its supervisor."""
 
     __slots__ = ("framework_id", "task_id", "run_dir", "sandbox", "container", "watch", "task_pid", "limited",
-                 "forget", "next_oom_check", "kill_deadline", "checked", "health_changes", "health_stamp")
+                 "forget", "next_oom_check", "kill_deadline", "checked", "health_changes", "health_stamp",
+                 "isolation", "image")
 
     def __init__(self, framework_id: str, task_id: str, run_dir: Path, sandbox: Path, container: Container,
                  watch: _Watch, task_pid: int | None = None) -> None:
@@ -304,6 +310,13 @@ class _Run:
         self.checked = False                      # it has a health check: its supervisor writes health.json
         self.health_changes = 0                   # the supervisor's count of health changes last reported
         self.health_stamp: tuple[int, int] | None = None   # health.json's (mtime, inode) last read
+        self.isolation: tuple[str, ...] = ()      # the isolators it got (Mesos's names)
+        self.image = ""                           # the image of its root filesystem ('': the agent's)
+
+    def started(self) -> TaskStarted:
+        assert self.task_pid is not None
+        return TaskStarted(self.framework_id, self.task_id, self.task_pid,
+                           ContainerStatus(list(self.isolation), self.image, self.task_pid))
 
 
 class TaskExecutor:
@@ -327,6 +340,18 @@ class TaskExecutor:
         (:mod:`mesoslike.agent.launcher`) instead of starting an interpreter for each.
     :param fetcher: how the supervisors fetch the tasks' URIs (the cache is
         ``<work_dir>/fetcher-cache``).
+    :param isolation: the agent's ``--isolation`` in force
+        (:func:`~.isolation.select_isolation`): the namespaces each task
+        gets; its ``resources`` is the ``isolator``. Default: ``isolator``
+        alone, no namespaces.
+    :param allowed_host_paths: directories whose contents ``HOST_PATH``
+        volumes may mount (``--allowed-host-paths``; none: every such
+        volume is refused).
+    :param image_store: the settings of the agent's image store
+        (``ImageStore.settings()``): the supervisor of a task with an image
+        pulls it there (None: tasks with images fail).
+    :param hostname: the agent's name, an image container's host name
+        unless its ``ContainerInfo`` names one.
     :param secrets: the agent's secrets directory (``--secrets-dir``), for
         ``REFERENCE`` secrets; None: a task with one fails to launch.
     """
@@ -336,7 +361,8 @@ class TaskExecutor:
                  recovery_timeout: float = DEFAULT_RECOVERY_TIMEOUT, python: str | None = None,
                  container_prefix: str | None = None, switch_user: bool = False,
                  fork_supervisors: bool = True, fetcher: FetcherSettings | None = None,
-                 secrets: SecretStore | None = None) -> None:
+                 isolation: Isolation | None = None, allowed_host_paths: tuple[str, ...] = (),
+                 image_store: dict | None = None, hostname: str = "", secrets: SecretStore | None = None) -> None:
         self.work_dir = Path(work_dir)
         self.sandbox_root = self.work_dir / "sandboxes"
         self.agent_pid_file = self.work_dir / "meta" / "agent.pid"
@@ -347,7 +373,19 @@ class TaskExecutor:
         #: HOME, USER, LOGNAME of the agent's user: its tasks' when they do not switch
         self._own_user = _own_user_environment()
         self.clock = clock or SystemClock()
+        if isolation is not None:
+            isolator = isolation.resources
         self.isolator = isolator or PosixIsolator()
+        self.isolation = isolation or Isolation(_resource_isolators(self.isolator), self.isolator)
+        self.allowed_host_paths = tuple(os.path.realpath(path) for path in allowed_host_paths)
+        self.image_store = image_store
+        self.hostname = hostname or os.uname().nodename
+        #: runc's state of the image tasks' containers
+        self.runc_root = self.work_dir / "runc"
+        #: what a task with a private /tmp must still reach below /tmp (:func:`.namespaces.private_tmp`)
+        self.kept_paths = _kept_paths(self.work_dir)
+        #: for supervisors started without the launcher, in PID namespaces of their own
+        self._pid_forker: PidNamespaceForker | None = None
         self.recovery_timeout = recovery_timeout
         self.python = python or sys.executable
         self.container_prefix = container_prefix or agent_key(self.work_dir.name, self.work_dir)
@@ -380,6 +418,12 @@ class TaskExecutor:
     def container(self, framework_id: str, task_id: str) -> Container | None:
         run = self._runs.get((framework_id, task_id))
         return run.container if run else None
+
+    def isolation_of(self, framework_id: str, task_id: str) -> tuple[tuple[str, ...], str]:
+        """The isolators a running task got (Mesos's names) and its image
+        ('' for none); nothing if it is not running."""
+        run = self._runs.get((framework_id, task_id))
+        return (run.isolation, run.image) if run else ((), "")
 
     def resize(self, framework_id: str, task_id: str, resources: Resources) -> bool:
         """Set the limits of a running task's container to ``resources``
@@ -465,22 +509,24 @@ class TaskExecutor:
             sandbox = self._make_sandbox(framework_id, task.task_id)
             run_dir = run_dir_path(self.work_dir, framework_id, task.task_id)
             self._make_run_dir(run_dir)
+            spec = self._container_spec(framework_id, task, agent_id, sandbox, run_dir)
             self.sandbox_owners.record(sandbox.parent.name, principal)
             secrets = self._resolve_secrets(task, principal, sandbox, run_dir, secret_files)
             container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources)
-            self._write_run_files(run_dir, framework_id, task, agent_id, sandbox, container, secrets)
+            if spec.get("image"):
+                spec["image"]["cgroups_path"] = self.isolator.runc_cgroups_path(container) or \
+                    f"mesoslike-containers/{spec['image']['id']}"
+            self._write_run_files(run_dir, framework_id, task, agent_id, sandbox, container, spec, secrets)
             environment = self._supervisor_environment(framework_id, task, sandbox)
+            pid_namespace = "pid" in spec["namespaces"]
             # forked by the launcher (issue 14: an interpreter start per task cost ~40 ms of CPU)
-            pid = self.launcher.start(run_dir, environment, run_dir / sup.LOG_FILE) if self.launcher else None
+            pid = self.launcher.start(run_dir, environment, run_dir / sup.LOG_FILE, pid_namespace) \
+                if self.launcher else None
             if pid is not None:
                 ticks = sup.process_start_ticks(pid)   # None: it ended already (exit.json says how)
                 watch = (_Watch.adopt(pid, ticks) if ticks is not None else None) or _Watch(pid, start_ticks=_GONE)
             else:
-                with open(run_dir / sup.LOG_FILE, "ab") as log_file:
-                    popen = subprocess.Popen([self.python, "-I", "-S", SUPERVISOR_SCRIPT, str(run_dir)],
-                                             stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                                             start_new_session=True, close_fds=True, env=environment)
-                watch = _Watch(popen.pid, popen)
+                watch = self._start_supervisor(run_dir, environment, pid_namespace)
         except LaunchError:
             self._abandon(container)
             raise
@@ -489,7 +535,183 @@ class TaskExecutor:
             raise LaunchError(launch_problem(exc, self.work_dir)) from None
         self._runs[key] = run = _Run(framework_id, task.task_id, run_dir, sandbox, container, watch)
         run.checked = task.health_check is not None
+        run.isolation = tuple(spec["isolation"])
+        run.image = spec["image"]["name"] if spec.get("image") else ""
         log.info("task %s/%s: supervisor pid %d, sandbox %s", framework_id, task.task_id, watch.pid, sandbox)
+
+    def _start_supervisor(self, run_dir: Path, environment: dict[str, str], pid_namespace: bool) -> _Watch:
+        """Start a supervisor without the launcher: an interpreter of its
+        own (with ``pid_namespace``, the first process of a PID namespace
+        of its own, its watched signals blocked from the start as the
+        launcher does)."""
+        with open(run_dir / sup.LOG_FILE, "ab") as log_file:
+            def start() -> subprocess.Popen:
+                return subprocess.Popen([self.python, "-I", "-S", SUPERVISOR_SCRIPT, str(run_dir)],
+                                        stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                                        start_new_session=True, close_fds=True, env=environment)
+            if not pid_namespace:
+                popen = start()
+                return _Watch(popen.pid, popen)
+            if self._pid_forker is None:
+                self._pid_forker = PidNamespaceForker()
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, sup.WATCHED_SIGNALS)
+            try:
+                popen = self._pid_forker.first_of_new_namespace(start)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            return _Watch(popen.pid, popen)
+
+    def _container_spec(self, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path,
+                        run_dir: Path) -> dict:
+        """What the supervisor makes of the task's container: the
+        namespaces, the private ``/tmp``, the paths kept below it, the host
+        name, the volumes (each checked: :class:`LaunchError` with
+        ``REASON_CONTAINER_LAUNCH_FAILED`` for one this agent refuses), and
+        the isolators the task gets, by Mesos's names. A ``SECRET`` volume
+        at a relative path is no mount: its file is written into the
+        sandbox (:mod:`.secrets`); at an absolute path, its file in the run
+        directory is bound there read-only."""
+        isolation = self.isolation
+        info = _process_container(task)
+        if info is not None and info.image_name():
+            return self._image_spec(framework_id, task, agent_id, info, sandbox, run_dir)
+        if not task.shell and not _exec_argv(task):
+            raise LaunchError(f"task {task.task_id}: shell is false and it has no program or arguments to execute")
+        namespaces = list(isolation.namespaces)
+        mounts = "mount" in namespaces
+        mounted = [volume for volume in info.volumes if not _secret_in_sandbox(volume)] if info is not None else []
+        if mounted and not mounts:
+            raise LaunchError(f"task {task.task_id} has volumes, and this agent gives tasks no mount namespace "
+                              "(--isolation lacks filesystem/linux)", REASON_CONTAINER_LAUNCH_FAILED)
+        volumes = [self._volume(volume, sandbox, run_dir) for volume in mounted]
+        hostname = info.hostname if info is not None else ""
+        if hostname and "uts" not in namespaces:
+            raise LaunchError(f"task {task.task_id} asks for the host name {hostname!r}, and this agent gives tasks "
+                              "no UTS namespace (--isolation lacks namespaces/uts)", REASON_CONTAINER_LAUNCH_FAILED)
+        return {"namespaces": namespaces, "tmp": str(sandbox / "tmp") if mounts else "",
+                "keep": list(self.kept_paths) if mounts else [], "hostname": hostname, "volumes": volumes,
+                "isolation": list(isolation.isolators)}
+
+    def _image_spec(self, framework_id: str, task: TaskInfo, agent_id: str, info: ContainerInfo,
+                    sandbox: Path, run_dir: Path) -> dict:
+        """What the supervisor of a task with a container image makes of
+        it (:meth:`.supervisor.Supervisor.start_container`): the image, its
+        container's runc, bundle, network, host name, cgroups, command,
+        environment and volumes. The supervisor is the init of the task's
+        PID namespace (the container joins it) and has a mount namespace
+        of its own (the overlay goes with it)."""
+        name = info.image_name()
+        if not self.isolation.images or self.image_store is None:
+            why = next((w for w in self.isolation.warnings if w.startswith("docker/runtime")),
+                       "--isolation lacks docker/runtime")
+            raise LaunchError(f"image {name}: this agent runs no tasks with images ({why})",
+                              REASON_CONTAINER_LAUNCH_FAILED)
+        if task.executor is not None:
+            raise LaunchError(f"image {name}: a custom executor's container cannot have an image on this agent",
+                              REASON_CONTAINER_LAUNCH_FAILED)
+        if "pid" not in self.isolation.namespaces:
+            raise LaunchError(f"image {name}: image containers need namespaces/pid", REASON_CONTAINER_LAUNCH_FAILED)
+        docker = info.docker
+        network = "none" if (docker is not None and docker.network == "NONE") or "net" in self.isolation.namespaces \
+            else "host"
+        force_pull = docker.force_pull_image if docker is not None else not (info.image is None or info.image.cached)
+        container_id = f"{self.container_prefix}.{path_component(task.task_id)[:40]}.{os.urandom(6).hex()}"
+        # the container's environment: the image's, then the task's own and its agent's variables (with the
+        # sandbox where the container sees it); its secret variables are the supervisor's to add
+        env = task_environment({}, task.environment,
+                               task_variables(framework_id, task.task_id, agent_id, RUNC_SANDBOX))
+        image = {"name": name, "force_pull": force_pull, "runc": self.isolation.runc, "root": str(self.runc_root),
+                 "id": container_id, "bundle": str(self.work_dir / "containers" / container_id),
+                 "network": network, "hostname": info.hostname or _container_hostname(self.hostname),
+                 "cgroups_path": "", "shell": task.shell, "command": task.command,
+                 "arguments": list(task.arguments), "env": env, "store": self.image_store,
+                 "volumes": [self._image_volume(volume, sandbox, run_dir) for volume in info.volumes
+                             if not _secret_in_sandbox(volume)]}
+        return {"namespaces": ["pid", "mount"], "tmp": "", "keep": [], "hostname": "", "volumes": [],
+                "isolation": list(self.isolation.isolators), "image": image}
+
+    def _image_volume(self, volume: Volume, sandbox: Path, run_dir: Path) -> dict:
+        """A volume of an image's container, as the supervisor checks and
+        runc mounts it: ``container_path`` is in the image's root
+        filesystem (relative: below the sandbox at /mnt/mesos/sandbox)."""
+        source = volume.source
+        target = volume.container_path
+        destination = target if target.startswith("/") else f"{RUNC_SANDBOX}/{target}"
+        spec = {"destination": destination, "readonly": volume.mode == "RO"}
+        if source.image is not None:   # an IMAGE volume
+            return {"destination": destination, "readonly": True,
+                    "image": {"name": source.image.name, "force_pull": not source.image.cached}}
+        return {**spec, **self._volume_source(volume, sandbox, run_dir, "")}
+
+    def _volume(self, volume: Volume, sandbox: Path, run_dir: Path) -> dict:
+        """A volume of a container without an image, as the supervisor binds
+        it (:func:`.namespaces.bind`): a relative ``container_path`` is in
+        the sandbox (made there), an absolute one must exist on the agent
+        (the task's mount namespace covers it, the host keeps it)."""
+        source = volume.source
+        target = volume.container_path
+        relative = not target.startswith("/")
+        if not relative and not os.path.lexists(target):
+            raise LaunchError(f"volume at {target}: a container without an image mounts at absolute paths of the "
+                              "agent only, and this one does not exist there", REASON_CONTAINER_LAUNCH_FAILED)
+        spec = {"target": str(sandbox / target) if relative else target, "readonly": volume.mode == "RO",
+                "create": str(sandbox) if relative else ""}
+        return {**spec, **self._volume_source(volume, sandbox, run_dir, " for a container without an image")}
+
+    def _volume_source(self, volume: Volume, sandbox: Path, run_dir: Path, where: str) -> dict:
+        """Where a SANDBOX_PATH, HOST_PATH or SECRET volume's source is, and
+        the directory it must stay in (checked by the supervisor on what it
+        mounts); :class:`LaunchError` for a host path not allowed or
+        another kind. A secret's file (at an absolute ``container_path``:
+        one at a relative path is no mount) is the one the supervisor
+        writes in the run directory before the container exists, always
+        bound read-only."""
+        source = volume.source
+        if source.type == "SECRET":
+            path = secret_file_host_path(str(sandbox.resolve()), str(run_dir), volume.container_path)
+            return {"source": path, "within": str(run_dir / RUN_DIR_SECRETS), "readonly": True}
+        if source.type == "SANDBOX_PATH":
+            return {"source": str(sandbox / source.path), "within": str(sandbox), "make_source": True}
+        if source.type == "HOST_PATH":
+            allowed = self._allowed_host_path(source.path)
+            if allowed is None:
+                raise LaunchError(f"HOST_PATH volume {source.path}: not below a path this agent allows "
+                                  f"(--allowed-host-paths: {', '.join(self.allowed_host_paths) or 'none'})",
+                                  REASON_CONTAINER_LAUNCH_FAILED)
+            return {"source": source.path, "within": allowed}
+        raise LaunchError(f"{source.type} volumes are not supported{where} on this agent",
+                          REASON_CONTAINER_LAUNCH_FAILED)
+
+    def _allowed_host_path(self, path: str) -> str | None:
+        """The entry of ``--allowed-host-paths`` ``path`` lies in (symlinks
+        resolved; the supervisor checks again on what it mounts), or None."""
+        real = os.path.realpath(path)
+        for allowed in self.allowed_host_paths:
+            if real == allowed or real.startswith(allowed.rstrip("/") + "/"):
+                return allowed
+        return None
+
+    def _discard_container_files(self, run_dir: Path) -> None:
+        """An image task whose supervisor died: its bundle and runc's state
+        for it go (its mounts went with the supervisor's mount namespace)."""
+        image = _launch_image(run_dir)
+        if image:
+            for directory in (image.get("bundle"), os.path.join(str(self.runc_root), str(image.get("id", "")))):
+                if isinstance(directory, str) and image.get("id") and Path(directory).is_relative_to(self.work_dir):
+                    self.run_dir_remover.discard(Path(directory))
+
+    def image_leases(self) -> set[str]:
+        """The image store's lease holders of the running image tasks (their
+        containers' ids and their image volumes'): what a restarted agent keeps."""
+        leases: set[str] = set()
+        for run in self._runs.values():
+            image = _launch_image(run.run_dir)
+            if image and isinstance(image.get("id"), str):
+                volumes = image.get("volumes")
+                volumes = volumes if isinstance(volumes, list) else []
+                leases.add(image["id"])
+                leases.update(f"{image['id']}.volume-{index}" for index in range(len(volumes)))
+        return leases
 
     def _abandon(self, container: Container | None) -> None:
         if container is not None:
@@ -506,17 +728,19 @@ class TaskExecutor:
                          secret_files: Mapping[str, bytes] | None) -> TaskSecrets:
         try:
             return resolve_task_secrets(task, principal, self.secrets, sandbox=str(sandbox.resolve()),
-                                        run_dir=str(run_dir), extra_files=secret_files)
+                                        run_dir=str(run_dir), extra_files=secret_files,
+                                        container=_process_container(task))
         except SecretError as exc:
             raise LaunchError(str(exc), REASON_CONTAINER_LAUNCH_FAILED) from None
 
     def _write_run_files(self, run_dir: Path, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path,
-                         container: Container, secrets: TaskSecrets) -> None:
+                         container: Container, spec: dict, secrets: TaskSecrets) -> None:
         # the final exit status always fits in place, even on a full disk (writing it takes its space).
         # The run files are not fsynced (issue 14: two fsyncs a launch on the agent's loop): a machine
         # crash ends the supervisor that would read them too, and a killed agent loses no written byte.
         _write_new_file(run_dir / sup.EXIT_FILE, sup.exit_placeholder())
         launch = {"framework_id": framework_id, "task_id": task.task_id, "command": task.command,
+                  "argv": [] if task.shell else _exec_argv(task),
                   "cwd": str(sandbox), "env": self._task_environment(framework_id, task, agent_id, sandbox),
                   "stdout": str(sandbox / "stdout"), "stderr": str(sandbox / "stderr"),
                   "grace_period": task.kill_grace_period, "recovery_timeout": self.recovery_timeout,
@@ -530,7 +754,7 @@ class TaskExecutor:
                   "fetcher": {"cache_dir": str(self.work_dir / FETCHER_CACHE_DIR),
                               "cache_size": self.fetcher.cache_size, "timeout": self.fetcher.timeout,
                               "max_size": self.fetcher.max_size},
-                  **self.isolator.launch_spec(container)}
+                  **spec, **self.isolator.launch_spec(container)}
         if secrets:   # the values: for the supervisor alone (it removes the file once read), 0600 in meta (0700)
             write_secrets_file(run_dir, secrets)
         # whole before the supervisor is started (it reads it then); one cut short by the agent's death
@@ -589,7 +813,7 @@ class TaskExecutor:
             if run.task_pid is None:
                 run.task_pid = _task_pid(run.run_dir)
                 if run.task_pid is not None:
-                    events.append(TaskStarted(key[0], key[1], run.task_pid))
+                    events.append(run.started())
             if run.watch.ended():
                 events.extend(self._ended(key, run))
                 continue
@@ -624,7 +848,7 @@ class TaskExecutor:
         return [TaskHealth(key[0], key[1], health[1], health[2])]
 
     def _check_limits(self, key: tuple[str, str], run: _Run) -> list[ExecutorEvent]:
-        if not self.isolator.enforcing or not run.container.mem_bytes or not self.isolator.oom_kills(run.container):
+        if "mem" not in self.isolator.limits or not run.container.mem_bytes or not self.isolator.oom_kills(run.container):
             return []
         run.limited = True
         return [TaskLimited(key[0], key[1], REASON_CONTAINER_LIMITATION_MEMORY, _memory_message(run.container, None))]
@@ -637,7 +861,7 @@ class TaskExecutor:
         if run.task_pid is None:
             run.task_pid = _task_pid(run.run_dir)
             if run.task_pid is not None:
-                events.append(TaskStarted(key[0], key[1], run.task_pid))
+                events.append(run.started())
         if run.checked:
             events.extend(self._check_health(key, run))   # the verdict that killed it comes before the exit
         events.append(self._outcome(key, run))
@@ -654,6 +878,7 @@ class TaskExecutor:
             if run.task_pid is not None:
                 _signal_group(run.task_pid, signal.SIGKILL)
             self._abandon(run.container)
+            self._discard_container_files(run.run_dir)
             message = _with_full_disk(f"the task's executor (supervisor pid {run.watch.pid}) died"
                                       f"{run.watch.how_it_ended()}", run.sandbox)
             if run.task_pid is None:
@@ -663,6 +888,9 @@ class TaskExecutor:
             self._abandon(run.container)
             return LaunchFailed(key[0], key[1], _with_full_disk(str(status.get("message", "")), run.sandbox))
         code, signum = _int_or_none(status.get("exit_code")), _int_or_none(status.get("signal"))
+        if status.get("reason") == sup.REASON_CONTAINER_FAILED:
+            self._abandon(run.container)
+            return LaunchFailed(key[0], key[1], str(status.get("message", "")), REASON_CONTAINER_LAUNCH_FAILED)
         if status.get("reason") == sup.REASON_FETCH_FAILED:
             self._abandon(run.container)
             return LaunchFailed(key[0], key[1], str(status.get("message", "")), REASON_CONTAINER_LAUNCH_FAILED)
@@ -672,7 +900,7 @@ class TaskExecutor:
         if status.get("reason") == sup.REASON_RECOVERY_TIMEOUT:
             return TaskExit(key[0], key[1], code, signum, REASON_EXECUTOR_REREGISTRATION_TIMEOUT,
                             str(status.get("message", "")))
-        if self.isolator.enforcing and run.container.mem_bytes and _int_or_none(status.get("oom_kills")):
+        if "mem" in self.isolator.limits and run.container.mem_bytes and _int_or_none(status.get("oom_kills")):
             return TaskExit(key[0], key[1], code, signum, REASON_CONTAINER_LIMITATION_MEMORY,
                             _memory_message(run.container, _int_or_none(status.get("memory_peak_bytes"))))
         message = _with_full_disk("", run.sandbox) if code != 0 else ""
@@ -732,8 +960,9 @@ class TaskExecutor:
         run = _Run(framework_id, task_id, run_dir, sandbox, container or Container(self.isolator.name),
                    watch or _Watch(pid, start_ticks=start_ticks), _task_pid(run_dir))
         run.checked = _launch_has_health_check(run_dir)
+        run.isolation, run.image = _launch_isolation(run_dir)
         self._runs[key] = run
-        events: list[ExecutorEvent] = [TaskStarted(framework_id, task_id, run.task_pid)] if run.task_pid else []
+        events: list[ExecutorEvent] = [run.started()] if run.task_pid else []
         if watch is None:  # the supervisor ended while no agent watched: how did the task end?
             return events + self._ended(key, run)
         log.info("task %s/%s: re-attached to its supervisor pid %d (task pid %s)", framework_id, task_id, pid,
@@ -916,6 +1145,83 @@ def _write_and_close(fd: int, data: bytes) -> None:
             view = view[os.write(fd, view):]
     finally:
         os.close(fd)
+
+
+def _exec_argv(task: TaskInfo) -> list[str]:
+    """The argv of a task with ``shell`` false, as Mesos's: ``command``
+    (``value``) the program and ``arguments`` its argv (its name first), or
+    without a program ``arguments`` alone (``arguments[0]`` the program)."""
+    if task.command:
+        return [task.command, *task.arguments[1:]]
+    return list(task.arguments)
+
+
+def _process_container(task: TaskInfo) -> ContainerInfo | None:
+    """The container of the process ``task`` stands for: its own, or a
+    custom executor's process run's — its ``ExecutorInfo``'s (its tasks share it)."""
+    if task.container is None and task.executor is not None and task.task_id == task.executor.run_id():
+        return task.executor.container
+    return task.container
+
+
+def _secret_in_sandbox(volume: Volume) -> bool:
+    """A ``SECRET`` volume at a relative path: a file the supervisor writes
+    into the sandbox (:mod:`.secrets`), no mount."""
+    return volume.source.type == VolumeSource.SECRET and not volume.container_path.startswith("/")
+
+
+def _container_hostname(hostname: str) -> str:
+    """The agent's name as a container's host name (a UTS name: at most 63 characters)."""
+    return hostname[:63] or "mesoslike"
+
+
+def _launch_image(run_dir: Path) -> dict | None:
+    """The ``image`` of a run's launch file (None: not an image task, or unreadable)."""
+    try:
+        launch = sup.read_json(str(run_dir / sup.LAUNCH_FILE))
+    except (OSError, ValueError):
+        return None
+    image = launch.get("image") if isinstance(launch, dict) else None
+    return image if isinstance(image, dict) else None
+
+
+def _launch_isolation(run_dir: Path) -> tuple[tuple[str, ...], str]:
+    """The isolators a run got and its image ('' for none), as its launch file says."""
+    try:
+        launch = sup.read_json(str(run_dir / sup.LAUNCH_FILE))
+    except (OSError, ValueError):
+        return (), ""
+    if not isinstance(launch, dict):
+        return (), ""
+    names, image = launch.get("isolation", []), launch.get("image")
+    isolators = tuple(name for name in names if isinstance(name, str)) if isinstance(names, list) else ()
+    return isolators, str(image.get("name", "")) if isinstance(image, dict) else ""
+
+
+def _resource_isolators(isolator: Isolator) -> tuple[str, ...]:
+    """Mesos's names of what an isolator of resources alone gives."""
+    kind = "cgroups" if isolator.enforcing else "posix"
+    return tuple(f"{kind}/{resource}" if resource in isolator.limits or kind == "posix" else f"posix/{resource}"
+                 for resource in ("cpu", "mem"))
+
+
+def _kept_paths(work_dir: Path) -> tuple[str, ...]:
+    """What a task with a private ``/tmp`` still sees there: the top
+    directory below ``/tmp`` of the agent's work directory (sandboxes, run
+    directories, the executors' socket — and what lies beside them: a
+    ``mesoslike local`` cluster's or a test's files) and of the Python the
+    agent and its tasks' tools run from (a virtualenv in ``/tmp``)."""
+    package = Path(sup.__file__).resolve().parents[2]   # the directory that holds mesoslike/
+    candidates = [work_dir, package, Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent]
+    tmp = os.path.realpath("/tmp")
+    kept = []
+    for candidate in candidates:
+        real = os.path.realpath(candidate)
+        if real.startswith(tmp + "/"):
+            top = os.path.join(tmp, os.path.relpath(real, tmp).split(os.sep)[0])
+            if top not in kept:
+                kept.append(top)
+    return tuple(kept)
 
 
 def _own_user_environment() -> dict[str, str]:

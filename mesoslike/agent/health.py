@@ -15,7 +15,10 @@ that has a check.
   ``grace_period_seconds`` of the start do not count until a check passed;
   ``consecutive_failures`` counted failures in a row kill the task.
 - :func:`run_check`: one check — ``COMMAND`` (``/bin/sh -c`` as the task's
-  user, in its sandbox, with its environment; healthy on exit status 0),
+  user, in its sandbox, with its environment, in its container: the
+  supervisor that runs it is in the task's namespaces, and a task with an
+  image is checked with ``runc exec`` in its root filesystem; healthy on
+  exit status 0),
   ``HTTP`` (a GET to ``127.0.0.1:port``; healthy on a status in
   ``statuses``, by default 200-399) or ``TCP`` (a connection to
   ``127.0.0.1:port`` is accepted) — bounded by ``timeout_seconds``.
@@ -113,8 +116,12 @@ def describe(check: dict) -> str:
 
 # ------------------------------------------------------------- the checks
 def run_check(check: dict, *, cwd: str, env: dict, user: object = None,
-              stop: threading.Event | None = None) -> tuple[bool, str]:
-    """Run one check; (passed, why it failed or "")."""
+              stop: threading.Event | None = None, children: object = None,
+              prefix: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]:
+    """Run one check; (passed, why it failed or ""). ``children``: the
+    supervisor's registry of children that are not orphans (when it is its
+    PID namespace's init and reaps them); ``prefix``: what a command check
+    runs through (``runc exec …`` for a task with an image)."""
     timeout = float(check.get("timeout_seconds", 20.0))
     kind = check.get("type")
     try:
@@ -122,7 +129,7 @@ def run_check(check: dict, *, cwd: str, env: dict, user: object = None,
             return _tcp_check(int(check["tcp"]["port"]), timeout)
         if kind == "HTTP":
             return _http_check(check["http"], timeout)
-        return _command_check(str(check["command"]), timeout, cwd, env, user, stop)
+        return _command_check(str(check["command"]), timeout, cwd, env, user, stop, children, prefix)
     except (OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError) as exc:
         return False, f"{type(exc).__name__}: {exc}"
 
@@ -159,14 +166,34 @@ def _http_check(spec: dict, timeout: float) -> tuple[bool, str]:
     return (True, "") if ok else (False, f"GET {url} answered {status}")
 
 
+class _NoChildren:
+    """No registry: a supervisor that is not an init reaps no orphans."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.own: set[int] = set()
+
+
 def _command_check(command: str, timeout: float, cwd: str, env: dict, user: object,
-                   stop: threading.Event | None) -> tuple[bool, str]:
-    # as the task's user (the supervisor is root then): Popen switches in the child, before exec
-    identity = {} if user is None else {"user": user.uid, "group": user.gid,  # type: ignore[attr-defined]
-                                        "extra_groups": user.groups}  # type: ignore[attr-defined]
-    child = subprocess.Popen([SHELL, "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, close_fds=True,
-                             start_new_session=True, **identity)
+                   stop: threading.Event | None, children: object = None,
+                   prefix: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]:
+    registry = children if children is not None else _NoChildren()
+    # as the task's user (the supervisor is root then): Popen switches in the child, before exec;
+    # in an image's container, runc exec switches (``prefix`` names the user)
+    identity = {} if user is None or prefix else {"user": user.uid, "group": user.gid,  # type: ignore[attr-defined]
+                                                  "extra_groups": user.groups}  # type: ignore[attr-defined]
+    with registry.lock:   # type: ignore[attr-defined]
+        child = subprocess.Popen([*prefix, SHELL, "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, close_fds=True,
+                                 start_new_session=True, **identity)
+        registry.own.add(child.pid)   # type: ignore[attr-defined]
+    try:
+        return _watch_check(child, timeout, stop)
+    finally:
+        registry.own.discard(child.pid)   # type: ignore[attr-defined]
+
+
+def _watch_check(child: subprocess.Popen, timeout: float, stop: threading.Event | None) -> tuple[bool, str]:
     assert child.stdout is not None
     deadline = time.monotonic() + timeout
     kept = b""
@@ -215,6 +242,11 @@ class HealthChecker:
     :param run_dir: where ``health.json`` is written.
     :param cwd, env, user: how a command check runs (the task's sandbox,
         environment and user — a ``TaskUser`` or None).
+    :param children: the supervisor's :class:`~.supervisor.Children`, when
+        it is its PID namespace's init (a check's command is not an orphan).
+    :param prefix: what a command check runs through (``runc exec``).
+    :param enter: called first on the checker's thread (an image task with
+        a network of its own: ``setns`` into it, for HTTP and TCP checks).
     :param write: writes a JSON document whole (the supervisor's
         ``write_json_atomically``).
     :param on_kill: called with a message when the task must be killed.
@@ -222,10 +254,12 @@ class HealthChecker:
     """
 
     def __init__(self, check: dict, run_dir: str, *, cwd: str, env: dict, user: object, write, on_kill,
-                 say) -> None:
+                 say, children: object = None, prefix: list[str] | tuple[str, ...] = (), enter=None) -> None:
         self.policy = HealthPolicy(check, time.monotonic())
         self.path = os.path.join(run_dir, HEALTH_FILE)
         self.cwd, self.env, self.user = cwd, env, user
+        self.children, self.prefix = children, tuple(prefix)
+        self.enter = enter
         self.write, self.on_kill, self.say = write, on_kill, say
         self.stop_event = threading.Event()
         self.changes = 0
@@ -240,8 +274,14 @@ class HealthChecker:
 
     def loop(self) -> None:
         policy = self.policy
+        if self.enter is not None:
+            try:
+                self.enter()   # this thread into the task's network namespace: HTTP and TCP checks reach it
+            except OSError as exc:
+                self.say(f"the health checks cannot enter the task's network namespace: {exc}")
         while not self.stop_event.wait(max(0.0, policy.next_due - time.monotonic())):
-            ok, why = run_check(policy.check, cwd=self.cwd, env=self.env, user=self.user, stop=self.stop_event)
+            ok, why = run_check(policy.check, cwd=self.cwd, env=self.env, user=self.user, stop=self.stop_event,
+                                children=self.children, prefix=self.prefix)
             if self.stop_event.is_set():
                 return
             verdict = policy.result(time.monotonic(), ok, why)

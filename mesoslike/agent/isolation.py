@@ -1,8 +1,26 @@
-"""Resource isolation: each task's ``cpus`` and ``mem`` enforced with
-cgroups, and its usage measured.
+"""Isolation: the agent's ``--isolation`` (Mesos's isolator names, parsed
+and probed by :func:`select_isolation`), and each task's ``cpus`` and
+``mem`` enforced with cgroups, and its usage measured.
 
-Three isolators, chosen by ``--isolation`` (``auto`` picks the first that
-works on this machine, in this order):
+``--isolation`` takes Mesos's isolator names, comma-separated
+(docs/containers.rst, "Isolators"): ``cgroups/cpu``, ``cgroups/mem`` (or
+``posix/cpu``, ``posix/mem``: measured only), ``filesystem/linux`` (a mount
+namespace: private ``/tmp``, ``/proc`` of its own, volumes, image root
+filesystems), ``namespaces/pid``, ``namespaces/ipc``, ``namespaces/uts``,
+``network/none`` (a network namespace with only loopback) and
+``docker/runtime`` (tasks with a container image, run by ``runc``). The
+default, :data:`DEFAULT_ISOLATION`, is all of them but ``network/none``;
+where the machine refuses one (no cgroups, no privilege for a namespace, no
+``runc``) the agent says so at start and goes on without it. A list given
+explicitly is all or nothing: the agent refuses to start, saying which
+isolator the machine refuses and why. The values of earlier versions stay:
+``auto`` is the default, ``cgroups`` the default with cgroups required,
+``posix`` is ``posix/cpu,posix/mem`` (no namespaces either: the opt-out).
+
+The namespaces themselves are made by the supervisor and its launcher
+(:mod:`.namespaces`); what follows here is the resource part. Three
+isolators of resources, chosen by the ``cgroups/*`` or ``posix/*`` names
+(cgroups v2 where it works, else v1, else — by default only — posix):
 
 ==============  ==============================================================
 ``cgroups-v2``  the unified hierarchy, where it is mounted with the ``memory``
@@ -22,6 +40,9 @@ works on this machine, in this order):
 ``posix``       no limits: usage is measured from ``/proc`` (the processes of
                 the task's session) and nothing is enforced.
 ==============  ==============================================================
+
+With only one of ``cgroups/cpu`` and ``cgroups/mem`` the task still gets its
+cgroups (for accounting), but only that resource's limit is written.
 
 CPU: a task gets ``cpu.shares`` of 1024 per cpu (``cpu.weight`` in v2), a
 proportional share that only binds when the machine is busy, as Mesos does by
@@ -53,7 +74,9 @@ from mesoslike.errors import ConfigError
 from mesoslike.resources import Resources
 from mesoslike.wire.messages import TaskUsage
 
-__all__ = ["ISOLATION_MODES", "Container", "Isolator", "CgroupsV1Isolator", "CgroupsV2Isolator",
+__all__ = ["ISOLATION_MODES", "ISOLATORS", "DEFAULT_ISOLATION", "LEGACY_ISOLATION", "NAMESPACE_OF", "Isolation",
+           "parse_isolation", "select_isolation", "find_runc_binary",
+           "Container", "Isolator", "CgroupsV1Isolator", "CgroupsV2Isolator",
            "PosixIsolator", "select_isolator", "agent_key", "CgroupMount", "cgroup_mounts"]
 
 log = logging.getLogger("mesoslike.agent")
@@ -113,6 +136,8 @@ class Isolator:
 
     name = "posix"
     enforcing = False
+    #: the resources whose limit is enforced: "cpu", "mem" (none for posix)
+    limits: frozenset[str] = frozenset()
 
     def describe(self) -> str:
         """The startup line: which isolation is active, and where."""
@@ -140,6 +165,11 @@ class Isolator:
         ``pgid`` is its session and process group."""
         return _limited(_session_usage(pgid), container, self.enforcing)
 
+    def runc_cgroups_path(self, container: Container) -> str:
+        """runc's ``cgroupsPath`` of the container's cgroups ('' when it has
+        none: runc makes its own). Raises OSError when runc cannot name them."""
+        return ""
+
     def oom_kills(self, container: Container) -> int:
         """How many of the task's processes the OOM killer ended so far."""
         return 0
@@ -156,9 +186,12 @@ class Isolator:
 class _Cgroups(Isolator):
     """What both cgroup versions share: directories, processes, removal."""
 
-    def __init__(self, bases: dict[str, str], cpu_quota: bool, homes: dict[str, str] | None = None) -> None:
+    def __init__(self, bases: dict[str, str], cpu_quota: bool, homes: dict[str, str] | None = None,
+                 limits: frozenset[str] = frozenset({"cpu", "mem"})) -> None:
         self.bases = bases            # controller -> the directory task cgroups are made in
         self.cpu_quota = cpu_quota
+        self.limits = limits
+        self.enforcing = bool(limits)
         # base -> the agent's own cgroup in that hierarchy, where a supervisor goes back to after it
         # spawned its task inside the task's cgroups (supervisor.Supervisor.spawn); empty if not known
         self.homes = homes or {}
@@ -166,7 +199,8 @@ class _Cgroups(Isolator):
     def describe(self) -> str:
         places = ", ".join(f"{controller} {base}" for controller, base in sorted(self.bases.items()))
         cpu = "cpu shares and CFS quota" if self.cpu_quota else "cpu shares (no CFS quota)"
-        return f"isolation: {self.name} (memory limit, {cpu}; cgroups in {places})"
+        enforced = ", ".join(what for what, kind in (("memory limit", "mem"), (cpu, "cpu")) if kind in self.limits)
+        return f"isolation: {self.name} ({enforced or 'nothing enforced'}; cgroups in {places})"
 
     def create(self, name: str, resources: Resources) -> Container:
         cpus, mem = _cpus(resources), _mem_bytes(resources)
@@ -210,6 +244,15 @@ class _Cgroups(Isolator):
     def _oom_event(self, container: Container) -> list[str]:
         raise NotImplementedError
 
+    def runc_cgroups_path(self, container: Container) -> str:
+        # relative to the cgroups of runc's process (the supervisor's: the agent's own, ``homes``), in each
+        # hierarchy: v1's task cgroups are below the agent's own, at the same place in every hierarchy
+        relative = {os.path.relpath(directory, self.homes[os.path.dirname(directory)])
+                    for directory in container.directories if os.path.dirname(directory) in self.homes}
+        if len(relative) != 1 or len(self.homes) < len({os.path.dirname(d) for d in container.directories}):
+            raise OSError(f"runc cannot name the task's cgroups {container.cgroups} by one path below the agent's")
+        return relative.pop()
+
     def _peak_file(self, container: Container) -> str:
         raise NotImplementedError
 
@@ -239,11 +282,11 @@ class CgroupsV1Isolator(_Cgroups):
 
     def _set_limits(self, container: Container) -> None:
         groups = container.cgroups
-        if container.mem_bytes:
+        if container.mem_bytes and "mem" in self.limits:
             _write(groups["memory"], "memory.limit_in_bytes", container.mem_bytes)
             if os.path.exists(os.path.join(groups["memory"], "memory.memsw.limit_in_bytes")):
                 _write(groups["memory"], "memory.memsw.limit_in_bytes", container.mem_bytes)  # no swapping past it
-        if container.cpus:
+        if container.cpus and "cpu" in self.limits:
             _write(groups["cpu"], "cpu.shares", max(MIN_CPU_SHARES, int(container.cpus * CPU_SHARES_PER_CPU)))
             if self.cpu_quota:
                 _write(groups["cpu"], "cpu.cfs_period_us", CFS_PERIOD_US)
@@ -254,7 +297,7 @@ class CgroupsV1Isolator(_Cgroups):
         # growing, the swap limit goes up first (_set_limits then writes both again)
         mem_bytes = _mem_bytes(resources)
         memsw = os.path.join(container.cgroups["memory"], "memory.memsw.limit_in_bytes")
-        if mem_bytes > container.mem_bytes and os.path.exists(memsw):
+        if mem_bytes > container.mem_bytes and "mem" in self.limits and os.path.exists(memsw):
             _write(container.cgroups["memory"], "memory.memsw.limit_in_bytes", mem_bytes)
         return super().update(container, resources)
 
@@ -279,7 +322,7 @@ class CgroupsV1Isolator(_Cgroups):
                                   mem_rss_bytes=memory.get("total_rss", memory.get("rss", 0)),
                                   mem_total_bytes=_read_int(os.path.join(groups["memory"], "memory.usage_in_bytes")),
                                   mem_max_bytes=_read_int(self._peak_file(container)),
-                                  processes=len(_cgroup_pids(tracker))), container, True)
+                                  processes=len(_cgroup_pids(tracker))), container, self.enforcing)
 
 
 class CgroupsV2Isolator(_Cgroups):
@@ -290,11 +333,11 @@ class CgroupsV2Isolator(_Cgroups):
 
     def _set_limits(self, container: Container) -> None:
         directory = container.cgroups["unified"]
-        if container.mem_bytes:
+        if container.mem_bytes and "mem" in self.limits:
             _write(directory, "memory.max", container.mem_bytes)
             if os.path.exists(os.path.join(directory, "memory.swap.max")):
                 _write(directory, "memory.swap.max", 0)
-        if container.cpus:
+        if container.cpus and "cpu" in self.limits:
             shares = max(MIN_CPU_SHARES, int(container.cpus * CPU_SHARES_PER_CPU))
             _write(directory, "cpu.weight", _shares_to_weight(shares))
             if self.cpu_quota:
@@ -303,6 +346,11 @@ class CgroupsV2Isolator(_Cgroups):
 
     def _oom_event(self, container: Container) -> list[str]:
         return [os.path.join(container.cgroups["unified"], "memory.events"), "oom_kill"]
+
+    def runc_cgroups_path(self, container: Container) -> str:
+        # v2's task cgroups are below the hierarchy's root, not the agent's: named from the root
+        directory = container.cgroups["unified"]
+        return "/" + os.path.relpath(directory, os.path.dirname(os.path.dirname(directory)))
 
     def _peak_file(self, container: Container) -> str:
         return os.path.join(container.cgroups["unified"], "memory.peak")  # Linux 5.19+; else usage has no peak
@@ -318,7 +366,7 @@ class CgroupsV2Isolator(_Cgroups):
                                   mem_rss_bytes=memory.get("anon", 0),
                                   mem_total_bytes=_read_int(os.path.join(directory, "memory.current")),
                                   mem_max_bytes=_read_int(self._peak_file(container)),
-                                  processes=len(_cgroup_pids(directory))), container, True)
+                                  processes=len(_cgroup_pids(directory))), container, self.enforcing)
 
 
 class PosixIsolator(Isolator):
@@ -394,11 +442,12 @@ def _own_cgroups(proc: str) -> dict[str, str]:
 
 
 def select_isolator(mode: str, *, cgroups_root: str = "mesoslike", cpu_quota: bool = False,
-                    proc: str = "/proc") -> Isolator:
-    """The isolator for ``--isolation mode``: ``auto`` (cgroups v2, else v1,
-    else posix), ``cgroups`` (v2 or v1, else :class:`ConfigError` saying
-    why), ``posix``. ``cgroups_root`` names the cgroup the tasks' cgroups go
-    in (created if missing)."""
+                    proc: str = "/proc", limits: frozenset[str] = frozenset({"cpu", "mem"})) -> Isolator:
+    """The isolator of resources for ``mode``: ``auto`` (cgroups v2, else
+    v1, else posix), ``cgroups`` (v2 or v1, else :class:`ConfigError`
+    saying why), ``posix``. ``cgroups_root`` names the cgroup the tasks'
+    cgroups go in (created if missing); ``limits`` the resources a cgroups
+    isolator enforces ("cpu", "mem")."""
     if mode not in ISOLATION_MODES:
         raise ConfigError(f"--isolation must be one of {', '.join(ISOLATION_MODES)}, got {mode!r}")
     if mode == "posix":
@@ -410,12 +459,207 @@ def select_isolator(mode: str, *, cgroups_root: str = "mesoslike", cpu_quota: bo
     for attempt in (_try_v2, _try_v1):
         isolator, problem = attempt(mounts, _own_cgroups(proc), cgroups_root, cpu_quota)
         if isolator is not None:
+            isolator.limits, isolator.enforcing = frozenset(limits), bool(limits)
             return isolator
         problems.append(problem)
     if mode == "cgroups":
-        raise ConfigError("--isolation cgroups: no usable cgroup hierarchy (" + "; ".join(problems) + ")")
+        raise ConfigError("--isolation: no usable cgroup hierarchy for cgroups/cpu and cgroups/mem ("
+                          + "; ".join(problems) + "); posix/cpu,posix/mem measures without limits")
     log.warning("no usable cgroups (%s): falling back to posix isolation", "; ".join(problems))
     return PosixIsolator()
+
+
+# ------------------------------------------------------- --isolation names
+#: Mesos's isolator names an agent takes (docs/containers.rst, "Isolators")
+ISOLATORS = ("cgroups/cpu", "cgroups/mem", "posix/cpu", "posix/mem", "filesystem/linux", "namespaces/pid",
+             "namespaces/ipc", "namespaces/uts", "network/none", "docker/runtime")
+#: what ``--isolation`` is unless given: everything but ``network/none``, each
+#: dropped with a warning at start where this machine refuses it
+DEFAULT_ISOLATION = ("cgroups/cpu,cgroups/mem,filesystem/linux,namespaces/pid,namespaces/ipc,namespaces/uts,"
+                     "docker/runtime")
+#: the values of earlier versions, and what they mean now
+LEGACY_ISOLATION = {"auto": DEFAULT_ISOLATION, "cgroups": DEFAULT_ISOLATION, "posix": "posix/cpu,posix/mem"}
+#: the namespace each isolator gives a task (launch files name them so)
+NAMESPACE_OF = {"filesystem/linux": "mount", "namespaces/pid": "pid", "namespaces/ipc": "ipc",
+                "namespaces/uts": "uts", "network/none": "net"}
+#: isolators that need another (Mesos's rules: /proc of a PID namespace and
+#: an image's root filesystem are mounts)
+_NEEDS = {"namespaces/pid": "filesystem/linux", "docker/runtime": "filesystem/linux"}
+#: where ``runc`` is looked for besides ``PATH`` (Debian's is /usr/sbin/runc)
+RUNC_PLACES = ("/usr/sbin/runc", "/usr/bin/runc", "/usr/local/sbin/runc", "/usr/local/bin/runc")
+
+
+@attrs.frozen
+class Isolation:
+    """The isolation an agent gives its tasks, as its start-up probe found
+    it: the isolators in force (Mesos's names, in :data:`ISOLATORS`'
+    order), the isolator of resources, ``runc`` (for ``docker/runtime``)
+    and what was asked for and is not in force, each with why."""
+
+    isolators: tuple[str, ...]
+    resources: Isolator
+    runc: str = ""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        """The namespaces a command task gets ("pid", "mount", "ipc", "uts", "net")."""
+        return tuple(NAMESPACE_OF[name] for name in self.isolators if name in NAMESPACE_OF)
+
+    @property
+    def images(self) -> bool:
+        """Tasks with a container image can run here."""
+        return "docker/runtime" in self.isolators
+
+    def describe(self) -> str:
+        """The start-up line."""
+        return f"{self.resources.describe()}; isolators {','.join(self.isolators)}"
+
+    def to_json(self) -> dict:
+        return {"isolators": list(self.isolators), "namespaces": list(self.namespaces), "images": self.images,
+                "runc": self.runc, "warnings": list(self.warnings)}
+
+
+def parse_isolation(spec: str) -> tuple[list[str], bool]:
+    """``--isolation``'s isolators, checked, and whether the machine may
+    drop those it refuses (the default and the values of earlier versions)
+    rather than refuse to start. Raises :class:`ConfigError`."""
+    text = (spec or "").strip()
+    lenient = text in LEGACY_ISOLATION and text != "posix"
+    names = [name.strip() for name in LEGACY_ISOLATION.get(text, text).split(",") if name.strip()]
+    unknown = [name for name in names if name not in ISOLATORS]
+    if unknown or not names:
+        raise ConfigError(f"--isolation: unknown isolator {', '.join(map(repr, unknown)) or repr(text)}; "
+                          f"it takes a comma-separated list of {', '.join(ISOLATORS)} "
+                          f"(default: {DEFAULT_ISOLATION}), or auto, cgroups, posix")
+    for resource in ("cpu", "mem"):
+        if f"cgroups/{resource}" in names and f"posix/{resource}" in names:
+            raise ConfigError(f"--isolation: cgroups/{resource} and posix/{resource} are two isolators of the same "
+                              "resource: name one")
+    for name, needed in _NEEDS.items():
+        if name in names and needed not in names:
+            raise ConfigError(f"--isolation: {name} needs {needed} (add it, or leave {name} out)")
+    ordered = [name for name in ISOLATORS if name in names]
+    return ordered, lenient
+
+
+def select_isolation(spec: str, *, cgroups_root: str = "mesoslike", cpu_quota: bool = False, proc: str = "/proc",
+                     probe=None, find_runc=None, probe_cache: str | os.PathLike | None = None) -> Isolation:
+    """The agent's isolation for ``--isolation spec``: parsed
+    (:func:`parse_isolation`), the cgroups found, the namespaces probed
+    (``probe``: :func:`.namespaces.probe`; its answer kept in ``probe_cache``
+    for this boot of the machine, so that a restarted agent — whose tasks'
+    supervisors wait for it — starts without a probe) and ``runc`` looked
+    for (``find_runc``). Raises :class:`ConfigError` naming what the
+    machine refuses of an explicit list; drops it with a warning for the
+    default."""
+    names, lenient = parse_isolation(spec)
+    warnings: list[str] = []
+    limits = frozenset(resource for resource in ("cpu", "mem") if f"cgroups/{resource}" in names)
+    if limits:
+        resources = select_isolator("auto" if lenient else "cgroups", cgroups_root=cgroups_root, cpu_quota=cpu_quota,
+                                    proc=proc, limits=limits)
+        if not resources.enforcing:
+            names = [f"posix/{n.split('/')[1]}" if n.startswith("cgroups/") else n for n in names]
+            warnings.append("cgroups/cpu, cgroups/mem: no usable cgroups here, tasks' cpus and mem are measured, "
+                            "NOT enforced (posix/cpu, posix/mem)")
+    else:
+        resources = PosixIsolator()
+    wanted = [NAMESPACE_OF[name] for name in names if name in NAMESPACE_OF]
+    if wanted:
+        if probe is None:
+            from mesoslike.agent.namespaces import probe as probe_namespaces
+            probe = _cached_probe(probe_namespaces, probe_cache)
+        refused = {namespace: why for namespace, why in probe(wanted).items() if why}
+        dropped = [name for name in names if NAMESPACE_OF.get(name) in refused]
+        by_reason: dict[str, list[str]] = {}
+        for name in dropped:
+            why = refused[NAMESPACE_OF[name]]
+            if not lenient:
+                raise ConfigError(f"--isolation {name}: this machine refuses a new {NAMESPACE_OF[name]} namespace "
+                                  f"({why}); run the agent as root, or leave {name} out "
+                                  "(--isolation posix/cpu,posix/mem runs tasks without namespaces)")
+            by_reason.setdefault(why.split(": ", 1)[-1], []).append(name)
+        for why, group in by_reason.items():   # one line per cause (an unprivileged agent: one line)
+            kinds = ", ".join(NAMESPACE_OF[name] for name in group)
+            warnings.append(f"{', '.join(group)}: the kernel refused a new {kinds} namespace ({why}); tasks run "
+                            f"without {'it' if len(group) == 1 else 'them'}")
+        names = [name for name in names if name not in dropped]
+        for name, needed in _NEEDS.items():
+            if name in names and needed not in names:
+                names.remove(name)
+                warnings.append(f"{name}: off, as {needed} is")
+    runc = ""
+    if "docker/runtime" in names:
+        runc = (find_runc or find_runc_binary)()
+        if not runc:
+            why = f"no runc found (PATH, {', '.join(RUNC_PLACES)}): install Debian's runc"
+            if not lenient:
+                raise ConfigError(f"--isolation docker/runtime: {why}, or leave docker/runtime out")
+            names.remove("docker/runtime")
+            warnings.append(f"docker/runtime: {why}; tasks with a container image fail on this agent")
+    return Isolation(tuple(names), resources, runc, tuple(warnings))
+
+
+def find_runc_binary() -> str:
+    """The ``runc`` to run image tasks with ('' if there is none)."""
+    import shutil
+    found = shutil.which("runc")
+    if found:
+        return found
+    return next((place for place in RUNC_PLACES if os.access(place, os.X_OK)), "")
+
+
+_probes: dict[tuple[tuple[str, ...], int], dict[str, str]] = {}
+
+
+def _cached_probe(probe, cache_file: str | os.PathLike | None = None):
+    """``probe``, asked once per set of namespaces and user in this process
+    (agents of one process — tests, ``mesoslike local`` — share the
+    answer), and once per boot of the machine for ``cache_file``."""
+    def cached(names: list[str]) -> dict[str, str]:
+        key = (tuple(names), os.geteuid())
+        if key not in _probes:
+            stamp = f"{_boot_id()} {os.geteuid()} {','.join(names)}"
+            answer = _read_probe(cache_file, stamp)
+            if answer is None:
+                answer = probe(names)
+                _write_probe(cache_file, stamp, answer)
+            _probes[key] = answer
+        return dict(_probes[key])
+    return cached
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _read_probe(cache_file: str | os.PathLike | None, stamp: str) -> dict[str, str] | None:
+    if cache_file is None or not stamp.split()[0]:
+        return None
+    try:
+        import json
+        document = json.loads(Path(cache_file).read_text())
+    except (OSError, ValueError):
+        return None
+    answer = document.get("answer") if isinstance(document, dict) and document.get("stamp") == stamp else None
+    if not isinstance(answer, dict) or not all(isinstance(v, str) for v in answer.values()):
+        return None
+    return {str(k): v for k, v in answer.items()}
+
+
+def _write_probe(cache_file: str | os.PathLike | None, stamp: str, answer: dict[str, str]) -> None:
+    if cache_file is None or not stamp.split()[0]:
+        return
+    try:
+        import json
+        Path(cache_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(cache_file).write_text(json.dumps({"stamp": stamp, "answer": answer}))
+    except OSError as exc:   # the next start probes again
+        log.debug("cannot keep the namespace probe's answer in %s: %s", cache_file, exc)
 
 
 def _try_v2(mounts: list[CgroupMount], own: dict[str, str], root: str,

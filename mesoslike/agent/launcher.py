@@ -24,7 +24,7 @@ import subprocess
 from pathlib import Path
 from typing import IO, Mapping
 
-__all__ = ["SupervisorLauncher", "LauncherError"]
+__all__ = ["SupervisorLauncher", "LauncherError", "LaunchRefused"]
 
 log = logging.getLogger("mesoslike.agent")
 
@@ -39,6 +39,11 @@ class LauncherError(OSError):
     a task never gets two supervisors)."""
 
 
+class LaunchRefused(OSError):
+    """The launcher could not start the supervisor as asked (the kernel
+    refused its PID namespace); nothing was started."""
+
+
 class SupervisorLauncher:
     """A ``supervisor.py --launcher`` child of the agent (see the module
     docstring). Not thread-safe: the agent's loop thread uses it."""
@@ -49,16 +54,19 @@ class SupervisorLauncher:
         self._process: subprocess.Popen | None = None
         self.started = 0   # launcher processes started (1 unless one died)
 
-    def start(self, run_dir: Path, env: Mapping[str, str], log_file: Path) -> int | None:
-        """Fork a supervisor for ``run_dir``; its pid. None if no launcher
-        runs or it would not take the request (nothing was started: the
-        caller starts the supervisor itself). Raises :class:`LauncherError`
-        if it took the request and gave no answer."""
+    def start(self, run_dir: Path, env: Mapping[str, str], log_file: Path, pid_namespace: bool = False) -> int | None:
+        """Fork a supervisor for ``run_dir`` (with ``pid_namespace``: the
+        first process of a PID namespace of its own); its pid. None if no
+        launcher runs or it would not take the request (nothing was
+        started: the caller starts the supervisor itself). Raises
+        :class:`LauncherError` if it took the request and gave no answer,
+        :class:`LaunchRefused` if it could not fork as asked."""
         process = self._running()
         if process is None:
             return None
         assert process.stdin is not None and process.stdout is not None
-        request = json.dumps({"run_dir": str(run_dir), "env": dict(env), "log": str(log_file)}).encode() + b"\n"
+        request = json.dumps({"run_dir": str(run_dir), "env": dict(env), "log": str(log_file),
+                              "pid_namespace": pid_namespace}).encode() + b"\n"
         try:
             process.stdin.write(request)
             process.stdin.flush()
@@ -66,6 +74,8 @@ class SupervisorLauncher:
             self._stopped(process)
             return None
         answer = process.stdout.readline()
+        if answer.startswith(b"!"):
+            raise LaunchRefused(f"the supervisor could not be started: {answer[1:].decode('utf-8', 'replace').strip()}")
         try:
             return int(answer)
         except ValueError:

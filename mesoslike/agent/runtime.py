@@ -74,7 +74,7 @@ from mesoslike.agent.files import SandboxAccess, SandboxFiles, launch_secret_fil
 from mesoslike.agent.images import IMAGES_DIR, ImageError, ImageStore
 from mesoslike.agent.http import AgentHTTPServer
 from mesoslike.agent.v1_executor import EXECUTOR_PATH, MAX_CALL_BODY, V1Executors, is_v1_peer
-from mesoslike.agent.isolation import Isolator, agent_key, select_isolator
+from mesoslike.agent.isolation import DEFAULT_ISOLATION, Isolator, agent_key, select_isolation
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
 from mesoslike.agent.secrets import SecretError, SecretStore
 from mesoslike.agent.settings import AgentSettings
@@ -214,8 +214,13 @@ class AgentRuntime:
         self._channel: Server | None = None
         #: what the turn has for executors (sent once its checkpoints are on disk)
         self._executor_outgoing: list[tuple[bytes, object]] = []
-        self.isolator: Isolator = select_isolator(settings.isolation, cgroups_root=settings.cgroups_root,
-                                                  cpu_quota=settings.cgroups_cpu_quota)
+        self.isolation = select_isolation(settings.isolation or DEFAULT_ISOLATION, cgroups_root=settings.cgroups_root,
+                                          cpu_quota=settings.cgroups_cpu_quota,
+                                          probe_cache=self.work_dir / "meta" / "namespaces-probe.json")
+        self.isolator: Isolator = self.isolation.resources
+        for path in settings.allowed_host_paths:
+            if not os.path.isabs(path):
+                raise ConfigError(f"--allowed-host-paths: {path!r} is not an absolute path")
         secret_store = SecretStore(settings.secrets_dir) if settings.secrets_dir is not None else None
         if secret_store is not None:
             try:
@@ -223,9 +228,12 @@ class AgentRuntime:
             except SecretError as exc:
                 raise ConfigError(f"--secrets-dir: {exc}") from None
         self.executor = TaskExecutor(self.work_dir, environment=settings.environment, clock=self.clock,
-                                     isolator=self.isolator, recovery_timeout=settings.recovery_timeout,
+                                     isolation=self.isolation, allowed_host_paths=settings.allowed_host_paths,
+                                     recovery_timeout=settings.recovery_timeout,
                                      container_prefix=agent_key(self.hostname, self.work_dir),
-                                     switch_user=self.switch_user, fetcher=fetcher, secrets=secret_store)
+                                     switch_user=self.switch_user, fetcher=fetcher,
+                                     image_store=self.images.settings(), hostname=self.hostname,
+                                     secrets=secret_store)
         try:
             self.executor.prepare_directories()
         except OSError as exc:
@@ -349,8 +357,10 @@ class AgentRuntime:
         try:
             self.executor.write_agent_pid()
             log.info("agent %s starting: master %s, resources %s, work dir %s; %s; %s", self.hostname,
-                     self.master_address, self.info.resources, self.work_dir, self.isolator.describe(),
+                     self.master_address, self.info.resources, self.work_dir, self.isolation.describe(),
                      self.describe_users())
+            for warning in self.isolation.warnings:
+                log.warning("--isolation %s", warning)
             closed = self.executor.unreachable_ancestors() if self.switch_user else []
             if closed:
                 log.warning("--switch-user: other users cannot traverse %s, so tasks reach their sandbox only as "
@@ -517,6 +527,12 @@ class AgentRuntime:
         for framework_id, task_id in self.core.recovering():
             self._feed(None, self.executor.recover(framework_id, task_id))
         self.counters["recovered_tasks"] = len(checkpoints)
+        try:   # leases of containers that ended while no agent ran would keep their layers for ever
+            dropped = self.images.prune_leases(keep=self.executor.image_leases())
+            if dropped:
+                log.info("dropped the image leases of %d containers that are gone", len(dropped))
+        except (ImageError, OSError) as exc:
+            log.warning("cannot prune the image store's leases: %s", exc)
         if agent_id:
             log.info("recovered agent %s: %d tasks, %s", agent_id, len(checkpoints),
                      ", ".join(f"{t.task_id} {t.state}" for t in self.core.tasks()) or "none")
@@ -581,7 +597,7 @@ class AgentRuntime:
         for event in events:
             fw, task = event.framework_id, event.task_id
             if isinstance(event, TaskStarted):
-                commands = self.core.on_task_started(fw, task, event.pid)
+                commands = self.core.on_task_started(fw, task, event.pid, event.container)
             elif isinstance(event, TaskExit):
                 commands = self.core.on_task_exited(fw, task, event.exit_code, event.signal, reason=event.reason,
                                                     message=event.message)
@@ -827,9 +843,7 @@ class AgentRuntime:
                                  command.secret_files)
         except LaunchError as exc:
             log.warning("task %s/%s could not start: %s", framework_id, task_id, exc)
-            if exc.reason:
-                return self.core.on_task_launch_failed(framework_id, task_id, str(exc), exc.reason)
-            return self.core.on_task_launch_failed(framework_id, task_id, str(exc))
+            return self.core.on_task_launch_failed(framework_id, task_id, str(exc), why=exc.reason)
         if queued_at is not None:
             self.launches_started.observe(time.monotonic() - queued_at)
         return []

@@ -40,7 +40,7 @@ import stat
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 if TYPE_CHECKING:   # the supervisor runs without the package: types for the checker only
-    from mesoslike.wire.types import Secret, TaskInfo
+    from mesoslike.wire.types import ContainerInfo, Secret, TaskInfo
 
 __all__ = ["SecretError", "SecretStore", "select_key", "resolve_secret", "resolve_task_secrets", "TaskSecrets",
            "secret_file_host_path", "write_secrets_file", "take_secrets", "write_secret_file",
@@ -236,13 +236,14 @@ class TaskSecrets:
 
 
 def resolve_task_secrets(task: TaskInfo, principal: str, store: SecretStore | None, *, sandbox: str | os.PathLike,
-                         run_dir: str | os.PathLike,
-                         extra_files: Mapping[str, bytes] | None = None) -> TaskSecrets:
+                         run_dir: str | os.PathLike, extra_files: Mapping[str, bytes] | None = None,
+                         container: ContainerInfo | None = None) -> TaskSecrets:
     """Every secret of ``task`` (of a framework of ``principal``), resolved:
-    its secret environment variables and its ``SECRET`` volumes, plus
-    ``extra_files`` (container path -> bytes: the agent's own, such as a
-    custom executor's secret). Raises :class:`SecretError` naming the first
-    that cannot be had."""
+    its secret environment variables and the ``SECRET`` volumes of its
+    container (``container``, else ``task.container``: a custom executor's
+    process has its ``ExecutorInfo``'s), plus ``extra_files`` (container
+    path -> bytes: the agent's own, such as a custom executor's secret).
+    Raises :class:`SecretError` naming the first that cannot be had."""
     environment: dict[str, str] = {}
     for name, secret in sorted(task.environment_secrets.items()):
         value = resolve_secret(secret, principal, store)
@@ -251,7 +252,8 @@ def resolve_task_secrets(task: TaskInfo, principal: str, store: SecretStore | No
                               "cannot carry (give it as a file)")
         environment[name] = value.decode("utf-8", "surrogateescape")   # os.fsencode gives the bytes back
     files: list[tuple[str, str, bytes]] = []
-    volumes = task.container.volumes if task.container is not None else []
+    container = container if container is not None else task.container
+    volumes = container.volumes if container is not None else []
     for volume in volumes:
         if volume.source.secret is not None:
             files.append((secret_file_host_path(sandbox, run_dir, volume.container_path), volume.container_path,

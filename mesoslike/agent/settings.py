@@ -79,7 +79,11 @@ class AgentSettings:
         ``"cleanup"`` (kill them, forget them, and return from :meth:`AgentRuntime.run`).
     :ivar recovery_timeout: how long a task's supervisor waits for a gone
         agent to come back before it kills the task (Mesos: 15 minutes).
-    :ivar isolation: ``"auto"``, ``"cgroups"`` or ``"posix"`` (:mod:`mesoslike.agent.isolation`).
+    :ivar isolation: Mesos's isolator names, comma-separated, or ``"auto"``,
+        ``"cgroups"``, ``"posix"`` (:func:`mesoslike.agent.isolation.select_isolation`,
+        docs/containers.rst "Isolators").
+    :ivar allowed_host_paths: directories whose contents ``HOST_PATH``
+        volumes may mount (none: such volumes are refused); each absolute.
     :ivar cgroups_root: the cgroup the tasks' cgroups are made in.
     :ivar cgroups_cpu_quota: cap each task's CPU at ``cpus`` with a CFS quota
         (besides the shares it always gets).
@@ -148,6 +152,7 @@ class AgentSettings:
     fetcher_max_size: int = DEFAULT_FETCHER_MAX_SIZE
     executor_reregistration_timeout: float = EXECUTOR_REREGISTER_TIMEOUT
     executor_registration_timeout: float = EXECUTOR_REGISTER_TIMEOUT
+    allowed_host_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     docker_registry: str = DEFAULT_REGISTRY
     docker_config: str | None = None
     docker_insecure_registries: tuple[str, ...] = ()

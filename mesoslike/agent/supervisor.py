@@ -85,7 +85,7 @@ import time
 
 __all__ = ["LAUNCH_FILE", "SUPERVISOR_FILE", "TASK_FILE", "EXIT_FILE", "LOG_FILE", "EXIT_PLACEHOLDER_SIZE",
            "EXIT_KEYS", "REASON_RECOVERY_TIMEOUT", "REASON_LAUNCH_FAILED", "REASON_HEALTH_CHECK_FAILED",
-           "REASON_FETCH_FAILED", "load_sibling", "write_atomically", "overwrite",
+           "REASON_FETCH_FAILED", "REASON_CONTAINER_FAILED", "load_sibling", "write_atomically", "overwrite",
            "write_json_atomically", "read_json", "exit_placeholder", "process_start_ticks", "cgroup_pids",
            "kill_cgroups", "join_cgroup", "flat_keyed", "read_int", "remove_cgroup", "LaunchProblem", "TaskUser", "resolve_user",
            "open_sandbox_file", "main", "serve_launches"]
@@ -106,6 +106,9 @@ REASON_LAUNCH_FAILED = "launch_failed"
 REASON_HEALTH_CHECK_FAILED = "health_check_failed"
 #: never started: a URI could not be fetched (the message names it and says why)
 REASON_FETCH_FAILED = "fetch_failed"
+#: never started: its container could not be made — its image pulled, its bundle built, runc run (the
+#: message names the image and the cause)
+REASON_CONTAINER_FAILED = "container_failed"
 
 #: The supervisor's own run files (``supervisor.json``, ``task.json``,
 #: ``exit.json``) are written whole (a rename) but not fsynced: six fsyncs a
@@ -131,6 +134,8 @@ AGENT_CHECK_INTERVAL = 1.0
 CLEANUP_LIMIT = 5.0
 #: SIGUSR2: sent by the supervisor's own health checker, to kill the task
 _WATCHED = (signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+#: what a supervisor waits for (blocked from its start when it is an init: see serve_launches)
+WATCHED_SIGNALS = _WATCHED
 #: back to SIG_DFL in a spawned task: ignored here (by the supervisor, or by Python itself) or watched
 _CHILD_DEFAULT_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ) + _WATCHED
 
@@ -228,12 +233,22 @@ def write_exit_status(path: str, status: dict) -> None:
 
 
 def load_sibling(name: str):
-    """The module ``name`` of this file's directory (:mod:`.health`,
-    :mod:`.fetcher`), loaded by its path: the supervisor runs as ``python -I
-    -S supervisor.py``, with no package on its path."""
+    """The module (or package) ``name`` of this file's directory
+    (:mod:`.health`, :mod:`.fetcher`, :mod:`.images`), loaded by its path:
+    the supervisor runs as ``python -I -S supervisor.py``, with no package
+    on its path."""
+    loaded = sys.modules.get(f"mesoslike_supervisor_{name}")
+    if loaded is not None:   # the launcher loaded it before it forked this process
+        return loaded
     import importlib.util
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
-    spec = importlib.util.spec_from_file_location(f"mesoslike_supervisor_{name}", path)
+    package = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    if os.path.isdir(package):   # a package of the standard library only, relative imports (:mod:`.images`)
+        path = os.path.join(package, "__init__.py")
+        spec = importlib.util.spec_from_file_location(f"mesoslike_supervisor_{name}", path,
+                                                      submodule_search_locations=[package])
+    else:
+        spec = importlib.util.spec_from_file_location(f"mesoslike_supervisor_{name}", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
@@ -257,13 +272,21 @@ def _padded(text: bytes) -> bytes:
     return text + b" " * (EXIT_PLACEHOLDER_SIZE - len(text) - 1) + b"\n"
 
 
-def process_start_ticks(pid: int) -> int | None:
+def process_start_ticks(pid: int, proc: int | None = None) -> int | None:
     """When process ``pid`` started (clock ticks since boot), or None if it
     does not exist or has ended (a zombie). Tells a process from a later one
-    that reused its pid."""
+    that reused its pid. ``proc``: a descriptor of the host's ``/proc``
+    directory (in a container, whose ``/proc`` shows its own processes)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as source:
-            text = source.read().decode("ascii", "replace")
+        if proc is None:
+            with open(f"/proc/{pid}/stat", "rb") as source:
+                text = source.read().decode("ascii", "replace")
+        else:
+            fd = os.open(f"{pid}/stat", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc)
+            try:
+                text = os.read(fd, 4096).decode("ascii", "replace")
+            finally:
+                os.close(fd)
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()
@@ -276,6 +299,10 @@ def process_start_ticks(pid: int) -> int | None:
 class LaunchProblem(Exception):
     """The task cannot be started as asked; the message says why, in words
     fit for the task's update."""
+
+
+class ContainerProblem(LaunchProblem):
+    """The task's container (image, bundle, runc) cannot be made."""
 
 
 class TaskUser:
@@ -318,6 +345,24 @@ def give_sandbox(directory: str, user: TaskUser) -> None:
         os.close(fd)
 
 
+def make_directory_in(path: str, directory: str, user: TaskUser | None) -> None:
+    """Make ``path`` (and its missing parents) below ``directory`` — only
+    there, its existing part's symlinks resolved — owned by ``user``."""
+    limit = os.path.realpath(directory)
+    missing = []
+    probe = path
+    while not os.path.lexists(probe):
+        missing.append(probe)
+        probe = os.path.dirname(probe)
+    real = os.path.realpath(probe)
+    if real != limit and not real.startswith(limit.rstrip("/") + "/"):
+        raise LaunchProblem(f"{path} leads out of {directory}")
+    for made in reversed(missing):
+        os.mkdir(made, 0o755)
+        if user is not None:
+            os.chown(made, user.uid, user.gid, follow_symlinks=False)
+
+
 def open_sandbox_file(path: str) -> int:
     """A file of a sandbox opened for appending (created if missing). It
     must be a plain file with one link: a switched task owns its sandbox and
@@ -358,8 +403,15 @@ def read_launch(path: str) -> dict:
     oom_events (``[file, key]`` pairs counting OOM kills), memory_peak (a file
     or ""), user (the unix user to run the task as; "" or absent: the
     supervisor's own), health_check (the task's ``HealthCheck`` or null),
-    uris (its ``CommandURI`` list) and fetcher (the fetcher's settings:
-    :func:`.fetcher.fetch_all`)."""
+    uris (its ``CommandURI`` list), fetcher (the fetcher's settings:
+    :func:`.fetcher.fetch_all`), and its container (:func:`.namespaces.enter`):
+    namespaces (of "pid", "mount", "ipc", "uts", "net"), tmp (the directory
+    mounted on ``/tmp``; "": none), keep (paths below ``/tmp`` the task must
+    still reach), hostname ("": the agent's) and volumes (``{"source",
+    "target", "readonly"}``); argv (Mesos's ``shell: false``: the
+    program and its arguments, run without a shell; []: ``command`` by
+    ``/bin/sh -c``); image (a task with a container image, run by runc:
+    :meth:`Supervisor.start_container` says which keys; null: none)."""
     launch = read_json(path)
     if not isinstance(launch, dict):
         raise ValueError(f"{path}: not a JSON object")
@@ -367,8 +419,12 @@ def read_launch(path: str) -> dict:
     launch.setdefault("health_check", None)
     launch.setdefault("uris", [])
     launch.setdefault("fetcher", {})
+    for key, default in (("namespaces", []), ("tmp", ""), ("keep", []), ("hostname", ""), ("volumes", []),
+                         ("argv", []), ("image", None)):
+        launch.setdefault(key, default)
     for key, kinds in (("user", (str,)), ("health_check", (dict, type(None))), ("uris", (list,)),
-                       ("fetcher", (dict,))):
+                       ("fetcher", (dict,)), ("namespaces", (list,)), ("tmp", (str,)), ("keep", (list,)),
+                       ("hostname", (str,)), ("volumes", (list,)), ("argv", (list,)), ("image", (dict, type(None)))):
         if not isinstance(launch[key], kinds):
             raise ValueError(f"{path}: {key} of the wrong type")
     for key, kind in (("command", str), ("cwd", str), ("env", dict), ("stdout", str), ("stderr", str),
@@ -398,8 +454,19 @@ class Supervisor:
         self.env: dict = {}
         self.checker = None          # a health.HealthChecker while the task runs, if it has a check
         self.check_env: dict = {}    # the environment of its command health checks: the task's without secrets
+        self.secret_env: dict = {}   # its secret variables (an image task's container gets them from here)
         self.secret_files: list = []  # the secret files written for it: removed when it has ended
+        self.unwritten_secret_files: list = []   # an image task's, until its container's user is known
         self.health_kill = ""        # set by the checker's thread: why the task must be killed
+        # the init (pid 1) of the task's PID namespace (the launcher forked it so): it reaps the task's
+        # orphans, and knows itself and the agent by the host's pids, through the host's /proc
+        self.init = os.getpid() == 1
+        self.host_pid = os.getpid()
+        self.host_proc: int | None = None   # a descriptor of the host's /proc, while its own is mounted on it
+        self.children = Children()          # what of its children are not orphans to reap
+        self.images: dict = {}              # an image task's: image name -> its images.ProvisionedImage
+        self.runc = None                    # an image task's runc.Runc, once its container exists
+        self.check_process = ""             # an image task's health check's process file (runc exec --process)
 
     def path(self, name: str) -> str:
         return os.path.join(self.run_dir, name)
@@ -408,7 +475,11 @@ class Supervisor:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
-        write_run_file(self.path(SUPERVISOR_FILE), {"pid": os.getpid(), "start_ticks": process_start_ticks(os.getpid())})
+        if self.init:   # before anything mounts another /proc
+            self.host_pid = host_pid()
+            self.host_proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        write_run_file(self.path(SUPERVISOR_FILE), {"pid": self.host_pid,
+                                                    "start_ticks": process_start_ticks(self.host_pid)})
         try:
             self.launch = read_launch(self.path(LAUNCH_FILE))
         except FileNotFoundError:
@@ -421,15 +492,19 @@ class Supervisor:
             self.prepare()
             if self.launch["uris"] and not self.fetch():
                 return 1
+            if self.launch["image"] is not None:
+                self.provision()
+            self.enter_container()
             self.task_pid = self.start()
         except LaunchProblem as exc:
             say(f"not started: {exc}")
-            self.record(None, None, REASON_LAUNCH_FAILED, str(exc))
+            self.record(None, None, REASON_CONTAINER_FAILED if isinstance(exc, ContainerProblem)
+                        else REASON_LAUNCH_FAILED, str(exc))
             return 1
         except (OSError, subprocess.SubprocessError) as exc:
             self.record(None, None, REASON_LAUNCH_FAILED, f"{type(exc).__name__}: {exc}")
             return 1
-        write_run_file(self.path(TASK_FILE), {"pid": self.task_pid})
+        write_run_file(self.path(TASK_FILE), {"pid": self.task_host_pid()})
         self.start_health_checks()
         status = self.watch()
         if self.checker is not None:
@@ -443,7 +518,8 @@ class Supervisor:
         """The task's user (its sandbox given to it), environment and
         secrets (:mod:`.secrets`: the agent's file of them removed at once;
         the variables in the task's environment only, the files written
-        for its user)."""
+        for its user — an image task's by :meth:`start_container`, for its
+        container's user)."""
         launch = self.launch
         self.user = user = resolve_user(launch["user"]) if launch["user"] else None
         self.env = env = dict(launch["env"])
@@ -460,13 +536,213 @@ class Supervisor:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise LaunchProblem(f"the task's secrets cannot be read from its run directory: {exc}") from None
         env.update(variables)
-        uid, gid = (user.uid, user.gid) if user is not None else (os.getuid(), os.getgid())
+        self.secret_env = variables
+        if launch["image"] is not None:   # written once the container's user is known (start_container)
+            self.unwritten_secret_files = files
+            return
+        self.write_secret_files(files, *((user.uid, user.gid) if user is not None else (os.getuid(), os.getgid())))
+
+    def write_secret_files(self, files: list, uid: int, gid: int) -> None:
+        """The task's secret files, mode 0400, ``uid``:``gid``'s (:mod:`.secrets`):
+        before the task's mount namespace or container is made, which bind
+        those at absolute paths."""
+        secrets = load_sibling("secrets")
         for path, data in files:
             self.secret_files.append(path)
             try:
-                secrets.write_secret_file(path, data, uid, gid, launch["cwd"])
+                secrets.write_secret_file(path, data, uid, gid, self.launch["cwd"])
             except OSError as exc:
                 raise LaunchProblem(f"cannot write the secret file {path}: {exc.strerror or exc}") from None
+
+    def enter_container(self) -> None:
+        """The task's namespaces and mounts (``namespaces`` in
+        ``launch.json``; :func:`.namespaces.enter`), after the fetch (which
+        may need the network ``network/none`` takes away)."""
+        launch = self.launch
+        namespaces = launch["namespaces"]
+        if not namespaces:
+            return
+        if "pid" in namespaces and not self.init:
+            raise LaunchProblem("the task was to have a PID namespace of its own, and its supervisor is not the "
+                                "first process of one")
+        for volume in launch["volumes"]:   # a sandbox path is made if missing (as Mesos does), the task's
+            if volume.get("make_source") and not os.path.lexists(volume["source"]):
+                make_directory_in(volume["source"], volume["within"], self.user)
+        load_sibling("namespaces").enter(namespaces, tmp=launch["tmp"], keep=launch["keep"],
+                                         hostname=launch["hostname"], volumes=launch["volumes"])
+
+    def provision(self) -> None:
+        """Pull (or find in the agent's cache) the task's image and its
+        image volumes' — in this process, never on the agent's loop: a
+        pull may take minutes — with the agent's image store
+        (:mod:`.images`, loaded by its path; ``image.store``: its
+        settings), each under a lease of the container's until it ends.
+        Raises :class:`ContainerProblem` naming the image and the cause."""
+        spec = self.launch["image"]
+        images = load_sibling("images")
+        try:
+            store = images.ImageStore.from_settings(spec["store"])
+            wanted = [(spec["id"], spec["name"], bool(spec.get("force_pull")))]
+            wanted += [(f"{spec['id']}.volume-{index}", volume["image"]["name"], bool(volume["image"].get("force_pull")))
+                       for index, volume in enumerate(spec.get("volumes", [])) if volume.get("image")]
+            for lease, name, force in wanted:
+                self.images[name] = store.provision(name, lease=lease, cached=not force)
+        except images.ImageError as exc:
+            raise ContainerProblem(str(exc)) from None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ContainerProblem(f"image {spec.get('name')}: the image store failed: {type(exc).__name__}: "
+                                   f"{exc}") from None
+
+    def start_container(self) -> int:
+        """An image task's container, made and started with runc
+        (:mod:`.runc`); the container process's pid. ``image`` in
+        ``launch.json``: name, runc (the binary), root (runc's state
+        directory), id (the container's), bundle (a directory of its own),
+        network ("host" or "none"), hostname, cgroups_path (runc's
+        ``cgroupsPath`` of the task's cgroups), shell/command/arguments
+        (the task's), env (the task's own variables: the container's
+        environment is the image's and these), volumes
+        (``{"destination", "readonly"}`` with ``"source"`` (``within``,
+        ``make_source``) or ``"image"``), provision (the store's command
+        line) and store (its settings)."""
+        spec, launch = self.launch["image"], self.launch
+        runc = load_sibling("runc")
+        bundle, name = spec["bundle"], spec["name"]
+        image = self.images.get(name)
+        if image is None:
+            raise ContainerProblem(f"image {name}: the image store did not provide it")
+        try:
+            # the agent's only: its config.json holds the task's environment (and secret variables)
+            os.makedirs(bundle, 0o700, exist_ok=True)
+            os.chmod(bundle, 0o700)
+            rootfs = os.path.join(bundle, "rootfs")
+            self.mount_image(image, bundle, rootfs)
+            config = image.config
+            user = self.user
+            ids = runc.process_user(rootfs, config.user,
+                                    (user.uid, user.gid, user.groups) if user is not None else None)
+            self.write_secret_files(self.unwritten_secret_files, ids[0], ids[1])   # the container's user's
+            mounts = self.container_volumes(spec, bundle)
+            argv = runc.command_line({"Entrypoint": config.entrypoint, "Cmd": config.cmd},
+                                     bool(spec.get("shell", True)), spec.get("command", ""),
+                                     list(spec.get("arguments", [])))
+            sandbox_env = {"MESOS_SANDBOX": runc.SANDBOX, "MESOSLIKE_SANDBOX": runc.SANDBOX}
+            own = {**spec.get("env", {}), **sandbox_env}
+            env = runc.environment({"Env": list(config.env)}, {**spec.get("env", {}), **self.secret_env, **sandbox_env})
+            tmp = os.path.join(launch["cwd"], "tmp")
+            os.makedirs(tmp, exist_ok=True)
+            os.chmod(tmp, 0o1777)
+            document = runc.oci_config(argv=argv, env=env, cwd=config.working_dir or runc.SANDBOX,
+                                       user=ids, hostname=spec["hostname"], pid_namespace="/proc/1/ns/pid",
+                                       network=spec["network"], cgroups_path=spec["cgroups_path"],
+                                       sandbox=launch["cwd"], tmp=tmp, mounts=mounts)
+            write_atomically(os.path.join(bundle, "config.json"), json.dumps(document).encode(), False)
+            check = launch["health_check"]
+            if check is not None and check.get("type") not in ("HTTP", "TCP"):
+                # its command check's process: the container's without the secret variables (runc exec --process)
+                process = {**document["process"], "args": [SHELL, "-c", str(check.get("command"))],
+                           "env": runc.environment({"Env": list(config.env)}, own)}
+                self.check_process = os.path.join(bundle, "check-process.json")
+                write_atomically(self.check_process, json.dumps(process).encode(), False)
+        except runc.ImageProblem as exc:
+            raise ContainerProblem(f"image {name}: {exc}") from None
+        except OSError as exc:
+            raise ContainerProblem(f"image {name}: its container could not be made: {exc}") from None
+        stdout = open_output(launch["stdout"], self.user)
+        stderr = -1
+        try:
+            stderr = open_output(launch["stderr"], self.user)
+            container = runc.Runc(spec["runc"], spec["root"], spec["id"])
+            tool_env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")}
+            try:
+                pid = container.create(bundle, stdout, stderr, tool_env)
+                self.runc = container
+                container.start(bundle, tool_env)
+            except OSError as exc:
+                if self.runc is not None:
+                    container.delete(tool_env)
+                    self.runc = None
+                raise ContainerProblem(f"image {name}: {exc}") from None
+        finally:
+            for fd in (stdout, stderr):
+                if fd >= 0:
+                    os.close(fd)
+        return pid
+
+    def mount_image(self, image, bundle: str, target: str) -> None:
+        """An image's root filesystem on ``target``: the overlay of its
+        layers under a writable layer in ``bundle`` (made here), or, where
+        its whiteouts are only markers, a flattened copy
+        (:mod:`.images.rootfs`)."""
+        images = load_sibling("images")
+        upper, work = target + ".upper", target + ".work"
+        for directory in (target, upper, work):
+            os.makedirs(directory, 0o755, exist_ok=True)
+        if image.whiteouts == "overlay":
+            images.mount_overlay(image.layers, upper, work, target)
+        else:
+            images.flatten(image.layers, target)
+
+    def container_volumes(self, spec: dict, bundle: str) -> list[dict]:
+        """The volumes of an image task, as runc mounts them: a sandbox path
+        (made if missing) or an allowed host path, resolved and checked
+        here; an image's root filesystem (mounted in the bundle, bound
+        read-only)."""
+        mounts = []
+        for index, volume in enumerate(spec.get("volumes", [])):
+            if volume.get("image"):
+                image = self.images.get(volume["image"]["name"])
+                if image is None:
+                    raise ContainerProblem(f"image {volume['image']['name']}: the image store did not provide it")
+                source = os.path.join(bundle, "volumes", str(index))
+                self.mount_image(image, bundle, source)
+                mounts.append({"source": source, "destination": volume["destination"], "readonly": True})
+                continue
+            source = volume["source"]
+            if volume.get("make_source") and not os.path.lexists(source):
+                make_directory_in(source, volume["within"], self.user)
+            real = os.path.realpath(source)
+            limit = os.path.realpath(volume["within"])
+            if real != limit and not real.startswith(limit.rstrip("/") + "/"):
+                raise ContainerProblem(f"volume source {source} resolves to {real}, outside {limit}")
+            mounts.append({"source": real, "destination": volume["destination"],
+                           "readonly": bool(volume.get("readonly"))})
+        return mounts
+
+    def release_container(self) -> None:
+        """An image task's container is done: runc's state and cgroups
+        removed, the root filesystem unmounted, the bundle removed."""
+        spec = self.launch.get("image") if self.launch else None
+        if not spec:
+            return
+        if self.runc is not None:
+            self.runc.delete({"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")})
+        namespaces = load_sibling("namespaces")
+        bundle = spec["bundle"]
+        volumes = os.path.join(bundle, "volumes")
+        targets = [os.path.join(volumes, entry) for entry in _entries(volumes) if not entry.endswith((".upper", ".work"))]
+        for target in targets + [os.path.join(bundle, "rootfs")]:
+            try:
+                namespaces.umount(target)
+            except OSError:
+                pass
+        import shutil
+        shutil.rmtree(bundle, ignore_errors=True)
+        if self.images:   # the layers may go once no container holds them
+            try:
+                images = load_sibling("images")
+                store = images.ImageStore.from_settings(spec["store"])
+                for lease in [spec["id"]] + [f"{spec['id']}.volume-{i}" for i in range(len(spec.get("volumes", [])))]:
+                    store.release(lease)
+            except Exception as exc:  # noqa: BLE001 - a lease left is pruned by the agent later
+                say(f"could not release the image leases: {type(exc).__name__}: {exc}")
+
+    def task_host_pid(self) -> int:
+        """The task's pid as the agent sees it (the host's)."""
+        if not self.init or self.host_proc is None:
+            return self.task_pid
+        found = load_sibling("namespaces").host_pid_of_child(self.host_proc, self.host_pid, self.task_pid)
+        return found if found is not None else 0   # 0: gone already (task.json then reads as no pid)
 
     def fetch(self) -> bool:
         """Fetch the task's URIs into its sandbox; False (the run recorded as
@@ -493,8 +769,22 @@ class Supervisor:
             self.health_kill = message
             os.kill(os.getpid(), signal.SIGUSR2)
 
+        enter = None
+        image = self.launch["image"]
+        if self.runc is not None and image.get("network") == "none":   # the container's own network
+            namespaces, task_pid = load_sibling("namespaces"), self.task_pid
+
+            def enter() -> None:
+                fd = os.open(f"/proc/{task_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    namespaces.setns(fd, namespaces.CLONE_NEWNET)
+                finally:
+                    os.close(fd)
         checker = health.HealthChecker(check, self.run_dir, cwd=self.launch["cwd"], env=self.check_env, user=self.user,
-                                       write=write_json_atomically, on_kill=on_kill, say=say)
+                                       write=write_json_atomically, on_kill=on_kill, say=say,
+                                       children=self.children if self.init else None,
+                                       prefix=self.runc.exec_prefix(self.check_process) if self.runc is not None
+                                       else (), enter=enter)
         checker.start()
         self.checker = checker
 
@@ -503,6 +793,8 @@ class Supervisor:
         the way back out of the cgroups known), :meth:`spawn`; else a fork
         that joins the cgroups and drops to the user in Python."""
         homes = self.launch.get("cgroups_home") if self.launch["cgroups"] else []
+        if self.launch["image"] is not None:
+            return self.start_container()
         if self.user is None and isinstance(homes, list) and len(homes) == len(self.launch["cgroups"]):
             return self.spawn(homes)
         return self.start_forked()
@@ -532,7 +824,9 @@ class Supervisor:
             os.chdir(launch["cwd"])   # posix_spawn has no cwd: the child inherits this process's
             for directory in launch["cgroups"]:
                 join_cgroup(directory)
-            pid = os.posix_spawn(SHELL, [SHELL, "-c", launch["command"]], self.env, setsid=True,
+            argv = self.argv()
+            spawn = os.posix_spawn if argv[0] == SHELL or "/" in argv[0] else os.posix_spawnp
+            pid = spawn(argv[0], argv, self.env, setsid=True,
                                  setsigmask=(), setsigdef=_CHILD_DEFAULT_SIGNALS,
                                  file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                                                (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2)])
@@ -575,7 +869,7 @@ class Supervisor:
         try:
             stderr = open_output(launch["stderr"], user)
             try:
-                child = subprocess.Popen([SHELL, "-c", launch["command"]], cwd=launch["cwd"], env=env,
+                child = subprocess.Popen(self.argv(), cwd=launch["cwd"], env=env,
                                          stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, close_fds=True,
                                          start_new_session=True, preexec_fn=child_setup)
             finally:
@@ -584,6 +878,13 @@ class Supervisor:
             os.close(stdout)
         self.child = child  # kept: its finaliser must not run; watch() reaps it with waitpid
         return child.pid
+
+    def argv(self) -> list[str]:
+        """What the task's process executes: ``/bin/sh -c COMMAND``, or its
+        ``argv`` (Mesos's ``shell: false``: the program looked up in
+        ``PATH``, no shell)."""
+        argv = self.launch["argv"]
+        return list(argv) if argv else [SHELL, "-c", self.launch["command"]]
 
     def watch(self) -> int:
         """Wait for the task's leader to exit, killing on request; its wait status."""
@@ -605,7 +906,11 @@ class Supervisor:
             info = signal.sigtimedwait(_WATCHED, max(0.0, timeout))
             if info is None:
                 continue
-            if info.si_signo == signal.SIGTERM:
+            if info.si_signo == signal.SIGCHLD and self.init and info.si_pid != self.task_pid:
+                # another child than the task's leader (whose end the loop's top sees): an orphan, maybe
+                # with others (their SIGCHLDs merge), or a health check's command (its thread waits)
+                self.children.reap_orphans(self.task_pid)
+            elif info.si_signo == signal.SIGTERM:
                 self.kill(float(self.launch["grace_period"]))
             elif info.si_signo == signal.SIGUSR1:
                 self.kill(0.0)
@@ -614,7 +919,7 @@ class Supervisor:
                 self.kill(float(self.launch["grace_period"]))
 
     def check_agent(self, now: float) -> None:
-        if _agent_alive(self.launch["agent_pid_file"]):
+        if _agent_alive(self.launch["agent_pid_file"], self.host_proc):
             self.agent_seen_at = now
             return
         timeout = float(self.launch["recovery_timeout"])
@@ -643,7 +948,12 @@ class Supervisor:
     def signal_group(self, signum: int) -> None:
         try:
             os.killpg(self.task_pid, signum)
-        except (ProcessLookupError, PermissionError):
+        except ProcessLookupError:   # not a group's leader (a container's process may not be): itself
+            try:
+                os.kill(self.task_pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+        except PermissionError:
             pass
 
     def kill_cgroups(self) -> bool:
@@ -674,6 +984,10 @@ class Supervisor:
         self.take_back()
         oom_kills = sum(flat_keyed(path).get(key, 0) for path, key in launch.get("oom_events", []))
         peak = read_int(launch["memory_peak"]) if launch.get("memory_peak") else None
+        try:
+            self.release_container()
+        except Exception as exc:  # noqa: BLE001 - the exit status must still be written
+            say(f"could not release the container: {type(exc).__name__}: {exc}")
         for directory in launch.get("cgroups", []):
             if not remove_cgroup(directory):
                 say(f"could not remove the cgroup {directory}")
@@ -730,13 +1044,70 @@ def _exited(pid: int) -> bool:
         return True
 
 
-def _agent_alive(pid_file: str) -> bool:
+def _agent_alive(pid_file: str, proc: int | None = None) -> bool:
     try:
         agent = read_json(pid_file)
         pid, ticks = agent["pid"], agent["start_ticks"]  # type: ignore[index]
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return isinstance(pid, int) and process_start_ticks(pid) == ticks
+    return isinstance(pid, int) and process_start_ticks(pid, proc) == ticks
+
+
+def _entries(directory: str) -> list[str]:
+    try:
+        return sorted(os.listdir(directory))
+    except OSError:
+        return []
+
+
+def host_pid() -> int:
+    """This process's pid as the host sees it: the first of ``NSpid`` in
+    ``/proc/self/status`` (read before a new ``/proc`` is mounted)."""
+    try:
+        with open("/proc/self/status", "rb") as source:
+            for line in source:
+                if line.startswith(b"NSpid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.getpid()
+
+
+class Children:
+    """The children of a supervisor that is its PID namespace's init which
+    are not orphans: the task's orphans are reparented to it, and it must
+    reap them (else they stay zombies), but never a child another part of
+    it waits for — a health check's command, which its thread starts and
+    registers under ``lock`` (the reaper holds it while it looks)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.own: set[int] = set()
+
+    def reap_orphans(self, task_pid: int) -> int:
+        """Reap every ended child but the task's leader and those of
+        :attr:`own`; how many. Reads this namespace's ``/proc`` (the
+        supervisor's and its task's processes only)."""
+        reaped = 0
+        with self.lock:
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                pid = int(entry)
+                if pid in (1, task_pid) or pid in self.own:
+                    continue
+                try:
+                    with open(f"/proc/{pid}/stat", "rb") as source:
+                        fields = source.read().rsplit(b")", 1)[1].split()
+                except (OSError, IndexError):
+                    continue
+                if fields[0] == b"Z" and fields[1] == b"1":   # ended, and a child of this process
+                    try:
+                        if os.waitpid(pid, os.WNOHANG)[0]:
+                            reaped += 1
+                    except ChildProcessError:
+                        pass
+        return reaped
 
 
 def join_cgroup(directory: str) -> None:
@@ -759,6 +1130,8 @@ def kill_cgroups(directories: list[str]) -> bool:
     empty = True
     for directory in directories:
         for pid in cgroup_pids(directory):
+            if pid <= 0:   # a process outside the reader's PID namespace reads as 0: never kill(0)
+                continue
             empty = False
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -820,9 +1193,11 @@ def main(argv: list[str]) -> int:
 def serve_launches() -> int:
     """``supervisor.py --launcher``: the agent's fork server
     (:mod:`mesoslike.agent.launcher`). Reads one JSON request a line on
-    stdin — ``{"run_dir", "env", "log"}`` — forks a supervisor for it (this
-    module is loaded already: no interpreter start per task, issue 14) and
-    answers its pid on a line of stdout. Ends at the end of stdin (the agent
+    stdin — ``{"run_dir", "env", "log", "pid_namespace"}`` — forks a
+    supervisor for it (this module is loaded already: no interpreter start
+    per task, issue 14), with ``pid_namespace`` as the first process of a
+    PID namespace of its own (:class:`.namespaces.PidNamespaceForker`), and
+    answers its pid on a line of stdout (``!`` and why, if it could not). Ends at the end of stdin (the agent
     went). The supervisors are in sessions of their own and outlive it; it
     reaps those that end while it runs (so their CPU time, and their
     tasks', is counted as its children's), the agent watches them with
@@ -833,9 +1208,26 @@ def serve_launches() -> int:
     # so that a supervisor's collections do not touch (and copy) the pages it lives in
     gc.collect()
     gc.freeze()
+    forker = None
     for line in sys.stdin.buffer:
         request = json.loads(line)
-        pid = os.fork()
+        if request.get("pid_namespace"):
+            # the supervisor is the init of a PID namespace of its own (namespaces/pid). As an init it
+            # would drop a SIGTERM of the agent's that came before it blocked it: blocked from the start
+            if forker is None:
+                forker = load_sibling("namespaces").PidNamespaceForker()
+            signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
+            try:
+                pid = forker.first_of_new_namespace(os.fork)
+            except OSError as exc:
+                sys.stdout.buffer.write(b"!%s\n" % str(exc).encode("utf-8", "replace").replace(b"\n", b" "))
+                sys.stdout.buffer.flush()
+                continue
+            finally:
+                if os.getpid() != 1:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, _WATCHED)
+        else:
+            pid = os.fork()
         if pid == 0:
             code = 1
             try:

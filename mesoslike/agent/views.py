@@ -49,12 +49,14 @@ class AgentViews:
             for task in core.tasks():
                 sandbox = agent.executor.sandbox(task.framework_id, task.task_id)
                 container = agent.executor.container(task.framework_id, task.task_id)
+                isolation, image = agent.executor.isolation_of(task.framework_id, task.task_id)
                 tasks.append({"framework_id": task.framework_id, "id": task.task_id, "state": task.state,
                               "resources": str(task.resources), "pid": task.pid, "killing": task.killing,
                               "pending_updates": task.pending_updates, "sandbox": str(sandbox),
                               "user": task.user if agent.switch_user and task.user else agent.agent_user,
                               "sandbox_path": f"{path_component(task.framework_id)}/{path_component(task.task_id)}",
-                              "cgroups": dict(container.cgroups) if container is not None else {}})
+                              "cgroups": dict(container.cgroups) if container is not None else {},
+                              "isolation": list(isolation), "image": image})
             return {
                 "id": core.agent_id, "hostname": agent.hostname, "registered": core.registered,
                 "master": {"id": master.id, "address": master.address} if master is not None else None,
@@ -62,7 +64,7 @@ class AgentViews:
                 "resources": str(core.total), "used": str(core.used), "attributes": attributes_json(core.info.attributes),
                 "work_dir": str(agent.work_dir), "sandbox_root": str(agent.executor.sandbox_root),
                 "isolation": {"name": agent.isolator.name, "enforcing": agent.isolator.enforcing,
-                              "description": agent.isolator.describe()},
+                              "description": agent.isolation.describe(), **agent.isolation.to_json()},
                 "switch_user": agent.switch_user,
                 "draining": core.draining, "tasks": tasks, "executor_channel": f"ipc://{agent.executor_socket}",
                 "executors": [{"framework_id": e.framework_id, "id": e.executor_id, "resources": str(e.resources),

@@ -344,9 +344,16 @@ def _environment_json(ctx: click.Context, param: click.Parameter, value: object)
              "unacknowledged updates; cleanup: kill them, forget them, and exit.")
 @option("agent", "--recovery-timeout", callback=_duration, default="15m",
         help="How long a task's supervisor waits for a gone agent to come back before it kills the task.")
-@option("agent", "--isolation", type=click.Choice(["auto", "cgroups", "posix"]), default="auto",
-        help="How tasks' cpus and mem are enforced: cgroups (v2, else v1), posix (measured, not enforced), "
-             "auto (cgroups where they can be written, else posix).")
+@option("agent", "--isolation", default="auto",
+        help="Mesos's isolator names, comma-separated: cgroups/cpu, cgroups/mem (or posix/cpu, posix/mem: "
+             "measured, not enforced), filesystem/linux (private /tmp and /proc, volumes), namespaces/pid, "
+             "namespaces/ipc, namespaces/uts, network/none (only loopback), docker/runtime (tasks with an image, "
+             "run by runc). auto: all but network/none, each the machine refuses dropped with a warning; an "
+             "explicit list is all or nothing. cgroups: auto, cgroups required. posix: posix/cpu,posix/mem "
+             "(no namespaces).")
+@option("agent", "--allowed-host-paths", default="",
+        help="Comma-separated directories whose contents tasks may mount as HOST_PATH volumes (below them only, "
+             "symlinks resolved). Empty: every HOST_PATH volume is refused (TASK_FAILED).")
 @option("agent", "--cgroups-root", default="mesoslike",
         help="Name of the cgroup the tasks' cgroups are made in (below the agent's own, for v1).")
 @option("agent", "--cgroups-cpu-quota/--no-cgroups-cpu-quota", default=False,
@@ -414,9 +421,9 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
           http_port, recover,
           recovery_timeout, isolation, cgroups_root, cgroups_cpu_quota, switch_user, gc_delay, gc_disk_watermark,
           drain_timeout, drain, fetcher_cache_size, fetcher_timeout, fetcher_max_size, executor_reregistration_timeout,
-          executor_registration_timeout, docker_registry, docker_config, docker_insecure_registries, image_cache_size,
-          secrets_dir, shared_task_users, credentials_file, insecure, executor_environment_variables,
-          key, master_key) -> None:
+          executor_registration_timeout, allowed_host_paths, docker_registry, docker_config,
+          docker_insecure_registries, image_cache_size, secrets_dir, shared_task_users, credentials_file, insecure,
+          executor_environment_variables, key, master_key) -> None:
     """Run an agent that runs the tasks its master sends it. With
     --master-key it talks to, and takes commands from, that master only.
 
@@ -456,6 +463,7 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
             fetcher_cache_size=fetcher_cache_size, fetcher_timeout=fetcher_timeout, fetcher_max_size=fetcher_max_size,
             executor_reregistration_timeout=executor_reregistration_timeout,
             executor_registration_timeout=executor_registration_timeout,
+            allowed_host_paths=tuple(path.strip() for path in allowed_host_paths.split(",") if path.strip()),
             docker_registry=docker_registry, docker_config=docker_config,
             docker_insecure_registries=tuple(name.strip() for name in docker_insecure_registries.split(",")
                                              if name.strip()),
@@ -467,7 +475,9 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
         die(str(exc))
     click.echo(f"agent {runtime.info.hostname} with {runtime.info.resources} -> {master_address}; "
                f"sandboxes in {runtime.executor.sandbox_root}")
-    click.echo(runtime.isolator.describe())
+    click.echo(runtime.isolation.describe())
+    for warning in runtime.isolation.warnings:
+        click.echo(f"warning: --isolation {warning}", err=True)
     click.echo(runtime.describe_users())
     _stop_on_sigterm(lambda: threading.Thread(target=runtime.stop, daemon=True).start())
     signal.signal(signal.SIGUSR1, lambda *_: runtime.drain())

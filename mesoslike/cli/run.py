@@ -148,14 +148,20 @@ def _bar(progress, width: int = 20) -> str:
         help="Seconds from the start in which failures do not count (until a check has passed).")
 @option("run", "--health-consecutive-failures", type=int, default=None, show_default="3",
         help="Counted failures in a row that kill an instance (it ends TASK_FAILED).")
+@option("run", "--image", default=None, show_default="none", metavar="NAME",
+        help="Run each instance in this container image (a Docker/OCI reference, pulled by the agent: "
+             "docs/containers.rst); without COMMAND the image's entrypoint and cmd run.")
+@option("run", "--container-type", type=click.Choice(["MESOS", "DOCKER"], case_sensitive=False), default="MESOS",
+        help="With --image: Mesos's ContainerInfo type (both run on the agent's runc; DOCKER as docker.image).")
 @option("run", "--output", is_flag=True, default=False, show_default="off",
         help="Stream each instance's stdout as it is written, each line prefixed by the instance's number.")
 @client_key_options
 @logging_option("run")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
 def run(master_address, cpus, mem, instances, role, name, timeout, connect_timeout, user, env, constraints, uris,
         labels, health_cmd, health_http, health_https, health_tcp, health_delay, health_interval, health_timeout,
-        health_grace_period, health_consecutive_failures, output, key, master_key, command) -> None:
+        health_grace_period, health_consecutive_failures, image, container_type, output, key, master_key,
+        command) -> None:
     """Run COMMAND (after --) as task instances on the cluster, show their
     progress, and exit 0 if all finished, else with a failed instance's exit
     code (1 if it had none). The last lines of each failed instance's stderr
@@ -178,14 +184,17 @@ def run(master_address, cpus, mem, instances, role, name, timeout, connect_timeo
         fetched, task_labels = parse_uris(uris), parse_labels(labels)
     except TaskOptionError as exc:
         die(str(exc))
-    shell_command = command[0] if len(command) == 1 else shlex.join(command)
+    if not command and not image:
+        raise click.UsageError("Missing argument 'COMMAND...' (it may be left out only with --image)")
+    shell_command = "" if not command else command[0] if len(command) == 1 else shlex.join(command)
     environment = _environment(env)
     reporter = _Reporter(instances, sys.stdout.isatty())
     try:
         # task ids unique per run (NAME-<6 hex>-<instance>): `task log ID` finds this run's, not an earlier one's
         scheduler = CommandScheduler(shell_command, Resources(cpus=cpus, mem=mem), instances, name, reporter,
                                      environment=environment, constraints=placement, health_check=check,
-                                     uris=fetched, labels=task_labels, task_prefix=f"{name}-{secrets.token_hex(3)}")
+                                     uris=fetched, labels=task_labels, container=_container(image, container_type),
+                                     task_prefix=f"{name}-{secrets.token_hex(3)}")
     except ValueError as exc:   # what a task cannot have, the flags each being fine (101 --uri, say)
         die(str(exc))
     try:
@@ -230,6 +239,20 @@ def run(master_address, cpus, mem, instances, role, name, timeout, connect_timeo
     _report_failures(master_address, agents, scheduler)
     click.echo(f"done: {scheduler.progress.summary()}")
     raise SystemExit(scheduler.exit_code())
+
+
+def _container(image: str | None, kind: str):
+    """``--image`` and ``--container-type`` as the tasks' ``ContainerInfo`` (None without an image)."""
+    from mesoslike import ContainerInfo, DockerInfo, Image
+
+    if not image:
+        return None
+    try:
+        if kind.upper() == "DOCKER":
+            return ContainerInfo("DOCKER", docker=DockerInfo(image))
+        return ContainerInfo(image=Image(image))
+    except ValueError as exc:
+        die(f"--image: {exc}")
 
 
 @contextlib.contextmanager
@@ -344,6 +367,7 @@ class _OutputFollower(threading.Thread):
         self.offsets: dict[str, int] = {}
         self.partial: dict[str, bytes] = {}
         self._done = threading.Event()
+        self._refused = False   # said once: the agents refuse our token
 
     def run(self) -> None:
         while not self._done.wait(0.5):
@@ -359,7 +383,7 @@ class _OutputFollower(threading.Thread):
             self.join(15)
 
     def _read_all(self) -> None:
-        from mesoslike.cli.task import agent_token, read_file, sandbox_file
+        from mesoslike.cli.task import AccessRefused, agent_token, read_file, sandbox_file
 
         progress = self.scheduler.progress
         for task_id, agent_id in sorted(progress.agents.items()):
@@ -374,6 +398,12 @@ class _OutputFollower(threading.Thread):
                     if not data:
                         break
                     self._lines(task_id, data)
+            except AccessRefused as exc:
+                if not self._refused:
+                    self._refused = True
+                    click.echo(f"error: cannot show the tasks' output: {exc} — an agent with credentials shows a "
+                               "sandbox to its framework's principal's HTTP token or the operator's (give it as "
+                               "MESOSLIKE_TOKEN; docs/security.rst)", err=True)
             except MesoslikeError:
                 continue  # not started yet (no sandbox), or the agent is gone: the next round
 

@@ -31,7 +31,12 @@ import click
 from mesoslike.cli.options import client_key_options, die, logging_option, option, timeout_option, token_option
 from mesoslike.errors import MesoslikeError
 
-__all__ = ["task", "locate_task", "sandbox_file", "read_file", "read_tail", "TaskLocation", "agent_token", "get_json"]
+__all__ = ["task", "locate_task", "sandbox_file", "read_file", "read_tail", "TaskLocation", "agent_token", "get_json",
+           "AccessRefused"]
+
+
+class AccessRefused(MesoslikeError):
+    """An agent or master refused the caller's HTTP token (401 or 403)."""
 
 #: seconds between reads when following
 FOLLOW_INTERVAL = 0.5
@@ -104,12 +109,16 @@ def _find_sandbox(doc: dict, task_id: str, framework_id: str | None, token: str 
     from mesoslike.agent.executor import path_component
 
     found = []
+    refused: list[str] = []
     for agent in doc.get("agents", []):
         address = agent.get("http_address")
         if not address:
             continue
         try:
             frameworks = [entry["path"] for entry in get_json(f"{address}/files/browse?path=", 5.0, token)]
+        except AccessRefused:
+            refused.append(agent.get("hostname") or address)
+            continue
         except MesoslikeError:
             continue
         if framework_id is not None:
@@ -123,8 +132,11 @@ def _find_sandbox(doc: dict, task_id: str, framework_id: str | None, token: str 
             found.append((framework_id or framework, agent))
     where = f" of framework {framework_id}" if framework_id else ""
     if not found:
+        blind = (f"; {len(refused)} agent(s) ({', '.join(refused[:3])}) refused to list their sandboxes to "
+                 f"{'this token' if token else 'a caller without a token'} (--token, MESOSLIKE_TOKEN)"
+                 if refused else "")
         raise MesoslikeError(f"no task {task_id!r}{where} is known to the master, and no agent has its sandbox "
-                             "(sandboxes of ended tasks are removed after the agents' --gc-delay)")
+                             f"(sandboxes of ended tasks are removed after the agents' --gc-delay){blind}")
     if len(found) > 1:
         places = ", ".join(f"{framework} on {agent['hostname']}" for framework, agent in found)
         raise MesoslikeError(f"sandboxes of a task {task_id!r} of several frameworks or agents were found "
@@ -150,7 +162,8 @@ def get_json(url: str, timeout: float, token: str | None = None) -> dict:
             problem = json.loads(exc.read()).get("error", exc.reason)
         except ValueError:
             problem = exc.reason
-        raise MesoslikeError(f"{url.split('?')[0]} answered {exc.code}: {problem}") from None
+        kind = AccessRefused if exc.code in (401, 403) else MesoslikeError
+        raise kind(f"{url.split('?')[0]} answered {exc.code}: {problem}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise MesoslikeError(f"cannot read {url.split('?')[0]}: {exc}") from None
 

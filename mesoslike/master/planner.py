@@ -279,8 +279,8 @@ def _task_problem(framework: FrameworkRecord, task: TaskInfo, agent: AgentRecord
                 "from a partition, which is being killed; use another id")
     if task.agent_id != agent.id:
         return f"task agent_id {task.agent_id!r} is not the offers' agent {agent.id}"
-    if not task.command.strip() and task.executor is None:
-        return "the task has no command"
+    if task.executor is None and not _runs_something(task):
+        return "the task has no command" if task.shell else "the task has shell false and no arguments"
     if task.task_id.startswith(EXECUTOR_RUN_PREFIX):
         return "a task id may not begin with the executors' reserved prefix"
     if not task.resources:
@@ -310,3 +310,13 @@ def _task_user(framework: FrameworkRecord, task: TaskInfo, principal: str | None
     except Refused as refused:
         return task, str(refused)
     return task, None
+
+
+def _runs_something(task: TaskInfo) -> bool:
+    """The task names what to run: a shell ``command``; with ``shell``
+    false a program (``command``, Mesos's ``value``) or ``arguments``, or
+    an image's entrypoint (docs/framework-api.rst)."""
+    if task.shell:
+        return bool(task.command.strip())
+    return bool(task.command.strip() or task.arguments) or \
+        (task.container is not None and bool(task.container.image_name()))

@@ -170,6 +170,9 @@ def _task_json(line: TaskLine, hostnames: dict[str, str]) -> dict:
         # its health check's latest verdict, which every update of the task carries (Mesos's
         # statuses[].healthy); None: no check, or none has ended yet
         "healthy": status.healthy,
+        # its container on its agent, from its latest update (Mesos's statuses[].container_status):
+        # the isolators it got (docs/containers.rst); None: not known (e.g. after a master failover)
+        "container_status": attrs.asdict(status.container_status) if status.container_status else None,
     }
 
 

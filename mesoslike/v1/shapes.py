@@ -15,6 +15,7 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import base64
 import binascii
 import json
 import math
@@ -25,7 +26,8 @@ from typing import Any, Iterable, Mapping
 from mesoslike.attributes import Attribute
 from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources, ResourcesError
-from mesoslike.wire.types import (CommandURI, ExecutorInfo, Filters, FrameworkInfo, HealthCheck, HTTPCheck, Label,
+from mesoslike.wire.types import (CommandURI, ContainerInfo, ContainerStatus, DockerInfo, Image, Secret, SecretReference,
+                                  Volume, VolumeSource, ExecutorInfo, Filters, FrameworkInfo, HealthCheck, HTTPCheck, Label,
                                   MasterInfo, Offer, Operation, TaskInfo, TaskState, TaskStatus, TCPCheck)
 from mesoslike.wire.types import Launch, Reserve, Unreserve
 
@@ -316,8 +318,19 @@ def status_message(status: TaskStatus) -> Message:
         message["labels"] = labels_message(status.labels)
     if status.data:
         message["data"] = encode_data(status.data)
-    if status.ip_address:
-        message["container_status"] = {"network_infos": [{"ip_addresses": [{"ip_address": status.ip_address}]}]}
+    if status.container_status is not None:
+        message["container_status"] = container_status_message(status.container_status)
+    return message
+
+
+def container_status_message(container: ContainerStatus) -> Message:
+    """Mesos's ``ContainerStatus`` JSON for what we know of a container: its
+    address (``network_infos``) and its executor's pid."""
+    message: Message = {}
+    if container.ip_address:
+        message["network_infos"] = [{"ip_addresses": [{"ip_address": container.ip_address}]}]
+    if container.executor_pid:
+        message["executor_pid"] = container.executor_pid
     return message
 
 
@@ -449,10 +462,128 @@ def _command(command: object, what: str) -> tuple[str, dict[str, str], str]:
     """A Mesos ``CommandInfo`` as (shell command line, environment, user)."""
     command = _mapping(command, what)
     line = _command_line(command, what)
+    return line, _environment(command, what), _user(command, what)
+
+
+def _user(command: Mapping, what: str) -> str:
     user = command.get("user") or ""
     if not isinstance(user, str):
         raise ShapeError(f"{what}.user must be a string")
-    return line, _environment(command, what), user
+    return user
+
+
+def _exec_form(command: Mapping, what: str) -> dict[str, Any]:
+    """A ``CommandInfo`` with ``shell`` false as ``TaskInfo``'s ``command``
+    (Mesos's ``value``, maybe empty), ``shell`` and ``arguments``."""
+    value = command.get("value") or ""
+    arguments = command.get("arguments") or []
+    if not isinstance(value, str) or not isinstance(arguments, list) or \
+            not all(isinstance(argument, str) for argument in arguments):
+        raise ShapeError(f"{what}.value must be a string and {what}.arguments a list of strings")
+    return {"command": value, "shell": False, "arguments": list(arguments)}
+
+
+def container_info(container: object, what: str = "container") -> ContainerInfo:
+    """Mesos's ``ContainerInfo`` JSON as mesoslike's (docs/containers.rst):
+    ``MESOS`` with a Docker ``image``, ``DOCKER`` with ``docker.image`` and
+    network ``HOST`` or ``NONE``, volumes (``host_path``; ``source`` of type
+    ``SANDBOX_PATH`` (``SELF``), ``SECRET``; ``image``), ``hostname``. What
+    mesoslike cannot give — a bridge or CNI network, port mappings,
+    privileged Docker containers, ``docker run`` parameters, APPC images —
+    is refused, naming it."""
+    container = _mapping(container, what)
+    kind = container.get("type") or "MESOS"
+    for field, feature in (("network_infos", "container networks (CNI)"), ("linux_info", "linux_info (capabilities)"),
+                           ("rlimit_info", "rlimits"), ("tty_info", "terminals")):
+        if _optional(container, field):
+            raise ShapeError(f"{what}.{field} — mesoslike has no {feature}")
+    try:
+        volumes = [_volume(item, f"{what}.volumes[{index}]")
+                   for index, item in enumerate(_optional(container, "volumes") or [])]
+        hostname = container.get("hostname") or ""
+        if kind == "DOCKER":
+            docker = _mapping(container.get("docker"), f"{what}.docker")
+            network = docker.get("network") or "HOST"
+            for field, feature in (("port_mappings", "port mappings"), ("parameters", "docker run parameters"),
+                                   ("privileged", "privileged containers"), ("volume_driver", "volume drivers")):
+                if _optional(docker, field):
+                    raise ShapeError(f"{what}.docker.{field} — mesoslike has no {feature}")
+            if network not in ("HOST", "NONE"):
+                raise ShapeError(f"{what}.docker.network {network} — mesoslike has no bridge or user "
+                                         "network: HOST or NONE")
+            return ContainerInfo("DOCKER", docker=DockerInfo(_string(docker, "image", f"{what}.docker"), network=network,
+                                                             force_pull_image=bool(docker.get("force_pull_image"))),
+                                 volumes=volumes, hostname=hostname)
+        if kind != "MESOS":
+            raise ShapeError(f"{what}.type must be MESOS or DOCKER, got {kind!r:.40}")
+        mesos = _optional(container, "mesos")
+        image = _image(_mapping(mesos, f"{what}.mesos").get("image"), f"{what}.mesos.image") if mesos else None
+        return ContainerInfo("MESOS", image=image, volumes=volumes, hostname=hostname)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ShapeError):
+            raise
+        raise ShapeError(f"{what}: {exc}") from None
+
+
+def _image(image: object, what: str) -> Image | None:
+    """Mesos's ``Image`` JSON (``DOCKER`` only)."""
+    if image is None:
+        return None
+    image = _mapping(image, what)
+    if (image.get("type") or "DOCKER") != "DOCKER":
+        raise ShapeError(f"{what}.type {image.get('type')!r:.40} — mesoslike runs Docker/OCI images only")
+    return Image(_string(_mapping(image.get("docker"), f"{what}.docker"), "name", f"{what}.docker"),
+                 cached=image.get("cached", True) is not False)
+
+
+def _volume(volume: object, what: str) -> Volume:
+    """Mesos's ``Volume`` JSON."""
+    volume = _mapping(volume, what)
+    mode = volume.get("mode") or "RW"
+    source = _optional(volume, "source")
+    if volume.get("host_path"):
+        kind = VolumeSource("HOST_PATH", path=volume["host_path"])
+    elif _optional(volume, "image") is not None:
+        kind = VolumeSource("IMAGE", image=_image(volume["image"], f"{what}.image"))
+    elif source is not None:
+        source = _mapping(source, f"{what}.source")
+        if source.get("type") == "SANDBOX_PATH":
+            sandbox = _mapping(source.get("sandbox_path"), f"{what}.source.sandbox_path")
+            if (sandbox.get("type") or "SELF") != "SELF":
+                raise ShapeError(f"{what}.source.sandbox_path.type PARENT — mesoslike has no nested containers")
+            kind = VolumeSource("SANDBOX_PATH", path=_string(sandbox, "path", f"{what}.source.sandbox_path"))
+        elif source.get("type") == "SECRET":
+            kind = VolumeSource("SECRET", secret=_secret(source.get("secret"), f"{what}.source.secret"))
+        else:
+            raise ShapeError(f"{what}.source.type {source.get('type')!r:.40} — mesoslike mounts SANDBOX_PATH "
+                                     "and SECRET sources (and host_path, image)")
+    else:
+        raise ShapeError(f"{what} has no host_path, image or source")
+    return Volume(_string(volume, "container_path", what), kind, mode)
+
+
+def _string(message: Mapping, name: str, what: str) -> str:
+    value = message.get(name)
+    if not isinstance(value, str):
+        raise ShapeError(f"{what}.{name} must be a string")
+    return value
+
+
+def _secret(secret: object, what: str) -> Secret:
+    """Mesos's ``Secret`` JSON (its value base64, as Mesos's JSON has bytes)."""
+    secret = _mapping(secret, what)
+    if secret.get("type") == "REFERENCE":
+        reference = _mapping(secret.get("reference"), f"{what}.reference")
+        return Secret("REFERENCE", reference=SecretReference(_string(reference, "name", f"{what}.reference"),
+                                                             reference.get("key") or ""))
+    value = _mapping(secret.get("value"), f"{what}.value").get("data")
+    try:
+        data = base64.b64decode(value, validate=True) if isinstance(value, str) else None
+    except binascii.Error:
+        data = None
+    if data is None:
+        raise ShapeError(f"{what}.value.data must be base64 bytes")
+    return Secret("VALUE", value=data)
 
 
 def _uris(command: Mapping, what: str) -> list[CommandURI]:
@@ -554,8 +685,7 @@ def executor_info(executor: object, what: str = "executor") -> tuple[ExecutorInf
     executor's ``$MESOSLIKE_PYMESOS_EXECUTOR``, for its ``registered``."""
     executor = _mapping(executor, what)
     executor_id = value_of(executor.get("executor_id"), f"{what}.executor_id")
-    if _optional(executor, "container") is not None:
-        raise ShapeError(f"{what}.container — mesoslike has no containers (Docker, Mesos images)")
+    container = _optional(executor, "container")
     command = _mapping(executor.get("command"), f"{what}.command")
     if _optional(command, "uris") is not None:
         raise ShapeError(f"{what}.command.uris: mesoslike fetches URIs for command tasks only, not for "
@@ -568,6 +698,7 @@ def executor_info(executor: object, what: str = "executor") -> tuple[ExecutorInf
     try:
         info = ExecutorInfo(executor_id, line, resources_from(executor.get("resources") or [], f"{what}.resources"),
                             environment=environment, name=name,
+                            container=container_info(container, f"{what}.container") if container is not None else None,
                             labels=_labels(_optional(executor, "labels"), f"{what}.labels"),
                             shutdown_grace_period=_duration(executor, "shutdown_grace_period", 5.0, what))
     except (TypeError, ValueError) as exc:
@@ -594,8 +725,7 @@ def task_info(task: object) -> TaskInfo:
     name = task.get("name") or ""
     if not isinstance(name, str):
         raise ShapeError(f"{what}: name must be a string")
-    for unsupported, feature in (("container", "containers (Docker, Mesos images)"), ("check", "general checks"),
-                                 ("discovery", "service discovery info")):
+    for unsupported, feature in (("check", "general checks"), ("discovery", "service discovery info")):
         if _optional(task, unsupported) is not None:
             raise ShapeError(f"{what}: {unsupported} — mesoslike has no {feature}")
     resources = resources_from(task.get("resources") or [], f"{what}: resources")
@@ -605,10 +735,21 @@ def task_info(task: object) -> TaskInfo:
     check = _optional(task, "health_check")
     health_check = _health_check(check, f"{what}: health_check") if check is not None else None
     labels = _labels(_optional(task, "labels"), f"{what}: labels")
+    container_message = _optional(task, "container")
+    container = container_info(container_message, f"{what}: container") if container_message is not None else None
     environment: dict[str, str]
     info: ExecutorInfo | None = None
     uris: list[CommandURI] = []
-    if command is not None:
+    argv: dict[str, Any] = {}
+    if command is not None and container is not None and container.image_name() \
+            and not _mapping(command, f"{what}: command").get("shell", True):
+        # in an image, Mesos's shell false keeps value and arguments apart: no value runs the image's
+        # entrypoint with the arguments (docs/containers.rst, "Running images")
+        argv = _exec_form(_mapping(command, f"{what}: command"), f"{what}: command")
+        line, environment, user = argv.pop("command"), _environment(command, f"{what}: command"), \
+            _user(command, f"{what}: command")
+        uris = _uris(command, f"{what}: command")
+    elif command is not None:
         line, environment, user = _command(command, f"{what}: command")
         uris = _uris(command, f"{what}: command")
     else:
@@ -622,7 +763,7 @@ def task_info(task: object) -> TaskInfo:
     try:
         return TaskInfo(task_id=task_id, agent_id=agent_id, command=line, resources=resources, name=name,
                         environment=environment, kill_grace_period=grace, user=user, health_check=health_check,
-                        uris=uris, labels=labels, executor=info)
+                        uris=uris, labels=labels, executor=info, container=container, **argv)
     except (TypeError, ValueError) as exc:
         raise ShapeError(f"{what}: {exc}") from None
 

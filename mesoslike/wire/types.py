@@ -24,7 +24,7 @@ __all__ = [
     "MAX_FRAMEWORK_MESSAGE", "MAX_EXECUTOR_ID", "EXECUTOR_RUN_PREFIX",
     "Operation", "OperationType", "Launch", "Reserve", "Unreserve", "MAX_OPERATIONS",
     "Secret", "SecretReference", "MAX_SECRET_BYTES", "MAX_TASK_SECRETS", "Image", "Volume", "VolumeSource",
-    "DockerInfo", "ContainerInfo", "MAX_VOLUMES",
+    "DockerInfo", "ContainerInfo", "ContainerStatus", "MAX_VOLUMES",
 ]
 
 DEFAULT_REFUSE_SECONDS = 5.0
@@ -633,6 +633,39 @@ class TaskInfo:
     arguments: list[str] = attrs.field(factory=list, converter=_argument_list)
 
 
+def _isolator_list(value: list[str] | None) -> list[str]:
+    names = list(value or [])
+    _problem(len(names) <= 32 and all(isinstance(n, str) and 0 < len(n) <= 64 and n.isprintable() for n in names),
+             "container_status.isolators must be at most 32 names of 1 to 64 printable characters")
+    return names
+
+
+@attrs.frozen
+class ContainerStatus:
+    """What a task's container is on its agent (a part of Mesos's
+    ``ContainerStatus``, which rides on the task's updates):
+    ``isolators`` — the isolators it got, by Mesos's names
+    (docs/containers.rst, "Isolators"); ``image`` — the image its root
+    filesystem comes from ('' for the agent's); ``executor_pid`` — the
+    host's pid of the task's process (its executor's, for a custom
+    executor's task; 0 when not known)."""
+
+    isolators: list[str] = attrs.field(factory=list, converter=_isolator_list)
+    image: str = ""
+    executor_pid: int = 0
+    #: the address the task is reachable at (Mesos's ``network_infos[0].ip_addresses[0]``): its agent's,
+    #: for a task on the host's network; '' when not known
+    ip_address: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        _problem(isinstance(self.ip_address, str) and len(self.ip_address) <= 64 and self.ip_address.isprintable(),
+                 "container_status.ip_address must be at most 64 printable characters")
+        _problem(isinstance(self.image, str) and len(self.image) <= 512 and self.image.isprintable(),
+                 "container_status.image must be at most 512 printable characters")
+        _problem(isinstance(self.executor_pid, int) and 0 <= self.executor_pid < 2 ** 31,
+                 "container_status.executor_pid must be a pid")
+
+
 _Holder = TypeVar("_Holder", TaskInfo, ExecutorInfo)
 
 
@@ -661,6 +694,7 @@ def without_secret_values(info: _Holder) -> _Holder:
 def _emptied(secret: Secret) -> Secret:
     return attrs.evolve(secret, value=b"") if secret.type == Secret.VALUE else secret
 
+
 @attrs.frozen
 class TaskStatus:
     """A task's state change. ``uuid`` identifies a reliable update that must
@@ -682,9 +716,8 @@ class TaskStatus:
     labels: list[Label] = labels_field()
     #: opaque bytes from the task's executor to its scheduler (Mesos's ``TaskStatus.data``), carried as sent
     data: bytes = b""
-    #: the address the task is reachable at (Mesos's ``container_status.network_infos[0].ip_addresses[0]``):
-    #: its agent's, for a task on the host's network; set by the agent
-    ip_address: str = ""
+    #: its container on its agent (which isolators it got, the address it is reachable at); None: not known
+    container_status: ContainerStatus | None = None
 
     @property
     def terminal(self) -> bool:
