@@ -59,10 +59,10 @@ def process_uid(pid: int) -> int:
 
 
 # ------------------------------------------------------- a real cluster
-def run_one(cluster, command: str, user: str, *agent_args: str):
-    """A master, an agent (``agent_args``), a framework of ``user`` and one
-    task ``t`` running ``command``; returns (scheduler, agent proc)."""
-    cluster.start_master()
+def run_one(cluster, command: str, user: str, *agent_args: str, master_args: tuple[str, ...] = ()):
+    """A master (``master_args``), an agent (``agent_args``), a framework of
+    ``user`` and one task ``t`` running ``command``; returns (scheduler, agent proc)."""
+    cluster.start_master(*master_args)
     agent = start_agent(cluster, "a1", RESOURCES, *agent_args)
     scheduler = Launcher({"t": command})
     cluster.driver(scheduler, "switch", framework=FrameworkInfo("switch", user=user))
@@ -100,7 +100,9 @@ def test_without_switch_user_a_task_runs_as_the_agents_user(cluster):
 
 
 def test_a_restarted_agent_reattaches_to_a_switched_task(cluster, cgroups_root):
-    scheduler, agent = run_one(cluster, WAIT_FOR_GO, "nobody", "--cgroups-root", cgroups_root)
+    # the master waits 30 s for the restarted agent (a restart on a loaded machine takes seconds)
+    scheduler, agent = run_one(cluster, WAIT_FOR_GO, "nobody", "--cgroups-root", cgroups_root,
+                               master_args=("--max-agent-ping-timeouts", "60"))
     scheduler.wait(lambda: scheduler.running("t"), 30, "the task to run", cluster.diagnostics)
     directory = sandbox(cluster, "a1", scheduler.framework_id, "t")
     read_pid_file(directory / "pid")   # it runs
