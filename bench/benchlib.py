@@ -177,12 +177,18 @@ def reset_loop_stats(runtime) -> None:
         runtime.loop_stats = fresh
 
 
-def wait(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05):
-    """``predicate()``'s first true value, asked every ``interval`` s;
-    RuntimeError after ``timeout`` s."""
+def wait(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05,
+         transient: tuple[type[BaseException], ...] = ()):
+    """``predicate()``'s first true value, asked every ``interval`` s (an
+    exception of the ``transient`` kinds counts as "not yet": a server still
+    starting); RuntimeError after ``timeout`` s. The benchmarks' one wait, as
+    tests/waiting.py's ``wait_until`` is the tests' (which must not import bench/)."""
     deadline = time.monotonic() + timeout
     while True:
-        value = predicate()
+        try:
+            value = predicate()
+        except transient:
+            value = None
         if value:
             return value
         if time.monotonic() > deadline:

@@ -39,7 +39,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import ROOT, blob_ids, finish, git_state, start  # noqa: E402
+from benchlib import ROOT, blob_ids, finish, git_state, start, wait  # noqa: E402
 
 from mesoslike import (ExecutorInfo, Filters, FrameworkInfo, Resources, Scheduler, SchedulerDriver,  # noqa: E402
                        TaskInfo, TaskState)
@@ -129,15 +129,12 @@ def main() -> int:
          "--allocation-interval", "0.1"], stdout=subprocess.DEVNULL, stderr=open(work / "local.log", "wb"),
         start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{http_port}/state", timeout=1).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or local.poll() is not None:
-                    raise RuntimeError("mesoslike local did not come up") from None
-                time.sleep(0.2)
+        def up() -> bool:
+            if local.poll() is not None:
+                raise RuntimeError("mesoslike local exited before it came up")
+            return bool(urllib.request.urlopen(f"http://127.0.0.1:{http_port}/state", timeout=1).read())
+
+        wait(up, 60, "mesoslike local to come up", interval=0.2, transient=(OSError,))
         master = f"tcp://127.0.0.1:{port}"
         results: dict[str, list[dict]] = {"command": [], "executor": []}
         for round_ in range(args.rounds):

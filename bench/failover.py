@@ -12,10 +12,10 @@ tasks re-register with a new master; Mesos 1.5 re-registered 10k agents with
   tests' 128 MiB server dies of OutOfMemoryError);
 * two real ``python -m mesoslike master --zk ...`` processes: the first leads,
   the second stands by;
-* simulated agents: worker processes (``failover.py agents``, up to
+* simulated agents: worker processes (``bench/simagents.py``, up to
   ``--agents-per-process`` each) that speak the agent protocol for many agent
-  ids, one ZeroMQ DEALER connection per agent (the master tells agents apart
-  by connection). Each agent follows the leader through a
+  ids, one connection per agent speaking ZeroMQ's ZMTP as a DEALER does
+  (the master tells agents apart by connection). Each agent follows the leader through a
   ``mesoslike.locator`` ZooKeeper locator, (re-)registers with
   ``REREGISTER_AGENT`` listing its tasks (``RunningTask`` entries spread over
   the frameworks), retries like the real agent (4 s doubling to 10 s, jittered) until
@@ -64,12 +64,9 @@ default run takes about 2 minutes on 2 cores.
 from __future__ import annotations
 
 import argparse
-import heapq
 import json
 import math
 import os
-import random
-import resource
 import shlex
 import signal
 import statistics
@@ -90,15 +87,11 @@ sys.path.insert(0, str(HERE))           # benchlib
 from benchlib import blob_ids, git_state, machine_info, wait  # noqa: E402
 from benchlib import emit as emit_result  # noqa: E402  (emit() below is the agents' line printer)
 
+#: past this many agents, the simulated agents reach the masters multiplexed (bench/muxwire.py): a
+#: master holds a file per agent connection, and a process here may open at most 20,000
+MUX_ABOVE = 15000
 MESOS_15_SECONDS = 4.0          # the anchor: Mesos 1.5, 10k agents with 100k tasks re-registered in ~4 s
 DEFAULT_SIZES = "1000x100000,10000x100000"
-AGENT_RESOURCES = "cpus:8;mem:16384"
-# the real agent's registration backoff (mesoslike.agent.core.AgentCore):
-# 4 s doubling to 10 s, each delay drawn from [(1 - jitter) x d, d]
-AGENT_BACKOFF = (4.0, 10.0)
-AGENT_JITTER = 0.5
-#: how often a simulated agent process polls its sockets (the timings' resolution)
-AGENT_POLL_S = 0.05
 
 
 def log(message: str) -> None:
@@ -106,158 +99,8 @@ def log(message: str) -> None:
 
 
 # =============================================================== simulated agents
-def task_plan(first: int, count: int, tasks_per_agent: int, frameworks: int):
-    """The agents ``first .. first+count-1``: (agent id, hostname, [(framework index, task id)])."""
-    for index in range(first, first + count):
-        tasks = []
-        for k in range(tasks_per_agent):
-            number = index * tasks_per_agent + k
-            tasks.append((number % frameworks, f"t{number:07d}"))
-        yield f"sim-{index:05d}", f"sim-{index:05d}.bench", tasks
-
-
-def task_resources_for(tasks_per_agent: int) -> str:
-    """Each task's share: the tasks of an agent use half of AGENT_RESOURCES' cpus and mem."""
-    return f"cpus:{4.0 / tasks_per_agent:.4g};mem:{8192 // tasks_per_agent}"
-
-
-def framework_info(j: int):
-    from mesoslike import FrameworkInfo
-    return FrameworkInfo(name=f"bench-{j}", id=f"fw-{j}", failover_timeout=3600.0)
-
-
-def run_agents(args: argparse.Namespace) -> int:
-    """A worker process: ``args.count`` simulated agents. Prints JSON lines:
-    ``{"event": "round", ...}`` each time all its agents are registered with a
-    new leader."""
-    import msgpack
-
-    from mesoslike.locator import make_locator
-    from mesoslike.resources import Resources
-    from mesoslike.transport import Client, Poller, Waker, allow_sockets
-    from mesoslike.wire import AgentInfo, TaskInfo, encode
-    from mesoslike.wire import messages as m
-
-    allow_sockets(4 * args.count + 1024)
-    agent_resources = Resources.parse(args.resources)
-    task_resources = Resources.parse(task_resources_for(args.tasks_per_agent))
-    frameworks = [framework_info(j) for j in range(args.frameworks)]
-    ids, reregister, pong = [], [], []
-    for agent_id, hostname, tasks in task_plan(args.first, args.count, args.tasks_per_agent, args.frameworks):
-        running = [m.RunningTask(frameworks[j].id, TaskInfo(task_id, agent_id, "sleep 3600", task_resources),
-                                 "TASK_RUNNING") for j, task_id in tasks]
-        used = sorted({j for j, _ in tasks})
-        info = AgentInfo(hostname=hostname, resources=agent_resources, id=agent_id)
-        ids.append(agent_id)
-        # the messages never change: encode them once
-        reregister.append(encode(m.ReregisterAgent(info, running, [frameworks[j] for j in used], version="bench")))
-        pong.append(encode(m.Pong(agent_id)))
-    count = len(ids)
-
-    waker = Waker()
-    changes: list[float] = []
-    locator = make_locator(args.zk, on_change=lambda: (changes.append(time.monotonic()), waker.wake()))
-    emit({"event": "ready", "agents": count, "message_bytes": sum(map(len, reregister))})
-
-    sockets: list = [None] * count
-    index_of: dict = {}
-    poller = Poller([waker])
-    address = None
-    registered = [False] * count
-    retry_heap: list[tuple[float, int]] = []
-    backoff = [AGENT_BACKOFF[0]] * count
-    rng = random.Random()
-    round_info: dict = {}
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-
-    def connect_all(leader: str, now: float) -> None:
-        for socket in sockets:
-            if socket is not None:
-                poller.unregister(socket)
-                socket.close()
-        index_of.clear()
-        retry_heap.clear()
-        for i in range(count):
-            socket = Client(leader)   # random identity, reconnecting every 0.1-2 s, linger 0
-            sockets[i] = socket
-            index_of[socket] = i
-            poller.register(socket)
-            registered[i] = False
-            backoff[i] = AGENT_BACKOFF[0]
-        for i in range(count):
-            sockets[i].send_frame(reregister[i])
-            heapq.heappush(retry_heap, (now + retry_delay(i), i))
-
-    def retry_delay(i: int) -> float:
-        delay = backoff[i] * rng.uniform(1.0 - AGENT_JITTER, 1.0)
-        backoff[i] = min(backoff[i] * 2, AGENT_BACKOFF[1])
-        return delay
-
-    while not stop.is_set():
-        leader = locator.current()
-        now = time.monotonic()
-        if leader and leader != address:
-            address = leader
-            round_info = {"event": "round", "leader": leader, "agents": count,
-                          "changed_at": changes[-1] if changes else now, "sent_at": now, "first_at": None,
-                          "last_at": None, "retries": 0, "errors": 0, "other": {}}
-            times = []
-            connect_all(leader, now)
-            round_info["sent_done_at"] = time.monotonic()
-        timeout = 1.0
-        if retry_heap:
-            timeout = min(timeout, max(0.0, retry_heap[0][0] - now))
-        loop_started = time.monotonic()
-        for socket in poller.poll(timeout):
-            i = index_of.get(socket)   # None: the waker (cleared by the poll)
-            if i is None:
-                continue
-            for _, frame in socket.receive_frames():
-                kind = msgpack.unpackb(frame, raw=False).get("type")
-                if kind == "PING":
-                    socket.send_frame(pong[i])
-                elif kind == "AGENT_REGISTERED":
-                    if not registered[i]:
-                        registered[i] = True
-                        t = time.monotonic()
-                        round_info["first_at"] = round_info["first_at"] or t
-                        times.append(t)
-                        if len(times) == count:
-                            round_info["last_at"] = t
-                            round_info["quantiles_after_sent"] = {
-                                q: round(times[min(count - 1, int(q / 100 * count))] - round_info["sent_at"], 4)
-                                for q in (10, 50, 90, 99)}
-                            emit(round_info)
-                elif kind == "ERROR":
-                    round_info["errors"] += 1
-                    if round_info["errors"] == 1:
-                        emit({"event": "error", "message": msgpack.unpackb(frame, raw=False).get("message")})
-                else:
-                    round_info["other"][kind] = round_info["other"].get(kind, 0) + 1
-        now = time.monotonic()
-        while retry_heap and retry_heap[0][0] <= now:
-            _, i = heapq.heappop(retry_heap)
-            if registered[i]:
-                continue
-            sockets[i].send_frame(reregister[i])
-            round_info["retries"] += 1
-            heapq.heappush(retry_heap, (now + retry_delay(i), i))
-        # let messages gather: each poll of thousands of sockets costs about a
-        # millisecond, and polling often took the simulated agents more CPU
-        # than the master had (adds at most AGENT_POLL_S to a timing)
-        spare = AGENT_POLL_S - (time.monotonic() - loop_started)
-        if spare > 0:
-            time.sleep(spare)
-    locator.close()
-    for socket in sockets:
-        if socket is not None:
-            socket.close()
-    return 0
-
-
-def emit(record: dict) -> None:
-    print(json.dumps(record), flush=True)
+# bench/simagents.py: ZMTP-speaking simulated agents, tens of thousands per process
+from simagents import AGENT_BACKOFF, AGENT_JITTER, AGENT_RESOURCES, framework_info, raise_file_limit  # noqa: E402,F401
 
 
 # =============================================================== the harness
@@ -282,6 +125,13 @@ class Processes:
         self.procs.append(proc)
         return proc
 
+    def log_tails(self) -> None:
+        """The end of every process's log, to stderr (after an error)."""
+        for proc in self.procs:
+            path = self.directory / f"{proc.name}.log"
+            if path.exists():
+                log(f"--- {proc.name}\n" + path.read_text(errors="replace")[-3000:])
+
     def kill_all(self) -> None:
         for proc in reversed(self.procs):
             if proc.poll() is None:
@@ -292,11 +142,21 @@ class Processes:
                 proc.wait(10)
 
 
-def free_port() -> int:
+def free_port(pair: bool = False) -> int:
+    """A free port on 127.0.0.1 (with ``pair``, the next one is free too: bench/muxwire.py's)."""
     import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if not pair:
+            return port
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue
 
 
 BACKLOG_WRAPPER = """
@@ -339,11 +199,17 @@ def listen_overflows() -> int | None:
 
 class Master:
     def __init__(self, procs: Processes, name: str, zk_url: str, args: argparse.Namespace,
-                 profile: str | None = None) -> None:
+                 profile: str | None = None, turns_file: Path | None = None) -> None:
         self.name = name
-        self.port, self.http_port = free_port(), free_port()
+        mux = getattr(args, "mux", False)
+        self.port, self.http_port = free_port(pair=mux), free_port()
         prefix = [sys.executable, "-m", "cProfile", "-o", profile] if profile else [sys.executable]
-        if args.master_backlog:
+        #: with turns_file: every loop turn recorded (bench/master_turns.py; see turns())
+        self.turns_file = turns_file
+        if turns_file is not None or mux:
+            assert turns_file is not None, "the mux goes with the turns wrapper"
+            prefix += [str(HERE / "master_turns.py"), str(turns_file)] + (["--mux"] if mux else [])
+        elif getattr(args, "master_backlog", 0):
             # an experiment, not the product: the ROUTER's listen backlog raised before it binds
             wrapper = procs.directory / "master_with_backlog.py"
             wrapper.write_text(BACKLOG_WRAPPER % args.master_backlog)
@@ -378,11 +244,33 @@ class Master:
         return out
 
     def wait_serving(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while self.get("/health", timeout=1.0) is None:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"master {self.name} did not start")
-            time.sleep(0.05)
+        def serving() -> bool:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"master {self.name} exited before it served")
+            return self.get("/health", timeout=1.0) is not None
+
+        wait(serving, timeout, f"master {self.name} to serve")
+
+    def forget_turns(self) -> None:
+        """Start recording loop turns afresh (a master started with turns_file)."""
+        os.kill(self.proc.pid, signal.SIGUSR1)
+
+    def turns(self, timeout: float = 60.0) -> dict:
+        """The loop turns since forget_turns(): {"since", "at", "turns": [seconds...]}."""
+        assert self.turns_file is not None
+        self.turns_file.unlink(missing_ok=True)
+        os.kill(self.proc.pid, signal.SIGUSR2)
+        wait(self.turns_file.exists, timeout, f"{self.name}'s loop turns")
+        return json.loads(self.turns_file.read_text())
+
+    def rss(self) -> dict[str, int]:
+        """The process's resident memory now and at its peak (bytes)."""
+        out = {}
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0]) * 1024
+        return out
 
     def kill(self) -> None:
         os.killpg(self.proc.pid, signal.SIGKILL)
@@ -404,6 +292,7 @@ class AgentWorkers:
     def __init__(self, procs: Processes, zk_url: str, agents: int, tasks: int, args: argparse.Namespace) -> None:
         self.rounds: list[dict] = []
         self.ready: list[dict] = []
+        self.other: list[dict] = []   # "stats" lines (SIGUSR1)
         self.cond = threading.Condition()
         self.workers = []
         per = args.agents_per_process
@@ -411,9 +300,11 @@ class AgentWorkers:
         for w, first in enumerate(range(0, agents, per)):
             count = min(per, agents - first)
             proc = procs.start(f"agents-{w}", [
-                sys.executable, str(Path(__file__).resolve()), "agents", "--zk", zk_url, "--first", str(first),
+                sys.executable, str(HERE / "simagents.py"), "--master", zk_url, "--first", str(first),
                 "--count", str(count), "--tasks-per-agent", str(tasks_per_agent),
-                "--frameworks", str(args.frameworks), "--resources", args.agent_resources],
+                "--frameworks", str(args.frameworks), "--resources", args.agent_resources,
+                *(["--mux", "--admission-window", str(args.admission_window)] if getattr(args, "mux", False)
+                  else [])],
                 stdout=subprocess.PIPE)
             self.workers.append(proc)
             threading.Thread(target=self._read, args=(proc,), daemon=True).start()
@@ -425,7 +316,7 @@ class AgentWorkers:
                 log(f"a simulated agent was answered ERROR: {record['message']}")
                 continue
             with self.cond:
-                (self.rounds if record["event"] == "round" else self.ready).append(record)
+                {"round": self.rounds, "ready": self.ready}.get(record["event"], self.other).append(record)
                 self.cond.notify_all()
 
     def wait_rounds(self, leader: str, timeout: float) -> list[dict]:
@@ -531,6 +422,20 @@ def registry_version(client, path: str) -> int | None:
     return sum(stat.version + 1 for stat in stats) if stats else None
 
 
+def registry_shards(client, path: str) -> dict:
+    """The registry's znodes: how many, the largest (ZooKeeper refuses a
+    znode over jute.maxbuffer, about 1 MiB) and the agents' shards."""
+    node = f"{path}/registry"
+    sizes = {"": client.exists(node).dataLength}
+    for child in client.get_children(node):
+        stat = client.exists(f"{node}/{child}")
+        if stat is not None:
+            sizes[child] = stat.dataLength
+    agent_shards = [size for name, size in sizes.items() if name.startswith("agents.")]
+    return {"znodes": len(sizes), "largest_bytes": max(sizes.values()), "agent_shards": len(agent_shards),
+            "largest_agent_shard_bytes": max(agent_shards, default=0), "sizes": sizes}
+
+
 def _registry_stats(client, path: str) -> list:
     node = f"{path}/registry"
     try:
@@ -581,21 +486,25 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
     path = f"/mesoslike-bench/a{agents}-t{tasks}-b{args.master_backlog}-{os.getpid()}"
     zk_url = zk.url(path)
     url = ZkUrl.parse(zk_url)
+    args.mux = agents > args.mux_above
     log(f"--- {agents} agents, {tasks} tasks ({tasks // agents} per agent), {args.frameworks} frameworks"
-        + (f"; masters with listen backlog {args.master_backlog}" if args.master_backlog else ""))
+        + (f"; masters with listen backlog {args.master_backlog}" if args.master_backlog else "")
+        + ("; agents multiplexed (bench/muxwire.py)" if args.mux else ""))
     kazoo = KazooClient(hosts=url.hosts)
     kazoo.start(timeout=10)
     result: dict = {"agents": agents, "tasks": (tasks // agents) * agents, "frameworks": args.frameworks,
+                    "agent_wire": "muxwire" if args.mux else "zmtp",
                     "agent_processes": math.ceil(agents / args.agents_per_process), "failovers": []}
     try:
-        masters = [Master(procs, f"a{agents}-master1", zk_url, args)]
+        masters = [Master(procs, f"a{agents}-master1", zk_url, args, turns_file=workdir / "master1.turns")]
         masters[0].wait_serving(30)
         wait(masters[0].is_leader, 30, "the first master to lead")
         profile = None
         if args.profile:
             profile = f"{args.profile}.{agents}x{tasks}" + (f".backlog{args.master_backlog}" if args.master_backlog
                                                            else "")
-        masters.append(Master(procs, f"a{agents}-master2", zk_url, args, profile=profile))
+        masters.append(Master(procs, f"a{agents}-master2", zk_url, args, profile=profile,
+                              turns_file=workdir / "master2.turns"))
         masters[1].wait_serving(30)
 
         started = time.monotonic()
@@ -611,6 +520,7 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
         stored, size = wait_registry(kazoo, path, agents)
         result["registry_bytes"] = size
         result["registry_bytes_per_agent"] = round(size / agents, 1)
+        result["registry_shards"] = registry_shards(kazoo, path)
         log(f"registry stored: {stored} agents, {size} bytes")
 
         leader, standby = masters
@@ -637,6 +547,7 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
             writes_before = registry_version(kazoo, path)
             cpu_before = {"new_leader": cpu_seconds([standby.proc.pid]),
                           "agent_processes": cpu_seconds([w.pid for w in workers.workers])}
+            standby.forget_turns()
             killed_at = time.monotonic()
             leader.kill()
             log(f"failover {number + 1}: killed {leader.name}")
@@ -687,6 +598,10 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
                 record["registry_load_s"] = serving_at - detected
             record["reregistration_s"] = last_agent - serving_at
             record["resubscription_s"] = framework_times[-1] - serving_at
+            turns = standby.turns()["turns"]
+            record["new_leader_turns"] = {"count": len(turns), "longest_s": round(max(turns, default=0.0), 4),
+                                          "busy_s": round(sum(turns), 3)}
+            record["new_leader_rss_bytes"] = standby.rss()
             metrics = standby.metrics()
             record["new_leader_agents"] = metrics.get("mesoslike_agents_registered")
             record["new_leader_running_tasks"] = metrics.get('mesoslike_tasks{state="TASK_RUNNING"}')
@@ -706,7 +621,8 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
             if number + 1 < args.failovers:
                 # the killed master comes back as the standby; the new leader
                 # must have stored every agent before the next failover
-                replacement = Master(procs, f"{leader.name}-r{number + 1}", zk_url, args)
+                replacement = Master(procs, f"{leader.name}-r{number + 1}", zk_url, args,
+                                     turns_file=workdir / f"master-r{number + 1}.turns")
                 replacement.wait_serving(30)
                 wait_registry(kazoo, path, agents)
                 leader, standby = standby, replacement
@@ -749,33 +665,45 @@ def code_info() -> dict:
     return {"git_head": head, "git_blobs": blob_ids(CODE_FILES), "product_files_differ_from_head": dirty}
 
 
+def stop_on_sigterm() -> None:
+    """SIGTERM ends the run as an error does: every process it started is killed."""
+    def stop(*_: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)   # once: the cleanup and the JSON are not cut short
+        raise KeyboardInterrupt("SIGTERM")
+    signal.signal(signal.SIGTERM, stop)
+
+
+def add_cluster_options(parser: argparse.ArgumentParser, zk_heap: str, timeout: float) -> None:
+    """The options of a simulated cluster (ZooKeeper, masters, simulated agents) that
+    this benchmark and bench/scale_master.py share."""
+    parser.add_argument("--zk-heap", default=zk_heap, help=f"the ZooKeeper server's -Xmx (default {zk_heap})")
+    parser.add_argument("--zk-session-timeout", type=float, default=5.0,
+                        help="the masters' ZooKeeper session timeout, s (default 5)")
+    parser.add_argument("--agent-resources", default=AGENT_RESOURCES, help=f"(default {AGENT_RESOURCES})")
+    parser.add_argument("--agents-per-process", type=int, default=25000,
+                        help="simulated agents per worker process (default 25000)")
+    parser.add_argument("--timeout", type=float, default=timeout,
+                        help=f"give up a phase after this long (default {timeout:g})")
+    parser.add_argument("--admission-window", type=int, default=500,
+                        help="multiplexed agents: at most this many registrations of a worker process unanswered "
+                             "at a time while the first master admits them (a cluster brought up; a failover is "
+                             "all at once; default 500)")
+    parser.add_argument("--mux-above", type=int, default=MUX_ABOVE,
+                        help="sizes with more agents than this multiplex them over a few streams to the masters "
+                             f"(bench/muxwire.py: a process here may hold at most 20,000 files; default {MUX_ABOVE})")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "reregistration":   # real agents back after a master restart / ZooKeeper outage
         import reregistration
         return reregistration.main(argv[1:])
-    if argv and argv[0] == "agents":
-        parser = argparse.ArgumentParser(prog="failover.py agents")
-        parser.add_argument("--zk", required=True)
-        parser.add_argument("--first", type=int, required=True)
-        parser.add_argument("--count", type=int, required=True)
-        parser.add_argument("--tasks-per-agent", type=int, required=True)
-        parser.add_argument("--frameworks", type=int, required=True)
-        parser.add_argument("--resources", default=AGENT_RESOURCES)
-        return run_agents(parser.parse_args(argv[1:]))
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default=DEFAULT_SIZES, help=f"AGENTSxTASKS,... (default {DEFAULT_SIZES})")
     parser.add_argument("--frameworks", type=int, default=4, help="frameworks owning the tasks (default 4)")
     parser.add_argument("--failovers", type=int, default=3, help="failovers per size (default 3)")
-    parser.add_argument("--zk-heap", default="1g", help="the ZooKeeper server's -Xmx (default 1g)")
-    parser.add_argument("--zk-session-timeout", type=float, default=5.0,
-                        help="the masters' ZooKeeper session timeout, s (default 5)")
+    add_cluster_options(parser, zk_heap="1g", timeout=300.0)
     parser.add_argument("--allocation-interval", type=float, default=1.0, help="the masters' (default 1)")
-    parser.add_argument("--agent-resources", default=AGENT_RESOURCES, help=f"(default {AGENT_RESOURCES})")
-    parser.add_argument("--agents-per-process", type=int, default=2500,
-                        help="simulated agents per worker process (default 2500)")
-    parser.add_argument("--timeout", type=float, default=300.0, help="give up a phase after this long (default 300)")
     parser.add_argument("--profile", default=None, metavar="PREFIX",
                         help="run the standby master under cProfile and write its profile to "
                              "PREFIX.<agents>x<tasks>[.backlog<N>] (one failover per size: the profiled master is "
@@ -808,9 +736,9 @@ def main(argv: list[str] | None = None) -> int:
     if not ZOOKEEPER_JAR.exists() or java() is None:
         print("failover.py needs ZooKeeper and Java (Debian: apt-get install zookeeper)", file=sys.stderr)
         return 2
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = max(soft, min(hard, 65536))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))  # the masters hold one connection per agent
+    # the masters hold one connection per agent (and, while agents reconnect, some more): as root the
+    # hard limit is raised too; the processes started inherit it
+    raise_file_limit(2 * max(agents for agents, _ in sizes) + 4096)
 
     command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, os.getcwd()), *argv])
     doc: dict = {
@@ -832,7 +760,8 @@ def main(argv: list[str] | None = None) -> int:
             "agents_per_process": args.agents_per_process,
             "agent_backoff_s": list(AGENT_BACKOFF),
             "agent_backoff_jitter": AGENT_JITTER,
-            "agent_poll_s": AGENT_POLL_S,
+            "agents": "bench/simagents.py: one TCP connection speaking ZMTP 3.0 (a DEALER's protocol) per agent, "
+                      "driven by one epoll loop per worker process",
             "cpu_pinning": None if args.master_cpus is None else {
                 "masters": sorted(args.master_cpus), "zookeeper_agents_frameworks": sorted(os.sched_getaffinity(0))},
             "failovers_per_size": args.failovers,
@@ -850,6 +779,7 @@ def main(argv: list[str] | None = None) -> int:
             "sizes": {}}}
     started = time.perf_counter()
     load_start = os.getloadavg()
+    stop_on_sigterm()
     with tempfile.TemporaryDirectory(prefix="mesoslike-failover-") as scratch:
         workdir = Path(scratch)
         procs = Processes(workdir)
@@ -871,10 +801,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"error: {doc['error']}; logs in {workdir}")
             if zk is not None:
                 log("--- zookeeper\n" + zk.node.log_tail(15))
-            for proc in procs.procs:
-                path = workdir / f"{proc.name}.log"
-                if path.exists():
-                    log(f"--- {proc.name}\n" + path.read_text(errors="replace")[-3000:])
+            procs.log_tails()
         finally:
             procs.kill_all()
             if zk is not None:

@@ -36,7 +36,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchlib import emit as emit_result, machine_info
+from benchlib import emit as emit_result, machine_info, wait
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -54,13 +54,8 @@ def _get(url: str) -> dict | None:
 
 
 def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)   # a benchmark polling a real cluster: the resolution is 10 ms
-    raise RuntimeError(f"timed out after {timeout:g}s waiting for {what}")
+    # a benchmark polling a real cluster: the resolution is 10 ms
+    return wait(predicate, timeout, what, interval=0.01)
 
 
 def _hostnames(http: str) -> list[str]:

@@ -183,16 +183,8 @@ def get_json(url: str, timeout: float = 60.0) -> dict:
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except OSError:
-            value = None
-        if value:
-            return value
-        time.sleep(0.1)
-    raise SystemExit(f"gave up waiting for {what}")
+    """benchlib.wait for an HTTP endpoint or file that may not be up yet."""
+    return benchlib.wait(predicate, timeout, what, interval=0.1, transient=(OSError,))
 
 
 class Cluster:

@@ -8,7 +8,10 @@ single-process count. Run it against a local cluster::
     mesoslike local -- python examples/wordcount.py
 
 (the agents share this machine's file system; on a real cluster the shard
-directory must be shared storage).
+directory must be shared storage). The directory is made under ``/var/tmp``
+(``--data-dir``), not ``/tmp``: each task has a private ``/tmp`` of its own
+(docs/containers.rst), so a directory in the host's ``/tmp`` is out of its
+sight.
 """
 
 from __future__ import annotations
@@ -148,11 +151,15 @@ def main() -> int:
     parser.add_argument("--words", type=int, default=50_000, help="words per shard (default 50000)")
     parser.add_argument("--seed", type=int, default=7, help="corpus seed (default 7)")
     parser.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
+    parser.add_argument("--data-dir", default="/var/tmp",
+                        help="where the shared corpus directory is made (default /var/tmp: tasks do not see the "
+                             "host's /tmp)")
     args = parser.parse_args()
     if args.shards < 1 or args.words < 1:
         parser.error("--shards and --words must be >= 1")
 
-    work = tempfile.mkdtemp(prefix="wordcount-")
+    work = tempfile.mkdtemp(prefix="wordcount-", dir=args.data_dir)
+    os.chmod(work, 0o755)   # tasks of another user read the shards too (their counts are written by them)
     shards = write_corpus(work, args.shards, args.words, args.seed)
     print(f"corpus: {args.shards} shards x {args.words} words in {work}")
     scheduler = WordCountScheduler(shards, work)

@@ -22,12 +22,17 @@ from mesoslike.transport import CurveKeys, check_secret_file_mode, load_public_k
 __all__ = ["Credentials", "Refused", "load_credentials", "parse_credentials", "load_keys", "load_master_key",
            "client_keys",
            "KEY_ENV", "MASTER_KEY_ENV", "TOKEN_ENV", "FUXI_KEY_ENV", "FUXI_CREDENTIALS_ENV", "LocalKeys",
+           "MESOS_PRINCIPAL_ENV", "MESOS_SECRET_ENV", "MESOS_CREDENTIAL_FILE",
            "local_keys"]
 
 #: where a client finds its secret certificate, the master's public one, and an operator token
 KEY_ENV, MASTER_KEY_ENV, TOKEN_ENV = "MESOSLIKE_KEY", "MESOSLIKE_MASTER_KEY", "MESOSLIKE_TOKEN"
 #: the Fuxi service's public certificate (for its job clients) and the credentials it serves them with
 FUXI_KEY_ENV, FUXI_CREDENTIALS_ENV = "MESOSLIKE_FUXI_KEY", "MESOSLIKE_FUXI_CREDENTIALS"
+#: a framework's Mesos credential, as Mesos's example frameworks read it from their environment
+MESOS_PRINCIPAL_ENV, MESOS_SECRET_ENV = "MESOS_EXAMPLE_PRINCIPAL", "MESOS_EXAMPLE_SECRET"
+#: ``mesoslike local``'s file of the client's Mesos credential (Mesos's --credential JSON format)
+MESOS_CREDENTIAL_FILE = "mesos.credential"
 
 
 def load_credentials(path: str) -> Credentials:
@@ -119,6 +124,8 @@ class LocalKeys:
     master_public: str          #: path of the master's public certificate (MESOSLIKE_MASTER_KEY)
     credentials: Credentials
     token: str = attrs.field(repr=False)
+    #: the ``client`` principal's HTTP secret (Mesos's v1 APIs: pymesos's ``principal="client", secret=...``)
+    client_token: str = attrs.field(repr=False, default="")
 
     def client_environment(self) -> dict[str, str]:
         """What a client of the cluster needs in its environment. A Fuxi
@@ -127,7 +134,14 @@ class LocalKeys:
         service"): its public certificate is the client's."""
         return {KEY_ENV: self.client_secret, MASTER_KEY_ENV: self.master_public, TOKEN_ENV: self.token,
                 FUXI_KEY_ENV: self.client_secret[:-len("_secret")],
-                FUXI_CREDENTIALS_ENV: os.path.join(self.directory, "credentials.toml")}
+                FUXI_CREDENTIALS_ENV: os.path.join(self.directory, "credentials.toml"),
+                # Mesos's example frameworks read these (and pass them to their drivers)
+                MESOS_PRINCIPAL_ENV: "client", MESOS_SECRET_ENV: self.client_token}
+
+    @property
+    def mesos_credential(self) -> str:
+        """The file with the client's Mesos credential, Mesos's JSON ``{"principal": ..., "secret": ...}``."""
+        return os.path.join(self.directory, MESOS_CREDENTIAL_FILE)
 
 
 def local_keys(directory: str, agents: int, user: str) -> LocalKeys:
@@ -141,20 +155,18 @@ def local_keys(directory: str, agents: int, user: str) -> LocalKeys:
     for name in names:
         if not os.path.exists(os.path.join(directory, f"{name}.key_secret")):
             new_certificate(directory, name)
-    token_file = os.path.join(directory, "operator.token")
-    if not os.path.exists(token_file):
-        descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as file:
-            file.write(secrets.token_urlsafe(24) + "\n")
-    check_secret_file_mode(token_file)
-    with open(token_file) as file:
-        token = file.read().strip()
+    token = _local_token(os.path.join(directory, "operator.token"))
+    # the client's HTTP secret: what a Mesos v1 client (pymesos) gives as principal "client"'s secret
+    client_token = _local_token(os.path.join(directory, "client.token"))
+    _write_private(os.path.join(directory, MESOS_CREDENTIAL_FILE),
+                   json.dumps({"principal": "client", "secret": client_token}) + "\n")
     agent_names = [f"node-{i}" for i in range(agents)]
     lines = ["# made by mesoslike local: its principals and ACLs (docs/security.rst)"]
     for name, kinds in [*((agent, ["agent"]) for agent in agent_names), ("client", ["framework"]),
                         ("operator", ["operator"])]:
         lines += [f"[principals.{json.dumps(name)}]", f"key = {json.dumps(name + '.key')}",
                   f"kinds = {json.dumps(kinds)}", *([f"token = {json.dumps(token)}"] if name == "operator" else []),
+                  *([f"token = {json.dumps(client_token)}"] if name == "client" else []),
                   # the Fuxi service runs the client's jobs' workers as this user (docs/security.rst)
                   *([f"user = {json.dumps(user)}"] if name == "client" else [])]
     lines += ["[[acls.register_agents]]", f"principals = {json.dumps(agent_names)}",
@@ -163,11 +175,26 @@ def local_keys(directory: str, agents: int, user: str) -> LocalKeys:
               "[[acls.update_quota]]", 'principals = ["operator"]',
               "[[acls.update_weights]]", 'principals = ["operator"]']
     credentials_file = os.path.join(directory, "credentials.toml")
-    descriptor = os.open(credentials_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as file:
-        file.write("\n".join(lines) + "\n")
-    os.chmod(credentials_file, 0o600)
+    _write_private(credentials_file, "\n".join(lines) + "\n")
     return LocalKeys(directory, CurveKeys.load(os.path.join(directory, "master.key_secret")),
                      tuple(CurveKeys.load(os.path.join(directory, f"{name}.key_secret")) for name in agent_names),
                      os.path.join(directory, "client.key_secret"), os.path.join(directory, "master.key"),
-                     load_credentials(credentials_file), token)
+                     load_credentials(credentials_file), token, client_token)
+
+
+def _local_token(path: str) -> str:
+    """The token kept in ``path`` (0600), made if missing."""
+    if not os.path.exists(path):
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(secrets.token_urlsafe(24) + "\n")
+    check_secret_file_mode(path)
+    with open(path) as file:
+        return file.read().strip()
+
+
+def _write_private(path: str, text: str) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(text)
+    os.chmod(path, 0o600)

@@ -56,6 +56,7 @@ deadlines and the bounds.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import resource
@@ -100,14 +101,21 @@ _READ_SIZE = 64 * 1024
 class Request:
     """One whole request: ``target`` as sent (path and query), ``headers``
     with lower-case names (repeated ones joined by ", "), ``client`` the
-    peer's address, and ``principal``: who the request authenticated as,
-    once a server's authorization said so (None: nobody, or not asked)."""
+    peer's address. The TCP connection it came on: ``client_port``,
+    ``local`` (the server's end: address and port) and ``connection``, a
+    number no other connection of this process had (0: unknown) — what a
+    handler that learns something of the peer may remember it by.
+    ``principal``: who the request authenticated as, once a server's
+    authorization said so (None: nobody, or not asked)."""
 
     method: str
     target: str
     headers: Mapping[str, str]
     body: bytes = b""
     client: str = ""
+    client_port: int = 0
+    local: tuple[str, int] = ("", 0)
+    connection: int = 0
     principal: str | None = None
 
     @property
@@ -242,12 +250,17 @@ class _Reject(Exception):
         self.status = status
 
 
+#: numbers the connections of every server of the process (never one number twice)
+_serials = itertools.count(1)
+
+
 class _Connection:
-    __slots__ = ("writer", "evicted")
+    __slots__ = ("writer", "evicted", "serial")
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self.writer = writer
         self.evicted = False
+        self.serial = next(_serials)
 
 
 class HTTPServer:
@@ -407,7 +420,7 @@ class HTTPServer:
                 if not isinstance(event, h11.Request):
                     return    # closed between requests
                 self._waiting.pop(connection, None)   # it sent a head: no longer evictable
-                request = await self._request(parser, reader, writer, event)
+                request = await self._request(parser, reader, writer, event, connection.serial)
             except _Reject as reject:
                 self.bad_requests += 1
                 await self._reject(parser, writer, reject)
@@ -440,7 +453,7 @@ class HTTPServer:
             raise _Deadline() from None
 
     async def _request(self, parser: h11.Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       head: h11.Request) -> Request:
+                       head: h11.Request, serial: int) -> Request:
         if len(head.target) + sum(len(name) + len(value) + 4 for name, value in head.headers) > MAX_HEAD:
             raise _Reject(431, f"a request head is at most {MAX_HEAD} bytes")
         headers: dict[str, str] = {}
@@ -466,9 +479,11 @@ class HTTPServer:
                 break
             else:
                 raise _Reject(400, "the request ended early")
-        peer = writer.get_extra_info("peername")
+        peer, local = writer.get_extra_info("peername"), writer.get_extra_info("sockname")
+        tcp = isinstance(peer, tuple) and isinstance(local, tuple)
         return Request(head.method.decode("latin-1"), target, headers, bytes(body),
-                       str(peer[0]) if isinstance(peer, tuple) else "")
+                       str(peer[0]) if isinstance(peer, tuple) else "", int(peer[1]) if tcp else 0,
+                       (str(local[0]), int(local[1])) if tcp else ("", 0), serial)
 
     def _call(self, request: Request) -> Response:
         try:

@@ -826,8 +826,19 @@ class Client(_Endpoint):
     def _reconnect(self, counted: bool = True) -> None:
         global _socket_generation
         old, old_monitor = self._socket, self._monitor
-        self._socket = self._new_socket(zmq.DEALER)
-        self._monitor = self._connect()
+        try:
+            self._socket = self._new_socket(zmq.DEALER)
+            self._monitor = self._connect()
+        except zmq.ZMQError as exc:
+            # no new socket now (the process's file or socket limit): keep the old connection, try again
+            # after the reconnect interval rather than let the caller's thread die of it
+            if self._socket is not old:
+                self._socket.close(linger=0)
+            self._socket, self._monitor = old, old_monitor
+            self._handshake_retry_at = time.monotonic() + self._reconnect_max_ms / 1000
+            log.error("cannot connect anew to %s (%s): keeping the old connection, trying again in %gs",
+                      self.address, exc, self._reconnect_max_ms / 1000)
+            return
         old.disable_monitor()
         old_monitor.close(linger=0)
         old.close(linger=0)

@@ -377,10 +377,10 @@ class Cluster(ProcessSet):
         return self.master
 
     def start_agent(self, hostname: str, resources: str, attributes: str = "", wait: bool = True,
-                    timeout: float = 20.0) -> Proc:
+                    timeout: float = 20.0, extra: tuple[str, ...] = ()) -> Proc:
         args = ["agent", "--master", self.address, "--resources", resources, "--hostname", hostname,
                 "--work-dir", str(self.work_root / hostname), "--key", self.keys.secret("agent1"),
-                "--master-key", self.master_key]
+                "--master-key", self.master_key, *extra]
         if attributes:
             args += ["--attributes", attributes]
         proc = self._start(f"agent-{hostname}", args)

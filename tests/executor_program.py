@@ -10,8 +10,12 @@ its ``command``:
   ``error`` callback (an update the agent refused) adds a line to
   ``PATH.errors``.
 
+- ``data N``: TASK_RUNNING, then TASK_FINISHED whose ``data`` is
+  :func:`pattern` of N bytes.
+
 Framework messages: ``ping`` is answered ``pong <executor id> <ident>``;
-``exit`` stops the driver (the process exits 0). Each TASK_RUNNING's
+``echo:...`` is sent back as it came; ``exit`` stops the driver (the
+process exits 0). Each TASK_RUNNING's
 message is ``pid <ident>``: tests tell one process from another by it.
 ``<ident>`` is ``<pid>@<inode of its PID namespace>``: the executor runs in
 a PID namespace of its own (docs/containers.rst), where its pid is 2 like
@@ -27,6 +31,11 @@ from mesoslike import TaskState, TaskStatus
 from mesoslike.executor import Executor, ExecutorDriver
 
 IDENT = f"{os.getpid()}@{os.stat('/proc/self/ns/pid').st_ino}"
+
+
+def pattern(size: int) -> bytes:
+    """``size`` bytes every one of which says where it is (NUL bytes too)."""
+    return (bytes(range(256)) * (size // 256 + 1))[:size]
 
 
 class TestExecutor(Executor):
@@ -50,6 +59,8 @@ class TestExecutor(Executor):
             self.held.add(task.task_id)
         elif words[:1] == ["exit"]:
             os._exit(int(words[1]))
+        elif words[:1] == ["data"]:
+            driver.send_status_update(TaskStatus(task.task_id, TaskState.FINISHED, data=pattern(int(words[1]))))
         elif words[:1] == ["flood"]:
             self.errors_file = words[2] + ".errors"
             threading.Thread(target=self.flood, args=(driver, task.task_id, int(words[1]), words[2]),
@@ -75,6 +86,8 @@ class TestExecutor(Executor):
     def framework_message(self, driver, data):
         if data == b"ping":
             driver.send_framework_message(f"pong {driver.executor_id} {IDENT}".encode())
+        elif data.startswith(b"echo:"):
+            driver.send_framework_message(data)
         elif data == b"exit":
             driver.stop()
 

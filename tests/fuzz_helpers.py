@@ -6,7 +6,7 @@ of the wrong type, huge numbers (1.7e305, 1e308, 2**64 - 1...), hostile
 resources strings (each quantity or their sum too large, 5,000-digit range
 bounds), strings of a megabyte, and the valid examples themselves (so that
 state changes happen between the junk). Oversize frames (over the master
-protocol's 8 MiB) are separate: ZeroMQ drops the connection that sends one,
+protocol's frame limit: the default --max-message-size and 1 MiB) are separate: ZeroMQ drops the connection that sends one,
 so a test sends them on a connection of their own (:func:`oversize_frame`).
 """
 
@@ -19,7 +19,7 @@ import msgpack
 
 from codec_helpers import HOSTILE_NUMBERS, HOSTILE_RESOURCES, ODD_VALUES, _lookup, _paths, _replaced
 from mesoslike.wire import encode
-from mesoslike.wire.codec import DEFAULT_MAX_MESSAGE_SIZE
+from mesoslike.wire.codec import CODEC
 
 KINDS = ("bytes", "truncated", "wrong_type", "huge_number", "resources", "long_string", "valid")
 
@@ -66,5 +66,5 @@ def _mutated(rng: random.Random, plain: dict, kind: str, protect: tuple[str, ...
 
 
 def oversize_frame() -> bytes:
-    """A frame one byte over the master protocol's limit."""
-    return b"\x00" * (DEFAULT_MAX_MESSAGE_SIZE + 1)
+    """A frame one byte over the master protocol's limit (a master's or agent's of the default --max-message-size)."""
+    return b"\x00" * (CODEC.max_message_size + 1)

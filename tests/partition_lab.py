@@ -32,7 +32,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Callable, TypeVar
 import attrs
 
 from environment import unavailable
+from waiting import wait_until
 
 T = TypeVar("T")
 
@@ -253,12 +253,7 @@ def stop(process: subprocess.Popen, signum: int = signal.SIGTERM, timeout: float
 
 
 def wait_for_file_line(path: Path, text: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and text in path.read_text(errors="replace"):
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"{path} did not say {text!r} within {timeout}s")
+    wait_until(lambda: text in path.read_text(errors="replace"), timeout, f"{path} to say {text!r}", interval=0.05)
 
 
 class Observer:

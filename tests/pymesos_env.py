@@ -25,7 +25,8 @@ VENV = ROOT / "build" / "pymesos-venv"
 #: what is installed, pinned
 PYMESOS = "pymesos==0.3.15"
 HTTP_PARSER = "http-parser==0.9.0"
-OTHERS = ["six==1.16.0", "addict==2.4.0"]
+#: pymesos's other dependencies (kazoo: its zk:// master detector)
+OTHERS = ["six==1.16.0", "addict==2.4.0", "kazoo==2.11.0"]
 #: how http-parser's setup.py is run: as on PyPy (``IS_PYPY``), which builds no C extension
 _PURE_SETUP = """
 import sys
@@ -42,7 +43,7 @@ def python() -> Path:
 def _works() -> bool:
     if not python().exists():
         return False
-    check = subprocess.run([str(python()), "-c", "import pymesos, http_parser.http, addict; "
+    check = subprocess.run([str(python()), "-c", "import pymesos, http_parser.http, addict, kazoo; "
                                                 "assert pymesos.__VERSION__ == '0.3.15'"],
                            capture_output=True, timeout=60)
     return check.returncode == 0

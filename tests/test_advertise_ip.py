@@ -40,7 +40,9 @@ def test_a_master_bound_to_every_interface_advertises_this_hosts_address(cluster
     assert state["leader"]["http_address"] == f"http://{host}:{cluster.http_port}"
     hosts, path = url[len("zk://"):].split("/", 1)
     (member,) = members(hosts, "/" + path)
-    assert member["address"] == f"tcp://{host}:{cluster.port}" and "0.0.0.0" not in json.dumps(member)
+    # Mesos's MasterInfo (its address: the HTTP API's), ours beside it
+    assert member["mesoslike_address"] == f"tcp://{host}:{cluster.port}" and "0.0.0.0" not in json.dumps(member)
+    assert member["address"] == {"hostname": host, "ip": host, "port": cluster.http_port}
     assert f"bound to tcp://0.0.0.0:{cluster.port}" in cluster.master.output()
 
 

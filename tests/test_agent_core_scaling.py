@@ -19,9 +19,9 @@ def test_turns_do_not_walk_the_streams_and_due_updates_still_go_out_again():
     tasks = 500
     for i in range(tasks):
         launch(core, f"t{i}", resources="cpus:1;mem:1")
-    counting = CountingDict()
-    counting.update(core._streams)
-    core._streams = counting
+    counting = CountingDict()   # the streams by task, inside the agent's UpdateStreams
+    counting.update(core._streams._streams)
+    core._streams._streams = counting
     for _ in range(100):                       # turns with nothing due
         assert core.tick() == []
         assert core.next_wakeup() == pytest.approx(clock.now() + UPDATE_BACKOFF_INITIAL, abs=1.0)

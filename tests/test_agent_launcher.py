@@ -6,7 +6,6 @@ the launcher, and the tasks end as they would."""
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from mesoslike.agent.executor import LaunchFailed, TaskExecutor, TaskExit, TaskS
 from mesoslike.wire.types import CommandURI
 
 from test_agent_runtime import task
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -29,12 +29,14 @@ def executor(tmp_path):
 
 
 def events_until(executor, done, timeout=20.0):
+    """The executor's events from now until ``done(events)`` holds."""
     events = []
-    deadline = time.monotonic() + timeout
-    while not done(events) and time.monotonic() < deadline:
-        events += executor.poll()
-        time.sleep(0.01)
-    assert done(events), events
+
+    def collected():
+        events.extend(executor.poll())
+        return done(events)
+
+    wait_until(collected, timeout, "the executor's events", diagnostics=lambda: repr(events))
     return events
 
 
@@ -53,9 +55,7 @@ def test_supervisors_are_forked_by_one_launcher_and_end_their_tasks_as_ever(exec
     launcher = parent_of(supervisor)
     assert launcher != os.getpid() and parent_of(launcher) == os.getpid()   # the agent's child forks them
     run_dir = executor._runs[("fw", "sleeper")].run_dir
-    deadline = time.monotonic() + 10
-    while not (run_dir / "supervisor.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: (run_dir / "supervisor.json").exists(), 10, "the supervisor's record")
     assert f'"pid": {supervisor}' in (run_dir / "supervisor.json").read_text()   # what recovery finds it by
     assert os.getsid(supervisor) == supervisor                             # a session of its own
     for i, command in enumerate(["true", "exit 3", "kill -TERM $$"]):

@@ -127,7 +127,7 @@ def test_a_task_that_ends_while_its_agent_is_down_is_reported_with_its_real_exit
 
 
 def test_sigterm_stops_the_agent_and_its_tasks_keep_running_for_the_next_agent(cluster, cgroups_root):
-    cluster.start_master()
+    cluster.start_master(*PATIENT_MASTER)
     scheduler, agent, pids = launch(cluster, {"t1": 0}, "--cgroups-root", cgroups_root)
     agent.signal_group(signal.SIGTERM)
     assert agent.popen.wait(timeout=20) == 0

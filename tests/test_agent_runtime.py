@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent_helpers import master  # noqa: F401 (fixture)
+from waiting import wait_until
 from mesoslike.agent.executor import LaunchError, TaskExecutor, TaskExit, TaskStarted, path_component, sandbox_path
 from mesoslike.agent.runtime import AgentRuntime
 from mesoslike.agent.settings import AgentSettings
@@ -39,14 +40,6 @@ def make_agent(tmp_path, master):
         agent.stop()
 
 
-def wait_for(predicate, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
 def task(task_id, command, resources="cpus:0.5;mem:64", grace=3.0, **kwargs):
     return TaskInfo(task_id, "agent-1", command, R(resources), kill_grace_period=grace, **kwargs)
 
@@ -69,7 +62,7 @@ def live_group_members(pgid):
 
 
 def read_pid(path, timeout=10.0):
-    wait_for(lambda: path.exists() and path.read_text().strip(), timeout, f"{path}")
+    wait_until(lambda: path.exists() and path.read_text().strip(), timeout, f"{path}")
     return int(path.read_text().split()[0])
 
 
@@ -87,7 +80,7 @@ def test_agent_registers_with_its_resources_and_answers_pings(master, make_agent
     assert registration.agent.hostname == "agent-0"
     assert registration.agent.resources == R("cpus:2;mem:512;disk:100;ports:[31000-31010]")
     assert registration.agent.attributes == {"rack": "r1", "room": "er1"}
-    wait_for(lambda: agent.registered, what="registration")
+    wait_until(lambda: agent.registered, 10, "registration")
     assert agent.agent_id == "agent-1"
     master.send(m.Ping("agent-1"))
     assert master.expect(m.Pong) == m.Pong("agent-1")
@@ -155,7 +148,7 @@ def test_kill_task_escalates_to_sigkill_after_the_grace_period_and_leaves_no_pro
     sandbox = running_task(master, agent, "stubborn", "echo $$ > pid; trap '' TERM; sleep 60 & wait", grace=0.5)
     read_pid(sandbox / "pid")   # the shell runs (its $$ is its PID namespace's; the host's pid is the agent's)
     pgid = agent.executor.pid(FW.id, "stubborn")
-    wait_for(lambda: len(live_group_members(pgid)) >= 2, what="shell and sleep")
+    wait_until(lambda: len(live_group_members(pgid)) >= 2, 10, "shell and sleep")
     started = time.monotonic()
     master.send(m.KillTask("fw-1", "stubborn"))
     killed = master.update("stubborn")
@@ -170,8 +163,7 @@ def test_framework_message_is_appended_to_the_task_sandbox(master, make_agent):
     sandbox = running_task(master, agent, "reader", "sleep 60")
     for part in (b"one\n", b"two\n"):
         master.send(m.FrameworkMessage("fw-1", "agent-1", part, task_id="reader"))
-    wait_for(lambda: (sandbox / "messages").exists() and (sandbox / "messages").read_bytes() == b"one\ntwo\n",
-             what="messages file")
+    wait_until(lambda: (sandbox / "messages").read_bytes() == b"one\ntwo\n", 10, "messages file")
 
 
 def test_a_task_whose_sandbox_cannot_be_made_fails_instead_of_crashing_the_agent(master, make_agent, tmp_path):
@@ -197,7 +189,7 @@ def test_stop_with_running_tasks_leaves_no_process_behind(master, make_agent):
         read_pid(sandbox / "pid")
         pgids.append(agent.executor.pid(FW.id, name))
     for pgid in pgids:
-        wait_for(lambda: len(live_group_members(pgid)) == 3, what="three processes per task")
+        wait_until(lambda: len(live_group_members(pgid)) == 3, 10, "three processes per task")
     agent.stop()
     assert not agent._thread.is_alive()
     assert [live_group_members(pgid) for pgid in pgids] == [[], []]
@@ -271,11 +263,12 @@ def test_executor_reports_signals_and_kill_all_reaps_everything(tmp_path, make_e
     executor.launch("fw", task("self-kill", "kill -9 $$"), "agent-1")   # started asynchronously, by its supervisor
     executor.launch("fw", task("sleeper", "sleep 60", grace=0.2), "agent-1")
     events = []
-    deadline = time.monotonic() + 10
-    while not any(isinstance(e, TaskExit) and e.task_id == "self-kill" for e in events) \
-            and time.monotonic() < deadline:
-        events += executor.poll()
-        time.sleep(0.01)
+
+    def self_kill_ended():
+        events.extend(executor.poll())
+        return any(isinstance(e, TaskExit) and e.task_id == "self-kill" for e in events)
+
+    wait_until(self_kill_ended, 10, "the self-killing task to end")
     (pid,) = [e.pid for e in events if isinstance(e, TaskStarted) and e.task_id == "self-kill"]
     exits = [e for e in events if isinstance(e, TaskExit)]
     (self_kill,) = [e for e in exits if e.task_id == "self-kill"]

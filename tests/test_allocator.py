@@ -557,3 +557,17 @@ def test_a_preference_only_for_a_role_with_eligible_frameworks_and_a_past_until_
     alloc.prefer_role("n0", "b", until=5.0)
     alloc.remove_agent("n0")
     assert alloc.preferences() == {}
+
+
+def test_a_cycle_with_every_framework_suppressed_walks_no_agent():
+    # at 100,000 agents the list and shuffle of a cycle that can grant nothing
+    # cost ~0.1 s of the master's loop every allocation interval
+    alloc, clock = make()
+    for i in range(50):
+        alloc.add_agent(f"a{i}", R("cpus:4;mem:1024"))
+    alloc.add_framework("f", suppressed=True)
+    before = alloc._rng.getstate()
+    clock.advance(10.0)
+    assert alloc.tick() == [] and alloc._rng.getstate() == before   # no shuffle: no walk
+    alloc.revive_offers("f")
+    assert {offer.agent_id for offer in alloc.allocate()} == {f"a{i}" for i in range(50)}

@@ -18,7 +18,7 @@ from mesoslike.cli import main
 pytestmark = pytest.mark.timeout(60)
 
 REPO = Path(__file__).resolve().parent.parent
-SIMULATE_OPTIONS = ["workload", "trace-dir", "nodes", "pods", "time-scale", "sorter", "seed",
+SIMULATE_OPTIONS = ["workload", "trace-dir", "nodes", "pods", "copies", "time-scale", "sorter", "seed",
                     "refuse-seconds", "checkpoints", "json", "pending", "job-window", "load", "agents", "tasks", "workload-file",
                     "policy", "compare", "roles", "quota", "preemption", "cycle-chunk", "report", "timing"]
 SMALL_TRACE = ["--workload", "trace", "--nodes", "50", "--pods", "300", "--time-scale", "1000"]
@@ -128,11 +128,21 @@ def test_simulate_small_trace_json():
     (["--checkpoints", "0"], "Invalid value for '--checkpoints'"),
     (["--workload", "trace", "--trace-dir", "/no/such/dir"], "does not exist"),
     (["--nodes", "10"], "option --nodes applies only to --workload trace"),
+    (["--workload", "trace", "--copies", "0"], "Invalid value for '--copies'"),
+    (["--copies", "2"], "option --copies applies only to --workload trace"),
 ])
 def test_simulate_bad_arguments_exit_2(args, message):
     result = run("simulate", *args)
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+def test_simulate_trace_copies_make_the_cluster_and_its_pods_bigger():
+    result = run("simulate", "--workload", "trace", "--nodes", "20", "--pods", "50", "--copies", "3", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert document["agents"] == 60
+    assert document["tasks"]["submitted"] + sum(document["skipped_rows"].values()) == 150
 
 
 def test_simulate_trace_dir_without_the_files_exits_2(tmp_path):

@@ -222,7 +222,7 @@ def test_demo_framework_writes_whole_lines_into_a_pipe(tmp_path):
     assert "mesoslike local --port 0 --http-port 0 -- $(BIN)/python examples/wordcount.py" in rule
     done = subprocess.run([sys.executable, "-m", "mesoslike", "local", "--port", "0", "--http-port", "0",
                            "--work-dir", str(tmp_path / "work"), "--", sys.executable, "examples/wordcount.py",
-                           "--shards", "3", "--words", "2000"],
+                           "--shards", "3", "--words", "2000", "--data-dir", str(tmp_path)],
                           cwd=str(REPO), env=child_env(), stdin=subprocess.DEVNULL, capture_output=True, timeout=100)
     assert done.returncode == 0, done.stdout + done.stderr
     assert b"\r" not in done.stdout   # read as bytes: text mode would turn \r into \n

@@ -13,6 +13,7 @@ from mesoslike.resources import Resources
 from mesoslike.transport import Server
 from mesoslike.wire import messages as m
 from mesoslike.wire.types import Filters, FrameworkInfo, MasterInfo, Offer, TaskInfo, TaskState, TaskStatus
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -30,10 +31,13 @@ class FakeMaster:
         self.address = self.server.address
         self.info = MasterInfo(id="master-1", address=self.address)
         self.received = []   # (peer, message), not yet taken
+        self.arrived = 0     # frames received in all
 
     def _poll(self, timeout):
         if self.server.wait(timeout):
-            self.received.extend(self.server.receive())
+            frames = list(self.server.receive())
+            self.arrived += len(frames)
+            self.received.extend(frames)
 
     def expect(self, kind, timeout=DEADLINE):
         deadline = time.monotonic() + timeout
@@ -47,11 +51,18 @@ class FakeMaster:
                 raise AssertionError(f"no {kind.TYPE} within {timeout} s; got {[type(x[1]) for x in self.received]}")
             self._poll(min(remaining, 0.05))
 
-    def assert_nothing(self, kind, within):
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            self._poll(0.05)
-            assert not [msg for _, msg in self.received if isinstance(msg, kind)]
+    def assert_none_sent(self, kind, driver):
+        """No ``kind`` among what ``driver`` has sent so far: every frame it
+        handed to its socket (its client's ``stats.sent``, none left queued)
+        has arrived here, and none is one."""
+        stats = driver._client.stats
+
+        def all_arrived():
+            self._poll(0.01)
+            return stats.queued == 0 and self.arrived >= stats.sent
+
+        wait_until(all_arrived, DEADLINE, "the driver's frames to arrive")
+        assert not [msg for _, msg in self.received if isinstance(msg, kind)], self.received
 
     def send(self, peer, message):
         self.server.send(peer, message)
@@ -165,14 +176,6 @@ def running(task_id="t1", uuid="u-1"):
     return TaskStatus(task_id, TaskState.RUNNING, agent_id="agent-1", uuid=uuid, source="SOURCE_AGENT")
 
 
-def wait_until(predicate, timeout=DEADLINE):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.01)
-
-
 # ------------------------------------------------------------------ tests
 def test_the_driver_subscribes_and_gets_registered(master, drivers):
     driver, scheduler = start_driver(master, drivers)
@@ -203,7 +206,7 @@ def test_a_status_update_is_acknowledged_after_the_callback_returns(master, driv
         master, drivers, RecordingScheduler(status_update=lambda driver, status: release.wait(DEADLINE)))
     master.send(peer, m.Update(running()))
     scheduler.wait_for("status_update")
-    master.assert_nothing(m.Acknowledge, within=0.3)   # the callback is still running
+    master.assert_none_sent(m.Acknowledge, driver)   # the callback is still running
     release.set()
     _, ack = master.expect(m.Acknowledge)
     assert ack == m.Acknowledge("fw-1", "agent-1", "t1", "u-1")
@@ -215,14 +218,16 @@ def test_updates_without_uuid_are_not_acknowledged(master, drivers):
     master.send(peer, m.Update(running("t2")))
     _, ack = master.expect(m.Acknowledge)
     assert ack.task_id == "t2"
-    master.assert_nothing(m.Acknowledge, within=0.2)
+    master.assert_none_sent(m.Acknowledge, driver)
 
 
 def test_explicit_acknowledgements(master, drivers):
     driver, scheduler, peer = subscribed_driver(master, drivers, implicit_acknowledgements=False)
     master.send(peer, m.Update(running()))
+    master.send(peer, m.FrameworkMessage("fw-1", "agent-1", b"after"))
     (status,) = scheduler.wait_for("status_update")
-    master.assert_nothing(m.Acknowledge, within=0.3)
+    scheduler.wait_for("framework_message")   # the update's callback has returned: an implicit ack went before
+    master.assert_none_sent(m.Acknowledge, driver)
     assert driver.acknowledge_status_update(status) is DriverStatus.RUNNING   # from the test thread
     _, ack = master.expect(m.Acknowledge)
     assert ack == m.Acknowledge("fw-1", "agent-1", "t1", "u-1")
@@ -243,8 +248,8 @@ def test_a_raising_callback_is_reported_and_aborts_the_driver_as_mesos_does(mast
     assert driver.join(DEADLINE) is DriverStatus.ABORTED
     assert isinstance(driver.callback_exception, RuntimeError)
     master.send(peer, m.Update(running()))
-    master.assert_nothing(m.Acknowledge, within=0.3)
-    master.assert_nothing(m.Teardown, within=0.1)
+    master.assert_none_sent(m.Acknowledge, driver)
+    master.assert_none_sent(m.Teardown, driver)
     assert "status_update" not in scheduler.names()
 
 
@@ -256,7 +261,7 @@ def test_system_exit_in_a_callback_aborts_the_driver_too(master, drivers):
     master.send(peer, m.Update(running()))
     assert driver.join(DEADLINE) is DriverStatus.ABORTED
     assert isinstance(driver.callback_exception, SystemExit) and driver.callback_exception.code == 3
-    master.assert_nothing(m.Acknowledge, within=0.3)
+    master.assert_none_sent(m.Acknowledge, driver)
 
 
 def test_an_error_callback_that_raises_aborts_the_driver(master, drivers):
@@ -289,14 +294,14 @@ def test_stop_inside_a_callback_tears_down_and_ends_the_thread(master, drivers):
     assert driver.join(DEADLINE) is DriverStatus.STOPPED
     assert not driver._thread.is_alive()
     assert "resource_offers" not in scheduler.names()
-    master.assert_nothing(m.Acknowledge, within=0.2)   # stopped before the implicit acknowledgement
+    master.assert_none_sent(m.Acknowledge, driver)   # stopped before the implicit acknowledgement
 
 
 def test_stop_with_failover_from_another_thread_sends_no_teardown(master, drivers):
     driver, scheduler, peer = subscribed_driver(master, drivers)
     assert driver.stop(failover=True) is DriverStatus.STOPPED
     assert not driver._thread.is_alive()
-    master.assert_nothing(m.Teardown, within=0.3)
+    master.assert_none_sent(m.Teardown, driver)
     assert driver.launch_tasks(["o1"], []) is DriverStatus.STOPPED
     assert driver.start() is DriverStatus.STOPPED
 
@@ -374,7 +379,7 @@ def test_launch_before_subscription_gives_task_dropped(master, drivers):
     (status,) = scheduler.wait_for("status_update")
     assert (status.task_id, status.state) == ("t1", TaskState.DROPPED)
     scheduler.wait_for("error")
-    master.assert_nothing(m.Accept, within=0.2)
+    master.assert_none_sent(m.Accept, driver)
 
 
 def test_a_fatal_error_aborts_the_driver(master, drivers):

@@ -164,9 +164,9 @@ class HACluster(ProcessSet):
         and one of them leads. A master that died before answering (a port
         taken meanwhile) is started again on other ports."""
         pending = [self._launch_master(f"master{len(self.masters) + i + 1}") for i in range(count)]
-        deadline = time.monotonic() + timeout
         ready: list[Master] = []
-        while pending:
+
+        def all_serve() -> bool:
             for master in list(pending):
                 if master.health() is not None:
                     pending.remove(master)
@@ -176,9 +176,9 @@ class HACluster(ProcessSet):
                     master.proc.kill()
                     self.procs.remove(master.proc)
                     pending.append(self._launch_master(master.name + "-again"))
-            if time.monotonic() > deadline:
-                pytest.fail(f"masters {pending} did not serve /health in {timeout:g}s\n{self.diagnostics()}")
-            time.sleep(0.05)
+            return not pending
+
+        wait_for(all_serve, timeout, "every master to serve /health", diagnostics=self.diagnostics)
         ready.sort(key=lambda master: master.name)
         self.masters.extend(ready)
         self.wait_for_leader()
@@ -568,6 +568,10 @@ class LeaderSampler:
     def answers_of(self, name: str) -> list[tuple[float, bool]]:
         return [(received, answers[name]) for _, received, answers in self.samples if answers.get(name) is not None]
 
+    def rounds_since(self, moment: float) -> int:
+        """How many rounds were asked, and answered by all, after ``moment``."""
+        return sum(1 for sent, _, _ in self.samples if sent >= moment)
+
 
 class RawFramework:
     """A framework speaking the wire protocol over its own connection, with
@@ -597,6 +601,23 @@ class RawFramework:
         self.client.close()
 
 
+def established_tcp() -> list[tuple[int, int, int, str]]:
+    """(local port, remote port, bytes received and not yet read, socket
+    inode) of every ESTABLISHED TCP connection here, from /proc/net/tcp{,6}."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "01":   # ESTABLISHED
+                found.append((int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16),
+                               int(fields[4].split(":")[1], 16), fields[9]))
+    return found
+
+
 def zookeeper_peer_port(pid: int, ports: list[int]) -> int | None:
     """The ZooKeeper client port (one of ``ports``) that process ``pid`` has an
     established TCP connection to, from /proc (its socket inodes in /proc/net/tcp)."""
@@ -608,17 +629,13 @@ def zookeeper_peer_port(pid: int, ports: list[int]) -> int | None:
             continue
         if target.startswith("socket:["):
             inodes.add(target[len("socket:["):-1])
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            remote_port, state, inode = int(fields[2].rsplit(":", 1)[1], 16), fields[3], fields[9]
-            if inode in inodes and state == "01" and remote_port in ports:  # 01: ESTABLISHED
-                return remote_port
-    return None
+    return next((remote for _, remote, _, inode in established_tcp() if inode in inodes and remote in ports), None)
+
+
+def bytes_waiting(port: int) -> int:
+    """What peers have sent to connections of local ``port`` that its process
+    has not read: a frozen master's inbox."""
+    return sum(unread for local, _, unread, _ in established_tcp() if local == port)
 
 
 # ----------------------------------------------------------------- b. one ZooKeeper node dies
@@ -694,7 +711,8 @@ def test_frozen_leader_resumed_never_acts_as_leader_again(zookeeper, make_cluste
     try:
         probe.subscribe()
         with LeaderSampler(masters, interval=0.02) as sampler:
-            time.sleep(0.3)  # samples of the frozen master are waiting too
+            wait_for(lambda: bytes_waiting(old.port) and bytes_waiting(old.http_port), 10,
+                     "the SUBSCRIBE and a /health request to wait in the frozen master's sockets")
             woke_at = time.monotonic()
             old.proc.signal_group(signal.SIGCONT)
             queued_replies = probe.replies(2.0, lambda got: bool(got))
@@ -703,7 +721,8 @@ def test_frozen_leader_resumed_never_acts_as_leader_again(zookeeper, make_cluste
             # once it knows, a framework asking it is told who leads
             probe.subscribe()
             later_replies = probe.replies(5.0, lambda got: bool(got))
-            time.sleep(1.0)  # keep sampling a while after it woke
+            answered_at = time.monotonic()   # keep sampling a while after it woke
+            wait_for(lambda: sampler.rounds_since(answered_at) >= 20, 30, "20 more rounds of /health")
     finally:
         probe.close()
 
@@ -811,7 +830,7 @@ def test_a_resumed_frozen_leader_never_answers_a_framework_as_leader(zookeeper, 
             # the framework, not yet aware, re-subscribes to the frozen master: nothing in the
             # registry changes, so no (fenced) registry write delays the answer
             framework.subscribe()
-            time.sleep(0.2)
+            wait_for(lambda: bytes_waiting(leader.port), 10, "the SUBSCRIBE to wait in the frozen master's socket")
             leader.proc.signal_group(signal.SIGCONT)
             replies = framework.replies(2.0)
             if any(isinstance(r, m.Subscribed) for r in replies) and other.is_leader():
@@ -856,8 +875,10 @@ def test_reconciliation_during_failover_does_not_report_a_running_task_lost(zook
         scheduler.wait(lambda: scheduler.of("reregistered"), 20, "the framework to re-register", cluster.diagnostics)
         assert [a["hostname"] for a in second.state()["agents"]] == []  # expected back, not back yet
         before = len(scheduler.statuses("long"))
-        driver.reconcile_tasks([m.ReconcileTask("long", agent_id)])
-        time.sleep(1.0)  # an answer, if any, comes at once
+        # the master answers in order: the probe (a task on no agent it knows or expects) at once, so
+        # any answer about "long" comes before the probe's
+        driver.reconcile_tasks([m.ReconcileTask("long", agent_id), m.ReconcileTask("probe", "no-such-agent")])
+        scheduler.wait(lambda: scheduler.statuses("probe"), 20, "the answer about the probe", cluster.diagnostics)
         answers = scheduler.statuses("long")[before:]
     finally:
         agent.signal_group(signal.SIGCONT)
@@ -880,6 +901,9 @@ def test_a_zookeeper_connection_blip_keeps_the_leaders_cluster(zookeeper_ensembl
         if not node.running:
             node.start()
     cluster = make_cluster(group_url(ensemble, "blip"))
+    # while in doubt the leader sends nothing: a blip shorter than the framework's heartbeat grace
+    # (here 5 x 2 s) must not cut it off; the fast 0.5 s heartbeats of the other tests would
+    cluster.master_args = (*HA_MASTER_ARGS, "--heartbeat-interval", "2")
     cluster.start_masters(2)
     leader = cluster.wait_for_leader()
     cluster.start_agent("h1", "cpus:2;mem:512")
@@ -893,13 +917,15 @@ def test_a_zookeeper_connection_blip_keeps_the_leaders_cluster(zookeeper_ensembl
     try:
         ensemble.kill(victim)
         # the leader keeps its session (it reconnects to another node well within it) and leads again;
-        # its connection breaks at once (the node's socket is reset), so after a moment what it serves
-        # as leader is what it serves after the blip
-        time.sleep(0.5)
+        # its connection breaks at once (the node's socket is reset): once it is connected to another
+        # node, what it serves as leader is what it serves after the blip
+        wait_for(lambda: zookeeper_peer_port(leader.proc.pid, ports) not in (None, ports[victim]), 20,
+                 "the leader to reconnect to another ZooKeeper node", diagnostics=cluster.diagnostics)
         doc = wait_for(lambda: (lambda d: d if d.get("is_leader") else None)(leader.state()), 10,
                        "the same master to lead again", diagnostics=cluster.diagnostics)
         listed = [a["hostname"] for a in doc["agents"]]
-        time.sleep(1.0)
+        # tasks launched and finished through the leader after the blip: the framework was served on
+        scheduler.run_batch("after-blip", 2, 30, cluster.diagnostics)
         disconnects = scheduler.of("disconnected")
     finally:
         ensemble.start(victim)

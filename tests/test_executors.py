@@ -412,7 +412,7 @@ def test_garbage_and_a_wrong_secret_on_the_executor_channel_are_refused_and_the_
 
 
 # ------------------------------------------------------------ the cores, sans I/O
-def registered_agent_core():
+def registered_agent_core(**options):
     import random
 
     from mesoslike.agent.core import AgentCore
@@ -423,7 +423,8 @@ def registered_agent_core():
     clock = FakeClock(100.0)
     secrets = iter(["a" * 64, "b" * 64, "c" * 64])
     core = AgentCore(clock, AgentInfo("host-1", Resources.parse("cpus:4;mem:1024")), rng=random.Random(3),
-                     checkpoint=True, executor_endpoint="ipc:///tmp/x.sock", new_secret=lambda: next(secrets))
+                     checkpoint=True, executor_endpoint="ipc:///tmp/x.sock", new_secret=lambda: next(secrets),
+                     **options)
     core.tick()
     core.on_message(m.AgentRegistered("agent-1", MasterInfo("m", "tcp://127.0.0.1:1"), 1.0))
     return core, clock
@@ -606,8 +607,8 @@ def test_core_executor_driver_keeps_updates_until_acknowledged_and_resends_them_
     assert [c.message.status.uuid for c in out if isinstance(c, SendToAgent)] == ["u0"]
     core.on_message(x.ExecutorStatusAck("t1", "u0"))
     assert core.pending_updates == [] and core.tasks == []
-    with pytest.raises(ValueError):
-        core.send_framework_message(b"x" * (1024 * 1024 + 1))
+    with pytest.raises(ValueError, match="max-message-size"):
+        core.send_framework_message(b"x" * (core.max_message_size + 1))
 
 
 def test_core_executor_driver_sends_a_refused_update_again_after_a_backoff_keeping_each_tasks_order():
@@ -715,8 +716,14 @@ def test_the_channel_refuses_oversized_data_and_secrets_naming_the_field():
     from mesoslike.wire import WireError
     from mesoslike.wire import executor_messages as x
 
-    for fields, fragment in ((dict(type="EXECUTOR_MESSAGE", secret="a" * 64, data=b"x" * (1024 * 1024 + 1)), "data"),
-                             (dict(type="REGISTER_EXECUTOR", secret="a" * 65), "secret"),
+    from mesoslike.wire.codec import sized
+
+    # data: the channel's frames are sized to the agent's --max-message-size (here the least, 1 KiB: 8 MiB frames)
+    small = sized(x.EXECUTOR_CODEC, 1024)
+    with pytest.raises(WireError, match="exceeds the limit"):
+        small.decode(msgpack.packb({"v": 1, "type": "EXECUTOR_MESSAGE", "secret": "a" * 64,
+                                    "data": b"x" * small.max_message_size}, use_bin_type=True))
+    for fields, fragment in ((dict(type="REGISTER_EXECUTOR", secret="a" * 65), "secret"),
                              (dict(type="EXECUTOR_STATUS", secret="a" * 64, status={"task_id": "t"}), "state")):
         with pytest.raises(WireError, match=fragment):
             x.EXECUTOR_CODEC.decode(msgpack.packb({"v": 1, **fields}, use_bin_type=True))

@@ -146,6 +146,19 @@ def test_a_quota_group_caps_its_units(clock):
     assert core.status()["jobs"][0]["units"][0]["why_waiting"] == WAIT_QUOTA
 
 
+def test_why_waiting_says_of_one_unit_what_status_says(clock):
+    core = FuxiCore({"a": R("cpus:3;mem:1000")}, clock=clock)
+    job_id, _ = core.submit(job(unit(slots=5), quota_group="a"))
+    done_id, _ = core.submit(job(unit(name="small"), name="k"))
+    core.on_offers(offers("M1", "M2"))
+    assert core.why_waiting(job_id, "su") == WAIT_QUOTA == core.status(job_id)["jobs"][0]["units"][0]["why_waiting"]
+    assert core.why_waiting(done_id, "small") == ""             # all its slots granted: it does not wait
+    with pytest.raises(FuxiError, match="unknown job"):
+        core.why_waiting("nope", "su")
+    with pytest.raises(FuxiError, match="no unit 'other'"):
+        core.why_waiting(job_id, "other")
+
+
 def test_an_unknown_quota_group_is_refused_and_nothing_changes(clock):
     core = FuxiCore({"a": R("cpus:3")}, clock=clock)
     with pytest.raises(FuxiError, match="unknown quota group 'nope'"):

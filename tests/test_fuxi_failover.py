@@ -325,6 +325,7 @@ def test_a_restart_on_another_port_restarts_the_appmasters_there(services, tmp_p
              diagnostics=services.diagnostics)
     before = services.job(job_id)["appmaster"]
     first.kill()
+    at_kill = runs(log)
     port = free_port()
     services.ports = {"fuxi-moved": port}
     services.serve("fuxi-moved", port)
@@ -333,7 +334,15 @@ def test_a_restart_on_another_port_restarts_the_appmasters_there(services, tmp_p
     assert job["state"] == "succeeded", (job, services.diagnostics())
     assert job["appmaster"]["pid"] != before["pid"] and job["appmaster"]["address"] == before["address"]
     finished = [(r[1], r[2]) for r in runs(log) if r[0] == "end"]
-    assert len(finished) == len(set(finished)) == 11   # no finished instance ran again
+    assert len(set(finished)) == 11, finished
+    # no instance the AppMaster had recorded as done ran again: only those of the 3 slots whose runs were
+    # in flight when the old AppMaster went (running, or ended with their report not yet in its snapshot)
+    # may run once more, as Fuxi's at-least-once instances do
+    started_then = {(r[1], r[2]) for r in at_kill if r[0] == "start"}
+    ended_then = [(r[1], r[2]) for r in at_kill if r[0] == "end"]
+    in_flight = (started_then - set(ended_then)) | set(ended_then[-3:])
+    again = {instance for instance in finished if finished.count(instance) > 1}
+    assert again <= in_flight and all(finished.count(instance) <= 2 for instance in again), (finished, at_kill)
 
 
 # =============================================================== kill

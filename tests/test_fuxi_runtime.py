@@ -332,7 +332,9 @@ def test_the_worker_keeps_its_results_for_an_appmaster_that_comes_back(worker, t
     appmaster.receive(amp.Heartbeat)
     address = appmaster.server.address
     appmaster.close()                                                # the AppMaster dies mid-instance
-    time.sleep(2)
+    # the instance ends while no AppMaster listens: the worker says so in its log
+    wait_for(lambda: "instance 1 attempt 1 succeeded" in (tmp_path / "worker.log").read_text(), 10,
+             "the instance to end while the AppMaster is away")
     back = StandInAppMaster(tmp_path, address)                       # ... and a new one binds the same address
     try:
         back.receive(amp.Heartbeat)   # it still thinks it is welcome

@@ -11,12 +11,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from e2e_helpers import REPO, alive, child_env, task_processes
+from waiting import wait_until
 from mesoslike.frameworks.fuxi.model import load_job_file
 
 EXAMPLE = REPO / "examples" / "fuxi_wordcount"
@@ -229,10 +229,8 @@ def processes_naming(work_dir: Path) -> dict[int, str]:
 
 def assert_nothing_left(work_dir: Path) -> None:
     """The demo stopped everything it started: no process of it is left."""
-    deadline = time.monotonic() + 10
-    while processes_naming(work_dir) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert processes_naming(work_dir) == {}
+    wait_until(lambda: processes_naming(work_dir) == {}, 10, "the demo's processes to end",
+               interval=0.1, diagnostics=lambda: repr(processes_naming(work_dir)))
 
 
 @pytest.mark.timeout(150)

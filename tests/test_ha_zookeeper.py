@@ -187,9 +187,36 @@ def test_connect_creates_the_group_path(zookeeper):
 
 def test_contender_info_must_have_an_address():
     url = ZkUrl.parse("zk://127.0.0.1:2181/m")
-    for info in ({}, {"address": ""}, {"address": 5}, "tcp://h:1", {"address": "tcp://h:1", "x": object()}):
+    for info in ({}, {"address": ""}, {"address": 5}, "tcp://h:1", {"address": "tcp://h:1", "x": object()},
+                 {"address": {"ip": "10.0.0.1", "port": 5050}}):   # Mesos's MasterInfo without ours
         with pytest.raises(MesoslikeError):
             MasterContender(url, info, on_elected=lambda: None, on_demoted=lambda r: None)
+
+
+def test_a_member_in_mesoss_masterinfo_form_is_read_by_its_mesoslike_address(group, client):
+    """A master's znode is Mesos's MasterInfo JSON (``address`` an object:
+    Mesos's clients read it) with ours beside it; a Mesos master's own
+    znode (no ``mesoslike_address``) is no member of ours."""
+    path = group.url.path
+    client.ensure_path(path)
+    client.create(f"{path}/json.info_", json.dumps({"id": "mesos", "address": {"ip": "10.0.0.9", "port": 5050},
+                                                    "pid": "master@10.0.0.9:5050"}).encode(),
+                  ephemeral=True, sequence=True)
+    mesos_form = {"id": "m", "address": {"hostname": "127.0.0.1", "ip": "127.0.0.1", "port": 5051},
+                  "ip": 16777343, "port": 5051, "pid": "master@127.0.0.1:5051", "version": "1.11.0",
+                  "mesoslike_address": "tcp://127.0.0.1:5050", "http_address": "http://127.0.0.1:5051"}
+    contender = MasterContender(group.url, mesos_form, on_elected=lambda: None, on_demoted=lambda r: None,
+                                session_timeout=group.session_timeout)
+    contender.start()
+    try:
+        detector = group.detector()
+        leader = detector.wait_for_leader(10.0)
+        assert (leader["id"], leader["address"], leader["http_address"]) == \
+            ("m", "tcp://127.0.0.1:5050", "http://127.0.0.1:5051")
+        raw = json.loads(client.get(contender.fence())[0])
+        assert raw["address"] == mesos_form["address"] and raw["pid"] == "master@127.0.0.1:5051"
+    finally:
+        contender.stop()
 
 
 # ----------------------------------------------------------------- election

@@ -5,6 +5,7 @@ longest stall in /metrics."""
 
 import http.client
 import json
+import os
 import socket
 import threading
 import time
@@ -160,17 +161,36 @@ def test_fresh_shares_one_computation_among_concurrent_callers_and_is_never_olde
 # ---------------------------------------------------- /state off the loop's lock
 class SlowRendering:
     """Rendering the state blocks (as rendering a 12.6 MB state takes a
-    second or more) until released; ``started`` is set when it begins."""
+    second or more) until released; ``started`` is set when it begins. The
+    rendering runs in a forked child (mesoslike.master.forked): the two
+    signals are files, which the child sees as the test does."""
 
-    def __init__(self, monkeypatch):
-        self.started, self.release = threading.Event(), threading.Event()
+    def __init__(self, monkeypatch, directory):
+        self._started, self._release = directory / "rendering-started", directory / "rendering-released"
         real = mesoslike.master.state._task_json
+        started, release = self._started, self._release
 
         def slow(*args, **kwargs):
-            self.started.set()
-            self.release.wait(20)
+            started.write_text(str(os.getpid()))
+            deadline = time.monotonic() + 20
+            while not release.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)   # (in the child: polls the test's file)
             return real(*args, **kwargs)
         monkeypatch.setattr(mesoslike.master.state, "_task_json", slow)
+
+    def wait_started(self, timeout: float) -> bool:
+        try:
+            wait_until(self._started.exists, timeout, "the rendering to start")
+        except AssertionError:
+            return False
+        return True
+
+    def release(self) -> None:
+        self._release.touch()
+
+    @property
+    def renderer_pid(self) -> int:
+        return int(self._started.read_text())
 
 
 def with_a_task(runtime):
@@ -195,35 +215,37 @@ def round_trip(runtime, timeout):
     return []
 
 
-def test_the_loop_serves_while_state_is_rendered(master, monkeypatch):
+def test_the_loop_serves_while_state_is_rendered(master, monkeypatch, tmp_path):
     """The issue: /state took 1.0-1.3 s under the master lock and 10 parallel
     /state loops stalled the message loop for 13.3 s."""
     with_a_task(master)
-    slow = SlowRendering(monkeypatch)
+    slow = SlowRendering(monkeypatch, tmp_path)
     reader = threading.Thread(target=lambda: results.append(json.loads(get(master, "/state", timeout=30)[1])))
     results = []
     reader.start()
     try:
-        assert slow.started.wait(10), "the rendering did not start"
+        assert slow.wait_started(10), "the rendering did not start"
         answers = round_trip(master, timeout=5.0)      # the rendering still blocks
         assert answers and isinstance(answers[0], m.Error)
+        # in a forked child: its Python does not take the loop's GIL
+        assert slow.renderer_pid != os.getpid()
     finally:
-        slow.release.set()
+        slow.release()
         reader.join(30)
     assert [t["id"] for f in results[0]["frameworks"] for t in f["tasks"]] == ["t1"]
 
 
-def test_get_state_is_answered_off_the_loop(master, monkeypatch):
+def test_get_state_is_answered_off_the_loop(master, monkeypatch, tmp_path):
     with_a_task(master)
-    slow = SlowRendering(monkeypatch)
+    slow = SlowRendering(monkeypatch, tmp_path)
     with Client(master.address) as asker:
         asker.send(m.GetState())
         try:
-            assert slow.started.wait(10), "the rendering did not start"
+            assert slow.wait_started(10), "the rendering did not start"
             answers = round_trip(master, timeout=5.0)
             assert answers and isinstance(answers[0], m.Error)
         finally:
-            slow.release.set()
+            slow.release()
         replies = []
         wait_until(lambda: replies.extend(msg for _, msg in asker.receive()) or replies, 10, "the state")
     state = json.loads(replies[0].document)

@@ -49,3 +49,17 @@ def test_take_respects_its_limit_and_clear_empties():
     assert len(inbox) == 0 and inbox.deferred == 0
     inbox.add(b"p0", PONG)          # no stale per-peer count after clear
     assert inbox.deferred == 0
+
+
+def test_a_registration_repeating_one_still_waiting_is_dropped():
+    inbox = Inbox()
+    other = encode(m.ReregisterAgent(AgentInfo("h", Resources.parse("cpus:2"), id="a1")))
+    inbox.add(b"a1", REG)
+    inbox.add(b"a1", REG)           # the agent retried while it waited: dropped
+    inbox.add(b"a2", REG)           # another peer's is its own
+    inbox.add(b"a1", other)         # a different registration is kept, in order
+    inbox.add(b"a1", other)
+    assert inbox.duplicates == 2 and len(inbox) == 3
+    assert inbox.take(10) == [(b"a1", REG), (b"a2", REG), (b"a1", other)]
+    inbox.add(b"a1", REG)           # handled already: a retry now is handled again
+    assert inbox.take(10) == [(b"a1", REG)] and inbox.duplicates == 2

@@ -57,3 +57,21 @@ def test_the_frozen_set_is_thawed_when_it_has_doubled(thawed):
     gc.collect()
     long_lived.after_turn()
     assert gc.get_freeze_count() == 0 and long_lived.frozen_at_thaw > 2 * first
+
+
+def test_a_frozen_set_too_large_for_a_full_pass_is_never_thawed(thawed):
+    # a full pass over tens of millions of objects holds the GIL for seconds:
+    # ZooKeeper's session pings wait, the session expires, the master steps down
+    long_lived = LongLivedObjects()
+    long_lived.THAW_FROM = 1_000     # type: ignore[misc]
+    long_lived.THAW_UP_TO = 5_000    # type: ignore[misc]  # "too large" for this test: 5,000 objects
+    kept = [[i] for i in range(10_000)]
+    gc.collect()
+    long_lived.after_turn()
+    frozen = gc.get_freeze_count()
+    assert frozen >= len(kept)
+    more = [[i] for i in range(frozen)]      # doubled: a smaller set would be thawed now
+    gc.collect()
+    long_lived.after_turn()
+    assert gc.get_freeze_count() >= frozen + len(more)
+    assert not long_lived.may_thaw             # and the set is not counted again (O(set) a count)

@@ -6,20 +6,76 @@ authenticated cluster (HTTP Basic: a framework principal and its token)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 import pymesos_env
-from e2e_helpers import cluster, task_processes, wait_for  # noqa: F401 (cluster: a fixture)
+from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
+from e2e_helpers import cluster, free_port, run_on_local, task_processes, wait_for  # noqa: F401 (cluster: a fixture)
+from v1_helpers import EventStream, basic, post
 
 pytestmark = pytest.mark.timeout(300)
 
 DATA = Path(__file__).resolve().parent / "data"
+RESOURCES = [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.1}},
+             {"name": "mem", "type": "SCALAR", "scalar": {"value": 64}}]
+
+
+class V1Client:
+    """A v1 scheduler driven by the test (its stream, its calls, acknowledgements)."""
+
+    def __init__(self, master: str, headers: dict[str, str]) -> None:
+        self.url = master + "/api/v1/scheduler"
+        self.headers = headers
+        self.stream = EventStream(self.url, {"type": "SUBSCRIBE", "subscribe": {"framework_info": {
+            "name": "v1-test", "user": os.environ.get("USER", "root"), "failover_timeout": 0}}}, headers)
+        self.framework_id = self.stream.wait_for("SUBSCRIBED")["subscribed"]["framework_id"]["value"]
+        self.acknowledged: set[str] = set()
+
+    def call(self, kind: str, body: dict) -> tuple[int, bytes]:
+        status, _, answer = post(self.url, {"type": kind, "framework_id": {"value": self.framework_id},
+                                            kind.lower(): body},
+                                 {"Mesos-Stream-Id": self.stream.stream_id, **self.headers})
+        return status, answer
+
+    def until_state(self, task_id: str, state: str, timeout: float = 60) -> dict:
+        def reached() -> dict | None:
+            for event in list(self.stream.events):
+                status = event["update"]["status"] if event.get("type") == "UPDATE" else None
+                if status is None or status["task_id"]["value"] != task_id:
+                    continue
+                if status.get("uuid") and status["uuid"] not in self.acknowledged:
+                    self.acknowledged.add(status["uuid"])
+                    self.call("ACKNOWLEDGE", {"agent_id": status["agent_id"], "task_id": status["task_id"],
+                                              "uuid": status["uuid"]})
+                if status["state"] == state:
+                    return status
+            return None
+        return wait_for(reached, timeout, f"{task_id} {state}",
+                        diagnostics=lambda: repr([e for e in self.stream.events if e.get("type") == "UPDATE"]))
+
+    def echo(self, agent_id: dict, data: bytes, timeout: float = 20) -> bytes:
+        """Send ``data`` to the executor until an answer comes (framework messages may be lost while the
+        executor is away: sent again every 2 s); the answer."""
+        seen = len(self.stream.events)
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.call("MESSAGE", {"agent_id": agent_id, "executor_id": {"value": "echoer"},
+                                         "data": base64.b64encode(data).decode()})[0] == 202
+            try:
+                answer = self.stream.wait_for(lambda e: e.get("type") == "MESSAGE" and
+                                              self.stream.events.index(e) >= seen, 2)
+                return base64.b64decode(answer["message"]["data"])
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +177,63 @@ def test_pymesos_without_its_secret_is_refused(cluster, tmp_path, pymesos_python
     assert done.returncode != 0
     assert "401" in done.stderr   # pymesos: RuntimeError('Failed with HTTP 401: ...')
     assert cluster.state()["frameworks"] == []
+
+
+def test_a_pymesos_executor_survives_a_kill_9_of_its_agent(cluster, tmp_path, pymesos_python):
+    """MESOS_CHECKPOINT: pymesos's executor waits for its restarted agent
+    and subscribes again; the restarted agent (which never had the
+    executor's secret in this process) takes it back, reading the secret
+    from the executor's sandbox, checked against the checkpointed digest."""
+    cluster.start_master("--max-agent-ping-timeouts", "120")   # the agent is away, not removed
+    port = free_port()   # Mesos's agents keep their port: the executor's MESOS_AGENT_ENDPOINT names it
+    agent_args = ("--http-port", str(port), "--executor-reregistration-timeout", "60")
+    cluster.start_agent("node-a", "cpus:2;mem:1024", extra=agent_args)
+    fwa = basic("fwA", cluster.keys.framework_tokens["fwA"])
+    v1 = V1Client(cluster.http, fwa)
+    try:
+        offer = v1.stream.wait_for("OFFERS")["offers"]["offers"][0]
+        task = {"task_id": {"value": "echo"}, "agent_id": offer["agent_id"], "name": "echo",
+                "resources": RESOURCES,
+                "executor": {"executor_id": {"value": "echoer"}, "name": "echoer", "resources": RESOURCES,
+                             "command": {"value": f"{pymesos_python} {DATA / 'pymesos_restart_executor.py'}"}}}
+        assert v1.call("ACCEPT", {"offer_ids": [offer["id"]], "operations": [
+            {"type": "LAUNCH", "launch": {"task_infos": [task]}}]})[0] == 202
+        v1.until_state("echo", "TASK_RUNNING")
+        assert v1.echo(offer["agent_id"], b"before") == b"echo:before"
+        cluster.kill_agent("node-a")
+        cluster.start_agent("node-a", "cpus:2;mem:1024", extra=agent_args)
+        # the executor subscribes again when pymesos's backoff next tries (up to 15 s); then it echoes
+        assert v1.echo(offer["agent_id"], b"finish", timeout=60) == b"echo:finish"
+        finished = v1.until_state("echo", "TASK_FINISHED")
+        assert base64.b64decode(finished["data"]) == b"after the restart\x00"
+        stderr = next(cluster.work_root.glob("node-a/sandboxes/*/*echoer*/stderr")).read_text()
+        assert "reregistered with node-a" in stderr
+    finally:
+        v1.stream.close()
+
+
+def test_pymesos_runs_against_mesoslike_local_out_of_the_box(pymesos_python):
+    """``mesoslike local`` (authenticated, as it is by default) gives its
+    command the master's HTTP address and the client principal's Mesos
+    credential: a pymesos scheduler and executor need nothing else."""
+    executor = f"{pymesos_python} {DATA / 'pymesos_v1_executor.py'}"
+    done = run_on_local("sh", "-c", f'exec {pymesos_python} {DATA / "pymesos_v1_scheduler.py"} "$MESOS_MASTER" '
+                        f'"$MESOS_EXAMPLE_PRINCIPAL" "$MESOS_EXAMPLE_SECRET" "$0"', executor, timeout=200)
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    assert json.loads(done.stdout.strip().splitlines()[-1])["problems"] == []
+    assert "Mesos v1 API (pymesos): master 127.0.0.1:" in done.stdout and "principal 'client'" in done.stdout
+
+
+def test_pymesos_finds_the_leading_master_through_zookeeper(cluster, zookeeper, pymesos_python):
+    """pymesos's ``zk://`` master: it reads the group's lowest ``json.info_``
+    znode as Mesos's MasterInfo JSON and talks to ``address.ip:address.port``
+    — the leading master's HTTP API."""
+    url = zookeeper.url("/pymesos-zk")
+    cluster.start_master("--zk", url)
+    cluster.start_agent("node-a", "cpus:2;mem:1024")
+    executor = f"{pymesos_python} {DATA / 'pymesos_v1_executor.py'}"
+    done = subprocess.run([pymesos_python, str(DATA / "pymesos_v1_scheduler.py"), url, "fwA",
+                           cluster.keys.framework_tokens["fwA"], executor],
+                          capture_output=True, text=True, timeout=150, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}\n{cluster.diagnostics()}"
+    assert json.loads(done.stdout.strip().splitlines()[-1])["problems"] == []

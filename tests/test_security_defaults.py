@@ -7,6 +7,7 @@ private; task environments stay out of /state and the logs."""
 from __future__ import annotations
 
 import logging
+import json
 import os
 import stat
 import subprocess
@@ -57,8 +58,12 @@ def test_local_runs_authenticated_and_hands_its_command_the_keys(tmp_path):
     assert key == str(keys / "client.key_secret") and master_key == str(keys / "master.key")
     assert token == (keys / "operator.token").read_text().strip()
     for secret in ("client.key_secret", "master.key_secret", "node-0.key_secret", "credentials.toml",
-                   "operator.token"):
+                   "operator.token", "client.token", "mesos.credential"):
         assert stat.S_IMODE(os.stat(keys / secret).st_mode) == 0o600, secret
+    # the client principal's HTTP secret, for Mesos's v1 APIs (pymesos), in Mesos's credential format
+    assert json.loads((keys / "mesos.credential").read_text()) == \
+        {"principal": "client", "secret": (keys / "client.token").read_text().strip()}
+    assert f"principal 'client', its secret in {keys}/client.token" in done.stdout
     insecure = mesoslike("local", "--insecure", "--agents", "1", "--port", "0", "--http-port", "0", "--",
                          sys.executable, "-c", "import os; print('HAS_KEY', 'MESOSLIKE_KEY' in os.environ)")
     assert insecure.returncode == 0 and "HAS_KEY False" in insecure.stdout, insecure.stdout + insecure.stderr

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck as HypothesisHealthCheck
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mesoslike import Resources, TaskState
+from mesoslike import ContainerInfo, DockerInfo, Image, Resources, TaskState, Volume, VolumeSource
 from mesoslike.frameworks.services.api import Request, ServicesApi, app_json, queue_json
 from mesoslike.frameworks.services.core import (RESTART, ApiError, Decline, DrainingAgents, Emit, Kill, Launch,
                                                 Persist, Reconcile, Registered, Revive, ServicesCore, Suppress)
@@ -59,6 +59,13 @@ def _events(cluster: Cluster, kind: str) -> list[dict]:
     ({"id": "/a", "cmd": "x", "container": {"type": "DOCKER", "docker": {}}}, "/container/docker/image",
      "needs an image"),
     ({"id": "/a", "cmd": "x", "role": "prod"}, "/role", "the service's role"),
+    ({"id": "/a", "container": {"docker": {"image": "Web Server!"}}}, "/container/docker/image", "image"),
+    ({"id": "/a", "container": {"docker": {"image": "web", "network": "BRIDGE"}}}, "/container/docker/network",
+     "no bridge"),
+    ({"id": "/a", "container": {"docker": {"image": "web", "portMappings": [{"containerPort": 80}]}}},
+     "/container/docker/portMappings", "not supported"),
+    ({"id": "/a", "cmd": "x", "container": {"type": "MESOS", "volumes": [{"containerPath": "data"}]}},
+     "/container/volumes/0/hostPath", "only host volumes"),
 ])
 def test_validation_names_the_field_in_marathons_shape(document, path, words):
     with pytest.raises(ValidationError) as refused:
@@ -242,7 +249,6 @@ def test_the_queue_says_why_an_app_waits():
     cluster = _cluster()
     _create(cluster, {"id": "/big", "cmd": "x", "cpus": 64, "mem": 64})
     _create(cluster, {"id": "/picky", "cmd": "x", "cpus": 1, "mem": 64, "constraints": [["rack", "CLUSTER", "r9"]]})
-    _create(cluster, {"id": "/image", "container": {"type": "DOCKER", "docker": {"image": "nginx"}}, "cpus": 1})
     cluster.offer_all()
     core = cluster.core
     why = {app_id: queue_json(core, core.apps[app_id])["processedOffersSummary"] for app_id in core.apps}
@@ -250,8 +256,28 @@ def test_the_queue_says_why_an_app_waits():
     cpus = next(r for r in why["/big"]["rejectSummaryLastOffers"] if r["reason"] == "InsufficientCpus")
     assert cpus == {"reason": "InsufficientCpus", "declined": 3, "processed": 3}
     assert "constraint" in why["/picky"]["why"]
-    assert "container image 'nginx' cannot run" in why["/image"]["why"]
     assert all(isinstance(c, Decline) for c in cluster.log if isinstance(c, (Launch, Decline)))
+
+
+def test_an_apps_container_becomes_its_tasks_container_as_mesos_runs_it():
+    cluster = _cluster()
+    _create(cluster, {"id": "/entry", "container": {"type": "DOCKER", "docker": {"image": "registry:5000/web:1"}},
+                      "cpus": 1, "mem": 64})
+    _create(cluster, {"id": "/argv", "args": ["--port", "80"], "cpus": 1, "mem": 64,
+                      "container": {"type": "MESOS", "docker": {"image": "web", "forcePullImage": True},
+                                    "volumes": [{"containerPath": "/data", "hostPath": "/srv/data", "mode": "RO"}]}})
+    _create(cluster, {"id": "/line", "cmd": "echo hi", "cpus": 1, "mem": 64,
+                      "container": {"docker": {"image": "busybox", "network": "NONE"}}})
+    cluster.offer_all()
+    tasks = {task.name: task for c in cluster.log if isinstance(c, Launch) for task in c.tasks}
+    entry, argv, line = tasks["entry"], tasks["argv"], tasks["line"]
+    assert entry.container == ContainerInfo("DOCKER", docker=DockerInfo("registry:5000/web:1"))
+    assert (entry.command, entry.shell, entry.arguments) == ("", False, [])   # the image's own entrypoint
+    assert argv.container == ContainerInfo("MESOS", image=Image("web", cached=False), volumes=[
+        Volume("/data", VolumeSource(VolumeSource.HOST_PATH, path="/srv/data"), "RO")])
+    assert (argv.command, argv.shell, argv.arguments) == ("", False, ["--port", "80"])
+    assert line.container is not None and line.container.docker.network == "NONE"
+    assert (line.command, line.shell) == ("echo hi", True)
 
 
 def test_matching_follows_marathons_reason_funnel():

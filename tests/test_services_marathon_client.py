@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 
 import pytest
 from marathon import MarathonApp, MarathonClient
@@ -162,9 +161,17 @@ def test_the_event_stream_raw_and_through_the_client(cluster):
         for event in client.event_stream(event_types=["status_update_event"]):
             seen.append(event)
             return
+    # the client has no hook saying it is attached: a watcher of event_stream_attached sees it attach
+    attached: list = []
+    watching = threading.Event()
+    watcher = threading.Thread(target=_read_events, args=(url, "/v2/events?event_type=event_stream_attached",
+                                                          token, 3, attached, watching), daemon=True)
+    watcher.start()
+    assert watching.wait(10)
     consumer = threading.Thread(target=consume, daemon=True)
     consumer.start()
-    time.sleep(0.5)   # negative space: the client has no hook saying it is attached
+    watcher.join(30)   # its head, its own attachment, then the client's
+    assert [kind for kind, _ in attached[1:]] == ["event_stream_attached"] * 2, attached
     client.scale_app("/events/app", instances=2)
     consumer.join(60)
     assert seen and seen[0].event_type == "status_update_event" and seen[0].app_id == "/events/app"

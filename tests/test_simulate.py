@@ -159,7 +159,29 @@ def test_missing_trace_is_a_trace_error(tmp_path):
         load_openb_trace(tmp_path)
 
 
-@pytest.mark.parametrize("kwargs", [{"time_scale": 0}, {"time_scale": -1.0}, {"nodes": -1}, {"pods": -5}])
+def test_trace_copies_repeat_every_node_and_pod_in_jobs_of_their_own():
+    once = load_openb_trace(TRACE_DIR, nodes=3, pods=40, time_scale=1.0, job_window=3600)
+    thrice = load_openb_trace(TRACE_DIR, nodes=3, pods=40, time_scale=1.0, job_window=3600, copies=3)
+    assert [a.agent_id for a in thrice.agents][:3] == ["openb-node-0000", "openb-node-0000-c1",
+                                                        "openb-node-0000-c2"]
+    assert [a.resources for a in thrice.agents] == [a.resources for a in once.agents for _ in range(3)]
+    assert len(thrice.tasks) == 3 * len(once.tasks)
+    # copy k of a task: same class, resources, times and priority; its name and its job's carry -c<k>
+    for task, copies in zip(once.tasks, zip(*[iter(thrice.tasks)] * 3)):
+        assert [c.task_id for c in copies] == [task.task_id, f"{task.task_id}-c1", f"{task.task_id}-c2"]
+        assert {(c.framework_id, c.resources, c.arrival, c.duration, c.priority) for c in copies} == \
+            {(task.framework_id, task.resources, task.arrival, task.duration, task.priority)}
+        assert [c.job for c in copies] == ([task.job, f"{task.job}-c1", f"{task.job}-c2"] if task.job else [""] * 3)
+    assert any(t.job for t in once.tasks)
+    assert "3 copies" in thrice.description and "120 pods" in thrice.description
+
+
+def test_one_copy_is_the_trace_itself():
+    assert load_openb_trace(TRACE_DIR, nodes=20, pods=100, copies=1) == load_openb_trace(TRACE_DIR, nodes=20, pods=100)
+
+
+@pytest.mark.parametrize("kwargs", [{"time_scale": 0}, {"time_scale": -1.0}, {"nodes": -1}, {"pods": -5},
+                                    {"copies": 0}, {"copies": 1.5}])
 def test_bad_trace_arguments(kwargs):
     with pytest.raises(ValueError):
         load_openb_trace(TRACE_DIR, **kwargs)

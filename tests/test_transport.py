@@ -299,3 +299,40 @@ def test_a_long_lived_poller_follows_a_client_that_connected_anew():
             server.send(peer, m.Ping())
             ready = poller.poll(0.1)
         assert ready == [client] and list(client.receive())
+
+
+def test_a_client_that_cannot_make_a_new_socket_keeps_its_connection_and_its_thread():
+    # An agent's loop thread died when connecting anew hit the process's file limit (a loaded CI
+    # machine): the client keeps the old connection, says why, and tries again later. Run in a child
+    # process, whose file limit is lowered to what it uses.
+    import subprocess
+    import sys
+    import textwrap
+    program = textwrap.dedent("""
+        import os, resource, sys
+        from mesoslike.transport import Client, Server
+        from mesoslike.wire import messages as m
+        with Server("tcp://127.0.0.1:0") as server, Client(server.address) as client:
+            client.send(m.Heartbeat())
+            server.wait(5)
+            (peer, _), = server.receive()
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            spare = []
+            try:   # use every descriptor the child may open
+                while True:
+                    spare.append(os.open("/dev/null", os.O_RDONLY))
+            except OSError:
+                pass
+            client.reconnect()                     # raised out of the caller's thread before
+            for fd in spare:
+                os.close(fd)
+            client.send(m.Pong("still"))           # the old connection still carries frames
+            server.wait(5)
+            print([msg for _, msg in server.receive()] == [m.Pong("still")], client.stats.reconnects)
+    """)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: __import__("resource").setrlimit(
+                              __import__("resource").RLIMIT_NOFILE, (256, 256)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "0"], (done.stdout, done.stderr)
+    assert "cannot connect anew to" in done.stderr and "keeping the old connection" in done.stderr, done.stderr

@@ -1,7 +1,9 @@
 """Mesos's v1 executor API on a real agent (docs/mesos-api.rst, "Executor
 API"): the test is the executor — the agent starts the executor's process
-(a sleeper that never speaks) and the test speaks for it from this host, as
-a v1 executor does; a v1 scheduler is on the other side."""
+(a sleeper that never speaks) and the test speaks for it from outside its
+container, with the executor's secret as its bearer token (as an executor
+calling from elsewhere does); a v1 scheduler is on the other side. Calls
+from inside the container with no token: tests/test_v1_executor_identity.py."""
 
 from __future__ import annotations
 
@@ -42,19 +44,26 @@ def launch_executor_task(cluster: Cluster, scheduler: EventStream, task_id: str 
     return framework_id, offer
 
 
+def as_executor(cluster: Cluster, framework_id: str) -> dict[str, str]:
+    """The executor's own secret as a bearer token (the test is not in its container)."""
+    return {"Authorization": f"Bearer {cluster.agent.executor_secret(framework_id, 'exec-1')}"}
+
+
 def executor_call(cluster: Cluster, framework_id: str, kind: str, body: dict | None = None,
                   headers: dict | None = None) -> tuple[int, bytes]:
     call = {"type": kind, "framework_id": {"value": framework_id}, "executor_id": {"value": "exec-1"}}
     if body is not None:
         call[kind.lower()] = body
-    status, _, answer = post(cluster.agent.core.http_address + "/api/v1/executor", call, headers)
+    status, _, answer = post(cluster.agent.core.http_address + "/api/v1/executor", call,
+                             headers if headers is not None else as_executor(cluster, framework_id))
     return status, answer
 
 
 def subscribe_executor(cluster: Cluster, framework_id: str, **subscribe) -> EventStream:
     return EventStream(cluster.agent.core.http_address + "/api/v1/executor",
                        {"type": "SUBSCRIBE", "framework_id": {"value": framework_id},
-                        "executor_id": {"value": "exec-1"}, "subscribe": subscribe})
+                        "executor_id": {"value": "exec-1"}, "subscribe": subscribe},
+                       as_executor(cluster, framework_id))
 
 
 def test_an_executor_subscribes_gets_its_task_and_its_updates_reach_the_scheduler(cluster):
@@ -146,7 +155,8 @@ def test_executor_calls_mesos_refuses_are_refused_with_its_statuses(cluster):
         assert executor_call(cluster, framework_id, "UPDATE", body)[0] == 400, body
     assert executor_call(cluster, framework_id, "MESSAGE", {"data": 3})[0] == 400
     assert post(url, {"type": "SUBSCRIBE", "framework_id": {"value": framework_id},
-                      "executor_id": {"value": "exec-1"}}, {"Accept": "text/html"})[0] == 406
+                      "executor_id": {"value": "exec-1"}}, {"Accept": "text/html",
+                                                            **as_executor(cluster, framework_id)})[0] == 406
     # subscribing again (a reconnection) ends the older stream
     again = subscribe_executor(cluster, framework_id, unacknowledged_tasks=[{"task_id": {"value": "t1"}}])
     again.wait_for("SUBSCRIBED")

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from e2e_helpers import cluster  # noqa: F401 (a fixture)
+from mesoslike.master.v1_api import MAX_CALL_BODY
 from mesoslike.v1 import RecordDecoder, RecordIOError, encode_record
 from stress_helpers import rss_kib
 from v1_helpers import EventStream, basic
@@ -134,7 +135,7 @@ def test_the_master_survives_hostile_v1_calls_and_still_serves_a_v1_scheduler(cl
         connection.close()
     with socket.create_connection(("127.0.0.1", cluster.http_port), timeout=30) as raw:   # refused by its head
         raw.sendall(b"POST /api/v1/scheduler HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    b"Content-Length: 83886080\r\n\r\n{")
+                    b"Content-Length: %d\r\n\r\n{" % (MAX_CALL_BODY + 1))
         assert raw.recv(100).startswith(b"HTTP/1.1 413 ")
     assert set(statuses) <= {200, 202, 400, 401, 403, 405, 406, 415, 501}, statuses
     assert statuses.get(400, 0) > 1000 and 500 not in statuses

@@ -29,10 +29,10 @@ FAST = dict(heartbeat_interval=0.5, allocation_interval=0.1, ping_interval=0.5)
 
 class Cluster:
     def __init__(self, tmp_path, credentials: Credentials | None = None, keys: SecuredKeys | None = None,
-                 agent: bool = True) -> None:
+                 agent: bool = True, master_options: dict | None = None, **agent_options) -> None:
         self.keys = keys
         self.master = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=0,
-                                                   config=MasterConfig(**FAST), credentials=credentials,
+                                                   config=MasterConfig(**FAST, **(master_options or {})), credentials=credentials,
                                                    keys=keys.keys("master") if keys else None))
         self.master.start()
         self.url = self.master.http_address
@@ -42,7 +42,8 @@ class Cluster:
                                                     hostname="node-a", work_dir=tmp_path / "agent",
                                                     register_backoff=0.2, register_backoff_max=0.5,
                                                     keys=keys.keys("agent1") if keys else None,
-                                                    master_key=keys.master_public if keys else None)).start()
+                                                    master_key=keys.master_public if keys else None,
+                                                    **agent_options)).start()
             wait_until(lambda: self.master.state()["agents"], 20, "the agent registered")
 
     def subscribe(self, name: str = "v1", headers: dict | None = None, **info) -> EventStream:
@@ -86,9 +87,10 @@ def command_task(offer: dict, task_id: str, command: str) -> dict:
                           {"name": "mem", "type": "SCALAR", "scalar": {"value": 32}}]}
 
 
-def until_state(cluster: Cluster, stream: EventStream, task_id: str, state: str) -> dict:
+def until_state(cluster: Cluster, stream: EventStream, task_id: str, state: str | tuple[str, ...],
+                headers: dict | None = None) -> dict:
     """Acknowledge the task's updates, as a scheduler does, until one says
-    ``state``; that status."""
+    ``state`` (or one of these states); that status."""
     acknowledged: set[str] = set()
 
     def reached():
@@ -100,8 +102,8 @@ def until_state(cluster: Cluster, stream: EventStream, task_id: str, state: str)
                 acknowledged.add(status["uuid"])
                 assert cluster.call(stream, "ACKNOWLEDGE", {"agent_id": status["agent_id"],
                                                             "task_id": status["task_id"],
-                                                            "uuid": status["uuid"]})[0] == 202
-            if status["state"] == state:
+                                                            "uuid": status["uuid"]}, headers)[0] == 202
+            if status["state"] == state or status["state"] in state:
                 return status
         return None
     return wait_until(reached, 20, f"{task_id} {state}", diagnostics=lambda: repr(stream.events[-5:]))
@@ -119,7 +121,11 @@ def test_subscribe_answers_a_recordio_event_stream_with_its_stream_id(cluster):
     assert stream.headers["transfer-encoding"] == "chunked" and len(stream.stream_id) == 36
     event = stream.wait_for("SUBSCRIBED")
     assert event["subscribed"]["heartbeat_interval_seconds"] == 0.5
-    assert event["subscribed"]["master_info"]["port"] == cluster.master._http.port
+    master_info = event["subscribed"]["master_info"]
+    assert master_info["port"] == cluster.master._http.port
+    # Mesos's MasterInfo: the IPv4 address also as its uint32 (network order read little-endian), and the pid
+    assert master_info["address"]["ip"] == "127.0.0.1" and master_info["ip"] == 0x0100007F
+    assert master_info["pid"] == f"master@127.0.0.1:{cluster.master._http.port}"
     offers = stream.wait_for("OFFERS")["offers"]["offers"]
     assert offers[0]["hostname"] == "node-a" and {r["name"] for r in offers[0]["resources"]} >= {"cpus", "mem"}
     stream.wait_for("HEARTBEAT", timeout=5)

@@ -314,3 +314,38 @@ def test_a_frame_laid_out_otherwise_takes_the_checking_path_to_the_same_message(
     with pytest.raises(ValueError):
         CODEC._decode_compiled(reordered)
     assert decode(reordered) == message
+
+
+def test_a_converter_runs_on_a_decoded_empty_list_only_if_it_might_refuse_or_change_it():
+    # the compiled decoder skips a converter on an empty list when the converter keeps
+    # an empty list as it is (asked once): it ran for every task's empty fields before
+    import attrs
+
+    from mesoslike.wire.compiled import decoder
+
+    calls = []
+
+    def keeps(value):
+        calls.append(value)
+        return list(value)
+
+    def refuses_empty(value):
+        if not value:
+            raise ValueError("at least one item")
+        return list(value)
+
+    @attrs.frozen
+    class Keeps:
+        items: list[str] = attrs.field(converter=keeps, factory=list)
+
+    @attrs.frozen
+    class Refuses:
+        items: list[str] = attrs.field(converter=refuses_empty, factory=lambda: ["x"])
+
+    decode = decoder(Keeps)
+    calls.clear()   # (asked once, when the decoder was made)
+    assert decode(msgpack.packb({"items": []})).items == [] and calls == []
+    assert decode(msgpack.packb({"items": ["a"]})).items == ["a"] and calls == [["a"]]
+    with pytest.raises(ValueError):
+        decoder(Refuses)(msgpack.packb({"items": []}))
+    assert decoder(Refuses)(msgpack.packb({"items": ["a"]})).items == ["a"]

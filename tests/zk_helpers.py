@@ -37,6 +37,7 @@ from typing import Callable
 import pytest
 
 from environment import unavailable
+from waiting import wait_until
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 # The jar's manifest Class-Path names the rest of its dependencies. These two
@@ -182,13 +183,13 @@ class ZooKeeperNode:
 
     def wait_serving(self, deadline: float) -> None:
         """Wait until the server serves; fail the test, with its log's tail, at ``deadline``."""
-        while not self.serving():
+        def serving() -> bool:
             if not self.running:
                 pytest.fail(f"ZooKeeper on port {self.client_port} exited:\n{self.log_tail()}", pytrace=False)
-            if time.monotonic() > deadline:
-                pytest.fail(f"ZooKeeper on port {self.client_port} not serving in time:\n{self.log_tail()}",
-                            pytrace=False)
-            time.sleep(0.05)
+            return self.serving()
+
+        wait_until(serving, max(0.0, deadline - time.monotonic()), f"ZooKeeper on port {self.client_port} to serve",
+                   interval=0.05, diagnostics=self.log_tail)
 
     def start(self) -> None:
         """Start (on the same port and data) and wait until it serves."""

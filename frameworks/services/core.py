@@ -50,8 +50,8 @@ from typing import Any, Callable, Iterable, Mapping, Union
 
 import attrs
 
-from mesoslike import (Clock, CommandURI, HealthCheck, HTTPCheck, Label, Offer, Resources, TaskInfo, TaskState,
-                       TaskStatus, TCPCheck)
+from mesoslike import (Clock, CommandURI, ContainerInfo, DockerInfo, HealthCheck, HTTPCheck, Image, Label, Offer,
+                       Resources, TaskInfo, TaskState, TaskStatus, TCPCheck, Volume, VolumeSource)
 from mesoslike.frameworks.constraints import Placements
 from mesoslike.frameworks.services.matching import Fit, OfferStats, match
 from mesoslike.frameworks.services.model import (AppDefinition, ValidationError, format_timestamp, merge_app,
@@ -338,20 +338,38 @@ def _strategy_bounds(app: AppDefinition, old: int) -> tuple[int, int]:
     return minimum, maximum
 
 
+def container_info(container: Mapping[str, Any] | None) -> ContainerInfo | None:
+    """An app's ``container`` (Marathon's JSON, validated by the model) as the
+    task's ``ContainerInfo``: ``DOCKER`` with ``docker.image`` runs on the
+    agents' OCI runtime as Mesos's Docker containerizer would, ``MESOS`` with
+    ``docker.image`` is Mesos's universal containerizer with that image; host
+    ``volumes`` are bound (under the agents' allow-list). A container with
+    no image gives only its volumes."""
+    if container is None:
+        return None
+    volumes = [Volume(volume["containerPath"], VolumeSource(VolumeSource.HOST_PATH, path=volume["hostPath"]),
+                      volume.get("mode", "RW")) for volume in container.get("volumes") or []]
+    docker = container.get("docker") or {}
+    image = docker.get("image")
+    if container.get("type", "DOCKER") == "DOCKER" and image:
+        return ContainerInfo("DOCKER", docker=DockerInfo(image, network=docker.get("network", "HOST"),
+                                                         force_pull_image=bool(docker.get("forcePullImage"))),
+                             volumes=volumes)
+    return ContainerInfo("MESOS", image=Image(image, cached=not docker.get("forcePullImage")) if image else None,
+                         volumes=volumes)
+
+
 # ------------------------------------------------------------------ core
 class ServicesCore:
     """See the module docstring. ``framework_role``: the role apps run in.
-    ``secret``: resolves a secret's ``source`` to its value (None: unknown).
-    ``images``: whether tasks may take a container image (TaskInfo.container)."""
+    ``secret``: resolves a secret's ``source`` to its value (None: unknown)."""
 
     def __init__(self, clock: Clock, rng: random.Random, framework_role: str = "*",
-                 secret: Callable[[str], str | None] | None = None, images: bool = False,
-                 reconcile_interval: float = 300.0) -> None:
+                 secret: Callable[[str], str | None] | None = None, reconcile_interval: float = 300.0) -> None:
         self.clock = clock
         self.rng = rng
         self.framework_role = framework_role
         self._secret = secret or (lambda source: None)
-        self.images = images
         self.reconcile_interval = reconcile_interval
         self.apps: dict[str, AppRecord] = {}
         self.instances: dict[str, Instance] = {}
@@ -864,9 +882,6 @@ class ServicesCore:
 
     def _cannot_launch(self, app: AppDefinition) -> str:
         """Why no instance of ``app`` can launch whatever the offers ("": it can)."""
-        if app.image and not self.images:
-            return (f"its container image {app.image!r} cannot run: this cluster's tasks take no image yet "
-                    "(give cmd or args without a container)")
         for name, value in app.env.items():
             if isinstance(value, Mapping):
                 source = app.secrets.get(value["secret"], {}).get("source", "")
@@ -922,7 +937,12 @@ class ServicesCore:
                     "MESOS_TASK_ID": task_id, "MARATHON_APP_RESOURCE_CPUS": str(app.cpus),
                     "MARATHON_APP_RESOURCE_MEM": str(app.mem), "MARATHON_APP_RESOURCE_DISK": str(app.disk),
                     "MARATHON_APP_LABELS": " ".join(sorted(app.labels))})
+        container = container_info(app.container)
         command = app.cmd if app.cmd is not None else shlex.join(app.args or ())
+        shell: dict[str, Any] = {}
+        if container is not None and container.image_name() and app.cmd is None:
+            # in an image, args are its entrypoint's arguments, none runs its own command (Mesos's shell false)
+            command, shell = "", {"shell": False, "arguments": list(app.args or ())}
         uris = [CommandURI(item["uri"], extract=bool(item.get("extract", True)),
                            executable=bool(item.get("executable", False)), cache=bool(item.get("cache", False)),
                            output_file=str(item.get("outputFile", ""))) for item in app.fetch]
@@ -931,7 +951,8 @@ class ServicesCore:
                         kill_grace_period=(app.task_kill_grace_period_seconds
                                            if app.task_kill_grace_period_seconds is not None else 3.0),
                         user=app.user or "", health_check=self._health_check(app, ports), uris=uris,
-                        labels=[Label(k, v) for k, v in sorted(app.labels.items())])
+                        labels=[Label(k, v) for k, v in sorted(app.labels.items())], container=container,
+                        **shell)
 
     @staticmethod
     def _health_check(app: AppDefinition, ports: tuple[int, ...]) -> HealthCheck | None:

@@ -13,8 +13,9 @@ Pure (no I/O, no clock). :func:`parse_app` turns a JSON document into an
 
 What mesoslike cannot do is refused here, by name, rather than accepted and
 ignored: more than one health check, readiness checks, residency (local
-volumes), IP-per-task networking. A ``container`` is kept as it is; apps
-with an image wait in the queue saying why (the agents run commands).
+volumes), IP-per-task networking, bridge networks and port mappings. A
+``container`` with an image runs on the agents' OCI runtime
+(``core.container_info``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, Iterable, Mapping
 
 import attrs
 
+from mesoslike import Image
 from mesoslike.frameworks.constraints import Constraint, ConstraintError
 
 __all__ = [
@@ -508,8 +510,34 @@ def _container(value: object, problems: _Problems) -> dict[str, Any] | None:
             problems.add("/container/docker", "expected an object")
         elif not isinstance(docker.get("image"), str) or not docker["image"].strip():
             problems.add("/container/docker/image", "a docker container needs an image")
+        else:
+            try:
+                Image(docker["image"])
+            except ValueError as exc:
+                problems.add("/container/docker/image", str(exc))
+            network = docker.get("network", "HOST")
+            if network not in ("HOST", "NONE"):
+                problems.add("/container/docker/network", f"got {_describe(network)}: the agents run containers "
+                             "on the host's network (HOST) or none (NONE), with no bridge")
+            for field in ("portMappings", "parameters", "privileged"):
+                if docker.get(field):
+                    problems.add(f"/container/docker/{field}", "not supported: the agents run images on runc, with "
+                                 "no Docker daemon, bridge or privileged containers")
     if kind == "DOCKER" and docker is None:
         problems.add("/container/docker", "a DOCKER container needs docker.image")
+    volumes = value.get("volumes") or []
+    if not isinstance(volumes, list):
+        problems.add("/container/volumes", "expected an array")
+    else:
+        for index, volume in enumerate(volumes):
+            where = f"/container/volumes/{index}"
+            if not isinstance(volume, Mapping) or not isinstance(volume.get("containerPath"), str) \
+                    or not volume["containerPath"]:
+                problems.add(where, 'expected {"containerPath": PATH, "hostPath": PATH, "mode": "RO"|"RW"}')
+            elif not isinstance(volume.get("hostPath"), str) or not volume["hostPath"]:
+                problems.add(f"{where}/hostPath", "only host volumes are supported (no persistent or external ones)")
+            elif volume.get("mode", "RW") not in ("RO", "RW"):
+                problems.add(f"{where}/mode", f"got {_describe(volume.get('mode'))}, expected RO or RW")
     return dict(value)
 
 

@@ -418,5 +418,5 @@ def framework_info(name: str, role: str, failover_timeout: float, framework_id: 
                          partition_aware=True, user=user, webui_url=webui_url)
 
 
-def new_core(role: str, images: bool = False) -> ServicesCore:
-    return ServicesCore(WallClock(), random.Random(), framework_role=role, images=images)
+def new_core(role: str) -> ServicesCore:
+    return ServicesCore(WallClock(), random.Random(), framework_role=role)

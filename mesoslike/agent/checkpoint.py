@@ -69,8 +69,9 @@ from mesoslike.agent.executor import run_dir_path
 from mesoslike.agent.supervisor import write_atomically
 from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.resources import Resources
-from mesoslike.wire.codec import Codec, WireError
+from mesoslike.wire.codec import Codec, WireError, frame_limit
 from mesoslike.wire.schema import Schema
+from mesoslike.wire.types import MAX_MESSAGE_SIZE_CEILING
 
 __all__ = ["CheckpointStore", "CheckpointError", "AgentFile", "ReservationsFile", "TaskFile", "ForgetFile", "TaskJournal", "SCHEMA",
            "CODEC", "TASK_CHECKPOINT", "JOURNAL"]
@@ -137,7 +138,8 @@ class ForgetFile:
     task_id: str
 
 
-CODEC = Codec(SCHEMA, max_message_size=64 * 1024 * 1024)
+#: a task's record holds its unacknowledged updates, with data of up to any --max-message-size
+CODEC = Codec(SCHEMA, max_message_size=frame_limit(MAX_MESSAGE_SIZE_CEILING))
 R = TypeVar("R")
 
 

@@ -21,29 +21,28 @@ The conversation it keeps is the "agent" part of ``docs/wire.rst``
 from __future__ import annotations
 
 import hashlib
-import heapq
 import hmac
-import itertools
 import logging
 import math
 import random
 import signal as signal_module
 import uuid
-from collections import deque
 from typing import Any, Callable, Union
 
 import attrs
 
+from mesoslike.backoff import Backoff
 from mesoslike.clock import Clock
+from mesoslike.delivery import UpdateStreams
 from mesoslike.errors import ConfigError
 from mesoslike.observations import NOTICE
 from mesoslike.resources import Resources
 from mesoslike.wire import executor_messages as x
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import unbatched
-from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TERMINAL_STATES, AgentInfo,
-                                  ContainerStatus, ExecutorInfo, FrameworkInfo, Label, MasterInfo, TaskInfo,
-                                  TaskState, TaskStatus, without_secret_values)
+from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TERMINAL_STATES, WARN_MESSAGE_SIZE,
+                                  AgentInfo, ContainerStatus, ExecutorInfo, FrameworkInfo, Label, MasterInfo,
+                                  TaskInfo, TaskState, TaskStatus, check_message_size, without_secret_values)
 
 __all__ = [
     "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "Reconnect", "LaunchTask", "KillTask",
@@ -117,9 +116,10 @@ REASON_TASK_HEALTH_CHECK_STATUS_UPDATED = "REASON_TASK_HEALTH_CHECK_STATUS_UPDAT
 #: TASK_FAILED: a URI of the task could not be fetched (the message names it)
 REASON_CONTAINER_LAUNCH_FAILED = "REASON_CONTAINER_LAUNCH_FAILED"
 
-#: status update retries: 0.5 s doubling to 10 s (docs/wire.rst)
+#: status update retries: 0.5 s doubling to 10 s (docs/reliability.rst, "Retries")
 UPDATE_BACKOFF_INITIAL = 0.5
 UPDATE_BACKOFF_MAX = 10.0
+UPDATE_BACKOFF = Backoff(UPDATE_BACKOFF_INITIAL, UPDATE_BACKOFF_MAX, jitter=0.0)
 
 EMPTY = Resources()
 TaskKey = tuple[str, str]  # (framework_id, task_id): task ids are unique per framework only
@@ -389,19 +389,6 @@ def _executor_id_of_run(task_id: str) -> str | None:
     return task_id[len(EXECUTOR_RUN_PREFIX):] if task_id.startswith(EXECUTOR_RUN_PREFIX) else None
 
 
-class _UpdateStream:
-    """One task's unacknowledged updates, oldest first; only the head is in
-    flight. ``next_send`` is None while the head waits for a registered master."""
-
-    __slots__ = ("framework_id", "pending", "next_send", "backoff")
-
-    def __init__(self, framework_id: str) -> None:
-        self.framework_id = framework_id
-        self.pending: deque[TaskStatus] = deque()
-        self.next_send: float | None = None
-        self.backoff = UPDATE_BACKOFF_INITIAL
-
-
 # =================================================================== core
 class AgentCore:
     """The agent state machine: events in, :data:`Command` lists out.
@@ -448,6 +435,12 @@ class AgentCore:
         to register before it is killed and its tasks fail
         (``REASON_EXECUTOR_REGISTRATION_TIMEOUT``; Mesos's
         ``--executor_registration_timeout``), in seconds.
+    :param max_message_size: bytes of data a framework message (either way)
+        or an executor's status update may carry (``--max-message-size``):
+        a larger one from an executor is refused (EXECUTOR_ERROR), one for
+        an executor dropped (logged); above
+        :data:`~mesoslike.wire.types.WARN_MESSAGE_SIZE` an executor's data
+        is logged.
     :param task_users: whom tasks run as; a task whose unix user runs
         another principal's tasks here is refused (TASK_ERROR,
         ``REASON_TASK_UNAUTHORIZED``) unless the user may be shared.
@@ -460,7 +453,7 @@ class AgentCore:
                  new_secret: Callable[[], str] | None = None,
                  executor_reregister_timeout: float = EXECUTOR_REREGISTER_TIMEOUT,
                  executor_register_timeout: float = EXECUTOR_REGISTER_TIMEOUT,
-                 task_users: TaskUsers | None = None) -> None:
+                 task_users: TaskUsers | None = None, max_message_size: int = MAX_FRAMEWORK_MESSAGE) -> None:
         if max_ping_timeouts < 1:
             raise ValueError(f"max_ping_timeouts must be >= 1, got {max_ping_timeouts!r}")
         if not 0 < register_backoff <= register_backoff_max:
@@ -469,6 +462,7 @@ class AgentCore:
             raise ValueError(f"register_jitter must be in [0, 1), got {register_jitter!r}")
         check_executor_timeout("executor_reregister_timeout", executor_reregister_timeout)
         check_executor_timeout("executor_register_timeout", executor_register_timeout)
+        self.max_message_size = check_message_size(max_message_size)
         self.clock = clock
         self._info = attrs.evolve(info, id="")
         #: the total it was started with (--resources); its dynamic reservations convert part of it
@@ -477,9 +471,7 @@ class AgentCore:
         self._rng = rng if rng is not None else random.Random()
         self._wall_clock = wall_clock or clock.now
         self.max_ping_timeouts = max_ping_timeouts
-        self._register_backoff_initial = register_backoff
-        self._register_backoff_max = register_backoff_max
-        self._register_jitter = register_jitter
+        self._register_backoff = Backoff(register_backoff, register_backoff_max, register_jitter)
         self.version = version
         self.http_address = http_address
         self.checkpoint = checkpoint
@@ -500,7 +492,7 @@ class AgentCore:
         self._registering = False            # an attempt went out and is unanswered
         self._told_unreachable = False       # "master unreachable" logged since the last registration
         self._next_registration: float | None = clock.now()
-        self._register_backoff = register_backoff
+        self._register_attempts = 0   # since the last answer: how far the back-off has grown
         self._drain_deadline: float | None = None   # after SHUTDOWN_AGENT: register once tasks are gone
         self._master: MasterInfo | None = None
         self._master_accepts_batches = False
@@ -508,12 +500,8 @@ class AgentCore:
         self._last_master_contact = clock.now()
 
         self._tasks: dict[TaskKey, _Task] = {}
-        self._streams: dict[TaskKey, _UpdateStream] = {}
-        # when each stream's head is due again: a heap of (time, n, key, stream),
-        # an entry stale once the stream's next_send moved (issue 14: tick and
-        # next_wakeup scanned every stream, O(tasks) per turn of the agent)
-        self._resends: list[tuple[float, int, TaskKey, _UpdateStream]] = []
-        self._resend_count = itertools.count()
+        #: each task's updates the master has not acknowledged; the heads go out while registered
+        self._streams: UpdateStreams[TaskKey] = UpdateStreams(UPDATE_BACKOFF)
         self._used = EMPTY
         #: the part of _used that dying tasks and executors of shut-down frameworks hold: the master freed it
         #: when it removed the framework, and offers it again at once
@@ -628,15 +616,13 @@ class AgentCore:
         for key, task in sorted(self._tasks.items()):
             if task.orphaned:
                 continue
-            stream = self._streams.get(key)
             views.append(AgentTask(key[0], key[1], task.state, task.info.resources, task.pid, task.killing,
-                                   len(stream.pending) if stream else 0, task.info.user))
+                                   self._streams.depth(key), task.info.user))
         return views
 
     def pending_updates(self, framework_id: str, task_id: str) -> list[TaskStatus]:
         """The task's unacknowledged updates, oldest (in flight) first."""
-        stream = self._streams.get((framework_id, task_id))
-        return list(stream.pending) if stream else []
+        return self._streams.pending((framework_id, task_id))
 
     def task_checkpoint(self, framework_id: str, task_id: str) -> TaskCheckpoint | None:
         """What to persist of a task (:class:`CheckpointTask`); None if it is not known.
@@ -662,7 +648,7 @@ class AgentCore:
     def drained(self) -> bool:
         """Draining, every task has ended and every update is acknowledged."""
         return (self._draining and not self._live_tasks() and not self._executors
-                and not any(s.pending for s in self._streams.values()))
+                and not self._streams.count)
 
     def next_wakeup(self) -> float:
         """When :meth:`tick` has work next (``math.inf``: only events will do)."""
@@ -670,21 +656,11 @@ class AgentCore:
         if self._registered:
             if self._ping_interval > 0:
                 times.append(self._master_deadline())
-            due = self._next_resend()
+            due = self._streams.next_due()
             if due is not None:
-                times.append(due[0])
+                times.append(due)
         times.extend(self._executor_deadlines())
         return min(times, default=math.inf)
-
-    def _next_resend(self) -> tuple[float, int, TaskKey, _UpdateStream] | None:
-        """The earliest resend still wanted (stale entries dropped): O(log n) amortised."""
-        resends = self._resends
-        while resends:
-            when, _, key, stream = resends[0]
-            if stream.next_send == when and stream.pending and self._streams.get(key) is stream:
-                return resends[0]
-            heapq.heappop(resends)
-        return None
 
     # ------------------------------------------------------------- events
     def tick(self) -> list[Command]:
@@ -704,9 +680,7 @@ class AgentCore:
                 out.append(Reconnect())
             out.append(self._registration_attempt(now))
         if self._registered:
-            while (due := self._next_resend()) is not None and now >= due[0]:
-                heapq.heappop(self._resends)
-                out.append(self._send_head(due[3], now, due[2]))
+            out.extend(SendToMaster(m.StatusUpdate(key[0], update)) for key, update in self._streams.due(now))
         if self._executors:
             out.extend(self._executor_timeouts(now))
         return out
@@ -881,9 +855,11 @@ class AgentCore:
             self._tasks[key] = task
             if task.holds_resources:
                 self._used = self._used + task.info.resources
-            if checkpoint.updates:
-                stream = self._streams[key] = _UpdateStream(key[0])
-                stream.pending.extend(checkpoint.updates)
+            for update in checkpoint.updates:
+                if update.uuid:
+                    self._streams.add(key, update)
+                else:   # not one this agent wrote: no acknowledgement could name it
+                    log.warning("dropping a checkpointed update of %s/%s without a uuid", *key)
             if task.info.executor is not None and task.alive:
                 out.extend(self._recover_executor_task(task))
         log.info("recovered agent %s with %d tasks and %d custom executors", agent_id or "(no id)", len(self._tasks),
@@ -938,11 +914,11 @@ class AgentCore:
     def _registration_attempt(self, now: float) -> SendToMaster:
         if self._registering and not self._told_unreachable:   # the last attempt got no answer
             log.log(NOTICE, "master unreachable, retrying: no answer to the registration yet (every %.0f s at most)",
-                    self._register_backoff_max)
+                    self._register_backoff.maximum)
             self._told_unreachable = True
         self._registering = True
-        self._next_registration = now + self._register_backoff * self._rng.uniform(1.0 - self._register_jitter, 1.0)
-        self._register_backoff = min(self._register_backoff * 2, self._register_backoff_max)
+        self._next_registration = now + self._register_backoff.delay(self._register_attempts, self._rng)
+        self._register_attempts += 1
         if not self._agent_id:
             log.info("registering with the master")
             return SendToMaster(m.RegisterAgent(self.info, version=self.version, http_address=self.http_address,
@@ -970,8 +946,8 @@ class AgentCore:
         """The state of the task's oldest unacknowledged update ("" : none):
         what its framework hears next, which a master answers reconciliation
         with until the update stream catches up (RunningTask.update_state)."""
-        stream = self._streams.get(key)
-        return stream.pending[0].state if stream is not None and stream.pending else ""
+        head = self._streams.head(key)
+        return head.state if head is not None else ""
 
     def _agent_registered(self, msg: m.AgentRegistered) -> list[Command]:
         if self._registered and msg.agent_id == self._agent_id:
@@ -987,17 +963,15 @@ class AgentCore:
         self._registered = True
         self._registering = False
         self._next_registration = None
-        self._register_backoff = self._register_backoff_initial
+        self._register_attempts = 0
         self._master = msg.master
         self._ping_interval = msg.ping_interval
         self._master_accepts_batches = msg.accepts_batches
         log.log(NOTICE, "registered with master %s (%s) as %s", msg.master.address, msg.master.id, msg.agent_id)
         self._told_unreachable = False
         out: list[Command] = [CheckpointAgent(msg.agent_id, msg.receipt)] if self.checkpoint else []
-        for key, stream in self._streams.items():  # what waited for a master goes out now
-            if stream.pending:
-                stream.backoff = UPDATE_BACKOFF_INITIAL
-                out.append(self._send_head(stream, now, key))
+        # what waited for a master goes out now
+        out.extend(SendToMaster(m.StatusUpdate(key[0], update)) for key, update in self._streams.heads(now))
         return out
 
     def on_master_changed(self) -> list[Command]:
@@ -1013,7 +987,7 @@ class AgentCore:
 
     def _lose_master(self, now: float) -> None:
         self._registered = False
-        self._register_backoff = self._register_backoff_initial
+        self._register_attempts = 0
         self._next_registration = now
 
     def _ping(self, msg: m.Ping) -> list[Command]:
@@ -1051,7 +1025,6 @@ class AgentCore:
                 executor.killing = True
                 out.append(KillTask(key[0], executor.info.run_id(), 0.0))
         self._streams.clear()
-        self._resends.clear()
         self._agent_id = ""
         if self.checkpoint:
             out.append(CheckpointAgent(""))
@@ -1059,7 +1032,7 @@ class AgentCore:
         self._registering = False
         self._master = None
         self._next_registration = None
-        self._register_backoff = self._register_backoff_initial
+        self._register_attempts = 0
         # register anew once the old tasks are gone, so the master is not
         # offered resources their processes still hold; bounded for stuck ones
         self._drain_deadline = now + grace + 5.0
@@ -1078,10 +1051,7 @@ class AgentCore:
             # time (docs/reliability.rst): this one has it, so answer with
             # the task's oldest unacknowledged update, which confirms it
             log.info("RUN_TASK %s/%s again: the task is known here, its update goes out again", *key)
-            stream = self._streams.get(key)
-            if stream is None or not stream.pending or not self._registered:
-                return []
-            return [self._send_head(stream, self.clock.now(), key)]
+            return self._send_head(key) if self._registered else []
         if not self._agent_id:
             log.warning("RUN_TASK %s/%s while unregistered dropped", *key)
             return []
@@ -1273,6 +1243,17 @@ class AgentCore:
         if isinstance(message, x.RegisterExecutor):
             return self._executor_registered(executor, peer, message)
         executor.peer = peer   # its latest connection (the secret says it is this executor)
+        data = message.status.data if isinstance(message, x.ExecutorStatus) else message.data
+        if len(data) > self.max_message_size:
+            what = "a status update's data" if isinstance(message, x.ExecutorStatus) else "a framework message"
+            log.warning("executor %s/%r: %s of %d bytes refused (--max-message-size %d)", *executor.key, what,
+                        len(data), self.max_message_size)
+            return [SendToExecutor(peer, x.ExecutorError(
+                f"{what} holds {len(data)} bytes; at most {self.max_message_size} (the agent's --max-message-size): "
+                "refused", uuid=message.status.uuid if isinstance(message, x.ExecutorStatus) else ""))]
+        if len(data) > WARN_MESSAGE_SIZE:
+            log.warning("executor %s/%r sends %d bytes of data (more than %d)", *executor.key, len(data),
+                        WARN_MESSAGE_SIZE)
         if isinstance(message, x.ExecutorStatus):
             return self._executor_status(executor, peer, message.status)
         return self._message_to_framework(executor, message.data)
@@ -1294,7 +1275,7 @@ class AgentCore:
         secret = self._new_secret()
         environment = dict(info.environment)
         environment.update({x.ENDPOINT_ENV: self.executor_endpoint, x.SECRET_FILE_ENV: x.SECRET_FILE,
-                            x.EXECUTOR_ID_ENV: info.executor_id})
+                            x.EXECUTOR_ID_ENV: info.executor_id, x.MAX_MESSAGE_SIZE_ENV: str(self.max_message_size)})
         environment.update(self._mesos_executor_environment(framework, info))
         run = TaskInfo(info.run_id(), self._agent_id, info.command, info.resources + first_task,
                        name=info.name or info.executor_id,
@@ -1321,12 +1302,23 @@ class AgentCore:
 
     def executor_secret(self, framework_id: str, executor_id: str) -> str | None:
         """The secret of the framework's executor ``executor_id`` while its
-        process runs or starts and this agent process made it (the v1
-        executor API builds the channel's frames with it), else None."""
+        process runs or starts (the v1 executor API builds the channel's
+        frames with it): "" while it is not known — a recovered executor's,
+        until :meth:`restore_executor_secret` — and None for no such executor."""
         executor = self._executors.get((framework_id, executor_id))
         if executor is None or executor.orphaned or executor.phase == _Phase.TERMINATED:
             return None
-        return executor.secret or None
+        return executor.secret
+
+    def restore_executor_secret(self, framework_id: str, executor_id: str, secret: str) -> bool:
+        """Give a recovered executor back its secret (read from its sandbox's
+        secret file by the runtime: this agent process never had it) — only
+        if its digest is the checkpointed one. True if it was."""
+        executor = self._executors.get((framework_id, executor_id))
+        if executor is None or not secret or not hmac.compare_digest(_secret_digest(secret), executor.digest):
+            return False
+        executor.secret = secret
+        return True
 
     def _add_executor(self, framework: FrameworkInfo, run: TaskInfo, digest: str, secret: str = "") -> _Executor:
         executor = _Executor(framework, run, digest)
@@ -1443,11 +1435,10 @@ class AgentCore:
         ack = SendToExecutor(peer, x.ExecutorStatusAck(task_id, status.uuid))
         if not task.alive or (status.uuid and status.uuid == task.executor_uuid):
             return [ack]   # a resend of what the agent has
-        stream = self._streams.get((executor.framework.id, task_id))
-        if stream is not None and len(stream.pending) >= MAX_EXECUTOR_PENDING_UPDATES \
-                and status.state not in TERMINAL_STATES:
+        waiting = self._streams.depth((executor.framework.id, task_id))
+        if waiting >= MAX_EXECUTOR_PENDING_UPDATES and status.state not in TERMINAL_STATES:
             return [SendToExecutor(peer, x.ExecutorError(
-                f"task {task_id[:200]!r} has {len(stream.pending)} updates unacknowledged by the master: a "
+                f"task {task_id[:200]!r} has {waiting} updates unacknowledged by the master: a "
                 "non-terminal one is refused (send it again later)", uuid=status.uuid, retry=True))]
         task.executor_uuid = status.uuid
         message, reason = status.message[:_MAX_EXECUTOR_TEXT], status.reason[:200]
@@ -1477,9 +1468,9 @@ class AgentCore:
             log.warning("framework message for executor %s/%r dropped: no such registered executor",
                         framework_id, executor_id[:200])
             return []
-        if len(data) > MAX_FRAMEWORK_MESSAGE:
-            log.warning("framework message of %d bytes for executor %s/%r dropped: more than %d", len(data),
-                        framework_id, executor_id[:200], MAX_FRAMEWORK_MESSAGE)
+        if len(data) > self.max_message_size:
+            log.warning("framework message of %d bytes for executor %s/%r dropped: more than %d "
+                        "(--max-message-size)", len(data), framework_id, executor_id[:200], self.max_message_size)
             return []
         return [SendToExecutor(executor.peer, x.ExecutorFrameworkMessage(data))]
 
@@ -1658,20 +1649,13 @@ class AgentCore:
         """Queue a reliable update; send it now if it is the head."""
         framework_id, task_id = task.framework.id, task.info.task_id
         task.state = state
-        stream = self._streams.get((framework_id, task_id))
-        if stream is None:
-            stream = self._streams[(framework_id, task_id)] = _UpdateStream(framework_id)
         # the task's labels ride on each of its updates (issue 18 §5b)
-        stream.pending.append(self._status(framework_id, task_id, state, message, reason, exit_code,
-                                           healthy=task.healthy, labels=task.info.labels, source=source, data=data,
-                                           container=self._container_of(task)))
+        head = self._streams.add((framework_id, task_id), self._status(
+            framework_id, task_id, state, message, reason, exit_code, healthy=task.healthy, labels=task.info.labels,
+            source=source, data=data, container=self._container_of(task)))
         out = self._checkpointed(task)   # written before it is sent: a sent update is never lost
-        if len(stream.pending) > 1:
-            return out  # behind an unacknowledged one
-        if not self._registered:
-            stream.next_send = None  # goes out on registration
-            return out
-        out.append(self._send_head(stream, self.clock.now(), (framework_id, task_id)))
+        if head and self._registered:   # else behind an unacknowledged one, or out on registration
+            out.extend(self._send_head((framework_id, task_id)))
         return out
 
     def _container_of(self, task: _Task) -> ContainerStatus | None:
@@ -1682,31 +1666,27 @@ class AgentCore:
             return executor.container_status if executor is not None else None
         return task.container_status
 
-    def _send_head(self, stream: _UpdateStream, now: float, key: TaskKey) -> SendToMaster:
-        stream.next_send = now + stream.backoff
-        heapq.heappush(self._resends, (stream.next_send, next(self._resend_count), key, stream))
-        stream.backoff = min(stream.backoff * 2, UPDATE_BACKOFF_MAX)
-        return SendToMaster(m.StatusUpdate(stream.framework_id, stream.pending[0]))
+    def _send_head(self, key: TaskKey) -> list[Command]:
+        """Send the task's update in flight (if it has one) now."""
+        update = self._streams.send_head(key, self.clock.now())
+        return [SendToMaster(m.StatusUpdate(key[0], update))] if update is not None else []
 
     def _status_update_ack(self, msg: m.StatusUpdateAck) -> list[Command]:
         key = (msg.framework_id, msg.task_id)
-        stream = self._streams.get(key)
-        if stream is None or not stream.pending or stream.pending[0].uuid != msg.uuid:
+        acked = self._streams.acknowledge(key, msg.uuid)
+        if acked is None:
             log.debug("ignoring acknowledgement %s of %s/%s: not the update in flight", msg.uuid, *key)
             return []
-        acked = stream.pending.popleft()
-        stream.backoff = UPDATE_BACKOFF_INITIAL
-        stream.next_send = None
         task = self._tasks.get(key)
         if acked.terminal:
-            del self._streams[key]
+            self._streams.remove(key)
             if task is not None and not task.alive:
                 del self._tasks[key]  # the task's story is told: forget it
                 return self._forget(key)
             return []
         out = self._checkpointed(task) if task is not None else []
-        if stream.pending and self._registered:
-            out.append(self._send_head(stream, self.clock.now(), key))
+        if self._registered:
+            out.extend(self._send_head(key))
         return out
 
     def _shutdown_executor(self, msg: m.ShutdownExecutor) -> list[Command]:

@@ -419,6 +419,11 @@ class TaskExecutor:
         run = self._runs.get((framework_id, task_id))
         return run.container if run else None
 
+    def container_and_leader(self, framework_id: str, task_id: str) -> tuple[Container, int | None] | None:
+        """A running task's container and its process (its session's leader), None if it does not run."""
+        run = self._runs.get((framework_id, task_id))
+        return (run.container, run.task_pid) if run else None
+
     def isolation_of(self, framework_id: str, task_id: str) -> tuple[tuple[str, ...], str]:
         """The isolators a running task got (Mesos's names) and its image
         ('' for none); nothing if it is not running."""

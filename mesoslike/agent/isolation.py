@@ -64,6 +64,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Iterator
 
 import attrs
 
@@ -165,6 +166,11 @@ class Isolator:
         ``pgid`` is its session and process group."""
         return _limited(_session_usage(pgid), container, self.enforcing)
 
+    def processes(self, container: Container, session: int | None) -> list[int]:
+        """The task's processes now: its cgroup's, or (posix) those of
+        ``session``, its leader's session (a scan of ``/proc``)."""
+        return [pid for pid, _ in _session_processes(session)]
+
     def runc_cgroups_path(self, container: Container) -> str:
         """runc's ``cgroupsPath`` of the container's cgroups ('' when it has
         none: runc makes its own). Raises OSError when runc cannot name them."""
@@ -255,6 +261,10 @@ class _Cgroups(Isolator):
 
     def _peak_file(self, container: Container) -> str:
         raise NotImplementedError
+
+    def processes(self, container: Container, session: int | None) -> list[int]:
+        directories = container.directories
+        return _cgroup_pids(directories[0]) if directories else []
 
     def oom_kills(self, container: Container) -> int:
         path, key = self._oom_event(container)
@@ -742,13 +752,11 @@ def _rmdir(directory: str) -> None:
         log.warning("could not remove the cgroup %s", directory)
 
 
-def _session_usage(session: int | None) -> TaskUsage:
-    """Usage summed over the living processes of session ``session`` (posix)."""
-    now = time.time()
+def _session_processes(session: int | None) -> Iterator[tuple[int, list[str]]]:
+    """(pid, the fields of its ``/proc/PID/stat`` after the name) of each
+    living process of session ``session``."""
     if not session:
-        return TaskUsage("", "", now)
-    user = system = 0.0
-    rss = count = 0
+        return
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -757,8 +765,18 @@ def _session_usage(session: int | None) -> TaskUsage:
         except OSError:
             continue
         fields = text[text.rindex(")") + 2:].split()
-        if int(fields[3]) != session or fields[0] in ("Z", "X"):
-            continue
+        if int(fields[3]) == session and fields[0] not in ("Z", "X"):
+            yield int(entry), fields
+
+
+def _session_usage(session: int | None) -> TaskUsage:
+    """Usage summed over the living processes of session ``session`` (posix)."""
+    now = time.time()
+    if not session:
+        return TaskUsage("", "", now)
+    user = system = 0.0
+    rss = count = 0
+    for _, fields in _session_processes(session):
         count += 1
         user += (int(fields[11]) + int(fields[13])) / _CLOCK_TICKS    # utime + cutime
         system += (int(fields[12]) + int(fields[14])) / _CLOCK_TICKS  # stime + cstime

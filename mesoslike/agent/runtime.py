@@ -73,10 +73,10 @@ from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
 from mesoslike.agent.files import SandboxAccess, SandboxFiles, launch_secret_files
 from mesoslike.agent.images import IMAGES_DIR, ImageError, ImageStore
 from mesoslike.agent.http import AgentHTTPServer
-from mesoslike.agent.v1_executor import EXECUTOR_PATH, MAX_CALL_BODY, V1Executors, is_v1_peer
+from mesoslike.agent.v1_executor import EXECUTOR_PATH, V1Executors, is_v1_peer
 from mesoslike.agent.isolation import DEFAULT_ISOLATION, Isolator, agent_key, select_isolation
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
-from mesoslike.agent.secrets import SecretError, SecretStore
+from mesoslike.agent.secrets import SecretError, SecretStore, read_sandbox_secret
 from mesoslike.agent.settings import AgentSettings
 from mesoslike.agent.views import AgentViews
 from mesoslike.acl import Credentials
@@ -86,12 +86,14 @@ from mesoslike.locator import check_master_address, make_locator
 from mesoslike.observations import LATENCY_BUCKETS, Histogram
 from mesoslike.resources import Resources
 from mesoslike.transport import Client, Server, Waker, idle, poll
+from mesoslike.v1.shapes import call_body_limit
 from mesoslike.wire import WireError
 from mesoslike.wire import messages as m
 from mesoslike.wire import executor_messages as x
 from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
+from mesoslike.wire.codec import CODEC, sized
 from mesoslike.wire.messages import MAX_BATCH
-from mesoslike.wire.types import AgentInfo
+from mesoslike.wire.types import EXECUTOR_RUN_PREFIX, AgentInfo, check_message_size
 
 __all__ = ["AgentRuntime", "default_work_dir", "RECOVER_MODES"]
 
@@ -170,6 +172,13 @@ class AgentRuntime:
                 check_executor_timeout(flag, seconds)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
+        try:
+            #: bytes of data a framework message or status update carries at most (docs/reliability.rst)
+            self.max_message_size = check_message_size(settings.max_message_size)
+        except ValueError as exc:
+            raise ConfigError(f"--max-message-size: {exc}") from None
+        #: the master protocol's frames, sized to it
+        self._codec = sized(CODEC, self.max_message_size)
         self.hostname = settings.hostname or detect_hostname()
         self.work_dir = Path(settings.work_dir if settings.work_dir is not None else default_work_dir(self.hostname))
         try:
@@ -210,7 +219,8 @@ class AgentRuntime:
                               new_secret=lambda: secrets.token_hex(32),
                               executor_reregister_timeout=settings.executor_reregistration_timeout,
                               executor_register_timeout=settings.executor_registration_timeout,
-                              task_users=TaskUsers(self.switch_user, self.agent_user, frozenset(settings.shared_task_users)))
+                              task_users=TaskUsers(self.switch_user, self.agent_user, frozenset(settings.shared_task_users)),
+                              max_message_size=self.max_message_size)
         self._channel: Server | None = None
         #: what the turn has for executors (sent once its checkpoints are on disk)
         self._executor_outgoing: list[tuple[bytes, object]] = []
@@ -242,7 +252,7 @@ class AgentRuntime:
         self.checkpoints = CheckpointStore(self.work_dir)
         self.http: AgentHTTPServer | None = None
         #: Mesos's v1 executor API (docs/mesos-api.rst): pymesos's executors speak it
-        self.v1_executors = V1Executors(self)
+        self.v1_executors = V1Executors(self, self.max_message_size)
         #: checkpoint files that could not be read at the last start (path, problem)
         self.recovery_errors: list[tuple[str, str]] = []
         #: what /metrics counts of this agent's own (several agents may share a process)
@@ -392,7 +402,8 @@ class AgentRuntime:
         access = SandboxAccess(self.credentials, self.executor.sandbox_owners) if self.credentials else None
         files = SandboxFiles(self.executor.sandbox_root, launch_secret_files(self.work_dir / "meta" / "tasks"))
         self.http = AgentHTTPServer(self.http_ip, self.http_port, self.views, files, access,
-                                    handlers=self.v1_executors.handlers, body_limits={EXECUTOR_PATH: MAX_CALL_BODY})
+                                    handlers=self.v1_executors.handlers,
+                                    body_limits={EXECUTOR_PATH: call_body_limit(self.max_message_size)})
         address = advertised_ip(self.http.host, self.advertise_ip)
         host = url_host(address)   # never a wildcard
         self.core.http_address = f"http://{host}:{self.http.port}"
@@ -421,8 +432,9 @@ class AgentRuntime:
                         if client is not None:
                             self._send_outgoing()
                             client.close()
-                        client = (Client(leader, watch_connection=True, reconnect_max=RECONNECT_MAX,
-                                         keys=self._keys, server_key=self._master_key) if leader else None)
+                        client = (Client(leader, codec=self._codec, watch_connection=True,
+                                         reconnect_max=RECONNECT_MAX, keys=self._keys, server_key=self._master_key)
+                                  if leader else None)
                         connections = 0
                         if address is not None or self.core.agent_id:
                             self._carry_out(client, self.core.on_master_changed())
@@ -704,7 +716,7 @@ class AgentRuntime:
                 path.unlink()   # an earlier agent's (the work dir's lock is ours)
         except FileNotFoundError:
             pass
-        self._channel = Server(f"ipc://{path}", codec=x.EXECUTOR_CODEC)
+        self._channel = Server(f"ipc://{path}", codec=sized(x.EXECUTOR_CODEC, self.max_message_size))
         os.chmod(path, 0o666 if self.switch_user else 0o600)
         log.info("agent %s: executor channel %s", self.hostname, path)
 
@@ -729,8 +741,35 @@ class AgentRuntime:
                 log.exception("handling %s from a v1 executor failed", getattr(message, "TYPE", message))
 
     def executor_secret(self, framework_id: str, executor_id: str) -> str | None:
+        run_id = EXECUTOR_RUN_PREFIX + executor_id
         with self._lock:
-            return self.core.executor_secret(framework_id, executor_id)
+            secret = self.core.executor_secret(framework_id, executor_id)
+            if secret != "":
+                return secret
+            sandbox = self.executor.sandbox(framework_id, run_id)
+        # an executor recovered with the agent: this process never had its secret; its file in the
+        # sandbox holds it, taken only if its digest is the checkpointed one (docs/mesos-api.rst)
+        found = read_sandbox_secret(sandbox, x.SECRET_FILE)
+        with self._lock:
+            if found is not None and self.core.restore_executor_secret(framework_id, executor_id, found):
+                return found
+        log.warning("executor %s of framework %s: its secret file does not hold its secret (changed or gone); "
+                    "it cannot use the v1 executor API", executor_id[:200], framework_id[:200])
+        return None
+
+    def executor_processes(self, framework_id: str, executor_id: str) -> list[int]:
+        """The processes of the executor's container now (none if it does not run)."""
+        with self._lock:
+            running = self.executor.container_and_leader(framework_id, EXECUTOR_RUN_PREFIX + executor_id)
+        if running is None:
+            return []
+        container, leader = running
+        try:
+            return self.executor.isolator.processes(container, leader)
+        except OSError as exc:
+            log.warning("the processes of executor %s of framework %s cannot be read: %s", executor_id[:200],
+                        framework_id[:200], exc)
+            return []
 
     def wake(self) -> None:
         waker = self._waker

@@ -44,7 +44,7 @@ if TYPE_CHECKING:   # the supervisor runs without the package: types for the che
 
 __all__ = ["SecretError", "SecretStore", "select_key", "resolve_secret", "resolve_task_secrets", "TaskSecrets",
            "secret_file_host_path", "write_secrets_file", "take_secrets", "write_secret_file",
-           "remove_secret_files", "SECRETS_FILE", "RUN_DIR_SECRETS", "SECRET_FILE_MODE", "MAX_SECRET_FILE_BYTES"]
+           "remove_secret_files", "read_sandbox_secret", "SECRETS_FILE", "RUN_DIR_SECRETS", "SECRET_FILE_MODE", "MAX_SECRET_FILE_BYTES"]
 
 #: the run directory's file with a task's resolved secrets: made by the agent, removed by the supervisor
 SECRETS_FILE = "secrets.json"
@@ -350,6 +350,32 @@ def write_secret_file(path: str, data: bytes, uid: int, gid: int, sandbox: str) 
                 view = view[os.write(out, view):]
         finally:
             os.close(out)
+    finally:
+        os.close(fd)
+
+
+def read_sandbox_secret(sandbox: str | os.PathLike, name: str, limit: int = 4096) -> str | None:
+    """What the secret file ``name`` directly in ``sandbox`` holds (at most
+    ``limit`` bytes, ASCII), None if it cannot be read or is not a regular
+    file. The sandbox is its task's user's: neither it nor the file is
+    followed if a link, and a FIFO does not block; the caller checks what
+    it got against what it expects (a digest), never trusts it."""
+    try:
+        directory = os.open(sandbox, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=directory)
+    except OSError:
+        return None
+    finally:
+        os.close(directory)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, limit).decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        return None
     finally:
         os.close(fd)
 

@@ -17,6 +17,7 @@ from mesoslike.agent.core import EXECUTOR_REGISTER_TIMEOUT, EXECUTOR_REREGISTER_
 from mesoslike.agent.executor import (DEFAULT_FETCHER_CACHE_SIZE, DEFAULT_FETCHER_MAX_SIZE, DEFAULT_FETCHER_TIMEOUT,
                                       DEFAULT_RECOVERY_TIMEOUT)
 from mesoslike.agent.images import DEFAULT_CACHE_SIZE, DEFAULT_REGISTRY
+from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE
 
 if TYPE_CHECKING:
     from mesoslike.acl import Credentials
@@ -119,6 +120,11 @@ class AgentSettings:
     :ivar image_cache_size: bytes the unpacked image layers
         (``<work_dir>/images``, :attr:`AgentRuntime.images`) may take; least recently
         used layers no task uses go first.
+    :ivar max_message_size: bytes of data a framework message or status
+        update carries at most (``--max-message-size``, 1 KiB..1 GiB; Mesos's
+        64 MiB by default; docs/reliability.rst "Message sizes"): it sizes the
+        frames to the master, the executor channel and the v1 executor API's
+        call bodies; more is refused where it enters.
     """
 
     master: str
@@ -161,3 +167,4 @@ class AgentSettings:
     shared_task_users: Iterable[str] = ()
     credentials: Credentials | None = None
     insecure: bool = False
+    max_message_size: int = MAX_FRAMEWORK_MESSAGE

@@ -8,11 +8,13 @@ puts what the core says to such an executor onto its event stream.
 Where an executor connects: the agent starts every custom executor with
 Mesos's variables (``MESOS_AGENT_ENDPOINT``, ``MESOS_FRAMEWORK_ID``,
 ``MESOS_EXECUTOR_ID`` ...; :mod:`mesoslike.agent.core`). Who it is: the
-framework and executor ids a call names, and — because those are no secret
-— a call is taken only from this host (a loopback address, as executors
-run here) or with ``Authorization: Bearer`` and the executor's own secret
-(the content of its ``MESOSLIKE_EXECUTOR_SECRET_FILE``). The agent's core then
-knows it by that secret, exactly as on the channel.
+framework and executor ids a call names — and, because those are no
+secret, a call naming executor E is taken only from a process inside E's
+container, as the kernel says who holds the connection's other end
+(:mod:`mesoslike.agent.connection_owner`, looked at once per connection),
+or with ``Authorization: Bearer`` and E's own secret (the content of its
+``MESOSLIKE_EXECUTOR_SECRET_FILE``). The agent's core then knows it by that
+secret, exactly as on the channel.
 
 Calls are handed to the agent's loop (which owns the core and the master's
 connection) and answered 202 at once; what the core refuses comes back on
@@ -22,29 +24,33 @@ the stream as an ERROR event.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import logging
 import threading
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Callable, Protocol
 
+from mesoslike.agent.connection_owner import holder_of_connection
 from mesoslike.http_server import Request, Response, Stream
 from mesoslike.v1 import executor as executor_api
 from mesoslike.v1.calls import JSON, CallError, accepts_json, call_type, decode_call
-from mesoslike.v1.recordio import DEFAULT_MAX_RECORD, encode as encode_record
+from mesoslike.v1.recordio import encode as encode_record
+from mesoslike.v1.shapes import call_body_limit, stream_buffer_limit
+from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE
 
 __all__ = ["V1Executors", "V1Agent", "EXECUTOR_PATH", "is_v1_peer", "MAX_CALL_BODY", "MAX_QUEUED_CALLS"]
 
 log = logging.getLogger("mesoslike.agent.v1")
 
 EXECUTOR_PATH = "/api/v1/executor"
-#: the largest call an executor may post (an update or message with 50 MB of data, base64, fits)
-MAX_CALL_BODY = 72 * 1024 * 1024
+#: the largest call an executor may post by default (an update or message with --max-message-size's default
+#: of data, base64, fits; the agent's is call_body_limit of its --max-message-size)
+MAX_CALL_BODY = call_body_limit(MAX_FRAMEWORK_MESSAGE)
 #: calls waiting for the agent's loop at most (more: 503, try again)
 MAX_QUEUED_CALLS = 10_000
-_STREAM_BUFFER = DEFAULT_MAX_RECORD + 32 * 1024 * 1024
+#: connections remembered as an executor's (proven once, by the kernel: not looked at again), at most
+MAX_KNOWN_CONNECTIONS = 4096
 #: never a ZeroMQ identity (ZeroMQ's own begin with a zero byte and are 5 bytes long; a peer may choose none
 #: that begins with one)
 _PEER_PREFIX = b"\x00mesos-v1-executor/"
@@ -60,27 +66,28 @@ class V1Agent(Protocol):
     def executor_secret(self, framework_id: str, executor_id: str) -> str | None:
         """The secret of the executor the agent runs for the framework (None: none). Thread-safe."""
 
+    def executor_processes(self, framework_id: str, executor_id: str) -> list[int]:
+        """The processes of that executor's container now. Thread-safe."""
+
     def wake(self) -> None:
         """Have the loop take the queued calls now."""
-
-
-def _loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
 
 
 class V1Executors:
     """The v1 executors' streams and calls of one agent."""
 
-    def __init__(self, agent: V1Agent) -> None:
+    def __init__(self, agent: V1Agent, max_data: int = MAX_FRAMEWORK_MESSAGE) -> None:
         self._agent = agent
+        #: bytes of an update's or a message's data at most (the agent's --max-message-size)
+        self._max_data = max_data
+        self._stream_buffer = stream_buffer_limit(max_data)
         self._lock = threading.Lock()
         #: peer -> (stream, framework id, executor id)
         self._streams: dict[bytes, tuple[Stream, str, str]] = {}
         #: (peer, channel message) for the loop, oldest first
         self._calls: deque[tuple[bytes, object]] = deque()
+        #: HTTP connection (its number) -> the executor (framework id, executor id) the kernel said holds it
+        self._known: OrderedDict[int, tuple[str, str]] = OrderedDict()
 
     @property
     def handlers(self) -> dict[str, Callable[[Request], Response]]:
@@ -103,13 +110,13 @@ class V1Executors:
         secret = self._agent.executor_secret(framework_id, executor_id)
         if secret is None:
             raise CallError(400, "Executor cannot be found")
-        self._check_caller(request, secret)
+        self._check_caller(request, framework_id, executor_id, secret)
         if kind == "SUBSCRIBE":
             if not accepts_json(request.header("Accept")):
                 raise CallError(406, f"Expecting 'Accept' to allow '{JSON}'")
-            messages = executor_api.channel_messages(call, secret)
+            messages = executor_api.channel_messages(call, secret, self._max_data)
             peer = _PEER_PREFIX + str(uuid.uuid4()).encode()
-            stream = Stream(_STREAM_BUFFER)
+            stream = Stream(self._stream_buffer)
             with self._lock:
                 older = [p for p, (_, f, e) in self._streams.items() if (f, e) == (framework_id, executor_id)]
                 self._streams[peer] = (stream, framework_id, executor_id)
@@ -122,20 +129,37 @@ class V1Executors:
             current = [p for p, (_, f, e) in self._streams.items() if (f, e) == (framework_id, executor_id)]
         if not current:
             raise CallError(403, "Executor is not subscribed")
-        self._queue(current[-1], executor_api.channel_messages(call, secret))
+        self._queue(current[-1], executor_api.channel_messages(call, secret, self._max_data))
         return Response(202, b"", JSON)
 
-    @staticmethod
-    def _check_caller(request: Request, secret: str) -> None:
-        """From this host, or proving the executor's secret."""
+    def _check_caller(self, request: Request, framework_id: str, executor_id: str, secret: str) -> None:
+        """From a process of the executor's container, or proving the executor's secret."""
         scheme, _, token = (request.header("Authorization") or "").strip().partition(" ")
         if scheme.lower() == "bearer" and token:
             if not hmac.compare_digest(token.strip().encode(), secret.encode()):
                 raise CallError(403, "Forbidden: the token is not this executor's")
             return
-        if not _loopback(request.client):
-            raise CallError(401, "Unauthorized: an executor calls from the agent's host, or gives "
-                                 "'Authorization: Bearer' with the secret of its MESOSLIKE_EXECUTOR_SECRET_FILE")
+        executor = (framework_id, executor_id)
+        with self._lock:
+            if request.connection and self._known.get(request.connection) == executor:
+                self._known.move_to_end(request.connection)
+                return
+        holder = None
+        if request.client_port and request.local[1]:
+            holder = holder_of_connection((request.client, request.client_port), request.local,
+                                          self._agent.executor_processes(framework_id, executor_id))
+        if holder is None:
+            log.warning("executor API: a %s call for executor %s of framework %s from %s:%d refused: not from "
+                        "a process of its container", request.method, executor_id[:200], framework_id[:200],
+                        request.client, request.client_port)
+            raise CallError(403, "Forbidden: this connection is not from a process of the executor's container "
+                                 "(an executor calls from its container, or gives 'Authorization: Bearer' with "
+                                 "the secret of its MESOSLIKE_EXECUTOR_SECRET_FILE)")
+        if request.connection:
+            with self._lock:
+                self._known[request.connection] = executor
+                while len(self._known) > MAX_KNOWN_CONNECTIONS:
+                    self._known.popitem(last=False)
 
     def _queue(self, peer: bytes, messages: list[object]) -> None:
         with self._lock:

@@ -146,6 +146,10 @@ def _master_options(command: str):
         option(command, "--max-failover-timeout", type=_POSITIVE, default=_DEFAULTS.max_failover_timeout,
                help="Seconds at most that a disconnected framework's tasks wait for it: a larger "
                     "failover_timeout is lowered to this."),
+        option(command, "--max-message-size", callback=lambda ctx, param, value: _size(ctx, param, value),
+               default="64MB",
+               help="Bytes of data one framework message (scheduler <-> executor) or status update may carry; "
+                    "more is refused, more than 1 MB logged. Give the agents the same (docs/reliability.rst)."),
         option(command, "--max-reconcile-tasks", type=_COUNT, default=_DEFAULTS.max_reconcile_tasks,
                help="Task ids one RECONCILE may name; a larger one gets an ERROR."),
         option(command, "--http-workers", type=_COUNT, default=_DEFAULTS.http_workers,
@@ -180,7 +184,7 @@ _CONFIG_OPTIONS = ("allocation_interval", "offer_timeout", "heartbeat_interval",
                    "max_frameworks_per_connection", "max_agents_per_connection", "max_frameworks_per_principal",
                    "max_agents_per_principal", "max_failover_timeout",
                    "max_reconcile_tasks", "http_workers", "http_timeout", "http_max_connections",
-                   "max_completed_frameworks")
+                   "max_completed_frameworks", "max_message_size")
 
 
 def _master_config(options: dict) -> MasterConfig:
@@ -379,6 +383,9 @@ def _environment_json(ctx: click.Context, param: click.Parameter, value: object)
         help="How long the download of one URI of a task may take before the task fails.")
 @option("agent", "--fetcher-max-size", callback=_size, default="1GB",
         help="The largest file a task may fetch, and the most an archive of it may unpack to.")
+@option("agent", "--max-message-size", callback=_size, default="64MB",
+        help="Bytes of data one framework message (either way) or status update of its executors may carry; more "
+             "is refused, more than 1 MB logged. The master's --max-message-size (docs/reliability.rst).")
 @option("agent", "--executor-reregistration-timeout", callback=_duration, default="10s",
         help="After a restart, how long a custom executor that outlived the previous agent has to reconnect "
              "before it is killed and its tasks end TASK_FAILED (REASON_EXECUTOR_REREGISTRATION_TIMEOUT).")
@@ -423,7 +430,7 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
           drain_timeout, drain, fetcher_cache_size, fetcher_timeout, fetcher_max_size, executor_reregistration_timeout,
           executor_registration_timeout, allowed_host_paths, docker_registry, docker_config,
           docker_insecure_registries, image_cache_size, secrets_dir, shared_task_users, credentials_file, insecure,
-          executor_environment_variables, key, master_key) -> None:
+          executor_environment_variables, max_message_size, key, master_key) -> None:
     """Run an agent that runs the tasks its master sends it. With
     --master-key it talks to, and takes commands from, that master only.
 
@@ -468,7 +475,7 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
             docker_insecure_registries=tuple(name.strip() for name in docker_insecure_registries.split(",")
                                              if name.strip()),
             image_cache_size=image_cache_size, secrets_dir=secrets_dir, environment=executor_environment_variables,
-            credentials=credentials, insecure=insecure,
+            credentials=credentials, insecure=insecure, max_message_size=max_message_size,
             shared_task_users=[user.strip() for user in shared_task_users.split(",") if user.strip()])
         runtime = AgentRuntime(settings, on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
     except MesoslikeError as exc:
@@ -572,7 +579,9 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
     The cluster is authenticated (docs/security.rst): keys and credentials
     are made under <work-dir>/keys/ (kept ones used again) and COMMAND gets
     MESOSLIKE_KEY, MESOSLIKE_MASTER_KEY and MESOSLIKE_TOKEN too, so clients
-    need no flag. --insecure: an anonymous cluster instead.
+    need no flag; for Mesos's v1 API (pymesos), MESOS_MASTER (the HTTP
+    host:port) and the client principal's credential, MESOS_EXAMPLE_PRINCIPAL
+    and MESOS_EXAMPLE_SECRET. --insecure: an anonymous cluster instead.
 
     With a COMMAND (after --), run it with MESOSLIKE_MASTER set to the
     cluster's address, then stop the cluster and exit with its status.
@@ -607,13 +616,20 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
                 master=master_runtime.address, resources=resources, attributes={"room": f"er{i % 2}"},
                 hostname=f"node-{i}", work_dir=os.path.join(base, f"node-{i}"), keys=keys.agents[i] if keys else None,
                 master_key=keys.master.public if keys else None,
-                credentials=keys.credentials if keys else None)).start())
+                credentials=keys.credentials if keys else None, max_message_size=config.max_message_size)).start())
         click.echo(f"local cluster: master {master_runtime.address} (HTTP {master_runtime.http_address}), "
                    f"{agents} agents with {resources}; sandboxes in {base}")
         if keys is not None:
             click.echo(f"authenticated: keys and credentials in {keys.directory} (client key {keys.client_secret}, "
                        f"master key {keys.master_public}, operator token in {keys.directory}/operator.token)")
+        mesos_master = master_runtime.http_address.split("://", 1)[-1] if master_runtime.http_address else ""
+        if mesos_master:
+            click.echo(f"Mesos v1 API (pymesos): master {mesos_master}" + (
+                f", principal 'client', its secret in {keys.directory}/client.token (Mesos's credential JSON: "
+                f"{keys.mesos_credential})" if keys is not None else ", no credentials"))
         environment = keys.client_environment() if keys else {}
+        if mesos_master:
+            environment["MESOS_MASTER"] = mesos_master   # pymesos's master form: the HTTP host:port
         if with_services:
             services = _local_services(master_runtime.address, ip, services_port, base, keys)
             environment["MESOSLIKE_SERVICES"] = services.address

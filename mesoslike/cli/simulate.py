@@ -16,7 +16,7 @@ from mesoslike.cli.options import option
 POLICY_NAMES = ("drf", "random", "fuxi-fifo", "fuxi-fair")
 #: options that apply to one kind of workload only
 _ONLY = {
-    "trace": ("trace_dir", "nodes", "pods", "time_scale", "pending", "job_window"),
+    "trace": ("trace_dir", "nodes", "pods", "copies", "time_scale", "pending", "job_window"),
     "synthetic": ("agents", "tasks"),
     "file": ("workload_file",),
 }
@@ -55,6 +55,9 @@ def _policies(ctx: click.Context, param: click.Parameter, value: str | None) -> 
                   help="Use only the first N nodes of the trace as agents; 0 = all 1,523.")
 @_simulate_option("--pods", type=click.IntRange(min=0), default=0,
                   help="Use only the first N pods of the trace as tasks; 0 = all 8,152.")
+@_simulate_option("--copies", type=click.IntRange(min=1), default=1,
+                  help="The trace's nodes and pods N times over: a cluster N times as big with N times the work "
+                       "(each copy of a pod arrives with it, in jobs of its own copy).")
 @_simulate_option("--time-scale", type=click.FloatRange(min=0, min_open=True), default=1.0,
                   help="Divide every trace time (arrivals, durations) by X.")
 @_simulate_option("--pending", type=click.Choice(["lifetime", "skip"]), default="lifetime",
@@ -102,7 +105,8 @@ def _policies(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @_simulate_option("--timing", is_flag=True, default=False, show_default="off",
                   help="Print each run's wall-clock time and its simulated-to-wall time ratio (to stderr).")
 @click.pass_context
-def simulate(ctx: click.Context, workload: str, trace_dir: Path | None, nodes: int, pods: int, time_scale: float,
+def simulate(ctx: click.Context, workload: str, trace_dir: Path | None, nodes: int, pods: int, copies: int,
+             time_scale: float,
              pending: str, job_window: float, load: float, agents: int, tasks: int, workload_file: Path | None, sorter: str,
              policy: str | None, compare: list[str] | None, roles: Path | None, quota: Path | None,
              preemption: bool | None, seed: int, refuse_seconds: float, cycle_chunk: int, checkpoints: int,
@@ -124,7 +128,7 @@ def simulate(ctx: click.Context, workload: str, trace_dir: Path | None, nodes: i
 
     _refuse_misplaced(ctx, workload)
     loaded = _load_workload(workload, trace_dir, nodes, pods, time_scale, pending, job_window, load, agents, tasks,
-                            workload_file, seed)
+                            workload_file, seed, copies)
     policies = compare or [_policy(ctx, sorter, policy)]
     base = dict(seed=seed, refuse_seconds=refuse_seconds, roles=_roles(roles), quota=_quota(quota),
                 preemption=preemption, cycle_chunk=cycle_chunk or None)
@@ -183,7 +187,8 @@ def _policy(ctx: click.Context, sorter: str, policy: str | None) -> str:
 
 
 def _load_workload(workload: str, trace_dir: Path | None, nodes: int, pods: int, time_scale: float, pending: str,
-                   job_window: float, load: float, agents: int, tasks: int, workload_file: Path | None, seed: int) -> Any:
+                   job_window: float, load: float, agents: int, tasks: int, workload_file: Path | None, seed: int,
+                   copies: int = 1) -> Any:
     """The workload, turning a missing or broken input into a usage error."""
     from mesoslike import sim
 
@@ -191,7 +196,7 @@ def _load_workload(workload: str, trace_dir: Path | None, nodes: int, pods: int,
         directory = trace_dir if trace_dir is not None else sim.DEFAULT_TRACE_DIR
         try:
             return sim.load_openb_trace(directory, nodes=nodes or None, pods=pods or None, time_scale=time_scale,
-                                        load=load, pending=pending, job_window=job_window)
+                                        load=load, pending=pending, job_window=job_window, copies=copies)
         except sim.TraceError as exc:
             hint = "" if trace_dir is not None else " (give the trace directory with --trace-dir)"
             raise click.BadParameter(f"{exc}{hint}", param_hint="'--trace-dir'") from None

@@ -29,10 +29,11 @@ from typing import Any, Callable, Iterable, Union
 
 import attrs
 
+from mesoslike.backoff import Backoff
 from mesoslike.clock import Clock
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import (MAX_OPERATIONS, Filters, FrameworkInfo, MasterInfo, Operation, TaskInfo, TaskState,
-                                  TaskStatus)
+from mesoslike.wire.types import (MAX_FRAMEWORK_MESSAGE, MAX_OPERATIONS, Filters, FrameworkInfo, MasterInfo, Operation,
+                                  TaskInfo, TaskState, TaskStatus)
 
 __all__ = [
     "DriverCore", "SubscriptionState", "Backoff", "Command", "SendToMaster", "InvokeCallback", "Reconnect",
@@ -93,23 +94,6 @@ class Shutdown:
 
 
 Command = Union[SendToMaster, InvokeCallback, Reconnect, Shutdown]
-
-
-@attrs.frozen
-class Backoff:
-    """Subscription retry delays: ``initial`` doubling up to ``maximum``;
-    each delay is drawn from ``[(1 - jitter) * d, d]`` so that many
-    frameworks losing one master do not come back in lockstep."""
-
-    initial: float = 0.5
-    maximum: float = 10.0
-    jitter: float = 0.5
-
-    def __attrs_post_init__(self) -> None:
-        if not 0 < self.initial <= self.maximum:
-            raise ValueError(f"need 0 < initial <= maximum, got {self.initial!r}, {self.maximum!r}")
-        if not 0 <= self.jitter < 1:
-            raise ValueError(f"jitter must be in [0, 1), got {self.jitter!r}")
 
 
 class DeliveredUpdates:
@@ -226,9 +210,14 @@ def reconcile_task_list(tasks: Iterable[TaskStatus | str | m.ReconcileTask]) -> 
     return result
 
 
-def message_data(data: bytes | bytearray | memoryview) -> bytes:
+def message_data(data: bytes | bytearray | memoryview, max_size: int = MAX_FRAMEWORK_MESSAGE) -> bytes:
+    """``data`` of a framework message, as bytes; ValueError above ``max_size``
+    (the cluster's ``--max-message-size``)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"framework message data must be bytes, got {type(data).__name__}")
+    if len(data) > max_size:
+        raise ValueError(f"a framework message holds at most {max_size} bytes (the cluster's --max-message-size; "
+                         f"the driver's max_message_size), got {len(data)}")
     return bytes(data)
 
 
@@ -283,7 +272,7 @@ class DriverCore:
         #: the master takes ACKNOWLEDGEMENTS (it said so in SUBSCRIBED): the runtime batches for it
         self.master_accepts_batches = False
         self._ever_subscribed = False
-        self._next_delay = backoff.initial
+        self._subscribe_attempts = 0   # unanswered SUBSCRIBEs since the last answer or new master
         self._retry_at: float | None = None
         self._last_sent = self._last_received = clock.now()
         #: updates given to the scheduler, so a redelivery is not given again
@@ -419,7 +408,7 @@ class DriverCore:
         self._session += 1
         self._ever_subscribed = True
         self._retry_at = None
-        self._next_delay = self._backoff.initial
+        self._subscribe_attempts = 0
         log.info("subscribed as framework %s to master %s", self.framework_id, message.master.address)
         if new_framework:
             return [InvokeCallback("registered", (self.framework_id, message.master))]
@@ -615,9 +604,8 @@ class DriverCore:
         framework = attrs.evolve(self._framework, id=self.framework_id)
         suppressed_roles = [framework.role] if self.suppressed else []
         commands.append(self._send(m.Subscribe(framework, accepts_batches=True, suppressed_roles=suppressed_roles)))
-        delay = self._next_delay * self._rng.uniform(1.0 - self._backoff.jitter, 1.0)
-        self._retry_at = self._clock.now() + delay
-        self._next_delay = min(self._next_delay * 2, self._backoff.maximum)
+        self._retry_at = self._clock.now() + self._backoff.delay(self._subscribe_attempts, self._rng)
+        self._subscribe_attempts += 1
         return commands
 
     def master_changed(self) -> list[Command]:
@@ -628,7 +616,7 @@ class DriverCore:
         log.info("the leading master changed: re-subscribing")
         was_subscribed = self.state is SubscriptionState.SUBSCRIBED
         self.state = SubscriptionState.DISCONNECTED
-        self._next_delay = self._backoff.initial
+        self._subscribe_attempts = 0
         callbacks = [InvokeCallback("disconnected")] if was_subscribed else []
         return [*callbacks, *self._subscribe(fresh_connection=True)]
 
@@ -639,5 +627,5 @@ class DriverCore:
         log.warning("no message from the master for %.1f s: disconnected; re-subscribing",
                     self._heartbeat_timeouts * (self.heartbeat_interval or 0.0))
         self.state = SubscriptionState.DISCONNECTED
-        self._next_delay = self._backoff.initial
+        self._subscribe_attempts = 0
         return [InvokeCallback("disconnected"), *self._subscribe(fresh_connection=True)]

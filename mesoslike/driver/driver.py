@@ -50,9 +50,11 @@ from mesoslike.observations import NOTICE
 from mesoslike.transport import Client, Waker, idle
 from mesoslike.wire import WireError
 from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
+from mesoslike.wire.codec import CODEC, sized
 from mesoslike.wire.messages import MAX_BATCH
 from mesoslike.wire.messages import ReconcileTask
-from mesoslike.wire.types import Filters, FrameworkInfo, MasterInfo, Operation, TaskInfo, TaskStatus
+from mesoslike.wire.types import (MAX_FRAMEWORK_MESSAGE, Filters, FrameworkInfo, MasterInfo, Operation, TaskInfo,
+                                  TaskStatus, check_message_size)
 
 __all__ = ["SchedulerDriver", "DriverStatus", "parse_master"]
 
@@ -91,13 +93,21 @@ class SchedulerDriver:
     :meth:`acknowledge_status_update`. ``backoff`` sets the subscription
     retry delays, ``rng`` their jitter, ``stop_timeout`` how long
     :meth:`stop` from another thread waits for the driver thread to end.
+    ``max_message_size`` is the cluster's ``--max-message-size`` (bytes of
+    a framework message's or a status update's data; 64 MiB by default).
     """
 
     def __init__(self, scheduler: Scheduler, framework: FrameworkInfo, master: str,
                  implicit_acknowledgements: bool = True, *, backoff: Backoff | None = None,
                  rng: random.Random | None = None, stop_timeout: float = 10.0,
-                 key: str | None = None, master_key: str | None = None) -> None:
+                 key: str | None = None, master_key: str | None = None,
+                 max_message_size: int = MAX_FRAMEWORK_MESSAGE) -> None:
         self.scheduler = scheduler
+        try:
+            self.max_message_size = check_message_size(max_message_size)
+        except ValueError as exc:
+            raise ConfigError(f"max_message_size: {exc}") from None
+        self._codec = sized(CODEC, self.max_message_size)
         # a secured cluster (docs/security.rst): our secret certificate and the master's public one,
         # by default from MESOSLIKE_KEY / MESOSLIKE_MASTER_KEY (``mesoslike local`` sets them)
         self._keys, self._master_key = client_keys(key, master_key)
@@ -266,10 +276,10 @@ class SchedulerDriver:
         ``<sandbox>/messages``, or hands it to the task's custom executor.
         With ``executor_id`` (``task_id`` may then be ``""``) it goes to that
         custom executor's ``framework_message`` callback (at most
-        ``MAX_FRAMEWORK_MESSAGE`` bytes, 1 MiB). A message for a task or
+        ``max_message_size`` bytes, else ValueError). A message for a task or
         executor that is not running there is dropped, with a warning in the
         agent's log."""
-        payload = message_data(data)
+        payload = message_data(data, self.max_message_size)
         message_task(task_id, executor_id)
         return self._call("send_framework_message",
                           lambda: self._core.send_framework_message(agent_id, payload, task_id, executor_id))
@@ -337,7 +347,7 @@ class SchedulerDriver:
             self._address = self._wait_for_leader()
             if self._address is None:
                 return  # stopped before any master led
-            self._client = Client(self._address, keys=self._keys, server_key=self._master_key)
+            self._client = Client(self._address, codec=self._codec, keys=self._keys, server_key=self._master_key)
             self._execute(self._core.start())
             while not self._finished:
                 self._step()
@@ -500,7 +510,7 @@ class SchedulerDriver:
     def _reconnect(self) -> None:
         old = self._connection()
         self._client = Client(self._address or old.address,   # _address: set with the first connection
-                              keys=self._keys, server_key=self._master_key)
+                              codec=self._codec, keys=self._keys, server_key=self._master_key)
         old.close()
 
     def _connection(self) -> Client:

@@ -14,28 +14,34 @@ the agent acknowledges it. The one in flight is sent again on every
 (``EXECUTOR_ERROR`` naming its uuid with ``retry``), and when no answer comes
 within :data:`UPDATE_ANSWER_TIMEOUT`. An update the agent refuses for good
 (``EXECUTOR_ERROR`` naming it without ``retry``) is dropped, and the
-executor's ``error`` callback says so.
+executor's ``error`` callback says so. The streams are the agent's
+(:mod:`mesoslike.delivery`); their back-offs are listed in
+docs/reliability.rst, "Retries".
 """
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict, deque
 from typing import Any, Callable, Union
 
 import attrs
 
+from mesoslike.backoff import Backoff
 from mesoslike.clock import Clock
+from mesoslike.delivery import UpdateStreams
 from mesoslike.wire import executor_messages as x
-from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, AgentInfo, ExecutorInfo, FrameworkInfo, TaskStatus
+from mesoslike.wire.types import (MAX_FRAMEWORK_MESSAGE, AgentInfo, ExecutorInfo, FrameworkInfo, TaskStatus,
+                                  check_message_size)
 
 __all__ = ["ExecutorCore", "SendToAgent", "InvokeCallback", "Stop", "ExecutorCommand", "REGISTER_RETRY",
-           "MAX_PENDING_UPDATES", "UPDATE_RETRY_MIN", "UPDATE_RETRY_MAX", "UPDATE_ANSWER_TIMEOUT"]
+           "MAX_PENDING_UPDATES", "UPDATE_RETRY_MIN", "UPDATE_RETRY_MAX", "UPDATE_ANSWER_TIMEOUT", "REGISTER_BACKOFF",
+           "ANSWER_BACKOFF", "REFUSAL_BACKOFF"]
 
 log = logging.getLogger("mesoslike.executor")
 
-#: how often an unanswered registration is sent again (s)
+#: how often an unanswered registration is sent again (s): its one agent is local, so it does not grow
 REGISTER_RETRY = 2.0
+REGISTER_BACKOFF = Backoff(REGISTER_RETRY, REGISTER_RETRY, jitter=0.0)
 #: updates waiting for the agent's acknowledgement (more: send_status_update refuses)
 MAX_PENDING_UPDATES = 100_000
 #: the first wait before an update the agent refused for now is sent again (s); doubled per refusal in a row
@@ -45,6 +51,10 @@ UPDATE_RETRY_MAX = 30.0
 #: an update in flight that the agent neither acknowledged nor refused is sent again after this (s)
 #: (a frame lost, or an agent too old to name the update it refuses)
 UPDATE_ANSWER_TIMEOUT = 10.0
+#: an update in flight goes out again UPDATE_ANSWER_TIMEOUT after each send without an answer
+ANSWER_BACKOFF = Backoff(UPDATE_ANSWER_TIMEOUT, UPDATE_ANSWER_TIMEOUT, jitter=0.0)
+#: the waits before an update refused for now is sent again, by refusals in a row
+REFUSAL_BACKOFF = Backoff(UPDATE_RETRY_MIN, UPDATE_RETRY_MAX, jitter=0.0)
 
 
 @attrs.frozen
@@ -72,26 +82,26 @@ class ExecutorCore:
     """See the module doc. ``secret``: the executor's secret (from its
     environment); ``new_uuid``: the uuid of each update."""
 
-    def __init__(self, secret: str, clock: Clock, new_uuid: Callable[[], str]) -> None:
+    def __init__(self, secret: str, clock: Clock, new_uuid: Callable[[], str],
+                 max_message_size: int = MAX_FRAMEWORK_MESSAGE) -> None:
         if not secret or len(secret) > x.SECRET_LENGTH:
             raise ValueError(f"an executor's secret has 1 to {x.SECRET_LENGTH} characters")
         self.secret = secret
         self.clock = clock
+        #: bytes of data a message or an update carries at most (the agent's --max-message-size)
+        self.max_message_size = check_message_size(max_message_size)
         self._new_uuid = new_uuid
         self.registered = False
         self._ever_registered = False
         self._next_register: float | None = None
+        self._register_attempts = 0
         self.executor_info: ExecutorInfo | None = None
         self.framework_info: FrameworkInfo | None = None
         self.agent_info: AgentInfo | None = None
-        #: uuid -> update not yet acknowledged, oldest first
-        self._pending: OrderedDict[str, TaskStatus] = OrderedDict()
-        #: task id -> the uuids of its pending updates, oldest (the one in flight) first
-        self._queues: dict[str, deque[str]] = {}
-        #: task id -> when its update in flight is sent again (while registered)
-        self._resend_at: dict[str, float] = {}
-        #: task id -> the wait after its last refused update (doubled per refusal in a row)
-        self._backoff: dict[str, float] = {}
+        #: task id -> its updates not yet acknowledged, the oldest in flight (sent while registered)
+        self._streams: UpdateStreams[str] = UpdateStreams(ANSWER_BACKOFF, limit=MAX_PENDING_UPDATES)
+        #: task id -> how many times in a row the agent refused its update in flight for now
+        self._refusals: dict[str, int] = {}
         #: tasks handed to this executor whose terminal update is not acknowledged
         self._tasks: set[str] = set()
 
@@ -102,7 +112,8 @@ class ExecutorCore:
 
     @property
     def pending_updates(self) -> list[TaskStatus]:
-        return list(self._pending.values())
+        """The updates not yet acknowledged, task by task, each task's oldest first."""
+        return list(self._streams.updates())
 
     # --------------------------------------------------------------- events
     def on_connected(self) -> list[ExecutorCommand]:
@@ -120,21 +131,19 @@ class ExecutorCore:
             if self._next_register is not None and now >= self._next_register:
                 return [self._register(now)]
             return []
-        due = [task_id for task_id, when in self._resend_at.items() if when <= now]
-        return [self._send_head(task_id, now) for task_id in due]
+        return [self._status(update) for _, update in self._streams.due(now)]
 
     def next_wakeup(self) -> float | None:
         if not self.registered:
             return self._next_register
-        return min(self._resend_at.values(), default=None)
+        return self._streams.next_due()
 
-    def _send_head(self, task_id: str, now: float) -> SendToAgent:
-        """Send task ``task_id``'s oldest pending update (the one in flight)."""
-        self._resend_at[task_id] = now + UPDATE_ANSWER_TIMEOUT
-        return SendToAgent(x.ExecutorStatus(self.secret, self._pending[self._queues[task_id][0]]))
+    def _status(self, update: TaskStatus) -> SendToAgent:
+        return SendToAgent(x.ExecutorStatus(self.secret, update))
 
     def _register(self, now: float) -> SendToAgent:
-        self._next_register = now + REGISTER_RETRY
+        self._next_register = now + REGISTER_BACKOFF.delay(self._register_attempts)
+        self._register_attempts += 1
         return SendToAgent(x.RegisterExecutor(self.secret, sorted(self._tasks)))
 
     def on_message(self, message: object) -> list[ExecutorCommand]:
@@ -151,12 +160,12 @@ class ExecutorCore:
         if isinstance(message, x.ExecutorFrameworkMessage):
             return [InvokeCallback("framework_message", (message.data,))]
         if isinstance(message, x.ExecutorStatusAck):
-            acked = self._forget(message.uuid)
+            acked = self._streams.acknowledge(message.task_id, message.uuid)
             if acked is None:
-                return []   # the answer to a resend
+                return []   # the answer to a resend, or not about the update in flight
             if acked.terminal:
                 self._tasks.discard(acked.task_id)
-            self._backoff.pop(acked.task_id, None)
+            self._refusals.pop(acked.task_id, None)
             return self._next_of(acked.task_id)
         if isinstance(message, x.ShutdownExecutor):
             return [InvokeCallback("shutdown"), Stop()]
@@ -165,44 +174,31 @@ class ExecutorCore:
         log.warning("ignoring unexpected %s from the agent", getattr(message, "TYPE", type(message).__name__))
         return []
 
-    def _forget(self, uuid: str) -> TaskStatus | None:
-        """Drop pending update ``uuid`` (None: not pending)."""
-        status = self._pending.pop(uuid, None)
-        if status is None:
-            return None
-        queue = self._queues[status.task_id]
-        queue.remove(uuid)   # the head, unless an agent acknowledged one never sent
-        self._resend_at.pop(status.task_id, None)
-        if not queue:
-            del self._queues[status.task_id]
-        return status
-
     def _next_of(self, task_id: str) -> list[ExecutorCommand]:
         """Send task ``task_id``'s next update, if it has one and the agent listens."""
-        if not self.registered or task_id not in self._queues:
-            return []
-        return [self._send_head(task_id, self.clock.now())]
+        update = self._streams.send_head(task_id, self.clock.now()) if self.registered else None
+        return [self._status(update)] if update is not None else []
 
     def _refused(self, message: x.ExecutorError) -> list[ExecutorCommand]:
         error = InvokeCallback("error", (message.message,))
-        status = self._pending.get(message.uuid) if message.uuid else None
-        if status is None:
-            return [error]   # not about a pending update (or from an agent that does not say which)
+        task_id = self._streams.key_of(message.uuid) if message.uuid else None
+        status = self._streams.head(task_id) if task_id is not None else None
+        if task_id is None or status is None or status.uuid != message.uuid:
+            return [error]   # not about the update in flight (or from an agent that does not say which)
         if message.retry:
-            if self.registered and self._queues[status.task_id][0] == message.uuid:
-                wait = min(UPDATE_RETRY_MAX, 2 * self._backoff.get(status.task_id, UPDATE_RETRY_MIN / 2))
-                self._backoff[status.task_id] = wait
-                self._resend_at[status.task_id] = self.clock.now() + wait
-            log.info("update %s of task %r refused for now: sent again after a backoff", message.uuid,
-                     status.task_id)
+            if self.registered:
+                refusals = self._refusals.get(task_id, 0)
+                self._refusals[task_id] = refusals + 1
+                self._streams.postpone(task_id, self.clock.now() + REFUSAL_BACKOFF.delay(refusals))
+            log.info("update %s of task %r refused for now: sent again after a backoff", message.uuid, task_id)
             return [error]
         # refused for good: keeping it would hold the task's later updates behind it forever
         log.warning("update %s (%s) of task %r refused by the agent and dropped: %s", message.uuid, status.state,
-                    status.task_id, message.message)
-        self._forget(message.uuid)
-        self._backoff.pop(status.task_id, None)
+                    task_id, message.message)
+        self._streams.drop(task_id, message.uuid)
+        self._refusals.pop(task_id, None)
         return [InvokeCallback("error", (f"{message.message} (update {message.uuid}, {status.state} of task "
-                                         f"{status.task_id!r}, dropped)",)), *self._next_of(status.task_id)]
+                                         f"{task_id!r}, dropped)",)), *self._next_of(task_id)]
 
     def _registered(self, message: x.ExecutorRegistered) -> list[ExecutorCommand]:
         if self.registered:
@@ -210,38 +206,40 @@ class ExecutorCore:
         again = self._ever_registered
         self.registered = self._ever_registered = True
         self._next_register = None
+        self._register_attempts = 0
         self.executor_info, self.framework_info, self.agent_info = message.executor, message.framework, message.agent
         out: list[ExecutorCommand] = [InvokeCallback("reregistered", (message.agent,)) if again else
                                       InvokeCallback("registered", (message.executor, message.framework,
                                                                     message.agent))]
-        now = self.clock.now()
-        out.extend(self._send_head(task_id, now) for task_id in self._queues)
+        out.extend(self._status(update) for _, update in self._streams.heads(self.clock.now()))
         return out
 
     # ---------------------------------------------------------------- calls
+    def check_data(self, data: bytes | bytearray | memoryview, what: str) -> None:
+        """ValueError if ``data`` is more than the agent takes (its ``--max-message-size``)."""
+        if len(data) > self.max_message_size:
+            raise ValueError(f"{what} holds at most {self.max_message_size} bytes (the agent's --max-message-size), "
+                             f"got {len(data)}")
+
     def send_status_update(self, status: TaskStatus) -> list[ExecutorCommand]:
         """Send a task's update (kept until the agent acknowledges it). A
         status without a uuid gets one; ``source``, ``agent_id`` and
         ``framework_id`` are the agent's to fill in."""
         if not isinstance(status, TaskStatus):
             raise TypeError(f"send_status_update takes a TaskStatus, got {type(status).__name__}")
-        if len(self._pending) >= MAX_PENDING_UPDATES:
+        if self._streams.full:
             raise RuntimeError(f"{MAX_PENDING_UPDATES} updates wait for the agent already")
+        self.check_data(status.data, "a status update's data")
         if not status.uuid:
             status = attrs.evolve(status, uuid=self._new_uuid())
-        if status.uuid in self._pending:
-            return []   # the same update again: it is pending, and goes out in its turn
-        self._pending[status.uuid] = status
-        queue = self._queues.setdefault(status.task_id, deque())
-        queue.append(status.uuid)
-        if len(queue) > 1 or not self.registered:
-            return []   # sent after the task's earlier ones, or on registration
-        return [self._send_head(status.task_id, self.clock.now())]
+        # False: the same update again (pending, it goes out in its turn), or one behind the task's earlier ones
+        if not self._streams.add(status.task_id, status):
+            return []
+        return self._next_of(status.task_id)   # now, or on registration
 
     def send_framework_message(self, data: bytes) -> list[ExecutorCommand]:
         """Send ``data`` to the scheduler (best effort, as in Mesos)."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"framework message data must be bytes, got {type(data).__name__}")
-        if len(data) > MAX_FRAMEWORK_MESSAGE:
-            raise ValueError(f"a framework message holds at most {MAX_FRAMEWORK_MESSAGE} bytes, got {len(data)}")
+        self.check_data(data, "a framework message")
         return [SendToAgent(x.ExecutorMessage(self.secret, bytes(data)))]

@@ -32,7 +32,9 @@ from mesoslike.executor.executor import Executor
 from mesoslike.transport import Client, Waker
 from mesoslike.wire import WireError
 from mesoslike.wire import executor_messages as x
-from mesoslike.wire.types import AgentInfo, ExecutorInfo, FrameworkInfo, TaskStatus
+from mesoslike.wire.codec import sized
+from mesoslike.wire.types import (MAX_FRAMEWORK_MESSAGE, AgentInfo, ExecutorInfo, FrameworkInfo, TaskStatus,
+                                  check_message_size)
 
 __all__ = ["ExecutorDriver"]
 
@@ -64,6 +66,15 @@ def _secret(env: Mapping[str, str]) -> str:
     raise ConfigError(f"cannot read the executor's secret {name} ({x.SECRET_FILE_ENV}): {problem}")
 
 
+def _max_message_size(env: Mapping[str, str]) -> int:
+    """The agent's ``--max-message-size`` (as it told its executor); the default without it."""
+    text = env.get(x.MAX_MESSAGE_SIZE_ENV, "")
+    try:
+        return check_message_size(int(text)) if text else MAX_FRAMEWORK_MESSAGE
+    except ValueError as exc:
+        raise ConfigError(f"{x.MAX_MESSAGE_SIZE_ENV}={text[:40]!r}: {exc}") from None
+
+
 class ExecutorDriver:
     """Connects an :class:`~mesoslike.executor.Executor` to the agent that
     started this process. ``environment`` (default ``os.environ``) must hold
@@ -79,7 +90,9 @@ class ExecutorDriver:
         self.executor = executor
         self.endpoint = endpoint
         self.executor_id = env.get(x.EXECUTOR_ID_ENV, "")
-        self._core = ExecutorCore(secret, SystemClock(), lambda: str(uuid.uuid4()))
+        max_size = _max_message_size(env)
+        self._core = ExecutorCore(secret, SystemClock(), lambda: str(uuid.uuid4()), max_size)
+        self._codec = sized(x.EXECUTOR_CODEC, max_size)
         self._status = DriverStatus.NOT_STARTED
         self._lock = threading.Lock()
         self._inbox: collections.deque[Callable[[], list[ExecutorCommand]]] = collections.deque()
@@ -166,13 +179,14 @@ class ExecutorDriver:
         order (docs/framework-api.rst, "Refused and unanswered updates")."""
         if not isinstance(status, TaskStatus):
             raise TypeError(f"send_status_update takes a TaskStatus, got {type(status).__name__}")
+        self._core.check_data(status.data, "a status update's data")   # here, in the caller's thread
         return self._call(lambda: self._core.send_status_update(status))
 
     def send_framework_message(self, data: bytes) -> DriverStatus:
-        """Send ``data`` (at most ``MAX_FRAMEWORK_MESSAGE`` bytes, 1 MiB) to
+        """Send ``data`` (at most the agent's ``--max-message-size``, 64 MiB by default) to
         the scheduler's ``executor_message`` callback (by default its
         ``framework_message``). Best effort, as in Mesos: a message sent
-        while no master leads is dropped."""
+        while no master leads is dropped. More data: ValueError."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"framework message data must be bytes, got {type(data).__name__}")
         self._core.send_framework_message(data)   # checks the size here, in the caller's thread
@@ -205,7 +219,7 @@ class ExecutorDriver:
     def _loop(self) -> None:
         assert self._waker is not None
         waker = self._waker
-        client = self._client = Client(self.endpoint, codec=x.EXECUTOR_CODEC, watch_connection=True,
+        client = self._client = Client(self.endpoint, codec=self._codec, watch_connection=True,
                                        reconnect_max=RECONNECT_MAX)
         try:
             while not self._stopping:

@@ -41,13 +41,15 @@ from mesoslike.observations import NOTICE
 
 __all__ = [
     "ZooKeeperError", "RegistryError", "FencingError", "connect", "MasterContender", "LeaderDetector",
-    "MEMBER_PREFIX", "REGISTRY_NODE", "MAX_REGISTRY_BYTES",
+    "MEMBER_PREFIX", "MESOSLIKE_ADDRESS", "REGISTRY_NODE", "MAX_REGISTRY_BYTES",
 ]
 
 log = logging.getLogger("mesoslike.ha")
 
 #: name prefix of a master's election znode (ZooKeeper appends 10 digits)
 MEMBER_PREFIX = "json.info_"
+#: where a member whose ``address`` is Mesos's (an object: a master's znode, for Mesos's clients) keeps ours
+MESOSLIKE_ADDRESS = "mesoslike_address"
 _MEMBER_NAME = re.compile(r"json\.info_(\d{10})")
 #: the registry's znode, a child of the group path beside the election znodes
 REGISTRY_NODE = "registry"
@@ -233,13 +235,22 @@ def _candidates(children: list[str], skips: _SkipLog) -> list[tuple[int, str]]:
 
 
 def _decode_member_info(data: bytes) -> dict | str:
-    """The info dict of an election znode, or the reason it is not valid."""
+    """The info dict of an election znode (``address`` our peers' address),
+    or the reason it is not valid. A master's znode is Mesos's MasterInfo
+    JSON (``address`` an object, for Mesos's clients) with our address as
+    :data:`MESOSLIKE_ADDRESS`; another group's member has ``address``
+    itself."""
     try:
         info = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         return f"its data is not JSON ({exc})"
     if not isinstance(info, dict):
         return "its data is not a JSON object"
+    if isinstance(info.get("address"), dict):
+        ours = info.get(MESOSLIKE_ADDRESS)
+        if not isinstance(ours, str) or not ours:
+            return f"its JSON is Mesos's MasterInfo without \"{MESOSLIKE_ADDRESS}\" (a Mesos master's?)"
+        info = {**info, "address": ours}
     if not isinstance(info.get("address"), str) or not info["address"]:
         return "its JSON has no \"address\""
     return info
@@ -643,8 +654,9 @@ class MasterContender(_GroupWatcher):
 
 
 def _encode_member_info(info: dict) -> bytes:
-    if not isinstance(info, dict) or not isinstance(info.get("address"), str) or not info["address"]:
-        raise ConfigError(f"a master's info must be a dict with a non-empty \"address\", got {info!r}")
+    if not isinstance(info, dict) or isinstance(_decode_member_info(json.dumps(info, default=str).encode()), str):
+        raise ConfigError(f"a master's info must be a dict with a non-empty \"address\" (or Mesos's address "
+                          f"object and \"{MESOSLIKE_ADDRESS}\"), got {info!r}")
     try:
         return json.dumps(info, separators=(",", ":"), allow_nan=False).encode("utf-8")
     except (TypeError, ValueError) as exc:

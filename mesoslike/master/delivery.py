@@ -19,7 +19,7 @@ from mesoslike.master.task_lifecycle import Action, Event, process
 from mesoslike.observations import LATENCY_BUCKETS, Histogram
 from mesoslike.wire import TaskState, TaskStatus
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import without_secret_values
+from mesoslike.wire.types import WARN_MESSAGE_SIZE, without_secret_values
 
 __all__ = ["UpdateDelivery", "UPDATE_REFORWARD_INTERVAL", "SOURCE_EXECUTOR", "SOURCE_MASTER", "confirm"]
 
@@ -169,6 +169,13 @@ class UpdateDelivery:
         record = context.framework_for(peer, msg.framework_id)
         if record is None:
             return
+        if len(msg.data) > context.config.max_message_size:
+            context.out.error(peer, f"a framework message of {len(msg.data)} bytes is more than the master's "
+                                    f"--max-message-size ({context.config.max_message_size}); message dropped")
+            return
+        if len(msg.data) > WARN_MESSAGE_SIZE:
+            log.warning("framework %s sends a framework message of %d bytes (more than %d)", clip(msg.framework_id),
+                        len(msg.data), WARN_MESSAGE_SIZE)
         target = context.agents.get(msg.agent_id)
         if target is None:
             context.out.error(peer, f"agent {clip(msg.agent_id)!r} is not registered; message dropped")

@@ -10,9 +10,15 @@ takes what is waiting and hands it out with registrations last:
   decoded) is REGISTER_AGENT or REREGISTER_AGENT wait in a FIFO queue;
 * everything else is *urgent* and goes first, in arrival order;
 * one peer's frames keep their order: once a peer has a registration
-  waiting, its later frames wait behind it.
+  waiting, its later frames wait behind it;
+* a registration that repeats, byte for byte, one of the same peer still
+  waiting is dropped (counted in ``duplicates``): an agent retries while
+  the master is busy (every 4-10 s), and a master taking minutes over
+  100,000 registrations would otherwise hold — and handle — every retry.
+  The one waiting gets the answer the agent waits for.
 
-Pure: no sockets, no clock. O(1) per frame.
+Pure: no sockets, no clock. O(1) per frame (a duplicate costs one
+comparison of bytes).
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ class Inbox:
         self._urgent: deque[Item] = deque()
         self._deferred: deque[Item] = deque()
         self._waiting: dict[bytes | None, int] = {}   # peer -> its frames in _deferred
+        #: peer -> its latest registration frame waiting in _deferred
+        self._registration: dict[bytes | None, bytes] = {}
+        #: registrations dropped as repeats of one waiting
+        self.duplicates = 0
 
     def __len__(self) -> int:
         return len(self._urgent) + len(self._deferred)
@@ -46,9 +56,18 @@ class Inbox:
         return len(self._deferred)
 
     def add(self, peer: bytes | None, frame: Frame) -> None:
-        if self._waiting.get(peer) or (isinstance(frame, bytes) and self._peek(frame) in DEFERRED_TYPES):
+        registration = isinstance(frame, bytes) and self._peek(frame) in DEFERRED_TYPES
+        if registration:
+            waiting = self._registration.get(peer)
+            if waiting is not None and waiting == frame:
+                self.duplicates += 1
+                return
+        if registration or self._waiting.get(peer):
             self._deferred.append((peer, frame))
             self._waiting[peer] = self._waiting.get(peer, 0) + 1
+            if registration:
+                assert isinstance(frame, bytes)
+                self._registration[peer] = frame
         else:
             self._urgent.append((peer, frame))
 
@@ -64,6 +83,8 @@ class Inbox:
                 self._waiting[item[0]] = left
             else:
                 del self._waiting[item[0]]
+            if self._registration.get(item[0]) is item[1]:
+                del self._registration[item[0]]   # handled now: a later retry is handled too
             out.append(item)
         return out
 
@@ -71,3 +92,4 @@ class Inbox:
         self._urgent.clear()
         self._deferred.clear()
         self._waiting.clear()
+        self._registration.clear()

@@ -10,7 +10,7 @@ import attrs
 from mesoslike.master.task_lifecycle import CONFIRMED, HOLDING, Phase
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo, Label, TaskInfo, TaskState, TaskStatus
-from mesoslike.wire.types import ExecutorInfo
+from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, ExecutorInfo, check_message_size
 from mesoslike.wire.messages import TaskUsage
 
 if TYPE_CHECKING:
@@ -91,6 +91,9 @@ class MasterConfig:
     registry_max_agent_age: float = 14 * 24 * 3600.0
     registry_max_agent_count: int = 100 * 1024
     registry_gc_interval: float = 15 * 60.0
+    #: bytes of data one framework message (or status update) carries at most (--max-message-size,
+    #: docs/reliability.rst "Message sizes"); the master's frames are sized to it
+    max_message_size: int = MAX_FRAMEWORK_MESSAGE
 
     def validate(self) -> MasterConfig:
         from mesoslike.errors import ConfigError
@@ -117,6 +120,10 @@ class MasterConfig:
             raise ConfigError(f"offer_timeout must be > 0 or unset, got {self.offer_timeout!r}")
         if self.agent_removal_rate_limit is not None:
             RemovalRateLimit.parse(self.agent_removal_rate_limit)
+        try:
+            check_message_size(self.max_message_size)
+        except ValueError as exc:
+            raise ConfigError(f"max_message_size: {exc}") from None
         return self
 
 

@@ -85,7 +85,7 @@ class RegistryChanges:
         return bool(self.agents or self.frameworks or self.sections or self.unreachable)
 
 
-@attrs.define
+@attrs.define(eq=False)
 class Registry:
     agents: dict[str, AgentInfo] = attrs.field(factory=dict)
     frameworks: dict[str, FrameworkInfo] = attrs.field(factory=dict)
@@ -102,6 +102,15 @@ class Registry:
     # changes not stored yet (what changed -> the count of its last change); not part of the registry's value
     _changed: dict[tuple[str, str], int] = attrs.field(factory=dict, init=False, eq=False, repr=False)
     _count: int = attrs.field(default=0, init=False, eq=False, repr=False)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when they store the same document: a framework's receipt, web
+        page or hostname live in the registry's FrameworkInfo but are not
+        stored, and a kept core whose registry differs only in those is the
+        one ZooKeeper holds (mesoslike.master.leadership resumes it)."""
+        if not isinstance(other, Registry):
+            return NotImplemented
+        return self.to_document() == other.to_document()
 
     # ------------------------------------------------------------ changes
     def admit_agent(self, info: AgentInfo) -> None:

@@ -39,12 +39,16 @@ import attrs
 
 from mesoslike import __version__
 from mesoslike.clock import Clock, SystemClock
+from mesoslike.backoff import Backoff
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
+from mesoslike.master.forked import ForkFailed, render_forked
 from mesoslike.master.http import Fresh, StatusHTTPServer
 from mesoslike.master.http_auth import HTTPAuthorization
 from mesoslike.master.metrics import MasterMetrics
-from mesoslike.master.v1_api import MAX_CALL_BODY, OPERATOR_PATHS, SCHEDULER_PATH, V1API, is_v1_peer
+from mesoslike.master.v1_api import OPERATOR_PATHS, SCHEDULER_PATH, V1API, is_v1_peer
+from mesoslike.v1.operator import MESOS_VERSION
+from mesoslike.v1.shapes import call_body_limit, master_info_message
 from mesoslike.master.receipts import receipt_key
 from mesoslike.master.inbox import Inbox
 from mesoslike.master.leadership import (Action, BuildCore, Commit, ConfirmLeadership, CoreBuilt, Demoted, Drop,
@@ -67,6 +71,7 @@ from mesoslike.transport import Authenticator, Server, Waker
 from mesoslike.wire import MasterInfo, WireError
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import batch_frames, batched
+from mesoslike.wire.codec import CODEC, sized
 
 if TYPE_CHECKING:
     from mesoslike.ha.url import ZkUrl
@@ -86,9 +91,8 @@ _LEADER_INFO_TTL = 1.0
 _OFFICE_RETRY = 0.5
 #: the longest the loop waits without looking at the clock (s)
 _IDLE_WAIT = 1.0
-#: retries of a failed registry write: the first after this long (s), doubling up to _STORE_RETRY_MAX
-_STORE_RETRY_FIRST = 0.1
-_STORE_RETRY_MAX = 5.0
+#: retries of a failed registry write: the first after 0.1 s, doubling up to 5 s (docs/reliability.rst, "Retries")
+STORE_BACKOFF = Backoff(0.1, 5.0, jitter=0.0)
 #: while registry writes keep failing, say so again this often (s)
 _STORE_REMINDER = 60.0
 #: registrations remembered for recognising retries (see _retried_registration); the oldest go first
@@ -106,26 +110,37 @@ class LongLivedObjects:
     the longest loop stall at 50,000 tasks with 10 ``/state`` readers fell
     from 2.7 s to 0.34 s). Frozen objects are still freed by reference
     counting; only cycles among them wait, until the frozen set has doubled:
-    then it is thawed once and the next full collection takes them.
-    O(1) per turn."""
+    then it is thawed once and the next full collection takes them — up to
+    THAW_UP_TO frozen objects: past that a full pass holds the GIL for
+    seconds (100,000 agents and 1,000,000 tasks make ~10M objects), so a
+    master that large never thaws, and cycles among its long-lived objects
+    stay (the master makes few: its records are trees). Once past it the
+    frozen set is not counted again either: ``gc.get_freeze_count`` walks
+    the whole set (6 % of the master's samples during admission at 100,000
+    agents). O(1) per turn."""
 
     THAW_FROM = 1_000_000   # frozen objects below which no thaw is worth a full pass
+    THAW_UP_TO = 2_000_000  # frozen objects above which a full pass costs too long a stall
 
     def __init__(self) -> None:
         self.full_collections = gc.get_stats()[2]["collections"]
         self.frozen_at_thaw = 0
+        self.may_thaw = True   # False once the frozen set was past THAW_UP_TO
 
     def after_turn(self) -> None:
         full = gc.get_stats()[2]["collections"]
         if full == self.full_collections:
             return
         self.full_collections = full
-        frozen = gc.get_freeze_count()
-        if frozen > max(2 * self.frozen_at_thaw, self.THAW_FROM):
-            gc.unfreeze()
-            self.frozen_at_thaw = frozen
-        else:
-            gc.freeze()
+        if self.may_thaw:
+            frozen = gc.get_freeze_count()   # O(frozen objects)
+            if frozen > self.THAW_UP_TO:
+                self.may_thaw = False
+            elif frozen > max(2 * self.frozen_at_thaw, self.THAW_FROM):
+                gc.unfreeze()
+                self.frozen_at_thaw = frozen
+                return
+        gc.freeze()
 
 
 @attrs.define
@@ -137,7 +152,6 @@ class StoreHealth:
     reason: str = ""
     failures: int = 0
     retry_at: float = 0.0
-    delay: float = _STORE_RETRY_FIRST
     reminded_at: float = 0.0
 
     @property
@@ -206,6 +220,10 @@ class MasterRuntime:
         self._long_lived = LongLivedObjects()
         #: /state and GET_STATE: rendered from a snapshot outside _lock, one rendering at a time
         self._state_view: Fresh[_StateDocument] = Fresh(self._render_state)
+        #: the same, rendered to bytes in a forked child (mesoslike.master.forked): the loop
+        #: waits for the fork only, not for the GIL while a thread renders
+        self._state_body: Fresh[bytes] = Fresh(lambda: self._render_state_bytes(indent=1))
+        self._state_compact: Fresh[bytes] = Fresh(lambda: self._render_state_bytes(indent=None))
         self._state_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="master-state")
         self._state_askers: list[bytes] = []
         self._askers_lock = threading.Lock()
@@ -220,7 +238,8 @@ class MasterRuntime:
         self._store = registry_store or MemoryRegistryStore()
         self._last_core: MasterCore | None = None   # the core that served last (its agents' connections)
         registry = self._store.load() if zk is None else None  # bad: stop before binding
-        self._server = Server(address, keys=keys, authenticator=None if credentials is None else
+        self._server = Server(address, codec=sized(CODEC, self.config.max_message_size), keys=keys,
+                              authenticator=None if credentials is None else
                               Authenticator(credentials.principal_of_key()))
         self.bound_address = self._server.address
         host, _, bound_port = self.bound_address[len("tcp://"):].rpartition(":")
@@ -238,7 +257,7 @@ class MasterRuntime:
         try:
             if settings.http_port is not None:
                 self._http = StatusHTTPServer(host, settings.http_port, {
-                    "/state": lambda: ("application/json", self._state_view.get().http_body),
+                    "/state": lambda: ("application/json", self._state_body.get()),
                     "/health": lambda: ("application/json", json.dumps(self._health()).encode()),
                     "/metrics": lambda: (METRICS_CONTENT_TYPE, self.metrics.exposition()),
                     **self._operator.views,
@@ -246,7 +265,7 @@ class MasterRuntime:
                     timeout=self.config.http_timeout, max_connections=self.config.http_max_connections,
                     tls=settings.http_tls, authorize=self.http_authorization.authorize,
                     handlers={**self._v1.handlers, **SandboxReads(self).handlers},
-                    body_limits={SCHEDULER_PATH: MAX_CALL_BODY})
+                    body_limits={SCHEDULER_PATH: call_body_limit(self.config.max_message_size)})
         except Exception:
             self._server.close()
             raise
@@ -280,8 +299,14 @@ class MasterRuntime:
     def _contend(self, zk: ZkUrl, session_timeout: float) -> None:
         from mesoslike.ha.zookeeper import MasterContender  # kazoo only for HA masters
 
-        info = {"id": self.info.id, "address": self.address, "http_address": self.http_address,
-                "version": __version__}
+        info: dict = {"id": self.info.id, "address": self.address, "http_address": self.http_address,
+                      "version": __version__}
+        if self.http_address:
+            # Mesos's MasterInfo JSON, as Mesos's clients (pymesos's zk:// detector) read the group: its
+            # address is where Mesos's API is, the HTTP one; ours is kept under mesoslike_address
+            info = {**master_info_message(self.info, http=True), "version": MESOS_VERSION,
+                    "mesoslike_address": self.address, "http_address": self.http_address,
+                    "mesoslike_version": __version__}
         self._contender = MasterContender(zk, info, on_elected=lambda: self._hand_over(ElectionWon()),
                                           on_demoted=self._on_demoted, session_timeout=session_timeout,
                                           on_znode=lambda znode: self._hand_over(ZnodeChanged(znode)))
@@ -458,8 +483,8 @@ class MasterRuntime:
 
     def _store_failed(self, exc: Exception) -> None:
         """A registry write failed (not fenced): hold answers and frames,
-        try again after a backoff (_STORE_RETRY_FIRST doubling to
-        _STORE_RETRY_MAX). Logged once as one line — with a traceback only
+        try again after a back-off (:data:`STORE_BACKOFF`, by the failures
+        so far). Logged once as one line — with a traceback only
         if the error is not a known write failure — then once every
         _STORE_REMINDER while it lasts."""
         health, now = self._store_health, self.clock.now()
@@ -467,23 +492,21 @@ class MasterRuntime:
         self.registry_write_failures += 1
         reason = str(exc) or type(exc).__name__
         if not health.failing:
-            health.failing_since, health.reminded_at, health.delay = now, now, _STORE_RETRY_FIRST
+            health.failing_since, health.reminded_at = now, now
             if isinstance(exc, (RegistryWriteError, OSError)):
                 log.error("%s: the master answers nothing and handles no new message until the registry is "
-                          "written (tried again every %gs at most)", reason, _STORE_RETRY_MAX)
+                          "written (tried again every %gs at most)", reason, STORE_BACKOFF.maximum)
             else:
                 log.exception("writing the registry failed: the master answers nothing and handles no new "
                               "message until the registry is written (tried again every %gs at most)",
-                              _STORE_RETRY_MAX)
-        else:
-            health.delay = min(health.delay * 2, _STORE_RETRY_MAX)
-            if now - health.reminded_at >= _STORE_REMINDER:
-                health.reminded_at = now
-                assert health.failing_since is not None
-                log.error("the registry is still not written after %.0fs (%d tries): %s",
-                          now - health.failing_since, health.failures, reason)
+                              STORE_BACKOFF.maximum)
+        elif now - health.reminded_at >= _STORE_REMINDER:
+            health.reminded_at = now
+            assert health.failing_since is not None
+            log.error("the registry is still not written after %.0fs (%d tries): %s",
+                      now - health.failing_since, health.failures, reason)
         health.reason = reason
-        health.retry_at = now + health.delay
+        health.retry_at = now + STORE_BACKOFF.delay(health.failures - 1)
 
     def _deliver(self, replies: tuple[Send, ...]) -> tuple[Send, ...]:
         """Send ``replies`` while this master acts as leader; what was not sent.
@@ -617,9 +640,30 @@ class MasterRuntime:
             taken = snapshot(core) if core is not None else None
         if taken is not None:
             return _StateDocument(render_state(taken) | {"masters": self._masters()})
-        return _StateDocument({"leader": self._leader_info(), "is_leader": False, "version": __version__,
-                               "master": {"id": self.info.id, "address": self.address}, "agents": [],
-                               "frameworks": [], "offers": [], "masters": self._masters()})
+        return _StateDocument(self._follower_state(self._masters(), self._leader_info()))
+
+    def _render_state_bytes(self, indent: int | None) -> bytes:
+        """The /state document's JSON, rendered in a forked child (in this
+        thread where a fork is refused)."""
+        # (read from ZooKeeper under a lock another thread may hold: not in the child)
+        masters, leader = self._masters(), self._leader_info()
+
+        def render() -> bytes:
+            core = self.core
+            document = (render_state(snapshot(core)) | {"masters": masters} if core is not None
+                        else self._follower_state(masters, leader))
+            return json.dumps(document, indent=indent).encode()
+        try:
+            return render_forked(self._lock, render)
+        except ForkFailed as exc:
+            log.warning("rendering /state in this process: %s", exc)
+            document = self._state_view.get()
+            return document.http_body if indent is not None else document.compact.encode()
+
+    def _follower_state(self, masters: list[dict], leader: dict[str, str]) -> dict:
+        return {"leader": leader, "is_leader": False, "version": __version__,
+                "master": {"id": self.info.id, "address": self.address}, "agents": [],
+                "frameworks": [], "offers": [], "masters": masters}
 
     def _ask_state(self, peer: bytes) -> list[Send]:
         """GET_STATE from ``peer``: answered from a snapshot rendered by the
@@ -638,7 +682,7 @@ class MasterRuntime:
         if self._stopping.is_set():
             return
         try:
-            body = self._state_view.get().compact
+            body = self._state_compact.get().decode()
         except Exception:
             log.exception("rendering the state for GET_STATE failed")
             body = json.dumps({"error": "internal error"})

@@ -33,16 +33,18 @@ from mesoslike import __version__
 from mesoslike.acl import Credentials
 from mesoslike.http_server import Request, Response, Stream
 from mesoslike.master.core import MasterCore, Send
+from mesoslike.master.forked import ForkFailed, render_forked
+from mesoslike.master.http import Fresh
 from mesoslike.master.records import MasterConfig, clip
 from mesoslike.master.state import StateSnapshot, snapshot
 from mesoslike.v1 import operator as operator_api
 from mesoslike.v1 import scheduler as scheduler_api
 from mesoslike.v1.calls import JSON, STREAM_ID_HEADER, CallError, accepts_json, call_type, decode_call
 from mesoslike.v1.identity import CHALLENGE, authenticate
-from mesoslike.v1.recordio import DEFAULT_MAX_RECORD, encode as encode_record
-from mesoslike.v1.shapes import ShapeError, value_of
+from mesoslike.v1.recordio import encode as encode_record
+from mesoslike.v1.shapes import ShapeError, call_body_limit, stream_buffer_limit, value_of
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import MasterInfo
+from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, MasterInfo
 
 __all__ = ["V1API", "V1Master", "v1_peer", "is_v1_peer", "SCHEDULER_PATH", "OPERATOR_PATHS", "VERSION_PATH",
            "MAX_CALL_BODY", "STREAM_BUFFER", "OPERATOR_LOOK_EVERY"]
@@ -52,11 +54,12 @@ log = logging.getLogger("mesoslike.master.v1")
 SCHEDULER_PATH = "/api/v1/scheduler"
 OPERATOR_PATHS = ("/api/v1", "/api/v1/operator")
 VERSION_PATH = "/version"
-#: the largest call a scheduler may post (a MESSAGE of 50 MB, base64, fits)
-MAX_CALL_BODY = 72 * 1024 * 1024
+#: the largest call a scheduler may post by default (a MESSAGE of --max-message-size's default, base64, fits;
+#: the master's is call_body_limit of its --max-message-size)
+MAX_CALL_BODY = call_body_limit(MAX_FRAMEWORK_MESSAGE)
 #: bytes an event stream keeps for a client reading slower than events come (more: the stream is closed,
-#: the framework disconnected); room for the largest event
-STREAM_BUFFER = DEFAULT_MAX_RECORD + 32 * 1024 * 1024
+#: the framework disconnected), by default; room for the largest event
+STREAM_BUFFER = stream_buffer_limit(MAX_FRAMEWORK_MESSAGE)
 #: how often the operator event stream compares the master's state (s)
 OPERATOR_LOOK_EVERY = 1.0
 #: ZeroMQ's own identities are a zero byte and 4 more; a peer may not choose one that starts with a zero byte
@@ -114,13 +117,16 @@ class V1API:
     the operator API asks for credentials (``--http-auth all``)."""
 
     def __init__(self, master: V1Master, reads_need_auth: bool = False, clock: Callable[[], float] = time.monotonic,
-                 stream_buffer: int = STREAM_BUFFER) -> None:
+                 stream_buffer: int | None = None) -> None:
         self._master = master
         self._reads_need_auth = reads_need_auth
         self._clock = clock
-        self._stream_buffer = stream_buffer
+        self._stream_buffer = stream_buffer_limit(master.config.max_message_size) if stream_buffer is None \
+            else stream_buffer
         self._started = time.time()
         self._lock = threading.Lock()   # guards the tables below (HTTP threads, the loop)
+        #: operator reads by call: one rendering (one child) at a time, shared by the callers waiting
+        self._reads: dict[str, Fresh[bytes]] = {}
         self._by_peer: dict[bytes, _Subscription] = {}
         self._by_stream: dict[str, _Subscription] = {}
         self._closed: deque[bytes] = deque()
@@ -238,6 +244,10 @@ class V1API:
                 raise CallError(400, f"The stream ID '{clip(stream_id, 64)}' included in this request didn't "
                                      f"match the stream ID currently associated with framework ID {framework_id}")
             message = scheduler_api.call_message(call, framework_id)
+            limit = self._master.config.max_message_size
+            if isinstance(message, m.FrameworkMessage) and len(message.data) > limit:
+                raise CallError(400, f"Failed to validate scheduler::Call: message.data holds {len(message.data)} "
+                                     f"bytes; at most {limit} (the master's --max-message-size)")
             if message is not None:
                 self._master.send_later(core.on_message(record.peer, message, principal))
         if kind in scheduler_api.NO_OPS:
@@ -337,8 +347,7 @@ class V1API:
             if kind not in operator_api.CALLS:
                 raise CallError(501, f"the operator call {kind[:40]!r} is not one mesoslike answers "
                                      f"({', '.join(operator_api.CALLS)}; docs/mesos-api.rst)")
-            return self._json(operator_api.answer(kind, self._snapshot(), self._master.info, True, __version__,
-                                                  self._started))
+            return self._answer_from_snapshot(kind)
         except CallError as error:
             self.refused += 1
             return _refusal(error)
@@ -346,6 +355,38 @@ class V1API:
     @staticmethod
     def _json(document: dict) -> Response:
         return Response(200, json.dumps(document).encode(), JSON)
+
+    def _answer_from_snapshot(self, kind: str) -> Response:
+        """An operator read of the core, rendered in a forked child
+        (mesoslike.master.forked: the loop waits for the fork, not for the
+        GIL while a thread renders); in this thread where a fork is refused."""
+        with self._lock:
+            read = self._reads.get(kind)
+            if read is None:
+                read = self._reads[kind] = Fresh(lambda: self._render_forked(kind))
+        body = read.get()
+        if not body:
+            raise CallError(503, "this master stopped leading")
+        return Response(200, body, JSON)
+
+    def _render_forked(self, kind: str) -> bytes:
+        """The answer to ``kind`` (b"" if not leading), rendered in a forked child."""
+        info, started = self._master.info, self._started
+
+        def render() -> bytes:
+            core = self._master.serving_core()
+            if core is None:
+                return b""
+            return json.dumps(operator_api.answer(kind, snapshot(core), info, True, __version__, started)).encode()
+        try:
+            return render_forked(self._master.stored, render)
+        except ForkFailed as exc:
+            log.warning("answering %s in this process: %s", kind, exc)
+            try:
+                return json.dumps(operator_api.answer(kind, self._snapshot(), info, True, __version__,
+                                                      started)).encode()
+            except CallError:
+                return b""
 
     def _snapshot(self) -> StateSnapshot:
         with self._master.stored:

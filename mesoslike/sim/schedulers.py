@@ -592,8 +592,7 @@ class FuxiScheduler:
                 yield job.job_id, job.tasks
 
     def reason(self, key: str, tasks: Sequence[TaskSpec], view: ClusterView) -> str:
-        units = self.core.status(key)["jobs"][0]["units"]
-        why = units[0]["why_waiting"] if units else ""
+        why = self.core.why_waiting(key, UNIT)
         if not why:
             return REASON_NO_OFFER
         return _FUXI_REASONS.get(why, why)

@@ -162,6 +162,7 @@ def load_openb_trace(
     pending: str = PENDING_SKIP,
     priorities: Mapping[str, int] = OPENB_PRIORITIES,
     job_window: float = 0.0,
+    copies: int = 1,
 ) -> Workload:
     """The Alibaba openb GPU trace as a workload.
 
@@ -180,6 +181,12 @@ def load_openb_trace(
     ``job_window`` (trace seconds; 0 = none): the trace has no job ids, so
     pods of one class with the same requests, each created within this
     long of the previous one, are taken as replicas of one job.
+
+    ``copies``: the cluster and its pods ``copies`` times over (a bigger
+    cluster with as much more work): every node and every pod appears that
+    many times, copy ``k`` > 0 with ``-c<k>`` after its name (and its job's),
+    each copy's pods arriving when the original does, in their own jobs.
+    Copies of one pod follow each other in the arrival order.
     """
     _check_positive("time_scale", time_scale)
     _check_positive("load", load)
@@ -187,6 +194,8 @@ def load_openb_trace(
         raise ValueError(f"job_window must be a finite number >= 0, got {job_window!r}")
     if pending not in (PENDING_SKIP, PENDING_LIFETIME):
         raise ValueError(f"pending must be {PENDING_SKIP!r} or {PENDING_LIFETIME!r}, got {pending!r}")
+    if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
+        raise ValueError(f"copies must be an integer >= 1, got {copies!r}")
     for what, limit in (("nodes", nodes), ("pods", pods)):
         if limit is not None and limit < 0:
             raise ValueError(f"{what} must be >= 0, got {limit!r}")
@@ -196,6 +205,8 @@ def load_openb_trace(
     node_rows = _read_rows(_trace_path(trace_dir, TRACE_NODE_FILE), ("sn", "cpu_milli", "memory_mib", "gpu"), nodes)
     pod_rows = _read_rows(_trace_path(trace_dir, TRACE_POD_FILE), _POD_COLUMNS, pods)
     agents, bad_nodes = _trace_agents(node_rows)
+    agents = [agent if k == 0 else AgentSpec(f"{agent.agent_id}-c{k}", agent.resources, agent.attributes)
+              for agent in agents for k in range(copies)]
     skipped: dict[str, int] = {"bad node": bad_nodes} if bad_nodes else {}
     parsed: list[_Pod] = []
     for row in pod_rows:
@@ -207,21 +218,29 @@ def load_openb_trace(
     start = min((pod.created for pod in parsed), default=0)
     arrival_scale = time_scale * load
     jobs = _replica_jobs(parsed, job_window)
-    tasks = [TaskSpec(pod.name, pod.framework_id, pod.resources, (pod.created - start) / arrival_scale,
-                      pod.duration / time_scale, i, priorities.get(pod.framework_id, DEFAULT_PRIORITY), job=job)
-             for i, (pod, job) in enumerate(zip(parsed, jobs))]
+    tasks = [TaskSpec(_copy(pod.name, k), pod.framework_id, pod.resources, (pod.created - start) / arrival_scale,
+                      pod.duration / time_scale, i * copies + k, priorities.get(pod.framework_id, DEFAULT_PRIORITY),
+                      job=job and _copy(job, k))
+             for i, (pod, job) in enumerate(zip(parsed, jobs)) for k in range(copies)]
     tasks.sort(key=lambda t: (t.arrival, t.index))
-    lifetimes = sum(pod.pending for pod in parsed)
+    lifetimes = copies * sum(pod.pending for pod in parsed)
     speed = f", arrivals x{load:g}" if load != 1 else ""
+    speed += f", {copies} copies" if copies != 1 else ""
     return Workload(
         name="trace",
         agents=tuple(agents),
         frameworks=tuple(sorted({t.framework_id for t in tasks})),
         tasks=tuple(tasks),
         skipped=skipped,
-        description=f"alibaba openb 2023: {len(agents)} nodes, {len(pod_rows)} pods, time / {time_scale:g}{speed}",
+        description=f"alibaba openb 2023: {len(agents)} nodes, {copies * len(pod_rows)} pods, time / {time_scale:g}"
+                    f"{speed}",
         notes={"never scheduled, run for their lifetime": lifetimes} if lifetimes else {},
     )
+
+
+def _copy(name: str, copy: int) -> str:
+    """The name of a node, pod or job in copy ``copy`` of the trace (the original's in copy 0)."""
+    return name if copy == 0 else f"{name}-c{copy}"
 
 
 # ============================================================ users' own files

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from mesoslike.v1.calls import CallError
-from mesoslike.v1.shapes import (Message, ShapeError, agent_message, data_from, encode_data, encode_uuid,
-                                 executor_message, executor_task_message, framework_message, id_message,
+from mesoslike.v1.shapes import (MAX_STATUS_DATA, Message, ShapeError, agent_message, data_from, encode_data,
+                                 encode_uuid, executor_message, executor_task_message, framework_message, id_message,
                                  status_from_executor, value_of)
 from mesoslike.wire import executor_messages as x
 
@@ -48,10 +48,12 @@ def _body(call: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return body
 
 
-def channel_messages(call: Mapping[str, Any], secret: str) -> list[object]:
+def channel_messages(call: Mapping[str, Any], secret: str, max_data: int = MAX_STATUS_DATA) -> list[object]:
     """The executor channel's messages a call stands for, in order (HEARTBEAT:
     none). SUBSCRIBE re-sends the updates it lists as unacknowledged after
-    registering (the agent takes a resent one only once)."""
+    registering (the agent takes a resent one only once). Data (an update's,
+    a message's) is at most ``max_data`` bytes (the agent's
+    ``--max-message-size``): more is a 400."""
     kind = call.get("type")
     try:
         if kind == "SUBSCRIBE":
@@ -65,12 +67,15 @@ def channel_messages(call: Mapping[str, Any], secret: str) -> list[object]:
             task_ids = [value_of(task.get("task_id") if isinstance(task, Mapping) else None,
                                  "subscribe.unacknowledged_tasks[].task_id") for task in tasks]
             resent = [x.ExecutorStatus(secret, status_from_executor(
-                _body(update, "status") if isinstance(update, Mapping) else update)) for update in updates]
+                _body(update, "status") if isinstance(update, Mapping) else update, max_data)) for update in updates]
             return [x.RegisterExecutor(secret, task_ids), *resent]
         if kind == "UPDATE":
-            return [x.ExecutorStatus(secret, status_from_executor(_body(call, "update").get("status")))]
+            return [x.ExecutorStatus(secret, status_from_executor(_body(call, "update").get("status"), max_data))]
         if kind == "MESSAGE":
             payload = data_from(_body(call, "message").get("data"), "message.data")
+            if len(payload) > max_data:
+                raise _bad(f"message.data holds {len(payload)} bytes; at most {max_data} (the agent's "
+                           "--max-message-size)")
             return [x.ExecutorMessage(secret, payload)]
         return []
     except ShapeError as exc:

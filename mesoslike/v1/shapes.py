@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import json
 import math
 import shlex
@@ -26,17 +27,19 @@ from typing import Any, Iterable, Mapping
 from mesoslike.attributes import Attribute
 from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources, ResourcesError
+from mesoslike.v1.recordio import DEFAULT_MAX_RECORD
 from mesoslike.wire.types import (CommandURI, ContainerInfo, ContainerStatus, DockerInfo, Image, Secret, SecretReference,
                                   Volume, VolumeSource, ExecutorInfo, Filters, FrameworkInfo, HealthCheck, HTTPCheck, Label,
                                   MasterInfo, Offer, Operation, TaskInfo, TaskState, TaskStatus, TCPCheck)
-from mesoslike.wire.types import Launch, Reserve, Unreserve
+from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, Launch, Reserve, Unreserve
 
 __all__ = [
     "ShapeError", "Message", "encode_data", "decode_data", "encode_uuid", "decode_uuid", "id_message", "value_of",
     "offer_id_list", "offer_message", "status_message", "status_from_message", "filters_from", "framework_info",
     "master_info_message", "task_info", "executor_info", "resources_from", "resources_message", "known_state",
     "labels_message", "executor_message", "framework_message", "agent_message", "executor_task_message",
-    "status_from_executor", "operations_from", "data_from", "MAX_STATUS_DATA", "TASK_VARIABLE", "EXECUTOR_VARIABLE", "MAX_LAUNCH_SIZE",
+    "status_from_executor", "operations_from", "data_from", "MAX_STATUS_DATA",
+    "MIN_CALL_BODY", "call_body_limit", "stream_buffer_limit", "TASK_VARIABLE", "EXECUTOR_VARIABLE", "MAX_LAUNCH_SIZE",
 ]
 
 #: a JSON object (a plain dict, or an addict ``Dict``)
@@ -54,9 +57,27 @@ EXECUTOR_VARIABLE = "MESOSLIKE_PYMESOS_EXECUTOR"
 #: the largest ExecutorInfo JSON text: an environment string of Linux is at
 #: most 128 KiB (MAX_ARG_STRLEN)
 MAX_LAUNCH_SIZE = 120 * 1024
-#: the most bytes of ``data`` one status update carries (it is checkpointed, retried and kept by the
-#: agent until acknowledged, and crosses the master in one frame)
-MAX_STATUS_DATA = 1024 * 1024
+#: the most bytes of ``data`` one status update carries by default (it is checkpointed, retried and kept by
+#: the agent until acknowledged, and crosses the master in one frame): the agent's ``--max-message-size``
+MAX_STATUS_DATA = MAX_FRAMEWORK_MESSAGE
+#: the least a call's body or an event's record may be, whatever the data bound (an ACCEPT of many operations)
+MIN_CALL_BODY = 72 * 1024 * 1024
+#: what a call or event holds besides its base64 data, at most
+_CALL_OVERHEAD = 8 * 1024 * 1024
+
+
+def call_body_limit(max_data: int) -> int:
+    """The largest call body (or event record) that carries at most ``max_data``
+    bytes of data (a MESSAGE, an UPDATE): its base64 text and room for the rest."""
+    return max(MIN_CALL_BODY, 4 * -(-max_data // 3) + _CALL_OVERHEAD)
+
+
+def stream_buffer_limit(max_data: int) -> int:
+    """Bytes an event stream keeps for a client reading slower than events come
+    (more: the stream is closed): room for the largest event and then some."""
+    return max(DEFAULT_MAX_RECORD, call_body_limit(max_data)) + 32 * 1024 * 1024
+
+
 #: the largest task JSON text handed to an executor (its ``data`` included)
 MAX_TASK_JSON = 1024 * 1024
 
@@ -351,8 +372,11 @@ def status_from_message(status: object, what: str = "status") -> TaskStatus:
 
 
 def master_info_message(info: MasterInfo | None, http: bool = False) -> Message:
-    """Mesos' ``MasterInfo``: id, hostname, port, address, version; with
-    ``http`` the master's HTTP address (where v1 clients reach it)."""
+    """Mesos' ``MasterInfo``: id, hostname, port, address, version — and
+    for an IPv4 address, ``ip`` (Mesos's uint32: the address's bytes in
+    network order, read as a little-endian integer), ``address.ip`` and
+    ``pid`` (``master@IP:PORT``); with ``http`` the master's HTTP address
+    (where v1 clients reach it)."""
     if info is None:
         return {}
     address = info.http_address if http and info.http_address else info.address
@@ -360,6 +384,14 @@ def master_info_message(info: MasterInfo | None, http: bool = False) -> Message:
     number = int(port) if port.isdigit() else 0
     message: Message = {"id": info.id, "hostname": host, "port": number,
                         "address": {"hostname": host, "port": number}}
+    try:
+        ip = ipaddress.IPv4Address(host)
+    except ValueError:
+        ip = None
+    if ip is not None:
+        message["address"]["ip"] = host
+        message["ip"] = int.from_bytes(ip.packed, "little")
+        message["pid"] = f"master@{host}:{number}"
     if info.version:
         message["version"] = info.version
     return message
@@ -884,11 +916,11 @@ def _json_object(text: str) -> Message | None:
     return value if isinstance(value, dict) else None
 
 
-def status_from_executor(status: object) -> TaskStatus:
+def status_from_executor(status: object, max_data: int = MAX_STATUS_DATA) -> TaskStatus:
     """An executor's status dict (``task_id``, ``state``, ``message``,
     ``reason``, ``healthy``, ``uuid``, ``data``, ``labels``) as a
     ``TaskStatus`` for its agent; ``data`` is base64 (any bytes, NUL
-    included). The rest of a status is the agent's to say."""
+    included), at most ``max_data`` bytes. The rest of a status is the agent's to say."""
     status = _mapping(status, "status")
     message, reason = status.get("message") or "", status.get("reason") or ""
     healthy = status.get("healthy")
@@ -900,9 +932,9 @@ def status_from_executor(status: object) -> TaskStatus:
     if uuid is not None and not isinstance(uuid, str):
         raise ShapeError(f"status.uuid must be base64 text, got {type(uuid).__name__}")
     data = _data(status, "status.data")
-    if len(data) > MAX_STATUS_DATA:
-        raise ShapeError(f"status.data holds {len(data)} bytes; at most {MAX_STATUS_DATA} travel with an update "
-                         "(send more as framework messages)")
+    if len(data) > max_data:
+        raise ShapeError(f"status.data holds {len(data)} bytes; at most {max_data} travel with an update "
+                         "(the agent's --max-message-size)")
     return TaskStatus(task_id=value_of(status.get("task_id"), "status.task_id"),
                       state=known_state(status.get("state"), "status.state"), message=message, reason=reason,
                       healthy=healthy, uuid=decode_uuid(uuid) if uuid is not None else "",

@@ -30,12 +30,13 @@ import msgpack
 
 from mesoslike.wire import compiled
 from mesoslike.wire import messages as _messages
+from mesoslike.wire import types as _types
 from mesoslike.wire.checking import (MAX_LIST_LENGTH, WireError, _class_converter, from_plain, hints,
                                      plain_converter, to_plain)
 from mesoslike.wire.schema import Items, Schema
 
 __all__ = ["WireError", "Codec", "CODEC", "encode", "decode", "peek_type", "to_plain", "from_plain",
-           "DEFAULT_MAX_MESSAGE_SIZE", "MAX_LIST_LENGTH"]
+           "DEFAULT_MAX_MESSAGE_SIZE", "MAX_LIST_LENGTH", "FRAME_OVERHEAD", "frame_limit", "sized"]
 
 DEFAULT_MAX_MESSAGE_SIZE = 8 * 1024 * 1024
 
@@ -236,9 +237,27 @@ def _check_hint(hint: object, seen: set[type]) -> None:
 
 
 # ------------------------------------------------------ the master protocol
+#: what a frame carrying a framework message or a status update holds
+#: besides its data (ids, the status's fields and labels), at most
+FRAME_OVERHEAD = 1024 * 1024
+
+
+def frame_limit(max_data: int) -> int:
+    """The largest frame of a peer whose framework messages and status data
+    are at most ``max_data`` bytes (``--max-message-size``)."""
+    return max(DEFAULT_MAX_MESSAGE_SIZE, max_data + FRAME_OVERHEAD)
+
+
+def sized(codec: Codec, max_data: int) -> Codec:
+    """``codec`` with frames for data of at most ``max_data`` bytes (itself if they fit already)."""
+    limit = frame_limit(max_data)
+    return codec if limit == codec.max_message_size else Codec(codec.schema, limit)
+
+
 #: the codec of the master protocol (:mod:`mesoslike.wire.messages`):
-#: masters, agents, scheduler drivers and ``mesoslike state``
-CODEC = Codec(_messages.SCHEMA)
+#: masters, agents, scheduler drivers and ``mesoslike state``, with frames
+#: for the default ``--max-message-size``
+CODEC = Codec(_messages.SCHEMA, frame_limit(_types.MAX_FRAMEWORK_MESSAGE))
 encode = CODEC.encode
 decode = CODEC.decode
 peek_type = CODEC.peek_type

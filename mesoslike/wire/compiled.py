@@ -142,10 +142,30 @@ def _object_checks(cls: type, var: str, env: dict[str, object], outer: tuple[typ
         lines.append(f"{value} = {var}.{field.name}")
         lines += checks
         if converts:
-            lines.append(f"{value} = {_name(env, 'convert', converter)}({value})")
+            convert = f"{value} = {_name(env, 'convert', converter)}({value})"
+            # most decoded lists and maps are empty: a converter that keeps an empty one
+            # as it is need not run on it (it ran once for each task's four empty fields)
+            lines.append(f"if {value}: {convert}" if _keeps_empty(converter, field_hints[field.name]) else convert)
         if rebinds or converts:
             lines.append(f"if {value} is not {var}.{field.name}: set({var}, {field.name!r}, {value})")
     return lines
+
+
+def _keeps_empty(converter: Callable[[Any], Any], hint: object) -> bool:
+    """Whether ``converter`` (of a list or map field) takes an empty list
+    (map) without a word and gives an empty one back: a converter is a pure
+    function, so asking it once, here, answers for every frame."""
+    origin = typing.get_origin(hint)
+    if origin is Annotated:
+        origin = typing.get_origin(typing.get_args(hint)[0])
+    if origin not in (list, dict):
+        return False
+    empty = origin()
+    try:
+        converted = converter(origin())
+    except Exception:  # noqa: BLE001 - it refuses an empty one: it always runs
+        return False
+    return type(converted) is type(empty) and converted == empty
 
 
 def _checks(hint: object, var: str, env: dict[str, object], outer: tuple[type, ...]) -> tuple[list[str], bool]:

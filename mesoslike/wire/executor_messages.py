@@ -28,27 +28,30 @@ from typing import Any, ClassVar
 
 import attrs
 
-from mesoslike.wire.codec import Codec
+from mesoslike.wire.codec import Codec, frame_limit
 from mesoslike.wire.schema import Schema
-from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, AgentInfo, ExecutorInfo, FrameworkInfo, TaskInfo, TaskStatus
+from mesoslike.wire.types import (MAX_FRAMEWORK_MESSAGE, MAX_MESSAGE_SIZE_CEILING, AgentInfo, ExecutorInfo,
+                                  FrameworkInfo, TaskInfo, TaskStatus)
 
 __all__ = ["EXECUTOR_PROTOCOL_VERSION", "EXECUTOR_SCHEMA", "EXECUTOR_CODEC", "MAX_EXECUTOR_FRAME", "SECRET_LENGTH",
            "MAX_REPORTED_TASKS", "RegisterExecutor", "ExecutorStatus", "ExecutorMessage", "ExecutorRegistered",
            "LaunchExecutorTask", "KillExecutorTask", "ExecutorFrameworkMessage", "ExecutorStatusAck",
-           "ShutdownExecutor", "ExecutorError", "EXECUTOR_TO_AGENT", "ENDPOINT_ENV", "SECRET_ENV", "SECRET_FILE_ENV", "SECRET_FILE",
+           "ShutdownExecutor", "ExecutorError", "EXECUTOR_TO_AGENT", "ENDPOINT_ENV",
+           "MAX_MESSAGE_SIZE_ENV", "SECRET_ENV", "SECRET_FILE_ENV", "SECRET_FILE",
            "EXECUTOR_ID_ENV"]
 
 EXECUTOR_PROTOCOL_VERSION = 1
 EXECUTOR_SCHEMA = Schema("executor", EXECUTOR_PROTOCOL_VERSION)
-#: the largest frame either way: a framework message's data and room for the rest
-MAX_EXECUTOR_FRAME = MAX_FRAMEWORK_MESSAGE + 256 * 1024
+#: the largest frame either way, by default: a framework message's data and room for the rest (an agent
+#: with another --max-message-size sizes its channel's codec to it: mesoslike.wire.codec.sized)
+MAX_EXECUTOR_FRAME = frame_limit(MAX_FRAMEWORK_MESSAGE)
 #: characters of an executor's secret (hex of 32 random bytes)
 SECRET_LENGTH = 64
 #: task ids one REGISTER_EXECUTOR may list
 MAX_REPORTED_TASKS = 100_000
 
 _SECRET: Any = attrs.validators.max_len(SECRET_LENGTH)
-_DATA: Any = attrs.validators.max_len(MAX_FRAMEWORK_MESSAGE)
+_DATA: Any = attrs.validators.max_len(MAX_MESSAGE_SIZE_CEILING)   # the codec's frame limit is the bound
 
 
 # ------------------------------------------------------ executor -> agent
@@ -172,3 +175,5 @@ SECRET_FILE = ".executor_secret"
 SECRET_ENV = "MESOSLIKE_EXECUTOR_SECRET"
 #: its executor id (informative: the agent goes by the secret)
 EXECUTOR_ID_ENV = "MESOSLIKE_EXECUTOR_ID"
+#: the agent's --max-message-size: bytes of data a framework message or a status update may carry
+MAX_MESSAGE_SIZE_ENV = "MESOSLIKE_MAX_MESSAGE_SIZE"

@@ -21,7 +21,8 @@ __all__ = [
     "TaskState", "TERMINAL_STATES", "FrameworkInfo", "TaskInfo", "TaskStatus", "Filters", "Offer",
     "MasterInfo", "AgentInfo", "DEFAULT_REFUSE_SECONDS", "HealthCheck", "HTTPCheck", "TCPCheck", "CommandURI",
     "MAX_TASK_URIS", "Label", "MAX_LABELS", "MAX_LABEL_KEY", "MAX_LABEL_VALUE", "ExecutorInfo",
-    "MAX_FRAMEWORK_MESSAGE", "MAX_EXECUTOR_ID", "EXECUTOR_RUN_PREFIX",
+    "MAX_FRAMEWORK_MESSAGE", "MAX_MESSAGE_SIZE_CEILING", "MIN_MESSAGE_SIZE", "WARN_MESSAGE_SIZE",
+    "check_message_size", "MAX_EXECUTOR_ID", "EXECUTOR_RUN_PREFIX",
     "Operation", "OperationType", "Launch", "Reserve", "Unreserve", "MAX_OPERATIONS",
     "Secret", "SecretReference", "MAX_SECRET_BYTES", "MAX_TASK_SECRETS", "Image", "Volume", "VolumeSource",
     "DockerInfo", "ContainerInfo", "ContainerStatus", "MAX_VOLUMES",
@@ -532,9 +533,30 @@ class ContainerInfo:
 
 
 # -------------------------------------------------------- custom executors
-#: bytes of one framework message's data, either way (scheduler -> executor
-#: or task, executor -> scheduler); a longer one is refused where it is made
-MAX_FRAMEWORK_MESSAGE = 1024 * 1024
+#: bytes of one framework message's data (either way: scheduler -> executor
+#: or task, executor -> scheduler) and of a status update's ``data``, by
+#: default — masters' and agents' ``--max-message-size``
+#: (docs/reliability.rst, "Message sizes"). Mesos sets no limit of its own
+#: beyond protobuf's (64 MB by default in the protobuf Mesos bundles);
+#: frameworks send up to 50 MB. A longer one is refused where it is made
+MAX_FRAMEWORK_MESSAGE = 64 * 1024 * 1024
+#: data above this many bytes is logged (a warning) where it enters the cluster
+WARN_MESSAGE_SIZE = 1024 * 1024
+#: the least and the most ``--max-message-size`` may be
+MIN_MESSAGE_SIZE = 1024
+MAX_MESSAGE_SIZE_CEILING = 1024 * 1024 * 1024
+
+
+def check_message_size(value: object) -> int:
+    """``value`` as a ``--max-message-size`` (bytes of a framework message's or
+    a status update's data); ValueError naming the bounds if it is not one."""
+    if not isinstance(value, int) or isinstance(value, bool) \
+            or not MIN_MESSAGE_SIZE <= value <= MAX_MESSAGE_SIZE_CEILING:
+        raise ValueError(f"a message size limit is an integer of {MIN_MESSAGE_SIZE} to {MAX_MESSAGE_SIZE_CEILING} "
+                         f"bytes, got {value!r}")
+    return value
+
+
 #: characters of an executor id
 MAX_EXECUTOR_ID = 200
 #: what the agent's own id of an executor's process run begins with (its

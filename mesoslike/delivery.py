@@ -1,0 +1,220 @@
+"""Reliable delivery of status updates, sans I/O: Mesos's status update manager.
+
+An *update stream* holds one task's status updates that the receiver has not
+acknowledged yet, oldest first. Only the oldest, the *head*, is in flight: it
+is sent, and sent again after a :class:`~mesoslike.backoff.Backoff` until the
+receiver acknowledges it by uuid; then the next one goes out. So the receiver
+gets each task's updates in order, each at least once, and never two of a
+task at the same time. An acknowledgement of anything but the head is ignored
+(the second answer to a retried update, an old or unknown uuid), as is an
+update whose uuid is pending already (a resend of it by its producer) —
+Mesos's ``TaskStatusUpdateStream`` does the same.
+
+:class:`UpdateStreams` keeps a sender's streams by key — the agent's by
+(framework id, task id), toward the master; the executor driver's by task id,
+toward its agent — and when each head is due again: a heap, O(log n) per
+send, an entry stale once its stream was sent, acknowledged or removed since.
+It does not know whether the receiver listens: its user sends (:meth:`add`'s
+answer, :meth:`due`, :meth:`send_head`) only while it does, and calls
+:meth:`heads` when it is registered again. docs/reliability.rst, "Retries",
+lists each user's back-off.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Hashable, Iterator
+from typing import Generic, TypeVar
+
+from mesoslike.backoff import Backoff
+from mesoslike.wire.types import TaskStatus
+
+__all__ = ["UpdateStream", "UpdateStreams"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+class UpdateStream:
+    """One task's unacknowledged updates, oldest (the one in flight) first.
+    ``due`` is when the head goes out again (None: not sent since it became
+    the head, or waiting for a receiver); ``sends`` counts its sends since the
+    last acknowledgement or reset, the attempt its back-off is at."""
+
+    __slots__ = ("updates", "due", "sends")
+
+    def __init__(self) -> None:
+        self.updates: deque[TaskStatus] = deque()
+        self.due: float | None = None
+        self.sends = 0
+
+    @property
+    def head(self) -> TaskStatus | None:
+        return self.updates[0] if self.updates else None
+
+
+class UpdateStreams(Generic[K]):
+    """A sender's update streams (see the module doc). ``backoff``: the
+    waits between sends of one head (no jitter: no random source here);
+    ``limit``: the most updates held in all (:meth:`add` refuses more)."""
+
+    def __init__(self, backoff: Backoff, limit: int | None = None) -> None:
+        if backoff.jitter:
+            raise ValueError("an update stream's back-off has no jitter (it has no random source)")
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit!r}")
+        self.backoff = backoff
+        self.limit = limit
+        self._streams: dict[K, UpdateStream] = {}
+        #: uuid -> the key of the stream holding it, for every pending update
+        self._keys: dict[str, K] = {}
+        #: (when, n, key, stream): when a head is due again; stale unless stream.due == when
+        self._resends: list[tuple[float, int, K, UpdateStream]] = []
+        self._seq = itertools.count()
+
+    # ------------------------------------------------------------- reading
+    @property
+    def count(self) -> int:
+        """How many updates wait for an acknowledgement, in all streams."""
+        return len(self._keys)
+
+    @property
+    def full(self) -> bool:
+        return self.limit is not None and len(self._keys) >= self.limit
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._streams
+
+    def pending(self, key: K) -> list[TaskStatus]:
+        """The updates of ``key`` not yet acknowledged, the one in flight first."""
+        stream = self._streams.get(key)
+        return list(stream.updates) if stream is not None else []
+
+    def depth(self, key: K) -> int:
+        """How many updates of ``key`` wait (O(1))."""
+        stream = self._streams.get(key)
+        return len(stream.updates) if stream is not None else 0
+
+    def head(self, key: K) -> TaskStatus | None:
+        """The update of ``key`` in flight (None: it has none)."""
+        stream = self._streams.get(key)
+        return stream.head if stream is not None else None
+
+    def key_of(self, uuid: str) -> K | None:
+        """The key of the stream holding pending update ``uuid``."""
+        return self._keys.get(uuid)
+
+    def updates(self) -> Iterator[TaskStatus]:
+        """Every pending update, stream by stream (in the order the streams began)."""
+        for stream in self._streams.values():
+            yield from stream.updates
+
+    # ------------------------------------------------------------- changes
+    def add(self, key: K, update: TaskStatus) -> bool:
+        """Queue ``update`` behind ``key``'s others. True when it is the head
+        now: send it (:meth:`send_head`) if the receiver listens. False for a
+        duplicate (its uuid is pending) and for one queued behind another.
+        ``ValueError`` for an update without a uuid (an acknowledgement could
+        not name it), ``OverflowError`` past ``limit``."""
+        if not update.uuid:
+            raise ValueError(f"an update of task {update.task_id!r} without a uuid cannot be acknowledged")
+        if update.uuid in self._keys:
+            return False
+        if self.full:
+            raise OverflowError(f"{self.limit} updates wait for an acknowledgement already")
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = self._streams[key] = UpdateStream()
+        stream.updates.append(update)
+        self._keys[update.uuid] = key
+        return len(stream.updates) == 1
+
+    def send_head(self, key: K, now: float) -> TaskStatus | None:
+        """``key``'s head, to send now (None: nothing pending); it is due
+        again after the back-off's next delay unless acknowledged first."""
+        stream = self._streams.get(key)
+        return self._send(key, stream, now) if stream is not None else None
+
+    def heads(self, now: float) -> list[tuple[K, TaskStatus]]:
+        """Every head, to send now to a receiver that has just (re)registered;
+        each stream's back-off starts again."""
+        out = []
+        for key, stream in self._streams.items():
+            stream.sends = 0
+            out.append((key, self._send(key, stream, now)))
+        return out
+
+    def due(self, now: float) -> list[tuple[K, TaskStatus]]:
+        """The heads whose time has come (oldest due first), to send again now."""
+        out: list[tuple[K, TaskStatus]] = []
+        resends = self._resends
+        while resends and resends[0][0] <= now:
+            when, _, key, stream = heapq.heappop(resends)
+            if self._current(when, key, stream):
+                out.append((key, self._send(key, stream, now)))
+        return out
+
+    def next_due(self) -> float | None:
+        """When :meth:`due` has a head to send next (None: none is waiting)."""
+        resends = self._resends
+        while resends:
+            when, _, key, stream = resends[0]
+            if self._current(when, key, stream):
+                return when
+            heapq.heappop(resends)
+        return None
+
+    def postpone(self, key: K, until: float) -> None:
+        """Send ``key``'s head next at ``until``, not earlier (the receiver
+        refused it for now)."""
+        stream = self._streams.get(key)
+        if stream is not None:
+            self._schedule(key, stream, until)
+
+    def acknowledge(self, key: K, uuid: str) -> TaskStatus | None:
+        """The receiver has ``key``'s head if ``uuid`` names it: it is removed
+        and returned, and the next update (if any) becomes the head, with its
+        back-off from the start; send it if the receiver listens. Any other
+        uuid: None, nothing changes."""
+        stream = self._streams.get(key)
+        if stream is None or stream.updates[0].uuid != uuid:
+            return None
+        head = stream.updates.popleft()
+        del self._keys[uuid]
+        stream.due, stream.sends = None, 0
+        if not stream.updates:
+            del self._streams[key]
+        return head
+
+    def drop(self, key: K, uuid: str) -> TaskStatus | None:
+        """The receiver refuses ``key``'s head for good: forget it as if
+        acknowledged (:meth:`acknowledge`), so the task's later updates go on."""
+        return self.acknowledge(key, uuid)
+
+    def remove(self, key: K) -> None:
+        """Forget ``key``'s stream and whatever it still holds."""
+        stream = self._streams.pop(key, None)
+        if stream is not None:
+            for update in stream.updates:
+                del self._keys[update.uuid]
+
+    def clear(self) -> None:
+        """Forget every stream."""
+        self._streams.clear()
+        self._keys.clear()
+        self._resends.clear()
+
+    # ------------------------------------------------------------ internals
+    def _send(self, key: K, stream: UpdateStream, now: float) -> TaskStatus:
+        self._schedule(key, stream, now + self.backoff.delay(stream.sends))
+        stream.sends += 1
+        return stream.updates[0]
+
+    def _schedule(self, key: K, stream: UpdateStream, when: float) -> None:
+        stream.due = when
+        heapq.heappush(self._resends, (when, next(self._seq), key, stream))
+
+    def _current(self, when: float, key: K, stream: UpdateStream) -> bool:
+        """Whether a heap entry still stands for its stream's next send."""
+        return stream.due == when and self._streams.get(key) is stream

@@ -1,0 +1,96 @@
+"""Large read-only views (``/state``, the v1 operator ``GET_STATE``) rendered
+in a forked child: the fork is the snapshot.
+
+Rendering 1,000,000 tasks to JSON is tens of seconds of Python holding the
+GIL; in a thread of the master the loop then waits for the GIL at every
+socket call it makes (the "convoy": a turn of a few milliseconds took
+seconds while readers polled ``/state``). ``os.fork`` under the master's
+lock copies the process's page tables, not its memory (copy-on-write): the
+child holds the core exactly as it was at that instant, renders it with its
+own interpreter and CPU, writes the bytes into a pipe and exits; the parent
+only reads the pipe (the GIL released while it waits). The loop waits for
+the fork alone (page tables: milliseconds per GB).
+
+The child runs only ``render`` (pure: no locks, no sockets, no logging; it
+must not wait for another thread, which the child does not have) and leaves
+with ``os._exit`` (no atexit, no destructors of the parent's objects). Where
+``fork`` is missing or refused (no memory for the page tables), the caller
+renders in its own thread as before.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import select
+import signal
+import time
+from typing import Callable, ContextManager
+
+__all__ = ["render_forked", "ForkFailed", "RENDER_TIMEOUT"]
+
+#: a child that has not finished by then is killed and the caller told
+RENDER_TIMEOUT = 600.0
+_CHUNK = 1 << 20
+
+
+class ForkFailed(Exception):
+    """The child could not be started, or did not render (its exit status)."""
+
+
+def render_forked(lock: ContextManager[object], render: Callable[[], bytes], timeout: float = RENDER_TIMEOUT) -> bytes:
+    """``render()`` run in a child forked while ``lock`` is held (so it sees
+    what ``lock`` guards in one consistent state); its bytes."""
+    if not hasattr(os, "fork"):
+        raise ForkFailed("this platform has no fork")
+    readable, writable = os.pipe()
+    try:
+        with lock:
+            pid = os.fork()
+            if pid == 0:   # the child: never returns
+                _child(writable, readable, render)
+    except OSError as exc:
+        os.close(readable)
+        os.close(writable)
+        raise ForkFailed(f"fork: {exc}") from None
+    os.close(writable)
+    try:
+        body = _read_all(readable, time.monotonic() + timeout)
+    except BaseException:
+        os.kill(pid, signal.SIGKILL)
+        raise
+    finally:
+        os.close(readable)
+        _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise ForkFailed(f"the rendering child ended with status {status:#x}")
+    return body
+
+
+def _child(writable: int, readable: int, render: Callable[[], bytes]) -> None:
+    code = 1
+    try:
+        os.close(readable)
+        gc.disable()   # it lives for one rendering: reference counts free what it makes
+        view = memoryview(render())
+        while view:
+            view = view[os.write(writable, view):]
+        code = 0
+    except BaseException:   # noqa: BLE001 - the parent learns it from the status
+        pass
+    finally:
+        os._exit(code)
+
+
+def _read_all(readable: int, deadline: float) -> bytes:
+    chunks: list[bytes] = []
+    poller = select.poll()
+    poller.register(readable, select.POLLIN)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not poller.poll(left * 1000):
+            raise ForkFailed("the rendering child did not finish in time")
+        chunk = os.read(readable, _CHUNK)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
