@@ -6,7 +6,7 @@ O(instances)) with an fsync after every loop turn that changed it, so an
 instance's end cost more the bigger the job. Now a turn appends the core's
 ``journal()`` records (O(changes)) with one fsync and writes a whole
 snapshot only when the journal outgrew the last one
-(``frameworks/fuxi/checkpoint.py``).
+(``frameworks/mesoslike_frameworks/fuxi/checkpoint.py``).
 
 A job of N instances runs on 16 workers (a core alone, fake clock, no
 processes); each instance end is one loop turn — ``instance_done``, the
@@ -86,23 +86,23 @@ sys.path.insert(0, str(HERE))
 from benchlib import blob_ids, finish, git_state, start  # noqa: E402
 from mesoslike import Resources  # noqa: E402
 from mesoslike.clock import FakeClock  # noqa: E402
-from mesoslike.frameworks.fuxi import am_protocol as amp  # noqa: E402
-from mesoslike.frameworks.fuxi.appmaster_core import AppMasterCore, ToWorker  # noqa: E402
-from mesoslike.frameworks.fuxi.checkpoint import Checkpoint, write_snapshot  # noqa: E402
-from mesoslike.frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec, parse_job  # noqa: E402
+from mesoslike_frameworks.fuxi import am_protocol as amp  # noqa: E402
+from mesoslike_frameworks.fuxi.appmaster_core import AppMasterCore, ToWorker  # noqa: E402
+from mesoslike_frameworks.fuxi.checkpoint import Checkpoint, write_snapshot  # noqa: E402
+from mesoslike_frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec, parse_job  # noqa: E402
 from mesoslike import Offer, TaskState, TaskStatus  # noqa: E402
-from mesoslike.frameworks.fuxi import hard_state as hard_records, protocol  # noqa: E402
-from mesoslike.frameworks.fuxi.core import FuxiCore, LaunchSlots  # noqa: E402
-from mesoslike.frameworks.fuxi.hard_state import AppMasterRecord  # noqa: E402
-from mesoslike.frameworks.fuxi.jobs import (AppMasterRequest, AppMasterStarted, DriverRegistered,  # noqa: E402
+from mesoslike_frameworks.fuxi import hard_state as hard_records, protocol  # noqa: E402
+from mesoslike_frameworks.fuxi.core import FuxiCore, LaunchSlots  # noqa: E402
+from mesoslike_frameworks.fuxi.hard_state import AppMasterRecord  # noqa: E402
+from mesoslike_frameworks.fuxi.jobs import (AppMasterRequest, AppMasterStarted, DriverRegistered,  # noqa: E402
                                             JobAccepted, JobCore, JobSubmitted, OffersReceived, Persist, Persisted,
                                             Recover, Tick, WorkerUpdate)
-from mesoslike.frameworks.fuxi.state_store import FileRecordStore  # noqa: E402
+from mesoslike_frameworks.fuxi.state_store import FileRecordStore  # noqa: E402
 
 WORKERS = 16
-CODE_FILES = ["frameworks/fuxi/appmaster_core.py", "frameworks/fuxi/checkpoint.py", "bench/fuxi_checkpoint.py"]
-HARD_STATE_FILES = ["frameworks/fuxi/jobs.py", "frameworks/fuxi/hard_state.py", "frameworks/fuxi/state_store.py",
-                    "frameworks/fuxi/core.py", "mesoslike/ha/record_store.py", "bench/fuxi_checkpoint.py"]
+CODE_FILES = ["frameworks/mesoslike_frameworks/fuxi/appmaster_core.py", "frameworks/mesoslike_frameworks/fuxi/checkpoint.py", "bench/fuxi_checkpoint.py"]
+HARD_STATE_FILES = ["frameworks/mesoslike_frameworks/fuxi/jobs.py", "frameworks/mesoslike_frameworks/fuxi/hard_state.py", "frameworks/mesoslike_frameworks/fuxi/state_store.py",
+                    "frameworks/mesoslike_frameworks/fuxi/core.py", "mesoslike/ha/record_store.py", "bench/fuxi_checkpoint.py"]
 EDGE = 200                      # submissions timed at each end of the filling
 
 

@@ -73,8 +73,9 @@ sys.path.insert(0, str(HERE))
 
 from benchlib import blob_ids, finish, git_state, start, wait  # noqa: E402
 
-CODE_FILES = ["frameworks/fuxi/service.py", "frameworks/fuxi/jobs.py", "frameworks/fuxi/appmaster.py",
-              "mesoslike/cli/fuxi.py", "mesoslike/driver/core.py", "mesoslike/ha/zookeeper.py",
+CODE_FILES = ["frameworks/mesoslike_frameworks/fuxi/service.py", "frameworks/mesoslike_frameworks/fuxi/jobs.py",
+              "frameworks/mesoslike_frameworks/fuxi/appmaster.py",
+              "frameworks/mesoslike_frameworks/fuxi/cli.py", "mesoslike/driver/core.py", "mesoslike/ha/zookeeper.py",
               "bench/fuxi_failover.py"]
 #: how often the in-process client asks the status (the timings' resolution)
 POLL_S = 0.05
@@ -136,7 +137,7 @@ class Services:
     def role(self, name: str) -> str:
         """``leader``, ``standby`` or ``down`` (no answer) of one service, asked at its own port."""
         from mesoslike import MesoslikeError
-        from mesoslike.frameworks.fuxi.service import STANDBY_REFUSAL, JobClient, JobRefused
+        from mesoslike_frameworks.fuxi.service import STANDBY_REFUSAL, JobClient, JobRefused
 
         try:
             with JobClient(f"tcp://127.0.0.1:{self.ports[name]}", timeout=1.0) as client:
@@ -182,7 +183,7 @@ def cli_status(services: Services, job_id: str) -> float:
 
 def one_kill(services: Services, number: int) -> dict:
     from mesoslike import make_locator
-    from mesoslike.frameworks.fuxi.service import JobClient
+    from mesoslike_frameworks.fuxi.service import JobClient
 
     leader = wait(lambda: next((n for n in services.ports if services.role(n) == "leader"), None), 60,
                   "leading service")

@@ -63,7 +63,7 @@ sys.path.insert(0, str(ROOT))   # run from a checkout without installing
 sys.path.insert(0, str(HERE))   # bench/allocator.py next to this file
 
 from benchlib import blob_ids, finish, git_state, machine_info  # noqa: E402
-from mesoslike.frameworks.fuxi.waiting_queue import WaitingQueue  # noqa: E402
+from mesoslike_frameworks.fuxi.waiting_queue import WaitingQueue  # noqa: E402
 from mesoslike.resources import Resources  # noqa: E402
 from mesoslike.sim import DEFAULT_TRACE_DIR, TRACE_POD_FILE  # noqa: E402
 
@@ -84,7 +84,7 @@ TARGET_GROWTH = 3.0          # issue 5: pick time grows <= 3x from 10k to 1M
 DEFAULT_SIZES = "10000,100000,1000000"
 QUICK = {"sizes": "2000,20000", "rounds": 2, "picks": 50}
 
-CODE_FILES = ["frameworks/fuxi/waiting_queue.py", "mesoslike/resources.py", "bench/fuxi_queue.py"]
+CODE_FILES = ["frameworks/mesoslike_frameworks/fuxi/waiting_queue.py", "mesoslike/resources.py", "bench/fuxi_queue.py"]
 
 
 def log(*parts: object) -> None:

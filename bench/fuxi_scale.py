@@ -104,8 +104,9 @@ from benchlib import blob_ids, finish, git_state, start  # noqa: E402
 from mesoslike import Offer, Resources  # noqa: E402
 from mesoslike.clock import FakeClock  # noqa: E402
 from mesoslike.sim import DEFAULT_TRACE_DIR  # noqa: E402
-from mesoslike.frameworks.fuxi.core import FuxiCore, KillSlot, LaunchSlots, SlotGranted, SlotRevoked  # noqa: E402
-from mesoslike.frameworks.fuxi.model import JobSpec, Locality, UnitSpec  # noqa: E402
+from mesoslike_frameworks.fuxi.core import FuxiCore, KillSlot, LaunchSlots, SlotGranted, SlotRevoked  # noqa: E402
+from mesoslike_frameworks.fuxi.deferred_gc import deferred_collection  # noqa: E402
+from mesoslike_frameworks.fuxi.model import JobSpec, Locality, UnitSpec  # noqa: E402
 
 DATA = Path(os.environ.get("MESOSLIKE_OPENB_DIR", DEFAULT_TRACE_DIR))
 QOS_BAND = {"LS": 0, "Guaranteed": 100, "Burstable": 200, "BE": 300}
@@ -123,9 +124,9 @@ SCALE_CASES = ("10000x100000x2:plain,10000x100000x2:local,"
                + ",".join(f"{jobs}x{machines}x2:plain" for jobs in (1000, 10000)
                           for machines in (1000, 3000, 10000, 30000, 100000) if (jobs, machines) != (10000, 100000)))
 SCALE = {"cases": SCALE_CASES, "rounds": 3, "scan_rounds": 0, "incremental": 50}
-CODE_FILES = ["frameworks/fuxi/core.py", "frameworks/fuxi/machines.py", "frameworks/fuxi/waiting_queue.py",
-              "frameworks/fuxi/quota.py", "frameworks/fuxi/blacklist.py", "mesoslike/resources.py",
-              "bench/fuxi_scale.py"]
+CODE_FILES = [*(f"frameworks/mesoslike_frameworks/fuxi/{name}.py"
+                for name in ("core", "books", "preemption", "machines", "waiting_queue", "quota", "blacklist")),
+              "mesoslike/resources.py", "bench/fuxi_scale.py"]
 
 
 def log(*parts: object) -> None:
@@ -264,9 +265,10 @@ def first_pass(variant: str, offers, specs, groups, before: type | None = None,
 
 def timed_pass(core, offers: list[Offer]) -> tuple[float, float, list]:
     """One ``on_offers``, wall and CPU seconds, the young collection after it
-    counted in (the core defers it to the end of the pass, not skips it)."""
+    counted in (deferred to the end of the pass, not skipped)."""
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    out = core.on_offers(offers)
+    with deferred_collection():    # as the service runs a pass (older revisions' cores defer it themselves)
+        out = core.on_offers(offers)
     gc.collect(0)
     return time.perf_counter() - wall0, time.process_time() - cpu0, out
 
@@ -409,7 +411,7 @@ def _spread(values: list[float]) -> dict[str, float]:
 
 
 def load_previous(rev: str) -> types.ModuleType | None:
-    """``frameworks/fuxi`` as it was at git revision ``rev``, imported as a
+    """``frameworks/fuxi`` (the package's old place) as it was at git revision ``rev``, imported as a
     package of its own (``fuxi_previous``; its imports of the package
     rewritten to it) from a temporary directory. None if git or the
     revision is not there."""
@@ -452,6 +454,7 @@ def load_before(rev: str) -> type | None:
     except (OSError, subprocess.SubprocessError):
         return None
     module = types.ModuleType("fuxi_core_before")
+    source = source.replace("mesoslike.frameworks.", "mesoslike_frameworks.")   # the package's name now
     exec(compile(source, f"{rev}:frameworks/fuxi/core.py", "exec"), module.__dict__)  # noqa: S102 - our own code
     return module.FuxiCore
 

@@ -100,7 +100,7 @@ def main() -> None:
             log(f"round {number}: services {services[-1]:.1f}s")
             runs.append(round_run(procs, cluster, args.instances, number))
             log(f"round {number}: mesoslike run {runs[-1]:.1f}s")
-        commit, dirty = git_state(["bench/services.py", "frameworks/services/core.py"])
+        commit, dirty = git_state(["bench/services.py", "frameworks/mesoslike_frameworks/services/core.py"])
         result = {
             "benchmark": "services", "instances": args.instances, "agents": 4, "agent_resources": AGENT_RESOURCES,
             "command": COMMAND, "rounds": args.rounds,

@@ -44,7 +44,8 @@ from benchlib import finish, git_state, start  # noqa: E402
 CONTENDED = "--workload trace --nodes 500 --load 1000 --quota examples/simulate/quota.toml"
 POLICIES = "drf,random,fuxi-fifo,fuxi-fair"
 GOAL_SECONDS = 10.0      # per policy
-CODE_FILES = ["frameworks/fuxi/core.py", "frameworks/fuxi/machines.py", "frameworks/fuxi/waiting_queue.py",
+CODE_FILES = [*(f"frameworks/mesoslike_frameworks/fuxi/{name}.py"
+                for name in ("core", "books", "preemption", "machines", "waiting_queue", "simulation")),
               "mesoslike/sim/engine.py", "mesoslike/sim/schedulers.py", "mesoslike/sim/metrics.py",
               "mesoslike/sim/traces.py", "mesoslike/allocator/hierarchical.py"]
 

@@ -33,6 +33,12 @@
     namespaces on top of cgroups) against agents with ``--isolation
     BASELINE`` (``cgroups/cpu,cgroups/mem``: the same cgroups, no
     namespaces). The goal: the first keeps >= 80 % of the second's rate.
+``before_after`` (``--before REF``)
+    The real-agents measurement on two clusters side by side, rounds
+    interleaved, with the raw spawn baseline in each round: one runs this
+    tree's code, the other the code of the git ``REF`` (``git archive``d
+    into the benchmark's directory): a change measured against the code it
+    changes, under the same load. The load average of each round is kept.
 ``big_run`` (``--big-run N``)
     ``mesoslike run --instances N --cpus 0.01 --mem 1 -- true`` on the 4-agent
     cluster: wall time and peak RSS of the ``run`` client, master and agents.
@@ -45,6 +51,7 @@ the issue's goals; the benchmark reports, it never fails on a figure.
     python bench/throughput.py --out bench/results/throughput.json
     python bench/throughput.py --quick
     python bench/throughput.py --only isolation --out bench/results/throughput-isolation.json
+    python bench/throughput.py --before main --task-user root --rounds 5 --out bench/results/throughput-before-after.json
 """
 
 from __future__ import annotations
@@ -74,7 +81,8 @@ import benchlib  # noqa: E402
 import slurm_peer  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
-MEASURED = ["frameworks/command.py", "mesoslike/cli/run.py", "mesoslike/driver/core.py", "mesoslike/driver/driver.py",
+MEASURED = ["frameworks/mesoslike_frameworks/command.py", "frameworks/mesoslike_frameworks/command_cli.py",
+            "mesoslike/driver/core.py", "mesoslike/driver/driver.py",
             "mesoslike/master/core.py", "mesoslike/master/runtime.py", "mesoslike/master/state.py",
             "mesoslike/agent/core.py", "mesoslike/agent/runtime.py", "mesoslike/agent/executor.py",
             "mesoslike/agent/supervisor.py", "mesoslike/agent/launcher.py", "mesoslike/agent/checkpoint.py",
@@ -144,16 +152,18 @@ class Processes:
         self.work = work
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, name: str, args: list[str]) -> subprocess.Popen:
+    def start(self, name: str, args: list[str], cwd: Path = ROOT) -> subprocess.Popen:
         out = open(self.work / f"{name}.log", "wb")
-        proc = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         out.close()
         self.procs[name] = proc
         return proc
 
-    def mesoslike(self, name: str, *args: str) -> subprocess.Popen:
-        return self.start(name, [sys.executable, "-m", "mesoslike", *args])
+    def mesoslike(self, name: str, *args: str, tree: Path = ROOT) -> subprocess.Popen:
+        """``python -m mesoslike ARGS`` of the source ``tree`` (run in it: ``-m`` finds the package there
+        before the installed one)."""
+        return self.start(name, [sys.executable, "-m", "mesoslike", *args], cwd=tree)
 
     def cpu(self, names: list[str]) -> dict[str, dict[str, float]]:
         return {name: tree_cpu_seconds(self.procs[name].pid) for name in names}
@@ -191,20 +201,21 @@ class Cluster:
     """A master and ``agents`` agents, each its own process."""
 
     def __init__(self, procs: Processes, agents: int, resources: str, agent_args: tuple[str, ...] = (),
-                 prefix: str = "") -> None:
+                 prefix: str = "", tree: Path = ROOT) -> None:
         self.procs = procs
         port, self.http_port = free_port(), free_port()
         self.address = f"tcp://127.0.0.1:{port}"
         self.http = f"http://127.0.0.1:{self.http_port}"
         self.master = f"{prefix}master"
         procs.mesoslike(self.master, "master", "--port", str(port), "--http-port", str(self.http_port),
-                        "--allocation-interval", "0.2")
+                        "--allocation-interval", "0.2", tree=tree)
         wait_for(lambda: get_json(self.http + "/health", 2), 30, "the master")
         self.agents = [f"{prefix}agent-{i}" for i in range(agents)]
         for i, name in enumerate(self.agents):
             procs.mesoslike(name, "agent", "--master", self.address, "--resources", resources,
-                            "--hostname", f"{prefix}bench-{i}", "--work-dir", str(procs.work / name), *agent_args)
-        wait_for(lambda: len(get_json(self.http + "/state", 5)["agents"]) == agents, 60, "the agents")
+                            "--hostname", f"{prefix}bench-{i}", "--work-dir", str(procs.work / name), *agent_args,
+                            tree=tree)
+        wait_for(lambda: len(get_json(self.http + "/state", 5).get("agents", ())) == agents, 60, "the agents")
 
     def cpu(self) -> dict[str, float]:
         """CPU seconds so far: master, agents (their own and their reaped tasks')."""
@@ -229,12 +240,13 @@ def spread(values: list[float]) -> dict[str, float]:
 
 # ----------------------------------------------------------------- frameworks
 def run_frameworks(master: str, tasks: int, frameworks: int, resources: str, command: str = "true",
-                   timeout: float = 600.0) -> dict:
+                   timeout: float = 600.0, user: str = "") -> dict:
     """F ``CommandScheduler`` frameworks (``mesoslike run``'s) launching
-    ``tasks`` in all; seconds from the first launch to the last terminal
-    update's callback, and this process's CPU seconds meanwhile."""
+    ``tasks`` in all, as ``user`` (``FrameworkInfo.user``; "": none named);
+    seconds from the first launch to the last terminal update's callback,
+    and this process's CPU seconds meanwhile."""
     from mesoslike import Resources, SchedulerDriver
-    from mesoslike.frameworks.command import CommandScheduler, framework_info
+    from mesoslike_frameworks.command import CommandScheduler, framework_info
 
     first_launch: list[float] = []
 
@@ -255,7 +267,7 @@ def run_frameworks(master: str, tasks: int, frameworks: int, resources: str, com
         scheduler.on_change = on_change
     gc.collect()
     cpu0 = time.process_time()
-    drivers = [SchedulerDriver(s, framework_info(s.name, "*"), master) for s in schedulers]
+    drivers = [SchedulerDriver(s, framework_info(s.name, "*", user), master) for s in schedulers]
     for driver in drivers:
         driver.start()
     deadline = time.monotonic() + timeout
@@ -450,6 +462,15 @@ def measure_real_agents(procs: Processes, cluster: Cluster, tasks: int, rounds: 
     return result
 
 
+def one_round(cluster: Cluster, tasks: int, user: str = "") -> tuple[float, dict[str, float], int]:
+    """One framework's ``tasks`` on ``cluster`` (as ``user``): tasks/s, CPU seconds of each part, tasks failed."""
+    before = cluster.cpu()
+    result = run_frameworks(cluster.address, tasks, 1, "cpus:0.1;mem:16", user=user)
+    cpu = cpu_delta(before, cluster.cpu())
+    cpu["framework"] = result["framework_cpu_s"]
+    return tasks / result["seconds"], cpu, result["failed"]
+
+
 def measure_isolation(procs: Processes, tasks: int, rounds: int, isolation: str, baseline: str) -> dict:
     """Launch rates of agents with ``isolation`` against agents with
     ``baseline``, each on a cluster of its own, rounds interleaved."""
@@ -459,14 +480,10 @@ def measure_isolation(procs: Processes, tasks: int, rounds: int, isolation: str,
     cpus: dict[str, list[dict]] = {name: [] for name in clusters}
     for r in range(rounds):
         for name in (("isolated", "baseline") if r % 2 == 0 else ("baseline", "isolated")):
-            cluster = clusters[name]
-            before = cluster.cpu()
-            result = run_frameworks(cluster.address, tasks, 1, "cpus:0.1;mem:16")
-            cpu = cpu_delta(before, cluster.cpu())
-            cpu["framework"] = result["framework_cpu_s"]
+            rate, cpu, failed = one_round(clusters[name], tasks)
             cpus[name].append(cpu)
-            rates[name].append(tasks / result["seconds"])
-            log(f"isolation round {r + 1} {name}: {rates[name][-1]:.0f} tasks/s, cpu {cpu}, failed {result['failed']}")
+            rates[name].append(rate)
+            log(f"isolation round {r + 1} {name}: {rate:.0f} tasks/s, cpu {cpu}, failed {failed}")
     ratios = [100 * a / b for a, b in zip(rates["isolated"], rates["baseline"])]
     agents_isolation = {name: _agent_isolation(cluster) for name, cluster in clusters.items()}
     for cluster in clusters.values():
@@ -476,6 +493,59 @@ def measure_isolation(procs: Processes, tasks: int, rounds: int, isolation: str,
             "agents_isolators": agents_isolation,
             "isolated_tasks_per_s": spread(rates["isolated"]), "baseline_tasks_per_s": spread(rates["baseline"]),
             "ratio_percent": spread(ratios),
+            "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]])
+                                       for key in cpus[name][0]} for name in cpus}}
+
+
+def source_tree(ref: str, into: Path) -> tuple[Path, str]:
+    """The repository's files at ``ref`` (``git archive``: nothing of the
+    repository changes), extracted into ``into``; and the commit it names."""
+    commit = subprocess.run(["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.strip()
+    into.mkdir(parents=True)
+    archive = subprocess.Popen(["git", "archive", commit], cwd=ROOT, stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(into)], stdin=archive.stdout, check=True)
+    assert archive.stdout is not None
+    archive.stdout.close()
+    if archive.wait() != 0:
+        raise SystemExit(f"git archive {commit} failed")
+    return into, commit
+
+
+def measure_before_after(procs: Processes, tasks: int, rounds: int, ref: str, user: str = "") -> dict:
+    """The real-agents measurement on two clusters side by side, rounds
+    interleaved (and the raw spawn baseline in each round): one runs this
+    tree's code (``after``), the other the code of ``ref`` (``before``), so
+    that a change is measured against what it changes under the same load."""
+    if Path(ref).is_dir():   # a tree already made (e.g. by git archive), run as it is
+        tree, commit = Path(ref).resolve(), ""
+    else:
+        tree, commit = source_tree(ref, procs.work / "before-tree")
+    clusters = {"after": Cluster(procs, 4, "cpus:64;mem:65536", prefix="after-"),
+                "before": Cluster(procs, 4, "cpus:64;mem:65536", prefix="before-", tree=tree)}
+    rates: dict[str, list[float]] = {name: [] for name in clusters}
+    cpus: dict[str, list[dict]] = {name: [] for name in clusters}
+    baseline: list[float] = []
+    loads: list[list[float]] = []
+    for r in range(rounds):
+        loads.append([round(x, 2) for x in os.getloadavg()])
+        baseline.append(tasks / spawn_directly(tasks, 4, procs.work / "spawn"))
+        for name in (("after", "before") if r % 2 == 0 else ("before", "after")):
+            rate, cpu, failed = one_round(clusters[name], tasks, user)
+            cpus[name].append(cpu)
+            rates[name].append(rate)
+            log(f"before/after round {r + 1} {name}: {rate:.0f} tasks/s (spawning directly "
+                f"{baseline[-1]:.0f}/s, load {loads[-1]}), cpu {cpu}, failed {failed}")
+    for cluster in clusters.values():
+        for name in [*cluster.agents, cluster.master]:
+            procs.stop(name)
+    return {"tasks": tasks, "agents": 4, "task_user": user, "before": {"ref": ref, "commit": commit},
+            "after_tasks_per_s": spread(rates["after"]), "before_tasks_per_s": spread(rates["before"]),
+            "baseline_spawn_per_s": spread(baseline),
+            "after_to_before_percent": spread([100 * a / b for a, b in zip(rates["after"], rates["before"])]),
+            "after_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["after"], baseline)]),
+            "before_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["before"], baseline)]),
+            "loadavg_per_round": loads,
             "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]])
                                        for key in cpus[name][0]} for name in cpus}}
 
@@ -709,13 +779,21 @@ def main() -> None:
     parser.add_argument("--big-master", default="20000,200000", metavar="AGENTS,TASKS",
                         help="'none' to skip")
     parser.add_argument("--big-run", type=int, default=0, metavar="N", help="also run a job of N instances")
-    parser.add_argument("--only", default="real,control,fuxi,batching,big",
-                        help="which measurements, comma-separated (also: isolation)")
+    parser.add_argument("--only", default="",
+                        help="which measurements, comma-separated (default real,control,fuxi,batching,big; also: "
+                             "isolation, before_after)")
     parser.add_argument("--isolation", default="auto", help="isolation: the agents' --isolation measured")
     parser.add_argument("--isolation-baseline", default="cgroups/cpu,cgroups/mem",
                         help="isolation: the agents' --isolation it is compared with")
     parser.add_argument("--peers", default="", help="'slurm': also measure a single-node Slurm (Debian slurm-wlm, "
                         "munge) in the real-agents rounds (bench/slurm_peer.py)")
+    parser.add_argument("--before", metavar="REF", default="",
+                        help="before_after: the real-agents rounds also on a cluster running the code of git REF "
+                             "(e.g. main; or a directory holding a source tree), interleaved with this tree's "
+                             "(implies --only before_after unless --only is given)")
+    parser.add_argument("--task-user", default="", metavar="USER",
+                        help="before_after: the frameworks' FrameworkInfo.user (as 'mesoslike run' on a secured "
+                             "cluster names its user; default: none, the agents' own)")
     parser.add_argument("--quick", action="store_true", help="small sizes, one round")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--zmq-echo", help=argparse.SUPPRESS)
@@ -731,7 +809,9 @@ def main() -> None:
     if args.quick:
         args.rounds, args.tasks, args.control_tasks, args.fuxi_instances = 1, 200, 2000, 200
         args.big_master = "2000,20000"
-    only = set(args.only.split(","))
+    only = set((args.only or ("before_after" if args.before else "real,control,fuxi,batching,big")).split(","))
+    if "before_after" in only and not args.before:
+        parser.error("before_after needs --before REF")
     started = time.perf_counter()
     load_start = os.getloadavg()
     head, _ = benchlib.git_state(MEASURED)
@@ -745,6 +825,8 @@ def main() -> None:
         if "control" in only:
             doc["control_plane"] = measure_control_plane(procs, args.control_tasks, args.sim_agents, args.frameworks,
                                                          args.rounds)
+        if "before_after" in only:
+            doc["before_after"] = measure_before_after(procs, args.tasks, args.rounds, args.before, args.task_user)
         if "isolation" in only:
             doc["isolation"] = measure_isolation(procs, args.tasks, args.rounds, args.isolation,
                                                  args.isolation_baseline)

@@ -32,8 +32,8 @@ ROOT = HERE.parent
 
 def samples() -> dict[str, tuple[object, object]]:
     """name -> (codec, message): what crosses the wire per task, and a few larger frames."""
-    from mesoslike.frameworks.fuxi import am_protocol as amp
-    from mesoslike.frameworks.fuxi import protocol
+    from mesoslike_frameworks.fuxi import am_protocol as amp
+    from mesoslike_frameworks.fuxi import protocol
     from mesoslike.resources import Resources
     from mesoslike.wire import CODEC, FrameworkInfo, Offer, TaskInfo, TaskState, TaskStatus
     from mesoslike.wire import executor_messages as x

@@ -24,7 +24,7 @@ import sys
 import threading
 
 from mesoslike import Filters, FrameworkInfo, Label, Resources, Scheduler, SchedulerDriver, TaskInfo, TaskState
-from mesoslike.frameworks.constraints import ConstraintError, Placements, parse_constraints
+from mesoslike_frameworks.constraints import ConstraintError, Placements, parse_constraints
 
 SLOT = Resources(cpus=0.1, mem=32)
 

@@ -7,38 +7,46 @@ then the wire codec, the edges (ZeroMQ, ZooKeeper), the runtimes and the CLI.
 
 __version__ = "0.1.0"
 
-from mesoslike.attributes import Attribute  # noqa: E402
+from typing import TYPE_CHECKING
+
 from mesoslike.clock import Clock, FakeClock, SystemClock  # noqa: E402
 from mesoslike.errors import ConfigError, MesoslikeError, ResourcesError  # noqa: E402
 from mesoslike.resources import Resources  # noqa: E402
-from mesoslike.wire.types import (  # noqa: E402
-    CommandURI,
-    ContainerInfo,
-    ContainerStatus,
-    DockerInfo,
-    ExecutorInfo,
-    Filters,
-    FrameworkInfo,
-    HealthCheck,
-    HTTPCheck,
-    Image,
-    Label,
-    MasterInfo,
-    Offer,
-    Operation,
-    OperationType,
-    Launch,
-    Reserve,
-    Secret,
-    SecretReference,
-    Unreserve,
-    TaskInfo,
-    TaskState,
-    TaskStatus,
-    TCPCheck,
-    Volume,
-    VolumeSource,
-)
+
+if TYPE_CHECKING:   # the names __getattr__ below loads on first use, for type checkers
+    from mesoslike.attributes import Attribute
+    from mesoslike.driver import DriverStatus, Scheduler, SchedulerDriver
+    from mesoslike.executor import Executor, ExecutorDriver
+    from mesoslike.ha import MasterContender, ZkUrl, ZooKeeperError, ZooKeeperRecordStore
+    from mesoslike.locator import make_locator, resolve_leader
+    from mesoslike.wire.types import (
+        CommandURI,
+        ContainerInfo,
+        ContainerStatus,
+        DockerInfo,
+        ExecutorInfo,
+        Filters,
+        FrameworkInfo,
+        HealthCheck,
+        HTTPCheck,
+        Image,
+        Label,
+        MasterInfo,
+        Offer,
+        Operation,
+        OperationType,
+        Launch,
+        Reserve,
+        Secret,
+        SecretReference,
+        Unreserve,
+        TaskInfo,
+        TaskState,
+        TaskStatus,
+        TCPCheck,
+        Volume,
+        VolumeSource,
+    )
 
 __all__ = [
     "__version__", "Clock", "SystemClock", "FakeClock", "MesoslikeError", "ConfigError", "Resources",
@@ -53,17 +61,31 @@ __all__ = [
 ]
 
 #: names loaded on first use, and the module each comes from: the driver pulls in
-#: zmq, the ZooKeeper names kazoo; `import mesoslike` for the core alone must not
+#: zmq, the ZooKeeper names kazoo, the message types the whole wire codec
+#: (attrs, msgspec, msgpack); `import mesoslike` for the core alone must not,
+#: nor must a command that uses none of them (`mesoslike run --help`)
 _LAZY = {"Executor": "mesoslike.executor", "ExecutorDriver": "mesoslike.executor",
          "Scheduler": "mesoslike.driver", "SchedulerDriver": "mesoslike.driver", "DriverStatus": "mesoslike.driver",
          "ZkUrl": "mesoslike.ha", "ZooKeeperError": "mesoslike.ha", "MasterContender": "mesoslike.ha",
          "ZooKeeperRecordStore": "mesoslike.ha", "make_locator": "mesoslike.locator",
-         "resolve_leader": "mesoslike.locator"}
+         "resolve_leader": "mesoslike.locator", "Attribute": "mesoslike.attributes",
+         **dict.fromkeys(["CommandURI", "ContainerInfo", "ContainerStatus", "DockerInfo", "ExecutorInfo",
+                          "Filters", "FrameworkInfo", "HealthCheck", "HTTPCheck", "Image", "Label",
+                          "MasterInfo", "Offer", "Operation", "OperationType", "Launch", "Reserve", "Secret",
+                          "SecretReference", "Unreserve", "TaskInfo", "TaskState", "TaskStatus", "TCPCheck",
+                          "Volume", "VolumeSource"],
+                         "mesoslike.wire.types")}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value   # once: the next lookup is an ordinary attribute
+        return value
     raise AttributeError(f"module 'mesoslike' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -7,7 +7,7 @@ import random
 from typing import Iterable
 
 from mesoslike import FakeClock, Offer, Resources, TaskState, TaskStatus
-from mesoslike.frameworks.services.core import (Command, Decline, Kill, Launch, OffersReceived, Persist,
+from mesoslike_frameworks.services.core import (Command, Decline, Kill, Launch, OffersReceived, Persist,
                                                 ServicesCore, StatusUpdate, Tick)
 
 START = 1_700_000_000.0

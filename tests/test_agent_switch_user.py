@@ -21,7 +21,7 @@ from mesoslike import FrameworkInfo, TaskState
 from mesoslike.agent.executor import sandbox_path
 from mesoslike.agent.runtime import AgentRuntime
 from mesoslike.agent.settings import AgentSettings
-from mesoslike.agent.supervisor import LaunchProblem, resolve_user
+from mesoslike.agent.supervisor import LaunchProblem, is_own_identity, read_json, resolve_user
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
 from mesoslike.wire.types import TaskInfo
@@ -97,6 +97,36 @@ def test_without_switch_user_a_task_runs_as_the_agents_user(cluster):
     assert output_lines(directory / "stdout") == [str(os.geteuid()), agent_user]   # root in CI, not nobody
     assert os.stat(directory).st_uid == os.geteuid()
     assert f"tasks run as the agent's user ({agent_user}; --no-switch-user)" in cluster.agents["a1"].output()
+
+
+def test_a_task_of_the_agents_own_user_is_spawned_in_its_cgroups_and_namespaces(cluster, cgroups_root):
+    # root -> root switches nothing: the task is started with posix_spawn, not a fork of the (Python)
+    # supervisor, and is what a switched task is all the same: its user's HOME, USER and LOGNAME, the
+    # sandbox its user's, in its cgroups, in a PID namespace of its own (the agent's default isolation)
+    require_cgroups()
+    command = ('echo "home=$HOME user=$USER logname=$LOGNAME"; id -u; cat /proc/self/cgroup; '
+               "while [ ! -e go ]; do sleep 0.05; done")
+    scheduler, _ = run_one(cluster, command, "root", "--cgroups-root", cgroups_root)
+    scheduler.wait(lambda: scheduler.running("t"), 30, "the task to run", cluster.diagnostics)
+    directory = sandbox(cluster, "a1", scheduler.framework_id, "t")
+    run_directory = run_dir(cluster, "a1", scheduler.framework_id, "t")
+    pid = task_pid(run_directory)
+    assert read_json(str(run_directory / "task.json"))["started"] == "spawn"  # type: ignore[index]
+    assert os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
+    assert process_uid(pid) == 0
+    info = os.stat(directory)
+    assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (0, 0o700)
+    (directory / "go").touch()
+    scheduler.wait(lambda: scheduler.terminal("t"), 30, "the task to finish", cluster.diagnostics)
+    assert [s.state for s in scheduler.terminal("t")] == [TaskState.FINISHED]
+    lines = output_lines(directory / "stdout")
+    assert lines[:2] == [f"home={pwd.getpwnam('root').pw_dir} user=root logname=root", "0"]
+    assert any(cgroups_root in line for line in lines[2:]), lines
+
+
+def test_a_task_of_another_user_is_forked_to_switch():
+    assert is_own_identity(resolve_user("root"))   # the suite runs as root, whatever supplementary groups
+    assert not is_own_identity(resolve_user("nobody"))
 
 
 def test_a_restarted_agent_reattaches_to_a_switched_task(cluster, cgroups_root):

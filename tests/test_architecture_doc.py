@@ -12,7 +12,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def module_names() -> list[str]:
     names = []
-    for base, prefix in ((ROOT / "mesoslike", "mesoslike"), (ROOT / "frameworks", "mesoslike.frameworks")):
+    for base, prefix in ((ROOT / "mesoslike", "mesoslike"), (ROOT / "frameworks" / "mesoslike_frameworks", "mesoslike_frameworks")):
         for path in sorted(base.rglob("*.py")):
             parts = path.relative_to(base).with_suffix("").parts
             if parts[-1] in ("__init__", "__main__") or (prefix == "mesoslike" and parts[0] == "cli"):

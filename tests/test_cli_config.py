@@ -2,6 +2,7 @@
 are clear errors (exit 2)."""
 
 import pytest
+import click
 from click.testing import CliRunner
 
 from mesoslike.cli import main
@@ -85,7 +86,10 @@ def test_bad_addresses_are_reported(monkeypatch):
 
 
 def test_every_option_has_an_env_var_and_shows_its_default():
-    for name, command in main.commands.items():
+    ctx = click.Context(main)
+    # every command of the registry: the platform's and the bundled frameworks' (entry points)
+    for name in main.list_commands(ctx):
+        command = main.get_command(ctx, name)
         for param in command.params:
             if param.param_type_name != "option" or param.name in ("help",):
                 continue

@@ -158,7 +158,7 @@ def test_the_readme_masters_do_not_take_the_fuxi_service_port():
     it says, all bind: no port is used twice."""
     import re
 
-    from mesoslike.cli.fuxi import serve
+    from mesoslike_frameworks.fuxi.cli import serve
 
     fuxi_port = next(p.default for p in serve.params if p.name == "port")
     readme = (REPO / "README.rst").read_text()

@@ -1,4 +1,4 @@
-"""``Progress`` of ``mesoslike run`` (frameworks/command.py): its figures are
+"""``Progress`` of ``mesoslike run`` (frameworks/mesoslike_frameworks/command.py): its figures are
 counters, so a status update costs the same whatever the job's size
 (issue 14 §2). Operations are counted, not timed."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from mesoslike import TaskState, TaskStatus
-from mesoslike.frameworks.command import CommandScheduler, Progress
+from mesoslike_frameworks.command import CommandScheduler, Progress
 from mesoslike.resources import Resources
 
 pytestmark = pytest.mark.timeout(60)

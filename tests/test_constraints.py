@@ -5,7 +5,7 @@ tests/test_attributes_labels.py."""
 
 import pytest
 
-from mesoslike.frameworks.constraints import Constraint, ConstraintError, Placements, parse_constraints
+from mesoslike_frameworks.constraints import Constraint, ConstraintError, Placements, parse_constraints
 
 pytestmark = pytest.mark.timeout(30)
 

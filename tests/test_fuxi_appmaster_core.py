@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from mesoslike import Resources
 from mesoslike.clock import FakeClock
-from mesoslike.frameworks.fuxi import am_protocol as amp
-from mesoslike.frameworks.fuxi import protocol
-from mesoslike.frameworks.fuxi.appmaster_core import (
+from mesoslike_frameworks.fuxi import am_protocol as amp
+from mesoslike_frameworks.fuxi import protocol
+from mesoslike_frameworks.fuxi.appmaster_core import (
     FAILED,
     RUNNING,
     SUCCEEDED,
@@ -22,7 +22,7 @@ from mesoslike.frameworks.fuxi.appmaster_core import (
     ToService,
     ToWorker,
 )
-from mesoslike.frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec
+from mesoslike_frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec
 
 SLOT = Resources.parse("cpus:1;mem:64")
 NO_BACKUP = BackupPolicy(enabled=False)
@@ -517,7 +517,7 @@ def test_bad_calls_change_nothing_and_do_not_raise(caplog):
     am = core(job(unit(slots=2, instances=3)), clock)
     am.worker_joined("w1", "map", "h1")
     before = (am.snapshot(), am.progress_report(), am.desired_slots())
-    caplog.set_level(logging.INFO, logger="mesoslike.frameworks.fuxi.appmaster")
+    caplog.set_level(logging.INFO, logger="mesoslike_frameworks.fuxi.appmaster")
     assert am.instance_done("nobody", 0, 1, True) == []
     assert am.progress("nobody", 0, 1, 0.5) == []
     assert am.worker_left("nobody", "lost") == []

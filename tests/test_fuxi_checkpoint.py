@@ -1,6 +1,6 @@
 """The AppMaster's incremental checkpoint (issue 14 §2): the core's journal
 records replayed over its snapshot give back the state, and the files
-(frameworks/fuxi/checkpoint.py) survive a torn tail, damage and
+(frameworks/mesoslike_frameworks/fuxi/checkpoint.py) survive a torn tail, damage and
 compaction. The per-update cost is counted (records, bytes), not timed."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import pytest
 
 from mesoslike import Resources
 from mesoslike.clock import FakeClock
-from mesoslike.frameworks.fuxi import am_protocol as amp
-from mesoslike.frameworks.fuxi import protocol
-from mesoslike.frameworks.fuxi.appmaster_core import AppMasterCore, JournalError, ToService, ToWorker
-from mesoslike.frameworks.fuxi.checkpoint import Checkpoint
-from mesoslike.frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec
+from mesoslike_frameworks.fuxi import am_protocol as amp
+from mesoslike_frameworks.fuxi import protocol
+from mesoslike_frameworks.fuxi.appmaster_core import AppMasterCore, JournalError, ToService, ToWorker
+from mesoslike_frameworks.fuxi.checkpoint import Checkpoint
+from mesoslike_frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec
 
 pytestmark = pytest.mark.timeout(120)
 

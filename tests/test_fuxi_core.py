@@ -4,7 +4,7 @@ import pytest
 
 from mesoslike import Offer, Resources
 from mesoslike.clock import FakeClock
-from mesoslike.frameworks.fuxi.core import (
+from mesoslike_frameworks.fuxi.core import (
     WAIT_ALL_OR_NOTHING,
     WAIT_BLACKLIST,
     WAIT_LOWER_PRIORITY,
@@ -20,7 +20,7 @@ from mesoslike.frameworks.fuxi.core import (
     SlotRevoked,
     SuppressOffers,
 )
-from mesoslike.frameworks.fuxi.model import JobSpec, Locality, UnitSpec
+from mesoslike_frameworks.fuxi.model import JobSpec, Locality, UnitSpec
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from mesoslike import FakeClock
-from mesoslike.frameworks.fuxi.core import FuxiCore
-from mesoslike.frameworks.fuxi.hard_state import SERVICE_KEY, HardStateError, ServiceRecord, decode, encode
-from mesoslike.frameworks.fuxi.jobs import (
+from mesoslike_frameworks.fuxi.core import FuxiCore
+from mesoslike_frameworks.fuxi.hard_state import SERVICE_KEY, HardStateError, ServiceRecord, decode, encode
+from mesoslike_frameworks.fuxi.jobs import (
     JobAccepted,
     JobCore,
     JobSubmitted,
@@ -22,8 +22,8 @@ from mesoslike.frameworks.fuxi.jobs import (
     Persisted,
     Recover,
 )
-from mesoslike.frameworks.fuxi.model import JobSpec, UnitSpec, job_document
-from mesoslike.frameworks.fuxi.quota import QuotaConfig
+from mesoslike_frameworks.fuxi.model import JobSpec, UnitSpec, job_document
+from mesoslike_frameworks.fuxi.quota import QuotaConfig
 from mesoslike.resources import Resources
 
 pytestmark = pytest.mark.timeout(60)
@@ -47,7 +47,8 @@ def leader(config: QuotaConfig, stored: dict[str, bytes]) -> JobCore:
 
 
 def kept_config(record: ServiceRecord) -> QuotaConfig:
-    """What ``fuxi serve`` without ``--quota`` configures from the kept record (mesoslike/cli/fuxi.py)."""
+    """What ``fuxi serve`` without ``--quota`` configures from the kept record 
+    (frameworks/mesoslike_frameworks/fuxi/cli.py)."""
     return QuotaConfig({group: Resources.parse(maximum) if maximum else None
                         for group, maximum in record.quota.items()},
                        frozenset(record.global_blacklist), record.preemption, record.policies,

@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 
 from mesoslike import Offer, Resources
 from mesoslike.clock import FakeClock
-from mesoslike.frameworks.fuxi.core import DeclineOffers, FuxiCore, LaunchSlots, SlotGranted, SlotRevoked
-from mesoslike.frameworks.fuxi.model import JobSpec, Locality, UnitSpec
+from mesoslike_frameworks.fuxi.core import DeclineOffers, FuxiCore, LaunchSlots, SlotGranted, SlotRevoked
+from mesoslike_frameworks.fuxi.model import JobSpec, Locality, UnitSpec
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,7 +6,7 @@ import pytest
 
 from mesoslike import Offer, Resources
 from mesoslike.clock import FakeClock
-from mesoslike.frameworks.fuxi.core import (
+from mesoslike_frameworks.fuxi.core import (
     WAIT_ALL_OR_NOTHING,
     WAIT_NEVER_FITS,
     FuxiCore,
@@ -15,8 +15,8 @@ from mesoslike.frameworks.fuxi.core import (
     SlotGranted,
     SlotRevoked,
 )
-from mesoslike.frameworks.fuxi.model import JobSpec, Locality, UnitSpec
-from mesoslike.frameworks.fuxi.quota import parse_quota
+from mesoslike_frameworks.fuxi.model import JobSpec, Locality, UnitSpec
+from mesoslike_frameworks.fuxi.quota import parse_quota
 
 pytestmark = pytest.mark.timeout(30)
 

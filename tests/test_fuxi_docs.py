@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import pytest
 
-from mesoslike.cli.fuxi import fuxi
+from mesoslike_frameworks.fuxi.cli import fuxi
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -24,10 +24,10 @@ import msgpack
 import pytest
 
 from e2e_helpers import REPO, child_env, free_port, wait_for
-from mesoslike.frameworks.fuxi import am_protocol as amp
-from mesoslike.frameworks.fuxi import protocol
-from mesoslike.frameworks.fuxi.model import JobSpec, job_document
-from mesoslike.frameworks.fuxi.service import JobClient, JobServer
+from mesoslike_frameworks.fuxi import am_protocol as amp
+from mesoslike_frameworks.fuxi import protocol
+from mesoslike_frameworks.fuxi.model import JobSpec, job_document
+from mesoslike_frameworks.fuxi.service import JobClient, JobServer
 from mesoslike.transport import Client, Server
 from test_fuxi_service import make_service, unit
 
@@ -164,7 +164,7 @@ def test_an_appmaster_survives_fuzzing_and_forged_workers_and_still_serves_its_o
     token = "job-token"
     address = f"tcp://127.0.0.1:{free_port()}"
     appmaster = subprocess.Popen(
-        [sys.executable, "-m", "mesoslike.frameworks.fuxi.appmaster", "--service", service.server.address,
+        [sys.executable, "-m", "mesoslike_frameworks.fuxi.appmaster", "--service", service.server.address,
          "--job-id", "job-0001", "--bind", address, "--snapshot", str(tmp_path / "snapshot.json"),
          "--job", str(job_path), "--log-level", "warning", "--heartbeat-timeout", "30"],
         cwd=REPO, env={**child_env(), "FUXI_AM_TOKEN": token}, stdout=subprocess.DEVNULL,

@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mesoslike import FakeClock, Offer, Resources, TaskState, TaskStatus
-from mesoslike.frameworks.fuxi import protocol
-from mesoslike.frameworks.fuxi.core import (
+from mesoslike_frameworks.fuxi import protocol
+from mesoslike_frameworks.fuxi.core import (
     DeclineOffers,
     FuxiCore,
     FuxiError,
@@ -28,7 +28,7 @@ from mesoslike.frameworks.fuxi.core import (
     Slot,
     SuppressOffers,
 )
-from mesoslike.frameworks.fuxi.hard_state import (
+from mesoslike_frameworks.fuxi.hard_state import (
     SERVICE_KEY,
     AppMasterRecord,
     HardStateError,
@@ -38,7 +38,7 @@ from mesoslike.frameworks.fuxi.hard_state import (
     encode,
     job_key,
 )
-from mesoslike.frameworks.fuxi.jobs import (
+from mesoslike_frameworks.fuxi.jobs import (
     ADOPT_WINDOW,
     MAX_WORKER_FAILURES,
     RELEASE_GRACE,
@@ -61,6 +61,7 @@ from mesoslike.frameworks.fuxi.jobs import (
     OfferRescinded,
     OffersReceived,
     Persist,
+    TellAppMaster,
     Persisted,
     PersistFailed,
     ReconcileTasks,
@@ -73,7 +74,7 @@ from mesoslike.frameworks.fuxi.jobs import (
     Transition,
     WorkerUpdate,
 )
-from mesoslike.frameworks.fuxi.model import JobSpec, UnitSpec, job_document
+from mesoslike_frameworks.fuxi.model import JobSpec, UnitSpec, job_document
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -241,7 +242,11 @@ def test_worker_tasks_that_keep_failing_fail_the_job():
 def test_an_agent_lost_takes_its_slots_back(h):
     job_id, _ = h.submit(unit(slots=2, instances=2))
     slots = launched(h.offer("h1"))
-    assert h.handle(AgentLost, "a-h1") == [ReviveOffers()]          # suppressed while it had all it wanted
+    # its AppMaster hears of each slot taken back; suppressed while it had all it wanted, now it revives
+    out = h.handle(AgentLost, "a-h1")
+    assert [c for c in out if not isinstance(c, TellAppMaster)] == [ReviveOffers()]
+    assert [c for c in out if isinstance(c, TellAppMaster)] == [
+        TellAppMaster(job_id, protocol.SlotRevoked(job_id, s.id, "agent lost")) for s in slots]
     assert h.unit_status(job_id)["granted"] == 0 and h.unit_status(job_id)["desired"] == 2
     assert all(h.update(s, TaskState.LOST) == [] for s in slots)   # the scheduler knew already
 
@@ -418,8 +423,8 @@ def test_an_event_the_core_does_not_know_is_refused(h):
 
 def test_the_job_core_does_no_io_and_reads_no_clock():
     from test_layering import ROOT, assert_pure
-    assert_pure(ROOT / "frameworks" / "fuxi" / "jobs.py")
-    assert_pure(ROOT / "frameworks" / "fuxi" / "hard_state.py")   # the records it writes, too
+    assert_pure(ROOT / "frameworks" / "mesoslike_frameworks" / "fuxi" / "jobs.py")
+    assert_pure(ROOT / "frameworks" / "mesoslike_frameworks" / "fuxi" / "hard_state.py")   # the records it writes, too
 
 
 # ================================================================ offers

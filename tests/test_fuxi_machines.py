@@ -1,11 +1,11 @@
-"""The first-fit indexes over a batch's machines (frameworks/fuxi/machines.py)
+"""The first-fit indexes over a batch's machines (frameworks/mesoslike_frameworks/fuxi/machines.py)
 against a brute-force walk, through shrinking and growing free room."""
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mesoslike.frameworks.fuxi.machines import Dims, FitScan, FitTree, Scope, make_index
+from mesoslike_frameworks.fuxi.machines import Dims, FitScan, FitTree, Scope, make_index
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from mesoslike import Resources
-from mesoslike.frameworks.fuxi.model import (
+from mesoslike_frameworks.fuxi.model import (
     LIMITS,
     MAX_ATTEMPTS,
     MAX_COMMAND,
@@ -70,7 +70,7 @@ def test_runtime_fields_data_after_attempts_backup_and_blacklist():
 
 
 def test_a_unit_may_run_in_a_container_image_and_its_job_file_says_so_again():
-    from mesoslike.frameworks.fuxi.model import job_document
+    from mesoslike_frameworks.fuxi.model import job_document
 
     job = parse_job(unit_doc(image="busybox:1.36"))
     assert job.unit("u").image == "busybox:1.36"

@@ -8,8 +8,8 @@ import pytest
 
 from mesoslike import Offer, Resources
 from mesoslike.clock import FakeClock
-from mesoslike.frameworks.fuxi.core import WAIT_NO_FIT, FuxiCore, SlotGranted, SlotRevoked
-from mesoslike.frameworks.fuxi.model import JobSpec, JobSpecError, Locality, UnitSpec, job_document, parse_job
+from mesoslike_frameworks.fuxi.core import WAIT_NO_FIT, FuxiCore, SlotGranted, SlotRevoked
+from mesoslike_frameworks.fuxi.model import JobSpec, JobSpecError, Locality, UnitSpec, job_document, parse_job
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from mesoslike import Offer, Resources
 from mesoslike.clock import FakeClock
-from mesoslike.frameworks.fuxi.core import WAIT_QUOTA, FuxiCore, KillSlot, Slot, SlotGranted
-from mesoslike.frameworks.fuxi.model import JobSpec, UnitSpec
+from mesoslike_frameworks.fuxi.core import WAIT_QUOTA, FuxiCore, KillSlot, Slot, SlotGranted
+from mesoslike_frameworks.fuxi.model import JobSpec, UnitSpec
 
 pytestmark = pytest.mark.timeout(120)
 

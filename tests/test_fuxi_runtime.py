@@ -23,9 +23,9 @@ import pytest
 
 import test_fuxi_service as service_tests
 from e2e_helpers import REPO, child_env, task_processes, wait_for
-from mesoslike.frameworks.fuxi import am_protocol as amp
-from mesoslike.frameworks.fuxi import protocol
-from mesoslike.frameworks.fuxi.appmaster import read_snapshot, write_snapshot
+from mesoslike_frameworks.fuxi import am_protocol as amp
+from mesoslike_frameworks.fuxi import protocol
+from mesoslike_frameworks.fuxi.appmaster import read_snapshot, write_snapshot
 from mesoslike.transport import Client, CurveKeys, Server, load_public_key
 
 pytestmark = pytest.mark.timeout(120)
@@ -279,7 +279,7 @@ def worker(tmp_path):
     appmaster = StandInAppMaster(tmp_path)
     sandbox = tmp_path / "sandbox"
     sandbox.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "mesoslike.frameworks.fuxi.worker"], cwd=sandbox,
+    proc = subprocess.Popen([sys.executable, "-m", "mesoslike_frameworks.fuxi.worker"], cwd=sandbox,
                             env=worker_env(appmaster.server.address), stdout=subprocess.DEVNULL,
                             stderr=open(tmp_path / "worker.log", "wb"), start_new_session=True)
     try:
@@ -350,7 +350,7 @@ def test_the_worker_keeps_its_results_for_an_appmaster_that_comes_back(worker, t
 
 
 def test_a_worker_without_its_environment_says_what_is_missing():
-    done = subprocess.run([sys.executable, "-m", "mesoslike.frameworks.fuxi.worker"], cwd=REPO, env=child_env(),
+    done = subprocess.run([sys.executable, "-m", "mesoslike_frameworks.fuxi.worker"], cwd=REPO, env=child_env(),
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and "FUXI_APPMASTER" in done.stderr
 

@@ -28,11 +28,11 @@ import pytest
 from e2e_helpers import child_env, free_port, wait_for
 from mesoslike.clock import FakeClock
 from mesoslike.credentials import load_credentials
-from mesoslike.frameworks.fuxi import am_protocol as amp
-from mesoslike.frameworks.fuxi import protocol
-from mesoslike.frameworks.fuxi.core import FuxiCore, FuxiError
-from mesoslike.frameworks.fuxi.model import JobSpec, UnitSpec
-from mesoslike.frameworks.fuxi.service import WORKER_MODULE, FuxiService, JobClient, JobKeys, JobRefused, JobServer
+from mesoslike_frameworks.fuxi import am_protocol as amp
+from mesoslike_frameworks.fuxi import protocol
+from mesoslike_frameworks.fuxi.core import FuxiCore, FuxiError
+from mesoslike_frameworks.fuxi.model import JobSpec, UnitSpec
+from mesoslike_frameworks.fuxi.service import WORKER_MODULE, FuxiService, JobClient, JobKeys, JobRefused, JobServer
 from mesoslike.resources import Resources
 from mesoslike.transport import Client, CurveKeys, load_public_key, new_certificate
 from security_helpers import SecuredKeys
@@ -360,7 +360,7 @@ def test_a_jobs_workers_run_as_the_unix_user_of_its_principal(tmp_path):
 
 
 def test_the_kept_jobs_holding_tokens_are_private_files(tmp_path):
-    from mesoslike.frameworks.fuxi.state_store import FileRecordStore
+    from mesoslike_frameworks.fuxi.state_store import FileRecordStore
 
     store = FileRecordStore(tmp_path / "state")
     store.write({"job.j-1": b"token-bearing record"})

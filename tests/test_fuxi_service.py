@@ -25,13 +25,13 @@ from e2e_helpers import REPO, Cluster, alive, child_env, free_port, wait_for
 from mesoslike import Offer, Resources, TaskState, TaskStatus
 from mesoslike.clock import FakeClock
 from mesoslike.wire import TERMINAL_STATES
-from mesoslike.frameworks.fuxi import protocol
-from mesoslike.frameworks.fuxi.am_protocol import worker_token
-from mesoslike.frameworks.fuxi.hard_state import decode as decode_state
-from mesoslike.frameworks.fuxi.state_store import FileRecordStore, StoreLocked
-from mesoslike.frameworks.fuxi.core import FuxiCore, FuxiError
-from mesoslike.frameworks.fuxi.jobs import MAX_WORKER_FAILURES
-from mesoslike.frameworks.fuxi.model import (
+from mesoslike_frameworks.fuxi import protocol
+from mesoslike_frameworks.fuxi.am_protocol import worker_token
+from mesoslike_frameworks.fuxi.hard_state import decode as decode_state
+from mesoslike_frameworks.fuxi.state_store import FileRecordStore, StoreLocked
+from mesoslike_frameworks.fuxi.core import FuxiCore, FuxiError
+from mesoslike_frameworks.fuxi.jobs import MAX_WORKER_FAILURES
+from mesoslike_frameworks.fuxi.model import (
     BackupPolicy,
     JobSpec,
     JobSpecError,
@@ -42,9 +42,9 @@ from mesoslike.frameworks.fuxi.model import (
     load_job_file,
     parse_job,
 )
-from mesoslike.frameworks.fuxi.quota import QuotaFileError, load_quota_file
-from mesoslike.transport import CurveKeys, load_public_key
-from mesoslike.frameworks.fuxi.service import (
+from mesoslike_frameworks.fuxi.quota import QuotaFileError, load_quota_file
+from mesoslike.transport import Client, CurveKeys, load_public_key
+from mesoslike_frameworks.fuxi.service import (
     APPMASTER_MODULE,
     STANDBY_REFUSAL,
     WORKER_MODULE,
@@ -775,3 +775,48 @@ def test_submit_to_nobody_says_so_quickly(tmp_path):
                           env=child_env(), capture_output=True, text=True, timeout=30)
     assert done.returncode == 1 and "no answer from a Fuxi service" in done.stderr
     assert time.monotonic() - start < 20
+
+
+def test_grants_and_revocations_reach_the_jobs_appmaster_on_its_connection():
+    """FuxiMaster tells an AppMaster of its grants (seed 002): the service
+    sends SLOT_GRANTED and SLOT_REVOKED, unasked, on the connection the
+    AppMaster's accepted requests came over — not to another job's."""
+    service, driver = make_service(preemption=True)
+    server = JobServer(service, "tcp://127.0.0.1:0").start()
+    low = service.submit(JobSpec("low", [unit(slots=4, instances=4)], priority=500))
+    other = service.submit(JobSpec("other", [unit(slots=1, instances=1)], priority=400))
+    clients = {job_id: Client(server.address, codec=protocol.CODEC) for job_id in (low, other)}
+    news: dict[str, list] = {low: [], other: []}
+
+    def hear(job_id: str, until) -> None:
+        client = clients[job_id]
+
+        def heard():
+            for _, frame in client.receive_frames():
+                news[job_id].append(protocol.decode(frame))
+            return until(news[job_id])
+        wait_for(heard, 10, f"news for {job_id}")
+
+    try:
+        for job_id, client in clients.items():   # an accepted request names the AppMaster's connection
+            client.send(protocol.Progress(1, job_id, service.core.job(job_id).token, {}))
+            client.flush()
+            hear(job_id, lambda heard: any(isinstance(m, protocol.Ok) for m in heard))
+        service.resource_offers(driver, [offer("h1", res="cpus:5;mem:4096", room="er1")])
+        granted = [task.task_id for task in driver.launched() if task.environment["FUXI_JOB_ID"] == low]
+        hear(low, lambda heard: sum(isinstance(m, protocol.SlotGranted) for m in heard) == 4)
+        assert sorted(m.slot for m in news[low] if isinstance(m, protocol.SlotGranted)) == sorted(granted)
+        assert {(m.job_id, m.unit, m.hostname, m.room) for m in news[low]
+                if isinstance(m, protocol.SlotGranted)} == {(low, "u", "h1", "er1")}
+        urgent = service.submit(JobSpec("urgent", [unit(slots=1, instances=1)], priority=10))
+        service.resource_offers(driver, [])          # a pass: the urgent unit preempts one of low's slots
+        (killed,) = [call[1] for call in driver.take("kill")]
+        hear(low, lambda heard: any(isinstance(m, protocol.SlotRevoked) for m in heard))
+        (revoked,) = [m for m in news[low] if isinstance(m, protocol.SlotRevoked)]
+        assert revoked.slot == killed and "preempted by a higher priority unit" in revoked.reason and urgent
+        hear(other, lambda heard: any(isinstance(m, protocol.SlotGranted) for m in heard))
+        assert {m.job_id for m in news[other] if not isinstance(m, protocol.Ok)} == {other}   # nothing of low's
+    finally:
+        for client in clients.values():
+            client.close()
+        server.stop()

@@ -1,4 +1,4 @@
-"""The Fuxi waiting queue (frameworks/fuxi/waiting_queue.py): order, fits,
+"""The Fuxi waiting queue (frameworks/mesoslike_frameworks/fuxi/waiting_queue.py): order, fits,
 bad input, and a stateful property test against a linear-scan oracle."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from mesoslike.errors import MesoslikeError
-from mesoslike.frameworks.fuxi.waiting_queue import (
+from mesoslike_frameworks.fuxi.waiting_queue import (
     DuplicateUnitError,
     InvalidArgumentError,
     UnknownUnitError,

@@ -17,7 +17,7 @@ import pytest
 
 from e2e_helpers import REPO, alive, child_env, task_processes
 from waiting import wait_until
-from mesoslike.frameworks.fuxi.model import load_job_file
+from mesoslike_frameworks.fuxi.model import load_job_file
 
 EXAMPLE = REPO / "examples" / "fuxi_wordcount"
 sys.path.insert(0, str(EXAMPLE))

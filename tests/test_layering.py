@@ -1,8 +1,10 @@
 """The layers of docs/architecture.rst, checked on the source: the sans-I/O
 core imports no I/O, no clock and no global randomness; zmq and kazoo stay at
 their edges — zmq is not even reached through a transport object outside
-mesoslike/transport.py; frameworks/ uses only the public mesoslike API, and
-that API is pinned."""
+mesoslike/transport.py; the bundled frameworks (mesoslike_frameworks) use
+only the public mesoslike API, that API is pinned, and nothing in mesoslike
+imports them: the CLI and the simulator find them through the registry of
+mesoslike/plugins.py."""
 
 import ast
 import importlib
@@ -14,6 +16,8 @@ pytestmark = pytest.mark.timeout(30)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "mesoslike"
+#: the bundled frameworks' import package, on disk where it is imported from
+FRAMEWORKS = ROOT / "frameworks" / "mesoslike_frameworks"
 
 #: modules of the pure core (layer 1) and the pure wire codec (layer 2)
 CORE = ["resources.py", "attributes.py", "errors.py", "observations.py", "fairness.py", "acl.py", "allocator", "wire",
@@ -154,7 +158,11 @@ def test_the_zmq_check_sees_what_it_forbids(tmp_path):
 #: the modules a framework may import from: the package (its __all__) and the
 #: modules docs/framework-api.rst documents as public (each its __all__)
 PUBLIC_MODULES = ("mesoslike", "mesoslike.transport", "mesoslike.messaging", "mesoslike.credentials",
-                  "mesoslike.executor", "mesoslike.leadership", "mesoslike.v1")
+                  "mesoslike.executor", "mesoslike.leadership", "mesoslike.status_page", "mesoslike.v1",
+                  # for the commands a distribution adds to the CLI (mesoslike.commands entry points)
+                  "mesoslike.cli.options", "mesoslike.cli.state", "mesoslike.cli.task",
+                  # for the policies it adds to the simulator (mesoslike.simulation_policies entry points)
+                  "mesoslike.sim.policies")
 
 
 def private_imports(paths, own):
@@ -181,8 +189,46 @@ def private_imports(paths, own):
 
 
 def test_frameworks_use_only_the_public_api():
-    found = private_imports((ROOT / "frameworks").rglob("*.py"), "mesoslike.frameworks")
+    found = private_imports(FRAMEWORKS.rglob("*.py"), "mesoslike_frameworks")
     assert found == [], "\n".join(found)
+
+
+def framework_imports(paths, root=ROOT):
+    """Imports of the bundled frameworks' package (``mesoslike_frameworks``,
+    by any spelling: ``import``, ``from ... import``, ``importlib.import_module``
+    of a literal name) in ``paths``."""
+    found = []
+    for path in paths:
+        where = path.relative_to(root)
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
+                    "import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
+                names = [str(node.args[0].value)]
+            found += [f"{where}:{node.lineno} imports {name}" for name in names
+                      if name.split(".")[0] in ("mesoslike_frameworks", "frameworks")
+                      or name.startswith("mesoslike.frameworks")]
+    return found
+
+
+def test_nothing_in_mesoslike_imports_the_bundled_frameworks():
+    # the CLI's bundled commands and the simulator's bundled policies come through mesoslike.plugins
+    found = framework_imports(PACKAGE.rglob("*.py"))
+    assert found == [], "mesoslike imports the frameworks above it:\n" + "\n".join(found)
+
+
+def test_the_framework_import_check_sees_every_spelling(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("import mesoslike_frameworks.fuxi\nfrom mesoslike_frameworks.fuxi.core import FuxiCore\n"
+                      "import importlib\nimportlib.import_module('mesoslike_frameworks.command')\n"
+                      "from mesoslike.frameworks import fuxi\nimport mesoslike.plugins\n")
+    lines = [line.split(" imports ")[1] for line in framework_imports([sample], tmp_path)]
+    assert sorted(lines) == ["mesoslike.frameworks", "mesoslike_frameworks.command", "mesoslike_frameworks.fuxi",
+                             "mesoslike_frameworks.fuxi.core"]
 
 
 def test_the_compatibility_layers_use_only_the_public_api():
@@ -238,17 +284,17 @@ def test_the_public_api_is_pinned_and_every_name_resolves(module):
         assert getattr(imported, name) is not None, f"{module}.{name}"
 
 
-#: the bundled Fuxi scheduler's pure cores (frameworks/fuxi), driven by its runtimes
-FUXI_CORE = ["core.py", "waiting_queue.py", "quota.py", "appmaster_core.py", "jobs.py"]
-#: the bundled service scheduler's pure parts (frameworks/services)
+#: the bundled Fuxi scheduler's pure cores (frameworks/mesoslike_frameworks/fuxi), driven by its runtimes
+FUXI_CORE = ["core.py", "preemption.py", "books.py", "waiting_queue.py", "quota.py", "appmaster_core.py", "jobs.py"]
+#: the bundled service scheduler's pure parts (frameworks/mesoslike_frameworks/services)
 SERVICES_CORE = ["core.py", "model.py", "matching.py", "api.py"]
 
 
 def test_the_fuxi_cores_do_no_io_and_read_no_clock():
     for name in FUXI_CORE:
-        assert_pure(ROOT / "frameworks" / "fuxi" / name)
+        assert_pure(FRAMEWORKS / "fuxi" / name)
 
 
 def test_the_services_cores_do_no_io_and_read_no_clock():
     for name in SERVICES_CORE:
-        assert_pure(ROOT / "frameworks" / "services" / name)
+        assert_pure(FRAMEWORKS / "services" / name)

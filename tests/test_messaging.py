@@ -12,8 +12,8 @@ from codec_helpers import HOSTILE_NUMBERS, HOSTILE_RESOURCES, assert_the_fast_de
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mesoslike.frameworks.fuxi import am_protocol as amp
-from mesoslike.frameworks.fuxi import protocol
+from mesoslike_frameworks.fuxi import am_protocol as amp
+from mesoslike_frameworks.fuxi import protocol
 from mesoslike.messaging import Codec, Items, Range, Schema, WireError
 from mesoslike.wire import CODEC as MASTER_CODEC
 
@@ -147,6 +147,7 @@ FUXI_EXAMPLES = [
     protocol.AvoidHosts(9, "job-1", "t", "u", ["h1", "h2"]), protocol.BlacklistHost(10, "job-1", "t", "h1"),
     protocol.ReportHost(11, "job-1", "t", "h1"), protocol.Progress(12, "job-1", "t", {"units": {"u": {"done": 1}}}),
     protocol.JobEnded(13, "job-1", "t", True, ""), protocol.KillJob(14, "job-1"),
+    protocol.SlotGranted("job-1", "job-1.u.1", "u", "h1", "er1"), protocol.SlotRevoked("job-1", "job-1.u.1", "lost"),
     amp.Hello("s", "u", "h", "er0", [1, 2], [[0, 1, True, "ok"]]), amp.Heartbeat("s", None), amp.Heartbeat("s", [3, 1]),
     amp.Progress("s", 1, 1, 0.5), amp.Done("s", 1, 1, False, "exit status 1"), amp.Bye("s", "x"), amp.Welcome("s"),
     amp.Rejoin(), amp.Assign(1, 2, "true", {"A": "b"}), amp.Kill(1, 2), amp.Ack(1, 2), amp.Release(), amp.Error("no"),

@@ -1,7 +1,10 @@
-"""The package installs with both ``pip install .`` and ``pip install -e .``,
-maps frameworks/ to ``mesoslike.frameworks``, ships no top-level
-``frameworks`` package, and carries what its commands read by default (the
-dashboards' files, the simulator's bundled trace) as package data.
+"""The package installs with both ``pip install .`` and ``pip install -e .``:
+two import packages, ``mesoslike`` and the bundled frameworks'
+``mesoslike_frameworks`` (frameworks/mesoslike_frameworks/), no top-level
+``frameworks`` package; the whole command line, the bundled frameworks'
+commands found through the entry points; and what its commands read by
+default (the dashboards' files, the simulator's bundled trace) as package
+data.
 
 The virtualenv the test builds sees nothing of the interpreter that made it
 (no ``--system-site-packages``): pip resolves and installs the declared
@@ -34,12 +37,51 @@ def run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     return done
 
 
+#: the bundled frameworks' commands (DESIGN.md §3.1, §9), found through the mesoslike.commands entry points
+BUNDLED_COMMANDS = ["app", "deployment", "fuxi", "run", "services"]
+#: one subcommand of each, whose --help must work in an installed copy
+BUNDLED_HELP = [["fuxi", "serve"], ["fuxi", "submit"], ["fuxi", "status"], ["run"], ["services", "serve"],
+                ["app", "deploy"], ["deployment", "list"]]
+
+
+def test_the_bundled_frameworks_are_declared_as_entry_points():
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    commands = [line.split("=")[0].strip() for line in config["options.entry_points"]["mesoslike.commands"].split("\n")
+                if line.strip()]
+    assert sorted(commands) == BUNDLED_COMMANDS
+
+
+def test_a_command_imports_only_what_it_uses():
+    # the registry is lazy: `mesoslike run --help` loads the command framework, not the Fuxi scheduler,
+    # the service scheduler or the master; and the package's names load on first use, so neither the wire
+    # codec nor the driver (zmq) is imported to print a help text
+    probe = ("import sys\nfrom mesoslike.cli import main\n"
+             "try:\n    main(['run', '--help'])\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in sys.modules if m.startswith(('mesoslike_frameworks.fuxi', "
+             "'mesoslike_frameworks.services', 'mesoslike.master', 'mesoslike.sim', 'mesoslike.wire', "
+             "'mesoslike.driver', 'zmq', 'msgspec', 'msgpack'))))\n"
+             "print('mesoslike_frameworks.command_cli' in sys.modules)")
+    out = run([sys.executable, "-c", probe], cwd=ROOT).stdout.splitlines()
+    assert out[-2:] == ["[]", "True"], out
+
+
+def test_a_built_in_command_does_not_look_up_plugins():
+    # `mesoslike --version` (and master, agent ...) need no entry point: importlib.metadata is not imported
+    probe = ("import sys\nfrom mesoslike.cli import main\n"
+             "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in sys.modules if m.startswith(('mesoslike.plugins', 'importlib.metadata', "
+             "'mesoslike.wire'))))")
+    out = run([sys.executable, "-c", probe], cwd=ROOT).stdout.splitlines()
+    assert out[-1] == "[]", out
+
+
 def test_every_package_directory_is_declared():
     declared, _ = declared_packages()
     found = {"mesoslike." + ".".join(p.parent.relative_to(ROOT / "mesoslike").parts)
              for p in (ROOT / "mesoslike").rglob("__init__.py")}
     found = {name.rstrip(".") for name in found}
-    found |= {"mesoslike.frameworks" + "".join("." + part for part in p.parent.relative_to(ROOT / "frameworks").parts)
+    found |= {".".join(p.parent.relative_to(ROOT / "frameworks").parts)
               for p in (ROOT / "frameworks").rglob("__init__.py")}
     assert found == declared
 
@@ -62,23 +104,29 @@ def test_installs_into_a_fresh_virtualenv(tmp_path, editable):
     target = ["-e", str(ROOT)] if editable else [str(ROOT)]
     run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *target], cwd=tmp_path)
     probe = (
-        "import importlib.util, mesoslike, mesoslike.frameworks as f, mesoslike.allocator, mesoslike.transport;"
+        "import importlib.util, mesoslike, mesoslike_frameworks as f, mesoslike.allocator, mesoslike.transport;"
         "import msgpack, zmq, kazoo, attrs, click, sortedcontainers;"
         "print(f.__name__);"
         "print(importlib.util.find_spec('frameworks') is None)"
     )
     out = run([str(python), "-c", probe], cwd=tmp_path)
-    assert out.stdout.split() == ["mesoslike.frameworks", "True"]
+    assert out.stdout.split() == ["mesoslike_frameworks", "True"]
     version = run([str(venv / "bin" / "mesoslike"), "--version"], cwd=tmp_path)
     assert "mesoslike" in version.stdout
+    # the whole command line: the bundled frameworks' commands come through the entry points
+    listed = run([str(venv / "bin" / "mesoslike"), "--help"], cwd=tmp_path).stdout
+    assert all(f"  {name} " in listed for name in BUNDLED_COMMANDS), listed
+    for command in BUNDLED_HELP:
+        run([str(venv / "bin" / "mesoslike"), *command, "--help"], cwd=tmp_path)
     if not editable:
         site = run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
         assert not (pathlib.Path(site) / "frameworks").exists()
-        assert (pathlib.Path(site) / "mesoslike" / "frameworks" / "__init__.py").exists()
+        assert (pathlib.Path(site) / "mesoslike_frameworks" / "__init__.py").exists()
         assert (pathlib.Path(site) / "mesoslike" / "py.typed").exists()
         # the master's dashboard (docs/dashboard.rst) ships its files
-        for installed, source in (("master", ROOT / "mesoslike" / "master"), ("frameworks/fuxi", ROOT / "frameworks" / "fuxi")):
-            static = pathlib.Path(site) / "mesoslike" / installed / "static"
+        for installed, source in (("mesoslike/master", ROOT / "mesoslike" / "master"),
+                                  ("mesoslike_frameworks/fuxi", ROOT / "frameworks" / "mesoslike_frameworks" / "fuxi")):
+            static = pathlib.Path(site) / installed / "static"
             assert {p.name for p in static.iterdir()} == {p.name for p in (source / "static").iterdir()}
         # the bundled trace is package data: the installed command replays it from anywhere
         elsewhere = tmp_path / "elsewhere"
@@ -88,3 +136,6 @@ def test_installs_into_a_fresh_virtualenv(tmp_path, editable):
         replay = run([str(venv / "bin" / "mesoslike"), "simulate", "--workload", "trace", "--compare", "drf"],
                      cwd=elsewhere)
         assert "8151 tasks launched, 8151 finished" in replay.stdout, replay.stdout[-2000:]
+    # a policy the bundled Fuxi scheduler adds to the simulator (mesoslike.simulation_policies)
+    fuxi = run([str(venv / "bin" / "mesoslike"), "simulate", "--policy", "fuxi-fifo"], cwd=tmp_path)
+    assert "fuxi" in fuxi.stdout

@@ -2,7 +2,7 @@
 ``--health-*`` checks) and each task's latest health verdict in ``/state``
 and ``mesoslike state``.
 
-The flags' parsing is pure (frameworks/task_options.py) and tested directly;
+The flags' parsing is pure (frameworks/mesoslike_frameworks/task_options.py) and tested directly;
 then real runs on an authenticated cluster of real processes: a ``run``
 whose ``--uri`` files, served by an HTTP server on 127.0.0.1, are in the
 sandbox when its command runs, a ``run`` its health check kills, and tasks
@@ -24,7 +24,7 @@ from e2e_helpers import REPO, RecordingScheduler, cluster  # noqa: F401 (fixture
 from mesoslike import CommandURI, Filters, HealthCheck, HTTPCheck, Label, Resources, TaskInfo, TaskState, TCPCheck
 from mesoslike.cli import main
 from mesoslike.clock import FakeClock
-from mesoslike.frameworks.task_options import (TaskOptionError, health_check, parse_label, parse_labels, parse_uri,
+from mesoslike_frameworks.task_options import (TaskOptionError, health_check, parse_label, parse_labels, parse_uri,
                                                parse_uris)
 from mesoslike.master import MasterConfig, MasterCore
 from mesoslike.master.state import state_json

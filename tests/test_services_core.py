@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mesoslike import ContainerInfo, DockerInfo, Image, Resources, TaskState, Volume, VolumeSource
-from mesoslike.frameworks.services.api import Request, ServicesApi, app_json, queue_json
-from mesoslike.frameworks.services.core import (RESTART, ApiError, Decline, DrainingAgents, Emit, Kill, Launch,
+from mesoslike_frameworks.services.api import Request, ServicesApi, app_json, queue_json
+from mesoslike_frameworks.services.core import (RESTART, ApiError, Decline, DrainingAgents, Emit, Kill, Launch,
                                                 Persist, Reconcile, Registered, Revive, ServicesCore, Suppress)
-from mesoslike.frameworks.services.matching import match
-from mesoslike.frameworks.services.model import ValidationError, parse_app
+from mesoslike_frameworks.services.matching import match
+from mesoslike_frameworks.services.model import ValidationError, parse_app
 from services_helpers import Cluster
 
 pytestmark = pytest.mark.timeout(120)

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from mesoslike.frameworks.services.api import Request, Response
-from mesoslike.frameworks.services.httpd import ServicesHTTPServer
+from mesoslike_frameworks.services.api import Request, Response
+from mesoslike_frameworks.services.httpd import ServicesHTTPServer
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)

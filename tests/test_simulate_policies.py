@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from mesoslike.frameworks.fuxi.quota import QuotaConfig
+from mesoslike_frameworks.fuxi.quota import QuotaConfig
 from mesoslike.master.roles import RoleConfig, RolesConfig
 from mesoslike.resources import Resources
 from mesoslike.sim import (

@@ -76,7 +76,7 @@ from mesoslike.resources import Resources
 from mesoslike.wire.messages import TaskUsage
 from mesoslike.wire.types import ContainerInfo, ContainerStatus, TaskInfo, Volume, VolumeSource
 
-__all__ = ["TaskExecutor", "launch_problem", "destroy_containers_under", "TaskStarted", "TaskExit", "TaskLimited", "TaskHealth",
+__all__ = ["TaskExecutor", "Launch", "launch_problem", "destroy_containers_under", "TaskStarted", "TaskExit", "TaskLimited", "TaskHealth",
            "LaunchFailed", "ExecutorEvent", "LaunchError", "FetcherSettings", "FETCHER_CACHE_DIR",
            "DEFAULT_FETCHER_CACHE_SIZE", "DEFAULT_FETCHER_TIMEOUT", "DEFAULT_FETCHER_MAX_SIZE",
            "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED", "REASON_CONTAINER_LAUNCH_FAILED",
@@ -319,6 +319,32 @@ class _Run:
                            ContainerStatus(list(self.isolation), self.image, self.task_pid))
 
 
+@attrs.frozen
+class Launch:
+    """A task to start (:meth:`TaskExecutor.launch`'s arguments)."""
+
+    framework_id: str
+    task: TaskInfo
+    agent_id: str
+    principal: str = ""
+    secret_files: Mapping[str, bytes] | None = None
+
+
+@attrs.frozen
+class _Prepared:
+    """A launch whose files and container are made, its supervisor not started yet."""
+
+    key: tuple[str, str]
+    run_dir: Path
+    sandbox: Path
+    container: Container
+    environment: dict[str, str]
+    pid_namespace: bool
+    checked: bool
+    isolation: tuple[str, ...]
+    image: str
+
+
 class TaskExecutor:
     """Starts, kills, watches and recovers supervised tasks.
 
@@ -504,8 +530,77 @@ class TaskExecutor:
         container, the supervisor or a secret of the task (of a framework
         of ``principal``; ``secret_files``: more secret files, container
         path -> bytes) cannot be made."""
+        (problem,) = self.launch_many([Launch(framework_id, task, agent_id, principal, secret_files)])
+        if problem is not None:
+            raise problem
+
+    def launch_many(self, launches: list[Launch]) -> list[LaunchError | None]:
+        """:meth:`launch` each of ``launches``, in order; what stopped each
+        (None: its supervisor was started). Each task is prepared and its
+        supervisor asked of the launcher while the launcher forks the
+        previous ones; the launcher's answers are read together at the end
+        (one round trip, not one a task)."""
+        problems: list[LaunchError | None] = [None] * len(launches)
+        submitted: list[tuple[int, _Prepared]] = []
+        unsubmitted: list[tuple[int, _Prepared]] = []
+        keys: set[tuple[str, str]] = set()
+        try:
+            for index, launch in enumerate(launches):
+                try:
+                    prepared = self._prepare(launch, keys)
+                except LaunchError as exc:
+                    problems[index] = exc
+                    continue
+                keys.add(prepared.key)
+                if self.launcher is not None and self.launcher.submit(prepared.run_dir, prepared.environment,
+                                                                      prepared.run_dir / sup.LOG_FILE,
+                                                                      prepared.pid_namespace):
+                    submitted.append((index, prepared))
+                else:
+                    unsubmitted.append((index, prepared))
+        finally:
+            # even if something unforeseen escapes a preparation: the answers to what was asked are read
+            # (the next batch's must not be taken for theirs) and those supervisors watched
+            answers: list[int | OSError] = self.launcher.collect() if self.launcher is not None else []
+            started: list[tuple[int, _Prepared, int | OSError | None]] = \
+                [(index, prepared, answer) for (index, prepared), answer in zip(submitted, answers)]
+            started += [(index, prepared, None) for index, prepared in unsubmitted]
+            for index, prepared, answer in sorted(started, key=lambda item: item[0]):
+                problems[index] = self._watch_prepared(prepared, answer)
+        return problems
+
+    def _watch_prepared(self, prepared: _Prepared, answer: int | OSError | None) -> LaunchError | None:
+        """The prepared launch's supervisor watched as a run (:meth:`_watch_supervisor`); what stopped it."""
+        try:
+            watch = self._watch_supervisor(prepared, answer)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            self._abandon(prepared.container)
+            return LaunchError(launch_problem(exc, self.work_dir))
+        self._runs[prepared.key] = run = _Run(*prepared.key, prepared.run_dir, prepared.sandbox,
+                                              prepared.container, watch)
+        run.checked = prepared.checked
+        run.isolation = prepared.isolation
+        run.image = prepared.image
+        log.info("task %s/%s: supervisor pid %d, sandbox %s", *prepared.key, watch.pid, prepared.sandbox)
+        return None
+
+    def _watch_supervisor(self, prepared: _Prepared, answer: int | OSError | None) -> _Watch:
+        """The supervisor the launcher started (``answer``: its pid, or
+        why it could not), or one started now without it (None)."""
+        if isinstance(answer, OSError):
+            raise answer
+        if answer is None:
+            return self._start_supervisor(prepared.run_dir, prepared.environment, prepared.pid_namespace)
+        ticks = sup.process_start_ticks(answer)   # None: it ended already (exit.json says how)
+        return (_Watch.adopt(answer, ticks) if ticks is not None else None) or _Watch(answer, start_ticks=_GONE)
+
+    def _prepare(self, launch: Launch, batch: set[tuple[str, str]]) -> _Prepared:
+        """Everything of a launch but its supervisor: sandbox, run
+        directory and files, secrets, container. Raises
+        :class:`LaunchError` (nothing of it left made but its directories)."""
+        framework_id, task = launch.framework_id, launch.task
         key = (framework_id, task.task_id)
-        if key in self._runs:
+        if key in self._runs or key in batch:
             raise LaunchError(f"task {framework_id}/{task.task_id} is already running")
         container: Container | None = None
         try:
@@ -514,35 +609,24 @@ class TaskExecutor:
             sandbox = self._make_sandbox(framework_id, task.task_id)
             run_dir = run_dir_path(self.work_dir, framework_id, task.task_id)
             self._make_run_dir(run_dir)
-            spec = self._container_spec(framework_id, task, agent_id, sandbox, run_dir)
-            self.sandbox_owners.record(sandbox.parent.name, principal)
-            secrets = self._resolve_secrets(task, principal, sandbox, run_dir, secret_files)
+            spec = self._container_spec(framework_id, task, launch.agent_id, sandbox, run_dir)
+            self.sandbox_owners.record(sandbox.parent.name, launch.principal)
+            secrets = self._resolve_secrets(task, launch.principal, sandbox, run_dir, launch.secret_files)
             container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources)
             if spec.get("image"):
                 spec["image"]["cgroups_path"] = self.isolator.runc_cgroups_path(container) or \
                     f"mesoslike-containers/{spec['image']['id']}"
-            self._write_run_files(run_dir, framework_id, task, agent_id, sandbox, container, spec, secrets)
+            self._write_run_files(run_dir, framework_id, task, launch.agent_id, sandbox, container, spec, secrets)
             environment = self._supervisor_environment(framework_id, task, sandbox)
-            pid_namespace = "pid" in spec["namespaces"]
-            # forked by the launcher (issue 14: an interpreter start per task cost ~40 ms of CPU)
-            pid = self.launcher.start(run_dir, environment, run_dir / sup.LOG_FILE, pid_namespace) \
-                if self.launcher else None
-            if pid is not None:
-                ticks = sup.process_start_ticks(pid)   # None: it ended already (exit.json says how)
-                watch = (_Watch.adopt(pid, ticks) if ticks is not None else None) or _Watch(pid, start_ticks=_GONE)
-            else:
-                watch = self._start_supervisor(run_dir, environment, pid_namespace)
         except LaunchError:
             self._abandon(container)
             raise
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             self._abandon(container)
             raise LaunchError(launch_problem(exc, self.work_dir)) from None
-        self._runs[key] = run = _Run(framework_id, task.task_id, run_dir, sandbox, container, watch)
-        run.checked = task.health_check is not None
-        run.isolation = tuple(spec["isolation"])
-        run.image = spec["image"]["name"] if spec.get("image") else ""
-        log.info("task %s/%s: supervisor pid %d, sandbox %s", framework_id, task.task_id, watch.pid, sandbox)
+        return _Prepared(key, run_dir, sandbox, container, environment, "pid" in spec["namespaces"],
+                         task.health_check is not None, tuple(spec["isolation"]),
+                         spec["image"]["name"] if spec.get("image") else "")
 
     def _start_supervisor(self, run_dir: Path, environment: dict[str, str], pid_namespace: bool) -> _Watch:
         """Start a supervisor without the launcher: an interpreter of its
@@ -764,7 +848,7 @@ class TaskExecutor:
             write_secrets_file(run_dir, secrets)
         # whole before the supervisor is started (it reads it then); one cut short by the agent's death
         # never had a supervisor, and recovery reads it as no container
-        _write_new_file(run_dir / sup.LAUNCH_FILE, json.dumps(launch, sort_keys=True).encode())
+        _write_new_file(run_dir / sup.LAUNCH_FILE, json.dumps(launch).encode())   # unsorted: a third less work
 
     def _make_sandbox(self, framework_id: str, task_id: str) -> Path:
         sandbox = sandbox_path(self.work_dir, framework_id, task_id)

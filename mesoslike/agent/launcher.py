@@ -53,6 +53,8 @@ class SupervisorLauncher:
         self.script = script
         self._process: subprocess.Popen | None = None
         self.started = 0   # launcher processes started (1 unless one died)
+        self._submitted = 0   # requests submitted whose answers are not collected yet
+        self._lost = False    # the launcher ended after taking some of them: replaced once they are collected
 
     def start(self, run_dir: Path, env: Mapping[str, str], log_file: Path, pid_namespace: bool = False) -> int | None:
         """Fork a supervisor for ``run_dir`` (with ``pid_namespace``: the
@@ -61,31 +63,79 @@ class SupervisorLauncher:
         started: the caller starts the supervisor itself). Raises
         :class:`LauncherError` if it took the request and gave no answer,
         :class:`LaunchRefused` if it could not fork as asked."""
+        if not self.submit(run_dir, env, log_file, pid_namespace):
+            return None
+        (answer,) = self.collect()
+        if isinstance(answer, OSError):
+            raise answer
+        return answer
+
+    def submit(self, run_dir: Path, env: Mapping[str, str], log_file: Path, pid_namespace: bool = False) -> bool:
+        """Ask for a supervisor for ``run_dir`` (as :meth:`start`) without
+        waiting for the answer: the launcher forks it while the caller
+        prepares the next task, and :meth:`collect` reads the answers of
+        all the requests submitted since the last (the launcher writes them
+        together once it has no request left to read: one round trip a
+        batch, not one a task). False if no launcher runs or it would not
+        take the request (nothing was started: the caller starts the
+        supervisor itself; the answers of the requests it took before are
+        still collected)."""
+        if self._submitted and self._lost:
+            return False   # the launcher of this batch ended: the rest of it start their supervisors themselves
         process = self._running()
         if process is None:
-            return None
-        assert process.stdin is not None and process.stdout is not None
+            return False
+        assert process.stdin is not None
         request = json.dumps({"run_dir": str(run_dir), "env": dict(env), "log": str(log_file),
                               "pid_namespace": pid_namespace}).encode() + b"\n"
         try:
             process.stdin.write(request)
             process.stdin.flush()
         except OSError:
+            if self._submitted:
+                self._lost = True   # its answers to what it took are read by collect()
+            else:
+                self._stopped(process)
+            return False
+        self._submitted += 1
+        return True
+
+    def collect(self) -> list[int | OSError]:
+        """The answers to the requests :meth:`submit` made since the last
+        call, in their order: a supervisor's pid, :class:`LaunchRefused`
+        (nothing started for it), or :class:`LauncherError` (the launcher
+        ended before answering: whether a supervisor was started is not
+        known)."""
+        count, self._submitted = self._submitted, 0
+        lost, self._lost = self._lost, False
+        process = self._process
+        answers: list[int | OSError] = []
+        if not count or process is None:
+            return answers
+        assert process.stdout is not None
+        while len(answers) < count:
+            answer = process.stdout.readline()
+            if answer.startswith(b"!"):
+                answers.append(LaunchRefused(
+                    f"the supervisor could not be started: {answer[1:].decode('utf-8', 'replace').strip()}"))
+                continue
+            try:
+                answers.append(int(answer))
+            except ValueError:
+                lost = True
+                answers += [LauncherError(f"the supervisor launcher ended before answering ({answer[:80]!r})")] * \
+                    (count - len(answers))
+        if lost:
             self._stopped(process)
-            return None
-        answer = process.stdout.readline()
-        if answer.startswith(b"!"):
-            raise LaunchRefused(f"the supervisor could not be started: {answer[1:].decode('utf-8', 'replace').strip()}")
-        try:
-            return int(answer)
-        except ValueError:
-            self._stopped(process)
-            raise LauncherError(f"the supervisor launcher ended before answering ({answer[:80]!r})") from None
+        return answers
 
     def _running(self) -> subprocess.Popen | None:
         process = self._process
         if process is not None and process.poll() is None:
             return process
+        if process is not None and self._submitted:
+            self._lost = True   # what it answered to this batch is still to be read (collect)
+            return None
         if process is not None:
             self._stopped(process)
         try:

@@ -58,6 +58,7 @@ from mesoslike.agent.core import (
 )
 from mesoslike.agent.executor import (
     ExecutorEvent,
+    Launch,
     LaunchError,
     FetcherSettings,
     LaunchFailed,
@@ -104,6 +105,8 @@ RECOVER_MODES = ("reconnect", "cleanup")
 TASK_POLL_INTERVAL = 0.05
 #: seconds of supervisor starts per loop turn before the agent reads its socket again
 LAUNCH_SLICE = 0.05
+#: launches prepared, their supervisors asked of the launcher, before its answers are read (one round trip)
+LAUNCH_BATCH = 16
 #: how often the loop looks at the connection to the master (a restarted master: re-register now)
 CONNECTION_CHECK_INTERVAL = 0.25
 #: the longest wait between attempts to connect to a master that is down: a restarted one is reached
@@ -846,7 +849,8 @@ class AgentRuntime:
         while the launches go on. O(launches started)."""
         deadline = time.monotonic() + LAUNCH_SLICE
         while self._launches and time.monotonic() < deadline:
-            self._carry_out(client, self._launch(self._launches.popleft()))
+            batch = [self._launches.popleft() for _ in range(min(LAUNCH_BATCH, len(self._launches)))]
+            self._carry_out(client, self._launch_batch(batch))
 
     def _update_container(self, command: UpdateContainer) -> None:
         """A custom executor's container takes its new limits; one whose
@@ -871,21 +875,35 @@ class AgentRuntime:
         return []
 
     def _launch(self, command: LaunchTask) -> list[Command]:
-        framework_id, task_id = command.framework.id, command.task.task_id
-        queued_at = self._launch_queued_at.pop((framework_id, task_id), None)
-        why = self._checkpoint_failed.get((framework_id, task_id))
-        if why is not None:
-            return self.core.on_task_launch_failed(
-                framework_id, task_id, f"the task could not be checkpointed, so it was not started: {why}")
-        try:
-            self.executor.launch(framework_id, command.task, command.agent_id, command.framework.principal,
-                                 command.secret_files)
-        except LaunchError as exc:
-            log.warning("task %s/%s could not start: %s", framework_id, task_id, exc)
-            return self.core.on_task_launch_failed(framework_id, task_id, str(exc), why=exc.reason)
-        if queued_at is not None:
-            self.launches_started.observe(time.monotonic() - queued_at)
-        return []
+        return self._launch_batch([command])
+
+    def _launch_batch(self, commands: list[LaunchTask]) -> list[Command]:
+        """Start the tasks of ``commands`` (their supervisors asked of the
+        launcher together: :meth:`.TaskExecutor.launch_many`); what the core
+        says of those that could not start."""
+        out: list[Command] = []
+        launches: list[LaunchTask] = []
+        for command in commands:
+            framework_id, task_id = command.framework.id, command.task.task_id
+            why = self._checkpoint_failed.get((framework_id, task_id))
+            if why is not None:
+                self._launch_queued_at.pop((framework_id, task_id), None)
+                out += self.core.on_task_launch_failed(
+                    framework_id, task_id, f"the task could not be checkpointed, so it was not started: {why}")
+            else:
+                launches.append(command)
+        problems = self.executor.launch_many([Launch(c.framework.id, c.task, c.agent_id, c.framework.principal,
+                                                     c.secret_files) for c in launches])
+        now = time.monotonic()
+        for command, problem in zip(launches, problems):
+            framework_id, task_id = command.framework.id, command.task.task_id
+            queued_at = self._launch_queued_at.pop((framework_id, task_id), None)
+            if problem is not None:
+                log.warning("task %s/%s could not start: %s", framework_id, task_id, problem)
+                out += self.core.on_task_launch_failed(framework_id, task_id, str(problem), why=problem.reason)
+            elif queued_at is not None:
+                self.launches_started.observe(now - queued_at)
+        return out
 
     def _deliver(self, command: DeliverMessage) -> None:
         try:

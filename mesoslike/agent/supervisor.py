@@ -15,7 +15,9 @@ see :data:`RUN_FILES_DURABLE`) and two signals:
 ``supervisor.json`` the supervisor's pid and start time (written first, so a
                     restarted agent can tell it from a process that reused
                     the pid)
-``task.json``       the task's pid, once it runs
+``task.json``       the task's pid, once it runs, and how it was started
+                    (``started``: ``spawn``, ``fork`` — a user to switch to
+                    — or ``runc``)
 ``exit.json``       ``{"ended": false}`` until the task ended, then its exit
                     status (:data:`EXIT_KEYS`); pre-made by the agent at full
                     size, and the final status written over it in place (no
@@ -88,7 +90,7 @@ __all__ = ["LAUNCH_FILE", "SUPERVISOR_FILE", "TASK_FILE", "EXIT_FILE", "LOG_FILE
            "REASON_FETCH_FAILED", "REASON_CONTAINER_FAILED", "load_sibling", "write_atomically", "overwrite",
            "write_json_atomically", "read_json", "exit_placeholder", "process_start_ticks", "cgroup_pids",
            "kill_cgroups", "join_cgroup", "flat_keyed", "read_int", "remove_cgroup", "LaunchProblem", "TaskUser", "resolve_user",
-           "open_sandbox_file", "main", "serve_launches"]
+           "open_sandbox_file", "is_own_identity", "main", "serve_launches"]
 
 LAUNCH_FILE = "launch.json"
 SUPERVISOR_FILE = "supervisor.json"
@@ -334,6 +336,19 @@ def resolve_user(name: str, getpwnam=pwd.getpwnam, getgrouplist=os.getgrouplist)
     return TaskUser(name, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir)
 
 
+def is_own_identity(user: TaskUser) -> bool:
+    """Whether this process is ``user`` already — real, effective and saved
+    uid and gid, and the same supplementary groups — so that running a task
+    as it switches nothing (the sandbox and output files are still given
+    to it, its HOME, USER and LOGNAME still set): the task can then be
+    spawned without a fork of this process (issue 14's cost, which an
+    agent run as root paid for every task of ``root``)."""
+    # the groups a process has are its gid's and its supplementary ones (an agent may have none of the
+    # latter where the user's list names its gid)
+    return (set(os.getresuid()) == {user.uid} and set(os.getresgid()) == {user.gid}
+            and set(os.getgroups()) | {user.gid} == set(user.groups) | {user.gid})
+
+
 def give_sandbox(directory: str, user: TaskUser) -> None:
     """Make the sandbox ``directory`` the user's (mode :data:`SANDBOX_MODE`),
     without following a symlink."""
@@ -467,6 +482,7 @@ class Supervisor:
         self.images: dict = {}              # an image task's: image name -> its images.ProvisionedImage
         self.runc = None                    # an image task's runc.Runc, once its container exists
         self.check_process = ""             # an image task's health check's process file (runc exec --process)
+        self.started_by = ""                # how the task was started: "spawn", "fork" or "runc"
 
     def path(self, name: str) -> str:
         return os.path.join(self.run_dir, name)
@@ -504,7 +520,7 @@ class Supervisor:
         except (OSError, subprocess.SubprocessError) as exc:
             self.record(None, None, REASON_LAUNCH_FAILED, f"{type(exc).__name__}: {exc}")
             return 1
-        write_run_file(self.path(TASK_FILE), {"pid": self.task_host_pid()})
+        write_run_file(self.path(TASK_FILE), {"pid": self.task_host_pid(), "started": self.started_by})
         self.start_health_checks()
         status = self.watch()
         if self.checker is not None:
@@ -789,14 +805,20 @@ class Supervisor:
         self.checker = checker
 
     def start(self) -> int:
-        """Start the task; its pid. Without a user to switch to (and with
-        the way back out of the cgroups known), :meth:`spawn`; else a fork
-        that joins the cgroups and drops to the user in Python."""
+        """Start the task; its pid. Without a user to switch to — none
+        named, or the one named is who this process is already (``root``
+        under an agent run as root: :func:`is_own_identity`) — and with the
+        way back out of the cgroups known, :meth:`spawn`; else a fork that
+        joins the cgroups and drops to the user in Python."""
         homes = self.launch.get("cgroups_home") if self.launch["cgroups"] else []
         if self.launch["image"] is not None:
+            self.started_by = "runc"
             return self.start_container()
-        if self.user is None and isinstance(homes, list) and len(homes) == len(self.launch["cgroups"]):
+        if (self.user is None or is_own_identity(self.user)) and isinstance(homes, list) \
+                and len(homes) == len(self.launch["cgroups"]):
+            self.started_by = "spawn"
             return self.spawn(homes)
+        self.started_by = "fork"
         return self.start_forked()
 
     def spawn(self, homes: list) -> int:
@@ -814,12 +836,12 @@ class Supervisor:
         SIGPIPE and SIGXFSZ, and blocks the signals it waits for), its own
         session, stdin ``/dev/null``."""
         launch = self.launch
-        stdout = open_output(launch["stdout"], None)
+        stdout = open_output(launch["stdout"], self.user)
         stderr = -1
         here = -1
         pid = 0
         try:
-            stderr = open_output(launch["stderr"], None)
+            stderr = open_output(launch["stderr"], self.user)
             here = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             os.chdir(launch["cwd"])   # posix_spawn has no cwd: the child inherits this process's
             for directory in launch["cgroups"]:
@@ -1197,7 +1219,8 @@ def serve_launches() -> int:
     supervisor for it (this module is loaded already: no interpreter start
     per task, issue 14), with ``pid_namespace`` as the first process of a
     PID namespace of its own (:class:`.namespaces.PidNamespaceForker`), and
-    answers its pid on a line of stdout (``!`` and why, if it could not). Ends at the end of stdin (the agent
+    answers its pid on a line of stdout (``!`` and why, if it could not) — the answers to the requests
+    read together written together, when no request is left to read. Ends at the end of stdin (the agent
     went). The supervisors are in sessions of their own and outlive it; it
     reaps those that end while it runs (so their CPU time, and their
     tasks', is counted as its children's), the agent watches them with
@@ -1209,7 +1232,7 @@ def serve_launches() -> int:
     gc.collect()
     gc.freeze()
     forker = None
-    for line in sys.stdin.buffer:
+    for line in _requests():
         request = json.loads(line)
         if request.get("pid_namespace"):
             # the supervisor is the init of a PID namespace of its own (namespaces/pid). As an init it
@@ -1220,8 +1243,7 @@ def serve_launches() -> int:
             try:
                 pid = forker.first_of_new_namespace(os.fork)
             except OSError as exc:
-                sys.stdout.buffer.write(b"!%s\n" % str(exc).encode("utf-8", "replace").replace(b"\n", b" "))
-                sys.stdout.buffer.flush()
+                _answers.append(b"!%s\n" % str(exc).encode("utf-8", "replace").replace(b"\n", b" "))
                 continue
             finally:
                 if os.getpid() != 1:
@@ -1234,9 +1256,36 @@ def serve_launches() -> int:
                 code = _become_supervisor(request["run_dir"], request["env"], request["log"])
             finally:
                 os._exit(code)
-        sys.stdout.buffer.write(b"%d\n" % pid)
-        sys.stdout.buffer.flush()
+        _answers.append(b"%d\n" % pid)
     return 0
+
+
+#: the launcher's answers not written yet (written together once no request is left to read)
+_answers: list[bytes] = []
+
+
+def _requests():
+    """The launcher's requests, a line each, read from stdin; before it
+    waits for more, the answers so far go out in one write (the agent
+    submits a batch and reads the answers at its end). Not through
+    ``sys.stdin``/``sys.stdout``: a buffer of theirs would be copied into
+    every supervisor forked."""
+    pending = b""
+    while True:
+        end = pending.find(b"\n")
+        if end < 0:
+            if _answers:
+                data = memoryview(b"".join(_answers))
+                _answers.clear()
+                while data:
+                    data = data[os.write(1, data):]
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                return
+            pending += chunk
+            continue
+        line, pending = pending[:end], pending[end + 1:]
+        yield line
 
 
 def _reap_children(*_: object) -> None:

@@ -6,16 +6,40 @@ from mesoslike.allocator.random_sorter import RandomSorter
 
 __all__ = ["Sorter", "DRFSorter", "RandomSorter", "make_sorter", "register_sorter", "sorter_names"]
 
-from mesoslike.allocator.hierarchical import (  # noqa: E402
-    DEFAULT_MIN_ALLOCATABLE,
-    HierarchicalAllocator,
-    parse_min_allocatable,
-)
-from mesoslike.allocator.offers import AllocatorStatistics, Offer, Rescind, RescindReason  # noqa: E402
-from mesoslike.allocator.blockers import OfferBlocker  # noqa: E402
-from mesoslike.allocator.roles import DEFAULT_ROLE, validate_role  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:   # the names __getattr__ below loads on first use, for type checkers
+    from mesoslike.allocator.blockers import OfferBlocker
+    from mesoslike.allocator.hierarchical import DEFAULT_MIN_ALLOCATABLE, HierarchicalAllocator, parse_min_allocatable
+    from mesoslike.allocator.offers import AllocatorStatistics, Offer, Rescind, RescindReason
+    from mesoslike.allocator.roles import DEFAULT_ROLE, validate_role
+
+#: names loaded on first use, and the module each comes from: the allocator
+#: itself (and its quota and role books) is the master's, not the driver's,
+#: though every peer's message types import the offer model from here
+_LAZY = {"HierarchicalAllocator": "mesoslike.allocator.hierarchical",
+         "parse_min_allocatable": "mesoslike.allocator.hierarchical",
+         "DEFAULT_MIN_ALLOCATABLE": "mesoslike.allocator.hierarchical",
+         "AllocatorStatistics": "mesoslike.allocator.offers", "Offer": "mesoslike.allocator.offers",
+         "Rescind": "mesoslike.allocator.offers", "RescindReason": "mesoslike.allocator.offers",
+         "OfferBlocker": "mesoslike.allocator.blockers", "DEFAULT_ROLE": "mesoslike.allocator.roles",
+         "validate_role": "mesoslike.allocator.roles"}
 
 __all__ += [
     "HierarchicalAllocator", "parse_min_allocatable", "DEFAULT_MIN_ALLOCATABLE",
     "AllocatorStatistics", "OfferBlocker", "Offer", "Rescind", "RescindReason", "DEFAULT_ROLE", "validate_role",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value   # once: the next lookup is an ordinary attribute
+        return value
+    raise AttributeError(f"module 'mesoslike.allocator' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

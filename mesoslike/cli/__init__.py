@@ -1,38 +1,90 @@
-"""The ``mesoslike`` command line (click): one module per group of commands."""
+"""The ``mesoslike`` command line (click): one module per group of commands.
+
+:data:`main` is a registry of commands, loaded lazily: the platform's own
+(:data:`BUILT_IN`, modules of this package) and those other distributions
+declare in the ``mesoslike.commands`` entry points (:mod:`mesoslike.plugins`)
+— the bundled frameworks' ``fuxi``, ``run``, ``services``, ``app`` and
+``deployment`` among them, so that nothing here imports a framework. A
+command's module is imported only when that command runs (or ``--help``
+lists them all): ``mesoslike run`` does not import the master.
+"""
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from mesoslike import __version__
-from mesoslike.cli.cluster import agent, decommission, local, master
-from mesoslike.cli.fuxi import fuxi
-from mesoslike.cli.images import images
-from mesoslike.cli.keys import keys
-from mesoslike.cli.operations import drain, framework, gone, kill_task_command, reactivate, reserve, unreserve
-from mesoslike.cli.quota import quota, weights
-from mesoslike.cli.run import run
-from mesoslike.cli.services import app, deployment, services
-from mesoslike.cli.simulate import simulate
-from mesoslike.cli.state import state
-from mesoslike.cli.task import task
 
-__all__ = ["main"]
+__all__ = ["main", "BUILT_IN", "CommandRegistry"]
+
+#: the platform's commands: name -> "module:attribute"
+BUILT_IN = {
+    "master": "mesoslike.cli.cluster:master",
+    "agent": "mesoslike.cli.cluster:agent",
+    "local": "mesoslike.cli.cluster:local",
+    "state": "mesoslike.cli.state:state",
+    "task": "mesoslike.cli.task:task",
+    "framework": "mesoslike.cli.operations:framework",
+    "simulate": "mesoslike.cli.simulate:simulate",
+    "keys": "mesoslike.cli.keys:keys",
+    "reserve": "mesoslike.cli.operations:reserve",
+    "unreserve": "mesoslike.cli.operations:unreserve",
+    "quota": "mesoslike.cli.quota:quota",
+    "weights": "mesoslike.cli.quota:weights",
+}
+#: subcommands that live in other modules than their group's
+SUBCOMMANDS = {
+    "task": ["mesoslike.cli.operations:kill_task_command"],   # the operator's commands (docs/operations.rst)
+    "agent": ["mesoslike.cli.operations:drain", "mesoslike.cli.operations:reactivate",
+              "mesoslike.cli.images:images",   # docs/containers.rst, "Images"
+              "mesoslike.cli.cluster:decommission",   # the agent's own leaving (SIGUSR1), not the master's drain
+              "mesoslike.cli.operations:gone"],   # an unreachable agent the operator says is gone for good
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def _attribute(target: str) -> click.Command:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+class CommandRegistry(click.Group):
+    """A click group whose commands are found by name (see the module
+    docstring) and imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from mesoslike import plugins   # here: the entry points' lookup costs a built-in command nothing
+
+        return sorted({*BUILT_IN, *plugins.names(plugins.COMMANDS), *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = self.commands.get(cmd_name)
+        if command is not None:
+            return command
+        if cmd_name in BUILT_IN:
+            command = _attribute(BUILT_IN[cmd_name])
+            for target in SUBCOMMANDS.get(cmd_name, ()):
+                assert isinstance(command, click.Group)
+                command.add_command(_attribute(target))
+            self.add_command(command, cmd_name)
+            return command
+        from mesoslike import plugins
+
+        if cmd_name in plugins.names(plugins.COMMANDS):
+            try:
+                command = plugins.load(plugins.COMMANDS, cmd_name)
+            except plugins.PluginError as exc:
+                raise click.ClickException(str(exc)) from None
+            if not isinstance(command, click.Command):
+                raise click.ClickException(f"the command plugin {cmd_name!r} is not a click command")
+        else:
+            return None
+        self.add_command(command, cmd_name)
+        return command
+
+
+@click.group(cls=CommandRegistry, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "--version", prog_name="mesoslike")
 def main() -> None:
     """mesoslike: a Mesos-style two-level cluster manager with Fuxi scheduling semantics."""
-
-
-for command in (master, agent, local, run, state, task, framework, simulate, fuxi, keys, reserve, unreserve, quota,
-                weights, services, app, deployment):
-    main.add_command(command)
-# the operator's commands (docs/operations.rst)
-task.add_command(kill_task_command)
-agent.add_command(drain)
-agent.add_command(reactivate)
-agent.add_command(images)   # docs/containers.rst, "Images"
-agent.add_command(decommission)   # the agent's own leaving (SIGUSR1), not the master's drain
-agent.add_command(gone)

@@ -647,14 +647,16 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
 
 def _local_services(master: str, ip: str, port: int, base: str, keys):
     """``local --services``: the service scheduler beside the cluster, as the
-    cluster's client principal, its API for the operator's token."""
-    from mesoslike.frameworks.services.runner import ServicesRunner
+    cluster's client principal, its API for the operator's token. The
+    bundled frameworks' runner, found by name (:mod:`mesoslike.plugins`)."""
+    from mesoslike import plugins
 
     try:
-        runner = ServicesRunner(master, ip=ip, http_port=port, work_dir=os.path.join(base, "services"),
-                                credentials=keys.credentials if keys else None,
-                                key=keys.client_secret if keys else None, master_key=keys.master_public if keys else None,
-                                user=getpass.getuser())
+        make_runner = plugins.load(plugins.LOCAL, "services")
+        runner = make_runner(master, ip=ip, http_port=port, work_dir=os.path.join(base, "services"),
+                             credentials=keys.credentials if keys else None,
+                             key=keys.client_secret if keys else None, master_key=keys.master_public if keys else None,
+                             user=getpass.getuser())
         runner.start()
     except MesoslikeError as exc:
         die(f"cannot start the service scheduler: {exc}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import tomllib
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -13,7 +12,6 @@ from typing import Callable
 import click
 from click.core import ParameterSource
 
-from mesoslike.observations import NOTICE
 
 __all__ = ["option", "ConfigOption", "config_option", "logging_option", "configure_logging", "JsonLogFormatter", "die",
            "client_key_options", "timeout_option", "token_option", "CLIENT_TIMEOUT"]
@@ -66,6 +64,8 @@ def _config_loader(table: str) -> Callable:
         want: file < environment < flag."""
         if value is None:
             return
+        import tomllib   # here, not at the top: most runs have no --config
+
         path = Path(value)
         try:
             data = tomllib.loads(path.read_text())
@@ -136,6 +136,8 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 def configure_logging(level: str, log_format: str = "text") -> None:
     """Log ``level`` and above (debug, info, notice, warning, error) to stderr
     as text lines or JSON objects (``log_format``: text, json)."""
+    from mesoslike.observations import NOTICE   # here: it brings attrs, which `--help` does not need
+
     logging.addLevelName(NOTICE, "NOTICE")
     handler = logging.StreamHandler()
     handler.setFormatter(JsonLogFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))

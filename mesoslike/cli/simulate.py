@@ -12,8 +12,10 @@ import click
 from click.core import ParameterSource
 
 from mesoslike.cli.options import option
+from mesoslike.sim.policies import greedy_policies, load_policy, policy_names
 
-POLICY_NAMES = ("drf", "random", "fuxi-fifo", "fuxi-fair")
+#: the allocator's sorters over greedy frameworks, then the policy plugins (the bundled fuxi-fifo, fuxi-fair)
+POLICY_NAMES = policy_names()
 #: options that apply to one kind of workload only
 _ONLY = {
     "trace": ("trace_dir", "nodes", "pods", "copies", "time_scale", "pending", "job_window"),
@@ -130,7 +132,7 @@ def simulate(ctx: click.Context, workload: str, trace_dir: Path | None, nodes: i
     loaded = _load_workload(workload, trace_dir, nodes, pods, time_scale, pending, job_window, load, agents, tasks,
                             workload_file, seed, copies)
     policies = compare or [_policy(ctx, sorter, policy)]
-    base = dict(seed=seed, refuse_seconds=refuse_seconds, roles=_roles(roles), quota=_quota(quota),
+    base = dict(seed=seed, refuse_seconds=refuse_seconds, roles=_roles(roles), quota=_quota(quota, policies),
                 preemption=preemption, cycle_chunk=cycle_chunk or None)
     results = {}
     for name in policies:
@@ -221,13 +223,22 @@ def _roles(path: Path | None) -> Any:
         raise click.BadParameter(str(exc), param_hint="'--roles'") from None
 
 
-def _quota(path: Path | None) -> Any:
-    if path is None:
+def _quota(path: Path | None, policies: list[str]) -> Any:
+    """``--quota FILE`` as the run's policy plugin reads it (the Fuxi policies: a Fuxi quota file)."""
+    plugged = [name for name in policies if name not in greedy_policies()]
+    if path is None or not plugged:
         return None
-    from mesoslike.frameworks.fuxi.quota import QuotaFileError, load_quota_file
+    readers: dict[type, Any] = {}
+    for name in plugged:
+        policy = load_policy(name)
+        readers.setdefault(type(policy), policy)
+    if len(readers) > 1:
+        raise click.BadParameter(f"one --quota file for policies that read different ones ({', '.join(plugged)})",
+                                 param_hint="'--quota'")
+    (policy,) = readers.values()
     try:
-        return load_quota_file(path)
-    except QuotaFileError as exc:
+        return policy.read_quota(path)
+    except (ValueError, OSError) as exc:
         raise click.BadParameter(str(exc), param_hint="'--quota'") from None
 
 

@@ -149,9 +149,6 @@ def format_state(doc: dict) -> str:
     return "\n".join(lines)
 
 
-_table = table   # its old name (cli/fuxi.py imports it)
-
-
 def _offer_blocker_lines(doc: dict) -> list[str]:
     """Why frameworks get no offers (``offer_blockers`` of each), one line a reason."""
     lines = []

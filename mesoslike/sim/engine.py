@@ -1,5 +1,6 @@
 """The discrete-event simulator: a workload through the real allocator and a
-level-2 scheduler (greedy frameworks or the Fuxi core), on a virtual clock.
+level-2 scheduler (greedy frameworks, or a policy of its own such as the
+bundled Fuxi core), on a virtual clock.
 
 Pure logic: no printing, no clock but a :class:`~mesoslike.clock.FakeClock`,
 no randomness but seeded ``random.Random`` instances. The CLI
@@ -12,6 +13,7 @@ The model (docs/simulate.rst gives the details):
   Weights and quota come from a roles file (:class:`RolesConfig`).
 * **Schedulers** (:mod:`mesoslike.sim.schedulers`): one greedy framework per
   task class (policies ``drf``, ``random``: the allocator's sorter), or the
+  scheduler of a policy plugin (:mod:`mesoslike.sim.policies`): the bundled
   Fuxi core as the one framework (``fuxi-fifo``, ``fuxi-fair``).
 * **Tasks** arrive at their arrival time, wait, run for their duration once
   started, then their resources are recovered; a preempted task waits again
@@ -45,14 +47,12 @@ import attrs
 from mesoslike.allocator import HierarchicalAllocator, Offer
 from mesoslike.allocator.roles import ancestors
 from mesoslike.clock import FakeClock
-from mesoslike.frameworks.fuxi.core import FuxiCore
-from mesoslike.frameworks.fuxi.quota import QuotaConfig
 from mesoslike.master.roles import RolesConfig, quantities
 from mesoslike.resources import Resources
 from mesoslike.sim.metrics import Recorder
+from mesoslike.sim.policies import greedy_policies, load_policy, policy_names
 from mesoslike.sim.schedulers import (
     REASONS,
-    FuxiScheduler,
     GreedySchedulers,
     Run,
     Scheduler,
@@ -65,10 +65,9 @@ __all__ = [
     "simulate", "STOP_DONE", "STOP_STUCK", "STOP_MAX_ROUNDS", "STOP_MAX_TIME",
 ]
 
-#: the policies a run can use: the allocator's sorter over greedy frameworks,
-#: or the Fuxi core as the one framework
-POLICIES = ("drf", "random", "fuxi-fifo", "fuxi-fair")
-_FUXI = {"fuxi-fifo": "FIFO", "fuxi-fair": "FAIR"}
+#: the policies a run can use (as installed when this module was imported: :func:`policy_names` asks
+#: again): the allocator's sorter over greedy frameworks, or a policy plugin's scheduler
+POLICIES = policy_names()
 GREEDY = "greedy"
 
 EMPTY = Resources()
@@ -89,14 +88,16 @@ class SimulationConfig:
     """How to run a workload.
 
     ``sorter`` is the allocator's sorter; ``scheduler`` is ``"greedy"``
-    (one framework per class) or a Fuxi policy (``"fuxi-fifo"``,
-    ``"fuxi-fair"``); :meth:`for_policy` sets both from a policy name.
+    (one framework per class) or a policy plugin's name (the bundled
+    ``"fuxi-fifo"``, ``"fuxi-fair"``: :mod:`mesoslike.sim.policies`);
+    :meth:`for_policy` sets both from a policy name.
     ``refuse_seconds`` is the filter a greedy framework asks for when it
     declines (the Fuxi core uses its own ``decline_seconds``). ``roles``: weights and quota
-    of the allocator's roles (a role per class); ``quota``: the Fuxi quota
-    groups (a group per class; unlisted classes go to ``default``) and
-    blacklist; ``preemption`` (None: the quota config's, else on) turns the
-    Fuxi core's preemption on or off. ``cycle_chunk``: agents allocated at a
+    of the allocator's roles (a role per class); ``quota``: the policy
+    plugin's quota (the Fuxi policies: a ``QuotaConfig`` of quota groups, a
+    group per class, unlisted classes in ``default``, and a blacklist),
+    opaque to the simulator; ``preemption`` (None: the quota's, else on)
+    turns the plugin's preemption on or off. ``cycle_chunk``: agents allocated at a
     time within a cycle (None: the whole cycle at once). ``samples``: points
     of the time series; ``sample_interval``: seconds between the samples of
     why tasks wait (None: about 1/500 of the arrival span, at least one
@@ -114,15 +115,16 @@ class SimulationConfig:
     check_invariants: bool = False
     scheduler: str = GREEDY
     roles: RolesConfig | None = None
-    quota: QuotaConfig | None = None
+    quota: object | None = None
     preemption: bool | None = None
     cycle_chunk: int | None = attrs.field(default=1, validator=_check_positive_or_none)
     samples: int = 200
     sample_interval: float | None = None
 
     def __attrs_post_init__(self) -> None:
-        if self.scheduler != GREEDY and self.scheduler not in _FUXI:
-            raise ValueError(f"scheduler must be {GREEDY!r} or one of {sorted(_FUXI)}, got {self.scheduler!r}")
+        plugged = [name for name in policy_names() if name not in greedy_policies()]
+        if self.scheduler != GREEDY and self.scheduler not in plugged:
+            raise ValueError(f"scheduler must be {GREEDY!r} or one of {plugged}, got {self.scheduler!r}")
         if self.samples < 2:
             raise ValueError(f"samples must be >= 2, got {self.samples!r}")
         if self.sample_interval is not None and not self.sample_interval > 0:
@@ -130,16 +132,16 @@ class SimulationConfig:
 
     @classmethod
     def for_policy(cls, policy: str, **kwargs: object) -> SimulationConfig:
-        """The configuration of a policy of :data:`POLICIES` (other fields as given)."""
-        if policy in _FUXI:
-            return cls(scheduler=policy, **kwargs)  # type: ignore[arg-type]
-        if policy in POLICIES:
+        """The configuration of a policy of :func:`policy_names` (other fields as given)."""
+        if policy in greedy_policies():
             return cls(sorter=policy, **kwargs)  # type: ignore[arg-type]
-        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+        if policy in policy_names():
+            return cls(scheduler=policy, **kwargs)  # type: ignore[arg-type]
+        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(policy_names())}")
 
     @property
     def policy(self) -> str:
-        """The policy's name: the sorter's under greedy frameworks, else the Fuxi policy."""
+        """The policy's name: the sorter's under greedy frameworks, else the plugin's."""
         return self.sorter if self.scheduler == GREEDY else self.scheduler
 
 
@@ -403,20 +405,7 @@ class Simulator:
         if config.scheduler == GREEDY:
             return GreedySchedulers(self, self.workload.frameworks, self.workload.role_of, config.refuse_seconds,
                                     self.workload.tasks_per_offer)
-        quota = config.quota or QuotaConfig()
-        preemption = quota.preemption if config.preemption is None else config.preemption
-        # the core declines with its own short filter while units wait (decline_seconds)
-        # FIFO or FAIR is each quota group's (seed 000): the policy under test, for every group
-        policy = _FUXI[config.scheduler]
-        policies = {name: policy for name in (*quota.groups, "default")}
-        core = FuxiCore(quota.groups, global_blacklist=quota.blacklist, preemption=preemption, clock=self.clock,
-                        policies=policies)
-        sizes: dict[tuple[str, str], int] = {}
-        for task in self.workload.tasks:
-            if task.group:
-                key = group_key(task)
-                sizes[key] = sizes.get(key, 0) + 1
-        return FuxiScheduler(self, core, _FUXI[config.scheduler], sizes)
+        return load_policy(config.scheduler).scheduler(self, self.workload, config, self.clock)
 
     # ------------------------------------------------------- the host side
     def accept(self, offers: Sequence[Offer], tasks: Sequence[TaskSpec], refuse_seconds: float,

@@ -6,14 +6,11 @@
   when its queue is empty and revives when a task arrives while suppressed. The allocator's sorter (``drf`` or
   ``random``) decides who is offered what: the ``drf`` and ``random``
   policies.
-* :class:`FuxiScheduler` -- one framework, the bundled Fuxi scheduler's
-  core (:class:`~mesoslike.frameworks.fuxi.core.FuxiCore`, driven only
-  through its public methods): every task is a job of one ScheduleUnit (a
-  gang is one all-or-nothing unit of several slots) in the quota group of
-  its class, with the task's priority, FIFO or FAIR: the ``fuxi-fifo`` and
-  ``fuxi-fair`` policies.
+* A policy plugin's (:mod:`mesoslike.sim.policies`): the bundled Fuxi
+  scheduler's core as the one framework (``fuxi-fifo``, ``fuxi-fair``;
+  ``mesoslike_frameworks.fuxi.simulation``) is one.
 
-Both answer offers through a :class:`Host` (the simulator), which owns the
+Each answers offers through a :class:`Host` (the simulator), which owns the
 allocator, the agents and the clock. Within an allocation cycle a framework
 *holds* the offers it gets until they could cover everything it waits for,
 or the cycle ends, and then answers them all in one batch (docs/simulate.rst,
@@ -28,33 +25,16 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 import attrs
 
 from mesoslike.allocator import Offer
-from mesoslike.frameworks.fuxi.core import (
-    WAIT_ALL_OR_NOTHING,
-    WAIT_BLACKLIST,
-    WAIT_LOWER_PRIORITY,
-    WAIT_NO_FIT,
-    WAIT_QUOTA,
-    DeclineOffers,
-    FuxiCore,
-    KillSlot,
-    LaunchSlots,
-    ReviveOffers,
-    SlotGranted,
-    SuppressOffers,
-)
-from mesoslike.frameworks.fuxi.model import DEFAULT_QUOTA_GROUP, JobSpec, UnitSpec
 from mesoslike.resources import Resources
 from mesoslike.sim.workload import TaskSpec
 
 __all__ = [
-    "Host", "Run", "Scheduler", "GreedySchedulers", "FuxiScheduler", "FUXI_FRAMEWORK",
+    "Host", "Run", "Scheduler", "ClusterView", "GreedySchedulers", "group_key",
     "REASON_QUOTA", "REASON_NO_FIT", "REASON_FILTERED", "REASON_LOWER_PRIORITY", "REASON_GANG",
     "REASON_BLACKLIST", "REASON_NO_OFFER", "REASONS", "FrameworkCounters",
 ]
 
 EMPTY = Resources()
-FUXI_FRAMEWORK = "fuxi"
-UNIT = "tasks"          # the one ScheduleUnit of every job
 
 #: why a pending task waits (docs/simulate.rst, "Why tasks wait")
 REASON_QUOTA = "quota"
@@ -66,8 +46,6 @@ REASON_BLACKLIST = "blacklist"
 REASON_NO_OFFER = "no offer yet"
 REASONS = (REASON_QUOTA, REASON_NO_FIT, REASON_FILTERED, REASON_LOWER_PRIORITY, REASON_GANG, REASON_BLACKLIST,
            REASON_NO_OFFER)
-_FUXI_REASONS = {WAIT_QUOTA: REASON_QUOTA, WAIT_NO_FIT: REASON_NO_FIT, WAIT_LOWER_PRIORITY: REASON_LOWER_PRIORITY,
-                 WAIT_ALL_OR_NOTHING: REASON_GANG, WAIT_BLACKLIST: REASON_BLACKLIST}
 
 
 @attrs.define(eq=False)
@@ -369,18 +347,7 @@ class GreedySchedulers:
         return REASON_LOWER_PRIORITY   # others come first in the allocator's order
 
 
-# ======================================================================= fuxi
-@attrs.define(eq=False)
-class _Job:
-    """A Fuxi job: one task, a job's tasks (one unit whose desire grows as
-    they arrive) or a gang (one all-or-nothing unit)."""
-
-    job_id: str
-    tasks: deque[TaskSpec]            # waiting to start, in order
-    desired: int                      # the unit's desired slots: waiting + running
-    left: int                         # tasks not finished, counting those still to arrive
-
-
+# ================================================================ shared
 def group_key(task: TaskSpec) -> tuple[str, str]:
     """What a task is scheduled with: its gang, its job, or itself."""
     if task.gang:
@@ -388,223 +355,3 @@ def group_key(task: TaskSpec) -> tuple[str, str]:
     if task.job:
         return "job", task.job
     return "task", task.task_id
-
-
-class FuxiScheduler:
-    """The Fuxi core as the one framework (see the module docstring).
-    ``quota_groups``: group -> maximum (None: unlimited); a task goes to the
-    group named like its class, else to ``default``."""
-
-    def __init__(self, host: Host, core: FuxiCore, policy: str,
-                 sizes: Mapping[tuple[str, str], int] | None = None) -> None:
-        self.host = host
-        self.core = core
-        self.policy = policy
-        self.frameworks = {FUXI_FRAMEWORK: "*"}
-        self.suppressed_at_start = False   # as the service registers; the core suppresses when idle
-        self.counters = {FUXI_FRAMEWORK: FrameworkCounters()}
-        self._sizes = dict(sizes or {})     # tasks of each job or gang (others: one)
-        self._jobs: dict[str, _Job] = {}
-        self._by_key: dict[tuple[str, str], _Job] = {}
-        self._slots: dict[str, tuple[_Job, TaskSpec]] = {}     # granted slot -> its task
-        self._runs: dict[str, Run] = {}                         # running slot -> its run
-        self._seq = 0
-        self._suppressed = False
-        self._queued = 0
-        self._waiting_shapes: dict[Resources, int] = {}       # waiting tasks by shape
-        self._wanted: dict[Resources, int] | None = None
-        self._held: list[Offer] = []
-        self._passes = 0                                       # passes in this cycle
-        self._offers: dict[str, Offer] = {}          # the batch being answered
-
-    def admit(self, tasks: Sequence[TaskSpec]) -> None:
-        head = tasks[0]
-        key = group_key(head)
-        self._wait(tasks)
-        job = self._by_key.get(key)
-        if job is not None:   # more tasks of a job: its unit wants more slots
-            job.tasks.extend(tasks)
-            job.desired += len(tasks)
-            self._apply(self.core.update_desire(job.job_id, UNIT, job.desired))
-            return
-        self._seq += 1
-        job = _Job(f"job-{self._seq}", deque(tasks), len(tasks), self._sizes.get(key, len(tasks)))
-        group = head.framework_id if head.framework_id in self.core.groups else DEFAULT_QUOTA_GROUP
-        unit = UnitSpec(UNIT, slots=len(tasks), slot=head.resources, all_or_nothing=bool(head.gang))
-        spec = JobSpec(_job_name(head), (unit,), quota_group=group, priority=head.priority)
-        self._jobs[job.job_id] = job
-        self._by_key[key] = job
-        self._apply(self.core.submit(spec, job.job_id)[1])
-
-    def _wait(self, tasks: Sequence[TaskSpec]) -> None:
-        self._queued += len(tasks)
-        shape = tasks[0].resources
-        self._waiting_shapes[shape] = self._waiting_shapes.get(shape, 0) + len(tasks)
-        self._wanted = None
-
-    def _unwait(self, task: TaskSpec) -> None:
-        self._queued -= 1
-        shape = task.resources
-        left = self._waiting_shapes[shape] - 1
-        if left:
-            self._waiting_shapes[shape] = left
-        else:
-            del self._waiting_shapes[shape]
-        wanted = self._wanted
-        if wanted is not None and shape in wanted:
-            if wanted[shape] > 1:
-                wanted[shape] -= 1
-            else:
-                del wanted[shape]
-
-    def begin_cycle(self) -> None:
-        self._wanted = None
-        self._passes = 0
-
-    def _measure(self) -> dict[Resources, int]:
-        """The waiting tasks that fit some agent's free resources, by shape,
-        but those of units the core's last pass found waiting for quota
-        (offers cannot help them: their room comes from ends and take-backs,
-        and a pass comes every cycle anyway). Without that exception a unit
-        at its quota had every agent offered and declined, every second."""
-        if self._wanted is None:
-            shapes = dict(self._waiting_shapes)
-            for (job_id, _), reason in self.core.waiting_reasons().items():
-                job = self._jobs.get(job_id)
-                if reason == WAIT_QUOTA and job is not None and job.tasks:
-                    shape = job.tasks[0].resources
-                    shapes[shape] = shapes.get(shape, 0) - len(job.tasks)
-            fits = self.host.fits_now
-            self._wanted = {shape: n for shape, n in shapes.items() if n > 0 and fits(shape)}
-        return self._wanted
-
-    def _covered(self) -> bool:
-        """Could the held offers take every task of :meth:`_measure` (each
-        shape on its own)? A pass on less would find units it could place
-        elsewhere unplaced, and preempt for them. O(shapes x held offers)."""
-        for shape, count in self._measure().items():
-            room = 0
-            for offer in self._held:
-                room += _how_many(offer.resources, shape)
-                if room >= count:
-                    break
-            else:
-                return False
-        return True
-
-    def hold(self, offers: Sequence[Offer]) -> None:
-        self._held.extend(offers)
-        # one early pass per cycle at most: a pass costs the core O(units)
-        if self._held and not self._passes and self._measure() and self._covered():
-            self.answer()
-
-    def answer(self) -> None:
-        if not self._held:
-            return
-        offers, self._held = self._held, []
-        self._passes += 1
-        self.counters[FUXI_FRAMEWORK].offers_received += len(offers)
-        self._offers = {offer.id: offer for offer in offers}
-        self._apply(self.core.on_offers(offers))
-
-    def _apply(self, commands: Iterable[object]) -> None:
-        """Carry out what the core says."""
-        counters = self.counters[FUXI_FRAMEWORK]
-        for command in commands:
-            if isinstance(command, SlotGranted):
-                slot = command.slot
-                job = self._jobs[slot.job_id]
-                task = job.tasks.popleft()
-                self._slots[slot.id] = (job, task)
-                self._unwait(task)
-            elif isinstance(command, LaunchSlots):
-                launch = [(s.id, self._slots[s.id][1]) for s in command.slots if s.id in self._slots]
-                offers = [self._offers[i] for i in command.offer_ids]
-                runs = self.host.accept(offers, [t for _, t in launch], command.refuse_seconds,
-                                        [slot_id for slot_id, _ in launch])
-                for run in runs:
-                    self._runs[run.slot_id] = run
-                self._started(len(runs))
-            elif isinstance(command, DeclineOffers):
-                for offer_id in command.offer_ids:
-                    self.host.decline(self._offers[offer_id], command.refuse_seconds)
-                counters.offers_declined += len(command.offer_ids)
-            elif isinstance(command, KillSlot):
-                self._kill(command.slot_id)
-            elif isinstance(command, SuppressOffers):
-                self._suppressed = True
-                self.host.suppress(FUXI_FRAMEWORK)
-            elif isinstance(command, ReviveOffers):
-                self._suppressed = False
-                self.host.revive(FUXI_FRAMEWORK)
-            # SlotRevoked goes with KillSlot: nothing more to do
-
-    def _started(self, count: int) -> None:
-        counters = self.counters[FUXI_FRAMEWORK]
-        counters.launched += count
-        counters.running += count
-
-    def _kill(self, slot_id: str) -> None:
-        """A preempted slot: its task stops (if it started) and waits again
-        at the head of its job; the core already wants the slot back."""
-        if slot_id not in self._slots:
-            return  # the slot of a task that just ended, returned with its finished job
-        job, task = self._slots.pop(slot_id)
-        run = self._runs.pop(slot_id, None)
-        if run is not None:  # else granted in this very pass, never started
-            self.host.kill(run)
-            self.counters[FUXI_FRAMEWORK].running -= 1
-        job.tasks.appendleft(task)
-        self._wait([task])
-
-    def eligible(self) -> bool:
-        return not self._suppressed
-
-    def wants_offers(self) -> bool:
-        if self._suppressed:
-            return False
-        if self._queued and not self._passes and not self._held:
-            return True   # a pass every cycle while units wait: the core preempts (and says why) in passes
-        return bool(self._measure()) and not self._covered()
-
-    def task_ended(self, run: Run) -> None:
-        counters = self.counters[FUXI_FRAMEWORK]
-        counters.running -= 1
-        counters.finished += 1
-        job, task = self._slots.pop(run.slot_id)
-        del self._runs[run.slot_id]
-        job.left -= 1
-        job.desired -= 1
-        if job.left:
-            self._apply(self.core.release(run.slot_id, keep_desire=False))
-        else:
-            # the job is done: finishing it returns its last slot too (one call, not two)
-            del self._jobs[job.job_id]
-            del self._by_key[group_key(task)]
-            self._apply(self.core.finish_job(job.job_id))
-
-    def queued(self, framework_id: str) -> int:
-        return self._queued
-
-    def waiting(self) -> Iterable[tuple[str, Sequence[TaskSpec]]]:
-        for job in self._jobs.values():
-            if job.tasks:
-                yield job.job_id, job.tasks
-
-    def reason(self, key: str, tasks: Sequence[TaskSpec], view: ClusterView) -> str:
-        why = self.core.why_waiting(key, UNIT)
-        if not why:
-            return REASON_NO_OFFER
-        return _FUXI_REASONS.get(why, why)
-
-
-def _how_many(room: Resources, shape: Resources) -> int:
-    """How many ``shape``s fit in ``room``. O(kinds)."""
-    have = room.millis()
-    return min((have.get(kind, 0) // need for kind, need in shape.millis().items() if need), default=0)
-
-
-def _job_name(task: TaskSpec) -> str:
-    """A job name the Fuxi model accepts (no '/', tabs or newlines)."""
-    name = task.group or task.task_id
-    return "".join("_" if c in "/\t\n" else c for c in name) or "task"

@@ -1,4 +1,0 @@
-"""Bundled frameworks, installed as ``mesoslike.frameworks``.
-
-They are built only on the public ``mesoslike`` API, the same one users have.
-"""

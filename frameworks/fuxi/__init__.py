@@ -1,1 +1,0 @@
-"""The bundled Fuxi-style scheduler (docs/fuxi.rst, docs/fuxi-scheduling.rst)."""

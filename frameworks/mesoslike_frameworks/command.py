@@ -1,0 +1,387 @@
+"""A one-shot command framework, like ``mesos-execute``: run a shell command
+as N task instances, report progress, end with their outcome.
+
+Built only on the public API (``mesoslike``), like every bundled framework.
+``mesoslike run`` is its command line.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable, Iterable
+
+from mesoslike import (CommandURI, ContainerInfo, Filters, FrameworkInfo, HealthCheck, Label, Offer, Resources, Scheduler, TaskInfo,
+                       TaskState, TaskStatus)
+from mesoslike_frameworks.constraints import Constraint, Placements
+
+__all__ = ["CommandScheduler", "Progress", "instance_of", "TERMINAL_STATES"]
+
+log = logging.getLogger("mesoslike_frameworks.command")
+
+
+#: the terminal states, as the public TaskStatus model says (computed once: asked per update)
+TERMINAL_STATES = frozenset(state for state in TaskState.ALL if TaskStatus(task_id="", state=state).terminal)
+
+
+class Progress:
+    """Counts of the instances by what happened to them.
+
+    Every figure (``finished``, ``failed`` — of which ``killed`` —,
+    ``running``, ``done``, ``summary()``) is a counter kept up to date by :meth:`record`: O(1) per
+    status update, not a recount of every task (which made a run O(N²),
+    issue 14). ``states`` keeps each task's latest state for the end.
+    """
+
+    _RUNNING = frozenset({TaskState.RUNNING, TaskState.STARTING, TaskState.STAGING, TaskState.KILLING})
+
+    def __init__(self, instances: int) -> None:
+        self.instances = instances
+        self.launched = 0
+        self.states: dict[str, str] = {}       # task id -> latest state
+        self.exit_codes: dict[str, int | None] = {}
+        self.messages: dict[str, str] = {}     # task id -> the message of its latest status
+        self.agents: dict[str, str] = {}       # task id -> the agent it runs (ran) on
+        self.hosts: dict[str, str] = {}        # task id -> that agent's hostname (from its offer)
+        self.finished = 0
+        self.failed = 0                        # ended other than TASK_FINISHED ...
+        self.killed = 0                        # ... of which TASK_KILLED
+        self.running = 0
+        #: why instances wait although agents were offered (a constraint refused them all), "" if they do not
+        self.blocked = ""
+        #: what an instance needs that no offer had (``cpus:64``), "" once one fits
+        self.too_big = ""
+
+    def record(self, task_id: str, state: str) -> None:
+        """``task_id`` is now in ``state``: O(1)."""
+        before = self.states.get(task_id)
+        if before is not None:
+            self._count(before, -1)
+        self.states[task_id] = state
+        self._count(state, +1)
+
+    def _count(self, state: str, by: int) -> None:
+        if state == TaskState.FINISHED:
+            self.finished += by
+        elif state in TERMINAL_STATES:
+            self.failed += by
+            if state == TaskState.KILLED:
+                self.killed += by
+        elif state in self._RUNNING:
+            self.running += by
+
+    @property
+    def done(self) -> bool:
+        return self.finished + self.failed == self.instances
+
+    @property
+    def unended(self) -> int:
+        """Instances launched and not ended yet."""
+        return self.launched - self.finished - self.failed
+
+    def failures(self) -> list[str]:
+        """The ids of the instances that ended other than TASK_FINISHED, in instance order."""
+        return sorted((task_id for task_id, state in self.states.items()
+                       if state != TaskState.FINISHED and state in TERMINAL_STATES), key=_instance_order)
+
+    def summary(self) -> str:
+        killed = f" ({self.killed} killed)" if self.killed else ""
+        return (f"{self.finished}/{self.instances} finished, {self.failed} failed{killed}, {self.running} running, "
+                f"{self.instances - self.launched} waiting")
+
+    def _check(self) -> None:
+        """The counters agree with a recount of ``states`` (for tests: O(N))."""
+        states = list(self.states.values())
+        assert self.finished == states.count(TaskState.FINISHED)
+        assert self.failed == sum(1 for s in states if s in TERMINAL_STATES and s != TaskState.FINISHED)
+        assert self.killed == states.count(TaskState.KILLED)
+        assert self.running == sum(1 for s in states if s in self._RUNNING)
+        assert len(states) == self.launched <= self.instances
+
+
+def instance_of(task_id: str) -> int | None:
+    """The instance number of a task id ``<name>-<n>`` (None for another id)."""
+    number = task_id.rpartition("-")[2]
+    return int(number) if number.isdigit() else None
+
+
+def _instance_order(task_id: str) -> tuple[int, str]:
+    number = instance_of(task_id)
+    return (number if number is not None else -1, task_id)
+
+
+class CommandScheduler(Scheduler):
+    """Launches ``instances`` copies of ``command`` (as many per offer as fit),
+    declines what it cannot use, suppresses offers once everything is
+    launched, and stops the driver when every instance has ended.
+
+    ``on_change(progress, status)`` is called on the driver thread after each
+    status update (``status`` None for other progress changes).
+
+    ``constraints`` (Marathon-style, :mod:`mesoslike_frameworks.constraints`)
+    decide which offers may take an instance, counting the instances of this
+    run that have not ended. When every offer that has room is refused by a
+    constraint while none of the run's instances is running (so nothing will
+    change by waiting for them), ``progress.blocked`` says which constraint
+    and which agents, at once; if that lasts ``unsatisfiable_after`` seconds,
+    the run ends with that error instead of waiting for ever.
+
+    Every instance gets the same ``health_check``, ``uris`` (fetched into its
+    sandbox first) and ``labels``; values a task cannot have (101 URIs, say)
+    raise ``ValueError`` here, not in a callback.
+    """
+
+    #: tasks launched on one agent and not yet started, at most: an agent
+    #: starts its tasks one by one, and the master sends a launch again when
+    #: the agent has not confirmed it within 10 s (docs/reliability.rst) —
+    #: 25,600 launches at once made 70,000 resends (issue 14)
+    max_staging_per_agent = 500
+
+    def __init__(self, command: str, resources: Resources, instances: int = 1, name: str = "run",
+                 on_change: Callable[[Progress, TaskStatus | None], None] | None = None,
+                 environment: dict[str, str] | None = None, constraints: Iterable[Constraint] = (),
+                 unsatisfiable_after: float = 15.0, clock: Callable[[], float] = time.monotonic,
+                 health_check: HealthCheck | None = None, uris: Iterable[CommandURI] = (),
+                 labels: Iterable[Label] = (), container: ContainerInfo | None = None,
+                 task_prefix: str | None = None) -> None:
+        self.command = command
+        #: the tasks' container (an image: docs/containers.rst); with an image and no command, the
+        #: image's entrypoint runs (Mesos's shell false, no arguments)
+        self.container = container
+        self.shell = bool(command) or container is None or not container.image_name()
+        self.resources = resources
+        self.name = name
+        #: task ids are ``<task_prefix>-<instance>`` (the name by default; ``mesoslike run`` makes one per run)
+        self.task_prefix = task_prefix or name
+        self.environment = dict(environment or {})
+        self.health_check = health_check
+        self.uris = list(uris)
+        self.labels = list(labels)
+        # what TaskInfo refuses is refused now, once, rather than in resource_offers
+        TaskInfo(task_id=f"{self.task_prefix}-0", agent_id="", command=command, resources=resources, name=name,
+                 environment=self.environment, health_check=health_check, uris=self.uris, labels=self.labels,
+                 container=container, shell=self.shell)
+        self.progress = Progress(instances)
+        self.on_change = on_change or (lambda progress, status: None)
+        self.errors: list[str] = []
+        self.finished = threading.Event()
+        #: set by :meth:`kill_all`: launch nothing more
+        self.stopping = False
+        #: set once every launched instance has ended after :meth:`kill_all`
+        self.all_ended = threading.Event()
+        self.framework_id = ""
+        self.staging: dict[str, int] = {}          # agent id -> its tasks launched and not yet started
+        self._staging_on: dict[str, str] = {}      # task id -> its agent, while the task is staging
+        self._last_offer: dict[str, Resources] = {}  # agent id -> what its latest offer held
+        self._said_too_big = ""                     # the last "no agent can fit" said (once each)
+        self.placements = Placements(constraints)
+        self.unsatisfiable_after = unsatisfiable_after
+        self._clock = clock
+        self._blocked_since: float | None = None
+
+    def registered(self, driver, framework_id, master_info) -> None:
+        self.framework_id = framework_id
+        self.on_change(self.progress, None)
+
+    def reregistered(self, driver, master_info) -> None:
+        driver.reconcile_tasks([])
+
+    def resource_offers(self, driver, offers) -> None:
+        if self.stopping:
+            for offer in offers:
+                driver.decline_offer(offer.id)
+            return
+        if self.placements.constraints:
+            self._place_constrained(driver, offers)
+            return
+        progress = self.progress
+        # spread what is left over the offers that came together — an even
+        # share on each first, then the rest wherever it fits: an agent starts
+        # its tasks one by one, so 1,000 instances on one agent of four took
+        # about four times as long as 250 on each (issue 14)
+        share = -(-(progress.instances - progress.launched) // max(len(offers), 1))
+        tasks: list[list[TaskInfo]] = [[] for _ in offers]
+        free = [offer.resources for offer in offers]
+        room = [self.max_staging_per_agent - self.staging.get(offer.agent_id, 0) for offer in offers]
+        for limit in (share, None):
+            for i, offer in enumerate(offers):
+                while progress.launched < progress.instances and free[i].contains(self.resources) and \
+                        len(tasks[i]) < room[i] and (limit is None or len(tasks[i]) < limit):
+                    tasks[i].append(self._new_task(offer))
+                    free[i] = free[i] - self.resources
+        for offer, launched in zip(offers, tasks):
+            if launched:
+                self.staging[offer.agent_id] = self.staging.get(offer.agent_id, 0) + len(launched)
+                # what is left of the offer comes back at the next allocation while instances wait:
+                # refusing it for a second held each agent to max_staging_per_agent tasks a second
+                # (5,000/s with 10 agents, whatever the master could do; issue 14)
+                more = progress.launched < progress.instances
+                driver.launch_tasks([offer.id], launched, Filters(refuse_seconds=0.0 if more else 1.0))
+            else:  # an agent busy starting what it has is asked again soon; one too small, later
+                busy = self.staging.get(offer.agent_id, 0) >= self.max_staging_per_agent
+                driver.decline_offer(offer.id, Filters(refuse_seconds=1.0 if busy else 5.0))
+        if progress.launched >= progress.instances:
+            driver.suppress_offers()
+        elif not any(tasks) and progress.running == 0:
+            self._say_if_too_big(offers)
+        elif any(tasks):
+            progress.too_big = ""
+        self._last_offer.update((offer.agent_id, offer.resources) for offer in offers)
+        self.on_change(progress, None)
+
+    def _say_if_too_big(self, offers) -> None:
+        """Nothing of ours runs and no offer fits an instance: if no agent
+        ever offered enough, note which resources (``progress.too_big``;
+        ``mesoslike run`` checks them against the agents' sizes and says so)
+        and log how much the largest offer had (once per figure)."""
+        seen = {**self._last_offer, **{offer.agent_id: offer.resources for offer in offers}}
+        wanted = self.resources.scalars()
+        largest = {kind: max(resources.get(kind) for resources in seen.values()) for kind in wanted}
+        short = sorted(kind for kind, amount in wanted.items() if amount > largest[kind])
+        if not short:
+            self.progress.too_big = ""   # an agent big enough was offered: it waits for room, not for a bigger agent
+            return
+        needed = ';'.join(f'{kind}:{wanted[kind]:g}' for kind in short)
+        offered = ';'.join(f'{kind}:{largest[kind]:g}' for kind in short)
+        notice = f"no agent can fit {needed}; the largest offers {offered}"
+        if notice != self._said_too_big:   # `mesoslike run` says it to the user, once it knows no agent is big enough
+            self._said_too_big = notice
+            log.info("%s (waiting for a bigger agent)", notice)
+        self.progress.too_big = needed
+
+    def _new_task(self, offer: Offer) -> TaskInfo:
+        progress = self.progress
+        task_id = f"{self.task_prefix}-{progress.launched}"
+        progress.record(task_id, TaskState.STAGING)
+        progress.hosts[task_id] = offer.hostname
+        progress.launched += 1
+        self._staging_on[task_id] = offer.agent_id
+        return TaskInfo(task_id=task_id, agent_id=offer.agent_id, command=self.command, resources=self.resources,
+                        name=self.name, environment=self.environment, health_check=self.health_check,
+                        uris=self.uris, labels=self.labels, container=self.container, shell=self.shell)
+
+    def _place_constrained(self, driver, offers: list[Offer]) -> None:
+        """One instance at a time, each on the next offer (in turn) that has
+        room and that every constraint accepts — in turn, so that GROUP_BY
+        and UNIQUE spread over the agents offered together."""
+        progress = self.progress
+        tasks: list[list[TaskInfo]] = [[] for _ in offers]
+        free = [offer.resources for offer in offers]
+        room = [self.max_staging_per_agent - self.staging.get(offer.agent_id, 0) for offer in offers]
+        refused: dict[str, Constraint] = {}          # agent hostname -> the constraint that refused it
+        start = 0
+        while progress.launched < progress.instances:
+            for step in range(len(offers)):
+                i = (start + step) % len(offers)
+                offer = offers[i]
+                if len(tasks[i]) >= room[i] or not free[i].contains(self.resources):
+                    continue
+                constraint = self.placements.refusing(offer.hostname, offer.attributes)
+                if constraint is not None:
+                    refused[offer.hostname] = constraint
+                    continue
+                task = self._new_task(offer)
+                tasks[i].append(task)
+                free[i] = free[i] - self.resources
+                self.placements.place(task.task_id, offer.hostname, offer.attributes)
+                start = i + 1
+                break
+            else:
+                break   # no offer takes one more
+        placed = sum(len(launched) for launched in tasks)
+        for i, (offer, launched) in enumerate(zip(offers, tasks)):
+            if launched:
+                self.staging[offer.agent_id] = self.staging.get(offer.agent_id, 0) + len(launched)
+                more = progress.launched < progress.instances
+                driver.launch_tasks([offer.id], launched, Filters(refuse_seconds=0.0 if more else 1.0))
+            else:   # refused by a constraint: asked again soon, a placement may change the answer
+                driver.decline_offer(offer.id, Filters(refuse_seconds=1.0 if offer.hostname in refused else 5.0))
+        self._check_blocked(driver, placed, refused)
+        if progress.launched >= progress.instances:
+            driver.suppress_offers()
+        self.on_change(progress, None)
+
+    def _check_blocked(self, driver, placed: int, refused: dict[str, Constraint]) -> None:
+        """Report instances that wait only because constraints refuse every
+        agent with room, with none of ours running to change that; end the
+        run if it lasts ``unsatisfiable_after`` seconds."""
+        progress = self.progress
+        active = progress.launched - progress.finished - progress.failed
+        if placed or not refused or active > 0 or progress.launched >= progress.instances:
+            self._blocked_since = None
+            progress.blocked = ""
+            return
+        by_constraint: dict[str, list[str]] = {}
+        for hostname, constraint in sorted(refused.items()):
+            by_constraint.setdefault(str(constraint), []).append(hostname)
+        progress.blocked = "; ".join(f"constraint {text} refuses every agent offered ({', '.join(hosts)})"
+                                     for text, hosts in by_constraint.items())
+        now = self._clock()
+        if self._blocked_since is None:
+            self._blocked_since = now
+        elif now - self._blocked_since >= self.unsatisfiable_after:
+            waiting = progress.instances - progress.launched
+            self.errors.append(f"{waiting} instance(s) cannot be placed: {progress.blocked}")
+            self.finished.set()
+            driver.stop()
+
+    def status_update(self, driver, status: TaskStatus) -> None:
+        progress = self.progress
+        if status.task_id not in progress.states:
+            return
+        if status.terminal:
+            self.placements.remove(status.task_id)   # an ended instance no longer counts against a constraint
+        progress.record(status.task_id, status.state)
+        progress.messages[status.task_id] = status.message
+        if status.agent_id:
+            progress.agents[status.task_id] = status.agent_id
+        if status.state != TaskState.STAGING:
+            agent_id = self._staging_on.pop(status.task_id, None)
+            if agent_id is not None:
+                self.staging[agent_id] -= 1
+        if status.terminal:
+            progress.exit_codes[status.task_id] = status.exit_code
+            if status.state in (TaskState.LOST, TaskState.DROPPED) and progress.launched <= progress.instances:
+                pass  # reported as failed; a one-shot runner does not retry
+        self.on_change(progress, status)
+        if self.stopping and progress.unended == 0:
+            self.all_ended.set()
+        if progress.done:
+            self.finished.set()
+            driver.stop()
+
+    def kill_all(self, driver) -> list[str]:
+        """Launch nothing more and kill every launched instance that has not
+        ended (called from another thread: the driver's calls are
+        thread-safe); the ids of those asked to end. :attr:`all_ended` is set
+        once each has ended."""
+        self.stopping = True
+        driver.suppress_offers()
+        progress = self.progress
+        unended = [task_id for task_id, state in list(progress.states.items()) if state not in TERMINAL_STATES]
+        for task_id in unended:
+            driver.kill_task(task_id, progress.agents.get(task_id) or self._staging_on.get(task_id, ""))
+        if progress.unended == 0:
+            self.all_ended.set()
+        return unended
+
+    def error(self, driver, message: str) -> None:
+        self.errors.append(message)
+
+    def exit_code(self) -> int:
+        """0 if every instance finished successfully; else the exit code of
+        a failed instance when it had one, else 1."""
+        if self.progress.finished == self.progress.instances:
+            return 0
+        for task_id, state in sorted(self.progress.states.items()):
+            code = self.progress.exit_codes.get(task_id)
+            if state != TaskState.FINISHED and code:
+                return code if 0 < code < 256 else 1
+        return 1
+
+
+def framework_info(name: str, role: str, user: str = "") -> FrameworkInfo:
+    """A one-shot framework: no failover (its tasks go when it does); its
+    tasks run as ``user`` (empty: the driver's default, docs/security.rst)."""
+    return FrameworkInfo(name=name, role=role, failover_timeout=0.0, user=user)

@@ -1,0 +1,190 @@
+"""What a job's AppMaster and its workers say to each other.
+
+Every granted slot runs one long-lived *worker* (:mod:`.worker`); it
+connects a ZeroMQ DEALER (identity: its slot id) to its AppMaster's ROUTER
+(:mod:`.appmaster`) and speaks MessagePack maps ``{"v": 1, "type": TYPE,
+...}``: the messages below, declared on the same machinery as the job
+protocol (:mod:`.protocol`) and the cluster's own (:mod:`mesoslike.messaging`),
+checked by :data:`CODEC` — instance and attempt numbers are integers >= 0,
+a fraction is in [0, 1], an environment maps strings to strings:
+
+worker -> AppMaster
+
+- ``HELLO(slot, unit, hostname, room, running, finished, token, agent_id)``
+  on start and every 0.5 s until a WELCOME: ``running`` is ``[instance,
+  attempt]`` or None, ``finished`` the results not yet acknowledged, each
+  ``[instance, attempt, ok, message]`` — so that an AppMaster that was
+  restarted learns what its workers did while it was gone; ``token``
+  proves the worker is the slot's (:func:`worker_token` of the job's token
+  and the slot id: the service gives it to the slot's task, an AppMaster
+  with the job's token checks it); ``agent_id`` is the agent the slot is on;
+- ``HEARTBEAT(slot, running)`` every 0.5 s once welcomed;
+- ``PROGRESS(slot, instance, attempt, fraction)`` for a ``FUXI_PROGRESS
+  <fraction>`` line on the instance's stdout;
+- ``DONE(slot, instance, attempt, ok, message)`` when the instance exits
+  (``message``: exit status and the tail of its stderr), sent again with
+  every heartbeat until an ACK;
+- ``BYE(slot, reason)`` when the worker is stopped (SIGTERM).
+
+AppMaster -> worker
+
+- ``WELCOME(slot)``; ``REJOIN()`` to a heartbeat from a worker it does not
+  know (a restarted AppMaster): the worker says HELLO again;
+- ``ASSIGN(instance, attempt, command, env)``: run ``sh -c command``;
+- ``KILL(instance, attempt)``: SIGTERM, then SIGKILL, the instance's group;
+  a killed attempt is not reported;
+- ``ACK(instance, attempt)``: the result is recorded (and checkpointed);
+- ``RELEASE()``: the slot is not needed any more, the worker exits 0;
+- ``ERROR(message)``: to a frame that is not a message (either way).
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Annotated, Any, ClassVar
+
+import attrs
+
+from mesoslike_frameworks.fuxi.protocol import VERSION, ProtocolError
+from mesoslike.messaging import Codec, Items, Range, Schema
+
+__all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Hello", "Heartbeat", "Progress", "Done", "Bye", "Welcome",
+           "Rejoin", "Assign", "Kill", "Ack", "Release", "Error", "encode", "decode", "HEARTBEAT_INTERVAL",
+           "HEARTBEAT_TIMEOUT", "PROGRESS_PREFIX", "MAX_FRAME", "worker_token"]
+
+#: seconds between a worker's HELLOs / HEARTBEATs
+HEARTBEAT_INTERVAL = 0.5
+#: seconds without a heartbeat after which the AppMaster declares a worker gone
+HEARTBEAT_TIMEOUT = 3.0
+#: a line of an instance's stdout that reports its progress: ``FUXI_PROGRESS 0.25``
+PROGRESS_PREFIX = "FUXI_PROGRESS"
+MAX_FRAME = 1024 * 1024
+
+SCHEMA = Schema("Fuxi AppMaster/worker", VERSION)
+
+#: an instance's index or an attempt's number
+Count = Annotated[int, Range(min=0)]
+#: what a worker runs: ``[instance, attempt]``
+Run = Annotated[list[Any], Items(Count, Count)]
+#: a finished attempt: ``[instance, attempt, ok, message]``
+Result = Annotated[list[Any], Items(Count, Count, bool, str)]
+
+
+# -------------------------------------------------- worker -> AppMaster
+@SCHEMA.message
+@attrs.frozen
+class Hello:
+    TYPE: ClassVar[str] = "HELLO"
+    slot: str
+    unit: str
+    hostname: str
+    room: str = ""
+    running: Run | None = None
+    finished: list[Result] = attrs.field(factory=list)
+    token: str = ""
+    agent_id: str = ""
+
+
+@SCHEMA.message
+@attrs.frozen
+class Heartbeat:
+    TYPE: ClassVar[str] = "HEARTBEAT"
+    slot: str
+    running: Run | None = None
+
+
+@SCHEMA.message
+@attrs.frozen
+class Progress:
+    TYPE: ClassVar[str] = "PROGRESS"
+    slot: str
+    instance: Count
+    attempt: Count
+    fraction: Annotated[float, Range(0, 1)]
+
+
+@SCHEMA.message
+@attrs.frozen
+class Done:
+    TYPE: ClassVar[str] = "DONE"
+    slot: str
+    instance: Count
+    attempt: Count
+    ok: bool
+    message: str = ""
+
+
+@SCHEMA.message
+@attrs.frozen
+class Bye:
+    TYPE: ClassVar[str] = "BYE"
+    slot: str
+    reason: str = ""
+
+
+# -------------------------------------------------- AppMaster -> worker
+@SCHEMA.message
+@attrs.frozen
+class Welcome:
+    TYPE: ClassVar[str] = "WELCOME"
+    slot: str
+
+
+@SCHEMA.message
+@attrs.frozen
+class Rejoin:
+    TYPE: ClassVar[str] = "REJOIN"
+
+
+@SCHEMA.message
+@attrs.frozen
+class Assign:
+    TYPE: ClassVar[str] = "ASSIGN"
+    instance: Count
+    attempt: Count
+    command: str
+    env: dict[str, str] = attrs.field(factory=dict)
+
+
+@SCHEMA.message
+@attrs.frozen
+class Kill:
+    TYPE: ClassVar[str] = "KILL"
+    instance: Count
+    attempt: Count
+
+
+@SCHEMA.message
+@attrs.frozen
+class Ack:
+    TYPE: ClassVar[str] = "ACK"
+    instance: Count
+    attempt: Count
+
+
+@SCHEMA.message
+@attrs.frozen
+class Release:
+    TYPE: ClassVar[str] = "RELEASE"
+
+
+@SCHEMA.message
+@attrs.frozen
+class Error:
+    TYPE: ClassVar[str] = "ERROR"
+    message: str
+
+
+def worker_token(job_token: str, slot: str) -> str:
+    """The secret a slot's worker shows its AppMaster: an HMAC of the slot id
+    under the job's token (which only the service and the AppMaster hold)."""
+    return hmac.new(job_token.encode(), slot.encode(), hashlib.sha256).hexdigest()
+
+
+#: the codec of this protocol: for an AppMaster's server and its workers
+CODEC = Codec(SCHEMA, MAX_FRAME)
+encode = CODEC.encode
+decode = CODEC.decode

@@ -1,0 +1,419 @@
+"""The Fuxi scheduler's preemption search: a pure planner beside
+:class:`~.core.FuxiCore` (docs/fuxi-scheduling.rst, "Preemption"; seed 002).
+
+After a pass placed what it could, units still missing slots may take room
+back, highest priority first: an owner group under its maximum takes back
+quota it lent to groups over theirs; otherwise a unit reclaims room from
+the lowest priority upward — room reserved for lower priority units first,
+then their running slots, newest first — never from equal or higher
+priority, for all its missing slots in one pass (a gang only if all of them
+can be freed). The search is bounded by the core's ``preemption_budget``
+of candidates per pass, and a unit whose search found nothing searches
+again only after ``preemption_retry_seconds``.
+
+:meth:`PreemptionPlanner.decisions` reads the scheduler's books
+(:class:`Books`: the core's own state, never copied) and yields what to do,
+one decision at a time: :class:`Evict` (kill these victims, drop these
+reservations, reserve the room for the unit), :class:`WaitReason` (why the
+unit waits now) and :class:`SearchLater`. It changes nothing: the core
+carries out each decision before the planner goes on, so that the next
+search sees the room the last one freed. No I/O, no clock (the pass's
+time is the books'), no randomness.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Callable, Collection, Iterator, Mapping, Protocol, Sequence
+
+import attrs
+
+from mesoslike import Resources
+from mesoslike_frameworks.fuxi.books import (
+    CLUSTER_SCOPE,
+    EMPTY,
+    WAIT_LOWER_PRIORITY,
+    WAIT_NEVER_FITS,
+    WAIT_NO_FIT,
+    WAIT_QUOTA,
+    Machine,
+    Reserved,
+    Slot,
+    Unit,
+    how_many,
+)
+from mesoslike_frameworks.fuxi.machines import Vector
+from mesoslike_frameworks.fuxi.quota import QuotaGroup
+
+__all__ = ["PreemptionPlanner", "Books", "JobBooks", "Batch", "Decision", "Evict", "WaitReason", "SearchLater", "Victim"]
+
+#: what preemption takes: a running slot, or room reserved for a lower priority unit
+Victim = Slot | Reserved
+
+
+# ---------------------------------------------------------------- decisions
+@attrs.frozen
+class Evict:
+    """Make room for ``unit``: per machine of ``plan``, its victims (slots
+    to kill, reservations to drop) and how many of the unit's slots the room
+    they free holds, reserved for it. ``reason`` is the victims'."""
+    unit: Unit
+    plan: tuple[tuple[Machine, list[Victim], int], ...]
+    reason: str
+
+
+@attrs.frozen
+class WaitReason:
+    """The unit waits for ``reason`` (what ``status`` says)."""
+    unit: Unit
+    reason: str
+
+
+@attrs.frozen
+class SearchLater:
+    """The unit's search found nothing to take: no other before ``until``."""
+    unit: Unit
+    until: float
+
+
+Decision = Evict | WaitReason | SearchLater
+
+
+# -------------------------------------------------------------------- books
+class Batch(Protocol):
+    """The pass's offer batch, as far as the planner reads it."""
+
+    def resources(self, vector: Vector) -> Resources: ...
+
+
+class JobBooks(Protocol):
+    """A job as the planner reads it: its units."""
+
+    @property
+    def units(self) -> Mapping[str, Unit]: ...
+
+
+class Books(Protocol):
+    """What the planner reads of the scheduler (:class:`~.core.FuxiCore`):
+    its books as they are (read-only here), and the rules placement uses too."""
+
+    @property
+    def groups(self) -> Mapping[str, QuotaGroup]: ...
+
+    @property
+    def jobs(self) -> Mapping[str, JobBooks]: ...
+
+    @property
+    def preemption_budget(self) -> int: ...
+
+    @property
+    def preemption_retry_seconds(self) -> float: ...
+
+    @property
+    def _units(self) -> Mapping[str, Unit]: ...
+
+    @property
+    def _wanting(self) -> Collection[str]: ...
+
+    @property
+    def _slots(self) -> Mapping[str, Slot]: ...
+
+    @property
+    def _machines(self) -> Mapping[str, Machine]: ...
+
+    @property
+    def _holders(self) -> Collection[str]: ...
+
+    @property
+    def _held_now(self) -> Collection[tuple[str, str]]: ...
+
+    @property
+    def _granted_now(self) -> Collection[str]: ...
+
+    @property
+    def _now(self) -> float: ...
+
+    def _never_fits(self, unit: Unit) -> bool: ...
+
+    def _quota_slots(self, unit: Unit, caps: Mapping[str, Resources | None]) -> int: ...
+
+    def _in_scope(self, unit: Unit, machine: Machine) -> bool: ...
+
+    def _allowed(self, unit: Unit, machine: Machine) -> bool: ...
+
+
+class PreemptionPlanner:
+    """One pass's preemption search over ``books`` (the groups' use settled),
+    the pass's ``batch`` (None: outside a pass) and the groups' ``caps``
+    (quota with lending: :func:`~.quota.compute_caps`)."""
+
+    def __init__(self, books: Books, batch: Batch | None, caps: Mapping[str, Resources | None]) -> None:
+        self.books = books
+        self.batch = batch
+        self.caps = caps
+        self.now = books._now
+        self.preemption_budget = books.preemption_budget
+        self.preemption_retry_seconds = books.preemption_retry_seconds
+        #: candidates looked at in this pass
+        self._examined = 0
+
+    def decisions(self) -> Iterator[Decision]:
+        """For units still missing slots, highest priority first: take back
+        lent quota, else preempt lower priority, for all missing slots in
+        one pass (a gang: only if all of them can be freed).
+
+        The two agree on who owns what, so that neither undoes the other
+        (docs/fuxi-scheduling.rst, "Preemption"): a take-back reclaims only
+        quota the victim's group borrowed, in a kind the owner needs; and a
+        unit whose group would go over its maximum takes from another
+        limited group only slots that group holds over its own maximum.
+        Otherwise a unit on borrowed quota could preempt the owner's slots
+        and the owner take them back at once, for ever (issue 19)."""
+        units = self.books._units
+        short = [unit for unit in map(units.__getitem__, self.books._wanting) if not unit.new and unit.missing]
+        if not short:
+            return
+        held = self._held_room()
+        granted_now = self.books._granted_now
+        if not held and all(slot_id in granted_now for slot_id in self.books._slots):
+            # nothing to preempt: only the reasons change (in any order)
+            for unit in short:
+                if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
+                    yield WaitReason(unit, WAIT_LOWER_PRIORITY)
+            return
+        waiting = sorted(short, key=lambda u: (u.priority, u.submitted))
+        # sorting every slot costs O(S log S): only once a unit is due to search (most
+        # passes of a busy steady state have none: they searched lately, search_after)
+        order: list[Slot] | None = None
+        first = 0                                # order[first]: the lowest priority slot still held
+        lenders = self._lenders()
+        reserved = self._reserved_by_group()
+        self._examined = 0
+        exhausted: list[tuple[Resources, int]] = []   # (slot, priority): all lower-priority room was looked at
+        for unit in waiting:
+            missing = unit.missing
+            if not missing or (unit.preempted_until > self.now and unit.holds) or unit.search_after > self.now:
+                continue
+            if self.books._never_fits(unit):
+                yield WaitReason(unit, WAIT_NEVER_FITS)
+                continue
+            if self._examined >= self.preemption_budget:
+                break                            # the rest try again next pass
+            if order is None:
+                order = self._victim_order()
+            while first < len(order) and order[first].id not in self.books._slots:
+                first += 1
+            own = self._own_slots(unit, reserved)
+            searched = False
+            if first < len(order) and own and lenders - {unit.group}:
+                searched = True
+                borrowed = self._borrowed(unit.slot)
+                plan, _ = self._make_room(unit, min(missing, own), self._candidates(
+                    unit, order, first, lambda s: s.group != unit.group and borrowed(s)))
+                if plan:
+                    yield Evict(unit, tuple(plan), "quota taken back by its owner")
+                    lenders, reserved = self._lenders(), self._reserved_by_group()
+                    continue
+            room = self.books._quota_slots(unit, self.caps) - unit.reserved
+            lower = (first < len(order) and order[first].priority > unit.priority) or \
+                (bool(held) and held[0].priority > unit.priority)
+            if room > 0 and lower and not any(unit.priority >= p and unit.slot.contains(slot)
+                                              for slot, p in exhausted):
+                want = min(missing, room)
+                anyone = own is None or own >= want
+                if own is not None and 0 < own < want:
+                    want = own                       # the rest, on borrowed quota, in a later pass
+                if anyone or own:
+                    # within its group's own maximum: any lower priority slot
+                    may_take: Callable[[Slot], bool] = lambda s: s.priority > unit.priority
+                    room_held: Sequence[Reserved] = held
+                else:
+                    # on borrowed quota: a slot another group holds over its maximum, or one of
+                    # its own group at least as big (the swap borrows nothing more) -- never room
+                    # a group holds as its own
+                    borrowed = self._borrowed(unit.slot)
+                    may_take = lambda s: s.priority > unit.priority and (
+                        s.resources.contains(unit.slot) if s.group == unit.group else borrowed(s))
+                    room_held = [r for r in held if r.group == unit.group]
+                searched = True
+                plan, complete = self._make_room(unit, want,
+                                                 self._candidates(unit, order, first, may_take, room_held))
+                if complete and anyone and not unit.gang and self._unrestricted(unit):
+                    # what it could not free now, no unit of lower or equal priority with a
+                    # slot as big can: their victims are among its own (holds only grow)
+                    exhausted = [(slot, p) for slot, p in exhausted
+                                 if not (p >= unit.priority and slot.contains(unit.slot))]
+                    exhausted.append((unit.slot, unit.priority))
+                if plan:
+                    yield Evict(unit, tuple(plan), f"preempted by a higher priority unit ({unit.key}, "
+                                                   f"priority {unit.priority})")
+                    lenders, reserved = self._lenders(), self._reserved_by_group()
+                    continue
+                if not (anyone or own) and unit.reason in (WAIT_NO_FIT, WAIT_LOWER_PRIORITY):
+                    yield WaitReason(unit, WAIT_QUOTA)   # its group is at its maximum; the rest is others' own
+            if searched and self._examined < self.preemption_budget:
+                # nothing to take now; the room it could take changes slowly: look again later
+                yield SearchLater(unit, self.now + self.preemption_retry_seconds)
+            if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
+                yield WaitReason(unit, WAIT_LOWER_PRIORITY)  # units it may not preempt hold the resources
+
+    def _reserved_by_group(self) -> dict[str, Resources]:
+        """The room reserved for each group's units (it becomes the group's use
+        when granted). O(reservations)."""
+        out: dict[str, Resources] = {}
+        for key in self.books._holders:
+            unit = self.books._units[key]
+            room = unit.slot.scale(unit.reserved)
+            out[unit.group] = out[unit.group] + room if unit.group in out else room
+        return out
+
+    def _own_slots(self, unit: Unit, reserved: Mapping[str, Resources]) -> int | None:
+        """How many more slots of the unit its group's own maximum holds, its
+        use and the room reserved for its units counted (None: no maximum)."""
+        group = self.books.groups[unit.group]
+        if group.maximum is None:
+            return None
+        taken = group.used + reserved[group.name] if group.name in reserved else group.used
+        return how_many(group.maximum.subtract_clamped(taken), unit.slot)
+
+    def _borrowed(self, need: Resources) -> Callable[[Slot], bool]:
+        """For one search: does a slot hold quota its group borrowed, in a kind
+        ``need`` uses too -- is its group over its maximum in such a kind that
+        the slot uses? The slots it says yes to are taken off the group's
+        excess, so one search takes little more than the group borrowed.
+        O(groups x kinds), then O(kinds) a slot."""
+        excess: dict[str, dict[str, int]] = {}
+        for group in self.books.groups.values():
+            if group.maximum is not None:
+                cap = group.maximum.millis()
+                over = {k: v - cap.get(k, 0) for k, v in group.used.millis().items() if v > cap.get(k, 0)}
+                if over:
+                    excess[group.name] = over
+        kinds = [kind for kind, amount in need.millis().items() if amount > 0]
+
+        def borrowed(slot: Slot) -> bool:
+            over = excess.get(slot.group)
+            if not over:
+                return False
+            uses = slot.resources.millis()
+            if not any(over.get(kind, 0) > 0 and uses.get(kind, 0) > 0 for kind in kinds):
+                return False
+            for kind, amount in uses.items():
+                if kind in over:
+                    over[kind] -= amount
+            return True
+        return borrowed
+
+    def _unrestricted(self, unit: Unit) -> bool:
+        """May the unit use any machine (no locality limit, blacklist, avoided
+        host or per-machine limit)?"""
+        return CLUSTER_SCOPE in unit.scopes and not (unit.spec.blacklist or unit.blocked or unit.avoid
+                                                      or unit.spec.max_per_machine is not None)
+
+    def _lenders(self) -> set[str]:
+        """The groups holding more than their maximum: lent quota to take back."""
+        return {g.name for g in self.books.groups.values() if g.over_maximum()}
+
+    def _victim_order(self) -> list[Slot]:
+        """Every slot not granted in this pass, lowest priority first, newest
+        first among equal priority (seed 002). O(S log S), once per pass that preempts."""
+        return sorted((s for s in self.books._slots.values() if s.id not in self.books._granted_now),
+                      key=lambda s: (-s.priority, -s.granted_at, s.id))
+
+    def _held_room(self) -> list[Reserved]:
+        """Every reservation but those made in this pass, lowest priority
+        first: room preemption may take back before it kills a task of the
+        same priority."""
+        held = [Reserved(key, agent, unit.slot.scale(count), unit.priority, unit.group)
+                for key in self.books._holders for unit in (self.books._units[key],) for agent, count in unit.holds.items()
+                if (key, agent) not in self.books._held_now]
+        return sorted(held, key=lambda r: (-r.priority, r.agent_id, r.unit))
+
+    def _candidates(self, unit: Unit, order: list[Slot], first: int, may_take: Callable[[Slot], bool],
+                    held: Sequence[Reserved] = ()) -> Iterator[Slot | Reserved]:
+        """What ``unit`` may take, on machines it may use, lowest priority
+        first: the slots of ``order`` from ``first`` that ``may_take``
+        allows, and the reservations in ``held`` of lower priority than the
+        unit's (at each priority, reserved room before running slots)."""
+        reserved: Iterator[tuple[int, int, Slot | Reserved]] = (
+            (-r.priority, 0, r) for r in held if r.priority > unit.priority)
+        running: Iterator[tuple[int, int, Slot | Reserved]] = (
+            (-s.priority, 1, s) for s in itertools.islice(order, first, None))
+        books = self.books   # (the books' parts as locals: this loop runs once per candidate)
+        units, slots, machines, in_scope, allowed = (books._units, books._slots, books._machines, books._in_scope,
+                                                     books._allowed)
+        for _, _, victim in heapq.merge(reserved, running, key=lambda item: item[:2]):
+            if isinstance(victim, Reserved):
+                holder = units.get(victim.unit)
+                if holder is None or not holder.holds.get(victim.agent_id) or holder is unit:
+                    continue
+            elif victim.id not in slots or not may_take(victim):
+                continue
+            machine = machines.get(victim.agent_id)
+            if machine is not None and in_scope(unit, machine) and allowed(unit, machine):
+                yield victim
+
+    def _make_room(self, unit: Unit, missing: int, candidates: Iterator[Slot | Reserved]
+                   ) -> tuple[list[tuple[Machine, list[Slot | Reserved], int]] | None, bool]:
+        """Victims that make room for ``missing`` slots of ``unit``, taken
+        in the candidates' order (lowest priority first) until enough room
+        is free, each machine counting its open room in this batch too; then
+        only the victims that made a slot's room are kept. Returns
+        ``(machine, victims, slots made)`` per machine, or None if no slot
+        can be made (a gang: unless all ``missing`` can); and whether every
+        candidate was looked at. Stops at the pass's ``preemption_budget``
+        of candidates looked at."""
+        batch, machines = self.batch, self.books._machines
+        freed: dict[str, Resources] = {}
+        chosen: dict[str, list[Slot | Reserved]] = {}
+        made: dict[str, int] = {}
+        useful: dict[str, int] = {}
+        total = 0
+        limit = unit.spec.max_per_machine
+        complete = True
+        for slot in candidates:
+            self._examined += 1
+            if self._examined > self.preemption_budget:
+                complete = False
+                break
+            agent = slot.agent_id
+            machine = machines[agent]
+            if agent not in freed:
+                freed[agent] = batch.resources(machine.open) if batch is not None and machine.in_batch else EMPTY
+                chosen[agent], made[agent] = [], 0
+            freed[agent] = freed[agent] + slot.resources
+            chosen[agent].append(slot)
+            can = how_many(freed[agent], unit.slot)
+            if limit is not None:
+                can = min(can, limit - unit.per_host.get(machine.hostname, 0) - unit.holds.get(agent, 0))
+            if can > made[agent]:
+                total += can - made[agent]
+                made[agent] = can
+                useful[agent] = len(chosen[agent])
+                if total >= missing:
+                    complete = False
+                    break
+        if total == 0 or (unit.gang and total < missing):
+            return None, complete
+        plan = []
+        extra = total - missing
+        for agent in sorted(useful):
+            slots = made[agent]
+            if extra > 0:
+                cut = min(extra, slots - 1)
+                slots, extra = slots - cut, extra - cut
+            plan.append((self.books._machines[agent], chosen[agent][:useful[agent]], slots))
+        return plan, complete
+
+    def _held_by_others(self, unit: Unit) -> bool:
+        """Could the unit fit on a machine it may use, were the slots there
+        gone? (Then units it may not preempt hold the room.) O(distinct
+        capacities), or O(machines) for a unit limited to some."""
+        if len(self.books._slots) == sum(u.granted for u in self.books.jobs[unit.job_id].units.values()):
+            return False                          # nobody else holds anything
+        if CLUSTER_SCOPE in unit.scopes:
+            return not self.books._never_fits(unit)
+        need = unit.slot.millis()
+        return any(all(m.capacity.get(k, 0) >= v for k, v in need.items()) for m in self.books._machines.values()
+                   if self.books._in_scope(unit, m) and self.books._allowed(unit, m))

@@ -1,0 +1,379 @@
+"""A Fuxi worker: the long-lived process in one granted slot.
+
+``python -m mesoslike_frameworks.fuxi.worker`` is the task the Fuxi
+service launches in every slot it is granted. It reads its place from the
+environment — ``FUXI_APPMASTER`` (the job's AppMaster, ``tcp://HOST:PORT``),
+``FUXI_SLOT_ID``, ``FUXI_JOB_ID``, ``FUXI_UNIT``, ``FUXI_HOSTNAME``,
+``FUXI_ROOM``, ``FUXI_WORKER_PUBLIC_KEY`` (the job's workers' public key)
+and ``FUXI_APPMASTER_KEY`` (the AppMaster's public key: it talks to that
+AppMaster only); its secrets — the slot's token (what proves it is the
+slot's worker) and the workers' secret key (the AppMaster lets in no other
+pair) — are files of its sandbox (mode 0400, its user's) that
+``FUXI_WORKER_TOKEN_FILE`` and ``FUXI_WORKER_SECRET_KEY_FILE`` name
+(relative to the sandbox), never its environment (which another process of
+the same user could read); it reads them and removes them, so that the
+instances it runs cannot (``FUXI_WORKER_TOKEN``/``FUXI_WORKER_SECRET_KEY``
+are still read when a worker is started by hand with them), and the agent's
+``MESOSLIKE_AGENT_ID`` — connects to the AppMaster and runs the instances it is
+assigned, one at a time, each as ``sh -c command`` in its own process group
+in the task's sandbox (stdout and stderr of attempt *a* of instance *i* in
+``instances/<i>.<a>.stdout|stderr``; an instance's environment is the
+worker's without its secrets: the key and the token). The messages are in
+:mod:`.am_protocol`.
+
+The worker outlives its AppMaster: when the AppMaster is gone it keeps
+running its instance, keeps the results the AppMaster has not acknowledged
+and keeps saying HELLO (its DEALER reconnects to the same address by
+itself), so that a restarted AppMaster learns what happened meanwhile. It
+exits 0 when told RELEASE; on SIGTERM (its task killed) it kills its
+instance, says BYE and exits; with no word from any AppMaster for
+``FUXI_ORPHAN_TIMEOUT`` seconds (default 300) while idle it exits 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from mesoslike import Clock, MesoslikeError, SystemClock
+from mesoslike_frameworks.fuxi import am_protocol as amp
+from mesoslike.transport import Client, CurveKeys, Waker
+
+__all__ = ["Worker", "main", "SHELL", "read_secret", "TOKEN_FILE_ENV", "SECRET_KEY_FILE_ENV"]
+
+log = logging.getLogger("mesoslike_frameworks.fuxi.worker")
+
+SHELL = "/bin/sh"
+#: bytes of an instance's stderr quoted in a DONE message
+STDERR_TAIL = 600
+#: what a worker needs from its environment
+ENVIRONMENT = ("FUXI_APPMASTER", "FUXI_SLOT_ID", "FUXI_JOB_ID", "FUXI_UNIT", "FUXI_HOSTNAME")
+#: what proves the worker is its slot's: kept from the instances it runs
+SECRET_ENVIRONMENT = ("FUXI_WORKER_TOKEN", "FUXI_WORKER_SECRET_KEY")
+#: the files (relative to the sandbox) the worker's token and secret key are in, in its environment
+TOKEN_FILE_ENV, SECRET_KEY_FILE_ENV = "FUXI_WORKER_TOKEN_FILE", "FUXI_WORKER_SECRET_KEY_FILE"
+
+
+class _Run:
+    """The instance attempt being run."""
+
+    def __init__(self, instance: int, attempt: int, popen: subprocess.Popen[bytes], stderr: Path) -> None:
+        self.instance = instance
+        self.attempt = attempt
+        self.popen = popen
+        self.stderr = stderr
+        self.killed = False
+        self.kill_deadline: float | None = None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return self.instance, self.attempt
+
+
+class Worker:
+    """The worker's loop (:meth:`run`); one thread owns the socket, helper
+    threads only read the instance's stdout and wait for it to exit, and
+    hand what they see over through a queue and a :class:`Waker`."""
+
+    def __init__(self, appmaster: str, slot: str, unit: str, hostname: str, room: str = "", *,
+                 sandbox: str | os.PathLike = ".", clock: Clock | None = None, kill_grace: float = 2.0,
+                 orphan_timeout: float = 300.0, interval: float = amp.HEARTBEAT_INTERVAL, token: str = "",
+                 agent_id: str = "", keys: CurveKeys | None = None, appmaster_key: bytes | None = None) -> None:
+        self.appmaster = appmaster
+        self.slot, self.unit, self.hostname, self.room = slot, unit, hostname, room
+        self.token, self.agent_id = token, agent_id
+        self.sandbox = Path(sandbox)
+        self.clock = clock or SystemClock()
+        self.kill_grace = kill_grace
+        self.orphan_timeout = orphan_timeout
+        self.interval = interval
+        self.run_: _Run | None = None
+        self.unacked: dict[tuple[int, int], tuple[bool, str]] = {}   # results the AppMaster has not acknowledged
+        self.welcomed = False
+        # ("progress", run, fraction) or ("exit", run, return code)
+        self._events: queue.Queue[tuple[str, _Run, float]] = queue.Queue()
+        self._waker = Waker()
+        self._stop: str | None = None        # why the worker stops (SIGTERM) or None
+        self._exit: int | None = None
+        # with keys: the job's workers' pair, and its AppMaster's public key (that AppMaster only)
+        self._client = Client(appmaster, codec=amp.CODEC, identity=slot.encode(), keys=keys, server_key=appmaster_key)
+
+    # ------------------------------------------------------------ the loop
+    def run(self) -> int:
+        """Serve the AppMaster until RELEASE (0), a stop (143) or orphaned (1)."""
+        last_contact = self.clock.now()
+        next_beat = 0.0
+        try:
+            while self._exit is None:
+                now = self.clock.now()
+                if self._stop is not None:
+                    self._shutdown(self._stop)
+                    return 143
+                if now >= next_beat:
+                    self._beat()
+                    next_beat = now + self.interval
+                self._escalate_kill(now)
+                timeout = max(0.0, next_beat - self.clock.now())
+                if self.run_ is not None and self.run_.kill_deadline is not None:
+                    timeout = min(timeout, max(0.0, self.run_.kill_deadline - now))
+                if self._client.wait(timeout, self._waker):
+                    last_contact = self.clock.now()
+                for _, message in self._client.receive():
+                    self._on_message(message)
+                self._drain_events()
+                if self.run_ is None and self.clock.now() - last_contact > self.orphan_timeout:
+                    log.error("no word from the AppMaster at %s for %.0fs: giving up", self.appmaster,
+                              self.orphan_timeout)
+                    return 1
+            return self._exit
+        finally:
+            self._kill_now()
+            self._client.close(linger=0.5)   # let a last BYE or DONE go out
+            self._waker.close()
+
+    def stop(self, reason: str = "stopped") -> None:
+        """Ask the loop to stop (signal-handler safe)."""
+        self._stop = reason
+        self._waker.wake()
+
+    # ---------------------------------------------------------- messages
+    def _send(self, message: object) -> None:
+        if not self._client.send(message):   # queued while the AppMaster reads slowly: dropped only past its bound
+            log.error("the outbox to the AppMaster is full (%d frames): %s dropped", self._client.queued,
+                      type(message).__name__)
+
+    def _running(self) -> list[int] | None:
+        return [self.run_.instance, self.run_.attempt] if self.run_ is not None and not self.run_.killed else None
+
+    def _beat(self) -> None:
+        if not self.welcomed:
+            finished = [[i, a, ok, msg] for (i, a), (ok, msg) in sorted(self.unacked.items())]
+            self._send(amp.Hello(self.slot, self.unit, self.hostname, self.room, self._running(), finished,
+                                 self.token, self.agent_id))
+            return
+        self._send(amp.Heartbeat(self.slot, self._running()))
+        for (instance, attempt), (ok, message) in sorted(self.unacked.items()):
+            self._send(amp.Done(self.slot, instance, attempt, ok, message))
+
+    def _on_message(self, message: object) -> None:
+        if isinstance(message, amp.ProtocolError):
+            log.warning("a bad frame from the AppMaster: %s", message)
+            self._send(amp.Error(str(message)))
+            return
+        if isinstance(message, amp.Welcome):
+            self.welcomed = True
+        elif isinstance(message, amp.Rejoin):
+            self.welcomed = False
+            self._beat()
+        elif isinstance(message, amp.Assign):
+            self._assign(message)
+        elif isinstance(message, amp.Kill):
+            if self.run_ is not None and self.run_.key == (message.instance, message.attempt):
+                self._kill(self.run_)
+        elif isinstance(message, amp.Ack):
+            self.unacked.pop((message.instance, message.attempt), None)
+        elif isinstance(message, amp.Release):
+            log.info("released by the AppMaster")
+            self._exit = 0
+        elif isinstance(message, amp.Error):
+            log.warning("the AppMaster says: %s", message.message)
+        else:
+            self._send(amp.Error(f"{getattr(message, 'TYPE', '?')} is not a message for a worker"))
+
+    # ---------------------------------------------------------- instances
+    def _assign(self, message: amp.Assign) -> None:
+        key = (message.instance, message.attempt)
+        if key in self.unacked or (self.run_ is not None and self.run_.key == key):
+            return   # a resent ASSIGN
+        if self.run_ is not None:
+            self._send(amp.Error(f"busy: running instance {self.run_.instance} attempt {self.run_.attempt}"))
+            return
+        directory = self.sandbox / "instances"
+        stem = f"{message.instance}.{message.attempt}"
+        env = {name: value for name, value in os.environ.items() if name not in SECRET_ENVIRONMENT}
+        env.update(message.env)
+        env.setdefault("FUXI_INSTANCE", str(message.instance))
+        env.setdefault("FUXI_ATTEMPT", str(message.attempt))
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            stderr_path = directory / f"{stem}.stderr"
+            with open(stderr_path, "wb") as stderr:
+                popen = subprocess.Popen([SHELL, "-c", message.command], cwd=self.sandbox, env=env,
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
+                                         start_new_session=True, close_fds=True)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            self._finished(key, False, f"cannot start: {type(exc).__name__}: {exc}")
+            return
+        log.info("instance %d attempt %d started as pid %d", message.instance, message.attempt, popen.pid)
+        run = self.run_ = _Run(message.instance, message.attempt, popen, stderr_path)
+        reader = threading.Thread(target=self._read, args=(run, directory / f"{stem}.stdout"), daemon=True)
+        reader.start()
+        threading.Thread(target=self._wait, args=(run, reader), daemon=True).start()
+
+    def _read(self, run: _Run, path: Path) -> None:
+        """Copy the instance's stdout to its file; report its progress lines."""
+        stdout = run.popen.stdout
+        assert stdout is not None   # started with stdout=PIPE
+        with open(path, "wb") as sink:
+            for line in stdout:
+                sink.write(line)
+                sink.flush()
+                fraction = parse_progress(line)
+                if fraction is not None:
+                    self._events.put(("progress", run, fraction))
+                    self._waker.wake()
+
+    def _wait(self, run: _Run, reader: threading.Thread) -> None:
+        returncode = run.popen.wait()
+        reader.join(1.0)   # a child that kept stdout open must not hold the result back
+        self._events.put(("exit", run, returncode))
+        self._waker.wake()
+
+    def _drain_events(self) -> None:
+        while True:
+            try:
+                kind, run, value = self._events.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "progress" and run is self.run_ and not run.killed:
+                self._send(amp.Progress(self.slot, run.instance, run.attempt, value))
+            elif kind == "exit":
+                if run is self.run_:
+                    self.run_ = None
+                if run.killed:
+                    log.info("instance %d attempt %d killed", run.instance, run.attempt)
+                    continue
+                self._finished(run.key, value == 0, describe_exit(int(value), run.stderr))
+
+    def _finished(self, key: tuple[int, int], ok: bool, message: str) -> None:
+        log.info("instance %d attempt %d %s: %s", key[0], key[1], "succeeded" if ok else "failed", message)
+        self.unacked[key] = (ok, message)
+        if self.welcomed:
+            self._send(amp.Done(self.slot, key[0], key[1], ok, message))
+
+    def _kill(self, run: _Run) -> None:
+        if not run.killed:
+            run.killed = True
+            run.kill_deadline = self.clock.now() + self.kill_grace
+            _signal_group(run.popen.pid, signal.SIGTERM)
+
+    def _escalate_kill(self, now: float) -> None:
+        run = self.run_
+        if run is not None and run.kill_deadline is not None and now >= run.kill_deadline:
+            run.kill_deadline = None
+            _signal_group(run.popen.pid, signal.SIGKILL)
+
+    def _kill_now(self) -> None:
+        if self.run_ is not None:
+            self.run_.killed = True
+            _signal_group(self.run_.popen.pid, signal.SIGKILL)
+
+    def _shutdown(self, reason: str) -> None:
+        """SIGTERM: the instance gets its grace period, then the AppMaster a BYE."""
+        run = self.run_
+        if run is not None:
+            self._kill(run)
+            try:
+                run.popen.wait(self.kill_grace)
+            except subprocess.TimeoutExpired:
+                pass
+        self._send(amp.Bye(self.slot, reason))
+
+
+def parse_progress(line: bytes) -> float | None:
+    """The fraction of a ``FUXI_PROGRESS <fraction>`` line (clamped to
+    [0, 1]), None for any other line."""
+    parts = line.split()
+    if len(parts) != 2 or parts[0] != amp.PROGRESS_PREFIX.encode():
+        return None
+    try:
+        fraction = float(parts[1])
+    except ValueError:
+        return None
+    if fraction != fraction:   # NaN
+        return None
+    return min(1.0, max(0.0, fraction))
+
+
+def describe_exit(returncode: int, stderr: Path) -> str:
+    """``exit status 3`` / ``killed by signal 9``, then the tail of stderr."""
+    what = f"killed by signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
+    try:
+        with open(stderr, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - STDERR_TAIL))
+            tail = handle.read().decode(errors="replace").strip()
+    except OSError:
+        tail = ""
+    return f"{what}: {tail}" if tail else what
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def read_secret(env: os._Environ[str] | dict[str, str], file_env: str, value_env: str) -> str:
+    """A secret of the worker: from the file ``file_env`` names (below the
+    sandbox), which is then removed — the instances the worker runs, its
+    user's processes, must not find it — else from ``value_env``."""
+    name = env.get(file_env, "")
+    if not name:
+        return env.get(value_env, "")
+    sandbox = env.get("MESOS_SANDBOX") or env.get("MESOSLIKE_SANDBOX") or ""
+    problem: OSError | None = None
+    for path in dict.fromkeys((os.path.join(sandbox, name), name) if sandbox else (name,)):
+        try:
+            with open(path, encoding="ascii") as source:
+                value = source.read().strip()
+        except OSError as exc:
+            problem = problem or exc
+            continue
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return value
+    raise ValueError(f"cannot read {name} ({file_env}): {problem}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    missing = [name for name in ENVIRONMENT if not os.environ.get(name)]
+    if missing:
+        print(f"fuxi worker: missing environment {', '.join(missing)} (the Fuxi service sets them)",
+              file=sys.stderr)
+        return 2
+    logging.basicConfig(level=os.environ.get("FUXI_LOG_LEVEL", "INFO").upper(),
+                        format="%(asctime)s %(levelname)s fuxi-worker %(message)s")
+    env = os.environ
+    try:
+        orphan_timeout = float(env.get("FUXI_ORPHAN_TIMEOUT", "300"))
+        public = env.get("FUXI_WORKER_PUBLIC_KEY", "")
+        secret = read_secret(env, SECRET_KEY_FILE_ENV, "FUXI_WORKER_SECRET_KEY")
+        token = read_secret(env, TOKEN_FILE_ENV, "FUXI_WORKER_TOKEN")
+        keys = CurveKeys(public.encode(), secret.encode()) if public and secret else None
+        appmaster_key = env.get("FUXI_APPMASTER_KEY", "").encode() or None
+        worker = Worker(env["FUXI_APPMASTER"], env["FUXI_SLOT_ID"], env["FUXI_UNIT"], env["FUXI_HOSTNAME"],
+                        env.get("FUXI_ROOM", ""), sandbox=os.getcwd(), orphan_timeout=orphan_timeout,
+                        token=token, agent_id=env.get("MESOSLIKE_AGENT_ID", ""),
+                        keys=keys, appmaster_key=appmaster_key)
+    except (ValueError, MesoslikeError) as exc:
+        print(f"fuxi worker: {exc}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop("killed (SIGTERM)"))
+    signal.signal(signal.SIGINT, lambda *_: worker.stop("interrupted"))
+    log.info("slot %s of job %s unit %s on %s: AppMaster %s", worker.slot, env["FUXI_JOB_ID"], worker.unit,
+             worker.hostname, worker.appmaster)
+    return worker.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
