@@ -117,8 +117,7 @@ def probe_under_state_readers(runtime, readers: int, seconds: float, at_least_on
             probe.wait(0.01)
         return time.monotonic() - sent
     call()  # a whole turn since the set-up, which held the lock: only what follows counts
-    if hasattr(runtime, "loop_stats"):  # (a tree from before issue 12 has none: --before)
-        runtime.loop_stats = type(runtime.loop_stats)()
+    reset_loop_stats(runtime)
     stop = threading.Event()
     served = [0]
 
@@ -146,7 +145,36 @@ def probe_under_state_readers(runtime, readers: int, seconds: float, at_least_on
             "probe_answer_max_s": round(waits[-1], 4),
             "probe_answer_p99_s": round(waits[max(int(len(waits) * 0.99) - 1, 0)], 4),
             "probe_answer_median_s": round(waits[len(waits) // 2], 4),
-            "loop_stall_seconds_max": runtime.loop_stats.stall_max if hasattr(runtime, "loop_stats") else None}
+            "loop_stall_seconds_max": getattr(loop_stats(runtime), "stall_max", None)}
+
+
+def master_runtime(address: str, http_port: int | None, config):
+    """A MasterRuntime of the tree on sys.path, whichever constructor it has
+    (a tree from before MasterSettings takes the parameters: --before)."""
+    from mesoslike.master.runtime import MasterRuntime
+
+    try:
+        from mesoslike.master.settings import MasterSettings
+    except ImportError:
+        return MasterRuntime(address, http_port=http_port, config=config)
+    return MasterRuntime(MasterSettings(address=address, http_port=http_port, config=config))
+
+
+def loop_stats(runtime):
+    """The runtime's loop statistics (None: a tree from before they were kept)."""
+    metrics = getattr(runtime, "metrics", None)
+    return metrics.loop if metrics is not None else getattr(runtime, "loop_stats", None)
+
+
+def reset_loop_stats(runtime) -> None:
+    stats = loop_stats(runtime)
+    if stats is None:
+        return
+    fresh = type(stats)()
+    if getattr(runtime, "metrics", None) is not None:
+        runtime.metrics.loop = fresh
+    else:
+        runtime.loop_stats = fresh
 
 
 def wait(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05,

@@ -44,7 +44,7 @@ def cluster(frameworks: int, tasks: int, keep_frameworks: int, keep_tasks: int) 
     for n in range(frameworks):
         peer = f"fw{n}".encode()
         core.on_message(peer, m.Subscribe(FrameworkInfo(name=f"job{n}")))
-        framework_id = core._framework_by_peer[peer]
+        framework_id = core.framework_book.on(peer).id
         clock.advance(1.0)
         offer = next(s.message.offers[0] for s in core.tick() if s.peer == peer and isinstance(s.message, m.Offers))
         ids = [f"t{i}" for i in range(tasks)]

@@ -110,10 +110,11 @@ def threads() -> int:
 
 def measure(slow: int, requests: int) -> dict:
     from mesoslike.master.runtime import MasterRuntime
+    from mesoslike.master.settings import MasterSettings
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 2 * slow + 2048)), hard))
-    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=0)
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=0))
     runtime.start()
     try:
         url = runtime.http_address

@@ -38,12 +38,11 @@ import benchlib  # noqa: E402
 
 def measure(frameworks: int, tasks: int, readers: int, seconds: float) -> dict:
     from mesoslike.master import MasterConfig
-    from mesoslike.master.runtime import MasterRuntime
     from mesoslike.resources import Resources
     from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, TaskInfo
     from mesoslike.wire import messages as m
 
-    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=0, config=MasterConfig(offer_timeout=None))
+    runtime = benchlib.master_runtime("tcp://127.0.0.1:0", 0, MasterConfig(offer_timeout=None))
     runtime.start()
     try:
         with runtime._lock:

@@ -652,7 +652,6 @@ def big_master(agents: int, tasks: int, frameworks: int, readers: int, seconds: 
     """In a fresh process: a master holding ``agents`` agents and ``tasks``
     running tasks of ``frameworks`` frameworks, fed through its core."""
     from mesoslike.master import MasterConfig
-    from mesoslike.master.runtime import MasterRuntime
     from mesoslike.resources import Resources
     from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, TaskInfo
     from mesoslike.wire import messages as m
@@ -668,7 +667,7 @@ def big_master(agents: int, tasks: int, frameworks: int, readers: int, seconds: 
 
     # the simulated agents and frameworks are never there: nothing times out while the bench runs
     quiet = dict(ping_interval=3600.0, heartbeat_interval=3600.0, task_launch_timeout=3600.0)
-    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=0, config=MasterConfig(offer_timeout=None, **quiet))
+    runtime = benchlib.master_runtime("tcp://127.0.0.1:0", 0, MasterConfig(offer_timeout=None, **quiet))
     runtime.start()
     per_agent = -(-tasks // agents)
     try:

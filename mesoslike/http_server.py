@@ -104,7 +104,9 @@ class Request:
     peer's address. The TCP connection it came on: ``client_port``,
     ``local`` (the server's end: address and port) and ``connection``, a
     number no other connection of this process had (0: unknown) — what a
-    handler that learns something of the peer may remember it by."""
+    handler that learns something of the peer may remember it by.
+    ``principal``: who the request authenticated as, once a server's
+    authorization said so (None: nobody, or not asked)."""
 
     method: str
     target: str
@@ -114,6 +116,7 @@ class Request:
     client_port: int = 0
     local: tuple[str, int] = ("", 0)
     connection: int = 0
+    principal: str | None = None
 
     @property
     def path(self) -> str:

@@ -23,6 +23,7 @@ from environment import unavailable
 from image_registry import busybox_image, push_image, registry, registry_factory, require_tools  # noqa: F401
 from mesoslike.agent.executor import run_dir_path, sandbox_path
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.agent.secrets import secret_file_host_path
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
@@ -37,8 +38,8 @@ FW = FrameworkInfo(name="containers", id="fw-1")
 
 @pytest.fixture
 def agent(master, tmp_path, cgroups_root):  # noqa: F811 (fixture)
-    runtime = AgentRuntime(master.address, "cpus:4;mem:1024", hostname="c1", work_dir=tmp_path / "agent",
-                           cgroups_root=cgroups_root).start()
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:4;mem:1024", hostname="c1",
+                                         work_dir=tmp_path / "agent", cgroups_root=cgroups_root)).start()
     master.register()
     yield runtime
     runtime.stop()
@@ -84,8 +85,8 @@ def image_agent(master, tmp_path, cgroups_root, registry):  # noqa: F811 (fixtur
 
     def make(restart=False, **kwargs):
         kwargs.setdefault("docker_registry", registry.host)
-        runtime = AgentRuntime(master.address, "cpus:4;mem:1024", hostname="img", work_dir=tmp_path / "agent",
-                               cgroups_root=cgroups_root, **kwargs).start()
+        runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:4;mem:1024", hostname="img",
+                                             work_dir=tmp_path / "agent", cgroups_root=cgroups_root, **kwargs)).start()
         made.append(runtime)
         if restart:
             master.expect(m.ReregisterAgent)

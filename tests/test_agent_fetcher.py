@@ -24,6 +24,7 @@ from agent_helpers import master  # noqa: F401 (fixture)
 from mesoslike.agent.executor import sandbox_path
 from mesoslike.agent.fetcher import FetchError, extract
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.errors import ConfigError
 from mesoslike.resources import Resources
 from mesoslike.wire import WireError, decode, encode
@@ -95,8 +96,8 @@ def make_agent(master, tmp_path):  # noqa: F811 (fixture)
 
     def make(**kwargs):
         kwargs.setdefault("work_dir", tmp_path / "agent")
-        runtime = AgentRuntime(master.address, "cpus:4;mem:1024", hostname="h1", isolation="posix",
-                               **{"switch_user": False, **kwargs}).start()
+        runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:4;mem:1024", hostname="h1",
+                                             isolation="posix", **{"switch_user": False, **kwargs})).start()
         agents.append(runtime)
         master.register()
         return runtime
@@ -321,7 +322,8 @@ def test_fetched_files_belong_to_the_tasks_user_who_cannot_fetch_what_it_may_not
 # ---------------------------------------------------------------- settings
 def test_bad_fetcher_settings_are_a_config_error(master, tmp_path):  # noqa: F811
     with pytest.raises(ConfigError, match="--fetcher-timeout"):
-        AgentRuntime(master.address, "cpus:1;mem:64", hostname="h", work_dir=tmp_path / "a", fetcher_timeout=0)
+        AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:64", hostname="h",
+                                   work_dir=tmp_path / "a", fetcher_timeout=0))
 
 
 # ------------------------------------------------------------------- the codec

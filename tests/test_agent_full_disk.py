@@ -16,6 +16,7 @@ import pytest
 
 from agent_helpers import master  # noqa: F401 (fixture)
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
 from mesoslike.wire.types import FrameworkInfo, TaskInfo, TaskState
@@ -46,8 +47,8 @@ def run(master, task_id, command):
 
 
 def test_a_task_that_fills_its_sandboxs_disk_fails_saying_so_and_the_next_launch_too(master, small_disk):
-    runtime = AgentRuntime(master.address, "cpus:1;mem:256;disk:10", hostname="full", work_dir=small_disk,
-                           isolation="posix").start()
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:256;disk:10", hostname="full",
+                                         work_dir=small_disk, isolation="posix")).start()
     try:
         master.register()
         filler = run(master, "filler", "head -c 20000000 /dev/zero > big")

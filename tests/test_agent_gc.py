@@ -13,6 +13,7 @@ import pytest
 from agent_helpers import master  # noqa: F401 (fixture)
 from mesoslike.agent.gc import Sandbox, parse_duration, plan
 from mesoslike.agent.runtime import AgentRuntime, default_work_dir
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
 from mesoslike.wire.types import FrameworkInfo, TaskInfo, TaskState
@@ -62,8 +63,8 @@ def finished(master, task_id, command="echo hi"):
 
 
 def test_the_agent_collects_ended_sandboxes_after_the_delay_and_keeps_live_ones(master, tmp_path):
-    runtime = AgentRuntime(master.address, "cpus:1;mem:256;disk:10", hostname="gc", work_dir=tmp_path,
-                           isolation="posix", gc_delay=0.0, gc_interval=0.05).start()
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:256;disk:10", hostname="gc",
+                                         work_dir=tmp_path, isolation="posix", gc_delay=0.0, gc_interval=0.05)).start()
     try:
         master.register()
         live = tmp_path / "sandboxes" / "fw-1" / "live"
@@ -72,14 +73,15 @@ def test_the_agent_collects_ended_sandboxes_after_the_delay_and_keeps_live_ones(
         assert finished(master, "done").state == TaskState.FINISHED
         wait_until(lambda: not (tmp_path / "sandboxes" / "fw-1" / "done").exists(), 10, "the ended sandbox to go")
         assert live.is_dir()                                  # a running task's sandbox is never collected
-        assert "mesoslike_agent_sandboxes_collected_total 1" in runtime.metrics_text()
+        assert "mesoslike_agent_sandboxes_collected_total 1" in runtime.views.metrics_text()
     finally:
         runtime.stop()
 
 
 def test_past_the_disk_watermark_ended_sandboxes_go_before_the_delay(master, tmp_path):
-    runtime = AgentRuntime(master.address, "cpus:1;mem:256;disk:10", hostname="gc", work_dir=tmp_path,
-                           isolation="posix", gc_delay=7 * DAY, gc_disk_watermark=1e-9, gc_interval=0.05).start()
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:256;disk:10", hostname="gc",
+                                         work_dir=tmp_path, isolation="posix", gc_delay=7 * DAY, gc_disk_watermark=1e-9,
+                                         gc_interval=0.05)).start()
     try:
         master.register()
         assert finished(master, "done").state == TaskState.FINISHED
@@ -89,8 +91,8 @@ def test_past_the_disk_watermark_ended_sandboxes_go_before_the_delay(master, tmp
 
 
 def test_a_week_is_the_default_and_an_ended_sandbox_stays_until_then(master, tmp_path):
-    runtime = AgentRuntime(master.address, "cpus:1;mem:256;disk:10", hostname="gc", work_dir=tmp_path,
-                           isolation="posix", gc_interval=0.05).start()
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:256;disk:10", hostname="gc",
+                                         work_dir=tmp_path, isolation="posix", gc_interval=0.05)).start()
     try:
         assert runtime.gc_delay == 7 * DAY
         master.register()

@@ -18,6 +18,7 @@ from e2e_helpers import run_on_local
 from mesoslike.agent.executor import sandbox_path
 from mesoslike.agent.health import HealthPolicy
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.resources import Resources
 from mesoslike.wire import WireError, decode, encode
 from mesoslike.wire import messages as m
@@ -38,8 +39,8 @@ STRICT = {**QUICK, "grace_period_seconds": 0.0}
 
 @pytest.fixture
 def agent(master, tmp_path):  # noqa: F811 (fixture)
-    runtime = AgentRuntime(master.address, "cpus:4;mem:1024", hostname="h1", work_dir=tmp_path / "agent",
-                           isolation="posix", switch_user=False).start()
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:4;mem:1024", hostname="h1",
+                                         work_dir=tmp_path / "agent", isolation="posix", switch_user=False)).start()
     master.register()
     yield runtime
     runtime.stop()
@@ -157,14 +158,14 @@ def test_a_task_killed_by_its_check_while_the_agent_is_down_is_reported_by_the_n
     while no agent runs; the restarted agent reports how the task ended."""
     options = dict(hostname="h1", work_dir=tmp_path / "agent", isolation="posix", switch_user=False,
                    kill_tasks_on_exit=False)
-    first = AgentRuntime(master.address, "cpus:4;mem:1024", **options).start()
+    first = AgentRuntime(AgentSettings(master=master.address, resources="cpus:4;mem:1024", **options)).start()
     master.register()
     check = HealthCheck("COMMAND", command="test ! -f sick", consecutive_failures=1, **STRICT)
     master.send(m.RunTask(FW, task("t", "sleep 60", check)))
     assert healthy_update(master, "t").healthy is True
     first.stop()
     (sandbox_path(tmp_path / "agent", "fw-1", "t") / "sick").touch()   # it turns sick while no agent runs
-    second = AgentRuntime(master.address, "cpus:4;mem:1024", **options).start()
+    second = AgentRuntime(AgentSettings(master=master.address, resources="cpus:4;mem:1024", **options)).start()
     try:
         master.expect(m.ReregisterAgent)
         master.send(m.AgentRegistered("agent-1", master.info, 30.0))
@@ -181,8 +182,8 @@ def test_a_task_killed_by_its_check_while_the_agent_is_down_is_reported_by_the_n
 def test_a_command_check_runs_as_the_tasks_user_in_its_sandbox(master):  # noqa: F811
     directory = Path(tempfile.mkdtemp(prefix="mesoslike-health-"))
     os.chmod(directory, 0o711)   # the switched task's user must reach its sandbox
-    runtime = AgentRuntime(master.address, "cpus:4;mem:1024", hostname="h1", work_dir=directory / "agent",
-                           isolation="posix", switch_user=True).start()
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:4;mem:1024", hostname="h1",
+                                         work_dir=directory / "agent", isolation="posix", switch_user=True)).start()
     try:
         master.register()
         check = HealthCheck("COMMAND", command='test "$(id -un)" = nobody && test "$PWD" = "$MESOSLIKE_SANDBOX" '

@@ -14,6 +14,7 @@ import pytest
 
 from agent_helpers import FakeMaster
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
 from mesoslike.wire.types import FrameworkInfo, TaskInfo, TaskState
@@ -46,8 +47,8 @@ def served(tmp_path_factory):
     work_dir.mkdir()
     secret = work_dir / "secret.txt"          # in the work dir, beside the sandboxes: never to be served
     secret.write_text(SECRET)
-    runtime = AgentRuntime(master.address, "cpus:1;mem:256;disk:10", hostname="web", work_dir=work_dir,
-                           isolation="posix").start()
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:256;disk:10", hostname="web",
+                                         work_dir=work_dir, isolation="posix")).start()
     try:
         master.register()
         task = TaskInfo("t1", "agent-1", TASK.format(secret=secret), Resources.parse("cpus:0.5;mem:64"))

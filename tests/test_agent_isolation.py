@@ -27,6 +27,7 @@ from mesoslike.agent.supervisor import cgroup_pids
 from mesoslike.agent.isolation import (CgroupsV2Isolator, Container, PosixIsolator, cgroup_mounts,
                                        select_isolator)
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.errors import ConfigError
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
@@ -48,8 +49,9 @@ def agent(tmp_path, master, cgroups_root):
     made = []
 
     def make(**kwargs):
-        runtime = AgentRuntime(master.address, "cpus:2;mem:1024;disk:100", hostname="iso", work_dir=tmp_path / "iso",
-                               cgroups_root=cgroups_root, **kwargs).start()
+        runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:2;mem:1024;disk:100",
+                                             hostname="iso", work_dir=tmp_path / "iso", cgroups_root=cgroups_root,
+                                             **kwargs)).start()
         made.append(runtime)
         master.register()
         return runtime
@@ -265,8 +267,8 @@ def test_without_cgroups_isolation_falls_back_to_posix_and_says_limits_are_not_e
 
 
 def test_posix_isolation_measures_a_tasks_session(master, tmp_path):
-    runtime = AgentRuntime(master.address, "cpus:1;mem:256;disk:10", hostname="posix", work_dir=tmp_path / "p",
-                           isolation="posix").start()
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:256;disk:10", hostname="posix",
+                                         work_dir=tmp_path / "p", isolation="posix")).start()
     try:
         master.register()
         run(master, "measured", "sleep 60")

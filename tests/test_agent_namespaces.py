@@ -26,6 +26,7 @@ from agent_helpers import cgroups_root, master, traversable_dir  # noqa: F401 (f
 from mesoslike.agent.executor import run_dir_path, sandbox_path
 from mesoslike.agent.isolation import DEFAULT_ISOLATION, parse_isolation, select_isolation
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.agent.secrets import secret_file_host_path
 from mesoslike.errors import ConfigError
 from mesoslike.resources import Resources
@@ -53,9 +54,9 @@ def agent(master, tmp_path, cgroups_root):  # noqa: F811 (fixture)
     made = []
 
     def make(isolation: str = "auto", **kwargs):
-        runtime = AgentRuntime(master.address, "cpus:4;mem:1024", hostname=f"h{len(made)}",
-                               work_dir=tmp_path / f"agent{len(made)}", isolation=isolation,
-                               cgroups_root=cgroups_root, **kwargs).start()
+        runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:4;mem:1024", hostname=f"h{len(made)}",
+                                             work_dir=tmp_path / f"agent{len(made)}", isolation=isolation,
+                                             cgroups_root=cgroups_root, **kwargs)).start()
         made.append(runtime)
         master.register()
         return runtime
@@ -105,7 +106,7 @@ def test_a_task_sees_only_its_own_processes_and_its_supervisor_is_its_init(maste
     assert "supervisor.py" in written(runtime, "t", "init")
     host = host_pid_of(runtime, "t")
     assert host != 2 and namespace_of(host, "pid") != namespace_of(os.getpid(), "pid")
-    got = runtime.state_document()["tasks"][0]["isolation"]
+    got = runtime.views.state_document()["tasks"][0]["isolation"]
     assert {"filesystem/linux", "namespaces/pid", "namespaces/ipc", "namespaces/uts"} <= set(got), got
     # the task's updates tell the master (its /state) what its container is
     assert started.container_status.isolators == got and started.container_status.executor_pid == host
@@ -161,7 +162,7 @@ def test_opting_out_runs_tasks_in_the_agents_namespaces(master, agent):  # noqa:
         assert str(os.getpid()) in written(runtime, "t", "procs").split()   # the host's processes
         assert Path(f"/tmp/{marker}").read_text() == "shared\n"
         assert namespace_of(host, "pid") == namespace_of(os.getpid(), "pid")
-        assert runtime.state_document()["tasks"][0]["isolation"] == ["posix/cpu", "posix/mem"]
+        assert runtime.views.state_document()["tasks"][0]["isolation"] == ["posix/cpu", "posix/mem"]
     finally:
         Path(f"/tmp/{marker}").unlink(missing_ok=True)
 
@@ -250,8 +251,8 @@ def test_secret_volumes_of_a_container_without_an_image(master, traversable_dir,
     bound read-only over a path of the agent in the task's mount namespace
     only; both 0400 and the task user's, for no other task, gone at its end."""
     require_root()
-    runtime = AgentRuntime(master.address, "cpus:4;mem:1024", hostname="s", work_dir=traversable_dir / "agent",
-                           cgroups_root=cgroups_root).start()   # a work dir below /tmp that nobody may traverse
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:4;mem:1024", hostname="s",
+                                         work_dir=traversable_dir / "agent", cgroups_root=cgroups_root)).start()   # a work dir below /tmp that nobody may traverse
     try:
         master.register()
         target = traversable_dir / "app-token"   # the agent's own file, kept below the task's private /tmp
@@ -384,4 +385,4 @@ def test_network_none_gives_a_task_only_its_loopback_where_its_checks_reach_it(m
     assert [line.split(":")[0].strip() for line in devices.splitlines()[2:]] == ["lo"]
     with pytest.raises(OSError):   # the host's 127.0.0.1 is another one
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
-    assert "network/none" in runtime.state_document()["tasks"][0]["isolation"]
+    assert "network/none" in runtime.views.state_document()["tasks"][0]["isolation"]

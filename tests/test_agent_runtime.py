@@ -12,6 +12,7 @@ from agent_helpers import master  # noqa: F401 (fixture)
 from waiting import wait_until
 from mesoslike.agent.executor import LaunchError, TaskExecutor, TaskExit, TaskStarted, path_component, sandbox_path
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.errors import ConfigError
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
@@ -30,7 +31,7 @@ def make_agent(tmp_path, master):
     def make(resources="cpus:2;mem:512;disk:100;ports:[31000-31010]", **kwargs):
         kwargs.setdefault("hostname", f"agent-{len(agents)}")
         kwargs.setdefault("work_dir", tmp_path / kwargs["hostname"])
-        agent = AgentRuntime(master.address, resources, **kwargs).start()
+        agent = AgentRuntime(AgentSettings(master=master.address, resources=resources, **kwargs)).start()
         agents.append(agent)
         return agent
 
@@ -196,23 +197,23 @@ def test_stop_with_running_tasks_leaves_no_process_behind(master, make_agent):
 
 # ------------------------------------------------------- configuration
 def test_malformed_master_addresses_are_config_errors(tmp_path):
-    AgentRuntime("zk://127.0.0.1:2181/mesoslike", work_dir=tmp_path)  # accepted; followed when running
+    AgentRuntime(AgentSettings(master="zk://127.0.0.1:2181/mesoslike", work_dir=tmp_path))  # accepted; followed when running
     with pytest.raises(ConfigError, match="ZooKeeper URL"):
-        AgentRuntime("zk://127.0.0.1:2181", work_dir=tmp_path)
+        AgentRuntime(AgentSettings(master="zk://127.0.0.1:2181", work_dir=tmp_path))
     with pytest.raises(ConfigError, match="tcp://HOST:PORT"):
-        AgentRuntime("127.0.0.1:5050", work_dir=tmp_path)
+        AgentRuntime(AgentSettings(master="127.0.0.1:5050", work_dir=tmp_path))
     with pytest.raises(ConfigError, match="resources"):
-        AgentRuntime("tcp://127.0.0.1:5050", "cpus:-1", work_dir=tmp_path)
+        AgentRuntime(AgentSettings(master="tcp://127.0.0.1:5050", resources="cpus:-1", work_dir=tmp_path))
 
 
 def test_resources_default_to_what_the_machine_has(tmp_path):
-    agent = AgentRuntime("tcp://127.0.0.1:5050", work_dir=tmp_path)
+    agent = AgentRuntime(AgentSettings(master="tcp://127.0.0.1:5050", work_dir=tmp_path))
     resources = agent.info.resources
     assert resources.get("cpus") == os.cpu_count()
     assert resources.get("mem") > 0 and resources.get("disk") > 0
     assert resources.ranges("ports") == ((31000, 32000),)
     assert agent.info.hostname  # the machine's name
-    partial = AgentRuntime("tcp://127.0.0.1:5050", "cpus:3;mem:100", work_dir=tmp_path)
+    partial = AgentRuntime(AgentSettings(master="tcp://127.0.0.1:5050", resources="cpus:3;mem:100", work_dir=tmp_path))
     assert partial.info.resources.get("cpus") == 3 and partial.info.resources.get("mem") == 100
     assert partial.info.resources.ranges("ports") == ((31000, 32000),) and partial.info.resources.get("disk") > 0
 

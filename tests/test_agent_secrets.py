@@ -21,6 +21,7 @@ from agent_helpers import master, read_pid_file, traversable_dir  # noqa: F401 (
 from mesoslike.agent.environment import DEFAULT_PATH, TASK_VARIABLES
 from mesoslike.agent.executor import run_dir_path, sandbox_path
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.agent.secrets import SecretError, SecretStore, secret_file_host_path, select_key
 from mesoslike.errors import ConfigError
 from mesoslike.resources import Resources
@@ -66,8 +67,8 @@ def secrets_dir(traversable_dir):
 def agent(master, traversable_dir, secrets_dir, monkeypatch):  # noqa: F811 (fixture)
     for name, value in AGENT_SECRETS.items():
         monkeypatch.setenv(name, value)
-    runtime = AgentRuntime(master.address, "cpus:2;mem:512", hostname="h1", work_dir=traversable_dir / "agent",
-                           isolation="posix", secrets_dir=secrets_dir).start()
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:2;mem:512", hostname="h1",
+                                         work_dir=traversable_dir / "agent", isolation="posix", secrets_dir=secrets_dir)).start()
     master.register()
     yield runtime
     runtime.stop()
@@ -114,8 +115,9 @@ def test_a_task_starts_with_a_clean_environment_and_cannot_read_the_agents(maste
 
 
 def test_the_operator_sets_the_base_environment(master, traversable_dir):  # noqa: F811 (fixture)
-    runtime = AgentRuntime(master.address, "cpus:1;mem:256", hostname="h2", work_dir=traversable_dir / "h2",
-                           isolation="posix", environment={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}).start()
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:256", hostname="h2",
+                                         work_dir=traversable_dir / "h2", isolation="posix",
+                                         environment={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})).start()
     try:
         master.register()
         master.send(m.RunTask(FW_A, task("t", "env -0 > env.out")))
@@ -161,7 +163,7 @@ def test_secrets_reach_their_task_as_variables_and_files_and_nothing_else(master
     # nowhere else: not the agent's state, launch files, journal, logs, nor a process's arguments
     supervisor = json.loads((run_dir / "supervisor.json").read_text())["pid"]
     wanted = (REFERENCED.encode(), b"json-token", VALUE, b"file-secret-")
-    places = {"the agent's /state": json.dumps(agent.state_document()).encode(),
+    places = {"the agent's /state": json.dumps(agent.views.state_document()).encode(),
               "the log": caplog.text.encode(),
               "the supervisor's arguments": Path(f"/proc/{supervisor}/cmdline").read_bytes(),
               "the supervisor's environment": Path(f"/proc/{supervisor}/environ").read_bytes(),
@@ -206,10 +208,10 @@ def test_an_agent_without_a_secrets_dir_refuses_references_and_a_loose_dir_is_re
         master, traversable_dir, secrets_dir):  # noqa: F811 (fixture)
     os.chmod(secrets_dir, 0o777)
     with pytest.raises(ConfigError, match="must belong to uid 0 .* and not be writable by others"):
-        AgentRuntime(master.address, "cpus:1;mem:256", hostname="h3", work_dir=traversable_dir / "h3",
-                     secrets_dir=secrets_dir)
-    runtime = AgentRuntime(master.address, "cpus:1;mem:256", hostname="h4", work_dir=traversable_dir / "h4",
-                           isolation="posix").start()
+        AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:256", hostname="h3",
+                                   work_dir=traversable_dir / "h3", secrets_dir=secrets_dir))
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:256", hostname="h4",
+                                         work_dir=traversable_dir / "h4", isolation="posix")).start()
     try:
         master.register()
         secret = {"S": Secret(Secret.REFERENCE, reference=SecretReference("db"))}
@@ -277,8 +279,9 @@ def test_tasks_of_two_principals_never_share_a_unix_user(master, agent):  # noqa
 
 
 def test_the_operator_may_let_principals_share_a_user(master, traversable_dir):  # noqa: F811 (fixture)
-    runtime = AgentRuntime(master.address, "cpus:1;mem:256", hostname="h5", work_dir=traversable_dir / "h5",
-                           isolation="posix", shared_task_users=["nobody"]).start()
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:256", hostname="h5",
+                                         work_dir=traversable_dir / "h5", isolation="posix",
+                                         shared_task_users=["nobody"])).start()
     try:
         master.register()
         assert "tasks of different principals may share user(s) nobody" in runtime.describe_users()

@@ -20,6 +20,7 @@ from e2e_helpers import ProcessSet, cluster, http_get  # noqa: F401 (fixture)
 from mesoslike import FrameworkInfo, TaskState
 from mesoslike.agent.executor import sandbox_path
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.agent.supervisor import LaunchProblem, is_own_identity, read_json, resolve_user
 from mesoslike.resources import Resources
 from mesoslike.wire import messages as m
@@ -60,8 +61,7 @@ def process_uid(pid: int) -> int:
 # ------------------------------------------------------- a real cluster
 def run_one(cluster, command: str, user: str, *agent_args: str, master_args: tuple[str, ...] = ()):
     """A master (``master_args``), an agent (``agent_args``), a framework of
-    ``user`` and one task ``t`` running ``command``; returns (scheduler,
-    agent proc)."""
+    ``user`` and one task ``t`` running ``command``; returns (scheduler, agent proc)."""
     cluster.start_master(*master_args)
     agent = start_agent(cluster, "a1", RESOURCES, *agent_args)
     scheduler = Launcher({"t": command})
@@ -130,10 +130,9 @@ def test_a_task_of_another_user_is_forked_to_switch():
 
 
 def test_a_restarted_agent_reattaches_to_a_switched_task(cluster, cgroups_root):
-    # the agent is back before the master would remove it, however loaded the machine (a new agent
-    # process takes a second or more to start; the suite's masters remove one after 1.5 s)
+    # the master waits 30 s for the restarted agent (a restart on a loaded machine takes seconds)
     scheduler, agent = run_one(cluster, WAIT_FOR_GO, "nobody", "--cgroups-root", cgroups_root,
-                               master_args=("--max-agent-ping-timeouts", "20"))
+                               master_args=("--max-agent-ping-timeouts", "60"))
     scheduler.wait(lambda: scheduler.running("t"), 30, "the task to run", cluster.diagnostics)
     directory = sandbox(cluster, "a1", scheduler.framework_id, "t")
     read_pid_file(directory / "pid")   # it runs
@@ -161,8 +160,8 @@ FW = FrameworkInfo(name="switch", id="fw-1", user="nobody")
 
 @pytest.fixture
 def agent(master, traversable_dir):  # noqa: F811 (fixture)
-    runtime = AgentRuntime(master.address, RESOURCES, hostname="h1", work_dir=traversable_dir / "agent",
-                           isolation="posix").start()
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources=RESOURCES, hostname="h1",
+                                         work_dir=traversable_dir / "agent", isolation="posix")).start()
     master.register()
     yield runtime
     runtime.stop()
@@ -220,7 +219,7 @@ def test_a_switched_task_cannot_make_the_agent_write_through_links_it_planted(ma
 def test_the_agents_state_says_whom_tasks_run_as(master, agent):  # noqa: F811 (fixture)
     master.send(m.RunTask(FW, task("t", "sleep 60", "nobody")))
     assert [master.update("t").state for _ in range(2)] == [TaskState.STARTING, TaskState.RUNNING]
-    state = agent.state_document()
+    state = agent.views.state_document()
     assert state["switch_user"] is True
     assert [(t["id"], t["user"]) for t in state["tasks"]] == [("t", "nobody")]
 
@@ -250,9 +249,11 @@ def test_a_user_lookup_names_the_missing_user():
 
 
 def test_switch_user_is_on_by_default_as_root(master, traversable_dir):  # noqa: F811 (fixture)
-    runtime = AgentRuntime(master.address, RESOURCES, hostname="h2", work_dir=traversable_dir / "h2")
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources=RESOURCES, hostname="h2",
+                                         work_dir=traversable_dir / "h2"))
     assert runtime.switch_user is (os.geteuid() == 0)
-    off = AgentRuntime(master.address, RESOURCES, hostname="h3", work_dir=traversable_dir / "h3", switch_user=False)
+    off = AgentRuntime(AgentSettings(master=master.address, resources=RESOURCES, hostname="h3",
+                                     work_dir=traversable_dir / "h3", switch_user=False))
     assert off.switch_user is False and oct(os.stat(off.work_dir).st_mode & 0o777) == "0o700"
 
 

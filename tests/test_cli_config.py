@@ -15,9 +15,8 @@ def probe(monkeypatch):
     seen = {}
 
     class FakeRuntime:
-        def __init__(self, address, http_port, config, registry_store=None, zk=None, zk_session_timeout=10.0,
-                     **security):
-            seen.update(address=address, http_port=http_port, config=config)
+        def __init__(self, settings, registry_store=None):
+            seen.update(address=settings.address, http_port=settings.http_port, config=settings.config)
             raise SystemExit(0)
 
     monkeypatch.setattr("mesoslike.master.runtime.MasterRuntime", FakeRuntime)

@@ -84,8 +84,8 @@ def record_agent_runtime(monkeypatch) -> dict:
     seen: dict = {}
 
     class RecordingRuntime:
-        def __init__(self, master_address, *args, **kwargs):
-            seen.update(master=master_address, attributes=args[1])
+        def __init__(self, settings, **injected):
+            seen.update(master=settings.master, attributes=settings.attributes)
             raise SystemExit(0)
 
     monkeypatch.setattr("mesoslike.agent.runtime.AgentRuntime", RecordingRuntime)

@@ -57,7 +57,9 @@ class Harness:
                                credentials=credentials)
 
     def send(self, peer, message):
-        return [(s.peer, s.message) for s in self.core.on_message(peer, message, self.principals.get(peer))]
+        out = [(s.peer, s.message) for s in self.core.on_message(peer, message, self.principals.get(peer))]
+        self.core._check()   # the books' invariants hold after every message
+        return out
 
     def tick(self, advance=1.0):
         self.clock.advance(advance)
@@ -653,6 +655,7 @@ def test_an_agent_is_not_started_with_dynamic_reservations(tmp_path):
     """They are the master's to make (and the agent's to checkpoint): in
     --resources only static ones (``name(role)``)."""
     from mesoslike.agent.runtime import AgentRuntime
+    from mesoslike.agent.settings import AgentSettings
     with pytest.raises(ConfigError, match="dynamic reservations"):
-        AgentRuntime("tcp://127.0.0.1:5050", "cpus(a,alice):1;mem:64", work_dir=tmp_path)
-    AgentRuntime("tcp://127.0.0.1:5050", "cpus(a):1;mem:64", work_dir=tmp_path)
+        AgentRuntime(AgentSettings(master="tcp://127.0.0.1:5050", resources="cpus(a,alice):1;mem:64", work_dir=tmp_path))
+    AgentRuntime(AgentSettings(master="tcp://127.0.0.1:5050", resources="cpus(a):1;mem:64", work_dir=tmp_path))

@@ -330,6 +330,7 @@ def test_an_executor_that_never_registers_is_killed_after_the_registration_timeo
 def test_the_executor_registration_and_reregistration_timeouts_are_checked():
     from mesoslike.agent.core import AgentCore
     from mesoslike.agent.runtime import AgentRuntime
+    from mesoslike.agent.settings import AgentSettings
     from mesoslike.clock import FakeClock
     from mesoslike.errors import ConfigError
     from mesoslike.wire.types import AgentInfo
@@ -338,9 +339,11 @@ def test_the_executor_registration_and_reregistration_timeouts_are_checked():
         with pytest.raises(ValueError, match="executor_reregister_timeout"):
             AgentCore(FakeClock(0), AgentInfo("h", Resources()), executor_reregister_timeout=bad)
         with pytest.raises(ConfigError, match="--executor-reregistration-timeout"):
-            AgentRuntime("tcp://127.0.0.1:1", "cpus:1;mem:64", executor_reregistration_timeout=bad)
+            AgentRuntime(AgentSettings(master="tcp://127.0.0.1:1", resources="cpus:1;mem:64",
+                                       executor_reregistration_timeout=bad))
         with pytest.raises(ConfigError, match="--executor-registration-timeout"):
-            AgentRuntime("tcp://127.0.0.1:1", "cpus:1;mem:64", executor_registration_timeout=bad)
+            AgentRuntime(AgentSettings(master="tcp://127.0.0.1:1", resources="cpus:1;mem:64",
+                                       executor_registration_timeout=bad))
 
 
 def test_a_channel_directory_in_tmp_that_is_not_the_agents_is_refused(tmp_path, monkeypatch):
@@ -350,6 +353,8 @@ def test_a_channel_directory_in_tmp_that_is_not_the_agents_is_refused(tmp_path, 
     import tempfile
 
     from mesoslike.agent.runtime import AgentRuntime, executor_socket_path
+
+    from mesoslike.agent.settings import AgentSettings
     from mesoslike.errors import ConfigError
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
@@ -359,7 +364,8 @@ def test_a_channel_directory_in_tmp_that_is_not_the_agents_is_refused(tmp_path, 
     (tmp_path / "theirs").mkdir()
     (tmp_path / "tmp").mkdir()
     socket.parent.parent.symlink_to(tmp_path / "theirs")
-    runtime = AgentRuntime("tcp://127.0.0.1:1", "cpus:1;mem:64", hostname="h", work_dir=work_dir, isolation="posix")
+    runtime = AgentRuntime(AgentSettings(master="tcp://127.0.0.1:1", resources="cpus:1;mem:64", hostname="h",
+                                         work_dir=work_dir, isolation="posix"))
     with pytest.raises(ConfigError, match="mesoslike-.* is not a directory of the agent's user"):
         runtime.run()
     assert list((tmp_path / "theirs").iterdir()) == []

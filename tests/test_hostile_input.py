@@ -12,6 +12,7 @@ from mesoslike.wire import messages as m
 
 from codec_helpers import HOSTILE_RESOURCES
 import test_agent_runtime as agent_side
+from mesoslike.agent.settings import AgentSettings
 from agent_helpers import FakeMaster
 import test_driver as driver_side
 
@@ -103,8 +104,8 @@ def test_an_agent_given_hostile_resources_by_its_master_logs_them_and_keeps_its_
     master = FakeMaster()
     agent = None
     try:
-        agent = agent_side.AgentRuntime(master.address, "cpus:2;mem:512;disk:100", hostname="target",
-                                        work_dir=tmp_path / "target").start()
+        agent = agent_side.AgentRuntime(AgentSettings(master=master.address, resources="cpus:2;mem:512;disk:100",
+                                                      hostname="target", work_dir=tmp_path / "target")).start()
         master.register()
         master.send(m.RunTask(agent_side.FW, agent_side.task("keeper", "sleep 30")))
         assert [s.state for s in (master.update("keeper"), master.update("keeper"))] == ["TASK_STARTING",

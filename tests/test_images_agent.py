@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import os
 
+import attrs
 import pytest
 from click.testing import CliRunner
 
 from image_registry import busybox_image, push_image, registry, registry_factory  # noqa: F401
 from mesoslike.agent.images import ImageStore
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.cli import main
 from mesoslike.errors import ConfigError
 
@@ -24,8 +26,8 @@ def test_the_image_flags_reach_the_agent_from_file_environment_and_flags(tmp_pat
     seen: dict = {}
 
     class Recorder:
-        def __init__(self, *args, **options) -> None:
-            seen.update(options)
+        def __init__(self, settings, **injected) -> None:
+            seen.update(attrs.asdict(settings, recurse=False))
             raise SystemExit(0)
 
     monkeypatch.setattr("mesoslike.agent.runtime.AgentRuntime", Recorder)
@@ -43,8 +45,9 @@ def test_the_image_flags_reach_the_agent_from_file_environment_and_flags(tmp_pat
 
 
 def test_the_agent_keeps_its_image_store_in_its_work_dir(tmp_path):
-    runtime = AgentRuntime("tcp://127.0.0.1:1", "cpus:1;mem:64", hostname="h", work_dir=tmp_path / "agent",
-                           isolation="posix", docker_registry="http://127.0.0.1:5000", image_cache_size=12345)
+    runtime = AgentRuntime(AgentSettings(master="tcp://127.0.0.1:1", resources="cpus:1;mem:64", hostname="h",
+                                         work_dir=tmp_path / "agent", isolation="posix",
+                                         docker_registry="http://127.0.0.1:5000", image_cache_size=12345))
     store = runtime.images
     assert store.root == str(tmp_path / "agent" / "images") and (os.stat(store.root).st_mode & 0o777) == 0o700
     assert store.default_registry == "127.0.0.1:5000" and store.cache_size == 12345
@@ -61,8 +64,8 @@ def test_the_agent_refuses_to_start_with_bad_image_settings(tmp_path):
     assert result.exit_code == 1
     assert f"the registry credentials file {readable} (--docker-config) has mode 0644" in result.output
     with pytest.raises(ConfigError, match="'ftp://registry' is not host"):
-        AgentRuntime("tcp://127.0.0.1:1", "cpus:1;mem:64", hostname="h", work_dir=tmp_path / "b", isolation="posix",
-                     docker_registry="ftp://registry")
+        AgentRuntime(AgentSettings(master="tcp://127.0.0.1:1", resources="cpus:1;mem:64", hostname="h",
+                                   work_dir=tmp_path / "b", isolation="posix", docker_registry="ftp://registry"))
 
 
 def test_agent_images_lists_the_cache_and_who_holds_what(tmp_path, registry):

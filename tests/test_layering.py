@@ -25,7 +25,10 @@ CORE = ["resources.py", "attributes.py", "errors.py", "observations.py", "fairne
         "master/records.py", "master/history.py", "master/operations.py", "master/reservations.py",
         "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "master/preemption.py",
         "master/receipts.py",
-        "master/partitions.py",
+        "master/partitions.py", "master/outbox.py", "master/context.py", "master/framework_book.py",
+        "master/agent_book.py", "master/frameworks.py", "master/agents.py", "master/offers.py", "master/planner.py",
+        "master/launches.py", "master/delivery.py", "master/reconciliation.py", "master/operator_operations.py",
+        "master/preempting.py", "master/task_lifecycle.py", "rst.py",
         "agent/core.py", "driver/core.py", "executor/core.py", "v1"]
 FORBIDDEN_IN_CORE = {"socket", "threading", "asyncio", "zmq", "kazoo", "subprocess", "select", "selectors",
                      "http", "urllib", "os", "time", "prometheus_client"}

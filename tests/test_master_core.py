@@ -24,11 +24,15 @@ class Harness:
         self.core = MasterCore(self.clock, MasterInfo("m", "tcp://127.0.0.1:1"), MasterConfig(**defaults))
 
     def send(self, peer, message):
-        return [(s.peer, s.message) for s in self.core.on_message(peer, message)]
+        out = [(s.peer, s.message) for s in self.core.on_message(peer, message)]
+        self.core._check()   # the books' invariants hold after every message
+        return out
 
     def tick(self, advance=0.0):
         self.clock.advance(advance)
-        return [(s.peer, s.message) for s in self.core.tick()]
+        out = [(s.peer, s.message) for s in self.core.tick()]
+        self.core._check()
+        return out
 
     def subscribe(self, peer=FW, **info):
         out = self.send(peer, m.Subscribe(FrameworkInfo(**{"name": "demo", **info})))

@@ -18,6 +18,7 @@ import pytest
 
 from environment import unavailable
 from mesoslike.master.runtime import MasterRuntime
+from mesoslike.master.settings import MasterSettings
 from mesoslike.master.storage import FileRegistryStore, MemoryRegistryStore, RegistryWriteError
 from mesoslike.resources import Resources
 from mesoslike.transport import Client
@@ -62,7 +63,7 @@ def test_a_master_that_cannot_write_its_registry_acknowledges_nothing_until_it_c
     """Found by the issue: with a full disk registry writes failed with ~2.6
     tracebacks a second and changes were acknowledged without being written."""
     store = FillableStore()
-    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=None, registry_store=store)
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None), registry_store=store)
     agent, framework = Client(runtime.address), Client(runtime.address)
     heard = []
     try:
@@ -74,7 +75,7 @@ def test_a_master_that_cannot_write_its_registry_acknowledges_nothing_until_it_c
             turn_until(runtime, lambda: store.tries >= 3, "retries of the write", agent, heard)
             turn_until(runtime, lambda: store.tries >= 4, "retries of the write", framework, heard)
             assert heard == [], "the master acknowledged what it could not write"
-            assert "registry_writable 0" in runtime._runtime_metrics().replace("mesoslike_", "")
+            assert "registry_writable 0" in runtime.metrics.runtime_metrics().replace("mesoslike_", "")
             assert runtime._health()["registry_writable"] is False
             errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
             assert len(errors) == 1 and errors[0].exc_info is None, [r.getMessage() for r in errors]
@@ -89,7 +90,7 @@ def test_a_master_that_cannot_write_its_registry_acknowledges_nothing_until_it_c
         (framework_id,) = store.document["frameworks"]
         assert [h.framework_id for h in heard if isinstance(h, m.Subscribed)] == [framework_id]
         assert runtime._health()["registry_writable"] is True
-        assert "mesoslike_registry_write_failures_total" in runtime._runtime_metrics()
+        assert "mesoslike_registry_write_failures_total" in runtime.metrics.runtime_metrics()
     finally:
         agent.close()
         framework.close()
@@ -126,7 +127,7 @@ def fill(directory):
 def test_a_full_tmpfs_under_the_work_dir(tmp_path):
     with tiny_tmpfs(tmp_path / "work") as work:
         store = FileRegistryStore(work)
-        runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=None, registry_store=store)
+        runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None), registry_store=store)
         agent = Client(runtime.address)
         heard = []
         try:
@@ -159,7 +160,7 @@ def test_answers_held_for_an_unwritten_registry_never_go_out_after_a_connection_
     whose changes the registry lacks is not resumed, so they are never
     sent, and the master leads on with a fresh core."""
     url = ZkUrl.parse(zookeeper.url(f"held-{uuid.uuid4().hex[:8]}"))
-    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0))
     framework = None
     try:
         turn_until(runtime, lambda: runtime.is_leader, "leadership")

@@ -38,7 +38,7 @@ class Cluster:
     def tick(self, advance: float = 0.0) -> list[tuple[bytes, object]]:
         self.clock.advance(advance)
         out = [(s.peer, s.message) for s in self.core.tick()]
-        self.core._check_history()
+        self.core._check()
         return out
 
     def subscribe(self, peer: bytes, name: str = "fw") -> str:
@@ -66,7 +66,7 @@ class Cluster:
         uuid = f"u{self.uuids}"
         self.send(agent_peer, m.StatusUpdate(framework_id, TaskStatus(task_id, state, uuid=uuid)))
         if acknowledge_from is not None:
-            agent_id = self.core._agent_by_peer[agent_peer]
+            agent_id = self.core.agent_book.on(agent_peer).id
             self.send(acknowledge_from, m.Acknowledge(framework_id, agent_id, task_id, uuid))
 
     def end(self, peer: bytes, framework_id: str, agent_peer: bytes, task_id: str,
@@ -230,7 +230,7 @@ def test_a_new_leader_goes_on_with_a_drain_the_registry_kept():
     fid = c.subscribe(b"fw")
     c.launch(b"fw", fid, a1, "t1")
     wall = [5000.0]
-    c.core._wall_clock = lambda: wall[0]
+    c.core.context.wall_clock = lambda: wall[0]
     c.core.drain_agent(a1, grace=30)
     c.core._check_history()
     assert c.core.registry.drains == {a1: {"state": "DRAINING", "grace": 30.0, "started_at": 5000.0,

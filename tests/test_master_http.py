@@ -17,6 +17,7 @@ import mesoslike.master.state
 from mesoslike.master import MasterConfig
 from mesoslike.master.http import Fresh, StatusHTTPServer
 from mesoslike.master.runtime import MasterRuntime
+from mesoslike.master.settings import MasterSettings
 from mesoslike.resources import Resources
 from mesoslike.transport import Client
 from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, TaskInfo
@@ -32,7 +33,7 @@ def get(runtime, path, timeout=10.0):
 
 
 def start(**config):
-    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=0, config=MasterConfig(**config))
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=0, config=MasterConfig(**config)))
     runtime.start()
     wait_until(lambda: get(runtime, "/health")[0] == 200, 10, "HTTP to answer")
     return runtime

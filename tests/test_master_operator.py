@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from mesoslike.clock import FakeClock
+from mesoslike.http_server import Request
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.master.operator import OperatorWrites, quota_request, weights_request
 from mesoslike.master.records import MasterConfig
@@ -50,7 +51,7 @@ class Master:
 
 def post(writes, path, document):
     body = document if isinstance(document, bytes) else json.dumps(document).encode()
-    return writes.actions[path](body)
+    return writes.actions[path](Request("POST", path, {}, body))
 
 
 def test_a_write_is_answered_once_the_registry_holds_it():

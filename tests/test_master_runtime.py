@@ -6,6 +6,7 @@ import pytest
 
 from mesoslike.master.leadership import ElectionWon
 from mesoslike.master.runtime import MasterRuntime
+from mesoslike.master.settings import MasterSettings
 from mesoslike.resources import Resources
 from mesoslike.transport import Client
 from mesoslike.wire import AgentInfo, FrameworkInfo, TaskInfo, TaskState, encode
@@ -27,7 +28,7 @@ def receive(client, kind, timeout=5.0):
 
 @pytest.fixture
 def master():
-    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=None)
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None))
     runtime.start()
     yield runtime
     runtime.stop()
@@ -73,7 +74,7 @@ def post(runtime, path, document):
 
 
 def test_weights_and_quota_set_over_http_are_stored_before_the_answer_and_survive_a_restart(tmp_path):
-    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=0, registry_store=FileRegistryStore(tmp_path))
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=0), registry_store=FileRegistryStore(tmp_path))
     runtime.start()
     try:
         assert post(runtime, "/weights", {"eng": 2.0}) == (200, {"ok": True})
@@ -92,7 +93,7 @@ def test_weights_and_quota_set_over_http_are_stored_before_the_answer_and_surviv
         assert json.loads((tmp_path / "registry.json").read_text())["quota"] == stored["quota"]
     finally:
         runtime.stop()
-    again = MasterRuntime("tcp://127.0.0.1:0", http_port=None, registry_store=FileRegistryStore(tmp_path))
+    again = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None), registry_store=FileRegistryStore(tmp_path))
     try:
         applied = again.core.allocator.snapshot()
         assert applied["weights"] == {"eng": 2.0} and applied["quota"]["eng"]["guarantee"] == "cpus:2"
@@ -108,10 +109,10 @@ from zk_helpers import zookeeper, zookeeper_server  # noqa: E402,F401 (fixtures)
 def test_a_follower_reads_who_leads_from_zookeeper_at_most_once_a_second(zookeeper):
     # /health and the loop ask often; each read blocks while ZooKeeper is unreachable
     url = ZkUrl.parse(zookeeper.url("runtime-follower"))
-    leader = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
+    leader = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0))
     leader.start()
     wait_until(lambda: leader.is_leader, 10, "the first master to lead")
-    follower = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
+    follower = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0))
     follower.start()
     try:
         reads = []
@@ -145,7 +146,7 @@ def ha_master(zookeeper):
     """An HA master whose loop the test turns by hand, so that a connection
     state change can be delivered at an exact point of a turn."""
     url = ZkUrl.parse(zookeeper.url(f"blip-{uuid.uuid4().hex[:8]}"))
-    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0))
     try:
         _turn_until(runtime, lambda: runtime.is_leader, "leadership")
         yield runtime
@@ -225,7 +226,8 @@ def test_a_master_whose_session_expired_meanwhile_drops_the_kept_core_and_refuse
     session was known lost and another master led."""
     runtime = ha_master
     client, framework_id = _subscribed_framework(runtime)
-    other = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=runtime._zk, zk_session_timeout=4.0)
+    other = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=runtime._zk,
+                                         zk_session_timeout=4.0))
     other.start()
     try:
         runtime._contender._on_state(KazooState.SUSPENDED)
@@ -254,7 +256,7 @@ def test_an_elected_master_that_cannot_read_the_registry_waits_and_serves_once_i
     url = ZkUrl.parse(zookeeper.url(f"unreadable-{uuid.uuid4().hex[:8]}"))
     operator = connect(url, timeout=10)
     operator.create(url.path + "/registry", b"{not json", makepath=True)
-    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0))
     try:
         _turn_until(runtime, lambda: runtime._contender.is_leader, "the election")
         with Client(runtime.address) as framework:
@@ -279,11 +281,12 @@ def test_a_call_that_arrives_with_the_election_is_handled_by_the_new_leader(zook
     """The frames that woke a follower in the very wait its election ended
     were refused ("does not lead") and the framework had to back off."""
     url = ZkUrl.parse(zookeeper.url(f"elected-{uuid.uuid4().hex[:8]}"))
-    leader = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
+    leader = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0))
     follower = None
     try:
         _turn_until(leader, lambda: leader.is_leader, "the first leader")
-        follower = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0)
+        follower = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=url,
+                                                zk_session_timeout=4.0))
         follower._turn()
         framework = Client(follower.address)
         real_wait = follower._server.wait

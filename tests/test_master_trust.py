@@ -49,7 +49,9 @@ class Cluster:
         self.core = self._core(registry)
 
     def send(self, peer, message):
-        return [(s.peer, s.message) for s in self.core.on_message(peer, message, PRINCIPALS.get(peer))]
+        out = [(s.peer, s.message) for s in self.core.on_message(peer, message, PRINCIPALS.get(peer))]
+        self.core._check()   # the books' invariants hold after every message
+        return out
 
     def tick(self, advance=1.0):
         self.clock.advance(advance)

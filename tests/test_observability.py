@@ -24,6 +24,7 @@ from e2e_helpers import (REPO, FAST_MASTER_ARGS, RecordingScheduler, child_env, 
 from mesoslike import Filters, Resources, TaskInfo, TaskState
 from mesoslike.cli.options import JsonLogFormatter
 from mesoslike.master.runtime import MasterRuntime
+from mesoslike.master.settings import MasterSettings
 from waiting import wait_until
 from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
 
@@ -156,14 +157,14 @@ def test_agent_metrics_parse_with_a_histogram_of_task_starts(cluster):
 
 
 def test_masters_in_one_process_keep_their_own_registries():
-    first = MasterRuntime("tcp://127.0.0.1:0", http_port=0)
-    second = MasterRuntime("tcp://127.0.0.1:0", http_port=0)
+    first = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=0))
+    second = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=0))
     first.start()
     second.start()
     try:
         for runtime in (first, second):
             wait_until(lambda runtime=runtime: scrape(runtime.http_address), 10, "/metrics")
-        first.message_timings.observe("Subscribe", 0.001)
+        first.metrics.message_timings.observe("Subscribe", 0.001)
         one, two = scrape(first.http_address), scrape(second.http_address)
         assert histogram_count(one, "mesoslike_message_handling_seconds", type="Subscribe") == 1
         assert "mesoslike_message_handling_seconds" not in two or not two["mesoslike_message_handling_seconds"].samples

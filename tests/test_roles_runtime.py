@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from mesoslike.cli import main
 from mesoslike.master.roles import load_roles_file
 from mesoslike.master.runtime import MasterRuntime
+from mesoslike.master.settings import MasterSettings
 from mesoslike.master.storage import FileRegistryStore
 from waiting import wait_until
 
@@ -87,7 +88,7 @@ def roles_file(tmp_path):
 
 @pytest.fixture
 def master(roles_file):
-    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=0, roles=load_roles_file(roles_file))
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=0, roles=load_roles_file(roles_file)))
     runtime.start()
     yield runtime
     runtime.stop()
@@ -113,7 +114,7 @@ def test_the_roles_apply_as_the_master_starts_and_show_in_state(master, roles_fi
 
 
 def test_a_master_without_a_roles_file_shows_none():
-    runtime = MasterRuntime("tcp://127.0.0.1:0", http_port=None)
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None))
     try:
         assert runtime.roles_config is None and runtime.state()["roles_config"] is None
     finally:
@@ -164,7 +165,7 @@ def test_a_broken_rewrite_keeps_the_roles_in_force_and_logs_the_field(master, ro
 
 def test_the_file_wins_over_the_registry_for_the_roles_it_lists(tmp_path, roles_file):
     store = FileRegistryStore(tmp_path / "work")
-    first = MasterRuntime("tcp://127.0.0.1:0", http_port=None, registry_store=store)
+    first = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None), registry_store=store)
     first.start()
     try:
         with first._lock:   # an operator's earlier settings, in the registry
@@ -174,8 +175,7 @@ def test_the_file_wins_over_the_registry_for_the_roles_it_lists(tmp_path, roles_
         wait_until(lambda: all_stored(first), 5, "the registry stored")
     finally:
         first.stop()
-    again = MasterRuntime("tcp://127.0.0.1:0", http_port=None, registry_store=FileRegistryStore(tmp_path / "work"),
-                          roles=load_roles_file(roles_file))
+    again = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, roles=load_roles_file(roles_file)), registry_store=FileRegistryStore(tmp_path / "work"))
     again.start()
     try:
         assert snapshot(again)["weights"] == {"eng": 2.0, "eng/prod": 3.0, "other": 7.0}
@@ -208,15 +208,15 @@ from zk_helpers import zookeeper, zookeeper_server  # noqa: E402,F401 (fixtures)
 
 def test_a_master_taking_over_applies_the_file_over_what_the_registry_holds(zookeeper, roles_file):
     url = ZkUrl.parse(zookeeper.url("roles-takeover"))
-    leader = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0,
-                           roles=load_roles_file(roles_file))
+    leader = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0,
+                                          roles=load_roles_file(roles_file)))
     leader.start()
     follower = None
     try:
         wait_until(lambda: leader.is_leader, 15, "a leader")
         assert snapshot(leader)["weights"]["eng"] == 2.0
-        follower = MasterRuntime("tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0,
-                                 roles=load_roles_file(roles_file))
+        follower = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=url,
+                                                zk_session_timeout=4.0, roles=load_roles_file(roles_file)))
         follower.start()
         with leader._lock:   # an operator changes a listed role on the leader
             leader.send_later(leader.core.update_weights({"eng": 9.0}))
@@ -260,8 +260,8 @@ def test_roles_reaches_the_runtime_from_the_flag_the_env_and_the_config_file(tmp
     seen = []
 
     class FakeRuntime:
-        def __init__(self, *args, roles=None, **kwargs):
-            seen.append(roles)
+        def __init__(self, settings, **kwargs):
+            seen.append(settings.roles)
             raise SystemExit(0)
     monkeypatch.setattr("mesoslike.master.runtime.MasterRuntime", FakeRuntime)
     runner = CliRunner()

@@ -17,6 +17,7 @@ import pytest
 
 from mesoslike.errors import ConfigError
 from mesoslike.master.runtime import MasterRuntime
+from mesoslike.master.settings import MasterSettings
 from tests.e2e_helpers import REPO, child_env
 
 pytestmark = pytest.mark.timeout(90)
@@ -35,13 +36,13 @@ def test_a_master_on_another_address_without_credentials_refuses_to_start():
 
 def test_insecure_lets_it_start_and_warns(caplog):
     with caplog.at_level(logging.WARNING, "mesoslike.master"):
-        master = MasterRuntime("tcp://0.0.0.0:0", None, insecure=True)
+        master = MasterRuntime(MasterSettings(address="tcp://0.0.0.0:0", http_port=None, insecure=True))
     try:
         assert "INSECURE" in caplog.text
     finally:
         master.stop()
     with pytest.raises(ConfigError, match="needs both --key"):
-        MasterRuntime("tcp://127.0.0.1:0", None, credentials=None, keys=object())  # type: ignore[arg-type]
+        MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, credentials=None, keys=object()))  # type: ignore[arg-type]
 
 
 def test_local_runs_authenticated_and_hands_its_command_the_keys(tmp_path):

@@ -19,6 +19,7 @@ import pytest
 from mesoslike.credentials import load_credentials
 from mesoslike.master.http import tls_context
 from mesoslike.master.runtime import MasterRuntime
+from mesoslike.master.settings import MasterSettings
 from tests.environment import unavailable
 from tests.security_helpers import SecuredKeys
 
@@ -43,8 +44,8 @@ def keys(tmp_path):
 
 
 def secured_master(keys: SecuredKeys, **options) -> MasterRuntime:
-    master = MasterRuntime("tcp://127.0.0.1:0", 0, keys=keys.keys("master"),
-                           credentials=load_credentials(str(keys.credentials)), **options)
+    master = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=0, keys=keys.keys("master"),
+                                          credentials=load_credentials(str(keys.credentials)), **options))
     master.start()
     return master
 

@@ -14,10 +14,13 @@ import urllib.request
 import pytest
 
 from mesoslike.agent.runtime import AgentRuntime
+
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.credentials import load_credentials
 from mesoslike.errors import ConfigError
 from mesoslike.master import MasterConfig
 from mesoslike.master.runtime import MasterRuntime
+from mesoslike.master.settings import MasterSettings
 from mesoslike.resources import Resources
 from mesoslike.transport import Authenticator, Client, CurveKeys, Server
 from mesoslike.wire import messages as m
@@ -31,8 +34,8 @@ pytestmark = pytest.mark.timeout(60)
 @pytest.fixture
 def secured(tmp_path):
     keys = SecuredKeys(tmp_path)
-    master = MasterRuntime("tcp://127.0.0.1:0", 0, keys=keys.keys("master"),
-                           credentials=load_credentials(str(keys.credentials)))
+    master = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=0, keys=keys.keys("master"),
+                                          credentials=load_credentials(str(keys.credentials))))
     master.start()
     yield keys, master
     master.stop()
@@ -190,8 +193,9 @@ def test_run_tasks_acl_refuses_a_user_not_granted_and_root(secured):
 def test_an_agent_given_the_master_key_ignores_a_fake_master(secured, tmp_path, caplog):
     keys, master = secured
     fake = Server("tcp://127.0.0.1:0", keys=CurveKeys.generate(), authenticator=Authenticator(allow_any=True))
-    agent = AgentRuntime(fake.address, "cpus:1;mem:64", hostname="h", work_dir=tmp_path / "agent",
-                         keys=keys.keys("agent1"), master_key=keys.master_public).start()
+    agent = AgentRuntime(AgentSettings(master=fake.address, resources="cpus:1;mem:64", hostname="h",
+                                       work_dir=tmp_path / "agent", keys=keys.keys("agent1"),
+                                       master_key=keys.master_public)).start()
     try:
         wait_until(lambda: f"the handshake with {fake.address} failed" in caplog.text, 10,
                    "the agent's handshake with the fake master to fail")
@@ -205,8 +209,9 @@ def test_an_agent_given_the_master_key_ignores_a_fake_master(secured, tmp_path, 
 def test_a_tasks_environment_never_reaches_state_nor_logs(secured, tmp_path, caplog):
     keys, master = secured
     caplog.set_level(logging.DEBUG)
-    agent = AgentRuntime(master.address, "cpus:1;mem:128", hostname="h", work_dir=tmp_path / "agent",
-                         keys=keys.keys("agent1"), master_key=keys.master_public).start()
+    agent = AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:128", hostname="h",
+                                       work_dir=tmp_path / "agent", keys=keys.keys("agent1"),
+                                       master_key=keys.master_public)).start()
     try:
         framework = peer(keys, master, "fwA")
         framework.send(m.Subscribe(FrameworkInfo("fwA", user=keys.users[-1])))
@@ -243,15 +248,15 @@ def test_a_master_restarted_without_a_registry_gives_no_id_to_another_principal(
     config = MasterConfig(ping_interval=0.5, heartbeat_interval=0.5)
 
     def start_master(address: str) -> MasterRuntime:   # no registry store: the registry lives in memory only
-        runtime = MasterRuntime(address, 0, config=config, keys=keys.keys("master"),
-                                credentials=load_credentials(str(keys.credentials)))
+        runtime = MasterRuntime(MasterSettings(address=address, http_port=0, config=config, keys=keys.keys("master"),
+                                               credentials=load_credentials(str(keys.credentials))))
         runtime.start()
         return runtime
 
     master = start_master("tcp://127.0.0.1:0")
-    agent = AgentRuntime(master.address, "cpus:1;mem:128", hostname="h", work_dir=tmp_path / "agent",
-                         keys=keys.keys("agent1"), master_key=keys.master_public, register_backoff=0.2,
-                         register_backoff_max=0.5).start()
+    agent = AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:128", hostname="h",
+                                       work_dir=tmp_path / "agent", keys=keys.keys("agent1"),
+                                       master_key=keys.master_public, register_backoff=0.2, register_backoff_max=0.5)).start()
     try:
         framework = peer(keys, master, "fwA")
         framework.send(m.Subscribe(FrameworkInfo("fwA", user=keys.users[-1], failover_timeout=120)))

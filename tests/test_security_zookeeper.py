@@ -18,6 +18,7 @@ from mesoslike.errors import ConfigError
 from mesoslike.ha import LeaderDetector, ZkUrl
 from mesoslike.ha.zookeeper import ZooKeeperError
 from mesoslike.master.runtime import MasterRuntime
+from mesoslike.master.settings import MasterSettings
 from waiting import wait_until
 from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
 
@@ -35,7 +36,7 @@ def auth_file(tmp_path, text="masters:s3cret", mode=0o600):
 
 def test_only_masters_change_the_znodes_others_read(zookeeper, tmp_path):  # noqa: F811
     url = ZkUrl.parse(zookeeper.url(f"/secured-{next(_paths)}")).with_auth_file(auth_file(tmp_path))
-    master = MasterRuntime("tcp://127.0.0.1:0", None, zk=url, zk_session_timeout=4.0)
+    master = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0))
     master.start()
     outsider = KazooClient(hosts=url.hosts)
     outsider.start(timeout=10)
@@ -87,7 +88,7 @@ def outsider_client(url):
 
 def test_a_secured_master_creates_an_absent_group_path_with_its_acl_so_nobody_can_squat(zookeeper, tmp_path):  # noqa: F811
     url = ZkUrl.parse(zookeeper.url(f"/fresh-{next(_paths)}/group")).with_auth_file(auth_file(tmp_path))
-    master = MasterRuntime("tcp://127.0.0.1:0", None, zk=url, zk_session_timeout=4.0)
+    master = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0))
     master.start()
     outsider = outsider_client(url)
     try:
@@ -124,7 +125,7 @@ def test_a_secured_master_refuses_to_start_in_a_group_it_cannot_vouch_for(zookee
     squatter = squat(url, guarded_by=url.auth if where == "member" else None)
     try:
         with pytest.raises(ZooKeeperError) as refused:
-            MasterRuntime("tcp://127.0.0.1:0", None, zk=url, zk_session_timeout=4.0)
+            MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0))
         text = str(refused.value)
         assert url.path in text and "not the masters'" in text and "deleteall" in text
         assert ("json.info_" in text) == (where == "member")
@@ -137,7 +138,7 @@ def test_a_secured_master_refuses_to_start_in_a_group_it_cannot_vouch_for(zookee
 def test_without_zk_auth_a_member_that_outranks_the_master_is_logged_as_unverified(zookeeper, caplog):  # noqa: F811
     url = ZkUrl.parse(zookeeper.url(f"/open-{next(_paths)}"))
     squatter = squat(url)
-    master = MasterRuntime("tcp://127.0.0.1:0", None, zk=url, zk_session_timeout=4.0)
+    master = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0))
     try:
         with caplog.at_level(logging.WARNING, "mesoslike.ha"):
             master.start()

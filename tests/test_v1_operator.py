@@ -97,11 +97,12 @@ def test_with_http_auth_all_the_operator_api_asks_for_credentials(tmp_path):
     from mesoslike.credentials import load_credentials
     from mesoslike.master.records import MasterConfig
     from mesoslike.master.runtime import MasterRuntime
+    from mesoslike.master.settings import MasterSettings
     from security_helpers import SecuredKeys
     keys = SecuredKeys(tmp_path)
-    master = MasterRuntime("tcp://127.0.0.1:0", http_port=0, config=MasterConfig(),
-                           credentials=load_credentials(str(keys.credentials)), keys=keys.keys("master"),
-                           http_auth="all")
+    master = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=0, config=MasterConfig(),
+                                          credentials=load_credentials(str(keys.credentials)), keys=keys.keys("master"),
+                                          http_auth="all"))
     master.start()
     try:
         url = master.http_address + "/api/v1"

@@ -11,10 +11,12 @@ import pytest
 
 from mesoslike.acl import Credentials
 from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.settings import AgentSettings
 from mesoslike.credentials import load_credentials
 from mesoslike.driver import Scheduler, SchedulerDriver
 from mesoslike.master.records import MasterConfig
 from mesoslike.master.runtime import MasterRuntime
+from mesoslike.master.settings import MasterSettings
 from mesoslike.wire.types import FrameworkInfo
 from security_helpers import SecuredKeys
 from v1_helpers import EventStream, basic, post
@@ -29,17 +31,19 @@ class Cluster:
     def __init__(self, tmp_path, credentials: Credentials | None = None, keys: SecuredKeys | None = None,
                  agent: bool = True, master_options: dict | None = None, **agent_options) -> None:
         self.keys = keys
-        self.master = MasterRuntime("tcp://127.0.0.1:0", http_port=0,
-                                    config=MasterConfig(**FAST, **(master_options or {})),
-                                    credentials=credentials, keys=keys.keys("master") if keys else None)
+        self.master = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=0,
+                                                   config=MasterConfig(**FAST, **(master_options or {})), credentials=credentials,
+                                                   keys=keys.keys("master") if keys else None))
         self.master.start()
         self.url = self.master.http_address
         self.agent = None
         if agent:
-            self.agent = AgentRuntime(self.master.address, "cpus:2;mem:1024", hostname="node-a",
-                                      work_dir=tmp_path / "agent", register_backoff=0.2, register_backoff_max=0.5,
-                                      keys=keys.keys("agent1") if keys else None,
-                                      master_key=keys.master_public if keys else None, **agent_options).start()
+            self.agent = AgentRuntime(AgentSettings(master=self.master.address, resources="cpus:2;mem:1024",
+                                                    hostname="node-a", work_dir=tmp_path / "agent",
+                                                    register_backoff=0.2, register_backoff_max=0.5,
+                                                    keys=keys.keys("agent1") if keys else None,
+                                                    master_key=keys.master_public if keys else None,
+                                                    **agent_options)).start()
             wait_until(lambda: self.master.state()["agents"], 20, "the agent registered")
 
     def subscribe(self, name: str = "v1", headers: dict | None = None, **info) -> EventStream:

@@ -393,6 +393,16 @@ def _executor_id_of_run(task_id: str) -> str | None:
 class AgentCore:
     """The agent state machine: events in, :data:`Command` lists out.
 
+    Why one class of some 1,300 lines (Mesos's ``Slave`` is one too): every
+    handler — the master's messages, the tasks' and executors' events,
+    ``tick`` — reads and changes the same three things, the task table, the
+    update streams and the registration, and the checkpoint commands must
+    follow each change in the same step. The custom executors' half
+    (``on_executor_frame`` … ``_recover_executor_task``, ~400 lines) is the
+    part that can leave, into an executor book as the master's books did,
+    once the agent's, the executor channel's and the drivers' update streams
+    are one (their retries are the same table).
+
     :param clock: monotonic time for every timer (registration backoff,
         master liveness, update retries).
     :param info: how the agent registers (hostname, total resources,

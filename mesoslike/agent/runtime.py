@@ -32,7 +32,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Mapping
 
 import attrs
 
@@ -41,8 +41,6 @@ from mesoslike.agent import gc
 from mesoslike.agent.checkpoint import CheckpointError, CheckpointStore
 from mesoslike.agent.core import (
     check_executor_timeout,
-    EXECUTOR_REGISTER_TIMEOUT,
-    EXECUTOR_REREGISTER_TIMEOUT,
     AgentCore,
     CheckpointAgent,
     CheckpointReservations,
@@ -59,10 +57,6 @@ from mesoslike.agent.core import (
     UpdateContainer,
 )
 from mesoslike.agent.executor import (
-    DEFAULT_FETCHER_CACHE_SIZE,
-    DEFAULT_FETCHER_MAX_SIZE,
-    DEFAULT_FETCHER_TIMEOUT,
-    DEFAULT_RECOVERY_TIMEOUT,
     ExecutorEvent,
     Launch,
     LaunchError,
@@ -78,21 +72,21 @@ from mesoslike.agent.executor import (
 )
 from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
 from mesoslike.agent.files import SandboxAccess, SandboxFiles, launch_secret_files
-from mesoslike.agent.images import DEFAULT_CACHE_SIZE, DEFAULT_REGISTRY, IMAGES_DIR, ImageError, ImageStore
+from mesoslike.agent.images import IMAGES_DIR, ImageError, ImageStore
 from mesoslike.agent.http import AgentHTTPServer
 from mesoslike.agent.v1_executor import EXECUTOR_PATH, V1Executors, is_v1_peer
 from mesoslike.agent.isolation import DEFAULT_ISOLATION, Isolator, agent_key, select_isolation
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
 from mesoslike.agent.secrets import SecretError, SecretStore, read_sandbox_secret
+from mesoslike.agent.settings import AgentSettings
+from mesoslike.agent.views import AgentViews
 from mesoslike.acl import Credentials
-from mesoslike.attributes import attributes_json
 from mesoslike.clock import Clock, SystemClock
 from mesoslike.errors import ConfigError, ResourcesError
 from mesoslike.locator import check_master_address, make_locator
-from mesoslike.metrics import exposition, metrics_registry
-from mesoslike.observations import LATENCY_BUCKETS, Histogram, Metric, metric
+from mesoslike.observations import LATENCY_BUCKETS, Histogram
 from mesoslike.resources import Resources
-from mesoslike.transport import Client, CurveKeys, Server, Waker, idle, poll
+from mesoslike.transport import Client, Server, Waker, idle, poll
 from mesoslike.v1.shapes import call_body_limit
 from mesoslike.wire import WireError
 from mesoslike.wire import messages as m
@@ -100,7 +94,7 @@ from mesoslike.wire import executor_messages as x
 from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
 from mesoslike.wire.codec import CODEC, sized
 from mesoslike.wire.messages import MAX_BATCH
-from mesoslike.wire.types import EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, AgentInfo, check_message_size
+from mesoslike.wire.types import EXECUTOR_RUN_PREFIX, AgentInfo, check_message_size
 
 __all__ = ["AgentRuntime", "default_work_dir", "RECOVER_MODES"]
 
@@ -118,10 +112,6 @@ CONNECTION_CHECK_INTERVAL = 0.25
 #: the longest wait between attempts to connect to a master that is down: a restarted one is reached
 #: within this long (issue 15: agents back within 2 s)
 RECONNECT_MAX = 0.5
-#: how often sandboxes are looked at for collection (s)
-GC_INTERVAL = 60.0
-#: how long a drain waits for the tasks' last updates to be acknowledged (s)
-DEFAULT_DRAIN_TIMEOUT = 30.0
 
 
 def _check_http_secure(ip: str, credentials: Credentials | None, insecure: bool) -> None:
@@ -154,209 +144,105 @@ def default_work_dir(hostname: str) -> str:
 
 
 class AgentRuntime:
-    """A mesoslike agent: registers with a master and runs the tasks it is sent.
+    """A mesoslike agent: registers with a master and runs the tasks it is
+    sent, as ``settings`` say (:class:`~mesoslike.agent.settings.AgentSettings`).
 
-    :param master: the master's address, ``tcp://HOST:PORT``, or ``zk://HOSTS/PATH`` to follow
-        whichever master leads that ZooKeeper group (re-registering on a failover).
-    :param resources: what the agent offers (a :class:`Resources` or a
-        ``"cpus:4;mem:8192"`` string); kinds among cpus, mem, disk and ports
-        it leaves out are detected (see :mod:`.resources_probe`); ``None``
-        detects everything.
-    :param attributes: e.g. ``{"rack": "r1", "room": "er1"}`` or the string
-        ``"rack:r1;room:er1"``.
-    :param hostname: the name the agent registers under (default: the
-        machine's); several agents on one machine need distinct names.
-    :param work_dir: sandboxes go to ``<work_dir>/sandboxes``, checkpoints to
-        ``<work_dir>/meta``; created if missing. Default :func:`default_work_dir`.
-    :param port: reported in the agent's info.
     :param clock: monotonic clock for every timer (default the system's).
-    :param max_ping_timeouts: with the master's ping interval, how long a
-        silent master is trusted (must match the master's setting to agree
-        on who gave up first; default 5, as Mesos).
-    :param register_backoff: first delay between registration attempts,
-        doubling to ``register_backoff_max``; each delay is drawn at random
-        from its upper half, so agents do not retry in lockstep.
-    :param kill_tasks_on_exit: kill every task (TASK_KILLED) when :meth:`run`
-        ends; ``mesoslike local`` relies on it to leave no process behind.
-        Off (``mesoslike agent``): the tasks run on under their supervisors,
-        for the next agent on this work dir to recover.
-    :param environment: the operator's base environment of the tasks
-        (``--executor-environment-variables``; default: a ``PATH`` only) —
-        never the agent's own (docs/framework-api.rst, "The task's environment").
-    :param credentials: the cluster's credentials file (the master's,
-        ``--credentials``): every HTTP endpoint but ``/health`` then needs a
-        principal's token, and ``/files`` follows ``access_sandboxes``.
-        Without, the endpoints bind loopback only unless ``insecure``.
-    :param shared_task_users: unix users that tasks of different principals
-        may share on this agent (``"*"``: any); no other user runs the tasks
-        of two principals at once (docs/security.rst).
-    :param secrets_dir: the directory of the secrets tasks reference
-        (``--secrets-dir``; docs/containers.rst, "Secrets"): it must belong
-        to the agent's user and be closed to others.
     :param rng: source of status update uuids (default seeded by the OS).
-    :param http_port: port of the agent's HTTP endpoints (0: any free one;
-        None: none). ``http_ip`` is the address it binds; ``advertise_ip`` the one
-        it tells the master (default: ``http_ip``, or this host's address when
-        that is a wildcard: :mod:`mesoslike.advertise`).
-    :param recover: ``"reconnect"`` (recover an earlier agent's tasks) or
-        ``"cleanup"`` (kill them, forget them, and return from :meth:`run`).
-    :param recovery_timeout: how long a task's supervisor waits for a gone
-        agent to come back before it kills the task (Mesos: 15 minutes).
-    :param isolation: Mesos's isolator names, comma-separated, or ``"auto"``,
-        ``"cgroups"``, ``"posix"`` (:func:`.isolation.select_isolation`,
-        docs/containers.rst "Isolators").
-    :param allowed_host_paths: directories whose contents ``HOST_PATH``
-        volumes may mount (none: such volumes are refused).
-    :param cgroups_root: the cgroup the tasks' cgroups are made in.
-    :param cgroups_cpu_quota: cap each task's CPU at ``cpus`` with a CFS quota
-        (besides the shares it always gets).
-    :param gc_delay: seconds an ended task's sandbox is kept (Mesos: a week).
-    :param gc_disk_watermark: collect sooner once the work dir's file system
-        is this full (a fraction).
-    :param gc_interval: seconds between looks at the sandboxes.
-    :param drain_timeout: how long :meth:`drain` waits for the killed tasks'
-        updates to be acknowledged before unregistering anyway.
     :param on_serving: called (on the agent's thread) with the HTTP address
         once the endpoints serve.
-    :param switch_user: run each task as the unix user of its ``RUN_TASK``
-        (``TaskInfo.user``, which the master resolved and checked against the
-        ``run_tasks`` ACL); a user this machine does not have fails the task.
-        Needs root. ``None`` (the default): on when the agent runs as root.
-        Off, tasks run as the agent's user.
-    :param fetcher_cache_size: bytes the fetcher's cache of URIs
-        (``<work_dir>/fetcher-cache``) may hold; least recently used files
-        go first (0: nothing is cached).
-    :param fetcher_timeout: seconds one URI's download may take.
-    :param fetcher_max_size: the largest file (and extracted archive) the
-        fetcher accepts, in bytes.
-    :param executor_reregistration_timeout: how long a custom executor that
-        outlived the previous agent has to reconnect to this one before it
-        is killed and its tasks fail (Mesos's ``--executor_reregistration_timeout``).
-    :param executor_registration_timeout: how long a custom executor's
-        process has, once started, to register before it is killed and its
-        tasks fail (Mesos's ``--executor_registration_timeout``).
-    :param docker_registry: the registry of image names that name none
-        (``--docker-registry``: ``host[:port]`` or ``http(s)://host[:port]``).
-    :param docker_config: a Docker ``config.json`` of registry credentials
-        (``--docker-config``), mode 0600.
-    :param docker_insecure_registries: registries reached over plain http
-        (loopback ones always are).
-    :param image_cache_size: bytes the unpacked image layers
-        (``<work_dir>/images``, :attr:`images`) may take; least recently
-        used layers no task uses go first.
     """
 
-    def __init__(self, master: str, resources: Resources | str | None = None,
-                 attributes: Mapping[str, str] | str | None = None, hostname: str | None = None,
-                 work_dir: str | os.PathLike | None = None, *, port: int = 0, clock: Clock | None = None,
-                 max_ping_timeouts: int = 5, register_backoff: float = 4.0, register_backoff_max: float = 10.0,
-                 kill_tasks_on_exit: bool = True, environment: Mapping[str, str] | None = None,
-                 rng: random.Random | None = None, http_port: int | None = 0, http_ip: str = "127.0.0.1",
-                 advertise_ip: str | None = None,
-                 recover: str = "reconnect", recovery_timeout: float = DEFAULT_RECOVERY_TIMEOUT,
-                 isolation: str = "auto", cgroups_root: str = "mesoslike", cgroups_cpu_quota: bool = False,
-                 gc_delay: float = gc.DEFAULT_GC_DELAY, gc_disk_watermark: float = gc.DEFAULT_DISK_WATERMARK,
-                 gc_interval: float = GC_INTERVAL, drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
-                 on_serving: Callable[[str], None] | None = None, keys: CurveKeys | None = None,
-                 master_key: bytes | None = None, switch_user: bool | None = None,
-                 fetcher_cache_size: int = DEFAULT_FETCHER_CACHE_SIZE, fetcher_timeout: float = DEFAULT_FETCHER_TIMEOUT,
-                 fetcher_max_size: int = DEFAULT_FETCHER_MAX_SIZE,
-                 executor_reregistration_timeout: float = EXECUTOR_REREGISTER_TIMEOUT,
-                 executor_registration_timeout: float = EXECUTOR_REGISTER_TIMEOUT,
-                 allowed_host_paths: tuple[str, ...] | list[str] = (),
-                 docker_registry: str = DEFAULT_REGISTRY, docker_config: str | None = None,
-                 docker_insecure_registries: tuple[str, ...] = (),
-                 image_cache_size: int = DEFAULT_CACHE_SIZE,
-                 secrets_dir: str | os.PathLike | None = None, shared_task_users: Iterable[str] = (),
-                 credentials: Credentials | None = None, insecure: bool = False,
-                 max_message_size: int = MAX_FRAMEWORK_MESSAGE) -> None:
-        self.master_address = check_master_address(master)  # raises ConfigError naming the problem
-        self.switch_user = os.geteuid() == 0 if switch_user is None else switch_user
+    def __init__(self, settings: AgentSettings, *, clock: Clock | None = None, rng: random.Random | None = None,
+                 on_serving: Callable[[str], None] | None = None) -> None:
+        self.settings = settings
+        self.master_address = check_master_address(settings.master)  # raises ConfigError naming the problem
+        self.switch_user = os.geteuid() == 0 if settings.switch_user is None else settings.switch_user
         if self.switch_user and os.geteuid() != 0:
             raise ConfigError(f"--switch-user needs the agent to run as root (it runs as uid {os.geteuid()}); "
                               "without it (--no-switch-user) tasks run as the agent's user")
-        self._agent_user = _user_name(os.geteuid())
+        self.agent_user = _user_name(os.geteuid())
         #: its CURVE pair and the master's public key (docs/security.rst): with
         #: ``master_key`` it talks to, and takes commands from, that master only
-        self._keys, self._master_key = keys, master_key
-        if recover not in RECOVER_MODES:
-            raise ConfigError(f"--recover must be one of {', '.join(RECOVER_MODES)}, got {recover!r}")
-        if not recovery_timeout > 0 or not gc_delay >= 0 or not 0 < gc_disk_watermark <= 1:
+        self._keys, self._master_key = settings.keys, settings.master_key
+        if settings.recover not in RECOVER_MODES:
+            raise ConfigError(f"--recover must be one of {', '.join(RECOVER_MODES)}, got {settings.recover!r}")
+        if not settings.recovery_timeout > 0 or not settings.gc_delay >= 0 or not 0 < settings.gc_disk_watermark <= 1:
             raise ConfigError("need recovery_timeout > 0, gc_delay >= 0 and 0 < gc_disk_watermark <= 1")
-        for flag, seconds in (("--executor-reregistration-timeout", executor_reregistration_timeout),
-                              ("--executor-registration-timeout", executor_registration_timeout)):
+        for flag, seconds in (("--executor-reregistration-timeout", settings.executor_reregistration_timeout),
+                              ("--executor-registration-timeout", settings.executor_registration_timeout)):
             try:
                 check_executor_timeout(flag, seconds)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
         try:
             #: bytes of data a framework message or status update carries at most (docs/reliability.rst)
-            self.max_message_size = check_message_size(max_message_size)
+            self.max_message_size = check_message_size(settings.max_message_size)
         except ValueError as exc:
             raise ConfigError(f"--max-message-size: {exc}") from None
         #: the master protocol's frames, sized to it
         self._codec = sized(CODEC, self.max_message_size)
-        self.hostname = hostname or detect_hostname()
-        self.work_dir = Path(work_dir if work_dir is not None else default_work_dir(self.hostname))
+        self.hostname = settings.hostname or detect_hostname()
+        self.work_dir = Path(settings.work_dir if settings.work_dir is not None else default_work_dir(self.hostname))
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
             raise ConfigError(f"cannot create the work directory {str(self.work_dir)!r}: {exc}") from None
         info = AgentInfo(hostname=self.hostname,
-                         resources=complete_resources(_as_resources(resources), self.work_dir),
-                         attributes=_attribute_map(attributes), port=port)
+                         resources=complete_resources(_as_resources(settings.resources), self.work_dir),
+                         attributes=_attribute_map(settings.attributes), port=settings.port)
         try:
-            fetcher = FetcherSettings(fetcher_cache_size, fetcher_timeout, fetcher_max_size)
+            fetcher = FetcherSettings(settings.fetcher_cache_size, settings.fetcher_timeout, settings.fetcher_max_size)
         except ValueError as exc:
             raise ConfigError(f"bad --fetcher-cache-size, --fetcher-timeout or --fetcher-max-size: {exc}") from None
         try:
             #: the image provisioner's cache (docs/containers.rst, "Images"); launches of tasks with images use it
-            self.images = ImageStore(str(self.work_dir / IMAGES_DIR), default_registry=docker_registry,
-                                     docker_config=docker_config, insecure_registries=docker_insecure_registries,
-                                     cache_size=image_cache_size)
+            self.images = ImageStore(str(self.work_dir / IMAGES_DIR), default_registry=settings.docker_registry,
+                                     docker_config=settings.docker_config, insecure_registries=settings.docker_insecure_registries,
+                                     cache_size=settings.image_cache_size)
         except (ImageError, ValueError) as exc:
             raise ConfigError(f"bad --docker-registry, --docker-config, --docker-insecure-registries or "
                               f"--image-cache-size: {exc}") from None
         self.clock = clock or SystemClock()
-        self.kill_tasks_on_exit = kill_tasks_on_exit
-        self.recover_mode = recover
-        self.http_port, self.http_ip = http_port, http_ip
+        self.kill_tasks_on_exit = settings.kill_tasks_on_exit
+        self.recover_mode = settings.recover
+        self.http_port, self.http_ip = settings.http_port, settings.http_ip
         #: the cluster's principals, tokens and ACLs: who may use the HTTP endpoints
-        self.credentials = credentials
-        _check_http_secure(http_ip if http_port is not None else "127.0.0.1", credentials, insecure)
-        self.advertise_ip = check_advertise_ip(advertise_ip) if advertise_ip else None
-        self.gc_delay, self.gc_disk_watermark, self.gc_interval = gc_delay, gc_disk_watermark, gc_interval
-        self.drain_timeout = drain_timeout
+        self.credentials = settings.credentials
+        _check_http_secure(settings.http_ip if settings.http_port is not None else "127.0.0.1", settings.credentials, settings.insecure)
+        self.advertise_ip = check_advertise_ip(settings.advertise_ip) if settings.advertise_ip else None
+        self.gc_delay, self.gc_disk_watermark, self.gc_interval = settings.gc_delay, settings.gc_disk_watermark, settings.gc_interval
+        self.drain_timeout = settings.drain_timeout
         self._on_serving = on_serving
         #: the Unix socket custom executors connect to (docs/agent.rst, "Custom executors")
         self.executor_socket = executor_socket_path(self.work_dir)
-        self.core = AgentCore(self.clock, info, rng=rng, wall_clock=time.time, max_ping_timeouts=max_ping_timeouts,
-                              register_backoff=register_backoff, register_backoff_max=register_backoff_max,
+        self.core = AgentCore(self.clock, info, rng=rng, wall_clock=time.time, max_ping_timeouts=settings.max_ping_timeouts,
+                              register_backoff=settings.register_backoff, register_backoff_max=settings.register_backoff_max,
                               version=__version__, checkpoint=True, executor_endpoint=f"ipc://{self.executor_socket}",
                               new_secret=lambda: secrets.token_hex(32),
-                              executor_reregister_timeout=executor_reregistration_timeout,
-                              executor_register_timeout=executor_registration_timeout,
-                              task_users=TaskUsers(self.switch_user, self._agent_user, frozenset(shared_task_users)),
+                              executor_reregister_timeout=settings.executor_reregistration_timeout,
+                              executor_register_timeout=settings.executor_registration_timeout,
+                              task_users=TaskUsers(self.switch_user, self.agent_user, frozenset(settings.shared_task_users)),
                               max_message_size=self.max_message_size)
         self._channel: Server | None = None
         #: what the turn has for executors (sent once its checkpoints are on disk)
         self._executor_outgoing: list[tuple[bytes, object]] = []
-        self.isolation = select_isolation(isolation or DEFAULT_ISOLATION, cgroups_root=cgroups_root,
-                                          cpu_quota=cgroups_cpu_quota,
+        self.isolation = select_isolation(settings.isolation or DEFAULT_ISOLATION, cgroups_root=settings.cgroups_root,
+                                          cpu_quota=settings.cgroups_cpu_quota,
                                           probe_cache=self.work_dir / "meta" / "namespaces-probe.json")
         self.isolator: Isolator = self.isolation.resources
-        for path in allowed_host_paths:
+        for path in settings.allowed_host_paths:
             if not os.path.isabs(path):
                 raise ConfigError(f"--allowed-host-paths: {path!r} is not an absolute path")
-        secret_store = SecretStore(secrets_dir) if secrets_dir is not None else None
+        secret_store = SecretStore(settings.secrets_dir) if settings.secrets_dir is not None else None
         if secret_store is not None:
             try:
                 secret_store.check()
             except SecretError as exc:
                 raise ConfigError(f"--secrets-dir: {exc}") from None
-        self.executor = TaskExecutor(self.work_dir, environment=environment, clock=self.clock,
-                                     isolation=self.isolation, allowed_host_paths=tuple(allowed_host_paths),
-                                     recovery_timeout=recovery_timeout,
+        self.executor = TaskExecutor(self.work_dir, environment=settings.environment, clock=self.clock,
+                                     isolation=self.isolation, allowed_host_paths=settings.allowed_host_paths,
+                                     recovery_timeout=settings.recovery_timeout,
                                      container_prefix=agent_key(self.hostname, self.work_dir),
                                      switch_user=self.switch_user, fetcher=fetcher,
                                      image_store=self.images.settings(), hostname=self.hostname,
@@ -372,13 +258,14 @@ class AgentRuntime:
         self.v1_executors = V1Executors(self, self.max_message_size)
         #: checkpoint files that could not be read at the last start (path, problem)
         self.recovery_errors: list[tuple[str, str]] = []
-        #: /metrics: a registry of this agent's own (several agents may share a process)
-        self._metrics_registry = metrics_registry(self.metrics)
+        #: what /metrics counts of this agent's own (several agents may share a process)
         self.counters = {"checkpoint_failures": 0, "sandboxes_collected": 0, "gc_passes": 0, "recovered_tasks": 0,
                          "reregistrations_on_reconnect": 0, "fresh_connections": 0}
         #: tasks whose checkpoint could not be written -> why (their launch fails saying so)
         self._checkpoint_failed: dict[tuple[str, str], str] = {}
         self._lock = threading.RLock()   # the loop's state, for the HTTP threads
+        #: what the HTTP endpoints read of this agent
+        self.views = AgentViews(self, self._lock)
         #: launches the core asked for, not carried out yet: a RUN_TASK is
         #: answered (TASK_STARTING) at once, its supervisor started a little
         #: later, a few at a time between reads (see _launch_some)
@@ -517,7 +404,7 @@ class AgentRuntime:
             return
         access = SandboxAccess(self.credentials, self.executor.sandbox_owners) if self.credentials else None
         files = SandboxFiles(self.executor.sandbox_root, launch_secret_files(self.work_dir / "meta" / "tasks"))
-        self.http = AgentHTTPServer(self.http_ip, self.http_port, self, files, access,
+        self.http = AgentHTTPServer(self.http_ip, self.http_port, self.views, files, access,
                                     handlers=self.v1_executors.handlers,
                                     body_limits={EXECUTOR_PATH: call_body_limit(self.max_message_size)})
         address = advertised_ip(self.http.host, self.advertise_ip)
@@ -1077,89 +964,7 @@ class AgentRuntime:
                    " (--shared-task-users)" if shared else "")
         if self.switch_user:
             return f"tasks run as their user (--switch-user){sharing}"
-        return f"tasks run as the agent's user ({self._agent_user}; --no-switch-user){sharing}"
-
-    # ------------------------------------------------------- HTTP's views
-    def health_document(self) -> dict:
-        with self._lock:
-            return {"healthy": True, "registered": self.core.registered, "agent_id": self.core.agent_id,
-                    "draining": self.core.draining}
-
-    def state_document(self) -> dict:
-        with self._lock:
-            core = self.core
-            master = core.master
-            tasks = []
-            for task in core.tasks():
-                sandbox = self.executor.sandbox(task.framework_id, task.task_id)
-                container = self.executor.container(task.framework_id, task.task_id)
-                isolation, image = self.executor.isolation_of(task.framework_id, task.task_id)
-                tasks.append({"framework_id": task.framework_id, "id": task.task_id, "state": task.state,
-                              "resources": str(task.resources), "pid": task.pid, "killing": task.killing,
-                              "pending_updates": task.pending_updates, "sandbox": str(sandbox),
-                              "user": task.user if self.switch_user and task.user else self._agent_user,
-                              "sandbox_path": f"{path_component(task.framework_id)}/{path_component(task.task_id)}",
-                              "cgroups": dict(container.cgroups) if container is not None else {},
-                              "isolation": list(isolation), "image": image})
-            return {
-                "id": core.agent_id, "hostname": self.hostname, "registered": core.registered,
-                "master": {"id": master.id, "address": master.address} if master is not None else None,
-                "http_address": core.http_address, "version": __version__,
-                "resources": str(core.total), "used": str(core.used), "attributes": attributes_json(core.info.attributes),
-                "work_dir": str(self.work_dir), "sandbox_root": str(self.executor.sandbox_root),
-                "isolation": {"name": self.isolator.name, "enforcing": self.isolator.enforcing,
-                              "description": self.isolation.describe(), **self.isolation.to_json()},
-                "switch_user": self.switch_user,
-                "draining": core.draining, "tasks": tasks, "executor_channel": f"ipc://{self.executor_socket}",
-                "executors": [{"framework_id": e.framework_id, "id": e.executor_id, "resources": str(e.resources),
-                               "pid": e.pid, "registered": e.registered, "tasks": e.tasks} for e in core.executors()],
-                "recovery_errors": [{"path": path, "problem": problem} for path, problem in self.recovery_errors],
-            }
-
-    def statistics_document(self) -> list[dict]:
-        with self._lock:
-            rows = self.executor.usage()
-        return [{"framework_id": u.framework_id, "executor_id": u.task_id, "task_id": u.task_id,
-                 "source": self.hostname, "statistics": u.statistics()} for u in rows]
-
-    def metrics_text(self) -> str:
-        """``/metrics``: what :meth:`metrics` reads, through prometheus_client (mesoslike.metrics)."""
-        return exposition(self._metrics_registry).decode()
-
-    def metrics(self) -> list[Metric]:
-        """Every metric of this agent now (the registry's collector calls it at each scrape)."""
-        with self._lock:
-            states: dict[str, int] = {}
-            for task in self.core.tasks():
-                states[task.state] = states.get(task.state, 0) + 1
-            counters = dict(self.counters)
-            registered = int(self.core.registered)
-            started = self.launches_started.copy()
-        refused = self.http.counters.snapshot() if self.http is not None else {}
-        return [
-            metric("agent_registered", "gauge", "1 while a master has registered this agent.", registered),
-            metric("agent_tasks", "gauge", "Tasks the agent knows, by state.",
-                   [({"state": state}, count) for state, count in sorted(states.items())]),
-            metric("agent_files_refused_total", "counter",
-                   "Requests to /files refused for leading out of the sandboxes, by kind.",
-                   [({"reason": kind}, count) for kind, count in sorted(refused.items())]),
-            metric("agent_sandboxes_collected_total", "counter", "Sandboxes of ended tasks removed by the GC.",
-                   counters["sandboxes_collected"]),
-            metric("agent_checkpoint_failures_total", "counter", "Checkpoint writes that failed (a full disk?).",
-                   counters["checkpoint_failures"]),
-            metric("agent_recovery_errors", "gauge", "Checkpoint files unreadable at the last start.",
-                   len(self.recovery_errors)),
-            metric("agent_reregistrations_on_reconnect_total", "counter",
-                   "Re-registrations because the connection to the master was made again.",
-                   counters["reregistrations_on_reconnect"]),
-            metric("agent_fresh_connections_total", "counter",
-                   "Connections to the master thrown away and made anew because the master fell silent or a "
-                   "registration got no answer (docs/reliability.rst, \"Partitions\").",
-                   counters["fresh_connections"]),
-            metric("agent_task_start_seconds", "histogram",
-                   "Tasks by the time from their RUN_TASK read to their process started (launches wait in "
-                   "line while many arrive at once).", started),
-        ]
+        return f"tasks run as the agent's user ({self.agent_user}; --no-switch-user){sharing}"
 
 
 def executor_socket_path(work_dir: Path) -> Path:

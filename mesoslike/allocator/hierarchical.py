@@ -136,6 +136,15 @@ def _check_conversion(removed: Resources, added: Resources) -> None:
 class HierarchicalAllocator:
     """Offers agents' resources to frameworks in (weighted) DRF order.
 
+    Why one class of some 1,200 lines (Mesos's ``HierarchicalAllocatorProcess``
+    is one too): its books already live beside it — ``offer_book``,
+    ``filters``, ``quota``, ``agents``, ``role_tree``, ``blockers``, the
+    sorters — and what stays is the public API and the one stage loop
+    (``_cycle``, ``_run_stage``, ``_first_taker``), which change the holdings
+    of an agent, its role and its framework together in one step
+    (``check_invariants`` guards that they agree). Cut in two, each half would
+    reach into the other's state on every call.
+
     Parameters:
         clock: where time comes from (``FakeClock`` in tests).
         sorter: ``"drf"`` (default), ``"random"``, another registered name,

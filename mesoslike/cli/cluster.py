@@ -241,6 +241,7 @@ def master(ip, port, http_port, roles, advertise_ip, zk, zk_auth, zk_session_tim
     """Run a master. Prints the address it bound."""
     from mesoslike.credentials import load_credentials, load_keys
     from mesoslike.master.runtime import MasterRuntime
+    from mesoslike.master.settings import MasterSettings
 
     try:
         config = _master_config(options)
@@ -250,11 +251,12 @@ def master(ip, port, http_port, roles, advertise_ip, zk, zk_auth, zk_session_tim
                 raise ConfigError("--zk-auth needs --zk")
             zk_url = zk_url.with_auth_file(zk_auth)
         store = FileRegistryStore(work_dir) if work_dir and zk_url is None else None
-        runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, registry_store=store, zk=zk_url,
-                                zk_session_timeout=zk_session_timeout, keys=load_keys(key),
-                                credentials=load_credentials(credentials) if credentials else None,
-                                insecure=insecure, http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key),
-                                advertise_ip=advertise_ip, **({"roles": roles} if roles is not None else {}))
+        settings = MasterSettings(
+            address=f"tcp://{ip}:{port}", http_port=http_port, config=config, zk=zk_url,
+            zk_session_timeout=zk_session_timeout, roles=roles, keys=load_keys(key),
+            credentials=load_credentials(credentials) if credentials else None, insecure=insecure,
+            http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key), advertise_ip=advertise_ip)
+        runtime = MasterRuntime(settings, registry_store=store)
     except MesoslikeError as exc:
         die(str(exc))
     mode = f"contending in {zk}" if zk else "leading"
@@ -444,6 +446,7 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
     if ctx.invoked_subcommand is not None:
         return
     from mesoslike.agent.runtime import AgentRuntime, default_work_dir
+    from mesoslike.agent.settings import AgentSettings
 
     if drain:
         click.echo("warning: `mesoslike agent --drain` is deprecated: it is `mesoslike agent decommission` "
@@ -458,26 +461,23 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
 
         keys, server_key = client_keys(key, master_key)
         credentials = load_credentials(credentials_file) if credentials_file else None
-        runtime = AgentRuntime(master_address, resources, attributes, hostname, work_dir, port=port, keys=keys,
-                               master_key=server_key,
-                               kill_tasks_on_exit=False, http_port=http_port, http_ip=ip, advertise_ip=advertise_ip,
-                               recover=recover,
-                               recovery_timeout=recovery_timeout, isolation=isolation, cgroups_root=cgroups_root,
-                               cgroups_cpu_quota=cgroups_cpu_quota, switch_user=switch_user, gc_delay=gc_delay,
-                               gc_disk_watermark=gc_disk_watermark, drain_timeout=drain_timeout,
-                               fetcher_cache_size=fetcher_cache_size, fetcher_timeout=fetcher_timeout,
-                               fetcher_max_size=fetcher_max_size,
-                               executor_reregistration_timeout=executor_reregistration_timeout,
-                               executor_registration_timeout=executor_registration_timeout,
-                               allowed_host_paths=[path.strip() for path in allowed_host_paths.split(",") if path.strip()],
-                               docker_registry=docker_registry, docker_config=docker_config,
-                               docker_insecure_registries=tuple(name.strip() for name in
-                                                                docker_insecure_registries.split(",") if name.strip()),
-                               image_cache_size=image_cache_size,
-                               secrets_dir=secrets_dir, environment=executor_environment_variables,
-                               credentials=credentials, insecure=insecure, max_message_size=max_message_size,
-                               shared_task_users=[u.strip() for u in shared_task_users.split(",") if u.strip()],
-                               on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
+        settings = AgentSettings(
+            master=master_address, resources=resources, attributes=attributes, hostname=hostname, work_dir=work_dir,
+            port=port, keys=keys, master_key=server_key, kill_tasks_on_exit=False, http_port=http_port, http_ip=ip,
+            advertise_ip=advertise_ip, recover=recover, recovery_timeout=recovery_timeout, isolation=isolation,
+            cgroups_root=cgroups_root, cgroups_cpu_quota=cgroups_cpu_quota, switch_user=switch_user,
+            gc_delay=gc_delay, gc_disk_watermark=gc_disk_watermark, drain_timeout=drain_timeout,
+            fetcher_cache_size=fetcher_cache_size, fetcher_timeout=fetcher_timeout, fetcher_max_size=fetcher_max_size,
+            executor_reregistration_timeout=executor_reregistration_timeout,
+            executor_registration_timeout=executor_registration_timeout,
+            allowed_host_paths=tuple(path.strip() for path in allowed_host_paths.split(",") if path.strip()),
+            docker_registry=docker_registry, docker_config=docker_config,
+            docker_insecure_registries=tuple(name.strip() for name in docker_insecure_registries.split(",")
+                                             if name.strip()),
+            image_cache_size=image_cache_size, secrets_dir=secrets_dir, environment=executor_environment_variables,
+            credentials=credentials, insecure=insecure, max_message_size=max_message_size,
+            shared_task_users=[user.strip() for user in shared_task_users.split(",") if user.strip()])
+        runtime = AgentRuntime(settings, on_serving=lambda address: click.echo(f"agent HTTP on {address}"))
     except MesoslikeError as exc:
         die(str(exc))
     click.echo(f"agent {runtime.info.hostname} with {runtime.info.resources} -> {master_address}; "
@@ -530,6 +530,7 @@ def decommission(work_dir: str | None, hostname: str | None, drain_timeout: floa
     for it (SIGUSR1 to the agent does the same). To stop offering an agent
     and keep it, see `mesoslike agent drain` (the master's drain)."""
     from mesoslike.agent.runtime import default_work_dir
+    from mesoslike.agent.settings import AgentSettings
 
     _decommission(work_dir or default_work_dir(hostname or socket.gethostname()), drain_timeout)
 
@@ -586,8 +587,10 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
     cluster's address, then stop the cluster and exit with its status.
     Without one, run until Ctrl-C. Stopping kills every task."""
     from mesoslike.agent.runtime import AgentRuntime
+    from mesoslike.agent.settings import AgentSettings
     from mesoslike.credentials import local_keys
     from mesoslike.master.runtime import MasterRuntime
+    from mesoslike.master.settings import MasterSettings
 
     base = work_dir or tempfile.mkdtemp(prefix="mesoslike-local-")
     try:
@@ -595,10 +598,10 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
         _warn_of_near_misses(resources)
         config = _master_config(options)
         keys = None if insecure else local_keys(os.path.join(base, "keys"), agents, getpass.getuser())
-        master_runtime = MasterRuntime(f"tcp://{ip}:{port}", http_port, config, roles=roles, insecure=insecure,
-                                       http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key),
-                                       keys=keys.master if keys else None,
-                                       credentials=keys.credentials if keys else None)
+        master_runtime = MasterRuntime(MasterSettings(
+            address=f"tcp://{ip}:{port}", http_port=http_port, config=config, roles=roles, insecure=insecure,
+            http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key), keys=keys.master if keys else None,
+            credentials=keys.credentials if keys else None))
     except MesoslikeError as exc:
         if work_dir is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -609,11 +612,11 @@ def local(agents, resources, work_dir, ip, port, http_port, roles, insecure, htt
     services = None
     try:
         for i in range(agents):
-            agent_runtimes.append(AgentRuntime(
-                master_runtime.address, resources, {"room": f"er{i % 2}"}, f"node-{i}",
-                os.path.join(base, f"node-{i}"), keys=keys.agents[i] if keys else None,
+            agent_runtimes.append(AgentRuntime(AgentSettings(
+                master=master_runtime.address, resources=resources, attributes={"room": f"er{i % 2}"},
+                hostname=f"node-{i}", work_dir=os.path.join(base, f"node-{i}"), keys=keys.agents[i] if keys else None,
                 master_key=keys.master.public if keys else None,
-                credentials=keys.credentials if keys else None, max_message_size=config.max_message_size).start())
+                credentials=keys.credentials if keys else None, max_message_size=config.max_message_size)).start())
         click.echo(f"local cluster: master {master_runtime.address} (HTTP {master_runtime.http_address}), "
                    f"{agents} agents with {resources}; sandboxes in {base}")
         if keys is not None:

@@ -6,7 +6,9 @@ Served by :class:`mesoslike.http_server.HTTPServer` (the one HTTP edge:
 no thread per connection, deadlines for a request's head and body, a bound
 on connections that evicts the longest-waiting idle one, streams for
 long-lived answers; docs/reliability.rst, *Bounds*); this module only
-routes requests to views, actions and handlers, and asks ``authorize``.
+routes requests to views, actions and handlers, and asks ``authorize``
+(:class:`~mesoslike.master.http_auth.HTTPAuthorization`), whose principal
+goes with the request to its action or handler (``Request.principal``).
 
 Views read the master's state themselves (the runtime renders ``/state``
 from a snapshot outside its lock: :class:`Fresh`).
@@ -20,22 +22,25 @@ import threading
 from pathlib import Path
 from typing import Callable, Generic, Mapping, TypeVar
 
+import attrs
+
 from mesoslike.errors import ConfigError
 from mesoslike.http_server import (CHUNK, MAX_BODY, MAX_CONNECTIONS, MAX_HEAD, Handler, HTTPServer, Request, Response,
                                    json_response)
+from mesoslike.master.http_auth import HTTPRefusal
 from mesoslike.secret_files import check_secret_file_mode
 
-__all__ = ["StatusHTTPServer", "Fresh", "Action", "Authorize", "request_authorization", "request_query", "ViewError",
+__all__ = ["StatusHTTPServer", "Fresh", "Action", "Authorize", "ViewError",
            "MAX_BODY", "MAX_HEAD", "CHUNK", "tls_context", "dashboard_files", "DASHBOARD_DIR", "DASHBOARD_HEADERS"]
 
 log = logging.getLogger("mesoslike.master.http")
 
 T = TypeVar("T")
 
-#: a POST handler: request body -> (HTTP status, JSON-able reply)
-Action = Callable[[bytes], tuple[int, object]]
-#: (method, path, the Authorization header or None) -> None to serve it, or (401 or 403, why)
-Authorize = Callable[[str, str, "str | None"], "tuple[int, str] | None"]
+#: a POST handler: the request (its body, its caller's principal) -> (HTTP status, JSON-able reply)
+Action = Callable[[Request], tuple[int, object]]
+#: (method, path, the Authorization header or None) -> a refusal, or the caller's principal (None: anonymous)
+Authorize = Callable[[str, str, "str | None"], "HTTPRefusal | str | None"]
 
 
 def tls_context(cert: str, key: str) -> ssl.SSLContext:
@@ -124,17 +129,16 @@ class StatusHTTPServer(HTTPServer):
         path = target.rstrip("/") or "/"
         handler = self._handlers.get(path)
         if handler is not None:
-            return self._refused(request, path) or handler(request)
+            verdict = self._authorized(request, path)
+            return verdict if isinstance(verdict, Response) else handler(verdict)
         if request.method == "GET":
-            refused = self._refused(request, path)
-            if refused is not None:
-                return refused
+            verdict = self._authorized(request, path)
+            if isinstance(verdict, Response):
+                return verdict
             view = self._views.get(path)
             if view is None:
                 return json_response(404, {"error": f"no such endpoint {request.target[:200]}",
-                                           "endpoints": sorted(self._views)})
-            _request.authorization = request.header("Authorization")
-            _request.query = request.target.partition("?")[2]
+                                           "endpoints": sorted(self._views | self._handlers.keys())})
             try:
                 content_type, body = view()
             except ViewError as refusal:
@@ -148,26 +152,27 @@ class StatusHTTPServer(HTTPServer):
             if action is None:
                 return json_response(405 if path in self._views else 404,
                                      {"error": f"no POST endpoint {path[:200]}", "post_endpoints": sorted(self._actions)})
-            refused = self._refused(request, path)
-            if refused is not None:
-                return refused
-            _request.authorization = request.header("Authorization")
+            verdict = self._authorized(request, path)
+            if isinstance(verdict, Response):
+                return verdict
             try:
-                code, reply = action(request.body)
+                code, reply = action(verdict)
             except Exception:
                 log.exception("HTTP action %s failed", path)
                 code, reply = 500, {"error": "internal error"}
             return json_response(code, reply)
         return json_response(405, {"error": "use GET or POST"})
 
-    def _refused(self, request: Request, path: str) -> Response | None:
-        """401/403 if ``authorize`` refuses the request, else None."""
-        refusal = self._authorize(request.method, path, request.header("Authorization")) if self._authorize else None
-        if refusal is None:
-            return None
-        code, message = refusal
-        return json_response(code, {"error": message}, {"WWW-Authenticate": 'Bearer realm="mesoslike"'}
-                             if code == 401 else {})
+    def _authorized(self, request: Request, path: str) -> Request | Response:
+        """The request with its caller's principal, or the 401/403 to answer
+        if ``authorize`` refuses it."""
+        if self._authorize is None:
+            return request
+        verdict = self._authorize(request.method, path, request.header("Authorization"))
+        if isinstance(verdict, HTTPRefusal):
+            return json_response(verdict.status, {"error": verdict.message},
+                                 {"WWW-Authenticate": 'Bearer realm="mesoslike"'} if verdict.status == 401 else {})
+        return request if verdict == request.principal else attrs.evolve(request, principal=verdict)
 
 
 # ---------------------------------------------------------------- dashboard
@@ -201,22 +206,6 @@ def dashboard_files(directory: Path = DASHBOARD_DIR) -> dict[str, tuple[str, byt
     if "/static/index.html" in files:
         files["/"] = files.pop("/static/index.html")
     return files
-
-
-#: the request an HTTP worker thread is serving (see request_authorization)
-_request = threading.local()
-
-
-def request_authorization() -> str | None:
-    """The ``Authorization`` header of the request this thread is serving
-    (an action that needs to know who asks: the reserving principal of
-    ``/reserve``); the server checked it already."""
-    return getattr(_request, "authorization", None)
-
-
-def request_query() -> str:
-    """The query string (after ``?``) of the GET this thread is serving, for a view that takes parameters."""
-    return getattr(_request, "query", "")
 
 
 class ViewError(Exception):

@@ -27,12 +27,12 @@ count of its changes) so that its tests need no master.
 from __future__ import annotations
 
 import enum
-import textwrap
-from typing import Any, Callable, ClassVar, Generic, Protocol, Sequence, TypeVar, Union
+from typing import Any, Callable, ClassVar, Generic, Protocol, TypeVar, Union
 
 import attrs
 
-from mesoslike.master.core import Send
+from mesoslike.master.outbox import Send
+from mesoslike.rst import simple_table
 
 __all__ = [
     "Phase", "Peers", "PEERS", "SoftState", "Kept",
@@ -661,30 +661,15 @@ def render_transitions() -> str:
     header = ("state", "event", "when", "next state", "actions")
     rows = [(row.source.name, row.event.__name__, row.when or "—", row.target.name,
              ", ".join(action.__name__ for action in row.actions) or "—") for row in TRANSITIONS]
-    return _simple_table(header, rows)
+    return simple_table(header, rows)
 
 
 def render_phases() -> str:
     """Each phase, what it means for peers and what it means, as an RST table."""
     header = ("state", "peers' messages", "meaning")
     rows = [(phase.name, PEERS[phase].value, _MEANING[phase]) for phase in Phase]
-    return _simple_table(header, rows)
+    return simple_table(header, rows)
 
-
-def _simple_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], last_width: int = 64) -> str:
-    """An RST simple table; the last column wraps at ``last_width``."""
-    lasts = [textwrap.wrap(cells[-1], last_width) or [""] for cells in rows]
-    widths = [max(len(cells[i]) for cells in [header, *rows]) for i in range(len(header) - 1)]
-    widths.append(max([len(header[-1])] + [len(part) for parts in lasts for part in parts]))
-    rule = "  ".join("=" * width for width in widths)
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
-    lines = [rule, line(header), rule]
-    for cells, parts in zip(rows, lasts):
-        lines.append(line([*cells[:-1], parts[0]]))
-        lines += [line([""] * (len(cells) - 1) + [part]) for part in parts[1:]]
-    return "\n".join([*lines, rule]) + "\n"
 
 if __name__ == "__main__":  # python -m mesoslike.master.leadership: the tables docs/ha.rst shows
     print(render_phases())

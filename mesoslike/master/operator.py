@@ -25,7 +25,8 @@ from typing import Callable, Protocol
 from mesoslike.acl import Refused
 from mesoslike.errors import MesoslikeError
 from mesoslike.master.core import MasterCore, Send
-from mesoslike.master.http import Action, request_authorization
+from mesoslike.http_server import Request
+from mesoslike.master.http import Action
 from mesoslike.master.operations import Conflict, NotFound
 from mesoslike.master.state import quota_by_role, quota_json, weights_json
 
@@ -61,10 +62,6 @@ class LeadingMaster(Protocol):
 
     def send_later(self, sends: list[Send]) -> None:
         """Have the loop send ``sends`` at its next turn. Under ``stored``."""
-
-    def operator_principal(self, authorization: str | None) -> str | None:
-        """The principal whose bearer token ``authorization`` carries (None:
-        an anonymous master, or no valid token)."""
 
 
 def weights_request(request: object) -> dict[str, float]:
@@ -146,75 +143,77 @@ class OperatorWrites:
     def permissions(self) -> dict[str, str]:
         return dict(PERMISSIONS)
 
-    def post_kill_task(self, body: bytes) -> tuple[int, object]:
+    def post_kill_task(self, request: Request) -> tuple[int, object]:
         """``POST /tasks/kill {"task_id": T, "framework_id": F}`` (framework_id
         needed only when tasks of several frameworks have the id)."""
-        def apply(core: MasterCore, request: object) -> tuple[dict, list[Send]]:
-            fields = named(request, ("task_id",), {"framework_id": str})
+        def apply(core: MasterCore, document: object) -> tuple[dict, list[Send]]:
+            fields = named(document, ("task_id",), {"framework_id": str})
             return core.kill_task(fields["task_id"], fields.get("framework_id"))
-        return self._write(body, apply, store=False)
+        return self._write(request.body, apply, store=False)
 
-    def post_teardown(self, body: bytes) -> tuple[int, object]:
+    def post_teardown(self, request: Request) -> tuple[int, object]:
         """``POST /frameworks/teardown {"framework_id": F}``: answered once the registry holds the removal."""
-        return self._write(body, lambda core, request: core.teardown_framework(
-            named(request, ("framework_id",), {})["framework_id"]))
+        return self._write(request.body, lambda core, document: core.teardown_framework(
+            named(document, ("framework_id",), {})["framework_id"]))
 
-    def post_drain(self, body: bytes) -> tuple[int, object]:
+    def post_drain(self, request: Request) -> tuple[int, object]:
         """``POST /agents/drain {"agent": ID_OR_HOSTNAME, "grace": SECONDS}``
         (grace 0 if left out): answered once the registry holds the drain."""
-        def apply(core: MasterCore, request: object) -> tuple[dict, list[Send]]:
-            fields = named(request, ("agent",), {"grace": (int, float)})
+        def apply(core: MasterCore, document: object) -> tuple[dict, list[Send]]:
+            fields = named(document, ("agent",), {"grace": (int, float)})
             return core.drain_agent(fields["agent"], fields.get("grace", 0.0))
-        return self._write(body, apply)
+        return self._write(request.body, apply)
 
-    def post_reactivate(self, body: bytes) -> tuple[int, object]:
+    def post_reactivate(self, request: Request) -> tuple[int, object]:
         """``POST /agents/reactivate {"agent": ID_OR_HOSTNAME}``: answered once the registry forgot the drain."""
-        return self._write(body, lambda core, request: core.reactivate_agent(named(request, ("agent",), {})["agent"]))
+        return self._write(request.body, lambda core, document: core.reactivate_agent(
+            named(document, ("agent",), {})["agent"]))
 
-    def post_gone(self, body: bytes) -> tuple[int, object]:
+    def post_gone(self, request: Request) -> tuple[int, object]:
         """``POST /agents/gone {"agent": ID_OR_HOSTNAME}`` (Mesos's MARK_AGENT_GONE), registered or
         unreachable: answered once the registry holds it (docs/reliability.rst, "Partitions")."""
-        return self._write(body, lambda core, request: core.mark_agent_gone(named(request, ("agent",), {})["agent"]))
+        return self._write(request.body, lambda core, document: core.mark_agent_gone(
+            named(document, ("agent",), {})["agent"]))
 
-    def post_reserve(self, body: bytes) -> tuple[int, object]:
+    def post_reserve(self, request: Request) -> tuple[int, object]:
         """``POST /reserve {"agent_id": ID_OR_HOSTNAME, "resources": "cpus(analytics):2;mem(analytics):1024",
         "labels": [{"key": K, "value": V}, ...]}`` (labels optional):
         dynamically reserved for the role by the operator's principal (from
         its token); answered once the registry holds it."""
-        principal = self._master.operator_principal(request_authorization())
+        principal = request.principal   # the caller's, from its token (mesoslike.master.http_auth)
 
-        def apply(core: MasterCore, request: object) -> tuple[dict, list[Send]]:
-            fields = named(request, ("agent_id", "resources"), {"labels": list})
+        def apply(core: MasterCore, document: object) -> tuple[dict, list[Send]]:
+            fields = named(document, ("agent_id", "resources"), {"labels": list})
             return core.reserve_resources(fields["agent_id"], fields["resources"], principal,
                                           label_pairs(fields.get("labels", [])))
-        return self._write(body, apply)
+        return self._write(request.body, apply)
 
-    def post_unreserve(self, body: bytes) -> tuple[int, object]:
+    def post_unreserve(self, request: Request) -> tuple[int, object]:
         """``POST /unreserve {"agent_id": ID_OR_HOSTNAME, "resources": "cpus(analytics,alice):2"}``:
         answered once the registry holds it."""
-        principal = self._master.operator_principal(request_authorization())
+        principal = request.principal   # the caller's, from its token (mesoslike.master.http_auth)
 
-        def apply(core: MasterCore, request: object) -> tuple[dict, list[Send]]:
-            fields = named(request, ("agent_id", "resources"), {})
+        def apply(core: MasterCore, document: object) -> tuple[dict, list[Send]]:
+            fields = named(document, ("agent_id", "resources"), {})
             return core.unreserve_resources(fields["agent_id"], fields["resources"], principal)
-        return self._write(body, apply)
+        return self._write(request.body, apply)
 
-    def post_weights(self, body: bytes) -> tuple[int, object]:
+    def post_weights(self, request: Request) -> tuple[int, object]:
         """``POST /weights {"role": weight, ...}``: answered once the registry holds them."""
-        return self._write(body, lambda core, request: ({}, core.update_weights(weights_request(request))))
+        return self._write(request.body, lambda core, document: ({}, core.update_weights(weights_request(document))))
 
-    def post_quota(self, body: bytes) -> tuple[int, object]:
+    def post_quota(self, request: Request) -> tuple[int, object]:
         """``POST /quota {"role": R, "guarantee": "cpus:2", "limit": "cpus:8", "force": false}``
         (neither: clear the role's quota); answered once the registry holds
         it. Unless ``force``, refused (400) for a resource name the cluster
         does not know (with the name it looks like) or a guarantee beyond
         the cluster's capacity, as Mesos's master refuses them."""
-        def apply(core: MasterCore, request: object) -> tuple[dict, list[Send]]:
-            role, guarantee, limit, force = quota_request(request)
+        def apply(core: MasterCore, document: object) -> tuple[dict, list[Send]]:
+            role, guarantee, limit, force = quota_request(document)
             if not force and (guarantee is not None or limit is not None):
                 core.allocator.check_quota(role, guarantee, limit)
             return {}, core.update_quota(role, guarantee, limit)
-        return self._write(body, apply)
+        return self._write(request.body, apply)
 
     def _write(self, body: bytes, apply: Callable[[MasterCore, object], tuple[dict, list[Send]]],
                store: bool = True) -> tuple[int, object]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections import OrderedDict
-from typing import Mapping
+from typing import KeysView, Mapping
 
 import attrs
 
@@ -85,6 +85,10 @@ class RemovalQueue:
 
     def __contains__(self, agent_id: object) -> bool:
         return agent_id in self._waiting
+
+    def waiting(self) -> KeysView[str]:
+        """The agents waiting for their turn."""
+        return self._waiting.keys()
 
     def schedule(self, agent_id: str, why: str) -> None:
         self._waiting.setdefault(agent_id, why)

@@ -3,10 +3,11 @@ who holds them, and the master's settings and bounds."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, KeysView
 
 import attrs
 
+from mesoslike.master.task_lifecycle import CONFIRMED, HOLDING, Phase
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo, Label, TaskInfo, TaskState, TaskStatus
 from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, ExecutorInfo, check_message_size
@@ -128,18 +129,32 @@ class MasterConfig:
 
 @attrs.define
 class TaskRecord:
+    """A task the master knows. Its delivery's phase moves only through
+    :func:`mesoslike.master.task_lifecycle.process` (the table of
+    docs/architecture.rst); the uuids and times below are the data its
+    guards and actions read."""
+
     info: TaskInfo
     framework_id: str
     agent_id: str
     status: TaskStatus
-    resources_recovered: bool = False
+    phase: Phase = Phase.LIVE
     launched_at: float = 0.0            # master clock time it was launched (or first reported)
-    confirmed: bool = True              # its agent has said it has it (a status, or it re-registered with it)
-    launch_sends: int = 0               # RUN_TASKs sent for it (while not confirmed)
+    launch_sends: int = 0               # RUN_TASKs sent for it (while pending)
     acknowledged_uuid: str = ""         # the last update of it the framework acknowledged
     forwarded_uuid: str = ""            # the last update forwarded to the framework: which,
     forwarded_to: bytes | None = None   # to which connection,
     forwarded_at: float = float("-inf")  # and when (master clock)
+
+    @property
+    def confirmed(self) -> bool:
+        """Whether its agent has said it has it (a status, or it re-registered with it)."""
+        return self.phase in CONFIRMED
+
+    @property
+    def holds_resources(self) -> bool:
+        """Whether what it asked for is used in the allocator (until they go back, once)."""
+        return self.phase in HOLDING
 
     @property
     def id(self) -> str:
@@ -236,6 +251,10 @@ class Holdings:
 
     def of(self, owner: bytes) -> set[str]:
         return set(self._ids.get(owner, ()))
+
+    def items(self) -> KeysView[str]:
+        """Every id held (by some owner)."""
+        return self._owner.keys()
 
     def hold(self, owner: bytes, item: str) -> None:
         """``owner`` holds ``item`` now (taken from its former owner, if any)."""

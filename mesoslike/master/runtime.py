@@ -28,7 +28,6 @@ import gc
 import itertools
 import json
 import logging
-import ssl
 import threading
 import time
 import uuid
@@ -40,13 +39,13 @@ import attrs
 
 from mesoslike import __version__
 from mesoslike.clock import Clock, SystemClock
-from mesoslike.acl import Credentials
 from mesoslike.backoff import Backoff
-from mesoslike.errors import ConfigError
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
 from mesoslike.master.forked import ForkFailed, render_forked
 from mesoslike.master.http import Fresh, StatusHTTPServer
+from mesoslike.master.http_auth import HTTPAuthorization
+from mesoslike.master.metrics import MasterMetrics
 from mesoslike.master.v1_api import OPERATOR_PATHS, SCHEDULER_PATH, V1API, is_v1_peer
 from mesoslike.v1.operator import MESOS_VERSION
 from mesoslike.v1.shapes import call_body_limit, master_info_message
@@ -59,16 +58,16 @@ from mesoslike.master.leadership import (Action, BuildCore, Commit, ConfirmLeade
                                          Fenced)
 from mesoslike.master.operator import PERMISSIONS, OperatorWrites
 from mesoslike.master.sandbox_files import SandboxReads
-from mesoslike.master.records import MasterConfig, clip
+from mesoslike.master.records import clip
 from mesoslike.master.registry import Registry
 from mesoslike.master.roles import RolesConfig
 from mesoslike.master.roles_watcher import RolesWatcher
-from mesoslike.master.state import master_metrics, render_state, snapshot, transport_metrics
+from mesoslike.master.settings import MasterSettings, check_secure
+from mesoslike.master.state import render_state, snapshot
 from mesoslike.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from mesoslike.metrics import exposition, metrics_registry, render
-from mesoslike.observations import NOTICE, QUICK_BUCKETS, LabelledHistograms, Metric, metric
+from mesoslike.observations import NOTICE
 from mesoslike.master.storage import MemoryRegistryStore, RegistryFencedError, RegistryStore, RegistryWriteError
-from mesoslike.transport import Authenticator, CurveKeys, Server, Waker
+from mesoslike.transport import Authenticator, Server, Waker
 from mesoslike.wire import MasterInfo, WireError
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import batch_frames, batched
@@ -100,54 +99,6 @@ _STORE_REMINDER = 60.0
 _REGISTRATIONS_KEPT = 10_000
 #: peers waiting for a GET_STATE answer at most; more get an ERROR
 _STATE_ASKERS = 1000
-
-
-#: what HTTP asks a token for (docs/security.rst)
-HTTP_AUTH = ("writes", "all")
-
-#: hosts that only this machine can reach
-_LOOPBACK = ("localhost", "::1", "[::1]")
-
-
-def is_loopback(host: str) -> bool:
-    return host in _LOOPBACK or host.startswith("127.")
-
-
-def check_secure(address: str, credentials: Credentials | None, keys: CurveKeys | None, insecure: bool) -> None:
-    """Secure by default (docs/security.rst): a master without credentials
-    binds loopback only, unless ``insecure`` — then it warns, at every
-    start. Keys and credentials go together."""
-    if (keys is None) != (credentials is None):
-        raise ConfigError("a secured master needs both --key (its secret certificate) and --credentials")
-    if credentials is not None:
-        return
-    host = address[len("tcp://"):].rpartition(":")[0]
-    if not is_loopback(host):
-        if not insecure:
-            raise ConfigError(f"refusing to bind {host} without --credentials: any peer that reaches it could run "
-                              "tasks. Give --key and --credentials (docs/security.rst), bind 127.0.0.1, or pass "
-                              "--insecure")
-    if insecure:
-        log.warning("INSECURE: this master runs without authentication (--insecure): any peer that reaches "
-                    "%s may register agents and frameworks and run tasks", address)
-
-
-@attrs.define
-class LoopStats:
-    """How long the loop could not serve peers: a *stall* is a turn, from
-    the moment it woke with work until its answers went out (waiting for
-    the lock included)."""
-
-    turns: int = 0
-    stall_max: float = 0.0
-    stall_last: float = 0.0
-    lock_wait_max: float = 0.0
-
-    def record(self, stall: float, lock_wait: float) -> None:
-        self.turns += 1
-        self.stall_last = stall
-        self.stall_max = max(self.stall_max, stall)
-        self.lock_wait_max = max(self.lock_wait_max, lock_wait)
 
 
 class LongLivedObjects:
@@ -225,44 +176,36 @@ class _StateDocument:
 
 
 class MasterRuntime:
-    """Runs a master.
+    """Runs a master as ``settings`` say (:class:`~mesoslike.master.settings.MasterSettings`).
 
-    ``address``: ``tcp://HOST:PORT`` to bind for agents and frameworks (port 0
-    = any free port; ``self.bound_address`` is the bound one, ``self.address``
-    what peers are told: ``advertise_ip`` or, for a wildcard, this host's
-    address, :mod:`mesoslike.advertise`). ``http_port``: the
-    HTTP endpoints' port on the same host (0 = any, None = no HTTP).
-    ``registry_store``: where a standalone master keeps its registry (memory
-    by default). ``zk``: a :class:`mesoslike.ha.ZkUrl` to run highly
-    available; the registry then lives in ZooKeeper. ``roles``: a
-    :class:`~mesoslike.master.roles.RolesConfig` (docs/roles.rst) applied
-    whenever this master takes the lead; when it came from a file, the file
-    is read again on :meth:`reload_roles` and when it changes.
+    ``self.bound_address`` is the address bound, ``self.address`` what
+    peers are told. ``registry_store``: where a standalone master keeps its
+    registry (memory by default; with ``settings.zk`` it lives in
+    ZooKeeper). The roles settings apply whenever this master takes the
+    lead; when they came from a file, the file is read again on
+    :meth:`reload_roles` and when it changes. ``clock``: time for the core
+    and the loop (the system's by default).
     """
 
-    def __init__(self, address: str = "tcp://127.0.0.1:5050", http_port: int | None = 5051,
-                 config: MasterConfig | None = None, clock: Clock | None = None,
-                 master_id: str | None = None, registry_store: RegistryStore | None = None,
-                 zk: ZkUrl | None = None, zk_session_timeout: float = 10.0, roles: RolesConfig | None = None,
-                 keys: CurveKeys | None = None, credentials: Credentials | None = None,
-                 insecure: bool = False, http_auth: str = "writes", http_tls: ssl.SSLContext | None = None,
-                 advertise_ip: str | None = None) -> None:
+    def __init__(self, settings: MasterSettings | None = None, *, clock: Clock | None = None,
+                 registry_store: RegistryStore | None = None) -> None:
+        settings = settings or MasterSettings()
+        self.settings = settings
+        address, zk, credentials, keys = settings.address, settings.zk, settings.credentials, settings.keys
         self.clock = clock or SystemClock()
-        if advertise_ip:
-            check_advertise_ip(advertise_ip)   # before binding anything
-        check_secure(address, credentials, keys, insecure)
+        if settings.advertise_ip:
+            check_advertise_ip(settings.advertise_ip)   # before binding anything
+        check_secure(address, credentials, keys, settings.insecure)
         #: principals, ACLs and HTTP tokens; None: an anonymous cluster (loopback only unless insecure)
         self.credentials = credentials
         #: the receipts' key (mesoslike.master.receipts): masters sharing the key pair share it
         self._receipt_key = receipt_key(keys.secret) if keys is not None else None
-        if http_auth not in HTTP_AUTH:
-            raise ConfigError(f"bad http_auth {http_auth!r}: expected one of {', '.join(HTTP_AUTH)}")
-        self._http_auth = http_auth
-        #: HTTP requests refused for want of a valid token (401) or a permission (403)
-        self.http_refused = {401: 0, 403: 0}
-        self.config = config or MasterConfig()
+        #: who may use HTTP (the v1 APIs identify their callers themselves: mesoslike.v1.identity)
+        self.http_authorization = HTTPAuthorization(credentials, settings.http_auth, permissions=PERMISSIONS,
+                                                    exempt={SCHEDULER_PATH, *OPERATOR_PATHS})
+        self.config = settings.config
         self._zk = zk
-        self._zk_session_timeout = zk_session_timeout
+        self._zk_session_timeout = settings.zk_session_timeout
         self._turn_end = self.clock.now()
         #: peer -> the last REGISTER/REREGISTER_AGENT frame from it (see _retried_registration),
         #: the _REGISTRATIONS_KEPT most recent
@@ -272,11 +215,8 @@ class MasterRuntime:
         self._store_health = StoreHealth()
         #: registry writes that failed (not fenced), for /metrics
         self.registry_write_failures = 0
-        self.loop_stats = LoopStats()
-        #: seconds the core took per message, by message type (under _lock, as the core)
-        self.message_timings = LabelledHistograms(QUICK_BUCKETS)
-        #: /metrics: a registry of this master's own (several masters may share a process)
-        self._metrics_registry = metrics_registry(self._collect)
+        #: /metrics: the loop's stalls and the core's handling times, and what they read at a scrape
+        self.metrics = MasterMetrics(self)
         self._long_lived = LongLivedObjects()
         #: /state and GET_STATE: rendered from a snapshot outside _lock, one rendering at a time
         self._state_view: Fresh[_StateDocument] = Fresh(self._render_state)
@@ -304,7 +244,7 @@ class MasterRuntime:
         self.bound_address = self._server.address
         host, _, bound_port = self.bound_address[len("tcp://"):].rpartition(":")
         #: what peers are told to connect to (ZooKeeper, /state, MasterInfo): never a wildcard
-        advertised = url_host(advertised_ip(host, advertise_ip))
+        advertised = url_host(advertised_ip(host, settings.advertise_ip))
         self.address = f"tcp://{advertised}:{bound_port}"
         #: guards the core (the loop and the HTTP threads use it); notified
         #: whenever the registry is written or a core is dropped
@@ -312,29 +252,29 @@ class MasterRuntime:
         self.stored = threading.Condition(self._lock)
         self._operator = OperatorWrites(self)
         #: Mesos's v1 HTTP APIs (docs/mesos-api.rst): a second front end on the same core
-        self._v1 = V1API(self, reads_need_auth=credentials is not None and http_auth == "all")
+        self._v1 = V1API(self, reads_need_auth=credentials is not None and settings.http_auth == "all")
         self._http: StatusHTTPServer | None = None
         try:
-            if http_port is not None:
-                self._http = StatusHTTPServer(host, http_port, {
+            if settings.http_port is not None:
+                self._http = StatusHTTPServer(host, settings.http_port, {
                     "/state": lambda: ("application/json", self._state_body.get()),
                     "/health": lambda: ("application/json", json.dumps(self._health()).encode()),
-                    "/metrics": lambda: (METRICS_CONTENT_TYPE, self._metrics()),
+                    "/metrics": lambda: (METRICS_CONTENT_TYPE, self.metrics.exposition()),
                     **self._operator.views,
-                    **SandboxReads(self).views,
                 }, actions=self._operator.actions, workers=self.config.http_workers,
                     timeout=self.config.http_timeout, max_connections=self.config.http_max_connections,
-                    tls=http_tls, authorize=self._authorize_http, handlers=self._v1.handlers,
+                    tls=settings.http_tls, authorize=self.http_authorization.authorize,
+                    handlers={**self._v1.handlers, **SandboxReads(self).handlers},
                     body_limits={SCHEDULER_PATH: call_body_limit(self.config.max_message_size)})
         except Exception:
             self._server.close()
             raise
-        self.http_address = f"{'https' if http_tls else 'http'}://{advertised}:{self._http.port}" if self._http else ""
-        self.info = MasterInfo(master_id or uuid.uuid4().hex[:8], self.address, self.http_address, __version__)
+        self.http_address = f"{'https' if settings.http_tls else 'http'}://{advertised}:{self._http.port}" if self._http else ""
+        self.info = MasterInfo(settings.master_id or uuid.uuid4().hex[:8], self.address, self.http_address, __version__)
         self._waker = Waker()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._roles = RolesWatcher(roles, self.clock)
+        self._roles = RolesWatcher(settings.roles, self.clock)
         #: events from ZooKeeper's threads, not yet fed to the machine (under _handover)
         self._pending: list[Event] = []
         self._handover = threading.Lock()
@@ -350,10 +290,10 @@ class MasterRuntime:
             self._log_leads(core, logging.INFO)
         else:
             assert zk is not None
-            stall_after = min(0.25, zk_session_timeout / 6)
-            self._leadership = Leadership(hold_for=zk_session_timeout, stall_after=stall_after,
+            stall_after = min(0.25, settings.zk_session_timeout / 6)
+            self._leadership = Leadership(hold_for=settings.zk_session_timeout, stall_after=stall_after,
                                           retry_every=_OFFICE_RETRY)
-            self._contend(zk, zk_session_timeout)
+            self._contend(zk, settings.zk_session_timeout)
 
     # ------------------------------------------------------------ leadership
     def _contend(self, zk: ZkUrl, session_timeout: float) -> None:
@@ -613,6 +553,25 @@ class MasterRuntime:
         return leading.core if leading is not None and self._acting.is_set() else None
 
     @property
+    def transport(self) -> Server:
+        """The ZeroMQ server agents and frameworks talk to."""
+        return self._server
+
+    @property
+    def http(self) -> StatusHTTPServer | None:
+        return self._http
+
+    @property
+    def registry_writable(self) -> bool:
+        """False while registry writes fail (the master answers nothing)."""
+        return not self._store_health.failing
+
+    @property
+    def answers_held(self) -> int:
+        """Answers held until the registry is written."""
+        return len(self._held)
+
+    @property
     def is_leader(self) -> bool:
         return self.core is not None
 
@@ -732,38 +691,6 @@ class MasterRuntime:
         with self._lock:
             self.send_later([Send(peer, m.StateReply(body)) for peer in askers])
 
-    def _authorize_http(self, method: str, path: str, authorization: str | None) -> tuple[int, str] | None:
-        """Who may use HTTP (docs/security.rst): with credentials, operator
-        writes need ``Authorization: Bearer TOKEN`` of a principal the
-        write's ACL allows (401 without a valid token, 403 without the
-        permission); with ``http_auth="all"`` reads need a valid token too.
-        An anonymous (loopback) master asks nothing."""
-        credentials = self.credentials
-        if path == SCHEDULER_PATH or path in OPERATOR_PATHS:
-            return None   # the v1 APIs identify their callers themselves (mesoslike.v1.identity)
-        if credentials is None or (method == "GET" and self._http_auth == "writes"):
-            return None
-        scheme, _, token = (authorization or "").partition(" ")
-        principal = credentials.principal_of_token(token.strip()) if scheme.lower() == "bearer" else None
-        refusal: tuple[int, str] | None = None
-        if principal is None:
-            refusal = 401, "a valid operator token is needed: Authorization: Bearer TOKEN"
-        elif method == "POST":
-            permission = PERMISSIONS.get(path, "update_quota")
-            if not credentials.allows(permission, principal):
-                refusal = 403, f"not authorized: principal {principal} lacks the {permission} permission"
-        if refusal is not None:
-            self.http_refused[refusal[0]] += 1
-            log.warning("HTTP %s %s refused (%d): %s", method, path[:200], *refusal)
-        return refusal
-
-    def operator_principal(self, authorization: str | None) -> str | None:
-        credentials = self.credentials
-        scheme, _, token = (authorization or "").partition(" ")
-        if credentials is None or scheme.lower() != "bearer":
-            return None
-        return credentials.principal_of_token(token.strip())
-
     def healthy(self) -> bool:
         return bool(self._health()["healthy"])
 
@@ -789,71 +716,6 @@ class MasterRuntime:
             return bool(contender.client.connected)
         except ZooKeeperError:   # not started yet
             return False
-
-    def _metrics(self) -> bytes:
-        """``/metrics``: what :meth:`_collect` reads, through prometheus_client (mesoslike.metrics)."""
-        return exposition(self._metrics_registry)
-
-    def _collect(self) -> list[Metric]:
-        """Every metric of this master now (the registry's collector calls it at each scrape)."""
-        transport = attrs.asdict(self._server.stats)   # ints only: read without the loop's lock
-        with self._lock:
-            core = self.core
-            metrics = master_metrics(core, transport) if core is not None else \
-                [metric("leader", "gauge", "1 if this master leads", 0)] + transport_metrics(transport)
-            handling = self.message_timings.copy()
-        metrics.append(metric("message_handling_seconds", "histogram",
-                              "Messages handled by the master's loop, by type, by the time the core took "
-                              "(decoding not included).", [({"type": kind}, histogram)
-                                                           for kind, histogram in handling.items()]))
-        return metrics + self._runtime_metric_list()
-
-    def _runtime_metrics(self) -> str:
-        return render(self._runtime_metric_list())
-
-    def _runtime_metric_list(self) -> list[Metric]:
-        stats, health = self.loop_stats, self._store_health
-        samples = [
-            ("loop_stall_seconds_max", "gauge",
-             "The longest loop turn since the master started: from waking with work to its answers sent, "
-             "waiting for the lock included.", stats.stall_max),
-            ("loop_stall_seconds_last", "gauge", "The last loop turn, measured as loop_stall_seconds_max.",
-             stats.stall_last),
-            ("loop_lock_wait_seconds_max", "gauge", "The longest the loop waited for the master's lock.",
-             stats.lock_wait_max),
-            ("loop_turns_total", "counter", "Loop turns.", stats.turns),
-            ("registry_writable", "gauge", "0 while registry writes fail (the master answers nothing), else 1.",
-             0 if health.failing else 1),
-            ("registry_write_failures_total", "counter", "Registry writes that failed (not fenced).",
-             self.registry_write_failures),
-            ("answers_held", "gauge", "Answers held until the registry is written.", len(self._held)),
-        ]
-        if self._server.authenticator is not None:
-            samples += [
-                ("connections_refused_total", "counter",
-                 "Connections refused at the CURVE handshake: their key is not in the credentials.",
-                 self._server.authenticator.refused),
-                ("frames_impersonating_total", "counter",
-                 "Frames dropped: they came under a peer identity another principal holds.",
-                 self._server.stats.impersonations),
-            ]
-        if self._http is not None:
-            samples += [
-                ("http_connections_refused_total", "counter",
-                 "HTTP connections refused (503): http_max_connections were open, none waiting for its request.",
-                 self._http.refused),
-                ("http_connections_evicted_total", "counter",
-                 "HTTP connections closed to make room for a new one: the one waiting longest for its request "
-                 "head, when http_max_connections were open.", self._http.evicted),
-                ("http_connections_timed_out_total", "counter",
-                 "HTTP connections closed at their deadline (http_timeout).", self._http.timed_out),
-                ("http_connections_open", "gauge", "HTTP connections open now.", self._http.open_connections),
-                ("http_unauthenticated_total", "counter", "HTTP requests refused 401: no valid token.",
-                 self.http_refused[401]),
-                ("http_forbidden_total", "counter", "HTTP requests refused 403: the token's principal lacks "
-                 "the permission.", self.http_refused[403]),
-            ]
-        return [metric(name, kind, help_text, value) for name, kind, help_text, value in samples]
 
     # -------------------------------------------------------------- roles
     @property
@@ -915,7 +777,7 @@ class MasterRuntime:
             try:
                 self._work(timeout)
             finally:
-                self.loop_stats.record(time.monotonic() - woke, locked - woke)
+                self.metrics.loop.record(time.monotonic() - woke, locked - woke)
 
     def _work(self, waited: float) -> None:
         """The part of a turn under ``_lock``: handle what came (or, while
@@ -984,7 +846,7 @@ class MasterRuntime:
                 return self._ask_state(peer)
             began = time.perf_counter()
             sends = core.on_message(peer, message, self._server.principal(peer))
-            self.message_timings.observe(type(message).__name__, time.perf_counter() - began)
+            self.metrics.message_timings.observe(type(message).__name__, time.perf_counter() - began)
             self._remember_registration(peer, frame, message)
             return sends
         except Exception:  # a bug must not take the master down with it

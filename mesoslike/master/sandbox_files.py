@@ -18,9 +18,9 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Callable
 
-from mesoslike.master.http import ViewError, request_authorization, request_query
+from mesoslike.http_server import Handler, Request, Response, json_response
+from mesoslike.master.http import ViewError
 from mesoslike.master.operator import LeadingMaster
 
 __all__ = ["SandboxReads", "AGENT_TIMEOUT", "MAX_ANSWER"]
@@ -39,18 +39,29 @@ class SandboxReads:
         self._timeout = timeout
 
     @property
-    def views(self) -> dict[str, Callable[[], tuple[str, bytes]]]:
-        return {"/files/read": self.read}
+    def handlers(self) -> dict[str, Handler]:
+        return {"/files/read": self.serve}
 
-    def read(self) -> tuple[str, bytes]:
-        query = urllib.parse.parse_qs(request_query(), keep_blank_values=True)
+    def serve(self, request: Request) -> Response:
+        """The handler: ``read`` for a GET, its refusal as ``{"error": ...}``."""
+        if request.method != "GET":
+            return json_response(405, {"error": "use GET"})
+        try:
+            content_type, body = self.read(request)
+        except ViewError as refusal:
+            return json_response(refusal.status, {"error": str(refusal)})
+        return Response(200, body, content_type)
+
+    def read(self, request: Request) -> tuple[str, bytes]:
+        """The page of the file the request's query names, as the agent answers it; ViewError for a refusal."""
+        query = urllib.parse.parse_qs(request.target.partition("?")[2], keep_blank_values=True)
         agent_id, path = _one(query, "agent_id"), _one(query, "path")
         forwarded = {"path": path, "offset": _number(_one(query, "offset", "0"), "offset")}
         if "length" in query:
             forwarded["length"] = _number(_one(query, "length"), "length")
         address = self._agent_address(agent_id)
         headers = {"Accept": "application/json"}
-        authorization = request_authorization()
+        authorization = request.header("Authorization")
         if authorization:
             headers["Authorization"] = authorization
         url = f"{address}/files/read?{urllib.parse.urlencode(forwarded)}"

@@ -1,0 +1,660 @@
+"""An agent's life at the master (sans I/O): registration and
+re-registration (after a failover, a restart, a partition), pings and the
+health checks that mark a silent agent unreachable (docs/reliability.rst,
+"Partitions": Mesos's markUnreachable, _reregisterSlave, registry GC),
+removal, and its custom executors' resources.
+
+The agents themselves are in the :class:`~mesoslike.master.agent_book.AgentBook`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import attrs
+
+import mesoslike.master.receipts as receipts
+from mesoslike.errors import AgentCapacityError, MesoslikeError
+from mesoslike.allocator import RescindReason
+from mesoslike.master.context import CoreContext
+from mesoslike.master.delivery import UpdateDelivery
+from mesoslike.master.frameworks import FrameworkLifecycle, text_problem
+from mesoslike.master.offers import OfferDesk
+from mesoslike.master.partitions import UnreachableAgent, agents_to_forget
+from mesoslike.master.reconciliation import Reconciliation
+from mesoslike.master.records import MAX_ATTRIBUTES, AgentRecord, FrameworkRecord, TaskRecord, clip, new_status
+from mesoslike.master.task_lifecycle import Action, Event, Phase, process
+from mesoslike.resources import Resources
+from mesoslike.wire import TERMINAL_STATES, AgentInfo, FrameworkInfo, TaskState
+from mesoslike.wire import messages as m
+from mesoslike.wire.types import ExecutorInfo
+
+__all__ = ["AgentLifecycle"]
+
+log = logging.getLogger("mesoslike.master")
+
+EMPTY = Resources()
+
+
+class AgentLifecycle:
+    """Registration to removal; O(1) per message (a re-registration:
+    O(its tasks)), O(agents) per ping sweep."""
+
+    def __init__(self, context: CoreContext, frameworks: FrameworkLifecycle, delivery: UpdateDelivery,
+                 reconciliation: Reconciliation, offers: OfferDesk) -> None:
+        self._context = context
+        self._frameworks = frameworks
+        self._delivery = delivery
+        self._reconciliation = reconciliation
+        self._offers = offers
+        now = context.clock.now()
+        self._next_ping_sweep = now + context.config.ping_interval
+        self._next_registry_gc = now + context.config.registry_gc_interval
+
+    def recover(self, now: float) -> None:
+        """Serve from a registry: its agents get ``agent_reregister_timeout``
+        to come back (those an earlier core of this process knew are pinged
+        at once), its unreachable agents stay unreachable."""
+        context = self._context
+        book, registry = context.agents, context.registry
+        book.expected = set(registry.agents)
+        book.expected_until = now + context.config.agent_reregister_timeout
+        for agent_id, entry in registry.unreachable.items():   # their tasks were an earlier leader's
+            book.keep_unreachable(UnreachableAgent(agent_id, entry.hostname, entry.since,
+                                                   principal=entry.principal, tasks_known=False))
+        book.earlier_peers = {a: p for a, p in book.earlier_peers.items() if a in book.expected}
+        if book.earlier_peers:
+            self._next_ping_sweep = now
+
+    def tick(self, now: float) -> None:
+        """Pings (every ``ping_interval``), agents whose turn to be marked
+        unreachable came, and the registry's unreachable agents aged out."""
+        context = self._context
+        if now >= self._next_ping_sweep:
+            self._next_ping_sweep = now + context.config.ping_interval
+            self._ping()
+        removals = context.agents.removals
+        if removals and now >= removals.next_turn():
+            self._mark_due_unreachable(now)
+        if now >= self._next_registry_gc:
+            self._next_registry_gc = now + context.config.registry_gc_interval
+            self._forget_unreachable_agents()
+
+    def next_wakeup(self) -> float:
+        return min(self._next_ping_sweep, self._context.agents.removals.next_turn(), self._next_registry_gc)
+
+    # ------------------------------------------------------------ messages
+    def register(self, peer: bytes, msg: m.RegisterAgent, principal: str | None) -> None:
+        context = self._context
+        existing = context.agents.on(peer)
+        if existing is not None:  # our AGENT_REGISTERED was lost: say it again
+            context.out.send(peer, self.registered_message(existing.info))
+            return
+        context.authorize(principal, "register_agents")
+        if self._refused(peer, principal, msg.agent, None, msg.http_address):
+            return
+        agent_id = context.agents.new_id(context.registry.agents)
+        info = attrs.evolve(msg.agent, id=agent_id, principal=principal or "")
+        self._admit(peer, info, {}, msg.http_address)
+        log.info("agent %s (%s) registered with %s", agent_id, clip(info.hostname), info.resources)
+
+    def registered_message(self, info: AgentInfo) -> m.AgentRegistered:
+        """AGENT_REGISTERED for ``info``, with the master's receipt binding
+        its id to its principal (secured clusters: mesoslike.master.receipts)."""
+        context = self._context
+        receipt = receipts.sign(context.receipt_key, receipts.AGENT, info.id, info.principal) \
+            if context.receipt_key is not None and info.principal else ""
+        return m.AgentRegistered(info.id, context.info, context.config.ping_interval, accepts_batches=True, receipt=receipt)
+
+    def _refused(self, peer: bytes, principal: str | None, info: AgentInfo, agent_id: str | None,
+                       http_address: str = "") -> bool:
+        """Refuse (ERROR, counted) a registration the master will not keep:
+        fields beyond its bounds, or one more agent on a connection that
+        holds ``max_agents_per_connection`` (``agent_id``: the agent
+        re-registering, which may already be this connection's)."""
+        context = self._context
+        owner = context.owner(peer)
+        problem = _agent_problem(info) or text_problem("the HTTP address", http_address)
+        if problem is None and (agent_id is None or context.agents.owners.owner(agent_id) != owner) \
+                and context.agents.owners.count(owner) >= context.config.max_agents_per_connection:
+            held = ", ".join(sorted(context.agents.owners.of(owner)))
+            problem = (f"this connection already holds {context.config.max_agents_per_connection} agent(s) ({held}; "
+                       "max_agents_per_connection): run another agent on its own connection")
+        held_by = (principal or "").encode()
+        if problem is None and held_by and (agent_id is None or context.agents.principals.owner(agent_id) != held_by) \
+                and context.agents.principals.count(held_by) >= context.config.max_agents_per_principal:
+            problem = (f"principal {clip(principal)} already holds {context.config.max_agents_per_principal} "
+                       "agent(s) (max_agents_per_principal)")
+        if problem is None:
+            return False
+        context.counters["agent_registrations_refused"] += 1
+        context.out.error(peer, f"cannot register the agent: {problem}")
+        return True
+
+    def reregister(self, peer: bytes, msg: m.ReregisterAgent, principal: str | None) -> None:
+        """REREGISTER_AGENT. As in Mesos, an agent comes back under the id it
+        had, even one this master does not know (its registry was lost, or
+        the agent knew an earlier leader); what it claims is bounded per
+        connection, and fresh ids skip the ones agents hold
+        (:meth:`_new_agent_id`).
+
+        In a secured cluster an agent id belongs to its principal: the one
+        this master or its registry recorded, else the one the agent's
+        receipt names (:meth:`_unproven_agent`)."""
+        context = self._context
+        info = msg.agent
+        if not info.id:
+            context.out.error(peer, "REREGISTER_AGENT needs the agent's id")
+            return
+        context.authorize(principal, "register_agents")
+        known = context.agents.records.get(info.id) or context.registry.agents.get(info.id) or context.agents.unreachable.get(info.id)
+        if known is not None:
+            context.owned(principal, known.info.principal if isinstance(known, AgentRecord) else known.principal,
+                        f"agent {info.id}")
+        elif self._unproven(peer, principal, info.id, msg.receipt):
+            return
+        if info.id in context.agents.removed:
+            context.out.send(peer, m.ShutdownAgent("this agent was removed; register anew"))
+            return
+        info = attrs.evolve(info, principal=principal or "")
+        msg = attrs.evolve(msg, agent=info)
+        if self._refused(peer, principal, info, info.id, msg.http_address):
+            return
+        record = context.agents.records.get(info.id)
+        if record is None:
+            unreachable = context.agents.unreachable.get(info.id)
+            if unreachable is not None and unreachable.tasks_known:
+                self._readmit_unreachable(peer, msg, unreachable)
+            else:
+                self._admit_reregistered(peer, msg, returning=unreachable is not None)
+            return
+        context.agents.connect(record, peer, context.owner(peer))
+        record.pings_unanswered = 0
+        record.http_address = msg.http_address
+        self._lose_unreported_tasks(record, msg.tasks)
+        self._forget_unreported_doomed(record, msg.tasks)
+        self._reconcile_executors(record, msg.executors)
+        self._update(record, info)
+        self._frameworks.bind_reported(msg.frameworks)
+        context.out.send(peer, self.registered_message(record.info))
+        log.info("agent %s re-registered", record.id)
+
+    def _unproven(self, peer: bytes, principal: str | None, agent_id: str, receipt: str) -> bool:
+        """An agent re-registers under an id neither this master nor its
+        registry knows (a master without a registry restarted, or the
+        registry was lost). In a secured cluster it must show this master's
+        receipt binding the id to the principal it authenticated as — an id
+        is never the first claimant's. Without one it is told to register
+        anew (SHUTDOWN_AGENT: its tasks are killed, it gets a fresh id) and
+        the refusal is counted and logged once. True if refused."""
+        context = self._context
+        if context.credentials is None or context.receipt_key is None:
+            return False
+        if receipts.verify(context.receipt_key, receipts.AGENT, agent_id, principal or "", receipt):
+            return False
+        context.counters["agent_registrations_refused"] += 1
+        context.count_refusal("principal")
+        why = (f"agent id {clip(agent_id)} is not known to this master and the agent shows no receipt of the master's "
+               f"binding it to principal {clip(principal or '')}: register anew")
+        context.log_once(agent_id, "reregistration", f"re-registration refused: {why}")
+        context.out.send(peer, m.ShutdownAgent(why))
+        return True
+
+    def _update(self, agent: AgentRecord, info: AgentInfo) -> None:
+        """A known agent re-registered with another total or other
+        attributes (it restarted with other flags): as Mesos's master does,
+        the allocator takes the new ones (``update_agent``, which also drops
+        the decline filters on the agent and allocates it again) and the
+        registry keeps them. Its outstanding offers, made of the old ones,
+        are rescinded first. A total below what its tasks still hold is
+        refused: the agent keeps its old total and attributes. O(offers)."""
+        context = self._context
+        total = info.resources if info.resources != agent.info.resources else None
+        attributes = info.attributes if info.attributes != agent.info.attributes else None
+        if total is None and attributes is None:
+            return
+        for offer in context.allocator.outstanding_offers():
+            if offer.agent_id == agent.id:  # its old incarnation went away
+                context.allocator.rescind_offer(offer.id, RescindReason.AGENT_DEACTIVATED)
+        self._offers.send_rescinds()
+        try:
+            context.allocator.update_agent(agent.id, total=total, attributes=attributes)
+        except AgentCapacityError as exc:
+            log.warning("agent %s re-registered with a total its tasks do not fit in; keeping the old one: %s",
+                        agent.id, exc)
+            return
+        agent.info = attrs.evolve(agent.info, resources=info.resources, attributes=dict(info.attributes))
+        context.registry.admit_agent(agent.info)
+        context.registry_changed()
+        log.info("agent %s re-registered with resources %s and attributes %s", agent.id, info.resources,
+                 clip(info.attributes))
+
+    def _admit_reregistered(self, peer: bytes, msg: m.ReregisterAgent, returning: bool = False) -> None:
+        """An agent this master does not know (it restarted or took over):
+        admit it with the tasks it runs, and their frameworks as disconnected
+        until they re-subscribe. A task's state is the one its update stream
+        delivers next (``update_state``): a reconciliation answer must not
+        overtake the updates still on their way. ``returning``: an agent the
+        registry lists as unreachable (marked by an earlier leader, or not
+        back in time after a failover): it is no longer, and connected
+        partition-aware frameworks are told the states of its tasks."""
+        context = self._context
+        if returning:
+            context.agents.forget_unreachable(msg.agent.id)
+            context.registry.mark_reachable(msg.agent.id)
+            context.counters["agents_reachable_again"] += 1
+        # whose a framework is, is never the agent's to say: the registry knows, or the master's receipt
+        # the agent kept with the framework's tasks (_reported_info); else nobody may take it (_check_bound)
+        infos = {info.id: self._frameworks.reported_info(info) for info in msg.frameworks if info.id}
+        self._frameworks.bind_reported(msg.frameworks)
+        holding: dict[str, list[Resources]] = {}
+        for running in msg.tasks:
+            if running.framework_id in context.frameworks.removed or running.state in TERMINAL_STATES:
+                if running.framework_id not in context.frameworks.removed and running.framework_id not in context.frameworks.records:
+                    self._frameworks.remember_reported(msg.agent.id, running, infos)  # it may subscribe for the update
+                continue
+            if running.framework_id not in context.frameworks.records:
+                self._frameworks.adopt(infos.get(running.framework_id) or FrameworkInfo(
+                    name="(recovered)", id=running.framework_id), reported=True)
+            holding.setdefault(running.framework_id, []).append(running.task.resources)
+        executors = {(e.framework_id, e.executor.executor_id): e.executor for e in msg.executors
+                     if e.framework_id not in context.frameworks.removed}
+        for (framework_id, _), executor in executors.items():   # an idle executor's framework lives on too
+            if framework_id not in context.frameworks.records:
+                self._frameworks.adopt(infos.get(framework_id) or FrameworkInfo(name="(recovered)", id=framework_id),
+                                      reported=True)
+            holding.setdefault(framework_id, []).append(executor.resources)
+        self._admit(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()},
+                          msg.http_address)
+        agent = context.agents.records[msg.agent.id]
+        agent.executors.update(executors)
+        agent_id, now, frameworks = agent.id, context.wall_clock(), context.frameworks.records  # hot: 100k tasks per failover
+        launched = context.clock.now()  # when it started is not known: when this master learnt of it
+        for running in msg.tasks:
+            framework_id, task_id = running.framework_id, running.task.task_id
+            record = frameworks.get(framework_id)
+            if record is None:
+                continue
+            status = new_status(task_id, _delivered_state(running), agent_id=agent_id, framework_id=framework_id,
+                                timestamp=now, labels=running.task.labels, healthy=running.healthy)
+            known = record.tasks.get(task_id)
+            if known is not None and known.agent_id != agent_id:
+                # another agent reported it too: the latest report stands, and the other agent's books
+                # no longer list it (its removal must not end a task it does not run)
+                earlier = context.agents.get(known.agent_id)
+                if earlier is not None:
+                    earlier.tasks.discard((framework_id, task_id))
+            # an ended task holds nothing; its updates are on their way (BIRTHS of the lifecycle table)
+            phase = Phase.LIVE if running.state not in TERMINAL_STATES else \
+                Phase.ENDED if status.terminal else Phase.ENDING
+            record.tasks[task_id] = TaskRecord(running.task, framework_id, agent_id, status, phase, launched)
+            agent.tasks.add((framework_id, task_id))
+            if returning and record.connected and record.info.partition_aware and not status.terminal:
+                context.out.send_framework(record, m.Update(attrs.evolve(
+                    status, message="its agent re-registered after being unreachable",
+                    reason="REASON_AGENT_REREGISTERED")))
+        log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
+
+    def _readmit_unreachable(self, peer: bytes, msg: m.ReregisterAgent, unreachable: UnreachableAgent) -> None:
+        """An agent this master marked unreachable re-registers (Mesos's
+        _reregisterSlave of an unreachable agent): admitted again under its
+        id. Its partition-aware tasks come back — their frameworks are told
+        the state the update stream delivers next (TASK_RUNNING, ...; a task
+        that ended meanwhile: its terminal update follows), and TASK_GONE
+        for those it no longer has (TASK_DROPPED if it never confirmed them). Tasks whose frameworks were told
+        TASK_LOST are killed; nothing more is said of them (one terminal
+        state per task). O(its tasks)."""
+        context = self._context
+        agent_id = msg.agent.id
+        context.agents.forget_unreachable(agent_id)
+        context.registry.mark_reachable(agent_id)
+        context.counters["agents_reachable_again"] += 1
+        holding: dict[str, list[Resources]] = {}
+        back: list[tuple[FrameworkRecord, TaskRecord, m.RunningTask]] = []
+        doomed: dict[tuple[str, str], Resources] = {}
+        shut_down: set[str] = set()
+        for running in msg.tasks:
+            framework_id, task_id = running.framework_id, running.task.task_id
+            record = context.frameworks.records.get(framework_id)
+            if record is None:   # removed (or never known): the agent shuts it down
+                shut_down.add(framework_id)
+                continue
+            task = record.tasks.get(task_id)
+            alive = running.state not in TERMINAL_STATES
+            if task is not None and task.agent_id == agent_id:
+                back.append((record, task, running))
+            else:   # its framework was told it ended (TASK_LOST): a task of the past
+                doomed[(framework_id, task_id)] = running.task.resources if alive else EMPTY
+            if alive:
+                holding.setdefault(framework_id, []).append(running.task.resources)
+        executors = {(e.framework_id, e.executor.executor_id): e.executor for e in msg.executors
+                     if e.framework_id in context.frameworks.records}
+        for (framework_id, _), executor in executors.items():
+            holding.setdefault(framework_id, []).append(executor.resources)
+        self._admit(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()},
+                          msg.http_address)
+        agent = context.agents.records[agent_id]
+        agent.executors.update(executors)
+        wall = context.wall_clock()
+        reported = set()
+        for record, task, running in back:
+            key = (record.id, task.id)
+            reported.add(key)
+            agent.tasks.add(key)
+            event = Event.REPORTED_ENDED if running.state in TERMINAL_STATES else Event.REPORTED
+            actions = process(task, event)
+            self._delivery.end(record, task, actions, "", "", "")   # CONFIRM
+            delivered = _delivered_state(running)
+            if Action.TELL in actions and delivered not in TERMINAL_STATES:
+                self._delivery.tell_status(record, task, new_status(
+                    task.id, delivered, agent_id=agent_id, framework_id=record.id,
+                    message="its agent re-registered after being unreachable", reason="REASON_AGENT_REREGISTERED",
+                    timestamp=wall, labels=task.info.labels, healthy=running.healthy))
+        for record, task in self.unreachable_tasks(unreachable):
+            if (record.id, task.id) in reported:
+                continue
+            # the agent forgot it: an ended one is complete (the acknowledgement would go nowhere), another one
+            # is gone — or dropped if never confirmed: its launch did not reach the agent (as for a known agent)
+            state = TaskState.GONE if task.confirmed else TaskState.DROPPED
+            actions = process(task, Event.NOT_REPORTED)
+            if Action.END in actions:
+                context.counters["tasks_unreported"] += 1
+            self._delivery.end(record, task, actions, state, "REASON_AGENT_REREGISTERED",
+                               "its agent re-registered without it")
+        for (framework_id, task_id), resources in sorted(doomed.items()):
+            agent.doomed[(framework_id, task_id)] = resources   # EMPTY: it ended, its update is on its way
+            if resources:
+                context.counters["tasks_killed_on_return"] += 1
+                context.out.send(peer, m.KillTask(framework_id, task_id))
+        for framework_id in sorted(shut_down):
+            context.out.send(peer, m.ShutdownFramework(framework_id))
+        log.warning("agent %s (%s) re-registered after being unreachable for %.0fs: %d task(s) back, %d killed",
+                    agent_id, clip(msg.agent.hostname), wall - unreachable.since, len(back), len(doomed))
+
+    def _admit(self, peer: bytes, info: AgentInfo, used: dict[str, Resources], http_address: str = "") -> None:
+        context = self._context
+        context.allocator.add_agent(info.id, info.resources, attributes=info.attributes, hostname=info.hostname,
+                                 used=used)
+        expected = info.id in context.agents.expected
+        context.agents.add(AgentRecord(info=info, peer=peer, registered_at=context.clock.now(),
+                                       http_address=http_address), context.owner(peer))
+        if expected:
+            self._reconciliation.release_held(info.id)
+        if info.id in context.agents.drains:   # drained before a failover (the registry kept it): still no offers
+            context.allocator.deactivate_agent(info.id)
+        context.registry.admit_agent(info)
+        context.registry_changed()
+        context.out.send(peer, self.registered_message(info))
+
+    def _lose_unreported_tasks(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
+        """As Mesos does: a task the agent does not report ends TASK_LOST
+        (TASK_DROPPED for a partition-aware framework) — it never reached the
+        agent, or the agent lost it; those it reports are confirmed."""
+        context = self._context
+        still_running = {(r.framework_id, r.task.task_id) for r in reported}
+        for framework_id, task_id in sorted(agent.tasks - still_running):
+            found = context.frameworks.task(framework_id, task_id)
+            if found is None:
+                continue
+            record, task = found
+            actions = process(task, Event.NOT_REPORTED)   # the agent stays: what the task held is free again
+            if Action.END in actions:
+                context.counters["tasks_unreported"] += 1
+            self._delivery.end(record, task, actions, TaskState.DROPPED if record.info.partition_aware
+                               else TaskState.LOST, "REASON_RECONCILIATION", "the agent re-registered without this task")
+        for framework_id, task_id in still_running:
+            found = context.frameworks.task(framework_id, task_id)
+            if found is not None and found[1].agent_id == agent.id:
+                self._delivery.end(found[0], found[1], process(found[1], Event.REPORTED), "", "", "")   # CONFIRM
+
+    def _forget_unreported_doomed(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
+        """A known agent re-registered without tasks it was told to kill: they ended."""
+        if agent.doomed:
+            listed = {(r.framework_id, r.task.task_id) for r in reported}
+            for key in [key for key in agent.doomed if key not in listed]:
+                self._delivery.free_doomed(agent, key)
+
+    def executor_exited(self, peer: bytes, msg: m.ExecutorExited, principal: str | None) -> None:
+        """A custom executor's process ended: its resources are free again."""
+        context = self._context
+        agent = context.agent_for(peer)
+        if agent is None:
+            return
+        executor = agent.executors.pop((msg.framework_id, msg.executor_id), None)
+        if executor is None:
+            return
+        log.info("executor %s of framework %s on agent %s exited: %s", clip(msg.executor_id), msg.framework_id,
+                 agent.id, clip(msg.message))
+        self._recover_executor(agent, msg.framework_id, executor)
+        record = context.frameworks.get(msg.framework_id)
+        if record is not None and record.connected:   # its executor_lost (Mesos's FAILURE with an executor id)
+            context.out.send_framework(record, m.Failure(agent.id, msg.message, executor_id=msg.executor_id,
+                                                         status=msg.status))
+
+    def _recover_executor(self, agent: AgentRecord, framework_id: str, executor: ExecutorInfo) -> None:
+        context = self._context
+        if framework_id not in context.frameworks.records or not executor.resources:
+            return   # a removed framework's allocation went with it
+        try:
+            context.allocator.recover_resources(framework_id, agent.id, executor.resources)
+        except MesoslikeError:  # a bookkeeping bug must not take the master down
+            log.exception("recovering the resources of executor %s failed", clip(executor.executor_id))
+
+    def _reconcile_executors(self, agent: AgentRecord, reported: list[m.RunningExecutor]) -> None:
+        """A known agent re-registered: the executors it no longer runs free
+        what they held (their EXECUTOR_EXITED may have been lost)."""
+        still = {(e.framework_id, e.executor.executor_id) for e in reported}
+        for key in sorted(set(agent.executors) - still):
+            self._recover_executor(agent, key[0], agent.executors.pop(key))
+
+    def pong(self, peer: bytes, msg: m.Pong, principal: str | None) -> None:
+        context = self._context
+        agent = context.agent_for(peer)
+        if agent is not None:
+            if msg.usage or agent.usage:
+                agent.usage = {(u.framework_id, u.task_id): u for u in msg.usage if (u.framework_id, u.task_id)
+                               in agent.tasks}
+
+    def unregister(self, peer: bytes, msg: m.UnregisterAgent, principal: str | None) -> None:
+        """The agent leaves for good (drained): removed now, not after the
+        ping timeouts. Its tasks ended already; any that did not are lost."""
+        context = self._context
+        agent = context.agent_for(peer)
+        if agent is None or agent.id != msg.agent_id:
+            return
+        self.remove(agent, f"it unregistered ({msg.reason or 'no reason given'})", shutdown=False)
+
+    # ------------------------------------------------------------ liveness
+    def _ping(self) -> None:
+        context = self._context
+        for agent_id in sorted(context.agents.expected & context.agents.earlier_peers.keys()):
+            # an agent this core does not know yet, on a connection an earlier core of this process
+            # knew: it believes it is registered, and would only notice after the ping silence (as
+            # Mesos's PingSlaveMessage.connected = false, it re-registers at once)
+            context.out.send(context.agents.earlier_peers[agent_id], m.Ping(agent_id, connected=False))
+        for agent in list(context.agents.records.values()):
+            if agent.pings_unanswered >= context.config.max_agent_ping_timeouts:
+                if agent.id not in context.agents.removals:
+                    context.agents.removals.schedule(agent.id, f"{agent.pings_unanswered} pings unanswered")
+                    if context.agents.removals.limit is not None:
+                        log.warning("agent %s (%s) failed its health checks: marked unreachable in its turn "
+                                    "(agent_removal_rate_limit %s, %d waiting)", agent.id,
+                                    clip(agent.info.hostname), context.config.agent_removal_rate_limit,
+                                    len(context.agents.removals))
+                if context.agents.removals.limit is None:
+                    continue   # marked below, at once
+            agent.pings_unanswered += 1   # pinged on while it waits for its turn: an answer keeps it
+            context.out.send(agent.peer, m.Ping(agent.id))
+        self._mark_due_unreachable(context.clock.now())
+
+    def _mark_due_unreachable(self, now: float) -> None:
+        """Mark unreachable the agents whose turn has come (all at once
+        without agent_removal_rate_limit)."""
+        context = self._context
+        for agent_id, why in context.agents.removals.due(now):
+            agent = context.agents.records.get(agent_id)
+            if agent is not None and agent.pings_unanswered >= context.config.max_agent_ping_timeouts:
+                self._mark_unreachable(agent, why)
+
+    def heard_from(self, agent: AgentRecord) -> None:
+        """A message from the agent: it answers its pings; a removal it waits
+        for is called off (Mesos's master does the same)."""
+        context = self._context
+        agent.pings_unanswered = 0
+        if context.agents.removals and context.agents.removals.cancel(agent.id):
+            context.counters["agent_removals_canceled"] += 1
+            log.warning("agent %s (%s) answered before its turn to be marked unreachable: it stays", agent.id,
+                        clip(agent.info.hostname))
+
+    def check_expected(self, now: float) -> None:
+        """Agents of the registry not back within ``agent_reregister_timeout``
+        of the failover are marked unreachable, as Mesos's master does: they
+        may still come back under their ids (their tasks with them)."""
+        context = self._context
+        if not context.agents.expected or now < context.agents.expected_until:
+            return
+        since = context.wall_clock()
+        for agent_id in sorted(context.agents.expected):
+            log.warning("agent %s did not re-register within %.0fs after the failover: marked unreachable",
+                        agent_id, context.config.agent_reregister_timeout)
+            info = context.registry.agents.get(agent_id)
+            unreachable = UnreachableAgent(agent_id, info.hostname if info else "", since,
+                                           principal=info.principal if info else "", tasks_known=False)
+            self._note_unreachable(unreachable)
+            for record in context.frameworks.records.values():
+                if record.connected:
+                    context.out.send_framework(record, m.Failure(agent_id, "did not re-register after a failover"))
+        context.agents.expected.clear()
+        self._reconciliation.release_held("")
+
+    def _note_unreachable(self, agent: UnreachableAgent) -> None:
+        context = self._context
+        context.agents.keep_unreachable(agent)
+        context.registry.mark_unreachable(agent.id, agent.entry())
+        context.registry_changed()
+        context.counters["agents_unreachable"] += 1
+
+    # ------------------------------------------------------------ removal
+    def remove(self, agent: AgentRecord, why: str, shutdown: bool = True, gone: str = TaskState.GONE,
+                      reason: str = "REASON_AGENT_REMOVED") -> None:
+        """The agent is gone for good (it unregistered, or the operator
+        marked it gone): its tasks not ended end ``gone`` (TASK_LOST for
+        frameworks that are not partition-aware), and it may not come back
+        under its id."""
+        context = self._context
+        log.warning("removing agent %s (%s): %s", agent.id, clip(agent.info.hostname), why)
+        for framework_id, task_id in sorted(agent.tasks):
+            found = context.frameworks.task(framework_id, task_id)
+            if found is not None:   # the agent's removal returns what its tasks held
+                record, task = found
+                self._delivery.end(record, task, process(task, Event.AGENT_REMOVED),
+                                   gone if record.info.partition_aware else TaskState.LOST, reason,
+                                   f"agent {agent.id} removed: {why}")
+        self._forget(agent, why)
+        if shutdown:  # an agent that left on its own needs no telling
+            context.out.send(agent.peer, m.ShutdownAgent(why))
+        context.agents.removed.add(agent.id)
+        context.registry.remove_agent(agent.id)
+        context.registry_changed()
+        context.counters["agents_removed"] += 1
+
+    def _forget(self, agent: AgentRecord, why: str) -> None:
+        """Take a registered agent out of the allocator and the soft state;
+        its offers are rescinded and the frameworks told (AGENT_LOST)."""
+        context = self._context
+        context.allocator.remove_agent(agent.id)
+        self._offers.send_rescinds()
+        for record in context.frameworks.records.values():
+            if record.connected:
+                context.out.send_framework(record, m.Failure(agent.id, why))
+        context.agents.forget(agent)
+
+    # ---------------------------------------------------------- partitions
+    def _mark_unreachable(self, agent: AgentRecord, why: str) -> None:
+        """The agent failed its health checks (Mesos's markUnreachable): out
+        of the allocator and the registered agents, into the registry's
+        unreachable list. Tasks of partition-aware frameworks become
+        TASK_UNREACHABLE and stay known (they come back with the agent);
+        the others end TASK_LOST. It may re-register under its id.
+        O(its tasks + frameworks)."""
+        context = self._context
+        log.warning("agent %s (%s) marked unreachable: %s", agent.id, clip(agent.info.hostname), why)
+        since = context.wall_clock()
+        kept: set[tuple[str, str]] = set()
+        for framework_id, task_id in sorted(agent.tasks):
+            found = context.frameworks.task(framework_id, task_id)
+            if found is None:
+                continue
+            record, task = found   # the agent's removal returns what its tasks held
+            actions = process(task, Event.AGENT_UNREACHABLE, aware=record.info.partition_aware)
+            if task.phase is not Phase.DONE:
+                kept.add((framework_id, task_id))  # out of reach, or ended: its acknowledgement waits for the agent
+            if Action.TELL in actions:
+                self._delivery.tell_status(record, task, new_status(
+                    task.id, TaskState.UNREACHABLE, agent_id=agent.id, framework_id=record.id,
+                    message=f"agent {agent.id} is unreachable: {why}", reason="REASON_AGENT_REMOVED",
+                    timestamp=since, labels=task.info.labels, healthy=task.status.healthy))
+            self._delivery.end(record, task, actions, TaskState.LOST, "REASON_AGENT_REMOVED",
+                               f"agent {agent.id} removed: {why}")
+        self._forget(agent, why)
+        self._note_unreachable(UnreachableAgent(agent.id, agent.info.hostname, since, kept,
+                                                principal=agent.info.principal))
+        context.counters["agents_removed"] += 1
+
+    def unreachable_tasks(self, unreachable: UnreachableAgent) -> list[tuple[FrameworkRecord, TaskRecord]]:
+        """The tasks still on an unreachable agent (TASK_UNREACHABLE, or ended and not acknowledged)."""
+        context = self._context
+        found = [context.frameworks.task(*key) for key in sorted(unreachable.tasks)]
+        return [(record, task) for record, task in filter(None, found) if task.agent_id == unreachable.id]
+
+    def drop_unreachable(self, unreachable: UnreachableAgent, state: str, reason: str, why: str) -> None:
+        """An unreachable agent is gone for good: its TASK_UNREACHABLE tasks
+        end ``state``, its ended tasks are done with, and it may not come
+        back under its id (it is told to shut down if it does)."""
+        context = self._context
+        context.agents.forget_unreachable(unreachable.id)
+        for record, task in self.unreachable_tasks(unreachable):   # an ended one's acknowledgement would go nowhere
+            self._delivery.end(record, task, process(task, Event.AGENT_FORGOTTEN), state, reason, why)
+        context.agents.removed.add(unreachable.id)
+        context.registry.remove_agent(unreachable.id)
+        context.registry_changed()
+
+    def _forget_unreachable_agents(self) -> None:
+        """Mesos's registry GC: unreachable agents beyond
+        ``registry_max_agent_count`` (the oldest) or marked more than
+        ``registry_max_agent_age`` ago are gone: their partition-aware tasks
+        end TASK_GONE. O(unreachable agents)."""
+        context = self._context
+        config = context.config
+        for agent_id in agents_to_forget(context.registry.unreachable, context.wall_clock(), config.registry_max_agent_age,
+                                         config.registry_max_agent_count):
+            unreachable = context.agents.unreachable.get(agent_id)
+            if unreachable is None:  # pragma: no cover - the registry and the core agree
+                context.registry.remove_agent(agent_id)
+                continue
+            why = (f"agent {agent_id} unreachable since {unreachable.since:.0f} is forgotten (registry_max_agent_age "
+                   f"{config.registry_max_agent_age:g}s, registry_max_agent_count {config.registry_max_agent_count})")
+            log.warning("%s", why)
+            self.drop_unreachable(unreachable, TaskState.GONE, "REASON_AGENT_REMOVED", why)
+            context.counters["unreachable_agents_forgotten"] += 1
+
+
+def _delivered_state(running: m.RunningTask) -> str:
+    """What the framework of a task an agent lists hears next (or has heard last)."""
+    return running.update_state if running.update_state in TaskState.ALL else running.state
+
+
+def _agent_problem(info: AgentInfo) -> str | None:
+    """Why the master will not keep ``info`` (fields longer, or attributes
+    more, than it stores), or None."""
+    for what, value in (("the id", info.id), ("the hostname", info.hostname)):
+        problem = text_problem(what, value)
+        if problem is not None:
+            return problem
+    if len(info.attributes) > MAX_ATTRIBUTES:
+        return f"{len(info.attributes)} attributes are more than {MAX_ATTRIBUTES}"
+    for key, value in info.attributes.items():
+        problem = text_problem("an attribute", key) or text_problem("an attribute's value", value)
+        if problem is not None:
+            return problem
+    return None
