@@ -10,10 +10,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 
 import attrs
 
 from mesoslike.allocator import Offer as AllocatorOffer
+from mesoslike.backoff import Backoff
 from mesoslike.master.context import CoreContext
 from mesoslike.master.delivery import UpdateDelivery
 from mesoslike.master.offers import OfferDesk
@@ -172,7 +174,9 @@ class Launches:
         """Send (again) a task to its agent, and look again after the launch
         timeout, doubled for each send before. O(log unconfirmed tasks)."""
         task.launch_sends += 1
-        wait = self._context.config.task_launch_timeout * 2 ** (task.launch_sends - 1)
+        # Mesos's launch retry: the confirmation timeout doubling per send, no jitter (the
+        # master's own deadline, not many peers retrying at once)
+        wait = Backoff(self._context.config.task_launch_timeout, math.inf, 0.0).delay(task.launch_sends - 1)
         heapq.heappush(self._unconfirmed, (now + wait, next(self._sequence), record.id, task.id, task.launch_sends))
         self._context.out.send(agent.peer, m.RunTask(record.info, task.info))
 
