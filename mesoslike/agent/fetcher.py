@@ -270,8 +270,12 @@ def _extract_tar(path: str, directory: str, max_size: int) -> None:
             if total > max_size:
                 raise FetchError(f"the archive {os.path.basename(path)} unpacks to more than the {max_size} bytes "
                                  "allowed (--fetcher-max-size)")
-        # belt and braces: the standard library's own checks for untrusted archives (links through links too)
-        archive.extractall(directory, members=members, filter="data")
+        # belt and braces: the standard library's own checks for untrusted archives (links through links
+        # too), where it has them (Python 3.11.4+; Debian 12's 3.11.2 has not: the checks above hold alone)
+        if hasattr(tarfile, "data_filter"):
+            archive.extractall(directory, members=members, filter="data")
+        else:
+            archive.extractall(directory, members=members)
 
 
 def _extract_zip(path: str, directory: str, max_size: int) -> None:
