@@ -63,3 +63,13 @@ def test_a_registration_repeating_one_still_waiting_is_dropped():
     assert inbox.take(10) == [(b"a1", REG), (b"a2", REG), (b"a1", other)]
     inbox.add(b"a1", REG)           # handled already: a retry now is handled again
     assert inbox.take(10) == [(b"a1", REG)] and inbox.duplicates == 2
+
+
+def test_add_says_when_a_registration_was_dropped_as_a_repeat():
+    # the runtime counts what the inbox drops (received, and a metric), so no frame goes uncounted
+    inbox = Inbox(peek=lambda frame: "REGISTER_AGENT" if frame.startswith(b"reg") else "PONG")
+    assert inbox.add(b"a", b"reg1") is True
+    assert inbox.add(b"a", b"reg1") is False and inbox.duplicates == 1
+    assert inbox.add(b"a", b"reg2") is True    # a different registration is kept
+    assert inbox.add(b"b", b"reg1") is True    # another peer's
+    assert inbox.add(b"a", b"pong") is True

@@ -55,13 +55,14 @@ class Inbox:
     def deferred(self) -> int:
         return len(self._deferred)
 
-    def add(self, peer: bytes | None, frame: Frame) -> None:
+    def add(self, peer: bytes | None, frame: Frame) -> bool:
+        """Keep ``frame`` of ``peer``; False if it was dropped as a repeat."""
         registration = isinstance(frame, bytes) and self._peek(frame) in DEFERRED_TYPES
         if registration:
             waiting = self._registration.get(peer)
             if waiting is not None and waiting == frame:
                 self.duplicates += 1
-                return
+                return False
         if registration or self._waiting.get(peer):
             self._deferred.append((peer, frame))
             self._waiting[peer] = self._waiting.get(peer, 0) + 1
@@ -70,6 +71,7 @@ class Inbox:
                 self._registration[peer] = frame
         else:
             self._urgent.append((peer, frame))
+        return True
 
     def take(self, limit: int) -> list[Item]:
         """Up to ``limit`` frames: urgent ones first, then registrations."""

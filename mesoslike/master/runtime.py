@@ -822,7 +822,10 @@ class MasterRuntime:
         """Take what waits on the socket into the inbox (cheap: not decoded)
         and handle up to ``_BATCH`` frames from it, registrations last."""
         for sender, received in itertools.islice(self._server.receive_frames(), _RECEIVE_LIMIT):
-            self._inbox.add(sender, received)
+            if not self._inbox.add(sender, received):
+                # received, and answered by the same registration still waiting: counted, not silent
+                core.counters["messages_received"] += 1
+                core.counters["registrations_repeated"] += 1
         out: list[Send] = []
         for peer, frame in self._inbox.take(_BATCH):
             out += self._handle_frame(core, peer, frame)

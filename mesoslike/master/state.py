@@ -365,6 +365,9 @@ def master_metrics(core: MasterCore, transport: Mapping[str, int] | None = None)
           [({}, core.counters["messages_received"])])
     _line(lines, "bad_messages_total", "counter", "Frames that did not decode.",
           [({}, core.counters["bad_messages"])])
+    _line(lines, "registrations_repeated_total", "counter",
+          "Agent registrations dropped unread as byte-for-byte repeats of one of the same agent still waiting.",
+          [({}, core.counters["registrations_repeated"])])
     _line(lines, "preemptions_total", "counter",
           "Fair-share preemption: tasks warned, killed at their deadline, released after a warning.",
           [({"kind": kind}, core.counters[f"preemptions_{kind}"]) for kind in ("warned", "killed", "released")])
