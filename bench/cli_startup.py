@@ -52,7 +52,7 @@ def export(rev: str, into: Path) -> list[str]:
         tar_file.write(archive)
         tar_file.seek(0)
         with tarfile.open(fileobj=tar_file) as tar:
-            tar.extractall(into, filter="data")
+            tar.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     if (into / "frameworks" / "mesoslike_frameworks").is_dir():
         return [str(into), str(into / "frameworks")]
     # the old layout: frameworks/ installed as mesoslike.frameworks through a package_dir mapping

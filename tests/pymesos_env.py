@@ -70,7 +70,8 @@ def ensure() -> Path:
             _run(*pip[:3], "download", "--quiet", "--no-deps", "--no-binary", ":all:", HTTP_PARSER, "-d", work)
             (archive,) = Path(work).glob("http-parser-*.tar.gz")
             with tarfile.open(archive) as sdist:
-                sdist.extractall(work, filter="data")
+                # the data filter where this Python has it (3.11.4+: Debian 12 has 3.11.2)
+                sdist.extractall(work, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
             source = next(p for p in Path(work).iterdir() if p.is_dir())
             _run(str(python()), "-c", _PURE_SETUP, os.path.join(work, "wheels"), cwd=str(source))
             (wheel,) = Path(work, "wheels").glob("http_parser-*.whl")
