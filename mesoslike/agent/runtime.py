@@ -147,6 +147,13 @@ class AgentRuntime:
     """A mesoslike agent: registers with a master and runs the tasks it is
     sent, as ``settings`` say (:class:`~mesoslike.agent.settings.AgentSettings`).
 
+    Why one class of some 800 lines: it is the one thread that owns the
+    agent's sockets, its core and its task executor, and carries out the
+    core's commands between them (a launch batch, a kill, a checkpoint
+    before a send); what reads without owning is elsewhere — the HTTP views
+    (:mod:`.views`), the v1 executor channel (:mod:`.v1_executor`), the
+    settings (:mod:`.settings`).
+
     :param clock: monotonic clock for every timer (default the system's).
     :param rng: source of status update uuids (default seeded by the OS).
     :param on_serving: called (on the agent's thread) with the HTTP address
