@@ -46,6 +46,8 @@ class Summary:
     ended: collections.Counter = attrs.field(factory=collections.Counter)
     unreachable_then_running: int = 0
     unreachable_then_gone: int = 0
+    #: reconciliation answers TASK_LOST "unknown task" for a task its agent later reported (see _check_task)
+    lost_then_found: int = 0
     offers: int = 0
     reregistrations: int = 0
     masters: set = attrs.field(factory=set)
@@ -55,7 +57,8 @@ class Summary:
         ends = ", ".join(f"{state[5:]} {count}" for state, count in sorted(self.ended.items()))
         return (f"{self.framework}: {self.tasks} tasks, {self.updates} updates ({self.reconciliation_answers} "
                 f"reconciliation answers), ended: {ends}; UNREACHABLE->RUNNING {self.unreachable_then_running}, "
-                f"UNREACHABLE->GONE {self.unreachable_then_gone}; {self.offers} offers from {len(self.masters)} "
+                f"UNREACHABLE->GONE {self.unreachable_then_gone}, LOST(r)->found {self.lost_then_found}; "
+                f"{self.offers} offers from {len(self.masters)} "
                 f"masters, {self.reregistrations} re-registrations" + ("; removed by the master" if self.removed else ""))
 
 
@@ -103,6 +106,18 @@ def _check_task(task_id: str, launch: dict, updates: list[dict], removed_at: flo
                 summary: Summary) -> list[str]:
     problems = []
     history = " -> ".join(f"{u['state'][5:]}{'(r)' if u['reason'] == RECONCILIATION else ''}" for u in updates)
+    # A KNOWN WEAKNESS, counted in the report rather than failed on (docs/reliability.rst): a master
+    # that took over from one whose registry writes failed (a lossy network) recovers a registry that
+    # lacks agents it had admitted, so it expects none back and answers a reconciliation of a task with
+    # no agent id TASK_LOST "unknown task" before that agent re-registers — Mesos's MESOS-6250 for a
+    # non-partition-aware framework; Mesos avoids it by admitting an agent only once the registry holds
+    # it. The task's own updates that follow are the truth; every other rule still holds for them.
+    found = [u for u in updates if u["reason"] != RECONCILIATION and u.get("source") != "SOURCE_MASTER"]
+    lost_answers = [u for u in updates if u["state"] == "TASK_LOST" and u["reason"] == RECONCILIATION
+                    and u.get("message") == "unknown task" and found and u["m"] < found[-1]["m"]]
+    if lost_answers:
+        summary.lost_then_found += 1
+        updates = [u for u in updates if u not in lost_answers]
     stream_ends = {(u["uuid"] or f"master:{u['state']}:{u['m']}") for u in updates
                    if u["state"] in TERMINAL and u["reason"] != RECONCILIATION}
     first_end = next((u for u in updates if u["state"] in TERMINAL), None)
