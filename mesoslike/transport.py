@@ -711,6 +711,28 @@ _HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_
 #: bumped whenever a client makes its socket anew: pollers then register it again
 _socket_generation = 0
 
+#: numbers the monitors' inproc endpoints (pyzmq's default names them by file descriptor, which is reused)
+_monitor_numbers = itertools.count(1)
+
+
+def _monitor_socket(socket: zmq.Socket, events: int) -> zmq.Socket:
+    """A PAIR socket receiving ``socket``'s monitor events, with no high-water
+    mark. libzmq's I/O thread sends monitor events with a *blocking* send
+    (libzmq issue 3575): once a monitor's queue holds its high-water mark
+    (about 2,000 events — a connection dropping ten times a second fills it
+    in minutes), the I/O thread stops for good, and with it every ZeroMQ
+    socket of the process. The owner reads these events whenever it polls
+    (:meth:`Client._watch`); a client that is not polled (a thread stuck in a
+    callback, an endpoint its owner forgot to close) only holds its own events
+    in memory, never the whole process. O(1)."""
+    address = f"inproc://mesoslike-monitor-{os.getpid()}-{next(_monitor_numbers)}"
+    socket.monitor(address, events)
+    monitor = socket.context.socket(zmq.PAIR)
+    monitor.setsockopt(zmq.RCVHWM, 0)   # before connecting: the pipe's limit is fixed when it is made
+    monitor.setsockopt(zmq.LINGER, 0)
+    monitor.connect(address)
+    return monitor
+
 
 #: seconds a client's TCP connect may take before it is given up and tried again (see Client)
 CONNECT_TIMEOUT = 1.0
@@ -781,8 +803,8 @@ class Client(_Endpoint):
             self._socket.setsockopt(zmq.CURVE_SERVERKEY, self._server_key)
             self._socket.setsockopt(zmq.CURVE_PUBLICKEY, self._keys.public)
             self._socket.setsockopt(zmq.CURVE_SECRETKEY, self._keys.secret)
-        monitor = self._socket.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
-                                                  | _HANDSHAKE_FAILED)
+        monitor = _monitor_socket(self._socket, zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
+                                  | _HANDSHAKE_FAILED)
         self._socket.connect(self.address)
         return monitor
 
