@@ -294,6 +294,42 @@ def test_held_answers_are_given_once_the_expected_agents_are_marked_unreachable(
     assert "t" in h.core.frameworks[fid].tasks and aid not in h.core.registry.unreachable
 
 
+def test_a_task_reconciled_lost_after_a_failover_is_killed_unheard_of_when_its_agent_comes_back():
+    """The partition suite's history: after a failover, the agent running "t" was not back within
+    agent_reregister_timeout, so a framework that is not partition-aware was told TASK_LOST ("unknown
+    task") — and then the agent came back with "t" and the framework heard RUNNING, FINISHED: a terminal
+    state followed by others. As for the tasks of an agent this master itself marked unreachable, the
+    task is killed on return and nothing more is said of it; the same holds for an agent this master
+    never expected (its predecessor's registry lacked it)."""
+    old = Harness()
+    fid, aid = started(old, partition_aware=False, tasks=("t", "u"))
+    h = failed_over(old.core.registry, agent_reregister_timeout=5.0)
+    h.send(FW, m.Subscribe(FrameworkInfo("demo", id=fid)))
+    for _ in range(6):
+        h.tick(advance=1.0)
+        h.send(FW, m.Heartbeat())
+    assert aid in h.core.unreachable and not h.core.expected_agents()
+    (answer,) = updates(h.send(FW, m.Reconcile(fid, [m.ReconcileTask("t")])), "t")
+    assert (answer.state, answer.message) == (TaskState.LOST, "unknown task")
+    out = reregister(h, aid, running(fid, aid, "t"), running(fid, aid, "u"))
+    assert only(out, m.KillTask, AG) == [m.KillTask(fid, "t")]
+    assert updates(out, "t") == [] and "t" not in h.core.frameworks[fid].tasks
+    assert "u" in h.core.frameworks[fid].tasks   # never said to have ended: it runs on
+    out = h.send(AG, m.StatusUpdate(fid, TaskStatus("t", TaskState.KILLED, uuid="k")))
+    assert only(out, m.StatusUpdateAck, AG)[0].uuid == "k" and updates(out, "t") == []
+    (again,) = updates(h.send(FW, m.Reconcile(fid, [m.ReconcileTask("t")])), "t")
+    assert again.state == TaskState.LOST   # what it was told, it is told again
+    assert h.core.allocator.available(aid) == R(AGENT) - task("u", aid).resources
+    h.core.allocator.check_invariants()
+
+
+def test_what_a_framework_was_told_ended_is_remembered_within_the_completed_tasks_bound():
+    h = Harness(completed_tasks_per_framework=3)
+    fid = h.subscribe(partition_aware=False)
+    h.send(FW, m.Reconcile(fid, [m.ReconcileTask(f"t{n}") for n in range(5)]))
+    assert list(h.core.frameworks[fid].pronounced_ended) == ["t2", "t3", "t4"]
+
+
 def test_unreachable_agents_survive_a_failover_in_the_registry():
     old = Harness()
     fid, aid = started(old)

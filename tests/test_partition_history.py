@@ -81,3 +81,26 @@ def test_two_masters_leading_at_once_are_found_a_handover_is_not():
     assert check_leaders(handover) == []
     (problem,) = check_leaders([(0.0, "m1", True), (0.05, "m2", True)])
     assert "m1 and m2 both led" in problem
+
+
+def lost_unknown_then_found(new_master_between: bool) -> list[dict]:
+    """A reconciliation's TASK_LOST "unknown task", then the task's own RUNNING and FINISHED — through
+    the same master, or after the framework re-registered with another one."""
+    events = history(("t1", [("LOST", "REASON_RECONCILIATION", "", "")]))
+    events[-1]["message"] = "unknown task"
+    if new_master_between:
+        events.append({"ev": "reregistered", "master": "m2", "m": 20.0})
+    for n, (state, uuid) in enumerate((("RUNNING", "u1"), ("FINISHED", "u2"))):
+        events.append({"ev": "status", "task": "t1", "state": f"TASK_{state}", "reason": "", "source": "",
+                       "agent": "a1", "uuid": uuid, "message": "", "m": 21.0 + n})
+    return events
+
+
+def test_a_task_reconciled_lost_then_found_through_the_same_master_is_a_broken_promise():
+    problems, summary = check_framework(lost_unknown_then_found(new_master_between=False))
+    assert len(problems) == 1 and "followed by another state" in problems[0] and summary.lost_then_found == 0
+
+
+def test_a_task_reconciled_lost_by_a_master_that_then_failed_over_is_counted_not_failed():
+    problems, summary = check_framework(lost_unknown_then_found(new_master_between=True))
+    assert problems == [] and summary.lost_then_found == 1 and summary.ended == {"TASK_FINISHED": 1}

@@ -248,7 +248,12 @@ class AgentLifecycle:
         infos = {info.id: self._frameworks.reported_info(info) for info in msg.frameworks if info.id}
         self._frameworks.bind_reported(msg.frameworks)
         holding: dict[str, list[Resources]] = {}
+        doomed = self._pronounced_ended(msg.tasks)
         for running in msg.tasks:
+            if (running.framework_id, running.task.task_id) in doomed:
+                if running.state not in TERMINAL_STATES:
+                    holding.setdefault(running.framework_id, []).append(running.task.resources)
+                continue
             if running.framework_id in context.frameworks.removed or running.state in TERMINAL_STATES:
                 if running.framework_id not in context.frameworks.removed and running.framework_id not in context.frameworks.records:
                     self._frameworks.remember_reported(msg.agent.id, running, infos)  # it may subscribe for the update
@@ -273,7 +278,7 @@ class AgentLifecycle:
         for running in msg.tasks:
             framework_id, task_id = running.framework_id, running.task.task_id
             record = frameworks.get(framework_id)
-            if record is None:
+            if record is None or (framework_id, task_id) in doomed:
                 continue
             status = new_status(task_id, _delivered_state(running), agent_id=agent_id, framework_id=framework_id,
                                 timestamp=now, labels=running.task.labels, healthy=running.healthy)
@@ -293,7 +298,36 @@ class AgentLifecycle:
                 context.out.send_framework(record, m.Update(attrs.evolve(
                     status, message="its agent re-registered after being unreachable",
                     reason="REASON_AGENT_REREGISTERED")))
+        self._doom(peer, agent, doomed)
         log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
+
+    def _pronounced_ended(self, reported: list[m.RunningTask]) -> dict[tuple[str, str], Resources]:
+        """Of the tasks an agent this master did not know reports, those it
+        told their frameworks had ended though it did not know them (a
+        reconciliation's TASK_LOST or TASK_GONE while the agent was away or
+        not back yet after a failover): what each still holds (nothing if it
+        ended). O(reported)."""
+        records = self._context.frameworks.records
+        doomed: dict[tuple[str, str], Resources] = {}
+        for running in reported:
+            record = records.get(running.framework_id)
+            task_id = running.task.task_id
+            if record is not None and task_id in record.pronounced_ended and task_id not in record.tasks:
+                doomed[running.framework_id, task_id] = \
+                    EMPTY if running.state in TERMINAL_STATES else running.task.resources
+        return doomed
+
+    def _doom(self, peer: bytes, agent: AgentRecord, doomed: dict[tuple[str, str], Resources]) -> None:
+        """Tasks of the past on an agent just admitted (their frameworks were
+        told they ended): killed if they still run; their updates are
+        acknowledged and never forwarded (one terminal state per task), and
+        what they hold goes back once they end. O(doomed)."""
+        context = self._context
+        for (framework_id, task_id), resources in sorted(doomed.items()):
+            agent.doomed[(framework_id, task_id)] = resources   # EMPTY: it ended, its update is on its way
+            if resources:
+                context.counters["tasks_killed_on_return"] += 1
+                context.out.send(peer, m.KillTask(framework_id, task_id))
 
     def _readmit_unreachable(self, peer: bytes, msg: m.ReregisterAgent, unreachable: UnreachableAgent) -> None:
         """An agent this master marked unreachable re-registers (Mesos's
@@ -361,11 +395,7 @@ class AgentLifecycle:
                 context.counters["tasks_unreported"] += 1
             self._delivery.end(record, task, actions, state, "REASON_AGENT_REREGISTERED",
                                "its agent re-registered without it")
-        for (framework_id, task_id), resources in sorted(doomed.items()):
-            agent.doomed[(framework_id, task_id)] = resources   # EMPTY: it ended, its update is on its way
-            if resources:
-                context.counters["tasks_killed_on_return"] += 1
-                context.out.send(peer, m.KillTask(framework_id, task_id))
+        self._doom(peer, agent, doomed)
         for framework_id in sorted(shut_down):
             context.out.send(peer, m.ShutdownFramework(framework_id))
         log.warning("agent %s (%s) re-registered after being unreachable for %.0fs: %d task(s) back, %d killed",

@@ -168,6 +168,10 @@ class Reconciliation:
             state, why = TaskState.UNREACHABLE, "unknown task; it may be on an unreachable agent"
         else:   # on no agent this master knows, nor may hear from again: not running anywhere
             state, why = TaskState.GONE if aware else TaskState.LOST, "unknown task"
+        if state != TaskState.UNREACHABLE:
+            # a terminal state, said once, stays so: should an agent bring the task back after all, it is
+            # killed unheard of (mesoslike.master.agents, _admit_reregistered)
+            record.pronounce_ended(item.task_id, self._context.config.completed_tasks_per_framework)
         return new_status(item.task_id, state, agent_id=item.agent_id, framework_id=record.id, message=why,
                           reason="REASON_RECONCILIATION", timestamp=now)
 

@@ -3,6 +3,7 @@ who holds them, and the master's settings and bounds."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import TYPE_CHECKING, KeysView
 
 import attrs
@@ -182,10 +183,23 @@ class FrameworkRecord:
     tasks: dict[str, TaskRecord] = attrs.field(factory=dict)      # live (non-terminal or unacknowledged)
     #: ended tasks, most recent last (mesoslike.master.history.CompletedTasks)
     completed: CompletedTasks = attrs.field(factory=lambda: _completed_tasks())
+    #: ids of tasks this master did not know and told the framework had ended (a reconciliation's
+    #: TASK_LOST/TASK_GONE, "unknown task"), oldest first: should one turn up on an agent coming back,
+    #: it is a task of the past — killed, and nothing more said of it (one terminal state per task)
+    pronounced_ended: OrderedDict[str, None] = attrs.field(factory=OrderedDict)
 
     @property
     def id(self) -> str:
         return self.info.id
+
+    def pronounce_ended(self, task_id: str, keep: int) -> None:
+        """Remember that the framework was told ``task_id`` ended though this
+        master knew no such task, keeping the ``keep`` most recent (the bound
+        of completed tasks: a framework cannot grow it). O(1) amortised."""
+        self.pronounced_ended[task_id] = None
+        self.pronounced_ended.move_to_end(task_id)
+        while len(self.pronounced_ended) > keep:
+            self.pronounced_ended.popitem(last=False)
 
     def add_completed(self, task: TaskRecord, keep: int) -> None:
         """Remember an ended task, keeping the ``keep`` most recent. O(1) amortised."""
