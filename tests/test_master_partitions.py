@@ -323,6 +323,28 @@ def test_a_task_reconciled_lost_after_a_failover_is_killed_unheard_of_when_its_a
     h.core.allocator.check_invariants()
 
 
+def test_a_task_reconciled_lost_and_launched_anew_elsewhere_keeps_its_new_incarnation():
+    """After TASK_LOST the framework launched "t" again on another agent: the old "t" the first agent
+    brings back is killed unheard of, and the books keep the new one."""
+    old = Harness()
+    fid, aid = started(old, partition_aware=False)
+    h = failed_over(old.core.registry, agent_reregister_timeout=5.0)
+    h.send(FW, m.Subscribe(FrameworkInfo("demo", id=fid)))
+    other = h.register_agent(peer=AG2, hostname="node-1")
+    out = []
+    for _ in range(6):
+        out += h.tick(advance=1.0)
+        h.send(FW, m.Heartbeat())
+        h.send(AG2, m.Pong(other))
+    (answer,) = updates(h.send(FW, m.Reconcile(fid, [m.ReconcileTask("t")])), "t")
+    assert answer.state == TaskState.LOST
+    (offer,) = [o for o in h.offers(out) if o.agent_id == other]
+    launch(h, fid, offer, task("t", other))
+    out = reregister(h, aid, running(fid, aid, "t"))
+    assert only(out, m.KillTask, AG) == [m.KillTask(fid, "t")] and updates(out, "t") == []
+    assert h.core.frameworks[fid].tasks["t"].agent_id == other
+
+
 def test_what_a_framework_was_told_ended_is_remembered_within_the_completed_tasks_bound():
     h = Harness(completed_tasks_per_framework=3)
     fid = h.subscribe(partition_aware=False)

@@ -248,7 +248,7 @@ class AgentLifecycle:
         infos = {info.id: self._frameworks.reported_info(info) for info in msg.frameworks if info.id}
         self._frameworks.bind_reported(msg.frameworks)
         holding: dict[str, list[Resources]] = {}
-        doomed = self._pronounced_ended(msg.tasks)
+        doomed = self._pronounced_ended(msg.agent.id, msg.tasks)
         for running in msg.tasks:
             if (running.framework_id, running.task.task_id) in doomed:
                 if running.state not in TERMINAL_STATES:
@@ -301,18 +301,22 @@ class AgentLifecycle:
         self._doom(peer, agent, doomed)
         log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
 
-    def _pronounced_ended(self, reported: list[m.RunningTask]) -> dict[tuple[str, str], Resources]:
-        """Of the tasks an agent this master did not know reports, those it
-        told their frameworks had ended though it did not know them (a
-        reconciliation's TASK_LOST or TASK_GONE while the agent was away or
-        not back yet after a failover): what each still holds (nothing if it
+    def _pronounced_ended(self, agent_id: str, reported: list[m.RunningTask]) -> dict[tuple[str, str], Resources]:
+        """Of the tasks agent ``agent_id``, unknown to this master, reports,
+        those it told their frameworks had ended though it did not know them
+        (a reconciliation's TASK_LOST or TASK_GONE while the agent was away
+        or not back yet after a failover) — unless the framework launched the
+        id anew on this very agent: what each still holds (nothing if it
         ended). O(reported)."""
         records = self._context.frameworks.records
         doomed: dict[tuple[str, str], Resources] = {}
         for running in reported:
             record = records.get(running.framework_id)
             task_id = running.task.task_id
-            if record is not None and task_id in record.pronounced_ended and task_id not in record.tasks:
+            if record is None or task_id not in record.pronounced_ended:
+                continue
+            relaunched = record.tasks.get(task_id)   # the framework may have launched the id anew, elsewhere
+            if relaunched is None or relaunched.agent_id != agent_id:
                 doomed[running.framework_id, task_id] = \
                     EMPTY if running.state in TERMINAL_STATES else running.task.resources
         return doomed
