@@ -65,6 +65,7 @@ import ssl
 import threading
 from collections import OrderedDict, deque
 from concurrent.futures import ThreadPoolExecutor
+from http import HTTPStatus
 from typing import Awaitable, Callable, Iterator, Mapping, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -499,13 +500,16 @@ class HTTPServer:
             headers = [(b"Server", self._server_header), (b"Content-Type", response.content_type.encode("latin-1"))]
             headers += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.headers.items()]
             if response.stream is not None:
-                headers += [(b"Cache-Control", b"no-cache"), (b"Connection", b"close")]
+                if not any(name.lower() == "cache-control" for name in response.headers):
+                    headers.append((b"Cache-Control", b"no-cache"))
+                headers.append((b"Connection", b"close"))
             elif response.chunks is not None:
                 if response.length is not None:
                     headers.append((b"Content-Length", str(response.length).encode()))
             else:
                 headers.append((b"Content-Length", str(len(response.body)).encode()))
-            head = parser.send(h11.Response(status_code=response.status, headers=headers))
+            head = parser.send(h11.Response(status_code=response.status, headers=headers,
+                                            reason=_reason(response.status)))
             if request.method != "HEAD" and response.stream is None and response.chunks is None \
                     and len(response.body) <= CHUNK:
                 # a small answer in one write: clients that read the head and the body in one recv
@@ -579,12 +583,21 @@ class HTTPServer:
             return
         body = json.dumps({"error": str(reject)}).encode()
         try:
-            data = parser.send(h11.Response(status_code=reject.status, headers=[
+            data = parser.send(h11.Response(status_code=reject.status, reason=_reason(reject.status), headers=[
                 (b"Server", self._server_header), (b"Content-Type", b"application/json"),
                 (b"Content-Length", str(len(body)).encode()), (b"Connection", b"close")]))
             await self._write(writer, data + parser.send(h11.Data(data=body)) + parser.send(h11.EndOfMessage()))
         except (h11.LocalProtocolError, _Deadline, OSError):
             pass
+
+
+def _reason(status: int) -> bytes:
+    """The status line's reason phrase ("OK", "Not Found"; empty for a code HTTP does not name): h11
+    sends none unless given, and some clients look for it."""
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return b""
 
 
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"

@@ -159,6 +159,7 @@ def test_the_zmq_check_sees_what_it_forbids(tmp_path):
 #: modules docs/framework-api.rst documents as public (each its __all__)
 PUBLIC_MODULES = ("mesoslike", "mesoslike.transport", "mesoslike.messaging", "mesoslike.credentials",
                   "mesoslike.executor", "mesoslike.leadership", "mesoslike.status_page", "mesoslike.v1",
+                  "mesoslike.http_server",
                   # for the commands a distribution adds to the CLI (mesoslike.commands entry points)
                   "mesoslike.cli.options", "mesoslike.cli.state", "mesoslike.cli.task",
                   # for the policies it adds to the simulator (mesoslike.simulation_policies entry points)
@@ -259,6 +260,10 @@ PUBLIC_API = {
         "ElectionWon", "Event", "Fenced", "Leadership", "LoadRegistry", "Phase", "PutAside", "Refuted",
         "RegistryLoaded", "RegistryUnreadable", "Resume", "RetryLoading", "Serve", "SoftState", "Stored", "TRANSITIONS",
         "Tick", "TurnEnded", "TurnStarted", "Unsent", "ZnodeChanged", "render_transitions"],
+    # the HTTP server the master and agents serve on, for a framework's own API (the service scheduler's)
+    "mesoslike.http_server": [
+        "CHUNK", "DEFAULT_TIMEOUT", "HTTPServer", "Handler", "MAX_BODY", "MAX_CONNECTIONS", "MAX_HEAD", "Request",
+        "Response", "STREAM_BUFFER", "Stream", "json_response"],
     "mesoslike.executor": ["DriverStatus", "Executor", "ExecutorDriver", "ExecutorInfo", "MAX_FRAMEWORK_MESSAGE"],
     "mesoslike.messaging": ["Codec", "DEFAULT_MAX_MESSAGE_SIZE", "Items", "Range", "Schema", "WireError"],
     "mesoslike.credentials": [
