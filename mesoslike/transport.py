@@ -740,8 +740,8 @@ CONNECT_TIMEOUT = 1.0
 
 class Client(_Endpoint):
     """A DEALER socket connected to a server, carrying messages of
-    ``codec``; reconnects by itself (every 0.1 s doubling to ``reconnect_max``
-    seconds). ``identity``: how the server sees it (default random).
+    ``codec``; reconnects by itself (every ``reconnect_min`` seconds, 0.1 by
+    default, doubling to ``reconnect_max``). ``identity``: how the server sees it (default random).
     ``watch_connection``: count the connections made (:meth:`connections`).
     ``connect_timeout``: a TCP connect not answered in this many seconds is
     given up and tried again, so that a server cut off by a network
@@ -759,9 +759,11 @@ class Client(_Endpoint):
     def __init__(self, address: str, *, codec: MessageCodec = CODEC, identity: bytes | None = None,
                  max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES_PER_PEER, watch_connection: bool = False,
                  reconnect_max: float = 2.0, keys: CurveKeys | None = None,
-                 server_key: bytes | None = None, connect_timeout: float = CONNECT_TIMEOUT) -> None:
+                 server_key: bytes | None = None, connect_timeout: float = CONNECT_TIMEOUT,
+                 reconnect_min: float = 0.1) -> None:
         self._watch_connection = watch_connection
-        self._reconnect_max_ms = max(100, int(reconnect_max * 1000))
+        self._reconnect_min_ms = max(1, int(reconnect_min * 1000))
+        self._reconnect_max_ms = max(self._reconnect_min_ms, 100, int(reconnect_max * 1000))
         self._connect_timeout_ms = max(100, int(connect_timeout * 1000))
         self._connections_told = -1   # the first connection is one made
         if _ipc_path(address) is None:
@@ -796,7 +798,7 @@ class Client(_Endpoint):
     def _connect(self) -> zmq.Socket:
         """Connect the socket; its monitor (reporting the connection dropping)."""
         self._socket.setsockopt(zmq.IDENTITY, self._identity)
-        self._socket.setsockopt(zmq.RECONNECT_IVL, 100)
+        self._socket.setsockopt(zmq.RECONNECT_IVL, self._reconnect_min_ms)
         self._socket.setsockopt(zmq.RECONNECT_IVL_MAX, self._reconnect_max_ms)
         self._socket.setsockopt(zmq.CONNECT_TIMEOUT, self._connect_timeout_ms)
         if self._keys is not None and self._server_key is not None:
