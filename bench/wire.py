@@ -16,6 +16,7 @@ the same plain data (what chose MessagePack, docs/wire.rst).
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import platform
@@ -193,11 +194,18 @@ def measure_formats() -> dict[str, dict[str, float]]:
         message = samples()[name][1]
         plain = {"v": 1, "type": type(message).TYPE, **to_plain(message)}  # type: ignore[attr-defined, dict-item]
         packed = msgpack.packb(plain, use_bin_type=True)
-        text = json.dumps(plain, separators=(",", ":")).encode()
+        text = json.dumps(plain, separators=(",", ":"), default=_base64).encode()
         out[name] = {"msgpack_bytes": len(packed), "json_bytes": len(text),
                      "msgpack_encode_decode_us": per_op_us(lambda: msgpack.unpackb(msgpack.packb(plain))),
-                     "json_encode_decode_us": per_op_us(lambda: json.loads(json.dumps(plain)))}
+                     "json_encode_decode_us": per_op_us(lambda: json.loads(json.dumps(plain, default=_base64)))}
     return out
+
+
+def _base64(value: object) -> str:
+    """Bytes in JSON, as Mesos's JSON carries them (a status's ``data``): base64."""
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 # ------------------------------------------------------------------ rounds
