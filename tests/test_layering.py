@@ -29,7 +29,7 @@ CORE = ["resources.py", "attributes.py", "errors.py", "observations.py", "fairne
         "master/agent_book.py", "master/frameworks.py", "master/agents.py", "master/offers.py", "master/planner.py",
         "master/launches.py", "master/delivery.py", "master/reconciliation.py", "master/operator_operations.py",
         "master/preempting.py", "master/task_lifecycle.py", "rst.py",
-        "agent/core.py", "driver/core.py", "executor/core.py", "v1"]
+        "agent/core.py", "agent/commands.py", "agent/executors.py", "driver/core.py", "executor/core.py", "v1"]
 FORBIDDEN_IN_CORE = {"socket", "threading", "asyncio", "zmq", "kazoo", "subprocess", "select", "selectors",
                      "http", "urllib", "os", "time", "prometheus_client"}
 
