@@ -28,44 +28,19 @@ class ViewedAgent(Protocol):
     (:class:`~mesoslike.agent.runtime.AgentRuntime`) is one. Said here, where
     it is read, so that the views need not know the runtime that holds them."""
 
-    @property
-    def core(self) -> AgentCore: ...
-
-    @property
-    def executor(self) -> TaskExecutor: ...
-
-    @property
-    def isolation(self) -> Isolation: ...
-
-    @property
-    def isolator(self) -> Isolator: ...
-
-    @property
-    def http(self) -> AgentHTTPServer | None: ...
-
-    @property
-    def hostname(self) -> str: ...
-
-    @property
-    def switch_user(self) -> bool: ...
-
-    @property
-    def agent_user(self) -> str: ...
-
-    @property
-    def work_dir(self) -> Path: ...
-
-    @property
-    def executor_socket(self) -> Path: ...
-
-    @property
-    def recovery_errors(self) -> list[tuple[str, str]]: ...
-
-    @property
-    def counters(self) -> dict[str, int]: ...
-
-    @property
-    def launches_started(self) -> Histogram: ...
+    core: AgentCore
+    executor: TaskExecutor
+    isolation: Isolation
+    isolator: Isolator
+    http: AgentHTTPServer | None
+    hostname: str
+    switch_user: bool
+    agent_user: str
+    work_dir: Path
+    executor_socket: Path
+    recovery_errors: list[tuple[str, str]]
+    counters: dict[str, int]
+    launches_started: Histogram
 
 
 class AgentViews:
