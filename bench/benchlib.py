@@ -9,6 +9,7 @@ import os
 import platform
 import resource
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -194,3 +195,63 @@ def wait(predicate: Callable[[], object], timeout: float, what: str, interval: f
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(interval)
+
+
+def log(message: str) -> None:
+    """A timestamped line to stderr (a benchmark's progress; its figures go to stdout as JSON)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+class Processes:
+    """Every process the benchmark started; all killed at the end."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, name: str, command: list[str], stdout=None, cpus: set[int] | None = None) -> subprocess.Popen:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        for key in [k for k in env if k.startswith("MESOSLIKE_")]:
+            del env[key]
+        log_file = open(self.directory / f"{name}.log", "ab")
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+        proc = subprocess.Popen(command, cwd=str(ROOT), env=env, stdin=subprocess.DEVNULL,
+                                stdout=stdout if stdout is not None else log_file, stderr=log_file,
+                                start_new_session=True, preexec_fn=pin)
+        proc.name = name  # type: ignore[attr-defined]
+        self.procs.append(proc)
+        return proc
+
+    def log_tails(self) -> None:
+        """The end of every process's log, to stderr (after an error)."""
+        for proc in self.procs:
+            path = self.directory / f"{proc.name}.log"
+            if path.exists():
+                log(f"--- {proc.name}\n" + path.read_text(errors="replace")[-3000:])
+
+    def kill_all(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(10)
+
+
+def free_port(pair: bool = False) -> int:
+    """A free port on 127.0.0.1 (with ``pair``, the next one is free too: bench/muxwire.py's)."""
+    import socket
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if not pair:
+            return port
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue

@@ -84,7 +84,7 @@ sys.path.insert(0, str(ROOT))            # run from a checkout without installin
 sys.path.insert(0, str(ROOT / "tests"))  # the ZooKeeper server helper
 sys.path.insert(0, str(HERE))           # benchlib
 
-from benchlib import blob_ids, git_state, machine_info, wait  # noqa: E402
+from benchlib import Processes, blob_ids, free_port, git_state, log, machine_info, wait  # noqa: E402,F401
 from benchlib import emit as emit_result  # noqa: E402  (emit() below is the agents' line printer)
 
 #: past this many agents, the simulated agents reach the masters multiplexed (bench/muxwire.py): a
@@ -94,71 +94,12 @@ MESOS_15_SECONDS = 4.0          # the anchor: Mesos 1.5, 10k agents with 100k ta
 DEFAULT_SIZES = "1000x100000,10000x100000"
 
 
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
 # =============================================================== simulated agents
 # bench/simagents.py: ZMTP-speaking simulated agents, tens of thousands per process
 from simagents import AGENT_BACKOFF, AGENT_JITTER, AGENT_RESOURCES, framework_info, raise_file_limit  # noqa: E402,F401
 
 
 # =============================================================== the harness
-class Processes:
-    """Every process the benchmark started; all killed at the end."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self, name: str, command: list[str], stdout=None, cpus: set[int] | None = None) -> subprocess.Popen:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-        for key in [k for k in env if k.startswith("MESOSLIKE_")]:
-            del env[key]
-        log_file = open(self.directory / f"{name}.log", "ab")
-        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-        proc = subprocess.Popen(command, cwd=str(ROOT), env=env, stdin=subprocess.DEVNULL,
-                                stdout=stdout if stdout is not None else log_file, stderr=log_file,
-                                start_new_session=True, preexec_fn=pin)
-        proc.name = name  # type: ignore[attr-defined]
-        self.procs.append(proc)
-        return proc
-
-    def log_tails(self) -> None:
-        """The end of every process's log, to stderr (after an error)."""
-        for proc in self.procs:
-            path = self.directory / f"{proc.name}.log"
-            if path.exists():
-                log(f"--- {proc.name}\n" + path.read_text(errors="replace")[-3000:])
-
-    def kill_all(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(10)
-
-
-def free_port(pair: bool = False) -> int:
-    """A free port on 127.0.0.1 (with ``pair``, the next one is free too: bench/muxwire.py's)."""
-    import socket
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if not pair:
-            return port
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port + 1))
-                return port
-            except OSError:
-                continue
-
-
 BACKLOG_WRAPPER = """
 import sys
 import mesoslike.transport as transport

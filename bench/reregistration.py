@@ -78,7 +78,7 @@ def _start_agents(procs, master: str, agents: int, workdir: Path) -> list[str]:
 
 
 def standalone_restart(procs, args: argparse.Namespace, workdir: Path) -> list[float]:
-    from failover import free_port
+    from benchlib import free_port
 
     port, http_port = free_port(), free_port()
     http = f"http://127.0.0.1:{http_port}"
@@ -99,7 +99,7 @@ def standalone_restart(procs, args: argparse.Namespace, workdir: Path) -> list[f
 
 
 def zookeeper_outage(procs, args: argparse.Namespace, workdir: Path) -> list[float]:
-    from failover import free_port
+    from benchlib import free_port
     from zk_helpers import ZooKeeperServer
 
     zookeeper = ZooKeeperServer(workdir / "zookeeper")
@@ -134,7 +134,7 @@ def _summary(took: list[float]) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    from failover import Processes
+    from benchlib import Processes
 
     parser = argparse.ArgumentParser(prog="failover.py reregistration", description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=4, help="real agent processes (default 4)")

@@ -53,10 +53,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))   # the ZooKeeper server helper
 sys.path.insert(0, str(HERE))
 
-from benchlib import blob_ids, git_state, wait  # noqa: E402
+from benchlib import Processes, blob_ids, git_state, log, wait  # noqa: E402
 import benchlib  # noqa: E402
-from failover import (AgentWorkers, Frameworks, Master, Processes, add_cluster_options, cpu_seconds,  # noqa: E402
-                      log, parse_sizes, raise_file_limit, registry_shards, start_zookeeper, stop_on_sigterm,
+from failover import (AgentWorkers, Frameworks, Master, add_cluster_options, cpu_seconds,  # noqa: E402
+                      parse_sizes, raise_file_limit, registry_shards, start_zookeeper, stop_on_sigterm,
                       wait_registry)
 
 DEFAULT_SIZES = "1000x10000,3000x30000,10000x100000,30000x300000,100000x1000000"

@@ -1,4 +1,4 @@
-"""The allocator's parts on their own — agent book, role tree, offer book —
+"""The allocator's parts on their own — agent book, role tree, offer book, quota book —
 each with its ``_check()``, plus what ties them together: one offer model,
 agent (de)activation, and a pure core (no GC, no sorter privates)."""
 
@@ -11,6 +11,7 @@ import mesoslike
 from mesoslike.allocator import Offer
 from mesoslike.allocator.agents import AgentBook
 from mesoslike.allocator.offer_book import OfferBook
+from mesoslike.allocator.quota import QuotaBook
 from mesoslike.allocator.role_tree import RoleTree
 from mesoslike.errors import AgentCapacityError, RecoveryError, ResourcesError, UnknownAgentError, UnknownOfferError
 from mesoslike.wire import codec
@@ -76,6 +77,38 @@ def test_role_tree_charges_a_role_and_its_ancestors():
     tree._check([("eng/prod", {"cpus": 2000}), ("eng/dev", {"cpus": 1000}), ("eng", {"mem": 5})])
     with pytest.raises(AssertionError):
         tree._check([("eng/prod", {"cpus": 2000})])
+
+
+def test_quota_book_caps_a_role_by_its_limits_and_by_the_headroom_others_guarantees_hold():
+    tree = RoleTree()
+    for role in ("eng", "eng/prod", "ops", "batch"):
+        tree.add_framework(role)
+    tree.start_tracking([])
+    quota = QuotaBook(tree)
+    quota.set("eng", {"cpus": 10_000}, {"cpus": 12_000, "mem": 4_000})
+    quota.set("ops", {"cpus": 4_000}, None)
+    tree.charge("eng/prod", {"cpus": 6_000, "mem": 4_000}, 1)
+    free = {"cpus": 9_000, "mem": 8_000}
+    # unmet guarantees: eng 4 cpus, ops 4 cpus: 8 of the 9 free cpus are held for them
+    assert quota.required_headroom() == {"cpus": 8_000}
+    assert quota.caps("batch", free) == {"cpus": 1_000}
+    # eng may take its own unmet part besides, up to its limit; its mem limit is reached
+    assert quota.caps("eng/prod", free) == {"cpus": 5_000, "mem": 0}
+    # the guarantee stage: what it is owed, under its limits, not held back for ops
+    assert quota.caps("eng", free, owed={"cpus": 4_000}) == {"cpus": 4_000, "mem": 0}
+    assert quota.limits_reached("eng/prod") == [("eng", ["mem"], {"cpus": 12_000, "mem": 4_000},
+                                                 {"cpus": 6_000, "mem": 4_000})]
+    # a kind the caps give nothing of while some is free is exactly a kind held for the guarantees
+    assert quota.held_for_guarantees("batch", free) == ([], {"cpus": 8_000})
+    assert quota.caps("batch", {"cpus": 8_000}) == {"cpus": 0}
+    assert quota.held_for_guarantees("batch", {"cpus": 8_000}) == (["cpus"], {"cpus": 8_000})
+    assert quota.short_of_guarantee("eng", {"cpus": 1_000}) == {"cpus": 3_000}
+    assert quota.over_limit("eng") == {} and quota.over_limit("ops") == {}
+    tree.charge("eng/prod", {"cpus": 7_000}, 1)
+    assert quota.over_limit("eng") == {"cpus": 1_000}
+    # the guarantees of the top-level roles (eng, ops; not a sub-role) against the agents' total
+    assert quota.capacity_shortfall("eng/prod", {"cpus": 1_000}, {"cpus": 12_000}) == ({"cpus": 14_000},
+                                                                                      {"cpus": 2_000})
 
 
 def test_role_tree_prunes_roles_left_without_frameworks():

@@ -765,3 +765,48 @@ def test_core_the_master_takes_the_executor_resources_once_and_frees_them_when_i
     h.send(helpers.AG, m.ExecutorExited(aid, fid, "e1", "exited"))
     (offer,) = h.offers(h.tick(advance=1.0))
     assert cpus_mem(offer.resources) == (4.0, 1024.0)
+
+
+def test_core_the_executor_book_keeps_its_invariants_through_executors_lives():
+    from mesoslike.agent.core import AgentCore, LaunchTask, TaskCheckpoint
+    from mesoslike.wire import executor_messages as x
+    from mesoslike.wire import messages as m
+    from mesoslike.wire.types import TaskStatus
+
+    core, clock = registered_agent_core()
+    book = core._executors
+    fw = FrameworkInfo("f", id="fw-1")
+    other = ExecutorInfo("exec-2", EXECUTOR.command, EXECUTOR.resources)
+    launches = [c for t, e in (("t1", EXECUTOR), ("t2", other), ("t3", EXECUTOR)) for c in core.on_message(
+        m.RunTask(fw, executor_task(t, e))) if isinstance(c, LaunchTask)]
+    book._check()
+    assert [len(book), book.count("fw-1"), book.count("fw-2")] == [2, 2, 0]
+    for launch in launches:
+        core.on_task_started("fw-1", launch.task.task_id, 1000)
+    core.on_executor_frame(b"p1", x.RegisterExecutor("a" * 64))
+    core.on_executor_frame(b"p1", x.ExecutorStatus("a" * 64, TaskStatus("t1", TaskState.FINISHED, uuid="u1")))
+    book._check()
+    checkpoints = [core.task_checkpoint("fw-1", task_id) for task_id in (launches[0].task.task_id, "t3")]
+    # exec-2's process ends: out of the book, its digest with it (its secret names nobody now)
+    core.on_task_exited("fw-1", launches[1].task.task_id, 1)
+    book._check()
+    assert book.count("fw-1") == 1 and book.get("fw-1", "exec-2") is None
+    assert [type(c.message) for c in core.on_executor_frame(b"p2", x.RegisterExecutor("b" * 64))] == [x.ExecutorError]
+    # SHUTDOWN_AGENT orphans what is left: no connection, no frame taken, only its end awaited
+    core.on_message(m.ShutdownAgent("bye"))
+    book._check()
+    assert all(e.orphaned and e.peer is None for e in book.records.values())
+    assert [type(c.message) for c in core.on_executor_frame(b"p1", x.RegisterExecutor("a" * 64))] == [x.ExecutorError]
+    core.on_task_exited("fw-1", launches[0].task.task_id, None, 9)
+    book._check()
+    assert len(book) == 0 and book.count("fw-1") == 0
+    # a restarted agent recovers the executor from its checkpoint (its secret's digest), its task joins it
+    restarted = AgentCore(clock, core.info, checkpoint=True, executor_endpoint="ipc:///tmp/x.sock")
+    restarted.recover("agent-1", [c for c in checkpoints if isinstance(c, TaskCheckpoint)])
+    restarted._executors._check()
+    assert [(e.executor_id, e.tasks) for e in restarted.executors()] == [("exec-1", ["t3"])]
+    assert restarted.restore_executor_secret("fw-1", "exec-1", "a" * 64)
+    # the check sees a book whose index lies
+    restarted._executors._by_digest.clear()
+    with pytest.raises(AssertionError, match="digest"):
+        restarted._executors._check()

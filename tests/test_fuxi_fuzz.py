@@ -186,7 +186,14 @@ def test_an_appmaster_survives_fuzzing_and_forged_workers_and_still_serves_its_o
                 intruders[n % 3].send_frame(frame)
                 if n % 50 == 0:
                     service.pump()
-            service.pump(2.0)
+            # each intruder's last frame is a HELLO of a unit the job has not, refused naming it: that refusal
+            # says the AppMaster has handled every frame the intruder sent before (one connection: in order)
+            for i, intruder in enumerate(intruders):
+                intruder.send(amp.Hello(f"sentinel-{i}", f"sentinel-{i}", "h"))
+            for i, intruder in enumerate(intruders):
+                wait_for(lambda: (service.pump(), _refused_naming(intruder, f"sentinel-{i}"))[1], 60,
+                         f"intruder {i}'s frames to be handled", interval=0.0,
+                         diagnostics=lambda: (tmp_path / "appmaster.log").read_text()[-3000:])
             worker_slot = "job-0001.u.7"
             with Client(address, codec=amp.CODEC, identity=worker_slot.encode()) as worker:
                 worker.send(amp.Hello(worker_slot, "u", "node-1", "er0", None, [],
@@ -201,7 +208,11 @@ def test_an_appmaster_survives_fuzzing_and_forged_workers_and_still_serves_its_o
         finally:
             for intruder in intruders:
                 intruder.close()
-        service.pump(1.0)
+        # the AppMaster reports to its service on one connection, in order: a report that shows the worker,
+        # which joined once every intruder frame was handled, comes after anything those frames made it say
+        wait_for(lambda: (service.pump(), any(isinstance(m, protocol.Progress) and worker_slot in m.report["slots"]
+                                              for m in service.heard))[1], 30, "a report that shows the worker",
+                 interval=0.0, diagnostics=lambda: (tmp_path / "appmaster.log").read_text()[-3000:])
         assert appmaster.poll() is None, (tmp_path / "appmaster.log").read_text()[-3000:]
         ended = [m for m in service.heard if isinstance(m, protocol.JobEnded)]
         assert ended == []                                    # 48 forged DONEs did not finish its job
@@ -212,6 +223,11 @@ def test_an_appmaster_survives_fuzzing_and_forged_workers_and_still_serves_its_o
         os.killpg(appmaster.pid, signal.SIGKILL)
         appmaster.wait(10)
         service.close()
+
+
+def _refused_naming(client: Client, name: str) -> bool:
+    """Whether ``client`` has received an ERROR naming ``name`` (the replies before it are read and dropped)."""
+    return any(isinstance(m, amp.Error) and repr(name) in m.message for _, m in client.receive())
 
 
 def _receive(client: Client, kinds: tuple) -> list:

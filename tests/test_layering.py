@@ -29,7 +29,7 @@ CORE = ["resources.py", "attributes.py", "errors.py", "observations.py", "fairne
         "master/agent_book.py", "master/frameworks.py", "master/agents.py", "master/offers.py", "master/planner.py",
         "master/launches.py", "master/delivery.py", "master/reconciliation.py", "master/operator_operations.py",
         "master/preempting.py", "master/task_lifecycle.py", "rst.py",
-        "agent/core.py", "driver/core.py", "executor/core.py", "v1"]
+        "agent/core.py", "agent/commands.py", "agent/executors.py", "driver/core.py", "executor/core.py", "v1"]
 FORBIDDEN_IN_CORE = {"socket", "threading", "asyncio", "zmq", "kazoo", "subprocess", "select", "selectors",
                      "http", "urllib", "os", "time", "prometheus_client"}
 
@@ -303,3 +303,48 @@ def test_the_fuxi_cores_do_no_io_and_read_no_clock():
 def test_the_services_cores_do_no_io_and_read_no_clock():
     for name in SERVICES_CORE:
         assert_pure(FRAMEWORKS / "services" / name)
+
+
+def module_graph(top: pathlib.Path, prefix: str) -> dict[str, set[str]]:
+    """Module name -> the modules of the same tree it imports (TYPE_CHECKING
+    imports and imports inside functions included: each is a dependency of
+    the source). ``from package import module`` counts as the module's import."""
+    names = {}
+    for path in sorted(top.rglob("*.py")):
+        parts = list(path.relative_to(top).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names[".".join([prefix, *parts]) if prefix else ".".join(parts)] = path
+
+    def known(name: str) -> str | None:
+        while name and name not in names:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for name, path in names.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(parse(path)):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    above = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(above + ([node.module] if node.module else []))
+                targets.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in names else base
+                               for alias in node.names)
+        graph[name] = {found for target in targets if (found := known(target)) not in (None, name)}
+    return graph
+
+
+@pytest.mark.parametrize("top, prefix", [(PACKAGE, "mesoslike"), (FRAMEWORKS, "mesoslike_frameworks"),
+                                         (ROOT / "bench", "")], ids=["mesoslike", "frameworks", "bench"])
+def test_no_two_modules_import_each_other(top, prefix):
+    """Two modules that import each other are one job in two files, or share
+    a piece that belongs elsewhere: move the piece, not the import into a
+    function (the graph sees those too)."""
+    graph = module_graph(top, prefix)
+    pairs = sorted({tuple(sorted((a, b))) for a, targets in graph.items() for b in targets if a in graph.get(b, ())})
+    assert pairs == [], pairs

@@ -20,17 +20,24 @@ The conversation it keeps is the "agent" part of ``docs/wire.rst``
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import math
 import random
 import signal as signal_module
 import uuid
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 import attrs
 
+from mesoslike.agent.commands import (CheckpointAgent, CheckpointReservations, CheckpointTask, Command,
+                                      DeliverMessage, ForgetTask, KillTask, LaunchTask, Reconnect, SendToExecutor,
+                                      SendToMaster, TaskCheckpoint, TaskKey, UpdateContainer)
+from mesoslike.agent.executors import (EXECUTOR_REGISTER_TIMEOUT, EXECUTOR_REREGISTER_TIMEOUT, EXECUTOR_STATES,
+                                       MAX_EXECUTOR_PENDING_UPDATES, MAX_EXECUTOR_REREGISTER_TIMEOUT,
+                                       MAX_EXECUTOR_TEXT, MAX_EXECUTORS_PER_FRAMEWORK,
+                                       REASON_EXECUTOR_REGISTRATION_TIMEOUT, REASON_EXECUTOR_REREGISTRATION_TIMEOUT,
+                                       SOURCE_EXECUTOR, AgentExecutor, ExecutorBook, ExecutorRecord,
+                                       check_executor_timeout, executor_id_of_run)
 from mesoslike.backoff import Backoff
 from mesoslike.clock import Clock
 from mesoslike.delivery import UpdateStreams
@@ -40,57 +47,28 @@ from mesoslike.resources import Resources
 from mesoslike.wire import executor_messages as x
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import unbatched
-from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TERMINAL_STATES, WARN_MESSAGE_SIZE,
-                                  AgentInfo, ContainerStatus, ExecutorInfo, FrameworkInfo, Label, MasterInfo,
-                                  TaskInfo, TaskState, TaskStatus, check_message_size, without_secret_values)
+from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TERMINAL_STATES, AgentInfo,
+                                  ContainerStatus, FrameworkInfo, Label, MasterInfo, TaskInfo, TaskState, TaskStatus,
+                                  check_message_size, without_secret_values)
 
+# the commands, a task's checkpoint and the executors' names are the agent's public vocabulary: importable
+# from here as before (mesoslike.agent.commands and mesoslike.agent.executors define them)
 __all__ = [
     "AgentCore", "AgentTask", "TaskCheckpoint", "Command", "SendToMaster", "Reconnect", "LaunchTask", "KillTask",
     "DeliverMessage", "CheckpointTask", "ForgetTask", "CheckpointAgent", "CheckpointReservations", "SendToExecutor",
     "UpdateContainer", "AgentExecutor", "SOURCE_AGENT", "SOURCE_EXECUTOR", "EXECUTOR_REREGISTER_TIMEOUT",
-    "MAX_EXECUTOR_REREGISTER_TIMEOUT", "check_executor_timeout", "EXECUTOR_REGISTER_TIMEOUT", "MAX_EXECUTOR_PENDING_UPDATES",
-    "MAX_EXECUTORS_PER_FRAMEWORK",
-    "REASON_TASK_INVALID", "REASON_TASK_UNAUTHORIZED", "REASON_TASK_UNKNOWN", "TaskUsers", "REASON_COMMAND_EXECUTOR_FAILED",
-    "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED", "REASON_EXECUTOR_REREGISTRATION_TIMEOUT",
-    "REASON_EXECUTOR_REGISTRATION_TIMEOUT", "REASON_AGENT_RESTARTED", "REASON_AGENT_DRAINING", "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED",
-    "REASON_CONTAINER_LAUNCH_FAILED", "UPDATE_BACKOFF_INITIAL", "UPDATE_BACKOFF_MAX",
+    "MAX_EXECUTOR_REREGISTER_TIMEOUT", "check_executor_timeout", "EXECUTOR_REGISTER_TIMEOUT",
+    "MAX_EXECUTOR_PENDING_UPDATES", "MAX_EXECUTORS_PER_FRAMEWORK",
+    "REASON_TASK_INVALID", "REASON_TASK_UNAUTHORIZED", "REASON_TASK_UNKNOWN", "TaskUsers",
+    "REASON_COMMAND_EXECUTOR_FAILED", "REASON_CONTAINER_LIMITATION_MEMORY", "REASON_EXECUTOR_TERMINATED",
+    "REASON_EXECUTOR_REREGISTRATION_TIMEOUT", "REASON_EXECUTOR_REGISTRATION_TIMEOUT", "REASON_AGENT_RESTARTED",
+    "REASON_AGENT_DRAINING", "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED", "REASON_CONTAINER_LAUNCH_FAILED",
+    "UPDATE_BACKOFF_INITIAL", "UPDATE_BACKOFF_MAX",
 ]
 
 log = logging.getLogger("mesoslike.agent")
 
 SOURCE_AGENT = "SOURCE_AGENT"
-#: an update a custom executor sent (docs/agent.rst, "Custom executors")
-SOURCE_EXECUTOR = "SOURCE_EXECUTOR"
-#: how long a recovered agent waits for a custom executor still running to
-#: reconnect before it kills it (Mesos's --executor_reregistration_timeout)
-EXECUTOR_REREGISTER_TIMEOUT = 10.0
-#: the longest such wait (a day): tasks of an executor that never comes back must end
-MAX_EXECUTOR_REREGISTER_TIMEOUT = 86_400.0
-
-
-def check_executor_timeout(name: str, seconds: float) -> None:
-    """ValueError naming ``name`` unless 0 < ``seconds`` <= a day (the
-    executor registration and re-registration timeouts)."""
-    if not 0 < seconds <= MAX_EXECUTOR_REREGISTER_TIMEOUT:
-        raise ValueError(f"{name} must be more than 0 and at most {MAX_EXECUTOR_REREGISTER_TIMEOUT:g} s, "
-                         f"got {seconds!r}")
-#: how long a custom executor's process has, once started, to register on the
-#: executor channel before it is killed and its tasks fail (Mesos's
-#: --executor_registration_timeout, default 1 min): a process that never
-#: connects must not hold its tasks in TASK_STARTING and its resources forever
-EXECUTOR_REGISTER_TIMEOUT = 60.0
-#: the states an executor may report for its task
-_EXECUTOR_STATES = frozenset({TaskState.STARTING, TaskState.RUNNING, TaskState.KILLING, TaskState.FINISHED,
-                              TaskState.FAILED, TaskState.KILLED, TaskState.ERROR})
-#: characters of an executor's update message and reason the agent keeps
-_MAX_EXECUTOR_TEXT = 4096
-#: a task's unacknowledged updates beyond which its executor's non-terminal ones are refused (a peer
-#: that sends TASK_RUNNING in a loop while no master acknowledges must not grow the agent without bound)
-MAX_EXECUTOR_PENDING_UPDATES = 100
-#: custom executors one framework may run on one agent: an executor may hold no resources and outlives
-#: its tasks, so without a bound a framework could leave an idle process (and the agent's record of it)
-#: per executor id it ever named
-MAX_EXECUTORS_PER_FRAMEWORK = 256
 #: TASK_ERROR: duplicate id, wrong agent, no resources, or more than is free
 REASON_TASK_INVALID = "REASON_TASK_INVALID"
 #: TASK_ERROR: its unix user runs another principal's tasks on this agent (TaskUsers)
@@ -103,12 +81,8 @@ REASON_COMMAND_EXECUTOR_FAILED = "REASON_COMMAND_EXECUTOR_FAILED"
 REASON_CONTAINER_LIMITATION_MEMORY = "REASON_CONTAINER_LIMITATION_MEMORY"
 #: TASK_FAILED: the task's supervisor (its executor) died
 REASON_EXECUTOR_TERMINATED = "REASON_EXECUTOR_TERMINATED"
-#: TASK_FAILED: the supervisor killed the task because no agent came back in time (--recovery-timeout)
-REASON_EXECUTOR_REREGISTRATION_TIMEOUT = "REASON_EXECUTOR_REREGISTRATION_TIMEOUT"
 #: TASK_FAILED: the agent restarted between checkpointing a task and starting it
 REASON_AGENT_RESTARTED = "REASON_AGENT_RESTARTED"
-#: TASK_FAILED: its custom executor did not register in time (--executor-registration-timeout)
-REASON_EXECUTOR_REGISTRATION_TIMEOUT = "REASON_EXECUTOR_REGISTRATION_TIMEOUT"
 #: TASK_DROPPED: a task sent to an agent that is draining
 REASON_AGENT_DRAINING = "REASON_AGENT_DRAINING"
 #: TASK_RUNNING whose ``healthy`` changed, and TASK_FAILED of a task its health check killed
@@ -122,119 +96,6 @@ UPDATE_BACKOFF_MAX = 10.0
 UPDATE_BACKOFF = Backoff(UPDATE_BACKOFF_INITIAL, UPDATE_BACKOFF_MAX, jitter=0.0)
 
 EMPTY = Resources()
-TaskKey = tuple[str, str]  # (framework_id, task_id): task ids are unique per framework only
-
-
-# ================================================================ commands
-@attrs.frozen
-class SendToMaster:
-    """Send ``message`` to the master."""
-
-    message: object
-
-
-@attrs.frozen
-class Reconnect:
-    """Throw the connection to the master away and connect anew (a fresh
-    TCP connection; what waited in the old one is lost, the core resends
-    what matters). The master fell silent, or a registration got no answer:
-    the old connection may be stalled in the kernel's retransmission backoff
-    (19-28 s after a partition healed), a fresh one is up within a second of
-    the heal (docs/reliability.rst, "Partitions")."""
-
-
-@attrs.frozen
-class LaunchTask:
-    """Start ``task`` of ``framework`` as a process; report back with
-    :meth:`AgentCore.on_task_started` or :meth:`AgentCore.on_task_launch_failed`."""
-
-    framework: FrameworkInfo
-    task: TaskInfo
-    agent_id: str
-    #: files the agent gives the task besides its own secrets (container path -> bytes: a custom
-    #: executor's secret), written as its secret files are (never checkpointed, never shown)
-    secret_files: dict[str, bytes] = attrs.field(factory=dict, repr=False, eq=False, hash=False)
-
-
-@attrs.frozen
-class KillTask:
-    """SIGTERM the task's process group, SIGKILL it after ``grace_period``
-    seconds; report the exit with :meth:`AgentCore.on_task_exited`."""
-
-    framework_id: str
-    task_id: str
-    grace_period: float
-
-
-@attrs.frozen
-class DeliverMessage:
-    """Append a framework message's ``data`` to the task's sandbox."""
-
-    framework_id: str
-    task_id: str
-    data: bytes
-
-
-@attrs.frozen
-class CheckpointTask:
-    """Persist :meth:`AgentCore.task_checkpoint` of the task (before the
-    commands after this one: an update is checkpointed before it is sent)."""
-
-    framework_id: str
-    task_id: str
-
-
-@attrs.frozen
-class ForgetTask:
-    """The task's story is told (its terminal update acknowledged, or the
-    master wrote it off): remove its checkpoint and what its run left."""
-
-    framework_id: str
-    task_id: str
-
-
-@attrs.frozen
-class CheckpointAgent:
-    """Persist the agent's id ("" : forget it; the next start registers anew)
-    and the master's receipt for it (shown when it re-registers)."""
-
-    agent_id: str
-    receipt: str = ""
-
-
-@attrs.frozen
-class CheckpointReservations:
-    """Persist the agent's dynamic reservations (all of them, as the master
-    sent them): a restarted agent re-registers with its total converted by
-    them (docs/agent.rst, "Recovery")."""
-
-    reservations: Resources
-
-
-@attrs.frozen
-class SendToExecutor:
-    """Send ``message`` (of :mod:`mesoslike.wire.executor_messages`) to the
-    executor connection ``peer``, after the turn's checkpoints are on disk
-    (an acknowledgement promises the update is kept)."""
-
-    peer: bytes
-    message: object
-
-
-@attrs.frozen
-class UpdateContainer:
-    """Set the limits of the running run ``task_id``'s container to
-    ``resources`` (Mesos's containerizer ``update``): a custom executor's
-    container holds its own resources and those of its live tasks."""
-
-    framework_id: str
-    task_id: str
-    resources: Resources
-
-
-Command = Union[SendToMaster, Reconnect, LaunchTask, KillTask, DeliverMessage, CheckpointTask, ForgetTask,
-                CheckpointAgent, CheckpointReservations, SendToExecutor, UpdateContainer]
-
 
 @attrs.frozen
 class TaskUsers:
@@ -256,27 +117,6 @@ class TaskUsers:
 
 
 @attrs.frozen
-class TaskCheckpoint:
-    """What a restarted agent needs to know of a task: who it is, its latest
-    state, its unacknowledged updates (with their uuids: resent as they
-    were), and whether the agent was killing it or it hit a limit."""
-
-    framework: FrameworkInfo
-    task: TaskInfo
-    state: str
-    updates: list[TaskStatus] = attrs.field(factory=list)
-    holds_resources: bool = True
-    killing: bool = False
-    kill_why: str = ""
-    limitation: str = ""
-    limitation_message: str = ""
-    #: its health check's latest verdict (None: none yet)
-    healthy: bool | None = None
-    #: a custom executor's run: sha256 of its secret (how its frames are known; the secret is its file's)
-    executor_secret_digest: str = ""
-
-
-@attrs.frozen
 class AgentTask:
     """A read-only view of a task the agent knows (see :meth:`AgentCore.tasks`)."""
 
@@ -289,18 +129,6 @@ class AgentTask:
     pending_updates: int
     #: the unix user the master said it runs as ("" = none named)
     user: str = ""
-
-
-@attrs.frozen
-class AgentExecutor:
-    """A read-only view of a custom executor the agent runs (see :meth:`AgentCore.executors`)."""
-
-    framework_id: str
-    executor_id: str
-    resources: Resources
-    pid: int | None
-    registered: bool
-    tasks: list[str]
 
 
 # ============================================================ bookkeeping
@@ -342,66 +170,23 @@ class _Task:
         return self.phase != _Phase.TERMINATED
 
 
-class _Executor:
-    """A custom executor: its process (a supervised run of id
-    ``info.run_id()``: ``run``), its connection and its live tasks."""
-
-    __slots__ = ("framework", "info", "run", "digest", "secret", "phase", "pid", "peer", "tasks", "registered_once",
-                 "shutdown_deadline", "reregister_deadline", "register_deadline", "killing", "orphaned", "end_reason", "end_message",
-                 "limits", "released", "container_status")
-
-    def __init__(self, framework: FrameworkInfo, run: TaskInfo, digest: str) -> None:
-        assert run.executor is not None
-        self.framework = framework
-        self.info: ExecutorInfo = run.executor
-        self.run = run
-        self.digest = digest          # sha256 of its secret: how its frames are known
-        #: the secret itself, in this agent process's memory only (never checkpointed, never in an
-        #: environment): the v1 executor API builds the channel's frames with it; "" after a restart
-        self.secret = ""
-        self.phase = _Phase.LAUNCHING
-        self.pid: int | None = None
-        self.peer: bytes | None = None  # the connection it registered on
-        self.tasks: set[str] = set()    # its tasks not ended yet
-        self.registered_once = False
-        self.shutdown_deadline: float | None = None   # SHUTDOWN_EXECUTOR sent: killed at this time
-        self.reregister_deadline: float | None = None  # recovered: killed unless it reconnects by then
-        self.register_deadline: float | None = None    # started: killed unless it registers by then
-        self.killing = False
-        self.orphaned = False         # after SHUTDOWN_AGENT: no messages, only its end to wait for
-        self.end_reason = ""          # why its tasks fail when it ends (a limitation)
-        self.end_message = ""
-        self.limits: Resources | None = run.resources   # of its container as last set (None: not known)
-        self.released = False         # its framework was shut down (see _Task.released)
-        self.container_status: ContainerStatus | None = None   # its container: its tasks' updates carry it
-
-    @property
-    def key(self) -> TaskKey:
-        return (self.framework.id, self.info.executor_id)
-
-
-def _secret_digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _executor_id_of_run(task_id: str) -> str | None:
-    """The executor id of an executor's run id (None: a task's id)."""
-    return task_id[len(EXECUTOR_RUN_PREFIX):] if task_id.startswith(EXECUTOR_RUN_PREFIX) else None
-
-
 # =================================================================== core
 class AgentCore:
     """The agent state machine: events in, :data:`Command` lists out.
 
-    Why one class of some 1,300 lines (Mesos's ``Slave`` is one too): every
+    Why one class of some 1,150 lines (Mesos's ``Slave`` is one too): every
     handler — the master's messages, the tasks' and executors' events,
     ``tick`` — reads and changes the same three things, the task table, the
     update streams and the registration, and the checkpoint commands must
-    follow each change in the same step. The custom executors' half
-    (``on_executor_frame`` … ``_recover_executor_task``, ~400 lines) is the
-    part that can leave, into an executor book as the master's books did,
-    once the agent's, the executor channel's and the drivers' update streams
-    are one (their retries are the same table).
+    follow each change in the same step. What is the custom executors' alone
+    — their records, the secret that names a frame's sender, the channel's
+    refusals, their registration, re-registration and shutdown timers, what
+    is checkpointed of their runs — is the executor book's
+    (:class:`~mesoslike.agent.executors.ExecutorBook`, with its own
+    ``_check()``); what stays here (the "custom executors" section, ~260
+    lines) ties executors to their tasks: a task's launch starts its
+    executor, an executor's update enters its task's update stream, an
+    executor's end ends its tasks, and both hold the agent's resources.
 
     :param clock: monotonic time for every timer (registration backoff,
         master liveness, update retries).
@@ -460,8 +245,6 @@ class AgentCore:
             raise ValueError("need 0 < register_backoff <= register_backoff_max")
         if not 0 <= register_jitter < 1:
             raise ValueError(f"register_jitter must be in [0, 1), got {register_jitter!r}")
-        check_executor_timeout("executor_reregister_timeout", executor_reregister_timeout)
-        check_executor_timeout("executor_register_timeout", executor_register_timeout)
         self.max_message_size = check_message_size(max_message_size)
         self.clock = clock
         self._info = attrs.evolve(info, id="")
@@ -478,8 +261,6 @@ class AgentCore:
         #: the address its tasks are reachable at (each status's ``ip_address``: Mesos's container_status);
         #: the runtime sets it to the agent's advertised address
         self.ip_address = ""
-        self.executor_reregister_timeout = executor_reregister_timeout
-        self.executor_register_timeout = executor_register_timeout
         #: whom tasks run as, and which users principals may share
         self.task_users = task_users or TaskUsers()
         #: unix user -> principal -> its live tasks and executors running as that user here
@@ -508,11 +289,12 @@ class AgentCore:
         self._released = EMPTY
         self._draining = False
         self._usage: list[m.TaskUsage] = []   # the latest measurement, sent with every PONG
-        #: the executor channel custom executors are told to connect to
-        self.executor_endpoint = executor_endpoint
-        self._new_secret = new_secret or (lambda: f"{self._rng.getrandbits(256):064x}")
-        self._executors: dict[TaskKey, _Executor] = {}     # (framework_id, executor_id) -> executor
-        self._executor_by_digest: dict[str, TaskKey] = {}   # sha256 of its secret -> its key
+        #: the custom executors (mesoslike.agent.executors): their records, secrets, connections and timers
+        self._executors = ExecutorBook(
+            clock, checkpoint=checkpoint, register_timeout=executor_register_timeout,
+            reregister_timeout=executor_reregister_timeout, endpoint=executor_endpoint,
+            max_message_size=self.max_message_size,
+            new_secret=new_secret or (lambda: f"{self._rng.getrandbits(256):064x}"))
 
     # ------------------------------------------------------------ queries
     @property
@@ -627,9 +409,9 @@ class AgentCore:
     def task_checkpoint(self, framework_id: str, task_id: str) -> TaskCheckpoint | None:
         """What to persist of a task (:class:`CheckpointTask`); None if it is not known.
         A custom executor's run is persisted as a task of its run id."""
-        executor_id = _executor_id_of_run(task_id)
+        executor_id = executor_id_of_run(task_id)
         if executor_id is not None:
-            return self._executor_checkpoint(framework_id, executor_id)
+            return self._executors.checkpoint_of(framework_id, executor_id)
         task = self._tasks.get((framework_id, task_id))
         if task is None or task.orphaned:
             return None
@@ -659,7 +441,7 @@ class AgentCore:
             due = self._streams.next_due()
             if due is not None:
                 times.append(due)
-        times.extend(self._executor_deadlines())
+        times.extend(self._executors.deadlines())
         return min(times, default=math.inf)
 
     # ------------------------------------------------------------- events
@@ -682,7 +464,7 @@ class AgentCore:
         if self._registered:
             out.extend(SendToMaster(m.StatusUpdate(key[0], update)) for key, update in self._streams.due(now))
         if self._executors:
-            out.extend(self._executor_timeouts(now))
+            out.extend(self._executors.timeouts(now))
         return out
 
     def on_message(self, message: object) -> list[Command]:
@@ -706,7 +488,7 @@ class AgentCore:
         meanwhile); ``container``: what its container is (its updates carry
         it from now on). For a recovered task: :meth:`on_task_reattached`."""
         if task_id.startswith(EXECUTOR_RUN_PREFIX):
-            return self._executor_started(framework_id, task_id, pid, container)
+            return self._executors.started(framework_id, task_id, pid, container)
         task = self._tasks.get((framework_id, task_id))
         if task is not None and task.phase == _Phase.RECOVERING:
             return self.on_task_reattached(framework_id, task_id, pid, container)
@@ -773,7 +555,7 @@ class AgentCore:
         limit): it is killed at once and ends TASK_FAILED with that reason,
         as Mesos destroys a container that hits a limitation."""
         if task_id.startswith(EXECUTOR_RUN_PREFIX):
-            return self._executor_limited(framework_id, task_id, reason, message)
+            return self._executors.limited(framework_id, task_id, reason, message)
         task = self._tasks.get((framework_id, task_id))
         if task is None or not task.alive or task.orphaned or task.limitation:
             return []
@@ -805,7 +587,7 @@ class AgentCore:
         on (TASK_RUNNING if the earlier agent had not said so yet); a kill the
         earlier agent had asked for is asked again."""
         if task_id.startswith(EXECUTOR_RUN_PREFIX):
-            return self._executor_started(framework_id, task_id, pid, container)
+            return self._executors.started(framework_id, task_id, pid, container)
         task = self._tasks.get((framework_id, task_id))
         if task is None or task.phase != _Phase.RECOVERING:
             return []
@@ -870,7 +652,7 @@ class AgentCore:
         """(framework_id, task_id) of the recovered tasks still waiting to be
         found running or ended."""
         found = [key for key, task in self._tasks.items() if task.phase == _Phase.RECOVERING]
-        found += [(key[0], e.info.run_id()) for key, e in self._executors.items() if e.phase == _Phase.RECOVERING]
+        found += self._executors.recovering()
         return sorted(found)
 
     # -------------------------------------------------------- stopping
@@ -881,8 +663,8 @@ class AgentCore:
         for task in list(self._tasks.values()):
             if task.alive and not task.orphaned:
                 out.extend(self._request_kill(task, why))
-        for executor in list(self._executors.values()):
-            out.extend(self._shut_executor_down(executor))
+        for executor in list(self._executors.records.values()):
+            out.extend(self._executors.shut_down(executor))
         return out
 
     def drain(self) -> list[Command]:
@@ -929,12 +711,13 @@ class AgentCore:
         still_running = [(key, task) for key, task in sorted(self._tasks.items()) if not task.orphaned]
         running = [m.RunningTask(key[0], task.info, task.state, task.healthy, self._update_state(key))
                    for key, task in still_running]
-        executors = [m.RunningExecutor(key[0], e.info) for key, e in sorted(self._executors.items()) if not e.orphaned]
+        executors = [m.RunningExecutor(key[0], e.info) for key, e in sorted(self._executors.records.items())
+                     if not e.orphaned]
         # each framework as the master last described it, with its principal and the master's receipt for
         # it (checkpointed with its tasks): whose it is, told to a master without a registry too
         frameworks: dict[str, FrameworkInfo] = {}
         for framework in [task.framework for _, task in still_running] + \
-                [e.framework for e in self._executors.values() if not e.orphaned]:
+                [e.framework for e in self._executors.records.values() if not e.orphaned]:
             if framework.principal_receipt or framework.id not in frameworks:
                 frameworks[framework.id] = framework
         log.info("re-registering as %s with %d tasks", self._agent_id, len(running))
@@ -1017,13 +800,7 @@ class AgentCore:
             if task.phase == _Phase.RUNNING and not task.killing:
                 task.kill_why = "agent shut down"
                 out.append(self._kill(task))
-        for key, executor in list(self._executors.items()):
-            out.extend(self._forget((key[0], executor.info.run_id())))
-            executor.orphaned = True   # its end frees what it holds, nothing more
-            executor.peer = None
-            if not executor.killing and executor.phase != _Phase.TERMINATED:
-                executor.killing = True
-                out.append(KillTask(key[0], executor.info.run_id(), 0.0))
+        out.extend(self._executors.orphan_all())
         self._streams.clear()
         self._agent_id = ""
         if self.checkpoint:
@@ -1137,13 +914,13 @@ class AgentCore:
             if framework_id == msg.framework_id and not task.orphaned:
                 self._release(task)
                 out.extend(self._request_kill(task, "framework shut down"))
-        for key, executor in list(self._executors.items()):
+        for key, executor in list(self._executors.records.items()):
             if key[0] == msg.framework_id:
                 self._release(executor)
-                out.extend(self._shut_executor_down(executor))
+                out.extend(self._executors.shut_down(executor))
         return out
 
-    def _release(self, holder: _Task | _Executor) -> None:
+    def _release(self, holder: _Task | ExecutorRecord) -> None:
         """The master removed ``holder``'s framework and gave its resources
         back: they no longer stop a launch, though they stay in ``used``
         until the process is gone (a framework's next tasks would otherwise
@@ -1155,7 +932,7 @@ class AgentCore:
                 return
             resources = holder.info.resources
         else:
-            if holder.phase == _Phase.TERMINATED:
+            if holder.ended:
                 return
             resources = holder.info.resources
         holder.released = True
@@ -1189,12 +966,12 @@ class AgentCore:
     def _framework_message(self, msg: m.FrameworkMessage) -> list[Command]:
         task = self._tasks.get((msg.framework_id, msg.task_id))
         if msg.executor_id and msg.task_id == msg.executor_id and task is not None and task.info.executor is None \
-                and (msg.framework_id, msg.executor_id) not in self._executors:
+                and self._executors.get(msg.framework_id, msg.executor_id) is None:
             msg = attrs.evolve(msg, executor_id="")   # a v1 MESSAGE to a command task's executor: its task's id
         if msg.executor_id or (task is not None and task.info.executor is not None):
             executor_id = msg.executor_id or (task.info.executor.executor_id  # type: ignore[union-attr]
                                               if task is not None else "")
-            return self._message_to_executor(msg.framework_id, executor_id, msg.data)
+            return self._executors.message_to(msg.framework_id, executor_id, msg.data)
         if task is None or task.phase != _Phase.RUNNING or task.orphaned:
             log.warning("framework message for %s/%r dropped: no such running task", msg.framework_id, msg.task_id)
             return []
@@ -1222,110 +999,42 @@ class AgentCore:
         return [task for task in self._tasks.values() if task.alive]
 
     # ---------------------------------------------------- custom executors
+    # (the executors' own records, identity and timers are the executor book's, mesoslike.agent.executors;
+    # here: what ties them to the tasks they run)
     def executors(self) -> list[AgentExecutor]:
         """The custom executors whose processes run (or start)."""
-        return [AgentExecutor(key[0], key[1], e.info.resources, e.pid, e.peer is not None, sorted(e.tasks))
-                for key, e in sorted(self._executors.items()) if not e.orphaned]
+        return self._executors.views()
 
     def on_executor_frame(self, peer: bytes, message: object) -> list[Command]:
         """A message from the executor channel, on connection ``peer``. Which
         executor sent it is known from its secret alone; a frame without a
         known secret is refused (an EXECUTOR_ERROR to ``peer``)."""
-        if not isinstance(message, x.EXECUTOR_TO_AGENT):
-            return [SendToExecutor(peer, x.ExecutorError(
-                f"{getattr(message, 'TYPE', type(message).__name__)} is not a message an executor sends"))]
-        digest = _secret_digest(message.secret)
-        key = self._executor_by_digest.get(digest)
-        executor = self._executors.get(key) if key is not None else None
-        if executor is None or not hmac.compare_digest(executor.digest, digest) or executor.orphaned:
-            log.warning("executor channel: a %s with an unknown secret refused", message.TYPE)
-            return [SendToExecutor(peer, x.ExecutorError("unknown executor secret: refused"))]
+        executor, refusal = self._executors.admit(peer, message)
+        if executor is None:
+            return refusal
         if isinstance(message, x.RegisterExecutor):
             return self._executor_registered(executor, peer, message)
-        executor.peer = peer   # its latest connection (the secret says it is this executor)
-        data = message.status.data if isinstance(message, x.ExecutorStatus) else message.data
-        if len(data) > self.max_message_size:
-            what = "a status update's data" if isinstance(message, x.ExecutorStatus) else "a framework message"
-            log.warning("executor %s/%r: %s of %d bytes refused (--max-message-size %d)", *executor.key, what,
-                        len(data), self.max_message_size)
-            return [SendToExecutor(peer, x.ExecutorError(
-                f"{what} holds {len(data)} bytes; at most {self.max_message_size} (the agent's --max-message-size): "
-                "refused", uuid=message.status.uuid if isinstance(message, x.ExecutorStatus) else ""))]
-        if len(data) > WARN_MESSAGE_SIZE:
-            log.warning("executor %s/%r sends %d bytes of data (more than %d)", *executor.key, len(data),
-                        WARN_MESSAGE_SIZE)
         if isinstance(message, x.ExecutorStatus):
             return self._executor_status(executor, peer, message.status)
+        assert isinstance(message, x.ExecutorMessage)
         return self._message_to_framework(executor, message.data)
-
-    def _executor_checkpoint(self, framework_id: str, executor_id: str) -> TaskCheckpoint | None:
-        executor = self._executors.get((framework_id, executor_id))
-        if executor is None or executor.orphaned:
-            return None
-        state = TaskState.RUNNING if executor.phase == _Phase.RUNNING else TaskState.STAGING
-        return TaskCheckpoint(executor.framework, without_secret_values(executor.run), state, [],
-                              executor.phase != _Phase.TERMINATED, executor.killing,
-                              executor_secret_digest=executor.digest)
-
-    def _new_executor(self, framework: FrameworkInfo, info: ExecutorInfo, user: str,
-                      first_task: Resources = EMPTY) -> tuple[_Executor, str]:
-        """A new executor's record, and the secret its process gets as a
-        file (:data:`~mesoslike.wire.executor_messages.SECRET_FILE`): only
-        its digest is kept (and checkpointed)."""
-        secret = self._new_secret()
-        environment = dict(info.environment)
-        environment.update({x.ENDPOINT_ENV: self.executor_endpoint, x.SECRET_FILE_ENV: x.SECRET_FILE,
-                            x.EXECUTOR_ID_ENV: info.executor_id, x.MAX_MESSAGE_SIZE_ENV: str(self.max_message_size)})
-        environment.update(self._mesos_executor_environment(framework, info))
-        run = TaskInfo(info.run_id(), self._agent_id, info.command, info.resources + first_task,
-                       name=info.name or info.executor_id,
-                       environment=environment, kill_grace_period=info.shutdown_grace_period, user=user,
-                       executor=info, environment_secrets=info.environment_secrets)
-        return self._add_executor(framework, run, _secret_digest(secret), secret), secret
-
-    def _mesos_executor_environment(self, framework: FrameworkInfo, info: ExecutorInfo) -> dict[str, str]:
-        """Mesos's variables of an executor, for v1 executors (pymesos's
-        ``MesosExecutorDriver``): where the agent's executor API is
-        (``MESOS_AGENT_ENDPOINT``, host:port, without an HTTP server none)
-        and who the executor is."""
-        environment = {"MESOS_FRAMEWORK_ID": framework.id, "MESOS_EXECUTOR_ID": info.executor_id,
-                       "MESOS_AGENT_ID": self._agent_id, "MESOS_SLAVE_ID": self._agent_id,
-                       "MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD": f"{info.shutdown_grace_period:g}secs"}
-        # not MESOS_EXECUTOR_AUTHENTICATION_TOKEN: a secret in the environment is readable through
-        # /proc (docs/containers.rst, "Secrets"); an executor that calls from elsewhere than the
-        # agent's host sends the secret of its file (MESOSLIKE_EXECUTOR_SECRET_FILE) as its bearer token
-        if self.http_address:
-            environment["MESOS_AGENT_ENDPOINT"] = self.http_address.split("://", 1)[-1].rstrip("/")
-        if self.checkpoint:   # the executor waits for a restarted agent (pymesos takes any value as true)
-            environment["MESOS_CHECKPOINT"] = "1"
-        return environment
 
     def executor_secret(self, framework_id: str, executor_id: str) -> str | None:
         """The secret of the framework's executor ``executor_id`` while its
         process runs or starts (the v1 executor API builds the channel's
         frames with it): "" while it is not known — a recovered executor's,
         until :meth:`restore_executor_secret` — and None for no such executor."""
-        executor = self._executors.get((framework_id, executor_id))
-        if executor is None or executor.orphaned or executor.phase == _Phase.TERMINATED:
-            return None
-        return executor.secret
+        return self._executors.secret(framework_id, executor_id)
 
     def restore_executor_secret(self, framework_id: str, executor_id: str, secret: str) -> bool:
         """Give a recovered executor back its secret (read from its sandbox's
         secret file by the runtime: this agent process never had it) — only
         if its digest is the checkpointed one. True if it was."""
-        executor = self._executors.get((framework_id, executor_id))
-        if executor is None or not secret or not hmac.compare_digest(_secret_digest(secret), executor.digest):
-            return False
-        executor.secret = secret
-        return True
+        return self._executors.restore_secret(framework_id, executor_id, secret)
 
-    def _add_executor(self, framework: FrameworkInfo, run: TaskInfo, digest: str, secret: str = "") -> _Executor:
-        executor = _Executor(framework, run, digest)
-        executor.secret = secret
-        self._hold_user(framework.principal, run.user, 1)
-        self._executors[executor.key] = executor
-        self._executor_by_digest[executor.digest] = executor.key
+    def _holds(self, executor: ExecutorRecord) -> ExecutorRecord:
+        """A new executor in the book holds its resources and its unix user here."""
+        self._hold_user(executor.framework.principal, executor.run.user, 1)
         self._used = self._used + executor.info.resources
         return executor
 
@@ -1335,10 +1044,9 @@ class AgentCore:
         task handed to it once it has registered."""
         assert task.executor is not None
         key = (framework.id, task.task_id)
-        executor = self._executors.get((framework.id, task.executor.executor_id))
+        executor = self._executors.get(framework.id, task.executor.executor_id)
         problem = self._launch_problem(task, task.executor.resources if executor is None else EMPTY)
-        if not problem and executor is None and sum(k[0] == framework.id for k in self._executors) \
-                >= MAX_EXECUTORS_PER_FRAMEWORK:
+        if not problem and executor is None and self._executors.count(framework.id) >= MAX_EXECUTORS_PER_FRAMEWORK:
             problem = (f"framework {framework.id} already runs {MAX_EXECUTORS_PER_FRAMEWORK} custom executors on "
                        "this agent: a task of another executor is refused (reuse an executor id)")
         reason = REASON_TASK_INVALID
@@ -1366,7 +1074,9 @@ class AgentCore:
         out = []
         if executor is None:
             # its container starts with room for its first task too (Mesos's launch, then update)
-            executor, secret = self._new_executor(framework, task.executor, task.user, task.resources)
+            executor, secret = self._executors.start(framework, task.executor, task.user, self._agent_id,
+                                                     self.http_address, task.resources)
+            self._holds(executor)
             log.info("starting executor %s/%s for task %s: %s", framework.id, executor.info.executor_id,
                      task.task_id, executor.info.command)
             if self.checkpoint:
@@ -1380,7 +1090,7 @@ class AgentCore:
             out.extend(self._hand_over(executor, record))
         return out
 
-    def _resize(self, executor: _Executor) -> list[Command]:
+    def _resize(self, executor: ExecutorRecord) -> list[Command]:
         """Its container's limits to its own resources and its live tasks'
         (when they changed)."""
         limits = executor.info.resources
@@ -1388,23 +1098,19 @@ class AgentCore:
             task = self._tasks.get((executor.framework.id, task_id))
             if task is not None and task.alive:
                 limits = limits + task.info.resources
-        if limits == executor.limits or executor.killing or executor.phase == _Phase.TERMINATED:
+        if limits == executor.limits or executor.killing or executor.ended:
             return []
         executor.limits = limits
         return [UpdateContainer(executor.framework.id, executor.info.run_id(), limits)]
 
-    def _hand_over(self, executor: _Executor, task: _Task) -> list[Command]:
+    def _hand_over(self, executor: ExecutorRecord, task: _Task) -> list[Command]:
         assert executor.peer is not None
         task.phase = _Phase.RUNNING
         task.pid = executor.pid
         return [SendToExecutor(executor.peer, x.LaunchExecutorTask(task.info))]
 
-    def _executor_registered(self, executor: _Executor, peer: bytes, msg: x.RegisterExecutor) -> list[Command]:
-        again = executor.registered_once or executor.reregister_deadline is not None
-        executor.peer = peer
-        executor.registered_once = True
-        executor.reregister_deadline = executor.register_deadline = None
-        log.info("executor %s/%s %sregistered", *executor.key, "re" if again else "")
+    def _executor_registered(self, executor: ExecutorRecord, peer: bytes, msg: x.RegisterExecutor) -> list[Command]:
+        again = self._executors.registered(executor, peer)
         out: list[Command] = [SendToExecutor(peer, x.ExecutorRegistered(executor.info, executor.framework, self.info,
                                                                        reregistered=again))]
         known = set(msg.tasks)
@@ -1420,7 +1126,7 @@ class AgentCore:
             out.append(SendToExecutor(peer, x.ShutdownExecutor()))
         return out
 
-    def _executor_status(self, executor: _Executor, peer: bytes, status: TaskStatus) -> list[Command]:
+    def _executor_status(self, executor: ExecutorRecord, peer: bytes, status: TaskStatus) -> list[Command]:
         """A task's update from its executor: into the task's reliable stream
         (checkpointed, retried to the master, acknowledged by it), then
         acknowledged to the executor."""
@@ -1429,7 +1135,7 @@ class AgentCore:
         if task is None or task.info.executor is None or task.info.executor.executor_id != executor.info.executor_id:
             return [SendToExecutor(peer, x.ExecutorError(f"an update of task {task_id[:200]!r}, which is not this "
                                                          "executor's: refused", uuid=status.uuid))]
-        if status.state not in _EXECUTOR_STATES:
+        if status.state not in EXECUTOR_STATES:
             return [SendToExecutor(peer, x.ExecutorError(f"an executor may not report {status.state[:40]!r} "
                                                          f"(task {task_id[:200]!r}): refused", uuid=status.uuid))]
         ack = SendToExecutor(peer, x.ExecutorStatusAck(task_id, status.uuid))
@@ -1441,7 +1147,7 @@ class AgentCore:
                 f"task {task_id[:200]!r} has {waiting} updates unacknowledged by the master: a "
                 "non-terminal one is refused (send it again later)", uuid=status.uuid, retry=True))]
         task.executor_uuid = status.uuid
-        message, reason = status.message[:_MAX_EXECUTOR_TEXT], status.reason[:200]
+        message, reason = status.message[:MAX_EXECUTOR_TEXT], status.reason[:200]
         if status.healthy is not None:   # as the executor said, on its terminal update too
             task.healthy = status.healthy
         if status.state in TERMINAL_STATES:
@@ -1455,31 +1161,19 @@ class AgentCore:
         out.append(ack)
         return out
 
-    def _message_to_framework(self, executor: _Executor, data: bytes) -> list[Command]:
+    def _message_to_framework(self, executor: ExecutorRecord, data: bytes) -> list[Command]:
         if not self._registered:
             log.warning("a framework message of executor %s/%s dropped: no master now", *executor.key)
             return []
         return [SendToMaster(m.FrameworkMessage(executor.framework.id, self._agent_id, data,
                                                 executor_id=executor.info.executor_id))]
 
-    def _message_to_executor(self, framework_id: str, executor_id: str, data: bytes) -> list[Command]:
-        executor = self._executors.get((framework_id, executor_id))
-        if executor is None or executor.peer is None or executor.orphaned:
-            log.warning("framework message for executor %s/%r dropped: no such registered executor",
-                        framework_id, executor_id[:200])
-            return []
-        if len(data) > self.max_message_size:
-            log.warning("framework message of %d bytes for executor %s/%r dropped: more than %d "
-                        "(--max-message-size)", len(data), framework_id, executor_id[:200], self.max_message_size)
-            return []
-        return [SendToExecutor(executor.peer, x.ExecutorFrameworkMessage(data))]
-
     def _kill_executor_task(self, task: _Task, why: str) -> list[Command]:
         """Kill a task of a custom executor: the executor's ``kill_task``; one
         it has not been handed yet ends TASK_KILLED here."""
         assert task.info.executor is not None
         task.kill_why = why
-        executor = self._executors.get((task.framework.id, task.info.executor.executor_id))
+        executor = self._executors.get(task.framework.id, task.info.executor.executor_id)
         if executor is None or task.phase != _Phase.RUNNING:
             out = self._terminate(task, TaskState.KILLED, f"killed before its executor had it ({why})")
             if executor is not None:
@@ -1492,92 +1186,15 @@ class AgentCore:
             out.append(SendToExecutor(executor.peer, x.KillExecutorTask(task.info.task_id)))
         return out
 
-    def _shut_executor_down(self, executor: _Executor) -> list[Command]:
-        """SHUTDOWN_EXECUTOR now, the process killed after its grace period."""
-        if executor.shutdown_deadline is not None or executor.killing or executor.phase == _Phase.TERMINATED:
-            return []
-        executor.shutdown_deadline = self.clock.now() + executor.info.shutdown_grace_period
-        log.info("shutting executor %s/%s down", *executor.key)
-        return [SendToExecutor(executor.peer, x.ShutdownExecutor())] if executor.peer is not None else []
-
-    def _executor_deadlines(self) -> list[float]:
-        return [t for e in self._executors.values() if not e.killing
-                for t in (e.shutdown_deadline, e.reregister_deadline, e.register_deadline) if t is not None]
-
-    def _executor_timeouts(self, now: float) -> list[Command]:
-        out: list[Command] = []
-        for executor in list(self._executors.values()):
-            if executor.killing:
-                continue
-            if executor.shutdown_deadline is not None and now >= executor.shutdown_deadline:
-                log.info("executor %s/%s did not end within its grace period: killing it", *executor.key)
-            elif executor.reregister_deadline is not None and now >= executor.reregister_deadline:
-                log.warning("executor %s/%s did not reconnect within %g s of the agent's restart: killing it",
-                            *executor.key, self.executor_reregister_timeout)
-                executor.end_reason = REASON_EXECUTOR_REREGISTRATION_TIMEOUT
-                executor.end_message = f"it did not reconnect within {self.executor_reregister_timeout:g} s of " \
-                                       "the agent's restart (--executor-reregistration-timeout)"
-            elif executor.register_deadline is not None and now >= executor.register_deadline:
-                log.warning("executor %s/%s did not register within %g s of its start: killing it",
-                            *executor.key, self.executor_register_timeout)
-                executor.end_reason = REASON_EXECUTOR_REGISTRATION_TIMEOUT
-                executor.end_message = f"it did not register within {self.executor_register_timeout:g} s of its " \
-                                       "start (--executor-registration-timeout)"
-            else:
-                continue
-            out.extend(self._kill_executor(executor))
-        return out
-
-    def _kill_executor(self, executor: _Executor) -> list[Command]:
-        executor.killing = True
-        return [*self._checkpointed_executor(executor), KillTask(executor.framework.id, executor.info.run_id(), 0.0)]
-
-    def _checkpointed_executor(self, executor: _Executor) -> list[Command]:
-        if not self.checkpoint or executor.orphaned:
-            return []
-        return [CheckpointTask(executor.framework.id, executor.info.run_id())]
-
-    def _executor_of_run(self, framework_id: str, run_id: str) -> _Executor | None:
-        executor_id = _executor_id_of_run(run_id)
-        return self._executors.get((framework_id, executor_id)) if executor_id is not None else None
-
-    def _executor_started(self, framework_id: str, run_id: str, pid: int,
-                          container: ContainerStatus | None = None) -> list[Command]:
-        executor = self._executor_of_run(framework_id, run_id)
-        if executor is None or executor.phase not in (_Phase.LAUNCHING, _Phase.RECOVERING):
-            return []
-        recovered = executor.phase == _Phase.RECOVERING
-        executor.phase = _Phase.RUNNING
-        executor.pid = pid
-        executor.container_status = container
-        log.info("executor %s/%s %s pid %d", *executor.key, "still runs as" if recovered else "started as", pid)
-        if executor.killing or executor.orphaned:
-            return [KillTask(framework_id, run_id, 0.0)]
-        if recovered and executor.peer is None:
-            executor.reregister_deadline = self.clock.now() + self.executor_reregister_timeout
-        elif not recovered and executor.peer is None:
-            executor.register_deadline = self.clock.now() + self.executor_register_timeout
-        return self._checkpointed_executor(executor)
-
-    def _executor_limited(self, framework_id: str, run_id: str, reason: str, message: str) -> list[Command]:
-        executor = self._executor_of_run(framework_id, run_id)
-        if executor is None or executor.killing or executor.phase == _Phase.TERMINATED:
-            return []
-        executor.end_reason, executor.end_message = reason, message
-        log.warning("executor %s/%s: %s", *executor.key, message)
-        return self._kill_executor(executor)
-
     def _executor_ended(self, framework_id: str, run_id: str, how: str, status: int | None = None) -> list[Command]:
         """The executor's process ended: what it held is free, its tasks that
         had not ended are TASK_FAILED (REASON_EXECUTOR_TERMINATED; KILLED if
         they were being killed), the master is told (EXECUTOR_EXITED)."""
-        executor = self._executor_of_run(framework_id, run_id)
-        if executor is None or executor.phase == _Phase.TERMINATED:
+        executor = self._executors.of_run(framework_id, run_id)
+        if executor is None or executor.ended:
             return []
-        executor.phase = _Phase.TERMINATED
+        self._executors.remove(executor)
         self._hold_user(executor.framework.principal, executor.run.user, -1)
-        del self._executors[executor.key]
-        self._executor_by_digest.pop(executor.digest, None)
         self._used = self._used.subtract_clamped(executor.info.resources)
         if executor.released:
             executor.released = False
@@ -1599,28 +1216,20 @@ class AgentCore:
             return out
         if self._registered:
             out.append(SendToMaster(m.ExecutorExited(self._agent_id, framework_id, executor.info.executor_id,
-                                                     why[:_MAX_EXECUTOR_TEXT], status)))
-        out.extend(self._forget((framework_id, run_id)))
+                                                     why[:MAX_EXECUTOR_TEXT], status)))
+        out.extend(self._executors.forget(executor))
         return out
 
     def _recover_executor(self, checkpoint: TaskCheckpoint) -> list[Command]:
-        run = checkpoint.task
-        key = (checkpoint.framework.id, run.task_id)
-        # (an agent before secret files kept the secret in the executor's environment)
-        old_secret = run.environment.get(x.SECRET_ENV, "")
-        digest = checkpoint.executor_secret_digest or (_secret_digest(old_secret) if old_secret else "")
-        if run.executor is None or not digest or not checkpoint.holds_resources:
-            return [ForgetTask(*key)]   # ended (or damaged): nothing to wait for
-        executor = self._add_executor(checkpoint.framework, run, digest)
-        executor.limits = None   # as its last update set them: set again with the next change
-        executor.phase = _Phase.RECOVERING
-        executor.killing = checkpoint.killing
-        return []
+        executor, out = self._executors.recover(checkpoint)
+        if executor is not None:
+            self._holds(executor)
+        return out
 
     def _recover_executor_task(self, task: _Task) -> list[Command]:
         """A recovered task of a custom executor: its executor's fate is its fate."""
         assert task.info.executor is not None
-        executor = self._executors.get((task.framework.id, task.info.executor.executor_id))
+        executor = self._executors.get(task.framework.id, task.info.executor.executor_id)
         if executor is None:
             return self._terminate(task, TaskState.FAILED, f"its executor {task.info.executor.executor_id!r} was "
                                    "not recovered with the agent", reason=REASON_EXECUTOR_TERMINATED)
@@ -1662,7 +1271,7 @@ class AgentCore:
         """The container a task's updates tell of: its own, or, for a custom
         executor's task, its executor's."""
         if task.info.executor is not None:
-            executor = self._executors.get((task.framework.id, task.info.executor.executor_id))
+            executor = self._executors.get(task.framework.id, task.info.executor.executor_id)
             return executor.container_status if executor is not None else None
         return task.container_status
 
@@ -1691,10 +1300,10 @@ class AgentCore:
 
     def _shutdown_executor(self, msg: m.ShutdownExecutor) -> list[Command]:
         """The framework asks its executor to end (Mesos's SHUTDOWN call)."""
-        executor = self._executors.get((msg.framework_id, msg.executor_id))
+        executor = self._executors.get(msg.framework_id, msg.executor_id)
         if executor is None or executor.orphaned:
             return []
-        return self._shut_executor_down(executor)
+        return self._executors.shut_down(executor)
 
     def _error(self, msg: m.Error) -> list[Command]:
         (log.error if msg.fatal else log.warning)("the master says: %s", msg.message)

@@ -8,18 +8,39 @@ what an operator reads of it is put together here.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from mesoslike import __version__
-from mesoslike.agent.executor import path_component
+from mesoslike.agent.core import AgentCore
+from mesoslike.agent.executor import TaskExecutor, path_component
+from mesoslike.agent.http import AgentHTTPServer
+from mesoslike.agent.isolation import Isolation, Isolator
 from mesoslike.attributes import attributes_json
 from mesoslike.metrics import exposition, metrics_registry
-from mesoslike.observations import Metric, metric
+from mesoslike.observations import Histogram, Metric, metric
 
-if TYPE_CHECKING:
-    from mesoslike.agent.runtime import AgentRuntime
+__all__ = ["AgentViews", "ViewedAgent"]
 
-__all__ = ["AgentViews"]
+
+class ViewedAgent(Protocol):
+    """What the views read of an agent — the runtime
+    (:class:`~mesoslike.agent.runtime.AgentRuntime`) is one. Said here, where
+    it is read, so that the views need not know the runtime that holds them."""
+
+    core: AgentCore
+    executor: TaskExecutor
+    isolation: Isolation
+    isolator: Isolator
+    http: AgentHTTPServer | None
+    hostname: str
+    switch_user: bool
+    agent_user: str
+    work_dir: Path
+    executor_socket: Path
+    recovery_errors: list[tuple[str, str]]
+    counters: dict[str, int]
+    launches_started: Histogram
 
 
 class AgentViews:
@@ -29,7 +50,7 @@ class AgentViews:
     :param lock: the loop's lock (it guards the core and the executor).
     """
 
-    def __init__(self, agent: AgentRuntime, lock: threading.RLock) -> None:
+    def __init__(self, agent: ViewedAgent, lock: threading.RLock) -> None:
         self._agent = agent
         self._lock = lock
         self._metrics_registry = metrics_registry(self.metrics)

@@ -46,7 +46,7 @@ from mesoslike.allocator.offers import AllocatorStatistics, Offer, Rescind, Resc
 from mesoslike.allocator.quota import QuotaAmount, QuotaBook
 from mesoslike.allocator.random_sorter import RandomSorter  # noqa: F401  (registers "random")
 from mesoslike.allocator.role_tree import RoleTree
-from mesoslike.allocator.roles import DEFAULT_ROLE, lineage, validate_role
+from mesoslike.allocator.roles import DEFAULT_ROLE, validate_role
 from mesoslike.allocator.sorter import Sorter, make_sorter
 from mesoslike.clock import Clock
 from mesoslike.errors import (
@@ -138,12 +138,15 @@ class HierarchicalAllocator:
 
     Why one class of some 1,200 lines (Mesos's ``HierarchicalAllocatorProcess``
     is one too): its books already live beside it — ``offer_book``,
-    ``filters``, ``quota``, ``agents``, ``role_tree``, ``blockers``, the
-    sorters — and what stays is the public API and the one stage loop
+    ``filters``, ``quota`` (with the quota arithmetic against the free pool:
+    a role's caps, the headroom held for guarantees, what a quota change
+    rescinds, the capacity check), ``agents``, ``role_tree``, ``blockers``,
+    the sorters — and what stays is the public API and the one stage loop
     (``_cycle``, ``_run_stage``, ``_first_taker``), which change the holdings
     of an agent, its role and its framework together in one step
     (``check_invariants`` guards that they agree). Cut in two, each half would
-    reach into the other's state on every call.
+    reach into the other's state on every call; so would the offer blockers
+    (``offer_blockers``), a read-only query over every book at once.
 
     Parameters:
         clock: where time comes from (``FakeClock`` in tests).
@@ -692,17 +695,7 @@ class HierarchicalAllocator:
                     hint = f"did you mean {near}? " if near else ""
                     raise QuotaError(f"unknown resource {kind!r} in the {what} of role {role!r} ({hint}known: "
                                      f"{', '.join(sorted(known))}); force sets it anyway")
-        guarantees = dict(self._quota.guarantees)
-        if g:
-            guarantees[role] = g
-        else:
-            guarantees.pop(role, None)
-        wanted: Millis = {}
-        for path, amounts in guarantees.items():
-            if not any(ancestor in guarantees for ancestor in lineage(path)[1:]):
-                for kind, amount in amounts.items():
-                    wanted[kind] = wanted.get(kind, 0) + amount
-        short = positive_gap(wanted, total.millis())
+        wanted, short = self._quota.capacity_shortfall(role, g, total.millis())
         if short:
             raise QuotaError(f"not enough cluster capacity for the guarantee of role {role!r}: the guarantees "
                              f"would add up to {format_millis(wanted)}, and the agents have "
@@ -756,16 +749,12 @@ class HierarchicalAllocator:
 
     def _rescind_for_quota(self, role: str) -> None:
         quota, tree = self._quota, self._roles
-        limit = quota.limits.get(role)
-        if limit is not None:
-            consumed = quota.consumed(role)
-            over = {k: consumed.get(k, 0) - v for k, v in limit.items() if consumed.get(k, 0) > v}
+        if role in quota.limits:
             self._rescind_until(lambda o: tree.in_subtree(self._frameworks[o.framework_id].role, role),
-                                over, RescindReason.QUOTA_UPDATED)
+                                quota.over_limit(role), RescindReason.QUOTA_UPDATED)
         root = quota.guarantee_root(role)
         if root is not None:
-            free = self._agents.free
-            short = {k: v - free.get(k, 0) for k, v in quota.unsatisfied(root).items() if v > free.get(k, 0)}
+            short = quota.short_of_guarantee(root, self._agents.free)
             self._rescind_until(lambda o: not tree.in_subtree(self._frameworks[o.framework_id].role, root),
                                 short, RescindReason.QUOTA_UPDATED)
 
@@ -952,7 +941,7 @@ class HierarchicalAllocator:
         first framework that can take it (see :meth:`prefer_role`)."""
         pref = self._preferred.get(agent.id)
         if pref is not None and pref[0] in self._active_roles:
-            yield pref[0], (self._caps(pref[0]) if self._quota else None), None
+            yield pref[0], (self._quota.caps(pref[0], self._agents.free) if self._quota else None), None
 
     def _guaranteed_roles(self, agent: Agent) -> RoleWalk:
         """Stage *guarantees*: roles owed part of their (or an ancestor's)
@@ -964,13 +953,13 @@ class HierarchicalAllocator:
                 continue
             owed = quota.unsatisfied(root)
             if owed:
-                yield role, self._caps(role, owed), owed
+                yield role, quota.caps(role, self._agents.free, owed), owed
 
     def _plain_roles(self, agent: Agent) -> RoleWalk:
         """Stage *plain*: every active role in order, under its quota caps."""
         roles, quota = self._active_roles, self._quota
         for role in (roles if len(roles) == 1 else self._role_sorter.iter_sorted()):
-            yield role, (self._caps(role) if quota else None), None
+            yield role, (quota.caps(role, self._agents.free) if quota else None), None
 
     def _drop_past_preferences(self, now: float) -> None:
         preferred = self._preferred
@@ -1020,31 +1009,6 @@ class HierarchicalAllocator:
             self._hold(frameworks[framework_id], agent, available)  # the sorter changed: iterator dropped
             grants[(framework_id, agent)] = available
         self._counters["offers_filtered"] += skipped
-
-    def _caps(self, role: str, owed: Millis | None = None) -> Millis:
-        """Per scalar kind, the most an allocation to ``role`` may take: the
-        room under its (and its ancestors') limits, and the free pool minus
-        the headroom other roles' guarantees still need. With ``owed`` (the
-        guarantee stage), the owed part of the role's own guarantee is capped
-        by what is owed and the limits only — it is not held back for other
-        roles' unmet guarantees (Mesos's ``MultiQuotaAbsentFrameworks``)."""
-        quota = self._quota
-        caps = quota.limit_caps(role) or {}
-        if quota.guarantees:
-            need = quota.required_headroom()
-            root = quota.guarantee_root(role)
-            own = quota.unsatisfied(root) if root is not None else {}
-            free = self._agents.free
-            for kind, amount in need.items():
-                if owed is not None and kind in owed:
-                    continue
-                room = max(0, free.get(kind, 0) - amount + own.get(kind, 0))
-                if kind not in caps or room < caps[kind]:
-                    caps[kind] = room
-        if owed is not None:
-            for kind, amount in owed.items():
-                caps[kind] = min(caps.get(kind, amount), amount)
-        return caps
 
     def _offerable_at_all(self, agent: Agent) -> bool:
         """Cheap pre-check: has the agent anything, and could any framework's
@@ -1215,7 +1179,7 @@ class HierarchicalAllocator:
                 continue
             key = (framework.role, framework.min_allocatable)
             if key not in fitting and framework.active and not framework.suppressed:
-                caps = self._caps(framework.role) if self._quota else None
+                caps = self._quota.caps(framework.role, self._agents.free) if self._quota else None
                 fitting[key] = [(agent, offer) for agent in candidates
                                 if (offer := self._offerable(agent, framework, caps)) is not None]
             out[framework.id] = self._blockers(framework, agents, fitting.get(key, []), now)
@@ -1270,29 +1234,16 @@ class HierarchicalAllocator:
         quota = self._quota
         if not quota:
             return []
-        found = []
-        for path in lineage(role):
-            limit = quota.limits.get(path)
-            if limit is None:
-                continue
-            consumed = quota.consumed(path)
-            full = sorted(kind for kind, amount in limit.items() if consumed.get(kind, 0) >= amount)
-            if full:
-                found.append(OfferBlocker(
-                    why.QUOTA_LIMIT, f"role {path!r} reached its quota limit for {', '.join(full)} (limit "
-                    f"{format_millis(limit)}, consumed {format_millis(consumed) or 'nothing'})",
-                    {"role": path, "kinds": full, "limit": format_millis(limit), "consumed": format_millis(consumed)}))
-        if quota.guarantees:
-            root = quota.guarantee_root(role)
-            own = quota.unsatisfied(root) if root is not None else {}
-            need = quota.required_headroom()
-            free = self._agents.free
-            held = sorted(kind for kind, amount in need.items()
-                          if free.get(kind, 0) > 0 and free.get(kind, 0) - amount + own.get(kind, 0) <= 0)
-            if held:
-                found.append(OfferBlocker(
-                    why.QUOTA_HEADROOM, f"the free {', '.join(held)} are held for other roles' quota guarantees "
-                    f"(still owed: {format_millis(need)})", {"kinds": held, "owed": format_millis(need)}))
+        found = [OfferBlocker(
+            why.QUOTA_LIMIT, f"role {path!r} reached its quota limit for {', '.join(full)} (limit "
+            f"{format_millis(limit)}, consumed {format_millis(consumed) or 'nothing'})",
+            {"role": path, "kinds": full, "limit": format_millis(limit), "consumed": format_millis(consumed)})
+            for path, full, limit, consumed in quota.limits_reached(role)]
+        held, need = quota.held_for_guarantees(role, self._agents.free)
+        if held:
+            found.append(OfferBlocker(
+                why.QUOTA_HEADROOM, f"the free {', '.join(held)} are held for other roles' quota guarantees "
+                f"(still owed: {format_millis(need)})", {"kinds": held, "owed": format_millis(need)}))
         return found
 
     def _weight_share(self, framework: _Framework) -> OfferBlocker:

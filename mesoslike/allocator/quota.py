@@ -189,6 +189,88 @@ class QuotaBook:
                 add_millis(need, self.unsatisfied(role))
         return need
 
+    # ------------------------------------------------ against the free pool
+    # (``free``: the agents' free pool, unreserved scalar thousandths, as the agent book keeps it)
+    def caps(self, role: str, free: Mapping[str, int], owed: Millis | None = None) -> Millis:
+        """Per scalar kind, the most an allocation to ``role`` may take: the
+        room under its (and its ancestors') limits, and the free pool minus
+        the headroom other roles' guarantees still need. With ``owed`` (the
+        guarantee stage), the owed part of the role's own guarantee is capped
+        by what is owed and the limits only — it is not held back for other
+        roles' unmet guarantees (Mesos's ``MultiQuotaAbsentFrameworks``).
+        On the allocation path: O(depth · kinds + roles with a guarantee · depth · kinds)."""
+        caps = self.limit_caps(role) or {}
+        if self.guarantees:
+            need = self.required_headroom()
+            root = self.guarantee_root(role)
+            own = self.unsatisfied(root) if root is not None else {}
+            for kind, amount in need.items():
+                if owed is not None and kind in owed:
+                    continue
+                room = max(0, free.get(kind, 0) - amount + own.get(kind, 0))
+                if kind not in caps or room < caps[kind]:
+                    caps[kind] = room
+        if owed is not None:
+            for kind, amount in owed.items():
+                caps[kind] = min(caps.get(kind, amount), amount)
+        return caps
+
+    def held_for_guarantees(self, role: str, free: Mapping[str, int]) -> tuple[list[str], Millis]:
+        """The kinds of which the free pool has some but ``role`` may take
+        none, all of it held for other roles' unmet guarantees (what
+        :meth:`caps` caps at 0), and those guarantees' unmet part."""
+        if not self.guarantees:
+            return [], {}
+        need = self.required_headroom()
+        root = self.guarantee_root(role)
+        own = self.unsatisfied(root) if root is not None else {}
+        held = sorted(kind for kind, amount in need.items()
+                      if free.get(kind, 0) > 0 and free.get(kind, 0) - amount + own.get(kind, 0) <= 0)
+        return held, need
+
+    def limits_reached(self, role: str) -> list[tuple[str, list[str], Millis, Mapping[str, int]]]:
+        """(role, kinds, its limit, what it consumes) for the role and each
+        ancestor whose limit is reached for some kinds."""
+        reached = []
+        for path in lineage(role):
+            limit = self.limits.get(path)
+            if limit is None:
+                continue
+            consumed = self.consumed(path)
+            full = sorted(kind for kind, amount in limit.items() if consumed.get(kind, 0) >= amount)
+            if full:
+                reached.append((path, full, limit, consumed))
+        return reached
+
+    def over_limit(self, role: str) -> Millis:
+        """How much the role's subtree consumes beyond its own limit (per kind over it)."""
+        limit = self.limits.get(role)
+        if limit is None:
+            return {}
+        consumed = self.consumed(role)
+        return {k: consumed.get(k, 0) - v for k, v in limit.items() if consumed.get(k, 0) > v}
+
+    def short_of_guarantee(self, root: str, free: Mapping[str, int]) -> Millis:
+        """How much of ``root``'s unmet guarantee the free pool cannot cover (per kind short)."""
+        return {k: v - free.get(k, 0) for k, v in self.unsatisfied(root).items() if v > free.get(k, 0)}
+
+    def capacity_shortfall(self, role: str, guarantee: Millis | None,
+                           total: Mapping[str, int]) -> tuple[Millis, Millis]:
+        """With ``guarantee`` as ``role``'s (None or empty: none), what the
+        guarantees of the top-level guaranteed roles add up to, and what of
+        it the agents' ``total`` lacks (Mesos's capacity heuristic)."""
+        guarantees = dict(self.guarantees)
+        if guarantee:
+            guarantees[role] = guarantee
+        else:
+            guarantees.pop(role, None)
+        wanted: Millis = {}
+        for path, amounts in guarantees.items():
+            if not any(ancestor in guarantees for ancestor in lineage(path)[1:]):
+                for kind, amount in amounts.items():   # explicit zeros kept: the refusal names them
+                    wanted[kind] = wanted.get(kind, 0) + amount
+        return wanted, positive_gap(wanted, total)
+
     def snapshot(self) -> dict[str, dict[str, str | None]]:
         roles = sorted(set(self.guarantees) | set(self.limits))
         return {

@@ -13,14 +13,11 @@ command exits 1.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Callable, cast
 
 import click
 
+from mesoslike.cli.master_client import leader_http, operate
 from mesoslike.cli.options import client_key_options, die, logging_option, option, timeout_option, token_option
 from mesoslike.errors import MesoslikeError
 
@@ -43,64 +40,6 @@ def operator_options(command: str) -> Callable:
             fn = decorator(fn)
         return fn
     return apply
-
-
-def leader_http(master: str, timeout: float, key: str | None = None, master_key: str | None = None) -> str:
-    """The HTTP address of the master ``master`` names: itself if it is an
-    ``http(s)://`` address, else what its state says of the leader."""
-    if master.startswith(("http://", "https://")):
-        return master.rstrip("/")
-    from mesoslike.cli.state import fetch_state
-
-    http = (fetch_state(master, timeout, key, master_key).get("leader") or {}).get("http_address", "")
-    if not http:
-        raise MesoslikeError(f"the master at {master} serves no HTTP (started with no --http-port?)")
-    return http.rstrip("/")
-
-
-def operate(master: str, path: str, request: dict | None, token: str | None, timeout: float,
-            key: str | None = None, master_key: str | None = None) -> dict | list:
-    """POST ``request`` to ``path`` of the leading master (GET when
-    ``request`` is None); its answer, or :class:`MesoslikeError` with the
-    master's refusal. A master that says it does not lead is asked once
-    more, at the leader it names."""
-    http = leader_http(master, timeout, key, master_key)
-    code, answer = _request(http + path, request, token, timeout)
-    follower = isinstance(answer, dict) and (code == 409 or answer.get("is_leader") is False)
-    leader = (answer.get("leader") or {}).get("http_address") if follower and isinstance(answer, dict) else None
-    if leader and leader.rstrip("/") != http:
-        code, answer = _request(leader.rstrip("/") + path, request, token, timeout)
-    if code != 200:
-        raise MesoslikeError(f"the master refused ({code}): "
-                             f"{answer.get('error', answer) if isinstance(answer, dict) else answer}")
-    if isinstance(answer, dict) and answer.get("is_leader") is False:
-        raise MesoslikeError(f"the master at {http} does not lead, and knows of no leader: try again in a moment")
-    return answer
-
-
-def _request(url: str, request: dict | None, token: str | None, timeout: float) -> tuple[int, dict | list]:
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = None if request is None else json.dumps(request).encode()
-    ask = urllib.request.Request(url, data=data, headers=headers, method="GET" if request is None else "POST")
-    try:
-        with urllib.request.urlopen(ask, timeout=timeout) as response:
-            return response.status, _json(response.read())
-    except urllib.error.HTTPError as exc:
-        answer = _json(exc.read())
-        return exc.code, answer or {"error": exc.reason}
-    except (urllib.error.URLError, OSError) as exc:
-        where = urllib.parse.urlsplit(url)
-        raise MesoslikeError(f"cannot reach the master at {where.scheme}://{where.netloc}: {exc}") from None
-
-
-def _json(body: bytes) -> dict | list:
-    try:
-        answer = json.loads(body)
-    except ValueError:
-        return {"error": body[:200].decode("utf-8", "replace")}
-    return answer if isinstance(answer, (dict, list)) else {"answer": answer}
 
 
 def _run(master: str, path: str, request: dict | None, token: str | None, timeout: float, key: str | None,

@@ -3,100 +3,19 @@
 from __future__ import annotations
 
 import json
-import time
 
 import click
 
 from mesoslike.attributes import SCALAR, format_value
-from mesoslike.cli.options import (CLIENT_TIMEOUT, client_key_options, config_option, die, logging_option, option,
-                                   timeout_option, token_option)
+from mesoslike.cli.master_client import NEEDS_KEYS, fetch_state, handshake_refusal
+from mesoslike.cli.options import (client_key_options, config_option, die, logging_option, option, timeout_option,
+                                   token_option)
 from mesoslike.errors import MesoslikeError
 
 __all__ = ["state", "fetch_state", "format_state", "table", "handshake_refusal", "NEEDS_KEYS"]
 
 #: the most recent completed tasks the tables show (--json has them all)
 COMPLETED_TASKS_SHOWN = 20
-
-
-def fetch_state(master: str, timeout: float = CLIENT_TIMEOUT, key: str | None = None, master_key: str | None = None,
-                token: str | None = None) -> dict:
-    """Ask the master at ``tcp://HOST:PORT`` — or the leader of a ``zk://``
-    group, or the master at ``http(s)://HOST:PORT`` (its ``GET /state``,
-    with ``token`` if given) — for its state document. A master that
-    answers it does not lead (a follower, or the leadership just moved) is
-    asked once more, at the leader it names."""
-    from mesoslike.credentials import client_keys
-    from mesoslike.locator import resolve_leader
-
-    if master.startswith(("http://", "https://")):
-        return _http_state(master.rstrip("/"), timeout, token)
-    keys = client_keys(key, master_key)
-
-    address = resolve_leader(master, timeout)
-    silent = ("; ZooKeeper names it the leader: if it died, another master leads once its ZooKeeper session "
-              "expires (--zk-session-timeout)") if master.startswith("zk://") else (
-        ": it is down, or (with --zk) it lost ZooKeeper and waits out its session timeout before it answers "
-        "again, saying it does not lead")
-    doc = _ask_for_state(address, timeout, keys, silent)
-    if doc.get("is_leader") is False:   # a follower (or a leadership that just moved): ask the leader it names
-        leader = (doc.get("leader") or {}).get("address")
-        if not leader or leader == address:
-            raise MesoslikeError(f"the master at {address} answers but does not lead, and knows of no leader "
-                                 "(it cannot reach ZooKeeper, or an election is under way)")
-        doc = _ask_for_state(leader, timeout, keys)
-        if doc.get("is_leader") is False:
-            raise MesoslikeError(f"the master at {leader} does not lead either; the leadership is moving, "
-                                 "try again in a moment")
-    return doc
-
-
-def _http_state(http: str, timeout: float, token: str | None) -> dict:
-    """``GET /state`` of the master at ``http``, or of the leader it names."""
-    from mesoslike.cli.operations import operate
-
-    doc = operate(http, "/state", None, token, timeout)
-    if not isinstance(doc, dict) or "agents" not in doc:
-        raise MesoslikeError(f"{http}/state is not a master's state document")
-    return doc
-
-
-#: what a client without keys is told by an authenticated master's refusal
-NEEDS_KEYS = "this master requires keys: pass --key/--master-key or set MESOSLIKE_KEY/MESOSLIKE_MASTER_KEY"
-
-
-def handshake_refusal(address: str, keys: tuple) -> str:
-    """What to tell the user when the master at ``address`` refused the
-    handshake of a client with ``keys`` (its secret certificate or None,
-    the master's public key or None)."""
-    own, master_key = keys
-    if own is None:
-        alone = " (--master-key alone is not enough: it takes listed keys only)" if master_key is not None else ""
-        return f"the master at {address} refused the connection: {NEEDS_KEYS}{alone}"
-    return (f"the master at {address} refused our key: --key (MESOSLIKE_KEY) is not in its credentials, or it is "
-            "not the master whose --master-key (MESOSLIKE_MASTER_KEY) we have")
-
-
-def _ask_for_state(address: str, timeout: float, keys: tuple, if_silent: str = "") -> dict:
-    """The document the master at ``address`` answers; ``if_silent`` ends
-    the error when it does not answer in time. A refused handshake is said
-    at once: waiting longer would not change it."""
-    from mesoslike.transport import Client
-    from mesoslike.wire import messages as m
-
-    with Client(address, keys=keys[0], server_key=keys[1]) as client:
-        client.send(m.GetState())
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if client.wait(min(0.2, deadline - time.monotonic())):
-                for _, reply in client.receive():
-                    if isinstance(reply, m.StateReply):
-                        return json.loads(reply.document)
-                    if isinstance(reply, m.Error):
-                        raise MesoslikeError(f"the master refused: {reply.message}")
-            client.connections()   # reads the connection's events: a refused handshake
-            if client.stats.handshakes_failed:
-                raise MesoslikeError(handshake_refusal(address, keys))
-    raise MesoslikeError(f"no answer from a master at {address} within {timeout:g}s{if_silent}")
 
 
 def table(rows: list[list[str]], header: list[str]) -> list[str]:

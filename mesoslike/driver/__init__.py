@@ -8,7 +8,6 @@ is the user guide.
 """
 
 from mesoslike.driver.core import Backoff, DriverCore, SubscriptionState
-from mesoslike.driver.driver import DriverStatus, SchedulerDriver
-from mesoslike.driver.scheduler import Scheduler
+from mesoslike.driver.driver import DriverStatus, Scheduler, SchedulerDriver
 
 __all__ = ["Scheduler", "SchedulerDriver", "DriverStatus", "Backoff", "DriverCore", "SubscriptionState"]

@@ -20,8 +20,7 @@ a process an agent started for a task's
 """
 
 from mesoslike.driver.driver import DriverStatus
-from mesoslike.executor.driver import ExecutorDriver
-from mesoslike.executor.executor import Executor
+from mesoslike.executor.driver import Executor, ExecutorDriver
 from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, ExecutorInfo
 
 __all__ = ["Executor", "ExecutorDriver", "ExecutorInfo", "DriverStatus", "MAX_FRAMEWORK_MESSAGE"]

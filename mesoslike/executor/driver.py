@@ -1,6 +1,14 @@
 """The executor driver: the imperative shell around
 :class:`~mesoslike.executor.core.ExecutorCore` (docs/framework-api.rst,
-"Custom executors").
+"Custom executors"), and the :class:`Executor` interface users implement,
+whose callbacks it calls (each names the other, so they live together, as
+mesos.interface's and pymesos's interfaces do).
+
+Every callback of an :class:`Executor` receives the driver first. The
+driver calls them one at a time, in the order the events happened, on its
+own thread. The defaults do nothing, except :meth:`Executor.error`, which
+logs. An exception raised in a callback is logged and reported through
+:meth:`Executor.error`; it never ends the executor.
 
 A process the agent started for a custom executor creates one
 ``ExecutorDriver(MyExecutor())`` and runs it. The driver finds the agent's
@@ -28,15 +36,14 @@ from mesoslike.clock import SystemClock
 from mesoslike.driver.driver import DriverStatus
 from mesoslike.errors import ConfigError
 from mesoslike.executor.core import ExecutorCommand, ExecutorCore, InvokeCallback, SendToAgent, Stop
-from mesoslike.executor.executor import Executor
 from mesoslike.transport import Client, Waker
 from mesoslike.wire import WireError
 from mesoslike.wire import executor_messages as x
 from mesoslike.wire.codec import sized
-from mesoslike.wire.types import (MAX_FRAMEWORK_MESSAGE, AgentInfo, ExecutorInfo, FrameworkInfo, TaskStatus,
-                                  check_message_size)
+from mesoslike.wire.types import (MAX_FRAMEWORK_MESSAGE, AgentInfo, ExecutorInfo, FrameworkInfo, TaskInfo,
+                                  TaskStatus, check_message_size)
 
-__all__ = ["ExecutorDriver"]
+__all__ = ["Executor", "ExecutorDriver"]
 
 log = logging.getLogger("mesoslike.executor")
 
@@ -73,6 +80,47 @@ def _max_message_size(env: Mapping[str, str]) -> int:
         return check_message_size(int(text)) if text else MAX_FRAMEWORK_MESSAGE
     except ValueError as exc:
         raise ConfigError(f"{x.MAX_MESSAGE_SIZE_ENV}={text[:40]!r}: {exc}") from None
+
+
+class Executor:
+    """Override the callbacks your executor needs; the rest are no-ops."""
+
+    def registered(self, driver: ExecutorDriver, executor_info: ExecutorInfo, framework_info: FrameworkInfo,
+                   agent_info: AgentInfo) -> None:
+        """The agent that started this process took it: who it is
+        (``executor_info``), for which framework, on which agent."""
+
+    def reregistered(self, driver: ExecutorDriver, agent_info: AgentInfo) -> None:
+        """The connection to the agent was made again (the agent restarted
+        and recovered this executor, or the channel broke and healed).
+        Updates not yet acknowledged are sent again by the driver."""
+
+    def disconnected(self, driver: ExecutorDriver) -> None:
+        """The connection to the agent dropped (the agent stopped or
+        restarted); the driver is reconnecting. Tasks run on; calls made
+        meanwhile are sent once the agent is back."""
+
+    def launch_task(self, driver: ExecutorDriver, task: TaskInfo) -> None:
+        """Run ``task`` (handed to this executor by the agent). Report its
+        progress with :meth:`ExecutorDriver.send_status_update` — at least a
+        terminal state. Do not block here for long: the driver calls the
+        callbacks one at a time."""
+
+    def kill_task(self, driver: ExecutorDriver, task_id: str) -> None:
+        """The framework (or the agent) wants the task killed: end it and
+        send its terminal update (TASK_KILLED)."""
+
+    def framework_message(self, driver: ExecutorDriver, data: bytes) -> None:
+        """Data the scheduler sent with ``SchedulerDriver.send_framework_message``."""
+
+    def shutdown(self, driver: ExecutorDriver) -> None:
+        """The framework was torn down (or the agent is stopping): end the
+        tasks. The driver stops after this callback returns; the agent kills
+        the process after the executor's ``shutdown_grace_period``."""
+
+    def error(self, driver: ExecutorDriver, message: str) -> None:
+        """The agent refused something this executor sent, or a callback raised."""
+        log.error("executor error: %s", message)
 
 
 class ExecutorDriver:

@@ -34,7 +34,6 @@ what a peer sends.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from typing import Callable, Mapping, Sequence
@@ -63,7 +62,6 @@ from mesoslike.master.records import AgentRecord, FrameworkRecord, Holdings, Mas
 from mesoslike.master.registry import Registry
 from mesoslike.master.roles import RolesConfig
 from mesoslike.master.task_lifecycle import Phase
-from mesoslike.master.state import state_json
 from mesoslike.observations import Histogram
 from mesoslike.wire import MasterInfo
 from mesoslike.wire import messages as m
@@ -123,7 +121,8 @@ class MasterCore:
             m.Reconcile: self.reconciliation.reconcile,
             m.RegisterAgent: agents.register, m.ReregisterAgent: agents.reregister, m.Pong: agents.pong,
             m.UnregisterAgent: agents.unregister, m.ExecutorExited: agents.executor_exited,
-            m.Heartbeat: _heartbeat, m.GetState: self._get_state,
+            m.Heartbeat: _heartbeat,
+            # (GET_STATE is the runtime's: it answers from a snapshot rendered off the loop, mesoslike.master.state)
         }
         self._recover(clock.now())
 
@@ -284,9 +283,6 @@ class MasterCore:
             # heartbeat: an agent launching 5,000 tasks sends their updates
             # long before it reads the PINGs queued behind the RUN_TASKs
             self.agent_lifecycle.heard_from(agent)
-
-    def _get_state(self, peer: bytes, msg: m.GetState, principal: str | None) -> None:
-        self.context.out.send(peer, m.StateReply(json.dumps(state_json(self))))
 
     # ============================================================= operator
     # docs/operations.rst. The operator's operations run on an HTTP thread

@@ -1,5 +1,6 @@
 """What the master remembers of what ended (pure, bounded): the completed
-tasks of each framework, the completed frameworks, and monotonic totals.
+frameworks, and monotonic totals (each framework's completed tasks are its
+record's, :class:`mesoslike.master.records.CompletedTasks`).
 
 As Mesos's master does (``--max_completed_frameworks``, default 50;
 ``--max_completed_tasks_per_framework``, default 1,000), the history is
@@ -16,56 +17,18 @@ oldest one out.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Iterator
 
 import attrs
 
-from mesoslike.wire import FrameworkInfo, TaskState
+from mesoslike.master.records import TaskRecord
+from mesoslike.wire import FrameworkInfo
 
-if TYPE_CHECKING:
-    from mesoslike.master.records import TaskRecord
-
-__all__ = ["CompletedTasks", "CompletedFramework", "History", "MAX_COMPLETED_FRAMEWORKS",
+__all__ = ["CompletedFramework", "History", "MAX_COMPLETED_FRAMEWORKS",
            "MAX_COMPLETED_TASKS_PER_FRAMEWORK"]
 
 #: Mesos's defaults (its master's --max_completed_frameworks and --max_completed_tasks_per_framework)
 MAX_COMPLETED_FRAMEWORKS = 50
 MAX_COMPLETED_TASKS_PER_FRAMEWORK = 1000
-
-
-class CompletedTasks:
-    """A framework's ended tasks, most recent last, at most ``keep`` of them
-    (the bound is given at each :meth:`add`, so a changed setting applies at
-    once), and the latest one of each id. O(1) amortised per task."""
-
-    def __init__(self) -> None:
-        self._tasks: deque[TaskRecord] = deque()
-        self._by_id: dict[str, TaskRecord] = {}
-
-    def add(self, task: TaskRecord, keep: int) -> None:
-        self._tasks.append(task)
-        self._by_id[task.id] = task
-        while len(self._tasks) > keep:
-            old = self._tasks.popleft()
-            if self._by_id.get(old.id) is old:   # an id may end twice (reused after it ended)
-                del self._by_id[old.id]
-
-    def get(self, task_id: str) -> TaskRecord | None:
-        """The most recent ended task with this id still remembered. O(1)."""
-        return self._by_id.get(task_id)
-
-    def __iter__(self) -> Iterator[TaskRecord]:
-        return iter(self._tasks)
-
-    def __len__(self) -> int:
-        return len(self._tasks)
-
-    def _check(self, keep: int | None = None) -> None:
-        assert keep is None or len(self._tasks) <= keep
-        assert all(_ended(task) for task in self._tasks), "only ended tasks are history"
-        latest = {task.id: task for task in self._tasks}
-        assert self._by_id.keys() == latest.keys()
-        assert all(self._by_id[task_id] is task for task_id, task in latest.items())
 
 
 @attrs.frozen
@@ -106,12 +69,6 @@ class History:
         assert self.frameworks_completed >= len(self.frameworks)
         for framework in self.frameworks:
             assert keep_tasks is None or len(framework.tasks) <= keep_tasks
-            assert all(_ended(task) for task in framework.tasks)
+            assert all(task.ended for task in framework.tasks)
         ids = [framework.info.id for framework in self.frameworks]
         assert len(ids) == len(set(ids)), "a framework is removed once"
-
-
-def _ended(task: TaskRecord) -> bool:
-    """Whether the task's story is told: a terminal state, or TASK_UNREACHABLE
-    (what a partition-aware framework's task ends as when its agent is removed)."""
-    return task.terminal or task.state == TaskState.UNREACHABLE

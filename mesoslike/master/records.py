@@ -3,8 +3,8 @@ who holds them, and the master's settings and bounds."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from typing import TYPE_CHECKING, KeysView
+from collections import OrderedDict, deque
+from typing import Iterator, KeysView
 
 import attrs
 
@@ -14,10 +14,7 @@ from mesoslike.wire import AgentInfo, FrameworkInfo, Label, TaskInfo, TaskState,
 from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, ExecutorInfo, check_message_size
 from mesoslike.wire.messages import TaskUsage
 
-if TYPE_CHECKING:
-    from mesoslike.master.history import CompletedTasks
-
-__all__ = ["FrameworkRecord", "AgentRecord", "TaskRecord", "MasterConfig", "Holdings", "clip",
+__all__ = ["FrameworkRecord", "AgentRecord", "TaskRecord", "CompletedTasks", "MasterConfig", "Holdings", "clip",
            "MAX_FAILOVER_TIMEOUT", "MAX_NAME_LENGTH", "MAX_ATTRIBUTES", "LOGGED_INPUT_LIMIT"]
 
 
@@ -169,6 +166,47 @@ class TaskRecord:
     def terminal(self) -> bool:
         return self.status.terminal
 
+    @property
+    def ended(self) -> bool:
+        """Whether the task's story is told: a terminal state, or TASK_UNREACHABLE
+        (what a partition-aware framework's task ends as when its agent is removed)."""
+        return self.terminal or self.state == TaskState.UNREACHABLE
+
+
+class CompletedTasks:
+    """A framework's ended tasks, most recent last, at most ``keep`` of them
+    (the bound is given at each :meth:`add`, so a changed setting applies at
+    once), and the latest one of each id. O(1) amortised per task."""
+
+    def __init__(self) -> None:
+        self._tasks: deque[TaskRecord] = deque()
+        self._by_id: dict[str, TaskRecord] = {}
+
+    def add(self, task: TaskRecord, keep: int) -> None:
+        self._tasks.append(task)
+        self._by_id[task.id] = task
+        while len(self._tasks) > keep:
+            old = self._tasks.popleft()
+            if self._by_id.get(old.id) is old:   # an id may end twice (reused after it ended)
+                del self._by_id[old.id]
+
+    def get(self, task_id: str) -> TaskRecord | None:
+        """The most recent ended task with this id still remembered. O(1)."""
+        return self._by_id.get(task_id)
+
+    def __iter__(self) -> Iterator[TaskRecord]:
+        return iter(self._tasks)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def _check(self, keep: int | None = None) -> None:
+        assert keep is None or len(self._tasks) <= keep
+        assert all(task.ended for task in self._tasks), "only ended tasks are history"
+        latest = {task.id: task for task in self._tasks}
+        assert self._by_id.keys() == latest.keys()
+        assert all(self._by_id[task_id] is task for task_id, task in latest.items())
+
 
 @attrs.define
 class FrameworkRecord:
@@ -181,8 +219,8 @@ class FrameworkRecord:
     suppressed: bool = False            # SUPPRESS until REVIVE: it wants no offers
     accepts_batches: bool = False       # its driver takes UPDATES (it said so when it subscribed)
     tasks: dict[str, TaskRecord] = attrs.field(factory=dict)      # live (non-terminal or unacknowledged)
-    #: ended tasks, most recent last (mesoslike.master.history.CompletedTasks)
-    completed: CompletedTasks = attrs.field(factory=lambda: _completed_tasks())
+    #: ended tasks, most recent last (the history of docs/operations.rst)
+    completed: CompletedTasks = attrs.field(factory=CompletedTasks)
     #: ids of tasks this master did not know and told the framework had ended (a reconciliation's
     #: TASK_LOST/TASK_GONE, "unknown task"), oldest first: should one turn up on an agent coming back,
     #: it is a task of the past — killed, and nothing more said of it (one terminal state per task)
@@ -208,12 +246,6 @@ class FrameworkRecord:
     def completed_task(self, task_id: str) -> TaskRecord | None:
         """The most recent ended task with this id still remembered. O(1)."""
         return self.completed.get(task_id)
-
-
-def _completed_tasks() -> CompletedTasks:
-    from mesoslike.master.history import CompletedTasks
-
-    return CompletedTasks()
 
 
 @attrs.define
