@@ -62,6 +62,7 @@ import attrs
 
 from mesoslike.agent import supervisor as sup
 from mesoslike.agent.environment import base_environment, task_environment, task_variables, user_entry_environment
+from mesoslike.agent.executors import REASON_EXECUTOR_REREGISTRATION_TIMEOUT   # the executor book's name
 from mesoslike.agent.files import SandboxOwners
 from mesoslike.agent.gc import RunDirRemover
 from mesoslike.agent.health import HEALTH_FILE, read_health
@@ -108,7 +109,6 @@ _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
 REASON_COMMAND_EXECUTOR_FAILED = "REASON_COMMAND_EXECUTOR_FAILED"
 REASON_CONTAINER_LIMITATION_MEMORY = "REASON_CONTAINER_LIMITATION_MEMORY"
 REASON_EXECUTOR_TERMINATED = "REASON_EXECUTOR_TERMINATED"
-REASON_EXECUTOR_REREGISTRATION_TIMEOUT = "REASON_EXECUTOR_REREGISTRATION_TIMEOUT"
 REASON_AGENT_RESTARTED = "REASON_AGENT_RESTARTED"
 #: a health update (TASK_RUNNING with ``healthy``), and TASK_FAILED of a task its health check killed
 REASON_TASK_HEALTH_CHECK_STATUS_UPDATED = "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED"
