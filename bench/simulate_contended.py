@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
                      "timer": "wall: time.perf_counter around the process; cpu: its user + system time (wait4)",
                      "interleaved": "per policy: the checkout, then with --full-passes, then the baseline"}
     baseline = checkout_of(args.baseline) if args.baseline else None
+    if args.baseline:    # a branch name moves: the commit it named when this run began
+        doc["code"]["baseline_commit"] = subprocess.run(["git", "rev-parse", args.baseline], cwd=ROOT, check=True,
+                                                        capture_output=True, text=True, timeout=60).stdout.strip()
     results: dict[str, dict] = {}
     differ = False
     for policy in args.policies.split(","):
