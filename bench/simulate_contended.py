@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The contended simulation, policy by policy: this checkout against a baseline revision, in one run.
+"""The contended simulation, policy by policy: this checkout against a baseline revision and against
+itself with every scheduling pass in full, in one run.
 
 Runs ``mesoslike simulate`` (by default the contended case: ``--workload
 trace --nodes 500 --load 1000 --quota examples/simulate/quota.toml``) once
@@ -10,7 +11,10 @@ package), interleaved policy by policy so both see the same machine load.
 For each it records the wall time, the process's CPU time (user + system,
 from ``wait4``), its peak RSS and the load average before and after, and
 whether the two JSON documents are byte-identical (a speed-up must not
-change a result). ``--copies N`` passes ``--copies N`` too (the whole trace
+change a result). ``--full-passes`` also runs this checkout with
+``simulate --full-passes`` (the Fuxi core's pass on every batch, no quiet
+passes: the behaviour before them), interleaved too, and compares its JSON
+with the checkout's. ``--copies N`` passes ``--copies N`` too (the whole trace
 on a cluster N times as big: ``--nodes 0 --load 1 --copies 10``).
 
 Prints one JSON document (progress on stderr); ``--out FILE`` also writes
@@ -18,6 +22,7 @@ it there. It reports; it never fails on slow numbers (it exits 1 if a
 result differs).
 
     python bench/simulate_contended.py --out bench/results/simulate_contended.json
+    python bench/simulate_contended.py --full-passes --baseline main --out bench/results/simulate_quiet_passes.json
     python bench/simulate_contended.py --args "--workload trace --nodes 0 --load 1" --copies 10 --baseline '' \\
         --out bench/results/simulate_whole_trace_10x.json
 """
@@ -68,7 +73,10 @@ def run_once(code: Path | None, argv: list[str]) -> dict:
     """One ``mesoslike simulate`` process: wall, CPU, peak RSS, load, the JSON's digest."""
     env = dict(os.environ)
     if code is not None:
-        env["PYTHONPATH"] = str(code) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        # both packages from the baseline's tree: mesoslike, and the bundled frameworks (the Fuxi policies)
+        # ahead of this checkout's editable install
+        paths = [str(code), str(code / "frameworks"), *filter(None, [env.get("PYTHONPATH")])]
+        env["PYTHONPATH"] = os.pathsep.join(paths)
     load_before = os.getloadavg()
     wall0 = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -93,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default=POLICIES, help=f"comma-separated (default {POLICIES})")
     parser.add_argument("--copies", type=int, default=1, help="simulate --copies N (default 1: the trace once)")
     parser.add_argument("--baseline", default="", help="git revision timed alongside ('' to skip; default '')")
+    parser.add_argument("--full-passes", action="store_true",
+                        help="also time this checkout with simulate --full-passes (every pass in full)")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
     head, dirty = git_state(CODE_FILES)
@@ -102,14 +112,24 @@ def main(argv: list[str] | None = None) -> int:
     common = shlex.split(args.args) + (["--copies", str(args.copies)] if args.copies != 1 else []) + ["--json"]
     doc["config"] = {"simulate_args": common, "policies": args.policies.split(","), "goal_s_per_policy": GOAL_SECONDS,
                      "timer": "wall: time.perf_counter around the process; cpu: its user + system time (wait4)",
-                     "interleaved": "per policy: the checkout, then the baseline"}
+                     "interleaved": "per policy: the checkout, then with --full-passes, then the baseline"}
     baseline = checkout_of(args.baseline) if args.baseline else None
+    if args.baseline:    # a branch name moves: the commit it named when this run began
+        doc["code"]["baseline_commit"] = subprocess.run(["git", "rev-parse", args.baseline], cwd=ROOT, check=True,
+                                                        capture_output=True, text=True, timeout=60).stdout.strip()
     results: dict[str, dict] = {}
     differ = False
     for policy in args.policies.split(","):
         argv_policy = [*common, "--policy", policy]
         entry = results[policy] = {"checkout": run_once(None, argv_policy)}
         log(f"{policy}: checkout {entry['checkout']['wall_s']:.1f} s wall, {entry['checkout']['cpu_s']:.1f} s cpu")
+        if args.full_passes:
+            full = entry["full_passes"] = run_once(None, [*argv_policy, "--full-passes"])
+            entry["full_passes_identical_json"] = full["json_sha256"] == entry["checkout"]["json_sha256"]
+            entry["speedup_cpu_over_full_passes"] = round(full["cpu_s"] / entry["checkout"]["cpu_s"], 2)
+            differ |= not entry["full_passes_identical_json"]
+            log(f"{policy}: --full-passes {full['wall_s']:.1f} s wall, {full['cpu_s']:.1f} s cpu; identical JSON: "
+                f"{entry['full_passes_identical_json']}")
         if baseline is not None:
             entry["baseline"] = run_once(baseline, argv_policy)
             entry["identical_json"] = entry["baseline"]["json_sha256"] == entry["checkout"]["json_sha256"]
@@ -123,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out.write_text(json.dumps({**doc, "results": results, "complete": False}, indent=2) + "\n")
     doc["results"] = results
     doc["complete"] = True
-    doc["all_identical"] = not differ if baseline is not None else None
+    doc["all_identical"] = not differ if baseline is not None or args.full_passes else None
     finish(doc, started, load_start, args.out, log, code_changed=git_state(CODE_FILES) != (head, dirty))
     return 1 if differ else 0
 

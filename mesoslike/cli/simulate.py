@@ -98,6 +98,9 @@ def _policies(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @_simulate_option("--cycle-chunk", type=click.IntRange(min=0), default=1,
                   help="Agents of the first batch of an allocation cycle (doubling after); 0 = the whole cycle "
                        "at once (docs/simulate.rst, Allocation cycles).")
+@_simulate_option("--full-passes", is_flag=True, default=False, show_default="off",
+                  help="Run the Fuxi core's scheduling pass in full on every batch, even where a pass could "
+                       "change nothing (quiet passes); the same results, slower: for checks and benchmarks.")
 @_simulate_option("--checkpoints", type=click.IntRange(min=1), default=5,
                   help="Print the framework table at N rounds spread over the run (the last is the final round).")
 @_simulate_option("--json", "as_json", is_flag=True, default=False, show_default="off",
@@ -111,8 +114,8 @@ def simulate(ctx: click.Context, workload: str, trace_dir: Path | None, nodes: i
              time_scale: float,
              pending: str, job_window: float, load: float, agents: int, tasks: int, workload_file: Path | None, sorter: str,
              policy: str | None, compare: list[str] | None, roles: Path | None, quota: Path | None,
-             preemption: bool | None, seed: int, refuse_seconds: float, cycle_chunk: int, checkpoints: int,
-             as_json: bool, report: Path | None, timing: bool) -> None:
+             preemption: bool | None, seed: int, refuse_seconds: float, cycle_chunk: int, full_passes: bool,
+             checkpoints: int, as_json: bool, report: Path | None, timing: bool) -> None:
     """Replay a workload through the allocator in simulated time.
 
     Prints each framework's dominant share, running tasks and offers
@@ -133,7 +136,7 @@ def simulate(ctx: click.Context, workload: str, trace_dir: Path | None, nodes: i
                             workload_file, seed, copies)
     policies = compare or [_policy(ctx, sorter, policy)]
     base = dict(seed=seed, refuse_seconds=refuse_seconds, roles=_roles(roles), quota=_quota(quota, policies),
-                preemption=preemption, cycle_chunk=cycle_chunk or None)
+                preemption=preemption, cycle_chunk=cycle_chunk or None, quiet_passes=not full_passes)
     results = {}
     for name in policies:
         started = time.perf_counter()

@@ -103,7 +103,10 @@ class SimulationConfig:
     why tasks wait (None: about 1/500 of the arrival span, at least one
     allocation interval). ``check_invariants`` makes every round verify the
     allocator's bookkeeping and that no agent runs more than it has (slow;
-    for tests).
+    for tests). ``quiet_passes``: a policy plugin may answer a cycle's
+    offers without its scheduling pass when a pass could change nothing
+    (the Fuxi policies: docs/simulate.rst, "Speed"); False runs every pass
+    in full, with the same results (for checks and benchmarks).
     """
 
     sorter: str = "drf"
@@ -120,6 +123,7 @@ class SimulationConfig:
     cycle_chunk: int | None = attrs.field(default=1, validator=_check_positive_or_none)
     samples: int = 200
     sample_interval: float | None = None
+    quiet_passes: bool = True
 
     def __attrs_post_init__(self) -> None:
         plugged = [name for name in policy_names() if name not in greedy_policies()]

@@ -69,6 +69,12 @@ class RunSettings(Protocol):
     @property
     def seed(self) -> int: ...
 
+    @property
+    def quiet_passes(self) -> bool:
+        """May the policy answer offers without a scheduling pass when a pass
+        could change nothing? False: a full pass every time (the same results,
+        slower; for checks and benchmarks)."""
+
 
 class SimulationPolicy(Protocol):
     """A level-2 policy of its own (a plugin)."""

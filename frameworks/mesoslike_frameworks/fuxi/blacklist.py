@@ -67,6 +67,11 @@ class GlobalBlacklist:
             return host not in self._permanent
         return False
 
+    @property
+    def next_expiry(self) -> float:
+        """When the oldest report counting now stops counting (inf: none)."""
+        return self._next_expiry
+
     def expire(self, now: float) -> None:
         """Forget reports older than ``report_seconds``."""
         if now < self._next_expiry:

@@ -170,6 +170,48 @@ _new_launch: Callable[..., LaunchSlots] = _maker(LaunchSlots)
 
 
 # ------------------------------------------------------------------- state
+def _offer_agent(offer: Offer) -> str:
+    return offer.agent_id
+
+
+def _offered_by_agent(offers: Iterable[Offer]) -> dict[str, tuple[str, Mapping[str, Any], Resources]]:
+    """Agent -> (hostname, attributes, what its offers in ``offers`` add up to)."""
+    out: dict[str, tuple[str, Mapping[str, Any], Resources]] = {}
+    for offer in offers:
+        known = out.get(offer.agent_id)
+        if known is None:
+            out[offer.agent_id] = (offer.hostname, offer.attributes, offer.resources)
+        else:
+            out[offer.agent_id] = (known[0], known[1], known[2] + offer.resources)
+    return out
+
+
+@attrs.define(eq=False)
+class _QuietPass:
+    """A pass that changed nothing (:meth:`FuxiCore.on_offers`, "Quiet
+    passes"): the books' change count after it, the settings it ran with,
+    when the core's next timer falls due, what each machine offered to it,
+    and the filter it declined with."""
+
+    changes: int
+    settings: tuple
+    until: float
+    offered: dict[str, tuple[str, Mapping[str, Any], Resources]]
+    refuse: float
+
+    @classmethod
+    def of(cls, core: FuxiCore, offers: list[Offer], out: list[Command]) -> _QuietPass:
+        refuse = next((c.refuse_seconds for c in out if isinstance(c, DeclineOffers)), core.decline_seconds)
+        return cls(core._changes, core._settings(), core._next_timer(), _offered_by_agent(offers), refuse)
+
+    def covers(self, core: FuxiCore, offers: list[Offer], now: float) -> bool:
+        """Would a pass over ``offers`` at ``now`` only decline them, as this one did? O(offers + groups)."""
+        if core._changes != self.changes or now >= self.until or core._settings() != self.settings:
+            return False
+        offered = self.offered
+        return all(offered.get(agent_id) == seen for agent_id, seen in _offered_by_agent(offers).items())
+
+
 @attrs.define(eq=False)
 class _Job:
     id: str
@@ -287,6 +329,9 @@ class FuxiCore:
     nothing to take searches again only after this long (or when its
     desire grows): a search walks every lower priority slot, and passes
     come every second while units wait (issue 19).
+    ``quiet_passes``: answer a batch without a pass when a pass could not
+    change anything (:meth:`on_offers`, "Quiet passes"); False runs every
+    pass in full (same commands, slower: for checks and benchmarks).
     """
 
     def __init__(self, quota_groups: Mapping[str, Resources | None] | None = None, *,
@@ -294,7 +339,8 @@ class FuxiCore:
                  decline_seconds: float = 1.0, reservation_seconds: float = 30.0, gang_seconds: float = 60.0,
                  policies: Mapping[str, str] | None = None, blacklist_reports: int = DEFAULT_REPORTS_NEEDED,
                  blacklist_report_seconds: float = DEFAULT_REPORT_SECONDS, machine_index: str = "tree",
-                 preemption_budget: int = 50_000, preemption_retry_seconds: float = 10.0) -> None:
+                 preemption_budget: int = 50_000, preemption_retry_seconds: float = 10.0,
+                 quiet_passes: bool = True) -> None:
         self.clock = clock or SystemClock()
         groups = dict(quota_groups or {})
         groups.setdefault("default", None)
@@ -355,7 +401,12 @@ class FuxiCore:
         self._batch: _Batch | None = None
         self._granted_now: set[str] = set()          # slots granted in this pass (not launched yet)
         self._held_now: set[tuple[str, str]] = set()  # (unit, agent) reserved in this pass
-        self.counters = {"slots_granted": 0, "slots_preempted": 0, "passes": 0, "gang_reservations_expired": 0}
+        self.counters = {"slots_granted": 0, "slots_preempted": 0, "passes": 0, "gang_reservations_expired": 0,
+                         "quiet_passes": 0}
+        self.quiet_passes = quiet_passes
+        #: bumped by every change a pass's outcome depends on: calls from jobs and what passes change
+        self._changes = 0
+        self._quiet: _QuietPass | None = None        # the last pass that changed nothing, while nothing changes
 
     @classmethod
     def from_config(cls, config: QuotaConfig, **options: Any) -> FuxiCore:
@@ -371,6 +422,7 @@ class FuxiCore:
         the next offers. Raises :class:`FuxiError` (nothing changes) for an
         unknown quota group, a policy other than its group's, or a duplicate
         job id."""
+        self._changes += 1
         if not isinstance(job, JobSpec):
             raise FuxiError(f"submit needs a JobSpec, got {type(job).__name__}")
         group = self.groups.get(job.quota_group)
@@ -405,6 +457,7 @@ class FuxiCore:
         """A slot ends. ``keep_desire=False``: the job returns it (its unit
         wants one slot less). ``keep_desire=True``: its task ended but the
         unit still wants the slot (it waits for another)."""
+        self._changes += 1
         slot = self._slots.get(slot_id)
         if slot is None:
             raise FuxiError(f"unknown slot {slot_id!r}")
@@ -422,6 +475,7 @@ class FuxiCore:
         running — as granted again: its unit's, its host's and its group's,
         without a launch. Raises :class:`FuxiError` for an unknown job or
         unit or a slot already held. O(1) plus requeueing the unit."""
+        self._changes += 1
         unit = self._unit(slot.job_id, slot.unit)
         if slot.id in self._slots:
             raise FuxiError(f"slot {slot.id!r} is held already")
@@ -442,6 +496,7 @@ class FuxiCore:
 
     def update_desire(self, job_id: str, unit_name: str, desired: int) -> list[Command]:
         """Change a unit's outstanding desire (slots wanted at once)."""
+        self._changes += 1
         unit = self._unit(job_id, unit_name)
         if not isinstance(desired, int) or isinstance(desired, bool) or desired < 0:
             raise FuxiError(f"desired slots must be an integer >= 0, got {desired!r}")
@@ -456,6 +511,7 @@ class FuxiCore:
     def blacklist(self, job_id: str, unit_name: str, hostname: str) -> None:
         """The unit's own blacklist: no new slot of it goes to ``hostname``
         for the job's ``blacklist_seconds`` (seed 000: "for a while")."""
+        self._changes += 1
         unit = self._unit(job_id, unit_name)
         unit.blocked[hostname] = self.clock.now() + unit.blacklist_seconds
 
@@ -463,6 +519,7 @@ class FuxiCore:
         """Job ``job_id`` reports ``hostname`` for the global blacklist; it
         goes there once enough different jobs reported it recently
         (:class:`~.blacklist.GlobalBlacklist`)."""
+        self._changes += 1
         if job_id not in self.jobs:
             raise FuxiError(f"unknown job {job_id!r}")
         if self._blacklist.report(job_id, hostname, self.clock.now()):
@@ -470,6 +527,7 @@ class FuxiCore:
 
     def add_to_global_blacklist(self, hostname: str) -> None:
         """No new slot of any job goes to ``hostname``, for good (the operators')."""
+        self._changes += 1
         self._blacklist.add(hostname)
 
     @property
@@ -489,10 +547,12 @@ class FuxiCore:
         """The unit's next slots should not go to ``hosts`` (replacing what it
         said before; empty: no preference). A job asks this for a backup
         copy, which must run on another machine than its straggler."""
+        self._changes += 1
         self._unit(job_id, unit_name).avoid = frozenset(hosts)
 
     def finish_job(self, job_id: str) -> list[Command]:
         """Forget a job; its remaining slots are killed and returned."""
+        self._changes += 1
         job = self.jobs.pop(job_id, None)
         if job is None:
             raise FuxiError(f"unknown job {job_id!r}")
@@ -515,12 +575,34 @@ class FuxiCore:
     def on_offers(self, offers: list[Offer]) -> list[Command]:
         """One scheduling pass over an offer batch (module docstring). A big
         pass makes many objects: its runtime holds the garbage collector off
-        meanwhile (:func:`.deferred_gc.deferred_collection`)."""
+        meanwhile (:func:`.deferred_gc.deferred_collection`).
+
+        **Quiet passes.** A pass that changed nothing -- it granted,
+        revoked, reserved, reasoned and scheduled to search nothing, it only
+        declined -- leaves the books as it found them, so a pass over the
+        same books and no other offers would decline again. While no call
+        from a job changes the books and no timer of the core falls due (a
+        reservation's or a gang's back-off end, a unit's next preemption
+        search or preemption, a blacklisting's end), a batch whose every
+        machine offers what it offered to that pass (or is not in it) is
+        declined at once, with the same filter, without a pass: O(offers),
+        where a pass is O(waiting units). ``quiet_passes=False`` runs every
+        pass in full; the commands are the same.
+        """
+        now = self.clock.now()
+        quiet = self._quiet
+        if quiet is not None and offers and quiet.covers(self, offers, now):
+            self.counters["passes"] += 1
+            self.counters["quiet_passes"] += 1
+            self._now = now
+            return [DeclineOffers(tuple(offer.id for offer in sorted(offers, key=_offer_agent)), quiet.refuse)]
+        self._quiet = None
         self._out = []
         self.counters["passes"] += 1
-        self._now = self.clock.now()
+        self._now = now
         self._granted_now = set()
         self._held_now = set()
+        changes = self._changes
         self._expire()
         sizes_seen = self._frontier_version
         batch = self._batch = self._take_offers(offers)
@@ -537,11 +619,44 @@ class FuxiCore:
         self._answer_offers(batch)
         self._batch = None
         self._want_offers()
-        return self._flush()
+        out = self._flush()
+        if self.quiet_passes and self._changes == changes and all(type(c) is DeclineOffers for c in out):
+            self._quiet = _QuietPass.of(self, offers, out)
+        return out
+
+    def _settings(self) -> tuple:
+        """What a caller may set on the core between passes, which a pass reads. O(groups)."""
+        return (self.preemption, self.decline_seconds, self.reservation_seconds, self.gang_seconds,
+                self.preemption_budget, self.preemption_retry_seconds, self.slot_prefix,
+                tuple((g.name, g.maximum, g.policy) for g in self.groups.values()))
+
+    def _next_timer(self) -> float:
+        """The earliest time at which time alone could change what a pass
+        does: a blacklist report stops counting, a unit's blacklisting of a
+        host ends, a reservation or a gang's back-off ends, a waiting unit
+        may search for victims or preempt again. O(waiting units + holders)."""
+        now = self._now
+        soonest = self._blacklist.next_expiry
+        units = self._units
+        for key in self._wanting:
+            unit = units[key]
+            if now < unit.search_after < soonest:
+                soonest = unit.search_after
+            if unit.holds and now < unit.preempted_until < soonest:
+                soonest = unit.preempted_until
+            for until in unit.blocked.values():
+                if now < until < soonest:
+                    soonest = until
+        for key in self._holders:
+            soonest = min(soonest, units[key].held_until)
+        for key in self._backing_off:
+            soonest = min(soonest, units[key].backoff_until)
+        return soonest
 
     def on_slot_lost(self, slot_id: str, reason: str) -> list[Command]:
         """The slot's task ended without the job asking (failed, lost): the
         unit keeps its desire and waits for another slot."""
+        self._changes += 1
         slot = self._slots.get(slot_id)
         if slot is None:
             return []
@@ -569,6 +684,7 @@ class FuxiCore:
 
     def on_offer_rescinded(self, offer_id: str) -> None:
         """Nothing to do: offers are answered within the pass that got them."""
+        self._changes += 1
 
     def needs_offers(self) -> bool:
         """Does a unit wait for slots? O(1)."""
@@ -691,14 +807,18 @@ class FuxiCore:
     def _expire(self) -> None:
         """Forget old blacklist entries; release reservations past their time."""
         now = self._now
-        self._blacklist.expire(now)
+        if now >= self._blacklist.next_expiry:
+            self._changes += 1
+            self._blacklist.expire(now)
         for key in [k for k in self._backing_off if self._units[k].backoff_until <= now]:
+            self._changes += 1
             self._backing_off.discard(key)
             self._sync(self._units[key])         # it may reserve again
         for key in list(self._holders):
             unit = self._units[key]
             if unit.held_until <= now:
                 if unit.gang:
+                    self._changes += 1
                     unit.backoff_until = now + self.gang_seconds
                     self._backing_off.add(key)
                     self.counters["gang_reservations_expired"] += 1
@@ -725,6 +845,7 @@ class FuxiCore:
                 room = offer.attributes.get(ROOM_ATTRIBUTE, "")
                 if machine is None or machine.hostname != offer.hostname or machine.room != room:
                     old = machine
+                    self._changes += 1
                     machine = Machine(agent_id, offer.hostname, room)
                     if old is not None:
                         machine.slots, machine.holds, machine.capacity = old.slots, old.holds, old.capacity
@@ -757,6 +878,7 @@ class FuxiCore:
             millis = offered[machine.agent_id]
             free = machine.free = vector(millis)
             if not machine.capacity and not machine.slots:     # first seen: what it offers, at least
+                self._changes += 1
                 machine.capacity = millis
                 self._capacity_sum = None
                 if frontier is not None:
@@ -793,6 +915,7 @@ class FuxiCore:
             unit = self._units[key]
             if unit.reason == WAIT_NEVER_FITS and not self._never_fits(unit):
                 unit.reason = self._why_waiting(unit, caps)
+                self._changes += 1
 
     def _refresh_groups(self, limited_only: bool = True) -> None:
         """Each group's waiting demand, from the units that wait: only the
@@ -834,6 +957,7 @@ class FuxiCore:
             seen = most
         machine.capacity = seen if seen is not offered else dict(offered)
         self._frontier = self._capacity_sum = None
+        self._changes += 1
 
     @property
     def _capacity_total(self) -> Resources:
@@ -932,6 +1056,7 @@ class FuxiCore:
         slot = _new_slot(f"{unit.job_id}.{unit.spec.name}.{self.slot_prefix}{next(self._slot_seq)}", unit.job_id,
                          unit.spec.name, machine.agent_id, machine.hostname, unit.slot, unit.priority, unit.group,
                          self._now, machine.room)
+        self._changes += 1
         machine.free = tuple(map(sub, machine.free, need))
         if unit.holds.get(machine.agent_id):
             self._unhold(unit, machine, 1)
@@ -955,6 +1080,7 @@ class FuxiCore:
         return slot
 
     def _drop_slot(self, slot: Slot) -> None:
+        self._changes += 1
         del self._slots[slot.id]
         left = self._lowest[slot.priority] - 1
         if left:
@@ -1003,6 +1129,7 @@ class FuxiCore:
     def _hold(self, unit: Unit, machine: Machine, count: int, until: float) -> None:
         """Reserve room for ``count`` more slots of ``unit`` on ``machine``,
         the unit's reservations ending at ``until`` at the latest."""
+        self._changes += 1
         if not unit.holds:
             unit.held_until = until
             self._holders.add(unit.key)
@@ -1014,6 +1141,7 @@ class FuxiCore:
 
     def _unhold(self, unit: Unit, machine: Machine, count: int | None = None) -> None:
         """Release ``count`` (None: all) of the unit's reserved slots on ``machine``."""
+        self._changes += 1
         held = unit.holds.get(machine.agent_id, 0)
         left = 0 if count is None else held - count
         if left > 0:
@@ -1082,7 +1210,10 @@ class FuxiCore:
 
     def _after_placing(self, unit: Unit, caps: Mapping[str, Resources | None]) -> None:
         self._sync(unit)
-        unit.reason = self._why_waiting(unit, caps) if unit.waiting else ""
+        reason = self._why_waiting(unit, caps) if unit.waiting else ""
+        if reason != unit.reason:
+            unit.reason = reason
+            self._changes += 1
 
     def _why_waiting(self, unit: Unit, caps: Mapping[str, Resources | None]) -> str:
         if self._never_fits(unit):
@@ -1227,6 +1358,7 @@ class FuxiCore:
         one slot each."""
         if not self._new:
             return
+        self._changes += 1
         arrived = sorted(self._new.values(), key=lambda u: (u.priority, u.submitted))
         self._new.clear()
         cohorts: dict[tuple[int, str], list[Unit]] = {}
@@ -1371,9 +1503,12 @@ class FuxiCore:
             if isinstance(decision, Evict):
                 self._evict(decision.unit, decision.plan, batch, decision.reason)
             elif isinstance(decision, WaitReason):
-                decision.unit.reason = decision.reason
-            else:
+                if decision.unit.reason != decision.reason:
+                    decision.unit.reason = decision.reason
+                    self._changes += 1
+            elif decision.unit.search_after != decision.until:
                 decision.unit.search_after = decision.until
+                self._changes += 1
 
     def _evict(self, unit: Unit, plan: Iterable[tuple[Machine, list[Slot | Reserved], int]], batch: _Batch,
                reason: str) -> None:

@@ -190,6 +190,9 @@ class PreemptionPlanner:
         lenders = self._lenders()
         reserved = self._reserved_by_group()
         self._examined = 0
+        # searches that found nothing since the last eviction, by what they depend on: the same
+        # search again walks the same candidates to the same nothing (the books have not changed)
+        failed: dict[tuple, int] = {}
         exhausted: list[tuple[Resources, int]] = []   # (slot, priority): all lower-priority room was looked at
         for unit in waiting:
             missing = unit.missing
@@ -206,14 +209,17 @@ class PreemptionPlanner:
                 first += 1
             own = self._own_slots(unit, reserved)
             searched = False
+            alike = self._alike(unit)
             if first < len(order) and own and lenders - {unit.group}:
                 searched = True
                 borrowed = self._borrowed(unit.slot)
-                plan, _ = self._make_room(unit, min(missing, own), self._candidates(
-                    unit, order, first, lambda s: s.group != unit.group and borrowed(s)))
+                plan, _ = self._search(failed, alike and ("take back", *alike), unit, min(missing, own),
+                                       lambda: self._candidates(
+                                           unit, order, first, lambda s: s.group != unit.group and borrowed(s)))
                 if plan:
                     yield Evict(unit, tuple(plan), "quota taken back by its owner")
                     lenders, reserved = self._lenders(), self._reserved_by_group()
+                    failed.clear()
                     continue
             room = self.books._quota_slots(unit, self.caps) - unit.reserved
             lower = (first < len(order) and order[first].priority > unit.priority) or \
@@ -228,6 +234,7 @@ class PreemptionPlanner:
                     # within its group's own maximum: any lower priority slot
                     may_take: Callable[[Slot], bool] = lambda s: s.priority > unit.priority
                     room_held: Sequence[Reserved] = held
+                    kind = "own"
                 else:
                     # on borrowed quota: a slot another group holds over its maximum, or one of
                     # its own group at least as big (the swap borrows nothing more) -- never room
@@ -236,9 +243,11 @@ class PreemptionPlanner:
                     may_take = lambda s: s.priority > unit.priority and (
                         s.resources.contains(unit.slot) if s.group == unit.group else borrowed(s))
                     room_held = [r for r in held if r.group == unit.group]
+                    kind = "borrowed"
                 searched = True
-                plan, complete = self._make_room(unit, want,
-                                                 self._candidates(unit, order, first, may_take, room_held))
+                plan, complete = self._search(failed, alike and (kind, *alike), unit, want,
+                                              lambda: self._candidates(unit, order, first, may_take, room_held,
+                                                                       lower_only=True))
                 if complete and anyone and not unit.gang and self._unrestricted(unit):
                     # what it could not free now, no unit of lower or equal priority with a
                     # slot as big can: their victims are among its own (holds only grow)
@@ -249,6 +258,7 @@ class PreemptionPlanner:
                     yield Evict(unit, tuple(plan), f"preempted by a higher priority unit ({unit.key}, "
                                                    f"priority {unit.priority})")
                     lenders, reserved = self._lenders(), self._reserved_by_group()
+                    failed.clear()
                     continue
                 if not (anyone or own) and unit.reason in (WAIT_NO_FIT, WAIT_LOWER_PRIORITY):
                     yield WaitReason(unit, WAIT_QUOTA)   # its group is at its maximum; the rest is others' own
@@ -257,6 +267,37 @@ class PreemptionPlanner:
                 yield SearchLater(unit, self.now + self.preemption_retry_seconds)
             if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                 yield WaitReason(unit, WAIT_LOWER_PRIORITY)  # units it may not preempt hold the resources
+
+    def _alike(self, unit: Unit) -> tuple | None:
+        """What a search for the unit depends on besides the books, if that
+        is all: its group, priority and slot (one object per size), for a
+        unit that is no gang, may use any machine and holds no reservation.
+        A search for another such unit alike finds what this one found."""
+        if unit.gang or unit.holds or unit.spec.node_labels or not self._unrestricted(unit):
+            return None
+        return unit.group, unit.priority, id(unit.slot)
+
+    def _search(self, failed: dict[tuple, int], key: tuple | None | bool, unit: Unit, missing: int,
+                candidates: Callable[[], Iterator[Victim]]) -> tuple[list[tuple[Machine, list[Victim], int]] | None, bool]:
+        """:meth:`_make_room`, unless a search alike (``key``) found nothing
+        since the books last changed: then its answer, with the candidates
+        it looked at counted against the budget as this search would count
+        them (it stops where the budget ends). ``failed`` remembers the
+        searches that looked at every candidate and found nothing."""
+        if key:
+            seen = failed.get(key)           # type: ignore[arg-type]
+            if seen is not None:
+                until_budget = max(1, self.preemption_budget + 1 - self._examined)
+                if seen >= until_budget:
+                    self._examined += until_budget
+                    return None, False
+                self._examined += seen
+                return None, True
+        before = self._examined
+        plan, complete = self._make_room(unit, missing, candidates())
+        if key and plan is None and complete:
+            failed[key] = self._examined - before      # type: ignore[index]
+        return plan, complete
 
     def _reserved_by_group(self) -> dict[str, Resources]:
         """The room reserved for each group's units (it becomes the group's use
@@ -331,18 +372,31 @@ class PreemptionPlanner:
         return sorted(held, key=lambda r: (-r.priority, r.agent_id, r.unit))
 
     def _candidates(self, unit: Unit, order: list[Slot], first: int, may_take: Callable[[Slot], bool],
-                    held: Sequence[Reserved] = ()) -> Iterator[Slot | Reserved]:
+                    held: Sequence[Reserved] = (), lower_only: bool = False) -> Iterator[Slot | Reserved]:
         """What ``unit`` may take, on machines it may use, lowest priority
         first: the slots of ``order`` from ``first`` that ``may_take``
         allows, and the reservations in ``held`` of lower priority than the
-        unit's (at each priority, reserved room before running slots)."""
-        reserved: Iterator[tuple[int, int, Slot | Reserved]] = (
-            (-r.priority, 0, r) for r in held if r.priority > unit.priority)
-        running: Iterator[tuple[int, int, Slot | Reserved]] = (
-            (-s.priority, 1, s) for s in itertools.islice(order, first, None))
+        unit's (at each priority, reserved room before running slots).
+        ``lower_only``: ``may_take`` allows only slots of lower priority than
+        the unit's, so the walk stops at the first other one."""
         books = self.books   # (the books' parts as locals: this loop runs once per candidate)
         units, slots, machines, in_scope, allowed = (books._units, books._slots, books._machines, books._in_scope,
                                                      books._allowed)
+        lowest: Iterator[Slot] = itertools.islice(order, first, None)
+        if lower_only:
+            priority = unit.priority
+            lowest = itertools.takewhile(lambda s: s.priority > priority, lowest)
+        ahead = [r for r in held if r.priority > unit.priority]
+        if not ahead:       # running slots only: no merge (most searches; a candidate costs less)
+            for slot in lowest:
+                if slot.id not in slots or not may_take(slot):
+                    continue
+                machine = machines.get(slot.agent_id)
+                if machine is not None and in_scope(unit, machine) and allowed(unit, machine):
+                    yield slot
+            return
+        reserved: Iterator[tuple[int, int, Slot | Reserved]] = ((-r.priority, 0, r) for r in ahead)
+        running: Iterator[tuple[int, int, Slot | Reserved]] = ((-s.priority, 1, s) for s in lowest)
         for _, _, victim in heapq.merge(reserved, running, key=lambda item: item[:2]):
             if isinstance(victim, Reserved):
                 holder = units.get(victim.unit)

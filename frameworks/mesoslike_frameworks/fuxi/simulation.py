@@ -315,7 +315,7 @@ class FuxiPolicy:
         # the core declines with its own short filter while units wait (decline_seconds)
         policies = {name: self.order for name in (*quota.groups, "default")}
         core = FuxiCore(quota.groups, global_blacklist=quota.blacklist, preemption=preemption, clock=clock,
-                        policies=policies)
+                        policies=policies, quiet_passes=config.quiet_passes)
         sizes: dict[tuple[str, str], int] = {}
         for task in workload.tasks:
             if task.group:
