@@ -512,16 +512,20 @@ def source_tree(ref: str, into: Path) -> tuple[Path, str]:
     return into, commit
 
 
-def measure_before_after(procs: Processes, tasks: int, rounds: int, ref: str, user: str = "") -> dict:
+def measure_before_after(procs: Processes, tasks: int, rounds: int, ref: str, user: str = "",
+                         after_isolation: str = "") -> dict:
     """The real-agents measurement on two clusters side by side, rounds
     interleaved (and the raw spawn baseline in each round): one runs this
     tree's code (``after``), the other the code of ``ref`` (``before``), so
-    that a change is measured against what it changes under the same load."""
+    that a change is measured against what it changes under the same load.
+    ``after_isolation``: this tree's agents' ``--isolation`` (e.g. the
+    isolators ``ref`` had), default theirs."""
     if Path(ref).is_dir():   # a tree already made (e.g. by git archive), run as it is
         tree, commit = Path(ref).resolve(), ""
     else:
         tree, commit = source_tree(ref, procs.work / "before-tree")
-    clusters = {"after": Cluster(procs, 4, "cpus:64;mem:65536", prefix="after-"),
+    after_args = ("--isolation", after_isolation) if after_isolation else ()
+    clusters = {"after": Cluster(procs, 4, "cpus:64;mem:65536", after_args, prefix="after-"),
                 "before": Cluster(procs, 4, "cpus:64;mem:65536", prefix="before-", tree=tree)}
     rates: dict[str, list[float]] = {name: [] for name in clusters}
     cpus: dict[str, list[dict]] = {name: [] for name in clusters}
@@ -540,6 +544,7 @@ def measure_before_after(procs: Processes, tasks: int, rounds: int, ref: str, us
         for name in [*cluster.agents, cluster.master]:
             procs.stop(name)
     return {"tasks": tasks, "agents": 4, "task_user": user, "before": {"ref": ref, "commit": commit},
+            "after_isolation": after_isolation or "(the agents' default)",
             "after_tasks_per_s": spread(rates["after"]), "before_tasks_per_s": spread(rates["before"]),
             "baseline_spawn_per_s": spread(baseline),
             "after_to_before_percent": spread([100 * a / b for a, b in zip(rates["after"], rates["before"])]),
@@ -791,6 +796,9 @@ def main() -> None:
                         help="before_after: the real-agents rounds also on a cluster running the code of git REF "
                              "(e.g. main; or a directory holding a source tree), interleaved with this tree's "
                              "(implies --only before_after unless --only is given)")
+    parser.add_argument("--after-isolation", default="", metavar="ISOLATORS",
+                        help="before_after: this tree's agents' --isolation (e.g. what REF's agents had; default "
+                             "theirs)")
     parser.add_argument("--task-user", default="", metavar="USER",
                         help="before_after: the frameworks' FrameworkInfo.user (as 'mesoslike run' on a secured "
                              "cluster names its user; default: none, the agents' own)")
@@ -826,7 +834,8 @@ def main() -> None:
             doc["control_plane"] = measure_control_plane(procs, args.control_tasks, args.sim_agents, args.frameworks,
                                                          args.rounds)
         if "before_after" in only:
-            doc["before_after"] = measure_before_after(procs, args.tasks, args.rounds, args.before, args.task_user)
+            doc["before_after"] = measure_before_after(procs, args.tasks, args.rounds, args.before, args.task_user,
+                                                       args.after_isolation)
         if "isolation" in only:
             doc["isolation"] = measure_isolation(procs, args.tasks, args.rounds, args.isolation,
                                                  args.isolation_baseline)
