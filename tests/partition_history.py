@@ -9,8 +9,8 @@ and the leadership samples the suite takes. What a framework relies on (docs/rel
   answer; the one documented exception: the tasks of a framework the master removed (its failover
   timeout expired) end without a word to it (it hears ``error`` instead);
 * no terminal state is followed by another state (a later reconciliation answer or a retried update
-  may repeat the same terminal state, nothing else) — except, counted, a reconciliation's TASK_LOST
-  "unknown task" from a master the framework left for another before the task's updates came;
+  may repeat the same terminal state, nothing else) — except, counted, a TASK_LOST the master made, from a
+  master the framework left for another before the task's own updates came (Mesos's case too);
 * a task id never runs on two agents (nor twice on one after it ended);
 * TASK_UNREACHABLE is not an end: by the time everything healed, such a task came back (RUNNING) or
   became GONE — never TASK_LOST;
@@ -107,15 +107,15 @@ def _check_task(task_id: str, launch: dict, updates: list[dict], removed_at: flo
                 summary: Summary) -> list[str]:
     problems = []
     history = " -> ".join(f"{u['state'][5:]}{'(r)' if u['reason'] == RECONCILIATION else ''}" for u in updates)
-    # Mesos's one exception, counted in the report: a reconciliation's TASK_LOST "unknown task" from a master
-    # that then lost leadership, for a task whose agent came back to a later leader — that leader never
-    # heard what its predecessor said (no registry keeps tasks, in Mesos neither), and its agent was not
-    # expected back (not back within agent_reregister_timeout of the failover, or not in the registry).
-    # The task's own updates that follow are the truth. The master that said it kills the task when the
-    # agent comes back and says nothing more: an answer followed by updates through the same master fails.
+    # Mesos's one exception, counted in the report: a TASK_LOST the master made (a reconciliation's "unknown
+    # task", the agent it marked unreachable, or the completed task repeated to a reconciliation) from a master
+    # that then lost leadership, for a task whose agent came back to a later leader — that leader never heard
+    # what its predecessor said (no registry keeps tasks, in Mesos neither) and, not being the one that marked
+    # the agent, lets its tasks come back as Mesos's master does. The task's own updates that follow are the
+    # truth. A master that said TASK_LOST kills the task when the agent comes back to it and says nothing
+    # more: a TASK_LOST followed by updates through the same master fails.
     found = [u for u in updates if u["reason"] != RECONCILIATION and u.get("source") != "SOURCE_MASTER"]
-    lost_answers = [u for u in updates if u["state"] == "TASK_LOST" and u["reason"] == RECONCILIATION
-                    and u.get("message") == "unknown task"
+    lost_answers = [u for u in updates if u["state"] == "TASK_LOST" and u.get("source") == "SOURCE_MASTER"
                     and any(f["m"] > u["m"] and f["subscribed_to"] != u["subscribed_to"] for f in found)]
     if lost_answers:
         summary.lost_then_found += 1

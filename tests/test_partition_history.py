@@ -83,11 +83,12 @@ def test_two_masters_leading_at_once_are_found_a_handover_is_not():
     assert "m1 and m2 both led" in problem
 
 
-def lost_unknown_then_found(new_master_between: bool) -> list[dict]:
-    """A reconciliation's TASK_LOST "unknown task", then the task's own RUNNING and FINISHED — through
-    the same master, or after the framework re-registered with another one."""
-    events = history(("t1", [("LOST", "REASON_RECONCILIATION", "", "")]))
-    events[-1]["message"] = "unknown task"
+def lost_unknown_then_found(new_master_between: bool, reason: str = "REASON_RECONCILIATION",
+                            message: str = "unknown task") -> list[dict]:
+    """A TASK_LOST the master made (by default a reconciliation's "unknown task"), then the task's own
+    RUNNING and FINISHED — through the same master, or after the framework re-registered with another one."""
+    events = history(("t1", [("LOST", reason, "", "")]))
+    events[-1].update(message=message, source="SOURCE_MASTER")
     if new_master_between:
         events.append({"ev": "reregistered", "master": "m2", "m": 20.0})
     for n, (state, uuid) in enumerate((("RUNNING", "u1"), ("FINISHED", "u2"))):
@@ -104,3 +105,13 @@ def test_a_task_reconciled_lost_then_found_through_the_same_master_is_a_broken_p
 def test_a_task_reconciled_lost_by_a_master_that_then_failed_over_is_counted_not_failed():
     problems, summary = check_framework(lost_unknown_then_found(new_master_between=True))
     assert problems == [] and summary.lost_then_found == 1 and summary.ended == {"TASK_FINISHED": 1}
+
+
+def test_a_task_lost_with_its_agent_marked_unreachable_then_found_by_the_next_master_is_counted():
+    """The master that marked the agent unreachable said TASK_LOST and lost leadership; the agent came back
+    to its successor, which lets the task run on (Mesos's master kills only what it marked itself)."""
+    events = lost_unknown_then_found(True, "REASON_AGENT_REMOVED", "agent a1 removed: 6 pings unanswered")
+    problems, summary = check_framework(events)
+    assert problems == [] and summary.lost_then_found == 1
+    problems, _ = check_framework(lost_unknown_then_found(False, "REASON_AGENT_REMOVED", "agent a1 removed"))
+    assert any("followed by another state" in problem for problem in problems), problems
