@@ -143,6 +143,16 @@ def _context() -> zmq.Context:
     return zmq.Context.instance()
 
 
+def _new_context() -> None:
+    """Endpoints made from now on share a new ZeroMQ context (and ZAP
+    handler); earlier ones keep theirs, which is never terminated (a socket
+    left open would block that). For the test suite: one context per test
+    module, so that what one module leaves behind cannot stop the sockets of
+    the next."""
+    zmq.Context._instance = None   # Context.instance() makes a new one
+    _ZapHandler._instance = None   # the ZAP handler must live in its servers' context
+
+
 def allow_sockets(count: int) -> None:
     """Let this process open up to ``count`` sockets (ZeroMQ's default is
     1,023; a process that plays thousands of agents needs more). Call it
