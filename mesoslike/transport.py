@@ -46,6 +46,7 @@ import select
 import tempfile
 import threading
 import time
+import weakref
 from collections import OrderedDict, deque
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Self, Union
 
@@ -143,12 +144,18 @@ def _context() -> zmq.Context:
     return zmq.Context.instance()
 
 
+#: contexts replaced by :func:`_new_context`, kept so that they are never terminated by the garbage collector
+#: (pyzmq's finalizer would: that blocks for ever on a socket its owner left open)
+_retired_contexts: list[zmq.Context] = []
+
+
 def _new_context() -> None:
     """Endpoints made from now on share a new ZeroMQ context (and ZAP
-    handler); earlier ones keep theirs, which is never terminated (a socket
-    left open would block that). For the test suite: one context per test
-    module, so that what one module leaves behind cannot stop the sockets of
-    the next."""
+    handler); earlier ones keep theirs, which is never terminated. For the
+    test suite: one context per test module, so that what one module leaves
+    behind cannot stop the sockets of the next."""
+    if zmq.Context._instance is not None:
+        _retired_contexts.append(zmq.Context._instance)
     zmq.Context._instance = None   # Context.instance() makes a new one
     _ZapHandler._instance = None   # the ZAP handler must live in its servers' context
 
@@ -736,12 +743,50 @@ def _monitor_socket(socket: zmq.Socket, events: int) -> zmq.Socket:
     callback, an endpoint its owner forgot to close) only holds its own events
     in memory, never the whole process. O(1)."""
     address = f"inproc://mesoslike-monitor-{os.getpid()}-{next(_monitor_numbers)}"
-    socket.monitor(address, events)
+    # the reader is made first: a monitor started with no reader blocks the I/O thread at its first event,
+    # so one that cannot be given its reader (the process's socket limit) is never started
     monitor = socket.context.socket(zmq.PAIR)
-    monitor.setsockopt(zmq.RCVHWM, 0)   # before connecting: the pipe's limit is fixed when it is made
-    monitor.setsockopt(zmq.LINGER, 0)
-    monitor.connect(address)
+    try:
+        monitor.setsockopt(zmq.RCVHWM, 0)   # before connecting: the pipe's limit is fixed when it is made
+        monitor.setsockopt(zmq.LINGER, 0)
+        socket.monitor(address, events)
+        try:
+            monitor.connect(address)
+        except zmq.ZMQError:
+            socket.disable_monitor()
+            raise
+    except zmq.ZMQError:
+        monitor.close(linger=0)
+        raise
     return monitor
+
+
+class _MonitoredSocket:
+    """A client's socket and the PAIR socket reading its monitor events,
+    closed as one, in the one safe order: the monitor disabled first, then
+    its reader, then the socket. libzmq's I/O thread sends monitor events
+    with a blocking send (see :func:`_monitor_socket`), so a monitor whose
+    reader is closed first blocks that thread — and with it every socket of
+    the process — at the socket's next event (its connection dropping when
+    the server goes). A :class:`Client` dropped without ``close()`` is
+    closed this way by its finalizer; left to the garbage collector, the two
+    sockets' own finalizers run in no set order (a test module that left its
+    clients open stopped every ZeroMQ socket of the test process after it)."""
+
+    __slots__ = ("socket", "monitor")
+
+    def __init__(self, socket: zmq.Socket, monitor: zmq.Socket) -> None:
+        self.socket = socket
+        self.monitor = monitor
+
+    def stop_monitor(self) -> None:
+        if not self.socket.closed:
+            self.socket.disable_monitor()
+        self.monitor.close(linger=0)
+
+    def close(self) -> None:
+        self.stop_monitor()
+        self.socket.close(linger=0)
 
 
 #: seconds a client's TCP connect may take before it is given up and tried again (see Client)
@@ -791,6 +836,11 @@ class Client(_Endpoint):
         #: when to try a refused handshake again (see :meth:`_watch`)
         self._handshake_retry_at: float | None = None
         self._monitor = self._connect()
+        self._sockets = _MonitoredSocket(self._socket, self._monitor)
+        #: closes the sockets in the safe order if this client is dropped unclosed (not at exit: the
+        #: process's end takes the sockets with it)
+        self._finalizer = weakref.finalize(self, self._sockets.close)
+        self._finalizer.atexit = False
 
     def handshake_problem(self) -> str:
         """Why a failed handshake failed, as far as this side can tell: a
@@ -802,8 +852,8 @@ class Client(_Endpoint):
         return "it refused our key, or it is not the server whose key we were given"
 
     def _close_extras(self) -> None:
-        self._socket.disable_monitor()
-        self._monitor.close(linger=0)
+        self._finalizer.detach()   # close() closes the socket itself, with the linger asked for
+        self._sockets.stop_monitor()
 
     def _connect(self) -> zmq.Socket:
         """Connect the socket; its monitor (reporting the connection dropping)."""
@@ -873,9 +923,8 @@ class Client(_Endpoint):
             log.error("cannot connect anew to %s (%s): keeping the old connection, trying again in %gs",
                       self.address, exc, self._reconnect_max_ms / 1000)
             return
-        old.disable_monitor()
-        old_monitor.close(linger=0)
-        old.close(linger=0)
+        _MonitoredSocket(old, old_monitor).close()
+        self._sockets.socket, self._sockets.monitor = self._socket, self._monitor
         _socket_generation += 1
         if counted:
             self.stats.reconnects += 1

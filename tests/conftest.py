@@ -15,13 +15,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture(autouse=True, scope="module")
 def _a_zeromq_context_per_test_module():
     """Each test module's in-process endpoints share a ZeroMQ context of
-    their own. Twice a CI run saw every in-process socket stop answering
-    from one moment on (its context's I/O thread blocked: one such cause, a
-    client's unread monitor, is fixed in mesoslike.transport; another, not
-    yet found, struck after tests/test_security_master.py): a context per
-    module keeps whatever a module leaves behind from deciding the tests of
-    the next. Earlier contexts are left as they are (never terminated: a
-    leaked socket would block that)."""
+    their own. Three CI runs saw every in-process socket stop answering from
+    one moment on: the context's I/O thread blocked sending a monitor event
+    (a client's monitor never read, and a client dropped unclosed whose
+    monitor's reader went first — both fixed in mesoslike.transport, with
+    tests in tests/test_transport.py). Should another such block come, a
+    context per module keeps it inside the module that caused it, rather
+    than failing every later module's tests. Earlier contexts are kept,
+    never terminated (that blocks on a socket a test left open)."""
     from mesoslike import transport
 
     transport._new_context()

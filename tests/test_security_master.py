@@ -64,8 +64,21 @@ class Peer:
         self.client.close()
 
 
+#: every peer a test made, closed after it (see _close_the_peers)
+_peers: list[Peer] = []
+
+
 def peer(keys: SecuredKeys, master: MasterRuntime, name: str | None) -> Peer:
-    return Peer(master, keys.keys(name) if name else None, keys.master_public if name else None)
+    made = Peer(master, keys.keys(name) if name else None, keys.master_public if name else None)
+    _peers.append(made)
+    return made
+
+
+@pytest.fixture(autouse=True)
+def _close_the_peers():
+    yield
+    while _peers:
+        _peers.pop().close()
 
 
 def metric(master: MasterRuntime, name: str) -> str:
@@ -95,6 +108,7 @@ def test_an_anonymous_or_unlisted_peer_gets_no_subscribed_and_no_offers(secured)
     agent.first(m.AgentRegistered)
     anonymous = peer(keys, master, None)
     unlisted = Peer(master, CurveKeys.generate(), keys.master_public)
+    _peers.append(unlisted)
     for attacker in (anonymous, unlisted):
         attacker.send(m.Subscribe(FrameworkInfo("attacker", user="nobody")))
     authenticator = master._server.authenticator

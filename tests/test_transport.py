@@ -1,8 +1,10 @@
 """Real ZeroMQ sockets on 127.0.0.1."""
 
+import gc
 import socket
 import threading
 import time
+import warnings
 from typing import ClassVar
 
 import attrs
@@ -336,6 +338,33 @@ def test_a_client_that_cannot_make_a_new_socket_keeps_its_connection_and_its_thr
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "0"], (done.stdout, done.stderr)
     assert "cannot connect anew to" in done.stderr and "keeping the old connection" in done.stderr, done.stderr
+
+
+def test_a_client_dropped_unclosed_closes_itself_and_never_stops_the_processs_zeromq():
+    """A client left unclosed (a test that forgot, an owner that dropped
+    it) is collected with its socket and the socket reading its monitor.
+    Collected by the socket library's own finalizers, in no set order, the
+    reader could go first: the next monitor event — the connection dropping
+    when the server goes — then blocked libzmq's I/O thread for good, and
+    every socket of the process with it (CI: every in-process test after
+    tests/test_security_master.py, whose raw peers were never closed,
+    failed). The client closes both itself, monitor first, when dropped."""
+    server = Server("tcp://127.0.0.1:0")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(20):
+            dropped = Client(server.address)
+            dropped.send(m.Ping(f"dropped {n}"))
+            assert receive_one(server)[1] == m.Ping(f"dropped {n}")
+            dropped.itself = dropped   # a cycle: only the garbage collector frees it
+            del dropped
+        gc.collect()
+    unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert not unclosed, unclosed   # each client closed its sockets itself, in order
+    server.close()   # every dropped client's connection drops now
+    with Server("tcp://127.0.0.1:0") as again, Client(again.address) as client:
+        client.send(m.Ping("still here"))
+        assert receive_one(again)[1] == m.Ping("still here")
 
 
 def test_a_client_nobody_polls_never_stops_the_processs_zeromq():
