@@ -207,6 +207,18 @@ def test_json_log_lines_parse_and_the_agent_says_the_master_is_unreachable(tmp_p
     assert agent.popen.poll() is None   # retrying, not gone
 
 
+def test_sigquit_writes_every_threads_stack_to_the_log_and_the_process_goes_on(tmp_path, clis):
+    agent = Cli(tmp_path, "agent", "--master", f"tcp://127.0.0.1:{free_port()}", "--hostname", "stuck",
+                "--work-dir", str(tmp_path / "stuck"), "--resources", "cpus:1;mem:128")
+    clis.append(agent)
+    wait_until(lambda: "master unreachable" in agent.stderr(), 20, "the agent to run", diagnostics=agent.stderr)
+    agent.popen.send_signal(signal.SIGQUIT)
+    dump = wait_until(lambda: agent.stderr().partition("(most recent call first)")[2], 10, "the stacks",
+                      diagnostics=agent.stderr)
+    assert "mesoslike/agent/" in dump and "Thread 0x" in agent.stderr()   # the agent's own frames, every thread
+    assert agent.popen.poll() is None   # a dump, not a death
+
+
 def test_json_formatter_carries_extra_fields_and_exceptions():
     formatter = JsonLogFormatter()
     record = logging.LogRecord("mesoslike.test", logging.WARNING, __file__, 1, "task %s lost", ("t-1",), None)

@@ -162,12 +162,30 @@ class Cluster:
         return load(path)
 
     def diagnostics(self) -> str:
+        self.dump_stacks()
         lines = []
         for name in self.masters:
             lines.append(f"{name}: {self.health(name)}")
         for log in sorted(self.directory.glob("*.log")):
             lines.append(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
         return "\n".join(lines)
+
+    def dump_stacks(self) -> None:
+        """Every process still running writes its threads' stacks to its log
+        (``kill -QUIT``): where a process that stopped answering stands."""
+        def dumps() -> int:
+            return sum(log.read_text(errors="replace").count("(most recent call first)")
+                       for log in self.directory.glob("*.log"))
+
+        before, asked = dumps(), 0
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.kill(process.pid, signal.SIGQUIT)
+                asked += 1
+        try:
+            wait_until(lambda: dumps() > before + asked, 5, "the stacks")   # a thread or more each
+        except BaseException:   # a diagnostic: the failure being diagnosed is the one to report
+            pass
 
     # ---------------------------------------------------------------- monitor
     def sample_leaders(self) -> None:

@@ -11,7 +11,10 @@ lists them all): ``mesoslike run`` does not import the master.
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
+import io
+import signal
 
 import click
 
@@ -88,3 +91,16 @@ class CommandRegistry(click.Group):
 @click.version_option(__version__, "--version", prog_name="mesoslike")
 def main() -> None:
     """mesoslike: a Mesos-style two-level cluster manager with Fuxi scheduling semantics."""
+    _stacks_on_sigquit()
+
+
+def _stacks_on_sigquit() -> None:
+    """``kill -QUIT PID`` writes the stack of every thread of a mesoslike
+    process to its stderr (its log) and the process goes on, as a JVM's
+    thread dump: the way to see where a process that stopped answering
+    stands, even one whose threads all wait (faulthandler writes from the
+    signal handler, without the interpreter's lock)."""
+    try:
+        faulthandler.register(signal.SIGQUIT, all_threads=True, chain=False)
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):   # no stderr file to write to
+        pass
