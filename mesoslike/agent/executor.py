@@ -69,6 +69,7 @@ from mesoslike.agent.health import HEALTH_FILE, read_health
 from mesoslike.agent.isolation import Container, Isolation, Isolator, PosixIsolator, agent_key
 from mesoslike.agent.launcher import SupervisorLauncher
 from mesoslike.agent.namespaces import PidNamespaceForker
+from mesoslike.agent.supervisor_link import Identity, SupervisorLink
 from mesoslike.agent.secrets import (RUN_DIR_SECRETS, SECRETS_FILE, SecretError, SecretStore, TaskSecrets,
                                      resolve_task_secrets, secret_file_host_path, write_secrets_file)
 from mesoslike.clock import Clock, SystemClock
@@ -287,6 +288,34 @@ class _Watch:
             self.pidfd = None
 
 
+class _SharedWatch:
+    """A task under the agent's shared supervisor (:mod:`.shared_supervisor`):
+    its run has ended when the shared supervisor told so (or the agent
+    read it from ``exit.json``), or when that supervisor is gone; signals
+    are requests to it."""
+
+    def __init__(self, link: SupervisorLink, name: str, identity: Identity) -> None:
+        self.link = link
+        self.name = name                 # FRAMEWORK/TASK, the run directory below meta/tasks
+        self.identity = identity
+        self.pid = identity[0]
+        self.done = False
+
+    def ended(self) -> bool:
+        return self.done or self.link.identity != self.identity or not self.link.alive()
+
+    def signal(self, signum: int) -> None:
+        # SIGTERM: with the task's grace; SIGUSR1 (and SIGKILL, a stuck supervisor's): at once
+        self.link.send("T" if signum == signal.SIGTERM else "K", self.name)
+        self.link.flush()
+
+    def how_it_ended(self) -> str:
+        return " (the agent's shared supervisor ended)"
+
+    def close(self) -> None:
+        pass
+
+
 class _Run:
     """A task under its supervisor."""
 
@@ -295,7 +324,7 @@ class _Run:
                  "isolation", "image")
 
     def __init__(self, framework_id: str, task_id: str, run_dir: Path, sandbox: Path, container: Container,
-                 watch: _Watch, task_pid: int | None = None) -> None:
+                 watch: _Watch | _SharedWatch, task_pid: int | None = None) -> None:
         self.framework_id = framework_id
         self.task_id = task_id
         self.run_dir = run_dir
@@ -343,6 +372,7 @@ class _Prepared:
     checked: bool
     isolation: tuple[str, ...]
     image: str
+    shared: bool = False   # for the shared supervisor (plain enough: no namespaces, image, URIs, health check)
 
 
 class TaskExecutor:
@@ -372,6 +402,11 @@ class TaskExecutor:
         a task without one runs as the agent's user).
     :param fork_supervisors: fork the supervisors from a launcher process
         (:mod:`mesoslike.agent.launcher`) instead of starting an interpreter for each.
+    :param shared_supervisor: run the tasks that need no process of their
+        own (no namespaces, image, URIs or health check) under one
+        long-lived supervisor per agent (:mod:`.shared_supervisor`), with
+        no Python process forked per task. Tasks of a shared supervisor an
+        earlier agent started are recovered either way.
     :param fetcher: how the supervisors fetch the tasks' URIs (the cache is
         ``<work_dir>/fetcher-cache``).
     :param isolation: the agent's ``--isolation`` in force
@@ -396,7 +431,8 @@ class TaskExecutor:
                  container_prefix: str | None = None, switch_user: bool = False,
                  fork_supervisors: bool = True, fetcher: FetcherSettings | None = None,
                  isolation: Isolation | None = None, allowed_host_paths: tuple[str, ...] = (),
-                 image_store: dict | None = None, hostname: str = "", secrets: SecretStore | None = None) -> None:
+                 image_store: dict | None = None, hostname: str = "", secrets: SecretStore | None = None,
+                 shared_supervisor: bool = False) -> None:
         self.work_dir = Path(work_dir)
         self.sandbox_root = self.work_dir / "sandboxes"
         self.agent_pid_file = self.work_dir / "meta" / "agent.pid"
@@ -436,6 +472,10 @@ class TaskExecutor:
         #: forks the supervisors (None: each is an interpreter started for it)
         self.launcher: SupervisorLauncher | None = SupervisorLauncher(self.python, SUPERVISOR_SCRIPT) \
             if fork_supervisors else None
+        #: the shared supervisor (used for recovery even when new tasks do not go to it)
+        self.link = SupervisorLink(self.work_dir / "meta", self.python)
+        self.shared_supervisor = shared_supervisor
+        self._shared_runs: dict[str, tuple[str, str]] = {}   # FRAMEWORK/TASK -> the run's key
 
     # -------------------------------------------------------------- queries
     def running(self) -> list[tuple[str, str]]:
@@ -551,6 +591,7 @@ class TaskExecutor:
         problems: list[LaunchError | None] = [None] * len(launches)
         submitted: list[tuple[int, _Prepared]] = []
         unsubmitted: list[tuple[int, _Prepared]] = []
+        shared: list[tuple[int, _Prepared]] = []
         keys: set[tuple[str, str]] = set()
         try:
             for index, launch in enumerate(launches):
@@ -560,7 +601,10 @@ class TaskExecutor:
                     problems[index] = exc
                     continue
                 keys.add(prepared.key)
-                if self.launcher is not None and self.launcher.submit(prepared.run_dir, prepared.environment,
+                if prepared.shared and self.link.ensure():
+                    self.link.send("L", _run_name(prepared.run_dir))
+                    shared.append((index, prepared))
+                elif self.launcher is not None and self.launcher.submit(prepared.run_dir, prepared.environment,
                                                                       prepared.run_dir / sup.LOG_FILE,
                                                                       prepared.pid_namespace):
                     submitted.append((index, prepared))
@@ -570,12 +614,25 @@ class TaskExecutor:
             # even if something unforeseen escapes a preparation: the answers to what was asked are read
             # (the next batch's must not be taken for theirs) and those supervisors watched
             answers: list[int | OSError] = self.launcher.collect() if self.launcher is not None else []
+            self.link.flush()
             started: list[tuple[int, _Prepared, int | OSError | None]] = \
                 [(index, prepared, answer) for (index, prepared), answer in zip(submitted, answers)]
             started += [(index, prepared, None) for index, prepared in unsubmitted]
             for index, prepared, answer in sorted(started, key=lambda item: item[0]):
                 problems[index] = self._watch_prepared(prepared, answer)
+            identity = self.link.identity
+            for index, prepared in shared:
+                assert identity is not None
+                self._watch_shared(prepared, _SharedWatch(self.link, _run_name(prepared.run_dir), identity))
         return problems
+
+    def _watch_shared(self, prepared: _Prepared, watch: _SharedWatch) -> None:
+        """A launch asked of the shared supervisor, watched as a run (its
+        end comes as a word from it, :meth:`poll`)."""
+        run = self._runs[prepared.key] = _Run(*prepared.key, prepared.run_dir, prepared.sandbox, prepared.container,
+                                              watch)
+        run.isolation = prepared.isolation
+        self._shared_runs[watch.name] = prepared.key
 
     def _watch_prepared(self, prepared: _Prepared, answer: int | OSError | None) -> LaunchError | None:
         """The prepared launch's supervisor watched as a run (:meth:`_watch_supervisor`); what stopped it."""
@@ -632,9 +689,11 @@ class TaskExecutor:
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             self._abandon(container)
             raise LaunchError(launch_problem(exc, self.work_dir)) from None
+        shared = self.shared_supervisor and not (spec["namespaces"] or spec.get("image") or task.uris
+                                                 or task.health_check is not None)
         return _Prepared(key, run_dir, sandbox, container, environment, "pid" in spec["namespaces"],
                          task.health_check is not None, tuple(spec["isolation"]),
-                         spec["image"]["name"] if spec.get("image") else "")
+                         spec["image"]["name"] if spec.get("image") else "", shared)
 
     def _start_supervisor(self, run_dir: Path, environment: dict[str, str], pid_namespace: bool) -> _Watch:
         """Start a supervisor without the launcher: an interpreter of its
@@ -905,7 +964,7 @@ class TaskExecutor:
     def poll(self) -> list[ExecutorEvent]:
         """What happened to the tasks since the last look."""
         now = self.clock.now()
-        events: list[ExecutorEvent] = []
+        events: list[ExecutorEvent] = self._shared_told() if self._shared_runs else []
         for key, run in list(self._runs.items()):
             if run.task_pid is None:
                 run.task_pid = _task_pid(run.run_dir)
@@ -924,6 +983,30 @@ class TaskExecutor:
                 events.extend(self._check_limits(key, run))
             if run.checked and run.task_pid is not None:
                 events.extend(self._check_health(key, run))
+        return events
+
+    def _shared_told(self) -> list[ExecutorEvent]:
+        """What the shared supervisor told: tasks started (their pids),
+        runs ended (:meth:`poll` then reads their ``exit.json``). After a
+        connection made again, every shared run's ``exit.json`` is looked
+        at (an end told meanwhile was lost)."""
+        events: list[ExecutorEvent] = []
+        for kind, name, pid in self.link.receive():
+            key = self._shared_runs.get(name)
+            run = self._runs.get(key) if key is not None else None
+            if run is None:
+                continue
+            if kind == "S" and run.task_pid is None:
+                run.task_pid = pid
+                events.append(run.started())
+            elif kind == "E" and isinstance(run.watch, _SharedWatch):
+                run.watch.done = True
+        if self.link.reconnected:
+            self.link.reconnected = False
+            for key in self._shared_runs.values():
+                run = self._runs.get(key)
+                if run is not None and isinstance(run.watch, _SharedWatch) and _has_ended(run.run_dir):
+                    run.watch.done = True
         return events
 
     @staticmethod
@@ -954,6 +1037,8 @@ class TaskExecutor:
         """The supervisor has ended: how did the task end?"""
         del self._runs[key]
         run.watch.close()
+        if isinstance(run.watch, _SharedWatch):
+            self._shared_runs.pop(run.watch.name, None)
         events: list[ExecutorEvent] = []
         if run.task_pid is None:
             run.task_pid = _task_pid(run.run_dir)
@@ -1053,14 +1138,22 @@ class TaskExecutor:
                 return [LaunchFailed(framework_id, task_id, "the agent restarted before the task's supervisor "
                                                             "started", REASON_AGENT_RESTARTED)]
         pid, start_ticks = identity
-        watch = _Watch.adopt(pid, start_ticks)
+        watch: _Watch | _SharedWatch | None
+        if _is_shared(run_dir):
+            # connected first, exit.json read then: an end after the connection is told, one before is there
+            watch = _SharedWatch(self.link, _run_name(run_dir), identity) if self.link.attach(identity) else None
+            if watch is not None:
+                watch.done = _has_ended(run_dir)
+                self._shared_runs[watch.name] = key
+        else:
+            watch = _Watch.adopt(pid, start_ticks)
         run = _Run(framework_id, task_id, run_dir, sandbox, container or Container(self.isolator.name),
                    watch or _Watch(pid, start_ticks=start_ticks), _task_pid(run_dir))
         run.checked = _launch_has_health_check(run_dir)
         run.isolation, run.image = _launch_isolation(run_dir)
         self._runs[key] = run
         events: list[ExecutorEvent] = [run.started()] if run.task_pid else []
-        if watch is None:  # the supervisor ended while no agent watched: how did the task end?
+        if watch is None or watch.ended():  # the supervisor (or the run) ended while no agent watched: how?
             return events + self._ended(key, run)
         log.info("task %s/%s: re-attached to its supervisor pid %d (task pid %s)", framework_id, task_id, pid,
                  run.task_pid)
@@ -1070,7 +1163,7 @@ class TaskExecutor:
         """End whatever runs from ``run_dir`` (a run no checkpoint explains:
         it cannot be managed) and remove the directory."""
         identity = _supervisor_identity(run_dir)
-        if identity is not None:
+        if identity is not None and not _is_shared(run_dir):   # a shared supervisor runs other tasks too
             watch = _Watch.adopt(*identity)
             if watch is not None:
                 watch.signal(signal.SIGKILL)
@@ -1154,6 +1247,7 @@ class TaskExecutor:
             run.watch.close()
         if self.launcher is not None:
             self.launcher.close()
+        self.link.close()
         self.isolator.release()
 
     # ------------------------------------------------------------ messages
@@ -1196,6 +1290,25 @@ def _supervisor_identity(run_dir: Path) -> tuple[int, object] | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return (pid, ticks) if isinstance(pid, int) else None
+
+
+def _is_shared(run_dir: Path) -> bool:
+    """Whether the run's supervisor is the agent's shared one (its ``supervisor.json`` says so)."""
+    try:
+        record = sup.read_json(str(run_dir / sup.SUPERVISOR_FILE))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get("shared") is True
+
+
+def _run_name(run_dir: Path) -> str:
+    """A run directory as the shared supervisor names it: ``FRAMEWORK/TASK`` below ``meta/tasks``."""
+    return f"{run_dir.parent.name}/{run_dir.name}"
+
+
+def _has_ended(run_dir: Path) -> bool:
+    status = _exit_status(run_dir)
+    return status is not None and status.get("ended") is True
 
 
 def _exit_status(run_dir: Path) -> dict | None:

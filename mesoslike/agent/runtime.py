@@ -253,7 +253,7 @@ class AgentRuntime:
                                      container_prefix=agent_key(self.hostname, self.work_dir),
                                      switch_user=self.switch_user, fetcher=fetcher,
                                      image_store=self.images.settings(), hostname=self.hostname,
-                                     secrets=secret_store)
+                                     secrets=secret_store, shared_supervisor=settings.shared_supervisor)
         try:
             self.executor.prepare_directories()
         except OSError as exc:

@@ -73,6 +73,7 @@ import socket
 import struct
 import sys
 import time
+from typing import TYPE_CHECKING
 
 __all__ = ["STATE_FILE", "SOCKET_FILE", "LOG", "covers", "main", "SharedSupervisor"]
 
@@ -104,7 +105,10 @@ def _load_supervisor():
     return module
 
 
-sup = _load_supervisor()
+if TYPE_CHECKING:
+    from mesoslike.agent import supervisor as sup
+else:
+    sup = _load_supervisor()
 
 
 def covers(launch: dict) -> bool:

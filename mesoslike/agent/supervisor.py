@@ -816,13 +816,13 @@ class Supervisor:
         if self.launch["image"] is not None:
             self.started_by = "runc"
             return self.start_container()
-        known = isinstance(homes, list) and len(homes) == len(self.launch["cgroups"])
-        if (self.user is None or is_own_identity(self.user)) and known:
+        known = homes if isinstance(homes, list) and len(homes) == len(self.launch["cgroups"]) else None
+        if (self.user is None or is_own_identity(self.user)) and known is not None:
             self.started_by = "spawn"
-            return self.spawn(homes)
+            return self.spawn(known)
         self.started_by = "fork"
-        if self.switch_by_popen and known:
-            return self.spawn(homes, switch=True)
+        if self.switch_by_popen and known is not None:
+            return self.spawn(known, switch=True)
         return self.start_forked()
 
     def spawn(self, homes: list, switch: bool = False) -> int:
