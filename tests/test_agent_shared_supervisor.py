@@ -166,7 +166,7 @@ def test_a_restarted_agent_reattaches_and_learns_of_ends_before_and_after(tmp_pa
     supervisor = run_of(first, "late").watch.pid
     late = executor_sandbox = first.sandbox("fw", "late")
     wait_until(lambda: (executor_sandbox / "pid").exists() and (first.sandbox("fw", "early") / "stdout").exists()
-               and read_json(str(run_of(first, "early").run_dir / "exit.json")).get("ended"),  # type: ignore[union-attr]
+               and read_json(str(run_of(first, "early").run_dir / "exit.json")).get("ended"),  # type: ignore[attr-defined]
                20, "both tasks to start, the early one to end")
     first.release()                                    # the agent is gone: the tasks run on
     second = shared_executor(work)

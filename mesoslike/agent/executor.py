@@ -11,6 +11,12 @@ through the task's *run directory* ``<work_dir>/meta/tasks/<framework>/<task>``
 (:meth:`TaskExecutor.recover`). The task's limits are those of its container
 (:mod:`.isolation`: cgroups, or none with ``posix``).
 
+With ``shared_supervisor`` the plain tasks — no namespaces, image, URIs or
+health check — share one long-lived supervisor per agent instead
+(:mod:`.shared_supervisor`, reached through :mod:`.supervisor_link`): no
+process per task but the task's own; the same run files, read the same
+way; its word that a run ended replaces the end of a supervisor process.
+
 Events come out of :meth:`TaskExecutor.poll` (no SIGCHLD handler: the
 executor works from any thread and never fights other code over signal
 handlers): :class:`TaskStarted` (the task's pid), :class:`TaskExit` (how it
@@ -473,7 +479,7 @@ class TaskExecutor:
         self.launcher: SupervisorLauncher | None = SupervisorLauncher(self.python, SUPERVISOR_SCRIPT) \
             if fork_supervisors else None
         #: the shared supervisor (used for recovery even when new tasks do not go to it)
-        self.link = SupervisorLink(self.work_dir / "meta", self.python)
+        self.link = SupervisorLink(self.work_dir / "meta", self.python, self.sandbox_root)
         self.shared_supervisor = shared_supervisor
         self._shared_runs: dict[str, tuple[str, str]] = {}   # FRAMEWORK/TASK -> the run's key
 

@@ -1,6 +1,9 @@
 """A task's supervisor: the small per-task process (our *executor*, in
 Mesos's words) that runs one task, outlives the agent, and records how the
-task ended.
+task ended. (The plain tasks — no namespaces, image, URIs or health check —
+share one long-lived supervisor per agent instead,
+:mod:`.shared_supervisor`, which runs this module's :class:`Supervisor`
+for each of them with its own loop, and writes the same run files.)
 
 The agent starts it in a session of its own (so the agent's Ctrl-C, SIGTERM
 or death leaves it alone) as ``python -I -S supervisor.py RUN_DIR``. It uses

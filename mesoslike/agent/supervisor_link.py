@@ -37,8 +37,9 @@ class SupervisorLink:
     """The connection to the shared supervisor of ``meta`` (the agent's
     ``<work_dir>/meta``)."""
 
-    def __init__(self, meta: Path, python: str) -> None:
+    def __init__(self, meta: Path, python: str, sandbox_root: Path | None = None) -> None:
         self.meta = meta
+        self.sandbox_root = sandbox_root
         self.python = python
         self.identity: Identity | None = None   # of the one connected to
         self.started = 0        # shared supervisors this link started
@@ -100,7 +101,7 @@ class SupervisorLink:
                 popen = subprocess.Popen([self.python, "-I", "-S", SHARED_SUPERVISOR_SCRIPT, str(self.meta)],
                                          stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                          start_new_session=True, close_fds=True,
-                                         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+                                         env=self._environment())
         except OSError as exc:
             log.warning("cannot start the shared supervisor (tasks get supervisors of their own): %s", exc)
             return False
@@ -121,6 +122,13 @@ class SupervisorLink:
         popen.wait()
         self._popen = None
         return False
+
+    def _environment(self) -> dict[str, str]:
+        # whose it is, for a process listing (and a test's clean-up), as a task supervisor's says
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "MESOSLIKE_SUPERVISOR": "shared"}
+        if self.sandbox_root is not None:
+            env["MESOSLIKE_SANDBOX"] = str(self.sandbox_root.resolve())
+        return env
 
     def _connect(self, identity: Identity) -> bool:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
