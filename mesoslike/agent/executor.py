@@ -306,9 +306,12 @@ class _SharedWatch:
         self.identity = identity
         self.pid = identity[0]
         self.done = False
+        #: its start is told on this connection (a launch of it); False for a recovered run, whose start
+        #: may have been told to the agent before (its task.json is read as a task supervisor's)
+        self.start_told = True
 
     def ended(self) -> bool:
-        return self.done or self.link.identity != self.identity or not self.link.alive()
+        return self.done or self.link.identity != self.identity or not self.link.live
 
     def signal(self, signum: int) -> None:
         # SIGTERM: with the task's grace; SIGUSR1 (and SIGKILL, a stuck supervisor's): at once
@@ -972,7 +975,7 @@ class TaskExecutor:
         now = self.clock.now()
         events: list[ExecutorEvent] = self._shared_told() if self._shared_runs else []
         for key, run in list(self._runs.items()):
-            if run.task_pid is None:
+            if run.task_pid is None and not (isinstance(run.watch, _SharedWatch) and run.watch.start_told):
                 run.task_pid = _task_pid(run.run_dir)
                 if run.task_pid is not None:
                     events.append(run.started())
@@ -1011,8 +1014,13 @@ class TaskExecutor:
             self.link.reconnected = False
             for key in self._shared_runs.values():
                 run = self._runs.get(key)
-                if run is not None and isinstance(run.watch, _SharedWatch) and _has_ended(run.run_dir):
-                    run.watch.done = True
+                if run is None or not isinstance(run.watch, _SharedWatch):
+                    continue
+                if run.task_pid is None:
+                    run.task_pid = _task_pid(run.run_dir)
+                    if run.task_pid is not None:
+                        events.append(run.started())
+                run.watch.done = _has_ended(run.run_dir)
         return events
 
     @staticmethod
@@ -1150,6 +1158,7 @@ class TaskExecutor:
             watch = _SharedWatch(self.link, _run_name(run_dir), identity) if self.link.attach(identity) else None
             if watch is not None:
                 watch.done = _has_ended(run_dir)
+                watch.start_told = False
                 self._shared_runs[watch.name] = key
         else:
             watch = _Watch.adopt(pid, start_ticks)

@@ -44,6 +44,9 @@ class SupervisorLink:
         self.identity: Identity | None = None   # of the one connected to
         self.started = 0        # shared supervisors this link started
         self.reconnected = False   # the connection was made again: what it told meanwhile is to be re-read
+        #: whether it ran at the last look (:meth:`receive`, or the connection): one look a loop turn, not
+        #: one a task
+        self.live = False
         self._sock: socket.socket | None = None
         self._popen: subprocess.Popen | None = None
         self._pidfd: int | None = None
@@ -157,6 +160,7 @@ class SupervisorLink:
                 sock.close()
                 return False
         self._sock, self.identity, self._inbox = sock, identity, b""
+        self.live = True
         return True
 
     # ------------------------------------------------------------- talking
@@ -189,6 +193,7 @@ class SupervisorLink:
         set (ends told meanwhile were lost: the caller re-reads its runs'
         ``exit.json``)."""
         told: list[tuple[str, str, int]] = []
+        self.live = self.alive()
         sock = self._sock
         if sock is None:
             return self._reconnect(told)
