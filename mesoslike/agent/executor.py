@@ -485,6 +485,7 @@ class TaskExecutor:
         self.link = SupervisorLink(self.work_dir / "meta", self.python, self.sandbox_root)
         self.shared_supervisor = shared_supervisor
         self._shared_runs: dict[str, tuple[str, str]] = {}   # FRAMEWORK/TASK -> the run's key
+        self._next_scan = 0.0   # when poll() looks at every run next
 
     # -------------------------------------------------------------- queries
     def running(self) -> list[tuple[str, str]]:
@@ -971,10 +972,20 @@ class TaskExecutor:
 
     # ------------------------------------------------------------- watching
     def poll(self) -> list[ExecutorEvent]:
-        """What happened to the tasks since the last look."""
+        """What happened to the tasks since the last look. Every run is
+        looked at when some have supervisors of their own (their ends are
+        seen so), and every :data:`OOM_CHECK_INTERVAL`; between, only the
+        runs the shared supervisor told of — a loop turn costs what
+        happened in it, not what runs."""
         now = self.clock.now()
-        events: list[ExecutorEvent] = self._shared_told() if self._shared_runs else []
-        for key, run in list(self._runs.items()):
+        told: set[tuple[str, str]] = set()
+        events: list[ExecutorEvent] = self._shared_told(told) if self._shared_runs else []
+        if len(self._runs) > len(self._shared_runs) or now >= self._next_scan or not self.link.live:
+            self._next_scan = now + OOM_CHECK_INTERVAL
+            runs = list(self._runs.items())
+        else:
+            runs = [(key, self._runs[key]) for key in told if key in self._runs]
+        for key, run in runs:
             if run.task_pid is None and not (isinstance(run.watch, _SharedWatch) and run.watch.start_told):
                 run.task_pid = _task_pid(run.run_dir)
                 if run.task_pid is not None:
@@ -994,7 +1005,7 @@ class TaskExecutor:
                 events.extend(self._check_health(key, run))
         return events
 
-    def _shared_told(self) -> list[ExecutorEvent]:
+    def _shared_told(self, told: set[tuple[str, str]]) -> list[ExecutorEvent]:
         """What the shared supervisor told: tasks started (their pids),
         runs ended (:meth:`poll` then reads their ``exit.json``). After a
         connection made again, every shared run's ``exit.json`` is looked
@@ -1003,8 +1014,9 @@ class TaskExecutor:
         for kind, name, pid in self.link.receive():
             key = self._shared_runs.get(name)
             run = self._runs.get(key) if key is not None else None
-            if run is None:
+            if key is None or run is None:
                 continue
+            told.add(key)
             if kind == "S" and run.task_pid is None:
                 run.task_pid = pid
                 events.append(run.started())
@@ -1016,6 +1028,7 @@ class TaskExecutor:
                 run = self._runs.get(key)
                 if run is None or not isinstance(run.watch, _SharedWatch):
                     continue
+                told.add(key)
                 if run.task_pid is None:
                     run.task_pid = _task_pid(run.run_dir)
                     if run.task_pid is not None:
