@@ -285,12 +285,14 @@ def test_recover_cleanup_kills_what_an_earlier_agent_left_and_exits(cluster, cgr
     assert cgroups_below(cgroups_root) == []
 
 
-def test_a_supervisor_whose_agent_does_not_come_back_kills_its_task(cluster, cgroups_root):
+@SUPERVISORS
+def test_a_supervisor_whose_agent_does_not_come_back_kills_its_task(cluster, cgroups_root, isolation):
     cluster.start_master("--ping-interval", "30")
-    scheduler, agent, pids = launch(cluster, {"t1": 0}, "--cgroups-root", cgroups_root, "--recovery-timeout", "1s")
+    scheduler, agent, pids = launch(cluster, {"t1": 0}, "--cgroups-root", cgroups_root, "--recovery-timeout", "1s",
+                                    *isolation)
     kill_9(agent)
     wait_until(lambda: not alive(pids["t1"]), 20, "the supervisor to kill its task after the recovery timeout")
-    start_agent(cluster, "a1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root, wait=False)
+    start_agent(cluster, "a1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root, *isolation, wait=False)
     scheduler.wait(lambda: scheduler.terminal("t1"), 20, "the task's end to be reported", cluster.diagnostics)
     (ended,) = scheduler.terminal("t1")
     assert (ended.state, ended.reason) == (TaskState.FAILED, "REASON_EXECUTOR_REREGISTRATION_TIMEOUT")

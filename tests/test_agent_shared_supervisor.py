@@ -199,3 +199,13 @@ def test_the_shared_supervisors_death_fails_its_tasks_and_the_next_task_gets_a_n
     executor.launch("fw", task("next", "exit 2"), "agent-1")
     assert run_of(executor, "next").watch.pid != supervisor and executor.link.started == 2
     assert exits(events_until(executor, lambda events: "next" in exits(events)))["next"] == (2, None, "")
+
+
+def test_sigterm_to_the_shared_supervisor_kills_its_tasks_with_their_grace_and_records_them(executor, tmp_path):
+    executor.launch("fw", task("polite", "trap 'exit 7' TERM; echo up > up; while :; do sleep 0.05; done"),
+                    "agent-1")
+    wait_until(lambda: (executor.sandbox("fw", "polite") / "up").exists(), 20, "the task to run")
+    supervisor = run_of(executor, "polite").watch.pid
+    os.kill(supervisor, signal.SIGTERM)
+    assert exits(events_until(executor, lambda events: "polite" in exits(events)))["polite"] == (7, None, "")
+    wait_until(lambda: executor.link.alive() is False, 10, "the shared supervisor to end")
