@@ -486,8 +486,13 @@ class TaskExecutor:
         self.shared_supervisor = shared_supervisor
         self._shared_runs: dict[str, tuple[str, str]] = {}   # FRAMEWORK/TASK -> the run's key
         self._next_scan = 0.0   # when poll() looks at every run next
+        self._killing: set[tuple[str, str]] = set()   # the runs that may have a kill deadline
 
     # -------------------------------------------------------------- queries
+    def busy(self) -> bool:
+        """Whether any task's supervisor has not ended (cheaper than :meth:`running`)."""
+        return bool(self._runs)
+
     def running(self) -> list[tuple[str, str]]:
         """(framework_id, task_id) of every task whose supervisor has not ended."""
         return sorted(self._runs)
@@ -532,7 +537,8 @@ class TaskExecutor:
 
     def next_deadline(self) -> float:
         """The earliest time :meth:`poll` has work besides looking (``math.inf`` if none)."""
-        return min((run.kill_deadline for run in self._runs.values() if run.kill_deadline is not None),
+        killing = [self._runs[key] for key in self._killing if key in self._runs]   # not every run: each turn asks
+        return min((run.kill_deadline for run in killing if run.kill_deadline is not None),
                    default=math.inf)
 
     def usage(self) -> list[TaskUsage]:
@@ -968,6 +974,7 @@ class TaskExecutor:
         # a supervisor that has not ended a while after the grace is stuck: it goes too
         deadline = self.clock.now() + max(0.0, grace_period) + sup.CLEANUP_LIMIT + 5.0
         run.kill_deadline = deadline if run.kill_deadline is None else min(run.kill_deadline, deadline)
+        self._killing.add((framework_id, task_id))
         return True
 
     # ------------------------------------------------------------- watching
@@ -1063,6 +1070,7 @@ class TaskExecutor:
     def _ended(self, key: tuple[str, str], run: _Run) -> list[ExecutorEvent]:
         """The supervisor has ended: how did the task end?"""
         del self._runs[key]
+        self._killing.discard(key)
         run.watch.close()
         if isinstance(run.watch, _SharedWatch):
             self._shared_runs.pop(run.watch.name, None)

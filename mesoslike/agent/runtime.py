@@ -598,7 +598,7 @@ class AgentRuntime:
             return 0.0   # launches wait: look at the socket, then start more
         wakeup = min(self.core.next_wakeup(), self.executor.next_deadline())
         timeout = max(0.0, wakeup - self.clock.now())
-        if self.executor.running():
+        if self.executor.busy():
             timeout = min(timeout, TASK_POLL_INTERVAL)
         return min(timeout, CONNECTION_CHECK_INTERVAL)
 
