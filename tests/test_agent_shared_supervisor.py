@@ -209,3 +209,21 @@ def test_sigterm_to_the_shared_supervisor_kills_its_tasks_with_their_grace_and_r
     os.kill(supervisor, signal.SIGTERM)
     assert exits(events_until(executor, lambda events: "polite" in exits(events)))["polite"] == (7, None, "")
     wait_until(lambda: executor.link.alive() is False, 10, "the shared supervisor to end")
+
+
+def test_a_connection_made_again_loses_no_end_and_no_launch(executor, monkeypatch):
+    executor.launch("fw", task("waits", "echo $$ > pid; while [ ! -e go ]; do sleep 0.05; done; exit 3"), "agent-1")
+    sandbox = executor.sandbox("fw", "waits")
+    wait_until(lambda: (sandbox / "pid").exists(), 20, "the task to run")
+    link = executor.link
+
+    def lost() -> None:   # the connection breaks with the launch request unsent
+        link._outbox.clear()
+        link._disconnect()
+    monkeypatch.setattr(link, "flush", lost)
+    executor.launch("fw", task("lost", "exit 4"), "agent-1")
+    monkeypatch.undo()
+    (sandbox / "go").touch()   # ends while no connection is there to tell it
+    ended = exits(events_until(executor, lambda events: len(exits(events)) == 2))
+    assert ended == {"waits": (3, None, ""), "lost": (4, None, "")}
+    assert link.started == 1   # the same shared supervisor, connected again

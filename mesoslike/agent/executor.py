@@ -1031,16 +1031,21 @@ class TaskExecutor:
                 run.watch.done = True
         if self.link.reconnected:
             self.link.reconnected = False
-            for key in self._shared_runs.values():
+            for name, key in self._shared_runs.items():
                 run = self._runs.get(key)
                 if run is None or not isinstance(run.watch, _SharedWatch):
                     continue
                 told.add(key)
+                if _supervisor_identity(run.run_dir) is None:
+                    # never taken (its supervisor.json is the first thing written): the request was lost with
+                    # the connection; asked again (one taken is never asked twice: it would run again)
+                    self.link.send("L", name)
                 if run.task_pid is None:
                     run.task_pid = _task_pid(run.run_dir)
                     if run.task_pid is not None:
                         events.append(run.started())
                 run.watch.done = _has_ended(run.run_dir)
+            self.link.flush()
         return events
 
     @staticmethod
