@@ -227,3 +227,14 @@ def test_a_connection_made_again_loses_no_end_and_no_launch(executor, monkeypatc
     ended = exits(events_until(executor, lambda events: len(exits(events)) == 2))
     assert ended == {"waits": (3, None, ""), "lost": (4, None, "")}
     assert link.started == 1   # the same shared supervisor, connected again
+
+
+def test_without_a_shared_supervisor_to_be_had_a_task_gets_a_supervisor_of_its_own(executor, monkeypatch):
+    from mesoslike.agent import supervisor_link
+
+    monkeypatch.setattr(supervisor_link, "SHARED_SUPERVISOR_SCRIPT", "/nonexistent/shared_supervisor.py")
+    executor.launch("fw", task("alone", "exit 6"), "agent-1")
+    run = run_of(executor, "alone")
+    assert executor.link.started == 1 and executor.link.identity is None   # tried, and it did not start
+    assert exits(events_until(executor, lambda events: "alone" in exits(events)))["alone"] == (6, None, "")
+    assert read_json(str(run.run_dir / "supervisor.json")).get("shared") is None  # type: ignore[union-attr]

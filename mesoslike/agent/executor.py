@@ -620,7 +620,11 @@ class TaskExecutor:
                 if prepared.shared and self.link.ensure():
                     self.link.send("L", _run_name(prepared.run_dir))
                     shared.append((index, prepared))
-                elif self.launcher is not None and self.launcher.submit(prepared.run_dir, prepared.environment,
+                    continue
+                if prepared.shared:   # no shared supervisor to be had: one of its own after all
+                    prepared = attrs.evolve(prepared, shared=False, environment=self._supervisor_environment(
+                        *prepared.key, prepared.sandbox))
+                if self.launcher is not None and self.launcher.submit(prepared.run_dir, prepared.environment,
                                                                       prepared.run_dir / sup.LOG_FILE,
                                                                       prepared.pid_namespace):
                     submitted.append((index, prepared))
@@ -698,15 +702,16 @@ class TaskExecutor:
                 spec["image"]["cgroups_path"] = self.isolator.runc_cgroups_path(container) or \
                     f"mesoslike-containers/{spec['image']['id']}"
             self._write_run_files(run_dir, framework_id, task, launch.agent_id, sandbox, container, spec, secrets)
-            environment = self._supervisor_environment(framework_id, task, sandbox)
+            shared = self.shared_supervisor and not (spec["namespaces"] or spec.get("image") or task.uris
+                                                     or task.health_check is not None)
+            # a process's environment: none for a task the shared supervisor starts (made if it must fall back)
+            environment = {} if shared else self._supervisor_environment(framework_id, task.task_id, sandbox)
         except LaunchError:
             self._abandon(container)
             raise
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             self._abandon(container)
             raise LaunchError(launch_problem(exc, self.work_dir)) from None
-        shared = self.shared_supervisor and not (spec["namespaces"] or spec.get("image") or task.uris
-                                                 or task.health_check is not None)
         return _Prepared(key, run_dir, sandbox, container, environment, "pid" in spec["namespaces"],
                          task.health_check is not None, tuple(spec["isolation"]),
                          spec["image"]["name"] if spec.get("image") else "", shared)
@@ -955,10 +960,10 @@ class TaskExecutor:
                                                executor_id))
 
     @staticmethod
-    def _supervisor_environment(framework_id: str, task: TaskInfo, sandbox: Path) -> dict[str, str]:
+    def _supervisor_environment(framework_id: str, task_id: str, sandbox: Path) -> dict[str, str]:
         # the task's identity, so that a process listing (and a test's clean-up) can tell whose it is
         return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "MESOSLIKE_SUPERVISOR": "1",
-                "MESOSLIKE_TASK_ID": task.task_id, "MESOSLIKE_FRAMEWORK_ID": framework_id,
+                "MESOSLIKE_TASK_ID": task_id, "MESOSLIKE_FRAMEWORK_ID": framework_id,
                 "MESOSLIKE_SANDBOX": str(sandbox.resolve())}
 
     # ---------------------------------------------------------------- kill
