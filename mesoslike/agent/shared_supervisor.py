@@ -59,7 +59,7 @@ to it kills its tasks (each with its grace), records them, and ends it.
 Recovery timeout: as a task's supervisor, it looks at the agent's pid file
 every second; the tasks of an agent gone for longer than their
 ``recovery_timeout`` are killed (``reason: "recovery_timeout"``). Once it
-has no task left and no agent runs on ``META``, it exits.
+has had no task and no agent connected for a few seconds, it exits.
 """
 
 from __future__ import annotations
@@ -86,6 +86,8 @@ MAX_LINE = 4096
 MAX_OUTBOX = 1 << 20
 #: how often the remains of an ended task's cgroups are looked at again (s)
 CLEANUP_INTERVAL = 0.01
+#: how long it stays with no task and no agent connected before it ends (s)
+IDLE_LIMIT = 2.0
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
@@ -159,6 +161,7 @@ class SharedSupervisor:
         # the agent that starts it connects within this long; only then does "no agent, no task" end it
         self.next_agent_check = time.monotonic() + sup.AGENT_CHECK_INTERVAL
         self.stopping = False
+        self.idle_since: float | None = None   # since when it has had no task and no connection
         self.wake_read, self.wake_write = os.pipe()
         self.pid = os.getpid()
         self.start_ticks = sup.process_start_ticks(self.pid)
@@ -322,7 +325,15 @@ class SharedSupervisor:
 
     def check_agent(self, now: float) -> bool:
         """Kill the tasks of an agent gone longer than their recovery
-        timeout; True if this process should end (no task, no agent)."""
+        timeout; True if this process should end: no task and no agent
+        connected for :data:`IDLE_LIMIT` (an agent that stopped let go of
+        it; the next one starts another)."""
+        if self.tasks or self.conn is not None:
+            self.idle_since = None
+        elif self.idle_since is None:
+            self.idle_since = now
+        elif now - self.idle_since >= IDLE_LIMIT:
+            return True
         if sup._agent_alive(self.agent_pid_file):
             self.agent_seen_at = now
             return False
@@ -333,7 +344,7 @@ class SharedSupervisor:
                 task.message = f"the agent did not come back within {timeout:g} s (--recovery-timeout)"
                 sup.say(f"{task.name}: {task.message}: killing the task")
                 task.kill(float(task.launch["grace_period"]))
-        return not self.tasks and self.conn is None
+        return False
 
     # ------------------------------------------------------------ tasks
     def launch(self, name: str) -> None:
