@@ -52,6 +52,8 @@ the issue's goals; the benchmark reports, it never fails on a figure.
     python bench/throughput.py --quick
     python bench/throughput.py --only isolation --out bench/results/throughput-isolation.json
     python bench/throughput.py --before main --task-user root --rounds 5 --out bench/results/throughput-before-after.json
+    python bench/throughput.py --only real --agent-isolation cgroups/cpu,cgroups/mem --out bench/results/throughput-shared-supervisor.json
+    python bench/throughput.py --before 1f1603d --before-isolation cgroups/cpu,cgroups/mem --after-isolation cgroups/cpu,cgroups/mem
 """
 
 from __future__ import annotations
