@@ -52,6 +52,8 @@ the issue's goals; the benchmark reports, it never fails on a figure.
     python bench/throughput.py --quick
     python bench/throughput.py --only isolation --out bench/results/throughput-isolation.json
     python bench/throughput.py --before main --task-user root --rounds 5 --out bench/results/throughput-before-after.json
+    python bench/throughput.py --only real --agent-isolation cgroups/cpu,cgroups/mem --out bench/results/throughput-shared-supervisor.json
+    python bench/throughput.py --before 1f1603d --before-isolation cgroups/cpu,cgroups/mem --after-isolation cgroups/cpu,cgroups/mem
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ MEASURED = ["frameworks/mesoslike_frameworks/command.py", "frameworks/mesoslike_
             "mesoslike/master/core.py", "mesoslike/master/runtime.py", "mesoslike/master/state.py",
             "mesoslike/agent/core.py", "mesoslike/agent/runtime.py", "mesoslike/agent/executor.py",
             "mesoslike/agent/supervisor.py", "mesoslike/agent/launcher.py", "mesoslike/agent/checkpoint.py",
-            "mesoslike/agent/gc.py",
+            "mesoslike/agent/gc.py", "mesoslike/agent/shared_supervisor.py", "mesoslike/agent/supervisor_link.py",
             "mesoslike/agent/isolation.py", "mesoslike/agent/namespaces.py",
             "mesoslike/transport.py", "mesoslike/wire/codec.py", "mesoslike/wire/messages.py",
             "mesoslike/wire/batching.py"]
@@ -513,20 +515,23 @@ def source_tree(ref: str, into: Path) -> tuple[Path, str]:
 
 
 def measure_before_after(procs: Processes, tasks: int, rounds: int, ref: str, user: str = "",
-                         after_isolation: str = "") -> dict:
+                         after_isolation: str = "", before_isolation: str = "") -> dict:
     """The real-agents measurement on two clusters side by side, rounds
     interleaved (and the raw spawn baseline in each round): one runs this
     tree's code (``after``), the other the code of ``ref`` (``before``), so
     that a change is measured against what it changes under the same load.
     ``after_isolation``: this tree's agents' ``--isolation`` (e.g. the
-    isolators ``ref`` had), default theirs."""
+    isolators ``ref`` had), default theirs; ``before_isolation``: the same
+    for ``ref``'s agents (both the same: a change of the launch path
+    measured like for like under isolators other than the default)."""
     if Path(ref).is_dir():   # a tree already made (e.g. by git archive), run as it is
         tree, commit = Path(ref).resolve(), ""
     else:
         tree, commit = source_tree(ref, procs.work / "before-tree")
     after_args = ("--isolation", after_isolation) if after_isolation else ()
+    before_args = ("--isolation", before_isolation) if before_isolation else ()
     clusters = {"after": Cluster(procs, 4, "cpus:64;mem:65536", after_args, prefix="after-"),
-                "before": Cluster(procs, 4, "cpus:64;mem:65536", prefix="before-", tree=tree)}
+                "before": Cluster(procs, 4, "cpus:64;mem:65536", before_args, prefix="before-", tree=tree)}
     rates: dict[str, list[float]] = {name: [] for name in clusters}
     cpus: dict[str, list[dict]] = {name: [] for name in clusters}
     baseline: list[float] = []
@@ -545,6 +550,7 @@ def measure_before_after(procs: Processes, tasks: int, rounds: int, ref: str, us
             procs.stop(name)
     return {"tasks": tasks, "agents": 4, "task_user": user, "before": {"ref": ref, "commit": commit},
             "after_isolation": after_isolation or "(the agents' default)",
+            "before_isolation": before_isolation or "(the agents' default)",
             "after_tasks_per_s": spread(rates["after"]), "before_tasks_per_s": spread(rates["before"]),
             "baseline_spawn_per_s": spread(baseline),
             "after_to_before_percent": spread([100 * a / b for a, b in zip(rates["after"], rates["before"])]),
@@ -799,6 +805,11 @@ def main() -> None:
     parser.add_argument("--after-isolation", default="", metavar="ISOLATORS",
                         help="before_after: this tree's agents' --isolation (e.g. what REF's agents had; default "
                              "theirs)")
+    parser.add_argument("--before-isolation", default="", metavar="ISOLATORS",
+                        help="before_after: REF's agents' --isolation (default theirs)")
+    parser.add_argument("--agent-isolation", default="", metavar="ISOLATORS",
+                        help="real, fuxi: the agents' --isolation (default theirs: namespaces on top of cgroups; "
+                             "cgroups/cpu,cgroups/mem: the tasks the shared supervisor runs)")
     parser.add_argument("--task-user", default="", metavar="USER",
                         help="before_after: the frameworks' FrameworkInfo.user (as 'mesoslike run' on a secured "
                              "cluster names its user; default: none, the agents' own)")
@@ -835,12 +846,14 @@ def main() -> None:
                                                          args.rounds)
         if "before_after" in only:
             doc["before_after"] = measure_before_after(procs, args.tasks, args.rounds, args.before, args.task_user,
-                                                       args.after_isolation)
+                                                       args.after_isolation, args.before_isolation)
         if "isolation" in only:
             doc["isolation"] = measure_isolation(procs, args.tasks, args.rounds, args.isolation,
                                                  args.isolation_baseline)
         if only & {"real", "fuxi"} or args.big_run:
-            cluster = Cluster(procs, 4, "cpus:64;mem:65536")
+            cluster = Cluster(procs, 4, "cpus:64;mem:65536",
+                              ("--isolation", args.agent_isolation) if args.agent_isolation else ())
+            doc["agent_isolation"] = args.agent_isolation or "(the agents' default)"
             if "real" in only:
                 if "slurm" in args.peers.split(","):
                     # its own directory, not under the benchmark's 0700 one: munged wants its socket's

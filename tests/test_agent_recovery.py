@@ -31,6 +31,10 @@ FRAMEWORK = FrameworkInfo("recovery", failover_timeout=120.0)
 #: it marks the agent unreachable (the e2e clusters' 1.5 s is shorter than a restart on a loaded machine,
 #: whose Python imports alone can take seconds; the restarts are what these tests are about)
 PATIENT_MASTER = ("--max-agent-ping-timeouts", "60")
+#: the agents' --isolation: the default (each task under a supervisor of its own, in namespaces), and
+#: cgroups alone (the tasks under the agent's shared supervisor: docs/agent.rst, "Recovery")
+SUPERVISORS = pytest.mark.parametrize("isolation", [(), ("--isolation", "cgroups/cpu,cgroups/mem")],
+                                      ids=["own-supervisors", "shared-supervisor"])
 BAD_STATES = {TaskState.LOST, TaskState.FAILED, TaskState.KILLED, TaskState.ERROR, TaskState.DROPPED,
               TaskState.GONE, TaskState.UNREACHABLE}
 
@@ -75,15 +79,24 @@ def exit_recorded(cluster, scheduler, task_id, hostname="a1"):
         return False
 
 
+def shared_supervisor(cluster, scheduler, task_id, hostname="a1"):
+    """Whether the task runs under its agent's shared supervisor (its supervisor.json says so)."""
+    path = run_dir(cluster, hostname, scheduler.framework_id, task_id) / "supervisor.json"
+    return json.loads(path.read_text()).get("shared", False)
+
+
 # ------------------------------------------------------------------ recovery
-def test_kill_9_of_the_agent_then_restart_same_tasks_same_pids_then_one_finished_each(cluster, cgroups_root):
+@SUPERVISORS
+def test_kill_9_of_the_agent_then_restart_same_tasks_same_pids_then_one_finished_each(cluster, cgroups_root,
+                                                                                    isolation):
     cluster.start_master(*PATIENT_MASTER)
-    scheduler, agent, pids = launch(cluster, {"t1": 0, "t2": 0}, "--cgroups-root", cgroups_root)
+    scheduler, agent, pids = launch(cluster, {"t1": 0, "t2": 0}, "--cgroups-root", cgroups_root, *isolation)
+    assert shared_supervisor(cluster, scheduler, "t1") == bool(isolation)
     before = agent_state(cluster, "a1")
     kill_9(agent)
     assert all(alive(pid) for pid in pids.values())           # the tasks live on without their agent
     started = time.monotonic()
-    start_agent(cluster, "a1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root, wait=False)
+    start_agent(cluster, "a1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root, *isolation, wait=False)
     cluster.wait_until(lambda: agent_tasks(cluster) == {"t1": ("TASK_RUNNING", pids["t1"]),
                                                         "t2": ("TASK_RUNNING", pids["t2"])},
                        20, "the restarted agent to report the same tasks running with the same pids")
@@ -107,16 +120,18 @@ def test_kill_9_of_the_agent_then_restart_same_tasks_same_pids_then_one_finished
           "was started")
 
 
-def test_a_task_that_ends_while_its_agent_is_down_is_reported_with_its_real_exit_status(cluster, cgroups_root):
+@SUPERVISORS
+def test_a_task_that_ends_while_its_agent_is_down_is_reported_with_its_real_exit_status(cluster, cgroups_root,
+                                                                                       isolation):
     cluster.start_master(*PATIENT_MASTER)
-    scheduler, agent, pids = launch(cluster, {"seven": 7, "zero": 0}, "--cgroups-root", cgroups_root)
+    scheduler, agent, pids = launch(cluster, {"seven": 7, "zero": 0}, "--cgroups-root", cgroups_root, *isolation)
     kill_9(agent)
     go(cluster, scheduler, "seven")
     go(cluster, scheduler, "zero")
     wait_until(lambda: exit_recorded(cluster, scheduler, "seven") and exit_recorded(cluster, scheduler, "zero"),
                20, "the supervisors to record the exits")
     assert not alive(pids["seven"]) and not alive(pids["zero"])
-    start_agent(cluster, "a1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root, wait=False)
+    start_agent(cluster, "a1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root, *isolation, wait=False)
     scheduler.wait(lambda: scheduler.terminal("seven") and scheduler.terminal("zero"), 20,
                    "the exits to reach the framework", cluster.diagnostics)
     (seven,) = scheduler.terminal("seven")
@@ -225,10 +240,12 @@ def test_a_corrupt_checkpoint_is_reported_by_name_and_every_other_task_is_recove
     scheduler.wait(lambda: scheduler.terminal("good"), 20, "good to finish", cluster.diagnostics)
 
 
-def test_kill_9_of_a_supervisor_fails_its_task_saying_the_executor_died(cluster, cgroups_root):
+@SUPERVISORS
+def test_kill_9_of_a_supervisor_fails_its_task_saying_the_executor_died(cluster, cgroups_root, isolation):
     cluster.start_master()
-    scheduler, agent, pids = launch(cluster, {"orphan": 0}, "--cgroups-root", cgroups_root)
+    scheduler, agent, pids = launch(cluster, {"orphan": 0}, "--cgroups-root", cgroups_root, *isolation)
     supervisor = supervisor_pid(run_dir(cluster, "a1", scheduler.framework_id, "orphan"))
+    assert shared_supervisor(cluster, scheduler, "orphan") == bool(isolation)
     os.kill(supervisor, signal.SIGKILL)
     scheduler.wait(lambda: scheduler.terminal("orphan"), 20, "the task to end", cluster.diagnostics)
     (ended,) = scheduler.terminal("orphan")
@@ -268,12 +285,14 @@ def test_recover_cleanup_kills_what_an_earlier_agent_left_and_exits(cluster, cgr
     assert cgroups_below(cgroups_root) == []
 
 
-def test_a_supervisor_whose_agent_does_not_come_back_kills_its_task(cluster, cgroups_root):
+@SUPERVISORS
+def test_a_supervisor_whose_agent_does_not_come_back_kills_its_task(cluster, cgroups_root, isolation):
     cluster.start_master("--ping-interval", "30")
-    scheduler, agent, pids = launch(cluster, {"t1": 0}, "--cgroups-root", cgroups_root, "--recovery-timeout", "1s")
+    scheduler, agent, pids = launch(cluster, {"t1": 0}, "--cgroups-root", cgroups_root, "--recovery-timeout", "1s",
+                                    *isolation)
     kill_9(agent)
     wait_until(lambda: not alive(pids["t1"]), 20, "the supervisor to kill its task after the recovery timeout")
-    start_agent(cluster, "a1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root, wait=False)
+    start_agent(cluster, "a1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root, *isolation, wait=False)
     scheduler.wait(lambda: scheduler.terminal("t1"), 20, "the task's end to be reported", cluster.diagnostics)
     (ended,) = scheduler.terminal("t1")
     assert (ended.state, ended.reason) == (TaskState.FAILED, "REASON_EXECUTOR_REREGISTRATION_TIMEOUT")

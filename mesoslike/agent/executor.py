@@ -11,6 +11,12 @@ through the task's *run directory* ``<work_dir>/meta/tasks/<framework>/<task>``
 (:meth:`TaskExecutor.recover`). The task's limits are those of its container
 (:mod:`.isolation`: cgroups, or none with ``posix``).
 
+With ``shared_supervisor`` the plain tasks — no namespaces, image, URIs or
+health check — share one long-lived supervisor per agent instead
+(:mod:`.shared_supervisor`, reached through :mod:`.supervisor_link`): no
+process per task but the task's own; the same run files, read the same
+way; its word that a run ended replaces the end of a supervisor process.
+
 Events come out of :meth:`TaskExecutor.poll` (no SIGCHLD handler: the
 executor works from any thread and never fights other code over signal
 handlers): :class:`TaskStarted` (the task's pid), :class:`TaskExit` (how it
@@ -69,6 +75,7 @@ from mesoslike.agent.health import HEALTH_FILE, read_health
 from mesoslike.agent.isolation import Container, Isolation, Isolator, PosixIsolator, agent_key
 from mesoslike.agent.launcher import SupervisorLauncher
 from mesoslike.agent.namespaces import PidNamespaceForker
+from mesoslike.agent.supervisor_link import Identity, SupervisorLink
 from mesoslike.agent.secrets import (RUN_DIR_SECRETS, SECRETS_FILE, SecretError, SecretStore, TaskSecrets,
                                      resolve_task_secrets, secret_file_host_path, write_secrets_file)
 from mesoslike.clock import Clock, SystemClock
@@ -287,6 +294,37 @@ class _Watch:
             self.pidfd = None
 
 
+class _SharedWatch:
+    """A task under the agent's shared supervisor (:mod:`.shared_supervisor`):
+    its run has ended when the shared supervisor told so (or the agent
+    read it from ``exit.json``), or when that supervisor is gone; signals
+    are requests to it."""
+
+    def __init__(self, link: SupervisorLink, name: str, identity: Identity) -> None:
+        self.link = link
+        self.name = name                 # FRAMEWORK/TASK, the run directory below meta/tasks
+        self.identity = identity
+        self.pid = identity[0]
+        self.done = False
+        #: its start is told on this connection (a launch of it); False for a recovered run, whose start
+        #: may have been told to the agent before (its task.json is read as a task supervisor's)
+        self.start_told = True
+
+    def ended(self) -> bool:
+        return self.done or self.link.identity != self.identity or not self.link.live
+
+    def signal(self, signum: int) -> None:
+        # SIGTERM: with the task's grace; SIGUSR1 (and SIGKILL, a stuck supervisor's): at once
+        self.link.send("T" if signum == signal.SIGTERM else "K", self.name)
+        self.link.flush()
+
+    def how_it_ended(self) -> str:
+        return " (the agent's shared supervisor ended)"
+
+    def close(self) -> None:
+        pass
+
+
 class _Run:
     """A task under its supervisor."""
 
@@ -295,7 +333,7 @@ class _Run:
                  "isolation", "image")
 
     def __init__(self, framework_id: str, task_id: str, run_dir: Path, sandbox: Path, container: Container,
-                 watch: _Watch, task_pid: int | None = None) -> None:
+                 watch: _Watch | _SharedWatch, task_pid: int | None = None) -> None:
         self.framework_id = framework_id
         self.task_id = task_id
         self.run_dir = run_dir
@@ -343,6 +381,7 @@ class _Prepared:
     checked: bool
     isolation: tuple[str, ...]
     image: str
+    shared: bool = False   # for the shared supervisor (plain enough: no namespaces, image, URIs, health check)
 
 
 class TaskExecutor:
@@ -372,6 +411,11 @@ class TaskExecutor:
         a task without one runs as the agent's user).
     :param fork_supervisors: fork the supervisors from a launcher process
         (:mod:`mesoslike.agent.launcher`) instead of starting an interpreter for each.
+    :param shared_supervisor: run the tasks that need no process of their
+        own (no namespaces, image, URIs or health check) under one
+        long-lived supervisor per agent (:mod:`.shared_supervisor`), with
+        no Python process forked per task. Tasks of a shared supervisor an
+        earlier agent started are recovered either way.
     :param fetcher: how the supervisors fetch the tasks' URIs (the cache is
         ``<work_dir>/fetcher-cache``).
     :param isolation: the agent's ``--isolation`` in force
@@ -396,7 +440,8 @@ class TaskExecutor:
                  container_prefix: str | None = None, switch_user: bool = False,
                  fork_supervisors: bool = True, fetcher: FetcherSettings | None = None,
                  isolation: Isolation | None = None, allowed_host_paths: tuple[str, ...] = (),
-                 image_store: dict | None = None, hostname: str = "", secrets: SecretStore | None = None) -> None:
+                 image_store: dict | None = None, hostname: str = "", secrets: SecretStore | None = None,
+                 shared_supervisor: bool = False) -> None:
         self.work_dir = Path(work_dir)
         self.sandbox_root = self.work_dir / "sandboxes"
         self.agent_pid_file = self.work_dir / "meta" / "agent.pid"
@@ -436,8 +481,18 @@ class TaskExecutor:
         #: forks the supervisors (None: each is an interpreter started for it)
         self.launcher: SupervisorLauncher | None = SupervisorLauncher(self.python, SUPERVISOR_SCRIPT) \
             if fork_supervisors else None
+        #: the shared supervisor (used for recovery even when new tasks do not go to it)
+        self.link = SupervisorLink(self.work_dir / "meta", self.python, self.sandbox_root)
+        self.shared_supervisor = shared_supervisor
+        self._shared_runs: dict[str, tuple[str, str]] = {}   # FRAMEWORK/TASK -> the run's key
+        self._next_scan = 0.0   # when poll() looks at every run next
+        self._killing: set[tuple[str, str]] = set()   # the runs that may have a kill deadline
 
     # -------------------------------------------------------------- queries
+    def busy(self) -> bool:
+        """Whether any task's supervisor has not ended (cheaper than :meth:`running`)."""
+        return bool(self._runs)
+
     def running(self) -> list[tuple[str, str]]:
         """(framework_id, task_id) of every task whose supervisor has not ended."""
         return sorted(self._runs)
@@ -482,7 +537,8 @@ class TaskExecutor:
 
     def next_deadline(self) -> float:
         """The earliest time :meth:`poll` has work besides looking (``math.inf`` if none)."""
-        return min((run.kill_deadline for run in self._runs.values() if run.kill_deadline is not None),
+        killing = [self._runs[key] for key in self._killing if key in self._runs]   # not every run: each turn asks
+        return min((run.kill_deadline for run in killing if run.kill_deadline is not None),
                    default=math.inf)
 
     def usage(self) -> list[TaskUsage]:
@@ -551,6 +607,7 @@ class TaskExecutor:
         problems: list[LaunchError | None] = [None] * len(launches)
         submitted: list[tuple[int, _Prepared]] = []
         unsubmitted: list[tuple[int, _Prepared]] = []
+        shared: list[tuple[int, _Prepared]] = []
         keys: set[tuple[str, str]] = set()
         try:
             for index, launch in enumerate(launches):
@@ -560,6 +617,13 @@ class TaskExecutor:
                     problems[index] = exc
                     continue
                 keys.add(prepared.key)
+                if prepared.shared and self.link.ensure():
+                    self.link.send("L", _run_name(prepared.run_dir))
+                    shared.append((index, prepared))
+                    continue
+                if prepared.shared:   # no shared supervisor to be had: one of its own after all
+                    prepared = attrs.evolve(prepared, shared=False, environment=self._supervisor_environment(
+                        *prepared.key, prepared.sandbox))
                 if self.launcher is not None and self.launcher.submit(prepared.run_dir, prepared.environment,
                                                                       prepared.run_dir / sup.LOG_FILE,
                                                                       prepared.pid_namespace):
@@ -570,12 +634,25 @@ class TaskExecutor:
             # even if something unforeseen escapes a preparation: the answers to what was asked are read
             # (the next batch's must not be taken for theirs) and those supervisors watched
             answers: list[int | OSError] = self.launcher.collect() if self.launcher is not None else []
+            self.link.flush()
             started: list[tuple[int, _Prepared, int | OSError | None]] = \
                 [(index, prepared, answer) for (index, prepared), answer in zip(submitted, answers)]
             started += [(index, prepared, None) for index, prepared in unsubmitted]
             for index, prepared, answer in sorted(started, key=lambda item: item[0]):
                 problems[index] = self._watch_prepared(prepared, answer)
+            identity = self.link.identity
+            for index, prepared in shared:
+                assert identity is not None
+                self._watch_shared(prepared, _SharedWatch(self.link, _run_name(prepared.run_dir), identity))
         return problems
+
+    def _watch_shared(self, prepared: _Prepared, watch: _SharedWatch) -> None:
+        """A launch asked of the shared supervisor, watched as a run (its
+        end comes as a word from it, :meth:`poll`)."""
+        run = self._runs[prepared.key] = _Run(*prepared.key, prepared.run_dir, prepared.sandbox, prepared.container,
+                                              watch)
+        run.isolation = prepared.isolation
+        self._shared_runs[watch.name] = prepared.key
 
     def _watch_prepared(self, prepared: _Prepared, answer: int | OSError | None) -> LaunchError | None:
         """The prepared launch's supervisor watched as a run (:meth:`_watch_supervisor`); what stopped it."""
@@ -625,7 +702,10 @@ class TaskExecutor:
                 spec["image"]["cgroups_path"] = self.isolator.runc_cgroups_path(container) or \
                     f"mesoslike-containers/{spec['image']['id']}"
             self._write_run_files(run_dir, framework_id, task, launch.agent_id, sandbox, container, spec, secrets)
-            environment = self._supervisor_environment(framework_id, task, sandbox)
+            shared = self.shared_supervisor and not (spec["namespaces"] or spec.get("image") or task.uris
+                                                     or task.health_check is not None)
+            # a process's environment: none for a task the shared supervisor starts (made if it must fall back)
+            environment = {} if shared else self._supervisor_environment(framework_id, task.task_id, sandbox)
         except LaunchError:
             self._abandon(container)
             raise
@@ -634,7 +714,7 @@ class TaskExecutor:
             raise LaunchError(launch_problem(exc, self.work_dir)) from None
         return _Prepared(key, run_dir, sandbox, container, environment, "pid" in spec["namespaces"],
                          task.health_check is not None, tuple(spec["isolation"]),
-                         spec["image"]["name"] if spec.get("image") else "")
+                         spec["image"]["name"] if spec.get("image") else "", shared)
 
     def _start_supervisor(self, run_dir: Path, environment: dict[str, str], pid_namespace: bool) -> _Watch:
         """Start a supervisor without the launcher: an interpreter of its
@@ -880,10 +960,10 @@ class TaskExecutor:
                                                executor_id))
 
     @staticmethod
-    def _supervisor_environment(framework_id: str, task: TaskInfo, sandbox: Path) -> dict[str, str]:
+    def _supervisor_environment(framework_id: str, task_id: str, sandbox: Path) -> dict[str, str]:
         # the task's identity, so that a process listing (and a test's clean-up) can tell whose it is
         return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "MESOSLIKE_SUPERVISOR": "1",
-                "MESOSLIKE_TASK_ID": task.task_id, "MESOSLIKE_FRAMEWORK_ID": framework_id,
+                "MESOSLIKE_TASK_ID": task_id, "MESOSLIKE_FRAMEWORK_ID": framework_id,
                 "MESOSLIKE_SANDBOX": str(sandbox.resolve())}
 
     # ---------------------------------------------------------------- kill
@@ -899,15 +979,26 @@ class TaskExecutor:
         # a supervisor that has not ended a while after the grace is stuck: it goes too
         deadline = self.clock.now() + max(0.0, grace_period) + sup.CLEANUP_LIMIT + 5.0
         run.kill_deadline = deadline if run.kill_deadline is None else min(run.kill_deadline, deadline)
+        self._killing.add((framework_id, task_id))
         return True
 
     # ------------------------------------------------------------- watching
     def poll(self) -> list[ExecutorEvent]:
-        """What happened to the tasks since the last look."""
+        """What happened to the tasks since the last look. Every run is
+        looked at when some have supervisors of their own (their ends are
+        seen so), and every :data:`OOM_CHECK_INTERVAL`; between, only the
+        runs the shared supervisor told of — a loop turn costs what
+        happened in it, not what runs."""
         now = self.clock.now()
-        events: list[ExecutorEvent] = []
-        for key, run in list(self._runs.items()):
-            if run.task_pid is None:
+        told: set[tuple[str, str]] = set()
+        events: list[ExecutorEvent] = self._shared_told(told) if self._shared_runs else []
+        if len(self._runs) > len(self._shared_runs) or now >= self._next_scan or not self.link.live:
+            self._next_scan = now + OOM_CHECK_INTERVAL
+            runs = list(self._runs.items())
+        else:
+            runs = [(key, self._runs[key]) for key in told if key in self._runs]
+        for key, run in runs:
+            if run.task_pid is None and not (isinstance(run.watch, _SharedWatch) and run.watch.start_told):
                 run.task_pid = _task_pid(run.run_dir)
                 if run.task_pid is not None:
                     events.append(run.started())
@@ -924,6 +1015,42 @@ class TaskExecutor:
                 events.extend(self._check_limits(key, run))
             if run.checked and run.task_pid is not None:
                 events.extend(self._check_health(key, run))
+        return events
+
+    def _shared_told(self, told: set[tuple[str, str]]) -> list[ExecutorEvent]:
+        """What the shared supervisor told: tasks started (their pids),
+        runs ended (:meth:`poll` then reads their ``exit.json``). After a
+        connection made again, every shared run's ``exit.json`` is looked
+        at (an end told meanwhile was lost)."""
+        events: list[ExecutorEvent] = []
+        for kind, name, pid in self.link.receive():
+            key = self._shared_runs.get(name)
+            run = self._runs.get(key) if key is not None else None
+            if key is None or run is None:
+                continue
+            told.add(key)
+            if kind == "S" and run.task_pid is None:
+                run.task_pid = pid
+                events.append(run.started())
+            elif kind == "E" and isinstance(run.watch, _SharedWatch):
+                run.watch.done = True
+        if self.link.reconnected:
+            self.link.reconnected = False
+            for name, key in self._shared_runs.items():
+                run = self._runs.get(key)
+                if run is None or not isinstance(run.watch, _SharedWatch):
+                    continue
+                told.add(key)
+                if _supervisor_identity(run.run_dir) is None:
+                    # never taken (its supervisor.json is the first thing written): the request was lost with
+                    # the connection; asked again (one taken is never asked twice: it would run again)
+                    self.link.send("L", name)
+                if run.task_pid is None:
+                    run.task_pid = _task_pid(run.run_dir)
+                    if run.task_pid is not None:
+                        events.append(run.started())
+                run.watch.done = _has_ended(run.run_dir)
+            self.link.flush()
         return events
 
     @staticmethod
@@ -953,7 +1080,10 @@ class TaskExecutor:
     def _ended(self, key: tuple[str, str], run: _Run) -> list[ExecutorEvent]:
         """The supervisor has ended: how did the task end?"""
         del self._runs[key]
+        self._killing.discard(key)
         run.watch.close()
+        if isinstance(run.watch, _SharedWatch):
+            self._shared_runs.pop(run.watch.name, None)
         events: list[ExecutorEvent] = []
         if run.task_pid is None:
             run.task_pid = _task_pid(run.run_dir)
@@ -1053,14 +1183,23 @@ class TaskExecutor:
                 return [LaunchFailed(framework_id, task_id, "the agent restarted before the task's supervisor "
                                                             "started", REASON_AGENT_RESTARTED)]
         pid, start_ticks = identity
-        watch = _Watch.adopt(pid, start_ticks)
+        watch: _Watch | _SharedWatch | None
+        if _is_shared(run_dir):
+            # connected first, exit.json read then: an end after the connection is told, one before is there
+            watch = _SharedWatch(self.link, _run_name(run_dir), identity) if self.link.attach(identity) else None
+            if watch is not None:
+                watch.done = _has_ended(run_dir)
+                watch.start_told = False
+                self._shared_runs[watch.name] = key
+        else:
+            watch = _Watch.adopt(pid, start_ticks)
         run = _Run(framework_id, task_id, run_dir, sandbox, container or Container(self.isolator.name),
                    watch or _Watch(pid, start_ticks=start_ticks), _task_pid(run_dir))
         run.checked = _launch_has_health_check(run_dir)
         run.isolation, run.image = _launch_isolation(run_dir)
         self._runs[key] = run
         events: list[ExecutorEvent] = [run.started()] if run.task_pid else []
-        if watch is None:  # the supervisor ended while no agent watched: how did the task end?
+        if watch is None or watch.ended():  # the supervisor (or the run) ended while no agent watched: how?
             return events + self._ended(key, run)
         log.info("task %s/%s: re-attached to its supervisor pid %d (task pid %s)", framework_id, task_id, pid,
                  run.task_pid)
@@ -1070,7 +1209,7 @@ class TaskExecutor:
         """End whatever runs from ``run_dir`` (a run no checkpoint explains:
         it cannot be managed) and remove the directory."""
         identity = _supervisor_identity(run_dir)
-        if identity is not None:
+        if identity is not None and not _is_shared(run_dir):   # a shared supervisor runs other tasks too
             watch = _Watch.adopt(*identity)
             if watch is not None:
                 watch.signal(signal.SIGKILL)
@@ -1154,6 +1293,7 @@ class TaskExecutor:
             run.watch.close()
         if self.launcher is not None:
             self.launcher.close()
+        self.link.close()
         self.isolator.release()
 
     # ------------------------------------------------------------ messages
@@ -1196,6 +1336,25 @@ def _supervisor_identity(run_dir: Path) -> tuple[int, object] | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return (pid, ticks) if isinstance(pid, int) else None
+
+
+def _is_shared(run_dir: Path) -> bool:
+    """Whether the run's supervisor is the agent's shared one (its ``supervisor.json`` says so)."""
+    try:
+        record = sup.read_json(str(run_dir / sup.SUPERVISOR_FILE))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get("shared") is True
+
+
+def _run_name(run_dir: Path) -> str:
+    """A run directory as the shared supervisor names it: ``FRAMEWORK/TASK`` below ``meta/tasks``."""
+    return f"{run_dir.parent.name}/{run_dir.name}"
+
+
+def _has_ended(run_dir: Path) -> bool:
+    status = _exit_status(run_dir)
+    return status is not None and status.get("ended") is True
 
 
 def _exit_status(run_dir: Path) -> dict | None:

@@ -253,7 +253,7 @@ class AgentRuntime:
                                      container_prefix=agent_key(self.hostname, self.work_dir),
                                      switch_user=self.switch_user, fetcher=fetcher,
                                      image_store=self.images.settings(), hostname=self.hostname,
-                                     secrets=secret_store)
+                                     secrets=secret_store, shared_supervisor=settings.shared_supervisor)
         try:
             self.executor.prepare_directories()
         except OSError as exc:
@@ -598,7 +598,7 @@ class AgentRuntime:
             return 0.0   # launches wait: look at the socket, then start more
         wakeup = min(self.core.next_wakeup(), self.executor.next_deadline())
         timeout = max(0.0, wakeup - self.clock.now())
-        if self.executor.running():
+        if self.executor.busy():
             timeout = min(timeout, TASK_POLL_INTERVAL)
         return min(timeout, CONNECTION_CHECK_INTERVAL)
 

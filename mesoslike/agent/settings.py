@@ -94,6 +94,10 @@ class AgentSettings:
     :ivar gc_interval: seconds between looks at the sandboxes.
     :ivar drain_timeout: how long :meth:`AgentRuntime.drain` waits for the killed tasks'
         updates to be acknowledged before unregistering anyway.
+    :ivar shared_supervisor: run the tasks that need no process of their
+        own (no namespaces, image, URIs or health check) under one
+        long-lived supervisor per agent, with no Python process forked per
+        task (docs/agent.rst, "Supervisors"); off: a supervisor per task.
     :ivar switch_user: run each task as the unix user of its ``RUN_TASK``
         (``TaskInfo.user``, which the master resolved and checked against the
         ``run_tasks`` ACL); a user this machine does not have fails the task.
@@ -153,6 +157,7 @@ class AgentSettings:
     keys: CurveKeys | None = None
     master_key: bytes | None = None
     switch_user: bool | None = None
+    shared_supervisor: bool = True
     fetcher_cache_size: int = DEFAULT_FETCHER_CACHE_SIZE
     fetcher_timeout: float = DEFAULT_FETCHER_TIMEOUT
     fetcher_max_size: int = DEFAULT_FETCHER_MAX_SIZE

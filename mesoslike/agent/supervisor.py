@@ -1,6 +1,9 @@
 """A task's supervisor: the small per-task process (our *executor*, in
 Mesos's words) that runs one task, outlives the agent, and records how the
-task ended.
+task ended. (The plain tasks — no namespaces, image, URIs or health check —
+share one long-lived supervisor per agent instead,
+:mod:`.shared_supervisor`, which runs this module's :class:`Supervisor`
+for each of them with its own loop, and writes the same run files.)
 
 The agent starts it in a session of its own (so the agent's Ctrl-C, SIGTERM
 or death leaves it alone) as ``python -I -S supervisor.py RUN_DIR``. It uses
@@ -483,6 +486,8 @@ class Supervisor:
         self.runc = None                    # an image task's runc.Runc, once its container exists
         self.check_process = ""             # an image task's health check's process file (runc exec --process)
         self.started_by = ""                # how the task was started: "spawn", "fork" or "runc"
+        #: switch users by subprocess.Popen's uid/gid/groups rather than a preexec_fn (the shared supervisor)
+        self.switch_by_popen = False
 
     def path(self, name: str) -> str:
         return os.path.join(self.run_dir, name)
@@ -814,14 +819,16 @@ class Supervisor:
         if self.launch["image"] is not None:
             self.started_by = "runc"
             return self.start_container()
-        if (self.user is None or is_own_identity(self.user)) and isinstance(homes, list) \
-                and len(homes) == len(self.launch["cgroups"]):
+        known = homes if isinstance(homes, list) and len(homes) == len(self.launch["cgroups"]) else None
+        if (self.user is None or is_own_identity(self.user)) and known is not None:
             self.started_by = "spawn"
-            return self.spawn(homes)
+            return self.spawn(known)
         self.started_by = "fork"
+        if self.switch_by_popen and known is not None:
+            return self.spawn(known, switch=True)
         return self.start_forked()
 
-    def spawn(self, homes: list) -> int:
+    def spawn(self, homes: list, switch: bool = False) -> int:
         """Start the task with ``posix_spawn`` (a ``vfork``: issue 14), not a
         fork of this Python process that runs Python before ``exec`` (its
         copy-on-write faults were a third of a task's CPU). The task must be
@@ -834,7 +841,16 @@ class Supervisor:
         between are charged to the task. The child gets an empty signal
         mask and default dispositions (this process ignores SIGINT, SIGHUP,
         SIGPIPE and SIGXFSZ, and blocks the signals it waits for), its own
-        session, stdin ``/dev/null``."""
+        session, stdin ``/dev/null``.
+
+        With ``switch`` (the shared supervisor's user switch,
+        :mod:`.shared_supervisor`: a process that ignores and blocks no
+        signal), the task is started by ``subprocess.Popen`` with the
+        user's uid, gid and groups, in the same place: a fork whose child
+        runs no Python — it switches and executes — so its copy-on-write
+        faults are a few pages; no exec step runs as root with the task's
+        environment (a helper such as ``setpriv`` would, and would load
+        what ``LD_PRELOAD`` names)."""
         launch = self.launch
         stdout = open_output(launch["stdout"], self.user)
         stderr = -1
@@ -847,11 +863,19 @@ class Supervisor:
             for directory in launch["cgroups"]:
                 join_cgroup(directory)
             argv = self.argv()
-            spawn = os.posix_spawn if argv[0] == SHELL or "/" in argv[0] else os.posix_spawnp
-            pid = spawn(argv[0], argv, self.env, setsid=True,
-                                 setsigmask=(), setsigdef=_CHILD_DEFAULT_SIGNALS,
-                                 file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                                               (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2)])
+            if switch:
+                user = self.user
+                assert user is not None
+                self.child = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=stdout,
+                                              stderr=stderr, close_fds=True, start_new_session=True,
+                                              user=user.uid, group=user.gid, extra_groups=user.groups)
+                pid = self.child.pid
+            else:
+                spawn = os.posix_spawn if argv[0] == SHELL or "/" in argv[0] else os.posix_spawnp
+                pid = spawn(argv[0], argv, self.env, setsid=True,
+                            setsigmask=(), setsigdef=_CHILD_DEFAULT_SIGNALS,
+                            file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                                          (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2)])
         finally:
             try:
                 for directory in homes:   # never stay: the task's end SIGKILLs whatever is in its cgroups

@@ -1,0 +1,468 @@
+"""The agent's shared supervisor: one long-lived process per agent that
+starts, watches, kills and records the agent's plain tasks, without a
+Python process (nor a fork of one) per task.
+
+A task's supervisor (:mod:`.supervisor`) is a Python process forked per
+task; its copy-on-write faults and its interpreter's work were most of
+the CPU a short task cost (docs/performance.rst). This process does the
+same work for many tasks at once: it *spawns* each task (``posix_spawn``,
+a ``vfork``), watches it with a pidfd, and writes its run files — the
+same ``supervisor.json``, ``task.json`` and ``exit.json`` a task's own
+supervisor writes, with the same meaning (:mod:`.supervisor` says which).
+It runs the tasks that need nothing a per-task process must give them
+(:func:`covers`): a command or a program, in its cgroups, with its
+environment, secrets, output files, kill grace and — through util-linux
+``setpriv``, one ``exec`` more instead of a fork — its unix user. A task
+with namespaces (its supervisor must be the init of its PID namespace),
+a container image, URIs to fetch or a health check keeps a supervisor of
+its own.
+
+It is started by the agent as ``python -I -S shared_supervisor.py META``
+(``META``: the agent's ``<work_dir>/meta``) in a session of its own, so
+it outlives the agent as a task's supervisor does; standard library only,
+:mod:`.supervisor` loaded by its path. Its files, in ``META``:
+
+``shared-supervisor.json``  its pid and start time (written once it listens)
+``shared-supervisor.sock``  the socket an agent connects to (mode
+                            ``0600`` in ``META``, which is the agent's
+                            only, ``0700``: no other user reaches it)
+``shared-supervisor.log``   what it says
+
+The protocol, lines of ASCII on the socket (``RUN``: a run directory
+relative to ``META/tasks``, ``FRAMEWORK/TASK``, both components made safe
+by the agent, checked again here):
+
+- agent to supervisor: ``L RUN`` start the task of that run directory (its
+  ``launch.json``); ``T RUN`` kill it with its grace (SIGTERM to its
+  process group, SIGKILL after ``grace_period``: a task supervisor's
+  SIGTERM); ``K RUN`` kill it at once (SIGUSR1's).
+- supervisor to agent: ``S RUN PID`` the task runs (``task.json``
+  written); ``E RUN`` its run has ended (``exit.json`` written first, so an
+  agent that reads it on ``E`` — or at any time after — finds the status).
+
+One agent connection at a time: a new one (a restarted agent) replaces
+the last. Ends are told to the connection there is; an agent that was not
+connected when a task ended reads it from ``exit.json`` (it connects
+first, then reads: an end after the connection is told, one before is in
+the file). The task's end becomes durable as today: the agent journals
+it, with an ``fdatasync``, before anyone is told.
+
+Its own death (``kill -9``, a bug): its tasks lose the process that would
+record their ends — a non-child cannot learn an exit status — so, as a
+task whose own supervisor died, each of them is ended by the agent
+(``TASK_FAILED``, ``REASON_EXECUTOR_TERMINATED``, the task's process group
+and cgroups killed: :meth:`.executor.TaskExecutor.poll`, or ``recover``
+after an agent restart) — Mesos's executor crash, whose tasks fail. The
+agent starts a new shared supervisor for its next tasks. A ``SIGTERM``
+to it kills its tasks (each with its grace), records them, and ends it.
+
+Recovery timeout: as a task's supervisor, it looks at the agent's pid file
+every second; the tasks of an agent gone for longer than their
+``recovery_timeout`` are killed (``reason: "recovery_timeout"``). Once it
+has had no task and no agent connected for a few seconds, it exits.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib.util
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from typing import TYPE_CHECKING
+
+__all__ = ["STATE_FILE", "SOCKET_FILE", "LOG", "covers", "main", "SharedSupervisor"]
+
+STATE_FILE = "shared-supervisor.json"
+SOCKET_FILE = "shared-supervisor.sock"
+LOG = "shared-supervisor.log"
+#: a request line longer than this is no request: the connection is closed
+MAX_LINE = 4096
+#: bytes of told ends an agent may leave unread before its connection is dropped (it re-reads exit.json)
+MAX_OUTBOX = 1 << 20
+#: how often the remains of an ended task's cgroups are looked at again (s)
+CLEANUP_INTERVAL = 0.01
+#: how long it stays with no task and no agent connected before it ends (s)
+IDLE_LIMIT = 2.0
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def _load_supervisor():
+    """:mod:`.supervisor`, by its path (run as ``python -I -S``, no package)."""
+    name = "mesoslike_supervisor_supervisor"
+    loaded = sys.modules.get(name) or sys.modules.get("mesoslike.agent.supervisor")
+    if loaded is not None:
+        return loaded
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+if TYPE_CHECKING:
+    from mesoslike.agent import supervisor as sup
+else:
+    sup = _load_supervisor()
+
+
+def covers(launch: dict) -> bool:
+    """Whether a task of this ``launch.json`` content runs under the shared
+    supervisor: no namespaces, image, URIs or health check."""
+    return not (launch.get("namespaces") or launch.get("image") or launch.get("uris")
+                or launch.get("health_check"))
+
+
+def safe_run(name: str) -> bool:
+    """``FRAMEWORK/TASK`` of two safe components (what the agent's
+    ``path_component`` makes), nothing else."""
+    parts = name.split("/")
+    return (len(parts) == 2 and all(part and part[0] != "." and len(part) <= 255 and set(part) <= _SAFE
+                                    for part in parts))
+
+
+class SharedTask(sup.Supervisor):
+    """One task of the shared supervisor: a :class:`.supervisor.Supervisor`
+    whose watching is the shared loop's."""
+
+    def __init__(self, run_dir: str, name: str) -> None:
+        super().__init__(run_dir)
+        self.name = name
+        self.pidfd = -1
+        self.status: int | None = None          # the leader's wait status, once reaped
+        self.cleanup_deadline = 0.0
+        self.switch_by_popen = True   # no Python runs in a forked child of this process
+
+
+class SharedSupervisor:
+    """The loop: accept the agent, read its requests, start tasks, watch
+    their pidfds, kill on request and at deadlines, record ends."""
+
+    def __init__(self, meta: str) -> None:
+        self.meta = os.path.abspath(meta)
+        self.tasks_root = os.path.join(self.meta, "tasks")
+        self.agent_pid_file = os.path.join(self.meta, "agent.pid")
+        self.tasks: dict[str, SharedTask] = {}
+        self.by_fd: dict[int, SharedTask] = {}
+        self.cleaning: list[SharedTask] = []
+        self.poller = select.poll()
+        self.listener: socket.socket | None = None
+        self.conn: socket.socket | None = None
+        self.inbox = b""
+        self.outbox = b""
+        self.agent_seen_at = time.monotonic()
+        # the agent that starts it connects within this long; only then does "no agent, no task" end it
+        self.next_agent_check = time.monotonic() + sup.AGENT_CHECK_INTERVAL
+        self.stopping = False
+        self.idle_since: float | None = None   # since when it has had no task and no connection
+        self.wake_read, self.wake_write = os.pipe()
+        self.pid = os.getpid()
+        self.start_ticks = sup.process_start_ticks(self.pid)
+
+    # ------------------------------------------------------------ start
+    def listen(self) -> None:
+        """Bind the socket (by a path through ``/proc/self/fd``: a work dir's
+        path may be longer than a socket address), then say who it is."""
+        dir_fd = os.open(self.meta, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            path = f"/proc/self/fd/{dir_fd}/{SOCKET_FILE}"
+            try:
+                os.unlink(SOCKET_FILE, dir_fd=dir_fd)
+            except FileNotFoundError:
+                pass
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+            listener.bind(path)
+            os.chmod(SOCKET_FILE, 0o600, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+        listener.listen(4)
+        listener.setblocking(False)
+        self.listener = listener
+        self.poller.register(listener.fileno(), select.POLLIN)
+        self.poller.register(self.wake_read, select.POLLIN)
+        sup.write_json_atomically(os.path.join(self.meta, STATE_FILE),
+                                  {"pid": self.pid, "start_ticks": self.start_ticks}, False)
+
+    def run(self) -> int:
+        # handled, not ignored: a task started by a fork of this process (a user switch) gets them back
+        # as SIG_DFL at its exec, where an ignored signal would stay ignored
+        signal.signal(signal.SIGINT, _ignore)
+        signal.signal(signal.SIGHUP, _ignore)
+        signal.signal(signal.SIGTERM, self._terminate)
+        os.set_blocking(self.wake_read, False)
+        os.set_blocking(self.wake_write, False)
+        signal.set_wakeup_fd(self.wake_write)
+        self.listen()
+        while True:
+            now = time.monotonic()
+            if now >= self.next_agent_check:
+                self.next_agent_check = now + sup.AGENT_CHECK_INTERVAL
+                if self.check_agent(now):
+                    break
+            if self.stopping and not self.tasks:
+                break
+            for fd, _ in self.poller.poll(self.timeout(now) * 1000):
+                if self.listener is not None and fd == self.listener.fileno():
+                    self.accept()
+                elif self.conn is not None and fd == self.conn.fileno():
+                    self.receive()
+                elif fd == self.wake_read:
+                    self._drain_wakeups()
+                elif fd in self.by_fd:
+                    self.reap(self.by_fd[fd])
+            self.deadlines(time.monotonic())
+            self.flush()
+        self.close()
+        return 0
+
+    def timeout(self, now: float) -> float:
+        wake = self.next_agent_check
+        for task in self.tasks.values():
+            if task.kill_deadline is not None and not task.sigkill_sent:
+                wake = min(wake, task.kill_deadline)
+        if self.cleaning:
+            wake = min(wake, now + CLEANUP_INTERVAL)
+        return max(0.0, wake - now)
+
+    def _terminate(self, *_: object) -> None:
+        self.stopping = True
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while os.read(self.wake_read, 512):
+                pass
+        except BlockingIOError:
+            pass
+        if self.stopping:
+            for task in self.tasks.values():
+                if task.kill_deadline is None and task.task_pid:
+                    task.kill(float(task.launch["grace_period"]))
+
+    # ------------------------------------------------------------ the agent
+    def accept(self) -> None:
+        assert self.listener is not None
+        try:
+            conn, _ = self.listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        self.drop_connection()   # a restarted agent: the last one is gone
+        conn.setblocking(False)
+        self.conn = conn
+        self.poller.register(conn.fileno(), select.POLLIN)
+
+    def drop_connection(self) -> None:
+        if self.conn is not None:
+            self.poller.unregister(self.conn.fileno())
+            self.conn.close()
+            self.conn = None
+        self.inbox = self.outbox = b""
+
+    def receive(self) -> None:
+        assert self.conn is not None
+        try:
+            data = self.conn.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.drop_connection()
+            return
+        self.inbox += data
+        *lines, self.inbox = self.inbox.split(b"\n")
+        if len(self.inbox) > MAX_LINE:
+            sup.say("a request line too long: the connection is closed")
+            self.drop_connection()
+            return
+        for line in lines:
+            self.request(line.decode("ascii", "replace"))
+
+    def request(self, line: str) -> None:
+        kind, _, name = line.partition(" ")
+        if not safe_run(name) or kind not in ("L", "T", "K"):
+            sup.say(f"a bad request ignored: {line[:200]!r}")
+            return
+        if kind == "L":
+            if name not in self.tasks:
+                self.launch(name)
+            return
+        task = self.tasks.get(name)
+        if task is None or not task.task_pid:
+            return   # ended (its end is told), or asked twice
+        task.kill(float(task.launch["grace_period"]) if kind == "T" else 0.0)
+
+    def tell(self, line: str) -> None:
+        if self.conn is None:
+            return
+        self.outbox += line.encode("ascii") + b"\n"
+
+    def flush(self) -> None:
+        if self.conn is None or not self.outbox:
+            return
+        try:
+            sent = self.conn.send(self.outbox)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            self.drop_connection()
+            return
+        self.outbox = self.outbox[sent:]
+        if len(self.outbox) > MAX_OUTBOX:   # the agent reads nothing: it will read exit.json when it comes back
+            sup.say("the agent reads nothing of what it is told: its connection is closed")
+            self.drop_connection()
+
+    def check_agent(self, now: float) -> bool:
+        """Kill the tasks of an agent gone longer than their recovery
+        timeout; True if this process should end: no task and no agent
+        connected for :data:`IDLE_LIMIT` (an agent that stopped let go of
+        it; the next one starts another)."""
+        if self.tasks or self.conn is not None:
+            self.idle_since = None
+        elif self.idle_since is None:
+            self.idle_since = now
+        elif now - self.idle_since >= IDLE_LIMIT:
+            return True
+        if sup._agent_alive(self.agent_pid_file):
+            self.agent_seen_at = now
+            return False
+        for task in self.tasks.values():
+            timeout = float(task.launch["recovery_timeout"])
+            if now - self.agent_seen_at >= timeout and task.kill_deadline is None and task.task_pid:
+                task.reason = sup.REASON_RECOVERY_TIMEOUT
+                task.message = f"the agent did not come back within {timeout:g} s (--recovery-timeout)"
+                sup.say(f"{task.name}: {task.message}: killing the task")
+                task.kill(float(task.launch["grace_period"]))
+        return False
+
+    # ------------------------------------------------------------ tasks
+    def launch(self, name: str) -> None:
+        run_dir = os.path.join(self.tasks_root, name)
+        task = SharedTask(run_dir, name)
+        try:
+            sup.write_run_file(task.path(sup.SUPERVISOR_FILE), {"pid": self.pid, "start_ticks": self.start_ticks,
+                                                                "shared": True})
+        except OSError as exc:
+            sup.say(f"{name}: cannot write its supervisor.json: {exc}")
+            return
+        try:
+            task.launch = sup.read_launch(task.path(sup.LAUNCH_FILE))
+        except FileNotFoundError:
+            return   # cancelled (a restarted agent found no supervisor.json): nothing to run, nothing to tell
+        except (OSError, ValueError) as exc:
+            self.failed(task, sup.REASON_LAUNCH_FAILED, f"unreadable launch file: {exc}")
+            return
+        if not covers(task.launch):
+            self.failed(task, sup.REASON_LAUNCH_FAILED, "the shared supervisor does not run tasks with namespaces, "
+                                                        "an image, URIs or a health check")
+            return
+        try:
+            task.prepare()
+            task.task_pid = task.start()
+            task.pidfd = os.pidfd_open(task.task_pid)
+        except sup.LaunchProblem as exc:
+            self.failed(task, sup.REASON_LAUNCH_FAILED, str(exc))
+            return
+        except OSError as exc:
+            if task.task_pid:   # started, and cannot be watched: it must not run unsupervised
+                task.signal_group(signal.SIGKILL)
+                os.waitpid(task.task_pid, 0)
+            self.failed(task, sup.REASON_LAUNCH_FAILED, f"{type(exc).__name__}: {exc}")
+            return
+        self.tasks[name] = task
+        self.by_fd[task.pidfd] = task
+        self.poller.register(task.pidfd, select.POLLIN)
+        sup.write_run_file(task.path(sup.TASK_FILE), {"pid": task.task_pid, "started": task.started_by})
+        self.tell(f"S {name} {task.task_pid}")
+
+    def failed(self, task: SharedTask, reason: str, message: str) -> None:
+        sup.say(f"{task.name}: not started: {message}")
+        try:
+            task.record(None, None, reason, message)
+        except OSError as exc:
+            sup.say(f"{task.name}: cannot record its end: {exc}")
+        self.tell(f"E {task.name}")
+
+    def reap(self, task: SharedTask) -> None:
+        """The task's leader has ended: its group killed (the unreaped
+        leader still pins the group id), then reaped; its cgroups emptied
+        before its end is recorded."""
+        self.poller.unregister(task.pidfd)
+        del self.by_fd[task.pidfd]
+        os.close(task.pidfd)
+        task.pidfd = -1
+        task.signal_group(signal.SIGKILL)
+        _, task.status = os.waitpid(task.task_pid, 0)
+        if task.child is not None:   # reaped here: its Popen must never wait for the pid (reused by then)
+            task.child.returncode = os.waitstatus_to_exitcode(task.status)
+        task.cleanup_deadline = time.monotonic() + sup.CLEANUP_LIMIT
+        if not self.finish(task):
+            self.cleaning.append(task)
+
+    def finish(self, task: SharedTask) -> bool:
+        """Record the task's end once nothing of it is left in its cgroups
+        (or the time to empty them is over); False while it waits."""
+        if not task.kill_cgroups() and time.monotonic() < task.cleanup_deadline:
+            return False
+        status = task.status
+        assert status is not None
+        code, signum = (None, os.WTERMSIG(status)) if os.WIFSIGNALED(status) else (os.WEXITSTATUS(status), None)
+        try:
+            task.record(code, signum, task.reason, task.message)
+        except OSError as exc:
+            sup.say(f"{task.name}: cannot record its end: {exc}")
+        del self.tasks[task.name]
+        self.tell(f"E {task.name}")
+        return True
+
+    def deadlines(self, now: float) -> None:
+        for task in self.tasks.values():
+            if task.kill_deadline is not None and now >= task.kill_deadline and not task.sigkill_sent \
+                    and task.status is None:
+                task.sigkill()
+        if self.cleaning:
+            self.cleaning = [task for task in self.cleaning if not self.finish(task)]
+
+    def close(self) -> None:
+        if self.listener is not None:
+            try:   # only its own socket: a later shared supervisor may have bound the path anew
+                if self.start_ticks == _state_ticks(self.meta):
+                    os.unlink(os.path.join(self.meta, SOCKET_FILE))
+                    os.unlink(os.path.join(self.meta, STATE_FILE))
+            except OSError:
+                pass
+            self.listener.close()
+        self.drop_connection()
+
+
+def _ignore(*_: object) -> None:
+    pass
+
+
+def _state_ticks(meta: str) -> object:
+    try:
+        state = sup.read_json(os.path.join(meta, STATE_FILE))
+        return state.get("start_ticks") if isinstance(state, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        sup.say("usage: shared_supervisor.py META_DIR")
+        return 2
+    try:
+        return SharedSupervisor(argv[0]).run()
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            sup.say(f"another shared supervisor listens in {argv[0]}")
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

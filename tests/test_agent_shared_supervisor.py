@@ -1,0 +1,240 @@
+"""The agent's shared supervisor (mesoslike/agent/shared_supervisor.py):
+one long-lived process per agent spawns the plain tasks, watches them with
+pidfds and records their ends, with no Python process per task. Real
+processes, real cgroups, a real user switch."""
+
+import os
+import pwd
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent_helpers import cgroups_root, require_cgroups  # noqa: F401 (fixture)
+from mesoslike.agent.executor import (REASON_CONTAINER_LIMITATION_MEMORY, REASON_EXECUTOR_TERMINATED, TaskExecutor,
+                                      TaskExit, TaskStarted)
+from mesoslike.agent.isolation import select_isolator
+from mesoslike.agent.supervisor import read_json
+from mesoslike.wire.types import CommandURI
+
+from test_agent_launcher import events_until, exits, parent_of
+from test_agent_runtime import task
+from waiting import wait_until
+
+pytestmark = [
+    pytest.mark.timeout(90),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pidfds, /proc"),
+]
+
+
+def shared_executor(work_dir, **kwargs):
+    return TaskExecutor(work_dir, shared_supervisor=True, **kwargs)
+
+
+@pytest.fixture
+def executor(tmp_path):
+    made = shared_executor(tmp_path / "agent")
+    yield made
+    made.kill_all(grace_period=0.0)
+    made.release()
+    stop_shared_supervisor(tmp_path / "agent")
+
+
+def stop_shared_supervisor(work_dir: Path) -> None:
+    """End the shared supervisor of ``work_dir`` (it outlives its agent, as it must)."""
+    try:
+        state = read_json(str(work_dir / "meta" / "shared-supervisor.json"))
+    except OSError:
+        return
+    try:
+        os.kill(state["pid"], signal.SIGKILL)   # type: ignore[index]
+    except ProcessLookupError:
+        pass
+
+
+def run_of(executor, task_id):
+    return executor._runs[("fw", task_id)]
+
+
+def test_plain_tasks_run_under_one_shared_supervisor_and_their_exit_codes_arrive(executor):
+    for i, command in enumerate(["true", "exit 3", "kill -TERM $$", "echo out; echo err >&2"]):
+        executor.launch("fw", task(f"t{i}", command), "agent-1")
+    shared = {run.watch.pid for run in executor._runs.values()}
+    assert len(shared) == 1
+    (supervisor,) = shared
+    assert supervisor != os.getpid() and parent_of(supervisor) == os.getpid() and os.getsid(supervisor) == supervisor
+    run_dirs = {key[1]: run.run_dir for key, run in executor._runs.items()}
+    events = events_until(executor, lambda events: len(exits(events)) == 4)
+    assert exits(events) == {"t0": (0, None, ""), "t1": (3, None, ""), "t2": (None, 15, ""), "t3": (0, None, "")}
+    assert {e.task_id for e in events if isinstance(e, TaskStarted)} == {"t0", "t1", "t2", "t3"}
+    for run_dir in run_dirs.values():   # the run files a task's own supervisor writes, with the same meaning
+        assert read_json(str(run_dir / "supervisor.json"))["pid"] == supervisor  # type: ignore[index]
+        assert read_json(str(run_dir / "supervisor.json"))["shared"] is True  # type: ignore[index]
+        assert read_json(str(run_dir / "task.json"))["started"] == "spawn"  # type: ignore[index]
+    sandbox = executor.sandbox("fw", "t3")
+    assert (sandbox / "stdout").read_text() == "out\n" and (sandbox / "stderr").read_text() == "err\n"
+    assert executor.launcher is not None and executor.launcher.started == 0   # no supervisor forked
+    # what needs a process of its own still gets one: a task with URIs to fetch
+    executor.launch("fw", task("fetching", "true", uris=(CommandURI("file:///no/such/file"),)), "agent-1")
+    assert run_of(executor, "fetching").watch.pid != supervisor
+    events_until(executor, lambda events: not executor.running())
+
+
+def test_a_task_is_killed_with_its_grace_then_sigkill(executor):
+    executor.launch("fw", task("polite", "trap 'echo term; exit 7' TERM; echo up > up; while :; do sleep 0.05; done",
+                                grace=5.0), "agent-1")
+    executor.launch("fw", task("stubborn", "trap '' TERM; echo up > up; while :; do sleep 0.05; done", grace=0.5),
+                    "agent-1")
+    for name in ("polite", "stubborn"):
+        wait_until(lambda: (executor.sandbox("fw", name) / "up").exists(), 20, f"{name} to run")
+    stubborn = run_of(executor, "stubborn").task_pid or read_json(
+        str(run_of(executor, "stubborn").run_dir / "task.json"))["pid"]  # type: ignore[index]
+    assert executor.kill("fw", "polite", 5.0) and executor.kill("fw", "stubborn", 0.5)
+    ended = exits(events_until(executor, lambda events: len(exits(events)) == 2))
+    assert ended["polite"] == (7, None, "")            # SIGTERM reached it, it ended on its own
+    assert ended["stubborn"] == (None, 9, "")          # SIGKILL after its grace
+    assert (executor.sandbox("fw", "polite") / "stdout").read_text() == "term\n"
+    assert not Path(f"/proc/{stubborn}").exists()
+
+
+def test_a_task_runs_in_its_cgroups_with_its_limits_and_an_oom_kill_is_reported(tmp_path, cgroups_root):
+    require_cgroups()
+    isolator = select_isolator("cgroups", cgroups_root=cgroups_root)
+    executor = shared_executor(tmp_path / "agent", isolator=isolator)
+    try:
+        executor.launch("fw", task("limited", "cat /proc/self/cgroup", resources="cpus:0.5;mem:48"), "agent-1")
+        container = run_of(executor, "limited").container
+        assert exits(events_until(executor, lambda events: "limited" in exits(events)))["limited"] == (0, None, "")
+        cgroup_lines = (executor.sandbox("fw", "limited") / "stdout").read_text()
+        for directory in container.directories:        # in each of its cgroups from its first instruction
+            assert directory.rsplit("/", 1)[1] in cgroup_lines
+            assert not os.path.exists(directory)        # removed at its end
+        memory = container.cgroups.get("memory", "")
+        assert memory and container.mem_bytes == 48 * 1024 * 1024
+        # the supervisor went back where it came from: no task cgroup holds it
+        supervisor = run_of_any_pid(executor, tmp_path / "agent")
+        assert cgroups_root not in Path(f"/proc/{supervisor}/cgroup").read_text()
+        hog = f"{sys.executable} -c 'b = bytearray(200 * 2**20); b[::4096] = b\"x\" * len(b[::4096])'"
+        executor.launch("fw", task("hog", hog, resources="cpus:0.5;mem:32"), "agent-1")
+        ended = events_until(executor, lambda events: "hog" in exits(events), timeout=40)
+        code, signum, reason = exits(ended)["hog"]
+        assert (code, signum) in ((137, None), (None, 9)) and reason == REASON_CONTAINER_LIMITATION_MEMORY
+    finally:
+        executor.kill_all(grace_period=0.0)
+        executor.release()
+        stop_shared_supervisor(tmp_path / "agent")
+
+
+def run_of_any_pid(executor, work_dir):
+    return read_json(str(work_dir / "meta" / "shared-supervisor.json"))["pid"]  # type: ignore[index]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 and os.environ.get("CI") != "true",
+                    reason="switching users needs root (CI runs as root: never skipped there)")
+def test_a_task_runs_as_its_user(tmp_path):
+    work = tmp_path / "agent"
+    work.mkdir()
+    os.chmod(tmp_path, 0o755)
+    executor = shared_executor(work, switch_user=True)
+    try:
+        executor.prepare_directories()
+        nobody = pwd.getpwnam("nobody")
+        executor.launch("fw", task("as-nobody", "id -u; id -un; echo $HOME; touch mine", user="nobody"), "agent-1")
+        run_dir = run_of(executor, "as-nobody").run_dir
+        assert exits(events_until(executor, lambda events: "as-nobody" in exits(events)))["as-nobody"] == \
+            (0, None, "")
+        uid, name, home = (executor.sandbox("fw", "as-nobody") / "stdout").read_text().split()
+        assert (int(uid), name, home) == (nobody.pw_uid, "nobody", nobody.pw_dir)
+        assert (executor.sandbox("fw", "as-nobody") / "mine").stat().st_uid == nobody.pw_uid
+        assert read_json(str(run_dir / "task.json"))["started"] == "fork"  # type: ignore[index]
+        # a user this machine does not have fails the launch, naming it (never root instead)
+        executor.launch("fw", task("ghost", "true", user="mesoslike-no-such-user"), "agent-1")
+        events = events_until(executor, lambda events: not executor.running())
+        assert any("mesoslike-no-such-user" in getattr(e, "message", "") for e in events)
+    finally:
+        executor.kill_all(grace_period=0.0)
+        executor.release()
+        stop_shared_supervisor(work)
+
+
+def test_a_restarted_agent_reattaches_and_learns_of_ends_before_and_after(tmp_path):
+    work = tmp_path / "agent"
+    first = shared_executor(work)
+    first.launch("fw", task("early", "exit 5"), "agent-1")
+    first.launch("fw", task("late", "echo $$ > pid; while [ ! -e go ]; do sleep 0.05; done; exit 6"), "agent-1")
+    supervisor = run_of(first, "late").watch.pid
+    late = executor_sandbox = first.sandbox("fw", "late")
+    wait_until(lambda: (executor_sandbox / "pid").exists() and (first.sandbox("fw", "early") / "stdout").exists()
+               and read_json(str(run_of(first, "early").run_dir / "exit.json")).get("ended"),  # type: ignore[attr-defined]
+               20, "both tasks to start, the early one to end")
+    first.release()                                    # the agent is gone: the tasks run on
+    second = shared_executor(work)
+    try:
+        events = second.recover("fw", "early") + second.recover("fw", "late")
+        assert exits(events) == {"early": (5, None, "")}   # ended while no agent watched: its exit.json
+        assert any(isinstance(e, TaskStarted) and e.task_id == "late" for e in events)
+        assert second.link.pid == supervisor and second.link.started == 0   # re-attached, none started
+        (late / "go").touch()
+        assert exits(events_until(second, lambda events: "late" in exits(events)))["late"] == (6, None, "")
+    finally:
+        second.kill_all(grace_period=0.0)
+        second.release()
+        stop_shared_supervisor(work)
+
+
+def test_the_shared_supervisors_death_fails_its_tasks_and_the_next_task_gets_a_new_one(executor, tmp_path):
+    executor.launch("fw", task("orphan", "echo $$ > pid; exec sleep 60"), "agent-1")
+    pid_file = executor.sandbox("fw", "orphan") / "pid"
+    wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 20, "the task to run")
+    task_pid = int(pid_file.read_text())
+    supervisor = run_of(executor, "orphan").watch.pid
+    os.kill(supervisor, signal.SIGKILL)
+    events = events_until(executor, lambda events: "orphan" in exits(events))
+    ended = next(e for e in events if isinstance(e, TaskExit))
+    assert ended.reason == REASON_EXECUTOR_TERMINATED and "died" in ended.message
+    wait_until(lambda: not Path(f"/proc/{task_pid}").exists() or "Z" in
+               Path(f"/proc/{task_pid}/stat").read_text().rsplit(")", 1)[1].split()[0], 10,
+               "the unsupervised task to be killed")
+    executor.launch("fw", task("next", "exit 2"), "agent-1")
+    assert run_of(executor, "next").watch.pid != supervisor and executor.link.started == 2
+    assert exits(events_until(executor, lambda events: "next" in exits(events)))["next"] == (2, None, "")
+
+
+def test_sigterm_to_the_shared_supervisor_kills_its_tasks_with_their_grace_and_records_them(executor, tmp_path):
+    executor.launch("fw", task("polite", "trap 'exit 7' TERM; echo up > up; while :; do sleep 0.05; done"),
+                    "agent-1")
+    wait_until(lambda: (executor.sandbox("fw", "polite") / "up").exists(), 20, "the task to run")
+    supervisor = run_of(executor, "polite").watch.pid
+    os.kill(supervisor, signal.SIGTERM)
+    assert exits(events_until(executor, lambda events: "polite" in exits(events)))["polite"] == (7, None, "")
+    wait_until(lambda: executor.link.alive() is False, 10, "the shared supervisor to end")
+
+
+def test_a_connection_made_again_loses_no_end_and_no_launch(executor, monkeypatch):
+    executor.launch("fw", task("waits", "echo $$ > pid; while [ ! -e go ]; do sleep 0.05; done; exit 3"), "agent-1")
+    sandbox = executor.sandbox("fw", "waits")
+    wait_until(lambda: (sandbox / "pid").exists(), 20, "the task to run")
+    link = executor.link
+
+    def lost() -> None:   # the connection breaks with the launch request unsent
+        link._outbox.clear()
+        link._disconnect()
+    monkeypatch.setattr(link, "flush", lost)
+    executor.launch("fw", task("lost", "exit 4"), "agent-1")
+    monkeypatch.undo()
+    (sandbox / "go").touch()   # ends while no connection is there to tell it
+    ended = exits(events_until(executor, lambda events: len(exits(events)) == 2))
+    assert ended == {"waits": (3, None, ""), "lost": (4, None, "")}
+    assert link.started == 1   # the same shared supervisor, connected again
+
+
+def test_without_a_shared_supervisor_to_be_had_a_task_gets_a_supervisor_of_its_own(executor, monkeypatch):
+    from mesoslike.agent import supervisor_link
+
+    monkeypatch.setattr(supervisor_link, "SHARED_SUPERVISOR_SCRIPT", "/nonexistent/shared_supervisor.py")
+    executor.launch("fw", task("alone", "exit 6"), "agent-1")
+    run = run_of(executor, "alone")
+    assert executor.link.started == 1 and executor.link.identity is None   # tried, and it did not start
+    assert exits(events_until(executor, lambda events: "alone" in exits(events)))["alone"] == (6, None, "")
+    assert read_json(str(run.run_dir / "supervisor.json")).get("shared") is None  # type: ignore[union-attr]
