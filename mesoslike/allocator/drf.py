@@ -28,6 +28,7 @@ from operator import itemgetter
 
 from sortedcontainers import SortedList
 
+from mesoslike.allocator.millis import add_millis
 from mesoslike.allocator.sorter import Sorter, register_sorter
 from mesoslike.resources import Resources
 
@@ -320,37 +321,23 @@ class DRFSorter(Sorter):
         self._change(leaf, resources.millis(), -1, 0)
 
     def _change(self, leaf: SorterNode, millis: Mapping[str, int], sign: int, count: int) -> None:
-        # the allocator's hot path: _entry, _share and millis.add_millis are inlined here
+        """Add ``sign`` x ``millis`` and ``count`` allocations received to
+        the leaf and its ancestors, and re-rank each among its siblings."""
         node = leaf
         stale = self._stale
-        total = self._total
         while True:
             parent = node.parent
             if parent is None:  # the root: nothing to rank it against
                 return
-            alloc = node.alloc
-            for kind, amount in millis.items():
-                left = alloc.get(kind, 0) + sign * amount
-                if left:
-                    alloc[kind] = left
-                else:
-                    alloc.pop(kind, None)
-            if count:
-                node.count += count
+            add_millis(node.alloc, millis, sign)
+            node.count += count
             old = node.entry
             if old is not None and not stale:
                 order = parent.order
                 if len(order) == 1:
                     node.entry_dirty = True  # re-keyed when a sibling joins (_list)
                 else:
-                    dominant = 0.0
-                    for kind, amount in alloc.items():
-                        pool = total.get(kind)
-                        if pool:
-                            ratio = amount / pool
-                            if ratio > dominant:
-                                dominant = ratio
-                    node.entry = (dominant / node.weight, node.count, node.path, node)
+                    node.entry = self._entry(node)
                     order.replace(old, node.entry)
             node = parent
 
