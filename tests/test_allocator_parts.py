@@ -148,6 +148,27 @@ def test_offer_book_indexes_and_times_offers():
     assert [o.id for o in book] == ["X2", "X3"]
 
 
+def test_offer_book_files_offers_when_asked_and_bounds_those_waiting():
+    """Offers are filed by framework and agent only when someone asks for
+    them: answered ones never are, and the offers waiting to be filed stay
+    bounded however long nobody asks."""
+    books = AgentBook()
+    agents = [books.add(f"n{i}", R("cpus:4"), f"host{i}", {}) for i in range(10)]
+    book = OfferBook()
+    for second in range(500):
+        for offer in book.issue({("f", agent): R("cpus:1") for agent in agents}, now=float(second)):
+            book.retire(offer)  # declined by id, as most offers are
+        assert len(book._unfiled) <= 2 * 1024 + 2 * len(agents)
+    assert book.of_framework("f") == [] and book._by_framework == {}
+    kept = book.issue({("f", agent): R("cpus:2") for agent in agents}, now=500.0)
+    replaced = book.replace(kept[0], R("cpus:1"))  # an operation on an offer not filed yet
+    assert book.on("f", "n0") == {kept[0].id: replaced}
+    assert book.of_framework("f") == [replaced, *kept[1:]]
+    book.retire(replaced)
+    assert book.on("f", "n0") == {}
+    book._check()
+
+
 # ---------------------------------------------------------- one offer model
 def test_one_offer_model_from_allocator_to_wire_to_scheduler():
     assert mesoslike.Offer is Offer is mesoslike.wire.Offer
