@@ -47,6 +47,7 @@ from mesoslike.allocator.quota import QuotaAmount, QuotaBook
 from mesoslike.allocator.random_sorter import RandomSorter  # noqa: F401  (registers "random")
 from mesoslike.allocator.role_tree import RoleTree
 from mesoslike.allocator.roles import DEFAULT_ROLE, validate_role
+from mesoslike.allocator.shuffle import shuffle
 from mesoslike.allocator.sorter import Sorter, make_sorter
 from mesoslike.clock import Clock
 from mesoslike.errors import (
@@ -846,7 +847,7 @@ class HierarchicalAllocator:
         else:
             candidates = [a for a in chosen if a.active and a.available]
             self._pending.difference_update(wanted)
-        self._rng.shuffle(candidates)
+        shuffle(self._rng, candidates)
         grants: Grants = {}
         prefer, guarantees, plain = self._stages
         if self._preferred:  # empty unless fair-share preemption freed something: nothing to pay
