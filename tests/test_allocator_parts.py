@@ -4,6 +4,7 @@ agent (de)activation, and a pure core (no GC, no sorter privates)."""
 
 import ast
 import pathlib
+import random
 
 import pytest
 
@@ -13,6 +14,7 @@ from mesoslike.allocator.agents import AgentBook
 from mesoslike.allocator.offer_book import OfferBook
 from mesoslike.allocator.quota import QuotaBook
 from mesoslike.allocator.role_tree import RoleTree
+from mesoslike.allocator.shuffle import shuffle
 from mesoslike.errors import AgentCapacityError, RecoveryError, ResourcesError, UnknownAgentError, UnknownOfferError
 from mesoslike.wire import codec
 from mesoslike.wire import messages as m
@@ -148,6 +150,27 @@ def test_offer_book_indexes_and_times_offers():
     assert [o.id for o in book] == ["X2", "X3"]
 
 
+def test_offer_book_files_offers_when_asked_and_bounds_those_waiting():
+    """Offers are filed by framework and agent only when someone asks for
+    them: answered ones never are, and the offers waiting to be filed stay
+    bounded however long nobody asks."""
+    books = AgentBook()
+    agents = [books.add(f"n{i}", R("cpus:4"), f"host{i}", {}) for i in range(10)]
+    book = OfferBook()
+    for second in range(500):
+        for offer in book.issue({("f", agent): R("cpus:1") for agent in agents}, now=float(second)):
+            book.retire(offer)  # declined by id, as most offers are
+        assert len(book._unfiled) <= 2 * 1024 + 2 * len(agents)
+    assert book.of_framework("f") == [] and book._by_framework == {}
+    kept = book.issue({("f", agent): R("cpus:2") for agent in agents}, now=500.0)
+    replaced = book.replace(kept[0], R("cpus:1"))  # an operation on an offer not filed yet
+    assert book.on("f", "n0") == {kept[0].id: replaced}
+    assert book.of_framework("f") == [replaced, *kept[1:]]
+    book.retire(replaced)
+    assert book.on("f", "n0") == {}
+    book._check()
+
+
 # ---------------------------------------------------------- one offer model
 def test_one_offer_model_from_allocator_to_wire_to_scheduler():
     assert mesoslike.Offer is Offer is mesoslike.wire.Offer
@@ -217,3 +240,28 @@ def test_allocator_modules_import_no_private_names_from_each_other():
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mesoslike"):
                 private = [alias.name for alias in node.names if alias.name.startswith("_")]
                 assert not private, f"{path.name} imports {private} from {node.module}"
+
+
+# ------------------------------------------------------------ the shuffle
+@pytest.mark.parametrize("seed", [0, 1, 7, 2**40 + 3])
+def test_the_cycle_shuffle_is_random_shuffle(seed):
+    """The allocator's own shuffle makes Random.shuffle's permutation and
+    leaves the generator in the same state: offers for a seed do not change."""
+    for size in (0, 1, 2, 3, 5, 8, 100, 1000, 4097):
+        ours, theirs = random.Random(seed), random.Random(seed)
+        mine, reference = list(range(size)), list(range(size))
+        shuffle(ours, mine)
+        theirs.shuffle(reference)
+        assert mine == reference
+        assert ours.getstate() == theirs.getstate()
+
+
+def test_a_random_subclass_that_draws_otherwise_shuffles_its_own_way():
+    class Drawn(random.Random):
+        def random(self):
+            return 0.0
+    items = list(range(10))
+    shuffle(Drawn(1), items)
+    reference = list(range(10))
+    Drawn(1).shuffle(reference)
+    assert items == reference

@@ -28,6 +28,7 @@ from operator import itemgetter
 
 from sortedcontainers import SortedList
 
+from mesoslike.allocator.millis import add_millis
 from mesoslike.allocator.sorter import Sorter, register_sorter
 from mesoslike.resources import Resources
 
@@ -46,38 +47,39 @@ class _SiblingOrder:
     A plain list searched with the C ``bisect`` is the fastest structure for
     the usual few to few thousand siblings; past ``_BIG`` entries it becomes a
     ``SortedList`` so that add and remove stay O(log n) however many
-    frameworks share a role.
+    frameworks share a role. ``items`` and ``big`` are read by the sorter's
+    grant path (:meth:`DRFSorter.allocated`), which re-ranks in place.
     """
 
-    __slots__ = ("_items", "_big")
+    __slots__ = ("items", "big")
 
     def __init__(self, entries: list | tuple = ()) -> None:
         items = sorted(entries)
-        self._big = len(items) > _BIG
+        self.big = len(items) > _BIG
         #: a plain list, or a SortedList (untyped) past _BIG entries
-        self._items: Any = SortedList(items) if self._big else items
+        self.items: Any = SortedList(items) if self.big else items
 
     def add(self, entry: tuple) -> None:
-        if self._big:
-            self._items.add(entry)
+        if self.big:
+            self.items.add(entry)
             return
-        insort(self._items, entry)
-        if len(self._items) > _BIG:
-            self._items, self._big = SortedList(self._items), True
+        insort(self.items, entry)
+        if len(self.items) > _BIG:
+            self.items, self.big = SortedList(self.items), True
 
     def remove(self, entry: tuple) -> None:
-        if self._big:
-            self._items.remove(entry)
+        if self.big:
+            self.items.remove(entry)
         else:
-            del self._items[bisect_left(self._items, entry)]
+            del self.items[bisect_left(self.items, entry)]
 
     def replace(self, old: tuple, new: tuple) -> None:
         """Swap an entry for its updated version; in place when it keeps its rank."""
-        if self._big:
-            self._items.remove(old)
-            self._items.add(new)
+        if self.big:
+            self.items.remove(old)
+            self.items.add(new)
             return
-        items = self._items
+        items = self.items
         i = bisect_left(items, old)
         if (i == 0 or items[i - 1] < new) and (i + 1 == len(items) or new < items[i + 1]):
             items[i] = new
@@ -86,10 +88,10 @@ class _SiblingOrder:
             insort(items, new)
 
     def __iter__(self) -> Iterator[tuple]:
-        return iter(self._items)
+        return iter(self.items)
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self.items)
 
 
 class SorterNode:
@@ -263,35 +265,28 @@ class DRFSorter(Sorter):
 
     # -------------------------------------------------------- allocations
     def allocated(self, client: str, resources: Resources) -> None:
+        # The allocator's hot path, one call per grant: _change, _entry and
+        # _share inlined and specialised to a grant. A grant only adds (a
+        # Resources holds no zero or negative quantity, so no kind of the
+        # allocation reaches zero) and counts one more allocation, so every
+        # key on the path strictly grows: an entry can only move back, and
+        # its new place is searched behind the old one.
         leaf = self._leaves.get(client) or self._leaf(client)
-        self._change(leaf, resources.millis(), 1, 1)
-
-    def unallocated(self, client: str, resources: Resources) -> None:
-        leaf = self._leaves.get(client) or self._leaf(client)
-        self._change(leaf, resources.millis(), -1, 0)
-
-    def _change(self, leaf: SorterNode, millis: Mapping[str, int], sign: int, count: int) -> None:
-        # the allocator's hot path: _entry, _share and millis.add_millis are inlined here
-        node = leaf
-        stale = self._stale
+        millis = resources.millis()
         total = self._total
-        while True:
-            parent = node.parent
-            if parent is None:  # the root: nothing to rank it against
-                return
+        stale = self._stale
+        node = leaf
+        parent = node.parent
+        while parent is not None:  # the root has no rank to keep
             alloc = node.alloc
             for kind, amount in millis.items():
-                left = alloc.get(kind, 0) + sign * amount
-                if left:
-                    alloc[kind] = left
-                else:
-                    alloc.pop(kind, None)
-            if count:
-                node.count += count
+                alloc[kind] = alloc.get(kind, 0) + amount
+            node.count += 1
             old = node.entry
             if old is not None and not stale:
                 order = parent.order
-                if len(order) == 1:
+                items = order.items
+                if len(items) == 1:
                     node.entry_dirty = True  # re-keyed when a sibling joins (_list)
                 else:
                     dominant = 0.0
@@ -301,7 +296,48 @@ class DRFSorter(Sorter):
                             ratio = amount / pool
                             if ratio > dominant:
                                 dominant = ratio
-                    node.entry = (dominant / node.weight, node.count, node.path, node)
+                    new = node.entry = (dominant / node.weight, node.count, node.path, node)
+                    if order.big:
+                        order.replace(old, new)
+                    else:
+                        # a grant usually goes to the first client in order and sends it to
+                        # the back: both in O(1), else a binary search
+                        i = 0 if items[0] is old else bisect_left(items, old)
+                        if items[-1] < new:
+                            items.append(new)
+                            del items[i]
+                        else:
+                            j = bisect_left(items, new, i + 1)
+                            if j == i + 1:
+                                items[i] = new
+                            else:
+                                items.insert(j, new)
+                                del items[i]
+            node = parent
+            parent = node.parent
+
+    def unallocated(self, client: str, resources: Resources) -> None:
+        leaf = self._leaves.get(client) or self._leaf(client)
+        self._change(leaf, resources.millis(), -1, 0)
+
+    def _change(self, leaf: SorterNode, millis: Mapping[str, int], sign: int, count: int) -> None:
+        """Add ``sign`` x ``millis`` and ``count`` allocations received to
+        the leaf and its ancestors, and re-rank each among its siblings."""
+        node = leaf
+        stale = self._stale
+        while True:
+            parent = node.parent
+            if parent is None:  # the root: nothing to rank it against
+                return
+            add_millis(node.alloc, millis, sign)
+            node.count += count
+            old = node.entry
+            if old is not None and not stale:
+                order = parent.order
+                if len(order) == 1:
+                    node.entry_dirty = True  # re-keyed when a sibling joins (_list)
+                else:
+                    node.entry = self._entry(node)
                     order.replace(old, node.entry)
             node = parent
 
@@ -386,7 +422,7 @@ class DRFSorter(Sorter):
         if not self.hierarchical:
             # every child of the root is a leaf, and a leaf's path is its
             # client: iterate in C, no generator frame per step
-            return map(_PATH, self._root.order)
+            return map(_PATH, self._root.order.items)
         return self._walk(self._root)
 
     def _walk(self, node: SorterNode) -> Iterator[str]:

@@ -47,6 +47,7 @@ from mesoslike.allocator.quota import QuotaAmount, QuotaBook
 from mesoslike.allocator.random_sorter import RandomSorter  # noqa: F401  (registers "random")
 from mesoslike.allocator.role_tree import RoleTree
 from mesoslike.allocator.roles import DEFAULT_ROLE, validate_role
+from mesoslike.allocator.shuffle import shuffle
 from mesoslike.allocator.sorter import Sorter, make_sorter
 from mesoslike.clock import Clock
 from mesoslike.errors import (
@@ -846,7 +847,7 @@ class HierarchicalAllocator:
         else:
             candidates = [a for a in chosen if a.active and a.available]
             self._pending.difference_update(wanted)
-        self._rng.shuffle(candidates)
+        shuffle(self._rng, candidates)
         grants: Grants = {}
         prefer, guarantees, plain = self._stages
         if self._preferred:  # empty unless fair-share preemption freed something: nothing to pay
@@ -969,34 +970,37 @@ class HierarchicalAllocator:
     def _allocate_plain(self, candidates: list[Agent], role: str, filter_now: float, grants: Grants) -> None:
         """The plain stage in the common case — no quota, one active role, one
         minimum for everyone — as one tight loop: the stage loop specialised
-        (whole-agent grants; nothing can cut an offer short here). It must
-        decide exactly as :meth:`_run_stage` does:
-        ``tests/test_allocator_fast_path.py`` runs both on random histories."""
-        frameworks = self._frameworks
+        (whole-agent grants; nothing can cut an offer short here), with
+        :meth:`_hold` inlined for a role without quota. It must decide
+        exactly as :meth:`_run_stage` does: ``tests/test_allocator_fast_path.py``
+        runs both on random histories."""
         sorter = self._framework_sorters[role]
+        sorted_frameworks = sorter.iter_sorted
+        framework_allocated = sorter.allocated
+        role_allocated = None if self._roles_deferred else self._role_sorter.allocated
+        decrease_available = self._agents.decrease_available
         mins = self.min_allocatable
         on_agent = self._filters.on_agent
         eligibility = self._eligibility
-        skipped = 0
+        skipped = held = 0
         for agent in candidates:
-            if agent.idle_stamp == (agent.version, eligibility):
+            stamp = agent.idle_stamp
+            if stamp is not None and stamp == (agent.version, eligibility):
                 continue
             available = agent.available
             if agent.reserved:
                 available = available.allocatable_to(role)
-                if not available:
-                    continue
-                quantities = available.stripped()
+                quantities = available.stripped()  # DRF counts reserved ones too
             else:
                 quantities = available
             for minimum in mins:
                 if quantities.contains(minimum):
                     break
             else:
-                if mins:
+                if mins or not available:  # without a minimum, anything but nothing (a preferred agent's rest)
                     continue
             filters_here = on_agent(agent.id)
-            for framework_id in sorter.iter_sorted():
+            for framework_id in sorted_frameworks():
                 if filters_here:
                     refusals = filters_here.get(framework_id)
                     if refusals and refused_any(refusals, available, filter_now):
@@ -1006,8 +1010,15 @@ class HierarchicalAllocator:
             else:
                 agent.idle_stamp = (agent.version, eligibility)
                 continue
-            self._hold(frameworks[framework_id], agent, available)  # the sorter changed: iterator dropped
+            # _hold, the sorters changed: the iterator is dropped
+            decrease_available(agent, framework_id, available)
+            if role_allocated is not None:
+                role_allocated(role, quantities)
+            framework_allocated(framework_id, quantities)
+            held += 1
             grants[(framework_id, agent)] = available
+        if role_allocated is None:
+            self._deferred_grants += held
         self._counters["offers_filtered"] += skipped
 
     def _offerable_at_all(self, agent: Agent) -> bool:

@@ -4,6 +4,11 @@ when each was made (for timeouts and the oldest-first order of rescinds).
 It makes the offer ids (``<prefix><serial>``) and the offers themselves, and
 forgets an offer when it is answered or rescinded. It never touches
 resources: the allocator moves those through the agent book.
+
+Offers are filed by framework and agent lazily: most are answered by id
+(declined, accepted) before anyone asks for a framework's offers, and an
+offer answered before it was filed is never filed. A cycle that makes
+100,000 offers so saves a dict per offer.
 """
 
 from __future__ import annotations
@@ -19,13 +24,16 @@ from mesoslike.resources import Resources
 __all__ = ["OfferBook"]
 
 _NONE: Mapping[str, Offer] = {}
+_NO_AGENTS: dict[str, dict[str, Offer]] = {}  # read only
 
 
 class OfferBook:
     """Outstanding offers.
 
     Complexity: making, finding and retiring an offer are O(1); the offers of
-    a framework come in O(its offers · log); ``timed_out`` is O(expired).
+    a framework come in O(its offers · log), plus filing the offers made
+    since the last such query (each offer is filed once at most: amortised
+    O(1) an offer); ``timed_out`` is O(expired).
     """
 
     def __init__(self, id_prefix: str = "O", track_times: bool = False) -> None:
@@ -33,8 +41,11 @@ class OfferBook:
         self._serial = 0
         self._offers: dict[str, Offer] = {}
         self._created: dict[str, float] = {}
-        #: framework -> agent -> offer id -> offer
+        #: framework -> agent -> offer id -> offer, for the offers filed (_file)
         self._by_framework: dict[str, dict[str, dict[str, Offer]]] = {}
+        #: offers made, in order, and not yet filed by framework (answered ones are skipped then)
+        self._unfiled: list[Offer] = []
+        self._answered_unfiled = 0  # how many of those were answered since
         self._track_times = track_times
         self._times: deque[tuple[float, str]] = deque()  # creation order, for timeouts
 
@@ -42,16 +53,41 @@ class OfferBook:
     def issue(self, grants: Mapping[tuple[str, Agent], Resources], now: float) -> list[Offer]:
         """One offer per (framework id, agent) -> resources of ``grants``, in
         that order, made at ``now``. O(grants)."""
-        offers = []
+        offers: list[Offer] = []
+        append = offers.append
         prefix, serial = self._prefix, self._serial
-        table, created, by_framework = self._offers, self._created, self._by_framework
+        table, created = self._offers, self._created
         for (framework_id, agent), resources in grants.items():
-            agent_id = agent.id
             serial += 1
             offer_id = f"{prefix}{serial}"
-            offer = issue_offer(offer_id, framework_id, agent_id, agent.hostname, resources, agent.attributes)
+            offer = issue_offer(offer_id, framework_id, agent.id, agent.hostname, resources, agent.attributes)
             table[offer_id] = offer
             created[offer_id] = now
+            append(offer)
+        self._serial = serial
+        unfiled = self._unfiled
+        unfiled.extend(offers)
+        if self._answered_unfiled > 1024 + len(unfiled) // 2:
+            # answered offers pile up while nobody asks: drop them (each once, so O(1) an offer)
+            self._unfiled = [offer for offer in unfiled if table.get(offer.id) is offer]
+            self._answered_unfiled = 0
+        if self._track_times:
+            self._times.extend((now, offer.id) for offer in offers)
+        return offers
+
+    def _file(self) -> None:
+        """File the offers made since the last call, by framework and agent,
+        skipping those answered meanwhile. O(offers made since)."""
+        unfiled = self._unfiled
+        if not unfiled:
+            return
+        self._unfiled, self._answered_unfiled = [], 0
+        table, by_framework = self._offers, self._by_framework
+        for offer in unfiled:
+            offer_id = offer.id
+            if table.get(offer_id) is not offer:
+                continue  # answered or rescinded before anyone asked
+            framework_id, agent_id = offer.framework_id, offer.agent_id
             on_agents = by_framework.get(framework_id)
             if on_agents is None:
                 by_framework[framework_id] = {agent_id: {offer_id: offer}}
@@ -61,19 +97,16 @@ class OfferBook:
                     on_agents[agent_id] = {offer_id: offer}
                 else:
                     on_agent[offer_id] = offer
-            offers.append(offer)
-        self._serial = serial
-        if self._track_times:
-            self._times.extend((now, offer.id) for offer in offers)
-        return offers
 
     def retire(self, offer: Offer) -> None:
         """Forget an answered or rescinded offer."""
         del self._offers[offer.id]
         del self._created[offer.id]
-        on_agents = self._by_framework[offer.framework_id]
-        on_agent = on_agents[offer.agent_id]
-        del on_agent[offer.id]
+        on_agents = self._by_framework.get(offer.framework_id, _NO_AGENTS)
+        on_agent = on_agents.get(offer.agent_id)
+        if on_agent is None or on_agent.pop(offer.id, None) is None:
+            self._answered_unfiled += 1  # not filed yet: skipped when filed or dropped
+            return
         if not on_agent:
             del on_agents[offer.agent_id]
             if not on_agents:
@@ -82,6 +115,7 @@ class OfferBook:
     def replace(self, offer: Offer, resources: Resources) -> Offer:
         """The outstanding ``offer`` with other resources (an operation
         converted part of them), under the same id and creation time."""
+        self._file()  # the offer in the index too, before it changes
         new = issue_offer(offer.id, offer.framework_id, offer.agent_id, offer.hostname, resources, offer.attributes)
         self._offers[offer.id] = new
         self._by_framework[offer.framework_id][offer.agent_id][offer.id] = new
@@ -103,12 +137,14 @@ class OfferBook:
 
     def of_framework(self, framework_id: str) -> list[Offer]:
         """The framework's offers, oldest first."""
+        self._file()
         on_agents = self._by_framework.get(framework_id, {})
         created = self._created
         return sorted((o for offers in on_agents.values() for o in offers.values()), key=lambda o: created[o.id])
 
     def on(self, framework_id: str, agent_id: str) -> Mapping[str, Offer]:
         """The framework's offers on the agent, by id (read-only)."""
+        self._file()
         return self._by_framework.get(framework_id, {}).get(agent_id, _NONE)
 
     def oldest_first(self, offers: list[Offer]) -> list[Offer]:
@@ -151,6 +187,7 @@ class OfferBook:
 
     def _check(self) -> None:
         """Raise ``AssertionError`` unless the indexes agree with each other."""
+        self._file()
         indexed = 0
         for framework_id, on_agents in self._by_framework.items():
             assert on_agents, f"framework {framework_id}: empty index kept"
