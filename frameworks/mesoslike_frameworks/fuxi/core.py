@@ -151,16 +151,18 @@ Command = LaunchSlots | DeclineOffers | KillSlot | SuppressOffers | ReviveOffers
 def _maker(cls: type) -> Callable[..., Any]:
     """A constructor of the frozen attrs class ``cls`` for values the core
     made itself (every field, in order): stored through the slots without
-    the class's per-field checks. Same value as ``cls(*values)``, a third of
-    the cost; a first pass makes tens of thousands of slots and events."""
-    setters = tuple(getattr(cls, field.name).__set__ for field in attrs.fields(cls))
-    new = object.__new__
-
-    def make(*values: Any) -> Any:
-        made: Any = new(cls)
-        for store, value in zip(setters, values):
-            store(made, value)
-        return made
+    the class's per-field checks. Same value as ``cls(*values)``; a first
+    pass makes tens of thousands of slots and events. The stores are
+    written out one by one (as attrs writes its own ``__init__``): a loop
+    over them cost twice as much."""
+    fields = [field.name for field in attrs.fields(cls)]
+    scope: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    for i, name in enumerate(fields):
+        scope[f"store{i}"] = getattr(cls, name).__set__
+    values = ", ".join(f"value{i}" for i in range(len(fields)))
+    stores = "".join(f"    store{i}(made, value{i})\n" for i in range(len(fields)))
+    exec(f"def make({values}):\n    made = new(cls)\n{stores}    return made\n", scope)  # noqa: S102 - our text
+    make: Callable[..., Any] = scope["make"]
     return make
 
 
@@ -223,22 +225,17 @@ class _Job:
 class _Batch:
     """The machines of one offer batch in agent order, their kinds, and the
     first-fit indexes over their open room: the cluster's, and each room's
-    (built when a unit first asks for that room)."""
+    (built when a unit first asks for that room; the rooms' members are
+    sorted out then, for every room at once)."""
 
     def __init__(self, machines: list[Machine], dims: Dims, index: str) -> None:
         self.machines = machines
         self.dims = dims
         self._index = index
         self.cluster: Scope[Machine] = Scope(machines, [m.open for m in machines], len(dims), index)
-        self._members: dict[str, list[Machine]] = {}
         for position, machine in enumerate(machines):
             machine.at = position
-            machine.room_at = -1
-            members = self._members.get(machine.room)
-            if members is None:
-                self._members[machine.room] = [machine]
-            else:
-                members.append(machine)
+        self._members: dict[str, list[Machine]] | None = None
         self._rooms: dict[str, Scope[Machine]] = {}
         self._hosts: dict[str, Machine] | None = None
         self._needs: dict[Resources, Vector | None] = {}
@@ -256,6 +253,14 @@ class _Batch:
         """The scope of one engine room (None: no machine of it in this batch)."""
         scope = self._rooms.get(name)
         if scope is None:
+            if self._members is None:
+                self._members = {}
+                for machine in self.machines:
+                    members = self._members.get(machine.room)
+                    if members is None:
+                        self._members[machine.room] = [machine]
+                    else:
+                        members.append(machine)
             members = self._members.get(name)
             if members is None:
                 return None
@@ -279,8 +284,10 @@ class _Batch:
     def refresh(self, machine: Machine) -> None:
         """``machine.open`` changed: update both indexes."""
         self.cluster.update(machine.at, machine.open)
-        if machine.room_at >= 0:
-            self._rooms[machine.room].update(machine.room_at, machine.open)
+        if self._rooms:
+            scope = self._rooms.get(machine.room)
+            if scope is not None:             # built in this batch: it set the machine's room_at
+                scope.update(machine.room_at, machine.open)
 
     def resources(self, vector: Vector) -> Resources:
         """``vector`` as Resources; the same vector, the same object: passive
@@ -831,21 +838,25 @@ class FuxiCore:
 
     def _take_offers(self, offers: list[Offer]) -> _Batch:
         """The batch's machines (new ones remembered), their offers summed
-        and their free room as vectors. O(offers x kinds): one plain loop,
-        since a first pass over 20,000 machines runs it 20,000 times."""
+        and their free room as vectors. O(offers x kinds): plain loops with
+        their lookups in locals, since a first pass over 100,000 machines
+        runs them 100,000 times."""
         offered: dict[str, Mapping[str, int]] = {}
         merged: dict[str, dict[str, int]] = {}   # agents of several offers: their sums, dicts of our own
         batch: dict[str, Machine] = {}
         known = self._machines
+        changes = 0
+        get_batch, get_known = batch.get, known.get
         for offer in offers:
             agent_id = offer.agent_id
-            machine = batch.get(agent_id)
+            machine = get_batch(agent_id)
             if machine is None:
-                machine = known.get(agent_id)
-                room = offer.attributes.get(ROOM_ATTRIBUTE, "")
+                machine = get_known(agent_id)
+                attributes = offer.attributes
+                room = attributes.get(ROOM_ATTRIBUTE, "")
                 if machine is None or machine.hostname != offer.hostname or machine.room != room:
                     old = machine
-                    self._changes += 1
+                    changes += 1
                     machine = Machine(agent_id, offer.hostname, room)
                     if old is not None:
                         machine.slots, machine.holds, machine.capacity = old.slots, old.holds, old.capacity
@@ -853,7 +864,7 @@ class FuxiCore:
                 else:
                     machine.offer_ids, machine.granted = [], []
                 machine.in_batch = True
-                machine.attributes = offer.attributes   # shared, not copied: offers are read-only
+                machine.attributes = attributes         # shared, not copied: offers are read-only
                 batch[agent_id] = machine
                 offered[agent_id] = offer.resources.millis()    # read-only, not copied: a first pass
             else:                                               # takes 100,000 offers (2 copied here)
@@ -866,7 +877,7 @@ class FuxiCore:
             machine.offer_ids.append(offer.id)
         dims = Dims(set().union(*offered.values()))
         machines = sorted(batch.values(), key=_agent_key)
-        vector = dims.vector
+        names, zeros = dims.names, (0,) * len(dims)      # dims.vector, inlined
         # a machine seen for the first time joins the frontier of sizes here, by its free
         # vector (which is its capacity), if the frontier is over the same kinds
         frontier = self._frontier
@@ -874,38 +885,49 @@ class FuxiCore:
             self._frontier_kinds = dims
         elif frontier is not None and self._frontier_kinds.names != dims.names:
             frontier = None
+        first_seen: list[Vector] = []
         for machine in machines:
             millis = offered[machine.agent_id]
-            free = machine.free = vector(millis)
+            free = machine.free = tuple(map(millis.get, names, zeros))
             if not machine.capacity and not machine.slots:     # first seen: what it offers, at least
-                self._changes += 1
+                changes += 1
                 machine.capacity = millis
-                self._capacity_sum = None
                 if frontier is not None:
-                    self._widen_frontier(frontier, free)
+                    first_seen.append(free)
                 else:
                     self._frontier = None
             else:
+                if first_seen:                                 # (in order: before it may reset the frontier)
+                    self._widen_frontier(frontier, first_seen)   # type: ignore[arg-type]  # (not None)
+                    first_seen = []
                 self._learn_capacity(machine, millis)
                 frontier = self._frontier
             if machine.holds:
                 self._fit_holds(machine, dims)
                 machine.open = self._open(machine, dims)
             else:
-                machine.open = machine.free
+                machine.open = free
+        if first_seen:
+            self._widen_frontier(frontier, first_seen)   # type: ignore[arg-type]  # (not None)
+        if changes:
+            self._changes += changes
+            self._capacity_sum = None
         return _Batch(machines, dims, self.machine_index)
 
-    def _widen_frontier(self, frontier: list[Vector], size: Vector) -> None:
-        """A machine of ``size`` (over the frontier's kinds) was seen: keep
-        the frontier the sizes no other one contains. O(frontier x kinds);
-        most machines are contained by the first size looked at."""
-        for bigger in frontier:
-            if all(map(ge, bigger, size)):
-                return
-        frontier[:] = [smaller for smaller in frontier if not all(map(ge, size, smaller))]
-        frontier.insert(0, size)
-        self._frontier_version += 1
-        self._too_big.clear()                    # a slot that fitted nowhere may fit this one
+    def _widen_frontier(self, frontier: list[Vector], sizes: Iterable[Vector]) -> None:
+        """Machines of ``sizes`` (over the frontier's kinds) were seen, in
+        this order: keep the frontier the sizes no other one contains.
+        O(frontier x kinds) a size; most are contained by the first size
+        looked at."""
+        for size in sizes:
+            for bigger in frontier:
+                if all(map(ge, bigger, size)):
+                    break
+            else:
+                frontier[:] = [smaller for smaller in frontier if not all(map(ge, size, smaller))]
+                frontier.insert(0, size)
+                self._frontier_version += 1
+                self._too_big.clear()                    # a slot that fitted nowhere may fit this one
 
     def _recheck_never_fits(self, caps: Mapping[str, Resources | None]) -> None:
         """Machines bigger than any before were seen: a unit said to fit no
