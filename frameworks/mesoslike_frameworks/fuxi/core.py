@@ -80,7 +80,7 @@ from mesoslike_frameworks.fuxi.books import (
 from mesoslike_frameworks.fuxi.blacklist import DEFAULT_REPORT_SECONDS, DEFAULT_REPORTS_NEEDED, GlobalBlacklist
 from mesoslike_frameworks.fuxi.machines import INDEX_KINDS, Dims, Scope, Vector, fits
 from mesoslike_frameworks.fuxi.model import LT_CLUSTER, LT_ENGINEROOM, LT_MACHINE, POLICIES, JobSpec, Locality
-from mesoslike_frameworks.fuxi.preemption import Evict, PreemptionPlanner, WaitReason
+from mesoslike_frameworks.fuxi.preemption import Evict, PreemptionPlanner, VictimOrder, WaitReason
 from mesoslike_frameworks.fuxi.quota import QuotaConfig, QuotaGroup, compute_caps, hunger
 from mesoslike_frameworks.fuxi.waiting_queue import WaitingQueue
 
@@ -383,6 +383,7 @@ class FuxiCore:
         self._holders: set[str] = set()               # units with reservations
         self._backing_off: set[str] = set()           # gangs whose reservations expired, for gang_seconds
         self._slots: dict[str, Slot] = {}
+        self._victims = VictimOrder(self._slots)                 # the slots in preemption's order, kept between passes
         self._machines: dict[str, Machine] = {}     # every agent seen in an offer
         self._capacity_sum: Resources | None = EMPTY  # the machines' capacities summed (None: to recompute)
         # the machines' capacities that no other one contains, over these kinds (None: to recompute)
@@ -495,6 +496,7 @@ class FuxiCore:
         unit.slots[slot.id] = slot
         unit.per_host[slot.hostname] = unit.per_host.get(slot.hostname, 0) + 1
         self._slots[slot.id] = slot
+        self._victims.add(slot)
         self._lowest[slot.priority] = self._lowest.get(slot.priority, 0) + 1
         self._use(unit.group, slot.resources, 1)
         self._sync(unit)
@@ -771,6 +773,7 @@ class FuxiCore:
         for slot in self._slots.values():
             lowest[slot.priority] = lowest.get(slot.priority, 0) + 1
         assert lowest == self._lowest, "slot priority counts"
+        self._victims._check()
 
     # ============================================================ internals
     def _unit(self, job_id: str, unit_name: str) -> Unit:
@@ -1065,11 +1068,16 @@ class FuxiCore:
         cap = caps.get(unit.group)
         if cap is None:
             return unit.waiting
-        used = self.groups[unit.group].used
-        known = self._quota_room.get(unit.group)
+        return how_many(self._group_room(unit.group, cap), unit.slot)
+
+    def _group_room(self, name: str, cap: Resources) -> Resources:
+        """The room between group ``name``'s use and its ``cap``. Cached while
+        neither changes: asked per unit placed or queued, per machine offered."""
+        used = self.groups[name].used
+        known = self._quota_room.get(name)
         if known is None or known[0] is not cap or known[1] is not used:   # both are replaced when they change
-            known = self._quota_room[unit.group] = (cap, used, cap.subtract_clamped(used))
-        return how_many(known[2], unit.slot)
+            known = self._quota_room[name] = (cap, used, cap.subtract_clamped(used))
+        return known[2]
 
     # ------------------------------------------------------------- grants
     def _grant(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector) -> Slot:
@@ -1104,6 +1112,7 @@ class FuxiCore:
     def _drop_slot(self, slot: Slot) -> None:
         self._changes += 1
         del self._slots[slot.id]
+        self._victims.dropped(slot)
         left = self._lowest[slot.priority] - 1
         if left:
             self._lowest[slot.priority] = left
@@ -1328,7 +1337,7 @@ class FuxiCore:
         free = batch.resources(machine.open)
         cap = caps.get(group.name)
         if cap is not None:
-            free = free.minimum(cap.subtract_clamped(group.used))
+            free = free.minimum(self._group_room(group.name, cap))
         fair = group.policy == "FAIR"
         best: tuple | None = None
         for scope in (CLUSTER_SCOPE, f"host:{machine.hostname}", f"room:{machine.room}"):
@@ -1566,8 +1575,10 @@ class FuxiCore:
         waiting = self.needs_offers()
         refuse = self.decline_seconds if waiting else 5.0
         declined: list[str] = []
+        victims = self._victims
         for machine in batch.machines:
             if machine.granted:
+                victims.add_many(machine.granted)      # preemption's victims from the next pass on
                 self._out.append(_new_launch(machine.agent_id, tuple(machine.offer_ids), tuple(machine.granted),
                                              0.0 if waiting else refuse))
             else:
