@@ -55,6 +55,7 @@ import heapq
 import itertools
 import logging
 import math
+from collections import deque
 from operator import ge, sub
 from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
@@ -75,7 +76,7 @@ from mesoslike_frameworks.fuxi.books import (
     Reserved,
     Slot,
     Unit,
-    how_many,
+    how_many_within,
 )
 from mesoslike_frameworks.fuxi.blacklist import DEFAULT_REPORT_SECONDS, DEFAULT_REPORTS_NEEDED, GlobalBlacklist
 from mesoslike_frameworks.fuxi.machines import INDEX_KINDS, Dims, Scope, Vector, fits
@@ -844,7 +845,7 @@ class FuxiCore:
         and their free room as vectors. O(offers x kinds): plain loops with
         their lookups in locals, since a first pass over 100,000 machines
         runs them 100,000 times."""
-        offered: dict[str, Mapping[str, int]] = {}
+        offered: list[Mapping[str, int]] = []    # what each machine offers (its kinds make the batch's)
         merged: dict[str, dict[str, int]] = {}   # agents of several offers: their sums, dicts of our own
         batch: dict[str, Machine] = {}
         known = self._machines
@@ -869,16 +870,18 @@ class FuxiCore:
                 machine.in_batch = True
                 machine.attributes = attributes         # shared, not copied: offers are read-only
                 batch[agent_id] = machine
-                offered[agent_id] = offer.resources.millis()    # read-only, not copied: a first pass
-            else:                                               # takes 100,000 offers (2 copied here)
+                machine.offered = millis = offer.resources.millis()   # read-only, not copied: a first
+                offered.append(millis)                                # pass takes 100,000 offers
+            else:
                 total = merged.get(agent_id)
                 if total is None:                               # its first offer's own mapping: copy it
-                    total = merged[agent_id] = dict(offered[agent_id])
-                    offered[agent_id] = total
+                    total = merged[agent_id] = dict(machine.offered)
+                    machine.offered = total
+                    offered.append(total)
                 for kind, amount in offer.resources.millis().items():
                     total[kind] = total.get(kind, 0) + amount
             machine.offer_ids.append(offer.id)
-        dims = Dims(set().union(*offered.values()))
+        dims = Dims(set().union(*offered))
         machines = sorted(batch.values(), key=_agent_key)
         names, zeros = dims.names, (0,) * len(dims)      # dims.vector, inlined
         # a machine seen for the first time joins the frontier of sizes here, by its free
@@ -890,7 +893,7 @@ class FuxiCore:
             frontier = None
         first_seen: list[Vector] = []
         for machine in machines:
-            millis = offered[machine.agent_id]
+            millis = machine.offered
             free = machine.free = tuple(map(millis.get, names, zeros))
             if not machine.capacity and not machine.slots:     # first seen: what it offers, at least
                 changes += 1
@@ -1068,7 +1071,9 @@ class FuxiCore:
         cap = caps.get(unit.group)
         if cap is None:
             return unit.waiting
-        return how_many(self._group_room(unit.group, cap), unit.slot)
+        # how_many(self._group_room(...), unit.slot) without the room as Resources: the use of a
+        # group placing slots changes with each, and the room was made again for every slot
+        return how_many_within(cap, self.groups[unit.group].used, unit.slot)
 
     def _group_room(self, name: str, cap: Resources) -> Resources:
         """The room between group ``name``'s use and its ``cap``. Cached while
@@ -1409,6 +1414,9 @@ class FuxiCore:
                     self._after_placing(member, caps)      # nothing it could take here: no search
                 else:
                     placers.append(self._place(member, batch, caps))
+            if len(placers) == 1:               # alone: no turns to take
+                deque(placers[0], maxlen=0)
+                continue
             while placers:                       # round robin, one slot per turn
                 placers = [p for p in placers if next(p, None) is not None]
 
@@ -1420,7 +1428,7 @@ class FuxiCore:
         need = batch.need(unit.slot)
         placed = 0
         if need is not None and budget > 0:
-            for pref in unit.preferences or (Locality.cluster(budget),):
+            for pref in unit.preferences or _ANYWHERE:
                 count = min(pref.count, budget - placed)
                 if pref.kind == LT_MACHINE:
                     machine = batch.hosts.get(pref.target)
@@ -1583,10 +1591,20 @@ class FuxiCore:
                                              0.0 if waiting else refuse))
             else:
                 declined += machine.offer_ids
-            machine.offer_ids, machine.granted, machine.in_batch = [], [], False
+            machine.offer_ids = machine.granted = _BETWEEN_BATCHES
+            machine.in_batch = False
             machine.free = machine.open = ()
+            machine.offered = _NOTHING
         if declined:
             self._out.append(DeclineOffers(tuple(declined), refuse))
+
+
+_NOTHING: Mapping[str, int] = {}
+#: a machine's offer ids and slots granted between batches: read, never appended to (a batch gives
+#: each of its machines lists of its own), so answering 100,000 offers makes no new lists
+_BETWEEN_BATCHES: list[Any] = []
+#: the preference of a unit that states none: anywhere, as many as its budget (counts are capped by it)
+_ANYWHERE = (Locality.cluster(2 ** 62),)
 
 
 def _has_labels(machine: Machine, labels: tuple[tuple[str, str], ...]) -> bool:

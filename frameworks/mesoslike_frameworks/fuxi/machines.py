@@ -33,7 +33,7 @@ one engine room), so positions can be mapped back to machines.
 
 from __future__ import annotations
 
-from operator import ge
+from operator import ge, itemgetter
 from typing import Generic, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 __all__ = ["Vector", "Dims", "FitIndex", "FitTree", "FitScan", "Scope", "make_index", "INDEX_KINDS"]
@@ -396,7 +396,7 @@ class Scope(Generic[M]):
                 if not self._vectors:
                     return False
                 vectors = self._vectors
-                bound = self._bound = vectors[0] if len(vectors) == 1 else tuple(map(max, *vectors))
+                bound = self._bound = tuple(max(map(itemgetter(kind), vectors)) for kind in range(self._dims))
             return all(map(ge, bound, need))
         if self._dirty and self._grown:
             self._flush()
