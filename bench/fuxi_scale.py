@@ -411,22 +411,28 @@ def _spread(values: list[float]) -> dict[str, float]:
 
 
 def load_previous(rev: str) -> types.ModuleType | None:
-    """``frameworks/fuxi`` (the package's old place) as it was at git revision ``rev``, imported as a
+    """The Fuxi package (``frameworks/mesoslike_frameworks/fuxi``, or
+    ``frameworks/fuxi`` before it moved) as it was at git revision ``rev``, imported as a
     package of its own (``fuxi_previous``; its imports of the package
     rewritten to it) from a temporary directory. None if git or the
     revision is not there."""
     import importlib
     import tempfile
     try:
-        names = subprocess.run(["git", "ls-tree", "--name-only", rev, "frameworks/fuxi/"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=30, check=True).stdout.split()
+        names: list[str] = []
+        for place in ("frameworks/mesoslike_frameworks/fuxi/", "frameworks/fuxi/"):   # its place now, and before
+            names = subprocess.run(["git", "ls-tree", "--name-only", rev, place], cwd=ROOT,
+                                   capture_output=True, text=True, timeout=30, check=True).stdout.split()
+            if names:
+                break
         folder = Path(tempfile.mkdtemp(prefix="fuxi-previous-")) / "fuxi_previous"
         folder.mkdir()
         for name in names:
             if name.endswith(".py"):
                 source = subprocess.run(["git", "show", f"{rev}:{name}"], cwd=ROOT, capture_output=True, text=True,
                                         timeout=30, check=True).stdout
-                (folder / Path(name).name).write_text(source.replace("mesoslike.frameworks.fuxi", "fuxi_previous"))
+                source = source.replace("mesoslike.frameworks.fuxi", "fuxi_previous")
+                (folder / Path(name).name).write_text(source.replace("mesoslike_frameworks.fuxi", "fuxi_previous"))
     except (OSError, subprocess.SubprocessError):
         return None
     sys.path.insert(0, str(folder.parent))

@@ -28,10 +28,12 @@ ops = st.lists(st.one_of(
 ), max_size=60)
 
 
-@given(st.lists(vectors, min_size=1, max_size=100), ops, st.sampled_from(["tree", "scan"]))
-def test_a_scope_answers_as_a_walk_over_the_machines_would(initial, plan, kind):
+@given(st.lists(vectors, min_size=1, max_size=100), ops, st.sampled_from(["tree", "scan"]),
+       st.sampled_from([0, 5, 2048]))
+def test_a_scope_answers_as_a_walk_over_the_machines_would(initial, plan, kind, scan_first):
+    # scan_first: machines walked past the probe before the index is built (2048: never, here)
     free = list(initial)
-    scope = Scope(list(range(len(free))), free, DIMS, kind, [str(i) for i in range(len(free))])
+    scope = Scope(list(range(len(free))), free, DIMS, kind, [str(i) for i in range(len(free))], scan_first)
     for op in plan:
         if op[0] == "update":
             position, vector = op[1] % len(free), op[2]
@@ -66,9 +68,10 @@ def test_the_tree_refreshes_many_changes_at_once(initial, changes, need):
         assert tree.first_fit(need, start) == scan.first_fit(need, start) == brute(free, need, start)
 
 
-def test_a_round_robin_goes_once_around_from_its_origin_and_sees_changes():
+@pytest.mark.parametrize("scan_first", [0, 2048])
+def test_a_round_robin_goes_once_around_from_its_origin_and_sees_changes(scan_first):
     free = [(1,), (0,), (2,), (1,)]
-    scope = Scope(list("abcd"), free, 1, "tree", list("abcd"))
+    scope = Scope(list("abcd"), free, 1, "tree", list("abcd"), scan_first)
     seen = []
     for position in scope.around((1,), 2):
         seen.append(position)

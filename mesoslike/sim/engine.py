@@ -472,11 +472,20 @@ class Simulator:
 
     def _note_filter(self, framework_id: str, agent_id: str, refused: Resources, refuse: float) -> None:
         # the allocator filters for max(allocation_interval, refuse) seconds
+        # (an agent's expired filters are dropped when it has a few: every decline notes one)
         if refuse > 0 and refused:
             now = self.clock.now()
             until = now + max(self.config.allocation_interval, refuse)
-            on_agent = self._filters.setdefault(framework_id, {})
-            on_agent[agent_id] = [f for f in on_agent.get(agent_id, ()) if f[1] > now] + [(refused, until)]
+            on_agent = self._filters.get(framework_id)
+            if on_agent is None:
+                on_agent = self._filters[framework_id] = {}
+            filters = on_agent.get(agent_id)
+            if filters is None:
+                on_agent[agent_id] = [(refused, until)]
+            else:
+                if len(filters) >= 4:
+                    filters[:] = [f for f in filters if f[1] > now]
+                filters.append((refused, until))
             heapq.heappush(self._filter_expiries, until)
 
     def _filtered_agents(self, framework_id: str, now: float) -> set[str]:

@@ -55,6 +55,7 @@ import heapq
 import itertools
 import logging
 import math
+from collections import deque
 from operator import ge, sub
 from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
@@ -75,12 +76,12 @@ from mesoslike_frameworks.fuxi.books import (
     Reserved,
     Slot,
     Unit,
-    how_many,
+    how_many_within,
 )
 from mesoslike_frameworks.fuxi.blacklist import DEFAULT_REPORT_SECONDS, DEFAULT_REPORTS_NEEDED, GlobalBlacklist
 from mesoslike_frameworks.fuxi.machines import INDEX_KINDS, Dims, Scope, Vector, fits
 from mesoslike_frameworks.fuxi.model import LT_CLUSTER, LT_ENGINEROOM, LT_MACHINE, POLICIES, JobSpec, Locality
-from mesoslike_frameworks.fuxi.preemption import Evict, PreemptionPlanner, WaitReason
+from mesoslike_frameworks.fuxi.preemption import Evict, PreemptionPlanner, VictimOrder, WaitReason
 from mesoslike_frameworks.fuxi.quota import QuotaConfig, QuotaGroup, compute_caps, hunger
 from mesoslike_frameworks.fuxi.waiting_queue import WaitingQueue
 
@@ -151,16 +152,18 @@ Command = LaunchSlots | DeclineOffers | KillSlot | SuppressOffers | ReviveOffers
 def _maker(cls: type) -> Callable[..., Any]:
     """A constructor of the frozen attrs class ``cls`` for values the core
     made itself (every field, in order): stored through the slots without
-    the class's per-field checks. Same value as ``cls(*values)``, a third of
-    the cost; a first pass makes tens of thousands of slots and events."""
-    setters = tuple(getattr(cls, field.name).__set__ for field in attrs.fields(cls))
-    new = object.__new__
-
-    def make(*values: Any) -> Any:
-        made: Any = new(cls)
-        for store, value in zip(setters, values):
-            store(made, value)
-        return made
+    the class's per-field checks. Same value as ``cls(*values)``; a first
+    pass makes tens of thousands of slots and events. The stores are
+    written out one by one (as attrs writes its own ``__init__``): a loop
+    over them cost twice as much."""
+    fields = [field.name for field in attrs.fields(cls)]
+    scope: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    for i, name in enumerate(fields):
+        scope[f"store{i}"] = getattr(cls, name).__set__
+    values = ", ".join(f"value{i}" for i in range(len(fields)))
+    stores = "".join(f"    store{i}(made, value{i})\n" for i in range(len(fields)))
+    exec(f"def make({values}):\n    made = new(cls)\n{stores}    return made\n", scope)  # noqa: S102 - our text
+    make: Callable[..., Any] = scope["make"]
     return make
 
 
@@ -223,22 +226,17 @@ class _Job:
 class _Batch:
     """The machines of one offer batch in agent order, their kinds, and the
     first-fit indexes over their open room: the cluster's, and each room's
-    (built when a unit first asks for that room)."""
+    (built when a unit first asks for that room; the rooms' members are
+    sorted out then, for every room at once)."""
 
     def __init__(self, machines: list[Machine], dims: Dims, index: str) -> None:
         self.machines = machines
         self.dims = dims
         self._index = index
         self.cluster: Scope[Machine] = Scope(machines, [m.open for m in machines], len(dims), index)
-        self._members: dict[str, list[Machine]] = {}
         for position, machine in enumerate(machines):
             machine.at = position
-            machine.room_at = -1
-            members = self._members.get(machine.room)
-            if members is None:
-                self._members[machine.room] = [machine]
-            else:
-                members.append(machine)
+        self._members: dict[str, list[Machine]] | None = None
         self._rooms: dict[str, Scope[Machine]] = {}
         self._hosts: dict[str, Machine] | None = None
         self._needs: dict[Resources, Vector | None] = {}
@@ -256,6 +254,14 @@ class _Batch:
         """The scope of one engine room (None: no machine of it in this batch)."""
         scope = self._rooms.get(name)
         if scope is None:
+            if self._members is None:
+                self._members = {}
+                for machine in self.machines:
+                    members = self._members.get(machine.room)
+                    if members is None:
+                        self._members[machine.room] = [machine]
+                    else:
+                        members.append(machine)
             members = self._members.get(name)
             if members is None:
                 return None
@@ -279,8 +285,10 @@ class _Batch:
     def refresh(self, machine: Machine) -> None:
         """``machine.open`` changed: update both indexes."""
         self.cluster.update(machine.at, machine.open)
-        if machine.room_at >= 0:
-            self._rooms[machine.room].update(machine.room_at, machine.open)
+        if self._rooms:
+            scope = self._rooms.get(machine.room)
+            if scope is not None:             # built in this batch: it set the machine's room_at
+                scope.update(machine.room_at, machine.open)
 
     def resources(self, vector: Vector) -> Resources:
         """``vector`` as Resources; the same vector, the same object: passive
@@ -376,6 +384,7 @@ class FuxiCore:
         self._holders: set[str] = set()               # units with reservations
         self._backing_off: set[str] = set()           # gangs whose reservations expired, for gang_seconds
         self._slots: dict[str, Slot] = {}
+        self._victims = VictimOrder(self._slots)                 # the slots in preemption's order, kept between passes
         self._machines: dict[str, Machine] = {}     # every agent seen in an offer
         self._capacity_sum: Resources | None = EMPTY  # the machines' capacities summed (None: to recompute)
         # the machines' capacities that no other one contains, over these kinds (None: to recompute)
@@ -488,6 +497,7 @@ class FuxiCore:
         unit.slots[slot.id] = slot
         unit.per_host[slot.hostname] = unit.per_host.get(slot.hostname, 0) + 1
         self._slots[slot.id] = slot
+        self._victims.add(slot)
         self._lowest[slot.priority] = self._lowest.get(slot.priority, 0) + 1
         self._use(unit.group, slot.resources, 1)
         self._sync(unit)
@@ -764,6 +774,7 @@ class FuxiCore:
         for slot in self._slots.values():
             lowest[slot.priority] = lowest.get(slot.priority, 0) + 1
         assert lowest == self._lowest, "slot priority counts"
+        self._victims._check()
 
     # ============================================================ internals
     def _unit(self, job_id: str, unit_name: str) -> Unit:
@@ -831,21 +842,25 @@ class FuxiCore:
 
     def _take_offers(self, offers: list[Offer]) -> _Batch:
         """The batch's machines (new ones remembered), their offers summed
-        and their free room as vectors. O(offers x kinds): one plain loop,
-        since a first pass over 20,000 machines runs it 20,000 times."""
-        offered: dict[str, Mapping[str, int]] = {}
+        and their free room as vectors. O(offers x kinds): plain loops with
+        their lookups in locals, since a first pass over 100,000 machines
+        runs them 100,000 times."""
+        offered: list[Mapping[str, int]] = []    # what each machine offers (its kinds make the batch's)
         merged: dict[str, dict[str, int]] = {}   # agents of several offers: their sums, dicts of our own
         batch: dict[str, Machine] = {}
         known = self._machines
+        changes = 0
+        get_batch, get_known = batch.get, known.get
         for offer in offers:
             agent_id = offer.agent_id
-            machine = batch.get(agent_id)
+            machine = get_batch(agent_id)
             if machine is None:
-                machine = known.get(agent_id)
-                room = offer.attributes.get(ROOM_ATTRIBUTE, "")
+                machine = get_known(agent_id)
+                attributes = offer.attributes
+                room = attributes.get(ROOM_ATTRIBUTE, "")
                 if machine is None or machine.hostname != offer.hostname or machine.room != room:
                     old = machine
-                    self._changes += 1
+                    changes += 1
                     machine = Machine(agent_id, offer.hostname, room)
                     if old is not None:
                         machine.slots, machine.holds, machine.capacity = old.slots, old.holds, old.capacity
@@ -853,20 +868,22 @@ class FuxiCore:
                 else:
                     machine.offer_ids, machine.granted = [], []
                 machine.in_batch = True
-                machine.attributes = offer.attributes   # shared, not copied: offers are read-only
+                machine.attributes = attributes         # shared, not copied: offers are read-only
                 batch[agent_id] = machine
-                offered[agent_id] = offer.resources.millis()    # read-only, not copied: a first pass
-            else:                                               # takes 100,000 offers (2 copied here)
+                machine.offered = millis = offer.resources.millis()   # read-only, not copied: a first
+                offered.append(millis)                                # pass takes 100,000 offers
+            else:
                 total = merged.get(agent_id)
                 if total is None:                               # its first offer's own mapping: copy it
-                    total = merged[agent_id] = dict(offered[agent_id])
-                    offered[agent_id] = total
+                    total = merged[agent_id] = dict(machine.offered)
+                    machine.offered = total
+                    offered.append(total)
                 for kind, amount in offer.resources.millis().items():
                     total[kind] = total.get(kind, 0) + amount
             machine.offer_ids.append(offer.id)
-        dims = Dims(set().union(*offered.values()))
+        dims = Dims(set().union(*offered))
         machines = sorted(batch.values(), key=_agent_key)
-        vector = dims.vector
+        names, zeros = dims.names, (0,) * len(dims)      # dims.vector, inlined
         # a machine seen for the first time joins the frontier of sizes here, by its free
         # vector (which is its capacity), if the frontier is over the same kinds
         frontier = self._frontier
@@ -874,38 +891,49 @@ class FuxiCore:
             self._frontier_kinds = dims
         elif frontier is not None and self._frontier_kinds.names != dims.names:
             frontier = None
+        first_seen: list[Vector] = []
         for machine in machines:
-            millis = offered[machine.agent_id]
-            free = machine.free = vector(millis)
+            millis = machine.offered
+            free = machine.free = tuple(map(millis.get, names, zeros))
             if not machine.capacity and not machine.slots:     # first seen: what it offers, at least
-                self._changes += 1
+                changes += 1
                 machine.capacity = millis
-                self._capacity_sum = None
                 if frontier is not None:
-                    self._widen_frontier(frontier, free)
+                    first_seen.append(free)
                 else:
                     self._frontier = None
             else:
+                if first_seen:                                 # (in order: before it may reset the frontier)
+                    self._widen_frontier(frontier, first_seen)   # type: ignore[arg-type]  # (not None)
+                    first_seen = []
                 self._learn_capacity(machine, millis)
                 frontier = self._frontier
             if machine.holds:
                 self._fit_holds(machine, dims)
                 machine.open = self._open(machine, dims)
             else:
-                machine.open = machine.free
+                machine.open = free
+        if first_seen:
+            self._widen_frontier(frontier, first_seen)   # type: ignore[arg-type]  # (not None)
+        if changes:
+            self._changes += changes
+            self._capacity_sum = None
         return _Batch(machines, dims, self.machine_index)
 
-    def _widen_frontier(self, frontier: list[Vector], size: Vector) -> None:
-        """A machine of ``size`` (over the frontier's kinds) was seen: keep
-        the frontier the sizes no other one contains. O(frontier x kinds);
-        most machines are contained by the first size looked at."""
-        for bigger in frontier:
-            if all(map(ge, bigger, size)):
-                return
-        frontier[:] = [smaller for smaller in frontier if not all(map(ge, size, smaller))]
-        frontier.insert(0, size)
-        self._frontier_version += 1
-        self._too_big.clear()                    # a slot that fitted nowhere may fit this one
+    def _widen_frontier(self, frontier: list[Vector], sizes: Iterable[Vector]) -> None:
+        """Machines of ``sizes`` (over the frontier's kinds) were seen, in
+        this order: keep the frontier the sizes no other one contains.
+        O(frontier x kinds) a size; most are contained by the first size
+        looked at."""
+        for size in sizes:
+            for bigger in frontier:
+                if all(map(ge, bigger, size)):
+                    break
+            else:
+                frontier[:] = [smaller for smaller in frontier if not all(map(ge, size, smaller))]
+                frontier.insert(0, size)
+                self._frontier_version += 1
+                self._too_big.clear()                    # a slot that fitted nowhere may fit this one
 
     def _recheck_never_fits(self, caps: Mapping[str, Resources | None]) -> None:
         """Machines bigger than any before were seen: a unit said to fit no
@@ -1043,11 +1071,18 @@ class FuxiCore:
         cap = caps.get(unit.group)
         if cap is None:
             return unit.waiting
-        used = self.groups[unit.group].used
-        known = self._quota_room.get(unit.group)
+        # how_many(self._group_room(...), unit.slot) without the room as Resources: the use of a
+        # group placing slots changes with each, and the room was made again for every slot
+        return how_many_within(cap, self.groups[unit.group].used, unit.slot)
+
+    def _group_room(self, name: str, cap: Resources) -> Resources:
+        """The room between group ``name``'s use and its ``cap``. Cached while
+        neither changes: asked per unit placed or queued, per machine offered."""
+        used = self.groups[name].used
+        known = self._quota_room.get(name)
         if known is None or known[0] is not cap or known[1] is not used:   # both are replaced when they change
-            known = self._quota_room[unit.group] = (cap, used, cap.subtract_clamped(used))
-        return how_many(known[2], unit.slot)
+            known = self._quota_room[name] = (cap, used, cap.subtract_clamped(used))
+        return known[2]
 
     # ------------------------------------------------------------- grants
     def _grant(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector) -> Slot:
@@ -1082,6 +1117,7 @@ class FuxiCore:
     def _drop_slot(self, slot: Slot) -> None:
         self._changes += 1
         del self._slots[slot.id]
+        self._victims.dropped(slot)
         left = self._lowest[slot.priority] - 1
         if left:
             self._lowest[slot.priority] = left
@@ -1306,7 +1342,7 @@ class FuxiCore:
         free = batch.resources(machine.open)
         cap = caps.get(group.name)
         if cap is not None:
-            free = free.minimum(cap.subtract_clamped(group.used))
+            free = free.minimum(self._group_room(group.name, cap))
         fair = group.policy == "FAIR"
         best: tuple | None = None
         for scope in (CLUSTER_SCOPE, f"host:{machine.hostname}", f"room:{machine.room}"):
@@ -1378,6 +1414,9 @@ class FuxiCore:
                     self._after_placing(member, caps)      # nothing it could take here: no search
                 else:
                     placers.append(self._place(member, batch, caps))
+            if len(placers) == 1:               # alone: no turns to take
+                deque(placers[0], maxlen=0)
+                continue
             while placers:                       # round robin, one slot per turn
                 placers = [p for p in placers if next(p, None) is not None]
 
@@ -1389,7 +1428,7 @@ class FuxiCore:
         need = batch.need(unit.slot)
         placed = 0
         if need is not None and budget > 0:
-            for pref in unit.preferences or (Locality.cluster(budget),):
+            for pref in unit.preferences or _ANYWHERE:
                 count = min(pref.count, budget - placed)
                 if pref.kind == LT_MACHINE:
                     machine = batch.hosts.get(pref.target)
@@ -1544,16 +1583,28 @@ class FuxiCore:
         waiting = self.needs_offers()
         refuse = self.decline_seconds if waiting else 5.0
         declined: list[str] = []
+        victims = self._victims
         for machine in batch.machines:
             if machine.granted:
+                victims.add_many(machine.granted)      # preemption's victims from the next pass on
                 self._out.append(_new_launch(machine.agent_id, tuple(machine.offer_ids), tuple(machine.granted),
                                              0.0 if waiting else refuse))
             else:
                 declined += machine.offer_ids
-            machine.offer_ids, machine.granted, machine.in_batch = [], [], False
+            machine.offer_ids = machine.granted = _BETWEEN_BATCHES
+            machine.in_batch = False
             machine.free = machine.open = ()
+            machine.offered = _NOTHING
         if declined:
             self._out.append(DeclineOffers(tuple(declined), refuse))
+
+
+_NOTHING: Mapping[str, int] = {}
+#: a machine's offer ids and slots granted between batches: read, never appended to (a batch gives
+#: each of its machines lists of its own), so answering 100,000 offers makes no new lists
+_BETWEEN_BATCHES: list[Any] = []
+#: the preference of a unit that states none: anywhere, as many as its budget (counts are capped by it)
+_ANYWHERE = (Locality.cluster(2 ** 62),)
 
 
 def _has_labels(machine: Machine, labels: tuple[tuple[str, str], ...]) -> bool:

@@ -33,7 +33,7 @@ one engine room), so positions can be mapped back to machines.
 
 from __future__ import annotations
 
-from operator import ge
+from operator import ge, itemgetter
 from typing import Generic, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 __all__ = ["Vector", "Dims", "FitIndex", "FitTree", "FitScan", "Scope", "make_index", "INDEX_KINDS"]
@@ -42,6 +42,7 @@ Vector = tuple[int, ...]
 INDEX_KINDS = ("tree", "scan")
 _PROBE = 32      # machines a first-fit looks at directly before it asks the index
 _DEAD_KEPT = 4  # needs a tree node remembers as holding nowhere below it
+_SCAN_FIRST = 2048  # machines a scope walks past the probe before it builds its index
 
 
 class Dims:
@@ -305,6 +306,14 @@ class Scope(Generic[M]):
     to its place here; ``cursor`` is where the next round-robin starts (just
     after the machine that took the last slot).
 
+    The index is built when a question first goes further than
+    ``scan_first`` machines past the probe: a pass over 100,000 offers
+    asked it 9 times, each answered within a few hundred machines, and
+    building it cost a tenth of the pass. Until then ``first_fit`` walks
+    the machines and ``may_fit`` compares with the machines' component-wise
+    maximum (an upper bound, kept as vectors grow). The answers are the
+    same either way.
+
     It remembers the needs that fit no machine at all. While vectors only
     shrink (slots granted, room reserved), a need at least as big as one of
     them fits nowhere either, and is answered without a search: in a busy
@@ -312,12 +321,19 @@ class Scope(Generic[M]):
     forgets them. O(remembered needs x d) per query, and they are few: only
     needs not covered by a smaller one are kept."""
 
-    __slots__ = ("machines", "index", "cursor", "_keys", "_position", "_vectors", "_no_fit", "_dirty", "_grown")
+    __slots__ = ("machines", "index", "cursor", "_keys", "_position", "_vectors", "_no_fit", "_dirty", "_grown",
+                 "_kind", "_dims", "_scan_first", "_bound")
 
     def __init__(self, machines: list[M], vectors: Sequence[Vector], dims: int, kind: str,
-                 keys: Sequence[str] = ()) -> None:
+                 keys: Sequence[str] = (), scan_first: int = _SCAN_FIRST) -> None:
+        if kind not in INDEX_KINDS:
+            raise ValueError(f"machine index must be one of {', '.join(INDEX_KINDS)}, got {kind!r}")
         self.machines = machines
-        self.index = make_index(kind, vectors, dims)
+        self.index: FitTree | FitScan | None = None   # built when first needed (class docstring)
+        self._kind = kind
+        self._dims = dims
+        self._scan_first = scan_first
+        self._bound: Vector | None = None     # with no index yet: every vector's component-wise maximum, or more
         self._keys = keys
         self._position: dict[str, int] | None = None
         self.cursor = 0
@@ -337,9 +353,11 @@ class Scope(Generic[M]):
     def first_fit(self, need: Vector, start: int = 0) -> int | None:
         """The first position >= ``start`` whose vector holds ``need``: the
         next few machines are looked at directly (the round-robin's next
-        machine usually has room), then the index is asked."""
+        machine usually has room), then the index is asked (before it is
+        built: ``scan_first`` more machines are looked at first)."""
         vectors = self._vectors
-        probe_end = min(start + _PROBE, len(vectors))
+        count = len(vectors)
+        probe_end = min(start + _PROBE, count)
         for position in range(start, probe_end):
             if all(map(ge, vectors[position], need)):
                 return position
@@ -347,10 +365,19 @@ class Scope(Generic[M]):
             if all(map(ge, need, known)):
                 return None
         found = None
-        if probe_end < len(vectors):
-            if self._dirty:
-                self._flush()
-            found = self.index.first_fit(need, probe_end)
+        if probe_end < count:
+            index = self.index
+            if index is None:
+                scan_end = min(probe_end + self._scan_first, count)
+                for position in range(probe_end, scan_end):
+                    if all(map(ge, vectors[position], need)):
+                        return position
+                if scan_end < count:
+                    found = self._build().first_fit(need, scan_end)
+            else:
+                if self._dirty:
+                    self._flush()
+                found = index.first_fit(need, probe_end)
         if found is None and start == 0:
             self._no_fit = [known for known in self._no_fit if not all(map(ge, known, need))]
             self._no_fit.append(need)
@@ -363,6 +390,14 @@ class Scope(Generic[M]):
         for known in self._no_fit:
             if all(map(ge, need, known)):
                 return False
+        if self.index is None:
+            bound = self._bound
+            if bound is None:
+                if not self._vectors:
+                    return False
+                vectors = self._vectors
+                bound = self._bound = tuple(max(map(itemgetter(kind), vectors)) for kind in range(self._dims))
+            return all(map(ge, bound, need))
         if self._dirty and self._grown:
             self._flush()
         # with only shrunk vectors pending, the index's maxima are still upper bounds: its
@@ -374,30 +409,50 @@ class Scope(Generic[M]):
         next query: a scope queried less often than its machines change
         (a room, while units spread over the cluster) pays once per
         machine per query, not per change."""
+        if self.index is None:
+            if not all(map(ge, self._vectors[position], free)):
+                self._no_fit = []               # it grew: a need that fitted nowhere may fit now
+                if self._bound is not None:
+                    self._bound = tuple(map(max, self._bound, free))
+            self._vectors[position] = free
+            return
         if (self._no_fit or not self._grown) and not all(map(ge, self._vectors[position], free)):
             self._no_fit = []                   # it grew: a need that fitted nowhere may fit now
             self._grown = True
         self._vectors[position] = free
         self._dirty.add(position)
 
+    def _build(self) -> FitTree | FitScan:
+        """The index over the vectors as they are now."""
+        index = self.index = make_index(self._kind, self._vectors, self._dims)
+        self._dirty.clear()
+        self._grown = False
+        self._bound = None
+        return index
+
     def _check(self) -> None:
         """Raise AssertionError unless the index holds the machines' vectors
-        (after the pending updates) and every remembered need fits nowhere
-        (for tests). O(M d)."""
-        self._flush()
-        if isinstance(self.index, FitTree):
-            self.index._check(self._vectors)
+        (after the pending updates), the bound holds every vector, and every
+        remembered need fits nowhere (for tests). O(M d)."""
+        if self.index is None:
+            if self._bound is not None:
+                assert all(all(map(ge, self._bound, vector)) for vector in self._vectors), "bound"
+        else:
+            self._flush()
+            if isinstance(self.index, FitTree):
+                self.index._check(self._vectors)
         for need in self._no_fit:
             assert not any(all(map(ge, vector, need)) for vector in self._vectors), f"{need} fits somewhere"
 
     def _flush(self) -> None:
-        vectors, dirty = self._vectors, self._dirty
+        vectors, dirty, index = self._vectors, self._dirty, self.index
+        assert index is not None, "only a built index has changes pending"
         self._grown = False
         if len(dirty) == 1:
             position = dirty.pop()
-            self.index.update(position, vectors[position])
+            index.update(position, vectors[position])
             return
-        self.index.update_many([(position, vectors[position]) for position in dirty])
+        index.update_many([(position, vectors[position]) for position in dirty])
         dirty.clear()
 
     def around(self, need: Vector, origin: int) -> Iterator[int]:

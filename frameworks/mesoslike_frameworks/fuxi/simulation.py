@@ -99,6 +99,10 @@ class FuxiScheduler:
         self._waiting_shapes: dict[Resources, int] = {}       # waiting tasks by shape
         self._wanted: dict[Resources, int] | None = None
         self._held: list[Offer] = []
+        # _covered's count: the room for each shape of ``_room_for`` (a _measure()) in _held[:_room_counted]
+        self._room: dict[Resources, int] = {}
+        self._room_for: dict[Resources, int] | None = None
+        self._room_counted = 0
         self._passes = 0                                       # passes in this cycle
         self._offers: dict[str, Offer] = {}          # the batch being answered
 
@@ -166,16 +170,22 @@ class FuxiScheduler:
     def _covered(self) -> bool:
         """Could the held offers take every task of :meth:`_measure` (each
         shape on its own)? A pass on less would find units it could place
-        elsewhere unplaced, and preempt for them. O(shapes x held offers)."""
-        for shape, count in self._measure().items():
-            room = 0
-            for offer in self._held:
-                room += _how_many(offer.resources, shape)
-                if room >= count:
-                    break
-            else:
-                return False
-        return True
+        elsewhere unplaced, and preempt for them. The room each shape has in
+        the held offers is counted as offers come (a cycle holds them chunk
+        by chunk and asks after each): O(shapes x offers held since), or
+        O(shapes x held offers) when the shapes wanted changed."""
+        wanted = self._measure()
+        room = self._room
+        if self._room_for is not wanted:        # other shapes wanted: count them over every held offer
+            room.clear()
+            self._room_for, self._room_counted = wanted, 0
+        held = self._held
+        if self._room_counted < len(held):
+            fresh = held[self._room_counted:]
+            for shape in wanted:
+                room[shape] = room.get(shape, 0) + sum(_how_many(offer.resources, shape) for offer in fresh)
+            self._room_counted = len(held)
+        return all(room.get(shape, 0) >= count for shape, count in wanted.items())
 
     def hold(self, offers: Sequence[Offer]) -> None:
         self._held.extend(offers)
@@ -187,6 +197,7 @@ class FuxiScheduler:
         if not self._held:
             return
         offers, self._held = self._held, []
+        self._room_for = None
         self._passes += 1
         self.counters[FUXI_FRAMEWORK].offers_received += len(offers)
         self._offers = {offer.id: offer for offer in offers}
