@@ -126,7 +126,7 @@ def test_bucket_count_and_sizes_leave_room_for_a_million_agents():
     sizes = sorted(len(data) for data in agent_shards.values())
     per_agent = sum(sizes) / 100_000
     assert 120 < per_agent < 200
-    assert sizes[-1] < 1.3 * sizes[len(sizes) // 2]  # the hash spreads them evenly
+    assert sizes[-1] < 2 * sizes[len(sizes) // 2]  # the hash spreads them evenly (~24 a bucket)
     # the fullest bucket reaches the limit at about this many agents in all
     assert zk.MAX_REGISTRY_BYTES / sizes[-1] * 100_000 > 1_000_000
 
