@@ -37,8 +37,10 @@ log = logging.getLogger("mesoslike.master")
 
 EMPTY = Resources()
 #: agents pinged per loop turn: a sweep of more goes on over the next turns (which handle what came
-#: meanwhile), so that 100,000 agents make fifty short turns rather than one of seconds
-PING_CHUNK = 2000
+#: meanwhile), so that 100,000 agents make a hundred short turns rather than one of seconds. Half of
+#: the frames a turn handles (the runtime's batch of 2,000): the PONGs, which go first, leave room
+#: for the rest
+PING_CHUNK = 1000
 
 
 class AgentLifecycle:
@@ -77,7 +79,9 @@ class AgentLifecycle:
         """Pings (every ``ping_interval``), agents whose turn to be marked
         unreachable came, and the registry's unreachable agents aged out."""
         context = self._context
-        if now >= self._next_ping_sweep:
+        if now >= self._next_ping_sweep and self._sweep is None:
+            # the next sweep starts once this one is over: a master too busy to ping every agent
+            # within the interval pings each less often, never some of them more often
             self._next_ping_sweep = now + context.config.ping_interval
             self._start_ping_sweep()
         if self._sweep is not None:
