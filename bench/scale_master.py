@@ -277,7 +277,7 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
         log(f"admitted {agents} agents in {admitted - sent:.1f}s "
             f"(master CPU {result['admission']['master_cpu_s']} s)")
         frameworks = Frameworks(zk_url, args.frameworks)
-        frameworks.wait_for("registered", master.address, 120)
+        frameworks.wait_for("registered", master.address, 600)
         stored, size = wait_registry(kazoo, path, agents)
         shards = registry_shards(kazoo, path)
         result["registry"] = {"agents": stored, "bytes": size, "shards": shards["znodes"],
