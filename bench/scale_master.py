@@ -10,7 +10,7 @@ real ZooKeeper server and a real ``mesoslike master --zk`` process (through
   connection speaking ZeroMQ's ZMTP per agent, tens of thousands per
   process) register with ``REREGISTER_AGENT`` listing their running tasks,
   spread over ``--frameworks`` frameworks; real ``SchedulerDriver``
-  frameworks subscribe with those ids and suppress offers. Timed until every
+  frameworks subscribe with those ids, offers suppressed. Timed until every
   agent has its ``AGENT_REGISTERED`` and the registry in ZooKeeper lists
   every agent.
 * **steady state** (``--steady-s``): the agents answer the master's pings at

@@ -898,12 +898,20 @@ class MasterRuntime:
     def _handle_messages(self, core: MasterCore) -> list[Send]:
         """Take what waits on the socket into the inbox (cheap: not decoded)
         and handle up to ``_BATCH`` frames from it, registrations last."""
+        out: list[Send] = []
         for sender, received in itertools.islice(self._server.receive_frames(), _RECEIVE_LIMIT):
+            if sender is not None and isinstance(received, bytes):
+                # an agent retrying the registration this master handled (its answer was slow): answered
+                # now, as it would be when its turn came; queued, it would hold up the agent's later frames
+                # (its PONGs) behind every registration waiting
+                retried = self._retried_registration(core, sender, received)
+                if retried is not None:
+                    out += retried
+                    continue
             if not self._inbox.add(sender, received):
                 # received, and answered by the same registration still waiting: counted, not silent
                 core.counters["messages_received"] += 1
                 core.counters["registrations_repeated"] += 1
-        out: list[Send] = []
         for peer, frame in self._inbox.take(_BATCH):
             out += self._handle_frame(core, peer, frame)
         return out
