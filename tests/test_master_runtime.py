@@ -363,3 +363,44 @@ def test_the_loop_handles_frames_while_a_registry_write_is_on_its_way_and_answer
         for agent in agents:
             agent.close()
         runtime._close()
+
+
+def test_a_retried_registration_is_answered_as_it_is_received_not_behind_the_registrations_waiting(monkeypatch):
+    """After a failover at scale thousands of registrations wait; an agent
+    whose answer was slow retries, and its retry — queued behind them —
+    held up its PONGs until it was marked unreachable. Now the retry is
+    answered as it is received, and the agent's PONG is not held up."""
+    import mesoslike.master.runtime as runtime_module
+
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None))
+    agent = Client(runtime.address)
+    others = [Client(runtime.address) for _ in range(3)]
+    heard: list = []
+
+    def turn() -> None:
+        runtime._turn()
+        heard.extend(message for _, message in agent.receive())
+    try:
+        frame = encode(m.RegisterAgent(AgentInfo("node-a", Resources.parse("cpus:2;mem:512"))))
+        agent.send_frame(frame)
+        registered = wait_until(lambda: turn() or next((h for h in heard if isinstance(h, m.AgentRegistered)), None),
+                                10, "the agent registered")
+        monkeypatch.setattr(runtime_module, "_BATCH", 0)   # frames are taken in, none handled
+        for n, other in enumerate(others):
+            other.send(m.RegisterAgent(AgentInfo(f"node-{n}", Resources.parse("cpus:2;mem:512"))))
+        wait_until(lambda: turn() or runtime._inbox.deferred == 3, 10, "three registrations waiting")
+        runtime.core.agents[registered.agent_id].pings_unanswered = 2
+        heard.clear()
+        agent.send_frame(frame)                           # the retry, byte for byte
+        agent.send(m.Pong(registered.agent_id))
+        wait_until(lambda: turn() or any(isinstance(h, m.AgentRegistered) for h in heard), 10,
+                   "the retry answered while the registrations wait")
+        assert runtime._inbox.deferred == 3
+        monkeypatch.setattr(runtime_module, "_BATCH", 1)   # one frame a turn: the PONG goes first
+        wait_until(lambda: turn() or runtime.core.agents[registered.agent_id].pings_unanswered == 0, 10,
+                   "the PONG handled")
+        assert runtime._inbox.deferred == 3
+    finally:
+        for client in [agent, *others]:
+            client.close()
+        runtime._close()
