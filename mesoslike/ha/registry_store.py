@@ -426,6 +426,8 @@ class ZooKeeperRegistry:
         self.node = f"{path.rstrip('/')}/{REGISTRY_NODE}"
         self._timeout = timeout
         self._stored: _Stored | None = None
+        #: the last write failed without saying whether it happened: the next (a whole one) reads first
+        self._outcome_unknown = False
 
     @property
     def versions(self) -> dict[str, int]:
@@ -517,6 +519,12 @@ class ZooKeeperRegistry:
         if not isinstance(fence, str) or not fence.startswith("/"):
             raise FencingError(f"not the leader any more: no election znode to fence on ({fence!r})")
         stored = self._stored
+        if stored is None and self._outcome_unknown and prepared.full:
+            # the last write may or may not have happened (ZooKeeper did not answer in time): read what
+            # the znodes hold now and write everything over it — fenced as ever, so only while leading
+            self.load()
+            self._outcome_unknown = False
+            stored = self._stored
         if stored is None:
             raise FencingError("registry changed under us: load() it before storing")
         plan = _plan(prepared, stored, _room(self.node, fence))
@@ -527,8 +535,9 @@ class ZooKeeperRegistry:
             versions = self._commit(batches, fence)
             if last:  # only once every shard is in place
                 versions.update(self._commit([last], fence))
-        except ZooKeeperError:
+        except ZooKeeperError as exc:
             self._stored = None  # partly written, or unknown: what we know is stale
+            self._outcome_unknown = not isinstance(exc, FencingError)
             raise
         plan.apply(stored, versions)
         done = plan.stored_part(prepared.changes)

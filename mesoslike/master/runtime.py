@@ -438,7 +438,9 @@ class MasterRuntime:
         actions = self._finish_write(wait=True)   # what is read must not change under the new store
         if actions:
             self._carry_out(actions)
-        store = FencedRegistryStore(ZooKeeperRegistry(contender.client, self._zk.path), contender.fence)
+        # a large write to a loaded ZooKeeper may take seconds: wait for it as long as for the session
+        store = FencedRegistryStore(ZooKeeperRegistry(contender.client, self._zk.path,
+                                                      timeout=max(10.0, self._zk_session_timeout)), contender.fence)
         self._store = store
         try:
             registry = store.load()
