@@ -30,11 +30,12 @@ sys.path.insert(0, str(HERE.parent))   # run from a checkout without installing
 
 def main() -> None:
     import mesoslike.master.runtime as runtime
+    from mesoslike.master.metrics import LoopStats
 
     path = Path(sys.argv[1])
     turns = array("d")
     since = [time.monotonic()]
-    record = runtime.LoopStats.record
+    record = LoopStats.record
 
     def recording(self, stall: float, lock_wait: float) -> None:
         record(self, stall, lock_wait)
@@ -49,7 +50,7 @@ def main() -> None:
         partial.write_text(json.dumps({"since": since[0], "at": time.monotonic(), "turns": turns.tolist()}))
         os.replace(partial, path)
 
-    runtime.LoopStats.record = recording   # type: ignore[method-assign]
+    LoopStats.record = recording   # type: ignore[method-assign]
     if sys.argv[2:3] == ["--mux"]:   # agents over a few streams (bench/muxwire.py)
         sys.path.insert(0, str(HERE))
         from muxwire import MuxServer

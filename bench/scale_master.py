@@ -10,7 +10,7 @@ real ZooKeeper server and a real ``mesoslike master --zk`` process (through
   connection speaking ZeroMQ's ZMTP per agent, tens of thousands per
   process) register with ``REREGISTER_AGENT`` listing their running tasks,
   spread over ``--frameworks`` frameworks; real ``SchedulerDriver``
-  frameworks subscribe with those ids and suppress offers. Timed until every
+  frameworks subscribe with those ids, offers suppressed. Timed until every
   agent has its ``AGENT_REGISTERED`` and the registry in ZooKeeper lists
   every agent.
 * **steady state** (``--steady-s``): the agents answer the master's pings at
@@ -277,7 +277,7 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
         log(f"admitted {agents} agents in {admitted - sent:.1f}s "
             f"(master CPU {result['admission']['master_cpu_s']} s)")
         frameworks = Frameworks(zk_url, args.frameworks)
-        frameworks.wait_for("registered", master.address, 120)
+        frameworks.wait_for("registered", master.address, 600)
         stored, size = wait_registry(kazoo, path, agents)
         shards = registry_shards(kazoo, path)
         result["registry"] = {"agents": stored, "bytes": size, "shards": shards["znodes"],

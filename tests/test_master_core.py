@@ -227,6 +227,34 @@ def test_pongs_keep_an_agent_alive(h):
     assert aid in h.core.agents
 
 
+def test_a_ping_sweep_of_many_agents_goes_on_over_several_turns_each_pinging_every_agent_once(h, monkeypatch):
+    """Past PING_CHUNK agents a sweep pings a chunk per turn (100,000 agents
+    made one turn of seconds), and the core asks for the next turn at once;
+    every agent is pinged once per sweep, the next sweep starts after this
+    one, and an agent that never answers is still marked unreachable after
+    max_agent_ping_timeouts sweeps."""
+    import mesoslike.master.agents as agents
+
+    monkeypatch.setattr(agents, "PING_CHUNK", 3)
+    peers = [f"agent-{n}".encode() for n in range(7)]
+    ids = [h.register_agent(peer=peer, hostname=f"node-{n}") for n, peer in enumerate(peers)]
+    pinged = [only(h.tick(advance=1.0), m.Ping)]
+    assert len(pinged[0]) == 3 and h.core.next_wakeup() == h.clock.now()
+    # a turn late enough for the next sweep goes on with this one: no agent is pinged twice before
+    # every agent was pinged once (a restarted sweep would ping the first ones only, again and again)
+    pinged += [only(h.tick(advance=1.0), m.Ping), only(h.tick(), m.Ping)]
+    assert [len(p) for p in pinged] == [3, 3, 1]
+    assert sorted(p.agent_id for sweep in pinged for p in sweep) == sorted(ids)
+    for _ in range(3):   # all but the last agent answer every ping
+        for agent_id, peer in zip(ids[:-1], peers[:-1]):
+            h.send(peer, m.Pong(agent_id))
+        h.tick(advance=1.0)
+        h.tick()
+        h.tick()
+    assert ids[-1] not in h.core.agents and ids[-1] in h.core.unreachable
+    assert all(agent_id in h.core.agents for agent_id in ids[:-1])
+
+
 def test_partition_aware_frameworks_get_unreachable(h):
     fid = h.subscribe(partition_aware=True)
     aid = h.register_agent()

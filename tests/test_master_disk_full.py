@@ -165,20 +165,20 @@ def test_answers_held_for_an_unwritten_registry_never_go_out_after_a_connection_
     try:
         turn_until(runtime, lambda: runtime.is_leader, "leadership")
         store, failing = runtime._store, [True]
-        real_store = store.store
+        real_write = store.write_prepared
 
-        def store_or_fail(registry):
+        def write_or_fail(prepared):
             if failing[0]:
                 raise RegistryWriteError("cannot write the registry: ZooKeeper said no")
-            real_store(registry)
-        store.store = store_or_fail
+            return real_write(prepared)
+        store.write_prepared = write_or_fail
         framework = Client(runtime.address)
         heard = []
         framework.send(m.Subscribe(FrameworkInfo("held", failover_timeout=60.0)))
         turn_until(runtime, lambda: runtime._held, "the answer to be held", framework, heard)
         runtime._contender._on_state(KazooState.SUSPENDED)
         runtime._turn()
-        assert runtime._held == [] and not runtime.is_leader
+        assert not runtime._held and not runtime.is_leader
         failing[0] = False
         runtime._contender._on_state(KazooState.CONNECTED)
         turn_until(runtime, lambda: runtime.is_leader, "leadership again", framework, heard)

@@ -309,3 +309,98 @@ def test_a_call_that_arrives_with_the_election_is_handled_by_the_new_leader(zook
         leader._close()
         if follower is not None:
             follower._close()
+
+
+# ------------------------------------------------------------- registry writes off the loop
+import threading  # noqa: E402
+
+from mesoslike.master.storage import MemoryRegistryStore  # noqa: E402
+
+
+class GatedStore(MemoryRegistryStore):
+    """A store slow as ZooKeeper can be: each write waits until the test opens the gate."""
+
+    asynchronous = True
+
+    def __init__(self):
+        super().__init__()
+        self.gate = threading.Event()
+        self.writes = 0
+
+    def write(self, document):
+        self.writes += 1
+        if not self.gate.wait(10):
+            raise AssertionError("the gate stayed shut: the test waited on the loop")
+        super().write(document)
+
+
+def test_the_loop_handles_frames_while_a_registry_write_is_on_its_way_and_answers_after_it():
+    """A registration's answer waits for its registry write, but the loop
+    does not: it handles the next registration meanwhile, whose change goes
+    in the next write (group commit), and both answers go out once written."""
+    store = GatedStore()
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None), registry_store=store)
+    agents = [Client(runtime.address) for _ in range(2)]
+    heard: list[list] = [[], []]
+
+    def turn() -> None:
+        runtime._turn()
+        for agent, messages in zip(agents, heard):
+            messages.extend(message for _, message in agent.receive())
+    try:
+        agents[0].send(m.RegisterAgent(AgentInfo("node-0", Resources.parse("cpus:2;mem:512"))))
+        wait_until(lambda: turn() or store.writes == 1, 10, "the first write")
+        agents[1].send(m.RegisterAgent(AgentInfo("node-1", Resources.parse("cpus:2;mem:512"))))
+        wait_until(lambda: turn() or len(runtime.core.agents) == 2, 10, "the second registration handled")
+        assert heard == [[], []], "an answer went out before its registry write was done"
+        assert store.writes == 1 and store.document == {}
+        store.gate.set()
+        wait_until(lambda: turn() or all(any(isinstance(h, m.AgentRegistered) for h in hs) for hs in heard),
+                   10, "both answers")
+        assert sorted(store.document["agents"]) == sorted(h[0].agent_id for h in heard)
+        assert store.writes == 2   # the second registration went in the next write, not one each
+    finally:
+        for agent in agents:
+            agent.close()
+        runtime._close()
+
+
+def test_a_retried_registration_is_answered_as_it_is_received_not_behind_the_registrations_waiting(monkeypatch):
+    """After a failover at scale thousands of registrations wait; an agent
+    whose answer was slow retries, and its retry — queued behind them —
+    held up its PONGs until it was marked unreachable. Now the retry is
+    answered as it is received, and the agent's PONG is not held up."""
+    import mesoslike.master.runtime as runtime_module
+
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None))
+    agent = Client(runtime.address)
+    others = [Client(runtime.address) for _ in range(3)]
+    heard: list = []
+
+    def turn() -> None:
+        runtime._turn()
+        heard.extend(message for _, message in agent.receive())
+    try:
+        frame = encode(m.RegisterAgent(AgentInfo("node-a", Resources.parse("cpus:2;mem:512"))))
+        agent.send_frame(frame)
+        registered = wait_until(lambda: turn() or next((h for h in heard if isinstance(h, m.AgentRegistered)), None),
+                                10, "the agent registered")
+        monkeypatch.setattr(runtime_module, "_BATCH", 0)   # frames are taken in, none handled
+        for n, other in enumerate(others):
+            other.send(m.RegisterAgent(AgentInfo(f"node-{n}", Resources.parse("cpus:2;mem:512"))))
+        wait_until(lambda: turn() or runtime._inbox.deferred == 3, 10, "three registrations waiting")
+        runtime.core.agents[registered.agent_id].pings_unanswered = 2
+        heard.clear()
+        agent.send_frame(frame)                           # the retry, byte for byte
+        agent.send(m.Pong(registered.agent_id))
+        wait_until(lambda: turn() or any(isinstance(h, m.AgentRegistered) for h in heard), 10,
+                   "the retry answered while the registrations wait")
+        assert runtime._inbox.deferred == 3
+        monkeypatch.setattr(runtime_module, "_BATCH", 1)   # one frame a turn: the PONG goes first
+        wait_until(lambda: turn() or runtime.core.agents[registered.agent_id].pings_unanswered == 0, 10,
+                   "the PONG handled")
+        assert runtime._inbox.deferred == 3
+    finally:
+        for client in [agent, *others]:
+            client.close()
+        runtime._close()

@@ -26,8 +26,9 @@ from mesoslike.ha.zookeeper import (MAX_REGISTRY_BYTES, REGISTRY_NODE, FencingEr
                                     _wait, log)
 from mesoslike.master.registry import (MAX_REMOVED, REGISTRY_FORMAT, Registry, RegistryChanges, RegistryFormatError,
                                        agent_record, framework_record, unreachable_record)
+from mesoslike.master.storage import RegistryPartlyWritten
 
-__all__ = ["ZooKeeperRegistry", "FencedRegistryStore", "AGENT_BUCKETS", "FRAMEWORK_BUCKETS", "REMOVED_CHUNK",
+__all__ = ["ZooKeeperRegistry", "FencedRegistryStore", "PreparedWrite", "ShardsRefused", "AGENT_BUCKETS", "FRAMEWORK_BUCKETS", "REMOVED_CHUNK",
            "MAX_REGISTRY_BYTES"]
 
 
@@ -51,8 +52,10 @@ __all__ = ["ZooKeeperRegistry", "FencedRegistryStore", "AGENT_BUCKETS", "FRAMEWO
 # store converts it, replacing the document by the header last.
 
 #: agents are spread over this many shards by a stable hash of their id
-#: (CRC-32 of its UTF-8 bytes, modulo); 100k agents of ~150 bytes make ~15 KB shards
-AGENT_BUCKETS = 1024
+#: (CRC-32 of its UTF-8 bytes, modulo); 100k agents of ~100-150 bytes make ~3 KB shards. Many small
+#: shards keep each group-committed write small: one of 2,000 agents admitted rewrites ~40 % of them
+#: (with 1,024 buckets, all of them: the whole registry at each write)
+AGENT_BUCKETS = 4096
 #: frameworks likewise
 FRAMEWORK_BUCKETS = 64
 #: unreachable agents likewise (~60 bytes each: Mesos's default bound of 102,400 makes ~25 KB shards)
@@ -101,7 +104,9 @@ class _Stored:
     header: dict | None = None  # None: no <path>/registry yet
     header_version: int = -1
     versions: dict[str, int] = attrs.field(factory=dict)           # shard -> its version
-    members: dict[str, set[str]] = attrs.field(factory=dict)       # record shard -> the ids it (may) hold
+    #: record shard -> its records by id, each as written (JSON bytes) or as loaded (the info, encoded
+    #: when its shard is next written): rewriting a shard joins its records' bytes, encoding only the new
+    members: dict[str, dict[str, object]] = attrs.field(factory=dict)
     chunks: dict[str, tuple] = attrs.field(factory=dict)           # removed chunk -> (first seq, ids)
     removed: dict[str, tuple[int, list[str]]] = attrs.field(factory=dict)  # list -> (seq of its first id, ids)
     singles: dict[str, dict] = attrs.field(factory=dict)           # weights / quota / drains -> what they hold
@@ -121,7 +126,7 @@ class _Plan:
     writes: dict[str, bytes | None] = attrs.field(factory=dict)
     refused: dict[str, str] = attrs.field(factory=dict)  # shard -> why it cannot be written
     header: bytes | None = None  # the header to create (first) or to put in place of an old one (last)
-    members: dict[str, set[str]] = attrs.field(factory=dict)
+    members: dict[str, dict[str, object]] = attrs.field(factory=dict)
     chunks: dict[str, tuple | None] = attrs.field(factory=dict)  # None: deleted
     removed: dict[str, tuple[int, list[str]]] = attrs.field(factory=dict)
     singles: dict[str, dict] = attrs.field(factory=dict)  # weights / quota / drains written (or deleted: {})
@@ -135,6 +140,19 @@ class _Plan:
                                     f"{self.room}-byte limit of one ZooKeeper request (jute.maxbuffer, about 1 MiB)")
         except RegistryError as exc:
             self.refused[name] = str(exc)
+            return False
+        self.writes[name] = data
+        return True
+
+    def put_encoded(self, name: str, kind: str, records: dict[str, object]) -> bool:
+        """Plan to write record shard ``name`` from its records' JSON members
+        (id -> ``"id":{...}``, :func:`_encode_member`): the same bytes as
+        ``put(name, {kind: records})``, ids in order."""
+        body = b",".join([records[item_id] for item_id in sorted(records)])  # type: ignore[misc]
+        data = b'{"format":%d,"%s":{%s}}' % (REGISTRY_FORMAT, kind.encode(), body)
+        if len(data) > self.room:
+            self.refused[name] = (f"the registry shard {name} would be {len(data)} bytes, over the {self.room}-byte "
+                                  "limit of one ZooKeeper request (jute.maxbuffer, about 1 MiB)")
             return False
         self.writes[name] = data
         return True
@@ -160,9 +178,9 @@ class _Plan:
                 stored.header, stored.header_version = _header(), version
             else:
                 stored.versions[name] = version
-        for name, ids in self.members.items():
-            if ids:
-                stored.members[name] = ids
+        for name, records in self.members.items():
+            if records:
+                stored.members[name] = records
             else:
                 stored.members.pop(name, None)
         for name, content in self.chunks.items():
@@ -175,19 +193,47 @@ class _Plan:
         stored.stale.difference_update(self.writes)
 
 
-def _plan(registry: Registry, changes: RegistryChanges, stored: _Stored, room: int) -> _Plan:
-    """What to write so that the znodes hold ``registry``: the shards of the
-    changed records — or, unless the stored layout is current, everything."""
-    plan = _Plan(room)
-    full = not stored.current
+@attrs.frozen
+class PreparedWrite:
+    """What one store writes, taken from the registry in the master's loop
+    (O(changes): the changed records' infos, which are immutable, and copies
+    of the changed sections) so that planning, encoding and writing it may
+    happen in another thread while the loop changes the registry on."""
+
+    changes: RegistryChanges
+    #: everything is written (the stored layout is not current): ``records`` holds every record
+    full: bool
+    #: kind -> id -> its info now (None: gone)
+    records: dict[str, dict[str, object | None]]
+    #: removed_agents / removed_frameworks -> the list now (only those to write)
+    removed: dict[str, list[str]]
+    #: weights / quota / drains -> the section now (only those to write)
+    singles: dict[str, dict]
+
+
+def _prepare(registry: Registry, changes: RegistryChanges, full: bool) -> PreparedWrite:
+    """The part of ``registry`` a store of ``changes`` writes (everything if ``full``)."""
+    records: dict[str, dict[str, object | None]] = {}
     for kind in _RECORD_KINDS:
-        _plan_records(plan, kind, getattr(registry, kind), getattr(changes, kind), stored, full)
-    for kind in _REMOVED_KINDS:
-        if full or kind in changes.sections:
-            _plan_removed(plan, kind, getattr(registry, kind), stored)
-    for name in _SINGLE_SECTIONS:
-        content = dict(sorted(getattr(registry, name).items()))
-        if not (full or (name in changes.sections and content != stored.singles.get(name, {}))):
+        current: dict = getattr(registry, kind)
+        records[kind] = dict(current) if full else {item_id: current.get(item_id) for item_id in getattr(changes, kind)}
+    removed = {kind: list(getattr(registry, kind)) for kind in _REMOVED_KINDS if full or kind in changes.sections}
+    singles = {name: dict(sorted(getattr(registry, name).items())) for name in _SINGLE_SECTIONS
+               if full or name in changes.sections}
+    return PreparedWrite(changes, full, records, removed, singles)
+
+
+def _plan(prepared: PreparedWrite, stored: _Stored, room: int) -> _Plan:
+    """What to write so that the znodes hold the prepared registry: the
+    shards of the changed records — or, if prepared ``full``, everything."""
+    plan = _Plan(room)
+    full = prepared.full
+    for kind in _RECORD_KINDS:
+        _plan_records(plan, kind, prepared.records[kind], stored, full)
+    for kind, ids in prepared.removed.items():
+        _plan_removed(plan, kind, ids, stored)
+    for name, content in prepared.singles.items():
+        if not (full or content != stored.singles.get(name, {})):
             continue
         if not content:
             if name in stored.versions:
@@ -200,28 +246,39 @@ def _plan(registry: Registry, changes: RegistryChanges, stored: _Stored, room: i
     return plan
 
 
-def _plan_records(plan: _Plan, kind: str, records: dict, changed: frozenset[str], stored: _Stored,
-                  full: bool) -> None:
-    """Rewrite the shards of ``changed`` ids (all shards if ``full``) from ``records``."""
-    candidates: dict[str, set[str]] = {}
+def _plan_records(plan: _Plan, kind: str, changed: dict[str, object | None], stored: _Stored, full: bool) -> None:
+    """Rewrite the shards of the ``changed`` records (if ``full``: they are
+    every record, and every other stored shard goes). A shard's unchanged
+    records are taken as stored, already encoded: O(records in the shards written)."""
+    touched: dict[str, dict[str, object | None]] = {}
+    for item_id, info in changed.items():
+        touched.setdefault(_record_shard(kind, item_id), {})[item_id] = info
     if full:
-        for item_id in records:
-            candidates.setdefault(_record_shard(kind, item_id), set()).add(item_id)
-        names = set(candidates) | {name for name in stored.versions if _shard_kind(name) == kind}
+        names = set(touched) | {name for name in stored.versions if _shard_kind(name) == kind}
     else:
-        for item_id in changed:
-            candidates.setdefault(_record_shard(kind, item_id), set()).add(item_id)
-        names = set(candidates) | {name for name in stored.stale if _shard_kind(name) == kind}
+        names = set(touched) | {name for name in stored.stale if _shard_kind(name) == kind}
     encode = _ENCODERS[kind]
     for name in names:
-        ids = sorted(item_id for item_id in candidates.get(name, set()) | stored.members.get(name, set())
-                     if item_id in records and _record_shard(kind, item_id) == name)
-        if not ids:
+        records = {} if full else dict(stored.members.get(name, {}))
+        for item_id, info in touched.get(name, {}).items():
+            if info is None:
+                records.pop(item_id, None)
+            else:
+                records[item_id] = info
+        if not records:
             if name in stored.versions:
                 plan.writes[name] = None
-            plan.members[name] = set()
-        elif plan.put(name, {kind: {item_id: encode(records[item_id]) for item_id in ids}}):
-            plan.members[name] = set(ids)
+            plan.members[name] = {}
+            continue
+        try:
+            for item_id, value in records.items():
+                if not isinstance(value, bytes):
+                    records[item_id] = _encode_member(item_id, _encode_json(name, encode(value)))
+        except RegistryError as exc:
+            plan.refused[name] = str(exc)
+            continue
+        if plan.put_encoded(name, kind, records):
+            plan.members[name] = records
 
 
 def _plan_removed(plan: _Plan, kind: str, ids: list[str], stored: _Stored) -> None:
@@ -271,6 +328,11 @@ def _encode_json(name: str, value: Any) -> bytes:
         raise RegistryError(f"the registry's {name} is not JSON-serializable: {exc}") from None
 
 
+def _encode_member(item_id: str, record: bytes) -> bytes:
+    """A record as a member of its shard's JSON object: ``"id":{...}``."""
+    return json.dumps(item_id).encode() + b":" + record
+
+
 def _decode_json(node: str, data: bytes) -> dict:
     try:
         document = json.loads(data.decode("utf-8"))
@@ -287,7 +349,8 @@ def _encode_registry(document: dict) -> dict[str, bytes]:
     parse or a shard is too big for one ZooKeeper request."""
     if not isinstance(document, dict):
         raise RegistryError(f"the registry document must be a dict, got {type(document).__name__}")
-    plan = _plan(_from_document(REGISTRY_NODE, document), RegistryChanges(), _Stored(), _room(f"/{REGISTRY_NODE}", "/"))
+    plan = _plan(_prepare(_from_document(REGISTRY_NODE, document), RegistryChanges(), full=True), _Stored(),
+                 _room(f"/{REGISTRY_NODE}", "/"))
     if plan.refused:
         raise RegistryError("; ".join(plan.refused.values()))
     # nothing is stored yet, so nothing is deleted
@@ -339,6 +402,16 @@ class _Op:
     version: int         # expected version; -1: create
 
 
+class ShardsRefused(RegistryError, RegistryPartlyWritten):
+    """Some shards could not be written (too big for one ZooKeeper request,
+    or not serializable); the rest was, and ``stored`` says which changes
+    that stored."""
+
+    def __init__(self, message: str, stored: RegistryChanges) -> None:
+        super().__init__(message)
+        self.stored = stored
+
+
 class ZooKeeperRegistry:
     """The registry in the znodes under ``<path>/registry``: loaded in
     parallel, written shard by shard with transactions fenced on the writer's
@@ -353,6 +426,8 @@ class ZooKeeperRegistry:
         self.node = f"{path.rstrip('/')}/{REGISTRY_NODE}"
         self._timeout = timeout
         self._stored: _Stored | None = None
+        #: the last write failed without saying whether it happened: the next (a whole one) reads first
+        self._outcome_unknown = False
 
     @property
     def versions(self) -> dict[str, int]:
@@ -420,13 +495,39 @@ class ZooKeeperRegistry:
         one request, or not serializable): their changes stay unstored, to be
         tried again by the next store.
         """
+        try:
+            stored, written = self.write(self.prepare(registry), fence)
+        except ShardsRefused as exc:
+            registry.mark_stored(exc.stored)
+            raise
+        registry.mark_stored(stored)
+        return written
+
+    def prepare(self, registry: Registry) -> PreparedWrite:
+        """What a store of ``registry``'s changes writes, taken now (in the
+        thread that changes the registry; O(changes)) for :meth:`write`."""
+        stored = self._stored
+        return _prepare(registry, registry.changes(), full=stored is None or not stored.current)
+
+    def write(self, prepared: PreparedWrite, fence: str) -> tuple[RegistryChanges, int]:
+        """Write ``prepared`` as :meth:`store` does (in any thread, one write
+        at a time, each prepared after the last one returned). Returns the
+        changes now stored — for the registry's thread to ``mark_stored`` —
+        and how many znodes were written or deleted. Raises as :meth:`store`
+        does; for shards that could not be written, :class:`ShardsRefused`
+        with the changes stored."""
         if not isinstance(fence, str) or not fence.startswith("/"):
             raise FencingError(f"not the leader any more: no election znode to fence on ({fence!r})")
         stored = self._stored
+        if stored is None and self._outcome_unknown and prepared.full:
+            # the last write may or may not have happened (ZooKeeper did not answer in time): read what
+            # the znodes hold now and write everything over it — fenced as ever, so only while leading
+            self.load()
+            self._outcome_unknown = False
+            stored = self._stored
         if stored is None:
             raise FencingError("registry changed under us: load() it before storing")
-        changes = registry.changes()
-        plan = _plan(registry, changes, stored, _room(self.node, fence))
+        plan = _plan(prepared, stored, _room(self.node, fence))
         batches, last = self._batches(plan, stored, fence)
         if plan.refused:
             last = []  # an old document is replaced only once all of it is in the shards
@@ -434,17 +535,19 @@ class ZooKeeperRegistry:
             versions = self._commit(batches, fence)
             if last:  # only once every shard is in place
                 versions.update(self._commit([last], fence))
-        except ZooKeeperError:
+        except ZooKeeperError as exc:
             self._stored = None  # partly written, or unknown: what we know is stale
+            self._outcome_unknown = not isinstance(exc, FencingError)
             raise
         plan.apply(stored, versions)
-        registry.mark_stored(plan.stored_part(changes))
+        done = plan.stored_part(prepared.changes)
         if versions:
             log.debug("registry: wrote %d znodes in %d transactions", len(versions), len(batches) + bool(last))
         if plan.refused:
-            raise RegistryError(f"{len(plan.refused)} registry shard(s) not written, their changes kept to retry "
-                                f"(the other {len(versions)} znodes were written): " + "; ".join(plan.refused.values()))
-        return len(versions)
+            raise ShardsRefused(f"{len(plan.refused)} registry shard(s) not written, their changes kept to retry "
+                                f"(the other {len(versions)} znodes were written): " + "; ".join(plan.refused.values()),
+                                done)
+        return done, len(versions)
 
     def _batches(self, plan: _Plan, stored: _Stored, fence: str) -> tuple[list[list[_Op]], list[_Op]]:
         """The plan's operations packed into transactions of at most
@@ -570,17 +673,18 @@ def _assemble(node: str, shards: dict[str, tuple[bytes, int]], stored: _Stored) 
             stored.singles[kind] = dict(getattr(part, kind))
             continue
         records = getattr(part, kind)
-        stored.members[name] = set(records)
+        homed = stored.members.setdefault(name, {})
         for item_id, info in records.items():
             home = _record_shard(kind, item_id)
             if home == name:
                 getattr(registry, kind)[item_id] = info
+                homed[item_id] = info
             else:  # written under another bucket count, or by hand: moved at the next store
                 misplaced.append((kind, item_id, info))
                 stored.stale.update((name, home))
-                stored.members.setdefault(home, set()).add(item_id)
     for kind, item_id, info in misplaced:
         getattr(registry, kind).setdefault(item_id, info)
+        stored.members.setdefault(_record_shard(kind, item_id), {}).setdefault(item_id, info)
     # the shards hold them by hash: the list is oldest first (registry_max_agent_count prunes from the front)
     registry.unreachable = dict(sorted(registry.unreachable.items(), key=lambda item: (item[1].since, item[0])))
     for kind, pairs in removed.items():
@@ -628,8 +732,20 @@ class FencedRegistryStore:
         return registry
 
     def store(self, registry: Registry) -> None:
+        self._registry.store(registry, self._current_fence())
+
+    #: writes go to ZooKeeper: the master's loop hands them to a thread of their own
+    asynchronous = True
+
+    def prepare(self, registry: Registry) -> PreparedWrite:
+        return self._registry.prepare(registry)
+
+    def write_prepared(self, prepared: PreparedWrite) -> RegistryChanges:
+        return self._registry.write(prepared, self._current_fence())[0]
+
+    def _current_fence(self) -> str:
         fence = self._fence()
         if self._loaded_under is not None and fence != self._loaded_under:
             raise FencingError(f"not the leader any more: it read the registry as {self._loaded_under}, "
                                f"now it is {fence}")
-        self._registry.store(registry, fence)
+        return fence

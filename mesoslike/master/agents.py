@@ -9,7 +9,9 @@ The agents themselves are in the :class:`~mesoslike.master.agent_book.AgentBook`
 
 from __future__ import annotations
 
+import itertools
 import logging
+from typing import Iterator
 
 import attrs
 
@@ -34,6 +36,11 @@ __all__ = ["AgentLifecycle"]
 log = logging.getLogger("mesoslike.master")
 
 EMPTY = Resources()
+#: agents pinged per loop turn: a sweep of more goes on over the next turns (which handle what came
+#: meanwhile), so that 100,000 agents make a hundred short turns rather than one of seconds. Half of
+#: the frames a turn handles (the runtime's batch of 2,000): the PONGs, which go first, leave room
+#: for the rest
+PING_CHUNK = 1000
 
 
 class AgentLifecycle:
@@ -50,6 +57,8 @@ class AgentLifecycle:
         now = context.clock.now()
         self._next_ping_sweep = now + context.config.ping_interval
         self._next_registry_gc = now + context.config.registry_gc_interval
+        #: the agents of the sweep under way still to ping (None: no sweep under way)
+        self._sweep: Iterator[AgentRecord] | None = None
 
     def recover(self, now: float) -> None:
         """Serve from a registry: its agents get ``agent_reregister_timeout``
@@ -70,8 +79,12 @@ class AgentLifecycle:
         """Pings (every ``ping_interval``), agents whose turn to be marked
         unreachable came, and the registry's unreachable agents aged out."""
         context = self._context
-        if now >= self._next_ping_sweep:
+        if now >= self._next_ping_sweep and self._sweep is None:
+            # the next sweep starts once this one is over: a master too busy to ping every agent
+            # within the interval pings each less often, never some of them more often
             self._next_ping_sweep = now + context.config.ping_interval
+            self._start_ping_sweep()
+        if self._sweep is not None:
             self._ping()
         removals = context.agents.removals
         if removals and now >= removals.next_turn():
@@ -81,6 +94,8 @@ class AgentLifecycle:
             self._forget_unreachable_agents()
 
     def next_wakeup(self) -> float:
+        if self._sweep is not None:
+            return self._context.clock.now()   # the sweep goes on at the next turn
         return min(self._next_ping_sweep, self._context.agents.removals.next_turn(), self._next_registry_gc)
 
     # ------------------------------------------------------------ messages
@@ -499,14 +514,28 @@ class AgentLifecycle:
         self.remove(agent, f"it unregistered ({msg.reason or 'no reason given'})", shutdown=False)
 
     # ------------------------------------------------------------ liveness
-    def _ping(self) -> None:
+    def _start_ping_sweep(self) -> None:
         context = self._context
         for agent_id in sorted(context.agents.expected & context.agents.earlier_peers.keys()):
             # an agent this core does not know yet, on a connection an earlier core of this process
             # knew: it believes it is registered, and would only notice after the ping silence (as
             # Mesos's PingSlaveMessage.connected = false, it re-registers at once)
             context.out.send(context.agents.earlier_peers[agent_id], m.Ping(agent_id, connected=False))
-        for agent in list(context.agents.records.values()):
+        self._sweep = iter(list(context.agents.records.values()))
+
+    def _ping(self) -> None:
+        """Ping the next PING_CHUNK agents of the sweep (an agent removed
+        since the sweep began is skipped); at its end, mark unreachable those
+        whose turn came."""
+        context = self._context
+        assert self._sweep is not None
+        chunk = list(itertools.islice(self._sweep, PING_CHUNK))
+        if len(chunk) < PING_CHUNK:
+            self._sweep = None
+        records = context.agents.records
+        for agent in chunk:
+            if records.get(agent.id) is not agent:
+                continue   # removed (or replaced) since the sweep began
             if agent.pings_unanswered >= context.config.max_agent_ping_timeouts:
                 if agent.id not in context.agents.removals:
                     context.agents.removals.schedule(agent.id, f"{agent.pings_unanswered} pings unanswered")
@@ -519,7 +548,8 @@ class AgentLifecycle:
                     continue   # marked below, at once
             agent.pings_unanswered += 1   # pinged on while it waits for its turn: an answer keeps it
             context.out.send(agent.peer, m.Ping(agent.id))
-        self._mark_due_unreachable(context.clock.now())
+        if self._sweep is None:
+            self._mark_due_unreachable(context.clock.now())
 
     def _mark_due_unreachable(self, now: float) -> None:
         """Mark unreachable the agents whose turn has come (all at once

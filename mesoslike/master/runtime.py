@@ -14,8 +14,17 @@ silence the master at once; the HTTP server's threads, which make operator
 writes under ``_lock`` and take ``/state`` snapshots under it (rendered
 outside it); one thread that answers GET_STATE the same way.
 
+Registry writes are group-committed, as Mesos's registrar does: one write
+at a time, and what changed while it was on its way goes in the next one.
+A turn's answers wait until the registry holds the changes made up to the
+end of that turn (they may acknowledge them), and go out in order; the loop
+does not wait: it handles the next frames meanwhile. A store that is slow
+(ZooKeeper: ``asynchronous``) is written by a thread of its own, which
+wakes the loop when it is done; the memory and file stores are written in
+the loop, at once.
+
 A registry write that fails (a full disk) stops the master from answering
-until a write succeeds: the answers of the turn whose changes are not
+until a write succeeds: the answers of the turns whose changes are not
 written are held, no new frame is handled, and the write is tried again
 with backoff (docs/reliability.rst, *Bounds*). ``/metrics`` reports the
 longest loop stall.
@@ -32,8 +41,8 @@ import threading
 import time
 import uuid
 from collections import OrderedDict, deque
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -159,6 +168,15 @@ class StoreHealth:
         return self.failing_since is not None
 
 
+@attrs.define
+class RegistryWrite:
+    """A registry write on its way: ``core``'s changes up to ``upto``."""
+
+    core: MasterCore
+    upto: int
+    outcome: Future   # of the changes stored (write_prepared's result)
+
+
 class _StateDocument:
     """A rendered /state document and its encodings, made once for every
     caller that shares it (read-only)."""
@@ -210,8 +228,12 @@ class MasterRuntime:
         #: peer -> the last REGISTER/REREGISTER_AGENT frame from it (see _retried_registration),
         #: the _REGISTRATIONS_KEPT most recent
         self._registrations: OrderedDict[bytes, bytes] = OrderedDict()
-        #: answers held until the registry holds the changes they acknowledge (see _commit)
-        self._held: list[Send] = []
+        #: answers held until the registry holds the changes they acknowledge (see _commit):
+        #: (the core's registry changes at the end of their turn, the answers), oldest first
+        self._held: deque[tuple[int, tuple[Send, ...]]] = deque()
+        #: the registry write on its way (one at a time), and the thread that writes an asynchronous store
+        self._writing: RegistryWrite | None = None
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="master-registry")
         self._store_health = StoreHealth()
         #: registry writes that failed (not fenced), for /metrics
         self.registry_write_failures = 0
@@ -341,8 +363,8 @@ class MasterRuntime:
                         and self._leadership.phase is not Phase.CONFIRMING:
                     # held for an unwritten registry when leadership went: they stay with the kept
                     # core (sent if it serves again, late rather than never) or go with it
-                    actions += self._leadership.process(Unsent(tuple(self._held)), now)
-                    self._held = []
+                    actions += self._leadership.process(Unsent(self._held_answers()), now)
+                    self._held.clear()
                     self._store_health = StoreHealth()
             if self._leadership.leading is not None:
                 self._acting.set()
@@ -413,7 +435,12 @@ class MasterRuntime:
 
         contender = self._contender
         assert contender is not None and self._zk is not None
-        store = FencedRegistryStore(ZooKeeperRegistry(contender.client, self._zk.path), contender.fence)
+        actions = self._finish_write(wait=True)   # what is read must not change under the new store
+        if actions:
+            self._carry_out(actions)
+        # a large write to a loaded ZooKeeper may take seconds: wait for it as long as for the session
+        store = FencedRegistryStore(ZooKeeperRegistry(contender.client, self._zk.path,
+                                                      timeout=max(10.0, self._zk_session_timeout)), contender.fence)
         self._store = store
         try:
             registry = store.load()
@@ -438,48 +465,95 @@ class MasterRuntime:
         return self._feed(Refuted(refusal))
 
     def _commit(self, replies: tuple[Send, ...]) -> list[Action]:
-        """Store the registry, then send ``replies`` (hard state first: the
-        replies depend on it). If the registry could not be written, nothing
-        is sent: the replies are held (with those of earlier turns) until a
-        write succeeds, since they may acknowledge what is not written."""
+        """Send ``replies`` once the registry holds the changes made so far
+        (hard state first: the replies may acknowledge them), after those
+        held before them. A write of the registry is started if none is on
+        its way (:meth:`_persist`); until it is done — or, if it failed,
+        until one succeeds — the replies are held."""
         with self._lock:
             # stamped before the replies go out: a freeze from here on shows
             # as a gap at the start of the next turn
             self._turn_end = self.clock.now()
-            actions = self._persist()
-            if self._store_health.failing:
-                self._held += replies
-                return actions
-            if self._held:
-                replies, self._held = (*self._held, *replies), []
-            unsent = self._deliver(replies)
-            if unsent:
-                actions += self._feed(Unsent(unsent))
-            return actions
+            leading = self._leadership.leading
+            if leading is None:
+                return []
+            if replies:
+                self._held.append((leading.core.registry_changes, replies))
+            return self._persist()
 
     def _persist(self) -> list[Action]:
-        """Write the registry if it changed (see :meth:`_store_failed`)."""
+        """Take a write that is done, start one if the registry changed since
+        (unless one is on its way, or a failed one waits for its retry),
+        and send the answers whose changes are written."""
+        actions = self._finish_write()
         leading = self._leadership.leading
-        if leading is None or leading.core.registry_changes == leading.persisted:
-            return []
+        if leading is None:
+            return actions
         core = leading.core
+        if self._writing is None and core.registry_changes != leading.persisted and \
+                (not self._store_health.failing or self.clock.now() >= self._store_health.retry_at):
+            store, upto = self._store, core.registry_changes
+            prepared = store.prepare(core.registry)
+            if getattr(store, "asynchronous", False):
+                outcome = self._writer.submit(store.write_prepared, prepared)
+                outcome.add_done_callback(lambda _: self._waker.wake())
+            else:
+                outcome = Future()
+                try:
+                    outcome.set_result(store.write_prepared(prepared))
+                except Exception as exc:  # taken by _finish_write like a thread's
+                    outcome.set_exception(exc)
+            self._writing = RegistryWrite(core, upto, outcome)
+            actions += self._finish_write()
+        return actions + self._release()
+
+    def _finish_write(self, wait: bool = False) -> list[Action]:
+        """If the write on its way is done (``wait``: once it is), mark what
+        it stored and tell the machine; a fenced write ends the leadership, a
+        failed one is tried again after a back-off (:meth:`_store_failed`)."""
+        writing = self._writing
+        if writing is None or not (wait or writing.outcome.done()):
+            return []
+        self._writing = None
+        core = writing.core
         try:
-            self._store.store(core.registry)  # writes what changed since the last store
+            stored = writing.outcome.result()
         except RegistryFencedError as exc:
             log.error("registry write fenced off: %s", exc)
-            return self._feed(Fenced(str(exc)))
+            return self._feed(Fenced(str(exc))) if self._leadership.persisted(core) is not None else []
         except Exception as exc:
-            self._store_failed(exc)
+            part = getattr(exc, "stored", None)
+            if part is not None:   # RegistryPartlyWritten: what was written stays written
+                core.registry.mark_stored(part)
+            if self._leadership.persisted(core) is not None:
+                self._store_failed(exc)
             return []
+        core.registry.mark_stored(stored)
+        if self._leadership.persisted(core) is None:
+            return []   # dropped meanwhile
         health = self._store_health
         if health.failing:
             assert health.failing_since is not None
             log.warning("the registry is written again after %.1fs and %d failed writes; %d held answers go out",
-                        self.clock.now() - health.failing_since, health.failures, len(self._held))
+                        self.clock.now() - health.failing_since, health.failures, len(self._held_answers()))
             self._store_health = StoreHealth()
-        actions = self._feed(Stored(core.registry_changes))
+        actions = self._feed(Stored(writing.upto))
         self.stored.notify_all()
         return actions
+
+    def _release(self) -> list[Action]:
+        """Send the held answers whose changes the registry holds, in order."""
+        leading = self._leadership.leading
+        if leading is None or not self._held:
+            return []
+        replies: list[Send] = []
+        while self._held and self._held[0][0] <= leading.persisted:
+            replies += self._held.popleft()[1]
+        unsent = self._deliver(tuple(replies)) if replies else ()
+        return self._feed(Unsent(unsent)) if unsent else []
+
+    def _held_answers(self) -> tuple[Send, ...]:
+        return tuple(send for _, replies in self._held for send in replies)
 
     def _store_failed(self, exc: Exception) -> None:
         """A registry write failed (not fenced): hold answers and frames,
@@ -569,7 +643,7 @@ class MasterRuntime:
     @property
     def answers_held(self) -> int:
         """Answers held until the registry is written."""
-        return len(self._held)
+        return sum(len(replies) for _, replies in self._held)
 
     @property
     def is_leader(self) -> bool:
@@ -752,6 +826,11 @@ class MasterRuntime:
         """One turn: time-driven leadership changes (and reading the
         registry once elected), a wait for frames, then — as the machine's
         phase says — leave them waiting, refuse them, or handle them."""
+        if self._writing is not None and self._leadership.leading is None:
+            # not leading (in doubt, say) with a write on its way: its outcome decides whether the
+            # kept core holds only stored changes, which the next Tick asks
+            with self._lock:
+                self._carry_out(self._finish_write(wait=True))
         # not under _lock: reading the registry may take seconds (the actions
         # that touch what HTTP threads read take the lock themselves)
         self._carry_out(self._feed(Tick()))
@@ -821,12 +900,20 @@ class MasterRuntime:
     def _handle_messages(self, core: MasterCore) -> list[Send]:
         """Take what waits on the socket into the inbox (cheap: not decoded)
         and handle up to ``_BATCH`` frames from it, registrations last."""
+        out: list[Send] = []
         for sender, received in itertools.islice(self._server.receive_frames(), _RECEIVE_LIMIT):
+            if sender is not None and isinstance(received, bytes):
+                # an agent retrying the registration this master handled (its answer was slow): answered
+                # now, as it would be when its turn came; queued, it would hold up the agent's later frames
+                # (its PONGs) behind every registration waiting
+                retried = self._retried_registration(core, sender, received)
+                if retried is not None:
+                    out += retried
+                    continue
             if not self._inbox.add(sender, received):
                 # received, and answered by the same registration still waiting: counted, not silent
                 core.counters["messages_received"] += 1
                 core.counters["registrations_repeated"] += 1
-        out: list[Send] = []
         for peer, frame in self._inbox.take(_BATCH):
             out += self._handle_frame(core, peer, frame)
         return out
@@ -909,5 +996,6 @@ class MasterRuntime:
         if self._http is not None:
             self._http.stop()
         self._state_worker.shutdown(wait=False, cancel_futures=True)
+        self._writer.shutdown(wait=False, cancel_futures=True)
         self._server.close()
         self._waker.close()

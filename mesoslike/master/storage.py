@@ -8,6 +8,14 @@ written, marks it stored; a store may write more than the changes — the
 memory and file stores here keep the whole document, the ZooKeeper store
 (:class:`mesoslike.ha.FencedRegistryStore`) only the shards that changed.
 
+``store`` is also two steps, which the master's loop takes apart so that it
+does not wait for a slow store within a turn: ``prepare(registry)`` takes
+what to write, in the thread that changes the registry (the loop), and
+``write_prepared(prepared)`` writes it — in a thread of its own when the
+store is ``asynchronous`` (ZooKeeper) — returning the changes now stored,
+which the loop then marks stored. One write at a time, each prepared after
+the last one returned.
+
 A store may *fence* its writes: refuse them once the writer may not write
 any more (it does not lead any more, or the registry changed since it read
 it). It then raises :class:`RegistryFencedError`, and the master stops
@@ -28,9 +36,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mesoslike.errors import MesoslikeError
-from mesoslike.master.registry import Registry, RegistryFormatError
+from mesoslike.master.registry import Registry, RegistryChanges, RegistryFormatError
 
-__all__ = ["RegistryStore", "RegistryFencedError", "RegistryWriteError", "MemoryRegistryStore", "FileRegistryStore"]
+__all__ = ["RegistryStore", "RegistryFencedError", "RegistryWriteError", "RegistryPartlyWritten", "MemoryRegistryStore", "FileRegistryStore"]
 
 
 class RegistryFencedError(MesoslikeError):
@@ -45,7 +53,17 @@ class RegistryWriteError(MesoslikeError):
     tried again. Its text says where and why, in one line."""
 
 
+class RegistryPartlyWritten(RegistryWriteError):
+    """Part of a write could not be done; ``stored`` says which changes the
+    rest stored (to mark stored; the others are tried again)."""
+
+    stored: RegistryChanges
+
+
 class RegistryStore(Protocol):
+    #: write_prepared may take long (a round trip to ZooKeeper): the loop runs it in another thread
+    asynchronous: bool
+
     def load(self) -> Registry:
         """The stored registry (empty if none); raises ``ValueError`` (e.g.
         :class:`RegistryFormatError`) if what is stored is unusable."""
@@ -56,17 +74,33 @@ class RegistryStore(Protocol):
         write any more, any other exception (marking nothing) if they could
         not be written."""
 
+    def prepare(self, registry: Registry) -> Any:
+        """What ``write_prepared`` writes: ``registry``'s changes taken now."""
+
+    def write_prepared(self, prepared: Any) -> RegistryChanges:
+        """Write what ``prepare`` took (any thread); the changes now stored.
+        Raises as ``store`` does (:class:`RegistryPartlyWritten` if part of it
+        could not be written)."""
+
 
 class _DocumentStore:
     """A store that keeps the registry as one document, rewritten whole."""
+
+    asynchronous = False
 
     def load(self) -> Registry:
         return Registry.from_document(self.read())
 
     def store(self, registry: Registry) -> None:
-        changes = registry.changes()
-        self.write(registry.to_document())
-        registry.mark_stored(changes)
+        registry.mark_stored(self.write_prepared(self.prepare(registry)))
+
+    def prepare(self, registry: Registry) -> tuple[RegistryChanges, dict[str, Any]]:
+        return registry.changes(), registry.to_document()
+
+    def write_prepared(self, prepared: tuple[RegistryChanges, dict[str, Any]]) -> RegistryChanges:
+        changes, document = prepared
+        self.write(document)
+        return changes
 
     def read(self) -> Any:
         raise NotImplementedError
