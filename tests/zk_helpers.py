@@ -172,7 +172,9 @@ class ZooKeeperNode:
         """Start the process (no waiting); a running one is left alone."""
         if self.running:
             return
-        command = [*self._prefix, java(), "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+        # 512 MiB: tests/test_zookeeper_registry_layout.py stores registries of 40,000 agents in 4,096 shards
+        # (128 MiB ran out of heap, and the next test could not connect)
+        command = [*self._prefix, java(), "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                    f"-Dlog4j.configuration=file:{self.directory / 'log4j.properties'}",
                    f"-Dzookeeper.log.dir={self.directory}",
                    "-cp", zookeeper_classpath(), MAIN_CLASS, str(self.config_file)]
