@@ -524,7 +524,12 @@ class HTTPServer:
                 await self._stream(parser, reader, writer, response.stream)
             elif response.chunks is not None:
                 while True:
-                    piece = await self._loop.run_in_executor(self._pool, next, response.chunks, b"")
+                    try:
+                        piece = await self._loop.run_in_executor(self._pool, next, response.chunks, b"")
+                    except Exception as exc:   # the body could not be made: the answer stops short
+                        log.warning("HTTP server %s: the answer to %s %s stopped: %s", self.name, request.method,
+                                    request.target[:200], exc)
+                        raise ConnectionAbortedError("the answer's body failed") from None
                     if not piece:
                         break
                     await self._write(writer, parser.send(h11.Data(data=piece)))

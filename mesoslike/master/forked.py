@@ -25,9 +25,9 @@ import os
 import select
 import signal
 import time
-from typing import Callable, ContextManager
+from typing import Callable, ContextManager, Iterable
 
-__all__ = ["render_forked", "ForkFailed", "RENDER_TIMEOUT"]
+__all__ = ["render_forked", "stream_forked", "ForkedPieces", "ForkFailed", "RENDER_TIMEOUT"]
 
 #: a child that has not finished by then is killed and the caller told
 RENDER_TIMEOUT = 600.0
@@ -41,6 +41,17 @@ class ForkFailed(Exception):
 def render_forked(lock: ContextManager[object], render: Callable[[], bytes], timeout: float = RENDER_TIMEOUT) -> bytes:
     """``render()`` run in a child forked while ``lock`` is held (so it sees
     what ``lock`` guards in one consistent state); its bytes."""
+    return b"".join(stream_forked(lock, lambda: (render(),), timeout))
+
+
+def stream_forked(lock: ContextManager[object], render: Callable[[], Iterable[bytes]],
+                  timeout: float = RENDER_TIMEOUT) -> ForkedPieces:
+    """The pieces ``render()`` yields in a child forked *now*, while ``lock``
+    is held, read as the child writes them (at most ``_CHUNK`` bytes each):
+    the caller never holds more than a piece, however large the whole.
+    ForkFailed at once if no child can be started, or from the iterator if
+    the child fails or outlives ``timeout``. Closing the iterator before its
+    end kills the child."""
     if not hasattr(os, "fork"):
         raise ForkFailed("this platform has no fork")
     readable, writable = os.pipe()
@@ -54,43 +65,68 @@ def render_forked(lock: ContextManager[object], render: Callable[[], bytes], tim
         os.close(writable)
         raise ForkFailed(f"fork: {exc}") from None
     os.close(writable)
-    try:
-        body = _read_all(readable, time.monotonic() + timeout)
-    except BaseException:
-        os.kill(pid, signal.SIGKILL)
-        raise
-    finally:
-        os.close(readable)
-        _, status = os.waitpid(pid, 0)
-    if status != 0:
-        raise ForkFailed(f"the rendering child ended with status {status:#x}")
-    return body
+    return ForkedPieces(pid, readable, time.monotonic() + timeout)
 
 
-def _child(writable: int, readable: int, render: Callable[[], bytes]) -> None:
+class ForkedPieces:
+    """The pieces a rendering child writes, as an iterator; :meth:`close`
+    (also run at the end, on an error, or when it is dropped) kills a child
+    still running and reaps it. Not thread-safe: one reader."""
+
+    def __init__(self, pid: int, readable: int, deadline: float) -> None:
+        self._pid, self._readable, self._deadline = pid, readable, deadline
+        self._poller = select.poll()
+        self._poller.register(readable, select.POLLIN)
+        self._open = True
+
+    def __iter__(self) -> ForkedPieces:
+        return self
+
+    def __next__(self) -> bytes:
+        if not self._open:
+            raise StopIteration
+        try:
+            left = self._deadline - time.monotonic()
+            if left <= 0 or not self._poller.poll(left * 1000):
+                raise ForkFailed("the rendering child did not finish in time")
+            chunk = os.read(self._readable, _CHUNK)
+        except BaseException:
+            self.close()
+            raise
+        if chunk:
+            return chunk
+        status = self._end(kill=False)
+        if status != 0:
+            raise ForkFailed(f"the rendering child ended with status {status:#x}")
+        raise StopIteration
+
+    def close(self) -> None:
+        """Stop reading: the child, if still running, is killed."""
+        if self._open:
+            self._end(kill=True)
+
+    def _end(self, kill: bool) -> int:
+        self._open = False
+        os.close(self._readable)
+        if kill:
+            os.kill(self._pid, signal.SIGKILL)
+        return os.waitpid(self._pid, 0)[1]
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _child(writable: int, readable: int, render: Callable[[], Iterable[bytes]]) -> None:
     code = 1
     try:
         os.close(readable)
         gc.disable()   # it lives for one rendering: reference counts free what it makes
-        view = memoryview(render())
-        while view:
-            view = view[os.write(writable, view):]
+        for piece in render():
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(writable, view):]
         code = 0
     except BaseException:   # noqa: BLE001 - the parent learns it from the status
         pass
     finally:
         os._exit(code)
-
-
-def _read_all(readable: int, deadline: float) -> bytes:
-    chunks: list[bytes] = []
-    poller = select.poll()
-    poller.register(readable, select.POLLIN)
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0 or not poller.poll(left * 1000):
-            raise ForkFailed("the rendering child did not finish in time")
-        chunk = os.read(readable, _CHUNK)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)

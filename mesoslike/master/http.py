@@ -62,7 +62,8 @@ class Fresh(Generic[T]):
     began after the call did (so it is never older than the call), and
     callers that arrive while one runs wait and share the next one. Ten
     clients polling ``/state`` thus cost about one rendering at a time,
-    not ten."""
+    not ten. A value is kept only while callers wait for it (a large one
+    is not held between calls; no later call could use it anyway)."""
 
     def __init__(self, compute: Callable[[], T]) -> None:
         self._compute = compute
@@ -70,16 +71,25 @@ class Fresh(Generic[T]):
         self._started = 0        # computations begun
         self._done = 0           # the number of the computation self._value comes from
         self._running = False
+        self._waiting = 0        # callers waiting for another's computation
         self._value: T | None = None
 
     def get(self) -> T:
         with self._cond:
             wanted = self._started + 1   # one that begins after now serves this call
-            while self._running and self._done < wanted:
-                self._cond.wait()
-            if self._done >= wanted:
-                assert self._value is not None
-                return self._value
+            if self._running:
+                self._waiting += 1
+                try:
+                    while self._running and self._done < wanted:
+                        self._cond.wait()
+                finally:
+                    self._waiting -= 1
+                if self._done >= wanted:
+                    value = self._value
+                    if not self._waiting:
+                        self._value = None
+                    assert value is not None
+                    return value
             self._running = True
             self._started += 1
             number = self._started
@@ -91,7 +101,8 @@ class Fresh(Generic[T]):
                 self._cond.notify_all()
             raise
         with self._cond:
-            self._value, self._done, self._running = value, number, False
+            self._value = value if self._waiting else None
+            self._done, self._running = number, False
             self._cond.notify_all()
         return value
 

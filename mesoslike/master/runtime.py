@@ -42,7 +42,7 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import attrs
 
@@ -51,7 +51,10 @@ from mesoslike.clock import Clock, SystemClock
 from mesoslike.backoff import Backoff
 from mesoslike.master.core import MasterCore, Send
 from mesoslike.advertise import advertised_ip, check_advertise_ip, url_host
-from mesoslike.master.forked import ForkFailed, render_forked
+from mesoslike.master.forked import ForkFailed, stream_forked
+from mesoslike.master.shared_stream import SharedStream
+from mesoslike.http_server import Request, Response, json_response
+from mesoslike.json_chunks import json_chunks
 from mesoslike.master.http import Fresh, StatusHTTPServer
 from mesoslike.master.http_auth import HTTPAuthorization
 from mesoslike.master.metrics import MasterMetrics
@@ -244,7 +247,8 @@ class MasterRuntime:
         self._state_view: Fresh[_StateDocument] = Fresh(self._render_state)
         #: the same, rendered to bytes in a forked child (mesoslike.master.forked): the loop
         #: waits for the fork only, not for the GIL while a thread renders
-        self._state_body: Fresh[bytes] = Fresh(lambda: self._render_state_bytes(indent=1))
+        #: GET /state: streamed from the child to every reader that asked before it forked
+        self._state_stream = SharedStream(lambda: self._state_pieces(indent=1), name="/state rendering")
         self._state_compact: Fresh[bytes] = Fresh(lambda: self._render_state_bytes(indent=None))
         self._state_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="master-state")
         self._state_askers: list[bytes] = []
@@ -279,14 +283,13 @@ class MasterRuntime:
         try:
             if settings.http_port is not None:
                 self._http = StatusHTTPServer(host, settings.http_port, {
-                    "/state": lambda: ("application/json", self._state_body.get()),
                     "/health": lambda: ("application/json", json.dumps(self._health()).encode()),
                     "/metrics": lambda: (METRICS_CONTENT_TYPE, self.metrics.exposition()),
                     **self._operator.views,
                 }, actions=self._operator.actions, workers=self.config.http_workers,
                     timeout=self.config.http_timeout, max_connections=self.config.http_max_connections,
                     tls=settings.http_tls, authorize=self.http_authorization.authorize,
-                    handlers={**self._v1.handlers, **SandboxReads(self).handlers},
+                    handlers={"/state": self._serve_state, **self._v1.handlers, **SandboxReads(self).handlers},
                     body_limits={SCHEDULER_PATH: call_body_limit(self.config.max_message_size)})
         except Exception:
             self._server.close()
@@ -716,23 +719,35 @@ class MasterRuntime:
             return _StateDocument(render_state(taken) | {"masters": self._masters()})
         return _StateDocument(self._follower_state(self._masters(), self._leader_info()))
 
-    def _render_state_bytes(self, indent: int | None) -> bytes:
-        """The /state document's JSON, rendered in a forked child (in this
-        thread where a fork is refused)."""
+    def _serve_state(self, request: Request) -> Response:
+        """GET /state: streamed as the forked child renders it (chunked), so
+        the master never holds the document (hundreds of MB at 1,000,000 tasks)."""
+        if request.method not in ("GET", "HEAD"):
+            return json_response(405, {"error": "GET /state"}, {"Allow": "GET, HEAD"})
+        reading = self._state_stream.read()
+        return Response(200, content_type="application/json", chunks=reading, on_done=reading.close)
+
+    def _state_pieces(self, indent: int | None) -> Iterator[bytes]:
+        """The /state document's JSON in pieces, rendered in a forked child
+        (in this thread, whole, where a fork is refused)."""
         # (read from ZooKeeper under a lock another thread may hold: not in the child)
         masters, leader = self._masters(), self._leader_info()
 
-        def render() -> bytes:
+        def render() -> Iterator[bytes]:
             core = self.core
             document = (render_state(snapshot(core)) | {"masters": masters} if core is not None
                         else self._follower_state(masters, leader))
-            return json.dumps(document, indent=indent).encode()
+            return json_chunks(document, indent)
         try:
-            return render_forked(self._lock, render)
+            return stream_forked(self._lock, render)
         except ForkFailed as exc:
             log.warning("rendering /state in this process: %s", exc)
             document = self._state_view.get()
-            return document.http_body if indent is not None else document.compact.encode()
+            return iter((document.http_body if indent is not None else document.compact.encode(),))
+
+    def _render_state_bytes(self, indent: int | None) -> bytes:
+        """The /state document's JSON, whole (a GET_STATE reply is one message)."""
+        return b"".join(self._state_pieces(indent))
 
     def _follower_state(self, masters: list[dict], leader: dict[str, str]) -> dict:
         return {"leader": leader, "is_leader": False, "version": __version__,

@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Iterator, Mapping, Protocol
 
 import attrs
 
@@ -33,8 +33,9 @@ from mesoslike import __version__
 from mesoslike.acl import Credentials
 from mesoslike.http_server import Request, Response, Stream
 from mesoslike.master.core import MasterCore, Send
-from mesoslike.master.forked import ForkFailed, render_forked
-from mesoslike.master.http import Fresh
+from mesoslike.json_chunks import json_chunks
+from mesoslike.master.forked import ForkFailed, stream_forked
+from mesoslike.master.shared_stream import SharedStream
 from mesoslike.master.records import MasterConfig, clip
 from mesoslike.master.state import StateSnapshot, snapshot
 from mesoslike.v1 import operator as operator_api
@@ -126,7 +127,7 @@ class V1API:
         self._started = time.time()
         self._lock = threading.Lock()   # guards the tables below (HTTP threads, the loop)
         #: operator reads by call: one rendering (one child) at a time, shared by the callers waiting
-        self._reads: dict[str, Fresh[bytes]] = {}
+        self._reads: dict[str, SharedStream] = {}
         self._by_peer: dict[bytes, _Subscription] = {}
         self._by_stream: dict[str, _Subscription] = {}
         self._closed: deque[bytes] = deque()
@@ -359,34 +360,35 @@ class V1API:
     def _answer_from_snapshot(self, kind: str) -> Response:
         """An operator read of the core, rendered in a forked child
         (mesoslike.master.forked: the loop waits for the fork, not for the
-        GIL while a thread renders); in this thread where a fork is refused."""
+        GIL while a thread renders) and streamed to every caller that asked
+        before it forked (mesoslike.master.shared_stream: the master never
+        holds the answer, hundreds of MB for GET_STATE at 1,000,000 tasks);
+        rendered in this thread where a fork is refused."""
+        if self._master.serving_core() is None:
+            raise CallError(503, "this master stopped leading")
         with self._lock:
             read = self._reads.get(kind)
             if read is None:
-                read = self._reads[kind] = Fresh(lambda: self._render_forked(kind))
-        body = read.get()
-        if not body:
-            raise CallError(503, "this master stopped leading")
-        return Response(200, body, JSON)
+                read = self._reads[kind] = SharedStream(lambda: self._render_forked(kind), name=f"{kind} rendering")
+        reading = read.read()
+        return Response(200, content_type=JSON, chunks=reading, on_done=reading.close)
 
-    def _render_forked(self, kind: str) -> bytes:
-        """The answer to ``kind`` (b"" if not leading), rendered in a forked child."""
+    def _render_forked(self, kind: str) -> Iterator[bytes]:
+        """The answer to ``kind`` in pieces, rendered in a forked child (a
+        child that finds no leading core fails: its readers' answers stop short)."""
         info, started = self._master.info, self._started
 
-        def render() -> bytes:
+        def render() -> Iterator[bytes]:
             core = self._master.serving_core()
             if core is None:
-                return b""
-            return json.dumps(operator_api.answer(kind, snapshot(core), info, True, __version__, started)).encode()
+                raise CallError(503, "this master stopped leading")
+            return json_chunks(operator_api.answer(kind, snapshot(core), info, True, __version__, started))
         try:
-            return render_forked(self._master.stored, render)
+            return stream_forked(self._master.stored, render)
         except ForkFailed as exc:
             log.warning("answering %s in this process: %s", kind, exc)
-            try:
-                return json.dumps(operator_api.answer(kind, self._snapshot(), info, True, __version__,
-                                                      started)).encode()
-            except CallError:
-                return b""
+            return iter((json.dumps(operator_api.answer(kind, self._snapshot(), info, True, __version__,
+                                                        started)).encode(),))
 
     def _snapshot(self) -> StateSnapshot:
         with self._master.stored:

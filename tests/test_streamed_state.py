@@ -1,0 +1,260 @@
+"""/state and the v1 operator reads streamed: the master never holds a
+rendered document (hundreds of MB at 1,000,000 tasks, which took its memory
+past 4 GB with ten readers), the JSON is the same as rendered whole, one
+rendering serves every reader that asked before it began, and a reader that
+stops reading neither holds the others for long nor keeps a child alive."""
+
+import gc
+import http.client
+import json
+import os
+import threading
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mesoslike.json_chunks import json_chunks
+from mesoslike.master.forked import ForkFailed, stream_forked
+from mesoslike.master.http import Fresh
+from mesoslike.master.shared_stream import ReadingFailed, SharedStream
+from waiting import wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+MiB = 1 << 20
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values, st.sampled_from([None, 0, 1, 2, 4]), st.integers(1, 64), st.integers(0, 4))
+def test_json_in_pieces_is_byte_for_byte_json_dumps(document, indent, size, depth):
+    pieces = list(json_chunks(document, indent, size=size, depth=depth))
+    assert b"".join(pieces) == json.dumps(document, indent=indent).encode()
+    assert all(pieces)
+
+
+def test_json_pieces_are_cut_at_the_size_asked():
+    document = {"frameworks": [{"id": f"fw{n}", "tasks": [{"id": f"t{t}"} for t in range(50)]} for n in range(2000)]}
+    pieces = list(json_chunks(document, 1, size=64 * 1024))
+    largest_element = max(len(json.dumps(f, indent=1)) for f in document["frameworks"]) * 2
+    assert len(pieces) > 10 and max(map(len, pieces)) <= 64 * 1024 + largest_element
+
+
+def child_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_forked_rendering_comes_in_pieces_and_stopping_early_kills_the_child(tmp_path):
+    pid_file = tmp_path / "child"
+
+    def render():
+        pid_file.write_text(str(os.getpid()))
+        for _ in range(200):            # 200 MiB, more than the parent ever holds
+            yield b"x" * MiB
+    pieces = stream_forked(threading.Lock(), render)
+    held = [len(next(pieces)) for _ in range(5)]
+    assert max(held) <= MiB
+    pid = int(pid_file.read_text())
+    assert child_alive(pid)
+    pieces.close()
+    assert not child_alive(pid)        # killed and reaped
+
+
+def test_a_failing_child_is_an_error_not_a_short_document():
+    def render():
+        yield b"{\"partial\": "
+        raise RuntimeError("boom")
+    with pytest.raises(ForkFailed, match="status"):
+        b"".join(stream_forked(threading.Lock(), render))
+
+
+def test_a_rendering_abandoned_unread_leaves_no_child(tmp_path):
+    pid_file = tmp_path / "child"
+
+    def render():
+        pid_file.write_text(str(os.getpid()))
+        while True:
+            yield b"y" * MiB
+    pieces = stream_forked(threading.Lock(), render)
+    wait_until(pid_file.exists, 10, "the child to start")
+    pid = int(pid_file.read_text())
+    del pieces
+    gc.collect()
+    assert not child_alive(pid)
+
+
+class Renderer:
+    """A rendering of ``count`` pieces whose every step the test can see."""
+
+    def __init__(self, count=20, size=1024):
+        self.count, self.size = count, size
+        self.begun = 0
+        self.closed = 0
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def __call__(self):
+        self.begun += 1
+        number = self.begun
+
+        def pieces():
+            try:
+                for index in range(self.count):
+                    self.gate.wait(30)
+                    yield f"{number}:{index};".encode().ljust(self.size, b".")
+            finally:
+                self.closed += 1
+        return pieces()
+
+
+def read_all(reading, into):
+    try:
+        into.append(b"".join(reading))
+    except ReadingFailed as exc:
+        into.append(exc)
+
+
+def test_readers_that_asked_before_a_rendering_began_share_it_and_later_ones_get_the_next():
+    renderer = Renderer()
+    renderer.gate.clear()
+    shared = SharedStream(renderer, buffer=4096, timeout=10)
+    first = shared.read()
+    wait_until(lambda: renderer.begun == 1, 10, "the first rendering")
+    later = [shared.read() for _ in range(5)]     # asked while the first renders: they need a later one
+    results, late_results = [], []
+    threads = [threading.Thread(target=read_all, args=(first, results))]
+    threads += [threading.Thread(target=read_all, args=(reading, late_results)) for reading in later]
+    for thread in threads:
+        thread.start()
+    renderer.gate.set()
+    for thread in threads:
+        thread.join(30)
+    assert renderer.begun == 2 == shared.renderings
+    assert results[0].startswith(b"1:0;") and len(results[0]) == 20 * 1024
+    assert len(late_results) == 5 and all(body == late_results[0] for body in late_results)
+    assert late_results[0].startswith(b"2:0;")
+
+
+def test_no_reader_ever_has_more_than_its_buffer_waiting_and_a_reader_that_stops_is_cut_off():
+    renderer = Renderer(count=200, size=1024)
+    shared = SharedStream(renderer, buffer=8 * 1024, timeout=0.5)
+    stalled, reading = shared.read(), shared.read()
+    most = []
+
+    def read_watching():
+        body = bytearray()
+        for piece in reading:
+            most.append(stalled.buffered)
+            body += piece
+        return body
+    body = read_watching()
+    assert len(body) == 200 * 1024            # the reader that reads got everything
+    assert max(most) <= 8 * 1024 + 1024       # the one that never read held at most its buffer (+ a piece)
+    with pytest.raises(ReadingFailed, match="too slowly"):
+        list(stalled)
+
+
+def test_when_every_reader_has_left_the_rendering_stops():
+    renderer = Renderer(count=10_000, size=1024)
+    shared = SharedStream(renderer, buffer=4096, timeout=30)
+    reading = shared.read()
+    next(reading)
+    reading.close()
+    wait_until(lambda: renderer.closed == 1, 10, "the rendering to be closed")
+    assert renderer.begun == 1
+
+
+def test_a_failed_rendering_fails_its_readers_and_the_next_one_renders_again():
+    calls = []
+
+    def start():
+        calls.append(1)
+        if len(calls) == 1:
+            raise ForkFailed("no child")
+        return iter([b"ok"])
+    shared = SharedStream(start)
+    with pytest.raises(ReadingFailed, match="no child"):
+        list(shared.read())
+    assert b"".join(shared.read()) == b"ok"
+
+
+def test_fresh_keeps_no_value_once_its_callers_have_it():
+    fresh = Fresh(lambda: bytearray(10 * MiB))
+    fresh.get()
+    assert fresh._value is None
+
+
+# --------------------------------------------------------- through the master
+def raw_get(runtime, path):
+    conn = http.client.HTTPConnection(runtime._http.host, runtime._http.port, timeout=30)
+    conn.request("GET", path)
+    reply = conn.getresponse()
+    return conn, reply
+
+
+def test_state_is_sent_chunked_as_rendered_and_is_the_state(master_with_tasks):
+    runtime = master_with_tasks
+    conn, reply = raw_get(runtime, "/state")
+    body = reply.read()
+    conn.close()
+    assert reply.status == 200 and reply.getheader("Transfer-Encoding") == "chunked"
+    assert reply.getheader("Content-Length") is None
+    state = json.loads(body)
+    assert sorted(t["id"] for f in state["frameworks"] for t in f["tasks"]) == sorted(runtime.test_tasks)
+    whole = runtime.state()
+    assert state["frameworks"] == json.loads(json.dumps(whole["frameworks"]))
+
+
+def test_v1_get_state_is_streamed_and_a_reader_leaving_midway_holds_nobody(master_with_tasks):
+    runtime = master_with_tasks
+    call = json.dumps({"type": "GET_STATE"})
+    conn = http.client.HTTPConnection(runtime._http.host, runtime._http.port, timeout=30)
+    conn.request("POST", "/api/v1", call, {"Content-Type": "application/json", "Accept": "application/json"})
+    leaving = conn.getresponse()
+    assert leaving.status == 200 and leaving.getheader("Transfer-Encoding") == "chunked"
+    leaving.read(10)
+    conn.close()                      # leaves mid-way
+    answers = []
+    for _ in range(3):
+        conn = http.client.HTTPConnection(runtime._http.host, runtime._http.port, timeout=30)
+        conn.request("POST", "/api/v1", call, {"Content-Type": "application/json", "Accept": "application/json"})
+        reply = conn.getresponse()
+        answers.append(json.loads(reply.read()))
+        conn.close()
+    tasks = answers[-1]["get_state"]["get_tasks"]["tasks"]
+    assert sorted(t["task_id"]["value"] for t in tasks) == sorted(runtime.test_tasks)
+
+
+@pytest.fixture
+def master_with_tasks():
+    from mesoslike.master import MasterConfig
+    from mesoslike.master.runtime import MasterRuntime
+    from mesoslike.master.settings import MasterSettings
+    from mesoslike.resources import Resources
+    from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, TaskInfo
+    from mesoslike.wire import messages as m
+
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=0, config=MasterConfig()))
+    runtime.start()
+    names = [f"t{n}" for n in range(300)]
+    with runtime._lock:   # a framework with 300 tasks, made through the core (its peers are not real)
+        core = runtime.core
+        core.on_message(b"fw", m.Subscribe(FrameworkInfo("demo")))
+        core.on_message(b"agent", m.RegisterAgent(AgentInfo("node-0", Resources.parse("cpus:400;mem:40000"))))
+        (offer,) = [o for s in core.tick() if isinstance(s.message, m.Offers) for o in s.message.offers]
+        core.on_message(b"fw", m.Accept(offer.framework_id, [offer.id], [
+            TaskInfo(name, offer.agent_id, "sleep 100", Resources.parse("cpus:1;mem:64")) for name in names],
+            Filters(0)))
+    runtime.test_tasks = names
+    yield runtime
+    runtime.stop()
