@@ -9,7 +9,10 @@ lock copies the process's page tables, not its memory (copy-on-write): the
 child holds the core exactly as it was at that instant, renders it with its
 own interpreter and CPU, writes the bytes into a pipe and exits; the parent
 only reads the pipe (the GIL released while it waits). The loop waits for
-the fork alone (page tables: milliseconds per GB).
+the fork alone (page tables: milliseconds per GB). :func:`stream_forked`
+hands the pieces on as they are read (``/state`` is sent as it is rendered:
+the parent never holds a whole document, 400 MB at 1,000,000 tasks);
+:func:`render_forked` joins them.
 
 The child runs only ``render`` (pure: no locks, no sockets, no logging; it
 must not wait for another thread, which the child does not have) and leaves
