@@ -322,7 +322,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle-s", type=float, default=5.0, help="wait after admission, s (default 5)")
     add_cluster_options(parser, zk_heap="2g", timeout=900.0)
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="draw the costs against agents into this PNG (needs matplotlib)")
+    parser.add_argument("--plot-from", type=Path, nargs="+", default=None, metavar="RESULT.json",
+                        help="only draw --plot from these results (their sizes together)")
     args = parser.parse_args(argv)
+    if args.plot_from is not None:
+        if args.plot is None:
+            parser.error("--plot-from needs --plot")
+        plot([json.loads(path.read_text()) for path in args.plot_from], args.plot)
+        return 0
     sizes = parse_sizes(args.sizes)
 
     from zk_helpers import ZOOKEEPER_JAR, java
@@ -368,7 +377,54 @@ def main(argv: list[str] | None = None) -> int:
             if zk is not None:
                 zk.kill()
     benchlib.finish(doc, started, load_start, args.out, log)
+    if args.plot is not None:
+        plot([doc], args.plot)
     return 1 if "error" in doc else 0
+
+
+def plot(docs: list[dict], path: Path) -> None:
+    """Memory, admission and loop turns against agents (tasks = 10 per agent), one point per size measured."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = sorted(((size["agents"], size, doc["code"]["git_head"][:7]) for doc in docs
+                     for size in doc["sizes"].values() if "steady" in size), key=lambda point: point[0])
+    agents = [point[0] for point in points]
+    mib = 1 << 20
+
+    def series(*keys: str, scale: float = 1.0) -> list[float | None]:
+        out: list[float | None] = []
+        for _, size, _ in points:
+            value = size
+            for key in keys:
+                value = value.get(key) if isinstance(value, dict) else None
+            out.append(None if value is None else value * scale)
+        return out
+    figure, (memory, admission, turns) = plt.subplots(1, 3, figsize=(14, 4.2))
+    memory.plot(agents, series("rss_loaded", "VmRSS", scale=1 / mib), "o-", label="loaded (admitted)")
+    memory.plot(agents, series("steady", "master_rss", "VmHWM", scale=1 / mib), "s--", label="peak, steady window")
+    memory.plot(agents, series("state_readers", "master_rss", "VmHWM", scale=1 / mib), "^:",
+                label="peak, with 10 state readers")
+    memory.axhline(4096, color="grey", linewidth=1, label="goal: 4 GB")
+    memory.set(title="master RSS", xlabel="agents (10 running tasks each)", ylabel="MiB")
+    admission.plot(agents, series("admission", "master_cpu_s"), "o-", label="master CPU s, all agents")
+    admission.plot(agents, series("admission", "agents_registered_s"), "s--", label="wall s (shared machine)")
+    admission.set(title="admitting every agent", xlabel="agents", ylabel="seconds")
+    turns.plot(agents, series("steady", "loop_turns_s", "p99", scale=1000), "o-", label="p99, steady (pings)")
+    turns.plot(agents, series("state_readers", "loop_turns_s", "p99", scale=1000), "^:", label="p99, with readers")
+    turns.plot(agents, series("alone", "state_get_s", scale=1000), "s--", label="one GET /state, read to its end")
+    turns.axhline(100, color="grey", linewidth=1, label="goal: p99 100 ms")
+    turns.set(title="loop turns", xlabel="agents", ylabel="ms")
+    for axes in (memory, admission, turns):
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        axes.grid(True, which="both", alpha=0.3)
+        axes.legend(fontsize=7)
+    commits = sorted({point[2] for point in points})
+    figure.suptitle(f"the master against its size (bench/scale_master.py; commit {', '.join(commits)})")
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
 
 
 if __name__ == "__main__":
