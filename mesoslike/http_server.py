@@ -63,6 +63,7 @@ import resource
 import socket
 import ssl
 import threading
+import time
 from collections import OrderedDict, deque
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
@@ -169,14 +170,20 @@ class Stream:
     by the client leaving, by the server stopping, or because more than
     ``max_buffered`` bytes waited for a client reading too slowly.
     :meth:`on_close` callbacks run once, when it closes (the feeder's cue
-    to forget it). Thread-safe; O(1) per call."""
+    to forget it). A feeder that would rather wait for the client than
+    lose it calls :meth:`wait_for_room` before it sends; one whose body
+    cannot be finished calls :meth:`abort` (the answer then ends short, an
+    error to the client, never a body that looks whole). Thread-safe; O(1)
+    per call."""
 
     def __init__(self, max_buffered: int = STREAM_BUFFER) -> None:
         self.max_buffered = max_buffered
-        self._lock = threading.Lock()
+        self._lock = threading.Condition(threading.Lock())
         self._queued: deque[bytes] = deque()
         self._buffered = 0
         self._closed = False
+        #: the answer is to end short (:meth:`abort`)
+        self.aborted = False
         #: why it closed ("" while open)
         self.why = ""
         self._wake: Callable[[], None] | None = None
@@ -205,6 +212,35 @@ class Stream:
             wake()
         return True
 
+    @property
+    def buffered(self) -> int:
+        """Bytes queued, not yet taken by the server."""
+        return self._buffered
+
+    def wait_for_room(self, size: int, timeout: float) -> bool:
+        """Wait until ``size`` more bytes fit (at once if nothing waits,
+        whatever ``size``) or the stream closes; False if it closed or
+        ``timeout`` passed without room."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while not self._closed and self._buffered and self._buffered + size > self.max_buffered:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._lock.wait(left)
+            return not self._closed
+
+    def abort(self, why: str) -> None:
+        """End the stream short: what is queued is dropped and the
+        connection closed without the body's end (the client sees an
+        incomplete answer, not a finished one)."""
+        with self._lock:
+            if not self._closed:
+                self.aborted = True
+                self._queued.clear()
+                self._buffered = 0
+        self.close(why)
+
     def close(self, why: str = "closed") -> None:
         """End the stream (what is queued is still sent); idempotent."""
         with self._lock:
@@ -212,6 +248,7 @@ class Stream:
                 return
             self._closed, self.why = True, why
             wake, callbacks, self._callbacks = self._wake, self._callbacks, []
+            self._lock.notify_all()
         if wake is not None:
             wake()
         for callback in callbacks:
@@ -236,6 +273,8 @@ class Stream:
     def _take(self) -> tuple[list[bytes], bool]:
         with self._lock:
             taken, self._queued, self._buffered = list(self._queued), deque(), 0
+            if taken:
+                self._lock.notify_all()   # a feeder waiting for room
             return taken, self._closed
 
 
@@ -562,6 +601,9 @@ class HTTPServer:
                 for piece in pieces:
                     await self._write(writer, parser.send(h11.Data(data=piece)))
                 if closed and not pieces:
+                    if stream.aborted:
+                        log.warning("HTTP server %s: a streamed answer stopped short: %s", self.name, stream.why)
+                        raise ConnectionAbortedError(stream.why)
                     return
                 if pieces:
                     continue

@@ -6,6 +6,7 @@ stops reading neither holds the others for long nor keeps a child alive."""
 
 import gc
 import http.client
+import socket
 import json
 import os
 import threading
@@ -18,7 +19,8 @@ from hypothesis import strategies as st
 from mesoslike.json_chunks import json_chunks
 from mesoslike.master.forked import ForkFailed, stream_forked
 from mesoslike.master.http import Fresh
-from mesoslike.master.shared_stream import ReadingFailed, SharedStream
+from mesoslike.http_server import HTTPServer, Response
+from mesoslike.master.shared_stream import SharedStream
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -86,7 +88,7 @@ def test_a_rendering_abandoned_unread_leaves_no_child(tmp_path):
         while True:
             yield b"y" * MiB
     pieces = stream_forked(threading.Lock(), render)
-    wait_until(pid_file.exists, 10, "the child to start")
+    wait_until(lambda: pid_file.exists() and pid_file.read_text(), 10, "the child to start")
     pid = int(pid_file.read_text())
     del pieces
     gc.collect()
@@ -117,75 +119,126 @@ class Renderer:
         return pieces()
 
 
-def read_all(reading, into):
-    try:
-        into.append(b"".join(reading))
-    except ReadingFailed as exc:
-        into.append(exc)
+class Served:
+    """``shared`` behind a real HTTP server (GET /doc), the streams it handed out kept."""
+
+    def __init__(self, shared, timeout=10.0):
+        self.shared = shared
+        self.streams = []
+
+        def handler(request):
+            stream = shared.read()
+            self.streams.append(stream)
+            return Response(200, content_type="application/octet-stream", stream=stream)
+        self.server = HTTPServer("127.0.0.1", 0, handler, name="test", timeout=timeout)
+        self.server.start()
+
+    def get(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=30)
+        conn.request("GET", "/doc")
+        reply = conn.getresponse()
+        try:
+            return reply.read()
+        finally:
+            conn.close()
+
+    def get_in_thread(self, into):
+        def run():
+            try:
+                into.append(self.get())
+            except (http.client.HTTPException, OSError) as exc:
+                into.append(exc)
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    def stop(self):
+        self.server.stop()
 
 
-def test_readers_that_asked_before_a_rendering_began_share_it_and_later_ones_get_the_next():
+@pytest.fixture
+def served():
+    made = []
+
+    def make(shared, **kwargs):
+        made.append(Served(shared, **kwargs))
+        return made[-1]
+    yield make
+    for one in made:
+        one.stop()
+
+
+def test_readers_that_asked_before_a_rendering_began_share_it_and_later_ones_get_the_next(served):
     renderer = Renderer()
     renderer.gate.clear()
     shared = SharedStream(renderer, buffer=4096, timeout=10)
-    first = shared.read()
+    site = served(shared)
+    first, later = [], []
+    threads = [site.get_in_thread(first)]
     wait_until(lambda: renderer.begun == 1, 10, "the first rendering")
-    later = [shared.read() for _ in range(5)]     # asked while the first renders: they need a later one
-    results, late_results = [], []
-    threads = [threading.Thread(target=read_all, args=(first, results))]
-    threads += [threading.Thread(target=read_all, args=(reading, late_results)) for reading in later]
-    for thread in threads:
-        thread.start()
+    threads += [site.get_in_thread(later) for _ in range(5)]   # asked while the first renders
+    wait_until(lambda: len(site.streams) == 6, 10, "the later requests to be handled")
     renderer.gate.set()
     for thread in threads:
         thread.join(30)
     assert renderer.begun == 2 == shared.renderings
-    assert results[0].startswith(b"1:0;") and len(results[0]) == 20 * 1024
-    assert len(late_results) == 5 and all(body == late_results[0] for body in late_results)
-    assert late_results[0].startswith(b"2:0;")
+    assert first[0].startswith(b"1:0;") and len(first[0]) == 20 * 1024
+    assert len(later) == 5 and all(body == later[0] for body in later)
+    assert later[0].startswith(b"2:0;") and len(later[0]) == 20 * 1024
 
 
-def test_no_reader_ever_has_more_than_its_buffer_waiting_and_a_reader_that_stops_is_cut_off():
-    renderer = Renderer(count=200, size=1024)
-    shared = SharedStream(renderer, buffer=8 * 1024, timeout=0.5)
-    stalled, reading = shared.read(), shared.read()
-    most = []
+def test_no_reader_has_more_than_its_buffer_waiting_and_one_that_stops_reading_is_cut_off(served):
+    renderer = Renderer(count=400, size=64 * 1024)    # 25 MiB: more than the buffers and the sockets' hold
+    shared = SharedStream(renderer, buffer=2 * MiB, timeout=0.5)
+    site = served(shared, timeout=30.0)
+    stalled = socket.create_connection(("127.0.0.1", site.server.port), timeout=30)
+    stalled.sendall(b"GET /doc HTTP/1.1\r\nHost: x\r\n\r\n")      # and never reads
+    wait_until(lambda: len(site.streams) == 1, 10, "the stalled request to be handled")
+    body, most = [], []
+    watching = threading.Event()
 
-    def read_watching():
-        body = bytearray()
-        for piece in reading:
-            most.append(stalled.buffered)
-            body += piece
-        return body
-    body = read_watching()
-    assert len(body) == 200 * 1024            # the reader that reads got everything
-    assert max(most) <= 8 * 1024 + 1024       # the one that never read held at most its buffer (+ a piece)
-    with pytest.raises(ReadingFailed, match="too slowly"):
-        list(stalled)
+    def watch():
+        while not watching.is_set():
+            most.append(max(stream.buffered for stream in site.streams))
+            watching.wait(0.001)   # sampling, not synchronisation
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    site.get_in_thread(body).join(60)
+    watching.set()
+    watcher.join(10)
+    assert isinstance(body[0], bytes) and len(body[0]) == 400 * 64 * 1024   # the reader that reads got it all
+    assert 0 < max(most) <= 2 * MiB      # never more than its buffer waiting for a reader
+    cut = site.streams[0]
+    assert cut.closed and cut.aborted and "too slowly" in cut.why
+    stalled.close()
 
 
-def test_when_every_reader_has_left_the_rendering_stops():
-    renderer = Renderer(count=10_000, size=1024)
-    shared = SharedStream(renderer, buffer=4096, timeout=30)
-    reading = shared.read()
-    next(reading)
-    reading.close()
-    wait_until(lambda: renderer.closed == 1, 10, "the rendering to be closed")
+def test_when_every_reader_has_left_the_rendering_stops(served):
+    renderer = Renderer(count=100_000, size=64 * 1024)
+    site = served(SharedStream(renderer, buffer=256 * 1024, timeout=30))
+    conn = http.client.HTTPConnection("127.0.0.1", site.server.port, timeout=30)
+    conn.request("GET", "/doc")
+    assert len(conn.getresponse().read(1000)) == 1000
+    conn.close()
+    wait_until(lambda: renderer.closed == 1, 20, "the rendering to be closed")
     assert renderer.begun == 1
 
 
-def test_a_failed_rendering_fails_its_readers_and_the_next_one_renders_again():
+def test_a_rendering_that_fails_halfway_ends_its_answers_short_and_the_next_one_renders_again(served):
     calls = []
 
     def start():
         calls.append(1)
         if len(calls) == 1:
-            raise ForkFailed("no child")
+            def failing():
+                yield b'{"half": '
+                raise ForkFailed("the rendering child ended with status 0x100")
+            return failing()
         return iter([b"ok"])
-    shared = SharedStream(start)
-    with pytest.raises(ReadingFailed, match="no child"):
-        list(shared.read())
-    assert b"".join(shared.read()) == b"ok"
+    site = served(SharedStream(start))
+    with pytest.raises(http.client.IncompleteRead):
+        site.get()
+    assert site.get() == b"ok"
 
 
 def test_fresh_keeps_no_value_once_its_callers_have_it():

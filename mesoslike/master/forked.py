@@ -23,6 +23,7 @@ renders in its own thread as before.
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
 import select
@@ -35,6 +36,7 @@ __all__ = ["render_forked", "stream_forked", "ForkedPieces", "ForkFailed", "REND
 #: a child that has not finished by then is killed and the caller told
 RENDER_TIMEOUT = 600.0
 _CHUNK = 1 << 20
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 class ForkFailed(Exception):
@@ -58,6 +60,7 @@ def stream_forked(lock: ContextManager[object], render: Callable[[], Iterable[by
     if not hasattr(os, "fork"):
         raise ForkFailed("this platform has no fork")
     readable, writable = os.pipe()
+    _widen(writable)
     try:
         with lock:
             pid = os.fork()
@@ -69,6 +72,16 @@ def stream_forked(lock: ContextManager[object], render: Callable[[], Iterable[by
         raise ForkFailed(f"fork: {exc}") from None
     os.close(writable)
     return ForkedPieces(pid, readable, time.monotonic() + timeout)
+
+
+def _widen(pipe: int) -> None:
+    """A pipe of ``_CHUNK`` bytes where Linux allows it (64 KiB by default):
+    each piece read is then up to 1 MiB, and the threads that hand a piece on
+    to its readers wake 16 times less often."""
+    try:
+        fcntl.fcntl(pipe, _F_SETPIPE_SZ, _CHUNK)
+    except OSError:
+        pass   # over /proc/sys/fs/pipe-max-size for this user: the default size still works
 
 
 class ForkedPieces:
@@ -92,7 +105,7 @@ class ForkedPieces:
             left = self._deadline - time.monotonic()
             if left <= 0 or not self._poller.poll(left * 1000):
                 raise ForkFailed("the rendering child did not finish in time")
-            chunk = os.read(self._readable, _CHUNK)
+            chunk = self._read()
         except BaseException:
             self.close()
             raise
@@ -102,6 +115,18 @@ class ForkedPieces:
         if status != 0:
             raise ForkFailed(f"the rendering child ended with status {status:#x}")
         raise StopIteration
+
+    def _read(self) -> bytes:
+        """What the pipe holds now, up to ``_CHUNK`` bytes, once it holds
+        something (b"" at its end); what the child writes meanwhile is taken
+        too, so a piece is rarely smaller than the pipe."""
+        chunk = os.read(self._readable, _CHUNK)
+        pieces, size = [chunk], len(chunk)
+        while chunk and size < _CHUNK and self._poller.poll(0):
+            chunk = os.read(self._readable, _CHUNK - size)
+            pieces.append(chunk)
+            size += len(chunk)
+        return b"".join(pieces)
 
     def close(self) -> None:
         """Stop reading: the child, if still running, is killed."""

@@ -724,8 +724,7 @@ class MasterRuntime:
         the master never holds the document (hundreds of MB at 1,000,000 tasks)."""
         if request.method not in ("GET", "HEAD"):
             return json_response(405, {"error": "GET /state"}, {"Allow": "GET, HEAD"})
-        reading = self._state_stream.read()
-        return Response(200, content_type="application/json", chunks=reading, on_done=reading.close)
+        return Response(200, content_type="application/json", stream=self._state_stream.read())
 
     def _state_pieces(self, indent: int | None) -> Iterator[bytes]:
         """The /state document's JSON in pieces, rendered in a forked child

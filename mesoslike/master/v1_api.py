@@ -370,8 +370,7 @@ class V1API:
             read = self._reads.get(kind)
             if read is None:
                 read = self._reads[kind] = SharedStream(lambda: self._render_forked(kind), name=f"{kind} rendering")
-        reading = read.read()
-        return Response(200, content_type=JSON, chunks=reading, on_done=reading.close)
+        return Response(200, content_type=JSON, stream=read.read())
 
     def _render_forked(self, kind: str) -> Iterator[bytes]:
         """The answer to ``kind`` in pieces, rendered in a forked child (a
