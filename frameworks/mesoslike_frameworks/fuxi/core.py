@@ -634,6 +634,7 @@ class FuxiCore:
         if self.preemption:
             self._preempt(batch, caps)
         self._answer_offers(batch)
+        self.counters["slots_granted"] += len(self._granted_now)     # (counted here, not per grant)
         self._batch = None
         self._want_offers()
         out = self._flush()
@@ -1141,7 +1142,6 @@ class FuxiCore:
         lowest = self._lowest
         lowest[unit.priority] = lowest.get(unit.priority, 0) + 1
         self._use(unit.group, unit.slot, 1)
-        self.counters["slots_granted"] += 1
         self._out.append(_new_granted(slot))
         return slot
 
@@ -1526,10 +1526,14 @@ class FuxiCore:
     def _fill_machine(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector, count: int,
                       caps: Mapping[str, Resources | None]) -> Iterator[bool]:
         """Up to ``count`` slots on one named machine (LT_MACHINE)."""
+        anywhere = self._unrestricted(unit)      # (nothing changes it within a pass)
+        plain = caps.get(unit.group) is None and not unit.gang
         for _ in range(count):
-            if not (fits(machine.open, need) and self._allowed(unit, machine)):
+            if not (all(map(ge, machine.open, need)) and (anywhere or self._allowed(unit, machine))):
                 return
-            if not self._take_one(unit, machine, batch, need, caps):
+            if plain:
+                self._grant(unit, machine, batch, need)
+            elif not self._take_one(unit, machine, batch, need, caps):
                 return
             yield True
 
