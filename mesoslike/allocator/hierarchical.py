@@ -906,7 +906,7 @@ class HierarchicalAllocator:
         with what it may be offered. Hot path: no mutation here, so the
         sorter's iterator stays valid."""
         frameworks = self._frameworks
-        filters_here = self._filters.on_agent(agent.id)  # usually None: no filter to check
+        filters_here = agent.filters  # usually None or empty: no filter to check
         # _offerable_at_all checked the one minimum; an agent with reservations
         # needs the per-role view of _offerable
         plain = caps is None and len(self._all_mins) == 1 and not agent.reserved
@@ -980,7 +980,6 @@ class HierarchicalAllocator:
         role_allocated = None if self._roles_deferred else self._role_sorter.allocated
         decrease_available = self._agents.decrease_available
         mins = self.min_allocatable
-        on_agent = self._filters.on_agent
         eligibility = self._eligibility
         skipped = held = 0
         for agent in candidates:
@@ -999,7 +998,7 @@ class HierarchicalAllocator:
             else:
                 if mins or not available:  # without a minimum, anything but nothing (a preferred agent's rest)
                     continue
-            filters_here = on_agent(agent.id)
+            filters_here = agent.filters
             for framework_id in sorted_frameworks():
                 if filters_here:
                     refusals = filters_here.get(framework_id)
@@ -1111,7 +1110,8 @@ class HierarchicalAllocator:
     def _add_filter(self, framework_id: str, agent_id: str, refused: Resources, refuse: float) -> None:
         if refuse > 0 and refused:
             timeout = max(self.allocation_interval, refuse)
-            self._filters.add(framework_id, agent_id, refused, self.clock.now() + timeout)
+            table = self._filters.add(framework_id, agent_id, refused, self.clock.now() + timeout)
+            self._agents.get(agent_id).filters = table  # the cycle reads it there
 
     def _offers_on_agent(self, agent: Agent) -> list[Offer]:
         return [o for framework_id in agent.held for o in self._offers.on(framework_id, agent.id).values()]
@@ -1331,6 +1331,7 @@ class HierarchicalAllocator:
         self._offers._check()
         self._roles._check(self._holdings())
         for agent in self._agents:
+            assert (agent.filters or None) is self._filters.on_agent(agent.id), f"{agent.id}: stale filter table"
             for framework_id, resources in agent.held.items():
                 framework = self._frameworks[framework_id]
                 parts = framework.used.get(agent.id, EMPTY)
