@@ -858,10 +858,16 @@ class HierarchicalAllocator:
             self._run_stage(guarantees, candidates, filter_now, grants)
         if self._fast_path and not self._quota and len(self._all_mins) == 1 and len(self._active_roles) == 1:
             (role,) = self._active_roles
-            self._allocate_plain(candidates, role, filter_now, grants)
+            rows: list[tuple[str, Agent, Resources]] = []
+            self._allocate_plain(candidates, role, filter_now, rows)
+            if grants:  # the prefer stage granted too: one offer per (framework, agent), in grant order
+                for framework_id, agent, resources in rows:
+                    grants[(framework_id, agent)] = resources
+                rows = [(framework_id, agent, resources) for (framework_id, agent), resources in grants.items()]
         else:
             self._run_stage(plain, candidates, filter_now, grants)
-        offers = self._offers.issue(grants, now)
+            rows = [(framework_id, agent, resources) for (framework_id, agent), resources in grants.items()]
+        offers = self._offers.issue_rows(rows, now)
         self._counters["offers_made"] += len(offers)
         self._counters["cycles"] += 1
         self._last_cycle_duration = self.clock.now() - now
@@ -967,11 +973,14 @@ class HierarchicalAllocator:
         for agent_id in [a for a, (_, until) in preferred.items() if until <= now]:
             del preferred[agent_id]
 
-    def _allocate_plain(self, candidates: list[Agent], role: str, filter_now: float, grants: Grants) -> None:
+    def _allocate_plain(self, candidates: list[Agent], role: str, filter_now: float,
+                        rows: list[tuple[str, Agent, Resources]]) -> None:
         """The plain stage in the common case — no quota, one active role, one
         minimum for everyone — as one tight loop: the stage loop specialised
         (whole-agent grants; nothing can cut an offer short here), with
-        :meth:`_hold` inlined for a role without quota. It must decide
+        :meth:`_hold` inlined for a role without quota. Its grants go to
+        ``rows`` as (framework id, agent, resources), one per agent at most:
+        no dict of grants to merge them in. It must decide
         exactly as :meth:`_run_stage` does: ``tests/test_allocator_fast_path.py``
         runs both on random histories."""
         sorter = self._framework_sorters[role]
@@ -982,6 +991,7 @@ class HierarchicalAllocator:
         mins = self.min_allocatable
         eligibility = self._eligibility
         skipped = held = 0
+        grant = rows.append
         for agent in candidates:
             stamp = agent.idle_stamp
             if stamp is not None and stamp == (agent.version, eligibility):
@@ -1015,7 +1025,7 @@ class HierarchicalAllocator:
                 role_allocated(role, quantities)
             framework_allocated(framework_id, quantities)
             held += 1
-            grants[(framework_id, agent)] = available
+            grant((framework_id, agent, available))
         if role_allocated is None:
             self._deferred_grants += held
         self._counters["offers_filtered"] += skipped

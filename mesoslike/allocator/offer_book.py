@@ -53,11 +53,21 @@ class OfferBook:
     def issue(self, grants: Mapping[tuple[str, Agent], Resources], now: float) -> list[Offer]:
         """One offer per (framework id, agent) -> resources of ``grants``, in
         that order, made at ``now``. O(grants)."""
+        return self.issue_rows([(framework_id, agent, resources)
+                                for (framework_id, agent), resources in grants.items()], now)
+
+    def issue_rows(self, rows: list[tuple[str, Agent, Resources]], now: float) -> list[Offer]:
+        """One offer per (framework id, agent, resources) row, in that order,
+        made at ``now`` (a row per (framework, agent) at most). O(rows)."""
         offers: list[Offer] = []
         append = offers.append
         prefix, serial = self._prefix, self._serial
         table, created = self._offers, self._created
-        for (framework_id, agent), resources in grants.items():
+        unfiled = self._unfiled
+        if self._answered_unfiled == len(unfiled):
+            unfiled.clear()  # all answered while nobody asked (a decline-all cycle): nothing to file
+            self._answered_unfiled = 0
+        for framework_id, agent, resources in rows:
             serial += 1
             offer_id = f"{prefix}{serial}"
             offer = issue_offer(offer_id, framework_id, agent.id, agent.hostname, resources, agent.attributes)
@@ -65,7 +75,6 @@ class OfferBook:
             created[offer_id] = now
             append(offer)
         self._serial = serial
-        unfiled = self._unfiled
         unfiled.extend(offers)
         if self._answered_unfiled > 1024 + len(unfiled) // 2:
             # answered offers pile up while nobody asks: drop them (each once, so O(1) an offer)
