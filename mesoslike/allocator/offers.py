@@ -60,6 +60,12 @@ class _OfferLayout:
     ``__dict__`` or ``__weakref__``, so CPython allows it)."""
 
     __slots__ = Offer.__slots__
+    id: str
+    agent_id: str
+    hostname: str
+    resources: Resources
+    attributes: dict[str, str]
+    framework_id: str
 
 
 def issue_offer(offer_id: str, framework_id: str, agent_id: str, hostname: str, resources: Resources,
