@@ -34,7 +34,7 @@ class Agent:
     ``available``, ``held`` and ``active`` only through the book."""
 
     __slots__ = ("id", "hostname", "attributes", "total", "available", "active", "held", "version", "idle_stamp",
-                 "reserved", "filters")
+                 "reserved", "filters", "fit")
 
     def __init__(self, agent_id: str, total: Resources, hostname: str, attributes: Mapping[str, str]) -> None:
         self.id = agent_id
@@ -56,6 +56,10 @@ class Agent:
         #: cycle reaches it without a lookup among 100,000 agents; None before
         #: the first filter, empty once they are gone. The allocator sets it.
         self.filters: AgentFilters | None = None
+        #: what the agent had free (reservations stripped) when it last met the
+        #: allocator's default minimum: the same object again meets it again
+        #: (a declined offer gives the very object back). The allocator's cache.
+        self.fit: Resources | None = None
 
 
 class AgentBook:

@@ -110,6 +110,19 @@ _NEXT_ROLE = "next role"     # go on with the next role of the walk
 _AGAIN = "again"             # walk again from the first role, skipping who was served
 
 
+class _ClientEntries:
+    """A sorter's order as entries whose ``[2]`` is the client, for one
+    without a live order (:meth:`Sorter.live_order`)."""
+
+    __slots__ = ("_sorter",)
+
+    def __init__(self, sorter: Sorter) -> None:
+        self._sorter = sorter
+
+    def __iter__(self) -> Iterator[tuple[None, None, str]]:
+        return ((None, None, client) for client in self._sorter.iter_sorted())
+
+
 class _Stage(NamedTuple):
     """One stage of a cycle: the stage loop with these parameters."""
 
@@ -212,6 +225,7 @@ class HierarchicalAllocator:
         self._eligible: set[str] = set()              # frameworks active and not suppressed
         self._min_overrides: dict[MinAllocatable, int] = {}  # distinct per-framework minimums
         self._all_mins: tuple[MinAllocatable, ...] = (self.min_allocatable,)
+        self._fits_for = self.min_allocatable  # the minimum the agents' Agent.fit caches were checked against
         self._role_eligible: dict[str, int] = {}
         self._active_roles: set[str] = set()          # roles with an eligible framework
         # With a single role and no quota, nothing reads the role sorter's
@@ -984,11 +998,16 @@ class HierarchicalAllocator:
         exactly as :meth:`_run_stage` does: ``tests/test_allocator_fast_path.py``
         runs both on random histories."""
         sorter = self._framework_sorters[role]
-        sorted_frameworks = sorter.iter_sorted
+        # the sorter's live order saves a call and an iterator over it per agent
+        order: Iterable[tuple] = sorter.live_order() or _ClientEntries(sorter)
         framework_allocated = sorter.allocated
         role_allocated = None if self._roles_deferred else self._role_sorter.allocated
         decrease_available = self._agents.decrease_available
         mins = self.min_allocatable
+        if mins is not self._fits_for:  # the agents' cache (Agent.fit) was for another minimum
+            for agent in self._agents:
+                agent.fit = None
+            self._fits_for = mins
         eligibility = self._eligibility
         skipped = held = 0
         grant = rows.append
@@ -1002,14 +1021,17 @@ class HierarchicalAllocator:
                 quantities = available.stripped()  # DRF counts reserved ones too
             else:
                 quantities = available
-            for minimum in mins:
-                if quantities.contains(minimum):
-                    break
-            else:
-                if mins or not available:  # without a minimum, anything but nothing (a preferred agent's rest)
-                    continue
+            if agent.fit is not quantities:  # met the minimum before: Resources never change
+                for minimum in mins:
+                    if quantities.contains(minimum):
+                        break
+                else:
+                    if mins or not available:  # without a minimum, anything but nothing (a preferred agent's rest)
+                        continue
+                agent.fit = quantities
             filters_here = agent.filters
-            for framework_id in sorted_frameworks():
+            for entry in order:
+                framework_id = entry[2]
                 if filters_here:
                     refusals = filters_here.get(framework_id)
                     if refusals and refused_any(refusals, available, filter_now):
