@@ -210,6 +210,11 @@ class AgentBook:
             self._free = {}
 
     @property
+    def tracking_free(self) -> bool:
+        """Whether the free pool is kept (:meth:`track_free`)."""
+        return self._tracking_free
+
+    @property
     def free(self) -> Mapping[str, int]:
         """Scalar thousandths available on active agents (empty unless tracked)."""
         return self._free

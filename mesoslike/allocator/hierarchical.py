@@ -992,7 +992,8 @@ class HierarchicalAllocator:
         """The plain stage in the common case — no quota, one active role, one
         minimum for everyone — as one tight loop: the stage loop specialised
         (whole-agent grants; nothing can cut an offer short here), with
-        :meth:`_hold` inlined for a role without quota. Its grants go to
+        :meth:`_hold` and the agent book's ``decrease_available`` inlined for
+        a role without quota (and so without a free pool to keep). Its grants go to
         ``rows`` as (framework id, agent, resources), one per agent at most:
         no dict of grants to merge them in. It must decide
         exactly as :meth:`_run_stage` does: ``tests/test_allocator_fast_path.py``
@@ -1002,7 +1003,7 @@ class HierarchicalAllocator:
         order: Iterable[tuple] = sorter.live_order() or _ClientEntries(sorter)
         framework_allocated = sorter.allocated
         role_allocated = None if self._roles_deferred else self._role_sorter.allocated
-        decrease_available = self._agents.decrease_available
+        assert not self._agents.tracking_free, "the fast path runs without quota, so without a free pool"
         mins = self.min_allocatable
         if mins is not self._fits_for:  # the agents' cache (Agent.fit) was for another minimum
             for agent in self._agents:
@@ -1041,8 +1042,14 @@ class HierarchicalAllocator:
             else:
                 agent.idle_stamp = (agent.version, eligibility)
                 continue
-            # _hold, the sorters changed: the iterator is dropped
-            decrease_available(agent, framework_id, available)
+            # _hold, the sorters changed: the iterator is dropped. AgentBook.decrease_available
+            # inlined: without quota no free pool is kept (_sync_quota_tracking)
+            free = agent.available
+            agent.available = EMPTY if available is free else free - available
+            holdings = agent.held
+            before = holdings.get(framework_id)
+            holdings[framework_id] = available if before is None else before + available
+            agent.version += 1
             if role_allocated is not None:
                 role_allocated(role, quantities)
             framework_allocated(framework_id, quantities)

@@ -10,14 +10,14 @@ import attrs
 from mesoslike.attributes import Attribute, check_attributes, typed_attributes
 from mesoslike.resources import Resources
 
-__all__ = ["Offer", "issue_offer", "Rescind", "RescindReason", "AllocatorStatistics"]
+__all__ = ["Offer", "OfferLayout", "issue_offer", "Rescind", "RescindReason", "AllocatorStatistics"]
 
 
 def _attribute_dict(value: Mapping[str, str] | None) -> dict[str, str]:
     return dict(value or {})  # a copy: the caller's mapping may change later
 
 
-@attrs.frozen(slots=True, weakref_slot=False)  # no __weakref__ slot: issue_offer builds it as _OfferLayout
+@attrs.frozen(slots=True, weakref_slot=False)  # no __weakref__ slot: issue_offer builds it as OfferLayout
 class Offer:
     """Resources of one agent offered to one framework — Mesos's ``Offer``:
     id, framework, agent, hostname, resources and the agent's attributes.
@@ -54,9 +54,9 @@ class Offer:
 _new = object.__new__
 
 
-class _OfferLayout:
-    """:class:`Offer`'s slots, writable: :func:`issue_offer` fills one and
-    makes it an ``Offer`` (``__class__`` assignment: same slots, no
+class OfferLayout:
+    """:class:`Offer`'s slots, writable: :func:`issue_offer` (and the offer
+    book's loop, which inlines it) fills one and makes it an ``Offer`` (``__class__`` assignment: same slots, no
     ``__dict__`` or ``__weakref__``, so CPython allows it)."""
 
     __slots__ = Offer.__slots__
@@ -77,7 +77,7 @@ def issue_offer(offer_id: str, framework_id: str, agent_id: str, hostname: str, 
     filled through ``object.__setattr__`` or its slot descriptors, a call
     per field; plain stores into a writable twin of the same layout, then
     one class switch, cost half as much."""
-    offer = _new(_OfferLayout)
+    offer = _new(OfferLayout)
     offer.id = offer_id
     offer.agent_id = agent_id
     offer.hostname = hostname
