@@ -74,6 +74,7 @@ from mesoslike.agent.gc import RunDirRemover
 from mesoslike.agent.health import HEALTH_FILE, read_health
 from mesoslike.agent.isolation import Container, Isolation, Isolator, PosixIsolator, agent_key
 from mesoslike.agent.launcher import SupervisorLauncher
+from mesoslike.agent import nsinit
 from mesoslike.agent.namespaces import PidNamespaceForker
 from mesoslike.agent.supervisor_link import Identity, SupervisorLink
 from mesoslike.agent.secrets import (RUN_DIR_SECRETS, SECRETS_FILE, SecretError, SecretStore, TaskSecrets,
@@ -484,6 +485,13 @@ class TaskExecutor:
         #: the shared supervisor (used for recovery even when new tasks do not go to it)
         self.link = SupervisorLink(self.work_dir / "meta", self.python, self.sandbox_root)
         self.shared_supervisor = shared_supervisor
+        #: the init helper the shared supervisor starts tasks with namespaces with (:mod:`.nsinit`); None:
+        #: those get supervisors of their own
+        self.init_helper: str | None = None
+        if shared_supervisor and self.isolation.namespaces:
+            self.init_helper = nsinit.helper(str(self.work_dir / "meta"), say=lambda why: log.warning(
+                "tasks with namespaces get supervisors of their own (a Python process each): the namespace "
+                "init helper cannot be built: %s", why))
         self._shared_runs: dict[str, tuple[str, str]] = {}   # FRAMEWORK/TASK -> the run's key
         self._next_scan = 0.0   # when poll() looks at every run next
         self._killing: set[tuple[str, str]] = set()   # the runs that may have a kill deadline
@@ -701,9 +709,11 @@ class TaskExecutor:
             if spec.get("image"):
                 spec["image"]["cgroups_path"] = self.isolator.runc_cgroups_path(container) or \
                     f"mesoslike-containers/{spec['image']['id']}"
+            shared = self.shared_supervisor and not (spec.get("image") or task.uris or task.health_check is not None
+                                                     or (spec["namespaces"] and self.init_helper is None))
+            if shared and spec["namespaces"]:   # its container made by the init helper the shared supervisor starts
+                spec["init"] = self.init_helper
             self._write_run_files(run_dir, framework_id, task, launch.agent_id, sandbox, container, spec, secrets)
-            shared = self.shared_supervisor and not (spec["namespaces"] or spec.get("image") or task.uris
-                                                     or task.health_check is not None)
             # a process's environment: none for a task the shared supervisor starts (made if it must fall back)
             environment = {} if shared else self._supervisor_environment(framework_id, task.task_id, sandbox)
         except LaunchError:

@@ -828,7 +828,8 @@ class Supervisor:
             return self.spawn(known, switch=True)
         return self.start_forked()
 
-    def spawn(self, homes: list, switch: bool = False) -> int:
+    def spawn(self, homes: list, switch: bool = False, *, program: list[str] | None = None,
+              env: dict | None = None, extra_actions: list | None = None, sigmask: tuple = ()) -> int:
         """Start the task with ``posix_spawn`` (a ``vfork``: issue 14), not a
         fork of this Python process that runs Python before ``exec`` (its
         copy-on-write faults were a third of a task's CPU). The task must be
@@ -850,7 +851,12 @@ class Supervisor:
         runs no Python — it switches and executes — so its copy-on-write
         faults are a few pages; no exec step runs as root with the task's
         environment (a helper such as ``setpriv`` would, and would load
-        what ``LD_PRELOAD`` names)."""
+        what ``LD_PRELOAD`` names).
+
+        ``program``, ``env``, ``extra_actions``, ``sigmask``: another
+        program than the task's — the shared supervisor's init helper
+        (:mod:`.nsinit`), with its environment, more file actions and the
+        signals it starts with blocked — spawned the same way."""
         launch = self.launch
         stdout = open_output(launch["stdout"], self.user)
         stderr = -1
@@ -862,8 +868,8 @@ class Supervisor:
             os.chdir(launch["cwd"])   # posix_spawn has no cwd: the child inherits this process's
             for directory in launch["cgroups"]:
                 join_cgroup(directory)
-            argv = self.argv()
-            if switch:
+            argv = program if program is not None else self.argv()
+            if switch and program is None:
                 user = self.user
                 assert user is not None
                 self.child = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=stdout,
@@ -872,10 +878,11 @@ class Supervisor:
                 pid = self.child.pid
             else:
                 spawn = os.posix_spawn if argv[0] == SHELL or "/" in argv[0] else os.posix_spawnp
-                pid = spawn(argv[0], argv, self.env, setsid=True,
-                            setsigmask=(), setsigdef=_CHILD_DEFAULT_SIGNALS,
+                pid = spawn(argv[0], argv, self.env if env is None else env, setsid=True,
+                            setsigmask=sigmask, setsigdef=_CHILD_DEFAULT_SIGNALS,
                             file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                                          (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2)])
+                                          (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2),
+                                          *(extra_actions or ())])
         finally:
             try:
                 for directory in homes:   # never stay: the task's end SIGKILLs whatever is in its cgroups
