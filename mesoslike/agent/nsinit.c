@@ -442,6 +442,8 @@ static void become_task(const struct spec *s, int report) {
     int code = 0;
     const char *step = "setsid";
     if (setsid() < 0) goto failed;
+    step = "chdir";   /* as root: the task's user may not traverse the directories above its sandbox */
+    if (chdir(s->cwd) != 0) goto failed;
     if (s->switch_user) {   /* groups, then gid, then uid: each needs root left */
         step = "setgroups";
         if (setgroups(s->ngroups, s->groups) != 0) goto failed;
@@ -450,8 +452,6 @@ static void become_task(const struct spec *s, int report) {
         step = "setresuid";
         if (setresuid(s->uid, s->uid, s->uid) != 0) goto failed;
     }
-    step = "chdir";
-    if (chdir(s->cwd) != 0) goto failed;
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
