@@ -1039,7 +1039,7 @@ class TaskExecutor:
             if key is None or run is None:
                 continue
             told.add(key)
-            if kind == "S" and run.task_pid is None:
+            if kind == "S" and run.task_pid is None and pid > 0:   # never 0: a group signal to 0 is the agent's
                 run.task_pid = pid
                 events.append(run.started())
             elif kind == "E" and isinstance(run.watch, _SharedWatch):

@@ -551,14 +551,16 @@ class SharedSupervisor:
 
     def task_host_pid(self, task: SharedTask) -> int:
         """The task's pid as the host sees it, from the pid its helper
-        said (in its PID namespace: found among the helper's children;
-        0 if the task is gone already — task.json then reads as no pid)."""
+        said (in its PID namespace: found among the helper's children).
+        If the task is gone already, its helper's: a pid of its container
+        that no other process can have until it is reaped here (never 0,
+        which a process group signal would take for the agent's own)."""
         if "pid" not in task.launch["namespaces"]:
             return task.reported_pid
         if self.host_proc < 0:
             self.host_proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         found = sup.load_sibling("namespaces").host_pid_of_child(self.host_proc, task.task_pid, task.reported_pid)
-        return found if found is not None else 0
+        return found if found is not None else task.task_pid
 
     def failed(self, task: SharedTask, reason: str, message: str) -> None:
         sup.say(f"{task.name}: not started: {message}")
