@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent_helpers import cgroups_root, require_cgroups  # noqa: F401 (fixture)
+from environment import unavailable
 from mesoslike.agent.executor import (REASON_CONTAINER_LIMITATION_MEMORY, REASON_EXECUTOR_TERMINATED, LaunchFailed,
                                       TaskExecutor, TaskExit, TaskStarted, run_dir_path)
 from mesoslike.agent.isolation import select_isolator
@@ -244,12 +245,24 @@ def test_without_a_shared_supervisor_to_be_had_a_task_gets_a_supervisor_of_its_o
 NAMESPACES = "namespaces/pid,namespaces/ipc,namespaces/uts,filesystem/linux"
 
 
-def namespaced_executor(work_dir, cgroups_root):
+def require_init_helper(meta: Path) -> str:
+    """The namespace init helper, built (skipped outside CI, failed in CI, without a C compiler)."""
+    from mesoslike.agent import nsinit
+
+    helper = nsinit.helper(str(meta))
+    if helper is None:
+        unavailable("no C compiler to build the namespace init helper (as root: make cc)")
+    assert helper is not None
+    return helper
+
+
+def namespaced_executor(work_dir, cgroups_root, helper=True):
     from mesoslike.agent.isolation import select_isolation
 
     if os.geteuid() != 0:
-        from environment import unavailable
         unavailable("namespaces need root")
+    if helper:
+        require_init_helper(Path(work_dir) / "meta")
     isolation = select_isolation(f"{NAMESPACES},cgroups/cpu,cgroups/mem", cgroups_root=cgroups_root)
     return shared_executor(work_dir, isolation=isolation)
 
@@ -312,7 +325,7 @@ def test_tasks_with_namespaces_run_under_the_shared_supervisor_through_its_init_
 def test_without_a_c_compiler_tasks_with_namespaces_get_supervisors_of_their_own(tmp_path, cgroups_root,  # noqa: F811
                                                                                 monkeypatch, caplog):
     monkeypatch.setenv("CC", "/nonexistent/cc")   # another compiler: a build of its own, which cannot be made
-    executor = namespaced_executor(tmp_path / "agent", cgroups_root)
+    executor = namespaced_executor(tmp_path / "agent", cgroups_root, helper=False)
     try:
         assert executor.init_helper is None
         assert "the namespace init helper cannot be built" in caplog.text and "no C compiler" in caplog.text
@@ -337,10 +350,7 @@ def test_without_a_c_compiler_tasks_with_namespaces_get_supervisors_of_their_own
     (b"cwd\0/\0arg\0true", "not terminated"),
 ])
 def test_the_init_helper_refuses_a_bad_spec_saying_why(tmp_path, spec, why):
-    from mesoslike.agent import nsinit
-
-    helper = nsinit.helper(str(tmp_path))
-    assert helper is not None
+    helper = require_init_helper(tmp_path)
     spec_fd = os.memfd_create("spec")
     os.write(spec_fd, spec)
     os.lseek(spec_fd, 0, os.SEEK_SET)
