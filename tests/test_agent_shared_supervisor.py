@@ -322,6 +322,25 @@ def test_tasks_with_namespaces_run_under_the_shared_supervisor_through_its_init_
     assert executor.launcher is not None and executor.launcher.started == 0   # no supervisor forked
 
 
+def test_a_task_with_namespaces_runs_in_its_cgroups_and_an_oom_kill_is_reported(ns_executor):
+    executor = ns_executor
+    executor.launch("fw", task("limited", "cat /proc/self/cgroup", resources="cpus:0.5;mem:48"), "agent-1")
+    container = run_of(executor, "limited").container
+    assert exits(events_until(executor, lambda events: "limited" in exits(events)))["limited"] == (0, None, "")
+    cgroup_lines = (executor.sandbox("fw", "limited") / "stdout").read_text()
+    assert container.directories
+    for directory in container.directories:        # in each of its cgroups, with its init
+        assert directory.rsplit("/", 1)[1] in cgroup_lines
+        assert not os.path.exists(directory)        # removed at its end
+    supervisor = run_of_any_pid(executor, executor.work_dir)   # the shared supervisor went back out of them
+    assert container.directories[0].rsplit("/", 1)[1] not in Path(f"/proc/{supervisor}/cgroup").read_text()
+    hog = f"{sys.executable} -c 'b = bytearray(200 * 2**20); b[::4096] = b\"x\" * len(b[::4096])'"
+    executor.launch("fw", task("hog", hog, resources="cpus:0.5;mem:32"), "agent-1")
+    ended = events_until(executor, lambda events: "hog" in exits(events), timeout=40)
+    code, signum, reason = exits(ended)["hog"]
+    assert (code, signum) in ((137, None), (None, 9)) and reason == REASON_CONTAINER_LIMITATION_MEMORY
+
+
 def test_without_a_c_compiler_tasks_with_namespaces_get_supervisors_of_their_own(tmp_path, cgroups_root,  # noqa: F811
                                                                                 monkeypatch, caplog):
     monkeypatch.setenv("CC", "/nonexistent/cc")   # another compiler: a build of its own, which cannot be made
