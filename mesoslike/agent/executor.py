@@ -11,11 +11,13 @@ through the task's *run directory* ``<work_dir>/meta/tasks/<framework>/<task>``
 (:meth:`TaskExecutor.recover`). The task's limits are those of its container
 (:mod:`.isolation`: cgroups, or none with ``posix``).
 
-With ``shared_supervisor`` the plain tasks — no namespaces, image, URIs or
-health check — share one long-lived supervisor per agent instead
+With ``shared_supervisor`` the tasks with no image, URIs or health check
+share one long-lived supervisor per agent instead
 (:mod:`.shared_supervisor`, reached through :mod:`.supervisor_link`): no
-process per task but the task's own; the same run files, read the same
-way; its word that a run ended replaces the end of a supervisor process.
+process per task but the task's own — and, with namespaces, the compiled
+init of its PID namespace (:mod:`.nsinit`, built at start: without a C
+compiler such tasks keep a supervisor each); the same run files, read the
+same way; its word that a run ended replaces the end of a supervisor process.
 
 Events come out of :meth:`TaskExecutor.poll` (no SIGCHLD handler: the
 executor works from any thread and never fights other code over signal
@@ -382,7 +384,7 @@ class _Prepared:
     checked: bool
     isolation: tuple[str, ...]
     image: str
-    shared: bool = False   # for the shared supervisor (plain enough: no namespaces, image, URIs, health check)
+    shared: bool = False   # for the shared supervisor (no image, URIs, health check; namespaces with its helper)
 
 
 class TaskExecutor:
@@ -413,9 +415,10 @@ class TaskExecutor:
     :param fork_supervisors: fork the supervisors from a launcher process
         (:mod:`mesoslike.agent.launcher`) instead of starting an interpreter for each.
     :param shared_supervisor: run the tasks that need no process of their
-        own (no namespaces, image, URIs or health check) under one
-        long-lived supervisor per agent (:mod:`.shared_supervisor`), with
-        no Python process forked per task. Tasks of a shared supervisor an
+        own (no image, URIs or health check; namespaces through the init
+        helper, :mod:`.nsinit`, built here if a C compiler is there) under
+        one long-lived supervisor per agent (:mod:`.shared_supervisor`),
+        with no Python process forked per task. Tasks of a shared supervisor an
         earlier agent started are recovered either way.
     :param fetcher: how the supervisors fetch the tasks' URIs (the cache is
         ``<work_dir>/fetcher-cache``).

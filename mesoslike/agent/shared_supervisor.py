@@ -9,13 +9,17 @@ same work for many tasks at once: it *spawns* each task (``posix_spawn``,
 a ``vfork``), watches it with a pidfd, and writes its run files — the
 same ``supervisor.json``, ``task.json`` and ``exit.json`` a task's own
 supervisor writes, with the same meaning (:mod:`.supervisor` says which).
-It runs the tasks that need nothing a per-task process must give them
-(:func:`covers`): a command or a program, in its cgroups, with its
-environment, secrets, output files, kill grace and — through util-linux
-``setpriv``, one ``exec`` more instead of a fork — its unix user. A task
-with namespaces (its supervisor must be the init of its PID namespace),
-a container image, URIs to fetch or a health check keeps a supervisor of
-its own.
+It runs the tasks that need nothing a per-task Python process must give
+them (:func:`covers`): a command or a program, in its cgroups, with its
+environment, secrets, output files, kill grace and its unix user (a fork
+that runs no Python: :meth:`.supervisor.Supervisor.spawn`). A task with
+namespaces (the default isolation) gets, instead of a supervisor of its
+own as the init of its PID namespace, the compiled namespace init helper
+(:mod:`.nsinit`, ``nsinit.c``) spawned the same way as pid 1 of a new PID
+namespace (:meth:`SharedTask.start_init`): it makes the mounts, starts the
+task, forwards signals, reaps orphans and says on a pipe when the task
+executes and how it ended. A container image, URIs to fetch or a health
+check keep a supervisor of their own.
 
 It is started by the agent as ``python -I -S shared_supervisor.py META``
 (``META``: the agent's ``<work_dir>/meta``) in a session of its own, so

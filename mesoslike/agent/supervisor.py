@@ -1,7 +1,8 @@
 """A task's supervisor: the small per-task process (our *executor*, in
 Mesos's words) that runs one task, outlives the agent, and records how the
-task ended. (The plain tasks — no namespaces, image, URIs or health check —
-share one long-lived supervisor per agent instead,
+task ended. (The tasks with no image, URIs or health check — with
+namespaces, through the compiled init helper :mod:`.nsinit` — share one
+long-lived supervisor per agent instead,
 :mod:`.shared_supervisor`, which runs this module's :class:`Supervisor`
 for each of them with its own loop, and writes the same run files.)
 
