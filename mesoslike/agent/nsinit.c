@@ -104,6 +104,7 @@ struct volume {
 struct spec {
     int pid, mount, ipc, uts, net;
     const char *hostname, *tmp, *cwd;
+    const char **cgroups; size_t ncgroups;
     struct kept { const char *source, *target; } *keep; size_t nkeep;
     struct volume *volumes; size_t nvolumes;
     int switch_user; uid_t uid; gid_t gid;
@@ -183,7 +184,8 @@ static void *grow(void *items, size_t count, size_t size) {
 
 /* Records: "ns" NAME | "hostname" H | "tmp" DIR | "keep" SOURCE TARGET |
  * "volume" SOURCE TARGET READONLY WITHIN CREATE | "user" UID GID GROUPS
- * (comma-separated) | "cwd" DIR | "env" NAME=VALUE | "arg" ARG | "end". */
+ * (comma-separated) | "cwd" DIR | "cgroup" DIR | "env" NAME=VALUE |
+ * "arg" ARG | "end". */
 static void read_spec(struct spec *s) {
     size_t size;
     char *data = read_all(SPEC_FD, &size);
@@ -229,6 +231,9 @@ static void read_spec(struct spec *s) {
                 s->groups = grow(s->groups, s->ngroups, sizeof *s->groups);
                 s->groups[s->ngroups++] = (gid_t)number(g, 0xfffffffeUL, "a group");
             }
+        } else if (strcmp(tag, "cgroup") == 0) {
+            s->cgroups = grow(s->cgroups, s->ncgroups, sizeof *s->cgroups);
+            s->cgroups[s->ncgroups++] = path_field(&c, "a cgroup");
         } else if (strcmp(tag, "cwd") == 0) {
             s->cwd = path_field(&c, "the working directory");
         } else if (strcmp(tag, "env") == 0) {
@@ -392,6 +397,20 @@ static void loopback_up(void) {
     close(sock);
 }
 
+/* Into the task's cgroups, before anything of the task runs (its first
+ * instruction is in them) and before this process does the task's work. */
+static void join_cgroups(const struct spec *s) {
+    for (size_t i = 0; i < s->ncgroups; i++) {
+        char path[PATH_MAX];
+        if ((size_t)snprintf(path, sizeof path, "%s/cgroup.procs", s->cgroups[i]) >= sizeof path)
+            fail("a cgroup's path is too long");
+        int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0 || write(fd, "0", 1) != 1)
+            fail("cannot join the cgroup %s: %s", s->cgroups[i], strerror(errno));
+        close(fd);
+    }
+}
+
 static void enter(const struct spec *s) {
     int flags = (s->mount ? CLONE_NEWNS : 0) | (s->ipc ? CLONE_NEWIPC : 0) | (s->uts ? CLONE_NEWUTS : 0)
                 | (s->net ? CLONE_NEWNET : 0);
@@ -403,9 +422,16 @@ static void enter(const struct spec *s) {
             do_mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
         if (s->ipc)
             do_mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
-        if (s->tmp) {   /* made (mode 1777) and the kept paths' places too, by the shared supervisor */
-            for (size_t i = 0; i < s->nkeep; i++)
+        if (s->tmp) {   /* made, mode 1777; the kept paths bound at their places inside first */
+            if (mkdir(s->tmp, 0777) != 0 && errno != EEXIST)
+                make_directories(s->tmp, 0777);
+            if (chmod(s->tmp, 01777) != 0)
+                fail("cannot chmod %s: %s", s->tmp, strerror(errno));
+            for (size_t i = 0; i < s->nkeep; i++) {
+                if (mkdir(s->keep[i].target, 0777) != 0 && errno != EEXIST)
+                    make_directories(s->keep[i].target, 0777);
                 do_mount(s->keep[i].source, s->keep[i].target, NULL, MS_BIND, NULL);
+            }
             do_mount(s->tmp, "/tmp", NULL, MS_BIND | MS_REC, NULL);
         }
         for (size_t i = 0; i < s->nvolumes; i++)
@@ -520,6 +546,7 @@ int main(int argc, char **argv) {
 
     struct spec s;
     read_spec(&s);
+    join_cgroups(&s);
     enter(&s);
 
     int report[2];

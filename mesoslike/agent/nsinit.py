@@ -130,10 +130,12 @@ def helper(meta: str, say=None) -> str | None:
 
 # ----------------------------------------------------------------- the spec
 def encode_spec(*, namespaces: list, hostname: str, tmp: str, keep: list, volumes: list,
-                user: tuple | None, cwd: str, env: dict, argv: list) -> bytes:
+                user: tuple | None, cwd: str, env: dict, argv: list, cgroups: list | tuple = ()) -> bytes:
     """The launch spec ``nsinit`` reads on fd 3: NUL-terminated fields,
     records of a tag and its fields. ``keep``: ``(source, place)`` pairs
-    (the place inside ``tmp``, made already); ``volumes``:
+    (the place inside ``tmp``: ``nsinit`` makes it, and ``tmp``);
+    ``cgroups``: the directories of the task's cgroups, which ``nsinit``
+    joins first thing; ``volumes``:
     :func:`.namespaces.enter`'s; ``user``: ``(uid, gid, groups)`` or None.
     Raises ValueError for a field with a NUL (or a variable name with
     ``=``): nothing the task could not have had either."""
@@ -153,6 +155,8 @@ def encode_spec(*, namespaces: list, hostname: str, tmp: str, keep: list, volume
         uid, gid, groups = user
         fields += ["user", str(int(uid)), str(int(gid)), ",".join(str(int(group)) for group in groups)]
     fields += ["cwd", cwd]
+    for directory in cgroups:
+        fields += ["cgroup", directory]
     for name, value in env.items():
         if not name or "=" in name:
             raise ValueError(f"an environment variable's name {name!r}")

@@ -160,14 +160,15 @@ class SharedTask(sup.Supervisor):
         """Start the init helper for this task (``launch["init"]``), in its
         cgroups and, with ``pid``, as pid 1 of a new PID namespace
         (``forker``: a :class:`.namespaces.PidNamespaceForker`); its pid.
-        What it must not do as root in the task's mount namespace is done
-        here first, as a task's own supervisor does it: the volumes' missing
-        sandbox sources made, the private ``/tmp`` and the places of the
-        paths kept below it made."""
+        The helper joins the task's cgroups itself, first thing, and makes
+        the private ``/tmp`` and the places of the paths kept below it: in
+        a process of each task's, not in this one's loop, which every
+        launch waits for (their directories made and the cgroup moves, which
+        block on the kernel's cgroup lock, were most of its time). What
+        must not run as root in the task's mount namespace is done here
+        first, as a task's own supervisor does it: the volumes' missing
+        sandbox sources made."""
         launch = self.launch
-        homes = launch.get("cgroups_home") if launch["cgroups"] else []
-        if not (isinstance(homes, list) and len(homes) == len(launch["cgroups"])):
-            raise sup.LaunchProblem("the way back out of the task's cgroups is not known")
         for volume in launch["volumes"]:
             if volume.get("make_source") and not os.path.lexists(volume["source"]):
                 sup.make_directory_in(volume["source"], volume["within"], self.user)
@@ -180,7 +181,7 @@ class SharedTask(sup.Supervisor):
                                       tmp=launch["tmp"] if "mount" in launch["namespaces"] else "", keep=keep,
                                       volumes=launch["volumes"] if "mount" in launch["namespaces"] else [],
                                       user=(user.uid, user.gid, user.groups) if user is not None else None,
-                                      cwd=launch["cwd"], env=self.env, argv=self.argv())
+                                      cwd=launch["cwd"], env=self.env, argv=self.argv(), cgroups=launch["cgroups"])
         except (ValueError, KeyError, TypeError) as exc:
             raise sup.LaunchProblem(f"the task's container cannot be described: {exc}") from None
         spec_fd = os.memfd_create("nsinit-spec", os.MFD_CLOEXEC)
@@ -192,8 +193,8 @@ class SharedTask(sup.Supervisor):
             actions = [(os.POSIX_SPAWN_DUP2, spec_fd, 3), (os.POSIX_SPAWN_DUP2, write_end, 4)]
 
             def start() -> int:
-                return self.spawn(homes, program=[launch["init"]], env={}, extra_actions=actions,
-                                  sigmask=INIT_BLOCKED)
+                return self.spawn([], program=[launch["init"]], env={}, extra_actions=actions,
+                                  sigmask=INIT_BLOCKED, join=False)
             pid = spawn_in_namespace(forker, start) if "pid" in launch["namespaces"] else start()
         except BaseException:
             os.close(read_end)
@@ -243,12 +244,10 @@ INIT_BLOCKED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, si
 
 
 def _private_tmp_places(tmp: str, keep: list) -> list[tuple[str, str]]:
-    """:func:`.namespaces.private_tmp`'s work outside the mount namespace:
-    ``tmp`` made (mode 1777), and the place inside it of each kept path
-    below ``/tmp``; the ``(path, place)`` pairs to bind."""
+    """:func:`.namespaces.private_tmp`'s paths: the place inside ``tmp``
+    of each kept path below ``/tmp``, as ``(path, place)`` pairs to bind
+    (the helper makes ``tmp`` and the places)."""
     namespaces = sup.load_sibling("namespaces")
-    namespaces._make_directory(tmp)
-    os.chmod(tmp, 0o1777)
     root = "/tmp"
     real_root = root if not os.path.islink(root) else os.path.realpath(root)
     pairs = []
@@ -256,9 +255,7 @@ def _private_tmp_places(tmp: str, keep: list) -> list[tuple[str, str]]:
         relative = os.path.relpath(path, real_root)
         if relative == "." or relative.startswith(".."):
             continue
-        place = os.path.join(tmp, relative)
-        namespaces._make_directory(place)
-        pairs.append((path, place))
+        pairs.append((path, os.path.join(tmp, relative)))
     return pairs
 
 

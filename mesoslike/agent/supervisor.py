@@ -830,7 +830,8 @@ class Supervisor:
         return self.start_forked()
 
     def spawn(self, homes: list, switch: bool = False, *, program: list[str] | None = None,
-              env: dict | None = None, extra_actions: list | None = None, sigmask: tuple = ()) -> int:
+              env: dict | None = None, extra_actions: list | None = None, sigmask: tuple = (),
+              join: bool = True) -> int:
         """Start the task with ``posix_spawn`` (a ``vfork``: issue 14), not a
         fork of this Python process that runs Python before ``exec`` (its
         copy-on-write faults were a third of a task's CPU). The task must be
@@ -857,7 +858,8 @@ class Supervisor:
         ``program``, ``env``, ``extra_actions``, ``sigmask``: another
         program than the task's — the shared supervisor's init helper
         (:mod:`.nsinit`), with its environment, more file actions and the
-        signals it starts with blocked — spawned the same way."""
+        signals it starts with blocked — spawned the same way; without
+        ``join``, not in the task's cgroups (the helper joins them)."""
         launch = self.launch
         stdout = open_output(launch["stdout"], self.user)
         stderr = -1
@@ -867,7 +869,7 @@ class Supervisor:
             stderr = open_output(launch["stderr"], self.user)
             here = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             os.chdir(launch["cwd"])   # posix_spawn has no cwd: the child inherits this process's
-            for directory in launch["cgroups"]:
+            for directory in launch["cgroups"] if join else ():
                 join_cgroup(directory)
             argv = program if program is not None else self.argv()
             if switch and program is None:
