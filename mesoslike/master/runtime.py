@@ -84,6 +84,7 @@ from mesoslike.wire.codec import CODEC, sized
 
 if TYPE_CHECKING:
     from mesoslike.ha.url import ZkUrl
+    from mesoslike.ha.registry_store import RegistryMirror
     from mesoslike.ha.zookeeper import MasterContender
 
 __all__ = ["MasterRuntime"]
@@ -100,6 +101,11 @@ _LEADER_INFO_TTL = 1.0
 _OFFICE_RETRY = 0.5
 #: the longest the loop waits without looking at the clock (s)
 _IDLE_WAIT = 1.0
+#: a standby refreshes its copy of the registry at most this often (s): the changed znodes of a burst
+#: of writes are read once
+_MIRROR_SETTLE = 0.5
+#: and after a failed refresh, tries again after this long (s)
+_MIRROR_RETRY = 2.0
 #: retries of a failed registry write: the first after 0.1 s, doubling up to 5 s (docs/reliability.rst, "Retries")
 STORE_BACKOFF = Backoff(0.1, 5.0, jitter=0.0)
 #: while registry writes keep failing, say so again this often (s)
@@ -304,6 +310,9 @@ class MasterRuntime:
         #: ZooKeeper's threads clear it, so a demoted master says not one more word
         self._acting = threading.Event()
         self._contender: MasterContender | None = None
+        #: a standby's copy of the registry (settings.standby_mirror), and the thread that keeps it current
+        self._mirror: RegistryMirror | None = None
+        self._mirror_thread: threading.Thread | None = None
         if registry is not None:
             core = self._new_core(registry)
             self._leadership: Leadership[MasterCore] = Leadership.standalone(core)
@@ -316,6 +325,8 @@ class MasterRuntime:
             self._leadership = Leadership(hold_for=settings.zk_session_timeout, stall_after=stall_after,
                                           retry_every=_OFFICE_RETRY)
             self._contend(zk, settings.zk_session_timeout)
+            if settings.standby_mirror:
+                self._start_mirror(zk)
 
     # ------------------------------------------------------------ leadership
     def _contend(self, zk: ZkUrl, session_timeout: float) -> None:
@@ -337,6 +348,37 @@ class MasterRuntime:
         except Exception:
             self._close()
             raise
+
+    def _start_mirror(self, zk: ZkUrl) -> None:
+        from mesoslike.ha.registry_store import RegistryMirror
+
+        assert self._contender is not None
+        self._mirror = RegistryMirror(self._contender.client, zk.path, timeout=self._registry_timeout)
+        self._mirror_thread = threading.Thread(target=self._keep_mirror, name="master-registry-mirror", daemon=True)
+        self._mirror_thread.start()
+
+    @property
+    def _registry_timeout(self) -> float:
+        # a large read or write on a loaded ZooKeeper may take seconds: wait for it as long as for the session
+        return max(10.0, self._zk_session_timeout)
+
+    def _keep_mirror(self) -> None:
+        """The mirror's thread: while this master follows, keep its copy of
+        the registry current — at most one refresh per _MIRROR_SETTLE, so that
+        a leader writing every turn costs the standby one read of each
+        changed znode per interval, not per write."""
+        mirror = self._mirror
+        assert mirror is not None
+        while not self._stopping.is_set():
+            if self._leadership.phase is Phase.FOLLOWER:
+                try:
+                    mirror.refresh()
+                except Exception as exc:   # ZooKeeper away, or a bug: the election reads the registry itself
+                    log.warning("standby: could not mirror the registry (again in %gs): %s", _MIRROR_RETRY, exc)
+                    self._stopping.wait(_MIRROR_RETRY)
+                    continue
+            mirror.changed.wait(_IDLE_WAIT)
+            self._stopping.wait(_MIRROR_SETTLE)
 
     def _on_demoted(self, reason: str) -> None:  # kazoo's thread: stop acting now
         self._hand_over(Demoted(reason))
@@ -438,9 +480,8 @@ class MasterRuntime:
         actions = self._finish_write(wait=True)   # what is read must not change under the new store
         if actions:
             self._carry_out(actions)
-        # a large write to a loaded ZooKeeper may take seconds: wait for it as long as for the session
-        store = FencedRegistryStore(ZooKeeperRegistry(contender.client, self._zk.path,
-                                                      timeout=max(10.0, self._zk_session_timeout)), contender.fence)
+        store = FencedRegistryStore(ZooKeeperRegistry(contender.client, self._zk.path, timeout=self._registry_timeout,
+                                                      mirror=self._mirror), contender.fence)
         self._store = store
         try:
             registry = store.load()
@@ -995,6 +1036,8 @@ class MasterRuntime:
         self._v1.close()
         if self._http is not None:
             self._http.stop()
+        if self._mirror_thread is not None:
+            self._mirror_thread.join(timeout=self._registry_timeout)
         self._state_worker.shutdown(wait=False, cancel_futures=True)
         self._writer.shutdown(wait=False, cancel_futures=True)
         self._server.close()
