@@ -313,6 +313,7 @@ class MasterRuntime:
         #: a standby's copy of the registry (settings.standby_mirror), and the thread that keeps it current
         self._mirror: RegistryMirror | None = None
         self._mirror_thread: threading.Thread | None = None
+        self._mirror_stop = threading.Event()
         if registry is not None:
             core = self._new_core(registry)
             self._leadership: Leadership[MasterCore] = Leadership.standalone(core)
@@ -369,16 +370,18 @@ class MasterRuntime:
         changed znode per interval, not per write."""
         mirror = self._mirror
         assert mirror is not None
-        while not self._stopping.is_set():
+        stop = self._mirror_stop
+        while not stop.is_set():
             if self._leadership.phase is Phase.FOLLOWER:
                 try:
                     mirror.refresh()
                 except Exception as exc:   # ZooKeeper away, or a bug: the election reads the registry itself
-                    log.warning("standby: could not mirror the registry (again in %gs): %s", _MIRROR_RETRY, exc)
-                    self._stopping.wait(_MIRROR_RETRY)
+                    if not stop.is_set():
+                        log.warning("standby: could not mirror the registry (again in %gs): %s", _MIRROR_RETRY, exc)
+                    stop.wait(_MIRROR_RETRY)
                     continue
             mirror.changed.wait(_IDLE_WAIT)
-            self._stopping.wait(_MIRROR_SETTLE)
+            stop.wait(_MIRROR_SETTLE)
 
     def _on_demoted(self, reason: str) -> None:  # kazoo's thread: stop acting now
         self._hand_over(Demoted(reason))
@@ -1028,6 +1031,9 @@ class MasterRuntime:
             self._thread.join(timeout=10)
 
     def _close(self) -> None:
+        self._mirror_stop.set()
+        if self._mirror is not None:
+            self._mirror.changed.set()
         if self._contender is not None:
             try:
                 self._contender.stop()
