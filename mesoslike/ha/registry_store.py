@@ -656,6 +656,12 @@ class RegistryMirror:
         with self._marks:
             return self._complete
 
+    @property
+    def current(self) -> bool:
+        """Complete, and no watch fired since the last refresh: a take() now reads no shard."""
+        with self._marks:
+            return self._complete and not self._dirty
+
     def _session_changed(self, state: str) -> None:  # kazoo's thread: never block
         if state != KazooState.CONNECTED:
             self.invalidate()

@@ -818,7 +818,9 @@ class MasterRuntime:
         return {"healthy": not health.failing and zookeeper is not False, "is_leader": self.is_leader,
                 "leader": self._leader_info().get("address", ""),
                 "registry_writable": not health.failing, **({"registry_error": health.reason} if health.failing else {}),
-                **({"zookeeper_connected": zookeeper} if zookeeper is not None else {})}
+                **({"zookeeper_connected": zookeeper} if zookeeper is not None else {}),
+                **({"registry_mirrored": self._mirror.current} if self._mirror is not None and not self.is_leader
+                   else {})}
 
     def _zookeeper_connected(self) -> bool | None:
         """Whether the connection to ZooKeeper is up (None: no --zk). Without
