@@ -80,3 +80,54 @@ def test_the_standby_mirror_follows_the_registry_s_creation(url, client, standby
     leader.contender.stop()
     taken = ZooKeeperRegistry(standby_client, url.path, mirror=mirror).load()
     assert taken == registry
+
+
+# ----------------------------------------------------------------- the master runtime
+import json  # noqa: E402
+import urllib.request  # noqa: E402
+import uuid  # noqa: E402
+
+from mesoslike.ha import ZkUrl  # noqa: E402
+from mesoslike.master.runtime import MasterRuntime  # noqa: E402
+from mesoslike.master.settings import MasterSettings  # noqa: E402
+from mesoslike.transport import Client  # noqa: E402
+from mesoslike.wire import messages as m  # noqa: E402
+from test_master_runtime import receive  # noqa: E402
+from waiting import wait_until  # noqa: E402
+
+
+def health(runtime: MasterRuntime) -> dict:
+    with urllib.request.urlopen(f"{runtime.http_address}/health", timeout=5) as response:
+        return json.loads(response.read())
+
+
+def subscribed(address: str, name: str) -> str:
+    with Client(address) as framework:
+        framework.send(m.Subscribe(FrameworkInfo(name, failover_timeout=60.0)))
+        return receive(framework, m.Subscribed, timeout=10.0).framework_id   # answered once stored
+
+
+def test_a_standby_master_takes_over_with_the_registry_it_kept_current(zookeeper):  # noqa: F811
+    url = ZkUrl.parse(zookeeper.url(f"mirror-{uuid.uuid4().hex[:8]}"))
+
+    def settings() -> MasterSettings:
+        return MasterSettings(address="tcp://127.0.0.1:0", http_port=0, zk=url, zk_session_timeout=4.0)
+    leader = MasterRuntime(settings())
+    leader.start()
+    running = [leader]
+    try:
+        wait_until(lambda: leader.is_leader, 15, "the first leader")
+        early = subscribed(leader.address, "early")
+        standby = MasterRuntime(settings())
+        standby.start()
+        running.append(standby)
+        wait_until(lambda: health(standby).get("registry_mirrored"), 15, "the standby's copy of the registry")
+        late = subscribed(leader.address, "late")   # written after the copy was current: a watch tells
+        running.remove(leader)
+        leader.stop()                               # leaves the group: the standby is elected
+        wait_until(lambda: standby.is_leader, 15, "the standby to lead")
+        assert {early, late} <= set(standby.core.registry.frameworks)
+        assert "registry_mirrored" not in health(standby)   # a leader keeps no copy
+    finally:
+        for runtime in running:
+            runtime.stop()
