@@ -1013,10 +1013,18 @@ class MasterRuntime:
             self._registrations.pop(peer, None)
 
     def _answer_as_follower(self) -> None:
-        for peer, message in self._server.receive():
+        """Tell peers who leads: at most _BATCH frames a turn, and none more
+        once ZooKeeper's threads handed over news (an election). Agents learn
+        of an election when this master does and flood it with
+        re-registrations; answered all in one turn, those that kept coming
+        kept the turn going — and the election waiting — for as long as they
+        came (93 s at 30,000 agents). Only GET_STATE is decoded."""
+        for peer, frame in itertools.islice(self._server.receive_frames(), _BATCH):
             if peer is None:
                 continue
             leader = self._leader_info()  # cached: only read when someone asks
+            message = self._server.decode(frame) if isinstance(frame, bytes) and \
+                CODEC.peek_type(frame) == m.GetState.TYPE else None
             reply: object
             if isinstance(message, m.GetState):
                 reply = m.StateReply(json.dumps({"leader": leader, "is_leader": False}))
@@ -1024,6 +1032,8 @@ class MasterRuntime:
                 address = leader.get("address") or "not elected yet"
                 reply = m.Error(f"this master does not lead; the leader is {address}")
             self._server.send(peer, reply)
+            if self._pending:   # read without the lock: a hint, the next turn feeds it
+                break
 
     def stop(self) -> None:
         """Stop the loop (thread-safe) and wait for it."""
