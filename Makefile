@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: venv demo demo-framework simulate test typecheck docs bench zookeeper chromium image-tools iptables
+.PHONY: venv demo demo-framework simulate test typecheck docs bench zookeeper chromium image-tools iptables cc
 
 $(BIN)/mesoslike: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,21 @@ iptables:
 	      || echo "warning: could not install iptables"; \
 	  else \
 	    echo "warning: iptables is missing (as root: apt-get install iptables iproute2); the partition suite skips outside CI"; \
+	  fi; \
+	fi
+
+# The agent builds its namespace init helper (mesoslike/agent/nsinit.c) with
+# the machine's C compiler on its first start; without one, namespaced tasks
+# get Python supervisors of their own (a logged warning). The tests exercise
+# both: Debian's gcc and libc6-dev, installed as ZooKeeper is.
+cc:
+	@if ! command -v "$${CC:-cc}" >/dev/null || [ ! -e /usr/include/stdio.h ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing a C compiler (Debian packages gcc libc6-dev)"; \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q gcc libc6-dev) >/dev/null \
+	      || echo "warning: could not install gcc"; \
+	  else \
+	    echo "warning: no C compiler (as root: apt-get install gcc libc6-dev); tasks with namespaces get a Python supervisor each"; \
 	  fi; \
 	fi
 
@@ -100,7 +115,7 @@ docs: venv
 	$(DOCS_BUILD) docs build/docs
 	@echo "docs: build/docs/index.html"
 
-test: venv zookeeper chromium image-tools iptables typecheck
+test: venv zookeeper chromium image-tools iptables cc typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: venv

@@ -339,7 +339,8 @@ def run_event(impl: str, agents: int, frameworks: int, reps: int, seed: int, res
 CODE_FILES = ["mesoslike/allocator/hierarchical.py", "mesoslike/allocator/drf.py",
               "mesoslike/allocator/filters.py", "mesoslike/allocator/offer_book.py",
               "mesoslike/allocator/offers.py", "mesoslike/allocator/agents.py",
-              "mesoslike/allocator/shuffle.py", "mesoslike/resources.py", "bench/textbook_drf.py"]
+              "mesoslike/allocator/shuffle.py", "mesoslike/allocator/sorter.py", "mesoslike/resources.py",
+              "bench/textbook_drf.py"]
 
 
 def code_hashes() -> dict[str, str]:

@@ -161,8 +161,9 @@ class Master:
         self.proc = procs.start(name, prefix + [
             "master", "--ip", "127.0.0.1", "--port", str(self.port), "--http-port", str(self.http_port),
             "--zk", zk_url, "--zk-session-timeout", str(args.zk_session_timeout),
-            "--allocation-interval", str(args.allocation_interval), "--log-level", args.master_log_level],
-            cpus=args.master_cpus)
+            "--allocation-interval", str(args.allocation_interval), "--log-level", args.master_log_level,
+            "--standby-registry-mirror" if getattr(args, "standby_mirror", "on") == "on" else
+            "--no-standby-registry-mirror"], cpus=args.master_cpus)
         self.address = f"tcp://127.0.0.1:{self.port}"
 
     def get(self, path: str, timeout: float = 5.0) -> str | None:
@@ -175,6 +176,11 @@ class Master:
     def is_leader(self) -> bool:
         body = self.get("/health", timeout=2.0)
         return bool(body) and json.loads(body).get("is_leader", False)
+
+    def registry_mirrored(self) -> bool:
+        """A standby's copy of the registry is current (/health's registry_mirrored)."""
+        body = self.get("/health", timeout=2.0)
+        return bool(body) and json.loads(body).get("registry_mirrored", False)
 
     def metrics(self) -> dict[str, float]:
         out = {}
@@ -427,12 +433,13 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
 
     from mesoslike.ha import LeaderDetector, ZkUrl
 
-    path = f"/mesoslike-bench/a{agents}-t{tasks}-b{args.master_backlog}-{os.getpid()}"
+    path = f"/mesoslike-bench/a{agents}-t{tasks}-b{args.master_backlog}-m{args.standby_mirror}-{os.getpid()}"
     zk_url = zk.url(path)
     url = ZkUrl.parse(zk_url)
     args.mux = agents > args.mux_above
     log(f"--- {agents} agents, {tasks} tasks ({tasks // agents} per agent), {args.frameworks} frameworks"
         + (f"; masters with listen backlog {args.master_backlog}" if args.master_backlog else "")
+        + ("; standby registry mirror off" if args.standby_mirror == "off" else "")
         + ("; agents multiplexed (bench/muxwire.py)" if args.mux else ""))
     kazoo = KazooClient(hosts=url.hosts)
     kazoo.start(timeout=10)
@@ -446,7 +453,7 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
         profile = None
         if args.profile:
             profile = f"{args.profile}.{agents}x{tasks}" + (f".backlog{args.master_backlog}" if args.master_backlog
-                                                           else "")
+                                                           else "") + (".nomirror" if args.standby_mirror == "off" else "")
         masters.append(Master(procs, f"a{agents}-master2", zk_url, args, profile=profile,
                               turns_file=workdir / "master2.turns"))
         masters[1].wait_serving(30)
@@ -487,6 +494,8 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
             poller.start()
             if number:
                 time.sleep(1.0)  # settle
+            if args.standby_mirror == "on":   # a standby that has followed a while: its copy is current
+                wait(standby.registry_mirrored, args.timeout, "the standby's registry mirror")
             overflows_before = listen_overflows()
             writes_before = registry_version(kazoo, path)
             cpu_before = {"new_leader": cpu_seconds([standby.proc.pid]),
@@ -659,6 +668,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-backlog", type=int, default=0,
                         help="then run every size again with --master-backlog this (e.g. 100, ZeroMQ's default, "
                              "as before the product set one; default 0: don't)")
+    parser.add_argument("--standby-mirror", choices=["on", "off"], default="on",
+                        help="the masters' --standby-registry-mirror (on, the default: the standby keeps the "
+                             "registry loaded and the new leader reads only what changed; off: it reads it all)")
+    parser.add_argument("--compare-mirror-off", action="store_true",
+                        help="run every size first with --standby-mirror off (the baseline, under \"baseline\"), "
+                             "then as asked")
     parser.add_argument("--master-log-level", default="warning", choices=["debug", "info", "warning"],
                         help="the masters' --log-level (info logs every registration: slower)")
     parser.add_argument("--keep-logs", type=Path, default=None, help="copy the processes' logs here at the end")
@@ -698,6 +713,7 @@ def main(argv: list[str] | None = None) -> int:
             "masters": 2,
             "master_options": {"allocation_interval": args.allocation_interval, "others": "defaults"},
             "master_backlog_experiment": args.master_backlog or None,
+            "standby_registry_mirror": args.standby_mirror,
             "frameworks": args.frameworks,
             "agent_resources": args.agent_resources,
             "task_resources": "half of the agent's cpus and mem, split over its tasks",
@@ -730,13 +746,18 @@ def main(argv: list[str] | None = None) -> int:
         zk = None
         try:
             zk = start_zookeeper(workdir / "zookeeper", args.zk_heap)
-            runs = [(doc["sizes"], args.master_backlog)]
+            runs: list[tuple[dict, dict]] = [(doc["sizes"], {})]
             if args.compare_backlog:
                 runs.append((doc["experiments"][f"master_backlog_{args.compare_backlog}"]["sizes"],
-                             args.compare_backlog))
-            for target, backlog in runs:
-                for agents, tasks in sizes:
-                    run_args = argparse.Namespace(**{**vars(args), "master_backlog": backlog})
+                             {"master_backlog": args.compare_backlog}))
+            if args.compare_mirror_off:   # the baseline first, each size next to its run as asked
+                doc["baseline"] = {"what": "the same runs with the standby's registry mirror off "
+                                           "(--no-standby-registry-mirror): the new leader reads the whole "
+                                           "registry when elected, as before the mirror", "sizes": {}}
+                runs.insert(0, (doc["baseline"]["sizes"], {"standby_mirror": "off"}))
+            for agents, tasks in sizes:
+                for target, overrides in runs:
+                    run_args = argparse.Namespace(**{**vars(args), **overrides})
                     target[f"{agents}x{tasks}"] = one_size(agents, tasks, run_args, zk, procs, workdir)
                     procs.kill_all()
                     procs.procs.clear()

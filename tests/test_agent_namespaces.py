@@ -103,7 +103,11 @@ def test_a_task_sees_only_its_own_processes_and_its_supervisor_is_its_init(maste
     assert own == 2                        # the shell: the first process after its supervisor
     assert set(listed) <= set(range(1, 8)), listed   # its supervisor, itself, ls, grep: not the host's
     assert os.getpid() not in listed
-    assert "supervisor.py" in written(runtime, "t", "init")
+    # its init: the namespace init helper the agent's shared supervisor starts (no Python process a task)
+    assert "/nsinit-" in written(runtime, "t", "init")
+    run_dir = run_dir_path(runtime.work_dir, "fw-1", "t")
+    assert json.loads((run_dir / "supervisor.json").read_text())["shared"] is True
+    assert json.loads((run_dir / "task.json").read_text())["started"] == "nsinit"
     host = host_pid_of(runtime, "t")
     assert host != 2 and namespace_of(host, "pid") != namespace_of(os.getpid(), "pid")
     got = runtime.views.state_document()["tasks"][0]["isolation"]
@@ -186,7 +190,8 @@ def test_the_tasks_orphans_are_reaped_by_its_supervisor(master, agent):  # noqa:
     launch(master, "t", "for i in 1 2 3 4 5; do (true &); done; echo done > spawned; sleep 600")
     running(master, "t")
     written(runtime, "t", "spawned")
-    supervisor = json.loads((run_dir_path(runtime.work_dir, "fw-1", "t") / "supervisor.json").read_text())["pid"]
+    # the namespace's init: the init helper the shared supervisor started (task.json names it)
+    supervisor = json.loads((run_dir_path(runtime.work_dir, "fw-1", "t") / "task.json").read_text())["init"]
 
     def zombies():
         children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()

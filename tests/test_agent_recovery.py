@@ -31,10 +31,17 @@ FRAMEWORK = FrameworkInfo("recovery", failover_timeout=120.0)
 #: it marks the agent unreachable (the e2e clusters' 1.5 s is shorter than a restart on a loaded machine,
 #: whose Python imports alone can take seconds; the restarts are what these tests are about)
 PATIENT_MASTER = ("--max-agent-ping-timeouts", "60")
-#: the agents' --isolation: the default (each task under a supervisor of its own, in namespaces), and
-#: cgroups alone (the tasks under the agent's shared supervisor: docs/agent.rst, "Recovery")
-SUPERVISORS = pytest.mark.parametrize("isolation", [(), ("--isolation", "cgroups/cpu,cgroups/mem")],
-                                      ids=["own-supervisors", "shared-supervisor"])
+#: the agents' supervisors: each task under a supervisor of its own (in namespaces), cgroups alone under the
+#: agent's shared supervisor, and the default (namespaces, under the shared supervisor through its init
+#: helper): docs/agent.rst, "Recovery"
+SUPERVISORS = pytest.mark.parametrize("isolation", [("--no-shared-supervisor",),
+                                                    ("--isolation", "cgroups/cpu,cgroups/mem"), ()],
+                                      ids=["own-supervisors", "shared-supervisor", "shared-supervisor-namespaces"])
+
+
+def shared(isolation: tuple[str, ...]) -> bool:
+    """Whether agents started with ``isolation`` run their tasks under their shared supervisor."""
+    return "--no-shared-supervisor" not in isolation
 BAD_STATES = {TaskState.LOST, TaskState.FAILED, TaskState.KILLED, TaskState.ERROR, TaskState.DROPPED,
               TaskState.GONE, TaskState.UNREACHABLE}
 
@@ -91,7 +98,7 @@ def test_kill_9_of_the_agent_then_restart_same_tasks_same_pids_then_one_finished
                                                                                     isolation):
     cluster.start_master(*PATIENT_MASTER)
     scheduler, agent, pids = launch(cluster, {"t1": 0, "t2": 0}, "--cgroups-root", cgroups_root, *isolation)
-    assert shared_supervisor(cluster, scheduler, "t1") == bool(isolation)
+    assert shared_supervisor(cluster, scheduler, "t1") == shared(isolation)
     before = agent_state(cluster, "a1")
     kill_9(agent)
     assert all(alive(pid) for pid in pids.values())           # the tasks live on without their agent
@@ -245,7 +252,7 @@ def test_kill_9_of_a_supervisor_fails_its_task_saying_the_executor_died(cluster,
     cluster.start_master()
     scheduler, agent, pids = launch(cluster, {"orphan": 0}, "--cgroups-root", cgroups_root, *isolation)
     supervisor = supervisor_pid(run_dir(cluster, "a1", scheduler.framework_id, "orphan"))
-    assert shared_supervisor(cluster, scheduler, "orphan") == bool(isolation)
+    assert shared_supervisor(cluster, scheduler, "orphan") == shared(isolation)
     os.kill(supervisor, signal.SIGKILL)
     scheduler.wait(lambda: scheduler.terminal("orphan"), 20, "the task to end", cluster.diagnostics)
     (ended,) = scheduler.terminal("orphan")

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from agent_helpers import cgroups_root, require_cgroups  # noqa: F401 (fixture)
-from mesoslike.agent.executor import (REASON_CONTAINER_LIMITATION_MEMORY, REASON_EXECUTOR_TERMINATED, TaskExecutor,
-                                      TaskExit, TaskStarted)
+from environment import unavailable
+from mesoslike.agent.executor import (REASON_CONTAINER_LIMITATION_MEMORY, REASON_EXECUTOR_TERMINATED, LaunchFailed,
+                                      TaskExecutor, TaskExit, TaskStarted, run_dir_path)
 from mesoslike.agent.isolation import select_isolator
 from mesoslike.agent.supervisor import read_json
 from mesoslike.wire.types import CommandURI
@@ -238,3 +239,144 @@ def test_without_a_shared_supervisor_to_be_had_a_task_gets_a_supervisor_of_its_o
     assert executor.link.started == 1 and executor.link.identity is None   # tried, and it did not start
     assert exits(events_until(executor, lambda events: "alone" in exits(events)))["alone"] == (6, None, "")
     assert read_json(str(run.run_dir / "supervisor.json")).get("shared") is None  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------ with namespaces
+NAMESPACES = "namespaces/pid,namespaces/ipc,namespaces/uts,filesystem/linux"
+
+
+def require_init_helper(meta: Path) -> str:
+    """The namespace init helper, built (skipped outside CI, failed in CI, without a C compiler)."""
+    from mesoslike.agent import nsinit
+
+    helper = nsinit.helper(str(meta))
+    if helper is None:
+        unavailable("no C compiler to build the namespace init helper (as root: make cc)")
+    assert helper is not None
+    return helper
+
+
+def namespaced_executor(work_dir, cgroups_root, helper=True):
+    from mesoslike.agent.isolation import select_isolation
+
+    if os.geteuid() != 0:
+        unavailable("namespaces need root")
+    if helper:
+        require_init_helper(Path(work_dir) / "meta")
+    isolation = select_isolation(f"{NAMESPACES},cgroups/cpu,cgroups/mem", cgroups_root=cgroups_root)
+    return shared_executor(work_dir, isolation=isolation)
+
+
+@pytest.fixture
+def ns_executor(tmp_path, cgroups_root):  # noqa: F811 (fixture)
+    made = namespaced_executor(tmp_path / "agent", cgroups_root)
+    yield made
+    made.kill_all(grace_period=0.0)
+    made.release()
+    stop_shared_supervisor(tmp_path / "agent")
+
+
+def test_tasks_with_namespaces_run_under_the_shared_supervisor_through_its_init_helper(ns_executor):
+    """The default isolation's tasks (PID, mount, IPC, UTS namespaces, a private /tmp) get no Python
+    process each: the shared supervisor spawns the compiled init helper as pid 1 of each task's PID
+    namespace; exit codes, signals, kill grace and launch failures arrive as a task's own supervisor
+    would record them."""
+    executor = ns_executor
+    assert executor.init_helper is not None and "/nsinit-" in executor.init_helper
+    executor.launch("fw", task("five", "echo $$ > pid; ls /proc | grep -cE '^[0-9]+$' > count; "
+                                       "echo private > /tmp/mine; exit 5"), "agent-1")
+    executor.launch("fw", task("signalled", "kill -TERM $$"), "agent-1")
+    executor.launch("fw", task("polite", "trap 'echo term; exit 7' TERM; echo up > up; while :; do sleep 0.05; done",
+                               grace=5.0), "agent-1")
+    executor.launch("fw", task("missing", "", shell=False, arguments=["no-such-program-here"]), "agent-1")
+    shared = {run.watch.pid for run in executor._runs.values()}
+    assert len(shared) == 1
+    (supervisor,) = shared
+    keys = set(executor._runs)
+    polite = executor.sandbox("fw", "polite")
+    wait_until(lambda: (polite / "up").exists(), 20, "polite to run")
+    task_file = run_of(executor, "polite").run_dir / "task.json"
+    wait_until(lambda: task_file.exists() and task_file.read_text().endswith("}"), 20, "its task.json")
+    record = read_json(str(task_file))
+    assert record["started"] == "nsinit"  # type: ignore[index]
+    init, task_pid = record["init"], record["pid"]  # type: ignore[index]
+    assert parent_of(init) == supervisor and parent_of(task_pid) == init
+    assert os.readlink(f"/proc/{init}/exe") == executor.init_helper   # no Python there
+    assert Path(f"/proc/{init}/environ").read_bytes() == b""           # nothing of the task's environment
+    assert os.readlink(f"/proc/{task_pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
+    assert executor.kill("fw", "polite", 5.0)   # SIGTERM to the init, which forwards it to the task's group
+    ended = events_until(executor, lambda events: len(exits(events)) == 3 and not executor.running())
+    assert exits(ended) == {"five": (5, None, ""), "signalled": (None, 15, ""), "polite": (7, None, "")}
+    (missing,) = [e for e in ended if isinstance(e, LaunchFailed)]
+    assert missing.task_id == "missing" and "cannot execute no-such-program-here" in missing.message, missing
+    started = {e.task_id: e.pid for e in ended if isinstance(e, TaskStarted)}
+    assert set(started) == {"five", "signalled", "polite"} and all(pid > 0 for pid in started.values())
+    assert (polite / "stdout").read_text() == "term\n"
+    five = executor.sandbox("fw", "five")
+    assert (five / "pid").read_text() == "2\n"                   # the first process after its init
+    assert int((five / "count").read_text()) <= 4                # its init, its shell, ls, grep: no host process
+    assert (five / "tmp" / "mine").read_text() == "private\n"    # its /tmp: its sandbox's tmp
+    for _, task_id in keys:
+        run_dir = run_dir_path(executor.work_dir, "fw", task_id)
+        assert read_json(str(run_dir / "supervisor.json"))["shared"] is True  # type: ignore[index]
+    assert executor.launcher is not None and executor.launcher.started == 0   # no supervisor forked
+
+
+def test_a_task_with_namespaces_runs_in_its_cgroups_and_an_oom_kill_is_reported(ns_executor):
+    executor = ns_executor
+    executor.launch("fw", task("limited", "cat /proc/self/cgroup", resources="cpus:0.5;mem:48"), "agent-1")
+    container = run_of(executor, "limited").container
+    assert exits(events_until(executor, lambda events: "limited" in exits(events)))["limited"] == (0, None, "")
+    cgroup_lines = (executor.sandbox("fw", "limited") / "stdout").read_text()
+    assert container.directories
+    for directory in container.directories:        # in each of its cgroups, with its init
+        assert directory.rsplit("/", 1)[1] in cgroup_lines
+        assert not os.path.exists(directory)        # removed at its end
+    supervisor = run_of_any_pid(executor, executor.work_dir)   # the shared supervisor went back out of them
+    assert container.directories[0].rsplit("/", 1)[1] not in Path(f"/proc/{supervisor}/cgroup").read_text()
+    hog = f"{sys.executable} -c 'b = bytearray(200 * 2**20); b[::4096] = b\"x\" * len(b[::4096])'"
+    executor.launch("fw", task("hog", hog, resources="cpus:0.5;mem:32"), "agent-1")
+    ended = events_until(executor, lambda events: "hog" in exits(events), timeout=40)
+    code, signum, reason = exits(ended)["hog"]
+    assert (code, signum) in ((137, None), (None, 9)) and reason == REASON_CONTAINER_LIMITATION_MEMORY
+
+
+def test_without_a_c_compiler_tasks_with_namespaces_get_supervisors_of_their_own(tmp_path, cgroups_root,  # noqa: F811
+                                                                                monkeypatch, caplog):
+    monkeypatch.setenv("CC", "/nonexistent/cc")   # another compiler: a build of its own, which cannot be made
+    executor = namespaced_executor(tmp_path / "agent", cgroups_root, helper=False)
+    try:
+        assert executor.init_helper is None
+        assert "the namespace init helper cannot be built" in caplog.text and "no C compiler" in caplog.text
+        executor.launch("fw", task("alone", "echo $$ > pid; exit 6"), "agent-1")
+        run = run_of(executor, "alone")
+        assert exits(events_until(executor, lambda events: "alone" in exits(events)))["alone"] == (6, None, "")
+        assert read_json(str(run.run_dir / "supervisor.json")).get("shared") is None  # type: ignore[union-attr]
+        assert (executor.sandbox("fw", "alone") / "pid").read_text() == "2\n"   # namespaced all the same
+    finally:
+        executor.kill_all(grace_period=0.0)
+        executor.release()
+        stop_shared_supervisor(tmp_path / "agent")
+
+
+@pytest.mark.parametrize("spec, why", [
+    (b"ns\0pid\0cwd\0/\0arg\0true\0", "ends inside"),                      # no end record
+    (b"bogus\0x\0end\0", "unknown record"),
+    (b"cwd\0/\0env\0NOEQUALS\0arg\0true\0end\0", "without '='"),
+    (b"cwd\0relative\0arg\0true\0end\0", "not an absolute path"),
+    (b"cwd\0/\0arg\0true\0end\0extra\0", "goes on after its end"),
+    (b"cwd\0/\0user\0-1\0" b"0\0\0arg\0true\0end\0", "not a number"),
+    (b"cwd\0/\0arg\0true", "not terminated"),
+])
+def test_the_init_helper_refuses_a_bad_spec_saying_why(tmp_path, spec, why):
+    helper = require_init_helper(tmp_path)
+    spec_fd = os.memfd_create("spec")
+    os.write(spec_fd, spec)
+    os.lseek(spec_fd, 0, os.SEEK_SET)
+    read_end, write_end = os.pipe()
+    import subprocess
+    done = subprocess.run([helper], env={}, pass_fds=(3, 4), timeout=30,
+                          preexec_fn=lambda: (os.dup2(spec_fd, 3), os.dup2(write_end, 4)) and None)
+    os.close(write_end)
+    said = os.read(read_end, 65536).decode()
+    assert done.returncode == 127 and said.startswith("F ") and why in said, (done.returncode, said)

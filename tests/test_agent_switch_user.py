@@ -100,9 +100,10 @@ def test_without_switch_user_a_task_runs_as_the_agents_user(cluster):
 
 
 def test_a_task_of_the_agents_own_user_is_spawned_in_its_cgroups_and_namespaces(cluster, cgroups_root):
-    # root -> root switches nothing: the task is started with posix_spawn, not a fork of the (Python)
-    # supervisor, and is what a switched task is all the same: its user's HOME, USER and LOGNAME, the
-    # sandbox its user's, in its cgroups, in a PID namespace of its own (the agent's default isolation)
+    # root -> root switches nothing: the task is started by the shared supervisor's init helper (posix_spawn
+    # of a compiled program, not a fork of a Python supervisor), and is what a switched task is all the
+    # same: its user's HOME, USER and LOGNAME, the sandbox its user's, in its cgroups, in a PID namespace
+    # of its own (the agent's default isolation)
     require_cgroups()
     command = ('echo "home=$HOME user=$USER logname=$LOGNAME"; id -u; cat /proc/self/cgroup; '
                "while [ ! -e go ]; do sleep 0.05; done")
@@ -111,7 +112,7 @@ def test_a_task_of_the_agents_own_user_is_spawned_in_its_cgroups_and_namespaces(
     directory = sandbox(cluster, "a1", scheduler.framework_id, "t")
     run_directory = run_dir(cluster, "a1", scheduler.framework_id, "t")
     pid = task_pid(run_directory)
-    assert read_json(str(run_directory / "task.json"))["started"] == "spawn"  # type: ignore[index]
+    assert read_json(str(run_directory / "task.json"))["started"] == "nsinit"  # type: ignore[index]
     assert os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
     assert process_uid(pid) == 0
     info = os.stat(directory)

@@ -11,6 +11,7 @@ import pytest
 import mesoslike
 from mesoslike.allocator import Offer
 from mesoslike.allocator.agents import AgentBook
+from mesoslike.allocator.filters import FilterStore
 from mesoslike.allocator.offer_book import OfferBook
 from mesoslike.allocator.quota import QuotaBook
 from mesoslike.allocator.role_tree import RoleTree
@@ -265,3 +266,53 @@ def test_a_random_subclass_that_draws_otherwise_shuffles_its_own_way():
     reference = list(range(10))
     Drawn(1).shuffle(reference)
     assert items == reference
+
+
+# ------------------------------------------------ the cycle's shortcuts
+def test_an_issued_offer_is_a_plain_frozen_offer():
+    """The offer book builds offers through a writable twin of the slots
+    (OfferLayout); what comes out is an ``Offer`` like any other."""
+    books = AgentBook()
+    agent = books.add("n0", R("cpus:4"), "host0", {"rack": "r1"})
+    (offer,) = OfferBook().issue({("f", agent): R("cpus:1")}, now=0.0)
+    assert type(offer) is Offer
+    assert offer == Offer(id="O1", agent_id="n0", hostname="host0", resources=R("cpus:1"),
+                          attributes={"rack": "r1"}, framework_id="f")
+    with pytest.raises(AttributeError):
+        offer.id = "O2"  # type: ignore[misc]
+
+
+def test_a_filter_table_an_agent_keeps_is_never_stale():
+    """FilterStore.add hands out the agent's table; whatever removes filters
+    empties it in place, and the next filter starts a new one."""
+    store = FilterStore()
+    table = store.add("f", "n0", R("cpus:1"), expires_at=10.0)
+    assert store.add("g", "n0", R("cpus:1"), expires_at=20.0) is table and set(table) == {"f", "g"}
+    store.clear_framework("f")
+    assert set(table) == {"g"}
+    assert store.expire(20.0) == {"n0"} and table == {}
+    fresh = store.add("f", "n0", R("cpus:1"), expires_at=30.0)
+    assert fresh is not table and table == {}
+    store.clear_agent("n0")
+    assert fresh == {} and store.on_agent("n0") is None
+
+
+def test_the_allocator_reads_an_agents_filters_and_fit_from_the_agent():
+    """A decline filter blocks the agent; a change of attributes clears it
+    (the agent's table with it); a smaller total that misses the minimum
+    is not offered though the agent met the minimum before."""
+    alloc, clock = make(min_allocatable="cpus:1")
+    alloc.add_framework("f")
+    alloc.add_agent("n", R("cpus:4;mem:64"))
+    (offer,) = alloc.allocate()
+    alloc.decline_offer(offer.id, 3600.0)
+    clock.advance(1.0)
+    assert alloc.allocate() == []
+    alloc.check_invariants()
+    alloc.update_agent("n", attributes={"rack": "r2"})  # removes the agent's filters
+    (again,) = alloc.allocate()
+    alloc.check_invariants()
+    alloc.decline_offer(again.id, 0.0)
+    alloc.update_agent("n", total=R("cpus:0.5;mem:64"))
+    assert alloc.allocate() == []
+    alloc.check_invariants()

@@ -94,6 +94,9 @@ def test_every_option_has_an_env_var_and_shows_its_default():
             if param.param_type_name != "option" or param.name in ("help",):
                 continue
             assert param.envvar, f"{name} {param.opts} has no env var"
+            # a variable a shell can set (a boolean flag's "--on/--off" pair was named after both halves)
+            for envvar in [param.envvar] if isinstance(param.envvar, str) else param.envvar:
+                assert envvar.isidentifier(), f"{name} {param.opts}: env var {envvar!r}"
             assert param.show_default, f"{name} {param.opts} hides its default"
             assert param.help, f"{name} {param.opts} has no help"
 

@@ -404,3 +404,43 @@ def test_a_retried_registration_is_answered_as_it_is_received_not_behind_the_reg
         for client in [agent, *others]:
             client.close()
         runtime._close()
+
+
+def test_a_follower_flooded_at_its_election_answers_a_batch_at_a_time_and_takes_over(zookeeper):
+    """Agents learn of an election when the follower does and flood it: it
+    answered every frame waiting in one turn, and those that kept coming
+    kept the turn — and the election — waiting (93 s at 30,000 agents)."""
+    from mesoslike.master import runtime as runtime_module
+
+    url = ZkUrl.parse(zookeeper.url(f"flood-{uuid.uuid4().hex[:8]}"))
+    leader = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=url, zk_session_timeout=4.0))
+    follower = None
+    try:
+        _turn_until(leader, lambda: leader.is_leader, "the first leader")
+        follower = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, zk=url,
+                                                zk_session_timeout=4.0))
+        follower._turn()
+        flood = 3 * runtime_module._BATCH
+        with Client(follower.address) as agents:
+            for _ in range(flood):
+                agents.send(m.Pong("a1"))
+            wait_until(lambda: _frames_waiting(follower), 5, "the flood to reach the follower")
+            real_send = follower._server.send
+            sent = []
+
+            def send(peer, message):   # the election comes while the follower answers the flood
+                sent.append(message)
+                if len(sent) == 10:
+                    leader._close()
+                    wait_until(lambda: any(isinstance(e, ElectionWon) for e in list(follower._pending)), 10,
+                               "the follower to be elected")
+                return real_send(peer, message)
+            follower._server.send = send
+            follower._turn()
+            assert 10 <= len(sent) <= runtime_module._BATCH, len(sent)
+            assert len(sent) == 10   # it stopped at the news
+            _turn_until(follower, lambda: follower.is_leader, "the new leader")
+    finally:
+        leader._close()
+        if follower is not None:
+            follower._close()

@@ -13,7 +13,9 @@ setup.cfg fails here instead of passing because this machine happens to
 have it."""
 
 import configparser
+import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -128,6 +130,12 @@ def test_installs_into_a_fresh_virtualenv(tmp_path, editable):
                                   ("mesoslike_frameworks/fuxi", ROOT / "frameworks" / "mesoslike_frameworks" / "fuxi")):
             static = pathlib.Path(site) / installed / "static"
             assert {p.name for p in static.iterdir()} == {p.name for p in (source / "static").iterdir()}
+        # the namespace init helper's source ships, and the installed agent builds the helper from it
+        assert (pathlib.Path(site) / "mesoslike" / "agent" / "nsinit.c").exists()
+        built = run([str(python), "-c", "from mesoslike.agent import nsinit; print(nsinit.helper(%r))"
+                     % str(tmp_path / "meta")], cwd=tmp_path).stdout.strip()
+        if shutil.which(os.environ.get("CC") or "cc") is not None or os.environ.get("CI") == "true":
+            assert built.startswith(str(pathlib.Path(site) / "mesoslike" / "agent")) and os.access(built, os.X_OK), built
         # the bundled trace is package data: the installed command replays it from anywhere
         elsewhere = tmp_path / "elsewhere"
         elsewhere.mkdir()

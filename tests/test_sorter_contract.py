@@ -219,3 +219,23 @@ def test_drf_order_matches_a_from_scratch_sort(ops):
                 fresh.deactivate(c)
         fresh.add_total(Resources())  # force a from-scratch rebuild
         assert sorter.sort() == fresh.sort()
+
+
+def test_a_flat_drf_sorters_live_order_is_its_order_and_stays_live():
+    """Sorter.live_order: the fast path walks it instead of iter_sorted."""
+    sorter = DRFSorter(hierarchical=False)
+    sorter.add_total(Resources.parse("cpus:100;mem:1000"))
+    for name in ("a", "b", "c", "d"):
+        sorter.add_client(name)
+    live = sorter.live_order()
+    assert live is not None
+    rng = random.Random(7)
+    for _ in range(50):
+        client = rng.choice("abcd")
+        if rng.random() < 0.7 or sorter.allocation(client).get("cpus") < 1:
+            sorter.allocated(client, Resources.parse(f"cpus:1;mem:{rng.randint(1, 20)}"))
+        else:
+            sorter.unallocated(client, Resources.parse("cpus:1"))
+        assert [entry[2] for entry in live] == list(sorter.iter_sorted())
+    assert DRFSorter(hierarchical=True).live_order() is None
+    assert make_sorter("random", hierarchical=False).live_order() is None

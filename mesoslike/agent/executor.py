@@ -11,11 +11,13 @@ through the task's *run directory* ``<work_dir>/meta/tasks/<framework>/<task>``
 (:meth:`TaskExecutor.recover`). The task's limits are those of its container
 (:mod:`.isolation`: cgroups, or none with ``posix``).
 
-With ``shared_supervisor`` the plain tasks — no namespaces, image, URIs or
-health check — share one long-lived supervisor per agent instead
+With ``shared_supervisor`` the tasks with no image, URIs or health check
+share one long-lived supervisor per agent instead
 (:mod:`.shared_supervisor`, reached through :mod:`.supervisor_link`): no
-process per task but the task's own; the same run files, read the same
-way; its word that a run ended replaces the end of a supervisor process.
+process per task but the task's own — and, with namespaces, the compiled
+init of its PID namespace (:mod:`.nsinit`, built at start: without a C
+compiler such tasks keep a supervisor each); the same run files, read the
+same way; its word that a run ended replaces the end of a supervisor process.
 
 Events come out of :meth:`TaskExecutor.poll` (no SIGCHLD handler: the
 executor works from any thread and never fights other code over signal
@@ -74,6 +76,7 @@ from mesoslike.agent.gc import RunDirRemover
 from mesoslike.agent.health import HEALTH_FILE, read_health
 from mesoslike.agent.isolation import Container, Isolation, Isolator, PosixIsolator, agent_key
 from mesoslike.agent.launcher import SupervisorLauncher
+from mesoslike.agent import nsinit
 from mesoslike.agent.namespaces import PidNamespaceForker
 from mesoslike.agent.supervisor_link import Identity, SupervisorLink
 from mesoslike.agent.secrets import (RUN_DIR_SECRETS, SECRETS_FILE, SecretError, SecretStore, TaskSecrets,
@@ -381,7 +384,7 @@ class _Prepared:
     checked: bool
     isolation: tuple[str, ...]
     image: str
-    shared: bool = False   # for the shared supervisor (plain enough: no namespaces, image, URIs, health check)
+    shared: bool = False   # for the shared supervisor (no image, URIs, health check; namespaces with its helper)
 
 
 class TaskExecutor:
@@ -412,9 +415,10 @@ class TaskExecutor:
     :param fork_supervisors: fork the supervisors from a launcher process
         (:mod:`mesoslike.agent.launcher`) instead of starting an interpreter for each.
     :param shared_supervisor: run the tasks that need no process of their
-        own (no namespaces, image, URIs or health check) under one
-        long-lived supervisor per agent (:mod:`.shared_supervisor`), with
-        no Python process forked per task. Tasks of a shared supervisor an
+        own (no image, URIs or health check; namespaces through the init
+        helper, :mod:`.nsinit`, built here if a C compiler is there) under
+        one long-lived supervisor per agent (:mod:`.shared_supervisor`),
+        with no Python process forked per task. Tasks of a shared supervisor an
         earlier agent started are recovered either way.
     :param fetcher: how the supervisors fetch the tasks' URIs (the cache is
         ``<work_dir>/fetcher-cache``).
@@ -484,6 +488,13 @@ class TaskExecutor:
         #: the shared supervisor (used for recovery even when new tasks do not go to it)
         self.link = SupervisorLink(self.work_dir / "meta", self.python, self.sandbox_root)
         self.shared_supervisor = shared_supervisor
+        #: the init helper the shared supervisor starts tasks with namespaces with (:mod:`.nsinit`); None:
+        #: those get supervisors of their own
+        self.init_helper: str | None = None
+        if shared_supervisor and self.isolation.namespaces:
+            self.init_helper = nsinit.helper(str(self.work_dir / "meta"), say=lambda why: log.warning(
+                "tasks with namespaces get supervisors of their own (a Python process each): the namespace "
+                "init helper cannot be built: %s", why))
         self._shared_runs: dict[str, tuple[str, str]] = {}   # FRAMEWORK/TASK -> the run's key
         self._next_scan = 0.0   # when poll() looks at every run next
         self._killing: set[tuple[str, str]] = set()   # the runs that may have a kill deadline
@@ -701,9 +712,11 @@ class TaskExecutor:
             if spec.get("image"):
                 spec["image"]["cgroups_path"] = self.isolator.runc_cgroups_path(container) or \
                     f"mesoslike-containers/{spec['image']['id']}"
+            shared = self.shared_supervisor and not (spec.get("image") or task.uris or task.health_check is not None
+                                                     or (spec["namespaces"] and self.init_helper is None))
+            if shared and spec["namespaces"]:   # its container made by the init helper the shared supervisor starts
+                spec["init"] = self.init_helper
             self._write_run_files(run_dir, framework_id, task, launch.agent_id, sandbox, container, spec, secrets)
-            shared = self.shared_supervisor and not (spec["namespaces"] or spec.get("image") or task.uris
-                                                     or task.health_check is not None)
             # a process's environment: none for a task the shared supervisor starts (made if it must fall back)
             environment = {} if shared else self._supervisor_environment(framework_id, task.task_id, sandbox)
         except LaunchError:
@@ -1029,7 +1042,7 @@ class TaskExecutor:
             if key is None or run is None:
                 continue
             told.add(key)
-            if kind == "S" and run.task_pid is None:
+            if kind == "S" and run.task_pid is None and pid > 0:   # never 0: a group signal to 0 is the agent's
                 run.task_pid = pid
                 events.append(run.started())
             elif kind == "E" and isinstance(run.watch, _SharedWatch):

@@ -9,13 +9,17 @@ same work for many tasks at once: it *spawns* each task (``posix_spawn``,
 a ``vfork``), watches it with a pidfd, and writes its run files — the
 same ``supervisor.json``, ``task.json`` and ``exit.json`` a task's own
 supervisor writes, with the same meaning (:mod:`.supervisor` says which).
-It runs the tasks that need nothing a per-task process must give them
-(:func:`covers`): a command or a program, in its cgroups, with its
-environment, secrets, output files, kill grace and — through util-linux
-``setpriv``, one ``exec`` more instead of a fork — its unix user. A task
-with namespaces (its supervisor must be the init of its PID namespace),
-a container image, URIs to fetch or a health check keeps a supervisor of
-its own.
+It runs the tasks that need nothing a per-task Python process must give
+them (:func:`covers`): a command or a program, in its cgroups, with its
+environment, secrets, output files, kill grace and its unix user (a fork
+that runs no Python: :meth:`.supervisor.Supervisor.spawn`). A task with
+namespaces (the default isolation) gets, instead of a supervisor of its
+own as the init of its PID namespace, the compiled namespace init helper
+(:mod:`.nsinit`, ``nsinit.c``) spawned the same way as pid 1 of a new PID
+namespace (:meth:`SharedTask.start_init`): it makes the mounts, starts the
+task, forwards signals, reaps orphans and says on a pipe when the task
+executes and how it ended. A container image, URIs to fetch or a health
+check keep a supervisor of their own.
 
 It is started by the agent as ``python -I -S shared_supervisor.py META``
 (``META``: the agent's ``<work_dir>/meta``) in a session of its own, so
@@ -65,6 +69,7 @@ has had no task and no agent connected for a few seconds, it exits.
 from __future__ import annotations
 
 import errno
+import fcntl
 import importlib.util
 import os
 import select
@@ -107,16 +112,19 @@ def _load_supervisor():
 
 
 if TYPE_CHECKING:
+    from mesoslike.agent import nsinit
     from mesoslike.agent import supervisor as sup
 else:
     sup = _load_supervisor()
+    nsinit = sup.load_sibling("nsinit")
 
 
 def covers(launch: dict) -> bool:
     """Whether a task of this ``launch.json`` content runs under the shared
-    supervisor: no namespaces, image, URIs or health check."""
-    return not (launch.get("namespaces") or launch.get("image") or launch.get("uris")
-                or launch.get("health_check"))
+    supervisor: no image, URIs or health check, and namespaces only with
+    the init helper the agent names (``init``: :mod:`.nsinit`)."""
+    return not (launch.get("image") or launch.get("uris") or launch.get("health_check")
+                or (launch.get("namespaces") and not isinstance(launch.get("init"), str)))
 
 
 def safe_run(name: str) -> bool:
@@ -129,7 +137,11 @@ def safe_run(name: str) -> bool:
 
 class SharedTask(sup.Supervisor):
     """One task of the shared supervisor: a :class:`.supervisor.Supervisor`
-    whose watching is the shared loop's."""
+    whose watching is the shared loop's. A task with namespaces is started
+    through the init helper (:mod:`.nsinit`): :attr:`task_pid` is then
+    the helper's (the process watched, signalled and reaped here), and the
+    helper tells on its status pipe when the task executes (its pid), why
+    it could not, and how it ended."""
 
     def __init__(self, run_dir: str, name: str) -> None:
         super().__init__(run_dir)
@@ -138,6 +150,128 @@ class SharedTask(sup.Supervisor):
         self.status: int | None = None          # the leader's wait status, once reaped
         self.cleanup_deadline = 0.0
         self.switch_by_popen = True   # no Python runs in a forked child of this process
+        self.status_pipe = -1                   # the init helper's status pipe (read end), while open
+        self.said = b""                         # what the helper said and was not read as a line yet
+        self.task_status: int | None = None     # the task leader's wait status, as the helper said it
+        self.failure = ""                       # why the helper could not start the task
+        self.executing = False                  # the helper said the task executes
+
+    def start_init(self, forker, spawn_in_namespace) -> int:
+        """Start the init helper for this task (``launch["init"]``), in its
+        cgroups and, with ``pid``, as pid 1 of a new PID namespace
+        (``forker``: a :class:`.namespaces.PidNamespaceForker`); its pid.
+        The helper joins the task's cgroups itself, first thing, and makes
+        the private ``/tmp`` and the places of the paths kept below it: in
+        a process of each task's, not in this one's loop, which every
+        launch waits for (their directories made and the cgroup moves, which
+        block on the kernel's cgroup lock, were most of its time). What
+        must not run as root in the task's mount namespace is done here
+        first, as a task's own supervisor does it: the volumes' missing
+        sandbox sources made."""
+        launch = self.launch
+        for volume in launch["volumes"]:
+            if volume.get("make_source") and not os.path.lexists(volume["source"]):
+                sup.make_directory_in(volume["source"], volume["within"], self.user)
+        keep: list[tuple[str, str]] = []
+        if launch["tmp"] and "mount" in launch["namespaces"]:
+            keep = _private_tmp_places(launch["tmp"], launch["keep"])
+        user = self.user
+        try:
+            spec = nsinit.encode_spec(namespaces=launch["namespaces"], hostname=launch["hostname"],
+                                      tmp=launch["tmp"] if "mount" in launch["namespaces"] else "", keep=keep,
+                                      volumes=launch["volumes"] if "mount" in launch["namespaces"] else [],
+                                      user=(user.uid, user.gid, user.groups) if user is not None else None,
+                                      cwd=launch["cwd"], env=self.env, argv=self.argv(), cgroups=launch["cgroups"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise sup.LaunchProblem(f"the task's container cannot be described: {exc}") from None
+        spec_fd = os.memfd_create("nsinit-spec", os.MFD_CLOEXEC)
+        read_end, write_end = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            _write_all(spec_fd, spec)
+            os.lseek(spec_fd, 0, os.SEEK_SET)
+            spec_fd, write_end = _above(spec_fd, 4), _above(write_end, 4)   # never moved over by the other
+            actions = [(os.POSIX_SPAWN_DUP2, spec_fd, 3), (os.POSIX_SPAWN_DUP2, write_end, 4)]
+
+            def start() -> int:
+                return self.spawn([], program=[launch["init"]], env={}, extra_actions=actions,
+                                  sigmask=INIT_BLOCKED, join=False)
+            pid = spawn_in_namespace(forker, start) if "pid" in launch["namespaces"] else start()
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(spec_fd)
+            os.close(write_end)
+        self.status_pipe = read_end
+        self.started_by = "nsinit"
+        return pid
+
+    def read_status(self) -> None:
+        """Read what the helper said (non-blocking): ``R PID``, ``F WHY``,
+        ``X STATUS`` lines; at the end of the pipe, closed."""
+        while self.status_pipe >= 0:
+            try:
+                chunk = os.read(self.status_pipe, 4096)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                os.close(self.status_pipe)
+                self.status_pipe = -1
+                return
+            self.said += chunk
+            *lines, self.said = self.said.split(b"\n")
+            if len(self.said) > MAX_LINE:
+                self.said = b""
+            for line in lines:
+                kind, _, rest = line.decode("utf-8", "replace").partition(" ")
+                if kind == "R" and rest.isdigit() and not self.executing:
+                    self.executing = True
+                    self.reported_pid = int(rest)
+                elif kind == "F" and not self.failure:
+                    self.failure = rest[:2000] or "the namespace init helper failed"
+                elif kind == "X" and rest.lstrip("-").isdigit():
+                    self.task_status = int(rest)
+
+    reported_pid = 0   # the task's pid as the helper's namespace sees it
+
+
+#: what the init helper is started with blocked: a SIGTERM before it waits for signals waits for it (the
+#: first process of a PID namespace would drop one it has no handler for)
+INIT_BLOCKED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
+                signal.SIGCHLD)
+
+
+def _private_tmp_places(tmp: str, keep: list) -> list[tuple[str, str]]:
+    """:func:`.namespaces.private_tmp`'s paths: the place inside ``tmp``
+    of each kept path below ``/tmp``, as ``(path, place)`` pairs to bind
+    (the helper makes ``tmp`` and the places)."""
+    namespaces = sup.load_sibling("namespaces")
+    root = "/tmp"
+    real_root = root if not os.path.islink(root) else os.path.realpath(root)
+    pairs = []
+    for path in namespaces._outermost(keep):
+        relative = os.path.relpath(path, real_root)
+        if relative == "." or relative.startswith(".."):
+            continue
+        pairs.append((path, os.path.join(tmp, relative)))
+    return pairs
+
+
+def _above(fd: int, lowest: int) -> int:
+    """``fd``, or a close-on-exec copy of it above ``lowest`` (the old one closed)."""
+    if fd > lowest:
+        return fd
+    copy = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, lowest + 1)
+    os.close(fd)
+    return copy
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 class SharedSupervisor:
@@ -150,6 +284,9 @@ class SharedSupervisor:
         self.agent_pid_file = os.path.join(self.meta, "agent.pid")
         self.tasks: dict[str, SharedTask] = {}
         self.by_fd: dict[int, SharedTask] = {}
+        self.by_status_pipe: dict[int, SharedTask] = {}   # the init helpers' status pipes
+        self.forker = None     # a namespaces.PidNamespaceForker, once a task has a PID namespace
+        self.host_proc = -1    # /proc, to find a task's pid from its helper's (opened once needed)
         self.cleaning: list[SharedTask] = []
         self.poller = select.poll()
         self.listener: socket.socket | None = None
@@ -216,6 +353,8 @@ class SharedSupervisor:
                     self._drain_wakeups()
                 elif fd in self.by_fd:
                     self.reap(self.by_fd[fd])
+                elif fd in self.by_status_pipe:
+                    self.heard(self.by_status_pipe[fd])
             self.deadlines(time.monotonic())
             self.flush()
         self.close()
@@ -358,12 +497,18 @@ class SharedSupervisor:
             self.failed(task, sup.REASON_LAUNCH_FAILED, f"unreadable launch file: {exc}")
             return
         if not covers(task.launch):
-            self.failed(task, sup.REASON_LAUNCH_FAILED, "the shared supervisor does not run tasks with namespaces, "
-                                                        "an image, URIs or a health check")
+            self.failed(task, sup.REASON_LAUNCH_FAILED, "the shared supervisor does not run tasks with an image, "
+                                                        "URIs or a health check, nor namespaces without its helper")
             return
+        init = bool(task.launch["namespaces"])
         try:
             task.prepare()
-            task.task_pid = task.start()
+            if init:
+                if self.forker is None and "pid" in task.launch["namespaces"]:
+                    self.forker = sup.load_sibling("namespaces").PidNamespaceForker()
+                task.task_pid = task.start_init(self.forker, _first_of_new_namespace)
+            else:
+                task.task_pid = task.start()
             task.pidfd = os.pidfd_open(task.task_pid)
         except sup.LaunchProblem as exc:
             self.failed(task, sup.REASON_LAUNCH_FAILED, str(exc))
@@ -372,13 +517,51 @@ class SharedSupervisor:
             if task.task_pid:   # started, and cannot be watched: it must not run unsupervised
                 task.signal_group(signal.SIGKILL)
                 os.waitpid(task.task_pid, 0)
+            if task.status_pipe >= 0:
+                os.close(task.status_pipe)
+                task.status_pipe = -1
             self.failed(task, sup.REASON_LAUNCH_FAILED, f"{type(exc).__name__}: {exc}")
             return
         self.tasks[name] = task
         self.by_fd[task.pidfd] = task
         self.poller.register(task.pidfd, select.POLLIN)
-        sup.write_run_file(task.path(sup.TASK_FILE), {"pid": task.task_pid, "started": task.started_by})
-        self.tell(f"S {name} {task.task_pid}")
+        if init:   # it runs once its helper says so (heard)
+            self.by_status_pipe[task.status_pipe] = task
+            self.poller.register(task.status_pipe, select.POLLIN)
+            return
+        self.started(task, task.task_pid)
+
+    def started(self, task: SharedTask, pid: int) -> None:
+        """The task executes (``pid``: the host's): its ``task.json``, and the agent told."""
+        record = {"pid": pid, "started": task.started_by}
+        if task.started_by == "nsinit":
+            record["init"] = task.task_pid   # the init of its namespaces (its supervisor, as far as it sees)
+        sup.write_run_file(task.path(sup.TASK_FILE), record)
+        self.tell(f"S {task.name} {pid}")
+
+    def heard(self, task: SharedTask) -> None:
+        """The init helper of ``task`` said something (or closed its pipe)."""
+        was_executing = task.executing
+        pipe = task.status_pipe
+        task.read_status()
+        if task.status_pipe < 0 and pipe >= 0:
+            self.poller.unregister(pipe)
+            self.by_status_pipe.pop(pipe, None)
+        if task.executing and not was_executing:
+            self.started(task, self.task_host_pid(task))
+
+    def task_host_pid(self, task: SharedTask) -> int:
+        """The task's pid as the host sees it, from the pid its helper
+        said (in its PID namespace: found among the helper's children).
+        If the task is gone already, its helper's: a pid of its container
+        that no other process can have until it is reaped here (never 0,
+        which a process group signal would take for the agent's own)."""
+        if "pid" not in task.launch["namespaces"]:
+            return task.reported_pid
+        if self.host_proc < 0:
+            self.host_proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        found = sup.load_sibling("namespaces").host_pid_of_child(self.host_proc, task.task_pid, task.reported_pid)
+        return found if found is not None else task.task_pid
 
     def failed(self, task: SharedTask, reason: str, message: str) -> None:
         sup.say(f"{task.name}: not started: {message}")
@@ -398,6 +581,14 @@ class SharedSupervisor:
         task.pidfd = -1
         task.signal_group(signal.SIGKILL)
         _, task.status = os.waitpid(task.task_pid, 0)
+        if task.status_pipe >= 0:   # an init helper: all it said is in its pipe now
+            pipe = task.status_pipe
+            self.heard(task)
+            if task.status_pipe >= 0:   # no end of the pipe: something else holds it; not waited for
+                self.poller.unregister(pipe)
+                self.by_status_pipe.pop(pipe, None)
+                os.close(pipe)
+                task.status_pipe = -1
         if task.child is not None:   # reaped here: its Popen must never wait for the pid (reused by then)
             task.child.returncode = os.waitstatus_to_exitcode(task.status)
         task.cleanup_deadline = time.monotonic() + sup.CLEANUP_LIMIT
@@ -409,11 +600,16 @@ class SharedSupervisor:
         (or the time to empty them is over); False while it waits."""
         if not task.kill_cgroups() and time.monotonic() < task.cleanup_deadline:
             return False
-        status = task.status
+        status = task.task_status if task.task_status is not None else task.status
         assert status is not None
         code, signum = (None, os.WTERMSIG(status)) if os.WIFSIGNALED(status) else (os.WEXITSTATUS(status), None)
+        reason, message = task.reason, task.message
+        if task.failure and not task.executing:   # its helper could not start it
+            code = signum = None
+            reason, message = sup.REASON_LAUNCH_FAILED, task.failure
+            sup.say(f"{task.name}: not started: {message}")
         try:
-            task.record(code, signum, task.reason, task.message)
+            task.record(code, signum, reason, message)
         except OSError as exc:
             sup.say(f"{task.name}: cannot record its end: {exc}")
         del self.tasks[task.name]
@@ -442,6 +638,11 @@ class SharedSupervisor:
 
 def _ignore(*_: object) -> None:
     pass
+
+
+def _first_of_new_namespace(forker, start):
+    """``start()`` (a spawn) as the first process of a new PID namespace."""
+    return forker.first_of_new_namespace(start)
 
 
 def _state_ticks(meta: str) -> object:

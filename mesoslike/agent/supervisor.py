@@ -1,7 +1,8 @@
 """A task's supervisor: the small per-task process (our *executor*, in
 Mesos's words) that runs one task, outlives the agent, and records how the
-task ended. (The plain tasks — no namespaces, image, URIs or health check —
-share one long-lived supervisor per agent instead,
+task ended. (The tasks with no image, URIs or health check — with
+namespaces, through the compiled init helper :mod:`.nsinit` — share one
+long-lived supervisor per agent instead,
 :mod:`.shared_supervisor`, which runs this module's :class:`Supervisor`
 for each of them with its own loop, and writes the same run files.)
 
@@ -828,7 +829,9 @@ class Supervisor:
             return self.spawn(known, switch=True)
         return self.start_forked()
 
-    def spawn(self, homes: list, switch: bool = False) -> int:
+    def spawn(self, homes: list, switch: bool = False, *, program: list[str] | None = None,
+              env: dict | None = None, extra_actions: list | None = None, sigmask: tuple = (),
+              join: bool = True) -> int:
         """Start the task with ``posix_spawn`` (a ``vfork``: issue 14), not a
         fork of this Python process that runs Python before ``exec`` (its
         copy-on-write faults were a third of a task's CPU). The task must be
@@ -850,7 +853,13 @@ class Supervisor:
         runs no Python — it switches and executes — so its copy-on-write
         faults are a few pages; no exec step runs as root with the task's
         environment (a helper such as ``setpriv`` would, and would load
-        what ``LD_PRELOAD`` names)."""
+        what ``LD_PRELOAD`` names).
+
+        ``program``, ``env``, ``extra_actions``, ``sigmask``: another
+        program than the task's — the shared supervisor's init helper
+        (:mod:`.nsinit`), with its environment, more file actions and the
+        signals it starts with blocked — spawned the same way; without
+        ``join``, not in the task's cgroups (the helper joins them)."""
         launch = self.launch
         stdout = open_output(launch["stdout"], self.user)
         stderr = -1
@@ -860,10 +869,10 @@ class Supervisor:
             stderr = open_output(launch["stderr"], self.user)
             here = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             os.chdir(launch["cwd"])   # posix_spawn has no cwd: the child inherits this process's
-            for directory in launch["cgroups"]:
+            for directory in launch["cgroups"] if join else ():
                 join_cgroup(directory)
-            argv = self.argv()
-            if switch:
+            argv = program if program is not None else self.argv()
+            if switch and program is None:
                 user = self.user
                 assert user is not None
                 self.child = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=stdout,
@@ -872,10 +881,11 @@ class Supervisor:
                 pid = self.child.pid
             else:
                 spawn = os.posix_spawn if argv[0] == SHELL or "/" in argv[0] else os.posix_spawnp
-                pid = spawn(argv[0], argv, self.env, setsid=True,
-                            setsigmask=(), setsigdef=_CHILD_DEFAULT_SIGNALS,
+                pid = spawn(argv[0], argv, self.env if env is None else env, setsid=True,
+                            setsigmask=sigmask, setsigdef=_CHILD_DEFAULT_SIGNALS,
                             file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                                          (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2)])
+                                          (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2),
+                                          *(extra_actions or ())])
         finally:
             try:
                 for directory in homes:   # never stay: the task's end SIGKILLs whatever is in its cgroups

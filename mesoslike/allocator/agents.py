@@ -15,11 +15,14 @@ pool*: the scalar thousandths available on active agents, summed.
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 from mesoslike.allocator.millis import Millis, add_millis
 from mesoslike.errors import AgentCapacityError, RecoveryError, ResourcesError, UnknownAgentError
 from mesoslike.resources import Resources
+
+if TYPE_CHECKING:
+    from mesoslike.allocator.filters import AgentFilters
 
 __all__ = ["Agent", "AgentBook"]
 
@@ -31,7 +34,7 @@ class Agent:
     ``available``, ``held`` and ``active`` only through the book."""
 
     __slots__ = ("id", "hostname", "attributes", "total", "available", "active", "held", "version", "idle_stamp",
-                 "reserved")
+                 "reserved", "filters", "fit")
 
     def __init__(self, agent_id: str, total: Resources, hostname: str, attributes: Mapping[str, str]) -> None:
         self.id = agent_id
@@ -48,6 +51,15 @@ class Agent:
         self.version = 0
         #: (version, eligibility) when nobody could take it: the allocator's cache
         self.idle_stamp: tuple[int, int] | None = None
+        #: the decline filters on this agent by framework: the filter store's own
+        #: table for it (``FilterStore.add`` hands it out), kept here so that a
+        #: cycle reaches it without a lookup among 100,000 agents; None before
+        #: the first filter, empty once they are gone. The allocator sets it.
+        self.filters: AgentFilters | None = None
+        #: what the agent had free (reservations stripped) when it last met the
+        #: allocator's default minimum: the same object again meets it again
+        #: (a declined offer gives the very object back). The allocator's cache.
+        self.fit: Resources | None = None
 
 
 class AgentBook:
@@ -196,6 +208,11 @@ class AgentBook:
         elif not tracking:
             self._tracking_free = False
             self._free = {}
+
+    @property
+    def tracking_free(self) -> bool:
+        """Whether the free pool is kept (:meth:`track_free`)."""
+        return self._tracking_free
 
     @property
     def free(self) -> Mapping[str, int]:

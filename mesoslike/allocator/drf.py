@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from bisect import bisect_left, insort
 from operator import itemgetter
@@ -279,16 +279,27 @@ class DRFSorter(Sorter):
         parent = node.parent
         while parent is not None:  # the root has no rank to keep
             alloc = node.alloc
-            for kind, amount in millis.items():
-                alloc[kind] = alloc.get(kind, 0) + amount
             node.count += 1
             old = node.entry
-            if old is not None and not stale:
-                order = parent.order
-                items = order.items
-                if len(items) == 1:
+            items = parent.order.items
+            if old is None or stale or len(items) == 1:
+                for kind, amount in millis.items():
+                    alloc[kind] = alloc.get(kind, 0) + amount
+                if old is not None and not stale:
                     node.entry_dirty = True  # re-keyed when a sibling joins (_list)
-                else:
+            else:
+                # the new allocation and its dominant share in one pass over the grant's kinds ...
+                dominant = 0.0
+                for kind, amount in millis.items():
+                    amount += alloc.get(kind, 0)
+                    alloc[kind] = amount
+                    pool = total.get(kind)
+                    if pool:
+                        ratio = amount / pool
+                        if ratio > dominant:
+                            dominant = ratio
+                if len(alloc) != len(millis):
+                    # ... unless the allocation holds kinds the grant lacks: all of them count
                     dominant = 0.0
                     for kind, amount in alloc.items():
                         pool = total.get(kind)
@@ -296,23 +307,23 @@ class DRFSorter(Sorter):
                             ratio = amount / pool
                             if ratio > dominant:
                                 dominant = ratio
-                    new = node.entry = (dominant / node.weight, node.count, node.path, node)
-                    if order.big:
-                        order.replace(old, new)
+                new = node.entry = (dominant / node.weight, node.count, node.path, node)
+                if parent.order.big:
+                    parent.order.replace(old, new)
+                else:
+                    # a grant usually goes to the first client in order and sends it to
+                    # the back: both in O(1), else a binary search
+                    i = 0 if items[0] is old else bisect_left(items, old)
+                    if items[-1] < new:
+                        items.append(new)
+                        del items[i]
                     else:
-                        # a grant usually goes to the first client in order and sends it to
-                        # the back: both in O(1), else a binary search
-                        i = 0 if items[0] is old else bisect_left(items, old)
-                        if items[-1] < new:
-                            items.append(new)
-                            del items[i]
+                        j = bisect_left(items, new, i + 1)
+                        if j == i + 1:
+                            items[i] = new
                         else:
-                            j = bisect_left(items, new, i + 1)
-                            if j == i + 1:
-                                items[i] = new
-                            else:
-                                items.insert(j, new)
-                                del items[i]
+                            items.insert(j, new)
+                            del items[i]
             node = parent
             parent = node.parent
 
@@ -424,6 +435,16 @@ class DRFSorter(Sorter):
             # client: iterate in C, no generator frame per step
             return map(_PATH, self._root.order.items)
         return self._walk(self._root)
+
+    def live_order(self) -> Sequence[tuple] | None:
+        """A flat DRF order's own sorted entries (share, count, client,
+        node): see :meth:`Sorter.live_order`. None for a hierarchical one
+        or a subclass with its own order (the random sorter)."""
+        if self.hierarchical or type(self).iter_sorted is not DRFSorter.iter_sorted:
+            return None
+        if self._stale:
+            self._rebuild()
+        return self._root.order.items
 
     def _walk(self, node: SorterNode) -> Iterator[str]:
         for entry in node.order:

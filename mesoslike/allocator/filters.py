@@ -13,7 +13,7 @@ import itertools
 
 from mesoslike.resources import Resources
 
-__all__ = ["FilterStore", "MAX_REFUSE_SECONDS"]
+__all__ = ["FilterStore", "AgentFilters", "MAX_REFUSE_SECONDS"]
 
 #: refuse_seconds above this are capped (Mesos caps filters at 365 days)
 MAX_REFUSE_SECONDS = 365 * 24 * 3600.0
@@ -25,6 +25,10 @@ class _Filter:
     def __init__(self, refused: Resources, expires_at: float) -> None:
         self.refused = refused
         self.expires_at = expires_at
+
+
+#: the filters on one agent, by framework
+AgentFilters = dict[str, list[_Filter]]
 
 
 def refused_any(filters: list[_Filter], offer: Resources, now: float) -> bool:
@@ -40,7 +44,14 @@ def refused_any(filters: list[_Filter], offer: Resources, now: float) -> bool:
 
 
 class FilterStore:
-    """Filters indexed by agent then framework, and by framework."""
+    """Filters indexed by agent then framework, and by framework.
+
+    An agent's table (framework -> filters) is handed out by :meth:`add` so
+    that a caller may keep it beside the agent and skip the lookup by id: a
+    table stays the agent's until its last filter goes, and whatever removes
+    filters does so in place, so a table kept after that is empty, never
+    stale. The next filter on the agent starts a new table (``add`` returns it).
+    """
 
     def __init__(self) -> None:
         self._by_agent: dict[str, dict[str, list[_Filter]]] = {}
@@ -52,12 +63,15 @@ class FilterStore:
         #: (read-only), or None — the dict's own ``get``, for the hot path
         self.on_agent = self._by_agent.get
 
-    def add(self, framework_id: str, agent_id: str, refused: Resources, expires_at: float) -> None:
+    def add(self, framework_id: str, agent_id: str, refused: Resources, expires_at: float) -> AgentFilters:
+        """File a filter; returns the agent's table (see the class)."""
         flt = _Filter(refused, expires_at)
-        self._by_agent.setdefault(agent_id, {}).setdefault(framework_id, []).append(flt)
+        table = self._by_agent.setdefault(agent_id, {})
+        table.setdefault(framework_id, []).append(flt)
         self._agents_of.setdefault(framework_id, set()).add(agent_id)
         heapq.heappush(self._expiry, (expires_at, next(self._seq), framework_id, agent_id, flt))
         self._count += 1
+        return table
 
     def expire(self, now: float) -> set[str]:
         """Drop every filter whose time has come; returns the agents that
@@ -99,12 +113,14 @@ class FilterStore:
         return removed
 
     def clear_agent(self, agent_id: str) -> None:
-        for framework_id, filters in self._by_agent.pop(agent_id, {}).items():
+        table = self._by_agent.pop(agent_id, {})
+        for framework_id, filters in table.items():
             self._count -= len(filters)
             agents = self._agents_of[framework_id]
             agents.discard(agent_id)
             if not agents:
                 del self._agents_of[framework_id]
+        table.clear()  # in place: a holder of the table sees no filter
 
     def of_framework(self, framework_id: str) -> dict[str, list[_Filter]]:
         """A framework's filters by agent (read-only lists; expired ones

@@ -110,6 +110,19 @@ _NEXT_ROLE = "next role"     # go on with the next role of the walk
 _AGAIN = "again"             # walk again from the first role, skipping who was served
 
 
+class _ClientEntries:
+    """A sorter's order as entries whose ``[2]`` is the client, for one
+    without a live order (:meth:`Sorter.live_order`)."""
+
+    __slots__ = ("_sorter",)
+
+    def __init__(self, sorter: Sorter) -> None:
+        self._sorter = sorter
+
+    def __iter__(self) -> Iterator[tuple[None, None, str]]:
+        return ((None, None, client) for client in self._sorter.iter_sorted())
+
+
 class _Stage(NamedTuple):
     """One stage of a cycle: the stage loop with these parameters."""
 
@@ -212,6 +225,7 @@ class HierarchicalAllocator:
         self._eligible: set[str] = set()              # frameworks active and not suppressed
         self._min_overrides: dict[MinAllocatable, int] = {}  # distinct per-framework minimums
         self._all_mins: tuple[MinAllocatable, ...] = (self.min_allocatable,)
+        self._fits_for = self.min_allocatable  # the minimum the agents' Agent.fit caches were checked against
         self._role_eligible: dict[str, int] = {}
         self._active_roles: set[str] = set()          # roles with an eligible framework
         # With a single role and no quota, nothing reads the role sorter's
@@ -858,10 +872,16 @@ class HierarchicalAllocator:
             self._run_stage(guarantees, candidates, filter_now, grants)
         if self._fast_path and not self._quota and len(self._all_mins) == 1 and len(self._active_roles) == 1:
             (role,) = self._active_roles
-            self._allocate_plain(candidates, role, filter_now, grants)
+            rows: list[tuple[str, Agent, Resources]] = []
+            self._allocate_plain(candidates, role, filter_now, rows)
+            if grants:  # the prefer stage granted too: one offer per (framework, agent), in grant order
+                for framework_id, agent, resources in rows:
+                    grants[(framework_id, agent)] = resources
+                rows = [(framework_id, agent, resources) for (framework_id, agent), resources in grants.items()]
         else:
             self._run_stage(plain, candidates, filter_now, grants)
-        offers = self._offers.issue(grants, now)
+            rows = [(framework_id, agent, resources) for (framework_id, agent), resources in grants.items()]
+        offers = self._offers.issue_rows(rows, now)
         self._counters["offers_made"] += len(offers)
         self._counters["cycles"] += 1
         self._last_cycle_duration = self.clock.now() - now
@@ -906,7 +926,7 @@ class HierarchicalAllocator:
         with what it may be offered. Hot path: no mutation here, so the
         sorter's iterator stays valid."""
         frameworks = self._frameworks
-        filters_here = self._filters.on_agent(agent.id)  # usually None: no filter to check
+        filters_here = agent.filters  # usually None or empty: no filter to check
         # _offerable_at_all checked the one minimum; an agent with reservations
         # needs the per-role view of _offerable
         plain = caps is None and len(self._all_mins) == 1 and not agent.reserved
@@ -967,22 +987,31 @@ class HierarchicalAllocator:
         for agent_id in [a for a, (_, until) in preferred.items() if until <= now]:
             del preferred[agent_id]
 
-    def _allocate_plain(self, candidates: list[Agent], role: str, filter_now: float, grants: Grants) -> None:
+    def _allocate_plain(self, candidates: list[Agent], role: str, filter_now: float,
+                        rows: list[tuple[str, Agent, Resources]]) -> None:
         """The plain stage in the common case — no quota, one active role, one
         minimum for everyone — as one tight loop: the stage loop specialised
         (whole-agent grants; nothing can cut an offer short here), with
-        :meth:`_hold` inlined for a role without quota. It must decide
+        :meth:`_hold` and the agent book's ``decrease_available`` inlined for
+        a role without quota (and so without a free pool to keep). Its grants go to
+        ``rows`` as (framework id, agent, resources), one per agent at most:
+        no dict of grants to merge them in. It must decide
         exactly as :meth:`_run_stage` does: ``tests/test_allocator_fast_path.py``
         runs both on random histories."""
         sorter = self._framework_sorters[role]
-        sorted_frameworks = sorter.iter_sorted
+        # the sorter's live order saves a call and an iterator over it per agent
+        order: Iterable[tuple] = sorter.live_order() or _ClientEntries(sorter)
         framework_allocated = sorter.allocated
         role_allocated = None if self._roles_deferred else self._role_sorter.allocated
-        decrease_available = self._agents.decrease_available
+        assert not self._agents.tracking_free, "the fast path runs without quota, so without a free pool"
         mins = self.min_allocatable
-        on_agent = self._filters.on_agent
+        if mins is not self._fits_for:  # the agents' cache (Agent.fit) was for another minimum
+            for agent in self._agents:
+                agent.fit = None
+            self._fits_for = mins
         eligibility = self._eligibility
         skipped = held = 0
+        grant = rows.append
         for agent in candidates:
             stamp = agent.idle_stamp
             if stamp is not None and stamp == (agent.version, eligibility):
@@ -993,14 +1022,17 @@ class HierarchicalAllocator:
                 quantities = available.stripped()  # DRF counts reserved ones too
             else:
                 quantities = available
-            for minimum in mins:
-                if quantities.contains(minimum):
-                    break
-            else:
-                if mins or not available:  # without a minimum, anything but nothing (a preferred agent's rest)
-                    continue
-            filters_here = on_agent(agent.id)
-            for framework_id in sorted_frameworks():
+            if agent.fit is not quantities:  # met the minimum before: Resources never change
+                for minimum in mins:
+                    if quantities.contains(minimum):
+                        break
+                else:
+                    if mins or not available:  # without a minimum, anything but nothing (a preferred agent's rest)
+                        continue
+                agent.fit = quantities
+            filters_here = agent.filters
+            for entry in order:
+                framework_id = entry[2]
                 if filters_here:
                     refusals = filters_here.get(framework_id)
                     if refusals and refused_any(refusals, available, filter_now):
@@ -1010,13 +1042,19 @@ class HierarchicalAllocator:
             else:
                 agent.idle_stamp = (agent.version, eligibility)
                 continue
-            # _hold, the sorters changed: the iterator is dropped
-            decrease_available(agent, framework_id, available)
+            # _hold, the sorters changed: the iterator is dropped. AgentBook.decrease_available
+            # inlined: without quota no free pool is kept (_sync_quota_tracking)
+            free = agent.available
+            agent.available = EMPTY if available is free else free - available
+            holdings = agent.held
+            before = holdings.get(framework_id)
+            holdings[framework_id] = available if before is None else before + available
+            agent.version += 1
             if role_allocated is not None:
                 role_allocated(role, quantities)
             framework_allocated(framework_id, quantities)
             held += 1
-            grants[(framework_id, agent)] = available
+            grant((framework_id, agent, available))
         if role_allocated is None:
             self._deferred_grants += held
         self._counters["offers_filtered"] += skipped
@@ -1111,7 +1149,8 @@ class HierarchicalAllocator:
     def _add_filter(self, framework_id: str, agent_id: str, refused: Resources, refuse: float) -> None:
         if refuse > 0 and refused:
             timeout = max(self.allocation_interval, refuse)
-            self._filters.add(framework_id, agent_id, refused, self.clock.now() + timeout)
+            table = self._filters.add(framework_id, agent_id, refused, self.clock.now() + timeout)
+            self._agents.get(agent_id).filters = table  # the cycle reads it there
 
     def _offers_on_agent(self, agent: Agent) -> list[Offer]:
         return [o for framework_id in agent.held for o in self._offers.on(framework_id, agent.id).values()]
@@ -1331,6 +1370,7 @@ class HierarchicalAllocator:
         self._offers._check()
         self._roles._check(self._holdings())
         for agent in self._agents:
+            assert (agent.filters or None) is self._filters.on_agent(agent.id), f"{agent.id}: stale filter table"
             for framework_id, resources in agent.held.items():
                 framework = self._frameworks[framework_id]
                 parts = framework.used.get(agent.id, EMPTY)

@@ -17,12 +17,13 @@ from collections import deque
 from typing import Iterator, Mapping
 
 from mesoslike.allocator.agents import Agent
-from mesoslike.allocator.offers import Offer, issue_offer
+from mesoslike.allocator.offers import Offer, OfferLayout, issue_offer
 from mesoslike.errors import UnknownOfferError
 from mesoslike.resources import Resources
 
 __all__ = ["OfferBook"]
 
+_new = object.__new__
 _NONE: Mapping[str, Offer] = {}
 _NO_AGENTS: dict[str, dict[str, Offer]] = {}  # read only
 
@@ -53,19 +54,36 @@ class OfferBook:
     def issue(self, grants: Mapping[tuple[str, Agent], Resources], now: float) -> list[Offer]:
         """One offer per (framework id, agent) -> resources of ``grants``, in
         that order, made at ``now``. O(grants)."""
+        return self.issue_rows([(framework_id, agent, resources)
+                                for (framework_id, agent), resources in grants.items()], now)
+
+    def issue_rows(self, rows: list[tuple[str, Agent, Resources]], now: float) -> list[Offer]:
+        """One offer per (framework id, agent, resources) row, in that order,
+        made at ``now`` (a row per (framework, agent) at most). O(rows)."""
         offers: list[Offer] = []
         append = offers.append
         prefix, serial = self._prefix, self._serial
         table, created = self._offers, self._created
-        for (framework_id, agent), resources in grants.items():
+        unfiled = self._unfiled
+        if self._answered_unfiled == len(unfiled):
+            unfiled.clear()  # all answered while nobody asked (a decline-all cycle): nothing to file
+            self._answered_unfiled = 0
+        for framework_id, agent, resources in rows:
             serial += 1
             offer_id = f"{prefix}{serial}"
-            offer = issue_offer(offer_id, framework_id, agent.id, agent.hostname, resources, agent.attributes)
-            table[offer_id] = offer
+            # issue_offer inlined: a call an offer saved
+            offer = _new(OfferLayout)
+            offer.id = offer_id
+            offer.agent_id = agent.id
+            offer.hostname = agent.hostname
+            offer.resources = resources
+            offer.attributes = agent.attributes
+            offer.framework_id = framework_id
+            offer.__class__ = Offer  # type: ignore[assignment]
+            table[offer_id] = offer  # type: ignore[assignment]
             created[offer_id] = now
-            append(offer)
+            append(offer)  # type: ignore[arg-type]
         self._serial = serial
-        unfiled = self._unfiled
         unfiled.extend(offers)
         if self._answered_unfiled > 1024 + len(unfiled) // 2:
             # answered offers pile up while nobody asks: drop them (each once, so O(1) an offer)

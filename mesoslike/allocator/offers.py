@@ -10,14 +10,14 @@ import attrs
 from mesoslike.attributes import Attribute, check_attributes, typed_attributes
 from mesoslike.resources import Resources
 
-__all__ = ["Offer", "issue_offer", "Rescind", "RescindReason", "AllocatorStatistics"]
+__all__ = ["Offer", "OfferLayout", "issue_offer", "Rescind", "RescindReason", "AllocatorStatistics"]
 
 
 def _attribute_dict(value: Mapping[str, str] | None) -> dict[str, str]:
     return dict(value or {})  # a copy: the caller's mapping may change later
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, weakref_slot=False)  # no __weakref__ slot: issue_offer builds it as OfferLayout
 class Offer:
     """Resources of one agent offered to one framework — Mesos's ``Offer``:
     id, framework, agent, hostname, resources and the agent's attributes.
@@ -52,25 +52,40 @@ class Offer:
 
 
 _new = object.__new__
-_SET_ID, _SET_AGENT, _SET_HOST, _SET_RESOURCES, _SET_ATTRIBUTES, _SET_FRAMEWORK = (
-    getattr(Offer, name).__set__ for name in ("id", "agent_id", "hostname", "resources", "attributes", "framework_id")
-)
+
+
+class OfferLayout:
+    """:class:`Offer`'s slots, writable: :func:`issue_offer` (and the offer
+    book's loop, which inlines it) fills one and makes it an ``Offer`` (``__class__`` assignment: same slots, no
+    ``__dict__`` or ``__weakref__``, so CPython allows it)."""
+
+    __slots__ = Offer.__slots__
+    id: str
+    agent_id: str
+    hostname: str
+    resources: Resources
+    attributes: dict[str, str]
+    framework_id: str
 
 
 def issue_offer(offer_id: str, framework_id: str, agent_id: str, hostname: str, resources: Resources,
                 attributes: dict[str, str]) -> Offer:
     """An :class:`Offer` from values the allocator has already checked, for
     its hot path (a cycle makes one per agent): the fields are stored as
-    given, ``attributes`` shared rather than copied — half the cost of
-    ``Offer(...)``, same value."""
-    offer = _new(Offer)
-    _SET_ID(offer, offer_id)
-    _SET_AGENT(offer, agent_id)
-    _SET_HOST(offer, hostname)
-    _SET_RESOURCES(offer, resources)
-    _SET_ATTRIBUTES(offer, attributes)
-    _SET_FRAMEWORK(offer, framework_id)
-    return offer
+    given, ``attributes`` shared rather than copied — the same value as
+    ``Offer(...)``, of the same class. A frozen ``attrs`` class can only be
+    filled through ``object.__setattr__`` or its slot descriptors, a call
+    per field; plain stores into a writable twin of the same layout, then
+    one class switch, cost half as much."""
+    offer = _new(OfferLayout)
+    offer.id = offer_id
+    offer.agent_id = agent_id
+    offer.hostname = hostname
+    offer.resources = resources
+    offer.attributes = attributes
+    offer.framework_id = framework_id
+    offer.__class__ = Offer  # type: ignore[assignment]
+    return offer  # type: ignore[return-value]
 
 
 class RescindReason:

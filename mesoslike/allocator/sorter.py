@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 import random
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from mesoslike.resources import Resources
 
@@ -101,6 +101,15 @@ class Sorter(abc.ABC):
     def fresh(self, hierarchical: bool | None = None) -> Sorter:
         """A new, empty sorter of the same policy and configuration
         (``hierarchical`` overrides whether names are role paths)."""
+
+    def live_order(self) -> Sequence[tuple] | None:
+        """For a hot loop that walks the order once per agent: a live,
+        read-only sequence of entries in :meth:`iter_sorted` order whose
+        ``[2]`` is the client, kept up to date by grants and releases
+        (``allocated``, ``unallocated``) and valid until a client comes,
+        goes, is (de)activated or reweighted, or a total changes; None if the
+        sorter keeps none (then walk :meth:`iter_sorted`)."""
+        return None
 
     def sort(self) -> list[str]:
         """``list(iter_sorted())``."""

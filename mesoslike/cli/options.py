@@ -45,7 +45,8 @@ def option(command: str, *decls: str, **kwargs) -> Callable:
     """A click option with env var ``MESOSLIKE_<COMMAND>_<NAME>`` (or
     ``MESOSLIKE_<NAME>`` when ``command`` is empty) and its default shown.
     ``also_envvar``: a further variable, read when the first is not set."""
-    name = next(d for d in decls if d.startswith("--")).lstrip("-").replace("-", "_").upper()
+    # a boolean flag's "--on/--off" pair is named after its first half
+    name = next(d for d in decls if d.startswith("--")).partition("/")[0].lstrip("-").replace("-", "_").upper()
     prefix = f"MESOSLIKE_{command.upper()}_" if command else "MESOSLIKE_"
     also = kwargs.pop("also_envvar", None)
     kwargs.setdefault("show_default", True)

@@ -19,11 +19,12 @@ __all__ = [
     "ZkUrl", "is_zk_url", "parse_master_address",
     # loaded lazily from mesoslike.ha.zookeeper and mesoslike.ha.registry_store:
     "ZooKeeperError", "RegistryError", "FencingError", "connect", "MasterContender", "LeaderDetector",
-    "ZooKeeperRegistry", "FencedRegistryStore", "ZooKeeperRecordStore",
+    "ZooKeeperRegistry", "RegistryMirror", "FencedRegistryStore", "ZooKeeperRecordStore",
 ]
 
 _LAZY = {name: "mesoslike.ha.zookeeper" for name in __all__[3:9]}
-_LAZY.update({"ZooKeeperRegistry": "mesoslike.ha.registry_store", "FencedRegistryStore": "mesoslike.ha.registry_store",
+_LAZY.update({"ZooKeeperRegistry": "mesoslike.ha.registry_store", "RegistryMirror": "mesoslike.ha.registry_store",
+              "FencedRegistryStore": "mesoslike.ha.registry_store",
               "ZooKeeperRecordStore": "mesoslike.ha.record_store"})
 
 

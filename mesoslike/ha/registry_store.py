@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import zlib
 from typing import Any, Callable, Protocol, TypeVar
 
 import attrs
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError,
                               RolledBackError, RuntimeInconsistency)
+from kazoo.protocol.states import Callback, EventType, WatchedEvent
 
 from mesoslike.ha.zookeeper import (MAX_REGISTRY_BYTES, REGISTRY_NODE, FencingError, RegistryError, ZooKeeperError,
                                     _wait, log)
@@ -28,7 +30,7 @@ from mesoslike.master.registry import (MAX_REMOVED, REGISTRY_FORMAT, Registry, R
                                        agent_record, framework_record, unreachable_record)
 from mesoslike.master.storage import RegistryPartlyWritten
 
-__all__ = ["ZooKeeperRegistry", "FencedRegistryStore", "PreparedWrite", "ShardsRefused", "AGENT_BUCKETS", "FRAMEWORK_BUCKETS", "REMOVED_CHUNK",
+__all__ = ["ZooKeeperRegistry", "RegistryMirror", "FencedRegistryStore", "PreparedWrite", "ShardsRefused", "AGENT_BUCKETS", "FRAMEWORK_BUCKETS", "REMOVED_CHUNK",
            "MAX_REGISTRY_BYTES"]
 
 
@@ -421,10 +423,13 @@ class ZooKeeperRegistry:
     each shard holds), so :meth:`store` must follow a :meth:`load`.
     """
 
-    def __init__(self, client: KazooClient, path: str, timeout: float = 10.0) -> None:
+    def __init__(self, client: KazooClient, path: str, timeout: float = 10.0,
+                 mirror: RegistryMirror | None = None) -> None:
         self._client = client
         self.node = f"{path.rstrip('/')}/{REGISTRY_NODE}"
         self._timeout = timeout
+        #: a standby's copy of the znodes, kept current by watches: load() takes it instead of reading them all
+        self._mirror = mirror
         self._stored: _Stored | None = None
         #: the last write failed without saying whether it happened: the next (a whole one) reads first
         self._outcome_unknown = False
@@ -448,6 +453,11 @@ class ZooKeeperRegistry:
         :class:`ZooKeeperError` if ZooKeeper cannot be read.
         """
         self._stored = None
+        if self._mirror is not None:
+            taken = self._mirror.take()
+            if taken is not None:
+                registry, self._stored = taken
+                return registry
         try:
             data, stat = _wait(self._client.get_async(self.node), self._timeout)
         except NoNodeError:
@@ -467,7 +477,7 @@ class ZooKeeperRegistry:
             stored.versions = {name: version for name, (_, version) in shards.items() if _shard_kind(name)}
             registry = _from_document(self.node, header)
         elif header.get("layout") == REGISTRY_LAYOUT and header.get("format") == REGISTRY_FORMAT:
-            registry = _assemble(self.node, shards, stored)
+            registry = _assemble(self.node, _decode_shards(self.node, shards), stored)
         else:
             raise RegistryError(f"the registry {self.node} has layout {header.get('layout')!r}, format "
                                 f"{header.get('format')!r}: not one this master reads")
@@ -597,6 +607,180 @@ class ZooKeeperRegistry:
         return transaction
 
 
+#: a mirror's name for the registry node's list of children (no shard is named so)
+_CHILDREN = "/"
+
+
+class RegistryMirror:
+    """A standby master's copy of the registry's znodes, decoded and kept
+    current by ZooKeeper watches, so that the master that takes over reads
+    only what changed since it last looked instead of the whole registry
+    (docs/ha.rst, "Standby masters keep the registry loaded").
+
+    :meth:`refresh` (the standby's mirror thread, while it follows) reads the
+    znodes whose watch fired since the last refresh — every znode the first
+    time, and again after the ZooKeeper session wavered (SUSPENDED or LOST:
+    the watches may not have told everything). :meth:`take` (on election)
+    makes sure every watch of a change made before the election has fired,
+    reads those znodes, and returns the registry with what each znode holds.
+
+    Why a watched copy is current: the predecessor's writes are fenced on its
+    election znode, so each happened before that znode went, which is what
+    elected this master; ZooKeeper sends a session the watch events of
+    changes before its answers to later requests, and kazoo runs watch
+    callbacks in order on one thread. ``take`` asks ZooKeeper one question
+    after the election, then waits for a marker put on that thread's queue.
+    """
+
+    def __init__(self, client: KazooClient, path: str, timeout: float = 10.0) -> None:
+        self._client = client
+        self.node = f"{path.rstrip('/')}/{REGISTRY_NODE}"
+        self._timeout = timeout
+        self._lock = threading.Lock()    # one refresh or take at a time
+        self._marks = threading.Lock()   # what watches and session changes mark (kazoo's threads)
+        self._header: tuple[bytes, int] | None = None   # None: no registry node (when complete)
+        self._shards: dict[str, _Shard] = {}
+        #: every znode was read, with a watch, since the session was last known to keep its watches
+        self._complete = False
+        self._dirty: set[str] = set()    # znodes whose watch fired ("": the header; _CHILDREN: the list)
+        self._generation = 0             # moves on whenever the session wavers
+        #: set when a watch fires: the mirror thread refreshes
+        self.changed = threading.Event()
+        #: znodes read so far (the header and the list count as one each)
+        self.reads = 0
+        client.add_listener(self._session_changed)
+
+    @property
+    def complete(self) -> bool:
+        """Every znode is mirrored (a take() reads only what changed)."""
+        with self._marks:
+            return self._complete
+
+    @property
+    def current(self) -> bool:
+        """Complete, and no watch fired since the last refresh: a take() now reads no shard."""
+        with self._marks:
+            return self._complete and not self._dirty
+
+    def _session_changed(self, state: str) -> None:  # kazoo's thread: never block
+        if state != KazooState.CONNECTED:
+            self.invalidate()
+
+    def invalidate(self) -> None:
+        """Forget that the copy is current: the next refresh reads everything."""
+        with self._marks:
+            self._generation += 1
+            self._complete = False
+        self.changed.set()
+
+    def _watched(self, event: WatchedEvent) -> None:  # kazoo's callback thread
+        name = "" if event.path == self.node else event.path[len(self.node) + 1:]
+        with self._marks:
+            self._dirty.add(_CHILDREN if event.type == EventType.CHILD else name)
+        self.changed.set()
+
+    def refresh(self) -> int:
+        """Read what changed since the last refresh (everything, the first
+        time or after the session wavered). Returns how many znodes were read.
+        Raises :class:`ZooKeeperError` if ZooKeeper cannot be read."""
+        with self._lock:
+            return self._refresh()
+
+    def _refresh(self) -> int:
+        with self._marks:
+            generation, complete = self._generation, self._complete
+            dirty, self._dirty = self._dirty, set()
+            self.changed.clear()
+            self._complete = False   # until this refresh is done
+        try:
+            read = self._read(dirty if complete else None)
+        except (KazooException, ZooKeeperError) as exc:
+            raise ZooKeeperError(f"could not mirror the registry {self.node}: {exc!r}") from None
+        with self._marks:
+            self._complete = self._generation == generation
+        self.reads += read
+        return read
+
+    def _read(self, dirty: set[str] | None) -> int:
+        """Read the ``dirty`` znodes (None: all of them), each with a watch."""
+        client, node, timeout = self._client, self.node, self._timeout
+        read = 0
+        if dirty is None or "" in dirty or self._header is None:
+            read += 1
+            try:
+                data, stat = _wait(client.get_async(node, watch=self._watched), timeout)
+            except NoNodeError:
+                self._header, self._shards = None, {}
+                if _wait(client.exists_async(node, watch=self._watched), timeout) is not None:
+                    with self._marks:   # created since: read it next time
+                        self._dirty.add("")
+                    self.changed.set()
+                return read
+            self._header = (data, stat.version)
+            dirty = None if dirty is None or not self._shards else dirty | {_CHILDREN}
+        names = set(self._shards)
+        if dirty is None or _CHILDREN in dirty:
+            read += 1
+            try:
+                names = set(_wait(client.get_children_async(node, watch=self._watched), timeout))
+            except NoNodeError:   # deleted since: its watch fired
+                return read
+            for gone in set(self._shards) - names:
+                del self._shards[gone]
+        wanted = names if dirty is None else (names - set(self._shards)) | (dirty & names)
+        pending = [(name, client.get_async(f"{node}/{name}", watch=self._watched)) for name in sorted(wanted)]
+        for name, result in pending:
+            try:
+                data, stat = _wait(result, timeout)
+            except NoNodeError:   # deleted since the listing: its watch fired
+                self._shards.pop(name, None)
+                continue
+            self._shards[name] = _decode_shard(node, name, data, stat.version)
+        return read + len(pending)
+
+    def take(self) -> tuple[Registry, _Stored] | None:
+        """On election: the registry the znodes hold, from the copy and the
+        znodes changed since it was refreshed, and what each znode holds; None
+        if the copy is not complete or not of the current layout (the caller
+        reads the registry itself). The copy is given up: a leader does not
+        mirror (its own writes would only fire the watches); refresh() starts
+        it again."""
+        with self._lock:
+            try:
+                if not self.complete:
+                    return None
+                self._drain()
+                self._refresh()
+                if not self.complete or self._header is None:
+                    return None
+                data, version = self._header
+                try:
+                    header = _decode_json(self.node, data)
+                except RegistryError:
+                    return None
+                if header.get("layout") != REGISTRY_LAYOUT or header.get("format") != REGISTRY_FORMAT:
+                    return None
+                stored = _Stored(header=header, header_version=version)
+                return _assemble(self.node, self._shards, stored), stored
+            finally:
+                self._header, self._shards = None, {}
+                self.invalidate()
+
+    def _drain(self) -> None:
+        """Wait until every watch event ZooKeeper sent before now has marked
+        its znode: one round trip (ZooKeeper answers after sending the
+        session's older events), then a marker through kazoo's callback queue
+        (watch callbacks run from it in order)."""
+        try:
+            _wait(self._client.exists_async(self.node), self._timeout)
+        except (KazooException, ZooKeeperError) as exc:
+            raise ZooKeeperError(f"could not read the registry {self.node}: {exc!r}") from None
+        drained = threading.Event()
+        self._client.handler.dispatch_callback(Callback("watch", drained.set, ()))
+        if not drained.wait(self._timeout):
+            raise ZooKeeperError(f"ZooKeeper's watch callbacks did not run within {self._timeout:g} s")
+
+
 def _refusal(results: list, batch: list[_Op], fence: str) -> ZooKeeperError | None:
     """The error of a transaction that failed (None if it succeeded)."""
     for index, result in enumerate(results):
@@ -644,30 +828,59 @@ def _from_document(node: str, document: dict) -> Registry:
         raise RegistryError(f"the registry record {node}: {exc}") from None
 
 
-def _assemble(node: str, shards: dict[str, tuple[bytes, int]], stored: _Stored) -> Registry:
-    """The registry from its shards (and, in ``stored``, what each holds).
+@attrs.frozen
+class _Shard:
+    """One child of the registry node, decoded (alone: a shard parses without the others)."""
+
+    version: int
+    kind: str | None              # None: not a registry shard (a foreign child)
+    #: removed chunks: (first seq, ids); single sections and record shards: the fragment as a Registry;
+    #: None if it did not parse (``problem`` says why)
+    content: tuple[int, list] | Registry | None
+    problem: str = ""
+
+
+def _decode_shard(node: str, name: str, data: bytes, version: int) -> _Shard:
+    """Shard ``name`` of the registry ``node`` decoded, or why it could not be."""
+    kind = _shard_kind(name)
+    if kind is None:
+        return _Shard(version, None, None)
+    try:
+        fragment = _decode_json(f"{node}/{name}", data)
+        if kind in _REMOVED_KINDS:
+            return _Shard(version, kind, _removed_chunk(fragment, kind))
+        return _Shard(version, kind, _from_document(f"{node}/{name}", fragment))
+    except RegistryError as exc:
+        return _Shard(version, kind, None, str(exc))
+
+
+def _decode_shards(node: str, shards: dict[str, tuple[bytes, int]]) -> dict[str, _Shard]:
+    return {name: _decode_shard(node, name, data, version) for name, (data, version) in shards.items()}
+
+
+def _assemble(node: str, shards: dict[str, _Shard], stored: _Stored) -> Registry:
+    """The registry from its decoded shards (and, in ``stored``, what each holds).
     A shard that does not parse is skipped with a warning; so is a foreign child."""
     registry = Registry()
     misplaced = []
     removed: dict[str, list[tuple[int, str]]] = {kind: [] for kind in _REMOVED_KINDS}
     for name in sorted(shards):
-        data, version = shards[name]
-        kind = _shard_kind(name)
+        shard = shards[name]
+        kind = shard.kind
         if kind is None:
             log.warning("registry: ignoring %s/%s: not a registry shard", node, name)
             continue
-        stored.versions[name] = version
-        try:
-            fragment = _decode_json(f"{node}/{name}", data)
-            if kind in _REMOVED_KINDS:
-                first, ids = _removed_chunk(fragment, kind)
-                stored.chunks[name] = (first, tuple(ids))
-                removed[kind] += [(first + index, item) for index, item in enumerate(ids) if isinstance(item, str)]
-                continue
-            part = _from_document(f"{node}/{name}", fragment)
-        except RegistryError as exc:
-            log.warning("registry: skipping the shard %s/%s (its records stay unknown): %s", node, name, exc)
+        stored.versions[name] = shard.version
+        if shard.content is None:
+            log.warning("registry: skipping the shard %s/%s (its records stay unknown): %s", node, name,
+                        shard.problem)
             continue
+        if isinstance(shard.content, tuple):   # a chunk of a removed list
+            first, ids = shard.content
+            stored.chunks[name] = (first, tuple(ids))
+            removed[kind] += [(first + index, item) for index, item in enumerate(ids) if isinstance(item, str)]
+            continue
+        part = shard.content
         if kind in _SINGLE_SECTIONS:
             getattr(registry, kind).update(getattr(part, kind))
             stored.singles[kind] = dict(getattr(part, kind))

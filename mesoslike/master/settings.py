@@ -41,7 +41,9 @@ class MasterSettings:
     the same host (0 = any, None = no HTTP). ``config``: the core's timing,
     policy and bounds. ``master_id``: its id (default: a random one).
     ``zk``: a :class:`mesoslike.ha.ZkUrl` to run highly available (the
-    registry then lives in ZooKeeper), with ``zk_session_timeout``.
+    registry then lives in ZooKeeper), with ``zk_session_timeout``;
+    ``standby_mirror``: while following, keep a copy of the registry current
+    (ZooKeeper watches) so that taking over reads only what changed.
     ``roles``: the roles file's settings (docs/roles.rst), applied whenever
     this master takes the lead. ``keys`` and ``credentials``: its CURVE
     pair and the cluster's principals and ACLs (docs/security.rst; both or
@@ -56,6 +58,7 @@ class MasterSettings:
     master_id: str | None = None
     zk: ZkUrl | None = None
     zk_session_timeout: float = 10.0
+    standby_mirror: bool = True
     roles: RolesConfig | None = None
     keys: CurveKeys | None = None
     credentials: Credentials | None = None

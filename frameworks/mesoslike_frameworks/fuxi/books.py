@@ -8,7 +8,7 @@ their own arithmetic.
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Any, Mapping
 
 import attrs
 
@@ -50,6 +50,10 @@ class Slot:
     room: str = ""
 
 
+#: a machine's mappings before it has any (read-only: they are replaced, never changed)
+_NONE: Mapping[str, Any] = {}
+
+
 class Machine:
     """An agent seen in an offer: the slots and reservations on it, the most
     it was seen to have, and, during a pass, its offers and free room. A
@@ -58,20 +62,23 @@ class Machine:
     __slots__ = ("agent_id", "hostname", "room", "slots", "holds", "capacity", "in_batch", "free", "open",
                  "offer_ids", "granted", "at", "room_at", "attributes", "offered")
 
-    def __init__(self, agent_id: str, hostname: str, room: str) -> None:
+    def __init__(self, agent_id: str, hostname: str, room: str, attributes: Mapping[str, str] = _NONE,
+                 offered: Mapping[str, int] = _NONE, offer_ids: list[str] | None = None) -> None:
+        # a machine first seen in an offer is made with that offer's fields (``attributes``,
+        # ``offered``, ``offer_ids``, and then in a batch): one store each, not two
         self.agent_id = agent_id
         self.hostname = hostname
         self.room = room
-        self.attributes: Mapping[str, str] = {}  # its agent's, from its latest offer (node labels match them)
+        self.attributes = attributes             # its agent's, from its latest offer (node labels match them)
         self.slots: dict[str, Slot] = {}         # every slot held on it
         self.holds: dict[str, int] = {}          # unit key -> slots of it reserved here
-        self.capacity: Mapping[str, int] = {}    # millis (read-only: replaced, never changed): the most seen on it, offered + held by our slots
+        self.capacity: Mapping[str, int] = _NONE  # millis (read-only: replaced, never changed): the most seen on it, offered + held by our slots
         # this batch only (reset when the offers are answered)
-        self.in_batch = False
+        self.in_batch = offer_ids is not None
         self.free: Vector = ()                   # offered and not granted, over the batch's kinds
         self.open: Vector = ()                   # free minus the reservations: what any unit may take
-        self.offer_ids: list[str] = []
-        self.offered: Mapping[str, int] = {}      # millis: what its offers in this batch add up to
+        self.offer_ids: list[str] = [] if offer_ids is None else offer_ids
+        self.offered = offered                   # millis (read-only): what its offers in this batch add up to
         self.granted: list[Slot] = []
         self.at = -1                             # its position in the batch's cluster scope
         self.room_at = -1                        # and in its room's (once that scope is built)

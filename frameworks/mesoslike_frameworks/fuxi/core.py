@@ -56,7 +56,7 @@ import itertools
 import logging
 import math
 from collections import deque
-from operator import ge, sub
+from operator import attrgetter, ge, sub
 from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 import attrs
@@ -229,13 +229,12 @@ class _Batch:
     (built when a unit first asks for that room; the rooms' members are
     sorted out then, for every room at once)."""
 
-    def __init__(self, machines: list[Machine], dims: Dims, index: str) -> None:
+    def __init__(self, machines: list[Machine], vectors: list[Vector], dims: Dims, index: str) -> None:
+        """``machines`` in agent order, each's ``at`` its position there, ``vectors`` their open room."""
         self.machines = machines
         self.dims = dims
         self._index = index
-        self.cluster: Scope[Machine] = Scope(machines, [m.open for m in machines], len(dims), index)
-        for position, machine in enumerate(machines):
-            machine.at = position
+        self.cluster: Scope[Machine] = Scope(machines, vectors, len(dims), index)
         self._members: dict[str, list[Machine]] | None = None
         self._rooms: dict[str, Scope[Machine]] = {}
         self._hosts: dict[str, Machine] | None = None
@@ -289,6 +288,14 @@ class _Batch:
             scope = self._rooms.get(machine.room)
             if scope is not None:             # built in this batch: it set the machine's room_at
                 scope.update(machine.room_at, machine.open)
+
+    def shrunk(self, machine: Machine) -> None:
+        """``machine.open`` shrank (no kind grew): update both indexes. A grant's."""
+        self.cluster.shrunk(machine.at, machine.open)
+        if self._rooms:
+            scope = self._rooms.get(machine.room)
+            if scope is not None:
+                scope.shrunk(machine.room_at, machine.open)
 
     def resources(self, vector: Vector) -> Resources:
         """``vector`` as Resources; the same vector, the same object: passive
@@ -397,7 +404,7 @@ class FuxiCore:
         self._quota_room: dict[str, tuple[Resources, Resources, Resources]] = {}
         self._lowest: dict[int, int] = {}            # slot priority -> slots held at it
         # unlimited group -> id(slot) -> (slot, count) not summed into its use yet
-        self._use_delta: dict[str, dict[int, tuple[Resources, int]]] = {}
+        self._use_delta: dict[str, dict[int, list[Any]]] = {}    # [slot, count], the count changed in place
         self._job_seq = itertools.count(1)
         self._submit_seq = itertools.count()
         self._slot_seq = itertools.count(1)
@@ -627,6 +634,7 @@ class FuxiCore:
         if self.preemption:
             self._preempt(batch, caps)
         self._answer_offers(batch)
+        self.counters["slots_granted"] += len(self._granted_now)     # (counted here, not per grant)
         self._batch = None
         self._want_offers()
         out = self._flush()
@@ -856,22 +864,27 @@ class FuxiCore:
             machine = get_batch(agent_id)
             if machine is None:
                 machine = get_known(agent_id)
-                attributes = offer.attributes
+                attributes = offer.attributes           # shared, not copied: offers are read-only
                 room = attributes.get(ROOM_ATTRIBUTE, "")
-                if machine is None or machine.hostname != offer.hostname or machine.room != room:
+                millis = offer.resources.millis()       # read-only, not copied: a first pass takes 100,000
+                offered.append(millis)
+                if machine is None:                     # first seen: made with this offer's fields
+                    changes += 1
+                    known[agent_id] = batch[agent_id] = Machine(agent_id, offer.hostname, room, attributes, millis,
+                                                                [offer.id])
+                    continue
+                if machine.hostname != offer.hostname or machine.room != room:
                     old = machine
                     changes += 1
                     machine = Machine(agent_id, offer.hostname, room)
-                    if old is not None:
-                        machine.slots, machine.holds, machine.capacity = old.slots, old.holds, old.capacity
+                    machine.slots, machine.holds, machine.capacity = old.slots, old.holds, old.capacity
                     known[agent_id] = machine
                 else:
                     machine.offer_ids, machine.granted = [], []
                 machine.in_batch = True
-                machine.attributes = attributes         # shared, not copied: offers are read-only
+                machine.attributes = attributes
                 batch[agent_id] = machine
-                machine.offered = millis = offer.resources.millis()   # read-only, not copied: a first
-                offered.append(millis)                                # pass takes 100,000 offers
+                machine.offered = millis
             else:
                 total = merged.get(agent_id)
                 if total is None:                               # its first offer's own mapping: copy it
@@ -883,6 +896,7 @@ class FuxiCore:
             machine.offer_ids.append(offer.id)
         dims = Dims(set().union(*offered))
         machines = sorted(batch.values(), key=_agent_key)
+        vectors: list[Vector] = []               # their open room, in order: the cluster scope's
         names, zeros = dims.names, (0,) * len(dims)      # dims.vector, inlined
         # a machine seen for the first time joins the frontier of sizes here, by its free
         # vector (which is its capacity), if the frontier is over the same kinds
@@ -892,7 +906,9 @@ class FuxiCore:
         elif frontier is not None and self._frontier_kinds.names != dims.names:
             frontier = None
         first_seen: list[Vector] = []
-        for machine in machines:
+        add = vectors.append
+        for position, machine in enumerate(machines):
+            machine.at = position
             millis = machine.offered
             free = machine.free = tuple(map(millis.get, names, zeros))
             if not machine.capacity and not machine.slots:     # first seen: what it offers, at least
@@ -910,28 +926,36 @@ class FuxiCore:
                 frontier = self._frontier
             if machine.holds:
                 self._fit_holds(machine, dims)
-                machine.open = self._open(machine, dims)
+                add(self._open(machine, dims))
+                machine.open = vectors[-1]
             else:
                 machine.open = free
+                add(free)
         if first_seen:
             self._widen_frontier(frontier, first_seen)   # type: ignore[arg-type]  # (not None)
         if changes:
             self._changes += changes
             self._capacity_sum = None
-        return _Batch(machines, dims, self.machine_index)
+        return _Batch(machines, vectors, dims, self.machine_index)
 
     def _widen_frontier(self, frontier: list[Vector], sizes: Iterable[Vector]) -> None:
         """Machines of ``sizes`` (over the frontier's kinds) were seen, in
         this order: keep the frontier the sizes no other one contains.
-        O(frontier x kinds) a size; most are contained by the first size
-        looked at."""
+        O(frontier x kinds) a size; most are contained by the size that
+        contained the one before (machines come in a few shapes), asked
+        first. (The frontier's order does not matter: it is a set.)"""
+        last: Vector | None = None
         for size in sizes:
+            if last is not None and all(map(ge, last, size)):
+                continue
             for bigger in frontier:
                 if all(map(ge, bigger, size)):
+                    last = bigger
                     break
             else:
                 frontier[:] = [smaller for smaller in frontier if not all(map(ge, size, smaller))]
                 frontier.insert(0, size)
+                last = size
                 self._frontier_version += 1
                 self._too_big.clear()                    # a slot that fitted nowhere may fit this one
 
@@ -1060,6 +1084,13 @@ class FuxiCore:
         limit = unit.spec.max_per_machine
         return limit is None or unit.per_host.get(host, 0) + unit.holds.get(machine.agent_id, 0) < limit
 
+    def _unrestricted(self, unit: Unit) -> bool:
+        """Is :meth:`_allowed` true for the unit on every machine (no
+        blacklist, avoided host, node labels or ``max_per_machine``)?"""
+        spec = unit.spec
+        return not (len(self._blacklist) or spec.blacklist or unit.avoid or unit.blocked or spec.node_labels
+                    or spec.max_per_machine is not None)
+
     def _in_scope(self, unit: Unit, machine: Machine) -> bool:
         """Does the unit's locality allow ``machine`` (any machine with a cluster preference or none)?"""
         if CLUSTER_SCOPE in unit.scopes:
@@ -1096,9 +1127,10 @@ class FuxiCore:
         if unit.holds.get(machine.agent_id):
             self._unhold(unit, machine, 1)
             machine.open = self._open(machine, batch.dims)
+            batch.refresh(machine)
         else:
             machine.open = tuple(map(sub, machine.open, need))
-        batch.refresh(machine)
+            batch.shrunk(machine)
         machine.granted.append(slot)
         slot_id = slot.id
         machine.slots[slot_id] = slot
@@ -1110,7 +1142,6 @@ class FuxiCore:
         lowest = self._lowest
         lowest[unit.priority] = lowest.get(unit.priority, 0) + 1
         self._use(unit.group, unit.slot, 1)
-        self.counters["slots_granted"] += 1
         self._out.append(_new_granted(slot))
         return slot
 
@@ -1146,9 +1177,14 @@ class FuxiCore:
         if group.maximum is not None:
             group.used = group.used + slot if count > 0 else group.used.subtract_clamped(slot)
             return
-        delta = self._use_delta.setdefault(name, {})
+        delta = self._use_delta.get(name)
+        if delta is None:
+            delta = self._use_delta[name] = {}
         known = delta.get(id(slot))                  # by identity: a unit's slot is one object
-        delta[id(slot)] = (slot, count if known is None else known[1] + count)
+        if known is None:
+            delta[id(slot)] = [slot, count]
+        else:
+            known[1] += count
 
     def _settle_use(self) -> None:
         """Bring every group's ``used`` up to date. O(distinct slot sizes granted since)."""
@@ -1422,9 +1458,12 @@ class FuxiCore:
 
     def _place(self, unit: Unit, batch: _Batch, caps: Mapping[str, Resources | None]) -> Iterator[bool]:
         """Active scheduling of one unit, one slot (or a gang's reservation) per step."""
-        budget = min(unit.missing, self._quota_slots(unit, caps) - unit.reserved)
-        if unit.gang and self._quota_slots(unit, caps) < unit.waiting:
-            budget = 0                           # all or nothing: it waits for quota
+        if not unit.holds and caps.get(unit.group) is None:
+            budget = unit.desired - len(unit.slots)    # (the general case's value when nothing limits it)
+        else:
+            budget = min(unit.missing, self._quota_slots(unit, caps) - unit.reserved)
+            if unit.gang and self._quota_slots(unit, caps) < unit.waiting:
+                budget = 0                       # all or nothing: it waits for quota
         need = batch.need(unit.slot)
         placed = 0
         if need is not None and budget > 0:
@@ -1454,23 +1493,32 @@ class FuxiCore:
         with the tree, module :mod:`.machines`)."""
         placed, level = 0, 0
         origin = scope.cursor
+        machines = scope.machines
+        size = len(machines)
+        # what a unit of no restriction (most) skips asking per machine: nothing changes them within a pass
+        anywhere = self._unrestricted(unit)
+        plain = caps.get(unit.group) is None and not unit.gang      # a grant each step, no quota to ask
+        per_host, holds = unit.per_host, unit.holds                  # (changed in place, never replaced)
         while placed < count:
             progress = skipped = False
             for position in scope.around(need, origin):
-                if placed >= count:
-                    break
-                machine = scope.machines[position]
-                if not self._allowed(unit, machine):
+                machine = machines[position]
+                if not (anywhere or self._allowed(unit, machine)):
                     continue
-                if unit.per_host.get(machine.hostname, 0) + unit.holds.get(machine.agent_id, 0) > level:
+                if (per_host or holds) and \
+                        per_host.get(machine.hostname, 0) + holds.get(machine.agent_id, 0) > level:
                     skipped = True
                     continue
-                if not self._take_one(unit, machine, batch, need, caps):
+                if plain:
+                    self._grant(unit, machine, batch, need)
+                elif not self._take_one(unit, machine, batch, need, caps):
                     return
                 placed += 1
                 progress = True
-                scope.cursor = position + 1 if position + 1 < len(scope) else 0
+                scope.cursor = position + 1 if position + 1 < size else 0
                 yield True
+                if placed >= count:              # done: no question for a next machine
+                    return
             if not (progress or skipped):
                 return
             level += 1
@@ -1478,10 +1526,14 @@ class FuxiCore:
     def _fill_machine(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector, count: int,
                       caps: Mapping[str, Resources | None]) -> Iterator[bool]:
         """Up to ``count`` slots on one named machine (LT_MACHINE)."""
+        anywhere = self._unrestricted(unit)      # (nothing changes it within a pass)
+        plain = caps.get(unit.group) is None and not unit.gang
         for _ in range(count):
-            if not (fits(machine.open, need) and self._allowed(unit, machine)):
+            if not (all(map(ge, machine.open, need)) and (anywhere or self._allowed(unit, machine))):
                 return
-            if not self._take_one(unit, machine, batch, need, caps):
+            if plain:
+                self._grant(unit, machine, batch, need)
+            elif not self._take_one(unit, machine, batch, need, caps):
                 return
             yield True
 
@@ -1613,8 +1665,7 @@ def _has_labels(machine: Machine, labels: tuple[tuple[str, str], ...]) -> bool:
     return all(attributes.get(name) == text for name, text in labels)
 
 
-def _agent_key(machine: Machine) -> str:
-    return machine.agent_id
+_agent_key: Callable[[Machine], str] = attrgetter("agent_id")
 
 
 def _scopes(locality: Iterable[Locality]) -> tuple[str, ...]:

@@ -357,7 +357,9 @@ class Scope(Generic[M]):
         built: ``scan_first`` more machines are looked at first)."""
         vectors = self._vectors
         count = len(vectors)
-        probe_end = min(start + _PROBE, count)
+        probe_end = start + _PROBE
+        if probe_end > count:
+            probe_end = count
         for position in range(start, probe_end):
             if all(map(ge, vectors[position], need)):
                 return position
@@ -421,6 +423,13 @@ class Scope(Generic[M]):
             self._grown = True
         self._vectors[position] = free
         self._dirty.add(position)
+
+    def shrunk(self, position: int, free: Vector) -> None:
+        """:meth:`update` for a vector that grew in no kind (a slot granted
+        on it): nothing remembered is forgotten, so nothing is compared."""
+        self._vectors[position] = free
+        if self.index is not None:
+            self._dirty.add(position)
 
     def _build(self) -> FitTree | FitScan:
         """The index over the vectors as they are now."""

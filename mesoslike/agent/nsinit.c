@@ -1,0 +1,615 @@
+/*
+ * nsinit: the init of a task's container, started by the agent's shared
+ * supervisor (mesoslike/agent/shared_supervisor.py) in place of a Python
+ * supervisor forked per task. Built by mesoslike/agent/nsinit.py on the
+ * agent's first start (cc, once per version of this file).
+ *
+ * The shared supervisor posix_spawns it in the task's cgroups, in a session
+ * of its own, as the first process (pid 1) of a new PID namespace when the
+ * task has one, with no environment, its signals blocked, and:
+ *
+ *   fd 0, 1, 2  the task's stdin (/dev/null), stdout and stderr
+ *   fd 3        the launch spec (a memfd): NUL-terminated fields, records
+ *               of a tag and its fields (see read_spec; nsinit.py writes it)
+ *   fd 4        the status pipe to the shared supervisor, lines of:
+ *                 "R PID"     the task executes (PID as this namespace sees it)
+ *                 "F MESSAGE" it could not be started (nsinit then exits 127)
+ *                 "X STATUS"  the task's leader ended with wait status STATUS
+ *
+ * It does what mesoslike/agent/namespaces.py's enter() does in a Python
+ * supervisor: the namespaces other than pid (unshare), / a recursive slave,
+ * a fresh /proc (with pid), a fresh /dev/shm (with ipc), the sandbox's tmp
+ * on /tmp with the kept paths bound inside first, the volumes (each source
+ * checked to lie in its directory on the very file mounted), the host name
+ * (with uts), the loopback up (with net). Then it forks the task: a session
+ * of its own, the user's groups, gid and uid (after everything only root
+ * may do), its working directory, an empty signal mask and default
+ * dispositions, and execve with the task's environment, which nothing of
+ * this process ever read or used before (it runs as root; LD_PRELOAD and
+ * the like in that environment reach only the task's own program).
+ *
+ * As the init it forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and
+ * SIGUSR2 to the task's process group (a task that is pid 1 itself would
+ * ignore a SIGTERM it has no handler for), reaps every orphan, and once the
+ * task's leader ends, SIGKILLs what is left of its group, says the status
+ * and exits (the kernel then kills whatever else is left in the namespace).
+ *
+ * No shell, no library but libc; every field is checked; a failure before
+ * the task executes is said on fd 4, never left to a crash.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SPEC_FD 3
+#define STATUS_FD 4
+#define MAX_SPEC (16 << 20)
+#define MAX_ITEMS 65536
+
+static int status_fd = STATUS_FD;
+
+/* ------------------------------------------------------------ reporting */
+static void say(const char *line) {
+    size_t left = strlen(line);
+    while (left > 0) {
+        ssize_t n = write(status_fd, line, left);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        line += n;
+        left -= (size_t)n;
+    }
+}
+
+static void fail(const char *format, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void fail(const char *format, ...) {
+    char message[4096] = "F ";
+    va_list args;
+    va_start(args, format);
+    vsnprintf(message + 2, sizeof message - 3, format, args);
+    va_end(args);
+    for (char *c = message; *c; c++)
+        if (*c == '\n')
+            *c = ' ';
+    strcat(message, "\n");
+    say(message);
+    _exit(127);
+}
+
+/* ------------------------------------------------------------ the spec */
+struct volume {
+    const char *source, *target, *within, *create;
+    int readonly;
+};
+
+struct spec {
+    int pid, mount, ipc, uts, net;
+    const char *hostname, *tmp, *cwd;
+    const char **cgroups; size_t ncgroups;
+    struct kept { const char *source, *target; } *keep; size_t nkeep;
+    struct volume *volumes; size_t nvolumes;
+    int switch_user; uid_t uid; gid_t gid;
+    gid_t *groups; size_t ngroups;
+    const char **env; size_t nenv;
+    const char **argv; size_t nargv;
+};
+
+static char *read_all(int fd, size_t *size) {
+    size_t capacity = 1 << 16, used = 0;
+    char *data = malloc(capacity + 1);
+    if (data == NULL)
+        fail("out of memory");
+    for (;;) {
+        if (used == capacity) {
+            if (capacity >= MAX_SPEC)
+                fail("the launch spec is larger than %d bytes", MAX_SPEC);
+            capacity *= 2;
+            data = realloc(data, capacity + 1);
+            if (data == NULL)
+                fail("out of memory");
+        }
+        ssize_t n = read(fd, data + used, capacity - used);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            fail("cannot read the launch spec: %s", strerror(errno));
+        }
+        if (n == 0)
+            break;
+        used += (size_t)n;
+    }
+    data[used] = '\0';
+    *size = used;
+    return data;
+}
+
+struct cursor { char *at, *end; };
+
+static const char *field(struct cursor *c, const char *what) {
+    if (c->at >= c->end)
+        fail("the launch spec ends inside %s", what);
+    char *nul = memchr(c->at, '\0', (size_t)(c->end - c->at));
+    if (nul == NULL)
+        fail("the launch spec's last field is not terminated");
+    const char *value = c->at;
+    c->at = nul + 1;
+    return value;
+}
+
+static const char *path_field(struct cursor *c, const char *what) {
+    const char *value = field(c, what);
+    if (value[0] != '/' || strlen(value) >= PATH_MAX)
+        fail("%s is not an absolute path", what);
+    return value;
+}
+
+static unsigned long number(const char *text, unsigned long limit, const char *what) {
+    char *end;
+    errno = 0;
+    unsigned long value = strtoul(text, &end, 10);
+    if (text[0] < '0' || text[0] > '9' || *end != '\0' || errno != 0 || value > limit)
+        fail("%s is not a number up to %lu: %.40s", what, limit, text);
+    return value;
+}
+
+static void *grow(void *items, size_t count, size_t size) {
+    if (count >= MAX_ITEMS)
+        fail("too many items in the launch spec");
+    if ((count & (count - 1)) == 0) {   /* 0, 1, 2, 4, ...: double */
+        items = realloc(items, (count ? count * 2 : 1) * size);
+        if (items == NULL)
+            fail("out of memory");
+    }
+    return items;
+}
+
+/* Records: "ns" NAME | "hostname" H | "tmp" DIR | "keep" SOURCE TARGET |
+ * "volume" SOURCE TARGET READONLY WITHIN CREATE | "user" UID GID GROUPS
+ * (comma-separated) | "cwd" DIR | "cgroup" DIR | "env" NAME=VALUE |
+ * "arg" ARG | "end". */
+static void read_spec(struct spec *s) {
+    size_t size;
+    char *data = read_all(SPEC_FD, &size);
+    close(SPEC_FD);
+    struct cursor c = {data, data + size};
+    memset(s, 0, sizeof *s);
+    int ended = 0;
+    while (!ended) {
+        const char *tag = field(&c, "a record");
+        if (strcmp(tag, "ns") == 0) {
+            const char *name = field(&c, "a namespace");
+            if (strcmp(name, "pid") == 0) s->pid = 1;
+            else if (strcmp(name, "mount") == 0) s->mount = 1;
+            else if (strcmp(name, "ipc") == 0) s->ipc = 1;
+            else if (strcmp(name, "uts") == 0) s->uts = 1;
+            else if (strcmp(name, "net") == 0) s->net = 1;
+            else fail("unknown namespace %.40s", name);
+        } else if (strcmp(tag, "hostname") == 0) {
+            s->hostname = field(&c, "the host name");
+            if (strlen(s->hostname) > 64)
+                fail("the host name is longer than 64 bytes");
+        } else if (strcmp(tag, "tmp") == 0) {
+            s->tmp = path_field(&c, "the private /tmp");
+        } else if (strcmp(tag, "keep") == 0) {
+            s->keep = grow(s->keep, s->nkeep, sizeof *s->keep);
+            s->keep[s->nkeep].source = path_field(&c, "a kept path");
+            s->keep[s->nkeep].target = path_field(&c, "a kept path's place");
+            s->nkeep++;
+        } else if (strcmp(tag, "volume") == 0) {
+            s->volumes = grow(s->volumes, s->nvolumes, sizeof *s->volumes);
+            struct volume *v = &s->volumes[s->nvolumes++];
+            v->source = path_field(&c, "a volume's source");
+            v->target = path_field(&c, "a volume's target");
+            v->readonly = (int)number(field(&c, "a volume's mode"), 1, "a volume's mode");
+            v->within = field(&c, "a volume's directory");
+            v->create = field(&c, "a volume's creation directory");
+        } else if (strcmp(tag, "user") == 0) {
+            s->switch_user = 1;
+            s->uid = (uid_t)number(field(&c, "the uid"), 0xfffffffeUL, "the uid");
+            s->gid = (gid_t)number(field(&c, "the gid"), 0xfffffffeUL, "the gid");
+            char *groups = (char *)field(&c, "the groups");
+            for (char *save = NULL, *g = strtok_r(groups, ",", &save); g; g = strtok_r(NULL, ",", &save)) {
+                s->groups = grow(s->groups, s->ngroups, sizeof *s->groups);
+                s->groups[s->ngroups++] = (gid_t)number(g, 0xfffffffeUL, "a group");
+            }
+        } else if (strcmp(tag, "cgroup") == 0) {
+            s->cgroups = grow(s->cgroups, s->ncgroups, sizeof *s->cgroups);
+            s->cgroups[s->ncgroups++] = path_field(&c, "a cgroup");
+        } else if (strcmp(tag, "cwd") == 0) {
+            s->cwd = path_field(&c, "the working directory");
+        } else if (strcmp(tag, "env") == 0) {
+            s->env = grow(s->env, s->nenv, sizeof *s->env);
+            s->env[s->nenv] = field(&c, "a variable");
+            if (strchr(s->env[s->nenv], '=') == NULL)
+                fail("a variable without '='");
+            s->nenv++;
+        } else if (strcmp(tag, "arg") == 0) {
+            s->argv = grow(s->argv, s->nargv, sizeof *s->argv);
+            s->argv[s->nargv++] = field(&c, "an argument");
+        } else if (strcmp(tag, "end") == 0) {
+            ended = 1;
+        } else {
+            fail("unknown record %.40s in the launch spec", tag);
+        }
+    }
+    if (c.at != c.end)
+        fail("the launch spec goes on after its end");
+    if (s->nargv == 0 || s->argv[0][0] == '\0')
+        fail("no program to execute");
+    if (s->cwd == NULL)
+        fail("no working directory");
+    s->env = grow(s->env, s->nenv, sizeof *s->env);
+    s->env[s->nenv] = NULL;
+    s->argv = grow(s->argv, s->nargv, sizeof *s->argv);
+    s->argv[s->nargv] = NULL;
+}
+
+/* ------------------------------------------------------------ mounts */
+static void do_mount(const char *source, const char *target, const char *type, unsigned long flags,
+                     const char *data) {
+    if (mount(source, target, type, flags, data) != 0)
+        fail("mount %s on %s: %s", type ? type : (source ? source : ""), target, strerror(errno));
+}
+
+static void make_directories(const char *path, mode_t mode) {
+    char buffer[PATH_MAX];
+    if (strlen(path) >= sizeof buffer)
+        fail("a path too long: %.80s", path);
+    strcpy(buffer, path);
+    for (char *slash = buffer + 1; ; slash++) {
+        int last = *slash == '\0';
+        if (*slash == '/' || last) {
+            *slash = '\0';
+            if (mkdir(buffer, mode) != 0 && errno != EEXIST)
+                fail("cannot make %s: %s", buffer, strerror(errno));
+            if (last)
+                break;
+            *slash = '/';
+        }
+    }
+}
+
+/* The path with its existing part's symlinks resolved (os.path.realpath's
+ * way with a missing rest: kept as it is; but no "." or "..", which would
+ * be taken lexically there). */
+static void resolve(const char *path, char *out, int depth) {
+    if (depth > 256)
+        fail("a path too deep: %.80s", path);
+    if (realpath(path, out) != NULL)
+        return;
+    if (errno != ENOENT && errno != ENOTDIR)
+        fail("cannot resolve %s: %s", path, strerror(errno));
+    char parent[PATH_MAX];
+    if (strlen(path) >= sizeof parent || path[0] != '/')
+        fail("cannot resolve %.80s", path);
+    strcpy(parent, path);
+    size_t length = strlen(parent);
+    while (length > 1 && parent[length - 1] == '/')
+        parent[--length] = '\0';
+    char *slash = strrchr(parent, '/');
+    const char *last = slash + 1;
+    if (strcmp(last, "..") == 0 || strcmp(last, ".") == 0 || last[0] == '\0')
+        fail("%s: a missing part with '.' or '..'", path);
+    char name[NAME_MAX + 1];
+    if (strlen(last) > NAME_MAX)
+        fail("a name too long in %.80s", path);
+    strcpy(name, last);
+    if (slash == parent)
+        parent[1] = '\0';
+    else
+        *slash = '\0';
+    resolve(parent, out, depth + 1);
+    if (strlen(out) + strlen(name) + 2 > PATH_MAX)
+        fail("a path too long: %.80s", path);
+    if (strcmp(out, "/") != 0)
+        strcat(out, "/");
+    strcat(out, name);
+}
+
+static void check_within(const char *path, const char *directory, const char *what) {
+    char real[PATH_MAX], limit[PATH_MAX];
+    resolve(path, real, 0);
+    resolve(directory, limit, 0);
+    size_t n = strlen(limit);
+    while (n > 1 && limit[n - 1] == '/')
+        limit[--n] = '\0';
+    if (strcmp(real, limit) == 0)
+        return;
+    if (strncmp(real, limit, n) == 0 && (real[n] == '/' || (n == 1 && limit[0] == '/')))
+        return;
+    fail("%s resolves to %s, outside %s", what, real, limit);
+}
+
+static void bind_volume(const struct volume *v) {
+    int fd = open(v->source, O_PATH | O_CLOEXEC);
+    if (fd < 0)
+        fail("volume source %s: %s", v->source, strerror(errno));
+    char opened[64], real[PATH_MAX];
+    snprintf(opened, sizeof opened, "/proc/self/fd/%d", fd);
+    if (v->within[0]) {
+        ssize_t n = readlink(opened, real, sizeof real - 1);
+        if (n < 0)
+            fail("volume source %s: %s", v->source, strerror(errno));
+        real[n] = '\0';
+        char what[PATH_MAX + 32];
+        snprintf(what, sizeof what, "volume source %s", v->source);
+        check_within(real, v->within, what);
+    }
+    struct stat info;
+    if (v->create[0] && lstat(v->target, &info) != 0) {
+        char parent[PATH_MAX];
+        strcpy(parent, v->target);
+        char *slash = strrchr(parent, '/');
+        if (slash == parent)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
+        check_within(parent, v->create, parent);
+        if (stat(opened, &info) != 0)
+            fail("volume source %s: %s", v->source, strerror(errno));
+        if (S_ISDIR(info.st_mode)) {
+            make_directories(v->target, 0777);
+        } else {
+            make_directories(parent, 0777);
+            int made = open(v->target, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+            if (made < 0)
+                fail("cannot make %s: %s", v->target, strerror(errno));
+            close(made);
+        }
+    }
+    do_mount(opened, v->target, NULL, MS_BIND | MS_REC, NULL);
+    close(fd);
+    if (v->readonly)   /* a bind takes its flags only from a remount */
+        do_mount(NULL, v->target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL);
+}
+
+static void loopback_up(void) {
+    int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (sock < 0)
+        fail("socket: %s", strerror(errno));
+    struct ifreq request;
+    memset(&request, 0, sizeof request);
+    strcpy(request.ifr_name, "lo");
+    if (ioctl(sock, SIOCGIFFLAGS, &request) != 0)
+        fail("the loopback's flags: %s", strerror(errno));
+    request.ifr_flags |= IFF_UP;
+    if (ioctl(sock, SIOCSIFFLAGS, &request) != 0)
+        fail("the loopback up: %s", strerror(errno));
+    close(sock);
+}
+
+/* Into the task's cgroups, before anything of the task runs (its first
+ * instruction is in them) and before this process does the task's work. */
+static void join_cgroups(const struct spec *s) {
+    for (size_t i = 0; i < s->ncgroups; i++) {
+        char path[PATH_MAX];
+        if ((size_t)snprintf(path, sizeof path, "%s/cgroup.procs", s->cgroups[i]) >= sizeof path)
+            fail("a cgroup's path is too long");
+        int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0 || write(fd, "0", 1) != 1)
+            fail("cannot join the cgroup %s: %s", s->cgroups[i], strerror(errno));
+        close(fd);
+    }
+}
+
+static void enter(const struct spec *s) {
+    int flags = (s->mount ? CLONE_NEWNS : 0) | (s->ipc ? CLONE_NEWIPC : 0) | (s->uts ? CLONE_NEWUTS : 0)
+                | (s->net ? CLONE_NEWNET : 0);
+    if (flags && unshare(flags) != 0)
+        fail("unshare: %s", strerror(errno));
+    if (s->mount) {
+        do_mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL);
+        if (s->pid)
+            do_mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+        if (s->ipc)
+            do_mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+        if (s->tmp) {   /* made, mode 1777; the kept paths bound at their places inside first */
+            if (mkdir(s->tmp, 0777) != 0 && errno != EEXIST)
+                make_directories(s->tmp, 0777);
+            if (chmod(s->tmp, 01777) != 0)
+                fail("cannot chmod %s: %s", s->tmp, strerror(errno));
+            for (size_t i = 0; i < s->nkeep; i++) {
+                if (mkdir(s->keep[i].target, 0777) != 0 && errno != EEXIST)
+                    make_directories(s->keep[i].target, 0777);
+                do_mount(s->keep[i].source, s->keep[i].target, NULL, MS_BIND, NULL);
+            }
+            do_mount(s->tmp, "/tmp", NULL, MS_BIND | MS_REC, NULL);
+        }
+        for (size_t i = 0; i < s->nvolumes; i++)
+            bind_volume(&s->volumes[i]);
+    } else if (s->tmp || s->nvolumes) {
+        fail("a private /tmp or volumes without a mount namespace");
+    }
+    if (s->uts && s->hostname && s->hostname[0] && sethostname(s->hostname, strlen(s->hostname)) != 0)
+        fail("sethostname: %s", strerror(errno));
+    if (s->net)
+        loopback_up();
+}
+
+/* ------------------------------------------------------------ the task */
+static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+static void close_range_of(int lowest, int highest) {
+    for (int fd = lowest; fd <= highest; fd++)
+        close(fd);
+}
+
+static void close_from(int lowest) {
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, (unsigned)lowest, ~0U, 0) == 0)
+        return;
+#endif
+    long limit = sysconf(_SC_OPEN_MAX);
+    close_range_of(lowest, (int)(limit > 0 && limit < (1 << 20) ? limit : 65536) - 1);
+}
+
+/* In the forked child: becomes the task, or writes errno on `report` and exits. */
+static void become_task(const struct spec *s, int report) __attribute__((noreturn));
+static void become_task(const struct spec *s, int report) {
+    int code = 0;
+    const char *step = "setsid";
+    if (setsid() < 0) goto failed;
+    step = "chdir";   /* as root: the task's user may not traverse the directories above its sandbox */
+    if (chdir(s->cwd) != 0) goto failed;
+    if (s->switch_user) {   /* groups, then gid, then uid: each needs root left */
+        step = "setgroups";
+        if (setgroups(s->ngroups, s->groups) != 0) goto failed;
+        step = "setresgid";
+        if (setresgid(s->gid, s->gid, s->gid) != 0) goto failed;
+        step = "setresuid";
+        if (setresuid(s->uid, s->uid, s->uid) != 0) goto failed;
+    }
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int signum = 1; signum < NSIG; signum++)
+        sigaction(signum, &dfl, NULL);   /* EINVAL for SIGKILL, SIGSTOP and the unused: no matter */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    close(STATUS_FD);
+    step = "execute";
+    const char *program = s->argv[0];
+    if (strchr(program, '/') != NULL) {
+        execve(program, (char *const *)s->argv, (char *const *)s->env);
+    } else {   /* the task's PATH (execvpe would take this process's), as Python's os.execvpe does */
+        const char *path = "/usr/local/bin:/usr/bin:/bin";
+        for (size_t i = 0; i < s->nenv; i++)
+            if (strncmp(s->env[i], "PATH=", 5) == 0)
+                path = s->env[i] + 5;
+        int first_error = 0;
+        char candidate[PATH_MAX];
+        for (const char *at = path; ; ) {
+            const char *colon = strchrnul(at, ':');
+            size_t length = (size_t)(colon - at);
+            if (length + strlen(program) + 2 < sizeof candidate) {
+                if (length == 0)
+                    snprintf(candidate, sizeof candidate, "%s", program);
+                else
+                    snprintf(candidate, sizeof candidate, "%.*s/%s", (int)length, at, program);
+                execve(candidate, (char *const *)s->argv, (char *const *)s->env);
+                if (errno != ENOENT && errno != ENOTDIR && first_error == 0)
+                    first_error = errno;
+            }
+            if (*colon == '\0')
+                break;
+            at = colon + 1;
+        }
+        if (first_error)
+            errno = first_error;
+    }
+failed:
+    code = errno;
+    char message[64];
+    int n = snprintf(message, sizeof message, "%d %s", code, step);
+    if (write(report, message, (size_t)n) < 0) {}
+    _exit(127);
+}
+
+int main(int argc, char **argv) {
+    (void)argv;
+    if (argc != 1) {
+        fputs("nsinit: started by the agent's shared supervisor only (fd 3: the spec, fd 4: status)\n", stderr);
+        return 2;
+    }
+    if (fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) != 0) {
+        fputs("nsinit: no status pipe on fd 4\n", stderr);
+        return 2;
+    }
+    sigset_t watched;   /* blocked already by the spawner: a SIGTERM before now waits, not lost */
+    sigemptyset(&watched);
+    for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+        sigaddset(&watched, forwarded[i]);
+    sigaddset(&watched, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &watched, NULL);
+    signal(SIGPIPE, SIG_IGN);   /* a status pipe whose reader died: EPIPE, not death */
+    signal(SIGCHLD, SIG_DFL);   /* never ignored: its children would be reaped by the kernel, their status lost */
+
+    struct spec s;
+    read_spec(&s);
+    join_cgroups(&s);
+    enter(&s);
+
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0)
+        fail("pipe: %s", strerror(errno));
+    pid_t task = fork();
+    if (task < 0)
+        fail("fork: %s", strerror(errno));
+    if (task == 0) {
+        close(report[0]);
+        int keep = report[1];   /* every other descriptor above 2 goes (report is close-on-exec) */
+        if (keep > 3)
+            close_range_of(3, keep - 1);
+        close_from(keep + 1);
+        become_task(&s, keep);
+    }
+    close(report[1]);
+    char answer[64];
+    ssize_t n;
+    do {
+        n = read(report[0], answer, sizeof answer - 1);
+    } while (n < 0 && errno == EINTR);
+    close(report[0]);
+    if (n > 0) {   /* it did not execute: why */
+        answer[n] = '\0';
+        waitpid(task, NULL, 0);
+        int code = atoi(answer);
+        const char *step = strchr(answer, ' ');
+        step = step ? step + 1 : "start";
+        if (strcmp(step, "execute") == 0)
+            fail("cannot execute %s: %s", s.argv[0], strerror(code));
+        fail("the task's %s failed: %s", step, strerror(code));
+    }
+    char line[64];
+    snprintf(line, sizeof line, "R %d\n", (int)task);
+    say(line);
+
+    for (;;) {
+        siginfo_t info;
+        int signum = sigwaitinfo(&watched, &info);
+        if (signum < 0)
+            continue;
+        if (signum != SIGCHLD) {
+            if (kill(-task, signum) != 0)
+                kill(task, signum);
+            continue;
+        }
+        for (;;) {   /* every ended child, by a look that reaps nothing: the leader is waited for apart */
+            siginfo_t ended;
+            memset(&ended, 0, sizeof ended);
+            if (waitid(P_ALL, 0, &ended, WEXITED | WNOHANG | WNOWAIT) != 0 || ended.si_pid == 0)
+                break;
+            if (ended.si_pid != task) {   /* an orphan */
+                waitpid(ended.si_pid, NULL, 0);
+                continue;
+            }
+            kill(-task, SIGKILL);   /* the unreaped leader still pins the group id: its group cleared first */
+            int status;
+            if (waitpid(task, &status, 0) != task)
+                fail("the task's leader cannot be waited for: %s", strerror(errno));
+            snprintf(line, sizeof line, "X %d\n", status);
+            say(line);
+            return 0;
+        }
+    }
+}

@@ -1,0 +1,170 @@
+"""The namespace init helper (``nsinit.c``, beside this file): building it,
+and the launch spec the shared supervisor hands it.
+
+A task with namespaces (the default isolation: PID, mount, IPC and UTS
+namespaces, a private ``/tmp``) needs a first process of its PID namespace
+that sets up its mounts, forwards signals to it and reaps its orphans. A
+Python supervisor forked per task did that; the agent's shared supervisor
+(:mod:`.shared_supervisor`) spawns this small compiled program instead, in
+the task's cgroups, as pid 1 of the task's new PID namespace
+(``nsinit.c`` says how it talks and what it does).
+
+It is built on the agent's first start with the machine's C compiler
+(``$CC``, else ``cc``; statically linked where the C library allows, else
+dynamically), once per version of ``nsinit.c``, into ``__pycache__`` beside
+it (or, where that is not the agent's to write, the agent's ``meta``
+directory) — so ``pip install`` needs no compiler, and a machine without
+one still runs every task: :func:`helper` returns None, the agent logs why,
+and namespaced tasks get Python supervisors of their own as before.
+
+Standard library only: the shared supervisor loads this file by its path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+
+__all__ = ["SOURCE", "helper", "build", "encode_spec", "BuildProblem"]
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsinit.c")
+#: how long a compile may take (s): a loaded machine, a slow disk
+BUILD_TIMEOUT = 120.0
+
+
+class BuildProblem(Exception):
+    """The helper cannot be built here; the message says why."""
+
+
+def _digest(source: bytes, compiler: str) -> str:
+    return hashlib.sha256(source + b"\0" + compiler.encode()).hexdigest()[:16]
+
+
+def _safe_directory(directory: str) -> bool:
+    """A directory only this process's user (or root) can write in: what
+    it holds is executed as that user."""
+    try:
+        info = os.stat(directory)
+    except OSError:
+        return False
+    return (stat.S_ISDIR(info.st_mode) and info.st_uid in (0, os.geteuid())
+            and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _safe_binary(path: str) -> bool:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return (stat.S_ISREG(info.st_mode) and info.st_uid in (0, os.geteuid())
+            and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and bool(info.st_mode & stat.S_IXUSR))
+
+
+def build(directory: str, source: str = SOURCE, compiler: str | None = None) -> str:
+    """The helper's binary in ``directory`` (built there unless a build of
+    this very source and compiler is there already); its path. Raises
+    :class:`BuildProblem` saying why not."""
+    compiler = compiler or os.environ.get("CC") or "cc"
+    try:
+        with open(source, "rb") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise BuildProblem(f"its source {source} cannot be read: {exc.strerror}") from None
+    try:
+        os.makedirs(directory, 0o755, exist_ok=True)
+    except OSError as exc:
+        raise BuildProblem(f"{directory} cannot be made: {exc.strerror}") from None
+    if not _safe_directory(directory):
+        raise BuildProblem(f"{directory} is writable by others than its owner, or not this user's")
+    target = os.path.join(directory, f"nsinit-{_digest(text, compiler)}")
+    if _safe_binary(target):
+        return target
+    found = shutil.which(compiler)
+    if found is None:
+        raise BuildProblem(f"no C compiler: {compiler!r} is not found (set CC, or install gcc)")
+    made, temp = tempfile.mkstemp(prefix=".nsinit-", dir=directory)
+    os.close(made)
+    try:
+        problem = ""
+        for extra in (["-static"], []):   # static: no dynamic loader at each exec, nothing of LD_* consulted
+            done = subprocess.run([found, "-O2", "-Wall", *extra, "-o", temp, source],
+                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=BUILD_TIMEOUT,
+                                  env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"})
+            if done.returncode == 0:
+                break
+            problem = done.stderr.decode("utf-8", "replace").strip()[-500:]
+        else:
+            raise BuildProblem(f"{compiler} failed: {problem}")
+        os.chmod(temp, 0o755)
+        os.replace(temp, target)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise BuildProblem(f"{compiler} could not run: {exc}") from None
+    finally:
+        try:
+            os.unlink(temp)
+        except FileNotFoundError:
+            pass
+    return target
+
+
+def helper(meta: str, say=None) -> str | None:
+    """The helper's binary, built if need be (:func:`build`) in
+    ``__pycache__`` beside its source, else in ``meta``; None if it
+    cannot be had (``say`` is told why)."""
+    problems = []
+    for directory in (os.path.join(os.path.dirname(SOURCE), "__pycache__"), meta):
+        try:
+            return build(directory)
+        except BuildProblem as exc:
+            problems.append(f"in {directory}: {exc}")
+            if "no C compiler" in str(exc) or "failed:" in str(exc):
+                break   # the same elsewhere
+    if say is not None:
+        say("; ".join(problems))
+    return None
+
+
+# ----------------------------------------------------------------- the spec
+def encode_spec(*, namespaces: list, hostname: str, tmp: str, keep: list, volumes: list,
+                user: tuple | None, cwd: str, env: dict, argv: list, cgroups: list | tuple = ()) -> bytes:
+    """The launch spec ``nsinit`` reads on fd 3: NUL-terminated fields,
+    records of a tag and its fields. ``keep``: ``(source, place)`` pairs
+    (the place inside ``tmp``: ``nsinit`` makes it, and ``tmp``);
+    ``cgroups``: the directories of the task's cgroups, which ``nsinit``
+    joins first thing; ``volumes``:
+    :func:`.namespaces.enter`'s; ``user``: ``(uid, gid, groups)`` or None.
+    Raises ValueError for a field with a NUL (or a variable name with
+    ``=``): nothing the task could not have had either."""
+    fields: list[str] = []
+    for name in namespaces:
+        fields += ["ns", name]
+    if hostname:
+        fields += ["hostname", hostname]
+    if tmp:
+        fields += ["tmp", tmp]
+    for source, place in keep:
+        fields += ["keep", source, place]
+    for volume in volumes:
+        fields += ["volume", volume["source"], volume["target"], "1" if volume.get("readonly") else "0",
+                   str(volume.get("within", "")), str(volume.get("create", ""))]
+    if user is not None:
+        uid, gid, groups = user
+        fields += ["user", str(int(uid)), str(int(gid)), ",".join(str(int(group)) for group in groups)]
+    fields += ["cwd", cwd]
+    for directory in cgroups:
+        fields += ["cgroup", directory]
+    for name, value in env.items():
+        if not name or "=" in name:
+            raise ValueError(f"an environment variable's name {name!r}")
+        fields += ["env", f"{name}={value}"]
+    for arg in argv:
+        fields += ["arg", arg]
+    fields.append("end")
+    data = [os.fsencode(field) for field in fields]
+    if any(b"\0" in field for field in data):
+        raise ValueError("a NUL byte in the task's command, environment or container")
+    return b"\0".join(data) + b"\0"
