@@ -10,8 +10,8 @@ holds there, so never above the total). Mesos's ``Slave`` does the same with
 ``increaseAvailable``/``decreaseAvailable``. One exception, for speed: the
 allocator's fast path (no quota, so no free pool to keep) does
 ``decrease_available``'s work inline for a grant it has just checked fits
-(``HierarchicalAllocator._allocate_plain``; ``check_invariants`` still holds it to the
-invariant).
+(``HierarchicalAllocator._allocate_plain``; ``check_invariants`` still
+holds it to the invariant).
 
 While asked to (quota headroom needs it), the book also keeps the *free
 pool*: the scalar thousandths available on active agents, summed.
