@@ -148,8 +148,11 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
-def task_processes(sandbox_root: str | Path, framework_id: str | None = None) -> dict[int, str]:
-    """pid -> MESOSLIKE_TASK_ID of the living task processes whose sandbox lies under ``sandbox_root``."""
+def task_processes(sandbox_root: str | Path, framework_id: str | None = None, *,
+                   shared_supervisors: bool = False) -> dict[int, str]:
+    """pid -> MESOSLIKE_TASK_ID of the living task processes whose sandbox lies under ``sandbox_root``.
+    An agent's shared supervisor (its own process, not a task's: it lives while its agent does) only with
+    ``shared_supervisors``."""
     root = str(Path(sandbox_root).resolve())
     found = {}
     for entry in os.listdir("/proc"):
@@ -158,6 +161,8 @@ def task_processes(sandbox_root: str | Path, framework_id: str | None = None) ->
         env = _proc_environ(int(entry))
         sandbox = env.get("MESOSLIKE_SANDBOX", "")
         if not sandbox or not (sandbox == root or sandbox.startswith(root + os.sep)):
+            continue
+        if env.get("MESOSLIKE_SUPERVISOR") == "shared" and not shared_supervisors:
             continue
         if framework_id is not None and env.get("MESOSLIKE_FRAMEWORK_ID") != framework_id:
             continue
@@ -168,7 +173,7 @@ def task_processes(sandbox_root: str | Path, framework_id: str | None = None) ->
 
 def kill_task_processes(sandbox_root: str | Path) -> None:
     """SIGKILL every task process (and its process group) left under ``sandbox_root``."""
-    for pid in task_processes(sandbox_root):
+    for pid in task_processes(sandbox_root, shared_supervisors=True):
         stat = _proc_stat(pid)
         try:
             if stat is not None and stat[1] == pid:   # a task leads its own group: take the group
