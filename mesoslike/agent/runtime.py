@@ -190,7 +190,10 @@ class AgentRuntime:
         #: the master protocol's frames, sized to it
         self._codec = sized(CODEC, self.max_message_size)
         self.hostname = settings.hostname or detect_hostname()
-        self.work_dir = Path(settings.work_dir if settings.work_dir is not None else default_work_dir(self.hostname))
+        # absolute: the paths a task's container is described by (its sandbox, private /tmp, volumes) are
+        # read by processes that do not share this one's working directory (the namespace init helper)
+        self.work_dir = Path(settings.work_dir if settings.work_dir is not None
+                             else default_work_dir(self.hostname)).absolute()
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
