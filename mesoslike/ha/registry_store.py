@@ -674,6 +674,9 @@ class RegistryMirror:
         self.changed.set()
 
     def _watched(self, event: WatchedEvent) -> None:  # kazoo's callback thread
+        if event.path is None:   # a session event, not a znode's (its watches may be gone): read everything again
+            self.invalidate()
+            return
         name = "" if event.path == self.node else event.path[len(self.node) + 1:]
         with self._marks:
             self._dirty.add(_CHILDREN if event.type == EventType.CHILD else name)
