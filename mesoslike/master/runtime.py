@@ -251,9 +251,9 @@ class MasterRuntime:
         self._long_lived = LongLivedObjects()
         #: /state and GET_STATE: rendered from a snapshot outside _lock, one rendering at a time
         self._state_view: Fresh[_StateDocument] = Fresh(self._render_state)
-        #: the same, rendered to bytes in a forked child (mesoslike.master.forked): the loop
-        #: waits for the fork only, not for the GIL while a thread renders
-        #: GET /state: streamed from the child to every reader that asked before it forked
+        #: the same, rendered in a forked child (mesoslike.master.forked: the loop waits for the fork
+        #: only, not for the GIL while a thread renders) — GET /state streamed to every reader that
+        #: asked before the fork; GET_STATE over ZeroMQ whole (one message)
         self._state_stream = SharedStream(lambda: self._state_pieces(indent=1), name="/state rendering")
         self._state_compact: Fresh[bytes] = Fresh(lambda: self._render_state_bytes(indent=None))
         self._state_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="master-state")
