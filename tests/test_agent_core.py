@@ -116,6 +116,23 @@ def test_registers_first_and_retries_with_doubling_backoff_until_answered():
     assert messages(core.tick()) == []            # registered: no more attempts
 
 
+def test_a_registration_sent_before_any_master_was_known_is_sent_again_once_one_is(caplog):
+    # through ZooKeeper the agent's first attempt can go out before the detector names a leader: it went
+    # nowhere, so the first leader gets one at once, not after the attempt's back-off (4-10 s by default)
+    core, clock = make()
+    (first,) = messages(core.tick())
+    assert isinstance(first, m.RegisterAgent)
+    clock.advance(0.01)
+    assert messages(core.tick()) == []
+    assert core.on_master_changed() == []
+    with caplog.at_level("INFO", logger="mesoslike.agent"):
+        out = core.tick()
+    assert [type(c) for c in out] == [SendToMaster] and isinstance(messages(out)[0], m.RegisterAgent)
+    assert "unreachable" not in caplog.text   # that attempt was not left unanswered by a master
+    assert core.on_message(m.AgentRegistered("agent-1", MASTER, 10.0)) == []
+    assert core.registered
+
+
 def test_registration_retries_are_spread_so_many_agents_do_not_retry_in_lockstep():
     # by default: 4 s doubling to 10 s, each delay drawn from its upper half
     bounds = [4.0, 8.0, 10.0, 10.0, 10.0, 10.0]

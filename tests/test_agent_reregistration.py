@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -67,6 +68,17 @@ def test_agents_are_back_within_2s_of_a_restarted_standalone_master(cluster, tmp
     assert TaskState.LOST not in [s.state for s in scheduler.statuses("long")]
 
 
+def _agent_says_registered(agent) -> bool:
+    served = re.search(r"agent HTTP on (http://\S+)", agent.output(100_000))
+    if served is None:
+        return False
+    try:
+        status, _, body = http_get(served.group(1) + "/health", timeout=1.0)
+    except OSError:
+        return False
+    return status == 200 and json.loads(body).get("registered") is True
+
+
 class ZkCluster(ProcessSet):
     """One ``mesoslike master --zk`` and agents following it through ZooKeeper."""
 
@@ -114,9 +126,11 @@ def test_agents_are_back_within_2s_of_their_master_leading_again_after_a_zookeep
     cluster = zk_cluster()
     cluster.start_master()
     wait_until(cluster.leads, 30, "the master to lead", diagnostics=cluster.diagnostics)
-    cluster.start_agent("z1", cgroups_root)
-    wait_until(lambda: _registered_hostnames(cluster.http) == ["z1"], 30, "the agent to register",
-               diagnostics=cluster.diagnostics)
+    agent = cluster.start_agent("z1", cgroups_root)
+    # registered as the agent knows it: the master lists an agent in /state while its admission is still being
+    # written to ZooKeeper, and an outage then would start from an agent that was never registered
+    wait_until(lambda: _registered_hostnames(cluster.http) == ["z1"] and _agent_says_registered(agent), 30,
+               "the agent to register", diagnostics=cluster.diagnostics)
     zookeeper.stop()
     wait_until(lambda: not cluster.leads(), 15, "the master to step down without ZooKeeper")
     time.sleep(3.0)   # the outage lasts past the masters' 2 s session timeout (an outage is the scenario)

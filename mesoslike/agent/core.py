@@ -758,11 +758,15 @@ class AgentCore:
         return out
 
     def on_master_changed(self) -> list[Command]:
-        """Another master leads now (detected through ZooKeeper): register
-        with it at once instead of waiting for the old one's silence."""
+        """Another master leads now (detected through ZooKeeper), or the
+        first one became known: register with it at once instead of waiting
+        for the old one's silence or for the back-off of an attempt made
+        while no master was known."""
         if self._drain_deadline is None and (self._registered or self._registering or self._agent_id):
-            log.info("the leading master changed: re-registering")
+            log.info("the leading master changed: %s", "re-registering" if self._agent_id else "registering")
             self._lose_master(self.clock.now())
+            if not self._agent_id:   # an attempt made before any master was known is not one it left unanswered
+                self._registering = False
         return []
 
     def _master_deadline(self) -> float:

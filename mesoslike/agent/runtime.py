@@ -449,8 +449,9 @@ class AgentRuntime:
                                          reconnect_max=RECONNECT_MAX, keys=self._keys, server_key=self._master_key)
                                   if leader else None)
                         connections = 0
-                        if address is not None or self.core.agent_id:
-                            self._carry_out(client, self.core.on_master_changed())
+                        # the first leader too: a registration attempted before any leader was known went
+                        # nowhere, and waiting for its back-off would leave the agent unregistered seconds longer
+                        self._carry_out(client, self.core.on_master_changed())
                         address = leader
                     elif changes != seen_changes and address is not None:
                         # the same address leads under a new znode (it lost its ZooKeeper session and won
