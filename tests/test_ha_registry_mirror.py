@@ -6,11 +6,16 @@ znodes that changed, against a real ZooKeeper from ``zk_helpers``."""
 
 from __future__ import annotations
 
+import logging
+import threading
+
 import pytest
+from kazoo.protocol.states import Callback
 
 from mesoslike.ha import FencedRegistryStore, RegistryMirror, ZooKeeperRegistry, connect
 from mesoslike.wire import FrameworkInfo
 from test_zookeeper_registry_layout import client, masters, realistic_agent, reload, url  # noqa: F401 (fixtures)
+from waiting import wait_until
 from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(120)
@@ -72,6 +77,31 @@ def test_a_mirror_whose_session_wavered_is_not_taken(masters, url, client, stand
     assert mirror.refresh() == znodes + 2   # and the next refresh reads everything again
 
 
+def test_a_mirror_across_a_zookeeper_restart_reads_everything_again_without_an_error(  # noqa: F811
+        zookeeper, masters, url, client, standby_client, caplog):  # noqa: F811
+    # a lost connection makes kazoo call every watch with a session event (no path): the copy may have
+    # missed changes, so it is not complete until a refresh reads every znode again
+    leader = masters("a").wait_until_leading()
+    leader.load_and_store(50)
+    mirror = RegistryMirror(standby_client, url.path, timeout=30.0)
+    mirror.refresh()
+    assert mirror.current
+    with caplog.at_level(logging.WARNING):
+        zookeeper.stop()
+        wait_until(lambda: not mirror.complete, 30, "the mirror to forget it is complete")
+        zookeeper.start()
+        wait_until(lambda: standby_client.connected and mirror.changed.is_set(), 60, "the standby to reconnect")
+        ran = threading.Event()   # every watch callback queued before this one has run
+        standby_client.handler.dispatch_callback(Callback("watch", ran.set, ()))
+        assert ran.wait(30)
+    raised = [r for r in caplog.records if r.exc_info is not None]
+    assert raised == [], [r.getMessage() for r in raised]
+    assert not mirror.complete
+    znodes = len(client.get_children(f"{url.path}/registry"))
+    assert mirror.refresh() == znodes + 2
+    assert mirror.current
+
+
 def test_the_standby_mirror_follows_the_registry_s_creation(url, client, standby_client, masters):  # noqa: F811
     mirror = RegistryMirror(standby_client, url.path, timeout=30.0)
     mirror.refresh()   # no registry yet: a watch waits for it
@@ -93,7 +123,6 @@ from mesoslike.master.settings import MasterSettings  # noqa: E402
 from mesoslike.transport import Client  # noqa: E402
 from mesoslike.wire import messages as m  # noqa: E402
 from test_master_runtime import receive  # noqa: E402
-from waiting import wait_until  # noqa: E402
 
 
 def health(runtime: MasterRuntime) -> dict:

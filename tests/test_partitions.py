@@ -357,9 +357,23 @@ def test_reconciliation_around_a_failover_waits_for_the_agents_expected_back(clu
     def answered(fw: str) -> list[dict]:
         return [e for e in statuses(cluster.history(fw), killed_at)
                 if e["reason"] == "REASON_RECONCILIATION" and e["task"] in on_agent[fw]]
+
+    def asked(fw: str) -> set[str]:
+        # what the framework reconciled: a task whose end it heard between the snapshot above and the cut
+        # is not live to it any more, so it does not ask, and nothing answers
+        return on_agent[fw] & {task for e in cluster.history(fw) if e["ev"] == "reconcile" and e["m"] > killed_at
+                               for task in e["tasks"]}
+
+    def unanswered(fw: str) -> str:
+        missing = asked(fw) - {e["task"] for e in answered(fw)}
+        return "; ".join(f"{task}: {[e for e in cluster.history(fw) if e.get('task') == task][-4:]}"
+                         for task in sorted(missing))
     for fw in cluster.frameworks:
-        wait_until(lambda: {e["task"] for e in answered(fw)} >= on_agent[fw] or not on_agent[fw], 20,
-                   f"{fw}'s reconciliation of its tasks on {name} to be answered", interval=0.2)
+        wait_until(lambda: any(e["ev"] == "reconcile" and e["m"] > killed_at for e in cluster.history(fw)), 10,
+                   f"{fw} to reconcile after re-registering", interval=0.2)
+        wait_until(lambda: {e["task"] for e in answered(fw)} >= asked(fw), 20,
+                   f"{fw}'s reconciliation of its tasks on {name} to be answered", interval=0.2,
+                   diagnostics=lambda: f"unanswered: {unanswered(fw)}\n{cluster.diagnostics()}")
         lost = [(e["task"], e["message"]) for e in answered(fw) if e["state"] == "TASK_LOST"]
         assert lost == [], f"{fw}: TASK_LOST answered for tasks on an agent not back yet: {lost}"
     assert _metric(cluster.metrics(new), "reconcile_answers_held_total") > 0
