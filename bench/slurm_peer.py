@@ -162,6 +162,22 @@ class SingleNodeSlurm:
                 os.killpg(daemon.pid, signal.SIGKILL)
                 daemon.wait()
         self._daemons.clear()
+        self._kill_step_daemons()
+
+    def _kill_step_daemons(self) -> None:
+        """Kill the ``slurmstepd``\ s this node's slurmd started and the job
+        processes they ran: each step daemon runs in a session of its own and
+        outlives slurmd (hundreds of them after a job array), its job with it.
+        Known by the SLURM_CONF they inherited (the daemons' and sbatch's): only ours."""
+        marker = f"SLURM_CONF={self.conf}".encode()
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) == os.getpid():
+                continue
+            try:
+                if marker in (proc / "environ").read_bytes().split(b"\0"):
+                    os.kill(int(proc.name), signal.SIGKILL)
+            except (OSError, ValueError):
+                continue   # gone meanwhile
 
     # ---------------------------------------------------------- measuring
     def run_array(self, tasks: int, command: str = "true", timeout: float = 1800.0) -> float:
