@@ -17,7 +17,7 @@ from mesoslike_frameworks.fuxi.machines import Vector
 from mesoslike_frameworks.fuxi.model import Locality, UnitSpec
 
 __all__ = ["EMPTY", "CLUSTER_SCOPE", "WAIT_QUOTA", "WAIT_BLACKLIST", "WAIT_NO_FIT", "WAIT_LOWER_PRIORITY",
-           "WAIT_ALL_OR_NOTHING", "WAIT_NEVER_FITS", "WAIT_NO_LABELS", "Slot", "Machine", "Unit", "Reserved",
+           "WAIT_ALL_OR_NOTHING", "WAIT_NEVER_FITS", "WAIT_NO_LABELS", "Slot", "Machine", "NOTHING_GRANTED", "Unit", "Reserved",
            "how_many", "how_many_within"]
 
 EMPTY = Resources()
@@ -52,6 +52,9 @@ class Slot:
 
 #: a machine's mappings before it has any (read-only: they are replaced, never changed)
 _NONE: Mapping[str, Any] = {}
+#: a machine's slots granted in a batch while it has none (read, never appended to: its first grant
+#: gives it a list of its own), so the machines of a batch that get no slot make no list
+NOTHING_GRANTED: list[Any] = []
 
 
 class Machine:
@@ -79,7 +82,7 @@ class Machine:
         self.open: Vector = ()                   # free minus the reservations: what any unit may take
         self.offer_ids: list[str] = [] if offer_ids is None else offer_ids
         self.offered = offered                   # millis (read-only): what its offers in this batch add up to
-        self.granted: list[Slot] = []
+        self.granted: list[Slot] = NOTHING_GRANTED   # (its first grant in a batch makes its list)
         self.at = -1                             # its position in the batch's cluster scope
         self.room_at = -1                        # and in its room's (once that scope is built)
 
