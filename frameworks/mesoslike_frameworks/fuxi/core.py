@@ -72,6 +72,7 @@ from mesoslike_frameworks.fuxi.books import (
     WAIT_NO_FIT,
     WAIT_NO_LABELS,
     WAIT_QUOTA,
+    NO_ENTRIES,
     NOTHING_GRANTED,
     Machine,
     Reserved,
@@ -501,6 +502,8 @@ class FuxiCore:
         if machine is None:     # not offered to this leader yet: known from its slot until it is
             machine = self._machines[slot.agent_id] = Machine(slot.agent_id, slot.hostname, slot.room)
             self._frontier = self._capacity_sum = None
+        if machine.slots is NO_ENTRIES:
+            machine.slots = {}
         machine.slots[slot.id] = slot
         unit.slots[slot.id] = slot
         unit.per_host[slot.hostname] = unit.per_host.get(slot.hostname, 0) + 1
@@ -767,8 +770,13 @@ class FuxiCore:
             assert unit is not None and unit.slots.get(slot_id) is slot, f"slot {slot_id} not with its unit"
         assert not NOTHING_GRANTED, "the shared empty list of slots granted was appended to"
         between = self._batch is None
+        own: set[int] = set()                    # the machines' dicts of slots and reservations: none shared
         for agent_id, machine in self._machines.items():
             assert machine.agent_id == agent_id, f"machine {machine.agent_id} filed under {agent_id}"
+            for entries in (machine.slots, machine.holds):
+                if entries is not NO_ENTRIES:
+                    assert id(entries) not in own, f"machine {agent_id} shares a dict with another"
+                    own.add(id(entries))
             if between:
                 assert not machine.in_batch and machine.granted is _BETWEEN_BATCHES \
                     and machine.offer_ids is _BETWEEN_BATCHES, f"machine {agent_id} kept a batch's offers"
@@ -1200,7 +1208,10 @@ class FuxiCore:
         else:                                # its first slot in this batch: its list of its own
             machine.granted = [slot]
         slot_id = slot.id
-        machine.slots[slot_id] = slot
+        slots = machine.slots
+        if slots is NO_ENTRIES:                  # its first slot: its dict of its own
+            slots = machine.slots = {}
+        slots[slot_id] = slot
         unit.slots[slot_id] = slot
         per_host = unit.per_host
         per_host[machine.hostname] = per_host.get(machine.hostname, 0) + 1
@@ -1275,7 +1286,10 @@ class FuxiCore:
         else:
             unit.held_until = min(unit.held_until, until) if unit.gang else max(unit.held_until, until)
         unit.holds[machine.agent_id] = unit.holds.get(machine.agent_id, 0) + count
-        machine.holds[unit.key] = machine.holds.get(unit.key, 0) + count
+        holds = machine.holds
+        if holds is NO_ENTRIES:                  # its first reservation: its dict of its own
+            holds = machine.holds = {}
+        holds[unit.key] = holds.get(unit.key, 0) + count
         self._held_now.add((unit.key, machine.agent_id))
 
     def _unhold(self, unit: Unit, machine: Machine, count: int | None = None) -> None:
