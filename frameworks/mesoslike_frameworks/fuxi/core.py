@@ -1548,15 +1548,20 @@ class FuxiCore:
         need = batch.need(unit.slot)
         placed = 0
         if need is not None and budget > 0:
+            # what a unit of no restriction (most) skips asking per machine, and whether each step is a
+            # grant with no quota to ask: nothing changes either within a pass
+            anywhere = self._unrestricted(unit)
+            plain = caps.get(unit.group) is None and not unit.gang
             for pref in unit.preferences or _ANYWHERE:
                 count = min(pref.count, budget - placed)
                 if pref.kind == LT_MACHINE:
                     machine = batch.hosts.get(pref.target)
                     steps: Iterator[bool] = iter(()) if machine is None else \
-                        self._fill_machine(unit, machine, batch, need, count, caps)
+                        self._fill_machine(unit, machine, batch, need, count, caps, anywhere, plain)
                 else:
                     scope = batch.cluster if pref.kind == LT_CLUSTER else batch.room(pref.target)
-                    steps = iter(()) if scope is None else self._spread(unit, scope, batch, need, count, caps)
+                    steps = iter(()) if scope is None else \
+                        self._spread(unit, scope, batch, need, count, caps, anywhere, plain)
                 for _ in steps:
                     placed += 1
                     yield True
@@ -1565,20 +1570,19 @@ class FuxiCore:
         self._after_placing(unit, caps)
 
     def _spread(self, unit: Unit, scope: Scope[Machine], batch: _Batch, need: Vector, count: int,
-                caps: Mapping[str, Resources | None]) -> Iterator[bool]:
+                caps: Mapping[str, Resources | None], anywhere: bool, plain: bool) -> Iterator[bool]:
         """Round-robin ``count`` slots over the machines of ``scope`` whose
         open room fits one, fewest slots of the unit first: each round goes
         once around the scope from its cursor (where the last unit's
         round-robin stopped), and round ``r`` passes machines holding more
         than ``r`` of the unit. Each step is one first-fit query (O(log M)
-        with the tree, module :mod:`.machines`)."""
+        with the tree, module :mod:`.machines`). ``anywhere``: the unit is
+        :meth:`_unrestricted`; ``plain``: each step is a grant, no quota to
+        ask (no cap on its group, no gang)."""
         placed, level = 0, 0
         origin = scope.cursor
         machines = scope.machines
         size = len(machines)
-        # what a unit of no restriction (most) skips asking per machine: nothing changes them within a pass
-        anywhere = self._unrestricted(unit)
-        plain = caps.get(unit.group) is None and not unit.gang      # a grant each step, no quota to ask
         per_host, holds = unit.per_host, unit.holds                  # (changed in place, never replaced)
         while placed < count:
             progress = skipped = False
@@ -1605,12 +1609,12 @@ class FuxiCore:
             level += 1
 
     def _fill_machine(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector, count: int,
-                      caps: Mapping[str, Resources | None]) -> Iterator[bool]:
-        """Up to ``count`` slots on one named machine (LT_MACHINE)."""
-        anywhere = self._unrestricted(unit)      # (nothing changes it within a pass)
-        plain = caps.get(unit.group) is None and not unit.gang
+                      caps: Mapping[str, Resources | None], anywhere: bool, plain: bool) -> Iterator[bool]:
+        """Up to ``count`` slots on one named machine (LT_MACHINE); ``anywhere``
+        and ``plain`` as for :meth:`_spread`."""
+        holds = fits_of(len(need))
         for _ in range(count):
-            if not (all(map(ge, machine.open, need)) and (anywhere or self._allowed(unit, machine))):
+            if not (holds(machine.open, need) and (anywhere or self._allowed(unit, machine))):
                 return
             if plain:
                 self._grant(unit, machine, batch, need)
@@ -1716,10 +1720,10 @@ class FuxiCore:
         waiting = self.needs_offers()
         refuse = self.decline_seconds if waiting else 5.0
         declined: list[str] = []
-        victims = self._victims
+        launched: list[Slot] = []                       # preemption's victims from the next pass on
         for machine in batch.machines:
             if machine.granted:
-                victims.add_many(machine.granted)      # preemption's victims from the next pass on
+                launched += machine.granted
                 self._out.append(_new_launch(machine.agent_id, tuple(machine.offer_ids), tuple(machine.granted),
                                              0.0 if waiting else refuse))
             else:
@@ -1730,6 +1734,8 @@ class FuxiCore:
             machine.offered = _NOTHING
         if declined:
             self._out.append(DeclineOffers(tuple(declined), refuse))
+        if launched:
+            self._victims.add_many(launched)             # (in one call: the same as one per machine)
 
 
 _NOTHING: Mapping[str, int] = {}
