@@ -338,3 +338,17 @@ def test_a_job_can_steer_its_next_slots_away_from_hosts_and_back(clock):
     assert hosts(core.on_offers(offers("M1", tag="c"))) == ["M1"]
     with pytest.raises(FuxiError):
         core.avoid_hosts(job_id, "nope", ["M1"])
+
+
+def test_a_first_batch_with_an_agent_of_two_offers_sums_them(clock):
+    """The first batch (no machine seen yet) in agent order is taken by a
+    loop of its own; an agent of two offers in it is one machine with both
+    offers' room, as in any later batch."""
+    core = FuxiCore(clock=clock)
+    core.submit(job(unit(slots=2, slot="cpus:3;mem:100")))
+    first = offers("h1", res="cpus:2;mem:4096") + offers("h1", res="cpus:4;mem:4096", tag="b") + offers("h2")
+    out = core.on_offers(first)
+    core._check()
+    (launch_h1,) = [c for c in kinds(out, LaunchSlots) if c.agent_id == "a-h1"]
+    assert sorted(launch_h1.offer_ids) == ["o-h1", "o-h1b"] and len(launch_h1.slots) == 1
+    assert hosts(out) == ["h1", "h2"]

@@ -140,3 +140,35 @@ def _lockstep(plan):
 @given(steps)
 def test_the_first_fit_tree_decides_exactly_as_the_naive_scan(plan):
     _lockstep(plan)
+
+
+@given(steps)
+def test_a_batch_in_agent_order_and_the_same_batch_shuffled_decide_alike(plan):
+    """A core's first batch of one offer per agent in agent order (what the
+    master sends) is taken by a loop of its own (``_take_first_offers``);
+    any other batch by the general one, which sorts. Fed the same steps,
+    one core every batch in agent order, the other every batch reversed:
+    every answer and the books (``_check``: the machines, the frontier of
+    their sizes) must be the same."""
+    clock = FakeClock()
+    cores = [FuxiCore({"a": Resources.parse("cpus:6;mem:6000"), "b": None}, global_blacklist=[BLACKLISTED], clock=clock,
+                      policies=POLICIES, gang_seconds=GANG_SECONDS) for _ in range(2)]
+    for number, step in enumerate(plan):
+        clock.advance(1.0)
+        outs = []
+        for reverse, core in enumerate(cores):
+            if step[0] == "submit":
+                outs.append(core.submit(JobSpec("j", [step[1]], quota_group=step[2])))
+            elif step[0] == "offers":
+                offers = sorted((Offer(f"o{number}-{host}", f"a-{host}", host, Resources({"cpus": cpus, "mem": mem}),
+                                       {"room": f"er{int(host[1:]) % 2}"}) for host, cpus, mem in step[1]),
+                                key=lambda offer: offer.agent_id, reverse=bool(reverse))
+                outs.append(core.on_offers(offers))
+            elif step[0] == "release" and core.held_slots():
+                slot_id = sorted(s.id for s in core.held_slots())[step[1] % len(core.held_slots())]
+                outs.append(core.release(slot_id, keep_desire=step[2]))
+            core._check()
+        if outs:
+            assert outs[0] == outs[1], step
+    assert cores[0].status() == cores[1].status()
+    assert cores[0]._frontier == cores[1]._frontier

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mesoslike_frameworks.fuxi.machines import Dims, FitScan, FitTree, Scope, make_index
+from mesoslike_frameworks.fuxi.machines import Dims, FitScan, FitTree, Scope, fits_of, make_index
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -90,3 +90,15 @@ def test_needs_of_kinds_no_machine_has_fit_nowhere():
     assert dims.need({"cpus": 1000, "gpus": 0}) == (1000, 0)
     with pytest.raises(ValueError, match="machine index"):
         make_index("heap", [], 1)
+
+
+@given(st.integers(0, 5).flatmap(lambda d: st.tuples(st.just(d), st.tuples(*(st.integers(0, 3) for _ in range(d))),
+                                                     st.tuples(*(st.integers(0, 3) for _ in range(d))))))
+def test_the_written_out_fit_test_answers_as_the_kind_by_kind_one(case):
+    dims, free, need = case
+    assert fits_of(dims)(free, need) == all(f >= n for f, n in zip(free, need))
+
+
+def test_the_written_out_fit_test_refuses_a_negative_number_of_kinds():
+    with pytest.raises(ValueError):
+        fits_of(-1)

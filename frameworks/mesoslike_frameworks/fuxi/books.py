@@ -17,7 +17,7 @@ from mesoslike_frameworks.fuxi.machines import Vector
 from mesoslike_frameworks.fuxi.model import Locality, UnitSpec
 
 __all__ = ["EMPTY", "CLUSTER_SCOPE", "WAIT_QUOTA", "WAIT_BLACKLIST", "WAIT_NO_FIT", "WAIT_LOWER_PRIORITY",
-           "WAIT_ALL_OR_NOTHING", "WAIT_NEVER_FITS", "WAIT_NO_LABELS", "Slot", "Machine", "Unit", "Reserved",
+           "WAIT_ALL_OR_NOTHING", "WAIT_NEVER_FITS", "WAIT_NO_LABELS", "Slot", "Machine", "NO_ENTRIES", "NOTHING_GRANTED", "Unit", "Reserved",
            "how_many", "how_many_within"]
 
 EMPTY = Resources()
@@ -52,6 +52,23 @@ class Slot:
 
 #: a machine's mappings before it has any (read-only: they are replaced, never changed)
 _NONE: Mapping[str, Any] = {}
+class _NoEntries(dict[Any, Any]):
+    """An empty dict that refuses entries (TypeError): the slots and the
+    reservations of every machine that has none, shared, so a first batch
+    of 100,000 machines makes no two dicts per machine. Whoever adds the
+    first entry gives the machine a dict of its own (:data:`NO_ENTRIES`)."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("the shared empty mapping of a machine: give it a dict of its own first")
+
+    __setitem__ = __delitem__ = __ior__ = setdefault = update = clear = popitem = _refuse
+
+
+#: the slots (and the reservations) of a machine that has none: shared, read-only (:class:`_NoEntries`)
+NO_ENTRIES: dict[Any, Any] = _NoEntries()
+#: a machine's slots granted in a batch while it has none (read, never appended to: its first grant
+#: gives it a list of its own), so the machines of a batch that get no slot make no list
+NOTHING_GRANTED: list[Any] = []
 
 
 class Machine:
@@ -70,8 +87,8 @@ class Machine:
         self.hostname = hostname
         self.room = room
         self.attributes = attributes             # its agent's, from its latest offer (node labels match them)
-        self.slots: dict[str, Slot] = {}         # every slot held on it
-        self.holds: dict[str, int] = {}          # unit key -> slots of it reserved here
+        self.slots: dict[str, Slot] = NO_ENTRIES  # every slot held on it (its own dict from its first)
+        self.holds: dict[str, int] = NO_ENTRIES   # unit key -> slots of it reserved here (the same)
         self.capacity: Mapping[str, int] = _NONE  # millis (read-only: replaced, never changed): the most seen on it, offered + held by our slots
         # this batch only (reset when the offers are answered)
         self.in_batch = offer_ids is not None
@@ -79,7 +96,7 @@ class Machine:
         self.open: Vector = ()                   # free minus the reservations: what any unit may take
         self.offer_ids: list[str] = [] if offer_ids is None else offer_ids
         self.offered = offered                   # millis (read-only): what its offers in this batch add up to
-        self.granted: list[Slot] = []
+        self.granted: list[Slot] = NOTHING_GRANTED   # (its first grant in a batch makes its list)
         self.at = -1                             # its position in the batch's cluster scope
         self.room_at = -1                        # and in its room's (once that scope is built)
 

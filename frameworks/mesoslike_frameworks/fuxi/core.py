@@ -72,6 +72,8 @@ from mesoslike_frameworks.fuxi.books import (
     WAIT_NO_FIT,
     WAIT_NO_LABELS,
     WAIT_QUOTA,
+    NO_ENTRIES,
+    NOTHING_GRANTED,
     Machine,
     Reserved,
     Slot,
@@ -79,7 +81,7 @@ from mesoslike_frameworks.fuxi.books import (
     how_many_within,
 )
 from mesoslike_frameworks.fuxi.blacklist import DEFAULT_REPORT_SECONDS, DEFAULT_REPORTS_NEEDED, GlobalBlacklist
-from mesoslike_frameworks.fuxi.machines import INDEX_KINDS, Dims, Scope, Vector, fits
+from mesoslike_frameworks.fuxi.machines import INDEX_KINDS, Dims, Scope, Vector, fits, fits_of
 from mesoslike_frameworks.fuxi.model import LT_CLUSTER, LT_ENGINEROOM, LT_MACHINE, POLICIES, JobSpec, Locality
 from mesoslike_frameworks.fuxi.preemption import Evict, PreemptionPlanner, VictimOrder, WaitReason
 from mesoslike_frameworks.fuxi.quota import QuotaConfig, QuotaGroup, compute_caps, hunger
@@ -500,6 +502,8 @@ class FuxiCore:
         if machine is None:     # not offered to this leader yet: known from its slot until it is
             machine = self._machines[slot.agent_id] = Machine(slot.agent_id, slot.hostname, slot.room)
             self._frontier = self._capacity_sum = None
+        if machine.slots is NO_ENTRIES:
+            machine.slots = {}
         machine.slots[slot.id] = slot
         unit.slots[slot.id] = slot
         unit.per_host[slot.hostname] = unit.per_host.get(slot.hostname, 0) + 1
@@ -764,7 +768,18 @@ class FuxiCore:
             assert machine is not None and machine.slots.get(slot_id) is slot, f"slot {slot_id} not on its machine"
             unit = self._units.get(f"{slot.job_id}/{slot.unit}")
             assert unit is not None and unit.slots.get(slot_id) is slot, f"slot {slot_id} not with its unit"
-        for machine in self._machines.values():
+        assert not NOTHING_GRANTED, "the shared empty list of slots granted was appended to"
+        between = self._batch is None
+        own: set[int] = set()                    # the machines' dicts of slots and reservations: none shared
+        for agent_id, machine in self._machines.items():
+            assert machine.agent_id == agent_id, f"machine {machine.agent_id} filed under {agent_id}"
+            for entries in (machine.slots, machine.holds):
+                if entries is not NO_ENTRIES:
+                    assert id(entries) not in own, f"machine {agent_id} shares a dict with another"
+                    own.add(id(entries))
+            if between:
+                assert not machine.in_batch and machine.granted is _BETWEEN_BATCHES \
+                    and machine.offer_ids is _BETWEEN_BATCHES, f"machine {agent_id} kept a batch's offers"
             for slot_id in machine.slots:
                 assert slot_id in self._slots, f"machine {machine.agent_id} holds unknown slot {slot_id}"
             for key, count in machine.holds.items():
@@ -782,6 +797,12 @@ class FuxiCore:
         for slot in self._slots.values():
             lowest[slot.priority] = lowest.get(slot.priority, 0) + 1
         assert lowest == self._lowest, "slot priority counts"
+        if self._frontier is not None and self._machines:
+            kinds = self._frontier_kinds
+            sizes = {kinds.vector(m.capacity) for m in self._machines.values()}
+            maximal = {size for size in sizes if not any(other != size and fits(other, size) for other in sizes)}
+            assert set(self._frontier) == maximal and len(self._frontier) == len(maximal), \
+                "the frontier of machine sizes is not the sizes no other contains"
         self._victims._check()
 
     # ============================================================ internals
@@ -853,6 +874,10 @@ class FuxiCore:
         and their free room as vectors. O(offers x kinds): plain loops with
         their lookups in locals, since a first pass over 100,000 machines
         runs them 100,000 times."""
+        if not self._machines:
+            first = self._take_first_offers(offers)
+            if first is not None:
+                return first
         offered: list[Mapping[str, int]] = []    # what each machine offers (its kinds make the batch's)
         merged: dict[str, dict[str, int]] = {}   # agents of several offers: their sums, dicts of our own
         batch: dict[str, Machine] = {}
@@ -880,7 +905,7 @@ class FuxiCore:
                     machine.slots, machine.holds, machine.capacity = old.slots, old.holds, old.capacity
                     known[agent_id] = machine
                 else:
-                    machine.offer_ids, machine.granted = [], []
+                    machine.offer_ids, machine.granted = [], NOTHING_GRANTED
                 machine.in_batch = True
                 machine.attributes = attributes
                 batch[agent_id] = machine
@@ -938,6 +963,50 @@ class FuxiCore:
             self._capacity_sum = None
         return _Batch(machines, vectors, dims, self.machine_index)
 
+    def _take_first_offers(self, offers: list[Offer]) -> _Batch | None:
+        """:meth:`_take_offers` for the core's first batch (no machine seen
+        yet: at start or after a failover) of one offer per agent in agent
+        order, as the master sends them; None, having remembered nothing,
+        for any other. Each machine is made with what its offer gives it
+        (its free and open room, its place, its capacity) in one loop, with
+        no second one over the machines and no sort. Same machines, vectors
+        and frontier as the general way."""
+        kinds = [offer.resources.millis() for offer in offers]
+        dims = Dims(set().union(*kinds))
+        names, zeros = dims.names, (0,) * len(dims)
+        known = self._machines
+        machines: list[Machine] = []
+        vectors: list[Vector] = []
+        add_machine, add_vector = machines.append, vectors.append
+        last = ""
+        for position, (offer, millis) in enumerate(zip(offers, kinds)):
+            agent_id = offer.agent_id
+            if agent_id <= last:                 # out of order, or an agent of several offers
+                known.clear()
+                return None
+            last = agent_id
+            attributes = offer.attributes
+            machine = Machine(agent_id, offer.hostname, attributes.get(ROOM_ATTRIBUTE, ""), attributes, millis,
+                              [offer.id])
+            machine.at = position
+            machine.capacity = millis
+            free = machine.free = machine.open = tuple(map(millis.get, names, zeros))
+            known[agent_id] = machine
+            add_machine(machine)
+            add_vector(free)
+        frontier = self._frontier                # (the machines joined it as the general way joins them)
+        if frontier is not None and not frontier:
+            self._frontier_kinds = dims
+        elif frontier is not None and self._frontier_kinds.names != dims.names:
+            frontier = None
+        if frontier is not None:
+            self._widen_frontier(frontier, vectors)
+        elif machines:
+            self._frontier = None
+        self._changes += 2 * len(machines)       # (made, and its capacity learnt: as the general way counts)
+        self._capacity_sum = None
+        return _Batch(machines, vectors, dims, self.machine_index)
+
     def _widen_frontier(self, frontier: list[Vector], sizes: Iterable[Vector]) -> None:
         """Machines of ``sizes`` (over the frontier's kinds) were seen, in
         this order: keep the frontier the sizes no other one contains.
@@ -945,15 +1014,16 @@ class FuxiCore:
         contained the one before (machines come in a few shapes), asked
         first. (The frontier's order does not matter: it is a set.)"""
         last: Vector | None = None
+        holds = fits_of(len(self._frontier_kinds))     # (every size, and the frontier, over its kinds)
         for size in sizes:
-            if last is not None and all(map(ge, last, size)):
+            if last is not None and holds(last, size):
                 continue
             for bigger in frontier:
-                if all(map(ge, bigger, size)):
+                if holds(bigger, size):
                     last = bigger
                     break
             else:
-                frontier[:] = [smaller for smaller in frontier if not all(map(ge, size, smaller))]
+                frontier[:] = [smaller for smaller in frontier if not holds(size, smaller)]
                 frontier.insert(0, size)
                 last = size
                 self._frontier_version += 1
@@ -1123,17 +1193,25 @@ class FuxiCore:
                          unit.spec.name, machine.agent_id, machine.hostname, unit.slot, unit.priority, unit.group,
                          self._now, machine.room)
         self._changes += 1
-        machine.free = tuple(map(sub, machine.free, need))
+        free = machine.free
+        machine.free = tuple(map(sub, free, need))
         if unit.holds.get(machine.agent_id):
             self._unhold(unit, machine, 1)
             machine.open = self._open(machine, batch.dims)
             batch.refresh(machine)
-        else:
-            machine.open = tuple(map(sub, machine.open, need))
+        else:                                # (no reservation on it: its open room is its free room)
+            machine.open = machine.free if machine.open is free else tuple(map(sub, machine.open, need))
             batch.shrunk(machine)
-        machine.granted.append(slot)
+        granted = machine.granted
+        if granted:
+            granted.append(slot)
+        else:                                # its first slot in this batch: its list of its own
+            machine.granted = [slot]
         slot_id = slot.id
-        machine.slots[slot_id] = slot
+        slots = machine.slots
+        if slots is NO_ENTRIES:                  # its first slot: its dict of its own
+            slots = machine.slots = {}
+        slots[slot_id] = slot
         unit.slots[slot_id] = slot
         per_host = unit.per_host
         per_host[machine.hostname] = per_host.get(machine.hostname, 0) + 1
@@ -1208,7 +1286,10 @@ class FuxiCore:
         else:
             unit.held_until = min(unit.held_until, until) if unit.gang else max(unit.held_until, until)
         unit.holds[machine.agent_id] = unit.holds.get(machine.agent_id, 0) + count
-        machine.holds[unit.key] = machine.holds.get(unit.key, 0) + count
+        holds = machine.holds
+        if holds is NO_ENTRIES:                  # its first reservation: its dict of its own
+            holds = machine.holds = {}
+        holds[unit.key] = holds.get(unit.key, 0) + count
         self._held_now.add((unit.key, machine.agent_id))
 
     def _unhold(self, unit: Unit, machine: Machine, count: int | None = None) -> None:
@@ -1319,7 +1400,7 @@ class FuxiCore:
         """OnResourceFree over the batch: the reservations first, then the
         hungriest group's best waiting unit, machine by machine."""
         order: list[QuotaGroup] | None = None
-        reserved = [m for m in batch.machines if m.holds]
+        reserved = [m for m in batch.machines if m.holds] if self._holders else []   # (none without holders)
         for machine in reserved:
             self._serve_holds(machine, batch, caps)
         if not any(self._queued.values()):
@@ -1467,15 +1548,20 @@ class FuxiCore:
         need = batch.need(unit.slot)
         placed = 0
         if need is not None and budget > 0:
+            # what a unit of no restriction (most) skips asking per machine, and whether each step is a
+            # grant with no quota to ask: nothing changes either within a pass
+            anywhere = self._unrestricted(unit)
+            plain = caps.get(unit.group) is None and not unit.gang
             for pref in unit.preferences or _ANYWHERE:
                 count = min(pref.count, budget - placed)
                 if pref.kind == LT_MACHINE:
                     machine = batch.hosts.get(pref.target)
                     steps: Iterator[bool] = iter(()) if machine is None else \
-                        self._fill_machine(unit, machine, batch, need, count, caps)
+                        self._fill_machine(unit, machine, batch, need, count, caps, anywhere, plain)
                 else:
                     scope = batch.cluster if pref.kind == LT_CLUSTER else batch.room(pref.target)
-                    steps = iter(()) if scope is None else self._spread(unit, scope, batch, need, count, caps)
+                    steps = iter(()) if scope is None else \
+                        self._spread(unit, scope, batch, need, count, caps, anywhere, plain)
                 for _ in steps:
                     placed += 1
                     yield True
@@ -1484,20 +1570,19 @@ class FuxiCore:
         self._after_placing(unit, caps)
 
     def _spread(self, unit: Unit, scope: Scope[Machine], batch: _Batch, need: Vector, count: int,
-                caps: Mapping[str, Resources | None]) -> Iterator[bool]:
+                caps: Mapping[str, Resources | None], anywhere: bool, plain: bool) -> Iterator[bool]:
         """Round-robin ``count`` slots over the machines of ``scope`` whose
         open room fits one, fewest slots of the unit first: each round goes
         once around the scope from its cursor (where the last unit's
         round-robin stopped), and round ``r`` passes machines holding more
         than ``r`` of the unit. Each step is one first-fit query (O(log M)
-        with the tree, module :mod:`.machines`)."""
+        with the tree, module :mod:`.machines`). ``anywhere``: the unit is
+        :meth:`_unrestricted`; ``plain``: each step is a grant, no quota to
+        ask (no cap on its group, no gang)."""
         placed, level = 0, 0
         origin = scope.cursor
         machines = scope.machines
         size = len(machines)
-        # what a unit of no restriction (most) skips asking per machine: nothing changes them within a pass
-        anywhere = self._unrestricted(unit)
-        plain = caps.get(unit.group) is None and not unit.gang      # a grant each step, no quota to ask
         per_host, holds = unit.per_host, unit.holds                  # (changed in place, never replaced)
         while placed < count:
             progress = skipped = False
@@ -1524,12 +1609,12 @@ class FuxiCore:
             level += 1
 
     def _fill_machine(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector, count: int,
-                      caps: Mapping[str, Resources | None]) -> Iterator[bool]:
-        """Up to ``count`` slots on one named machine (LT_MACHINE)."""
-        anywhere = self._unrestricted(unit)      # (nothing changes it within a pass)
-        plain = caps.get(unit.group) is None and not unit.gang
+                      caps: Mapping[str, Resources | None], anywhere: bool, plain: bool) -> Iterator[bool]:
+        """Up to ``count`` slots on one named machine (LT_MACHINE); ``anywhere``
+        and ``plain`` as for :meth:`_spread`."""
+        holds = fits_of(len(need))
         for _ in range(count):
-            if not (all(map(ge, machine.open, need)) and (anywhere or self._allowed(unit, machine))):
+            if not (holds(machine.open, need) and (anywhere or self._allowed(unit, machine))):
                 return
             if plain:
                 self._grant(unit, machine, batch, need)
@@ -1635,10 +1720,10 @@ class FuxiCore:
         waiting = self.needs_offers()
         refuse = self.decline_seconds if waiting else 5.0
         declined: list[str] = []
-        victims = self._victims
+        launched: list[Slot] = []                       # preemption's victims from the next pass on
         for machine in batch.machines:
             if machine.granted:
-                victims.add_many(machine.granted)      # preemption's victims from the next pass on
+                launched += machine.granted
                 self._out.append(_new_launch(machine.agent_id, tuple(machine.offer_ids), tuple(machine.granted),
                                              0.0 if waiting else refuse))
             else:
@@ -1649,12 +1734,15 @@ class FuxiCore:
             machine.offered = _NOTHING
         if declined:
             self._out.append(DeclineOffers(tuple(declined), refuse))
+        if launched:
+            self._victims.add_many(launched)             # (in one call: the same as one per machine)
 
 
 _NOTHING: Mapping[str, int] = {}
 #: a machine's offer ids and slots granted between batches: read, never appended to (a batch gives
-#: each of its machines lists of its own), so answering 100,000 offers makes no new lists
-_BETWEEN_BATCHES: list[Any] = []
+#: each of its machines a list of offer ids of its own, and a list of slots at its first grant), so
+#: answering 100,000 offers makes no new lists
+_BETWEEN_BATCHES: list[Any] = NOTHING_GRANTED
 #: the preference of a unit that states none: anywhere, as many as its budget (counts are capped by it)
 _ANYWHERE = (Locality.cluster(2 ** 62),)
 
