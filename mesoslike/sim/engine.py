@@ -38,6 +38,7 @@ The run stops when everything is done, when nothing can change any more
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import random
 from typing import Iterable, Mapping, Sequence
@@ -266,8 +267,13 @@ class _FreeIndex:
     """Does a shape fit the free resources of some agent now? Each shape
     keeps a witness agent (checked in O(1)); a shape that fits nowhere is
     checked again only against the agents whose free resources grew since
-    (task ends), so asking every round costs little. Free resources only
-    shrink within a cycle, so an answer of "no" holds through the cycle."""
+    (task ends), each once, so asking every round costs little; a shape
+    whose witness filled up looks first at the agents that grew last. Free
+    resources only shrink within a cycle, so an answer of "no" holds through
+    the cycle."""
+
+    #: agents whose free resources grew last, tried first when a shape's witness is gone
+    RECENT = 32
 
     def __init__(self, free: Mapping[str, Resources]) -> None:
         self._free = free
@@ -285,16 +291,23 @@ class _FreeIndex:
             if free[witness].contains(shape):
                 return True
             del self._witness[shape]
-            candidates: Iterable[str] = free
+            checked = None
         else:
             checked = self._checked.get(shape)
-            candidates = free if checked is None else self._grown[checked:]
+        grown = self._grown
+        if checked is None:
+            # the agents that grew last are the likeliest to have room (most are full when
+            # tasks wait): them first, newest first, then every agent
+            recent = grown[-1:-self.RECENT - 1:-1]
+            candidates: Iterable[str] = itertools.chain(recent, free)
+        else:
+            candidates = dict.fromkeys(grown[checked:])    # each agent once
         for agent_id in candidates:
             if free[agent_id].contains(shape):
                 self._witness[shape] = agent_id
                 self._checked.pop(shape, None)
                 return True
-        self._checked[shape] = len(self._grown)
+        self._checked[shape] = len(grown)
         return False
 
 
@@ -377,6 +390,7 @@ class Simulator:
         self._running = 0
         self._filters: dict[str, dict[str, list[tuple[Resources, float]]]] = {}
         self._filter_expiries: list[float] = []
+        self._last_expiry = -math.inf                        # the expiry pushed last
         self._rounds: list[RoundSnapshot] = []
         self._offers_made = self._offers_declined = self._unplaceable = 0
         self._last_progress = 0.0
@@ -486,7 +500,9 @@ class Simulator:
                 if len(filters) >= 4:
                     filters[:] = [f for f in filters if f[1] > now]
                 filters.append((refused, until))
-            heapq.heappush(self._filter_expiries, until)
+            if until != self._last_expiry:     # the declines of a round mostly share one expiry
+                self._last_expiry = until
+                heapq.heappush(self._filter_expiries, until)
 
     def _filtered_agents(self, framework_id: str, now: float) -> set[str]:
         """Agents whose free resources ``framework_id`` has filtered at ``now``."""

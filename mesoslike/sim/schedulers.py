@@ -173,6 +173,31 @@ class _Greedy:
         self.held_total = EMPTY
         #: what the queued tasks that fit some agent now need, together (None: not measured this cycle)
         self.wanted: Resources | None = None
+        #: what every queued shape needs at least, kind by kind (None: the shapes changed since)
+        self._floor: Resources | None = None
+
+    def floor(self) -> Resources:
+        """What each queued task and gang member needs at least, kind by kind
+        (scalars): a room that does not hold this holds none of them. Most
+        offers a framework gets are crumbs it declines; this turns them down
+        in O(kinds) instead of O(shapes). O(shapes) after the shapes changed."""
+        if self._floor is None:
+            common: dict[str, int] | None = None
+            gang_shapes = {member.resources for gang in self.gangs.values() for member in gang}
+            for shape in (*self.queues, *gang_shapes):
+                needs = shape.millis()
+                if common is None:
+                    common = dict(needs)
+                    continue
+                for kind, least in list(common.items()):
+                    need = needs.get(kind, 0)
+                    if need < least:
+                        if need:
+                            common[kind] = need
+                        else:
+                            del common[kind]
+            self._floor = Resources.from_millis(common or {})
+        return self._floor
 
     def measure(self, fits_now: Callable[[Resources], bool]) -> Resources:
         """What the queued tasks that fit some agent's free resources need
@@ -188,29 +213,47 @@ class _Greedy:
         self.wanted = None
         if head.gang:
             self.gangs[head.gang] = list(tasks)
+            self._floor = None
         else:
-            self.queues.setdefault(head.resources, deque()).extend(tasks)
+            queue = self.queues.get(head.resources)
+            if queue is None:
+                queue = self.queues[head.resources] = deque()
+                self._floor = None
+            queue.extend(tasks)
 
     def could_use(self, resources: Resources) -> bool:
         """True if some queued task (or gang member) fits in ``resources``."""
+        if not resources.contains(self.floor()):
+            return False
         return any(resources.contains(shape) for shape in self.queues) or \
             any(resources.contains(gang[0].resources) for gang in self.gangs.values())
 
     def place(self, rooms: list[Resources]) -> list[list[TaskSpec]]:
         """Decide what to launch on each offer (``rooms``: what each offers,
         updated): whole gangs first, first fit across the offers, then queued
-        tasks that fit, highest priority and oldest shape first."""
+        tasks that fit, highest priority and oldest shape first. Rooms below
+        :meth:`floor` take nothing and are passed over (the same picks)."""
         picks: list[list[TaskSpec]] = [[] for _ in rooms]
-        for gang_id, members in list(self.gangs.items()):
-            plan = _first_fit([m.resources for m in members], rooms)
-            if plan is not None:
-                for member, i in zip(members, plan):
-                    picks[i].append(member)
-                    rooms[i] = rooms[i] - member.resources
-                del self.gangs[gang_id]
+        floor = self.floor()
+        usable = [i for i, room in enumerate(rooms) if room.contains(floor)]
+        if not usable:
+            return picks
+        if self.gangs:
+            # first fit over the usable rooms is first fit over all: the others hold no member
+            usable_rooms = [rooms[i] for i in usable]
+            for gang_id, members in list(self.gangs.items()):
+                plan = _first_fit([m.resources for m in members], usable_rooms)
+                if plan is not None:
+                    for member, j in zip(members, plan):
+                        picks[usable[j]].append(member)
+                        usable_rooms[j] = usable_rooms[j] - member.resources
+                    del self.gangs[gang_id]
+                    self._floor = None
+            for j, i in enumerate(usable):
+                rooms[i] = usable_rooms[j]
         limit = self.tasks_per_offer
         order = sorted(self.queues, key=lambda s: (self.queues[s][0].priority, self.queues[s][0].index))
-        for i in range(len(rooms)):
+        for i in usable:
             for shape in order:
                 queue = self.queues.get(shape)
                 while queue and rooms[i].contains(shape) and (limit is None or len(picks[i]) < limit):
@@ -218,6 +261,7 @@ class _Greedy:
                     rooms[i] = rooms[i] - shape
                 if queue is not None and not queue:
                     del self.queues[shape]
+                    self._floor = None
         placed = sum(len(p) for p in picks)
         if placed:
             self.queued -= placed
