@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from mesoslike_frameworks.fuxi import am_protocol as amp
+from mesoslike_frameworks.fuxi import protocol
 from mesoslike_frameworks.fuxi.worker import spawn_instance
 from test_fuxi_runtime import StandInAppMaster, worker_env
 
@@ -91,6 +92,8 @@ def test_a_worker_starts_without_the_master_protocol_or_asyncio():
     # every slot of a job starts one: what it imports is paid once per slot (0.15 s of CPU for these two)
     done = subprocess.run([sys.executable, "-c", "import sys, mesoslike_frameworks.fuxi.worker; "
                            "print(sorted(m for m in ('mesoslike.wire.messages', 'mesoslike.wire.types', 'asyncio', "
-                           "'ctypes.util') if m in sys.modules))"], capture_output=True, text=True, timeout=30)
+                           "'ctypes.util', 'mesoslike_frameworks.fuxi.protocol') if m in sys.modules))"], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+    # what it declares instead of importing the job protocol is the job protocol's
+    assert amp.VERSION == protocol.VERSION and amp.ProtocolError is protocol.ProtocolError
