@@ -246,11 +246,15 @@ class Worker:
     def _copy_stdout(self, run: _Run, sink: BinaryIO) -> int:
         """The instance's return code, once it exited and its stdout was
         copied (see :meth:`_watch`); it is reaped here."""
-        process = os.pidfd_open(run.pid)
+        try:
+            process: int | None = os.pidfd_open(run.pid)
+        except OSError:   # a kernel before 5.3: the exit is seen once stdout ends
+            process = None
         try:
             poller = select.poll()
             poller.register(run.stdout, select.POLLIN)
-            poller.register(process, select.POLLIN)
+            if process is not None:
+                poller.register(process, select.POLLIN)
             returncode: int | None = None
             deadline: float | None = None
             line = bytearray()    # the line being read (up to MAX_PROGRESS_LINE bytes: no progress line is longer)
@@ -258,7 +262,7 @@ class Worker:
             while deadline is None or time.monotonic() < deadline:
                 timeout = None if deadline is None else max(0, round(1000 * (deadline - time.monotonic())))
                 events = poller.poll(timeout)
-                if any(fd == process for fd, _ in events):
+                if process is not None and any(fd == process for fd, _ in events):
                     poller.unregister(process)
                     returncode = _reap(run.pid)
                     deadline = time.monotonic() + STDOUT_GRACE
@@ -283,7 +287,8 @@ class Worker:
                 self._progress_line(run, bytes(line))
             return returncode if returncode is not None else _reap(run.pid)
         finally:
-            os.close(process)
+            if process is not None:
+                os.close(process)
 
     def _progress_line(self, run: _Run, line: bytes) -> None:
         fraction = parse_progress(line)
