@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from e2e_helpers import wait_for
 from mesoslike_frameworks.fuxi import am_protocol as amp
 from mesoslike_frameworks.fuxi import protocol
 from mesoslike_frameworks.fuxi.worker import spawn_instance
@@ -67,14 +68,22 @@ def test_an_instance_inherits_no_descriptor_and_no_secret_of_its_worker(worker_w
     assert "token=" in lines   # the secret is not in its environment
 
 
-def test_a_child_left_holding_stdout_does_not_hold_the_result_back(worker_with_an_open_descriptor):
+def test_a_child_left_holding_stdout_does_not_hold_the_result_back_and_is_still_heard(
+        worker_with_an_open_descriptor):
     appmaster, sandbox = worker_with_an_open_descriptor
     started = time.monotonic()
-    done = run(appmaster, 1, "sleep 30 & echo $! > bg.pid; echo FUXI_PROGRESS 1")
+    done = run(appmaster, 1, "(sleep 5; echo late) & echo $! > bg.pid; echo early")
     try:
-        assert done.ok and time.monotonic() - started < 10
+        assert done.ok and time.monotonic() - started < 5   # before the child is done
+        stdout = sandbox / "instances" / "1.1.stdout"
+        assert stdout.read_text() == "early\n"
+        # what the child writes once the result went out is copied still
+        wait_for(lambda: stdout.read_text() == "early\nlate\n", 20, "the child's late line")
     finally:
-        os.kill(int((sandbox / "bg.pid").read_text()), signal.SIGKILL)
+        try:
+            os.kill(int((sandbox / "bg.pid").read_text()), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def test_an_instance_runs_in_the_sandbox_named_from_another_directory(tmp_path):

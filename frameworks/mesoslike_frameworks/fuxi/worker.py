@@ -82,7 +82,8 @@ class _Run:
         self.stderr = stderr
         self.killed = False
         self.kill_deadline: float | None = None
-        self.exited = threading.Event()   # set by its watcher once the process is reaped
+        self.returncode: int | None = None   # once reaped
+        self.exited = threading.Event()      # set by its watcher once its exit is reported
 
     @property
     def key(self) -> tuple[int, int]:
@@ -227,25 +228,31 @@ class Worker:
 
     def _watch(self, run: _Run, path: Path) -> None:
         """Copy the instance's stdout to its file and report its progress
-        lines until it exits (and its stdout ends, or ``STDOUT_GRACE`` has
-        passed: a child of it that kept stdout open must not hold the result
-        back); then report its exit."""
-        returncode = -1
+        lines; report its exit once it exited and its stdout ended, or
+        ``STDOUT_GRACE`` after it exited (a child of it that kept stdout open
+        must not hold the result back: what that child writes is still
+        copied, until it closes stdout)."""
         try:
             with open(path, "wb") as sink:
-                returncode = self._copy_stdout(run, sink)
+                self._copy_stdout(run, sink)
         except OSError as exc:
             log.error("instance %d attempt %d: its stdout: %s", run.instance, run.attempt, exc)
-            returncode = _reap(run.pid)
         finally:
             os.close(run.stdout)
+            if not run.exited.is_set():
+                try:
+                    self._report_exit(run, run.returncode if run.returncode is not None else _reap(run.pid))
+                except ChildProcessError:
+                    self._report_exit(run, -1)
+
+    def _report_exit(self, run: _Run, returncode: int) -> None:
+        if not run.exited.is_set():
             run.exited.set()
             self._events.put(("exit", run, returncode))
             self._waker.wake()
 
-    def _copy_stdout(self, run: _Run, sink: BinaryIO) -> int:
-        """The instance's return code, once it exited and its stdout was
-        copied (see :meth:`_watch`); it is reaped here."""
+    def _copy_stdout(self, run: _Run, sink: BinaryIO) -> None:
+        """Copy stdout until it ends, reaping the instance and reporting its exit (see :meth:`_watch`)."""
         try:
             process: int | None = os.pidfd_open(run.pid)
         except OSError:   # a kernel before 5.3: the exit is seen once stdout ends
@@ -255,17 +262,19 @@ class Worker:
             poller.register(run.stdout, select.POLLIN)
             if process is not None:
                 poller.register(process, select.POLLIN)
-            returncode: int | None = None
-            deadline: float | None = None
+            deadline: float | None = None   # once it exited: when its exit is reported, stdout ended or not
             line = bytearray()    # the line being read (up to MAX_PROGRESS_LINE bytes: no progress line is longer)
             overlong = False
-            while deadline is None or time.monotonic() < deadline:
+            while True:
                 timeout = None if deadline is None else max(0, round(1000 * (deadline - time.monotonic())))
                 events = poller.poll(timeout)
                 if process is not None and any(fd == process for fd, _ in events):
                     poller.unregister(process)
-                    returncode = _reap(run.pid)
+                    run.returncode = _reap(run.pid)
                     deadline = time.monotonic() + STDOUT_GRACE
+                if deadline is not None and time.monotonic() >= deadline and run.returncode is not None:
+                    self._report_exit(run, run.returncode)
+                    deadline = None   # and copy on, as long as a child of it writes
                 if not any(fd == run.stdout for fd, _ in events):
                     continue
                 data = os.read(run.stdout, 65536)
@@ -285,7 +294,9 @@ class Worker:
                     overlong = True
             if line and not overlong:
                 self._progress_line(run, bytes(line))
-            return returncode if returncode is not None else _reap(run.pid)
+            if run.returncode is None:
+                run.returncode = _reap(run.pid)
+            self._report_exit(run, run.returncode)
         finally:
             if process is not None:
                 os.close(process)
