@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -158,6 +159,7 @@ def main() -> None:
                                for name in trees) + f", load {loads[-1]}")
     finally:
         procs.close()
+        shutil.rmtree(work, ignore_errors=True)
     doc.update({"tasks": args.tasks, "slots": args.slots, "real_agents_tasks_per_s": tp.spread(real),
                 "loadavg_per_round": loads})
     for name in trees:
