@@ -29,8 +29,6 @@ import attrs
 import msgpack
 
 from mesoslike.wire import compiled
-from mesoslike.wire import messages as _messages
-from mesoslike.wire import types as _types
 from mesoslike.wire.checking import (MAX_LIST_LENGTH, WireError, _class_converter, from_plain, hints,
                                      plain_converter, to_plain)
 from mesoslike.wire.schema import Items, Schema
@@ -254,10 +252,28 @@ def sized(codec: Codec, max_data: int) -> Codec:
     return codec if limit == codec.max_message_size else Codec(codec.schema, limit)
 
 
-#: the codec of the master protocol (:mod:`mesoslike.wire.messages`):
-#: masters, agents, scheduler drivers and ``mesoslike state``, with frames
-#: for the default ``--max-message-size``
-CODEC = Codec(_messages.SCHEMA, frame_limit(_types.MAX_FRAMEWORK_MESSAGE))
-encode = CODEC.encode
-decode = CODEC.decode
-peek_type = CODEC.peek_type
+#: the master protocol's codec and its functions (:data:`CODEC`, ``encode``, ``decode``, ``peek_type``)
+_MASTER_CODEC_NAMES = ("CODEC", "encode", "decode", "peek_type")
+
+if typing.TYPE_CHECKING:
+    #: the codec of the master protocol (:mod:`mesoslike.wire.messages`):
+    #: masters, agents, scheduler drivers and ``mesoslike state``, with frames
+    #: for the default ``--max-message-size``
+    CODEC: Codec
+    encode: Callable[[Any], bytes]
+    decode: Callable[[bytes], Any]
+    peek_type: Callable[[bytes], str]
+
+
+def __getattr__(name: str) -> Any:
+    """:data:`CODEC` and its functions, made on first use: a process that
+    speaks another protocol (a Fuxi worker, an AppMaster) does not import
+    the master protocol's ~100 message and value classes (0.1 s of CPU at
+    every start)."""
+    if name not in _MASTER_CODEC_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from mesoslike.wire import messages, types
+    codec = Codec(messages.SCHEMA, frame_limit(types.MAX_FRAMEWORK_MESSAGE))
+    names = dict(zip(_MASTER_CODEC_NAMES, (codec, codec.encode, codec.decode, codec.peek_type)))
+    globals().update(names)
+    return names[name]

@@ -48,13 +48,17 @@ from typing import Annotated, Any, ClassVar
 
 import attrs
 
-from mesoslike_frameworks.fuxi.protocol import VERSION, ProtocolError
-from mesoslike.messaging import Codec, Items, Range, Schema
+from mesoslike.messaging import Codec, Items, Range, Schema, WireError
 
 __all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Hello", "Heartbeat", "Progress", "Done", "Bye", "Welcome",
            "Rejoin", "Assign", "Kill", "Ack", "Release", "Error", "encode", "decode", "HEARTBEAT_INTERVAL",
            "HEARTBEAT_TIMEOUT", "PROGRESS_PREFIX", "MAX_FRAME", "worker_token"]
 
+#: the protocol's version: the job protocol's (:mod:`.protocol`, which a worker does not import: every slot's
+#: worker pays for what it imports when it starts)
+VERSION = 1
+#: what decoding a frame that is not a message raises: the job protocol's error
+ProtocolError = WireError
 #: seconds between a worker's HELLOs / HEARTBEATs
 HEARTBEAT_INTERVAL = 0.5
 #: seconds without a heartbeat after which the AppMaster declares a worker gone

@@ -95,6 +95,9 @@ END_RESEND = 1.0
 ASSIGN_RESEND = 2.0
 #: what workers send
 _FROM_WORKERS = (amp.Hello, amp.Heartbeat, amp.Progress, amp.Done, amp.Bye)
+#: what a worker may act on only once the turn is checkpointed: an ACK lets it forget a result, a RELEASE
+#: makes it exit (with the results it holds)
+_AFTER_CHECKPOINT = (amp.Ack, amp.Release)
 #: slots granted whose workers did not join yet, kept at most (a job's slots are fewer)
 MAX_GRANTED = 100_000
 _Request = TypeVar("_Request", bound=amc.ServiceRequest | protocol.Progress)
@@ -424,9 +427,24 @@ class AppMaster:
         return signed
 
     def _flush(self) -> None:
-        """Checkpoint first, then tell the workers and the service."""
+        """Tell the workers their work, checkpoint, then acknowledge and
+        release them and tell the service.
+
+        An ASSIGN or a KILL goes out before the checkpoint's fsync, so that
+        a worker whose result this turn took starts its next instance while
+        the disk writes: a crash before the fsync loses nothing, as the
+        worker still holds the result (unacknowledged) and says what it runs
+        when it joins the restarted AppMaster. What lets a worker forget a
+        result — its ACK, a RELEASE (it exits) — and the requests to the
+        service wait for the checkpoint."""
         now = self.clock.now()
         outgoing, self._to_workers = self._to_workers, []
+        after: list[tuple[bytes, Any]] = []
+        for peer, message in outgoing:
+            if isinstance(message, _AFTER_CHECKPOINT):
+                after.append((peer, message))
+            else:
+                self._send_to_worker(peer, message)
         if self._dirty:
             try:
                 self.checkpoint.save(self.core)   # the turn's changes: one append, one fsync
@@ -435,13 +453,9 @@ class AppMaster:
                 # results are acknowledged only once checkpointed: their workers say them again
                 log.error("cannot write the snapshot %s (%s): results stay unacknowledged", self.snapshot_path,
                           exc)
-                outgoing = [(peer, message) for peer, message in outgoing if not isinstance(message, amp.Ack)]
-        for peer, message in outgoing:   # queued while a worker reads slowly; a drop is counted
-            try:
-                if not self._server.send(peer, message):
-                    log.warning("%s to worker %r dropped: it is gone or its outbox is full", message.TYPE, peer)
-            except amp.ProtocolError as exc:
-                log.error("cannot send %s to a worker: %s", message.TYPE, protocol.bounded(str(exc), 200))
+                after = [(peer, message) for peer, message in after if not isinstance(message, amp.Ack)]
+        for peer, message in after:
+            self._send_to_worker(peer, message)
         final = self._ended is not None and self._end_request is None
         if now - self._report_sent >= PROGRESS_MIN_INTERVAL or final:
             report = self._progress_report()
@@ -463,6 +477,14 @@ class AppMaster:
             except protocol.ProtocolError as exc:
                 log.error("cannot send %s to the service: %s", request.TYPE, protocol.bounded(str(exc), 200))
         self._service.flush()   # what waited for the service's socket goes out as it takes it
+
+    def _send_to_worker(self, peer: bytes, message: Any) -> None:
+        """Queued while a worker reads slowly; a drop is counted and logged."""
+        try:
+            if not self._server.send(peer, message):
+                log.warning("%s to worker %r dropped: it is gone or its outbox is full", message.TYPE, peer)
+        except amp.ProtocolError as exc:
+            log.error("cannot send %s to a worker: %s", message.TYPE, protocol.bounded(str(exc), 200))
 
     def _progress_report(self) -> dict:
         """The core's report, with the slots of the workers this AppMaster knows (for a new leader to adopt)."""

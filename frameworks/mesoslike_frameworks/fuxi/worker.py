@@ -16,7 +16,9 @@ instances it runs cannot (``FUXI_WORKER_TOKEN``/``FUXI_WORKER_SECRET_KEY``
 are still read when a worker is started by hand with them), and the agent's
 ``MESOSLIKE_AGENT_ID`` — connects to the AppMaster and runs the instances it is
 assigned, one at a time, each as ``sh -c command`` in its own process group
-in the task's sandbox (stdout and stderr of attempt *a* of instance *i* in
+in the task's sandbox, started with ``posix_spawn`` (``vfork`` and
+``exec``: no copy of the worker's ~30 MB Python process per instance; an
+instance inherits only its stdin, stdout and stderr) (stdout and stderr of attempt *a* of instance *i* in
 ``instances/<i>.<a>.stdout|stderr``; an instance's environment is the
 worker's without its secrets: the key and the token). The messages are in
 :mod:`.am_protocol`.
@@ -35,11 +37,13 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import select
 import signal
-import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
+from typing import BinaryIO
 
 from mesoslike import Clock, MesoslikeError, SystemClock
 from mesoslike_frameworks.fuxi import am_protocol as amp
@@ -60,16 +64,26 @@ SECRET_ENVIRONMENT = ("FUXI_WORKER_TOKEN", "FUXI_WORKER_SECRET_KEY")
 TOKEN_FILE_ENV, SECRET_KEY_FILE_ENV = "FUXI_WORKER_TOKEN_FILE", "FUXI_WORKER_SECRET_KEY_FILE"
 
 
-class _Run:
-    """The instance attempt being run."""
+#: what an instance's ``sh`` gets back at their defaults (Python ignores SIGPIPE and SIGXFSZ; exec keeps that)
+_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
+#: seconds an instance's stdout is still read after it exited (a child of it may hold it open)
+STDOUT_GRACE = 1.0
 
-    def __init__(self, instance: int, attempt: int, popen: subprocess.Popen[bytes], stderr: Path) -> None:
+
+class _Run:
+    """The instance attempt being run: its process (the leader of its own
+    process group) and the read end of its stdout pipe."""
+
+    def __init__(self, instance: int, attempt: int, pid: int, stdout: int, stderr: Path) -> None:
         self.instance = instance
         self.attempt = attempt
-        self.popen = popen
+        self.pid = pid
+        self.stdout = stdout
         self.stderr = stderr
         self.killed = False
         self.kill_deadline: float | None = None
+        self.returncode: int | None = None   # once reaped
+        self.exited = threading.Event()      # set by its watcher once its exit is reported
 
     @property
     def key(self) -> tuple[int, int]:
@@ -103,6 +117,7 @@ class Worker:
         self._exit: int | None = None
         # with keys: the job's workers' pair, and its AppMaster's public key (that AppMaster only)
         self._client = Client(appmaster, codec=amp.CODEC, identity=slot.encode(), keys=keys, server_key=appmaster_key)
+        keep_descriptors_from_instances()
 
     # ------------------------------------------------------------ the loop
     def run(self) -> int:
@@ -200,40 +215,97 @@ class Worker:
         env.update(message.env)
         env.setdefault("FUXI_INSTANCE", str(message.instance))
         env.setdefault("FUXI_ATTEMPT", str(message.attempt))
+        stderr_path = directory / f"{stem}.stderr"
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            stderr_path = directory / f"{stem}.stderr"
-            with open(stderr_path, "wb") as stderr:
-                popen = subprocess.Popen([SHELL, "-c", message.command], cwd=self.sandbox, env=env,
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
-                                         start_new_session=True, close_fds=True)
-        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            pid, stdout = spawn_instance(message.command, env, self.sandbox, stderr_path)
+        except (OSError, ValueError) as exc:
             self._finished(key, False, f"cannot start: {type(exc).__name__}: {exc}")
             return
-        log.info("instance %d attempt %d started as pid %d", message.instance, message.attempt, popen.pid)
-        run = self.run_ = _Run(message.instance, message.attempt, popen, stderr_path)
-        reader = threading.Thread(target=self._read, args=(run, directory / f"{stem}.stdout"), daemon=True)
-        reader.start()
-        threading.Thread(target=self._wait, args=(run, reader), daemon=True).start()
+        log.info("instance %d attempt %d started as pid %d", message.instance, message.attempt, pid)
+        run = self.run_ = _Run(message.instance, message.attempt, pid, stdout, stderr_path)
+        threading.Thread(target=self._watch, args=(run, directory / f"{stem}.stdout"), daemon=True).start()
 
-    def _read(self, run: _Run, path: Path) -> None:
-        """Copy the instance's stdout to its file; report its progress lines."""
-        stdout = run.popen.stdout
-        assert stdout is not None   # started with stdout=PIPE
-        with open(path, "wb") as sink:
-            for line in stdout:
-                sink.write(line)
+    def _watch(self, run: _Run, path: Path) -> None:
+        """Copy the instance's stdout to its file and report its progress
+        lines; report its exit once it exited and its stdout ended, or
+        ``STDOUT_GRACE`` after it exited (a child of it that kept stdout open
+        must not hold the result back: what that child writes is still
+        copied, until it closes stdout)."""
+        try:
+            with open(path, "wb") as sink:
+                self._copy_stdout(run, sink)
+        except OSError as exc:
+            log.error("instance %d attempt %d: its stdout: %s", run.instance, run.attempt, exc)
+        finally:
+            os.close(run.stdout)
+            if not run.exited.is_set():
+                try:
+                    self._report_exit(run, run.returncode if run.returncode is not None else _reap(run.pid))
+                except ChildProcessError:
+                    self._report_exit(run, -1)
+
+    def _report_exit(self, run: _Run, returncode: int) -> None:
+        if not run.exited.is_set():
+            run.exited.set()
+            self._events.put(("exit", run, returncode))
+            self._waker.wake()
+
+    def _copy_stdout(self, run: _Run, sink: BinaryIO) -> None:
+        """Copy stdout until it ends, reaping the instance and reporting its exit (see :meth:`_watch`)."""
+        try:
+            process: int | None = os.pidfd_open(run.pid)
+        except OSError:   # a kernel before 5.3: the exit is seen once stdout ends
+            process = None
+        try:
+            poller = select.poll()
+            poller.register(run.stdout, select.POLLIN)
+            if process is not None:
+                poller.register(process, select.POLLIN)
+            deadline: float | None = None   # once it exited: when its exit is reported, stdout ended or not
+            line = bytearray()    # the line being read (up to MAX_PROGRESS_LINE bytes: no progress line is longer)
+            overlong = False
+            while True:
+                timeout = None if deadline is None else max(0, round(1000 * (deadline - time.monotonic())))
+                events = poller.poll(timeout)
+                if process is not None and any(fd == process for fd, _ in events):
+                    poller.unregister(process)
+                    run.returncode = _reap(run.pid)
+                    deadline = time.monotonic() + STDOUT_GRACE
+                if deadline is not None and time.monotonic() >= deadline and run.returncode is not None:
+                    self._report_exit(run, run.returncode)
+                    deadline = None   # and copy on, as long as a child of it writes
+                if not any(fd == run.stdout for fd, _ in events):
+                    continue
+                data = os.read(run.stdout, 65536)
+                if not data:
+                    break
+                sink.write(data)
                 sink.flush()
-                fraction = parse_progress(line)
-                if fraction is not None:
-                    self._events.put(("progress", run, fraction))
-                    self._waker.wake()
+                *ended, rest = data.split(b"\n")
+                for piece in ended:
+                    if not overlong:
+                        self._progress_line(run, bytes(line + piece))
+                    line.clear()
+                    overlong = False
+                line += rest
+                if len(line) > MAX_PROGRESS_LINE:
+                    line.clear()
+                    overlong = True
+            if line and not overlong:
+                self._progress_line(run, bytes(line))
+            if run.returncode is None:
+                run.returncode = _reap(run.pid)
+            self._report_exit(run, run.returncode)
+        finally:
+            if process is not None:
+                os.close(process)
 
-    def _wait(self, run: _Run, reader: threading.Thread) -> None:
-        returncode = run.popen.wait()
-        reader.join(1.0)   # a child that kept stdout open must not hold the result back
-        self._events.put(("exit", run, returncode))
-        self._waker.wake()
+    def _progress_line(self, run: _Run, line: bytes) -> None:
+        fraction = parse_progress(line)
+        if fraction is not None:
+            self._events.put(("progress", run, fraction))
+            self._waker.wake()
 
     def _drain_events(self) -> None:
         while True:
@@ -261,29 +333,78 @@ class Worker:
         if not run.killed:
             run.killed = True
             run.kill_deadline = self.clock.now() + self.kill_grace
-            _signal_group(run.popen.pid, signal.SIGTERM)
+            _signal_group(run.pid, signal.SIGTERM)
 
     def _escalate_kill(self, now: float) -> None:
         run = self.run_
         if run is not None and run.kill_deadline is not None and now >= run.kill_deadline:
             run.kill_deadline = None
-            _signal_group(run.popen.pid, signal.SIGKILL)
+            _signal_group(run.pid, signal.SIGKILL)
 
     def _kill_now(self) -> None:
         if self.run_ is not None:
             self.run_.killed = True
-            _signal_group(self.run_.popen.pid, signal.SIGKILL)
+            _signal_group(self.run_.pid, signal.SIGKILL)
 
     def _shutdown(self, reason: str) -> None:
         """SIGTERM: the instance gets its grace period, then the AppMaster a BYE."""
         run = self.run_
         if run is not None:
             self._kill(run)
-            try:
-                run.popen.wait(self.kill_grace)
-            except subprocess.TimeoutExpired:
-                pass
+            run.exited.wait(self.kill_grace)
         self._send(amp.Bye(self.slot, reason))
+
+
+#: bytes of an unfinished stdout line kept to find a progress line in (longer lines are not progress lines)
+MAX_PROGRESS_LINE = 256
+
+
+def spawn_instance(command: str, env: dict[str, str], sandbox: Path, stderr: Path) -> tuple[int, int]:
+    """Start ``sh -c command`` with ``posix_spawn`` (no fork of this
+    process) in its own session (and process group), in ``sandbox``, stdin
+    from /dev/null, stderr to the file ``stderr``; its pid and the read end
+    of the pipe its stdout goes to. The worker runs in its sandbox (the
+    agent starts it there); in another directory a first ``sh`` changes to
+    ``sandbox`` and execs the instance's."""
+    argv = [SHELL, "-c", command]
+    if not os.path.samefile(sandbox, "."):
+        argv = [SHELL, "-c", 'cd -- "$1" && exec "$0" -c "$2"', SHELL, os.fspath(sandbox), command]
+    read, write = os.pipe()
+    try:
+        error = os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            pid = os.posix_spawn(SHELL, argv, env, setsid=True, setsigdef=_DEFAULT_SIGNALS,
+                                 file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                                               (os.POSIX_SPAWN_DUP2, write, 1), (os.POSIX_SPAWN_DUP2, error, 2)])
+        finally:
+            os.close(error)
+    except BaseException:
+        os.close(read)
+        raise
+    finally:
+        os.close(write)
+    return pid, read
+
+
+def _reap(pid: int) -> int:
+    """Wait for the child ``pid``; its return code (-signal if a signal ended it)."""
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def keep_descriptors_from_instances() -> None:
+    """Make every descriptor of this process but 0-2 not inheritable:
+    ``posix_spawn`` closes only those, and an instance must get none of the
+    worker's (what the agent left open to it included)."""
+    try:
+        descriptors = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        return
+    for fd in descriptors:
+        if fd > 2:
+            try:
+                os.set_inheritable(fd, False)
+            except OSError:
+                pass   # the directory's own descriptor, closed by now
 
 
 def parse_progress(line: bytes) -> float | None:

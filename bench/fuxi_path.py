@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""The Fuxi path against real agents, and against the Fuxi path of another
+commit, in the same interleaved rounds (issue 29's "Fuxi path >= 90 % of
+real agents").
+
+One cluster (a master and 4 agents of this tree, as ``bench/throughput.py``
+starts them), two Fuxi services on it — this tree's and, with ``--before
+REF``, one running REF's code (its own virtualenv: ``REF_TREE/.venv``, made
+with ``make venv`` there; the AppMasters and workers it starts are REF's) —
+and per round: the real-agents round of ``bench/throughput.py`` (N x
+``true`` through the ``CommandScheduler``), then a Fuxi job of N
+instances of ``true`` in 16 slots on each service (``mesoslike fuxi submit
+--wait``, as ``bench/throughput.py``'s ``fuxi``). Each Fuxi round also
+records the CPU of the job's AppMaster and of its workers (their processes
+found in ``/proc`` every 50 ms, each process's CPU as last read: a
+worker's instances are not in it — they are their own processes — but
+what a worker does to start them is) and the load average.
+
+    python bench/fuxi_path.py --before-tree /tmp/base --rounds 3 --out bench/results/fuxi_path.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
+import throughput as tp  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class JobProcesses:
+    """The CPU seconds of a job's AppMaster and workers, read from /proc while it runs."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = str(work)
+        self.cpu: dict[int, tuple[str, float]] = {}
+        self.earlier: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> "JobProcesses":
+        self._scan()
+        self.earlier = set(self.cpu)   # the workers of an earlier job, still exiting: not this job's
+        self.cpu.clear()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.05):
+            self._scan()
+
+    def _scan(self) -> None:
+        ticks = os.sysconf("SC_CLK_TCK")
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) in self.earlier:
+                continue
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as handle:
+                    command = handle.read().replace(b"\0", b" ").decode(errors="replace")
+                if "fuxi.appmaster" in command:
+                    kind = "appmaster"
+                elif "fuxi.worker" in command:
+                    kind = "workers"
+                else:
+                    continue
+                if self.work not in command and not os.readlink(f"/proc/{name}/cwd").startswith(self.work):
+                    continue   # another bench's, or another engineer's
+                with open(f"/proc/{name}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            # a worker's child between its fork (or vfork) and its exec still shows the worker's command
+            # line: it is counted with the workers (what starting an instance costs them)
+            self.cpu[int(name)] = (kind, (int(fields[11]) + int(fields[12])) / ticks)
+
+    def totals(self) -> dict[str, float]:
+        """CPU seconds of the AppMaster and of the workers; how many workers (processes over 10 ms of CPU)."""
+        totals = {"appmaster": 0.0, "workers": 0.0, "worker_processes": 0.0}
+        for kind, seconds in self.cpu.values():
+            totals[kind] += seconds
+            totals["worker_processes"] += kind == "workers" and seconds > 0.01
+        return {kind: round(seconds, 3) for kind, seconds in totals.items()}
+
+
+def fuxi_round(procs: tp.Processes, address: str, python: str, tree: Path, name: str, tasks: int,
+               slots: int) -> tuple[float, dict[str, float]]:
+    job = procs.work / f"{name}.toml"
+    job.write_text(f'[job]\nname = "{name}"\n\n[[job.units]]\nname = "work"\nslots = {slots}\n'
+                   f'cpus = 0.1\nmem = {tp.FUXI_WORKER_MEM}\ninstances = {tasks}\ncommand = "true"\n')
+    with JobProcesses(procs.work) as job_processes:
+        started = time.perf_counter()
+        done = subprocess.run([python, "-m", "mesoslike", "fuxi", "submit", "--fuxi", address, "--wait",
+                               "--interval", "0.1", str(job)], cwd=tree, capture_output=True, text=True, timeout=1200)
+        elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"fuxi job {name} failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return tasks / elapsed, job_processes.totals()
+
+
+def start_fuxi(procs: tp.Processes, name: str, python: str, tree: Path, cluster: tp.Cluster) -> str:
+    port = tp.free_port()
+    procs.start(name, [python, "-m", "mesoslike", "fuxi", "serve", "--master", cluster.address, "--port", str(port),
+                       "--name", name, "--work-dir", str(procs.work / f"{name}-work")], cwd=tree)
+    tp.wait_for(lambda: any(f["name"] == name for f in tp.get_json(cluster.http + "/state", 5)["frameworks"]), 60,
+                f"the Fuxi service {name}")
+    return f"tcp://127.0.0.1:{port}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tasks", type=int, default=1000, help="tasks of a real-agents round, instances of a job")
+    parser.add_argument("--slots", type=int, default=16)
+    parser.add_argument("--before-tree", type=Path, default=None,
+                        help="a source tree of the code to compare with, with its virtualenv in .venv (e.g. "
+                             "`git archive REF | tar -x -C DIR && make -C DIR venv`)")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    doc, started, load_start = benchlib.start("fuxi_path", None, {"git_head": benchlib.git_state([])[0]})
+    trees = {"after": (sys.executable, ROOT)}
+    if args.before_tree is not None:
+        before = args.before_tree.resolve()
+        trees["before"] = (str(before / ".venv" / "bin" / "python"), before)
+        doc["before_tree"] = str(before)
+    work = Path(tempfile.mkdtemp(prefix="bench-fuxi-path-"))
+    procs = tp.Processes(work)
+    real: list[float] = []
+    fuxi: dict[str, list[float]] = {name: [] for name in trees}
+    cpus: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    loads: list[list[float]] = []
+    try:
+        cluster = tp.Cluster(procs, 4, "cpus:64;mem:65536")
+        services = {name: start_fuxi(procs, f"fuxi-{name}", python, tree, cluster)
+                    for name, (python, tree) in trees.items()}
+        for r in range(args.rounds):
+            loads.append([round(x, 2) for x in os.getloadavg()])
+            rate, _, failed = tp.one_round(cluster, args.tasks)
+            real.append(rate)
+            for name, (python, tree) in trees.items():
+                rate, cpu = fuxi_round(procs, services[name], python, tree, f"{name}-{r}", args.tasks, args.slots)
+                fuxi[name].append(rate)
+                cpus[name].append(cpu)
+            tp.log(f"round {r + 1}: real agents {real[-1]:.0f} tasks/s (failed {failed}), "
+                   + ", ".join(f"fuxi {name} {fuxi[name][-1]:.0f} instances/s (cpu {cpus[name][-1]})"
+                               for name in trees) + f", load {loads[-1]}")
+    finally:
+        procs.close()
+        shutil.rmtree(work, ignore_errors=True)
+    doc.update({"tasks": args.tasks, "slots": args.slots, "real_agents_tasks_per_s": tp.spread(real),
+                "loadavg_per_round": loads})
+    for name in trees:
+        doc[f"fuxi_{name}"] = {
+            "instances_per_s": tp.spread(fuxi[name]),
+            "percent_of_real_agents": tp.spread([100 * f / r for f, r in zip(fuxi[name], real)]),
+            "cpu_ms_per_instance": {kind: tp.spread([1000 * cpu[kind] / args.tasks for cpu in cpus[name]])
+                                    for kind in ("appmaster", "workers")},
+            "cpu_s_per_round": cpus[name]}
+    benchlib.finish(doc, started, load_start, args.out, tp.log, None)
+
+
+if __name__ == "__main__":
+    main()

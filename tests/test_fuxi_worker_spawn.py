@@ -1,0 +1,108 @@
+"""How a Fuxi worker starts — without importing the master protocol it does
+not speak — and how it starts its instances (mesoslike_frameworks/fuxi/worker.py):
+``posix_spawn``, no fork of the worker, and still nothing of the worker's
+leaks into an instance (no descriptor but stdin, stdout and stderr, none of
+its secrets), a child an instance leaves behind holding its stdout does not
+hold its result back, and an instance runs in the worker's sandbox. Real
+worker processes, a real ROUTER in the test (the stand-in AppMaster of
+test_fuxi_runtime)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from e2e_helpers import wait_for
+from mesoslike_frameworks.fuxi import am_protocol as amp
+from mesoslike_frameworks.fuxi import protocol
+from mesoslike_frameworks.fuxi.worker import spawn_instance
+from test_fuxi_runtime import StandInAppMaster, worker_env
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def worker_with_an_open_descriptor(tmp_path):
+    """A worker process started, as an agent might, with a descriptor of its parent left open (inheritable)."""
+    appmaster = StandInAppMaster(tmp_path)
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    read, write = os.pipe()
+    os.set_inheritable(write, True)
+    proc = subprocess.Popen([sys.executable, "-m", "mesoslike_frameworks.fuxi.worker"], cwd=sandbox,
+                            env={**worker_env(appmaster.server.address), "FUXI_WORKER_TOKEN": "t0ken"},
+                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "worker.log", "wb"),
+                            start_new_session=True, pass_fds=(write,))
+    os.close(write)
+    try:
+        hello = appmaster.receive(amp.Hello)
+        appmaster.send(amp.Welcome(hello.slot))
+        yield appmaster, sandbox
+    finally:
+        os.close(read)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        appmaster.close()
+
+
+def run(appmaster: StandInAppMaster, instance: int, command: str) -> amp.Done:
+    appmaster.send(amp.Assign(instance, 1, command, {}))
+    done = appmaster.receive(amp.Done)
+    appmaster.send(amp.Ack(instance, 1))
+    return done
+
+
+def test_an_instance_inherits_no_descriptor_and_no_secret_of_its_worker(worker_with_an_open_descriptor):
+    appmaster, sandbox = worker_with_an_open_descriptor
+    done = run(appmaster, 0, 'ls /proc/$$/fd; echo "token=$FUXI_WORKER_TOKEN"; true')
+    assert done.ok, done.message
+    lines = (sandbox / "instances" / "0.1.stdout").read_text().split()
+    assert sorted(line for line in lines if line.isdigit()) == ["0", "1", "2"]
+    assert "token=" in lines   # the secret is not in its environment
+
+
+def test_a_child_left_holding_stdout_does_not_hold_the_result_back_and_is_still_heard(
+        worker_with_an_open_descriptor):
+    appmaster, sandbox = worker_with_an_open_descriptor
+    started = time.monotonic()
+    done = run(appmaster, 1, "(sleep 5; echo late) & echo $! > bg.pid; echo early")
+    try:
+        assert done.ok and time.monotonic() - started < 5   # before the child is done
+        stdout = sandbox / "instances" / "1.1.stdout"
+        assert stdout.read_text() == "early\n"
+        # what the child writes once the result went out is copied still
+        wait_for(lambda: stdout.read_text() == "early\nlate\n", 20, "the child's late line")
+    finally:
+        try:
+            os.kill(int((sandbox / "bg.pid").read_text()), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_an_instance_runs_in_the_sandbox_named_from_another_directory(tmp_path):
+    sandbox = tmp_path / "elsewhere"
+    sandbox.mkdir()
+    pid, stdout = spawn_instance('pwd; echo "$0"; echo oops >&2; exit 3', {"PATH": os.environ["PATH"]}, sandbox,
+                                 tmp_path / "stderr")
+    with os.fdopen(stdout, "rb") as out:
+        lines = out.read().decode().split()
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 3
+    assert lines == [str(sandbox), "/bin/sh"] and Path(tmp_path / "stderr").read_text() == "oops\n"
+
+
+def test_a_worker_starts_without_the_master_protocol_or_asyncio():
+    # every slot of a job starts one: what it imports is paid once per slot (0.15 s of CPU for these two)
+    done = subprocess.run([sys.executable, "-c", "import sys, mesoslike_frameworks.fuxi.worker; "
+                           "print(sorted(m for m in ('mesoslike.wire.messages', 'mesoslike.wire.types', 'asyncio', "
+                           "'ctypes.util', 'mesoslike_frameworks.fuxi.protocol') if m in sys.modules))"], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    # what it declares instead of importing the job protocol is the job protocol's
+    assert amp.VERSION == protocol.VERSION and amp.ProtocolError is protocol.ProtocolError
