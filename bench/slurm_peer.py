@@ -165,7 +165,7 @@ class SingleNodeSlurm:
         self._kill_step_daemons()
 
     def _kill_step_daemons(self) -> None:
-        """Kill the ``slurmstepd``\ s this node's slurmd started and the job
+        """Kill the step daemons (``slurmstepd``) this node's slurmd started and the job
         processes they ran: each step daemon runs in a session of its own and
         outlives slurmd (hundreds of them after a job array), its job with it.
         Known by the SLURM_CONF they inherited (the daemons' and sbatch's): only ours."""
