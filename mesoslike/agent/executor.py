@@ -476,6 +476,7 @@ class TaskExecutor:
         self.fetcher = fetcher or FetcherSettings()
         self._runs: dict[tuple[str, str], _Run] = {}
         self._pid_file_written = False
+        self._pool_swept = False   # the isolator's sweep of an earlier process's pooled cgroups is done
         #: removes the run directories of forgotten tasks in a thread of its own
         self.run_dir_remover = RunDirRemover(self.work_dir / "meta" / "trash")
         #: run directories kept for reuse (:meth:`_recycle`), and those of ended runs not yet forgotten
@@ -708,7 +709,12 @@ class TaskExecutor:
             spec = self._container_spec(framework_id, task, launch.agent_id, sandbox, run_dir)
             self.sandbox_owners.record(sandbox.parent.name, launch.principal)
             secrets = self._resolve_secrets(task, launch.principal, sandbox, run_dir, launch.secret_files)
-            container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources)
+            if not self._pool_swept:   # the spares a killed earlier agent process left (its recovered tasks' kept)
+                self._pool_swept = True
+                self.isolator.sweep(self.container_prefix, {directory for run in self._runs.values()
+                                                            for directory in run.container.directories})
+            container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources,
+                                             pooled=True)
             if spec.get("image"):
                 spec["image"]["cgroups_path"] = self.isolator.runc_cgroups_path(container) or \
                     f"mesoslike-containers/{spec['image']['id']}"
@@ -1134,6 +1140,8 @@ class TaskExecutor:
         if status.get("reason") == sup.REASON_FETCH_FAILED:
             self._abandon(run.container)
             return LaunchFailed(key[0], key[1], str(status.get("message", "")), REASON_CONTAINER_LAUNCH_FAILED)
+        if status.get("cgroups_kept") is True:   # emptied, no OOM kill: they may serve another task
+            self.isolator.give_back(run.container)
         if status.get("reason") == sup.REASON_HEALTH_CHECK_FAILED:
             return TaskExit(key[0], key[1], code, signum, REASON_TASK_HEALTH_CHECK_STATUS_UPDATED,
                             str(status.get("message", "")))
