@@ -118,7 +118,51 @@ def test_limits_are_written_and_the_task_runs_inside_its_cgroups(master, agent, 
         assert supervisor not in [int(p) for p in read(directory, "cgroup.procs").split()]
     master.send(m.KillTask("fw-1", "limited"))
     assert master.update("limited").state == TaskState.KILLED
-    wait_until(lambda: cgroups_below(cgroups_root) == [], 10, "its cgroups to be removed")
+    # emptied, and kept for a later task (the pool) until the agent stops
+    wait_until(lambda: all(not cgroup_pids(d) for d in groups.values()), 10, "its cgroups to be emptied")
+    runtime.stop()
+    assert cgroups_below(cgroups_root) == []
+
+
+def test_a_pooled_cgroup_is_handed_out_only_empty_and_with_the_new_tasks_limits(master, agent, cgroups_root):
+    runtime = agent()
+    if not runtime.isolator.pool_size:
+        pytest.skip("this machine's cgroups (v2) keep no pool")
+    run(master, "first", "sleep 60", resources="cpus:0.5;mem:96")
+    assert master.update("first").state == TaskState.RUNNING
+    first = cgroup_of(runtime, "first")
+    first_pids = cgroup_pids(first["memory"])
+    master.send(m.KillTask("fw-1", "first"))
+    assert master.update("first").state == TaskState.KILLED
+    wait_until(lambda: runtime.isolator._pool, 10, "its cgroups back in the pool")
+    run(master, "second", "sleep 60", resources="cpus:0.25;mem:128")
+    assert master.update("second").state == TaskState.RUNNING
+    second = cgroup_of(runtime, "second")
+    assert second == first   # the same cgroups, the new task's limits and only its processes
+    assert int(read(second["memory"], "memory.limit_in_bytes")) == 128 * MB
+    assert int(read(second["cpu"], "cpu.shares")) == 256
+    now = cgroup_pids(second["memory"])
+    assert runtime.executor.pid("fw-1", "second") in now and not set(first_pids) & set(now)
+    master.send(m.KillTask("fw-1", "second"))
+    assert master.update("second").state == TaskState.KILLED
+    wait_until(lambda: runtime.isolator._pool, 10, "its cgroups back in the pool")
+    # a process that got into a pooled cgroup: it is not handed out, and what is in it is killed
+    stray = __import__("subprocess").Popen(["sleep", "60"])
+    try:
+        Path(second["memory"], "cgroup.procs").write_text(str(stray.pid))
+        run(master, "third", "sleep 60", resources="cpus:0.25;mem:128")
+        assert master.update("third").state == TaskState.RUNNING
+        third = cgroup_of(runtime, "third")
+        assert third["memory"] != second["memory"]
+        assert stray.wait(timeout=10) == -signal.SIGKILL
+        assert not os.path.exists(second["memory"])
+    finally:
+        stray.kill()
+        stray.wait()
+    master.send(m.KillTask("fw-1", "third"))
+    assert master.update("third").state == TaskState.KILLED
+    runtime.stop()
+    assert cgroups_below(cgroups_root) == []
 
 
 def test_a_spawned_task_has_no_signal_blocked_or_ignored_and_its_supervisor_went_back_to_the_agents_cgroups(

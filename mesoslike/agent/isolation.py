@@ -286,7 +286,13 @@ class _Cgroups(Isolator):
     def give_back(self, container: Container) -> None:
         if container.pooled and len(self._pool) < self.pool_size:
             self._pool.append(container)
-        else:
+            return
+        try:   # emptied by its supervisor: removed at once (busy, something got in: killed first)
+            for directory in container.directories:
+                os.rmdir(directory)
+        except FileNotFoundError:
+            pass
+        except OSError:
             self.destroy(container)
 
     def _counters(self, container: Container) -> tuple[float, float, int, float]:
@@ -381,8 +387,9 @@ class CgroupsV1Isolator(_Cgroups):
     name = "cgroups-v1"
     enforcing = True
     # v1's counters a reused cgroup carries are read at hand-out (Container.base) and its peak reset by
-    # the supervisor; making and removing four cgroups a task was a quarter of the agent's time (docs/performance.rst)
-    pool_size = 64
+    # the supervisor; making and removing four cgroups a task was a quarter of the agent's time (docs/performance.rst).
+    # As many as tasks in flight at a burst's end: fewer, and most are removed anyway, by the agent
+    pool_size = 256
 
     def _set_limits(self, container: Container) -> None:
         groups = container.cgroups
