@@ -477,6 +477,8 @@ class TaskExecutor:
         self._runs: dict[tuple[str, str], _Run] = {}
         self._pid_file_written = False
         self._pool_swept = False   # the isolator's sweep of an earlier process's pooled cgroups is done
+        self._real_sandbox_root: Path | None = None
+        self._real_sandbox: tuple[Path, Path] | None = None   # the last sandbox made, and its real path
         #: removes the run directories of forgotten tasks in a thread of its own
         self.run_dir_remover = RunDirRemover(self.work_dir / "meta" / "trash")
         #: run directories kept for reuse (:meth:`_recycle`), and those of ended runs not yet forgotten
@@ -923,7 +925,7 @@ class TaskExecutor:
     def _resolve_secrets(self, task: TaskInfo, principal: str, sandbox: Path, run_dir: Path,
                          secret_files: Mapping[str, bytes] | None) -> TaskSecrets:
         try:
-            return resolve_task_secrets(task, principal, self.secrets, sandbox=str(sandbox.resolve()),
+            return resolve_task_secrets(task, principal, self.secrets, sandbox=self._resolved(sandbox),
                                         run_dir=str(run_dir), extra_files=secret_files,
                                         container=_process_container(task))
         except SecretError as exc:
@@ -962,11 +964,20 @@ class TaskExecutor:
         sandbox.mkdir(parents=True, exist_ok=True)
         if self.switch_user:  # the framework's directory: traversed by its tasks' users, listed by none
             os.chmod(sandbox.parent, 0o711)
-        # belt and braces against symlinks planted below the work dir
-        root = self.sandbox_root.resolve()
-        if root not in sandbox.resolve().parents:
-            raise LaunchError(f"sandbox {sandbox} resolves outside {root}")
+        # belt and braces against symlinks planted below the work dir (the root's own path resolved once:
+        # the operator's, not a task's; the sandbox's every launch, once, and that path used for the launch)
+        if self._real_sandbox_root is None:
+            self._real_sandbox_root = self.sandbox_root.resolve()
+        real = sandbox.resolve()
+        if self._real_sandbox_root not in real.parents:
+            raise LaunchError(f"sandbox {sandbox} resolves outside {self._real_sandbox_root}")
+        self._real_sandbox = (sandbox, real)
         return sandbox
+
+    def _resolved(self, sandbox: Path) -> str:
+        """``sandbox``'s real path: the one :meth:`_make_sandbox` checked, if it is that sandbox."""
+        checked = self._real_sandbox
+        return str(checked[1] if checked is not None and checked[0] == sandbox else sandbox.resolve())
 
     def _task_environment(self, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path) -> dict[str, str]:
         """The task's environment without its secrets (:mod:`.environment`):
@@ -975,7 +986,7 @@ class TaskExecutor:
         base = base_environment(self._environment, None if switched else self._own_user)
         executor_id = task.executor.executor_id if task.executor is not None else ""
         return task_environment(base, task.environment,
-                                task_variables(framework_id, task.task_id, agent_id, str(sandbox.resolve()),
+                                task_variables(framework_id, task.task_id, agent_id, self._resolved(sandbox),
                                                executor_id))
 
     @staticmethod

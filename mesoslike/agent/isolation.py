@@ -270,9 +270,10 @@ class _Cgroups(Isolator):
         its counters read as the new task's base. None if it cannot serve."""
         cpus, mem = _cpus(resources), _mem_bytes(resources)
         try:
-            if any(_cgroup_pids(directory) for directory in container.directories) \
-                    or not all(os.path.isdir(directory) for directory in container.directories):
-                raise OSError("not empty")
+            for directory in container.directories:   # gone (FileNotFoundError) or holding a process: no spare
+                with open(os.path.join(directory, "cgroup.procs"), "rb") as procs:
+                    if procs.read(1):
+                        raise OSError(f"{directory} is not empty")
             if (cpus, mem) != (container.cpus, container.mem_bytes):
                 if not (cpus and mem and container.cpus and container.mem_bytes):   # a limit to lift: a new one
                     raise OSError("a limit to lift")
