@@ -936,7 +936,7 @@ class TaskExecutor:
         # the final exit status always fits in place, even on a full disk (writing it takes its space).
         # The run files are not fsynced (issue 14: two fsyncs a launch on the agent's loop): a machine
         # crash ends the supervisor that would read them too, and a killed agent loses no written byte.
-        _write_new_file(run_dir / sup.EXIT_FILE, sup.exit_placeholder())
+        # (exit.json's placeholder is in place already: _blank_run_files wrote it)
         launch = {"framework_id": framework_id, "task_id": task.task_id, "command": task.command,
                   "argv": [] if task.shell else _exec_argv(task),
                   "cwd": str(sandbox), "env": self._task_environment(framework_id, task, agent_id, sandbox),
@@ -1415,8 +1415,11 @@ def _write_new_file(path: Path, data: bytes) -> None:
 def _blank_run_files(run_dir: Path, reused: bool) -> None:
     """Empty ``run_dir`` of an earlier run's state: a blank launch.json,
     supervisor.json, task.json or exit.json reads as none (not written yet);
-    their files are kept (see :meth:`TaskExecutor._recycle`)."""
-    for name in (sup.LAUNCH_FILE, sup.SUPERVISOR_FILE, sup.TASK_FILE, sup.EXIT_FILE):
+    their files are kept (see :meth:`TaskExecutor._recycle`). exit.json
+    becomes the next run's placeholder at once ("not ended", at full size:
+    its final status always fits), made if missing: one write, not two."""
+    _write_new_file(run_dir / sup.EXIT_FILE, sup.exit_placeholder())
+    for name in (sup.LAUNCH_FILE, sup.SUPERVISOR_FILE, sup.TASK_FILE):
         try:
             sup.overwrite(str(run_dir / name), b" ", create=False)
         except FileNotFoundError:
