@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -147,7 +148,7 @@ def test_a_pooled_cgroup_is_handed_out_only_empty_and_with_the_new_tasks_limits(
     assert master.update("second").state == TaskState.KILLED
     wait_until(lambda: runtime.isolator._pool, 10, "its cgroups back in the pool")
     # a process that got into a pooled cgroup: it is not handed out, and what is in it is killed
-    stray = __import__("subprocess").Popen(["sleep", "60"])
+    stray = subprocess.Popen(["sleep", "60"])
     try:
         Path(second["memory"], "cgroup.procs").write_text(str(stray.pid))
         run(master, "third", "sleep 60", resources="cpus:0.25;mem:128")
@@ -372,3 +373,34 @@ def test_the_supervisors_and_tasks_of_a_stopped_agent_leave_no_cgroup(master, ag
     assert len(cgroups_below(cgroups_root)) >= 2
     runtime.stop()
     assert cgroups_below(cgroups_root) == []
+
+
+def test_a_pooled_cgroup_counts_the_new_tasks_cpu_only_and_a_killed_agents_spares_are_swept(cgroups_root):
+    require_cgroups()
+    isolator = select_isolator("cgroups", cgroups_root=cgroups_root)
+    if not isolator.pool_size:
+        pytest.skip("this machine's cgroups (v2) keep no pool")
+    first = isolator.create("agent-a.first", R("cpus:1;mem:64"), pooled=True)
+    burner = subprocess.Popen([sys.executable, "-I", "-S", "-c",
+                                             "import sys, time\nsys.stdin.readline()\nend = time.process_time() + 0.5\n"
+                                             "while time.process_time() < end: pass\n"],
+                                            stdin=subprocess.PIPE)
+    for directory in first.directories:   # as a task's supervisor places it
+        Path(directory, "cgroup.procs").write_text(str(burner.pid))
+    burner.communicate(b"go\n", timeout=30)
+    used = isolator.usage(first, None)
+    assert used.cpus_user_time_secs + used.cpus_system_time_secs >= 0.4
+    isolator.give_back(first)
+    second = isolator.create("agent-a.second", R("cpus:1;mem:64"), pooled=True)
+    assert second.directories == first.directories
+    fresh = isolator.usage(second, None)      # the earlier task's CPU is not the new one's
+    assert fresh.cpus_user_time_secs + fresh.cpus_system_time_secs < 0.05
+    # a killed agent's spares (the pool never released) go when its next process sweeps; a recovered task's stay
+    spare = isolator.create("agent-a.third", R("cpus:1;mem:64"), pooled=True)
+    other = isolator.create("agent-b.fourth", R("cpus:1;mem:64"), pooled=True)
+    restarted = select_isolator("cgroups", cgroups_root=cgroups_root)
+    assert restarted.sweep("agent-a", keep=set(second.directories)) == len(spare.directories)
+    assert all(os.path.isdir(d) for d in second.directories + other.directories)
+    assert not any(os.path.exists(d) for d in spare.directories)
+    for container in (second, other):
+        isolator.destroy(container)
