@@ -1419,14 +1419,18 @@ def _blank_run_files(run_dir: Path, reused: bool) -> None:
     becomes the next run's placeholder at once ("not ended", at full size:
     its final status always fits), made if missing: one write, not two."""
     _write_new_file(run_dir / sup.EXIT_FILE, sup.exit_placeholder())
+    present = set(os.listdir(run_dir))   # one read of the directory, not a failed call per file it lacks
     for name in (sup.LAUNCH_FILE, sup.SUPERVISOR_FILE, sup.TASK_FILE):
-        try:
-            sup.overwrite(str(run_dir / name), b" ", create=False)
-        except FileNotFoundError:
-            pass
+        if name in present:
+            try:
+                sup.overwrite(str(run_dir / name), b" ", create=False)
+            except FileNotFoundError:
+                pass
     for stale in (HEALTH_FILE, sup.LAUNCH_FILE + ".cancelled", SECRETS_FILE) + ((sup.LOG_FILE,) if reused else ()):
-        (run_dir / stale).unlink(missing_ok=True)
-    shutil.rmtree(run_dir / RUN_DIR_SECRETS, ignore_errors=True)   # an earlier run's bind-mounted secret files
+        if stale in present:
+            (run_dir / stale).unlink(missing_ok=True)
+    if RUN_DIR_SECRETS in present:   # an earlier run's bind-mounted secret files
+        shutil.rmtree(run_dir / RUN_DIR_SECRETS, ignore_errors=True)
 
 
 def _write_and_close(fd: int, data: bytes) -> None:
