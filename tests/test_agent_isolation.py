@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -118,7 +119,51 @@ def test_limits_are_written_and_the_task_runs_inside_its_cgroups(master, agent, 
         assert supervisor not in [int(p) for p in read(directory, "cgroup.procs").split()]
     master.send(m.KillTask("fw-1", "limited"))
     assert master.update("limited").state == TaskState.KILLED
-    wait_until(lambda: cgroups_below(cgroups_root) == [], 10, "its cgroups to be removed")
+    # emptied, and kept for a later task (the pool) until the agent stops
+    wait_until(lambda: all(not cgroup_pids(d) for d in groups.values()), 10, "its cgroups to be emptied")
+    runtime.stop()
+    assert cgroups_below(cgroups_root) == []
+
+
+def test_a_pooled_cgroup_is_handed_out_only_empty_and_with_the_new_tasks_limits(master, agent, cgroups_root):
+    runtime = agent()
+    if not runtime.isolator.pool_size:
+        pytest.skip("this machine's cgroups (v2) keep no pool")
+    run(master, "first", "sleep 60", resources="cpus:0.5;mem:96")
+    assert master.update("first").state == TaskState.RUNNING
+    first = cgroup_of(runtime, "first")
+    first_pids = cgroup_pids(first["memory"])
+    master.send(m.KillTask("fw-1", "first"))
+    assert master.update("first").state == TaskState.KILLED
+    wait_until(lambda: runtime.isolator._pool, 10, "its cgroups back in the pool")
+    run(master, "second", "sleep 60", resources="cpus:0.25;mem:128")
+    assert master.update("second").state == TaskState.RUNNING
+    second = cgroup_of(runtime, "second")
+    assert second == first   # the same cgroups, the new task's limits and only its processes
+    assert int(read(second["memory"], "memory.limit_in_bytes")) == 128 * MB
+    assert int(read(second["cpu"], "cpu.shares")) == 256
+    now = cgroup_pids(second["memory"])
+    assert runtime.executor.pid("fw-1", "second") in now and not set(first_pids) & set(now)
+    master.send(m.KillTask("fw-1", "second"))
+    assert master.update("second").state == TaskState.KILLED
+    wait_until(lambda: runtime.isolator._pool, 10, "its cgroups back in the pool")
+    # a process that got into a pooled cgroup: it is not handed out, and what is in it is killed
+    stray = subprocess.Popen(["sleep", "60"])
+    try:
+        Path(second["memory"], "cgroup.procs").write_text(str(stray.pid))
+        run(master, "third", "sleep 60", resources="cpus:0.25;mem:128")
+        assert master.update("third").state == TaskState.RUNNING
+        third = cgroup_of(runtime, "third")
+        assert third["memory"] != second["memory"]
+        assert stray.wait(timeout=10) == -signal.SIGKILL
+        assert not os.path.exists(second["memory"])
+    finally:
+        stray.kill()
+        stray.wait()
+    master.send(m.KillTask("fw-1", "third"))
+    assert master.update("third").state == TaskState.KILLED
+    runtime.stop()
+    assert cgroups_below(cgroups_root) == []
 
 
 def test_a_spawned_task_has_no_signal_blocked_or_ignored_and_its_supervisor_went_back_to_the_agents_cgroups(
@@ -328,3 +373,34 @@ def test_the_supervisors_and_tasks_of_a_stopped_agent_leave_no_cgroup(master, ag
     assert len(cgroups_below(cgroups_root)) >= 2
     runtime.stop()
     assert cgroups_below(cgroups_root) == []
+
+
+def test_a_pooled_cgroup_counts_the_new_tasks_cpu_only_and_a_killed_agents_spares_are_swept(cgroups_root):
+    require_cgroups()
+    isolator = select_isolator("cgroups", cgroups_root=cgroups_root)
+    if not isolator.pool_size:
+        pytest.skip("this machine's cgroups (v2) keep no pool")
+    first = isolator.create("agent-a.first", R("cpus:1;mem:64"), pooled=True)
+    burner = subprocess.Popen([sys.executable, "-I", "-S", "-c",
+                                             "import sys, time\nsys.stdin.readline()\nend = time.process_time() + 0.5\n"
+                                             "while time.process_time() < end: pass\n"],
+                                            stdin=subprocess.PIPE)
+    for directory in first.directories:   # as a task's supervisor places it
+        Path(directory, "cgroup.procs").write_text(str(burner.pid))
+    burner.communicate(b"go\n", timeout=30)
+    used = isolator.usage(first, None)
+    assert used.cpus_user_time_secs + used.cpus_system_time_secs >= 0.4
+    isolator.give_back(first)
+    second = isolator.create("agent-a.second", R("cpus:1;mem:64"), pooled=True)
+    assert second.directories == first.directories
+    fresh = isolator.usage(second, None)      # the earlier task's CPU is not the new one's
+    assert fresh.cpus_user_time_secs + fresh.cpus_system_time_secs < 0.05
+    # a killed agent's spares (the pool never released) go when its next process sweeps; a recovered task's stay
+    spare = isolator.create("agent-a.third", R("cpus:1;mem:64"), pooled=True)
+    other = isolator.create("agent-b.fourth", R("cpus:1;mem:64"), pooled=True)
+    restarted = select_isolator("cgroups", cgroups_root=cgroups_root)
+    assert restarted.sweep("agent-a", keep=set(second.directories)) == len(spare.directories)
+    assert all(os.path.isdir(d) for d in second.directories + other.directories)
+    assert not any(os.path.exists(d) for d in spare.directories)
+    for container in (second, other):
+        isolator.destroy(container)

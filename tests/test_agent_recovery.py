@@ -17,10 +17,11 @@ import time
 
 import pytest
 
-from agent_helpers import (Launcher, agent_state, alive, cgroups_below, cgroups_root, kill_9,  # noqa: F401
-                           run_dir, task_pid, sandbox, start_agent, supervisor_pid)
+from agent_helpers import (Launcher, agent_state, alive, cgroup_bases, cgroups_below, cgroups_root,  # noqa: F401
+                           kill_9, run_dir, task_pid, sandbox, start_agent, supervisor_pid)
 from e2e_helpers import REPO, child_env, cluster  # noqa: F401 (fixture)
 from mesoslike import FrameworkInfo, TaskState
+from mesoslike.agent.supervisor import cgroup_pids
 from waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")]
@@ -122,7 +123,10 @@ def test_kill_9_of_the_agent_then_restart_same_tasks_same_pids_then_one_finished
         assert states.count(TaskState.FINISHED) == 1 and not BAD_STATES & set(states), states
         uuids = [s.uuid for s in scheduler.statuses(task_id)]
         assert len(uuids) == len(set(uuids)), uuids                  # nothing delivered twice
-    assert cgroups_below(cgroups_root) == []                         # the tasks' cgroups went with them
+    # the tasks' cgroups went with them, or (emptied) wait in the agent's pool for its next tasks
+    assert [name for name in cgroups_below(cgroups_root) if ".pooled." not in name] == []
+    assert all(not cgroup_pids(os.path.join(base, name)) for base in cgroup_bases(cgroups_root)
+               for name in cgroups_below(cgroups_root) if os.path.isdir(os.path.join(base, name)))
     print(f"recovery: the restarted agent reported both tasks running (same pids) {recovered_in:.2f}s after it "
           "was started")
 

@@ -16,7 +16,7 @@ from environment import unavailable
 from mesoslike.agent.executor import (REASON_CONTAINER_LIMITATION_MEMORY, REASON_EXECUTOR_TERMINATED, LaunchFailed,
                                       TaskExecutor, TaskExit, TaskStarted, run_dir_path)
 from mesoslike.agent.isolation import select_isolator
-from mesoslike.agent.supervisor import read_json
+from mesoslike.agent.supervisor import cgroup_pids, read_json
 from mesoslike.wire.types import CommandURI
 
 from test_agent_launcher import events_until, exits, parent_of
@@ -110,7 +110,7 @@ def test_a_task_runs_in_its_cgroups_with_its_limits_and_an_oom_kill_is_reported(
         cgroup_lines = (executor.sandbox("fw", "limited") / "stdout").read_text()
         for directory in container.directories:        # in each of its cgroups from its first instruction
             assert directory.rsplit("/", 1)[1] in cgroup_lines
-            assert not os.path.exists(directory)        # removed at its end
+        assert_kept_for_the_pool(executor, container)
         memory = container.cgroups.get("memory", "")
         assert memory and container.mem_bytes == 48 * 1024 * 1024
         # the supervisor went back where it came from: no task cgroup holds it
@@ -118,13 +118,17 @@ def test_a_task_runs_in_its_cgroups_with_its_limits_and_an_oom_kill_is_reported(
         assert cgroups_root not in Path(f"/proc/{supervisor}/cgroup").read_text()
         hog = f"{sys.executable} -c 'b = bytearray(200 * 2**20); b[::4096] = b\"x\" * len(b[::4096])'"
         executor.launch("fw", task("hog", hog, resources="cpus:0.5;mem:32"), "agent-1")
+        hog_container = run_of(executor, "hog").container
         ended = events_until(executor, lambda events: "hog" in exits(events), timeout=40)
         code, signum, reason = exits(ended)["hog"]
         assert (code, signum) in ((137, None), (None, 9)) and reason == REASON_CONTAINER_LIMITATION_MEMORY
+        # an OOM kill's cgroups go (a counter that cannot be reset serves no other task)
+        assert hog_container.pooled and not any(os.path.exists(d) for d in hog_container.directories)
     finally:
         executor.kill_all(grace_period=0.0)
         executor.release()
         stop_shared_supervisor(tmp_path / "agent")
+    assert not any(os.path.exists(directory) for directory in container.directories)   # the pool's, at release
 
 
 def run_of_any_pid(executor, work_dir):
@@ -331,14 +335,25 @@ def test_a_task_with_namespaces_runs_in_its_cgroups_and_an_oom_kill_is_reported(
     assert container.directories
     for directory in container.directories:        # in each of its cgroups, with its init
         assert directory.rsplit("/", 1)[1] in cgroup_lines
-        assert not os.path.exists(directory)        # removed at its end
+    assert_kept_for_the_pool(executor, container)
     supervisor = run_of_any_pid(executor, executor.work_dir)   # the shared supervisor went back out of them
     assert container.directories[0].rsplit("/", 1)[1] not in Path(f"/proc/{supervisor}/cgroup").read_text()
     hog = f"{sys.executable} -c 'b = bytearray(200 * 2**20); b[::4096] = b\"x\" * len(b[::4096])'"
     executor.launch("fw", task("hog", hog, resources="cpus:0.5;mem:32"), "agent-1")
+    hog_container = run_of(executor, "hog").container   # the pooled cgroups "limited" had, its limits now
     ended = events_until(executor, lambda events: "hog" in exits(events), timeout=40)
     code, signum, reason = exits(ended)["hog"]
     assert (code, signum) in ((137, None), (None, 9)) and reason == REASON_CONTAINER_LIMITATION_MEMORY
+    # an OOM kill's cgroups go: its counter cannot be reset, they serve no other task
+    assert hog_container.pooled and not any(os.path.exists(d) for d in hog_container.directories)
+
+
+def assert_kept_for_the_pool(executor, container):
+    """An ended task's cgroups: emptied, and (where the isolator pools) in its pool for a later task."""
+    for directory in container.directories:
+        assert not cgroup_pids(directory)
+    pool = executor.isolator._pool if executor.isolator.pool_size else []
+    assert not executor.isolator.pool_size or container.directories in [c.directories for c in pool]
 
 
 def test_without_a_c_compiler_tasks_with_namespaces_get_supervisors_of_their_own(tmp_path, cgroups_root,  # noqa: F811

@@ -476,6 +476,9 @@ class TaskExecutor:
         self.fetcher = fetcher or FetcherSettings()
         self._runs: dict[tuple[str, str], _Run] = {}
         self._pid_file_written = False
+        self._pool_swept = False   # the isolator's sweep of an earlier process's pooled cgroups is done
+        self._real_sandbox_root: Path | None = None
+        self._real_sandbox: tuple[Path, Path] | None = None   # the last sandbox made, and its real path
         #: removes the run directories of forgotten tasks in a thread of its own
         self.run_dir_remover = RunDirRemover(self.work_dir / "meta" / "trash")
         #: run directories kept for reuse (:meth:`_recycle`), and those of ended runs not yet forgotten
@@ -708,7 +711,12 @@ class TaskExecutor:
             spec = self._container_spec(framework_id, task, launch.agent_id, sandbox, run_dir)
             self.sandbox_owners.record(sandbox.parent.name, launch.principal)
             secrets = self._resolve_secrets(task, launch.principal, sandbox, run_dir, launch.secret_files)
-            container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources)
+            if not self._pool_swept:   # the spares a killed earlier agent process left (its recovered tasks' kept)
+                self._pool_swept = True
+                self.isolator.sweep(self.container_prefix, {directory for run in self._runs.values()
+                                                            for directory in run.container.directories})
+            container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources,
+                                             pooled=True)
             if spec.get("image"):
                 spec["image"]["cgroups_path"] = self.isolator.runc_cgroups_path(container) or \
                     f"mesoslike-containers/{spec['image']['id']}"
@@ -917,7 +925,7 @@ class TaskExecutor:
     def _resolve_secrets(self, task: TaskInfo, principal: str, sandbox: Path, run_dir: Path,
                          secret_files: Mapping[str, bytes] | None) -> TaskSecrets:
         try:
-            return resolve_task_secrets(task, principal, self.secrets, sandbox=str(sandbox.resolve()),
+            return resolve_task_secrets(task, principal, self.secrets, sandbox=self._resolved(sandbox),
                                         run_dir=str(run_dir), extra_files=secret_files,
                                         container=_process_container(task))
         except SecretError as exc:
@@ -928,7 +936,7 @@ class TaskExecutor:
         # the final exit status always fits in place, even on a full disk (writing it takes its space).
         # The run files are not fsynced (issue 14: two fsyncs a launch on the agent's loop): a machine
         # crash ends the supervisor that would read them too, and a killed agent loses no written byte.
-        _write_new_file(run_dir / sup.EXIT_FILE, sup.exit_placeholder())
+        # (exit.json's placeholder is in place already: _blank_run_files wrote it)
         launch = {"framework_id": framework_id, "task_id": task.task_id, "command": task.command,
                   "argv": [] if task.shell else _exec_argv(task),
                   "cwd": str(sandbox), "env": self._task_environment(framework_id, task, agent_id, sandbox),
@@ -956,11 +964,20 @@ class TaskExecutor:
         sandbox.mkdir(parents=True, exist_ok=True)
         if self.switch_user:  # the framework's directory: traversed by its tasks' users, listed by none
             os.chmod(sandbox.parent, 0o711)
-        # belt and braces against symlinks planted below the work dir
-        root = self.sandbox_root.resolve()
-        if root not in sandbox.resolve().parents:
-            raise LaunchError(f"sandbox {sandbox} resolves outside {root}")
+        # belt and braces against symlinks planted below the work dir (the root's own path resolved once:
+        # the operator's, not a task's; the sandbox's every launch, once, and that path used for the launch)
+        if self._real_sandbox_root is None:
+            self._real_sandbox_root = self.sandbox_root.resolve()
+        real = sandbox.resolve()
+        if self._real_sandbox_root not in real.parents:
+            raise LaunchError(f"sandbox {sandbox} resolves outside {self._real_sandbox_root}")
+        self._real_sandbox = (sandbox, real)
         return sandbox
+
+    def _resolved(self, sandbox: Path) -> str:
+        """``sandbox``'s real path: the one :meth:`_make_sandbox` checked, if it is that sandbox."""
+        checked = self._real_sandbox
+        return str(checked[1] if checked is not None and checked[0] == sandbox else sandbox.resolve())
 
     def _task_environment(self, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path) -> dict[str, str]:
         """The task's environment without its secrets (:mod:`.environment`):
@@ -969,7 +986,7 @@ class TaskExecutor:
         base = base_environment(self._environment, None if switched else self._own_user)
         executor_id = task.executor.executor_id if task.executor is not None else ""
         return task_environment(base, task.environment,
-                                task_variables(framework_id, task.task_id, agent_id, str(sandbox.resolve()),
+                                task_variables(framework_id, task.task_id, agent_id, self._resolved(sandbox),
                                                executor_id))
 
     @staticmethod
@@ -1134,6 +1151,8 @@ class TaskExecutor:
         if status.get("reason") == sup.REASON_FETCH_FAILED:
             self._abandon(run.container)
             return LaunchFailed(key[0], key[1], str(status.get("message", "")), REASON_CONTAINER_LAUNCH_FAILED)
+        if status.get("cgroups_kept") is True:   # emptied, no OOM kill: they may serve another task
+            self.isolator.give_back(run.container)
         if status.get("reason") == sup.REASON_HEALTH_CHECK_FAILED:
             return TaskExit(key[0], key[1], code, signum, REASON_TASK_HEALTH_CHECK_STATUS_UPDATED,
                             str(status.get("message", "")))
@@ -1396,15 +1415,22 @@ def _write_new_file(path: Path, data: bytes) -> None:
 def _blank_run_files(run_dir: Path, reused: bool) -> None:
     """Empty ``run_dir`` of an earlier run's state: a blank launch.json,
     supervisor.json, task.json or exit.json reads as none (not written yet);
-    their files are kept (see :meth:`TaskExecutor._recycle`)."""
-    for name in (sup.LAUNCH_FILE, sup.SUPERVISOR_FILE, sup.TASK_FILE, sup.EXIT_FILE):
-        try:
-            sup.overwrite(str(run_dir / name), b" ", create=False)
-        except FileNotFoundError:
-            pass
+    their files are kept (see :meth:`TaskExecutor._recycle`). exit.json
+    becomes the next run's placeholder at once ("not ended", at full size:
+    its final status always fits), made if missing: one write, not two."""
+    _write_new_file(run_dir / sup.EXIT_FILE, sup.exit_placeholder())
+    present = set(os.listdir(run_dir))   # one read of the directory, not a failed call per file it lacks
+    for name in (sup.LAUNCH_FILE, sup.SUPERVISOR_FILE, sup.TASK_FILE):
+        if name in present:
+            try:
+                sup.overwrite(str(run_dir / name), b" ", create=False)
+            except FileNotFoundError:
+                pass
     for stale in (HEALTH_FILE, sup.LAUNCH_FILE + ".cancelled", SECRETS_FILE) + ((sup.LOG_FILE,) if reused else ()):
-        (run_dir / stale).unlink(missing_ok=True)
-    shutil.rmtree(run_dir / RUN_DIR_SECRETS, ignore_errors=True)   # an earlier run's bind-mounted secret files
+        if stale in present:
+            (run_dir / stale).unlink(missing_ok=True)
+    if RUN_DIR_SECRETS in present:   # an earlier run's bind-mounted secret files
+        shutil.rmtree(run_dir / RUN_DIR_SECRETS, ignore_errors=True)
 
 
 def _write_and_close(fd: int, data: bytes) -> None:

@@ -101,9 +101,15 @@ class Container:
     cgroups: dict[str, str] = attrs.field(factory=dict)
     cpus: float = 0.0
     mem_bytes: int = 0
+    #: its cgroups come from, and go back to, the isolator's pool (:meth:`Isolator.give_back`)
+    pooled: bool = False
+    #: the cumulative counters its cgroups had when it got them (a pooled cgroup's earlier tasks'):
+    #: cpu user and system seconds, throttled periods, throttled seconds; usage is counted from them
+    base: tuple[float, float, int, float] = (0.0, 0.0, 0, 0.0)
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "cgroups": dict(self.cgroups), "cpus": self.cpus, "mem_bytes": self.mem_bytes}
+        return {"kind": self.kind, "cgroups": dict(self.cgroups), "cpus": self.cpus, "mem_bytes": self.mem_bytes,
+                "pooled": self.pooled, "base": list(self.base)}
 
     @classmethod
     def from_json(cls, value: object) -> Container:
@@ -111,11 +117,15 @@ class Container:
         if not isinstance(value, dict):
             raise ValueError("a container is a JSON object")
         kind, cgroups, cpus, mem = value.get("kind"), value.get("cgroups"), value.get("cpus"), value.get("mem_bytes")
+        pooled, base = value.get("pooled", False), value.get("base", [0.0, 0.0, 0, 0.0])
         if not isinstance(kind, str) or not isinstance(cgroups, dict) or not isinstance(cpus, (int, float)) \
                 or not isinstance(mem, int) or not all(isinstance(k, str) and isinstance(v, str)
-                                                       for k, v in cgroups.items()):
+                                                       for k, v in cgroups.items()) \
+                or not isinstance(pooled, bool) or not isinstance(base, list) or len(base) != 4 \
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in base):
             raise ValueError(f"not a container: {value!r}")
-        return cls(kind, dict(cgroups), float(cpus), mem)
+        return cls(kind, dict(cgroups), float(cpus), mem, pooled,
+                   (float(base[0]), float(base[1]), int(base[2]), float(base[3])))
 
     @property
     def directories(self) -> list[str]:
@@ -144,10 +154,18 @@ class Isolator:
         """The startup line: which isolation is active, and where."""
         return "isolation: posix (usage measured from /proc; cpus and mem are NOT enforced)"
 
-    def create(self, name: str, resources: Resources) -> Container:
+    def create(self, name: str, resources: Resources, pooled: bool = False) -> Container:
         """Make the container of a task named ``name`` with the limits of
-        ``resources``. Raises OSError when its cgroups cannot be made."""
+        ``resources``; ``pooled``: one from the pool if it has one, which
+        goes back to it when its task ended cleanly (:meth:`give_back`).
+        Raises OSError when its cgroups cannot be made."""
         return Container(self.name, {}, _cpus(resources), _mem_bytes(resources))
+
+    def give_back(self, container: Container) -> None:
+        """A pooled container whose task has ended, emptied, with no OOM kill
+        (its supervisor kept its cgroups: ``exit.json``'s ``cgroups_kept``):
+        into the pool, or removed if the pool is full."""
+        self.destroy(container)
 
     def update(self, container: Container, resources: Resources) -> Container:
         """The container with the limits of ``resources`` (Mesos's
@@ -188,13 +206,21 @@ class Isolator:
     def release(self) -> None:
         """The agent stops: remove what it made that no task uses."""
 
+    def sweep(self, prefix: str, keep: set[str]) -> int:
+        """Remove the pooled cgroups an earlier process of this agent left."""
+        return 0
+
 
 class _Cgroups(Isolator):
     """What both cgroup versions share: directories, processes, removal."""
 
+    #: how many emptied task cgroups are kept for later tasks (0: each task's made and removed)
+    pool_size = 0
+
     def __init__(self, bases: dict[str, str], cpu_quota: bool, homes: dict[str, str] | None = None,
                  limits: frozenset[str] = frozenset({"cpu", "mem"})) -> None:
         self.bases = bases            # controller -> the directory task cgroups are made in
+        self._pool: list[Container] = []   # emptied cgroups of ended tasks, last in first out
         self.cpu_quota = cpu_quota
         self.limits = limits
         self.enforcing = bool(limits)
@@ -208,7 +234,14 @@ class _Cgroups(Isolator):
         enforced = ", ".join(what for what, kind in (("memory limit", "mem"), (cpu, "cpu")) if kind in self.limits)
         return f"isolation: {self.name} ({enforced or 'nothing enforced'}; cgroups in {places})"
 
-    def create(self, name: str, resources: Resources) -> Container:
+    def create(self, name: str, resources: Resources, pooled: bool = False) -> Container:
+        pooled = pooled and self.pool_size > 0
+        while pooled and self._pool:
+            reused = self._reuse(self._pool.pop(), resources)
+            if reused is not None:
+                return reused
+        if pooled:   # named for no task: it will serve many (the agent's key stays first)
+            name = f"{name.partition('.')[0]}.pooled.{os.urandom(6).hex()}"
         cpus, mem = _cpus(resources), _mem_bytes(resources)
         cgroups: dict[str, str] = {}
         made: list[str] = []
@@ -223,13 +256,49 @@ class _Cgroups(Isolator):
                         os.mkdir(directory)
                     made.append(directory)
                 cgroups[controller] = directory
-            container = Container(self.name, cgroups, cpus, mem)
+            container = Container(self.name, cgroups, cpus, mem, pooled)
             self._set_limits(container)
         except OSError:
             for directory in made:
                 _rmdir(directory)
             raise
         return container
+
+    def _reuse(self, container: Container, resources: Resources) -> Container | None:
+        """``container`` from the pool for a new task: checked empty (else
+        killed and removed: None), its limits rewritten where they differ,
+        its counters read as the new task's base. None if it cannot serve."""
+        cpus, mem = _cpus(resources), _mem_bytes(resources)
+        try:
+            for directory in container.directories:   # gone (FileNotFoundError) or holding a process: no spare
+                with open(os.path.join(directory, "cgroup.procs"), "rb") as procs:
+                    if procs.read(1):
+                        raise OSError(f"{directory} is not empty")
+            if (cpus, mem) != (container.cpus, container.mem_bytes):
+                if not (cpus and mem and container.cpus and container.mem_bytes):   # a limit to lift: a new one
+                    raise OSError("a limit to lift")
+                container = self.update(container, resources)
+            return attrs.evolve(container, base=self._counters(container))
+        except OSError as exc:
+            log.debug("a pooled cgroup cannot serve (%s): removing it", exc)
+            self.destroy(container)
+            return None
+
+    def give_back(self, container: Container) -> None:
+        if container.pooled and len(self._pool) < self.pool_size:
+            self._pool.append(container)
+            return
+        try:   # emptied by its supervisor: removed at once (busy, something got in: killed first)
+            for directory in container.directories:
+                os.rmdir(directory)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            self.destroy(container)
+
+    def _counters(self, container: Container) -> tuple[float, float, int, float]:
+        """The container's cumulative usage counters now (:attr:`Container.base`)."""
+        return (0.0, 0.0, 0, 0.0)
 
     def _set_limits(self, container: Container) -> None:
         raise NotImplementedError
@@ -242,6 +311,9 @@ class _Cgroups(Isolator):
     def launch_spec(self, container: Container) -> dict:
         spec = {"cgroups": container.directories, "oom_events": [self._oom_event(container)],
                 "memory_peak": self._peak_file(container)}
+        if container.pooled:   # the supervisor keeps them, emptied, for the pool (supervisor.Supervisor.record)
+            spec["pooled"] = True
+            spec["memory_usage"] = self._usage_file(container)
         homes = [self.homes.get(os.path.dirname(directory)) for directory in container.directories]
         if all(homes):
             spec["cgroups_home"] = homes
@@ -280,8 +352,34 @@ class _Cgroups(Isolator):
             _rmdir(directory)
         return True
 
+    def _usage_file(self, container: Container) -> str:
+        raise NotImplementedError
+
     def release(self) -> None:
-        pass  # task cgroups are flat below the root, removed as their tasks end
+        # task cgroups are flat below the root, removed as their tasks end; the pool's now
+        while self._pool:
+            self.destroy(self._pool.pop())
+
+    def sweep(self, prefix: str, keep: set[str]) -> int:
+        """Remove the empty pooled cgroups an earlier process of the agent
+        whose cgroups are named ``prefix.*`` left (killed, it could not
+        release its pool), but those in ``keep`` (its recovered tasks').
+        Returns how many were removed."""
+        removed = 0
+        for base in set(self.bases.values()):
+            try:
+                names = os.listdir(base)
+            except OSError:
+                continue
+            for name in names:
+                directory = os.path.join(base, name)
+                if name.startswith(f"{prefix}.pooled.") and directory not in keep:
+                    try:
+                        os.rmdir(directory)   # one with processes (EBUSY) is not a spare: left alone
+                        removed += 1
+                    except OSError:
+                        pass
+        return removed
 
 
 class CgroupsV1Isolator(_Cgroups):
@@ -289,6 +387,10 @@ class CgroupsV1Isolator(_Cgroups):
 
     name = "cgroups-v1"
     enforcing = True
+    # v1's counters a reused cgroup carries are read at hand-out (Container.base) and its peak reset by
+    # the supervisor; making and removing four cgroups a task was a quarter of the agent's time (docs/performance.rst).
+    # As many as tasks in flight at a burst's end: fewer, and most are removed anyway, by the agent
+    pool_size = 256
 
     def _set_limits(self, container: Container) -> None:
         groups = container.cgroups
@@ -317,18 +419,26 @@ class CgroupsV1Isolator(_Cgroups):
     def _peak_file(self, container: Container) -> str:
         return os.path.join(container.cgroups["memory"], "memory.max_usage_in_bytes")
 
-    def usage(self, container: Container, pgid: int | None) -> TaskUsage:
+    def _usage_file(self, container: Container) -> str:
+        return os.path.join(container.cgroups["memory"], "memory.usage_in_bytes")
+
+    def _counters(self, container: Container) -> tuple[float, float, int, float]:
         groups = container.cgroups
-        memory = _flat_keyed(os.path.join(groups["memory"], "memory.stat"))
         user = system = 0.0
         if "cpuacct" in groups:
             ticks = _flat_keyed(os.path.join(groups["cpuacct"], "cpuacct.stat"))
             user, system = ticks.get("user", 0) / _CLOCK_TICKS, ticks.get("system", 0) / _CLOCK_TICKS
         cpu = _flat_keyed(os.path.join(groups["cpu"], "cpu.stat"))
+        return user, system, cpu.get("nr_throttled", 0), cpu.get("throttled_time", 0) / 1e9
+
+    def usage(self, container: Container, pgid: int | None) -> TaskUsage:
+        groups = container.cgroups
+        memory = _flat_keyed(os.path.join(groups["memory"], "memory.stat"))
+        user, system, throttled, throttled_s = (now - then for now, then in zip(self._counters(container),
+                                                                                container.base))
         tracker = groups.get("pids", groups["memory"])
         return _limited(TaskUsage("", "", time.time(), cpus_user_time_secs=user, cpus_system_time_secs=system,
-                                  cpus_nr_throttled=cpu.get("nr_throttled", 0),
-                                  cpus_throttled_time_secs=cpu.get("throttled_time", 0) / 1e9,
+                                  cpus_nr_throttled=int(throttled), cpus_throttled_time_secs=throttled_s,
                                   mem_rss_bytes=memory.get("total_rss", memory.get("rss", 0)),
                                   mem_total_bytes=_read_int(os.path.join(groups["memory"], "memory.usage_in_bytes")),
                                   mem_max_bytes=_read_int(self._peak_file(container)),
@@ -364,6 +474,9 @@ class CgroupsV2Isolator(_Cgroups):
 
     def _peak_file(self, container: Container) -> str:
         return os.path.join(container.cgroups["unified"], "memory.peak")  # Linux 5.19+; else usage has no peak
+
+    def _usage_file(self, container: Container) -> str:
+        return os.path.join(container.cgroups["unified"], "memory.current")
 
     def usage(self, container: Container, pgid: int | None) -> TaskUsage:
         directory = container.cgroups["unified"]

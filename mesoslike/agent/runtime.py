@@ -497,6 +497,7 @@ class AgentRuntime:
                 with self._lock:
                     if self.kill_tasks_on_exit and not self.core.draining:
                         self._kill_everything(client)
+                        self.executor.isolator.release()   # the pooled cgroups of the tasks just ended
                     else:
                         self.executor.release()
                     self._send_outgoing()

@@ -105,7 +105,7 @@ LOG_FILE = "supervisor.log"
 EXIT_PLACEHOLDER_SIZE = 4096
 #: what ``exit.json`` holds once the task ended
 EXIT_KEYS = ("ended", "exit_code", "signal", "reason", "message", "killed", "oom_kills", "memory_peak_bytes",
-             "ended_at")
+             "ended_at", "cgroups_kept")
 REASON_RECOVERY_TIMEOUT = "recovery_timeout"
 REASON_LAUNCH_FAILED = "launch_failed"
 #: killed by its health check (the message says which check failed and why)
@@ -138,6 +138,9 @@ SANDBOX_MODE = 0o700
 AGENT_CHECK_INTERVAL = 1.0
 #: how long the remains of a task are SIGKILLed before giving up on them (s)
 CLEANUP_LIMIT = 5.0
+#: bytes still charged to a pooled task's memory cgroup (page cache its task left) above which it is removed,
+#: not kept for another task: the next one starts with next to nothing counted against its limit
+POOL_MEMORY_LEFT = 1 << 20
 #: SIGUSR2: sent by the supervisor's own health checker, to kill the task
 _WATCHED = (signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 #: what a supervisor waits for (blocked from its start when it is an init: see serve_launches)
@@ -468,6 +471,7 @@ class Supervisor:
         self.reason = ""
         self.message = ""
         self.agent_seen_at = time.monotonic()
+        self.cgroups_emptied = False   # the last kill_cgroups found none of the task's processes left
         self.next_agent_check = self.agent_seen_at
         self.user: TaskUser | None = None
         self.env: dict = {}
@@ -1014,7 +1018,26 @@ class Supervisor:
 
     def kill_cgroups(self) -> bool:
         """SIGKILL every process left in the task's cgroups; True if none was left."""
-        return kill_cgroups(self.launch.get("cgroups", []))
+        self.cgroups_emptied = kill_cgroups(self.launch.get("cgroups", []))
+        return self.cgroups_emptied
+
+    def keep_cgroups(self) -> bool:
+        """The pooled cgroups of an ended task may serve another (the agent
+        puts them back in its pool): emptied, next to no memory still
+        charged to them (its page cache), their peak reset. False: removed."""
+        launch = self.launch
+        if not self.cgroups_emptied or (read_int(launch.get("memory_usage", "")) or 0) > POOL_MEMORY_LEFT:
+            return False
+        try:
+            if launch.get("memory_peak"):   # v1's max_usage_in_bytes: reset by writing 0
+                fd = os.open(launch["memory_peak"], os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    os.write(fd, b"0")
+                finally:
+                    os.close(fd)
+        except OSError:
+            return False
+        return True
 
     def take_back(self) -> None:
         """The task has ended (or never started): its secret files go, and
@@ -1044,11 +1067,14 @@ class Supervisor:
             self.release_container()
         except Exception as exc:  # noqa: BLE001 - the exit status must still be written
             say(f"could not release the container: {type(exc).__name__}: {exc}")
-        for directory in launch.get("cgroups", []):
-            if not remove_cgroup(directory):
-                say(f"could not remove the cgroup {directory}")
+        kept = launch.get("pooled") is True and not oom_kills and self.keep_cgroups()
+        if not kept:
+            for directory in launch.get("cgroups", []):
+                if not remove_cgroup(directory):
+                    say(f"could not remove the cgroup {directory}")
         status = {"ended": True, "exit_code": exit_code, "signal": signum, "reason": reason, "message": message,
-                  "killed": self.killed, "oom_kills": oom_kills, "memory_peak_bytes": peak, "ended_at": time.time()}
+                  "killed": self.killed, "oom_kills": oom_kills, "memory_peak_bytes": peak, "ended_at": time.time(),
+                  "cgroups_kept": kept}
         write_exit_status(self.path(EXIT_FILE), status)
 
 
