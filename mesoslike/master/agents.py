@@ -239,8 +239,7 @@ class AgentLifecycle:
                         agent.id, exc)
             return
         agent.info = attrs.evolve(agent.info, resources=info.resources, attributes=dict(info.attributes))
-        context.registry.admit_agent(agent.info)
-        context.registry_changed()
+        self._keep_in_registry(agent)
         log.info("agent %s re-registered with resources %s and attributes %s", agent.id, info.resources,
                  clip(info.attributes))
 
@@ -431,9 +430,20 @@ class AgentLifecycle:
             self._reconciliation.release_held(info.id)
         if info.id in context.agents.drains:   # drained before a failover (the registry kept it): still no offers
             context.allocator.deactivate_agent(info.id)
-        context.registry.admit_agent(info)
-        context.registry_changed()
+        self._keep_in_registry(context.agents.records[info.id])
         context.out.send(peer, self.registered_message(info))
+
+    def _keep_in_registry(self, agent: AgentRecord) -> None:
+        """The registry admits ``agent`` as it is now. An agent that
+        re-registers as the registry holds it (every agent after a failover)
+        changes nothing: nothing is written, and its AGENT_REGISTERED is not
+        held for a write (as Mesos, which writes nothing for an agent its
+        registry lists). O(1)."""
+        context = self._context
+        if context.registry.agents.get(agent.id) != agent.info:
+            context.registry.admit_agent(agent.info)
+            context.registry_changed()
+        agent.registry_change = context.registry_changes
 
     def _lose_unreported_tasks(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
         """As Mesos does: a task the agent does not report ends TASK_LOST
