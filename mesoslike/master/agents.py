@@ -171,8 +171,9 @@ class AgentLifecycle:
         if info.id in context.agents.removed:
             context.out.send(peer, m.ShutdownAgent("this agent was removed; register anew"))
             return
-        info = attrs.evolve(info, principal=principal or "")
-        msg = attrs.evolve(msg, agent=info)
+        if info.principal != (principal or ""):   # whose it is, is never the agent's to say
+            info = attrs.evolve(info, principal=principal or "")
+            msg = attrs.evolve(msg, agent=info)
         if self._refused(peer, principal, info, info.id, msg.http_address):
             return
         record = context.agents.records.get(info.id)
@@ -263,19 +264,21 @@ class AgentLifecycle:
         self._frameworks.bind_reported(msg.frameworks)
         holding: dict[str, list[Resources]] = {}
         doomed = self._pronounced_ended(msg.agent.id, msg.tasks)
+        removed, frameworks = context.frameworks.removed, context.frameworks.records  # hot: 100k tasks per failover
         for running in msg.tasks:
-            if (running.framework_id, running.task.task_id) in doomed:
+            framework_id = running.framework_id
+            if doomed and (framework_id, running.task.task_id) in doomed:
                 if running.state not in TERMINAL_STATES:
-                    holding.setdefault(running.framework_id, []).append(running.task.resources)
+                    holding.setdefault(framework_id, []).append(running.task.resources)
                 continue
-            if running.framework_id in context.frameworks.removed or running.state in TERMINAL_STATES:
-                if running.framework_id not in context.frameworks.removed and running.framework_id not in context.frameworks.records:
+            if framework_id in removed or running.state in TERMINAL_STATES:
+                if framework_id not in removed and framework_id not in frameworks:
                     self._frameworks.remember_reported(msg.agent.id, running, infos)  # it may subscribe for the update
                 continue
-            if running.framework_id not in context.frameworks.records:
-                self._frameworks.adopt(infos.get(running.framework_id) or FrameworkInfo(
-                    name="(recovered)", id=running.framework_id), reported=True)
-            holding.setdefault(running.framework_id, []).append(running.task.resources)
+            if framework_id not in frameworks:
+                self._frameworks.adopt(infos.get(framework_id) or FrameworkInfo(
+                    name="(recovered)", id=framework_id), reported=True)
+            holding.setdefault(framework_id, []).append(running.task.resources)
         executors = {(e.framework_id, e.executor.executor_id): e.executor for e in msg.executors
                      if e.framework_id not in context.frameworks.removed}
         for (framework_id, _), executor in executors.items():   # an idle executor's framework lives on too
@@ -287,12 +290,12 @@ class AgentLifecycle:
                           msg.http_address)
         agent = context.agents.records[msg.agent.id]
         agent.executors.update(executors)
-        agent_id, now, frameworks = agent.id, context.wall_clock(), context.frameworks.records  # hot: 100k tasks per failover
+        agent_id, now = agent.id, context.wall_clock()
         launched = context.clock.now()  # when it started is not known: when this master learnt of it
         for running in msg.tasks:
             framework_id, task_id = running.framework_id, running.task.task_id
             record = frameworks.get(framework_id)
-            if record is None or (framework_id, task_id) in doomed:
+            if record is None or (doomed and (framework_id, task_id) in doomed):
                 continue
             status = new_status(task_id, _delivered_state(running), agent_id=agent_id, framework_id=framework_id,
                                 timestamp=now, labels=running.task.labels, healthy=running.healthy)
