@@ -475,7 +475,7 @@ def test_a_retried_registration_from_a_connection_the_agent_no_longer_uses_is_ha
 
 def test_a_retried_registration_whose_admission_is_not_written_yet_is_ignored_until_it_is(h):
     # as Mesos ignores a re-registration already in progress: the first answer waits for the registry
-    # write (the runtime holds it), and a retry may not overtake it with an answer of its own
+    # write (the runtime holds it), and a retry gets no answer of its own
     aid = h.register_agent(AG)
     written = h.core.registry_changes - 1          # the runtime's write of the admission is on its way
     assert h.core.on_retried_registration(AG, persisted=written) == []

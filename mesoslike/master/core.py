@@ -217,7 +217,7 @@ class MasterCore:
         hold the agent's admission yet, the retry is ignored (counted in
         ``registration_retries_ignored``), as Mesos ignores a re-registration
         already in progress: the answer held for the write goes out once it
-        is done, and none may go out before. O(1).
+        is done, and no second one after it. O(1).
         """
         agent = self.agent_book.on(peer)
         if agent is None:
