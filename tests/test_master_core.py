@@ -473,6 +473,41 @@ def test_a_retried_registration_from_a_connection_the_agent_no_longer_uses_is_ha
     assert h.core.on_retried_registration(AG2) is None
 
 
+def test_a_retried_registration_whose_admission_is_not_written_yet_is_ignored_until_it_is(h):
+    # as Mesos ignores a re-registration already in progress: the first answer waits for the registry
+    # write (the runtime holds it), and a retry gets no answer of its own
+    aid = h.register_agent(AG)
+    written = h.core.registry_changes - 1          # the runtime's write of the admission is on its way
+    assert h.core.on_retried_registration(AG, persisted=written) == []
+    assert h.core.on_retried_registration(AG, persisted=written) == []
+    assert h.core.counters["registration_retries_ignored"] == 2
+    assert h.core.agents[aid].pings_unanswered == 0
+    out = [(s.peer, s.message) for s in h.core.on_retried_registration(AG, persisted=h.core.registry_changes)]
+    assert [type(msg) for _, msg in out] == [m.AgentRegistered]
+    assert h.core.counters["registration_retries_ignored"] == 2
+    assert h.core.counters["registration_retries"] == 3
+
+
+def test_an_agent_reregistering_as_the_registry_holds_it_changes_nothing_to_write():
+    # after a failover every agent re-registers as stored: its AGENT_REGISTERED waits for no write,
+    # and a retry of it is answered at once; an agent the registry does not hold is a change
+    h = Harness()
+    aid = h.register_agent(AG)
+    from mesoslike.master.registry import Registry
+    registry = Registry.from_document(h.core.registry.to_document())
+    successor = MasterCore(FakeClock(), MasterInfo("m2", "tcp://127.0.0.1:2"), MasterConfig(), registry=registry)
+    info = registry.agents[aid]
+    before = successor.registry_changes
+    out = successor.on_message(AG, m.ReregisterAgent(AgentInfo("node-0", R("cpus:4;mem:4096"), id=aid), [], []))
+    assert [type(s.message) for s in out if s.peer == AG] == [m.AgentRegistered]
+    assert successor.registry_changes == before and not successor.registry.changes().agents
+    assert successor.registry.agents[aid] == info
+    assert [type(s.message) for s in successor.on_retried_registration(AG, persisted=before)] == [m.AgentRegistered]
+    successor.on_message(AG2, m.ReregisterAgent(AgentInfo("node-1", R("cpus:2;mem:1024"), id="unknown"), [], []))
+    assert successor.registry_changes == before + 1 and "unknown" in successor.registry.changes().agents
+    assert successor.on_retried_registration(AG2, persisted=before) == []
+
+
 def test_statuses_the_master_makes_up_carry_wall_clock_time_as_agents_do():
     h = Harness()
     h.core = MasterCore(h.clock, MasterInfo("m", "tcp://127.0.0.1:1"), MasterConfig(heartbeat_interval=1.0),

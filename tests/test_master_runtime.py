@@ -365,6 +365,40 @@ def test_the_loop_handles_frames_while_a_registry_write_is_on_its_way_and_answer
         runtime._close()
 
 
+def test_a_registration_retried_while_its_registry_write_is_on_its_way_is_answered_once_after_the_write():
+    """As Mesos ignores a re-registration in progress: the retry gets no
+    answer of its own (before, a second AGENT_REGISTERED was made, held
+    with the turn and sent after the first); the answer held for the write
+    goes out once it is done, once."""
+    store = GatedStore()
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None), registry_store=store)
+    agent = Client(runtime.address)
+    heard: list = []
+
+    def turn() -> None:
+        runtime._turn()
+        heard.extend(message for _, message in agent.receive())
+    try:
+        frame = encode(m.RegisterAgent(AgentInfo("node-0", Resources.parse("cpus:2;mem:512"))))
+        agent.send_frame(frame)
+        wait_until(lambda: turn() or store.writes == 1, 10, "the admission's write on its way")
+        agent.send_frame(frame)                           # the agent retries, byte for byte
+        wait_until(lambda: turn() or runtime.core.counters["registration_retries"] == 1, 10, "the retry received")
+        for _ in range(3):
+            turn()
+        assert heard == [], "an answer went out before its registry write was done"
+        store.gate.set()
+        wait_until(lambda: turn() or heard, 10, "the answer")
+        for _ in range(3):
+            turn()
+        assert [type(h) for h in heard] == [m.AgentRegistered]
+        assert store.document["agents"] and heard[0].agent_id in store.document["agents"]
+        assert runtime.core.counters["registration_retries_ignored"] == 1
+    finally:
+        agent.close()
+        runtime._close()
+
+
 def test_a_retried_registration_is_answered_as_it_is_received_not_behind_the_registrations_waiting(monkeypatch):
     """After a failover at scale thousands of registrations wait; an agent
     whose answer was slow retries, and its retry — queued behind them —

@@ -171,8 +171,9 @@ class AgentLifecycle:
         if info.id in context.agents.removed:
             context.out.send(peer, m.ShutdownAgent("this agent was removed; register anew"))
             return
-        info = attrs.evolve(info, principal=principal or "")
-        msg = attrs.evolve(msg, agent=info)
+        if info.principal != (principal or ""):   # whose it is, is never the agent's to say
+            info = attrs.evolve(info, principal=principal or "")
+            msg = attrs.evolve(msg, agent=info)
         if self._refused(peer, principal, info, info.id, msg.http_address):
             return
         record = context.agents.records.get(info.id)
@@ -239,8 +240,7 @@ class AgentLifecycle:
                         agent.id, exc)
             return
         agent.info = attrs.evolve(agent.info, resources=info.resources, attributes=dict(info.attributes))
-        context.registry.admit_agent(agent.info)
-        context.registry_changed()
+        self._keep_in_registry(agent)
         log.info("agent %s re-registered with resources %s and attributes %s", agent.id, info.resources,
                  clip(info.attributes))
 
@@ -264,19 +264,21 @@ class AgentLifecycle:
         self._frameworks.bind_reported(msg.frameworks)
         holding: dict[str, list[Resources]] = {}
         doomed = self._pronounced_ended(msg.agent.id, msg.tasks)
+        removed, frameworks = context.frameworks.removed, context.frameworks.records  # hot: 100k tasks per failover
         for running in msg.tasks:
-            if (running.framework_id, running.task.task_id) in doomed:
+            framework_id = running.framework_id
+            if doomed and (framework_id, running.task.task_id) in doomed:
                 if running.state not in TERMINAL_STATES:
-                    holding.setdefault(running.framework_id, []).append(running.task.resources)
+                    holding.setdefault(framework_id, []).append(running.task.resources)
                 continue
-            if running.framework_id in context.frameworks.removed or running.state in TERMINAL_STATES:
-                if running.framework_id not in context.frameworks.removed and running.framework_id not in context.frameworks.records:
+            if framework_id in removed or running.state in TERMINAL_STATES:
+                if framework_id not in removed and framework_id not in frameworks:
                     self._frameworks.remember_reported(msg.agent.id, running, infos)  # it may subscribe for the update
                 continue
-            if running.framework_id not in context.frameworks.records:
-                self._frameworks.adopt(infos.get(running.framework_id) or FrameworkInfo(
-                    name="(recovered)", id=running.framework_id), reported=True)
-            holding.setdefault(running.framework_id, []).append(running.task.resources)
+            if framework_id not in frameworks:
+                self._frameworks.adopt(infos.get(framework_id) or FrameworkInfo(
+                    name="(recovered)", id=framework_id), reported=True)
+            holding.setdefault(framework_id, []).append(running.task.resources)
         executors = {(e.framework_id, e.executor.executor_id): e.executor for e in msg.executors
                      if e.framework_id not in context.frameworks.removed}
         for (framework_id, _), executor in executors.items():   # an idle executor's framework lives on too
@@ -288,12 +290,12 @@ class AgentLifecycle:
                           msg.http_address)
         agent = context.agents.records[msg.agent.id]
         agent.executors.update(executors)
-        agent_id, now, frameworks = agent.id, context.wall_clock(), context.frameworks.records  # hot: 100k tasks per failover
+        agent_id, now = agent.id, context.wall_clock()
         launched = context.clock.now()  # when it started is not known: when this master learnt of it
         for running in msg.tasks:
             framework_id, task_id = running.framework_id, running.task.task_id
             record = frameworks.get(framework_id)
-            if record is None or (framework_id, task_id) in doomed:
+            if record is None or (doomed and (framework_id, task_id) in doomed):
                 continue
             status = new_status(task_id, _delivered_state(running), agent_id=agent_id, framework_id=framework_id,
                                 timestamp=now, labels=running.task.labels, healthy=running.healthy)
@@ -431,9 +433,20 @@ class AgentLifecycle:
             self._reconciliation.release_held(info.id)
         if info.id in context.agents.drains:   # drained before a failover (the registry kept it): still no offers
             context.allocator.deactivate_agent(info.id)
-        context.registry.admit_agent(info)
-        context.registry_changed()
+        self._keep_in_registry(context.agents.records[info.id])
         context.out.send(peer, self.registered_message(info))
+
+    def _keep_in_registry(self, agent: AgentRecord) -> None:
+        """The registry admits ``agent`` as it is now. An agent that
+        re-registers as the registry holds it (every agent after a failover)
+        changes nothing: nothing is written, and its AGENT_REGISTERED is not
+        held for a write (as Mesos, which writes nothing for an agent its
+        registry lists). O(1)."""
+        context = self._context
+        if context.registry.agents.get(agent.id) != agent.info:
+            context.registry.admit_agent(agent.info)
+            context.registry_changed()
+        agent.registry_change = context.registry_changes
 
     def _lose_unreported_tasks(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
         """As Mesos does: a task the agent does not report ends TASK_LOST

@@ -202,7 +202,7 @@ class MasterCore:
         agent = self.agent_book.on(peer)
         return agent is not None and agent.accepts_batches
 
-    def on_retried_registration(self, peer: bytes) -> list[Send] | None:
+    def on_retried_registration(self, peer: bytes, persisted: int | None = None) -> list[Send] | None:
         """``peer`` sent again, byte for byte, the registration this master
         already handled from it (the runtime recognises the frame): if the
         agent is still registered on that connection, answer
@@ -212,16 +212,25 @@ class MasterCore:
         Agents retry while the first answer is slow — after a failover most
         of them do. Handling a retry in full costs as much as the first
         attempt, and would mark tasks launched since the first attempt as
-        lost, because the retry does not list them. O(1).
+        lost, because the retry does not list them. ``persisted``: the
+        registry changes the registry holds (None: all). While it does not
+        hold the agent's admission yet, the retry is ignored (counted in
+        ``registration_retries_ignored``), as Mesos ignores a re-registration
+        already in progress: the answer held for the write goes out once it
+        is done, and no second one after it. O(1).
         """
         agent = self.agent_book.on(peer)
         if agent is None:
             return None
+        counters = self.context.counters
+        counters["messages_received"] += 1
+        counters["registration_retries"] += 1
+        self.agent_lifecycle.heard_from(agent)
+        if persisted is not None and agent.registry_change > persisted:
+            counters["registration_retries_ignored"] += 1
+            return []
         out = self.context.out
         out.clear()
-        self.context.counters["messages_received"] += 1
-        self.context.counters["registration_retries"] += 1
-        self.agent_lifecycle.heard_from(agent)
         out.send(peer, self.agent_lifecycle.registered_message(agent.info))
         return out.flush()
 

@@ -269,6 +269,9 @@ class AgentRecord:
     #: tasks it brought back from a partition whose frameworks were told they ended (TASK_LOST):
     #: killed, their updates settled by the master, what they hold used until they end
     doomed: dict[tuple[str, str], Resources] = attrs.field(factory=dict)
+    #: the core's registry changes (``registry_changes``) once its admission or update was made: until the
+    #: registry holds that many, its AGENT_REGISTERED is held and a retry of its registration is ignored
+    registry_change: int = 0
 
     @property
     def id(self) -> str:

@@ -1011,7 +1011,8 @@ class MasterRuntime:
         last = self._registrations.get(peer)
         if last is None or len(last) != len(frame) or last != frame:
             return None
-        sends = core.on_retried_registration(peer)
+        leading = self._leadership.leading
+        sends = core.on_retried_registration(peer, leading.persisted if leading is not None else None)
         if sends is None:
             del self._registrations[peer]  # not registered there any more: handle it in full
         return sends

@@ -375,8 +375,13 @@ def master_metrics(core: MasterCore, transport: Mapping[str, int] | None = None)
           "Messages refused by the ACLs or by the principal an id belongs to, by the missing permission.",
           [({"permission": permission}, count) for permission, count in sorted(core.refused_by_permission.items())])
     _line(lines, "agent_registration_retries_total", "counter",
-          "Agent registrations received again, byte for byte, and answered without handling them again.",
+          "Agent registrations received again, byte for byte, and answered without handling them again "
+          "(or ignored while the registry write of the first is on its way).",
           [({}, core.counters["registration_retries"])])
+    _line(lines, "agent_registration_retries_ignored_total", "counter",
+          "Agent registrations received again while the registry write of the first was on its way: ignored, "
+          "as Mesos ignores a re-registration in progress (the answer goes out once written).",
+          [({}, core.counters["registration_retries_ignored"])])
     _line(lines, "tasks_completed_total", "counter",
           "Tasks whose terminal state the framework acknowledged or the master made up (or whose framework was "
           "removed), by that state; a total since this master leads, whatever the history still keeps.",

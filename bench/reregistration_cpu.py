@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""The new leader's CPU per re-registering agent after a failover, without
+the wire and the machine's load: what bounds ``bench/failover.py``'s
+"agents back" once the new leader serves (its one loop re-admits every
+agent with its tasks).
+
+A first core admits ``--agents`` agents, each re-registering with
+``--tasks-per-agent`` running tasks of ``--frameworks`` frameworks (the
+frames ``bench/simagents.py`` sends); a second core recovers from its
+registry, as a new leader does, and handles every agent's REREGISTER_AGENT
+frame again: decoded by the codec, then the core's ``on_message``, in turns
+of ``--batch`` (the runtime's batch), each followed by the core's ``tick``.
+Reported: process CPU seconds for decoding and for handling, per agent, and
+how many registry changes the re-registrations made (each change is a
+registry write the agents' answers wait for).
+
+``--baseline-src DIR`` runs the same measurement first with the mesoslike
+package of DIR (a checkout of another commit: ``git archive <commit> | tar
+-x -C DIR``), in a process of its own, so the two are measured back to back.
+
+Run: ``python bench/reregistration_cpu.py --agents 10000 --baseline-src
+/tmp/base --out bench/results/reregistration_cpu.json``
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def measure(agents: int, tasks_per_agent: int, frameworks: int, batch: int, rounds: int) -> dict:
+    from mesoslike.clock import FakeClock
+    from mesoslike.master import MasterConfig, MasterCore
+    from mesoslike.master.registry import Registry
+    from mesoslike.wire import MasterInfo, decode
+
+    from simagents import registrations
+
+    ids, frames, _ = registrations(0, agents, tasks_per_agent, frameworks)
+    peers = [f"agent-{i}".encode() for i in range(agents)]
+    first = MasterCore(FakeClock(), MasterInfo("m1", "tcp://127.0.0.1:1"), MasterConfig())
+    for peer, frame in zip(peers, frames):
+        first.on_message(peer, decode(frame))
+    document = first.registry.to_document()
+    del first
+    results = []
+    for _ in range(rounds):
+        gc.collect()
+        clock = FakeClock()
+        core = MasterCore(clock, MasterInfo("m2", "tcp://127.0.0.1:2"), MasterConfig(),
+                          registry=Registry.from_document(document))
+        changes_before = core.registry_changes
+        decoding = handling = 0.0
+        for start in range(0, agents, batch):
+            gc.disable()   # as the runtime's turn: collected after it
+            for peer, frame in zip(peers[start:start + batch], frames[start:start + batch]):
+                began = time.process_time()
+                message = decode(frame)
+                decoded = time.process_time()
+                core.on_message(peer, message)
+                handled = time.process_time()
+                decoding += decoded - began
+                handling += handled - decoded
+            began = time.process_time()
+            core.tick()
+            gc.enable()
+            gc.collect(0)
+            handling += time.process_time() - began
+            clock.advance(0.01)
+        assert len(core.agents) == agents, f"{len(core.agents)} of {agents} agents re-registered"
+        results.append({"decode_s": round(decoding, 3), "handle_s": round(handling, 3),
+                        "registry_changes": core.registry_changes - changes_before})
+        del core
+    best = min(results, key=lambda r: r["decode_s"] + r["handle_s"])
+    return {"rounds": results, "best": best,
+            "per_agent_ms": round(1000 * (best["decode_s"] + best["handle_s"]) / agents, 4),
+            "handle_per_agent_ms": round(1000 * best["handle_s"] / agents, 4)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=10_000)
+    parser.add_argument("--tasks-per-agent", type=int, default=10)
+    parser.add_argument("--frameworks", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--baseline-src", type=Path, default=None,
+                        help="a checkout of the commit to compare with, measured first in a process of its own")
+    parser.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    sizes = [str(args.agents), "--tasks-per-agent", str(args.tasks_per_agent), "--frameworks",
+             str(args.frameworks), "--batch", str(args.batch), "--rounds", str(args.rounds)]
+    if args.json_only:
+        print(json.dumps(measure(args.agents, args.tasks_per_agent, args.frameworks, args.batch, args.rounds)))
+        return
+    from benchlib import emit, machine_info
+    doc: dict = {"benchmark": "the new leader's CPU per re-registering agent (decode + core), no wire",
+                 "command": " ".join(["python", "bench/reregistration_cpu.py", *sys.argv[1:]]),
+                 "machine": machine_info(), "loadavg_start": os.getloadavg(),
+                 "agents": args.agents, "tasks_per_agent": args.tasks_per_agent, "frameworks": args.frameworks}
+    if args.baseline_src is not None:
+        env = dict(os.environ, PYTHONPATH=f"{args.baseline_src}{os.pathsep}{HERE}")
+        answer = subprocess.run([sys.executable, str(HERE / "reregistration_cpu.py"), "--agents", *sizes,
+                                 "--json-only"], env=env, capture_output=True, text=True, check=True)
+        doc["baseline"] = {"source": str(args.baseline_src), **json.loads(answer.stdout)}
+    doc["this"] = measure(args.agents, args.tasks_per_agent, args.frameworks, args.batch, args.rounds)
+    doc["loadavg_end"] = os.getloadavg()
+    emit(doc, args.out, lambda text: print(text, file=sys.stderr))
+
+
+if __name__ == "__main__":
+    main()
