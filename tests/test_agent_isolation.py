@@ -23,6 +23,7 @@ import pytest
 from agent_helpers import (Launcher, master, agent_state, cgroups_below, cgroups_root,  # noqa: F401
                            read_pid_file, require_cgroups, start_agent)
 from e2e_helpers import cluster, http_get  # noqa: F401 (fixture)
+from environment import unavailable
 from mesoslike.agent.executor import sandbox_path
 from mesoslike.agent.supervisor import cgroup_pids
 from mesoslike.agent.isolation import (CgroupsV2Isolator, Container, PosixIsolator, cgroup_mounts,
@@ -128,7 +129,7 @@ def test_limits_are_written_and_the_task_runs_inside_its_cgroups(master, agent, 
 def test_a_pooled_cgroup_is_handed_out_only_empty_and_with_the_new_tasks_limits(master, agent, cgroups_root):
     runtime = agent()
     if not runtime.isolator.pool_size:
-        pytest.skip("this machine's cgroups (v2) keep no pool")
+        unavailable("this machine's cgroups (v2) keep no pool")
     run(master, "first", "sleep 60", resources="cpus:0.5;mem:96")
     assert master.update("first").state == TaskState.RUNNING
     first = cgroup_of(runtime, "first")
@@ -379,7 +380,7 @@ def test_a_pooled_cgroup_counts_the_new_tasks_cpu_only_and_a_killed_agents_spare
     require_cgroups()
     isolator = select_isolator("cgroups", cgroups_root=cgroups_root)
     if not isolator.pool_size:
-        pytest.skip("this machine's cgroups (v2) keep no pool")
+        unavailable("this machine's cgroups (v2) keep no pool")
     first = isolator.create("agent-a.first", R("cpus:1;mem:64"), pooled=True)
     burner = subprocess.Popen([sys.executable, "-I", "-S", "-c",
                                              "import sys, time\nsys.stdin.readline()\nend = time.process_time() + 0.5\n"
