@@ -14,7 +14,8 @@ hands the pieces on as they are read (``/state`` is sent as it is rendered:
 the parent never holds a whole document, 400 MB at 1,000,000 tasks);
 :func:`render_forked` joins them.
 
-The child runs only ``render`` (pure: no locks, no sockets, no logging; it
+The child runs :data:`RENDER_NICENESS` nicer than the master: a rendering is
+bulk work, the loop's turns are latency. The child runs only ``render`` (pure: no locks, no sockets, no logging; it
 must not wait for another thread, which the child does not have) and leaves
 with ``os._exit`` (no atexit, no destructors of the parent's objects). Where
 ``fork`` is missing or refused (no memory for the page tables), the caller
@@ -35,6 +36,9 @@ __all__ = ["render_forked", "stream_forked", "ForkedPieces", "ForkFailed", "REND
 
 #: a child that has not finished by then is killed and the caller told
 RENDER_TIMEOUT = 600.0
+#: how much nicer than the master the rendering child runs: where CPUs are short, the loop's turns
+#: (latency: agents' pings, offers) go before the bulk rendering (throughput), which then just takes longer
+RENDER_NICENESS = 10
 _CHUNK = 1 << 20
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
@@ -144,10 +148,20 @@ class ForkedPieces:
         self.close()
 
 
+def _lower_priority() -> None:
+    """The child yields the CPU to the master's loop (:data:`RENDER_NICENESS`);
+    best effort: a refused change (no permission) renders at the master's priority."""
+    try:
+        os.nice(RENDER_NICENESS)
+    except OSError:
+        pass
+
+
 def _child(writable: int, readable: int, render: Callable[[], Iterable[bytes]]) -> None:
     code = 1
     try:
         os.close(readable)
+        _lower_priority()
         gc.disable()   # it lives for one rendering: reference counts free what it makes
         for piece in render():
             view = memoryview(piece)
