@@ -1286,6 +1286,10 @@ def main(argv: list[str]) -> int:
 
 
 # ----------------------------------------------------------------- launcher
+#: what the launcher loads before it forks supervisors (:func:`serve_launches`)
+PRELOADED_SIBLINGS = ("namespaces", "secrets", "images", "runc", "fetcher", "health")
+
+
 def serve_launches() -> int:
     """``supervisor.py --launcher``: the agent's fork server
     (:mod:`mesoslike.agent.launcher`). Reads one JSON request a line on
@@ -1301,6 +1305,14 @@ def serve_launches() -> int:
     pidfds, as any supervisor an earlier agent started."""
     signal.signal(signal.SIGCHLD, _reap_children)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # the modules a forked supervisor's task may need, loaded once here rather than in each supervisor: the
+    # tasks that get a supervisor of their own are those with an image, URIs or a health check (the shared
+    # supervisor runs the rest), and loading the image provisioner alone was 100 ms of CPU a task
+    for name in PRELOADED_SIBLINGS:
+        try:
+            load_sibling(name)
+        except Exception as exc:  # noqa: BLE001 - a supervisor that needs it loads it, and says why it cannot
+            say(f"the launcher could not load {name}: {type(exc).__name__}: {exc}")
     # what is loaded now is shared by every supervisor forked from here: out of the collector's sight,
     # so that a supervisor's collections do not touch (and copy) the pages it lives in
     gc.collect()
