@@ -5,7 +5,11 @@ master) per isolation in this process, each launching N tasks ``true`` in
 batches and polling until they end, rounds interleaved. Per task: the CPU of
 this process (the executor: the agent's side), of the shared supervisor
 itself, and of what it reaped (with namespaces: the init helpers and, through
-them, the tasks; without: the tasks). Needs root (cgroups, namespaces).
+them, the tasks; without: the tasks). Each round also prices an inode on
+the work directory's file system (:func:`inode_cost`): a task makes five
+(its sandbox, ``stdout``, ``stderr``, its private ``/tmp`` and, with the
+work directory below ``/tmp``, the place of the path kept there). Needs
+root (cgroups, namespaces).
 
     python bench/launch_breakdown.py --tasks 1000 --rounds 3 --out bench/results/launch-breakdown.json
 """
@@ -49,6 +53,35 @@ def own_cpu() -> float:
     return times.user + times.system
 
 
+def inode_cost(root: Path, count: int) -> dict:
+    """CPU microseconds (this process's, user + system) to make a file,
+    to make a directory, and to open an existing file, in a fresh directory
+    of ``root``'s file system: what each of a task's new inodes (its
+    sandbox, ``stdout``, ``stderr``, its private ``/tmp`` and the places of
+    the paths kept below it) costs now. On ext4 without a journal, making an
+    inode scans past the inodes removed in the last minutes
+    (``recently_deleted``), whoever removed them: the cost moves with the
+    whole machine's file churn."""
+    place = Path(tempfile.mkdtemp(prefix="inode-cost-", dir=root))
+    clock = time.process_time   # this process's CPU, to the nanosecond (os.times: to the clock tick)
+    try:
+        started = clock()
+        for number in range(count):
+            os.close(os.open(place / f"f{number}", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+        made_files = clock()
+        for number in range(count):
+            os.mkdir(place / f"d{number}")
+        made_dirs = clock()
+        for number in range(count):
+            os.close(os.open(place / f"f{number}", os.O_WRONLY | os.O_CLOEXEC))
+        opened = clock()
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+    return {"file_us": round((made_files - started) * 1e6 / count),
+            "directory_us": round((made_dirs - made_files) * 1e6 / count),
+            "open_existing_us": round((opened - made_dirs) * 1e6 / count)}
+
+
 def one_round(executor: TaskExecutor, name: str, tasks: int, batch: int, serial: list[int]) -> dict:
     resources = Resources.parse("cpus:0.01;mem:16")
     ended = 0
@@ -90,6 +123,7 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--inodes", type=int, default=500, help="files and directories made a round to price an inode")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-launch-breakdown-"))
@@ -100,8 +134,11 @@ def main() -> int:
     assert executors["namespaces"].init_helper is not None, "no init helper: no C compiler?"
     serial = [0]
     rounds: dict[str, list[dict]] = {name: [] for name in executors}
+    inodes: list[dict] = []
     try:
         for number in range(args.rounds):
+            inodes.append(inode_cost(root, args.inodes))
+            print(f"round {number + 1} inode cost: {inodes[-1]}", file=sys.stderr, flush=True)
             for name, executor in executors.items():
                 result = one_round(executor, name, args.tasks, args.batch, serial)
                 rounds[name].append(result)
@@ -127,7 +164,10 @@ def main() -> int:
     document = {"command": " ".join(["launch_breakdown.py", *sys.argv[1:]]),
                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "isolations": ISOLATIONS, "tasks": args.tasks, "batch": args.batch,
-                "median": summary, "rounds": rounds}
+                "median": summary, "rounds": rounds,
+                "inode_cost_cpu_us": {key: round(statistics.median(cost[key] for cost in inodes))
+                                      for key in ("file_us", "directory_us", "open_existing_us")},
+                "inode_cost_rounds": inodes}
     text = json.dumps(document, indent=1)
     if args.out:
         args.out.write_text(text + "\n")

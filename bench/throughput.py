@@ -248,7 +248,7 @@ def spread(values: list[float]) -> dict[str, float]:
 
 # ----------------------------------------------------------------- frameworks
 def run_frameworks(master: str, tasks: int, frameworks: int, resources: str, command: str = "true",
-                   timeout: float = 600.0, user: str = "") -> dict:
+                   timeout: float = 600.0, user: str = "", container: object = None) -> dict:
     """F ``CommandScheduler`` frameworks (``mesoslike run``'s) launching
     ``tasks`` in all, as ``user`` (``FrameworkInfo.user``; "": none named);
     seconds from the first launch to the last terminal update's callback,
@@ -265,7 +265,8 @@ def run_frameworks(master: str, tasks: int, frameworks: int, resources: str, com
             super().resource_offers(driver, offers)
 
     share = [tasks // frameworks + (i < tasks % frameworks) for i in range(frameworks)]
-    schedulers = [Timed(command, Resources.parse(resources), n, f"bench{i}") for i, n in enumerate(share)]
+    schedulers = [Timed(command, Resources.parse(resources), n, f"bench{i}", container=container)  # type: ignore[arg-type]
+                  for i, n in enumerate(share)]
     ended: list[float] = []
 
     def on_change(progress, status) -> None:

@@ -258,6 +258,22 @@ def test_executor_refuses_a_symlinked_sandbox_outside_the_root(tmp_path, make_ex
     assert executor.running() == []
 
 
+def test_executor_refuses_a_framework_directory_swapped_for_a_symlink_after_a_launch(tmp_path, make_executor):
+    """The checks of a framework's sandbox directory are remembered between
+    its launches; a directory that is no longer the one checked is checked again."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    work_dir = tmp_path / "work"
+    executor = make_executor(work_dir)
+    executor.launch("fw", task("first", "true"), "agent-1")
+    framework_dir = work_dir / "sandboxes" / "fw"
+    framework_dir.rename(tmp_path / "moved")
+    framework_dir.symlink_to(outside)
+    with pytest.raises(LaunchError, match="outside"):
+        executor.launch("fw", task("second", "true"), "agent-1")
+    assert not any(p.name in ("stdout", "stderr") for p in outside.rglob("*"))
+
+
 def test_executor_reports_signals_and_kill_all_reaps_everything(tmp_path, make_executor):
     executor = make_executor(tmp_path)
     executor.launch("fw", task("self-kill", "kill -9 $$"), "agent-1")   # started asynchronously, by its supervisor

@@ -103,10 +103,15 @@ MESSAGES_FILE = "messages"
 RUNC_SANDBOX = "/mnt/mesos/sandbox"
 #: how long a supervisor waits for its agent to come back before killing its task (Mesos: 15 min)
 DEFAULT_RECOVERY_TIMEOUT = 15 * 60.0
-#: forgotten run directories an agent keeps for reuse (``meta/spare``; a few KiB each)
-MAX_SPARE_RUN_DIRS = 128
+#: forgotten run directories an agent keeps for reuse (``meta/spare``; a few KiB each). As many as a burst has in
+#: flight (launched, not yet forgotten): 4 agents given 1,000 tasks ``true`` had 140 each; beyond the spares, each
+#: run directory is five inodes made and later removed, which on a file system without a journal makes every
+#: later inode's allocation scan past them (ext4's ``recently_deleted``: docs/performance.rst)
+MAX_SPARE_RUN_DIRS = 512
 #: how often a running task's out-of-memory counter is looked at (s)
 OOM_CHECK_INTERVAL = 0.25
+#: framework directories whose check a launch remembers (beyond: forgotten, and checked again)
+MAX_CHECKED_FRAMEWORK_DIRS = 1024
 #: a file system with less than this free (for unprivileged writers) counts as full
 DISK_FULL_BYTES = 64 * 1024
 SUPERVISOR_SCRIPT = sup.__file__
@@ -455,6 +460,10 @@ class TaskExecutor:
         self.sandbox_owners = SandboxOwners(self.work_dir / "meta" / "sandbox-owners")
         #: HOME, USER, LOGNAME of the agent's user: its tasks' when they do not switch
         self._own_user = _own_user_environment()
+        #: every task's base environment (:func:`.environment.base_environment`), made once: for a task run as
+        #: the agent's user, and for one whose supervisor switches to its own (it adds that user's HOME, USER)
+        self._base_environments = {False: base_environment(self._environment, self._own_user),
+                                   True: base_environment(self._environment, None)}
         self.clock = clock or SystemClock()
         if isolation is not None:
             isolator = isolation.resources
@@ -479,6 +488,9 @@ class TaskExecutor:
         self._pool_swept = False   # the isolator's sweep of an earlier process's pooled cgroups is done
         self._real_sandbox_root: Path | None = None
         self._real_sandbox: tuple[Path, Path] | None = None   # the last sandbox made, and its real path
+        #: framework sandbox directories made and checked by a launch -> their device, inode and real path
+        #: (:meth:`_made_in_checked_framework_dir`: a later task's sandbox made there without the checks again)
+        self._framework_dirs: dict[Path, tuple[int, int, Path]] = {}
         #: removes the run directories of forgotten tasks in a thread of its own
         self.run_dir_remover = RunDirRemover(self.work_dir / "meta" / "trash")
         #: run directories kept for reuse (:meth:`_recycle`), and those of ended runs not yet forgotten
@@ -961,6 +973,10 @@ class TaskExecutor:
 
     def _make_sandbox(self, framework_id: str, task_id: str) -> Path:
         sandbox = sandbox_path(self.work_dir, framework_id, task_id)
+        made = self._made_in_checked_framework_dir(sandbox)
+        if made is not None:
+            self._real_sandbox = (sandbox, made)
+            return sandbox
         sandbox.mkdir(parents=True, exist_ok=True)
         if self.switch_user:  # the framework's directory: traversed by its tasks' users, listed by none
             os.chmod(sandbox.parent, 0o711)
@@ -972,7 +988,42 @@ class TaskExecutor:
         if self._real_sandbox_root not in real.parents:
             raise LaunchError(f"sandbox {sandbox} resolves outside {self._real_sandbox_root}")
         self._real_sandbox = (sandbox, real)
+        self._remember_framework_dir(sandbox.parent, real.parent)
         return sandbox
+
+    def _made_in_checked_framework_dir(self, sandbox: Path) -> Path | None:
+        """The task's sandbox made new (one ``mkdir``) in a framework
+        directory checked by an earlier launch and still that directory
+        (one ``stat``: the same inode), and its real path; None if that
+        cannot be told so (the sandbox exists, the framework directory is
+        new, gone or another): :meth:`_make_sandbox` makes and checks it
+        in full. A directory ``mkdir`` just made is no symlink, and the
+        framework directory is the agent's (``0711`` under ``--switch-user``):
+        a task's user can plant nothing on this path."""
+        checked = self._framework_dirs.get(sandbox.parent)
+        if checked is None:
+            return None
+        try:
+            os.mkdir(sandbox)
+        except OSError:
+            return None
+        try:
+            now = os.stat(sandbox.parent)
+        except OSError:
+            return None
+        if (now.st_dev, now.st_ino) != checked[:2]:
+            del self._framework_dirs[sandbox.parent]
+            return None
+        return checked[2] / sandbox.name
+
+    def _remember_framework_dir(self, directory: Path, real: Path) -> None:
+        try:
+            now = os.stat(directory)
+        except OSError:
+            return
+        if len(self._framework_dirs) >= MAX_CHECKED_FRAMEWORK_DIRS:
+            self._framework_dirs.clear()
+        self._framework_dirs[directory] = (now.st_dev, now.st_ino, real)
 
     def _resolved(self, sandbox: Path) -> str:
         """``sandbox``'s real path: the one :meth:`_make_sandbox` checked, if it is that sandbox."""
@@ -983,7 +1034,7 @@ class TaskExecutor:
         """The task's environment without its secrets (:mod:`.environment`):
         never the agent's own."""
         switched = self.switch_user and bool(task.user)   # the supervisor sets the task user's HOME, USER
-        base = base_environment(self._environment, None if switched else self._own_user)
+        base = self._base_environments[switched]
         executor_id = task.executor.executor_id if task.executor is not None else ""
         return task_environment(base, task.environment,
                                 task_variables(framework_id, task.task_id, agent_id, self._resolved(sandbox),
@@ -1305,14 +1356,17 @@ class TaskExecutor:
         :meth:`_recycle`), else made."""
         self._ended_run_dirs.discard(run_dir)
         spares = self._spare_run_dirs()
-        if spares and not run_dir.exists():
-            run_dir.parent.mkdir(parents=True, exist_ok=True)
+        if spares and not os.path.lexists(run_dir):
             spare = spares.pop()
             # blanked *before* it takes the run directory's place: an agent killed right after the rename
             # must not recover the new task from the last run's supervisor.json, task.json and exit.json
             _blank_run_files(spare, reused=True)
             try:
-                os.rename(spare, run_dir)
+                try:
+                    os.rename(spare, run_dir)
+                except FileNotFoundError:   # the framework's first run here: its directory made first
+                    run_dir.parent.mkdir(parents=True, exist_ok=True)
+                    os.rename(spare, run_dir)
                 return
             except OSError as exc:
                 log.debug("cannot reuse a spare run directory for %s: %s", run_dir, exc)
