@@ -139,11 +139,24 @@ class LongLivedObjects:
 
     THAW_FROM = 1_000_000   # frozen objects below which no thaw is worth a full pass
     THAW_UP_TO = 2_000_000  # frozen objects above which a full pass costs too long a stall
+    #: container objects allocated (net) between two passes over the young generation: Python's 700
+    #: passed over every turn's survivors — task records, updates waiting for their acknowledgement,
+    #: which live for a second or two — and promoted them to be passed over again (the collector was
+    #: 7 % of the master's CPU in bench/throughput.py's control plane); at 50,000 most have died of
+    #: their reference counts first (2 %), and a pass is still a few milliseconds
+    YOUNG_PASS_EVERY = 50_000
 
     def __init__(self) -> None:
         self.full_collections = gc.get_stats()[2]["collections"]
         self.frozen_at_thaw = 0
         self.may_thaw = True   # False once the frozen set was past THAW_UP_TO
+
+    def start(self) -> None:
+        """Set the young generation's threshold for this process (not lower than it is already; 0, the
+        collector off, stays off)."""
+        young, *older = gc.get_threshold()
+        if 0 < young < self.YOUNG_PASS_EVERY:
+            gc.set_threshold(self.YOUNG_PASS_EVERY, *older)
 
     def after_turn(self) -> None:
         full = gc.get_stats()[2]["collections"]
@@ -874,6 +887,7 @@ class MasterRuntime:
         """The loop; returns after :meth:`stop`."""
         if self._http is not None:
             self._http.start()
+        self._long_lived.start()
         log.info("master %s listening on %s (HTTP %s)%s", self.info.id, self.address, self.http_address or "off",
                  f", bound to {self.bound_address}" if self.bound_address != self.address else "")
         try:
