@@ -4,7 +4,7 @@ import pytest
 
 from mesoslike.master.inbox import Inbox
 from mesoslike.resources import Resources
-from mesoslike.wire import AgentInfo, FrameworkInfo, WireError, encode
+from mesoslike.wire import AgentInfo, FrameworkInfo, TaskState, TaskStatus, WireError, encode
 from mesoslike.wire import messages as m
 
 pytestmark = pytest.mark.timeout(30)
@@ -49,6 +49,21 @@ def test_take_respects_its_limit_and_clear_empties():
     assert len(inbox) == 0 and inbox.deferred == 0
     inbox.add(b"p0", PONG)          # no stale per-peer count after clear
     assert inbox.deferred == 0
+
+
+def test_take_stops_once_the_frames_taken_hold_max_bytes_and_takes_at_least_one():
+    # a frame may be a batch of a thousand updates: a turn is bounded by its bytes, so that its
+    # answers go out before the next thousands are handled
+    inbox = Inbox()
+    big = encode(m.StatusUpdates([m.StatusUpdate("f", TaskStatus(f"t{i}", TaskState.RUNNING, uuid=f"{i:032x}"))
+                                  for i in range(100)]))
+    for i in range(4):
+        inbox.add(b"agent", big)
+    inbox.add(b"a1", REG)
+    assert inbox.take(10, max_bytes=1) == [(b"agent", big)]                    # one, however large
+    assert inbox.take(10, max_bytes=len(big) + 1) == [(b"agent", big)] * 2    # the second passes the budget
+    assert inbox.take(10, max_bytes=10 * len(big)) == [(b"agent", big), (b"a1", REG)]
+    assert len(inbox) == 0
 
 
 def test_a_registration_repeating_one_still_waiting_is_dropped():

@@ -96,6 +96,11 @@ log = logging.getLogger("mesoslike.master")
 
 #: messages handled per loop turn before time-driven work gets its turn
 _BATCH = 2000
+#: bytes of frames handled per loop turn (at least one frame) before the turn's answers go out: a frame
+#: may be a batch of 1,000 updates, and 2,000 of them in one turn held every answer back until all were
+#: handled — the peers waited idle meanwhile, and the agents' updates were retried (0.5 s) before their
+#: acknowledgements could come. 256 KiB is ~850 status updates
+_TURN_BYTES = 256 * 1024
 #: frames taken from the socket into the inbox per turn (not decoded: cheap)
 _RECEIVE_LIMIT = 20_000
 #: how long a follower trusts what it last read from ZooKeeper about the leader (s)
@@ -973,7 +978,7 @@ class MasterRuntime:
 
     def _handle_messages(self, core: MasterCore) -> list[Send]:
         """Take what waits on the socket into the inbox (cheap: not decoded)
-        and handle up to ``_BATCH`` frames from it, registrations last."""
+        and handle up to ``_BATCH`` frames from it (``_TURN_BYTES`` of them), registrations last."""
         out: list[Send] = []
         for sender, received in itertools.islice(self._server.receive_frames(), _RECEIVE_LIMIT):
             if sender is not None and isinstance(received, bytes):
@@ -988,7 +993,7 @@ class MasterRuntime:
                 # received, and answered by the same registration still waiting: counted, not silent
                 core.counters["messages_received"] += 1
                 core.counters["registrations_repeated"] += 1
-        for peer, frame in self._inbox.take(_BATCH):
+        for peer, frame in self._inbox.take(_BATCH, _TURN_BYTES):
             out += self._handle_frame(core, peer, frame)
         return out
 
