@@ -51,7 +51,7 @@ def test_take_respects_its_limit_and_clear_empties():
     assert inbox.deferred == 0
 
 
-def test_take_stops_once_the_frames_taken_hold_max_bytes_and_takes_at_least_one():
+def test_take_stops_urgent_frames_once_they_hold_max_bytes_and_takes_at_least_one():
     # a frame may be a batch of a thousand updates: a turn is bounded by its bytes, so that its
     # answers go out before the next thousands are handled
     inbox = Inbox()
@@ -59,11 +59,19 @@ def test_take_stops_once_the_frames_taken_hold_max_bytes_and_takes_at_least_one(
                                   for i in range(100)]))
     for i in range(4):
         inbox.add(b"agent", big)
-    inbox.add(b"a1", REG)
     assert inbox.take(10, max_bytes=1) == [(b"agent", big)]                    # one, however large
     assert inbox.take(10, max_bytes=len(big) + 1) == [(b"agent", big)] * 2    # the second passes the budget
-    assert inbox.take(10, max_bytes=10 * len(big)) == [(b"agent", big), (b"a1", REG)]
+    assert inbox.take(10, max_bytes=10 * len(big)) == [(b"agent", big)]
     assert len(inbox) == 0
+
+
+def test_registrations_are_taken_by_count_whatever_the_bytes():
+    # after a failover registrations come by the thousand, one a frame: a turn takes as many as before
+    inbox = Inbox()
+    inbox.add(b"fw", SUB)
+    for i in range(3):
+        inbox.add(b"agent%d" % i, REG)
+    assert inbox.take(10, max_bytes=1) == [(b"fw", SUB), (b"agent0", REG), (b"agent1", REG), (b"agent2", REG)]
 
 
 def test_a_registration_repeating_one_still_waiting_is_dropped():

@@ -79,19 +79,19 @@ class Inbox:
         return True
 
     def take(self, limit: int, max_bytes: int | None = None) -> list[Item]:
-        """Up to ``limit`` frames: urgent ones first, then registrations —
-        and, given ``max_bytes``, none more once those taken hold that many
-        bytes (at least one is taken: a frame may carry a batch of a
-        thousand messages, and what a turn handles is bounded by its work)."""
+        """Up to ``limit`` frames: urgent ones first, then registrations.
+        Given ``max_bytes``, no more urgent frames once those taken hold that
+        many bytes (at least one is taken: a frame may carry a batch of a
+        thousand updates); registrations are counted by ``limit`` only, as
+        after a failover they come by the thousand, each a frame."""
         out: list[Item] = []
         budget = max_bytes if max_bytes is not None else math.inf
         while self._urgent and len(out) < limit and budget > 0:
             item = self._urgent.popleft()
             budget -= _size(item[1])
             out.append(item)
-        while self._deferred and len(out) < limit and budget > 0:
+        while self._deferred and len(out) < limit:
             item = self._deferred.popleft()
-            budget -= _size(item[1])
             left = self._waiting[item[0]] - 1
             if left:
                 self._waiting[item[0]] = left

@@ -96,10 +96,11 @@ log = logging.getLogger("mesoslike.master")
 
 #: messages handled per loop turn before time-driven work gets its turn
 _BATCH = 2000
-#: bytes of frames handled per loop turn (at least one frame) before the turn's answers go out: a frame
-#: may be a batch of 1,000 updates, and 2,000 of them in one turn held every answer back until all were
-#: handled — the peers waited idle meanwhile, and the agents' updates were retried (0.5 s) before their
-#: acknowledgements could come. 256 KiB is ~850 status updates
+#: bytes of frames other than registrations handled per loop turn (at least one frame) before the turn's
+#: answers go out: a frame may be a batch of 1,000 updates, and 2,000 of them in one turn held every
+#: answer back until all were handled — the peers waited idle meanwhile, and the agents' updates were
+#: retried (0.5 s) before their acknowledgements could come. 256 KiB is ~850 status updates.
+#: Registrations are still counted by _BATCH only: after a failover they come by the thousand
 _TURN_BYTES = 256 * 1024
 #: frames taken from the socket into the inbox per turn (not decoded: cheap)
 _RECEIVE_LIMIT = 20_000
