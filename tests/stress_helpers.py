@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -36,11 +36,13 @@ def run_simulated_agents(master: str, count: int, resources: str, prefix: str) -
     """Serve ``count`` agents until SIGTERM; what they saw."""
     from mesoslike.agent.core import AgentCore, KillTask, LaunchTask, SendToMaster
     from mesoslike.clock import SystemClock
+    from mesoslike.master.runtime import LongLivedObjects
     from mesoslike.transport import Client, Poller, Waker
     from mesoslike.wire import AgentInfo
     from mesoslike.wire import messages as m
-    from mesoslike.wire.batching import batch_frames, batched_messages, unbatched
+    from mesoslike.wire.batching import batch_frames, batched_messages
 
+    LongLivedObjects().start()   # the master's young-generation threshold: the collector was 20 % of this process
     clock = SystemClock()
     waker = Waker()
     stopping = threading.Event()
@@ -67,9 +69,9 @@ def run_simulated_agents(master: str, count: int, resources: str, prefix: str) -
                     stats["unsent"] += 1
 
     def carry_out(core: AgentCore, client: Client, commands: list) -> None:
-        queue = list(commands)
+        queue = deque(commands)
         while queue:
-            command = queue.pop(0)
+            command = queue.popleft()
             if isinstance(command, SendToMaster):
                 outgoing[id(client)].append(command.message)
             elif isinstance(command, LaunchTask):   # starts and ends at once
@@ -79,26 +81,34 @@ def run_simulated_agents(master: str, count: int, resources: str, prefix: str) -
             elif isinstance(command, KillTask):
                 queue.extend(core.on_task_exited(command.framework_id, command.task_id, None, signal.SIGTERM))
 
+    # when each core's tick has work next (AgentCore.next_wakeup, asked again after each event): only
+    # those due are ticked, as ten agents of their own would be — not all ten for any agent's frame
+    wakeups = [0.0] * len(cores)
+    index = {id(client): i for i, client in enumerate(clients)}
     while not stopping.is_set():
-        for core, client in zip(cores, clients):
-            carry_out(core, client, core.tick())
-            send_outgoing(core, client)
-        wakeup = min(core.next_wakeup() for core in cores)
-        for item in poller.poll(max(0.0, min(wakeup - clock.now(), 0.5))):
+        now = clock.now()
+        for i, (core, client) in enumerate(zip(cores, clients)):
+            if wakeups[i] <= now:
+                carry_out(core, client, core.tick())
+                send_outgoing(core, client)
+                wakeups[i] = core.next_wakeup()
+        for item in poller.poll(max(0.0, min(min(wakeups) - clock.now(), 0.5))):
             if item is waker:
                 continue
             core, client = by_client[id(item)]
             for _, message in client.receive():
                 if isinstance(message, Exception):
                     continue
-                for launch in unbatched(message):   # RUN_TASKS: each launch counted
-                    if isinstance(launch, m.RunTask):
-                        stats["run_task"] += 1
-                        key = (launch.framework.id, launch.task.task_id)
-                        seen[key] += 1
-                        stats["run_task_duplicates"] += seen[key] > 1
+                launches = message.tasks if isinstance(message, m.RunTasks) else \
+                    [message.task] if isinstance(message, m.RunTask) else ()
+                for task in launches:   # each launch counted, a batch's too
+                    stats["run_task"] += 1
+                    key = (message.framework.id, task.task_id)  # type: ignore[attr-defined]
+                    seen[key] += 1
+                    stats["run_task_duplicates"] += seen[key] > 1
                 carry_out(core, client, core.on_message(message))
             send_outgoing(core, client)
+            wakeups[index[id(client)]] = core.next_wakeup()
     stats["tasks"] = len(seen)
     for client in clients:
         client.close()

@@ -4,7 +4,7 @@ import pytest
 
 from mesoslike.master.inbox import Inbox
 from mesoslike.resources import Resources
-from mesoslike.wire import AgentInfo, FrameworkInfo, WireError, encode
+from mesoslike.wire import AgentInfo, FrameworkInfo, TaskState, TaskStatus, WireError, encode
 from mesoslike.wire import messages as m
 
 pytestmark = pytest.mark.timeout(30)
@@ -49,6 +49,29 @@ def test_take_respects_its_limit_and_clear_empties():
     assert len(inbox) == 0 and inbox.deferred == 0
     inbox.add(b"p0", PONG)          # no stale per-peer count after clear
     assert inbox.deferred == 0
+
+
+def test_take_stops_urgent_frames_once_they_hold_max_bytes_and_takes_at_least_one():
+    # a frame may be a batch of a thousand updates: a turn is bounded by its bytes, so that its
+    # answers go out before the next thousands are handled
+    inbox = Inbox()
+    big = encode(m.StatusUpdates([m.StatusUpdate("f", TaskStatus(f"t{i}", TaskState.RUNNING, uuid=f"{i:032x}"))
+                                  for i in range(100)]))
+    for i in range(4):
+        inbox.add(b"agent", big)
+    assert inbox.take(10, max_bytes=1) == [(b"agent", big)]                    # one, however large
+    assert inbox.take(10, max_bytes=len(big) + 1) == [(b"agent", big)] * 2    # the second passes the budget
+    assert inbox.take(10, max_bytes=10 * len(big)) == [(b"agent", big)]
+    assert len(inbox) == 0
+
+
+def test_registrations_are_taken_by_count_whatever_the_bytes():
+    # after a failover registrations come by the thousand, one a frame: a turn takes as many as before
+    inbox = Inbox()
+    inbox.add(b"fw", SUB)
+    for i in range(3):
+        inbox.add(b"agent%d" % i, REG)
+    assert inbox.take(10, max_bytes=1) == [(b"fw", SUB), (b"agent0", REG), (b"agent1", REG), (b"agent2", REG)]
 
 
 def test_a_registration_repeating_one_still_waiting_is_dropped():

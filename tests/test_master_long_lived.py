@@ -75,3 +75,25 @@ def test_a_frozen_set_too_large_for_a_full_pass_is_never_thawed(thawed):
     long_lived.after_turn()
     assert gc.get_freeze_count() >= frozen + len(more)
     assert not long_lived.may_thaw             # and the set is not counted again (O(set) a count)
+
+
+@pytest.fixture
+def threshold():
+    saved = gc.get_threshold()
+    yield
+    gc.set_threshold(*saved)
+
+
+def test_the_young_generation_is_collected_every_50000_allocations_not_700(threshold):
+    gc.set_threshold(700, 10, 10)   # Python's default
+    LongLivedObjects().start()
+    assert gc.get_threshold() == (LongLivedObjects.YOUNG_PASS_EVERY, 10, 10) == (50_000, 10, 10)
+
+
+def test_a_higher_threshold_or_the_collector_off_is_left_as_it_is(threshold):
+    gc.set_threshold(200_000, 10, 10)
+    LongLivedObjects().start()
+    assert gc.get_threshold() == (200_000, 10, 10)
+    gc.set_threshold(0, 10, 10)
+    LongLivedObjects().start()
+    assert gc.get_threshold()[0] == 0

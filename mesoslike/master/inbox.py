@@ -23,6 +23,7 @@ comparison of bytes).
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Callable
 
@@ -35,6 +36,10 @@ DEFERRED_TYPES = frozenset({"REGISTER_AGENT", "REREGISTER_AGENT"})
 
 Frame = bytes | Exception
 Item = tuple[bytes | None, Frame]
+
+
+def _size(frame: Frame) -> int:
+    return len(frame) if isinstance(frame, bytes) else 1
 
 
 class Inbox:
@@ -73,11 +78,18 @@ class Inbox:
             self._urgent.append((peer, frame))
         return True
 
-    def take(self, limit: int) -> list[Item]:
-        """Up to ``limit`` frames: urgent ones first, then registrations."""
+    def take(self, limit: int, max_bytes: int | None = None) -> list[Item]:
+        """Up to ``limit`` frames: urgent ones first, then registrations.
+        Given ``max_bytes``, no more urgent frames once those taken hold that
+        many bytes (at least one is taken: a frame may carry a batch of a
+        thousand updates); registrations are counted by ``limit`` only, as
+        after a failover they come by the thousand, each a frame."""
         out: list[Item] = []
-        while self._urgent and len(out) < limit:
-            out.append(self._urgent.popleft())
+        budget = max_bytes if max_bytes is not None else math.inf
+        while self._urgent and len(out) < limit and budget > 0:
+            item = self._urgent.popleft()
+            budget -= _size(item[1])
+            out.append(item)
         while self._deferred and len(out) < limit:
             item = self._deferred.popleft()
             left = self._waiting[item[0]] - 1
