@@ -80,7 +80,7 @@ class Machine:
                  "offer_ids", "granted", "at", "room_at", "attributes", "offered")
 
     def __init__(self, agent_id: str, hostname: str, room: str, attributes: Mapping[str, str] = _NONE,
-                 offered: Mapping[str, int] = _NONE, offer_ids: list[str] | None = None) -> None:
+                 offered: Mapping[str, int] = _NONE, offer_ids: list[str] | tuple[str] | None = None) -> None:
         # a machine first seen in an offer is made with that offer's fields (``attributes``,
         # ``offered``, ``offer_ids``, and then in a batch): one store each, not two
         self.agent_id = agent_id
@@ -94,7 +94,8 @@ class Machine:
         self.in_batch = offer_ids is not None
         self.free: Vector = ()                   # offered and not granted, over the batch's kinds
         self.open: Vector = ()                   # free minus the reservations: what any unit may take
-        self.offer_ids: list[str] = [] if offer_ids is None else offer_ids
+        # a list, appended to (an agent of several offers), or a first batch's one id as a tuple
+        self.offer_ids: list[str] | tuple[str, ...] = [] if offer_ids is None else offer_ids
         self.offered = offered                   # millis (read-only): what its offers in this batch add up to
         self.granted: list[Slot] = NOTHING_GRANTED   # (its first grant in a batch makes its list)
         self.at = -1                             # its position in the batch's cluster scope

@@ -56,7 +56,7 @@ import itertools
 import logging
 import math
 from collections import deque
-from operator import attrgetter, ge, sub
+from operator import attrgetter
 from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 import attrs
@@ -81,7 +81,7 @@ from mesoslike_frameworks.fuxi.books import (
     how_many_within,
 )
 from mesoslike_frameworks.fuxi.blacklist import DEFAULT_REPORT_SECONDS, DEFAULT_REPORTS_NEEDED, GlobalBlacklist
-from mesoslike_frameworks.fuxi.machines import INDEX_KINDS, Dims, Scope, Vector, fits, fits_of
+from mesoslike_frameworks.fuxi.machines import INDEX_KINDS, Dims, Scope, Vector, fits, fits_of, minus_of
 from mesoslike_frameworks.fuxi.model import LT_CLUSTER, LT_ENGINEROOM, LT_MACHINE, POLICIES, JobSpec, Locality
 from mesoslike_frameworks.fuxi.preemption import Evict, PreemptionPlanner, VictimOrder, WaitReason
 from mesoslike_frameworks.fuxi.quota import QuotaConfig, QuotaGroup, compute_caps, hunger
@@ -231,22 +231,27 @@ class _Batch:
     (built when a unit first asks for that room; the rooms' members are
     sorted out then, for every room at once)."""
 
-    def __init__(self, machines: list[Machine], vectors: list[Vector], dims: Dims, index: str) -> None:
-        """``machines`` in agent order, each's ``at`` its position there, ``vectors`` their open room."""
+    def __init__(self, machines: list[Machine], vectors: list[Vector], dims: Dims, index: str,
+                 hosts: dict[str, Machine] | None = None) -> None:
+        """``machines`` in agent order, each's ``at`` its position there, ``vectors`` their open room;
+        ``hosts``: hostname -> machine if the caller made it (else made when first asked)."""
         self.machines = machines
         self.dims = dims
         self._index = index
         self.cluster: Scope[Machine] = Scope(machines, vectors, len(dims), index)
         self._members: dict[str, list[Machine]] | None = None
         self._rooms: dict[str, Scope[Machine]] = {}
-        self._hosts: dict[str, Machine] | None = None
+        self._hosts = hosts
         self._needs: dict[Resources, Vector | None] = {}
         self._needs_by_id: dict[int, tuple[Resources, Vector | None]] = {}
         self._resources: dict[Vector, Resources] = {}
+        self.minus = minus_of(len(dims))         # a grant's room left, written out for the batch's kinds
+        self.fits = fits_of(len(dims))
 
     @property
     def hosts(self) -> dict[str, Machine]:
-        """Hostname -> machine; built when a unit first names a machine."""
+        """Hostname -> machine (the last in agent order of a hostname); built when a unit first names a
+        machine, unless the batch was taken with it (a first batch: in its loop over the offers)."""
         if self._hosts is None:
             self._hosts = {m.hostname: m for m in self.machines}
         return self._hosts
@@ -918,7 +923,7 @@ class FuxiCore:
                     offered.append(total)
                 for kind, amount in offer.resources.millis().items():
                     total[kind] = total.get(kind, 0) + amount
-            machine.offer_ids.append(offer.id)
+            machine.offer_ids.append(offer.id)  # type: ignore[union-attr]  # the general way's are lists
         dims = Dims(set().union(*offered))
         machines = sorted(batch.values(), key=_agent_key)
         vectors: list[Vector] = []               # their open room, in order: the cluster scope's
@@ -973,10 +978,11 @@ class FuxiCore:
         and frontier as the general way."""
         kinds = [offer.resources.millis() for offer in offers]
         dims = Dims(set().union(*kinds))
-        names, zeros = dims.names, (0,) * len(dims)
+        vector_of = dims.vector_of
         known = self._machines
         machines: list[Machine] = []
         vectors: list[Vector] = []
+        hosts: dict[str, Machine] = {}           # the batch's hosts, made here rather than in a second loop
         add_machine, add_vector = machines.append, vectors.append
         last = ""
         for position, (offer, millis) in enumerate(zip(offers, kinds)):
@@ -986,12 +992,14 @@ class FuxiCore:
                 return None
             last = agent_id
             attributes = offer.attributes
-            machine = Machine(agent_id, offer.hostname, attributes.get(ROOM_ATTRIBUTE, ""), attributes, millis,
-                              [offer.id])
+            hostname = offer.hostname
+            # its one offer id as a tuple: the launch takes it as it is, and no list is made per machine
+            machine = Machine(agent_id, hostname, attributes.get(ROOM_ATTRIBUTE, ""), attributes, millis,
+                              (offer.id,))
             machine.at = position
             machine.capacity = millis
-            free = machine.free = machine.open = tuple(map(millis.get, names, zeros))
-            known[agent_id] = machine
+            free = machine.free = machine.open = vector_of(millis)
+            known[agent_id] = hosts[hostname] = machine
             add_machine(machine)
             add_vector(free)
         frontier = self._frontier                # (the machines joined it as the general way joins them)
@@ -1005,7 +1013,7 @@ class FuxiCore:
             self._frontier = None
         self._changes += 2 * len(machines)       # (made, and its capacity learnt: as the general way counts)
         self._capacity_sum = None
-        return _Batch(machines, vectors, dims, self.machine_index)
+        return _Batch(machines, vectors, dims, self.machine_index, hosts)
 
     def _widen_frontier(self, frontier: list[Vector], sizes: Iterable[Vector]) -> None:
         """Machines of ``sizes`` (over the frontier's kinds) were seen, in
@@ -1194,13 +1202,14 @@ class FuxiCore:
                          self._now, machine.room)
         self._changes += 1
         free = machine.free
-        machine.free = tuple(map(sub, free, need))
+        minus = batch.minus
+        left = machine.free = minus(free, need)
         if unit.holds.get(machine.agent_id):
             self._unhold(unit, machine, 1)
             machine.open = self._open(machine, batch.dims)
             batch.refresh(machine)
         else:                                # (no reservation on it: its open room is its free room)
-            machine.open = machine.free if machine.open is free else tuple(map(sub, machine.open, need))
+            machine.open = left if machine.open is free else minus(machine.open, need)
             batch.shrunk(machine)
         granted = machine.granted
         if granted:
@@ -1501,7 +1510,7 @@ class FuxiCore:
     def _hold_here(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector) -> None:
         """Reserve one slot of a gang on a machine of this batch."""
         self._hold(unit, machine, 1, self._now + self.gang_seconds)
-        machine.open = tuple(map(sub, machine.open, need))
+        machine.open = batch.minus(machine.open, need)
         batch.refresh(machine)
 
     # ------------------------------------------------------ active (arrival)
@@ -1512,7 +1521,7 @@ class FuxiCore:
         if not self._new:
             return
         self._changes += 1
-        arrived = sorted(self._new.values(), key=lambda u: (u.priority, u.submitted))
+        arrived = sorted(self._new.values(), key=_by_arrival)
         self._new.clear()
         cohorts: dict[tuple[int, str], list[Unit]] = {}
         for unit in arrived:
@@ -1612,7 +1621,7 @@ class FuxiCore:
                       caps: Mapping[str, Resources | None], anywhere: bool, plain: bool) -> Iterator[bool]:
         """Up to ``count`` slots on one named machine (LT_MACHINE); ``anywhere``
         and ``plain`` as for :meth:`_spread`."""
-        holds = fits_of(len(need))
+        holds = batch.fits
         for _ in range(count):
             if not (holds(machine.open, need) and (anywhere or self._allowed(unit, machine))):
                 return
@@ -1754,6 +1763,8 @@ def _has_labels(machine: Machine, labels: tuple[tuple[str, str], ...]) -> bool:
 
 
 _agent_key: Callable[[Machine], str] = attrgetter("agent_id")
+#: active scheduling's order: priority, then arrival (an attrgetter: no Python call per unit sorted)
+_by_arrival: Callable[[Unit], tuple[int, int]] = attrgetter("priority", "submitted")
 
 
 def _scopes(locality: Iterable[Locality]) -> tuple[str, ...]:
