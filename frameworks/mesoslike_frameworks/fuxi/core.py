@@ -56,8 +56,9 @@ import itertools
 import logging
 import math
 from collections import deque
-from operator import attrgetter
-from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from itertools import chain
+from operator import attrgetter, lt
+from typing import Any, Callable, Collection, Generator, Iterable, Iterator, Mapping, Sequence
 
 import attrs
 
@@ -975,33 +976,24 @@ class FuxiCore:
         for any other. Each machine is made with what its offer gives it
         (its free and open room, its place, its capacity) in one loop, with
         no second one over the machines and no sort. Same machines, vectors
-        and frontier as the general way."""
+        and frontier as the general way. O(offers x kinds), column by
+        column: each a loop of the interpreter's own (a comprehension,
+        ``map``, ``dict(zip())``), not one loop of Python statements."""
+        agent_ids = [offer.agent_id for offer in offers]
+        if not all(map(lt, chain(("",), agent_ids), agent_ids)):
+            return None                          # out of order, or an agent of several offers (or one unnamed)
         kinds = [offer.resources.millis() for offer in offers]
         dims = Dims(set().union(*kinds))
-        vector_of = dims.vector_of
-        known = self._machines
-        machines: list[Machine] = []
-        vectors: list[Vector] = []
-        hosts: dict[str, Machine] = {}           # the batch's hosts, made here rather than in a second loop
-        add_machine, add_vector = machines.append, vectors.append
-        last = ""
-        for position, (offer, millis) in enumerate(zip(offers, kinds)):
-            agent_id = offer.agent_id
-            if agent_id <= last:                 # out of order, or an agent of several offers
-                known.clear()
-                return None
-            last = agent_id
-            attributes = offer.attributes
-            hostname = offer.hostname
-            # its one offer id as a tuple: the launch takes it as it is, and no list is made per machine
-            machine = Machine(agent_id, hostname, attributes.get(ROOM_ATTRIBUTE, ""), attributes, millis,
-                              (offer.id,))
-            machine.at = position
-            machine.capacity = millis
-            free = machine.free = machine.open = vector_of(millis)
-            known[agent_id] = hosts[hostname] = machine
-            add_machine(machine)
-            add_vector(free)
+        vectors: list[Vector] = list(map(dims.vector_of, kinds))
+        hostnames = [offer.hostname for offer in offers]
+        attributes = [offer.attributes for offer in offers]
+        # each made with its offer's fields, its free and open room, its place and its capacity; its one
+        # offer id as a tuple: the launch takes it as it is, and no list is made per machine
+        machines: list[Machine] = list(map(
+            Machine, agent_ids, hostnames, [a.get(ROOM_ATTRIBUTE, "") for a in attributes], attributes, kinds,
+            [(offer.id,) for offer in offers], vectors, range(len(offers)), kinds))
+        self._machines.update(zip(agent_ids, machines))
+        hosts = dict(zip(hostnames, machines))   # the batch's hosts, made here (the last of a name, as later)
         frontier = self._frontier                # (the machines joined it as the general way joins them)
         if frontier is not None and not frontier:
             self._frontier_kinds = dims
@@ -1196,11 +1188,26 @@ class FuxiCore:
     # ------------------------------------------------------------- grants
     def _grant(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector) -> Slot:
         """One slot of ``unit`` on ``machine`` (of this batch), from its own
-        reservation there if it has one."""
+        reservation there if it has one. O(log M) (the machine's scopes)."""
+        slot = self._grant_uncounted(unit, machine, batch, need)
+        self._count_grants(unit, 1)
+        return slot
+
+    def _count_grants(self, unit: Unit, count: int) -> None:
+        """``count`` slots of ``unit`` granted: the books that only count
+        them (the change count, the slots held per priority, the group's
+        use). Active scheduling counts a unit's plain grants once, after
+        them (:meth:`_place`). O(1)."""
+        self._changes += count
+        lowest = self._lowest
+        lowest[unit.priority] = lowest.get(unit.priority, 0) + count
+        self._use(unit.group, unit.slot, count)
+
+    def _grant_uncounted(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector) -> Slot:
+        """:meth:`_grant` but for :meth:`_count_grants`, which the caller owes."""
         slot = _new_slot(f"{unit.job_id}.{unit.spec.name}.{self.slot_prefix}{next(self._slot_seq)}", unit.job_id,
                          unit.spec.name, machine.agent_id, machine.hostname, unit.slot, unit.priority, unit.group,
                          self._now, machine.room)
-        self._changes += 1
         free = machine.free
         minus = batch.minus
         left = machine.free = minus(free, need)
@@ -1226,9 +1233,6 @@ class FuxiCore:
         per_host[machine.hostname] = per_host.get(machine.hostname, 0) + 1
         self._slots[slot_id] = slot
         self._granted_now.add(slot_id)
-        lowest = self._lowest
-        lowest[unit.priority] = lowest.get(unit.priority, 0) + 1
-        self._use(unit.group, unit.slot, 1)
         self._out.append(_new_granted(slot))
         return slot
 
@@ -1523,14 +1527,15 @@ class FuxiCore:
         self._changes += 1
         arrived = sorted(self._new.values(), key=_by_arrival)
         self._new.clear()
+        fair = {name for name, group in self.groups.items() if group.policy == "FAIR"}
         cohorts: dict[tuple[int, str], list[Unit]] = {}
         for unit in arrived:
-            if self.groups[unit.group].policy == "FAIR":
+            if unit.group in fair:
                 cohorts.setdefault((unit.priority, unit.group), []).append(unit)
         for unit in arrived:
             if not unit.new:
                 continue                         # placed with its FAIR cohort
-            cohort = cohorts.get((unit.priority, unit.group), [unit])
+            cohort: Sequence[Unit] = cohorts[(unit.priority, unit.group)] if unit.group in fair else (unit,)
             for member in cohort:
                 member.new = False
             placers = []
@@ -1556,30 +1561,35 @@ class FuxiCore:
                 budget = 0                       # all or nothing: it waits for quota
         need = batch.need(unit.slot)
         placed = 0
-        if need is not None and budget > 0:
-            # what a unit of no restriction (most) skips asking per machine, and whether each step is a
-            # grant with no quota to ask: nothing changes either within a pass
-            anywhere = self._unrestricted(unit)
-            plain = caps.get(unit.group) is None and not unit.gang
-            for pref in unit.preferences or _ANYWHERE:
-                count = min(pref.count, budget - placed)
-                if pref.kind == LT_MACHINE:
-                    machine = batch.hosts.get(pref.target)
-                    steps: Iterator[bool] = iter(()) if machine is None else \
-                        self._fill_machine(unit, machine, batch, need, count, caps, anywhere, plain)
-                else:
-                    scope = batch.cluster if pref.kind == LT_CLUSTER else batch.room(pref.target)
-                    steps = iter(()) if scope is None else \
-                        self._spread(unit, scope, batch, need, count, caps, anywhere, plain)
-                for _ in steps:
-                    placed += 1
-                    yield True
-                if placed >= budget:
-                    break
+        plain = False
+        try:
+            if need is not None and budget > 0:
+                # what a unit of no restriction (most) skips asking per machine, and whether each step is
+                # a grant with no quota to ask (counted once, below): nothing changes either within a pass
+                anywhere = self._unrestricted(unit)
+                plain = caps.get(unit.group) is None and not unit.gang
+                for pref in unit.preferences or _ANYWHERE:
+                    count = min(pref.count, budget - placed)
+                    if pref.kind == LT_MACHINE:
+                        machine = batch.hosts.get(pref.target)
+                        if machine is not None:       # (the steps pass through: no loop here per slot)
+                            placed += yield from self._fill_machine(unit, machine, batch, need, count, caps,
+                                                                    anywhere, plain)
+                    else:
+                        scope = batch.cluster if pref.kind == LT_CLUSTER else batch.room(pref.target)
+                        if scope is not None:
+                            placed += yield from self._spread(unit, scope, batch, need, count, caps, anywhere,
+                                                              plain)
+                    if placed >= budget:
+                        break
+        finally:                                 # (also if the caller stops early: the books stay whole)
+            if plain and placed:
+                self._count_grants(unit, placed)
         self._after_placing(unit, caps)
 
     def _spread(self, unit: Unit, scope: Scope[Machine], batch: _Batch, need: Vector, count: int,
-                caps: Mapping[str, Resources | None], anywhere: bool, plain: bool) -> Iterator[bool]:
+                caps: Mapping[str, Resources | None], anywhere: bool,
+                plain: bool) -> Generator[bool, None, int]:
         """Round-robin ``count`` slots over the machines of ``scope`` whose
         open room fits one, fewest slots of the unit first: each round goes
         once around the scope from its cursor (where the last unit's
@@ -1587,7 +1597,8 @@ class FuxiCore:
         than ``r`` of the unit. Each step is one first-fit query (O(log M)
         with the tree, module :mod:`.machines`). ``anywhere``: the unit is
         :meth:`_unrestricted`; ``plain``: each step is a grant, no quota to
-        ask (no cap on its group, no gang)."""
+        ask (no cap on its group, no gang), left uncounted (the caller
+        counts them: :meth:`_count_grants`). Returns the slots placed."""
         placed, level = 0, 0
         origin = scope.cursor
         machines = scope.machines
@@ -1604,32 +1615,37 @@ class FuxiCore:
                     skipped = True
                     continue
                 if plain:
-                    self._grant(unit, machine, batch, need)
+                    self._grant_uncounted(unit, machine, batch, need)
                 elif not self._take_one(unit, machine, batch, need, caps):
-                    return
+                    return placed
                 placed += 1
                 progress = True
                 scope.cursor = position + 1 if position + 1 < size else 0
                 yield True
                 if placed >= count:              # done: no question for a next machine
-                    return
+                    return placed
             if not (progress or skipped):
-                return
+                return placed
             level += 1
+        return placed
 
     def _fill_machine(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector, count: int,
-                      caps: Mapping[str, Resources | None], anywhere: bool, plain: bool) -> Iterator[bool]:
+                      caps: Mapping[str, Resources | None], anywhere: bool,
+                      plain: bool) -> Generator[bool, None, int]:
         """Up to ``count`` slots on one named machine (LT_MACHINE); ``anywhere``
-        and ``plain`` as for :meth:`_spread`."""
+        and ``plain`` as for :meth:`_spread`. Returns the slots placed. O(count log M)."""
         holds = batch.fits
-        for _ in range(count):
+        placed = 0
+        while placed < count:
             if not (holds(machine.open, need) and (anywhere or self._allowed(unit, machine))):
-                return
+                break
             if plain:
-                self._grant(unit, machine, batch, need)
+                self._grant_uncounted(unit, machine, batch, need)
             elif not self._take_one(unit, machine, batch, need, caps):
-                return
+                break
+            placed += 1
             yield True
+        return placed
 
     def _take_one(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector,
                   caps: Mapping[str, Resources | None]) -> bool:
@@ -1726,15 +1742,20 @@ class FuxiCore:
 
     # -------------------------------------------------------- offer answers
     def _answer_offers(self, batch: _Batch) -> None:
+        """Launch on the machines that got slots, decline the others' offers,
+        and clear what each machine kept for the batch. O(machines + slots)."""
         waiting = self.needs_offers()
         refuse = self.decline_seconds if waiting else 5.0
+        launch_refuse = 0.0 if waiting else refuse
         declined: list[str] = []
         launched: list[Slot] = []                       # preemption's victims from the next pass on
+        add_launch = self._out.append
         for machine in batch.machines:
-            if machine.granted:
-                launched += machine.granted
-                self._out.append(_new_launch(machine.agent_id, tuple(machine.offer_ids), tuple(machine.granted),
-                                             0.0 if waiting else refuse))
+            granted = machine.granted
+            if granted:
+                launched += granted
+                # (a first batch's offer ids are a tuple already: tuple() returns it, no copy)
+                add_launch(_new_launch(machine.agent_id, tuple(machine.offer_ids), tuple(granted), launch_refuse))
             else:
                 declined += machine.offer_ids
             machine.offer_ids = machine.granted = _BETWEEN_BATCHES

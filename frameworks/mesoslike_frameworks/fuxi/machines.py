@@ -50,16 +50,20 @@ class Dims:
     """The scalar resource kinds of one batch, in a fixed order; converts
     millis mappings to vectors over them."""
 
-    __slots__ = ("names", "_index", "_zeros", "vector_of")
+    __slots__ = ("names", "_index", "_zeros")
 
     def __init__(self, names: Iterable[str]) -> None:
         self.names: tuple[str, ...] = tuple(sorted(set(names)))
         self._index = {name: i for i, name in enumerate(self.names)}
         self._zeros = (0,) * len(self.names)
-        #: :meth:`vector` with its lookups written out (``(get(name0, 0), ...)``): a first batch makes one
-        #: vector per machine. The names are bound as variables, never put in the code's text (they come
-        #: from offers).
-        self.vector_of: Callable[[Mapping[str, int]], Vector] = _vector_maker(self.names)
+
+    @property
+    def vector_of(self) -> Callable[[Mapping[str, int]], Vector]:
+        """:meth:`vector` with its lookups written out (``(get(name0, 0),
+        ...)``), for a loop that makes one vector per machine (a first
+        batch). Made once per set of kinds (a few dozen kept): making it
+        costs what 100 vectors do, and a steady pass makes a Dims."""
+        return _vector_maker(self.names)
 
     def vector(self, millis: Mapping[str, int]) -> Vector:
         """``millis`` over the kinds (a kind not among them is dropped). O(d)."""
@@ -77,9 +81,11 @@ class Dims:
         return len(self.names)
 
 
+@lru_cache(maxsize=64)      # (kinds come from offers: bounded)
 def _vector_maker(names: tuple[str, ...]) -> Callable[[Mapping[str, int]], Vector]:
     """A function of a millis mapping to its vector over ``names`` (what
-    :meth:`Dims.vector` returns). O(d)."""
+    :meth:`Dims.vector` returns). O(d). The names are bound as variables,
+    never put in the code's text (they come from offers)."""
     scope: dict[str, object] = {f"name{i}": name for i, name in enumerate(names)}
     terms = "".join(f"get(name{i}, 0), " for i in range(len(names)))
     exec(f"def vector(millis):\n    get = millis.get\n    return ({terms})\n", scope)  # noqa: S102 - our text
