@@ -1544,22 +1544,26 @@ class FuxiCore:
                 if need is None or not batch.cluster.may_fit(need):
                     self._after_placing(member, caps)      # nothing it could take here: no search
                 else:
-                    placers.append(self._place(member, batch, caps))
+                    placers.append(self._place(member, batch, caps, need))
             if len(placers) == 1:               # alone: no turns to take
                 deque(placers[0], maxlen=0)
                 continue
             while placers:                       # round robin, one slot per turn
                 placers = [p for p in placers if next(p, None) is not None]
 
-    def _place(self, unit: Unit, batch: _Batch, caps: Mapping[str, Resources | None]) -> Iterator[bool]:
-        """Active scheduling of one unit, one slot (or a gang's reservation) per step."""
+    def _place(self, unit: Unit, batch: _Batch, caps: Mapping[str, Resources | None],
+               need: Vector | None = None) -> Iterator[bool]:
+        """Active scheduling of one unit, one slot (or a gang's reservation)
+        per step; ``need``: its slot over the batch's kinds if the caller
+        has it. O(slots x log M) (:meth:`_spread`)."""
         if not unit.holds and caps.get(unit.group) is None:
             budget = unit.desired - len(unit.slots)    # (the general case's value when nothing limits it)
         else:
             budget = min(unit.missing, self._quota_slots(unit, caps) - unit.reserved)
             if unit.gang and self._quota_slots(unit, caps) < unit.waiting:
                 budget = 0                       # all or nothing: it waits for quota
-        need = batch.need(unit.slot)
+        if need is None:
+            need = batch.need(unit.slot)
         placed = 0
         plain = False
         try:
@@ -1568,10 +1572,13 @@ class FuxiCore:
                 # a grant with no quota to ask (counted once, below): nothing changes either within a pass
                 anywhere = self._unrestricted(unit)
                 plain = caps.get(unit.group) is None and not unit.gang
+                hosts: dict[str, Machine] | None = None
                 for pref in unit.preferences or _ANYWHERE:
                     count = min(pref.count, budget - placed)
                     if pref.kind == LT_MACHINE:
-                        machine = batch.hosts.get(pref.target)
+                        if hosts is None:
+                            hosts = batch.hosts
+                        machine = hosts.get(pref.target)
                         if machine is not None:       # (the steps pass through: no loop here per slot)
                             placed += yield from self._fill_machine(unit, machine, batch, need, count, caps,
                                                                     anywhere, plain)
