@@ -1266,7 +1266,13 @@ class FuxiCore:
         which keeps a grant cheap."""
         group = self.groups[name]
         if group.maximum is not None:
-            group.used = group.used + slot if count > 0 else group.used.subtract_clamped(slot)
+            if count == 1:
+                group.used = group.used + slot
+            elif count > 1:                      # (a unit's grants counted at once: the same sum)
+                group.used = Resources.sum(itertools.chain((group.used,), itertools.repeat(slot, count)))
+            else:
+                for _ in range(-count):
+                    group.used = group.used.subtract_clamped(slot)
             return
         delta = self._use_delta.get(name)
         if delta is None:
@@ -1544,7 +1550,7 @@ class FuxiCore:
                 if need is None or not batch.cluster.may_fit(need):
                     self._after_placing(member, caps)      # nothing it could take here: no search
                 else:
-                    placers.append(self._place(member, batch, caps, need))
+                    placers.append(self._place(member, batch, caps, need, alone=len(cohort) == 1))
             if len(placers) == 1:               # alone: no turns to take
                 deque(placers[0], maxlen=0)
                 continue
@@ -1552,10 +1558,11 @@ class FuxiCore:
                 placers = [p for p in placers if next(p, None) is not None]
 
     def _place(self, unit: Unit, batch: _Batch, caps: Mapping[str, Resources | None],
-               need: Vector | None = None) -> Iterator[bool]:
+               need: Vector | None = None, alone: bool = False) -> Iterator[bool]:
         """Active scheduling of one unit, one slot (or a gang's reservation)
         per step; ``need``: its slot over the batch's kinds if the caller
-        has it. O(slots x log M) (:meth:`_spread`)."""
+        has it; ``alone``: no other unit takes turns with it (no grant of
+        its group comes between its steps). O(slots x log M) (:meth:`_spread`)."""
         if not unit.holds and caps.get(unit.group) is None:
             budget = unit.desired - len(unit.slots)    # (the general case's value when nothing limits it)
         else:
@@ -1569,9 +1576,12 @@ class FuxiCore:
         try:
             if need is not None and budget > 0:
                 # what a unit of no restriction (most) skips asking per machine, and whether each step is
-                # a grant with no quota to ask (counted once, below): nothing changes either within a pass
+                # a grant with no quota to ask (counted once, below): nothing changes either within a pass.
+                # A unit of a limited group placed alone needs no quota question either: its budget is
+                # within its quota, and each of its grants takes exactly one slot of it (how_many_within
+                # of the use plus k slots is k fewer), so the question per step never says no.
                 anywhere = self._unrestricted(unit)
-                plain = caps.get(unit.group) is None and not unit.gang
+                plain = not unit.gang and (alone or caps.get(unit.group) is None)
                 hosts: dict[str, Machine] | None = None
                 for pref in unit.preferences or _ANYWHERE:
                     count = min(pref.count, budget - placed)
