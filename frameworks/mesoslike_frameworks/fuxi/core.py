@@ -803,6 +803,18 @@ class FuxiCore:
         for slot in self._slots.values():
             lowest[slot.priority] = lowest.get(slot.priority, 0) + 1
         assert lowest == self._lowest, "slot priority counts"
+        # each group's use is its slots' (active scheduling counts a unit's grants after them; an
+        # unlimited group's use is summed when read): with what is pending settled, the books agree
+        held: dict[str, list[Resources]] = {}
+        for slot in self._slots.values():
+            held.setdefault(slot.group, []).append(slot.resources)
+        for name, group in self.groups.items():
+            pending = self._use_delta.get(name, {})
+            used = group.used + Resources.sum(size.scale(n) for size, n in pending.values() if n > 0)
+            for size, n in pending.values():
+                if n < 0:
+                    used = used.subtract_clamped(size.scale(-n))
+            assert used == Resources.sum(held.get(name, ())), f"group {name}: its use is not its slots'"
         if self._frontier is not None and self._machines:
             kinds = self._frontier_kinds
             sizes = {kinds.vector(m.capacity) for m in self._machines.values()}
