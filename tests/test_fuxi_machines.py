@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mesoslike_frameworks.fuxi.machines import Dims, FitScan, FitTree, Scope, fits_of, make_index
+from mesoslike_frameworks.fuxi.machines import Dims, FitScan, FitTree, Scope, fits_of, make_index, minus_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -102,3 +102,24 @@ def test_the_written_out_fit_test_answers_as_the_kind_by_kind_one(case):
 def test_the_written_out_fit_test_refuses_a_negative_number_of_kinds():
     with pytest.raises(ValueError):
         fits_of(-1)
+    with pytest.raises(ValueError):
+        minus_of(-1)
+
+
+@given(st.integers(0, 5).flatmap(lambda d: st.tuples(st.just(d), st.tuples(*[st.integers(0, 99)] * d),
+                                                      st.tuples(*[st.integers(0, 99)] * d))))
+def test_the_written_out_subtraction_answers_as_the_kind_by_kind_one(case):
+    # a grant's room left: (free[0] - need[0], ...) for the batch's number of kinds
+    dims, free, need = case
+    assert minus_of(dims)(free, need) == tuple(f - n for f, n in zip(free, need))
+
+
+# kinds come from offers: any text, quotes and newlines too, never part of the code made
+kind_names = st.text(min_size=1, max_size=8)
+
+
+@given(st.lists(kind_names, max_size=5), st.dictionaries(kind_names, st.integers(0, 10**6), max_size=6))
+def test_the_written_out_vector_of_a_mapping_is_its_vector(names, millis):
+    # a first batch makes each machine's vector with Dims.vector_of: the same as Dims.vector
+    dims = Dims(names)
+    assert dims.vector_of(millis) == dims.vector(millis) == tuple(millis.get(name, 0) for name in dims.names)

@@ -80,24 +80,27 @@ class Machine:
                  "offer_ids", "granted", "at", "room_at", "attributes", "offered")
 
     def __init__(self, agent_id: str, hostname: str, room: str, attributes: Mapping[str, str] = _NONE,
-                 offered: Mapping[str, int] = _NONE, offer_ids: list[str] | None = None) -> None:
+                 offered: Mapping[str, int] = _NONE, offer_ids: list[str] | tuple[str] | None = None,
+                 free: Vector = (), at: int = -1, capacity: Mapping[str, int] = _NONE) -> None:
         # a machine first seen in an offer is made with that offer's fields (``attributes``,
-        # ``offered``, ``offer_ids``, and then in a batch): one store each, not two
+        # ``offered``, ``offer_ids``, and then in a batch): one store each, not two; a first batch
+        # (FuxiCore._take_first_offers) gives it its free room, place and capacity too
         self.agent_id = agent_id
         self.hostname = hostname
         self.room = room
         self.attributes = attributes             # its agent's, from its latest offer (node labels match them)
         self.slots: dict[str, Slot] = NO_ENTRIES  # every slot held on it (its own dict from its first)
         self.holds: dict[str, int] = NO_ENTRIES   # unit key -> slots of it reserved here (the same)
-        self.capacity: Mapping[str, int] = _NONE  # millis (read-only: replaced, never changed): the most seen on it, offered + held by our slots
+        self.capacity: Mapping[str, int] = capacity  # millis (read-only: replaced, never changed): the most seen on it, offered + held by our slots
         # this batch only (reset when the offers are answered)
         self.in_batch = offer_ids is not None
-        self.free: Vector = ()                   # offered and not granted, over the batch's kinds
-        self.open: Vector = ()                   # free minus the reservations: what any unit may take
-        self.offer_ids: list[str] = [] if offer_ids is None else offer_ids
+        self.free: Vector = free                 # offered and not granted, over the batch's kinds
+        self.open: Vector = free                 # free minus the reservations: what any unit may take
+        # a list, appended to (an agent of several offers), or a first batch's one id as a tuple
+        self.offer_ids: list[str] | tuple[str, ...] = [] if offer_ids is None else offer_ids
         self.offered = offered                   # millis (read-only): what its offers in this batch add up to
         self.granted: list[Slot] = NOTHING_GRANTED   # (its first grant in a batch makes its list)
-        self.at = -1                             # its position in the batch's cluster scope
+        self.at = at                             # its position in the batch's cluster scope
         self.room_at = -1                        # and in its room's (once that scope is built)
 
 

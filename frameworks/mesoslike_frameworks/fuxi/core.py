@@ -56,8 +56,9 @@ import itertools
 import logging
 import math
 from collections import deque
-from operator import attrgetter, ge, sub
-from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from itertools import chain
+from operator import attrgetter, lt
+from typing import Any, Callable, Collection, Generator, Iterable, Iterator, Mapping, Sequence
 
 import attrs
 
@@ -81,7 +82,7 @@ from mesoslike_frameworks.fuxi.books import (
     how_many_within,
 )
 from mesoslike_frameworks.fuxi.blacklist import DEFAULT_REPORT_SECONDS, DEFAULT_REPORTS_NEEDED, GlobalBlacklist
-from mesoslike_frameworks.fuxi.machines import INDEX_KINDS, Dims, Scope, Vector, fits, fits_of
+from mesoslike_frameworks.fuxi.machines import INDEX_KINDS, Dims, Scope, Vector, fits, fits_of, minus_of
 from mesoslike_frameworks.fuxi.model import LT_CLUSTER, LT_ENGINEROOM, LT_MACHINE, POLICIES, JobSpec, Locality
 from mesoslike_frameworks.fuxi.preemption import Evict, PreemptionPlanner, VictimOrder, WaitReason
 from mesoslike_frameworks.fuxi.quota import QuotaConfig, QuotaGroup, compute_caps, hunger
@@ -231,22 +232,27 @@ class _Batch:
     (built when a unit first asks for that room; the rooms' members are
     sorted out then, for every room at once)."""
 
-    def __init__(self, machines: list[Machine], vectors: list[Vector], dims: Dims, index: str) -> None:
-        """``machines`` in agent order, each's ``at`` its position there, ``vectors`` their open room."""
+    def __init__(self, machines: list[Machine], vectors: list[Vector], dims: Dims, index: str,
+                 hosts: dict[str, Machine] | None = None) -> None:
+        """``machines`` in agent order, each's ``at`` its position there, ``vectors`` their open room;
+        ``hosts``: hostname -> machine if the caller made it (else made when first asked)."""
         self.machines = machines
         self.dims = dims
         self._index = index
         self.cluster: Scope[Machine] = Scope(machines, vectors, len(dims), index)
         self._members: dict[str, list[Machine]] | None = None
         self._rooms: dict[str, Scope[Machine]] = {}
-        self._hosts: dict[str, Machine] | None = None
+        self._hosts = hosts
         self._needs: dict[Resources, Vector | None] = {}
         self._needs_by_id: dict[int, tuple[Resources, Vector | None]] = {}
         self._resources: dict[Vector, Resources] = {}
+        self.minus = minus_of(len(dims))         # a grant's room left, written out for the batch's kinds
+        self.fits = fits_of(len(dims))
 
     @property
     def hosts(self) -> dict[str, Machine]:
-        """Hostname -> machine; built when a unit first names a machine."""
+        """Hostname -> machine (the last in agent order of a hostname); built when a unit first names a
+        machine, unless the batch was taken with it (a first batch: in its loop over the offers)."""
         if self._hosts is None:
             self._hosts = {m.hostname: m for m in self.machines}
         return self._hosts
@@ -797,6 +803,18 @@ class FuxiCore:
         for slot in self._slots.values():
             lowest[slot.priority] = lowest.get(slot.priority, 0) + 1
         assert lowest == self._lowest, "slot priority counts"
+        # each group's use is its slots' (active scheduling counts a unit's grants after them; an
+        # unlimited group's use is summed when read): with what is pending settled, the books agree
+        held: dict[str, list[Resources]] = {}
+        for slot in self._slots.values():
+            held.setdefault(slot.group, []).append(slot.resources)
+        for name, group in self.groups.items():
+            pending = self._use_delta.get(name, {})
+            used = group.used + Resources.sum(size.scale(n) for size, n in pending.values() if n > 0)
+            for size, n in pending.values():
+                if n < 0:
+                    used = used.subtract_clamped(size.scale(-n))
+            assert used == Resources.sum(held.get(name, ())), f"group {name}: its use is not its slots'"
         if self._frontier is not None and self._machines:
             kinds = self._frontier_kinds
             sizes = {kinds.vector(m.capacity) for m in self._machines.values()}
@@ -918,7 +936,7 @@ class FuxiCore:
                     offered.append(total)
                 for kind, amount in offer.resources.millis().items():
                     total[kind] = total.get(kind, 0) + amount
-            machine.offer_ids.append(offer.id)
+            machine.offer_ids.append(offer.id)  # type: ignore[union-attr]  # the general way's are lists
         dims = Dims(set().union(*offered))
         machines = sorted(batch.values(), key=_agent_key)
         vectors: list[Vector] = []               # their open room, in order: the cluster scope's
@@ -970,30 +988,24 @@ class FuxiCore:
         for any other. Each machine is made with what its offer gives it
         (its free and open room, its place, its capacity) in one loop, with
         no second one over the machines and no sort. Same machines, vectors
-        and frontier as the general way."""
+        and frontier as the general way. O(offers x kinds), column by
+        column: each a loop of the interpreter's own (a comprehension,
+        ``map``, ``dict(zip())``), not one loop of Python statements."""
+        agent_ids = [offer.agent_id for offer in offers]
+        if not all(map(lt, chain(("",), agent_ids), agent_ids)):
+            return None                          # out of order, or an agent of several offers (or one unnamed)
         kinds = [offer.resources.millis() for offer in offers]
         dims = Dims(set().union(*kinds))
-        names, zeros = dims.names, (0,) * len(dims)
-        known = self._machines
-        machines: list[Machine] = []
-        vectors: list[Vector] = []
-        add_machine, add_vector = machines.append, vectors.append
-        last = ""
-        for position, (offer, millis) in enumerate(zip(offers, kinds)):
-            agent_id = offer.agent_id
-            if agent_id <= last:                 # out of order, or an agent of several offers
-                known.clear()
-                return None
-            last = agent_id
-            attributes = offer.attributes
-            machine = Machine(agent_id, offer.hostname, attributes.get(ROOM_ATTRIBUTE, ""), attributes, millis,
-                              [offer.id])
-            machine.at = position
-            machine.capacity = millis
-            free = machine.free = machine.open = tuple(map(millis.get, names, zeros))
-            known[agent_id] = machine
-            add_machine(machine)
-            add_vector(free)
+        vectors: list[Vector] = list(map(dims.vector_of, kinds))
+        hostnames = [offer.hostname for offer in offers]
+        attributes = [offer.attributes for offer in offers]
+        # each made with its offer's fields, its free and open room, its place and its capacity; its one
+        # offer id as a tuple: the launch takes it as it is, and no list is made per machine
+        machines: list[Machine] = list(map(
+            Machine, agent_ids, hostnames, [a.get(ROOM_ATTRIBUTE, "") for a in attributes], attributes, kinds,
+            [(offer.id,) for offer in offers], vectors, range(len(offers)), kinds))
+        self._machines.update(zip(agent_ids, machines))
+        hosts = dict(zip(hostnames, machines))   # the batch's hosts, made here (the last of a name, as later)
         frontier = self._frontier                # (the machines joined it as the general way joins them)
         if frontier is not None and not frontier:
             self._frontier_kinds = dims
@@ -1005,7 +1017,7 @@ class FuxiCore:
             self._frontier = None
         self._changes += 2 * len(machines)       # (made, and its capacity learnt: as the general way counts)
         self._capacity_sum = None
-        return _Batch(machines, vectors, dims, self.machine_index)
+        return _Batch(machines, vectors, dims, self.machine_index, hosts)
 
     def _widen_frontier(self, frontier: list[Vector], sizes: Iterable[Vector]) -> None:
         """Machines of ``sizes`` (over the frontier's kinds) were seen, in
@@ -1188,19 +1200,35 @@ class FuxiCore:
     # ------------------------------------------------------------- grants
     def _grant(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector) -> Slot:
         """One slot of ``unit`` on ``machine`` (of this batch), from its own
-        reservation there if it has one."""
+        reservation there if it has one. O(log M) (the machine's scopes)."""
+        slot = self._grant_uncounted(unit, machine, batch, need)
+        self._count_grants(unit, 1)
+        return slot
+
+    def _count_grants(self, unit: Unit, count: int) -> None:
+        """``count`` slots of ``unit`` granted: the books that only count
+        them (the change count, the slots held per priority, the group's
+        use). Active scheduling counts a unit's plain grants once, after
+        them (:meth:`_place`). O(1)."""
+        self._changes += count
+        lowest = self._lowest
+        lowest[unit.priority] = lowest.get(unit.priority, 0) + count
+        self._use(unit.group, unit.slot, count)
+
+    def _grant_uncounted(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector) -> Slot:
+        """:meth:`_grant` but for :meth:`_count_grants`, which the caller owes."""
         slot = _new_slot(f"{unit.job_id}.{unit.spec.name}.{self.slot_prefix}{next(self._slot_seq)}", unit.job_id,
                          unit.spec.name, machine.agent_id, machine.hostname, unit.slot, unit.priority, unit.group,
                          self._now, machine.room)
-        self._changes += 1
         free = machine.free
-        machine.free = tuple(map(sub, free, need))
+        minus = batch.minus
+        left = machine.free = minus(free, need)
         if unit.holds.get(machine.agent_id):
             self._unhold(unit, machine, 1)
             machine.open = self._open(machine, batch.dims)
             batch.refresh(machine)
         else:                                # (no reservation on it: its open room is its free room)
-            machine.open = machine.free if machine.open is free else tuple(map(sub, machine.open, need))
+            machine.open = left if machine.open is free else minus(machine.open, need)
             batch.shrunk(machine)
         granted = machine.granted
         if granted:
@@ -1217,9 +1245,6 @@ class FuxiCore:
         per_host[machine.hostname] = per_host.get(machine.hostname, 0) + 1
         self._slots[slot_id] = slot
         self._granted_now.add(slot_id)
-        lowest = self._lowest
-        lowest[unit.priority] = lowest.get(unit.priority, 0) + 1
-        self._use(unit.group, unit.slot, 1)
         self._out.append(_new_granted(slot))
         return slot
 
@@ -1253,7 +1278,13 @@ class FuxiCore:
         which keeps a grant cheap."""
         group = self.groups[name]
         if group.maximum is not None:
-            group.used = group.used + slot if count > 0 else group.used.subtract_clamped(slot)
+            if count == 1:
+                group.used = group.used + slot
+            elif count > 1:                      # (a unit's grants counted at once: the same sum)
+                group.used = Resources.sum(itertools.chain((group.used,), itertools.repeat(slot, count)))
+            else:
+                for _ in range(-count):
+                    group.used = group.used.subtract_clamped(slot)
             return
         delta = self._use_delta.get(name)
         if delta is None:
@@ -1501,7 +1532,7 @@ class FuxiCore:
     def _hold_here(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector) -> None:
         """Reserve one slot of a gang on a machine of this batch."""
         self._hold(unit, machine, 1, self._now + self.gang_seconds)
-        machine.open = tuple(map(sub, machine.open, need))
+        machine.open = batch.minus(machine.open, need)
         batch.refresh(machine)
 
     # ------------------------------------------------------ active (arrival)
@@ -1512,16 +1543,17 @@ class FuxiCore:
         if not self._new:
             return
         self._changes += 1
-        arrived = sorted(self._new.values(), key=lambda u: (u.priority, u.submitted))
+        arrived = sorted(self._new.values(), key=_by_arrival)
         self._new.clear()
+        fair = {name for name, group in self.groups.items() if group.policy == "FAIR"}
         cohorts: dict[tuple[int, str], list[Unit]] = {}
         for unit in arrived:
-            if self.groups[unit.group].policy == "FAIR":
+            if unit.group in fair:
                 cohorts.setdefault((unit.priority, unit.group), []).append(unit)
         for unit in arrived:
             if not unit.new:
                 continue                         # placed with its FAIR cohort
-            cohort = cohorts.get((unit.priority, unit.group), [unit])
+            cohort: Sequence[Unit] = cohorts[(unit.priority, unit.group)] if unit.group in fair else (unit,)
             for member in cohort:
                 member.new = False
             placers = []
@@ -1530,47 +1562,63 @@ class FuxiCore:
                 if need is None or not batch.cluster.may_fit(need):
                     self._after_placing(member, caps)      # nothing it could take here: no search
                 else:
-                    placers.append(self._place(member, batch, caps))
+                    placers.append(self._place(member, batch, caps, need, alone=len(cohort) == 1))
             if len(placers) == 1:               # alone: no turns to take
                 deque(placers[0], maxlen=0)
                 continue
             while placers:                       # round robin, one slot per turn
                 placers = [p for p in placers if next(p, None) is not None]
 
-    def _place(self, unit: Unit, batch: _Batch, caps: Mapping[str, Resources | None]) -> Iterator[bool]:
-        """Active scheduling of one unit, one slot (or a gang's reservation) per step."""
+    def _place(self, unit: Unit, batch: _Batch, caps: Mapping[str, Resources | None],
+               need: Vector | None = None, alone: bool = False) -> Iterator[bool]:
+        """Active scheduling of one unit, one slot (or a gang's reservation)
+        per step; ``need``: its slot over the batch's kinds if the caller
+        has it; ``alone``: no other unit takes turns with it (no grant of
+        its group comes between its steps). O(slots x log M) (:meth:`_spread`)."""
         if not unit.holds and caps.get(unit.group) is None:
             budget = unit.desired - len(unit.slots)    # (the general case's value when nothing limits it)
         else:
             budget = min(unit.missing, self._quota_slots(unit, caps) - unit.reserved)
             if unit.gang and self._quota_slots(unit, caps) < unit.waiting:
                 budget = 0                       # all or nothing: it waits for quota
-        need = batch.need(unit.slot)
+        if need is None:
+            need = batch.need(unit.slot)
         placed = 0
-        if need is not None and budget > 0:
-            # what a unit of no restriction (most) skips asking per machine, and whether each step is a
-            # grant with no quota to ask: nothing changes either within a pass
-            anywhere = self._unrestricted(unit)
-            plain = caps.get(unit.group) is None and not unit.gang
-            for pref in unit.preferences or _ANYWHERE:
-                count = min(pref.count, budget - placed)
-                if pref.kind == LT_MACHINE:
-                    machine = batch.hosts.get(pref.target)
-                    steps: Iterator[bool] = iter(()) if machine is None else \
-                        self._fill_machine(unit, machine, batch, need, count, caps, anywhere, plain)
-                else:
-                    scope = batch.cluster if pref.kind == LT_CLUSTER else batch.room(pref.target)
-                    steps = iter(()) if scope is None else \
-                        self._spread(unit, scope, batch, need, count, caps, anywhere, plain)
-                for _ in steps:
-                    placed += 1
-                    yield True
-                if placed >= budget:
-                    break
+        plain = False
+        try:
+            if need is not None and budget > 0:
+                # what a unit of no restriction (most) skips asking per machine, and whether each step is
+                # a grant with no quota to ask (counted once, below): nothing changes either within a pass.
+                # A unit of a limited group placed alone needs no quota question either: its budget is
+                # within its quota, and each of its grants takes exactly one slot of it (how_many_within
+                # of the use plus k slots is k fewer), so the question per step never says no.
+                anywhere = self._unrestricted(unit)
+                plain = not unit.gang and (alone or caps.get(unit.group) is None)
+                hosts: dict[str, Machine] | None = None
+                for pref in unit.preferences or _ANYWHERE:
+                    count = min(pref.count, budget - placed)
+                    if pref.kind == LT_MACHINE:
+                        if hosts is None:
+                            hosts = batch.hosts
+                        machine = hosts.get(pref.target)
+                        if machine is not None:       # (the steps pass through: no loop here per slot)
+                            placed += yield from self._fill_machine(unit, machine, batch, need, count, caps,
+                                                                    anywhere, plain)
+                    else:
+                        scope = batch.cluster if pref.kind == LT_CLUSTER else batch.room(pref.target)
+                        if scope is not None:
+                            placed += yield from self._spread(unit, scope, batch, need, count, caps, anywhere,
+                                                              plain)
+                    if placed >= budget:
+                        break
+        finally:                                 # (also if the caller stops early: the books stay whole)
+            if plain and placed:
+                self._count_grants(unit, placed)
         self._after_placing(unit, caps)
 
     def _spread(self, unit: Unit, scope: Scope[Machine], batch: _Batch, need: Vector, count: int,
-                caps: Mapping[str, Resources | None], anywhere: bool, plain: bool) -> Iterator[bool]:
+                caps: Mapping[str, Resources | None], anywhere: bool,
+                plain: bool) -> Generator[bool, None, int]:
         """Round-robin ``count`` slots over the machines of ``scope`` whose
         open room fits one, fewest slots of the unit first: each round goes
         once around the scope from its cursor (where the last unit's
@@ -1578,7 +1626,8 @@ class FuxiCore:
         than ``r`` of the unit. Each step is one first-fit query (O(log M)
         with the tree, module :mod:`.machines`). ``anywhere``: the unit is
         :meth:`_unrestricted`; ``plain``: each step is a grant, no quota to
-        ask (no cap on its group, no gang)."""
+        ask (no cap on its group, no gang), left uncounted (the caller
+        counts them: :meth:`_count_grants`). Returns the slots placed."""
         placed, level = 0, 0
         origin = scope.cursor
         machines = scope.machines
@@ -1595,32 +1644,37 @@ class FuxiCore:
                     skipped = True
                     continue
                 if plain:
-                    self._grant(unit, machine, batch, need)
+                    self._grant_uncounted(unit, machine, batch, need)
                 elif not self._take_one(unit, machine, batch, need, caps):
-                    return
+                    return placed
                 placed += 1
                 progress = True
                 scope.cursor = position + 1 if position + 1 < size else 0
                 yield True
                 if placed >= count:              # done: no question for a next machine
-                    return
+                    return placed
             if not (progress or skipped):
-                return
+                return placed
             level += 1
+        return placed
 
     def _fill_machine(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector, count: int,
-                      caps: Mapping[str, Resources | None], anywhere: bool, plain: bool) -> Iterator[bool]:
+                      caps: Mapping[str, Resources | None], anywhere: bool,
+                      plain: bool) -> Generator[bool, None, int]:
         """Up to ``count`` slots on one named machine (LT_MACHINE); ``anywhere``
-        and ``plain`` as for :meth:`_spread`."""
-        holds = fits_of(len(need))
-        for _ in range(count):
+        and ``plain`` as for :meth:`_spread`. Returns the slots placed. O(count log M)."""
+        holds = batch.fits
+        placed = 0
+        while placed < count:
             if not (holds(machine.open, need) and (anywhere or self._allowed(unit, machine))):
-                return
+                break
             if plain:
-                self._grant(unit, machine, batch, need)
+                self._grant_uncounted(unit, machine, batch, need)
             elif not self._take_one(unit, machine, batch, need, caps):
-                return
+                break
+            placed += 1
             yield True
+        return placed
 
     def _take_one(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector,
                   caps: Mapping[str, Resources | None]) -> bool:
@@ -1717,15 +1771,20 @@ class FuxiCore:
 
     # -------------------------------------------------------- offer answers
     def _answer_offers(self, batch: _Batch) -> None:
+        """Launch on the machines that got slots, decline the others' offers,
+        and clear what each machine kept for the batch. O(machines + slots)."""
         waiting = self.needs_offers()
         refuse = self.decline_seconds if waiting else 5.0
+        launch_refuse = 0.0 if waiting else refuse
         declined: list[str] = []
         launched: list[Slot] = []                       # preemption's victims from the next pass on
+        add_launch = self._out.append
         for machine in batch.machines:
-            if machine.granted:
-                launched += machine.granted
-                self._out.append(_new_launch(machine.agent_id, tuple(machine.offer_ids), tuple(machine.granted),
-                                             0.0 if waiting else refuse))
+            granted = machine.granted
+            if granted:
+                launched += granted
+                # (a first batch's offer ids are a tuple already: tuple() returns it, no copy)
+                add_launch(_new_launch(machine.agent_id, tuple(machine.offer_ids), tuple(granted), launch_refuse))
             else:
                 declined += machine.offer_ids
             machine.offer_ids = machine.granted = _BETWEEN_BATCHES
@@ -1754,6 +1813,8 @@ def _has_labels(machine: Machine, labels: tuple[tuple[str, str], ...]) -> bool:
 
 
 _agent_key: Callable[[Machine], str] = attrgetter("agent_id")
+#: active scheduling's order: priority, then arrival (an attrgetter: no Python call per unit sorted)
+_by_arrival: Callable[[Unit], tuple[int, int]] = attrgetter("priority", "submitted")
 
 
 def _scopes(locality: Iterable[Locality]) -> tuple[str, ...]:

@@ -37,7 +37,7 @@ from functools import lru_cache
 from operator import ge, itemgetter
 from typing import Callable, Generic, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
-__all__ = ["Vector", "Dims", "fits", "fits_of", "FitIndex", "FitTree", "FitScan", "Scope", "make_index", "INDEX_KINDS"]
+__all__ = ["Vector", "Dims", "fits", "fits_of", "minus_of", "FitIndex", "FitTree", "FitScan", "Scope", "make_index", "INDEX_KINDS"]
 
 Vector = tuple[int, ...]
 INDEX_KINDS = ("tree", "scan")
@@ -57,6 +57,14 @@ class Dims:
         self._index = {name: i for i, name in enumerate(self.names)}
         self._zeros = (0,) * len(self.names)
 
+    @property
+    def vector_of(self) -> Callable[[Mapping[str, int]], Vector]:
+        """:meth:`vector` with its lookups written out (``(get(name0, 0),
+        ...)``), for a loop that makes one vector per machine (a first
+        batch). Made once per set of kinds (a few dozen kept): making it
+        costs what 100 vectors do, and a steady pass makes a Dims."""
+        return _vector_maker(self.names)
+
     def vector(self, millis: Mapping[str, int]) -> Vector:
         """``millis`` over the kinds (a kind not among them is dropped). O(d)."""
         return tuple(map(millis.get, self.names, self._zeros))
@@ -71,6 +79,17 @@ class Dims:
 
     def __len__(self) -> int:
         return len(self.names)
+
+
+@lru_cache(maxsize=64)      # (kinds come from offers: bounded)
+def _vector_maker(names: tuple[str, ...]) -> Callable[[Mapping[str, int]], Vector]:
+    """A function of a millis mapping to its vector over ``names`` (what
+    :meth:`Dims.vector` returns). O(d). The names are bound as variables,
+    never put in the code's text (they come from offers)."""
+    scope: dict[str, object] = {f"name{i}": name for i, name in enumerate(names)}
+    terms = "".join(f"get(name{i}, 0), " for i in range(len(names)))
+    exec(f"def vector(millis):\n    get = millis.get\n    return ({terms})\n", scope)  # noqa: S102 - our text
+    return scope["vector"]  # type: ignore[return-value]  # (the function just made)
 
 
 def fits(free: Vector, need: Vector) -> bool:
@@ -90,6 +109,20 @@ def fits_of(dims: int) -> Callable[[Vector, Vector], bool]:
     scope: dict[str, Callable[[Vector, Vector], bool]] = {}
     exec(f"def fits_{dims}(free, need):\n    return {test}\n", scope)  # noqa: S102 - our text, dims an int
     return scope[f"fits_{dims}"]
+
+
+@lru_cache(maxsize=None)
+def minus_of(dims: int) -> Callable[[Vector, Vector], Vector]:
+    """``free - need`` kind by kind for vectors of ``dims`` kinds, written
+    out (``(free[0] - need[0], ...)``): half the cost of
+    ``tuple(map(sub, free, need))``, which every grant of a first pass
+    asked (twice, its free and its open room). O(d)."""
+    if dims < 0:
+        raise ValueError(f"dims must be >= 0, not {dims}")
+    terms = "".join(f"free[{i}] - need[{i}], " for i in range(dims))
+    scope: dict[str, Callable[[Vector, Vector], Vector]] = {}
+    exec(f"def minus_{dims}(free, need):\n    return ({terms})\n", scope)  # noqa: S102 - our text, dims an int
+    return scope[f"minus_{dims}"]
 
 
 class FitIndex(Protocol):
@@ -337,7 +370,7 @@ class Scope(Generic[M]):
     needs not covered by a smaller one are kept."""
 
     __slots__ = ("machines", "index", "cursor", "_keys", "_position", "_vectors", "_no_fit", "_dirty", "_grown",
-                 "_kind", "_dims", "_scan_first", "_bound")
+                 "_kind", "_dims", "_scan_first", "_bound", "_fits")
 
     def __init__(self, machines: list[M], vectors: Sequence[Vector], dims: int, kind: str,
                  keys: Sequence[str] = (), scan_first: int = _SCAN_FIRST) -> None:
@@ -356,6 +389,7 @@ class Scope(Generic[M]):
         self._no_fit: list[Vector] = []
         self._dirty: set[int] = set()         # positions whose new vector the index has not seen
         self._grown = False                   # did one of them grow (else the index's maxima still bound them)
+        self._fits = fits_of(dims)            # (asked of the probed machines of each first-fit)
 
     @property
     def position(self) -> dict[str, int]:
@@ -375,11 +409,12 @@ class Scope(Generic[M]):
         probe_end = start + _PROBE
         if probe_end > count:
             probe_end = count
+        holds = self._fits
         for position in range(start, probe_end):
-            if all(map(ge, vectors[position], need)):
+            if holds(vectors[position], need):
                 return position
         for known in self._no_fit:
-            if all(map(ge, need, known)):
+            if holds(need, known):
                 return None
         found = None
         if probe_end < count:
