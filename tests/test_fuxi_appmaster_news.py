@@ -65,11 +65,7 @@ class Harness:
     def close(self) -> None:
         for client in self.workers.values():
             client.close()
-        self.appmaster._server.close()
-        if self.appmaster._service is not None:
-            self.appmaster._service.close()
-        self.appmaster._locator.close()
-        self.appmaster.checkpoint.close()
+        self.appmaster.close()
         self.service.close()
 
 

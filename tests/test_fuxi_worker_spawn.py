@@ -86,11 +86,42 @@ def test_a_child_left_holding_stdout_does_not_hold_the_result_back_and_is_still_
             pass
 
 
+def test_the_next_instance_runs_while_a_child_of_the_last_still_writes_to_its_stdout(
+        worker_with_an_open_descriptor):
+    # one thread watches the worker's instances in turn: what a left-behind child still writes is copied
+    # beside it, and neither holds up the other
+    appmaster, sandbox = worker_with_an_open_descriptor
+    first = run(appmaster, 1, "(sleep 3; echo late) & echo $! > bg.pid; echo early")
+    try:
+        second = run(appmaster, 2, "echo FUXI_PROGRESS 0.5; echo second; echo oops >&2; exit 4")
+        assert first.ok and (second.ok, second.message) == (False, "exit status 4: oops")
+        instances = sandbox / "instances"
+        assert (instances / "2.1.stdout").read_text() == "FUXI_PROGRESS 0.5\nsecond\n"
+        assert (instances / "1.1.stdout").read_text() == "early\n"
+        wait_for(lambda: (instances / "1.1.stdout").read_text() == "early\nlate\n", 20, "the child's late line")
+        third = run(appmaster, 3, "echo third")
+        assert third.ok and (instances / "3.1.stdout").read_text() == "third\n"
+    finally:
+        try:
+            os.kill(int((sandbox / "bg.pid").read_text()), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_an_instance_that_removes_the_instances_directory_does_not_stop_the_next(worker_with_an_open_descriptor):
+    appmaster, sandbox = worker_with_an_open_descriptor
+    assert run(appmaster, 1, "rm -rf instances").ok
+    done = run(appmaster, 2, "echo again")
+    assert done.ok, done.message
+    assert (sandbox / "instances" / "2.1.stdout").read_text() == "again\n"
+
+
 def test_an_instance_runs_in_the_sandbox_named_from_another_directory(tmp_path):
     sandbox = tmp_path / "elsewhere"
     sandbox.mkdir()
-    pid, stdout = spawn_instance('pwd; echo "$0"; echo oops >&2; exit 3', {"PATH": os.environ["PATH"]}, sandbox,
-                                 tmp_path / "stderr")
+    pid, stdout, stderr = spawn_instance('pwd; echo "$0"; echo oops >&2; exit 3', {"PATH": os.environ["PATH"]},
+                                         sandbox, tmp_path / "stderr")
+    os.close(stderr)
     with os.fdopen(stdout, "rb") as out:
         lines = out.read().decode().split()
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 3
@@ -98,10 +129,12 @@ def test_an_instance_runs_in_the_sandbox_named_from_another_directory(tmp_path):
 
 
 def test_a_worker_starts_without_the_master_protocol_or_asyncio():
-    # every slot of a job starts one: what it imports is paid once per slot (0.15 s of CPU for these two)
+    # every slot of a job starts one: what it imports is paid once per slot (0.15 s of CPU for these two;
+    # hmac and hashlib, for the slot tokens only the AppMaster checks, 0.01 s)
     done = subprocess.run([sys.executable, "-c", "import sys, mesoslike_frameworks.fuxi.worker; "
                            "print(sorted(m for m in ('mesoslike.wire.messages', 'mesoslike.wire.types', 'asyncio', "
-                           "'ctypes.util', 'mesoslike_frameworks.fuxi.protocol') if m in sys.modules))"], capture_output=True, text=True, timeout=30)
+                           "'ctypes.util', 'mesoslike_frameworks.fuxi.protocol', 'hmac') if m in sys.modules))"],
+                          capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     # what it declares instead of importing the job protocol is the job protocol's

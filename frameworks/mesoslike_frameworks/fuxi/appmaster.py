@@ -77,9 +77,9 @@ from mesoslike import Clock, MesoslikeError, SystemClock, make_locator
 from mesoslike_frameworks.fuxi import am_protocol as amp
 from mesoslike_frameworks.fuxi import appmaster_core as amc
 from mesoslike_frameworks.fuxi import protocol
-from mesoslike_frameworks.fuxi.checkpoint import Checkpoint, read_snapshot, write_snapshot
+from mesoslike_frameworks.fuxi.checkpoint import Checkpoint, Writer, read_snapshot, write_snapshot
 from mesoslike_frameworks.fuxi.model import MAX_NAME, JobSpec, JobSpecError, parse_job
-from mesoslike.transport import Authenticator, Client, CurveKeys, Server, load_public_key
+from mesoslike.transport import Authenticator, Client, CurveKeys, Poller, Server, Waker, load_public_key
 
 __all__ = ["AppMaster", "main", "write_snapshot", "read_snapshot"]
 
@@ -122,6 +122,17 @@ class _Refused(Exception):
     """A worker's message refused: the ERROR's text (bounded)."""
 
 
+class _Held:
+    """What waits for a checkpoint write: messages to workers (ACK,
+    RELEASE) and requests to the service, in the order they were made."""
+
+    __slots__ = ("workers", "service")
+
+    def __init__(self) -> None:
+        self.workers: list[tuple[bytes, Any]] = []
+        self.service: list[protocol.Message] = []
+
+
 class AppMaster:
     """The loop of one job's AppMaster (:meth:`run`)."""
 
@@ -158,6 +169,13 @@ class AppMaster:
         self._to_workers: list[tuple[bytes, Any]] = []
         self._to_service: collections.deque[protocol.Message] = collections.deque()
         self._dirty = False
+        # the checkpoint is written by a thread of its own while the loop goes on; what must wait for it (ACK,
+        # RELEASE, the requests to the service) waits in _held for the next write, in _saving for the one in flight
+        self._waker = Waker()
+        self._writer = Writer(self.checkpoint, self._waker.wake)
+        self._held = _Held()
+        self._saving = _Held()
+        self._poller = Poller([self._server, self._waker])
         self._ended: protocol.JobEnded | None = None      # the core's JOB_ENDED, sent until answered
         self._end_request: protocol.JobEnded | None = None
         self._end_sent = 0.0
@@ -185,11 +203,21 @@ class AppMaster:
                 if self._orphaned():
                     return 3
         finally:
-            self._server.close(linger=0.5)   # let the last RELEASEs go out
-            if self._service is not None:
-                self._service.close()
-            self._locator.close()
-            self.checkpoint.close()
+            self.close()
+
+    def close(self) -> None:
+        """Let the checkpoint's write in flight end and its messages out, then close everything."""
+        try:
+            self._after_write(self._writer.wait(5.0))
+        except Exception:  # noqa: BLE001 - closing goes on
+            log.exception("the last checkpoint write failed")
+        self._writer.close()
+        self._server.close(linger=0.5)   # let the last RELEASEs go out
+        if self._service is not None:
+            self._service.close()
+        self._locator.close()
+        self.checkpoint.close()
+        self._waker.close()
 
     def _turn(self) -> None:
         """One turn of the loop. What goes wrong in one part is logged and
@@ -197,7 +225,7 @@ class AppMaster:
         now = self.clock.now()
         wakeup = self.core.next_wakeup()
         timeout = POLL if wakeup is None else min(POLL, max(0.0, wakeup - now))
-        if self._server.wait(timeout):
+        if self._server in self._poller.poll(timeout):
             for peer, frame in self._server.receive_frames():
                 self._on_worker_frame(peer, frame)
         self._follow_service()
@@ -430,32 +458,24 @@ class AppMaster:
         """Tell the workers their work, checkpoint, then acknowledge and
         release them and tell the service.
 
-        An ASSIGN or a KILL goes out before the checkpoint's fsync, so that
-        a worker whose result this turn took starts its next instance while
-        the disk writes: a crash before the fsync loses nothing, as the
-        worker still holds the result (unacknowledged) and says what it runs
-        when it joins the restarted AppMaster. What lets a worker forget a
-        result — its ACK, a RELEASE (it exits) — and the requests to the
-        service wait for the checkpoint."""
+        An ASSIGN or a KILL goes out at once, so that a worker whose result
+        this turn took starts its next instance while the disk writes: a
+        crash before the fsync loses nothing, as the worker still holds the
+        result (unacknowledged) and says what it runs when it joins the
+        restarted AppMaster. The checkpoint is written by a thread of its
+        own (:class:`~.checkpoint.Writer`), one write at a time: the loop
+        goes on taking results and handing out instances meanwhile, and the
+        changes of the turns that ran during a write go into the next. What
+        lets a worker forget a result — its ACK, a RELEASE (it exits) — and
+        the requests to the service wait for the write that holds the turn's
+        changes."""
         now = self.clock.now()
         outgoing, self._to_workers = self._to_workers, []
-        after: list[tuple[bytes, Any]] = []
         for peer, message in outgoing:
             if isinstance(message, _AFTER_CHECKPOINT):
-                after.append((peer, message))
+                self._held.workers.append((peer, message))
             else:
                 self._send_to_worker(peer, message)
-        if self._dirty:
-            try:
-                self.checkpoint.save(self.core)   # the turn's changes: one append, one fsync
-                self._dirty = False
-            except OSError as exc:
-                # results are acknowledged only once checkpointed: their workers say them again
-                log.error("cannot write the snapshot %s (%s): results stay unacknowledged", self.snapshot_path,
-                          exc)
-                after = [(peer, message) for peer, message in after if not isinstance(message, amp.Ack)]
-        for peer, message in after:
-            self._send_to_worker(peer, message)
         final = self._ended is not None and self._end_request is None
         if now - self._report_sent >= PROGRESS_MIN_INTERVAL or final:
             report = self._progress_report()
@@ -465,9 +485,50 @@ class AppMaster:
         if self._ended is not None and (self._end_request is None or now - self._end_sent >= END_RESEND):
             self._end_request = self._send(self._ended)
             self._end_sent = now
-        # a lower desire before the slots it lets go: the scheduler never sees them as still wanted
-        requests = sorted(self._to_service, key=lambda r: not isinstance(r, protocol.SetDesire))
+        self._held.service.extend(self._to_service)
         self._to_service.clear()
+        self._after_write(self._writer.outcome())
+        if not self._writer.busy:
+            self._start_write()
+        if self._service is not None:
+            self._service.flush()   # what waited for the service's socket goes out as it takes it
+
+    def _start_write(self) -> None:
+        """The changes since the last write (none in flight): to the writer,
+        with what waits for them; what waits for nothing goes out now."""
+        write = None
+        if self._dirty:
+            try:
+                write = self.checkpoint.prepare(self.core)
+                self._dirty = False
+            except Exception:  # noqa: BLE001 - tried again next turn; what waits for it waits on
+                log.exception("cannot prepare the checkpoint of %s", self.snapshot_path)
+                return
+        if write is None:
+            held, self._held = self._held, _Held()
+            self._release(held, written=True)
+            return
+        self._saving, self._held = self._held, _Held()
+        self._writer.submit(write)
+
+    def _after_write(self, outcome: object) -> None:
+        """A write ended (``outcome``: None, or its OSError): what waited for it goes out."""
+        if outcome is Writer.BUSY:
+            return
+        if outcome is not None:
+            # results are acknowledged only once checkpointed: their workers say them again, and the next
+            # write is a whole snapshot
+            log.error("cannot write the snapshot %s (%s): results stay unacknowledged", self.snapshot_path, outcome)
+            self._dirty = True
+        saving, self._saving = self._saving, _Held()
+        self._release(saving, written=outcome is None)
+
+    def _release(self, held: _Held, written: bool) -> None:
+        for peer, message in held.workers:
+            if written or not isinstance(message, amp.Ack):
+                self._send_to_worker(peer, message)
+        # a lower desire before the slots it lets go: the scheduler never sees them as still wanted
+        requests = sorted(held.service, key=lambda r: not isinstance(r, protocol.SetDesire))
         if self._service is None:
             return   # no service known yet (ZooKeeper names none): the next report says it all again
         for request in requests:
@@ -476,7 +537,6 @@ class AppMaster:
                     log.error("%s to the service dropped: its outbox is full", request.TYPE)
             except protocol.ProtocolError as exc:
                 log.error("cannot send %s to the service: %s", request.TYPE, protocol.bounded(str(exc), 200))
-        self._service.flush()   # what waited for the service's socket goes out as it takes it
 
     def _send_to_worker(self, peer: bytes, message: Any) -> None:
         """Queued while a worker reads slowly; a drop is counted and logged."""

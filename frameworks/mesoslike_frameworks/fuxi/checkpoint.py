@@ -35,12 +35,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from mesoslike_frameworks.fuxi import appmaster_core as amc
 
-__all__ = ["Checkpoint", "write_snapshot", "read_snapshot", "JOURNAL_SUFFIX", "MIN_COMPACT_BYTES"]
+__all__ = ["Checkpoint", "Write", "Writer", "write_snapshot", "read_snapshot", "JOURNAL_SUFFIX", "MIN_COMPACT_BYTES"]
 
 log = logging.getLogger("mesoslike_frameworks.fuxi.appmaster")
 
@@ -54,9 +56,13 @@ MAX_LINE = 64 * 1024
 def write_snapshot(path: Path, snapshot: dict) -> int:
     """Write ``snapshot`` as JSON to ``path`` atomically (a temporary file
     in the same directory, flushed, then renamed over ``path``). Bytes written."""
-    data = json.dumps(snapshot, separators=(",", ":")).encode()
+    data = _encode(snapshot)
     _replace(path, data)
     return len(data)
+
+
+def _encode(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def read_snapshot(path: Path) -> dict | None:
@@ -86,15 +92,32 @@ def _replace(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+class Write:
+    """What one save writes, encoded: the journal records of a turn (or of
+    the turns a write in flight let pile up) and, when they make the journal
+    outgrow the snapshot (or after a failed write, alone), a whole snapshot
+    of the next generation (a compaction)."""
+
+    __slots__ = ("journal", "records", "snapshot")
+
+    def __init__(self, *, journal: bytes = b"", records: int = 0, snapshot: bytes | None = None) -> None:
+        self.journal, self.records, self.snapshot = journal, records, snapshot
+
+
 class Checkpoint:
     """The snapshot at ``path`` and its journal (module docstring). Not
-    thread-safe: the AppMaster's loop owns it.
+    thread-safe: the AppMaster's loop owns it, and a :class:`Writer`'s
+    thread may carry out its writes one at a time while the loop prepares
+    none.
 
     :meth:`restore` builds the core from them; :meth:`save` appends a
     turn's records (one write, one fsync) and compacts when the journal
     outgrows the snapshot, which keeps the bytes written per change
     O(1) amortised: a compaction writes s bytes after at least s bytes of
-    records. ``counters``: records, bytes and fsyncs written, compactions."""
+    records. A save is two halves: :meth:`prepare` takes the core's
+    changes and encodes them (the core's thread), :meth:`write` puts them
+    on disk (any thread). ``counters``: records, bytes and fsyncs written,
+    compactions."""
 
     def __init__(self, path: Path, *, min_compact_bytes: int = MIN_COMPACT_BYTES) -> None:
         self.path = Path(path)
@@ -182,23 +205,49 @@ class Checkpoint:
     # ------------------------------------------------------------ writing
     def save(self, core: amc.AppMasterCore) -> None:
         """Append the core's changes since the last save (one write, one
-        fsync), then compact if the journal outgrew the snapshot. Raises
-        OSError if the disk refuses; the next save then writes a whole
-        snapshot, so nothing the core handed over is lost."""
+        fsync) — a whole snapshot instead when the journal outgrew the
+        snapshot. Raises OSError if the disk refuses; the next save then
+        writes a whole snapshot, so nothing the core handed over is lost."""
+        write = self.prepare(core)
+        if write is not None:
+            self.write(write)
+
+    def prepare(self, core: amc.AppMasterCore) -> Write | None:
+        """The core's changes since the last save, encoded: its journal
+        records — and, when they make the journal outgrow the snapshot, a
+        whole snapshot of the next generation to write after them — or only
+        that snapshot when the last write failed; None if nothing changed.
+        Takes the records from the core: the caller writes what it gets
+        (:meth:`write`) before it prepares again."""
         if self._whole:
-            self.compact(core)
-            return
+            core.journal()                     # all in the snapshot
+            return Write(snapshot=self._next_snapshot(core))
         records = core.journal()
-        if records:
-            data = b"".join(json.dumps(record, separators=(",", ":")).encode() + b"\n" for record in records)
+        if not records:
+            return None
+        data = b"".join(_encode(record) + b"\n" for record in records)
+        compact = self.journal_bytes + len(data) > max(self.snapshot_bytes, self.min_compact_bytes)
+        return Write(journal=data, records=len(records), snapshot=self._next_snapshot(core) if compact else None)
+
+    def _next_snapshot(self, core: amc.AppMasterCore) -> bytes:
+        snapshot = core.snapshot()
+        snapshot["journal"] = self.generation + 1
+        return _encode(snapshot)
+
+    def write(self, write: Write) -> None:
+        """Put a prepared write on disk: its records appended with one
+        fsync, then its snapshot if it has one (a compaction: the snapshot
+        written atomically, then a new empty journal). Raises OSError if the
+        disk refuses; the next :meth:`prepare` is then a whole snapshot."""
+        if write.journal:
             try:
-                self._append(data)
+                self._append(write.journal)
             except OSError:
                 self._whole = True
                 raise
-            self.counters["records"] += len(records)
-        if self.journal_bytes > max(self.snapshot_bytes, self.min_compact_bytes):
-            self.compact(core)
+            self.counters["records"] += write.records
+        if write.snapshot is not None:
+            self._compact(write.snapshot)
 
     def _append(self, data: bytes) -> None:
         if self._journal is None:
@@ -213,17 +262,18 @@ class Checkpoint:
     def compact(self, core: amc.AppMasterCore) -> None:
         """A whole snapshot of the next generation, then an empty journal of
         it. O(instances), once per journal's worth of records."""
-        self._whole = True
         core.journal()                         # all in the snapshot below
+        self._compact(self._next_snapshot(core))
+
+    def _compact(self, snapshot: bytes) -> None:
+        self._whole = True
         generation = self.generation + 1
-        snapshot = core.snapshot()
-        snapshot["journal"] = generation
-        size = write_snapshot(self.path, snapshot)
+        _replace(self.path, snapshot)
         self.close()
-        header = json.dumps(["journal", generation]).encode() + b"\n"
+        header = _encode(["journal", generation]) + b"\n"
         _replace(self.journal_path, header)
-        self.generation, self.snapshot_bytes, self.journal_bytes = generation, size, len(header)
-        self.counters["snapshot_bytes"] += size
+        self.generation, self.snapshot_bytes, self.journal_bytes = generation, len(snapshot), len(header)
+        self.counters["snapshot_bytes"] += len(snapshot)
         self.counters["fsyncs"] += 2
         self.counters["compactions"] += 1
         self._whole = False
@@ -232,3 +282,71 @@ class Checkpoint:
         if self._journal is not None:
             self._journal.close()
             self._journal = None
+
+
+class Writer:
+    """A thread of its own that carries out a :class:`Checkpoint`'s writes,
+    one at a time, so that the AppMaster's loop goes on — takes results,
+    hands out instances — while the disk syncs (the fsync blocked the loop:
+    half of an AppMaster's time, and every worker whose result came
+    meanwhile waited for it).
+
+    :meth:`submit` a prepared write when the last one is done
+    (:attr:`busy` is False); :meth:`outcome` says, once, how it went; ``wake``
+    is called from the thread when a write ended (the loop's waker)."""
+
+    #: :meth:`outcome` while the write is in flight
+    BUSY = object()
+
+    def __init__(self, checkpoint: Checkpoint, wake: Callable[[], None]) -> None:
+        self.checkpoint = checkpoint
+        self.busy = False
+        self._wake = wake
+        self._todo: queue.SimpleQueue[Write | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[OSError | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="fuxi-checkpoint", daemon=True)
+        self._thread.start()
+
+    def submit(self, write: Write) -> None:
+        if self.busy:
+            raise RuntimeError("a checkpoint write is in flight: one at a time")
+        self.busy = True
+        self._todo.put(write)
+
+    def outcome(self) -> object:
+        """:attr:`BUSY` while the write is in flight; then, once, None (it is
+        on disk) or the OSError it failed with. None when there is none."""
+        if not self.busy:
+            return None
+        try:
+            result = self._done.get_nowait()
+        except queue.Empty:
+            return self.BUSY
+        self.busy = False
+        return result
+
+    def wait(self, timeout: float) -> object:
+        """:meth:`outcome`, waiting up to ``timeout`` seconds for the write in flight."""
+        if not self.busy:
+            return None
+        try:
+            result = self._done.get(timeout=timeout)
+        except queue.Empty:
+            return self.BUSY
+        self.busy = False
+        return result
+
+    def _run(self) -> None:
+        while (write := self._todo.get()) is not None:
+            try:
+                self.checkpoint.write(write)
+                result: OSError | None = None
+            except OSError as exc:
+                result = exc
+            self._done.put(result)
+            self._wake()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Let the write in flight end (up to ``timeout`` s), then stop the thread."""
+        self._todo.put(None)
+        self._thread.join(timeout)

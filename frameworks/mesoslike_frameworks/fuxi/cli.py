@@ -40,7 +40,7 @@ def _fuxi_key_options(fn):
 def _job_client(fuxi_address: str, timeout: float, key: str | None, fuxi_key: str | None):
     """A :class:`JobClient` with the keys of --key/--fuxi-key (or the environment); exit 1 saying what is wrong."""
     from mesoslike.credentials import FUXI_KEY_ENV, client_keys
-    from mesoslike_frameworks.fuxi.service import JobClient
+    from mesoslike_frameworks.fuxi.client import JobClient
 
     try:
         keys, server_key = client_keys(key, fuxi_key, server_env=FUXI_KEY_ENV, server_option="--fuxi-key",
@@ -203,7 +203,8 @@ def _follow(client, job_id: str, interval: float, reattach_timeout: float) -> in
     """Show the job's progress until it ends; the exit status (0: it
     succeeded). A service that stops answering (a restart, a failover) is
     asked again until ``reattach_timeout`` s have passed without an answer."""
-    from mesoslike_frameworks.fuxi.service import STANDBY_REFUSAL, JobRefused, NoAnswer
+    from mesoslike_frameworks.fuxi.client import JobRefused, NoAnswer
+    from mesoslike_frameworks.fuxi.protocol import STANDBY_REFUSAL
 
     bar = ProgressBar(sys.stdout.isatty())
     silent_since: float | None = None

@@ -42,12 +42,10 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
-from typing import BinaryIO
 
 from mesoslike import Clock, MesoslikeError, SystemClock
 from mesoslike_frameworks.fuxi import am_protocol as amp
-from mesoslike.transport import Client, CurveKeys, Waker
+from mesoslike.transport import Client, CurveKeys, Poller, Waker
 
 __all__ = ["Worker", "main", "SHELL", "read_secret", "TOKEN_FILE_ENV", "SECRET_KEY_FILE_ENV"]
 
@@ -72,17 +70,21 @@ STDOUT_GRACE = 1.0
 
 class _Run:
     """The instance attempt being run: its process (the leader of its own
-    process group) and the read end of its stdout pipe."""
+    process group), the read end of its stdout pipe, the worker's descriptor
+    of its stderr file (for the tail a DONE quotes) and the file its stdout
+    is copied to."""
 
-    def __init__(self, instance: int, attempt: int, pid: int, stdout: int, stderr: Path) -> None:
+    def __init__(self, instance: int, attempt: int, pid: int, stdout: int, stderr: int, stdout_path: str) -> None:
         self.instance = instance
         self.attempt = attempt
         self.pid = pid
         self.stdout = stdout
         self.stderr = stderr
+        self.stdout_path = stdout_path
         self.killed = False
         self.kill_deadline: float | None = None
         self.returncode: int | None = None   # once reaped
+        self.message = ""                    # its DONE's: how it exited, the tail of its stderr
         self.exited = threading.Event()      # set by its watcher once its exit is reported
 
     @property
@@ -91,9 +93,10 @@ class _Run:
 
 
 class Worker:
-    """The worker's loop (:meth:`run`); one thread owns the socket, helper
-    threads only read the instance's stdout and wait for it to exit, and
-    hand what they see over through a queue and a :class:`Waker`."""
+    """The worker's loop (:meth:`run`); one thread owns the socket, a
+    watcher thread (one for the worker's life, not one per instance) reads
+    the running instance's stdout and waits for it to exit, and hands what it
+    sees over through a queue and a :class:`Waker`."""
 
     def __init__(self, appmaster: str, slot: str, unit: str, hostname: str, room: str = "", *,
                  sandbox: str | os.PathLike = ".", clock: Clock | None = None, kill_grace: float = 2.0,
@@ -102,7 +105,12 @@ class Worker:
         self.appmaster = appmaster
         self.slot, self.unit, self.hostname, self.room = slot, unit, hostname, room
         self.token, self.agent_id = token, agent_id
-        self.sandbox = Path(sandbox)
+        self.sandbox = os.fspath(sandbox)
+        self._instances = os.path.join(sandbox, "instances")   # the instances' stdout and stderr files
+        self._instances_made = False
+        #: an instance's environment before its ASSIGN's: the worker's without its secrets (read once: the
+        #: worker's own environment does not change)
+        self._instance_env = {name: value for name, value in os.environ.items() if name not in SECRET_ENVIRONMENT}
         self.clock = clock or SystemClock()
         self.kill_grace = kill_grace
         self.orphan_timeout = orphan_timeout
@@ -111,12 +119,15 @@ class Worker:
         self.unacked: dict[tuple[int, int], tuple[bool, str]] = {}   # results the AppMaster has not acknowledged
         self.welcomed = False
         # ("progress", run, fraction) or ("exit", run, return code)
-        self._events: queue.Queue[tuple[str, _Run, float]] = queue.Queue()
+        self._events: queue.SimpleQueue[tuple[str, _Run, float]] = queue.SimpleQueue()
         self._waker = Waker()
+        self._to_watch: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()   # runs for the watcher thread
+        self._watcher: threading.Thread | None = None
         self._stop: str | None = None        # why the worker stops (SIGTERM) or None
         self._exit: int | None = None
         # with keys: the job's workers' pair, and its AppMaster's public key (that AppMaster only)
         self._client = Client(appmaster, codec=amp.CODEC, identity=slot.encode(), keys=keys, server_key=appmaster_key)
+        self._poller = Poller([self._client, self._waker])   # one for the worker's life, not one per wait
         keep_descriptors_from_instances()
 
     # ------------------------------------------------------------ the loop
@@ -137,7 +148,7 @@ class Worker:
                 timeout = max(0.0, next_beat - self.clock.now())
                 if self.run_ is not None and self.run_.kill_deadline is not None:
                     timeout = min(timeout, max(0.0, self.run_.kill_deadline - now))
-                if self._client.wait(timeout, self._waker):
+                if self._client in self._poller.poll(timeout):
                     last_contact = self.clock.now()
                 for _, message in self._client.receive():
                     self._on_message(message)
@@ -149,6 +160,8 @@ class Worker:
             return self._exit
         finally:
             self._kill_now()
+            if self._watcher is not None:
+                self._to_watch.put(None)   # the watcher ends once done with what it watches
             self._client.close(linger=0.5)   # let a last BYE or DONE go out
             self._waker.close()
 
@@ -209,53 +222,87 @@ class Worker:
         if self.run_ is not None:
             self._send(amp.Error(f"busy: running instance {self.run_.instance} attempt {self.run_.attempt}"))
             return
-        directory = self.sandbox / "instances"
-        stem = f"{message.instance}.{message.attempt}"
-        env = {name: value for name, value in os.environ.items() if name not in SECRET_ENVIRONMENT}
+        stem = os.path.join(self._instances, f"{message.instance}.{message.attempt}")
+        env = dict(self._instance_env)
         env.update(message.env)
         env.setdefault("FUXI_INSTANCE", str(message.instance))
         env.setdefault("FUXI_ATTEMPT", str(message.attempt))
-        stderr_path = directory / f"{stem}.stderr"
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            pid, stdout = spawn_instance(message.command, env, self.sandbox, stderr_path)
+            pid, stdout, stderr = self._spawn(message.command, env, stem + ".stderr")
         except (OSError, ValueError) as exc:
             self._finished(key, False, f"cannot start: {type(exc).__name__}: {exc}")
             return
-        log.info("instance %d attempt %d started as pid %d", message.instance, message.attempt, pid)
-        run = self.run_ = _Run(message.instance, message.attempt, pid, stdout, stderr_path)
-        threading.Thread(target=self._watch, args=(run, directory / f"{stem}.stdout"), daemon=True).start()
+        log.debug("instance %d attempt %d started as pid %d", message.instance, message.attempt, pid)
+        run = self.run_ = _Run(message.instance, message.attempt, pid, stdout, stderr, stem + ".stdout")
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._watch_runs, name="fuxi-worker-watcher", daemon=True)
+            self._watcher.start()
+        self._to_watch.put(run)
 
-    def _watch(self, run: _Run, path: Path) -> None:
+    def _spawn(self, command: str, env: dict[str, str], stderr: str) -> tuple[int, int, int]:
+        """:func:`spawn_instance` in the sandbox, its ``instances`` directory
+        made first (again, if something removed it)."""
+        if not self._instances_made:
+            os.makedirs(self._instances, exist_ok=True)
+            self._instances_made = True
+        try:
+            return spawn_instance(command, env, self.sandbox, stderr)
+        except FileNotFoundError:
+            if os.path.isdir(self._instances):
+                raise
+            os.makedirs(self._instances, exist_ok=True)
+            return spawn_instance(command, env, self.sandbox, stderr)
+
+    def _watch_runs(self) -> None:
+        """The watcher thread: the runs the loop started, one after the
+        other (a slot runs one instance at a time), until told None."""
+        while (run := self._to_watch.get()) is not None:
+            try:
+                self._watch(run)
+            except Exception:  # noqa: BLE001 - the watcher must outlive one run's failure
+                log.exception("instance %d attempt %d: watching it failed", run.instance, run.attempt)
+                self._report_exit(run, -1)
+
+    def _watch(self, run: _Run) -> None:
         """Copy the instance's stdout to its file and report its progress
         lines; report its exit once it exited and its stdout ended, or
         ``STDOUT_GRACE`` after it exited (a child of it that kept stdout open
         must not hold the result back: what that child writes is still
-        copied, until it closes stdout)."""
+        copied, until it closes stdout, by a thread of its own — the watcher
+        goes on to the next instance)."""
         try:
-            with open(path, "wb") as sink:
-                self._copy_stdout(run, sink)
+            copy: _StdoutCopy | None = _StdoutCopy(run.stdout_path)
+        except OSError as exc:
+            log.error("instance %d attempt %d: its stdout: %s", run.instance, run.attempt, exc)
+            copy = None
+        ended = True
+        try:
+            if copy is not None:
+                ended = self._follow(run, copy)
         except OSError as exc:
             log.error("instance %d attempt %d: its stdout: %s", run.instance, run.attempt, exc)
         finally:
-            os.close(run.stdout)
-            if not run.exited.is_set():
-                try:
-                    self._report_exit(run, run.returncode if run.returncode is not None else _reap(run.pid))
-                except ChildProcessError:
-                    self._report_exit(run, -1)
+            if ended:
+                if copy is not None:
+                    self._progress(run, copy.close())
+                os.close(run.stdout)
+            try:
+                returncode = run.returncode if run.returncode is not None else _reap(run.pid)
+            except ChildProcessError:
+                returncode = -1
+            self._report_exit(run, returncode)
+        if not ended:
+            assert copy is not None
+            threading.Thread(target=self._copy_rest, args=(run, copy), daemon=True).start()
 
-    def _report_exit(self, run: _Run, returncode: int) -> None:
-        if not run.exited.is_set():
-            run.exited.set()
-            self._events.put(("exit", run, returncode))
-            self._waker.wake()
-
-    def _copy_stdout(self, run: _Run, sink: BinaryIO) -> None:
-        """Copy stdout until it ends, reaping the instance and reporting its exit (see :meth:`_watch`)."""
+    def _follow(self, run: _Run, copy: _StdoutCopy) -> bool:
+        """Copy the instance's stdout and watch its exit (its pidfd): True
+        once stdout ended, False when it exited ``STDOUT_GRACE`` ago and its
+        stdout is still open. Without pidfds (a kernel before 5.3) the exit
+        is seen once stdout ends."""
         try:
             process: int | None = os.pidfd_open(run.pid)
-        except OSError:   # a kernel before 5.3: the exit is seen once stdout ends
+        except OSError:
             process = None
         try:
             poller = select.poll()
@@ -263,8 +310,6 @@ class Worker:
             if process is not None:
                 poller.register(process, select.POLLIN)
             deadline: float | None = None   # once it exited: when its exit is reported, stdout ended or not
-            line = bytearray()    # the line being read (up to MAX_PROGRESS_LINE bytes: no progress line is longer)
-            overlong = False
             while True:
                 timeout = None if deadline is None else max(0, round(1000 * (deadline - time.monotonic())))
                 events = poller.poll(timeout)
@@ -272,39 +317,45 @@ class Worker:
                     poller.unregister(process)
                     run.returncode = _reap(run.pid)
                     deadline = time.monotonic() + STDOUT_GRACE
-                if deadline is not None and time.monotonic() >= deadline and run.returncode is not None:
-                    self._report_exit(run, run.returncode)
-                    deadline = None   # and copy on, as long as a child of it writes
-                if not any(fd == run.stdout for fd, _ in events):
-                    continue
-                data = os.read(run.stdout, 65536)
-                if not data:
-                    break
-                sink.write(data)
-                sink.flush()
-                *ended, rest = data.split(b"\n")
-                for piece in ended:
-                    if not overlong:
-                        self._progress_line(run, bytes(line + piece))
-                    line.clear()
-                    overlong = False
-                line += rest
-                if len(line) > MAX_PROGRESS_LINE:
-                    line.clear()
-                    overlong = True
-            if line and not overlong:
-                self._progress_line(run, bytes(line))
-            if run.returncode is None:
-                run.returncode = _reap(run.pid)
-            self._report_exit(run, run.returncode)
+                if any(fd == run.stdout for fd, _ in events):
+                    data = os.read(run.stdout, 65536)
+                    if not data:
+                        return True
+                    self._progress(run, copy.write(data))
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
         finally:
             if process is not None:
                 os.close(process)
 
-    def _progress_line(self, run: _Run, line: bytes) -> None:
-        fraction = parse_progress(line)
-        if fraction is not None:
+    def _copy_rest(self, run: _Run, copy: _StdoutCopy) -> None:
+        """What a child an instance left behind writes to its stdout, until it closes it."""
+        try:
+            while data := os.read(run.stdout, 65536):
+                copy.write(data)
+        except OSError as exc:
+            log.error("instance %d attempt %d: its stdout: %s", run.instance, run.attempt, exc)
+        finally:
+            copy.close()
+            os.close(run.stdout)
+
+    def _report_exit(self, run: _Run, returncode: int) -> None:
+        """Tell the loop the run exited (once), with its DONE's message."""
+        if not run.exited.is_set():
+            try:
+                run.message = describe_exit(returncode, run.stderr)
+                os.close(run.stderr)
+            except OSError:
+                pass
+            run.returncode = returncode
+            run.exited.set()
+            self._events.put(("exit", run, returncode))
+            self._waker.wake()
+
+    def _progress(self, run: _Run, fractions: list[float]) -> None:
+        for fraction in fractions:
             self._events.put(("progress", run, fraction))
+        if fractions:
             self._waker.wake()
 
     def _drain_events(self) -> None:
@@ -321,7 +372,7 @@ class Worker:
                 if run.killed:
                     log.info("instance %d attempt %d killed", run.instance, run.attempt)
                     continue
-                self._finished(run.key, value == 0, describe_exit(int(value), run.stderr))
+                self._finished(run.key, value == 0, run.message)
 
     def _finished(self, key: tuple[int, int], ok: bool, message: str) -> None:
         log.info("instance %d attempt %d %s: %s", key[0], key[1], "succeeded" if ok else "failed", message)
@@ -359,31 +410,72 @@ class Worker:
 MAX_PROGRESS_LINE = 256
 
 
-def spawn_instance(command: str, env: dict[str, str], sandbox: Path, stderr: Path) -> tuple[int, int]:
+class _StdoutCopy:
+    """An instance's stdout on its way to its file, and the progress lines
+    in it (the line being read is kept up to ``MAX_PROGRESS_LINE`` bytes: no
+    progress line is longer)."""
+
+    def __init__(self, path: str) -> None:
+        self._sink = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        self._line = bytearray()
+        self._overlong = False
+
+    def write(self, data: bytes) -> list[float]:
+        """Copy ``data``; the fractions of the progress lines it ended."""
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._sink, view):]
+        found: list[float] = []
+        *ended, rest = data.split(b"\n")
+        for piece in ended:
+            if not self._overlong:
+                fraction = parse_progress(bytes(self._line + piece))
+                if fraction is not None:
+                    found.append(fraction)
+            self._line.clear()
+            self._overlong = False
+        self._line += rest
+        if len(self._line) > MAX_PROGRESS_LINE:
+            self._line.clear()
+            self._overlong = True
+        return found
+
+    def close(self) -> list[float]:
+        """Stdout ended: close the file; the fraction of a last line without a newline, if it is a progress line."""
+        os.close(self._sink)
+        fraction = None if self._overlong or not self._line else parse_progress(bytes(self._line))
+        self._line.clear()
+        return [] if fraction is None else [fraction]
+
+
+def spawn_instance(command: str, env: dict[str, str], sandbox: str | os.PathLike,
+                   stderr: str | os.PathLike) -> tuple[int, int, int]:
     """Start ``sh -c command`` with ``posix_spawn`` (no fork of this
     process) in its own session (and process group), in ``sandbox``, stdin
-    from /dev/null, stderr to the file ``stderr``; its pid and the read end
-    of the pipe its stdout goes to. The worker runs in its sandbox (the
-    agent starts it there); in another directory a first ``sh`` changes to
-    ``sandbox`` and execs the instance's."""
+    from /dev/null, stderr to the file ``stderr``; its pid, the read end
+    of the pipe its stdout goes to, and a descriptor of its stderr file (for
+    :func:`describe_exit`; the caller closes it). The worker runs in its
+    sandbox (the agent starts it there); in another directory a first
+    ``sh`` changes to ``sandbox`` and execs the instance's."""
     argv = [SHELL, "-c", command]
     if not os.path.samefile(sandbox, "."):
         argv = [SHELL, "-c", 'cd -- "$1" && exec "$0" -c "$2"', SHELL, os.fspath(sandbox), command]
     read, write = os.pipe()
+    error = -1
     try:
-        error = os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            pid = os.posix_spawn(SHELL, argv, env, setsid=True, setsigdef=_DEFAULT_SIGNALS,
-                                 file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                                               (os.POSIX_SPAWN_DUP2, write, 1), (os.POSIX_SPAWN_DUP2, error, 2)])
-        finally:
-            os.close(error)
+        # read and write: the worker reads the tail of what the instance wrote through it
+        error = os.open(stderr, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        pid = os.posix_spawn(SHELL, argv, env, setsid=True, setsigdef=_DEFAULT_SIGNALS,
+                             file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                                           (os.POSIX_SPAWN_DUP2, write, 1), (os.POSIX_SPAWN_DUP2, error, 2)])
     except BaseException:
         os.close(read)
+        if error >= 0:
+            os.close(error)
         raise
     finally:
         os.close(write)
-    return pid, read
+    return pid, read, error
 
 
 def _reap(pid: int) -> int:
@@ -422,14 +514,14 @@ def parse_progress(line: bytes) -> float | None:
     return min(1.0, max(0.0, fraction))
 
 
-def describe_exit(returncode: int, stderr: Path) -> str:
-    """``exit status 3`` / ``killed by signal 9``, then the tail of stderr."""
+def describe_exit(returncode: int, stderr: int) -> str:
+    """``exit status 3`` / ``killed by signal 9``, then the tail of the
+    stderr file open as ``stderr`` (a descriptor)."""
     what = f"killed by signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
     try:
-        with open(stderr, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - STDERR_TAIL))
-            tail = handle.read().decode(errors="replace").strip()
+        size = os.fstat(stderr).st_size
+        tail = os.pread(stderr, STDERR_TAIL, max(0, size - STDERR_TAIL)).decode(errors="replace").strip() \
+            if size else ""
     except OSError:
         tail = ""
     return f"{what}: {tail}" if tail else what

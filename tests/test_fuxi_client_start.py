@@ -1,0 +1,39 @@
+"""What ``mesoslike fuxi submit`` imports: the job protocol and the
+transport, not the Fuxi service and its scheduler (frameworks/
+mesoslike_frameworks/fuxi/client.py). A submission waits for its client to
+start: the service's module cost it 0.45 s of CPU more."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.timeout(60)
+
+_SUBMIT = """
+import runpy, sys
+sys.argv = ["mesoslike", "fuxi", "submit", "--fuxi", sys.argv[1], "--timeout", "0.3", sys.argv[2]]
+try:
+    runpy.run_module("mesoslike", run_name="__main__")
+except SystemExit:
+    pass
+print(sorted(m for m in ("mesoslike_frameworks.fuxi.client", "mesoslike_frameworks.fuxi.service",
+                         "mesoslike_frameworks.fuxi.core", "mesoslike_frameworks.fuxi.jobs", "mesoslike.driver")
+             if m in sys.modules), file=sys.stderr)
+"""
+
+
+def test_a_submission_imports_the_job_client_not_the_service(tmp_path):
+    job = tmp_path / "job.toml"
+    job.write_text('[job]\nname = "j"\n\n[[job.units]]\nname = "work"\nslots = 1\ncpus = 0.1\nmem = 16\n'
+                   'instances = 1\ncommand = "true"\n')
+    with socket.socket() as sock:   # a port nobody listens on: the submission gets no answer
+        sock.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+    done = subprocess.run([sys.executable, "-c", _SUBMIT, address, str(job)], capture_output=True, text=True,
+                          timeout=30)
+    assert "no answer from a Fuxi service" in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "['mesoslike_frameworks.fuxi.client']", done.stderr
