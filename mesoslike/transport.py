@@ -43,7 +43,6 @@ import logging
 import os
 import select
 import struct
-import tempfile
 import threading
 import time
 import weakref
@@ -52,7 +51,6 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Self, U
 
 import attrs
 import zmq
-import zmq.auth
 from zmq.utils import z85
 
 from mesoslike.errors import ConfigError
@@ -256,6 +254,10 @@ def new_certificate(directory: str, name: str) -> tuple[str, str]:
     for path in (public_path, secret_path):
         if os.path.exists(path):
             raise ConfigError(f"{path} exists: not overwritten (remove it first, or pick another name)")
+    import tempfile   # here, as zmq.auth below: a process that only connects (a Fuxi worker) never needs them
+
+    import zmq.auth
+
     scratch = tempfile.mkdtemp(prefix=f".{name}-", dir=directory)  # mode 0700: nobody else sees the secret
     try:
         made_public, made_secret = zmq.auth.create_certificates(scratch, name)
@@ -273,6 +275,8 @@ def new_certificate(directory: str, name: str) -> tuple[str, str]:
 def load_certificate(path: str) -> tuple[bytes, bytes | None]:
     """(public key, secret key or None) of a ``zmq.auth`` certificate file;
     ConfigError naming the file if it is not one."""
+    import zmq.auth   # on first use (new_certificate says why)
+
     try:
         public, secret = zmq.auth.load_certificate(path)
     except (OSError, ValueError) as exc:
