@@ -223,6 +223,26 @@ def test_no_reader_has_more_than_its_buffer_waiting_and_one_that_stops_reading_i
     stalled.close()
 
 
+def test_a_reader_waited_for_after_a_stalled_one_has_its_own_time_to_make_room():
+    # two readers with full buffers: the first never drains (cut off after its second), the second
+    # drains 1.5 s in — within its own second from when the renderer turned to it. With one deadline
+    # for both it had none left and was cut off for a buffer it was about to drain (a flaky CI run)
+    from mesoslike.http_server import Stream
+
+    shared = SharedStream(lambda: iter(()), timeout=1.0)
+    stalled, late = Stream(2 * MiB), Stream(2 * MiB)
+    for stream in (stalled, late):
+        assert stream.send(b"x" * (2 * MiB))
+    drain = threading.Timer(1.5, late._take)   # the server's side of the late reader
+    drain.start()
+    try:
+        assert shared._hand_out(b"y" * 1024, [stalled, late])
+    finally:
+        drain.join()
+    assert stalled.aborted and "too slowly" in stalled.why
+    assert not late.closed and late.buffered == 1024
+
+
 def test_when_every_reader_has_left_the_rendering_stops(served):
     renderer = Renderer(count=100_000, size=64 * 1024)
     site = served(SharedStream(renderer, buffer=256 * 1024, timeout=30))

@@ -11,7 +11,8 @@ HTTP server sends them (chunked) from its event loop — no worker thread
 waits for a piece. The renderer waits for the slowest reader (a forked
 child blocks on its pipe meanwhile), and a reader that has taken nothing
 for ``timeout`` seconds while the renderer waits is cut off, so that one
-slow client cannot hold the rest for longer than that. A rendering that
+slow client cannot hold the rest for longer than that (each of them: N
+stalled readers hold the rendering N times that, once). A rendering that
 fails half-way ends its readers' answers short (an error to them, never a
 body that looks whole).
 
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Callable, Iterator
 
 from mesoslike.http_server import Stream
@@ -108,11 +108,13 @@ class SharedStream:
         view = memoryview(piece)
         for start in range(0, len(view), PIECE):
             part = bytes(view[start:start + PIECE]) if len(view) > PIECE else piece
-            deadline = time.monotonic() + self.timeout
             for stream in readers:
                 if stream.closed:
                     continue
-                if not stream.wait_for_room(len(part), max(0.0, deadline - time.monotonic())):
+                # each reader its own ``timeout`` from when the renderer turns to it: with one deadline
+                # for the part, a reader waited for after a stalled one got none, and was cut off
+                # for a full buffer it was draining
+                if not stream.wait_for_room(len(part), self.timeout):
                     if not stream.closed:
                         stream.abort(f"the client read too slowly: {stream.buffered} bytes waited "
                                      f"{self.timeout:g} s")
