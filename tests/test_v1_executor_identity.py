@@ -158,3 +158,39 @@ def test_another_principals_task_on_the_agent_cannot_speak_for_an_executor(tmp_p
         other.close()
     finally:
         cluster.close()
+
+
+class StartingAgent:
+    """An agent whose executor's process becomes known only after a few asks (posix isolation before the
+    supervisor's reply): the process asking is this test's, which holds the connection."""
+
+    def __init__(self, unknown_for: int) -> None:
+        self.asked = 0
+        self.unknown_for = unknown_for
+
+    def executor_secret(self, framework_id, executor_id):
+        return "secret"
+
+    def executor_processes(self, framework_id, executor_id):
+        self.asked += 1
+        return None if self.asked <= self.unknown_for else [os.getpid()]
+
+    def wake(self):
+        pass
+
+
+def test_a_call_made_before_the_agent_knows_the_executors_process_waits_for_it_and_is_taken():
+    import socket
+
+    from mesoslike.agent.v1_executor import V1Executors
+    from mesoslike.http_server import Request
+
+    with socket.create_server(("127.0.0.1", 0)) as server, \
+            socket.create_connection(server.getsockname()) as client:
+        accepted, (host, port) = server.accept()
+        with accepted:
+            request = Request("POST", "/api/v1/executor", {}, client=host, client_port=port,
+                              local=server.getsockname(), connection=1)
+            agent = StartingAgent(unknown_for=3)
+            V1Executors(agent)._check_caller(request, "F", "E", "secret")   # raises CallError if refused
+            assert agent.asked == 4

@@ -772,19 +772,21 @@ class AgentRuntime:
                     "it cannot use the v1 executor API", executor_id[:200], framework_id[:200])
         return None
 
-    def executor_processes(self, framework_id: str, executor_id: str) -> list[int]:
-        """The processes of the executor's container now (none if it does not run)."""
+    def executor_processes(self, framework_id: str, executor_id: str) -> list[int] | None:
+        """The processes of the executor's container now (none if it does not run); None while it is
+        starting and the agent does not know its process yet (posix isolation finds them by its session)."""
         with self._lock:
             running = self.executor.container_and_leader(framework_id, EXECUTOR_RUN_PREFIX + executor_id)
         if running is None:
             return []
         container, leader = running
         try:
-            return self.executor.isolator.processes(container, leader)
+            processes = self.executor.isolator.processes(container, leader)
         except OSError as exc:
             log.warning("the processes of executor %s of framework %s cannot be read: %s", executor_id[:200],
                         framework_id[:200], exc)
             return []
+        return None if not processes and leader is None else processes
 
     def wake(self) -> None:
         waker = self._waker

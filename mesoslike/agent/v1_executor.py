@@ -27,6 +27,7 @@ import hmac
 import json
 import logging
 import threading
+import time
 import uuid
 from collections import OrderedDict, deque
 from typing import Callable, Protocol
@@ -53,6 +54,10 @@ MAX_QUEUED_CALLS = 10_000
 MAX_KNOWN_CONNECTIONS = 4096
 #: never a ZeroMQ identity (ZeroMQ's own begin with a zero byte and are 5 bytes long; a peer may choose none
 #: that begins with one)
+#: how long a call waits for its executor's processes to become known: an executor may call before the
+#: agent has heard its process id from the supervisor (posix isolation finds the container's processes
+#: by the leader's session), and the first call of a raw client is its only one
+PROCESSES_KNOWN_WITHIN = 5.0
 _PEER_PREFIX = b"\x00mesos-v1-executor/"
 
 
@@ -66,8 +71,9 @@ class V1Agent(Protocol):
     def executor_secret(self, framework_id: str, executor_id: str) -> str | None:
         """The secret of the executor the agent runs for the framework (None: none). Thread-safe."""
 
-    def executor_processes(self, framework_id: str, executor_id: str) -> list[int]:
-        """The processes of that executor's container now. Thread-safe."""
+    def executor_processes(self, framework_id: str, executor_id: str) -> list[int] | None:
+        """The processes of that executor's container now; None while it starts and they are not known
+        yet. Thread-safe."""
 
     def wake(self) -> None:
         """Have the loop take the queued calls now."""
@@ -146,8 +152,12 @@ class V1Executors:
                 return
         holder = None
         if request.client_port and request.local[1]:
-            holder = holder_of_connection((request.client, request.client_port), request.local,
-                                          self._agent.executor_processes(framework_id, executor_id))
+            deadline = time.monotonic() + PROCESSES_KNOWN_WITHIN
+            processes = self._agent.executor_processes(framework_id, executor_id)
+            while processes is None and time.monotonic() < deadline:   # starting: not known yet
+                time.sleep(0.02)
+                processes = self._agent.executor_processes(framework_id, executor_id)
+            holder = holder_of_connection((request.client, request.client_port), request.local, processes or [])
         if holder is None:
             log.warning("executor API: a %s call for executor %s of framework %s from %s:%d refused: not from "
                         "a process of its container", request.method, executor_id[:200], framework_id[:200],
