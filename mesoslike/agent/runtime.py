@@ -95,6 +95,7 @@ from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
 from mesoslike.wire.codec import CODEC, sized
 from mesoslike.wire.messages import MAX_BATCH
 from mesoslike.wire.types import EXECUTOR_RUN_PREFIX, AgentInfo, check_message_size
+from mesoslike.young_collections import pass_over_young_objects_less_often
 
 __all__ = ["AgentRuntime", "default_work_dir", "RECOVER_MODES"]
 
@@ -371,6 +372,7 @@ class AgentRuntime:
         """Recover, register and serve until :meth:`stop` or a drain (blocking)."""
         if self._running.is_set() or self._waker is None:
             raise RuntimeError("this agent is already running, or was stopped")
+        pass_over_young_objects_less_often()   # a launch burst's records live a second or two
         self._running.set()
         try:
             self.checkpoints.lock()

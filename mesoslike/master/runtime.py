@@ -84,6 +84,7 @@ from mesoslike.wire import MasterInfo, WireError
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import batch_frames, batched
 from mesoslike.wire.codec import CODEC, sized
+from mesoslike.young_collections import YOUNG_PASS_EVERY, pass_over_young_objects_less_often
 
 if TYPE_CHECKING:
     from mesoslike.ha.url import ZkUrl
@@ -145,12 +146,9 @@ class LongLivedObjects:
 
     THAW_FROM = 1_000_000   # frozen objects below which no thaw is worth a full pass
     THAW_UP_TO = 2_000_000  # frozen objects above which a full pass costs too long a stall
-    #: container objects allocated (net) between two passes over the young generation: Python's 700
-    #: passed over every turn's survivors — task records, updates waiting for their acknowledgement,
-    #: which live for a second or two — and promoted them to be passed over again (the collector was
-    #: 7 % of the master's CPU in bench/throughput.py's control plane); at 50,000 most have died of
-    #: their reference counts first (2 %), and a pass is still a few milliseconds
-    YOUNG_PASS_EVERY = 50_000
+    #: container objects allocated (net) between two passes over the young generation
+    #: (:mod:`mesoslike.young_collections` says why)
+    YOUNG_PASS_EVERY = YOUNG_PASS_EVERY
 
     def __init__(self) -> None:
         self.full_collections = gc.get_stats()[2]["collections"]
@@ -160,9 +158,7 @@ class LongLivedObjects:
     def start(self) -> None:
         """Set the young generation's threshold for this process (not lower than it is already; 0, the
         collector off, stays off)."""
-        young, *older = gc.get_threshold()
-        if 0 < young < self.YOUNG_PASS_EVERY:
-            gc.set_threshold(self.YOUNG_PASS_EVERY, *older)
+        pass_over_young_objects_less_often(self.YOUNG_PASS_EVERY)
 
     def after_turn(self) -> None:
         full = gc.get_stats()[2]["collections"]
