@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import gc
 
-import pytest
-
 from agent_helpers import master  # noqa: F401 (fixture)
 from mesoslike.agent.runtime import AgentRuntime
 from mesoslike.agent.settings import AgentSettings
 from mesoslike.young_collections import YOUNG_PASS_EVERY, pass_over_young_objects_less_often
-
-
-@pytest.fixture
-def threshold():
-    saved = gc.get_threshold()
-    yield
-    gc.set_threshold(*saved)
+from test_master_long_lived import threshold  # noqa: F401 (fixture: the process's thresholds kept and restored)
 
 
 def test_the_threshold_is_raised_never_lowered_and_an_off_collector_stays_off(threshold):
