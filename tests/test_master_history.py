@@ -310,10 +310,48 @@ def test_operations_on_agents_refuse_unknown_ambiguous_and_bad_input():
     assert set(c.core.drains) == {a2}
 
 
-def test_a_drained_agent_that_is_removed_is_forgotten():
+def test_a_drained_agent_out_of_reach_stays_drained_and_is_forgotten_once_gone():
+    """As Mesos: an unreachable agent keeps its drain (it is still drained
+    when it comes back), a gone one does not."""
     c = Cluster(ping_interval=1.0, max_agent_ping_timeouts=2)
     a1 = c.register(AG, "node-0")
+    info = c.core.agents[a1].info
     c.core.drain_agent(a1)
     for _ in range(4):
-        c.tick(advance=1.0)       # pings unanswered: removed
-    assert a1 not in c.core.agents and c.core.drains == {}
+        c.tick(advance=1.0)       # pings unanswered: unreachable
+    assert a1 not in c.core.agents and c.core.drains[a1].state == "DRAINED"
+    c.send(AG, m.ReregisterAgent(info, []))
+    c.tick(advance=1.0)
+    agent = next(a for a in state_json(c.core)["agents"] if a["id"] == a1)
+    assert agent["deactivated"] is True and agent["drain_info"]["state"] == "DRAINED"
+    for _ in range(4):
+        c.tick(advance=1.0)       # unreachable again, then gone for good
+    c.core.mark_agent_gone(a1)
+    c.tick()
+    assert c.core.drains == {} and c.core.registry.drains == {}
+
+
+def test_a_drained_agent_back_only_after_the_reregistration_timeout_is_still_drained():
+    """A new leader marks an agent that is late after the failover
+    unreachable; its drain, from the registry, is kept until it is back."""
+    from mesoslike.master.registry import Registry
+
+    c = Cluster()
+    a1 = c.register(AG, "node-0")
+    info = c.core.agents[a1].info
+    c.core.drain_agent(a1)
+    stored = c.core.registry.to_document()
+    clock = FakeClock(50.0)
+    new = MasterCore(clock, MasterInfo("m2", "tcp://127.0.0.1:2"),
+                     MasterConfig(heartbeat_interval=100.0, ping_interval=100.0, offer_timeout=None,
+                                  agent_reregister_timeout=10.0),
+                     registry=Registry.from_document(stored))
+    clock.advance(11.0)
+    new.tick()                    # not back within 10 s: unreachable
+    new._check()
+    assert a1 not in new.agents and new.drains[a1].state == "DRAINED"
+    new.on_message(AG, m.ReregisterAgent(info, []))
+    new._check()
+    agent = next(a for a in state_json(new)["agents"] if a["id"] == a1)
+    assert agent["deactivated"] is True and agent["drain_info"]["state"] == "DRAINED"
+    assert a1 in new.registry.drains

@@ -139,7 +139,8 @@ class MasterCore:
         self.agent_lifecycle.recover(now)
         wall = context.wall_clock()
         for agent_id, record in sorted(registry.drains.items()):
-            if agent_id in self.agent_book.expected:   # a drain in progress goes on; its kills due as they were
+            # a drain in progress goes on (its kills due as they were), also of an agent out of reach
+            if agent_id in self.agent_book.expected or agent_id in self.agent_book.unreachable:
                 self.agent_book.drains[agent_id] = DrainInfo.from_record(record, now, wall)
         if registry.weights:
             self.allocator.update_weights(registry.weights)

@@ -262,11 +262,15 @@ class OperatorOperations:
 
     def check_drains(self, now: float) -> None:
         """Every turn: kills due, agents drained, drains of agents removed
-        meanwhile forgotten. O(drains)."""
+        meanwhile forgotten. The drain of an agent out of reach (marked
+        unreachable, or still expected back after a failover) is kept, as
+        Mesos keeps it: the agent is still drained when it comes back.
+        O(drains)."""
         context = self._context
-        for agent_id, drain in list(context.agents.drains.items()):
-            agent = context.agents.records.get(agent_id)
-            if agent is None and agent_id not in context.agents.expected:   # removed (not one expected back)
+        book = context.agents
+        for agent_id, drain in list(book.drains.items()):
+            agent = book.records.get(agent_id)
+            if agent is None and agent_id not in book.expected and agent_id not in book.unreachable:   # removed
                 self._set_drain(agent_id, None)
             elif agent is not None and drain.state == DRAINING:
                 self._advance_drain(agent, drain, now)
