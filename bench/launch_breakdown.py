@@ -124,14 +124,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--inodes", type=int, default=500, help="files and directories made a round to price an inode")
+    parser.add_argument("--only", choices=sorted(ISOLATIONS), help="measure this isolation alone (to profile it)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-launch-breakdown-"))
     cgroups_root = f"bench-breakdown-{os.getpid()}"
     executors = {name: TaskExecutor(root / name, shared_supervisor=True,
                                     isolation=select_isolation(spec, cgroups_root=cgroups_root))
-                 for name, spec in ISOLATIONS.items()}
-    assert executors["namespaces"].init_helper is not None, "no init helper: no C compiler?"
+                 for name, spec in ISOLATIONS.items() if args.only in (None, name)}
+    assert "namespaces" not in executors or executors["namespaces"].init_helper is not None, "no init helper: no C compiler?"
     serial = [0]
     rounds: dict[str, list[dict]] = {name: [] for name in executors}
     inodes: list[dict] = []

@@ -22,14 +22,18 @@ Standard library only: the shared supervisor loads this file by its path.
 
 from __future__ import annotations
 
+import array
+import fcntl
 import hashlib
 import os
 import shutil
+import signal
+import socket
 import stat
 import subprocess
 import tempfile
 
-__all__ = ["SOURCE", "helper", "build", "encode_spec", "BuildProblem"]
+__all__ = ["SOURCE", "helper", "build", "encode_spec", "BuildProblem", "Server"]
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsinit.c")
 #: how long a compile may take (s): a loaded machine, a slow disk
@@ -126,6 +130,79 @@ def helper(meta: str, say=None) -> str | None:
     if say is not None:
         say("; ".join(problems))
     return None
+
+
+# ----------------------------------------------------------------- the server
+#: what a Python process ignores that the server (and so each init) must not
+_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGHUP)
+
+
+class Server:
+    """The helper as a server (``nsinit --serve``, ``nsinit.c`` says how
+    it talks): one long-lived process, a child of this one, that clones
+    each task's init instead of this process spawning the helper anew —
+    an exec per task cost more CPU than the task's namespaces
+    (docs/performance.rst). The inits it clones are this process's
+    children (``CLONE_PARENT``): watched, signalled and reaped here as if
+    spawned here. ``blocked``: the signals the inits start with blocked
+    (the server keeps them blocked; it ends when its socket's other end
+    closes, or this process dies). Not thread-safe."""
+
+    #: how long an answer may take (s): a clone on a loaded machine
+    TIMEOUT = 30.0
+
+    def __init__(self, helper: str, blocked: tuple = ()) -> None:
+        self.helper = helper
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            given = fcntl.fcntl(theirs.fileno(), fcntl.F_DUPFD_CLOEXEC, 4)   # never moved over by fd 3's dup
+            try:
+                self.pid = os.posix_spawn(helper, [helper, "--serve"], {}, setsigmask=blocked,
+                                          setsigdef=_DEFAULT_SIGNALS,
+                                          file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                                                        (os.POSIX_SPAWN_DUP2, given, 3)])
+            finally:
+                os.close(given)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        ours.settimeout(self.TIMEOUT)
+        self.sock: socket.socket | None = ours
+
+    def start(self, spec: int, status: int, stdout: int, stderr: int, pid_namespace: bool) -> int:
+        """Clone an init with these descriptors (as fds 3, 4, 1, 2), the
+        first process of a new PID namespace with ``pid_namespace``; its
+        pid. OSError if the server cannot be reached (:attr:`sock` None
+        then: this server is done) or refuses (its message)."""
+        if self.sock is None:
+            raise OSError(f"the namespace init server {self.pid} has ended")
+        fds = array.array("i", [spec, status, stdout, stderr])
+        try:
+            self.sock.sendmsg([b"P" if pid_namespace else b"N"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+            answer = self.sock.recv(256)
+        except OSError:
+            self.close()
+            raise
+        kind, _, rest = answer.decode("ascii", "replace").partition(" ")
+        if kind == "P" and rest.isdigit():
+            return int(rest)
+        if kind == "F":
+            raise OSError(rest[:500])
+        self.close()
+        raise OSError(f"the namespace init server ended ({answer[:100]!r})")
+
+    def close(self) -> None:
+        """Let it go (it ends) and reap it."""
+        if self.sock is None:
+            return
+        self.sock.close()
+        self.sock = None
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
 
 
 # ----------------------------------------------------------------- the spec
