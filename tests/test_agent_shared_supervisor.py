@@ -326,6 +326,52 @@ def test_tasks_with_namespaces_run_under_the_shared_supervisor_through_its_init_
     assert executor.launcher is not None and executor.launcher.started == 0   # no supervisor forked
 
 
+def init_servers_of(supervisor: int) -> list[int]:
+    """The shared supervisor's children with the command of the init helper's server (``nsinit --serve``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and parent_of(int(entry.name)) == supervisor \
+                    and (entry / "cmdline").read_bytes().endswith(b"\0--serve\0"):
+                found.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def started_init(executor, task_id: str) -> int:
+    task_file = run_of(executor, task_id).run_dir / "task.json"
+    wait_until(lambda: task_file.exists() and task_file.read_text().endswith("}"), 20, f"{task_id}'s task.json")
+    return read_json(str(task_file))["init"]  # type: ignore[index]
+
+
+def test_task_inits_are_clones_of_one_init_server_and_a_killed_server_is_replaced(ns_executor):
+    """No exec of the init helper per task (its C library start-up cost more than the namespaces):
+    one ``nsinit --serve`` process, the shared supervisor's child, clones each task's init, which is
+    the shared supervisor's child as a spawned one was. Killed, it is replaced at the next launch,
+    whose task runs as ever."""
+    executor = ns_executor
+    sandboxes = {}
+    for name in ("first", "second"):
+        executor.launch("fw", task(name, "while [ ! -e go ]; do sleep 0.05; done"), "agent-1")
+        sandboxes[name] = executor.sandbox("fw", name)
+    (supervisor,) = {run.watch.pid for run in executor._runs.values()}
+    inits = [started_init(executor, name) for name in sandboxes]
+    (server,) = set(init_servers_of(supervisor)) - set(inits)   # the inits are clones of it: the same command
+    for init in inits:
+        assert parent_of(init) == supervisor
+        assert Path(f"/proc/{init}/cmdline").read_bytes() == f"{executor.init_helper}\0--serve\0".encode()
+    os.kill(server, signal.SIGKILL)
+    wait_until(lambda: not Path(f"/proc/{server}/cmdline").read_bytes(), 20, "the server to die")
+    executor.launch("fw", task("third", "exit 3"), "agent-1")
+    for sandbox in sandboxes.values():
+        (sandbox / "go").touch()
+    ended = events_until(executor, lambda events: len(exits(events)) == 3)
+    assert exits(ended) == {"first": (0, None, ""), "second": (0, None, ""), "third": (3, None, "")}
+    (replacement,) = init_servers_of(supervisor)
+    assert replacement != server
+
+
 def test_a_task_with_namespaces_runs_in_its_cgroups_and_an_oom_kill_is_reported(ns_executor):
     executor = ns_executor
     executor.launch("fw", task("limited", "cat /proc/self/cgroup", resources="cpus:0.5;mem:48"), "agent-1")

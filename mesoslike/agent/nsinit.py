@@ -33,7 +33,7 @@ import stat
 import subprocess
 import tempfile
 
-__all__ = ["SOURCE", "helper", "build", "encode_spec", "BuildProblem", "Server"]
+__all__ = ["SOURCE", "helper", "build", "encode_spec", "BuildProblem", "Server", "ServerGone"]
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsinit.c")
 #: how long a compile may take (s): a loaded machine, a slow disk
@@ -137,6 +137,10 @@ def helper(meta: str, say=None) -> str | None:
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGHUP)
 
 
+class ServerGone(OSError):
+    """The server had ended before a request reached it: nothing was started."""
+
+
 class Server:
     """The helper as a server (``nsinit --serve``, ``nsinit.c`` says how
     it talks): one long-lived process, a child of this one, that clones
@@ -174,13 +178,19 @@ class Server:
     def start(self, spec: int, status: int, stdout: int, stderr: int, pid_namespace: bool) -> int:
         """Clone an init with these descriptors (as fds 3, 4, 1, 2), the
         first process of a new PID namespace with ``pid_namespace``; its
-        pid. OSError if the server cannot be reached (:attr:`sock` None
-        then: this server is done) or refuses (its message)."""
+        pid. :class:`ServerGone` if the request cannot reach it (it has
+        ended: a new server may be asked), OSError if it ends without an
+        answer or refuses (its message); :attr:`sock` is None once this
+        server is done."""
         if self.sock is None:
-            raise OSError(f"the namespace init server {self.pid} has ended")
+            raise ServerGone(f"the namespace init server {self.pid} has ended")
         fds = array.array("i", [spec, status, stdout, stderr])
         try:
             self.sock.sendmsg([b"P" if pid_namespace else b"N"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        except OSError as exc:
+            self.close()
+            raise ServerGone(f"the namespace init server {self.pid} has ended: {exc}") from None
+        try:
             answer = self.sock.recv(256)
         except OSError:
             self.close()

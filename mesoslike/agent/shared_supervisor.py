@@ -76,7 +76,7 @@ import signal
 import socket
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 __all__ = ["STATE_FILE", "SOCKET_FILE", "LOG", "covers", "main", "SharedSupervisor"]
 
@@ -155,11 +155,12 @@ class SharedTask(sup.Supervisor):
         self.failure = ""                       # why the helper could not start the task
         self.executing = False                  # the helper said the task executes
 
-    def start_init(self, server: nsinit.Server) -> int:
+    def start_init(self, server_for: Callable[[str], nsinit.Server]) -> int:
         """Start the init helper for this task (``launch["init"]``) through
-        its ``server`` (:class:`.nsinit.Server`, a clone of a long-lived
-        helper process: no exec), in its cgroups and, with ``pid``, as
-        pid 1 of a new PID namespace; its pid.
+        its server (``server_for(helper)``, a :class:`.nsinit.Server`: a
+        clone of a long-lived helper process, no exec; asked again once if
+        that one had ended), in its cgroups and, with ``pid``, as pid 1 of a
+        new PID namespace; its pid.
         The helper joins the task's cgroups itself, first thing, and makes
         the private ``/tmp`` and the places of the paths kept below it: in
         a process of each task's, not in this one's loop, which every
@@ -192,7 +193,12 @@ class SharedTask(sup.Supervisor):
             os.lseek(spec_fd, 0, os.SEEK_SET)
             stdout = sup.open_output(launch["stdout"], user)
             stderr = sup.open_output(launch["stderr"], user)
-            pid = server.start(spec_fd, write_end, stdout, stderr, "pid" in launch["namespaces"])
+            try:
+                pid = server_for(launch["init"]).start(spec_fd, write_end, stdout, stderr,
+                                                       "pid" in launch["namespaces"])
+            except nsinit.ServerGone:   # killed, or ended: nothing started; a new one
+                pid = server_for(launch["init"]).start(spec_fd, write_end, stdout, stderr,
+                                                       "pid" in launch["namespaces"])
         except BaseException:
             os.close(read_end)
             raise
@@ -493,7 +499,7 @@ class SharedSupervisor:
         try:
             task.prepare()
             if init:
-                task.task_pid = task.start_init(self.server_for(task.launch["init"]))
+                task.task_pid = task.start_init(self.server_for)
             else:
                 task.task_pid = task.start()
             task.pidfd = os.pidfd_open(task.task_pid)
