@@ -4,9 +4,11 @@
  * supervisor forked per task. Built by mesoslike/agent/nsinit.py on the
  * agent's first start (cc, once per version of this file).
  *
- * The shared supervisor posix_spawns it in the task's cgroups, in a session
- * of its own, as the first process (pid 1) of a new PID namespace when the
- * task has one, with no environment, its signals blocked, and:
+ * The shared supervisor starts one of it as a server ("nsinit --serve",
+ * below), which clones each task's init: a child of the shared supervisor,
+ * the leader of a process group of its own, the first process (pid 1) of a
+ * new PID namespace when the task has one, with no environment, its
+ * signals blocked, and:
  *
  *   fd 0, 1, 2  the task's stdin (/dev/null), stdout and stderr
  *   fd 3        the launch spec (a memfd): NUL-terminated fields, records
@@ -21,7 +23,7 @@
  * a fresh /proc (with pid), a fresh /dev/shm (with ipc), the sandbox's tmp
  * on /tmp with the kept paths bound inside first, the volumes (each source
  * checked to lie in its directory on the very file mounted), the host name
- * (with uts), the loopback up (with net). Then it forks the task: a session
+ * (with uts), the loopback up (with net). Then it vforks the task: a session
  * of its own, the user's groups, gid and uid (after everything only root
  * may do), its working directory, an empty signal mask and default
  * dispositions, and execve with the task's environment, which nothing of
@@ -627,7 +629,11 @@ static int init_main(void) {
  * which takes them as fds 3, 4, 1 and 2 (/dev/null as 0), makes a session
  * of its own and goes on as an init spawned with them would. The answer,
  * one message: "P PID" (the init's pid, the shared supervisor's view) or
- * "F MESSAGE". It serves until the socket's other end is gone (and dies
+ * "F MESSAGE". The init leads a process group of its own (the shared
+ * supervisor signals it as a group), in the shared supervisor's session:
+ * not a session of its own, which the kernel gives a scheduling group of
+ * its own (autogroup), made and torn down per task; the task has its own
+ * session, as ever. It serves until the socket's other end is gone (and dies
  * with the process that started it).
  *
  * Why: an exec of this program per task — the C library's start-up, which
@@ -646,7 +652,7 @@ static void close_all(const int *fds, int count) {
         close(fds[i]);
 }
 
-/* In the cloned init: its descriptors in place, a session of its own. */
+/* In the cloned init: its descriptors in place, a process group of its own. */
 static void become_init(const int *fds) __attribute__((noreturn));
 static void become_init(const int *fds) {
     int high[4];   /* out of the way of 0-4 first: a received fd may be any of them */
@@ -661,8 +667,8 @@ static void become_init(const int *fds) {
         _exit(127);
     close_from(STATUS_FD + 1);
     status_fd = STATUS_FD;
-    if (setsid() < 0)
-        fail("setsid: %s", strerror(errno));
+    if (setpgid(0, 0) != 0)
+        fail("setpgid: %s", strerror(errno));
     _exit(init_main());
 }
 
