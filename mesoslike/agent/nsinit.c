@@ -655,18 +655,20 @@ static void close_all(const int *fds, int count) {
 /* In the cloned init: its descriptors in place, a process group of its own. */
 static void become_init(const int *fds) __attribute__((noreturn));
 static void become_init(const int *fds) {
-    int high[4];   /* out of the way of 0-4 first: a received fd may be any of them */
+    status_fd = fds[1];   /* a failure before the descriptors are in place is said there */
+    int high[4];          /* out of the way of 0-4 first: a received fd may be any of them */
     for (int i = 0; i < 4; i++) {
-        high[i] = fcntl(fds[i], F_DUPFD, 16);
+        high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 16);
         if (high[i] < 0)
-            _exit(127);
+            fail("the init's descriptors: %s", strerror(errno));
     }
-    int null = open("/dev/null", O_RDONLY);
+    status_fd = high[1];
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null < 0 || dup2(null, 0) < 0 || dup2(high[2], 1) < 0 || dup2(high[3], 2) < 0
         || dup2(high[0], SPEC_FD) < 0 || dup2(high[1], STATUS_FD) < 0)
-        _exit(127);
-    close_from(STATUS_FD + 1);
+        fail("the init's descriptors: %s", strerror(errno));
     status_fd = STATUS_FD;
+    close_from(STATUS_FD + 1);
     if (setpgid(0, 0) != 0)
         fail("setpgid: %s", strerror(errno));
     _exit(init_main());
@@ -708,12 +710,13 @@ static int serve(void) {
             answer("F a bad request to the namespace init server");
             continue;
         }
+        /* a fork with these flags, by the system call: the clone then runs
+         * no code that relies on the C library's record of its thread id
+         * (no threads, raise or abort; vfork is the bare system call) */
         unsigned long flags = CLONE_PARENT | (kind == 'P' ? CLONE_NEWPID : 0);
-        pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);   /* a fork, with these flags */
-        if (pid == 0) {
-            status_fd = -1;   /* nothing to say on fd 4 until it is in place */
+        pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
+        if (pid == 0)
             become_init(fds);
-        }
         int error = errno;
         close_all(fds, count);
         char line[128];

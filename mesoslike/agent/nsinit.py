@@ -1,13 +1,15 @@
 """The namespace init helper (``nsinit.c``, beside this file): building it,
-and the launch spec the shared supervisor hands it.
+the launch spec the shared supervisor hands it, and the client of its
+server (:class:`Server`).
 
 A task with namespaces (the default isolation: PID, mount, IPC and UTS
 namespaces, a private ``/tmp``) needs a first process of its PID namespace
 that sets up its mounts, forwards signals to it and reaps its orphans. A
 Python supervisor forked per task did that; the agent's shared supervisor
-(:mod:`.shared_supervisor`) spawns this small compiled program instead, in
-the task's cgroups, as pid 1 of the task's new PID namespace
-(``nsinit.c`` says how it talks and what it does).
+(:mod:`.shared_supervisor`) has this small compiled program do it
+instead: started once as a server, it clones each task's init, which joins
+the task's cgroups and is pid 1 of the task's new PID namespace
+(``nsinit.c`` says how they talk and what they do).
 
 It is built on the agent's first start with the machine's C compiler
 (``$CC``, else ``cc``; statically linked where the C library allows, else

@@ -15,8 +15,10 @@ environment, secrets, output files, kill grace and its unix user (a fork
 that runs no Python: :meth:`.supervisor.Supervisor.spawn`). A task with
 namespaces (the default isolation) gets, instead of a supervisor of its
 own as the init of its PID namespace, the compiled namespace init helper
-(:mod:`.nsinit`, ``nsinit.c``) spawned the same way as pid 1 of a new PID
-namespace (:meth:`SharedTask.start_init`): it makes the mounts, starts the
+(:mod:`.nsinit`, ``nsinit.c``), cloned by the helper's server (one per
+shared supervisor, its child: :meth:`SharedSupervisor.server_for`) as pid 1
+of a new PID namespace and a child of this process
+(:meth:`SharedTask.start_init`): it makes the mounts, starts the
 task, forwards signals, reaps orphans and says on a pipe when the task
 executes and how it ended. A container image, URIs to fetch or a health
 check keep a supervisor of their own.
