@@ -58,6 +58,14 @@ def run_of(executor, task_id):
     return executor._runs[("fw", task_id)]
 
 
+def started_record(executor, task_id: str) -> dict:
+    """The task's ``task.json``, once the shared supervisor has written it (it may
+    run, and write its own files, before)."""
+    task_file = run_of(executor, task_id).run_dir / "task.json"
+    wait_until(lambda: task_file.exists() and task_file.read_text().endswith("}"), 20, f"{task_id}'s task.json")
+    return read_json(str(task_file))  # type: ignore[return-value]
+
+
 def test_plain_tasks_run_under_one_shared_supervisor_and_their_exit_codes_arrive(executor):
     for i, command in enumerate(["true", "exit 3", "kill -TERM $$", "echo out; echo err >&2"]):
         executor.launch("fw", task(f"t{i}", command), "agent-1")
@@ -89,8 +97,7 @@ def test_a_task_is_killed_with_its_grace_then_sigkill(executor):
                     "agent-1")
     for name in ("polite", "stubborn"):
         wait_until(lambda: (executor.sandbox("fw", name) / "up").exists(), 20, f"{name} to run")
-    stubborn = run_of(executor, "stubborn").task_pid or read_json(
-        str(run_of(executor, "stubborn").run_dir / "task.json"))["pid"]  # type: ignore[index]
+    stubborn = run_of(executor, "stubborn").task_pid or started_record(executor, "stubborn")["pid"]
     assert executor.kill("fw", "polite", 5.0) and executor.kill("fw", "stubborn", 0.5)
     ended = exits(events_until(executor, lambda events: len(exits(events)) == 2))
     assert ended["polite"] == (7, None, "")            # SIGTERM reached it, it ended on its own
@@ -339,12 +346,6 @@ def init_servers_of(supervisor: int) -> list[int]:
     return found
 
 
-def started_init(executor, task_id: str) -> int:
-    task_file = run_of(executor, task_id).run_dir / "task.json"
-    wait_until(lambda: task_file.exists() and task_file.read_text().endswith("}"), 20, f"{task_id}'s task.json")
-    return read_json(str(task_file))["init"]  # type: ignore[index]
-
-
 def test_task_inits_are_clones_of_one_init_server_and_a_killed_server_is_replaced(ns_executor):
     """No exec of the init helper per task (its C library start-up cost more than the namespaces):
     one ``nsinit --serve`` process, the shared supervisor's child, clones each task's init, which is
@@ -356,7 +357,7 @@ def test_task_inits_are_clones_of_one_init_server_and_a_killed_server_is_replace
         executor.launch("fw", task(name, "while [ ! -e go ]; do sleep 0.05; done"), "agent-1")
         sandboxes[name] = executor.sandbox("fw", name)
     (supervisor,) = {run.watch.pid for run in executor._runs.values()}
-    inits = [started_init(executor, name) for name in sandboxes]
+    inits = [started_record(executor, name)["init"] for name in sandboxes]
     (server,) = set(init_servers_of(supervisor)) - set(inits)   # the inits are clones of it: the same command
     for init in inits:
         assert parent_of(init) == supervisor

@@ -206,14 +206,17 @@ class Server:
         raise OSError(f"the namespace init server ended ({answer[:100]!r})")
 
     def close(self) -> None:
-        """Let it go (it ends) and reap it."""
+        """Let it go and reap it: killed, not waited for to see its socket
+        closed (one that does not answer may not read either); it holds
+        nothing, and the inits it cloned are not its children."""
         if self.sock is None:
             return
         self.sock.close()
         self.sock = None
-        try:
+        try:   # this process's unreaped child: its pid is no other process's
+            os.kill(self.pid, signal.SIGKILL)
             os.waitpid(self.pid, 0)
-        except ChildProcessError:
+        except (ProcessLookupError, ChildProcessError):
             pass
 
 
