@@ -4,8 +4,9 @@ and without namespaces: one executor (the agent's ``TaskExecutor``, no
 master) per isolation in this process, each launching N tasks ``true`` in
 batches and polling until they end, rounds interleaved. Per task: the CPU of
 this process (the executor: the agent's side), of the shared supervisor
-itself, and of what it reaped (with namespaces: the init helpers and, through
-them, the tasks; without: the tasks). Each round also prices an inode on
+itself, and of its descendants, reaped or running (``reaped_by_it``; with
+namespaces: the init helper's server, the inits it clones and, through them,
+the tasks; without: the tasks). Each round also prices an inode on
 the work directory's file system (:func:`inode_cost`): a task makes five
 (its sandbox, ``stdout``, ``stderr``, its private ``/tmp`` and, with the
 work directory below ``/tmp``, the place of the path kept there). Needs
@@ -42,10 +43,24 @@ ISOLATIONS = {"namespaces": "cgroups/cpu,cgroups/mem,filesystem/linux,namespaces
 
 
 def cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds of ``pid`` itself, and of its descendants: the reaped
+    ones and those that run (the namespace init server, at any depth)."""
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
-    return (utime + stime) / TICKS, (cutime + cstime) / TICKS
+    descendants = (cutime + cstime) / TICKS
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{thread}/children") as fh:
+                children = [int(x) for x in fh.read().split()]
+        except OSError:
+            continue
+        for child in children:
+            try:
+                descendants += sum(cpu(child))
+            except OSError:   # reaped meanwhile: counted in cutime next time
+                continue
+    return (utime + stime) / TICKS, descendants
 
 
 def own_cpu() -> float:
@@ -124,14 +139,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--inodes", type=int, default=500, help="files and directories made a round to price an inode")
+    parser.add_argument("--only", choices=sorted(ISOLATIONS), help="measure this isolation alone (to profile it)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-launch-breakdown-"))
     cgroups_root = f"bench-breakdown-{os.getpid()}"
     executors = {name: TaskExecutor(root / name, shared_supervisor=True,
                                     isolation=select_isolation(spec, cgroups_root=cgroups_root))
-                 for name, spec in ISOLATIONS.items()}
-    assert executors["namespaces"].init_helper is not None, "no init helper: no C compiler?"
+                 for name, spec in ISOLATIONS.items() if args.only in (None, name)}
+    assert "namespaces" not in executors or executors["namespaces"].init_helper is not None, "no init helper: no C compiler?"
     serial = [0]
     rounds: dict[str, list[dict]] = {name: [] for name in executors}
     inodes: list[dict] = []

@@ -133,12 +133,14 @@ def child_pids(pid: int) -> list[int]:
 
 def tree_cpu_seconds(pid: int) -> dict[str, float]:
     """:func:`cpu_seconds` of ``pid``, its ``children`` counting also what
-    its running children used and reaped (an agent's supervisor launcher
-    forks the supervisors and reaps them: their CPU and their tasks')."""
+    every running descendant used and reaped, at any depth (an agent's
+    supervisor launcher forks the supervisors and reaps them; its shared
+    supervisor's namespace init server clones the tasks' inits and lives
+    as long as it does: their CPU and their tasks')."""
     own = cpu_seconds(pid)
     for child in child_pids(pid):
         try:
-            used = cpu_seconds(child)
+            used = tree_cpu_seconds(child)
         except OSError:   # ended meanwhile: the agent reaped it, its time is in the agent's children
             continue
         own["children"] += used["self"] + used["children"]

@@ -58,6 +58,14 @@ def run_of(executor, task_id):
     return executor._runs[("fw", task_id)]
 
 
+def started_record(executor, task_id: str) -> dict:
+    """The task's ``task.json``, once the shared supervisor has written it (it may
+    run, and write its own files, before)."""
+    task_file = run_of(executor, task_id).run_dir / "task.json"
+    wait_until(lambda: task_file.exists() and task_file.read_text().endswith("}"), 20, f"{task_id}'s task.json")
+    return read_json(str(task_file))  # type: ignore[return-value]
+
+
 def test_plain_tasks_run_under_one_shared_supervisor_and_their_exit_codes_arrive(executor):
     for i, command in enumerate(["true", "exit 3", "kill -TERM $$", "echo out; echo err >&2"]):
         executor.launch("fw", task(f"t{i}", command), "agent-1")
@@ -89,8 +97,7 @@ def test_a_task_is_killed_with_its_grace_then_sigkill(executor):
                     "agent-1")
     for name in ("polite", "stubborn"):
         wait_until(lambda: (executor.sandbox("fw", name) / "up").exists(), 20, f"{name} to run")
-    stubborn = run_of(executor, "stubborn").task_pid or read_json(
-        str(run_of(executor, "stubborn").run_dir / "task.json"))["pid"]  # type: ignore[index]
+    stubborn = run_of(executor, "stubborn").task_pid or started_record(executor, "stubborn")["pid"]
     assert executor.kill("fw", "polite", 5.0) and executor.kill("fw", "stubborn", 0.5)
     ended = exits(events_until(executor, lambda events: len(exits(events)) == 2))
     assert ended["polite"] == (7, None, "")            # SIGTERM reached it, it ended on its own
@@ -324,6 +331,46 @@ def test_tasks_with_namespaces_run_under_the_shared_supervisor_through_its_init_
         run_dir = run_dir_path(executor.work_dir, "fw", task_id)
         assert read_json(str(run_dir / "supervisor.json"))["shared"] is True  # type: ignore[index]
     assert executor.launcher is not None and executor.launcher.started == 0   # no supervisor forked
+
+
+def init_servers_of(supervisor: int) -> list[int]:
+    """The shared supervisor's children with the command of the init helper's server (``nsinit --serve``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and parent_of(int(entry.name)) == supervisor \
+                    and (entry / "cmdline").read_bytes().endswith(b"\0--serve\0"):
+                found.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def test_task_inits_are_clones_of_one_init_server_and_a_killed_server_is_replaced(ns_executor):
+    """No exec of the init helper per task (its C library start-up cost more than the namespaces):
+    one ``nsinit --serve`` process, the shared supervisor's child, clones each task's init, which is
+    the shared supervisor's child as a spawned one was. Killed, it is replaced at the next launch,
+    whose task runs as ever."""
+    executor = ns_executor
+    sandboxes = {}
+    for name in ("first", "second"):
+        executor.launch("fw", task(name, "while [ ! -e go ]; do sleep 0.05; done"), "agent-1")
+        sandboxes[name] = executor.sandbox("fw", name)
+    (supervisor,) = {run.watch.pid for run in executor._runs.values()}
+    inits = [started_record(executor, name)["init"] for name in sandboxes]
+    (server,) = set(init_servers_of(supervisor)) - set(inits)   # the inits are clones of it: the same command
+    for init in inits:
+        assert parent_of(init) == supervisor
+        assert Path(f"/proc/{init}/cmdline").read_bytes() == f"{executor.init_helper}\0--serve\0".encode()
+    os.kill(server, signal.SIGKILL)
+    wait_until(lambda: not Path(f"/proc/{server}/cmdline").read_bytes(), 20, "the server to die")
+    executor.launch("fw", task("third", "exit 3"), "agent-1")
+    for sandbox in sandboxes.values():
+        (sandbox / "go").touch()
+    ended = events_until(executor, lambda events: len(exits(events)) == 3)
+    assert exits(ended) == {"first": (0, None, ""), "second": (0, None, ""), "third": (3, None, "")}
+    (replacement,) = init_servers_of(supervisor)
+    assert replacement != server
 
 
 def test_a_task_with_namespaces_runs_in_its_cgroups_and_an_oom_kill_is_reported(ns_executor):

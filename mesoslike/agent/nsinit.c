@@ -4,9 +4,11 @@
  * supervisor forked per task. Built by mesoslike/agent/nsinit.py on the
  * agent's first start (cc, once per version of this file).
  *
- * The shared supervisor posix_spawns it in the task's cgroups, in a session
- * of its own, as the first process (pid 1) of a new PID namespace when the
- * task has one, with no environment, its signals blocked, and:
+ * The shared supervisor starts one of it as a server ("nsinit --serve",
+ * below), which clones each task's init: a child of the shared supervisor,
+ * the leader of a process group of its own, the first process (pid 1) of a
+ * new PID namespace when the task has one, with no environment, its
+ * signals blocked, and:
  *
  *   fd 0, 1, 2  the task's stdin (/dev/null), stdout and stderr
  *   fd 3        the launch spec (a memfd): NUL-terminated fields, records
@@ -21,7 +23,7 @@
  * a fresh /proc (with pid), a fresh /dev/shm (with ipc), the sandbox's tmp
  * on /tmp with the kept paths bound inside first, the volumes (each source
  * checked to lie in its directory on the very file mounted), the host name
- * (with uts), the loopback up (with net). Then it forks the task: a session
+ * (with uts), the loopback up (with net). Then it vforks the task: a session
  * of its own, the user's groups, gid and uid (after everything only root
  * may do), its working directory, an empty signal mask and default
  * dispositions, and execve with the task's environment, which nothing of
@@ -51,7 +53,9 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -462,7 +466,9 @@ static void close_from(int lowest) {
     close_range_of(lowest, (int)(limit > 0 && limit < (1 << 20) ? limit : 65536) - 1);
 }
 
-/* In the forked child: becomes the task, or writes errno on `report` and exits. */
+/* In the vforked child (it shares this process's memory until it executes
+ * or exits: it only makes system calls and writes its own stack): becomes
+ * the task, or writes errno on `report` and exits. */
 static void become_task(const struct spec *s, int report) __attribute__((noreturn));
 static void become_task(const struct spec *s, int report) {
     int code = 0;
@@ -470,13 +476,14 @@ static void become_task(const struct spec *s, int report) {
     if (setsid() < 0) goto failed;
     step = "chdir";   /* as root: the task's user may not traverse the directories above its sandbox */
     if (chdir(s->cwd) != 0) goto failed;
-    if (s->switch_user) {   /* groups, then gid, then uid: each needs root left */
+    if (s->switch_user) {   /* groups, then gid, then uid: each needs root left; the system calls
+                               themselves (a vfork child: no C library bookkeeping shared with the parent) */
         step = "setgroups";
-        if (setgroups(s->ngroups, s->groups) != 0) goto failed;
+        if (syscall(SYS_setgroups, s->ngroups, s->groups) != 0) goto failed;
         step = "setresgid";
-        if (setresgid(s->gid, s->gid, s->gid) != 0) goto failed;
+        if (syscall(SYS_setresgid, s->gid, s->gid, s->gid) != 0) goto failed;
         step = "setresuid";
-        if (setresuid(s->uid, s->uid, s->uid) != 0) goto failed;
+        if (syscall(SYS_setresuid, s->uid, s->uid, s->uid) != 0) goto failed;
     }
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
@@ -525,12 +532,7 @@ failed:
     _exit(127);
 }
 
-int main(int argc, char **argv) {
-    (void)argv;
-    if (argc != 1) {
-        fputs("nsinit: started by the agent's shared supervisor only (fd 3: the spec, fd 4: status)\n", stderr);
-        return 2;
-    }
+static int init_main(void) {
     if (fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) != 0) {
         fputs("nsinit: no status pipe on fd 4\n", stderr);
         return 2;
@@ -552,7 +554,9 @@ int main(int argc, char **argv) {
     int report[2];
     if (pipe2(report, O_CLOEXEC) != 0)
         fail("pipe: %s", strerror(errno));
-    pid_t task = fork();
+    /* vfork: no copy of this process's page tables to make, fault in and
+     * throw away at the task's exec (a fork's cost here, measured) */
+    pid_t task = vfork();
     if (task < 0)
         fail("fork: %s", strerror(errno));
     if (task == 0) {
@@ -612,4 +616,125 @@ int main(int argc, char **argv) {
             return 0;
         }
     }
+}
+
+/* ------------------------------------------------------------ the server
+ * "nsinit --serve": fd 3 a SOCK_SEQPACKET socket to the shared supervisor,
+ * which started this process with no environment and the init's signals
+ * blocked. Each request is one message of one byte, 'P' (the init is the
+ * first process of a new PID namespace) or 'N' (it is not), with four
+ * descriptors: the launch spec, the status pipe, the task's stdout and
+ * stderr. The server clones the init — a child of the shared supervisor
+ * (CLONE_PARENT: it watches, signals and reaps it as one it spawned) —
+ * which takes them as fds 3, 4, 1 and 2 (/dev/null as 0), makes a session
+ * of its own and goes on as an init spawned with them would. The answer,
+ * one message: "P PID" (the init's pid, the shared supervisor's view) or
+ * "F MESSAGE". The init leads a process group of its own (the shared
+ * supervisor signals it as a group), in the shared supervisor's session:
+ * not a session of its own, which the kernel gives a scheduling group of
+ * its own (autogroup), made and torn down per task; the task has its own
+ * session, as ever. It serves until the socket's other end is gone (and dies
+ * with the process that started it).
+ *
+ * Why: an exec of this program per task — the C library's start-up, which
+ * asks the processor what it is (CPUID instructions, each a trap out of a
+ * virtual machine), a fresh image's page faults — cost more CPU than its
+ * namespaces and mounts did (docs/performance.rst). A clone of this small
+ * process costs a few pages. */
+#define SERVER_FD 3
+
+static void answer(const char *line) {
+    while (send(SERVER_FD, line, strlen(line), MSG_NOSIGNAL) < 0 && errno == EINTR) {}
+}
+
+static void close_all(const int *fds, int count) {
+    for (int i = 0; i < count; i++)
+        close(fds[i]);
+}
+
+/* In the cloned init: its descriptors in place, a process group of its own. */
+static void become_init(const int *fds) __attribute__((noreturn));
+static void become_init(const int *fds) {
+    status_fd = fds[1];   /* a failure before the descriptors are in place is said there */
+    int high[4];          /* out of the way of 0-4 first: a received fd may be any of them */
+    for (int i = 0; i < 4; i++) {
+        high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 16);
+        if (high[i] < 0)
+            fail("the init's descriptors: %s", strerror(errno));
+    }
+    status_fd = high[1];
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null < 0 || dup2(null, 0) < 0 || dup2(high[2], 1) < 0 || dup2(high[3], 2) < 0
+        || dup2(high[0], SPEC_FD) < 0 || dup2(high[1], STATUS_FD) < 0)
+        fail("the init's descriptors: %s", strerror(errno));
+    status_fd = STATUS_FD;
+    close_from(STATUS_FD + 1);
+    if (setpgid(0, 0) != 0)
+        fail("setpgid: %s", strerror(errno));
+    _exit(init_main());
+}
+
+static int serve(void) {
+    if (fcntl(SERVER_FD, F_SETFD, FD_CLOEXEC) != 0) {
+        fputs("nsinit: no socket on fd 3\n", stderr);
+        return 2;
+    }
+    prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlives the shared supervisor */
+    if (getppid() == 1)
+        return 0;
+    for (;;) {
+        char kind = 0;
+        struct iovec part = {&kind, 1};
+        union { struct cmsghdr header; char space[CMSG_SPACE(8 * sizeof(int))]; } control;
+        struct msghdr message;
+        memset(&message, 0, sizeof message);
+        message.msg_iov = &part;
+        message.msg_iovlen = 1;
+        message.msg_control = control.space;
+        message.msg_controllen = sizeof control.space;
+        ssize_t n = recvmsg(SERVER_FD, &message, MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return 0;   /* the shared supervisor is gone, or let go */
+        int fds[8], count = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&message); c != NULL; c = CMSG_NXTHDR(&message, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                continue;
+            int got = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            for (int i = 0; i < got && count < 8; i++)
+                memcpy(&fds[count++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        }
+        if (n != 1 || (kind != 'P' && kind != 'N') || count != 4 || (message.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+            close_all(fds, count);
+            answer("F a bad request to the namespace init server");
+            continue;
+        }
+        /* a fork with these flags, by the system call: the clone then runs
+         * no code that relies on the C library's record of its thread id
+         * (no threads, raise or abort; vfork is the bare system call) */
+        unsigned long flags = CLONE_PARENT | (kind == 'P' ? CLONE_NEWPID : 0);
+        pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
+        if (pid == 0)
+            become_init(fds);
+        int error = errno;
+        close_all(fds, count);
+        char line[128];
+        if (pid < 0)
+            snprintf(line, sizeof line, "F clone: %s", strerror(error));
+        else
+            snprintf(line, sizeof line, "P %d", (int)pid);
+        answer(line);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--serve") == 0)
+        return serve();
+    if (argc != 1) {
+        fputs("nsinit: started by the agent's shared supervisor only (fd 3: the spec, fd 4: status; "
+              "or --serve, fd 3: its socket)\n", stderr);
+        return 2;
+    }
+    return init_main();
 }

@@ -1,13 +1,15 @@
 """The namespace init helper (``nsinit.c``, beside this file): building it,
-and the launch spec the shared supervisor hands it.
+the launch spec the shared supervisor hands it, and the client of its
+server (:class:`Server`).
 
 A task with namespaces (the default isolation: PID, mount, IPC and UTS
 namespaces, a private ``/tmp``) needs a first process of its PID namespace
 that sets up its mounts, forwards signals to it and reaps its orphans. A
 Python supervisor forked per task did that; the agent's shared supervisor
-(:mod:`.shared_supervisor`) spawns this small compiled program instead, in
-the task's cgroups, as pid 1 of the task's new PID namespace
-(``nsinit.c`` says how it talks and what it does).
+(:mod:`.shared_supervisor`) has this small compiled program do it
+instead: started once as a server, it clones each task's init, which joins
+the task's cgroups and is pid 1 of the task's new PID namespace
+(``nsinit.c`` says how they talk and what they do).
 
 It is built on the agent's first start with the machine's C compiler
 (``$CC``, else ``cc``; statically linked where the C library allows, else
@@ -22,14 +24,18 @@ Standard library only: the shared supervisor loads this file by its path.
 
 from __future__ import annotations
 
+import array
+import fcntl
 import hashlib
 import os
 import shutil
+import signal
+import socket
 import stat
 import subprocess
 import tempfile
 
-__all__ = ["SOURCE", "helper", "build", "encode_spec", "BuildProblem"]
+__all__ = ["SOURCE", "helper", "build", "encode_spec", "BuildProblem", "Server", "ServerGone"]
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsinit.c")
 #: how long a compile may take (s): a loaded machine, a slow disk
@@ -126,6 +132,92 @@ def helper(meta: str, say=None) -> str | None:
     if say is not None:
         say("; ".join(problems))
     return None
+
+
+# ----------------------------------------------------------------- the server
+#: what a Python process ignores that the server (and so each init) must not
+_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGHUP)
+
+
+class ServerGone(OSError):
+    """The server had ended before a request reached it: nothing was started."""
+
+
+class Server:
+    """The helper as a server (``nsinit --serve``, ``nsinit.c`` says how
+    it talks): one long-lived process, a child of this one, that clones
+    each task's init instead of this process spawning the helper anew —
+    an exec per task cost more CPU than the task's namespaces
+    (docs/performance.rst). The inits it clones are this process's
+    children (``CLONE_PARENT``): watched, signalled and reaped here as if
+    spawned here. ``blocked``: the signals the inits start with blocked
+    (the server keeps them blocked; it ends when its socket's other end
+    closes, or this process dies). Not thread-safe."""
+
+    #: how long an answer may take (s): a clone on a loaded machine
+    TIMEOUT = 30.0
+
+    def __init__(self, helper: str, blocked: tuple = ()) -> None:
+        self.helper = helper
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            given = fcntl.fcntl(theirs.fileno(), fcntl.F_DUPFD_CLOEXEC, 4)   # never moved over by fd 3's dup
+            try:
+                self.pid = os.posix_spawn(helper, [helper, "--serve"], {}, setsigmask=blocked,
+                                          setsigdef=_DEFAULT_SIGNALS,
+                                          file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                                                        (os.POSIX_SPAWN_DUP2, given, 3)])
+            finally:
+                os.close(given)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        ours.settimeout(self.TIMEOUT)
+        self.sock: socket.socket | None = ours
+
+    def start(self, spec: int, status: int, stdout: int, stderr: int, pid_namespace: bool) -> int:
+        """Clone an init with these descriptors (as fds 3, 4, 1, 2), the
+        first process of a new PID namespace with ``pid_namespace``; its
+        pid. :class:`ServerGone` if the request cannot reach it (it has
+        ended: a new server may be asked), OSError if it ends without an
+        answer or refuses (its message); :attr:`sock` is None once this
+        server is done."""
+        if self.sock is None:
+            raise ServerGone(f"the namespace init server {self.pid} has ended")
+        fds = array.array("i", [spec, status, stdout, stderr])
+        try:
+            self.sock.sendmsg([b"P" if pid_namespace else b"N"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        except OSError as exc:
+            self.close()
+            raise ServerGone(f"the namespace init server {self.pid} has ended: {exc}") from None
+        try:
+            answer = self.sock.recv(256)
+        except OSError:
+            self.close()
+            raise
+        kind, _, rest = answer.decode("ascii", "replace").partition(" ")
+        if kind == "P" and rest.isdigit():
+            return int(rest)
+        if kind == "F":
+            raise OSError(rest[:500])
+        self.close()
+        raise OSError(f"the namespace init server ended ({answer[:100]!r})")
+
+    def close(self) -> None:
+        """Let it go and reap it: killed, not waited for to see its socket
+        closed (one that does not answer may not read either); it holds
+        nothing, and the inits it cloned are not its children."""
+        if self.sock is None:
+            return
+        self.sock.close()
+        self.sock = None
+        try:   # this process's unreaped child: its pid is no other process's
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
 
 
 # ----------------------------------------------------------------- the spec

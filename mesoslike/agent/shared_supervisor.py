@@ -15,8 +15,10 @@ environment, secrets, output files, kill grace and its unix user (a fork
 that runs no Python: :meth:`.supervisor.Supervisor.spawn`). A task with
 namespaces (the default isolation) gets, instead of a supervisor of its
 own as the init of its PID namespace, the compiled namespace init helper
-(:mod:`.nsinit`, ``nsinit.c``) spawned the same way as pid 1 of a new PID
-namespace (:meth:`SharedTask.start_init`): it makes the mounts, starts the
+(:mod:`.nsinit`, ``nsinit.c``), cloned by the helper's server (one per
+shared supervisor, its child: :meth:`SharedSupervisor.server_for`) as pid 1
+of a new PID namespace and a child of this process
+(:meth:`SharedTask.start_init`): it makes the mounts, starts the
 task, forwards signals, reaps orphans and says on a pipe when the task
 executes and how it ended. A container image, URIs to fetch or a health
 check keep a supervisor of their own.
@@ -69,7 +71,6 @@ has had no task and no agent connected for a few seconds, it exits.
 from __future__ import annotations
 
 import errno
-import fcntl
 import importlib.util
 import os
 import select
@@ -77,7 +78,7 @@ import signal
 import socket
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 __all__ = ["STATE_FILE", "SOCKET_FILE", "LOG", "covers", "main", "SharedSupervisor"]
 
@@ -156,10 +157,12 @@ class SharedTask(sup.Supervisor):
         self.failure = ""                       # why the helper could not start the task
         self.executing = False                  # the helper said the task executes
 
-    def start_init(self, forker, spawn_in_namespace) -> int:
-        """Start the init helper for this task (``launch["init"]``), in its
-        cgroups and, with ``pid``, as pid 1 of a new PID namespace
-        (``forker``: a :class:`.namespaces.PidNamespaceForker`); its pid.
+    def start_init(self, server_for: Callable[[str], nsinit.Server]) -> int:
+        """Start the init helper for this task (``launch["init"]``) through
+        its server (``server_for(helper)``, a :class:`.nsinit.Server`: a
+        clone of a long-lived helper process, no exec; asked again once if
+        that one had ended), in its cgroups and, with ``pid``, as pid 1 of a
+        new PID namespace; its pid.
         The helper joins the task's cgroups itself, first thing, and makes
         the private ``/tmp`` and the places of the paths kept below it: in
         a process of each task's, not in this one's loop, which every
@@ -186,22 +189,25 @@ class SharedTask(sup.Supervisor):
             raise sup.LaunchProblem(f"the task's container cannot be described: {exc}") from None
         spec_fd = os.memfd_create("nsinit-spec", os.MFD_CLOEXEC)
         read_end, write_end = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        stdout = stderr = -1
         try:
             _write_all(spec_fd, spec)
             os.lseek(spec_fd, 0, os.SEEK_SET)
-            spec_fd, write_end = _above(spec_fd, 4), _above(write_end, 4)   # never moved over by the other
-            actions = [(os.POSIX_SPAWN_DUP2, spec_fd, 3), (os.POSIX_SPAWN_DUP2, write_end, 4)]
-
-            def start() -> int:
-                return self.spawn([], program=[launch["init"]], env={}, extra_actions=actions,
-                                  sigmask=INIT_BLOCKED, join=False)
-            pid = spawn_in_namespace(forker, start) if "pid" in launch["namespaces"] else start()
+            stdout = sup.open_output(launch["stdout"], user)
+            stderr = sup.open_output(launch["stderr"], user)
+            try:
+                pid = server_for(launch["init"]).start(spec_fd, write_end, stdout, stderr,
+                                                       "pid" in launch["namespaces"])
+            except nsinit.ServerGone:   # killed, or ended: nothing started; a new one
+                pid = server_for(launch["init"]).start(spec_fd, write_end, stdout, stderr,
+                                                       "pid" in launch["namespaces"])
         except BaseException:
             os.close(read_end)
             raise
         finally:
-            os.close(spec_fd)
-            os.close(write_end)
+            for fd in (spec_fd, write_end, stdout, stderr):
+                if fd >= 0:
+                    os.close(fd)
         self.status_pipe = read_end
         self.started_by = "nsinit"
         return pid
@@ -259,15 +265,6 @@ def _private_tmp_places(tmp: str, keep: list) -> list[tuple[str, str]]:
     return pairs
 
 
-def _above(fd: int, lowest: int) -> int:
-    """``fd``, or a close-on-exec copy of it above ``lowest`` (the old one closed)."""
-    if fd > lowest:
-        return fd
-    copy = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, lowest + 1)
-    os.close(fd)
-    return copy
-
-
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -285,7 +282,7 @@ class SharedSupervisor:
         self.tasks: dict[str, SharedTask] = {}
         self.by_fd: dict[int, SharedTask] = {}
         self.by_status_pipe: dict[int, SharedTask] = {}   # the init helpers' status pipes
-        self.forker = None     # a namespaces.PidNamespaceForker, once a task has a PID namespace
+        self.init_server: nsinit.Server | None = None   # the init helper's server, once a task has namespaces
         self.host_proc = -1    # /proc, to find a task's pid from its helper's (opened once needed)
         self.cleaning: list[SharedTask] = []
         self.poller = select.poll()
@@ -504,9 +501,7 @@ class SharedSupervisor:
         try:
             task.prepare()
             if init:
-                if self.forker is None and "pid" in task.launch["namespaces"]:
-                    self.forker = sup.load_sibling("namespaces").PidNamespaceForker()
-                task.task_pid = task.start_init(self.forker, _first_of_new_namespace)
+                task.task_pid = task.start_init(self.server_for)
             else:
                 task.task_pid = task.start()
             task.pidfd = os.pidfd_open(task.task_pid)
@@ -530,6 +525,19 @@ class SharedSupervisor:
             self.poller.register(task.status_pipe, select.POLLIN)
             return
         self.started(task, task.task_pid)
+
+    def server_for(self, helper: str) -> nsinit.Server:
+        """The init helper's server (:class:`.nsinit.Server`) for the helper
+        ``helper`` (the one the agent names: a restarted agent of another
+        version may name another), started if there is none or the last
+        one has ended."""
+        server = self.init_server
+        if server is not None and (server.sock is None or server.helper != helper):
+            server.close()
+            server = self.init_server = None
+        if server is None:
+            server = self.init_server = nsinit.Server(helper, INIT_BLOCKED)
+        return server
 
     def started(self, task: SharedTask, pid: int) -> None:
         """The task executes (``pid``: the host's): its ``task.json``, and the agent told."""
@@ -634,15 +642,12 @@ class SharedSupervisor:
                 pass
             self.listener.close()
         self.drop_connection()
+        if self.init_server is not None:
+            self.init_server.close()
 
 
 def _ignore(*_: object) -> None:
     pass
-
-
-def _first_of_new_namespace(forker, start):
-    """``start()`` (a spawn) as the first process of a new PID namespace."""
-    return forker.first_of_new_namespace(start)
 
 
 def _state_ticks(meta: str) -> object:

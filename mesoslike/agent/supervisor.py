@@ -833,9 +833,7 @@ class Supervisor:
             return self.spawn(known, switch=True)
         return self.start_forked()
 
-    def spawn(self, homes: list, switch: bool = False, *, program: list[str] | None = None,
-              env: dict | None = None, extra_actions: list | None = None, sigmask: tuple = (),
-              join: bool = True) -> int:
+    def spawn(self, homes: list, switch: bool = False) -> int:
         """Start the task with ``posix_spawn`` (a ``vfork``: issue 14), not a
         fork of this Python process that runs Python before ``exec`` (its
         copy-on-write faults were a third of a task's CPU). The task must be
@@ -857,13 +855,7 @@ class Supervisor:
         runs no Python — it switches and executes — so its copy-on-write
         faults are a few pages; no exec step runs as root with the task's
         environment (a helper such as ``setpriv`` would, and would load
-        what ``LD_PRELOAD`` names).
-
-        ``program``, ``env``, ``extra_actions``, ``sigmask``: another
-        program than the task's — the shared supervisor's init helper
-        (:mod:`.nsinit`), with its environment, more file actions and the
-        signals it starts with blocked — spawned the same way; without
-        ``join``, not in the task's cgroups (the helper joins them)."""
+        what ``LD_PRELOAD`` names)."""
         launch = self.launch
         stdout = open_output(launch["stdout"], self.user)
         stderr = -1
@@ -873,10 +865,10 @@ class Supervisor:
             stderr = open_output(launch["stderr"], self.user)
             here = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             os.chdir(launch["cwd"])   # posix_spawn has no cwd: the child inherits this process's
-            for directory in launch["cgroups"] if join else ():
+            for directory in launch["cgroups"]:
                 join_cgroup(directory)
-            argv = program if program is not None else self.argv()
-            if switch and program is None:
+            argv = self.argv()
+            if switch:
                 user = self.user
                 assert user is not None
                 self.child = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=stdout,
@@ -885,11 +877,9 @@ class Supervisor:
                 pid = self.child.pid
             else:
                 spawn = os.posix_spawn if argv[0] == SHELL or "/" in argv[0] else os.posix_spawnp
-                pid = spawn(argv[0], argv, self.env if env is None else env, setsid=True,
-                            setsigmask=sigmask, setsigdef=_CHILD_DEFAULT_SIGNALS,
+                pid = spawn(argv[0], argv, self.env, setsid=True, setsigmask=(), setsigdef=_CHILD_DEFAULT_SIGNALS,
                             file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                                          (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2),
-                                          *(extra_actions or ())])
+                                          (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2)])
         finally:
             try:
                 for directory in homes:   # never stay: the task's end SIGKILLs whatever is in its cgroups

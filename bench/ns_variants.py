@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""What each part of a task's container costs, in isolation: the CPU (user
++ system, of the launches and everything they started) of N launches of
+``/bin/true`` in each variant of a container's set-up, by a small C program
+(``bench/ns_variants.c``, built here with ``cc -O2 -static``), variants
+interleaved round by round. The variants are those the namespace init helper
+(``mesoslike/agent/nsinit.c``) could take: executed per task or cloned from
+a server, the task forked or vforked, ``/`` a recursive slave or private,
+each namespace and mount with or without. Needs root (namespaces, mounts).
+
+The private ``/tmp`` directories are made in a directory below ``--root``
+(``/tmp`` by default, the file system of a work directory there), one per
+variant and round, moved aside — never deleted while the bench runs: on
+ext4 without a journal, an inode is placed only after scanning past those
+deleted in the last minutes (``recently_deleted``), which a deletion here
+would make the next variant pay.
+
+    python bench/ns_variants.py --launches 500 --rounds 5 --out bench/results/ns-variants.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PID, MOUNT, IPC, UTS, RSLAVE, RPRIVATE, PROC, SHM, TMP, VFORK, EXEC = (1, 2, 4, 8, 16, 32, 64, 128, 256, 4096,
+                                                                        8192)
+CONTAINER = PID | MOUNT | IPC | UTS | RSLAVE | PROC | SHM | TMP   # what the default isolation's init does
+VARIANTS = {
+    "exec_per_task_fork": CONTAINER | EXEC,          # the helper executed per task, the task forked (before)
+    "clone_fork": CONTAINER,                         # cloned from a server, the task forked
+    "clone_vfork": CONTAINER | VFORK,                # cloned from a server, the task vforked (now)
+    "clone_vfork_rprivate": CONTAINER & ~RSLAVE | RPRIVATE | VFORK,
+    "clone_vfork_no_tmp_dir": CONTAINER & ~TMP | VFORK,
+    "pid_mount": PID | MOUNT | VFORK,
+    "pid_ipc_uts": PID | IPC | UTS | VFORK,
+    "pid_only": PID | VFORK,
+    "pid_only_exec": PID | VFORK | EXEC,
+}
+
+
+def build(into: Path) -> Path:
+    binary = into / "ns_variants"
+    subprocess.run([os.environ.get("CC", "cc"), "-O2", "-Wall", "-static", "-o", str(binary),
+                    str(HERE / "ns_variants.c")], check=True)
+    return binary
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--launches", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--root", type=Path, default=Path("/tmp"))
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-ns-variants-", dir=args.root))
+    rounds: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    loads = []
+    try:
+        binary = build(work)
+        for number in range(args.rounds):
+            names = list(VARIANTS) if number % 2 == 0 else list(reversed(VARIANTS))
+            for name in names:
+                place = work / f"{name}-{number}"
+                place.mkdir()
+                done = subprocess.run([str(binary), str(args.launches), str(VARIANTS[name]), str(place)],
+                                      capture_output=True, text=True, check=True)
+                user, system = (float(x) for x in done.stdout.split())
+                rounds[name].append(round(user + system, 3))
+            loads.append([round(x, 2) for x in os.getloadavg()])
+            print(f"round {number + 1}: {({name: values[-1] for name, values in rounds.items()})} "
+                  f"load {loads[-1]}", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    medians = {name: round(statistics.median(values), 3) for name, values in rounds.items()}
+    document = {"command": " ".join(["ns_variants.py", *sys.argv[1:]]),
+                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "launches_per_round": args.launches, "variants": VARIANTS,
+                "cpu_ms_per_launch_median": medians, "cpu_ms_per_launch_rounds": rounds,
+                "loadavg_per_round": loads}
+    text = json.dumps(document, indent=1)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
