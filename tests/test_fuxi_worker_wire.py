@@ -33,7 +33,8 @@ def _fields(cls: type) -> list[tuple[str, object]]:
     """A message class's fields and their defaults (``...`` when required), attrs or NamedTuple."""
     if attrs.has(cls):
         return [(f.name, ... if f.default is attrs.NOTHING else
-                 (f.default.factory() if isinstance(f.default, attrs.Factory) else f.default)) for f in attrs.fields(cls)]
+                 (f.default.factory() if isinstance(f.default, attrs.Factory) else f.default))
+                for f in attrs.fields(cls)]
     return [(name, cls._field_defaults.get(name, ...)) for name in cls._fields]  # type: ignore[attr-defined]
 
 
@@ -42,7 +43,7 @@ def test_the_worker_knows_every_message_of_the_protocol_with_its_fields_and_defa
     assert set(ours) == set(amp.SCHEMA.types)
     for kind, cls in amp.SCHEMA.types.items():
         assert _fields(ours[kind]) == _fields(cls), kind
-    assert (wire.VERSION, wire.MAX_FRAME) == (amp.VERSION, amp.MAX_FRAME) == (amp.SCHEMA.version, amp.CODEC.max_message_size)
+    assert (wire.VERSION, wire.MAX_FRAME) == (amp.SCHEMA.version, amp.CODEC.max_message_size)
 
 
 @pytest.mark.parametrize("message", SENT, ids=lambda m: type(m).__name__)
@@ -74,7 +75,8 @@ def test_what_the_appmaster_sends_is_what_a_worker_reads(message):
     ({"v": 1, "type": "ASSIGN", "instance": 1, "attempt": 0, "command": b"x"}, "ASSIGN.command: expected str"),
     ({"v": 1, "type": "ASSIGN", "instance": 1, "attempt": 0, "command": "x", "env": {"A": 1}},
      "ASSIGN.env: expected strings"),
-    ({"v": 1, "type": "ASSIGN", "instance": 1, "attempt": 0, "command": "x", "env": ["A"]}, "ASSIGN.env: expected a map"),
+    ({"v": 1, "type": "ASSIGN", "instance": 1, "attempt": 0, "command": "x", "env": ["A"]},
+     "ASSIGN.env: expected a map"),
     ({"v": 1, "type": "WELCOME"}, "WELCOME.slot: missing"),
     ({"v": 1, "type": "ERROR", "message": None}, "ERROR.message: expected str"),
 ])
