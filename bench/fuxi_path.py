@@ -50,6 +50,26 @@ def _boot_time() -> float:
 _BOOT = _boot_time()
 
 
+def _appmaster_log(work: str, submitted: float, ended: float) -> tuple[list[float], list[float]]:
+    """When a job's AppMaster said it serves workers, and when each worker
+    joined (``appmaster.log`` in the service's work directory, the lines of
+    this job's time)."""
+    serving: list[float] = []
+    joined: list[float] = []
+    for path in Path(work).glob("fuxi-*-work/*/appmaster.log"):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                stamp = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
+            except ValueError:
+                continue
+            if submitted <= stamp <= ended + 1:
+                if "serving workers on" in line:
+                    serving.append(stamp)
+                elif ") joined" in line:
+                    joined.append(stamp)
+    return sorted(serving), sorted(joined)
+
+
 class JobProcesses:
     """The CPU seconds of a job's AppMaster and workers, read from /proc while it runs."""
 
@@ -106,8 +126,9 @@ class JobProcesses:
     def timeline(self, submitted: float, ended: float) -> dict[str, float]:
         """When the job's parts happened, in seconds after the client started
         (``submitted``, an epoch time; the job ended at ``ended``): the
-        AppMaster's process start, the first and last worker's, and the
-        first, tenth and last instance's start (the ctime of its stdout file
+        AppMaster's process start and when it served, the first and last
+        worker's start and HELLO (joined), and the first, tenth and last
+        instance's start (the ctime of its stdout file
         in its worker's sandbox, below the bench's work directory)."""
         starts = {kind: sorted(self.started[pid] for pid, (k, _) in self.cpu.items()
                                if k == kind and self.parent.get(pid) not in self.cpu)   # not an instance's vfork
@@ -115,8 +136,10 @@ class JobProcesses:
         instances = sorted(
             ctime for path in Path(self.work).glob("*agent-*/**/instances/*.stdout")
             if submitted <= (ctime := path.stat().st_ctime) <= ended + 1)
-        marks = {"appmaster_started": starts["appmaster"][:1], "first_worker_started": starts["workers"][:1],
-                 "last_worker_started": starts["workers"][-1:], "first_instance": instances[:1],
+        serving, joined = _appmaster_log(self.work, submitted, ended)
+        marks = {"appmaster_started": starts["appmaster"][:1], "appmaster_serving": serving[:1],
+                 "first_worker_started": starts["workers"][:1], "last_worker_started": starts["workers"][-1:],
+                 "first_worker_joined": joined[:1], "last_worker_joined": joined[-1:], "first_instance": instances[:1],
                  "tenth_instance": instances[9:10], "last_instance": instances[-1:], "ended": [ended]}
         return {name: round(found[0] - submitted, 3) for name, found in marks.items() if found}
 
