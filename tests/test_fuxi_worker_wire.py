@@ -114,3 +114,27 @@ def test_a_worker_starts_without_the_schema_machinery():
                            f"print([m for m in {heavy!r} if m in sys.modules])"],
                           capture_output=True, text=True, timeout=30, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_a_worker_tries_its_appmaster_again_at_least_every_heartbeat(monkeypatch, tmp_path):
+    """A job's AppMaster binds while its workers start — on a loaded machine
+    often after them; a worker whose first try was refused must not back off
+    for seconds (the transport's default doubles to 2 s): every instance of
+    the job waits for the workers' HELLOs. (The effect is measured by
+    bench/fuxi_path.py's timeline, not timed here.)"""
+    from mesoslike_frameworks.fuxi import worker
+
+    made: list[dict] = []
+
+    class Recording(worker.Client):
+        def __init__(self, *args, **kwargs) -> None:
+            made.append(kwargs)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(worker, "Client", Recording)
+    it = worker.Worker("tcp://127.0.0.1:1", "job-1.u.0", "u", "h", sandbox=tmp_path)
+    try:
+        assert made and made[0].get("reconnect_max", 2.0) <= wire.HEARTBEAT_INTERVAL
+    finally:
+        it._client.close()
+        it._waker.close()

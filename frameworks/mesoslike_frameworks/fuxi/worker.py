@@ -67,6 +67,10 @@ TOKEN_FILE_ENV, SECRET_KEY_FILE_ENV = "FUXI_WORKER_TOKEN_FILE", "FUXI_WORKER_SEC
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 #: seconds an instance's stdout is still read after it exited (a child of it may hold it open)
 STDOUT_GRACE = 1.0
+#: the longest a worker waits before trying its AppMaster's port again: a job's AppMaster binds while its
+#: workers start, often after them on a loaded machine, and the transport's default backoff (doubling to 2 s)
+#: kept a worker that tried too early away for up to 2 s more — every instance of the job waits for HELLOs
+RECONNECT_MAX = 0.25
 
 
 class _Run:
@@ -128,7 +132,7 @@ class Worker:
         self._exit: int | None = None
         # with keys: the job's workers' pair, and its AppMaster's public key (that AppMaster only)
         self._client = Client(appmaster, codec=wire.CODEC, identity=slot.encode(), keys=keys,
-                              server_key=appmaster_key)
+                              server_key=appmaster_key, reconnect_max=RECONNECT_MAX)
         self._poller = Poller([self._client, self._waker])   # one for the worker's life, not one per wait
         keep_descriptors_from_instances()
 
