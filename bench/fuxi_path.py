@@ -14,7 +14,10 @@ instances of ``true`` in 16 slots on each service (``mesoslike fuxi submit
 records the CPU of the job's AppMaster and of its workers (their processes
 found in ``/proc`` every 50 ms, each process's CPU as last read: a
 worker's instances are not in it — they are their own processes — but
-what a worker does to start them is) and the load average.
+what a worker does to start them is), its timeline (when the AppMaster
+and the workers started, from ``/proc``; when the first, tenth and last
+instance started, from the ctime of their stdout files; seconds after the
+client started) and the load average.
 
     python bench/fuxi_path.py --before-tree /tmp/base --rounds 3 --out bench/results/fuxi_path.json
 """
@@ -38,12 +41,43 @@ import throughput as tp  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _boot_time() -> float:
+    with open("/proc/stat") as handle:
+        return float(next(line.split()[1] for line in handle if line.startswith("btime ")))
+
+
+#: when the machine booted (a process's start time in /proc is counted from it)
+_BOOT = _boot_time()
+
+
+def _appmaster_log(work: str, submitted: float, ended: float) -> tuple[list[float], list[float]]:
+    """When a job's AppMaster said it serves workers, and when each worker
+    joined (``appmaster.log`` in the service's work directory, the lines of
+    this job's time)."""
+    serving: list[float] = []
+    joined: list[float] = []
+    for path in Path(work).glob("fuxi-*-work/*/appmaster.log"):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                stamp = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
+            except ValueError:
+                continue
+            if submitted <= stamp <= ended + 1:
+                if "serving workers on" in line:
+                    serving.append(stamp)
+                elif ") joined" in line:
+                    joined.append(stamp)
+    return sorted(serving), sorted(joined)
+
+
 class JobProcesses:
     """The CPU seconds of a job's AppMaster and workers, read from /proc while it runs."""
 
     def __init__(self, work: Path) -> None:
         self.work = str(work)
         self.cpu: dict[int, tuple[str, float]] = {}
+        self.started: dict[int, float] = {}   # pid -> when the process started (seconds since the epoch)
+        self.parent: dict[int, int] = {}
         self.earlier: set[int] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
@@ -86,6 +120,28 @@ class JobProcesses:
             # a worker's child between its fork (or vfork) and its exec still shows the worker's command
             # line: it is counted with the workers (what starting an instance costs them)
             self.cpu[int(name)] = (kind, (int(fields[11]) + int(fields[12])) / ticks)
+            self.started.setdefault(int(name), _BOOT + int(fields[19]) / ticks)
+            self.parent.setdefault(int(name), int(fields[1]))
+
+    def timeline(self, submitted: float, ended: float) -> dict[str, float]:
+        """When the job's parts happened, in seconds after the client started
+        (``submitted``, an epoch time; the job ended at ``ended``): the
+        AppMaster's process start and when it served, the first and last
+        worker's start and HELLO (joined), and the first, tenth and last
+        instance's start (the ctime of its stdout file
+        in its worker's sandbox, below the bench's work directory)."""
+        starts = {kind: sorted(self.started[pid] for pid, (k, _) in self.cpu.items()
+                               if k == kind and self.parent.get(pid) not in self.cpu)   # not an instance's vfork
+                  for kind in ("appmaster", "workers")}
+        instances = sorted(
+            ctime for path in Path(self.work).glob("*agent-*/**/instances/*.stdout")
+            if submitted <= (ctime := path.stat().st_ctime) <= ended + 1)
+        serving, joined = _appmaster_log(self.work, submitted, ended)
+        marks = {"appmaster_started": starts["appmaster"][:1], "appmaster_serving": serving[:1],
+                 "first_worker_started": starts["workers"][:1], "last_worker_started": starts["workers"][-1:],
+                 "first_worker_joined": joined[:1], "last_worker_joined": joined[-1:], "first_instance": instances[:1],
+                 "tenth_instance": instances[9:10], "last_instance": instances[-1:], "ended": [ended]}
+        return {name: round(found[0] - submitted, 3) for name, found in marks.items() if found}
 
     def totals(self) -> dict[str, float]:
         """CPU seconds of the AppMaster and of the workers; how many workers (processes over 10 ms of CPU)."""
@@ -97,18 +153,19 @@ class JobProcesses:
 
 
 def fuxi_round(procs: tp.Processes, address: str, python: str, tree: Path, name: str, tasks: int,
-               slots: int) -> tuple[float, dict[str, float]]:
+               slots: int) -> tuple[float, dict[str, float], dict[str, float]]:
     job = procs.work / f"{name}.toml"
     job.write_text(f'[job]\nname = "{name}"\n\n[[job.units]]\nname = "work"\nslots = {slots}\n'
                    f'cpus = 0.1\nmem = {tp.FUXI_WORKER_MEM}\ninstances = {tasks}\ncommand = "true"\n')
     with JobProcesses(procs.work) as job_processes:
-        started = time.perf_counter()
+        started, submitted = time.perf_counter(), time.time()
         done = subprocess.run([python, "-m", "mesoslike", "fuxi", "submit", "--fuxi", address, "--wait",
                                "--interval", "0.1", str(job)], cwd=tree, capture_output=True, text=True, timeout=1200)
         elapsed = time.perf_counter() - started
+    timeline = job_processes.timeline(submitted, time.time())
     if done.returncode != 0:
         raise SystemExit(f"fuxi job {name} failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return tasks / elapsed, job_processes.totals()
+    return tasks / elapsed, job_processes.totals(), timeline
 
 
 def start_fuxi(procs: tp.Processes, name: str, python: str, tree: Path, cluster: tp.Cluster) -> str:
@@ -141,6 +198,7 @@ def main() -> None:
     real: list[float] = []
     fuxi: dict[str, list[float]] = {name: [] for name in trees}
     cpus: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    timelines: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     loads: list[list[float]] = []
     try:
         cluster = tp.Cluster(procs, 4, "cpus:64;mem:65536")
@@ -151,11 +209,14 @@ def main() -> None:
             rate, _, failed = tp.one_round(cluster, args.tasks)
             real.append(rate)
             for name, (python, tree) in trees.items():
-                rate, cpu = fuxi_round(procs, services[name], python, tree, f"{name}-{r}", args.tasks, args.slots)
+                rate, cpu, timeline = fuxi_round(procs, services[name], python, tree, f"{name}-{r}", args.tasks,
+                                                 args.slots)
                 fuxi[name].append(rate)
                 cpus[name].append(cpu)
+                timelines[name].append(timeline)
             tp.log(f"round {r + 1}: real agents {real[-1]:.0f} tasks/s (failed {failed}), "
-                   + ", ".join(f"fuxi {name} {fuxi[name][-1]:.0f} instances/s (cpu {cpus[name][-1]})"
+                   + ", ".join(f"fuxi {name} {fuxi[name][-1]:.0f} instances/s (cpu {cpus[name][-1]}, "
+                               f"timeline {timelines[name][-1]})"
                                for name in trees) + f", load {loads[-1]}")
     finally:
         procs.close()
@@ -168,7 +229,8 @@ def main() -> None:
             "percent_of_real_agents": tp.spread([100 * f / r for f, r in zip(fuxi[name], real)]),
             "cpu_ms_per_instance": {kind: tp.spread([1000 * cpu[kind] / args.tasks for cpu in cpus[name]])
                                     for kind in ("appmaster", "workers")},
-            "cpu_s_per_round": cpus[name]}
+            "cpu_s_per_round": cpus[name],
+            "timeline_s_per_round": timelines[name]}
     benchlib.finish(doc, started, load_start, args.out, tp.log, None)
 
 

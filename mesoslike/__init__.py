@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 from mesoslike.clock import Clock, FakeClock, SystemClock  # noqa: E402
 from mesoslike.errors import ConfigError, MesoslikeError, ResourcesError  # noqa: E402
-from mesoslike.resources import Resources  # noqa: E402
 
 if TYPE_CHECKING:   # the names __getattr__ below loads on first use, for type checkers
+    from mesoslike.resources import Resources
     from mesoslike.attributes import Attribute
     from mesoslike.driver import DriverStatus, Scheduler, SchedulerDriver
     from mesoslike.executor import Executor, ExecutorDriver
@@ -63,8 +63,10 @@ __all__ = [
 #: names loaded on first use, and the module each comes from: the driver pulls in
 #: zmq, the ZooKeeper names kazoo, the message types the whole wire codec
 #: (attrs, msgspec, msgpack); `import mesoslike` for the core alone must not,
-#: nor must a command that uses none of them (`mesoslike run --help`)
-_LAZY = {"Executor": "mesoslike.executor", "ExecutorDriver": "mesoslike.executor",
+#: nor must a command that uses none of them (`mesoslike run --help`); nor
+#: does a process that never parses resources (a Fuxi worker, 16 a job) pay for
+#: their parser (its regular expressions, difflib)
+_LAZY = {"Resources": "mesoslike.resources", "Executor": "mesoslike.executor", "ExecutorDriver": "mesoslike.executor",
          "Scheduler": "mesoslike.driver", "SchedulerDriver": "mesoslike.driver", "DriverStatus": "mesoslike.driver",
          "ZkUrl": "mesoslike.ha", "ZooKeeperError": "mesoslike.ha", "MasterContender": "mesoslike.ha",
          "ZooKeeperRecordStore": "mesoslike.ha", "make_locator": "mesoslike.locator",

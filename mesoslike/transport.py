@@ -55,7 +55,6 @@ from zmq.utils import z85
 
 from mesoslike.errors import ConfigError
 from mesoslike.secret_files import check_secret_file_mode
-from mesoslike.wire import codec as _wire_codec
 
 # the public API a framework may use (pinned by tests/test_layering.py); an
 # endpoint's ``stats`` (a DeliveryStats) and ``queued`` come with Server and Client
@@ -449,7 +448,10 @@ class _Endpoint:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"bad {name} {value!r}: expected an integer >= 0")
         _return_large_buffers_to_the_os()
-        self.codec: MessageCodec = codec if codec is not None else _wire_codec.CODEC   # the master protocol by default
+        if codec is None:   # the master protocol's, imported here: a process speaking another protocol never needs it
+            from mesoslike.wire import codec as master_codec
+            codec = master_codec.CODEC
+        self.codec: MessageCodec = codec
         self.stats = DeliveryStats()
         self._max_peer_bytes = max_queued_bytes_per_peer
         self._max_bytes = max_queued_bytes

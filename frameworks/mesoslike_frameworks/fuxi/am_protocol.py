@@ -37,7 +37,9 @@ AppMaster -> worker
 - ``RELEASE()``: the slot is not needed any more, the worker exits 0;
 - ``ERROR(message)``: to a frame that is not a message (either way).
 
-Pure: no I/O.
+Pure: no I/O. The version, the frame limit, the heartbeat interval and the
+progress prefix are :mod:`.worker_wire`'s (the worker's side of this
+protocol, which a worker speaks without this module's schema machinery).
 """
 
 from __future__ import annotations
@@ -47,23 +49,16 @@ from typing import Annotated, Any, ClassVar
 import attrs
 
 from mesoslike.messaging import Codec, Items, Range, Schema, WireError
+from mesoslike_frameworks.fuxi.worker_wire import HEARTBEAT_INTERVAL, MAX_FRAME, PROGRESS_PREFIX, VERSION
 
 __all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Hello", "Heartbeat", "Progress", "Done", "Bye", "Welcome",
            "Rejoin", "Assign", "Kill", "Ack", "Release", "Error", "encode", "decode", "HEARTBEAT_INTERVAL",
            "HEARTBEAT_TIMEOUT", "PROGRESS_PREFIX", "MAX_FRAME", "worker_token"]
 
-#: the protocol's version: the job protocol's (:mod:`.protocol`, which a worker does not import: every slot's
-#: worker pays for what it imports when it starts)
-VERSION = 1
 #: what decoding a frame that is not a message raises: the job protocol's error
 ProtocolError = WireError
-#: seconds between a worker's HELLOs / HEARTBEATs
-HEARTBEAT_INTERVAL = 0.5
 #: seconds without a heartbeat after which the AppMaster declares a worker gone
 HEARTBEAT_TIMEOUT = 3.0
-#: a line of an instance's stdout that reports its progress: ``FUXI_PROGRESS 0.25``
-PROGRESS_PREFIX = "FUXI_PROGRESS"
-MAX_FRAME = 1024 * 1024
 
 SCHEMA = Schema("Fuxi AppMaster/worker", VERSION)
 

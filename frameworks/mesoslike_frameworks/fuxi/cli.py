@@ -11,7 +11,6 @@ import click
 
 from mesoslike import MesoslikeError
 from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
-from mesoslike.cli.state import table
 from mesoslike_frameworks.fuxi import DEFAULT_FAILOVER_TIMEOUT
 
 __all__ = ["fuxi", "format_status", "progress_line", "ProgressBar", "bar", "DEFAULT_FAILOVER_TIMEOUT"]
@@ -356,6 +355,8 @@ def _hosts(hosts: dict) -> str:
 
 def format_status(document: dict) -> str:
     """The status document as text a person can read."""
+    from mesoslike.cli.state import table   # here: a submission does not print tables (its import: urllib, http)
+
     lines = []
     framework = document.get("framework") or {}
     if framework and not framework.get("registered", True):

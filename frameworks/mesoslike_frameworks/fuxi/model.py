@@ -35,7 +35,7 @@ from typing import Any, Collection, Iterable, Mapping
 
 import attrs
 
-from mesoslike import Image, MesoslikeError, Resources
+from mesoslike import MesoslikeError, Resources
 
 __all__ = ["JobSpec", "UnitSpec", "Locality", "BackupPolicy", "JobSpecError", "load_job_file", "parse_job",
            "read_toml", "check_runnable", "job_document", "LT_MACHINE", "LT_ENGINEROOM", "LT_CLUSTER", "POLICIES",
@@ -287,6 +287,8 @@ def _check_unit(unit: UnitSpec, path: str) -> None:
     if len(unit.command) > MAX_COMMAND:
         raise _fail(f"{path}.command", f"must be at most {MAX_COMMAND} characters, got {len(unit.command)}")
     if unit.image:
+        from mesoslike import Image   # here: the master protocol's value types, for a unit with an image only
+
         try:
             Image(unit.image)
         except (TypeError, ValueError) as exc:

@@ -21,7 +21,8 @@ in the task's sandbox, started with ``posix_spawn`` (``vfork`` and
 instance inherits only its stdin, stdout and stderr) (stdout and stderr of attempt *a* of instance *i* in
 ``instances/<i>.<a>.stdout|stderr``; an instance's environment is the
 worker's without its secrets: the key and the token). The messages are in
-:mod:`.am_protocol`.
+:mod:`.am_protocol`; a worker speaks them with :mod:`.worker_wire`
+(MessagePack alone: what it imports is paid for by every slot, when it starts).
 
 The worker outlives its AppMaster: when the AppMaster is gone it keeps
 running its instance, keeps the results the AppMaster has not acknowledged
@@ -44,7 +45,7 @@ import threading
 import time
 
 from mesoslike import Clock, MesoslikeError, SystemClock
-from mesoslike_frameworks.fuxi import am_protocol as amp
+from mesoslike_frameworks.fuxi import worker_wire as wire
 from mesoslike.transport import Client, CurveKeys, Poller, Waker
 
 __all__ = ["Worker", "main", "SHELL", "read_secret", "TOKEN_FILE_ENV", "SECRET_KEY_FILE_ENV"]
@@ -66,6 +67,10 @@ TOKEN_FILE_ENV, SECRET_KEY_FILE_ENV = "FUXI_WORKER_TOKEN_FILE", "FUXI_WORKER_SEC
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 #: seconds an instance's stdout is still read after it exited (a child of it may hold it open)
 STDOUT_GRACE = 1.0
+#: the longest a worker waits before trying its AppMaster's port again: a job's AppMaster binds while its
+#: workers start, often after them on a loaded machine, and the transport's default backoff (doubling to 2 s)
+#: kept a worker that tried too early away for up to 2 s more — every instance of the job waits for HELLOs
+RECONNECT_MAX = 0.25
 
 
 class _Run:
@@ -100,7 +105,7 @@ class Worker:
 
     def __init__(self, appmaster: str, slot: str, unit: str, hostname: str, room: str = "", *,
                  sandbox: str | os.PathLike = ".", clock: Clock | None = None, kill_grace: float = 2.0,
-                 orphan_timeout: float = 300.0, interval: float = amp.HEARTBEAT_INTERVAL, token: str = "",
+                 orphan_timeout: float = 300.0, interval: float = wire.HEARTBEAT_INTERVAL, token: str = "",
                  agent_id: str = "", keys: CurveKeys | None = None, appmaster_key: bytes | None = None) -> None:
         self.appmaster = appmaster
         self.slot, self.unit, self.hostname, self.room = slot, unit, hostname, room
@@ -126,7 +131,8 @@ class Worker:
         self._stop: str | None = None        # why the worker stops (SIGTERM) or None
         self._exit: int | None = None
         # with keys: the job's workers' pair, and its AppMaster's public key (that AppMaster only)
-        self._client = Client(appmaster, codec=amp.CODEC, identity=slot.encode(), keys=keys, server_key=appmaster_key)
+        self._client = Client(appmaster, codec=wire.CODEC, identity=slot.encode(), keys=keys,
+                              server_key=appmaster_key, reconnect_max=RECONNECT_MAX)
         self._poller = Poller([self._client, self._waker])   # one for the worker's life, not one per wait
         keep_descriptors_from_instances()
 
@@ -182,45 +188,43 @@ class Worker:
     def _beat(self) -> None:
         if not self.welcomed:
             finished = [[i, a, ok, msg] for (i, a), (ok, msg) in sorted(self.unacked.items())]
-            self._send(amp.Hello(self.slot, self.unit, self.hostname, self.room, self._running(), finished,
+            self._send(wire.Hello(self.slot, self.unit, self.hostname, self.room, self._running(), finished,
                                  self.token, self.agent_id))
             return
-        self._send(amp.Heartbeat(self.slot, self._running()))
+        self._send(wire.Heartbeat(self.slot, self._running()))
         for (instance, attempt), (ok, message) in sorted(self.unacked.items()):
-            self._send(amp.Done(self.slot, instance, attempt, ok, message))
+            self._send(wire.Done(self.slot, instance, attempt, ok, message))
 
     def _on_message(self, message: object) -> None:
-        if isinstance(message, amp.ProtocolError):
+        if isinstance(message, wire.WireError):
             log.warning("a bad frame from the AppMaster: %s", message)
-            self._send(amp.Error(str(message)))
+            self._send(wire.Error(str(message)))
             return
-        if isinstance(message, amp.Welcome):
+        if isinstance(message, wire.Welcome):
             self.welcomed = True
-        elif isinstance(message, amp.Rejoin):
+        elif isinstance(message, wire.Rejoin):
             self.welcomed = False
             self._beat()
-        elif isinstance(message, amp.Assign):
+        elif isinstance(message, wire.Assign):
             self._assign(message)
-        elif isinstance(message, amp.Kill):
+        elif isinstance(message, wire.Kill):
             if self.run_ is not None and self.run_.key == (message.instance, message.attempt):
                 self._kill(self.run_)
-        elif isinstance(message, amp.Ack):
+        elif isinstance(message, wire.Ack):
             self.unacked.pop((message.instance, message.attempt), None)
-        elif isinstance(message, amp.Release):
+        elif isinstance(message, wire.Release):
             log.info("released by the AppMaster")
             self._exit = 0
-        elif isinstance(message, amp.Error):
+        elif isinstance(message, wire.Error):
             log.warning("the AppMaster says: %s", message.message)
-        else:
-            self._send(amp.Error(f"{getattr(message, 'TYPE', '?')} is not a message for a worker"))
 
     # ---------------------------------------------------------- instances
-    def _assign(self, message: amp.Assign) -> None:
+    def _assign(self, message: wire.Assign) -> None:
         key = (message.instance, message.attempt)
         if key in self.unacked or (self.run_ is not None and self.run_.key == key):
             return   # a resent ASSIGN
         if self.run_ is not None:
-            self._send(amp.Error(f"busy: running instance {self.run_.instance} attempt {self.run_.attempt}"))
+            self._send(wire.Error(f"busy: running instance {self.run_.instance} attempt {self.run_.attempt}"))
             return
         stem = os.path.join(self._instances, f"{message.instance}.{message.attempt}")
         env = dict(self._instance_env)
@@ -365,7 +369,7 @@ class Worker:
             except queue.Empty:
                 return
             if kind == "progress" and run is self.run_ and not run.killed:
-                self._send(amp.Progress(self.slot, run.instance, run.attempt, value))
+                self._send(wire.Progress(self.slot, run.instance, run.attempt, value))
             elif kind == "exit":
                 if run is self.run_:
                     self.run_ = None
@@ -378,7 +382,7 @@ class Worker:
         log.info("instance %d attempt %d %s: %s", key[0], key[1], "succeeded" if ok else "failed", message)
         self.unacked[key] = (ok, message)
         if self.welcomed:
-            self._send(amp.Done(self.slot, key[0], key[1], ok, message))
+            self._send(wire.Done(self.slot, key[0], key[1], ok, message))
 
     def _kill(self, run: _Run) -> None:
         if not run.killed:
@@ -403,7 +407,7 @@ class Worker:
         if run is not None:
             self._kill(run)
             run.exited.wait(self.kill_grace)
-        self._send(amp.Bye(self.slot, reason))
+        self._send(wire.Bye(self.slot, reason))
 
 
 #: bytes of an unfinished stdout line kept to find a progress line in (longer lines are not progress lines)
@@ -503,7 +507,7 @@ def parse_progress(line: bytes) -> float | None:
     """The fraction of a ``FUXI_PROGRESS <fraction>`` line (clamped to
     [0, 1]), None for any other line."""
     parts = line.split()
-    if len(parts) != 2 or parts[0] != amp.PROGRESS_PREFIX.encode():
+    if len(parts) != 2 or parts[0] != wire.PROGRESS_PREFIX.encode():
         return None
     try:
         fraction = float(parts[1])
