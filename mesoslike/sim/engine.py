@@ -269,10 +269,11 @@ class _FreeIndex:
     the agents the sweep has passed (below its cursor) held no room for the
     shape when it passed them, and an agent's room only grows when a task
     ends (:meth:`grew`), so only those that grew since are looked at again.
-    A shape whose witness filled up looks at the agents that grew since,
-    newest first (most agents are full when tasks wait: those are the
-    likeliest to have room), then the sweep goes on where it stopped; each
-    agent is passed once per sweep, not once per lost witness. Free
+    A shape whose witness filled up looks at the agents that grew since
+    (most agents are full when tasks wait: those are the likeliest to have
+    room), oldest first, each once (those that had none drop out of the
+    recheck), then the sweep goes on where it stopped; each agent is passed
+    once per sweep, not once per lost witness. Free
     resources only shrink within a cycle, so an answer of "no" holds through
     the cycle."""
 
@@ -296,13 +297,13 @@ class _FreeIndex:
             del self._witness[shape]    # it has no room now: below the cursor it holds the sweep's promise
         grown = self._grown
         cursor, since = self._sweep.get(shape, (0, len(grown)))
-        if since < len(grown):
-            for agent_id in dict.fromkeys(reversed(grown[since:])):
-                if free[agent_id].contains(shape):
-                    self._witness[shape] = agent_id
-                    self._sweep[shape] = (cursor, since)
-                    return True
-            since = len(grown)          # each had no room: below the cursor the promise holds again
+        while since < len(grown):       # oldest first: those passed over have no room, the promise holds again
+            agent_id = grown[since]
+            if free[agent_id].contains(shape):
+                self._witness[shape] = agent_id
+                self._sweep[shape] = (cursor, since)
+                return True
+            since += 1
         agents = self._agents
         for position in range(cursor, len(agents)):
             agent_id = agents[position]
