@@ -69,8 +69,9 @@ def checkout_of(rev: str) -> Path:
     return folder
 
 
-def run_once(code: Path | None, argv: list[str]) -> dict:
-    """One ``mesoslike simulate`` process: wall, CPU, peak RSS, load, the JSON's digest."""
+def run_once(code: Path | None, argv: list[str], keep: Path | None = None) -> dict:
+    """One ``mesoslike simulate`` process: wall, CPU, peak RSS, load, the JSON's digest
+    (the JSON itself written to ``keep`` if given)."""
     env = dict(os.environ)
     if code is not None:
         # both packages from the baseline's tree: mesoslike, and the bundled frameworks (the Fuxi policies)
@@ -89,6 +90,9 @@ def run_once(code: Path | None, argv: list[str]) -> dict:
         err.seek(0)
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"simulate {' '.join(argv)} failed: {err.read().decode(errors='replace')[-2000:]}")
+    if keep is not None:
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        keep.write_bytes(data)
     return {"wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
             "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "loadavg_before": [round(x, 2) for x in load_before],
             "loadavg_after": [round(x, 2) for x in os.getloadavg()],
@@ -103,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", default="", help="git revision timed alongside ('' to skip; default '')")
     parser.add_argument("--full-passes", action="store_true",
                         help="also time this checkout with simulate --full-passes (every pass in full)")
+    parser.add_argument("--keep-json", type=Path, default=None,
+                        help="also write each run's JSON into this folder (POLICY-checkout.json, ...) to diff them")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
     head, dirty = git_state(CODE_FILES)
@@ -119,19 +125,23 @@ def main(argv: list[str] | None = None) -> int:
                                                         capture_output=True, text=True, timeout=60).stdout.strip()
     results: dict[str, dict] = {}
     differ = False
+
+    def kept(policy: str, which: str) -> Path | None:
+        return args.keep_json / f"{policy}-{which}.json" if args.keep_json is not None else None
+
     for policy in args.policies.split(","):
         argv_policy = [*common, "--policy", policy]
-        entry = results[policy] = {"checkout": run_once(None, argv_policy)}
+        entry = results[policy] = {"checkout": run_once(None, argv_policy, kept(policy, "checkout"))}
         log(f"{policy}: checkout {entry['checkout']['wall_s']:.1f} s wall, {entry['checkout']['cpu_s']:.1f} s cpu")
         if args.full_passes:
-            full = entry["full_passes"] = run_once(None, [*argv_policy, "--full-passes"])
+            full = entry["full_passes"] = run_once(None, [*argv_policy, "--full-passes"], kept(policy, "full-passes"))
             entry["full_passes_identical_json"] = full["json_sha256"] == entry["checkout"]["json_sha256"]
             entry["speedup_cpu_over_full_passes"] = round(full["cpu_s"] / entry["checkout"]["cpu_s"], 2)
             differ |= not entry["full_passes_identical_json"]
             log(f"{policy}: --full-passes {full['wall_s']:.1f} s wall, {full['cpu_s']:.1f} s cpu; identical JSON: "
                 f"{entry['full_passes_identical_json']}")
         if baseline is not None:
-            entry["baseline"] = run_once(baseline, argv_policy)
+            entry["baseline"] = run_once(baseline, argv_policy, kept(policy, "baseline"))
             entry["identical_json"] = entry["baseline"]["json_sha256"] == entry["checkout"]["json_sha256"]
             entry["speedup_cpu"] = round(entry["baseline"]["cpu_s"] / entry["checkout"]["cpu_s"], 2)
             differ |= not entry["identical_json"]

@@ -1,8 +1,9 @@
 """The simulator's shortcuts change no result (docs/performance.rst, "The
 contended simulation"): a greedy framework turns down an offer below the
 least its queued tasks need without looking at each shape
-(``_Greedy.floor``), and the index of free resources looks at the agents
-that grew last first (``_FreeIndex``). Each is checked against the plain
+(``_Greedy.floor``), and the index of free resources sweeps the agents once
+per shape, looking again only at those that grew since (``_FreeIndex``).
+Each is checked against the plain
 scan it replaces, alone and over whole runs whose reports must be the same,
 byte for byte."""
 

@@ -265,20 +265,24 @@ class SimulationResult:
 # ============================================================== what is free
 class _FreeIndex:
     """Does a shape fit the free resources of some agent now? Each shape
-    keeps a witness agent (checked in O(1)); a shape that fits nowhere is
-    checked again only against the agents whose free resources grew since
-    (task ends), each once, so asking every round costs little; a shape
-    whose witness filled up looks first at the agents that grew last. Free
+    keeps a witness agent (checked in O(1)) and a sweep over the agents:
+    the agents the sweep has passed (below its cursor) held no room for the
+    shape when it passed them, and an agent's room only grows when a task
+    ends (:meth:`grew`), so only those that grew since are looked at again.
+    A shape whose witness filled up looks at the agents that grew since
+    (most agents are full when tasks wait: those are the likeliest to have
+    room), oldest first, each once (those that had none drop out of the
+    recheck), then the sweep goes on where it stopped; each agent is passed
+    once per sweep, not once per lost witness. Free
     resources only shrink within a cycle, so an answer of "no" holds through
     the cycle."""
 
-    #: agents whose free resources grew last, tried first when a shape's witness is gone
-    RECENT = 32
-
     def __init__(self, free: Mapping[str, Resources]) -> None:
         self._free = free
+        self._agents = list(free)
         self._witness: dict[Resources, str] = {}
-        self._checked: dict[Resources, int] = {}     # fits nowhere, as of len(self._grown)
+        #: shape -> (cursor, since): the agents below the cursor had no room for it, but those of _grown[since:]
+        self._sweep: dict[Resources, tuple[int, int]] = {}
         self._grown: list[str] = []
 
     def grew(self, agent_id: str) -> None:
@@ -290,24 +294,24 @@ class _FreeIndex:
         if witness is not None:
             if free[witness].contains(shape):
                 return True
-            del self._witness[shape]
-            checked = None
-        else:
-            checked = self._checked.get(shape)
+            del self._witness[shape]    # it has no room now: below the cursor it holds the sweep's promise
         grown = self._grown
-        if checked is None:
-            # the agents that grew last are the likeliest to have room (most are full when
-            # tasks wait): them first, newest first, then every agent
-            recent = grown[-1:-self.RECENT - 1:-1]
-            candidates: Iterable[str] = itertools.chain(recent, free)
-        else:
-            candidates = dict.fromkeys(grown[checked:])    # each agent once
-        for agent_id in candidates:
+        cursor, since = self._sweep.get(shape, (0, len(grown)))
+        while since < len(grown):       # oldest first: those passed over have no room, the promise holds again
+            agent_id = grown[since]
             if free[agent_id].contains(shape):
                 self._witness[shape] = agent_id
-                self._checked.pop(shape, None)
+                self._sweep[shape] = (cursor, since)
                 return True
-        self._checked[shape] = len(grown)
+            since += 1
+        agents = self._agents
+        for position in range(cursor, len(agents)):
+            agent_id = agents[position]
+            if free[agent_id].contains(shape):
+                self._witness[shape] = agent_id
+                self._sweep[shape] = (position + 1, since)
+                return True
+        self._sweep[shape] = (len(agents), since)
         return False
 
 
