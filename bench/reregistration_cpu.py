@@ -9,7 +9,8 @@ A first core admits ``--agents`` agents, each re-registering with
 frames ``bench/simagents.py`` sends); a second core recovers from its
 registry, as a new leader does, and handles every agent's REREGISTER_AGENT
 frame again: decoded by the codec, then the core's ``on_message``, in turns
-of ``--batch`` (the runtime's batch), each followed by the core's ``tick``.
+of ``--batch`` (the runtime's batch), each followed by the core's ``tick``
+and the collector as the runtime's turn leaves it (``LongLivedObjects``).
 Reported: process CPU seconds for decoding and for handling, per agent, and
 how many registry changes the re-registrations made (each change is a
 registry write the agents' answers wait for).
@@ -41,6 +42,7 @@ def measure(agents: int, tasks_per_agent: int, frameworks: int, batch: int, roun
     from mesoslike.clock import FakeClock
     from mesoslike.master import MasterConfig, MasterCore
     from mesoslike.master.registry import Registry
+    from mesoslike.master.runtime import LongLivedObjects
     from mesoslike.wire import MasterInfo, decode
 
     from simagents import registrations
@@ -52,6 +54,8 @@ def measure(agents: int, tasks_per_agent: int, frameworks: int, batch: int, roun
         first.on_message(peer, decode(frame))
     document = first.registry.to_document()
     del first
+    long_lived = LongLivedObjects()
+    long_lived.start()   # the master's young-generation threshold
     results = []
     for _ in range(rounds):
         gc.collect()
@@ -72,8 +76,11 @@ def measure(agents: int, tasks_per_agent: int, frameworks: int, batch: int, roun
                 handling += handled - decoded
             began = time.process_time()
             core.tick()
+            # the collector as the runtime's turn leaves it (MasterRuntime._work): a commit without
+            # turn_ended (a baseline) collects the turn's young objects at once
+            getattr(long_lived, "turn_ended", lambda: None)()
             gc.enable()
-            gc.collect(0)
+            long_lived.after_turn()
             handling += time.process_time() - began
             clock.advance(0.01)
         assert len(core.agents) == agents, f"{len(core.agents)} of {agents} agents re-registered"

@@ -97,3 +97,25 @@ def test_a_higher_threshold_or_the_collector_off_is_left_as_it_is(threshold):
     gc.set_threshold(0, 10, 10)
     LongLivedObjects().start()
     assert gc.get_threshold()[0] == 0
+
+
+def test_a_turn_that_built_many_objects_has_them_frozen_at_its_end(thawed):
+    # after a failover a turn of 2,000 re-registrations leaves ~250,000 records that live as long as their
+    # agents: frozen at the turn's end (O(1)) rather than traversed by the young pass due, which frees none
+    long_lived = LongLivedObjects()
+    long_lived.FREEZE_TURN_OVER = 20_000   # type: ignore[misc]  # a small turn for this test
+    gc.collect()                             # the young generation's count starts at 0
+    records = [[i] for i in range(25_000)]   # the turn's new state (the collector is off during a turn)
+    long_lived.turn_ended()
+    assert gc.get_freeze_count() >= len(records) and long_lived.turns_frozen == 1
+    assert gc.get_count()[0] < 1_000         # the young pass due has nothing left to traverse
+
+
+def test_an_ordinary_turn_leaves_its_objects_to_the_young_pass(thawed):
+    long_lived = LongLivedObjects()
+    long_lived.FREEZE_TURN_OVER = 20_000   # type: ignore[misc]
+    gc.collect()
+    kept = [[i] for i in range(5_000)]       # fewer than FREEZE_TURN_OVER: most live a second or two
+    long_lived.turn_ended()
+    assert gc.get_freeze_count() == 0 and long_lived.turns_frozen == 0
+    assert gc.get_count()[0] >= len(kept)
