@@ -125,6 +125,27 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """User + system CPU seconds of each of a process's threads so far, by
+    thread name (/proc/PID/task/*/comm; threads of one name summed): the
+    master's loop ("python" or its main thread's name), ZeroMQ's I/O thread
+    ("ZMQbg/IO/0"), the registry writer, kazoo's threads, HTTP."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def listen_overflows() -> int | None:
     """The kernel's count of connections dropped because a listen queue was full."""
     try:
@@ -345,6 +366,15 @@ class Frameworks:
         with self.cond:
             return sum(1 for t, _, event, _ in self.events if event == name and t >= since)
 
+    def first_times(self, name: str, since: float) -> list[float]:
+        """Each framework's first ``name`` callback since ``since``, sorted."""
+        with self.cond:
+            times: dict[int, float] = {}
+            for t, j, event, _ in self.events:
+                if event == name and t >= since and j not in times:
+                    times[j] = t
+            return sorted(times.values())
+
     def stop(self) -> None:
         for driver in self.drivers:
             try:
@@ -498,6 +528,7 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
                 wait(standby.registry_mirrored, args.timeout, "the standby's registry mirror")
             overflows_before = listen_overflows()
             writes_before = registry_version(kazoo, path)
+            threads_before = thread_cpu_seconds(standby.proc.pid)
             cpu_before = {"new_leader": cpu_seconds([standby.proc.pid]),
                           "agent_processes": cpu_seconds([w.pid for w in workers.workers])}
             standby.forget_turns()
@@ -511,6 +542,7 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
             detector.stop()
             overflows_after = listen_overflows()
             written = registry_version(kazoo, path)
+            threads_after = thread_cpu_seconds(standby.proc.pid)
             cpu_after = {"new_leader": cpu_seconds([standby.proc.pid]),
                          "agent_processes": cpu_seconds([w.pid for w in workers.workers])}
             detected = next((t for t, address in changes if address == standby.address), None)
@@ -525,6 +557,10 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
                 "first_agent_s": first_agent - killed_at,
                 "agents_s": last_agent - killed_at,
                 "frameworks_first_s": framework_times[0] - killed_at,
+                # when each driver noticed the leader change (its disconnected callback: ZooKeeper told its
+                # detector, or its master fell silent for 5 heartbeats) -- before it could re-subscribe
+                "frameworks_noticed_s": [round(t - killed_at, 3) for t in frameworks.first_times("disconnected",
+                                                                                                  killed_at)],
                 "frameworks_s": framework_times[-1] - killed_at,
                 "total_s": total,
                 "total_minus_session_s": total - args.zk_session_timeout,
@@ -536,6 +572,10 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
                 # CPU time (user + system) spent from the kill to the end of this failover: what the new
                 # leader's work costs, and what the simulated agents took from the same CPUs
                 "cpu_s": {key: round(cpu_after[key] - cpu_before[key], 2) for key in cpu_before},
+                # the new leader's CPU by thread: its loop against ZeroMQ's I/O thread (or the mux's), kazoo, HTTP
+                "new_leader_thread_cpu_s": {name: round(spent - threads_before.get(name, 0.0), 2)
+                                            for name, spent in sorted(threads_after.items())
+                                            if spent - threads_before.get(name, 0.0) >= 0.01},
                 "tcp_listen_overflows": (overflows_after - overflows_before
                                          if overflows_before is not None and overflows_after is not None else None),
                 "workers": [{"registered_after_sent_s": r["quantiles_after_sent"], "retries": r["retries"],
@@ -551,6 +591,15 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
                 record["registry_load_s"] = serving_at - detected
             record["reregistration_s"] = last_agent - serving_at
             record["resubscription_s"] = framework_times[-1] - serving_at
+            # the figure both ways: from the kill (detection by the session timeout included), and from
+            # the new leader serving, as Mesos's MasterFailover_BENCHMARK_Test counts
+            record["from_kill_s"] = {"detected": record["detect_s"], "serving": record["serving_s"],
+                                     "frameworks": record["frameworks_s"], "agents": record["agents_s"],
+                                     "all": total}
+            record["from_serving_s"] = {"first_agent": first_agent - serving_at,
+                                        "frameworks": record["resubscription_s"],
+                                        "agents": record["reregistration_s"],
+                                        "all": max(last_agent, framework_times[-1]) - serving_at}
             turns = standby.turns()["turns"]
             record["new_leader_turns"] = {"count": len(turns), "longest_s": round(max(turns, default=0.0), 4),
                                           "busy_s": round(sum(turns), 3)}
@@ -616,6 +665,21 @@ CODE_FILES = ["mesoslike/master/core.py", "mesoslike/master/runtime.py", "mesosl
 def code_info() -> dict:
     head, dirty = git_state([name for name in CODE_FILES if name.startswith("mesoslike/")])
     return {"git_head": head, "git_blobs": blob_ids(CODE_FILES), "product_files_differ_from_head": dirty}
+
+
+def log_drivers() -> None:
+    """The frameworks' drivers and their ZooKeeper detectors say what they do
+    (a leader change seen, a SUBSCRIBE retried, a master fallen silent) on
+    stderr, with the time: why frameworks came back when they did."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("[%(asctime)s] %(name)s: %(message)s", "%H:%M:%S"))
+    for name in ("mesoslike.driver", "mesoslike.locator", "mesoslike.ha"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
+        logger.propagate = False
 
 
 def stop_on_sigterm() -> None:
@@ -740,6 +804,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     load_start = os.getloadavg()
     stop_on_sigterm()
+    log_drivers()
     with tempfile.TemporaryDirectory(prefix="mesoslike-failover-") as scratch:
         workdir = Path(scratch)
         procs = Processes(workdir)

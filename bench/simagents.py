@@ -10,8 +10,12 @@ ROUTER cannot tell them from real agents. What they do:
 
 * (re-)register with ``REREGISTER_AGENT`` listing their running tasks
   (``RunningTask`` entries spread over the frameworks; a master that does
-  not know the agent admits it with them), and retry like the real agent
-  (4 s doubling to 10 s, jittered) until ``AGENT_REGISTERED`` arrives;
+  not know the agent admits it with them), and retry with the real agent's
+  back-off (read from ``AgentCore``'s defaults: 4 s doubling to 10 s,
+  jittered) until ``AGENT_REGISTERED`` arrives — over the same connection,
+  where the real agent makes a fresh one under the same identity (the
+  master's ROUTER hands the identity over: to the master's loop the retry
+  is the same frame from the same peer);
 * answer every ``PING`` with a ``PONG``;
 * follow the leader through a ``mesoslike.locator`` (a ``zk://`` group or a
   fixed ``tcp://`` address): when it changes, every connection is closed
@@ -68,10 +72,25 @@ sys.path.insert(0, str(HERE.parent))   # run from a checkout without installing
 
 #: every agent's resources
 AGENT_RESOURCES = "cpus:8;mem:16384"
-#: the real agent's registration backoff (mesoslike.agent.core.AgentCore):
-#: 4 s doubling to 10 s, each delay drawn from [(1 - jitter) x d, d]
-AGENT_BACKOFF = (4.0, 10.0)
-AGENT_JITTER = 0.5
+
+
+def _real_agent_backoff() -> tuple[tuple[float, float], float]:
+    """The real agent's registration back-off, read from its defaults
+    (``mesoslike.agent.core.AgentCore``: ``register_backoff`` doubling up to
+    ``register_backoff_max``, each delay drawn from ``[(1 - register_jitter)
+    x d, d]``), so that the simulated agents retry exactly as often as real
+    ones do — never a faster or a gentler agent than the product's."""
+    import inspect
+
+    from mesoslike.agent.core import AgentCore
+
+    defaults = inspect.signature(AgentCore.__init__).parameters
+    return ((float(defaults["register_backoff"].default), float(defaults["register_backoff_max"].default)),
+            float(defaults["register_jitter"].default))
+
+
+#: the real agent's registration back-off (today 4 s doubling to 10 s, jitter 0.5)
+AGENT_BACKOFF, AGENT_JITTER = _real_agent_backoff()
 #: after a connection drops with no new leader named: try the same address again this late
 RECONNECT_S = 5.0
 #: a mux stream takes registrations this many bytes at a time (see MuxAgents)

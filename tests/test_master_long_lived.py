@@ -97,3 +97,29 @@ def test_a_higher_threshold_or_the_collector_off_is_left_as_it_is(threshold):
     gc.set_threshold(0, 10, 10)
     LongLivedObjects().start()
     assert gc.get_threshold()[0] == 0
+
+
+def test_a_turn_of_admissions_has_its_young_objects_frozen_once_a_young_pass_is_due(thawed, threshold):
+    # after a failover every agent is admitted again, ~125 records an agent that live as long as it: frozen at
+    # the turn's end (O(1)) rather than traversed by the young pass due -- which frees none -- and by the older
+    # generations' passes after it
+    gc.set_threshold(LongLivedObjects.YOUNG_PASS_EVERY, 10, 10)
+    long_lived = LongLivedObjects()
+    gc.collect()                             # the young generation's count starts at 0
+    records = [[i] for i in range(LongLivedObjects.YOUNG_PASS_EVERY)]   # the turn's new state (collector off)
+    long_lived.turn_ended(admitted=400)
+    assert gc.get_freeze_count() >= len(records) and long_lived.turns_frozen == 1
+    assert gc.get_count()[0] < 1_000         # the young pass due has nothing left to traverse
+
+
+def test_no_freeze_before_a_young_pass_is_due_or_in_a_turn_that_admitted_few_agents(thawed, threshold):
+    gc.set_threshold(LongLivedObjects.YOUNG_PASS_EVERY, 10, 10)
+    long_lived = LongLivedObjects()
+    gc.collect()
+    kept = [[i] for i in range(10_000)]      # no pass due yet: the next turns may add to them
+    long_lived.turn_ended(admitted=400)
+    assert gc.get_freeze_count() == 0
+    more = [[i] for i in range(LongLivedObjects.YOUNG_PASS_EVERY)]   # a pass is due, but the turn's objects are
+    long_lived.turn_ended(admitted=3)        # not admissions' records: most live a second or two
+    assert gc.get_freeze_count() == 0 and long_lived.turns_frozen == 0
+    assert gc.get_count()[0] >= len(kept) + len(more)

@@ -259,8 +259,16 @@ class AgentLifecycle:
             context.registry.mark_reachable(msg.agent.id)
             context.counters["agents_reachable_again"] += 1
         # whose a framework is, is never the agent's to say: the registry knows, or the master's receipt
-        # the agent kept with the framework's tasks (_reported_info); else nobody may take it (_check_bound)
-        infos = {info.id: self._frameworks.reported_info(info) for info in msg.frameworks if info.id}
+        # the agent kept with the framework's tasks (_reported_info); else nobody may take it (_check_bound).
+        # Checked only when a framework is not known (after a failover the registry knows them all)
+        reported: dict[str, FrameworkInfo] | None = None
+
+        def infos() -> dict[str, FrameworkInfo]:
+            nonlocal reported
+            if reported is None:
+                reported = {info.id: self._frameworks.reported_info(info) for info in msg.frameworks if info.id}
+            return reported
+
         self._frameworks.bind_reported(msg.frameworks)
         holding: dict[str, list[Resources]] = {}
         doomed = self._pronounced_ended(msg.agent.id, msg.tasks)
@@ -273,17 +281,17 @@ class AgentLifecycle:
                 continue
             if framework_id in removed or running.state in TERMINAL_STATES:
                 if framework_id not in removed and framework_id not in frameworks:
-                    self._frameworks.remember_reported(msg.agent.id, running, infos)  # it may subscribe for the update
+                    self._frameworks.remember_reported(msg.agent.id, running, infos())  # it may subscribe for the update
                 continue
             if framework_id not in frameworks:
-                self._frameworks.adopt(infos.get(framework_id) or FrameworkInfo(
+                self._frameworks.adopt(infos().get(framework_id) or FrameworkInfo(
                     name="(recovered)", id=framework_id), reported=True)
             holding.setdefault(framework_id, []).append(running.task.resources)
         executors = {(e.framework_id, e.executor.executor_id): e.executor for e in msg.executors
                      if e.framework_id not in context.frameworks.removed}
         for (framework_id, _), executor in executors.items():   # an idle executor's framework lives on too
             if framework_id not in context.frameworks.records:
-                self._frameworks.adopt(infos.get(framework_id) or FrameworkInfo(name="(recovered)", id=framework_id),
+                self._frameworks.adopt(infos().get(framework_id) or FrameworkInfo(name="(recovered)", id=framework_id),
                                       reported=True)
             holding.setdefault(framework_id, []).append(executor.resources)
         self._admit(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()},

@@ -149,16 +149,37 @@ class LongLivedObjects:
     #: container objects allocated (net) between two passes over the young generation
     #: (:mod:`mesoslike.young_collections` says why)
     YOUNG_PASS_EVERY = YOUNG_PASS_EVERY
+    #: a turn that admitted at least this many agents has its young objects frozen at its end, once a
+    #: young pass is due (:meth:`turn_ended`)
+    FREEZE_AFTER_ADMITTING = 100
 
     def __init__(self) -> None:
         self.full_collections = gc.get_stats()[2]["collections"]
         self.frozen_at_thaw = 0
         self.may_thaw = True   # False once the frozen set was past THAW_UP_TO
+        #: turns whose young objects were frozen (turn_ended)
+        self.turns_frozen = 0
 
     def start(self) -> None:
         """Set the young generation's threshold for this process (not lower than it is already; 0, the
         collector off, stays off)."""
         pass_over_young_objects_less_often(self.YOUNG_PASS_EVERY)
+
+    def turn_ended(self, admitted: int) -> None:
+        """Called at the end of a turn that admitted ``admitted`` agents,
+        the collector still off. Once a young pass is due, a turn of
+        admissions has its young objects frozen instead: they are the agents'
+        and their tasks' records (~125 objects an agent with 10 tasks), which
+        live as long as the agents. After a failover every agent is admitted
+        again; the passes due would traverse every record and free none —
+        the young pass every 50,000 of them, the middle one every ten of
+        those, and a full one over all of them (seconds at 100,000 agents,
+        holding the GIL). Frozen (O(1)) they are out of every pass, still
+        freed by their reference counts; a cycle among them waits for a
+        thaw, as the survivors of a full collection do."""
+        if admitted >= self.FREEZE_AFTER_ADMITTING and gc.get_count()[0] >= self.YOUNG_PASS_EVERY:
+            gc.freeze()
+            self.turns_frozen += 1
 
     def after_turn(self) -> None:
         full = gc.get_stats()[2]["collections"]
@@ -958,13 +979,16 @@ class MasterRuntime:
             # a turn with no new work: the commit writes the registry again, and sends what is held
         else:
             collecting = gc.isenabled()
-            gc.disable()  # a turn of 2,000 re-registrations makes ~100k objects: collect after it, not during
+            agents_before = len(leading.core.agent_book.records)
+            gc.disable()  # a turn of 2,000 re-registrations makes ~250k objects: collect after it, not during
             try:
                 replies += self._handle_messages(leading.core)
                 replies += self._v1.turn(leading.core)
                 replies += leading.core.tick()
             finally:
                 if collecting:
+                    # before the collector is on: its pass would come first
+                    self._long_lived.turn_ended(len(leading.core.agent_book.records) - agents_before)
                     gc.enable()
                     self._long_lived.after_turn()
         self._carry_out(self._feed(TurnEnded(self.clock.now() - started, tuple(replies))))
