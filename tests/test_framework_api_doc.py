@@ -55,8 +55,9 @@ pytestmark = pytest.mark.timeout(60)
 DOC_PATH = Path(__file__).resolve().parents[1] / "docs" / "framework-api.rst"
 #: the packages ``mesoslike`` loads names from lazily whose ``__all__`` is
 #: framework API too (the driver's, and any added later, such as an
-#: executor's); the HA modules' lists hold their internals as well
-_LAZY_INTERNALS = {"mesoslike.ha", "mesoslike.locator"}
+#: executor's); the HA modules' lists hold their internals as well, and so
+#: does the resources module's (``Resources`` itself is in ``mesoslike.__all__``)
+_LAZY_INTERNALS = {"mesoslike.ha", "mesoslike.locator", "mesoslike.resources"}
 #: modules whose every public class is documented member by member
 REFERENCED = (mesoslike, mesoslike.driver, mesoslike.wire.types, *(
     importlib.import_module(name) for name in sorted(set(getattr(mesoslike, "_LAZY", {}).values()))
