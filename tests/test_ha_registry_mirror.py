@@ -34,7 +34,9 @@ def test_the_new_leader_takes_the_mirror_with_the_last_writes_of_its_predecessor
     leader = masters("a").wait_until_leading()
     registry = leader.load_and_store(2000)
     mirror = RegistryMirror(standby_client, url.path, timeout=30.0)
-    znodes = len(client.get_children(f"{url.path}/registry"))
+    # counted through the standby's client, the one waited for above: the other client may still be
+    # reconnecting, or find its session expired (ZooKeeper restarts its sessions' clocks when it starts)
+    znodes = len(standby_client.get_children(f"{url.path}/registry"))
     assert mirror.refresh() == znodes + 2   # the first refresh reads every shard, the header and the list
     assert mirror.complete
     assert mirror.refresh() == 0                   # nothing changed: nothing read
@@ -73,7 +75,9 @@ def test_a_mirror_whose_session_wavered_is_not_taken(masters, url, client, stand
                                  leader.contender.fence).load()
     assert loaded == reload(client, url)
     assert mirror.reads == read_before   # not the mirror: the store read the registry itself
-    znodes = len(client.get_children(f"{url.path}/registry"))
+    # counted through the standby's client, the one waited for above: the other client may still be
+    # reconnecting, or find its session expired (ZooKeeper restarts its sessions' clocks when it starts)
+    znodes = len(standby_client.get_children(f"{url.path}/registry"))
     assert mirror.refresh() == znodes + 2   # and the next refresh reads everything again
 
 
@@ -97,7 +101,9 @@ def test_a_mirror_across_a_zookeeper_restart_reads_everything_again_without_an_e
     raised = [r for r in caplog.records if r.exc_info is not None]
     assert raised == [], [r.getMessage() for r in raised]
     assert not mirror.complete
-    znodes = len(client.get_children(f"{url.path}/registry"))
+    # counted through the standby's client, the one waited for above: the other client may still be
+    # reconnecting, or find its session expired (ZooKeeper restarts its sessions' clocks when it starts)
+    znodes = len(standby_client.get_children(f"{url.path}/registry"))
     assert mirror.refresh() == znodes + 2
     assert mirror.current
 
