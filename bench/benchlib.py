@@ -73,6 +73,18 @@ def start(benchmark: str, argv: list[str] | None, code: dict) -> tuple[dict, flo
     return doc, time.perf_counter(), os.getloadavg()
 
 
+def trees(root: Path, before_tree: Path | None, doc: dict) -> dict[str, tuple[str, Path]]:
+    """The source trees a before/after bench runs, name -> (its Python, the
+    tree): this one ("after", ``root``) and, with ``before_tree``, that one
+    ("before", its virtualenv in ``.venv``), noted in ``doc``."""
+    found = {"after": (sys.executable, root)}
+    if before_tree is not None:
+        before = before_tree.resolve()
+        found["before"] = (str(before / ".venv" / "bin" / "python"), before)
+        doc["before_tree"] = str(before)
+    return found
+
+
 def emit(doc: dict, out: Path | None, log: Callable[[str], None]) -> None:
     """Print the result document as JSON and, with ``out``, write it there."""
     text = json.dumps(doc, indent=2)

@@ -188,11 +188,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     doc, started, load_start = benchlib.start("fuxi_path", None, {"git_head": benchlib.git_state([])[0]})
-    trees = {"after": (sys.executable, ROOT)}
-    if args.before_tree is not None:
-        before = args.before_tree.resolve()
-        trees["before"] = (str(before / ".venv" / "bin" / "python"), before)
-        doc["before_tree"] = str(before)
+    trees = benchlib.trees(ROOT, args.before_tree, doc)
     work = Path(tempfile.mkdtemp(prefix="bench-fuxi-path-"))
     procs = tp.Processes(work)
     real: list[float] = []

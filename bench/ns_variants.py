@@ -21,17 +21,17 @@ would make the next variant pay.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import benchlib  # noqa: E402
 PID, MOUNT, IPC, UTS, RSLAVE, RPRIVATE, PROC, SHM, TMP, VFORK, EXEC = (1, 2, 4, 8, 16, 32, 64, 128, 256, 4096,
                                                                         8192)
 CONTAINER = PID | MOUNT | IPC | UTS | RSLAVE | PROC | SHM | TMP   # what the default isolation's init does
@@ -62,6 +62,7 @@ def main() -> int:
     parser.add_argument("--root", type=Path, default=Path("/tmp"))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    document, _, _ = benchlib.start("ns_variants", None, {"git_head": benchlib.git_state([])[0]})
     work = Path(tempfile.mkdtemp(prefix="bench-ns-variants-", dir=args.root))
     rounds: dict[str, list[float]] = {name: [] for name in VARIANTS}
     loads = []
@@ -82,15 +83,10 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     medians = {name: round(statistics.median(values), 3) for name, values in rounds.items()}
-    document = {"command": " ".join(["ns_variants.py", *sys.argv[1:]]),
-                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "launches_per_round": args.launches, "variants": VARIANTS,
-                "cpu_ms_per_launch_median": medians, "cpu_ms_per_launch_rounds": rounds,
-                "loadavg_per_round": loads}
-    text = json.dumps(document, indent=1)
-    if args.out:
-        args.out.write_text(text + "\n")
-    print(text)
+    document.update({"launches_per_round": args.launches, "variants": VARIANTS,
+                     "cpu_ms_per_launch_median": medians, "cpu_ms_per_launch_rounds": rounds,
+                     "loadavg_per_round": loads})
+    benchlib.emit(document, args.out, lambda line: print(line, file=sys.stderr))
     return 0
 
 

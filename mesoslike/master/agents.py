@@ -9,9 +9,10 @@ The agents themselves are in the :class:`~mesoslike.master.agent_book.AgentBook`
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
-from typing import Iterator
+from typing import Callable, Iterator
 
 import attrs
 
@@ -261,13 +262,8 @@ class AgentLifecycle:
         # whose a framework is, is never the agent's to say: the registry knows, or the master's receipt
         # the agent kept with the framework's tasks (_reported_info); else nobody may take it (_check_bound).
         # Checked only when a framework is not known (after a failover the registry knows them all)
-        reported: dict[str, FrameworkInfo] | None = None
-
-        def infos() -> dict[str, FrameworkInfo]:
-            nonlocal reported
-            if reported is None:
-                reported = {info.id: self._frameworks.reported_info(info) for info in msg.frameworks if info.id}
-            return reported
+        infos: Callable[[], dict[str, FrameworkInfo]] = functools.cache(
+            lambda: {info.id: self._frameworks.reported_info(info) for info in msg.frameworks if info.id})
 
         self._frameworks.bind_reported(msg.frameworks)
         holding: dict[str, list[Resources]] = {}
