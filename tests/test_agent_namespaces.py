@@ -306,6 +306,25 @@ def test_a_custom_executors_container_gets_its_secret_volumes(master, agent, tmp
     assert seen == SECRET.decode() * 2 + "\n" and target.read_text() == ""
 
 
+def test_a_custom_executor_runs_in_namespaces_of_its_own(master, agent):  # noqa: F811
+    """As a command task: its own PID (it is not pid 1's only child on the host's, it sees no other
+    container's processes), mount, IPC and UTS namespaces; the tasks it runs share them (its container)."""
+    runtime = agent()
+    launch(master, "other", "sleep 600")
+    running(master, "other")
+    other = host_pid_of(runtime, "other")
+    executor = ExecutorInfo("e", "ls /proc | grep -E '^[0-9]+$' > pids.tmp; echo $$ >> pids.tmp; mv pids.tmp pids; "
+                                 "exec sleep 60", Resources.parse("cpus:0.1;mem:32"))
+    master.send(m.RunTask(FW, TaskInfo("t", "agent-1", "", Resources.parse("cpus:0.1;mem:32"), executor=executor)))
+    *listed, own = [int(pid) for pid in written(runtime, executor.run_id(), "pids").split()]
+    assert own == 2 and set(listed) <= set(range(1, 8)), (listed, own)   # its init and itself, not the host's
+    host = wait_until(lambda: runtime.executor.pid("fw-1", executor.run_id()), 10, "the executor's pid")
+    assert host != own and other not in listed
+    for kind in ("pid", "mnt", "ipc", "uts"):
+        assert namespace_of(host, kind) != namespace_of(os.getpid(), kind), kind
+        assert namespace_of(host, kind) != namespace_of(other, kind), kind
+
+
 def test_a_secret_at_an_absolute_path_needs_a_mount_namespace_and_a_path_of_the_agent(master, agent):  # noqa: F811
     secret = VolumeSource("SECRET", secret=Secret(Secret.VALUE, value=SECRET))
     agent(isolation="posix")

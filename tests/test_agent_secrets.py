@@ -63,12 +63,20 @@ def secrets_dir(traversable_dir):
     return directory
 
 
+#: the agent's isolation: without namespaces (a supervisor per task), and the default (PID, mount, IPC and
+#: UTS namespaces; a task without a health check started by the shared supervisor's namespace init helper)
+ISOLATIONS = pytest.mark.parametrize("agent", ["posix", "auto"], indirect=True)
+
+
 @pytest.fixture
-def agent(master, traversable_dir, secrets_dir, monkeypatch):  # noqa: F811 (fixture)
+def agent(request, master, traversable_dir, secrets_dir, monkeypatch):  # noqa: F811 (fixture)
     for name, value in AGENT_SECRETS.items():
         monkeypatch.setenv(name, value)
+    isolation = getattr(request, "param", "posix")
     runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:2;mem:512", hostname="h1",
-                                         work_dir=traversable_dir / "agent", isolation="posix", secrets_dir=secrets_dir)).start()
+                                         work_dir=traversable_dir / "agent", isolation=isolation,
+                                         secrets_dir=secrets_dir)).start()
+    assert bool(runtime.views.state_document()["isolation"]["namespaces"]) == (isolation == "auto")
     master.register()
     yield runtime
     runtime.stop()
@@ -93,10 +101,17 @@ def digest(data: bytes) -> str:
 
 
 # ------------------------------------------------------ the clean environment
+@ISOLATIONS
 def test_a_task_starts_with_a_clean_environment_and_cannot_read_the_agents(master, agent):  # noqa: F811
     command = ("env -0 > env.out; "
-               f"cat /proc/{os.getpid()}/environ > agent-environ 2>/dev/null && echo read || echo refused")
+               f"cat /proc/{os.getpid()}/environ > agent-environ 2>/dev/null && echo read || echo refused; "
+               "while [ ! -e go ]; do sleep 0.05; done")
     master.send(m.RunTask(FW_A, task("t", command, environment={"FROM_FRAMEWORK": "yes", "PATH": "/bin"})))
+    assert [master.update("t").state for _ in range(2)] == [TaskState.STARTING, TaskState.RUNNING]
+    task_json = run_dir_path(agent.work_dir, FW_A.id, "t") / "task.json"
+    started = json.loads(wait_until(lambda: task_json.exists() and task_json.read_text(), 10, "task.json"))["started"]
+    assert (started == "nsinit") == bool(agent.isolation.namespaces), started   # the default's own launch path
+    (sandbox_path(agent.work_dir, FW_A.id, "t") / "go").touch()
     statuses = master.updates_until_terminal("t")
     assert statuses[-1].state == TaskState.FINISHED, statuses[-1]
     directory = sandbox_path(agent.work_dir, FW_A.id, "t")
@@ -130,6 +145,7 @@ def test_the_operator_sets_the_base_environment(master, traversable_dir):  # noq
 
 
 # ------------------------------------------------------------------- secrets
+@ISOLATIONS
 def test_secrets_reach_their_task_as_variables_and_files_and_nothing_else(master, agent, caplog):  # noqa: F811
     caplog.set_level(logging.DEBUG)
     command = ('printf %s "$DB_PASSWORD" | sha256sum > seen; printf %s "$API_TOKEN" | sha256sum >> seen; '
@@ -147,7 +163,8 @@ def test_secrets_reach_their_task_as_variables_and_files_and_nothing_else(master
     assert [master.update("t").state for _ in range(2)] == [TaskState.STARTING, TaskState.RUNNING]
     directory = sandbox_path(agent.work_dir, FW_A.id, "t")
     run_dir = run_dir_path(agent.work_dir, FW_A.id, "t")
-    pid = read_pid_file(directory / "pid")
+    read_pid_file(directory / "pid")                   # (its own namespace's pid with namespaces)
+    pid = wait_until(lambda: agent.executor.pid(FW_A.id, "t"), 10, "the task's host pid")
     lines = wait_until(lambda: (lambda s: s if len(s) == 5 else None)((directory / "seen").read_text().splitlines()),
                        10, "the task's report")
     assert [line.split()[0] for line in lines[:4]] == [digest(REFERENCED.encode()), digest(b"json-token"),
