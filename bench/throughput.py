@@ -495,12 +495,14 @@ def measure_isolation(procs: Processes, tasks: int, rounds: int, isolation: str,
                 "baseline": Cluster(procs, 4, "cpus:64;mem:65536", ("--isolation", baseline), "base-")}
     rates: dict[str, list[float]] = {name: [] for name in clusters}
     cpus: dict[str, list[dict]] = {name: [] for name in clusters}
+    loads: list[list[float]] = []
     for r in range(rounds):
         for name in (("isolated", "baseline") if r % 2 == 0 else ("baseline", "isolated")):
             rate, cpu, failed = one_round(clusters[name], tasks)
             cpus[name].append(cpu)
             rates[name].append(rate)
             log(f"isolation round {r + 1} {name}: {rate:.0f} tasks/s, cpu {cpu}, failed {failed}")
+        loads.append([round(x, 2) for x in os.getloadavg()])
     ratios = [100 * a / b for a, b in zip(rates["isolated"], rates["baseline"])]
     agents_isolation = {name: _agent_isolation(cluster) for name, cluster in clusters.items()}
     for cluster in clusters.values():
@@ -509,7 +511,8 @@ def measure_isolation(procs: Processes, tasks: int, rounds: int, isolation: str,
     return {"tasks": tasks, "agents": 4, "isolation": isolation, "baseline": baseline,
             "agents_isolators": agents_isolation,
             "isolated_tasks_per_s": spread(rates["isolated"]), "baseline_tasks_per_s": spread(rates["baseline"]),
-            "ratio_percent": spread(ratios),
+            "ratio_percent": spread(ratios), "ratio_percent_per_round": [round(x, 1) for x in ratios],
+            "loadavg_per_round": loads,
             "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]])
                                        for key in cpus[name][0]} for name in cpus}}
 
