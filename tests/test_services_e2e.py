@@ -14,13 +14,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
 import pytest
 
-from e2e_helpers import REPO, child_env, cluster, free_port, task_processes  # noqa: F401 (fixture)
-from services_helpers import api, healthy_tasks, services_args, web_app
+from e2e_helpers import REPO, _proc_environ as task_environment, child_env, cluster, free_port, task_processes  # noqa: F401
+from services_helpers import api, healthy_tasks, read_events, services_args, web_app
 from waiting import wait_until
 from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
 
@@ -263,3 +264,42 @@ def test_local_with_services_runs_an_app_and_the_dashboard_links_to_its_page(tmp
     state = json.loads((tmp_path / "state.json").read_text())
     services = next(f for f in state["frameworks"] if f["name"] == "services")
     assert services["webui_url"].startswith("http://127.0.0.1:") and services["webui_url"].endswith("/")
+
+
+def test_an_unhealthy_instance_is_killed_and_replaced_and_the_stream_says_so(cluster):
+    """An instance whose HTTP check fails ``maxConsecutiveFailures`` times in a row is killed by its agent
+    and replaced by a new instance; the raw event stream carries ``health_status_changed_event`` (healthy,
+    then not) and ``unhealthy_instance_kill_event``."""
+    cluster.start_master()
+    _agents(cluster, ("node-a",))
+    token = cluster.token
+    _, url = _start_services(cluster, "services")
+    events: list = []
+    ready = threading.Event()
+    wanted = ("health_status_changed_event", "unhealthy_instance_kill_event")
+    reader = threading.Thread(target=read_events, args=(
+        url, "/v2/events?" + "&".join(f"event_type={kind}" for kind in wanted), token, 5, events, ready),
+        daemon=True)
+    reader.start()
+    assert ready.wait(10)
+    # healthy while the file it serves is there (python's HTTP server serves its sandbox)
+    app = web_app("/flaky", 1, cmd="touch ok && exec python3 -m http.server $PORT0 --bind 127.0.0.1")
+    app["healthChecks"][0].update(path="/ok", maxConsecutiveFailures=2)
+    status, created = api(url + "/v2/apps", "POST", app, token)
+    assert status == 201, created
+    first = _wait_healthy(cluster, url, "/flaky", token, 1)[0]
+    pid = next(pid for pid, task_id in task_processes(cluster.work_root).items() if task_id == first["id"])
+    sandbox = task_environment(pid)["MESOSLIKE_SANDBOX"]
+    os.remove(os.path.join(sandbox, "ok"))                  # its check fails from now on
+    replacement = wait_until(lambda: (lambda ts: ts[0] if len(ts) == 1 and ts[0]["id"] != first["id"] else None)(
+        healthy_tasks(url, "/flaky", token)), 90, "the unhealthy instance replaced", diagnostics=cluster.diagnostics)
+    reader.join(30)
+    seen = [(kind, event.get("taskId"), event.get("alive")) for kind, event in events[1:]]
+    assert seen[:3] == [("health_status_changed_event", first["id"], True),
+                        ("health_status_changed_event", first["id"], False),
+                        ("unhealthy_instance_kill_event", first["id"], None)], seen
+    assert ("health_status_changed_event", replacement["id"], True) in seen, seen
+    status, body = api(url + "/v2/apps/flaky?embed=apps.lastTaskFailure", token=token)
+    assert status == 200 and body["app"]["lastTaskFailure"]["taskId"] == first["id"], body
+    assert replacement["id"].split("._app")[0] != first["id"].split("._app")[0], "a replacement is a new instance"
+
