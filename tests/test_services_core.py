@@ -13,7 +13,8 @@ from hypothesis import HealthCheck as HypothesisHealthCheck
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mesoslike import ContainerInfo, DockerInfo, Image, Resources, TaskState, Volume, VolumeSource
+from mesoslike import (ContainerInfo, DockerInfo, Image, Resources, Secret, SecretReference, TaskState, Volume,
+                       VolumeSource)
 from mesoslike_frameworks.services.api import Request, ServicesApi, app_json, queue_json
 from mesoslike_frameworks.services.core import (RESTART, ApiError, Decline, DrainingAgents, Emit, Kill, Launch,
                                                 Persist, Reconcile, Registered, Revive, ServicesCore, Suppress)
@@ -55,6 +56,8 @@ def _events(cluster: Cluster, kind: str) -> list[dict]:
     ({"id": "/a", "cmd": "x", "killSelection": "RANDOM"}, "/killSelection", "YOUNGEST_FIRST"),
     ({"id": "/a", "cmd": "x", "cpu": 1}, "/cpu", "unknown field"),
     ({"id": "/a", "cmd": "x", "env": {"K": {"secret": "nope"}}}, "/env/K", "undefined secret"),
+    ({"id": "/a", "cmd": "x", "env": {"K": {"secret": "s"}}, "secrets": {"s": {"source": "../etc/shadow"}}},
+     "/secrets/s/source", "without '..'"),
     ({"id": "/a", "cmd": "x", "residency": {"taskLostBehavior": "WAIT_FOREVER"}}, "/residency", "not supported"),
     ({"id": "/a", "cmd": "x", "container": {"type": "DOCKER", "docker": {}}}, "/container/docker/image",
      "needs an image"),
@@ -278,6 +281,25 @@ def test_an_apps_container_becomes_its_tasks_container_as_mesos_runs_it():
     assert (argv.command, argv.shell, argv.arguments) == ("", False, ["--port", "80"])
     assert line.container is not None and line.container.docker.network == "NONE"
     assert (line.command, line.shell) == ("echo hi", True)
+
+
+def test_an_apps_secrets_become_references_the_agent_resolves_never_values():
+    """Marathon's ``secrets`` (``source``: a path in the secret store) and the ``env`` entries naming them:
+    the task carries a REFERENCE per variable (the agent reads it from its secrets directory under the
+    service's principal); no value passes through the service, nothing waits for one."""
+    cluster = _cluster()
+    _create(cluster, {"id": "/db", "cmd": "serve", "cpus": 1, "mem": 64,
+                      "env": {"PLAIN": "p", "DB_PASSWORD": {"secret": "pw"}, "DB_USER": {"secret": "user"}},
+                      "secrets": {"pw": {"source": "/db/password"}, "user": {"source": "db@USER"}}})
+    cluster.offer_all()
+    task = next(t for c in cluster.log if isinstance(c, Launch) for t in c.tasks)
+    assert task.environment["PLAIN"] == "p" and "DB_PASSWORD" not in task.environment
+    assert task.environment_secrets == {
+        "DB_PASSWORD": Secret(Secret.REFERENCE, reference=SecretReference("db/password")),
+        "DB_USER": Secret(Secret.REFERENCE, reference=SecretReference("db", key="USER"))}
+    assert queue_json(cluster.core, cluster.core.apps["/db"]) is None      # launched, not waiting
+    document = app_json(cluster.core, cluster.core.apps["/db"])
+    assert document["env"]["DB_PASSWORD"] == {"secret": "pw"} and document["secrets"]["pw"] == {"source": "/db/password"}
 
 
 def test_matching_follows_marathons_reason_funnel():

@@ -303,3 +303,36 @@ def test_an_unhealthy_instance_is_killed_and_replaced_and_the_stream_says_so(clu
     assert status == 200 and body["app"]["lastTaskFailure"]["taskId"] == first["id"], body
     assert replacement["id"].split("._app")[0] != first["id"].split("._app")[0], "a replacement is a new instance"
 
+
+def test_an_apps_secrets_reach_its_tasks_from_the_agents_secrets_directory(cluster, tmp_path):
+    """``secrets`` with ``env`` entries naming them: the agent resolves each under the service's
+    principal (fwA) from its ``--secrets-dir``; the value reaches the task and nothing else (not the API,
+    not the master's /state). A secret the agent lacks fails the launch, and the app's last failure names
+    it."""
+    secrets = tmp_path / "secrets"
+    (secrets / "fwA" / "db").mkdir(parents=True, mode=0o700)
+    os.chmod(secrets, 0o700)
+    (secrets / "fwA" / "db" / "password").write_text("hunter2-e2e")
+    os.chmod(secrets / "fwA" / "db" / "password", 0o600)
+    cluster.start_master()
+    cluster.start_agent("node-a", "cpus:4;mem:4096;disk:2048;ports:[31000-31199]",
+                        extra=("--secrets-dir", str(secrets)))
+    token = cluster.token
+    _, url = _start_services(cluster, "services")
+    app = {"id": "/db", "cmd": '[ ${#DB_PASSWORD} -eq 11 ] && exec sleep 1000', "cpus": 0.1, "mem": 32,
+           "env": {"DB_PASSWORD": {"secret": "pw"}}, "secrets": {"pw": {"source": "/db/password"}}}
+    status, created = api(url + "/v2/apps", "POST", app, token)
+    assert status == 201, created
+    task = wait_until(lambda: (lambda ts: ts[0] if ts and ts[0]["state"] == "TASK_RUNNING" else None)(
+        api(url + "/v2/apps/db/tasks", token=token)[1]["tasks"]), 60, "the task running with its secret",
+        diagnostics=cluster.diagnostics)
+    pid = next(pid for pid, task_id in task_processes(cluster.work_root).items() if task_id == task["id"])
+    assert task_environment(pid)["DB_PASSWORD"] == "hunter2-e2e"
+    assert "hunter2-e2e" not in json.dumps(api(url + "/v2/apps?embed=apps.tasks", token=token)[1])
+    assert "hunter2-e2e" not in json.dumps(cluster.state())
+
+    missing = dict(app, id="/nosecret", secrets={"pw": {"source": "db/nope"}}, backoffSeconds=30)
+    assert api(url + "/v2/apps", "POST", missing, token)[0] == 201
+    failure = wait_until(lambda: api(url + "/v2/apps/nosecret?embed=apps.lastTaskFailure", token=token)[1]["app"]
+                         .get("lastTaskFailure"), 60, "the launch to fail", diagnostics=cluster.diagnostics)
+    assert failure["state"] == "TASK_FAILED" and "db/nope" in failure["message"], failure
