@@ -315,6 +315,13 @@ def test_matching_follows_marathons_reason_funnel():
     assert fit is not None and fit.host_ports == (31000,)
     assert match(cpus=1, mem=64, disk=0, gpus=0, ports=[], hostname="h", attributes={}, available=offer,
                  placements=None, draining=True).reason == "AgentMaintenance"
+    # gpus: an instance asking for them needs an offer with as many, and its task gets them
+    assert match(cpus=1, mem=64, disk=0, gpus=1, ports=[], hostname="h", attributes={}, available=offer,
+                 placements=None, draining=False).reason == "InsufficientGpus"
+    gpu_offer = Resources.parse("cpus:1;mem:64;gpus:2")
+    fit = match(cpus=1, mem=64, disk=0, gpus=2, ports=[], hostname="h", attributes={}, available=gpu_offer,
+                placements=None, draining=False).fit
+    assert fit is not None and fit.resources.get("gpus") == 2
 
 
 # ------------------------------------------------------------------- API

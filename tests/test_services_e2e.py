@@ -216,6 +216,11 @@ def test_the_cli_and_the_page(cluster, tmp_path):
     shown = json.loads(cli("app", "show", "/team/api").stdout)
     assert shown["instances"] == 3 and len(shown["tasks"]) == 3
     assert len(cli("app", "tasks", "/team/api").stdout.strip().splitlines()) == 4   # header + 3
+    before = {t["id"] for t in shown["tasks"]}
+    restarted = cli("app", "restart", "/team/api", "--wait", "--wait-timeout", "90")
+    assert restarted.returncode == 0 and "done" in restarted.stdout, restarted
+    after = json.loads(cli("app", "show", "/team/api").stdout)["tasks"]
+    assert len(after) == 3 and not before & {t["id"] for t in after}, (before, after)
     # too big to place: the queue says why, in the CLI too
     big = tmp_path / "big.json"
     big.write_text(json.dumps({"id": "/team/huge", "cmd": "sleep 1000", "cpus": 64, "mem": 32}))
