@@ -17,7 +17,8 @@ from mesoslike import (ContainerInfo, DockerInfo, Image, Resources, Secret, Secr
                        VolumeSource)
 from mesoslike_frameworks.services.api import Request, ServicesApi, app_json, queue_json
 from mesoslike_frameworks.services.core import (RESTART, ApiError, Decline, DrainingAgents, Emit, Kill, Launch,
-                                                Persist, Reconcile, Registered, Revive, ServicesCore, Suppress)
+                                                MasterBlockers, Persist, Reconcile, Registered, Revive, ServicesCore,
+                                                Suppress)
 from mesoslike_frameworks.services.matching import match
 from mesoslike_frameworks.services.model import ValidationError, parse_app
 from services_helpers import Cluster
@@ -260,6 +261,15 @@ def test_the_queue_says_why_an_app_waits():
     assert cpus == {"reason": "InsufficientCpus", "declined": 3, "processed": 3}
     assert "constraint" in why["/picky"]["why"]
     assert all(isinstance(c, Decline) for c in cluster.log if isinstance(c, (Launch, Decline)))
+    # the master holds offers back (its /state's offer_blockers for the service): quota, not the offers, is why
+    limit = "role 'svc' reached its quota limit for cpus (limit cpus:0.5, consumed cpus:0.5)"
+    cluster.run(core.handle(MasterBlockers((("QUOTA_LIMIT", limit),))))
+    summary = queue_json(core, core.apps["/big"])["processedOffersSummary"]
+    assert summary["why"] == f"the master makes the service no offers: {limit}"
+    assert summary["masterOfferBlockers"] == [{"reason": "QUOTA_LIMIT", "message": limit}]
+    # its own declines' filters are not a reason of the master's: the offers' funnel says why
+    cluster.run(core.handle(MasterBlockers((("DECLINE_FILTERS", "it declined the 3 agent(s)"),))))
+    assert "enough cpus" in queue_json(core, core.apps["/big"])["processedOffersSummary"]["why"]
 
 
 def test_an_apps_container_becomes_its_tasks_container_as_mesos_runs_it():

@@ -341,3 +341,38 @@ def test_an_apps_secrets_reach_its_tasks_from_the_agents_secrets_directory(clust
     failure = wait_until(lambda: api(url + "/v2/apps/nosecret?embed=apps.lastTaskFailure", token=token)[1]["app"]
                          .get("lastTaskFailure"), 60, "the launch to fail", diagnostics=cluster.diagnostics)
     assert failure["state"] == "TASK_FAILED" and "db/nope" in failure["message"], failure
+
+
+def test_an_app_held_back_by_its_roles_quota_says_so_in_the_queue_and_the_cli(cluster):
+    """The service in role ``svc``, whose quota limit (cpus:0.5) a first app uses up: the master makes the
+    service no more offers, and the second app's queue entry says it is the quota (the master's
+    offer_blockers, read from its /state), in the API and in ``mesoslike app list``."""
+    credentials = cluster.keys.credentials
+    credentials.write_text(credentials.read_text().replace('roles = ["*"]', 'roles = ["*", "svc"]'))
+    cluster.start_master()
+    _agents(cluster, ("node-a",))
+    token = cluster.token
+    request = urllib.request.Request(cluster.http + "/quota", method="POST",
+                                     data=json.dumps({"role": "svc", "limit": "cpus:0.5"}).encode(),
+                                     headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status == 200
+    _, url = _start_services(cluster, "services", "--role", "svc")
+    small = {"id": "/small", "cmd": "sleep 1000", "cpus": 0.5, "mem": 32}
+    assert api(url + "/v2/apps", "POST", small, token)[0] == 201
+    wait_until(lambda: api(url + "/v2/apps/small", token=token)[1]["app"]["tasksRunning"] == 1, 60,
+               "the first app running", diagnostics=cluster.diagnostics)
+    assert api(url + "/v2/apps", "POST", dict(small, id="/held"), token)[0] == 201
+
+    def why() -> str | None:
+        queue = api(url + "/v2/queue", token=token)[1]["queue"]
+        entry = next((q for q in queue if q["app"]["id"] == "/held"), None)
+        text = entry["processedOffersSummary"]["why"] if entry else ""
+        return text if "quota limit" in text else None
+    said = wait_until(why, 60, "the queue to name the quota", diagnostics=cluster.diagnostics)
+    assert said.startswith("the master makes the service no offers: role 'svc' reached its quota limit"), said
+    listed = subprocess.run([sys.executable, "-m", "mesoslike", "app", "list"], capture_output=True, text=True,
+                            env=dict(child_env(), MESOSLIKE_SERVICES=url, MESOSLIKE_TOKEN=token), timeout=60,
+                            cwd=str(REPO))
+    assert "quota limit" in listed.stdout, listed
+    assert api(url + "/v2/apps/held", token=token)[1]["app"]["tasksRunning"] == 0

@@ -60,6 +60,7 @@ from mesoslike_frameworks.services.model import (AppDefinition, ValidationError,
 __all__ = [
     "ServicesCore", "Instance", "AppRecord", "Deployment", "Action", "ApiError",
     "Registered", "Reregistered", "Disconnected", "OffersReceived", "StatusUpdate", "DrainingAgents", "Tick",
+    "MasterBlockers",
     "Event", "Persist", "Launch", "Decline", "Kill", "Reconcile", "Suppress", "Revive", "Emit", "Command",
     "SCHEDULED", "STAGING", "STARTING", "RUNNING", "KILLING", "UNREACHABLE", "UNKNOWN", "GOAL_RUNNING",
     "GOAL_STOPPED", "START", "SCALE", "RESTART", "STOP", "INSTANCE_BUCKETS", "MAX_APPS",
@@ -257,11 +258,22 @@ class DrainingAgents:
 
 
 @attrs.frozen
+class MasterBlockers:
+    """Why the master makes the service no offers now, as its ``/state``
+    says (the framework's ``offer_blockers``: ``(reason, sentence)`` pairs,
+    ``QUOTA_LIMIT``, ``NO_AGENTS`` ...); empty when nothing holds them back
+    or the service holds an offer. The queue's ``why`` (:func:`api.queue_json`)."""
+
+    blockers: tuple[tuple[str, str], ...]
+
+
+@attrs.frozen
 class Tick:
     pass
 
 
-Event = Union[Registered, Reregistered, Disconnected, OffersReceived, StatusUpdate, DrainingAgents, Tick]
+Event = Union[Registered, Reregistered, Disconnected, OffersReceived, StatusUpdate, DrainingAgents, MasterBlockers,
+              Tick]
 
 
 # -------------------------------------------------------------- commands
@@ -382,6 +394,8 @@ class ServicesCore:
         self._by_task: dict[str, Instance] = {}
         self.deployments: dict[str, Deployment] = {}
         self.draining: frozenset[str] = frozenset()
+        #: why the master makes no offers now, as it last said (:class:`MasterBlockers`)
+        self.master_blockers: tuple[tuple[str, str], ...] = ()
         self.agent_attributes: dict[str, dict[str, str]] = {}
         self.framework_id = ""
         self.connected = False
@@ -473,6 +487,8 @@ class ServicesCore:
             self._status(event.status)
         elif isinstance(event, Tick):
             self._tick()
+        elif isinstance(event, MasterBlockers):
+            self.master_blockers = event.blockers
         elif isinstance(event, DrainingAgents):
             if event.agent_ids != self.draining:
                 self.draining = frozenset(event.agent_ids)
