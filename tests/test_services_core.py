@@ -394,6 +394,27 @@ def test_the_api_answers_as_marathon():
     assert app_json(cluster.core, cluster.core.apps["/web"])["version"]
 
 
+def test_an_apps_versions_are_listed_shown_and_rolled_back_to():
+    """``GET /v2/apps/{id}/versions`` lists every version, newest first; ``/versions/{v}`` shows that
+    definition; ``PUT /v2/apps/{id} {"version": v}`` goes back to it (a new version, the old config)."""
+    cluster = _cluster()
+    api = ServicesApi(_Backend(cluster.core))
+    assert api.handle(_request("POST", "/v2/apps", {"id": "/web", "cmd": "v1", "cpus": 0.5, "mem": 32})).status == 201
+    cluster.clock.advance(1)
+    assert api.handle(_request("PUT", "/v2/apps/web", {"cmd": "v2"}, force="true")).status == 200
+    versions = json.loads(api.handle(_request("GET", "/v2/apps/web/versions")).body)["versions"]
+    assert len(versions) == 2 and versions == sorted(versions, reverse=True)
+    first = json.loads(api.handle(_request("GET", f"/v2/apps/web/versions/{versions[-1]}")).body)
+    assert first["cmd"] == "v1" and first["version"] == versions[-1]
+    cluster.clock.advance(1)
+    back = api.handle(_request("PUT", "/v2/apps/web", {"version": versions[-1]}, force="true"))
+    assert back.status == 200
+    app = json.loads(api.handle(_request("GET", "/v2/apps/web")).body)["app"]
+    assert app["cmd"] == "v1" and app["version"] not in versions
+    assert len(json.loads(api.handle(_request("GET", "/v2/apps/web/versions")).body)["versions"]) == 3
+    assert api.handle(_request("GET", "/v2/apps/web/versions/2001-01-01T00:00:00.000Z")).status == 404
+
+
 # ------------------------------------------------------------- properties
 _ACTIONS = st.lists(st.one_of(
     st.tuples(st.just("offers")), st.tuples(st.just("tick"), st.floats(0.1, 40)),
