@@ -415,6 +415,26 @@ def test_an_apps_versions_are_listed_shown_and_rolled_back_to():
     assert api.handle(_request("GET", "/v2/apps/web/versions/2001-01-01T00:00:00.000Z")).status == 404
 
 
+def test_deleting_a_deployment_through_the_api_rolls_back_or_with_force_stops_it():
+    cluster = _cluster()
+    api = ServicesApi(_Backend(cluster.core))
+    created = api.handle(_request("POST", "/v2/apps", {"id": "/web", "cmd": "x", "instances": 2, "cpus": 0.5,
+                                                       "mem": 32}))
+    deployment_id = created.headers["Marathon-Deployment-Id"]       # no offers: it stays in progress
+    listed = json.loads(api.handle(_request("GET", "/v2/deployments")).body)
+    assert [d["id"] for d in listed] == [deployment_id]
+    assert [a["action"] for step in listed[0]["steps"] for a in step["actions"]] == ["StartApplication",
+                                                                                     "ScaleApplication"]
+    stopped = api.handle(_request("DELETE", f"/v2/deployments/{deployment_id}", force="true"))
+    assert stopped.status == 202 and json.loads(api.handle(_request("GET", "/v2/deployments")).body) == []
+    assert api.handle(_request("GET", "/v2/apps/web")).status == 200          # left as it is
+    scaled = json.loads(api.handle(_request("PUT", "/v2/apps/web", {"instances": 5})).body)["deploymentId"]
+    rollback = api.handle(_request("DELETE", f"/v2/deployments/{scaled}"))
+    assert rollback.status == 200 and json.loads(rollback.body)["deploymentId"] != scaled
+    assert json.loads(api.handle(_request("GET", "/v2/apps/web")).body)["app"]["instances"] == 2
+    assert api.handle(_request("DELETE", "/v2/deployments/nope")).status == 404
+
+
 # ------------------------------------------------------------- properties
 _ACTIONS = st.lists(st.one_of(
     st.tuples(st.just("offers")), st.tuples(st.just("tick"), st.floats(0.1, 40)),
