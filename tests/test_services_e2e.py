@@ -244,6 +244,11 @@ def test_the_cli_and_the_page(cluster, tmp_path):
         assert b"mesoslike services" in answer.read()
     with urllib.request.urlopen(url + "/static/services.js", timeout=5) as answer:
         assert b"/v2/deployments" in answer.read()
+    # the page's recent events (what happened above, the API's own events)
+    status, recent = api(url + "/services/events", token=token)
+    kinds = {event["eventType"] for event in recent["events"]}
+    assert status == 200 and {"deployment_success", "status_update_event", "app_terminated_event"} <= kinds, kinds
+    assert api(url + "/services/events")[0] == 401
 
 
 def test_local_with_services_runs_an_app_and_the_dashboard_links_to_its_page(tmp_path):
@@ -376,3 +381,4 @@ def test_an_app_held_back_by_its_roles_quota_says_so_in_the_queue_and_the_cli(cl
                             cwd=str(REPO))
     assert "quota limit" in listed.stdout, listed
     assert api(url + "/v2/apps/held", token=token)[1]["app"]["tasksRunning"] == 0
+

@@ -6,6 +6,7 @@ manage_apps ACL sees only its apps."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -180,4 +181,8 @@ def test_a_principal_sees_only_the_apps_its_acl_names(cluster):
     wait_until(lambda: len(api(url + "/v2/tasks", token=admin)[1]["tasks"]) == 2, 60, "both running",
                diagnostics=cluster.diagnostics)
     assert {t["appId"] for t in api(url + "/v2/tasks", token=ops)[1]["tasks"]} == {"/team-b/api"}
+    # the services page's recent events too: none of another team's app (its definition, hosts, ports)
+    seen = api(url + "/services/events", token=ops)[1]["events"]
+    assert seen and all("team-a" not in json.dumps(event) for event in seen), seen
+    assert any("team-a" in json.dumps(event) for event in api(url + "/services/events", token=admin)[1]["events"])
     assert api(url + "/v2/apps/team-b/api", token="not-a-token")[0] == 401

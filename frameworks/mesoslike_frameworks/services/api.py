@@ -277,8 +277,9 @@ class ServicesApi:
         parts = [p for p in path.split("/") if p]
         method = request.method
         if parts[:1] != ["v2"]:
-            if path == "/services/events" and method == "GET":
-                return _json(200, {"events": self.backend.recent_events()})
+            if path == "/services/events" and method == "GET":   # the page's recent events: what it may see
+                return _json(200, {"events": [event for event in self.backend.recent_events()
+                                              if self._may_see(principal, event)]})
             raise ApiError(404, {"message": f"no such endpoint {path[:200]}"})
         resource = parts[1] if len(parts) > 1 else ""
         rest = parts[2:]
