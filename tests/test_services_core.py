@@ -309,7 +309,8 @@ def test_an_apps_secrets_become_references_the_agent_resolves_never_values():
         "DB_USER": Secret(Secret.REFERENCE, reference=SecretReference("db", key="USER"))}
     assert queue_json(cluster.core, cluster.core.apps["/db"]) is None      # launched, not waiting
     document = app_json(cluster.core, cluster.core.apps["/db"])
-    assert document["env"]["DB_PASSWORD"] == {"secret": "pw"} and document["secrets"]["pw"] == {"source": "/db/password"}
+    assert document["env"]["DB_PASSWORD"] == {"secret": "pw"}
+    assert document["secrets"]["pw"] == {"source": "/db/password"}
 
 
 def test_matching_follows_marathons_reason_funnel():

@@ -20,7 +20,12 @@ import urllib.request
 
 import pytest
 
-from e2e_helpers import REPO, _proc_environ as task_environment, child_env, cluster, free_port, task_processes  # noqa: F401
+from agent_helpers import cgroups_root, start_agent  # noqa: F401 (fixture)
+from e2e_helpers import REPO, child_env, cluster, free_port, task_processes  # noqa: F401 (fixture)
+from e2e_helpers import _proc_environ as task_environment
+from environment import unavailable
+from image_registry import busybox_image, push_image, registry, registry_factory, require_tools  # noqa: F401
+from mesoslike.agent.executor import sandbox_path
 from services_helpers import api, healthy_tasks, read_events, services_args, web_app
 from waiting import wait_until
 from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
@@ -382,3 +387,28 @@ def test_an_app_held_back_by_its_roles_quota_says_so_in_the_queue_and_the_cli(cl
     assert "quota limit" in listed.stdout, listed
     assert api(url + "/v2/apps/held", token=token)[1]["app"]["tasksRunning"] == 0
 
+
+def test_an_apps_container_image_runs_each_instance_in_the_image(cluster, cgroups_root, registry):  # noqa: F811
+    """An app with Marathon's ``container`` (``MESOS`` with ``docker.image``) on a real agent with runc
+    and a real registry: each instance runs in the image's root filesystem, not the host's."""
+    require_tools("runc", "docker-registry")
+    if os.geteuid() != 0:
+        unavailable("containers need root")
+    push_image(registry, "test/busybox", "1", busybox_image())
+    cluster.start_master()
+    start_agent(cluster, "img-host", "cpus:2;mem:512;disk:512;ports:[31000-31099]", "--docker-registry",
+                registry.host, "--cgroups-root", cgroups_root)
+    token = cluster.token
+    _, url = _start_services(cluster, "services")
+    app = {"id": "/boxed", "container": {"type": "MESOS", "docker": {"image": "test/busybox:1"}}, "instances": 2,
+           "cmd": "{ cat /etc/motd; test -e /usr/bin/python3 || echo not-the-host; } > $MESOS_SANDBOX/seen; "
+                  "exec sleep 1000", "cpus": 0.1, "mem": 32}
+    status, created = api(url + "/v2/apps", "POST", app, token)
+    assert status == 201, created
+    wait_until(lambda: api(url + "/v2/apps/boxed", token=token)[1]["app"]["tasksRunning"] == 2, 90,
+               "2 instances running in the image", diagnostics=cluster.diagnostics)
+    framework_id = cluster.framework("services")["id"]
+    for task in api(url + "/v2/apps/boxed/tasks", token=token)[1]["tasks"]:
+        seen = sandbox_path(cluster.work_root / "img-host", framework_id, task["id"]) / "seen"
+        text = wait_until(lambda: seen.exists() and seen.read_text(), 30, f"{task['id']} to write what it sees")
+        assert "built in the test" in text and "not-the-host" in text, text
