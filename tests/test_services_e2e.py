@@ -412,3 +412,45 @@ def test_an_apps_container_image_runs_each_instance_in_the_image(cluster, cgroup
         seen = sandbox_path(cluster.work_root / "img-host", framework_id, task["id"]) / "seen"
         text = wait_until(lambda: seen.exists() and seen.read_text(), 30, f"{task['id']} to write what it sees")
         assert "built in the test" in text and "not-the-host" in text, text
+
+
+def test_instances_of_an_unreachable_agent_are_replaced_after_inactive_after_seconds(cluster):
+    """An agent frozen (SIGSTOP: its tasks run on) past the master's ping timeouts is unreachable: its
+    instances are TASK_UNREACHABLE (the service is partition-aware), replaced elsewhere only once the app's
+    ``unreachableStrategy.inactiveAfterSeconds`` has passed; when the agent comes back, the extra
+    instances are killed and the app runs its 2, each once."""
+    cluster.start_master()
+    _agents(cluster)
+    token = cluster.token
+    _, url = _start_services(cluster, "services")
+    app = {"id": "/steady", "cmd": "sleep 1000", "instances": 2, "cpus": 0.1, "mem": 32,
+           "unreachableStrategy": {"inactiveAfterSeconds": 6, "expungeAfterSeconds": 600}}
+    assert api(url + "/v2/apps", "POST", app, token)[0] == 201
+
+    def tasks() -> list[dict]:
+        return api(url + "/v2/apps/steady/tasks", token=token)[1]["tasks"]
+    first = wait_until(lambda: (lambda ts: ts if len(ts) == 2 and all(t["state"] == "TASK_RUNNING" for t in ts)
+                                else None)(tasks()), 60, "2 running", diagnostics=cluster.diagnostics)
+    frozen = first[0]["host"]
+    cut_off = {t["id"] for t in first if t["host"] == frozen}
+    cluster.agents[frozen].signal_group(signal.SIGSTOP)
+    try:
+        wait_until(lambda: {t["id"] for t in tasks() if t["state"] == "TASK_UNREACHABLE"} == cut_off, 30,
+                   "the frozen agent's instances unreachable", diagnostics=cluster.diagnostics)
+        unreachable_at = time.monotonic()
+        replaced = wait_until(lambda: (lambda ts: ts if len([t for t in ts if t["state"] == "TASK_RUNNING"]) == 2
+                                       else None)(tasks()), 60, "replacements running",
+                              diagnostics=cluster.diagnostics)
+        # replaced no sooner than inactiveAfterSeconds (counted from when the service heard it; polled: 1 s slack)
+        assert time.monotonic() - unreachable_at >= 5, "replaced before inactiveAfterSeconds"
+        assert all(t["host"] != frozen for t in replaced if t["state"] == "TASK_RUNNING")
+    finally:
+        cluster.agents[frozen].signal_group(signal.SIGCONT)
+    # the agent comes back with its tasks: the extra instances go, 2 run, no instance twice
+    final = wait_until(lambda: (lambda ts: ts if len(ts) == 2 and all(t["state"] == "TASK_RUNNING" for t in ts)
+                                and len(_framework_tasks(cluster)) == 2 else None)(tasks()), 90,
+                       "the app back to 2 once the agent returned", diagnostics=cluster.diagnostics)
+    assert len({t["id"].split("._app")[0] for t in final}) == 2
+    # the returning instances are the older ones: the replacements (killSelection YOUNGEST_FIRST) were killed
+    replacements = {t["id"] for t in replaced if t["state"] == "TASK_RUNNING"} - {t["id"] for t in first}
+    assert cut_off <= {t["id"] for t in final} and not replacements & {t["id"] for t in final}, (final, replaced)
