@@ -416,6 +416,23 @@ def test_an_apps_versions_are_listed_shown_and_rolled_back_to():
     assert api.handle(_request("GET", "/v2/apps/web/versions/2001-01-01T00:00:00.000Z")).status == 404
 
 
+def test_put_v2_apps_creates_or_updates_several_apps_in_one_deployment():
+    cluster = _cluster()
+    api = ServicesApi(_Backend(cluster.core))
+    assert api.handle(_request("POST", "/v2/apps", {"id": "/a", "cmd": "x", "cpus": 0.5, "mem": 32})).status == 201
+    api.handle(_request("DELETE", f"/v2/deployments/{next(iter(cluster.core.deployments))}", force="true"))
+    answer = api.handle(_request("PUT", "/v2/apps", [{"id": "/a", "instances": 3},
+                                                     {"id": "/b", "cmd": "y", "cpus": 0.5, "mem": 32}]))
+    assert answer.status == 200, answer.body
+    deployments = json.loads(api.handle(_request("GET", "/v2/deployments")).body)
+    assert len(deployments) == 1 and sorted(deployments[0]["affectedApps"]) == ["/a", "/b"]
+    assert json.loads(answer.body)["deploymentId"] == deployments[0]["id"]
+    apps = {a["id"]: a for a in json.loads(api.handle(_request("GET", "/v2/apps")).body)["apps"]}
+    assert apps["/a"]["instances"] == 3 and apps["/a"]["cmd"] == "x" and apps["/b"]["cmd"] == "y"
+    bad = api.handle(_request("PUT", "/v2/apps", [{"id": "/c", "cmd": "z", "mem": -1}], force="true"))
+    assert bad.status == 422 and json.loads(bad.body)["details"][0]["path"] == "/mem"
+
+
 def test_deleting_a_deployment_through_the_api_rolls_back_or_with_force_stops_it():
     cluster = _cluster()
     api = ServicesApi(_Backend(cluster.core))
