@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import statistics
 import sys
@@ -86,6 +87,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "services.json"))
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-services-"))
+    load_start, started_at = os.getloadavg(), time.strftime("%Y-%m-%dT%H:%M:%S%z")
     procs = Processes(work)
     try:
         cluster = Cluster(procs, 4, AGENT_RESOURCES)
@@ -94,22 +96,26 @@ def main() -> None:
                         "--work-dir", str(work / "services"))
         url = f"http://127.0.0.1:{port}"
         wait_for(lambda: _request(url + "/v2/info", "GET").get("elected"), 60, "the service")
-        services, runs = [], []
+        services, runs, loads = [], [], []
         for number in range(args.rounds):
             services.append(round_services(cluster, url, args.instances, number))
             log(f"round {number}: services {services[-1]:.1f}s")
             runs.append(round_run(procs, cluster, args.instances, number))
             log(f"round {number}: mesoslike run {runs[-1]:.1f}s")
+            loads.append(os.getloadavg()[0])
         commit, dirty = git_state(["bench/services.py", "frameworks/mesoslike_frameworks/services/core.py"])
         result = {
             "benchmark": "services", "instances": args.instances, "agents": 4, "agent_resources": AGENT_RESOURCES,
-            "command": COMMAND, "rounds": args.rounds,
+            "command": COMMAND, "rounds": args.rounds, "started_at": started_at,
+            "bench_command": "python bench/services.py " + " ".join(sys.argv[1:]),
             "services_seconds_to_all_running": spread(services),
             "run_seconds_to_all_running": spread(runs),
             "services_over_run": round(statistics.median(services) / statistics.median(runs), 2),
             "instances_per_s": {"services": round(args.instances / min(services), 1),
                                 "run": round(args.instances / min(runs), 1)},
             "machine": machine_info(), "commit": commit, "dirty": dirty,
+            # the machine is shared: its load when the run began, after each round, when it ended
+            "loadavg_start_end": [load_start, os.getloadavg()], "loadavg_1m_after_each_round": loads,
         }
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps(result, indent=2))

@@ -113,6 +113,8 @@ class Cluster:
 
 # ------------------------------------------------------------ end to end
 import json as _json
+import socket as _socket
+import threading as _threading
 import urllib.error as _urlerror
 import urllib.request as _urlrequest
 
@@ -169,3 +171,32 @@ def healthy_tasks(url: str, app_id: str, token: str | None) -> list[dict]:
         return []
     return [t for t in body["tasks"] if t["state"] == "TASK_RUNNING"
             and any(r["alive"] for r in t.get("healthCheckResults", []))]
+
+
+def read_events(url: str, path: str, token: str, wanted: int, into: list, ready: _threading.Event) -> None:
+    """A raw HTTP/1.1 request for the event stream, read line by line as curl would."""
+    host, port = url.split("://")[1].split(":")
+    with _socket.create_connection((host, int(port)), timeout=60) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n"
+                     f"Authorization: Bearer {token}\r\n\r\n".encode())
+        buffer = b""
+        while b"\r\n\r\n" not in buffer:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return
+            buffer += chunk
+        head, _, buffer = buffer.partition(b"\r\n\r\n")
+        into.append(("head", head.decode()))
+        ready.set()
+        while len(into) < wanted:
+            while b"\n\n" in buffer and len(into) < wanted:
+                block, buffer = buffer.split(b"\n\n", 1)
+                fields = dict(line.split(": ", 1) for line in block.decode().splitlines() if ": " in line)
+                if "event" in fields:
+                    into.append((fields["event"], _json.loads(fields["data"])))
+            if len(into) >= wanted:
+                return
+            chunk = sock.recv(65536)
+            if not chunk:
+                return
+            buffer += chunk

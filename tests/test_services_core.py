@@ -13,10 +13,12 @@ from hypothesis import HealthCheck as HypothesisHealthCheck
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mesoslike import ContainerInfo, DockerInfo, Image, Resources, TaskState, Volume, VolumeSource
+from mesoslike import (ContainerInfo, DockerInfo, Image, Resources, Secret, SecretReference, TaskState, Volume,
+                       VolumeSource)
 from mesoslike_frameworks.services.api import Request, ServicesApi, app_json, queue_json
 from mesoslike_frameworks.services.core import (RESTART, ApiError, Decline, DrainingAgents, Emit, Kill, Launch,
-                                                Persist, Reconcile, Registered, Revive, ServicesCore, Suppress)
+                                                MasterBlockers, Persist, Reconcile, Registered, Revive, ServicesCore,
+                                                Suppress)
 from mesoslike_frameworks.services.matching import match
 from mesoslike_frameworks.services.model import ValidationError, parse_app
 from services_helpers import Cluster
@@ -55,6 +57,8 @@ def _events(cluster: Cluster, kind: str) -> list[dict]:
     ({"id": "/a", "cmd": "x", "killSelection": "RANDOM"}, "/killSelection", "YOUNGEST_FIRST"),
     ({"id": "/a", "cmd": "x", "cpu": 1}, "/cpu", "unknown field"),
     ({"id": "/a", "cmd": "x", "env": {"K": {"secret": "nope"}}}, "/env/K", "undefined secret"),
+    ({"id": "/a", "cmd": "x", "env": {"K": {"secret": "s"}}, "secrets": {"s": {"source": "../etc/shadow"}}},
+     "/secrets/s/source", "without '..'"),
     ({"id": "/a", "cmd": "x", "residency": {"taskLostBehavior": "WAIT_FOREVER"}}, "/residency", "not supported"),
     ({"id": "/a", "cmd": "x", "container": {"type": "DOCKER", "docker": {}}}, "/container/docker/image",
      "needs an image"),
@@ -257,6 +261,15 @@ def test_the_queue_says_why_an_app_waits():
     assert cpus == {"reason": "InsufficientCpus", "declined": 3, "processed": 3}
     assert "constraint" in why["/picky"]["why"]
     assert all(isinstance(c, Decline) for c in cluster.log if isinstance(c, (Launch, Decline)))
+    # the master holds offers back (its /state's offer_blockers for the service): quota, not the offers, is why
+    limit = "role 'svc' reached its quota limit for cpus (limit cpus:0.5, consumed cpus:0.5)"
+    cluster.run(core.handle(MasterBlockers((("QUOTA_LIMIT", limit),))))
+    summary = queue_json(core, core.apps["/big"])["processedOffersSummary"]
+    assert summary["why"] == f"the master makes the service no offers: {limit}"
+    assert summary["masterOfferBlockers"] == [{"reason": "QUOTA_LIMIT", "message": limit}]
+    # its own declines' filters are not a reason of the master's: the offers' funnel says why
+    cluster.run(core.handle(MasterBlockers((("DECLINE_FILTERS", "it declined the 3 agent(s)"),))))
+    assert "enough cpus" in queue_json(core, core.apps["/big"])["processedOffersSummary"]["why"]
 
 
 def test_an_apps_container_becomes_its_tasks_container_as_mesos_runs_it():
@@ -280,6 +293,26 @@ def test_an_apps_container_becomes_its_tasks_container_as_mesos_runs_it():
     assert (line.command, line.shell) == ("echo hi", True)
 
 
+def test_an_apps_secrets_become_references_the_agent_resolves_never_values():
+    """Marathon's ``secrets`` (``source``: a path in the secret store) and the ``env`` entries naming them:
+    the task carries a REFERENCE per variable (the agent reads it from its secrets directory under the
+    service's principal); no value passes through the service, nothing waits for one."""
+    cluster = _cluster()
+    _create(cluster, {"id": "/db", "cmd": "serve", "cpus": 1, "mem": 64,
+                      "env": {"PLAIN": "p", "DB_PASSWORD": {"secret": "pw"}, "DB_USER": {"secret": "user"}},
+                      "secrets": {"pw": {"source": "/db/password"}, "user": {"source": "db@USER"}}})
+    cluster.offer_all()
+    task = next(t for c in cluster.log if isinstance(c, Launch) for t in c.tasks)
+    assert task.environment["PLAIN"] == "p" and "DB_PASSWORD" not in task.environment
+    assert task.environment_secrets == {
+        "DB_PASSWORD": Secret(Secret.REFERENCE, reference=SecretReference("db/password")),
+        "DB_USER": Secret(Secret.REFERENCE, reference=SecretReference("db", key="USER"))}
+    assert queue_json(cluster.core, cluster.core.apps["/db"]) is None      # launched, not waiting
+    document = app_json(cluster.core, cluster.core.apps["/db"])
+    assert document["env"]["DB_PASSWORD"] == {"secret": "pw"}
+    assert document["secrets"]["pw"] == {"source": "/db/password"}
+
+
 def test_matching_follows_marathons_reason_funnel():
     offer = Resources.parse("cpus:1;mem:64;ports:[31000-31000]")
     outcome = match(cpus=2, mem=128, disk=0, gpus=0, ports=[0], hostname="h", attributes={}, available=offer,
@@ -293,6 +326,13 @@ def test_matching_follows_marathons_reason_funnel():
     assert fit is not None and fit.host_ports == (31000,)
     assert match(cpus=1, mem=64, disk=0, gpus=0, ports=[], hostname="h", attributes={}, available=offer,
                  placements=None, draining=True).reason == "AgentMaintenance"
+    # gpus: an instance asking for them needs an offer with as many, and its task gets them
+    assert match(cpus=1, mem=64, disk=0, gpus=1, ports=[], hostname="h", attributes={}, available=offer,
+                 placements=None, draining=False).reason == "InsufficientGpus"
+    gpu_offer = Resources.parse("cpus:1;mem:64;gpus:2")
+    fit = match(cpus=1, mem=64, disk=0, gpus=2, ports=[], hostname="h", attributes={}, available=gpu_offer,
+                placements=None, draining=False).fit
+    assert fit is not None and fit.resources.get("gpus") == 2
 
 
 # ------------------------------------------------------------------- API
@@ -353,6 +393,64 @@ def test_the_api_answers_as_marathon():
     assert listed[0]["instances"] == 3 and listed[0]["tasks"] == []
     assert api.handle(_request("DELETE", "/v2/apps")).status == 405
     assert app_json(cluster.core, cluster.core.apps["/web"])["version"]
+
+
+def test_an_apps_versions_are_listed_shown_and_rolled_back_to():
+    """``GET /v2/apps/{id}/versions`` lists every version, newest first; ``/versions/{v}`` shows that
+    definition; ``PUT /v2/apps/{id} {"version": v}`` goes back to it (a new version, the old config)."""
+    cluster = _cluster()
+    api = ServicesApi(_Backend(cluster.core))
+    assert api.handle(_request("POST", "/v2/apps", {"id": "/web", "cmd": "v1", "cpus": 0.5, "mem": 32})).status == 201
+    cluster.clock.advance(1)
+    assert api.handle(_request("PUT", "/v2/apps/web", {"cmd": "v2"}, force="true")).status == 200
+    versions = json.loads(api.handle(_request("GET", "/v2/apps/web/versions")).body)["versions"]
+    assert len(versions) == 2 and versions == sorted(versions, reverse=True)
+    first = json.loads(api.handle(_request("GET", f"/v2/apps/web/versions/{versions[-1]}")).body)
+    assert first["cmd"] == "v1" and first["version"] == versions[-1]
+    cluster.clock.advance(1)
+    back = api.handle(_request("PUT", "/v2/apps/web", {"version": versions[-1]}, force="true"))
+    assert back.status == 200
+    app = json.loads(api.handle(_request("GET", "/v2/apps/web")).body)["app"]
+    assert app["cmd"] == "v1" and app["version"] not in versions
+    assert len(json.loads(api.handle(_request("GET", "/v2/apps/web/versions")).body)["versions"]) == 3
+    assert api.handle(_request("GET", "/v2/apps/web/versions/2001-01-01T00:00:00.000Z")).status == 404
+
+
+def test_put_v2_apps_creates_or_updates_several_apps_in_one_deployment():
+    cluster = _cluster()
+    api = ServicesApi(_Backend(cluster.core))
+    assert api.handle(_request("POST", "/v2/apps", {"id": "/a", "cmd": "x", "cpus": 0.5, "mem": 32})).status == 201
+    api.handle(_request("DELETE", f"/v2/deployments/{next(iter(cluster.core.deployments))}", force="true"))
+    answer = api.handle(_request("PUT", "/v2/apps", [{"id": "/a", "instances": 3},
+                                                     {"id": "/b", "cmd": "y", "cpus": 0.5, "mem": 32}]))
+    assert answer.status == 200, answer.body
+    deployments = json.loads(api.handle(_request("GET", "/v2/deployments")).body)
+    assert len(deployments) == 1 and sorted(deployments[0]["affectedApps"]) == ["/a", "/b"]
+    assert json.loads(answer.body)["deploymentId"] == deployments[0]["id"]
+    apps = {a["id"]: a for a in json.loads(api.handle(_request("GET", "/v2/apps")).body)["apps"]}
+    assert apps["/a"]["instances"] == 3 and apps["/a"]["cmd"] == "x" and apps["/b"]["cmd"] == "y"
+    bad = api.handle(_request("PUT", "/v2/apps", [{"id": "/c", "cmd": "z", "mem": -1}], force="true"))
+    assert bad.status == 422 and json.loads(bad.body)["details"][0]["path"] == "/mem"
+
+
+def test_deleting_a_deployment_through_the_api_rolls_back_or_with_force_stops_it():
+    cluster = _cluster()
+    api = ServicesApi(_Backend(cluster.core))
+    created = api.handle(_request("POST", "/v2/apps", {"id": "/web", "cmd": "x", "instances": 2, "cpus": 0.5,
+                                                       "mem": 32}))
+    deployment_id = created.headers["Marathon-Deployment-Id"]       # no offers: it stays in progress
+    listed = json.loads(api.handle(_request("GET", "/v2/deployments")).body)
+    assert [d["id"] for d in listed] == [deployment_id]
+    assert [a["action"] for step in listed[0]["steps"] for a in step["actions"]] == ["StartApplication",
+                                                                                     "ScaleApplication"]
+    stopped = api.handle(_request("DELETE", f"/v2/deployments/{deployment_id}", force="true"))
+    assert stopped.status == 202 and json.loads(api.handle(_request("GET", "/v2/deployments")).body) == []
+    assert api.handle(_request("GET", "/v2/apps/web")).status == 200          # left as it is
+    scaled = json.loads(api.handle(_request("PUT", "/v2/apps/web", {"instances": 5})).body)["deploymentId"]
+    rollback = api.handle(_request("DELETE", f"/v2/deployments/{scaled}"))
+    assert rollback.status == 200 and json.loads(rollback.body)["deploymentId"] != scaled
+    assert json.loads(api.handle(_request("GET", "/v2/apps/web")).body)["app"]["instances"] == 2
+    assert api.handle(_request("DELETE", "/v2/deployments/nope")).status == 404
 
 
 # ------------------------------------------------------------- properties

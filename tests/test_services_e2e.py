@@ -14,13 +14,19 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
 import pytest
 
+from agent_helpers import cgroups_root, start_agent  # noqa: F401 (fixture)
 from e2e_helpers import REPO, child_env, cluster, free_port, task_processes  # noqa: F401 (fixture)
-from services_helpers import api, healthy_tasks, services_args, web_app
+from e2e_helpers import _proc_environ as task_environment
+from environment import unavailable
+from image_registry import busybox_image, push_image, registry, registry_factory, require_tools  # noqa: F401
+from mesoslike.agent.executor import sandbox_path
+from services_helpers import api, healthy_tasks, read_events, services_args, web_app
 from waiting import wait_until
 from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
 
@@ -215,6 +221,11 @@ def test_the_cli_and_the_page(cluster, tmp_path):
     shown = json.loads(cli("app", "show", "/team/api").stdout)
     assert shown["instances"] == 3 and len(shown["tasks"]) == 3
     assert len(cli("app", "tasks", "/team/api").stdout.strip().splitlines()) == 4   # header + 3
+    before = {t["id"] for t in shown["tasks"]}
+    restarted = cli("app", "restart", "/team/api", "--wait", "--wait-timeout", "90")
+    assert restarted.returncode == 0 and "done" in restarted.stdout, restarted
+    after = json.loads(cli("app", "show", "/team/api").stdout)["tasks"]
+    assert len(after) == 3 and not before & {t["id"] for t in after}, (before, after)
     # too big to place: the queue says why, in the CLI too
     big = tmp_path / "big.json"
     big.write_text(json.dumps({"id": "/team/huge", "cmd": "sleep 1000", "cpus": 64, "mem": 32}))
@@ -238,6 +249,11 @@ def test_the_cli_and_the_page(cluster, tmp_path):
         assert b"mesoslike services" in answer.read()
     with urllib.request.urlopen(url + "/static/services.js", timeout=5) as answer:
         assert b"/v2/deployments" in answer.read()
+    # the page's recent events (what happened above, the API's own events)
+    status, recent = api(url + "/services/events", token=token)
+    kinds = {event["eventType"] for event in recent["events"]}
+    assert status == 200 and {"deployment_success", "status_update_event", "app_terminated_event"} <= kinds, kinds
+    assert api(url + "/services/events")[0] == 401
 
 
 def test_local_with_services_runs_an_app_and_the_dashboard_links_to_its_page(tmp_path):
@@ -263,3 +279,178 @@ def test_local_with_services_runs_an_app_and_the_dashboard_links_to_its_page(tmp
     state = json.loads((tmp_path / "state.json").read_text())
     services = next(f for f in state["frameworks"] if f["name"] == "services")
     assert services["webui_url"].startswith("http://127.0.0.1:") and services["webui_url"].endswith("/")
+
+
+def test_an_unhealthy_instance_is_killed_and_replaced_and_the_stream_says_so(cluster):
+    """An instance whose HTTP check fails ``maxConsecutiveFailures`` times in a row is killed by its agent
+    and replaced by a new instance; the raw event stream carries ``health_status_changed_event`` (healthy,
+    then not) and ``unhealthy_instance_kill_event``."""
+    cluster.start_master()
+    _agents(cluster, ("node-a",))
+    token = cluster.token
+    _, url = _start_services(cluster, "services")
+    events: list = []
+    ready = threading.Event()
+    wanted = ("health_status_changed_event", "unhealthy_instance_kill_event")
+    reader = threading.Thread(target=read_events, args=(
+        url, "/v2/events?" + "&".join(f"event_type={kind}" for kind in wanted), token, 5, events, ready),
+        daemon=True)
+    reader.start()
+    assert ready.wait(10)
+    # healthy while the file it serves is there (python's HTTP server serves its sandbox)
+    app = web_app("/flaky", 1, cmd="touch ok && exec python3 -m http.server $PORT0 --bind 127.0.0.1")
+    app["healthChecks"][0].update(path="/ok", maxConsecutiveFailures=2)
+    status, created = api(url + "/v2/apps", "POST", app, token)
+    assert status == 201, created
+    first = _wait_healthy(cluster, url, "/flaky", token, 1)[0]
+    pid = next(pid for pid, task_id in task_processes(cluster.work_root).items() if task_id == first["id"])
+    sandbox = task_environment(pid)["MESOSLIKE_SANDBOX"]
+    os.remove(os.path.join(sandbox, "ok"))                  # its check fails from now on
+    replacement = wait_until(lambda: (lambda ts: ts[0] if len(ts) == 1 and ts[0]["id"] != first["id"] else None)(
+        healthy_tasks(url, "/flaky", token)), 90, "the unhealthy instance replaced", diagnostics=cluster.diagnostics)
+    reader.join(30)
+    seen = [(kind, event.get("taskId"), event.get("alive")) for kind, event in events[1:]]
+    assert seen[:3] == [("health_status_changed_event", first["id"], True),
+                        ("health_status_changed_event", first["id"], False),
+                        ("unhealthy_instance_kill_event", first["id"], None)], seen
+    assert ("health_status_changed_event", replacement["id"], True) in seen, seen
+    status, body = api(url + "/v2/apps/flaky?embed=apps.lastTaskFailure", token=token)
+    assert status == 200 and body["app"]["lastTaskFailure"]["taskId"] == first["id"], body
+    assert replacement["id"].split("._app")[0] != first["id"].split("._app")[0], "a replacement is a new instance"
+
+
+def test_an_apps_secrets_reach_its_tasks_from_the_agents_secrets_directory(cluster, tmp_path):
+    """``secrets`` with ``env`` entries naming them: the agent resolves each under the service's
+    principal (fwA) from its ``--secrets-dir``; the value reaches the task and nothing else (not the API,
+    not the master's /state). A secret the agent lacks fails the launch, and the app's last failure names
+    it."""
+    secrets = tmp_path / "secrets"
+    (secrets / "fwA" / "db").mkdir(parents=True, mode=0o700)
+    os.chmod(secrets, 0o700)
+    (secrets / "fwA" / "db" / "password").write_text("hunter2-e2e")
+    os.chmod(secrets / "fwA" / "db" / "password", 0o600)
+    cluster.start_master()
+    cluster.start_agent("node-a", "cpus:4;mem:4096;disk:2048;ports:[31000-31199]",
+                        extra=("--secrets-dir", str(secrets)))
+    token = cluster.token
+    _, url = _start_services(cluster, "services")
+    app = {"id": "/db", "cmd": '[ ${#DB_PASSWORD} -eq 11 ] && exec sleep 1000', "cpus": 0.1, "mem": 32,
+           "env": {"DB_PASSWORD": {"secret": "pw"}}, "secrets": {"pw": {"source": "/db/password"}}}
+    status, created = api(url + "/v2/apps", "POST", app, token)
+    assert status == 201, created
+    task = wait_until(lambda: (lambda ts: ts[0] if ts and ts[0]["state"] == "TASK_RUNNING" else None)(
+        api(url + "/v2/apps/db/tasks", token=token)[1]["tasks"]), 60, "the task running with its secret",
+        diagnostics=cluster.diagnostics)
+    pid = next(pid for pid, task_id in task_processes(cluster.work_root).items() if task_id == task["id"])
+    assert task_environment(pid)["DB_PASSWORD"] == "hunter2-e2e"
+    assert "hunter2-e2e" not in json.dumps(api(url + "/v2/apps?embed=apps.tasks", token=token)[1])
+    assert "hunter2-e2e" not in json.dumps(cluster.state())
+
+    missing = dict(app, id="/nosecret", secrets={"pw": {"source": "db/nope"}}, backoffSeconds=30)
+    assert api(url + "/v2/apps", "POST", missing, token)[0] == 201
+    failure = wait_until(lambda: api(url + "/v2/apps/nosecret?embed=apps.lastTaskFailure", token=token)[1]["app"]
+                         .get("lastTaskFailure"), 60, "the launch to fail", diagnostics=cluster.diagnostics)
+    assert failure["state"] == "TASK_FAILED" and "db/nope" in failure["message"], failure
+
+
+def test_an_app_held_back_by_its_roles_quota_says_so_in_the_queue_and_the_cli(cluster):
+    """The service in role ``svc``, whose quota limit (cpus:0.5) a first app uses up: the master makes the
+    service no more offers, and the second app's queue entry says it is the quota (the master's
+    offer_blockers, read from its /state), in the API and in ``mesoslike app list``."""
+    credentials = cluster.keys.credentials
+    credentials.write_text(credentials.read_text().replace('roles = ["*"]', 'roles = ["*", "svc"]'))
+    cluster.start_master()
+    _agents(cluster, ("node-a",))
+    token = cluster.token
+    request = urllib.request.Request(cluster.http + "/quota", method="POST",
+                                     data=json.dumps({"role": "svc", "limit": "cpus:0.5"}).encode(),
+                                     headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status == 200
+    _, url = _start_services(cluster, "services", "--role", "svc")
+    small = {"id": "/small", "cmd": "sleep 1000", "cpus": 0.5, "mem": 32}
+    assert api(url + "/v2/apps", "POST", small, token)[0] == 201
+    wait_until(lambda: api(url + "/v2/apps/small", token=token)[1]["app"]["tasksRunning"] == 1, 60,
+               "the first app running", diagnostics=cluster.diagnostics)
+    assert api(url + "/v2/apps", "POST", dict(small, id="/held"), token)[0] == 201
+
+    def why() -> str | None:
+        queue = api(url + "/v2/queue", token=token)[1]["queue"]
+        entry = next((q for q in queue if q["app"]["id"] == "/held"), None)
+        text = entry["processedOffersSummary"]["why"] if entry else ""
+        return text if "quota limit" in text else None
+    said = wait_until(why, 60, "the queue to name the quota", diagnostics=cluster.diagnostics)
+    assert said.startswith("the master makes the service no offers: role 'svc' reached its quota limit"), said
+    listed = subprocess.run([sys.executable, "-m", "mesoslike", "app", "list"], capture_output=True, text=True,
+                            env=dict(child_env(), MESOSLIKE_SERVICES=url, MESOSLIKE_TOKEN=token), timeout=60,
+                            cwd=str(REPO))
+    assert "quota limit" in listed.stdout, listed
+    assert api(url + "/v2/apps/held", token=token)[1]["app"]["tasksRunning"] == 0
+
+
+def test_an_apps_container_image_runs_each_instance_in_the_image(cluster, cgroups_root, registry):  # noqa: F811
+    """An app with Marathon's ``container`` (``MESOS`` with ``docker.image``) on a real agent with runc
+    and a real registry: each instance runs in the image's root filesystem, not the host's."""
+    require_tools("runc", "docker-registry")
+    if os.geteuid() != 0:
+        unavailable("containers need root")
+    push_image(registry, "test/busybox", "1", busybox_image())
+    cluster.start_master()
+    start_agent(cluster, "img-host", "cpus:2;mem:512;disk:512;ports:[31000-31099]", "--docker-registry",
+                registry.host, "--cgroups-root", cgroups_root)
+    token = cluster.token
+    _, url = _start_services(cluster, "services")
+    app = {"id": "/boxed", "container": {"type": "MESOS", "docker": {"image": "test/busybox:1"}}, "instances": 2,
+           "cmd": "{ cat /etc/motd; test -e /usr/bin/python3 || echo not-the-host; } > $MESOS_SANDBOX/seen; "
+                  "exec sleep 1000", "cpus": 0.1, "mem": 32}
+    status, created = api(url + "/v2/apps", "POST", app, token)
+    assert status == 201, created
+    wait_until(lambda: api(url + "/v2/apps/boxed", token=token)[1]["app"]["tasksRunning"] == 2, 90,
+               "2 instances running in the image", diagnostics=cluster.diagnostics)
+    framework_id = cluster.framework("services")["id"]
+    for task in api(url + "/v2/apps/boxed/tasks", token=token)[1]["tasks"]:
+        seen = sandbox_path(cluster.work_root / "img-host", framework_id, task["id"]) / "seen"
+        text = wait_until(lambda: seen.exists() and seen.read_text(), 30, f"{task['id']} to write what it sees")
+        assert "built in the test" in text and "not-the-host" in text, text
+
+
+def test_instances_of_an_unreachable_agent_are_replaced_after_inactive_after_seconds(cluster):
+    """An agent frozen (SIGSTOP: its tasks run on) past the master's ping timeouts is unreachable: its
+    instances are TASK_UNREACHABLE (the service is partition-aware), replaced elsewhere only once the app's
+    ``unreachableStrategy.inactiveAfterSeconds`` has passed; when the agent comes back, the extra
+    instances are killed and the app runs its 2, each once."""
+    cluster.start_master()
+    _agents(cluster)
+    token = cluster.token
+    _, url = _start_services(cluster, "services")
+    app = {"id": "/steady", "cmd": "sleep 1000", "instances": 2, "cpus": 0.1, "mem": 32,
+           "unreachableStrategy": {"inactiveAfterSeconds": 6, "expungeAfterSeconds": 600}}
+    assert api(url + "/v2/apps", "POST", app, token)[0] == 201
+
+    def tasks() -> list[dict]:
+        return api(url + "/v2/apps/steady/tasks", token=token)[1]["tasks"]
+    first = wait_until(lambda: (lambda ts: ts if len(ts) == 2 and all(t["state"] == "TASK_RUNNING" for t in ts)
+                                else None)(tasks()), 60, "2 running", diagnostics=cluster.diagnostics)
+    frozen = first[0]["host"]
+    cut_off = {t["id"] for t in first if t["host"] == frozen}
+    cluster.agents[frozen].signal_group(signal.SIGSTOP)
+    try:
+        wait_until(lambda: {t["id"] for t in tasks() if t["state"] == "TASK_UNREACHABLE"} == cut_off, 30,
+                   "the frozen agent's instances unreachable", diagnostics=cluster.diagnostics)
+        unreachable_at = time.monotonic()
+        replaced = wait_until(lambda: (lambda ts: ts if len([t for t in ts if t["state"] == "TASK_RUNNING"]) == 2
+                                       else None)(tasks()), 60, "replacements running",
+                              diagnostics=cluster.diagnostics)
+        # replaced no sooner than inactiveAfterSeconds (counted from when the service heard it; polled: 1 s slack)
+        assert time.monotonic() - unreachable_at >= 5, "replaced before inactiveAfterSeconds"
+        assert all(t["host"] != frozen for t in replaced if t["state"] == "TASK_RUNNING")
+    finally:
+        cluster.agents[frozen].signal_group(signal.SIGCONT)
+    # the agent comes back with its tasks: the extra instances go, 2 run, no instance twice
+    final = wait_until(lambda: (lambda ts: ts if len(ts) == 2 and all(t["state"] == "TASK_RUNNING" for t in ts)
+                                and len(_framework_tasks(cluster)) == 2 else None)(tasks()), 90,
+                       "the app back to 2 once the agent returned", diagnostics=cluster.diagnostics)
+    assert len({t["id"].split("._app")[0] for t in final}) == 2
+    # the returning instances are the older ones: the replacements (killSelection YOUNGEST_FIRST) were killed
+    replacements = {t["id"] for t in replaced if t["state"] == "TASK_RUNNING"} - {t["id"] for t in first}
+    assert cut_off <= {t["id"] for t in final} and not replacements & {t["id"] for t in final}, (final, replaced)

@@ -7,7 +7,6 @@ manage_apps ACL sees only its apps."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 
 import pytest
@@ -15,7 +14,7 @@ from marathon import MarathonApp, MarathonClient
 from marathon.exceptions import MarathonHttpError, NotFoundError
 
 from e2e_helpers import cluster, free_port  # noqa: F401 (fixture)
-from services_helpers import api, services_args
+from services_helpers import api, read_events, services_args
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(240)
@@ -92,35 +91,6 @@ def test_the_marathon_client_creates_lists_scales_restarts_kills_and_deletes(clu
         client.get_app("/demo/sleeper")
 
 
-def _read_events(url: str, path: str, token: str, wanted: int, into: list, ready: threading.Event) -> None:
-    """A raw HTTP/1.1 request for the event stream, read line by line as curl would."""
-    host, port = url.split("://")[1].split(":")
-    with socket.create_connection((host, int(port)), timeout=60) as sock:
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n"
-                     f"Authorization: Bearer {token}\r\n\r\n".encode())
-        buffer = b""
-        while b"\r\n\r\n" not in buffer:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return
-            buffer += chunk
-        head, _, buffer = buffer.partition(b"\r\n\r\n")
-        into.append(("head", head.decode()))
-        ready.set()
-        while len(into) < wanted:
-            while b"\n\n" in buffer and len(into) < wanted:
-                block, buffer = buffer.split(b"\n\n", 1)
-                fields = dict(line.split(": ", 1) for line in block.decode().splitlines() if ": " in line)
-                if "event" in fields:
-                    into.append((fields["event"], json.loads(fields["data"])))
-            if len(into) >= wanted:
-                return
-            chunk = sock.recv(65536)
-            if not chunk:
-                return
-            buffer += chunk
-
-
 def test_the_event_stream_raw_and_through_the_client(cluster):
     cluster.start_master()
     url = _serve(cluster)
@@ -128,9 +98,9 @@ def test_the_event_stream_raw_and_through_the_client(cluster):
     everything: list = []
     deployments: list = []
     ready_all, ready_filtered = threading.Event(), threading.Event()
-    readers = [threading.Thread(target=_read_events, args=(url, "/v2/events", token, 12, everything, ready_all),
+    readers = [threading.Thread(target=read_events, args=(url, "/v2/events", token, 12, everything, ready_all),
                                 daemon=True),
-               threading.Thread(target=_read_events, args=(url, "/v2/events?event_type=deployment_success",
+               threading.Thread(target=read_events, args=(url, "/v2/events?event_type=deployment_success",
                                                            token, 2, deployments, ready_filtered), daemon=True)]
     for reader in readers:
         reader.start()
@@ -164,7 +134,7 @@ def test_the_event_stream_raw_and_through_the_client(cluster):
     # the client has no hook saying it is attached: a watcher of event_stream_attached sees it attach
     attached: list = []
     watching = threading.Event()
-    watcher = threading.Thread(target=_read_events, args=(url, "/v2/events?event_type=event_stream_attached",
+    watcher = threading.Thread(target=read_events, args=(url, "/v2/events?event_type=event_stream_attached",
                                                           token, 3, attached, watching), daemon=True)
     watcher.start()
     assert watching.wait(10)
@@ -211,4 +181,8 @@ def test_a_principal_sees_only_the_apps_its_acl_names(cluster):
     wait_until(lambda: len(api(url + "/v2/tasks", token=admin)[1]["tasks"]) == 2, 60, "both running",
                diagnostics=cluster.diagnostics)
     assert {t["appId"] for t in api(url + "/v2/tasks", token=ops)[1]["tasks"]} == {"/team-b/api"}
+    # the services page's recent events too: none of another team's app (its definition, hosts, ports)
+    seen = api(url + "/services/events", token=ops)[1]["events"]
+    assert seen and all("team-a" not in json.dumps(event) for event in seen), seen
+    assert any("team-a" in json.dumps(event) for event in api(url + "/services/events", token=admin)[1]["events"])
     assert api(url + "/v2/apps/team-b/api", token="not-a-token")[0] == 401

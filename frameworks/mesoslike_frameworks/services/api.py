@@ -192,6 +192,12 @@ def deployment_json(deployment: Deployment) -> dict[str, Any]:
             "currentStep": deployment.current + 1, "totalSteps": len(deployment.steps)}
 
 
+#: the master's offer blockers (mesoslike.allocator.blockers) that keep offers from the service whatever it
+#: declines: quota, no agent, nothing free (the cluster is full), the service disconnected
+HOLDING_OFFERS = frozenset({"QUOTA_LIMIT", "QUOTA_HEADROOM", "NO_AGENTS", "MIN_ALLOCATABLE", "WEIGHT_SHARE",
+                            "INACTIVE"})
+
+
 def queue_json(core: ServicesCore, record: AppRecord, unused_offers: bool = False) -> dict[str, Any] | None:
     """The app's queue entry (None: nothing of it waits): how many instances
     wait, the delay, and why offers were not used (``processedOffersSummary``,
@@ -204,6 +210,9 @@ def queue_json(core: ServicesCore, record: AppRecord, unused_offers: bool = Fals
     why = record.waiting_for
     if not why and left > 0:
         why = f"back-off after failures: the next launch in {left:.1f}s"
+    held = [(reason, message) for reason, message in core.master_blockers if reason in HOLDING_OFFERS]
+    if not why and held:
+        why = "the master makes the service no offers: " + "; ".join(message for _, message in held)
     if not why:
         reason = stats.main_reason()
         why = explain(reason) if reason or stats.offers else ("no offer has come since it was queued (the cluster "
@@ -212,7 +221,7 @@ def queue_json(core: ServicesCore, record: AppRecord, unused_offers: bool = Fals
         "processedOffersCount": stats.offers, "unusedOffersCount": stats.unused,
         "lastUnusedOfferAt": _ts(record.last_unused_offer_at), "lastUsedOfferAt": _ts(record.last_used_offer_at),
         "rejectSummaryLastOffers": last.summary(), "rejectSummaryLaunchAttempt": stats.summary(),
-        "why": why,
+        "why": why, "masterOfferBlockers": [{"reason": reason, "message": message} for reason, message in held],
     }
     document: dict[str, Any] = {
         "app": app_json(core, record), "count": len(waiting),
@@ -268,8 +277,9 @@ class ServicesApi:
         parts = [p for p in path.split("/") if p]
         method = request.method
         if parts[:1] != ["v2"]:
-            if path == "/services/events" and method == "GET":
-                return _json(200, {"events": self.backend.recent_events()})
+            if path == "/services/events" and method == "GET":   # the page's recent events: what it may see
+                return _json(200, {"events": [event for event in self.backend.recent_events()
+                                              if self._may_see(principal, event)]})
             raise ApiError(404, {"message": f"no such endpoint {path[:200]}"})
         resource = parts[1] if len(parts) > 1 else ""
         rest = parts[2:]

@@ -46,20 +46,21 @@ import random
 import shlex
 import uuid
 import zlib
-from typing import Any, Callable, Iterable, Mapping, Union
+from typing import Any, Iterable, Mapping, Union
 
 import attrs
 
 from mesoslike import (Clock, CommandURI, ContainerInfo, DockerInfo, HealthCheck, HTTPCheck, Image, Label, Offer,
-                       Resources, TaskInfo, TaskState, TaskStatus, TCPCheck, Volume, VolumeSource)
+                       Resources, Secret, TaskInfo, TaskState, TaskStatus, TCPCheck, Volume, VolumeSource)
 from mesoslike_frameworks.constraints import Placements
 from mesoslike_frameworks.services.matching import Fit, OfferStats, match
 from mesoslike_frameworks.services.model import (AppDefinition, ValidationError, format_timestamp, merge_app,
-                                                 normalize_id, parse_app)
+                                                 normalize_id, parse_app, secret_reference)
 
 __all__ = [
     "ServicesCore", "Instance", "AppRecord", "Deployment", "Action", "ApiError",
     "Registered", "Reregistered", "Disconnected", "OffersReceived", "StatusUpdate", "DrainingAgents", "Tick",
+    "MasterBlockers",
     "Event", "Persist", "Launch", "Decline", "Kill", "Reconcile", "Suppress", "Revive", "Emit", "Command",
     "SCHEDULED", "STAGING", "STARTING", "RUNNING", "KILLING", "UNREACHABLE", "UNKNOWN", "GOAL_RUNNING",
     "GOAL_STOPPED", "START", "SCALE", "RESTART", "STOP", "INSTANCE_BUCKETS", "MAX_APPS",
@@ -257,11 +258,22 @@ class DrainingAgents:
 
 
 @attrs.frozen
+class MasterBlockers:
+    """Why the master makes the service no offers now, as its ``/state``
+    says (the framework's ``offer_blockers``: ``(reason, sentence)`` pairs,
+    ``QUOTA_LIMIT``, ``NO_AGENTS`` ...); empty when nothing holds them back
+    or the service holds an offer. The queue's ``why`` (:func:`api.queue_json`)."""
+
+    blockers: tuple[tuple[str, str], ...]
+
+
+@attrs.frozen
 class Tick:
     pass
 
 
-Event = Union[Registered, Reregistered, Disconnected, OffersReceived, StatusUpdate, DrainingAgents, Tick]
+Event = Union[Registered, Reregistered, Disconnected, OffersReceived, StatusUpdate, DrainingAgents, MasterBlockers,
+              Tick]
 
 
 # -------------------------------------------------------------- commands
@@ -368,15 +380,13 @@ class ServicesCore:
     instance, which advances its deployment, which may launch the next);
     the parts with no books of their own are beside it (:mod:`.model` the
     app definition, :mod:`.matching` an offer against an instance,
-    :mod:`.api` requests to answers).
-    ``secret``: resolves a secret's ``source`` to its value (None: unknown)."""
+    :mod:`.api` requests to answers)."""
 
     def __init__(self, clock: Clock, rng: random.Random, framework_role: str = "*",
-                 secret: Callable[[str], str | None] | None = None, reconcile_interval: float = 300.0) -> None:
+                 reconcile_interval: float = 300.0) -> None:
         self.clock = clock
         self.rng = rng
         self.framework_role = framework_role
-        self._secret = secret or (lambda source: None)
         self.reconcile_interval = reconcile_interval
         self.apps: dict[str, AppRecord] = {}
         self.instances: dict[str, Instance] = {}
@@ -384,6 +394,8 @@ class ServicesCore:
         self._by_task: dict[str, Instance] = {}
         self.deployments: dict[str, Deployment] = {}
         self.draining: frozenset[str] = frozenset()
+        #: why the master makes no offers now, as it last said (:class:`MasterBlockers`)
+        self.master_blockers: tuple[tuple[str, str], ...] = ()
         self.agent_attributes: dict[str, dict[str, str]] = {}
         self.framework_id = ""
         self.connected = False
@@ -475,6 +487,8 @@ class ServicesCore:
             self._status(event.status)
         elif isinstance(event, Tick):
             self._tick()
+        elif isinstance(event, MasterBlockers):
+            self.master_blockers = event.blockers
         elif isinstance(event, DrainingAgents):
             if event.agent_ids != self.draining:
                 self.draining = frozenset(event.agent_ids)
@@ -878,23 +892,14 @@ class ServicesCore:
                             key=lambda i: (i.scheduled_at, i.instance_id))
             if not queued:
                 continue
-            record.waiting_for = self._cannot_launch(record.definition)
-            if record.waiting_for or record.deleting:
+            record.waiting_for = ""
+            if record.deleting:
                 continue
             if record.delay is not None and now < record.delay.reference + record.delay.current:
                 continue
             waiting.append((record, queued))
         waiting.sort(key=lambda item: (item[0].queued_since or 0.0, item[0].id))
         return waiting
-
-    def _cannot_launch(self, app: AppDefinition) -> str:
-        """Why no instance of ``app`` can launch whatever the offers ("": it can)."""
-        for name, value in app.env.items():
-            if isinstance(value, Mapping):
-                source = app.secrets.get(value["secret"], {}).get("source", "")
-                if self._secret(source) is None:
-                    return f"the secret {value['secret']!r} (source {source!r}) of env {name} is unknown to the service"
-        return ""
 
     def _placements(self, app: AppDefinition) -> Placements:
         placements = Placements(app.parsed_constraints())
@@ -924,11 +929,13 @@ class ServicesCore:
         ``PORTS``, ``HOST``, ``MARATHON_APP_ID`` ...)."""
         ports = fit.host_ports
         env: dict[str, str] = {}
+        secrets: dict[str, Secret] = {}
         for name, value in app.env.items():
             if isinstance(value, Mapping):
-                secret = self._secret(app.secrets.get(value["secret"], {}).get("source", ""))
-                if secret is not None:
-                    env[name] = secret
+                # a reference the agent resolves under the service's principal: the value never
+                # passes through the service, the master or the wire (docs/containers.rst, "Secrets")
+                source = app.secrets[value["secret"]]["source"]
+                secrets[name] = Secret(Secret.REFERENCE, reference=secret_reference(source))
             else:
                 env[name] = value
         for index, (port, definition) in enumerate(zip(ports, app.port_definitions)):
@@ -959,7 +966,7 @@ class ServicesCore:
                                            if app.task_kill_grace_period_seconds is not None else 3.0),
                         user=app.user or "", health_check=self._health_check(app, ports), uris=uris,
                         labels=[Label(k, v) for k, v in sorted(app.labels.items())], container=container,
-                        **shell)
+                        environment_secrets=secrets, **shell)
 
     @staticmethod
     def _health_check(app: AppDefinition, ports: tuple[int, ...]) -> HealthCheck | None:

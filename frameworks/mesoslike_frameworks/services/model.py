@@ -26,13 +26,13 @@ from typing import Any, Iterable, Mapping
 
 import attrs
 
-from mesoslike import Image
+from mesoslike import Image, SecretReference
 from mesoslike_frameworks.constraints import Constraint, ConstraintError
 
 __all__ = [
     "AppDefinition", "PortDefinition", "HealthCheckDefinition", "UpgradeStrategy", "ValidationError",
     "parse_app", "merge_app", "normalize_id", "check_id", "format_timestamp", "KILL_SELECTIONS",
-    "MAX_INSTANCES", "MAX_APP_DOCUMENT", "HEALTH_PROTOCOLS", "READ_ONLY_FIELDS",
+    "MAX_INSTANCES", "MAX_APP_DOCUMENT", "HEALTH_PROTOCOLS", "READ_ONLY_FIELDS", "secret_reference",
 ]
 
 #: instances of one app, at most (the scheduler keeps a record of each)
@@ -551,6 +551,11 @@ def _env(value: object, secrets_value: object, problems: _Problems) -> tuple[dic
                 if not isinstance(secret, Mapping) or not isinstance(secret.get("source"), str) \
                         or not secret["source"]:
                     problems.add(f"/secrets/{name}", 'expected {"source": "NAME"}')
+                    continue
+                try:
+                    secret_reference(secret["source"])
+                except ValueError as exc:
+                    problems.add(f"/secrets/{name}/source", str(exc))
                 else:
                     secrets[str(name)] = {"source": secret["source"]}
     env: dict[str, Any] = {}
@@ -574,6 +579,16 @@ def _env(value: object, secrets_value: object, problems: _Problems) -> tuple[dic
         else:
             problems.add(f"/env/{name}", 'expected a string or {"secret": "NAME"}')
     return env, secrets
+
+
+def secret_reference(source: str) -> SecretReference:
+    """The agent's reference for a secret's ``source`` (Marathon's secret
+    store path, ``/db/password`` or ``db/password``; ``db@PASSWORD`` selects
+    a key in the file): the agent reads it from its secrets directory under
+    the service's principal (docs/containers.rst, "Secrets"). Raises
+    ValueError naming what is wrong."""
+    name, _, key = source.lstrip("/").partition("@")
+    return SecretReference(name, key=key)
 
 
 def _labels(value: object, path: str, problems: _Problems) -> dict[str, str]:

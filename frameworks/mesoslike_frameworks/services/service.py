@@ -18,7 +18,9 @@ calls are, and are made under it.
   agent; the service reads the master's ``/state`` (its public HTTP API)
   every ``drain_poll`` seconds and gives the core the agents draining
   (:class:`~.core.DrainingAgents`), so that their instances are replaced
-  before the drain's grace ends.
+  before the drain's grace ends; from the same read, why the master makes
+  the service no offers (its ``offer_blockers``: quota, no agent, nothing
+  free; :class:`~.core.MasterBlockers`), which ``/v2/queue`` says.
 - **Events** go to :class:`EventBus`: each ``/v2/events`` client has a
   bounded queue (one that falls 1,000 events behind is cut off), and the
   last 200 are kept for the page.
@@ -41,8 +43,9 @@ from mesoslike import (FrameworkInfo, Filters, MasterInfo, MesoslikeError, Sched
                        __version__)
 from mesoslike_frameworks.services.api import ServicesApi
 from mesoslike_frameworks.services.core import (ApiError, Command, Decline, Disconnected, DrainingAgents, Emit,
-                                                Kill, Launch, OffersReceived, Persist, Reconcile, Registered,
-                                                Reregistered, Revive, ServicesCore, StatusUpdate, Suppress, Tick)
+                                                Kill, Launch, MasterBlockers, OffersReceived, Persist, Reconcile,
+                                                Registered, Reregistered, Revive, ServicesCore, StatusUpdate,
+                                                Suppress, Tick)
 from mesoslike_frameworks.services.model import format_timestamp
 
 __all__ = ["ServicesService", "ServicesScheduler", "EventBus", "WallClock", "page_files", "STATIC_DIR",
@@ -353,22 +356,31 @@ class ServicesService:
             if info is None or not info.http_address:
                 continue
             try:
-                draining = _draining_agents(info.http_address)
+                draining, blockers = _read_master(info.http_address, self.core.framework_id)
             except Exception as exc:   # a master that is away or busy: try again at the next poll
                 log.debug("could not read the master's drains: %s", exc)
                 continue
             try:
                 self.handle(DrainingAgents(draining))
+                self.handle(MasterBlockers(blockers))
             except ApiError:
                 pass
 
 
-def _draining_agents(http_address: str, timeout: float = 5.0) -> frozenset[str]:
+def _read_master(http_address: str, framework_id: str, timeout: float = 5.0
+                 ) -> tuple[frozenset[str], tuple[tuple[str, str], ...]]:
+    """From the master's ``/state``: the agents draining, and why it makes
+    the framework ``framework_id`` no offers (its ``offer_blockers``)."""
     address = http_address if "://" in http_address else f"http://{http_address}"
     with urllib.request.urlopen(address.rstrip("/") + "/state", timeout=timeout) as answer:  # noqa: S310
         state = json.loads(answer.read(64 * 1024 * 1024))
-    return frozenset(str(agent.get("id")) for agent in state.get("agents", [])
-                     if isinstance(agent, dict) and agent.get("drain_info"))
+    draining = frozenset(str(agent.get("id")) for agent in state.get("agents", [])
+                         if isinstance(agent, dict) and agent.get("drain_info"))
+    ours = next((f for f in state.get("frameworks", []) if isinstance(f, dict) and framework_id
+                 and f.get("id") == framework_id), {})
+    blockers = tuple((str(b.get("reason", "")), str(b.get("message", ""))) for b in ours.get("offer_blockers") or []
+                     if isinstance(b, dict))
+    return draining, blockers
 
 
 class ServicesScheduler(Scheduler):
