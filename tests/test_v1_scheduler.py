@@ -308,3 +308,63 @@ def test_http_basic_with_the_principals_token_or_a_bearer_token_identify_a_frame
     assert "belongs to another principal" in taken.wait_for("ERROR")["error"]["message"]
     stream.close()
     mine.close()
+
+
+# ------------------------------------------------------- RESCIND and FAILURE
+@pytest.mark.parametrize("how", ["offer_timeout", "agent_lost"])
+def test_offers_are_rescinded_and_a_lost_agent_is_a_failure_event(tmp_path, how):
+    options = {"offer_timeout": 1.0} if how == "offer_timeout" else {"max_agent_ping_timeouts": 2}
+    made = Cluster(tmp_path, master_options=options)
+    try:
+        stream = made.subscribe(failover_timeout=0)
+        offer = stream.wait_for("OFFERS")["offers"]["offers"][0]
+        if how == "agent_lost":
+            made.agent.stop()   # it answers no more pings: removed after two
+            made.agent = None
+        assert stream.wait_for("RESCIND")["rescind"] == {"offer_id": offer["id"]}
+        if how == "agent_lost":   # no executor_id: the agent itself (pymesos's slaveLost)
+            assert stream.wait_for("FAILURE")["failure"] == {"agent_id": offer["agent_id"]}
+        stream.close()
+    finally:
+        made.close()
+
+
+# ------------------------------------------------------- not leading: 307, 503
+class Follower:
+    """A master runtime as the v1 front end sees it, while it does not lead."""
+
+    def __init__(self, leader_http: str) -> None:
+        import threading
+
+        from mesoslike.wire.types import MasterInfo
+        self.stored = threading.Condition()
+        self.credentials = None
+        self.config = MasterConfig()
+        self.info = MasterInfo(id="follower", address="tcp://127.0.0.1:1")
+        self.leader_http = leader_http
+
+    def serving_core(self):
+        return None
+
+    def leader_info(self) -> dict[str, str]:
+        return {"http_address": self.leader_http} if self.leader_http else {}
+
+    def send_later(self, sends) -> None:
+        raise AssertionError("a follower sends nothing")
+
+    def healthy(self) -> bool:
+        return True
+
+
+def test_a_master_that_does_not_lead_redirects_to_the_leader_or_answers_503_without_one():
+    """(tests/test_pymesos_v1.py has the 307 of a real follower, and pymesos following it.)"""
+    from mesoslike.http_server import Request
+    from mesoslike.master.v1_api import V1API
+
+    subscribe = b'{"type": "SUBSCRIBE", "subscribe": {"framework_info": {"name": "x", "user": "nobody"}}}'
+    for path, handler in (("/api/v1/scheduler", "scheduler"), ("/api/v1", "operator")):
+        request = Request("POST", path, {"content-type": "application/json"}, subscribe)
+        answer = getattr(V1API(Follower("http://10.0.0.7:5051")), handler)(request)
+        assert (answer.status, answer.headers["Location"]) == (307, f"//10.0.0.7:5051{path}")
+        answer = getattr(V1API(Follower("")), handler)(request)
+        assert (answer.status, answer.body) == (503, b"No leader elected")
