@@ -310,6 +310,24 @@ def test_http_basic_with_the_principals_token_or_a_bearer_token_identify_a_frame
     mine.close()
 
 
+def test_the_run_tasks_acl_holds_for_a_v1_framework_as_on_zeromq(secured):
+    """As tests/test_security_master.py's run_tasks test: a user not granted
+    to the principal (root, unless granted) gets TASK_ERROR, nothing runs."""
+    keys = secured.keys
+    user = "root" if "root" not in keys.users else "daemon"
+    stream = secured.subscribe(headers=basic("fwA", keys.framework_tokens["fwA"]), user=user, failover_timeout=0)
+    offer = stream.wait_for("OFFERS")["offers"]["offers"][0]
+    assert secured.call(stream, "ACCEPT", {"offer_ids": [offer["id"]], "operations": [
+        {"type": "LAUNCH", "launch": {"task_infos": [command_task(offer, "t1", "id")]}}]},
+        basic("fwA", keys.framework_tokens["fwA"]))[0] == 202
+    status = stream.wait_for("UPDATE")["update"]["status"]
+    assert (status["task_id"], status["state"], status["reason"]) == ({"value": "t1"}, "TASK_ERROR",
+                                                                      "REASON_TASK_UNAUTHORIZED")
+    assert "lacks the run_tasks permission" in status["message"]
+    assert secured.agent.core.tasks() == []
+    stream.close()
+
+
 # ------------------------------------------------------- RESCIND and FAILURE
 @pytest.mark.parametrize("how", ["offer_timeout", "agent_lost"])
 def test_offers_are_rescinded_and_a_lost_agent_is_a_failure_event(tmp_path, how):
