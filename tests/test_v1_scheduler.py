@@ -194,6 +194,12 @@ def test_message_shutdown_and_update_framework(cluster):
     wait_until(lambda: cluster.master.state()["frameworks"][0]["name"] == "renamed", 10, "the new name in /state")
     (framework,) = cluster.master.state()["frameworks"]
     assert framework["failover_timeout"] == 7 and framework["labels"] == [{"key": "team", "value": "a"}]
+    # a role change: refused as the call's answer (Mesos answers UPDATE_FRAMEWORK synchronously), nothing changed
+    status, answer = cluster.call(stream, "UPDATE_FRAMEWORK", {"framework_info": {
+        "id": {"value": framework_id}, "name": "again", "user": getpass.getuser(), "roles": ["other"]}})
+    assert status == 400 and b"keeps the role it subscribed in" in answer
+    assert cluster.master.state()["frameworks"][0]["name"] == "renamed"
+    assert "ERROR" not in stream.types()
     stream.close()
 
 
