@@ -148,6 +148,15 @@ def test_accept_acknowledge_kill_reconcile_and_teardown(cluster):
     assert cluster.call(stream, "RECONCILE", {"tasks": []})[0] == 202
     answer = stream.wait_for(lambda e: e.get("type") == "UPDATE" and "uuid" not in e["update"]["status"])
     assert answer["update"]["status"]["state"] == "TASK_RUNNING"
+    # explicit: the tasks named (one the master never heard of too)
+    assert cluster.call(stream, "RECONCILE", {"tasks": [{"task_id": {"value": "t1"}, "agent_id": offer["agent_id"]},
+                                                        {"task_id": {"value": "never"}}]})[0] == 202
+    unknown = stream.wait_for(lambda e: e.get("type") == "UPDATE" and e["update"]["status"]["task_id"] ==
+                              {"value": "never"})["update"]["status"]
+    assert unknown["state"] in ("TASK_LOST", "TASK_UNKNOWN", "TASK_DROPPED", "TASK_GONE") and "uuid" not in unknown
+    wait_until(lambda: sum(e.get("type") == "UPDATE" and "uuid" not in e["update"]["status"]
+                           and e["update"]["status"]["task_id"] == {"value": "t1"} for e in list(stream.events)) >= 2,
+               10, "t1's explicit answer")
     assert cluster.call(stream, "KILL", {"task_id": {"value": "t1"}, "agent_id": offer["agent_id"]})[0] == 202
     until_state(cluster, stream, "t1", "TASK_KILLED")
     assert cluster.call(stream, "TEARDOWN")[0] == 202
@@ -161,8 +170,11 @@ def test_decline_suppress_revive_request_and_the_calls_without_effect(cluster):
     offer = stream.wait_for("OFFERS")["offers"]["offers"][0]
     assert cluster.call(stream, "DECLINE", {"offer_ids": [offer["id"]], "filters": {"refuse_seconds": 3600}})[0] == 202
     assert cluster.call(stream, "SUPPRESS")[0] == 202
+    wait_until(lambda: cluster.master.state()["frameworks"][0]["suppressed_roles"] == ["*"], 10, "suppressed")
+    assert sum(t == "OFFERS" for t in stream.types()) == 1   # declined for an hour: no offer meanwhile
     assert cluster.call(stream, "REVIVE")[0] == 202    # filters cleared: offered again
     wait_until(lambda: sum(t == "OFFERS" for t in stream.types()) >= 2, 10, "a new offer after REVIVE")
+    assert cluster.master.state()["frameworks"][0]["suppressed_roles"] == []
     for kind, body in (("REQUEST", {"requests": [{"agent_id": offer["agent_id"]}]}),
                        ("ACCEPT_INVERSE_OFFERS", {"inverse_offer_ids": [{"value": "x"}]}),
                        ("DECLINE_INVERSE_OFFERS", {"inverse_offer_ids": [{"value": "x"}]}),
