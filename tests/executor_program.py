@@ -12,6 +12,9 @@ its ``command``:
 
 - ``data N``: TASK_RUNNING, then TASK_FINISHED whose ``data`` is
   :func:`pattern` of N bytes.
+- ``last N``: TASK_RUNNING, then from another thread (as a program's main
+  thread) TASK_FINISHED with :func:`pattern` of N bytes, ``stop()`` and at
+  once ``os._exit(3)``.
 
 Framework messages: ``ping`` is answered ``pong <executor id> <ident>``;
 ``echo:...`` is sent back as it came; ``exit`` stops the driver (the
@@ -61,10 +64,17 @@ class TestExecutor(Executor):
             os._exit(int(words[1]))
         elif words[:1] == ["data"]:
             driver.send_status_update(TaskStatus(task.task_id, TaskState.FINISHED, data=pattern(int(words[1]))))
+        elif words[:1] == ["last"]:
+            threading.Thread(target=self.last, args=(driver, task.task_id, int(words[1]))).start()
         elif words[:1] == ["flood"]:
             self.errors_file = words[2] + ".errors"
             threading.Thread(target=self.flood, args=(driver, task.task_id, int(words[1]), words[2]),
                              daemon=True).start()
+
+    def last(self, driver, task_id, size):
+        driver.send_status_update(TaskStatus(task_id, TaskState.FINISHED, data=pattern(size)))
+        driver.stop()
+        os._exit(3)
 
     def flood(self, driver, task_id, count, trigger):
         while not os.path.exists(trigger):

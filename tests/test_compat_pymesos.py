@@ -43,6 +43,7 @@ from mesoslike.compat._pymesos_shapes import (
     status_message,
     task_info,
 )
+from test_pymesos_v1 import checked_findings
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -622,3 +623,36 @@ def test_callbacks_reach_their_pymesos_names(monkeypatch):
 def test_the_shim_exports_pymesos_names():
     assert sorted(shim.__all__) == ["Executor", "MesosExecutorDriver", "MesosSchedulerDriver", "PymesosCompatError",
                                     "Scheduler", "decode_data", "encode_data"]
+
+
+def shim_source(name: str) -> str:
+    """tests/data/pymesos_v1_<name>.py (written only against pymesos's public
+    API, run on pymesos from PyPI by tests/test_pymesos_v1.py) with its
+    import line changed to the shim's — the only change."""
+    source = (DATA / f"pymesos_v1_{name}.py").read_text()
+    changed = source.replace("from pymesos import", "from mesoslike.compat.pymesos import")
+    assert changed.count("mesoslike.compat.pymesos") == 1
+    return changed
+
+
+def test_the_v1_checker_scheduler_and_executor_pass_on_zeromq_through_the_shim(cluster, tmp_path):
+    """The semantics frameworks rely on hold on the native front end as on
+    the v1 APIs (tests/test_pymesos_v1.py runs the same programs on
+    pymesos): status data byte for byte (NUL bytes too), message, reason,
+    source and healthy as the executor sent them, no TASK_STARTING of the
+    agent's for a custom executor's task, container_status with the task's
+    address, framework messages both ways, a kill, executorLost with the
+    executor's exit status — on an authenticated cluster (CURVE keys)."""
+    cluster.start_master()
+    cluster.start_agent("node-a", "cpus:2;mem:1024")
+    for name in ("scheduler", "executor"):
+        (tmp_path / f"{name}.py").write_text(shim_source(name))
+    # a task's environment is clean (not the agent's): the executor is told where mesoslike is
+    executor = f"/usr/bin/env PYTHONPATH={REPO} {sys.executable} {tmp_path / 'executor.py'}"
+    # pymesos's principal and secret: ignored by the shim (it authenticates by key: MESOSLIKE_KEY)
+    done = subprocess.run([sys.executable, str(tmp_path / "scheduler.py"), cluster.address.removeprefix("tcp://"),
+                           "fwA", "unused", executor], env=cluster.client_env(), capture_output=True, text=True,
+                          timeout=150, stdin=subprocess.DEVNULL)
+    checked_findings(done, cluster.diagnostics)   # as tests/test_pymesos_v1.py checks pymesos's run
+    wait_for(lambda: not cluster.state()["frameworks"], 20, "the framework torn down",
+             diagnostics=cluster.diagnostics)

@@ -19,13 +19,17 @@ import pytest
 from agent_helpers import agent_state, kill_9, start_agent
 from e2e_helpers import RecordingScheduler, alive, cluster, host_pid  # noqa: F401 (fixture)
 from mesoslike import ExecutorInfo, Filters, FrameworkInfo, Resources, TaskInfo, TaskState, TaskStatus
+from executor_program import pattern
+from mesoslike.wire.types import TERMINAL_STATES
 from waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")]
 
 PROGRAM = Path(__file__).with_name("executor_program.py")
 TASK = Resources.parse("cpus:0.1;mem:16")
-EXECUTOR = ExecutorInfo("exec-1", f"{sys.executable} {PROGRAM}", Resources.parse("cpus:0.5;mem:64"),
+#: a task's environment is clean (not the agent's): the executor is told where this tree's mesoslike is
+EXECUTOR = ExecutorInfo("exec-1", f"/usr/bin/env PYTHONPATH={PROGRAM.parents[1]} {sys.executable} {PROGRAM}",
+                        Resources.parse("cpus:0.5;mem:64"),
                         shutdown_grace_period=2.0)
 AGENT = "cpus:2;mem:1024"
 
@@ -182,6 +186,19 @@ def test_the_executor_exiting_fails_its_tasks(cluster):
         status = scheduler.statuses(task_id)[-1]
         assert status.reason == "REASON_EXECUTOR_TERMINATED", status
         assert "exec-1" in status.message and "status 3" in status.message, status.message
+
+
+def test_an_update_sent_just_before_stop_and_exit_is_not_lost(cluster):
+    """``send_status_update(FINISHED); stop(); exit`` (pymesos executors end
+    so: their updates are synchronous HTTP calls): stop() waits for the agent
+    to have the update, so the task ends FINISHED with its data, not FAILED
+    with its executor."""
+    scheduler = ExecutorScheduler()
+    scheduler.add(("t1", "last 100000"))
+    run_cluster(cluster, scheduler)
+    scheduler.wait(lambda: scheduler.state_of("t1") in TERMINAL_STATES, 40, "t1 to end", cluster.diagnostics)
+    final = scheduler.statuses("t1")[-1]
+    assert (final.state, final.data) == (TaskState.FINISHED, pattern(100000)), final
 
 
 def test_kill_task_reaches_the_executor(cluster):

@@ -26,18 +26,21 @@ def shim_driver(cluster, sched, framework: dict) -> shim.MesosSchedulerDriver:  
 
 
 class Raising(shim.Scheduler):
-    def __init__(self) -> None:
+    def __init__(self, exception: BaseException) -> None:
         self.registered_event = threading.Event()
+        self.exception = exception
 
     def registered(self, driver, frameworkId, masterInfo):
         self.registered_event.set()
 
     def resourceOffers(self, driver, offers):
-        raise LookupError("no room for my tasks")
+        raise self.exception
 
 
-def test_a_raising_callback_aborts_the_shim_and_run_raises_it(cluster):
-    sched = Raising()
+# SystemExit too: before, the driver stopped (DRIVER_STOPPED) and the program exited 0 whatever the code
+@pytest.mark.parametrize("exception", [LookupError("no room for my tasks"), SystemExit(3)], ids=["error", "exit"])
+def test_a_raising_callback_aborts_the_shim_and_run_raises_it(cluster, exception):
+    sched = Raising(exception)
     driver = shim_driver(cluster, sched, {"name": "raising", "failover_timeout": 30})
     outcome: dict = {}
 
@@ -51,7 +54,7 @@ def test_a_raising_callback_aborts_the_shim_and_run_raises_it(cluster):
     runner.start()
     assert sched.registered_event.wait(30)
     runner.join(30)
-    assert isinstance(outcome.get("raised"), LookupError), outcome
+    assert outcome.get("raised") is exception, outcome   # a program's run() ends with it: exit status 1, or 3
     assert driver.aborted and driver.status is DriverStatus.ABORTED and driver.stream_id is None
     # aborted, not torn down: the framework waits for its failover timeout
     (framework,) = cluster.state()["frameworks"]

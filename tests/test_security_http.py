@@ -5,6 +5,7 @@ system's openssl)."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import os
@@ -20,6 +21,7 @@ from mesoslike.credentials import load_credentials
 from mesoslike.master.http import tls_context
 from mesoslike.master.runtime import MasterRuntime
 from mesoslike.master.settings import MasterSettings
+from mesoslike.v1 import RecordDecoder
 from tests.environment import unavailable
 from tests.security_helpers import SecuredKeys
 
@@ -36,6 +38,32 @@ def request(url: str, body: object | None = None, token: str | None = None,
             return reply.status, json.loads(reply.read() or b"{}")
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"{}")
+
+
+def v1_subscribed_over_tls(master: MasterRuntime, context: ssl.SSLContext, principal: str, secret: str) -> int:
+    """The status of a v1 SUBSCRIBE over HTTPS; when 200, its stream's first
+    event is SUBSCRIBED with the framework's id."""
+    port = int(master.http_address.rsplit(":", 1)[1])
+    connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=context)
+    try:
+        call = {"type": "SUBSCRIBE", "subscribe": {"framework_info": {"name": "tls", "user": "nobody"}}}
+        credential = base64.b64encode(f"{principal}:{secret}".encode()).decode()
+        connection.request("POST", "/api/v1/scheduler", body=json.dumps(call).encode(),
+                           headers={"Content-Type": "application/json", "Authorization": f"Basic {credential}"})
+        response = connection.getresponse()
+        if response.status != 200:
+            return response.status
+        assert response.getheader("Mesos-Stream-Id")
+        decoder, records = RecordDecoder(), []
+        while not records:
+            piece = response.read1(65536)
+            assert piece, "the stream ended before its first event"
+            records += decoder.feed(piece)
+        event = json.loads(records[0])
+        assert event["type"] == "SUBSCRIBED" and event["subscribed"]["framework_id"]["value"]
+        return response.status
+    finally:
+        connection.close()
 
 
 @pytest.fixture
@@ -106,6 +134,9 @@ def test_http_over_tls(keys, tmp_path):
         client = ssl.create_default_context(cafile=str(cert))
         assert request(master.http_address + "/health", context=client)[0] == 200
         assert request(master.http_address + "/quota", {"role": "*"}, context=client)[0] == 401
+        # Mesos's v1 scheduler API over TLS too: HTTP Basic (a framework principal and its token), its event stream
+        assert v1_subscribed_over_tls(master, client, "fwA", keys.framework_tokens["fwA"]) == 200
+        assert v1_subscribed_over_tls(master, client, "fwA", "wrong") == 401
         with pytest.raises((OSError, http.client.HTTPException)):     # plain HTTP gets no answer
             urllib.request.urlopen(master.http_address.replace("https", "http") + "/health", timeout=5).read()
     finally:

@@ -147,6 +147,27 @@ def test_a_framework_principal_cannot_take_another_ones_id_nor_tear_it_down(secu
     assert again.first(m.Subscribed).framework_id == victim_id
 
 
+def test_a_framework_id_the_master_never_gave_is_its_first_subscribers_and_refused_to_another(secured):
+    """Mesos's rule for a framework coming back after a failover (or one
+    that makes its own id, a fresh uuid, or keeps it in a database): the
+    id is accepted and bound to the subscribing principal; another
+    principal is refused it (docs/mesos-api.rst, "Differences from Mesos")."""
+    keys, master = secured
+    own_id = "3f0c4a52-5b8e-4d0e-9c1a-kept-in-my-database"
+    keeper = peer(keys, master, "fwA")
+    keeper.send(m.Subscribe(FrameworkInfo("keeper", id=own_id, user="nobody", failover_timeout=60)))
+    assert keeper.first(m.Subscribed).framework_id == own_id
+    thief = peer(keys, master, "fwB")
+    thief.send(m.Subscribe(FrameworkInfo("thief", id=own_id, user="nobody")))
+    assert "belongs to another principal" in thief.first(m.Error).message
+    assert not any(isinstance(x, m.Subscribed) for x in thief.pump())
+    (framework,) = master.state()["frameworks"]
+    assert (framework["id"], framework["name"], framework["connected"]) == (own_id, "keeper", True)
+    again = peer(keys, master, "fwA")   # its own principal, from a new connection
+    again.send(m.Subscribe(FrameworkInfo("keeper", id=own_id, user="nobody", failover_timeout=60)))
+    assert again.first(m.Subscribed).framework_id == own_id
+
+
 def test_an_agent_key_cannot_reregister_under_another_agents_id(secured):
     keys, master = secured
     real = peer(keys, master, "agent1")

@@ -148,6 +148,15 @@ def test_accept_acknowledge_kill_reconcile_and_teardown(cluster):
     assert cluster.call(stream, "RECONCILE", {"tasks": []})[0] == 202
     answer = stream.wait_for(lambda e: e.get("type") == "UPDATE" and "uuid" not in e["update"]["status"])
     assert answer["update"]["status"]["state"] == "TASK_RUNNING"
+    # explicit: the tasks named (one the master never heard of too)
+    assert cluster.call(stream, "RECONCILE", {"tasks": [{"task_id": {"value": "t1"}, "agent_id": offer["agent_id"]},
+                                                        {"task_id": {"value": "never"}}]})[0] == 202
+    unknown = stream.wait_for(lambda e: e.get("type") == "UPDATE" and e["update"]["status"]["task_id"] ==
+                              {"value": "never"})["update"]["status"]
+    assert unknown["state"] in ("TASK_LOST", "TASK_UNKNOWN", "TASK_DROPPED", "TASK_GONE") and "uuid" not in unknown
+    wait_until(lambda: sum(e.get("type") == "UPDATE" and "uuid" not in e["update"]["status"]
+                           and e["update"]["status"]["task_id"] == {"value": "t1"} for e in list(stream.events)) >= 2,
+               10, "t1's explicit answer")
     assert cluster.call(stream, "KILL", {"task_id": {"value": "t1"}, "agent_id": offer["agent_id"]})[0] == 202
     until_state(cluster, stream, "t1", "TASK_KILLED")
     assert cluster.call(stream, "TEARDOWN")[0] == 202
@@ -161,8 +170,11 @@ def test_decline_suppress_revive_request_and_the_calls_without_effect(cluster):
     offer = stream.wait_for("OFFERS")["offers"]["offers"][0]
     assert cluster.call(stream, "DECLINE", {"offer_ids": [offer["id"]], "filters": {"refuse_seconds": 3600}})[0] == 202
     assert cluster.call(stream, "SUPPRESS")[0] == 202
+    wait_until(lambda: cluster.master.state()["frameworks"][0]["suppressed_roles"] == ["*"], 10, "suppressed")
+    assert sum(t == "OFFERS" for t in stream.types()) == 1   # declined for an hour: no offer meanwhile
     assert cluster.call(stream, "REVIVE")[0] == 202    # filters cleared: offered again
     wait_until(lambda: sum(t == "OFFERS" for t in stream.types()) >= 2, 10, "a new offer after REVIVE")
+    assert cluster.master.state()["frameworks"][0]["suppressed_roles"] == []
     for kind, body in (("REQUEST", {"requests": [{"agent_id": offer["agent_id"]}]}),
                        ("ACCEPT_INVERSE_OFFERS", {"inverse_offer_ids": [{"value": "x"}]}),
                        ("DECLINE_INVERSE_OFFERS", {"inverse_offer_ids": [{"value": "x"}]}),
@@ -194,6 +206,12 @@ def test_message_shutdown_and_update_framework(cluster):
     wait_until(lambda: cluster.master.state()["frameworks"][0]["name"] == "renamed", 10, "the new name in /state")
     (framework,) = cluster.master.state()["frameworks"]
     assert framework["failover_timeout"] == 7 and framework["labels"] == [{"key": "team", "value": "a"}]
+    # a role change: refused as the call's answer (Mesos answers UPDATE_FRAMEWORK synchronously), nothing changed
+    status, answer = cluster.call(stream, "UPDATE_FRAMEWORK", {"framework_info": {
+        "id": {"value": framework_id}, "name": "again", "user": getpass.getuser(), "roles": ["other"]}})
+    assert status == 400 and b"keeps the role it subscribed in" in answer
+    assert cluster.master.state()["frameworks"][0]["name"] == "renamed"
+    assert "ERROR" not in stream.types()
     stream.close()
 
 
@@ -308,3 +326,81 @@ def test_http_basic_with_the_principals_token_or_a_bearer_token_identify_a_frame
     assert "belongs to another principal" in taken.wait_for("ERROR")["error"]["message"]
     stream.close()
     mine.close()
+
+
+def test_the_run_tasks_acl_holds_for_a_v1_framework_as_on_zeromq(secured):
+    """As tests/test_security_master.py's run_tasks test: a user not granted
+    to the principal (root, unless granted) gets TASK_ERROR, nothing runs."""
+    keys = secured.keys
+    user = "root" if "root" not in keys.users else "daemon"
+    stream = secured.subscribe(headers=basic("fwA", keys.framework_tokens["fwA"]), user=user, failover_timeout=0)
+    offer = stream.wait_for("OFFERS")["offers"]["offers"][0]
+    assert secured.call(stream, "ACCEPT", {"offer_ids": [offer["id"]], "operations": [
+        {"type": "LAUNCH", "launch": {"task_infos": [command_task(offer, "t1", "id")]}}]},
+        basic("fwA", keys.framework_tokens["fwA"]))[0] == 202
+    status = stream.wait_for("UPDATE")["update"]["status"]
+    assert (status["task_id"], status["state"], status["reason"]) == ({"value": "t1"}, "TASK_ERROR",
+                                                                      "REASON_TASK_UNAUTHORIZED")
+    assert "lacks the run_tasks permission" in status["message"]
+    assert secured.agent.core.tasks() == []
+    stream.close()
+
+
+# ------------------------------------------------------- RESCIND and FAILURE
+@pytest.mark.parametrize("how", ["offer_timeout", "agent_lost"])
+def test_offers_are_rescinded_and_a_lost_agent_is_a_failure_event(tmp_path, how):
+    options = {"offer_timeout": 1.0} if how == "offer_timeout" else {"max_agent_ping_timeouts": 2}
+    made = Cluster(tmp_path, master_options=options)
+    try:
+        stream = made.subscribe(failover_timeout=0)
+        offer = stream.wait_for("OFFERS")["offers"]["offers"][0]
+        if how == "agent_lost":
+            made.agent.stop()   # it answers no more pings: removed after two
+            made.agent = None
+        assert stream.wait_for("RESCIND")["rescind"] == {"offer_id": offer["id"]}
+        if how == "agent_lost":   # no executor_id: the agent itself (pymesos's slaveLost)
+            assert stream.wait_for("FAILURE")["failure"] == {"agent_id": offer["agent_id"]}
+        stream.close()
+    finally:
+        made.close()
+
+
+# ------------------------------------------------------- not leading: 307, 503
+class Follower:
+    """A master runtime as the v1 front end sees it, while it does not lead."""
+
+    def __init__(self, leader_http: str) -> None:
+        import threading
+
+        from mesoslike.wire.types import MasterInfo
+        self.stored = threading.Condition()
+        self.credentials = None
+        self.config = MasterConfig()
+        self.info = MasterInfo(id="follower", address="tcp://127.0.0.1:1")
+        self.leader_http = leader_http
+
+    def serving_core(self):
+        return None
+
+    def leader_info(self) -> dict[str, str]:
+        return {"http_address": self.leader_http} if self.leader_http else {}
+
+    def send_later(self, sends) -> None:
+        raise AssertionError("a follower sends nothing")
+
+    def healthy(self) -> bool:
+        return True
+
+
+def test_a_master_that_does_not_lead_redirects_to_the_leader_or_answers_503_without_one():
+    """(tests/test_pymesos_v1.py has the 307 of a real follower, and pymesos following it.)"""
+    from mesoslike.http_server import Request
+    from mesoslike.master.v1_api import V1API
+
+    subscribe = b'{"type": "SUBSCRIBE", "subscribe": {"framework_info": {"name": "x", "user": "nobody"}}}'
+    for path, handler in (("/api/v1/scheduler", "scheduler"), ("/api/v1", "operator")):
+        request = Request("POST", path, {"content-type": "application/json"}, subscribe)
+        answer = getattr(V1API(Follower("http://10.0.0.7:5051")), handler)(request)
+        assert (answer.status, answer.headers["Location"]) == (307, f"//10.0.0.7:5051{path}")
+        answer = getattr(V1API(Follower("")), handler)(request)
+        assert (answer.status, answer.body) == (503, b"No leader elected")

@@ -186,7 +186,7 @@ class MesosExecutorDriver:
 
     def sendFrameworkMessage(self, data: str | bytes) -> DriverStatus:
         """Send ``data`` (base64 text, as pymesos; raw ``bytes`` are taken as
-        they are; at most 1 MiB decoded) to the scheduler's
+        they are; at most the agent's --max-message-size decoded, 64 MiB by default) to the scheduler's
         ``frameworkMessage``; best effort."""
         payload = data if isinstance(data, bytes) else decode_data(data)
         return self._driver.send_framework_message(payload)

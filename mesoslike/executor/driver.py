@@ -51,6 +51,8 @@ log = logging.getLogger("mesoslike.executor")
 RECONNECT_MAX = 0.5
 #: the longest the loop sleeps without looking at the connection (s)
 LOOP_INTERVAL = 0.25
+#: how long a stopping driver waits for the agent to have the updates sent before it (s)
+STOP_FLUSH_TIMEOUT = 5.0
 
 
 def _secret(env: Mapping[str, str]) -> str:
@@ -197,10 +199,18 @@ class ExecutorDriver:
         return self.join() if status is DriverStatus.RUNNING else status
 
     def stop(self) -> DriverStatus:
-        """Stop the driver (updates already sent are delivered as far as the
-        socket's linger allows; the process should then exit, which ends
-        its tasks that have not ended TASK_FAILED). Safe from a callback."""
-        return self._end(DriverStatus.STOPPED)
+        """Stop the driver; the process should then exit, which ends its
+        tasks that have not ended TASK_FAILED. The updates sent before are
+        delivered first: the driver's thread waits for the agent to have
+        them (at most :data:`STOP_FLUSH_TIMEOUT`), and ``stop()`` from
+        another thread waits for that, so ``send_status_update(FINISHED);
+        stop(); exit`` loses nothing. Safe from a callback (it does not
+        wait there: ``join()`` in the main thread does)."""
+        status = self._end(DriverStatus.STOPPED)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(STOP_FLUSH_TIMEOUT + 5.0)
+        return status
 
     def abort(self) -> DriverStatus:
         """Stop the driver; the status becomes DRIVER_ABORTED."""
@@ -288,9 +298,34 @@ class ExecutorDriver:
                     if self._stopping:
                         break
             self._run_inbox(client)   # what the last callbacks sent (a terminal update) goes out
+            if self._status is DriverStatus.STOPPED:
+                self._flush(client, waker)
         finally:
             client.close(linger=2.0)
             self._client = None
+
+    def _flush(self, client: Client, waker: Waker) -> None:
+        """Stopping: until the agent has every update sent (or
+        :data:`STOP_FLUSH_TIMEOUT` passes), go on sending and resending them
+        and taking the agent's answers; no callback runs any more."""
+        deadline = self._core.clock.now() + STOP_FLUSH_TIMEOUT
+        while self._core.pending_updates:
+            now = self._core.clock.now()
+            if now >= deadline:
+                log.warning("stopped with %d status updates the agent has not confirmed",
+                            len(self._core.pending_updates))
+                return
+            if client.connections():
+                self._send_only(client, self._core.on_connected())
+            self._send_only(client, self._core.tick())
+            wakeup = self._core.next_wakeup()
+            client.wait(max(0.0, min(LOOP_INTERVAL, deadline - now, (wakeup or now + LOOP_INTERVAL) - now)), waker)
+            for _, message in client.receive():
+                if not isinstance(message, WireError):
+                    self._send_only(client, self._core.on_message(message))
+
+    def _send_only(self, client: Client, commands: list[ExecutorCommand]) -> None:
+        self._carry_out(client, [command for command in commands if isinstance(command, SendToAgent)])
 
     def _run_inbox(self, client: Client) -> None:
         while True:

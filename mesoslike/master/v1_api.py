@@ -250,7 +250,13 @@ class V1API:
                 raise CallError(400, f"Failed to validate scheduler::Call: message.data holds {len(message.data)} "
                                      f"bytes; at most {limit} (the master's --max-message-size)")
             if message is not None:
-                self._master.send_later(core.on_message(record.peer, message, principal))
+                sends = core.on_message(record.peer, message, principal)
+                refused = [send for send in sends if send.peer == record.peer and isinstance(send.message, m.Error)
+                           and not send.message.fatal] if kind == "UPDATE_FRAMEWORK" else []
+                self._master.send_later([send for send in sends if send not in refused])
+                if refused:   # Mesos answers UPDATE_FRAMEWORK synchronously: a refusal is its answer
+                    assert isinstance(refused[0].message, m.Error)
+                    raise CallError(400, f"Failed to validate scheduler::Call: {refused[0].message.message}")
         if kind in scheduler_api.NO_OPS:
             log.debug("v1 %s of framework %s: nothing to do", kind, framework_id)
         return Response(200 if kind == "UPDATE_FRAMEWORK" else 202, b"", JSON)
