@@ -49,7 +49,6 @@ import weakref
 from collections import OrderedDict, deque
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Self, Union
 
-import attrs
 import zmq
 from zmq.utils import z85
 
@@ -213,14 +212,40 @@ def _millis(timeout: float | None) -> int | None:
 _Z85_KEY_LENGTH = 40
 
 
-@attrs.frozen
 class CurveKeys:
     """A CURVE key pair (z85), as a peer proves who it is: ``public`` is
     what others list, ``secret`` stays with its owner. Its repr hides the
-    secret."""
+    secret. Immutable, equal by value.
 
+    A plain class, not attrs: this module is every process's first import
+    (a Fuxi job starts a worker per slot at once), and attrs was a third of
+    its import time."""
+
+    __slots__ = ("public", "secret")
     public: bytes
-    secret: bytes = attrs.field(repr=False)
+    secret: bytes
+
+    def __init__(self, public: bytes, secret: bytes) -> None:
+        object.__setattr__(self, "public", public)
+        object.__setattr__(self, "secret", secret)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"CurveKeys is immutable: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"CurveKeys is immutable: cannot delete {name}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, CurveKeys)
+        return (self.public, self.secret) == (other.public, other.secret)
+
+    def __hash__(self) -> int:
+        return hash((self.public, self.secret))
+
+    def __repr__(self) -> str:
+        return f"CurveKeys(public={self.public!r})"
 
     @classmethod
     def generate(cls) -> CurveKeys:
@@ -393,34 +418,64 @@ class _ZapHandler:
         return [version, request_id, b"200", b"OK", principal.encode(), b""]
 
 
-@attrs.define
 class DeliveryStats:
     """What an endpoint did with the frames it was given to send. Counters
-    only grow; ``queued``/``queued_bytes`` are what waits now."""
+    only grow; ``queued``/``queued_bytes`` are what waits now. (A plain
+    class with slots, not attrs: see :class:`CurveKeys`.)
 
-    #: frames handed to ZeroMQ
-    sent: int = 0
-    #: frames that had to wait in the outbox (the peer read slower than we wrote)
-    deferred: int = 0
-    #: frames dropped because their peer is gone (a server's answer to a
-    #: closed connection; the protocol's retries and timeouts cover them)
-    unroutable: int = 0
-    #: frames dropped because the outbox was full (a peer that does not read)
-    overflowed: int = 0
-    #: frames still in the outbox when the endpoint closed
-    unsent_at_close: int = 0
-    #: a client's connection made anew after it dropped
-    reconnects: int = 0
-    #: a client's handshakes that failed (the server refused its key, or is
-    #: not the server whose key it was given)
-    handshakes_failed: int = 0
-    #: frames a server dropped because they came under a peer identity
-    #: another principal holds (a connection taking over someone's identity)
-    impersonations: int = 0
-    #: frames and bytes waiting in the outbox now, and the most frames ever
-    queued: int = 0
-    queued_bytes: int = 0
-    peak_queued: int = 0
+    ``sent``: frames handed to ZeroMQ. ``deferred``: frames that had to
+    wait in the outbox (the peer read slower than we wrote).
+    ``unroutable``: frames dropped because their peer is gone (a server's
+    answer to a closed connection; the protocol's retries and timeouts
+    cover them). ``overflowed``: frames dropped because the outbox was full
+    (a peer that does not read). ``unsent_at_close``: frames still in the
+    outbox when the endpoint closed. ``reconnects``: a client's connection
+    made anew after it dropped. ``handshakes_failed``: a client's
+    handshakes that failed (the server refused its key, or is not the
+    server whose key it was given). ``impersonations``: frames a server
+    dropped because they came under a peer identity another principal holds
+    (a connection taking over someone's identity). ``queued``,
+    ``queued_bytes``, ``peak_queued``: frames and bytes waiting in the
+    outbox now, and the most frames ever."""
+
+    FIELDS = ("sent", "deferred", "unroutable", "overflowed", "unsent_at_close", "reconnects",
+              "handshakes_failed", "impersonations", "queued", "queued_bytes", "peak_queued")
+    __slots__ = FIELDS
+
+    sent: int
+    deferred: int
+    unroutable: int
+    overflowed: int
+    unsent_at_close: int
+    reconnects: int
+    handshakes_failed: int
+    impersonations: int
+    queued: int
+    queued_bytes: int
+    peak_queued: int
+
+    def __init__(self, **counts: int) -> None:
+        unknown = set(counts) - set(self.FIELDS)
+        if unknown:
+            raise TypeError(f"DeliveryStats has no {', '.join(sorted(unknown))}")
+        for name in self.FIELDS:
+            setattr(self, name, counts.get(name, 0))
+
+    def as_dict(self) -> dict[str, int]:
+        """Every counter by its name (ints only: safe to read from another
+        thread than the endpoint's)."""
+        return {name: getattr(self, name) for name in self.FIELDS}
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, DeliveryStats)
+        return self.as_dict() == other.as_dict()
+
+    __hash__ = None   # type: ignore[assignment]   # mutable counters
+
+    def __repr__(self) -> str:
+        return "DeliveryStats(" + ", ".join(f"{name}={value}" for name, value in self.as_dict().items()) + ")"
 
     @property
     def dropped(self) -> int:

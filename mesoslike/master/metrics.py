@@ -89,7 +89,7 @@ class MasterMetrics:
     def collect(self) -> list[Metric]:
         """Every metric of this master now (the registry's collector calls it at each scrape)."""
         master = self._master
-        transport = attrs.asdict(master.transport.stats)   # ints only: read without the loop's lock
+        transport = master.transport.stats.as_dict()   # ints only: read without the loop's lock
         with master.stored:
             core = master.core
             metrics = master_metrics(core, transport) if core is not None else \
