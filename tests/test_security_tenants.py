@@ -169,7 +169,7 @@ def test_the_agents_http_takes_the_clusters_tokens_and_access_sandboxes(cluster)
     # no token, or a wrong one: 401 everywhere but /health
     assert get(f"{agent}/health")[0] == 200
     for token in (None, "wrong-token"):
-        for endpoint in ("/state", "/metrics", "/monitor/statistics", "/files/browse?path="):
+        for endpoint in ("/state", "/metrics", "/monitor/statistics", "/containers", "/files/browse?path="):
             request = urllib.request.Request(agent + endpoint,
                                              headers={"Authorization": f"Bearer {token}"} if token else {})
             with pytest.raises(urllib.error.HTTPError) as refused:
@@ -180,6 +180,10 @@ def test_the_agents_http_takes_the_clusters_tokens_and_access_sandboxes(cluster)
     assert [e["path"] for e in get(files_url(agent, "browse", ""), fw_b)[1]] == [attacker_dir]
     assert [e["path"] for e in get(files_url(agent, "browse", ""), fw_a)[1]] == [victim_dir]
     assert {e["path"] for e in get(files_url(agent, "browse", ""), ops)[1]} == {victim_dir, attacker_dir}
+    # /containers: fwA's running task's container to fwA and the operator, left out for fwB
+    for token, seen in ((fw_a, [(victim.framework_id, "t")]), (ops, [(victim.framework_id, "t")]), (fw_b, [])):
+        status, listed = get(f"{agent}/containers", token)
+        assert status == 200 and [(c["framework_id"], c["executor_id"]) for c in listed] == seen, (token, listed)
     for path in (f"{victim_dir}/t/stdout", f"{attacker_dir}/t/leak"):
         status, body = get(files_url(agent, "read", path), fw_b)
         assert status == 403 and "access_sandboxes" in body["error"], (path, body)

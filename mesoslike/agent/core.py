@@ -402,6 +402,26 @@ class AgentCore:
                                    self._streams.depth(key), task.info.user))
         return views
 
+    def container_status(self, framework_id: str, run_id: str) -> ContainerStatus | None:
+        """What the container of a run is — a task's, or a custom executor's
+        (``run_id``: its :meth:`~mesoslike.wire.types.ExecutorInfo.run_id`)
+        — as its updates tell it (isolators, image, host pid, the address);
+        None while its process has not started or if it is not known."""
+        executor_id = executor_id_of_run(run_id)
+        if executor_id is not None:
+            executor = self._executors.get(framework_id, executor_id)
+            container = executor.container_status if executor is not None else None
+        else:
+            task = self._tasks.get((framework_id, run_id))
+            container = task.container_status if task is not None and not task.orphaned else None
+        return self._with_address(container) if container is not None else None
+
+    def _with_address(self, container: ContainerStatus | None) -> ContainerStatus | None:
+        """``container`` with the address tasks are reachable at, when the agent knows it."""
+        if self.ip_address:
+            return attrs.evolve(container or ContainerStatus(), ip_address=self.ip_address)
+        return container
+
     def pending_updates(self, framework_id: str, task_id: str) -> list[TaskStatus]:
         """The task's unacknowledged updates, oldest (in flight) first."""
         return self._streams.pending((framework_id, task_id))
@@ -1246,8 +1266,7 @@ class AgentCore:
                 exit_code: int | None = None, uuid_: str | None = None, healthy: bool | None = None,
                 labels: list[Label] | None = None, source: str = SOURCE_AGENT, data: bytes = b"",
                 container: ContainerStatus | None = None) -> TaskStatus:
-        if self.ip_address:
-            container = attrs.evolve(container or ContainerStatus(), ip_address=self.ip_address)
+        container = self._with_address(container)
         return TaskStatus(
             task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=source,
             reason=reason, uuid=self._new_uuid() if uuid_ is None else uuid_, timestamp=self._wall_clock(),

@@ -64,7 +64,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Mapping, Union
+from typing import Callable, Mapping, Union
 
 import attrs
 
@@ -570,11 +570,12 @@ class TaskExecutor:
         return min((run.kill_deadline for run in killing if run.kill_deadline is not None),
                    default=math.inf)
 
-    def usage(self) -> list[TaskUsage]:
-        """The usage now, and the limits, of every running task."""
+    def usage(self, where: Callable[[str, str], bool] | None = None) -> list[TaskUsage]:
+        """The usage now, and the limits, of every running task (of those
+        ``where(framework_id, task_id)`` keeps, if given: the others are not read)."""
         out = []
         for key, run in sorted(self._runs.items()):
-            if run.task_pid is not None:
+            if run.task_pid is not None and (where is None or where(*key)):
                 try:
                     measured = self.isolator.usage(run.container, run.task_pid)
                 except (OSError, ValueError) as exc:  # the task ended while we read

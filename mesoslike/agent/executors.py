@@ -116,6 +116,8 @@ class AgentExecutor:
     pid: int | None
     registered: bool
     tasks: list[str]
+    #: its ``ExecutorInfo.name`` ("" when it has none)
+    name: str = ""
 
 
 class ExecutorPhase:
@@ -208,7 +210,8 @@ class ExecutorBook:
 
     def views(self) -> list[AgentExecutor]:
         """The custom executors whose processes run (or start)."""
-        return [AgentExecutor(key[0], key[1], e.info.resources, e.pid, e.peer is not None, sorted(e.tasks))
+        return [AgentExecutor(key[0], key[1], e.info.resources, e.pid, e.peer is not None, sorted(e.tasks),
+                              e.info.name)
                 for key, e in sorted(self.records.items()) if not e.orphaned]
 
     def recovering(self) -> list[TaskKey]:

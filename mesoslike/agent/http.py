@@ -5,6 +5,8 @@
 ``GET /state``                         the agent: id, resources, isolation, work dir, its tasks
                                        (state, pid, sandbox), recovery errors
 ``GET /monitor/statistics``            per task: usage (CPU seconds, memory) and limits
+``GET /containers[?container_id=ID]``  per running container (a task's, a custom executor's): its
+                                       ids, Mesos's ``ContainerStatus`` and ``ResourceStatistics``
 ``GET /metrics``                       Prometheus text: refused file requests by kind, tasks,
                                        sandboxes collected, checkpoint failures
 ``GET /files/browse?path=P``           the entries of a sandbox directory
@@ -21,7 +23,8 @@ With the cluster's credentials (``--credentials``: docs/agent.rst,
 a browser following a dashboard link sends once asked (401 otherwise) — and
 ``/files`` serves a framework's sandboxes only to the principals
 ``access_sandboxes`` allows (403; ``/files/browse`` of the root lists only
-those). The server is :class:`mesoslike.http_server.HTTPServer` (its loop and worker
+those; ``/containers`` leaves out the containers of the others). The
+server is :class:`mesoslike.http_server.HTTPServer` (its loop and worker
 threads, deadlines and connection bound: docs/reliability.rst, *Bounds*);
 what it shows of the agent comes from the :class:`AgentView` it is given,
 which takes the agent loop's lock.
@@ -49,7 +52,8 @@ _CHALLENGE = 'Bearer realm="mesoslike agent", Basic realm="mesoslike agent (pass
 #: the endpoints anyone may read
 _PUBLIC = ("/health",)
 #: the endpoints, for a 404's list
-ENDPOINTS = ["/health", "/state", "/monitor/statistics", "/metrics", "/files/browse", "/files/read", "/files/download"]
+ENDPOINTS = ["/health", "/state", "/monitor/statistics", "/containers", "/metrics", "/files/browse", "/files/read",
+             "/files/download"]
 
 
 class AgentView(Protocol):
@@ -58,6 +62,8 @@ class AgentView(Protocol):
     def state_document(self) -> dict: ...
 
     def statistics_document(self) -> list[dict]: ...
+
+    def containers_document(self, may_read: MayRead | None = None, container_id: str | None = None) -> list[dict]: ...
 
     def metrics_text(self) -> str: ...
 
@@ -136,6 +142,8 @@ class AgentHTTPServer(HTTPServer):
             "/health": lambda q, may: (200, "json", self.view.health_document()),
             "/state": lambda q, may: (200, "json", self.view.state_document()),
             "/monitor/statistics": lambda q, may: (200, "json", self.view.statistics_document()),
+            # Mesos's show_nested and show_standalone are taken and ignored: no container here is either
+            "/containers": lambda q, may: (200, "json", self.view.containers_document(may, q.get("container_id"))),
             "/metrics": lambda q, may: (200, "text", self.view.metrics_text()),
             "/files/browse": lambda q, may: (200, "json", self.files.browse(q.get("path", ""), may)),
             "/files/read": self._read,

@@ -1,5 +1,5 @@
 """What the agent's HTTP endpoints read of it (:class:`~mesoslike.agent.http.AgentView`):
-``/health``, ``/state``, ``/monitor/statistics`` and ``/metrics``, each
+``/health``, ``/state``, ``/monitor/statistics``, ``/containers`` and ``/metrics``, each
 taken under the loop's lock from the runtime's core, executor and counters
 (docs/agent.rst, docs/observability.rst). The runtime only runs the agent;
 what an operator reads of it is put together here.
@@ -14,11 +14,16 @@ from typing import Protocol
 from mesoslike import __version__
 from mesoslike.agent.core import AgentCore
 from mesoslike.agent.executor import TaskExecutor, path_component
+from mesoslike.agent.executors import executor_id_of_run
+from mesoslike.agent.files import MayRead
 from mesoslike.agent.http import AgentHTTPServer
 from mesoslike.agent.isolation import Isolation, Isolator
 from mesoslike.attributes import attributes_json
 from mesoslike.metrics import exposition, metrics_registry
 from mesoslike.observations import Histogram, Metric, metric
+from mesoslike.v1.shapes import container_status_message
+from mesoslike.wire.messages import TaskUsage
+from mesoslike.wire.types import ContainerStatus
 
 __all__ = ["AgentViews", "ViewedAgent"]
 
@@ -100,6 +105,47 @@ class AgentViews:
         return [{"framework_id": u.framework_id, "executor_id": u.task_id, "task_id": u.task_id,
                  "source": agent.hostname, "statistics": u.statistics()} for u in rows]
 
+    def containers_document(self, may_read: MayRead | None = None, container_id: str | None = None) -> list[dict]:
+        """``/containers`` (Mesos's agent endpoint): an entry per running
+        container — each task's (its command's) and each custom executor's —
+        of the frameworks whose sandboxes ``may_read`` admits (None: all),
+        only ``container_id``'s if given. Its ``statistics`` are what
+        ``/monitor/statistics`` measures (a container whose process has not
+        started, or ended while it was read, is left out, as there);
+        ``container_id`` is the run's name on the agent, ``FRAMEWORK/RUN``
+        (its sandbox below the sandbox root: ``/state``'s ``sandbox_path``,
+        ``/files``'s ``path``)."""
+        agent = self._agent
+
+        def shown(framework_id: str, run_id: str) -> bool:
+            return (may_read is None or may_read(path_component(framework_id))) and \
+                (container_id is None or _container_id(framework_id, run_id) == container_id)
+
+        with self._lock:
+            rows = agent.executor.usage(shown)
+            names = {(e.framework_id, e.executor_id): e.name for e in agent.core.executors()}
+            # its container as its updates tell it; before the core has heard of its start, what the executor knows
+            statuses = [agent.core.container_status(u.framework_id, u.task_id) or _started_container(agent, u)
+                        for u in rows]
+        entries = []
+        for usage, container in zip(rows, statuses):
+            framework_id, run_id = usage.framework_id, usage.task_id
+            name = _container_id(framework_id, run_id)
+            executor_id = executor_id_of_run(run_id)
+            # Mesos's ContainerStatus (container_id, executor_pid, network_infos), and the isolators it got and
+            # its image, as the master's /state shows them
+            status = {"container_id": {"value": name}, **container_status_message(container),
+                      "isolators": list(container.isolators), "image": container.image}
+            entries.append({
+                "container_id": name, "framework_id": framework_id,
+                "executor_id": executor_id if executor_id is not None else run_id,
+                # a task's own command runs as Mesos's command executor would: named for it, its source the task
+                "executor_name": names.get((framework_id, executor_id), "") if executor_id is not None
+                else f"Command Executor (Task: {run_id})",
+                "source": "" if executor_id is not None else run_id,
+                "status": status, "statistics": usage.statistics()})
+        return entries
+
     def metrics_text(self) -> str:
         """``/metrics``: what :meth:`metrics` reads, through prometheus_client (mesoslike.metrics)."""
         return exposition(self._metrics_registry).decode()
@@ -139,3 +185,16 @@ class AgentViews:
                    "Tasks by the time from their RUN_TASK read to their process started (launches wait in "
                    "line while many arrive at once).", started),
         ]
+
+
+def _container_id(framework_id: str, run_id: str) -> str:
+    """``/containers``'s id of a run's container: ``FRAMEWORK/RUN`` as its sandbox is named."""
+    return f"{path_component(framework_id)}/{path_component(run_id)}"
+
+
+def _started_container(agent: ViewedAgent, usage: TaskUsage) -> ContainerStatus:
+    """A running container the core has not yet been told of (its start is the loop's next turn): its
+    isolators, image and process as the executor knows them."""
+    isolators, image = agent.executor.isolation_of(usage.framework_id, usage.task_id)
+    pid = agent.executor.pid(usage.framework_id, usage.task_id) or 0
+    return ContainerStatus(list(isolators), image, pid, agent.core.ip_address)
