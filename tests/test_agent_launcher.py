@@ -160,16 +160,20 @@ def test_a_reused_run_directory_holds_nothing_of_the_last_run_from_the_moment_it
     assert exits(events_until(executor, lambda events: "second" in exits(events)))["second"] == (5, None, "")
 
 
-def test_launches_asked_together_get_their_supervisors_from_one_launcher_and_each_its_own_outcome(executor):
+def test_launches_asked_together_get_their_supervisors_from_one_launcher_and_each_its_own_outcome(executor, tmp_path):
     # the agent's loop turn asks for a batch: each task prepared and its supervisor asked of the launcher while
-    # the launcher forks the previous ones, the answers read together at the end
-    problems = executor.launch_many([Launch("fw", task("a", "exit 1"), "agent-1"),
-                                     Launch("fw", task("b", "exit 2"), "agent-1"),
+    # the launcher forks the previous ones, the answers read together at the end; the tasks wait for the test
+    # to have seen their supervisors' parent (a supervisor whose task ended is gone from /proc)
+    go = tmp_path / "go"
+    held = f"while [ ! -e {go} ]; do sleep 0.05; done; "
+    problems = executor.launch_many([Launch("fw", task("a", held + "exit 1"), "agent-1"),
+                                     Launch("fw", task("b", held + "exit 2"), "agent-1"),
                                      Launch("fw", task("a", "exit 9"), "agent-1"),   # the same task again
-                                     Launch("fw", task("c", "exit 3"), "agent-1")])
+                                     Launch("fw", task("c", held + "exit 3"), "agent-1")])
     assert [problem is None for problem in problems] == [True, True, False, True]
     assert "already running" in str(problems[2])
     assert len({parent_of(run.watch.pid) for run in executor._runs.values()}) == 1
+    go.touch()
     ended = exits(events_until(executor, lambda events: len(exits(events)) == 3))
     assert ended == {"a": (1, None, ""), "b": (2, None, ""), "c": (3, None, "")}
     assert executor.launcher is not None and executor.launcher.started == 1
