@@ -11,6 +11,7 @@ import logging
 import time
 import urllib.request
 
+import attrs
 import pytest
 
 from mesoslike.agent.runtime import AgentRuntime
@@ -289,9 +290,11 @@ def test_a_master_restarted_without_a_registry_gives_no_id_to_another_principal(
         return runtime
 
     master = start_master("tcp://127.0.0.1:0")
-    agent = AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:128", hostname="h",
-                                       work_dir=tmp_path / "agent", keys=keys.keys("agent1"),
-                                       master_key=keys.master_public, register_backoff=0.2, register_backoff_max=0.5)).start()
+    agent_settings = AgentSettings(master=master.address, resources="cpus:1;mem:128", hostname="h",
+                                   work_dir=tmp_path / "agent", keys=keys.keys("agent1"),
+                                   master_key=keys.master_public, register_backoff=0.2, register_backoff_max=0.5,
+                                   kill_tasks_on_exit=False)
+    agent = AgentRuntime(agent_settings).start()
     try:
         framework = peer(keys, master, "fwA")
         framework.send(m.Subscribe(FrameworkInfo("fwA", user=keys.users[-1], failover_timeout=120)))
@@ -312,12 +315,17 @@ def test_a_master_restarted_without_a_registry_gives_no_id_to_another_principal(
         wait_until(running, 20, "the task to run", diagnostics=lambda: repr(framework.received))
         address, agent_id = master.address, offer.agent_id
         framework.close()
+        # the real agent stopped (its task runs on) while the master restarts, back once the rogue has tried:
+        # the rogue is first whatever the machine's load (the real agent, reconnecting at once, could be first
+        # and the rogue then refused as another principal's: also a refusal, but not the case of the issue)
+        agent.stop()
         master.stop()
         master = wait_until(lambda: _started_or_none(lambda: start_master(address)), 20, "the port to be free again")
         rogue = peer(keys, master, "agent2")              # first, under agent1's id
         rogue.send(m.ReregisterAgent(AgentInfo(hostname="h", resources=Resources.parse("cpus:4;mem:1024"),
                                                id=agent_id)))
         assert "no receipt" in rogue.first(m.ShutdownAgent).reason
+        agent = AgentRuntime(attrs.evolve(agent_settings, master=master.address)).start()
         wait_until(lambda: [(a["id"], a["hostname"]) for a in master.state()["agents"]] == [(agent_id, "h")], 30,
                    "the real agent to re-register under its id", diagnostics=lambda: json.dumps(master.state()))
         thief = peer(keys, master, "fwB")                 # first, under fwA's id
