@@ -712,7 +712,7 @@ class Simulator:
             self.allocator.offer_filters_changed()
         count = len(order)
         if chunk is None or chunk >= count:
-            offers = self.allocator.allocate()
+            offers = self.allocator.allocate(None if shapes is None else order)
             if offers:
                 scheduler.hold(offers)
             scheduler.answer()
