@@ -313,3 +313,39 @@ def test_fuxi_preemptions_stay_bounded_when_borrowed_quota_meets_an_owner(policy
     assert result.metrics["preemptions"]["total"] == (0 if chunk is None else 1)
     assert result.stop_reason == STOP_DONE
     assert result.metrics["wait"]["A"]["max"] == (100.0 if chunk is None else 101.0)
+
+
+def test_a_policy_scheduler_without_offer_shapes_is_offered_every_agent() -> None:
+    """``Scheduler.offer_shapes`` is optional: a policy plugin written before
+    it (here: greedy frameworks behind a wrapper without it) runs as before,
+    every agent offered (the report of ``--no-offer-filters``)."""
+    from mesoslike import plugins
+    from mesoslike.sim.policies import register_policy
+    from mesoslike.sim.schedulers import GreedySchedulers
+
+    class Wrapped:
+        def __init__(self, inner: GreedySchedulers) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str):
+            if name == "offer_shapes":
+                raise AttributeError(name)
+            return getattr(self._inner, name)
+
+    class Policy:
+        def scheduler(self, host, workload, config, clock):
+            return Wrapped(GreedySchedulers(host, workload.frameworks, workload.role_of, config.refuse_seconds))
+
+        def read_quota(self, path):
+            return None
+
+    register_policy("greedy-old", Policy())
+    try:
+        load = _filtered_workload()
+        old = Simulator(load, SimulationConfig(refuse_seconds=30.0, offer_filters=False)).run()
+        plugged = Simulator(load, SimulationConfig(scheduler="greedy-old", refuse_seconds=30.0)).run()
+    finally:
+        plugins.unregister(plugins.SIMULATION_POLICIES, "greedy-old")
+    assert plugged.metrics["wait"] == old.metrics["wait"]
+    assert plugged.metrics["offers"] == old.metrics["offers"]
+    assert old.metrics["offers"] != Simulator(load, SimulationConfig(refuse_seconds=30.0)).run().metrics["offers"]

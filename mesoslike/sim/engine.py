@@ -28,7 +28,11 @@ The model (docs/simulate.rst gives the details):
   ``cycle_chunk`` agents (the allocator decides who is offered each agent);
   a framework holds its offers until they could cover all it waits for, or
   the cycle ends, then answers them; the cycle stops early when no
-  framework wants offers (docs/simulate.rst, "Allocation cycles").
+  framework wants offers (docs/simulate.rst, "Allocation cycles"). With
+  offer filters (a scheduler's ``offer_shapes``: the greedy frameworks) a
+  cycle visits only the agents whose free resources hold a shape some
+  framework waits for, and the allocator's offer gate gives each only to
+  a framework that waits for a shape it holds.
 
 The run stops when everything is done, when nothing can change any more
 (no event is left and no waiting task can be placed), or at the
@@ -108,6 +112,11 @@ class SimulationConfig:
     offers without its scheduling pass when a pass could change nothing
     (the Fuxi policies: docs/simulate.rst, "Speed"); False runs every pass
     in full, with the same results (for checks and benchmarks).
+    ``offer_filters``: the greedy frameworks keep offer filters, the shapes
+    they wait for (Mesos's ``min_allocatable_resources`` of
+    ``offer_filters``): a cycle offers a framework only agents whose free
+    resources hold one (docs/simulate.rst, "Offer filters"); False offers
+    every agent, as before them.
     """
 
     sorter: str = "drf"
@@ -702,7 +711,8 @@ class Simulator:
         if not scheduler.wants_offers():
             return 0  # suppressed, or waiting for what no agent has free: all offers would be declined
         chunk = self.config.cycle_chunk
-        shapes = scheduler.offer_shapes()
+        offer_shapes = getattr(scheduler, "offer_shapes", None)   # a policy's scheduler may not have it
+        shapes = offer_shapes() if offer_shapes is not None else None
         if shapes is None:
             order = self._order
         else:   # offer filters: only the agents that hold some shape a framework waits for

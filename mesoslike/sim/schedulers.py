@@ -128,7 +128,8 @@ class Scheduler(Protocol):
         waits for, by framework that may receive offers; a framework is
         offered only agents whose free resources hold one of its shapes
         (Mesos's ``min_allocatable_resources`` of a framework's
-        ``offer_filters``). None: no offer filters, every agent is offered."""
+        ``offer_filters``). None: no offer filters, every agent is offered
+        (also for a scheduler without this method)."""
 
     def wants_offers(self) -> bool:
         """Does a framework that may receive offers wait for something the
