@@ -55,6 +55,18 @@ CODE_FILES = [*(f"frameworks/mesoslike_frameworks/fuxi/{name}.py"
               "mesoslike/sim/traces.py", "mesoslike/allocator/hierarchical.py"]
 
 
+#: the baseline's process: without the editable install's finder, then asserting it imports the baseline's tree
+BASELINE_SCRIPT = (
+    "import os, sys; sys.meta_path[:] = [f for f in sys.meta_path "
+    "if not getattr(f, '__module__', '').startswith('__editable__')]; "
+    "sys.path[:] = [p for p in sys.path if p not in ('', os.getcwd())]; "
+    "import mesoslike, mesoslike_frameworks; "
+    "root = os.environ['PYTHONPATH'].split(os.pathsep)[0]; "
+    "assert mesoslike.__file__.startswith(root) and mesoslike_frameworks.__path__[0].startswith(root), "
+    "(mesoslike.__file__, list(mesoslike_frameworks.__path__)); "
+    "from mesoslike.cli import main; main()")
+
+
 def log(*parts: object) -> None:
     print(*parts, file=sys.stderr, flush=True)
 
@@ -80,8 +92,12 @@ def run_once(code: Path | None, argv: list[str], keep: Path | None = None) -> di
         env["PYTHONPATH"] = os.pathsep.join(paths)
     load_before = os.getloadavg()
     wall0 = time.perf_counter()
+    # ``python -c`` puts the working directory (this checkout) first on sys.path, and an editable install
+    # (``make venv``) finds this checkout through a finder on sys.meta_path: the baseline's process drops
+    # both, else it would run this checkout's code
+    script = "from mesoslike.cli import main; main()" if code is None else BASELINE_SCRIPT
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        process = subprocess.Popen([sys.executable, "-c", "from mesoslike.cli import main; main()", "simulate",
+        process = subprocess.Popen([sys.executable, "-c", script, "simulate",
                                     *argv], cwd=ROOT, env=env, stdout=out, stderr=err)
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - wall0

@@ -571,3 +571,27 @@ def test_a_cycle_with_every_framework_suppressed_walks_no_agent():
     assert alloc.tick() == [] and alloc._rng.getstate() == before   # no shuffle: no walk
     alloc.revive_offers("f")
     assert {offer.agent_id for offer in alloc.allocate()} == {f"a{i}" for i in range(50)}
+
+
+@pytest.mark.parametrize("roles", [("r", "r"), ("r1", "r2")])  # the fast path (one role) and the stage loop
+def test_the_offer_gate_passes_an_agent_to_the_next_framework_and_is_asked_again_once_changed(roles):
+    """``offer_gate`` (offer filters judged by the allocator's owner): a
+    framework it refuses is skipped and the agent goes to the next one in
+    the order; an agent nobody may take is offered again only after
+    ``offer_filters_changed``."""
+    alloc, _ = make()
+    alloc.add_framework("a", role=roles[0])
+    alloc.add_framework("b", role=roles[1])
+    alloc.add_agent("x", R("cpus:4;mem:4096"))
+    allowed = {"b"}
+    alloc.offer_gate = lambda framework_id, agent_id: framework_id in allowed and agent_id == "x"
+    (offer,) = alloc.allocate()
+    assert offer.framework_id == "b"      # "a" comes first in the order, but its filters refuse "x"
+    alloc.decline_offer(offer.id, refuse_seconds=0)
+    allowed.clear()
+    assert alloc.allocate() == []
+    allowed.add("a")
+    assert alloc.allocate() == []         # nothing told the allocator: the agent's idle stamp holds
+    alloc.offer_filters_changed()
+    (offer,) = alloc.allocate()
+    assert offer.framework_id == "a"

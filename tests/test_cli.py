@@ -20,7 +20,8 @@ pytestmark = pytest.mark.timeout(60)
 REPO = Path(__file__).resolve().parent.parent
 SIMULATE_OPTIONS = ["workload", "trace-dir", "nodes", "pods", "copies", "time-scale", "sorter", "seed",
                     "refuse-seconds", "checkpoints", "json", "pending", "job-window", "load", "agents", "tasks", "workload-file",
-                    "policy", "compare", "roles", "quota", "preemption", "cycle-chunk", "full-passes", "report", "timing"]
+                    "policy", "compare", "roles", "quota", "preemption", "cycle-chunk", "full-passes", "report", "timing",
+                    "offer-filters"]
 SMALL_TRACE = ["--workload", "trace", "--nodes", "50", "--pods", "300", "--time-scale", "1000"]
 
 

@@ -186,21 +186,38 @@ def test_the_drf_example_waits_for_lower_priority_then_no_fit():
     assert {t["reason"] for t in result.metrics["why_waiting"]["top"]} == {REASON_LOWER_PRIORITY, REASON_NO_FIT}
 
 
-def test_a_new_task_that_fits_only_declined_agents_says_filtered():
-    """At 1, Y places "wide" on the big agent and declines the rest (the
-    small agent and 1 CPU of the big one) with a 30 s filter: its "huge"
-    task cannot use them, and keeps Y from suppressing offers. "narrow"
-    (1 CPU) arrives at 10: it fits what Y filtered, so it waits until the
-    filters end, at 31."""
-    load = workload({"small": "cpus:2;mem:1024", "big": "cpus:4;mem:1024"}, [
+def _filtered_workload() -> Workload:
+    return workload({"small": "cpus:2;mem:1024", "big": "cpus:4;mem:1024"}, [
         task("wide", "Y", "cpus:3;mem:64", 1.0, 100.0, 0),
         task("huge", "Y", "cpus:4;mem:64", 1.0, 1.0, 1),
         task("narrow", "Y", "cpus:1;mem:64", 10.0, 1.0, 2)])
-    simulator = Simulator(load, SimulationConfig(refuse_seconds=30.0, check_invariants=True))
+
+
+def test_a_new_task_that_fits_only_declined_agents_says_filtered():
+    """Without offer filters: at 1, Y places "wide" on the big agent and
+    declines the rest (the small agent and 1 CPU of the big one) with a
+    30 s filter: its "huge" task cannot use them, and keeps Y from
+    suppressing offers. "narrow" (1 CPU) arrives at 10: it fits what Y
+    filtered, so it waits until the filters end, at 31."""
+    load = _filtered_workload()
+    simulator = Simulator(load, SimulationConfig(refuse_seconds=30.0, check_invariants=True, offer_filters=False))
     simulator.run_until(12.0)
     assert simulator.why_waiting() == {"huge": REASON_NO_FIT, "narrow": REASON_FILTERED}
     simulator.run()
     assert dict(simulator.recorder.first_starts())[load.tasks[2]] == 31.0
+
+
+def test_with_offer_filters_a_framework_is_offered_only_agents_that_hold_a_task_it_waits_for():
+    """With offer filters (the default) Y is never offered the small agent
+    while it waits only for "huge" (4 CPUs), so it declines nothing and
+    filters nothing: "narrow" starts in the round it arrives, at 10."""
+    load = _filtered_workload()
+    simulator = Simulator(load, SimulationConfig(refuse_seconds=30.0, check_invariants=True))
+    simulator.run_until(5.0)
+    assert simulator.why_waiting() == {"huge": REASON_NO_FIT}
+    assert simulator.allocator.statistics().offers_declined == 0
+    simulator.run()
+    assert dict(simulator.recorder.first_starts())[load.tasks[2]] == 10.0
 
 
 def test_reasons_are_the_documented_ones():
@@ -296,3 +313,39 @@ def test_fuxi_preemptions_stay_bounded_when_borrowed_quota_meets_an_owner(policy
     assert result.metrics["preemptions"]["total"] == (0 if chunk is None else 1)
     assert result.stop_reason == STOP_DONE
     assert result.metrics["wait"]["A"]["max"] == (100.0 if chunk is None else 101.0)
+
+
+def test_a_policy_scheduler_without_offer_shapes_is_offered_every_agent() -> None:
+    """``Scheduler.offer_shapes`` is optional: a policy plugin written before
+    it (here: greedy frameworks behind a wrapper without it) runs as before,
+    every agent offered (the report of ``--no-offer-filters``)."""
+    from mesoslike import plugins
+    from mesoslike.sim.policies import register_policy
+    from mesoslike.sim.schedulers import GreedySchedulers
+
+    class Wrapped:
+        def __init__(self, inner: GreedySchedulers) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str):
+            if name == "offer_shapes":
+                raise AttributeError(name)
+            return getattr(self._inner, name)
+
+    class Policy:
+        def scheduler(self, host, workload, config, clock):
+            return Wrapped(GreedySchedulers(host, workload.frameworks, workload.role_of, config.refuse_seconds))
+
+        def read_quota(self, path):
+            return None
+
+    register_policy("greedy-old", Policy())
+    try:
+        load = _filtered_workload()
+        old = Simulator(load, SimulationConfig(refuse_seconds=30.0, offer_filters=False)).run()
+        plugged = Simulator(load, SimulationConfig(scheduler="greedy-old", refuse_seconds=30.0)).run()
+    finally:
+        plugins.unregister(plugins.SIMULATION_POLICIES, "greedy-old")
+    assert plugged.metrics["wait"] == old.metrics["wait"]
+    assert plugged.metrics["offers"] == old.metrics["offers"]
+    assert old.metrics["offers"] != Simulator(load, SimulationConfig(refuse_seconds=30.0)).run().metrics["offers"]

@@ -16,7 +16,7 @@ import pytest
 
 from mesoslike import Resources
 from mesoslike.sim import SimulationConfig, Simulator
-from mesoslike.sim.engine import _FreeIndex
+from mesoslike.sim.engine import _FreeIndex, _Useful
 from mesoslike.sim.schedulers import _Greedy
 from mesoslike.sim.synthetic import SyntheticSpec, synthetic_workload
 from mesoslike.sim.workload import TaskSpec
@@ -119,3 +119,63 @@ def test_the_report_is_the_same_without_the_shortcuts(monkeypatch: pytest.Monkey
     monkeypatch.setattr(_Greedy, "floor", lambda self: Resources())
     monkeypatch.setattr(_FreeIndex, "fits", lambda self, shape: _plain_fits(self._free, shape))
     assert _report(spec, policy) == fast
+
+
+def test_the_agents_that_hold_a_wanted_shape_are_those_a_scan_finds() -> None:
+    """_Useful (the offer filters' agents) keeps, per shape, the agents
+    whose room holds it, following only the agents changed since: its
+    answers are those of a scan of every agent and shape, in the agents'
+    order, whatever the history of rooms and of the shapes wanted."""
+    rng = random.Random(11)
+    totals = {f"a{i}": _room(rng) for i in range(30)}
+    free = dict(totals)
+    useful = _Useful(free)
+    order = list(totals)
+    nonempty = 0
+    for _ in range(3000):
+        agent_id = rng.choice(order)
+        if rng.random() < 0.5:
+            shape = rng.choice(SHAPES)
+            if free[agent_id].contains(shape):
+                free[agent_id] = free[agent_id] - shape
+        else:
+            free[agent_id] = totals[agent_id]
+        useful.changed(agent_id)
+        if rng.random() < 0.4:
+            continue                        # several changes between two cycles
+        by_framework = {f: rng.sample(SHAPES, rng.randint(0, 3)) for f in ("x", "y") if rng.random() < 0.8}
+        agents = useful.agents(by_framework)
+        wanted = [shape for shapes in by_framework.values() for shape in shapes]
+        assert agents == [a for a in order if any(free[a].contains(shape) for shape in wanted)]
+        for framework_id in ("x", "y", "z"):
+            for a in order:
+                assert useful.may_offer(framework_id, a) == \
+                    any(free[a].contains(shape) for shape in by_framework.get(framework_id, ()))
+        nonempty += bool(agents)
+    assert nonempty > 100
+
+
+@pytest.mark.parametrize("policy", ["drf", "random"])
+def test_with_offer_filters_no_offer_holds_none_of_its_frameworks_tasks(policy: str) -> None:
+    """Every offer made under offer filters holds a task its framework waited
+    for when the cycle began, and a cycle asks the allocator about those
+    agents only (never the whole cluster)."""
+    spec = SyntheticSpec(agents=12, tasks=300, load=2.0, seed=3)
+    simulator = Simulator(synthetic_workload(spec), SimulationConfig.for_policy(policy, check_invariants=True))
+    allocate = simulator.allocator.allocate
+    scheduler = simulator.scheduler
+    checked = 0
+
+    def checking(agent_ids=None):
+        nonlocal checked
+        assert agent_ids is not None
+        shapes = scheduler.offer_shapes()
+        offers = allocate(agent_ids)
+        for offer in offers:
+            assert any(offer.resources.contains(shape) for shape in shapes[offer.framework_id])
+            checked += 1
+        return offers
+
+    simulator.allocator.allocate = checking
+    result = simulator.run()
+    assert checked > 100 and result.metrics["offers"]["made"] == checked

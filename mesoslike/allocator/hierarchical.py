@@ -236,6 +236,12 @@ class HierarchicalAllocator:
         #: the plain stage in the common case (no quota, one active role, one
         #: minimum) runs as one tight loop; tests turn it off to compare
         self._fast_path = True
+        #: the frameworks' offer filters, judged by the allocator's owner: ``offer_gate(framework_id,
+        #: agent_id)`` says whether the framework may be offered what the agent has available now
+        #: (Mesos's ``OfferFilters.min_allocatable_resources``, which a framework sets and updates
+        #: through ``UPDATE_FRAMEWORK``, as a predicate); None: every framework may. Call
+        #: :meth:`offer_filters_changed` when its answers may have changed.
+        self.offer_gate: Callable[[str, str], bool] | None = None
         self._stages = (
             _Stage("prefer", self._preferred_roles, _NEXT_AGENT, False),
             _Stage("guarantees", self._guaranteed_roles, _NEXT_ROLE, False),
@@ -481,6 +487,11 @@ class HierarchicalAllocator:
         self._sync_activity(framework)
         self._eligibility += 1
         self._pending_all = True
+
+    def offer_filters_changed(self) -> None:
+        """:attr:`offer_gate` may answer otherwise now: agents nobody could
+        take may be taken (their idle stamps no longer hold)."""
+        self._eligibility += 1
 
     def _sync_activity(self, framework: _Framework) -> None:
         """Keep the sorters' active sets equal to "active and not suppressed",
@@ -927,6 +938,7 @@ class HierarchicalAllocator:
         sorter's iterator stays valid."""
         frameworks = self._frameworks
         filters_here = agent.filters  # usually None or empty: no filter to check
+        gate = self.offer_gate
         # _offerable_at_all checked the one minimum; an agent with reservations
         # needs the per-role view of _offerable
         plain = caps is None and len(self._all_mins) == 1 and not agent.reserved
@@ -950,6 +962,8 @@ class HierarchicalAllocator:
                     if refusals and refused_any(refusals, offer, filter_now):
                         skipped += 1
                         continue
+                if gate is not None and not gate(framework_id, agent.id):
+                    continue
                 return frameworks[framework_id], offer
             return None
         finally:
@@ -1010,6 +1024,7 @@ class HierarchicalAllocator:
                 agent.fit = None
             self._fits_for = mins
         eligibility = self._eligibility
+        gate = self.offer_gate
         skipped = held = 0
         grant = rows.append
         for agent in candidates:
@@ -1038,6 +1053,8 @@ class HierarchicalAllocator:
                     if refusals and refused_any(refusals, available, filter_now):
                         skipped += 1
                         continue
+                if gate is not None and not gate(framework_id, agent.id):
+                    continue
                 break
             else:
                 agent.idle_stamp = (agent.version, eligibility)

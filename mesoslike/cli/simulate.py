@@ -98,6 +98,10 @@ def _policies(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @_simulate_option("--cycle-chunk", type=click.IntRange(min=0), default=1,
                   help="Agents of the first batch of an allocation cycle (doubling after); 0 = the whole cycle "
                        "at once (docs/simulate.rst, Allocation cycles).")
+@_simulate_option("--offer-filters/--no-offer-filters", default=True, show_default="on",
+                  help="Greedy frameworks (drf, random) keep offer filters: the allocator offers a framework only "
+                       "agents whose free resources hold some task it waits for (Mesos's min_allocatable_resources "
+                       "of offer_filters); off: every agent, declined with --refuse-seconds (docs/simulate.rst).")
 @_simulate_option("--full-passes", is_flag=True, default=False, show_default="off",
                   help="Run the Fuxi core's scheduling pass in full on every batch, even where a pass could "
                        "change nothing (quiet passes); the same results, slower: for checks and benchmarks.")
@@ -114,7 +118,8 @@ def simulate(ctx: click.Context, workload: str, trace_dir: Path | None, nodes: i
              time_scale: float,
              pending: str, job_window: float, load: float, agents: int, tasks: int, workload_file: Path | None, sorter: str,
              policy: str | None, compare: list[str] | None, roles: Path | None, quota: Path | None,
-             preemption: bool | None, seed: int, refuse_seconds: float, cycle_chunk: int, full_passes: bool,
+             preemption: bool | None, seed: int, refuse_seconds: float, cycle_chunk: int, offer_filters: bool,
+             full_passes: bool,
              checkpoints: int, as_json: bool, report: Path | None, timing: bool) -> None:
     """Replay a workload through the allocator in simulated time.
 
@@ -136,7 +141,8 @@ def simulate(ctx: click.Context, workload: str, trace_dir: Path | None, nodes: i
                             workload_file, seed, copies)
     policies = compare or [_policy(ctx, sorter, policy)]
     base = dict(seed=seed, refuse_seconds=refuse_seconds, roles=_roles(roles), quota=_quota(quota, policies),
-                preemption=preemption, cycle_chunk=cycle_chunk or None, quiet_passes=not full_passes)
+                preemption=preemption, cycle_chunk=cycle_chunk or None, quiet_passes=not full_passes,
+                offer_filters=offer_filters)
     results = {}
     for name in policies:
         started = time.perf_counter()

@@ -28,7 +28,11 @@ The model (docs/simulate.rst gives the details):
   ``cycle_chunk`` agents (the allocator decides who is offered each agent);
   a framework holds its offers until they could cover all it waits for, or
   the cycle ends, then answers them; the cycle stops early when no
-  framework wants offers (docs/simulate.rst, "Allocation cycles").
+  framework wants offers (docs/simulate.rst, "Allocation cycles"). With
+  offer filters (a scheduler's ``offer_shapes``: the greedy frameworks) a
+  cycle visits only the agents whose free resources hold a shape some
+  framework waits for, and the allocator's offer gate gives each only to
+  a framework that waits for a shape it holds.
 
 The run stops when everything is done, when nothing can change any more
 (no event is left and no waiting task can be placed), or at the
@@ -108,6 +112,11 @@ class SimulationConfig:
     offers without its scheduling pass when a pass could change nothing
     (the Fuxi policies: docs/simulate.rst, "Speed"); False runs every pass
     in full, with the same results (for checks and benchmarks).
+    ``offer_filters``: the greedy frameworks keep offer filters, the shapes
+    they wait for (Mesos's ``min_allocatable_resources`` of
+    ``offer_filters``): a cycle offers a framework only agents whose free
+    resources hold one (docs/simulate.rst, "Offer filters"); False offers
+    every agent, as before them.
     """
 
     sorter: str = "drf"
@@ -125,6 +134,7 @@ class SimulationConfig:
     samples: int = 200
     sample_interval: float | None = None
     quiet_passes: bool = True
+    offer_filters: bool = True
 
     def __attrs_post_init__(self) -> None:
         plugged = [name for name in policy_names() if name not in greedy_policies()]
@@ -315,6 +325,102 @@ class _FreeIndex:
         return False
 
 
+class _Useful:
+    """The agents whose free resources hold some shape a framework waits
+    for (:meth:`~mesoslike.sim.schedulers.Scheduler.offer_shapes`), kept up
+    to date as rooms change and shapes come and go, so that a cycle offers
+    only those (docs/simulate.rst, "Allocation cycles").
+
+    Each shape keeps its *holders* (the agents whose room holds it) and
+    each agent a count of the wanted shapes it holds. The holders of a
+    wanted shape follow every change of a room (an agent that changed is
+    looked at once per wanted shape before the next cycle); those of a shape
+    no longer wanted go stale, and when it is wanted again only the agents
+    changed since are looked at again (all of them the first time). O(agents
+    changed x shapes wanted) a cycle, not O(agents x shapes)."""
+
+    def __init__(self, free: Mapping[str, Resources]) -> None:
+        self._free = free
+        self._index = {agent_id: i for i, agent_id in enumerate(free)}
+        self._wanted: dict[Resources, None] = {}
+        self._holders: dict[Resources, set[str]] = {}
+        self._since: dict[Resources, int] = {}       # shape not wanted: the log position its holders are true at
+        self._count: dict[str, int] = {}            # agent -> wanted shapes it holds (> 0 only)
+        self._log: list[str] = []                   # agents whose room changed, in order
+        self._seen = 0                              # the log position the wanted shapes' holders are true at
+        self._sets: dict[str, list[set[str]]] = {}  # framework -> the holders of each of its shapes
+        self._agents: list[str] = []                # the agents holding some wanted shape, in order
+
+    def changed(self, agent_id: str) -> None:
+        self._log.append(agent_id)
+
+    def may_offer(self, framework_id: str, agent_id: str) -> bool:
+        """Does the agent's room hold one of the framework's shapes (those of
+        the last :meth:`agents`)? The allocator's offer gate."""
+        for has in self._sets.get(framework_id, ()):
+            if agent_id in has:
+                return True
+        return False
+
+    def agents(self, by_framework: Mapping[str, Sequence[Resources]]) -> list[str]:
+        """The agents that hold some shape of ``by_framework`` now, in the workload's order."""
+        free, log, holders, wanted, count = self._free, self._log, self._holders, self._wanted, self._count
+        changed = False
+        if len(log) > self._seen:                   # rooms changed: the wanted shapes' holders follow
+            for agent_id in dict.fromkeys(log[self._seen:]):
+                room = free[agent_id]
+                for shape in wanted:
+                    has = holders[shape]
+                    if room.contains(shape):
+                        if agent_id not in has:
+                            has.add(agent_id)
+                            count[agent_id] = count.get(agent_id, 0) + 1
+                            changed = True
+                    elif agent_id in has:
+                        has.discard(agent_id)
+                        left = count[agent_id] - 1
+                        if left:
+                            count[agent_id] = left
+                        else:
+                            del count[agent_id]
+                        changed = True
+            self._seen = len(log)
+        now = dict.fromkeys(shape for shapes in by_framework.values() for shape in shapes)
+        for shape in [s for s in wanted if s not in now]:   # no longer wanted: its holders go stale
+            for agent_id in holders[shape]:
+                left = count[agent_id] - 1
+                if left:
+                    count[agent_id] = left
+                else:
+                    del count[agent_id]
+            self._since[shape] = len(log)
+            del wanted[shape]
+            changed = True
+        for shape in now:
+            if shape in wanted:
+                continue
+            since = self._since.pop(shape, None)
+            stale = holders.get(shape)
+            if stale is None or since is None or len(log) - since > len(free):
+                has = holders[shape] = {a for a, room in free.items() if room.contains(shape)}
+            else:
+                has = stale
+                for agent_id in dict.fromkeys(log[since:]):
+                    if free[agent_id].contains(shape):
+                        has.add(agent_id)
+                    else:
+                        has.discard(agent_id)
+            for agent_id in has:
+                count[agent_id] = count.get(agent_id, 0) + 1
+            wanted[shape] = None
+            changed = True
+        self._sets = {framework_id: [holders[shape] for shape in shapes]
+                      for framework_id, shapes in by_framework.items()}
+        if changed:
+            self._agents = sorted(count, key=self._index.__getitem__)
+        return list(self._agents)     # a copy: the cycle shuffles it
+
+
 class _View:
     """The free resources, filters and quota at one sample time, for the
     reasons tasks wait (:class:`~mesoslike.sim.schedulers.ClusterView`)."""
@@ -374,6 +480,9 @@ class Simulator:
         self._agent_totals = {a.agent_id: a.resources for a in workload.agents}
         self._free = dict(self._agent_totals)
         self.free_index = _FreeIndex(self._free)
+        self._useful = _Useful(self._free)
+        if config.scheduler == GREEDY and config.offer_filters:
+            self.allocator.offer_gate = self._useful.may_offer
         for agent in workload.agents:
             self.allocator.add_agent(agent.agent_id, agent.resources, attributes=agent.attributes)
         total = workload.total
@@ -426,7 +535,7 @@ class Simulator:
         config = self.config
         if config.scheduler == GREEDY:
             return GreedySchedulers(self, self.workload.frameworks, self.workload.role_of, config.refuse_seconds,
-                                    self.workload.tasks_per_offer)
+                                    self.workload.tasks_per_offer, offer_filters=config.offer_filters)
         return load_policy(config.scheduler).scheduler(self, self.workload, config, self.clock)
 
     # ------------------------------------------------------- the host side
@@ -446,6 +555,7 @@ class Simulator:
                 self._note_filter(framework_id, agent_id, unused, refuse_seconds)
         assert not left, f"launched {used} on {agent_id} beyond the offers"
         self._free[agent_id] = self._free[agent_id] - used
+        self._useful.changed(agent_id)
         self._framework_used[framework_id] = self._framework_used[framework_id] + used
         runs = []
         for i, task in enumerate(tasks):
@@ -484,6 +594,7 @@ class Simulator:
 
     def _release(self, run: Run) -> None:
         self._free[run.agent_id] = self._free[run.agent_id] + run.task.resources
+        self._useful.changed(run.agent_id)
         self.free_index.grew(run.agent_id)
         self._framework_used[run.framework_id] = self._framework_used[run.framework_id] - run.task.resources
         self._running -= 1
@@ -600,10 +711,18 @@ class Simulator:
         if not scheduler.wants_offers():
             return 0  # suppressed, or waiting for what no agent has free: all offers would be declined
         chunk = self.config.cycle_chunk
-        order = self._order
+        offer_shapes = getattr(scheduler, "offer_shapes", None)   # a policy's scheduler may not have it
+        shapes = offer_shapes() if offer_shapes is not None else None
+        if shapes is None:
+            order = self._order
+        else:   # offer filters: only the agents that hold some shape a framework waits for
+            order = self._useful.agents(shapes)
+            if not order:
+                return 0
+            self.allocator.offer_filters_changed()
         count = len(order)
         if chunk is None or chunk >= count:
-            offers = self.allocator.allocate()
+            offers = self.allocator.allocate(None if shapes is None else order)
             if offers:
                 scheduler.hold(offers)
             scheduler.answer()

@@ -123,6 +123,14 @@ class Scheduler(Protocol):
     def eligible(self) -> bool:
         """May some framework receive offers (is one not suppressed)?"""
 
+    def offer_shapes(self) -> Mapping[str, Sequence[Resources]] | None:
+        """Each framework's offer filters, if it keeps them: the shapes it
+        waits for, by framework that may receive offers; a framework is
+        offered only agents whose free resources hold one of its shapes
+        (Mesos's ``min_allocatable_resources`` of a framework's
+        ``offer_filters``). None: no offer filters, every agent is offered
+        (also for a scheduler without this method)."""
+
     def wants_offers(self) -> bool:
         """Does a framework that may receive offers wait for something the
         free resources could hold, beyond the offers it holds?"""
@@ -289,9 +297,11 @@ class GreedySchedulers:
     """One greedy framework per class (see the module docstring)."""
 
     def __init__(self, host: Host, classes: Sequence[str], role_of: Callable[[str], str],
-                 refuse_seconds: float, tasks_per_offer: int | None = None) -> None:
+                 refuse_seconds: float, tasks_per_offer: int | None = None,
+                 offer_filters: bool = False) -> None:
         self.host = host
         self.refuse_seconds = refuse_seconds
+        self.offer_filters = offer_filters
         self.frameworks = {c: role_of(c) for c in classes}
         self.suppressed_at_start = True
         self._fw = {c: _Greedy(c, tasks_per_offer) for c in classes}
@@ -352,6 +362,12 @@ class GreedySchedulers:
 
     def eligible(self) -> bool:
         return any(not f.suppressed for f in self._fw.values())
+
+    def offer_shapes(self) -> Mapping[str, Sequence[Resources]] | None:
+        if not self.offer_filters:
+            return None
+        return {framework.id: [*framework.queues, *(gang[0].resources for gang in framework.gangs.values())]
+                for framework in self._fw.values() if not framework.suppressed}
 
     def wants_offers(self) -> bool:
         for framework in self._fw.values():

@@ -258,6 +258,10 @@ class FuxiScheduler:
     def eligible(self) -> bool:
         return not self._suppressed
 
+    def offer_shapes(self) -> None:
+        """Every agent is offered: the core passes (and preempts) on each cycle's offers."""
+        return None
+
     def wants_offers(self) -> bool:
         if self._suppressed:
             return False
