@@ -42,8 +42,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _boot_time() -> float:
-    with open("/proc/stat") as handle:
-        return float(next(line.split()[1] for line in handle if line.startswith("btime ")))
+    """When the machine booted, as an epoch time to the microsecond: a
+    process's start time in /proc is counted from it (``btime`` in
+    /proc/stat is rounded down to the second, which put every process start
+    of the timeline up to a second early)."""
+    return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 #: when the machine booted (a process's start time in /proc is counted from it)
