@@ -67,9 +67,12 @@ _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 #: seconds an instance's stdout is still read after it exited (a child of it may hold it open)
 STDOUT_GRACE = 1.0
 #: the longest a worker waits before trying its AppMaster's port again: a job's AppMaster binds while its
-#: workers start, often after them on a loaded machine, and the transport's default backoff (doubling to 2 s)
-#: kept a worker that tried too early away for up to 2 s more — every instance of the job waits for HELLOs
-RECONNECT_MAX = 0.25
+#: workers start, often after them (it imports more than a worker, and 16 workers start with it), and the
+#: transport's default backoff (doubling to 2 s) kept a worker that tried too early away for up to 2 s more —
+#: every instance of the job waits for HELLOs. 0.1 s is the transport's shortest; the first retries come
+#: sooner still (RECONNECT_MIN, doubling). A refused connect to a port of this machine costs microseconds.
+RECONNECT_MAX = 0.1
+RECONNECT_MIN = 0.02
 
 
 class _Descriptor(Waker):
@@ -154,7 +157,8 @@ class Worker:
         self._exit: int | None = None
         # with keys: the job's workers' pair, and its AppMaster's public key (that AppMaster only)
         self._client = Client(appmaster, codec=wire.CODEC, identity=slot.encode(), keys=keys,
-                              server_key=appmaster_key, reconnect_max=RECONNECT_MAX)
+                              server_key=appmaster_key, reconnect_max=RECONNECT_MAX,
+                              reconnect_min=RECONNECT_MIN)
         self._poller = Poller([self._client, self._waker])   # one for the worker's life, not one per wait
         keep_descriptors_from_instances()
 
