@@ -150,24 +150,18 @@ class AppMaster:
         self.clock = clock or SystemClock()
         self.heartbeat_timeout = heartbeat_timeout
         self.orphan_timeout = orphan_timeout
-        # binds first — errors surface here; with keys only the job's workers get in: the job's workers, which
-        # start with it, connect (and say HELLO, read at the first turn) while the checkpoint is read and compacted
-        # instead of trying the port again later
-        self._server = Server(bind, codec=amp.CODEC, keys=keys, authenticator=None if worker_key is None else
-                              Authenticator({worker_key: f"workers of {job_id}"}))
-        self.address = self._server.address
-        try:
-            self.checkpoint = Checkpoint(self.snapshot_path)   # the snapshot and its journal (checkpoint.py)
-            self.core = self.checkpoint.restore(job_id, job, self.clock)
-            self._locator = make_locator(service)   # zk://: follows the leading service
-        except BaseException:
-            self._server.close()
-            raise
+        self.checkpoint = Checkpoint(self.snapshot_path)   # the snapshot and its journal (checkpoint.py)
+        self.core = self.checkpoint.restore(job_id, job, self.clock)
         self.workers: dict[str, _Worker] = {}
         self.released: set[str] = set()
         #: slot -> (unit, hostname): granted, as the service said, its worker not joined yet
         self.granted: dict[str, tuple[str, str]] = {}
+        self._locator = make_locator(service)   # zk://: follows the leading service
         leader = self._locator.current() or ""
+        # binds now: errors surface here; with keys only the job's workers get in
+        self._server = Server(bind, codec=amp.CODEC, keys=keys, authenticator=None if worker_key is None else
+                              Authenticator({worker_key: f"workers of {job_id}"}))
+        self.address = self._server.address
         self._service_address = leader
         self._service: Client | None = self._connect(leader) if leader else None
         self._last_answer = self.clock.now()
