@@ -10,7 +10,9 @@ with ``make venv`` there; the AppMasters and workers it starts are REF's) —
 and per round: the real-agents round of ``bench/throughput.py`` (N x
 ``true`` through the ``CommandScheduler``), then a Fuxi job of N
 instances of ``true`` in 16 slots on each service (``mesoslike fuxi submit
---wait``, as ``bench/throughput.py``'s ``fuxi``). Each Fuxi round also
+--wait``, as ``bench/throughput.py``'s ``fuxi``), the trees in turn first
+(the job right after the real agents' round shares the machine with their
+agents' cleaning up). Each Fuxi round also
 records the CPU of the job's AppMaster and of its workers (their processes
 found in ``/proc`` every 50 ms, each process's CPU as last read: a
 worker's instances are not in it — they are their own processes — but
@@ -42,8 +44,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _boot_time() -> float:
-    with open("/proc/stat") as handle:
-        return float(next(line.split()[1] for line in handle if line.startswith("btime ")))
+    """When the machine booted, as an epoch time to the microsecond: a
+    process's start time in /proc is counted from it (``btime`` in
+    /proc/stat is rounded down to the second, which put every process start
+    of the timeline up to a second early)."""
+    return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 #: when the machine booted (a process's start time in /proc is counted from it)
@@ -204,7 +209,9 @@ def main() -> None:
             loads.append([round(x, 2) for x in os.getloadavg()])
             rate, _, failed = tp.one_round(cluster, args.tasks)
             real.append(rate)
-            for name, (python, tree) in trees.items():
+            # the trees' jobs in turn first, right after the real agents' round (whose agents still clean up)
+            order = list(trees.items()) if r % 2 == 0 else list(reversed(trees.items()))
+            for name, (python, tree) in order:
                 rate, cpu, timeline = fuxi_round(procs, services[name], python, tree, f"{name}-{r}", args.tasks,
                                                  args.slots)
                 fuxi[name].append(rate)

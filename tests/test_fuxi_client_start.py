@@ -5,6 +5,7 @@ start: the service's module cost it 0.45 s of CPU more."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -37,3 +38,33 @@ def test_a_submission_imports_the_job_client_not_the_service(tmp_path):
                           timeout=30)
     assert "no answer from a Fuxi service" in done.stderr, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "['mesoslike_frameworks.fuxi.client']", done.stderr
+
+
+_CREDENTIALS = _SUBMIT.replace('"mesoslike.driver")', '"mesoslike.driver", "mesoslike.credentials")')
+
+
+@pytest.mark.parametrize("key_env", [None, "MESOSLIKE_FUXI_KEY"])
+def test_a_submission_without_keys_does_not_import_the_credentials(tmp_path, key_env):
+    """Without --key, --fuxi-key or a MESOSLIKE_*KEY* variable the client is
+    anonymous in the clear, and the credentials module (acl, secrets, hmac)
+    is not imported before the submission goes out; with a key variable it
+    is, and its keys are used (a public key file that is not there: exit 1
+    saying so)."""
+    job = tmp_path / "job.toml"
+    job.write_text('[job]\nname = "j"\n\n[[job.units]]\nname = "work"\nslots = 1\ncpus = 0.1\nmem = 16\n'
+                   'instances = 1\ncommand = "true"\n')
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+    env = {name: value for name, value in os.environ.items() if not (name.startswith("MESOSLIKE_") and "KEY" in name)}
+    if key_env:
+        env[key_env] = str(tmp_path / "no-such.key")
+    done = subprocess.run([sys.executable, "-c", _CREDENTIALS, address, str(job)], capture_output=True, text=True,
+                          timeout=30, env=env)
+    imported = done.stderr.strip().splitlines()[-1]
+    if key_env:
+        assert "no-such.key" in done.stderr, done.stderr
+        assert imported == "['mesoslike.credentials', 'mesoslike_frameworks.fuxi.client']", done.stderr
+    else:
+        assert "no answer from a Fuxi service" in done.stderr, done.stderr
+        assert imported == "['mesoslike_frameworks.fuxi.client']", done.stderr

@@ -141,3 +141,15 @@ def test_a_worker_starts_without_the_master_protocol_or_asyncio():
     assert done.stdout.strip() == "[]"
     # what it declares instead of importing the job protocol is the job protocol's
     assert amp.VERSION == protocol.VERSION and amp.ProtocolError is protocol.ProtocolError
+
+
+def test_a_worker_watches_its_instances_from_its_own_loop_without_a_thread_of_its_own(worker_with_an_open_descriptor):
+    """An instance's stdout and exit are polled with the worker's socket: no
+    thread of the worker's but its loop's (and ZeroMQ's) while it runs one
+    — a watcher thread cost every instance two thread hand-overs."""
+    appmaster, sandbox = worker_with_an_open_descriptor
+    assert run(appmaster, 0, "true").ok
+    done = run(appmaster, 1, 'for task in /proc/$PPID/task/*; do cat "$task/comm"; done')
+    assert done.ok, done.message
+    threads = (sandbox / "instances" / "1.1.stdout").read_text().split()
+    assert [name for name in threads if not name.startswith("ZMQbg/")] == [threads[0]], threads

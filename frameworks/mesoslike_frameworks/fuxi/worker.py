@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import select
 import signal
 import sys
@@ -68,16 +67,40 @@ _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 #: seconds an instance's stdout is still read after it exited (a child of it may hold it open)
 STDOUT_GRACE = 1.0
 #: the longest a worker waits before trying its AppMaster's port again: a job's AppMaster binds while its
-#: workers start, often after them on a loaded machine, and the transport's default backoff (doubling to 2 s)
-#: kept a worker that tried too early away for up to 2 s more — every instance of the job waits for HELLOs
-RECONNECT_MAX = 0.25
+#: workers start, often after them (it imports more than a worker, and 16 workers start with it), and the
+#: transport's default backoff (doubling to 2 s) kept a worker that tried too early away for up to 2 s more —
+#: every instance of the job waits for HELLOs. 0.1 s is the transport's shortest; the first retries come
+#: sooner still (RECONNECT_MIN, doubling). A refused connect to a port of this machine costs microseconds.
+RECONNECT_MAX = 0.1
+RECONNECT_MIN = 0.02
+
+
+class _Descriptor(Waker):
+    """A descriptor of the running instance — its stdout pipe, its pidfd —
+    that the worker's :class:`~mesoslike.transport.Poller` waits on with
+    the AppMaster's socket (the poller takes a waker's descriptor; this one
+    is the instance's, read by the worker's loop, so nothing is cleared and
+    nothing is made or closed here)."""
+
+    def __init__(self, fd: int) -> None:   # (no pipe of its own: not Waker.__init__)
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def clear(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 class _Run:
     """The instance attempt being run: its process (the leader of its own
     process group), the read end of its stdout pipe, the worker's descriptor
-    of its stderr file (for the tail a DONE quotes) and the file its stdout
-    is copied to."""
+    of its stderr file (for the tail a DONE quotes), the copy of its stdout
+    to its file and its pidfd (None on a kernel without them: its exit is
+    then seen once its stdout ended)."""
 
     def __init__(self, instance: int, attempt: int, pid: int, stdout: int, stderr: int, stdout_path: str) -> None:
         self.instance = instance
@@ -90,7 +113,12 @@ class _Run:
         self.kill_deadline: float | None = None
         self.returncode: int | None = None   # once reaped
         self.message = ""                    # its DONE's: how it exited, the tail of its stderr
-        self.exited = threading.Event()      # set by its watcher once its exit is reported
+        self.copy: _StdoutCopy | None = None
+        self.stdout_open = True              # until its stdout ended (or was handed to a thread)
+        self.pidfd: int | None = None
+        #: once it exited: when its exit is reported, its stdout ended or not (STDOUT_GRACE)
+        self.report_by: float | None = None
+        self.watched: list[_Descriptor] = []   # what the loop's poller waits on for it
 
     @property
     def key(self) -> tuple[int, int]:
@@ -98,10 +126,11 @@ class _Run:
 
 
 class Worker:
-    """The worker's loop (:meth:`run`); one thread owns the socket, a
-    watcher thread (one for the worker's life, not one per instance) reads
-    the running instance's stdout and waits for it to exit, and hands what it
-    sees over through a queue and a :class:`Waker`."""
+    """The worker's loop (:meth:`run`): one thread owns the socket and
+    watches the running instance — its stdout pipe and its pidfd are polled
+    with the socket, so that an instance's exit becomes its DONE in the same
+    turn, without a hand-over between threads (a watcher thread, a queue and
+    a waker's pipe cost each instance two thread wake-ups more)."""
 
     def __init__(self, appmaster: str, slot: str, unit: str, hostname: str, room: str = "", *,
                  sandbox: str | os.PathLike = ".", clock: Clock | None = None, kill_grace: float = 2.0,
@@ -123,16 +152,13 @@ class Worker:
         self.run_: _Run | None = None
         self.unacked: dict[tuple[int, int], tuple[bool, str]] = {}   # results the AppMaster has not acknowledged
         self.welcomed = False
-        # ("progress", run, fraction) or ("exit", run, return code)
-        self._events: queue.SimpleQueue[tuple[str, _Run, float]] = queue.SimpleQueue()
-        self._waker = Waker()
-        self._to_watch: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()   # runs for the watcher thread
-        self._watcher: threading.Thread | None = None
+        self._waker = Waker()                # stop() wakes the loop (a signal handler)
         self._stop: str | None = None        # why the worker stops (SIGTERM) or None
         self._exit: int | None = None
         # with keys: the job's workers' pair, and its AppMaster's public key (that AppMaster only)
         self._client = Client(appmaster, codec=wire.CODEC, identity=slot.encode(), keys=keys,
-                              server_key=appmaster_key, reconnect_max=RECONNECT_MAX)
+                              server_key=appmaster_key, reconnect_max=RECONNECT_MAX,
+                              reconnect_min=RECONNECT_MIN)
         self._poller = Poller([self._client, self._waker])   # one for the worker's life, not one per wait
         keep_descriptors_from_instances()
 
@@ -151,14 +177,14 @@ class Worker:
                     self._beat()
                     next_beat = now + self.interval
                 self._escalate_kill(now)
-                timeout = max(0.0, next_beat - self.clock.now())
-                if self.run_ is not None and self.run_.kill_deadline is not None:
-                    timeout = min(timeout, max(0.0, self.run_.kill_deadline - now))
-                if self._client in self._poller.poll(timeout):
+                timeout = min(next_beat - self.clock.now(), self._run_timeout(now))
+                ready = self._poller.poll(max(0.0, timeout))
+                if self._client in ready:
                     last_contact = self.clock.now()
+                if self.run_ is not None:
+                    self._watch(self.run_, {item.fileno() for item in ready if isinstance(item, _Descriptor)})
                 for _, message in self._client.receive():
                     self._on_message(message)
-                self._drain_events()
                 if self.run_ is None and self.clock.now() - last_contact > self.orphan_timeout:
                     log.error("no word from the AppMaster at %s for %.0fs: giving up", self.appmaster,
                               self.orphan_timeout)
@@ -166,8 +192,6 @@ class Worker:
             return self._exit
         finally:
             self._kill_now()
-            if self._watcher is not None:
-                self._to_watch.put(None)   # the watcher ends once done with what it watches
             self._client.close(linger=0.5)   # let a last BYE or DONE go out
             self._waker.close()
 
@@ -237,11 +261,8 @@ class Worker:
             self._finished(key, False, f"cannot start: {type(exc).__name__}: {exc}")
             return
         log.debug("instance %d attempt %d started as pid %d", message.instance, message.attempt, pid)
-        run = self.run_ = _Run(message.instance, message.attempt, pid, stdout, stderr, stem + ".stdout")
-        if self._watcher is None:
-            self._watcher = threading.Thread(target=self._watch_runs, name="fuxi-worker-watcher", daemon=True)
-            self._watcher.start()
-        self._to_watch.put(run)
+        self.run_ = self._start_watching(_Run(message.instance, message.attempt, pid, stdout, stderr,
+                                              stem + ".stdout"))
 
     def _spawn(self, command: str, env: dict[str, str], stderr: str) -> tuple[int, int, int]:
         """:func:`spawn_instance` in the sandbox, its ``instances`` directory
@@ -257,80 +278,96 @@ class Worker:
             os.makedirs(self._instances, exist_ok=True)
             return spawn_instance(command, env, self.sandbox, stderr)
 
-    def _watch_runs(self) -> None:
-        """The watcher thread: the runs the loop started, one after the
-        other (a slot runs one instance at a time), until told None."""
-        while (run := self._to_watch.get()) is not None:
-            try:
-                self._watch(run)
-            except Exception:  # noqa: BLE001 - the watcher must outlive one run's failure
-                log.exception("instance %d attempt %d: watching it failed", run.instance, run.attempt)
-                self._report_exit(run, -1)
-
-    def _watch(self, run: _Run) -> None:
-        """Copy the instance's stdout to its file and report its progress
-        lines; report its exit once it exited and its stdout ended, or
-        ``STDOUT_GRACE`` after it exited (a child of it that kept stdout open
-        must not hold the result back: what that child writes is still
-        copied, until it closes stdout, by a thread of its own — the watcher
-        goes on to the next instance)."""
+    def _start_watching(self, run: _Run) -> _Run:
+        """Poll the run's stdout (copied to its file) and its pidfd with the socket."""
         try:
-            copy: _StdoutCopy | None = _StdoutCopy(run.stdout_path)
+            run.copy = _StdoutCopy(run.stdout_path)
         except OSError as exc:
             log.error("instance %d attempt %d: its stdout: %s", run.instance, run.attempt, exc)
-            copy = None
-        ended = True
+            os.close(run.stdout)   # not read: what it writes there is lost (it gets EPIPE)
+            run.stdout_open = False
         try:
-            if copy is not None:
-                ended = self._follow(run, copy)
+            run.pidfd = os.pidfd_open(run.pid)
+        except OSError:   # a kernel before 5.3: its exit is seen once its stdout ended
+            run.pidfd = None
+        run.watched = [_Descriptor(fd) for fd in ((run.stdout,) if run.stdout_open else ()) +
+                       ((run.pidfd,) if run.pidfd is not None else ())]
+        for item in run.watched:
+            self._poller.register(item)
+        return run
+
+    def _run_timeout(self, now: float) -> float:
+        """How long the loop may wait for the running instance: until its
+        kill escalates, until its exit is reported without its stdout, or a
+        short while when only reaping it tells whether it exited."""
+        run = self.run_
+        if run is None:
+            return float("inf")
+        timeout = float("inf")
+        if run.kill_deadline is not None:
+            timeout = run.kill_deadline - now
+        if run.report_by is not None:
+            timeout = min(timeout, run.report_by - time.monotonic())
+        if run.pidfd is None and not run.stdout_open and run.returncode is None:
+            timeout = min(timeout, 0.01)
+        return timeout
+
+    def _watch(self, run: _Run, ready: set[int]) -> None:
+        """What the run's descriptors in ``ready`` say: copy its stdout and
+        report its progress lines; report its exit once it exited and its
+        stdout ended, or ``STDOUT_GRACE`` after it exited (a child of it that
+        kept stdout open must not hold the result back: what that child
+        writes is still copied, until it closes stdout, by a thread of its
+        own — the worker goes on to the next instance)."""
+        try:
+            if run.stdout_open and run.stdout in ready:
+                data = os.read(run.stdout, 65536)
+                if data:
+                    assert run.copy is not None
+                    self._progress(run, run.copy.write(data))
+                else:
+                    self._stdout_ended(run)
+            if run.pidfd is not None and run.pidfd in ready:
+                self._unwatch(run, run.pidfd)
+                os.close(run.pidfd)
+                run.pidfd = None
+                run.returncode = _reap(run.pid)
+                run.report_by = time.monotonic() + STDOUT_GRACE
+            elif run.pidfd is None and run.returncode is None and not run.stdout_open:
+                pid, status = os.waitpid(run.pid, os.WNOHANG)   # no pidfd: its stdout ended, has it exited?
+                if pid:
+                    run.returncode = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:
+            run.returncode = -1
         except OSError as exc:
             log.error("instance %d attempt %d: its stdout: %s", run.instance, run.attempt, exc)
-        finally:
-            if ended:
-                if copy is not None:
-                    self._progress(run, copy.close())
-                os.close(run.stdout)
-            try:
-                returncode = run.returncode if run.returncode is not None else _reap(run.pid)
-            except ChildProcessError:
-                returncode = -1
-            self._report_exit(run, returncode)
-        if not ended:
-            assert copy is not None
-            threading.Thread(target=self._copy_rest, args=(run, copy), daemon=True).start()
+            if run.stdout_open:
+                self._stdout_ended(run)
+        if run.returncode is None:
+            return
+        if run.stdout_open:
+            if run.report_by is not None and time.monotonic() < run.report_by:
+                return
+            self._unwatch(run, run.stdout)
+            run.stdout_open = False
+            assert run.copy is not None
+            threading.Thread(target=self._copy_rest, args=(run, run.copy), daemon=True).start()
+        self._exited(run)
 
-    def _follow(self, run: _Run, copy: _StdoutCopy) -> bool:
-        """Copy the instance's stdout and watch its exit (its pidfd): True
-        once stdout ended, False when it exited ``STDOUT_GRACE`` ago and its
-        stdout is still open. Without pidfds (a kernel before 5.3) the exit
-        is seen once stdout ends."""
-        try:
-            process: int | None = os.pidfd_open(run.pid)
-        except OSError:
-            process = None
-        try:
-            poller = select.poll()
-            poller.register(run.stdout, select.POLLIN)
-            if process is not None:
-                poller.register(process, select.POLLIN)
-            deadline: float | None = None   # once it exited: when its exit is reported, stdout ended or not
-            while True:
-                timeout = None if deadline is None else max(0, round(1000 * (deadline - time.monotonic())))
-                events = poller.poll(timeout)
-                if process is not None and any(fd == process for fd, _ in events):
-                    poller.unregister(process)
-                    run.returncode = _reap(run.pid)
-                    deadline = time.monotonic() + STDOUT_GRACE
-                if any(fd == run.stdout for fd, _ in events):
-                    data = os.read(run.stdout, 65536)
-                    if not data:
-                        return True
-                    self._progress(run, copy.write(data))
-                if deadline is not None and time.monotonic() >= deadline:
-                    return False
-        finally:
-            if process is not None:
-                os.close(process)
+    def _unwatch(self, run: _Run, fd: int) -> None:
+        for item in [item for item in run.watched if item.fileno() == fd]:
+            self._poller.unregister(item)
+            run.watched.remove(item)
+
+    def _stdout_ended(self, run: _Run) -> None:
+        self._unwatch(run, run.stdout)
+        run.stdout_open = False
+        if run.copy is not None:
+            try:
+                self._progress(run, run.copy.close())
+            except OSError as exc:
+                log.error("instance %d attempt %d: its stdout: %s", run.instance, run.attempt, exc)
+        os.close(run.stdout)
 
     def _copy_rest(self, run: _Run, copy: _StdoutCopy) -> None:
         """What a child an instance left behind writes to its stdout, until it closes it."""
@@ -340,43 +377,34 @@ class Worker:
         except OSError as exc:
             log.error("instance %d attempt %d: its stdout: %s", run.instance, run.attempt, exc)
         finally:
-            copy.close()
-            os.close(run.stdout)
-
-    def _report_exit(self, run: _Run, returncode: int) -> None:
-        """Tell the loop the run exited (once), with its DONE's message."""
-        if not run.exited.is_set():
             try:
-                run.message = describe_exit(returncode, run.stderr)
-                os.close(run.stderr)
+                copy.close()
             except OSError:
                 pass
-            run.returncode = returncode
-            run.exited.set()
-            self._events.put(("exit", run, returncode))
-            self._waker.wake()
+            os.close(run.stdout)
+
+    def _exited(self, run: _Run) -> None:
+        """The run exited (its stdout ended, or handed to a thread): its DONE, unless it was killed."""
+        for item in run.watched:
+            self._poller.unregister(item)
+        run.watched = []
+        assert run.returncode is not None
+        try:
+            run.message = describe_exit(run.returncode, run.stderr)
+            os.close(run.stderr)
+        except OSError:
+            pass
+        if run is self.run_:
+            self.run_ = None
+        if run.killed:
+            log.info("instance %d attempt %d killed", run.instance, run.attempt)
+            return
+        self._finished(run.key, run.returncode == 0, run.message)
 
     def _progress(self, run: _Run, fractions: list[float]) -> None:
-        for fraction in fractions:
-            self._events.put(("progress", run, fraction))
-        if fractions:
-            self._waker.wake()
-
-    def _drain_events(self) -> None:
-        while True:
-            try:
-                kind, run, value = self._events.get_nowait()
-            except queue.Empty:
-                return
-            if kind == "progress" and run is self.run_ and not run.killed:
-                self._send(wire.Progress(self.slot, run.instance, run.attempt, value))
-            elif kind == "exit":
-                if run is self.run_:
-                    self.run_ = None
-                if run.killed:
-                    log.info("instance %d attempt %d killed", run.instance, run.attempt)
-                    continue
-                self._finished(run.key, value == 0, run.message)
+        if run is self.run_ and not run.killed:
+            for fraction in fractions:
+                self._send(wire.Progress(self.slot, run.instance, run.attempt, fraction))
 
     def _finished(self, key: tuple[int, int], ok: bool, message: str) -> None:
         log.info("instance %d attempt %d %s: %s", key[0], key[1], "succeeded" if ok else "failed", message)
@@ -406,7 +434,17 @@ class Worker:
         run = self.run_
         if run is not None:
             self._kill(run)
-            run.exited.wait(self.kill_grace)
+            deadline = time.monotonic() + self.kill_grace
+            poller = select.poll()
+            for item in run.watched:
+                poller.register(item.fileno(), select.POLLIN)
+            while self.run_ is run and (left := deadline - time.monotonic()) > 0:
+                timeout = min(left, max(0.0, self._run_timeout(self.clock.now())))
+                ready = {fd for fd, _ in poller.poll(round(1000 * timeout))}
+                watched = {item.fileno() for item in run.watched}
+                self._watch(run, ready)
+                for fd in watched - {item.fileno() for item in run.watched}:
+                    poller.unregister(fd)
         self._send(wire.Bye(self.slot, reason))
 
 
