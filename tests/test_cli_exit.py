@@ -1,4 +1,4 @@
-"""The command line's quick exit (``mesoslike.cli.exit_when_done``): a
+"""The command line's quick exit (``mesoslike.cli.options.exit_when_done``): a
 command that has finished its work ends the process without the
 interpreter's teardown — its exit status, its output and the ``atexit``
 handlers kept — only when it runs as the command line, never in-process."""
@@ -14,7 +14,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from mesoslike.cli import CommandRegistry, exit_when_done
+from mesoslike.cli import CommandRegistry
+from mesoslike.cli.options import exit_when_done
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -25,7 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 PROGRAM = textwrap.dedent("""
     import atexit, sys, threading
     import click
-    from mesoslike.cli import CommandRegistry, exit_when_done
+    from mesoslike.cli import CommandRegistry
+    from mesoslike.cli.options import exit_when_done
 
     class Freed:
         def __del__(self):
@@ -73,9 +75,9 @@ def test_a_thread_still_running_gets_the_ordinary_exit():
 
 
 def test_in_process_the_command_returns_as_always(monkeypatch):
-    import mesoslike.cli
+    import mesoslike.cli.options
 
-    monkeypatch.setattr(mesoslike.cli, "_exit_when_done", False)   # put back after the test
+    monkeypatch.setattr(mesoslike.cli.options, "_exit_when_done", False)   # put back after the test
 
     @click.group(cls=CommandRegistry)
     def group():

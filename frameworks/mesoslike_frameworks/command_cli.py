@@ -19,8 +19,7 @@ import time
 import click
 
 from mesoslike import MesoslikeError, Resources
-from mesoslike.cli import exit_when_done
-from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
+from mesoslike.cli.options import client_key_options, config_option, die, exit_when_done, logging_option, option
 
 __all__ = ["run"]
 

@@ -23,7 +23,7 @@ import click
 
 from mesoslike import __version__
 
-__all__ = ["main", "BUILT_IN", "CommandRegistry", "exit_when_done"]
+__all__ = ["main", "BUILT_IN", "CommandRegistry"]
 
 #: the platform's commands: name -> "module:attribute"
 BUILT_IN = {
@@ -48,25 +48,6 @@ SUBCOMMANDS = {
               "mesoslike.cli.cluster:decommission",   # the agent's own leaving (SIGUSR1), not the master's drain
               "mesoslike.cli.operations:gone"],   # an unreachable agent the operator says is gone for good
 }
-
-
-#: set by :func:`exit_when_done`
-_exit_when_done = False
-
-
-def exit_when_done() -> None:
-    """Say, from a command that has finished all its work — its output
-    written, its threads and connections ended (a scheduler driver joined:
-    nothing it sent is left queued) — that the process may end as soon as
-    the command returns, with its exit status, skipping the interpreter's
-    teardown: freeing every module and object a run made took 30-100 ms
-    of the end of ``mesoslike run`` (docs/performance.rst, "mesoslike run
-    on mesoslike local"). ``atexit`` handlers still run and the standard
-    streams are flushed. Only for the command line itself (``main()``
-    reading ``sys.argv``): a command invoked in-process (click's
-    ``CliRunner``, a program calling ``main(args)``) returns as always."""
-    global _exit_when_done
-    _exit_when_done = True
 
 
 def _end_process(code: int) -> None:
@@ -105,14 +86,15 @@ class CommandRegistry(click.Group):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """click's ``main``; when run as the command line (``args`` from
-        ``sys.argv``), a command that called :func:`exit_when_done` ends the
-        process at once."""
+        ``sys.argv``), a command that called
+        :func:`mesoslike.cli.options.exit_when_done` ends the process at once."""
         if args is not None or not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         except SystemExit as exc:
-            if _exit_when_done and (exc.code is None or isinstance(exc.code, int)):
+            options = sys.modules.get("mesoslike.cli.options")   # imported by every command that may ask
+            if options is not None and options.exit_requested() and (exc.code is None or isinstance(exc.code, int)):
                 _end_process(exc.code or 0)
             raise
 
