@@ -44,6 +44,9 @@
     ``mesoslike local --agents 4`` (master and agents in one process, as a
     user starts them), each run timed from its start to its exit
     (interpreter start and imports included), raw spawn in the same round.
+    With ``--before REF``: the same for this tree and for REF side by side,
+    each with a ``local`` cluster of its own tree, rounds interleaved
+    (``run_local_before_after``).
 ``big_run`` (``--big-run N``)
     ``mesoslike run --instances N --cpus 0.01 --mem 1 -- true`` on the 4-agent
     cluster: wall time and peak RSS of the ``run`` client, master and agents.
@@ -57,6 +60,7 @@ the issue's goals; the benchmark reports, it never fails on a figure.
     python bench/throughput.py --quick
     python bench/throughput.py --only isolation --out bench/results/throughput-isolation.json
     python bench/throughput.py --only run_local --rounds 5 --out bench/results/throughput-run-local.json
+    python bench/throughput.py --only run_local --before main --rounds 6 --out bench/results/throughput-runlocal-ab.json
     python bench/throughput.py --before main --task-user root --rounds 5 --out bench/results/throughput-before-after.json
     python bench/throughput.py --only real --agent-isolation cgroups/cpu,cgroups/mem --out bench/results/throughput-shared-supervisor.json
     python bench/throughput.py --before 1f1603d --before-isolation cgroups/cpu,cgroups/mem --after-isolation cgroups/cpu,cgroups/mem
@@ -162,18 +166,19 @@ class Processes:
         self.work = work
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, name: str, args: list[str], cwd: Path = ROOT) -> subprocess.Popen:
+    def start(self, name: str, args: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.Popen:
         out = open(self.work / f"{name}.log", "wb")
         proc = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, env=env)
         out.close()
         self.procs[name] = proc
         return proc
 
-    def mesoslike(self, name: str, *args: str, tree: Path = ROOT) -> subprocess.Popen:
+    def mesoslike(self, name: str, *args: str, tree: Path = ROOT, env: dict[str, str] | None = None
+                  ) -> subprocess.Popen:
         """``python -m mesoslike ARGS`` of the source ``tree`` (run in it: ``-m`` finds the package there
         before the installed one)."""
-        return self.start(name, [sys.executable, "-m", "mesoslike", *args], cwd=tree)
+        return self.start(name, [sys.executable, "-m", "mesoslike", *args], cwd=tree, env=env)
 
     def cpu(self, names: list[str]) -> dict[str, dict[str, float]]:
         return {name: tree_cpu_seconds(self.procs[name].pid) for name in names}
@@ -699,6 +704,28 @@ def measure_run_local(procs: Processes, tasks: int, rounds: int, agents: int = 4
     return result
 
 
+def time_run_on_local(local_pid: int, tasks: int, output: Path, tree: Path = ROOT,
+                      env: dict[str, str] | None = None) -> tuple[float, dict[str, float]]:
+    """One ``mesoslike run --instances N --cpus 0.1 --mem 16 -- true`` of
+    ``tree`` (with ``env``) on the local cluster ``local_pid``: tasks a
+    second from its start to its exit, and the CPU seconds meanwhile of the
+    cluster's process, of its tasks and supervisors, and of the client."""
+    before = tree_cpu_seconds(local_pid)
+    started = time.perf_counter()
+    with open(output, "wb") as sink:
+        child = subprocess.Popen([sys.executable, "-m", "mesoslike", "run", "--instances", str(tasks),
+                                  "--cpus", "0.1", "--mem", "16", "--", "true"],
+                                 cwd=tree, env=env, stdout=sink, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(child.pid, 0)
+    elapsed = time.perf_counter() - started
+    after = tree_cpu_seconds(local_pid)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"mesoslike run failed: {output.read_text()[-2000:]}")
+    return tasks / elapsed, {"local_master_and_agents": round(after["self"] - before["self"], 3),
+                             "local_tasks_and_supervisors": round(after["children"] - before["children"], 3),
+                             "run_client": round(usage.ru_utime + usage.ru_stime, 3)}
+
+
 def run_local_child(tasks: int, rounds: int, out: Path) -> None:
     """In ``mesoslike local``'s COMMAND: the rounds of :func:`measure_run_local`."""
     import json
@@ -707,22 +734,9 @@ def run_local_child(tasks: int, rounds: int, out: Path) -> None:
     for r in range(rounds):
         base_s = spawn_directly(tasks, 4, out.parent / "spawn")
         baseline.append(tasks / base_s)
-        before = tree_cpu_seconds(local_pid)
-        started = time.perf_counter()
-        with open(out.parent / f"run-{r}.out", "wb") as sink:
-            child = subprocess.Popen([sys.executable, "-m", "mesoslike", "run", "--instances", str(tasks),
-                                      "--cpus", "0.1", "--mem", "16", "--", "true"],
-                                     cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT)
-            _, status, usage = os.wait4(child.pid, 0)
-        elapsed = time.perf_counter() - started
-        after = tree_cpu_seconds(local_pid)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"mesoslike run failed: {(out.parent / f'run-{r}.out').read_text()[-2000:]}")
-        cpu = {"local_master_and_agents": round(after["self"] - before["self"], 3),
-               "local_tasks_and_supervisors": round(after["children"] - before["children"], 3),
-               "run_client": round(usage.ru_utime + usage.ru_stime, 3)}
+        rate, cpu = time_run_on_local(local_pid, tasks, out.parent / f"run-{r}.out")
         cpus.append(cpu)
-        rates.append(tasks / elapsed)
+        rates.append(rate)
         log(f"run on local round {r + 1}: {rates[-1]:.0f} tasks/s (spawning directly {baseline[-1]:.0f}/s), "
             f"cpu {cpu}")
     per_task = {key: spread([1000 * cpu[key] / tasks for cpu in cpus]) for key in cpus[0]}
@@ -733,6 +747,91 @@ def run_local_child(tasks: int, rounds: int, out: Path) -> None:
         "how": "mesoslike local --agents 4 --resources cpus:64;mem:65536 -- (this script), which runs "
                "`mesoslike run --instances N --cpus 0.1 --mem 16 -- true` per round, timed from its start to its "
                "exit (interpreter start, subscription, every task ended), the raw spawn baseline in the same round"}))
+
+
+def tree_environment(tree: Path) -> dict[str, str]:
+    """This process's environment with ``tree``'s ``mesoslike`` and
+    ``mesoslike_frameworks`` first on the path (before an installed or
+    editable copy), so that a ``run`` of the tree is that tree's client."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), str(tree / "frameworks")]))
+
+
+def run_local_hold(out: Path) -> None:
+    """In ``mesoslike local``'s COMMAND (:func:`measure_run_local_before_after`):
+    hand the cluster's address and keys (``MESOSLIKE_*`` and ``MESOS_*``,
+    as ``local`` gives its COMMAND) to the benchmark, then wait for the
+    cluster's end (``local`` terminates its COMMAND when it is stopped)."""
+    import json
+    keys = {name: value for name, value in os.environ.items() if name.startswith(("MESOSLIKE_", "MESOS_"))}
+    out.with_suffix(".tmp").write_text(json.dumps(keys))
+    out.with_suffix(".tmp").rename(out)
+    while True:
+        signal.pause()   # until local's SIGTERM ends this process
+
+
+def measure_run_local_before_after(procs: Processes, tasks: int, rounds: int, ref: str, agents: int = 4) -> dict:
+    """:func:`measure_run_local` for this tree and for the code of git
+    ``ref`` side by side: two ``mesoslike local`` clusters, each of its
+    own tree (master and agents in one process), and each round a ``run``
+    client of each tree on its own cluster, in alternating order, after
+    the raw spawn baseline of the round: the client, ``local`` and the
+    driver changes measured against the code they change, under the same
+    load."""
+    import json
+    if Path(ref).is_dir():
+        tree, commit = Path(ref).resolve(), ""
+    else:
+        tree, commit = source_tree(ref, procs.work / "before-tree")
+    trees = {"after": ROOT, "before": tree}
+    compile_bytecode(list(trees.values()))
+    held: dict[str, dict[str, str]] = {}
+    for name, side_tree in trees.items():
+        keys = procs.work / f"{name}-local.json"
+        procs.mesoslike(f"{name}-local", "local", "--agents", str(agents), "--resources", "cpus:64;mem:65536",
+                        "--port", "0", "--http-port", "0", "--work-dir", str(procs.work / f"{name}-local"),
+                        "--", sys.executable, str(Path(__file__).resolve()), "--run-local-hold", str(keys),
+                        tree=side_tree, env=tree_environment(side_tree))
+        wait_for(keys.exists, 120, f"the {name} local cluster")
+        held[name] = {**tree_environment(side_tree), **json.loads(keys.read_text())}
+    rates: dict[str, list[float]] = {name: [] for name in trees}
+    cpus: dict[str, list[dict]] = {name: [] for name in trees}
+    baseline: list[float] = []
+    loads: list[list[float]] = []
+    for r in range(rounds):
+        loads.append([round(x, 2) for x in os.getloadavg()])
+        baseline.append(tasks / spawn_directly(tasks, 4, procs.work / "spawn"))
+        for name in (("after", "before") if r % 2 == 0 else ("before", "after")):
+            rate, cpu = time_run_on_local(procs.procs[f"{name}-local"].pid, tasks, procs.work / f"{name}-run-{r}.out",
+                                          trees[name], held[name])
+            rates[name].append(rate)
+            cpus[name].append(cpu)
+            log(f"run on local before/after round {r + 1} {name}: {rate:.0f} tasks/s (spawning directly "
+                f"{baseline[-1]:.0f}/s, load {loads[-1]}), cpu {cpu}")
+    for name in trees:
+        procs.stop(f"{name}-local")
+    return {"tasks": tasks, "agents": agents, "before": {"ref": ref, "commit": commit},
+            "after_tasks_per_s": spread(rates["after"]), "before_tasks_per_s": spread(rates["before"]),
+            "baseline_spawn_per_s": spread(baseline),
+            "after_to_before_percent": spread([100 * a / b for a, b in zip(rates["after"], rates["before"])]),
+            "after_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["after"], baseline)]),
+            "before_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["before"], baseline)]),
+            "loadavg_per_round": loads, "cpu_s_per_round": cpus,
+            "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]])
+                                       for key in cpus[name][0]} for name in cpus},
+            "how": "two mesoslike local --agents 4 --resources cpus:64;mem:65536 clusters, one of this tree and one "
+                   "of the ref's, each round `mesoslike run --instances N --cpus 0.1 --mem 16 -- true` of each tree "
+                   "on its own cluster (alternating which goes first), timed from its start to its exit, after the "
+                   "round's raw spawn baseline; bytecode compiled first in both trees"}
+
+
+def compile_bytecode(trees: list[Path]) -> None:
+    """Compile the trees' modules to bytecode, as installing a package does:
+    with ``PYTHONDONTWRITEBYTECODE`` set and no cache, every ``run`` would
+    compile its ~40 modules again (~0.25 s of its start), which no user's
+    install pays."""
+    for tree in trees:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", "mesoslike", "frameworks"], cwd=tree,
+                       check=True, stdout=subprocess.DEVNULL)
 
 
 # ----------------------------------------------------------------- big master
@@ -882,7 +981,8 @@ def main() -> None:
     parser.add_argument("--before", metavar="REF", default="",
                         help="before_after: the real-agents rounds also on a cluster running the code of git REF "
                              "(e.g. main; or a directory holding a source tree), interleaved with this tree's "
-                             "(implies --only before_after unless --only is given)")
+                             "(implies --only before_after unless --only is given); with --only run_local: a "
+                             "`mesoslike local` and `run` of REF beside this tree's, rounds interleaved")
     parser.add_argument("--after-isolation", default="", metavar="ISOLATORS",
                         help="before_after: this tree's agents' --isolation (e.g. what REF's agents had; default "
                              "theirs)")
@@ -899,9 +999,12 @@ def main() -> None:
     parser.add_argument("--zmq-echo", help=argparse.SUPPRESS)
     parser.add_argument("--big-master-child", help=argparse.SUPPRESS)
     parser.add_argument("--run-local-child", help=argparse.SUPPRESS)
+    parser.add_argument("--run-local-hold", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.zmq_echo:
         return zmq_echo(args.zmq_echo)
+    if args.run_local_hold:
+        return run_local_hold(Path(args.run_local_hold))
     if args.run_local_child:
         count, times, out = args.run_local_child.split(",", 2)
         return run_local_child(int(count), int(times), Path(out))
@@ -916,6 +1019,8 @@ def main() -> None:
     only = set((args.only or ("before_after" if args.before else "real,control,fuxi,batching,big")).split(","))
     if "before_after" in only and not args.before:
         parser.error("before_after needs --before REF")
+    if args.before and "run_local" in only:
+        only.discard("before_after")   # --before goes to the run_local measurement
     started = time.perf_counter()
     load_start = os.getloadavg()
     head, _ = benchlib.git_state(MEASURED)
@@ -956,7 +1061,12 @@ def main() -> None:
             if args.big_run:
                 doc["big_run"] = measure_big_run(procs, cluster, args.big_run)
             doc["cluster_peak_rss_bytes"] = cluster.peak_rss()
-        if "run_local" in only:
+        if "run_local" in only and args.before:
+            doc["run_local_before_after"] = measure_run_local_before_after(procs, args.tasks, args.rounds,
+                                                                           args.before)
+            log(f"run on local, before/after: {doc['run_local_before_after']['after_to_before_percent']} %")
+        elif "run_local" in only:
+            compile_bytecode([ROOT])
             doc["run_local"] = measure_run_local(procs, args.tasks, args.rounds)
             log(f"run on local: {doc['run_local']['tasks_per_s']}, {doc['run_local']['ratio_to_baseline']} % of raw")
         if "batching" in only:

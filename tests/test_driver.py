@@ -289,12 +289,35 @@ def test_stop_inside_a_callback_tears_down_and_ends_the_thread(master, drivers):
         master, drivers, RecordingScheduler(status_update=lambda driver, status: driver.stop()))
     master.send(peer, m.Update(running()))
     master.send(peer, m.Offers([offer()]))   # no callbacks after stop
-    _, teardown = master.expect(m.Teardown)
+    peer, teardown = master.expect(m.Teardown)
     assert teardown == m.Teardown("fw-1")
+    master.send(peer, m.Error("framework fw-1 removed: torn down by the framework", fatal=True))
     assert driver.join(DEADLINE) is DriverStatus.STOPPED
     assert not driver._thread.is_alive()
     assert "resource_offers" not in scheduler.names()
+    assert "error" not in scheduler.names()   # the confirmation is no error of the framework's
     master.assert_none_sent(m.Acknowledge, driver)   # stopped before the implicit acknowledgement
+
+
+def test_a_stopped_driver_ends_once_the_master_confirmed_the_teardown(master, drivers):
+    """``join`` returns only after the master has removed the framework: a
+    program that exits then (``mesoslike run``) leaves no TEARDOWN queued."""
+    driver, scheduler, peer = subscribed_driver(master, drivers, teardown_wait=DEADLINE)
+    stopper = threading.Thread(target=driver.stop)
+    stopper.start()
+    peer, _ = master.expect(m.Teardown)
+    assert driver.status is DriverStatus.STOPPED and driver._thread.is_alive()   # waiting for the answer
+    master.send(peer, m.Error("framework fw-1 removed: torn down by the framework", fatal=True))
+    stopper.join(DEADLINE)
+    assert driver.join(DEADLINE) is DriverStatus.STOPPED and not driver._thread.is_alive()
+    assert "error" not in scheduler.names()
+
+
+def test_a_stopped_driver_whose_master_does_not_answer_ends_after_the_teardown_wait(master, drivers):
+    driver, _, _ = subscribed_driver(master, drivers, teardown_wait=0.2)
+    assert driver.stop() is DriverStatus.STOPPED
+    master.expect(m.Teardown)
+    assert driver.join(DEADLINE) is DriverStatus.STOPPED and not driver._thread.is_alive()
 
 
 def test_stop_with_failover_from_another_thread_sends_no_teardown(master, drivers):
@@ -314,7 +337,8 @@ def test_run_returns_when_stopped(master, drivers):
     runner = threading.Thread(target=lambda: result.setdefault("status", driver.run()))
     runner.start()
     master.subscribe()
-    master.expect(m.Teardown)
+    peer, _ = master.expect(m.Teardown)
+    master.send(peer, m.Error("framework fw-1 removed: torn down by the framework", fatal=True))
     runner.join(DEADLINE)
     assert result["status"] is DriverStatus.STOPPED
 

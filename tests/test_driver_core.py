@@ -13,6 +13,7 @@ from mesoslike.driver.core import (
     Backoff,
     DriverCore,
     InvokeCallback,
+    TEARDOWN_WAIT,
     Reconnect,
     SendToMaster,
     Shutdown,
@@ -262,6 +263,8 @@ def test_next_deadline_follows_the_state():
     subscribed(core)
     assert core.next_deadline() == clock.now() + HEARTBEAT
     core.stop()
+    assert core.next_deadline() == clock.now() + TEARDOWN_WAIT   # the wait for the teardown's confirmation
+    core.receive(m.Error("framework fw-1 removed", fatal=True))
     assert core.next_deadline() is None
 
 
@@ -409,11 +412,33 @@ def test_launch_while_disconnected_gives_task_dropped_updates_and_an_error():
 # ---------------------------------------------------------------- stopping
 def test_stop_tears_the_framework_down():
     core, _ = subscribed_core()
-    assert core.stop() == [SendToMaster(m.Teardown("fw-1")), Shutdown(aborted=False)]
+    # the session ends when the master confirms the teardown (below), not when it is sent
+    assert core.stop() == [SendToMaster(m.Teardown("fw-1"))]
     assert core.state is SubscriptionState.STOPPED
     assert core.stop() == []
     assert core.receive(update()) == [] and core.tick() == []
     assert core.launch_tasks(["o1"], [task("t1")]) == []   # no callbacks after stop
+
+
+def test_a_teardown_ends_the_session_when_the_master_confirms_it():
+    core, clock = subscribed_core(teardown_wait=1.0)
+    assert core.stop() == [SendToMaster(m.Teardown("fw-1"))]
+    assert core.next_deadline() == clock.now() + 1.0
+    assert core.receive(m.Error("refused, not fatal")) == []   # only the removal's fatal ERROR confirms it
+    assert core.receive(m.Error("framework fw-1 removed: torn down by the framework", fatal=True)) == [
+        Shutdown(aborted=False)]   # no error() callback: the driver was stopped
+    assert core.next_deadline() is None and core.tick() == []
+    assert core.receive(m.Error("again", fatal=True)) == []
+
+
+def test_an_unconfirmed_teardown_ends_the_session_after_the_wait():
+    core, clock = subscribed_core(teardown_wait=1.0)
+    core.stop()
+    clock.advance(0.999)
+    assert core.tick() == []
+    clock.advance(0.001)
+    assert core.tick() == [Shutdown(aborted=False)]
+    assert core.next_deadline() is None and core.tick() == []
 
 
 def test_stop_with_failover_only_goes_quiet():

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from e2e_helpers import REPO, child_env, cluster, free_port  # noqa: F401 (fixture)
+from e2e_helpers import REPO, child_env, cluster, free_port, http_get  # noqa: F401 (fixture)
 from mesoslike.cli.state import NEEDS_KEYS
 
 pytestmark = pytest.mark.timeout(150)
@@ -47,6 +47,25 @@ def test_run_env_reaches_the_tasks_and_task_ids_are_unique_per_run(cluster):
         blind
     named = mesoslike("run", *master, "--name", "web", "--", "true")
     assert re.search(r"^web-[0-9a-f]{6}-0 on ", named.stdout, re.M), named.stdout
+
+
+def test_a_run_exits_only_once_the_master_has_removed_its_framework(cluster):
+    """``run`` ends its process without the interpreter's teardown, once its
+    driver ended — and the driver ends once the master confirmed the
+    TEARDOWN: right after ``run`` exits, its framework is gone from /state
+    (no TEARDOWN left queued in the exiting process), and its exit status
+    and output are whole."""
+    cluster.start_local("--agents", "1")
+    master = ["--master", cluster.address, *keys(cluster)]
+    for name, command, status in (("ok", "true", 0), ("bad", "echo broken >&2; exit 3", 3)):
+        done = mesoslike("run", *master, "--name", name, "--instances", "2", "--", command)
+        assert done.returncode == status, done
+        assert done.stdout.rstrip().endswith(f"done: {2 if status == 0 else 0}/2 finished, "
+                                             f"{0 if status == 0 else 2} failed, 0 running, 0 waiting"), done.stdout
+        code, _, body = http_get(cluster.http + "/state")
+        assert code == 200
+        assert name not in [framework["name"] for framework in json.loads(body)["frameworks"]], body
+    assert "-0 TASK_FAILED: command exited with status 3" in done.stderr   # the failures, reported at the end
 
 
 def test_an_instance_bigger_than_every_agent_is_said_once_and_the_run_gives_up(cluster):

@@ -19,7 +19,7 @@ import time
 import click
 
 from mesoslike import MesoslikeError, Resources
-from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
+from mesoslike.cli.options import client_key_options, config_option, die, exit_when_done, logging_option, option
 
 __all__ = ["run"]
 
@@ -238,6 +238,8 @@ def run(master_address, cpus, mem, instances, role, name, timeout, connect_timeo
         click.echo(f"error: {message}", err=True)
     _report_failures(master_address, agents, scheduler)
     click.echo(f"done: {scheduler.progress.summary()}")
+    # all done: the driver has ended (the master confirmed the teardown), the output is written
+    exit_when_done()
     raise SystemExit(scheduler.exit_code())
 
 
@@ -423,12 +425,14 @@ class _OutputFollower(threading.Thread):
 
 def _report_failures(master_address: str, agents: _Agents, scheduler) -> None:
     """For each failed instance: how it ended, its stderr's last lines, where its sandbox is."""
-    from mesoslike.cli.task import agent_token, read_tail, sandbox_file
-
     progress = scheduler.progress
     failures = progress.failures()
     if not failures:
         return
+    # only now: the agents' HTTP client (urllib, http.client, ssl) is ~10 ms of imports a run without failures
+    # does not need, at its end
+    from mesoslike.cli.task import agent_token, read_tail, sandbox_file
+
     for task_id in failures[:FAILURES_SHOWN]:
         agent_id = progress.agents.get(task_id, "")
         click.echo(f"{task_id} {progress.states[task_id]}: {progress.messages.get(task_id) or 'no message'}",

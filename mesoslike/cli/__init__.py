@@ -14,7 +14,10 @@ from __future__ import annotations
 import faulthandler
 import importlib
 import io
+import os
 import signal
+import sys
+import threading
 
 import click
 
@@ -47,6 +50,31 @@ SUBCOMMANDS = {
 }
 
 
+def _end_process(code: int) -> None:
+    """End the process now with ``code``, if nothing else wants the
+    interpreter's ordinary exit: a thread it would wait for, or output
+    that cannot be flushed (which that exit reports). Returns if so."""
+    import atexit
+
+    if any(thread.is_alive() and not thread.daemon for thread in threading.enumerate()
+           if thread is not threading.current_thread()):
+        return
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):   # a closed pipe, say: the ordinary exit says so (and exits 120)
+        return
+    atexit._run_exitfuncs()   # logging's shutdown among them; they are not run again
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code)
+
+
 def _attribute(target: str) -> click.Command:
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
@@ -55,6 +83,20 @@ def _attribute(target: str) -> click.Command:
 class CommandRegistry(click.Group):
     """A click group whose commands are found by name (see the module
     docstring) and imported on first use."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """click's ``main``; when run as the command line (``args`` from
+        ``sys.argv``), a command that called
+        :func:`mesoslike.cli.options.exit_when_done` ends the process at once."""
+        if args is not None or not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        except SystemExit as exc:
+            options = sys.modules.get("mesoslike.cli.options")   # imported by every command that may ask
+            if options is not None and options.exit_requested() and (exc.code is None or isinstance(exc.code, int)):
+                _end_process(exc.code or 0)
+            raise
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         from mesoslike import plugins   # here: the entry points' lookup costs a built-in command nothing

@@ -38,7 +38,7 @@ from mesoslike.wire.types import (MAX_FRAMEWORK_MESSAGE, MAX_OPERATIONS, Filters
 __all__ = [
     "DriverCore", "SubscriptionState", "Backoff", "Command", "SendToMaster", "InvokeCallback", "Reconnect",
     "Shutdown", "DEFAULT_HEARTBEAT_TIMEOUTS", "offer_id_list", "task_list", "reconcile_task_list", "message_data",
-    "filters_or_default", "DeliveredUpdates", "DEFAULT_REMEMBERED_UPDATES",
+    "filters_or_default", "DeliveredUpdates", "DEFAULT_REMEMBERED_UPDATES", "TEARDOWN_WAIT",
 ]
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,12 @@ DEFAULT_HEARTBEAT_TIMEOUTS = 5
 DEFAULT_REMEMBERED_UPDATES = 100_000
 
 DROPPED_MESSAGE = "launch_tasks while the driver was not subscribed to a master: the tasks were not sent"
+
+#: seconds a stopping driver waits, after its TEARDOWN, for the master's word
+#: that the framework is gone (the fatal ERROR it sends the framework it
+#: removes) before it ends anyway: a program that exits once its driver has
+#: ended (``mesoslike run``) must not leave the TEARDOWN queued behind it
+TEARDOWN_WAIT = 1.0
 
 
 class SubscriptionState(enum.Enum):
@@ -251,7 +257,7 @@ class DriverCore:
     def __init__(self, framework: FrameworkInfo, clock: Clock, rng: random.Random, *,
                  implicit_acknowledgements: bool = True, backoff: Backoff = Backoff(),
                  heartbeat_timeouts: int = DEFAULT_HEARTBEAT_TIMEOUTS,
-                 remembered_updates: int = DEFAULT_REMEMBERED_UPDATES) -> None:
+                 remembered_updates: int = DEFAULT_REMEMBERED_UPDATES, teardown_wait: float = TEARDOWN_WAIT) -> None:
         if not isinstance(framework, FrameworkInfo):
             raise TypeError(f"framework must be a FrameworkInfo, got {type(framework).__name__}")
         self._framework = framework
@@ -283,6 +289,9 @@ class DriverCore:
         #: in this session is on its way — the transport does not drop it —
         #: and one sent in an earlier session (another connection) may not be
         self._session = 0
+        self._teardown_wait = teardown_wait
+        #: after a TEARDOWN: until when the master's confirmation is awaited (None: not awaiting one)
+        self._teardown_until: float | None = None
 
     @property
     def connected(self) -> bool:
@@ -297,18 +306,27 @@ class DriverCore:
 
     def stop(self, failover: bool = False) -> list[Command]:
         """End the session. Without ``failover`` the master is told to remove
-        the framework and kill its tasks (TEARDOWN); with it, the driver just
-        goes quiet and the tasks run on for ``failover_timeout``."""
+        the framework and kill its tasks (TEARDOWN), and the session ends
+        (:class:`Shutdown`) once the master confirms it — the fatal ERROR
+        it sends the framework it removed — or ``teardown_wait`` seconds
+        later; with it, the driver just goes quiet and the tasks run on for
+        ``failover_timeout``. No callback follows either way."""
         if self.state is SubscriptionState.STOPPED:
             return []
-        commands: list[Command] = []
         # as in Mesos, TEARDOWN only goes to a master we are subscribed to; a
         # master that cannot hear it removes the framework after failover_timeout
         if not failover and self.connected:
-            commands.append(self._send(m.Teardown(self.framework_id)))
+            teardown = self._send(m.Teardown(self.framework_id))
+            self.state = SubscriptionState.STOPPED
+            self._teardown_until = self._clock.now() + self._teardown_wait
+            return [teardown]
         self.state = SubscriptionState.STOPPED
-        commands.append(Shutdown(aborted=False))
-        return commands
+        return [Shutdown(aborted=False)]
+
+    def _torn_down(self, why: str) -> list[Command]:
+        log.debug("teardown: %s", why)
+        self._teardown_until = None
+        return [Shutdown(aborted=False)]
 
     def abort(self) -> list[Command]:
         """End the session without TEARDOWN (tasks keep running, as with failover)."""
@@ -320,6 +338,8 @@ class DriverCore:
     # ------------------------------------------------------------------ time
     def next_deadline(self) -> float | None:
         """When :meth:`tick` has something to do (clock time), or None."""
+        if self._teardown_until is not None:
+            return self._teardown_until
         if self.state is SubscriptionState.SUBSCRIBING:
             return self._retry_at
         if self.state is SubscriptionState.SUBSCRIBED and self.heartbeat_interval:
@@ -329,6 +349,10 @@ class DriverCore:
     def tick(self) -> list[Command]:
         """Retry a subscription, send a heartbeat, or give up on a silent master."""
         now = self._clock.now()
+        if self._teardown_until is not None:
+            if now < self._teardown_until:
+                return []
+            return self._torn_down(f"no confirmation from the master within {self._teardown_wait:g} s; ending anyway")
         if self.state is SubscriptionState.SUBSCRIBING and self._retry_at is not None and now >= self._retry_at:
             log.info("no answer to SUBSCRIBE yet; retrying")
             # with an id, a fresh connection is safe (the id names the framework)
@@ -347,6 +371,8 @@ class DriverCore:
     def receive(self, message: object) -> list[Command]:
         """A message from the master."""
         if self.state in (SubscriptionState.DISCONNECTED, SubscriptionState.STOPPED):
+            if self._teardown_until is not None and isinstance(message, m.Error) and message.fatal:
+                return self._torn_down(f"confirmed by the master: {message.message}")
             log.debug("ignoring %s: the driver is %s", type(message).__name__, self.state.value)
             return []
         if isinstance(message, m.Error):

@@ -42,6 +42,7 @@ from mesoslike.driver.core import (
     SendToMaster,
     Shutdown,
     SubscriptionState,
+    TEARDOWN_WAIT,
     filters_or_default,
     message_data,
     message_task,
@@ -160,7 +161,9 @@ class SchedulerDriver:
     after ``status_update`` returns; turn it off to acknowledge yourself with
     :meth:`acknowledge_status_update`. ``backoff`` sets the subscription
     retry delays, ``rng`` their jitter, ``stop_timeout`` how long
-    :meth:`stop` from another thread waits for the driver thread to end.
+    :meth:`stop` from another thread waits for the driver thread to end,
+    ``teardown_wait`` how long a stopping driver waits for the master to
+    confirm its TEARDOWN (:meth:`stop`).
     ``max_message_size`` is the cluster's ``--max-message-size`` (bytes of
     a framework message's or a status update's data; 64 MiB by default).
     """
@@ -169,7 +172,7 @@ class SchedulerDriver:
                  implicit_acknowledgements: bool = True, *, backoff: Backoff | None = None,
                  rng: random.Random | None = None, stop_timeout: float = 10.0,
                  key: str | None = None, master_key: str | None = None,
-                 max_message_size: int = MAX_FRAMEWORK_MESSAGE) -> None:
+                 max_message_size: int = MAX_FRAMEWORK_MESSAGE, teardown_wait: float = TEARDOWN_WAIT) -> None:
         self.scheduler = scheduler
         try:
             self.max_message_size = check_message_size(max_message_size)
@@ -185,7 +188,8 @@ class SchedulerDriver:
         self.master = parse_master(master)
         self._clock = SystemClock()
         self._core = DriverCore(framework, self._clock, rng or random.Random(),
-                                implicit_acknowledgements=implicit_acknowledgements, backoff=backoff or Backoff())
+                                implicit_acknowledgements=implicit_acknowledgements, backoff=backoff or Backoff(),
+                                teardown_wait=teardown_wait)
         self._stop_timeout = stop_timeout
         self._status = DriverStatus.NOT_STARTED
         # guards _status, _inbox hand-over and the waker's life time
@@ -264,7 +268,12 @@ class SchedulerDriver:
         tasks keep running for ``failover_timeout`` so that a new driver with
         the same framework id can take over. Safe inside a callback (it does
         not wait there); from another thread it waits up to ``stop_timeout``
-        for the driver thread to end."""
+        for the driver thread to end. Without failover the driver thread
+        ends once the master has confirmed the teardown (it answers TEARDOWN
+        with the fatal ERROR of the framework's removal), or after
+        ``teardown_wait`` seconds (1 by default) without that answer: once
+        :meth:`join` returns, a master that could be reached has removed the
+        framework, and nothing the driver sent is left in its queue."""
         return self._end(lambda: self._core.stop(failover), DriverStatus.STOPPED)
 
     def abort(self) -> DriverStatus:
