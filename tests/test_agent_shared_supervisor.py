@@ -373,6 +373,63 @@ def test_task_inits_are_clones_of_one_init_server_and_a_killed_server_is_replace
     assert replacement != server
 
 
+def test_the_init_server_takes_requests_in_flight_and_answers_them_in_order(tmp_path):
+    """The shared supervisor sends its launches' requests without waiting for each answer (a round
+    trip a task was half its wall time): more than the socket's queue holds
+    (``net.unix.max_dgram_qlen``, 10 by default) go in without a deadlock — the answers are read
+    while a full queue is waited for — and come back in the order asked, each the pid of an init
+    that ran its task."""
+    from mesoslike.agent import nsinit
+
+    helper = require_init_helper(tmp_path / "meta")
+    server = nsinit.Server(helper)
+    count = 25
+    pipes = []
+    try:
+        for index in range(count):
+            spec = nsinit.encode_spec(namespaces=[], hostname="", tmp="", keep=[], volumes=[], user=None,
+                                      cwd=str(tmp_path), env={}, argv=["/bin/sh", "-c", f"exit {index}"])
+            spec_fd = os.memfd_create("spec", os.MFD_CLOEXEC)
+            os.write(spec_fd, spec)
+            os.lseek(spec_fd, 0, os.SEEK_SET)
+            read_end, write_end = os.pipe2(os.O_CLOEXEC)
+            null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+            server.submit(spec_fd, write_end, null, null, False)
+            for fd in (spec_fd, write_end, null):
+                os.close(fd)
+            pipes.append(read_end)
+        assert server.pending + len(server.ready) == count
+        answers: list = []
+        wait_until(lambda: answers.extend(server.answers(wait=True)) or len(answers) == count, 30, "the answers")
+        assert all(isinstance(pid, int) and parent_of(pid) == os.getpid() for pid in answers), answers
+        for index, (pid, pipe) in enumerate(zip(answers, pipes)):   # in order: the i-th init ran "exit i"
+            os.waitpid(pid, 0)
+            said = b""
+            while chunk := os.read(pipe, 4096):
+                said += chunk
+            (ended,) = [line for line in said.decode().splitlines() if line.startswith("X ")]
+            assert os.waitstatus_to_exitcode(int(ended[2:])) == index
+    finally:
+        server.close()
+        for pipe in pipes:
+            os.close(pipe)
+
+
+def test_a_kill_that_comes_before_the_init_server_answered_is_carried_out(ns_executor):
+    """A kill asked in the same breath as the launch reaches the shared supervisor before its init
+    server has answered with the init's pid: it is kept, and carried out once the pid is known (with
+    its grace), never dropped."""
+    executor = ns_executor
+    for name in ("first", "second", "third"):
+        executor.launch("fw", task(name, "trap 'exit 7' TERM; while :; do sleep 0.05; done", grace=5.0), "agent-1")
+        assert executor.kill("fw", name, 5.0)
+    ended = events_until(executor, lambda events: len(exits(events)) + len(
+        [e for e in events if isinstance(e, LaunchFailed)]) == 3, timeout=40)
+    assert set(exits(ended)) == {"first", "second", "third"}, ended
+    for code, signum, _ in exits(ended).values():   # SIGTERM'd (killed before its trap was set) or trapped
+        assert (code, signum) in ((7, None), (None, signal.SIGTERM)), ended
+
+
 def test_a_task_with_namespaces_runs_in_its_cgroups_and_an_oom_kill_is_reported(ns_executor):
     executor = ns_executor
     executor.launch("fw", task("limited", "cat /proc/self/cgroup", resources="cpus:0.5;mem:48"), "agent-1")
