@@ -77,6 +77,7 @@ from __future__ import annotations
 import collections
 import errno
 import importlib.util
+import json
 import os
 import select
 import signal
@@ -261,17 +262,27 @@ INIT_BLOCKED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, si
 def _private_tmp_places(tmp: str, keep: list) -> list[tuple[str, str]]:
     """:func:`.namespaces.private_tmp`'s paths: the place inside ``tmp``
     of each kept path below ``/tmp``, as ``(path, place)`` pairs to bind
-    (the helper makes ``tmp`` and the places)."""
-    namespaces = sup.load_sibling("namespaces")
-    root = "/tmp"
-    real_root = root if not os.path.islink(root) else os.path.realpath(root)
-    pairs = []
-    for path in namespaces._outermost(keep):
-        relative = os.path.relpath(path, real_root)
-        if relative == "." or relative.startswith(".."):
-            continue
-        pairs.append((path, os.path.join(tmp, relative)))
-    return pairs
+    (the helper makes ``tmp`` and the places). Every task of an agent
+    keeps the same paths: where they lie below ``/tmp`` is worked out once
+    (:data:`_KEPT_BELOW_TMP`)."""
+    relatives = _KEPT_BELOW_TMP.get(tuple(keep))
+    if relatives is None:
+        namespaces = sup.load_sibling("namespaces")
+        root = "/tmp"
+        real_root = root if not os.path.islink(root) else os.path.realpath(root)
+        relatives = []
+        for path in namespaces._outermost(keep):
+            relative = os.path.relpath(path, real_root)
+            if relative != "." and not relative.startswith(".."):
+                relatives.append((path, relative))
+        if len(_KEPT_BELOW_TMP) >= 64:
+            _KEPT_BELOW_TMP.clear()
+        _KEPT_BELOW_TMP[tuple(keep)] = relatives
+    return [(path, os.path.join(tmp, relative)) for path, relative in relatives]
+
+
+#: the kept paths of a launch (``keep``) -> each below ``/tmp`` with its path relative to it
+_KEPT_BELOW_TMP: dict[tuple, list[tuple[str, str]]] = {}
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -312,6 +323,9 @@ class SharedSupervisor:
         self.wake_read, self.wake_write = os.pipe()
         self.pid = os.getpid()
         self.start_ticks = sup.process_start_ticks(self.pid)
+        #: every task's supervisor.json: the same record (this process), encoded once
+        self.supervisor_record = json.dumps({"pid": self.pid, "start_ticks": self.start_ticks, "shared": True},
+                                            sort_keys=True).encode()
 
     # ------------------------------------------------------------ start
     def listen(self) -> None:
@@ -514,8 +528,7 @@ class SharedSupervisor:
         run_dir = os.path.join(self.tasks_root, name)
         task = SharedTask(run_dir, name)
         try:
-            sup.write_run_file(task.path(sup.SUPERVISOR_FILE), {"pid": self.pid, "start_ticks": self.start_ticks,
-                                                                "shared": True})
+            sup.overwrite(task.path(sup.SUPERVISOR_FILE), self.supervisor_record)   # sup.write_run_file's way
         except OSError as exc:
             sup.say(f"{name}: cannot write its supervisor.json: {exc}")
             return
