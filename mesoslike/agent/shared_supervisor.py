@@ -580,21 +580,25 @@ class SharedSupervisor:
             self.poller.register(fd, select.EPOLLIN)
         entry[1].append(task)
 
-    def settle(self, server: nsinit.Server) -> None:
+    def settle(self, server: nsinit.Server, wait: bool = False) -> None:
         """Take ``server``'s answers that have come (each to the task asked
-        in its turn); a server that is done (ended, let go, overdue) is no
-        longer polled — before anything opens a descriptor that could take
-        its socket's number — and its unanswered tasks fail."""
+        in its turn; with ``wait``, every answer to what was asked, waited
+        for); a server that is done (ended, let go, overdue) is no longer
+        polled — before anything opens a descriptor that could take its
+        socket's number — and its unanswered tasks fail."""
         entry = next(((fd, queue) for fd, (known, queue) in self.servers.items() if known is server), None)
         if entry is None:
             return
         fd, queue = entry
-        answers = server.answers()
-        if server.sock is None:
-            del self.servers[fd]
-            self.unwatch(fd)
-        for answer in answers:
-            self.answered(queue.popleft(), answer)
+        while True:
+            answers = server.answers(wait=wait and server.pending > 0)
+            if server.sock is None:
+                del self.servers[fd]
+                self.unwatch(fd)
+            for answer in answers:
+                self.answered(queue.popleft(), answer)
+            if not (wait and server.pending and server.sock is not None):
+                return
 
     def answered(self, task: SharedTask, answer: int | OSError) -> None:
         """The server's answer for ``task``'s init: its pid (watched from
@@ -634,7 +638,9 @@ class SharedSupervisor:
         one has ended."""
         server = self.init_server
         if server is not None and (server.sock is None or server.helper != helper):
-            server.close()   # its requests in flight fail (settle)
+            if server.sock is not None:   # another helper named: what was asked of this one is answered first
+                self.settle(server, wait=True)
+            server.close()   # what is still in flight (an ended server's) fails (settle)
             self.settle(server)
             server = self.init_server = None
         if server is None:
