@@ -575,7 +575,10 @@ class SharedSupervisor:
         """``task``'s init asked of ``server``: its answer awaited (on the server's socket, polled)."""
         fd = server.fileno()
         entry = self.servers.get(fd)
-        if entry is None or entry[0] is not server:
+        if entry is not None and entry[0] is not server:   # a server done and not yet settled had this number
+            self.settle(entry[0])
+            entry = None
+        if entry is None:
             entry = self.servers[fd] = (server, collections.deque())
             self.poller.register(fd, select.EPOLLIN)
         entry[1].append(task)
