@@ -233,11 +233,29 @@ class Cluster:
         wait_for(lambda: len(get_json(self.http + "/state", 5).get("agents", ())) == agents, 60, "the agents")
 
     def cpu(self) -> dict[str, float]:
-        """CPU seconds so far: master, agents (their own and their reaped tasks')."""
+        """CPU seconds so far: master, agents (their own and their reaped
+        tasks': ``agents_tasks``), and of that last, split: the running
+        shared supervisors' own (``shared_supervisors``), their init
+        servers' own (``init_servers``), and the rest (``inits_and_tasks``:
+        what they reaped — the inits, the tasks — and any other supervisor)."""
         cpu = self.procs.cpu([self.master, *self.agents])
+        supervisors = servers = 0.0
+        for agent in self.agents:
+            for child in child_pids(self.procs.procs[agent].pid):
+                try:
+                    if b"shared_supervisor.py" not in Path(f"/proc/{child}/cmdline").read_bytes():
+                        continue
+                    supervisors += cpu_seconds(child)["self"]
+                    for grandchild in child_pids(child):
+                        if Path(f"/proc/{grandchild}/cmdline").read_bytes().endswith(b"\0--serve\0"):
+                            servers += cpu_seconds(grandchild)["self"]
+                except OSError:   # ended meanwhile
+                    continue
+        tasks = sum(cpu[a]["children"] for a in self.agents)
         return {"master": cpu[self.master]["self"],
                 "agents": sum(cpu[a]["self"] for a in self.agents),
-                "agents_tasks": sum(cpu[a]["children"] for a in self.agents)}
+                "agents_tasks": tasks, "shared_supervisors": supervisors, "init_servers": servers,
+                "inits_and_tasks": tasks - supervisors - servers}
 
     def peak_rss(self) -> dict[str, int]:
         return {"master": peak_rss_bytes(self.procs.procs[self.master].pid),

@@ -373,6 +373,127 @@ def test_task_inits_are_clones_of_one_init_server_and_a_killed_server_is_replace
     assert replacement != server
 
 
+def ask_for_init(server, cwd, argv) -> int:
+    """Ask ``server`` (an ``nsinit.Server``) for an init of no namespace that runs ``argv`` in ``cwd``,
+    its output to /dev/null, without waiting for the answer; the read end of its status pipe."""
+    from mesoslike.agent import nsinit
+
+    spec = nsinit.encode_spec(namespaces=[], hostname="", tmp="", keep=[], volumes=[], user=None, cwd=str(cwd),
+                              env={}, argv=argv)
+    spec_fd = os.memfd_create("spec", os.MFD_CLOEXEC)
+    os.write(spec_fd, spec)
+    os.lseek(spec_fd, 0, os.SEEK_SET)
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        server.submit(spec_fd, write_end, null, null, False)
+    finally:
+        for fd in (spec_fd, write_end, null):
+            os.close(fd)
+    return read_end
+
+
+def test_the_init_server_takes_requests_in_flight_and_answers_them_in_order(tmp_path):
+    """The shared supervisor sends its launches' requests without waiting for each answer (a round
+    trip a task was half its wall time): more than the socket's queue holds
+    (``net.unix.max_dgram_qlen``, 10 by default) go in without a deadlock — the answers are read
+    while a full queue is waited for — and come back in the order asked, each the pid of an init
+    that ran its task."""
+    from mesoslike.agent import nsinit
+
+    helper = require_init_helper(tmp_path / "meta")
+    server = nsinit.Server(helper)
+    count = 25
+    pipes = []
+    try:
+        for index in range(count):
+            pipes.append(ask_for_init(server, tmp_path, ["/bin/sh", "-c", f"exit {index}"]))
+        assert server.pending + len(server.ready) == count
+        answers: list = []
+        wait_until(lambda: answers.extend(server.answers(wait=True)) or len(answers) == count, 30, "the answers")
+        assert all(isinstance(pid, int) and parent_of(pid) == os.getpid() for pid in answers), answers
+        for index, (pid, pipe) in enumerate(zip(answers, pipes)):   # in order: the i-th init ran "exit i"
+            os.waitpid(pid, 0)
+            said = b""
+            while chunk := os.read(pipe, 4096):
+                said += chunk
+            (ended,) = [line for line in said.decode().splitlines() if line.startswith("X ")]
+            assert os.waitstatus_to_exitcode(int(ended[2:])) == index
+    finally:
+        server.close()
+        for pipe in pipes:
+            os.close(pipe)
+
+
+def test_the_shared_supervisor_watches_its_tasks_with_epoll(executor):
+    """Each running task's pidfd (and, with namespaces, its init's status pipe) is watched; poll(2)
+    looked at every one of them each turn of the loop (8 % of the shared supervisor's CPU in a burst
+    of 4,000 tasks): the loop waits in epoll, which hands over only what is ready."""
+    executor.launch("fw", task("waiting", "while [ ! -e go ]; do sleep 0.05; done"), "agent-1")
+    (supervisor,) = {run.watch.pid for run in executor._runs.values()}
+    started_record(executor, "waiting")
+    links = []
+    for fd in os.listdir(f"/proc/{supervisor}/fd"):
+        try:
+            links.append(os.readlink(f"/proc/{supervisor}/fd/{fd}"))
+        except OSError:
+            continue
+    assert "anon_inode:[eventpoll]" in links, links
+    (executor.sandbox("fw", "waiting") / "go").touch()
+    assert exits(events_until(executor, lambda events: "waiting" in exits(events)))["waiting"] == (0, None, "")
+
+
+def test_a_server_let_go_for_another_helper_answers_what_was_asked_of_it_first(tmp_path):
+    """A restarted agent of another version names another init helper: the shared supervisor starts a
+    server of it and lets the last one go — but only once the last has answered every request in
+    flight, whose inits may have been cloned already (let go unanswered, they would run with no one
+    watching them)."""
+    import shutil
+
+    from mesoslike.agent.shared_supervisor import SharedSupervisor, SharedTask
+
+    helper = require_init_helper(tmp_path / "meta")
+    other = tmp_path / "other-helper"
+    shutil.copy2(helper, other)
+    supervisor = SharedSupervisor(str(tmp_path / "meta"))
+    server = supervisor.server_for(helper)
+    asked = []
+    for index in range(5):
+        run_dir = tmp_path / "meta" / "tasks" / "fw" / f"t{index}"
+        run_dir.mkdir(parents=True)
+        shared_task = SharedTask(str(run_dir), f"fw/t{index}")
+        shared_task.status_pipe, shared_task.awaiting = ask_for_init(server, tmp_path, ["/bin/true"]), True
+        supervisor.tasks[shared_task.name] = shared_task
+        supervisor.asked(server, shared_task)
+        asked.append(shared_task)
+    try:
+        replacement = supervisor.server_for(str(other))
+        assert replacement is not server and server.sock is None
+        assert all(not t.awaiting and t.task_pid > 0 and parent_of(t.task_pid) == os.getpid() for t in asked), \
+            [(t.name, t.task_pid) for t in asked]
+        assert set(supervisor.tasks) == {t.name for t in asked}
+    finally:
+        for shared_task in asked:
+            if shared_task.task_pid:
+                os.waitpid(shared_task.task_pid, 0)
+        supervisor.close()
+
+
+def test_a_kill_that_comes_before_the_init_server_answered_is_carried_out(ns_executor):
+    """A kill asked in the same breath as the launch reaches the shared supervisor before its init
+    server has answered with the init's pid: it is kept, and carried out once the pid is known (with
+    its grace), never dropped."""
+    executor = ns_executor
+    for name in ("first", "second", "third"):
+        executor.launch("fw", task(name, "trap 'exit 7' TERM; while :; do sleep 0.05; done", grace=5.0), "agent-1")
+        assert executor.kill("fw", name, 5.0)
+    ended = events_until(executor, lambda events: len(exits(events)) + len(
+        [e for e in events if isinstance(e, LaunchFailed)]) == 3, timeout=40)
+    assert set(exits(ended)) == {"first", "second", "third"}, ended
+    for code, signum, _ in exits(ended).values():   # SIGTERM'd (killed before its trap was set) or trapped
+        assert (code, signum) in ((7, None), (None, signal.SIGTERM)), ended
+
+
 def test_a_task_with_namespaces_runs_in_its_cgroups_and_an_oom_kill_is_reported(ns_executor):
     executor = ns_executor
     executor.launch("fw", task("limited", "cat /proc/self/cgroup", resources="cpus:0.5;mem:48"), "agent-1")

@@ -271,9 +271,12 @@ class _Cgroups(Isolator):
         cpus, mem = _cpus(resources), _mem_bytes(resources)
         try:
             for directory in container.directories:   # gone (FileNotFoundError) or holding a process: no spare
-                with open(os.path.join(directory, "cgroup.procs"), "rb") as procs:
-                    if procs.read(1):
+                fd = os.open(os.path.join(directory, "cgroup.procs"), os.O_RDONLY | os.O_CLOEXEC)   # no file
+                try:                                                                # object: no fstat, ioctl
+                    if os.read(fd, 1):
                         raise OSError(f"{directory} is not empty")
+                finally:
+                    os.close(fd)
             if (cpus, mem) != (container.cpus, container.mem_bytes):
                 if not (cpus and mem and container.cpus and container.mem_bytes):   # a limit to lift: a new one
                     raise OSError("a limit to lift")

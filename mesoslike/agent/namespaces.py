@@ -272,23 +272,29 @@ def host_pid_of_child(host_proc: int, parent: int, inner: int) -> int | None:
     host's ``/proc`` (``host_proc``, a directory descriptor opened before
     ``/proc`` was mounted anew). None if it is gone."""
     try:
-        with open(f"{parent}/task/{parent}/children", "rb",
-                  opener=lambda p, f: os.open(p, f | os.O_CLOEXEC, dir_fd=host_proc)) as source:
-            children = source.read().split()
+        children = _read_in(host_proc, f"{parent}/task/{parent}/children").split()
     except OSError:
         return None
     for child in children:
         try:
-            with open(f"{int(child)}/status", "rb",
-                      opener=lambda p, f: os.open(p, f | os.O_CLOEXEC, dir_fd=host_proc)) as source:
-                for line in source:
-                    if line.startswith(b"NSpid:"):
-                        if int(line.split()[-1]) == inner:
-                            return int(child)
-                        break
+            status = _read_in(host_proc, f"{int(child)}/status")
+            at = status.index(b"\nNSpid:") + 7
+            if int(status[at:status.index(b"\n", at)].split()[-1]) == inner:
+                return int(child)
         except (OSError, ValueError, IndexError):
             continue
     return None
+
+
+def _read_in(directory: int, path: str) -> bytes:
+    """A small file of ``/proc`` below ``directory`` (a descriptor): one
+    ``os.open`` and read, no file object (the shared supervisor reads two
+    a task)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC, dir_fd=directory)
+    try:
+        return os.read(fd, 1 << 16)
+    finally:
+        os.close(fd)
 
 
 # ----------------------------------------------------------------- probe

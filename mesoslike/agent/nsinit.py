@@ -28,12 +28,14 @@ import array
 import fcntl
 import hashlib
 import os
+import select
 import shutil
 import signal
 import socket
 import stat
 import subprocess
 import tempfile
+import time
 
 __all__ = ["SOURCE", "helper", "build", "encode_spec", "BuildProblem", "Server", "ServerGone"]
 
@@ -174,43 +176,129 @@ class Server:
             raise
         finally:
             theirs.close()
-        ours.settimeout(self.TIMEOUT)
+        ours.setblocking(False)   # waits are polls with a deadline (submit, answers)
         self.sock: socket.socket | None = ours
+        self.pending = 0        # requests sent and not answered
+        self.oldest = 0.0       # when the oldest of them was sent (or the last answer came)
+        self.ready: list[int | OSError] = []   # answers read and not yet taken
 
     def start(self, spec: int, status: int, stdout: int, stderr: int, pid_namespace: bool) -> int:
         """Clone an init with these descriptors (as fds 3, 4, 1, 2), the
         first process of a new PID namespace with ``pid_namespace``; its
-        pid. :class:`ServerGone` if the request cannot reach it (it has
-        ended: a new server may be asked), OSError if it ends without an
-        answer or refuses (its message); :attr:`sock` is None once this
-        server is done."""
+        pid (:meth:`submit`, then its answer waited for; no other request
+        may be in flight). :class:`ServerGone` if the request cannot reach
+        it (it has ended: a new server may be asked), OSError if it ends
+        without an answer or refuses (its message); :attr:`sock` is None
+        once this server is done."""
+        if self.pending:
+            raise RuntimeError("start() with requests in flight: read their answers first")
+        self.submit(spec, status, stdout, stderr, pid_namespace)
+        (answer,) = self.answers(wait=True)
+        if isinstance(answer, OSError):
+            raise answer
+        return answer
+
+    def submit(self, spec: int, status: int, stdout: int, stderr: int, pid_namespace: bool) -> None:
+        """Ask for an init with these descriptors (as :meth:`start`) and do
+        not wait for the answer: :meth:`answers` gives the answers, in the
+        order of the requests (the server serves them in turn, so a batch
+        of launches costs one wake of it, not a round trip each — the
+        round trip was half of the shared supervisor's wall time).
+        The descriptors may be closed once this returns (the kernel holds
+        what is in flight). :class:`ServerGone` if the request cannot reach
+        it: it has ended, and the requests still without an answer will
+        have :class:`ServerGone` as theirs. The socket's queue is short
+        (``net.unix.max_dgram_qlen``): a full one is waited for (at most
+        :attr:`TIMEOUT`), reading the answers meanwhile — the server may
+        itself wait to send one."""
         if self.sock is None:
             raise ServerGone(f"the namespace init server {self.pid} has ended")
         fds = array.array("i", [spec, status, stdout, stderr])
-        try:
-            self.sock.sendmsg([b"P" if pid_namespace else b"N"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-        except OSError as exc:
-            self.close()
-            raise ServerGone(f"the namespace init server {self.pid} has ended: {exc}") from None
-        try:
-            answer = self.sock.recv(256)
-        except OSError:
-            self.close()
-            raise
-        kind, _, rest = answer.decode("ascii", "replace").partition(" ")
-        if kind == "P" and rest.isdigit():
-            return int(rest)
-        if kind == "F":
-            raise OSError(rest[:500])
+        message = [b"P" if pid_namespace else b"N"]
+        control = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
+        deadline = time.monotonic() + self.TIMEOUT
+        while True:
+            try:
+                self.sock.sendmsg(message, control)
+                break
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError as exc:
+                self._gone(f"the namespace init server {self.pid} has ended: {exc}")
+                raise ServerGone(f"the namespace init server {self.pid} has ended: {exc}") from None
+            left = deadline - time.monotonic()
+            events = _poll(self.sock, select.POLLOUT | select.POLLIN, left) if left > 0 else 0
+            if events & select.POLLIN:
+                self._read(wait=False)
+            if self.sock is None:
+                raise ServerGone(f"the namespace init server {self.pid} has ended")
+            if not events and left <= 0:
+                self._gone(f"the namespace init server {self.pid} does not read its requests")
+                raise ServerGone(f"the namespace init server {self.pid} does not read its requests")
+        self.pending += 1
+        if self.pending == 1:
+            self.oldest = time.monotonic()
+
+    def answers(self, wait: bool = False) -> list[int | OSError]:
+        """The answers come since the last call, in the order of the
+        requests: an init's pid, or OSError (why it was not cloned; a
+        :class:`ServerGone` for the requests a server that ended did not
+        answer — whether their inits were cloned is not known). Without
+        ``wait``, what has come; with it, at least one if a request is in
+        flight (or :attr:`TIMEOUT` passes: the server is then let go)."""
+        self._read(wait)
+        ready, self.ready = self.ready, []
+        return ready
+
+    def overdue(self, now: float) -> bool:
+        """Whether the oldest request in flight has waited longer than :attr:`TIMEOUT`."""
+        return self.pending > 0 and now - self.oldest > self.TIMEOUT
+
+    def fileno(self) -> int:
+        """The socket's descriptor (to poll for answers), -1 once done."""
+        return self.sock.fileno() if self.sock is not None else -1
+
+    def _read(self, wait: bool) -> None:
+        while self.pending and self.sock is not None:
+            try:
+                answer = self.sock.recv(256)
+            except (BlockingIOError, InterruptedError):
+                if not wait or self.ready:
+                    return
+                left = self.oldest + self.TIMEOUT - time.monotonic()
+                if left <= 0 or not _poll(self.sock, select.POLLIN, left):
+                    self._gone(f"the namespace init server {self.pid} did not answer within {self.TIMEOUT:g} s")
+                continue
+            except OSError as exc:
+                self._gone(f"the namespace init server {self.pid} has ended: {exc}")
+                return
+            kind, _, rest = answer.decode("ascii", "replace").partition(" ")
+            if kind == "P" and rest.isdigit():
+                self.ready.append(int(rest))
+            elif kind == "F" and answer:
+                self.ready.append(OSError(rest[:500]))
+            else:
+                self._gone(f"the namespace init server {self.pid} ended ({answer[:100]!r})")
+                return
+            self.pending -= 1
+            self.oldest = time.monotonic()
+
+    def _gone(self, why: str) -> None:
+        """The server is done: each request in flight gets :class:`ServerGone`."""
+        self.ready += [ServerGone(why) for _ in range(self.pending)]
+        self.pending = 0
         self.close()
-        raise OSError(f"the namespace init server ended ({answer[:100]!r})")
 
     def close(self) -> None:
         """Let it go and reap it: killed, not waited for to see its socket
         closed (one that does not answer may not read either); it holds
-        nothing, and the inits it cloned are not its children."""
+        nothing, and the inits it cloned are not its children. The
+        requests still in flight get :class:`ServerGone` as their answers
+        (:meth:`answers`)."""
         if self.sock is None:
             return
+        self.ready += [ServerGone(f"the namespace init server {self.pid} was let go") for _ in range(self.pending)]
+        self.pending = 0
         self.sock.close()
         self.sock = None
         try:   # this process's unreaped child: its pid is no other process's
@@ -218,6 +306,14 @@ class Server:
             os.waitpid(self.pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
+
+
+def _poll(sock: socket.socket, events: int, timeout: float) -> int:
+    """What of ``events`` ``sock`` has within ``timeout`` seconds (0: none)."""
+    poller = select.poll()
+    poller.register(sock.fileno(), events)
+    found = poller.poll(max(0.0, timeout) * 1000)
+    return found[0][1] if found else 0
 
 
 # ----------------------------------------------------------------- the spec

@@ -267,18 +267,22 @@ def load_sibling(name: str):
 
 
 def read_json(path: str) -> object:
-    """The JSON document in ``path``; raises OSError or ValueError."""
-    with open(path, "rb") as source:
-        return json.loads(source.read())
+    """The JSON document in ``path``; raises OSError or ValueError. (Read
+    with one ``os.open`` and no file object: ``open()`` adds an ``fstat``
+    and an ``ioctl`` — each run file is read once or more a task.)"""
+    return json.loads(_read_small(path))
 
 
 def exit_placeholder() -> bytes:
     """The pre-made ``exit.json``: "not ended", padded to its full size."""
-    return _padded(json.dumps({"ended": False}).encode())
+    return _EXIT_PLACEHOLDER
 
 
 def _padded(text: bytes) -> bytes:
     return text + b" " * (EXIT_PLACEHOLDER_SIZE - len(text) - 1) + b"\n"
+
+
+_EXIT_PLACEHOLDER = _padded(json.dumps({"ended": False}).encode())
 
 
 def process_start_ticks(pid: int, proc: int | None = None) -> int | None:
