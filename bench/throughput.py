@@ -565,41 +565,64 @@ def measure_before_after(procs: Processes, tasks: int, rounds: int, ref: str, us
     isolators ``ref`` had), default theirs; ``before_isolation``: the same
     for ``ref``'s agents (both the same: a change of the launch path
     measured like for like under isolators other than the default)."""
-    if Path(ref).is_dir():   # a tree already made (e.g. by git archive), run as it is
-        tree, commit = Path(ref).resolve(), ""
-    else:
-        tree, commit = source_tree(ref, procs.work / "before-tree")
+    tree, commit = before_tree(procs, ref)
     after_args = ("--isolation", after_isolation) if after_isolation else ()
     before_args = ("--isolation", before_isolation) if before_isolation else ()
     clusters = {"after": Cluster(procs, 4, "cpus:64;mem:65536", after_args, prefix="after-"),
                 "before": Cluster(procs, 4, "cpus:64;mem:65536", before_args, prefix="before-", tree=tree)}
-    rates: dict[str, list[float]] = {name: [] for name in clusters}
-    cpus: dict[str, list[dict]] = {name: [] for name in clusters}
+    def measure(name: str, r: int) -> tuple[float, dict, str]:
+        rate, cpu, failed = one_round(clusters[name], tasks, user)
+        return rate, cpu, f", failed {failed}"
+
+    summary, _ = interleaved_before_after(procs, tasks, rounds, measure, "before/after")
+    for cluster in clusters.values():
+        for name in [*cluster.agents, cluster.master]:
+            procs.stop(name)
+    return {"tasks": tasks, "agents": 4, "task_user": user, "before": {"ref": ref, "commit": commit},
+            "after_isolation": after_isolation or "(the agents' default)",
+            "before_isolation": before_isolation or "(the agents' default)", **summary}
+
+
+def before_tree(procs: Processes, ref: str) -> tuple[Path, str]:
+    """The source tree of ``ref`` and its commit: a directory already made
+    (e.g. by git archive) as it is (no commit known), else the git
+    revision archived into the benchmark's directory."""
+    if Path(ref).is_dir():
+        return Path(ref).resolve(), ""
+    return source_tree(ref, procs.work / "before-tree")
+
+
+def interleaved_before_after(procs: Processes, tasks: int, rounds: int,
+                             measure: Callable[[str, int], tuple[float, dict, str]],
+                             what: str) -> tuple[dict, dict[str, list[dict]]]:
+    """Rounds of ``measure(name, round)`` (its rate, CPU seconds by process
+    and a note for the log) for ``after`` and ``before`` in turn,
+    alternating which goes first, each round after the raw spawn baseline
+    of ``tasks`` commands; the rates, their ratios, the load averages and
+    the CPU a task as the result document has them, and the CPU by round."""
+    rates: dict[str, list[float]] = {"after": [], "before": []}
+    cpus: dict[str, list[dict]] = {"after": [], "before": []}
     baseline: list[float] = []
     loads: list[list[float]] = []
     for r in range(rounds):
         loads.append([round(x, 2) for x in os.getloadavg()])
         baseline.append(tasks / spawn_directly(tasks, 4, procs.work / "spawn"))
         for name in (("after", "before") if r % 2 == 0 else ("before", "after")):
-            rate, cpu, failed = one_round(clusters[name], tasks, user)
-            cpus[name].append(cpu)
+            rate, cpu, note = measure(name, r)
             rates[name].append(rate)
-            log(f"before/after round {r + 1} {name}: {rate:.0f} tasks/s (spawning directly "
-                f"{baseline[-1]:.0f}/s, load {loads[-1]}), cpu {cpu}, failed {failed}")
-    for cluster in clusters.values():
-        for name in [*cluster.agents, cluster.master]:
-            procs.stop(name)
-    return {"tasks": tasks, "agents": 4, "task_user": user, "before": {"ref": ref, "commit": commit},
-            "after_isolation": after_isolation or "(the agents' default)",
-            "before_isolation": before_isolation or "(the agents' default)",
-            "after_tasks_per_s": spread(rates["after"]), "before_tasks_per_s": spread(rates["before"]),
-            "baseline_spawn_per_s": spread(baseline),
-            "after_to_before_percent": spread([100 * a / b for a, b in zip(rates["after"], rates["before"])]),
-            "after_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["after"], baseline)]),
-            "before_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["before"], baseline)]),
-            "loadavg_per_round": loads,
-            "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]])
-                                       for key in cpus[name][0]} for name in cpus}}
+            cpus[name].append(cpu)
+            log(f"{what} round {r + 1} {name}: {rate:.0f} tasks/s (spawning directly "
+                f"{baseline[-1]:.0f}/s, load {loads[-1]}), cpu {cpu}{note}")
+    summary = {
+        "after_tasks_per_s": spread(rates["after"]), "before_tasks_per_s": spread(rates["before"]),
+        "baseline_spawn_per_s": spread(baseline),
+        "after_to_before_percent": spread([100 * a / b for a, b in zip(rates["after"], rates["before"])]),
+        "after_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["after"], baseline)]),
+        "before_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["before"], baseline)]),
+        "loadavg_per_round": loads,
+        "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]])
+                                   for key in cpus[name][0]} for name in cpus}}
+    return summary, cpus
 
 
 def _agent_isolation(cluster: Cluster) -> list[str]:
@@ -796,10 +819,7 @@ def measure_run_local_before_after(procs: Processes, tasks: int, rounds: int, re
     driver changes measured against the code they change, under the same
     load."""
     import json
-    if Path(ref).is_dir():
-        tree, commit = Path(ref).resolve(), ""
-    else:
-        tree, commit = source_tree(ref, procs.work / "before-tree")
+    tree, commit = before_tree(procs, ref)
     trees = {"after": ROOT, "before": tree}
     compile_bytecode(list(trees.values()))
     held: dict[str, dict[str, str]] = {}
@@ -811,31 +831,16 @@ def measure_run_local_before_after(procs: Processes, tasks: int, rounds: int, re
                         tree=side_tree, env=tree_environment(side_tree))
         wait_for(keys.exists, 120, f"the {name} local cluster")
         held[name] = {**tree_environment(side_tree), **json.loads(keys.read_text())}
-    rates: dict[str, list[float]] = {name: [] for name in trees}
-    cpus: dict[str, list[dict]] = {name: [] for name in trees}
-    baseline: list[float] = []
-    loads: list[list[float]] = []
-    for r in range(rounds):
-        loads.append([round(x, 2) for x in os.getloadavg()])
-        baseline.append(tasks / spawn_directly(tasks, 4, procs.work / "spawn"))
-        for name in (("after", "before") if r % 2 == 0 else ("before", "after")):
-            rate, cpu = time_run_on_local(procs.procs[f"{name}-local"].pid, tasks, procs.work / f"{name}-run-{r}.out",
-                                          trees[name], held[name])
-            rates[name].append(rate)
-            cpus[name].append(cpu)
-            log(f"run on local before/after round {r + 1} {name}: {rate:.0f} tasks/s (spawning directly "
-                f"{baseline[-1]:.0f}/s, load {loads[-1]}), cpu {cpu}")
+    def measure(name: str, r: int) -> tuple[float, dict, str]:
+        rate, cpu = time_run_on_local(procs.procs[f"{name}-local"].pid, tasks, procs.work / f"{name}-run-{r}.out",
+                                      trees[name], held[name])
+        return rate, cpu, ""
+
+    summary, cpus = interleaved_before_after(procs, tasks, rounds, measure, "run on local before/after")
     for name in trees:
         procs.stop(f"{name}-local")
-    return {"tasks": tasks, "agents": agents, "before": {"ref": ref, "commit": commit},
-            "after_tasks_per_s": spread(rates["after"]), "before_tasks_per_s": spread(rates["before"]),
-            "baseline_spawn_per_s": spread(baseline),
-            "after_to_before_percent": spread([100 * a / b for a, b in zip(rates["after"], rates["before"])]),
-            "after_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["after"], baseline)]),
-            "before_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["before"], baseline)]),
-            "loadavg_per_round": loads, "cpu_s_per_round": cpus,
-            "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]])
-                                       for key in cpus[name][0]} for name in cpus},
+    return {"tasks": tasks, "agents": agents, "before": {"ref": ref, "commit": commit}, **summary,
+            "cpu_s_per_round": cpus,
             "how": "two mesoslike local --agents 4 --resources cpus:64;mem:65536 clusters, one of this tree and one "
                    "of the ref's, each round `mesoslike run --instances N --cpus 0.1 --mem 16 -- true` of each tree "
                    "on its own cluster (alternating which goes first), timed from its start to its exit, after the "

@@ -42,7 +42,6 @@ The run stops when everything is done, when nothing can change any more
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 import random
 from typing import Iterable, Mapping, Sequence
