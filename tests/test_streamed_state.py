@@ -199,7 +199,9 @@ def test_readers_that_asked_before_a_rendering_began_share_it_and_later_ones_get
 
 def test_no_reader_has_more_than_its_buffer_waiting_and_one_that_stops_reading_is_cut_off(served):
     renderer = Renderer(count=400, size=64 * 1024)    # 25 MiB: more than the buffers and the sockets' hold
-    shared = SharedStream(renderer, buffer=2 * MiB, timeout=0.5)
+    # 2 s: the reader that reads must never wait that long for the CPU (at 0.5 s a CI run cut it off one
+    # 64 KiB piece before the end); the stalled one is cut off once, after it
+    shared = SharedStream(renderer, buffer=2 * MiB, timeout=2.0)
     site = served(shared, timeout=30.0)
     stalled = socket.create_connection(("127.0.0.1", site.server.port), timeout=30)
     stalled.sendall(b"GET /doc HTTP/1.1\r\nHost: x\r\n\r\n")      # and never reads
