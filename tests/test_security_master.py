@@ -325,7 +325,7 @@ def test_a_master_restarted_without_a_registry_gives_no_id_to_another_principal(
         rogue.send(m.ReregisterAgent(AgentInfo(hostname="h", resources=Resources.parse("cpus:4;mem:1024"),
                                                id=agent_id)))
         assert "no receipt" in rogue.first(m.ShutdownAgent).reason
-        agent = AgentRuntime(attrs.evolve(agent_settings, master=master.address)).start()
+        agent = AgentRuntime(attrs.evolve(agent_settings, master=master.address, kill_tasks_on_exit=True)).start()
         wait_until(lambda: [(a["id"], a["hostname"]) for a in master.state()["agents"]] == [(agent_id, "h")], 30,
                    "the real agent to re-register under its id", diagnostics=lambda: json.dumps(master.state()))
         thief = peer(keys, master, "fwB")                 # first, under fwA's id
