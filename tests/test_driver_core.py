@@ -13,6 +13,7 @@ from mesoslike.driver.core import (
     Backoff,
     DriverCore,
     InvokeCallback,
+    SAME_CONNECTION_RETRIES_FOR,
     TEARDOWN_WAIT,
     Reconnect,
     SendToMaster,
@@ -168,18 +169,57 @@ def test_nothing_is_retried_before_the_deadline():
     assert core.tick() == []
 
 
-def test_first_subscription_retries_on_the_same_connection_but_later_ones_reconnect():
+def test_subscription_retries_go_over_the_connection_for_a_while_then_over_fresh_ones():
     # without an id the master can only tell a retry from a new framework by
-    # the connection; with one, a fresh connection drops stale SUBSCRIBEs
+    # the connection; with one, retries go over the connection the SUBSCRIBE
+    # went over for SAME_CONNECTION_RETRIES_FOR seconds (a busy master reads
+    # them in order: a stale SUBSCRIBE of a closed connection read after the
+    # live one's would move the framework's events to it), then over fresh
+    # ones (a connection stalled after a partition)
     core, clock = make_core()
     core.start()
     clock.advance(1.0)
     assert not any(isinstance(c, Reconnect) for c in core.tick())
     subscribed(core)
     clock.advance(5 * HEARTBEAT)
-    assert any(isinstance(c, Reconnect) for c in core.tick())
-    clock.advance(core.next_deadline() - clock.now())
-    assert isinstance(core.tick()[0], Reconnect)
+    assert any(isinstance(c, Reconnect) for c in core.tick())   # the master fell silent: a fresh connection
+    made = clock.now()
+    retries = 0
+    while clock.now() - made < SAME_CONNECTION_RETRIES_FOR:
+        clock.advance(core.next_deadline() - clock.now())
+        commands = core.tick()
+        fresh = any(isinstance(c, Reconnect) for c in commands)
+        assert sent(commands) and fresh == (clock.now() - made >= SAME_CONNECTION_RETRIES_FOR)
+        retries += 1
+    assert retries >= 4
+    assert any(isinstance(c, Reconnect) for c in commands)
+    clock.advance(core.next_deadline() - clock.now())   # and the fresh one is kept as long again
+    assert not any(isinstance(c, Reconnect) for c in core.tick())
+
+
+def test_a_framework_started_with_its_id_retries_over_its_first_connection():
+    core, clock = make_core(framework=FrameworkInfo(name="fw", id="fw-7"))
+    core.start()
+    for _ in range(3):
+        clock.advance(core.next_deadline() - clock.now())
+        commands = core.tick()
+        assert [type(msg) for msg in sent(commands)] == [m.Subscribe]
+        assert not any(isinstance(c, Reconnect) for c in commands)
+
+
+def test_after_a_leader_change_retries_go_over_the_new_connection():
+    """The 100,000-agent failover's framework that heard nothing for 75 s
+    (docs/performance.rst): SUBSCRIBE retries each over a fresh connection
+    reached the busy new leader together, and the one it read last decided
+    where the framework's events went."""
+    core, clock = subscribed_core()
+    commands = core.master_changed()
+    assert any(isinstance(c, Reconnect) for c in commands)
+    for _ in range(4):
+        clock.advance(core.next_deadline() - clock.now())
+        commands = core.tick()
+        assert [type(msg) for msg in sent(commands)] == [m.Subscribe]
+        assert not any(isinstance(c, Reconnect) for c in commands)
 
 
 def test_backoff_restarts_after_a_successful_subscription():

@@ -39,6 +39,7 @@ __all__ = [
     "DriverCore", "SubscriptionState", "Backoff", "Command", "SendToMaster", "InvokeCallback", "Reconnect",
     "Shutdown", "DEFAULT_HEARTBEAT_TIMEOUTS", "offer_id_list", "task_list", "reconcile_task_list", "message_data",
     "filters_or_default", "DeliveredUpdates", "DEFAULT_REMEMBERED_UPDATES", "TEARDOWN_WAIT",
+    "SAME_CONNECTION_RETRIES_FOR",
 ]
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,18 @@ log = logging.getLogger(__name__)
 #: heartbeat intervals of silence after which the master counts as gone
 #: (the master uses the same multiple for frameworks: ``framework_timeout``)
 DEFAULT_HEARTBEAT_TIMEOUTS = 5
+
+#: seconds after a connection was made for a SUBSCRIBE during which the
+#: SUBSCRIBE's retries go over it (as Mesos's driver retries over its link);
+#: later ones make a fresh connection (one stalled in the kernel's
+#: retransmission back-off after a partition must not hold the framework up).
+#: A retry over a fresh connection while the master has not yet read the
+#: SUBSCRIBE of the old one leaves two SUBSCRIBEs from two connections, which
+#: the master may read in either order (ZeroMQ queues per connection): the
+#: one read last decides where the framework's events go, and if that is the
+#: closed connection the framework hears nothing until its master-silence
+#: timeout (a busy new leader after a failover: 75 s; docs/failover.rst)
+SAME_CONNECTION_RETRIES_FOR = 30.0
 
 #: how many update uuids the driver remembers to keep redeliveries from the
 #: scheduler (docs/framework-api.rst, "Delivery"); ~13 MB at most
@@ -280,6 +293,8 @@ class DriverCore:
         self._ever_subscribed = False
         self._subscribe_attempts = 0   # unanswered SUBSCRIBEs since the last answer or new master
         self._retry_at: float | None = None
+        #: when the connection the SUBSCRIBEs go over was made
+        self._connection_made = clock.now()
         self._last_sent = self._last_received = clock.now()
         #: updates given to the scheduler, so a redelivery is not given again
         self.delivered = DeliveredUpdates(remembered_updates)
@@ -302,6 +317,7 @@ class DriverCore:
         """Send the first SUBSCRIBE."""
         if self.state is not SubscriptionState.DISCONNECTED:
             return []
+        self._connection_made = self._clock.now()   # the runtime's first connection
         return self._subscribe(fresh_connection=False)
 
     def stop(self, failover: bool = False) -> list[Command]:
@@ -355,11 +371,14 @@ class DriverCore:
             return self._torn_down(f"no confirmation from the master within {self._teardown_wait:g} s; ending anyway")
         if self.state is SubscriptionState.SUBSCRIBING and self._retry_at is not None and now >= self._retry_at:
             log.info("no answer to SUBSCRIBE yet; retrying")
-            # with an id, a fresh connection is safe (the id names the framework)
-            # and keeps unanswered SUBSCRIBEs from piling up for a master that
-            # is down; without one, the master can only tell a retry from a
-            # second framework by the connection, so keep it
-            return self._subscribe(fresh_connection=bool(self.framework_id))
+            # without an id, the master can only tell a retry from a second
+            # framework by the connection: keep it. With one, retry over the
+            # connection for SAME_CONNECTION_RETRIES_FOR seconds (a busy master
+            # reads one connection's SUBSCRIBEs in order), then over fresh ones
+            # (the id names the framework; unanswered SUBSCRIBEs for a master
+            # that is down do not pile up in a stalled connection)
+            fresh = bool(self.framework_id) and now - self._connection_made >= SAME_CONNECTION_RETRIES_FOR
+            return self._subscribe(fresh_connection=fresh)
         if self.state is SubscriptionState.SUBSCRIBED and self.heartbeat_interval:
             if now >= self._master_deadline():
                 return self._master_gone()
@@ -631,6 +650,8 @@ class DriverCore:
     def _subscribe(self, fresh_connection: bool) -> list[Command]:
         self.state = SubscriptionState.SUBSCRIBING
         commands: list[Command] = [Reconnect()] if fresh_connection else []
+        if fresh_connection:
+            self._connection_made = self._clock.now()
         framework = attrs.evolve(self._framework, id=self.framework_id)
         suppressed_roles = [framework.role] if self.suppressed else []
         commands.append(self._send(m.Subscribe(framework, accepts_batches=True, suppressed_roles=suppressed_roles)))
