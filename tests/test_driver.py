@@ -365,6 +365,27 @@ def test_subscription_is_retried_until_a_master_answers(master, drivers):
     scheduler.wait_for("registered")
 
 
+def test_subscription_retries_come_over_one_connection(master, drivers):
+    """A framework that knows its id subscribes and its SUBSCRIBE goes
+    unanswered a while (a busy new leader after a failover): the retries come
+    over the connection the first went over, so the master reads them in
+    order. Each over a fresh connection, a busy master read them in any order
+    and the one it read last, maybe from a closed connection, took the
+    framework's events (docs/failover.rst, "A SUBSCRIBE's retries")."""
+    scheduler = RecordingScheduler()
+    driver = SchedulerDriver(scheduler, FrameworkInfo(name="test", id="fw-1", failover_timeout=60.0), master.address,
+                             backoff=Backoff(initial=0.05, maximum=0.2))
+    drivers.append(driver)
+    driver.start()
+    first = [master.expect(m.Subscribe)[0] for _ in range(4)]   # unanswered: retried with backoff
+    assert len(set(first)) == 1
+    master.send(first[-1], m.Subscribed("fw-1", 0.2, master.info, True))
+    scheduler.wait_for("registered")
+    # the master falls silent (5 heartbeats): a fresh connection, and its retries over it
+    peers = [master.expect(m.Subscribe, timeout=DEADLINE)[0] for _ in range(4)]
+    assert len(set(peers)) == 1 and peers[0] != first[0]
+
+
 def test_calls_from_another_thread_are_delivered(master, drivers):
     driver, scheduler, peer = subscribed_driver(master, drivers)
     status = running("t2")
