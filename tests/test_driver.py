@@ -371,7 +371,7 @@ def test_subscription_retries_come_over_one_connection(master, drivers):
     over the connection the first went over, so the master reads them in
     order. Each over a fresh connection, a busy master read them in any order
     and the one it read last, maybe from a closed connection, took the
-    framework's events (docs/failover.rst, "A SUBSCRIBE's retries")."""
+    framework's events (docs/ha.rst, "Frameworks re-subscribing to a busy new leader")."""
     scheduler = RecordingScheduler()
     driver = SchedulerDriver(scheduler, FrameworkInfo(name="test", id="fw-1", failover_timeout=60.0), master.address,
                              backoff=Backoff(initial=0.05, maximum=0.2))

@@ -57,7 +57,7 @@ DEFAULT_HEARTBEAT_TIMEOUTS = 5
 #: the master may read in either order (ZeroMQ queues per connection): the
 #: one read last decides where the framework's events go, and if that is the
 #: closed connection the framework hears nothing until its master-silence
-#: timeout (a busy new leader after a failover: 75 s; docs/failover.rst)
+#: timeout (a busy new leader after a failover: 75 s; docs/ha.rst)
 SAME_CONNECTION_RETRIES_FOR = 30.0
 
 #: how many update uuids the driver remembers to keep redeliveries from the
