@@ -274,20 +274,21 @@ class HierarchicalAllocator:
         used = dict(used or {})
         for framework_id in used:
             self._framework(framework_id)
-        held = EMPTY
-        for resources in used.values():
-            held = held + resources
+        held = Resources.sum(used.values())
         if not total.contains(held):
             raise AgentCapacityError(f"agent {agent_id!r}: used {held} does not fit in its total {total}")
-        agent = self._agents.add(agent_id, total, hostname or agent_id, attributes or {})
-        self._role_sorter.add_total(total.stripped())
+        holds = {framework_id: resources for framework_id, resources in sorted(used.items()) if resources}
+        # what its tasks hold is granted as the agent is added: one subtraction (a re-registering agent's)
+        agent = self._agents.add(agent_id, total, hostname or agent_id, attributes or {}, holds, held)
+        stripped = total.stripped()
+        self._role_sorter.add_total(stripped)
         for sorter in self._framework_sorters.values():
-            sorter.add_total(total.stripped())
+            sorter.add_total(stripped)
         self._reserve(total, 1)
-        for framework_id, resources in sorted(used.items()):
-            if resources:
-                self._hold(self._frameworks[framework_id], agent, resources)
-                self._frameworks[framework_id].used[agent_id] = resources
+        for framework_id, resources in holds.items():
+            framework = self._frameworks[framework_id]
+            self._charge(framework, agent, resources)
+            framework.used[agent_id] = resources
         self._pending.add(agent_id)
 
     def remove_agent(self, agent_id: str) -> None:
@@ -1127,6 +1128,11 @@ class HierarchicalAllocator:
     def _hold(self, framework: _Framework, agent: Agent, resources: Resources) -> None:
         """Move resources from the agent's available pool to the framework."""
         self._agents.decrease_available(agent, framework.id, resources)
+        self._charge(framework, agent, resources)
+
+    def _charge(self, framework: _Framework, agent: Agent, resources: Resources) -> None:
+        """The sorters' (and quotas') side of :meth:`_hold`: ``framework``
+        holds ``resources`` more on ``agent`` (its book moved them already)."""
         quantities = resources.stripped() if agent.reserved else resources  # DRF counts reserved ones too
         if self._roles_deferred:
             self._deferred_grants += 1

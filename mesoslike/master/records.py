@@ -11,10 +11,10 @@ import attrs
 from mesoslike.master.task_lifecycle import CONFIRMED, HOLDING, Phase
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo, Label, TaskInfo, TaskState, TaskStatus
-from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, ExecutorInfo, check_message_size
+from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, TERMINAL_STATES, ExecutorInfo, check_message_size
 from mesoslike.wire.messages import TaskUsage
 
-__all__ = ["FrameworkRecord", "AgentRecord", "TaskRecord", "CompletedTasks", "MasterConfig", "Holdings", "clip",
+__all__ = ["FrameworkRecord", "AgentRecord", "TaskRecord", "ReportedStatus", "CompletedTasks", "MasterConfig", "Holdings", "clip",
            "MAX_FAILOVER_TIMEOUT", "MAX_NAME_LENGTH", "MAX_ATTRIBUTES", "LOGGED_INPUT_LIMIT"]
 
 
@@ -135,7 +135,10 @@ class TaskRecord:
     info: TaskInfo
     framework_id: str
     agent_id: str
-    status: TaskStatus
+    #: its latest status (:attr:`status`): a TaskStatus, or the fields of one the master makes up
+    #: (:data:`ReportedStatus`), built when first read
+    _status: TaskStatus | ReportedStatus = attrs.field(alias="status", eq=lambda s: _built(s),
+                                                       repr=lambda s: repr(_built(s)))
     phase: Phase = Phase.LIVE
     launched_at: float = 0.0            # master clock time it was launched (or first reported)
     launch_sends: int = 0               # RUN_TASKs sent for it (while pending)
@@ -159,12 +162,29 @@ class TaskRecord:
         return self.info.task_id
 
     @property
+    def status(self) -> TaskStatus:
+        """Its latest status. One the master made up as the task's agent
+        re-registered (:data:`ReportedStatus`: a new leader re-admits ~10
+        tasks an agent, 1,000,000 after a failover, and most of their
+        statuses are never read) is built here the first time it is read,
+        the same as it would have been then. O(1)."""
+        status = self._status
+        if type(status) is tuple:
+            status = self._status = _built(status)
+        return status   # type: ignore[return-value]
+
+    @status.setter
+    def status(self, status: TaskStatus) -> None:
+        self._status = status
+
+    @property
     def state(self) -> str:
-        return self.status.state
+        status = self._status
+        return status[1] if type(status) is tuple else status.state   # type: ignore[union-attr]
 
     @property
     def terminal(self) -> bool:
-        return self.status.terminal
+        return self.state in TERMINAL_STATES
 
     @property
     def ended(self) -> bool:
@@ -353,6 +373,21 @@ def new_status(task_id: str, state: str, *, agent_id: str = "", framework_id: st
     return TaskStatus(task_id=task_id, state=state, agent_id=agent_id, message=message, source="SOURCE_MASTER",
                       reason=reason, timestamp=timestamp, framework_id=framework_id, healthy=healthy,
                       labels=labels or [])
+
+
+#: the fields of a status the master makes up for a task an agent reports
+#: (:func:`new_status`'s): ``(task_id, state, agent_id, framework_id,
+#: timestamp, labels, healthy)``; a :class:`TaskRecord` built with one makes
+#: the status when it is first read
+ReportedStatus = tuple[str, str, str, str, float, "list[Label]", "bool | None"]
+
+
+def _built(status: TaskStatus | ReportedStatus) -> TaskStatus:
+    if type(status) is not tuple:
+        return status   # type: ignore[return-value]
+    task_id, state, agent_id, framework_id, timestamp, labels, healthy = status
+    return new_status(task_id, state, agent_id=agent_id, framework_id=framework_id, timestamp=timestamp,
+                      labels=labels, healthy=healthy)
 
 
 STAGING = TaskState.STAGING

@@ -1,0 +1,115 @@
+"""A new leader re-admitting agents with their tasks, made cheaper (issue 30
+goal 2, docs/performance.rst "Re-admission CPU an agent"): the status of a
+re-admitted task is made when first read, the same as it would have been
+made at once; the allocator grants what a re-registering agent's tasks hold
+in one subtraction, as one grant each would; the codec keeps its
+``Resources`` answers. Each is held to what it replaced."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from mesoslike.allocator import HierarchicalAllocator
+from mesoslike.allocator.agents import AgentBook
+from mesoslike.clock import FakeClock
+from mesoslike.errors import AgentCapacityError, ResourcesError
+from mesoslike.master import MasterConfig, MasterCore
+from mesoslike.master.records import TaskRecord, new_status
+from mesoslike.master.task_lifecycle import Phase
+from mesoslike.resources import Resources
+from mesoslike.wire import AgentInfo, FrameworkInfo, Label, MasterInfo, TaskInfo, TaskState, decode, encode
+from mesoslike.wire import compiled
+from mesoslike.wire import messages as m
+
+pytestmark = pytest.mark.timeout(30)
+
+R = Resources.parse
+
+
+def _reported(state=TaskState.RUNNING, labels=(), healthy=None):
+    return ("t1", state, "a1", "f1", 12.5, list(labels), healthy)
+
+
+# ------------------------------------------------------- the lazy status
+@pytest.mark.parametrize("state, healthy, labels", [
+    (TaskState.RUNNING, None, ()), (TaskState.FINISHED, True, (Label("k", "v"),)), (TaskState.STAGING, False, ())])
+def test_a_reported_status_is_made_when_first_read_and_is_the_status_made_at_once(state, healthy, labels):
+    info = TaskInfo("t1", "a1", "true", R("cpus:1"))
+    lazy = TaskRecord(info, "f1", "a1", _reported(state, labels, healthy), Phase.LIVE, 3.0)
+    eager = TaskRecord(info, "f1", "a1", new_status("t1", state, agent_id="a1", framework_id="f1", timestamp=12.5,
+                                                    labels=list(labels), healthy=healthy), Phase.LIVE, 3.0)
+    # read without making it: the state and whether it is terminal
+    assert lazy.state == eager.state == state and lazy.terminal == eager.terminal
+    assert type(lazy._status) is tuple
+    assert lazy == eager and repr(lazy) == repr(eager)   # equal before it is made, and shown as made
+    assert lazy.status == eager.status and type(lazy.status) is type(eager.status)
+    assert lazy.status is lazy.status   # made once
+    assert lazy.ended == eager.ended
+    later = attrs.evolve(eager.status, state=TaskState.KILLED)
+    lazy.status = later
+    assert lazy.status is later and lazy.state == TaskState.KILLED and lazy.terminal
+
+
+def test_a_reregistered_tasks_status_is_made_when_read_with_the_labels_health_and_time_of_its_report():
+    clock = FakeClock()
+    core = MasterCore(clock, MasterInfo("m", "tcp://127.0.0.1:1"), MasterConfig())
+    labelled = TaskInfo("t1", "a1", "true", R("cpus:1;mem:64"), labels=[Label("k", "v")])
+    tasks = [m.RunningTask("f1", labelled, TaskState.RUNNING, healthy=True),
+             m.RunningTask("f1", TaskInfo("t2", "a1", "true", R("cpus:1;mem:64")), TaskState.RUNNING,
+                           update_state=TaskState.STAGING)]
+    core.on_message(b"p", decode(encode(m.ReregisterAgent(AgentInfo("h", R("cpus:4;mem:512"), id="a1"), tasks,
+                                                          [FrameworkInfo("demo", id="f1")]))))
+    core._check()
+    record = core.frameworks["f1"].tasks
+    assert type(record["t1"]._status) is tuple   # not made yet
+    assert record["t2"].state == TaskState.STAGING   # what its update stream delivers next
+    status = record["t1"].status
+    assert status == new_status("t1", TaskState.RUNNING, agent_id="a1", framework_id="f1", timestamp=status.timestamp,
+                                labels=[Label("k", "v")], healthy=True)
+    core._check()
+
+
+# ------------------------------------------- the allocator's one subtraction
+def test_an_agent_added_with_what_frameworks_hold_is_as_if_each_were_granted_after():
+    held = {"f1": R("cpus:1;mem:100;ports:[10-20]"), "f2": R("cpus:2;mem:50")}
+    total = R("cpus:8;mem:1000;ports:[1-100]")
+    at_once, one_by_one = AgentBook(), AgentBook()
+    at_once.track_free(True)
+    one_by_one.track_free(True)
+    a = at_once.add("a1", total, "h", {}, held)
+    b = one_by_one.add("a1", total, "h", {})
+    for framework_id, resources in held.items():
+        one_by_one.decrease_available(b, framework_id, resources)
+    assert a.available == b.available and a.held == b.held and a.version == b.version
+    assert list(a.held) == list(b.held) and at_once._free == one_by_one._free
+    at_once._check()
+    with pytest.raises(ResourcesError):
+        at_once.add("a2", R("cpus:2"), "h", {}, {"f1": R("cpus:3")})
+    assert "a2" not in at_once   # nothing changed
+
+
+def test_add_agent_with_used_resources_matches_the_grants_and_refuses_what_does_not_fit():
+    allocator = HierarchicalAllocator(FakeClock())
+    for framework_id in ("f1", "f2", "f3"):
+        allocator.add_framework(framework_id, "*")
+    allocator.add_agent("a1", R("cpus:8;mem:1000"), used={"f1": R("cpus:1;mem:100"), "f2": R("cpus:2"), "f3": R("")})
+    allocator.check_invariants()
+    assert allocator.available("a1") == R("cpus:5;mem:900")
+    assert sorted(allocator._agents.get("a1").held) == ["f1", "f2"]   # nothing held: not listed
+    with pytest.raises(AgentCapacityError):
+        allocator.add_agent("a2", R("cpus:1"), used={"f1": R("cpus:1"), "f2": R("cpus:1")})
+    allocator.check_invariants()
+
+
+# ------------------------------------------------------ the codec's hook
+def test_the_decode_hook_keeps_its_answers_and_refuses_what_is_not_a_resources_string():
+    first = compiled._decode_hook(Resources, "cpus:1;mem:32")
+    assert first == R("cpus:1;mem:32") and compiled._decode_hook(Resources, "cpus:1;mem:32") is first
+    for bad in (["cpus:1"], {"cpus": 1}, 5, b"cpus:1"):
+        with pytest.raises(TypeError):
+            compiled._decode_hook(Resources, bad)
+    with pytest.raises(TypeError):
+        compiled._decode_hook(int, "cpus:1")
+    with pytest.raises(Exception):
+        compiled._decode_hook(Resources, "cpus:-1")
