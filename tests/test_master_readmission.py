@@ -113,3 +113,17 @@ def test_the_decode_hook_keeps_its_answers_and_refuses_what_is_not_a_resources_s
         compiled._decode_hook(int, "cpus:1")
     with pytest.raises(Exception):
         compiled._decode_hook(Resources, "cpus:-1")
+
+
+# ------------------------------------------------ a sum of one vector again
+@pytest.mark.parametrize("text", ["cpus:0.4;mem:819", "cpus:1;ports:[1-5,8-9]", "cpus(a):1;disk:10", ""])
+@pytest.mark.parametrize("count", [1, 2, 3, 7])
+def test_a_sum_of_the_same_vector_again_and_again_is_the_sum_made_one_by_one(text, count):
+    vector = R(text)
+    one_by_one = Resources()
+    for _ in range(count):
+        one_by_one = one_by_one + vector
+    alike = Resources.sum([vector] * count)
+    assert alike == one_by_one == Resources.sum(iter([vector] * count)) and str(alike) == str(one_by_one)
+    mixed = [vector] * count + [R("cpus:1")]
+    assert Resources.sum(mixed) == one_by_one + R("cpus:1")

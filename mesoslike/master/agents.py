@@ -305,7 +305,9 @@ class AgentLifecycle:
             record = frameworks.get(framework_id)
             if record is None or (doomed and (framework_id, task_id) in doomed):
                 continue
-            delivered = _delivered_state(running)
+            delivered = running.update_state   # (_delivered_state, inlined: 1,000,000 tasks after a failover)
+            if delivered not in _STATES:
+                delivered = running.state
             # its status is made when first read (TaskRecord.status): most never are before it changes
             status: ReportedStatus = (task_id, delivered, agent_id, framework_id, now, running.task.labels,
                                       running.healthy)
@@ -726,9 +728,13 @@ class AgentLifecycle:
             context.counters["unreachable_agents_forgotten"] += 1
 
 
+#: every task state, for a test in O(1) (TaskState.ALL is a tuple)
+_STATES = frozenset(TaskState.ALL)
+
+
 def _delivered_state(running: m.RunningTask) -> str:
     """What the framework of a task an agent lists hears next (or has heard last)."""
-    return running.update_state if running.update_state in TaskState.ALL else running.state
+    return running.update_state if running.update_state in _STATES else running.state
 
 
 def _agent_problem(info: AgentInfo) -> str | None:
