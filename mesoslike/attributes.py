@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Mapping, Union
+from typing import Union
 
 import attrs
 
