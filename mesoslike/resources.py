@@ -304,6 +304,13 @@ def _format_millis(millis: int) -> str:
     return f"{whole}.{frac:03d}".rstrip("0")
 
 
+
+#: :meth:`Resources.sum` of n times one vector, by (its id, n) -> (it, the sum): a re-registering
+#: agent's tasks of a framework are alike (their resources one parsed object), and so are 100,000
+#: agents' after a failover. Vectors are immutable, so a sum is shared; at most ``_MULTIPLES_KEPT``.
+_MULTIPLES: dict[tuple[int, int], tuple["Resources", "Resources"]] = {}
+_MULTIPLES_KEPT = 4096
+
 class Resources:
     """An immutable vector of resources.
 
@@ -622,7 +629,16 @@ class Resources:
                     break
             else:   # n times the same vector: its quantities n times, its ranges (merged with themselves) once
                 count = len(items)
-                return cls._make({name: amount * count for name, amount in first._millis.items()}, dict(first._ranges))
+                key = (id(first), count)
+                known = _MULTIPLES.get(key)
+                if known is not None and known[0] is first:   # (it holds ``first``: the id is still its)
+                    return known[1]
+                multiple = cls._make({name: amount * count for name, amount in first._millis.items()},
+                                     dict(first._ranges))
+                if len(_MULTIPLES) >= _MULTIPLES_KEPT:
+                    _MULTIPLES.clear()
+                _MULTIPLES[key] = (first, multiple)
+                return multiple
         millis: dict[str, int] = {}
         ranges: dict[str, tuple[Range, ...]] | None = None
         for item in items:

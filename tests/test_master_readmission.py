@@ -127,3 +127,14 @@ def test_a_sum_of_the_same_vector_again_and_again_is_the_sum_made_one_by_one(tex
     assert alike == one_by_one == Resources.sum(iter([vector] * count)) and str(alike) == str(one_by_one)
     mixed = [vector] * count + [R("cpus:1")]
     assert Resources.sum(mixed) == one_by_one + R("cpus:1")
+
+
+def test_sums_of_one_vector_again_are_kept_shared_and_bounded():
+    from mesoslike import resources
+
+    vector = R("cpus:0.3;mem:77")
+    first = Resources.sum([vector] * 3)
+    assert Resources.sum([vector] * 3) is first and Resources.sum([vector] * 4) == R("cpus:1.2;mem:308")
+    for n in range(resources._MULTIPLES_KEPT + 10):
+        assert Resources.sum([R(f"cpus:{n + 1}")] * 2) == R(f"cpus:{2 * (n + 1)}")   # (each a fresh object)
+    assert len(resources._MULTIPLES) <= resources._MULTIPLES_KEPT
