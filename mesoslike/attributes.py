@@ -172,7 +172,7 @@ def _name_problem(name: object) -> str | None:
 def attributes_problem(attributes: Mapping[str, str]) -> str | None:
     """Why ``attributes`` (name -> value text) break the grammar or the
     bounds, or None. O(attributes), each distinct value parsed once."""
-    if not isinstance(attributes, Mapping):
+    if type(attributes) is not dict and not isinstance(attributes, Mapping):   # (a decoded map: a dict)
         return f"attributes are a map, got {type(attributes).__name__}"
     if len(attributes) > MAX_ATTRIBUTES:
         return f"{len(attributes)} attributes are more than {MAX_ATTRIBUTES}"
