@@ -49,7 +49,9 @@ removes once read.
 
 from __future__ import annotations
 
+import array
 import errno
+import fcntl
 import hashlib
 import json
 import logging
@@ -594,6 +596,11 @@ class TaskExecutor:
         meta.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(meta, 0o700)                  # first: only then may the work dir open up
         if not self.switch_user:
+            try:
+                self.sandbox_root.mkdir(exist_ok=True)
+            except OSError as exc:  # each launch will fail saying why
+                log.warning("cannot prepare the sandbox directory %s: %s", self.sandbox_root, exc)
+            spread_children(self.sandbox_root)
             return
         os.chmod(self.work_dir, 0o711)
         try:
@@ -601,6 +608,7 @@ class TaskExecutor:
             os.chmod(self.sandbox_root, 0o711)
         except OSError as exc:  # each launch will fail saying why
             log.warning("cannot prepare the sandbox directory %s: %s", self.sandbox_root, exc)
+        spread_children(self.sandbox_root)
 
     def unreachable_ancestors(self) -> list[Path]:
         """Directories above the work dir that other users cannot traverse:
@@ -1395,6 +1403,43 @@ class TaskExecutor:
         path = sandbox_path(self.work_dir, framework_id, task_id) / MESSAGES_FILE
         _write_and_close(sup.open_sandbox_file(str(path)), data)
         return path
+
+
+#: ``FS_IOC_GETFLAGS``, ``FS_IOC_SETFLAGS`` (``linux/fs.h``, 64-bit) and ``FS_TOPDIR_FL``: "the top of a
+#: directory hierarchy" for ext2/3/4's Orlov allocator (``chattr +T``)
+_FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS, _FS_TOPDIR_FL = 0x80086601, 0x40086602, 0x00020000
+
+
+def spread_children(directory: str | os.PathLike) -> bool:
+    """Mark ``directory`` as the top of directory hierarchies (``chattr
+    +T``; best effort: False where the file system has no such flag). ext4
+    then places each directory made in it (the sandboxes' framework
+    directories) as it places those made in ``/``: in a block group of its
+    own with more free inodes than the average, rather than in the group of
+    ``directory`` — and the sandboxes, their output files and their private
+    ``/tmp``\ s below it follow their framework directory's group. Where
+    other processes make and delete files near the work directory (all of
+    ``/tmp`` shares a few groups), every inode made in those groups costs a
+    scan past the ones they deleted in the last minutes (ext4 without a
+    journal: ``recently_deleted``); in a group of their own the sandboxes'
+    do not (docs/performance.rst, "The agent's launch toward half of raw
+    spawn")."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        flags = array.array("l", [0])
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags, True)
+        if not flags[0] & _FS_TOPDIR_FL:
+            flags[0] |= _FS_TOPDIR_FL
+            fcntl.ioctl(fd, _FS_IOC_SETFLAGS, flags, True)
+        return True
+    except OSError as exc:   # ENOTTY, EOPNOTSUPP: a file system without the flag (tmpfs, overlay); EPERM
+        log.debug("cannot mark %s as the top of directory hierarchies: %s", directory, exc)
+        return False
+    finally:
+        os.close(fd)
 
 
 def destroy_containers_under(root: str | os.PathLike) -> int:
