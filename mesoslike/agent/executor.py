@@ -591,21 +591,24 @@ class TaskExecutor:
         """``meta`` (checkpoints and launch files, with the tasks'
         environments) the agent's only (``0700``); with ``switch_user`` the
         work directory and the sandbox root traversable by the tasks' users
-        (``0711``, not listable)."""
+        (``0711``, not listable). The sandbox root and ``meta/tasks`` are
+        marked as tops of directory hierarchies (:func:`spread_children`)."""
         meta = self.work_dir / "meta"
         meta.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(meta, 0o700)                  # first: only then may the work dir open up
-        if not self.switch_user:
-            try:
-                self.sandbox_root.mkdir(exist_ok=True)
-            except OSError as exc:  # each launch will fail saying why
-                log.warning("cannot prepare the sandbox directory %s: %s", self.sandbox_root, exc)
-            spread_children(self.sandbox_root)
-            return
-        os.chmod(self.work_dir, 0o711)
+        # the framework directories of the sandboxes and of the run directories each in a block group of its
+        # own (spread_children): not in the group of whatever else churns files near the work directory
+        tasks = meta / "tasks"
+        tasks.mkdir(exist_ok=True)
+        spread_children(tasks)
+        if self.switch_user:
+            os.chmod(self.work_dir, 0o711)
         try:
-            self.sandbox_root.mkdir(mode=0o711, exist_ok=True)
-            os.chmod(self.sandbox_root, 0o711)
+            if self.switch_user:
+                self.sandbox_root.mkdir(mode=0o711, exist_ok=True)
+                os.chmod(self.sandbox_root, 0o711)
+            else:
+                self.sandbox_root.mkdir(exist_ok=True)
         except OSError as exc:  # each launch will fail saying why
             log.warning("cannot prepare the sandbox directory %s: %s", self.sandbox_root, exc)
         spread_children(self.sandbox_root)
@@ -647,6 +650,7 @@ class TaskExecutor:
         unsubmitted: list[tuple[int, _Prepared]] = []
         shared: list[tuple[int, _Prepared]] = []
         keys: set[tuple[str, str]] = set()
+        linked: bool | None = None   # the shared supervisor looked for (and checked alive) once a batch
         try:
             for index, launch in enumerate(launches):
                 try:
@@ -655,7 +659,9 @@ class TaskExecutor:
                     problems[index] = exc
                     continue
                 keys.add(prepared.key)
-                if prepared.shared and self.link.ensure():
+                if prepared.shared and linked is None:
+                    linked = self.link.ensure()
+                if prepared.shared and linked:
                     self.link.send("L", _run_name(prepared.run_dir))
                     shared.append((index, prepared))
                     continue
@@ -739,8 +745,10 @@ class TaskExecutor:
                 self._pool_swept = True
                 self.isolator.sweep(self.container_prefix, {directory for run in self._runs.values()
                                                             for directory in run.container.directories})
-            container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources,
-                                             pooled=True)
+            # a pooled container is named for no task: its name's hash and random part not made for nothing
+            name = f"{self.container_prefix}.pooled" if self.isolator.pool_size > 0 \
+                else self._container_name(framework_id, task.task_id)
+            container = self.isolator.create(name, task.resources, pooled=True)
             if spec.get("image"):
                 spec["image"]["cgroups_path"] = self.isolator.runc_cgroups_path(container) or \
                     f"mesoslike-containers/{spec['image']['id']}"
@@ -972,6 +980,8 @@ class TaskExecutor:
                   # where its secret files go (never what they hold): the supervisor removes them at the end,
                   # /files serves none of them
                   "secret_files": [path for path, _, _ in secrets.files],
+                  # whether there is a secrets.json to take (a supervisor of before this key looks for it)
+                  "secrets": bool(secrets),
                   "uris": [attrs.asdict(uri) for uri in task.uris],
                   "fetcher": {"cache_dir": str(self.work_dir / FETCHER_CACHE_DIR),
                               "cache_size": self.fetcher.cache_size, "timeout": self.fetcher.timeout,
@@ -1417,7 +1427,7 @@ def spread_children(directory: str | os.PathLike) -> bool:
     directories) as it places those made in ``/``: in a block group of its
     own with more free inodes than the average, rather than in the group of
     ``directory`` — and the sandboxes, their output files and their private
-    ``/tmp``\ s below it follow their framework directory's group. Where
+    ``/tmp`` directories below it follow their framework directory's group. Where
     other processes make and delete files near the work directory (all of
     ``/tmp`` shares a few groups), every inode made in those groups costs a
     scan past the ones they deleted in the last minutes (ext4 without a
