@@ -488,6 +488,7 @@ class TaskExecutor:
         self.container_prefix = container_prefix or agent_key(self.work_dir.name, self.work_dir)
         self.switch_user = switch_user
         self.fetcher = fetcher or FetcherSettings()
+        self._fetcher_cache_dir = str(self.work_dir / FETCHER_CACHE_DIR)
         self._runs: dict[tuple[str, str], _Run] = {}
         self._pid_file_written = False
         self._pool_swept = False   # the isolator's sweep of an earlier process's pooled cgroups is done
@@ -969,10 +970,11 @@ class TaskExecutor:
         # The run files are not fsynced (issue 14: two fsyncs a launch on the agent's loop): a machine
         # crash ends the supervisor that would read them too, and a killed agent loses no written byte.
         # (exit.json's placeholder is in place already: _blank_run_files wrote it)
+        cwd = str(sandbox)   # joined as strings: a Path's "/" parses anew (pathlib was a tenth of a launch)
         launch = {"framework_id": framework_id, "task_id": task.task_id, "command": task.command,
                   "argv": [] if task.shell else _exec_argv(task),
-                  "cwd": str(sandbox), "env": self._task_environment(framework_id, task, agent_id, sandbox),
-                  "stdout": str(sandbox / "stdout"), "stderr": str(sandbox / "stderr"),
+                  "cwd": cwd, "env": self._task_environment(framework_id, task, agent_id, sandbox),
+                  "stdout": os.path.join(cwd, "stdout"), "stderr": os.path.join(cwd, "stderr"),
                   "grace_period": task.kill_grace_period, "recovery_timeout": self.recovery_timeout,
                   "agent_pid_file": str(self.agent_pid_file), "container": container.to_json(),
                   "user": task.user if self.switch_user else "",
@@ -983,7 +985,7 @@ class TaskExecutor:
                   # whether there is a secrets.json to take (a supervisor of before this key looks for it)
                   "secrets": bool(secrets),
                   "uris": [attrs.asdict(uri) for uri in task.uris],
-                  "fetcher": {"cache_dir": str(self.work_dir / FETCHER_CACHE_DIR),
+                  "fetcher": {"cache_dir": self._fetcher_cache_dir,
                               "cache_size": self.fetcher.cache_size, "timeout": self.fetcher.timeout,
                               "max_size": self.fetcher.max_size},
                   **spec, **self.isolator.launch_spec(container)}
@@ -991,7 +993,8 @@ class TaskExecutor:
             write_secrets_file(run_dir, secrets)
         # whole before the supervisor is started (it reads it then); one cut short by the agent's death
         # never had a supervisor, and recovery reads it as no container
-        _write_new_file(run_dir / sup.LAUNCH_FILE, json.dumps(launch).encode())   # unsorted: a third less work
+        _write_new_file(os.path.join(run_dir, sup.LAUNCH_FILE), json.dumps(launch).encode())   # unsorted: a third
+        # less work
 
     def _make_sandbox(self, framework_id: str, task_id: str) -> Path:
         sandbox = sandbox_path(self.work_dir, framework_id, task_id)
@@ -1341,7 +1344,7 @@ class TaskExecutor:
         else:
             self.run_dir_remover.discard(run_dir)   # off the agent's loop (gc.RunDirRemover)
         try:
-            run_dir.parent.rmdir()
+            os.rmdir(os.path.dirname(run_dir))   # the framework's, once its last run is gone (no Path parsed)
         except OSError:
             pass
 
@@ -1504,7 +1507,7 @@ def _has_ended(run_dir: Path) -> bool:
 
 def _exit_status(run_dir: Path) -> dict | None:
     try:
-        status = sup.read_json(str(run_dir / sup.EXIT_FILE))
+        status = sup.read_json(os.path.join(run_dir, sup.EXIT_FILE))
     except (OSError, ValueError):
         return None
     return status if isinstance(status, dict) else None
@@ -1521,8 +1524,8 @@ def _launch_container(run_dir: Path) -> Container | None:
     return None
 
 
-def _write_new_file(path: Path, data: bytes) -> None:
-    sup.overwrite(str(path), data, mode=0o600)   # into a reused run directory's file, if there is one
+def _write_new_file(path: str, data: bytes) -> None:
+    sup.overwrite(path, data, mode=0o600)   # into a reused run directory's file, if there is one
 
 
 def _blank_run_files(run_dir: Path, reused: bool) -> None:
@@ -1531,20 +1534,24 @@ def _blank_run_files(run_dir: Path, reused: bool) -> None:
     their files are kept (see :meth:`TaskExecutor._recycle`). exit.json
     becomes the next run's placeholder at once ("not ended", at full size:
     its final status always fits), made if missing: one write, not two."""
-    _write_new_file(run_dir / sup.EXIT_FILE, sup.exit_placeholder())
-    present = set(os.listdir(run_dir))   # one read of the directory, not a failed call per file it lacks
+    directory = os.fspath(run_dir)   # its files' paths joined as strings (no Path parsed a file)
+    _write_new_file(os.path.join(directory, sup.EXIT_FILE), sup.exit_placeholder())
+    present = set(os.listdir(directory))   # one read of the directory, not a failed call per file it lacks
     for name in (sup.LAUNCH_FILE, sup.SUPERVISOR_FILE, sup.TASK_FILE):
         if name in present:
             try:   # cut to its first byte ("{"): a cut JSON object, read as "not written yet"; one system
                 # call, where overwriting it with a blank was four (open, write, truncate, close)
-                os.truncate(run_dir / name, 1)
+                os.truncate(os.path.join(directory, name), 1)
             except FileNotFoundError:
                 pass
     for stale in (HEALTH_FILE, sup.LAUNCH_FILE + ".cancelled", SECRETS_FILE) + ((sup.LOG_FILE,) if reused else ()):
         if stale in present:
-            (run_dir / stale).unlink(missing_ok=True)
+            try:
+                os.unlink(os.path.join(directory, stale))
+            except FileNotFoundError:
+                pass
     if RUN_DIR_SECRETS in present:   # an earlier run's bind-mounted secret files
-        shutil.rmtree(run_dir / RUN_DIR_SECRETS, ignore_errors=True)
+        shutil.rmtree(os.path.join(directory, RUN_DIR_SECRETS), ignore_errors=True)
 
 
 def _write_and_close(fd: int, data: bytes) -> None:
