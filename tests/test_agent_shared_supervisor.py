@@ -5,6 +5,7 @@ processes, real cgroups, a real user switch."""
 
 import os
 import pwd
+import select
 import signal
 import sys
 from pathlib import Path
@@ -88,6 +89,18 @@ def test_plain_tasks_run_under_one_shared_supervisor_and_their_exit_codes_arrive
     executor.launch("fw", task("fetching", "true", uris=(CommandURI("file:///no/such/file"),)), "agent-1")
     assert run_of(executor, "fetching").watch.pid != supervisor
     events_until(executor, lambda events: not executor.running())
+
+
+def test_the_shared_supervisors_connection_is_what_the_agents_loop_waits_on_for_ends(executor):
+    """The agent's loop polls this descriptor with its sockets: a task's end
+    told by the shared supervisor wakes it at once, not at its next look."""
+    assert executor.readable() is None   # nothing runs under a shared supervisor yet
+    executor.launch("fw", task("t", "true"), "agent-1")
+    told = executor.readable()
+    assert told is not None and told == executor.link.fileno()
+    wait_until(lambda: select.select([told], [], [], 0.1)[0], 20, "the shared supervisor's news")
+    events_until(executor, lambda events: "t" in exits(events))
+    assert executor.readable() is None   # its run ended: nothing to wait on
 
 
 def test_a_task_is_killed_with_its_grace_then_sigkill(executor):

@@ -567,6 +567,12 @@ class TaskExecutor:
             return False
         return True
 
+    def readable(self) -> int | None:
+        """A descriptor that becomes readable when :meth:`poll` has news
+        (the shared supervisor's connection while it runs tasks), for the
+        agent's loop to wait on with its sockets; None if there is none."""
+        return self.link.fileno() if self._shared_runs else None
+
     def next_deadline(self) -> float:
         """The earliest time :meth:`poll` has work besides looking (``math.inf`` if none)."""
         killing = [self._runs[key] for key in self._killing if key in self._runs]   # not every run: each turn asks
