@@ -13,7 +13,10 @@ Mesos's ``TaskStatusUpdateStream`` does the same.
 :class:`UpdateStreams` keeps a sender's streams by key — the agent's by
 (framework id, task id), toward the master; the executor driver's by task id,
 toward its agent — and when each head is due again: a heap, O(log n) per
-send, an entry stale once its stream was sent, acknowledged or removed since.
+send, an entry stale once its stream was sent, acknowledged or removed since;
+a head's first send, due after the back-off's first wait from a clock that
+does not go back, in a queue beside it instead (O(1): the agent's three
+updates a task are nearly all first sends, acknowledged before they are due).
 It does not know whether the receiver listens: its user sends (:meth:`add`'s
 answer, :meth:`due`, :meth:`send_head`) only while it does, and calls
 :meth:`heads` when it is registered again. docs/reliability.rst, "Retries",
@@ -83,6 +86,9 @@ class UpdateStreams(Generic[K]):
         self._keys: dict[str, K] = {}
         #: (when, n, key, stream): when a head is due again; stale unless stream.due == when
         self._resends: list[tuple[float, int, K, UpdateStream]] = []
+        #: the same for first sends, in the order they are due (each due the back-off's first wait after
+        #: it was made): a queue, cheaper than the heap
+        self._firsts: deque[tuple[float, int, K, UpdateStream]] = deque()
         self._seq = itertools.count()
         #: sends made (numbering them), the highest number acknowledged, and when an acknowledgement
         #: told with its time last came (None: none yet): a retry waits while the receiver works
@@ -172,9 +178,15 @@ class UpdateStreams(Generic[K]):
         out: list[tuple[K, TaskStatus]] = []
         resends = self._resends
         progress_at = self._progress_at
+        firsts = self._firsts
         working = progress_at is not None and now - progress_at < self._patience
-        while resends and resends[0][0] <= now:
-            when, _, key, stream = heapq.heappop(resends)
+        while True:   # the two queues merged, the one due first first
+            if firsts and firsts[0][0] <= now and (not resends or firsts[0] < resends[0]):
+                when, _, key, stream = firsts.popleft()
+            elif resends and resends[0][0] <= now:
+                when, _, key, stream = heapq.heappop(resends)
+            else:
+                break
             if self._current(when, key, stream):
                 if working and stream.sent > self._acknowledged_send:
                     # behind older sends the receiver is still acknowledging: not lost, queued
@@ -187,13 +199,20 @@ class UpdateStreams(Generic[K]):
 
     def next_due(self) -> float | None:
         """When :meth:`due` has a head to send next (None: none is waiting)."""
-        resends = self._resends
+        resends, firsts = self._resends, self._firsts
         while resends:
             when, _, key, stream = resends[0]
             if self._current(when, key, stream):
-                return when
+                break
             heapq.heappop(resends)
-        return None
+        while firsts:
+            when, _, key, stream = firsts[0]
+            if self._current(when, key, stream):
+                break
+            firsts.popleft()
+        if firsts and (not resends or firsts[0] < resends[0]):
+            return firsts[0][0]
+        return resends[0][0] if resends else None
 
     def postpone(self, key: K, until: float) -> None:
         """Send ``key``'s head next at ``until``, not earlier (the receiver
@@ -240,11 +259,18 @@ class UpdateStreams(Generic[K]):
         self._streams.clear()
         self._keys.clear()
         self._resends.clear()
+        self._firsts.clear()
         self._progress_at = None
 
     # ------------------------------------------------------------ internals
     def _send(self, key: K, stream: UpdateStream, now: float) -> TaskStatus:
-        self._schedule(key, stream, now + self.backoff.delay(stream.sends))
+        when = now + self.backoff.delay(stream.sends)
+        firsts = self._firsts
+        if stream.sends == 0 and (not firsts or when >= firsts[-1][0]):
+            stream.due = when
+            firsts.append((when, next(self._seq), key, stream))
+        else:
+            self._schedule(key, stream, when)
         stream.sends += 1
         self._sends_made += 1
         stream.sent = self._sends_made
