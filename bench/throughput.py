@@ -644,8 +644,8 @@ def control_round(procs: Processes, tasks: int, agents: int, frameworks: int, tr
     simulated agents (``tests/stress_helpers.py agents``) started for it, F
     frameworks launching ``tasks`` (in this process, or with
     ``framework_child`` in a child process of ``tree``'s code); tasks/s, the
-    CPU seconds of master, agents and framework meanwhile, and the master's
-    peak RSS."""
+    CPU seconds of master, agents and framework meanwhile, the master's
+    peak RSS and its counts of update retries (:func:`update_retries`)."""
     port, http = free_port(), free_port()
     address = f"tcp://127.0.0.1:{port}"
     master, sim = f"{prefix}master", f"{prefix}agents"
@@ -672,9 +672,28 @@ def control_round(procs: Processes, tasks: int, agents: int, frameworks: int, tr
            "agents": round(after[sim]["self"] - before[sim]["self"], 3),
            "framework": result["framework_cpu_s"]}
     master_rss = peak_rss_bytes(procs.procs[master].pid)
+    retries = update_retries(f"http://127.0.0.1:{http}")
     procs.stop(sim)
     procs.stop(master)
-    return tasks / result["seconds"], cpu, master_rss
+    return tasks / result["seconds"], cpu, master_rss, retries
+
+
+#: the master's counters of status updates that were retries (or of tasks it no longer had), /metrics
+RETRY_SAMPLES = {"settled": 'mesoslike_status_update_retries_total{outcome="settled"}',
+                 "held_back": 'mesoslike_status_update_retries_total{outcome="held_back"}',
+                 "reforwarded": 'mesoslike_status_update_retries_total{outcome="reforwarded"}',
+                 "unknown_task": 'mesoslike_status_updates_dropped_total{reason="unknown_task"}'}
+
+
+def update_retries(http: str) -> dict[str, int]:
+    """The master's counts of the agents' status update retries this round
+    (its /metrics: settled for the framework, held back, forwarded again,
+    dropped as of a task it no longer had): each is an update decoded and
+    handled, and an acknowledgement made, on top of a task's three."""
+    with urllib.request.urlopen(http + "/metrics", timeout=30) as answer:
+        lines = answer.read().decode().splitlines()
+    values = dict(line.rsplit(" ", 1) for line in lines if line and not line.startswith("#"))
+    return {name: int(float(values.get(sample, "0"))) for name, sample in RETRY_SAMPLES.items()}
 
 
 def control_framework_child(spec: str) -> None:
@@ -694,21 +713,23 @@ def control_framework_child(spec: str) -> None:
 
 
 def measure_control_plane(procs: Processes, tasks: int, agents: int, frameworks: int, rounds: int) -> dict:
-    rates, baseline, cpus = [], [], []
+    rates, baseline, cpus, retried = [], [], [], []
     frame = len(status_update_frame())
     for r in range(rounds):
         trips = zmq_round_trips(procs, 20_000, frame)
         baseline.append(trips["per_s"])
-        rate, cpu, master_rss = control_round(procs, tasks, agents, frameworks)
+        rate, cpu, master_rss, retries = control_round(procs, tasks, agents, frameworks)
         cpus.append(cpu)
         rates.append(rate)
+        retried.append(retries)
         log(f"control plane round {r + 1}: {rates[-1]:.0f} tasks/s (zmq round trips {baseline[-1]:.0f}/s), "
-            f"cpu {cpu}, master peak rss {master_rss >> 20} MiB")
+            f"cpu {cpu}, master peak rss {master_rss >> 20} MiB, update retries {retries}")
     ratios = [a / b for a, b in zip(rates, baseline)]
     return {"tasks": tasks, "simulated_agents": agents, "frameworks": frameworks, "frame_bytes": frame,
             "tasks_per_s": spread(rates), "baseline_zmq_round_trips_per_s": spread(baseline),
             "ratio_to_baseline": spread([100 * x for x in ratios]), "cpu_s_per_round": cpus,
             "cpu_us_per_task": {key: spread([1e6 * cpu[key] / tasks for cpu in cpus]) for key in cpus[0]},
+            "update_retries_per_round": retried,
             "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
 
 
@@ -723,10 +744,13 @@ def measure_control_before_after(procs: Processes, tasks: int, agents: int, fram
     compile_bytecode(list(trees.values()))
     frame = len(status_update_frame())
 
+    retried: dict[str, list[dict[str, int]]] = {"after": [], "before": []}
+
     def measure(name: str, r: int) -> tuple[float, dict, str]:
-        rate, cpu, master_rss = control_round(procs, tasks, agents, frameworks, trees[name], f"{name}-cp-",
-                                              framework_child=True)
-        return rate, cpu, f", master peak rss {master_rss >> 20} MiB"
+        rate, cpu, master_rss, retries = control_round(procs, tasks, agents, frameworks, trees[name],
+                                                       f"{name}-cp-", framework_child=True)
+        retried[name].append(retries)
+        return rate, cpu, f", master peak rss {master_rss >> 20} MiB, update retries {retries}"
 
     summary, cpus = interleaved_before_after(
         procs, tasks, rounds, measure, "control plane before/after",
@@ -735,6 +759,7 @@ def measure_control_before_after(procs: Processes, tasks: int, agents: int, fram
                                          for key in cpus[name][0]} for name in cpus}
     return {"tasks": tasks, "simulated_agents": agents, "frameworks": frameworks, "frame_bytes": frame,
             "before": {"ref": ref, "commit": commit}, **summary, "cpu_s_per_round": cpus,
+            "update_retries_per_round": retried,
             "how": "each round: raw ZeroMQ round trips of a STATUS_UPDATE-sized frame (window 100), then for each "
                    "tree (alternating which goes first) a fresh master, tests/stress_helpers.py agents and a child "
                    "process running the frameworks (run_frameworks), all of that tree's code; bytecode compiled "
