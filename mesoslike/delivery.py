@@ -25,7 +25,9 @@ lists each user's back-off.
 A sender that tells :meth:`acknowledge` the time (the agent) has a head's
 retry wait while the receiver is visibly working through what was sent
 before it: when the retry comes due, no send made after the head's last one
-has been acknowledged, and an acknowledgement came less than the back-off's
+has been acknowledged (counting only heads sent once: the acknowledgement
+of a head sent again may answer its first send, as Karn's rule for TCP has
+it), and an acknowledgement came less than the back-off's
 first wait ago. Then the head is behind others in the receiver's queue, not
 lost: a retry would only add to that queue (a burst of 20,000 launches had
 the master handle as many retries as updates). The retry goes out once the
@@ -233,7 +235,10 @@ class UpdateStreams(Generic[K]):
             return None
         if now is not None:
             self._progress_at = now
-            if stream.sent > self._acknowledged_send:
+            if stream.sends == 1 and stream.sent > self._acknowledged_send:
+                # (only a head sent once says how far the receiver got, as Karn's rule for TCP: the
+                # acknowledgement of a head sent again may answer its first send — counted, the
+                # retry's late number let every older head go at once, a retry of retries)
                 self._acknowledged_send = stream.sent
         head = stream.updates.popleft()
         del self._keys[uuid]

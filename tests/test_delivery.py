@@ -279,11 +279,13 @@ def test_a_retry_waits_while_older_sends_are_acknowledged_and_goes_once_they_sto
     # a later send acknowledged first: the one before it goes at once when due
     streams.add("e", status("e", 0))
     streams.send_head("e", 1.3)   # due again at 1.8
-    assert streams.acknowledge("d", "d-0", 1.5) == status("d", 0)   # d's retry: send 6
-    assert streams.acknowledge("e", "e-0", 2.0) == status("e", 0)   # send 7, after c's retry (send 5)
-    # c due again (its back-off's second wait): acknowledgements still come, but of sends after its own
-    assert streams.next_due() == 2.3 and streams.due(2.3) == [("c", status("c", 0))]
-    assert streams.retries_waited == 5
+    assert streams.acknowledge("d", "d-0", 1.5) == status("d", 0)   # d sent twice (sends 4 and 6): which?
+    streams.postpone("c", 1.8)
+    assert streams.due(1.8) == [] and streams.next_due() == 2.0   # so c (send 5) still waits
+    assert streams.acknowledge("e", "e-0", 2.0) == status("e", 0)   # send 7, sent once: after c's 5
+    # c due again: acknowledgements still come, but of sends after its own
+    assert streams.next_due() == 2.0 and streams.due(2.0) == [("c", status("c", 0))]
+    assert streams.retries_waited == 6
     # without times (the executor driver's), every retry goes when due, as before
     plain: UpdateStreams[str] = UpdateStreams(Backoff(0.5, 10.0, jitter=0.0))
     for task in "ab":
