@@ -79,8 +79,9 @@ def _plain_make_room(self: PreemptionPlanner, unit: Unit, missing: int, candidat
 
 def _plain_candidates(self: PreemptionPlanner, unit: Unit, order: list[Slot], first: int,
                       may_take: Callable[[Slot], bool] | None, held: Sequence[Reserved] = (),
-                      lower_only: bool = False) -> Iterator[Slot | Reserved]:
-    """PreemptionPlanner._candidates as it was: every question per candidate."""
+                      lower_only: bool = False, groups: object = None) -> Iterator[Slot | Reserved]:
+    """PreemptionPlanner._candidates as it was: every question per candidate
+    (``groups``, the groups ``may_take`` allows, is not asked)."""
     if may_take is None:
         may_take = lambda s: s.priority > unit.priority  # noqa: E731 - the lambda it replaced
     books = self.books

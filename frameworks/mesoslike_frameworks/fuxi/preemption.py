@@ -43,7 +43,7 @@ from mesoslike_frameworks.fuxi.books import (
     Reserved,
     Slot,
     Unit,
-    how_many,
+    how_many_within,
 )
 from mesoslike_frameworks.fuxi.machines import Dims, Vector
 from mesoslike_frameworks.fuxi.quota import QuotaGroup
@@ -320,10 +320,11 @@ class PreemptionPlanner:
             alike = self._alike(unit)
             if first < len(order) and own and lenders - {unit.group}:
                 searched = True
-                borrowed = self._borrowed(unit.slot)
+                borrowed, over = self._borrowed(unit.slot)
                 plan, _ = self._search(failed, alike and ("take back", *alike), unit, min(missing, own),
                                        lambda: self._candidates(
-                                           unit, order, first, lambda s: s.group != unit.group and borrowed(s)))
+                                           unit, order, first, lambda s: s.group != unit.group and borrowed(s),
+                                           groups=over - {unit.group}))
                 if plan:
                     yield Evict(unit, tuple(plan), "quota taken back by its owner")
                     lenders, reserved = self._lenders(), self._reserved_by_group()
@@ -342,21 +343,23 @@ class PreemptionPlanner:
                     # within its group's own maximum: any lower priority slot (the walk, lower_only,
                     # stops at the first slot of the unit's priority or higher: None asks nothing more)
                     may_take: Callable[[Slot], bool] | None = None
+                    groups: Collection[str] | None = None
                     room_held: Sequence[Reserved] = held
                     kind = "own"
                 else:
                     # on borrowed quota: a slot another group holds over its maximum, or one of
                     # its own group at least as big (the swap borrows nothing more) -- never room
                     # a group holds as its own
-                    borrowed = self._borrowed(unit.slot)
+                    borrowed, over = self._borrowed(unit.slot)
                     may_take = lambda s: s.priority > unit.priority and (
                         s.resources.contains(unit.slot) if s.group == unit.group else borrowed(s))
+                    groups = over | {unit.group}
                     room_held = [r for r in held if r.group == unit.group]
                     kind = "borrowed"
                 searched = True
                 plan, complete = self._search(failed, alike and (kind, *alike), unit, want,
                                               lambda: self._candidates(unit, order, first, may_take, room_held,
-                                                                       lower_only=True))
+                                                                       lower_only=True, groups=groups))
                 if complete and anyone and not unit.gang and self._unrestricted(unit):
                     # what it could not free now, no unit of lower or equal priority with a
                     # slot as big can: their victims are among its own (holds only grow)
@@ -425,14 +428,15 @@ class PreemptionPlanner:
         if group.maximum is None:
             return None
         taken = group.used + reserved[group.name] if group.name in reserved else group.used
-        return how_many(group.maximum.subtract_clamped(taken), unit.slot)
+        return how_many_within(group.maximum, taken, unit.slot)
 
-    def _borrowed(self, need: Resources) -> Callable[[Slot], bool]:
+    def _borrowed(self, need: Resources) -> tuple[Callable[[Slot], bool], set[str]]:
         """For one search: does a slot hold quota its group borrowed, in a kind
         ``need`` uses too -- is its group over its maximum in such a kind that
         the slot uses? The slots it says yes to are taken off the group's
         excess, so one search takes little more than the group borrowed.
-        O(groups x kinds), then O(kinds) a slot."""
+        O(groups x kinds), then O(kinds) a slot. With it, the groups over
+        their maximum: it says no to any slot of another group."""
         excess: dict[str, dict[str, int]] = {}
         for group in self.books.groups.values():
             if group.maximum is not None:
@@ -453,7 +457,7 @@ class PreemptionPlanner:
                 if kind in over:
                     over[kind] -= amount
             return True
-        return borrowed
+        return borrowed, set(excess)
 
     def _unrestricted(self, unit: Unit) -> bool:
         """May the unit use any machine (no locality limit, blacklist, avoided
@@ -483,14 +487,17 @@ class PreemptionPlanner:
         return sorted(held, key=lambda r: (-r.priority, r.agent_id, r.unit))
 
     def _candidates(self, unit: Unit, order: list[Slot], first: int, may_take: Callable[[Slot], bool] | None,
-                    held: Sequence[Reserved] = (), lower_only: bool = False) -> Iterator[Slot | Reserved]:
+                    held: Sequence[Reserved] = (), lower_only: bool = False,
+                    groups: Collection[str] | None = None) -> Iterator[Slot | Reserved]:
         """What ``unit`` may take, on machines it may use, lowest priority
         first: the slots of ``order`` from ``first`` that ``may_take``
         allows (None: every one), and the reservations in ``held`` of lower
         priority than the unit's (at each priority, reserved room before
         running slots). ``lower_only``: ``may_take`` allows only slots of
         lower priority than the unit's, so the walk stops at the first other
-        one."""
+        one. ``groups``: ``may_take`` allows only slots of these groups (None:
+        of any), asked first (most slots of a take-back's walk are of groups
+        within their maximum)."""
         books = self.books   # (the books' parts as locals: this loop runs once per candidate)
         units, slots, machines, in_scope, allowed = (books._units, books._slots, books._machines, books._in_scope,
                                                      books._allowed)
@@ -507,12 +514,18 @@ class PreemptionPlanner:
                         if slot.id in slots and slot.agent_id in machines:
                             yield slot
                     return
+                if groups is not None:
+                    for slot in lowest:
+                        if slot.group in groups and slot.id in slots and may_take(slot) and slot.agent_id in machines:
+                            yield slot
+                    return
                 for slot in lowest:
                     if slot.id in slots and may_take(slot) and slot.agent_id in machines:
                         yield slot
                 return
             for slot in lowest:
-                if slot.id not in slots or (may_take is not None and not may_take(slot)):
+                if slot.id not in slots or (groups is not None and slot.group not in groups) or \
+                        (may_take is not None and not may_take(slot)):
                     continue
                 machine = machines.get(slot.agent_id)
                 if machine is not None and in_scope(unit, machine) and allowed(unit, machine):
@@ -525,7 +538,8 @@ class PreemptionPlanner:
                 holder = units.get(victim.unit)
                 if holder is None or not holder.holds.get(victim.agent_id) or holder is unit:
                     continue
-            elif victim.id not in slots or (may_take is not None and not may_take(victim)):
+            elif victim.id not in slots or (groups is not None and victim.group not in groups) or \
+                    (may_take is not None and not may_take(victim)):
                 continue
             machine = machines.get(victim.agent_id)
             if machine is not None and in_scope(unit, machine) and allowed(unit, machine):
@@ -549,7 +563,7 @@ class PreemptionPlanner:
         simulation looks at some two million candidates)."""
         batch, machines = self.batch, self.books._machines
         needs = [(kind, amount) for kind, amount in unit.slot.millis().items() if amount > 0]
-        if not needs:                            # (an empty slot: how_many says 0 of it fit anywhere)
+        if not needs:                            # (an empty slot: no slot of it is counted anywhere)
             return self._make_no_room(candidates)
         kinds = [kind for kind, _ in needs]
         amounts = [amount for _, amount in needs]
