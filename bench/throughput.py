@@ -39,6 +39,10 @@
     tree's code, the other the code of the git ``REF`` (``git archive``d
     into the benchmark's directory): a change measured against the code it
     changes, under the same load. The load average of each round is kept.
+    With ``--only control``: the control-plane round of this tree and of
+    REF side by side (``control_before_after``; master, simulated agents and
+    frameworks each of their own tree), the raw ZeroMQ round trips in each
+    round.
 ``run_local`` (``--only run_local``)
     ``mesoslike run --instances N --cpus 0.1 --mem 16 -- true`` against
     ``mesoslike local --agents 4`` (master and agents in one process, as a
@@ -61,6 +65,7 @@ the issue's goals; the benchmark reports, it never fails on a figure.
     python bench/throughput.py --only isolation --out bench/results/throughput-isolation.json
     python bench/throughput.py --only run_local --rounds 5 --out bench/results/throughput-run-local.json
     python bench/throughput.py --only run_local --before main --rounds 6 --out bench/results/throughput-runlocal-ab.json
+    python bench/throughput.py --only control --before main --rounds 5 --out bench/results/throughput-control-ab.json
     python bench/throughput.py --before main --task-user root --rounds 5 --out bench/results/throughput-before-after.json
     python bench/throughput.py --only real --agent-isolation cgroups/cpu,cgroups/mem --out bench/results/throughput-shared-supervisor.json
     python bench/throughput.py --before 1f1603d --before-isolation cgroups/cpu,cgroups/mem --after-isolation cgroups/cpu,cgroups/mem
@@ -316,7 +321,7 @@ def run_frameworks(master: str, tasks: int, frameworks: int, resources: str, com
 
 
 # ------------------------------------------------------------------ baselines
-def spawn_directly(tasks: int, threads: int, root: Path, command: str = "true") -> float:
+def spawn_directly(tasks: int, threads: int, root: Path, command: str = "true", spread: bool = True) -> float:
     """Seconds to run ``tasks`` commands with ``threads`` threads, each in a
     sandbox directory of its own with stdout/stderr files (as the agent).
 
@@ -325,11 +330,23 @@ def spawn_directly(tasks: int, threads: int, root: Path, command: str = "true") 
     On ext4 without a journal (these machines) a new inode is placed after
     scanning past those freed in the last minutes, by any process: deleting
     this round's 3,000 inodes just before the next system's round made that
-    round's files and directories cost it up to several times more CPU."""
-    from mesoslike.agent.executor import SHELL
+    round's files and directories cost it up to several times more CPU.
+
+    With ``spread`` (the default) ``root`` is marked the top of directory
+    hierarchies, as the agent marks its sandbox root, and the round's
+    sandboxes go in a directory below it: ext4 gives that directory a block
+    group of its own, away from the churn of the rest of ``/tmp`` — the
+    baseline gets the placement the agent's sandboxes get, not a slower
+    one (docs/performance.rst, "The agent's launch toward half of raw
+    spawn")."""
+    from mesoslike.agent.executor import SHELL, spread_children
 
     if root.exists():
         root.rename(root.with_name(f"{root.name}-{time.monotonic_ns()}"))
+    if spread:
+        root.mkdir(parents=True)
+        spread_children(root)
+        root = root / "round"
     counter = iter(range(tasks))
     lock = threading.Lock()
 
@@ -594,31 +611,33 @@ def before_tree(procs: Processes, ref: str) -> tuple[Path, str]:
 
 def interleaved_before_after(procs: Processes, tasks: int, rounds: int,
                              measure: Callable[[str, int], tuple[float, dict, str]],
-                             what: str) -> tuple[dict, dict[str, list[dict]]]:
+                             what: str, baseline: Callable[[], float] | None = None,
+                             baseline_name: str = "spawn") -> tuple[dict, dict[str, list[dict]]]:
     """Rounds of ``measure(name, round)`` (its rate, CPU seconds by process
     and a note for the log) for ``after`` and ``before`` in turn,
     alternating which goes first, each round after the raw spawn baseline
-    of ``tasks`` commands; the rates, their ratios, the load averages and
+    of ``tasks`` commands (or ``baseline()``, a rate, named
+    ``baseline_name``); the rates, their ratios, the load averages and
     the CPU a task as the result document has them, and the CPU by round."""
     rates: dict[str, list[float]] = {"after": [], "before": []}
     cpus: dict[str, list[dict]] = {"after": [], "before": []}
-    baseline: list[float] = []
+    baselines: list[float] = []
     loads: list[list[float]] = []
     for r in range(rounds):
         loads.append([round(x, 2) for x in os.getloadavg()])
-        baseline.append(tasks / spawn_directly(tasks, 4, procs.work / "spawn"))
+        baselines.append(baseline() if baseline is not None else tasks / spawn_directly(tasks, 4, procs.work / "spawn"))
         for name in (("after", "before") if r % 2 == 0 else ("before", "after")):
             rate, cpu, note = measure(name, r)
             rates[name].append(rate)
             cpus[name].append(cpu)
-            log(f"{what} round {r + 1} {name}: {rate:.0f} tasks/s (spawning directly "
-                f"{baseline[-1]:.0f}/s, load {loads[-1]}), cpu {cpu}{note}")
+            log(f"{what} round {r + 1} {name}: {rate:.0f} tasks/s ({baseline_name.replace('_', ' ')} "
+                f"{baselines[-1]:.0f}/s, load {loads[-1]}), cpu {cpu}{note}")
     summary = {
         "after_tasks_per_s": spread(rates["after"]), "before_tasks_per_s": spread(rates["before"]),
-        "baseline_spawn_per_s": spread(baseline),
+        f"baseline_{baseline_name}_per_s": spread(baselines),
         "after_to_before_percent": spread([100 * a / b for a, b in zip(rates["after"], rates["before"])]),
-        "after_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["after"], baseline)]),
-        "before_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["before"], baseline)]),
+        "after_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["after"], baselines)]),
+        "before_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["before"], baselines)]),
         "loadavg_per_round": loads,
         "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]])
                                    for key in cpus[name][0]} for name in cpus}}
@@ -631,38 +650,132 @@ def _agent_isolation(cluster: Cluster) -> list[str]:
     return get_json(agent["http_address"] + "/state", 10)["isolation"]["isolators"]
 
 
+def control_round(procs: Processes, tasks: int, agents: int, frameworks: int, tree: Path = ROOT,
+                  prefix: str = "cp-", framework_child: bool = False) -> tuple[float, dict[str, float], int]:
+    """One control-plane round of ``tree``'s code: a master and ``agents``
+    simulated agents (``tests/stress_helpers.py agents``) started for it, F
+    frameworks launching ``tasks`` (in this process, or with
+    ``framework_child`` in a child process of ``tree``'s code); tasks/s, the
+    CPU seconds of master, agents and framework meanwhile, the master's
+    peak RSS and its counts of update retries (:func:`update_retries`)."""
+    port, http = free_port(), free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    master, sim = f"{prefix}master", f"{prefix}agents"
+    procs.mesoslike(master, "master", "--port", str(port), "--http-port", str(http), "--allocation-interval", "0.2",
+                    tree=tree)
+    wait_for(lambda: get_json(f"http://127.0.0.1:{http}/health", 2), 30, "the master")
+    procs.start(sim, [sys.executable, str(tree / "tests" / "stress_helpers.py"), "agents", "--master", address,
+                      "--count", str(agents), "--resources", "cpus:1000;mem:1000000"], cwd=tree)
+    wait_for(lambda: len(get_json(f"http://127.0.0.1:{http}/state", 5)["agents"]) == agents, 60,
+             "the simulated agents")
+    before = procs.cpu([master, sim])
+    if framework_child:
+        import json
+        child = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--control-framework-child",
+                                f"{tree},{address},{tasks},{frameworks}"], cwd=tree, env=tree_environment(tree),
+                               capture_output=True, text=True, timeout=1200)
+        if child.returncode != 0:
+            raise SystemExit(f"the control-plane framework failed: {child.stderr[-3000:]}")
+        result = json.loads(child.stdout.strip().splitlines()[-1])
+    else:
+        result = run_frameworks(address, tasks, frameworks, "cpus:0.01;mem:1")
+    after = procs.cpu([master, sim])
+    cpu = {"master": round(after[master]["self"] - before[master]["self"], 3),
+           "agents": round(after[sim]["self"] - before[sim]["self"], 3),
+           "framework": result["framework_cpu_s"]}
+    master_rss = peak_rss_bytes(procs.procs[master].pid)
+    retries = update_retries(f"http://127.0.0.1:{http}")
+    procs.stop(sim)
+    procs.stop(master)
+    return tasks / result["seconds"], cpu, master_rss, retries
+
+
+#: the master's counters of status updates that were retries (or of tasks it no longer had), /metrics
+RETRY_SAMPLES = {"settled": 'mesoslike_status_update_retries_total{outcome="settled"}',
+                 "held_back": 'mesoslike_status_update_retries_total{outcome="held_back"}',
+                 "reforwarded": 'mesoslike_status_update_retries_total{outcome="reforwarded"}',
+                 "unknown_task": 'mesoslike_status_updates_dropped_total{reason="unknown_task"}'}
+
+
+def update_retries(http: str) -> dict[str, int]:
+    """The master's counts of the agents' status update retries this round
+    (its /metrics: settled for the framework, held back, forwarded again,
+    dropped as of a task it no longer had): each is an update decoded and
+    handled, and an acknowledgement made, on top of a task's three."""
+    with urllib.request.urlopen(http + "/metrics", timeout=30) as answer:
+        lines = answer.read().decode().splitlines()
+    values = dict(line.rsplit(" ", 1) for line in lines if line and not line.startswith("#"))
+    return {name: int(float(values.get(sample, "0"))) for name, sample in RETRY_SAMPLES.items()}
+
+
+def control_framework_child(spec: str) -> None:
+    """``--control-framework-child TREE,ADDRESS,TASKS,FRAMEWORKS``: the
+    frameworks of one control-plane round on the code of ``TREE`` (its
+    ``mesoslike`` and ``mesoslike_frameworks`` first on the path); one JSON
+    line of :func:`run_frameworks`'s result."""
+    import json
+    tree, address, tasks, frameworks = spec.split(",")
+    sys.path[:0] = [tree, str(Path(tree) / "frameworks")]
+    import mesoslike
+    import mesoslike_frameworks
+    for module in (mesoslike, mesoslike_frameworks):
+        if not Path(module.__file__ or "").resolve().is_relative_to(Path(tree).resolve()):
+            raise SystemExit(f"{module.__name__} imported from {module.__file__}, not from {tree}")
+    print(json.dumps(run_frameworks(address, int(tasks), int(frameworks), "cpus:0.01;mem:1")), flush=True)
+
+
 def measure_control_plane(procs: Processes, tasks: int, agents: int, frameworks: int, rounds: int) -> dict:
-    rates, baseline, cpus = [], [], []
+    rates, baseline, cpus, retried = [], [], [], []
     frame = len(status_update_frame())
     for r in range(rounds):
         trips = zmq_round_trips(procs, 20_000, frame)
         baseline.append(trips["per_s"])
-        port, http = free_port(), free_port()
-        address = f"tcp://127.0.0.1:{port}"
-        procs.mesoslike("cp-master", "master", "--port", str(port), "--http-port", str(http),
-                        "--allocation-interval", "0.2")
-        wait_for(lambda: get_json(f"http://127.0.0.1:{http}/health", 2), 30, "the master")
-        procs.start("cp-agents", [sys.executable, str(ROOT / "tests" / "stress_helpers.py"), "agents", "--master",
-                                  address, "--count", str(agents), "--resources", "cpus:1000;mem:1000000"])
-        wait_for(lambda: len(get_json(f"http://127.0.0.1:{http}/state", 5)["agents"]) == agents, 60,
-                 "the simulated agents")
-        before = procs.cpu(["cp-master", "cp-agents"])
-        result = run_frameworks(address, tasks, frameworks, "cpus:0.01;mem:1")
-        after = procs.cpu(["cp-master", "cp-agents"])
-        cpu = {"master": round(after["cp-master"]["self"] - before["cp-master"]["self"], 3),
-               "agents": round(after["cp-agents"]["self"] - before["cp-agents"]["self"], 3),
-               "framework": result["framework_cpu_s"]}
+        rate, cpu, master_rss, retries = control_round(procs, tasks, agents, frameworks)
         cpus.append(cpu)
-        rates.append(tasks / result["seconds"])
-        master_rss = peak_rss_bytes(procs.procs["cp-master"].pid)
-        procs.stop("cp-agents")
-        procs.stop("cp-master")
+        rates.append(rate)
+        retried.append(retries)
         log(f"control plane round {r + 1}: {rates[-1]:.0f} tasks/s (zmq round trips {baseline[-1]:.0f}/s), "
-            f"cpu {cpu}, master peak rss {master_rss >> 20} MiB, failed {result['failed']}")
+            f"cpu {cpu}, master peak rss {master_rss >> 20} MiB, update retries {retries}")
     ratios = [a / b for a, b in zip(rates, baseline)]
     return {"tasks": tasks, "simulated_agents": agents, "frameworks": frameworks, "frame_bytes": frame,
             "tasks_per_s": spread(rates), "baseline_zmq_round_trips_per_s": spread(baseline),
-            "ratio_to_baseline": spread([100 * x for x in ratios]), "cpu_s_per_round": cpus}
+            "ratio_to_baseline": spread([100 * x for x in ratios]), "cpu_s_per_round": cpus,
+            "cpu_us_per_task": {key: spread([1e6 * cpu[key] / tasks for cpu in cpus]) for key in cpus[0]},
+            "update_retries_per_round": retried,
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
+
+
+def measure_control_before_after(procs: Processes, tasks: int, agents: int, frameworks: int, rounds: int,
+                                 ref: str) -> dict:
+    """The control-plane round for this tree's code and for the code of
+    git ``ref`` side by side: master, simulated agents and frameworks
+    (each in a process of its own, of its tree) of each tree in turn, after
+    the round's raw ZeroMQ round trips, alternating which goes first."""
+    tree, commit = before_tree(procs, ref)
+    trees = {"after": ROOT, "before": tree}
+    compile_bytecode(list(trees.values()))
+    frame = len(status_update_frame())
+
+    retried: dict[str, list[dict[str, int]]] = {"after": [], "before": []}
+
+    def measure(name: str, r: int) -> tuple[float, dict, str]:
+        rate, cpu, master_rss, retries = control_round(procs, tasks, agents, frameworks, trees[name],
+                                                       f"{name}-cp-", framework_child=True)
+        retried[name].append(retries)
+        return rate, cpu, f", master peak rss {master_rss >> 20} MiB, update retries {retries}"
+
+    summary, cpus = interleaved_before_after(
+        procs, tasks, rounds, measure, "control plane before/after",
+        baseline=lambda: zmq_round_trips(procs, 20_000, frame)["per_s"], baseline_name="zmq_round_trips")
+    summary["cpu_us_per_task"] = {name: {key: spread([1e6 * cpu[key] / tasks for cpu in cpus[name]])
+                                         for key in cpus[name][0]} for name in cpus}
+    return {"tasks": tasks, "simulated_agents": agents, "frameworks": frameworks, "frame_bytes": frame,
+            "before": {"ref": ref, "commit": commit}, **summary, "cpu_s_per_round": cpus,
+            "update_retries_per_round": retried,
+            "how": "each round: raw ZeroMQ round trips of a STATUS_UPDATE-sized frame (window 100), then for each "
+                   "tree (alternating which goes first) a fresh master, tests/stress_helpers.py agents and a child "
+                   "process running the frameworks (run_frameworks), all of that tree's code; bytecode compiled "
+                   "first in both trees"}
 
 
 #: MB per Fuxi worker slot: a worker is a Python process, and the agents enforce memory limits
@@ -964,6 +1077,10 @@ def targets(doc: dict) -> list[dict]:
         target("control plane >= 5,000 tasks/s through one master", control["tasks_per_s"]["median"], 5000,
                "tasks/s")
         target("control plane >= 20% of raw zmq round trips", control["ratio_to_baseline"]["median"], 20, "%")
+    control_ab = doc.get("control_before_after")
+    if control_ab:
+        target("control plane >= 20% of raw zmq round trips (this tree, beside the ref)",
+               control_ab["after_to_baseline_percent"]["median"], 20, "%")
     if fuxi and real:
         target("fuxi >= 90% of the real-agents rate",
                round(100 * fuxi["instances_per_s"]["median"] / real["tasks_per_s"]["median"], 1), 90, "%")
@@ -1005,7 +1122,9 @@ def main() -> None:
                         help="before_after: the real-agents rounds also on a cluster running the code of git REF "
                              "(e.g. main; or a directory holding a source tree), interleaved with this tree's "
                              "(implies --only before_after unless --only is given); with --only run_local: a "
-                             "`mesoslike local` and `run` of REF beside this tree's, rounds interleaved")
+                             "`mesoslike local` and `run` of REF beside this tree's, rounds interleaved; with --only "
+                             "control: the control-plane round of REF (master, simulated agents, frameworks) beside "
+                             "this tree's")
     parser.add_argument("--after-isolation", default="", metavar="ISOLATORS",
                         help="before_after: this tree's agents' --isolation (e.g. what REF's agents had; default "
                              "theirs)")
@@ -1023,7 +1142,10 @@ def main() -> None:
     parser.add_argument("--big-master-child", help=argparse.SUPPRESS)
     parser.add_argument("--run-local-child", help=argparse.SUPPRESS)
     parser.add_argument("--run-local-hold", help=argparse.SUPPRESS)
+    parser.add_argument("--control-framework-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.control_framework_child:
+        return control_framework_child(args.control_framework_child)
     if args.zmq_echo:
         return zmq_echo(args.zmq_echo)
     if args.run_local_hold:
@@ -1042,19 +1164,25 @@ def main() -> None:
     only = set((args.only or ("before_after" if args.before else "real,control,fuxi,batching,big")).split(","))
     if "before_after" in only and not args.before:
         parser.error("before_after needs --before REF")
-    if args.before and "run_local" in only:
-        only.discard("before_after")   # --before goes to the run_local measurement
+    if args.before and only & {"run_local", "control"}:
+        only.discard("before_after")   # --before goes to the run_local or control measurement
     started = time.perf_counter()
     load_start = os.getloadavg()
     head, _ = benchlib.git_state(MEASURED)
     doc: dict = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
                  "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                  "machine": benchlib.machine_info(),
-                 "code": {"git_head": head, "blob_ids": benchlib.blob_ids(MEASURED)}}
+                 "code": {"git_head": head, "blob_ids": benchlib.blob_ids(MEASURED)},
+                 # spawn_directly's sandboxes placed as the agent's are (the top of directory hierarchies)
+                 "baseline_spawn_spread": True}
     work = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
     procs = Processes(work)
     try:
-        if "control" in only:
+        if "control" in only and args.before:
+            doc["control_before_after"] = measure_control_before_after(procs, args.control_tasks, args.sim_agents,
+                                                                       args.frameworks, args.rounds, args.before)
+            log(f"control plane before/after: {doc['control_before_after']['after_to_before_percent']} %")
+        elif "control" in only:
             doc["control_plane"] = measure_control_plane(procs, args.control_tasks, args.sim_agents, args.frameworks,
                                                          args.rounds)
         if "before_after" in only:

@@ -13,11 +13,26 @@ Mesos's ``TaskStatusUpdateStream`` does the same.
 :class:`UpdateStreams` keeps a sender's streams by key — the agent's by
 (framework id, task id), toward the master; the executor driver's by task id,
 toward its agent — and when each head is due again: a heap, O(log n) per
-send, an entry stale once its stream was sent, acknowledged or removed since.
+send, an entry stale once its stream was sent, acknowledged or removed since;
+a head's first send, due after the back-off's first wait from a clock that
+does not go back, in a queue beside it instead (O(1): the agent's three
+updates a task are nearly all first sends, acknowledged before they are due).
 It does not know whether the receiver listens: its user sends (:meth:`add`'s
 answer, :meth:`due`, :meth:`send_head`) only while it does, and calls
 :meth:`heads` when it is registered again. docs/reliability.rst, "Retries",
 lists each user's back-off.
+
+A sender that tells :meth:`acknowledge` the time (the agent) has a head's
+retry wait while the receiver is visibly working through what was sent
+before it: when the retry comes due, no send made after the head's last one
+has been acknowledged (counting only heads sent once: the acknowledgement
+of a head sent again may answer its first send, as Karn's rule for TCP has
+it), and an acknowledgement came less than the back-off's
+first wait ago. Then the head is behind others in the receiver's queue, not
+lost: a retry would only add to that queue (a burst of 20,000 launches had
+the master handle as many retries as updates). The retry goes out once the
+acknowledgements stop for that long, or once a later send is acknowledged
+first — the wait is bounded by the acknowledgements of the sends before it.
 """
 
 from __future__ import annotations
@@ -40,14 +55,16 @@ class UpdateStream:
     """One task's unacknowledged updates, oldest (the one in flight) first.
     ``due`` is when the head goes out again (None: not sent since it became
     the head, or waiting for a receiver); ``sends`` counts its sends since the
-    last acknowledgement or reset, the attempt its back-off is at."""
+    last acknowledgement or reset, the attempt its back-off is at; ``sent``
+    numbers the head's last send among all the streams' sends (0: none)."""
 
-    __slots__ = ("updates", "due", "sends")
+    __slots__ = ("updates", "due", "sends", "sent")
 
     def __init__(self) -> None:
         self.updates: deque[TaskStatus] = deque()
         self.due: float | None = None
         self.sends = 0
+        self.sent = 0
 
     @property
     def head(self) -> TaskStatus | None:
@@ -71,7 +88,20 @@ class UpdateStreams(Generic[K]):
         self._keys: dict[str, K] = {}
         #: (when, n, key, stream): when a head is due again; stale unless stream.due == when
         self._resends: list[tuple[float, int, K, UpdateStream]] = []
+        #: the same for first sends, in the order they are due (each due the back-off's first wait after
+        #: it was made): a queue, cheaper than the heap
+        self._firsts: deque[tuple[float, int, K, UpdateStream]] = deque()
         self._seq = itertools.count()
+        #: sends made (numbering them), the highest number acknowledged, and when an acknowledgement
+        #: told with its time last came (None: none yet): a retry waits while the receiver works
+        #: through older sends (the module doc)
+        self._sends_made = 0
+        self._acknowledged_send = 0
+        self._progress_at: float | None = None
+        #: how long without an acknowledgement makes a due retry go out all the same
+        self._patience = backoff.delay(0)
+        #: retries that waited for the receiver's progress (each time one did)
+        self.retries_waited = 0
 
     # ------------------------------------------------------------- reading
     @property
@@ -149,21 +179,42 @@ class UpdateStreams(Generic[K]):
         """The heads whose time has come (oldest due first), to send again now."""
         out: list[tuple[K, TaskStatus]] = []
         resends = self._resends
-        while resends and resends[0][0] <= now:
-            when, _, key, stream = heapq.heappop(resends)
+        progress_at = self._progress_at
+        firsts = self._firsts
+        working = progress_at is not None and now - progress_at < self._patience
+        while True:   # the two queues merged, the one due first first
+            if firsts and firsts[0][0] <= now and (not resends or firsts[0] < resends[0]):
+                when, _, key, stream = firsts.popleft()
+            elif resends and resends[0][0] <= now:
+                when, _, key, stream = heapq.heappop(resends)
+            else:
+                break
             if self._current(when, key, stream):
+                if working and stream.sent > self._acknowledged_send:
+                    # behind older sends the receiver is still acknowledging: not lost, queued
+                    assert progress_at is not None
+                    self.retries_waited += 1
+                    self._schedule(key, stream, progress_at + self._patience)
+                    continue
                 out.append((key, self._send(key, stream, now)))
         return out
 
     def next_due(self) -> float | None:
         """When :meth:`due` has a head to send next (None: none is waiting)."""
-        resends = self._resends
+        resends, firsts = self._resends, self._firsts
         while resends:
             when, _, key, stream = resends[0]
             if self._current(when, key, stream):
-                return when
+                break
             heapq.heappop(resends)
-        return None
+        while firsts:
+            when, _, key, stream = firsts[0]
+            if self._current(when, key, stream):
+                break
+            firsts.popleft()
+        if firsts and (not resends or firsts[0] < resends[0]):
+            return firsts[0][0]
+        return resends[0][0] if resends else None
 
     def postpone(self, key: K, until: float) -> None:
         """Send ``key``'s head next at ``until``, not earlier (the receiver
@@ -172,17 +223,26 @@ class UpdateStreams(Generic[K]):
         if stream is not None:
             self._schedule(key, stream, until)
 
-    def acknowledge(self, key: K, uuid: str) -> TaskStatus | None:
+    def acknowledge(self, key: K, uuid: str, now: float | None = None) -> TaskStatus | None:
         """The receiver has ``key``'s head if ``uuid`` names it: it is removed
         and returned, and the next update (if any) becomes the head, with its
         back-off from the start; send it if the receiver listens. Any other
-        uuid: None, nothing changes."""
+        uuid: None, nothing changes. ``now`` (when it came) lets the heads
+        sent after this one wait for their retries while such
+        acknowledgements keep coming (the module doc)."""
         stream = self._streams.get(key)
         if stream is None or stream.updates[0].uuid != uuid:
             return None
+        if now is not None:
+            self._progress_at = now
+            if stream.sends == 1 and stream.sent > self._acknowledged_send:
+                # (only a head sent once says how far the receiver got, as Karn's rule for TCP: the
+                # acknowledgement of a head sent again may answer its first send — counted, the
+                # retry's late number let every older head go at once, a retry of retries)
+                self._acknowledged_send = stream.sent
         head = stream.updates.popleft()
         del self._keys[uuid]
-        stream.due, stream.sends = None, 0
+        stream.due, stream.sends, stream.sent = None, 0, 0
         if not stream.updates:
             del self._streams[key]
         return head
@@ -204,11 +264,21 @@ class UpdateStreams(Generic[K]):
         self._streams.clear()
         self._keys.clear()
         self._resends.clear()
+        self._firsts.clear()
+        self._progress_at = None
 
     # ------------------------------------------------------------ internals
     def _send(self, key: K, stream: UpdateStream, now: float) -> TaskStatus:
-        self._schedule(key, stream, now + self.backoff.delay(stream.sends))
+        when = now + self.backoff.delay(stream.sends)
+        firsts = self._firsts
+        if stream.sends == 0 and (not firsts or when >= firsts[-1][0]):
+            stream.due = when
+            firsts.append((when, next(self._seq), key, stream))
+        else:
+            self._schedule(key, stream, when)
         stream.sends += 1
+        self._sends_made += 1
+        stream.sent = self._sends_made
         return stream.updates[0]
 
     def _schedule(self, key: K, stream: UpdateStream, when: float) -> None:

@@ -57,7 +57,7 @@ from mesoslike.secret_files import check_secret_file_mode
 
 # the public API a framework may use (pinned by tests/test_layering.py); an
 # endpoint's ``stats`` (a DeliveryStats) and ``queued`` come with Server and Client
-__all__ = ["Server", "Client", "Waker", "Poller", "poll", "idle", "parse_tcp_address", "allow_sockets",
+__all__ = ["Server", "Client", "Waker", "Readable", "Poller", "poll", "idle", "parse_tcp_address", "allow_sockets",
            "MessageCodec", "Received", "DEFAULT_LISTEN_BACKLOG", "CurveKeys", "Authenticator",
            "new_certificate", "load_certificate", "load_public_key", "check_secret_file_mode"]
 
@@ -1102,8 +1102,23 @@ class Waker:
                 pass
 
 
+class Readable:
+    """A file descriptor a poll also wakes for when it has data (a pipe or
+    a Unix socket the caller reads itself, e.g. the agent's connection to
+    its shared supervisor). Unlike a :class:`Waker` the poll neither reads
+    nor clears it: the caller reads what it holds."""
+
+    __slots__ = ("_fd",)
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+
 #: what a poll waits on
-Pollable = Union[_Endpoint, Waker]
+Pollable = Union[_Endpoint, Waker, Readable]
 
 
 class Poller:
@@ -1124,7 +1139,7 @@ class Poller:
 
     @staticmethod
     def _item_keys(item: Pollable) -> list[tuple[object, bool]]:
-        if isinstance(item, Waker):
+        if isinstance(item, (Waker, Readable)):
             return [(item.fileno(), False)]
         if isinstance(item, Client):
             return [(item._socket, False), (item._monitor, True)]

@@ -333,6 +333,19 @@ def test_uuids_come_from_the_injected_random_generator():
     assert launch(first, "t1") == launch(second, "t1")
 
 
+def test_update_uuids_are_the_random_version_4_uuids_of_the_generators_draws():
+    import uuid
+
+    from mesoslike.agent.core import random_uuid4
+
+    for seed in range(200):
+        ours, reference = random.Random(seed), random.Random(seed)
+        for _ in range(5):
+            made = random_uuid4(ours)
+            assert made == str(uuid.UUID(int=reference.getrandbits(128), version=4))
+            assert uuid.UUID(made).version == 4 and uuid.UUID(made).variant == uuid.RFC_4122
+
+
 def test_the_head_update_is_resent_with_backoff_until_acknowledged():
     core, clock = make()
     register(core, ping_interval=100.0)

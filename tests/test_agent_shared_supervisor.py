@@ -5,6 +5,7 @@ processes, real cgroups, a real user switch."""
 
 import os
 import pwd
+import select
 import signal
 import sys
 from pathlib import Path
@@ -88,6 +89,18 @@ def test_plain_tasks_run_under_one_shared_supervisor_and_their_exit_codes_arrive
     executor.launch("fw", task("fetching", "true", uris=(CommandURI("file:///no/such/file"),)), "agent-1")
     assert run_of(executor, "fetching").watch.pid != supervisor
     events_until(executor, lambda events: not executor.running())
+
+
+def test_the_shared_supervisors_connection_is_what_the_agents_loop_waits_on_for_ends(executor):
+    """The agent's loop polls this descriptor with its sockets: a task's end
+    told by the shared supervisor wakes it at once, not at its next look."""
+    assert executor.readable() is None   # nothing runs under a shared supervisor yet
+    executor.launch("fw", task("t", "true"), "agent-1")
+    told = executor.readable()
+    assert told is not None and told == executor.link.fileno()
+    wait_until(lambda: select.select([told], [], [], 0.1)[0], 20, "the shared supervisor's news")
+    events_until(executor, lambda events: "t" in exits(events))
+    assert executor.readable() is None   # its run ended: nothing to wait on
 
 
 def test_a_task_is_killed_with_its_grace_then_sigkill(executor):
@@ -563,3 +576,78 @@ def test_the_init_helper_refuses_a_bad_spec_saying_why(tmp_path, spec, why):
     os.close(write_end)
     said = os.read(read_end, 65536).decode()
     assert done.returncode == 127 and said.startswith("F ") and why in said, (done.returncode, said)
+
+
+def test_the_init_spec_is_its_fields_each_ended_by_nul_and_a_nul_inside_one_is_refused():
+    """The spec is encoded as one string (os.fsencode once, not a call a field): byte for byte what
+    encoding each field did, names undecodable as UTF-8 (surrogate escapes) kept, a NUL in any field
+    refused."""
+    from mesoslike.agent import nsinit
+
+    odd = os.fsdecode(b"/srv/caf\xe9")   # a path's bytes that are no UTF-8
+    fields = dict(namespaces=["pid", "mount"], hostname="h", tmp="/s/tmp", keep=[("/w", "/s/tmp/w")],
+                  volumes=[], user=(1000, 1000, [1000, 27]), cwd=odd, env={"A": "b c", "É": "ü"},
+                  argv=["sh", "-c", "echo é"], cgroups=["/sys/fs/cgroup/memory/x"])
+    expected = [b"ns", b"pid", b"ns", b"mount", b"hostname", b"h", b"tmp", b"/s/tmp", b"keep", b"/w",
+                b"/s/tmp/w", b"user", b"1000", b"1000", b"1000,27", b"cwd", b"/srv/caf\xe9", b"cgroup",
+                b"/sys/fs/cgroup/memory/x", b"env", b"A=b c", b"env", "É=ü".encode(), b"arg", b"sh", b"arg", b"-c",
+                b"arg", "echo é".encode(), b"end"]
+    assert nsinit.encode_spec(**fields) == b"".join(field + b"\0" for field in expected)
+    for where in ({"cwd": "/a\0b"}, {"env": {"A": "x\0y"}}, {"argv": ["sh", "\0"]}, {"hostname": "h\0"}):
+        with pytest.raises(ValueError, match="NUL"):
+            nsinit.encode_spec(**{**fields, **where})
+
+
+def test_the_sandbox_root_spreads_its_framework_directories_over_the_file_system(tmp_path):
+    """The agent marks its sandbox root as the top of directory hierarchies (ext4's ``chattr +T``): the
+    framework directories made in it are placed as ext4 places those made in ``/``, in block groups of
+    their own, away from the groups of other processes' recently deleted inodes (each of which a new
+    inode in that group costs a scan past)."""
+    import array
+    import fcntl
+
+    from mesoslike.agent.executor import spread_children
+
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    if not spread_children(probe):
+        unavailable(f"the file system of {tmp_path} has no 'top of directory hierarchies' flag (not ext2/3/4)")
+    executor = TaskExecutor(tmp_path / "agent")
+    executor.prepare_directories()
+    for directory in (executor.sandbox_root, executor.work_dir / "meta" / "tasks"):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            flags = array.array("l", [0])
+            fcntl.ioctl(fd, 0x80086601, flags, True)   # FS_IOC_GETFLAGS
+        finally:
+            os.close(fd)
+        assert flags[0] & 0x00020000, directory   # FS_TOPDIR_FL
+    assert spread_children(executor.sandbox_root)   # marked already: nothing to change, still true
+    executor.prepare_directories()   # an agent started again on its work directory
+
+
+def test_launch_json_says_whether_there_are_secrets_and_a_supervisor_still_looks_without_the_word(executor, tmp_path):
+    """``launch.json``'s ``secrets`` spares a supervisor the look for ``secrets.json`` a task; one written
+    by an agent of before the key (none) is looked for as before."""
+    from mesoslike.agent import supervisor as sup
+
+    executor.launch("fw", task("plain", "true"), "agent-1")
+    launch = read_json(str(run_of(executor, "plain").run_dir / "launch.json"))
+    assert launch["secrets"] is False   # type: ignore[index]
+    events_until(executor, lambda events: "plain" in exits(events))
+
+    run_dir = tmp_path / "old-run"
+    run_dir.mkdir()
+    looked: list[str] = []
+    real_exists = os.path.exists
+    for told, expected in ((None, ["secrets.json"]), (False, []), (True, [])):
+        supervisor = sup.Supervisor.__new__(sup.Supervisor)
+        supervisor.run_dir = str(run_dir)
+        supervisor.launch = {"user": "", "env": {}, "image": None, **({} if told is None else {"secrets": told})}
+        looked.clear()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(sup.os.path, "exists", lambda path: looked.append(os.path.basename(path)) or real_exists(path))
+            patch.setattr(sup, "load_sibling", lambda name: type("NoSecrets", (), {
+                "take_secrets": staticmethod(lambda run_dir: ({}, []))}))
+            supervisor.prepare()
+        assert looked == expected, told

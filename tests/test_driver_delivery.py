@@ -125,6 +125,23 @@ def test_delivered_updates_states():
     book._check()
 
 
+def test_delivered_updates_forget_the_oldest_first_at_capacity():
+    """Past its capacity the book forgets its oldest uuid, one for each new
+    one, however long it has been full (in O(1): an OrderedDict, where a
+    dict's ``next(iter(d))`` walked every slot deleted since its last
+    resize — bench/throughput.py's framework at 150,000 tasks spent 190 µs
+    of CPU a task, 45 at 20,000)."""
+    book = DeliveredUpdates(capacity=1000)
+    for n in range(5_000):
+        book.add(f"u{n}")
+        if n % 2:
+            book.acknowledged(f"u{n}", 1)
+    held = [f"u{n}" for n in range(4_000, 5_000)]
+    assert [book.state(u) for u in held] == [DeliveredUpdates.PENDING, DeliveredUpdates.ACKNOWLEDGED] * 500
+    assert book.state("u3999") is None and len(book) == 1000
+    book._check()
+
+
 def test_the_runtime_contract_is_unchanged_for_other_callbacks():
     core, _ = make_core()
     core.start()

@@ -483,6 +483,15 @@ class WaitingQueueMachine(RuleBasedStateMachine):
         assert list(self.q) == sorted(self.model, key=self.order_key)
         for unit_id, (priority, slot, submitted, granted) in self.model.items():
             assert self.q.info(unit_id) == WaitingUnit(unit_id, priority, slot, submitted, granted)
+        # least(): the floor passive scheduling asks first -- the kind-by-kind minimum of the waiting slots
+        least = self.q.least()
+        if not self.model:
+            assert least is None
+        else:
+            slots = [slot.millis() for _, slot, _, _ in self.model.values()]
+            kinds = set().union(*slots)
+            floor = {kind: min(s.get(kind, 0) for s in slots) for kind in kinds}
+            assert least == {kind: amount for kind, amount in floor.items() if amount > 0}
 
 
 TestWaitingQueueMachine = WaitingQueueMachine.TestCase

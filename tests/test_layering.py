@@ -251,7 +251,7 @@ PUBLIC_API = {
         "ZooKeeperRecordStore", "__version__", "make_locator",
         "resolve_leader"],
     "mesoslike.transport": [
-        "Authenticator", "Client", "CurveKeys", "DEFAULT_LISTEN_BACKLOG", "MessageCodec", "Poller", "Received",
+        "Authenticator", "Client", "CurveKeys", "DEFAULT_LISTEN_BACKLOG", "MessageCodec", "Poller", "Readable", "Received",
         "Server", "Waker", "allow_sockets", "check_secret_file_mode", "idle", "load_certificate", "load_public_key",
         "new_certificate", "parse_tcp_address", "poll"],
     # the master's leadership table, for frameworks that elect a leader (the service scheduler's --zk)

@@ -24,7 +24,6 @@ import logging
 import math
 import random
 import signal as signal_module
-import uuid
 from typing import Any, Callable
 
 import attrs
@@ -171,6 +170,19 @@ class _Task:
 
 
 # =================================================================== core
+#: the bits of a random (version 4, RFC 4122 variant) UUID that are not random, cleared and set
+_UUID4_CLEAR = ~((0xc000 << 48) | (0xf000 << 64))
+_UUID4_SET = (0x8000 << 48) | (4 << 76)
+
+
+def random_uuid4(rng: random.Random) -> str:
+    """``str(uuid.UUID(int=rng.getrandbits(128), version=4))`` — the same
+    string from the same draw — without the UUID object (a third of the
+    cost of each status update the agent makes)."""
+    h = "%032x" % ((rng.getrandbits(128) & _UUID4_CLEAR) | _UUID4_SET)
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 class AgentCore:
     """The agent state machine: events in, :data:`Command` lists out.
 
@@ -1274,7 +1286,7 @@ class AgentCore:
             container_status=container)
 
     def _new_uuid(self) -> str:
-        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+        return random_uuid4(self._rng)
 
     def _update(self, task: _Task, state: str, message: str, reason: str = "",
                 exit_code: int | None = None, source: str = SOURCE_AGENT, data: bytes = b"") -> list[Command]:
@@ -1305,7 +1317,7 @@ class AgentCore:
 
     def _status_update_ack(self, msg: m.StatusUpdateAck) -> list[Command]:
         key = (msg.framework_id, msg.task_id)
-        acked = self._streams.acknowledge(key, msg.uuid)
+        acked = self._streams.acknowledge(key, msg.uuid, self.clock.now())
         if acked is None:
             log.debug("ignoring acknowledgement %s of %s/%s: not the update in flight", msg.uuid, *key)
             return []

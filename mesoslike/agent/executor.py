@@ -49,7 +49,9 @@ removes once read.
 
 from __future__ import annotations
 
+import array
 import errno
+import fcntl
 import hashlib
 import json
 import logging
@@ -486,6 +488,7 @@ class TaskExecutor:
         self.container_prefix = container_prefix or agent_key(self.work_dir.name, self.work_dir)
         self.switch_user = switch_user
         self.fetcher = fetcher or FetcherSettings()
+        self._fetcher_cache_dir = str(self.work_dir / FETCHER_CACHE_DIR)
         self._runs: dict[tuple[str, str], _Run] = {}
         self._pid_file_written = False
         self._pool_swept = False   # the isolator's sweep of an earlier process's pooled cgroups is done
@@ -564,6 +567,12 @@ class TaskExecutor:
             return False
         return True
 
+    def readable(self) -> int | None:
+        """A descriptor that becomes readable when :meth:`poll` has news
+        (the shared supervisor's connection while it runs tasks), for the
+        agent's loop to wait on with its sockets; None if there is none."""
+        return self.link.fileno() if self._shared_runs else None
+
     def next_deadline(self) -> float:
         """The earliest time :meth:`poll` has work besides looking (``math.inf`` if none)."""
         killing = [self._runs[key] for key in self._killing if key in self._runs]   # not every run: each turn asks
@@ -589,18 +598,27 @@ class TaskExecutor:
         """``meta`` (checkpoints and launch files, with the tasks'
         environments) the agent's only (``0700``); with ``switch_user`` the
         work directory and the sandbox root traversable by the tasks' users
-        (``0711``, not listable)."""
+        (``0711``, not listable). The sandbox root and ``meta/tasks`` are
+        marked as tops of directory hierarchies (:func:`spread_children`)."""
         meta = self.work_dir / "meta"
         meta.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(meta, 0o700)                  # first: only then may the work dir open up
-        if not self.switch_user:
-            return
-        os.chmod(self.work_dir, 0o711)
+        # the framework directories of the sandboxes and of the run directories each in a block group of its
+        # own (spread_children): not in the group of whatever else churns files near the work directory
+        tasks = meta / "tasks"
+        tasks.mkdir(exist_ok=True)
+        spread_children(tasks)
+        if self.switch_user:
+            os.chmod(self.work_dir, 0o711)
         try:
-            self.sandbox_root.mkdir(mode=0o711, exist_ok=True)
-            os.chmod(self.sandbox_root, 0o711)
+            if self.switch_user:
+                self.sandbox_root.mkdir(mode=0o711, exist_ok=True)
+                os.chmod(self.sandbox_root, 0o711)
+            else:
+                self.sandbox_root.mkdir(exist_ok=True)
         except OSError as exc:  # each launch will fail saying why
             log.warning("cannot prepare the sandbox directory %s: %s", self.sandbox_root, exc)
+        spread_children(self.sandbox_root)
 
     def unreachable_ancestors(self) -> list[Path]:
         """Directories above the work dir that other users cannot traverse:
@@ -639,6 +657,7 @@ class TaskExecutor:
         unsubmitted: list[tuple[int, _Prepared]] = []
         shared: list[tuple[int, _Prepared]] = []
         keys: set[tuple[str, str]] = set()
+        linked: bool | None = None   # the shared supervisor looked for (and checked alive) once a batch
         try:
             for index, launch in enumerate(launches):
                 try:
@@ -647,7 +666,9 @@ class TaskExecutor:
                     problems[index] = exc
                     continue
                 keys.add(prepared.key)
-                if prepared.shared and self.link.ensure():
+                if prepared.shared and linked is None:
+                    linked = self.link.ensure()
+                if prepared.shared and linked:
                     self.link.send("L", _run_name(prepared.run_dir))
                     shared.append((index, prepared))
                     continue
@@ -731,8 +752,10 @@ class TaskExecutor:
                 self._pool_swept = True
                 self.isolator.sweep(self.container_prefix, {directory for run in self._runs.values()
                                                             for directory in run.container.directories})
-            container = self.isolator.create(self._container_name(framework_id, task.task_id), task.resources,
-                                             pooled=True)
+            # a pooled container is named for no task: its name's hash and random part not made for nothing
+            name = f"{self.container_prefix}.pooled" if self.isolator.pool_size > 0 \
+                else self._container_name(framework_id, task.task_id)
+            container = self.isolator.create(name, task.resources, pooled=True)
             if spec.get("image"):
                 spec["image"]["cgroups_path"] = self.isolator.runc_cgroups_path(container) or \
                     f"mesoslike-containers/{spec['image']['id']}"
@@ -953,10 +976,11 @@ class TaskExecutor:
         # The run files are not fsynced (issue 14: two fsyncs a launch on the agent's loop): a machine
         # crash ends the supervisor that would read them too, and a killed agent loses no written byte.
         # (exit.json's placeholder is in place already: _blank_run_files wrote it)
+        cwd = str(sandbox)   # joined as strings: a Path's "/" parses anew (pathlib was a tenth of a launch)
         launch = {"framework_id": framework_id, "task_id": task.task_id, "command": task.command,
                   "argv": [] if task.shell else _exec_argv(task),
-                  "cwd": str(sandbox), "env": self._task_environment(framework_id, task, agent_id, sandbox),
-                  "stdout": str(sandbox / "stdout"), "stderr": str(sandbox / "stderr"),
+                  "cwd": cwd, "env": self._task_environment(framework_id, task, agent_id, sandbox),
+                  "stdout": os.path.join(cwd, "stdout"), "stderr": os.path.join(cwd, "stderr"),
                   "grace_period": task.kill_grace_period, "recovery_timeout": self.recovery_timeout,
                   "agent_pid_file": str(self.agent_pid_file), "container": container.to_json(),
                   "user": task.user if self.switch_user else "",
@@ -964,8 +988,10 @@ class TaskExecutor:
                   # where its secret files go (never what they hold): the supervisor removes them at the end,
                   # /files serves none of them
                   "secret_files": [path for path, _, _ in secrets.files],
+                  # whether there is a secrets.json to take (a supervisor of before this key looks for it)
+                  "secrets": bool(secrets),
                   "uris": [attrs.asdict(uri) for uri in task.uris],
-                  "fetcher": {"cache_dir": str(self.work_dir / FETCHER_CACHE_DIR),
+                  "fetcher": {"cache_dir": self._fetcher_cache_dir,
                               "cache_size": self.fetcher.cache_size, "timeout": self.fetcher.timeout,
                               "max_size": self.fetcher.max_size},
                   **spec, **self.isolator.launch_spec(container)}
@@ -973,7 +999,8 @@ class TaskExecutor:
             write_secrets_file(run_dir, secrets)
         # whole before the supervisor is started (it reads it then); one cut short by the agent's death
         # never had a supervisor, and recovery reads it as no container
-        _write_new_file(run_dir / sup.LAUNCH_FILE, json.dumps(launch).encode())   # unsorted: a third less work
+        _write_new_file(os.path.join(run_dir, sup.LAUNCH_FILE), json.dumps(launch).encode())   # unsorted: a third
+        # less work
 
     def _make_sandbox(self, framework_id: str, task_id: str) -> Path:
         sandbox = sandbox_path(self.work_dir, framework_id, task_id)
@@ -1323,7 +1350,7 @@ class TaskExecutor:
         else:
             self.run_dir_remover.discard(run_dir)   # off the agent's loop (gc.RunDirRemover)
         try:
-            run_dir.parent.rmdir()
+            os.rmdir(os.path.dirname(run_dir))   # the framework's, once its last run is gone (no Path parsed)
         except OSError:
             pass
 
@@ -1397,6 +1424,43 @@ class TaskExecutor:
         return path
 
 
+#: ``FS_IOC_GETFLAGS``, ``FS_IOC_SETFLAGS`` (``linux/fs.h``, 64-bit) and ``FS_TOPDIR_FL``: "the top of a
+#: directory hierarchy" for ext2/3/4's Orlov allocator (``chattr +T``)
+_FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS, _FS_TOPDIR_FL = 0x80086601, 0x40086602, 0x00020000
+
+
+def spread_children(directory: str | os.PathLike) -> bool:
+    """Mark ``directory`` as the top of directory hierarchies (``chattr
+    +T``; best effort: False where the file system has no such flag). ext4
+    then places each directory made in it (the sandboxes' framework
+    directories) as it places those made in ``/``: in a block group of its
+    own with more free inodes than the average, rather than in the group of
+    ``directory`` — and the sandboxes, their output files and their private
+    ``/tmp`` directories below it follow their framework directory's group. Where
+    other processes make and delete files near the work directory (all of
+    ``/tmp`` shares a few groups), every inode made in those groups costs a
+    scan past the ones they deleted in the last minutes (ext4 without a
+    journal: ``recently_deleted``); in a group of their own the sandboxes'
+    do not (docs/performance.rst, "The agent's launch toward half of raw
+    spawn")."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        flags = array.array("l", [0])
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags, True)
+        if not flags[0] & _FS_TOPDIR_FL:
+            flags[0] |= _FS_TOPDIR_FL
+            fcntl.ioctl(fd, _FS_IOC_SETFLAGS, flags, True)
+        return True
+    except OSError as exc:   # ENOTTY, EOPNOTSUPP: a file system without the flag (tmpfs, overlay); EPERM
+        log.debug("cannot mark %s as the top of directory hierarchies: %s", directory, exc)
+        return False
+    finally:
+        os.close(fd)
+
+
 def destroy_containers_under(root: str | os.PathLike) -> int:
     """Kill what is left in, and remove, the cgroups of every task run below
     ``root`` (run directories of agents that were killed with their
@@ -1449,7 +1513,7 @@ def _has_ended(run_dir: Path) -> bool:
 
 def _exit_status(run_dir: Path) -> dict | None:
     try:
-        status = sup.read_json(str(run_dir / sup.EXIT_FILE))
+        status = sup.read_json(os.path.join(run_dir, sup.EXIT_FILE))
     except (OSError, ValueError):
         return None
     return status if isinstance(status, dict) else None
@@ -1466,8 +1530,8 @@ def _launch_container(run_dir: Path) -> Container | None:
     return None
 
 
-def _write_new_file(path: Path, data: bytes) -> None:
-    sup.overwrite(str(path), data, mode=0o600)   # into a reused run directory's file, if there is one
+def _write_new_file(path: str, data: bytes) -> None:
+    sup.overwrite(path, data, mode=0o600)   # into a reused run directory's file, if there is one
 
 
 def _blank_run_files(run_dir: Path, reused: bool) -> None:
@@ -1476,20 +1540,24 @@ def _blank_run_files(run_dir: Path, reused: bool) -> None:
     their files are kept (see :meth:`TaskExecutor._recycle`). exit.json
     becomes the next run's placeholder at once ("not ended", at full size:
     its final status always fits), made if missing: one write, not two."""
-    _write_new_file(run_dir / sup.EXIT_FILE, sup.exit_placeholder())
-    present = set(os.listdir(run_dir))   # one read of the directory, not a failed call per file it lacks
+    directory = os.fspath(run_dir)   # its files' paths joined as strings (no Path parsed a file)
+    _write_new_file(os.path.join(directory, sup.EXIT_FILE), sup.exit_placeholder())
+    present = set(os.listdir(directory))   # one read of the directory, not a failed call per file it lacks
     for name in (sup.LAUNCH_FILE, sup.SUPERVISOR_FILE, sup.TASK_FILE):
         if name in present:
             try:   # cut to its first byte ("{"): a cut JSON object, read as "not written yet"; one system
                 # call, where overwriting it with a blank was four (open, write, truncate, close)
-                os.truncate(run_dir / name, 1)
+                os.truncate(os.path.join(directory, name), 1)
             except FileNotFoundError:
                 pass
     for stale in (HEALTH_FILE, sup.LAUNCH_FILE + ".cancelled", SECRETS_FILE) + ((sup.LOG_FILE,) if reused else ()):
         if stale in present:
-            (run_dir / stale).unlink(missing_ok=True)
+            try:
+                os.unlink(os.path.join(directory, stale))
+            except FileNotFoundError:
+                pass
     if RUN_DIR_SECRETS in present:   # an earlier run's bind-mounted secret files
-        shutil.rmtree(run_dir / RUN_DIR_SECRETS, ignore_errors=True)
+        shutil.rmtree(os.path.join(directory, RUN_DIR_SECRETS), ignore_errors=True)
 
 
 def _write_and_close(fd: int, data: bytes) -> None:

@@ -149,6 +149,9 @@ class Isolator:
     enforcing = False
     #: the resources whose limit is enforced: "cpu", "mem" (none for posix)
     limits: frozenset[str] = frozenset()
+    #: how many emptied containers :meth:`create` with ``pooled`` keeps for later tasks (0: none; a pooled
+    #: one is named for no task: only the part of ``name`` before its first dot is used)
+    pool_size = 0
 
     def describe(self) -> str:
         """The startup line: which isolation is active, and where."""

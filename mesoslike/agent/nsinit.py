@@ -352,7 +352,7 @@ def encode_spec(*, namespaces: list, hostname: str, tmp: str, keep: list, volume
     for arg in argv:
         fields += ["arg", arg]
     fields.append("end")
-    data = [os.fsencode(field) for field in fields]
-    if any(b"\0" in field for field in data):
+    text = "\0".join(fields)   # encoded once, not field by field (os.fsencode a call each: 6 % of the shared
+    if text.count("\0") != len(fields) - 1:   # supervisor's samples)
         raise ValueError("a NUL byte in the task's command, environment or container")
-    return b"\0".join(data) + b"\0"
+    return os.fsencode(text) + b"\0"

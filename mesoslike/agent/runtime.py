@@ -86,7 +86,7 @@ from mesoslike.errors import ConfigError, ResourcesError
 from mesoslike.locator import check_master_address, make_locator
 from mesoslike.observations import LATENCY_BUCKETS, Histogram
 from mesoslike.resources import Resources
-from mesoslike.transport import Client, Server, Waker, idle, poll
+from mesoslike.transport import Client, Pollable, Readable, Server, Waker, idle, poll
 from mesoslike.v1.shapes import call_body_limit
 from mesoslike.wire import WireError
 from mesoslike.wire import messages as m
@@ -479,7 +479,10 @@ class AgentRuntime:
                         next_gc = self.clock.now() + self.gc_interval
                         self._collect_garbage()
                     self._send_outgoing()
-                waiting = [item for item in (client, self._channel) if item is not None]
+                waiting: list[Pollable] = [item for item in (client, self._channel) if item is not None]
+                told = self.executor.readable()   # the shared supervisor's news wakes the loop at once
+                if told is not None:
+                    waiting.append(Readable(told))
                 if not waiting:
                     idle(waker, min(self._wait_timeout(), 1.0))
                 else:

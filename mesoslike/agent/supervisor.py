@@ -437,7 +437,9 @@ def read_launch(path: str) -> dict:
     "target", "readonly"}``); argv (Mesos's ``shell: false``: the
     program and its arguments, run without a shell; []: ``command`` by
     ``/bin/sh -c``); image (a task with a container image, run by runc:
-    :meth:`Supervisor.start_container` says which keys; null: none)."""
+    :meth:`Supervisor.start_container` says which keys; null: none); secrets
+    (whether the agent left a ``secrets.json`` to take; absent, from an agent
+    of before the key: looked for)."""
     launch = read_json(path)
     if not isinstance(launch, dict):
         raise ValueError(f"{path}: not a JSON object")
@@ -558,7 +560,9 @@ class Supervisor:
             for name, value in (("HOME", user.home), ("USER", user.name), ("LOGNAME", user.name)):
                 env.setdefault(name, value)
         self.check_env = dict(env)
-        secrets = load_sibling("secrets") if os.path.exists(self.path("secrets.json")) else None
+        told = launch.get("secrets")   # said by the agent: no look for the file (an older agent's: looked for)
+        secrets = load_sibling("secrets") if (told if isinstance(told, bool) else os.path.exists(self.path(
+            "secrets.json"))) else None
         if secrets is None:
             return
         try:

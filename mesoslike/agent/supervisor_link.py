@@ -163,6 +163,12 @@ class SupervisorLink:
         self.live = True
         return True
 
+    def fileno(self) -> int | None:
+        """The connection's descriptor, to poll with the agent's sockets (an
+        end told wakes the loop at once, not at its next look), None while
+        not connected."""
+        return self._sock.fileno() if self._sock is not None else None
+
     # ------------------------------------------------------------- talking
     def send(self, kind: str, name: str) -> None:
         """Queue a request (``L``, ``T``, ``K`` for the run ``name``); :meth:`flush` sends."""

@@ -376,7 +376,9 @@ class Secret:
 
 
 def _secret_environment(value: Mapping[str, Secret] | None) -> dict[str, Secret]:
-    secrets = dict(value or {})
+    if not value:
+        return {}
+    secrets = dict(value)
     _problem(len(secrets) <= MAX_TASK_SECRETS,
              f"a task has at most {MAX_TASK_SECRETS} secret environment variables, got {len(secrets)}")
     for name in secrets:
@@ -387,7 +389,9 @@ def _secret_environment(value: Mapping[str, Secret] | None) -> dict[str, Secret]
 
 
 def _argument_list(value: list[str] | None) -> list[str]:
-    arguments = list(value or [])
+    if not value:
+        return []   # most tasks have none: no generator walked (each TaskInfo a framework makes)
+    arguments = list(value)
     _problem(len(arguments) <= 4096 and sum(len(a) for a in arguments) <= _MAX_CHECK_COMMAND
              and all(isinstance(a, str) and "\0" not in a for a in arguments),
              f"task.arguments must be at most 4096 strings of {_MAX_CHECK_COMMAND} characters in all, without NUL")

@@ -431,6 +431,7 @@ class FuxiCore:
         #: bumped by every change a pass's outcome depends on: calls from jobs and what passes change
         self._changes = 0
         self._quiet: _QuietPass | None = None        # the last pass that changed nothing, while nothing changes
+        self._queue_joins = 0                          # units that joined the waiting queues, ever
 
     @classmethod
     def from_config(cls, config: QuotaConfig, **options: Any) -> FuxiCore:
@@ -1383,6 +1384,8 @@ class FuxiCore:
             return
         unit.queued = queued
         self._queued[unit.group] = self._queued.get(unit.group, 0) + (1 if queued else -1)
+        if queued:
+            self._queue_joins += 1
         for scope in unit.scopes:
             queue = self._queues.get((unit.group, scope))
             if not queued:
@@ -1436,19 +1439,56 @@ class FuxiCore:
             self._serve_holds(machine, batch, caps)
         if not any(self._queued.values()):
             return
+        # each group's floor: what every unit in its queues asks for at least, over the batch's kinds;
+        # a machine whose open room does not hold it gets no unit of the group (most machines of a
+        # busy cluster offer crumbs), and is passed over without the queues' search. Made again when
+        # a unit joins a queue (a floor only rises as units leave: an old one still holds)
+        floors: dict[str, list[tuple[int, int]] | None] = {}
+        floors_at = -1
         for machine in reserved + [m for m in batch.machines if not m.holds]:
             while any(machine.open):
                 if order is None:
                     self._settle_use()
                     order = sorted((g for g in self.groups.values() if self._queued.get(g.name)),
                                    key=lambda g: (hunger(g, self._capacity_total), g.name))
+                if floors_at != self._queue_joins:
+                    floors_at = self._queue_joins
+                    floors = self._floors(batch.dims)
+                room = machine.open
                 for group in order:
+                    floor = floors.get(group.name, _NO_FLOOR)
+                    if floor is None or not all(room[i] >= amount for i, amount in floor):
+                        continue             # no unit of the group fits here (None: none in this batch)
                     unit = self._pick(group, machine, batch, caps)
                     if unit is not None and self._serve(unit, machine, batch, caps):
                         order = None         # hunger changed
                         break
                 else:
                     break
+
+    def _floors(self, dims: Dims) -> dict[str, list[tuple[int, int]] | None]:
+        """Per group with queued units: what each of them asks for at least,
+        as ``(place in the batch's vectors, amount)`` of the kinds it asks
+        for; None if one of those kinds is not in the batch (no unit of the
+        group fits any machine of it). O(queues x kinds)."""
+        least: dict[str, dict[str, int]] = {}
+        for (name, _), queue in self._queues.items():
+            needs = queue.least()
+            if needs is None:
+                continue
+            known = least.get(name)
+            if known is None:
+                least[name] = needs
+            else:
+                least[name] = {kind: min(amount, needs[kind]) for kind, amount in known.items() if kind in needs}
+        places = {kind: i for i, kind in enumerate(dims.names)}
+        out: dict[str, list[tuple[int, int]] | None] = {}
+        for name, needs in least.items():
+            if any(kind not in places for kind in needs):
+                out[name] = None
+            else:
+                out[name] = [(places[kind], amount) for kind, amount in needs.items()]
+        return out
 
     def _serve_holds(self, machine: Machine, batch: _Batch, caps: Mapping[str, Resources | None]) -> None:
         """A machine with reservations is back: plain units take their
@@ -1798,6 +1838,8 @@ class FuxiCore:
 
 
 _NOTHING: Mapping[str, int] = {}
+#: the floor of a group with no unit queued (passive scheduling asks only groups that have some)
+_NO_FLOOR: list[tuple[int, int]] = []
 #: a machine's offer ids and slots granted between batches: read, never appended to (a batch gives
 #: each of its machines a list of offer ids of its own, and a list of slots at its first grant), so
 #: answering 100,000 offers makes no new lists

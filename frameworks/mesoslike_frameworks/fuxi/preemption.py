@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+from operator import attrgetter
 from typing import Callable, Collection, Iterator, Mapping, Protocol, Sequence
 
 import attrs
@@ -42,9 +43,9 @@ from mesoslike_frameworks.fuxi.books import (
     Reserved,
     Slot,
     Unit,
-    how_many,
+    how_many_within,
 )
-from mesoslike_frameworks.fuxi.machines import Vector
+from mesoslike_frameworks.fuxi.machines import Dims, Vector
 from mesoslike_frameworks.fuxi.quota import QuotaGroup
 
 __all__ = ["PreemptionPlanner", "Books", "JobBooks", "Batch", "Decision", "Evict", "WaitReason", "SearchLater", "Victim",
@@ -80,6 +81,10 @@ class SearchLater:
 
 
 Decision = Evict | WaitReason | SearchLater
+
+
+#: the order units search in: priority, then arrival
+_by_rank: Callable[[Unit], tuple[int, int]] = attrgetter("priority", "submitted")
 
 
 # ------------------------------------------------------------ victim order
@@ -176,6 +181,9 @@ class VictimOrder:
 class Batch(Protocol):
     """The pass's offer batch, as far as the planner reads it."""
 
+    @property
+    def dims(self) -> Dims: ...
+
     def resources(self, vector: Vector) -> Resources: ...
 
 
@@ -237,6 +245,8 @@ class Books(Protocol):
 
     def _allowed(self, unit: Unit, machine: Machine) -> bool: ...
 
+    def _unrestricted(self, unit: Unit) -> bool: ...
+
 
 class PreemptionPlanner:
     """One pass's preemption search over ``books`` (the groups' use settled),
@@ -277,7 +287,10 @@ class PreemptionPlanner:
                 if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                     yield WaitReason(unit, WAIT_LOWER_PRIORITY)
             return
-        waiting = sorted(short, key=lambda u: (u.priority, u.submitted))
+        # a unit that searched lately is passed over below, and only its own decision changes when it
+        # may search again: only the others are sorted (most passes of a busy steady state have few)
+        now = self.now
+        waiting = sorted([unit for unit in short if unit.search_after <= now], key=_by_rank)
         # sorting every slot costs O(S log S): only once a unit is due to search (most
         # passes of a busy steady state have none: they searched lately, search_after)
         order: list[Slot] | None = None
@@ -307,10 +320,11 @@ class PreemptionPlanner:
             alike = self._alike(unit)
             if first < len(order) and own and lenders - {unit.group}:
                 searched = True
-                borrowed = self._borrowed(unit.slot)
+                borrowed, over = self._borrowed(unit.slot)
                 plan, _ = self._search(failed, alike and ("take back", *alike), unit, min(missing, own),
                                        lambda: self._candidates(
-                                           unit, order, first, lambda s: s.group != unit.group and borrowed(s)))
+                                           unit, order, first, lambda s: s.group != unit.group and borrowed(s),
+                                           groups=over - {unit.group}))
                 if plan:
                     yield Evict(unit, tuple(plan), "quota taken back by its owner")
                     lenders, reserved = self._lenders(), self._reserved_by_group()
@@ -326,23 +340,26 @@ class PreemptionPlanner:
                 if own is not None and 0 < own < want:
                     want = own                       # the rest, on borrowed quota, in a later pass
                 if anyone or own:
-                    # within its group's own maximum: any lower priority slot
-                    may_take: Callable[[Slot], bool] = lambda s: s.priority > unit.priority
+                    # within its group's own maximum: any lower priority slot (the walk, lower_only,
+                    # stops at the first slot of the unit's priority or higher: None asks nothing more)
+                    may_take: Callable[[Slot], bool] | None = None
+                    groups: Collection[str] | None = None
                     room_held: Sequence[Reserved] = held
                     kind = "own"
                 else:
                     # on borrowed quota: a slot another group holds over its maximum, or one of
                     # its own group at least as big (the swap borrows nothing more) -- never room
                     # a group holds as its own
-                    borrowed = self._borrowed(unit.slot)
+                    borrowed, over = self._borrowed(unit.slot)
                     may_take = lambda s: s.priority > unit.priority and (
                         s.resources.contains(unit.slot) if s.group == unit.group else borrowed(s))
+                    groups = over | {unit.group}
                     room_held = [r for r in held if r.group == unit.group]
                     kind = "borrowed"
                 searched = True
                 plan, complete = self._search(failed, alike and (kind, *alike), unit, want,
                                               lambda: self._candidates(unit, order, first, may_take, room_held,
-                                                                       lower_only=True))
+                                                                       lower_only=True, groups=groups))
                 if complete and anyone and not unit.gang and self._unrestricted(unit):
                     # what it could not free now, no unit of lower or equal priority with a
                     # slot as big can: their victims are among its own (holds only grow)
@@ -411,14 +428,15 @@ class PreemptionPlanner:
         if group.maximum is None:
             return None
         taken = group.used + reserved[group.name] if group.name in reserved else group.used
-        return how_many(group.maximum.subtract_clamped(taken), unit.slot)
+        return how_many_within(group.maximum, taken, unit.slot)
 
-    def _borrowed(self, need: Resources) -> Callable[[Slot], bool]:
+    def _borrowed(self, need: Resources) -> tuple[Callable[[Slot], bool], set[str]]:
         """For one search: does a slot hold quota its group borrowed, in a kind
         ``need`` uses too -- is its group over its maximum in such a kind that
         the slot uses? The slots it says yes to are taken off the group's
         excess, so one search takes little more than the group borrowed.
-        O(groups x kinds), then O(kinds) a slot."""
+        O(groups x kinds), then O(kinds) a slot. With it, the groups over
+        their maximum: it says no to any slot of another group."""
         excess: dict[str, dict[str, int]] = {}
         for group in self.books.groups.values():
             if group.maximum is not None:
@@ -439,7 +457,7 @@ class PreemptionPlanner:
                 if kind in over:
                     over[kind] -= amount
             return True
-        return borrowed
+        return borrowed, set(excess)
 
     def _unrestricted(self, unit: Unit) -> bool:
         """May the unit use any machine (no locality limit, blacklist, avoided
@@ -468,14 +486,18 @@ class PreemptionPlanner:
                 if (key, agent) not in self.books._held_now]
         return sorted(held, key=lambda r: (-r.priority, r.agent_id, r.unit))
 
-    def _candidates(self, unit: Unit, order: list[Slot], first: int, may_take: Callable[[Slot], bool],
-                    held: Sequence[Reserved] = (), lower_only: bool = False) -> Iterator[Slot | Reserved]:
+    def _candidates(self, unit: Unit, order: list[Slot], first: int, may_take: Callable[[Slot], bool] | None,
+                    held: Sequence[Reserved] = (), lower_only: bool = False,
+                    groups: Collection[str] | None = None) -> Iterator[Slot | Reserved]:
         """What ``unit`` may take, on machines it may use, lowest priority
         first: the slots of ``order`` from ``first`` that ``may_take``
-        allows, and the reservations in ``held`` of lower priority than the
-        unit's (at each priority, reserved room before running slots).
-        ``lower_only``: ``may_take`` allows only slots of lower priority than
-        the unit's, so the walk stops at the first other one."""
+        allows (None: every one), and the reservations in ``held`` of lower
+        priority than the unit's (at each priority, reserved room before
+        running slots). ``lower_only``: ``may_take`` allows only slots of
+        lower priority than the unit's, so the walk stops at the first other
+        one. ``groups``: ``may_take`` allows only slots of these groups (None:
+        of any), asked first (most slots of a take-back's walk are of groups
+        within their maximum)."""
         books = self.books   # (the books' parts as locals: this loop runs once per candidate)
         units, slots, machines, in_scope, allowed = (books._units, books._slots, books._machines, books._in_scope,
                                                      books._allowed)
@@ -485,8 +507,25 @@ class PreemptionPlanner:
             lowest = itertools.takewhile(lambda s: s.priority > priority, lowest)
         ahead = [r for r in held if r.priority > unit.priority]
         if not ahead:       # running slots only: no merge (most searches; a candidate costs less)
+            if books._unrestricted(unit) and CLUSTER_SCOPE in unit.scopes:
+                # every machine is in its scope and allowed: no question per candidate but the slot's
+                if may_take is None:
+                    for slot in lowest:
+                        if slot.id in slots and slot.agent_id in machines:
+                            yield slot
+                    return
+                if groups is not None:
+                    for slot in lowest:
+                        if slot.group in groups and slot.id in slots and may_take(slot) and slot.agent_id in machines:
+                            yield slot
+                    return
+                for slot in lowest:
+                    if slot.id in slots and may_take(slot) and slot.agent_id in machines:
+                        yield slot
+                return
             for slot in lowest:
-                if slot.id not in slots or not may_take(slot):
+                if slot.id not in slots or (groups is not None and slot.group not in groups) or \
+                        (may_take is not None and not may_take(slot)):
                     continue
                 machine = machines.get(slot.agent_id)
                 if machine is not None and in_scope(unit, machine) and allowed(unit, machine):
@@ -499,7 +538,8 @@ class PreemptionPlanner:
                 holder = units.get(victim.unit)
                 if holder is None or not holder.holds.get(victim.agent_id) or holder is unit:
                     continue
-            elif victim.id not in slots or not may_take(victim):
+            elif victim.id not in slots or (groups is not None and victim.group not in groups) or \
+                    (may_take is not None and not may_take(victim)):
                 continue
             machine = machines.get(victim.agent_id)
             if machine is not None and in_scope(unit, machine) and allowed(unit, machine):
@@ -514,30 +554,60 @@ class PreemptionPlanner:
         ``(machine, victims, slots made)`` per machine, or None if no slot
         can be made (a gang: unless all ``missing`` can); and whether every
         candidate was looked at. Stops at the pass's ``preemption_budget``
-        of candidates looked at."""
+        of candidates looked at.
+
+        The room freed on a machine is counted only in the kinds the unit's
+        slot asks for (how many slots it holds depends on nothing else), as
+        a list of integers per machine: a candidate costs O(kinds of the
+        slot), not a sum of Resources and a division of two (a contended
+        simulation looks at some two million candidates)."""
         batch, machines = self.batch, self.books._machines
-        freed: dict[str, Resources] = {}
+        needs = [(kind, amount) for kind, amount in unit.slot.millis().items() if amount > 0]
+        if not needs:                            # (an empty slot: no slot of it is counted anywhere)
+            return self._make_no_room(candidates)
+        kinds = [kind for kind, _ in needs]
+        amounts = [amount for _, amount in needs]
+        width = range(len(needs))
+        at: list[int | None] | None = None       # each kind's place in the batch's vectors (None: not there)
+        freed: dict[str, list[int]] = {}
         chosen: dict[str, list[Slot | Reserved]] = {}
         made: dict[str, int] = {}
         useful: dict[str, int] = {}
         total = 0
         limit = unit.spec.max_per_machine
         complete = True
+        budget = self.preemption_budget
         for slot in candidates:
             self._examined += 1
-            if self._examined > self.preemption_budget:
+            if self._examined > budget:
                 complete = False
                 break
             agent = slot.agent_id
-            machine = machines[agent]
-            if agent not in freed:
-                freed[agent] = batch.resources(machine.open) if batch is not None and machine.in_batch else EMPTY
+            room = freed.get(agent)
+            if room is None:
+                machine = machines[agent]
+                if batch is not None and machine.in_batch:
+                    if at is None:
+                        index = {name: i for i, name in enumerate(batch.dims.names)}
+                        at = [index.get(kind) for kind in kinds]
+                    open_room = machine.open
+                    room = [0 if i is None or open_room[i] <= 0 else open_room[i] for i in at]
+                else:
+                    room = [0] * len(needs)
+                freed[agent] = room
                 chosen[agent], made[agent] = [], 0
-            freed[agent] = freed[agent] + slot.resources
+            uses = slot.resources.millis()
+            can = -1
+            for i in width:
+                have = room[i] = room[i] + uses.get(kinds[i], 0)
+                fits_here = have // amounts[i]
+                if can < 0 or fits_here < can:
+                    can = fits_here
+            if can < 0:
+                can = 0
             chosen[agent].append(slot)
-            can = how_many(freed[agent], unit.slot)
             if limit is not None:
-                can = min(can, limit - unit.per_host.get(machine.hostname, 0) - unit.holds.get(agent, 0))
+                can = min(can, limit - unit.per_host.get(machines[agent].hostname, 0) - unit.holds.get(agent, 0))
             if can > made[agent]:
                 total += can - made[agent]
                 made[agent] = can
@@ -547,15 +617,16 @@ class PreemptionPlanner:
                     break
         if total == 0 or (unit.gang and total < missing):
             return None, complete
-        plan = []
-        extra = total - missing
-        for agent in sorted(useful):
-            slots = made[agent]
-            if extra > 0:
-                cut = min(extra, slots - 1)
-                slots, extra = slots - cut, extra - cut
-            plan.append((self.books._machines[agent], chosen[agent][:useful[agent]], slots))
-        return plan, complete
+        return _plan(machines, chosen, made, useful, total - missing), complete
+
+    def _make_no_room(self, candidates: Iterator[Slot | Reserved]) -> tuple[None, bool]:
+        """:meth:`_make_room` for a slot that asks for nothing: no slot of it is
+        ever made; every candidate is looked at (up to the budget)."""
+        for _ in candidates:
+            self._examined += 1
+            if self._examined > self.preemption_budget:
+                return None, False
+        return None, True
 
     def _held_by_others(self, unit: Unit) -> bool:
         """Could the unit fit on a machine it may use, were the slots there
@@ -568,3 +639,19 @@ class PreemptionPlanner:
         need = unit.slot.millis()
         return any(all(m.capacity.get(k, 0) >= v for k, v in need.items()) for m in self.books._machines.values()
                    if self.books._in_scope(unit, m) and self.books._allowed(unit, m))
+
+
+def _plan(machines: Mapping[str, Machine], chosen: Mapping[str, list[Victim]], made: Mapping[str, int],
+          useful: Mapping[str, int], extra: int) -> list[tuple[Machine, list[Victim], int]]:
+    """A search's plan, machine by machine in agent order: the victims that
+    made room (the first ``useful`` of those ``chosen`` there) and the slots
+    they make, ``extra`` slots more than missing cut from the first machines
+    (each keeping one)."""
+    plan = []
+    for agent in sorted(useful):
+        slots = made[agent]
+        if extra > 0:
+            cut = min(extra, slots - 1)
+            slots, extra = slots - cut, extra - cut
+        plan.append((machines[agent], chosen[agent][:useful[agent]], slots))
+    return plan

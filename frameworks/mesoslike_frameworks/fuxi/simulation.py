@@ -181,9 +181,15 @@ class FuxiScheduler:
             self._room_for, self._room_counted = wanted, 0
         held = self._held
         if self._room_counted < len(held):
-            fresh = held[self._room_counted:]
-            for shape in wanted:
-                room[shape] = room.get(shape, 0) + sum(_how_many(offer.resources, shape) for offer in fresh)
+            haves = [offer.resources.millis() for offer in held[self._room_counted:]]
+            for shape in wanted:      # how many of it each offer holds, its kinds looked up once
+                needs = [(kind, need) for kind, need in shape.millis().items() if need]
+                if len(needs) == 1:
+                    kind, need = needs[0]
+                    count = sum(have.get(kind, 0) // need for have in haves)
+                else:
+                    count = sum(min((have.get(kind, 0) // need for kind, need in needs), default=0) for have in haves)
+                room[shape] = room.get(shape, 0) + count
             self._room_counted = len(held)
         return all(room.get(shape, 0) >= count for shape, count in wanted.items())
 
@@ -298,12 +304,6 @@ class FuxiScheduler:
         if not why:
             return REASON_NO_OFFER
         return _FUXI_REASONS.get(why, why)
-
-
-def _how_many(room: Resources, shape: Resources) -> int:
-    """How many ``shape``s fit in ``room``. O(kinds)."""
-    have = room.millis()
-    return min((have.get(kind, 0) // need for kind, need in shape.millis().items() if need), default=0)
 
 
 def _job_name(task: TaskSpec) -> str:

@@ -367,6 +367,15 @@ class WaitingQueue:
         if self._version != version:
             raise RuntimeError("WaitingQueue changed during iteration")
 
+    def least(self) -> dict[str, int] | None:
+        """What every waiting unit's slot asks for at least, kind by kind
+        (millis; the kinds it is 0 in left out): free resources that do not
+        hold it hold no waiting unit's slot, and :meth:`pick` would say None.
+        None if no unit waits. O(d) (the root's box)."""
+        if self._key_at[1] is None:
+            return None
+        return {kind: amount for kind, amount in zip(self._dims, self._lo[1]) if amount > 0}
+
     def pick_all(self, free: Resources, limit: int | None = None) -> list[str]:
         """The first ``limit`` (all if None) units of :meth:`iter_fitting`."""
         out: list[str] = []
