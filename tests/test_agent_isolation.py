@@ -376,6 +376,25 @@ def test_the_supervisors_and_tasks_of_a_stopped_agent_leave_no_cgroup(master, ag
     assert cgroups_below(cgroups_root) == []
 
 
+def test_a_container_made_without_a_memory_limit_takes_one_when_updated(cgroups_root):
+    require_cgroups()
+    isolator = select_isolator("cgroups", cgroups_root=cgroups_root)
+    container = isolator.create("agent-a.unlimited", R("cpus:0.5"))
+    try:
+        assert container.mem_bytes == 0
+        # v1: from no limit the swap limit must not be written first (below the unlimited memory limit: EINVAL)
+        updated = isolator.update(container, R("cpus:0.5;mem:64"))
+        assert updated.mem_bytes == 64 * MB
+        if isolator.name == "cgroups-v1":
+            assert int(read(updated.cgroups["memory"], "memory.limit_in_bytes")) == 64 * MB
+            swap = Path(updated.cgroups["memory"], "memory.memsw.limit_in_bytes")
+            assert not swap.exists() or int(swap.read_text()) == 64 * MB
+            bigger = isolator.update(updated, R("cpus:0.5;mem:128"))   # growing: the swap limit first, as before
+            assert int(read(bigger.cgroups["memory"], "memory.limit_in_bytes")) == 128 * MB
+    finally:
+        isolator.destroy(container)
+
+
 def test_a_pooled_cgroup_counts_the_new_tasks_cpu_only_and_a_killed_agents_spares_are_swept(cgroups_root):
     require_cgroups()
     isolator = select_isolator("cgroups", cgroups_root=cgroups_root)

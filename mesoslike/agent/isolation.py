@@ -412,10 +412,11 @@ class CgroupsV1Isolator(_Cgroups):
 
     def update(self, container: Container, resources: Resources) -> Container:
         # v1 wants memory.memsw.limit_in_bytes >= memory.limit_in_bytes at every step:
-        # growing, the swap limit goes up first (_set_limits then writes both again)
+        # growing, the swap limit goes up first (_set_limits then writes both again); from none (0) it is
+        # no growth: both are unlimited, the memory limit is written first (a swap limit below it: EINVAL)
         mem_bytes = _mem_bytes(resources)
         memsw = os.path.join(container.cgroups["memory"], "memory.memsw.limit_in_bytes")
-        if mem_bytes > container.mem_bytes and "mem" in self.limits and os.path.exists(memsw):
+        if container.mem_bytes and mem_bytes > container.mem_bytes and "mem" in self.limits and os.path.exists(memsw):
             _write(container.cgroups["memory"], "memory.memsw.limit_in_bytes", mem_bytes)
         return super().update(container, resources)
 
