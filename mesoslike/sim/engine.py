@@ -480,8 +480,7 @@ class Simulator:
         self._free = dict(self._agent_totals)
         self.free_index = _FreeIndex(self._free)
         self._useful = _Useful(self._free)
-        if config.scheduler == GREEDY and config.offer_filters:
-            self.allocator.offer_gate = self._useful.may_offer
+        self._kills = 0                                      # tasks preempted so far
         for agent in workload.agents:
             self.allocator.add_agent(agent.agent_id, agent.resources, attributes=agent.attributes)
         total = workload.total
@@ -576,6 +575,7 @@ class Simulator:
 
     def kill(self, run: Run) -> None:
         run.killed = True
+        self._kills += 1
         task = run.task
         self.allocator.recover_resources(run.framework_id, run.agent_id, task.resources, refuse_seconds=0.0)
         self._release(run)
@@ -712,12 +712,27 @@ class Simulator:
         chunk = self.config.cycle_chunk
         offer_shapes = getattr(scheduler, "offer_shapes", None)   # a policy's scheduler may not have it
         shapes = offer_shapes() if offer_shapes is not None else None
+        gate = None if shapes is None else self._useful.may_offer
+        if self.allocator.offer_gate != gate:
+            self.allocator.offer_gate = gate
+            self.allocator.offer_filters_changed()
         if shapes is None:
             order = self._order
         else:   # offer filters: only the agents that hold some shape a framework waits for
             order = self._useful.agents(shapes)
             if not order:
-                return 0
+                # a policy may pass over no offers (the Fuxi core preempts and takes quota back in
+                # passes); what it waits for may change with it (a unit no longer waits for quota)
+                kills = self._kills
+                scheduler.answer()
+                if self._kills != kills:     # it preempted: the room freed is offered in the next round
+                    return 0
+                again = offer_shapes()   # type: ignore[misc]
+                if not again or not scheduler.wants_offers():
+                    return 0
+                order = self._useful.agents(again)
+                if not order:
+                    return 0
             self.allocator.offer_filters_changed()
         count = len(order)
         if chunk is None or chunk >= count:
@@ -779,13 +794,18 @@ class Simulator:
 
     # ----------------------------------------------------------------- rounds
     def _round(self) -> int:
-        """One round at the current time; returns the number of offers made."""
+        """One round at the current time; returns the number of offers made
+        (-1 if none, but a pass over no offers preempted: the room it freed
+        is offered in the next round, as it is after a pass over offers)."""
         now = self.clock.now()
         self._sample_reasons(now)
         self._end_tasks(now)
         self._admit_arrivals(now)
+        kills = self._kills
         made = self._cycle()
         self._offers_made += made
+        if self._kills != kills and not made:
+            made = -1    # a pass over no offers preempted: the freed room is offered in the next round
         if self.config.check_invariants:
             self._check()
         self._rounds.append(self._snapshot(now))
