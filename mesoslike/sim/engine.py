@@ -29,10 +29,12 @@ The model (docs/simulate.rst gives the details):
   a framework holds its offers until they could cover all it waits for, or
   the cycle ends, then answers them; the cycle stops early when no
   framework wants offers (docs/simulate.rst, "Allocation cycles"). With
-  offer filters (a scheduler's ``offer_shapes``: the greedy frameworks) a
-  cycle visits only the agents whose free resources hold a shape some
-  framework waits for, and the allocator's offer gate gives each only to
-  a framework that waits for a shape it holds.
+  offer filters (a scheduler's ``offer_shapes``: the greedy frameworks and
+  the Fuxi scheduler) a cycle visits only the agents whose free resources
+  hold a shape some framework waits for, and the allocator's offer gate
+  gives each only to a framework that waits for a shape it holds; a cycle
+  that visits none still lets the scheduler answer (the Fuxi core's pass
+  over no offers, in which it preempts).
 
 The run stops when everything is done, when nothing can change any more
 (no event is left and no waiting task can be placed), or at the
@@ -111,11 +113,11 @@ class SimulationConfig:
     offers without its scheduling pass when a pass could change nothing
     (the Fuxi policies: docs/simulate.rst, "Speed"); False runs every pass
     in full, with the same results (for checks and benchmarks).
-    ``offer_filters``: the greedy frameworks keep offer filters, the shapes
-    they wait for (Mesos's ``min_allocatable_resources`` of
-    ``offer_filters``): a cycle offers a framework only agents whose free
-    resources hold one (docs/simulate.rst, "Offer filters"); False offers
-    every agent, as before them.
+    ``offer_filters``: the greedy frameworks and the Fuxi scheduler keep
+    offer filters, the shapes they wait for (Mesos's
+    ``min_allocatable_resources`` of ``offer_filters``): a cycle offers a
+    framework only agents whose free resources hold one (docs/simulate.rst,
+    "Offer filters"); False offers every agent, as before them.
     """
 
     sorter: str = "drf"
