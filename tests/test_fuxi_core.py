@@ -352,3 +352,21 @@ def test_a_first_batch_with_an_agent_of_two_offers_sums_them(clock):
     (launch_h1,) = [c for c in kinds(out, LaunchSlots) if c.agent_id == "a-h1"]
     assert sorted(launch_h1.offer_ids) == ["o-h1", "o-h1b"] and len(launch_h1.slots) == 1
     assert hosts(out) == ["h1", "h2"]
+
+
+def test_a_batch_over_fewer_kinds_leaves_the_frontier_of_sizes_alone(clock):
+    """The frontier of machine sizes is over the kinds of the batches that
+    made it (here with GPUs); a later batch over other kinds (a known machine
+    offering no GPU, then a machine first seen) must not widen it with its
+    vectors -- it did, after the known machine, and failed (found by the
+    simulator's offer filters, whose batches are subsets of the cluster)."""
+    core = FuxiCore(clock=clock)
+    core.submit(job(unit(slots=12)), "j1")
+    core.on_offers(offers("h1", res="cpus:4;gpus:1;mem:4096"))
+    # h1 is full of the unit's slots: it offers what it has left, no GPU (nothing new to learn of it)
+    out = core.on_offers([*offers("h1", res="mem:100", tag="b"), *offers("h2", tag="b")])
+    assert len(grants(out)) == 4
+    core._check()
+    out = core.on_offers(offers("h3", res="cpus:2;gpus:1;mem:4096", tag="c"))
+    assert len(grants(out)) == 2
+    core._check()

@@ -99,9 +99,10 @@ def _policies(ctx: click.Context, param: click.Parameter, value: str | None) -> 
                   help="Agents of the first batch of an allocation cycle (doubling after); 0 = the whole cycle "
                        "at once (docs/simulate.rst, Allocation cycles).")
 @_simulate_option("--offer-filters/--no-offer-filters", default=True, show_default="on",
-                  help="Greedy frameworks (drf, random) keep offer filters: the allocator offers a framework only "
-                       "agents whose free resources hold some task it waits for (Mesos's min_allocatable_resources "
-                       "of offer_filters); off: every agent, declined with --refuse-seconds (docs/simulate.rst).")
+                  help="Frameworks (drf, random, and the Fuxi scheduler) keep offer filters: the allocator offers "
+                       "a framework only agents whose free resources hold some task it waits for (Mesos's "
+                       "min_allocatable_resources of offer_filters); off: every agent, declined "
+                       "(docs/simulate.rst).")
 @_simulate_option("--full-passes", is_flag=True, default=False, show_default="off",
                   help="Run the Fuxi core's scheduling pass in full on every batch, even where a pass could "
                        "change nothing (quiet passes); the same results, slower: for checks and benchmarks.")

@@ -29,10 +29,12 @@ The model (docs/simulate.rst gives the details):
   a framework holds its offers until they could cover all it waits for, or
   the cycle ends, then answers them; the cycle stops early when no
   framework wants offers (docs/simulate.rst, "Allocation cycles"). With
-  offer filters (a scheduler's ``offer_shapes``: the greedy frameworks) a
-  cycle visits only the agents whose free resources hold a shape some
-  framework waits for, and the allocator's offer gate gives each only to
-  a framework that waits for a shape it holds.
+  offer filters (a scheduler's ``offer_shapes``: the greedy frameworks and
+  the Fuxi scheduler) a cycle visits only the agents whose free resources
+  hold a shape some framework waits for, and the allocator's offer gate
+  gives each only to a framework that waits for a shape it holds; a cycle
+  that visits none still lets the scheduler answer (the Fuxi core's pass
+  over no offers, in which it preempts).
 
 The run stops when everything is done, when nothing can change any more
 (no event is left and no waiting task can be placed), or at the
@@ -111,11 +113,11 @@ class SimulationConfig:
     offers without its scheduling pass when a pass could change nothing
     (the Fuxi policies: docs/simulate.rst, "Speed"); False runs every pass
     in full, with the same results (for checks and benchmarks).
-    ``offer_filters``: the greedy frameworks keep offer filters, the shapes
-    they wait for (Mesos's ``min_allocatable_resources`` of
-    ``offer_filters``): a cycle offers a framework only agents whose free
-    resources hold one (docs/simulate.rst, "Offer filters"); False offers
-    every agent, as before them.
+    ``offer_filters``: the greedy frameworks and the Fuxi scheduler keep
+    offer filters, the shapes they wait for (Mesos's
+    ``min_allocatable_resources`` of ``offer_filters``): a cycle offers a
+    framework only agents whose free resources hold one (docs/simulate.rst,
+    "Offer filters"); False offers every agent, as before them.
     """
 
     sorter: str = "drf"
@@ -480,8 +482,7 @@ class Simulator:
         self._free = dict(self._agent_totals)
         self.free_index = _FreeIndex(self._free)
         self._useful = _Useful(self._free)
-        if config.scheduler == GREEDY and config.offer_filters:
-            self.allocator.offer_gate = self._useful.may_offer
+        self._kills = 0                                      # tasks preempted so far
         for agent in workload.agents:
             self.allocator.add_agent(agent.agent_id, agent.resources, attributes=agent.attributes)
         total = workload.total
@@ -576,6 +577,7 @@ class Simulator:
 
     def kill(self, run: Run) -> None:
         run.killed = True
+        self._kills += 1
         task = run.task
         self.allocator.recover_resources(run.framework_id, run.agent_id, task.resources, refuse_seconds=0.0)
         self._release(run)
@@ -712,12 +714,27 @@ class Simulator:
         chunk = self.config.cycle_chunk
         offer_shapes = getattr(scheduler, "offer_shapes", None)   # a policy's scheduler may not have it
         shapes = offer_shapes() if offer_shapes is not None else None
+        gate = None if shapes is None else self._useful.may_offer
+        if self.allocator.offer_gate != gate:
+            self.allocator.offer_gate = gate
+            self.allocator.offer_filters_changed()
         if shapes is None:
             order = self._order
         else:   # offer filters: only the agents that hold some shape a framework waits for
             order = self._useful.agents(shapes)
             if not order:
-                return 0
+                # a policy may pass over no offers (the Fuxi core preempts and takes quota back in
+                # passes); what it waits for may change with it (a unit no longer waits for quota)
+                kills = self._kills
+                scheduler.answer()
+                if self._kills != kills:     # it preempted: the room freed is offered in the next round
+                    return 0
+                again = offer_shapes()   # type: ignore[misc]
+                if not again or not scheduler.wants_offers():
+                    return 0
+                order = self._useful.agents(again)
+                if not order:
+                    return 0
             self.allocator.offer_filters_changed()
         count = len(order)
         if chunk is None or chunk >= count:
@@ -779,13 +796,18 @@ class Simulator:
 
     # ----------------------------------------------------------------- rounds
     def _round(self) -> int:
-        """One round at the current time; returns the number of offers made."""
+        """One round at the current time; returns the number of offers made
+        (-1 if none, but a pass over no offers preempted: the room it freed
+        is offered in the next round, as it is after a pass over offers)."""
         now = self.clock.now()
         self._sample_reasons(now)
         self._end_tasks(now)
         self._admit_arrivals(now)
+        kills = self._kills
         made = self._cycle()
         self._offers_made += made
+        if self._kills != kills and not made:
+            made = -1    # a pass over no offers preempted: the freed room is offered in the next round
         if self.config.check_invariants:
             self._check()
         self._rounds.append(self._snapshot(now))

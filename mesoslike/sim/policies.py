@@ -75,6 +75,12 @@ class RunSettings(Protocol):
         could change nothing? False: a full pass every time (the same results,
         slower; for checks and benchmarks)."""
 
+    @property
+    def offer_filters(self) -> bool:
+        """May the policy's scheduler keep offer filters (its
+        :meth:`~mesoslike.sim.schedulers.Scheduler.offer_shapes`)? False:
+        every agent is offered, as before offer filters."""
+
 
 class SimulationPolicy(Protocol):
     """A level-2 policy of its own (a plugin)."""

@@ -967,7 +967,8 @@ class FuxiCore:
                     self._widen_frontier(frontier, first_seen)   # type: ignore[arg-type]  # (not None)
                     first_seen = []
                 self._learn_capacity(machine, millis)
-                frontier = self._frontier
+                # (it may drop the frontier; one this batch does not widen, over other kinds, stays aside)
+                frontier = self._frontier if frontier is not None else None
             if machine.holds:
                 self._fit_holds(machine, dims)
                 add(self._open(machine, dims))

@@ -81,8 +81,9 @@ class FuxiScheduler:
     group named like its class, else to ``default``."""
 
     def __init__(self, host: Host, core: FuxiCore, policy: str,
-                 sizes: Mapping[tuple[str, str], int] | None = None) -> None:
+                 sizes: Mapping[tuple[str, str], int] | None = None, offer_filters: bool = False) -> None:
         self.host = host
+        self.offer_filters = offer_filters
         self.core = core
         self.policy = policy
         self.frameworks = {FUXI_FRAMEWORK: "*"}
@@ -105,6 +106,7 @@ class FuxiScheduler:
         self._room_counted = 0
         self._passes = 0                                       # passes in this cycle
         self._offers: dict[str, Offer] = {}          # the batch being answered
+        self._returned = False                       # a slot returned (ended, preempted) since the last pass
 
     def admit(self, tasks: Sequence[TaskSpec]) -> None:
         head = tasks[0]
@@ -158,7 +160,10 @@ class FuxiScheduler:
         at its quota had every agent offered and declined, every second."""
         if self._wanted is None:
             shapes = dict(self._waiting_shapes)
-            for (job_id, _), reason in self.core.waiting_reasons().items():
+            # with offer filters, a unit's quota may have room again once a slot is returned: the
+            # last pass's reasons hold only until then (the next pass says anew)
+            stale = self.offer_filters and self._returned
+            for (job_id, _), reason in ({} if stale else self.core.waiting_reasons()).items():
                 job = self._jobs.get(job_id)
                 if reason == WAIT_QUOTA and job is not None and job.tasks:
                     shape = job.tasks[0].resources
@@ -201,12 +206,23 @@ class FuxiScheduler:
 
     def answer(self) -> None:
         if not self._held:
+            if self.offer_filters and self._queued and not self._passes and not self._suppressed:
+                # nothing offered holds a waiting shape: a pass over no offers, for what the core
+                # does in passes (preemption, its timers, why units wait)
+                self._passes += 1
+                self._offers = {}
+                self._returned = False
+                with deferred_collection():
+                    commands = self.core.on_offers([])
+                self._apply(commands)
+                self._wanted = None     # the pass says anew which units wait for quota
             return
         offers, self._held = self._held, []
         self._room_for = None
         self._passes += 1
         self.counters[FUXI_FRAMEWORK].offers_received += len(offers)
         self._offers = {offer.id: offer for offer in offers}
+        self._returned = False
         with deferred_collection():   # as the service runs a pass
             commands = self.core.on_offers(offers)
         self._apply(commands)
@@ -256,6 +272,7 @@ class FuxiScheduler:
         job, task = self._slots.pop(slot_id)
         run = self._runs.pop(slot_id, None)
         if run is not None:  # else granted in this very pass, never started
+            self._returned = True
             self.host.kill(run)
             self.counters[FUXI_FRAMEWORK].running -= 1
         job.tasks.appendleft(task)
@@ -264,9 +281,17 @@ class FuxiScheduler:
     def eligible(self) -> bool:
         return not self._suppressed
 
-    def offer_shapes(self) -> None:
-        """Every agent is offered: the core passes (and preempts) on each cycle's offers."""
-        return None
+    def offer_shapes(self) -> Mapping[str, Sequence[Resources]] | None:
+        """With offer filters: the shapes of the waiting tasks that fit some
+        agent's free resources, but those of units the core's last pass found
+        waiting for quota (:meth:`_measure`) -- what the core would decline
+        on any other agent (docs/simulate.rst, "Offer filters"). A cycle
+        that offers nothing still has its pass (:meth:`answer`), in which
+        the core preempts from the machines it knows. None without them:
+        every agent is offered."""
+        if not self.offer_filters or self._suppressed:
+            return None if not self.offer_filters else {}
+        return {FUXI_FRAMEWORK: list(self._measure())}
 
     def wants_offers(self) -> bool:
         if self._suppressed:
@@ -279,6 +304,8 @@ class FuxiScheduler:
         counters = self.counters[FUXI_FRAMEWORK]
         counters.running -= 1
         counters.finished += 1
+        self._returned = True
+        self._wanted = None if self.offer_filters else self._wanted
         job, task = self._slots.pop(run.slot_id)
         del self._runs[run.slot_id]
         job.left -= 1
@@ -336,7 +363,7 @@ class FuxiPolicy:
             if task.group:
                 key = group_key(task)
                 sizes[key] = sizes.get(key, 0) + 1
-        return FuxiScheduler(host, core, self.order, sizes)
+        return FuxiScheduler(host, core, self.order, sizes, offer_filters=getattr(config, "offer_filters", False))
 
     def read_quota(self, path: Path) -> QuotaConfig:
         """A Fuxi quota file (docs/fuxi.rst): quota groups, blacklist, preemption."""
