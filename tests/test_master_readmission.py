@@ -115,6 +115,27 @@ def test_the_decode_hook_keeps_its_answers_and_refuses_what_is_not_a_resources_s
         compiled._decode_hook(Resources, "cpus:-1")
 
 
+def test_the_kept_parses_of_long_resources_strings_are_bounded_in_characters():
+    # a peer's distinct long resources strings (valid: padded with spaces; or 100,000 port ranges) decoded
+    # from frames: the caches keep the parses of short strings, but of long ones only ~1 M characters in all
+    # (checking.KEPT_LONG_TEXT) -- 4,096 of them up to the frame limit each were gigabytes
+    import msgspec
+
+    from mesoslike.wire import checking
+
+    compiled._decode_hook.cache_clear()
+    checking.parse_resources.cache_clear()
+    plain = msgspec.msgpack.decode(encode(m.RegisterAgent(AgentInfo("h", R("cpus:1")))))
+    size = 100_000
+    for n in range(40):
+        plain["agent"]["resources"] = f"cpus:{n + 1}" + " " * size
+        assert decode(msgspec.msgpack.encode(plain)).agent.resources == R(f"cpus:{n + 1}")
+    for cache in (compiled._decode_hook, checking.parse_resources):
+        assert cache.cache_info().currsize * size <= 2 * 2**20, cache.cache_info()   # (KEPT_LONG_TEXT: 2**20)
+    first = compiled._decode_hook(Resources, "cpus:3;mem:5")   # short ones: kept as before
+    assert compiled._decode_hook(Resources, "cpus:3;mem:5") is first and checking.parse_resources("cpus:3;mem:5") is first
+
+
 # ------------------------------------------------ a sum of one vector again
 @pytest.mark.parametrize("text", ["cpus:0.4;mem:819", "cpus:1;ports:[1-5,8-9]", "cpus(a):1;disk:10", ""])
 @pytest.mark.parametrize("count", [1, 2, 3, 7])

@@ -65,9 +65,53 @@ def to_plain(value: object) -> object:
 
 _SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
 
+#: the most distinct resources strings whose parses a cache (:data:`parse_resources`, the compiled
+#: codec's decode hook) keeps
+KEPT_PARSES = 4096
+#: a resources string longer than this is a long one: the caches keep their parses of long strings
+#: only up to :data:`KEPT_LONG_TEXT` characters in all
+KEPT_TEXT = 256
+#: characters of long resources strings the caches may hold before they are emptied. Without it a
+#: peer sending distinct long strings (a valid one may be padded with spaces or list 100,000
+#: port ranges, up to the frame limit) would have 4,096 of them, and their parses, kept: gigabytes
+#: (a string of 100,000 ranges and its parse hold ~13 MB). With it, ~1 M characters (~10 MB)
+KEPT_LONG_TEXT = 1 << 20
+_caches: list[Any] = []
+_long_text = 0
+
+
+def note_parsed(text: str) -> None:
+    """A cache is about to keep the parse of ``text``: past
+    :data:`KEPT_LONG_TEXT` characters of long strings, the caches are
+    emptied (a long string is rare: an agent's total with its port ranges
+    is a few dozen characters). Call it on a cache's miss, once ``text``
+    parsed."""
+    global _long_text
+    if len(text) > KEPT_TEXT:
+        _long_text += len(text)
+        if _long_text > KEPT_LONG_TEXT:
+            _long_text = len(text)   # (this one is kept after the emptying)
+            for cache in _caches:
+                cache.cache_clear()
+
+
+def kept_with_the_parses(cache: Any) -> Any:
+    """Have ``cache`` (an ``lru_cache`` whose answers are parses of resources
+    strings, calling :func:`note_parsed` on its misses) emptied with them."""
+    _caches.append(cache)
+    return cache
+
+
+def _parse_kept(text: str) -> Resources:
+    parsed = Resources.parse(text)   # (one it refuses is not kept: not counted)
+    note_parsed(text)
+    return parsed
+
+
 # Resources are immutable, and the same strings recur (every offer of an agent
-# of the same size): parse each distinct string once.
-parse_resources = lru_cache(maxsize=4096)(Resources.parse)
+# of the same size): parse each distinct string once (its answer kept: at most
+# KEPT_PARSES, and long strings up to KEPT_LONG_TEXT characters in all).
+parse_resources = kept_with_the_parses(lru_cache(maxsize=KEPT_PARSES)(_parse_kept))
 
 Converter = Callable[[Any, str], Any]
 

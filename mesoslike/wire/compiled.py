@@ -45,7 +45,8 @@ import attrs
 import msgspec
 
 from mesoslike.resources import Resources
-from mesoslike.wire.checking import MAX_LIST_LENGTH, _constraints, hints, parse_resources, plain_converter, reject
+from mesoslike.wire.checking import (KEPT_PARSES, MAX_LIST_LENGTH, _constraints, hints, kept_with_the_parses,
+                                     note_parsed, parse_resources, plain_converter, reject)
 from mesoslike.wire.schema import is_normalizer
 
 __all__ = ["decoder", "encoder", "frame_head", "RESERVED_FIELDS"]
@@ -59,14 +60,17 @@ _ENCODABLE_SCALARS = (str, int, float, bytes, bytearray, memoryview, type(None))
 def _parse_hook(kind: type, value: object) -> object:
     """msgspec's hook for the types it does not know: ``Resources`` (a string)."""
     if kind is Resources and type(value) is str:
-        return parse_resources(value)
+        parsed = parse_resources(value)
+        note_parsed(value)   # (its answer is about to be kept: long strings only up to a bound)
+        return parsed
     raise TypeError(f"expected {kind.__name__}")
 
 
 #: :func:`_parse_hook`, its answers kept: a frame's Resources strings are mostly the same few (a
 #: re-registering agent's ten tasks'), and a kept answer is found without a Python call (~0.2 µs
-#: each). A value it cannot hash (a list) raises TypeError, as the hook does; raising is never kept
-_decode_hook: Callable[[type, object], object] = lru_cache(maxsize=4096)(_parse_hook)
+#: each). A value it cannot hash (a list) raises TypeError, as the hook does; raising is never kept.
+#: Bounded as :data:`~mesoslike.wire.checking.parse_resources` is, and emptied with it
+_decode_hook: Callable[[type, object], object] = kept_with_the_parses(lru_cache(maxsize=KEPT_PARSES)(_parse_hook))
 
 
 def _encode_hook(value: object) -> object:
