@@ -307,9 +307,12 @@ def _format_millis(millis: int) -> str:
 
 #: :meth:`Resources.sum` of n times one vector, by (its id, n) -> (it, the sum): a re-registering
 #: agent's tasks of a framework are alike (their resources one parsed object), and so are 100,000
-#: agents' after a failover. Vectors are immutable, so a sum is shared; at most ``_MULTIPLES_KEPT``.
+#: agents' after a failover. Vectors are immutable, so a sum is shared; at most ``_MULTIPLES_KEPT``,
+#: each of a vector of at most ``_MULTIPLE_RANGES_KEPT`` ranges in all (its entry keeps it alive: a
+#: peer's vectors of 60,000 port ranges each, ~8 MB, are not kept by the thousand after their tasks end).
 _MULTIPLES: dict[tuple[int, int], tuple["Resources", "Resources"]] = {}
 _MULTIPLES_KEPT = 4096
+_MULTIPLE_RANGES_KEPT = 64
 
 class Resources:
     """An immutable vector of resources.
@@ -635,9 +638,11 @@ class Resources:
                     return known[1]
                 multiple = cls._make({name: amount * count for name, amount in first._millis.items()},
                                      dict(first._ranges))
-                if len(_MULTIPLES) >= _MULTIPLES_KEPT:
-                    _MULTIPLES.clear()
-                _MULTIPLES[key] = (first, multiple)
+                kept = first._ranges
+                if not kept or sum(map(len, kept.values())) <= _MULTIPLE_RANGES_KEPT:
+                    if len(_MULTIPLES) >= _MULTIPLES_KEPT:
+                        _MULTIPLES.clear()
+                    _MULTIPLES[key] = (first, multiple)
                 return multiple
         millis: dict[str, int] = {}
         ranges: dict[str, tuple[Range, ...]] | None = None
