@@ -16,6 +16,7 @@ from mesoslike.clock import FakeClock
 from mesoslike.errors import AgentCapacityError, ResourcesError
 from mesoslike.master import MasterConfig, MasterCore
 from mesoslike.master.records import TaskRecord, new_status
+from mesoslike.master.state import render_state, snapshot
 from mesoslike.master.task_lifecycle import Phase
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo, Label, MasterInfo, TaskInfo, TaskState, decode, encode
@@ -71,6 +72,29 @@ def test_a_reregistered_tasks_status_is_made_when_read_with_the_labels_health_an
 
 
 # ------------------------------------------- the allocator's one subtraction
+def test_a_state_snapshot_leaves_reported_statuses_to_be_made_outside_the_masters_lock():
+    """``snapshot`` runs under the master's lock: after a failover it would
+    make every re-admitted task's status there (1,000,000 of them, ~3 s).
+    It takes them as held; its lines make them when read, outside the lock,
+    and /state shows the same task either way."""
+    clock = FakeClock()
+    core = MasterCore(clock, MasterInfo("m", "tcp://127.0.0.1:1"), MasterConfig())
+    tasks = [m.RunningTask("f1", TaskInfo(f"t{i}", "a1", "true", R("cpus:1;mem:64"), labels=[Label("k", "v")]),
+                           TaskState.RUNNING, healthy=True) for i in range(3)]
+    core.on_message(b"p", decode(encode(m.ReregisterAgent(AgentInfo("h", R("cpus:4;mem:512"), id="a1"), tasks,
+                                                          [FrameworkInfo("demo", id="f1")]))))
+    records = core.frameworks["f1"].tasks
+    records["t0"].status   # one read already: made and kept by its record
+    taken = snapshot(core)
+    assert [type(records[f"t{i}"]._status) for i in range(3)] == [type(records["t0"].status), tuple, tuple]
+    (line,) = taken.frameworks
+    shown = {info.task_id: status for info, status, _, _ in line.tasks}
+    assert shown == {task_id: record.status for task_id, record in records.items()}
+    assert shown["t0"] is records["t0"].status
+    assert render_state(taken)["frameworks"][0]["tasks"][1]["state"] == TaskState.RUNNING
+    core._check()
+
+
 def test_an_agent_added_with_what_frameworks_hold_is_as_if_each_were_granted_after():
     held = {"f1": R("cpus:1;mem:100;ports:[10-20]"), "f2": R("cpus:2;mem:50")}
     total = R("cpus:8;mem:1000;ports:[1-100]")

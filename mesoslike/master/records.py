@@ -14,7 +14,8 @@ from mesoslike.wire import AgentInfo, FrameworkInfo, Label, TaskInfo, TaskState,
 from mesoslike.wire.types import MAX_FRAMEWORK_MESSAGE, TERMINAL_STATES, ExecutorInfo, check_message_size
 from mesoslike.wire.messages import TaskUsage
 
-__all__ = ["FrameworkRecord", "AgentRecord", "TaskRecord", "ReportedStatus", "CompletedTasks", "MasterConfig", "Holdings", "clip",
+__all__ = ["FrameworkRecord", "AgentRecord", "TaskRecord", "ReportedStatus", "built_status", "CompletedTasks",
+           "MasterConfig", "Holdings", "clip",
            "MAX_FAILOVER_TIMEOUT", "MAX_NAME_LENGTH", "MAX_ATTRIBUTES", "LOGGED_INPUT_LIMIT"]
 
 
@@ -137,8 +138,8 @@ class TaskRecord:
     agent_id: str
     #: its latest status (:attr:`status`): a TaskStatus, or the fields of one the master makes up
     #: (:data:`ReportedStatus`), built when first read
-    _status: TaskStatus | ReportedStatus = attrs.field(alias="status", eq=lambda s: _built(s),
-                                                       repr=lambda s: repr(_built(s)))
+    _status: TaskStatus | ReportedStatus = attrs.field(alias="status", eq=lambda s: built_status(s),
+                                                       repr=lambda s: repr(built_status(s)))
     phase: Phase = Phase.LIVE
     launched_at: float = 0.0            # master clock time it was launched (or first reported)
     launch_sends: int = 0               # RUN_TASKs sent for it (while pending)
@@ -170,7 +171,7 @@ class TaskRecord:
         the same as it would have been then. O(1)."""
         status = self._status
         if type(status) is tuple:
-            status = self._status = _built(status)
+            status = self._status = built_status(status)
         return status   # type: ignore[return-value]
 
     @status.setter
@@ -382,7 +383,8 @@ def new_status(task_id: str, state: str, *, agent_id: str = "", framework_id: st
 ReportedStatus = tuple[str, str, str, str, float, "list[Label]", "bool | None"]
 
 
-def _built(status: TaskStatus | ReportedStatus) -> TaskStatus:
+def built_status(status: TaskStatus | ReportedStatus) -> TaskStatus:
+    """``status`` itself, or the status a :data:`ReportedStatus` stands for (made anew: the caller keeps it)."""
     if type(status) is not tuple:
         return status   # type: ignore[return-value]
     task_id, state, agent_id, framework_id, timestamp, labels, healthy = status

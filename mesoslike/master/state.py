@@ -6,6 +6,7 @@ values) and :func:`render_state` (no lock: strings and dicts)."""
 
 from __future__ import annotations
 
+import functools
 from operator import attrgetter
 from typing import TYPE_CHECKING, Mapping
 
@@ -14,6 +15,7 @@ import attrs
 from mesoslike import __version__
 from mesoslike.allocator import AllocatorStatistics
 from mesoslike.attributes import attributes_json
+from mesoslike.master.records import built_status
 from mesoslike.master.reservations import reservations_json
 from mesoslike.observations import Metric, metric
 from mesoslike.resources import Resources
@@ -35,17 +37,37 @@ TaskLine = tuple[TaskInfo, TaskStatus, str, str]
 #: a TaskRecord's TaskLine, taken in C: the snapshot's per-task cost (~0.1 µs; a Python
 #: function per task made a snapshot of 1,000,000 tasks hold the master's lock for seconds)
 _task_line = attrgetter("info", "status", "agent_id", "framework_id")
+#: the same, its status as the record holds it — a re-admitted task's may still be the fields
+#: of one (records.ReportedStatus), built on first read: the snapshot, under the master's lock,
+#: leaves building them to :attr:`FrameworkLine.tasks`, read outside it (the first snapshot
+#: after a failover would otherwise build 1,000,000 statuses holding the lock, ~3 s)
+_taken_task_line = attrgetter("info", "_status", "agent_id", "framework_id")
+
+
+def _with_status(line: tuple) -> TaskLine:
+    status = line[1]
+    if type(status) is not tuple:
+        return line
+    return line[0], built_status(status), line[2], line[3]
 
 
 @attrs.frozen
 class FrameworkLine:
     info: FrameworkInfo
     connected: bool
-    tasks: tuple[TaskLine, ...]             # live ones (render_state orders them by id)
+    #: its live tasks as taken under the lock (a status may still be a ReportedStatus): read :attr:`tasks`
+    taken_tasks: tuple[tuple, ...]
     #: its ended tasks the history keeps, oldest first (records an ended task's are never changed again)
     completed: tuple[TaskRecord, ...]
     #: the roles it asked no offers for (SUPPRESS, or its SUBSCRIBE's suppressed_roles)
     suppressed_roles: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def tasks(self) -> tuple[TaskLine, ...]:
+        """Its live tasks, each with its status (render_state orders them by
+        id): built on first read, outside the master's lock, without
+        changing the records (O(tasks))."""
+        return tuple(map(_with_status, self.taken_tasks))
 
 
 @attrs.frozen
@@ -97,7 +119,7 @@ def snapshot(core: MasterCore) -> StateSnapshot:
     allocator = core.allocator
     # references only, no sorting (render_state sorts, outside the lock)
     frameworks = tuple(
-        FrameworkLine(record.info, record.connected, tuple(map(_task_line, record.tasks.values())),
+        FrameworkLine(record.info, record.connected, tuple(map(_taken_task_line, record.tasks.values())),
                       tuple(record.completed), (record.info.role,) if record.suppressed else ())
         for record in core.frameworks.values())
     agents = tuple((agent.info, allocator.available(agent.id), agent.http_address) for agent in core.agents.values())
