@@ -27,3 +27,39 @@ def _a_zeromq_context_per_test_module():
 
     transport._new_context()
     yield
+
+
+def _task_cgroups() -> set[str]:
+    """Every cgroup below a ``mesoslike*`` directory of each hierarchy (the
+    agents' default root, ``mesoslike``, and the tests' own roots)."""
+    from mesoslike.agent.isolation import cgroup_mounts
+
+    found: set[str] = set()
+    for mount in cgroup_mounts():
+        try:
+            roots = [entry.path for entry in os.scandir(mount.path)
+                     if entry.is_dir() and entry.name.startswith("mesoslike")]
+        except OSError:
+            continue
+        for root in roots:
+            for directory, _, _ in os.walk(root):
+                if directory != root:
+                    found.add(directory)
+    return found
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_task_cgroups_left_behind():
+    """Agents the tests kill as a crash would (SIGKILL) cannot release their
+    pool of emptied task cgroups, and no later agent on their temporary work
+    directory sweeps them (an agent sweeps its own prefix when it restarts):
+    every CI run left hundreds below /sys/fs/cgroup/*/mesoslike on the
+    machine. At the session's end the empty ones it made are removed, deepest
+    first; one with processes stays (rmdir: EBUSY)."""
+    before = _task_cgroups()
+    yield
+    for directory in sorted(_task_cgroups() - before, key=len, reverse=True):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass
