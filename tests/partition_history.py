@@ -9,8 +9,10 @@ and the leadership samples the suite takes. What a framework relies on (docs/rel
   answer; the one documented exception: the tasks of a framework the master removed (its failover
   timeout expired) end without a word to it (it hears ``error`` instead);
 * no terminal state is followed by another state (a later reconciliation answer or a retried update
-  may repeat the same terminal state, nothing else) — except, counted, a TASK_LOST the master made, from a
-  master the framework left for another before the task's own updates came (Mesos's case too);
+  may repeat the same terminal state, nothing else) — except, counted, a TASK_LOST the master made in a
+  leadership term the framework left for another before the task's own updates came (Mesos's case too: a
+  term is a master's core from its election to losing leadership, so the same master elected again is
+  another term — see ``leadership_terms``);
 * a task id never runs on two agents (nor twice on one after it ended);
 * TASK_UNREACHABLE is not an end: by the time everything healed, such a task came back (RUNNING) or
   became GONE — never TASK_LOST;
@@ -20,8 +22,11 @@ and the leadership samples the suite takes. What a framework relies on (docs/rel
 
 from __future__ import annotations
 
+import bisect
 import collections
+import datetime
 import json
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -63,14 +68,48 @@ class Summary:
                 f"masters, {self.reregistrations} re-registrations" + ("; removed by the master" if self.removed else ""))
 
 
-def check_framework(events: list[dict]) -> tuple[list[str], Summary]:
-    """The violations in one framework's history, and its summary."""
+#: the line a master logs when a new core of it starts serving (mesoslike.master.runtime's _log_leads); a
+#: core kept over a ZooKeeper blip logs "leads again under the same znode" instead: the same term
+_LEADS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ mesoslike\.master[.\w]*: master (\S+) leads \(")
+
+#: master id -> the wall-clock times its terms began, in order
+Terms = dict[str, list[float]]
+
+
+def leadership_terms(lines: Iterable[str]) -> Terms:
+    """When each master's leadership terms began, from the masters' logs.
+    A master that loses leadership and is elected again serves from a new
+    core that knows only the registry — another term, under the same master
+    id — so "the same master" in the checks below means the same term."""
+    terms: Terms = collections.defaultdict(list)
+    for line in lines:
+        found = _LEADS.match(line)
+        if found:
+            began = datetime.datetime.strptime(found[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            terms[found[2]].append(began)
+    return {master: sorted(times) for master, times in terms.items()}
+
+
+def _term(terms: Terms | None, master: str, at: float) -> tuple[str, int]:
+    """The term of ``master`` serving at wall-clock time ``at`` (a
+    framework's registration: a new term's core knows no framework until it
+    subscribes again, so every update a framework hears comes from the term
+    of its latest registration). Without logs, one term per master."""
+    began = (terms or {}).get(master, [])
+    # logged before the core says anything, to the millisecond below: never after the registration it served
+    return master, bisect.bisect_right(began, at)
+
+
+def check_framework(events: list[dict], terms: Terms | None = None) -> tuple[list[str], Summary]:
+    """The violations in one framework's history, and its summary
+    (``terms``: from :func:`leadership_terms`)."""
     problems: list[str] = []
     summary = Summary()
     launched: dict[str, dict] = {}
     statuses: dict[str, list[dict]] = collections.defaultdict(list)
     removed_at: float | None = None
     master: str | None = None
+    subscribed_to: tuple[str, int] | None = None
     for event in events:
         kind = event["ev"]
         if kind == "start":
@@ -80,11 +119,12 @@ def check_framework(events: list[dict]) -> tuple[list[str], Summary]:
                 problems.append(f"task {event['task']} launched twice")
             launched[event["task"]] = event
         elif kind == "status":
-            statuses[event["task"]].append({**event, "subscribed_to": master})
+            statuses[event["task"]].append({**event, "subscribed_to": subscribed_to})
             summary.updates += 1
             summary.reconciliation_answers += event["reason"] == RECONCILIATION
         elif kind in ("registered", "reregistered"):
             master = event["master"]
+            subscribed_to = _term(terms, master, event.get("t", 0.0))
             summary.reregistrations += kind == "reregistered"
         elif kind == "offer":
             summary.offers += 1
@@ -108,12 +148,12 @@ def _check_task(task_id: str, launch: dict, updates: list[dict], removed_at: flo
     problems = []
     history = " -> ".join(f"{u['state'][5:]}{'(r)' if u['reason'] == RECONCILIATION else ''}" for u in updates)
     # Mesos's one exception, counted in the report: a TASK_LOST the master made (a reconciliation's "unknown
-    # task", the agent it marked unreachable, or the completed task repeated to a reconciliation) from a master
-    # that then lost leadership, for a task whose agent came back to a later leader — that leader never heard
-    # what its predecessor said (no registry keeps tasks, in Mesos neither) and, not being the one that marked
-    # the agent, lets its tasks come back as Mesos's master does. The task's own updates that follow are the
-    # truth. A master that said TASK_LOST kills the task when the agent comes back to it and says nothing
-    # more: a TASK_LOST followed by updates through the same master fails.
+    # task", the agent it marked unreachable, or the completed task repeated to a reconciliation) in a term
+    # that then ended, for a task whose agent came back to a later term — of another master or of the same
+    # one elected again: that term's core never heard what its predecessor said (no registry keeps tasks, in
+    # Mesos neither) and, not being the one that marked the agent, lets its tasks come back as Mesos's master
+    # does. The task's own updates that follow are the truth. A term that said TASK_LOST kills the task when
+    # the agent comes back to it and says nothing more: a TASK_LOST followed by updates in the same term fails.
     found = [u for u in updates if u["reason"] != RECONCILIATION and u.get("source") != "SOURCE_MASTER"]
     lost_answers = [u for u in updates if u["state"] == "TASK_LOST" and u.get("source") == "SOURCE_MASTER"
                     and any(f["m"] > u["m"] and f["subscribed_to"] != u["subscribed_to"] for f in found)]

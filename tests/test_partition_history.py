@@ -3,7 +3,7 @@ each broken promise of docs/reliability.rst and accepts what is documented."""
 
 import pytest
 
-from partition_history import check_framework, check_leaders
+from partition_history import check_framework, check_leaders, leadership_terms
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -115,3 +115,38 @@ def test_a_task_lost_with_its_agent_marked_unreachable_then_found_by_the_next_ma
     assert problems == [] and summary.lost_then_found == 1
     problems, _ = check_framework(lost_unknown_then_found(False, "REASON_AGENT_REMOVED", "agent a1 removed"))
     assert any("followed by another state" in problem for problem in problems), problems
+
+
+MASTER_LOG = """\
+2026-11-29 20:00:00,000 INFO mesoslike.master: master m1 leads (0 agents and 0 frameworks in the registry)
+2026-11-29 20:00:05,000 WARNING mesoslike.master.runtime: master m1 steps down: soft state kept in case the session survives (x)
+2026-11-29 20:00:06,000 NOTICE mesoslike.master.runtime: master m1 leads again under the same znode: soft state kept
+2026-11-29 20:00:30,500 NOTICE mesoslike.master.runtime: master m1 leads (3 agents and 2 frameworks in the registry)
+"""
+
+
+def test_leadership_terms_are_read_from_the_masters_logs():
+    """A core kept over a blip ("leads again under the same znode") is the same term; a new core is another."""
+    import datetime
+    terms = leadership_terms(MASTER_LOG.splitlines())
+    began = [datetime.datetime(2026, 11, 29, 20, 0, 0).timestamp(), datetime.datetime(2026, 11, 29, 20, 0, 30, 500000).timestamp()]
+    assert terms == {"m1": began}
+
+
+def test_a_task_reconciled_lost_then_found_after_the_same_master_was_elected_again_is_counted():
+    """The same master id, elected again: its new core knew nothing of what the old one said, as another
+    master would not; re-registering within the same term is not enough."""
+    terms = leadership_terms(MASTER_LOG.splitlines())
+    second_term = terms["m1"][1]
+
+    def events(reregistered_at: float) -> list[dict]:
+        found = lost_unknown_then_found(new_master_between=False)
+        for event in found:
+            if event["ev"] == "registered":
+                event["t"] = terms["m1"][0] + 1.0
+        found.insert(-2, {"ev": "reregistered", "master": "m1", "m": 20.0, "t": reregistered_at})
+        return found
+    problems, summary = check_framework(events(second_term + 1.0), terms)
+    assert problems == [] and summary.lost_then_found == 1
+    problems, summary = check_framework(events(second_term - 10.0), terms)   # the same term, subscribed again
+    assert len(problems) == 1 and "followed by another state" in problems[0] and summary.lost_then_found == 0

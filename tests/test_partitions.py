@@ -34,7 +34,7 @@ import attrs
 import pytest
 
 from e2e_helpers import REPO, child_env
-from partition_history import TERMINAL, check_framework, check_leaders, load
+from partition_history import TERMINAL, check_framework, check_leaders, leadership_terms, load
 from partition_lab import Lab, Node, Observer, require_lab, stop
 from waiting import wait_until
 from zk_helpers import ZooKeeperNode, require_zookeeper
@@ -493,14 +493,17 @@ def test_every_history_holds(cluster):
         stop(cluster.processes[name], signal.SIGTERM)
     problems, lines = [], []
     tasks = updates = 0
+    terms = leadership_terms(line for name in cluster.masters
+                             for line in (cluster.directory / f"{name}.log").read_text(errors="replace").splitlines())
     for path in cluster.histories:
-        found, summary = check_framework(load(path))
+        found, summary = check_framework(load(path), terms)
         problems += [f"{path.name}: {problem}" for problem in found]
         lines.append(summary.line())
         tasks, updates = tasks + summary.tasks, updates + summary.updates
     problems += check_leaders(cluster.leader_samples)
     report = (f"partition suite: {tasks} tasks, {updates} updates in {len(cluster.histories)} framework histories, "
-              f"{len(cluster.leader_samples)} leadership samples; faults: " + "; ".join(cluster.faults)
+              f"{len(cluster.leader_samples)} leadership samples, {sum(map(len, terms.values()))} leadership terms "
+              f"of {len(terms)} masters; faults: " + "; ".join(cluster.faults)
               + "\n  " + "\n  ".join(lines) + f"\n  measured: {cluster.measured}")
     (cluster.directory / "report.txt").write_text(report + "\n")
     print("\n" + report)
