@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 import attrs
+import msgspec
 
 from mesoslike.allocator.offers import Offer  # the one offer model, made by the allocator (core)
 from mesoslike.attributes import check_attributes
@@ -721,10 +722,15 @@ def _emptied(secret: Secret) -> Secret:
     return attrs.evolve(secret, value=b"") if secret.type == Secret.VALUE else secret
 
 
-@attrs.frozen
-class TaskStatus:
+class TaskStatus(msgspec.Struct, frozen=True, gc=False):
     """A task's state change. ``uuid`` identifies a reliable update that must
-    be acknowledged; updates the master makes up (reconciliation) have none."""
+    be acknowledged; updates the master makes up (reconciliation) have none.
+
+    A frozen ``msgspec.Struct`` (three of them cross the wire for every task
+    in each direction): built and decoded in C; ``labels`` may be given as
+    :class:`Label` objects, ``(key, value)`` pairs or a ``{key: value}`` map,
+    at most :data:`MAX_LABELS`. :meth:`replace` is ``attrs.evolve``'s
+    counterpart."""
 
     task_id: str
     state: str
@@ -739,15 +745,27 @@ class TaskStatus:
     #: the task's latest health check result (None: it has no health check, or none has ended yet)
     healthy: bool | None = None
     #: the task's labels (its agent copies them from ``TaskInfo.labels``)
-    labels: list[Label] = labels_field()
+    labels: list[Label] = []
     #: opaque bytes from the task's executor to its scheduler (Mesos's ``TaskStatus.data``), carried as sent
     data: bytes = b""
     #: its container on its agent (which isolators it got, the address it is reachable at); None: not known
     container_status: ContainerStatus | None = None
 
+    def __post_init__(self) -> None:
+        labels = self.labels
+        if labels or type(labels) is not list:   # (most statuses have none: one test)
+            msgspec.structs.force_setattr(self, "labels", _label_list(labels))
+
     @property
     def terminal(self) -> bool:
         return self.state in TERMINAL_STATES
+
+    def replace(self, **changes: Any) -> "TaskStatus":
+        """A copy with ``changes`` (fields by name); new ``labels`` are converted and checked as a new
+        status's are."""
+        if "labels" in changes:
+            return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
+        return msgspec.structs.replace(self, **changes)
 
 
 @attrs.frozen
