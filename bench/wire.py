@@ -112,22 +112,24 @@ def measure_codec() -> dict[str, dict[str, float]]:
 
 # -------------------------------------------------- plain msgspec Structs
 def struct_mirror(cls: type, made: dict[type, type]) -> type:
-    """A msgspec Struct with the fields and hints of attrs class ``cls``
-    (nested classes mirrored, Resources as str), no checks."""
+    """A msgspec Struct with the fields and hints of message class ``cls``
+    (an attrs class or a Struct; nested classes mirrored, Resources as str),
+    no checks."""
     import typing
 
     import attrs
     import msgspec
 
     from mesoslike.resources import Resources
+    from mesoslike.wire.schema import is_message_class
     if cls in made:
         return made[cls]
 
     def mirror(hint: object) -> object:
         if hint is Resources:
             return str
-        if isinstance(hint, type) and attrs.has(hint):
-            return struct_mirror(hint, made)
+        if is_message_class(hint):
+            return struct_mirror(hint, made)  # type: ignore[arg-type]
         origin = typing.get_origin(hint)
         if origin is typing.Annotated:
             return mirror(typing.get_args(hint)[0])
@@ -139,34 +141,45 @@ def struct_mirror(cls: type, made: dict[type, type]) -> type:
         return hint
     hints = typing.get_type_hints(cls, include_extras=True)
     fields: list[Any] = []
-    for field in attrs.fields(cls):
-        if field.default is attrs.NOTHING:
-            fields.append((field.name, mirror(hints[field.name])))
+    for name, default in _defaults(cls):
+        if default is _REQUIRED:
+            fields.append((name, mirror(hints[name])))
         else:
-            default = field.default
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
                 default = msgspec.field(default_factory=default.factory)
-            elif attrs.has(type(default)) or isinstance(default, Resources):
+            elif is_message_class(type(default)) or isinstance(default, Resources):
                 default = msgspec.field(default_factory=lambda d=default: to_struct(d, made))
-            fields.append((field.name, mirror(hints[field.name]), default))
+            fields.append((name, mirror(hints[name]), default))
     made[cls] = msgspec.defstruct(cls.__name__, fields)
     return made[cls]
 
 
 def to_struct(value: object, made: dict[type, type]) -> object:
-    import attrs
-
     from mesoslike.resources import Resources
+    from mesoslike.wire.schema import fields, is_message_class
     if isinstance(value, Resources):
         return str(value)
     if isinstance(value, list):
         return [to_struct(v, made) for v in value]
     if isinstance(value, dict):
         return {k: to_struct(v, made) for k, v in value.items()}
-    if attrs.has(type(value)):
+    if is_message_class(type(value)):
         struct = struct_mirror(type(value), made)
-        return struct(**{f.name: to_struct(getattr(value, f.name), made) for f in attrs.fields(type(value))})
+        return struct(**{f.name: to_struct(getattr(value, f.name), made) for f in fields(type(value))})
     return value
+
+
+_REQUIRED = object()
+
+
+def _defaults(cls: type) -> list[tuple[str, object]]:
+    """(name, default: an attrs default or Factory, or _REQUIRED) of each field of an attrs class or Struct."""
+    import attrs
+    import msgspec
+    if issubclass(cls, msgspec.Struct):
+        return [(f.name, _REQUIRED if f.required else f.default if f.default is not msgspec.NODEFAULT
+                 else attrs.Factory(f.default_factory)) for f in msgspec.structs.fields(cls)]
+    return [(f.name, _REQUIRED if f.default is attrs.NOTHING else f.default) for f in attrs.fields(cls)]
 
 
 def measure_structs() -> dict[str, dict[str, float]]:

@@ -5,7 +5,6 @@ import ast
 import pathlib
 import random
 
-import attrs
 import pytest
 
 from mesoslike.clock import FakeClock
@@ -370,7 +369,7 @@ def test_explicit_acknowledgements_wait_for_the_framework():
     assert run_callbacks(core, commands) == []
     status = commands[0].args[0]
     assert sent(core.acknowledge_status_update(status)) == [m.Acknowledge("fw-1", "agent-1", "t1", "u-1")]
-    assert core.acknowledge_status_update(attrs.evolve(status, uuid="")) == []
+    assert core.acknowledge_status_update(status.replace(uuid="")) == []
 
 
 def test_explicit_acknowledge_is_ignored_when_implicit():

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import attrs
+import msgspec
 import pytest
 
 import mesoslike
@@ -135,7 +136,22 @@ def expected_parameters(function: Any, skip_first: bool) -> list[tuple[str, Any]
     return out
 
 
+def is_record(obj: object) -> bool:
+    """A value type whose fields are its parameters: an attrs class or a msgspec Struct."""
+    return isinstance(obj, type) and (attrs.has(obj) or issubclass(obj, msgspec.Struct))
+
+
+def record_field_names(cls: type) -> list[str]:
+    if issubclass(cls, msgspec.Struct):
+        return list(cls.__struct_fields__)
+    return [field.name for field in attrs.fields(cls)]
+
+
 def attrs_parameters(cls: type) -> list[tuple[str, Any]]:
+    if issubclass(cls, msgspec.Struct):
+        return [(f.name, _NO_DEFAULT if f.required else
+                 f.default_factory() if f.default is msgspec.NODEFAULT else f.default)
+                for f in msgspec.structs.fields(cls)]
     out = []
     for field in attrs.fields(cls):
         if not field.init:
@@ -264,7 +280,7 @@ def missing_from(doc: str) -> list[str]:
                 if label not in words and not (isinstance(value, str) and value in words):
                     missing.append(f"{name}.{label}: not on the page")
             continue
-        if attrs.has(obj):
+        if is_record(obj):
             expected = attrs_parameters(obj)
         elif getattr(obj, "_is_protocol", False):
             expected = None   # a Protocol: never constructed
@@ -286,11 +302,11 @@ def missing_from(doc: str) -> list[str]:
 def members_missing(name: str, obj: type, section: str, words: set[str]) -> list[str]:
     """What ``section`` lacks of class ``obj``'s fields, methods and properties."""
     missing: list[str] = []
-    if attrs.has(obj):
+    if is_record(obj):
         rows = {line.split("``")[1] for line in section.splitlines() if line.startswith("``")}
-        for field in attrs.fields(obj):
-            if field.name not in rows:
-                missing.append(f"{name}.{field.name}: no row ``{field.name}`` in the field table of {name}'s "
+        for field_name in record_field_names(obj):
+            if field_name not in rows:
+                missing.append(f"{name}.{field_name}: no row ``{field_name}`` in the field table of {name}'s "
                                "section")
     for member, value in public_members(obj):
         if isinstance(value, property):
@@ -303,7 +319,7 @@ def members_missing(name: str, obj: type, section: str, words: set[str]) -> list
             wanted = _written(expected_parameters(function, skip_first=skip))
             missing.append(f"{name}.{member}: no ``{member}({wanted})`` in {name}'s section")
     for constant, value in vars(obj).items():   # class constants of a value type (HealthCheck.COMMAND)
-        if attrs.has(obj) and not constant.startswith("_") and isinstance(value, str) and constant.isupper() \
+        if is_record(obj) and not constant.startswith("_") and isinstance(value, str) and constant.isupper() \
                 and constant not in words:
             missing.append(f"{name}.{constant}: not on the page")
     return missing

@@ -1,6 +1,5 @@
 """The master core, sans I/O: peers are byte strings, time is a FakeClock."""
 
-import attrs
 import pytest
 
 from mesoslike import ExecutorInfo, MesoslikeError
@@ -548,7 +547,7 @@ def test_an_agents_message_to_a_framework_names_the_agent_that_sent_it(h):
     other = h.register_agent(AG2, hostname="node-1")
     offer = next(o for o in h.offers(h.tick()) if o.agent_id == aid)
     executor = ExecutorInfo("e1", "run", R("cpus:0.5;mem:64"))
-    launch(h, fid, offer, attrs.evolve(task("t1", aid), executor=executor))   # e1 runs on this agent
+    launch(h, fid, offer, task("t1", aid).replace(executor=executor))   # e1 runs on this agent
     out = h.send(AG, m.FrameworkMessage(fid, other, b"hi", executor_id="e1"))   # claims to be the other agent
     (msg,) = only(out, m.FrameworkMessage, FW)
     assert (msg.agent_id, msg.data, msg.executor_id) == (aid, b"hi", "e1")

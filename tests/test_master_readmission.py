@@ -7,7 +7,6 @@ in one subtraction, as one grant each would; the codec keeps its
 
 from __future__ import annotations
 
-import attrs
 import pytest
 
 from mesoslike.allocator import HierarchicalAllocator
@@ -47,7 +46,7 @@ def test_a_reported_status_is_made_when_first_read_and_is_the_status_made_at_onc
     assert lazy.status == eager.status and type(lazy.status) is type(eager.status)
     assert lazy.status is lazy.status   # made once
     assert lazy.ended == eager.ended
-    later = attrs.evolve(eager.status, state=TaskState.KILLED)
+    later = eager.status.replace(state=TaskState.KILLED)
     lazy.status = later
     assert lazy.status is later and lazy.state == TaskState.KILLED and lazy.terminal
 

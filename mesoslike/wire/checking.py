@@ -18,11 +18,9 @@ import typing
 from functools import lru_cache
 from typing import Annotated, Any, Callable
 
-import attrs
-
 from mesoslike.errors import MesoslikeError, ResourcesError
 from mesoslike.resources import Resources
-from mesoslike.wire.schema import Items, Range
+from mesoslike.wire.schema import Items, Range, fields, is_message_class
 
 __all__ = ["WireError", "from_plain", "to_plain", "MAX_LIST_LENGTH", "plain_converter", "hints"]
 
@@ -38,7 +36,7 @@ class WireError(MesoslikeError, ValueError):
 
 @lru_cache(maxsize=None)
 def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(field.name for field in attrs.fields(cls))
+    return tuple(field.name for field in fields(cls))
 
 
 @lru_cache(maxsize=None)
@@ -48,7 +46,7 @@ def hints(cls: type) -> dict[str, Any]:
 
 
 def to_plain(value: object) -> object:
-    """attrs objects -> dicts, Resources -> strings; the rest as is."""
+    """message objects (attrs, Structs) -> dicts, Resources -> strings; the rest as is."""
     cls = type(value)
     if cls in _SCALARS:
         return value
@@ -58,8 +56,8 @@ def to_plain(value: object) -> object:
         return [to_plain(item) for item in value]
     if isinstance(value, dict):
         return {key: to_plain(item) for key, item in value.items()}
-    if attrs.has(cls):
-        return {name: to_plain(getattr(value, name)) for name in _field_names(cls)}
+    if is_message_class(cls):
+        return {name: to_plain(getattr(value, name)) for name in _field_names(typing.cast(Any, cls))}
     return value
 
 
@@ -124,13 +122,13 @@ def from_plain(cls: type, plain: object, path: str) -> object:
 @lru_cache(maxsize=None)
 def _class_converter(cls: type) -> Converter:
     field_hints = hints(cls)
-    fields = tuple((f.name, _converter(field_hints[f.name]), f.default is attrs.NOTHING) for f in attrs.fields(cls))
+    converters = tuple((f.name, _converter(field_hints[f.name]), f.required) for f in fields(cls))
 
     def convert(plain: object, path: str) -> object:
         if not isinstance(plain, dict):
             raise WireError(f"{path}: expected a map, got {type(plain).__name__}")
         kwargs = {}
-        for name, field_converter, required in fields:
+        for name, field_converter, required in converters:
             if name in plain:
                 kwargs[name] = field_converter(plain[name], f"{path}.{name}")
             elif required:
@@ -162,8 +160,8 @@ def _converter(hint: object) -> Converter:
         return _convert_resources
     if hint is Any:
         return _convert_plain
-    if isinstance(hint, type) and attrs.has(hint):
-        return lambda value, path: _class_converter(hint)(value, path)
+    if is_message_class(hint):
+        return lambda value, path: _class_converter(typing.cast(type, hint))(value, path)
     return _scalar_converter(hint)
 
 

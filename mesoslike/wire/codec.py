@@ -25,13 +25,12 @@ from __future__ import annotations
 import typing
 from typing import Any, Callable
 
-import attrs
 import msgpack
 
 from mesoslike.wire import compiled
 from mesoslike.wire.checking import (MAX_LIST_LENGTH, WireError, _class_converter, from_plain, hints,
                                      plain_converter, to_plain)
-from mesoslike.wire.schema import Items, Schema
+from mesoslike.wire.schema import Items, Schema, fields, is_message_class
 
 __all__ = ["WireError", "Codec", "CODEC", "encode", "decode", "peek_type", "to_plain", "from_plain",
            "DEFAULT_MAX_MESSAGE_SIZE", "MAX_LIST_LENGTH", "FRAME_OVERHEAD", "frame_limit", "sized"]
@@ -201,7 +200,7 @@ class Codec:
             _check_fields(cls, set())
             compiled.decoder(cls)
             compiled.encoder(cls, self.schema.version)
-            reserved = [f.name for f in attrs.fields(cls) if f.name in compiled.RESERVED_FIELDS]
+            reserved = [f.name for f in fields(cls) if f.name in compiled.RESERVED_FIELDS]
             if reserved:
                 raise TypeError(f"{cls.__name__}: a field named {reserved[0]!r} (the envelope's)")
 
@@ -217,8 +216,8 @@ def _check_fields(cls: type, seen: set[type]) -> None:
     if cls in seen:
         return
     seen.add(cls)
-    for field in attrs.fields(cls):
-        if not field.init or field.alias != field.name:
+    for field in fields(cls):
+        if not field.by_name:
             raise TypeError(f"{cls.__name__}.{field.name}: not set by its own name in __init__")
         _check_hint(hints(cls)[field.name], seen)
 
@@ -230,7 +229,7 @@ def _check_hint(hint: object, seen: set[type]) -> None:
                 plain_converter(inner)   # raises TypeError for a message class in it
         else:
             _check_hint(item, seen)
-    if isinstance(hint, type) and attrs.has(hint):
+    if isinstance(hint, type) and is_message_class(hint):
         _check_fields(hint, seen)
 
 

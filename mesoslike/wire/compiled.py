@@ -1,16 +1,19 @@
 """The compiled codec: message objects <-> MessagePack through msgspec, a
 compiled (C) library, for every protocol declared as a
-:class:`~mesoslike.wire.schema.Schema` — the message classes stay the attrs
-classes they are.
+:class:`~mesoslike.wire.schema.Schema` — its message classes attrs classes
+or ``msgspec.Struct`` types (the hot ones: ``TaskStatus``, the per-task
+messages of :mod:`mesoslike.wire.messages`), taken alike.
 
 **Decoding** (:func:`decoder`): a ``msgspec.msgpack.Decoder`` of the message
-class decodes a frame straight into the attrs objects. It checks every
+class decodes a frame straight into the objects (a Struct is built in C; an
+attrs object is made by msgspec too, its validators called in Python). It checks every
 field's type — ``str``, ``bytes``, ``int`` (never a bool), ``bool`` (never an
 int), ``float`` (an int is made a float), lists, string maps, ``T | None``,
 nested classes — fills defaults, refuses a missing required field, ignores
 unknown ones (``v`` and ``type`` among them), runs the classes' attrs
-validators and ``__attrs_post_init__`` (where the value types check their
-values: labels, health checks, URIs, containers, secrets) and hands
+validators and ``__attrs_post_init__`` (a Struct's ``__post_init__``: where
+the value types check their values: labels, health checks, URIs,
+containers, secrets) and hands
 ``Resources`` strings to :func:`_decode_hook` (parsed once per distinct
 string). What msgspec does not know is checked after by a function
 generated per class (:func:`_after`), only for the fields that need it:
@@ -47,7 +50,7 @@ import msgspec
 from mesoslike.resources import Resources
 from mesoslike.wire.checking import (KEPT_PARSES, MAX_LIST_LENGTH, _constraints, hints, kept_with_the_parses,
                                      note_parsed, parse_resources, plain_converter, reject)
-from mesoslike.wire.schema import is_normalizer
+from mesoslike.wire.schema import fields, is_message_class, is_normalizer
 
 __all__ = ["decoder", "encoder", "frame_head", "RESERVED_FIELDS"]
 
@@ -140,7 +143,7 @@ def _object_checks(cls: type, var: str, env: dict[str, object], outer: tuple[typ
     the same class calls instead of inlining them)."""
     lines: list[str] = []
     field_hints = hints(cls)
-    for field in attrs.fields(cls):
+    for field in fields(cls):
         value = _name(env, "v", None)
         checks, rebinds = _checks(field_hints[field.name], value, env, outer)
         converter = field.converter
@@ -153,7 +156,8 @@ def _object_checks(cls: type, var: str, env: dict[str, object], outer: tuple[typ
         # most decoded lists and maps are empty (a task's environment, URIs, labels, secrets and
         # arguments): an empty one has nothing to check, and a converter that keeps an empty one as
         # it is need not run on it — all of it is skipped (13 tests of each task's five, before)
-        skip_empty = typing.get_origin(hint) in (list, dict) and (not converts or _keeps_empty(converter, hint))
+        skip_empty = typing.get_origin(hint) in (list, dict) and (
+            not converts or converter is not None and _keeps_empty(converter, hint))
         body = list(checks)
         if converts:
             body.append(f"{value} = {_name(env, 'convert', converter)}({value})")
@@ -221,7 +225,7 @@ def _checks(hint: object, var: str, env: dict[str, object], outer: tuple[type, .
         return [f"if {var} - {var} != 0.0: reject()"], False   # x - x != 0: NaN or an infinity
     if hint is Any:
         return [f"check_plain({var})"], False
-    if isinstance(hint, type) and attrs.has(hint):
+    if isinstance(hint, type) and is_message_class(hint):
         if hint in outer:   # a class inside itself: its own function, looked up when called (it is being made)
             return [f"{_name(env, 'after', lambda value, cls=hint: (_after(cls) or _no_checks)(value))}({var})"], False
         return _object_checks(hint, var, env, outer + (hint,)), False
@@ -292,7 +296,7 @@ def encoder(cls: type, version: int) -> Callable[[Any], bytes]:
     ``version``: ``{"v": version, "type": TYPE, ...fields}``, ``v`` and
     ``type`` first (:meth:`mesoslike.wire.codec.Codec.peek_type` reads them
     without decoding). Raises on a value it cannot carry."""
-    count = len(attrs.fields(cls))
+    count = len(fields(cls))
     body_header = _map_header(count)
     skip = len(body_header)
     head = _map_header(count + 2) + frame_head(version, getattr(cls, "TYPE"))
@@ -318,7 +322,7 @@ def _encode_check(cls: type) -> Callable[[object], None] | None:
     env: dict[str, object] = {"encodable": _check_encodable}
     lines = ["def check(o):"]
     field_hints = hints(cls)
-    for index, field in enumerate(attrs.fields(cls)):
+    for index, field in enumerate(fields(cls)):
         checks = _encode_checks(field_hints[field.name], f"v{index}", env)
         if checks:
             lines.append(f"    v{index} = o.{field.name}")
@@ -344,7 +348,7 @@ def _encode_checks(hint: object, var: str, env: dict[str, object]) -> list[str]:
         lines = _encode_checks(typing.get_args(hint)[-1], item, env)
         values = var if origin is list else f"{var}.values()"
         return [f"for {item} in {values}:"] + ["    " + line for line in lines] if lines else []
-    if isinstance(hint, type) and attrs.has(hint) and _holds_any(hint):
+    if isinstance(hint, type) and is_message_class(hint) and _holds_any(hint):
         # looked up when called: the class may hold itself, and its check be in the making
         return [f"{_name(env, 'check', lambda value, cls=hint: (_encode_check(cls) or _no_checks)(value))}({var})"]
     return []
@@ -354,7 +358,7 @@ def _holds_any(hint: object, seen: frozenset[type] = frozenset()) -> bool:
     """Whether values of ``hint`` may hold an ``Any`` value (nested classes' fields included)."""
     if hint is Any:
         return True
-    if isinstance(hint, type) and attrs.has(hint):
+    if isinstance(hint, type) and is_message_class(hint):
         return hint not in seen and any(_holds_any(h, seen | {hint}) for h in hints(hint).values())
     args: tuple[object, ...] = typing.get_args(hint)
     if typing.get_origin(hint) is Annotated:

@@ -18,8 +18,9 @@ Three conversations share one schema:
   messages above in one frame, each checked as if it came alone; a peer sends
   them only to a peer that said it accepts them (``accepts_batches``).
 
-Each message is an immutable attrs class with a unique ``TYPE``, registered
-in :data:`SCHEMA`; the codec (:mod:`mesoslike.wire.codec`) turns it into
+Each message is an immutable attrs class — or, for the messages every task
+sends several of, a frozen ``msgspec.Struct`` (``_Hot``) — with a unique
+``TYPE``, registered in :data:`SCHEMA`; the codec (:mod:`mesoslike.wire.codec`) turns it into
 ``{"v": 1, "type": TYPE, ...fields}`` and back, checking every field's type.
 """
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import attrs
+import msgspec
 
 from mesoslike.resources import Resources
 from mesoslike.wire.schema import Schema
@@ -47,12 +49,24 @@ message = SCHEMA.message
 #: the codec, naming the field; senders split longer runs)
 MAX_BATCH = 1000
 
-#: a batch's items: 1 to MAX_BATCH (checked when a batch is built, so when one
-#: is decoded: the codec names the field of an empty or longer one)
 #: the most roles one SUBSCRIBE may name as suppressed (a framework has one role)
 MAX_SUPPRESSED_ROLES = 16
 
-_BATCH_SIZE: Any = attrs.validators.and_(attrs.validators.min_len(1), attrs.validators.max_len(MAX_BATCH))
+
+def _check_batch(items: list[Any], name: str) -> None:
+    """A batch's items: 1 to MAX_BATCH (checked when a batch is built, so when
+    one is decoded: the codec names the field of an empty or longer one)."""
+    if not 1 <= len(items) <= MAX_BATCH:
+        bound = "must be >= 1" if len(items) < 1 else f"must be <= {MAX_BATCH}"
+        raise ValueError(f"Length of {name!r} {bound}: {len(items)}")
+
+
+class _Hot(msgspec.Struct, frozen=True, gc=False):
+    """The base of the messages every task sends several of (RUN_TASK,
+    STATUS_UPDATE and its acknowledgements, UPDATE, their batches): frozen
+    ``msgspec.Struct`` types — built, encoded and decoded in C, and out of
+    the collector's passes (they hold no cycles) — where the rest are attrs
+    classes. The codec treats both alike (:mod:`mesoslike.wire.schema`)."""
 
 
 # ------------------------------------------------------- scheduler -> master
@@ -131,8 +145,7 @@ class Kill:
 
 
 @message
-@attrs.frozen
-class Acknowledge:
+class Acknowledge(_Hot, frozen=True, gc=False):
     TYPE: ClassVar[str] = "ACKNOWLEDGE"
     framework_id: str
     agent_id: str
@@ -232,8 +245,7 @@ class RescindOffer:
 
 
 @message
-@attrs.frozen
-class Update:
+class Update(_Hot, frozen=True, gc=False):
     TYPE: ClassVar[str] = "UPDATE"
     status: TaskStatus
 
@@ -399,8 +411,7 @@ class Pong:
 
 
 @message
-@attrs.frozen
-class RunTask:
+class RunTask(_Hot, frozen=True, gc=False):
     TYPE: ClassVar[str] = "RUN_TASK"
     framework: FrameworkInfo
     task: TaskInfo
@@ -420,16 +431,14 @@ class CheckpointResources:
 
 
 @message
-@attrs.frozen
-class KillTask:
+class KillTask(_Hot, frozen=True, gc=False):
     TYPE: ClassVar[str] = "KILL_TASK"
     framework_id: str
     task_id: str
 
 
 @message
-@attrs.frozen
-class StatusUpdate:
+class StatusUpdate(_Hot, frozen=True, gc=False):
     """A task's reliable status update, from an agent (or the master)."""
 
     TYPE: ClassVar[str] = "STATUS_UPDATE"
@@ -438,8 +447,7 @@ class StatusUpdate:
 
 
 @message
-@attrs.frozen
-class StatusUpdateAck:
+class StatusUpdateAck(_Hot, frozen=True, gc=False):
     TYPE: ClassVar[str] = "STATUS_UPDATE_ACK"
     agent_id: str
     framework_id: str
@@ -513,49 +521,59 @@ class PreemptionWarning:
 # master in 13 frames). The receiver handles each item exactly as the message
 # it stands for, in order, with every check; see mesoslike.wire.batching.
 @message
-@attrs.frozen
-class StatusUpdates:
+class StatusUpdates(_Hot, frozen=True, gc=False):
     """Agent -> master: STATUS_UPDATEs (the heads of several tasks' streams)."""
 
     TYPE: ClassVar[str] = "STATUS_UPDATES"
-    updates: list[StatusUpdate] = attrs.field(validator=_BATCH_SIZE)
+    updates: list[StatusUpdate]
+
+    def __post_init__(self) -> None:
+        _check_batch(self.updates, 'updates')
 
 
 @message
-@attrs.frozen
-class Updates:
+class Updates(_Hot, frozen=True, gc=False):
     """Master -> scheduler: UPDATEs, one status each."""
 
     TYPE: ClassVar[str] = "UPDATES"
-    statuses: list[TaskStatus] = attrs.field(validator=_BATCH_SIZE)
+    statuses: list[TaskStatus]
+
+    def __post_init__(self) -> None:
+        _check_batch(self.statuses, 'statuses')
 
 
 @message
-@attrs.frozen
-class Acknowledgements:
+class Acknowledgements(_Hot, frozen=True, gc=False):
     """Scheduler -> master: ACKNOWLEDGEs."""
 
     TYPE: ClassVar[str] = "ACKNOWLEDGEMENTS"
-    acknowledgements: list[Acknowledge] = attrs.field(validator=_BATCH_SIZE)
+    acknowledgements: list[Acknowledge]
+
+    def __post_init__(self) -> None:
+        _check_batch(self.acknowledgements, 'acknowledgements')
 
 
 @message
-@attrs.frozen
-class StatusUpdateAcks:
+class StatusUpdateAcks(_Hot, frozen=True, gc=False):
     """Master -> agent: STATUS_UPDATE_ACKs."""
 
     TYPE: ClassVar[str] = "STATUS_UPDATE_ACKS"
-    acks: list[StatusUpdateAck] = attrs.field(validator=_BATCH_SIZE)
+    acks: list[StatusUpdateAck]
+
+    def __post_init__(self) -> None:
+        _check_batch(self.acks, 'acks')
 
 
 @message
-@attrs.frozen
-class RunTasks:
+class RunTasks(_Hot, frozen=True, gc=False):
     """Master -> agent: RUN_TASKs of one framework."""
 
     TYPE: ClassVar[str] = "RUN_TASKS"
     framework: FrameworkInfo
-    tasks: list[TaskInfo] = attrs.field(validator=_BATCH_SIZE)
+    tasks: list[TaskInfo]
+
+    def __post_init__(self) -> None:
+        _check_batch(self.tasks, 'tasks')
 
 
 # ------------------------------------------------------------ operator tools

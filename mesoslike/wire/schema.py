@@ -2,9 +2,11 @@
 constraints on field values beyond their Python types.
 
 A protocol is a :class:`Schema`: a name, a version, and the message classes
-registered with :meth:`Schema.message` — frozen attrs classes, each with a
-unique ``TYPE``, whose fields' type hints are the schema (no second
-declaration). The hints the codec (:mod:`mesoslike.wire.codec`) checks:
+registered with :meth:`Schema.message` — frozen attrs classes or frozen
+``msgspec.Struct`` types (the hot ones: msgspec builds and checks them in C,
+:func:`fields` reads either kind), each with a unique ``TYPE``, whose
+fields' type hints are the schema (no second declaration). The hints the
+codec (:mod:`mesoslike.wire.codec`) checks:
 
 - ``str``, ``int``, ``float`` (an int is accepted and made a float; NaN and
   infinities are not numbers), ``bool`` (never an int), ``bytes``;
@@ -17,21 +19,25 @@ declaration). The hints the codec (:mod:`mesoslike.wire.codec`) checks:
   in order (e.g. ``[instance, attempt]``).
 
 Values are checked beyond their types by the classes themselves: attrs
-validators and ``__attrs_post_init__`` run on every decoded object, and so
-do attrs converters, unless marked :func:`normalizer` (a converter that only
-turns what a Python caller may pass into the declared type, and checks
-nothing: a decoded value has that type already).
+validators and ``__attrs_post_init__`` (a Struct's ``__post_init__``) run on
+every decoded object, and so do attrs converters, unless marked
+:func:`normalizer` (a converter that only turns what a Python caller may
+pass into the declared type, and checks nothing: a decoded value has that
+type already). A Struct has no converters: its ``__post_init__`` converts
+(``msgspec.structs.force_setattr``) and checks.
 
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+import typing
+from typing import Any, Callable, NamedTuple, TypeVar
 
 import attrs
+import msgspec
 
-__all__ = ["Schema", "Range", "Items", "normalizer", "is_normalizer"]
+__all__ = ["Schema", "Range", "Items", "normalizer", "is_normalizer", "is_message_class", "fields", "Field"]
 
 T = TypeVar("T", bound=type)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -54,6 +60,46 @@ def is_normalizer(converter: object) -> bool:
     return converter in _NORMALIZERS
 
 
+class Field(NamedTuple):
+    """One field of a message class, of either kind (:func:`fields`)."""
+
+    name: str
+    #: no default: a frame without it is refused
+    required: bool
+    #: its attrs converter (None: none; a Struct's fields have none)
+    converter: Callable[[Any], Any] | None
+    #: set by its own name in ``__init__`` (what msgspec and the checking decoder rely on)
+    by_name: bool
+
+
+def is_message_class(cls: object) -> bool:
+    """Whether ``cls`` is a class the codec takes apart: an attrs class or a ``msgspec.Struct``."""
+    return isinstance(cls, type) and (issubclass(cls, msgspec.Struct) or attrs.has(cls))
+
+
+def fields(cls: type) -> tuple[Field, ...]:
+    """The fields of ``cls`` (an attrs class or a ``msgspec.Struct``), in order."""
+    found = _FIELDS.get(cls)
+    if found is None:
+        if issubclass(cls, msgspec.Struct):
+            found = tuple(Field(f.name, f.required, None, f.encode_name == f.name)
+                          for f in msgspec.structs.fields(cls))
+        else:
+            found = tuple(Field(f.name, f.default is attrs.NOTHING, f.converter,
+                                f.init and (f.alias or f.name) == f.name) for f in attrs.fields(typing.cast(Any, cls)))
+        _FIELDS[cls] = found
+    return found
+
+
+_FIELDS: dict[type, tuple[Field, ...]] = {}
+
+
+def _is_frozen(cls: type) -> bool:
+    if issubclass(cls, msgspec.Struct):
+        return bool(cls.__struct_config__.frozen)
+    return cls.__setattr__ is not object.__setattr__
+
+
 class Schema:
     """The messages of one protocol, by ``TYPE``, under one ``version``
     (0-127: frames carry it as MessagePack's one-byte positive integer).
@@ -68,13 +114,14 @@ class Schema:
         self.types: dict[str, type] = {}
 
     def message(self, cls: T) -> T:
-        """Class decorator: register ``cls`` (a frozen attrs class with a
-        ``TYPE: ClassVar[str]``) as a message of this protocol."""
+        """Class decorator: register ``cls`` (a frozen attrs class or
+        ``msgspec.Struct`` with a ``TYPE: ClassVar[str]``) as a message of
+        this protocol."""
         kind = getattr(cls, "TYPE", None)
         if not isinstance(kind, str) or not kind:
             raise TypeError(f"{cls.__name__} has no TYPE (a non-empty string)")
-        if not _is_attrs_class(cls):
-            raise TypeError(f"{cls.__name__} is not an attrs class")
+        if not is_message_class(cls):
+            raise TypeError(f"{cls.__name__} is neither an attrs class nor a msgspec Struct")
         if kind in self.types:
             raise TypeError(f"duplicate message type {kind} in the {self.name} protocol")
         self.types[kind] = cls
@@ -85,17 +132,12 @@ class Schema:
 
     def _check(self) -> None:
         """The invariants: every class is registered under its own TYPE and
-        is a frozen attrs class. (That the codec can check every field's
-        hint is :meth:`mesoslike.wire.codec.Codec._check`.)"""
+        is a frozen attrs class or Struct. (That the codec can check every
+        field's hint is :meth:`mesoslike.wire.codec.Codec._check`.)"""
         for kind, cls in self.types.items():
             assert getattr(cls, "TYPE") == kind, (kind, cls)
-            assert attrs.has(cls), cls
-            assert cls.__setattr__ is not object.__setattr__, f"{cls.__name__} is not frozen"
-
-
-def _is_attrs_class(cls: type) -> bool:
-    # attrs.has() as a plain bool: its TypeGuard would change the type the decorator returns
-    return attrs.has(cls)
+            assert is_message_class(cls), cls
+            assert _is_frozen(cls), f"{cls.__name__} is not frozen"
 
 
 # ------------------------------------------------------------ constraints

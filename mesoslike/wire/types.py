@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 import attrs
+import msgspec
 
 from mesoslike.allocator.offers import Offer  # the one offer model, made by the allocator (core)
 from mesoslike.attributes import check_attributes
@@ -615,10 +616,17 @@ class ExecutorInfo:
         return EXECUTOR_RUN_PREFIX + self.executor_id
 
 
-@attrs.frozen
-class TaskInfo:
+class TaskInfo(msgspec.Struct, frozen=True, gc=False):
     """A task to launch: a shell ``command`` run by the agent in its own
-    process group and sandbox, with ``resources`` taken from one offer."""
+    process group and sandbox, with ``resources`` taken from one offer.
+
+    A frozen ``msgspec.Struct`` (each task crosses the wire in an ACCEPT and
+    a RUN_TASK: built and decoded in C), not an attrs class: :meth:`replace`
+    is ``attrs.evolve``'s counterpart. What its fields take beyond their
+    types is converted and checked by ``__post_init__``, at construction
+    and decoding alike: ``environment`` copied into a dict, ``labels`` from
+    pairs or a map, at most :data:`MAX_TASK_URIS` URIs, :data:`MAX_TASK_SECRETS`
+    secrets, 4096 arguments."""
 
     task_id: str
     agent_id: str
@@ -627,17 +635,17 @@ class TaskInfo:
     name: str = ""
     #: its repr names the variables, never their values: a task's environment
     #: may hold secrets, and a repr ends up in logs (docs/security.rst)
-    environment: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict, repr=_names_only)
+    environment: dict[str, str] = {}
     kill_grace_period: float = 3.0
     #: the unix user it runs as (default: its framework's ``user``); see docs/security.rst
     user: str = ""
     #: checked while it runs (docs/framework-api.rst, "HealthCheck"); None: never
     health_check: HealthCheck | None = None
     #: fetched into its sandbox before it starts (docs/agent.rst, "The fetcher")
-    uris: list[CommandURI] = attrs.field(factory=list, converter=_uri_list)
+    uris: list[CommandURI] = []
     #: free-form key/value metadata (Mesos's ``TaskInfo.labels``): shown in
     #: ``/state`` and carried in every status update of the task
-    labels: list[Label] = labels_field()
+    labels: list[Label] = []
     #: run by this custom executor (docs/framework-api.rst, "Custom executors");
     #: None: ``command`` is run by the agent's built-in command executor
     executor: ExecutorInfo | None = None
@@ -648,15 +656,54 @@ class TaskInfo:
     #: environment variables whose values are secrets (Mesos's
     #: ``Environment.Variable`` of type ``SECRET``): name -> :class:`Secret`;
     #: they reach only this task's process, never ``/state`` or logs
-    environment_secrets: dict[str, Secret] = attrs.field(factory=dict, converter=_secret_environment,
-                                                         repr=_names_only)
+    environment_secrets: dict[str, Secret] = {}
     #: Mesos's ``CommandInfo.shell``: True runs ``command`` with ``/bin/sh -c``;
     #: False executes ``arguments`` directly (``arguments[0]`` the program, as
     #: Mesos's ``value`` + ``arguments``), or, for a task with an image and no
     #: ``arguments``, the image's entrypoint and cmd
     shell: bool = True
     #: the argv when ``shell`` is False
-    arguments: list[str] = attrs.field(factory=list, converter=_argument_list)
+    arguments: list[str] = []
+
+    def __post_init__(self) -> None:
+        # what attrs's converters did; an empty list or map (most tasks' five) costs one test each
+        environment = self.environment
+        if environment or type(environment) is not dict:
+            msgspec.structs.force_setattr(self, "environment", _frozen_dict(environment))
+        if self.uris or type(self.uris) is not list:
+            msgspec.structs.force_setattr(self, "uris", _uri_list(self.uris))
+        if self.labels or type(self.labels) is not list:
+            msgspec.structs.force_setattr(self, "labels", _label_list(self.labels))
+        if self.environment_secrets or type(self.environment_secrets) is not dict:
+            msgspec.structs.force_setattr(self, "environment_secrets", _secret_environment(self.environment_secrets))
+        if self.arguments or type(self.arguments) is not list:
+            msgspec.structs.force_setattr(self, "arguments", _argument_list(self.arguments))
+
+    def __repr__(self) -> str:
+        return f"TaskInfo({', '.join(f'{name}={value}' for name, value in self._shown())})"
+
+    def __rich_repr__(self) -> Any:
+        for name, value in self._shown():
+            yield name, _Shown(value)
+
+    def _shown(self) -> list[tuple[str, str]]:
+        """Its fields as its repr shows them: the environments' names, never their values."""
+        return [(name, _names_only(getattr(self, name)) if name in _NAMES_ONLY else repr(getattr(self, name)))
+                for name in self.__struct_fields__]
+
+    def replace(self, **changes: Any) -> "TaskInfo":
+        """A copy with ``changes`` (fields by name), converted and checked as a new task's are."""
+        return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
+
+
+_NAMES_ONLY = frozenset({"environment", "environment_secrets"})
+
+
+class _Shown(str):
+    """A field's text as a repr shows it (for ``__rich_repr__``)."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _isolator_list(value: list[str] | None) -> list[str]:
@@ -714,17 +761,27 @@ def without_secret_values(info: _Holder) -> _Holder:
         executor = without_secret_values(info.executor)
         if executor is not info.executor:
             changes["executor"] = executor
-    return attrs.evolve(info, **changes) if changes else info
+    if not changes:
+        return info
+    if isinstance(info, TaskInfo):
+        replaced: Any = info.replace(**changes)   # (a TaskInfo is a Struct)
+        return replaced
+    return attrs.evolve(info, **changes)
 
 
 def _emptied(secret: Secret) -> Secret:
     return attrs.evolve(secret, value=b"") if secret.type == Secret.VALUE else secret
 
 
-@attrs.frozen
-class TaskStatus:
+class TaskStatus(msgspec.Struct, frozen=True, gc=False):
     """A task's state change. ``uuid`` identifies a reliable update that must
-    be acknowledged; updates the master makes up (reconciliation) have none."""
+    be acknowledged; updates the master makes up (reconciliation) have none.
+
+    A frozen ``msgspec.Struct`` (three of them cross the wire for every task
+    in each direction): built and decoded in C; ``labels`` may be given as
+    :class:`Label` objects, ``(key, value)`` pairs or a ``{key: value}`` map,
+    at most :data:`MAX_LABELS`. :meth:`replace` is ``attrs.evolve``'s
+    counterpart."""
 
     task_id: str
     state: str
@@ -739,15 +796,27 @@ class TaskStatus:
     #: the task's latest health check result (None: it has no health check, or none has ended yet)
     healthy: bool | None = None
     #: the task's labels (its agent copies them from ``TaskInfo.labels``)
-    labels: list[Label] = labels_field()
+    labels: list[Label] = []
     #: opaque bytes from the task's executor to its scheduler (Mesos's ``TaskStatus.data``), carried as sent
     data: bytes = b""
     #: its container on its agent (which isolators it got, the address it is reachable at); None: not known
     container_status: ContainerStatus | None = None
 
+    def __post_init__(self) -> None:
+        labels = self.labels
+        if labels or type(labels) is not list:   # (most statuses have none: one test)
+            msgspec.structs.force_setattr(self, "labels", _label_list(labels))
+
     @property
     def terminal(self) -> bool:
         return self.state in TERMINAL_STATES
+
+    def replace(self, **changes: Any) -> "TaskStatus":
+        """A copy with ``changes`` (fields by name); new ``labels`` are converted and checked as a new
+        status's are."""
+        if "labels" in changes:
+            return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
+        return msgspec.structs.replace(self, **changes)
 
 
 @attrs.frozen
