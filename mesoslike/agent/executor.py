@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Union
 
 import attrs
+from msgspec.json import encode as _encode_json
 
 from mesoslike.agent import supervisor as sup
 from mesoslike.agent.environment import base_environment, task_environment, task_variables, user_entry_environment
@@ -999,8 +1000,7 @@ class TaskExecutor:
             write_secrets_file(run_dir, secrets)
         # whole before the supervisor is started (it reads it then); one cut short by the agent's death
         # never had a supervisor, and recovery reads it as no container
-        _write_new_file(os.path.join(run_dir, sup.LAUNCH_FILE), json.dumps(launch).encode())   # unsorted: a third
-        # less work
+        _write_new_file(os.path.join(run_dir, sup.LAUNCH_FILE), _launch_json(launch))
 
     def _make_sandbox(self, framework_id: str, task_id: str) -> Path:
         sandbox = sandbox_path(self.work_dir, framework_id, task_id)
@@ -1528,6 +1528,22 @@ def _launch_container(run_dir: Path) -> Container | None:
         except (OSError, ValueError, KeyError, TypeError):
             return None
     return None
+
+
+def _launch_json(launch: dict) -> bytes:
+    """``launch.json``'s bytes: JSON any reader of it takes (``json.loads``
+    in the supervisors), encoded by msgspec — 2.6 µs where ``json.dumps``
+    took 18 (a 3 KB launch: a task's environment, container and paths; 7 %
+    of an agent's busy samples). Unsorted, UTF-8 rather than ``\\u``
+    escapes. A launch msgspec will not encode (a lone surrogate of an
+    undecodable environment byte) goes through ``json.dumps`` as before.
+    (msgspec writes a float that is not finite as ``null``: none comes in
+    a launch — the wire refuses them in a task, :mod:`mesoslike.wire.checking`
+    — and the agent's own settings are finite.)"""
+    try:
+        return _encode_json(launch)
+    except (TypeError, ValueError, UnicodeEncodeError, OverflowError):
+        return json.dumps(launch).encode()
 
 
 def _write_new_file(path: str, data: bytes) -> None:

@@ -663,8 +663,7 @@ class SharedSupervisor:
         was_executing = task.executing
         pipe = task.status_pipe
         task.read_status()
-        if task.status_pipe < 0 and pipe >= 0:
-            self.unwatch(pipe)
+        if task.status_pipe < 0 and pipe >= 0:   # closed at its end: the kernel took it out of the epoll set
             self.by_status_pipe.pop(pipe, None)
         if task.executing and not was_executing:
             self.started(task, self.task_host_pid(task))
