@@ -651,3 +651,85 @@ def test_launch_json_says_whether_there_are_secrets_and_a_supervisor_still_looks
                 "take_secrets": staticmethod(lambda run_dir: ({}, []))}))
             supervisor.prepare()
         assert looked == expected, told
+
+
+def test_a_task_said_ended_with_its_start_gets_no_task_json_unless_its_end_must_wait(tmp_path):
+    """A short task's init says ``R`` and ``X`` in one read: its start is told
+    to the agent (``S``) but no ``task.json`` is written, its ``exit.json``
+    coming in the same turn; only if its end must wait for its cgroups to
+    empty is ``task.json`` written then. A task still running gets it at once."""
+    import subprocess
+
+    from mesoslike.agent import shared_supervisor as shared
+
+    meta = tmp_path / "meta"
+    run_dir = meta / "tasks" / "fw" / "t"
+    run_dir.mkdir(parents=True)
+    loop = shared.SharedSupervisor(str(meta))
+    told: list[str] = []
+    loop.tell = told.append   # type: ignore[method-assign]
+    try:
+        for ended in (False, True):
+            (run_dir / "task.json").unlink(missing_ok=True)
+            made = shared.SharedTask(str(run_dir), "fw/t")
+            made.started_by, made.task_pid, made.task_status = "nsinit", 4321, (0 if ended else None)
+            told.clear()
+            loop.started(made, 4321)
+            assert told == ["S fw/t 4321"]
+            assert (run_dir / "task.json").exists() is not ended
+            assert (made.unrecorded_start is not None) is ended
+        # its end waits (a process left in its cgroups): task.json written as the start says
+        child = subprocess.Popen(["true"], start_new_session=True)
+        made.task_pid = child.pid
+        made.pidfd = os.pidfd_open(child.pid)
+        loop.by_fd[made.pidfd] = made
+        loop.tasks[made.name] = made
+        loop.finish = lambda task: False   # type: ignore[method-assign]
+        loop.reap(made)
+        child.returncode = 0   # reaped by the loop
+        assert read_json(str(run_dir / "task.json")) == {"init": 4321, "pid": 4321, "started": "nsinit"}
+        assert made.unrecorded_start is None and loop.cleaning == [made]
+    finally:
+        loop.close()
+
+
+def test_a_sandbox_file_is_made_new_or_else_opened_only_if_plain(tmp_path):
+    """``open_sandbox_file``: a name nothing holds is made (``O_EXCL``, blocking, appending); one
+    taken is opened only as a plain file of one link — never through a symlink, never a FIFO
+    (which would block), never a hard link to a file elsewhere."""
+    from mesoslike.agent.supervisor import open_sandbox_file
+
+    made = str(tmp_path / "stdout")
+    fd = open_sandbox_file(made)
+    try:
+        assert os.get_blocking(fd) and os.fstat(fd).st_nlink == 1
+        os.write(fd, b"one\n")
+    finally:
+        os.close(fd)
+    fd = open_sandbox_file(made)   # taken, plain: appended to
+    try:
+        os.write(fd, b"two\n")
+    finally:
+        os.close(fd)
+    assert Path(made).read_bytes() == b"one\ntwo\n"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"")
+    (tmp_path / "link").symlink_to(elsewhere)
+    os.link(elsewhere, tmp_path / "hard")
+    os.mkfifo(tmp_path / "fifo")
+    for name in ("link", "hard", "fifo"):
+        with pytest.raises(OSError):
+            os.close(open_sandbox_file(str(tmp_path / name)))
+    assert elsewhere.read_bytes() == b""
+
+
+def test_launch_json_is_the_json_of_the_launch_and_an_undecodable_byte_still_goes_through():
+    import json
+
+    from mesoslike.agent.executor import _launch_json
+
+    launch = {"env": {"A": "é", "PATH": "/bin"}, "argv": [], "grace_period": 3.0, "health_check": None,
+              "container": {"cgroups": {"memory": "/sys/fs/cgroup/memory/x"}, "pooled": True}}
+    assert json.loads(_launch_json(launch)) == launch
+    odd = {"env": {"A": "\udcff"}}   # os.environ's surrogate escape of a byte that is not UTF-8
+    assert json.loads(_launch_json(odd)) == odd

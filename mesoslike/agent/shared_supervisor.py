@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import collections
 import errno
+import gc
 import importlib.util
 import json
 import os
@@ -164,6 +165,7 @@ class SharedTask(sup.Supervisor):
         self.executing = False                  # the helper said the task executes
         self.awaiting = False                   # its init asked of the server, its pid not answered yet
         self.pending_kill: float | None = None  # a kill asked while awaiting: its grace
+        self.unrecorded_start: dict | None = None   # its task.json, not written: it had ended (started())
 
     def submit_init(self, server_for: Callable[[str], nsinit.Server]) -> nsinit.Server:
         """Ask for the init helper of this task (``launch["init"]``) of
@@ -651,11 +653,22 @@ class SharedSupervisor:
         return server
 
     def started(self, task: SharedTask, pid: int) -> None:
-        """The task executes (``pid``: the host's): its ``task.json``, and the agent told."""
+        """The task executes (``pid``: the host's): its ``task.json``, and the agent told.
+        A task whose helper said in the same read that it has ended (a
+        short task: ``R`` and ``X`` come together) gets no ``task.json``
+        unless its end cannot be recorded at once (:meth:`reap`): its
+        ``exit.json`` follows within this loop's turn, and until it is
+        written the run directory reads as it did before the helper's
+        words were read (started, not yet said so) — to a restarted agent
+        too, which then learns the end as any (:meth:`.TaskExecutor.recover`).
+        Four system calls and a JSON encoding a task fewer."""
         record = {"pid": pid, "started": task.started_by}
         if task.started_by == "nsinit":
             record["init"] = task.task_pid   # the init of its namespaces (its supervisor, as far as it sees)
-        sup.write_run_file(task.path(sup.TASK_FILE), record)
+        if task.task_status is not None:
+            task.unrecorded_start = record
+        else:
+            sup.write_run_file(task.path(sup.TASK_FILE), record)
         self.tell(f"S {task.name} {pid}")
 
     def heard(self, task: SharedTask) -> None:
@@ -663,8 +676,7 @@ class SharedSupervisor:
         was_executing = task.executing
         pipe = task.status_pipe
         task.read_status()
-        if task.status_pipe < 0 and pipe >= 0:
-            self.unwatch(pipe)
+        if task.status_pipe < 0 and pipe >= 0:   # closed at its end: the kernel took it out of the epoll set
             self.by_status_pipe.pop(pipe, None)
         if task.executing and not was_executing:
             self.started(task, self.task_host_pid(task))
@@ -677,6 +689,8 @@ class SharedSupervisor:
         which a process group signal would take for the agent's own)."""
         if "pid" not in task.launch["namespaces"]:
             return task.reported_pid
+        if task.task_status is not None:   # it has ended, said its helper: gone from its children (3 calls)
+            return task.task_pid
         if self.host_proc < 0:
             self.host_proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         found = sup.load_sibling("namespaces").host_pid_of_child(self.host_proc, task.task_pid, task.reported_pid)
@@ -712,6 +726,12 @@ class SharedSupervisor:
             task.child.returncode = os.waitstatus_to_exitcode(task.status)
         task.cleanup_deadline = time.monotonic() + sup.CLEANUP_LIMIT
         if not self.finish(task):
+            if task.unrecorded_start is not None:   # its end waits for its cgroups: its start written now
+                try:
+                    sup.write_run_file(task.path(sup.TASK_FILE), task.unrecorded_start)
+                except OSError as exc:
+                    sup.say(f"{task.name}: cannot write its task.json: {exc}")
+                task.unrecorded_start = None
             self.cleaning.append(task)
 
     def finish(self, task: SharedTask) -> bool:
@@ -774,10 +794,29 @@ def _state_ticks(meta: str) -> object:
         return None
 
 
+#: container objects allocated (net) between two passes of the collector over the young generation:
+#: mesoslike.young_collections's figure (this script imports nothing of the package but its siblings)
+YOUNG_PASS_EVERY = 50_000
+
+
+def _pass_over_young_objects_less_often() -> None:
+    """As the agent and the master do (:mod:`mesoslike.young_collections`):
+    a task's launch, spec and records (a decoded ``launch.json`` alone is
+    dozens of containers) live until its end, a second or two in a burst;
+    at Python's 700 the collector passed over them and promoted them every
+    few launches. What is loaded at start is frozen out of its sight."""
+    gc.collect()
+    gc.freeze()
+    young, *older = gc.get_threshold()
+    if 0 < young < YOUNG_PASS_EVERY:
+        gc.set_threshold(YOUNG_PASS_EVERY, *older)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         sup.say("usage: shared_supervisor.py META_DIR")
         return 2
+    _pass_over_young_objects_less_often()
     try:
         return SharedSupervisor(argv[0]).run()
     except OSError as exc:
