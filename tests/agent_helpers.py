@@ -173,6 +173,19 @@ def master():
     fake.close()
 
 
+#: the work directories (as agent_key's digests) of agents outside pytest's temporary directories:
+#: the session sweeps the task cgroups they leave (tests/conftest.py)
+WORK_DIR_DIGESTS: set[str] = set()
+
+
+def work_dir_digests(root: Path) -> set[str]:
+    """The digests :func:`mesoslike.agent.isolation.agent_key` gives an agent
+    whose work directory is ``root`` or below it."""
+    from hashlib import sha256
+
+    return {sha256(directory.encode()).hexdigest()[:8] for directory, _, _ in os.walk(root.resolve())}
+
+
 @pytest.fixture
 def traversable_dir():
     """A directory every user may traverse (pytest's own tmp dirs are 0700), removed afterwards: the work
@@ -180,6 +193,7 @@ def traversable_dir():
     directory = tempfile.mkdtemp(prefix="mesoslike-agent-")
     os.chmod(directory, 0o711)
     yield Path(directory)
+    WORK_DIR_DIGESTS.update(work_dir_digests(Path(directory)))   # its agents' cgroups: swept at the session's end
     shutil.rmtree(directory, ignore_errors=True)
 
 

@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -48,17 +49,38 @@ def _task_cgroups() -> set[str]:
     return found
 
 
+def _made_by(directory: str, digests: set[str]) -> bool:
+    """Whether a task cgroup is of an agent whose work directory has one of
+    ``digests``: its name (or that of its ancestor directly below a
+    ``mesoslike*`` root) is the agent's key, ``<hostname>-<digest>``, and
+    whatever follows its first dot."""
+    parts = Path(directory).parts
+    below = next((parts[n + 1] for n, part in enumerate(parts[:-1]) if part.startswith("mesoslike")), "")
+    return below.split(".", 1)[0].rsplit("-", 1)[-1] in digests
+
+
 @pytest.fixture(autouse=True, scope="session")
-def _no_task_cgroups_left_behind():
+def _no_task_cgroups_left_behind(tmp_path_factory):
     """Agents the tests kill as a crash would (SIGKILL) cannot release their
     pool of emptied task cgroups, and no later agent on their temporary work
     directory sweeps them (an agent sweeps its own prefix when it restarts):
     every CI run left hundreds below /sys/fs/cgroup/*/mesoslike on the
-    machine. At the session's end the empty ones it made are removed, deepest
-    first; one with processes stays (rmdir: EBUSY)."""
+    machine. At the session's end the empty ones its own agents made — those
+    whose key names a work directory below the session's temporary
+    directories (:data:`agent_helpers.WORK_DIR_DIGESTS` for those made
+    elsewhere) — are removed, deepest first; one with processes stays (rmdir:
+    EBUSY). Another agent's empty pooled cgroups (a cluster or a benchmark
+    running beside the tests) are its own: removing them failed its next
+    launches ("cannot join the cgroup: No such device")."""
+    import agent_helpers
+
     before = _task_cgroups()
     yield
-    for directory in sorted(_task_cgroups() - before, key=len, reverse=True):
+    made = _task_cgroups() - before
+    if not made:
+        return
+    digests = agent_helpers.work_dir_digests(tmp_path_factory.getbasetemp()) | agent_helpers.WORK_DIR_DIGESTS
+    for directory in sorted((d for d in made if _made_by(d, digests)), key=len, reverse=True):
         try:
             os.rmdir(directory)
         except OSError:
