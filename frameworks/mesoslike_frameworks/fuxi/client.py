@@ -74,8 +74,12 @@ class JobClient:
         """Submit a parsed job file; the job's id."""
         return self._ask(protocol.Submit(next(self._ids), dict(document))).job_id
 
-    def status(self, job_id: str | None = None) -> dict:
-        return json.loads(self._ask(protocol.Status(next(self._ids), job_id or "")).document)
+    def status(self, job_id: str | None = None, wait: float = 0.0) -> dict:
+        """The status of every job, or of ``job_id``; with ``wait`` (seconds)
+        as soon as that job no longer runs, or after ``wait`` (at most half
+        the client's timeout). A service before STATUS's ``wait`` answers at once."""
+        wait = min(wait, self.timeout / 2) if job_id and wait > 0 else 0.0
+        return json.loads(self._ask(protocol.Status(next(self._ids), job_id or "", wait)).document)
 
     def kill(self, job_id: str) -> None:
         """End the job (its state becomes ``killed``)."""
