@@ -68,6 +68,9 @@ class JobClient:
         self._ids = itertools.count(1)
 
     def _connect(self, address: str) -> Client:
+        #: whether this connection was answered: a handshake that fails after that (a service that died
+        #: mid-handshake, its successor not named yet) is no refusal of our key — the answer is waited for
+        self._answered = False
         return Client(address, codec=protocol.CODEC, keys=self._keys, server_key=self._server_key)
 
     def submit(self, document: Mapping[str, Any]) -> str:
@@ -114,10 +117,11 @@ class JobClient:
             # in short steps: a refused handshake shows only in the connection's events,
             # and a new leader only in the locator
             if not self._client.wait(min(left, 0.1)):
-                if self._client.stats.handshakes_failed:
+                if self._client.stats.handshakes_failed and not self._answered:
                     raise JobRefused(self._refused_connection())
                 continue
             for _, answer in self._client.receive():
+                self._answered = True
                 if isinstance(answer, protocol.ProtocolError):
                     # something answers, in another protocol: most often a master given for --fuxi
                     raise MesoslikeError(
