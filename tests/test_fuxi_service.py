@@ -414,33 +414,6 @@ def test_kill_over_the_protocol_and_status_says_where_the_master_is():
     assert isinstance(again, protocol.Error) and "ended already" in again.message
 
 
-def test_a_status_with_a_wait_is_answered_when_its_job_ends_or_its_time_is_up():
-    """``submit --wait`` learns of a job's end as it happens (STATUS's
-    ``wait``), not at its next poll; a job that does not run, or a request
-    without a wait, is answered at once."""
-    service, _ = make_service()
-    server = JobServer(service, "tcp://127.0.0.1:0").start()
-    try:
-        with JobClient(server.address, timeout=20) as client:
-            job_id = client.submit({"job": {"name": "j", "units": [
-                {"name": "u", "slots": 1, "cpus": 1, "mem": 10, "command": "true"}]}})
-            started = time.monotonic()
-            assert client.status(job_id, wait=0.3)["jobs"][0]["state"] == "running"   # its time was up
-            assert time.monotonic() - started >= 0.25
-            assert client.status(job_id)["jobs"][0]["state"] == "running"              # no wait: at once
-            threading.Timer(0.5, lambda: service.kill(job_id)).start()
-            started = time.monotonic()
-            assert client.status(job_id, wait=8)["jobs"][0]["state"] == "killed"       # when it ended
-            assert time.monotonic() - started < 5
-            started = time.monotonic()
-            assert client.status(job_id, wait=8)["jobs"][0]["state"] == "killed"       # not running: at once
-            assert time.monotonic() - started < 5
-            with pytest.raises(JobRefused, match="unknown job"):
-                client.status("job-4242", wait=8)
-    finally:
-        server.stop()
-
-
 def test_the_job_server_survives_a_frame_whose_answer_cannot_be_sent():
     # issue 12 §2: one 4,194,288-byte frame killed the serving thread (the echoed ERROR was too big to send)
     service, _ = make_service()

@@ -216,10 +216,8 @@ def _follow(client, job_id: str, interval: float, reattach_timeout: float) -> in
     silent_since: float | None = None
     try:
         while True:
-            asked = time.monotonic()
             try:
-                # answered when the job ends, or after interval: its end shows at once, not at the next poll
-                job = client.status(job_id, wait=interval)["jobs"][0]
+                job = client.status(job_id)["jobs"][0]
             except (NoAnswer, JobRefused) as exc:
                 if isinstance(exc, JobRefused) and str(exc) != STANDBY_REFUSAL:
                     raise   # an unknown job (a restart that kept nothing), not authorized...
@@ -242,7 +240,7 @@ def _follow(client, job_id: str, interval: float, reattach_timeout: float) -> in
             if job["state"] != "running":
                 break
             bar.show(progress_line(job))
-            time.sleep(max(0.0, interval - (time.monotonic() - asked)))   # a service that answered at once
+            time.sleep(interval)
     except KeyboardInterrupt:
         bar.close()
         click.echo(f"stopped following {job_id}; it goes on (`mesoslike fuxi status --wait {job_id}`)", err=True)

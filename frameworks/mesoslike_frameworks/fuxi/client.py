@@ -68,21 +68,14 @@ class JobClient:
         self._ids = itertools.count(1)
 
     def _connect(self, address: str) -> Client:
-        #: whether this connection was answered: a handshake that fails after that (a service that died
-        #: mid-handshake, its successor not named yet) is no refusal of our key — the answer is waited for
-        self._answered = False
         return Client(address, codec=protocol.CODEC, keys=self._keys, server_key=self._server_key)
 
     def submit(self, document: Mapping[str, Any]) -> str:
         """Submit a parsed job file; the job's id."""
         return self._ask(protocol.Submit(next(self._ids), dict(document))).job_id
 
-    def status(self, job_id: str | None = None, wait: float = 0.0) -> dict:
-        """The status of every job, or of ``job_id``; with ``wait`` (seconds)
-        as soon as that job no longer runs, or after ``wait`` (at most half
-        the client's timeout). A service before STATUS's ``wait`` answers at once."""
-        wait = min(wait, self.timeout / 2) if job_id and wait > 0 else 0.0
-        return json.loads(self._ask(protocol.Status(next(self._ids), job_id or "", wait)).document)
+    def status(self, job_id: str | None = None) -> dict:
+        return json.loads(self._ask(protocol.Status(next(self._ids), job_id or "")).document)
 
     def kill(self, job_id: str) -> None:
         """End the job (its state becomes ``killed``)."""
@@ -117,11 +110,10 @@ class JobClient:
             # in short steps: a refused handshake shows only in the connection's events,
             # and a new leader only in the locator
             if not self._client.wait(min(left, 0.1)):
-                if self._client.stats.handshakes_failed and not self._answered:
+                if self._client.stats.handshakes_failed:
                     raise JobRefused(self._refused_connection())
                 continue
             for _, answer in self._client.receive():
-                self._answered = True
                 if isinstance(answer, protocol.ProtocolError):
                     # something answers, in another protocol: most often a master given for --fuxi
                     raise MesoslikeError(

@@ -10,15 +10,12 @@ request on the same connection, echoing the request's ``id``:
 request                            answer
 =================================  ==========================================
 ``SUBMIT(id, document)``           ``SUBMITTED(id, job_id)`` or ``ERROR(id, message)``
-``STATUS(id, job_id, wait)``       ``STATUS_REPLY(id, document)`` or ``ERROR(id, message)``
+``STATUS(id, job_id)``             ``STATUS_REPLY(id, document)`` or ``ERROR(id, message)``
 ``KILL(id, job_id)``               ``OK(id)`` once the job is killed, or ``ERROR(id, message)``
 =================================  ==========================================
 
 ``document`` of SUBMIT is the job file as parsed TOML (a dict with a ``job``
-table, docs/fuxi.rst); ``job_id`` of STATUS is empty for every job; with a
-job id and ``wait`` > 0 (seconds, at most :data:`MAX_STATUS_WAIT`) the
-answer comes when the job no longer runs, or after ``wait`` (``submit
---wait`` learns of the end at once instead of at its next poll);
+table, docs/fuxi.rst); ``job_id`` of STATUS is empty for every job;
 ``document`` of STATUS_REPLY is the status as JSON text. An ERROR's message
 is at most :data:`MAX_ERROR` characters: it never echoes a request whole.
 
@@ -68,13 +65,11 @@ from mesoslike.messaging import Codec, Schema, WireError
 __all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Submit", "Submitted", "Status", "StatusReply", "KillJob",
            "Error", "Ok", "SetDesire", "ReleaseSlot", "AvoidHosts", "BlacklistHost", "ReportHost", "Progress",
            "JobEnded", "APPMASTER_REQUESTS", "SlotGranted", "SlotRevoked", "GRANT_NEWS", "encode", "decode", "MAX_FRAME",
-           "MAX_ERROR", "bounded", "STANDBY_REFUSAL", "MAX_STATUS_WAIT"]
+           "MAX_ERROR", "bounded", "STANDBY_REFUSAL"]
 
 VERSION = 1
 #: the largest frame either side accepts
 MAX_FRAME = 4 * 1024 * 1024
-#: the longest a STATUS with ``wait`` is held before it is answered (seconds)
-MAX_STATUS_WAIT = 30.0
 #: the longest ERROR message (and the most of a peer's input a log line quotes)
 MAX_ERROR = 1000
 #: the ERROR a standby's job server answers (``fuxi serve --zk``): it may lead soon, so a client that
@@ -117,9 +112,6 @@ class Status:
     TYPE: ClassVar[str] = "STATUS"
     id: int
     job_id: str = ""
-    #: with a job id: answer once the job no longer runs, or after this many seconds (at most
-    #: MAX_STATUS_WAIT); 0: at once. (A service before this field answers at once.)
-    wait: float = 0.0
 
 
 @SCHEMA.message

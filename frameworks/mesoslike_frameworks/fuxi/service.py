@@ -172,8 +172,6 @@ WORKER_SECRET_FILES = {"FUXI_WORKER_TOKEN_FILE": ".fuxi_worker_token",
 APPMASTER_KEY_NAME = "appmaster"
 #: requests a just elected job server keeps until it serves (JobServer.hold); more are refused
 MAX_HELD = 1000
-#: STATUS requests with a wait the job server holds at once, at most (more are answered at once)
-MAX_PARKED = 1000
 #: AppMasters whose connection the job server remembers (to tell them of their grants), the newest kept
 MAX_APPMASTER_PEERS = 10_000
 #: commands that are driver calls: dropped (logged) while no driver is attached
@@ -383,9 +381,6 @@ class FuxiService(Scheduler):
         self.master = master
         self.host = socket.gethostname()
         self.on_event = on_event or (lambda job_id, what: None)
-        #: called with a job's id when it ends (under the lock; quick): the job server answers the STATUS
-        #: requests it holds for that job's end
-        self.job_end_hooks: list[Callable[[str], None]] = []
         self.driver: Any = None
         #: job id -> its AppMaster process (while the core keeps the job)
         self.appmasters: dict[str, AppMasterProcess] = {}
@@ -496,12 +491,6 @@ class FuxiService(Scheduler):
                 job["appmaster"] = self._appmaster_status(job["id"])
             document["framework"]["master"] = self.master
             return document
-
-    def running(self, job_id: str) -> bool:
-        """Is ``job_id`` a job of this service that runs now?"""
-        with self._lock:
-            job = self.core.get(job_id)
-            return job is not None and job.state is JobState.RUNNING
 
     def recover(self, state: HardState) -> None:
         """Take the hard state a store held (a new leader, or a restart):
@@ -883,8 +872,6 @@ class FuxiService(Scheduler):
         if keys is not None:   # (its AppMaster, still connected, may say JOB_ENDED again: its key stays listed)
             keys.forget_secrets()
         self.on_event(command.job_id, str(command.state))
-        for hook in self.job_end_hooks:
-            hook(command.job_id)
         return []
 
     def _forget_job(self, command: ForgetJob) -> list[Event]:
@@ -963,9 +950,6 @@ class JobServer:
         self._appmaster_peers: dict[str, bytes] = {}
         #: news for AppMasters from other threads, sent by the server's own
         self._news: collections.deque[protocol.SlotGranted | protocol.SlotRevoked] = collections.deque()
-        #: STATUS requests with a wait, held until their job ends or their time is up:
-        #: (when at the latest, peer, frame, principal, job id)
-        self._parked: list[tuple[float, bytes, bytes, str | None, str]] = []
         if service is not None:
             self.serve(service)
         self._stopping = threading.Event()
@@ -1007,14 +991,8 @@ class JobServer:
         leader), the requests held since :meth:`hold` first."""
         service.service_address = self.address
         service.tell_appmaster = self.tell
-        if self._job_ended not in service.job_end_hooks:
-            service.job_end_hooks.append(self._job_ended)
         self.service = service
         self._waker.wake()
-
-    def _job_ended(self, job_id: str) -> None:
-        if self._parked:
-            self._waker.wake()
 
     def hold(self) -> None:
         """Elected, not serving yet: keep requests for :meth:`serve` instead
@@ -1063,7 +1041,7 @@ class JobServer:
                     while self._held:   # what came between the election and serving (or a refusal, standing by)
                         self._answer_safely(*self._held.popleft())
                 self._send_news()
-                if not server.wait(self._answer_parked(), self._waker):
+                if not server.wait(None, self._waker):
                     continue
                 for peer, frame in server.receive_frames():
                     principal = server.principal(peer) if peer is not None else None
@@ -1101,46 +1079,9 @@ class JobServer:
             log.warning("a malformed request: %s", protocol.bounded(str(frame), 200))
             self._server.send(peer, protocol.Error(0, protocol.bounded(str(frame))))
             return
-        if self._park(peer, bytes(frame), principal):
-            return
         answer = self.handle(bytes(frame), principal)
         self._server.send_frame(peer, answer)
         self._remember_appmaster(peer, bytes(frame), answer)
-
-    def _park(self, peer: bytes, frame: bytes, principal: str | None) -> bool:
-        """Hold a STATUS with a wait for a job that runs (answered by :meth:`_answer_parked`)."""
-        service = self.service
-        if service is None or len(self._parked) >= MAX_PARKED:
-            return False
-        try:
-            request = protocol.decode(frame)
-        except protocol.ProtocolError:
-            return False
-        if not (isinstance(request, protocol.Status) and request.job_id and request.wait > 0
-                and service.running(request.job_id)):
-            return False
-        deadline = time.monotonic() + min(request.wait, protocol.MAX_STATUS_WAIT)
-        self._parked.append((deadline, peer, frame, principal, request.job_id))
-        return True
-
-    def _answer_parked(self) -> float | None:
-        """Answer the held STATUS requests whose job ended (or whose time is
-        up, or whose service stopped serving); how long until the next one's
-        time is up (None: none held)."""
-        if not self._parked:
-            return None
-        now = time.monotonic()
-        service = self.service
-        waiting = []
-        for parked in self._parked:
-            deadline, peer, frame, principal, job_id = parked
-            if deadline > now and service is not None and service.running(job_id):
-                waiting.append(parked)
-                continue
-            answer = self.handle(frame, principal)
-            self._server.send_frame(peer, answer)
-        self._parked = waiting
-        return max(0.0, min(deadline for deadline, *_ in waiting) - now) if waiting else None
 
     def _remember_appmaster(self, peer: bytes, frame: bytes, answer: bytes) -> None:
         """An AppMaster request the service accepted names the connection its news go to."""
