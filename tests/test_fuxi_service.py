@@ -53,6 +53,7 @@ from mesoslike_frameworks.fuxi.service import (
     JobRefused,
     JobServer,
     answer,
+    worker_command,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -138,7 +139,9 @@ def test_each_granted_slot_runs_a_worker_task_that_knows_its_place():
     tasks = driver.launched()
     assert len(tasks) == 2
     for task in tasks:
-        assert f"-m {WORKER_MODULE}" in task.command and task.resources == R("cpus:1;mem:100")
+        # the worker module, run by the service's interpreter (tests/test_fuxi_worker_spawn.py: how it starts)
+        assert task.command == worker_command(service.python) and WORKER_MODULE in task.command
+        assert task.resources == R("cpus:1;mem:100")
         env = task.environment
         assert env["FUXI_JOB_ID"] == job_id and env["FUXI_UNIT"] == "u" and env["FUXI_SLOT_ID"] == task.task_id
         assert env["FUXI_HOSTNAME"] == "h1" and env["FUXI_ROOM"] == "er1" and "FUXI_APPMASTER" in env

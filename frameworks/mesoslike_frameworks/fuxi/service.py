@@ -151,7 +151,7 @@ from mesoslike.transport import (
 
 __all__ = ["FuxiService", "AppMasterProcess", "JobServer", "JobClient", "JobRefused", "NoAnswer", "STANDBY_REFUSAL",
            "JobKeys", "DEFAULT_PORT",
-           "APPMASTER_MODULE", "WORKER_MODULE", "APPMASTER_PRINCIPAL", "answer", "is_appmaster_of",
+           "APPMASTER_MODULE", "WORKER_MODULE", "APPMASTER_PRINCIPAL", "answer", "is_appmaster_of", "worker_command",
            "check_secure"]
 
 log = logging.getLogger("mesoslike_frameworks.fuxi.service")
@@ -176,6 +176,53 @@ MAX_HELD = 1000
 MAX_APPMASTER_PEERS = 10_000
 #: commands that are driver calls: dropped (logged) while no driver is attached
 _DRIVER_COMMANDS = (LaunchSlots, DeclineOffers, KillSlot, SuppressOffers, ReviveOffers, ReconcileTasks)
+
+
+#: what a worker imports from outside the standard library: the packages whose directories its command names
+_WORKER_PACKAGES = ("mesoslike", "mesoslike_frameworks", "zmq", "msgpack")
+
+
+def worker_command(python: str) -> str:
+    """The task command of a slot's worker run by ``python``: ``python -S``
+    with the directories of the packages the worker imports named in the
+    command — the directories this process found them in — when ``python``
+    is this process's interpreter, else ``python -m`` the worker module.
+
+    ``-S``: no ``site`` at the start. A worker imports little but the
+    transport (ZeroMQ) and MessagePack, and 16 workers start for a job of 16
+    slots at once; ``site`` — with an editable installation, its finder and
+    ``pathlib`` — was ~8 ms of a worker's ~80 ms of CPU to its HELLO
+    (docs/performance.rst, "Fuxi path toward nine tenths of the real
+    agents"). Where the packages are not found in those directories (a
+    machine installed otherwise), the worker runs ``site`` and imports them
+    as ``-m`` would."""
+    if python != sys.executable:
+        return f"exec {shlex.quote(python)} -m {WORKER_MODULE}"
+    paths = _worker_paths()
+    if not paths:
+        return f"exec {shlex.quote(python)} -m {WORKER_MODULE}"
+    boot = (f"import sys;p={json.dumps(paths)};sys.path+=p\n"
+            f"try:import {WORKER_MODULE} as w\n"
+            f"except ImportError:del sys.path[-len(p):];import site;site.main();import {WORKER_MODULE} as w\n"
+            "sys.exit(w.main())")
+    return f"exec {shlex.quote(python)} -S -c {shlex.quote(boot)}"
+
+
+def _worker_paths() -> list[str]:
+    """The directories the packages a worker imports are in, as this process
+    found them; [] if one of them is not in a directory of its own name."""
+    import importlib.util
+
+    paths: list[str] = []
+    for name in _WORKER_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+        if len(locations) != 1 or os.path.basename(locations[0]) != name:
+            return []
+        parent = os.path.dirname(os.path.abspath(locations[0]))
+        if parent not in paths:
+            paths.append(parent)
+    return paths
 
 
 def _free_port(ip: str) -> int:
@@ -342,6 +389,7 @@ class FuxiService(Scheduler):
         self.appmaster_ip = appmaster_ip
         self.launch_appmasters = launch_appmasters
         self.python = python
+        self._worker_command = worker_command(python)   # the slots' task command (no image), made once
         self.appmaster_log_level = appmaster_log_level
         self.credentials = credentials
         self.service_key = service_key
@@ -672,8 +720,8 @@ class FuxiService(Scheduler):
                    for name, value in secrets.items()]
         # a unit with an image: its worker runs in it, by the image's python3 (docs/containers.rst)
         image = next((unit.image for unit in job.spec.units if unit.name == slot.unit), "")
-        python = "python3" if image else shlex.quote(self.python)
-        return TaskInfo(task_id=slot.id, agent_id=slot.agent_id, command=f"exec {python} -m {WORKER_MODULE}",
+        command = f"exec python3 -m {WORKER_MODULE}" if image else self._worker_command
+        return TaskInfo(task_id=slot.id, agent_id=slot.agent_id, command=command,
                         resources=slot.resources,
                         name=f"{job.spec.name}.{slot.unit}.worker",
                         environment={"FUXI_APPMASTER": appmaster.address if appmaster is not None else "",

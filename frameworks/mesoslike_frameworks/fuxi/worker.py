@@ -142,6 +142,7 @@ class Worker:
         self.sandbox = os.fspath(sandbox)
         self._instances = os.path.join(sandbox, "instances")   # the instances' stdout and stderr files
         self._instances_made = False
+        self._in_sandbox: bool | None = None   # does the worker run in its sandbox? (once the instances start)
         #: an instance's environment before its ASSIGN's: the worker's without its secrets (read once: the
         #: worker's own environment does not change)
         self._instance_env = {name: value for name, value in os.environ.items() if name not in SECRET_ENVIRONMENT}
@@ -268,15 +269,32 @@ class Worker:
         """:func:`spawn_instance` in the sandbox, its ``instances`` directory
         made first (again, if something removed it)."""
         if not self._instances_made:
-            os.makedirs(self._instances, exist_ok=True)
-            self._instances_made = True
+            self._make_instances()
         try:
-            return spawn_instance(command, env, self.sandbox, stderr)
+            return spawn_instance(command, env, self.sandbox, stderr, in_sandbox=self._in_sandbox)
         except FileNotFoundError:
             if os.path.isdir(self._instances):
                 raise
-            os.makedirs(self._instances, exist_ok=True)
-            return spawn_instance(command, env, self.sandbox, stderr)
+            self._make_instances()
+            return spawn_instance(command, env, self.sandbox, stderr, in_sandbox=self._in_sandbox)
+
+    def _make_instances(self) -> None:
+        """The ``instances`` directory, placed by ext4 in a block group of
+        its own (:func:`spread_children` of the sandbox first): its two
+        files an instance are the worker's largest cost after the instances'
+        own start, and in the group of the sandbox — the group of the
+        framework's directory, which every job of the service shares on that
+        agent — each new inode costs a scan past the inodes deleted there in
+        the last minutes (ext4 without a journal), as the agent's sandboxes
+        would cost without the same placement (docs/performance.rst, "Fuxi
+        path toward nine tenths of the real agents")."""
+        if not os.path.isdir(self._instances):
+            spread_children(self.sandbox)
+        os.makedirs(self._instances, exist_ok=True)
+        self._instances_made = True
+        # the instances start in the sandbox without a first sh to change there when the worker runs in it
+        # (as the agent starts it): asked once, not two stat calls an instance
+        self._in_sandbox = os.path.samefile(self.sandbox, ".")
 
     def _start_watching(self, run: _Run) -> _Run:
         """Poll the run's stdout (copied to its file) and its pidfd with the socket."""
@@ -491,16 +509,19 @@ class _StdoutCopy:
 
 
 def spawn_instance(command: str, env: dict[str, str], sandbox: str | os.PathLike,
-                   stderr: str | os.PathLike) -> tuple[int, int, int]:
+                   stderr: str | os.PathLike, *, in_sandbox: bool | None = None) -> tuple[int, int, int]:
     """Start ``sh -c command`` with ``posix_spawn`` (no fork of this
     process) in its own session (and process group), in ``sandbox``, stdin
     from /dev/null, stderr to the file ``stderr``; its pid, the read end
     of the pipe its stdout goes to, and a descriptor of its stderr file (for
     :func:`describe_exit`; the caller closes it). The worker runs in its
     sandbox (the agent starts it there); in another directory a first
-    ``sh`` changes to ``sandbox`` and execs the instance's."""
+    ``sh`` changes to ``sandbox`` and execs the instance's (``in_sandbox``:
+    whether this process runs in ``sandbox``, None: look)."""
     argv = [SHELL, "-c", command]
-    if not os.path.samefile(sandbox, "."):
+    if in_sandbox is None:
+        in_sandbox = os.path.samefile(sandbox, ".")
+    if not in_sandbox:
         argv = [SHELL, "-c", 'cd -- "$1" && exec "$0" -c "$2"', SHELL, os.fspath(sandbox), command]
     read, write = os.pipe()
     error = -1
@@ -523,6 +544,39 @@ def spawn_instance(command: str, env: dict[str, str], sandbox: str | os.PathLike
 def _reap(pid: int) -> int:
     """Wait for the child ``pid``; its return code (-signal if a signal ended it)."""
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+#: ``FS_IOC_GETFLAGS``, ``FS_IOC_SETFLAGS`` (``linux/fs.h``, 64-bit) and ``FS_TOPDIR_FL`` (``chattr +T``)
+_FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS, _FS_TOPDIR_FL = 0x80086601, 0x40086602, 0x00020000
+
+
+def spread_children(directory: str | os.PathLike) -> bool:
+    """Mark ``directory`` the top of directory hierarchies (``chattr +T``),
+    as the agent marks its sandbox root: ext2/3/4 then place a directory
+    made in it in a block group of its own, with more free inodes than the
+    average, and the files made in that directory follow it. Best effort:
+    False where the file system has no such flag (tmpfs, overlay) or the
+    worker may not set it. (The agent's own, in ``mesoslike.agent``, is not
+    an API a framework may import; nor would a worker pay for that import.)"""
+    import array   # here: only once, when the first instance starts
+    import fcntl
+
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        flags = array.array("l", [0])
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags, True)
+        if not flags[0] & _FS_TOPDIR_FL:
+            flags[0] |= _FS_TOPDIR_FL
+            fcntl.ioctl(fd, _FS_IOC_SETFLAGS, flags, True)
+        return True
+    except OSError as exc:   # ENOTTY, EOPNOTSUPP: no such flag here; EPERM
+        log.debug("cannot mark %s as the top of directory hierarchies: %s", directory, exc)
+        return False
+    finally:
+        os.close(fd)
 
 
 def keep_descriptors_from_instances() -> None:
