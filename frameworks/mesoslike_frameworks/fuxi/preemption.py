@@ -212,19 +212,26 @@ class _Failed:
     (the unit's, by identity), at the victim order's ``stamp``, walking
     slots of priorities above ``floor`` (None: every one), the reservations
     as of ``holds`` (the core's count of their changes; None: it walks none)
-    and the groups' ``used`` (None: it asks none), it looked at ``examined``
-    candidates; ``rooms``: per machine of the candidates, the room they
-    free over ``kinds``, each short of ``amounts`` (the slot's)."""
+    and, for a walk that asks what groups borrowed, the groups that lent
+    then with their excess in the slot's kinds (``lending``, from
+    :meth:`PreemptionPlanner._lending`; None: it asks none) and the groups
+    whose slots it walks (``watch``), it looked at ``examined`` candidates;
+    ``rooms``: per machine of the candidates, the room they free over
+    ``kinds``, each short of ``amounts`` (the slot's)."""
 
-    __slots__ = ("slot", "stamp", "floor", "holds", "used", "examined", "kinds", "amounts", "rooms")
+    __slots__ = ("slot", "group", "stamp", "floor", "holds", "lending", "watch", "examined", "kinds", "amounts",
+                 "rooms")
 
-    def __init__(self, slot: Resources, stamp: int, floor: int | None, holds: int | None, used: tuple | None,
-                 examined: int, kinds: tuple[str, ...], amounts: tuple[int, ...], rooms: dict[str, list[int]]) -> None:
+    def __init__(self, slot: Resources, group: str, stamp: int, floor: int | None, holds: int | None, lending: tuple | None,
+                 watch: frozenset[str], examined: int, kinds: tuple[str, ...], amounts: tuple[int, ...],
+                 rooms: dict[str, list[int]]) -> None:
         self.slot = slot
+        self.group = group
         self.stamp = stamp
         self.floor = floor
         self.holds = holds
-        self.used = used
+        self.lending = lending
+        self.watch = watch
         self.examined = examined
         self.kinds = kinds
         self.amounts = amounts
@@ -362,7 +369,7 @@ class PreemptionPlanner:
         self.memo = books._failed_searches if books.search_memo and batch is not None else None
         # for the memo, made when first asked in this pass (None: again after an eviction)
         self._open_now: list[Machine] | None = None
-        self._used_now: tuple | None = None
+        self._lending_now: dict[tuple, tuple] = {}
         self._at: dict[tuple[str, ...], list[int | None]] = {}
         # what the last _make_room that failed saw: the kinds and amounts of the slot, and per
         # machine the room its candidates freed (the open room left out) -- or None
@@ -407,6 +414,9 @@ class PreemptionPlanner:
         # search again walks the same candidates to the same nothing (the books have not changed)
         failed: dict[tuple, int] = {}
         exhausted: list[tuple[Resources, int]] = []   # (slot, priority): all lower-priority room was looked at
+        # (group, id(slot)) -> (own slots, quota slots or None if unlimited): both read the groups' use
+        # and the reservations only, which only an eviction changes during the search
+        sizes: dict[tuple[str, int], tuple[int | None, int | None]] = {}
         for unit in waiting:
             missing = unit.missing
             if not missing or (unit.preempted_until > self.now and unit.holds) or unit.search_after > self.now:
@@ -420,20 +430,28 @@ class PreemptionPlanner:
                 order = self._victim_order()
             while first < len(order) and order[first].id not in self.books._slots:
                 first += 1
-            own = self._own_slots(unit, reserved)
+            # (the same for every unit of a group and slot size until an eviction changes the books)
+            size = (unit.group, id(unit.slot))
+            quota = sizes.get(size)
+            if quota is None:
+                cap_slots = None if self.caps.get(unit.group) is None else self.books._quota_slots(unit, self.caps)
+                quota = sizes[size] = (self._own_slots(unit, reserved), cap_slots)
+            own = quota[0]
             searched = False
             alike = self._alike(unit)
             if first < len(order) and own and lenders - {unit.group}:
                 searched = True
                 plan, _ = self._search(failed, alike and ("take back", *alike), unit, min(missing, own),
-                                       lambda: self._take_back_walk(unit, order, first))  # type: ignore[arg-type]
+                                       lambda: self._take_back_walk(unit, order, first))
                 if plan:
                     yield Evict(unit, tuple(plan), "quota taken back by its owner")
                     lenders, reserved = self._lenders(), self._reserved_by_group()
                     failed.clear()
-                    self._open_now = self._used_now = None
+                    sizes.clear()
+                    self._open_now = None
+                    self._lending_now.clear()
                     continue
-            room = self.books._quota_slots(unit, self.caps) - unit.reserved
+            room = (self.books._quota_slots(unit, self.caps) if quota[1] is None else quota[1]) - unit.reserved
             lower = (first < len(order) and order[first].priority > unit.priority) or \
                 (bool(held) and held[0].priority > unit.priority)
             if room > 0 and lower and not any(unit.priority >= p and unit.slot.contains(slot)
@@ -455,10 +473,9 @@ class PreemptionPlanner:
                     kind = "borrowed"
                 searched = True
                 if kind == "own":
-                    walk = lambda: self._candidates(unit, order, first, None, room_held,   # type: ignore[arg-type]
-                                                    lower_only=True)
+                    walk = lambda: self._candidates(unit, order, first, None, room_held, lower_only=True)
                 else:
-                    walk = lambda: self._borrowed_walk(unit, order, first, room_held)      # type: ignore[arg-type]
+                    walk = lambda: self._borrowed_walk(unit, order, first, room_held)
                 plan, complete = self._search(failed, alike and (kind, *alike), unit, want, walk)
                 if complete and anyone and not unit.gang and self._unrestricted(unit):
                     # what it could not free now, no unit of lower or equal priority with a
@@ -471,7 +488,9 @@ class PreemptionPlanner:
                                                    f"priority {unit.priority})")
                     lenders, reserved = self._lenders(), self._reserved_by_group()
                     failed.clear()
-                    self._open_now = self._used_now = None
+                    sizes.clear()
+                    self._open_now = None
+                    self._lending_now.clear()
                     continue
                 if not (anyone or own) and unit.reason in (WAIT_NO_FIT, WAIT_LOWER_PRIORITY):
                     yield WaitReason(unit, WAIT_QUOTA)   # its group is at its maximum; the rest is others' own
@@ -528,12 +547,17 @@ class PreemptionPlanner:
         if made is None or memo is None:          # (a _make_room that does not say what it saw)
             return
         kinds, amounts, rooms = made
-        take_back = key[0] == "take back"
+        kind = key[0]
+        lending = None if kind == "own" else self._lending(kinds, unit.group)
+        # the groups whose slots the walk may take: those that lent (and its own, on borrowed quota)
+        watch = frozenset() if lending is None else frozenset(name for name, _ in lending)
+        if kind == "borrowed":
+            watch |= {unit.group}
         if len(memo.entries) >= memo.limit:
             memo.entries.clear()
-        memo.entries[key] = _Failed(unit.slot, self.books._victims.stamp, None if take_back else unit.priority,
-                                    None if take_back else self.books._holds_changes,
-                                    None if key[0] == "own" else self._used(), examined, kinds, amounts, rooms)
+        memo.entries[key] = _Failed(unit.slot, unit.group, self.books._victims.stamp, None if kind == "take back" else unit.priority,
+                                    None if kind == "take back" else self.books._holds_changes, lending, watch,
+                                    examined, kinds, amounts, rooms)
         memo.stored += 1
 
     def _remembered(self, key: tuple, unit: Unit) -> int | None:
@@ -563,24 +587,25 @@ class PreemptionPlanner:
         victims = books._victims
         if victims.stamp != entry.stamp:
             floor = entry.floor
-            if floor is None:
-                return False
-            since = entry.stamp
-            if entry.used is None:
+            if entry.lending is None:
                 # a search of its own group's maximum ("own") takes every lower priority slot: what it
                 # would find now is what it found, with the slots added or dropped since
                 if not self._replay(entry):
                     return False
             else:
-                for priority, stamp in victims.changed.items():
-                    if stamp > since and priority > floor:
+                # a walk asking what groups borrowed takes slots of those groups only (and of its own):
+                # the same while none of theirs it may take was added or dropped
+                start = entry.stamp - victims.log_start
+                if start < 0:
+                    return False
+                watch = entry.watch
+                for slot, _ in victims.log[start:]:
+                    if slot.group in watch and (floor is None or slot.priority > floor):
                         return False
         if entry.holds is not None and entry.holds != books._holds_changes:
             return False
-        if entry.used is not None:
-            used = self._used()
-            if len(used) != len(entry.used) or any(a is not b for a, b in zip(used, entry.used)):
-                return False
+        if entry.lending is not None and entry.lending != self._lending(entry.kinds, entry.group):
+            return False
         rooms = entry.rooms
         if rooms:
             open_now = self._open_now
@@ -667,13 +692,21 @@ class PreemptionPlanner:
             return []
         return [m for m in batch.machines if m.in_batch and any(v > 0 for v in m.open)]
 
-    def _used(self) -> tuple:
-        """Every limited group's maximum and use, the objects (a use changes by a new object)."""
-        used = self._used_now
-        if used is None:
-            used = self._used_now = tuple(part for g in self.books.groups.values() if g.maximum is not None
-                                          for part in (g.maximum, g.used))
-        return used
+    def _lending(self, kinds: tuple[str, ...], own: str) -> tuple:
+        """The groups but ``own`` over their maximum in one of ``kinds``,
+        each with its excess in those kinds: all that a walk of
+        :meth:`_borrowed` reads of the groups. O(groups x kinds)."""
+        known = self._lending_now.get((kinds, own))
+        if known is None:
+            lending = []
+            for group in self.books.groups.values():
+                if group.maximum is not None and group.name != own:
+                    cap, used = group.maximum.millis(), group.used.millis()
+                    over = tuple(used.get(kind, 0) - cap.get(kind, 0) for kind in kinds)
+                    if any(v > 0 for v in over):
+                        lending.append((group.name, over))
+            known = self._lending_now[(kinds, own)] = tuple(lending)
+        return known
 
     def _reserved_by_group(self) -> dict[str, Resources]:
         """The room reserved for each group's units (it becomes the group's use
@@ -915,10 +948,10 @@ class PreemptionPlanner:
                     break
         if total == 0 or (unit.gang and total < missing):
             if total == 0 and complete:
-                for agent, open_room in opened:      # the room the candidates freed, without the open room
-                    room = freed[agent]
+                for agent, open_part in opened:      # the room the candidates freed, without the open room
+                    freed_here = freed[agent]
                     for i in width:
-                        room[i] -= open_room[i]
+                        freed_here[i] -= open_part[i]
                 self._failed_room = (tuple(kinds), tuple(amounts), freed)
             return None, complete
         return _plan(machines, chosen, made, useful, total - missing), complete
