@@ -1074,18 +1074,34 @@ class FuxiCore:
         """Each group's waiting demand, from the units that wait: only the
         limited groups' unless asked (only they lend and borrow quota).
         O(waiting units)."""
-        waiting: dict[str, dict[Resources, int]] = {}
+        # by the slot's identity (a unit's slot is the one object of its size: no hashing of Resources;
+        # two objects of one size would be summed apart, to the same total)
+        waiting: dict[str, dict[int, list[Any]]] = {}
+        groups = self.groups
+        asked = {name for name, group in groups.items() if group.maximum is not None or not limited_only}
+        units = self._units
         for key in self._wanting:
-            unit = self._units[key]
-            if limited_only and self.groups[unit.group].maximum is None:
+            unit = units[key]
+            name = unit.group
+            if name not in asked:
                 continue
-            sizes = waiting.setdefault(unit.group, {})
-            sizes[unit.slot] = sizes.get(unit.slot, 0) + unit.waiting
-        for group in self.groups.values():
-            if limited_only and group.maximum is None:
+            sizes = waiting.get(name)
+            if sizes is None:
+                sizes = waiting[name] = {}
+            slot = unit.slot
+            left = unit.desired - len(unit.slots)       # unit.waiting, inlined
+            if left < 0:
+                left = 0
+            known = sizes.get(id(slot))
+            if known is None:
+                sizes[id(slot)] = [slot, left]
+            else:
+                known[1] += left
+        for group in groups.values():
+            if group.name not in asked:
                 continue
             demand = waiting.get(group.name)
-            group.waiting = Resources.sum(slot.scale(n) for slot, n in demand.items()) if demand else EMPTY
+            group.waiting = Resources.sum(slot.scale(n) for slot, n in demand.values()) if demand else EMPTY
 
     # ---------------------------------------------------------- machines
     def _learn_capacity(self, machine: Machine, offered: Mapping[str, int]) -> None:

@@ -388,7 +388,14 @@ class PreemptionPlanner:
         Otherwise a unit on borrowed quota could preempt the owner's slots
         and the owner take them back at once, for ever (issue 19)."""
         units = self.books._units
-        short = [unit for unit in map(units.__getitem__, self.books._wanting) if not unit.new and unit.missing]
+        short = []
+        for unit in map(units.__getitem__, self.books._wanting):
+            if not unit.new:
+                left = unit.desired - len(unit.slots)          # unit.missing, inlined (a call per unit)
+                if unit.holds:
+                    left -= sum(unit.holds.values())
+                if left > 0:
+                    short.append(unit)
         if not short:
             return
         held = self._held_room()
@@ -417,6 +424,8 @@ class PreemptionPlanner:
         # (group, id(slot)) -> (own slots, quota slots or None if unlimited): both read the groups' use
         # and the reservations only, which only an eviction changes during the search
         sizes: dict[tuple[str, int], tuple[int | None, int | None]] = {}
+        # (priority, id(slot)) -> is a unit of them covered by ``exhausted`` (which only covers more)
+        covered: dict[tuple[int, int], bool] = {}
         for unit in waiting:
             missing = unit.missing
             if not missing or (unit.preempted_until > self.now and unit.holds) or unit.search_after > self.now:
@@ -454,8 +463,7 @@ class PreemptionPlanner:
             room = (self.books._quota_slots(unit, self.caps) if quota[1] is None else quota[1]) - unit.reserved
             lower = (first < len(order) and order[first].priority > unit.priority) or \
                 (bool(held) and held[0].priority > unit.priority)
-            if room > 0 and lower and not any(unit.priority >= p and unit.slot.contains(slot)
-                                              for slot, p in exhausted):
+            if room > 0 and lower and not self._covered(unit, exhausted, covered):
                 want = min(missing, room)
                 anyone = own is None or own >= want
                 if own is not None and 0 < own < want:
@@ -483,6 +491,7 @@ class PreemptionPlanner:
                     exhausted = [(slot, p) for slot, p in exhausted
                                  if not (p >= unit.priority and slot.contains(unit.slot))]
                     exhausted.append((unit.slot, unit.priority))
+                    covered = {size: True for size, yes in covered.items() if yes}   # (only more are now)
                 if plan:
                     yield Evict(unit, tuple(plan), f"preempted by a higher priority unit ({unit.key}, "
                                                    f"priority {unit.priority})")
@@ -499,6 +508,19 @@ class PreemptionPlanner:
                 yield SearchLater(unit, self.now + self.preemption_retry_seconds)
             if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                 yield WaitReason(unit, WAIT_LOWER_PRIORITY)  # units it may not preempt hold the resources
+
+    @staticmethod
+    def _covered(unit: Unit, exhausted: Sequence[tuple[Resources, int]],
+                 covered: dict[tuple[int, int], bool]) -> bool:
+        """Is there in ``exhausted`` a slot no bigger than the unit's, of a
+        priority no lower (then it could not free what the unit asks)?
+        ``covered`` remembers the answers for the unit's priority and slot
+        (the slot one object per size, kept alive by its unit)."""
+        size = (unit.priority, id(unit.slot))
+        known = covered.get(size)
+        if known is None:
+            known = covered[size] = any(unit.priority >= p and unit.slot.contains(slot) for slot, p in exhausted)
+        return known
 
     def _alike(self, unit: Unit) -> tuple | None:
         """What a search for the unit depends on besides the books, if that
