@@ -447,9 +447,10 @@ class PreemptionPlanner:
                 quota = sizes[size] = (self._own_slots(unit, reserved), cap_slots)
             own = quota[0]
             searched = False
-            alike = self._alike(unit)
-            if first < len(order) and own and lenders - {unit.group}:
+            alike: tuple | None = None           # (asked only for a search: most units do none)
+            if first < len(order) and own and lenders and (len(lenders) > 1 or unit.group not in lenders):
                 searched = True
+                alike = self._alike(unit)
                 plan, _ = self._search(failed, alike and ("take back", *alike), unit, min(missing, own),
                                        lambda: self._take_back_walk(unit, order, first))
                 if plan:
@@ -479,6 +480,8 @@ class PreemptionPlanner:
                     # a group holds as its own
                     room_held = [r for r in held if r.group == unit.group]
                     kind = "borrowed"
+                if not searched:                   # (else the take-back asked)
+                    alike = self._alike(unit)
                 searched = True
                 if kind == "own":
                     walk = lambda: self._candidates(unit, order, first, None, room_held, lower_only=True)
