@@ -84,7 +84,7 @@ from mesoslike_frameworks.fuxi.books import (
 from mesoslike_frameworks.fuxi.blacklist import DEFAULT_REPORT_SECONDS, DEFAULT_REPORTS_NEEDED, GlobalBlacklist
 from mesoslike_frameworks.fuxi.machines import INDEX_KINDS, Dims, Scope, Vector, fits, fits_of, minus_of
 from mesoslike_frameworks.fuxi.model import LT_CLUSTER, LT_ENGINEROOM, LT_MACHINE, POLICIES, JobSpec, Locality
-from mesoslike_frameworks.fuxi.preemption import Evict, PreemptionPlanner, VictimOrder, WaitReason
+from mesoslike_frameworks.fuxi.preemption import Evict, FailedSearches, PreemptionPlanner, VictimOrder, WaitReason
 from mesoslike_frameworks.fuxi.quota import QuotaConfig, QuotaGroup, compute_caps, hunger
 from mesoslike_frameworks.fuxi.waiting_queue import WaitingQueue
 
@@ -400,6 +400,12 @@ class FuxiCore:
         self._backing_off: set[str] = set()           # gangs whose reservations expired, for gang_seconds
         self._slots: dict[str, Slot] = {}
         self._victims = VictimOrder(self._slots)                 # the slots in preemption's order, kept between passes
+        #: preemption searches that found nothing, kept between passes while what they read is the same
+        #: (:class:`~.preemption.FailedSearches`); False: every search walks (same commands, for checks)
+        self.search_memo = True
+        self._failed_searches = FailedSearches()
+        self._holds_changes = 0                      # reservations made or released, ever (the memo's stamp)
+        self._holds_seen = 0                         # ... when the last pass began
         self._machines: dict[str, Machine] = {}     # every agent seen in an offer
         self._capacity_sum: Resources | None = EMPTY  # the machines' capacities summed (None: to recompute)
         # the machines' capacities that no other one contains, over these kinds (None: to recompute)
@@ -411,6 +417,7 @@ class FuxiCore:
         # limited group -> (its cap, its use, the room between them): asked per unit placed or queued
         self._quota_room: dict[str, tuple[Resources, Resources, Resources]] = {}
         self._lowest: dict[int, int] = {}            # slot priority -> slots held at it
+        self._held_by: dict[str, dict[int, int]] = {}  # group -> slot priority -> its slots held at it
         # unlimited group -> id(slot) -> (slot, count) not summed into its use yet
         self._use_delta: dict[str, dict[int, list[Any]]] = {}    # [slot, count], the count changed in place
         self._job_seq = itertools.count(1)
@@ -517,6 +524,7 @@ class FuxiCore:
         self._slots[slot.id] = slot
         self._victims.add(slot)
         self._lowest[slot.priority] = self._lowest.get(slot.priority, 0) + 1
+        self._count_held(slot.group, slot.priority, 1)
         self._use(unit.group, slot.resources, 1)
         self._sync(unit)
         self._want_offers()
@@ -630,6 +638,10 @@ class FuxiCore:
         self._now = now
         self._granted_now = set()
         self._held_now = set()
+        if self._holds_changes != self._holds_seen:
+            # reservations changed in or since the last pass: a search then saw them as of its start, or
+            # not those made in it (this pass sees them): one change more for what it remembered
+            self._holds_changes = self._holds_seen = self._holds_changes + 1
         changes = self._changes
         self._expire()
         sizes_seen = self._frontier_version
@@ -804,6 +816,11 @@ class FuxiCore:
         for slot in self._slots.values():
             lowest[slot.priority] = lowest.get(slot.priority, 0) + 1
         assert lowest == self._lowest, "slot priority counts"
+        held_by: dict[str, dict[int, int]] = {}
+        for slot in self._slots.values():
+            counts = held_by.setdefault(slot.group, {})
+            counts[slot.priority] = counts.get(slot.priority, 0) + 1
+        assert held_by == {g: c for g, c in self._held_by.items() if c}, "slot priority counts by group"
         # each group's use is its slots' (active scheduling counts a unit's grants after them; an
         # unlimited group's use is summed when read): with what is pending settled, the books agree
         held: dict[str, list[Resources]] = {}
@@ -1057,18 +1074,34 @@ class FuxiCore:
         """Each group's waiting demand, from the units that wait: only the
         limited groups' unless asked (only they lend and borrow quota).
         O(waiting units)."""
-        waiting: dict[str, dict[Resources, int]] = {}
+        # by the slot's identity (a unit's slot is the one object of its size: no hashing of Resources;
+        # two objects of one size would be summed apart, to the same total)
+        waiting: dict[str, dict[int, list[Any]]] = {}
+        groups = self.groups
+        asked = {name for name, group in groups.items() if group.maximum is not None or not limited_only}
+        units = self._units
         for key in self._wanting:
-            unit = self._units[key]
-            if limited_only and self.groups[unit.group].maximum is None:
+            unit = units[key]
+            name = unit.group
+            if name not in asked:
                 continue
-            sizes = waiting.setdefault(unit.group, {})
-            sizes[unit.slot] = sizes.get(unit.slot, 0) + unit.waiting
-        for group in self.groups.values():
-            if limited_only and group.maximum is None:
+            sizes = waiting.get(name)
+            if sizes is None:
+                sizes = waiting[name] = {}
+            slot = unit.slot
+            left = unit.desired - len(unit.slots)       # unit.waiting, inlined
+            if left < 0:
+                left = 0
+            known = sizes.get(id(slot))
+            if known is None:
+                sizes[id(slot)] = [slot, left]
+            else:
+                known[1] += left
+        for group in groups.values():
+            if group.name not in asked:
                 continue
             demand = waiting.get(group.name)
-            group.waiting = Resources.sum(slot.scale(n) for slot, n in demand.items()) if demand else EMPTY
+            group.waiting = Resources.sum(slot.scale(n) for slot, n in demand.values()) if demand else EMPTY
 
     # ---------------------------------------------------------- machines
     def _learn_capacity(self, machine: Machine, offered: Mapping[str, int]) -> None:
@@ -1215,7 +1248,19 @@ class FuxiCore:
         self._changes += count
         lowest = self._lowest
         lowest[unit.priority] = lowest.get(unit.priority, 0) + count
+        self._count_held(unit.group, unit.priority, count)
         self._use(unit.group, unit.slot, count)
+
+    def _count_held(self, group: str, priority: int, count: int) -> None:
+        """``count`` more (or fewer) slots of ``group`` held at ``priority``. O(1)."""
+        counts = self._held_by.get(group)
+        if counts is None:
+            counts = self._held_by[group] = {}
+        left = counts.get(priority, 0) + count
+        if left:
+            counts[priority] = left
+        else:
+            del counts[priority]
 
     def _grant_uncounted(self, unit: Unit, machine: Machine, batch: _Batch, need: Vector) -> Slot:
         """:meth:`_grant` but for :meth:`_count_grants`, which the caller owes."""
@@ -1259,6 +1304,7 @@ class FuxiCore:
             self._lowest[slot.priority] = left
         else:
             del self._lowest[slot.priority]
+        self._count_held(slot.group, slot.priority, -1)
         machine = self._machines.get(slot.agent_id)
         if machine is not None:
             machine.slots.pop(slot.id, None)
@@ -1313,6 +1359,7 @@ class FuxiCore:
         """Reserve room for ``count`` more slots of ``unit`` on ``machine``,
         the unit's reservations ending at ``until`` at the latest."""
         self._changes += 1
+        self._holds_changes += 1
         if not unit.holds:
             unit.held_until = until
             self._holders.add(unit.key)
@@ -1328,6 +1375,7 @@ class FuxiCore:
     def _unhold(self, unit: Unit, machine: Machine, count: int | None = None) -> None:
         """Release ``count`` (None: all) of the unit's reserved slots on ``machine``."""
         self._changes += 1
+        self._holds_changes += 1
         held = unit.holds.get(machine.agent_id, 0)
         left = 0 if count is None else held - count
         if left > 0:

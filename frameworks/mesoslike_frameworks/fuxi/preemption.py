@@ -49,7 +49,7 @@ from mesoslike_frameworks.fuxi.machines import Dims, Vector
 from mesoslike_frameworks.fuxi.quota import QuotaGroup
 
 __all__ = ["PreemptionPlanner", "Books", "JobBooks", "Batch", "Decision", "Evict", "WaitReason", "SearchLater", "Victim",
-           "VictimOrder"]
+           "VictimOrder", "FailedSearches"]
 
 #: what preemption takes: a running slot, or room reserved for a lower priority unit
 Victim = Slot | Reserved
@@ -109,9 +109,20 @@ class VictimOrder:
     pass); the held ones are in exactly the order a sort would give, the
     key being a total order (a held slot's id is its own). A slot id held
     again after it was dropped (a slot adopted again) prunes the order
-    before it is read, so that no id appears twice."""
+    before it is read, so that no id appears twice.
 
-    __slots__ = ("_held", "_order", "_pending", "_dropped", "_gone", "_stale")
+    It also logs what a search could see change (:class:`FailedSearches`):
+    ``log`` holds each slot added (+1) or dropped (-1), ``stamp`` counts
+    them (the log keeps the last ones: ``log[0]`` is change ``log_start``),
+    and ``changed`` maps each priority to the stamp after the last change of
+    a slot of it. A slot the core grants is added once the pass that granted
+    it answers its offers: it is a victim from the next pass on, not before."""
+
+    __slots__ = ("_held", "_order", "_pending", "_dropped", "_gone", "_stale", "stamp", "changed", "log",
+                 "log_start")
+
+    #: changes the log keeps at least (it drops its older half beyond twice as many)
+    LOG = 32768
 
     def __init__(self, held: Mapping[str, Slot]) -> None:
         self._held = held
@@ -120,11 +131,27 @@ class VictimOrder:
         self._dropped = 0                 # slots dropped since the last pruning
         self._gone: set[str] = set()      # their ids
         self._stale = False               # one of them is held again: prune by identity first
+        self.stamp = 0                    # slots added or dropped
+        self.changed: dict[int, int] = {}  # priority -> the stamp after the last slot of it added or dropped
+        self.log: list[tuple[Slot, int]] = []   # (slot, +1 added / -1 dropped), the last ones
+        self.log_start = 0                 # the stamp of log[0]
 
     def add(self, slot: Slot) -> None:
         self.add_many((slot,))
 
     def add_many(self, slots: Sequence[Slot]) -> None:
+        if slots:
+            log = self.log
+            if len(log) >= 2 * self.LOG:
+                del log[:len(log) - self.LOG]
+                self.log_start = self.stamp - self.LOG
+            stamp = self.stamp
+            changed = self.changed
+            for slot in slots:
+                log.append((slot, 1))
+                stamp += 1
+                changed[slot.priority] = stamp
+            self.stamp = stamp
         self._pending += slots
         if self._gone and any(slot.id in self._gone for slot in slots):
             self._stale = True
@@ -132,6 +159,8 @@ class VictimOrder:
             self._prune()
 
     def dropped(self, slot: Slot) -> None:
+        self.log.append((slot, -1))
+        self.stamp = self.changed[slot.priority] = self.stamp + 1
         self._dropped += 1
         self._gone.add(slot.id)
 
@@ -177,12 +206,74 @@ class VictimOrder:
         assert self._order == sorted(self._order, key=_victim_key), "victim order"
 
 
+# ------------------------------------------------------------ failed searches
+class _Failed:
+    """A search that found nothing (:class:`FailedSearches`): for ``slot``
+    (the unit's, by identity), at the victim order's ``stamp``, walking
+    slots of priorities above ``floor`` (None: every one), the reservations
+    as of ``holds`` (the core's count of their changes; None: it walks none)
+    and, for a walk that asks what groups borrowed, the groups that lent
+    then with their excess in the slot's kinds (``lending``, from
+    :meth:`PreemptionPlanner._lending`; None: it asks none) and the groups
+    whose slots it walks (``watch``), it looked at ``examined`` candidates;
+    ``rooms``: per machine of the candidates, the room they free over
+    ``kinds``, each short of ``amounts`` (the slot's)."""
+
+    __slots__ = ("slot", "group", "stamp", "floor", "holds", "lending", "watch", "examined", "kinds", "amounts",
+                 "rooms")
+
+    def __init__(self, slot: Resources, group: str, stamp: int, floor: int | None, holds: int | None, lending: tuple | None,
+                 watch: frozenset[str], examined: int, kinds: tuple[str, ...], amounts: tuple[int, ...],
+                 rooms: dict[str, list[int]]) -> None:
+        self.slot = slot
+        self.group = group
+        self.stamp = stamp
+        self.floor = floor
+        self.holds = holds
+        self.lending = lending
+        self.watch = watch
+        self.examined = examined
+        self.kinds = kinds
+        self.amounts = amounts
+        self.rooms = rooms
+
+
+class FailedSearches:
+    """The preemption searches that found nothing, remembered from pass to
+    pass (the core keeps one; the planner reads and fills it), each by what
+    it depends on: the search of a unit alike (:meth:`PreemptionPlanner._alike`:
+    its kind, group, priority and slot) walks the candidates the victim
+    order, the reservations and the groups' use give, in an order that
+    does not depend on the machines' open room, and finds nothing if no
+    machine of them fits a slot with the room they free and its open room.
+    While none of what its walk reads changed (:meth:`PreemptionPlanner._still`:
+    stamps, not a walk), the same walk finds the same candidates; then only
+    the open room in the pass's batch can differ, and a machine outside the
+    batch has none: the search would find nothing again unless a machine of
+    its candidates in the batch now fits a slot, which is checked machine
+    by machine. The answer is the search's, counted against the budget as
+    the walk would count (exact: the report of a simulation is the same
+    byte for byte with the memo and without, ``tests/test_fuxi_search_memo.py``).
+    ``limit``: entries kept at most (then forgotten at once)."""
+
+    __slots__ = ("entries", "limit", "stored", "hits")
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.entries: dict[tuple, _Failed] = {}
+        self.limit = limit
+        self.stored = 0           # failed searches remembered
+        self.hits = 0             # searches answered from here (not within one pass: the pass's own memo)
+
+
 # -------------------------------------------------------------------- books
 class Batch(Protocol):
     """The pass's offer batch, as far as the planner reads it."""
 
     @property
     def dims(self) -> Dims: ...
+
+    @property
+    def machines(self) -> Sequence[Machine]: ...
 
     def resources(self, vector: Vector) -> Resources: ...
 
@@ -237,6 +328,18 @@ class Books(Protocol):
     @property
     def _now(self) -> float: ...
 
+    @property
+    def search_memo(self) -> bool: ...
+
+    @property
+    def _failed_searches(self) -> FailedSearches: ...
+
+    @property
+    def _holds_changes(self) -> int: ...
+
+    @property
+    def _held_by(self) -> Mapping[str, Mapping[int, int]]: ...
+
     def _never_fits(self, unit: Unit) -> bool: ...
 
     def _quota_slots(self, unit: Unit, caps: Mapping[str, Resources | None]) -> int: ...
@@ -262,6 +365,15 @@ class PreemptionPlanner:
         self.preemption_retry_seconds = books.preemption_retry_seconds
         #: candidates looked at in this pass
         self._examined = 0
+        #: failed searches remembered across passes (None: not used, as outside a pass)
+        self.memo = books._failed_searches if books.search_memo and batch is not None else None
+        # for the memo, made when first asked in this pass (None: again after an eviction)
+        self._open_now: list[Machine] | None = None
+        self._lending_now: dict[tuple, tuple] = {}
+        self._at: dict[tuple[str, ...], list[int | None]] = {}
+        # what the last _make_room that failed saw: the kinds and amounts of the slot, and per
+        # machine the room its candidates freed (the open room left out) -- or None
+        self._failed_room: tuple[tuple[str, ...], tuple[int, ...], dict[str, list[int]]] | None = None
 
     def decisions(self) -> Iterator[Decision]:
         """For units still missing slots, highest priority first: take back
@@ -276,7 +388,14 @@ class PreemptionPlanner:
         Otherwise a unit on borrowed quota could preempt the owner's slots
         and the owner take them back at once, for ever (issue 19)."""
         units = self.books._units
-        short = [unit for unit in map(units.__getitem__, self.books._wanting) if not unit.new and unit.missing]
+        short = []
+        for unit in map(units.__getitem__, self.books._wanting):
+            if not unit.new:
+                left = unit.desired - len(unit.slots)          # unit.missing, inlined (a call per unit)
+                if unit.holds:
+                    left -= sum(unit.holds.values())
+                if left > 0:
+                    short.append(unit)
         if not short:
             return
         held = self._held_room()
@@ -302,6 +421,11 @@ class PreemptionPlanner:
         # search again walks the same candidates to the same nothing (the books have not changed)
         failed: dict[tuple, int] = {}
         exhausted: list[tuple[Resources, int]] = []   # (slot, priority): all lower-priority room was looked at
+        # (group, id(slot)) -> (own slots, quota slots or None if unlimited): both read the groups' use
+        # and the reservations only, which only an eviction changes during the search
+        sizes: dict[tuple[str, int], tuple[int | None, int | None]] = {}
+        # (priority, id(slot)) -> is a unit of them covered by ``exhausted`` (which only covers more)
+        covered: dict[tuple[int, int], bool] = {}
         for unit in waiting:
             missing = unit.missing
             if not missing or (unit.preempted_until > self.now and unit.holds) or unit.search_after > self.now:
@@ -315,26 +439,32 @@ class PreemptionPlanner:
                 order = self._victim_order()
             while first < len(order) and order[first].id not in self.books._slots:
                 first += 1
-            own = self._own_slots(unit, reserved)
+            # (the same for every unit of a group and slot size until an eviction changes the books)
+            size = (unit.group, id(unit.slot))
+            quota = sizes.get(size)
+            if quota is None:
+                cap_slots = None if self.caps.get(unit.group) is None else self.books._quota_slots(unit, self.caps)
+                quota = sizes[size] = (self._own_slots(unit, reserved), cap_slots)
+            own = quota[0]
             searched = False
-            alike = self._alike(unit)
-            if first < len(order) and own and lenders - {unit.group}:
+            alike: tuple | None = None           # (asked only for a search: most units do none)
+            if first < len(order) and own and lenders and (len(lenders) > 1 or unit.group not in lenders):
                 searched = True
-                borrowed, over = self._borrowed(unit.slot)
+                alike = self._alike(unit)
                 plan, _ = self._search(failed, alike and ("take back", *alike), unit, min(missing, own),
-                                       lambda: self._candidates(
-                                           unit, order, first, lambda s: s.group != unit.group and borrowed(s),
-                                           groups=over - {unit.group}))
+                                       lambda: self._take_back_walk(unit, order, first))
                 if plan:
                     yield Evict(unit, tuple(plan), "quota taken back by its owner")
                     lenders, reserved = self._lenders(), self._reserved_by_group()
                     failed.clear()
+                    sizes.clear()
+                    self._open_now = None
+                    self._lending_now.clear()
                     continue
-            room = self.books._quota_slots(unit, self.caps) - unit.reserved
+            room = (self.books._quota_slots(unit, self.caps) if quota[1] is None else quota[1]) - unit.reserved
             lower = (first < len(order) and order[first].priority > unit.priority) or \
                 (bool(held) and held[0].priority > unit.priority)
-            if room > 0 and lower and not any(unit.priority >= p and unit.slot.contains(slot)
-                                              for slot, p in exhausted):
+            if room > 0 and lower and not self._covered(unit, exhausted, covered):
                 want = min(missing, room)
                 anyone = own is None or own >= want
                 if own is not None and 0 < own < want:
@@ -342,35 +472,37 @@ class PreemptionPlanner:
                 if anyone or own:
                     # within its group's own maximum: any lower priority slot (the walk, lower_only,
                     # stops at the first slot of the unit's priority or higher: None asks nothing more)
-                    may_take: Callable[[Slot], bool] | None = None
-                    groups: Collection[str] | None = None
                     room_held: Sequence[Reserved] = held
                     kind = "own"
                 else:
                     # on borrowed quota: a slot another group holds over its maximum, or one of
                     # its own group at least as big (the swap borrows nothing more) -- never room
                     # a group holds as its own
-                    borrowed, over = self._borrowed(unit.slot)
-                    may_take = lambda s: s.priority > unit.priority and (
-                        s.resources.contains(unit.slot) if s.group == unit.group else borrowed(s))
-                    groups = over | {unit.group}
                     room_held = [r for r in held if r.group == unit.group]
                     kind = "borrowed"
+                if not searched:                   # (else the take-back asked)
+                    alike = self._alike(unit)
                 searched = True
-                plan, complete = self._search(failed, alike and (kind, *alike), unit, want,
-                                              lambda: self._candidates(unit, order, first, may_take, room_held,
-                                                                       lower_only=True, groups=groups))
+                if kind == "own":
+                    walk = lambda: self._candidates(unit, order, first, None, room_held, lower_only=True)
+                else:
+                    walk = lambda: self._borrowed_walk(unit, order, first, room_held)
+                plan, complete = self._search(failed, alike and (kind, *alike), unit, want, walk)
                 if complete and anyone and not unit.gang and self._unrestricted(unit):
                     # what it could not free now, no unit of lower or equal priority with a
                     # slot as big can: their victims are among its own (holds only grow)
                     exhausted = [(slot, p) for slot, p in exhausted
                                  if not (p >= unit.priority and slot.contains(unit.slot))]
                     exhausted.append((unit.slot, unit.priority))
+                    covered = {size: True for size, yes in covered.items() if yes}   # (only more are now)
                 if plan:
                     yield Evict(unit, tuple(plan), f"preempted by a higher priority unit ({unit.key}, "
                                                    f"priority {unit.priority})")
                     lenders, reserved = self._lenders(), self._reserved_by_group()
                     failed.clear()
+                    sizes.clear()
+                    self._open_now = None
+                    self._lending_now.clear()
                     continue
                 if not (anyone or own) and unit.reason in (WAIT_NO_FIT, WAIT_LOWER_PRIORITY):
                     yield WaitReason(unit, WAIT_QUOTA)   # its group is at its maximum; the rest is others' own
@@ -379,6 +511,19 @@ class PreemptionPlanner:
                 yield SearchLater(unit, self.now + self.preemption_retry_seconds)
             if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                 yield WaitReason(unit, WAIT_LOWER_PRIORITY)  # units it may not preempt hold the resources
+
+    @staticmethod
+    def _covered(unit: Unit, exhausted: Sequence[tuple[Resources, int]],
+                 covered: dict[tuple[int, int], bool]) -> bool:
+        """Is there in ``exhausted`` a slot no bigger than the unit's, of a
+        priority no lower (then it could not free what the unit asks)?
+        ``covered`` remembers the answers for the unit's priority and slot
+        (the slot one object per size, kept alive by its unit)."""
+        size = (unit.priority, id(unit.slot))
+        known = covered.get(size)
+        if known is None:
+            known = covered[size] = any(unit.priority >= p and unit.slot.contains(slot) for slot, p in exhausted)
+        return known
 
     def _alike(self, unit: Unit) -> tuple | None:
         """What a search for the unit depends on besides the books, if that
@@ -398,6 +543,10 @@ class PreemptionPlanner:
         searches that looked at every candidate and found nothing."""
         if key:
             seen = failed.get(key)           # type: ignore[arg-type]
+            if seen is None and self.memo is not None:
+                seen = self._remembered(key, unit)   # type: ignore[arg-type]
+                if seen is not None:
+                    failed[key] = seen               # type: ignore[index]
             if seen is not None:
                 until_budget = max(1, self.preemption_budget + 1 - self._examined)
                 if seen >= until_budget:
@@ -406,10 +555,183 @@ class PreemptionPlanner:
                 self._examined += seen
                 return None, True
         before = self._examined
+        self._failed_room = None
         plan, complete = self._make_room(unit, missing, candidates())
         if key and plan is None and complete:
             failed[key] = self._examined - before      # type: ignore[index]
+            if self.memo is not None:
+                self._remember(key, unit, self._examined - before)   # type: ignore[arg-type]
         return plan, complete
+
+    # ------------------------------------------------ the failed searches' memo
+    def _remember(self, key: tuple, unit: Unit, examined: int) -> None:
+        """Keep a search alike (``key``) that looked at ``examined``
+        candidates and found nothing, with what it read (:class:`FailedSearches`)."""
+        made = self._failed_room
+        memo = self.memo
+        if made is None or memo is None:          # (a _make_room that does not say what it saw)
+            return
+        kinds, amounts, rooms = made
+        kind = key[0]
+        lending = None if kind == "own" else self._lending(kinds, unit.group)
+        # the groups whose slots the walk may take: those that lent (and its own, on borrowed quota)
+        watch = frozenset() if lending is None else frozenset(name for name, _ in lending)
+        if kind == "borrowed":
+            watch |= {unit.group}
+        if len(memo.entries) >= memo.limit:
+            memo.entries.clear()
+        memo.entries[key] = _Failed(unit.slot, unit.group, self.books._victims.stamp, None if kind == "take back" else unit.priority,
+                                    None if kind == "take back" else self.books._holds_changes, lending, watch,
+                                    examined, kinds, amounts, rooms)
+        memo.stored += 1
+
+    def _remembered(self, key: tuple, unit: Unit) -> int | None:
+        """The candidates a search alike (``key``) that found nothing looked
+        at, if it would look at the same ones now and find nothing again;
+        else None (and it is forgotten)."""
+        memo = self.memo
+        entry = memo.entries.get(key) if memo is not None else None
+        if entry is None:
+            return None
+        if entry.slot is unit.slot and self._still(entry):
+            entry.stamp = self.books._victims.stamp     # (as if found now: later checks look at less)
+            memo.hits += 1                              # type: ignore[union-attr]
+            return entry.examined
+        del memo.entries[key]                           # type: ignore[union-attr]
+        return None
+
+    def _still(self, entry: _Failed) -> bool:
+        """Would the search ``entry`` remembers find nothing now? Its
+        candidates are the same if no slot of a priority it walks was added
+        or dropped since (those of any priority for a take-back), no
+        reservation changed (if it walks them) and no limited group's use
+        changed (if it asks what a group borrowed); a machine of its
+        candidates then fits no slot unless its open room in this batch
+        grew enough (machines outside the batch have none)."""
+        books = self.books
+        victims = books._victims
+        if victims.stamp != entry.stamp:
+            floor = entry.floor
+            if entry.lending is None:
+                # a search of its own group's maximum ("own") takes every lower priority slot: what it
+                # would find now is what it found, with the slots added or dropped since
+                if not self._replay(entry):
+                    return False
+            else:
+                # a walk asking what groups borrowed takes slots of those groups only (and of its own):
+                # the same while none of theirs it may take was added or dropped
+                start = entry.stamp - victims.log_start
+                if start < 0:
+                    return False
+                watch = entry.watch
+                for slot, _ in victims.log[start:]:
+                    if slot.group in watch and (floor is None or slot.priority > floor):
+                        return False
+        if entry.holds is not None and entry.holds != books._holds_changes:
+            return False
+        if entry.lending is not None and entry.lending != self._lending(entry.kinds, entry.group):
+            return False
+        rooms = entry.rooms
+        if rooms:
+            open_now = self._open_now
+            if open_now is None:
+                open_now = self._open_now = self._open_machines()
+            if open_now:
+                at = self._kinds_at(entry.kinds)
+                amounts = entry.amounts
+                for machine in open_now:
+                    room = rooms.get(machine.agent_id)
+                    if room is None:
+                        continue
+                    open_room = machine.open
+                    for j, i in enumerate(at):
+                        have = room[j] + (open_room[i] if i is not None and open_room[i] > 0 else 0)
+                        if have < amounts[j]:
+                            break
+                    else:
+                        return False            # a slot fits there now
+        return True
+
+    def _replay(self, entry: _Failed) -> bool:
+        """Bring a remembered search that takes every slot of a priority
+        above its floor up to the slots added and dropped since: its
+        candidates' count and rooms change by theirs. False if a machine
+        a slot was added on now fits a slot (or the log is too short)."""
+        victims = self.books._victims
+        start = entry.stamp - victims.log_start
+        if start < 0:
+            return False
+        floor, rooms, kinds = entry.floor, entry.rooms, entry.kinds
+        width = range(len(kinds))
+        examined = entry.examined
+        grown: list[str] = []
+        for slot, sign in victims.log[start:]:
+            if slot.priority <= floor:   # type: ignore[operator]
+                continue
+            agent = slot.agent_id
+            room = rooms.get(agent)
+            if room is None:
+                if sign < 0:
+                    return False             # (not one it counted: no longer sure what it counted)
+                room = rooms[agent] = [0] * len(kinds)
+            uses = slot.resources.millis()
+            for j in width:
+                room[j] += sign * uses.get(kinds[j], 0)
+            examined += sign
+            if sign > 0:
+                grown.append(agent)
+        entry.examined = examined
+        if grown:
+            machines, amounts = self.books._machines, entry.amounts
+            at = self._kinds_at(entry.kinds) if self.batch is not None else None
+            for agent in grown:
+                room = rooms[agent]
+                machine = machines.get(agent)
+                if machine is None:
+                    return False
+                open_room = machine.open if at is not None and machine.in_batch else None
+                for j in width:
+                    have = room[j]
+                    if open_room is not None:
+                        i = at[j]            # type: ignore[index]
+                        if i is not None and open_room[i] > 0:
+                            have += open_room[i]
+                    if have < amounts[j]:
+                        break
+                else:
+                    return False             # a slot fits there now
+        return True
+
+    def _kinds_at(self, kinds: tuple[str, ...]) -> list[int | None]:
+        """Each kind's place in the batch's vectors (None: not there)."""
+        at = self._at.get(kinds)
+        if at is None:
+            index = {name: i for i, name in enumerate(self.batch.dims.names)}   # type: ignore[union-attr]
+            at = self._at[kinds] = [index.get(kind) for kind in kinds]
+        return at
+
+    def _open_machines(self) -> list[Machine]:
+        """The machines of this batch with open room in some kind."""
+        batch = self.batch
+        if batch is None:
+            return []
+        return [m for m in batch.machines if m.in_batch and any(v > 0 for v in m.open)]
+
+    def _lending(self, kinds: tuple[str, ...], own: str) -> tuple:
+        """The groups but ``own`` over their maximum in one of ``kinds``,
+        each with its excess in those kinds: all that a walk of
+        :meth:`_borrowed` reads of the groups. O(groups x kinds)."""
+        known = self._lending_now.get((kinds, own))
+        if known is None:
+            lending = []
+            for group in self.books.groups.values():
+                if group.maximum is not None and group.name != own:
+                    cap, used = group.maximum.millis(), group.used.millis()
+                    over = tuple(used.get(kind, 0) - cap.get(kind, 0) for kind in kinds)
+                    if any(v > 0 for v in over):
+                        lending.append((group.name, over))
+            known = self._lending_now[(kinds, own)] = tuple(lending)
+        return known
 
     def _reserved_by_group(self) -> dict[str, Resources]:
         """The room reserved for each group's units (it becomes the group's use
@@ -430,21 +752,47 @@ class PreemptionPlanner:
         taken = group.used + reserved[group.name] if group.name in reserved else group.used
         return how_many_within(group.maximum, taken, unit.slot)
 
-    def _borrowed(self, need: Resources) -> tuple[Callable[[Slot], bool], set[str]]:
+    def _take_back_walk(self, unit: Unit, order: list[Slot], first: int) -> Iterator[Victim]:
+        """The candidates of a take-back: slots of other groups that hold
+        quota they borrowed (:meth:`_borrowed`), lowest priority first."""
+        borrowed, groups = self._borrowed(unit.slot, unit.group)
+        return self._candidates(unit, order, first, lambda s: s.group != unit.group and borrowed(s), groups=groups)
+
+    def _borrowed_walk(self, unit: Unit, order: list[Slot], first: int, held: Sequence[Reserved]) -> Iterator[Victim]:
+        """The candidates of a unit on borrowed quota: lower priority slots
+        another group holds over its maximum (:meth:`_borrowed`), or of its
+        own group at least as big as its slot, and its own group's room
+        reserved for lower priority units (``held``), lowest priority first."""
+        borrowed, groups = self._borrowed(unit.slot, unit.group)
+        priority, group, slot = unit.priority, unit.group, unit.slot
+        held_by = self.books._held_by.get(group)
+        if held_by and any(p > priority for p in held_by):
+            groups.add(group)            # (else no slot of its own group is of lower priority: none to ask)
+        may_take = lambda s: s.priority > priority and (s.resources.contains(slot) if s.group == group
+                                                         else borrowed(s))
+        return self._candidates(unit, order, first, may_take, held, lower_only=True, groups=groups)
+
+    def _borrowed(self, need: Resources, own: str) -> tuple[Callable[[Slot], bool], set[str]]:
         """For one search: does a slot hold quota its group borrowed, in a kind
         ``need`` uses too -- is its group over its maximum in such a kind that
         the slot uses? The slots it says yes to are taken off the group's
         excess, so one search takes little more than the group borrowed.
-        O(groups x kinds), then O(kinds) a slot. With it, the groups over
-        their maximum: it says no to any slot of another group."""
+        O(groups x kinds), then O(kinds) a slot. With it, the groups but
+        ``own`` over their maximum in a kind ``need`` uses: it says no to
+        any slot of another group. A group whose excess in those kinds is
+        used up is taken out of that set (a set the walk reads: once it is
+        empty, the walk's other slots would all be refused)."""
         excess: dict[str, dict[str, int]] = {}
+        kinds = [kind for kind, amount in need.millis().items() if amount > 0]
+        groups: set[str] = set()
         for group in self.books.groups.values():
             if group.maximum is not None:
                 cap = group.maximum.millis()
                 over = {k: v - cap.get(k, 0) for k, v in group.used.millis().items() if v > cap.get(k, 0)}
                 if over:
                     excess[group.name] = over
-        kinds = [kind for kind, amount in need.millis().items() if amount > 0]
+                    if group.name != own and any(over.get(kind, 0) > 0 for kind in kinds):
+                        groups.add(group.name)
 
         def borrowed(slot: Slot) -> bool:
             over = excess.get(slot.group)
@@ -456,8 +804,10 @@ class PreemptionPlanner:
             for kind, amount in uses.items():
                 if kind in over:
                     over[kind] -= amount
+            if not any(over.get(kind, 0) > 0 for kind in kinds):
+                groups.discard(slot.group)      # none of its slots is refused by this group's test only
             return True
-        return borrowed, set(excess)
+        return borrowed, groups
 
     def _unrestricted(self, unit: Unit) -> bool:
         """May the unit use any machine (no locality limit, blacklist, avoided
@@ -515,9 +865,12 @@ class PreemptionPlanner:
                             yield slot
                     return
                 if groups is not None:
+                    # ``groups`` may shrink as the walk goes (:meth:`_borrowed`): once empty, no slot is taken
                     for slot in lowest:
                         if slot.group in groups and slot.id in slots and may_take(slot) and slot.agent_id in machines:
                             yield slot
+                        if not groups:
+                            return
                     return
                 for slot in lowest:
                     if slot.id in slots and may_take(slot) and slot.agent_id in machines:
@@ -570,6 +923,7 @@ class PreemptionPlanner:
         width = range(len(needs))
         at: list[int | None] | None = None       # each kind's place in the batch's vectors (None: not there)
         freed: dict[str, list[int]] = {}
+        opened: list[tuple[str, list[int]]] = []  # the machines whose room began with open room, and that
         chosen: dict[str, list[Slot | Reserved]] = {}
         made: dict[str, int] = {}
         useful: dict[str, int] = {}
@@ -592,6 +946,8 @@ class PreemptionPlanner:
                         at = [index.get(kind) for kind in kinds]
                     open_room = machine.open
                     room = [0 if i is None or open_room[i] <= 0 else open_room[i] for i in at]
+                    if any(room):
+                        opened.append((agent, room[:]))
                 else:
                     room = [0] * len(needs)
                 freed[agent] = room
@@ -616,6 +972,12 @@ class PreemptionPlanner:
                     complete = False
                     break
         if total == 0 or (unit.gang and total < missing):
+            if total == 0 and complete:
+                for agent, open_part in opened:      # the room the candidates freed, without the open room
+                    freed_here = freed[agent]
+                    for i in width:
+                        freed_here[i] -= open_part[i]
+                self._failed_room = (tuple(kinds), tuple(amounts), freed)
             return None, complete
         return _plan(machines, chosen, made, useful, total - missing), complete
 
@@ -626,6 +988,7 @@ class PreemptionPlanner:
             self._examined += 1
             if self._examined > self.preemption_budget:
                 return None, False
+        self._failed_room = ((), (), {})
         return None, True
 
     def _held_by_others(self, unit: Unit) -> bool:

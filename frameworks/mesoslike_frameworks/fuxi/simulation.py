@@ -100,10 +100,11 @@ class FuxiScheduler:
         self._waiting_shapes: dict[Resources, int] = {}       # waiting tasks by shape
         self._wanted: dict[Resources, int] | None = None
         self._held: list[Offer] = []
-        # _covered's count: the room for each shape of ``_room_for`` (a _measure()) in _held[:_room_counted]
+        # _covered's count: the room for each shape of ``_room_for`` (a _measure()) in _held[:_room_at[shape]]
         self._room: dict[Resources, int] = {}
+        self._room_at: dict[Resources, int] = {}
         self._room_for: dict[Resources, int] | None = None
-        self._room_counted = 0
+        self._short: Resources | None = None          # the shape _covered found short last
         self._passes = 0                                       # passes in this cycle
         self._offers: dict[str, Offer] = {}          # the batch being answered
         self._returned = False                       # a slot returned (ended, preempted) since the last pass
@@ -178,25 +179,41 @@ class FuxiScheduler:
         elsewhere unplaced, and preempt for them. The room each shape has in
         the held offers is counted as offers come (a cycle holds them chunk
         by chunk and asks after each): O(shapes x offers held since), or
-        O(shapes x held offers) when the shapes wanted changed."""
+        O(shapes x held offers) when the shapes wanted changed.
+
+        Shapes are counted only until one falls short (the shape that fell
+        short last is asked first): a shape's room only grows as offers
+        come, so one counted enough stays enough, and one not counted yet
+        is counted over every offer held since it last was."""
         wanted = self._measure()
-        room = self._room
+        room, room_at = self._room, self._room_at
         if self._room_for is not wanted:        # other shapes wanted: count them over every held offer
             room.clear()
-            self._room_for, self._room_counted = wanted, 0
+            room_at.clear()
+            self._room_for = wanted
         held = self._held
-        if self._room_counted < len(held):
-            haves = [offer.resources.millis() for offer in held[self._room_counted:]]
-            for shape in wanted:      # how many of it each offer holds, its kinds looked up once
+        end = len(held)
+        short = self._short
+        shapes: Iterable[Resources] = wanted if short is None or short not in wanted else (short, *wanted)
+        for shape in shapes:
+            have = room.get(shape, 0)
+            if have >= wanted[shape]:
+                continue
+            start = room_at.get(shape, 0)
+            if start < end:           # how many of it each offer holds, its kinds looked up once
                 needs = [(kind, need) for kind, need in shape.millis().items() if need]
                 if len(needs) == 1:
                     kind, need = needs[0]
-                    count = sum(have.get(kind, 0) // need for have in haves)
+                    have += sum(offer.resources.millis().get(kind, 0) // need for offer in held[start:])
                 else:
-                    count = sum(min((have.get(kind, 0) // need for kind, need in needs), default=0) for have in haves)
-                room[shape] = room.get(shape, 0) + count
-            self._room_counted = len(held)
-        return all(room.get(shape, 0) >= count for shape, count in wanted.items())
+                    have += sum(min((have_.get(kind, 0) // need for kind, need in needs), default=0)
+                                for have_ in (offer.resources.millis() for offer in held[start:]))
+                room[shape] = have
+                room_at[shape] = end
+            if have < wanted[shape]:
+                self._short = shape
+                return False
+        return True
 
     def hold(self, offers: Sequence[Offer]) -> None:
         self._held.extend(offers)
