@@ -883,6 +883,8 @@ class HierarchicalAllocator:
             return self.clock.now()
         wake = self._next_batch
         if self._arriving:
+            if not self._arrived_since_tick or len(self._arriving) < FEW_ARRIVALS:
+                return self.clock.now()   # the next tick books some
             wake = min(wake, self._arriving_since + ARRIVALS_WAIT)
         if self.offer_timeout is not None:
             oldest = self._offers.oldest_time()
@@ -1465,8 +1467,10 @@ class HierarchicalAllocator:
 ARRIVALS_WAIT = 30.0
 #: fewer of them than this are booked at the next tick whatever comes (an agent restarting, not a failover)
 FEW_ARRIVALS = 100
-#: and are entered at most this many a tick once their time came (~12 us each): a turn's worth
-SETTLED_PER_TICK = 20_000
+#: and are entered at most this many a tick once their time came (~19 us each with their first allocation):
+#: a turn's worth of registrations, so that books made while re-registrations still come (a lull, or
+#: ARRIVALS_WAIT passed) hold their answers no longer than the books made at once did
+SETTLED_PER_TICK = 2_000
 #: what reads or changes no agent's books (offers only, and the clock): the agents added ``later`` may wait
 _WITHOUT_ARRIVALS = frozenset({"add_agent", "tick", "next_wakeup", "expire_offers", "drain_rescinds", "get_offer",
                                "offer_made_at", "outstanding_offers"})
