@@ -600,8 +600,8 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
                                         "frameworks": record["resubscription_s"],
                                         "agents": record["reregistration_s"],
                                         "all": max(last_agent, framework_times[-1]) - serving_at}
-            # what the re-admission left for after it (the allocator's books of the agents it added
-            # ``later``, made by the first turns without re-registrations): the CPU 3 s after the last agent
+            # what the re-admission left for after it (work moved off the agents' answers, if any): the
+            # new leader's CPU 3 s after the last agent
             time.sleep(max(0.0, last_agent + 3.0 - time.monotonic()))
             record["new_leader_cpu_s_3s_after_agents"] = round(
                 cpu_seconds([standby.proc.pid]) - cpu_before["new_leader"], 2)

@@ -18,9 +18,9 @@ each (those that came since the last turn), not ``--batch``'s 2,000 at most:
 Reported: process CPU seconds for decoding and for handling, per agent, and
 how many registry changes the re-registrations made (each change is a
 registry write the agents' answers wait for); ``after_s``: what the
-re-registrations left for the ticks after them (the allocator's books of
-agents added ``later``: ``HierarchicalAllocator.add_agent``), not on the
-agents' answers' path.
+re-registrations left for the ticks after them, off the agents' answers'
+path (an allocator that books agents after answering them: an experiment
+of docs/performance.rst "Failover under ten seconds"; 0 otherwise).
 
 ``--baseline-src DIR`` runs the same measurement first with the mesoslike
 package of DIR (a checkout of another commit: ``git archive <commit> | tar
@@ -112,8 +112,8 @@ def measure(agents: int, tasks_per_agent: int, frameworks: int, batch: int, roun
             long_lived.after_turn()
             handling += time.process_time() - began
             clock.advance(0.01)
-        # what the re-registrations left for after them: the allocator's books of agents added ``later``
-        # (HierarchicalAllocator.add_agent), made by the first ticks without re-registrations
+        # what the re-registrations left for after them (an allocator with agents still to book: the
+        # experiment of docs/performance.rst "Failover under ten seconds"), made by the ticks after
         began = time.process_time()
         gc.disable()
         while getattr(core.allocator, "_arriving", None):

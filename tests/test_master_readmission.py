@@ -11,13 +11,11 @@ import attrs
 import pytest
 
 from mesoslike.allocator import HierarchicalAllocator
-from mesoslike.allocator import hierarchical
 from mesoslike.allocator.agents import AgentBook
 from mesoslike.clock import FakeClock
-from mesoslike.errors import AgentCapacityError, DuplicateAgentError, ResourcesError
+from mesoslike.errors import AgentCapacityError, ResourcesError
 from mesoslike.master import MasterConfig, MasterCore
 from mesoslike.master.records import TaskRecord, new_status
-from mesoslike.master.registry import Registry
 from mesoslike.master.state import render_state, snapshot
 from mesoslike.master.task_lifecycle import Phase
 from mesoslike.resources import Resources
@@ -126,102 +124,6 @@ def test_add_agent_with_used_resources_matches_the_grants_and_refuses_what_does_
     with pytest.raises(AgentCapacityError):
         allocator.add_agent("a2", R("cpus:1"), used={"f1": R("cpus:1"), "f2": R("cpus:1")})
     allocator.check_invariants()
-
-
-def _arrivals(later: bool) -> tuple[HierarchicalAllocator, FakeClock]:
-    clock = FakeClock()
-    allocator = HierarchicalAllocator(clock)
-    for framework_id, role in (("f1", "*"), ("f2", "r1")):
-        allocator.add_framework(framework_id, role)
-    allocator.suppress_offers("f2")
-    for i in range(6):
-        allocator.add_agent(f"a{i}", R("cpus:8;mem:1000"), attributes={"rack": str(i % 2)}, hostname=f"h{i}",
-                            used={"f1": R(f"cpus:{i % 3};mem:100"), "f2": R("cpus:1")}, later=later)
-    return allocator, clock
-
-
-def test_agents_added_later_are_booked_as_if_added_at_once_by_whatever_reads_or_changes_them():
-    """A new leader hands the allocator its re-registering agents ``later``
-    (as Mesos's master hands its allocator actor an agent and answers the
-    agent without waiting): checked at once, booked when the re-registrations
-    stop coming or anything else reads or changes the allocator — the same
-    books and offers as agents added at once."""
-    at_once, _ = _arrivals(False)
-    later, _ = _arrivals(True)
-    assert len(later._arriving) == 6 and not later._agents._agents   # nothing booked yet
-    # the same checks, at the call
-    with pytest.raises(AgentCapacityError):
-        later.add_agent("a9", R("cpus:1"), used={"f1": R("cpus:2")}, later=True)
-    with pytest.raises(DuplicateAgentError):
-        later.add_agent("a3", R("cpus:8"), later=True)
-    assert later.snapshot() == at_once.snapshot()   # any other call books them first, in order
-    assert not later._arriving
-    later.check_invariants()
-    assert later.allocate() == at_once.allocate()
-    assert later.available("a4") == at_once.available("a4")
-    # another change first books them too: removed, then the same as removing a booked one
-    later2, _ = _arrivals(True)
-    at_once2, _ = _arrivals(False)
-    later2.remove_agent("a2")
-    at_once2.remove_agent("a2")
-    assert later2.snapshot() == at_once2.snapshot()
-
-
-def test_agents_added_later_wait_while_they_keep_coming_and_are_booked_by_the_first_tick_after(monkeypatch):
-    monkeypatch.setattr(hierarchical, "FEW_ARRIVALS", 3)   # a failover's many, in small
-    allocator, clock = _arrivals(True)
-    assert allocator.tick() == [] and len(allocator._arriving) == 6   # they came since the last tick
-    allocator.add_agent("a6", R("cpus:8;mem:1000"), later=True)
-    clock.advance(0.1)
-    allocator.tick()
-    assert len(allocator._arriving) == 7
-    allocator.tick()   # none came since the last one: booked, and offered in that same tick
-    assert not allocator._arriving and sorted(allocator._agents._agents) == [f"a{i}" for i in range(7)]
-    allocator.check_invariants()
-    # a few are booked by the next tick, as if added at once (an agent restarted)
-    allocator.add_agent("c0", R("cpus:1"), later=True)
-    allocator.tick()
-    assert not allocator._arriving
-    # ones that never stop coming are booked ARRIVALS_WAIT after the first of them
-    for i in range(3):
-        allocator.add_agent(f"b0.{i}", R("cpus:1"), later=True)
-    for i in range(1, 4):
-        clock.advance(hierarchical.ARRIVALS_WAIT / 3)
-        assert allocator.next_wakeup() <= clock.now() + hierarchical.ARRIVALS_WAIT
-        allocator.add_agent(f"b{i}", R("cpus:1"), later=True)
-        allocator.tick()
-    assert not allocator._arriving
-
-
-def test_a_new_leader_answers_re_registering_agents_before_its_allocator_books_them():
-    """The master's side: every agent of a failover is answered with its
-    records made, its allocator books made at the first tick after the
-    re-registrations (or at once by anything else reading them)."""
-    clock = FakeClock()
-    first = MasterCore(clock, MasterInfo("m1", "tcp://127.0.0.1:1"), MasterConfig())
-    frames = []
-    for i in range(3):
-        tasks = [m.RunningTask("f1", TaskInfo(f"t{i}.{j}", f"a{i}", "true", R("cpus:1;mem:64")), TaskState.RUNNING)
-                 for j in range(2)]
-        frames.append(encode(m.ReregisterAgent(AgentInfo(f"h{i}", R("cpus:4;mem:512"), id=f"a{i}"), tasks,
-                                               [FrameworkInfo("demo", id="f1")])))
-    for i, frame in enumerate(frames):
-        first.on_message(b"p%d" % i, decode(frame))
-    core = MasterCore(clock, MasterInfo("m2", "tcp://127.0.0.1:2"), MasterConfig(),
-                      registry=Registry.from_document(first.registry.to_document()))
-    for i, frame in enumerate(frames):
-        sends = core.on_message(b"p%d" % i, decode(frame))
-        assert any(isinstance(send.message, m.AgentRegistered) for send in sends)
-    assert sorted(core.allocator._arriving) == ["a0", "a1", "a2"]
-    assert len(core.frameworks["f1"].tasks) == 6
-    core.tick()
-    core.tick()
-    assert not core.allocator._arriving
-    assert core.allocator.allocation("f1") == first.allocator.allocation("f1")
-    assert [core.allocator.available(f"a{i}") for i in range(3)] == \
-        [first.allocator.available(f"a{i}") for i in range(3)] == [R("cpus:2;mem:384")] * 3
-    core.allocator.check_invariants()
-    core._check()
 
 
 # ------------------------------------------------------ the codec's hook

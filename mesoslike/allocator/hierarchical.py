@@ -31,7 +31,6 @@ which case the plain stage offers the rest to the next framework in order.
 
 from __future__ import annotations
 
-import functools
 import math
 import random
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
@@ -255,11 +254,6 @@ class HierarchicalAllocator:
         #: every cycle's duration (the master's /metrics shows it as a histogram)
         self.cycle_durations = Histogram(QUICK_BUCKETS)
         self._last_cycle_offers = 0
-        #: agents added with ``later`` (re-registering after a failover), not yet in the books: agent id ->
-        #: (total, attributes, hostname, holds, held), in the order added (:meth:`_settle`)
-        self._arriving: dict[str, tuple[Resources, Mapping[str, str], str, dict[str, Resources], Resources]] = {}
-        self._arriving_since = 0.0          # when the first of them came
-        self._arrived_since_tick = False    # one came since the last tick
 
     # ================================================================ agents
     def add_agent(
@@ -269,24 +263,11 @@ class HierarchicalAllocator:
         attributes: Mapping[str, str] | None = None,
         hostname: str | None = None,
         used: Mapping[str, Resources] | None = None,
-        *,
-        later: bool = False,
     ) -> None:
         """Add an agent; ``used`` maps framework ids to what their running
         tasks already hold there (an agent re-registering after failover).
-        Triggers allocation of this agent.
-
-        ``later``: checked now (the same errors), entered in the books
-        later — as Mesos's master hands its allocator an agent to add and
-        answers the agent without waiting (the allocator is an actor of its
-        own). A new leader re-admits every agent at once; their books are
-        made once the re-registrations stop coming (the first :meth:`tick`
-        after one with none, or 30 s after the first at the latest), or by
-        any other call first: until then the allocator offers as if they had
-        not come yet. Fewer than FEW_ARRIVALS waiting are booked by the next
-        tick, as if added at once. O(1) now; O(frameworks there) when
-        entered."""
-        if agent_id in self._agents or agent_id in self._arriving:
+        Triggers allocation of this agent."""
+        if agent_id in self._agents:
             raise DuplicateAgentError(f"agent {agent_id!r} was already added")
         if not isinstance(total, Resources):
             raise ResourcesError(f"total of agent {agent_id!r} must be Resources, got {type(total).__name__}")
@@ -297,30 +278,8 @@ class HierarchicalAllocator:
         if not total.contains(held):
             raise AgentCapacityError(f"agent {agent_id!r}: used {held} does not fit in its total {total}")
         holds = {framework_id: resources for framework_id, resources in sorted(used.items()) if resources}
-        if later:
-            if not self._arriving:
-                self._arriving_since = self.clock.now()
-            self._arriving[agent_id] = (total, attributes or {}, hostname or agent_id, holds, held)
-            self._arrived_since_tick = True
-            return
-        if self._arriving:
-            self._settle()
-        self._enter(agent_id, total, attributes or {}, hostname or agent_id, holds, held)
-
-    def _settle(self, limit: int | None = None) -> None:
-        """Enter the agents added ``later`` in the books, oldest first (at
-        most ``limit`` of them)."""
-        arriving = self._arriving
-        while arriving and (limit is None or limit > 0):
-            agent_id = next(iter(arriving))
-            self._enter(agent_id, *arriving.pop(agent_id))
-            if limit is not None:
-                limit -= 1
-
-    def _enter(self, agent_id: str, total: Resources, attributes: Mapping[str, str], hostname: str,
-               holds: dict[str, Resources], held: Resources) -> None:
         # what its tasks hold is granted as the agent is added: one subtraction (a re-registering agent's)
-        agent = self._agents.add(agent_id, total, hostname, attributes, holds, held)
+        agent = self._agents.add(agent_id, total, hostname or agent_id, attributes or {}, holds, held)
         stripped = total.stripped()
         self._role_sorter.add_total(stripped)
         for sorter in self._framework_sorters.values():
@@ -860,20 +819,14 @@ class HierarchicalAllocator:
         it was made (Mesos's ``SmallOfferFilterTimeout``, MESOS-4302)."""
         self.expire_offers()
         now = self.clock.now()
-        if self._arriving and (len(self._arriving) < FEW_ARRIVALS or not self._arrived_since_tick
-                               or now >= self._arriving_since + ARRIVALS_WAIT):
-            # a few (an agent restarted: offered at this tick, as at once), or the re-registrations stopped
-            # coming (or came for long): their books, a turn's worth at a time
-            self._settle(SETTLED_PER_TICK)
-        self._arrived_since_tick = False
         if now >= self._next_batch:
             due = self._next_batch
             self._next_batch = now + self.allocation_interval
             return self._cycle(None, math.nextafter(due, -math.inf))
         if self._pending_all:
-            return self._cycle(None, now)
+            return self.allocate()
         if self._pending:
-            return self._cycle(sorted(self._pending), now)
+            return self.allocate(sorted(self._pending))
         return []
 
     def next_wakeup(self) -> float:
@@ -882,10 +835,6 @@ class HierarchicalAllocator:
         if self._pending_all or self._pending:
             return self.clock.now()
         wake = self._next_batch
-        if self._arriving:
-            if not self._arrived_since_tick or len(self._arriving) < FEW_ARRIVALS:
-                return self.clock.now()   # the next tick books some
-            wake = min(wake, self._arriving_since + ARRIVALS_WAIT)
         if self.offer_timeout is not None:
             oldest = self._offers.oldest_time()
             if oldest is not None:
@@ -1461,32 +1410,3 @@ class HierarchicalAllocator:
         for offer in self._offers:
             assert offer.framework_id in self._frameworks and offer.agent_id in self._agents, f"stray offer {offer.id}"
         assert self._roles.roles() == sorted(self._framework_sorters), "role tree and framework sorters disagree"
-
-
-#: agents added ``later`` wait at most this long after the first of them for their books (s)
-ARRIVALS_WAIT = 30.0
-#: fewer of them than this are booked at the next tick whatever comes (an agent restarting, not a failover)
-FEW_ARRIVALS = 100
-#: and are entered at most this many a tick once their time came (~19 us each with their first allocation):
-#: a turn's worth of registrations, so that books made while re-registrations still come (a lull, or
-#: ARRIVALS_WAIT passed) hold their answers no longer than the books made at once did
-SETTLED_PER_TICK = 2_000
-#: what reads or changes no agent's books (offers only, and the clock): the agents added ``later`` may wait
-_WITHOUT_ARRIVALS = frozenset({"add_agent", "tick", "next_wakeup", "expire_offers", "drain_rescinds", "get_offer",
-                               "offer_made_at", "outstanding_offers"})
-
-
-def _after_arrivals(method: Callable) -> Callable:
-    @functools.wraps(method)
-    def settled(self: HierarchicalAllocator, *args, **kwargs):
-        if self._arriving:
-            self._settle()
-        return method(self, *args, **kwargs)
-    return settled
-
-
-# every other public method first enters the agents added ``later`` in the books: whatever it reads or
-# changes is as if they had been added at once
-for _name, _method in list(vars(HierarchicalAllocator).items()):
-    if not _name.startswith("_") and callable(_method) and _name not in _WITHOUT_ARRIVALS:
-        setattr(HierarchicalAllocator, _name, _after_arrivals(_method))

@@ -294,10 +294,8 @@ class AgentLifecycle:
                 self._frameworks.adopt(infos().get(framework_id) or FrameworkInfo(name="(recovered)", id=framework_id),
                                       reported=True)
             holding.setdefault(framework_id, []).append(executor.resources)
-        # the allocator takes it in its books once the re-registrations stop coming (a new leader's every
-        # agent at once), as Mesos's allocator actor does after its master answered (add_agent's later)
         self._admit(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()},
-                    msg.http_address, later=True)
+                          msg.http_address)
         agent = context.agents.records[msg.agent.id]
         agent.executors.update(executors)
         agent_id, now = agent.id, context.wall_clock()
@@ -436,11 +434,10 @@ class AgentLifecycle:
         log.warning("agent %s (%s) re-registered after being unreachable for %.0fs: %d task(s) back, %d killed",
                     agent_id, clip(msg.agent.hostname), wall - unreachable.since, len(back), len(doomed))
 
-    def _admit(self, peer: bytes, info: AgentInfo, used: dict[str, Resources], http_address: str = "",
-               later: bool = False) -> None:
+    def _admit(self, peer: bytes, info: AgentInfo, used: dict[str, Resources], http_address: str = "") -> None:
         context = self._context
         context.allocator.add_agent(info.id, info.resources, attributes=info.attributes, hostname=info.hostname,
-                                    used=used, later=later)
+                                 used=used)
         expected = info.id in context.agents.expected
         context.agents.add(AgentRecord(info=info, peer=peer, registered_at=context.clock.now(),
                                        http_address=http_address), context.owner(peer))
