@@ -600,6 +600,11 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
                                         "frameworks": record["resubscription_s"],
                                         "agents": record["reregistration_s"],
                                         "all": max(last_agent, framework_times[-1]) - serving_at}
+            # what the re-admission left for after it (work moved off the agents' answers, if any): the
+            # new leader's CPU 3 s after the last agent
+            time.sleep(max(0.0, last_agent + 3.0 - time.monotonic()))
+            record["new_leader_cpu_s_3s_after_agents"] = round(
+                cpu_seconds([standby.proc.pid]) - cpu_before["new_leader"], 2)
             turns = standby.turns()["turns"]
             record["new_leader_turns"] = {"count": len(turns), "longest_s": round(max(turns, default=0.0), 4),
                                           "busy_s": round(sum(turns), 3)}
@@ -608,6 +613,10 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
             record["new_leader_agents"] = metrics.get("mesoslike_agents_registered")
             record["new_leader_running_tasks"] = metrics.get('mesoslike_tasks{state="TASK_RUNNING"}')
             record["new_leader_frameworks_connected"] = metrics.get("mesoslike_frameworks_connected")
+            # the agents' retries at the new leader: dropped unread (their registration still waited),
+            # answered as retries (recognised byte for byte), the rest decoded and handled in full
+            record["new_leader_counters"] = {name: metrics.get(f"mesoslike_{name}_total") for name in (
+                "messages_received", "registrations_repeated", "agent_registration_retries")}
             result["failovers"].append(record)
             log("failover %d: detect %.2fs, serving %.2fs, agents %.2fs, frameworks %.2fs, total %.2fs "
                 "(%.2fs past the session timeout); re-registration %.2fs after serving; %s agents, %s tasks" % (

@@ -567,8 +567,10 @@ class MuxAgents(Agents):
                 pass
             self.stream.close()
             self.stream = None
-        self.stream_in.clear()
-        self.stream_out.clear()
+        # fresh buffers, not clear(): a stream dropped while _event still walks the records of the old
+        # one (a PONG's send found it closed: the leader was killed) holds a view of that buffer
+        self.stream_in = bytearray()
+        self.stream_out = bytearray()
         for i in range(self.count):
             self.connected[i] = self.ready[i] = False
 
@@ -655,10 +657,13 @@ class MuxAgents(Agents):
             self._stream_dropped()
             return
         self.stream_in += data
+        stream = self.stream
         for identity, body in records(self.stream_in):
             i = self.index_of.get(identity)
             if i is not None:
                 self._message(i, body)
+            if self.stream is not stream:   # dropped while answering: the rest went with it
+                break
 
 
 def emit(record: dict) -> None:

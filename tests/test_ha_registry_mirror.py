@@ -63,6 +63,34 @@ def test_the_new_leader_takes_the_mirror_with_the_last_writes_of_its_predecessor
     assert not mirror.complete    # a leader does not mirror: the next standby term reads afresh
 
 
+def test_a_quiet_mirror_has_the_registry_assembled_before_the_election_and_a_later_write_is_not_missed(
+        masters, url, client, standby_client):  # noqa: F811
+    """The standby assembles the registry while its copy is quiet
+    (``prepare``): a take() that reads no znode hands that over — the same
+    registry a fresh read gives — and one after a later write assembles
+    afresh, with the write."""
+    leader = masters("a").wait_until_leading()
+    registry = leader.load_and_store(300)
+    mirror = RegistryMirror(standby_client, url.path, timeout=30.0)
+    mirror.refresh()
+    assert mirror.refresh() == 0 and mirror.prepare()
+    assert not mirror.prepare()   # nothing read since: already assembled
+    leader.contender.stop()
+    taken = ZooKeeperRegistry(standby_client, url.path, timeout=30.0, mirror=mirror).load()
+    assert mirror.takes_prepared == 1 and taken == reload(client, url) == registry
+    # taken again: assembled now, then a write the watches know of before the next take
+    mirror.refresh()
+    assert mirror.refresh() == 0 and mirror.prepare()
+    taken.admit_agent(realistic_agent(5000))
+    writer = ZooKeeperRegistry(client, url.path, timeout=30.0)
+    writer.load()
+    writer.store(taken, "/")   # any existing znode fences this direct write
+    wait_until(lambda: not mirror.current, 30.0, "the write's watch to fire")
+    again = ZooKeeperRegistry(standby_client, url.path, timeout=30.0, mirror=mirror).load()
+    assert mirror.takes_prepared == 1   # not the one assembled before the write
+    assert again == reload(client, url) == taken and realistic_agent(5000).id in again.agents
+
+
 def test_a_mirror_whose_session_wavered_is_not_taken(masters, url, client, standby_client):  # noqa: F811
     leader = masters("a").wait_until_leading()
     leader.load_and_store(50)

@@ -648,6 +648,13 @@ class RegistryMirror:
         self.changed = threading.Event()
         #: znodes read so far (the header and the list count as one each)
         self.reads = 0
+        #: moves on whenever the copy may have changed (a read of any znode, a shard gone)
+        self._changes = 0
+        #: the registry the copy holds, assembled while it was quiet (:meth:`prepare`), and ``_changes`` then
+        self._assembled: tuple[Registry, _Stored] | None = None
+        self._assembled_at = -1
+        #: take()s that found the registry assembled already
+        self.takes_prepared = 0
         client.add_listener(self._session_changed)
 
     @property
@@ -708,6 +715,8 @@ class RegistryMirror:
         """Read the ``dirty`` znodes (None: all of them), each with a watch."""
         client, node, timeout = self._client, self.node, self._timeout
         read = 0
+        if dirty is None or dirty or self._header is None:
+            self._changes += 1   # what is assembled already may no longer be what the copy holds
         if dirty is None or "" in dirty or self._header is None:
             read += 1
             try:
@@ -756,18 +765,43 @@ class RegistryMirror:
                 self._refresh()
                 if not self.complete or self._header is None:
                     return None
-                data, version = self._header
-                try:
-                    header = _decode_json(self.node, data)
-                except RegistryError:
-                    return None
-                if header.get("layout") != REGISTRY_LAYOUT or header.get("format") != REGISTRY_FORMAT:
-                    return None
-                stored = _Stored(header=header, header_version=version)
-                return _assemble(self.node, self._shards, stored), stored
+                if self._assembled is not None and self._assembled_at == self._changes:
+                    self.takes_prepared += 1
+                    return self._assembled   # nothing read since it was assembled: the same znodes
+                return self._build()
             finally:
                 self._header, self._shards = None, {}
+                self._assembled = None
                 self.invalidate()
+
+    def prepare(self) -> bool:
+        """While the copy is current and quiet (the standby's mirror thread,
+        after a refresh that read nothing): assemble the registry it holds
+        now, so that a take() that reads no znode hands it over instead of
+        assembling it after the election (0.11 s of CPU at 100,000 agents,
+        between the old leader's session expiring and the new one serving).
+        Any znode read since makes take() assemble afresh. True if assembled
+        now."""
+        with self._lock:
+            if not self.current or self._header is None or self._assembled_at == self._changes:
+                return False
+            changes = self._changes
+            self._assembled, self._assembled_at = self._build(), changes
+            return True
+
+    def _build(self) -> tuple[Registry, _Stored] | None:
+        """The registry the copy holds and what each znode holds (None: a
+        header of another layout or format; the caller reads it itself)."""
+        assert self._header is not None
+        data, version = self._header
+        try:
+            header = _decode_json(self.node, data)
+        except RegistryError:
+            return None
+        if header.get("layout") != REGISTRY_LAYOUT or header.get("format") != REGISTRY_FORMAT:
+            return None
+        stored = _Stored(header=header, header_version=version)
+        return _assemble(self.node, self._shards, stored), stored
 
     def _drain(self) -> None:
         """Wait until every watch event ZooKeeper sent before now has marked

@@ -122,6 +122,8 @@ STORE_BACKOFF = Backoff(0.1, 5.0, jitter=0.0)
 _STORE_REMINDER = 60.0
 #: registrations remembered for recognising retries (see _retried_registration); the oldest go first
 _REGISTRATIONS_KEPT = 10_000
+#: and the length and hash of this many older ones (~150 bytes each)
+_REGISTRATION_DIGESTS_KEPT = 200_000
 #: peers waiting for a GET_STATE answer at most; more get an ERROR
 _STATE_ASKERS = 1000
 
@@ -273,6 +275,10 @@ class MasterRuntime:
         #: peer -> the last REGISTER/REREGISTER_AGENT frame from it (see _retried_registration),
         #: the _REGISTRATIONS_KEPT most recent
         self._registrations: OrderedDict[bytes, bytes] = OrderedDict()
+        #: and older ones, evicted from it: peer -> (length, hash) of its last registration frame, the
+        #: _REGISTRATION_DIGESTS_KEPT most recent (a new leader's 100,000 agents' retries come after
+        #: tens of thousands of other registrations: kept whole, they would take ~400 MB)
+        self._registration_digests: OrderedDict[bytes, tuple[int, int]] = OrderedDict()
         #: answers held until the registry holds the changes they acknowledge (see _commit):
         #: (the core's registry changes at the end of their turn, the answers), oldest first
         self._held: deque[tuple[int, tuple[Send, ...]]] = deque()
@@ -413,7 +419,8 @@ class MasterRuntime:
         while not stop.is_set():
             if self._leadership.phase is Phase.FOLLOWER:
                 try:
-                    mirror.refresh()
+                    if mirror.refresh() == 0:   # quiet: have the registry assembled before an election
+                        mirror.prepare()
                 except Exception as exc:   # ZooKeeper away, or a bug: the election reads the registry itself
                     if not stop.is_set():
                         log.warning("standby: could not mirror the registry (again in %gs): %s", _MIRROR_RETRY, exc)
@@ -691,6 +698,7 @@ class MasterRuntime:
         self._inbox.clear()
         self._outbox.clear()
         self._registrations.clear()
+        self._registration_digests.clear()
         self._held.clear()
         self._store_health = StoreHealth()
 
@@ -1049,23 +1057,36 @@ class MasterRuntime:
         None to decode and handle it. Comparing bytes is far cheaper than
         decoding a re-registration with its tasks."""
         last = self._registrations.get(peer)
-        if last is None or len(last) != len(frame) or last != frame:
+        if last is None:
+            digest = self._registration_digests.get(peer)
+            # an older one: the same length and hash (keyed SipHash, 64 bits: another frame passes for it
+            # with a chance of 2**-64), hashed only when the length matches
+            if digest is None or digest[0] != len(frame) or digest[1] != hash(frame):
+                return None
+        elif len(last) != len(frame) or last != frame:
             return None
         leading = self._leadership.leading
         sends = core.on_retried_registration(peer, leading.persisted if leading is not None else None)
-        if sends is None:
-            del self._registrations[peer]  # not registered there any more: handle it in full
+        if sends is None:   # not registered there any more: handle it in full
+            self._registrations.pop(peer, None)
+            self._registration_digests.pop(peer, None)
         return sends
 
     def _remember_registration(self, peer: bytes, frame: bytes, message: object) -> None:
         if isinstance(message, (m.RegisterAgent, m.ReregisterAgent)):
             self._registrations[peer] = frame
             self._registrations.move_to_end(peer)
+            self._registration_digests.pop(peer, None)
             if len(self._registrations) > _REGISTRATIONS_KEPT:
-                self._registrations.popitem(last=False)  # only an optimisation: a retry is then handled in full
+                older, older_frame = self._registrations.popitem(last=False)
+                self._registration_digests[older] = (len(older_frame), hash(older_frame))
+                if len(self._registration_digests) > _REGISTRATION_DIGESTS_KEPT:
+                    # only an optimisation: a retry is then handled in full
+                    self._registration_digests.popitem(last=False)
         elif isinstance(message, m.Pong):
             # registered and answering: it will not retry; keep the memory small
             self._registrations.pop(peer, None)
+            self._registration_digests.pop(peer, None)
 
     def _answer_as_follower(self) -> None:
         """Tell peers who leads: at most _BATCH frames a turn, and none more
