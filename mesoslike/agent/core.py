@@ -89,9 +89,13 @@ REASON_TASK_HEALTH_CHECK_STATUS_UPDATED = "REASON_TASK_HEALTH_CHECK_STATUS_UPDAT
 #: TASK_FAILED: a URI of the task could not be fetched (the message names it)
 REASON_CONTAINER_LAUNCH_FAILED = "REASON_CONTAINER_LAUNCH_FAILED"
 
-#: status update retries: 0.5 s doubling to 10 s (docs/reliability.rst, "Retries")
-UPDATE_BACKOFF_INITIAL = 0.5
-UPDATE_BACKOFF_MAX = 10.0
+#: status update retries: 10 s doubling to 10 min, as Mesos's agent (its status update manager's
+#: ``STATUS_UPDATE_RETRY_INTERVAL_MIN`` and ``_MAX``; docs/reliability.rst, "Retries"). The transport
+#: drops nothing for a connected peer and the agent sends every head again at once when it registers
+#: again, so a retry is for what the master held back or could not forward; 0.5 s had a busy master
+#: handle up to 2.4 retries a task besides its three updates (docs/performance.rst)
+UPDATE_BACKOFF_INITIAL = 10.0
+UPDATE_BACKOFF_MAX = 600.0
 UPDATE_BACKOFF = Backoff(UPDATE_BACKOFF_INITIAL, UPDATE_BACKOFF_MAX, jitter=0.0)
 
 EMPTY = Resources()

@@ -29,7 +29,7 @@ log = logging.getLogger("mesoslike.master")
 #: or never (the master's)
 SOURCE_EXECUTOR, SOURCE_MASTER = "SOURCE_EXECUTOR", "SOURCE_MASTER"
 
-#: an agent retries an unacknowledged update (0.5 s doubling to 10 s); the
+#: an agent retries an unacknowledged update (10 s doubling to 10 min, as Mesos's); the
 #: master forwards a retry to the framework's connection that already got
 #: that update only once this long has passed since. The transport does not
 #: drop what it was given for a connected peer, so a retry is needed only if
