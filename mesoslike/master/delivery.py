@@ -17,6 +17,7 @@ from mesoslike.master.preempting import Preempting
 from mesoslike.master.records import AgentRecord, FrameworkRecord, TaskRecord, clip, new_status
 from mesoslike.master.task_lifecycle import Action, Event, process
 from mesoslike.observations import LATENCY_BUCKETS, Histogram
+from mesoslike.resources import Resources
 from mesoslike.wire import TaskState, TaskStatus
 from mesoslike.wire import messages as m
 from mesoslike.wire.types import WARN_MESSAGE_SIZE, without_secret_values
@@ -51,6 +52,38 @@ class UpdateDelivery:
         self.framework_messages_dropped: dict[str, int] = {}
         #: seconds from RUN_TASK to TASK_RUNNING (/metrics)
         self.launches_to_running = Histogram(LATENCY_BUCKETS)
+        #: while a batch is handled (:meth:`batch_begun`): the tasks whose resources go back at its end,
+        #: by framework and agent — one allocator call for each instead of one a task
+        self._recoveries: dict[tuple[str, str], tuple[FrameworkRecord, list[TaskRecord]]] | None = None
+
+    # ------------------------------------------------------------- batches
+    def batch_begun(self) -> None:
+        """A batch of updates is handled from now (the core's loop over a
+        STATUS_UPDATES): the resources of the tasks that end in it go back
+        to the allocator at :meth:`batch_ended`, summed by framework and
+        agent. Nothing in between reads the allocator (it allocates in ticks)."""
+        self._recoveries = {}
+
+    def batch_ended(self) -> None:
+        """Give back what the tasks that ended in the batch held: one
+        ``recover_resources`` a framework and agent (with the sum); should
+        it refuse the sum (it checks before it changes anything), task by
+        task as without a batch, each failure logged."""
+        recoveries, self._recoveries = self._recoveries, None
+        if not recoveries:
+            return
+        agents = self._context.agents.records
+        for (framework_id, agent_id), (record, tasks) in recoveries.items():
+            if len(tasks) == 1 or agent_id not in agents:
+                for task in tasks:
+                    self.recover_resources(record, task)
+                continue
+            try:
+                self._context.allocator.recover_resources(
+                    framework_id, agent_id, Resources.sum([task.info.resources for task in tasks]))
+            except MesoslikeError:
+                for task in tasks:
+                    self.recover_resources(record, task)
 
     # ------------------------------------------------------------ messages
     def status_update(self, peer: bytes, msg: m.StatusUpdate, principal: str | None) -> None:
@@ -120,7 +153,15 @@ class UpdateDelivery:
                 if record.connected and self._forward_due(record, task, status):
                     context.out.send_framework(record, m.Update(status))
             elif action is Action.RECOVER:
-                self.recover_resources(record, task)
+                recoveries = self._recoveries
+                if recoveries is None:
+                    self.recover_resources(record, task)
+                else:
+                    held = recoveries.get((record.id, task.agent_id))
+                    if held is None:
+                        recoveries[record.id, task.agent_id] = (record, [task])
+                    else:
+                        held[1].append(task)
             elif action is Action.CONFIRM:
                 confirm(task)
             elif action is Action.SETTLE:   # our acknowledgement to the agent was late or lost
