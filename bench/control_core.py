@@ -98,8 +98,8 @@ def measure(tasks: int, agents: int, batch: int) -> dict[str, float]:
                     updates = []
                     for task_id in chunk:
                         uuid += 1
-                        updates.append(m.StatusUpdate(fid, TaskStatus(task_id, states[stage[task_id]],
-                                                                      agent_id=agent_id, uuid=f"u{uuid}")))
+                        updates.append(m.StatusUpdate(fid, TaskStatus(task_id, states[stage[task_id]], agent_id=agent_id,
+                                                                      uuid=f"u{uuid}", framework_id=fid)))
                     for s in call("updates", peers[agent_id], m.StatusUpdates(updates)):
                         message = s.message
                         statuses = message.statuses if isinstance(message, m.Updates) else \

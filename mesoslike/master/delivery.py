@@ -18,7 +18,7 @@ from mesoslike.master.records import AgentRecord, FrameworkRecord, TaskRecord, c
 from mesoslike.master.task_lifecycle import Action, Event, process
 from mesoslike.observations import LATENCY_BUCKETS, Histogram
 from mesoslike.resources import Resources
-from mesoslike.wire import TaskState, TaskStatus
+from mesoslike.wire import TERMINAL_STATES, TaskState, TaskStatus
 from mesoslike.wire import messages as m
 from mesoslike.wire.types import WARN_MESSAGE_SIZE, without_secret_values
 
@@ -146,13 +146,14 @@ class UpdateDelivery:
             self._drop(agent, record.id, status, "forged_source",
                        f"{clip(status.source, 40)} is not an agent's to claim for this task")
             return
-        for action in process(task, Event.END if status.terminal else Event.UPDATE, status):
-            if action is Action.APPLY:
+        for action in process(task, _END if status.state in TERMINAL_STATES else _UPDATE, status):
+            if action is _APPLY:
                 self._apply(record, task, status)
-            elif action is Action.FORWARD:
+            elif action is _FORWARD:
                 if record.connected and self._forward_due(record, task, status):
-                    context.out.send_framework(record, m.Update(status))
-            elif action is Action.RECOVER:
+                    record.last_sent = task.forwarded_at   # (send_framework's, without asking the clock again)
+                    context.out.send(record.peer, m.Update(status))
+            elif action is _RECOVER:
                 recoveries = self._recoveries
                 if recoveries is None:
                     self.recover_resources(record, task)
@@ -162,7 +163,7 @@ class UpdateDelivery:
                         recoveries[record.id, task.agent_id] = (record, [task])
                     else:
                         held[1].append(task)
-            elif action is Action.CONFIRM:
+            elif action is _CONFIRM:
                 confirm(task)
             elif action is Action.SETTLE:   # our acknowledgement to the agent was late or lost
                 self._settle(agent, record, status)
@@ -178,7 +179,7 @@ class UpdateDelivery:
         task = record.tasks.get(msg.task_id)
         for action in process(task, Event.ACKNOWLEDGED, uuid=msg.uuid) if task is not None else ():
             assert task is not None
-            if action is Action.REMEMBER:
+            if action is _REMEMBER:
                 task.acknowledged_uuid = msg.uuid or task.acknowledged_uuid
             else:
                 assert action is Action.COMPLETE
@@ -353,6 +354,13 @@ class UpdateDelivery:
                 self._context.allocator.recover_resources(key[0], agent.id, resources)
             except MesoslikeError:  # a bookkeeping bug must not lose the update itself
                 log.exception("recovering the resources of task %s failed", clip(key[1]))
+
+
+#: the table's members an update's handling compares with, as module globals (an enum member is a class
+#: attribute looked up on each use: three to five a status update)
+_UPDATE, _END = Event.UPDATE, Event.END
+_APPLY, _FORWARD, _RECOVER, _CONFIRM = Action.APPLY, Action.FORWARD, Action.RECOVER, Action.CONFIRM
+_REMEMBER = Action.REMEMBER
 
 
 def confirm(task: TaskRecord) -> None:
