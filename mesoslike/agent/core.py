@@ -1314,14 +1314,15 @@ class AgentCore:
             return executor.container_status if executor is not None else None
         return task.container_status
 
-    def _send_head(self, key: TaskKey) -> list[Command]:
-        """Send the task's update in flight (if it has one) now."""
-        update = self._streams.send_head(key, self.clock.now())
+    def _send_head(self, key: TaskKey, now: float | None = None) -> list[Command]:
+        """Send the task's update in flight (if it has one) now (``now``: the clock's, if read already)."""
+        update = self._streams.send_head(key, self.clock.now() if now is None else now)
         return [SendToMaster(m.StatusUpdate(key[0], update))] if update is not None else []
 
     def _status_update_ack(self, msg: m.StatusUpdateAck) -> list[Command]:
         key = (msg.framework_id, msg.task_id)
-        acked = self._streams.acknowledge(key, msg.uuid, self.clock.now())
+        now = self.clock.now()
+        acked = self._streams.acknowledge(key, msg.uuid, now)
         if acked is None:
             log.debug("ignoring acknowledgement %s of %s/%s: not the update in flight", msg.uuid, *key)
             return []
@@ -1334,7 +1335,7 @@ class AgentCore:
             return []
         out = self._checkpointed(task) if task is not None else []
         if self._registered:
-            out.extend(self._send_head(key))
+            out.extend(self._send_head(key, now))
         return out
 
     def _shutdown_executor(self, msg: m.ShutdownExecutor) -> list[Command]:

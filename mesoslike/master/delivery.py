@@ -177,16 +177,16 @@ class UpdateDelivery:
         if record is None:
             return
         task = record.tasks.get(msg.task_id)
-        for action in process(task, Event.ACKNOWLEDGED, uuid=msg.uuid) if task is not None else ():
+        for action in process(task, _ACKNOWLEDGED, uuid=msg.uuid) if task is not None else ():
             assert task is not None
             if action is _REMEMBER:
                 task.acknowledged_uuid = msg.uuid or task.acknowledged_uuid
             else:
                 assert action is Action.COMPLETE
                 self.complete(record, task)
-        agent = context.agents.get(msg.agent_id)
-        if agent is not None:
-            context.out.send(agent.peer, m.StatusUpdateAck(agent.id, record.id, msg.task_id, msg.uuid))
+        agent = context.agents.records.get(msg.agent_id)
+        if agent is not None:   # (its id is msg.agent_id: found by it)
+            context.out.send(agent.peer, m.StatusUpdateAck(msg.agent_id, record.id, msg.task_id, msg.uuid))
 
     def framework_message(self, peer: bytes, msg: m.FrameworkMessage, principal: str | None) -> None:
         """A message between an executor (through its agent) and its scheduler."""
@@ -358,7 +358,7 @@ class UpdateDelivery:
 
 #: the table's members an update's handling compares with, as module globals (an enum member is a class
 #: attribute looked up on each use: three to five a status update)
-_UPDATE, _END = Event.UPDATE, Event.END
+_UPDATE, _END, _ACKNOWLEDGED = Event.UPDATE, Event.END, Event.ACKNOWLEDGED
 _APPLY, _FORWARD, _RECOVER, _CONFIRM = Action.APPLY, Action.FORWARD, Action.RECOVER, Action.CONFIRM
 _REMEMBER = Action.REMEMBER
 
