@@ -93,7 +93,7 @@ REASON_CONTAINER_LAUNCH_FAILED = "REASON_CONTAINER_LAUNCH_FAILED"
 #: ``STATUS_UPDATE_RETRY_INTERVAL_MIN`` and ``_MAX``; docs/reliability.rst, "Retries"). The transport
 #: drops nothing for a connected peer and the agent sends every head again at once when it registers
 #: again, so a retry is for what the master held back or could not forward; 0.5 s had a busy master
-#: handle up to 2.4 retries a task besides its three updates (docs/performance.rst)
+#: handle 2.4-3.6 retries a task besides its three updates (docs/performance.rst)
 UPDATE_BACKOFF_INITIAL = 10.0
 UPDATE_BACKOFF_MAX = 600.0
 UPDATE_BACKOFF = Backoff(UPDATE_BACKOFF_INITIAL, UPDATE_BACKOFF_MAX, jitter=0.0)
