@@ -98,8 +98,9 @@ class UpdateStreams(Generic[K]):
         self._sends_made = 0
         self._acknowledged_send = 0
         self._progress_at: float | None = None
-        #: how long without an acknowledgement makes a due retry go out all the same
-        self._patience = backoff.delay(0)
+        #: how long without an acknowledgement makes a due retry go out all the same; also a head's
+        #: first wait (the back-off's first delay, read once: a head's first send is most sends)
+        self._patience = self._first_wait = backoff.delay(0)
         #: retries that waited for the receiver's progress (each time one did)
         self.retries_waited = 0
 
@@ -269,14 +270,15 @@ class UpdateStreams(Generic[K]):
 
     # ------------------------------------------------------------ internals
     def _send(self, key: K, stream: UpdateStream, now: float) -> TaskStatus:
-        when = now + self.backoff.delay(stream.sends)
+        sends = stream.sends
+        when = now + (self._first_wait if sends == 0 else self.backoff.delay(sends))
         firsts = self._firsts
-        if stream.sends == 0 and (not firsts or when >= firsts[-1][0]):
+        if sends == 0 and (not firsts or when >= firsts[-1][0]):
             stream.due = when
             firsts.append((when, next(self._seq), key, stream))
         else:
             self._schedule(key, stream, when)
-        stream.sends += 1
+        stream.sends = sends + 1
         self._sends_made += 1
         stream.sent = self._sends_made
         return stream.updates[0]

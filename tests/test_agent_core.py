@@ -225,8 +225,12 @@ def test_updates_wait_for_a_master_and_go_out_when_it_answers():
     assert updates(out) == []                     # nobody to send them to
     flushed = updates(core.on_message(m.AgentRegistered("agent-1", MASTER, 1.0)))
     assert flushed == [starting]                  # the head, at once, same uuid
-    clock.advance(0.5)
-    assert updates(core.tick()) == [starting]     # backoff restarted at 0.5 s
+    for gap in (5.0, 4.9):                        # (the master's heartbeats keep it registered)
+        clock.advance(gap)
+        core.on_message(m.Heartbeat())
+        assert updates(core.tick()) == []         # backoff restarted: 10 s, as Mesos's agent
+    clock.advance(0.1)
+    assert updates(core.tick()) == [starting]
 
 
 def test_a_stale_agent_registered_without_a_registration_outstanding_is_ignored():
@@ -348,17 +352,19 @@ def test_update_uuids_are_the_random_version_4_uuids_of_the_generators_draws():
 
 def test_the_head_update_is_resent_with_backoff_until_acknowledged():
     core, clock = make()
-    register(core, ping_interval=100.0)
+    register(core, ping_interval=200.0)
     (starting,) = updates(core.on_message(m.RunTask(FW, task("t1"))))
     gaps = []
     for _ in range(7):
+        core.on_message(m.Heartbeat())                                   # the master is there all along
         gap = core.next_wakeup() - clock.now()
         gaps.append(gap)
         clock.advance(gap)
         assert updates(core.tick()) == [starting]                        # same uuid every time
-    assert gaps == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    # Mesos's agent: STATUS_UPDATE_RETRY_INTERVAL_MIN 10 s, doubling, at most _MAX 10 min
+    assert gaps == [10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 600.0]
     ack(core, starting)
-    assert core.next_wakeup() == pytest.approx(clock.now() + 500.0)      # only the master's deadline
+    assert core.next_wakeup() == pytest.approx(clock.now() + 1000.0)     # only the master's deadline
 
 
 def test_acknowledgements_of_anything_but_the_update_in_flight_are_ignored():

@@ -8,6 +8,7 @@ finally ended, and retries the framework has had are settled by the master."""
 
 import pytest
 
+from mesoslike.errors import MesoslikeError
 from mesoslike.resources import Resources
 from mesoslike.wire import FrameworkInfo, TaskState, TaskStatus
 from mesoslike.wire import messages as m
@@ -153,3 +154,40 @@ def test_an_accept_of_many_tasks_checks_duplicate_ids_within_it():
     assert len(only(out, m.RunTask, AG)) == 5000
     (error,) = only(out, m.Update, FW)
     assert error.status.task_id == "t7" and "already in use" in error.status.message
+
+
+# ------------------------------------------------------------- batches as batches
+def test_the_tasks_a_batch_of_updates_ends_give_back_their_resources_in_one_allocator_call():
+    h = Harness()
+    fid, aid, _ = launched(h, "t1", "t2", "t3")
+    calls = []
+    recover = h.core.allocator.recover_resources
+    h.core.allocator.recover_resources = lambda *args, **kw: (calls.append(args), recover(*args, **kw))[1]
+    ends = [TaskStatus(t, TaskState.FINISHED, uuid=f"u{t}", exit_code=0) for t in ("t1", "t2", "t3")]
+    out = h.send(AG, m.StatusUpdates([m.StatusUpdate(fid, status) for status in ends]))
+    assert [u.status.task_id for u in only(out, m.Update, FW)] == ["t1", "t2", "t3"]   # each forwarded, in order
+    assert calls == [(fid, aid, Resources.sum([R("cpus:1;mem:128")] * 3))]              # one call, the sum
+    assert h.core.allocator.available(aid) == R("cpus:4;mem:4096")                      # as three calls leave it
+    h.core.allocator.check_invariants()
+    calls.clear()
+    h.send(AG, m.StatusUpdate(fid, TaskStatus("t1", TaskState.FINISHED, uuid="ut1", exit_code=0)))
+    assert calls == []                                       # a retry: nothing given back twice
+
+
+def test_a_batch_whose_sum_the_allocator_refuses_is_recovered_task_by_task():
+    h = Harness()
+    fid, aid, _ = launched(h, "t1", "t2")
+    calls = []
+    recover = h.core.allocator.recover_resources
+
+    def refusing_sums(framework_id, agent_id, resources, *rest):
+        calls.append(resources)
+        if resources != R("cpus:1;mem:128"):
+            raise MesoslikeError("refused")   # (checked before anything changes, as the allocator does)
+        return recover(framework_id, agent_id, resources, *rest)
+    h.core.allocator.recover_resources = refusing_sums
+    ends = [TaskStatus(t, TaskState.FINISHED, uuid=f"u{t}", exit_code=0) for t in ("t1", "t2")]
+    out = h.send(AG, m.StatusUpdates([m.StatusUpdate(fid, status) for status in ends]))
+    assert len(only(out, m.Update, FW)) == 2
+    assert calls == [R("cpus:2;mem:256"), R("cpus:1;mem:128"), R("cpus:1;mem:128")]
+    assert h.core.allocator.available(aid) == R("cpus:4;mem:4096")

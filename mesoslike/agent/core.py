@@ -89,9 +89,13 @@ REASON_TASK_HEALTH_CHECK_STATUS_UPDATED = "REASON_TASK_HEALTH_CHECK_STATUS_UPDAT
 #: TASK_FAILED: a URI of the task could not be fetched (the message names it)
 REASON_CONTAINER_LAUNCH_FAILED = "REASON_CONTAINER_LAUNCH_FAILED"
 
-#: status update retries: 0.5 s doubling to 10 s (docs/reliability.rst, "Retries")
-UPDATE_BACKOFF_INITIAL = 0.5
-UPDATE_BACKOFF_MAX = 10.0
+#: status update retries: 10 s doubling to 10 min, as Mesos's agent (its status update manager's
+#: ``STATUS_UPDATE_RETRY_INTERVAL_MIN`` and ``_MAX``; docs/reliability.rst, "Retries"). The transport
+#: drops nothing for a connected peer and the agent sends every head again at once when it registers
+#: again, so a retry is for what the master held back or could not forward; 0.5 s had a busy master
+#: handle 2.4-3.6 retries a task besides its three updates (docs/performance.rst)
+UPDATE_BACKOFF_INITIAL = 10.0
+UPDATE_BACKOFF_MAX = 600.0
 UPDATE_BACKOFF = Backoff(UPDATE_BACKOFF_INITIAL, UPDATE_BACKOFF_MAX, jitter=0.0)
 
 EMPTY = Resources()
@@ -1310,14 +1314,15 @@ class AgentCore:
             return executor.container_status if executor is not None else None
         return task.container_status
 
-    def _send_head(self, key: TaskKey) -> list[Command]:
-        """Send the task's update in flight (if it has one) now."""
-        update = self._streams.send_head(key, self.clock.now())
+    def _send_head(self, key: TaskKey, now: float | None = None) -> list[Command]:
+        """Send the task's update in flight (if it has one) now (``now``: the clock's, if read already)."""
+        update = self._streams.send_head(key, self.clock.now() if now is None else now)
         return [SendToMaster(m.StatusUpdate(key[0], update))] if update is not None else []
 
     def _status_update_ack(self, msg: m.StatusUpdateAck) -> list[Command]:
         key = (msg.framework_id, msg.task_id)
-        acked = self._streams.acknowledge(key, msg.uuid, self.clock.now())
+        now = self.clock.now()
+        acked = self._streams.acknowledge(key, msg.uuid, now)
         if acked is None:
             log.debug("ignoring acknowledgement %s of %s/%s: not the update in flight", msg.uuid, *key)
             return []
@@ -1330,7 +1335,7 @@ class AgentCore:
             return []
         out = self._checkpointed(task) if task is not None else []
         if self._registered:
-            out.extend(self._send_head(key))
+            out.extend(self._send_head(key, now))
         return out
 
     def _shutdown_executor(self, msg: m.ShutdownExecutor) -> list[Command]:

@@ -169,8 +169,9 @@ class DeliveredUpdates:
 
     def acknowledged(self, uuid: str, session: int) -> None:
         """Acknowledged in ``session`` (a forgotten uuid stays forgotten)."""
-        if uuid in self._states:
-            self._states[uuid] = self.ACKNOWLEDGED + max(0, session)
+        states = self._states
+        if uuid in states:
+            states[uuid] = self.ACKNOWLEDGED + session if session > 0 else self.ACKNOWLEDGED
 
     def again(self, uuid: str) -> None:
         """A delivered, unacknowledged update goes to the callback again."""
@@ -637,16 +638,18 @@ class DriverCore:
         return commands
 
     def _acknowledge(self, status: TaskStatus) -> list[Command]:
-        if not status.uuid:
+        uuid = status.uuid
+        if not uuid:
             return []   # made up by the master (reconciliation, TASK_LOST ...): nothing to acknowledge
         # acknowledged as far as the framework goes, even if it cannot be sent
         # now: a redelivery is acknowledged again (and not given to the callback)
-        self.delivered.acknowledged(status.uuid, self._session if self.connected else 0)
-        if not self.connected:
+        connected = self.state is SubscriptionState.SUBSCRIBED   # (self.connected, once: one a callback)
+        self.delivered.acknowledged(uuid, self._session if connected else 0)
+        if not connected:
             # the agent resends unacknowledged updates, so nothing is lost
             log.info("not acknowledging %s of task %s: not subscribed", status.state, status.task_id)
             return []
-        return [self._send(m.Acknowledge(self.framework_id, status.agent_id, status.task_id, status.uuid))]
+        return [self._send(m.Acknowledge(self.framework_id, status.agent_id, status.task_id, uuid))]
 
     def _send(self, message: object) -> SendToMaster:
         self._last_sent = self._clock.now()

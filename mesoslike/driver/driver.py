@@ -512,11 +512,13 @@ class SchedulerDriver:
         reconnects happen now; callbacks and the shutdown wait their turn in
         ``_pending`` so that callbacks never nest."""
         for command in commands:
-            if isinstance(command, SendToMaster):
-                if not self._outgoing:
-                    self._outgoing_since = time.monotonic()
-                self._outgoing.append(command.message)
-                if len(self._outgoing) >= MAX_BATCH or time.monotonic() - self._outgoing_since >= SEND_WITHIN:
+            if type(command) is SendToMaster or isinstance(command, SendToMaster):   # (the first: one an update)
+                outgoing = self._outgoing
+                now = time.monotonic()
+                if not outgoing:
+                    self._outgoing_since = now
+                outgoing.append(command.message)
+                if len(outgoing) >= MAX_BATCH or now - self._outgoing_since >= SEND_WITHIN:
                     self._send_outgoing()   # slow callbacks must not keep the master from hearing of us
             elif isinstance(command, Reconnect):
                 self._send_outgoing()   # on the connection they were meant for

@@ -171,13 +171,17 @@ class MasterCore:
                     for item in items:
                         self._handle(peer, item, principal)
                 else:   # one kind of item: its handler looked up once, called here (a batch carries up to
-                    for item in items:   # MAX_BATCH: a call level less for each), each item as _handle's
-                        try:
-                            handler(peer, item, principal)
-                        except MesoslikeError as exc:
-                            out.error(peer, str(exc))
-                        except Refused as exc:
-                            self.context.refuse(peer, exc)
+                    self.delivery.batch_begun()   # MAX_BATCH: a call level less for each), each item as
+                    try:                          # _handle's; the ended tasks' resources back at the end
+                        for item in items:
+                            try:
+                                handler(peer, item, principal)
+                            except MesoslikeError as exc:
+                                out.error(peer, str(exc))
+                            except Refused as exc:
+                                self.context.refuse(peer, exc)
+                    finally:
+                        self.delivery.batch_ended()
         else:
             self._handle(peer, message, principal)
             if isinstance(message, (m.Subscribe, m.RegisterAgent, m.ReregisterAgent)):

@@ -17,7 +17,8 @@ from mesoslike.master.preempting import Preempting
 from mesoslike.master.records import AgentRecord, FrameworkRecord, TaskRecord, clip, new_status
 from mesoslike.master.task_lifecycle import Action, Event, process
 from mesoslike.observations import LATENCY_BUCKETS, Histogram
-from mesoslike.wire import TaskState, TaskStatus
+from mesoslike.resources import Resources
+from mesoslike.wire import TERMINAL_STATES, TaskState, TaskStatus
 from mesoslike.wire import messages as m
 from mesoslike.wire.types import WARN_MESSAGE_SIZE, without_secret_values
 
@@ -29,7 +30,7 @@ log = logging.getLogger("mesoslike.master")
 #: or never (the master's)
 SOURCE_EXECUTOR, SOURCE_MASTER = "SOURCE_EXECUTOR", "SOURCE_MASTER"
 
-#: an agent retries an unacknowledged update (0.5 s doubling to 10 s); the
+#: an agent retries an unacknowledged update (10 s doubling to 10 min, as Mesos's); the
 #: master forwards a retry to the framework's connection that already got
 #: that update only once this long has passed since. The transport does not
 #: drop what it was given for a connected peer, so a retry is needed only if
@@ -51,6 +52,38 @@ class UpdateDelivery:
         self.framework_messages_dropped: dict[str, int] = {}
         #: seconds from RUN_TASK to TASK_RUNNING (/metrics)
         self.launches_to_running = Histogram(LATENCY_BUCKETS)
+        #: while a batch is handled (:meth:`batch_begun`): the tasks whose resources go back at its end,
+        #: by framework and agent — one allocator call for each instead of one a task
+        self._recoveries: dict[tuple[str, str], tuple[FrameworkRecord, list[TaskRecord]]] | None = None
+
+    # ------------------------------------------------------------- batches
+    def batch_begun(self) -> None:
+        """A batch of updates is handled from now (the core's loop over a
+        STATUS_UPDATES): the resources of the tasks that end in it go back
+        to the allocator at :meth:`batch_ended`, summed by framework and
+        agent. Nothing in between reads the allocator (it allocates in ticks)."""
+        self._recoveries = {}
+
+    def batch_ended(self) -> None:
+        """Give back what the tasks that ended in the batch held: one
+        ``recover_resources`` a framework and agent (with the sum); should
+        it refuse the sum (it checks before it changes anything), task by
+        task as without a batch, each failure logged."""
+        recoveries, self._recoveries = self._recoveries, None
+        if not recoveries:
+            return
+        agents = self._context.agents.records
+        for (framework_id, agent_id), (record, tasks) in recoveries.items():
+            if len(tasks) == 1 or agent_id not in agents:
+                for task in tasks:
+                    self.recover_resources(record, task)
+                continue
+            try:
+                self._context.allocator.recover_resources(
+                    framework_id, agent_id, Resources.sum([task.info.resources for task in tasks]))
+            except MesoslikeError:
+                for task in tasks:
+                    self.recover_resources(record, task)
 
     # ------------------------------------------------------------ messages
     def status_update(self, peer: bytes, msg: m.StatusUpdate, principal: str | None) -> None:
@@ -113,15 +146,24 @@ class UpdateDelivery:
             self._drop(agent, record.id, status, "forged_source",
                        f"{clip(status.source, 40)} is not an agent's to claim for this task")
             return
-        for action in process(task, Event.END if status.terminal else Event.UPDATE, status):
-            if action is Action.APPLY:
+        for action in process(task, _END if status.state in TERMINAL_STATES else _UPDATE, status):
+            if action is _APPLY:
                 self._apply(record, task, status)
-            elif action is Action.FORWARD:
+            elif action is _FORWARD:
                 if record.connected and self._forward_due(record, task, status):
-                    context.out.send_framework(record, m.Update(status))
-            elif action is Action.RECOVER:
-                self.recover_resources(record, task)
-            elif action is Action.CONFIRM:
+                    record.last_sent = task.forwarded_at   # (send_framework's, without asking the clock again)
+                    context.out.send(record.peer, m.Update(status))
+            elif action is _RECOVER:
+                recoveries = self._recoveries
+                if recoveries is None:
+                    self.recover_resources(record, task)
+                else:
+                    held = recoveries.get((record.id, task.agent_id))
+                    if held is None:
+                        recoveries[record.id, task.agent_id] = (record, [task])
+                    else:
+                        held[1].append(task)
+            elif action is _CONFIRM:
                 confirm(task)
             elif action is Action.SETTLE:   # our acknowledgement to the agent was late or lost
                 self._settle(agent, record, status)
@@ -135,16 +177,16 @@ class UpdateDelivery:
         if record is None:
             return
         task = record.tasks.get(msg.task_id)
-        for action in process(task, Event.ACKNOWLEDGED, uuid=msg.uuid) if task is not None else ():
+        for action in process(task, _ACKNOWLEDGED, uuid=msg.uuid) if task is not None else ():
             assert task is not None
-            if action is Action.REMEMBER:
+            if action is _REMEMBER:
                 task.acknowledged_uuid = msg.uuid or task.acknowledged_uuid
             else:
                 assert action is Action.COMPLETE
                 self.complete(record, task)
-        agent = context.agents.get(msg.agent_id)
-        if agent is not None:
-            context.out.send(agent.peer, m.StatusUpdateAck(agent.id, record.id, msg.task_id, msg.uuid))
+        agent = context.agents.records.get(msg.agent_id)
+        if agent is not None:   # (its id is msg.agent_id: found by it)
+            context.out.send(agent.peer, m.StatusUpdateAck(msg.agent_id, record.id, msg.task_id, msg.uuid))
 
     def framework_message(self, peer: bytes, msg: m.FrameworkMessage, principal: str | None) -> None:
         """A message between an executor (through its agent) and its scheduler."""
@@ -312,6 +354,13 @@ class UpdateDelivery:
                 self._context.allocator.recover_resources(key[0], agent.id, resources)
             except MesoslikeError:  # a bookkeeping bug must not lose the update itself
                 log.exception("recovering the resources of task %s failed", clip(key[1]))
+
+
+#: the table's members an update's handling compares with, as module globals (an enum member is a class
+#: attribute looked up on each use: three to five a status update)
+_UPDATE, _END, _ACKNOWLEDGED = Event.UPDATE, Event.END, Event.ACKNOWLEDGED
+_APPLY, _FORWARD, _RECOVER, _CONFIRM = Action.APPLY, Action.FORWARD, Action.RECOVER, Action.CONFIRM
+_REMEMBER = Action.REMEMBER
 
 
 def confirm(task: TaskRecord) -> None:

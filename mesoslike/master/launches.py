@@ -45,6 +45,9 @@ class Launches:
         #: entries of tasks confirmed or ended meanwhile are skipped when due
         self._unconfirmed: list[tuple[float, int, str, str, int]] = []
         self._sequence = itertools.count()
+        #: the launch retry's back-off, made once for the configured timeout (a frozen attrs object
+        #: made a send was a tenth of the core's ACCEPT)
+        self._launch_backoff = Backoff(context.config.task_launch_timeout, math.inf, 0.0)
 
     # ------------------------------------------------------------ messages
     def accept(self, peer: bytes, msg: m.Accept, principal: str | None) -> None:
@@ -176,7 +179,10 @@ class Launches:
         task.launch_sends += 1
         # Mesos's launch retry: the confirmation timeout doubling per send, no jitter (the
         # master's own deadline, not many peers retrying at once)
-        wait = Backoff(self._context.config.task_launch_timeout, math.inf, 0.0).delay(task.launch_sends - 1)
+        backoff = self._launch_backoff
+        if backoff.initial != self._context.config.task_launch_timeout:   # (a configuration changed since)
+            backoff = self._launch_backoff = Backoff(self._context.config.task_launch_timeout, math.inf, 0.0)
+        wait = backoff.delay(task.launch_sends - 1)
         heapq.heappush(self._unconfirmed, (now + wait, next(self._sequence), record.id, task.id, task.launch_sends))
         self._context.out.send(agent.peer, m.RunTask(record.info, task.info))
 

@@ -157,7 +157,8 @@ def _plan(framework: FrameworkRecord, agent: AgentRecord, offers: tuple[Allocato
     launched_ids: set[str] = set()
     failed: list[FailedTask] = []
     refused_permissions: list[str] = []
-    used = EMPTY
+    used: list[Resources] = []               # what the launches use, summed once at the end
+    left = pool                              # what is left of the offers after the operations so far
     starting: dict[str, ExecutorInfo] = {}   # custom executors this accept starts on the agent
     for number, operation in enumerate(operations, 1):
         if operation.type == OperationType.LAUNCH:
@@ -166,11 +167,11 @@ def _plan(framework: FrameworkRecord, agent: AgentRecord, offers: tuple[Allocato
             for task in operation.tasks:
                 executor_needs, problem = _executor_needs(framework, task, agent, starting)
                 if problem is None and executor_needs:
-                    if not (pool - used).contains(task.resources + executor_needs):
+                    if not left.contains(task.resources + executor_needs):
                         problem = (f"task resources {task.resources} and its executor's {executor_needs} "
-                                   f"exceed what is left of the offers ({pool - used})")
+                                   f"exceed what is left of the offers ({left})")
                 if problem is None:
-                    problem = _task_problem(framework, task, agent, pool - used, launched_ids)
+                    problem = _task_problem(framework, task, agent, left, launched_ids)
                 if problem is not None:
                     failed.append(FailedTask(task, TaskState.ERROR, problem, "REASON_TASK_INVALID"))
                     continue
@@ -181,18 +182,19 @@ def _plan(framework: FrameworkRecord, agent: AgentRecord, offers: tuple[Allocato
                     continue
                 launched.append(task)
                 launched_ids.add(task.task_id)
-                used = used + task.resources
+                used.append(task.resources)
+                left = left - task.resources   # (one vector operation a task: pool - used was two with used + r)
                 if task.executor is not None and task.executor.executor_id not in starting \
                         and (framework.id, task.executor.executor_id) not in agent.executors:
                     starting[task.executor.executor_id] = task.executor
-                    used = used + task.executor.resources
+                    used.append(task.executor.resources)
+                    left = left - task.executor.resources
             continue
         conversion = _conversion(number, operation, framework, principal, credentials)
-        left = pool - used
         if not left.contains(conversion.removed):
             raise _Refused(f"operation {number} ({operation.type}): {conversion.removed} is not in what the offers "
                            f"hold after the operations before it ({left})")
-        pool = pool - conversion.removed + conversion.added
+        left = left - conversion.removed + conversion.added
         conversions.append(conversion)
     if conversions:
         total = agent.info.resources
@@ -202,8 +204,8 @@ def _plan(framework: FrameworkRecord, agent: AgentRecord, offers: tuple[Allocato
             check_reservation_count(total)
         except ReservationError as exc:
             raise _Refused(str(exc)) from None
-    return LaunchPlan(agent.id, offers, tuple(conversions), tuple(launched), tuple(failed), used, starting,
-                      refuse_seconds, tuple(refused_permissions))
+    return LaunchPlan(agent.id, offers, tuple(conversions), tuple(launched), tuple(failed), Resources.sum(used),
+                      starting, refuse_seconds, tuple(refused_permissions))
 
 
 def _conversion(number: int, operation: Operation, framework: FrameworkRecord, principal: str | None,

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""The master core's share of a control-plane task, in process: no sockets,
+no codec, no other process — CPU a task of ``MasterCore.on_message`` for
+what ``bench/throughput.py --only control`` sends it (docs/performance.rst,
+"Control plane, batches handled as batches").
+
+A framework and ``--agents`` agents subscribe and register; each round the
+framework accepts every offer with as many tasks as fit (``cpus:0.01;mem:1``
+as the benchmark's), each agent answers its tasks with three status updates
+(STARTING, RUNNING, FINISHED; each the next only once the one before is
+acknowledged, as the agent's update streams have it) in STATUS_UPDATES
+batches of up to ``--batch``, and the framework acknowledges what it is
+forwarded in ACKNOWLEDGEMENTS batches. ``time.thread_time`` around the
+core's calls only (the harness's own work not counted); best of
+``--repeat`` fresh cores.
+
+``--tree DIR`` (repeatable): measure the code of each source tree too, in
+a child process of its own (its ``mesoslike`` first on the path), runs
+interleaved: ``python bench/control_core.py --tree /tmp/main-tree``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def measure(tasks: int, agents: int, batch: int) -> dict[str, float]:
+    from mesoslike.clock import FakeClock
+    from mesoslike.master import MasterConfig, MasterCore
+    from mesoslike.resources import Resources
+    from mesoslike.wire import AgentInfo, Filters, FrameworkInfo, MasterInfo, TaskInfo, TaskState, TaskStatus
+    from mesoslike.wire import messages as m
+
+    clock = FakeClock()
+    core = MasterCore(clock, MasterInfo("m", "tcp://127.0.0.1:1"),
+                      MasterConfig(heartbeat_interval=1e6, ping_interval=1e6, allocation_interval=0.2))
+    spent = {"accept": 0.0, "updates": 0.0, "acks": 0.0, "ticks": 0.0}
+
+    def call(kind: str, peer: bytes, message: object) -> list:
+        began = time.thread_time()
+        out = core.on_message(peer, message)
+        spent[kind] += time.thread_time() - began
+        return out
+
+    fw = b"fw"
+    (subscribed,) = [s.message for s in core.on_message(fw, m.Subscribe(FrameworkInfo("bench", "*")))
+                     if isinstance(s.message, m.Subscribed)]
+    fid = subscribed.framework_id
+    peers = {}
+    for i in range(agents):
+        peer = f"ag{i}".encode()
+        (registered,) = [s.message for s in core.on_message(peer, m.RegisterAgent(
+            AgentInfo(f"sim-{i}", Resources.parse("cpus:1000;mem:1000000")))) if isinstance(s.message, m.AgentRegistered)]
+        peers[registered.agent_id] = peer
+    need = Resources.parse("cpus:0.01;mem:1")
+    launched = 0
+    states = (TaskState.STARTING, TaskState.RUNNING, TaskState.FINISHED)
+    stage: dict[str, int] = {}       # task -> how many of its updates were sent
+    ready: dict[str, list[str]] = {}  # agent -> tasks whose next update is to be sent
+    uuid = 0
+    done = 0
+    while done < tasks:
+        clock.advance(0.2)
+        began = time.thread_time()
+        out = core.tick()
+        spent["ticks"] += time.thread_time() - began
+        for send in out:
+            if send.peer == fw and isinstance(send.message, m.Offers):
+                for offer in send.message.offers:
+                    infos = []
+                    left = offer.resources
+                    while launched < tasks and left.contains(need):
+                        infos.append(TaskInfo(f"t{launched:07d}", offer.agent_id, "true", need))
+                        left = left - need
+                        launched += 1
+                    if infos:
+                        for s in call("accept", fw, m.Accept(fid, [offer.id], infos, Filters(0.0))):
+                            if isinstance(s.message, (m.RunTask, m.RunTasks)):
+                                for info in (s.message.tasks if isinstance(s.message, m.RunTasks) else
+                                             [s.message.task]):
+                                    stage[info.task_id] = 0
+                                    ready.setdefault(info.agent_id, []).append(info.task_id)
+                    else:
+                        call("accept", fw, m.Decline(fid, [offer.id], Filters(1.0)))
+        while any(ready.values()):
+            acks: list = []
+            for agent_id, waiting in ready.items():
+                while waiting:
+                    chunk, waiting[:] = waiting[:batch], waiting[batch:]
+                    updates = []
+                    for task_id in chunk:
+                        uuid += 1
+                        updates.append(m.StatusUpdate(fid, TaskStatus(task_id, states[stage[task_id]], agent_id=agent_id,
+                                                                      uuid=f"u{uuid}", framework_id=fid)))
+                    for s in call("updates", peers[agent_id], m.StatusUpdates(updates)):
+                        message = s.message
+                        statuses = message.statuses if isinstance(message, m.Updates) else \
+                            [message.status] if isinstance(message, m.Update) else []
+                        for status in statuses:
+                            acks.append(m.Acknowledge(fid, status.agent_id, status.task_id, status.uuid))
+            for i in range(0, len(acks), batch):
+                for s in call("acks", fw, m.Acknowledgements(acks[i:i + batch])):
+                    if isinstance(s.message, m.StatusUpdateAck):
+                        items = [s.message]
+                    elif isinstance(s.message, m.StatusUpdateAcks):
+                        items = list(s.message.acks)
+                    else:
+                        continue
+                    for ack in items:
+                        stage[ack.task_id] += 1
+                        if stage[ack.task_id] < 3:
+                            ready[ack.agent_id].append(ack.task_id)
+                        else:
+                            done += 1
+    return {kind: 1e6 * seconds / tasks for kind, seconds in spent.items()}
+
+
+def best(tasks: int, agents: int, batch: int, repeat: int) -> dict[str, float]:
+    runs = [measure(tasks, agents, batch) for _ in range(repeat)]
+    total = min(runs, key=lambda r: sum(r.values()))
+    return {**{k: round(v, 2) for k, v in total.items()}, "total": round(sum(total.values()), 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=5000)
+    parser.add_argument("--agents", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=100, help="items a STATUS_UPDATES / ACKNOWLEDGEMENTS batch")
+    parser.add_argument("--repeat", type=int, default=5, help="fresh cores a measurement; the best is kept")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, the trees interleaved")
+    parser.add_argument("--tree", action="append", default=[], help="another source tree to measure beside this")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help="write the result JSON here")
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(best(args.tasks, args.agents, args.batch, args.repeat)))
+        return 0
+    trees = [ROOT, *[Path(t).resolve() for t in args.tree]]
+    results: dict[str, list[dict[str, float]]] = {str(t): [] for t in trees}
+    for r in range(args.rounds):
+        for tree in (trees if r % 2 == 0 else trees[::-1]):
+            child = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", "--tasks",
+                                    str(args.tasks), "--agents", str(args.agents), "--batch", str(args.batch),
+                                    "--repeat", str(args.repeat)], cwd=tree, check=True, capture_output=True,
+                                   text=True, env=dict(os.environ, PYTHONPATH=str(tree)))
+            results[str(tree)].append(json.loads(child.stdout.strip().splitlines()[-1]))
+            print(f"round {r + 1} {tree}: {results[str(tree)][-1]} (load {os.getloadavg()[0]:.1f})",
+                  file=sys.stderr, flush=True)
+    doc = {"command": " ".join(sys.argv), "tasks": args.tasks, "agents": args.agents, "batch": args.batch,
+           "unit": "CPU us a task (thread_time), best of --repeat fresh cores, per round",
+           "rounds": results,
+           "median_total": {tree: sorted(r["total"] for r in runs)[len(runs) // 2] for tree, runs in results.items()}}
+    text = json.dumps(doc, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
