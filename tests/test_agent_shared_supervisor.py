@@ -507,6 +507,35 @@ def test_a_kill_that_comes_before_the_init_server_answered_is_carried_out(ns_exe
         assert (code, signum) in ((7, None), (None, signal.SIGTERM)), ended
 
 
+def test_a_cloned_init_hands_its_task_only_its_three_descriptors_no_blocked_signal_and_a_sticky_tmp(ns_executor):
+    """The init server does once what each init did (the init's signals; /dev/null as fd 0, 1-4
+    taken so that a request's descriptors land above them): a task of a cloned init still gets
+    /dev/null, its stdout and its stderr as fds 0-2 and no other descriptor, no signal blocked, the
+    agent's umask, and a private /tmp made mode 1777 (with no chmod after the mkdir); twice in a row
+    from the same server (each init its own descriptors)."""
+    executor = ns_executor
+    script = ("grep SigBlk /proc/self/status > blocked; stat -c %a /tmp > tmpmode; umask > mask; echo out; "
+              "echo err >&2; while [ ! -e go ]; do sleep 0.05; done")
+    names = ("one", "two")
+    for name in names:
+        executor.launch("fw", task(name, script), "agent-1")
+    mask = os.umask(0)
+    os.umask(mask)
+    for name in names:
+        sandbox = executor.sandbox("fw", name)
+        wait_until(lambda: (sandbox / "stderr").read_text() == "err\n", 20, f"{name} to run")
+        pid = started_record(executor, name)["pid"]
+        fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        assert fds == {0: "/dev/null", 1: str(sandbox / "stdout"), 2: str(sandbox / "stderr")}, fds
+        assert int((sandbox / "blocked").read_text().split()[1], 16) == 0
+        assert (sandbox / "tmpmode").read_text() == "1777\n"
+        assert int((sandbox / "mask").read_text(), 8) == mask
+        assert (sandbox / "stdout").read_text() == "out\n"
+        assert oct((sandbox / "tmp").stat().st_mode & 0o7777) == oct(0o1777)
+        (sandbox / "go").touch()
+    ended = events_until(executor, lambda events: len(exits(events)) == 2)
+    assert exits(ended) == {"one": (0, None, ""), "two": (0, None, "")}, ended
+
 def test_a_task_with_namespaces_runs_in_its_cgroups_and_an_oom_kill_is_reported(ns_executor):
     executor = ns_executor
     executor.launch("fw", task("limited", "cat /proc/self/cgroup", resources="cpus:0.5;mem:48"), "agent-1")

@@ -58,6 +58,7 @@
 #include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -427,10 +428,15 @@ static void enter(const struct spec *s) {
         if (s->ipc)
             do_mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
         if (s->tmp) {   /* made, mode 1777; the kept paths bound at their places inside first */
-            if (mkdir(s->tmp, 0777) != 0 && errno != EEXIST)
-                make_directories(s->tmp, 0777);
-            if (chmod(s->tmp, 01777) != 0)
-                fail("cannot chmod %s: %s", s->tmp, strerror(errno));
+            mode_t mask = umask(0);   /* made 1777 at once: no chmod (a path walk, an inode change) */
+            int made = mkdir(s->tmp, 01777) == 0, error = errno;
+            umask(mask);
+            if (!made) {
+                if (error != EEXIST)
+                    make_directories(s->tmp, 0777);
+                if (chmod(s->tmp, 01777) != 0)
+                    fail("cannot chmod %s: %s", s->tmp, strerror(errno));
+            }
             for (size_t i = 0; i < s->nkeep; i++) {
                 if (mkdir(s->keep[i].target, 0777) != 0 && errno != EEXIST)
                     make_directories(s->keep[i].target, 0777);
@@ -532,19 +538,37 @@ failed:
     _exit(127);
 }
 
-static int init_main(void) {
-    if (fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) != 0) {
-        fputs("nsinit: no status pipe on fd 4\n", stderr);
-        return 2;
-    }
-    sigset_t watched;   /* blocked already by the spawner: a SIGTERM before now waits, not lost */
-    sigemptyset(&watched);
+/* The signals an init watches; blocked, SIGPIPE ignored (a status pipe
+ * whose reader died: EPIPE, not death) and SIGCHLD default (never ignored:
+ * its children would be reaped by the kernel, their status lost). A server
+ * does this once for every init it clones (they inherit it). */
+static void watch_signals(sigset_t *watched) {
+    sigemptyset(watched);
     for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
-        sigaddset(&watched, forwarded[i]);
-    sigaddset(&watched, SIGCHLD);
+        sigaddset(watched, forwarded[i]);
+    sigaddset(watched, SIGCHLD);
+}
+
+static void init_signals(void) {
+    sigset_t watched;   /* blocked already by the spawner: a SIGTERM before now waits, not lost */
+    watch_signals(&watched);
     sigprocmask(SIG_BLOCK, &watched, NULL);
-    signal(SIGPIPE, SIG_IGN);   /* a status pipe whose reader died: EPIPE, not death */
-    signal(SIGCHLD, SIG_DFL);   /* never ignored: its children would be reaped by the kernel, their status lost */
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGCHLD, SIG_DFL);
+}
+
+/* cloned: by a server, with its descriptors in place (fd 4 close-on-exec)
+ * and its signals set (init_signals) already */
+static int init_main(int cloned) {
+    if (!cloned) {
+        if (fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) != 0) {
+            fputs("nsinit: no status pipe on fd 4\n", stderr);
+            return 2;
+        }
+        init_signals();
+    }
+    sigset_t watched;
+    watch_signals(&watched);
 
     struct spec s;
     read_spec(&s);
@@ -656,6 +680,18 @@ static void close_all(const int *fds, int count) {
 static void become_init(const int *fds) __attribute__((noreturn));
 static void become_init(const int *fds) {
     status_fd = fds[1];   /* a failure before the descriptors are in place is said there */
+    if (fds[0] > STATUS_FD && fds[1] > STATUS_FD && fds[2] > STATUS_FD && fds[3] > STATUS_FD) {
+        /* the server's 0 is /dev/null and 1-4 are taken (serve): each goes to its place
+         * at once, fd 4 close-on-exec with it (5 system calls, not 12) */
+        if (dup2(fds[2], 1) < 0 || dup2(fds[3], 2) < 0 || dup2(fds[0], SPEC_FD) < 0
+            || dup3(fds[1], STATUS_FD, O_CLOEXEC) < 0)
+            fail("the init's descriptors: %s", strerror(errno));
+        status_fd = STATUS_FD;
+        close_from(STATUS_FD + 1);
+        if (setpgid(0, 0) != 0)
+            fail("setpgid: %s", strerror(errno));
+        _exit(init_main(1));
+    }
     int high[4];          /* out of the way of 0-4 first: a received fd may be any of them */
     for (int i = 0; i < 4; i++) {
         high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 16);
@@ -671,7 +707,10 @@ static void become_init(const int *fds) {
     close_from(STATUS_FD + 1);
     if (setpgid(0, 0) != 0)
         fail("setpgid: %s", strerror(errno));
-    _exit(init_main());
+    if (fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) != 0)
+        fail("the init's descriptors: %s", strerror(errno));
+    init_signals();
+    _exit(init_main(1));
 }
 
 static int serve(void) {
@@ -682,6 +721,21 @@ static int serve(void) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlives the shared supervisor */
     if (getppid() == 1)
         return 0;
+    /* What every init would do first, done once (a clone inherits it): its
+     * signals (init_signals); /dev/null as fd 0 (nsinit.py spawns the
+     * server so: checked, else opened); 1, 2 and 4 taken (1 and 2 as they
+     * came, 4 a copy of 0), so that the descriptors of a request land above
+     * 4 and an init puts them in place with one dup2 each (become_init). */
+    init_signals();
+    struct stat zero;
+    if (fstat(0, &zero) != 0 || !S_ISCHR(zero.st_mode) || zero.st_rdev != makedev(1, 3)) {
+        int null = open("/dev/null", O_RDONLY);
+        if (null < 0 || (null != 0 && (dup2(null, 0) < 0 || close(null) != 0)))
+            return 2;
+    }
+    for (int fd = 1; fd <= STATUS_FD; fd++)
+        if (fd != SERVER_FD && fcntl(fd, F_GETFD) < 0 && fcntl(0, F_DUPFD, fd) != fd)
+            return 2;
     for (;;) {
         char kind = 0;
         struct iovec part = {&kind, 1};
@@ -736,5 +790,5 @@ int main(int argc, char **argv) {
               "or --serve, fd 3: its socket)\n", stderr);
         return 2;
     }
-    return init_main();
+    return init_main(0);
 }

@@ -166,6 +166,16 @@ class SharedTask(sup.Supervisor):
         self.awaiting = False                   # its init asked of the server, its pid not answered yet
         self.pending_kill: float | None = None  # a kill asked while awaiting: its grace
         self.unrecorded_start: dict | None = None   # its task.json, not written: it had ended (started())
+        #: the shared supervisor's tasks with a kill deadline (SharedSupervisor.killing), once it has one
+        self.killing: dict[str, SharedTask] | None = None
+
+    def kill(self, grace: float) -> None:
+        """As a task's own supervisor kills it; with a deadline for its
+        SIGKILL, the task is among the shared supervisor's :attr:`killing`
+        (what its loop looks at for deadlines, not every task a turn)."""
+        super().kill(grace)
+        if self.killing is not None and self.kill_deadline is not None and not self.sigkill_sent:
+            self.killing[self.name] = self
 
     def submit_init(self, server_for: Callable[[str], nsinit.Server]) -> nsinit.Server:
         """Ask for the init helper of this task (``launch["init"]``) of
@@ -302,6 +312,10 @@ class SharedSupervisor:
         self.tasks_root = os.path.join(self.meta, "tasks")
         self.agent_pid_file = os.path.join(self.meta, "agent.pid")
         self.tasks: dict[str, SharedTask] = {}
+        #: the tasks with a kill deadline not reached (SharedTask.kill): the loop's turn looks at these for
+        #: its timeout and its SIGKILLs, not at every task (two passes over all of them a turn, each task's
+        #: launch and end a few turns: O(tasks running) a task)
+        self.killing: dict[str, SharedTask] = {}
         self.by_fd: dict[int, SharedTask] = {}
         self.by_status_pipe: dict[int, SharedTask] = {}   # the init helpers' status pipes
         self.init_server: nsinit.Server | None = None   # the init helper's server, once a task has namespaces
@@ -398,7 +412,7 @@ class SharedSupervisor:
 
     def timeout(self, now: float) -> float:
         wake = self.next_agent_check
-        for task in self.tasks.values():
+        for task in self.killing.values():
             if task.kill_deadline is not None and not task.sigkill_sent:
                 wake = min(wake, task.kill_deadline)
         if self.cleaning:
@@ -529,6 +543,7 @@ class SharedSupervisor:
     def launch(self, name: str) -> None:
         run_dir = os.path.join(self.tasks_root, name)
         task = SharedTask(run_dir, name)
+        task.killing = self.killing
         try:
             sup.overwrite(task.path(sup.SUPERVISOR_FILE), self.supervisor_record)   # sup.write_run_file's way
         except OSError as exc:
@@ -756,10 +771,12 @@ class SharedSupervisor:
         return True
 
     def deadlines(self, now: float) -> None:
-        for task in self.tasks.values():
-            if task.kill_deadline is not None and now >= task.kill_deadline and not task.sigkill_sent \
-                    and task.status is None:
+        for name, task in list(self.killing.items()):
+            if self.tasks.get(name) is not task or task.sigkill_sent or task.status is not None:
+                del self.killing[name]   # ended, reaped or SIGKILLed: no deadline left
+            elif task.kill_deadline is not None and now >= task.kill_deadline:
                 task.sigkill()
+                del self.killing[name]
         if self.cleaning:
             self.cleaning = [task for task in self.cleaning if not self.finish(task)]
         for server, _ in list(self.servers.values()):
