@@ -27,7 +27,7 @@ from environment import unavailable
 from agent_helpers import cgroups_root, master, traversable_dir  # noqa: F401 (fixtures)
 from mesoslike.agent.executor import run_dir_path, sandbox_path
 from mesoslike.agent.isolation import DEFAULT_ISOLATION, parse_isolation, select_isolation
-from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.runtime import AgentRuntime, _check_work_dir_visible
 from mesoslike.agent.settings import AgentSettings
 from mesoslike.agent.secrets import secret_file_host_path
 from mesoslike.errors import ConfigError
@@ -392,6 +392,24 @@ def test_an_agent_given_isolators_that_cannot_go_together_exits_saying_so(tmp_pa
     assert done.returncode != 0
     assert "cgroups/cpu and posix/cpu" in done.stderr, done.stderr
 
+
+
+def test_an_agent_whose_work_dir_is_below_dev_shm_refuses_to_start_with_an_ipc_namespace():
+    """Each task's fresh /dev/shm would hide a sandbox below the host's: its files would be lost when it ended."""
+    work = Path(tempfile.mkdtemp(prefix="mesoslike-shm-", dir="/dev/shm"))
+    try:
+        done = subprocess.run([sys.executable, "-m", "mesoslike", "agent", "--master", "tcp://127.0.0.1:1",
+                               "--work-dir", str(work / "agent"), "--isolation",
+                               "filesystem/linux,namespaces/pid,namespaces/ipc"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0
+        assert "below /dev/shm" in done.stderr and "namespaces/ipc" in done.stderr, done.stderr
+        _check_work_dir_visible(work / "agent", ("mount", "pid"))   # no IPC namespace: its /dev/shm is the host's
+        _check_work_dir_visible(Path("/dev/shmx/agent"), ("mount", "ipc"))   # a name that only begins alike
+        with pytest.raises(ConfigError, match="below /dev/shm"):
+            _check_work_dir_visible(Path("/dev/shm"), ("mount", "ipc"))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 def test_network_none_gives_a_task_only_its_loopback_where_its_checks_reach_it(master, agent):  # noqa: F811
     runtime = agent(f"cgroups/cpu,cgroups/mem,{NAMESPACES},network/none")

@@ -144,6 +144,20 @@ def default_work_dir(hostname: str) -> str:
     return os.path.join(tempfile.gettempdir(), f"mesoslike-{os.getuid()}", f"agent-{path_component(hostname)}")
 
 
+def _check_work_dir_visible(work_dir: Path, namespaces: tuple[str, ...], shm: str = "/dev/shm") -> None:
+    """A task with an IPC namespace gets a fresh ``/dev/shm`` (a tmpfs of its
+    own, so that no principal's shared memory is another's): a work
+    directory below the host's ``/dev/shm`` would be hidden from its tasks —
+    each would run in an empty copy of its sandbox's path and its files be
+    lost when it ended. Refused at start. Raises :class:`ConfigError`."""
+    if "ipc" not in namespaces or "mount" not in namespaces:
+        return
+    real, real_shm = os.path.realpath(work_dir), os.path.realpath(shm)
+    if real == real_shm or real.startswith(real_shm.rstrip("/") + "/"):
+        raise ConfigError(f"--work-dir {work_dir} is below {shm}: each task gets a {shm} of its own "
+                          "(namespaces/ipc), which would hide its sandbox; put the work directory elsewhere, or leave "
+                          "namespaces/ipc out of --isolation")
+
 class AgentRuntime:
     """A mesoslike agent: registers with a master and runs the tasks it is
     sent, as ``settings`` say (:class:`~mesoslike.agent.settings.AgentSettings`).
@@ -242,6 +256,7 @@ class AgentRuntime:
                                           cpu_quota=settings.cgroups_cpu_quota,
                                           probe_cache=self.work_dir / "meta" / "namespaces-probe.json")
         self.isolator: Isolator = self.isolation.resources
+        _check_work_dir_visible(self.work_dir, self.isolation.namespaces)
         for path in settings.allowed_host_paths:
             if not os.path.isabs(path):
                 raise ConfigError(f"--allowed-host-paths: {path!r} is not an absolute path")
