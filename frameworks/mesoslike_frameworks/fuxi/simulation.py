@@ -164,9 +164,9 @@ class FuxiScheduler:
             # with offer filters, a unit's quota may have room again once a slot is returned: the
             # last pass's reasons hold only until then (the next pass says anew)
             stale = self.offer_filters and self._returned
-            for (job_id, _), reason in ({} if stale else self.core.waiting_reasons()).items():
+            for job_id, _ in (() if stale else self.core.waiting_for_quota()):
                 job = self._jobs.get(job_id)
-                if reason == WAIT_QUOTA and job is not None and job.tasks:
+                if job is not None and job.tasks:
                     shape = job.tasks[0].resources
                     shapes[shape] = shapes.get(shape, 0) - len(job.tasks)
             fits = self.host.fits_now
