@@ -140,3 +140,50 @@ def test_a_synthetic_simulation_keeps_the_state_equal_to_a_recount(policy: str) 
     simulator.scheduler.begin_cycle = begin_cycle  # type: ignore[method-assign]
     simulator.run()
     assert seen["cycles"] > 100 and seen["quota"] > 0, seen
+
+
+@pytest.mark.parametrize("policy", ["fuxi-fifo", "fuxi-fair"])
+@pytest.mark.parametrize("seed, agents, load", [(4, 12, 3.0), (6, 20, 4.0)])
+def test_the_planner_finds_the_same_units_short_as_a_recount(monkeypatch: pytest.MonkeyPatch, policy: str,
+                                                             seed: int, agents: int, load: float) -> None:
+    """The planner's units short of slots come from the queued units (kept
+    by ``_sync``) and the gangs backing off; every pass compares them with
+    the walk over the waiting units they replace (``check_short``), with
+    quota groups, gangs and preemption."""
+    from mesoslike_frameworks.fuxi.preemption import PreemptionPlanner
+
+    monkeypatch.setattr(PreemptionPlanner, "check_short", True)
+    passes = {"short": 0}
+    short = PreemptionPlanner._short
+
+    def counted(self: PreemptionPlanner) -> list:
+        found = short(self)
+        passes["short"] += bool(found)
+        return found
+    monkeypatch.setattr(PreemptionPlanner, "_short", counted)
+    spec = SyntheticSpec(agents=agents, tasks=300, load=load, seed=seed)
+    simulator = Simulator(synthetic_workload(spec), SimulationConfig.for_policy(policy, quota=QUOTA, seed=3))
+    core: FuxiCore = simulator.scheduler.core  # type: ignore[attr-defined]
+    report = simulator.run()
+    core._check()
+    assert passes["short"] > 10 and core.counters["slots_preempted"] > 0, (passes, core.counters)
+    assert report.to_dict()
+
+
+@pytest.mark.parametrize("policy", ["fuxi-fifo", "fuxi-fair"])
+def test_the_contended_trace_finds_the_same_units_short_as_a_recount(monkeypatch: pytest.MonkeyPatch,
+                                                                     policy: str) -> None:
+    from mesoslike.sim.traces import load_openb_trace
+    from mesoslike_frameworks.fuxi.preemption import PreemptionPlanner
+
+    monkeypatch.setattr(PreemptionPlanner, "check_short", True)
+    quota = QuotaConfig(groups={"LS": Resources.parse("cpus:21388;mem:111432499;gpus:876"),
+                                "Guaranteed": Resources.parse("cpus:1425;mem:7428833;gpus:58"),
+                                "Burstable": Resources.parse("cpus:4990;mem:26000916;gpus:204"),
+                                "BE": Resources.parse("cpus:7129;mem:37144166;gpus:292")})
+    simulator = Simulator(load_openb_trace(nodes=500, pods=3000, load=1000.0),
+                          SimulationConfig.for_policy(policy, quota=quota, seed=3))
+    core: FuxiCore = simulator.scheduler.core  # type: ignore[attr-defined]
+    simulator.run()
+    core._check()
+    assert core.counters["slots_preempted"] > 0

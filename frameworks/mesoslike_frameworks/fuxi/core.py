@@ -401,6 +401,7 @@ class FuxiCore:
         self._demand: dict[str, dict[int, list[Any]]] = {}
         self._demand_stale: set[str] = set(self.groups)
         self._at_quota: set[str] = set()              # units whose reason is WAIT_QUOTA (waiting or not)
+        self._queued_units: set[str] = set()          # units in their waiting queues (``Unit.queued``)
         self._holders: set[str] = set()               # units with reservations
         self._backing_off: set[str] = set()           # gangs whose reservations expired, for gang_seconds
         self._slots: dict[str, Slot] = {}
@@ -828,7 +829,9 @@ class FuxiCore:
             queued = {scope for (group, scope), queue in self._queues.items() if key in queue}
             want = set() if (unit.new or not unit.missing or key in self._backing_off) else set(unit.scopes)
             assert queued == want, f"{key}: queued in {queued}, expected {want}"
+            assert (key in self._queued_units) == unit.queued == bool(want), f"{key}: queued units"
         assert self._at_quota <= self._units.keys(), "a unit gone is still said to wait for quota"
+        assert self._queued_units <= self._units.keys(), "a unit gone is still said to be queued"
         recount = {name: {size: (slot, n) for size, (slot, n) in by_size.items()}
                    for name, by_size in self._recount_demand().items()}
         kept = {name: {size: (slot, n) for size, (slot, n) in by_size.items()}
@@ -1468,6 +1471,10 @@ class FuxiCore:
             return
         unit.queued = queued
         self._queued[unit.group] = self._queued.get(unit.group, 0) + (1 if queued else -1)
+        if queued:
+            self._queued_units.add(key)
+        else:
+            self._queued_units.discard(key)
         if queued:
             self._queue_joins += 1
         for scope in unit.scopes:
