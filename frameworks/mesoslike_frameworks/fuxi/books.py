@@ -130,6 +130,7 @@ class Unit:
     new: bool = True              # active scheduling not done yet
     queued: bool = False          # in its waiting queues
     reason: str = ""              # why it waits, from the last pass
+    counted: int = 0              # its waiting slots as counted in its group's demand (FuxiCore._sync)
 
     @property
     def granted(self) -> int:

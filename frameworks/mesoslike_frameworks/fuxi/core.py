@@ -396,6 +396,12 @@ class FuxiCore:
         self._units: dict[str, Unit] = {}
         self._new: dict[str, Unit] = {}              # units waiting for active scheduling
         self._wanting: set[str] = set()               # units with waiting slots
+        # each group's waiting demand as it changes (:meth:`_sync`): group -> id(slot) -> [slot, slots
+        # waiting], and the groups whose sum (``QuotaGroup.waiting``) is stale (:meth:`_refresh_groups`)
+        self._demand: dict[str, dict[int, list[Any]]] = {}
+        self._demand_stale: set[str] = set(self.groups)
+        self._at_quota: set[str] = set()              # units whose reason is WAIT_QUOTA (waiting or not)
+        self._queued_units: set[str] = set()          # units in their waiting queues (``Unit.queued``)
         self._holders: set[str] = set()               # units with reservations
         self._backing_off: set[str] = set()           # gangs whose reservations expired, for gang_seconds
         self._slots: dict[str, Slot] = {}
@@ -602,6 +608,7 @@ class FuxiCore:
             self._backing_off.discard(unit.key)
             self._sync(unit)
             self._new.pop(unit.key, None)
+            self._at_quota.discard(unit.key)
             del self._units[unit.key]
             self._forget_size(unit.slot)
         self._want_offers()
@@ -738,6 +745,14 @@ class FuxiCore:
         units = self._units
         return {(unit.job_id, unit.spec.name): unit.reason for unit in map(units.__getitem__, self._wanting)}
 
+    def waiting_for_quota(self) -> list[tuple[str, str]]:
+        """The ``(job id, unit name)`` of the units that wait for slots for
+        their group's quota, as of the last pass: those of
+        :meth:`waiting_reasons` whose reason is ``WAIT_QUOTA``, in
+        O(such units) (kept as reasons change), not O(waiting units)."""
+        units, wanting = self._units, self._wanting
+        return [(unit.job_id, unit.spec.name) for unit in map(units.__getitem__, self._at_quota & wanting)]
+
     def why_waiting(self, job_id: str, unit: str) -> str:
         """Why one unit waits for slots, as of the last pass ("" if it does
         not wait): what :meth:`status` says of it, in O(1) (status sums the
@@ -809,9 +824,24 @@ class FuxiCore:
                 assert self._machines[agent_id].holds.get(key) == count, f"{key}: hold on {agent_id}"
             assert (key in self._holders) == bool(unit.holds), f"{key}: holders"
             assert (key in self._wanting) == (unit.waiting > 0), f"{key}: wanting"
+            assert unit.counted == unit.waiting, f"{key}: counted in its group"
+            assert (key in self._at_quota) == (unit.reason == WAIT_QUOTA), f"{key}: at quota"
             queued = {scope for (group, scope), queue in self._queues.items() if key in queue}
             want = set() if (unit.new or not unit.missing or key in self._backing_off) else set(unit.scopes)
             assert queued == want, f"{key}: queued in {queued}, expected {want}"
+            assert (key in self._queued_units) == unit.queued == bool(want), f"{key}: queued units"
+        assert self._at_quota <= self._units.keys(), "a unit gone is still said to wait for quota"
+        assert self._queued_units <= self._units.keys(), "a unit gone is still said to be queued"
+        recount = {name: {size: (slot, n) for size, (slot, n) in by_size.items()}
+                   for name, by_size in self._recount_demand().items()}
+        kept = {name: {size: (slot, n) for size, (slot, n) in by_size.items()}
+                for name, by_size in self._demand.items() if by_size}
+        assert kept == recount, f"groups' waiting demand kept {kept}, recounted {recount}"
+        for name, group in self.groups.items():
+            if name not in self._demand_stale:
+                counted = recount.get(name)
+                summed = Resources.sum(slot.scale(n) for slot, n in counted.values()) if counted else EMPTY
+                assert group.waiting == summed, f"group {name}: waiting {group.waiting}, its units' {summed}"
         lowest: dict[int, int] = {}
         for slot in self._slots.values():
             lowest[slot.priority] = lowest.get(slot.priority, 0) + 1
@@ -1067,41 +1097,44 @@ class FuxiCore:
         for key in self._wanting:
             unit = self._units[key]
             if unit.reason == WAIT_NEVER_FITS and not self._never_fits(unit):
-                unit.reason = self._why_waiting(unit, caps)
-                self._changes += 1
+                self._set_reason(unit, self._why_waiting(unit, caps))
 
     def _refresh_groups(self, limited_only: bool = True) -> None:
-        """Each group's waiting demand, from the units that wait: only the
-        limited groups' unless asked (only they lend and borrow quota).
-        O(waiting units)."""
-        # by the slot's identity (a unit's slot is the one object of its size: no hashing of Resources;
-        # two objects of one size would be summed apart, to the same total)
-        waiting: dict[str, dict[int, list[Any]]] = {}
+        """Each group's waiting demand, summed from what :meth:`_sync` keeps
+        by slot size as units' desire and grants change: only the limited
+        groups' unless asked (only they lend and borrow quota), and only
+        those whose demand changed since. O(changed groups x their slot
+        sizes); it was a recount over the waiting units every pass."""
+        stale = self._demand_stale
+        if not stale:
+            return
         groups = self.groups
-        asked = {name for name, group in groups.items() if group.maximum is not None or not limited_only}
-        units = self._units
+        demand = self._demand
+        for name in list(stale):
+            group = groups[name]
+            if limited_only and group.maximum is None:
+                continue
+            stale.discard(name)
+            sizes = demand.get(name)
+            # by the slot's identity (a unit's slot is the one object of its size: no hashing of Resources;
+            # two objects of one size are summed apart, to the same total)
+            group.waiting = Resources.sum(slot.scale(n) for slot, n in sizes.values()) if sizes else EMPTY
+
+    def _recount_demand(self) -> dict[str, dict[int, list[Any]]]:
+        """Each group's waiting demand recounted from the waiting units (what
+        :attr:`_demand` keeps; for :meth:`_check`). O(waiting units)."""
+        waiting: dict[str, dict[int, list[Any]]] = {}
         for key in self._wanting:
-            unit = units[key]
-            name = unit.group
-            if name not in asked:
-                continue
-            sizes = waiting.get(name)
-            if sizes is None:
-                sizes = waiting[name] = {}
-            slot = unit.slot
-            left = unit.desired - len(unit.slots)       # unit.waiting, inlined
-            if left < 0:
-                left = 0
-            known = sizes.get(id(slot))
-            if known is None:
-                sizes[id(slot)] = [slot, left]
-            else:
-                known[1] += left
-        for group in groups.values():
-            if group.name not in asked:
-                continue
-            demand = waiting.get(group.name)
-            group.waiting = Resources.sum(slot.scale(n) for slot, n in demand.values()) if demand else EMPTY
+            unit = self._units[key]
+            left = unit.desired - len(unit.slots)
+            if left > 0:
+                sizes = waiting.setdefault(unit.group, {})
+                known = sizes.get(id(unit.slot))
+                if known is None:
+                    sizes[id(unit.slot)] = [unit.slot, left]
+                else:
+                    known[1] += left
+        return waiting
 
     # ---------------------------------------------------------- machines
     def _learn_capacity(self, machine: Machine, offered: Mapping[str, int]) -> None:
@@ -1418,8 +1451,13 @@ class FuxiCore:
         left = unit.desired - len(unit.slots)          # unit.waiting, unit.missing: inlined (a call per unit)
         if left > 0 and live:
             self._wanting.add(key)
+            counted = left
         else:
             self._wanting.discard(key)
+            counted = 0
+        if counted != unit.counted:                   # its group's waiting demand follows
+            self._count_demand(unit, counted - unit.counted)
+            unit.counted = counted
         if unit.holds:
             left -= sum(unit.holds.values())
         queued = not unit.new and left > 0 and live and key not in self._backing_off
@@ -1434,6 +1472,10 @@ class FuxiCore:
         unit.queued = queued
         self._queued[unit.group] = self._queued.get(unit.group, 0) + (1 if queued else -1)
         if queued:
+            self._queued_units.add(key)
+        else:
+            self._queued_units.discard(key)
+        if queued:
             self._queue_joins += 1
         for scope in unit.scopes:
             queue = self._queues.get((unit.group, scope))
@@ -1444,12 +1486,36 @@ class FuxiCore:
                 queue = self._queues[(unit.group, scope)] = WaitingQueue(self.groups[unit.group].policy)
             queue.add(unit.key, unit.priority, unit.slot, unit.submitted, unit.granted)
 
+    def _count_demand(self, unit: Unit, count: int) -> None:
+        """``count`` more (or fewer) slots of ``unit``'s size waiting in its group. O(1)."""
+        name = unit.group
+        sizes = self._demand.get(name)
+        if sizes is None:
+            sizes = self._demand[name] = {}
+        slot = unit.slot
+        known = sizes.get(id(slot))
+        if known is None:
+            sizes[id(slot)] = [slot, count]
+        elif known[1] + count:
+            known[1] += count
+        else:
+            del sizes[id(slot)]
+        self._demand_stale.add(name)
+
     def _after_placing(self, unit: Unit, caps: Mapping[str, Resources | None]) -> None:
         self._sync(unit)
         reason = self._why_waiting(unit, caps) if unit.waiting else ""
         if reason != unit.reason:
-            unit.reason = reason
-            self._changes += 1
+            self._set_reason(unit, reason)
+
+    def _set_reason(self, unit: Unit, reason: str) -> None:
+        """The unit waits for ``reason`` now (a change). O(1)."""
+        unit.reason = reason
+        self._changes += 1
+        if reason == WAIT_QUOTA:
+            self._at_quota.add(unit.key)
+        else:
+            self._at_quota.discard(unit.key)
 
     def _why_waiting(self, unit: Unit, caps: Mapping[str, Resources | None]) -> str:
         if self._never_fits(unit):
@@ -1823,8 +1889,7 @@ class FuxiCore:
                 self._evict(decision.unit, decision.plan, batch, decision.reason)
             elif isinstance(decision, WaitReason):
                 if decision.unit.reason != decision.reason:
-                    decision.unit.reason = decision.reason
-                    self._changes += 1
+                    self._set_reason(decision.unit, decision.reason)
             elif decision.unit.search_after != decision.until:
                 decision.unit.search_after = decision.until
                 self._changes += 1

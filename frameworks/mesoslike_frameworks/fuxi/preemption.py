@@ -308,6 +308,12 @@ class Books(Protocol):
     def _wanting(self) -> Collection[str]: ...
 
     @property
+    def _queued_units(self) -> Collection[str]: ...
+
+    @property
+    def _backing_off(self) -> Collection[str]: ...
+
+    @property
     def _slots(self) -> Mapping[str, Slot]: ...
 
     @property
@@ -356,6 +362,9 @@ class PreemptionPlanner:
     the pass's ``batch`` (None: outside a pass) and the groups' ``caps``
     (quota with lending: :func:`~.quota.compute_caps`)."""
 
+    #: compare the units found short (:meth:`_short`) with a recount in every pass (for tests)
+    check_short = False
+
     def __init__(self, books: Books, batch: Batch | None, caps: Mapping[str, Resources | None]) -> None:
         self.books = books
         self.batch = batch
@@ -387,15 +396,9 @@ class PreemptionPlanner:
         limited group only slots that group holds over its own maximum.
         Otherwise a unit on borrowed quota could preempt the owner's slots
         and the owner take them back at once, for ever (issue 19)."""
-        units = self.books._units
-        short = []
-        for unit in map(units.__getitem__, self.books._wanting):
-            if not unit.new:
-                left = unit.desired - len(unit.slots)          # unit.missing, inlined (a call per unit)
-                if unit.holds:
-                    left -= sum(unit.holds.values())
-                if left > 0:
-                    short.append(unit)
+        short = self._short()
+        if self.check_short:
+            assert {u.key for u in short} == {u.key for u in self._short_recounted()}, "queued units"
         if not short:
             return
         held = self._held_room()
@@ -511,6 +514,36 @@ class PreemptionPlanner:
                 yield SearchLater(unit, self.now + self.preemption_retry_seconds)
             if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                 yield WaitReason(unit, WAIT_LOWER_PRIORITY)  # units it may not preempt hold the resources
+
+    def _short(self) -> list[Unit]:
+        """The units that miss slots beyond their reservations, active
+        scheduling done: those in their waiting queues (queued means just
+        that, :meth:`FuxiCore._sync`) and the gangs backing off that miss
+        slots (kept out of the queues meanwhile). O(such units), where
+        :meth:`_short_recounted` walks every waiting unit. Their order does
+        not matter: :meth:`decisions` sorts them by rank (unique)."""
+        books = self.books
+        units = books._units
+        short = list(map(units.__getitem__, books._queued_units))
+        wanting = books._wanting
+        for key in books._backing_off:
+            unit = units[key]
+            if not unit.new and key in wanting and unit.missing > 0:
+                short.append(unit)
+        return short
+
+    def _short_recounted(self) -> list[Unit]:
+        """:meth:`_short` from the waiting units (for checks). O(waiting units)."""
+        units = self.books._units
+        short = []
+        for unit in map(units.__getitem__, self.books._wanting):
+            if not unit.new:
+                left = unit.desired - len(unit.slots)          # unit.missing, inlined (a call per unit)
+                if unit.holds:
+                    left -= sum(unit.holds.values())
+                if left > 0:
+                    short.append(unit)
+        return short
 
     @staticmethod
     def _covered(unit: Unit, exhausted: Sequence[tuple[Resources, int]],

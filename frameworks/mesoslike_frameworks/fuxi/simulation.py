@@ -73,6 +73,9 @@ class _Job:
     tasks: deque[TaskSpec]            # waiting to start, in order
     desired: int                      # the unit's desired slots: waiting + running
     left: int                         # tasks not finished, counting those still to arrive
+    #: its tasks' resources, the adapter's one object of that size (None: its tasks differ; then the
+    #: first waiting one's, as the core's unit has one slot size)
+    shape: Resources | None
 
 
 class FuxiScheduler:
@@ -97,7 +100,10 @@ class FuxiScheduler:
         self._seq = 0
         self._suppressed = False
         self._queued = 0
-        self._waiting_shapes: dict[Resources, int] = {}       # waiting tasks by shape
+        self._waiting_shapes: dict[Resources, int] = {}       # waiting tasks by shape (keys: ``_shapes``')
+        # a shape -> its one object here: the tasks' shapes are equal objects apart; looked up by the one
+        # object, a dict of shapes finds its key by identity (no Resources.__eq__ per lookup)
+        self._shapes: dict[Resources, Resources] = {}
         self._wanted: dict[Resources, int] | None = None
         self._held: list[Offer] = []
         # _covered's count: the room for each shape of ``_room_for`` (a _measure()) in _held[:_room_at[shape]]
@@ -115,12 +121,15 @@ class FuxiScheduler:
         self._wait(tasks)
         job = self._by_key.get(key)
         if job is not None:   # more tasks of a job: its unit wants more slots
+            if job.shape is not None and any(task.resources != job.shape for task in tasks):
+                job.shape = None
             job.tasks.extend(tasks)
             job.desired += len(tasks)
             self._apply(self.core.update_desire(job.job_id, UNIT, job.desired))
             return
         self._seq += 1
-        job = _Job(f"job-{self._seq}", deque(tasks), len(tasks), self._sizes.get(key, len(tasks)))
+        job = _Job(f"job-{self._seq}", deque(tasks), len(tasks), self._sizes.get(key, len(tasks)),
+                   self._shapes[head.resources] if all(t.resources == head.resources for t in tasks) else None)
         group = head.framework_id if head.framework_id in self.core.groups else DEFAULT_QUOTA_GROUP
         unit = UnitSpec(UNIT, slots=len(tasks), slot=head.resources, all_or_nothing=bool(head.gang))
         spec = JobSpec(_job_name(head), (unit,), quota_group=group, priority=head.priority)
@@ -131,6 +140,7 @@ class FuxiScheduler:
     def _wait(self, tasks: Sequence[TaskSpec]) -> None:
         self._queued += len(tasks)
         shape = tasks[0].resources
+        shape = self._shapes.setdefault(shape, shape)
         self._waiting_shapes[shape] = self._waiting_shapes.get(shape, 0) + len(tasks)
         self._wanted = None
 
@@ -164,10 +174,13 @@ class FuxiScheduler:
             # with offer filters, a unit's quota may have room again once a slot is returned: the
             # last pass's reasons hold only until then (the next pass says anew)
             stale = self.offer_filters and self._returned
-            for (job_id, _), reason in ({} if stale else self.core.waiting_reasons()).items():
-                job = self._jobs.get(job_id)
-                if reason == WAIT_QUOTA and job is not None and job.tasks:
-                    shape = job.tasks[0].resources
+            jobs = self._jobs
+            for job_id, _ in (() if stale else self.core.waiting_for_quota()):
+                job = jobs.get(job_id)
+                if job is not None and job.tasks:
+                    shape = job.shape
+                    if shape is None:
+                        shape = job.tasks[0].resources
                     shapes[shape] = shapes.get(shape, 0) - len(job.tasks)
             fits = self.host.fits_now
             self._wanted = {shape: n for shape, n in shapes.items() if n > 0 and fits(shape)}
