@@ -7,6 +7,7 @@ restart without a registry (receipts)."""
 import logging
 
 import attrs
+import msgspec
 import pytest
 
 from mesoslike.acl import Acls, Credentials, Principal
@@ -238,7 +239,7 @@ def test_an_agents_word_alone_binds_no_framework_to_a_principal(cluster):
     rogue = cluster.register(ROGUE, "rogue")
     cluster.restart()
     claimed = attrs.evolve(run.framework, principal="fwB", principal_receipt="0" * 32)
-    reregister(cluster, ROGUE, rogue, [attrs.evolve(run, framework=claimed)])
+    reregister(cluster, ROGUE, rogue, [msgspec.structs.replace(run, framework=claimed)])   # RunTask: a Struct
     for peer in (FW_B, FW_A):
         out, taken = cluster.subscribe(peer, fid)
         assert taken is None and "cannot be subscribed to" in only(out, m.Error)[0].message
