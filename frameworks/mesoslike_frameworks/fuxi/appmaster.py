@@ -372,13 +372,17 @@ class AppMaster:
         key = (instance, attempt)
         if key not in worker.done_seen and key not in worker.runs:
             raise _Refused(f"DONE for instance {instance} attempt {attempt}, which slot {worker.slot} was not given")
-        if key not in worker.done_seen:
+        first = key not in worker.done_seen
+        if first:
             worker.done_seen.add(key)
             if worker.assigned is not None and (worker.assigned[0].instance, worker.assigned[0].attempt) == key:
                 worker.assigned = None
+        # its ACK before what the result leads to — the slot's RELEASE, when it was the job's last: a worker
+        # hears its result taken before it is told to exit (both wait for the write that holds the result)
+        self._to_workers.append((worker.peer, amp.Ack(instance, attempt)))
+        if first:
             self._carry_out(self._core(self.core.instance_done, worker.slot, instance, attempt, ok, message))
             self._dirty = True
-        self._to_workers.append((worker.peer, amp.Ack(instance, attempt)))
 
     def _resend_assign(self, worker: _Worker, running: list | None, now: float) -> None:
         """An ASSIGN the worker's heartbeats do not show within a while was lost: send it again."""
