@@ -420,6 +420,7 @@ class HTTPServer:
         deadline = self._loop.time() + self.timeout
         try:
             await self._converse(connection, reader, writer, deadline)
+            await self._flush(writer)
         except _Deadline:
             self.timed_out += 1
         except (OSError, ssl.SSLError, asyncio.IncompleteReadError, ConnectionError, h11.LocalProtocolError):
@@ -619,6 +620,16 @@ class HTTPServer:
         finally:
             gone.cancel()
             self._streams.discard(stream)
+
+    async def _flush(self, writer: asyncio.StreamWriter) -> None:
+        """Wait (by the deadline) until everything written has left the
+        transport: the connection is closed with ``abort()``, which drops
+        what is still buffered — ``drain()`` returns while up to the
+        high-water mark (64 KiB) waits, so the end of an answer to a client
+        reading slower than we write (a streamed /state) was lost, and the
+        client saw an incomplete answer (a CI run)."""
+        writer.transport.set_write_buffer_limits(high=0)
+        await self._before(writer.drain(), self._loop.time() + self.timeout)
 
     async def _write(self, writer: asyncio.StreamWriter, data: bytes) -> None:
         if data:
