@@ -132,6 +132,26 @@ def test_launch_on_a_rescinded_or_unknown_offer_is_dropped(h):
     assert update.status.state == TaskState.DROPPED and "no longer valid" in update.status.message
 
 
+def test_a_master_elected_again_names_its_offers_apart_from_its_last_terms():
+    # the same master (same id) elected again serves from a new core (MasterRuntime._new_core);
+    # offers are not in the registry, so without the term in their ids the new core's first offer
+    # was "m-O1" again, and a framework's late ACCEPT of the last term's "m-O1" launched on it
+    first = Harness()
+    fid, aid = first.subscribe(), first.register_agent()
+    (old_offer,) = first.offers(first.tick())
+    again = Harness()
+    again.core = MasterCore(again.clock, MasterInfo("m", "tcp://127.0.0.1:1"), MasterConfig(
+        heartbeat_interval=1.0, ping_interval=1.0, max_agent_ping_timeouts=3), term=2)
+    fid2, aid2 = again.subscribe(), again.register_agent()
+    (new_offer,) = again.offers(again.tick())
+    assert old_offer.id == "m-O1" and new_offer.id.startswith("m-T2-O") and new_offer.id != old_offer.id
+    out = launch(again, fid2, old_offer, task("t", aid2))
+    (update,) = only(out, m.Update)
+    assert update.status.state == TaskState.DROPPED and "no longer valid" in update.status.message
+    out = launch(again, fid2, new_offer, task("t", aid2))     # the offer it names is untouched
+    assert not only(out, m.Update) and only(out, m.RunTask)
+
+
 def test_status_updates_are_forwarded_and_acks_go_back_to_the_agent(h):
     fid, aid = h.subscribe(), h.register_agent()
     (offer,) = h.offers(h.tick())

@@ -51,11 +51,15 @@ class CoreContext:
     with them, peers are principals and the ACLs apply (docs/security.rst).
     ``receipt_key`` signs and checks the receipts binding ids to principals
     (mesoslike.master.receipts); None: no receipts are given, none believed.
+    ``term``: how many cores this master process has built (one per election
+    it won): offers are not in the registry, so their ids carry the term — a
+    master elected again keeps its id, and an ACCEPT naming an offer of its
+    last term must not find a new offer that happens to have its number.
     """
 
     def __init__(self, clock: Clock, info: MasterInfo, config: MasterConfig, rng: random.Random,
                  registry: Registry, wall_clock: Callable[[], float], credentials: Credentials | None,
-                 receipt_key: bytes | None, agent_peers: Mapping[str, bytes] | None) -> None:
+                 receipt_key: bytes | None, agent_peers: Mapping[str, bytes] | None, term: int = 1) -> None:
         self.clock = clock
         self.wall_clock = wall_clock
         self.info = info
@@ -67,7 +71,7 @@ class CoreContext:
             clock, sorter=config.sorter, allocation_interval=config.allocation_interval,
             # offer_timeout is the core's: an expired offer counts as declined (OfferDesk.expire)
             min_allocatable=config.min_allocatable, offer_timeout=None,
-            rng=rng, offer_id_prefix=f"{info.id}-O",
+            rng=rng, offer_id_prefix=f"{info.id}-O" if term == 1 else f"{info.id}-T{term}-O",
         )
         #: the hard state; ``registry_changes`` counts its changes so the runtime knows when to persist it
         self.registry = registry

@@ -86,10 +86,10 @@ class MasterCore:
                  rng: random.Random | None = None, registry: Registry | None = None,
                  wall_clock: Callable[[], float] | None = None,
                  agent_peers: Mapping[str, bytes] | None = None, credentials: Credentials | None = None,
-                 receipt_key: bytes | None = None) -> None:
+                 receipt_key: bytes | None = None, term: int = 1) -> None:
         context = self.context = CoreContext(
             clock, info, (config or MasterConfig()).validate(), rng or random.Random(0), registry or Registry(),
-            wall_clock or clock.now, credentials, receipt_key, agent_peers)
+            wall_clock or clock.now, credentials, receipt_key, agent_peers, term)
         self.clock = clock
         self.info = info
         self.config = context.config

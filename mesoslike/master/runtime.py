@@ -311,6 +311,7 @@ class MasterRuntime:
         self._leader_cache_lock = threading.Lock()  # the HTTP thread asks too
         self._store = registry_store or MemoryRegistryStore()
         self._last_core: MasterCore | None = None   # the core that served last (its agents' connections)
+        self._cores_built = 0   # the term of the next core's offer ids (MasterCore's ``term``)
         registry = self._store.load() if zk is None else None  # bad: stop before binding
         self._server = Server(address, codec=sized(CODEC, self.config.max_message_size), keys=keys,
                               authenticator=None if credentials is None else
@@ -510,8 +511,10 @@ class MasterRuntime:
         # the agents' connections as the last core knew them: a new core of this process tells
         # them at once that it does not know them (docs/agent.rst, "Re-registration")
         peers = self._last_core.agent_peers() if self._last_core is not None else None
+        self._cores_built += 1
         return MasterCore(self.clock, self.info, self.config, registry=registry, wall_clock=time.time,
-                          agent_peers=peers, credentials=self.credentials, receipt_key=self._receipt_key)
+                          agent_peers=peers, credentials=self.credentials, receipt_key=self._receipt_key,
+                          term=self._cores_built)
 
     def _log_leads(self, core: MasterCore, level: int = NOTICE) -> None:
         """Say that this master leads: at the default level (notice) after an
