@@ -14,9 +14,12 @@ How it holds up (docs/reliability.rst, *Bounds*; docs/security.rst):
   (``tests/test_http_server.py``).
 - **Deadlines, not idle timers.** A connection has ``timeout`` seconds
   for its TLS handshake (with TLS), then ``timeout`` seconds (from then,
-  or from its previous answer, kept alive) to send its whole request head,
+  or, kept alive, from the first byte of its next request) to send its whole request head,
   and as long again for its body; a client trickling a byte at a time is closed at the deadline all
-  the same. An answer must be taken at :data:`CHUNK` bytes per
+  the same. A kept-alive connection may wait idle between requests for as
+  long as its client likes (as Mesos's libprocess lets it: clients such as
+  pymesos keep one connection and do not retry a closed one); it is the
+  first to be evicted at the bound. An answer must be taken at :data:`CHUNK` bytes per
   ``timeout`` at least. The handler's own time is not the client's: no
   deadline runs while it works.
 - **Bounded.** At most ``max_connections`` connections are open (default
@@ -452,7 +455,7 @@ class HTTPServer:
         return True
 
     async def _converse(self, connection: _Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                        deadline: float) -> None:
+                        deadline: float | None) -> None:
         """Requests and answers on one connection, until it closes."""
         parser = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
         while True:
@@ -477,15 +480,28 @@ class HTTPServer:
                 return
             parser.start_next_cycle()
             self._waiting[connection] = None
-            deadline = self._loop.time() + self.timeout
+            deadline = None   # kept alive: idle until its next head begins (see _next)
 
-    async def _next(self, parser: h11.Connection, reader: asyncio.StreamReader, deadline: float) -> object:
-        """The parser's next event, reading by ``deadline``."""
+    async def _next(self, parser: h11.Connection, reader: asyncio.StreamReader, deadline: float | None) -> object:
+        """The parser's next event, reading by ``deadline``; with None (a
+        connection kept alive, between requests) the deadline runs from the
+        next head's first byte. An idle kept-alive connection costs a socket
+        and stays evictable at the bound: clients keep one connection for
+        all their calls and do not retry on a closed one (pymesos's driver
+        got a broken pipe on its first call after 10 s without one — a
+        framework that declined for 60 s), and Mesos's libprocess keeps them."""
         while True:
             event = parser.next_event()
             if event is not h11.NEED_DATA:
                 return event
-            parser.receive_data(await self._before(reader.read(_READ_SIZE), deadline))
+            if deadline is None and not parser.trailing_data[0]:
+                data = await reader.read(_READ_SIZE)
+                deadline = self._loop.time() + self.timeout
+            else:
+                if deadline is None:
+                    deadline = self._loop.time() + self.timeout
+                data = await self._before(reader.read(_READ_SIZE), deadline)
+            parser.receive_data(data)
 
     async def _before(self, awaitable: Awaitable[T], deadline: float) -> T:
         try:

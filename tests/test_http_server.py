@@ -182,6 +182,33 @@ def test_a_trickling_client_is_closed_at_its_deadline_while_others_are_served(se
         assert reply.read() == b'{"method": "GET", "path": "/a", "query": {"b": "1"}, "body": 0}'
 
 
+def test_a_kept_alive_connection_may_idle_past_the_deadline_but_its_next_head_may_not_trickle(serve):
+    # pymesos sends every call over one kept-alive connection and does not retry a closed one: a
+    # framework that declined for 60 s got a broken pipe on its next call when idle connections were
+    # closed after the timeout (a CI run). Mesos's libprocess keeps them; the head's deadline runs
+    # from its first byte
+    server = serve(echo, timeout=1.0)
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    conn.request("GET", "/first")
+    assert b'"/first"' in conn.getresponse().read()
+    kept = conn.sock
+    time.sleep(2.5)    # the stimulus: idle for longer than the deadline (nothing to wait for)
+    conn.request("GET", "/after-idling")
+    assert b'"/after-idling"' in conn.getresponse().read() and conn.sock is kept
+    conn.sock.sendall(b"GET / HTTP/1.1\r\n")          # the next head begins, then trickles
+    started = time.monotonic()
+    closed = False
+    while time.monotonic() - started < 8:
+        try:
+            conn.sock.sendall(b"X")
+        except OSError:
+            closed = True
+            break
+        time.sleep(0.1)
+    conn.close()
+    assert closed and server.timed_out >= 1
+
+
 def test_heads_and_bodies_are_bounded(serve):
     server = serve(echo, max_body=1000)
     assert raw(server, b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n").startswith(

@@ -119,8 +119,14 @@ def zmq_uses(path, private=True):
     ``zmq``, a transport object's socket (``.socket``, and with ``private``
     ``._socket``; the stdlib's ``socket.socket`` is not one) and the socket
     methods a transport object hides. ``.poll()`` and ``.send()`` on a socket
-    need the socket, which these already forbid reaching."""
-    for node in ast.walk(parse(path)):
+    need the socket, which these already forbid reaching. A call whose first
+    argument is the stdlib's (``conn.setsockopt(socket.SOL_SOCKET, ...)``)
+    is on a stdlib socket."""
+    tree = parse(path)
+    stdlib_calls = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call) and node.args
+                    and isinstance(node.args[0], ast.Attribute) and isinstance(node.args[0].value, ast.Name)
+                    and node.args[0].value.id == "socket"}
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "zmq" for a in node.names):
             yield node.lineno, "import zmq"
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "zmq" and node.level == 0:
@@ -131,7 +137,7 @@ def zmq_uses(path, private=True):
             stdlib_socket = isinstance(node.value, ast.Name) and node.value.id == "socket" and node.attr == "socket"
             if (node.attr == "socket" or (private and node.attr == "_socket")) and not stdlib_socket:
                 yield node.lineno, f".{node.attr}"
-            elif node.attr in SOCKET_CALLS:
+            elif node.attr in SOCKET_CALLS and id(node) not in stdlib_calls:
                 yield node.lineno, f".{node.attr}()"
 
 
@@ -147,7 +153,8 @@ def test_the_zmq_check_sees_what_it_forbids(tmp_path):
     sample.write_text("import socket\nimport zmq.asyncio\nfrom zmq import Poller\n"
                       "with socket.socket() as s: pass\n"
                       "client.socket.poll(0)\nserver._socket.send_multipart([b'p', b'f'])\n"
-                      "other.setsockopt(zmq.LINGER, 0)\n")
+                      "other.setsockopt(zmq.LINGER, 0)\n"
+                      "conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)\n")
     assert sorted(what for _, what in zmq_uses(sample)) == sorted(
         ["import zmq", "from zmq import", ".socket", "._socket", ".send_multipart()", ".setsockopt()", "the name zmq"])
     assert "._socket" not in [what for _, what in zmq_uses(sample, private=False)]
