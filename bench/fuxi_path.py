@@ -71,11 +71,15 @@ def _instances_done(work: str, submitted: float, ended: float) -> list[float]:
     instance that writes nothing leaves no file of its own (this branch's
     workers)."""
     done: list[float] = []
-    for path in Path(work).glob("*agent-*/**/stderr"):
+    # os.walk, not a glob: the agents remove sandboxes while it looks (a glob raised FileNotFoundError)
+    paths = [os.path.join(top, "stderr") for top, _, files in os.walk(work) if "stderr" in files
+             and "agent-" in os.path.relpath(top, work).split(os.sep)[0]]
+    for path in paths:
         try:
-            if not path.stat().st_size:
+            if not os.stat(path).st_size:
                 continue
-            text = path.read_text(errors="replace")
+            with open(path, errors="replace") as handle:
+                text = handle.read()
         except OSError:
             continue
         if "fuxi-worker" not in text:
