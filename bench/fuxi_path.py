@@ -18,8 +18,9 @@ found in ``/proc`` every 50 ms, each process's CPU as last read: a
 worker's instances are not in it — they are their own processes — but
 what a worker does to start them is), its timeline (when the AppMaster
 and the workers started, from ``/proc``; when the first, tenth and last
-instance started, from the ctime of their stdout files; seconds after the
-client started) and the load average.
+instance ended, from the workers' logs — their stdout files, whose ctime
+said when they started, are made only for an instance that writes there
+since fuxi29e; seconds after the client started) and the load average.
 
     python bench/fuxi_path.py --before-tree /tmp/base --rounds 3 --out bench/results/fuxi_path.json
 """
@@ -55,6 +56,40 @@ def _boot_time() -> float:
 _BOOT = _boot_time()
 
 
+def _log_time(line: str) -> float | None:
+    """The epoch time a log line of ``logging``'s default time format starts with (None: none)."""
+    try:
+        return time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
+    except ValueError:
+        return None
+
+
+def _instances_done(work: str, submitted: float, ended: float) -> list[float]:
+    """When the job's instances ended, from its workers' logs (``instance N
+    attempt A succeeded``, in the stderr of the workers' tasks, below the
+    bench's work directory): the same in either tree, and present where an
+    instance that writes nothing leaves no file of its own (this branch's
+    workers)."""
+    done: list[float] = []
+    # os.walk, not a glob: the agents remove sandboxes while it looks (a glob raised FileNotFoundError)
+    paths = [os.path.join(top, "stderr") for top, _, files in os.walk(work) if "stderr" in files
+             and "agent-" in os.path.relpath(top, work).split(os.sep)[0]]
+    for path in paths:
+        try:
+            if not os.stat(path).st_size:
+                continue
+            with open(path, errors="replace") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        if "fuxi-worker" not in text:
+            continue
+        for line in text.splitlines():
+            if " succeeded: " in line and (stamp := _log_time(line)) is not None and submitted <= stamp <= ended + 1:
+                done.append(stamp)
+    return sorted(done)
+
+
 def _appmaster_log(work: str, submitted: float, ended: float) -> tuple[list[float], list[float]]:
     """When a job's AppMaster said it serves workers, and when each worker
     joined (``appmaster.log`` in the service's work directory, the lines of
@@ -63,11 +98,8 @@ def _appmaster_log(work: str, submitted: float, ended: float) -> tuple[list[floa
     joined: list[float] = []
     for path in Path(work).glob("fuxi-*-work/*/appmaster.log"):
         for line in path.read_text(errors="replace").splitlines():
-            try:
-                stamp = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
-            except ValueError:
-                continue
-            if submitted <= stamp <= ended + 1:
+            stamp = _log_time(line)
+            if stamp is not None and submitted <= stamp <= ended + 1:
                 if "serving workers on" in line:
                     serving.append(stamp)
                 elif ") joined" in line:
@@ -133,19 +165,16 @@ class JobProcesses:
         (``submitted``, an epoch time; the job ended at ``ended``): the
         AppMaster's process start and when it served, the first and last
         worker's start and HELLO (joined), and the first, tenth and last
-        instance's start (the ctime of its stdout file
-        in its worker's sandbox, below the bench's work directory)."""
+        instance's end (its worker's log line: :func:`_instances_done`)."""
         starts = {kind: sorted(self.started[pid] for pid, (k, _) in self.cpu.items()
                                if k == kind and self.parent.get(pid) not in self.cpu)   # not an instance's vfork
                   for kind in ("appmaster", "workers")}
-        instances = sorted(
-            ctime for path in Path(self.work).glob("*agent-*/**/instances/*.stdout")
-            if submitted <= (ctime := path.stat().st_ctime) <= ended + 1)
+        instances = _instances_done(self.work, submitted, ended)
         serving, joined = _appmaster_log(self.work, submitted, ended)
         marks = {"appmaster_started": starts["appmaster"][:1], "appmaster_serving": serving[:1],
                  "first_worker_started": starts["workers"][:1], "last_worker_started": starts["workers"][-1:],
-                 "first_worker_joined": joined[:1], "last_worker_joined": joined[-1:], "first_instance": instances[:1],
-                 "tenth_instance": instances[9:10], "last_instance": instances[-1:], "ended": [ended]}
+                 "first_worker_joined": joined[:1], "last_worker_joined": joined[-1:], "first_instance_done": instances[:1],
+                 "tenth_instance_done": instances[9:10], "last_instance_done": instances[-1:], "ended": [ended]}
         return {name: round(found[0] - submitted, 3) for name, found in marks.items() if found}
 
     def totals(self) -> dict[str, float]:

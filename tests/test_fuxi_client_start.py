@@ -68,3 +68,19 @@ def test_a_submission_without_keys_does_not_import_the_credentials(tmp_path, key
     else:
         assert "no answer from a Fuxi service" in done.stderr, done.stderr
         assert imported == "['mesoslike_frameworks.fuxi.client']", done.stderr
+
+
+def test_a_wait_polls_sooner_near_the_jobs_end_and_never_slower_than_its_interval():
+    """``submit --wait``/``status --wait``: the next poll comes after
+    ``--interval``, or sooner — down to a fifth of it — when the rate since
+    the last poll says the last instance ends sooner, or when every instance
+    is done and only the job's end is to come (it was seen up to a whole
+    interval late)."""
+    from mesoslike_frameworks.fuxi.cli import next_poll
+
+    assert next_poll(0.5, None, 10.0, 0, 100) == 0.5                    # no rate yet
+    assert next_poll(0.5, (10.0, 0), 10.5, 10, 1000) == 0.5             # far from the end
+    assert next_poll(0.5, (10.0, 0), 10.5, 800, 1000) == 0.125          # 1,600/s: 200 left in 0.125 s
+    assert next_poll(0.5, (10.0, 0), 10.5, 990, 1000) == 0.1            # never below a fifth
+    assert next_poll(0.5, (10.0, 5), 10.5, 1000, 1000) == 0.1           # all done: the end is near
+    assert next_poll(0.5, (10.0, 5), 10.5, 5, 1000) == 0.5              # nothing done since: no rate

@@ -110,6 +110,29 @@ def test_the_next_instance_runs_while_a_child_of_the_last_still_writes_to_its_st
             pass
 
 
+def test_an_instance_leaves_files_only_for_what_it_wrote_and_a_child_on_stderr_does_not_hold_it_back(
+        worker_with_an_open_descriptor):
+    # its stdout and stderr reach their files through the worker, each file made at its first byte: a silent
+    # instance makes no inode (two an instance were the worker's largest cost on a disk whose files come and go)
+    appmaster, sandbox = worker_with_an_open_descriptor
+    instances = sandbox / "instances"
+    assert run(appmaster, 1, "true").ok
+    assert not (instances / "1.1.stdout").exists() and not (instances / "1.1.stderr").exists()
+    done = run(appmaster, 2, "echo oops >&2; exit 2")
+    assert (done.ok, done.message) == (False, "exit status 2: oops")
+    assert (instances / "2.1.stderr").read_text() == "oops\n" and not (instances / "2.1.stdout").exists()
+    started = time.monotonic()
+    done = run(appmaster, 3, "(sleep 5; echo late >&2) & echo $! > bg.pid; echo early >&2")
+    try:
+        assert done.ok and done.message == "exit status 0: early" and time.monotonic() - started < 5
+        wait_for(lambda: (instances / "3.1.stderr").read_text() == "early\nlate\n", 20, "the child's late line")
+    finally:
+        try:
+            os.kill(int((sandbox / "bg.pid").read_text()), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def test_an_instance_that_removes_the_instances_directory_does_not_stop_the_next(worker_with_an_open_descriptor):
     appmaster, sandbox = worker_with_an_open_descriptor
     assert run(appmaster, 1, "rm -rf instances").ok
@@ -122,12 +145,11 @@ def test_an_instance_runs_in_the_sandbox_named_from_another_directory(tmp_path):
     sandbox = tmp_path / "elsewhere"
     sandbox.mkdir()
     pid, stdout, stderr = spawn_instance('pwd; echo "$0"; echo oops >&2; exit 3', {"PATH": os.environ["PATH"]},
-                                         sandbox, tmp_path / "stderr")
-    os.close(stderr)
-    with os.fdopen(stdout, "rb") as out:
-        lines = out.read().decode().split()
+                                         sandbox)
+    with os.fdopen(stdout, "rb") as out, os.fdopen(stderr, "rb") as err:
+        lines, errors = out.read().decode().split(), err.read()
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 3
-    assert lines == [str(sandbox), "/bin/sh"] and Path(tmp_path / "stderr").read_text() == "oops\n"
+    assert lines == [str(sandbox), "/bin/sh"] and errors == b"oops\n"
 
 
 def test_a_worker_starts_without_the_master_protocol_or_asyncio():
@@ -173,7 +195,7 @@ def test_a_slot_starts_its_worker_without_site_from_where_the_service_found_the_
     interpreter than the service's."""
     command = service.worker_command(sys.executable)
     assert " -S -c " in command and "mesoslike_frameworks.fuxi.worker" in command
-    probe = command.replace("sys.exit(w.main())", 'print(sorted(m for m in ("site", "pathlib") if m in sys.modules))')
+    probe = command.replace("w.main_and_exit()", 'print(sorted(m for m in ("site", "pathlib") if m in sys.modules))')
     assert "missing environment FUXI_APPMASTER" in _boots_a_worker(command, tmp_path)
     done = subprocess.run(["/bin/sh", "-c", probe], cwd=tmp_path, env=child_env(), capture_output=True, text=True,
                           timeout=30)

@@ -177,7 +177,8 @@ def _quota(path: str | None):
 @_fuxi_option()
 @option("fuxi_submit", "--wait", is_flag=True, default=False, show_default="off",
         help="Show the job's progress until it ends; exit 0 only if it succeeded.")
-@option("fuxi_submit", "--interval", type=_POSITIVE, default=0.5, help="Seconds between progress polls with --wait.")
+@option("fuxi_submit", "--interval", type=_POSITIVE, default=0.5,
+        help="Seconds between progress polls with --wait (at most: down to a fifth of it near the job's end).")
 @_timeout_option("fuxi_submit")
 @_reattach_option("fuxi_submit")
 @_fuxi_key_options
@@ -205,6 +206,24 @@ def submit(fuxi_address, wait, interval, timeout, reattach_timeout, key, fuxi_ke
         die(str(exc))
 
 
+def next_poll(interval: float, seen: tuple[float, int] | None, now: float, done: int, total: int) -> float:
+    """Seconds to the next progress poll of a job with ``done`` of
+    ``total`` instances done ``now`` (``seen``: the poll before, when and
+    how many were done then): ``interval``, or sooner — down to a fifth of
+    it — when the rate since the poll before says the last instance ends
+    sooner, or when every instance is done and only the job's end is still
+    to come: the end is seen about a fifth of an interval after it, not up
+    to a whole one (a ``--wait`` for a job of short instances waited
+    ~interval/2 on average past its end)."""
+    shortest = interval / 5
+    if done >= total > 0:
+        return shortest
+    if seen is None or done <= seen[1] or now <= seen[0]:
+        return interval
+    rate = (done - seen[1]) / (now - seen[0])
+    return min(interval, max(shortest, (total - done) / rate))
+
+
 def _follow(client, job_id: str, interval: float, reattach_timeout: float) -> int:
     """Show the job's progress until it ends; the exit status (0: it
     succeeded). A service that stops answering (a restart, a failover) is
@@ -214,6 +233,7 @@ def _follow(client, job_id: str, interval: float, reattach_timeout: float) -> in
 
     bar = ProgressBar(sys.stdout.isatty())
     silent_since: float | None = None
+    seen: tuple[float, int] | None = None   # when the last answer came, and the instances done then
     try:
         while True:
             try:
@@ -240,7 +260,9 @@ def _follow(client, job_id: str, interval: float, reattach_timeout: float) -> in
             if job["state"] != "running":
                 break
             bar.show(progress_line(job))
-            time.sleep(interval)
+            now, done = time.monotonic(), int(job["instances"]["done"])
+            time.sleep(next_poll(interval, seen, now, done, int(job["instances"]["total"])))
+            seen = (now, done)
     except KeyboardInterrupt:
         bar.close()
         click.echo(f"stopped following {job_id}; it goes on (`mesoslike fuxi status --wait {job_id}`)", err=True)
@@ -311,7 +333,8 @@ def progress_line(job: dict) -> str:
 @option("fuxi_status", "--wait", is_flag=True, default=False, show_default="off",
         help="With JOB: show its progress until it ends, as `submit --wait` (across a restart of the service or "
              "a new leader); exit 0 only if it succeeded.")
-@option("fuxi_status", "--interval", type=_POSITIVE, default=0.5, help="Seconds between progress polls with --wait.")
+@option("fuxi_status", "--interval", type=_POSITIVE, default=0.5,
+        help="Seconds between progress polls with --wait (at most: down to a fifth of it near the job's end).")
 @_timeout_option("fuxi_status")
 @_reattach_option("fuxi_status")
 @_fuxi_key_options

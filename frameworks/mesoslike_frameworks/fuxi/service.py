@@ -204,7 +204,7 @@ def worker_command(python: str) -> str:
     boot = (f"import sys;p={json.dumps(paths)};sys.path+=p\n"
             f"try:import {WORKER_MODULE} as w\n"
             f"except ImportError:del sys.path[-len(p):];import site;site.main();import {WORKER_MODULE} as w\n"
-            "sys.exit(w.main())")
+            "w.main_and_exit()")
     return f"exec {shlex.quote(python)} -S -c {shlex.quote(boot)}"
 
 
