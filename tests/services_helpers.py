@@ -173,8 +173,10 @@ def healthy_tasks(url: str, app_id: str, token: str | None) -> list[dict]:
             and any(r["alive"] for r in t.get("healthCheckResults", []))]
 
 
-def read_events(url: str, path: str, token: str, wanted: int, into: list, ready: _threading.Event) -> None:
-    """A raw HTTP/1.1 request for the event stream, read line by line as curl would."""
+def read_events(url: str, path: str, token: str, wanted: int, into: list, ready: _threading.Event,
+                until: str | None = None) -> None:
+    """A raw HTTP/1.1 request for the event stream, read line by line as curl would: ``wanted``
+    entries (the head and the events), or fewer once an event of kind ``until`` has come."""
     host, port = url.split("://")[1].split(":")
     with _socket.create_connection((host, int(port)), timeout=60) as sock:
         sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n"
@@ -194,6 +196,8 @@ def read_events(url: str, path: str, token: str, wanted: int, into: list, ready:
                 fields = dict(line.split(": ", 1) for line in block.decode().splitlines() if ": " in line)
                 if "event" in fields:
                     into.append((fields["event"], _json.loads(fields["data"])))
+                    if fields["event"] == until:
+                        return
             if len(into) >= wanted:
                 return
             chunk = sock.recv(65536)
