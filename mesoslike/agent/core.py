@@ -409,8 +409,8 @@ class AgentCore:
 
     def _fits(self, need: Resources) -> bool:
         """``self.free.contains(need)`` without building :attr:`free` (two
-        vectors a launch: 9 % of the simulated agents' samples in the control
-        round) where only scalars are asked for and nothing is released:
+        vectors a launch: 7 % of the simulated agents' py-spy samples in the
+        control round) where only scalars are asked for and nothing is released:
         then ``free`` is ``total - used`` clamped at zero, and ``need`` (its
         quantities all above zero) fits where ``total - used >= need``, kind
         by kind. Ranges (ports), or released resources: :attr:`free` itself.
