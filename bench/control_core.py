@@ -27,7 +27,7 @@ batched and encoded; no socket). The master's figures keep their keys
 (``total`` is the master's); the others are ``agent.*``/``agent_total`` and
 ``driver.update``, CPU µs a task (three updates a task).
 
-``--tree DIR`` (repeatable): measure the code of each source tree too, in
+``--tree DIR`` (repeatable): measure the code of each source tree too, each part in
 a child process of its own (its ``mesoslike`` first on the path), runs
 interleaved: ``python bench/control_core.py --tree /tmp/main-tree``.
 """
@@ -140,7 +140,7 @@ def measure_agent(tasks: int, batch: int) -> dict[str, float]:
     """An AgentCore's CPU µs a task for what the simulated agents of the
     control round do: RUN_TASKS in, each launch started and ended at once,
     its three updates acknowledged (each the next only once the one before
-    is)."""
+    is); the collector's young generation as large as theirs."""
     from collections import deque
 
     from mesoslike.agent.core import AgentCore, LaunchTask, SendToMaster
@@ -148,7 +148,9 @@ def measure_agent(tasks: int, batch: int) -> dict[str, float]:
     from mesoslike.resources import Resources
     from mesoslike.wire import AgentInfo, FrameworkInfo, MasterInfo, TaskInfo
     from mesoslike.wire import messages as m
+    from mesoslike.young_collections import pass_over_young_objects_less_often
 
+    pass_over_young_objects_less_often()   # as the simulated agents' process does (LongLivedObjects().start())
     core = AgentCore(SystemClock(), AgentInfo(hostname="sim-0", resources=Resources.parse("cpus:1000;mem:1000000")))
     core.tick()
     core.on_message(m.AgentRegistered("agent-0", MasterInfo("m", "tcp://127.0.0.1:1"), 1e6, accepts_batches=True))
@@ -261,11 +263,14 @@ def main() -> int:
     results: dict[str, list[dict[str, float]]] = {str(t): [] for t in trees}
     for r in range(args.rounds):
         for tree in (trees if r % 2 == 0 else trees[::-1]):
-            child = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", "--tasks",
-                                    str(args.tasks), "--agents", str(args.agents), "--batch", str(args.batch),
-                                    "--repeat", str(args.repeat), "--parts", args.parts], cwd=tree, check=True, capture_output=True,
-                                   text=True, env=dict(os.environ, PYTHONPATH=str(tree)))
-            results[str(tree)].append(json.loads(child.stdout.strip().splitlines()[-1]))
+            figures: dict[str, float] = {}
+            for part in args.parts.split(","):   # each part in a process of its own: what one part leaves
+                child = subprocess.run(   # behind (the master's cores, for the collector) is not the next one's
+                    [sys.executable, str(Path(__file__).resolve()), "--child", "--tasks", str(args.tasks), "--agents",
+                     str(args.agents), "--batch", str(args.batch), "--repeat", str(args.repeat), "--parts", part],
+                    cwd=tree, check=True, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(tree)))
+                figures.update(json.loads(child.stdout.strip().splitlines()[-1]))
+            results[str(tree)].append(figures)
             print(f"round {r + 1} {tree}: {results[str(tree)][-1]} (load {os.getloadavg()[0]:.1f})",
                   file=sys.stderr, flush=True)
     doc = {"command": " ".join(sys.argv), "tasks": args.tasks, "agents": args.agents, "batch": args.batch,
