@@ -14,7 +14,20 @@ forwarded in ACKNOWLEDGEMENTS batches. ``time.thread_time`` around the
 core's calls only (the harness's own work not counted); best of
 ``--repeat`` fresh cores.
 
-``--tree DIR`` (repeatable): measure the code of each source tree too, in
+With ``--parts master,agent,driver`` (the default: all three) it measures
+the other two processes' cores the same way: an ``AgentCore`` (as
+``tests/stress_helpers.py agents`` runs it: each launch started and ended
+at once, its updates acknowledged in STATUS_UPDATE_ACKS batches of
+``--batch``; ``agent.run`` is the RUN_TASKS with each task's TASK_STARTING,
+``agent.started_exited`` its RUNNING and FINISHED, ``agent.acks`` the
+acknowledgements and the next update's send) and a ``SchedulerDriver``'s
+update path (UPDATES of ``--batch`` statuses through ``DriverCore.receive``,
+the callbacks of a scheduler that does nothing, the acknowledgements
+batched and encoded; no socket). The master's figures keep their keys
+(``total`` is the master's); the others are ``agent.*``/``agent_total`` and
+``driver.update``, CPU µs a task (three updates a task).
+
+``--tree DIR`` (repeatable): measure the code of each source tree too, each part in
 a child process of its own (its ``mesoslike`` first on the path), runs
 interleaved: ``python bench/control_core.py --tree /tmp/main-tree``.
 """
@@ -123,10 +136,111 @@ def measure(tasks: int, agents: int, batch: int) -> dict[str, float]:
     return {kind: 1e6 * seconds / tasks for kind, seconds in spent.items()}
 
 
-def best(tasks: int, agents: int, batch: int, repeat: int) -> dict[str, float]:
-    runs = [measure(tasks, agents, batch) for _ in range(repeat)]
-    total = min(runs, key=lambda r: sum(r.values()))
-    return {**{k: round(v, 2) for k, v in total.items()}, "total": round(sum(total.values()), 2)}
+def measure_agent(tasks: int, batch: int) -> dict[str, float]:
+    """An AgentCore's CPU µs a task for what the simulated agents of the
+    control round do: RUN_TASKS in, each launch started and ended at once,
+    its three updates acknowledged (each the next only once the one before
+    is); the collector's young generation as large as theirs."""
+    from collections import deque
+
+    from mesoslike.agent.core import AgentCore, LaunchTask, SendToMaster
+    from mesoslike.clock import SystemClock
+    from mesoslike.resources import Resources
+    from mesoslike.wire import AgentInfo, FrameworkInfo, MasterInfo, TaskInfo
+    from mesoslike.wire import messages as m
+    from mesoslike.young_collections import pass_over_young_objects_less_often
+
+    pass_over_young_objects_less_often()   # as the simulated agents' process does (LongLivedObjects().start())
+    core = AgentCore(SystemClock(), AgentInfo(hostname="sim-0", resources=Resources.parse("cpus:1000;mem:1000000")))
+    core.tick()
+    core.on_message(m.AgentRegistered("agent-0", MasterInfo("m", "tcp://127.0.0.1:1"), 1e6, accepts_batches=True))
+    framework = FrameworkInfo("bench", "*", id="fw-0")
+    need = Resources.parse("cpus:0.01;mem:1")
+    infos = [TaskInfo(f"t{i:07d}", "agent-0", "true", need) for i in range(tasks)]
+    spent = {"run": 0.0, "started_exited": 0.0, "acks": 0.0}
+
+    def carry_out(commands: list, sent: list) -> None:
+        queue = deque(commands)
+        while queue:
+            command = queue.popleft()
+            if isinstance(command, SendToMaster):
+                sent.append(command.message)
+            elif isinstance(command, LaunchTask):
+                began = time.thread_time()
+                queue.extend(core.on_task_started(command.framework.id, command.task.task_id, 1))
+                queue.extend(core.on_task_exited(command.framework.id, command.task.task_id, 0))
+                spent["started_exited"] += time.thread_time() - began
+
+    sent: list = []
+    for i in range(0, tasks, batch):
+        began = time.thread_time()
+        commands = core.on_message(m.RunTasks(framework, infos[i:i + batch]))
+        spent["run"] += time.thread_time() - began
+        carry_out(commands, sent)
+    while sent:
+        updates = [message for message in sent if isinstance(message, m.StatusUpdate)]
+        sent = []
+        for i in range(0, len(updates), batch):
+            acks = m.StatusUpdateAcks([m.StatusUpdateAck("agent-0", u.framework_id, u.status.task_id, u.status.uuid)
+                                       for u in updates[i:i + batch]])
+            began = time.thread_time()
+            commands = core.on_message(acks)
+            spent["acks"] += time.thread_time() - began
+            carry_out(commands, sent)
+    return {"agent." + kind: 1e6 * seconds / tasks for kind, seconds in spent.items()}
+
+
+def measure_driver(tasks: int, batch: int) -> dict[str, float]:
+    """A SchedulerDriver's CPU µs a task (three updates) for its update
+    path: UPDATES in, the callback of a scheduler that does nothing, the
+    acknowledgements batched and encoded (no socket)."""
+    from mesoslike import FrameworkInfo, Scheduler, SchedulerDriver
+    from mesoslike.driver.core import SubscriptionState
+    from mesoslike.wire import MasterInfo, TaskStatus
+    from mesoslike.wire import messages as m
+    from mesoslike.wire.batching import batch_frames
+    from mesoslike.wire.codec import CODEC
+
+    class Nothing(Scheduler):
+        def status_update(self, driver, status):  # type: ignore[no-untyped-def]
+            pass
+
+    driver = SchedulerDriver(Nothing(), FrameworkInfo("bench", "*"), master="tcp://127.0.0.1:1")
+    core = driver._core
+    core.state = SubscriptionState.SUBSCRIBING
+    driver._execute(core.receive(m.Subscribed("fw-0", 0.0, MasterInfo("m", "tcp://127.0.0.1:1"),
+                                              accepts_batches=True)))
+    driver._run_pending()
+    frames: list = []
+    driver._send = lambda message: frames.extend(batch_frames(message, CODEC.encode))  # type: ignore[method-assign]
+    updates = 3 * tasks
+    batches = [m.Updates([TaskStatus(task_id=f"t{j // 3:07d}", state="TASK_RUNNING", agent_id="agent-0",
+                                     uuid=f"{j:036d}", framework_id="fw-0") for j in range(i, min(i + batch, updates))])
+               for i in range(0, updates, batch)]
+    began = time.thread_time()
+    for message in batches:
+        driver._execute(core.receive(message))
+        driver._run_pending()
+        driver._send_outgoing()
+    spent = time.thread_time() - began
+    assert len(core.delivered) == min(updates, core.delivered.capacity), len(core.delivered)
+    return {"driver.update": 1e6 * spent / tasks}
+
+
+def best(tasks: int, agents: int, batch: int, repeat: int, parts: list[str] | None = None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    parts = parts or ["master"]
+    if "master" in parts:
+        runs = [measure(tasks, agents, batch) for _ in range(repeat)]
+        total = min(runs, key=lambda r: sum(r.values()))
+        out.update({**{k: round(v, 2) for k, v in total.items()}, "total": round(sum(total.values()), 2)})
+    if "agent" in parts:
+        runs = [measure_agent(tasks, batch) for _ in range(repeat)]
+        total = min(runs, key=lambda r: sum(r.values()))
+        out.update({**{k: round(v, 2) for k, v in total.items()}, "agent_total": round(sum(total.values()), 2)})
+    if "driver" in parts:
+        out["driver.update"] = round(min(measure_driver(tasks, batch)["driver.update"] for _ in range(repeat)), 2)
+    return out
 
 
 def main() -> int:
@@ -137,27 +251,36 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5, help="fresh cores a measurement; the best is kept")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, the trees interleaved")
     parser.add_argument("--tree", action="append", default=[], help="another source tree to measure beside this")
+    parser.add_argument("--parts", default="master,agent,driver",
+                        help="which cores to measure, comma-separated: master, agent, driver")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help="write the result JSON here")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(best(args.tasks, args.agents, args.batch, args.repeat)))
+        print(json.dumps(best(args.tasks, args.agents, args.batch, args.repeat, args.parts.split(","))))
         return 0
     trees = [ROOT, *[Path(t).resolve() for t in args.tree]]
     results: dict[str, list[dict[str, float]]] = {str(t): [] for t in trees}
     for r in range(args.rounds):
         for tree in (trees if r % 2 == 0 else trees[::-1]):
-            child = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", "--tasks",
-                                    str(args.tasks), "--agents", str(args.agents), "--batch", str(args.batch),
-                                    "--repeat", str(args.repeat)], cwd=tree, check=True, capture_output=True,
-                                   text=True, env=dict(os.environ, PYTHONPATH=str(tree)))
-            results[str(tree)].append(json.loads(child.stdout.strip().splitlines()[-1]))
+            figures: dict[str, float] = {}
+            for part in args.parts.split(","):   # each part in a process of its own: what one part leaves
+                child = subprocess.run(   # behind (the master's cores, for the collector) is not the next one's
+                    [sys.executable, str(Path(__file__).resolve()), "--child", "--tasks", str(args.tasks), "--agents",
+                     str(args.agents), "--batch", str(args.batch), "--repeat", str(args.repeat), "--parts", part],
+                    cwd=tree, check=True, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(tree)))
+                figures.update(json.loads(child.stdout.strip().splitlines()[-1]))
+            results[str(tree)].append(figures)
             print(f"round {r + 1} {tree}: {results[str(tree)][-1]} (load {os.getloadavg()[0]:.1f})",
                   file=sys.stderr, flush=True)
     doc = {"command": " ".join(sys.argv), "tasks": args.tasks, "agents": args.agents, "batch": args.batch,
+           "parts": args.parts, "load_at_end": [round(x, 2) for x in os.getloadavg()],
            "unit": "CPU us a task (thread_time), best of --repeat fresh cores, per round",
            "rounds": results,
-           "median_total": {tree: sorted(r["total"] for r in runs)[len(runs) // 2] for tree, runs in results.items()}}
+           "median_total": {tree: sorted(r["total"] for r in runs)[len(runs) // 2]
+                            for tree, runs in results.items() if "total" in runs[0]},
+           "medians": {tree: {key: sorted(r[key] for r in runs)[len(runs) // 2] for key in runs[0]}
+                       for tree, runs in results.items()}}
     text = json.dumps(doc, indent=2)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -756,3 +756,18 @@ def test_the_masters_receipts_are_kept_checkpointed_and_shown_when_re_registerin
     restarted.recover("agent-1", [], "r" * 32)
     (shown,) = registrations(restarted.tick())
     assert isinstance(shown, m.ReregisterAgent) and shown.receipt == "r" * 32
+
+
+def test_fits_is_free_contains():
+    """The launch check's shortcut (``AgentCore._fits``) says what
+    ``free.contains`` says, with and without ports, released resources
+    and a total the tasks overrun."""
+    rng = random.Random(29)
+    for _ in range(500):
+        core, _ = make(rng.choice(["cpus:4;mem:1024", "cpus:4;mem:1024;ports:[1000-1010]", "cpus:2"]))
+        core._used = R(f"cpus:{rng.choice([0, 1, 2.5, 4, 5])};mem:{rng.choice([0, 512, 1024, 2000])}")
+        if rng.random() < 0.3:
+            core._released = R(f"cpus:{rng.choice([0.5, 1, 3])}")
+        need = R(rng.choice(["cpus:1", "cpus:0.5;mem:512", "mem:1", "cpus:4;mem:1024", "disk:1",
+                             "cpus:1;ports:[1005-1005]"]))
+        assert core._fits(need) == core.free.contains(need), (core._used, core._released, need)

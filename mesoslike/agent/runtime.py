@@ -34,7 +34,7 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Mapping
 
-import attrs
+import msgspec
 
 from mesoslike import __version__
 from mesoslike.agent import gc
@@ -894,7 +894,7 @@ class AgentRuntime:
             for index, launch in enumerate(self._launches):
                 if (launch.framework.id, launch.task.task_id) == key:
                     task = launch.task.replace(resources=command.resources)
-                    self._launches[index] = attrs.evolve(launch, task=task)
+                    self._launches[index] = msgspec.structs.replace(launch, task=task)
                     log.debug("the container of %s/%s will start with %s", *key, command.resources)
                     return
         self.executor.resize(command.framework_id, command.task_id, command.resources)

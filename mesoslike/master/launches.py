@@ -21,7 +21,7 @@ from mesoslike.master.delivery import UpdateDelivery
 from mesoslike.master.offers import OfferDesk
 from mesoslike.master.planner import OPERATION_REFUSED, LaunchPlan, operations_of, plan_accept
 from mesoslike.master.reconciliation import reconciled
-from mesoslike.master.records import AgentRecord, FrameworkRecord, TaskRecord, new_status
+from mesoslike.master.records import STAGING, AgentRecord, FrameworkRecord, ReportedStatus, TaskRecord, new_status
 from mesoslike.master.reservations import Conversion
 from mesoslike.master.task_lifecycle import Action, Event, Phase, process
 from mesoslike.resources import Resources
@@ -164,8 +164,10 @@ class Launches:
 
     def _run_task(self, record: FrameworkRecord, agent: AgentRecord, task: TaskInfo) -> None:
         context = self._context
-        status = new_status(task.task_id, TaskState.STAGING, agent_id=agent.id, framework_id=record.id,
-                            timestamp=context.wall_clock(), labels=task.labels)
+        # its TASK_STAGING as the fields of one (records.ReportedStatus), built only if read: the agent's
+        # TASK_STARTING nearly always replaces it unread (a status less to build a launch)
+        status: ReportedStatus = (task.task_id, STAGING, agent.id, record.id, context.wall_clock(), task.labels,
+                                  None)
         now = context.clock.now()
         launched = record.tasks[task.task_id] = TaskRecord(task, record.id, agent.id, status, Phase.PENDING,
                                                            launched_at=now)
