@@ -59,7 +59,8 @@ from mesoslike.secret_files import check_secret_file_mode
 # endpoint's ``stats`` (a DeliveryStats) and ``queued`` come with Server and Client
 __all__ = ["Server", "Client", "Waker", "Readable", "Poller", "poll", "idle", "parse_tcp_address", "allow_sockets",
            "MessageCodec", "Received", "DEFAULT_LISTEN_BACKLOG", "CurveKeys", "Authenticator",
-           "new_certificate", "load_certificate", "load_public_key", "check_secret_file_mode"]
+           "new_certificate", "load_certificate", "load_public_key", "check_secret_file_mode",
+           "flush_before_exit"]
 
 log = logging.getLogger("mesoslike.transport")
 
@@ -160,6 +161,20 @@ def _new_context() -> None:
         _retired_contexts.append(zmq.Context._instance)
     zmq.Context._instance = None   # Context.instance() makes a new one
     _ZapHandler._instance = None   # the ZAP handler must live in its servers' context
+
+
+def flush_before_exit(timeout: float) -> None:
+    """Give what this process's endpoints still queue up to ``timeout``
+    seconds to go out (each socket's linger, at most ``timeout``) by ending
+    the ZeroMQ context, for a process about to leave with ``os._exit``.
+    A plain exit does not wait either (pyzmq leaves its context alone at
+    exit); endpoints must be closed first, or it waits the whole timeout."""
+    context = zmq.Context._instance
+    if context is None:
+        return
+    ending = threading.Thread(target=context.term, name="zmq-term", daemon=True)
+    ending.start()
+    ending.join(timeout)
 
 
 def allow_sockets(count: int) -> None:

@@ -259,8 +259,8 @@ PUBLIC_API = {
         "resolve_leader"],
     "mesoslike.transport": [
         "Authenticator", "Client", "CurveKeys", "DEFAULT_LISTEN_BACKLOG", "MessageCodec", "Poller", "Readable", "Received",
-        "Server", "Waker", "allow_sockets", "check_secret_file_mode", "idle", "load_certificate", "load_public_key",
-        "new_certificate", "parse_tcp_address", "poll"],
+        "Server", "Waker", "allow_sockets", "check_secret_file_mode", "flush_before_exit", "idle", "load_certificate",
+        "load_public_key", "new_certificate", "parse_tcp_address", "poll"],
     # the master's leadership table, for frameworks that elect a leader (the service scheduler's --zk)
     "mesoslike.leadership": [
         "Action", "BuildCore", "Commit", "ConfirmLeadership", "Confirmed", "CoreBuilt", "Demoted", "Drop",

@@ -47,7 +47,7 @@ from typing import NoReturn
 
 from mesoslike import Clock, MesoslikeError, SystemClock
 from mesoslike_frameworks.fuxi import worker_wire as wire
-from mesoslike.transport import Client, CurveKeys, Poller, Waker
+from mesoslike.transport import Client, CurveKeys, Poller, Waker, flush_before_exit
 
 __all__ = ["Worker", "main", "SHELL", "read_secret", "TOKEN_FILE_ENV", "SECRET_KEY_FILE_ENV"]
 
@@ -752,11 +752,7 @@ def main_and_exit() -> NoReturn:
             stream.flush()
         except (OSError, ValueError):
             pass
-    import zmq   # imported already (the transport's)
-
-    ending = threading.Thread(target=zmq.Context.instance().term, daemon=True)
-    ending.start()
-    ending.join(0.6)
+    flush_before_exit(0.6)
     os._exit(code)
 
 
