@@ -764,13 +764,13 @@ def test_launch_json_is_the_json_of_the_launch_and_an_undecodable_byte_still_goe
     assert json.loads(_launch_json(odd)) == odd
 
 
-def test_the_init_server_opens_a_tasks_output_files_and_takes_its_spec_in_the_request(tmp_path):
-    """An inline request (sup29e): the spec travels in the request and the server opens the task's
-    stdout and stderr as the shared supervisor's ``open_sandbox_file`` did — made new with the
-    spec's umask'd 0644 and given to the task's user, or, if the name is taken, opened only if a
-    plain file with one link (appended to) — so the shared supervisor's loop makes no memfd and opens
-    no file a task. A name it cannot open fails the launch with the words of before; nothing is
-    cloned then."""
+def test_an_inline_request_carries_the_spec_and_the_init_opens_the_tasks_output_files(tmp_path):
+    """An inline request (sup29e): the spec travels in the request to the init server, and the cloned
+    init opens the task's stdout and stderr as the shared supervisor's ``open_sandbox_file`` did —
+    made new with the umask'd 0644 and given to the task's user, or, if the name is taken, opened only
+    if a plain file with one link (appended to) — so the shared supervisor's loop makes no memfd and
+    opens no file a task. A name it cannot open fails the launch on the status pipe (``F``) with the
+    words of before, and nothing is written through it."""
     from mesoslike.agent import nsinit
 
     helper = require_init_helper(tmp_path / "meta")
@@ -798,22 +798,26 @@ def test_the_init_server_opens_a_tasks_output_files_and_takes_its_spec_in_the_re
             pipes.append(read_end)
         answers: list = []
         wait_until(lambda: answers.extend(server.answers(wait=True)) or len(answers) == len(asks), 30, "answers")
-        for pid in answers[:2]:
+        said = []
+        for pid, pipe in zip(answers, pipes):
             assert isinstance(pid, int) and parent_of(pid) == os.getpid()
             os.waitpid(pid, 0)
+            text = b""
+            while chunk := os.read(pipe, 4096):
+                text += chunk
+            said.append(text.decode())
         mask = os.umask(0)
         os.umask(mask)
         made = (tmp_path / "new-out").stat()
         assert (made.st_uid, made.st_gid, made.st_mode & 0o777) == (nobody.pw_uid, nobody.pw_gid, 0o644 & ~mask)
         assert (tmp_path / "new-out").read_text() == "hello\n" and (tmp_path / "new-err").read_text() == "e\n"
         assert (tmp_path / "old-out").read_text() == "before\nhello\n"
-        assert isinstance(answers[2], nsinit.LaunchRefused)
-        refused = "cannot open the task's output file"
-        assert str(answers[2]) == f"{refused} {tmp_path / 'link'}: Too many levels of symbolic links"
-        assert isinstance(answers[3], nsinit.LaunchRefused)
-        assert str(answers[3]) == f"{refused} {tmp_path / 'hard'}: not a plain file of the sandbox"
+        assert said[0].startswith("R ") and said[1].startswith("R "), said
+        refused = "F cannot open the task's output file"
+        assert said[2] == f"{refused} {tmp_path / 'link'}: Too many levels of symbolic links\n"
+        assert said[3] == f"{refused} {tmp_path / 'hard'}: not a plain file of the sandbox\n"
         assert (tmp_path / "target").read_text() == ""
-        assert not (tmp_path / "e1").exists() or (tmp_path / "e1").read_text() == ""
+        assert not (tmp_path / "e1").exists()
     finally:
         server.close()
         for pipe in pipes:

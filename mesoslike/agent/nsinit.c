@@ -736,27 +736,13 @@ static void become_init(const int *fds) {
     _exit(init_main(1, NULL, 0));
 }
 
-/* In the clone of an inline request ('S'): its three descriptors in place,
- * the spec in this process's copy of the server's request. */
-static void become_init_inline(int status, int out, int err, char *spec, size_t size) __attribute__((noreturn));
-static void become_init_inline(int status, int out, int err, char *spec, size_t size) {
-    status_fd = status;   /* above 4, as every descriptor the server gets (serve) */
-    if (dup2(out, 1) < 0 || dup2(err, 2) < 0 || dup3(status, STATUS_FD, O_CLOEXEC) < 0)
-        fail("the init's descriptors: %s", strerror(errno));
-    status_fd = STATUS_FD;
-    close(SERVER_FD);   /* the server's socket: never the init's */
-    close_from(STATUS_FD + 1);
-    if (setpgid(0, 0) != 0)
-        fail("setpgid: %s", strerror(errno));
-    _exit(init_main(1, spec, size));
-}
-
 /* A task's stdout or stderr, as the shared supervisor's open_sandbox_file
  * opens it: made new (O_EXCL: a plain file with one link by construction),
  * or, if the name is taken, opened without following a symlink or blocking
  * on a FIFO and checked to be a plain file with one link; given to the
- * task's user (owner). -1 with why (the words of the task's update). */
-static int open_output(const char *path, int owner, uid_t uid, gid_t gid, char *why, size_t size) {
+ * task's user (owner). Fails the launch (an "F" line, in the words of the
+ * shared supervisor's LaunchProblem) if it cannot. */
+static int open_output(const char *path, int owner, uid_t uid, gid_t gid) {
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0 && errno == EEXIST) {
         fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
@@ -764,28 +750,43 @@ static int open_output(const char *path, int owner, uid_t uid, gid_t gid, char *
             struct stat info;
             int flags;
             if (fstat(fd, &info) != 0 || (flags = fcntl(fd, F_GETFL)) < 0
-                || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-                int error = errno;
-                close(fd);
-                fd = -1;
-                errno = error;
-            } else if (!S_ISREG(info.st_mode) || info.st_nlink != 1) {
-                close(fd);
-                snprintf(why, size, "cannot open the task's output file %s: not a plain file of the sandbox", path);
-                return -1;
-            }
+                || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+                fail("cannot open the task's output file %s: %s", path, strerror(errno));
+            if (!S_ISREG(info.st_mode) || info.st_nlink != 1)
+                fail("cannot open the task's output file %s: not a plain file of the sandbox", path);
         }
     }
-    if (fd < 0) {
-        snprintf(why, size, "cannot open the task's output file %s: %s", path, strerror(errno));
-        return -1;
-    }
-    if (owner && fchown(fd, uid, gid) != 0) {
-        snprintf(why, size, "cannot give the task's output file %s to its user: %s", path, strerror(errno));
-        close(fd);
-        return -1;
-    }
+    if (fd < 0)
+        fail("cannot open the task's output file %s: %s", path, strerror(errno));
+    if (owner && fchown(fd, uid, gid) != 0)
+        fail("cannot give the task's output file %s to its user: %s", path, strerror(errno));
     return fd;
+}
+
+/* In the clone of an inline request ('S'): its status pipe as fd 4, its
+ * stdout and stderr opened (by this clone, not the server: the clones of a
+ * batch make their files side by side, and the server goes on cloning)
+ * before it joins the task's cgroups, as the shared supervisor opened them
+ * before; the spec in this process's copy of the server's request. */
+static void become_init_inline(int status, const char *out_path, const char *err_path, int owner, uid_t uid,
+                               gid_t gid, char *spec, size_t size) __attribute__((noreturn));
+static void become_init_inline(int status, const char *out_path, const char *err_path, int owner, uid_t uid,
+                               gid_t gid, char *spec, size_t size) {
+    status_fd = status;   /* above 4, as every descriptor the server gets (serve) */
+    if (dup3(status, STATUS_FD, O_CLOEXEC) < 0)
+        fail("the init's descriptors: %s", strerror(errno));
+    status_fd = STATUS_FD;
+    close(SERVER_FD);   /* the server's socket: never the init's */
+    close_from(STATUS_FD + 1);
+    int out = open_output(out_path, owner, uid, gid);
+    int err = open_output(err_path, owner, uid, gid);
+    if (dup2(out, 1) < 0 || dup2(err, 2) < 0)
+        fail("the init's descriptors: %s", strerror(errno));
+    close(out);
+    close(err);
+    if (setpgid(0, 0) != 0)
+        fail("setpgid: %s", strerror(errno));
+    _exit(init_main(1, spec, size));
 }
 
 /* The next NUL-terminated field of a request in [*at, end), or NULL. */
@@ -804,59 +805,40 @@ static const char inline_feature[] = "nsinit-feature:inline-spec-1";
 /* An inline request: "S", "P" or "N", then NUL-terminated fields: the
  * task's stdout and stderr paths, their owner ("" or "UID:GID"), and the
  * spec itself to the end of the message; one descriptor, the status pipe.
- * The server opens the output files and the clone takes its spec from its
- * copy of this request: no memfd made, written, read, and no output file
- * opened by the shared supervisor's Python loop. Answers as a 'P' or 'N'
- * request's, or "L MESSAGE": the launch fails for that reason (an output
- * file that cannot be opened), nothing cloned. Closes fd. */
+ * The clone opens the output files and takes its spec from its copy of
+ * this request: the shared supervisor's Python loop makes no memfd and
+ * opens no file a task. Answered as a 'P' or 'N' request is; an output
+ * file that cannot be opened fails the launch on the status pipe, as a
+ * mount that fails does. Closes fd. */
 static void serve_inline(char *request, size_t size, int fd) {
     char *at = request + 2, *end = request + size;
     const char *out_path = request_field(&at, end), *err_path = request_field(&at, end);
     const char *owner = request_field(&at, end);
-    if (out_path == NULL || err_path == NULL || owner == NULL || at >= end || end[-1] != '\0'
-        || (request[1] != 'P' && request[1] != 'N')) {
-        close(fd);
-        answer("F a bad request to the namespace init server");
-        return;
-    }
-    uid_t uid = 0;
-    gid_t gid = 0;
-    int owned = owner[0] != '\0';
+    int good = out_path != NULL && err_path != NULL && owner != NULL && at < end && end[-1] == '\0'
+               && (request[1] == 'P' || request[1] == 'N') && out_path[0] == '/' && err_path[0] == '/';
+    unsigned long uid = 0, gid = 0;
+    int owned = good && owner[0] != '\0';
     if (owned) {
         char *rest;
         errno = 0;
-        unsigned long u = strtoul(owner, &rest, 10), g = 0;
-        int good = owner[0] >= '0' && owner[0] <= '9' && *rest == ':' && errno == 0 && u <= 0xfffffffeUL;
+        uid = strtoul(owner, &rest, 10);
+        good = owner[0] >= '0' && owner[0] <= '9' && *rest == ':' && errno == 0 && uid <= 0xfffffffeUL;
         if (good) {
             const char *gid_text = rest + 1;
-            g = strtoul(gid_text, &rest, 10);
-            good = gid_text[0] >= '0' && gid_text[0] <= '9' && *rest == '\0' && errno == 0 && g <= 0xfffffffeUL;
+            gid = strtoul(gid_text, &rest, 10);
+            good = gid_text[0] >= '0' && gid_text[0] <= '9' && *rest == '\0' && errno == 0 && gid <= 0xfffffffeUL;
         }
-        if (!good) {
-            close(fd);
-            answer("F a bad request to the namespace init server");
-            return;
-        }
-        uid = (uid_t)u;
-        gid = (gid_t)g;
     }
-    char why[PATH_MAX + 128] = "L ";
-    int out = open_output(out_path, owned, uid, gid, why + 2, sizeof why - 2);
-    int err = out < 0 ? -1 : open_output(err_path, owned, uid, gid, why + 2, sizeof why - 2);
-    if (out < 0 || err < 0) {
-        if (out >= 0)
-            close(out);
+    if (!good) {
         close(fd);
-        answer(why);
+        answer("F a bad request to the namespace init server");
         return;
     }
     unsigned long flags = CLONE_PARENT | (request[1] == 'P' ? CLONE_NEWPID : 0);
     pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
     if (pid == 0)
-        become_init_inline(fd, out, err, at, (size_t)(end - at));
+        become_init_inline(fd, out_path, err_path, owned, (uid_t)uid, (gid_t)gid, at, (size_t)(end - at));
     int error = errno;
-    close(out);
-    close(err);
     close(fd);
     answer_clone(pid, error);
 }

@@ -37,8 +37,8 @@ import subprocess
 import tempfile
 import time
 
-__all__ = ["SOURCE", "helper", "build", "encode_spec", "BuildProblem", "Server", "ServerGone", "LaunchRefused",
-           "INLINE_MAX", "INLINE_FEATURE"]
+__all__ = ["SOURCE", "helper", "build", "encode_spec", "BuildProblem", "Server", "ServerGone", "INLINE_MAX",
+           "INLINE_FEATURE", "takes_inline"]
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsinit.c")
 #: how long a compile may take (s): a loaded machine, a slow disk
@@ -146,12 +146,6 @@ class ServerGone(OSError):
     """The server had ended before a request reached it: nothing was started."""
 
 
-class LaunchRefused(OSError):
-    """The server started nothing for an inline request, for a reason of
-    the task's (its output file cannot be opened): the message says it in
-    the words of the task's update."""
-
-
 #: the largest inline request (``nsinit.c``'s ``INLINE_MAX``); a larger spec goes in a memfd
 INLINE_MAX = 96 << 10
 #: what a helper that takes inline requests has in its binary (``nsinit.c``'s ``inline_feature``)
@@ -256,17 +250,18 @@ class Server:
     def submit_inline(self, spec: bytes, status: int, stdout: str, stderr: str, owner: tuple[int, int] | None,
                       pid_namespace: bool) -> bool:
         """As :meth:`submit`, with the spec in the request itself and the
-        task's output files (``stdout``, ``stderr``: paths, given to
-        ``owner``, ``(uid, gid)``, if not None) opened by the server as
-        :func:`.supervisor.open_sandbox_file` opens them: the status pipe is
-        the one descriptor passed. False (nothing sent) if this server does
-        not take inline requests or the request would be larger than
-        :data:`INLINE_MAX`: :meth:`submit` it. Its answer may be
-        :class:`LaunchRefused` (an output file cannot be opened)."""
+        task's output files (``stdout``, ``stderr``: absolute paths, given to
+        ``owner``, ``(uid, gid)``, if not None) opened by the init as
+        :func:`.supervisor.open_sandbox_file` opens them, before it joins
+        the task's cgroups (one it cannot open fails the launch on the
+        status pipe, ``F``, in the words of before): the status pipe is the
+        one descriptor passed. False (nothing sent) if this server does not
+        take inline requests or the request would be larger than
+        :data:`INLINE_MAX`: :meth:`submit` it."""
         if not self.inline:
             return False
         head = b"SP" if pid_namespace else b"SN"
-        if not stdout or not stderr or "\0" in stdout or "\0" in stderr:
+        if not stdout.startswith("/") or not stderr.startswith("/") or "\0" in stdout or "\0" in stderr:
             return False   # the way of before, which refuses such a path as it always did
         paths = os.fsencode(stdout) + b"\0" + os.fsencode(stderr) + b"\0"
         who = f"{int(owner[0])}:{int(owner[1])}".encode() if owner is not None else b""
@@ -325,7 +320,7 @@ class Server:
     def _read(self, wait: bool) -> None:
         while self.pending and self.sock is not None:
             try:
-                answer = self.sock.recv(8192)
+                answer = self.sock.recv(256)
             except (BlockingIOError, InterruptedError):
                 if not wait or self.ready:
                     return
@@ -341,8 +336,6 @@ class Server:
                 self.ready.append(int(rest))
             elif kind == "F" and answer:
                 self.ready.append(OSError(rest[:500]))
-            elif kind == "L" and answer:
-                self.ready.append(LaunchRefused(rest[:5000]))
             else:
                 self._gone(f"the namespace init server {self.pid} ended ({answer[:100]!r})")
                 return

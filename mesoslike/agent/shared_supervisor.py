@@ -663,9 +663,7 @@ class SharedSupervisor:
             if isinstance(answer, nsinit.ServerGone):   # cloned or not, unknown: an init joins its cgroups first
                 task.kill_cgroups()
             del self.tasks[task.name]
-            # refused for the task's own reason (its output file): said as a launch problem is
-            why = str(answer) if isinstance(answer, nsinit.LaunchRefused) else f"{type(answer).__name__}: {answer}"
-            self.failed(task, sup.REASON_LAUNCH_FAILED, why)
+            self.failed(task, sup.REASON_LAUNCH_FAILED, f"{type(answer).__name__}: {answer}")
             return
         self.by_fd[task.pidfd] = task
         self.poller.register(task.pidfd, select.EPOLLIN)
