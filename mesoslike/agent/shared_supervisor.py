@@ -100,11 +100,6 @@ MAX_OUTBOX = 1 << 20
 CLEANUP_INTERVAL = 0.01
 #: how long it stays with no task and no agent connected before it ends (s)
 IDLE_LIMIT = 2.0
-#: how long a start or end told to the agent may wait for others to go with it (s), unless this many
-#: bytes wait: each word the agent reads is a turn of its loop (its journal's sync, its updates' send,
-#: the master's and the framework's turns after them), fewer and fuller when the words come together
-TELL_WITHIN = 0.002
-TELL_BATCH = 4096
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
@@ -359,7 +354,6 @@ class SharedSupervisor:
         self.conn: socket.socket | None = None
         self.inbox = b""
         self.outbox = b""
-        self.outbox_since = 0.0   # when the first line of the outbox was told
         self.agent_seen_at = time.monotonic()
         # the agent that starts it connects within this long; only then does "no agent, no task" end it
         self.next_agent_check = time.monotonic() + sup.AGENT_CHECK_INTERVAL
@@ -446,8 +440,6 @@ class SharedSupervisor:
                 wake = min(wake, task.kill_deadline)
         if self.cleaning:
             wake = min(wake, now + CLEANUP_INTERVAL)
-        if self.outbox and self.conn is not None:
-            wake = min(wake, self.outbox_since + TELL_WITHIN)
         for server, _ in self.servers.values():
             if server.pending:
                 wake = min(wake, server.oldest + server.TIMEOUT)
@@ -530,18 +522,11 @@ class SharedSupervisor:
     def tell(self, line: str) -> None:
         if self.conn is None:
             return
-        if not self.outbox:
-            self.outbox_since = time.monotonic()
         self.outbox += line.encode("ascii") + b"\n"
 
     def flush(self) -> None:
-        """Send what the agent is to be told, once it has waited
-        :data:`TELL_WITHIN` or there is :data:`TELL_BATCH` of it."""
         if self.conn is None or not self.outbox:
             return
-        if (len(self.outbox) < TELL_BATCH and not self.stopping
-                and time.monotonic() - self.outbox_since < TELL_WITHIN):
-            return   # the loop's timeout wakes it then (timeout)
         try:
             sent = self.conn.send(self.outbox)
         except (BlockingIOError, InterruptedError):
