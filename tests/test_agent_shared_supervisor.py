@@ -762,3 +762,78 @@ def test_launch_json_is_the_json_of_the_launch_and_an_undecodable_byte_still_goe
     assert json.loads(_launch_json(launch)) == launch
     odd = {"env": {"A": "\udcff"}}   # os.environ's surrogate escape of a byte that is not UTF-8
     assert json.loads(_launch_json(odd)) == odd
+
+
+def test_an_inline_request_carries_the_spec_and_the_init_opens_the_tasks_output_files(tmp_path):
+    """An inline request (sup29e): the spec travels in the request to the init server, and the cloned
+    init opens the task's stdout and stderr as the shared supervisor's ``open_sandbox_file`` did —
+    made new with the umask'd 0644 and given to the task's user, or, if the name is taken, opened only
+    if a plain file with one link (appended to) — so the shared supervisor's loop makes no memfd and
+    opens no file a task. A name it cannot open fails the launch on the status pipe (``F``) with the
+    words of before, and nothing is written through it."""
+    from mesoslike.agent import nsinit
+
+    helper = require_init_helper(tmp_path / "meta")
+    assert nsinit.takes_inline(helper)
+    server = nsinit.Server(helper)
+    assert server.inline
+    nobody = pwd.getpwnam("nobody")
+    spec = nsinit.encode_spec(namespaces=[], hostname="", tmp="", keep=[], volumes=[], user=None,
+                              cwd=str(tmp_path), env={"WORD": "hello"},
+                              argv=["/bin/sh", "-c", "echo $WORD; echo e >&2"])
+    (tmp_path / "old-out").write_text("before\n")
+    (tmp_path / "target").write_text("")
+    os.symlink(tmp_path / "target", tmp_path / "link")
+    os.link(tmp_path / "target", tmp_path / "hard")
+    asks = [("new-out", "new-err", (nobody.pw_uid, nobody.pw_gid)), ("old-out", "old-err", None),
+            ("link", "e1", None), ("new2", "hard", None)]
+    pipes = []
+    try:
+        for out, err, owner in asks:
+            read_end, write_end = os.pipe2(os.O_CLOEXEC)
+            try:
+                assert server.submit_inline(spec, write_end, str(tmp_path / out), str(tmp_path / err), owner, False)
+            finally:
+                os.close(write_end)
+            pipes.append(read_end)
+        answers: list = []
+        wait_until(lambda: answers.extend(server.answers(wait=True)) or len(answers) == len(asks), 30, "answers")
+        said = []
+        for pid, pipe in zip(answers, pipes):
+            assert isinstance(pid, int) and parent_of(pid) == os.getpid()
+            os.waitpid(pid, 0)
+            text = b""
+            while chunk := os.read(pipe, 4096):
+                text += chunk
+            said.append(text.decode())
+        mask = os.umask(0)
+        os.umask(mask)
+        made = (tmp_path / "new-out").stat()
+        assert (made.st_uid, made.st_gid, made.st_mode & 0o777) == (nobody.pw_uid, nobody.pw_gid, 0o644 & ~mask)
+        assert (tmp_path / "new-out").read_text() == "hello\n" and (tmp_path / "new-err").read_text() == "e\n"
+        assert (tmp_path / "old-out").read_text() == "before\nhello\n"
+        assert said[0].startswith("R ") and said[1].startswith("R "), said
+        refused = "F cannot open the task's output file"
+        assert said[2] == f"{refused} {tmp_path / 'link'}: Too many levels of symbolic links\n"
+        assert said[3] == f"{refused} {tmp_path / 'hard'}: not a plain file of the sandbox\n"
+        assert (tmp_path / "target").read_text() == ""
+        assert not (tmp_path / "e1").exists()
+    finally:
+        server.close()
+        for pipe in pipes:
+            os.close(pipe)
+
+
+def test_a_spec_too_large_for_a_request_or_a_helper_of_before_goes_in_a_memfd(ns_executor):
+    """The inline request has a size limit (``nsinit.INLINE_MAX``) and a helper built from an older
+    ``nsinit.c`` (named by an agent of before) takes none: the spec then goes in a memfd and the shared
+    supervisor opens the output files, as before; the task runs the same."""
+    from mesoslike.agent import nsinit
+
+    executor = ns_executor
+    big = "x" * (nsinit.INLINE_MAX + 1)
+    executor.launch("fw", task("big", 'echo ${#BIG}', environment={"BIG": big}), "agent-1")
+    ended = events_until(executor, lambda events: "big" in exits(events))
+    assert exits(ended)["big"] == (0, None, "")
+    assert executor.sandbox("fw", "big").joinpath("stdout").read_text() == f"{len(big)}\n"
+    assert nsinit.takes_inline(__file__) is False   # no marker: a helper of before

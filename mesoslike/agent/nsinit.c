@@ -191,10 +191,17 @@ static void *grow(void *items, size_t count, size_t size) {
  * "volume" SOURCE TARGET READONLY WITHIN CREATE | "user" UID GID GROUPS
  * (comma-separated) | "cwd" DIR | "cgroup" DIR | "env" NAME=VALUE |
  * "arg" ARG | "end". */
+static void parse_spec(struct spec *s, char *data, size_t size);
+
 static void read_spec(struct spec *s) {
     size_t size;
     char *data = read_all(SPEC_FD, &size);
     close(SPEC_FD);
+    parse_spec(s, data, size);
+}
+
+/* The spec's records in data[0:size] (data[size] is a NUL); s points into it. */
+static void parse_spec(struct spec *s, char *data, size_t size) {
     struct cursor c = {data, data + size};
     memset(s, 0, sizeof *s);
     int ended = 0;
@@ -559,7 +566,7 @@ static void init_signals(void) {
 
 /* cloned: by a server, with its descriptors in place (fd 4 close-on-exec)
  * and its signals set (init_signals) already */
-static int init_main(int cloned) {
+static int init_main(int cloned, char *inline_spec, size_t inline_size) {
     if (!cloned) {
         if (fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) != 0) {
             fputs("nsinit: no status pipe on fd 4\n", stderr);
@@ -571,7 +578,10 @@ static int init_main(int cloned) {
     watch_signals(&watched);
 
     struct spec s;
-    read_spec(&s);
+    if (inline_spec != NULL)   /* handed over in the request: in this clone's copy of the server's memory */
+        parse_spec(&s, inline_spec, inline_size);
+    else
+        read_spec(&s);
     join_cgroups(&s);
     enter(&s);
 
@@ -666,9 +676,22 @@ static int init_main(int cloned) {
  * namespaces and mounts did (docs/performance.rst). A clone of this small
  * process costs a few pages. */
 #define SERVER_FD 3
+/* the largest inline request ('S'); nsinit.py's INLINE_MAX, well below a
+ * SOCK_SEQPACKET message's limit (the socket's send buffer) */
+#define INLINE_MAX (96 << 10)
 
 static void answer(const char *line) {
     while (send(SERVER_FD, line, strlen(line), MSG_NOSIGNAL) < 0 && errno == EINTR) {}
+}
+
+/* The answer to a request: the init's pid, or why the clone failed. */
+static void answer_clone(pid_t pid, int error) {
+    char line[128];
+    if (pid < 0)
+        snprintf(line, sizeof line, "F clone: %s", strerror(error));
+    else
+        snprintf(line, sizeof line, "P %d", (int)pid);
+    answer(line);
 }
 
 static void close_all(const int *fds, int count) {
@@ -690,7 +713,7 @@ static void become_init(const int *fds) {
         close_from(STATUS_FD + 1);
         if (setpgid(0, 0) != 0)
             fail("setpgid: %s", strerror(errno));
-        _exit(init_main(1));
+        _exit(init_main(1, NULL, 0));
     }
     int high[4];          /* out of the way of 0-4 first: a received fd may be any of them */
     for (int i = 0; i < 4; i++) {
@@ -710,7 +733,114 @@ static void become_init(const int *fds) {
     if (fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) != 0)
         fail("the init's descriptors: %s", strerror(errno));
     init_signals();
-    _exit(init_main(1));
+    _exit(init_main(1, NULL, 0));
+}
+
+/* A task's stdout or stderr, as the shared supervisor's open_sandbox_file
+ * opens it: made new (O_EXCL: a plain file with one link by construction),
+ * or, if the name is taken, opened without following a symlink or blocking
+ * on a FIFO and checked to be a plain file with one link; given to the
+ * task's user (owner). Fails the launch (an "F" line, in the words of the
+ * shared supervisor's LaunchProblem) if it cannot. */
+static int open_output(const char *path, int owner, uid_t uid, gid_t gid) {
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) {
+        fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            struct stat info;
+            int flags;
+            if (fstat(fd, &info) != 0 || (flags = fcntl(fd, F_GETFL)) < 0
+                || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+                fail("cannot open the task's output file %s: %s", path, strerror(errno));
+            if (!S_ISREG(info.st_mode) || info.st_nlink != 1)
+                fail("cannot open the task's output file %s: not a plain file of the sandbox", path);
+        }
+    }
+    if (fd < 0)
+        fail("cannot open the task's output file %s: %s", path, strerror(errno));
+    if (owner && fchown(fd, uid, gid) != 0)
+        fail("cannot give the task's output file %s to its user: %s", path, strerror(errno));
+    return fd;
+}
+
+/* In the clone of an inline request ('S'): its status pipe as fd 4, its
+ * stdout and stderr opened (by this clone, not the server: the clones of a
+ * batch make their files side by side, and the server goes on cloning)
+ * before it joins the task's cgroups, as the shared supervisor opened them
+ * before; the spec in this process's copy of the server's request. */
+static void become_init_inline(int status, const char *out_path, const char *err_path, int owner, uid_t uid,
+                               gid_t gid, char *spec, size_t size) __attribute__((noreturn));
+static void become_init_inline(int status, const char *out_path, const char *err_path, int owner, uid_t uid,
+                               gid_t gid, char *spec, size_t size) {
+    status_fd = status;   /* above 4, as every descriptor the server gets (serve) */
+    if (dup3(status, STATUS_FD, O_CLOEXEC) < 0)
+        fail("the init's descriptors: %s", strerror(errno));
+    status_fd = STATUS_FD;
+    close(SERVER_FD);   /* the server's socket: never the init's */
+    close_from(STATUS_FD + 1);
+    int out = open_output(out_path, owner, uid, gid);
+    int err = open_output(err_path, owner, uid, gid);
+    if (dup2(out, 1) < 0 || dup2(err, 2) < 0)
+        fail("the init's descriptors: %s", strerror(errno));
+    close(out);
+    close(err);
+    if (setpgid(0, 0) != 0)
+        fail("setpgid: %s", strerror(errno));
+    _exit(init_main(1, spec, size));
+}
+
+/* The next NUL-terminated field of a request in [*at, end), or NULL. */
+static const char *request_field(char **at, char *end) {
+    char *nul = *at < end ? memchr(*at, '\0', (size_t)(end - *at)) : NULL;
+    if (nul == NULL)
+        return NULL;
+    const char *value = *at;
+    *at = nul + 1;
+    return value;
+}
+
+/* What marks a helper that takes inline requests (nsinit.py looks for it in the binary). */
+static const char inline_feature[] = "nsinit-feature:inline-spec-1";
+
+/* An inline request: "S", "P" or "N", then NUL-terminated fields: the
+ * task's stdout and stderr paths, their owner ("" or "UID:GID"), and the
+ * spec itself to the end of the message; one descriptor, the status pipe.
+ * The clone opens the output files and takes its spec from its copy of
+ * this request: the shared supervisor's Python loop makes no memfd and
+ * opens no file a task. Answered as a 'P' or 'N' request is; an output
+ * file that cannot be opened fails the launch on the status pipe, as a
+ * mount that fails does. Closes fd. */
+static void serve_inline(char *request, size_t size, int fd) {
+    char *at = request + 2, *end = request + size;
+    const char *out_path = request_field(&at, end), *err_path = request_field(&at, end);
+    const char *owner = request_field(&at, end);
+    int good = out_path != NULL && err_path != NULL && owner != NULL && at < end && end[-1] == '\0'
+               && (request[1] == 'P' || request[1] == 'N') && out_path[0] == '/' && err_path[0] == '/';
+    unsigned long uid = 0, gid = 0;
+    int owned = good && owner[0] != '\0';
+    if (owned) {
+        char *rest;
+        errno = 0;
+        uid = strtoul(owner, &rest, 10);
+        good = owner[0] >= '0' && owner[0] <= '9' && *rest == ':' && errno == 0 && uid <= 0xfffffffeUL;
+        if (good) {
+            const char *gid_text = rest + 1;
+            gid = strtoul(gid_text, &rest, 10);
+            good = gid_text[0] >= '0' && gid_text[0] <= '9' && *rest == '\0' && errno == 0 && gid <= 0xfffffffeUL;
+        }
+    }
+    if (!good) {
+        close(fd);
+        answer("F a bad request to the namespace init server");
+        return;
+    }
+    unsigned long flags = CLONE_PARENT | (request[1] == 'P' ? CLONE_NEWPID : 0);
+    pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
+    if (pid == 0)
+        become_init_inline(fd, out_path, err_path, owned, (uid_t)uid, (gid_t)gid, at, (size_t)(end - at));
+    int error = errno;
+    close(fd);
+    answer_clone(pid, error);
 }
 
 static int serve(void) {
@@ -736,9 +866,9 @@ static int serve(void) {
     for (int fd = 1; fd <= STATUS_FD; fd++)
         if (fd != SERVER_FD && fcntl(fd, F_GETFD) < 0 && fcntl(0, F_DUPFD, fd) != fd)
             return 2;
+    static char request[INLINE_MAX + 1];
     for (;;) {
-        char kind = 0;
-        struct iovec part = {&kind, 1};
+        struct iovec part = {request, INLINE_MAX};
         union { struct cmsghdr header; char space[CMSG_SPACE(8 * sizeof(int))]; } control;
         struct msghdr message;
         memset(&message, 0, sizeof message);
@@ -759,6 +889,12 @@ static int serve(void) {
             for (int i = 0; i < got && count < 8; i++)
                 memcpy(&fds[count++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
         }
+        char kind = request[0];
+        if (kind == 'S' && count == 1 && n >= 2 && !(message.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+            request[n] = '\0';
+            serve_inline(request, (size_t)n, fds[0]);
+            continue;
+        }
         if (n != 1 || (kind != 'P' && kind != 'N') || count != 4 || (message.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
             close_all(fds, count);
             answer("F a bad request to the namespace init server");
@@ -773,22 +909,21 @@ static int serve(void) {
             become_init(fds);
         int error = errno;
         close_all(fds, count);
-        char line[128];
-        if (pid < 0)
-            snprintf(line, sizeof line, "F clone: %s", strerror(error));
-        else
-            snprintf(line, sizeof line, "P %d", (int)pid);
-        answer(line);
+        answer_clone(pid, error);
     }
 }
 
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--serve") == 0)
         return serve();
+    if (argc == 2 && strcmp(argv[1], "--features") == 0) {
+        puts(inline_feature);
+        return 0;
+    }
     if (argc != 1) {
         fputs("nsinit: started by the agent's shared supervisor only (fd 3: the spec, fd 4: status; "
               "or --serve, fd 3: its socket)\n", stderr);
         return 2;
     }
-    return init_main(0);
+    return init_main(0, NULL, 0);
 }

@@ -37,7 +37,8 @@ import subprocess
 import tempfile
 import time
 
-__all__ = ["SOURCE", "helper", "build", "encode_spec", "BuildProblem", "Server", "ServerGone"]
+__all__ = ["SOURCE", "helper", "build", "encode_spec", "BuildProblem", "Server", "ServerGone", "INLINE_MAX",
+           "INLINE_FEATURE", "takes_inline"]
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsinit.c")
 #: how long a compile may take (s): a loaded machine, a slow disk
@@ -145,6 +146,37 @@ class ServerGone(OSError):
     """The server had ended before a request reached it: nothing was started."""
 
 
+#: the largest inline request (``nsinit.c``'s ``INLINE_MAX``); a larger spec goes in a memfd
+INLINE_MAX = 96 << 10
+#: what a helper that takes inline requests has in its binary (``nsinit.c``'s ``inline_feature``)
+INLINE_FEATURE = b"nsinit-feature:inline-spec-1"
+#: a helper's path -> (its size, mtime and inode, whether it takes inline requests): looked at once
+_FEATURES: dict[str, tuple[tuple[int, int, int], bool]] = {}
+
+
+def takes_inline(helper: str) -> bool:
+    """Whether the helper's server takes inline requests (:meth:`Server.submit_inline`):
+    a build of this ``nsinit.c`` or a later one does; a helper built from an
+    older source (named by an agent of before) does not, and gets a memfd."""
+    try:
+        info = os.stat(helper)
+    except OSError:
+        return False
+    key = (info.st_size, info.st_mtime_ns, info.st_ino)
+    known = _FEATURES.get(helper)
+    if known is not None and known[0] == key:
+        return known[1]
+    try:
+        with open(helper, "rb") as handle:
+            found = INLINE_FEATURE in handle.read()
+    except OSError:
+        found = False
+    if len(_FEATURES) >= 16:
+        _FEATURES.clear()
+    _FEATURES[helper] = (key, found)
+    return found
+
+
 class Server:
     """The helper as a server (``nsinit --serve``, ``nsinit.c`` says how
     it talks): one long-lived process, a child of this one, that clones
@@ -178,6 +210,8 @@ class Server:
             theirs.close()
         ours.setblocking(False)   # waits are polls with a deadline (submit, answers)
         self.sock: socket.socket | None = ours
+        #: whether it takes inline requests (:meth:`submit_inline`)
+        self.inline = takes_inline(helper)
         self.pending = 0        # requests sent and not answered
         self.oldest = 0.0       # when the oldest of them was sent (or the last answer came)
         self.ready: list[int | OSError] = []   # answers read and not yet taken
@@ -211,10 +245,35 @@ class Server:
         (``net.unix.max_dgram_qlen``): a full one is waited for (at most
         :attr:`TIMEOUT`), reading the answers meanwhile — the server may
         itself wait to send one."""
+        self._send([b"P" if pid_namespace else b"N"], [spec, status, stdout, stderr])
+
+    def submit_inline(self, spec: bytes, status: int, stdout: str, stderr: str, owner: tuple[int, int] | None,
+                      pid_namespace: bool) -> bool:
+        """As :meth:`submit`, with the spec in the request itself and the
+        task's output files (``stdout``, ``stderr``: absolute paths, given to
+        ``owner``, ``(uid, gid)``, if not None) opened by the init as
+        :func:`.supervisor.open_sandbox_file` opens them, before it joins
+        the task's cgroups (one it cannot open fails the launch on the
+        status pipe, ``F``, in the words of before): the status pipe is the
+        one descriptor passed. False (nothing sent) if this server does not
+        take inline requests or the request would be larger than
+        :data:`INLINE_MAX`: :meth:`submit` it."""
+        if not self.inline:
+            return False
+        head = b"SP" if pid_namespace else b"SN"
+        if not stdout.startswith("/") or not stderr.startswith("/") or "\0" in stdout or "\0" in stderr:
+            return False   # the way of before, which refuses such a path as it always did
+        paths = os.fsencode(stdout) + b"\0" + os.fsencode(stderr) + b"\0"
+        who = f"{int(owner[0])}:{int(owner[1])}".encode() if owner is not None else b""
+        if len(head) + len(paths) + len(who) + 1 + len(spec) > INLINE_MAX:
+            return False
+        self._send([head, paths, who, b"\0", spec], [status])
+        return True
+
+    def _send(self, message: list[bytes], descriptors: list[int]) -> None:
         if self.sock is None:
             raise ServerGone(f"the namespace init server {self.pid} has ended")
-        fds = array.array("i", [spec, status, stdout, stderr])
-        message = [b"P" if pid_namespace else b"N"]
+        fds = array.array("i", descriptors)
         control = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
         deadline = time.monotonic() + self.TIMEOUT
         while True:

@@ -209,8 +209,36 @@ class SharedTask(sup.Supervisor):
                                       cwd=launch["cwd"], env=self.env, argv=self.argv(), cgroups=launch["cgroups"])
         except (ValueError, KeyError, TypeError) as exc:
             raise sup.LaunchProblem(f"the task's container cannot be described: {exc}") from None
-        spec_fd = os.memfd_create("nsinit-spec", os.MFD_CLOEXEC)
         read_end, write_end = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        pid_namespace = "pid" in launch["namespaces"]
+        owner = (user.uid, user.gid) if user is not None else None
+        try:
+            server = server_for(launch["init"])
+            try:
+                sent = server.submit_inline(spec, write_end, launch["stdout"], launch["stderr"], owner,
+                                            pid_namespace)
+            except nsinit.ServerGone:   # killed, or ended: this request did not reach it; a new one
+                server = server_for(launch["init"])
+                sent = server.submit_inline(spec, write_end, launch["stdout"], launch["stderr"], owner,
+                                            pid_namespace)
+            if not sent:   # a helper of before, or a spec too large for a request: in a memfd
+                server = self._submit_by_memfd(server_for, spec, write_end)
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
+        self.status_pipe = read_end
+        self.started_by = "nsinit"
+        return server
+
+    def _submit_by_memfd(self, server_for: Callable[[str], nsinit.Server], spec: bytes,
+                         write_end: int) -> nsinit.Server:
+        """The request of a server without inline requests (a helper built
+        from an older ``nsinit.c``) or of a spec larger than one: the spec
+        in a memfd, the output files opened here."""
+        launch, user = self.launch, self.user
+        spec_fd = os.memfd_create("nsinit-spec", os.MFD_CLOEXEC)
         stdout = stderr = -1
         try:
             _write_all(spec_fd, spec)
@@ -223,15 +251,10 @@ class SharedTask(sup.Supervisor):
             except nsinit.ServerGone:   # killed, or ended: this request did not reach it; a new one
                 server = server_for(launch["init"])
                 server.submit(spec_fd, write_end, stdout, stderr, "pid" in launch["namespaces"])
-        except BaseException:
-            os.close(read_end)
-            raise
         finally:
-            for fd in (spec_fd, write_end, stdout, stderr):
+            for fd in (spec_fd, stdout, stderr):
                 if fd >= 0:
                     os.close(fd)
-        self.status_pipe = read_end
-        self.started_by = "nsinit"
         return server
 
     def read_status(self) -> None:
@@ -752,7 +775,7 @@ class SharedSupervisor:
     def finish(self, task: SharedTask) -> bool:
         """Record the task's end once nothing of it is left in its cgroups
         (or the time to empty them is over); False while it waits."""
-        if not task.kill_cgroups() and time.monotonic() < task.cleanup_deadline:
+        if not self.emptied(task) and time.monotonic() < task.cleanup_deadline:
             return False
         status = task.task_status if task.task_status is not None else task.status
         assert status is not None
@@ -769,6 +792,23 @@ class SharedSupervisor:
         del self.tasks[task.name]
         self.tell(f"E {task.name}")
         return True
+
+    @staticmethod
+    def emptied(task: SharedTask) -> bool:
+        """Whether nothing of the reaped task is left in its cgroups
+        (what is left SIGKILLed: :meth:`.supervisor.Supervisor.kill_cgroups`).
+        A task whose init was the first process of its PID namespace needs
+        no look: the init joined the cgroups as pid 1 of that namespace, so
+        every process of the task in them is of the namespace, and the
+        kernel kills and reaps all of a namespace's processes before its
+        first process ends (``zap_pid_ns_processes``; the init's pidfd says
+        it has ended only after that, and a process that has exited is no
+        longer in ``cgroup.procs``). Four ``cgroup.procs`` read a task
+        fewer (12 % of this loop's busy samples)."""
+        if task.started_by == "nsinit" and task.status is not None and "pid" in task.launch["namespaces"]:
+            task.cgroups_emptied = True
+            return True
+        return task.kill_cgroups()
 
     def deadlines(self, now: float) -> None:
         for name, task in list(self.killing.items()):

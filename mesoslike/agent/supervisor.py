@@ -204,7 +204,11 @@ def overwrite(path: str, data: bytes, create: bool = True, mode: int = 0o644) ->
         view, offset = memoryview(data), 0
         while offset < len(data):
             offset += os.pwrite(fd, view[offset:], offset)
-        os.ftruncate(fd, len(data))
+        # cut only a file longer than ``data``: an ftruncate to the size the file has already (a blank
+        # the agent cut to one byte and written over, a placeholder of exit.json's size) still dirties
+        # the inode and walks its page cache on ext4 (as costly as the write, perf); lseek says the size
+        if os.lseek(fd, 0, os.SEEK_END) > len(data):
+            os.ftruncate(fd, len(data))
     finally:
         os.close(fd)
 
