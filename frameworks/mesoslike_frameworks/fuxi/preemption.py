@@ -412,7 +412,7 @@ class PreemptionPlanner:
         # a unit that searched lately is passed over below, and only its own decision changes when it
         # may search again: only the others are sorted (most passes of a busy steady state have few)
         now = self.now
-        waiting = sorted([unit for unit in short if unit.search_after <= now], key=_by_rank)
+        due = [unit for unit in short if unit.search_after <= now]
         # sorting every slot costs O(S log S): only once a unit is due to search (most
         # passes of a busy steady state have none: they searched lately, search_after)
         order: list[Slot] | None = None
@@ -429,7 +429,23 @@ class PreemptionPlanner:
         sizes: dict[tuple[str, int], tuple[int | None, int | None]] = {}
         # (priority, id(slot)) -> is a unit of them covered by ``exhausted`` (which only covers more)
         covered: dict[tuple[int, int], bool] = {}
-        for unit in waiting:
+        waiting, idle = self._set_aside(due, reserved, sizes)
+        evicted = False                          # (since the idle units were set aside)
+        budget = self.preemption_budget
+        at = 0
+        while True:
+            if idle and (evicted or self._examined >= budget):
+                # the books changed or the budget ran out: the units set aside after the last one
+                # looked at come back, in rank order (those before it did nothing, as they would have)
+                if at:
+                    last = _by_rank(waiting[at - 1])
+                    idle = [unit for unit in idle if _by_rank(unit) > last]
+                waiting = sorted(waiting[at:] + idle, key=_by_rank)
+                at, idle = 0, []
+            if at >= len(waiting):
+                break
+            unit = waiting[at]
+            at += 1
             missing = unit.missing
             if not missing or (unit.preempted_until > self.now and unit.holds) or unit.search_after > self.now:
                 continue
@@ -459,6 +475,7 @@ class PreemptionPlanner:
                 if plan:
                     yield Evict(unit, tuple(plan), "quota taken back by its owner")
                     lenders, reserved = self._lenders(), self._reserved_by_group()
+                    evicted = True
                     failed.clear()
                     sizes.clear()
                     self._open_now = None
@@ -502,6 +519,7 @@ class PreemptionPlanner:
                     yield Evict(unit, tuple(plan), f"preempted by a higher priority unit ({unit.key}, "
                                                    f"priority {unit.priority})")
                     lenders, reserved = self._lenders(), self._reserved_by_group()
+                    evicted = True
                     failed.clear()
                     sizes.clear()
                     self._open_now = None
@@ -514,6 +532,42 @@ class PreemptionPlanner:
                 yield SearchLater(unit, self.now + self.preemption_retry_seconds)
             if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                 yield WaitReason(unit, WAIT_LOWER_PRIORITY)  # units it may not preempt hold the resources
+
+    def _set_aside(self, due: list[Unit], reserved: Mapping[str, Resources],
+                   sizes: dict[tuple[str, int], tuple[int | None, int | None]]) -> tuple[list[Unit], list[Unit]]:
+        """The units due to search, in rank order, without those that would
+        do nothing in this pass while the books stay as they are (``idle``,
+        in any order): a unit that waits for another reason than no fit
+        (it is told nothing of lower priority units), whose slot fits some
+        machine, and whose group and slot size (``sizes``, filled here as
+        :meth:`decisions` would fill it before an eviction) leave it no own
+        slot (no take-back) and no quota slot (no search) -- most units of
+        a group at its quota in a contended cluster, looked at every pass.
+        :meth:`decisions` brings them back once an eviction changes the
+        books or the budget runs out (the first unit it then reaches stops
+        the search), so its decisions are the same. O(due units)."""
+        if not due:
+            return due, []
+        books, caps = self.books, self.caps
+        active: list[Unit] = []
+        idle: list[Unit] = []
+        quiet: dict[tuple[str, int], bool] = {}
+        for unit in due:
+            if unit.reason == WAIT_NO_FIT:
+                active.append(unit)
+                continue
+            size = (unit.group, id(unit.slot))
+            still = quiet.get(size)
+            if still is None:
+                quota = sizes.get(size)
+                if quota is None:
+                    cap_slots = None if caps.get(unit.group) is None else books._quota_slots(unit, caps)
+                    quota = sizes[size] = (self._own_slots(unit, reserved), cap_slots)
+                still = quiet[size] = not quota[0] and quota[1] is not None and quota[1] <= 0 and \
+                    not books._never_fits(unit)
+            (idle if still else active).append(unit)
+        active.sort(key=_by_rank)
+        return active, idle
 
     def _short(self) -> list[Unit]:
         """The units that miss slots beyond their reservations, active
