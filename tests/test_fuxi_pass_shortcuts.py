@@ -113,7 +113,8 @@ def _without_shortcuts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(preemption, "_by_rank", lambda u: (u.priority, u.submitted))
     # every unit due to search looked at in rank order, none set aside
     monkeypatch.setattr(PreemptionPlanner, "_set_aside",
-                        lambda self, due, reserved, sizes: (sorted(due, key=preemption._by_rank), []))
+                        lambda self, short, reserved, sizes: (sorted([u for u in short if u.search_after <= self.now],
+                                                                     key=preemption._by_rank), []))
 
 
 # -------------------------------------------------------------- the checks

@@ -401,7 +401,7 @@ class FuxiCore:
         self._demand: dict[str, dict[int, list[Any]]] = {}
         self._demand_stale: set[str] = set(self.groups)
         self._at_quota: set[str] = set()              # units whose reason is WAIT_QUOTA (waiting or not)
-        self._queued_units: set[str] = set()          # units in their waiting queues (``Unit.queued``)
+        self._queued_units: dict[str, Unit] = {}      # units in their waiting queues (``Unit.queued``), by key
         self._holders: set[str] = set()               # units with reservations
         self._backing_off: set[str] = set()           # gangs whose reservations expired, for gang_seconds
         self._slots: dict[str, Slot] = {}
@@ -831,7 +831,8 @@ class FuxiCore:
             assert queued == want, f"{key}: queued in {queued}, expected {want}"
             assert (key in self._queued_units) == unit.queued == bool(want), f"{key}: queued units"
         assert self._at_quota <= self._units.keys(), "a unit gone is still said to wait for quota"
-        assert self._queued_units <= self._units.keys(), "a unit gone is still said to be queued"
+        assert all(self._units.get(key) is unit for key, unit in self._queued_units.items()), \
+            "a unit gone is still said to be queued"
         recount = {name: {size: (slot, n) for size, (slot, n) in by_size.items()}
                    for name, by_size in self._recount_demand().items()}
         kept = {name: {size: (slot, n) for size, (slot, n) in by_size.items()}
@@ -1472,9 +1473,9 @@ class FuxiCore:
         unit.queued = queued
         self._queued[unit.group] = self._queued.get(unit.group, 0) + (1 if queued else -1)
         if queued:
-            self._queued_units.add(key)
+            self._queued_units[key] = unit
         else:
-            self._queued_units.discard(key)
+            self._queued_units.pop(key, None)
         if queued:
             self._queue_joins += 1
         for scope in unit.scopes:

@@ -334,7 +334,7 @@ class Books(Protocol):
     def _wanting(self) -> Collection[str]: ...
 
     @property
-    def _queued_units(self) -> Collection[str]: ...
+    def _queued_units(self) -> Mapping[str, Unit]: ...
 
     @property
     def _backing_off(self) -> Collection[str]: ...
@@ -435,10 +435,6 @@ class PreemptionPlanner:
                 if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                     yield WaitReason(unit, WAIT_LOWER_PRIORITY)
             return
-        # a unit that searched lately is passed over below, and only its own decision changes when it
-        # may search again: only the others are sorted (most passes of a busy steady state have few)
-        now = self.now
-        due = [unit for unit in short if unit.search_after <= now]
         # sorting every slot costs O(S log S): only once a unit is due to search (most
         # passes of a busy steady state have none: they searched lately, search_after)
         order: list[Slot] | None = None
@@ -455,7 +451,7 @@ class PreemptionPlanner:
         sizes: dict[tuple[str, int], tuple[int | None, int | None]] = {}
         # (priority, id(slot)) -> is a unit of them covered by ``exhausted`` (which only covers more)
         covered: dict[tuple[int, int], bool] = {}
-        waiting, idle = self._set_aside(due, reserved, sizes)
+        waiting, idle = self._set_aside(short, reserved, sizes)
         evicted = False                          # (since the idle units were set aside)
         budget = self.preemption_budget
         at = 0
@@ -559,9 +555,11 @@ class PreemptionPlanner:
             if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                 yield WaitReason(unit, WAIT_LOWER_PRIORITY)  # units it may not preempt hold the resources
 
-    def _set_aside(self, due: list[Unit], reserved: Mapping[str, Resources],
+    def _set_aside(self, short: list[Unit], reserved: Mapping[str, Resources],
                    sizes: dict[tuple[str, int], tuple[int | None, int | None]]) -> tuple[list[Unit], list[Unit]]:
-        """The units due to search, in rank order, without those that would
+        """The units of ``short`` due to search (a unit that searched lately
+        is passed over, and only its own decision changes when it may search
+        again), in rank order, without those that would
         do nothing in this pass while the books stay as they are (``idle``,
         in any order): a unit that waits for another reason than no fit
         (it is told nothing of lower priority units), whose slot fits some
@@ -571,14 +569,14 @@ class PreemptionPlanner:
         a group at its quota in a contended cluster, looked at every pass.
         :meth:`decisions` brings them back once an eviction changes the
         books or the budget runs out (the first unit it then reaches stops
-        the search), so its decisions are the same. O(due units)."""
-        if not due:
-            return due, []
-        books, caps = self.books, self.caps
+        the search), so its decisions are the same. O(short units)."""
+        books, caps, now = self.books, self.caps, self.now
         active: list[Unit] = []
         idle: list[Unit] = []
         quiet: dict[tuple[str, int], bool] = {}
-        for unit in due:
+        for unit in short:
+            if unit.search_after > now:
+                continue
             if unit.reason == WAIT_NO_FIT:
                 active.append(unit)
                 continue
@@ -604,7 +602,7 @@ class PreemptionPlanner:
         not matter: :meth:`decisions` sorts them by rank (unique)."""
         books = self.books
         units = books._units
-        short = list(map(units.__getitem__, books._queued_units))
+        short = list(books._queued_units.values())
         wanting = books._wanting
         for key in books._backing_off:
             unit = units[key]
@@ -914,26 +912,7 @@ class PreemptionPlanner:
             if sign > 0:
                 grown.append(agent)
         entry.examined = examined
-        if grown:
-            machines, amounts = self.books._machines, entry.amounts
-            at = self._kinds_at(entry.kinds) if self.batch is not None else None
-            for agent in grown:
-                room = rooms[agent]
-                machine = machines.get(agent)
-                if machine is None:
-                    return False
-                open_room = machine.open if at is not None and machine.in_batch else None
-                for j in width:
-                    have = room[j]
-                    if open_room is not None:
-                        i = at[j]            # type: ignore[index]
-                        if i is not None and open_room[i] > 0:
-                            have += open_room[i]
-                    if have < amounts[j]:
-                        break
-                else:
-                    return False             # a slot fits there now
-        return True
+        return self._none_fits(entry, grown) if grown else True
 
     def _kinds_at(self, kinds: tuple[str, ...]) -> list[int | None]:
         """Each kind's place in the batch's vectors (None: not there)."""
