@@ -113,8 +113,9 @@ def _without_shortcuts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(preemption, "_by_rank", lambda u: (u.priority, u.submitted))
     # every unit due to search looked at in rank order, none set aside
     monkeypatch.setattr(PreemptionPlanner, "_set_aside",
-                        lambda self, short, reserved, sizes: (sorted([u for u in short if u.search_after <= self.now],
-                                                                     key=preemption._by_rank), []))
+                        lambda self, short, parked, reserved, sizes: (
+                            sorted([u for u in short + [u for _, members in parked for u in members]
+                                    if u.search_after <= self.now], key=preemption._by_rank), []))
 
 
 # -------------------------------------------------------------- the checks
@@ -163,8 +164,9 @@ def test_units_set_aside_come_back_after_an_eviction_or_the_budget(monkeypatch: 
     set_aside = PreemptionPlanner._set_aside
     seen = {"idle": 0, "evictions": 0}
 
-    def counting(self: PreemptionPlanner, due: list[Unit], reserved: dict, sizes: dict) -> tuple[list[Unit], list[Unit]]:
-        active, idle = set_aside(self, due, reserved, sizes)
+    def counting(self: PreemptionPlanner, short: list[Unit], parked: list, reserved: dict,
+                 sizes: dict) -> tuple[list[Unit], list[Unit]]:
+        active, idle = set_aside(self, short, parked, reserved, sizes)
         seen["idle"] += len(idle)
         return active, idle
 

@@ -337,6 +337,12 @@ class Books(Protocol):
     def _queued_units(self) -> Mapping[str, Unit]: ...
 
     @property
+    def _parked(self) -> Mapping[tuple[str, int], Mapping[str, Unit]]: ...
+
+    @property
+    def _unparked(self) -> Mapping[str, Unit]: ...
+
+    @property
     def _backing_off(self) -> Collection[str]: ...
 
     @property
@@ -423,14 +429,17 @@ class PreemptionPlanner:
         Otherwise a unit on borrowed quota could preempt the owner's slots
         and the owner take them back at once, for ever (issue 19)."""
         short = self._short()
+        # the queued units waiting for quota, by group and slot size (as the pass began: evictions change them)
+        parked = [(size, list(members.values())) for size, members in self.books._parked.items()]
         if self.check_short:
-            assert {u.key for u in short} == {u.key for u in self._short_recounted()}, "queued units"
-        if not short:
+            assert {u.key for u in short} | {u.key for _, members in parked for u in members} == \
+                {u.key for u in self._short_recounted()}, "queued units"
+        if not short and not parked:
             return
         held = self._held_room()
         granted_now = self.books._granted_now
         if not held and all(slot_id in granted_now for slot_id in self.books._slots):
-            # nothing to preempt: only the reasons change (in any order)
+            # nothing to preempt: only the reasons change (in any order; those waiting for quota keep theirs)
             for unit in short:
                 if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                     yield WaitReason(unit, WAIT_LOWER_PRIORITY)
@@ -451,7 +460,7 @@ class PreemptionPlanner:
         sizes: dict[tuple[str, int], tuple[int | None, int | None]] = {}
         # (priority, id(slot)) -> is a unit of them covered by ``exhausted`` (which only covers more)
         covered: dict[tuple[int, int], bool] = {}
-        waiting, idle = self._set_aside(short, reserved, sizes)
+        waiting, idle = self._set_aside(short, parked, reserved, sizes)
         evicted = False                          # (since the idle units were set aside)
         budget = self.preemption_budget
         at = 0
@@ -555,9 +564,11 @@ class PreemptionPlanner:
             if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                 yield WaitReason(unit, WAIT_LOWER_PRIORITY)  # units it may not preempt hold the resources
 
-    def _set_aside(self, short: list[Unit], reserved: Mapping[str, Resources],
+    def _set_aside(self, short: list[Unit], parked: list[tuple[tuple[str, int], list[Unit]]],
+                   reserved: Mapping[str, Resources],
                    sizes: dict[tuple[str, int], tuple[int | None, int | None]]) -> tuple[list[Unit], list[Unit]]:
-        """The units of ``short`` due to search (a unit that searched lately
+        """The units of ``short`` and ``parked`` (those waiting for quota, by
+        group and slot size) due to search (a unit that searched lately
         is passed over, and only its own decision changes when it may search
         again), in rank order, without those that would
         do nothing in this pass while the books stay as they are (``idle``,
@@ -569,8 +580,10 @@ class PreemptionPlanner:
         a group at its quota in a contended cluster, looked at every pass.
         :meth:`decisions` brings them back once an eviction changes the
         books or the budget runs out (the first unit it then reaches stops
-        the search), so its decisions are the same. O(short units)."""
-        books, caps, now = self.books, self.caps, self.now
+        the search), so its decisions are the same. O(units of ``short`` +
+        sizes of ``parked``) when the parked ones are idle (a unit set aside
+        may be one not due: it would do nothing either)."""
+        now = self.now
         active: list[Unit] = []
         idle: list[Unit] = []
         quiet: dict[tuple[str, int], bool] = {}
@@ -583,26 +596,43 @@ class PreemptionPlanner:
             size = (unit.group, id(unit.slot))
             still = quiet.get(size)
             if still is None:
-                quota = sizes.get(size)
-                if quota is None:
-                    cap_slots = None if caps.get(unit.group) is None else books._quota_slots(unit, caps)
-                    quota = sizes[size] = (self._own_slots(unit, reserved), cap_slots)
-                still = quiet[size] = not quota[0] and quota[1] is not None and quota[1] <= 0 and \
-                    not books._never_fits(unit)
+                still = quiet[size] = self._idle(unit, size, reserved, sizes)
             (idle if still else active).append(unit)
+        for size, members in parked:
+            still = quiet.get(size)
+            if still is None:
+                still = quiet[size] = self._idle(members[0], size, reserved, sizes)
+            if still:
+                idle += members
+            else:
+                active += [unit for unit in members if unit.search_after <= now]
         active.sort(key=_by_rank)
         return active, idle
 
+    def _idle(self, unit: Unit, size: tuple[str, int], reserved: Mapping[str, Resources],
+              sizes: dict[tuple[str, int], tuple[int | None, int | None]]) -> bool:
+        """Would a unit of this group and slot ``size`` (``unit``, one of
+        them) that waits for another reason than no fit do nothing in this
+        pass (:meth:`_set_aside`)? ``sizes`` is filled as :meth:`decisions`
+        would fill it."""
+        books, caps = self.books, self.caps
+        quota = sizes.get(size)
+        if quota is None:
+            cap_slots = None if caps.get(unit.group) is None else books._quota_slots(unit, caps)
+            quota = sizes[size] = (self._own_slots(unit, reserved), cap_slots)
+        return not quota[0] and quota[1] is not None and quota[1] <= 0 and not books._never_fits(unit)
+
     def _short(self) -> list[Unit]:
         """The units that miss slots beyond their reservations, active
-        scheduling done: those in their waiting queues (queued means just
+        scheduling done, but those waiting for quota (the books' ``_parked``):
+        those in their waiting queues (queued means just
         that, :meth:`FuxiCore._sync`) and the gangs backing off that miss
         slots (kept out of the queues meanwhile). O(such units), where
         :meth:`_short_recounted` walks every waiting unit. Their order does
         not matter: :meth:`decisions` sorts them by rank (unique)."""
         books = self.books
         units = books._units
-        short = list(books._queued_units.values())
+        short = list(books._unparked.values())     # (those waiting for quota: books._parked)
         wanting = books._wanting
         for key in books._backing_off:
             unit = units[key]
