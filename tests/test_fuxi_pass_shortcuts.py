@@ -7,7 +7,8 @@
 * the preemption search counts the room freed on a machine as integers over
   the unit's slot's kinds, not as sums of Resources; it asks no scope or
   blacklist question per candidate of a unit that may use any machine, and
-  sorts only the units that may search now.
+  sorts only the units that may search now, and of those only the ones
+  that would not do nothing (``PreemptionPlanner._set_aside``).
 
 Each is checked against the code it replaces (kept here as the oracle) over
 whole simulations, with the core's invariants checked every round, whose
@@ -110,12 +111,20 @@ def _without_shortcuts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(PreemptionPlanner, "_candidates", _plain_candidates)
     # every waiting unit sorted, as before (the sort is stable: the same order)
     monkeypatch.setattr(preemption, "_by_rank", lambda u: (u.priority, u.submitted))
+    # every unit due to search looked at in rank order, none set aside
+    monkeypatch.setattr(PreemptionPlanner, "_set_aside",
+                        lambda self, short, parked, reserved, sizes: (
+                            sorted([u for u in short + [u for _, members in parked for u in members]
+                                    if u.search_after <= self.now], key=preemption._by_rank), []))
 
 
 # -------------------------------------------------------------- the checks
-def _report(workload: Workload, policy: str, quota: QuotaConfig | None, check: bool) -> tuple[str, dict]:
+def _report(workload: Workload, policy: str, quota: QuotaConfig | None, check: bool,
+            budget: int | None = None) -> tuple[str, dict]:
     simulator = Simulator(workload, SimulationConfig.for_policy(policy, quota=quota, seed=3, check_invariants=check))
     core: FuxiCore = simulator.scheduler.core  # type: ignore[attr-defined]
+    if budget is not None:
+        core.preemption_budget = budget
     if check:
         simulator.scheduler.begin_cycle = _checking(core, simulator.scheduler.begin_cycle)  # type: ignore[method-assign]
     document = json.dumps(simulator.run().to_dict(checkpoints=5), indent=2)
@@ -138,6 +147,35 @@ def test_a_synthetic_report_is_the_same_without_the_shortcuts(monkeypatch: pytes
     fast, fast_counters = _report(synthetic_workload(spec), policy, quota, True)
     _without_shortcuts(monkeypatch)
     plain, plain_counters = _report(synthetic_workload(spec), policy, quota, True)
+    assert plain == fast
+    assert plain_counters == fast_counters
+
+
+@pytest.mark.parametrize("policy", ["fuxi-fifo", "fuxi-fair"])
+@pytest.mark.parametrize("budget", [3, 40])
+def test_units_set_aside_come_back_after_an_eviction_or_the_budget(monkeypatch: pytest.MonkeyPatch, policy: str,
+                                                                   budget: int) -> None:
+    """The preemption search sets aside the units that would do nothing
+    (their group leaves them no own or quota slot: ``_set_aside``) and brings
+    them back once an eviction changes the books or the budget runs out (the
+    first unit reached then stops the search): with a budget small enough to
+    run out in passes, the report is the one of every unit looked at."""
+    spec = SyntheticSpec(agents=12, tasks=300, load=3.0, seed=4)
+    set_aside = PreemptionPlanner._set_aside
+    seen = {"idle": 0, "evictions": 0}
+
+    def counting(self: PreemptionPlanner, short: list[Unit], parked: list, reserved: dict,
+                 sizes: dict) -> tuple[list[Unit], list[Unit]]:
+        active, idle = set_aside(self, short, parked, reserved, sizes)
+        seen["idle"] += len(idle)
+        return active, idle
+
+    monkeypatch.setattr(PreemptionPlanner, "_set_aside", counting)
+    fast, fast_counters = _report(synthetic_workload(spec), policy, QUOTA, True, budget)
+    assert seen["idle"] > 0                       # units were set aside
+    assert fast_counters["slots_preempted"] > 0   # and evictions took place
+    _without_shortcuts(monkeypatch)
+    plain, plain_counters = _report(synthetic_workload(spec), policy, QUOTA, True, budget)
     assert plain == fast
     assert plain_counters == fast_counters
 

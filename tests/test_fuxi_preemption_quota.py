@@ -173,3 +173,23 @@ def test_preemptions_stop_once_the_demand_stops_changing(plan, split):
     granted = core.counters["slots_granted"]
     assert len(cluster.kills) <= granted
     core._check()
+
+
+def test_a_unit_set_aside_at_its_quota_searches_once_an_eviction_gives_its_group_room():
+    """The planner sets aside the units whose group leaves them no quota slot
+    (``PreemptionPlanner._set_aside``: most of a group at its quota, every
+    pass); an eviction earlier in the same pass may give their group room,
+    and then they search in that pass, as if never set aside."""
+    core = FuxiCore({"g": R("cpus:4")}, clock=FakeClock())
+    cluster = Cluster(core, {"m1": "cpus:4", "m2": "cpus:4"})
+    cluster.submit("low", "g", 3, "cpus:1", priority=100)          # g's lowest priority slots
+    cluster.submit("d", "default", 5, "cpus:1", priority=1)         # nobody may preempt these: the cluster is full
+    cluster.run(1)
+    h = cluster.submit("h", "g", 1, "cpus:1", priority=10)          # g has room for one cpu: it preempts low
+    j = cluster.submit("j", "g", 1, "cpus:2", priority=20)          # no room for two cpus: set aside
+    unit_j = core._units[f"{j}/u"]
+    assert cluster.run(1) == 1 and cluster.kills[-1][0] == "g"      # h took one of low's slots
+    assert core._units[f"{h}/u"].reserved == 1
+    # once h's eviction freed a cpu of g's, j had quota room for a slot: it searched (and found
+    # nothing it may take: g's slots are smaller than its own) in the same pass
+    assert unit_j.search_after > core.clock.now() - 1.0

@@ -30,6 +30,7 @@ from mesoslike.sim.workload import Workload
 from mesoslike_frameworks.fuxi.books import Reserved, Slot, Unit
 from mesoslike_frameworks.fuxi.core import FuxiCore, KillSlot, SlotGranted
 from mesoslike_frameworks.fuxi.model import JobSpec, UnitSpec
+from mesoslike_frameworks.fuxi import preemption
 from mesoslike_frameworks.fuxi.preemption import PreemptionPlanner
 from mesoslike_frameworks.fuxi.quota import QuotaConfig
 
@@ -157,10 +158,16 @@ def test_a_failure_on_borrowed_quota_is_searched_again_once_a_group_lends_more()
 
 
 # ----------------------------------------------------------- whole simulations
+#: answers of the memo for take-backs followed as slots came and went (:func:`_checked` counts them)
+followed_answers = [0]
+
+
 def _checked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Check every answer the memo gives against the walk it saves; returns
     [answers checked], filled as the simulation runs."""
     checked = [0]
+    followed = followed_answers
+    followed[0] = 0
     search = PreemptionPlanner._search
     remembered = PreemptionPlanner._remembered
 
@@ -185,6 +192,20 @@ def _checked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             assert plan is None, f"the memo said nothing to take for {key}, the walk found {plan}"
             assert (self._examined, complete) == (examined, out[1]), f"{key}: counted as the walk counts"
             checked[0] += 1
+            entry = self.memo.entries.get(key) if self.memo is not None else None
+            if entry is not None and entry.follow is not None:
+                # a take-back followed as slots come and go: its members and rooms are the walk's
+                walked = list(candidates())
+                for name, lent in entry.follow.items():
+                    assert set(lent.members) == {v.id for v in walked if v.group == name}, f"{key}: {name}'s"
+                    assert lent.last is max(lent.members.values(), key=preemption._victim_key)
+                rooms: dict[str, list[int]] = {}
+                for victim in walked:
+                    room = rooms.setdefault(victim.agent_id, [0] * len(entry.kinds))
+                    for j, kind in enumerate(entry.kinds):
+                        room[j] += victim.resources.millis().get(kind, 0)
+                assert {a: r for a, r in entry.rooms.items() if any(r)} == rooms, f"{key}: the rooms"
+                followed[0] += 1
         return out
 
     monkeypatch.setattr(PreemptionPlanner, "_remembered", remembered_and_noted)
@@ -245,6 +266,41 @@ def test_a_contended_trace_report_is_the_same_with_the_memo_and_without(monkeypa
     fast, fast_counters, core = _report(workload(), policy, quota, True)
     assert fast_counters["slots_preempted"] > 0
     assert checked[0] > 0 and core._failed_searches.hits == checked[0], "answers from the memo, each checked"
+    monkeypatch.undo()
+    plain, plain_counters, _ = _report(workload(), policy, quota, False)
+    assert plain == fast
+    assert plain_counters == fast_counters
+
+
+@pytest.mark.parametrize("policy", ["fuxi-fifo", "fuxi-fair"])
+def test_a_take_back_followed_as_the_lending_groups_slots_change_is_the_walk(monkeypatch: pytest.MonkeyPatch,
+                                                                            policy: str) -> None:
+    """The contended command itself (the trace's own time: ``time_scale``
+    1), its first 4,000 pods: units of Burstable and Guaranteed take GPUs back
+    from LS and BE, whose slots start and end between the searches. Every
+    take-back the memo answers is checked against the walk, its candidates
+    group by group and its rooms machine by machine too; the report is the
+    one without the memo."""
+    quota = QuotaConfig(groups={"LS": Resources.parse("cpus:21388;mem:111432499;gpus:876"),
+                                "Guaranteed": Resources.parse("cpus:1425;mem:7428833;gpus:58"),
+                                "Burstable": Resources.parse("cpus:4990;mem:26000916;gpus:204"),
+                                "BE": Resources.parse("cpus:7129;mem:37144166;gpus:292")})
+
+    def workload() -> Workload:
+        return load_openb_trace(nodes=500, pods=4000, load=1000.0, time_scale=1.0)
+
+    checked = _checked(monkeypatch)
+    trims = [0]
+    trim = PreemptionPlanner._trim
+
+    def counting(entry: Any, lent: Any, excess: int) -> None:
+        trims[0] += 1
+        trim(entry, lent, excess)
+    monkeypatch.setattr(PreemptionPlanner, "_trim", staticmethod(counting))
+    fast, fast_counters, core = _report(workload(), policy, quota, True)
+    assert checked[0] > 0 and core._failed_searches.hits == checked[0], "answers from the memo, each checked"
+    assert followed_answers[0] > 0, "take-backs answered while their lending groups' slots changed"
+    assert trims[0] > 0, "and while slots after their candidates ended"
     monkeypatch.undo()
     plain, plain_counters, _ = _report(workload(), policy, quota, False)
     assert plain == fast

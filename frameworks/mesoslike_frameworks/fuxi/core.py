@@ -401,7 +401,10 @@ class FuxiCore:
         self._demand: dict[str, dict[int, list[Any]]] = {}
         self._demand_stale: set[str] = set(self.groups)
         self._at_quota: set[str] = set()              # units whose reason is WAIT_QUOTA (waiting or not)
-        self._queued_units: set[str] = set()          # units in their waiting queues (``Unit.queued``)
+        self._queued_units: dict[str, Unit] = {}      # units in their waiting queues (``Unit.queued``), by key
+        # the queued units waiting for quota, by group and slot size (``_park``), and the other queued ones
+        self._parked: dict[tuple[str, int], dict[str, Unit]] = {}
+        self._unparked: dict[str, Unit] = {}
         self._holders: set[str] = set()               # units with reservations
         self._backing_off: set[str] = set()           # gangs whose reservations expired, for gang_seconds
         self._slots: dict[str, Slot] = {}
@@ -831,7 +834,16 @@ class FuxiCore:
             assert queued == want, f"{key}: queued in {queued}, expected {want}"
             assert (key in self._queued_units) == unit.queued == bool(want), f"{key}: queued units"
         assert self._at_quota <= self._units.keys(), "a unit gone is still said to wait for quota"
-        assert self._queued_units <= self._units.keys(), "a unit gone is still said to be queued"
+        assert all(self._units.get(key) is unit for key, unit in self._queued_units.items()), \
+            "a unit gone is still said to be queued"
+        parked: dict[tuple[str, int], dict[str, Unit]] = {(unit.group, id(unit.slot)): {} for unit in self._queued_units.values()
+                                                           if unit.reason == WAIT_QUOTA}
+        for key, unit in self._queued_units.items():
+            if unit.reason == WAIT_QUOTA:
+                parked[(unit.group, id(unit.slot))][key] = unit
+        assert self._parked == parked, "the queued units waiting for quota, by group and slot size"
+        assert self._unparked == {key: unit for key, unit in self._queued_units.items() if unit.reason != WAIT_QUOTA}, \
+            "the other queued units"
         recount = {name: {size: (slot, n) for size, (slot, n) in by_size.items()}
                    for name, by_size in self._recount_demand().items()}
         kept = {name: {size: (slot, n) for size, (slot, n) in by_size.items()}
@@ -1472,9 +1484,10 @@ class FuxiCore:
         unit.queued = queued
         self._queued[unit.group] = self._queued.get(unit.group, 0) + (1 if queued else -1)
         if queued:
-            self._queued_units.add(key)
+            self._queued_units[key] = unit
         else:
-            self._queued_units.discard(key)
+            self._queued_units.pop(key, None)
+        self._park(unit)
         if queued:
             self._queue_joins += 1
         for scope in unit.scopes:
@@ -1516,6 +1529,31 @@ class FuxiCore:
             self._at_quota.add(unit.key)
         else:
             self._at_quota.discard(unit.key)
+        if unit.queued:
+            self._park(unit)
+
+    def _park(self, unit: Unit) -> None:
+        """File a unit whose queued flag or reason changed: a queued unit
+        waiting for quota among ``_parked`` (by group and slot size: the
+        preemption planner asks once per size whether any of them may
+        search, :meth:`PreemptionPlanner._set_aside`), another queued one
+        in ``_unparked``. O(1)."""
+        key = unit.key
+        size = (unit.group, id(unit.slot))     # (the slot is interned: one object per size, kept by the unit)
+        if unit.queued and unit.reason == WAIT_QUOTA:
+            self._unparked.pop(key, None)
+            members = self._parked.get(size)
+            if members is None:
+                members = self._parked[size] = {}
+            members[key] = unit
+            return
+        members = self._parked.get(size)
+        if members is not None and members.pop(key, None) is not None and not members:
+            del self._parked[size]
+        if unit.queued:
+            self._unparked[key] = unit
+        else:
+            self._unparked.pop(key, None)
 
     def _why_waiting(self, unit: Unit, caps: Mapping[str, Resources | None]) -> str:
         if self._never_fits(unit):

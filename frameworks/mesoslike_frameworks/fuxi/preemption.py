@@ -217,14 +217,16 @@ class _Failed:
     :meth:`PreemptionPlanner._lending`; None: it asks none) and the groups
     whose slots it walks (``watch``), it looked at ``examined`` candidates;
     ``rooms``: per machine of the candidates, the room they free over
-    ``kinds``, each short of ``amounts`` (the slot's)."""
+    ``kinds``, each short of ``amounts`` (the slot's). ``follow``, for a
+    take-back whose every lending group lends in one kind of the slot's:
+    per group, its candidates as they change (:class:`_Lent`)."""
 
     __slots__ = ("slot", "group", "stamp", "floor", "holds", "lending", "watch", "examined", "kinds", "amounts",
-                 "rooms")
+                 "rooms", "follow")
 
     def __init__(self, slot: Resources, group: str, stamp: int, floor: int | None, holds: int | None, lending: tuple | None,
                  watch: frozenset[str], examined: int, kinds: tuple[str, ...], amounts: tuple[int, ...],
-                 rooms: dict[str, list[int]]) -> None:
+                 rooms: dict[str, list[int]], follow: dict[str, _Lent] | None = None) -> None:
         self.slot = slot
         self.group = group
         self.stamp = stamp
@@ -236,6 +238,30 @@ class _Failed:
         self.kinds = kinds
         self.amounts = amounts
         self.rooms = rooms
+        self.follow = follow
+
+
+class _Lent:
+    """What a take-back's walk took of one lending group over its maximum
+    in one kind (``at``: its place in the search's kinds) only: the group's
+    slots that use that kind, in victim order, until they cover its excess
+    there (``members``, by id: a prefix of those slots), their ``total``
+    in that kind and the ``last`` of them in victim order. A slot of the
+    group added before ``last`` joins them (the excess grows by what it
+    uses: the slots after it stay out), a member dropped leaves (the excess
+    shrinks by as much), any other slot added or dropped changes nothing
+    the walk takes but the excess; the members are then the walk's
+    candidates of the group exactly when the excess now is above what all
+    but the last cover and at most what all of them do."""
+
+    __slots__ = ("kind", "at", "members", "total", "last")
+
+    def __init__(self, kind: str, at: int, members: dict[str, Slot], total: int, last: Slot) -> None:
+        self.kind = kind
+        self.at = at
+        self.members = members
+        self.total = total
+        self.last = last
 
 
 class FailedSearches:
@@ -308,7 +334,13 @@ class Books(Protocol):
     def _wanting(self) -> Collection[str]: ...
 
     @property
-    def _queued_units(self) -> Collection[str]: ...
+    def _queued_units(self) -> Mapping[str, Unit]: ...
+
+    @property
+    def _parked(self) -> Mapping[tuple[str, int], Mapping[str, Unit]]: ...
+
+    @property
+    def _unparked(self) -> Mapping[str, Unit]: ...
 
     @property
     def _backing_off(self) -> Collection[str]: ...
@@ -397,22 +429,21 @@ class PreemptionPlanner:
         Otherwise a unit on borrowed quota could preempt the owner's slots
         and the owner take them back at once, for ever (issue 19)."""
         short = self._short()
+        # the queued units waiting for quota, by group and slot size (as the pass began: evictions change them)
+        parked = [(size, list(members.values())) for size, members in self.books._parked.items()]
         if self.check_short:
-            assert {u.key for u in short} == {u.key for u in self._short_recounted()}, "queued units"
-        if not short:
+            assert {u.key for u in short} | {u.key for _, members in parked for u in members} == \
+                {u.key for u in self._short_recounted()}, "queued units"
+        if not short and not parked:
             return
         held = self._held_room()
         granted_now = self.books._granted_now
         if not held and all(slot_id in granted_now for slot_id in self.books._slots):
-            # nothing to preempt: only the reasons change (in any order)
+            # nothing to preempt: only the reasons change (in any order; those waiting for quota keep theirs)
             for unit in short:
                 if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                     yield WaitReason(unit, WAIT_LOWER_PRIORITY)
             return
-        # a unit that searched lately is passed over below, and only its own decision changes when it
-        # may search again: only the others are sorted (most passes of a busy steady state have few)
-        now = self.now
-        waiting = sorted([unit for unit in short if unit.search_after <= now], key=_by_rank)
         # sorting every slot costs O(S log S): only once a unit is due to search (most
         # passes of a busy steady state have none: they searched lately, search_after)
         order: list[Slot] | None = None
@@ -429,7 +460,23 @@ class PreemptionPlanner:
         sizes: dict[tuple[str, int], tuple[int | None, int | None]] = {}
         # (priority, id(slot)) -> is a unit of them covered by ``exhausted`` (which only covers more)
         covered: dict[tuple[int, int], bool] = {}
-        for unit in waiting:
+        waiting, idle = self._set_aside(short, parked, reserved, sizes)
+        evicted = False                          # (since the idle units were set aside)
+        budget = self.preemption_budget
+        at = 0
+        while True:
+            if idle and (evicted or self._examined >= budget):
+                # the books changed or the budget ran out: the units set aside after the last one
+                # looked at come back, in rank order (those before it did nothing, as they would have)
+                if at:
+                    last = _by_rank(waiting[at - 1])
+                    idle = [unit for unit in idle if _by_rank(unit) > last]
+                waiting = sorted(waiting[at:] + idle, key=_by_rank)
+                at, idle = 0, []
+            if at >= len(waiting):
+                break
+            unit = waiting[at]
+            at += 1
             missing = unit.missing
             if not missing or (unit.preempted_until > self.now and unit.holds) or unit.search_after > self.now:
                 continue
@@ -459,6 +506,7 @@ class PreemptionPlanner:
                 if plan:
                     yield Evict(unit, tuple(plan), "quota taken back by its owner")
                     lenders, reserved = self._lenders(), self._reserved_by_group()
+                    evicted = True
                     failed.clear()
                     sizes.clear()
                     self._open_now = None
@@ -502,6 +550,7 @@ class PreemptionPlanner:
                     yield Evict(unit, tuple(plan), f"preempted by a higher priority unit ({unit.key}, "
                                                    f"priority {unit.priority})")
                     lenders, reserved = self._lenders(), self._reserved_by_group()
+                    evicted = True
                     failed.clear()
                     sizes.clear()
                     self._open_now = None
@@ -515,16 +564,75 @@ class PreemptionPlanner:
             if unit.reason == WAIT_NO_FIT and self._held_by_others(unit):
                 yield WaitReason(unit, WAIT_LOWER_PRIORITY)  # units it may not preempt hold the resources
 
+    def _set_aside(self, short: list[Unit], parked: list[tuple[tuple[str, int], list[Unit]]],
+                   reserved: Mapping[str, Resources],
+                   sizes: dict[tuple[str, int], tuple[int | None, int | None]]) -> tuple[list[Unit], list[Unit]]:
+        """The units of ``short`` and ``parked`` (those waiting for quota, by
+        group and slot size) due to search (a unit that searched lately
+        is passed over, and only its own decision changes when it may search
+        again), in rank order, without those that would
+        do nothing in this pass while the books stay as they are (``idle``,
+        in any order): a unit that waits for another reason than no fit
+        (it is told nothing of lower priority units), whose slot fits some
+        machine, and whose group and slot size (``sizes``, filled here as
+        :meth:`decisions` would fill it before an eviction) leave it no own
+        slot (no take-back) and no quota slot (no search) -- most units of
+        a group at its quota in a contended cluster, looked at every pass.
+        :meth:`decisions` brings them back once an eviction changes the
+        books or the budget runs out (the first unit it then reaches stops
+        the search), so its decisions are the same. O(units of ``short`` +
+        sizes of ``parked``) when the parked ones are idle (a unit set aside
+        may be one not due: it would do nothing either)."""
+        now = self.now
+        active: list[Unit] = []
+        idle: list[Unit] = []
+        quiet: dict[tuple[str, int], bool] = {}
+        for unit in short:
+            if unit.search_after > now:
+                continue
+            if unit.reason == WAIT_NO_FIT:
+                active.append(unit)
+                continue
+            size = (unit.group, id(unit.slot))
+            still = quiet.get(size)
+            if still is None:
+                still = quiet[size] = self._idle(unit, size, reserved, sizes)
+            (idle if still else active).append(unit)
+        for size, members in parked:
+            still = quiet.get(size)
+            if still is None:
+                still = quiet[size] = self._idle(members[0], size, reserved, sizes)
+            if still:
+                idle += members
+            else:
+                active += [unit for unit in members if unit.search_after <= now]
+        active.sort(key=_by_rank)
+        return active, idle
+
+    def _idle(self, unit: Unit, size: tuple[str, int], reserved: Mapping[str, Resources],
+              sizes: dict[tuple[str, int], tuple[int | None, int | None]]) -> bool:
+        """Would a unit of this group and slot ``size`` (``unit``, one of
+        them) that waits for another reason than no fit do nothing in this
+        pass (:meth:`_set_aside`)? ``sizes`` is filled as :meth:`decisions`
+        would fill it."""
+        books, caps = self.books, self.caps
+        quota = sizes.get(size)
+        if quota is None:
+            cap_slots = None if caps.get(unit.group) is None else books._quota_slots(unit, caps)
+            quota = sizes[size] = (self._own_slots(unit, reserved), cap_slots)
+        return not quota[0] and quota[1] is not None and quota[1] <= 0 and not books._never_fits(unit)
+
     def _short(self) -> list[Unit]:
         """The units that miss slots beyond their reservations, active
-        scheduling done: those in their waiting queues (queued means just
+        scheduling done, but those waiting for quota (the books' ``_parked``):
+        those in their waiting queues (queued means just
         that, :meth:`FuxiCore._sync`) and the gangs backing off that miss
         slots (kept out of the queues meanwhile). O(such units), where
         :meth:`_short_recounted` walks every waiting unit. Their order does
         not matter: :meth:`decisions` sorts them by rank (unique)."""
         books = self.books
         units = books._units
-        short = list(map(units.__getitem__, books._queued_units))
+        short = list(books._unparked.values())     # (those waiting for quota: books._parked)
         wanting = books._wanting
         for key in books._backing_off:
             unit = units[key]
@@ -589,17 +697,23 @@ class PreemptionPlanner:
                 return None, True
         before = self._examined
         self._failed_room = None
-        plan, complete = self._make_room(unit, missing, candidates())
+        walked: list[Victim] | None = None
+        if key and self.memo is not None and key[0] == "take back":     # type: ignore[index]
+            walked = []                  # (its candidates, for the memo to follow)
+            plan, complete = self._make_room(unit, missing, _recording(candidates(), walked.append))
+        else:
+            plan, complete = self._make_room(unit, missing, candidates())
         if key and plan is None and complete:
             failed[key] = self._examined - before      # type: ignore[index]
             if self.memo is not None:
-                self._remember(key, unit, self._examined - before)   # type: ignore[arg-type]
+                self._remember(key, unit, self._examined - before, walked)   # type: ignore[arg-type]
         return plan, complete
 
     # ------------------------------------------------ the failed searches' memo
-    def _remember(self, key: tuple, unit: Unit, examined: int) -> None:
+    def _remember(self, key: tuple, unit: Unit, examined: int, walked: list[Victim] | None = None) -> None:
         """Keep a search alike (``key``) that looked at ``examined``
-        candidates and found nothing, with what it read (:class:`FailedSearches`)."""
+        candidates (``walked``, of a take-back) and found nothing, with what
+        it read (:class:`FailedSearches`)."""
         made = self._failed_room
         memo = self.memo
         if made is None or memo is None:          # (a _make_room that does not say what it saw)
@@ -613,9 +727,10 @@ class PreemptionPlanner:
             watch |= {unit.group}
         if len(memo.entries) >= memo.limit:
             memo.entries.clear()
+        follow = None if walked is None or lending is None else _follow(lending, kinds, walked)
         memo.entries[key] = _Failed(unit.slot, unit.group, self.books._victims.stamp, None if kind == "take back" else unit.priority,
                                     None if kind == "take back" else self.books._holds_changes, lending, watch,
-                                    examined, kinds, amounts, rooms)
+                                    examined, kinds, amounts, rooms, follow)
         memo.stored += 1
 
     def _remembered(self, key: tuple, unit: Unit) -> int | None:
@@ -643,7 +758,10 @@ class PreemptionPlanner:
         grew enough (machines outside the batch have none)."""
         books = self.books
         victims = books._victims
-        if victims.stamp != entry.stamp:
+        if entry.follow is not None:
+            if not self._follow_up(entry):
+                return False
+        elif victims.stamp != entry.stamp:
             floor = entry.floor
             if entry.lending is None:
                 # a search of its own group's maximum ("own") takes every lower priority slot: what it
@@ -662,7 +780,7 @@ class PreemptionPlanner:
                         return False
         if entry.holds is not None and entry.holds != books._holds_changes:
             return False
-        if entry.lending is not None and entry.lending != self._lending(entry.kinds, entry.group):
+        if entry.follow is None and entry.lending is not None and entry.lending != self._lending(entry.kinds, entry.group):
             return False
         rooms = entry.rooms
         if rooms:
@@ -683,6 +801,116 @@ class PreemptionPlanner:
                             break
                     else:
                         return False            # a slot fits there now
+        return True
+
+    def _follow_up(self, entry: _Failed) -> bool:
+        """Bring a remembered take-back (:class:`_Lent` per lending group) up
+        to the slots added and dropped since, and tell whether its members
+        are what the walk would take now: the same groups lend, each in the
+        same one kind, an excess its members cover as the walk would. False
+        if not (or a machine a member was added on now fits a slot, or the
+        log is too short)."""
+        victims, follow = self.books._victims, entry.follow
+        assert follow is not None
+        grown: list[str] = []
+        if victims.stamp != entry.stamp:
+            start = entry.stamp - victims.log_start
+            if start < 0:
+                return False
+            rooms, kinds = entry.rooms, entry.kinds
+            width = range(len(kinds))
+            for slot, sign in victims.log[start:]:
+                lent = follow.get(slot.group)
+                if lent is None:
+                    continue                     # (a group that does not lend: the walk takes none of its slots)
+                uses = slot.resources.millis()
+                use = uses.get(lent.kind, 0)
+                if use <= 0:
+                    continue                     # never taken: it uses nothing of what the group lends
+                if sign > 0:
+                    if _victim_key(slot) >= _victim_key(lent.last):
+                        continue                 # after the members: the walk stops before it
+                    lent.members[slot.id] = slot
+                    lent.total += use
+                    room = rooms.get(slot.agent_id)
+                    if room is None:
+                        room = rooms[slot.agent_id] = [0] * len(kinds)
+                    for j in width:
+                        room[j] += uses.get(kinds[j], 0)
+                    entry.examined += 1
+                    grown.append(slot.agent_id)
+                elif lent.members.get(slot.id) is slot:
+                    del lent.members[slot.id]
+                    lent.total -= use
+                    room = rooms[slot.agent_id]
+                    for j in width:
+                        room[j] -= uses.get(kinds[j], 0)
+                    entry.examined -= 1
+                    if slot is lent.last:
+                        if not lent.members:
+                            return False
+                        lent.last = max(lent.members.values(), key=_victim_key)
+        lending = self._lending(entry.kinds, entry.group)
+        if len(lending) != len(follow):
+            return False
+        for name, over in lending:
+            lent = follow.get(name)
+            if lent is None or not _lends_in(over, lent.at):
+                return False
+            excess = over[lent.at]
+            if excess > lent.total:
+                return False                     # the walk would take slots after the members
+            if lent.total - lent.last.resources.millis().get(lent.kind, 0) >= excess:
+                # the excess shrank by more than the members dropped (slots after them ended): the walk
+                # takes fewer, the first of them in victim order (less room: no machine fits more)
+                self._trim(entry, lent, excess)
+        if grown:
+            return self._none_fits(entry, grown)
+        return True
+
+    @staticmethod
+    def _trim(entry: _Failed, lent: _Lent, excess: int) -> None:
+        """Drop ``lent``'s last members until the others no longer cover
+        ``excess`` (it stays above nought: one member at least is left)."""
+        ordered = sorted(lent.members.values(), key=_victim_key)
+        rooms, kinds, kind = entry.rooms, entry.kinds, lent.kind
+        while True:
+            last = ordered[-1]
+            uses = last.resources.millis()
+            if lent.total - uses.get(kind, 0) < excess:
+                break
+            ordered.pop()
+            del lent.members[last.id]
+            lent.total -= uses.get(kind, 0)
+            room = rooms[last.agent_id]
+            for j, name in enumerate(kinds):
+                room[j] -= uses.get(name, 0)
+            entry.examined -= 1
+        lent.last = last
+
+    def _none_fits(self, entry: _Failed, agents: list[str]) -> bool:
+        """Does no machine of ``agents`` fit a slot of the search ``entry``
+        remembers, with the room its candidates free there and its open room
+        in this batch?"""
+        machines, amounts, rooms = self.books._machines, entry.amounts, entry.rooms
+        at = self._kinds_at(entry.kinds) if self.batch is not None else None
+        width = range(len(entry.kinds))
+        for agent in agents:
+            room = rooms[agent]
+            machine = machines.get(agent)
+            if machine is None:
+                return False
+            open_room = machine.open if at is not None and machine.in_batch else None
+            for j in width:
+                have = room[j]
+                if open_room is not None:
+                    i = at[j]            # type: ignore[index]
+                    if i is not None and open_room[i] > 0:
+                        have += open_room[i]
+                if have < amounts[j]:
+                    break
+            else:
+                return False             # a slot fits there now
         return True
 
     def _replay(self, entry: _Failed) -> bool:
@@ -714,26 +942,7 @@ class PreemptionPlanner:
             if sign > 0:
                 grown.append(agent)
         entry.examined = examined
-        if grown:
-            machines, amounts = self.books._machines, entry.amounts
-            at = self._kinds_at(entry.kinds) if self.batch is not None else None
-            for agent in grown:
-                room = rooms[agent]
-                machine = machines.get(agent)
-                if machine is None:
-                    return False
-                open_room = machine.open if at is not None and machine.in_batch else None
-                for j in width:
-                    have = room[j]
-                    if open_room is not None:
-                        i = at[j]            # type: ignore[index]
-                        if i is not None and open_room[i] > 0:
-                            have += open_room[i]
-                    if have < amounts[j]:
-                        break
-                else:
-                    return False             # a slot fits there now
-        return True
+        return self._none_fits(entry, grown) if grown else True
 
     def _kinds_at(self, kinds: tuple[str, ...]) -> list[int | None]:
         """Each kind's place in the batch's vectors (None: not there)."""
@@ -1035,6 +1244,48 @@ class PreemptionPlanner:
         need = unit.slot.millis()
         return any(all(m.capacity.get(k, 0) >= v for k, v in need.items()) for m in self.books._machines.values()
                    if self.books._in_scope(unit, m) and self.books._allowed(unit, m))
+
+
+def _recording(candidates: Iterator[Victim], record: Callable[[Victim], None]) -> Iterator[Victim]:
+    """The candidates, each given to ``record`` as it is looked at."""
+    for victim in candidates:
+        record(victim)
+        yield victim
+
+
+def _lends_in(over: tuple[int, ...], at: int) -> bool:
+    """Is the only kind in ``over`` (a group's excess over its maximum per
+    kind) above nought the one at ``at``?"""
+    return over[at] > 0 and not any(v > 0 for i, v in enumerate(over) if i != at)
+
+
+def _follow(lending: tuple, kinds: tuple[str, ...], walked: Sequence[Victim]) -> dict[str, _Lent] | None:
+    """What a take-back's walk (``walked``: its candidates) took of each
+    lending group (:class:`_Lent`), if each lends in one kind of ``kinds``
+    only and the walk took up its excess; else None (the memo then asks
+    that nothing of theirs changed)."""
+    follow: dict[str, _Lent] = {}
+    for name, over in lending:
+        positive = [i for i, v in enumerate(over) if v > 0]
+        if len(positive) != 1:
+            return None
+        follow[name] = _Lent(kinds[positive[0]], positive[0], {}, 0, None)   # type: ignore[arg-type]
+    for victim in walked:
+        if not isinstance(victim, Slot):
+            return None
+        lent = follow.get(victim.group)
+        if lent is None:
+            return None
+        lent.members[victim.id] = victim
+        lent.total += victim.resources.millis().get(lent.kind, 0)
+        lent.last = victim
+    for name, over in lending:
+        lent = follow[name]
+        if lent.last is None:
+            return None
+        if not lent.total - lent.last.resources.millis().get(lent.kind, 0) < over[lent.at] <= lent.total:
+            return None                        # (the walk did not take up its excess: its slots ran out)
+    return follow
 
 
 def _plan(machines: Mapping[str, Machine], chosen: Mapping[str, list[Victim]], made: Mapping[str, int],
