@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-import logging
 import os
 import select
 import struct
@@ -61,7 +60,22 @@ __all__ = ["Server", "Client", "Waker", "Readable", "Poller", "poll", "idle", "p
            "MessageCodec", "Received", "DEFAULT_LISTEN_BACKLOG", "CurveKeys", "Authenticator",
            "new_certificate", "load_certificate", "load_public_key", "check_secret_file_mode"]
 
-log = logging.getLogger("mesoslike.transport")
+
+
+class _LazyLog:
+    """``logging.getLogger("mesoslike.transport")``, imported at its first
+    use: ``logging`` brings in ``re``, ``traceback``, ``tokenize``... and a
+    Fuxi worker — 16 start for a job of 16 slots — imports this module but
+    logs nothing through it unless something goes wrong
+    (docs/performance.rst, "Stop 12: the Fuxi path, pipelined (fuxi29f)")."""
+
+    def __getattr__(self, name: str) -> Any:
+        import logging
+
+        return getattr(logging.getLogger("mesoslike.transport"), name)
+
+
+log: Any = _LazyLog()
 
 #: The listen backlog of a server. ZeroMQ's default (100) drops most of the
 #: connections of thousands of agents reconnecting at once after a failover,
