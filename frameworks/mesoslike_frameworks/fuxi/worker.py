@@ -52,7 +52,7 @@ __all__ = ["Worker", "main", "SHELL", "read_secret", "TOKEN_FILE_ENV", "SECRET_K
 
 
 
-class _Log:
+class WorkerLog:
     """The worker's log: ``logging.getLogger("mesoslike_frameworks.fuxi.worker")``,
     imported at its first use, until :meth:`to_stderr` — what :func:`main`
     does — makes it write its lines to stderr itself, in ``logging``'s
@@ -115,7 +115,7 @@ class _Log:
         self._log("ERROR", message, args, trace=True)
 
 
-log = _Log()
+log = WorkerLog()
 
 SHELL = "/bin/sh"
 #: bytes of an instance's stderr quoted in a DONE message
