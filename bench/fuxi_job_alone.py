@@ -4,8 +4,8 @@ cluster — and the CPU each spends an instance, for this tree and, with
 ``--before-tree``, another tree in interleaved rounds.
 
 What the Fuxi path costs beyond what the real agents' path costs is these
-processes: the AppMaster (``python -m mesoslike_frameworks.fuxi.appmaster``,
-started as the service starts it: its job document, snapshot, keys, token),
+processes: the AppMaster (started as the tree's service starts it — its
+``appmaster_argv``, else ``python -m mesoslike_frameworks.fuxi.appmaster`` —: its job document, snapshot, keys, token),
 one worker per slot (started with the task command the service gives its
 slots — this tree's, so a change of that command is measured — with the
 environment, token and secret key files the agents' sandboxes give them),
@@ -86,6 +86,16 @@ def worker_command(python: str, tree: Path) -> str:
                           text=True).stdout.strip()
 
 
+def appmaster_argv(python: str, tree: Path) -> list[str]:
+    """How the tree's service starts an AppMaster, before its options (``python -m`` the module before
+    ``appmaster_argv``)."""
+    probe = ("import json, sys\nfrom mesoslike_frameworks.fuxi import service\n"
+             "argv = getattr(service, 'appmaster_argv', None)\n"
+             "print(json.dumps(argv(sys.argv[1]) if argv else [sys.argv[1], '-m', service.APPMASTER_MODULE]))")
+    return json.loads(subprocess.run([python, "-c", probe, python], cwd=tree, check=True, capture_output=True,
+                                     text=True).stdout)
+
+
 def _exited_cpu(pid: int) -> tuple[float, float]:
     """Once ``pid`` (a child) exited, before it is reaped: its own CPU seconds and its reaped children's."""
     os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
@@ -97,7 +107,8 @@ def _exited_cpu(pid: int) -> tuple[float, float]:
     return own, children
 
 
-def one_job(python: str, tree: Path, command: str, instances: int, slots: int, work: Path) -> dict:
+def one_job(python: str, tree: Path, command: str, instances: int, slots: int, work: Path,
+            start: list[str] | None = None) -> dict:
     job_dir = Path(tempfile.mkdtemp(dir=work))
     document = {"job": {"name": "alone", "units": [{"name": "work", "slots": slots, "cpus": 0.1, "mem": 64,
                                                     "instances": instances, "command": "true"}]}}
@@ -105,7 +116,7 @@ def one_job(python: str, tree: Path, command: str, instances: int, slots: int, w
     keys = JobKeys.of(job_dir)
     service = StandInService()
     bind = f"tcp://127.0.0.1:{tp.free_port()}"
-    argv = [python, "-m", "mesoslike_frameworks.fuxi.appmaster", "--service", service.address,
+    argv = [*(start or [python, "-m", "mesoslike_frameworks.fuxi.appmaster"]), "--service", service.address,
             "--job-id", "job-0001", "--bind", bind, "--snapshot", str(job_dir / "snapshot.json"),
             "--job", str(job_dir / "job.json"), "--log-level", "info", "--key", str(keys.appmaster_secret_path),
             f"--worker-key={keys.worker.public.decode()}"]
@@ -173,6 +184,7 @@ def main() -> None:
     doc, started, load_start = benchlib.start("fuxi_job_alone", None, {"git_head": benchlib.git_state([])[0]})
     trees = benchlib.trees(ROOT, args.before_tree, doc)
     commands = {name: worker_command(python, tree) for name, (python, tree) in trees.items()}
+    starts = {name: appmaster_argv(python, tree) for name, (python, tree) in trees.items()}
     work = Path(tempfile.mkdtemp(prefix="bench-fuxi-job-alone-"))
     results: dict[str, list[dict]] = {name: [] for name in trees}
     loads: list[list[float]] = []
@@ -181,7 +193,8 @@ def main() -> None:
             loads.append([round(x, 2) for x in os.getloadavg()])
             order = list(trees.items()) if r % 2 == 0 else list(reversed(trees.items()))
             for name, (python, tree) in order:
-                results[name].append(one_job(python, tree, commands[name], args.instances, args.slots, work))
+                results[name].append(one_job(python, tree, commands[name], args.instances, args.slots, work,
+                                           starts[name]))
             tp.log(f"round {r + 1}: " + ", ".join(
                 f"{name} {results[name][-1]['seconds']:.2f} s, cpu ms an instance "
                 + ", ".join(f"{kind} {1000 * results[name][-1][kind] / args.instances:.2f}"

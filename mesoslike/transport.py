@@ -38,11 +38,12 @@ Certificates are pyzmq's ``zmq.auth`` files (:func:`new_certificate`,
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
-import logging
 import os
 import select
 import struct
+import sys
 import threading
 import time
 import weakref
@@ -62,7 +63,40 @@ __all__ = ["Server", "Client", "Waker", "Readable", "Poller", "poll", "idle", "p
            "new_certificate", "load_certificate", "load_public_key", "check_secret_file_mode",
            "flush_before_exit"]
 
-log = logging.getLogger("mesoslike.transport")
+
+
+class _LazyLog:
+    """``logging.getLogger("mesoslike.transport")``, imported at its first
+    use: ``logging`` brings in ``re``, ``traceback``, ``tokenize``... and a
+    Fuxi worker — 16 start for a job of 16 slots — imports this module but
+    logs nothing through it unless something goes wrong
+    (docs/performance.rst, "Stop 12: the Fuxi path, pipelined (fuxi29f)").
+    What goes wrong may be the process's descriptors, all used: then
+    ``logging`` cannot be read from the disk, and the line goes to stderr
+    as it is (``ERROR mesoslike.transport: ...``), to be imported at the
+    next line."""
+
+    _logger: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._logger is None:
+            try:
+                import logging
+            except (ImportError, OSError):
+                return functools.partial(_to_stderr, name)
+            self._logger = logging.getLogger("mesoslike.transport")
+        return getattr(self._logger, name)
+
+
+def _to_stderr(level: str, message: str, *args: object, **_: object) -> None:
+    """A log line of the transport's written without ``logging`` (which could not be imported)."""
+    try:
+        sys.stderr.write(f"{level.upper()} mesoslike.transport: {message % args if args else message}\n")
+    except (OSError, ValueError, TypeError):
+        pass
+
+
+log: Any = _LazyLog() if "logging" not in sys.modules else sys.modules["logging"].getLogger("mesoslike.transport")
 
 #: The listen backlog of a server. ZeroMQ's default (100) drops most of the
 #: connections of thousands of agents reconnecting at once after a failover,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import array
 import fcntl
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ import pytest
 from e2e_helpers import child_env, wait_for
 from mesoslike_frameworks.fuxi import am_protocol as amp
 from mesoslike_frameworks.fuxi import protocol, service
+from mesoslike_frameworks.fuxi import worker as worker_module
 from mesoslike_frameworks.fuxi.worker import spawn_instance, spread_children
 from test_fuxi_runtime import StandInAppMaster, worker_env
 
@@ -158,13 +160,31 @@ def test_a_worker_starts_without_the_master_protocol_or_asyncio():
     # certificate files a worker never reads or writes, ~0.01 s)
     done = subprocess.run([sys.executable, "-c", "import sys, mesoslike_frameworks.fuxi.worker; "
                            "print(sorted(m for m in ('mesoslike.wire.messages', 'mesoslike.wire.types', 'asyncio', "
-                           "'ctypes.util', 'mesoslike_frameworks.fuxi.protocol', 'hmac', 'zmq.auth', 'tempfile') "
+                           "'ctypes.util', 'mesoslike_frameworks.fuxi.protocol', 'hmac', 'zmq.auth', 'tempfile', 'logging', "
+                           "'traceback') "
                            "if m in sys.modules))"],
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     # what it declares instead of importing the job protocol is the job protocol's
     assert amp.VERSION == protocol.VERSION and amp.ProtocolError is protocol.ProtocolError
+
+
+def test_a_worker_started_by_main_logs_as_logging_would_without_importing_it(capsys):
+    # logging (with re, traceback, tokenize) was ~8 ms of a worker's start; its lines keep logging's format,
+    # which bench/fuxi_path.py reads the instances' ends from
+    log = worker_module.WorkerLog()
+    log.to_stderr("info")
+    log.debug("not %s", "shown")
+    log.info("instance %d attempt %d %s: %s", 3, 1, "succeeded", "exit status 0")
+    log.warning("plain")
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO fuxi-worker instance 3 attempt 1 "
+                        r"succeeded: exit status 0", lines[0]), lines
+    assert lines[1].endswith(" WARNING fuxi-worker plain")
+    with pytest.raises(ValueError):
+        log.to_stderr("chatty")
 
 
 def test_a_worker_watches_its_instances_from_its_own_loop_without_a_thread_of_its_own(worker_with_an_open_descriptor):

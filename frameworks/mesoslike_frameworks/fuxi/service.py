@@ -152,7 +152,7 @@ from mesoslike.transport import (
 __all__ = ["FuxiService", "AppMasterProcess", "JobServer", "JobClient", "JobRefused", "NoAnswer", "STANDBY_REFUSAL",
            "JobKeys", "DEFAULT_PORT",
            "APPMASTER_MODULE", "WORKER_MODULE", "APPMASTER_PRINCIPAL", "answer", "is_appmaster_of", "worker_command",
-           "check_secure"]
+           "appmaster_argv", "check_secure"]
 
 log = logging.getLogger("mesoslike_frameworks.fuxi.service")
 
@@ -206,6 +206,36 @@ def worker_command(python: str) -> str:
             f"except ImportError:del sys.path[-len(p):];import site;site.main();import {WORKER_MODULE} as w\n"
             "w.main_and_exit()")
     return f"exec {shlex.quote(python)} -S -c {shlex.quote(boot)}"
+
+
+def appmaster_argv(python: str) -> list[str]:
+    """How an AppMaster starts, before its options: ``python -S`` with this
+    process's directories of installed packages (its site directories, and
+    the directories it found ``mesoslike`` and ``mesoslike_frameworks`` in)
+    put on the path, when ``python`` is this process's interpreter, else
+    ``python -m`` the AppMaster's module. The module's name stays an argument
+    of its own (:func:`is_appmaster_of` finds an AppMaster by it), which the
+    boot line takes out before the AppMaster reads its options.
+
+    ``-S``: no ``site`` at the start, as for the workers — ~12 ms of CPU a
+    job with an editable installation's finder (docs/performance.rst, "Stop
+    12: the Fuxi path, pipelined (fuxi29f)"). Where the AppMaster's module
+    is not found that way, its boot runs ``site`` and imports it as ``-m``
+    would."""
+    if python != sys.executable:
+        return [python, "-m", APPMASTER_MODULE]
+    paths = _worker_paths()
+    if not paths:
+        return [python, "-m", APPMASTER_MODULE]
+    import site
+
+    sites = [*site.getsitepackages(), site.getusersitepackages()]
+    paths += [entry for entry in sys.path if entry in sites and entry not in paths]
+    boot = (f"import sys;p={json.dumps(paths)};sys.path+=p;del sys.argv[1]\n"
+            f"try:import {APPMASTER_MODULE} as a\n"
+            f"except ImportError:del sys.path[-len(p):];import site;site.main();import {APPMASTER_MODULE} as a\n"
+            "sys.exit(a.main())")
+    return [python, "-S", "-c", boot, APPMASTER_MODULE]
 
 
 def _worker_paths() -> list[str]:
@@ -390,6 +420,7 @@ class FuxiService(Scheduler):
         self.launch_appmasters = launch_appmasters
         self.python = python
         self._worker_command = worker_command(python)   # the slots' task command (no image), made once
+        self._appmaster_argv = appmaster_argv(python)   # how an AppMaster starts, made once
         self.appmaster_log_level = appmaster_log_level
         self.credentials = credentials
         self.service_key = service_key
@@ -786,7 +817,7 @@ class FuxiService(Scheduler):
             raise OSError(f"the job's keys: {exc}") from None
         self.job_keys[job_id] = keys
         self._appmaster_keys[keys.appmaster.public] = job_id
-        argv = [self.python, "-m", APPMASTER_MODULE, "--service", self._appmaster_service, "--job-id", job_id,
+        argv = [*self._appmaster_argv, "--service", self._appmaster_service, "--job-id", job_id,
                 "--bind", address, "--snapshot", str(directory / "snapshot.json"), "--job", str(job_path),
                 "--log-level", self.appmaster_log_level, "--key", str(keys.appmaster_secret_path),
                 # "--opt=value": a z85 key may begin with "-"

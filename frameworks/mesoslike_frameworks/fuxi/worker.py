@@ -36,7 +36,6 @@ instance, says BYE and exits; with no word from any AppMaster for
 
 from __future__ import annotations
 
-import logging
 import os
 import select
 import signal
@@ -51,7 +50,72 @@ from mesoslike.transport import Client, CurveKeys, Poller, Waker, flush_before_e
 
 __all__ = ["Worker", "main", "SHELL", "read_secret", "TOKEN_FILE_ENV", "SECRET_KEY_FILE_ENV"]
 
-log = logging.getLogger("mesoslike_frameworks.fuxi.worker")
+
+
+class WorkerLog:
+    """The worker's log: ``logging.getLogger("mesoslike_frameworks.fuxi.worker")``,
+    imported at its first use, until :meth:`to_stderr` — what :func:`main`
+    does — makes it write its lines to stderr itself, in ``logging``'s
+    format (``%(asctime)s %(levelname)s fuxi-worker %(message)s``), without
+    ``logging`` and what it imports (``re``, ``traceback``, ``tokenize``:
+    ~8 ms of CPU a worker, 16 workers a job of 16 slots; docs/performance.rst,
+    "Stop 12: the Fuxi path, pipelined (fuxi29f)"). What the transport logs in a
+    worker (a refused handshake, a dropped connection: warnings) still goes
+    through ``logging``, to stderr as its last resort writes it: the
+    message alone."""
+
+    LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "WARN": 30, "ERROR": 40, "CRITICAL": 50}
+    NAME = "mesoslike_frameworks.fuxi.worker"
+
+    def __init__(self) -> None:
+        self._level: int | None = None   # None: through logging
+
+    def to_stderr(self, level: str) -> None:
+        """Write lines of ``level`` (a name, as ``logging``'s) and above to stderr; ValueError for an unknown
+        level."""
+        if level.upper() not in self.LEVELS:
+            raise ValueError(f"unknown log level {level!r}")
+        self._level = self.LEVELS[level.upper()]
+
+    def _log(self, level: str, message: str, args: tuple, trace: bool = False) -> None:
+        if self._level is None:
+            import logging
+
+            logger = logging.getLogger(self.NAME)
+            logger.log(self.LEVELS[level], message, *args, exc_info=trace, stacklevel=3)
+            return
+        if self.LEVELS[level] < self._level:
+            return
+        now = time.time()
+        text = message % args if args else message
+        if trace:
+            import traceback
+
+            text += "\n" + traceback.format_exc().rstrip("\n")
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+        try:
+            sys.stderr.write(f"{stamp},{int(now % 1 * 1000):03d} {level} fuxi-worker {text}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass   # no stderr left: as logging, the worker goes on
+
+    def debug(self, message: str, *args: object) -> None:
+        self._log("DEBUG", message, args)
+
+    def info(self, message: str, *args: object) -> None:
+        self._log("INFO", message, args)
+
+    def warning(self, message: str, *args: object) -> None:
+        self._log("WARNING", message, args)
+
+    def error(self, message: str, *args: object) -> None:
+        self._log("ERROR", message, args)
+
+    def exception(self, message: str, *args: object) -> None:
+        self._log("ERROR", message, args, trace=True)
+
+
+log = WorkerLog()
 
 SHELL = "/bin/sh"
 #: bytes of an instance's stderr quoted in a DONE message
@@ -715,8 +779,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fuxi worker: missing environment {', '.join(missing)} (the Fuxi service sets them)",
               file=sys.stderr)
         return 2
-    logging.basicConfig(level=os.environ.get("FUXI_LOG_LEVEL", "INFO").upper(),
-                        format="%(asctime)s %(levelname)s fuxi-worker %(message)s")
+    try:
+        log.to_stderr(os.environ.get("FUXI_LOG_LEVEL", "INFO"))
+    except ValueError as exc:
+        print(f"fuxi worker: FUXI_LOG_LEVEL: {exc}", file=sys.stderr)
+        return 2
     env = os.environ
     try:
         orphan_timeout = float(env.get("FUXI_ORPHAN_TIMEOUT", "300"))
@@ -742,11 +809,12 @@ def main(argv: list[str] | None = None) -> int:
 def main_and_exit() -> NoReturn:
     """:func:`main`, then out of the process without the interpreter's
     teardown (~6 ms of CPU a worker, 16 workers a job of 16 slots): its log
-    flushed, and ZeroMQ given the worker's linger (0.5 s at most) to send
-    its last messages — which a plain exit does not wait for either (pyzmq
-    leaves its context alone at exit)."""
+    flushed, and what its socket still holds (closed with a linger) given
+    up to 0.6 s to go out (:func:`mesoslike.transport.flush_before_exit`;
+    a plain exit does not wait: pyzmq leaves its context alone at exit)."""
     code = main()
-    logging.shutdown()
+    if "logging" in sys.modules:   # (the transport's, when it logged)
+        sys.modules["logging"].shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
