@@ -644,6 +644,8 @@ class HTTPServer:
         high-water mark (64 KiB) waits, so the end of an answer to a client
         reading slower than we write (a streamed /state) was lost, and the
         client saw an incomplete answer (a CI run)."""
+        if not writer.transport.get_write_buffer_size():
+            return   # (the usual case: not even a turn of the loop, the connection leaves its bound's count now)
         writer.transport.set_write_buffer_limits(high=0)
         await self._before(writer.drain(), self._loop.time() + self.timeout)
 

@@ -209,6 +209,15 @@ def test_a_kept_alive_connection_may_idle_past_the_deadline_but_its_next_head_ma
     assert closed and server.timed_out >= 1
 
 
+def test_a_client_that_never_reads_a_large_answer_is_cut_off_at_its_deadline(serve):
+    body = b"x" * (64 << 20)     # more than the kernel's buffers on both ends hold
+    server = serve(lambda request: Response(200, content_type="application/octet-stream", body=body), timeout=1.0)
+    conn = socket.create_connection((server.host, server.port), timeout=10)
+    conn.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")     # and never reads
+    wait_until(lambda: server.timed_out >= 1 and server.open_connections == 0, 20, "the reader to be cut off")
+    conn.close()
+
+
 def test_heads_and_bodies_are_bounded(serve):
     server = serve(echo, max_body=1000)
     assert raw(server, b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n").startswith(
