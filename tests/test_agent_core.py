@@ -4,7 +4,6 @@
 import math
 import random
 
-import attrs
 import pytest
 
 from mesoslike.agent.core import (
@@ -746,7 +745,7 @@ def test_the_masters_receipts_are_kept_checkpointed_and_shown_when_re_registerin
     (msg,) = messages(core.tick())
     out = core.on_message(m.AgentRegistered("agent-1", MASTER, 1.0, receipt="r" * 32))
     assert of_type(out, CheckpointAgent) == [CheckpointAgent("agent-1", "r" * 32)]
-    signed = attrs.evolve(FW, principal="fwA", principal_receipt="f" * 32)
+    signed = FW.replace(principal="fwA", principal_receipt="f" * 32)
     launch(core, framework=signed)
     clock.advance(10.0)                                   # the master falls silent
     (again,) = registrations(core.tick())

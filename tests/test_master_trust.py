@@ -6,7 +6,6 @@ restart without a registry (receipts)."""
 
 import logging
 
-import attrs
 import msgspec
 import pytest
 
@@ -238,7 +237,7 @@ def test_an_agents_word_alone_binds_no_framework_to_a_principal(cluster):
     (run,) = only(cluster.launch(fid, registered.agent_id, task("t1", registered.agent_id)), m.RunTask)
     rogue = cluster.register(ROGUE, "rogue")
     cluster.restart()
-    claimed = attrs.evolve(run.framework, principal="fwB", principal_receipt="0" * 32)
+    claimed = run.framework.replace(principal="fwB", principal_receipt="0" * 32)
     reregister(cluster, ROGUE, rogue, [msgspec.structs.replace(run, framework=claimed)])   # RunTask: a Struct
     for peer in (FW_B, FW_A):
         out, taken = cluster.subscribe(peer, fid)

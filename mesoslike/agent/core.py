@@ -263,7 +263,7 @@ class AgentCore:
             raise ValueError(f"register_jitter must be in [0, 1), got {register_jitter!r}")
         self.max_message_size = check_message_size(max_message_size)
         self.clock = clock
-        self._info = attrs.evolve(info, id="")
+        self._info = info.replace(id="")
         #: the total it was started with (--resources); its dynamic reservations convert part of it
         self._base_total = info.resources
         self._reservations = EMPTY
@@ -338,7 +338,7 @@ class AgentCore:
     @property
     def info(self) -> AgentInfo:
         """What the agent registers with (``id`` filled in once assigned)."""
-        return attrs.evolve(self._info, id=self._agent_id)
+        return self._info.replace(id=self._agent_id)
 
     @property
     def total(self) -> Resources:
@@ -373,7 +373,7 @@ class AgentCore:
         if not total.contains(self._used):
             return f"its tasks use {self._used}, which the total {total} would not hold"
         self._reservations = reservations
-        self._info = attrs.evolve(self._info, resources=total)
+        self._info = self._info.replace(resources=total)
         return None
 
     def _checkpoint_resources(self, msg: m.CheckpointResources) -> list[Command]:

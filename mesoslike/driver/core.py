@@ -594,8 +594,8 @@ class DriverCore:
         when the driver subscribes again."""
         if not isinstance(framework, FrameworkInfo):
             raise TypeError(f"update_framework takes a FrameworkInfo, got {type(framework).__name__}")
-        self._framework = attrs.evolve(framework, id="")
-        return self._call("update_framework", lambda: m.UpdateFramework(attrs.evolve(framework, id=self.framework_id)))
+        self._framework = framework.replace(id="")
+        return self._call("update_framework", lambda: m.UpdateFramework(framework.replace(id=self.framework_id)))
 
     def revive_offers(self) -> list[Command]:
         """REVIVE now (it clears the filters too), or — not subscribed — no
@@ -682,7 +682,7 @@ class DriverCore:
         commands: list[Command] = [Reconnect()] if fresh_connection else []
         if fresh_connection:
             self._connection_made = self._clock.now()
-        framework = attrs.evolve(self._framework, id=self.framework_id)
+        framework = self._framework.replace(id=self.framework_id)
         suppressed_roles = [framework.role] if self.suppressed else []
         commands.append(self._send(m.Subscribe(framework, accepts_batches=True, suppressed_roles=suppressed_roles)))
         self._retry_at = self._clock.now() + self._backoff.delay(self._subscribe_attempts, self._rng)

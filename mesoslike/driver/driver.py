@@ -29,7 +29,6 @@ import threading
 import time
 from typing import Callable, Iterable
 
-import attrs
 
 from mesoslike.clock import SystemClock
 from mesoslike.credentials import client_keys
@@ -183,7 +182,7 @@ class SchedulerDriver:
         # by default from MESOSLIKE_KEY / MESOSLIKE_MASTER_KEY (``mesoslike local`` sets them)
         self._keys, self._master_key = client_keys(key, master_key)
         if self._keys is not None and not framework.user:
-            framework = attrs.evolve(framework, user=getpass.getuser())  # as Mesos: the current user
+            framework = framework.replace(user=getpass.getuser())  # as Mesos: the current user
         self.framework = framework
         self.master = parse_master(master)
         self._clock = SystemClock()

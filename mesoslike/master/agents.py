@@ -13,7 +13,6 @@ import itertools
 import logging
 from typing import Iterator
 
-import attrs
 import msgspec
 
 import mesoslike.master.receipts as receipts
@@ -111,7 +110,7 @@ class AgentLifecycle:
         if self._refused(peer, principal, msg.agent, None, msg.http_address):
             return
         agent_id = context.agents.new_id(context.registry.agents)
-        info = attrs.evolve(msg.agent, id=agent_id, principal=principal or "")
+        info = msg.agent.replace(id=agent_id, principal=principal or "")
         self._admit(peer, info, {}, msg.http_address)
         log.info("agent %s (%s) registered with %s", agent_id, clip(info.hostname), info.resources)
 
@@ -174,7 +173,7 @@ class AgentLifecycle:
             context.out.send(peer, m.ShutdownAgent("this agent was removed; register anew"))
             return
         if info.principal != (principal or ""):   # whose it is, is never the agent's to say
-            info = attrs.evolve(info, principal=principal or "")
+            info = info.replace(principal=principal or "")
             msg = msgspec.structs.replace(msg, agent=info)
         if self._refused(peer, principal, info, info.id, msg.http_address):
             return
@@ -241,7 +240,7 @@ class AgentLifecycle:
             log.warning("agent %s re-registered with a total its tasks do not fit in; keeping the old one: %s",
                         agent.id, exc)
             return
-        agent.info = attrs.evolve(agent.info, resources=info.resources, attributes=dict(info.attributes))
+        agent.info = agent.info.replace(resources=info.resources, attributes=dict(info.attributes))
         self._keep_in_registry(agent)
         log.info("agent %s re-registered with resources %s and attributes %s", agent.id, info.resources,
                  clip(info.attributes))

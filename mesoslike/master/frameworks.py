@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from typing import Iterable, Mapping
 
-import attrs
 
 import mesoslike.master.receipts as receipts
 from mesoslike.acl import Refused
@@ -95,7 +94,7 @@ class FrameworkLifecycle:
                                f"({held}; max_frameworks_per_connection): subscribe another one from its own "
                                "connection", fatal=True)
             return
-        info = attrs.evolve(self._capped(info), principal=principal or "")  # never what the message says
+        info = self._capped(info).replace(principal=principal or "")  # never what the message says
         if record is None and principal \
                 and book.principals.count(principal.encode()) >= config.max_frameworks_per_principal:
             self._refuse(peer, f"principal {clip(principal)} already holds {config.max_frameworks_per_principal} "
@@ -109,7 +108,7 @@ class FrameworkLifecycle:
             return
         if record is None:
             framework_id = info.id if claimed else book.new_id(context.registry.frameworks)
-            info = self.signed(attrs.evolve(info, id=framework_id))
+            info = self.signed(info.replace(id=framework_id))
             if claimed:
                 book.claimed.add(framework_id)
                 log.info("framework %s subscribed under an id this master did not know, bound to principal %s",
@@ -160,7 +159,7 @@ class FrameworkLifecycle:
         if problem is not None:
             context.out.error(peer, f"cannot update framework {record.id}: {problem}")
             return
-        updated = self.signed(attrs.evolve(self._capped(info), id=record.id, role=record.info.role,
+        updated = self.signed(self._capped(info).replace(id=record.id, role=record.info.role,
                                            user=record.info.user, principal=record.info.principal))
         if updated != record.info:
             record.info = updated
@@ -202,7 +201,7 @@ class FrameworkLifecycle:
             return info
         log.info("framework %s: failover_timeout %g lowered to %g (max_failover_timeout)", clip(info.id or info.name),
                  info.failover_timeout, cap)
-        return attrs.evolve(info, failover_timeout=cap)
+        return info.replace(failover_timeout=cap)
 
     def _reconnect(self, record: FrameworkRecord, info: FrameworkInfo) -> None:
         """A known framework subscribes again (after a disconnection, a failover, from another connection)."""
@@ -210,7 +209,7 @@ class FrameworkLifecycle:
         # a re-subscribing framework gets fresh offers (as in Mesos)
         for offer in context.allocator.outstanding_offers(record.id):
             context.allocator.rescind_offer(offer.id, RescindReason.FRAMEWORK_DEACTIVATED)
-        record.info = self.signed(attrs.evolve(info, id=record.id, role=record.info.role))
+        record.info = self.signed(info.replace(id=record.id, role=record.info.role))
         if context.registry.frameworks.get(record.id) != record.info:
             context.registry.add_framework(record.info)
             context.registry_changed()
@@ -368,7 +367,7 @@ class FrameworkLifecycle:
                 continue
             if info.id in book.unbound:
                 book.unbound.discard(info.id)
-                record.info = attrs.evolve(record.info, principal=checked.principal,
+                record.info = record.info.replace(principal=checked.principal,
                                            principal_receipt=checked.principal_receipt)
                 context.registry.add_framework(record.info)
                 context.registry_changed()
@@ -400,7 +399,7 @@ class FrameworkLifecycle:
             self._disconnect(record, context.clock.now())
         book.principals.release(record.id)
         book.owners.release(record.id)
-        record.info = attrs.evolve(record.info, principal=proven.principal, principal_receipt=proven.principal_receipt)
+        record.info = record.info.replace(principal=proven.principal, principal_receipt=proven.principal_receipt)
         book.principals.hold(proven.principal.encode(), record.id)
         context.registry.add_framework(record.info)
         context.registry_changed()
@@ -413,7 +412,7 @@ class FrameworkLifecycle:
         key = self._context.receipt_key
         receipt = receipts.sign(key, receipts.FRAMEWORK, info.id, info.principal) \
             if key is not None and info.principal and info.id else ""
-        return info if info.principal_receipt == receipt else attrs.evolve(info, principal_receipt=receipt)
+        return info if info.principal_receipt == receipt else info.replace(principal_receipt=receipt)
 
     def reported_info(self, info: FrameworkInfo) -> FrameworkInfo:
         """A framework's info as a re-registering agent reported it: its
@@ -426,7 +425,7 @@ class FrameworkLifecycle:
             return info
         if not info.principal and not info.principal_receipt:
             return info
-        return attrs.evolve(info, principal="", principal_receipt="")
+        return info.replace(principal="", principal_receipt="")
 
     def _check_bound(self, record: FrameworkRecord) -> None:
         """Refuse using a framework id whose principal this secured master

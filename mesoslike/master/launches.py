@@ -12,7 +12,6 @@ import itertools
 import logging
 import math
 
-import attrs
 
 from mesoslike.allocator import Offer as AllocatorOffer
 from mesoslike.backoff import Backoff
@@ -147,7 +146,7 @@ class Launches:
         changed): the registry keeps it (a new leader knows them), the agent
         is told to checkpoint them (it re-registers with them)."""
         context = self._context
-        agent.info = attrs.evolve(agent.info, resources=total)
+        agent.info = agent.info.replace(resources=total)
         context.registry.admit_agent(agent.info)
         context.registry_changed()
         context.counters["reservation_operations"] += 1

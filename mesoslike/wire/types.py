@@ -125,13 +125,19 @@ def labels_field() -> list[Label]:
     return attrs.field(factory=list, converter=_label_list)
 
 
-@attrs.frozen
-class FrameworkInfo:
+class FrameworkInfo(msgspec.Struct, frozen=True, gc=False):
     """Who a framework is. ``id`` is empty on first subscription; the master
     assigns one, and the driver sends it back when it re-subscribes.
     ``failover_timeout``: how long the master keeps the framework's tasks
     running after it disconnects. ``partition_aware``: tasks of a lost agent
-    become TASK_UNREACHABLE rather than TASK_LOST."""
+    become TASK_UNREACHABLE rather than TASK_LOST.
+
+    A frozen ``msgspec.Struct`` (every re-registering agent carries those of
+    its tasks' frameworks: decoded in C), not an attrs class: :meth:`replace`
+    is ``attrs.evolve``'s counterpart. ``labels`` may be given as
+    :class:`Label` objects, ``(key, value)`` pairs or a ``{key: value}`` map,
+    at most :data:`MAX_LABELS`; ``webui_url`` is checked — at construction
+    and decoding alike (``__post_init__``)."""
 
     name: str
     role: str = "*"
@@ -144,14 +150,29 @@ class FrameworkInfo:
     #: who registered it, as the master authenticated them (docs/security.rst); set by the master only
     principal: str = ""
     #: free-form key/value metadata (Mesos's ``FrameworkInfo.labels``), shown in ``/state``
-    labels: list[Label] = labels_field()
+    labels: list[Label] = []
     #: the framework's own web page (Mesos's ``FrameworkInfo.webui_url``): the dashboard links to it
-    webui_url: str = attrs.field(default="", validator=lambda _, __, value: _problem(
-        isinstance(value, str) and len(value) <= _MAX_PATH and (not value or value.startswith(("http://", "https://"))),
-        "webui_url must be an http:// or https:// URL of at most 4096 characters"))
+    webui_url: str = ""
     #: the master's receipt binding ``id`` to ``principal`` (mesoslike.master.receipts): agents keep it
     #: with the framework's tasks and show it when they re-register; set by the master only
     principal_receipt: str = ""
+
+    def __post_init__(self) -> None:
+        # what attrs's converter and validator did; most frameworks have neither labels nor a web page
+        labels = self.labels
+        if labels or type(labels) is not list:
+            msgspec.structs.force_setattr(self, "labels", _label_list(labels))
+        url = self.webui_url
+        if url or type(url) is not str:
+            _problem(isinstance(url, str) and len(url) <= _MAX_PATH and url.startswith(("http://", "https://")),
+                     "webui_url must be an http:// or https:// URL of at most 4096 characters")
+
+    def replace(self, **changes: Any) -> "FrameworkInfo":
+        """A copy with ``changes`` (fields by name); new ``labels`` and ``webui_url`` are converted and
+        checked as a new framework's are."""
+        if "labels" in changes or "webui_url" in changes:
+            return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
+        return msgspec.structs.replace(self, **changes)
 
 
 # ------------------------------------------------------------ health checks
@@ -903,15 +924,34 @@ class MasterInfo:
     version: str = ""
 
 
-@attrs.frozen
-class AgentInfo:
-    """An agent as it registers: ``id`` empty on first registration."""
+class AgentInfo(msgspec.Struct, frozen=True, gc=False):
+    """An agent as it registers: ``id`` empty on first registration.
+
+    A frozen ``msgspec.Struct`` (one in every (re-)registration: decoded in
+    C), not an attrs class: :meth:`replace` is ``attrs.evolve``'s
+    counterpart. ``attributes`` is copied into a dict and checked against
+    the grammar (mesoslike.attributes) at construction and decoding alike
+    (``__post_init__``)."""
 
     hostname: str
     resources: Resources
     #: name -> canonical Mesos text of a typed value (mesoslike.attributes), checked against the grammar
-    attributes: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict, validator=check_attributes)
+    attributes: dict[str, str] = {}
     id: str = ""
     port: int = 0
     #: the agent principal it belongs to (docs/security.rst); set by the master only
     principal: str = ""
+
+    def __post_init__(self) -> None:
+        attributes = self.attributes
+        if attributes or type(attributes) is not dict:   # (an agent without attributes: one test)
+            attributes = _frozen_dict(attributes)
+            check_attributes(self, None, attributes)
+            msgspec.structs.force_setattr(self, "attributes", attributes)
+
+    def replace(self, **changes: Any) -> "AgentInfo":
+        """A copy with ``changes`` (fields by name); new ``attributes`` are copied and checked as a new
+        agent's are."""
+        if "attributes" in changes:
+            return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
+        return msgspec.structs.replace(self, **changes)
