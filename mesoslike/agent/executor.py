@@ -508,9 +508,11 @@ class TaskExecutor:
         self.run_dir_remover = RunDirRemover(self.work_dir / "meta" / "trash")
         #: run directories kept for reuse (:meth:`_recycle`), and those of ended runs not yet forgotten
         self.spare_root = self.work_dir / "meta" / "spare"
-        self._spares: list[Path] | None = None
+        # spare run directories, as strings (a Path made, parsed and hashed for each was 2 % of an agent's launch)
+        self._spares: list[str] | None = None
         # the spares whose files are known (:attr:`_Run.plain`): blanked without a listing of the directory
-        self._plain_spares: set[Path] = set()
+        self._plain_spares: set[str] = set()
+        self._spare_root = os.fspath(self.spare_root)
         self._ended_run_dirs: dict[Path, bool] = {}   # run directory -> whether its run was plain
         #: forks the supervisors (None: each is an interpreter started for it)
         self.launcher: SupervisorLauncher | None = SupervisorLauncher(self.python, SUPERVISOR_SCRIPT) \
@@ -1379,7 +1381,7 @@ class TaskExecutor:
         if len(spares) >= MAX_SPARE_RUN_DIRS:
             self.run_dir_remover.discard(run_dir)
             return
-        spare = self.spare_root / os.urandom(8).hex()
+        spare = f"{self._spare_root}/{os.urandom(8).hex()}"
         try:
             os.rename(run_dir, spare)
         except FileNotFoundError:
@@ -1392,10 +1394,10 @@ class TaskExecutor:
         if plain:
             self._plain_spares.add(spare)
 
-    def _spare_run_dirs(self) -> list[Path]:
+    def _spare_run_dirs(self) -> list[str]:
         if self._spares is None:   # first use: those an earlier agent process kept are spares too
             self.spare_root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self._spares = [entry for entry in self.spare_root.iterdir() if entry.is_dir()]
+            self._spares = [str(entry) for entry in self.spare_root.iterdir() if entry.is_dir()]
         return self._spares
 
     def _make_run_dir(self, run_dir: Path) -> None:
@@ -1575,7 +1577,7 @@ def _write_new_file(path: str, data: bytes) -> None:
     sup.overwrite(path, data, mode=0o600)   # into a reused run directory's file, if there is one
 
 
-def _blank_run_files(run_dir: Path, reused: bool, plain: bool = False) -> None:
+def _blank_run_files(run_dir: str | os.PathLike, reused: bool, plain: bool = False) -> None:
     """Empty ``run_dir`` of an earlier run's state: a blank launch.json,
     supervisor.json, task.json or exit.json reads as none (not written yet);
     their files are kept (see :meth:`TaskExecutor._recycle`). exit.json
