@@ -837,3 +837,63 @@ def test_a_spec_too_large_for_a_request_or_a_helper_of_before_goes_in_a_memfd(ns
     assert exits(ended)["big"] == (0, None, "")
     assert executor.sandbox("fw", "big").joinpath("stdout").read_text() == f"{len(big)}\n"
     assert nsinit.takes_inline(__file__) is False   # no marker: a helper of before
+
+
+def test_a_plain_runs_spare_is_blanked_without_a_listing_and_a_run_directory_in_place_keeps_the_spare(
+        executor, monkeypatch):
+    """A run of the shared supervisor without secrets leaves four known files: its spare is cut without
+    listing the directory first, and holds nothing of the last run from the moment it takes its place.
+    No look whether the run directory exists first: the rename fails on one with files (an ended task
+    relaunched under its name before it was forgotten), which keeps that directory and the spare."""
+    from mesoslike.agent import executor as executor_module
+
+    executor.launch("fw", task("first", "exit 7"), "agent-1")
+    assert run_of(executor, "first").plain
+    assert exits(events_until(executor, lambda events: "first" in exits(events)))["first"] == (7, None, "")
+    executor.forget("fw", "first")
+    assert len(executor._plain_spares) == 1
+    listed: list[str] = []
+    seen: dict[str, str] = {}
+    real_listdir, real_rename = os.listdir, os.rename
+
+    def rename_and_look(source, target):
+        real_rename(source, target)
+        if "meta/tasks" in str(target):
+            seen.update({name: (Path(target) / name).read_text()
+                         for name in ("supervisor.json", "task.json", "exit.json", "launch.json")})
+
+    monkeypatch.setattr(executor_module.os, "listdir", lambda path: listed.append(str(path)) or real_listdir(path))
+    monkeypatch.setattr(executor_module.os, "rename", rename_and_look)
+    executor.launch("fw", task("second", "exit 5"), "agent-1")
+    monkeypatch.setattr(executor_module.os, "rename", real_rename)
+    assert listed == [] and not executor._plain_spares
+    assert read_json_text(seen.pop("exit.json")) == {"ended": False}
+    assert sorted(seen) == ["launch.json", "supervisor.json", "task.json"]
+    assert all(len(text) <= 1 for text in seen.values()), seen
+    assert exits(events_until(executor, lambda events: "second" in exits(events)))["second"] == (5, None, "")
+
+    # an ended task not forgotten: its run directory stays; relaunched under its name, the spare stays a spare
+    executor.forget("fw", "second")
+    spares = list(executor._spares or [])
+    assert len(spares) == 1
+    executor.launch("fw", task("third", "exit 2"), "agent-1")
+    assert exits(events_until(executor, lambda events: "third" in exits(events)))["third"] == (2, None, "")
+    executor.forget("fw", "third")   # two spares now
+    executor.launch("fw", task("fourth", "exit 4"), "agent-1")
+    assert exits(events_until(executor, lambda events: "fourth" in exits(events)))["fourth"] == (4, None, "")
+    kept = list(executor._spares or [])
+    fourth_dir = run_of_dir(executor, "fourth")
+    inode = fourth_dir.stat().st_ino
+    executor.launch("fw", task("fourth", "exit 6"), "agent-1")   # over its ended run's directory
+    assert executor._spares == kept and fourth_dir.stat().st_ino == inode
+    assert exits(events_until(executor, lambda events: "fourth" in exits(events)))["fourth"] == (6, None, "")
+
+
+def read_json_text(text: str) -> object:
+    import json
+    return json.loads(text)
+
+
+def run_of_dir(executor, task_id: str) -> Path:
+    from mesoslike.agent.executor import run_dir_path
+    return run_dir_path(executor.work_dir, "fw", task_id)

@@ -344,7 +344,7 @@ class _Run:
 
     __slots__ = ("framework_id", "task_id", "run_dir", "sandbox", "container", "watch", "task_pid", "limited",
                  "forget", "next_oom_check", "kill_deadline", "checked", "health_changes", "health_stamp",
-                 "isolation", "image")
+                 "isolation", "image", "plain")
 
     def __init__(self, framework_id: str, task_id: str, run_dir: Path, sandbox: Path, container: Container,
                  watch: _Watch | _SharedWatch, task_pid: int | None = None) -> None:
@@ -364,6 +364,9 @@ class _Run:
         self.health_stamp: tuple[int, int] | None = None   # health.json's (mtime, inode) last read
         self.isolation: tuple[str, ...] = ()      # the isolators it got (Mesos's names)
         self.image = ""                           # the image of its root filesystem ('': the agent's)
+        # launched by this agent process for the shared supervisor, without secrets: its run directory ends
+        # with launch.json, supervisor.json, task.json and exit.json alone (no log, health, secret files)
+        self.plain = False
 
     def started(self) -> TaskStarted:
         assert self.task_pid is not None
@@ -396,6 +399,7 @@ class _Prepared:
     isolation: tuple[str, ...]
     image: str
     shared: bool = False   # for the shared supervisor (no image, URIs, health check; namespaces with its helper)
+    secrets: bool = False  # secret files or variables: a secrets.json and (maybe) secret files in the run directory
 
 
 class TaskExecutor:
@@ -504,8 +508,12 @@ class TaskExecutor:
         self.run_dir_remover = RunDirRemover(self.work_dir / "meta" / "trash")
         #: run directories kept for reuse (:meth:`_recycle`), and those of ended runs not yet forgotten
         self.spare_root = self.work_dir / "meta" / "spare"
-        self._spares: list[Path] | None = None
-        self._ended_run_dirs: set[Path] = set()
+        # spare run directories, as strings (a Path made, parsed and hashed for each was 2 % of an agent's launch)
+        self._spares: list[str] | None = None
+        # the spares whose files are known (:attr:`_Run.plain`): blanked without a listing of the directory
+        self._plain_spares: set[str] = set()
+        self._spare_root = os.fspath(self.spare_root)
+        self._ended_run_dirs: dict[Path, bool] = {}   # run directory -> whether its run was plain
         #: forks the supervisors (None: each is an interpreter started for it)
         self.launcher: SupervisorLauncher | None = SupervisorLauncher(self.python, SUPERVISOR_SCRIPT) \
             if fork_supervisors else None
@@ -706,6 +714,7 @@ class TaskExecutor:
         run = self._runs[prepared.key] = _Run(*prepared.key, prepared.run_dir, prepared.sandbox, prepared.container,
                                               watch)
         run.isolation = prepared.isolation
+        run.plain = not prepared.secrets
         self._shared_runs[watch.name] = prepared.key
 
     def _watch_prepared(self, prepared: _Prepared, answer: int | OSError | None) -> LaunchError | None:
@@ -777,7 +786,7 @@ class TaskExecutor:
             raise LaunchError(launch_problem(exc, self.work_dir)) from None
         return _Prepared(key, run_dir, sandbox, container, environment, "pid" in spec["namespaces"],
                          task.health_check is not None, tuple(spec["isolation"]),
-                         spec["image"]["name"] if spec.get("image") else "", shared)
+                         spec["image"]["name"] if spec.get("image") else "", shared, bool(secrets))
 
     def _start_supervisor(self, run_dir: Path, environment: dict[str, str], pid_namespace: bool) -> _Watch:
         """Start a supervisor without the launcher: an interpreter of its
@@ -1211,9 +1220,9 @@ class TaskExecutor:
             events.extend(self._check_health(key, run))   # the verdict that killed it comes before the exit
         events.append(self._outcome(key, run))
         if run.forget:
-            self._recycle(run.run_dir)
+            self._recycle(run.run_dir, run.plain)
         else:
-            self._ended_run_dirs.add(run.run_dir)   # no process of it writes there any more
+            self._ended_run_dirs[run.run_dir] = run.plain   # no process of it writes there any more
         return events
 
     def _outcome(self, key: tuple[str, str], run: _Run) -> ExecutorEvent:
@@ -1350,9 +1359,9 @@ class TaskExecutor:
             run.forget = True
             return
         run_dir = run_dir_path(self.work_dir, framework_id, task_id)
-        if run_dir in self._ended_run_dirs:
-            self._ended_run_dirs.discard(run_dir)
-            self._recycle(run_dir)
+        plain = self._ended_run_dirs.pop(run_dir, None)
+        if plain is not None:
+            self._recycle(run_dir, plain)
         else:
             self.run_dir_remover.discard(run_dir)   # off the agent's loop (gc.RunDirRemover)
         try:
@@ -1360,17 +1369,19 @@ class TaskExecutor:
         except OSError:
             pass
 
-    def _recycle(self, run_dir: Path) -> None:
+    def _recycle(self, run_dir: Path, plain: bool = False) -> None:
         """Keep the run directory of a task whose supervisor has ended as a
         spare for a later launch (issue 14: on a file system without a
         journal, such as this project's machines', every inode made soon
         after others were removed costs a scan past them, and each run made
-        and removed five), up to :data:`MAX_SPARE_RUN_DIRS`; beyond, remove it."""
+        and removed five), up to :data:`MAX_SPARE_RUN_DIRS`; beyond, remove it.
+        ``plain``: its files are known (:attr:`_Run.plain`), and its reuse
+        need not list them."""
         spares = self._spare_run_dirs()
         if len(spares) >= MAX_SPARE_RUN_DIRS:
             self.run_dir_remover.discard(run_dir)
             return
-        spare = self.spare_root / os.urandom(8).hex()
+        spare = f"{self._spare_root}/{os.urandom(8).hex()}"
         try:
             os.rename(run_dir, spare)
         except FileNotFoundError:
@@ -1380,24 +1391,32 @@ class TaskExecutor:
             self.run_dir_remover.discard(run_dir)
             return
         spares.append(spare)
+        if plain:
+            self._plain_spares.add(spare)
 
-    def _spare_run_dirs(self) -> list[Path]:
+    def _spare_run_dirs(self) -> list[str]:
         if self._spares is None:   # first use: those an earlier agent process kept are spares too
             self.spare_root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self._spares = [entry for entry in self.spare_root.iterdir() if entry.is_dir()]
+            self._spares = [str(entry) for entry in self.spare_root.iterdir() if entry.is_dir()]
         return self._spares
 
     def _make_run_dir(self, run_dir: Path) -> None:
         """``run_dir``, empty of an earlier run's files: a spare renamed into
         place if there is one (its files emptied, not removed: see
         :meth:`_recycle`), else made."""
-        self._ended_run_dirs.discard(run_dir)
+        self._ended_run_dirs.pop(run_dir, None)
         spares = self._spare_run_dirs()
-        if spares and not os.path.lexists(run_dir):
+        if spares:
             spare = spares.pop()
+            plain = spare in self._plain_spares
+            if plain:
+                self._plain_spares.discard(spare)
             # blanked *before* it takes the run directory's place: an agent killed right after the rename
             # must not recover the new task from the last run's supervisor.json, task.json and exit.json
-            _blank_run_files(spare, reused=True)
+            _blank_run_files(spare, reused=True, plain=plain)
+            # no look whether run_dir exists first (a walk of its path a launch): the rename takes the place
+            # of nothing or of an empty directory (no run's state), and fails on anything else (ENOTEMPTY,
+            # EEXIST, ENOTDIR: a directory with files, a file, a symlink), when the spare stays a spare
             try:
                 try:
                     os.rename(spare, run_dir)
@@ -1407,6 +1426,7 @@ class TaskExecutor:
                 return
             except OSError as exc:
                 log.debug("cannot reuse a spare run directory for %s: %s", run_dir, exc)
+                spares.append(spare)   # blanked: a spare still (not one whose files are known any more)
         run_dir.mkdir(parents=True, exist_ok=True)
         _blank_run_files(run_dir, reused=False)
 
@@ -1557,14 +1577,24 @@ def _write_new_file(path: str, data: bytes) -> None:
     sup.overwrite(path, data, mode=0o600)   # into a reused run directory's file, if there is one
 
 
-def _blank_run_files(run_dir: Path, reused: bool) -> None:
+def _blank_run_files(run_dir: str | os.PathLike, reused: bool, plain: bool = False) -> None:
     """Empty ``run_dir`` of an earlier run's state: a blank launch.json,
     supervisor.json, task.json or exit.json reads as none (not written yet);
     their files are kept (see :meth:`TaskExecutor._recycle`). exit.json
     becomes the next run's placeholder at once ("not ended", at full size:
-    its final status always fits), made if missing: one write, not two."""
+    its final status always fits), made if missing: one write, not two.
+    ``plain``: the directory is known to hold those four files and no other
+    (a run of the shared supervisor without secrets, :attr:`_Run.plain`):
+    the three are cut without a listing of the directory first."""
     directory = os.fspath(run_dir)   # its files' paths joined as strings (no Path parsed a file)
     _write_new_file(os.path.join(directory, sup.EXIT_FILE), sup.exit_placeholder())
+    if plain:
+        for name in (sup.LAUNCH_FILE, sup.SUPERVISOR_FILE, sup.TASK_FILE):
+            try:
+                os.truncate(os.path.join(directory, name), 1)
+            except FileNotFoundError:
+                pass
+        return
     present = set(os.listdir(directory))   # one read of the directory, not a failed call per file it lacks
     for name in (sup.LAUNCH_FILE, sup.SUPERVISOR_FILE, sup.TASK_FILE):
         if name in present:
