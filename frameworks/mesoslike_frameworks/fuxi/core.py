@@ -401,6 +401,8 @@ class FuxiCore:
         self._demand: dict[str, dict[int, list[Any]]] = {}
         self._demand_stale: set[str] = set(self.groups)
         self._at_quota: set[str] = set()              # units whose reason is WAIT_QUOTA (waiting or not)
+        #: grows whenever a unit joins or leaves ``_at_quota & _wanting`` (:meth:`waiting_for_quota`'s units)
+        self.quota_epoch = 0
         self._queued_units: dict[str, Unit] = {}      # units in their waiting queues (``Unit.queued``), by key
         # the queued units waiting for quota, by group and slot size (``_park``), and the other queued ones
         self._parked: dict[tuple[str, int], dict[str, Unit]] = {}
@@ -611,7 +613,7 @@ class FuxiCore:
             self._backing_off.discard(unit.key)
             self._sync(unit)
             self._new.pop(unit.key, None)
-            self._at_quota.discard(unit.key)
+            self._at_quota.discard(unit.key)    # out of _wanting already (_sync): quota_epoch counted it
             del self._units[unit.key]
             self._forget_size(unit.slot)
         self._want_offers()
@@ -1461,11 +1463,18 @@ class FuxiCore:
         key = unit.key
         live = key in self._units
         left = unit.desired - len(unit.slots)          # unit.waiting, unit.missing: inlined (a call per unit)
+        wanting = self._wanting
         if left > 0 and live:
-            self._wanting.add(key)
+            if key not in wanting:
+                wanting.add(key)
+                if key in self._at_quota:
+                    self.quota_epoch += 1
             counted = left
         else:
-            self._wanting.discard(key)
+            if key in wanting:
+                wanting.discard(key)
+                if key in self._at_quota:
+                    self.quota_epoch += 1
             counted = 0
         if counted != unit.counted:                   # its group's waiting demand follows
             self._count_demand(unit, counted - unit.counted)
@@ -1525,10 +1534,13 @@ class FuxiCore:
         """The unit waits for ``reason`` now (a change). O(1)."""
         unit.reason = reason
         self._changes += 1
+        key = unit.key
         if reason == WAIT_QUOTA:
-            self._at_quota.add(unit.key)
-        else:
-            self._at_quota.discard(unit.key)
+            self._at_quota.add(key)
+            self.quota_epoch += 1
+        elif key in self._at_quota:
+            self._at_quota.discard(key)
+            self.quota_epoch += 1
         if unit.queued:
             self._park(unit)
 

@@ -105,6 +105,9 @@ class FuxiScheduler:
         # object, a dict of shapes finds its key by identity (no Resources.__eq__ per lookup)
         self._shapes: dict[Resources, Resources] = {}
         self._wanted: dict[Resources, int] | None = None
+        # _measure's tasks of the units waiting for quota, by shape: (the core's ``quota_epoch`` it is true
+        # at, those units' jobs, the count); dropped when the waiting tasks of one of those jobs change
+        self._at_quota: tuple[int, set[str], dict[Resources, int]] | None = None
         self._held: list[Offer] = []
         # _covered's count: the room for each shape of ``_room_for`` (a _measure()) in _held[:_room_at[shape]]
         self._room: dict[Resources, int] = {}
@@ -124,6 +127,7 @@ class FuxiScheduler:
             if job.shape is not None and any(task.resources != job.shape for task in tasks):
                 job.shape = None
             job.tasks.extend(tasks)
+            self._tasks_changed(job)
             job.desired += len(tasks)
             self._apply(self.core.update_desire(job.job_id, UNIT, job.desired))
             return
@@ -170,21 +174,43 @@ class FuxiScheduler:
         and a pass comes every cycle anyway). Without that exception a unit
         at its quota had every agent offered and declined, every second."""
         if self._wanted is None:
-            shapes = dict(self._waiting_shapes)
             # with offer filters, a unit's quota may have room again once a slot is returned: the
             # last pass's reasons hold only until then (the next pass says anew)
             stale = self.offer_filters and self._returned
-            jobs = self._jobs
-            for job_id, _ in (() if stale else self.core.waiting_for_quota()):
-                job = jobs.get(job_id)
-                if job is not None and job.tasks:
-                    shape = job.shape
-                    if shape is None:
-                        shape = job.tasks[0].resources
-                    shapes[shape] = shapes.get(shape, 0) - len(job.tasks)
+            held = {} if stale else self._quota_held()
             fits = self.host.fits_now
-            self._wanted = {shape: n for shape, n in shapes.items() if n > 0 and fits(shape)}
+            get = held.get
+            self._wanted = {shape: left for shape, n in self._waiting_shapes.items()
+                            if (left := n - get(shape, 0)) > 0 and fits(shape)}
         return self._wanted
+
+    def _quota_held(self) -> dict[Resources, int]:
+        """The waiting tasks of the units the core's last pass found waiting
+        for quota, by shape; kept while the core's set of those units
+        (``quota_epoch``) and their jobs' waiting tasks stay the same."""
+        epoch = self.core.quota_epoch
+        kept = self._at_quota
+        if kept is not None and kept[0] == epoch:
+            return kept[2]
+        held: dict[Resources, int] = {}
+        counted: set[str] = set()
+        jobs = self._jobs
+        for job_id, _ in self.core.waiting_for_quota():
+            counted.add(job_id)     # also one with no task waiting now: it counts once one waits again
+            job = jobs.get(job_id)
+            if job is not None and job.tasks:
+                shape = job.shape
+                if shape is None:
+                    shape = job.tasks[0].resources
+                held[shape] = held.get(shape, 0) + len(job.tasks)
+        self._at_quota = (epoch, counted, held)
+        return held
+
+    def _tasks_changed(self, job: _Job) -> None:
+        """A job's waiting tasks changed: :meth:`_quota_held` counts anew if it counted them."""
+        kept = self._at_quota
+        if kept is not None and job.job_id in kept[1]:
+            self._at_quota = None
 
     def _covered(self) -> bool:
         """Could the held offers take every task of :meth:`_measure` (each
@@ -265,6 +291,7 @@ class FuxiScheduler:
                 slot = command.slot
                 job = self._jobs[slot.job_id]
                 task = job.tasks.popleft()
+                self._tasks_changed(job)
                 self._slots[slot.id] = (job, task)
                 self._unwait(task)
             elif isinstance(command, LaunchSlots):
@@ -306,6 +333,7 @@ class FuxiScheduler:
             self.host.kill(run)
             self.counters[FUXI_FRAMEWORK].running -= 1
         job.tasks.appendleft(task)
+        self._tasks_changed(job)
         self._wait([task])
 
     def eligible(self) -> bool:
