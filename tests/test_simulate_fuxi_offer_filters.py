@@ -151,8 +151,8 @@ def test_the_kept_quota_count_and_the_agents_rechecked_are_the_recount(monkeypat
     """The contended command's cluster and quota groups, its first 3,000
     pods in the trace's own time (and a synthetic run whose jobs have many
     tasks, which come and go while their unit waits for quota): every count of the tasks waiting for quota
-    that the adapter keeps (``FuxiScheduler._quota_held``, kept while the
-    core's ``quota_epoch`` and those jobs' tasks stay) is the count made
+    that the adapter follows (``FuxiScheduler._quota_held``, through the
+    core's ``quota_log`` and those jobs' task changes) is the count made
     anew, and after every ``_Useful.agents`` each wanted shape's holders and
     each agent's count are the recount over every agent -- also when a shape
     wanted again re-checks only the agents changed since a long log."""
@@ -173,10 +173,9 @@ def test_the_kept_quota_count_and_the_agents_rechecked_are_the_recount(monkeypat
     held = FuxiScheduler._quota_held
 
     def checked_held(self: FuxiScheduler) -> dict[Resources, int]:
-        kept = self._at_quota is not None and self._at_quota[0] == self.core.quota_epoch
-        answer = dict(held(self))
-        self._at_quota = None
-        assert held(self) == answer, "the kept count is the recount"
+        kept = not self.core.quota_log
+        answer = held(self)
+        assert answer == self._recount(), "the count followed is the recount"
         kept_answers[0] += kept
         return answer
     monkeypatch.setattr(FuxiScheduler, "_quota_held", checked_held)

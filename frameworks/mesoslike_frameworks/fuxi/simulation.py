@@ -105,9 +105,11 @@ class FuxiScheduler:
         # object, a dict of shapes finds its key by identity (no Resources.__eq__ per lookup)
         self._shapes: dict[Resources, Resources] = {}
         self._wanted: dict[Resources, int] | None = None
-        # _measure's tasks of the units waiting for quota, by shape: (the core's ``quota_epoch`` it is true
-        # at, those units' jobs, the count); dropped when the waiting tasks of one of those jobs change
-        self._at_quota: tuple[int, set[str], dict[Resources, int]] | None = None
+        # _measure's tasks of the units the core says wait for quota, by shape, and each such job's share
+        # (its shape, its waiting tasks): followed through the core's ``quota_log`` and the jobs' task changes
+        self._quota_tasks: dict[Resources, int] = {}
+        self._quota_jobs: dict[str, tuple[Resources | None, int]] = {}
+        core.quota_log = [(job_id, True) for job_id, _ in core.waiting_for_quota()]
         self._held: list[Offer] = []
         # _covered's count: the room for each shape of ``_room_for`` (a _measure()) in _held[:_room_at[shape]]
         self._room: dict[Resources, int] = {}
@@ -186,31 +188,63 @@ class FuxiScheduler:
 
     def _quota_held(self) -> dict[Resources, int]:
         """The waiting tasks of the units the core's last pass found waiting
-        for quota, by shape; kept while the core's set of those units
-        (``quota_epoch``) and their jobs' waiting tasks stay the same."""
-        epoch = self.core.quota_epoch
-        kept = self._at_quota
-        if kept is not None and kept[0] == epoch:
-            return kept[2]
+        for quota (:meth:`FuxiCore.waiting_for_quota`), by shape: followed
+        as units join and leave them (the core's ``quota_log``) and as their
+        jobs' waiting tasks change (:meth:`_tasks_changed`), in O(changes)
+        rather than O(such units) a call. :meth:`_recount` counts them anew."""
+        log = self.core.quota_log
+        if log:
+            shares = self._quota_jobs
+            for job_id, joined in log:
+                if joined:
+                    if job_id not in shares:
+                        job = self._jobs.get(job_id)
+                        self._add_share(job_id, job)
+                elif job_id in shares:
+                    self._drop_share(job_id)
+            log.clear()
+        return self._quota_tasks
+
+    def _recount(self) -> dict[Resources, int]:
+        """:meth:`_quota_held`'s count made anew (for the tests)."""
         held: dict[Resources, int] = {}
-        counted: set[str] = set()
         jobs = self._jobs
         for job_id, _ in self.core.waiting_for_quota():
-            counted.add(job_id)     # also one with no task waiting now: it counts once one waits again
             job = jobs.get(job_id)
             if job is not None and job.tasks:
                 shape = job.shape
                 if shape is None:
                     shape = job.tasks[0].resources
                 held[shape] = held.get(shape, 0) + len(job.tasks)
-        self._at_quota = (epoch, counted, held)
         return held
 
+    def _add_share(self, job_id: str, job: _Job | None) -> None:
+        shape: Resources | None = None
+        count = 0
+        if job is not None and job.tasks:
+            shape = job.shape
+            if shape is None:
+                shape = job.tasks[0].resources
+            count = len(job.tasks)
+            tasks = self._quota_tasks
+            tasks[shape] = tasks.get(shape, 0) + count
+        self._quota_jobs[job_id] = (shape, count)
+
+    def _drop_share(self, job_id: str) -> None:
+        shape, count = self._quota_jobs.pop(job_id)
+        if shape is not None:
+            tasks = self._quota_tasks
+            left = tasks[shape] - count
+            if left:
+                tasks[shape] = left
+            else:
+                del tasks[shape]
+
     def _tasks_changed(self, job: _Job) -> None:
-        """A job's waiting tasks changed: :meth:`_quota_held` counts anew if it counted them."""
-        kept = self._at_quota
-        if kept is not None and job.job_id in kept[1]:
-            self._at_quota = None
+        """A job's waiting tasks changed: its share in :meth:`_quota_held` follows."""
+        if job.job_id in self._quota_jobs:
+            self._drop_share(job.job_id)
+            self._add_share(job.job_id, job)
 
     def _covered(self) -> bool:
         """Could the held offers take every task of :meth:`_measure` (each
