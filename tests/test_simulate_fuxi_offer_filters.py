@@ -8,7 +8,7 @@ the model before them (every agent offered, no pass over no offers)."""
 from __future__ import annotations
 
 import json
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -142,3 +142,62 @@ def test_the_same_seed_gives_the_same_report_under_offer_filters(policy: str) ->
         workload = synthetic_workload(SyntheticSpec(agents=12, tasks=200, load=3.0, seed=6))
         return json.dumps(Simulator(workload, SimulationConfig.for_policy(policy, quota=QUOTA)).run().to_dict(5))
     assert report() == report()
+
+
+@pytest.mark.parametrize("policy", FUXI)
+@pytest.mark.parametrize("trace", [True, False])
+def test_the_kept_quota_count_and_the_agents_rechecked_are_the_recount(monkeypatch: pytest.MonkeyPatch,
+                                                                       policy: str, trace: bool) -> None:
+    """The contended command's cluster and quota groups, its first 3,000
+    pods in the trace's own time (and a synthetic run whose jobs have many
+    tasks, which come and go while their unit waits for quota): every count of the tasks waiting for quota
+    that the adapter follows (``FuxiScheduler._quota_held``, through the
+    core's ``quota_log`` and those jobs' task changes) is the count made
+    anew, and after every ``_Useful.agents`` each wanted shape's holders and
+    each agent's count are the recount over every agent -- also when a shape
+    wanted again re-checks only the agents changed since a long log."""
+    from mesoslike.sim import engine
+    from mesoslike.sim.traces import load_openb_trace
+    from mesoslike_frameworks.fuxi.simulation import FuxiScheduler
+
+    quota = QuotaConfig(groups={"LS": R("cpus:21388;mem:111432499;gpus:876"),
+                                "Guaranteed": R("cpus:1425;mem:7428833;gpus:58"),
+                                "Burstable": R("cpus:4990;mem:26000916;gpus:204"),
+                                "BE": R("cpus:7129;mem:37144166;gpus:292")}) if trace else QUOTA
+
+    def workload() -> Workload:
+        if trace:
+            return load_openb_trace(nodes=500, pods=3000, load=1000.0, time_scale=1.0)
+        return synthetic_workload(SyntheticSpec(agents=12, tasks=400, load=3.0, seed=4))
+    kept_answers = [0]
+    held = FuxiScheduler._quota_held
+
+    def checked_held(self: FuxiScheduler) -> dict[Resources, int]:
+        kept = not self.core.quota_log
+        answer = held(self)
+        assert answer == self._recount(), "the count followed is the recount"
+        kept_answers[0] += kept
+        return answer
+    monkeypatch.setattr(FuxiScheduler, "_quota_held", checked_held)
+    long_logs = [0]
+    agents = engine._Useful.agents
+
+    def checked_agents(self: engine._Useful, by_framework: Any) -> list[str]:
+        long_logs[0] += sum(1 for shape in self._since if len(self._log) - self._since[shape] > len(self._free))
+        order = agents(self, by_framework)
+        count: dict[str, int] = {}
+        for shape in self._wanted:
+            has = {a for a, room in self._free.items() if room.contains(shape)}
+            assert self._holders[shape] == has, "a wanted shape's holders are the recount"
+            for agent_id in has:
+                count[agent_id] = count.get(agent_id, 0) + 1
+        assert self._count == count
+        return order
+    monkeypatch.setattr(engine._Useful, "agents", checked_agents)
+    checked = Simulator(workload(), SimulationConfig.for_policy(policy, quota=quota, seed=3))
+    report = json.dumps(checked.run().to_dict(checkpoints=5), indent=2)
+    assert kept_answers[0] > 0, "counts kept across _measure calls"
+    assert long_logs[0] > 0 or not trace, "shapes wanted again after a long log"
+    monkeypatch.undo()
+    plain = Simulator(workload(), SimulationConfig.for_policy(policy, quota=quota, seed=3))
+    assert json.dumps(plain.run().to_dict(checkpoints=5), indent=2) == report

@@ -348,12 +348,15 @@ class _Useful:
         self._since: dict[Resources, int] = {}       # shape not wanted: the log position its holders are true at
         self._count: dict[str, int] = {}            # agent -> wanted shapes it holds (> 0 only)
         self._log: list[str] = []                   # agents whose room changed, in order
+        self._last: dict[str, int] = {}             # agent -> 1 + its last position in the log
         self._seen = 0                              # the log position the wanted shapes' holders are true at
         self._sets: dict[str, list[set[str]]] = {}  # framework -> the holders of each of its shapes
         self._agents: list[str] = []                # the agents holding some wanted shape, in order
 
     def changed(self, agent_id: str) -> None:
-        self._log.append(agent_id)
+        log = self._log
+        log.append(agent_id)
+        self._last[agent_id] = len(log)
 
     def may_offer(self, framework_id: str, agent_id: str) -> bool:
         """Does the agent's room hold one of the framework's shapes (those of
@@ -402,11 +405,16 @@ class _Useful:
                 continue
             since = self._since.pop(shape, None)
             stale = holders.get(shape)
-            if stale is None or since is None or len(log) - since > len(free):
+            if stale is None or since is None:
                 has = holders[shape] = {a for a, room in free.items() if room.contains(shape)}
-            else:
+            else:   # only the agents whose room changed since are looked at again
                 has = stale
-                for agent_id in dict.fromkeys(log[since:]):
+                moved: Iterable[str]
+                if len(log) - since <= len(free):
+                    moved = dict.fromkeys(log[since:])
+                else:       # a long log: the agents last changed after ``since``, one int test each
+                    moved = [agent_id for agent_id, end in self._last.items() if end > since]
+                for agent_id in moved:
                     if free[agent_id].contains(shape):
                         has.add(agent_id)
                     else:

@@ -401,6 +401,9 @@ class FuxiCore:
         self._demand: dict[str, dict[int, list[Any]]] = {}
         self._demand_stale: set[str] = set(self.groups)
         self._at_quota: set[str] = set()              # units whose reason is WAIT_QUOTA (waiting or not)
+        #: None, or a list a reader set and drains: ``(job id, True)`` as a unit joins
+        #: ``_at_quota & _wanting`` (:meth:`waiting_for_quota`'s units), ``(job id, False)`` as one leaves, in order
+        self.quota_log: list[tuple[str, bool]] | None = None
         self._queued_units: dict[str, Unit] = {}      # units in their waiting queues (``Unit.queued``), by key
         # the queued units waiting for quota, by group and slot size (``_park``), and the other queued ones
         self._parked: dict[tuple[str, int], dict[str, Unit]] = {}
@@ -611,7 +614,7 @@ class FuxiCore:
             self._backing_off.discard(unit.key)
             self._sync(unit)
             self._new.pop(unit.key, None)
-            self._at_quota.discard(unit.key)
+            self._at_quota.discard(unit.key)    # out of _wanting already (_sync): quota_log has it
             del self._units[unit.key]
             self._forget_size(unit.slot)
         self._want_offers()
@@ -1461,11 +1464,18 @@ class FuxiCore:
         key = unit.key
         live = key in self._units
         left = unit.desired - len(unit.slots)          # unit.waiting, unit.missing: inlined (a call per unit)
+        wanting = self._wanting
         if left > 0 and live:
-            self._wanting.add(key)
+            if key not in wanting:
+                wanting.add(key)
+                if key in self._at_quota:
+                    self._quota_moved(unit, True)
             counted = left
         else:
-            self._wanting.discard(key)
+            if key in wanting:
+                wanting.discard(key)
+                if key in self._at_quota:
+                    self._quota_moved(unit, False)
             counted = 0
         if counted != unit.counted:                   # its group's waiting demand follows
             self._count_demand(unit, counted - unit.counted)
@@ -1525,12 +1535,22 @@ class FuxiCore:
         """The unit waits for ``reason`` now (a change). O(1)."""
         unit.reason = reason
         self._changes += 1
+        key = unit.key
         if reason == WAIT_QUOTA:
-            self._at_quota.add(unit.key)
-        else:
-            self._at_quota.discard(unit.key)
+            self._at_quota.add(key)
+            if key in self._wanting:
+                self._quota_moved(unit, True)
+        elif key in self._at_quota:
+            self._at_quota.discard(key)
+            if key in self._wanting:
+                self._quota_moved(unit, False)
         if unit.queued:
             self._park(unit)
+
+    def _quota_moved(self, unit: Unit, joined: bool) -> None:
+        """The unit joined (left) :meth:`waiting_for_quota`'s units."""
+        if self.quota_log is not None:
+            self.quota_log.append((unit.job_id, joined))
 
     def _park(self, unit: Unit) -> None:
         """File a unit whose queued flag or reason changed: a queued unit

@@ -105,6 +105,11 @@ class FuxiScheduler:
         # object, a dict of shapes finds its key by identity (no Resources.__eq__ per lookup)
         self._shapes: dict[Resources, Resources] = {}
         self._wanted: dict[Resources, int] | None = None
+        # _measure's tasks of the units the core says wait for quota, by shape, and each such job's share
+        # (its shape, its waiting tasks): followed through the core's ``quota_log`` and the jobs' task changes
+        self._quota_tasks: dict[Resources, int] = {}
+        self._quota_jobs: dict[str, tuple[Resources | None, int]] = {}
+        core.quota_log = [(job_id, True) for job_id, _ in core.waiting_for_quota()]
         self._held: list[Offer] = []
         # _covered's count: the room for each shape of ``_room_for`` (a _measure()) in _held[:_room_at[shape]]
         self._room: dict[Resources, int] = {}
@@ -124,6 +129,7 @@ class FuxiScheduler:
             if job.shape is not None and any(task.resources != job.shape for task in tasks):
                 job.shape = None
             job.tasks.extend(tasks)
+            self._tasks_changed(job)
             job.desired += len(tasks)
             self._apply(self.core.update_desire(job.job_id, UNIT, job.desired))
             return
@@ -170,21 +176,75 @@ class FuxiScheduler:
         and a pass comes every cycle anyway). Without that exception a unit
         at its quota had every agent offered and declined, every second."""
         if self._wanted is None:
-            shapes = dict(self._waiting_shapes)
             # with offer filters, a unit's quota may have room again once a slot is returned: the
             # last pass's reasons hold only until then (the next pass says anew)
             stale = self.offer_filters and self._returned
-            jobs = self._jobs
-            for job_id, _ in (() if stale else self.core.waiting_for_quota()):
-                job = jobs.get(job_id)
-                if job is not None and job.tasks:
-                    shape = job.shape
-                    if shape is None:
-                        shape = job.tasks[0].resources
-                    shapes[shape] = shapes.get(shape, 0) - len(job.tasks)
+            held = {} if stale else self._quota_held()
             fits = self.host.fits_now
-            self._wanted = {shape: n for shape, n in shapes.items() if n > 0 and fits(shape)}
+            get = held.get
+            self._wanted = {shape: left for shape, n in self._waiting_shapes.items()
+                            if (left := n - get(shape, 0)) > 0 and fits(shape)}
         return self._wanted
+
+    def _quota_held(self) -> dict[Resources, int]:
+        """The waiting tasks of the units the core's last pass found waiting
+        for quota (:meth:`FuxiCore.waiting_for_quota`), by shape: followed
+        as units join and leave them (the core's ``quota_log``) and as their
+        jobs' waiting tasks change (:meth:`_tasks_changed`), in O(changes)
+        rather than O(such units) a call. :meth:`_recount` counts them anew."""
+        log = self.core.quota_log
+        if log:
+            shares = self._quota_jobs
+            for job_id, joined in log:
+                if joined:
+                    if job_id not in shares:
+                        job = self._jobs.get(job_id)
+                        self._add_share(job_id, job)
+                elif job_id in shares:
+                    self._drop_share(job_id)
+            log.clear()
+        return self._quota_tasks
+
+    def _recount(self) -> dict[Resources, int]:
+        """:meth:`_quota_held`'s count made anew (for the tests)."""
+        held: dict[Resources, int] = {}
+        jobs = self._jobs
+        for job_id, _ in self.core.waiting_for_quota():
+            job = jobs.get(job_id)
+            if job is not None and job.tasks:
+                shape = job.shape
+                if shape is None:
+                    shape = job.tasks[0].resources
+                held[shape] = held.get(shape, 0) + len(job.tasks)
+        return held
+
+    def _add_share(self, job_id: str, job: _Job | None) -> None:
+        shape: Resources | None = None
+        count = 0
+        if job is not None and job.tasks:
+            shape = job.shape
+            if shape is None:
+                shape = job.tasks[0].resources
+            count = len(job.tasks)
+            tasks = self._quota_tasks
+            tasks[shape] = tasks.get(shape, 0) + count
+        self._quota_jobs[job_id] = (shape, count)
+
+    def _drop_share(self, job_id: str) -> None:
+        shape, count = self._quota_jobs.pop(job_id)
+        if shape is not None:
+            tasks = self._quota_tasks
+            left = tasks[shape] - count
+            if left:
+                tasks[shape] = left
+            else:
+                del tasks[shape]
+
+    def _tasks_changed(self, job: _Job) -> None:
+        """A job's waiting tasks changed: its share in :meth:`_quota_held` follows."""
+        if job.job_id in self._quota_jobs:
+            self._drop_share(job.job_id)
+            self._add_share(job.job_id, job)
 
     def _covered(self) -> bool:
         """Could the held offers take every task of :meth:`_measure` (each
@@ -265,6 +325,7 @@ class FuxiScheduler:
                 slot = command.slot
                 job = self._jobs[slot.job_id]
                 task = job.tasks.popleft()
+                self._tasks_changed(job)
                 self._slots[slot.id] = (job, task)
                 self._unwait(task)
             elif isinstance(command, LaunchSlots):
@@ -306,6 +367,7 @@ class FuxiScheduler:
             self.host.kill(run)
             self.counters[FUXI_FRAMEWORK].running -= 1
         job.tasks.appendleft(task)
+        self._tasks_changed(job)
         self._wait([task])
 
     def eligible(self) -> bool:
