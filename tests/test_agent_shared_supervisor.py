@@ -897,3 +897,28 @@ def read_json_text(text: str) -> object:
 def run_of_dir(executor, task_id: str) -> Path:
     from mesoslike.agent.executor import run_dir_path
     return run_dir_path(executor.work_dir, "fw", task_id)
+
+
+def test_a_runs_end_carries_its_exit_status_and_the_agent_reads_no_exit_json_for_it(executor, monkeypatch):
+    import mesoslike.agent.executor as executor_module
+    read: list = []
+    real = executor_module._exit_status
+    monkeypatch.setattr(executor_module, "_exit_status", lambda run_dir: read.append(run_dir) or real(run_dir))
+    executor.launch("fw", task("told", "exit 7"), "agent-1")
+    exit_file = run_of(executor, "told").run_dir / "exit.json"
+    events = events_until(executor, lambda events: len(exits(events)) == 1)
+    assert exits(events) == {"told": (7, None, "")}
+    assert read == []   # the status came with the end
+    assert read_json(str(exit_file))["exit_code"] == 7   # and is in exit.json all the same (recovery reads it)
+
+
+def test_an_end_told_without_a_status_or_with_a_bad_one_has_its_exit_json_read(executor, monkeypatch):
+    from mesoslike.agent import supervisor_link
+    assert supervisor_link._exit_status_of(b'{"ended":true,"exit_code":0}') == {"ended": True, "exit_code": 0}
+    for hostile in (b"", b"{", b"[1]", b'{"ended":false}', b"\xff\xfe", b"[" * 100000, b'"x"'):
+        assert supervisor_link._exit_status_of(hostile) is None
+    # a shared supervisor that tells no X (one of before): the file is read
+    monkeypatch.setattr(type(executor.link), "pop_exit_status", lambda self, name: None)
+    executor.launch("fw", task("untold", "exit 5"), "agent-1")
+    events = events_until(executor, lambda events: len(exits(events)) == 1)
+    assert exits(events) == {"untold": (5, None, "")}

@@ -320,6 +320,8 @@ class _SharedWatch:
         self.identity = identity
         self.pid = identity[0]
         self.done = False
+        #: its exit status as told with its end (``X``, what its ``exit.json`` holds): that file unread
+        self.status: dict | None = None
         #: its start is told on this connection (a launch of it); False for a recovered run, whose start
         #: may have been told to the agent before (its task.json is read as a task supervisor's)
         self.start_told = True
@@ -1146,11 +1148,14 @@ class TaskExecutor:
 
     def _shared_told(self, told: set[tuple[str, str]]) -> list[ExecutorEvent]:
         """What the shared supervisor told: tasks started (their pids),
-        runs ended (:meth:`poll` then reads their ``exit.json``). After a
+        runs ended (with the exit status told, or :meth:`poll` then reads
+        their ``exit.json``). After a
         connection made again, every shared run's ``exit.json`` is looked
         at (an end told meanwhile was lost)."""
         events: list[ExecutorEvent] = []
-        for kind, name, pid in self.link.receive():
+        link = self.link
+        for kind, name, pid in link.receive():
+            status = link.pop_exit_status(name) if kind == "E" else None
             key = self._shared_runs.get(name)
             run = self._runs.get(key) if key is not None else None
             if key is None or run is None:
@@ -1161,6 +1166,7 @@ class TaskExecutor:
                 events.append(run.started())
             elif kind == "E" and isinstance(run.watch, _SharedWatch):
                 run.watch.done = True
+                run.watch.status = status
         if self.link.reconnected:
             self.link.reconnected = False
             for name, key in self._shared_runs.items():
@@ -1226,7 +1232,10 @@ class TaskExecutor:
         return events
 
     def _outcome(self, key: tuple[str, str], run: _Run) -> ExecutorEvent:
-        status = _exit_status(run.run_dir)
+        watch = run.watch
+        status = watch.status if isinstance(watch, _SharedWatch) and watch.status is not None else None
+        if status is None:
+            status = _exit_status(run.run_dir)
         if status is None or not status.get("ended"):
             # the supervisor died without a word: its task (if any) must not run on unsupervised
             if run.task_pid is not None:

@@ -47,8 +47,12 @@ by the agent, checked again here):
   process group, SIGKILL after ``grace_period``: a task supervisor's
   SIGTERM); ``K RUN`` kill it at once (SIGUSR1's).
 - supervisor to agent: ``S RUN PID`` the task runs (``task.json``
-  written); ``E RUN`` its run has ended (``exit.json`` written first, so an
-  agent that reads it on ``E`` — or at any time after — finds the status).
+  written); ``X RUN STATUS`` what its ``exit.json`` now holds (``STATUS``:
+  that JSON object, compact, ASCII; told just before the ``E`` of the run
+  when the file was written: the agent takes it rather than reading the
+  file); ``E RUN`` its run has ended (``exit.json`` written first, so an
+  agent that reads it on ``E`` — or at any time after — finds the status;
+  an agent that does not know ``X``, an older one, ignores it).
 
 One agent connection at a time: a new one (a restarted agent) replaces
 the last. Ends are told to the connection there is; an agent that was not
@@ -524,6 +528,13 @@ class SharedSupervisor:
             return
         self.outbox += line.encode("ascii") + b"\n"
 
+    def tell_status(self, task: SharedTask, status: dict) -> None:
+        """``X RUN STATUS``: what ``exit.json`` holds now (compact ASCII JSON),
+        told before the run's ``E`` so the agent need not read the file."""
+        if self.conn is None:
+            return
+        self.outbox += f"X {task.name} ".encode("ascii") + json.dumps(status, separators=(",", ":")).encode("ascii") + b"\n"
+
     def flush(self) -> None:
         if self.conn is None or not self.outbox:
             return
@@ -737,9 +748,11 @@ class SharedSupervisor:
     def failed(self, task: SharedTask, reason: str, message: str) -> None:
         sup.say(f"{task.name}: not started: {message}")
         try:
-            task.record(None, None, reason, message)
+            recorded = task.record(None, None, reason, message)
         except OSError as exc:
             sup.say(f"{task.name}: cannot record its end: {exc}")
+        else:
+            self.tell_status(task, recorded)
         self.tell(f"E {task.name}")
 
     def reap(self, task: SharedTask) -> None:
@@ -786,9 +799,11 @@ class SharedSupervisor:
             reason, message = sup.REASON_LAUNCH_FAILED, task.failure
             sup.say(f"{task.name}: not started: {message}")
         try:
-            task.record(code, signum, reason, message)
+            recorded = task.record(code, signum, reason, message)
         except OSError as exc:
             sup.say(f"{task.name}: cannot record its end: {exc}")
+        else:
+            self.tell_status(task, recorded)
         del self.tasks[task.name]
         self.tell(f"E {task.name}")
         return True

@@ -1071,7 +1071,8 @@ class Supervisor:
         while not self.kill_cgroups() and time.monotonic() < deadline:
             time.sleep(0.01)
 
-    def record(self, exit_code: int | None, signum: int | None, reason: str, message: str) -> None:
+    def record(self, exit_code: int | None, signum: int | None, reason: str, message: str) -> dict:
+        """Write the task's end to ``exit.json``; returns what was written."""
         launch = self.launch
         self.take_back()
         oom_kills = sum(flat_keyed(path).get(key, 0) for path, key in launch.get("oom_events", []))
@@ -1089,6 +1090,7 @@ class Supervisor:
                   "killed": self.killed, "oom_kills": oom_kills, "memory_peak_bytes": peak, "ended_at": time.time(),
                   "cgroups_kept": kept}
         write_exit_status(self.path(EXIT_FILE), status)
+        return status
 
 
 def say(text: str) -> None:

@@ -11,6 +11,7 @@ name). Not thread-safe: the agent's loop thread uses it.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import select
@@ -52,6 +53,10 @@ class SupervisorLink:
         self._pidfd: int | None = None
         self._inbox = b""
         self._outbox: list[bytes] = []
+        #: the exit status of a run whose ``E`` was read (``X`` told it before: what its ``exit.json`` holds),
+        #: taken by the caller (:meth:`pop_exit_status`); a run with none has its file read
+        self.exit_statuses: dict[str, dict] = {}
+        self._told_status: dict[str, dict] = {}   # X read, its E not yet
 
     @property
     def pid(self) -> int:
@@ -160,6 +165,7 @@ class SupervisorLink:
                 sock.close()
                 return False
         self._sock, self.identity, self._inbox = sock, identity, b""
+        self._told_status.clear()
         self.live = True
         return True
 
@@ -223,8 +229,19 @@ class SupervisorLink:
             if len(parts) == 3 and parts[0] == "S" and parts[2].isdigit():
                 told.append(("S", parts[1], int(parts[2])))
             elif len(parts) == 2 and parts[0] == "E":
+                status = self._told_status.pop(parts[1], None)
+                if status is not None:
+                    self.exit_statuses[parts[1]] = status
                 told.append(("E", parts[1], 0))
+            elif len(parts) >= 3 and parts[0] == "X":
+                status = _exit_status_of(line[len(parts[1]) + 3:])
+                if status is not None:
+                    self._told_status[parts[1]] = status
         return told
+
+    def pop_exit_status(self, name: str) -> dict | None:
+        """The exit status the shared supervisor told with the run's end, if it did."""
+        return self.exit_statuses.pop(name, None)
 
     def _reconnect(self, told: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
         identity = self.identity
@@ -249,3 +266,13 @@ class SupervisorLink:
         self._disconnect()
         self._close_pidfd()
         self._popen = None
+
+
+def _exit_status_of(data: bytes) -> dict | None:
+    """An ``X`` line's status: a JSON object that says the task ended; None
+    for anything else (the agent then reads ``exit.json``)."""
+    try:
+        status = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return status if isinstance(status, dict) and status.get("ended") is True else None
