@@ -163,19 +163,23 @@ def raw(server, data: bytes, timeout: float = 10.0) -> bytes:
         return reply
 
 
+def trickled_until_closed(conn: socket.socket, seconds: float = 8.0) -> bool:
+    """Send a byte every 0.1 s (never idle) until the server closes (True) or ``seconds`` pass."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        try:
+            conn.sendall(b"X")
+        except OSError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def test_a_trickling_client_is_closed_at_its_deadline_while_others_are_served(serve):
     server = serve(echo, timeout=1.0)
     conn = socket.create_connection((server.host, server.port), timeout=10)
     conn.sendall(b"GET / HTTP/1.1\r\n")
-    started = time.monotonic()
-    closed = False
-    while time.monotonic() - started < 8:
-        try:
-            conn.sendall(b"X")                # a byte every 0.1 s: never idle
-        except OSError:
-            closed = True
-            break
-        time.sleep(0.1)
+    closed = trickled_until_closed(conn)
     conn.close()
     assert closed and server.timed_out >= 1
     with urllib.request.urlopen(f"{server.address}/a?b=1", timeout=10) as reply:
@@ -196,15 +200,7 @@ def test_a_kept_alive_connection_may_idle_past_the_deadline_but_its_next_head_ma
     conn.request("GET", "/after-idling")
     assert b'"/after-idling"' in conn.getresponse().read() and conn.sock is kept
     conn.sock.sendall(b"GET / HTTP/1.1\r\n")          # the next head begins, then trickles
-    started = time.monotonic()
-    closed = False
-    while time.monotonic() - started < 8:
-        try:
-            conn.sock.sendall(b"X")
-        except OSError:
-            closed = True
-            break
-        time.sleep(0.1)
+    closed = trickled_until_closed(conn.sock)
     conn.close()
     assert closed and server.timed_out >= 1
 
