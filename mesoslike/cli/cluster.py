@@ -155,7 +155,8 @@ def _master_options(command: str):
         option(command, "--http-workers", type=_COUNT, default=_DEFAULTS.http_workers,
                help="Threads serving HTTP requests."),
         option(command, "--http-timeout", type=_POSITIVE, default=_DEFAULTS.http_timeout,
-               help="Seconds an HTTP client has to send its request head (from connecting), as long for its "
+               help="Seconds an HTTP client has to send its request head (from connecting; on a kept-alive "
+                    "connection, which may idle between requests, from the head's first byte), as long for its "
                     "body, and to take each 64 KiB of the answer."),
         option(command, "--http-max-connections", type=_COUNT, default=_DEFAULTS.http_max_connections,
                help="HTTP connections open at once: beyond it the one waiting longest for its request head is "
