@@ -21,6 +21,7 @@ import argparse
 import json
 import logging
 import random
+import re
 import signal
 import sys
 import threading
@@ -68,7 +69,10 @@ class Recorder(Scheduler):
 
     def resource_offers(self, driver, offers):
         for offer in offers:
-            self.log("offer", offer=offer.id, agent=offer.agent_id, master=offer.id.rsplit("-O", 1)[0])
+            # the master that made it: offer ids are <master id>-O<n>, or <master id>-T<term>-O<n> from the
+            # second term of the same master (docs/reliability.rst)
+            master = re.sub(r"-T\d+$", "", offer.id.rsplit("-O", 1)[0])
+            self.log("offer", offer=offer.id, agent=offer.agent_id, master=master)
             room = self._inflight - len(self.live())
             if self.winding_down or room <= 0:
                 driver.decline_offer(offer.id, Filters(refuse_seconds=1.0))
