@@ -64,7 +64,6 @@ __all__ = ["Server", "Client", "Waker", "Readable", "Poller", "poll", "idle", "p
            "flush_before_exit"]
 
 
-
 class _LazyLog:
     """``logging.getLogger("mesoslike.transport")``, imported at its first
     use: ``logging`` brings in ``re``, ``traceback``, ``tokenize``... and a

@@ -55,7 +55,7 @@ class SupervisorLink:
         self._outbox: list[bytes] = []
         #: the exit status of a run whose ``E`` was read (``X`` told it before: what its ``exit.json`` holds),
         #: taken by the caller (:meth:`pop_exit_status`); a run with none has its file read
-        self.exit_statuses: dict[str, dict] = {}
+        self._exit_statuses: dict[str, dict] = {}
         self._told_status: dict[str, dict] = {}   # X read, its E not yet
 
     @property
@@ -231,7 +231,7 @@ class SupervisorLink:
             elif len(parts) == 2 and parts[0] == "E":
                 status = self._told_status.pop(parts[1], None)
                 if status is not None:
-                    self.exit_statuses[parts[1]] = status
+                    self._exit_statuses[parts[1]] = status
                 told.append(("E", parts[1], 0))
             elif len(parts) >= 3 and parts[0] == "X":
                 status = _exit_status_of(line[len(parts[1]) + 3:])
@@ -241,7 +241,7 @@ class SupervisorLink:
 
     def pop_exit_status(self, name: str) -> dict | None:
         """The exit status the shared supervisor told with the run's end, if it did."""
-        return self.exit_statuses.pop(name, None)
+        return self._exit_statuses.pop(name, None)
 
     def _reconnect(self, told: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
         identity = self.identity
