@@ -46,15 +46,23 @@ def remove_cgroup_root(root: str) -> list[str]:
     """Kill everything below the cgroup ``root`` and remove it; returns what could not be removed."""
     left = []
     for base in cgroup_bases(root):
-        if not os.path.isdir(base):
-            continue
-        children = [os.path.join(base, name) for name in os.listdir(base) if os.path.isdir(os.path.join(base, name))]
         deadline = time.monotonic() + 5.0
-        while not kill_cgroups(children) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        for directory in [*children, base]:
-            if not remove_cgroup(directory):
-                left.append(directory)
+        while os.path.isdir(base):   # again while an agent still running makes spares below it (empty ones)
+            children = [os.path.join(base, name) for name in os.listdir(base)
+                        if os.path.isdir(os.path.join(base, name))]
+            while not kill_cgroups(children) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            failed = [directory for directory in children if not remove_cgroup(directory)]
+            try:
+                os.rmdir(base)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:   # a new spare (ENOTEMPTY), or the kernel not done with its last child (EBUSY)
+                if failed or time.monotonic() >= deadline + 5.0:
+                    left += [*failed, base]
+                    break
+                time.sleep(0.01)
     _remove_runc_parents(root)
     return left
 
@@ -103,6 +111,28 @@ def cgroups_below(root: str) -> list[str]:
         if os.path.isdir(base):
             found += [name for name in os.listdir(base) if os.path.isdir(os.path.join(base, name))]
     return sorted(found)
+
+
+def task_cgroups_below(root: str) -> list[str]:
+    """The cgroups below ``root`` now that are not spares: a task's, or (``.pooled.``) one that served a task.
+    A spare (``<key>.spare.<random>``) is made ahead by an idle agent and was never a task's
+    (isolation.Isolator.make_spares); :func:`spares_below` checks what users rely on of those."""
+    return sorted({name for name in cgroups_below(root) if ".spare." not in name})
+
+
+def spares_below(root: str, bound: int = 64) -> list[str]:
+    """The spares below ``root`` now, each asserted empty (no process) in every hierarchy, at most ``bound``
+    an agent."""
+    spares = sorted({name for name in cgroups_below(root) if ".spare." in name})
+    for base in cgroup_bases(root):
+        for name in spares:
+            if os.path.isdir(os.path.join(base, name)):
+                assert not cgroup_pids(os.path.join(base, name)), f"a spare cgroup with processes: {base}/{name}"
+    per_agent: dict[str, int] = {}
+    for name in spares:
+        per_agent[name.split(".", 1)[0]] = per_agent.get(name.split(".", 1)[0], 0) + 1
+    assert all(count <= bound for count in per_agent.values()), per_agent
+    return spares
 
 
 # ------------------------------------------------------- a scripted master
@@ -298,5 +328,6 @@ def kill_9(proc: Proc) -> None:
     proc.popen.wait(timeout=10)
 
 
-__all__ = ["FakeMaster", "master", "Launcher", "cgroups_root", "cgroups_below", "cgroup_pids", "remove_cgroup_root", "require_cgroups",
+__all__ = ["FakeMaster", "master", "Launcher", "cgroups_root", "cgroups_below", "task_cgroups_below", "spares_below",
+           "cgroup_pids", "remove_cgroup_root", "require_cgroups",
            "start_agent", "agent_state", "run_dir", "sandbox", "supervisor_pid", "alive", "read_pid_file", "kill_9"]

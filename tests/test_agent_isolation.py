@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from agent_helpers import (Launcher, master, agent_state, cgroups_below, cgroups_root,  # noqa: F401
-                           read_pid_file, require_cgroups, start_agent)
+                           read_pid_file, require_cgroups, spares_below, start_agent, task_cgroups_below)
 from e2e_helpers import cluster, http_get  # noqa: F401 (fixture)
 from environment import unavailable
 from mesoslike.agent.executor import sandbox_path
@@ -85,7 +85,9 @@ def test_a_task_above_its_memory_limit_fails_with_the_memory_limitation_naming_t
     failed = statuses[-1]
     assert (failed.state, failed.reason) == (TaskState.FAILED, "REASON_CONTAINER_LIMITATION_MEMORY")
     assert "64 MB" in failed.message and "mem:64" in failed.message
-    wait_until(lambda: cgroups_below(cgroups_root) == [], 10, "its cgroups to be removed")
+    # an OOM kill's cgroups go (no other task gets them); what an idle agent holds besides is empty spares
+    wait_until(lambda: task_cgroups_below(cgroups_root) == [], 10, "its cgroups to be removed")
+    spares_below(cgroups_root)
 
 
 def test_a_task_whose_child_is_oom_killed_but_runs_on_is_killed_for_the_limitation(master, agent):
@@ -424,3 +426,80 @@ def test_a_pooled_cgroup_counts_the_new_tasks_cpu_only_and_a_killed_agents_spare
     assert not any(os.path.exists(d) for d in spare.directories)
     for container in (second, other):
         isolator.destroy(container)
+
+
+def test_spares_are_made_bounded_handed_out_empty_renamed_with_the_tasks_limits_and_removed_at_release(
+        cgroups_root):
+    require_cgroups()
+    isolator = select_isolator("cgroups", cgroups_root=cgroups_root)
+    if not isolator.pool_size:
+        unavailable("this machine's cgroups (v2) keep no pool")
+        return
+    isolator.spare_size = 3
+    assert isolator.spares_short()
+    assert isolator.make_spares("agent-c", 2) == 2
+    assert isolator.make_spares("agent-c", 5) == 1 and not isolator.spares_short()   # the bound: 3 in all
+    assert len(spares_below(cgroups_root, bound=3)) == 3 and task_cgroups_below(cgroups_root) == []
+    for name in cgroups_below(cgroups_root):   # made with the kernel's defaults: no limit written
+        memory = os.path.join(isolator.bases["memory"], name)
+        assert int(read(memory, "memory.limit_in_bytes")) > 1 << 50
+        assert int(read(os.path.join(isolator.bases["cpu"], name), "cpu.shares")) == 1024
+    used = isolator.create("agent-c.pooled", R("cpus:0.5;mem:32"), pooled=True)
+    # a task's now: named as a pooled cgroup, the spare's name gone, the task's limits, counted from zero
+    assert used.pooled and (used.cpus, used.mem_bytes) == (0.5, 32 * MB) and used.base == (0.0, 0.0, 0, 0.0)
+    assert all(".pooled." in d and os.path.isdir(d) and not os.path.exists(d.replace(".pooled.", ".spare."))
+               for d in used.directories)
+    assert int(read(used.cgroups["memory"], "memory.limit_in_bytes")) == 32 * MB
+    assert int(read(used.cgroups["cpu"], "cpu.shares")) == 512
+    assert len(task_cgroups_below(cgroups_root)) == 1 and len(spares_below(cgroups_root)) == 2
+    # a process that got into a spare: it is not handed out, and what is in it is killed
+    stray = subprocess.Popen(["sleep", "60"])
+    try:
+        spare = isolator._spares[-1]
+        Path(spare.cgroups["memory"], "cgroup.procs").write_text(str(stray.pid))
+        other = isolator.create("agent-c.pooled", R("cpus:0.5;mem:32"), pooled=True)
+        assert other.cgroups["memory"] != spare.cgroups["memory"].replace(".spare.", ".pooled.")
+        assert stray.wait(timeout=10) == -signal.SIGKILL
+        assert not any(os.path.exists(d) for d in spare.directories)
+    finally:
+        stray.kill()
+        stray.wait()
+    isolator.give_back(used)   # back in the pool: handed out first, its counters read (none told)
+    again = isolator.create("agent-c.pooled", R("cpus:0.5;mem:32"), pooled=True)
+    assert again.directories == used.directories and not isolator._spares
+    # an agent killed with spares: its next process sweeps them (and its pooled ones), but its tasks'
+    assert isolator.make_spares("agent-c", 1) == 1
+    restarted = select_isolator("cgroups", cgroups_root=cgroups_root)
+    kept = set(again.directories) | set(other.directories)
+    assert restarted.sweep("agent-c", keep=kept) == len(isolator._spares[0].directories)
+    isolator._spares.clear()
+    isolator.make_spares("agent-c", 1)
+    isolator.destroy(again)
+    isolator.destroy(other)
+    isolator.release()   # the agent's stop: its spares go
+    assert cgroups_below(cgroups_root) == []
+
+
+def test_the_counters_told_at_a_tasks_end_are_the_next_tasks_base_and_a_bad_telling_has_them_read(cgroups_root):
+    require_cgroups()
+    isolator = select_isolator("cgroups", cgroups_root=cgroups_root)
+    if not isolator.pool_size:
+        unavailable("this machine's cgroups (v2) keep no pool")
+        return
+    first = isolator.create("agent-d.pooled", R("cpus:0.5;mem:32"), pooled=True)
+    files = isolator.launch_spec(first)["counters"]
+    assert files == [os.path.join(first.cgroups["cpuacct"], "cpuacct.stat")]   # no CFS quota: no cpu.stat
+    told = [{"user": 250, "system": 100}]
+    isolator.give_back(first, told)
+    second = isolator.create("agent-d.pooled", R("cpus:0.5;mem:32"), pooled=True)
+    assert second.directories == first.directories
+    clk = os.sysconf("SC_CLK_TCK")
+    assert second.base == (250 / clk, 100 / clk, 0, 0.0)
+    read_now = isolator._counters(second)
+    for bad in ([{"user": -1, "system": 0}], [{"user": True}], [{"user": 1.5}], {"user": 1}, [{}, {}], "x", None,
+                [["user", 1]]):
+        isolator.give_back(second, bad)
+        second = isolator.create("agent-d.pooled", R("cpus:0.5;mem:32"), pooled=True)
+        assert second.base == read_now, bad   # read at hand-out, as with no telling
+    isolator.destroy(second)
+    isolator.release()

@@ -18,7 +18,8 @@ import time
 import pytest
 
 from agent_helpers import (Launcher, agent_state, alive, cgroup_bases, cgroups_below, cgroups_root,  # noqa: F401
-                           kill_9, run_dir, task_pid, sandbox, start_agent, supervisor_pid)
+                           kill_9, run_dir, task_pid, sandbox, spares_below, start_agent, supervisor_pid,
+                           task_cgroups_below)
 from e2e_helpers import REPO, child_env, cluster  # noqa: F401 (fixture)
 from mesoslike import FrameworkInfo, TaskState
 from mesoslike.agent.supervisor import cgroup_pids
@@ -123,8 +124,10 @@ def test_kill_9_of_the_agent_then_restart_same_tasks_same_pids_then_one_finished
         assert states.count(TaskState.FINISHED) == 1 and not BAD_STATES & set(states), states
         uuids = [s.uuid for s in scheduler.statuses(task_id)]
         assert len(uuids) == len(set(uuids)), uuids                  # nothing delivered twice
-    # the tasks' cgroups went with them, or (emptied) wait in the agent's pool for its next tasks
-    assert [name for name in cgroups_below(cgroups_root) if ".pooled." not in name] == []
+    # the tasks' cgroups went with them, or (emptied) wait in the agent's pool for its next tasks; spares
+    # (made ahead, no task's) are empty and bounded
+    assert [name for name in task_cgroups_below(cgroups_root) if ".pooled." not in name] == []
+    spares_below(cgroups_root)
     assert all(not cgroup_pids(os.path.join(base, name)) for base in cgroup_bases(cgroups_root)
                for name in cgroups_below(cgroups_root) if os.path.isdir(os.path.join(base, name)))
     print(f"recovery: the restarted agent reported both tasks running (same pids) {recovered_in:.2f}s after it "
@@ -263,7 +266,8 @@ def test_kill_9_of_a_supervisor_fails_its_task_saying_the_executor_died(cluster,
     assert (ended.state, ended.reason) == (TaskState.FAILED, "REASON_EXECUTOR_TERMINATED")
     assert "executor" in ended.message and "died" in ended.message
     wait_until(lambda: not alive(pids["orphan"]), 10, "the task to be killed with its supervisor")
-    wait_until(lambda: cgroups_below(cgroups_root) == [], 10, "its cgroups to be removed")
+    wait_until(lambda: task_cgroups_below(cgroups_root) == [], 10, "its cgroups to be removed")
+    spares_below(cgroups_root)
 
 
 def test_an_agent_marked_unreachable_while_it_was_down_kills_the_task_its_framework_was_told_is_lost(
@@ -293,7 +297,7 @@ def test_recover_cleanup_kills_what_an_earlier_agent_left_and_exits(cluster, cgr
     assert cleanup.returncode == 0, cleanup.stderr
     assert not alive(pids["t1"])
     assert not (cluster.work_root / "a1" / "meta" / "agent.ckpt").exists()
-    assert cgroups_below(cgroups_root) == []
+    assert cgroups_below(cgroups_root) == []   # the killed agent's spares and pool too
 
 
 @SUPERVISORS

@@ -113,6 +113,8 @@ DEFAULT_RECOVERY_TIMEOUT = 15 * 60.0
 MAX_SPARE_RUN_DIRS = 512
 #: how often a running task's out-of-memory counter is looked at (s)
 OOM_CHECK_INTERVAL = 0.25
+#: spare cgroups made ahead in one idle turn of the agent (:meth:`TaskExecutor.poll`, :meth:`.Isolator.make_spares`)
+SPARES_A_TURN = 4
 #: framework directories whose check a launch remembers (beyond: forgotten, and checked again)
 MAX_CHECKED_FRAMEWORK_DIRS = 1024
 #: a file system with less than this free (for unprivileged writers) counts as full
@@ -762,10 +764,8 @@ class TaskExecutor:
             spec = self._container_spec(framework_id, task, launch.agent_id, sandbox, run_dir)
             self.sandbox_owners.record(sandbox.parent.name, launch.principal)
             secrets = self._resolve_secrets(task, launch.principal, sandbox, run_dir, launch.secret_files)
-            if not self._pool_swept:   # the spares a killed earlier agent process left (its recovered tasks' kept)
-                self._pool_swept = True
-                self.isolator.sweep(self.container_prefix, {directory for run in self._runs.values()
-                                                            for directory in run.container.directories})
+            if not self._pool_swept:
+                self.sweep_pool()
             # a pooled container is named for no task: its name's hash and random part not made for nothing
             name = f"{self.container_prefix}.pooled" if self.isolator.pool_size > 0 \
                 else self._container_name(framework_id, task.task_id)
@@ -1144,7 +1144,20 @@ class TaskExecutor:
                 events.extend(self._check_limits(key, run))
             if run.checked and run.task_pid is not None:
                 events.extend(self._check_health(key, run))
+        if not events and not told and self.isolator.spares_short():
+            # an idle turn: spare cgroups made ahead of the next burst, whose launches then make fewer
+            if not self._pool_swept:
+                self.sweep_pool()
+            self.isolator.make_spares(self.container_prefix, SPARES_A_TURN)
         return events
+
+    def sweep_pool(self) -> None:
+        """The pooled cgroups and spares a killed earlier agent process left
+        (its recovered tasks' kept): removed once, before the first launch
+        or spare (recovery, at the agent's start, has run by then)."""
+        self._pool_swept = True
+        self.isolator.sweep(self.container_prefix, {directory for run in self._runs.values()
+                                                    for directory in run.container.directories})
 
     def _shared_told(self, told: set[tuple[str, str]]) -> list[ExecutorEvent]:
         """What the shared supervisor told: tasks started (their pids),
@@ -1258,7 +1271,7 @@ class TaskExecutor:
             self._abandon(run.container)
             return LaunchFailed(key[0], key[1], str(status.get("message", "")), REASON_CONTAINER_LAUNCH_FAILED)
         if status.get("cgroups_kept") is True:   # emptied, no OOM kill: they may serve another task
-            self.isolator.give_back(run.container)
+            self.isolator.give_back(run.container, status.get("counters"))   # counters: told in the X line only
         if status.get("reason") == sup.REASON_HEALTH_CHECK_FAILED:
             return TaskExit(key[0], key[1], code, signum, REASON_TASK_HEALTH_CHECK_STATUS_UPDATED,
                             str(status.get("message", "")))

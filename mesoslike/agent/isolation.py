@@ -164,11 +164,24 @@ class Isolator:
         Raises OSError when its cgroups cannot be made."""
         return Container(self.name, {}, _cpus(resources), _mem_bytes(resources))
 
-    def give_back(self, container: Container) -> None:
+    def give_back(self, container: Container, counters: object = None) -> None:
         """A pooled container whose task has ended, emptied, with no OOM kill
         (its supervisor kept its cgroups: ``exit.json``'s ``cgroups_kept``):
-        into the pool, or removed if the pool is full."""
+        into the pool, or removed if the pool is full. ``counters``: what
+        the shared supervisor read of its usage counters as it kept them
+        (the ``X`` line's ``"counters"``), the next task's base; anything
+        else (none, a bad value) has them read when it is handed out."""
         self.destroy(container)
+
+    def make_spares(self, prefix: str, count: int) -> int:
+        """Make up to ``count`` spares — empty pooled containers no task
+        used yet, named ``<prefix>.spare.<random>`` — ahead of a burst of
+        launches (none here). Returns how many were made."""
+        return 0
+
+    def spares_short(self) -> bool:
+        """Whether :meth:`make_spares` would make any."""
+        return False
 
     def update(self, container: Container, resources: Resources) -> Container:
         """The container with the limits of ``resources`` (Mesos's
@@ -219,11 +232,17 @@ class _Cgroups(Isolator):
 
     #: how many emptied task cgroups are kept for later tasks (0: each task's made and removed)
     pool_size = 0
+    #: spares (:meth:`make_spares`) made while the pool and the spares hold fewer than this
+    spare_size = 0
 
     def __init__(self, bases: dict[str, str], cpu_quota: bool, homes: dict[str, str] | None = None,
                  limits: frozenset[str] = frozenset({"cpu", "mem"})) -> None:
         self.bases = bases            # controller -> the directory task cgroups are made in
         self._pool: list[Container] = []   # emptied cgroups of ended tasks, last in first out
+        self._spares: list[Container] = []   # made ahead, never handed out: handed out after the pool's
+        self._spared = False   # a spare was made: the bases were there
+        # a pooled container's first directory -> its counters as told at its last task's end (give_back)
+        self._told_bases: dict[str, tuple[float, float, int, float]] = {}
         self.cpu_quota = cpu_quota
         self.limits = limits
         self.enforcing = bool(limits)
@@ -243,9 +262,24 @@ class _Cgroups(Isolator):
             reused = self._reuse(self._pool.pop(), resources)
             if reused is not None:
                 return reused
+        while pooled and self._spares:
+            spare = self._hand_out_spare(self._spares.pop(), resources)
+            if spare is not None:
+                return spare
         if pooled:   # named for no task: it will serve many (the agent's key stays first)
             name = f"{name.partition('.')[0]}.pooled.{os.urandom(6).hex()}"
-        cpus, mem = _cpus(resources), _mem_bytes(resources)
+        container = self._make(name, _cpus(resources), _mem_bytes(resources), pooled)
+        try:
+            self._set_limits(container)
+        except OSError:
+            for directory in container.directories:
+                _rmdir(directory)
+            raise
+        return container
+
+    def _make(self, name: str, cpus: float, mem: int, pooled: bool, bases: bool = True) -> Container:
+        """The cgroup directories of a container named ``name``, made; no limit written.
+        ``bases``: the bases are made where they are missing (else FileNotFoundError)."""
         cgroups: dict[str, str] = {}
         made: list[str] = []
         try:
@@ -255,43 +289,92 @@ class _Cgroups(Isolator):
                     try:
                         os.mkdir(directory)
                     except FileNotFoundError:   # the first task's: the base is made with it
+                        if not bases:
+                            raise
                         os.makedirs(base, exist_ok=True)
                         os.mkdir(directory)
                     made.append(directory)
                 cgroups[controller] = directory
-            container = Container(self.name, cgroups, cpus, mem, pooled)
-            self._set_limits(container)
         except OSError:
             for directory in made:
                 _rmdir(directory)
             raise
-        return container
+        return Container(self.name, cgroups, cpus, mem, pooled)
+
+    def make_spares(self, prefix: str, count: int) -> int:
+        """Spares: pooled cgroups made ahead (no limit written: the
+        kernel's defaults), in the agent's idle turns, so that a burst of
+        launches larger than the pool makes none (``mkdir`` in each
+        hierarchy, ~0.2 ms of the agent's CPU a task). Named
+        ``<prefix>.spare.<random>`` while no task has used them; renamed
+        ``<prefix>.pooled.<random>`` as one is handed out. Bounded: made
+        only while the pool and the spares hold fewer than
+        :attr:`spare_size`; removed by :meth:`release` (the agent's stop)
+        and, left by an agent killed, by the next one's :meth:`sweep`."""
+        made = 0
+        while made < count and self.spares_short():
+            try:   # the bases made for the first spare only: removed since (by an operator), none is made
+                self._spares.append(self._make(f"{prefix}.spare.{os.urandom(6).hex()}", 0.0, 0, True,
+                                               bases=not self._spared))
+                self._spared = True
+            except OSError as exc:
+                log.debug("cannot make a spare cgroup: %s", exc)
+                break
+            made += 1
+        return made
+
+    def spares_short(self) -> bool:
+        return self.pool_size > 0 and len(self._pool) + len(self._spares) < self.spare_size
+
+    def _hand_out_spare(self, spare: Container, resources: Resources) -> Container | None:
+        """A spare for a new task: checked empty in every hierarchy (else
+        killed and removed: None — something wrote a process in), renamed
+        from ``.spare.`` to ``.pooled.`` (a task's now), the task's limits
+        written over the defaults it was made with. Its counters are not
+        read: no task ran in it, and a process that did is refused."""
+        taken: dict[str, str] = {}
+        try:
+            _check_empty(spare.directories)
+            renamed: dict[str, str] = {}
+            for directory in spare.directories:
+                head, _, tail = directory.rpartition(".spare.")
+                renamed[directory] = new = f"{head}.pooled.{tail}"
+                os.rename(directory, new)   # the same parent: cgroups v1 renames a cgroup in place
+                taken[directory] = new
+            container = Container(self.name, {c: renamed[d] for c, d in spare.cgroups.items()},
+                                  _cpus(resources), _mem_bytes(resources), True)
+            self._set_limits(container)
+            return container
+        except OSError as exc:
+            log.debug("a spare cgroup cannot serve (%s): removing it", exc)
+            self.destroy(attrs.evolve(spare, cgroups={c: taken.get(d, d) for c, d in spare.cgroups.items()}))
+            return None
 
     def _reuse(self, container: Container, resources: Resources) -> Container | None:
         """``container`` from the pool for a new task: checked empty (else
         killed and removed: None), its limits rewritten where they differ,
         its counters read as the new task's base. None if it cannot serve."""
         cpus, mem = _cpus(resources), _mem_bytes(resources)
+        told = self._told_bases.pop(container.directories[0], None)
         try:
-            for directory in container.directories:   # gone (FileNotFoundError) or holding a process: no spare
-                fd = os.open(os.path.join(directory, "cgroup.procs"), os.O_RDONLY | os.O_CLOEXEC)   # no file
-                try:                                                                # object: no fstat, ioctl
-                    if os.read(fd, 1):
-                        raise OSError(f"{directory} is not empty")
-                finally:
-                    os.close(fd)
+            _check_empty(container.directories)   # gone (FileNotFoundError) or holding a process: no spare
             if (cpus, mem) != (container.cpus, container.mem_bytes):
                 if not (cpus and mem and container.cpus and container.mem_bytes):   # a limit to lift: a new one
                     raise OSError("a limit to lift")
                 container = self.update(container, resources)
-            return attrs.evolve(container, base=self._counters(container))
+            # its counters as its supervisor told them when it kept it (give_back): still so, nothing ran in it
+            # since (it is empty now, and was at its task's end); else read
+            return attrs.evolve(container, base=told if told is not None else self._counters(container))
         except OSError as exc:
             log.debug("a pooled cgroup cannot serve (%s): removing it", exc)
             self.destroy(container)
             return None
 
-    def give_back(self, container: Container) -> None:
+    def give_back(self, container: Container, counters: object = None) -> None:
         if container.pooled and len(self._pool) < self.pool_size:
+            base = self._told_counters(container, counters)
+            if base is not None:
+                self._told_bases[container.directories[0]] = base
             self._pool.append(container)
             return
         try:   # emptied by its supervisor: removed at once (busy, something got in: killed first)
@@ -305,6 +388,13 @@ class _Cgroups(Isolator):
     def _counters(self, container: Container) -> tuple[float, float, int, float]:
         """The container's cumulative usage counters now (:attr:`Container.base`)."""
         return (0.0, 0.0, 0, 0.0)
+
+    def _told_counters(self, container: Container, counters: object) -> tuple[float, float, int, float] | None:
+        """:meth:`_counters` from what a supervisor read of the
+        :meth:`launch_spec`'s ``"counters"`` files: one flat-keyed mapping
+        of non-negative integers a file, as :func:`.supervisor.flat_keyed`
+        reads it. None for anything else (a bad or hostile ``X`` line)."""
+        return None
 
     def _set_limits(self, container: Container) -> None:
         raise NotImplementedError
@@ -320,6 +410,9 @@ class _Cgroups(Isolator):
         if container.pooled:   # the supervisor keeps them, emptied, for the pool (supervisor.Supervisor.record)
             spec["pooled"] = True
             spec["memory_usage"] = self._usage_file(container)
+            counters = self._counter_files(container)
+            if counters:   # read by the shared supervisor as it keeps them: the next task's base (give_back)
+                spec["counters"] = counters
         homes = [self.homes.get(os.path.dirname(directory)) for directory in container.directories]
         if all(homes):
             spec["cgroups_home"] = homes
@@ -327,6 +420,10 @@ class _Cgroups(Isolator):
 
     def _oom_event(self, container: Container) -> list[str]:
         raise NotImplementedError
+
+    def _counter_files(self, container: Container) -> list[str]:
+        """The files :meth:`_counters` reads, in its order (none: it reads none)."""
+        return []
 
     def runc_cgroups_path(self, container: Container) -> str:
         # relative to the cgroups of runc's process (the supervisor's: the agent's own, ``homes``), in each
@@ -362,14 +459,17 @@ class _Cgroups(Isolator):
         raise NotImplementedError
 
     def release(self) -> None:
-        # task cgroups are flat below the root, removed as their tasks end; the pool's now
+        # task cgroups are flat below the root, removed as their tasks end; the pool's and the spares' now
         while self._pool:
             self.destroy(self._pool.pop())
+        while self._spares:
+            self.destroy(self._spares.pop())
+        self._told_bases.clear()
 
     def sweep(self, prefix: str, keep: set[str]) -> int:
-        """Remove the empty pooled cgroups an earlier process of the agent
-        whose cgroups are named ``prefix.*`` left (killed, it could not
-        release its pool), but those in ``keep`` (its recovered tasks').
+        """Remove the empty pooled cgroups and spares an earlier process of
+        the agent whose cgroups are named ``prefix.*`` left (killed, it could
+        not release its pool), but those in ``keep`` (its recovered tasks').
         Returns how many were removed."""
         removed = 0
         for base in set(self.bases.values()):
@@ -379,7 +479,7 @@ class _Cgroups(Isolator):
                 continue
             for name in names:
                 directory = os.path.join(base, name)
-                if name.startswith(f"{prefix}.pooled.") and directory not in keep:
+                if name.startswith((f"{prefix}.pooled.", f"{prefix}.spare.")) and directory not in keep:
                     try:
                         os.rmdir(directory)   # one with processes (EBUSY) is not a spare: left alone
                         removed += 1
@@ -397,6 +497,9 @@ class CgroupsV1Isolator(_Cgroups):
     # the supervisor; making and removing four cgroups a task was a quarter of the agent's time (docs/performance.rst).
     # As many as tasks in flight at a burst's end: fewer, and most are removed anyway, by the agent
     pool_size = 256
+    # spares made ahead in an idle agent's turns (make_spares): the first burst after the agent starts (or one
+    # larger than the last) makes fewer cgroups as it launches; each idle agent holds up to this many
+    spare_size = 64
 
     def _set_limits(self, container: Container) -> None:
         groups = container.cgroups
@@ -429,14 +532,30 @@ class CgroupsV1Isolator(_Cgroups):
     def _usage_file(self, container: Container) -> str:
         return os.path.join(container.cgroups["memory"], "memory.usage_in_bytes")
 
-    def _counters(self, container: Container) -> tuple[float, float, int, float]:
+    def _counter_files(self, container: Container) -> list[str]:
+        # cpu.stat's throttling counts only a cgroup's own CFS quota: without one (no cpu_quota, or cpu not
+        # limited) they stay 0, and the file is not read (a read a task's hand-out and usage fewer)
         groups = container.cgroups
-        user = system = 0.0
-        if "cpuacct" in groups:
-            ticks = _flat_keyed(os.path.join(groups["cpuacct"], "cpuacct.stat"))
-            user, system = ticks.get("user", 0) / _CLOCK_TICKS, ticks.get("system", 0) / _CLOCK_TICKS
-        cpu = _flat_keyed(os.path.join(groups["cpu"], "cpu.stat"))
-        return user, system, cpu.get("nr_throttled", 0), cpu.get("throttled_time", 0) / 1e9
+        files = [os.path.join(groups["cpuacct"], "cpuacct.stat")] if "cpuacct" in groups else []
+        if self.cpu_quota and "cpu" in self.limits:
+            files.append(os.path.join(groups["cpu"], "cpu.stat"))
+        return files
+
+    def _counters(self, container: Container) -> tuple[float, float, int, float]:
+        return self._from_counters(container, [_flat_keyed(path) for path in self._counter_files(container)])
+
+    def _from_counters(self, container: Container, read: list[dict[str, int]]) -> tuple[float, float, int, float]:
+        ticks = read[0] if "cpuacct" in container.cgroups else {}
+        cpu = read[-1] if self.cpu_quota and "cpu" in self.limits else {}
+        return (ticks.get("user", 0) / _CLOCK_TICKS, ticks.get("system", 0) / _CLOCK_TICKS,
+                cpu.get("nr_throttled", 0), cpu.get("throttled_time", 0) / 1e9)
+
+    def _told_counters(self, container: Container, counters: object) -> tuple[float, float, int, float] | None:
+        if not isinstance(counters, list) or len(counters) != len(self._counter_files(container)) \
+                or not all(isinstance(read, dict) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                         for v in read.values()) for read in counters):
+            return None
+        return self._from_counters(container, counters)
 
     def usage(self, container: Container, pgid: int | None) -> TaskUsage:
         groups = container.cgroups
@@ -869,6 +988,17 @@ def _append(directory: str, name: str, value: str) -> None:
 
 def _read_int(path: str) -> int:
     return read_int(path) or 0
+
+
+def _check_empty(directories: list[str]) -> None:
+    """OSError unless each cgroup directory is there with no process in it."""
+    for directory in directories:
+        fd = os.open(os.path.join(directory, "cgroup.procs"), os.O_RDONLY | os.O_CLOEXEC)   # no file object:
+        try:                                                                                # no fstat, ioctl
+            if os.read(fd, 1):
+                raise OSError(f"{directory} is not empty")
+        finally:
+            os.close(fd)
 
 
 def _rmdir(directory: str) -> None:

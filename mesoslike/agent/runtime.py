@@ -611,6 +611,7 @@ class AgentRuntime:
         """``recover="cleanup"``: kill what an earlier agent left, forget it."""
         count = len(self.checkpoints.run_dirs())
         self._kill_leftovers()
+        self.executor.sweep_pool()   # the earlier agent's pooled cgroups and spares: no task of it is left
         log.warning("cleanup: killed and forgot %d tasks of an earlier agent on %s", count, self.work_dir)
 
     def _report(self, error: CheckpointError) -> None:
