@@ -480,26 +480,25 @@ def test_spares_are_made_bounded_handed_out_empty_renamed_with_the_tasks_limits_
     assert cgroups_below(cgroups_root) == []
 
 
-def test_the_counters_told_at_a_tasks_end_are_the_next_tasks_base_and_a_bad_telling_has_them_read(cgroups_root):
+def test_a_pooled_cgroups_throttling_counters_are_read_only_where_a_cfs_quota_is_written(cgroups_root, monkeypatch):
     require_cgroups()
-    isolator = select_isolator("cgroups", cgroups_root=cgroups_root)
-    if not isolator.pool_size:
-        unavailable("this machine's cgroups (v2) keep no pool")
-        return
-    first = isolator.create("agent-d.pooled", R("cpus:0.5;mem:32"), pooled=True)
-    files = isolator.launch_spec(first)["counters"]
-    assert files == [os.path.join(first.cgroups["cpuacct"], "cpuacct.stat")]   # no CFS quota: no cpu.stat
-    told = [{"user": 250, "system": 100}]
-    isolator.give_back(first, told)
-    second = isolator.create("agent-d.pooled", R("cpus:0.5;mem:32"), pooled=True)
-    assert second.directories == first.directories
-    clk = os.sysconf("SC_CLK_TCK")
-    assert second.base == (250 / clk, 100 / clk, 0, 0.0)
-    read_now = isolator._counters(second)
-    for bad in ([{"user": -1, "system": 0}], [{"user": True}], [{"user": 1.5}], {"user": 1}, [{}, {}], "x", None,
-                [["user", 1]]):
-        isolator.give_back(second, bad)
+    import mesoslike.agent.isolation as isolation
+    for quota in (False, True):
+        isolator = select_isolator("cgroups", cgroups_root=cgroups_root, cpu_quota=quota)
+        if not isolator.pool_size:
+            unavailable("this machine's cgroups (v2) keep no pool")
+            return
+        first = isolator.create("agent-d.pooled", R("cpus:0.5;mem:32"), pooled=True)
+        isolator.give_back(first)
+        read: list = []
+        real = isolation._flat_keyed
+        monkeypatch.setattr(isolation, "_flat_keyed", lambda path: read.append(os.path.basename(path)) or real(path))
         second = isolator.create("agent-d.pooled", R("cpus:0.5;mem:32"), pooled=True)
-        assert second.base == read_now, bad   # read at hand-out, as with no telling
-    isolator.destroy(second)
-    isolator.release()
+        usage = isolator.usage(second, None)
+        monkeypatch.setattr(isolation, "_flat_keyed", real)
+        assert second.directories == first.directories
+        # without a quota the kernel counts no throttling: cpu.stat is not read (at hand-out, in usage)
+        assert ("cpu.stat" in read) == quota and "cpuacct.stat" in read
+        assert (usage.cpus_nr_throttled, usage.cpus_throttled_time_secs) == (0, 0.0)
+        isolator.destroy(second)
+        isolator.release()

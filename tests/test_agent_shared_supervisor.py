@@ -924,39 +924,32 @@ def test_an_end_told_without_a_status_or_with_a_bad_one_has_its_exit_json_read(e
     assert exits(events) == {"untold": (5, None, "")}
 
 
-def test_a_kept_cgroups_counters_come_in_the_x_line_and_an_idle_agent_makes_spares(  # noqa: F811
-        ns_executor, cgroups_root, monkeypatch):
-    """The shared supervisor reads the usage counters of the cgroups it keeps for the pool and tells them
-    with the end (``X``): the agent hands them out with that base and reads none. An idle agent makes spare
-    cgroups (``.spare.``: never a task's), bounded, which its next launch takes, renamed a task's."""
+def test_an_idle_agent_makes_spares_bounded_and_its_next_launch_takes_one_renamed_a_tasks(  # noqa: F811
+        ns_executor, cgroups_root):
+    """An idle agent makes spare cgroups (``.spare.``: never a task's), empty and bounded, which a launch
+    takes when its pool has none, renamed a task's (``.pooled.``); its stop removes them with the pool."""
     executor = ns_executor
     isolator = executor.isolator
     if not isolator.pool_size:
         unavailable("this machine's cgroups (v2) keep no pool")
-    executor.launch("fw", task("busy", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"), "agent-1")
-    container = run_of(executor, "busy").container
+    executor.launch("fw", task("first", "true"), "agent-1")
+    first = run_of(executor, "first").container
     events_until(executor, lambda events: len(exits(events)) == 1)
-    first = container.directories[0]
-    told = isolator._told_bases.get(first)
-    assert told is not None and told == isolator._counters(container) and told[0] + told[1] > 0   # nothing runs
-    counted: list = []
-    real = type(isolator)._counters
-    monkeypatch.setattr(type(isolator), "_counters", lambda self, c: counted.append(c) or real(self, c))
-    executor.launch("fw", task("again", "true"), "agent-1")
-    again = run_of(executor, "again").container
-    assert again.directories == container.directories and again.base == told and counted == []
-    events_until(executor, lambda events: len(exits(events)) == 1)
-    # idle turns: spares made, bounded, empty; the pool's cgroup stays a task's (pooled) name
+    # idle turns: spares made, bounded with the pool, empty; the pool's cgroup keeps a task's (pooled) name
     wait_until(lambda: executor.poll() == [] and not isolator.spares_short(), 20, "the spares to be made")
     spares = spares_below(cgroups_root)
     assert len(spares) + len(isolator._pool) == isolator.spare_size
-    assert task_cgroups_below(cgroups_root) == sorted({os.path.basename(d) for d in again.directories})
+    assert task_cgroups_below(cgroups_root) == sorted({os.path.basename(d) for d in first.directories})
     executor.launch("fw", task("one", "sleep 30"), "agent-1")
     executor.launch("fw", task("two", "sleep 30"), "agent-1")   # the pool's one is taken: a spare, renamed
-    two = run_of(executor, "two").container
+    one, two = run_of(executor, "one").container, run_of(executor, "two").container
+    assert one.directories == first.directories
     assert all(".pooled." in d for d in two.directories) and not any(
         os.path.basename(d).replace(".pooled.", ".spare.") in spares_below(cgroups_root) for d in two.directories)
     assert len(spares_below(cgroups_root)) == len(spares) - 1
+    wait_until(lambda: executor.poll() is not None and all(executor.pid("fw", t) for t in ("one", "two")), 20,
+               "both to run")
+    assert executor.pid("fw", "two") in cgroup_pids(two.cgroups["memory"])
     executor.kill_all(grace_period=0.0)
     events_until(executor, lambda events: not executor.running())
     executor.release()   # the agent's stop: the pool and the spares go

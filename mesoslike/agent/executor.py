@@ -1271,7 +1271,7 @@ class TaskExecutor:
             self._abandon(run.container)
             return LaunchFailed(key[0], key[1], str(status.get("message", "")), REASON_CONTAINER_LAUNCH_FAILED)
         if status.get("cgroups_kept") is True:   # emptied, no OOM kill: they may serve another task
-            self.isolator.give_back(run.container, status.get("counters"))   # counters: told in the X line only
+            self.isolator.give_back(run.container)
         if status.get("reason") == sup.REASON_HEALTH_CHECK_FAILED:
             return TaskExit(key[0], key[1], code, signum, REASON_TASK_HEALTH_CHECK_STATUS_UPDATED,
                             str(status.get("message", "")))

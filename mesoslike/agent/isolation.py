@@ -164,13 +164,10 @@ class Isolator:
         Raises OSError when its cgroups cannot be made."""
         return Container(self.name, {}, _cpus(resources), _mem_bytes(resources))
 
-    def give_back(self, container: Container, counters: object = None) -> None:
+    def give_back(self, container: Container) -> None:
         """A pooled container whose task has ended, emptied, with no OOM kill
         (its supervisor kept its cgroups: ``exit.json``'s ``cgroups_kept``):
-        into the pool, or removed if the pool is full. ``counters``: what
-        the shared supervisor read of its usage counters as it kept them
-        (the ``X`` line's ``"counters"``), the next task's base; anything
-        else (none, a bad value) has them read when it is handed out."""
+        into the pool, or removed if the pool is full."""
         self.destroy(container)
 
     def make_spares(self, prefix: str, count: int) -> int:
@@ -241,8 +238,6 @@ class _Cgroups(Isolator):
         self._pool: list[Container] = []   # emptied cgroups of ended tasks, last in first out
         self._spares: list[Container] = []   # made ahead, never handed out: handed out after the pool's
         self._spared = False   # a spare was made: the bases were there
-        # a pooled container's first directory -> its counters as told at its last task's end (give_back)
-        self._told_bases: dict[str, tuple[float, float, int, float]] = {}
         self.cpu_quota = cpu_quota
         self.limits = limits
         self.enforcing = bool(limits)
@@ -355,26 +350,20 @@ class _Cgroups(Isolator):
         killed and removed: None), its limits rewritten where they differ,
         its counters read as the new task's base. None if it cannot serve."""
         cpus, mem = _cpus(resources), _mem_bytes(resources)
-        told = self._told_bases.pop(container.directories[0], None)
         try:
             _check_empty(container.directories)   # gone (FileNotFoundError) or holding a process: no spare
             if (cpus, mem) != (container.cpus, container.mem_bytes):
                 if not (cpus and mem and container.cpus and container.mem_bytes):   # a limit to lift: a new one
                     raise OSError("a limit to lift")
                 container = self.update(container, resources)
-            # its counters as its supervisor told them when it kept it (give_back): still so, nothing ran in it
-            # since (it is empty now, and was at its task's end); else read
-            return attrs.evolve(container, base=told if told is not None else self._counters(container))
+            return attrs.evolve(container, base=self._counters(container))
         except OSError as exc:
             log.debug("a pooled cgroup cannot serve (%s): removing it", exc)
             self.destroy(container)
             return None
 
-    def give_back(self, container: Container, counters: object = None) -> None:
+    def give_back(self, container: Container) -> None:
         if container.pooled and len(self._pool) < self.pool_size:
-            base = self._told_counters(container, counters)
-            if base is not None:
-                self._told_bases[container.directories[0]] = base
             self._pool.append(container)
             return
         try:   # emptied by its supervisor: removed at once (busy, something got in: killed first)
@@ -388,13 +377,6 @@ class _Cgroups(Isolator):
     def _counters(self, container: Container) -> tuple[float, float, int, float]:
         """The container's cumulative usage counters now (:attr:`Container.base`)."""
         return (0.0, 0.0, 0, 0.0)
-
-    def _told_counters(self, container: Container, counters: object) -> tuple[float, float, int, float] | None:
-        """:meth:`_counters` from what a supervisor read of the
-        :meth:`launch_spec`'s ``"counters"`` files: one flat-keyed mapping
-        of non-negative integers a file, as :func:`.supervisor.flat_keyed`
-        reads it. None for anything else (a bad or hostile ``X`` line)."""
-        return None
 
     def _set_limits(self, container: Container) -> None:
         raise NotImplementedError
@@ -410,9 +392,6 @@ class _Cgroups(Isolator):
         if container.pooled:   # the supervisor keeps them, emptied, for the pool (supervisor.Supervisor.record)
             spec["pooled"] = True
             spec["memory_usage"] = self._usage_file(container)
-            counters = self._counter_files(container)
-            if counters:   # read by the shared supervisor as it keeps them: the next task's base (give_back)
-                spec["counters"] = counters
         homes = [self.homes.get(os.path.dirname(directory)) for directory in container.directories]
         if all(homes):
             spec["cgroups_home"] = homes
@@ -420,10 +399,6 @@ class _Cgroups(Isolator):
 
     def _oom_event(self, container: Container) -> list[str]:
         raise NotImplementedError
-
-    def _counter_files(self, container: Container) -> list[str]:
-        """The files :meth:`_counters` reads, in its order (none: it reads none)."""
-        return []
 
     def runc_cgroups_path(self, container: Container) -> str:
         # relative to the cgroups of runc's process (the supervisor's: the agent's own, ``homes``), in each
@@ -464,7 +439,6 @@ class _Cgroups(Isolator):
             self.destroy(self._pool.pop())
         while self._spares:
             self.destroy(self._spares.pop())
-        self._told_bases.clear()
 
     def sweep(self, prefix: str, keep: set[str]) -> int:
         """Remove the empty pooled cgroups and spares an earlier process of
@@ -532,30 +506,18 @@ class CgroupsV1Isolator(_Cgroups):
     def _usage_file(self, container: Container) -> str:
         return os.path.join(container.cgroups["memory"], "memory.usage_in_bytes")
 
-    def _counter_files(self, container: Container) -> list[str]:
-        # cpu.stat's throttling counts only a cgroup's own CFS quota: without one (no cpu_quota, or cpu not
-        # limited) they stay 0, and the file is not read (a read a task's hand-out and usage fewer)
-        groups = container.cgroups
-        files = [os.path.join(groups["cpuacct"], "cpuacct.stat")] if "cpuacct" in groups else []
-        if self.cpu_quota and "cpu" in self.limits:
-            files.append(os.path.join(groups["cpu"], "cpu.stat"))
-        return files
-
     def _counters(self, container: Container) -> tuple[float, float, int, float]:
-        return self._from_counters(container, [_flat_keyed(path) for path in self._counter_files(container)])
-
-    def _from_counters(self, container: Container, read: list[dict[str, int]]) -> tuple[float, float, int, float]:
-        ticks = read[0] if "cpuacct" in container.cgroups else {}
-        cpu = read[-1] if self.cpu_quota and "cpu" in self.limits else {}
-        return (ticks.get("user", 0) / _CLOCK_TICKS, ticks.get("system", 0) / _CLOCK_TICKS,
-                cpu.get("nr_throttled", 0), cpu.get("throttled_time", 0) / 1e9)
-
-    def _told_counters(self, container: Container, counters: object) -> tuple[float, float, int, float] | None:
-        if not isinstance(counters, list) or len(counters) != len(self._counter_files(container)) \
-                or not all(isinstance(read, dict) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                                         for v in read.values()) for read in counters):
-            return None
-        return self._from_counters(container, counters)
+        groups = container.cgroups
+        user = system = 0.0
+        if "cpuacct" in groups:
+            ticks = _flat_keyed(os.path.join(groups["cpuacct"], "cpuacct.stat"))
+            user, system = ticks.get("user", 0) / _CLOCK_TICKS, ticks.get("system", 0) / _CLOCK_TICKS
+        if not (self.cpu_quota and "cpu" in self.limits):
+            # cpu.stat's throttling counts only a cgroup's own CFS quota: with none written they stay 0, and
+            # the file is not read (a read fewer at each hand-out from the pool and each usage)
+            return user, system, 0, 0.0
+        cpu = _flat_keyed(os.path.join(groups["cpu"], "cpu.stat"))
+        return user, system, cpu.get("nr_throttled", 0), cpu.get("throttled_time", 0) / 1e9
 
     def usage(self, container: Container, pgid: int | None) -> TaskUsage:
         groups = container.cgroups

@@ -530,18 +530,9 @@ class SharedSupervisor:
 
     def tell_status(self, task: SharedTask, status: dict) -> None:
         """``X RUN STATUS``: what ``exit.json`` holds now (compact ASCII JSON),
-        told before the run's ``E`` so the agent need not read the file.
-        With the task's cgroups kept for the agent's pool, the launch's
-        ``"counters"`` files too (``"counters"``: one ``key value`` mapping
-        a file), read now that nothing runs in them: the next task's base,
-        which the agent then does not read as it hands them out."""
+        told before the run's ``E`` so the agent need not read the file."""
         if self.conn is None:
             return
-        files = task.launch.get("counters") if status.get("cgroups_kept") is True else None
-        if files and isinstance(files, list):
-            counters = [sup.flat_keyed(path) if isinstance(path, str) else {} for path in files]
-            if all(counters):   # one unread (an empty mapping): none told, the agent reads them
-                status = {**status, "counters": counters}
         self.outbox += f"X {task.name} ".encode("ascii") + json.dumps(status, separators=(",", ":")).encode("ascii") + b"\n"
 
     def flush(self) -> None:
