@@ -109,6 +109,21 @@ class Progress:
         assert len(states) == self.launched <= self.instances
 
 
+def _copies_that_fit(free: Resources, need: Resources) -> int | None:
+    """How many copies of ``need`` fit in ``free`` when ``need`` is scalars
+    only (None when it has ranges, or no quantity: counted one by one then).
+    O(kinds), against a contains and a subtraction a copy."""
+    if need.range_names():
+        return None
+    have = free.millis()
+    copies: int | None = None
+    for kind, amount in need.millis().items():
+        if amount > 0:
+            fit = have.get(kind, 0) // amount
+            copies = fit if copies is None or fit < copies else copies
+    return copies
+
+
 def instance_of(task_id: str) -> int | None:
     """The instance number of a task id ``<name>-<n>`` (None for another id)."""
     number = task_id.rpartition("-")[2]
@@ -213,12 +228,21 @@ class CommandScheduler(Scheduler):
         tasks: list[list[TaskInfo]] = [[] for _ in offers]
         free = [offer.resources for offer in offers]
         room = [self.max_staging_per_agent - self.staging.get(offer.agent_id, 0) for offer in offers]
+        need = self.resources
         for limit in (share, None):
             for i, offer in enumerate(offers):
-                while progress.launched < progress.instances and free[i].contains(self.resources) and \
+                fits = _copies_that_fit(free[i], need)
+                if fits is not None:   # scalars only: as many as fit, taken from the offer at once
+                    count = min(fits, room[i] - len(tasks[i]), progress.instances - progress.launched,
+                                fits if limit is None else limit - len(tasks[i]))
+                    if count > 0:
+                        tasks[i].extend([self._new_task(offer) for _ in range(count)])
+                        free[i] = free[i] - need.scale(count)
+                    continue
+                while progress.launched < progress.instances and free[i].contains(need) and \
                         len(tasks[i]) < room[i] and (limit is None or len(tasks[i]) < limit):
                     tasks[i].append(self._new_task(offer))
-                    free[i] = free[i] - self.resources
+                    free[i] = free[i] - need
         for offer, launched in zip(offers, tasks):
             if launched:
                 self.staging[offer.agent_id] = self.staging.get(offer.agent_id, 0) + len(launched)
