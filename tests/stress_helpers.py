@@ -20,7 +20,6 @@ import json
 import signal
 import sys
 import threading
-import time
 from collections import Counter, deque
 from pathlib import Path
 
@@ -55,7 +54,7 @@ def run_simulated_agents(master: str, count: int, resources: str, prefix: str) -
     clients = [Client(master, keys=keys, server_key=server_key) for _ in cores]
     poller = Poller([waker, *clients])
     by_client = {id(client): (core, client) for core, client in zip(cores, clients)}
-    seen: Counter[tuple[str, str]] = Counter()
+    seen: set[tuple[str, str]] = set()   # the launches received, by (framework, task)
     stats = {"run_task": 0, "run_task_duplicates": 0, "unsent": 0}
 
     outgoing: dict[int, list] = {id(client): [] for client in clients}
@@ -70,10 +69,11 @@ def run_simulated_agents(master: str, count: int, resources: str, prefix: str) -
 
     def carry_out(core: AgentCore, client: Client, commands: list) -> None:
         queue = deque(commands)
+        sends = outgoing[id(client)]   # (each turn's list: send_outgoing takes it after the carrying out)
         while queue:
             command = queue.popleft()
-            if isinstance(command, SendToMaster):
-                outgoing[id(client)].append(command.message)
+            if type(command) is SendToMaster or isinstance(command, SendToMaster):   # (three a task: first)
+                sends.append(command.message)
             elif isinstance(command, LaunchTask):   # starts and ends at once
                 fid, tid = command.framework.id, command.task.task_id
                 queue.extend(core.on_task_started(fid, tid, 1))
@@ -102,10 +102,12 @@ def run_simulated_agents(master: str, count: int, resources: str, prefix: str) -
                 launches = message.tasks if isinstance(message, m.RunTasks) else \
                     [message.task] if isinstance(message, m.RunTask) else ()
                 for task in launches:   # each launch counted, a batch's too
-                    stats["run_task"] += 1
                     key = (message.framework.id, task.task_id)  # type: ignore[attr-defined]
-                    seen[key] += 1
-                    stats["run_task_duplicates"] += seen[key] > 1
+                    if key in seen:
+                        stats["run_task_duplicates"] += 1
+                    else:
+                        seen.add(key)
+                stats["run_task"] += len(launches)
                 carry_out(core, client, core.on_message(message))
             send_outgoing(core, client)
             wakeups[index[id(client)]] = core.next_wakeup()

@@ -87,6 +87,26 @@ def test_batching_then_unbatching_gives_each_peer_its_messages_in_order():
     assert batched_messages(acks, False) == acks and batched_messages(acks, True) == [m.Acknowledgements(acks)]
 
 
+def test_one_peers_messages_are_batched_as_batched_does_for_that_peer():
+    """batched_messages (an agent's or a driver's turn, one pass) makes the
+    batches batched makes for one peer, in random turns of every kind, full
+    batches included."""
+    rng = random.Random(29)
+    makers = [lambda i: m.StatusUpdate("fw-1", status(f"t{i}")), lambda i: m.Update(status(f"t{i}")),
+              lambda i: m.Acknowledge("fw-1", "a1", f"t{i}", f"u{i}"),
+              lambda i: m.StatusUpdateAck("a1", "fw-1", f"t{i}", f"u{i}"),
+              lambda i: m.RunTask(FRAMEWORK, task(f"t{i}", "a1")), lambda i: m.RunTask(OTHER, task(f"t{i}", "a1")),
+              lambda i: m.Heartbeat()]
+    for _ in range(200):
+        kinds = [rng.randrange(len(makers)) for _ in range(rng.randrange(0, 40))]
+        if rng.random() < 0.1:
+            kinds = [2] * rng.randrange(m.MAX_BATCH, 2 * m.MAX_BATCH + 3)   # over a full batch
+        messages = [makers[kind](i) for i, kind in enumerate(kinds)]
+        expected = [message for _, message in batched(((None, message) for message in messages), everyone)]
+        assert batched_messages(messages, True) == expected
+        assert batched_messages(messages, False) == messages
+
+
 def test_a_batch_over_the_frame_limit_goes_in_halves_that_each_fit():
     small = Codec(SCHEMA, max_message_size=2_000)
     updates = [m.StatusUpdate("fw-1", status(f"t{i}", message="x" * 100)) for i in range(40)]

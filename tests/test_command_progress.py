@@ -162,3 +162,29 @@ def test_an_agent_gets_no_more_than_max_staging_per_agent_tasks_not_yet_started(
     assert driver.launched == {"o0": 100} and driver.declined == ["o1"]
     assert scheduler.staging == {"a0": 300, "a1": 300}
     scheduler.progress._check()
+
+
+@pytest.mark.parametrize("need, capacities", [
+    ("cpus:0.3;mem:100", ["cpus:1;mem:1024;ports:[31000-31009]", "cpus:4;mem:250", "cpus:0.2;mem:4096"]),
+    ("cpus:1;mem:16;ports:[31000-31000]", ["cpus:8;mem:1024;ports:[31000-31009]", "cpus:8;mem:1024"]),
+    ("cpus:0.01;mem:1", ["cpus:1000;mem:1000000"] * 3),
+])
+def test_as_many_as_fit_are_taken_at_once_as_one_by_one(need, capacities):
+    """resource_offers takes the copies of a scalar-only task that fit in an
+    offer at once (_copies_that_fit): the same tasks on the same offers, and
+    the same rest, as one by one (a contains and a subtraction each)."""
+    from mesoslike_frameworks.command import _copies_that_fit
+    wanted = Resources.parse(need)
+    for capacity in capacities:
+        free, one_by_one = Resources.parse(capacity), 0
+        while free.contains(wanted) and one_by_one < 100_000:
+            free, one_by_one = free - wanted, one_by_one + 1
+        copies = _copies_that_fit(Resources.parse(capacity), wanted)
+        assert copies is None if wanted.range_names() else copies == one_by_one
+        if copies:
+            assert Resources.parse(capacity) - wanted.scale(copies) == free
+    scheduler = CommandScheduler("true", wanted, 25)
+    driver = RecordingDriver()
+    scheduler.resource_offers(driver, offers(*capacities))
+    assert sum(driver.launched.values()) == scheduler.progress.launched
+    scheduler.progress._check()

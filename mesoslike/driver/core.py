@@ -439,10 +439,15 @@ class DriverCore:
             log.debug("ignoring %s while subscribing", type(message).__name__)
             return []
         if type(message) is m.Updates:
-            # each status as if it came in an UPDATE of its own, in order (docs/wire.rst, "Batching")
+            # each status as if it came in an UPDATE of its own, in order (docs/wire.rst, "Batching");
+            # a new update (nearly all) to its callback here, without _on_status's list of one
             commands: list[Command] = []
+            first_sight = self.delivered.first_sight
             for status in message.statuses:
-                commands += self._on_status(status)
+                if status.uuid and first_sight(status.uuid) is not None:
+                    commands += self._seen_again(status)
+                else:
+                    commands.append(InvokeCallback("status_update", (status,)))
             return commands
         handler = self._EVENT_HANDLERS.get(type(message))
         if handler is None:
@@ -454,12 +459,19 @@ class DriverCore:
         """The runtime finished ``invocation`` (whether or not it raised)."""
         if invocation.name != "status_update":
             return []
-        status = invocation.args[0]
+        acknowledgement = self.update_returned(invocation.args[0])
+        return [SendToMaster(acknowledgement)] if acknowledgement is not None else []
+
+    def update_returned(self, status: TaskStatus) -> m.Acknowledge | None:
+        """``status_update(status)`` returned: what :meth:`callback_returned`
+        does for it, the acknowledgement to send (if any) as the message
+        itself — the runtime's path for each update, without the commands'
+        list and wrapper."""
         if not self.implicit_acknowledgements:
             if status.uuid:
                 self.delivered.delivered(status.uuid)
-            return []
-        return self._acknowledge(status)
+            return None
+        return self._acknowledgement(status)
 
     def _on_subscribed(self, message: m.Subscribed) -> list[Command]:
         if not message.framework_id:
@@ -519,18 +531,22 @@ class DriverCore:
         acknowledged after its callback returned is given again, as the
         agent retries it until it is. Updates without a uuid (made by the
         master: reconciliation, TASK_LOST...) always go through."""
-        if status.uuid:
-            seen = self.delivered.first_sight(status.uuid)   # (a new one: None, and remembered as pending)
-            if seen == DeliveredUpdates.DELIVERED:
-                self.delivered.again(status.uuid)
-            elif seen is not None:
-                self.redeliveries += 1
-                log.debug("update %s of task %s redelivered: not given to the scheduler again", status.uuid,
-                          status.task_id)
-                if seen == DeliveredUpdates.ACKNOWLEDGED and self.delivered.session(status.uuid) != self._session:
-                    return self._acknowledge(status)
-                return []   # its callback has not returned yet, or our acknowledgement is on its way
+        if status.uuid and self.delivered.first_sight(status.uuid) is not None:   # (new: None, remembered)
+            return self._seen_again(status)
         return [InvokeCallback("status_update", (status,))]
+
+    def _seen_again(self, status: TaskStatus) -> list[Command]:
+        """An update whose uuid the driver remembers (:meth:`_on_status`)."""
+        seen = self.delivered.state(status.uuid)
+        if seen == DeliveredUpdates.DELIVERED:
+            self.delivered.again(status.uuid)
+            return [InvokeCallback("status_update", (status,))]
+        self.redeliveries += 1
+        log.debug("update %s of task %s redelivered: not given to the scheduler again", status.uuid,
+                  status.task_id)
+        if seen == DeliveredUpdates.ACKNOWLEDGED and self.delivered.session(status.uuid) != self._session:
+            return self._acknowledge(status)
+        return []   # its callback has not returned yet, or our acknowledgement is on its way
 
     def _on_preemption_warning(self, message: m.PreemptionWarning) -> list[Command]:
         return [InvokeCallback("preemption_warning", (list(message.task_ids), message.seconds))]
@@ -660,9 +676,14 @@ class DriverCore:
         return commands
 
     def _acknowledge(self, status: TaskStatus) -> list[Command]:
+        acknowledgement = self._acknowledgement(status)
+        return [SendToMaster(acknowledgement)] if acknowledgement is not None else []
+
+    def _acknowledgement(self, status: TaskStatus) -> m.Acknowledge | None:
+        """The ACKNOWLEDGE of ``status`` to send now (None: nothing to send), noted as acknowledged."""
         uuid = status.uuid
         if not uuid:
-            return []   # made up by the master (reconciliation, TASK_LOST ...): nothing to acknowledge
+            return None   # made up by the master (reconciliation, TASK_LOST ...): nothing to acknowledge
         # acknowledged as far as the framework goes, even if it cannot be sent
         # now: a redelivery is acknowledged again (and not given to the callback)
         connected = self.state is SubscriptionState.SUBSCRIBED   # (self.connected, once: one a callback)
@@ -670,8 +691,9 @@ class DriverCore:
         if not connected:
             # the agent resends unacknowledged updates, so nothing is lost
             log.info("not acknowledging %s of task %s: not subscribed", status.state, status.task_id)
-            return []
-        return [self._send(m.Acknowledge(self.framework_id, status.agent_id, status.task_id, uuid))]
+            return None
+        self._last_sent = self._clock.now()
+        return m.Acknowledge(self.framework_id, status.agent_id, status.task_id, uuid)
 
     def _send(self, message: object) -> SendToMaster:
         self._last_sent = self._clock.now()

@@ -511,14 +511,10 @@ class SchedulerDriver:
         reconnects happen now; callbacks and the shutdown wait their turn in
         ``_pending`` so that callbacks never nest."""
         for command in commands:
-            if type(command) is SendToMaster or isinstance(command, SendToMaster):   # (the first: one an update)
-                outgoing = self._outgoing
-                now = time.monotonic()
-                if not outgoing:
-                    self._outgoing_since = now
-                outgoing.append(command.message)
-                if len(outgoing) >= MAX_BATCH or now - self._outgoing_since >= SEND_WITHIN:
-                    self._send_outgoing()   # slow callbacks must not keep the master from hearing of us
+            if type(command) is InvokeCallback:   # (one an update: checked first)
+                self._pending.append(command)
+            elif type(command) is SendToMaster or isinstance(command, SendToMaster):
+                self._queue_outgoing(command.message)
             elif isinstance(command, Reconnect):
                 self._send_outgoing()   # on the connection they were meant for
                 self._reconnect()
@@ -529,10 +525,25 @@ class SchedulerDriver:
                             self._status = DriverStatus.ABORTED if command.aborted else DriverStatus.STOPPED
                 self._pending.append(command)
 
+    def _queue_outgoing(self, message: object) -> None:
+        """Send ``message`` at the end of the step (:meth:`_send_outgoing`),
+        or now with what is queued if that is a batch's worth, or old."""
+        outgoing = self._outgoing
+        now = time.monotonic()
+        if not outgoing:
+            self._outgoing_since = now
+        outgoing.append(message)
+        if len(outgoing) >= MAX_BATCH or now - self._outgoing_since >= SEND_WITHIN:
+            self._send_outgoing()   # slow callbacks must not keep the master from hearing of us
+
     def _run_pending(self) -> None:
-        while self._pending and not self._finished:
-            item = self._pending.popleft()
-            if isinstance(item, Shutdown):
+        pending = self._pending
+        while pending and not self._finished:
+            item = pending.popleft()
+            if type(item) is InvokeCallback:   # (most: tested first)
+                if not self._stop_requested:
+                    self._invoke(item)
+            elif isinstance(item, Shutdown):
                 self._finished = True
                 self._aborted = item.aborted
                 self._pending.clear()
@@ -554,7 +565,12 @@ class SchedulerDriver:
                 self.callback_exception = exc
             self.abort()
             return
-        self._execute(self._core.callback_returned(invocation))
+        if invocation.name == "status_update":   # (one an update: its acknowledgement queued at once)
+            acknowledgement = self._core.update_returned(invocation.args[0])
+            if acknowledgement is not None:
+                self._queue_outgoing(acknowledgement)
+        else:
+            self._execute(self._core.callback_returned(invocation))
 
     def _report_error(self, message: str) -> None:
         try:

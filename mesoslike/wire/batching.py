@@ -39,7 +39,7 @@ BATCH_TYPES: dict[type, type] = {m.StatusUpdates: m.StatusUpdate, m.Updates: m.U
                                  m.Acknowledgements: m.Acknowledge, m.StatusUpdateAcks: m.StatusUpdateAck,
                                  m.RunTasks: m.RunTask}
 
-_SINGLE = (m.StatusUpdate, m.Update, m.Acknowledge, m.StatusUpdateAck, m.RunTask)
+_SINGLE = frozenset({m.StatusUpdate, m.Update, m.Acknowledge, m.StatusUpdateAck, m.RunTask})
 
 
 def _kind(message: object) -> object:
@@ -106,7 +106,30 @@ def batched_messages(messages: list[object], accepts_batches: bool) -> list[obje
     driver's turn, for its master)."""
     if not accepts_batches or len(messages) < 2:
         return messages
-    return [message for _, message in batched(((None, message) for message in messages), lambda _: True)]
+    # (what batched() does for one peer, without its peers' bookkeeping: one to three of these a task)
+    out: list[object] = []
+    run: list[object] = []
+    run_kind: object = None
+    limit = m.MAX_BATCH
+    for message in messages:
+        cls = type(message)
+        if cls is m.RunTask:
+            kind: object = (cls, message.framework)  # type: ignore[attr-defined]
+        else:
+            kind = cls if cls in _SINGLE else None
+        if kind is not None and kind == run_kind and len(run) < limit:
+            run.append(message)
+            continue
+        if run:
+            out.append(_batch(run))
+        if kind is None:   # a message of another kind ends the run
+            out.append(message)
+            run, run_kind = [], None
+        else:
+            run, run_kind = [message], kind
+    if run:
+        out.append(_batch(run))
+    return out
 
 
 def unbatched(message: object) -> list[object]:
