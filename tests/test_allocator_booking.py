@@ -28,6 +28,7 @@ def _history(seed: int, read_after_each: bool, roles: int = 1) -> tuple[list, li
     for i, framework in enumerate(frameworks):
         alloc.add_framework(framework, role=f"r{i % roles}")
     total = R("cpus:32;mem:8192")
+    reserved = R("cpus(r0):4;cpus:28;mem:8192")
     added = 0
     live: list[str] = []
     for step in range(60):
@@ -37,7 +38,8 @@ def _history(seed: int, read_after_each: bool, roles: int = 1) -> tuple[list, li
             for framework in rng.sample(frameworks, rng.randint(0, len(frameworks))):
                 size = rng.choice(SIZES)
                 used[framework] = Resources.sum([size] * rng.randint(1, 3))
-            alloc.add_agent(f"a{added}", total, used=used)
+            # now and then an agent with reservations: booked at once, after what waits
+            alloc.add_agent(f"a{added}", reserved if rng.random() < 0.1 else total, used=used)
             live.append(f"a{added}")
             added += 1
             if read_after_each:
