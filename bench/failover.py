@@ -605,9 +605,13 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
             time.sleep(max(0.0, last_agent + 3.0 - time.monotonic()))
             record["new_leader_cpu_s_3s_after_agents"] = round(
                 cpu_seconds([standby.proc.pid]) - cpu_before["new_leader"], 2)
-            turns = standby.turns()["turns"]
+            recorded = standby.turns()
+            turns = recorded["turns"]
             record["new_leader_turns"] = {"count": len(turns), "longest_s": round(max(turns, default=0.0), 4),
                                           "busy_s": round(sum(turns), 3)}
+            # the new leader's CPU by Python thread from the kill on (the loop, "MainThread", against the
+            # benchmark's mux thread, "bench-mux", standing in for ZeroMQ's I/O thread)
+            record["new_leader_python_thread_cpu_s"] = recorded.get("thread_cpu_s", {})
             record["new_leader_rss_bytes"] = standby.rss()
             metrics = standby.metrics()
             record["new_leader_agents"] = metrics.get("mesoslike_agents_registered")

@@ -36,6 +36,22 @@ def main() -> None:
     turns = array("d")
     since = [time.monotonic()]
     record = LoopStats.record
+    #: CPU seconds of this process's threads by name when the turns were last forgotten (the loop's
+    #: main thread against the mux's, which ``comm`` in /proc does not tell apart: both "python")
+    threads_since: dict[str, float] = {}
+
+    def thread_cpu() -> dict[str, float]:
+        import threading
+
+        out = {}
+        for thread in threading.enumerate():
+            if thread.ident is None:
+                continue
+            try:
+                out[thread.name] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+            except (OSError, AttributeError):
+                continue
+        return out
 
     def recording(self, stall: float, lock_wait: float) -> None:
         record(self, stall, lock_wait)
@@ -44,10 +60,14 @@ def main() -> None:
     def forget(*_: object) -> None:
         del turns[:]
         since[0] = time.monotonic()
+        threads_since.clear()
+        threads_since.update(thread_cpu())
 
     def write(*_: object) -> None:
         partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps({"since": since[0], "at": time.monotonic(), "turns": turns.tolist()}))
+        cpu = {name: round(spent - threads_since.get(name, 0.0), 3) for name, spent in thread_cpu().items()}
+        partial.write_text(json.dumps({"since": since[0], "at": time.monotonic(), "turns": turns.tolist(),
+                                       "thread_cpu_s": {name: spent for name, spent in cpu.items() if spent >= 0.01}}))
         os.replace(partial, path)
 
     LoopStats.record = recording   # type: ignore[method-assign]

@@ -11,7 +11,7 @@ ROUTER cannot tell them from real agents. What they do:
 * (re-)register with ``REREGISTER_AGENT`` listing their running tasks
   (``RunningTask`` entries spread over the frameworks; a master that does
   not know the agent admits it with them), and retry with the real agent's
-  back-off (read from ``AgentCore``'s defaults: 4 s doubling to 10 s,
+  back-off (read from ``AgentCore``'s defaults: 10 s, its maximum,
   jittered) until ``AGENT_REGISTERED`` arrives — over the same connection,
   where the real agent makes a fresh one under the same identity (the
   master's ROUTER hands the identity over: to the master's loop the retry
@@ -89,7 +89,7 @@ def _real_agent_backoff() -> tuple[tuple[float, float], float]:
             float(defaults["register_jitter"].default))
 
 
-#: the real agent's registration back-off (today 4 s doubling to 10 s, jitter 0.5)
+#: the real agent's registration back-off (today 10 s, its maximum: every delay 5-10 s, jitter 0.5)
 AGENT_BACKOFF, AGENT_JITTER = _real_agent_backoff()
 #: after a connection drops with no new leader named: try the same address again this late
 RECONNECT_S = 5.0

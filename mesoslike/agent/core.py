@@ -217,7 +217,10 @@ class AgentCore:
         max_ping_timeouts`` seconds without any message from it.
     :param register_backoff: first delay between registration attempts; it
         doubles up to ``register_backoff_max``. Each delay is drawn from
-        ``[(1 - register_jitter) x d, d]``.
+        ``[(1 - register_jitter) x d, d]``. 10 s by default, as the maximum:
+        the transport loses nothing on a live connection, a new leader of
+        100,000 agents takes ~10 s to answer them all, and a retry sooner
+        only adds to its load (docs/reliability.rst, "Retries").
     :param register_jitter: the spread of the delays, in [0, 1). Thousands
         of agents that lose one master come back at the same moment; without
         it they would all retry in lockstep while the new master is still
@@ -249,7 +252,7 @@ class AgentCore:
 
     def __init__(self, clock: Clock, info: AgentInfo, *, rng: random.Random | None = None,
                  wall_clock: Callable[[], float] | None = None, max_ping_timeouts: int = 5,
-                 register_backoff: float = 4.0, register_backoff_max: float = 10.0, register_jitter: float = 0.5,
+                 register_backoff: float = 10.0, register_backoff_max: float = 10.0, register_jitter: float = 0.5,
                  version: str = "", http_address: str = "", checkpoint: bool = False, executor_endpoint: str = "",
                  new_secret: Callable[[], str] | None = None,
                  executor_reregister_timeout: float = EXECUTOR_REREGISTER_TIMEOUT,

@@ -53,8 +53,9 @@ class AgentSettings:
         silent master is trusted (must match the master's setting to agree
         on who gave up first; default 5, as Mesos).
     :ivar register_backoff: first delay between registration attempts,
-        doubling to ``register_backoff_max``; each delay is drawn at random
-        from its upper half, so agents do not retry in lockstep.
+        doubling to ``register_backoff_max`` (both 10 s by default: every
+        delay 5-10 s); each delay is drawn at random from its upper half, so
+        agents do not retry in lockstep.
     :ivar kill_tasks_on_exit: kill every task (TASK_KILLED) when :meth:`AgentRuntime.run`
         ends; ``mesoslike local`` relies on it to leave no process behind.
         Off (``mesoslike agent``): the tasks run on under their supervisors,
@@ -138,7 +139,7 @@ class AgentSettings:
     work_dir: str | os.PathLike | None = None
     port: int = 0
     max_ping_timeouts: int = 5
-    register_backoff: float = 4.0
+    register_backoff: float = 10.0
     register_backoff_max: float = 10.0
     kill_tasks_on_exit: bool = True
     environment: Mapping[str, str] | None = None

@@ -327,6 +327,14 @@ class DRFSorter(Sorter):
             node = parent
             parent = node.parent
 
+    def allocated_many(self, client: str, resources: Resources, count: int) -> None:
+        # the sums and counts ``count`` calls of allocated() leave, in one walk up the tree
+        if count == 1:
+            self.allocated(client, resources)
+            return
+        leaf = self._leaves.get(client) or self._leaf(client)
+        self._change(leaf, {kind: amount * count for kind, amount in resources.millis().items()}, 1, count)
+
     def unallocated(self, client: str, resources: Resources) -> None:
         leaf = self._leaves.get(client) or self._leaf(client)
         self._change(leaf, resources.millis(), -1, 0)

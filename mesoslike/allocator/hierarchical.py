@@ -203,13 +203,18 @@ class HierarchicalAllocator:
         self.offer_timeout = offer_timeout
         self.min_allocatable = parse_min_allocatable(min_allocatable)
         self._rng = rng if rng is not None else random.Random(0)
-        if isinstance(sorter, Sorter):
-            self._role_sorter = sorter
-        else:
-            self._role_sorter = make_sorter(sorter, hierarchical=True, rng=self._rng)
+        #: the sorters as booked so far: read through _role_sorter and _framework_sorters, which book
+        #: the agents add_agent left to book first (see _book_added)
+        self._role_sorter_booked: Sorter = sorter if isinstance(sorter, Sorter) else \
+            make_sorter(sorter, hierarchical=True, rng=self._rng)
         self._agents = AgentBook()
         self._frameworks: dict[str, _Framework] = {}
-        self._framework_sorters: dict[str, Sorter] = {}   # role -> its frameworks' sorter
+        self._framework_sorters_booked: dict[str, Sorter] = {}   # role -> its frameworks' sorter
+        #: the sorters' side of the agents added since the sorters were last read, by object (a
+        #: re-registration's resources are mostly the codec's one parse of a string): id(stripped total)
+        #: -> [it, agents]; (framework id, id(resources)) -> [framework, resources, agents holding them]
+        self._unbooked_totals: dict[int, list] = {}
+        self._unbooked_grants: dict[tuple[str, int], list] = {}
         self._roles = RoleTree()
         self._quota = QuotaBook(self._roles)
         self._offers = OfferBook(offer_id_prefix, track_times=offer_timeout is not None)
@@ -255,6 +260,41 @@ class HierarchicalAllocator:
         self.cycle_durations = Histogram(QUICK_BUCKETS)
         self._last_cycle_offers = 0
 
+    # ============================================================== sorters
+    @property
+    def _role_sorter(self) -> Sorter:
+        if self._unbooked_totals:
+            self._book_added()
+        return self._role_sorter_booked
+
+    @property
+    def _framework_sorters(self) -> dict[str, Sorter]:
+        if self._unbooked_totals:
+            self._book_added()
+        return self._framework_sorters_booked
+
+    def _book_added(self) -> None:
+        """The sorters' side of the agents :meth:`add_agent` added since the
+        sorters were last read (after a failover a turn re-registers hundreds
+        of agents, and nothing reads the sorters before the turn's tick): the
+        totals and grants they would have booked one agent at a time, added
+        up — a sorter's total once per distinct total, and each framework's
+        grants once per distinct vector it holds, with their count (the same
+        sums and counts, so the same order). Only while the role level is
+        deferred (one role, no quota): the role sorter's grants are then a
+        count (:meth:`_sync_roles`)."""
+        totals, self._unbooked_totals = self._unbooked_totals, {}
+        grants, self._unbooked_grants = self._unbooked_grants, {}
+        sorters = self._framework_sorters_booked
+        for stripped, count in totals.values():
+            added = Resources.sum([stripped] * count)
+            self._role_sorter_booked.add_total(added)
+            for sorter in sorters.values():
+                sorter.add_total(added)
+        for framework, resources, count in grants.values():
+            self._deferred_grants += count
+            sorters[framework.role].allocated_many(framework.id, resources, count)
+
     # ================================================================ agents
     def add_agent(
         self,
@@ -281,15 +321,35 @@ class HierarchicalAllocator:
         # what its tasks hold is granted as the agent is added: one subtraction (a re-registering agent's)
         agent = self._agents.add(agent_id, total, hostname or agent_id, attributes or {}, holds, held)
         stripped = total.stripped()
+        self._reserve(total, 1)
+        self._pending.add(agent_id)
+        if self._roles_deferred and not agent.reserved:
+            # the sorters' side when they are next read (_book_added): as _charge would, with the role
+            # level deferred (no quota), an unreserved agent's grants counted as they are
+            totals = self._unbooked_totals
+            booked = totals.get(id(stripped))
+            if booked is None:
+                totals[id(stripped)] = [stripped, 1]
+            else:
+                booked[1] += 1
+            grants = self._unbooked_grants
+            for framework_id, resources in holds.items():
+                framework = self._frameworks[framework_id]
+                framework.used[agent_id] = resources
+                key = (framework_id, id(resources))
+                booked = grants.get(key)
+                if booked is None:
+                    grants[key] = [framework, resources, 1]
+                else:
+                    booked[2] += 1
+            return
         self._role_sorter.add_total(stripped)
         for sorter in self._framework_sorters.values():
             sorter.add_total(stripped)
-        self._reserve(total, 1)
         for framework_id, resources in holds.items():
             framework = self._frameworks[framework_id]
             self._charge(framework, agent, resources)
             framework.used[agent_id] = resources
-        self._pending.add(agent_id)
 
     def remove_agent(self, agent_id: str) -> None:
         """Remove an agent: its outstanding offers are rescinded (reason

@@ -68,6 +68,13 @@ class Sorter(abc.ABC):
         """Record that ``resources`` were allocated to the client: one more
         allocation received (what DRF's tie-break counts), even if empty."""
 
+    def allocated_many(self, client: str, resources: Resources, count: int) -> None:
+        """``count`` allocations of ``resources`` each to the client, as
+        ``count`` calls of :meth:`allocated` (a sorter may make them in one
+        step: the allocator books a turn's re-registered agents this way)."""
+        for _ in range(count):
+            self.allocated(client, resources)
+
     @abc.abstractmethod
     def unallocated(self, client: str, resources: Resources) -> None:
         """Record that ``resources`` came back from the client."""
