@@ -282,22 +282,29 @@ static void do_mount(const char *source, const char *target, const char *type, u
         fail("mount %s on %s: %s", type ? type : (source ? source : ""), target, strerror(errno));
 }
 
+/* path and its missing parents made, from the deepest that exists: a kept
+ * path's place in a fresh private /tmp is two or three levels below it, and
+ * one mkdir of each prefix from / (what this did before) was a dozen failed
+ * mkdirs a task, each a walk of a long path with its parent's lock taken. */
 static void make_directories(const char *path, mode_t mode) {
-    char buffer[PATH_MAX];
-    if (strlen(path) >= sizeof buffer)
+    if (mkdir(path, mode) == 0 || errno == EEXIST)
+        return;
+    if (errno != ENOENT)
+        fail("cannot make %s: %s", path, strerror(errno));
+    char parent[PATH_MAX];
+    if (strlen(path) >= sizeof parent)
         fail("a path too long: %.80s", path);
-    strcpy(buffer, path);
-    for (char *slash = buffer + 1; ; slash++) {
-        int last = *slash == '\0';
-        if (*slash == '/' || last) {
-            *slash = '\0';
-            if (mkdir(buffer, mode) != 0 && errno != EEXIST)
-                fail("cannot make %s: %s", buffer, strerror(errno));
-            if (last)
-                break;
-            *slash = '/';
-        }
-    }
+    strcpy(parent, path);
+    size_t length = strlen(parent);
+    while (length > 1 && parent[length - 1] == '/')
+        parent[--length] = '\0';
+    char *slash = strrchr(parent, '/');
+    if (slash == NULL || slash == parent)   /* below / itself: nothing above to make */
+        fail("cannot make %s: %s", path, strerror(ENOENT));
+    *slash = '\0';
+    make_directories(parent, mode);
+    if (mkdir(path, mode) != 0 && errno != EEXIST)   /* once: a parent that is no directory fails here */
+        fail("cannot make %s: %s", path, strerror(errno));
 }
 
 /* The path with its existing part's symlinks resolved (os.path.realpath's
@@ -463,6 +470,27 @@ static void enter(const struct spec *s) {
 }
 
 /* ------------------------------------------------------------ the task */
+/* The signals this process ignores, which a task must not inherit ignored
+ * (become_task resets these): found once by init_signals, after which no
+ * disposition of this process changes (a server's clones inherit the list). */
+static int ignored[NSIG], ignored_count;
+
+/* A disposition as the kernel takes it (rt_sigaction), by the system call:
+ * the C library's sigaction refuses its own signals (32 and 33, which its
+ * posix_spawn leaves ignored in what it starts — this server, spawned so
+ * by nsinit.py, and so its tasks); this program uses neither. */
+#define KERNEL_SIGNALS 64
+struct kernel_sigaction {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)(void);
+    unsigned long long mask;
+};
+
+static int raw_sigaction(int signum, const struct kernel_sigaction *action, struct kernel_sigaction *old) {
+    return (int)syscall(SYS_rt_sigaction, signum, action, old, sizeof(unsigned long long));
+}
+
 static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
 static void close_range_of(int lowest, int highest) {
@@ -498,11 +526,13 @@ static void become_task(const struct spec *s, int report) {
         step = "setresuid";
         if (syscall(SYS_setresuid, s->uid, s->uid, s->uid) != 0) goto failed;
     }
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (int signum = 1; signum < NSIG; signum++)
-        sigaction(signum, &dfl, NULL);   /* EINVAL for SIGKILL, SIGSTOP and the unused: no matter */
+    /* the ignored ones only (found once: note_ignored): execve resets every
+     * caught signal to its default and every signal's flags itself, an
+     * ignored one stays ignored (one system call each, not 64 a task) */
+    struct kernel_sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);   /* SIG_DFL */
+    for (int i = 0; i < ignored_count; i++)
+        raw_sigaction(ignored[i], &dfl, NULL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -556,12 +586,22 @@ static void watch_signals(sigset_t *watched) {
     sigaddset(watched, SIGCHLD);
 }
 
+static void note_ignored(void) {
+    ignored_count = 0;
+    for (int signum = 1; signum <= KERNEL_SIGNALS; signum++) {
+        struct kernel_sigaction current;
+        if (raw_sigaction(signum, NULL, &current) == 0 && current.handler == SIG_IGN)
+            ignored[ignored_count++] = signum;
+    }
+}
+
 static void init_signals(void) {
     sigset_t watched;   /* blocked already by the spawner: a SIGTERM before now waits, not lost */
     watch_signals(&watched);
     sigprocmask(SIG_BLOCK, &watched, NULL);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGCHLD, SIG_DFL);
+    note_ignored();
 }
 
 /* cloned: by a server, with its descriptors in place (fd 4 close-on-exec)
