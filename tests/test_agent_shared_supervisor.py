@@ -651,6 +651,44 @@ def test_the_init_resets_the_signals_it_was_given_ignored_for_its_task(tmp_path)
     assert int((tmp_path / "ignored").read_text().split()[1], 16) == 0
 
 
+def test_an_init_of_a_pid_namespace_says_its_tasks_host_pid_with_its_start(tmp_path):
+    """With ``R`` (the task's pid in its namespace) an init that is the first process of a PID
+    namespace says ``H`` (the task's pid on the host), in the same write: the shared supervisor
+    writes it in ``task.json`` without reading the init's children and their status in ``/proc``."""
+    from mesoslike.agent import nsinit
+
+    helper = require_init_helper(tmp_path / "meta")
+    spec = nsinit.encode_spec(namespaces=["pid"], hostname="", tmp="", keep=[], volumes=[], user=None,
+                              cwd=str(tmp_path), env={}, argv=["/bin/sleep", "60"])
+    spec_fd = os.memfd_create("spec", os.MFD_CLOEXEC)
+    os.write(spec_fd, spec)
+    os.lseek(spec_fd, 0, os.SEEK_SET)
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    server = nsinit.Server(helper)
+    init = 0
+    try:
+        server.submit(spec_fd, write_end, null, null, True)
+        for fd in (spec_fd, write_end, null):
+            os.close(fd)
+        answers: list = []
+        wait_until(lambda: answers.extend(server.answers(wait=True)) or answers, 30, "the answer")
+        init = answers[0]
+        said = os.read(read_end, 4096).decode()   # blocks until the init writes: R and H at once
+        lines = dict(line.split(" ", 1) for line in said.splitlines())
+        inner, host = int(lines["R"]), int(lines["H"])
+        status = Path(f"/proc/{host}/status").read_text()
+        nspids = [line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")][0]
+        assert nspids == [str(host), str(inner)] and parent_of(host) == init, (said, nspids)
+        assert Path(f"/proc/{host}/cmdline").read_bytes() == b"/bin/sleep\x0060\x00"
+    finally:
+        if init:
+            os.kill(init, signal.SIGKILL)   # the first process of its namespace: the task goes with it
+            os.waitpid(init, 0)
+        server.close()
+        os.close(read_end)
+
+
 def test_a_pooled_cgroups_peak_is_read_and_reset_through_one_descriptor_and_a_small_one_spares_the_usage(
         tmp_path, monkeypatch):
     """At a task's end its memory peak is read and, when its pooled cgroups are kept, reset through the

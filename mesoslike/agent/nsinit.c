@@ -15,6 +15,9 @@
  *               of a tag and its fields (see read_spec; nsinit.py writes it)
  *   fd 4        the status pipe to the shared supervisor, lines of:
  *                 "R PID"     the task executes (PID as this namespace sees it)
+ *                 "H PID"     (with R, in the same write, when the init is
+ *                             the first process of a PID namespace) the
+ *                             task's pid as the host sees it
  *                 "F MESSAGE" it could not be started (nsinit then exits 127)
  *                 "X STATUS"  the task's leader ended with wait status STATUS
  *
@@ -604,6 +607,33 @@ static void init_signals(void) {
     note_ignored();
 }
 
+/* The host's pid of the task (this process's only child: the task, live
+ * or not yet reaped — nothing else is reaped or orphaned to it before the
+ * task is said to execute but an orphan of the task's own), read in the
+ * host's /proc: 0 if not exactly one child is listed (the shared supervisor
+ * then looks itself, as before H). In C here, once: the shared supervisor's
+ * Python read this process's children and each one's status per task. */
+static long host_pid_of_task(int host_proc) {
+    int fd = openat(host_proc, "thread-self/children", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char text[64];
+    ssize_t n;
+    do {
+        n = read(fd, text, sizeof text - 1);
+    } while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    text[n] = '\0';
+    char *end;
+    errno = 0;
+    long pid = strtol(text, &end, 10);
+    while (*end == ' ' || *end == '\n')
+        end++;
+    return text[0] >= '1' && text[0] <= '9' && errno == 0 && *end == '\0' && pid <= 0x3fffffff ? pid : 0;
+}
+
 /* cloned: by a server, with its descriptors in place (fd 4 close-on-exec)
  * and its signals set (init_signals) already */
 static int init_main(int cloned, char *inline_spec, size_t inline_size) {
@@ -623,6 +653,9 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
     else
         read_spec(&s);
     join_cgroups(&s);
+    /* the host's /proc, before enter() mounts the namespace's on it: where
+     * the task's host pid is read (host_pid_of_task) */
+    int host_proc = s.pid ? open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
     enter(&s);
 
     int report[2];
@@ -659,7 +692,13 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
         fail("the task's %s failed: %s", step, strerror(code));
     }
     char line[64];
-    snprintf(line, sizeof line, "R %d\n", (int)task);
+    int said = snprintf(line, sizeof line, "R %d\n", (int)task);
+    if (host_proc >= 0) {   /* R and H in one write: read together */
+        long host = host_pid_of_task(host_proc);
+        close(host_proc);
+        if (host > 0)
+            snprintf(line + said, sizeof line - (size_t)said, "H %ld\n", host);
+    }
     say(line);
 
     for (;;) {
