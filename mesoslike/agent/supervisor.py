@@ -504,8 +504,8 @@ class Supervisor:
         self.health_kill = ""        # set by the checker's thread: why the task must be killed
         # the init (pid 1) of the task's PID namespace (the launcher forked it so): it reaps the task's
         # orphans, and knows itself and the agent by the host's pids, through the host's /proc
-        self.init = os.getpid() == 1
-        self.host_pid = os.getpid()
+        self.host_pid = os.getpid()   # one system call (a task's, in the shared supervisor's loop)
+        self.init = self.host_pid == 1
         self.host_proc: int | None = None   # a descriptor of the host's /proc, while its own is mounted on it
         self.children = Children()          # what of its children are not orphans to reap
         self.images: dict = {}              # an image task's: image name -> its images.ProvisionedImage
