@@ -607,6 +607,33 @@ def test_the_init_helper_refuses_a_bad_spec_saying_why(tmp_path, spec, why):
     assert done.returncode == 127 and said.startswith("F ") and why in said, (done.returncode, said)
 
 
+@pytest.mark.parametrize("cwd, argv, why", [
+    ("missing", ["/bin/true"], "the task's chdir failed: No such file or directory"),
+    (".", ["no-such-program-here"], "cannot execute no-such-program-here: No such file or directory"),
+    (".", ["/dev/null"], "cannot execute /dev/null: Permission denied"),
+])
+def test_a_task_that_cannot_start_has_its_init_say_why_without_a_pipe_of_its_own(tmp_path, cwd, argv, why):
+    """The vforked child says why it could not become the task in the memory it shares with its
+    init until it executes or exits (no pipe made, read and closed a task): the init fails the
+    launch with the step and the error."""
+    import subprocess
+
+    from mesoslike.agent import nsinit
+
+    helper = require_init_helper(tmp_path / "meta")
+    spec = nsinit.encode_spec(namespaces=[], hostname="", tmp="", keep=[], volumes=[], user=None,
+                              cwd=str(tmp_path / cwd), env={"PATH": "/usr/bin:/bin"}, argv=argv)
+    spec_fd = os.memfd_create("spec")
+    os.write(spec_fd, spec)
+    os.lseek(spec_fd, 0, os.SEEK_SET)
+    read_end, write_end = os.pipe()
+    done = subprocess.run([helper], env={}, pass_fds=(3, 4), timeout=30, stdin=subprocess.DEVNULL,
+                          preexec_fn=lambda: (os.dup2(spec_fd, 3), os.dup2(write_end, 4)) and None)
+    os.close(write_end)
+    said = os.read(read_end, 65536).decode()
+    assert done.returncode == 127 and said == f"F {why}\n", (done.returncode, said)
+
+
 def test_the_init_resets_the_signals_it_was_given_ignored_for_its_task(tmp_path):
     """The task's dispositions are the defaults (execve resets the caught ones; the init resets the
     ones it ignores — found once, not 64 sigactions a task): an init executed with SIGHUP, SIGUSR2 and
@@ -680,7 +707,9 @@ def test_an_init_of_a_pid_namespace_says_its_tasks_host_pid_with_its_start(tmp_p
         status = Path(f"/proc/{host}/status").read_text()
         nspids = [line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")][0]
         assert nspids == [str(host), str(inner)] and parent_of(host) == init, (said, nspids)
-        assert Path(f"/proc/{host}/cmdline").read_bytes() == b"/bin/sleep\x0060\x00"
+        # the init says R once vfork returns: the task's execve may still be setting up its arguments
+        wait_until(lambda: Path(f"/proc/{host}/cmdline").read_bytes() == b"/bin/sleep\x0060\x00", 10,
+                   "the task's command line")
     finally:
         if init:
             os.kill(init, signal.SIGKILL)   # the first process of its namespace: the task goes with it

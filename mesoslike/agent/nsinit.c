@@ -510,11 +510,18 @@ static void close_from(int lowest) {
     close_range_of(lowest, (int)(limit > 0 && limit < (1 << 20) ? limit : 65536) - 1);
 }
 
+/* Why the vforked child could not become the task, in the memory it
+ * shares with this process: read once vfork returns, which is after the
+ * child executed (then untouched) or exited (then set). No pipe to say it
+ * on (a pipe made, read and closed a task, before). */
+static volatile int task_failed, task_error;
+static const char *volatile task_step;
+
 /* In the vforked child (it shares this process's memory until it executes
- * or exits: it only makes system calls and writes its own stack): becomes
- * the task, or writes errno on `report` and exits. */
-static void become_task(const struct spec *s, int report) __attribute__((noreturn));
-static void become_task(const struct spec *s, int report) {
+ * or exits: it only makes system calls and writes its own stack and the
+ * three words above): becomes the task, or says why not and exits. */
+static void become_task(const struct spec *s) __attribute__((noreturn));
+static void become_task(const struct spec *s) {
     int code = 0;
     const char *step = "setsid";
     if (setsid() < 0) goto failed;
@@ -539,7 +546,6 @@ static void become_task(const struct spec *s, int report) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    close(STATUS_FD);
     step = "execute";
     const char *program = s->argv[0];
     if (strchr(program, '/') != NULL) {
@@ -572,9 +578,9 @@ static void become_task(const struct spec *s, int report) {
     }
 failed:
     code = errno;
-    char message[64];
-    int n = snprintf(message, sizeof message, "%d %s", code, step);
-    if (write(report, message, (size_t)n) < 0) {}
+    task_error = code;
+    task_step = step;
+    task_failed = 1;
     _exit(127);
 }
 
@@ -658,35 +664,20 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
     int host_proc = s.pid ? open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
     enter(&s);
 
-    int report[2];
-    if (pipe2(report, O_CLOEXEC) != 0)
-        fail("pipe: %s", strerror(errno));
     /* vfork: no copy of this process's page tables to make, fault in and
      * throw away at the task's exec (a fork's cost here, measured) */
+    task_failed = 0;
     pid_t task = vfork();
     if (task < 0)
         fail("fork: %s", strerror(errno));
     if (task == 0) {
-        close(report[0]);
-        int keep = report[1];   /* every other descriptor above 2 goes (report is close-on-exec) */
-        if (keep > 3)
-            close_range_of(3, keep - 1);
-        close_from(keep + 1);
-        become_task(&s, keep);
+        close_from(3);   /* every descriptor above 2 goes: the status pipe, the host's /proc */
+        become_task(&s);
     }
-    close(report[1]);
-    char answer[64];
-    ssize_t n;
-    do {
-        n = read(report[0], answer, sizeof answer - 1);
-    } while (n < 0 && errno == EINTR);
-    close(report[0]);
-    if (n > 0) {   /* it did not execute: why */
-        answer[n] = '\0';
+    if (task_failed) {   /* it did not execute: why (it has exited: vfork returned) */
+        int code = task_error;
+        const char *step = task_step ? task_step : "start";
         waitpid(task, NULL, 0);
-        int code = atoi(answer);
-        const char *step = strchr(answer, ' ');
-        step = step ? step + 1 : "start";
         if (strcmp(step, "execute") == 0)
             fail("cannot execute %s: %s", s.argv[0], strerror(code));
         fail("the task's %s failed: %s", step, strerror(code));
