@@ -32,13 +32,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import benchlib  # noqa: E402
-PID, MOUNT, IPC, UTS, RSLAVE, RPRIVATE, PROC, SHM, TMP, VFORK, EXEC = (1, 2, 4, 8, 16, 32, 64, 128, 256, 4096,
-                                                                        8192)
+PID, MOUNT, IPC, UTS, RSLAVE, RPRIVATE, PROC, SHM, TMP, VFORK, EXEC, VM = (1, 2, 4, 8, 16, 32, 64, 128, 256, 4096,
+                                                                            8192, 16384)
 CONTAINER = PID | MOUNT | IPC | UTS | RSLAVE | PROC | SHM | TMP   # what the default isolation's init does
 VARIANTS = {
     "exec_per_task_fork": CONTAINER | EXEC,          # the helper executed per task, the task forked (before)
     "clone_fork": CONTAINER,                         # cloned from a server, the task forked
     "clone_vfork": CONTAINER | VFORK,                # cloned from a server, the task vforked (now)
+    "clone_vm_vfork": CONTAINER | VFORK | VM,        # the same cloned into the server's memory (CLONE_VM)
     "clone_vfork_rprivate": CONTAINER & ~RSLAVE | RPRIVATE | VFORK,
     "clone_vfork_no_tmp_dir": CONTAINER & ~TMP | VFORK,
     "pid_mount": PID | MOUNT | VFORK,
@@ -60,20 +61,22 @@ def main() -> int:
     parser.add_argument("--launches", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--root", type=Path, default=Path("/tmp"))
+    parser.add_argument("--only", help="the variants measured, comma-separated (default: all)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     document, _, _ = benchlib.start("ns_variants", None, {"git_head": benchlib.git_state([])[0]})
     work = Path(tempfile.mkdtemp(prefix="bench-ns-variants-", dir=args.root))
-    rounds: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    variants = {name: VARIANTS[name] for name in (args.only.split(",") if args.only else VARIANTS)}
+    rounds: dict[str, list[float]] = {name: [] for name in variants}
     loads = []
     try:
         binary = build(work)
         for number in range(args.rounds):
-            names = list(VARIANTS) if number % 2 == 0 else list(reversed(VARIANTS))
+            names = list(variants) if number % 2 == 0 else list(reversed(variants))
             for name in names:
                 place = work / f"{name}-{number}"
                 place.mkdir()
-                done = subprocess.run([str(binary), str(args.launches), str(VARIANTS[name]), str(place)],
+                done = subprocess.run([str(binary), str(args.launches), str(variants[name]), str(place)],
                                       capture_output=True, text=True, check=True)
                 user, system = (float(x) for x in done.stdout.split())
                 rounds[name].append(round(user + system, 3))
@@ -83,7 +86,7 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     medians = {name: round(statistics.median(values), 3) for name, values in rounds.items()}
-    document.update({"launches_per_round": args.launches, "variants": VARIANTS,
+    document.update({"launches_per_round": args.launches, "variants": variants,
                      "cpu_ms_per_launch_median": medians, "cpu_ms_per_launch_rounds": rounds,
                      "loadavg_per_round": loads})
     benchlib.emit(document, args.out, lambda line: print(line, file=sys.stderr))

@@ -607,6 +607,154 @@ def test_the_init_helper_refuses_a_bad_spec_saying_why(tmp_path, spec, why):
     assert done.returncode == 127 and said.startswith("F ") and why in said, (done.returncode, said)
 
 
+@pytest.mark.parametrize("cwd, argv, why", [
+    ("missing", ["/bin/true"], "the task's chdir failed: No such file or directory"),
+    (".", ["no-such-program-here"], "cannot execute no-such-program-here: No such file or directory"),
+    (".", ["/dev/null"], "cannot execute /dev/null: Permission denied"),
+])
+def test_a_task_that_cannot_start_has_its_init_say_why_without_a_pipe_of_its_own(tmp_path, cwd, argv, why):
+    """The vforked child says why it could not become the task in the memory it shares with its
+    init until it executes or exits (no pipe made, read and closed a task): the init fails the
+    launch with the step and the error."""
+    import subprocess
+
+    from mesoslike.agent import nsinit
+
+    helper = require_init_helper(tmp_path / "meta")
+    spec = nsinit.encode_spec(namespaces=[], hostname="", tmp="", keep=[], volumes=[], user=None,
+                              cwd=str(tmp_path / cwd), env={"PATH": "/usr/bin:/bin"}, argv=argv)
+    spec_fd = os.memfd_create("spec")
+    os.write(spec_fd, spec)
+    os.lseek(spec_fd, 0, os.SEEK_SET)
+    read_end, write_end = os.pipe()
+    done = subprocess.run([helper], env={}, pass_fds=(3, 4), timeout=30, stdin=subprocess.DEVNULL,
+                          preexec_fn=lambda: (os.dup2(spec_fd, 3), os.dup2(write_end, 4)) and None)
+    os.close(write_end)
+    said = os.read(read_end, 65536).decode()
+    assert done.returncode == 127 and said == f"F {why}\n", (done.returncode, said)
+
+
+def test_the_init_resets_the_signals_it_was_given_ignored_for_its_task(tmp_path):
+    """The task's dispositions are the defaults (execve resets the caught ones; the init resets the
+    ones it ignores — found once, not 64 sigactions a task): an init executed with SIGHUP, SIGUSR2 and
+    SIGTERM ignored, and one cloned by a server (SIGPIPE ignored in it), hand their task none of them
+    ignored, nor any other."""
+    import subprocess
+
+    from mesoslike.agent import nsinit
+
+    helper = require_init_helper(tmp_path / "meta")
+    script = ("while read -r line; do case $line in SigIgn*) echo \"$line\";; esac; "
+              "done < /proc/$$/status > ignored")
+    spec = nsinit.encode_spec(namespaces=[], hostname="", tmp="", keep=[], volumes=[], user=None,
+                              cwd=str(tmp_path), env={}, argv=["/bin/sh", "-c", script])
+    spec_fd = os.memfd_create("spec")
+    os.write(spec_fd, spec)
+    os.lseek(spec_fd, 0, os.SEEK_SET)
+    read_end, write_end = os.pipe()
+
+    def ignoring() -> None:
+        for signum in (signal.SIGHUP, signal.SIGUSR2, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
+        os.dup2(spec_fd, 3)
+        os.dup2(write_end, 4)
+
+    done = subprocess.run([helper], env={}, pass_fds=(3, 4), timeout=30, preexec_fn=ignoring,
+                          stdin=subprocess.DEVNULL)
+    os.close(write_end)
+    said = os.read(read_end, 65536).decode()
+    assert done.returncode == 0 and "X 0" in said, (done.returncode, said)
+    assert int((tmp_path / "ignored").read_text().split()[1], 16) == 0
+    (tmp_path / "ignored").unlink()
+    server = nsinit.Server(helper)
+    try:
+        pipe = ask_for_init(server, tmp_path, ["/bin/sh", "-c", script])
+        answers: list = []
+        wait_until(lambda: answers.extend(server.answers(wait=True)) or answers, 30, "the answer")
+        os.waitpid(answers[0], 0)
+        os.close(pipe)
+    finally:
+        server.close()
+    assert int((tmp_path / "ignored").read_text().split()[1], 16) == 0
+
+
+def test_an_init_of_a_pid_namespace_says_its_tasks_host_pid_with_its_start(tmp_path):
+    """With ``R`` (the task's pid in its namespace) an init that is the first process of a PID
+    namespace says ``H`` (the task's pid on the host), in the same write: the shared supervisor
+    writes it in ``task.json`` without reading the init's children and their status in ``/proc``."""
+    from mesoslike.agent import nsinit
+
+    helper = require_init_helper(tmp_path / "meta")
+    spec = nsinit.encode_spec(namespaces=["pid"], hostname="", tmp="", keep=[], volumes=[], user=None,
+                              cwd=str(tmp_path), env={}, argv=["/bin/sleep", "60"])
+    spec_fd = os.memfd_create("spec", os.MFD_CLOEXEC)
+    os.write(spec_fd, spec)
+    os.lseek(spec_fd, 0, os.SEEK_SET)
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    server = nsinit.Server(helper)
+    init = 0
+    try:
+        server.submit(spec_fd, write_end, null, null, True)
+        for fd in (spec_fd, write_end, null):
+            os.close(fd)
+        answers: list = []
+        wait_until(lambda: answers.extend(server.answers(wait=True)) or answers, 30, "the answer")
+        init = answers[0]
+        said = os.read(read_end, 4096).decode()   # blocks until the init writes: R and H at once
+        lines = dict(line.split(" ", 1) for line in said.splitlines())
+        inner, host = int(lines["R"]), int(lines["H"])
+        status = Path(f"/proc/{host}/status").read_text()
+        nspids = [line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")][0]
+        assert nspids == [str(host), str(inner)] and parent_of(host) == init, (said, nspids)
+        # the init says R once vfork returns: the task's execve may still be setting up its arguments
+        wait_until(lambda: Path(f"/proc/{host}/cmdline").read_bytes() == b"/bin/sleep\x0060\x00", 10,
+                   "the task's command line")
+    finally:
+        if init:
+            os.kill(init, signal.SIGKILL)   # the first process of its namespace: the task goes with it
+            os.waitpid(init, 0)
+        server.close()
+        os.close(read_end)
+
+
+def test_a_pooled_cgroups_peak_is_read_and_reset_through_one_descriptor_and_a_small_one_spares_the_usage(
+        tmp_path, monkeypatch):
+    """At a task's end its memory peak is read and, when its pooled cgroups are kept, reset through the
+    same open file; with a peak no larger than what a kept cgroup may keep charged, the charge now (no
+    larger than the peak) is not read. A large peak still has the charge looked at; a task whose cgroups are not pooled reads the peak alone."""
+    from mesoslike.agent import supervisor as sup
+
+    peak, usage = tmp_path / "memory.max_usage_in_bytes", tmp_path / "memory.usage_in_bytes"
+    opened: list[str] = []
+    real_open = os.open
+    monkeypatch.setattr(sup.os, "open", lambda path, *args, **kwargs: (opened.append(os.path.basename(str(path))),
+                                                                      real_open(path, *args, **kwargs))[1])
+
+    def end(peak_bytes: int, usage_bytes: int, pooled: bool = True) -> dict:
+        peak.write_text(f"{peak_bytes}\n")
+        usage.write_text(f"{usage_bytes}\n")
+        (tmp_path / "run").mkdir(exist_ok=True)
+        task = sup.Supervisor(str(tmp_path / "run"))
+        task.launch = {"cgroups": [], "oom_events": [], "memory_peak": str(peak), "memory_usage": str(usage),
+                       "pooled": pooled, "user": "", "cwd": str(tmp_path)}
+        task.cgroups_emptied = True
+        opened.clear()
+        return task.record(0, None, "", "")
+
+    small = end(300_000, 60_000)
+    assert small["cgroups_kept"] and small["memory_peak_bytes"] == 300_000
+    assert opened.count(peak.name) == 1 and usage.name not in opened, opened
+    assert peak.read_text().startswith("0")   # reset (a cgroup file takes the write; a plain file here)
+    large = end(sup.POOL_MEMORY_LEFT * 4, sup.POOL_MEMORY_LEFT * 2)
+    assert not large["cgroups_kept"] and large["memory_peak_bytes"] == sup.POOL_MEMORY_LEFT * 4
+    assert usage.name in opened and peak.read_text().startswith(str(sup.POOL_MEMORY_LEFT * 4))   # not reset
+    kept = end(sup.POOL_MEMORY_LEFT * 4, 1000)
+    assert kept["cgroups_kept"] and usage.name in opened and opened.count(peak.name) == 1
+    unpooled = end(500, 100, pooled=False)
+    assert not unpooled["cgroups_kept"] and unpooled["memory_peak_bytes"] == 500 and usage.name not in opened
+
+
 def test_the_init_spec_is_its_fields_each_ended_by_nul_and_a_nul_inside_one_is_refused():
     """The spec is encoded as one string (os.fsencode once, not a call a field): byte for byte what
     encoding each field did, names undecodable as UTF-8 (surrogate escapes) kept, a NUL in any field

@@ -15,6 +15,9 @@
  *               of a tag and its fields (see read_spec; nsinit.py writes it)
  *   fd 4        the status pipe to the shared supervisor, lines of:
  *                 "R PID"     the task executes (PID as this namespace sees it)
+ *                 "H PID"     (with R, in the same write, when the init is
+ *                             the first process of a PID namespace) the
+ *                             task's pid as the host sees it
  *                 "F MESSAGE" it could not be started (nsinit then exits 127)
  *                 "X STATUS"  the task's leader ended with wait status STATUS
  *
@@ -282,22 +285,29 @@ static void do_mount(const char *source, const char *target, const char *type, u
         fail("mount %s on %s: %s", type ? type : (source ? source : ""), target, strerror(errno));
 }
 
+/* path and its missing parents made, from the deepest that exists: a kept
+ * path's place in a fresh private /tmp is two or three levels below it, and
+ * one mkdir of each prefix from / (what this did before) was a dozen failed
+ * mkdirs a task, each a walk of a long path with its parent's lock taken. */
 static void make_directories(const char *path, mode_t mode) {
-    char buffer[PATH_MAX];
-    if (strlen(path) >= sizeof buffer)
+    if (mkdir(path, mode) == 0 || errno == EEXIST)
+        return;
+    if (errno != ENOENT)
+        fail("cannot make %s: %s", path, strerror(errno));
+    char parent[PATH_MAX];
+    if (strlen(path) >= sizeof parent)
         fail("a path too long: %.80s", path);
-    strcpy(buffer, path);
-    for (char *slash = buffer + 1; ; slash++) {
-        int last = *slash == '\0';
-        if (*slash == '/' || last) {
-            *slash = '\0';
-            if (mkdir(buffer, mode) != 0 && errno != EEXIST)
-                fail("cannot make %s: %s", buffer, strerror(errno));
-            if (last)
-                break;
-            *slash = '/';
-        }
-    }
+    strcpy(parent, path);
+    size_t length = strlen(parent);
+    while (length > 1 && parent[length - 1] == '/')
+        parent[--length] = '\0';
+    char *slash = strrchr(parent, '/');
+    if (slash == NULL || slash == parent)   /* below / itself: nothing above to make */
+        fail("cannot make %s: %s", path, strerror(ENOENT));
+    *slash = '\0';
+    make_directories(parent, mode);
+    if (mkdir(path, mode) != 0 && errno != EEXIST)   /* once: a parent that is no directory fails here */
+        fail("cannot make %s: %s", path, strerror(errno));
 }
 
 /* The path with its existing part's symlinks resolved (os.path.realpath's
@@ -463,6 +473,27 @@ static void enter(const struct spec *s) {
 }
 
 /* ------------------------------------------------------------ the task */
+/* The signals this process ignores, which a task must not inherit ignored
+ * (become_task resets these): found once by init_signals, after which no
+ * disposition of this process changes (a server's clones inherit the list). */
+static int ignored[NSIG], ignored_count;
+
+/* A disposition as the kernel takes it (rt_sigaction), by the system call:
+ * the C library's sigaction refuses its own signals (32 and 33, which its
+ * posix_spawn leaves ignored in what it starts — this server, spawned so
+ * by nsinit.py, and so its tasks); this program uses neither. */
+#define KERNEL_SIGNALS 64
+struct kernel_sigaction {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)(void);
+    unsigned long long mask;
+};
+
+static int raw_sigaction(int signum, const struct kernel_sigaction *action, struct kernel_sigaction *old) {
+    return (int)syscall(SYS_rt_sigaction, signum, action, old, sizeof(unsigned long long));
+}
+
 static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
 static void close_range_of(int lowest, int highest) {
@@ -479,11 +510,18 @@ static void close_from(int lowest) {
     close_range_of(lowest, (int)(limit > 0 && limit < (1 << 20) ? limit : 65536) - 1);
 }
 
+/* Why the vforked child could not become the task, in the memory it
+ * shares with this process: read once vfork returns, which is after the
+ * child executed (then untouched) or exited (then set). No pipe to say it
+ * on (a pipe made, read and closed a task, before). */
+static volatile int task_failed, task_error;
+static const char *volatile task_step;
+
 /* In the vforked child (it shares this process's memory until it executes
- * or exits: it only makes system calls and writes its own stack): becomes
- * the task, or writes errno on `report` and exits. */
-static void become_task(const struct spec *s, int report) __attribute__((noreturn));
-static void become_task(const struct spec *s, int report) {
+ * or exits: it only makes system calls and writes its own stack and the
+ * three words above): becomes the task, or says why not and exits. */
+static void become_task(const struct spec *s) __attribute__((noreturn));
+static void become_task(const struct spec *s) {
     int code = 0;
     const char *step = "setsid";
     if (setsid() < 0) goto failed;
@@ -498,15 +536,16 @@ static void become_task(const struct spec *s, int report) {
         step = "setresuid";
         if (syscall(SYS_setresuid, s->uid, s->uid, s->uid) != 0) goto failed;
     }
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (int signum = 1; signum < NSIG; signum++)
-        sigaction(signum, &dfl, NULL);   /* EINVAL for SIGKILL, SIGSTOP and the unused: no matter */
+    /* the ignored ones only (found once: note_ignored): execve resets every
+     * caught signal to its default and every signal's flags itself, an
+     * ignored one stays ignored (one system call each, not 64 a task) */
+    struct kernel_sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);   /* SIG_DFL */
+    for (int i = 0; i < ignored_count; i++)
+        raw_sigaction(ignored[i], &dfl, NULL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    close(STATUS_FD);
     step = "execute";
     const char *program = s->argv[0];
     if (strchr(program, '/') != NULL) {
@@ -539,9 +578,9 @@ static void become_task(const struct spec *s, int report) {
     }
 failed:
     code = errno;
-    char message[64];
-    int n = snprintf(message, sizeof message, "%d %s", code, step);
-    if (write(report, message, (size_t)n) < 0) {}
+    task_error = code;
+    task_step = step;
+    task_failed = 1;
     _exit(127);
 }
 
@@ -556,12 +595,49 @@ static void watch_signals(sigset_t *watched) {
     sigaddset(watched, SIGCHLD);
 }
 
+static void note_ignored(void) {
+    ignored_count = 0;
+    for (int signum = 1; signum <= KERNEL_SIGNALS; signum++) {
+        struct kernel_sigaction current;
+        if (raw_sigaction(signum, NULL, &current) == 0 && current.handler == SIG_IGN)
+            ignored[ignored_count++] = signum;
+    }
+}
+
 static void init_signals(void) {
     sigset_t watched;   /* blocked already by the spawner: a SIGTERM before now waits, not lost */
     watch_signals(&watched);
     sigprocmask(SIG_BLOCK, &watched, NULL);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGCHLD, SIG_DFL);
+    note_ignored();
+}
+
+/* The host's pid of the task (this process's only child: the task, live
+ * or not yet reaped — nothing else is reaped or orphaned to it before the
+ * task is said to execute but an orphan of the task's own), read in the
+ * host's /proc: 0 if not exactly one child is listed (the shared supervisor
+ * then looks itself, as before H). In C here, once: the shared supervisor's
+ * Python read this process's children and each one's status per task. */
+static long host_pid_of_task(int host_proc) {
+    int fd = openat(host_proc, "thread-self/children", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char text[64];
+    ssize_t n;
+    do {
+        n = read(fd, text, sizeof text - 1);
+    } while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    text[n] = '\0';
+    char *end;
+    errno = 0;
+    long pid = strtol(text, &end, 10);
+    while (*end == ' ' || *end == '\n')
+        end++;
+    return text[0] >= '1' && text[0] <= '9' && errno == 0 && *end == '\0' && pid <= 0x3fffffff ? pid : 0;
 }
 
 /* cloned: by a server, with its descriptors in place (fd 4 close-on-exec)
@@ -583,43 +659,37 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
     else
         read_spec(&s);
     join_cgroups(&s);
+    /* the host's /proc, before enter() mounts the namespace's on it: where
+     * the task's host pid is read (host_pid_of_task) */
+    int host_proc = s.pid ? open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
     enter(&s);
 
-    int report[2];
-    if (pipe2(report, O_CLOEXEC) != 0)
-        fail("pipe: %s", strerror(errno));
     /* vfork: no copy of this process's page tables to make, fault in and
      * throw away at the task's exec (a fork's cost here, measured) */
+    task_failed = 0;
     pid_t task = vfork();
     if (task < 0)
         fail("fork: %s", strerror(errno));
     if (task == 0) {
-        close(report[0]);
-        int keep = report[1];   /* every other descriptor above 2 goes (report is close-on-exec) */
-        if (keep > 3)
-            close_range_of(3, keep - 1);
-        close_from(keep + 1);
-        become_task(&s, keep);
+        close_from(3);   /* every descriptor above 2 goes: the status pipe, the host's /proc */
+        become_task(&s);
     }
-    close(report[1]);
-    char answer[64];
-    ssize_t n;
-    do {
-        n = read(report[0], answer, sizeof answer - 1);
-    } while (n < 0 && errno == EINTR);
-    close(report[0]);
-    if (n > 0) {   /* it did not execute: why */
-        answer[n] = '\0';
+    if (task_failed) {   /* it did not execute: why (it has exited: vfork returned) */
+        int code = task_error;
+        const char *step = task_step ? task_step : "start";
         waitpid(task, NULL, 0);
-        int code = atoi(answer);
-        const char *step = strchr(answer, ' ');
-        step = step ? step + 1 : "start";
         if (strcmp(step, "execute") == 0)
             fail("cannot execute %s: %s", s.argv[0], strerror(code));
         fail("the task's %s failed: %s", step, strerror(code));
     }
     char line[64];
-    snprintf(line, sizeof line, "R %d\n", (int)task);
+    int said = snprintf(line, sizeof line, "R %d\n", (int)task);
+    if (host_proc >= 0) {   /* R and H in one write: read together */
+        long host = host_pid_of_task(host_proc);
+        close(host_proc);
+        if (host > 0)
+            snprintf(line + said, sizeof line - (size_t)said, "H %ld\n", host);
+    }
     say(line);
 
     for (;;) {

@@ -262,8 +262,9 @@ class SharedTask(sup.Supervisor):
         return server
 
     def read_status(self) -> None:
-        """Read what the helper said (non-blocking): ``R PID``, ``F WHY``,
-        ``X STATUS`` lines; at the end of the pipe, closed."""
+        """Read what the helper said (non-blocking): ``R PID``, ``H PID``
+        (the task's host pid, with ``R``: a helper with a PID namespace),
+        ``F WHY``, ``X STATUS`` lines; at the end of the pipe, closed."""
         while self.status_pipe >= 0:
             try:
                 chunk = os.read(self.status_pipe, 4096)
@@ -284,12 +285,15 @@ class SharedTask(sup.Supervisor):
                 if kind == "R" and rest.isdigit() and not self.executing:
                     self.executing = True
                     self.reported_pid = int(rest)
+                elif kind == "H" and rest.isdigit() and int(rest) > 0:
+                    self.host_pid_said = int(rest)
                 elif kind == "F" and not self.failure:
                     self.failure = rest[:2000] or "the namespace init helper failed"
                 elif kind == "X" and rest.lstrip("-").isdigit():
                     self.task_status = int(rest)
 
     reported_pid = 0   # the task's pid as the helper's namespace sees it
+    host_pid_said = 0  # the task's pid as the host sees it, as the helper said it (H; 0: not said)
 
 
 #: what the init helper is started with blocked: a SIGTERM before it waits for signals waits for it (the
@@ -740,6 +744,8 @@ class SharedSupervisor:
             return task.reported_pid
         if task.task_status is not None:   # it has ended, said its helper: gone from its children (3 calls)
             return task.task_pid
+        if task.host_pid_said:   # the helper read it (H): no /proc read here
+            return task.host_pid_said
         if self.host_proc < 0:
             self.host_proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         found = sup.load_sibling("namespaces").host_pid_of_child(self.host_proc, task.task_pid, task.reported_pid)

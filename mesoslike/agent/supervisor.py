@@ -504,8 +504,8 @@ class Supervisor:
         self.health_kill = ""        # set by the checker's thread: why the task must be killed
         # the init (pid 1) of the task's PID namespace (the launcher forked it so): it reaps the task's
         # orphans, and knows itself and the agent by the host's pids, through the host's /proc
-        self.init = os.getpid() == 1
-        self.host_pid = os.getpid()
+        self.host_pid = os.getpid()   # one system call (a task's, in the shared supervisor's loop)
+        self.init = self.host_pid == 1
         self.host_proc: int | None = None   # a descriptor of the host's /proc, while its own is mounted on it
         self.children = Children()          # what of its children are not orphans to reap
         self.images: dict = {}              # an image task's: image name -> its images.ProvisionedImage
@@ -1034,15 +1034,23 @@ class Supervisor:
         self.cgroups_emptied = kill_cgroups(self.launch.get("cgroups", []))
         return self.cgroups_emptied
 
-    def keep_cgroups(self) -> bool:
+    def keep_cgroups(self, peak: int | None = None, peak_fd: int = -1) -> bool:
         """The pooled cgroups of an ended task may serve another (the agent
         puts them back in its pool): emptied, next to no memory still
-        charged to them (its page cache), their peak reset. False: removed."""
+        charged to them (its page cache), their peak reset. False: removed.
+        ``peak``: the peak just read (the charge now is no more than that:
+        with a small one, the charge is not read); ``peak_fd``: the peak's
+        file opened for writing too, where the reset goes (not opened again)."""
         launch = self.launch
-        if not self.cgroups_emptied or (read_int(launch.get("memory_usage", "")) or 0) > POOL_MEMORY_LEFT:
+        if not self.cgroups_emptied:
+            return False
+        if (peak is None or peak > POOL_MEMORY_LEFT) \
+                and (read_int(launch.get("memory_usage", "")) or 0) > POOL_MEMORY_LEFT:
             return False
         try:
-            if launch.get("memory_peak"):   # v1's max_usage_in_bytes: reset by writing 0
+            if peak_fd >= 0:   # v1's max_usage_in_bytes: reset by writing 0
+                os.pwrite(peak_fd, b"0", 0)
+            elif launch.get("memory_peak"):
                 fd = os.open(launch["memory_peak"], os.O_WRONLY | os.O_CLOEXEC)
                 try:
                     os.write(fd, b"0")
@@ -1076,12 +1084,16 @@ class Supervisor:
         launch = self.launch
         self.take_back()
         oom_kills = sum(flat_keyed(path).get(key, 0) for path, key in launch.get("oom_events", []))
-        peak = read_int(launch["memory_peak"]) if launch.get("memory_peak") else None
+        peak, peak_fd = _read_peak(launch.get("memory_peak") or "", launch.get("pooled") is True and not oom_kills)
         try:
-            self.release_container()
-        except Exception as exc:  # noqa: BLE001 - the exit status must still be written
-            say(f"could not release the container: {type(exc).__name__}: {exc}")
-        kept = launch.get("pooled") is True and not oom_kills and self.keep_cgroups()
+            try:
+                self.release_container()
+            except Exception as exc:  # noqa: BLE001 - the exit status must still be written
+                say(f"could not release the container: {type(exc).__name__}: {exc}")
+            kept = launch.get("pooled") is True and not oom_kills and self.keep_cgroups(peak, peak_fd)
+        finally:
+            if peak_fd >= 0:
+                os.close(peak_fd)
         if not kept:
             for directory in launch.get("cgroups", []):
                 if not remove_cgroup(directory):
@@ -1267,6 +1279,26 @@ def flat_keyed(path: str) -> dict[str, int]:
         except ValueError:
             continue
     return values
+
+
+def _read_peak(path: str, to_reset: bool) -> tuple[int | None, int]:
+    """The memory peak a task's cgroup file holds (None if none or
+    unreadable) and, with ``to_reset``, the file still open for the reset
+    that keeps its cgroup for another task (:meth:`Supervisor.keep_cgroups`;
+    -1 if not: read-only, or unreadable): one open a task end, not two."""
+    if not path:
+        return None, -1
+    if to_reset:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:   # a peak that cannot be written (v2's memory.peak before Linux 6.12): read alone
+            return read_int(path), -1
+        try:
+            return int(os.pread(fd, 64, 0).strip()), fd
+        except (OSError, ValueError):
+            os.close(fd)
+            return None, -1
+    return read_int(path), -1
 
 
 def read_int(path: str) -> int | None:
