@@ -93,6 +93,9 @@ PROGRESS_MAX_INTERVAL = 2.0
 END_RESEND = 1.0
 #: an ASSIGN the worker does not confirm (in its heartbeats) within this is sent again
 ASSIGN_RESEND = 2.0
+#: seconds: while a unit's instances took under this on average, a worker gets its next one queued
+#: (AppMasterCore's ``queue_below``; --queue-below)
+QUEUE_BELOW = 1.0
 #: what workers send
 _FROM_WORKERS = (amp.Hello, amp.Heartbeat, amp.Progress, amp.Done, amp.Bye)
 #: what a worker may act on only once the turn is checkpointed: an ACK lets it forget a result, a RELEASE
@@ -111,7 +114,8 @@ class _Worker:
         self.peer = peer
         self.last_seen = now
         self.done_seen: set[tuple[int, int]] = set()
-        self.assigned: tuple[amp.Assign, float] | None = None   # the last ASSIGN and when it was sent
+        #: the ASSIGNs it has not confirmed yet (the one it runs, the one it holds queued) and when they were sent
+        self.assigned: dict[tuple[int, int], tuple[amp.Assign, float]] = {}
         #: the runs handed to it (or that it ran when it joined): the only ones it may report done
         self.runs: set[tuple[int, int]] = set()
         #: how the service knows its slot again after a failover: [unit, hostname, room, agent id]
@@ -139,7 +143,8 @@ class AppMaster:
     def __init__(self, job_id: str, job: JobSpec, *, bind: str, service: str, token: str, snapshot: Path,
                  clock: Clock | None = None, heartbeat_timeout: float = amp.HEARTBEAT_TIMEOUT,
                  orphan_timeout: float | None = None, keys: CurveKeys | None = None,
-                 worker_key: bytes | None = None, service_key: bytes | None = None) -> None:
+                 worker_key: bytes | None = None, service_key: bytes | None = None,
+                 queue_below: float = QUEUE_BELOW) -> None:
         if keys is not None and worker_key is None:
             raise MesoslikeError("an AppMaster with keys needs its workers' public key (--worker-key)")
         self.job_id = job_id
@@ -152,6 +157,7 @@ class AppMaster:
         self.orphan_timeout = orphan_timeout
         self.checkpoint = Checkpoint(self.snapshot_path)   # the snapshot and its journal (checkpoint.py)
         self.core = self.checkpoint.restore(job_id, job, self.clock)
+        self.core.queue_below = queue_below
         self.workers: dict[str, _Worker] = {}
         self.released: set[str] = set()
         #: slot -> (unit, hostname): granted, as the service said, its worker not joined yet
@@ -314,7 +320,7 @@ class AppMaster:
             return
         worker.last_seen = now
         if isinstance(message, amp.Heartbeat):
-            self._resend_assign(worker, message.running, now)
+            self._resend_assign(worker, message.running, message.queued, now)
         elif isinstance(message, amp.Progress):
             self._carry_out(self._core(self.core.progress, slot, message.instance, message.attempt,
                                        float(message.fraction)))
@@ -342,16 +348,18 @@ class AppMaster:
         finished = [(i, a, ok, msg) for i, a, ok, msg in hello.finished]
         if worker is None:
             running = tuple(hello.running) if hello.running is not None else None
+            queued = tuple(hello.queued) if hello.queued is not None else None
             try:
                 actions = self.core.worker_joined(hello.slot, hello.unit, hello.hostname, hello.room, running,
-                                                  finished)
+                                                  finished, queued)
             except (KeyError, ValueError, TypeError, MesoslikeError) as exc:
                 self._to_workers.append((peer, amp.Error(protocol.bounded(f"HELLO refused: {exc}"))))
                 return
             worker = self.workers[hello.slot] = _Worker(hello, peer, now)
             self.granted.pop(hello.slot, None)
-            if running is not None:
-                worker.runs.add((running[0], running[1]))
+            for run in (running, queued):
+                if run is not None:
+                    worker.runs.add((run[0], run[1]))
             worker.done_seen.update((i, a) for i, a, _, _ in finished)
             if finished:
                 self._dirty = True   # acknowledged below: checkpoint what they changed first
@@ -375,8 +383,7 @@ class AppMaster:
         first = key not in worker.done_seen
         if first:
             worker.done_seen.add(key)
-            if worker.assigned is not None and (worker.assigned[0].instance, worker.assigned[0].attempt) == key:
-                worker.assigned = None
+            worker.assigned.pop(key, None)
         # its ACK before what the result leads to — the slot's RELEASE, when it was the job's last: a worker
         # hears its result taken before it is told to exit (both wait for the write that holds the result)
         self._to_workers.append((worker.peer, amp.Ack(instance, attempt)))
@@ -384,16 +391,15 @@ class AppMaster:
             self._carry_out(self._core(self.core.instance_done, worker.slot, instance, attempt, ok, message))
             self._dirty = True
 
-    def _resend_assign(self, worker: _Worker, running: list | None, now: float) -> None:
-        """An ASSIGN the worker's heartbeats do not show within a while was lost: send it again."""
-        if worker.assigned is None:
-            return
-        assign, sent = worker.assigned
-        if running == [assign.instance, assign.attempt] or (assign.instance, assign.attempt) in worker.done_seen:
-            worker.assigned = None
-        elif now - sent > ASSIGN_RESEND:
-            worker.assigned = (assign, now)
-            self._to_workers.append((worker.peer, assign))
+    def _resend_assign(self, worker: _Worker, running: list | None, queued: list | None, now: float) -> None:
+        """An ASSIGN the worker's heartbeats do not show (running or queued) within a while was lost: send it
+        again."""
+        for key, (assign, sent) in list(worker.assigned.items()):
+            if list(key) == running or list(key) == queued or key in worker.done_seen:
+                del worker.assigned[key]
+            elif now - sent > ASSIGN_RESEND:
+                worker.assigned[key] = (assign, now)
+                self._to_workers.append((worker.peer, assign))
 
     def _check_heartbeats(self, now: float) -> None:
         for slot, worker in list(self.workers.items()):
@@ -428,9 +434,11 @@ class AppMaster:
             log.warning("%s to unknown worker %s dropped", message.TYPE, action.worker_id)
             return
         if isinstance(message, amp.Assign):
-            worker.assigned = (message, self.clock.now())
-            worker.runs.add((message.instance, message.attempt))
+            key = (message.instance, message.attempt)
+            worker.assigned[key] = (message, self.clock.now())
+            worker.runs.add(key)
         else:
+            worker.assigned.pop((message.instance, message.attempt), None)
             log.info("killing instance %d attempt %d on %s: %s", message.instance, message.attempt,
                      action.worker_id, action.reason)
         self._to_workers.append((worker.peer, message))
@@ -609,6 +617,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heartbeat-timeout", type=float, default=amp.HEARTBEAT_TIMEOUT,
                         help="seconds without a heartbeat after which a worker is gone (default: %(default)s)")
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--queue-below", type=float, default=QUEUE_BELOW,
+                        help="seconds: while a unit's finished instances took under this on average, a worker "
+                             "that runs one is handed its next one to start as it ends (0: never; default: "
+                             "%(default)s)")
     parser.add_argument("--key", default=None,
                         help="the job's AppMaster key pair (appmaster.key_secret, mode 0600): serve the workers "
                              "encrypted, and reach the service as the job's AppMaster")
@@ -627,7 +639,8 @@ def main(argv: list[str] | None = None) -> int:
                               token=os.environ.get("FUXI_AM_TOKEN", ""), snapshot=Path(args.snapshot),
                               heartbeat_timeout=args.heartbeat_timeout, orphan_timeout=args.orphan_timeout,
                               keys=keys, worker_key=load_public_key(args.worker_key) if args.worker_key else None,
-                              service_key=load_public_key(args.service_key) if args.service_key else None)
+                              service_key=load_public_key(args.service_key) if args.service_key else None,
+                              queue_below=args.queue_below)
     except (OSError, ValueError, JobSpecError, MesoslikeError) as exc:
         log.error("cannot start: %s", exc)
         return 2

@@ -15,7 +15,8 @@ the same user could read); it reads them and removes them, so that the
 instances it runs cannot (``FUXI_WORKER_TOKEN``/``FUXI_WORKER_SECRET_KEY``
 are still read when a worker is started by hand with them), and the agent's
 ``MESOSLIKE_AGENT_ID`` — connects to the AppMaster and runs the instances it is
-assigned, one at a time, each as ``sh -c command`` in its own process group
+assigned, one at a time (an ASSIGN that comes while one runs is held, one at
+most, and started the moment the running one ends), each as ``sh -c command`` in its own process group
 in the task's sandbox, started with ``posix_spawn`` (``vfork`` and
 ``exec``: no copy of the worker's ~30 MB Python process per instance; an
 instance inherits only its stdin, stdout and stderr) (stdout and stderr of attempt *a* of instance *i*, both
@@ -232,6 +233,7 @@ class Worker:
         self.orphan_timeout = orphan_timeout
         self.interval = interval
         self.run_: _Run | None = None
+        self.queued: wire.Assign | None = None   # to run when run_ ends
         self.unacked: dict[tuple[int, int], tuple[bool, str]] = {}   # results the AppMaster has not acknowledged
         self.welcomed = False
         self._waker = Waker()                # stop() wakes the loop (a signal handler)
@@ -292,13 +294,16 @@ class Worker:
     def _running(self) -> list[int] | None:
         return [self.run_.instance, self.run_.attempt] if self.run_ is not None and not self.run_.killed else None
 
+    def _queued(self) -> list[int] | None:
+        return [self.queued.instance, self.queued.attempt] if self.queued is not None else None
+
     def _beat(self) -> None:
         if not self.welcomed:
             finished = [[i, a, ok, msg] for (i, a), (ok, msg) in sorted(self.unacked.items())]
             self._send(wire.Hello(self.slot, self.unit, self.hostname, self.room, self._running(), finished,
-                                 self.token, self.agent_id))
+                                 self.token, self.agent_id, self._queued()))
             return
-        self._send(wire.Heartbeat(self.slot, self._running()))
+        self._send(wire.Heartbeat(self.slot, self._running(), self._queued()))
         for (instance, attempt), (ok, message) in sorted(self.unacked.items()):
             self._send(wire.Done(self.slot, instance, attempt, ok, message))
 
@@ -317,6 +322,10 @@ class Worker:
         elif isinstance(message, wire.Kill):
             if self.run_ is not None and self.run_.key == (message.instance, message.attempt):
                 self._kill(self.run_)
+            elif self.queued is not None and (self.queued.instance, self.queued.attempt) == (message.instance,
+                                                                                              message.attempt):
+                log.info("instance %d attempt %d dropped from the queue", message.instance, message.attempt)
+                self.queued = None
         elif isinstance(message, wire.Ack):
             self.unacked.pop((message.instance, message.attempt), None)
         elif isinstance(message, wire.Release):
@@ -328,11 +337,26 @@ class Worker:
     # ---------------------------------------------------------- instances
     def _assign(self, message: wire.Assign) -> None:
         key = (message.instance, message.attempt)
-        if key in self.unacked or (self.run_ is not None and self.run_.key == key):
+        if key in self.unacked or (self.run_ is not None and self.run_.key == key) or (
+                self.queued is not None and (self.queued.instance, self.queued.attempt) == key):
             return   # a resent ASSIGN
         if self.run_ is not None:
-            self._send(wire.Error(f"busy: running instance {self.run_.instance} attempt {self.run_.attempt}"))
+            if self.queued is None:
+                self.queued = message   # started as the running one ends (_start_queued)
+                return
+            self._send(wire.Error(f"busy: running instance {self.run_.instance} attempt {self.run_.attempt}, "
+                                  f"instance {self.queued.instance} attempt {self.queued.attempt} queued"))
             return
+        self._start(message)
+
+    def _start_queued(self) -> None:
+        """The queued instance, now that none runs (unless the worker stops)."""
+        while self.queued is not None and self.run_ is None and self._stop is None and self._exit is None:
+            message, self.queued = self.queued, None
+            self._start(message)
+
+    def _start(self, message: wire.Assign) -> None:
+        key = (message.instance, message.attempt)
         stem = os.path.join(self._instances, f"{message.instance}.{message.attempt}")
         env = dict(self._instance_env)
         env.update(message.env)
@@ -342,6 +366,7 @@ class Worker:
             pid, stdout, stderr = self._spawn(message.command, env)
         except (OSError, ValueError) as exc:
             self._finished(key, False, f"cannot start: {type(exc).__name__}: {exc}")
+            self._start_queued()
             return
         log.debug("instance %d attempt %d started as pid %d", message.instance, message.attempt, pid)
         self.run_ = self._start_watching(_Run(message.instance, message.attempt, pid,
@@ -492,8 +517,9 @@ class Worker:
             self.run_ = None
         if run.killed:
             log.info("instance %d attempt %d killed", run.instance, run.attempt)
-            return
-        self._finished(run.key, run.returncode == 0, run.message)
+        else:
+            self._finished(run.key, run.returncode == 0, run.message)
+        self._start_queued()
 
     def _progress(self, run: _Run, fractions: list[float]) -> None:
         if run is self.run_ and not run.killed:

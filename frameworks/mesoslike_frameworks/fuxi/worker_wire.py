@@ -61,11 +61,13 @@ class Hello(NamedTuple):
     finished: list[list[Any]] = []   # (a NamedTuple's default is never changed in place)
     token: str = ""
     agent_id: str = ""
+    queued: list[int] | None = None
 
 
 class Heartbeat(NamedTuple):
     slot: str
     running: list[int] | None = None
+    queued: list[int] | None = None
 
 
 class Progress(NamedTuple):
