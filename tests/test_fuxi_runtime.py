@@ -342,12 +342,15 @@ def test_the_worker_holds_one_assignment_queued_and_starts_it_as_the_running_one
     assert [(d.instance, d.ok) for d in done] == [(1, True), (2, True)]
     assert (sandbox / "instances" / "2.1.stdout").read_text() == "second\n"
     appmaster.send(amp.Ack(1, 1))
-    appmaster.send(amp.Ack(2, 1))
-    # a KILL of the queued one drops it; the running one goes on
-    appmaster.send(amp.Assign(4, 1, "sleep 60", {}))
+    # the next ASSIGN carries the ACK of instance 2; a KILL of the queued one drops it, the running one goes on
+    appmaster.send(amp.Assign(4, 1, "sleep 60", {}, acks=[[2, 1]]))
     appmaster.send(amp.Assign(5, 1, "touch five", {}))
     wait_for(lambda: (lambda b: b if b.queued == [5, 1] else None)(appmaster.receive(amp.Heartbeat)), 10,
              "instance 5 queued")
+    appmaster.send(amp.Rejoin())
+    hello = appmaster.receive(amp.Hello)
+    assert (hello.running, hello.queued, hello.finished) == ([4, 1], [5, 1], [])   # nothing unacknowledged
+    appmaster.send(amp.Welcome(hello.slot))
     appmaster.send(amp.Kill(5, 1))
     beat = wait_for(lambda: (lambda b: b if b.queued is None else None)(appmaster.receive(amp.Heartbeat)), 10,
                     "instance 5 dropped")

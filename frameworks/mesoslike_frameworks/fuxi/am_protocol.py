@@ -37,6 +37,9 @@ AppMaster -> worker
 - ``KILL(instance, attempt)``: SIGTERM, then SIGKILL, the instance's group
   (a queued one is dropped); a killed attempt is not reported;
 - ``ACK(instance, attempt)``: the result is recorded (and checkpointed);
+  an ASSIGN's ``acks`` (``[[instance, attempt], ...]``) say the same of
+  earlier results of that worker, the AppMaster's ACKs carried by the
+  ASSIGN that went out after them instead of frames of their own;
 - ``RELEASE()``: the slot is not needed any more, the worker exits 0;
 - ``ERROR(message)``: to a frame that is not a message (either way).
 
@@ -149,6 +152,7 @@ class Assign:
     attempt: Count
     command: str
     env: dict[str, str] = attrs.field(factory=dict)
+    acks: list[Run] = attrs.field(factory=list)
 
 
 @SCHEMA.message

@@ -93,6 +93,9 @@ PROGRESS_MAX_INTERVAL = 2.0
 END_RESEND = 1.0
 #: an ASSIGN the worker does not confirm (in its heartbeats) within this is sent again
 ASSIGN_RESEND = 2.0
+#: seconds an ACK that its checkpoint let go waits for the worker's next ASSIGN to carry it, before it goes
+#: in a frame of its own (well within the worker's heartbeat, at which it says its unacknowledged results again)
+ACK_CARRY = 0.1
 #: seconds: while a unit's instances took under this on average, a worker gets its next one queued
 #: (AppMasterCore's ``queue_below``; --queue-below)
 QUEUE_BELOW = 1.0
@@ -181,6 +184,8 @@ class AppMaster:
         self._writer = Writer(self.checkpoint, self._waker.wake)
         self._held = _Held()
         self._saving = _Held()
+        #: per worker's connection: the ACKs written and not sent yet, for its next ASSIGN to carry, and since when
+        self._acks: dict[bytes, tuple[list[list[int]], float]] = {}
         self._poller = Poller([self._server, self._waker])
         self._ended: protocol.JobEnded | None = None      # the core's JOB_ENDED, sent until answered
         self._end_request: protocol.JobEnded | None = None
@@ -218,6 +223,8 @@ class AppMaster:
         except Exception:  # noqa: BLE001 - closing goes on
             log.exception("the last checkpoint write failed")
         self._writer.close()
+        for peer in list(self._acks):
+            self._send_acks(peer)
         self._server.close(linger=0.5)   # let the last RELEASEs go out
         if self._service is not None:
             self._service.close()
@@ -502,6 +509,9 @@ class AppMaster:
         self._after_write(self._writer.outcome())
         if not self._writer.busy:
             self._start_write()
+        for peer, (_, since) in list(self._acks.items()):
+            if now - since >= ACK_CARRY:
+                self._send_acks(peer)
         if self._service is not None:
             self._service.flush()   # what waited for the service's socket goes out as it takes it
 
@@ -537,8 +547,14 @@ class AppMaster:
 
     def _release(self, held: _Held, written: bool) -> None:
         for peer, message in held.workers:
-            if written or not isinstance(message, amp.Ack):
-                self._send_to_worker(peer, message)
+            if isinstance(message, amp.Ack):
+                if written:   # for the worker's next ASSIGN to carry (ACK_CARRY)
+                    acks, since = self._acks.get(peer) or ([], self.clock.now())
+                    acks.append([message.instance, message.attempt])
+                    self._acks[peer] = (acks, since)
+                continue
+            self._send_acks(peer)   # (a RELEASE: the worker hears of every result first)
+            self._send_to_worker(peer, message)
         # a lower desire before the slots it lets go: the scheduler never sees them as still wanted
         requests = sorted(held.service, key=lambda r: not isinstance(r, protocol.SetDesire))
         if self._service is None:
@@ -550,8 +566,17 @@ class AppMaster:
             except protocol.ProtocolError as exc:
                 log.error("cannot send %s to the service: %s", request.TYPE, protocol.bounded(str(exc), 200))
 
+    def _send_acks(self, peer: bytes) -> None:
+        """The ACKs waiting for the worker's next ASSIGN, in frames of their own."""
+        acks, _ = self._acks.pop(peer, ([], 0.0))
+        for instance, attempt in acks:
+            self._send_to_worker(peer, amp.Ack(instance, attempt))
+
     def _send_to_worker(self, peer: bytes, message: Any) -> None:
-        """Queued while a worker reads slowly; a drop is counted and logged."""
+        """Queued while a worker reads slowly; a drop is counted and logged. An
+        ASSIGN carries the worker's ACKs that wait (one frame an instance fewer)."""
+        if isinstance(message, amp.Assign) and peer in self._acks:
+            message = attrs.evolve(message, acks=self._acks.pop(peer)[0])
         try:
             if not self._server.send(peer, message):
                 log.warning("%s to worker %r dropped: it is gone or its outbox is full", message.TYPE, peer)

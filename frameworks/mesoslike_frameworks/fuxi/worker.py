@@ -235,6 +235,7 @@ class Worker:
         self.run_: _Run | None = None
         self.queued: wire.Assign | None = None   # to run when run_ ends
         self.unacked: dict[tuple[int, int], tuple[bool, str]] = {}   # results the AppMaster has not acknowledged
+        self._said: dict[tuple[int, int], float] = {}   # when an unacknowledged result's DONE was sent last
         self.welcomed = False
         self._waker = Waker()                # stop() wakes the loop (a signal handler)
         self._stop: str | None = None        # why the worker stops (SIGTERM) or None
@@ -304,8 +305,13 @@ class Worker:
                                  self.token, self.agent_id, self._queued()))
             return
         self._send(wire.Heartbeat(self.slot, self._running(), self._queued()))
-        for (instance, attempt), (ok, message) in sorted(self.unacked.items()):
-            self._send(wire.Done(self.slot, instance, attempt, ok, message))
+        # again, unless its DONE went out less than half an interval ago (its ACK may well be on its way: the
+        # AppMaster sends it after its checkpoint, with the next ASSIGN)
+        now = self.clock.now()
+        for key, (ok, message) in sorted(self.unacked.items()):
+            if now - self._said.get(key, -1e9) >= self.interval / 2:
+                self._said[key] = now
+                self._send(wire.Done(self.slot, key[0], key[1], ok, message))
 
     def _on_message(self, message: object) -> None:
         if isinstance(message, wire.WireError):
@@ -318,6 +324,8 @@ class Worker:
             self.welcomed = False
             self._beat()
         elif isinstance(message, wire.Assign):
+            for instance, attempt in message.acks:   # ACKs carried by the ASSIGN
+                self._acked((instance, attempt))
             self._assign(message)
         elif isinstance(message, wire.Kill):
             if self.run_ is not None and self.run_.key == (message.instance, message.attempt):
@@ -327,7 +335,7 @@ class Worker:
                 log.info("instance %d attempt %d dropped from the queue", message.instance, message.attempt)
                 self.queued = None
         elif isinstance(message, wire.Ack):
-            self.unacked.pop((message.instance, message.attempt), None)
+            self._acked((message.instance, message.attempt))
         elif isinstance(message, wire.Release):
             log.info("released by the AppMaster")
             self._exit = 0
@@ -530,7 +538,12 @@ class Worker:
         log.info("instance %d attempt %d %s: %s", key[0], key[1], "succeeded" if ok else "failed", message)
         self.unacked[key] = (ok, message)
         if self.welcomed:
+            self._said[key] = self.clock.now()
             self._send(wire.Done(self.slot, key[0], key[1], ok, message))
+
+    def _acked(self, key: tuple[int, int]) -> None:
+        self.unacked.pop(key, None)
+        self._said.pop(key, None)
 
     def _kill(self, run: _Run) -> None:
         if not run.killed:
