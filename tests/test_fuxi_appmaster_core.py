@@ -830,8 +830,11 @@ class QueueHarness(Harness):
         self.queued = {}               # worker id -> (instance, attempt)
 
     def apply(self, actions):
+        killing = set()   # workers whose run these actions killed: still holding their queued one, for now
         for action in actions:
             sent = message(action)
+            if isinstance(sent, amp.Assign):
+                assert action.worker_id not in killing, f"{action}: a third run while the killed one ends"
             if isinstance(sent, amp.Assign) and self.workers.get(action.worker_id, [None, None, None])[2] is not None:
                 assert action.worker_id not in self.queued, f"{action}: a third run"
                 assert (self.workers[action.worker_id][0], sent.instance) not in self.finished, action
@@ -844,6 +847,8 @@ class QueueHarness(Harness):
                 assert sent.slot not in self.queued, action
             super().apply([action])
             if isinstance(sent, amp.Kill):
+                if action.worker_id in self.queued:
+                    killing.add(action.worker_id)
                 self.promote(action.worker_id)
 
     def promote(self, worker_id):

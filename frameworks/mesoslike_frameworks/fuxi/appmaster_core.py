@@ -782,17 +782,20 @@ class AppMasterCore:
             unit.touched.add(copy.instance)
         return copy
 
-    def _next_of(self, unit: _Unit, worker: _Worker) -> None:
+    def _next_of(self, unit: _Unit, worker: _Worker, refill: bool = True) -> None:
         """The worker's run ended (its result came, or it was killed): its
         queued copy runs now — the worker starts it as the other ends —
-        else it is idle."""
+        else it is idle. ``refill``: queue it the next one (not after a
+        KILL: until the killed run is gone the worker still holds the
+        promoted one queued, and would refuse a third)."""
         worker.copy = None
         queued = self._unqueue(unit, worker)
         if queued is not None:
             if self._state == RUNNING and not unit.done[queued.instance] and not unit.running.get(queued.instance):
                 queued.started = self.clock.now()
                 self._add_copy(unit, worker, queued)
-                unit.to_queue.append(worker)
+                if refill:
+                    unit.to_queue.append(worker)
                 return
             self._out.append(ToWorker(worker.id, amp.Kill(queued.instance, queued.attempt),
                                       f"instance {queued.instance} is not to run any more"))
@@ -891,7 +894,7 @@ class AppMasterCore:
             self._drop_copy(unit, loser)
             self._out.append(ToWorker(loser.worker_id, amp.Kill(instance, loser.attempt),
                                       f"instance {instance} finished on another copy"))
-            self._next_of(unit, self._workers[loser.worker_id])
+            self._next_of(unit, self._workers[loser.worker_id], refill=False)
         queued = unit.queued.get(instance)
         if queued is not None:   # (a result a worker held while no AppMaster listened, say)
             self._unqueue(unit, self._workers[queued.worker_id])
