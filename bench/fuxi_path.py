@@ -22,6 +22,11 @@ instance ended, from the workers' logs — their stdout files, whose ctime
 said when they started, are made only for an instance that writes there
 since fuxi29e; seconds after the client started) and the load average.
 
+With ``--also-slot-cpus CPUS`` every round runs a third job, this tree's
+with slots of CPUS cpus instead of 0.1: the agents give a slot's cgroup
+cpu shares in proportion, and the worker and every instance it starts run
+in it — how much of a loaded machine the job gets.
+
     python bench/fuxi_path.py --before-tree /tmp/base --rounds 3 --out bench/results/fuxi_path.json
 """
 
@@ -187,10 +192,10 @@ class JobProcesses:
 
 
 def fuxi_round(procs: tp.Processes, address: str, python: str, tree: Path, name: str, tasks: int,
-               slots: int) -> tuple[float, dict[str, float], dict[str, float]]:
+               slots: int, cpus: float = 0.1) -> tuple[float, dict[str, float], dict[str, float]]:
     job = procs.work / f"{name}.toml"
     job.write_text(f'[job]\nname = "{name}"\n\n[[job.units]]\nname = "work"\nslots = {slots}\n'
-                   f'cpus = 0.1\nmem = {tp.FUXI_WORKER_MEM}\ninstances = {tasks}\ncommand = "true"\n')
+                   f'cpus = {cpus:g}\nmem = {tp.FUXI_WORKER_MEM}\ninstances = {tasks}\ncommand = "true"\n')
     with JobProcesses(procs.work) as job_processes:
         started, submitted = time.perf_counter(), time.time()
         done = subprocess.run([python, "-m", "mesoslike", "fuxi", "submit", "--fuxi", address, "--wait",
@@ -219,16 +224,24 @@ def main() -> None:
     parser.add_argument("--before-tree", type=Path, default=None,
                         help="a source tree of the code to compare with, with its virtualenv in .venv (e.g. "
                              "`git archive REF | tar -x -C DIR && make -C DIR venv`)")
+    parser.add_argument("--also-slot-cpus", type=float, default=None, metavar="CPUS",
+                        help="also run this tree's job with slots of CPUS cpus (the bench's are 0.1: the slots' "
+                             "cgroups get cpu shares of that), as a third job of every round")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     doc, started, load_start = benchlib.start("fuxi_path", None, {"git_head": benchlib.git_state([])[0]})
     trees = benchlib.trees(ROOT, args.before_tree, doc)
+    #: the jobs of a round: name -> (python, tree, its service's name, the slots' cpus)
+    jobs = {name: (python, tree, name, 0.1) for name, (python, tree) in trees.items()}
+    if args.also_slot_cpus is not None:
+        first = next(iter(trees))
+        jobs[f"{first}_cpus_{args.also_slot_cpus:g}"] = (*trees[first], first, args.also_slot_cpus)
     work = Path(tempfile.mkdtemp(prefix="bench-fuxi-path-"))
     procs = tp.Processes(work)
     real: list[float] = []
-    fuxi: dict[str, list[float]] = {name: [] for name in trees}
-    cpus: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
-    timelines: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    fuxi: dict[str, list[float]] = {name: [] for name in jobs}
+    cpus: dict[str, list[dict[str, float]]] = {name: [] for name in jobs}
+    timelines: dict[str, list[dict[str, float]]] = {name: [] for name in jobs}
     loads: list[list[float]] = []
     try:
         cluster = tp.Cluster(procs, 4, "cpus:64;mem:65536")
@@ -239,23 +252,23 @@ def main() -> None:
             rate, _, failed = tp.one_round(cluster, args.tasks)
             real.append(rate)
             # the trees' jobs in turn first, right after the real agents' round (whose agents still clean up)
-            order = list(trees.items()) if r % 2 == 0 else list(reversed(trees.items()))
-            for name, (python, tree) in order:
-                rate, cpu, timeline = fuxi_round(procs, services[name], python, tree, f"{name}-{r}", args.tasks,
-                                                 args.slots)
+            order = list(jobs.items()) if r % 2 == 0 else list(reversed(jobs.items()))
+            for name, (python, tree, service, slot_cpus) in order:
+                rate, cpu, timeline = fuxi_round(procs, services[service], python, tree, f"{name}-{r}", args.tasks,
+                                                 args.slots, slot_cpus)
                 fuxi[name].append(rate)
                 cpus[name].append(cpu)
                 timelines[name].append(timeline)
             tp.log(f"round {r + 1}: real agents {real[-1]:.0f} tasks/s (failed {failed}), "
                    + ", ".join(f"fuxi {name} {fuxi[name][-1]:.0f} instances/s (cpu {cpus[name][-1]}, "
                                f"timeline {timelines[name][-1]})"
-                               for name in trees) + f", load {loads[-1]}")
+                               for name in jobs) + f", load {loads[-1]}")
     finally:
         procs.close()
         shutil.rmtree(work, ignore_errors=True)
     doc.update({"tasks": args.tasks, "slots": args.slots, "real_agents_tasks_per_s": tp.spread(real),
                 "loadavg_per_round": loads})
-    for name in trees:
+    for name in jobs:
         doc[f"fuxi_{name}"] = {
             "instances_per_s": tp.spread(fuxi[name]),
             "percent_of_real_agents": tp.spread([100 * f / r for f, r in zip(fuxi[name], real)]),

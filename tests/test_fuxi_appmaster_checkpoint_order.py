@@ -18,7 +18,8 @@ import pytest
 
 from mesoslike_frameworks.fuxi import am_protocol as amp
 from mesoslike_frameworks.fuxi import protocol
-from test_fuxi_appmaster_news import JOB, assigned, harness  # noqa: F401 - harness: its fixture
+from mesoslike_frameworks.fuxi import appmaster as appmaster_module
+from test_fuxi_appmaster_news import JOB, Harness, assigned, harness  # noqa: F401 - harness: its fixture
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -98,3 +99,32 @@ def test_results_that_come_while_the_checkpoint_is_written_are_taken_and_go_into
     harness.turn_until(lambda: acks(harness.heard["s2"]) == [second], "the second ACK")
     journal = b"".join(w.journal for w in writes.written)
     assert journal.count(b"\n") >= 2 and harness.appmaster.core.state == "succeeded"
+
+
+def test_a_written_ack_rides_on_the_workers_next_assign_and_comes_before_its_release(tmp_path, monkeypatch):
+    monkeypatch.setattr(appmaster_module, "ACK_CARRY", 30.0)   # no ACK in a frame of its own unless it must
+    h = Harness(tmp_path, instances=4)
+    try:
+        h.tell(protocol.SlotGranted(JOB, "s1", "u", "h1", "er0"))
+        h.join("s1")
+        h.turn_until(lambda: assigned(h.heard["s1"]) == [0], "instance 0 to be assigned")
+        worker = h.workers["s1"]
+        worker.send(amp.Done("s1", 0, 1, True, "exit status 0"))
+        worker.flush()
+        # short instances: its next one, and the one after queued
+        h.turn_until(lambda: assigned(h.heard["s1"]) == [0, 1, 2], "instances 1 and 2 (queued)")
+        h.turn_until(lambda: not h.appmaster._writer.busy and h.appmaster._acks, "the write of instance 0")
+        worker.send(amp.Done("s1", 1, 1, True, "exit status 0"))
+        worker.flush()
+        h.turn_until(lambda: assigned(h.heard["s1"]) == [0, 1, 2, 3], "instance 3 queued")
+        carried = [m for m in h.heard["s1"] if isinstance(m, amp.Assign) and m.instance == 3][0]
+        assert carried.acks == [[0, 1]] and acks(h.heard["s1"]) == []
+        for instance in (2, 3):
+            worker.send(amp.Done("s1", instance, 1, True, "exit status 0"))
+        worker.flush()
+        h.turn_until(lambda: any(isinstance(m, amp.Release) for m in h.heard["s1"]), "the release")
+        # the ACKs no ASSIGN carried go in frames of their own, before the RELEASE
+        heard = [type(m).__name__ for m in h.heard["s1"] if isinstance(m, (amp.Ack, amp.Release))]
+        assert heard == ["Ack", "Ack", "Ack", "Release"] and acks(h.heard["s1"]) == [1, 2, 3]
+    finally:
+        h.close()

@@ -639,7 +639,11 @@ class Harness:
             assert (unit, run[0]) not in self.finished, f"instance {run[0]} of {unit} finished twice"
             self.finished.add((unit, run[0]))
         self.workers[worker_id][2] = None
+        self.promote(worker_id)
         self.apply(out)
+
+    def promote(self, worker_id):
+        """The worker's run ended: what it starts next (with a queue)."""
 
     def restart(self, report_all):
         self.am = AppMasterCore("job-1", self.spec, self.clock, snapshot=self.saved)
@@ -676,12 +680,8 @@ class Harness:
                 self.done(worker_id, step[2])
 
 
-@given(jobs, steps)
-def test_the_appmaster_keeps_its_promises(spec, plan):
-    h = Harness(spec)
-    for step in plan:
-        h.step(step)
-    # drain: fresh hosts, every run succeeds; the job must end, exactly once
+def drain(h, spec):
+    """Fresh hosts, every run succeeds: the job must end, exactly once, every worker released."""
     for n in range(200):
         if h.am.state != RUNNING:
             break
@@ -712,3 +712,172 @@ def test_a_failed_instance_is_retried_on_another_machine_when_one_is_free():
     am2 = core(job(unit(slots=1, instances=1, max_attempts=3), blacklist_after=10, backup=NO_BACKUP))
     am2.worker_joined("w1", "map", "h1")
     assert assigns(am2.instance_done("w1", 0, 1, False, "flaky")) == {"w1": (0, 2)}
+
+
+# ------------------------------------------------------------ a queue of two
+def queued_core(clock, slots=2, instances=8, max_attempts=3, **kw):
+    """A core that queues (instances under 1 s on average), its two workers w1 (h1), w2 (h2) each running one,
+    and instance 0 finished on w1 in 0.1 s: w1 runs 2 and holds 3 queued."""
+    am = core(job(unit(slots=slots, instances=instances, max_attempts=max_attempts), blacklist_after=10,
+                  backup=NO_BACKUP, **kw),
+              clock, queue_below=1.0)
+    assert assigns(am.worker_joined("w1", "map", "h1")) == {"w1": (0, 1)}   # nothing finished yet: no queue
+    assert assigns(am.worker_joined("w2", "map", "h2")) == {"w2": (1, 1)}
+    clock.advance(0.1)
+    out = am.instance_done("w1", 0, 1, True)
+    assert [(a.worker_id, a.message.instance) for a in of(out, amp.Assign)] == [("w1", 2), ("w1", 3)]
+    assert [a.reason for a in of(out, amp.Assign)] == ["", "queued"]
+    return am
+
+
+def test_a_worker_gets_its_next_instance_queued_while_instances_are_short():
+    clock = FakeClock()
+    am = queued_core(clock)
+    report = am.progress_report()["units"]["map"]
+    assert (report["done"], report["running"], report["pending"]) == (1, 3, 4)   # queued counts as handed out
+    assert am.desired_slots() == {"map": 2}
+    # w1's running instance ends: its queued one runs (no ASSIGN for it) and the next one is queued
+    clock.advance(0.1)
+    out = am.instance_done("w1", 2, 1, True)
+    assert [(a.worker_id, a.message.instance, a.reason) for a in of(out, amp.Assign)] == [("w1", 4, "queued")]
+    # w2 gets its own queue at its next run
+    assert [(a.worker_id, a.message.instance) for a in of(am.instance_done("w2", 1, 1, True), amp.Assign)] == [
+        ("w2", 5), ("w2", 6)]
+    # fewer pending instances than workers: nothing more is queued, the last go to whichever worker is free
+    assert [(a.worker_id, a.message.instance) for a in of(am.instance_done("w1", 3, 1, True), amp.Assign)] == []
+    assert assigns(am.instance_done("w1", 4, 1, True)) == {"w1": (7, 1)}
+    for worker_id, instance in (("w2", 5), ("w2", 6), ("w1", 7)):
+        out = am.instance_done(worker_id, instance, 1, True)
+    assert of(out, protocol.JobEnded) == [job_ended(True, "all 8 instances finished")]
+
+
+def test_no_queue_for_instances_longer_than_queue_below_nor_by_default():
+    clock = FakeClock()
+    am = core(job(unit(slots=1, instances=4), backup=NO_BACKUP), clock, queue_below=1.0)
+    am.worker_joined("w1", "map", "h1")
+    clock.advance(1.0)
+    assert assigns(am.instance_done("w1", 0, 1, True)) == {"w1": (1, 1)}
+    clock.advance(2.0)
+    assert len(of(am.instance_done("w1", 1, 1, True), amp.Assign)) == 1   # 1.5 s on average
+    plain = core(job(unit(slots=1, instances=4), backup=NO_BACKUP), clock)
+    plain.worker_joined("w1", "map", "h1")
+    assert len(of(plain.instance_done("w1", 0, 1, True), amp.Assign)) == 1
+
+
+def test_a_queued_instance_of_a_lost_worker_goes_back_to_pending_once_without_a_failure():
+    clock = FakeClock()
+    am = queued_core(clock)
+    out = am.worker_left("w1", "agent lost")
+    assert not of(out, amp.Kill) and not of(out, protocol.JobEnded)
+    report = am.progress_report()["units"]["map"]
+    assert (report["running"], report["pending"], report["failed_attempts"]) == (1, 6, 0)
+    assert am.snapshot()["units"]["map"]["running"] == [[1, 2]]
+    # both come back as their next attempts, on a new worker: run and queued
+    assert [(a.message.instance, a.message.attempt, a.reason) for a in of(am.worker_joined("w3", "map", "h3"),
+                                                                           amp.Assign)] == [(2, 2, ""), (3, 2, "queued")]
+    assert [(a.message.instance, a.message.attempt) for a in of(am.instance_done("w3", 2, 2, True), amp.Assign)] == [
+        (4, 1)]
+    assert am.snapshot()["units"]["map"]["failures"] == {}
+
+
+def test_a_result_of_the_queued_copy_before_the_running_ones_is_kept_and_so_is_the_running_ones():
+    clock = FakeClock()
+    am = queued_core(clock)
+    # the worker's DONE of instance 2 was lost on the way; it ran 3 and says so first (its resend follows)
+    out = am.instance_done("w1", 3, 1, True)
+    assert SnapshotChanged() in out and not of(out, amp.Assign)
+    assert am.progress_report()["units"]["map"]["done"] == 2
+    out = am.instance_done("w1", 2, 1, True)
+    assert am.progress_report()["units"]["map"]["done"] == 3
+    assert [a.message.instance for a in of(out, amp.Assign)] == [4, 5]
+
+
+def test_a_queued_instance_is_checkpointed_as_running_and_adopted_from_a_rejoining_worker():
+    clock = FakeClock()
+    am = queued_core(clock)
+    journal = am.journal()
+    assert ["i", "map", 3, 0, 1, 0, 1] in journal        # queued: handed out, as a running one is
+    again = AppMasterCore("job-1", am.job, clock, snapshot=json.loads(json.dumps(am.snapshot())), queue_below=1.0)
+    assert again.progress_report()["units"]["map"]["unknown"] == 3
+    assert again.worker_joined("w1", "map", "h1", running=(2, 1), queued=(3, 1)) == []
+    assert again.worker_joined("w2", "map", "h2", running=(1, 1)) == []
+    report = again.progress_report()["units"]["map"]
+    assert (report["unknown"], report["running"], report["pending"]) == (0, 3, 4)
+    # a queued one it holds that another runs now is killed; a queued one without a run is running
+    third = AppMasterCore("job-1", am.job, clock, snapshot=json.loads(json.dumps(am.snapshot())), queue_below=1.0)
+    assert third.worker_joined("w1", "map", "h1", queued=(3, 1)) == []
+    assert third.worker_joined("w2", "map", "h2", running=(1, 1), queued=(3, 1)) == [
+        kill("w2", 3, 1, "instance 3 is already handed out")]
+    out = third.instance_done("w1", 3, 1, True)
+    assert SnapshotChanged() in out
+
+
+def test_the_end_of_a_job_kills_queued_instances_too():
+    clock = FakeClock()
+    am = queued_core(clock, max_attempts=1)
+    out = am.instance_done("w2", 1, 1, False, "boom")
+    assert {(a.worker_id, a.message.instance) for a in of(out, amp.Kill)} >= {("w1", 2), ("w1", 3)}
+    assert am.snapshot()["units"]["map"]["running"] == [] and am.state == FAILED
+
+
+class QueueHarness(Harness):
+    """The harness's promises with a queue of two: a worker holds one run and one queued; a KILL of its run
+    starts the queued one, a KILL of the queued one drops it; a rejoining worker reports both."""
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        self.am = AppMasterCore("job-1", spec, self.clock, queue_below=10.0)
+        self.queued = {}               # worker id -> (instance, attempt)
+
+    def apply(self, actions):
+        killing = set()   # workers whose run these actions killed: still holding their queued one, for now
+        for action in actions:
+            sent = message(action)
+            if isinstance(sent, amp.Assign):
+                assert action.worker_id not in killing, f"{action}: a third run while the killed one ends"
+            if isinstance(sent, amp.Assign) and self.workers.get(action.worker_id, [None, None, None])[2] is not None:
+                assert action.worker_id not in self.queued, f"{action}: a third run"
+                assert (self.workers[action.worker_id][0], sent.instance) not in self.finished, action
+                self.queued[action.worker_id] = (sent.instance, sent.attempt)
+                continue
+            if isinstance(sent, amp.Kill) and self.queued.get(action.worker_id) == (sent.instance, sent.attempt):
+                del self.queued[action.worker_id]
+                continue
+            if isinstance(sent, protocol.ReleaseSlot):
+                assert sent.slot not in self.queued, action
+            super().apply([action])
+            if isinstance(sent, amp.Kill):
+                if action.worker_id in self.queued:
+                    killing.add(action.worker_id)
+                self.promote(action.worker_id)
+
+    def promote(self, worker_id):
+        if worker_id in self.queued and worker_id in self.workers and self.workers[worker_id][2] is None:
+            self.workers[worker_id][2] = self.queued.pop(worker_id)
+
+    def restart(self, report_all):
+        self.am = AppMasterCore("job-1", self.spec, self.clock, snapshot=self.saved, queue_below=10.0)
+        for worker_id, (unit, host, run) in sorted(self.workers.items()):
+            queued = self.queued.get(worker_id)
+            if run is not None and (report_all or int(worker_id[1:]) % 2):
+                self.apply(self.am.worker_joined(worker_id, unit, host, running=run, queued=queued))
+            elif run is None:
+                self.apply(self.am.worker_joined(worker_id, unit, host))
+            else:
+                del self.workers[worker_id]      # never comes back
+                self.queued.pop(worker_id, None)
+
+    def step(self, step):
+        if step[0] == "leave" and self.workers:
+            self.queued.pop(self.pick(step[1]), None)
+        super().step(step)
+
+
+@pytest.mark.parametrize("harness", [Harness, QueueHarness], ids=["one a worker", "a queue of two"])
+@given(spec=jobs, plan=steps)
+def test_the_appmaster_keeps_its_promises(harness, spec, plan):
+    h = harness(spec)
+    for step in plan:
+        h.step(step)
+    drain(h, spec)
+    assert not getattr(h, "queued", None)

@@ -25,10 +25,10 @@ JOB, TOKEN = "job-0001", "secret"
 
 
 class Harness:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, instances: int = 2) -> None:
         self.service = Server("tcp://127.0.0.1:0", codec=protocol.CODEC)
         job = JobSpec("j", (UnitSpec("u", 2, Resources.parse("cpus:1;mem:64"), command="run {instance}",
-                                     instances=2),))
+                                     instances=instances),))
         self.appmaster = AppMaster(JOB, job, bind="tcp://127.0.0.1:0", service=self.service.address, token=TOKEN,
                                    snapshot=tmp_path / "snapshot.json", heartbeat_timeout=60.0)
         self.peer = b""

@@ -324,6 +324,44 @@ def test_the_worker_runs_assignments_relays_progress_and_answers_garbage(worker)
     assert proc.wait(10) == 0
 
 
+def test_the_worker_holds_one_assignment_queued_and_starts_it_as_the_running_one_ends(worker, tmp_path):
+    appmaster, proc, sandbox = worker
+    hello = appmaster.receive(amp.Hello)
+    appmaster.send(amp.Welcome(hello.slot))
+    gate = sandbox / "gate"
+    appmaster.send(amp.Assign(1, 1, f"while [ ! -e {gate} ]; do sleep 0.05; done", {}))
+    appmaster.send(amp.Assign(2, 1, "echo second", {}))                 # queued behind instance 1
+    appmaster.send(amp.Assign(3, 1, "true", {}))                        # a third: refused
+    assert "busy" in appmaster.receive(amp.Error).message
+    beat = wait_for(lambda: (lambda b: b if b.running == [1, 1] else None)(appmaster.receive(amp.Heartbeat)), 10,
+                    "the worker to run instance 1")
+    assert beat.queued == [2, 1]
+    appmaster.send(amp.Assign(2, 1, "echo second", {}))                 # a resent ASSIGN of the queued one: no-op
+    gate.touch()
+    done = [appmaster.receive(amp.Done) for _ in range(2)]
+    assert [(d.instance, d.ok) for d in done] == [(1, True), (2, True)]
+    assert (sandbox / "instances" / "2.1.stdout").read_text() == "second\n"
+    appmaster.send(amp.Ack(1, 1))
+    # the next ASSIGN carries the ACK of instance 2; a KILL of the queued one drops it, the running one goes on
+    appmaster.send(amp.Assign(4, 1, "sleep 60", {}, acks=[[2, 1]]))
+    appmaster.send(amp.Assign(5, 1, "touch five", {}))
+    wait_for(lambda: (lambda b: b if b.queued == [5, 1] else None)(appmaster.receive(amp.Heartbeat)), 10,
+             "instance 5 queued")
+    appmaster.send(amp.Rejoin())
+    hello = appmaster.receive(amp.Hello)
+    assert (hello.running, hello.queued, hello.finished) == ([4, 1], [5, 1], [])   # nothing unacknowledged
+    appmaster.send(amp.Welcome(hello.slot))
+    appmaster.send(amp.Kill(5, 1))
+    beat = wait_for(lambda: (lambda b: b if b.queued is None else None)(appmaster.receive(amp.Heartbeat)), 10,
+                    "instance 5 dropped")
+    assert beat.running == [4, 1]
+    appmaster.send(amp.Kill(4, 1))
+    wait_for(lambda: appmaster.receive(amp.Heartbeat).running is None, 10, "the instance to be killed")
+    assert not (sandbox / "five").exists()
+    appmaster.send(amp.Release())
+    assert proc.wait(10) == 0
+
+
 def test_the_worker_keeps_its_results_for_an_appmaster_that_comes_back(worker, tmp_path):
     appmaster, proc, _ = worker
     hello = appmaster.receive(amp.Hello)

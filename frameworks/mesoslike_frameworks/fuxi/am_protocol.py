@@ -10,15 +10,16 @@ a fraction is in [0, 1], an environment maps strings to strings:
 
 worker -> AppMaster
 
-- ``HELLO(slot, unit, hostname, room, running, finished, token, agent_id)``
+- ``HELLO(slot, unit, hostname, room, running, finished, token, agent_id, queued)``
   on start and every 0.5 s until a WELCOME: ``running`` is ``[instance,
-  attempt]`` or None, ``finished`` the results not yet acknowledged, each
+  attempt]`` or None, ``queued`` the one it holds to run next (or None),
+  ``finished`` the results not yet acknowledged, each
   ``[instance, attempt, ok, message]`` — so that an AppMaster that was
   restarted learns what its workers did while it was gone; ``token``
   proves the worker is the slot's (:func:`worker_token` of the job's token
   and the slot id: the service gives it to the slot's task, an AppMaster
   with the job's token checks it); ``agent_id`` is the agent the slot is on;
-- ``HEARTBEAT(slot, running)`` every 0.5 s once welcomed;
+- ``HEARTBEAT(slot, running, queued)`` every 0.5 s once welcomed;
 - ``PROGRESS(slot, instance, attempt, fraction)`` for a ``FUXI_PROGRESS
   <fraction>`` line on the instance's stdout;
 - ``DONE(slot, instance, attempt, ok, message)`` when the instance exits
@@ -30,10 +31,15 @@ AppMaster -> worker
 
 - ``WELCOME(slot)``; ``REJOIN()`` to a heartbeat from a worker it does not
   know (a restarted AppMaster): the worker says HELLO again;
-- ``ASSIGN(instance, attempt, command, env)``: run ``sh -c command``;
-- ``KILL(instance, attempt)``: SIGTERM, then SIGKILL, the instance's group;
-  a killed attempt is not reported;
+- ``ASSIGN(instance, attempt, command, env)``: run ``sh -c command``; to a
+  worker that runs an instance, the one it runs next (it holds one queued,
+  and starts it the moment the running one ends);
+- ``KILL(instance, attempt)``: SIGTERM, then SIGKILL, the instance's group
+  (a queued one is dropped); a killed attempt is not reported;
 - ``ACK(instance, attempt)``: the result is recorded (and checkpointed);
+  an ASSIGN's ``acks`` (``[[instance, attempt], ...]``) say the same of
+  earlier results of that worker, the AppMaster's ACKs carried by the
+  ASSIGN that went out after them instead of frames of their own;
 - ``RELEASE()``: the slot is not needed any more, the worker exits 0;
 - ``ERROR(message)``: to a frame that is not a message (either way).
 
@@ -83,6 +89,7 @@ class Hello:
     finished: list[Result] = attrs.field(factory=list)
     token: str = ""
     agent_id: str = ""
+    queued: Run | None = None
 
 
 @SCHEMA.message
@@ -91,6 +98,7 @@ class Heartbeat:
     TYPE: ClassVar[str] = "HEARTBEAT"
     slot: str
     running: Run | None = None
+    queued: Run | None = None
 
 
 @SCHEMA.message
@@ -144,6 +152,7 @@ class Assign:
     attempt: Count
     command: str
     env: dict[str, str] = attrs.field(factory=dict)
+    acks: list[Run] = attrs.field(factory=list)
 
 
 @SCHEMA.message

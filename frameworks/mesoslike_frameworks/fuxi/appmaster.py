@@ -93,6 +93,12 @@ PROGRESS_MAX_INTERVAL = 2.0
 END_RESEND = 1.0
 #: an ASSIGN the worker does not confirm (in its heartbeats) within this is sent again
 ASSIGN_RESEND = 2.0
+#: seconds an ACK that its checkpoint let go waits for the worker's next ASSIGN to carry it, before it goes
+#: in a frame of its own (well within the worker's heartbeat, at which it says its unacknowledged results again)
+ACK_CARRY = 0.1
+#: seconds: while a unit's instances took under this on average, a worker gets its next one queued
+#: (AppMasterCore's ``queue_below``; --queue-below)
+QUEUE_BELOW = 1.0
 #: what workers send
 _FROM_WORKERS = (amp.Hello, amp.Heartbeat, amp.Progress, amp.Done, amp.Bye)
 #: what a worker may act on only once the turn is checkpointed: an ACK lets it forget a result, a RELEASE
@@ -111,7 +117,8 @@ class _Worker:
         self.peer = peer
         self.last_seen = now
         self.done_seen: set[tuple[int, int]] = set()
-        self.assigned: tuple[amp.Assign, float] | None = None   # the last ASSIGN and when it was sent
+        #: the ASSIGNs it has not confirmed yet (the one it runs, the one it holds queued) and when they were sent
+        self.assigned: dict[tuple[int, int], tuple[amp.Assign, float]] = {}
         #: the runs handed to it (or that it ran when it joined): the only ones it may report done
         self.runs: set[tuple[int, int]] = set()
         #: how the service knows its slot again after a failover: [unit, hostname, room, agent id]
@@ -139,7 +146,8 @@ class AppMaster:
     def __init__(self, job_id: str, job: JobSpec, *, bind: str, service: str, token: str, snapshot: Path,
                  clock: Clock | None = None, heartbeat_timeout: float = amp.HEARTBEAT_TIMEOUT,
                  orphan_timeout: float | None = None, keys: CurveKeys | None = None,
-                 worker_key: bytes | None = None, service_key: bytes | None = None) -> None:
+                 worker_key: bytes | None = None, service_key: bytes | None = None,
+                 queue_below: float = QUEUE_BELOW) -> None:
         if keys is not None and worker_key is None:
             raise MesoslikeError("an AppMaster with keys needs its workers' public key (--worker-key)")
         self.job_id = job_id
@@ -152,6 +160,7 @@ class AppMaster:
         self.orphan_timeout = orphan_timeout
         self.checkpoint = Checkpoint(self.snapshot_path)   # the snapshot and its journal (checkpoint.py)
         self.core = self.checkpoint.restore(job_id, job, self.clock)
+        self.core.queue_below = queue_below
         self.workers: dict[str, _Worker] = {}
         self.released: set[str] = set()
         #: slot -> (unit, hostname): granted, as the service said, its worker not joined yet
@@ -175,6 +184,8 @@ class AppMaster:
         self._writer = Writer(self.checkpoint, self._waker.wake)
         self._held = _Held()
         self._saving = _Held()
+        #: per worker's connection: the ACKs written and not sent yet, for its next ASSIGN to carry, and since when
+        self._acks: dict[bytes, tuple[list[list[int]], float]] = {}
         self._poller = Poller([self._server, self._waker])
         self._ended: protocol.JobEnded | None = None      # the core's JOB_ENDED, sent until answered
         self._end_request: protocol.JobEnded | None = None
@@ -212,6 +223,8 @@ class AppMaster:
         except Exception:  # noqa: BLE001 - closing goes on
             log.exception("the last checkpoint write failed")
         self._writer.close()
+        for peer in list(self._acks):
+            self._send_acks(peer)
         self._server.close(linger=0.5)   # let the last RELEASEs go out
         if self._service is not None:
             self._service.close()
@@ -314,7 +327,7 @@ class AppMaster:
             return
         worker.last_seen = now
         if isinstance(message, amp.Heartbeat):
-            self._resend_assign(worker, message.running, now)
+            self._resend_assign(worker, message.running, message.queued, now)
         elif isinstance(message, amp.Progress):
             self._carry_out(self._core(self.core.progress, slot, message.instance, message.attempt,
                                        float(message.fraction)))
@@ -342,16 +355,18 @@ class AppMaster:
         finished = [(i, a, ok, msg) for i, a, ok, msg in hello.finished]
         if worker is None:
             running = tuple(hello.running) if hello.running is not None else None
+            queued = tuple(hello.queued) if hello.queued is not None else None
             try:
                 actions = self.core.worker_joined(hello.slot, hello.unit, hello.hostname, hello.room, running,
-                                                  finished)
+                                                  finished, queued)
             except (KeyError, ValueError, TypeError, MesoslikeError) as exc:
                 self._to_workers.append((peer, amp.Error(protocol.bounded(f"HELLO refused: {exc}"))))
                 return
             worker = self.workers[hello.slot] = _Worker(hello, peer, now)
             self.granted.pop(hello.slot, None)
-            if running is not None:
-                worker.runs.add((running[0], running[1]))
+            for run in (running, queued):
+                if run is not None:
+                    worker.runs.add((run[0], run[1]))
             worker.done_seen.update((i, a) for i, a, _, _ in finished)
             if finished:
                 self._dirty = True   # acknowledged below: checkpoint what they changed first
@@ -375,8 +390,7 @@ class AppMaster:
         first = key not in worker.done_seen
         if first:
             worker.done_seen.add(key)
-            if worker.assigned is not None and (worker.assigned[0].instance, worker.assigned[0].attempt) == key:
-                worker.assigned = None
+            worker.assigned.pop(key, None)
         # its ACK before what the result leads to — the slot's RELEASE, when it was the job's last: a worker
         # hears its result taken before it is told to exit (both wait for the write that holds the result)
         self._to_workers.append((worker.peer, amp.Ack(instance, attempt)))
@@ -384,16 +398,15 @@ class AppMaster:
             self._carry_out(self._core(self.core.instance_done, worker.slot, instance, attempt, ok, message))
             self._dirty = True
 
-    def _resend_assign(self, worker: _Worker, running: list | None, now: float) -> None:
-        """An ASSIGN the worker's heartbeats do not show within a while was lost: send it again."""
-        if worker.assigned is None:
-            return
-        assign, sent = worker.assigned
-        if running == [assign.instance, assign.attempt] or (assign.instance, assign.attempt) in worker.done_seen:
-            worker.assigned = None
-        elif now - sent > ASSIGN_RESEND:
-            worker.assigned = (assign, now)
-            self._to_workers.append((worker.peer, assign))
+    def _resend_assign(self, worker: _Worker, running: list | None, queued: list | None, now: float) -> None:
+        """An ASSIGN the worker's heartbeats do not show (running or queued) within a while was lost: send it
+        again."""
+        for key, (assign, sent) in list(worker.assigned.items()):
+            if list(key) == running or list(key) == queued or key in worker.done_seen:
+                del worker.assigned[key]
+            elif now - sent > ASSIGN_RESEND:
+                worker.assigned[key] = (assign, now)
+                self._to_workers.append((worker.peer, assign))
 
     def _check_heartbeats(self, now: float) -> None:
         for slot, worker in list(self.workers.items()):
@@ -428,9 +441,11 @@ class AppMaster:
             log.warning("%s to unknown worker %s dropped", message.TYPE, action.worker_id)
             return
         if isinstance(message, amp.Assign):
-            worker.assigned = (message, self.clock.now())
-            worker.runs.add((message.instance, message.attempt))
+            key = (message.instance, message.attempt)
+            worker.assigned[key] = (message, self.clock.now())
+            worker.runs.add(key)
         else:
+            worker.assigned.pop((message.instance, message.attempt), None)
             log.info("killing instance %d attempt %d on %s: %s", message.instance, message.attempt,
                      action.worker_id, action.reason)
         self._to_workers.append((worker.peer, message))
@@ -494,6 +509,9 @@ class AppMaster:
         self._after_write(self._writer.outcome())
         if not self._writer.busy:
             self._start_write()
+        for peer, (_, since) in list(self._acks.items()):
+            if now - since >= ACK_CARRY:
+                self._send_acks(peer)
         if self._service is not None:
             self._service.flush()   # what waited for the service's socket goes out as it takes it
 
@@ -529,8 +547,14 @@ class AppMaster:
 
     def _release(self, held: _Held, written: bool) -> None:
         for peer, message in held.workers:
-            if written or not isinstance(message, amp.Ack):
-                self._send_to_worker(peer, message)
+            if isinstance(message, amp.Ack):
+                if written:   # for the worker's next ASSIGN to carry (ACK_CARRY)
+                    acks, since = self._acks.get(peer) or ([], self.clock.now())
+                    acks.append([message.instance, message.attempt])
+                    self._acks[peer] = (acks, since)
+                continue
+            self._send_acks(peer)   # (a RELEASE: the worker hears of every result first)
+            self._send_to_worker(peer, message)
         # a lower desire before the slots it lets go: the scheduler never sees them as still wanted
         requests = sorted(held.service, key=lambda r: not isinstance(r, protocol.SetDesire))
         if self._service is None:
@@ -542,8 +566,17 @@ class AppMaster:
             except protocol.ProtocolError as exc:
                 log.error("cannot send %s to the service: %s", request.TYPE, protocol.bounded(str(exc), 200))
 
+    def _send_acks(self, peer: bytes) -> None:
+        """The ACKs waiting for the worker's next ASSIGN, in frames of their own."""
+        acks, _ = self._acks.pop(peer, ([], 0.0))
+        for instance, attempt in acks:
+            self._send_to_worker(peer, amp.Ack(instance, attempt))
+
     def _send_to_worker(self, peer: bytes, message: Any) -> None:
-        """Queued while a worker reads slowly; a drop is counted and logged."""
+        """Queued while a worker reads slowly; a drop is counted and logged. An
+        ASSIGN carries the worker's ACKs that wait (one frame an instance fewer)."""
+        if isinstance(message, amp.Assign) and peer in self._acks:
+            message = attrs.evolve(message, acks=self._acks.pop(peer)[0])
         try:
             if not self._server.send(peer, message):
                 log.warning("%s to worker %r dropped: it is gone or its outbox is full", message.TYPE, peer)
@@ -609,6 +642,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heartbeat-timeout", type=float, default=amp.HEARTBEAT_TIMEOUT,
                         help="seconds without a heartbeat after which a worker is gone (default: %(default)s)")
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--queue-below", type=float, default=QUEUE_BELOW,
+                        help="seconds: while a unit's finished instances took under this on average, a worker "
+                             "that runs one is handed its next one to start as it ends (0: never; default: "
+                             "%(default)s)")
     parser.add_argument("--key", default=None,
                         help="the job's AppMaster key pair (appmaster.key_secret, mode 0600): serve the workers "
                              "encrypted, and reach the service as the job's AppMaster")
@@ -627,7 +664,8 @@ def main(argv: list[str] | None = None) -> int:
                               token=os.environ.get("FUXI_AM_TOKEN", ""), snapshot=Path(args.snapshot),
                               heartbeat_timeout=args.heartbeat_timeout, orphan_timeout=args.orphan_timeout,
                               keys=keys, worker_key=load_public_key(args.worker_key) if args.worker_key else None,
-                              service_key=load_public_key(args.service_key) if args.service_key else None)
+                              service_key=load_public_key(args.service_key) if args.service_key else None,
+                              queue_below=args.queue_below)
     except (OSError, ValueError, JobSpecError, MesoslikeError) as exc:
         log.error("cannot start: %s", exc)
         return 2

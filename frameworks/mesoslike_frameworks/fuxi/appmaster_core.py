@@ -48,6 +48,16 @@ What it does (docs/fuxi-jobs.rst "AppMaster semantics"):
 - **Incremental demand**: SET_DESIRE whenever a unit's wanted slot count
   changes; idle workers with nothing to do are released at once
   (RELEASE_SLOT).
+- **A queue of two a worker** for short instances (``queue_below``): while
+  the unit's finished instances took under ``queue_below`` seconds on
+  average and it has at least as many pending instances as workers, a
+  worker that runs an instance is handed its next one as well (an ASSIGN
+  it keeps queued and starts the moment the running one ends), so that a
+  slot does not wait for the round trip to the AppMaster between two
+  instances. A queued copy is no running copy (not in ``slots``' count,
+  no straggler, no backup) until the running one's result comes; when its
+  worker leaves it goes back to pending, its attempt not counted as
+  failed; it is in the snapshot and journal as running.
 
 Calls that come from the network (unknown worker, stale attempt, nonsense
 numbers) are logged and change nothing; they never raise.
@@ -150,6 +160,7 @@ class _Worker:
     hostname: str
     room: str
     copy: _Copy | None = None
+    queued: _Copy | None = None       # handed to it to run after ``copy`` (queue_below)
 
 
 class _Pending:
@@ -241,6 +252,7 @@ class _Unit:
     failures: list[int]               # failed runs per instance
     done_count: int = 0
     running: dict[int, list[_Copy]] = attrs.field(factory=dict)
+    queued: dict[int, _Copy] = attrs.field(factory=dict)  # instance -> its copy queued at a worker
     unknown: set[int] = attrs.field(factory=set)          # running before a restart, not reported yet
     backed_up: set[int] = attrs.field(factory=set)        # got its one backup since it last went pending
     want_backup: SortedSet = attrs.field(factory=SortedSet)   # stragglers waiting for a worker on another host
@@ -252,6 +264,7 @@ class _Unit:
     failed_attempts: int = 0
     backups: int = 0                  # backup copies started
     failed_on: dict[int, set[str]] = attrs.field(factory=dict)  # instance -> hosts where a run of it failed
+    to_queue: list[_Worker] = attrs.field(factory=list)   # workers given a run since the last _settle
     # changed since the last journal(): instances (done, starts, failures, running) and the counters
     touched: set[int] = attrs.field(factory=set)
     counters_touched: bool = False
@@ -284,7 +297,10 @@ class AppMasterCore:
     ``global_report_after``: failed runs on a host after which it is
     reported (:class:`ReportHost`); default ``2 * job.blacklist_after``.
     ``check_interval``: how often :meth:`next_wakeup` asks for a tick while
-    progress rates may reveal a straggler.
+    progress rates may reveal a straggler. ``queue_below``: seconds; while a
+    unit's finished instances took less on average, a running worker gets
+    its next instance queued (0, the default: never; the AppMaster's runtime
+    sets it).
 
     Costs: with n instances in a unit, w workers and r running copies, the
     worker and instance calls are O(log n) plus the idle workers of the unit
@@ -296,7 +312,7 @@ class AppMasterCore:
 
     def __init__(self, job_id: str, job: JobSpec, clock: Clock, *, snapshot: dict | None = None,
                  journal: Sequence[Any] = (), global_report_after: int | None = None, rejoin_grace: float = DEFAULT_REJOIN_GRACE,
-                 check_interval: float = DEFAULT_CHECK_INTERVAL) -> None:
+                 check_interval: float = DEFAULT_CHECK_INTERVAL, queue_below: float = 0.0) -> None:
         if not isinstance(job, JobSpec):
             raise AppMasterError(f"AppMasterCore needs a JobSpec, got {type(job).__name__}")
         self.job_id = job_id
@@ -305,6 +321,7 @@ class AppMasterCore:
         self.global_report_after = 2 * job.blacklist_after if global_report_after is None else global_report_after
         self.rejoin_grace = rejoin_grace
         self.check_interval = check_interval
+        self.queue_below = queue_below
         self._state = RUNNING
         self._reason = ""
         self._rooms: dict[str, str] = {}                  # hostname -> room, from workers
@@ -334,11 +351,14 @@ class AppMasterCore:
     # ============================================================ workers
     def worker_joined(self, worker_id: str, unit: str, hostname: str, room: str = "",
                       running: tuple[int, int] | None = None,
-                      finished: Sequence[tuple[int, int, bool, str]] = ()) -> list[Action]:
+                      finished: Sequence[tuple[int, int, bool, str]] = (),
+                      queued: tuple[int, int] | None = None) -> list[Action]:
         """A worker (slot) of ``unit`` on ``hostname`` is ready. ``running``:
         the ``(instance, attempt)`` it runs now (after an AppMaster restart):
         kept unless the instance finished or already runs twice (then
-        a KILL). ``finished``: ``(instance, attempt, ok, message)``
+        a KILL); ``queued``: the one it holds to run next, kept as its
+        queued copy unless the instance finished, runs or is queued
+        elsewhere (then a KILL). ``finished``: ``(instance, attempt, ok, message)``
         results it got while no AppMaster listened; recorded like
         :meth:`instance_done`. Then an idle worker is dispatched or released.
         Idempotent for a known worker (returns ``[]``). O(log n) per
@@ -353,9 +373,9 @@ class AppMasterCore:
                         hostname)
             return [self._ask(protocol.ReleaseSlot, slot=worker_id)]
         if self._state != RUNNING:
-            pair = _pair(running)
-            if pair is not None:
-                self._out.append(ToWorker(worker_id, amp.Kill(*pair), f"job {self._state}"))
+            for pair in (_pair(running), _pair(queued)):
+                if pair is not None:
+                    self._out.append(ToWorker(worker_id, amp.Kill(*pair), f"job {self._state}"))
             self._out.append(self._ask(protocol.ReleaseSlot, slot=worker_id))
             return self._flush()
         room = room if isinstance(room, str) else ""
@@ -367,6 +387,8 @@ class AppMasterCore:
         target.idle[worker_id] = worker
         if running is not None:
             self._adopt(target, worker, running)     # first: a result below may finish that very instance
+        if queued is not None:
+            self._adopt_queued(target, worker, queued)
         for result in finished or ():
             if not (isinstance(result, (tuple, list)) and len(result) == 4 and _pair(result[:2]) is not None):
                 log.warning("job %s: worker %s reported a malformed result %r; ignored", self.job_id, worker_id,
@@ -389,12 +411,18 @@ class AppMasterCore:
             return []
         unit = self._units[worker.unit]
         log.info("job %s: worker %s on %s left: %s", self.job_id, worker_id, worker.hostname, reason)
-        copy = worker.copy
+        copy, queued = worker.copy, worker.queued
         self._forget(worker)
-        if copy is not None and self._state == RUNNING:
-            self._drop_copy(unit, copy)
-            if not unit.done[copy.instance] and not unit.running.get(copy.instance):
-                self._repend(unit, copy.instance)
+        if queued is not None:
+            self._unqueue(unit, worker)
+        if self._state == RUNNING:
+            for lost in (copy, queued):
+                if lost is None:
+                    continue
+                if lost is copy:
+                    self._drop_copy(unit, lost)
+                if not unit.done[lost.instance] and not unit.running.get(lost.instance):
+                    self._repend(unit, lost.instance)   # (once: pending is a set; its attempt not a failure)
         self._settle(unit)
         return self._flush()
 
@@ -418,14 +446,17 @@ class AppMasterCore:
         ``unit.max_attempts`` failed runs, the job fails. The worker is then
         dispatched or released. A stale attempt is ignored. O(d log n)."""
         self._out = []
-        copy = self._copy_of(worker_id, instance, attempt, "a result")
+        copy = self._copy_of(worker_id, instance, attempt, "a result", queued=True)
         if copy is None:
             return []
         worker = self._workers[worker_id]
         unit = self._units[worker.unit]
-        worker.copy = None
-        unit.idle[worker_id] = worker
-        self._drop_copy(unit, copy)
+        if copy is worker.queued:
+            # the queued copy ran, so the running one ended before it: its result is still to come (resent)
+            self._unqueue(unit, worker)
+        else:
+            self._drop_copy(unit, copy)
+            self._next_of(unit, worker)
         if ok:
             self._finish(unit, instance, copy)
         else:
@@ -486,20 +517,21 @@ class AppMasterCore:
 
     def desired_slots(self) -> dict[str, int]:
         """Per unit, the slots wanted now: ``min(unit.slots, pending +
-        running copies + unknown + backups waiting for a worker)``; 0 while a
+        running and queued copies + unknown + backups waiting for a worker)``; 0 while a
         unit in its ``after`` list is unfinished, and after the job ended.
         O(units)."""
         return {name: self._wanted(unit) for name, unit in self._units.items()}
 
     def progress_report(self) -> dict:
         """The job's state and counts. Per unit: ``total``, ``done``,
-        ``running`` (instances with a copy running), ``pending``, ``unknown``
+        ``running`` (instances with a copy running or queued at a worker), ``pending``, ``unknown``
         (running before a restart, not reported yet), ``failed_attempts``,
         ``backups`` (backup copies started), ``workers``, ``desired``. Job
         totals under ``instances``. O(units)."""
         units = {}
         for name, unit in self._units.items():
-            units[name] = {"total": unit.total, "done": unit.done_count, "running": len(unit.running),
+            units[name] = {"total": unit.total, "done": unit.done_count,
+                           "running": len(unit.running) + len(unit.queued),
                            "pending": len(unit.pending), "unknown": len(unit.unknown),
                            "failed_attempts": unit.failed_attempts, "backups": unit.backups,
                            "workers": unit.workers, "desired": self._wanted(unit)}
@@ -524,7 +556,7 @@ class AppMasterCore:
             units[name] = {
                 "instances": unit.total,
                 "done": _ranges(i for i in range(unit.total) if unit.done[i]),
-                "running": _ranges(sorted(set(unit.running) | unit.unknown)),
+                "running": _ranges(sorted(set(unit.running) | unit.unknown | set(unit.queued))),
                 "starts": {str(i): n for i, n in enumerate(unit.starts) if n},
                 "failures": {str(i): n for i, n in enumerate(unit.failures) if n},
                 "finished_seconds": unit.finished_seconds, "finished_timed": unit.finished_timed,
@@ -560,10 +592,10 @@ class AppMasterCore:
         self._new_rooms.clear()
         for name, unit in self._units.items():
             if unit.touched:
-                running = unit.running
+                running, queued = unit.running, unit.queued
                 for i in sorted(unit.touched):
                     out.append(["i", name, i, unit.done[i], unit.starts[i], unit.failures[i],
-                                int(i in running or i in unit.unknown)])
+                                int(i in running or i in unit.unknown or i in queued)])
                 unit.touched.clear()
             if unit.counters_touched:
                 unit.counters_touched = False
@@ -616,7 +648,7 @@ class AppMasterCore:
     def _wanted(self, unit: _Unit) -> int:
         if self._state != RUNNING or unit.complete or not self._active(unit):
             return 0
-        need = len(unit.pending) + unit.busy + len(unit.unknown) + len(unit.want_backup)
+        need = len(unit.pending) + unit.busy + len(unit.queued) + len(unit.unknown) + len(unit.want_backup)
         return min(unit.spec.slots, need)
 
     def _usable(self, host: str, unit: _Unit) -> bool:
@@ -646,13 +678,19 @@ class AppMasterCore:
         """Give the unit's idle workers work, never more than ``unit.slots``
         runs at once; release the ones with nothing to do (keeping as many as
         there are unknown instances, which may turn pending when the rejoin
-        grace ends)."""
+        grace ends); then queue the next instance of the workers given a
+        run (:meth:`_queue_next`), once every idle one has its own."""
         if self._state == RUNNING and self._active(unit):
             for worker in list(unit.idle.values()):
                 if not (unit.pending or unit.want_backup) or unit.busy >= unit.spec.slots:
                     break
                 if self._usable(worker.hostname, unit):
                     self._dispatch(unit, worker)
+        if unit.to_queue:
+            to_queue, unit.to_queue = unit.to_queue, []
+            if self.queue_below > 0 and self._state == RUNNING and self._active(unit):
+                for worker in to_queue:
+                    self._queue_next(unit, worker)
         keep = 0
         if self._state == RUNNING and self._active(unit):
             keep = min(len(unit.unknown), unit.spec.slots - unit.busy)
@@ -700,11 +738,68 @@ class AppMasterCore:
         attempt = unit.starts[instance]
         copy = _Copy(worker.id, worker.hostname, instance, attempt, self.clock.now(), backup=backup)
         self._add_copy(unit, worker, copy)
+        unit.to_queue.append(worker)
+        self._out.append(ToWorker(worker.id, self._assign(unit, instance, attempt)))
+
+    @staticmethod
+    def _assign(unit: _Unit, instance: int, attempt: int) -> amp.Assign:
         hosts = unit.pending.hosts(instance)
-        self._out.append(ToWorker(worker.id, amp.Assign(instance, attempt,
-                                                        unit.spec.command.replace("{instance}", str(instance)),
-                                                        {"FUXI_INSTANCE": str(instance), "FUXI_ATTEMPT": str(attempt),
-                                                         "FUXI_DATA_HOSTS": ",".join(hosts)})))
+        return amp.Assign(instance, attempt, unit.spec.command.replace("{instance}", str(instance)),
+                          {"FUXI_INSTANCE": str(instance), "FUXI_ATTEMPT": str(attempt),
+                           "FUXI_DATA_HOSTS": ",".join(hosts)})
+
+    def _queue_next(self, unit: _Unit, worker: _Worker) -> None:
+        """Hand a worker that runs an instance its next one, to start when
+        that one ends: only while the unit's finished instances took under
+        ``queue_below`` seconds on average (the round trip between two of
+        them is then worth saving), and while it has as many pending
+        instances as workers (the last ones go to whichever worker is free
+        first, not into a queue behind a run that may take long). The
+        worker's host must be usable and the instance must not have failed
+        there. O(log n)."""
+        if (self._workers.get(worker.id) is not worker or worker.copy is None or worker.queued is not None
+                or not unit.finished_timed or unit.finished_seconds >= self.queue_below * unit.finished_timed
+                or len(unit.pending) < unit.workers or not self._usable(worker.hostname, unit)):
+            return
+        instance = unit.pending.best(worker.hostname, worker.room)
+        if instance is None or worker.hostname in unit.failed_on.get(instance, ()):
+            return
+        unit.pending.remove(instance)
+        unit.starts[instance] += 1
+        attempt = unit.starts[instance]
+        copy = _Copy(worker.id, worker.hostname, instance, attempt, self.clock.now())
+        unit.queued[instance] = copy
+        unit.touched.add(instance)
+        worker.queued = copy
+        self._out.append(ToWorker(worker.id, self._assign(unit, instance, attempt), "queued"))
+
+    def _unqueue(self, unit: _Unit, worker: _Worker) -> _Copy | None:
+        """Take the worker's queued copy off it (not pending again: the caller says)."""
+        copy, worker.queued = worker.queued, None
+        if copy is not None:
+            if unit.queued.get(copy.instance) is copy:
+                del unit.queued[copy.instance]
+            unit.touched.add(copy.instance)
+        return copy
+
+    def _next_of(self, unit: _Unit, worker: _Worker, refill: bool = True) -> None:
+        """The worker's run ended (its result came, or it was killed): its
+        queued copy runs now — the worker starts it as the other ends —
+        else it is idle. ``refill``: queue it the next one (not after a
+        KILL: until the killed run is gone the worker still holds the
+        promoted one queued, and would refuse a third)."""
+        worker.copy = None
+        queued = self._unqueue(unit, worker)
+        if queued is not None:
+            if self._state == RUNNING and not unit.done[queued.instance] and not unit.running.get(queued.instance):
+                queued.started = self.clock.now()
+                self._add_copy(unit, worker, queued)
+                if refill:
+                    unit.to_queue.append(worker)
+                return
+            self._out.append(ToWorker(worker.id, amp.Kill(queued.instance, queued.attempt),
+                                      f"instance {queued.instance} is not to run any more"))
+        unit.idle[worker.id] = worker
 
     def _add_copy(self, unit: _Unit, worker: _Worker, copy: _Copy) -> None:
         unit.running.setdefault(copy.instance, []).append(copy)
@@ -756,12 +851,17 @@ class AppMasterCore:
                      known, known)
 
     # ----------------------------------------------------------- results
-    def _copy_of(self, worker_id: str, instance: object, attempt: object, what: str) -> _Copy | None:
+    def _copy_of(self, worker_id: str, instance: object, attempt: object, what: str,
+                 queued: bool = False) -> _Copy | None:
+        """The worker's run ``(instance, attempt)`` (with ``queued``, its queued one too), else None (logged)."""
         worker = self._workers.get(worker_id) if isinstance(worker_id, str) else None
         if worker is None:
             log.warning("job %s: %s from unknown worker %r; ignored", self.job_id, what, worker_id)
             return None
         copy = worker.copy
+        if queued and worker.queued is not None and (worker.queued.instance, worker.queued.attempt) == (
+                instance, attempt):
+            copy = worker.queued
         if copy is None or copy.instance != instance or copy.attempt != attempt:
             log.info("job %s: %s from worker %s for instance %r attempt %r, which it does not run (stale); ignored",
                      self.job_id, what, worker_id, instance, attempt)
@@ -792,10 +892,13 @@ class AppMasterCore:
             unit.counters_touched = True
         for loser in list(unit.running.get(instance, ())):
             self._drop_copy(unit, loser)
-            worker = self._workers[loser.worker_id]
-            worker.copy = None
-            unit.idle[worker.id] = worker
             self._out.append(ToWorker(loser.worker_id, amp.Kill(instance, loser.attempt),
+                                      f"instance {instance} finished on another copy"))
+            self._next_of(unit, self._workers[loser.worker_id], refill=False)
+        queued = unit.queued.get(instance)
+        if queued is not None:   # (a result a worker held while no AppMaster listened, say)
+            self._unqueue(unit, self._workers[queued.worker_id])
+            self._out.append(ToWorker(queued.worker_id, amp.Kill(instance, queued.attempt),
                                       f"instance {instance} finished on another copy"))
         self._dirty = True
         if unit.complete:
@@ -859,8 +962,15 @@ class AppMasterCore:
                     self._out.append(ToWorker(copy.worker_id, amp.Kill(instance, copy.attempt),
                                               f"job {self._state}: {reason}"))
                     self._workers[copy.worker_id].copy = None
+            for instance, copy in sorted(unit.queued.items()):
+                self._out.append(ToWorker(copy.worker_id, amp.Kill(instance, copy.attempt),
+                                          f"job {self._state}: {reason}"))
+                self._workers[copy.worker_id].queued = None
             unit.touched.update(unit.running)
+            unit.touched.update(unit.queued)
             unit.running.clear()
+            unit.queued.clear()
+            unit.to_queue.clear()
             unit.busy = 0
             unit.want_backup.clear()
         self._out.append(self._ask(protocol.JobEnded, succeeded=succeeded, reason=reason))
@@ -893,6 +1003,8 @@ class AppMasterCore:
             reason = f"instance {instance} already finished"
         elif len(copies) >= 2 or any(c.attempt == attempt for c in copies):
             reason = f"instance {instance} already runs {len(copies)} time(s)"
+        elif instance in unit.queued:
+            reason = f"instance {instance} is already handed out"
         else:
             unit.unknown.discard(instance)
             unit.pending.remove(instance)
@@ -904,6 +1016,33 @@ class AppMasterCore:
                 unit.backed_up.add(instance)
             self._add_copy(unit, worker, _Copy(worker.id, worker.hostname, instance, attempt, self.clock.now(),
                                                backup=backup))
+            return
+        self._out.append(ToWorker(worker.id, amp.Kill(instance, attempt), reason))
+
+    def _adopt_queued(self, unit: _Unit, worker: _Worker, queued: object) -> None:
+        """What a rejoining worker holds queued: its queued copy again, unless
+        the instance finished, runs or is queued elsewhere (then a KILL).
+        Without a run it would have started it: adopted as running."""
+        pair = _pair(queued)
+        if pair is None or not self._valid_instance(unit, pair[0], worker.id):
+            log.warning("job %s: worker %s holds %r queued, not an (instance, attempt) of %s; ignored",
+                        self.job_id, worker.id, queued, unit.name)
+            return
+        if worker.copy is None:
+            self._adopt(unit, worker, pair)
+            return
+        instance, attempt = pair
+        if unit.done[instance]:
+            reason = f"instance {instance} already finished"
+        elif unit.running.get(instance) or instance in unit.queued:
+            reason = f"instance {instance} is already handed out"
+        else:
+            unit.unknown.discard(instance)
+            unit.pending.remove(instance)
+            unit.starts[instance] = max(unit.starts[instance], attempt)
+            unit.touched.add(instance)
+            copy = _Copy(worker.id, worker.hostname, instance, attempt, self.clock.now())
+            unit.queued[instance] = worker.queued = copy
             return
         self._out.append(ToWorker(worker.id, amp.Kill(instance, attempt), reason))
 

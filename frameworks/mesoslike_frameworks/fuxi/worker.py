@@ -15,7 +15,8 @@ the same user could read); it reads them and removes them, so that the
 instances it runs cannot (``FUXI_WORKER_TOKEN``/``FUXI_WORKER_SECRET_KEY``
 are still read when a worker is started by hand with them), and the agent's
 ``MESOSLIKE_AGENT_ID`` — connects to the AppMaster and runs the instances it is
-assigned, one at a time, each as ``sh -c command`` in its own process group
+assigned, one at a time (an ASSIGN that comes while one runs is held, one at
+most, and started the moment the running one ends), each as ``sh -c command`` in its own process group
 in the task's sandbox, started with ``posix_spawn`` (``vfork`` and
 ``exec``: no copy of the worker's ~30 MB Python process per instance; an
 instance inherits only its stdin, stdout and stderr) (stdout and stderr of attempt *a* of instance *i*, both
@@ -232,7 +233,9 @@ class Worker:
         self.orphan_timeout = orphan_timeout
         self.interval = interval
         self.run_: _Run | None = None
+        self.queued: wire.Assign | None = None   # to run when run_ ends
         self.unacked: dict[tuple[int, int], tuple[bool, str]] = {}   # results the AppMaster has not acknowledged
+        self._said: dict[tuple[int, int], float] = {}   # when an unacknowledged result's DONE was sent last
         self.welcomed = False
         self._waker = Waker()                # stop() wakes the loop (a signal handler)
         self._stop: str | None = None        # why the worker stops (SIGTERM) or None
@@ -292,15 +295,23 @@ class Worker:
     def _running(self) -> list[int] | None:
         return [self.run_.instance, self.run_.attempt] if self.run_ is not None and not self.run_.killed else None
 
+    def _queued(self) -> list[int] | None:
+        return [self.queued.instance, self.queued.attempt] if self.queued is not None else None
+
     def _beat(self) -> None:
         if not self.welcomed:
             finished = [[i, a, ok, msg] for (i, a), (ok, msg) in sorted(self.unacked.items())]
             self._send(wire.Hello(self.slot, self.unit, self.hostname, self.room, self._running(), finished,
-                                 self.token, self.agent_id))
+                                 self.token, self.agent_id, self._queued()))
             return
-        self._send(wire.Heartbeat(self.slot, self._running()))
-        for (instance, attempt), (ok, message) in sorted(self.unacked.items()):
-            self._send(wire.Done(self.slot, instance, attempt, ok, message))
+        self._send(wire.Heartbeat(self.slot, self._running(), self._queued()))
+        # again, unless its DONE went out less than half an interval ago (its ACK may well be on its way: the
+        # AppMaster sends it after its checkpoint, with the next ASSIGN)
+        now = self.clock.now()
+        for key, (ok, message) in sorted(self.unacked.items()):
+            if now - self._said.get(key, -1e9) >= self.interval / 2:
+                self._said[key] = now
+                self._send(wire.Done(self.slot, key[0], key[1], ok, message))
 
     def _on_message(self, message: object) -> None:
         if isinstance(message, wire.WireError):
@@ -313,12 +324,18 @@ class Worker:
             self.welcomed = False
             self._beat()
         elif isinstance(message, wire.Assign):
+            for instance, attempt in message.acks:   # ACKs carried by the ASSIGN
+                self._acked((instance, attempt))
             self._assign(message)
         elif isinstance(message, wire.Kill):
             if self.run_ is not None and self.run_.key == (message.instance, message.attempt):
                 self._kill(self.run_)
+            elif self.queued is not None and (self.queued.instance, self.queued.attempt) == (message.instance,
+                                                                                              message.attempt):
+                log.info("instance %d attempt %d dropped from the queue", message.instance, message.attempt)
+                self.queued = None
         elif isinstance(message, wire.Ack):
-            self.unacked.pop((message.instance, message.attempt), None)
+            self._acked((message.instance, message.attempt))
         elif isinstance(message, wire.Release):
             log.info("released by the AppMaster")
             self._exit = 0
@@ -328,11 +345,26 @@ class Worker:
     # ---------------------------------------------------------- instances
     def _assign(self, message: wire.Assign) -> None:
         key = (message.instance, message.attempt)
-        if key in self.unacked or (self.run_ is not None and self.run_.key == key):
+        if key in self.unacked or (self.run_ is not None and self.run_.key == key) or (
+                self.queued is not None and (self.queued.instance, self.queued.attempt) == key):
             return   # a resent ASSIGN
         if self.run_ is not None:
-            self._send(wire.Error(f"busy: running instance {self.run_.instance} attempt {self.run_.attempt}"))
+            if self.queued is None:
+                self.queued = message   # started as the running one ends (_start_queued)
+                return
+            self._send(wire.Error(f"busy: running instance {self.run_.instance} attempt {self.run_.attempt}, "
+                                  f"instance {self.queued.instance} attempt {self.queued.attempt} queued"))
             return
+        self._start(message)
+
+    def _start_queued(self) -> None:
+        """The queued instance, now that none runs (unless the worker stops)."""
+        while self.queued is not None and self.run_ is None and self._stop is None and self._exit is None:
+            message, self.queued = self.queued, None
+            self._start(message)
+
+    def _start(self, message: wire.Assign) -> None:
+        key = (message.instance, message.attempt)
         stem = os.path.join(self._instances, f"{message.instance}.{message.attempt}")
         env = dict(self._instance_env)
         env.update(message.env)
@@ -342,6 +374,7 @@ class Worker:
             pid, stdout, stderr = self._spawn(message.command, env)
         except (OSError, ValueError) as exc:
             self._finished(key, False, f"cannot start: {type(exc).__name__}: {exc}")
+            self._start_queued()
             return
         log.debug("instance %d attempt %d started as pid %d", message.instance, message.attempt, pid)
         self.run_ = self._start_watching(_Run(message.instance, message.attempt, pid,
@@ -492,8 +525,9 @@ class Worker:
             self.run_ = None
         if run.killed:
             log.info("instance %d attempt %d killed", run.instance, run.attempt)
-            return
-        self._finished(run.key, run.returncode == 0, run.message)
+        else:
+            self._finished(run.key, run.returncode == 0, run.message)
+        self._start_queued()
 
     def _progress(self, run: _Run, fractions: list[float]) -> None:
         if run is self.run_ and not run.killed:
@@ -504,7 +538,12 @@ class Worker:
         log.info("instance %d attempt %d %s: %s", key[0], key[1], "succeeded" if ok else "failed", message)
         self.unacked[key] = (ok, message)
         if self.welcomed:
+            self._said[key] = self.clock.now()
             self._send(wire.Done(self.slot, key[0], key[1], ok, message))
+
+    def _acked(self, key: tuple[int, int]) -> None:
+        self.unacked.pop(key, None)
+        self._said.pop(key, None)
 
     def _kill(self, run: _Run) -> None:
         if not run.killed:

@@ -61,11 +61,13 @@ class Hello(NamedTuple):
     finished: list[list[Any]] = []   # (a NamedTuple's default is never changed in place)
     token: str = ""
     agent_id: str = ""
+    queued: list[int] | None = None
 
 
 class Heartbeat(NamedTuple):
     slot: str
     running: list[int] | None = None
+    queued: list[int] | None = None
 
 
 class Progress(NamedTuple):
@@ -102,6 +104,7 @@ class Assign(NamedTuple):
     attempt: int
     command: str
     env: dict[str, str] = {}
+    acks: list[list[int]] = []   # results acknowledged with it: [[instance, attempt], ...]
 
 
 class Kill(NamedTuple):
@@ -154,9 +157,22 @@ def _text_map(value: object) -> str | None:
     return None
 
 
+def _runs(value: object) -> str | None:
+    if type(value) is not list:
+        return f"expected a list, got {type(value).__name__}"
+    for run in value:
+        if type(run) is not list or len(run) != 2:
+            return f"expected [instance, attempt], got {run!r:.40}"
+        problem = _count(run[0]) or _count(run[1])
+        if problem is not None:
+            return problem
+    return None
+
+
 #: the checks of the fields a worker receives (each name has one type across the messages)
 _CHECKS: dict[str, Callable[[object], str | None]] = {
-    "slot": _text, "message": _text, "command": _text, "instance": _count, "attempt": _count, "env": _text_map}
+    "slot": _text, "message": _text, "command": _text, "instance": _count, "attempt": _count, "env": _text_map,
+    "acks": _runs}
 
 
 class WorkerCodec:
