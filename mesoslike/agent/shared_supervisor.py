@@ -156,8 +156,8 @@ class SharedTask(sup.Supervisor):
     helper tells on its status pipe when the task executes (its pid), why
     it could not, and how it ended."""
 
-    def __init__(self, run_dir: str, name: str) -> None:
-        super().__init__(run_dir)
+    def __init__(self, run_dir: str, name: str, host_pid: int = 0) -> None:
+        super().__init__(run_dir, host_pid)
         self.name = name
         self.status: int | None = None          # the leader's wait status, once reaped
         self.cleanup_deadline = 0.0
@@ -264,7 +264,10 @@ class SharedTask(sup.Supervisor):
     def read_status(self) -> None:
         """Read what the helper said (non-blocking): ``R PID``, ``H PID``
         (the task's host pid, with ``R``: a helper with a PID namespace),
-        ``F WHY``, ``X STATUS`` lines; at the end of the pipe, closed."""
+        ``F WHY``, ``X STATUS`` lines; at the end of the pipe, closed. A
+        read short of its size emptied the pipe: no more is tried (the
+        loop's epoll says when more comes; once the init is reaped, all it
+        said was in that read)."""
         while self.status_pipe >= 0:
             try:
                 chunk = os.read(self.status_pipe, 4096)
@@ -277,6 +280,7 @@ class SharedTask(sup.Supervisor):
                 self.status_pipe = -1
                 return
             self.said += chunk
+            short = len(chunk) < 4096   # the pipe emptied: no read for its EAGAIN (epoll says when more comes)
             *lines, self.said = self.said.split(b"\n")
             if len(self.said) > MAX_LINE:
                 self.said = b""
@@ -291,6 +295,8 @@ class SharedTask(sup.Supervisor):
                     self.failure = rest[:2000] or "the namespace init helper failed"
                 elif kind == "X" and rest.lstrip("-").isdigit():
                     self.task_status = int(rest)
+            if short:
+                return
 
     def spawn(self, homes: list, switch: bool = False) -> int:
         """As :meth:`.supervisor.Supervisor.spawn`; the user switch's
@@ -628,7 +634,7 @@ class SharedSupervisor:
     # ------------------------------------------------------------ tasks
     def launch(self, name: str) -> None:
         run_dir = os.path.join(self.tasks_root, name)
-        task = SharedTask(run_dir, name)
+        task = SharedTask(run_dir, name, self.pid)
         task.killing = self.killing
         try:
             sup.overwrite(task.path(sup.SUPERVISOR_FILE), self.supervisor_record)   # sup.write_run_file's way
@@ -863,9 +869,8 @@ class SharedSupervisor:
         if task.status_pipe >= 0:   # an init helper: all it said is in its pipe now
             pipe = task.status_pipe
             self.heard(task)
-            if task.status_pipe >= 0:   # no end of the pipe: something else holds it; not waited for
-                self.unwatch(pipe)
-                self.by_status_pipe.pop(pipe, None)
+            if task.status_pipe >= 0:   # all read (its end not read yet, or something else holds it)
+                self.by_status_pipe.pop(pipe, None)   # closed: out of the epoll set (no one else has it)
                 os.close(pipe)
                 task.status_pipe = -1
         if task.child is not None:   # reaped here: its Popen must never wait for the pid (reused by then)
