@@ -3,6 +3,7 @@ one long-lived process per agent spawns the plain tasks, watches them with
 pidfds and records their ends, with no Python process per task. Real
 processes, real cgroups, a real user switch."""
 
+import collections
 import os
 import pwd
 import select
@@ -376,7 +377,9 @@ def test_task_inits_are_clones_of_one_init_server_and_a_killed_server_is_replace
         assert parent_of(init) == supervisor
         assert Path(f"/proc/{init}/cmdline").read_bytes() == f"{executor.init_helper}\0--serve\0".encode()
     os.kill(server, signal.SIGKILL)
-    wait_until(lambda: not Path(f"/proc/{server}/cmdline").read_bytes(), 20, "the server to die")
+    # a zombie, or reaped already (its SIGCHLD read: the loop lets an ended server go at once)
+    wait_until(lambda: not Path(f"/proc/{server}/cmdline").exists()
+               or not Path(f"/proc/{server}/cmdline").read_bytes(), 20, "the server to die")
     executor.launch("fw", task("third", "exit 3"), "agent-1")
     for sandbox in sandboxes.values():
         (sandbox / "go").touch()
@@ -452,6 +455,8 @@ def test_the_shared_supervisor_watches_its_tasks_with_epoll(executor):
         except OSError:
             continue
     assert "anon_inode:[eventpoll]" in links, links
+    # its end is found by SIGCHLD (a signalfd) and waitid, not a pidfd a task in the epoll set
+    assert "anon_inode:[signalfd]" in links and "anon_inode:[pidfd]" not in links, links
     (executor.sandbox("fw", "waiting") / "go").touch()
     assert exits(events_until(executor, lambda events: "waiting" in exits(events)))["waiting"] == (0, None, "")
 
@@ -830,6 +835,71 @@ def test_launch_json_says_whether_there_are_secrets_and_a_supervisor_still_looks
         assert looked == expected, told
 
 
+def test_an_ended_child_is_reaped_as_its_task_and_an_init_not_answered_yet_is_left_until_its_answer(tmp_path):
+    """Ends are found by ``waitid`` when ``SIGCHLD`` comes, not by a pidfd a task: an ended child that
+    is no known task's while a server still owes answers may be an init whose answer is unread — its
+    zombie is left (reaped, its status would be lost), and its answer asks for another look, which
+    takes it as its task's; once no answer is owed, a child of no one's is reaped."""
+    import subprocess
+
+    from mesoslike.agent import shared_supervisor as shared
+
+    meta = tmp_path / "meta"
+    run_dir = meta / "tasks" / "fw" / "t"
+    run_dir.mkdir(parents=True)
+    loop = shared.SharedSupervisor(str(meta))
+    reaped: list[tuple[str, int | None]] = []
+    loop.finish = lambda task: reaped.append((task.name, task.status)) or True   # type: ignore[method-assign]
+
+    class OwingServer:   # a server with an answer owed and none come yet
+        pid, sock, pending, ready = -1, object(), 1, []
+
+        def answers(self, wait=False):
+            return []
+
+        def fileno(self):
+            return 1000
+
+    def scenario() -> None:
+        server = OwingServer()
+        loop.servers[1000] = (server, collections.deque())   # type: ignore[assignment]
+        child = subprocess.Popen(["sh", "-c", "exit 7"], start_new_session=True)
+        child.returncode = 0   # reaped by the loop, never by its Popen
+        wait_until(lambda: os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None, 20,
+                   "the child to end")
+        loop.reap_ended()
+        assert reaped == [] and Path(f"/proc/{child.pid}").exists()   # left: maybe an init unanswered
+        made = shared.SharedTask(str(run_dir), "fw/t")
+        made.task_pid = child.pid
+        loop.tasks[made.name] = made
+        loop.by_pid[child.pid] = made   # as answered() does, asking for another look
+        loop.reap_ended()
+        assert reaped == [("fw/t", 7 << 8)] and child.pid not in loop.by_pid
+        stray = subprocess.Popen(["true"], start_new_session=True)
+        stray.returncode = 0
+        wait_until(lambda: os.waitid(os.P_PID, stray.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None, 20,
+                   "the stray child to end")
+        server.pending = 0   # nothing owed: a child of no one's is reaped
+        loop.reap_ended()
+        assert not Path(f"/proc/{stray.pid}").exists() and reaped == [("fw/t", 7 << 8)]
+
+    # in a child of its own: waitid(P_ALL) looks at every child, and this test's process has others'
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            scenario()
+            code = 0
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    loop.close()
+    assert os.waitstatus_to_exitcode(status) == 0, "the scenario failed (its traceback is above)"
+
+
 def test_a_task_said_ended_with_its_start_gets_no_task_json_unless_its_end_must_wait(tmp_path):
     """A short task's init says ``R`` and ``X`` in one read: its start is told
     to the agent (``S``) but no ``task.json`` is written, its ``exit.json``
@@ -858,8 +928,7 @@ def test_a_task_said_ended_with_its_start_gets_no_task_json_unless_its_end_must_
         # its end waits (a process left in its cgroups): task.json written as the start says
         child = subprocess.Popen(["true"], start_new_session=True)
         made.task_pid = child.pid
-        made.pidfd = os.pidfd_open(child.pid)
-        loop.by_fd[made.pidfd] = made
+        loop.by_pid[child.pid] = made
         loop.tasks[made.name] = made
         loop.finish = lambda task: False   # type: ignore[method-assign]
         loop.reap(made)

@@ -6,7 +6,8 @@ A task's supervisor (:mod:`.supervisor`) is a Python process forked per
 task; its copy-on-write faults and its interpreter's work were most of
 the CPU a short task cost (docs/performance.rst). This process does the
 same work for many tasks at once: it *spawns* each task (``posix_spawn``,
-a ``vfork``), watches it with a pidfd, and writes its run files — the
+a ``vfork``), reaps it when ``SIGCHLD`` says a child has ended
+(:meth:`SharedSupervisor.reap_ended`), and writes its run files — the
 same ``supervisor.json``, ``task.json`` and ``exit.json`` a task's own
 supervisor writes, with the same meaning (:mod:`.supervisor` says which).
 It runs the tasks that need nothing a per-task Python process must give
@@ -155,10 +156,9 @@ class SharedTask(sup.Supervisor):
     helper tells on its status pipe when the task executes (its pid), why
     it could not, and how it ended."""
 
-    def __init__(self, run_dir: str, name: str) -> None:
-        super().__init__(run_dir)
+    def __init__(self, run_dir: str, name: str, host_pid: int = 0) -> None:
+        super().__init__(run_dir, host_pid)
         self.name = name
-        self.pidfd = -1
         self.status: int | None = None          # the leader's wait status, once reaped
         self.cleanup_deadline = 0.0
         self.switch_by_popen = True   # no Python runs in a forked child of this process
@@ -264,7 +264,10 @@ class SharedTask(sup.Supervisor):
     def read_status(self) -> None:
         """Read what the helper said (non-blocking): ``R PID``, ``H PID``
         (the task's host pid, with ``R``: a helper with a PID namespace),
-        ``F WHY``, ``X STATUS`` lines; at the end of the pipe, closed."""
+        ``F WHY``, ``X STATUS`` lines; at the end of the pipe, closed. A
+        read short of its size emptied the pipe: no more is tried (the
+        loop's epoll says when more comes; once the init is reaped, all it
+        said was in that read)."""
         while self.status_pipe >= 0:
             try:
                 chunk = os.read(self.status_pipe, 4096)
@@ -277,6 +280,7 @@ class SharedTask(sup.Supervisor):
                 self.status_pipe = -1
                 return
             self.said += chunk
+            short = len(chunk) < 4096   # the pipe emptied: no read for its EAGAIN (epoll says when more comes)
             *lines, self.said = self.said.split(b"\n")
             if len(self.said) > MAX_LINE:
                 self.said = b""
@@ -291,6 +295,23 @@ class SharedTask(sup.Supervisor):
                     self.failure = rest[:2000] or "the namespace init helper failed"
                 elif kind == "X" and rest.lstrip("-").isdigit():
                     self.task_status = int(rest)
+            if short:
+                return
+
+    def spawn(self, homes: list, switch: bool = False) -> int:
+        """As :meth:`.supervisor.Supervisor.spawn`; the user switch's
+        ``Popen`` (a fork that sets no signal mask) runs with ``SIGCHLD``
+        unblocked, as the task must start (the loop blocks it for its
+        signalfd): a ``SIGCHLD`` taken meanwhile is lost, so the loop looks
+        for ended children again after such a start
+        (:attr:`SharedSupervisor.sweep_due`)."""
+        if not switch:
+            return super().spawn(homes)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGCHLD,))
+        try:
+            return super().spawn(homes, switch)
+        finally:
+            signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGCHLD,))
 
     reported_pid = 0   # the task's pid as the helper's namespace sees it
     host_pid_said = 0  # the task's pid as the host sees it, as the helper said it (H; 0: not said)
@@ -328,6 +349,23 @@ def _private_tmp_places(tmp: str, keep: list) -> list[tuple[str, str]]:
 _KEPT_BELOW_TMP: dict[tuple, list[tuple[str, str]]] = {}
 
 
+def child_signals() -> int:
+    """A signalfd (non-blocking, close-on-exec) for ``SIGCHLD``, which the
+    caller blocks: readable while one is pending. The standard library has
+    no ``signalfd``; the C library's, through ``ctypes``."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    bits = 8 * ctypes.sizeof(ctypes.c_ulong)
+    mask = (ctypes.c_ulong * (1024 // bits))()   # the C library's sigset_t: 1,024 bits
+    mask[(signal.SIGCHLD - 1) // bits] |= 1 << ((signal.SIGCHLD - 1) % bits)
+    fd = libc.signalfd(-1, ctypes.byref(mask), os.O_NONBLOCK | os.O_CLOEXEC)   # SFD_NONBLOCK, SFD_CLOEXEC
+    if fd < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"signalfd: {os.strerror(code)}")
+    return int(fd)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -335,8 +373,9 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class SharedSupervisor:
-    """The loop: accept the agent, read its requests, start tasks, watch
-    their pidfds, kill on request and at deadlines, record ends."""
+    """The loop: accept the agent, read its requests, start tasks, reap
+    them as ``SIGCHLD`` says (a signalfd), kill on request and at
+    deadlines, record ends."""
 
     def __init__(self, meta: str) -> None:
         self.meta = os.path.abspath(meta)
@@ -347,7 +386,14 @@ class SharedSupervisor:
         #: its timeout and its SIGKILLs, not at every task (two passes over all of them a turn, each task's
         #: launch and end a few turns: O(tasks running) a task)
         self.killing: dict[str, SharedTask] = {}
-        self.by_fd: dict[int, SharedTask] = {}
+        #: the running tasks by the pid reaped here (their init's, for a task with namespaces): a task's
+        #: end is found by waitid when SIGCHLD comes (reap_ended), not watched by a pidfd of its own in the
+        #: epoll set (pidfd_open, two epoll_ctl and a close a task)
+        self.by_pid: dict[int, SharedTask] = {}
+        self.child_signals = -1   # the signalfd of SIGCHLD (blocked), once run
+        #: look for ended children at the end of this turn: a SIGCHLD may have been taken unblocked (a
+        #: user switch's Popen), or an init's zombie waited for its server's answer (answered)
+        self.sweep_due = False
         self.by_status_pipe: dict[int, SharedTask] = {}   # the init helpers' status pipes
         self.init_server: nsinit.Server | None = None   # the init helper's server, once a task has namespaces
         #: the servers with requests in flight (or answers unread): socket fd -> the server and the tasks
@@ -355,7 +401,7 @@ class SharedSupervisor:
         self.servers: dict[int, tuple[nsinit.Server, collections.deque[SharedTask]]] = {}
         self.host_proc = -1    # /proc, to find a task's pid from its helper's (opened once needed)
         self.cleaning: list[SharedTask] = []
-        #: epoll, not poll: a task's pidfd and status pipe are watched while it runs, and poll(2) looked at
+        #: epoll, not poll: a task's status pipe is watched while it runs, and poll(2) looked at
         #: every one of them each turn (8 % of this process's CPU in a 4,000-task burst, perf)
         self.poller = select.epoll()
         self.listener: socket.socket | None = None
@@ -407,6 +453,12 @@ class SharedSupervisor:
         os.set_blocking(self.wake_read, False)
         os.set_blocking(self.wake_write, False)
         signal.set_wakeup_fd(self.wake_write)
+        # blocked before any task starts: each child's end is then pending on the signalfd, read with the
+        # rest of the loop's work (the tasks themselves start with an empty mask: posix_spawn's setsigmask,
+        # the init server's own, SharedTask.spawn)
+        signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGCHLD,))
+        self.child_signals = child_signals()
+        self.poller.register(self.child_signals, select.EPOLLIN)
         self.listen()
         while True:
             now = time.monotonic()
@@ -423,12 +475,14 @@ class SharedSupervisor:
                     self.receive()
                 elif fd == self.wake_read:
                     self._drain_wakeups()
-                elif fd in self.by_fd:
-                    self.reap(self.by_fd[fd])
+                elif fd == self.child_signals:
+                    self.reap_ended()
                 elif fd in self.by_status_pipe:
                     self.heard(self.by_status_pipe[fd])
                 elif fd in self.servers:
                     self.settle(self.servers[fd][0])
+            if self.sweep_due:
+                self.reap_ended()
             self.deadlines(time.monotonic())
             self.flush()
         self.close()
@@ -580,7 +634,7 @@ class SharedSupervisor:
     # ------------------------------------------------------------ tasks
     def launch(self, name: str) -> None:
         run_dir = os.path.join(self.tasks_root, name)
-        task = SharedTask(run_dir, name)
+        task = SharedTask(run_dir, name, self.pid)
         task.killing = self.killing
         try:
             sup.overwrite(task.path(sup.SUPERVISOR_FILE), self.supervisor_record)   # sup.write_run_file's way
@@ -608,7 +662,6 @@ class SharedSupervisor:
                 self.asked(server, task)
                 return
             task.task_pid = task.start()
-            task.pidfd = os.pidfd_open(task.task_pid)
         except sup.LaunchProblem as exc:
             self.failed(task, sup.REASON_LAUNCH_FAILED, str(exc))
             return
@@ -622,8 +675,9 @@ class SharedSupervisor:
             self.failed(task, sup.REASON_LAUNCH_FAILED, f"{type(exc).__name__}: {exc}")
             return
         self.tasks[name] = task
-        self.by_fd[task.pidfd] = task
-        self.poller.register(task.pidfd, select.EPOLLIN)
+        self.by_pid[task.task_pid] = task
+        if task.child is not None:   # a Popen: SIGCHLD was unblocked for it (SharedTask.spawn)
+            self.sweep_due = True
         self.started(task, task.task_pid)
 
     def asked(self, server: nsinit.Server, task: SharedTask) -> None:
@@ -665,12 +719,6 @@ class SharedSupervisor:
         task.awaiting = False
         if isinstance(answer, int):
             task.task_pid = answer
-            try:
-                task.pidfd = os.pidfd_open(answer)
-            except OSError as exc:   # started, and cannot be watched: it must not run unsupervised
-                task.signal_group(signal.SIGKILL)
-                os.waitpid(answer, 0)
-                answer = exc
         if isinstance(answer, OSError):
             if task.status_pipe >= 0:
                 os.close(task.status_pipe)
@@ -680,8 +728,8 @@ class SharedSupervisor:
             del self.tasks[task.name]
             self.failed(task, sup.REASON_LAUNCH_FAILED, f"{type(answer).__name__}: {answer}")
             return
-        self.by_fd[task.pidfd] = task
-        self.poller.register(task.pidfd, select.EPOLLIN)
+        self.by_pid[answer] = task
+        self.sweep_due = True   # it may have ended already: its zombie, left by reap_ended until now
         self.by_status_pipe[task.status_pipe] = task
         self.poller.register(task.status_pipe, select.EPOLLIN)
         if task.pending_kill is not None:
@@ -761,22 +809,68 @@ class SharedSupervisor:
             self.tell_status(task, recorded)
         self.tell(f"E {task.name}")
 
+    def reap_ended(self) -> None:
+        """``SIGCHLD`` pending (the signalfd read empty), or a look due:
+        every ended child found with ``waitid`` — looked at, not reaped
+        (``WNOWAIT``) — and taken in turn: a task's (:meth:`reap`), an
+        init server's (its answers read first, then reaped:
+        :meth:`.nsinit.Server.close`), or one of no one's (reaped). An init
+        whose server's answer has not been read yet is an ended child too:
+        its zombie is left until the answer comes (:meth:`answered` asks
+        for another look), and the look stops there (``waitid`` would find
+        it first again)."""
+        self.sweep_due = False
+        if self.child_signals >= 0:
+            try:
+                while len(os.read(self.child_signals, 4096)) == 4096:
+                    pass
+            except (BlockingIOError, InterruptedError):
+                pass
+        while True:
+            try:
+                found = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if found is None or not found.si_pid:
+                return
+            pid = found.si_pid
+            task = self.by_pid.get(pid)
+            if task is not None:
+                self.reap(task)
+                continue
+            servers = [server for server, _ in self.servers.values()]
+            if self.init_server is not None:
+                servers.append(self.init_server)
+            server = next((server for server in servers if server.pid == pid and server.sock is not None), None)
+            if server is not None:   # ended: what it answered first, then let go (and reaped)
+                self.settle(server)
+                server.close()
+                self.settle(server)
+                continue
+            for server in servers:   # an init whose answer came and is not read yet?
+                if server.pending:
+                    self.settle(server)
+            if pid in self.by_pid:
+                continue
+            if any(server.pending for server in servers):   # maybe an init still unanswered: left
+                return
+            try:   # no one's (an init of a server gone before it answered): reaped
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
     def reap(self, task: SharedTask) -> None:
         """The task's leader has ended: its group killed (the unreaped
         leader still pins the group id), then reaped; its cgroups emptied
         before its end is recorded."""
-        self.unwatch(task.pidfd)
-        del self.by_fd[task.pidfd]
-        os.close(task.pidfd)
-        task.pidfd = -1
+        self.by_pid.pop(task.task_pid, None)
         task.signal_group(signal.SIGKILL)
         _, task.status = os.waitpid(task.task_pid, 0)
         if task.status_pipe >= 0:   # an init helper: all it said is in its pipe now
             pipe = task.status_pipe
             self.heard(task)
-            if task.status_pipe >= 0:   # no end of the pipe: something else holds it; not waited for
-                self.unwatch(pipe)
-                self.by_status_pipe.pop(pipe, None)
+            if task.status_pipe >= 0:   # all read (its end not read yet, or something else holds it)
+                self.by_status_pipe.pop(pipe, None)   # closed: out of the epoll set (no one else has it)
                 os.close(pipe)
                 task.status_pipe = -1
         if task.child is not None:   # reaped here: its Popen must never wait for the pid (reused by then)
@@ -822,8 +916,8 @@ class SharedSupervisor:
         no look: the init joined the cgroups as pid 1 of that namespace, so
         every process of the task in them is of the namespace, and the
         kernel kills and reaps all of a namespace's processes before its
-        first process ends (``zap_pid_ns_processes``; the init's pidfd says
-        it has ended only after that, and a process that has exited is no
+        first process ends (``zap_pid_ns_processes``; ``waitid`` finds the
+        init's zombie only after that, and a process that has exited is no
         longer in ``cgroup.procs``). Four ``cgroup.procs`` read a task
         fewer (12 % of this loop's busy samples)."""
         if task.started_by == "nsinit" and task.status is not None and "pid" in task.launch["namespaces"]:
@@ -858,6 +952,9 @@ class SharedSupervisor:
         self.drop_connection()
         if self.init_server is not None:
             self.init_server.close()
+        if self.child_signals >= 0:
+            os.close(self.child_signals)
+            self.child_signals = -1
 
 
 def _ignore(*_: object) -> None:

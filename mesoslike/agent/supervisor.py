@@ -481,7 +481,9 @@ def read_launch(path: str) -> dict:
 class Supervisor:
     """One task's life: start, watch, kill on request, clean up, record."""
 
-    def __init__(self, run_dir: str) -> None:
+    def __init__(self, run_dir: str, host_pid: int = 0) -> None:
+        """``host_pid``: this process's pid, if the caller knows it (the
+        shared supervisor's loop: no ``getpid`` a task)."""
         self.run_dir = run_dir
         self.launch: dict = {}
         self.task_pid = 0
@@ -504,7 +506,7 @@ class Supervisor:
         self.health_kill = ""        # set by the checker's thread: why the task must be killed
         # the init (pid 1) of the task's PID namespace (the launcher forked it so): it reaps the task's
         # orphans, and knows itself and the agent by the host's pids, through the host's /proc
-        self.host_pid = os.getpid()   # one system call (a task's, in the shared supervisor's loop)
+        self.host_pid = host_pid or os.getpid()
         self.init = self.host_pid == 1
         self.host_proc: int | None = None   # a descriptor of the host's /proc, while its own is mounted on it
         self.children = Children()          # what of its children are not orphans to reap
