@@ -140,6 +140,30 @@ def child_pids(pid: int) -> list[int]:
     return out
 
 
+def _start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (None: gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rpartition(")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def descendants(pid: int, only: list[tuple[int, int | None]] | None = None) -> list[tuple[int, int | None]]:
+    """Every process below ``pid`` that runs now, with its start time;
+    with ``only``, just the subtrees of those of ``only`` that ``pid``
+    adopted (an agent's shared supervisors, reparented to init once the
+    agent has gone)."""
+    found: list[tuple[int, int | None]] = []
+    kept = {p for p, _ in only} if only is not None else None
+    for child in child_pids(pid):
+        if kept is not None and child not in kept:
+            continue
+        found.append((child, _start_time(child)))
+        found += descendants(child)
+    return found
+
+
 def tree_cpu_seconds(pid: int) -> dict[str, float]:
     """:func:`cpu_seconds` of ``pid``, its ``children`` counting also what
     every running descendant used and reaped, at any depth (an agent's
@@ -189,14 +213,28 @@ class Processes:
         return {name: tree_cpu_seconds(self.procs[name].pid) for name in names}
 
     def stop(self, name: str) -> None:
+        """SIGTERM (SIGKILL after 20 s), then SIGKILL to whatever it had
+        started that is still there: an agent leaves its tasks running when
+        it stops (``mesoslike agent``'s design: they survive an agent
+        restart), so a Fuxi worker granted at a job's end, its shared
+        supervisor and its init server outlived the benchmark (300 s, the
+        worker's orphan timeout) and took CPU from the next one."""
         proc = self.procs.pop(name)
         if proc.poll() is None:
+            started = descendants(proc.pid)
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(20)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            started += [found for found in descendants(1, only=started) if found not in started]
+            for pid, start_time in started:
+                if _start_time(pid) == start_time:   # the same process, not a pid used again
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
 
     def close(self) -> None:
         for name in reversed(list(self.procs)):
