@@ -540,10 +540,7 @@ class SchedulerDriver:
         pending = self._pending
         while pending and not self._finished:
             item = pending.popleft()
-            if type(item) is InvokeCallback:   # (most: tested first)
-                if not self._stop_requested:
-                    self._invoke(item)
-            elif isinstance(item, Shutdown):
+            if isinstance(item, Shutdown):
                 self._finished = True
                 self._aborted = item.aborted
                 self._pending.clear()

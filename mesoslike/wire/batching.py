@@ -112,11 +112,7 @@ def batched_messages(messages: list[object], accepts_batches: bool) -> list[obje
     run_kind: object = None
     limit = m.MAX_BATCH
     for message in messages:
-        cls = type(message)
-        if cls is m.RunTask:
-            kind: object = (cls, message.framework)  # type: ignore[attr-defined]
-        else:
-            kind = cls if cls in _SINGLE else None
+        kind = _kind(message)
         if kind is not None and kind == run_kind and len(run) < limit:
             run.append(message)
             continue
