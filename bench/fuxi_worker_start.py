@@ -4,9 +4,11 @@ slots start) against a stand-in AppMaster, until every one said HELLO —
 this tree's workers and, with ``--before-tree``, another tree's, in
 interleaved rounds.
 
-No cluster: each worker is ``python -m mesoslike_frameworks.fuxi.worker``
-in a sandbox of its own (as the service's task command starts it, without
-the agent's part), the stand-in AppMaster a ROUTER of this tree on
+No cluster: each worker is the task command the tree's service gives a
+slot (``service.worker_command``: ``python -S`` and its boot line, since
+fuxi29h; ``python -m mesoslike_frameworks.fuxi.worker`` with
+``--as-module``, what this bench started before) run by ``sh`` in a sandbox
+of its own (without the agent's part), the stand-in AppMaster a ROUTER of this tree on
 127.0.0.1 that answers each HELLO with WELCOME and RELEASE. With
 ``--appmaster-late S`` the AppMaster binds S seconds after the workers
 started (as on a loaded machine, where a job's AppMaster is up after its
@@ -32,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
 import throughput as tp  # noqa: E402
+from fuxi_job_alone import worker_command  # noqa: E402
 
 from mesoslike.transport import Server  # noqa: E402
 from mesoslike_frameworks.fuxi import am_protocol as amp  # noqa: E402
@@ -45,7 +48,8 @@ def free_address() -> str:
         return f"tcp://127.0.0.1:{sock.getsockname()[1]}"
 
 
-def one_start(python: str, tree: Path, workers: int, late: float, work: Path) -> tuple[float, float]:
+def one_start(python: str, tree: Path, workers: int, late: float, work: Path,
+              command: str | None = None) -> tuple[float, float]:
     """Seconds until the last of ``workers`` said HELLO, and their CPU seconds."""
     address = free_address()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -56,7 +60,8 @@ def one_start(python: str, tree: Path, workers: int, late: float, work: Path) ->
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FUXI_APPMASTER": address,
                "FUXI_SLOT_ID": f"job-1.work.{i}", "FUXI_JOB_ID": "job-1", "FUXI_UNIT": "work",
                "FUXI_HOSTNAME": "h1", "FUXI_ROOM": "", "FUXI_WORKER_TOKEN": "t"}
-        procs.append(subprocess.Popen([python, "-m", "mesoslike_frameworks.fuxi.worker"], cwd=sandbox, env=env,
+        argv = ["/bin/sh", "-c", command] if command else [python, "-m", "mesoslike_frameworks.fuxi.worker"]
+        procs.append(subprocess.Popen(argv, cwd=sandbox, env=env,
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL))
     if late:
@@ -95,10 +100,14 @@ def main() -> None:
                         help="seconds after the workers' start that the AppMaster binds")
     parser.add_argument("--before-tree", type=Path, default=None,
                         help="a source tree to compare with, with its virtualenv in .venv")
+    parser.add_argument("--as-module", action="store_true",
+                        help="start workers with python -m, not the tree's service's worker_command")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     doc, started, load_start = benchlib.start("fuxi_worker_start", None, {"git_head": benchlib.git_state([])[0]})
     trees = benchlib.trees(ROOT, args.before_tree, doc)
+    commands = {name: None if args.as_module else worker_command(python, tree)
+                for name, (python, tree) in trees.items()}
     work = Path(tempfile.mkdtemp(prefix="bench-fuxi-worker-start-", dir="/var/tmp"))
     seconds: dict[str, list[float]] = {name: [] for name in trees}
     cpu: dict[str, list[float]] = {name: [] for name in trees}
@@ -107,14 +116,15 @@ def main() -> None:
         for r in range(args.rounds):
             loads.append([round(x, 2) for x in os.getloadavg()])
             for name, (python, tree) in trees.items():
-                elapsed, used = one_start(python, tree, args.workers, args.appmaster_late, work)
+                elapsed, used = one_start(python, tree, args.workers, args.appmaster_late, work, commands[name])
                 seconds[name].append(elapsed)
                 cpu[name].append(used)
             tp.log(f"round {r + 1}: " + ", ".join(f"{name} {seconds[name][-1]:.2f} s, cpu {cpu[name][-1]:.2f} s"
                                                   for name in trees) + f", load {loads[-1]}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    doc.update({"workers": args.workers, "appmaster_late_s": args.appmaster_late, "loadavg_per_round": loads})
+    doc.update({"workers": args.workers, "appmaster_late_s": args.appmaster_late, "loadavg_per_round": loads,
+                "worker_commands": commands})
     for name in trees:
         doc[name] = {"seconds_to_last_hello": tp.spread(seconds[name]),
                      "cpu_ms_per_worker": tp.spread([1000 * c / args.workers for c in cpu[name]])}
