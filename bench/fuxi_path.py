@@ -95,12 +95,14 @@ def _instances_done(work: str, submitted: float, ended: float) -> list[float]:
     return sorted(done)
 
 
-def _appmaster_log(work: str, submitted: float, ended: float) -> tuple[list[float], list[float]]:
-    """When a job's AppMaster said it serves workers, and when each worker
-    joined (``appmaster.log`` in the service's work directory, the lines of
-    this job's time)."""
+def _appmaster_log(work: str, submitted: float, ended: float) -> tuple[list[float], list[float], list[float]]:
+    """When a job's AppMaster said it serves workers, when each worker
+    joined, and when it knew the service had its job's end (its answer to
+    JOB_ENDED: ``appmaster.log`` in the service's work directory, the lines
+    of this job's time)."""
     serving: list[float] = []
     joined: list[float] = []
+    service_knows: list[float] = []
     for path in Path(work).glob("fuxi-*-work/*/appmaster.log"):
         for line in path.read_text(errors="replace").splitlines():
             stamp = _log_time(line)
@@ -109,7 +111,9 @@ def _appmaster_log(work: str, submitted: float, ended: float) -> tuple[list[floa
                     serving.append(stamp)
                 elif ") joined" in line:
                     joined.append(stamp)
-    return sorted(serving), sorted(joined)
+                elif "ended and the service knows" in line:
+                    service_knows.append(stamp)
+    return sorted(serving), sorted(joined), sorted(service_knows)
 
 
 class JobProcesses:
@@ -169,17 +173,20 @@ class JobProcesses:
         """When the job's parts happened, in seconds after the client started
         (``submitted``, an epoch time; the job ended at ``ended``): the
         AppMaster's process start and when it served, the first and last
-        worker's start and HELLO (joined), and the first, tenth and last
-        instance's end (its worker's log line: :func:`_instances_done`)."""
+        worker's start and HELLO (joined), the first, tenth and last
+        instance's end (its worker's log line: :func:`_instances_done`), and
+        when the AppMaster had the service's answer to its JOB_ENDED
+        (``service_knows_the_end``; ``ended``: the client's exit)."""
         starts = {kind: sorted(self.started[pid] for pid, (k, _) in self.cpu.items()
                                if k == kind and self.parent.get(pid) not in self.cpu)   # not an instance's vfork
                   for kind in ("appmaster", "workers")}
         instances = _instances_done(self.work, submitted, ended)
-        serving, joined = _appmaster_log(self.work, submitted, ended)
+        serving, joined, service_knows = _appmaster_log(self.work, submitted, ended)
         marks = {"appmaster_started": starts["appmaster"][:1], "appmaster_serving": serving[:1],
                  "first_worker_started": starts["workers"][:1], "last_worker_started": starts["workers"][-1:],
                  "first_worker_joined": joined[:1], "last_worker_joined": joined[-1:], "first_instance_done": instances[:1],
-                 "tenth_instance_done": instances[9:10], "last_instance_done": instances[-1:], "ended": [ended]}
+                 "tenth_instance_done": instances[9:10], "last_instance_done": instances[-1:],
+                 "service_knows_the_end": service_knows[:1], "ended": [ended]}
         return {name: round(found[0] - submitted, 3) for name, found in marks.items() if found}
 
     def totals(self) -> dict[str, float]:
