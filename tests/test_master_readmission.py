@@ -70,11 +70,12 @@ def test_a_reregistered_tasks_status_is_made_when_read_with_the_labels_health_an
     core._check()
 
 
-def test_a_reregistration_makes_its_task_records_in_one_pass_and_enters_none_if_the_agent_is_refused():
-    """The task records are made in the pass that sums the holdings and
-    entered once the agent is admitted: an agent whose tasks do not fit in
-    its total leaves no record behind; tasks of a framework first known from
-    the frame (adopted half-way) are entered in the agent's order."""
+def test_a_refused_reregistration_leaves_no_task_record_and_adopted_frameworks_keep_the_agents_order():
+    """An agent whose tasks do not fit in its total leaves no task record
+    behind (its records are entered once the allocator admitted it); tasks
+    of a framework first known from the frame (adopted half-way) are entered
+    in the agent's order — what a re-admission that makes its records in
+    another pass, or later, must keep (docs/performance.rst, failover30h)."""
     clock = FakeClock()
     core = MasterCore(clock, MasterInfo("m", "tcp://127.0.0.1:1"), MasterConfig())
     core.on_message(b"p0", m.ReregisterAgent(AgentInfo("h0", R("cpus:4;mem:512"), id="a0"), [

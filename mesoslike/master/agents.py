@@ -279,91 +279,63 @@ class AgentLifecycle:
         doomed: dict[tuple[str, str], Resources] = {}
         agent_id = msg.agent.id
         removed, frameworks = context.frameworks.removed, context.frameworks.records  # hot: 100k tasks per failover
-        now = context.wall_clock()
-        launched = context.clock.now()  # when it started is not known: when this master learnt of it
-        # the task records, made in the same pass as the holdings (one pass over 1,000,000 tasks after a
-        # failover instead of two) and entered in the books once the agent is admitted (nothing is entered
-        # if the allocator refuses it). A framework adopted or remembered here (not known before: after a
-        # failover the registry knows them all) makes them in a second pass, in the agent's order, as before
-        made: list[tuple[FrameworkRecord, TaskRecord]] | None = []
         for running in msg.tasks:
             framework_id = running.framework_id
-            info = running.task
             record = frameworks.get(framework_id)
-            if record is not None and record.pronounced_ended and info.task_id in record.pronounced_ended:
-                relaunched = record.tasks.get(info.task_id)   # launched anew, perhaps elsewhere
+            if record is not None and record.pronounced_ended and running.task.task_id in record.pronounced_ended:
+                relaunched = record.tasks.get(running.task.task_id)   # launched anew, perhaps elsewhere
                 if relaunched is None or relaunched.agent_id != agent_id:
                     if running.state in TERMINAL_STATES:
-                        doomed[framework_id, info.task_id] = EMPTY
+                        doomed[framework_id, running.task.task_id] = EMPTY
                     else:
-                        doomed[framework_id, info.task_id] = info.resources
-                        holding.setdefault(framework_id, []).append(info.resources)
+                        doomed[framework_id, running.task.task_id] = running.task.resources
+                        holding.setdefault(framework_id, []).append(running.task.resources)
                     continue
-            state = running.state
-            if framework_id in removed or state in TERMINAL_STATES:
-                if record is None:
-                    if framework_id not in removed:
-                        self._frameworks.remember_reported(msg.agent.id, running, infos())  # it may subscribe for the update
-                        made = None
-                    continue
-            elif record is None:
+            if framework_id in removed or running.state in TERMINAL_STATES:
+                if record is None and framework_id not in removed:
+                    self._frameworks.remember_reported(msg.agent.id, running, infos())  # it may subscribe for the update
+                continue
+            if record is None:
                 self._frameworks.adopt(infos().get(framework_id) or FrameworkInfo(
                     name="(recovered)", id=framework_id), reported=True)
-                holding.setdefault(framework_id, []).append(info.resources)
-                made = None
-                continue
-            else:
-                holding.setdefault(framework_id, []).append(info.resources)
-            if made is not None:
-                delivered = running.update_state   # (_delivered_state, inlined: 1,000,000 tasks after a failover)
-                if delivered not in _STATES:
-                    delivered = state
-                # its status is made when first read (TaskRecord.status): most never are before it changes
-                status: ReportedStatus = (info.task_id, delivered, agent_id, framework_id, now, info.labels,
-                                          running.healthy)
-                # an ended task holds nothing; its updates are on their way (BIRTHS of the lifecycle table)
-                phase = Phase.LIVE if state not in TERMINAL_STATES else \
-                    Phase.ENDED if delivered in TERMINAL_STATES else Phase.ENDING
-                made.append((record, TaskRecord(info, framework_id, agent_id, status, phase, launched)))
+            holding.setdefault(framework_id, []).append(running.task.resources)
         executors = {(e.framework_id, e.executor.executor_id): e.executor for e in msg.executors
                      if e.framework_id not in context.frameworks.removed}
         for (framework_id, _), executor in executors.items():   # an idle executor's framework lives on too
             if framework_id not in context.frameworks.records:
                 self._frameworks.adopt(infos().get(framework_id) or FrameworkInfo(name="(recovered)", id=framework_id),
                                       reported=True)
-                made = None
             holding.setdefault(framework_id, []).append(executor.resources)
         self._admit(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()},
                           msg.http_address)
         agent = context.agents.records[msg.agent.id]
         agent.executors.update(executors)
-        if made is None:   # as the pass above would have made them, now that every framework is known
-            made = []
-            for running in msg.tasks:
-                framework_id, info = running.framework_id, running.task
-                record = frameworks.get(framework_id)
-                if record is None or (doomed and (framework_id, info.task_id) in doomed):
-                    continue
-                delivered = _delivered_state(running)
-                made.append((record, TaskRecord(
-                    info, framework_id, agent_id,
-                    (info.task_id, delivered, agent_id, framework_id, now, info.labels, running.healthy),
-                    Phase.LIVE if running.state not in TERMINAL_STATES else
-                    Phase.ENDED if delivered in TERMINAL_STATES else Phase.ENDING, launched)))
-        agent_tasks = agent.tasks
-        for record, task in made:
-            task_id, tasks = task.info.task_id, record.tasks
-            known = tasks.get(task_id)
+        agent_id, now = agent.id, context.wall_clock()
+        launched = context.clock.now()  # when it started is not known: when this master learnt of it
+        for running in msg.tasks:
+            framework_id, task_id = running.framework_id, running.task.task_id
+            record = frameworks.get(framework_id)
+            if record is None or (doomed and (framework_id, task_id) in doomed):
+                continue
+            delivered = running.update_state   # (_delivered_state, inlined: 1,000,000 tasks after a failover)
+            if delivered not in _STATES:
+                delivered = running.state
+            # its status is made when first read (TaskRecord.status): most never are before it changes
+            status: ReportedStatus = (task_id, delivered, agent_id, framework_id, now, running.task.labels,
+                                      running.healthy)
+            known = record.tasks.get(task_id)
             if known is not None and known.agent_id != agent_id:
                 # another agent reported it too: the latest report stands, and the other agent's books
                 # no longer list it (its removal must not end a task it does not run)
                 earlier = context.agents.get(known.agent_id)
                 if earlier is not None:
-                    earlier.tasks.discard((task.framework_id, task_id))
-            tasks[task_id] = task
-            agent_tasks.add((task.framework_id, task_id))
-            if returning and record.connected and record.info.partition_aware and \
-                    task.status.state not in TERMINAL_STATES:
+                    earlier.tasks.discard((framework_id, task_id))
+            # an ended task holds nothing; its updates are on their way (BIRTHS of the lifecycle table)
+            phase = Phase.LIVE if running.state not in TERMINAL_STATES else \
+                Phase.ENDED if delivered in TERMINAL_STATES else Phase.ENDING
+            task = record.tasks[task_id] = TaskRecord(running.task, framework_id, agent_id, status, phase, launched)
+            agent.tasks.add((framework_id, task_id))
+            if returning and record.connected and record.info.partition_aware and delivered not in TERMINAL_STATES:
                 context.out.send_framework(record, m.Update(task.status.replace(
                     message="its agent re-registered after being unreachable",
                     reason="REASON_AGENT_REREGISTERED")))
