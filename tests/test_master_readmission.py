@@ -70,6 +70,34 @@ def test_a_reregistered_tasks_status_is_made_when_read_with_the_labels_health_an
     core._check()
 
 
+def test_a_refused_reregistration_leaves_no_task_record_and_adopted_frameworks_keep_the_agents_order():
+    """An agent whose tasks do not fit in its total leaves no task record
+    behind (its records are entered once the allocator admitted it); tasks
+    of a framework first known from the frame (adopted half-way) are entered
+    in the agent's order — what a re-admission that makes its records in
+    another pass, or later, must keep (docs/performance.rst, failover30h)."""
+    clock = FakeClock()
+    core = MasterCore(clock, MasterInfo("m", "tcp://127.0.0.1:1"), MasterConfig())
+    core.on_message(b"p0", m.ReregisterAgent(AgentInfo("h0", R("cpus:4;mem:512"), id="a0"), [
+        m.RunningTask("f1", TaskInfo("t0", "a0", "true", R("cpus:1")), TaskState.RUNNING)],
+        [FrameworkInfo("demo", id="f1")]))
+    too_much = [m.RunningTask("f1", TaskInfo(f"x{i}", "a1", "true", R("cpus:3")), TaskState.RUNNING) for i in range(2)]
+    sends = core.on_message(b"p1", m.ReregisterAgent(AgentInfo("h1", R("cpus:4"), id="a1"), too_much))
+    assert any(isinstance(s.message, m.Error) for s in sends)
+    assert "a1" not in core.agents and sorted(core.frameworks["f1"].tasks) == ["t0"]
+    core._check()
+    mixed = [m.RunningTask("f1", TaskInfo("t1", "a2", "true", R("cpus:1")), TaskState.RUNNING),
+             m.RunningTask("f2", TaskInfo("u1", "a2", "true", R("cpus:1")), TaskState.FINISHED),
+             m.RunningTask("f2", TaskInfo("u2", "a2", "true", R("cpus:1")), TaskState.RUNNING),
+             m.RunningTask("f1", TaskInfo("t2", "a2", "true", R("cpus:1")), TaskState.RUNNING)]
+    core.on_message(b"p2", m.ReregisterAgent(AgentInfo("h2", R("cpus:4;mem:512"), id="a2"), mixed,
+                                             [FrameworkInfo("other", id="f2")]))
+    core._check()
+    assert list(core.frameworks["f1"].tasks) == ["t0", "t1", "t2"] and list(core.frameworks["f2"].tasks) == ["u1", "u2"]
+    assert core.frameworks["f2"].tasks["u1"].terminal and core.agents["a2"].tasks == {
+        ("f1", "t1"), ("f2", "u1"), ("f2", "u2"), ("f1", "t2")}
+
+
 # ------------------------------------------- the allocator's one subtraction
 def test_a_state_snapshot_leaves_reported_statuses_to_be_made_outside_the_masters_lock():
     """``snapshot`` runs under the master's lock: after a failover it would
