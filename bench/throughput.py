@@ -784,11 +784,14 @@ def measure_control_plane(procs: Processes, tasks: int, agents: int, frameworks:
 
 
 def measure_control_before_after(procs: Processes, tasks: int, agents: int, frameworks: int, rounds: int,
-                                 ref: str) -> dict:
+                                 ref: str, before_agents: int | None = None) -> dict:
     """The control-plane round for this tree's code and for the code of
     git ``ref`` side by side: master, simulated agents and frameworks
     (each in a process of its own, of its tree) of each tree in turn, after
-    the round's raw ZeroMQ round trips, alternating which goes first."""
+    the round's raw ZeroMQ round trips, alternating which goes first.
+    ``before_agents``: ``ref``'s round with that many simulated agents
+    (default ``agents``; e.g. the round's former 10 beside its 40)."""
+    counts = {"after": agents, "before": agents if before_agents is None else before_agents}
     tree, commit = before_tree(procs, ref)
     trees = {"after": ROOT, "before": tree}
     compile_bytecode(list(trees.values()))
@@ -797,7 +800,7 @@ def measure_control_before_after(procs: Processes, tasks: int, agents: int, fram
     retried: dict[str, list[dict[str, int]]] = {"after": [], "before": []}
 
     def measure(name: str, r: int) -> tuple[float, dict, str]:
-        rate, cpu, master_rss, retries = control_round(procs, tasks, agents, frameworks, trees[name],
+        rate, cpu, master_rss, retries = control_round(procs, tasks, counts[name], frameworks, trees[name],
                                                        f"{name}-cp-", framework_child=True)
         retried[name].append(retries)
         return rate, cpu, f", master peak rss {master_rss >> 20} MiB, update retries {retries}"
@@ -807,8 +810,8 @@ def measure_control_before_after(procs: Processes, tasks: int, agents: int, fram
         baseline=lambda: zmq_round_trips(procs, 20_000, frame)["per_s"], baseline_name="zmq_round_trips")
     summary["cpu_us_per_task"] = {name: {key: spread([1e6 * cpu[key] / tasks for cpu in cpus[name]])
                                          for key in cpus[name][0]} for name in cpus}
-    return {"tasks": tasks, "simulated_agents": agents, "frameworks": frameworks, "frame_bytes": frame,
-            "before": {"ref": ref, "commit": commit}, **summary, "cpu_s_per_round": cpus,
+    return {"tasks": tasks, "simulated_agents": agents, "before_simulated_agents": counts["before"],
+            "frameworks": frameworks, "frame_bytes": frame, "before": {"ref": ref, "commit": commit}, **summary, "cpu_s_per_round": cpus,
             "update_retries_per_round": retried,
             "how": "each round: raw ZeroMQ round trips of a STATUS_UPDATE-sized frame (window 100), then for each "
                    "tree (alternating which goes first) a fresh master, tests/stress_helpers.py agents and a child "
@@ -1141,7 +1144,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=1000, help="real agents: tasks per round")
     parser.add_argument("--control-tasks", type=int, default=20000, help="control plane: tasks per round")
-    parser.add_argument("--sim-agents", type=int, default=10)
+    parser.add_argument("--sim-agents", type=int, default=40,
+                        help="control plane: simulated agents (default 40: CommandScheduler stages at most "
+                             "max_staging_per_agent = 500 tasks an agent and an offer's rest comes back at the next "
+                             "allocation cycle, 0.2 s, so N agents cap a round at N x 2,500 tasks/s whatever the CPU; "
+                             "10 agents, the default to stop 13, held it at ~25,000, under 20%% of the raw round trips)")
+    parser.add_argument("--before-sim-agents", type=int, default=None,
+                        help="control plane with --before: REF's round with this many simulated agents "
+                             "(default --sim-agents)")
     parser.add_argument("--frameworks", type=int, default=1, help="control plane: frameworks")
     parser.add_argument("--fuxi-instances", type=int, default=1000)
     parser.add_argument("--fuxi-slots", type=int, default=16)
@@ -1218,7 +1228,8 @@ def main() -> None:
     try:
         if "control" in only and args.before:
             doc["control_before_after"] = measure_control_before_after(procs, args.control_tasks, args.sim_agents,
-                                                                       args.frameworks, args.rounds, args.before)
+                                                                       args.frameworks, args.rounds, args.before,
+                                                                       args.before_sim_agents)
             log(f"control plane before/after: {doc['control_before_after']['after_to_before_percent']} %")
         elif "control" in only:
             doc["control_plane"] = measure_control_plane(procs, args.control_tasks, args.sim_agents, args.frameworks,
