@@ -77,26 +77,31 @@ def batched(sends: Iterable[tuple[Peer, object]], accepts_batches: Callable[[Pee
     if not 1 <= limit <= m.MAX_BATCH:
         raise ValueError(f"a batch limit is 1 to {m.MAX_BATCH}, got {limit!r}")
     out: list[tuple[Peer, object]] = []
-    open_runs: dict[Peer, tuple[object, list[object], int]] = {}   # peer -> (kind, items, index in out)
+    open_runs: dict[Peer, tuple[object, list[object]]] = {}   # peer -> (kind, items)
     asked: dict[Peer, bool] = {}
+    single, run_task = _SINGLE, m.RunTask
     for peer, message in sends:
-        kind = _kind(message)
-        if kind is None:
+        # (_kind inlined: the master batches seven to ten messages a task through here)
+        cls = type(message)
+        if cls not in single:
             open_runs.pop(peer, None)   # a message of another kind ends the peer's run
             out.append((peer, message))
             continue
-        accepts = asked.get(peer)
-        if accepts is None:
-            accepts = asked[peer] = accepts_batches(peer)
-        if not accepts:
-            out.append((peer, message))
-            continue
+        kind = (cls, message.framework) if cls is run_task else cls  # type: ignore[attr-defined]
         run = open_runs.get(peer)
-        if run is not None and run[0] == kind and len(run[1]) < limit:
-            run[1].append(message)
-            continue
+        if run is not None:   # (a peer with a run takes batches: asked when it began)
+            if run[0] == kind and len(run[1]) < limit:
+                run[1].append(message)
+                continue
+        else:
+            accepts = asked.get(peer)
+            if accepts is None:
+                accepts = asked[peer] = accepts_batches(peer)
+            if not accepts:
+                out.append((peer, message))
+                continue
         items: list[object] = [message]
-        open_runs[peer] = (kind, items, len(out))
+        open_runs[peer] = (kind, items)
         out.append((peer, items))   # a placeholder: made a message below
     return [(peer, _batch(item) if type(item) is list else item) for peer, item in out]
 
