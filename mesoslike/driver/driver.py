@@ -55,9 +55,8 @@ from mesoslike.locator import MasterLocator, check_master_address, make_locator
 from mesoslike.observations import NOTICE
 from mesoslike.transport import Client, Waker, idle
 from mesoslike.wire import WireError
-from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
+from mesoslike.wire.batching import SEND_BATCH, SEND_WITHIN, batch_frames, batched_messages
 from mesoslike.wire.codec import CODEC, sized
-from mesoslike.wire.messages import MAX_BATCH
 from mesoslike.wire.messages import ReconcileTask
 from mesoslike.wire.types import (MAX_FRAMEWORK_MESSAGE, Filters, FrameworkInfo, MasterInfo, Offer, Operation,
                                   TaskInfo, TaskStatus, check_message_size)
@@ -533,7 +532,7 @@ class SchedulerDriver:
         if not outgoing:
             self._outgoing_since = now
         outgoing.append(message)
-        if len(outgoing) >= MAX_BATCH or now - self._outgoing_since >= SEND_WITHIN:
+        if len(outgoing) >= SEND_BATCH or now - self._outgoing_since >= SEND_WITHIN:
             self._send_outgoing()   # slow callbacks must not keep the master from hearing of us
 
     def _run_pending(self) -> None:
