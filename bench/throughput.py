@@ -327,6 +327,7 @@ def run_frameworks(master: str, tasks: int, frameworks: int, resources: str, com
     from mesoslike_frameworks.command import CommandScheduler, framework_info
 
     first_launch: list[float] = []
+    last_launch: list[float] = [0.0]
 
     class Timed(CommandScheduler):
         if staging_per_agent is not None:
@@ -335,7 +336,10 @@ def run_frameworks(master: str, tasks: int, frameworks: int, resources: str, com
         def resource_offers(self, driver, offers) -> None:
             if not first_launch:
                 first_launch.append(time.perf_counter())
+            launched = self.progress.launched
             super().resource_offers(driver, offers)
+            if self.progress.launched != launched:
+                last_launch[0] = time.perf_counter()
 
     share = [tasks // frameworks + (i < tasks % frameworks) for i in range(frameworks)]
     schedulers = [Timed(command, Resources.parse(resources), n, f"bench{i}", container=container)  # type: ignore[arg-type]
@@ -360,7 +364,10 @@ def run_frameworks(master: str, tasks: int, frameworks: int, resources: str, com
     for driver in drivers:
         driver.join(30)
     failed = sum(s.progress.failed for s in schedulers)
-    return {"seconds": max(ended) - first_launch[0], "framework_cpu_s": round(cpu, 3), "failed": failed}
+    # launch_span_s: from the first offers to the last that launched (the allocation cycles the launches
+    # waited for: no round is shorter, whatever the CPU)
+    return {"seconds": max(ended) - first_launch[0], "framework_cpu_s": round(cpu, 3), "failed": failed,
+            "launch_span_s": round(max(0.0, last_launch[0] - first_launch[0]), 3)}
 
 
 # ------------------------------------------------------------------ baselines
@@ -695,13 +702,14 @@ def _agent_isolation(cluster: Cluster) -> list[str]:
 
 def control_round(procs: Processes, tasks: int, agents: int, frameworks: int, tree: Path = ROOT,
                   prefix: str = "cp-", framework_child: bool = False,
-                  staging: int | None = None) -> tuple[float, dict[str, float], int]:
+                  staging: int | None = None) -> tuple[float, dict[str, float], int, dict[str, int], float]:
     """One control-plane round of ``tree``'s code: a master and ``agents``
     simulated agents (``tests/stress_helpers.py agents``) started for it, F
     frameworks launching ``tasks`` (in this process, or with
     ``framework_child`` in a child process of ``tree``'s code); tasks/s, the
     CPU seconds of master, agents and framework meanwhile, the master's
-    peak RSS and its counts of update retries (:func:`update_retries`).
+    peak RSS, its counts of update retries (:func:`update_retries`) and
+    the seconds from the first offers to the last launch.
     ``staging``: the frameworks' launches not yet started an agent (None:
     ``CommandScheduler.max_staging_per_agent``)."""
     port, http = free_port(), free_port()
@@ -718,7 +726,8 @@ def control_round(procs: Processes, tasks: int, agents: int, frameworks: int, tr
     if framework_child:
         import json
         child = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--control-framework-child",
-                                f"{tree},{address},{tasks},{frameworks},{staging or 0}"], cwd=tree, env=tree_environment(tree),
+                                f"{tree},{address},{tasks},{frameworks},{staging or 0}"], cwd=tree,
+                               env=tree_environment(tree),
                                capture_output=True, text=True, timeout=1200)
         if child.returncode != 0:
             raise SystemExit(f"the control-plane framework failed: {child.stderr[-3000:]}")
@@ -733,7 +742,7 @@ def control_round(procs: Processes, tasks: int, agents: int, frameworks: int, tr
     retries = update_retries(f"http://127.0.0.1:{http}")
     procs.stop(sim)
     procs.stop(master)
-    return tasks / result["seconds"], cpu, master_rss, retries
+    return tasks / result["seconds"], cpu, master_rss, retries, result["launch_span_s"]
 
 
 #: the master's counters of status updates that were retries (or of tasks it no longer had), /metrics
@@ -774,23 +783,24 @@ def control_framework_child(spec: str) -> None:
 
 def measure_control_plane(procs: Processes, tasks: int, agents: int, frameworks: int, rounds: int,
                           staging: int | None = None) -> dict:
-    rates, baseline, cpus, retried = [], [], [], []
+    rates, baseline, cpus, retried, spans = [], [], [], [], []
     frame = len(status_update_frame())
     for r in range(rounds):
         trips = zmq_round_trips(procs, 20_000, frame)
         baseline.append(trips["per_s"])
-        rate, cpu, master_rss, retries = control_round(procs, tasks, agents, frameworks, staging=staging)
+        rate, cpu, master_rss, retries, span = control_round(procs, tasks, agents, frameworks, staging=staging)
         cpus.append(cpu)
         rates.append(rate)
         retried.append(retries)
+        spans.append(span)
         log(f"control plane round {r + 1}: {rates[-1]:.0f} tasks/s (zmq round trips {baseline[-1]:.0f}/s), "
-            f"cpu {cpu}, master peak rss {master_rss >> 20} MiB, update retries {retries}")
+            f"cpu {cpu}, master peak rss {master_rss >> 20} MiB, update retries {retries}, launches over {span} s")
     ratios = [a / b for a, b in zip(rates, baseline)]
     return {"tasks": tasks, "simulated_agents": agents, "staging_per_agent": staging, "frameworks": frameworks,
             "frame_bytes": frame, "tasks_per_s": spread(rates), "baseline_zmq_round_trips_per_s": spread(baseline),
             "ratio_to_baseline": spread([100 * x for x in ratios]), "cpu_s_per_round": cpus,
             "cpu_us_per_task": {key: spread([1e6 * cpu[key] / tasks for cpu in cpus]) for key in cpus[0]},
-            "update_retries_per_round": retried,
+            "update_retries_per_round": retried, "launch_span_s_per_round": spans,
             "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
 
 
@@ -814,12 +824,15 @@ def measure_control_before_after(procs: Processes, tasks: int, agents: int, fram
     frame = len(status_update_frame())
 
     retried: dict[str, list[dict[str, int]]] = {"after": [], "before": []}
+    spans: dict[str, list[float]] = {"after": [], "before": []}
 
     def measure(name: str, r: int) -> tuple[float, dict, str]:
-        rate, cpu, master_rss, retries = control_round(procs, tasks, counts[name], frameworks, trees[name],
-                                                       f"{name}-cp-", framework_child=True, staging=stagings[name])
+        rate, cpu, master_rss, retries, span = control_round(procs, tasks, counts[name], frameworks, trees[name],
+                                                             f"{name}-cp-", framework_child=True,
+                                                             staging=stagings[name])
         retried[name].append(retries)
-        return rate, cpu, f", master peak rss {master_rss >> 20} MiB, update retries {retries}"
+        spans[name].append(span)
+        return rate, cpu, f", master peak rss {master_rss >> 20} MiB, update retries {retries}, launches over {span} s"
 
     summary, cpus = interleaved_before_after(
         procs, tasks, rounds, measure, "control plane before/after",
@@ -830,7 +843,7 @@ def measure_control_before_after(procs: Processes, tasks: int, agents: int, fram
             "staging_per_agent": stagings["after"], "before_staging_per_agent": stagings["before"],
             "frameworks": frameworks, "frame_bytes": frame, "before": {"ref": ref, "commit": commit}, **summary,
             "cpu_s_per_round": cpus,
-            "update_retries_per_round": retried,
+            "update_retries_per_round": retried, "launch_span_s_per_round": spans,
             "how": "each round: raw ZeroMQ round trips of a STATUS_UPDATE-sized frame (window 100), then for each "
                    "tree (alternating which goes first) a fresh master, tests/stress_helpers.py agents and a child "
                    "process running the frameworks (run_frameworks), all of that tree's code; bytecode compiled "
