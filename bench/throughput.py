@@ -316,21 +316,30 @@ def spread(values: list[float]) -> dict[str, float]:
 
 # ----------------------------------------------------------------- frameworks
 def run_frameworks(master: str, tasks: int, frameworks: int, resources: str, command: str = "true",
-                   timeout: float = 600.0, user: str = "", container: object = None) -> dict:
+                   timeout: float = 600.0, user: str = "", container: object = None,
+                   staging_per_agent: int | None = None) -> dict:
     """F ``CommandScheduler`` frameworks (``mesoslike run``'s) launching
     ``tasks`` in all, as ``user`` (``FrameworkInfo.user``; "": none named);
     seconds from the first launch to the last terminal update's callback,
-    and this process's CPU seconds meanwhile."""
+    and this process's CPU seconds meanwhile. ``staging_per_agent``: the
+    schedulers' ``max_staging_per_agent`` (None: ``CommandScheduler``'s)."""
     from mesoslike import Resources, SchedulerDriver
     from mesoslike_frameworks.command import CommandScheduler, framework_info
 
     first_launch: list[float] = []
+    last_launch: list[float] = [0.0]
 
     class Timed(CommandScheduler):
+        if staging_per_agent is not None:
+            max_staging_per_agent = staging_per_agent
+
         def resource_offers(self, driver, offers) -> None:
             if not first_launch:
                 first_launch.append(time.perf_counter())
+            launched = self.progress.launched
             super().resource_offers(driver, offers)
+            if self.progress.launched != launched:
+                last_launch[0] = time.perf_counter()
 
     share = [tasks // frameworks + (i < tasks % frameworks) for i in range(frameworks)]
     schedulers = [Timed(command, Resources.parse(resources), n, f"bench{i}", container=container)  # type: ignore[arg-type]
@@ -355,7 +364,10 @@ def run_frameworks(master: str, tasks: int, frameworks: int, resources: str, com
     for driver in drivers:
         driver.join(30)
     failed = sum(s.progress.failed for s in schedulers)
-    return {"seconds": max(ended) - first_launch[0], "framework_cpu_s": round(cpu, 3), "failed": failed}
+    # launch_span_s: from the first offers to the last that launched (the allocation cycles the launches
+    # waited for: no round is shorter, whatever the CPU)
+    return {"seconds": max(ended) - first_launch[0], "framework_cpu_s": round(cpu, 3), "failed": failed,
+            "launch_span_s": round(max(0.0, last_launch[0] - first_launch[0]), 3)}
 
 
 # ------------------------------------------------------------------ baselines
@@ -689,13 +701,17 @@ def _agent_isolation(cluster: Cluster) -> list[str]:
 
 
 def control_round(procs: Processes, tasks: int, agents: int, frameworks: int, tree: Path = ROOT,
-                  prefix: str = "cp-", framework_child: bool = False) -> tuple[float, dict[str, float], int]:
+                  prefix: str = "cp-", framework_child: bool = False,
+                  staging: int | None = None) -> tuple[float, dict[str, float], int, dict[str, int], float]:
     """One control-plane round of ``tree``'s code: a master and ``agents``
     simulated agents (``tests/stress_helpers.py agents``) started for it, F
     frameworks launching ``tasks`` (in this process, or with
     ``framework_child`` in a child process of ``tree``'s code); tasks/s, the
     CPU seconds of master, agents and framework meanwhile, the master's
-    peak RSS and its counts of update retries (:func:`update_retries`)."""
+    peak RSS, its counts of update retries (:func:`update_retries`) and
+    the seconds from the first offers to the last launch.
+    ``staging``: the frameworks' launches not yet started an agent (None:
+    ``CommandScheduler.max_staging_per_agent``)."""
     port, http = free_port(), free_port()
     address = f"tcp://127.0.0.1:{port}"
     master, sim = f"{prefix}master", f"{prefix}agents"
@@ -710,13 +726,14 @@ def control_round(procs: Processes, tasks: int, agents: int, frameworks: int, tr
     if framework_child:
         import json
         child = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--control-framework-child",
-                                f"{tree},{address},{tasks},{frameworks}"], cwd=tree, env=tree_environment(tree),
+                                f"{tree},{address},{tasks},{frameworks},{staging or 0}"], cwd=tree,
+                               env=tree_environment(tree),
                                capture_output=True, text=True, timeout=1200)
         if child.returncode != 0:
             raise SystemExit(f"the control-plane framework failed: {child.stderr[-3000:]}")
         result = json.loads(child.stdout.strip().splitlines()[-1])
     else:
-        result = run_frameworks(address, tasks, frameworks, "cpus:0.01;mem:1")
+        result = run_frameworks(address, tasks, frameworks, "cpus:0.01;mem:1", staging_per_agent=staging)
     after = procs.cpu([master, sim])
     cpu = {"master": round(after[master]["self"] - before[master]["self"], 3),
            "agents": round(after[sim]["self"] - before[sim]["self"], 3),
@@ -725,7 +742,7 @@ def control_round(procs: Processes, tasks: int, agents: int, frameworks: int, tr
     retries = update_retries(f"http://127.0.0.1:{http}")
     procs.stop(sim)
     procs.stop(master)
-    return tasks / result["seconds"], cpu, master_rss, retries
+    return tasks / result["seconds"], cpu, master_rss, retries, result["launch_span_s"]
 
 
 #: the master's counters of status updates that were retries (or of tasks it no longer had), /metrics
@@ -747,69 +764,86 @@ def update_retries(http: str) -> dict[str, int]:
 
 
 def control_framework_child(spec: str) -> None:
-    """``--control-framework-child TREE,ADDRESS,TASKS,FRAMEWORKS``: the
+    """``--control-framework-child TREE,ADDRESS,TASKS,FRAMEWORKS,STAGING``: the
     frameworks of one control-plane round on the code of ``TREE`` (its
-    ``mesoslike`` and ``mesoslike_frameworks`` first on the path); one JSON
-    line of :func:`run_frameworks`'s result."""
+    ``mesoslike`` and ``mesoslike_frameworks`` first on the path), STAGING
+    their ``max_staging_per_agent`` (0: the scheduler's); one JSON line of
+    :func:`run_frameworks`'s result."""
     import json
-    tree, address, tasks, frameworks = spec.split(",")
+    tree, address, tasks, frameworks, staging = spec.split(",")
     sys.path[:0] = [tree, str(Path(tree) / "frameworks")]
     import mesoslike
     import mesoslike_frameworks
     for module in (mesoslike, mesoslike_frameworks):
         if not Path(module.__file__ or "").resolve().is_relative_to(Path(tree).resolve()):
             raise SystemExit(f"{module.__name__} imported from {module.__file__}, not from {tree}")
-    print(json.dumps(run_frameworks(address, int(tasks), int(frameworks), "cpus:0.01;mem:1")), flush=True)
+    print(json.dumps(run_frameworks(address, int(tasks), int(frameworks), "cpus:0.01;mem:1",
+                                    staging_per_agent=int(staging) or None)), flush=True)
 
 
-def measure_control_plane(procs: Processes, tasks: int, agents: int, frameworks: int, rounds: int) -> dict:
-    rates, baseline, cpus, retried = [], [], [], []
+def measure_control_plane(procs: Processes, tasks: int, agents: int, frameworks: int, rounds: int,
+                          staging: int | None = None) -> dict:
+    rates, baseline, cpus, retried, spans = [], [], [], [], []
     frame = len(status_update_frame())
     for r in range(rounds):
         trips = zmq_round_trips(procs, 20_000, frame)
         baseline.append(trips["per_s"])
-        rate, cpu, master_rss, retries = control_round(procs, tasks, agents, frameworks)
+        rate, cpu, master_rss, retries, span = control_round(procs, tasks, agents, frameworks, staging=staging)
         cpus.append(cpu)
         rates.append(rate)
         retried.append(retries)
+        spans.append(span)
         log(f"control plane round {r + 1}: {rates[-1]:.0f} tasks/s (zmq round trips {baseline[-1]:.0f}/s), "
-            f"cpu {cpu}, master peak rss {master_rss >> 20} MiB, update retries {retries}")
+            f"cpu {cpu}, master peak rss {master_rss >> 20} MiB, update retries {retries}, launches over {span} s")
     ratios = [a / b for a, b in zip(rates, baseline)]
-    return {"tasks": tasks, "simulated_agents": agents, "frameworks": frameworks, "frame_bytes": frame,
-            "tasks_per_s": spread(rates), "baseline_zmq_round_trips_per_s": spread(baseline),
+    return {"tasks": tasks, "simulated_agents": agents, "staging_per_agent": staging, "frameworks": frameworks,
+            "frame_bytes": frame, "tasks_per_s": spread(rates), "baseline_zmq_round_trips_per_s": spread(baseline),
             "ratio_to_baseline": spread([100 * x for x in ratios]), "cpu_s_per_round": cpus,
             "cpu_us_per_task": {key: spread([1e6 * cpu[key] / tasks for cpu in cpus]) for key in cpus[0]},
-            "update_retries_per_round": retried,
+            "update_retries_per_round": retried, "launch_span_s_per_round": spans,
             "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
 
 
 def measure_control_before_after(procs: Processes, tasks: int, agents: int, frameworks: int, rounds: int,
-                                 ref: str) -> dict:
+                                 ref: str, before_agents: int | None = None, staging: int | None = None,
+                                 before_staging: int | None = None) -> dict:
     """The control-plane round for this tree's code and for the code of
     git ``ref`` side by side: master, simulated agents and frameworks
     (each in a process of its own, of its tree) of each tree in turn, after
-    the round's raw ZeroMQ round trips, alternating which goes first."""
+    the round's raw ZeroMQ round trips, alternating which goes first.
+    ``before_agents``: ``ref``'s round with that many simulated agents
+    (default ``agents``); ``staging``, ``before_staging``: the frameworks'
+    ``max_staging_per_agent`` in this tree's round and in ``ref``'s
+    (default ``staging``; None: the scheduler's) — e.g. the round's former
+    cadence beside its present one, of the same code."""
+    counts = {"after": agents, "before": agents if before_agents is None else before_agents}
+    stagings = {"after": staging or None, "before": (staging if before_staging is None else before_staging) or None}
     tree, commit = before_tree(procs, ref)
     trees = {"after": ROOT, "before": tree}
     compile_bytecode(list(trees.values()))
     frame = len(status_update_frame())
 
     retried: dict[str, list[dict[str, int]]] = {"after": [], "before": []}
+    spans: dict[str, list[float]] = {"after": [], "before": []}
 
     def measure(name: str, r: int) -> tuple[float, dict, str]:
-        rate, cpu, master_rss, retries = control_round(procs, tasks, agents, frameworks, trees[name],
-                                                       f"{name}-cp-", framework_child=True)
+        rate, cpu, master_rss, retries, span = control_round(procs, tasks, counts[name], frameworks, trees[name],
+                                                             f"{name}-cp-", framework_child=True,
+                                                             staging=stagings[name])
         retried[name].append(retries)
-        return rate, cpu, f", master peak rss {master_rss >> 20} MiB, update retries {retries}"
+        spans[name].append(span)
+        return rate, cpu, f", master peak rss {master_rss >> 20} MiB, update retries {retries}, launches over {span} s"
 
     summary, cpus = interleaved_before_after(
         procs, tasks, rounds, measure, "control plane before/after",
         baseline=lambda: zmq_round_trips(procs, 20_000, frame)["per_s"], baseline_name="zmq_round_trips")
     summary["cpu_us_per_task"] = {name: {key: spread([1e6 * cpu[key] / tasks for cpu in cpus[name]])
                                          for key in cpus[name][0]} for name in cpus}
-    return {"tasks": tasks, "simulated_agents": agents, "frameworks": frameworks, "frame_bytes": frame,
-            "before": {"ref": ref, "commit": commit}, **summary, "cpu_s_per_round": cpus,
-            "update_retries_per_round": retried,
+    return {"tasks": tasks, "simulated_agents": agents, "before_simulated_agents": counts["before"],
+            "staging_per_agent": stagings["after"], "before_staging_per_agent": stagings["before"],
+            "frameworks": frameworks, "frame_bytes": frame, "before": {"ref": ref, "commit": commit}, **summary,
+            "cpu_s_per_round": cpus,
+            "update_retries_per_round": retried, "launch_span_s_per_round": spans,
             "how": "each round: raw ZeroMQ round trips of a STATUS_UPDATE-sized frame (window 100), then for each "
                    "tree (alternating which goes first) a fresh master, tests/stress_helpers.py agents and a child "
                    "process running the frameworks (run_frameworks), all of that tree's code; bytecode compiled "
@@ -1141,7 +1175,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=1000, help="real agents: tasks per round")
     parser.add_argument("--control-tasks", type=int, default=20000, help="control plane: tasks per round")
-    parser.add_argument("--sim-agents", type=int, default=10)
+    parser.add_argument("--sim-agents", type=int, default=10, help="control plane: simulated agents")
+    parser.add_argument("--control-staging", type=int, default=2000,
+                        help="control plane: the frameworks' max_staging_per_agent (default 2,000; 0: "
+                             "CommandScheduler's 500). A scheduler stages at most that many tasks an agent and the "
+                             "rest of an offer comes back at the next allocation cycle (0.2 s here), so N agents "
+                             "cap a round at N x STAGING / 0.2 tasks/s whatever the CPU: 500 on 10 agents, the "
+                             "round to stop 13, held it at 25,000, under 20%% of a quiet machine's round trips; "
+                             "the simulated agents start a task at once")
+    parser.add_argument("--before-sim-agents", type=int, default=None,
+                        help="control plane with --before: REF's round with this many simulated agents "
+                             "(default --sim-agents)")
+    parser.add_argument("--before-control-staging", type=int, default=None,
+                        help="control plane with --before: REF's frameworks' max_staging_per_agent "
+                             "(default --control-staging; 0: CommandScheduler's)")
     parser.add_argument("--frameworks", type=int, default=1, help="control plane: frameworks")
     parser.add_argument("--fuxi-instances", type=int, default=1000)
     parser.add_argument("--fuxi-slots", type=int, default=16)
@@ -1218,11 +1265,14 @@ def main() -> None:
     try:
         if "control" in only and args.before:
             doc["control_before_after"] = measure_control_before_after(procs, args.control_tasks, args.sim_agents,
-                                                                       args.frameworks, args.rounds, args.before)
+                                                                       args.frameworks, args.rounds, args.before,
+                                                                       args.before_sim_agents,
+                                                                       args.control_staging or None,
+                                                                       args.before_control_staging)
             log(f"control plane before/after: {doc['control_before_after']['after_to_before_percent']} %")
         elif "control" in only:
             doc["control_plane"] = measure_control_plane(procs, args.control_tasks, args.sim_agents, args.frameworks,
-                                                         args.rounds)
+                                                         args.rounds, args.control_staging or None)
         if "before_after" in only:
             doc["before_after"] = measure_before_after(procs, args.tasks, args.rounds, args.before, args.task_user,
                                                        args.after_isolation, args.before_isolation)

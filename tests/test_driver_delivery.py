@@ -5,9 +5,11 @@ An agent retries an update until its acknowledgement arrives, and the master
 forwards a retry when the first copy may not have arrived, so the same uuid
 can come again; one run delivered an update 900 times."""
 
+import random
+
 import pytest
 
-from mesoslike.driver.core import DeliveredUpdates, InvokeCallback
+from mesoslike.driver.core import DeliveredUpdates, InvokeCallback, InvokeUpdates
 from mesoslike.wire import messages as m
 from mesoslike.wire.types import TaskState, TaskStatus
 
@@ -147,3 +149,108 @@ def test_the_runtime_contract_is_unchanged_for_other_callbacks():
     core.start()
     (registered,) = [c for c in subscribed(core) if isinstance(c, InvokeCallback)]
     assert core.callback_returned(registered) == []
+
+
+
+def flattened(commands):
+    """``grouped`` commands as the ungrouped ones: an InvokeCallback for each status of an InvokeUpdates."""
+    out = []
+    for command in commands:
+        if isinstance(command, InvokeUpdates):
+            out += [InvokeCallback("status_update", (status,)) for status in command.statuses]
+        else:
+            out.append(command)
+    return out
+
+
+@pytest.mark.parametrize("implicit", [True, False])
+def test_grouped_updates_are_the_callbacks_and_acknowledgements_of_each_in_order(implicit):
+    """receive(grouped=True) (the runtime's path) gives each new update of an
+    UPDATES frame to the same callbacks, in the same order, among the same
+    answers to redeliveries, as an InvokeCallback each; a run of new updates
+    is one InvokeUpdates."""
+    rng = random.Random(29)
+    cores = [make_core(implicit_acknowledgements=implicit)[0] for _ in range(2)]
+    for core in cores:
+        core.start()
+        subscribed(core)
+    uuids = [f"u-{i}" for i in range(40)]
+    for turn in range(80):
+        if turn == 40:   # a new session: an acknowledged update that comes again is acknowledged again
+            for core in cores:
+                core.master_changed()
+                subscribed(core, resubscribed=True)
+        statuses = [TaskStatus(f"t{rng.randrange(20)}", TaskState.RUNNING, agent_id="agent-1",
+                               uuid=rng.choice(uuids) if rng.random() < 0.9 else "")
+                    for _ in range(rng.randrange(1, 12))]
+        plain = cores[0].receive(m.Updates(statuses))
+        grouped = cores[1].receive(m.Updates(statuses), grouped=True)
+        assert flattened(grouped) == plain
+        assert not any(isinstance(a, InvokeUpdates) and isinstance(b, InvokeUpdates)
+                       for a, b in zip(grouped, grouped[1:])), "a run is one command"
+        # the runtime: each update's callback returns (SchedulerDriver._invoke_updates: update_returned)
+        answers = [sent(run_callbacks(cores[0], plain)),
+                   [ack for command in grouped if isinstance(command, InvokeUpdates)
+                    for status in command.statuses
+                    for ack in [cores[1].update_returned(status)] if ack is not None] +
+                   sent(run_callbacks(cores[1], [c for c in grouped if isinstance(c, InvokeCallback)]))]
+        assert sorted(map(repr, answers[0])) == sorted(map(repr, answers[1]))
+        if not implicit:   # the scheduler acknowledges some of what it was given
+            chosen = [c.args[0] for c in plain if isinstance(c, InvokeCallback) and c.args[0].uuid
+                      and rng.random() < 0.5]
+            for core in cores:
+                for status in chosen:
+                    core.acknowledge_status_update(status)
+
+
+@pytest.mark.parametrize("how", ["stop", "raise"])
+def test_a_stop_or_a_raise_in_a_runs_callback_ends_the_run(how):
+    """SchedulerDriver gives a run of new updates (one InvokeUpdates) to
+    status_update one by one, acknowledging each as it returns; after a
+    callback stops or aborts the driver, no more of them — exactly what an
+    InvokeCallback each does. No socket: the driver's steps called by hand,
+    on what stands for its thread."""
+    import threading
+
+    from mesoslike import FrameworkInfo, Scheduler, SchedulerDriver
+    from mesoslike.driver.core import SubscriptionState
+    from mesoslike.driver.driver import DriverStatus
+    from mesoslike.wire import MasterInfo
+
+    def run(grouped):
+        seen, sends = [], []
+
+        class Stopping(Scheduler):
+            def status_update(self, driver, status):
+                seen.append(status.task_id)
+                if len(seen) == 2:
+                    if how == "stop":
+                        driver.stop()
+                    else:
+                        raise RuntimeError("a bug")
+
+            def error(self, driver, message):
+                pass
+
+        driver = SchedulerDriver(Stopping(), FrameworkInfo("demo", "*"), master="tcp://127.0.0.1:1")
+        driver._send = sends.append
+        driver._core.state = SubscriptionState.SUBSCRIBING
+        driver._take(m.Subscribed("fw-1", 0.0, MasterInfo("m", "tcp://127.0.0.1:1"), accepts_batches=True))
+        driver._status, driver._thread = DriverStatus.RUNNING, threading.current_thread()
+        driver._run_pending()
+        updates = m.Updates([TaskStatus(f"t{i}", TaskState.RUNNING, agent_id="agent-1", uuid=f"u-{i}")
+                             for i in range(5)])
+        if grouped:
+            driver._take(updates)
+            assert [type(item) for item in driver._pending] == [InvokeUpdates]
+        else:
+            driver._execute(driver._core.receive(updates))
+        driver._run_pending()
+        driver._send_outgoing()
+        acknowledged = [item.task_id for message in sends
+                        for item in getattr(message, "acknowledgements", [message]) if isinstance(item, m.Acknowledge)]
+        return seen, acknowledged, driver._status
+
+    grouped = run(True)
+    assert grouped[0] == ["t0", "t1"] and grouped[1] == ["t0"]   # (the second's acknowledgement: not once stopped)
+    assert grouped == run(False)

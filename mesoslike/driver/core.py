@@ -38,7 +38,8 @@ from mesoslike.wire.types import (MAX_FRAMEWORK_MESSAGE, MAX_OPERATIONS, Filters
                                   TaskInfo, TaskState, TaskStatus)
 
 __all__ = [
-    "DriverCore", "SubscriptionState", "Backoff", "Command", "SendToMaster", "InvokeCallback", "Reconnect",
+    "DriverCore", "SubscriptionState", "Backoff", "Command", "SendToMaster", "InvokeCallback", "InvokeUpdates",
+    "Reconnect",
     "Shutdown", "DEFAULT_HEARTBEAT_TIMEOUTS", "offer_id_list", "task_list", "reconcile_task_list", "message_data",
     "filters_or_default", "DeliveredUpdates", "DEFAULT_REMEMBERED_UPDATES", "TEARDOWN_WAIT",
     "SAME_CONNECTION_RETRIES_FOR",
@@ -100,6 +101,17 @@ class InvokeCallback(msgspec.Struct, frozen=True):
     args: tuple = ()
 
 
+class InvokeUpdates(msgspec.Struct, frozen=True):
+    """``scheduler.status_update(driver, status)`` for each of ``statuses``
+    in turn, each followed by ``core.update_returned(status)`` — what an
+    :class:`InvokeCallback` of each, and ``callback_returned``, do — as one
+    command: a run of new updates of an UPDATES frame (:meth:`DriverCore.receive`
+    with ``grouped``; none after a stop or an abort, as for the commands of
+    each)."""
+
+    statuses: list
+
+
 @attrs.frozen
 class Reconnect:
     """Close the connection and open a fresh one, discarding what the old one
@@ -114,7 +126,7 @@ class Shutdown:
     aborted: bool = False
 
 
-Command = Union[SendToMaster, InvokeCallback, Reconnect, Shutdown]
+Command = Union[SendToMaster, InvokeCallback, InvokeUpdates, Reconnect, Shutdown]
 
 
 class DeliveredUpdates:
@@ -417,8 +429,10 @@ class DriverCore:
         return []
 
     # ---------------------------------------------------------------- events
-    def receive(self, message: object) -> list[Command]:
-        """A message from the master."""
+    def receive(self, message: object, grouped: bool = False) -> list[Command]:
+        """A message from the master. ``grouped``: an UPDATES frame's
+        consecutive new updates as one :class:`InvokeUpdates` (the runtime's
+        path), not an :class:`InvokeCallback` each."""
         if self.state in (SubscriptionState.DISCONNECTED, SubscriptionState.STOPPED):
             if self._teardown_until is not None and isinstance(message, m.Error) and message.fatal:
                 return self._torn_down(f"confirmed by the master: {message.message}")
@@ -443,6 +457,20 @@ class DriverCore:
             # a new update (nearly all) to its callback here, without _on_status's list of one
             commands: list[Command] = []
             first_sight = self.delivered.first_sight
+            if grouped:
+                run: list[TaskStatus] | None = None
+                for status in message.statuses:
+                    if status.uuid and first_sight(status.uuid) is not None:
+                        again = self._seen_again(status)
+                        if again:
+                            commands += again
+                            run = None   # (its callback, or the acknowledgement, keeps its place in the order)
+                    elif run is None:
+                        run = [status]
+                        commands.append(InvokeUpdates(run))
+                    else:
+                        run.append(status)
+                return commands
             for status in message.statuses:
                 if status.uuid and first_sight(status.uuid) is not None:
                     commands += self._seen_again(status)

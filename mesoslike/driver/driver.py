@@ -37,6 +37,7 @@ from mesoslike.driver.core import (
     Command,
     DriverCore,
     InvokeCallback,
+    InvokeUpdates,
     Reconnect,
     SendToMaster,
     Shutdown,
@@ -55,9 +56,8 @@ from mesoslike.locator import MasterLocator, check_master_address, make_locator
 from mesoslike.observations import NOTICE
 from mesoslike.transport import Client, Waker, idle
 from mesoslike.wire import WireError
-from mesoslike.wire.batching import SEND_WITHIN, batch_frames, batched_messages
+from mesoslike.wire.batching import SEND_BATCH, SEND_WITHIN, batch_frames, batched_messages
 from mesoslike.wire.codec import CODEC, sized
-from mesoslike.wire.messages import MAX_BATCH
 from mesoslike.wire.messages import ReconcileTask
 from mesoslike.wire.types import (MAX_FRAMEWORK_MESSAGE, Filters, FrameworkInfo, MasterInfo, Offer, Operation,
                                   TaskInfo, TaskStatus, check_message_size)
@@ -194,7 +194,8 @@ class SchedulerDriver:
         # guards _status, _inbox hand-over and the waker's life time
         self._lock = threading.Lock()
         self._inbox: collections.deque[Callable[[], None]] = collections.deque()   # from other threads
-        self._pending: collections.deque[InvokeCallback | Shutdown] = collections.deque()  # driver thread only
+        self._pending: collections.deque[InvokeCallback | InvokeUpdates | Shutdown] = \
+            collections.deque()  # driver thread only
         self._outgoing: list[object] = []   # what the step sends to the master (driver thread only)
         self._outgoing_since = 0.0           # when the oldest of them was made (time.monotonic)
         self._waker: Waker | None = None     # while the driver runs (made by start(), closed by the loop)
@@ -502,16 +503,22 @@ class SchedulerDriver:
             if isinstance(message, WireError):
                 log.warning("ignoring a bad frame from the master: %s", message)
             else:
-                self._execute(self._core.receive(message))
+                self._take(message)
             if self._client is not client:
                 return   # reconnected meanwhile: the rest belongs to the old connection
+
+    def _take(self, message: object) -> None:
+        """A message from the master, to the core (an UPDATES frame's new
+        updates as one :class:`InvokeUpdates` a run: no command and queue
+        entry for each)."""
+        self._execute(self._core.receive(message, grouped=True))
 
     def _execute(self, commands: list[Command]) -> None:
         """Sends are collected for the end of the step (:meth:`_send_outgoing`),
         reconnects happen now; callbacks and the shutdown wait their turn in
         ``_pending`` so that callbacks never nest."""
         for command in commands:
-            if type(command) is InvokeCallback:   # (one an update: checked first)
+            if type(command) is InvokeUpdates or type(command) is InvokeCallback:   # (the updates: first)
                 self._pending.append(command)
             elif type(command) is SendToMaster or isinstance(command, SendToMaster):
                 self._queue_outgoing(command.message)
@@ -533,34 +540,56 @@ class SchedulerDriver:
         if not outgoing:
             self._outgoing_since = now
         outgoing.append(message)
-        if len(outgoing) >= MAX_BATCH or now - self._outgoing_since >= SEND_WITHIN:
+        if len(outgoing) >= SEND_BATCH or now - self._outgoing_since >= SEND_WITHIN:
             self._send_outgoing()   # slow callbacks must not keep the master from hearing of us
 
     def _run_pending(self) -> None:
         pending = self._pending
         while pending and not self._finished:
             item = pending.popleft()
-            if isinstance(item, Shutdown):
+            if isinstance(item, InvokeUpdates):
+                if not self._stop_requested:
+                    self._invoke_updates(item.statuses)
+            elif isinstance(item, Shutdown):
                 self._finished = True
                 self._aborted = item.aborted
                 self._pending.clear()
             elif not self._stop_requested:
                 self._invoke(item)
 
+    def _invoke_updates(self, statuses: list[TaskStatus]) -> None:
+        """``status_update`` of each status in turn, as :meth:`_invoke` does
+        for an InvokeCallback of each: its acknowledgement queued once it
+        returns; none after a stop or an abort (a callback's own included)."""
+        update_returned = self._core.update_returned
+        for status in statuses:
+            if self._stop_requested:
+                return
+            try:
+                self.scheduler.status_update(self, status)
+            except BaseException as exc:   # (as _invoke)
+                self._callback_raised("status_update", exc)
+                return
+            acknowledgement = update_returned(status)
+            if acknowledgement is not None:
+                self._queue_outgoing(acknowledgement)
+
+    def _callback_raised(self, name: str, exc: BaseException) -> None:
+        # as Mesos's drivers do: the framework's bug aborts the driver (DRIVER_ABORTED, no callback
+        # follows, nothing is acknowledged); the framework is not torn down, its tasks keep running
+        # for its failover timeout
+        log.exception("scheduler callback %s raised: aborting the driver", name)
+        if name != "error":
+            self._report_error(f"scheduler.{name} raised {type(exc).__name__}: {exc}; the driver aborts")
+        if self.callback_exception is None:
+            self.callback_exception = exc
+        self.abort()
+
     def _invoke(self, invocation: InvokeCallback) -> None:
         try:
             getattr(self.scheduler, invocation.name)(self, *invocation.args)
         except BaseException as exc:   # SystemExit and KeyboardInterrupt too: they end this thread's work
-            # as Mesos's drivers do: the framework's bug aborts the driver (DRIVER_ABORTED, no callback
-            # follows, nothing is acknowledged); the framework is not torn down, its tasks keep running
-            # for its failover timeout
-            log.exception("scheduler callback %s raised: aborting the driver", invocation.name)
-            if invocation.name != "error":
-                self._report_error(f"scheduler.{invocation.name} raised {type(exc).__name__}: {exc}; the "
-                                   "driver aborts")
-            if self.callback_exception is None:
-                self.callback_exception = exc
-            self.abort()
+            self._callback_raised(invocation.name, exc)
             return
         if invocation.name == "status_update":   # (one an update: its acknowledgement queued at once)
             acknowledgement = self._core.update_returned(invocation.args[0])

@@ -276,7 +276,8 @@ class UpdateDelivery:
         if status.state == TaskState.RUNNING and task.state in (TaskState.STAGING, TaskState.STARTING):
             self.launches_to_running.observe(max(0.0, self._context.clock.now() - task.launched_at))
         task.status = status
-        if status.terminal and self._preempting.warned and (record.id, task.id) in self._preempting.warned:
+        warned = self._preempting.warned   # (nearly always empty: asked first, three times a task)
+        if warned and status.terminal and (record.id, task.id) in warned:
             self._preempting.ended((record.id, task.id), task.agent_id)
 
     # ---------------------------------------------------------- task ends

@@ -42,7 +42,7 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import attrs
 
@@ -681,20 +681,23 @@ class MasterRuntime:
         acknowledgements and launches of the turn in batch frames
         (``docs/wire.rst``, "Batching")."""
         leading = self._leadership.leading
-        if leading is not None and len(replies) > 1:
-            replies = tuple(Send(peer, message) for peer, message in
-                            batched(((send.peer, send.message) for send in replies), leading.core.accepts_batches))
-        for index, send in enumerate(replies):
-            if not self._acting.is_set():
-                return replies[index:]  # demoted while we worked: not one more word as leader
-            if is_v1_peer(send.peer):   # a v1 scheduler's event stream
-                self._v1.deliver(send.peer, send.message)
+        pairs: Sequence[tuple[bytes, object]]
+        if leading is not None and len(replies) > 1:   # (pairs, not Sends again: seven to ten a task)
+            pairs = batched([(send.peer, send.message) for send in replies], leading.core.accepts_batches)
+        else:
+            pairs = [(send.peer, send.message) for send in replies]
+        encode, send_frame = self._server.codec.encode, self._server.send_frame
+        for index, (peer, message) in enumerate(pairs):
+            if not self._acting.is_set():   # demoted while we worked: not one more word as leader
+                return tuple(Send(peer, message) for peer, message in pairs[index:])
+            if is_v1_peer(peer):   # a v1 scheduler's event stream
+                self._v1.deliver(peer, message)
                 continue
             try:
-                for frame in batch_frames(send.message, self._server.codec.encode):
-                    self._server.send_frame(send.peer, frame)
+                for frame in batch_frames(message, encode):
+                    send_frame(peer, frame)
             except Exception:
-                log.exception("sending %s failed", type(send.message).__name__)
+                log.exception("sending %s failed", type(message).__name__)
         return ()
 
     def _drop_held(self) -> None:

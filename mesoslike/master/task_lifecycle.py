@@ -244,11 +244,12 @@ def transition(task: DeliveredTask, event: Event, status: TaskStatus | None = No
 def process(task: DeliveredTask, event: Event, status: TaskStatus | None = None, *, uuid: str = "",
             aware: bool = False) -> tuple[Action, ...]:
     """Move ``task`` on ``event``; the actions to carry out, in order."""
-    row = transition(task, event, status, uuid=uuid, aware=aware)
-    if row is None:
-        return ()
-    task.phase = row.target
-    return row.actions
+    # (transition's lookup inlined: six calls a task, the call with its keywords was a fifth of this)
+    for row in _ROWS.get((task.phase._name_, event._name_), ()):
+        if row.guard is None or row.guard(task, status, uuid, aware):
+            task.phase = row.target
+            return row.actions
+    return ()
 
 
 # ------------------------------------------------------------------ docs
