@@ -51,6 +51,11 @@
     With ``--before REF``: the same for this tree and for REF side by side,
     each with a ``local`` cluster of its own tree, rounds interleaved
     (``run_local_before_after``).
+``run_local_processes`` (``--only run_local_processes``)
+    The same ``run`` against ``mesoslike local --insecure`` (one process)
+    and against a master and 4 agents each in its own process (no keys
+    either), rounds interleaved: does ``local``'s one interpreter lock hold
+    ``run`` back?
 ``big_run`` (``--big-run N``)
     ``mesoslike run --instances N --cpus 0.01 --mem 1 -- true`` on the 4-agent
     cluster: wall time and peak RSS of the ``run`` client, master and agents.
@@ -65,6 +70,7 @@ the issue's goals; the benchmark reports, it never fails on a figure.
     python bench/throughput.py --only isolation --out bench/results/throughput-isolation.json
     python bench/throughput.py --only run_local --rounds 5 --out bench/results/throughput-run-local.json
     python bench/throughput.py --only run_local --before main --rounds 6 --out bench/results/throughput-runlocal-ab.json
+    python bench/throughput.py --only run_local_processes --rounds 6 --out bench/results/throughput-run-local-processes.json
     python bench/throughput.py --only control --before main --rounds 5 --out bench/results/throughput-control-ab.json
     python bench/throughput.py --before main --task-user root --rounds 5 --out bench/results/throughput-before-after.json
     python bench/throughput.py --only real --agent-isolation cgroups/cpu,cgroups/mem --out bench/results/throughput-shared-supervisor.json
@@ -930,13 +936,31 @@ def measure_run_local(procs: Processes, tasks: int, rounds: int, agents: int = 4
     return result
 
 
+def local_cpu_seconds(local_pid: int, leave_out: int | None = None) -> dict[str, float]:
+    """:func:`tree_cpu_seconds` of the local cluster ``local_pid``, without
+    the subtree of ``leave_out``: the benchmark itself when it runs as
+    ``local``'s COMMAND (its raw spawn baseline and the ``run`` clients it
+    reaps are not the cluster's)."""
+    own = cpu_seconds(local_pid)
+    for child in child_pids(local_pid):
+        if child == leave_out:
+            continue
+        try:
+            used = tree_cpu_seconds(child)
+        except OSError:   # ended meanwhile
+            continue
+        own["children"] += used["self"] + used["children"]
+    return own
+
+
 def time_run_on_local(local_pid: int, tasks: int, output: Path, tree: Path = ROOT,
                       env: dict[str, str] | None = None) -> tuple[float, dict[str, float]]:
     """One ``mesoslike run --instances N --cpus 0.1 --mem 16 -- true`` of
     ``tree`` (with ``env``) on the local cluster ``local_pid``: tasks a
     second from its start to its exit, and the CPU seconds meanwhile of the
-    cluster's process, of its tasks and supervisors, and of the client."""
-    before = tree_cpu_seconds(local_pid)
+    cluster's process, of its tasks and supervisors, and of the client
+    (this process and its clients are left out of the cluster's)."""
+    before = local_cpu_seconds(local_pid, os.getpid())
     started = time.perf_counter()
     with open(output, "wb") as sink:
         child = subprocess.Popen([sys.executable, "-m", "mesoslike", "run", "--instances", str(tasks),
@@ -944,7 +968,7 @@ def time_run_on_local(local_pid: int, tasks: int, output: Path, tree: Path = ROO
                                  cwd=tree, env=env, stdout=sink, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(child.pid, 0)
     elapsed = time.perf_counter() - started
-    after = tree_cpu_seconds(local_pid)
+    after = local_cpu_seconds(local_pid, os.getpid())
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"mesoslike run failed: {output.read_text()[-2000:]}")
     return tasks / elapsed, {"local_master_and_agents": round(after["self"] - before["self"], 3),
@@ -953,26 +977,33 @@ def time_run_on_local(local_pid: int, tasks: int, output: Path, tree: Path = ROO
 
 
 def run_local_child(tasks: int, rounds: int, out: Path) -> None:
-    """In ``mesoslike local``'s COMMAND: the rounds of :func:`measure_run_local`."""
+    """In ``mesoslike local``'s COMMAND: the rounds of :func:`measure_run_local`;
+    after each, a one-task ``run`` (its start to its exit: the client's fixed
+    part — interpreter, imports, keys, subscription, teardown)."""
     import json
     local_pid = os.getppid()   # the local cluster: master and agents in one process, tasks its children
-    rates, baseline, cpus = [], [], []
+    rates, baseline, cpus, fixed = [], [], [], []
     for r in range(rounds):
         base_s = spawn_directly(tasks, 4, out.parent / "spawn")
         baseline.append(tasks / base_s)
         rate, cpu = time_run_on_local(local_pid, tasks, out.parent / f"run-{r}.out")
         cpus.append(cpu)
         rates.append(rate)
+        one, one_cpu = time_run_on_local(local_pid, 1, out.parent / f"run-one-{r}.out")
+        fixed.append({"ms": round(1000 / one, 1), "client_cpu_ms": round(1000 * one_cpu["run_client"], 1)})
         log(f"run on local round {r + 1}: {rates[-1]:.0f} tasks/s (spawning directly {baseline[-1]:.0f}/s), "
-            f"cpu {cpu}")
+            f"cpu {cpu}; a one-task run {fixed[-1]}")
     per_task = {key: spread([1000 * cpu[key] / tasks for cpu in cpus]) for key in cpus[0]}
     out.write_text(json.dumps({
         "tasks": tasks, "tasks_per_s": spread(rates), "baseline_spawn_per_s": spread(baseline),
         "ratio_to_baseline": spread([100 * a / b for a, b in zip(rates, baseline)]),
         "cpu_s_per_round": cpus, "cpu_ms_per_task": per_task,
+        "one_task_run": {"ms": spread([f["ms"] for f in fixed]),
+                         "client_cpu_ms": spread([f["client_cpu_ms"] for f in fixed])},
         "how": "mesoslike local --agents 4 --resources cpus:64;mem:65536 -- (this script), which runs "
                "`mesoslike run --instances N --cpus 0.1 --mem 16 -- true` per round, timed from its start to its "
-               "exit (interpreter start, subscription, every task ended), the raw spawn baseline in the same round"}))
+               "exit (interpreter start, subscription, every task ended), the raw spawn baseline in the same round; "
+               "then a one-task run (the client's fixed part). local's CPU leaves out this script and its clients"}))
 
 
 def tree_environment(tree: Path) -> dict[str, str]:
@@ -1016,20 +1047,98 @@ def measure_run_local_before_after(procs: Processes, tasks: int, rounds: int, re
                         tree=side_tree, env=tree_environment(side_tree))
         wait_for(keys.exists, 120, f"the {name} local cluster")
         held[name] = {**tree_environment(side_tree), **json.loads(keys.read_text())}
+    fixed: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+
     def measure(name: str, r: int) -> tuple[float, dict, str]:
-        rate, cpu = time_run_on_local(procs.procs[f"{name}-local"].pid, tasks, procs.work / f"{name}-run-{r}.out",
-                                      trees[name], held[name])
-        return rate, cpu, ""
+        pid = procs.procs[f"{name}-local"].pid
+        rate, cpu = time_run_on_local(pid, tasks, procs.work / f"{name}-run-{r}.out", trees[name], held[name])
+        one, one_cpu = time_run_on_local(pid, 1, procs.work / f"{name}-run-one-{r}.out", trees[name], held[name])
+        fixed[name].append((1000 / one, 1000 * one_cpu["run_client"]))
+        return rate, cpu, f"; a one-task run {fixed[name][-1][0]:.0f} ms, client CPU {fixed[name][-1][1]:.0f} ms"
 
     summary, cpus = interleaved_before_after(procs, tasks, rounds, measure, "run on local before/after")
     for name in trees:
         procs.stop(f"{name}-local")
+    one_task = {name: {"ms": spread([ms for ms, _ in fixed[name]]),
+                       "client_cpu_ms": spread([cpu for _, cpu in fixed[name]])} for name in trees}
+    one_task["client_cpu_after_to_before_percent"] = spread(
+        [100 * a[1] / b[1] for a, b in zip(fixed["after"], fixed["before"])])
+    one_task["ms_after_to_before_percent"] = spread([100 * a[0] / b[0] for a, b in zip(fixed["after"], fixed["before"])])
     return {"tasks": tasks, "agents": agents, "before": {"ref": ref, "commit": commit}, **summary,
-            "cpu_s_per_round": cpus,
+            "one_task_run": one_task, "cpu_s_per_round": cpus,
             "how": "two mesoslike local --agents 4 --resources cpus:64;mem:65536 clusters, one of this tree and one "
                    "of the ref's, each round `mesoslike run --instances N --cpus 0.1 --mem 16 -- true` of each tree "
                    "on its own cluster (alternating which goes first), timed from its start to its exit, after the "
-                   "round's raw spawn baseline; bytecode compiled first in both trees"}
+                   "round's raw spawn baseline, each followed by a one-task run (one_task_run: the client's fixed "
+                   "part); bytecode compiled first in both trees"}
+
+
+def measure_run_local_processes(procs: Processes, tasks: int, rounds: int, agents: int = 4) -> dict:
+    """Whether ``local``'s one process (master and agents sharing one
+    interpreter lock) is what holds ``run`` back: the same ``run`` client
+    against ``mesoslike local --insecure`` and against a master and
+    ``agents`` agents each in its own process (:class:`Cluster`, no keys
+    either; both with ``--allocation-interval 0.2``), rounds interleaved
+    after the raw spawn baseline; CPU of each cluster (its processes, then
+    its supervisors and tasks) and of the client."""
+    import json
+    keys = procs.work / "one-process.env"
+    procs.mesoslike("one-process", "local", "--insecure", "--agents", str(agents), "--resources",
+                    "cpus:64;mem:65536", "--port", "0", "--http-port", "0", "--allocation-interval", "0.2",
+                    "--work-dir", str(procs.work / "one-process"),
+                    "--", sys.executable, str(Path(__file__).resolve()), "--run-local-hold", str(keys))
+    wait_for(keys.exists, 120, "the local cluster")
+    local_env = {**os.environ, **json.loads(keys.read_text())}
+    cluster = Cluster(procs, agents, "cpus:64;mem:65536", prefix="processes-")
+    sides = {"one_process": local_env, "processes": dict(os.environ, MESOSLIKE_MASTER=cluster.address)}
+    rates: dict[str, list[float]] = {name: [] for name in sides}
+    cpus: dict[str, list[dict]] = {name: [] for name in sides}
+    baselines: list[float] = []
+    loads: list[list[float]] = []
+    for r in range(rounds):
+        loads.append([round(x, 2) for x in os.getloadavg()])
+        baselines.append(tasks / spawn_directly(tasks, 4, procs.work / "spawn"))
+        for name in (list(sides) if r % 2 == 0 else list(reversed(sides))):
+            if name == "one_process":
+                rate, cpu = time_run_on_local(procs.procs["one-process"].pid, tasks, procs.work / f"{name}-{r}.out",
+                                              env=sides[name])
+                cpu = {"cluster": cpu["local_master_and_agents"], "supervisors_and_tasks":
+                       cpu["local_tasks_and_supervisors"], "run_client": cpu["run_client"]}
+            else:
+                before = cluster.cpu()
+                started = time.perf_counter()
+                with open(procs.work / f"{name}-{r}.out", "wb") as sink:
+                    child = subprocess.Popen([sys.executable, "-m", "mesoslike", "run", "--instances", str(tasks),
+                                              "--cpus", "0.1", "--mem", "16", "--", "true"], cwd=ROOT,
+                                             env=sides[name], stdout=sink, stderr=subprocess.STDOUT)
+                    _, status, usage = os.wait4(child.pid, 0)
+                rate = tasks / (time.perf_counter() - started)
+                if os.waitstatus_to_exitcode(status) != 0:
+                    raise SystemExit(f"mesoslike run failed: {procs.tail(name)}")
+                used = cpu_delta(before, cluster.cpu())
+                cpu = {"cluster": round(used["master"] + used["agents"], 3),
+                       "supervisors_and_tasks": used["agents_tasks"],
+                       "run_client": round(usage.ru_utime + usage.ru_stime, 3)}
+            rates[name].append(rate)
+            cpus[name].append(cpu)
+            log(f"run on one process / processes, round {r + 1} {name}: {rate:.0f} tasks/s (spawning directly "
+                f"{baselines[-1]:.0f}/s, load {loads[-1]}), cpu {cpu}")
+    procs.stop("one-process")
+    return {"tasks": tasks, "agents": agents,
+            **{f"{name}_tasks_per_s": spread(rates[name]) for name in sides},
+            "baseline_spawn_per_s": spread(baselines),
+            "one_process_to_processes_percent": spread([100 * a / b for a, b in zip(rates["one_process"],
+                                                                                    rates["processes"])]),
+            **{f"{name}_to_baseline_percent": spread([100 * a / b for a, b in zip(rates[name], baselines)])
+               for name in sides},
+            "loadavg_per_round": loads,
+            "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]])
+                                       for key in cpus[name][0]} for name in sides},
+            "cpu_s_per_round": cpus,
+            "how": "`mesoslike run --instances N --cpus 0.1 --mem 16 -- true`, start to exit, against `mesoslike "
+                   "local --insecure --agents 4` (one process) and against `mesoslike master` + 4 `mesoslike agent` "
+                   "processes (no keys), both --allocation-interval 0.2 and cpus:64;mem:65536 agents, alternating "
+                   "which goes first, after the round's raw spawn baseline"}
 
 
 def compile_bytecode(trees: list[Path]) -> None:
@@ -1197,7 +1306,7 @@ def main() -> None:
     parser.add_argument("--big-run", type=int, default=0, metavar="N", help="also run a job of N instances")
     parser.add_argument("--only", default="",
                         help="which measurements, comma-separated (default real,control,fuxi,batching,big; also: "
-                             "isolation, before_after, run_local)")
+                             "isolation, before_after, run_local, run_local_processes)")
     parser.add_argument("--isolation", default="auto", help="isolation: the agents' --isolation measured")
     parser.add_argument("--isolation-baseline", default="cgroups/cpu,cgroups/mem",
                         help="isolation: the agents' --isolation it is compared with")
@@ -1308,6 +1417,11 @@ def main() -> None:
             compile_bytecode([ROOT])
             doc["run_local"] = measure_run_local(procs, args.tasks, args.rounds)
             log(f"run on local: {doc['run_local']['tasks_per_s']}, {doc['run_local']['ratio_to_baseline']} % of raw")
+        if "run_local_processes" in only:
+            compile_bytecode([ROOT])
+            doc["run_local_processes"] = measure_run_local_processes(procs, args.tasks, args.rounds)
+            log(f"run on local, one process / processes: "
+                f"{doc['run_local_processes']['one_process_to_processes_percent']} %")
         if "batching" in only:
             doc["batching"] = measure_batching()
             log(f"batching: {doc['batching']}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import tomllib
 
 import attrs
 
@@ -38,6 +37,8 @@ MESOS_CREDENTIAL_FILE = "mesos.credential"
 def load_credentials(path: str) -> Credentials:
     """Read and check the credentials file ``path``; ConfigError naming the
     file and the problem. A file holding tokens must be mode 0600."""
+    import tomllib   # here, not at the top: a client (`mesoslike run`) reads no credentials file
+
     try:
         with open(path, "rb") as file:
             document = tomllib.load(file)

@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import math
 import re
-import difflib
 from typing import Iterable, Mapping
 
 from mesoslike.errors import ResourcesError
@@ -804,6 +803,8 @@ def similar_kind(name: str, known: Iterable[str] = KNOWN_KINDS) -> str | None:
     known = list(known)
     if name in known:
         return None
+    import difflib   # here, not at the top: only a name not known needs it
+
     close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.6)
     return close[0] if close else None
 
