@@ -1042,13 +1042,12 @@ def test_an_inline_request_carries_the_spec_and_the_init_opens_the_tasks_output_
 
 
 def test_inits_say_their_lines_on_one_status_channel_under_their_tags(tmp_path):
-    """A channel request (sup29h): the init server, given the shared supervisor's status channel as its
-    fd 4, clones each init with no descriptor passed, and each init says its lines (``R``, ``H``, ``F``,
-    ``X``) there as messages tagged with the number asked — no pipe made, passed, polled and closed a
-    task. All an init said is on the channel once its zombie can be seen; a bad tag, or a channel
-    request to a server without a channel (or a helper of before), is refused."""
-    import socket
-
+    """A channel request (sup29h): the init server, given the shared supervisor's status channel (one
+    pipe) as its fd 4, clones each init with no descriptor passed, and each init says its lines (``R``,
+    ``H``, ``F``, ``X``) there, each tagged with the number asked and written whole — no pipe made,
+    passed, polled and closed a task. All an init said is on the channel once its zombie can be seen; a
+    bad tag, or a channel request to a server without a channel (or a helper of before), is refused;
+    a line without a tag is dropped, one cut across reads is read whole."""
     from mesoslike.agent import nsinit
 
     helper = require_init_helper(tmp_path / "meta")
@@ -1063,7 +1062,8 @@ def test_inits_say_their_lines_on_one_status_channel_under_their_tags(tmp_path):
         (tmp_path / "target").write_text("")
         os.symlink(tmp_path / "target", tmp_path / "link")
         asks = {7: (["/bin/sh", "-c", "exit 3"], "out7"), 8: (["/bin/true"], "out8"),
-                123456789: (["/bin/true"], "link"), 10: (["no-such-program-here"], "out10")}
+                123456789: (["/bin/true"], "link"), 10: (["no-such-program-here"], "out10"),
+                11: (["/bin/true"], "long/" * 900)}   # its F line longer than a pipe takes whole: cut
         for tag, (argv, out) in asks.items():
             spec = nsinit.encode_spec(namespaces=[], hostname="", tmp="", keep=[], volumes=[], user=None,
                                       cwd=str(tmp_path), env={}, argv=argv)
@@ -1074,14 +1074,15 @@ def test_inits_say_their_lines_on_one_status_channel_under_their_tags(tmp_path):
         for pid in answers:
             assert isinstance(pid, int) and parent_of(pid) == os.getpid()
             os.waitpid(pid, 0)
-        for tag, lines in channel.read():   # every init has ended: all it said is there
-            said[tag] += lines
+        for tag, line in channel.read():   # every init has ended: all it said is there
+            said[tag] += line + b"\n"
         assert channel.read() == []
         assert said[7].startswith(b"R ") and said[7].endswith(b"X %d\n" % (3 << 8)), said
         assert said[8].startswith(b"R ") and said[8].endswith(b"X 0\n"), said
         assert said[123456789] == (b"F cannot open the task's output file %s: Too many levels of symbolic links\n"
                                    % bytes(tmp_path / "link")), said
         assert said[10].startswith(b"F cannot execute no-such-program-here"), said
+        assert said[11].startswith(b"F cannot open the task's output file") and len(said[11]) < 4096, said[11][:80]
         assert set(said) == set(asks)
         # hostile requests: a tag that is not a number, and a channel request to a server without one
         for target, request in ((server, b"CPx1\0/o\0/e\0\0end\0"), (server, b"CP\0/o\0/e\0\0end\0"),
@@ -1090,10 +1091,11 @@ def test_inits_say_their_lines_on_one_status_channel_under_their_tags(tmp_path):
             (answer,) = target.answers(wait=True)
             assert isinstance(answer, OSError) and "a bad request" in str(answer), answer
         assert channel.read() == []
-        # a message with no tag (none is sent so) is dropped
-        os.write(channel.given.fileno(), b"R 5\n")
+        # a line with no tag (none is written so) is dropped; one cut across reads waits for its end
+        os.write(channel.write_end, b"R 5\n12 R 3")
         assert channel.read() == []
-        assert channel.given.type == socket.SOCK_SEQPACKET
+        os.write(channel.write_end, b"4\n")
+        assert channel.read() == [(12, b"R 34")]
     finally:
         server.close()
         plain.close()
@@ -1104,10 +1106,10 @@ def test_the_shared_supervisor_opens_no_pipe_a_task_with_a_channel_helper(ns_exe
     """The shared supervisor's tasks with namespaces say their lines on its one status channel: however
     many run, the shared supervisor holds no pipe per task, and their starts and ends arrive as before."""
     executor = ns_executor
-    for index in range(4):
+    for index in range(6):
         executor.launch("fw", task(f"w{index}", "while [ ! -e go ]; do sleep 0.05; done; exit 4"), "agent-1")
     (supervisor,) = {run.watch.pid for run in executor._runs.values()}
-    for index in range(4):
+    for index in range(6):
         started_record(executor, f"w{index}")
 
     def pipes() -> int:
@@ -1119,11 +1121,11 @@ def test_the_shared_supervisor_opens_no_pipe_a_task_with_a_channel_helper(ns_exe
                 continue
         return count
 
-    assert pipes() <= 2, pipes()   # its wake-up pipe's two ends only
-    for index in range(4):
+    assert pipes() <= 4, pipes()   # its wake-up pipe's two ends and its status channel's, none of a task
+    for index in range(6):
         (executor.sandbox("fw", f"w{index}") / "go").touch()
-    ended = exits(events_until(executor, lambda events: len(exits(events)) == 4))
-    assert all(ended[f"w{index}"] == (4, None, "") for index in range(4)), ended
+    ended = exits(events_until(executor, lambda events: len(exits(events)) == 6))
+    assert all(ended[f"w{index}"] == (4, None, "") for index in range(6)), ended
 
 
 def test_a_spec_too_large_for_a_request_or_a_helper_of_before_goes_in_a_memfd(ns_executor):

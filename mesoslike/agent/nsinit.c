@@ -21,8 +21,9 @@
  *                 "F MESSAGE" it could not be started (nsinit then exits 127)
  *                 "X STATUS"  the task's leader ended with wait status STATUS
  *               or, for an init of a channel request ('C', below), the
- *               server's status channel, shared by every init: each write
- *               of those lines one message, "TAG LINES" (TAG: the request's)
+ *               server's status channel, one pipe shared by every init: the
+ *               same lines each as "TAG KIND ..." (TAG: the request's), each
+ *               write at most PIPE_BUF bytes (whole, never interleaved)
  *
  * It does what mesoslike/agent/namespaces.py's enter() does in a Python
  * supervisor: the namespaces other than pid (unshare), / a recursive slave,
@@ -75,20 +76,32 @@
 #define MAX_ITEMS 65536
 
 static int status_fd = STATUS_FD;
-/* An init of a channel request ('C'): the tag its lines go under, each say()
- * one message on the server's status channel (fd 4, shared by every init of
- * the shared supervisor): "TAG LINES". Empty: a pipe of its own. */
+/* An init of a channel request ('C'): the tag its lines go under on the
+ * server's status channel (fd 4: one pipe shared by every init of the shared
+ * supervisor), each line "TAG KIND ...". Empty: a pipe of its own. */
 static char status_tag[24];
 
 /* ------------------------------------------------------------ reporting */
 static void say(const char *line) {
-    char tagged[4096 + sizeof status_tag + 2];
-    if (status_tag[0] != '\0') {   /* one message: never interleaved with another init's */
-        int n = snprintf(tagged, sizeof tagged, "%s %s", status_tag, line);
-        if (n < 0)
-            return;
-        while (send(status_fd, tagged, strlen(tagged), MSG_NOSIGNAL) < 0 && errno == EINTR) {}
-        return;
+    /* on the channel: each line tagged, the whole in one write of at most PIPE_BUF bytes, which
+     * a pipe takes whole (never interleaved with another init's); a longer F line is cut short */
+    char tagged[PIPE_BUF];
+    if (status_tag[0] != '\0') {
+        size_t at = 0, tag = strlen(status_tag);
+        for (const char *next = line; *next != '\0' && at + tag + 3 <= sizeof tagged;) {
+            memcpy(tagged + at, status_tag, tag);
+            tagged[at + tag] = ' ';
+            at += tag + 1;
+            while (*next != '\0' && *next != '\n' && at + 2 <= sizeof tagged)
+                tagged[at++] = *next++;
+            while (*next != '\0' && *next != '\n')   /* what does not fit */
+                next++;
+            tagged[at++] = '\n';
+            if (*next == '\n')
+                next++;
+        }
+        tagged[at] = '\0';
+        line = tagged;
     }
     size_t left = strlen(line);
     while (left > 0) {
@@ -752,11 +765,12 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
  * supervisor signals it as a group), in the shared supervisor's session:
  * not a session of its own, which the kernel gives a scheduling group of
  * its own (autogroup), made and torn down per task; the task has its own
- * session, as ever. A server started with a socket as fd 4 (its status
+ * session, as ever. A server started with a pipe as fd 4 (its status
  * channel, the shared supervisor's) also takes channel requests: "C", then
  * 'P' or 'N', the init's tag (digits) and an inline request's fields, no
  * descriptor; the init says its lines on the channel under the tag, so no
- * pipe is made, passed and closed a task. It serves until the socket's other end is gone (and dies
+ * pipe is made, passed and closed a task (and one read takes the lines
+ * of many inits). It serves until the socket's other end is gone (and dies
  * with the process that started it).
  *
  * Why: an exec of this program per task — the C library's start-up, which
@@ -893,8 +907,8 @@ static const char *request_field(char **at, char *end) {
 /* What marks a helper that takes inline requests (nsinit.py looks for it in the binary). */
 static const char inline_feature[] = "nsinit-feature:inline-spec-1";
 /* ... and one that takes channel requests ('C'), given its status channel as fd 4 at its start. */
-static const char channel_feature[] = "nsinit-feature:status-channel-1";
-/* whether this server was started with its status channel on fd 4 (a socket) */
+static const char channel_feature[] = "nsinit-feature:status-channel-2";
+/* whether this server was started with its status channel on fd 4 (a pipe) */
 static int has_channel;
 
 /* An inline request: "S", "P" or "N", then NUL-terminated fields: the
@@ -964,10 +978,10 @@ static int serve(void) {
      * came, 4 a copy of 0), so that the descriptors of a request land above
      * 4 and an init puts them in place with one dup2 each (become_init). */
     init_signals();
-    /* fd 4, if it came, is the status channel (a socket: nsinit.py's Server gives it to a helper
+    /* fd 4, if it came, is the status channel (a pipe: nsinit.py's Server gives it to a helper
      * with channel_feature); close-on-exec, as each init's status descriptor is */
     struct stat channel;
-    has_channel = fstat(STATUS_FD, &channel) == 0 && S_ISSOCK(channel.st_mode)
+    has_channel = fstat(STATUS_FD, &channel) == 0 && S_ISFIFO(channel.st_mode)
                   && fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) == 0;
     struct stat zero;
     if (fstat(0, &zero) != 0 || !S_ISCHR(zero.st_mode) || zero.st_rdev != makedev(1, 3)) {

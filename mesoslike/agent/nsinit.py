@@ -151,7 +151,7 @@ INLINE_MAX = 96 << 10
 #: what a helper that takes inline requests has in its binary (``nsinit.c``'s ``inline_feature``)
 INLINE_FEATURE = b"nsinit-feature:inline-spec-1"
 #: what a helper that takes channel requests has in its binary (``nsinit.c``'s ``channel_feature``)
-CHANNEL_FEATURE = b"nsinit-feature:status-channel-1"
+CHANNEL_FEATURE = b"nsinit-feature:status-channel-2"
 #: a helper's path -> (its size, mtime and inode, whether it takes inline requests, channel requests):
 #: looked at once
 _FEATURES: dict[str, tuple[tuple[int, int, int], bool, bool]] = {}
@@ -195,49 +195,65 @@ def takes_channel(helper: str) -> bool:
 
 class StatusChannel:
     """The status channel every init of a channel request says its lines
-    on (``nsinit.c``: one ``SOCK_SEQPACKET`` message a ``say``, ``"TAG
-    LINES"``), in place of a pipe per init: no ``pipe2``, no descriptor
-    passed, polled and closed a task. One per shared supervisor, given to
-    each server it starts (as its fd 4) and kept for as long as any init
-    may still say something: the inits of a server let go still hold its
-    other end. An init's messages are in the socket's queue before the
-    init has ended (a send to a unix socket queues at the receiver before
-    it returns), so once its zombie is seen, :meth:`read` has all it
+    on, in place of a pipe per init: no ``pipe2``, no descriptor passed,
+    polled and closed a task, and one ``read`` takes the lines of many
+    inits. One pipe per shared supervisor, its write end given to each
+    server it starts (as its fd 4) and kept for as long as any init may
+    still say something (the inits of a server let go hold it too). Each
+    line is ``TAG KIND ...`` (``nsinit.c``: an init's lines in one write
+    of at most ``PIPE_BUF`` bytes, which the pipe takes whole — never cut
+    into by another init's). An init's lines are in the pipe before the
+    init has ended, so once its zombie is seen, :meth:`read` has all it
     said. Not thread-safe."""
 
-    #: the largest message: an ``F`` line (``nsinit.c``'s ``fail``: 4 KB) and its tag
-    MESSAGE_MAX = 4200
+    #: the pipe's size asked for (bytes): a burst's lines without an init waiting to write
+    SIZE = 1 << 20
+    #: what is read at once
+    CHUNK = 1 << 16
 
     def __init__(self) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        ours.setblocking(False)
-        self.sock = ours
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)   # the inits' end blocks: a full pipe is waited for
+        os.set_blocking(read_end, False)
+        try:
+            fcntl.fcntl(read_end, fcntl.F_SETPIPE_SZ, self.SIZE)
+        except OSError:   # above /proc/sys/fs/pipe-max-size for a user without CAP_SYS_RESOURCE: the default
+            pass
+        self.read_end = read_end
         #: the end each server is given (close-on-exec: given by posix_spawn's dup2 only)
-        self.given = theirs
+        self.write_end = write_end
+        self.partial = b""   # a line not read whole yet
 
     def fileno(self) -> int:
-        return self.sock.fileno()
+        return self.read_end
 
     def read(self) -> list[tuple[int, bytes]]:
-        """Every message queued: ``(tag, lines)`` pairs, in the order sent
-        (one init's in the order it said them); a message without a
-        decimal tag (none is sent so) is dropped."""
+        """Every line come: ``(tag, line)`` pairs in the order written (an
+        init's in the order it said them); a line without a decimal tag
+        (none is written so) is dropped. A read short of its size emptied
+        the pipe: no read for its ``EAGAIN``."""
         got: list[tuple[int, bytes]] = []
-        recv = self.sock.recv
-        while True:
+        while self.read_end >= 0:
             try:
-                message = recv(self.MESSAGE_MAX)
+                chunk = os.read(self.read_end, self.CHUNK)
             except (BlockingIOError, InterruptedError):
-                return got
-            if not message:   # the other end gone (never while given is held): nothing more
-                return got
-            tag, _, lines = message.partition(b" ")
-            if tag.isdigit() and len(tag) < 20:
-                got.append((int(tag), lines))
+                break
+            if not chunk:   # never while write_end is held
+                break
+            *lines, rest = (self.partial + chunk).split(b"\n")
+            self.partial = rest if len(rest) <= self.CHUNK else b""
+            for line in lines:
+                tag, _, said = line.partition(b" ")
+                if tag.isdigit() and len(tag) < 20:
+                    got.append((int(tag), said))
+            if len(chunk) < self.CHUNK:
+                break
+        return got
 
     def close(self) -> None:
-        self.sock.close()
-        self.given.close()
+        for fd in (self.read_end, self.write_end):
+            if fd >= 0:
+                os.close(fd)
+        self.read_end = self.write_end = -1
 
 
 class Server:
@@ -269,7 +285,7 @@ class Server:
             status = -1
             try:
                 if self.channel is not None:   # above 4 too: neither dup moves over the other's source
-                    status = fcntl.fcntl(self.channel.given.fileno(), fcntl.F_DUPFD_CLOEXEC, 5)
+                    status = fcntl.fcntl(self.channel.write_end, fcntl.F_DUPFD_CLOEXEC, 5)
                     actions.append((os.POSIX_SPAWN_DUP2, status, 4))
                 self.pid = os.posix_spawn(helper, [helper, "--serve"], {}, setsigmask=blocked,
                                           setsigdef=_DEFAULT_SIGNALS, file_actions=actions)

@@ -22,9 +22,9 @@ of a new PID namespace and a child of this process
 (:meth:`SharedTask.submit_init`): it makes the mounts, starts the
 task, forwards signals, reaps orphans and says when the task executes
 and how it ended — on the shared supervisor's one status channel, each
-message tagged with the task's number (:class:`.nsinit.StatusChannel`;
-a helper built from an older ``nsinit.c``: on a pipe of its own). Its requests to the server are not round
-trips: a batch of launches is sent, and the answers (each init's pid, in
+line tagged with the task's number (:class:`.nsinit.StatusChannel`; a
+helper built from an older ``nsinit.c``: on a pipe of its own). Its
+requests to the server are not round trips: a batch of launches is sent, and the answers (each init's pid, in
 the order asked) are taken as they come, in the loop; a kill that comes
 before its task's answer is carried out once the pid is known. A
 container image, URIs to fetch or a health check keep a supervisor of
@@ -304,9 +304,9 @@ class SharedTask(sup.Supervisor):
             if short:
                 return
 
-    def take(self, lines: list[bytes]) -> None:
+    def take(self, lines: list[bytes] | tuple[bytes, ...]) -> None:
         """What the helper said, line by line (:meth:`read_status`; a
-        status channel's message, :meth:`SharedSupervisor.hear_channel`)."""
+        status channel's line, :meth:`SharedSupervisor.hear_channel`)."""
         for line in lines:
             kind, _, rest = line.decode("utf-8", "replace").partition(" ")
             if kind == "R" and rest.isdigit() and not self.executing:
@@ -821,20 +821,25 @@ class SharedSupervisor:
             self.started(task, self.task_host_pid(task))
 
     def hear_channel(self) -> None:
-        """What the inits said on the status channel, each message to its
+        """What the inits said on the status channel, each line to its
         task by its tag (:meth:`heard`'s, for a channel's init). A task
         whose answer is not read yet is told started once it is
         (:meth:`answered`): its pid is not known before."""
         if self.channel is None:
             return
-        for tag, lines in self.channel.read():
+        begun: list[SharedTask] = []
+        for tag, line in self.channel.read():
             task = self.by_tag.get(tag)
-            if task is None:   # a tag of no task now (never sent so): dropped
+            if task is None:   # a tag of no task now (never written so): dropped
                 continue
             was_executing = task.executing
-            task.take(lines.split(b"\n"))
+            task.take((line,))
             if task.executing and not was_executing and not task.awaiting:
-                self.started(task, self.task_host_pid(task))
+                begun.append(task)
+        # told once every line read is taken: a short task's R and X in the same read, as in one read
+        # of a pipe, get no task.json (started)
+        for task in begun:
+            self.started(task, self.task_host_pid(task))
 
     def task_host_pid(self, task: SharedTask) -> int:
         """The task's pid as the host sees it, from the pid its helper
