@@ -1041,6 +1041,93 @@ def test_an_inline_request_carries_the_spec_and_the_init_opens_the_tasks_output_
             os.close(pipe)
 
 
+def test_inits_say_their_lines_on_one_status_channel_under_their_tags(tmp_path):
+    """A channel request (sup29h): the init server, given the shared supervisor's status channel (one
+    pipe) as its fd 4, clones each init with no descriptor passed, and each init says its lines (``R``,
+    ``H``, ``F``, ``X``) there, each tagged with the number asked and written whole — no pipe made,
+    passed, polled and closed a task. All an init said is on the channel once its zombie can be seen; a
+    bad tag, or a channel request to a server without a channel (or a helper of before), is refused;
+    a line without a tag is dropped, one cut across reads is read whole."""
+    from mesoslike.agent import nsinit
+
+    helper = require_init_helper(tmp_path / "meta")
+    assert nsinit.takes_channel(helper)
+    assert nsinit.takes_channel(__file__) is False   # no marker: a helper of before, asked with pipes
+    channel = nsinit.StatusChannel()
+    server = nsinit.Server(helper, channel=channel)
+    plain = nsinit.Server(helper)   # no channel given: asked as before
+    try:
+        assert server.channel is channel and plain.channel is None
+        assert not plain.submit_channel(1, b"end\0", str(tmp_path / "o"), str(tmp_path / "e"), None, False)
+        (tmp_path / "target").write_text("")
+        os.symlink(tmp_path / "target", tmp_path / "link")
+        asks = {7: (["/bin/sh", "-c", "exit 3"], "out7"), 8: (["/bin/true"], "out8"),
+                123456789: (["/bin/true"], "link"), 10: (["no-such-program-here"], "out10"),
+                11: (["/bin/true"], "long/" * 900)}   # its F line longer than a pipe takes whole: cut
+        for tag, (argv, out) in asks.items():
+            spec = nsinit.encode_spec(namespaces=[], hostname="", tmp="", keep=[], volumes=[], user=None,
+                                      cwd=str(tmp_path), env={}, argv=argv)
+            assert server.submit_channel(tag, spec, str(tmp_path / out), str(tmp_path / "err"), None, False)
+        answers: list = []
+        wait_until(lambda: answers.extend(server.answers(wait=True)) or len(answers) == len(asks), 30, "answers")
+        said: dict = collections.defaultdict(bytes)
+        for pid in answers:
+            assert isinstance(pid, int) and parent_of(pid) == os.getpid()
+            os.waitpid(pid, 0)
+        for tag, line in channel.read():   # every init has ended: all it said is there
+            said[tag] += line + b"\n"
+        assert channel.read() == []
+        assert said[7].startswith(b"R ") and said[7].endswith(b"X %d\n" % (3 << 8)), said
+        assert said[8].startswith(b"R ") and said[8].endswith(b"X 0\n"), said
+        assert said[123456789] == (b"F cannot open the task's output file %s: Too many levels of symbolic links\n"
+                                   % bytes(tmp_path / "link")), said
+        assert said[10].startswith(b"F cannot execute no-such-program-here"), said
+        assert said[11].startswith(b"F cannot open the task's output file") and len(said[11]) < 4096, said[11][:80]
+        assert set(said) == set(asks)
+        # hostile requests: a tag that is not a number, and a channel request to a server without one
+        for target, request in ((server, b"CPx1\0/o\0/e\0\0end\0"), (server, b"CP\0/o\0/e\0\0end\0"),
+                                (plain, b"CP5\0/o\0/e\0\0end\0")):
+            target._send([request], [])
+            (answer,) = target.answers(wait=True)
+            assert isinstance(answer, OSError) and "a bad request" in str(answer), answer
+        assert channel.read() == []
+        # a line with no tag (none is written so) is dropped; one cut across reads waits for its end
+        os.write(channel.write_end, b"R 5\n12 R 3")
+        assert channel.read() == []
+        os.write(channel.write_end, b"4\n")
+        assert channel.read() == [(12, b"R 34")]
+    finally:
+        server.close()
+        plain.close()
+        channel.close()
+
+
+def test_the_shared_supervisor_opens_no_pipe_a_task_with_a_channel_helper(ns_executor):
+    """The shared supervisor's tasks with namespaces say their lines on its one status channel: however
+    many run, the shared supervisor holds no pipe per task, and their starts and ends arrive as before."""
+    executor = ns_executor
+    for index in range(6):
+        executor.launch("fw", task(f"w{index}", "while [ ! -e go ]; do sleep 0.05; done; exit 4"), "agent-1")
+    (supervisor,) = {run.watch.pid for run in executor._runs.values()}
+    for index in range(6):
+        started_record(executor, f"w{index}")
+
+    def pipes() -> int:
+        count = 0
+        for fd in os.listdir(f"/proc/{supervisor}/fd"):
+            try:
+                count += os.readlink(f"/proc/{supervisor}/fd/{fd}").startswith("pipe:")
+            except OSError:
+                continue
+        return count
+
+    assert pipes() <= 4, pipes()   # its wake-up pipe's two ends and its status channel's, none of a task
+    for index in range(6):
+        (executor.sandbox("fw", f"w{index}") / "go").touch()
+    ended = exits(events_until(executor, lambda events: len(exits(events)) == 6))
+    assert all(ended[f"w{index}"] == (4, None, "") for index in range(6)), ended
+
+
 def test_a_spec_too_large_for_a_request_or_a_helper_of_before_goes_in_a_memfd(ns_executor):
     """The inline request has a size limit (``nsinit.INLINE_MAX``) and a helper built from an older
     ``nsinit.c`` (named by an agent of before) takes none: the spec then goes in a memfd and the shared
@@ -1171,3 +1258,36 @@ def test_an_idle_agent_makes_spares_bounded_and_its_next_launch_takes_one_rename
     events_until(executor, lambda events: not executor.running())
     executor.release()   # the agent's stop: the pool and the spares go
     assert cgroups_below(cgroups_root) == []
+
+
+def test_launch_files_are_decoded_by_msgspec_named_by_the_agent_with_json_having_the_last_word(executor, tmp_path):
+    """The shared supervisor runs ``-I -S`` (none of the interpreter's packages): the agent names where
+    its msgspec is (``--msgspec DIR``), and the tasks' ``launch.json`` are decoded by msgspec's JSON
+    decoder (4 µs against ``json.loads``'s 12, sup29h) — with ``json.loads`` having the last word on
+    anything msgspec refuses, so every document decodes to the same object or fails with the same
+    error as before; one nested too deeply is a ValueError, never a RecursionError; without the
+    option, or with a directory msgspec cannot be imported from, ``json.loads`` alone."""
+    import json
+
+    import msgspec
+
+    from mesoslike.agent.shared_supervisor import launch_loads
+
+    executor.launch("fw", task("quick", "exit 0"), "agent-1")
+    (supervisor,) = {run.watch.pid for run in executor._runs.values()}
+    with open(f"/proc/{supervisor}/cmdline", "rb") as handle:
+        argv = handle.read().split(b"\0")
+    site = os.path.dirname(os.path.dirname(os.path.abspath(msgspec.__file__)))
+    assert argv[argv.index(b"--msgspec") + 1] == os.fsencode(site), argv
+    assert exits(events_until(executor, lambda events: "quick" in exits(events)))["quick"] == (0, None, "")
+
+    documents = [b'{"a": [1, 2.5, null, true, "\\u00e9", "\xc3\xa9"], "b": {"c": 123456789012345678901234567890}}',
+                 b'{"a": NaN, "b": Infinity, "c": 1e400}', b'{"a": "\\udc80"}', b"\xef\xbb\xbf{}",
+                 '{"a": "é"}'.encode("utf-16"), b'{"a": 1, "a": 2}', b" {} "]
+    hostile = [b"", b"{", b"{nope", b"\xff", b"{}x", b'"unterminated', b"[" * 200_000, b'{"a":' * 200_000]
+    for loads in (launch_loads(site), launch_loads(None), launch_loads(str(tmp_path))):
+        for document in documents:
+            assert repr(loads(document)) == repr(json.loads(document)), document
+        for document in hostile:
+            with pytest.raises(ValueError):
+                loads(document)

@@ -20,6 +20,10 @@
  *                             task's pid as the host sees it
  *                 "F MESSAGE" it could not be started (nsinit then exits 127)
  *                 "X STATUS"  the task's leader ended with wait status STATUS
+ *               or, for an init of a channel request ('C', below), the
+ *               server's status channel, one pipe shared by every init: the
+ *               same lines each as "TAG KIND ..." (TAG: the request's), each
+ *               write at most PIPE_BUF bytes (whole, never interleaved)
  *
  * It does what mesoslike/agent/namespaces.py's enter() does in a Python
  * supervisor: the namespaces other than pid (unshare), / a recursive slave,
@@ -72,9 +76,33 @@
 #define MAX_ITEMS 65536
 
 static int status_fd = STATUS_FD;
+/* An init of a channel request ('C'): the tag its lines go under on the
+ * server's status channel (fd 4: one pipe shared by every init of the shared
+ * supervisor), each line "TAG KIND ...". Empty: a pipe of its own. */
+static char status_tag[24];
 
 /* ------------------------------------------------------------ reporting */
 static void say(const char *line) {
+    /* on the channel: each line tagged, the whole in one write of at most PIPE_BUF bytes, which
+     * a pipe takes whole (never interleaved with another init's); a longer F line is cut short */
+    char tagged[PIPE_BUF];
+    if (status_tag[0] != '\0') {
+        size_t at = 0, tag = strlen(status_tag);
+        for (const char *next = line; *next != '\0' && at + tag + 3 <= sizeof tagged;) {
+            memcpy(tagged + at, status_tag, tag);
+            tagged[at + tag] = ' ';
+            at += tag + 1;
+            while (*next != '\0' && *next != '\n' && at + 2 <= sizeof tagged)
+                tagged[at++] = *next++;
+            while (*next != '\0' && *next != '\n')   /* what does not fit */
+                next++;
+            tagged[at++] = '\n';
+            if (*next == '\n')
+                next++;
+        }
+        tagged[at] = '\0';
+        line = tagged;
+    }
     size_t left = strlen(line);
     while (left > 0) {
         ssize_t n = write(status_fd, line, left);
@@ -737,7 +765,12 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
  * supervisor signals it as a group), in the shared supervisor's session:
  * not a session of its own, which the kernel gives a scheduling group of
  * its own (autogroup), made and torn down per task; the task has its own
- * session, as ever. It serves until the socket's other end is gone (and dies
+ * session, as ever. A server started with a pipe as fd 4 (its status
+ * channel, the shared supervisor's) also takes channel requests: "C", then
+ * 'P' or 'N', the init's tag (digits) and an inline request's fields, no
+ * descriptor; the init says its lines on the channel under the tag, so no
+ * pipe is made, passed and closed a task (and one read takes the lines
+ * of many inits). It serves until the socket's other end is gone (and dies
  * with the process that started it).
  *
  * Why: an exec of this program per task — the C library's start-up, which
@@ -842,9 +875,11 @@ static void become_init_inline(int status, const char *out_path, const char *err
                                gid_t gid, char *spec, size_t size) __attribute__((noreturn));
 static void become_init_inline(int status, const char *out_path, const char *err_path, int owner, uid_t uid,
                                gid_t gid, char *spec, size_t size) {
-    status_fd = status;   /* above 4, as every descriptor the server gets (serve) */
-    if (dup3(status, STATUS_FD, O_CLOEXEC) < 0)
-        fail("the init's descriptors: %s", strerror(errno));
+    if (status >= 0) {
+        status_fd = status;   /* above 4, as every descriptor the server gets (serve) */
+        if (dup3(status, STATUS_FD, O_CLOEXEC) < 0)
+            fail("the init's descriptors: %s", strerror(errno));
+    }   /* else a channel request's: fd 4 is the server's status channel already (close-on-exec: serve) */
     status_fd = STATUS_FD;
     close(SERVER_FD);   /* the server's socket: never the init's */
     close_from(STATUS_FD + 1);
@@ -871,6 +906,10 @@ static const char *request_field(char **at, char *end) {
 
 /* What marks a helper that takes inline requests (nsinit.py looks for it in the binary). */
 static const char inline_feature[] = "nsinit-feature:inline-spec-1";
+/* ... and one that takes channel requests ('C'), given its status channel as fd 4 at its start. */
+static const char channel_feature[] = "nsinit-feature:status-channel-2";
+/* whether this server was started with its status channel on fd 4 (a pipe) */
+static int has_channel;
 
 /* An inline request: "S", "P" or "N", then NUL-terminated fields: the
  * task's stdout and stderr paths, their owner ("" or "UID:GID"), and the
@@ -882,10 +921,17 @@ static const char inline_feature[] = "nsinit-feature:inline-spec-1";
  * mount that fails does. Closes fd. */
 static void serve_inline(char *request, size_t size, int fd) {
     char *at = request + 2, *end = request + size;
+    /* a channel request ('C'): the init's tag first (digits), no descriptor: its lines go on the
+     * server's status channel (fd 4) under the tag, not on a pipe of its own */
+    const char *tag = request[0] == 'C' ? request_field(&at, end) : "";
     const char *out_path = request_field(&at, end), *err_path = request_field(&at, end);
     const char *owner = request_field(&at, end);
     int good = out_path != NULL && err_path != NULL && owner != NULL && at < end && end[-1] == '\0'
                && (request[1] == 'P' || request[1] == 'N') && out_path[0] == '/' && err_path[0] == '/';
+    if (good && request[0] == 'C') {
+        size_t digits = tag != NULL ? strspn(tag, "0123456789") : 0;
+        good = has_channel && fd < 0 && digits > 0 && digits < sizeof status_tag && tag[digits] == '\0';
+    }
     unsigned long uid = 0, gid = 0;
     int owned = good && owner[0] != '\0';
     if (owned) {
@@ -900,16 +946,21 @@ static void serve_inline(char *request, size_t size, int fd) {
         }
     }
     if (!good) {
-        close(fd);
+        if (fd >= 0)
+            close(fd);
         answer("F a bad request to the namespace init server");
         return;
     }
     unsigned long flags = CLONE_PARENT | (request[1] == 'P' ? CLONE_NEWPID : 0);
     pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
-    if (pid == 0)
+    if (pid == 0) {
+        if (request[0] == 'C')
+            strcpy(status_tag, tag);   /* checked to fit above */
         become_init_inline(fd, out_path, err_path, owned, (uid_t)uid, (gid_t)gid, at, (size_t)(end - at));
+    }
     int error = errno;
-    close(fd);
+    if (fd >= 0)
+        close(fd);
     answer_clone(pid, error);
 }
 
@@ -927,6 +978,11 @@ static int serve(void) {
      * came, 4 a copy of 0), so that the descriptors of a request land above
      * 4 and an init puts them in place with one dup2 each (become_init). */
     init_signals();
+    /* fd 4, if it came, is the status channel (a pipe: nsinit.py's Server gives it to a helper
+     * with channel_feature); close-on-exec, as each init's status descriptor is */
+    struct stat channel;
+    has_channel = fstat(STATUS_FD, &channel) == 0 && S_ISFIFO(channel.st_mode)
+                  && fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) == 0;
     struct stat zero;
     if (fstat(0, &zero) != 0 || !S_ISCHR(zero.st_mode) || zero.st_rdev != makedev(1, 3)) {
         int null = open("/dev/null", O_RDONLY);
@@ -965,6 +1021,11 @@ static int serve(void) {
             serve_inline(request, (size_t)n, fds[0]);
             continue;
         }
+        if (kind == 'C' && count == 0 && n >= 2 && !(message.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+            request[n] = '\0';
+            serve_inline(request, (size_t)n, -1);
+            continue;
+        }
         if (n != 1 || (kind != 'P' && kind != 'N') || count != 4 || (message.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
             close_all(fds, count);
             answer("F a bad request to the namespace init server");
@@ -988,6 +1049,7 @@ int main(int argc, char **argv) {
         return serve();
     if (argc == 2 && strcmp(argv[1], "--features") == 0) {
         puts(inline_feature);
+        puts(channel_feature);
         return 0;
     }
     if (argc != 1) {

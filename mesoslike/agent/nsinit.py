@@ -38,7 +38,7 @@ import tempfile
 import time
 
 __all__ = ["SOURCE", "helper", "build", "encode_spec", "BuildProblem", "Server", "ServerGone", "INLINE_MAX",
-           "INLINE_FEATURE", "takes_inline"]
+           "INLINE_FEATURE", "takes_inline", "CHANNEL_FEATURE", "takes_channel", "StatusChannel"]
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsinit.c")
 #: how long a compile may take (s): a loaded machine, a slow disk
@@ -150,31 +150,110 @@ class ServerGone(OSError):
 INLINE_MAX = 96 << 10
 #: what a helper that takes inline requests has in its binary (``nsinit.c``'s ``inline_feature``)
 INLINE_FEATURE = b"nsinit-feature:inline-spec-1"
-#: a helper's path -> (its size, mtime and inode, whether it takes inline requests): looked at once
-_FEATURES: dict[str, tuple[tuple[int, int, int], bool]] = {}
+#: what a helper that takes channel requests has in its binary (``nsinit.c``'s ``channel_feature``)
+CHANNEL_FEATURE = b"nsinit-feature:status-channel-2"
+#: a helper's path -> (its size, mtime and inode, whether it takes inline requests, channel requests):
+#: looked at once
+_FEATURES: dict[str, tuple[tuple[int, int, int], bool, bool]] = {}
+
+
+def _features(helper: str) -> tuple[bool, bool]:
+    try:
+        info = os.stat(helper)
+    except OSError:
+        return False, False
+    key = (info.st_size, info.st_mtime_ns, info.st_ino)
+    known = _FEATURES.get(helper)
+    if known is not None and known[0] == key:
+        return known[1], known[2]
+    try:
+        with open(helper, "rb") as handle:
+            text = handle.read()
+        found = INLINE_FEATURE in text, CHANNEL_FEATURE in text
+    except OSError:
+        found = False, False
+    if len(_FEATURES) >= 16:
+        _FEATURES.clear()
+    _FEATURES[helper] = (key, *found)
+    return found
 
 
 def takes_inline(helper: str) -> bool:
     """Whether the helper's server takes inline requests (:meth:`Server.submit_inline`):
     a build of this ``nsinit.c`` or a later one does; a helper built from an
     older source (named by an agent of before) does not, and gets a memfd."""
-    try:
-        info = os.stat(helper)
-    except OSError:
-        return False
-    key = (info.st_size, info.st_mtime_ns, info.st_ino)
-    known = _FEATURES.get(helper)
-    if known is not None and known[0] == key:
-        return known[1]
-    try:
-        with open(helper, "rb") as handle:
-            found = INLINE_FEATURE in handle.read()
-    except OSError:
-        found = False
-    if len(_FEATURES) >= 16:
-        _FEATURES.clear()
-    _FEATURES[helper] = (key, found)
-    return found
+    return _features(helper)[0]
+
+
+def takes_channel(helper: str) -> bool:
+    """Whether the helper's server takes channel requests (:meth:`Server.submit_channel`):
+    its inits say their lines on one status channel (:class:`StatusChannel`)
+    rather than a pipe each. A helper built from an older ``nsinit.c`` does
+    not, and gets a pipe per init as before."""
+    return _features(helper)[1]
+
+
+class StatusChannel:
+    """The status channel every init of a channel request says its lines
+    on, in place of a pipe per init: no ``pipe2``, no descriptor passed,
+    polled and closed a task, and one ``read`` takes the lines of many
+    inits. One pipe per shared supervisor, its write end given to each
+    server it starts (as its fd 4) and kept for as long as any init may
+    still say something (the inits of a server let go hold it too). Each
+    line is ``TAG KIND ...`` (``nsinit.c``: an init's lines in one write
+    of at most ``PIPE_BUF`` bytes, which the pipe takes whole — never cut
+    into by another init's). An init's lines are in the pipe before the
+    init has ended, so once its zombie is seen, :meth:`read` has all it
+    said. Not thread-safe."""
+
+    #: the pipe's size asked for (bytes): a burst's lines without an init waiting to write
+    SIZE = 1 << 20
+    #: what is read at once
+    CHUNK = 1 << 16
+
+    def __init__(self) -> None:
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)   # the inits' end blocks: a full pipe is waited for
+        os.set_blocking(read_end, False)
+        try:
+            fcntl.fcntl(read_end, fcntl.F_SETPIPE_SZ, self.SIZE)
+        except OSError:   # above /proc/sys/fs/pipe-max-size for a user without CAP_SYS_RESOURCE: the default
+            pass
+        self.read_end = read_end
+        #: the end each server is given (close-on-exec: given by posix_spawn's dup2 only)
+        self.write_end = write_end
+        self.partial = b""   # a line not read whole yet
+
+    def fileno(self) -> int:
+        return self.read_end
+
+    def read(self) -> list[tuple[int, bytes]]:
+        """Every line come: ``(tag, line)`` pairs in the order written (an
+        init's in the order it said them); a line without a decimal tag
+        (none is written so) is dropped. A read short of its size emptied
+        the pipe: no read for its ``EAGAIN``."""
+        got: list[tuple[int, bytes]] = []
+        while self.read_end >= 0:
+            try:
+                chunk = os.read(self.read_end, self.CHUNK)
+            except (BlockingIOError, InterruptedError):
+                break
+            if not chunk:   # never while write_end is held
+                break
+            *lines, rest = (self.partial + chunk).split(b"\n")
+            self.partial = rest if len(rest) <= self.CHUNK else b""
+            for line in lines:
+                tag, _, said = line.partition(b" ")
+                if tag.isdigit() and len(tag) < 20:
+                    got.append((int(tag), said))
+            if len(chunk) < self.CHUNK:
+                break
+        return got
+
+    def close(self) -> None:
+        for fd in (self.read_end, self.write_end):
+            if fd >= 0:
+                os.close(fd)
+        self.read_end = self.write_end = -1
 
 
 class Server:
@@ -191,18 +270,29 @@ class Server:
     #: how long an answer may take (s): a clone on a loaded machine
     TIMEOUT = 30.0
 
-    def __init__(self, helper: str, blocked: tuple = ()) -> None:
+    def __init__(self, helper: str, blocked: tuple = (), channel: StatusChannel | None = None) -> None:
+        """``channel``: the status channel to give the server (as its fd 4)
+        if the helper takes channel requests (:func:`takes_channel`):
+        :meth:`submit_channel` then sends them."""
         self.helper = helper
+        inline, takes = _features(helper)
+        #: the status channel its inits say their lines on (:meth:`submit_channel`), if it has one
+        self.channel = channel if takes else None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            given = fcntl.fcntl(theirs.fileno(), fcntl.F_DUPFD_CLOEXEC, 4)   # never moved over by fd 3's dup
+            given = fcntl.fcntl(theirs.fileno(), fcntl.F_DUPFD_CLOEXEC, 5)   # never moved over by fd 3's dup
+            actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, given, 3)]
+            status = -1
             try:
+                if self.channel is not None:   # above 4 too: neither dup moves over the other's source
+                    status = fcntl.fcntl(self.channel.write_end, fcntl.F_DUPFD_CLOEXEC, 5)
+                    actions.append((os.POSIX_SPAWN_DUP2, status, 4))
                 self.pid = os.posix_spawn(helper, [helper, "--serve"], {}, setsigmask=blocked,
-                                          setsigdef=_DEFAULT_SIGNALS,
-                                          file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                                                        (os.POSIX_SPAWN_DUP2, given, 3)])
+                                          setsigdef=_DEFAULT_SIGNALS, file_actions=actions)
             finally:
                 os.close(given)
+                if status >= 0:
+                    os.close(status)
         except BaseException:
             ours.close()
             raise
@@ -211,7 +301,7 @@ class Server:
         ours.setblocking(False)   # waits are polls with a deadline (submit, answers)
         self.sock: socket.socket | None = ours
         #: whether it takes inline requests (:meth:`submit_inline`)
-        self.inline = takes_inline(helper)
+        self.inline = inline
         self.pending = 0        # requests sent and not answered
         self.oldest = 0.0       # when the oldest of them was sent (or the last answer came)
         self.ready: list[int | OSError] = []   # answers read and not yet taken
@@ -270,11 +360,30 @@ class Server:
         self._send([head, paths, who, b"\0", spec], [status])
         return True
 
+    def submit_channel(self, tag: int, spec: bytes, stdout: str, stderr: str, owner: tuple[int, int] | None,
+                       pid_namespace: bool) -> bool:
+        """As :meth:`submit_inline`, with no descriptor at all: the init
+        says its lines on the server's :attr:`channel`, each message
+        tagged with ``tag`` (a number >= 0 the caller tells its tasks
+        apart by, :meth:`StatusChannel.read`). False (nothing sent) if this
+        server has no channel or the request would be too large: ask as
+        before (:meth:`submit_inline`, :meth:`submit`) with a pipe."""
+        if self.channel is None or tag < 0:
+            return False
+        if not stdout.startswith("/") or not stderr.startswith("/") or "\0" in stdout or "\0" in stderr:
+            return False
+        head = b"CP%d\0" % tag if pid_namespace else b"CN%d\0" % tag
+        paths = os.fsencode(stdout) + b"\0" + os.fsencode(stderr) + b"\0"
+        who = f"{int(owner[0])}:{int(owner[1])}".encode() if owner is not None else b""
+        if len(head) + len(paths) + len(who) + 1 + len(spec) > INLINE_MAX:
+            return False
+        self._send([head, paths, who, b"\0", spec], [])
+        return True
+
     def _send(self, message: list[bytes], descriptors: list[int]) -> None:
         if self.sock is None:
             raise ServerGone(f"the namespace init server {self.pid} has ended")
-        fds = array.array("i", descriptors)
-        control = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
+        control = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", descriptors))] if descriptors else []
         deadline = time.monotonic() + self.TIMEOUT
         while True:
             try:

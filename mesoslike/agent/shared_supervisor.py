@@ -20,9 +20,11 @@ own as the init of its PID namespace, the compiled namespace init helper
 shared supervisor, its child: :meth:`SharedSupervisor.server_for`) as pid 1
 of a new PID namespace and a child of this process
 (:meth:`SharedTask.submit_init`): it makes the mounts, starts the
-task, forwards signals, reaps orphans and says on a pipe when the task
-executes and how it ended. Its requests to the server are not round
-trips: a batch of launches is sent, and the answers (each init's pid, in
+task, forwards signals, reaps orphans and says when the task executes
+and how it ended — on the shared supervisor's one status channel, each
+line tagged with the task's number (:class:`.nsinit.StatusChannel`; a
+helper built from an older ``nsinit.c``: on a pipe of its own). Its
+requests to the server are not round trips: a batch of launches is sent, and the answers (each init's pid, in
 the order asked) are taken as they come, in the loop; a kill that comes
 before its task's answer is carried out once the pid is known. A
 container image, URIs to fetch or a health check keep a supervisor of
@@ -31,7 +33,9 @@ their own.
 It is started by the agent as ``python -I -S shared_supervisor.py META``
 (``META``: the agent's ``<work_dir>/meta``) in a session of its own, so
 it outlives the agent as a task's supervisor does; standard library only,
-:mod:`.supervisor` loaded by its path. Its files, in ``META``:
+:mod:`.supervisor` loaded by its path — and msgspec's JSON decoder for
+the tasks' ``launch.json`` if the agent names where its interpreter has
+it (``--msgspec DIR``; :func:`launch_loads`). Its files, in ``META``:
 
 ``shared-supervisor.json``  its pid and start time (written once it listens)
 ``shared-supervisor.sock``  the socket an agent connects to (mode
@@ -132,6 +136,43 @@ else:
     nsinit = sup.load_sibling("nsinit")
 
 
+def launch_loads(directory: str | None) -> Callable[[bytes], object]:
+    """What decodes a task's ``launch.json`` here: msgspec's JSON decoder
+    from ``directory`` (the agent's interpreter's packages, which it names
+    when msgspec is there: this process runs ``-I -S``, with none of them)
+    — 4 µs where ``json.loads`` takes 12 (a 3 KB launch; 13 % of this
+    loop's busy samples) — falling back to ``json.loads``, whose result or
+    error stands, for anything msgspec refuses (``NaN``, a lone surrogate's
+    escape, a byte-order mark, what is not JSON): the same object, or the
+    same error, as before. Without ``directory``, or if msgspec cannot be
+    imported from it: ``json.loads``. Either way a document nested too
+    deeply for ``json.loads`` is a ValueError, not a RecursionError."""
+    decode: Callable[[bytes], object] | None = None
+    if directory:
+        sys.path.append(directory)
+        try:
+            import msgspec.json
+            decode = msgspec.json.Decoder().decode
+        except Exception as exc:   # another interpreter's build, a broken install: the standard library's
+            sup.say(f"msgspec cannot be imported from {directory} ({type(exc).__name__}: {exc}): "
+                    "launch files are decoded by json")
+        finally:
+            sys.path.remove(directory)
+
+    def loads(data: bytes) -> object:
+        if decode is not None:
+            try:
+                return decode(data)
+            except Exception:   # msgspec's errors are ValueErrors; json has the last word on any of them
+                pass
+        try:
+            return json.loads(data)
+        except RecursionError:
+            raise ValueError("nested too deeply") from None
+
+    return loads
+
+
 def covers(launch: dict) -> bool:
     """Whether a task of this ``launch.json`` content runs under the shared
     supervisor: no image, URIs or health check, and namespaces only with
@@ -153,8 +194,8 @@ class SharedTask(sup.Supervisor):
     whose watching is the shared loop's. A task with namespaces is started
     through the init helper (:mod:`.nsinit`): :attr:`task_pid` is then
     the helper's (the process watched, signalled and reaped here), and the
-    helper tells on its status pipe when the task executes (its pid), why
-    it could not, and how it ended."""
+    helper tells on the status channel (or its status pipe) when the task
+    executes (its pid), why it could not, and how it ended."""
 
     def __init__(self, run_dir: str, name: str, host_pid: int = 0) -> None:
         super().__init__(run_dir, host_pid)
@@ -163,6 +204,7 @@ class SharedTask(sup.Supervisor):
         self.cleanup_deadline = 0.0
         self.switch_by_popen = True   # no Python runs in a forked child of this process
         self.status_pipe = -1                   # the init helper's status pipe (read end), while open
+        self.tag = -1                           # its tag on the status channel, if its init says its lines there
         self.said = b""                         # what the helper said and was not read as a line yet
         self.task_status: int | None = None     # the task leader's wait status, as the helper said it
         self.failure = ""                       # why the helper could not start the task
@@ -181,7 +223,7 @@ class SharedTask(sup.Supervisor):
         if self.killing is not None and self.kill_deadline is not None and not self.sigkill_sent:
             self.killing[self.name] = self
 
-    def submit_init(self, server_for: Callable[[str], nsinit.Server]) -> nsinit.Server:
+    def submit_init(self, server_for: Callable[[str], nsinit.Server], tag: int = -1) -> nsinit.Server:
         """Ask for the init helper of this task (``launch["init"]``) of
         its server (``server_for(helper)``, a :class:`.nsinit.Server`: a
         clone of a long-lived helper process, no exec; asked of a new one
@@ -196,7 +238,9 @@ class SharedTask(sup.Supervisor):
         block on the kernel's cgroup lock, were most of its time). What
         must not run as root in the task's mount namespace is done here
         first, as a task's own supervisor does it: the volumes' missing
-        sandbox sources made."""
+        sandbox sources made. With ``tag`` (>= 0) and a server that has a
+        status channel, the init says its lines there under ``tag``
+        (:attr:`tag` set; no status pipe: :meth:`.nsinit.Server.submit_channel`)."""
         launch = self.launch
         for volume in launch["volumes"]:
             if volume.get("make_source") and not os.path.lexists(volume["source"]):
@@ -213,9 +257,20 @@ class SharedTask(sup.Supervisor):
                                       cwd=launch["cwd"], env=self.env, argv=self.argv(), cgroups=launch["cgroups"])
         except (ValueError, KeyError, TypeError) as exc:
             raise sup.LaunchProblem(f"the task's container cannot be described: {exc}") from None
-        read_end, write_end = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         pid_namespace = "pid" in launch["namespaces"]
         owner = (user.uid, user.gid) if user is not None else None
+        if tag >= 0:   # one channel for every init: no pipe made, passed, polled and closed a task
+            server = server_for(launch["init"])
+            try:
+                sent = server.submit_channel(tag, spec, launch["stdout"], launch["stderr"], owner, pid_namespace)
+            except nsinit.ServerGone:   # killed, or ended: this request did not reach it; a new one
+                server = server_for(launch["init"])
+                sent = server.submit_channel(tag, spec, launch["stdout"], launch["stderr"], owner, pid_namespace)
+            if sent:
+                self.tag = tag
+                self.started_by = "nsinit"
+                return server
+        read_end, write_end = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         try:
             server = server_for(launch["init"])
             try:
@@ -284,19 +339,24 @@ class SharedTask(sup.Supervisor):
             *lines, self.said = self.said.split(b"\n")
             if len(self.said) > MAX_LINE:
                 self.said = b""
-            for line in lines:
-                kind, _, rest = line.decode("utf-8", "replace").partition(" ")
-                if kind == "R" and rest.isdigit() and not self.executing:
-                    self.executing = True
-                    self.reported_pid = int(rest)
-                elif kind == "H" and rest.isdigit() and int(rest) > 0:
-                    self.host_pid_said = int(rest)
-                elif kind == "F" and not self.failure:
-                    self.failure = rest[:2000] or "the namespace init helper failed"
-                elif kind == "X" and rest.lstrip("-").isdigit():
-                    self.task_status = int(rest)
+            self.take(lines)
             if short:
                 return
+
+    def take(self, lines: list[bytes] | tuple[bytes, ...]) -> None:
+        """What the helper said, line by line (:meth:`read_status`; a
+        status channel's line, :meth:`SharedSupervisor.hear_channel`)."""
+        for line in lines:
+            kind, _, rest = line.decode("utf-8", "replace").partition(" ")
+            if kind == "R" and rest.isdigit() and not self.executing:
+                self.executing = True
+                self.reported_pid = int(rest)
+            elif kind == "H" and rest.isdigit() and int(rest) > 0:
+                self.host_pid_said = int(rest)
+            elif kind == "F" and not self.failure:
+                self.failure = rest[:2000] or "the namespace init helper failed"
+            elif kind == "X" and rest.lstrip("-").isdigit():
+                self.task_status = int(rest)
 
     def spawn(self, homes: list, switch: bool = False) -> int:
         """As :meth:`.supervisor.Supervisor.spawn`; the user switch's
@@ -377,8 +437,10 @@ class SharedSupervisor:
     them as ``SIGCHLD`` says (a signalfd), kill on request and at
     deadlines, record ends."""
 
-    def __init__(self, meta: str) -> None:
+    def __init__(self, meta: str, loads: Callable[[bytes], object] = json.loads) -> None:
+        """``loads``: what decodes a task's ``launch.json`` (:func:`launch_loads`)."""
         self.meta = os.path.abspath(meta)
+        self.loads = loads
         self.tasks_root = os.path.join(self.meta, "tasks")
         self.agent_pid_file = os.path.join(self.meta, "agent.pid")
         self.tasks: dict[str, SharedTask] = {}
@@ -395,6 +457,11 @@ class SharedSupervisor:
         #: user switch's Popen), or an init's zombie waited for its server's answer (answered)
         self.sweep_due = False
         self.by_status_pipe: dict[int, SharedTask] = {}   # the init helpers' status pipes
+        #: the inits' status channel (one for every server started; made with the first), and the tasks
+        #: whose inits say their lines there, by tag: no pipe a task (pipe2, its epoll_ctl, two close)
+        self.channel: nsinit.StatusChannel | None = None
+        self.by_tag: dict[int, SharedTask] = {}
+        self.next_tag = 0
         self.init_server: nsinit.Server | None = None   # the init helper's server, once a task has namespaces
         #: the servers with requests in flight (or answers unread): socket fd -> the server and the tasks
         #: asked of it, in the order asked (it answers in that order)
@@ -477,6 +544,8 @@ class SharedSupervisor:
                     self._drain_wakeups()
                 elif fd == self.child_signals:
                     self.reap_ended()
+                elif self.channel is not None and fd == self.channel.fileno():
+                    self.hear_channel()
                 elif fd in self.by_status_pipe:
                     self.heard(self.by_status_pipe[fd])
                 elif fd in self.servers:
@@ -642,7 +711,7 @@ class SharedSupervisor:
             sup.say(f"{name}: cannot write its supervisor.json: {exc}")
             return
         try:
-            task.launch = sup.read_launch(task.path(sup.LAUNCH_FILE))
+            task.launch = sup.read_launch(task.path(sup.LAUNCH_FILE), self.loads)
         except FileNotFoundError:
             return   # cancelled (a restarted agent found no supervisor.json): nothing to run, nothing to tell
         except (OSError, ValueError) as exc:
@@ -656,7 +725,10 @@ class SharedSupervisor:
         try:
             task.prepare()
             if init:
-                server = task.submit_init(self.server_for)
+                server = task.submit_init(self.server_for, self.next_tag)
+                if task.tag >= 0:
+                    self.by_tag[task.tag] = task
+                    self.next_tag += 1
                 task.awaiting = True
                 self.tasks[name] = task
                 self.asked(server, task)
@@ -725,13 +797,17 @@ class SharedSupervisor:
                 task.status_pipe = -1
             if isinstance(answer, nsinit.ServerGone):   # cloned or not, unknown: an init joins its cgroups first
                 task.kill_cgroups()
+            self.by_tag.pop(task.tag, None)
             del self.tasks[task.name]
             self.failed(task, sup.REASON_LAUNCH_FAILED, f"{type(answer).__name__}: {answer}")
             return
         self.by_pid[answer] = task
         self.sweep_due = True   # it may have ended already: its zombie, left by reap_ended until now
-        self.by_status_pipe[task.status_pipe] = task
-        self.poller.register(task.status_pipe, select.EPOLLIN)
+        if task.status_pipe >= 0:
+            self.by_status_pipe[task.status_pipe] = task
+            self.poller.register(task.status_pipe, select.EPOLLIN)
+        elif task.executing:   # said on the channel before its answer was read: told now, with its pid
+            self.started(task, self.task_host_pid(task))
         if task.pending_kill is not None:
             task.kill(task.pending_kill)
         elif self.stopping:
@@ -750,7 +826,10 @@ class SharedSupervisor:
             self.settle(server)
             server = self.init_server = None
         if server is None:
-            server = self.init_server = nsinit.Server(helper, INIT_BLOCKED)
+            if self.channel is None:   # kept while this process lives: the inits of a server let go hold it
+                self.channel = nsinit.StatusChannel()
+                self.poller.register(self.channel.fileno(), select.EPOLLIN)
+            server = self.init_server = nsinit.Server(helper, INIT_BLOCKED, self.channel)
         return server
 
     def started(self, task: SharedTask, pid: int) -> None:
@@ -780,6 +859,27 @@ class SharedSupervisor:
         if task.status_pipe < 0 and pipe >= 0:   # closed at its end: the kernel took it out of the epoll set
             self.by_status_pipe.pop(pipe, None)
         if task.executing and not was_executing:
+            self.started(task, self.task_host_pid(task))
+
+    def hear_channel(self) -> None:
+        """What the inits said on the status channel, each line to its
+        task by its tag (:meth:`heard`'s, for a channel's init). A task
+        whose answer is not read yet is told started once it is
+        (:meth:`answered`): its pid is not known before."""
+        if self.channel is None:
+            return
+        begun: list[SharedTask] = []
+        for tag, line in self.channel.read():
+            task = self.by_tag.get(tag)
+            if task is None:   # a tag of no task now (never written so): dropped
+                continue
+            was_executing = task.executing
+            task.take((line,))
+            if task.executing and not was_executing and not task.awaiting:
+                begun.append(task)
+        # told once every line read is taken: a short task's R and X in the same read, as in one read
+        # of a pipe, get no task.json (started)
+        for task in begun:
             self.started(task, self.task_host_pid(task))
 
     def task_host_pid(self, task: SharedTask) -> int:
@@ -873,6 +973,10 @@ class SharedSupervisor:
                 self.by_status_pipe.pop(pipe, None)   # closed: out of the epoll set (no one else has it)
                 os.close(pipe)
                 task.status_pipe = -1
+        if task.tag >= 0:   # its init said all it said before it ended: on the channel now, if not read yet
+            if task.task_status is None and not task.failure:
+                self.hear_channel()
+            self.by_tag.pop(task.tag, None)
         if task.child is not None:   # reaped here: its Popen must never wait for the pid (reused by then)
             task.child.returncode = os.waitstatus_to_exitcode(task.status)
         task.cleanup_deadline = time.monotonic() + sup.CLEANUP_LIMIT
@@ -952,6 +1056,9 @@ class SharedSupervisor:
         self.drop_connection()
         if self.init_server is not None:
             self.init_server.close()
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
         if self.child_signals >= 0:
             os.close(self.child_signals)
             self.child_signals = -1
@@ -988,12 +1095,14 @@ def _pass_over_young_objects_less_often() -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        sup.say("usage: shared_supervisor.py META_DIR")
+    """``META [--msgspec DIR]``: DIR, where the agent's interpreter has
+    msgspec (:func:`launch_loads`)."""
+    if len(argv) not in (1, 3) or (len(argv) == 3 and argv[1] != "--msgspec"):
+        sup.say("usage: shared_supervisor.py META_DIR [--msgspec DIR]")
         return 2
     _pass_over_young_objects_less_often()
     try:
-        return SharedSupervisor(argv[0]).run()
+        return SharedSupervisor(argv[0], launch_loads(argv[2] if len(argv) == 3 else None)).run()
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             sup.say(f"another shared supervisor listens in {argv[0]}")

@@ -88,6 +88,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable   # imported already by subprocess: nothing more at the start
 
 __all__ = ["LAUNCH_FILE", "SUPERVISOR_FILE", "TASK_FILE", "EXIT_FILE", "LOG_FILE", "EXIT_PLACEHOLDER_SIZE",
            "EXIT_KEYS", "REASON_RECOVERY_TIMEOUT", "REASON_LAUNCH_FAILED", "REASON_HEALTH_CHECK_FAILED",
@@ -438,7 +439,7 @@ def open_output(path: str, user: TaskUser | None) -> int:
 
 
 # ------------------------------------------------------------ the process
-def read_launch(path: str) -> dict:
+def read_launch(path: str, loads: Callable[[bytes], object] = json.loads) -> dict:
     """``launch.json``, checked: command, cwd, env, stdout, stderr,
     grace_period, recovery_timeout, agent_pid_file, cgroups (directories),
     oom_events (``[file, key]`` pairs counting OOM kills), memory_peak (a file
@@ -454,8 +455,10 @@ def read_launch(path: str) -> dict:
     ``/bin/sh -c``); image (a task with a container image, run by runc:
     :meth:`Supervisor.start_container` says which keys; null: none); secrets
     (whether the agent left a ``secrets.json`` to take; absent, from an agent
-    of before the key: looked for)."""
-    launch = read_json(path)
+    of before the key: looked for). ``loads``: what decodes its JSON (the
+    shared supervisor's is faster, :func:`.shared_supervisor.launch_loads`);
+    it raises ValueError for what is not JSON."""
+    launch = loads(_read_small(path))
     if not isinstance(launch, dict):
         raise ValueError(f"{path}: not a JSON object")
     launch.setdefault("user", "")

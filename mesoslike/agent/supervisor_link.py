@@ -17,6 +17,7 @@ import os
 import select
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -32,6 +33,20 @@ SHARED_SUPERVISOR_SCRIPT = shared.__file__
 START_TIMEOUT = 10.0
 #: a process's pid and start time (clock ticks since boot): tells it from a later one with its pid
 Identity = tuple[int, object]
+
+
+def _msgspec_option(python: str) -> list[str]:
+    """``--msgspec DIR`` for a shared supervisor run by this interpreter
+    (``-I -S``: it has none of its packages) when this one has msgspec:
+    it decodes the tasks' ``launch.json`` with it
+    (:func:`.shared_supervisor.launch_loads`)."""
+    if os.path.realpath(python) != os.path.realpath(sys.executable):
+        return []
+    try:
+        import msgspec
+    except ImportError:
+        return []
+    return ["--msgspec", os.path.dirname(os.path.dirname(os.path.abspath(msgspec.__file__)))]
 
 
 class SupervisorLink:
@@ -106,7 +121,8 @@ class SupervisorLink:
     def _start(self) -> bool:
         try:
             with open(self.meta / shared.LOG, "ab") as log_file:
-                popen = subprocess.Popen([self.python, "-I", "-S", SHARED_SUPERVISOR_SCRIPT, str(self.meta)],
+                popen = subprocess.Popen([self.python, "-I", "-S", SHARED_SUPERVISOR_SCRIPT, str(self.meta),
+                                          *_msgspec_option(self.python)],
                                          stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                          start_new_session=True, close_fds=True,
                                          env=self._environment())
