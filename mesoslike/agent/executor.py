@@ -510,6 +510,9 @@ class TaskExecutor:
         self._framework_dirs: dict[str, tuple[int, int, str]] = {}
         #: framework id -> the parents of its tasks' sandboxes and run directories (:meth:`_task_paths`)
         self._framework_paths: dict[str, tuple[Path, Path]] = {}
+        #: framework id -> how many of its run directories this process made or recovered and the core has
+        #: not forgotten: :meth:`forget` removes the framework's directory only once none is left
+        self._framework_run_dirs: dict[str, int] = {}
         #: removes the run directories of forgotten tasks in a thread of its own
         self.run_dir_remover = RunDirRemover(self.work_dir / "meta" / "trash")
         #: run directories kept for reuse (:meth:`_recycle`), and those of ended runs not yet forgotten
@@ -763,6 +766,7 @@ class TaskExecutor:
             sandbox = self._make_sandbox(framework_id, task.task_id)
             run_dir = self._task_paths(framework_id, task.task_id)[1]
             self._make_run_dir(run_dir)
+            self._framework_run_dirs[framework_id] = self._framework_run_dirs.get(framework_id, 0) + 1
             spec = self._container_spec(framework_id, task, launch.agent_id, sandbox, run_dir)
             self.sandbox_owners.record(sandbox.parent.name, launch.principal)
             secrets = self._resolve_secrets(task, launch.principal, sandbox, run_dir, launch.secret_files)
@@ -1338,6 +1342,7 @@ class TaskExecutor:
         if not self._pid_file_written:
             self.write_agent_pid()
         key = (framework_id, task_id)
+        self._framework_run_dirs[framework_id] = self._framework_run_dirs.get(framework_id, 0) + 1
         run_dir = run_dir_path(self.work_dir, framework_id, task_id)
         sandbox = sandbox_path(self.work_dir, framework_id, task_id)
         container = _launch_container(run_dir)
@@ -1394,6 +1399,9 @@ class TaskExecutor:
     def forget(self, framework_id: str, task_id: str) -> None:
         """The core is done with the task: remove its run directory now, or
         once its supervisor has ended."""
+        left = self._framework_run_dirs.pop(framework_id, 0) - 1
+        if left > 0:
+            self._framework_run_dirs[framework_id] = left
         run = self._runs.get((framework_id, task_id))
         if run is not None:
             run.forget = True
@@ -1404,6 +1412,8 @@ class TaskExecutor:
             self._recycle(run_dir, plain)
         else:
             self.run_dir_remover.discard(run_dir)   # off the agent's loop (gc.RunDirRemover)
+        if left > 0:   # (a failed rmdir of a framework's directory still in use was ~10 µs a task)
+            return
         try:
             os.rmdir(os.path.dirname(run_dir))   # the framework's, once its last run is gone (no Path parsed)
         except OSError:
