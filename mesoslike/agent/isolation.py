@@ -955,7 +955,7 @@ def _unescape(field: str) -> str:
 
 def _write(directory: str, name: str, value: object) -> None:
     # one open and one write, no text layer: five of them make a task's cgroups
-    fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = os.open(f"{directory}/{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         os.write(fd, str(value).encode())
     finally:
@@ -974,8 +974,9 @@ def _read_int(path: str) -> int:
 def _check_empty(directories: list[str]) -> None:
     """OSError unless each cgroup directory is there with no process in it."""
     for directory in directories:
-        fd = os.open(os.path.join(directory, "cgroup.procs"), os.O_RDONLY | os.O_CLOEXEC)   # no file object:
-        try:                                                                                # no fstat, ioctl
+        # (the path joined as a string: os.path.join was a tenth of the check's Python, four a hand-out)
+        fd = os.open(f"{directory}/cgroup.procs", os.O_RDONLY | os.O_CLOEXEC)   # no file object: no fstat, ioctl
+        try:
             if os.read(fd, 1):
                 raise OSError(f"{directory} is not empty")
         finally:
