@@ -239,6 +239,12 @@ def path_component(identifier: str) -> str:
     return f"{readable}-{digest}" if readable else digest
 
 
+#: ``parent / name`` for a ``name`` that is one plain component (:func:`path_component`'s: no ``/``, never
+#: ``.`` or ``..``): Python 3.11's and 3.12's pathlib parse ``name`` again for ``/`` (~2 µs), their
+#: ``_make_child_relpath`` appends it as it is; 3.13's ``/`` parses nothing until asked (no such method)
+_child: Callable[[Path, str], Path] = getattr(Path, "_make_child_relpath", Path.__truediv__)
+
+
 def sandbox_path(work_dir: str | os.PathLike, framework_id: str, task_id: str) -> Path:
     """``<work_dir>/sandboxes/<framework_id>/<task_id>`` with both ids made safe
     (joined as a string, then one ``Path``: a task's launch makes several, and
@@ -1035,7 +1041,7 @@ class TaskExecutor:
                 Path(os.path.join(self.work_dir, "sandboxes", component)),
                 Path(os.path.join(self.work_dir, "meta", "tasks", component)))
         name = path_component(task_id)
-        return parents[0] / name, parents[1] / name
+        return _child(parents[0], name), _child(parents[1], name)
 
     def _make_sandbox(self, framework_id: str, task_id: str) -> Path:
         sandbox = self._task_paths(framework_id, task_id)[0]
