@@ -7,6 +7,8 @@ off the agent's loop. Real files in a temporary directory; counts, never times."
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from mesoslike.agent import checkpoint as ckpt
@@ -168,3 +170,47 @@ def test_the_agent_file_keeps_the_masters_receipt_and_reads_one_written_without(
     path.write_bytes(written.replace(b"\xa7receipt\xa0", b"").replace(b"\x85", b"\x84", 1))
     assert b"receipt" not in path.read_bytes()
     assert store.load_agent() == ckpt.AgentFile("m-S2", "host-1", "")
+
+
+def test_records_written_together_are_all_journalled_or_none(tmp_path, monkeypatch):
+    store = CheckpointStore(tmp_path)
+    store.start_journal([])
+    journal = store.journal
+    assert journal is not None
+    store.save_tasks([checkpoint("t1", TaskState.STARTING, "u-1"), checkpoint("t2", TaskState.STARTING, "u-2")])
+    assert journal.counters["records"] == 2
+    size = journal.size
+    real_write = os.write
+    # a disk that fills in the middle of the write: neither record is kept, not even the part written
+    monkeypatch.setattr(ckpt.os, "write", lambda fd, data: real_write(fd, bytes(data)[:len(data) // 2]))
+    with pytest.raises(OSError):
+        store.save_tasks([checkpoint("t1", TaskState.RUNNING, "u-3"), checkpoint("t3")])
+    monkeypatch.undo()
+    assert journal.size == size == os.path.getsize(store.journal_path)
+    tasks = loaded(store)
+    assert sorted(tasks) == ["t1", "t2"] and tasks["t1"].state == TaskState.STARTING
+
+
+def test_a_tasks_checkpoints_asked_in_one_turn_are_journalled_once_as_it_is_then_before_it_is_launched(tmp_path):
+    from mesoslike.agent.commands import CheckpointTask, ForgetTask
+    from mesoslike.agent.runtime import AgentRuntime
+    from mesoslike.agent.settings import AgentSettings
+
+    runtime = AgentRuntime(AgentSettings(master="tcp://127.0.0.1:5050", work_dir=tmp_path))
+    states = {"t1": TaskState.STARTING, "t2": TaskState.STARTING, "t3": TaskState.STARTING}
+    runtime.core.task_checkpoint = lambda framework_id, task_id: checkpoint(task_id, states[task_id])  # type: ignore
+    runtime.checkpoints.start_journal([])
+    journal = runtime.checkpoints.journal
+    assert journal is not None
+    runtime._carry_out(None, [CheckpointTask(FW.id, "t1"), CheckpointTask(FW.id, "t2"), CheckpointTask(FW.id, "t3")])
+    states["t1"] = TaskState.RUNNING
+    runtime._carry_out(None, [CheckpointTask(FW.id, "t1"), ForgetTask(FW.id, "t3")])
+    assert journal.counters["records"] == 1            # the forget; the others wait for what depends on them
+    runtime._launch_batch([])                         # a launch (of none here) comes after them
+    assert journal.counters["records"] == 3
+    tasks = loaded(runtime.checkpoints)
+    assert sorted(tasks) == ["t1", "t2"] and tasks["t1"].state == TaskState.RUNNING
+    runtime._carry_out(None, [CheckpointTask(FW.id, "t2")])
+    runtime._send_outgoing()                          # the end of a half-turn writes them, with sends or none
+    assert journal.counters["records"] == 4
+    runtime.checkpoints.close_journal()

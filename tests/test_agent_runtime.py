@@ -10,7 +10,8 @@ import pytest
 
 from agent_helpers import master  # noqa: F401 (fixture)
 from waiting import wait_until
-from mesoslike.agent.executor import LaunchError, TaskExecutor, TaskExit, TaskStarted, path_component, sandbox_path
+from mesoslike.agent.executor import (LaunchError, TaskExecutor, TaskExit, TaskStarted, path_component, run_dir_path,
+                                      sandbox_path)
 from mesoslike.agent.runtime import AgentRuntime
 from mesoslike.agent.settings import AgentSettings
 from mesoslike.errors import ConfigError
@@ -225,6 +226,11 @@ def test_ids_never_escape_the_sandbox_root(tmp_path, identifier):
     assert component and "/" not in component and not component.startswith(".")
     path = sandbox_path(tmp_path, identifier, identifier)
     assert tmp_path / "sandboxes" in path.parents and len(path.relative_to(tmp_path).parts) == 3
+    # the executor's own, made from its frameworks' kept parents: the same paths, equal and alike
+    sandbox, run_dir = TaskExecutor(tmp_path)._task_paths(identifier, identifier)
+    for made, expected in ((sandbox, path), (run_dir, run_dir_path(tmp_path, identifier, identifier))):
+        assert made == expected and str(made) == str(expected) and hash(made) == hash(expected)
+        assert made.parent == expected.parent and made.name == expected.name
 
 
 def test_distinct_ids_get_distinct_sandboxes():

@@ -229,6 +229,11 @@ class CheckpointStore:
         """Journal the task's checkpoint (written now, on disk after the next :meth:`sync`)."""
         self._open_journal().append_task(checkpoint)
 
+    def save_tasks(self, checkpoints: list[TaskCheckpoint]) -> None:
+        """:meth:`save_task` of each, in one write: all of them journalled, or
+        (OSError) none."""
+        self._open_journal().append_tasks(checkpoints)
+
     def forget_task(self, framework_id: str, task_id: str) -> None:
         """Journal that the task is forgotten."""
         self._open_journal().append_forget(framework_id, task_id)
@@ -363,11 +368,20 @@ class TaskJournal:
         return self._size
 
     def append_task(self, checkpoint: TaskCheckpoint) -> None:
-        key = (checkpoint.framework.id, checkpoint.task.task_id)
-        record = _task_record(checkpoint)
-        self._append(record)
-        self._live_bytes += len(record) - len(self._live.get(key, b""))
-        self._live[key] = record
+        self.append_tasks([checkpoint])
+
+    def append_tasks(self, checkpoints: list[TaskCheckpoint]) -> None:
+        """A record of each, in one ``write`` (a system call a record was
+        ~2.5 µs of the agent's CPU, five a task): all appended, or (OSError)
+        none — the journal cut back to where it was."""
+        records = [((checkpoint.framework.id, checkpoint.task.task_id), _task_record(checkpoint))
+                   for checkpoint in checkpoints]
+        self._append(records[0][1] if len(records) == 1 else b"".join(record for _, record in records),
+                     len(records))
+        live = self._live
+        for key, record in records:
+            self._live_bytes += len(record) - len(live.get(key, b""))
+            live[key] = record
 
     def append_forget(self, framework_id: str, task_id: str) -> None:
         self._append(_frame((framework_id, task_id), CODEC.encode(ForgetFile(framework_id, task_id))))
@@ -391,7 +405,8 @@ class TaskJournal:
             os.close(self._fd)
             self._fd = None
 
-    def _append(self, record: bytes) -> None:
+    def _append(self, record: bytes, count: int = 1) -> None:
+        """Append ``record`` (``count`` records, framed, one after the other)."""
         if self._fd is None:
             raise OSError(f"the journal {self.path} is closed")
         try:
@@ -407,7 +422,7 @@ class TaskJournal:
             raise
         self._size += len(record)
         self._dirty = True
-        self.counters["records"] += 1
+        self.counters["records"] += count
         self.counters["bytes"] += len(record)
 
     def _compact(self) -> None:

@@ -151,16 +151,22 @@ Command = Union[SendToMaster, Reconnect, LaunchTask, KillTask, DeliverMessage, C
                 CheckpointAgent, CheckpointReservations, SendToExecutor, UpdateContainer]
 
 
-@attrs.frozen
-class TaskCheckpoint:
+class TaskCheckpoint(msgspec.Struct, frozen=True, gc=False):
     """What a restarted agent needs to know of a task: who it is, its latest
     state, its unacknowledged updates (with their uuids: resent as they
-    were), and whether the agent was killing it or it hit a limit."""
+    were), and whether the agent was killing it or it hit a limit.
+
+    A msgspec Struct, as :class:`LaunchTask`: the agent makes one for each
+    record of its journal, ~5 a task, and a frozen attrs class of eleven
+    fields cost ~2.5 µs to build, a Struct ~0.3. Its journal records hold
+    the same fields by name (msgspec wrote the attrs object's in
+    alphabetical order, writes the Struct's in this order): a journal of
+    either is read alike."""
 
     framework: FrameworkInfo
     task: TaskInfo
     state: str
-    updates: list[TaskStatus] = attrs.field(factory=list)
+    updates: list[TaskStatus] = msgspec.field(default_factory=list)
     holds_resources: bool = True
     killing: bool = False
     kill_why: str = ""

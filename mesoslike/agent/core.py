@@ -145,7 +145,7 @@ class _Phase:
 class _Task:
     __slots__ = ("framework", "info", "phase", "state", "pid", "killing", "kill_requested", "kill_why",
                  "holds_resources", "released", "orphaned", "limitation", "limitation_message", "healthy",
-                 "executor_uuid", "container_status")
+                 "executor_uuid", "container_status", "addressed")
 
     def __init__(self, framework: FrameworkInfo, info: TaskInfo, holds_resources: bool) -> None:
         self.framework = framework
@@ -167,6 +167,9 @@ class _Task:
         self.executor_uuid = ""       # the latest update of its custom executor taken (a resend is only acked)
         #: its container (isolators, image, host pid), carried by its updates once its process runs
         self.container_status: ContainerStatus | None = None
+        #: (the container its updates told last, the address, that container with the address): its next
+        #: updates carry the same object while neither changed (AgentCore._addressed_container)
+        self.addressed: tuple[ContainerStatus | None, str, ContainerStatus | None] | None = None
 
     @property
     def alive(self) -> bool:
@@ -280,6 +283,7 @@ class AgentCore:
         #: the address its tasks are reachable at (each status's ``ip_address``: Mesos's container_status);
         #: the runtime sets it to the agent's advertised address
         self.ip_address = ""
+        self._bare_container: ContainerStatus | None = None   # ContainerStatus(ip_address=ip_address), made once
         #: whom tasks run as, and which users principals may share
         self.task_users = task_users or TaskUsers()
         #: unix user -> principal -> its live tasks and executors running as that user here
@@ -454,8 +458,26 @@ class AgentCore:
     def _with_address(self, container: ContainerStatus | None) -> ContainerStatus | None:
         """``container`` with the address tasks are reachable at, when the agent knows it."""
         if self.ip_address:
-            return attrs.evolve(container or ContainerStatus(), ip_address=self.ip_address)
+            if container is None:   # (a task not started yet: the same bare one for all, made once an address)
+                bare = self._bare_container
+                if bare is None or bare.ip_address != self.ip_address:
+                    bare = self._bare_container = ContainerStatus(ip_address=self.ip_address)
+                return bare
+            return attrs.evolve(container, ip_address=self.ip_address)
         return container
+
+    def _addressed_container(self, task: _Task) -> ContainerStatus | None:
+        """:meth:`_with_address` of the container ``task``'s updates tell of,
+        kept with the task: its STARTING, RUNNING and terminal updates made
+        one ``attrs.evolve`` between them, not one each (a frozen value,
+        shared as the bare one is)."""
+        container = self._container_of(task)
+        kept = task.addressed
+        if kept is not None and kept[0] is container and kept[1] == self.ip_address:
+            return kept[2]
+        addressed = self._with_address(container)
+        task.addressed = (container, self.ip_address, addressed)
+        return addressed
 
     def pending_updates(self, framework_id: str, task_id: str) -> list[TaskStatus]:
         """The task's unacknowledged updates, oldest (in flight) first."""
@@ -1307,8 +1329,10 @@ class AgentCore:
     def _status(self, framework_id: str, task_id: str, state: str, message: str, reason: str = "",
                 exit_code: int | None = None, uuid_: str | None = None, healthy: bool | None = None,
                 labels: list[Label] | None = None, source: str = SOURCE_AGENT, data: bytes = b"",
-                container: ContainerStatus | None = None) -> TaskStatus:
-        container = self._with_address(container)
+                container: ContainerStatus | None = None, addressed: bool = False) -> TaskStatus:
+        """A new status (``addressed``: ``container`` has the address already, :meth:`_addressed_container`)."""
+        if not addressed:
+            container = self._with_address(container)
         return TaskStatus(
             task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=source,
             reason=reason, uuid=self._new_uuid() if uuid_ is None else uuid_, timestamp=self._wall_clock(),
@@ -1326,7 +1350,7 @@ class AgentCore:
         # the task's labels ride on each of its updates (issue 18 §5b)
         head = self._streams.add((framework_id, task_id), self._status(
             framework_id, task_id, state, message, reason, exit_code, healthy=task.healthy, labels=task.info.labels,
-            source=source, data=data, container=self._container_of(task)))
+            source=source, data=data, container=self._addressed_container(task), addressed=True))
         out = self._checkpointed(task)   # written before it is sent: a sent update is never lost
         if head and self._registered:   # else behind an unacknowledged one, or out on registration
             out.extend(self._send_head((framework_id, task_id)))

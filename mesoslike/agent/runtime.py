@@ -289,6 +289,9 @@ class AgentRuntime:
                          "reregistrations_on_reconnect": 0, "fresh_connections": 0}
         #: tasks whose checkpoint could not be written -> why (their launch fails saying so)
         self._checkpoint_failed: dict[tuple[str, str], str] = {}
+        #: tasks the core asked to checkpoint since their records were last written: each journalled once,
+        #: with what it is then, before anything that depends on it (_write_checkpoints)
+        self._checkpoints_due: dict[tuple[str, str], None] = {}
         self._lock = threading.RLock()   # the loop's state, for the HTTP threads
         #: what the HTTP endpoints read of this agent
         self.views = AgentViews(self, self._lock)
@@ -411,6 +414,7 @@ class AgentRuntime:
                 return
             with self._lock:
                 self._recover()
+                self._write_checkpoints()
             self._open_executor_channel()
             self._serve_http()
             self._loop()
@@ -659,7 +663,19 @@ class AgentRuntime:
             self._carry_out(client, commands)
 
     def _carry_out(self, client: Client | None, commands: list[Command]) -> None:
-        """Do what the core asked, in order (a checkpoint before the send it precedes)."""
+        """Do what the core asked, in order (a checkpoint before the send it precedes).
+
+        A :class:`CheckpointTask` is not written at once: the task is noted
+        and its record written (its checkpoint as it is then) before
+        anything that depends on it — a launch, a kill or another command
+        that acts outside the agent, the turn's sends and their fsync, the
+        end of the half-turn (:meth:`_write_checkpoints`). Nothing outside
+        the agent has seen what a record not yet written says, so an agent
+        killed before it is written is an agent killed a moment earlier;
+        and a task whose update was acknowledged and that started (or
+        ended) in the same turn is journalled once, not twice (6.0 records
+        a task became ~5 in the benchmark's turns, ~9 µs of encoding and
+        writing each)."""
         queue = deque(commands)
         while queue:
             command = queue.popleft()
@@ -681,26 +697,34 @@ class AgentRuntime:
                     client.reconnect()
                     self.counters["fresh_connections"] += 1
             elif isinstance(command, CheckpointTask):
-                self._checkpoint_task(command.framework_id, command.task_id)
-            elif isinstance(command, LaunchTask):
+                self._checkpoints_due[command.framework_id, command.task_id] = None
+            elif isinstance(command, LaunchTask):   # queued: _launch_batch writes the records due first
                 self._launches.append(command)
                 self._launch_queued_at[command.framework.id, command.task.task_id] = time.monotonic()
             elif isinstance(command, KillTask):
+                self._write_checkpoints()   # (that it was killing: before the kill)
                 queue.extend(self._launch_now(command.framework_id, command.task_id))
                 self.executor.kill(command.framework_id, command.task_id, command.grace_period)
             elif isinstance(command, DeliverMessage):
+                self._write_checkpoints()
                 self._deliver(command)
             elif isinstance(command, SendToExecutor):
                 self._executor_outgoing.append((command.peer, command.message))
             elif isinstance(command, ForgetTask):
+                # its record due, if any, is superseded by the forget (its run directory goes next: the
+                # other tasks' records do not depend on that)
+                self._checkpoints_due.pop((command.framework_id, command.task_id), None)
                 self._checkpoint_failed.pop((command.framework_id, command.task_id), None)
                 self._forget_checkpoint(command.framework_id, command.task_id)
                 self.executor.forget(command.framework_id, command.task_id)
             elif isinstance(command, CheckpointAgent):
+                self._write_checkpoints()
                 self._checkpoint_agent(command.agent_id, command.receipt)
             elif isinstance(command, CheckpointReservations):
+                self._write_checkpoints()
                 self._checkpoint_reservations(command.reservations)
             elif isinstance(command, UpdateContainer):
+                self._write_checkpoints()
                 self._update_container(command)
             else:  # pragma: no cover - a core/runtime mismatch
                 log.error("unknown command %r", command)
@@ -709,7 +733,10 @@ class AgentRuntime:
         """Send what the turn has for the master, its status updates in
         STATUS_UPDATES frames if the master takes them (docs/wire.rst,
         "Batching"). Sent after the checkpoints the core asked for before
-        them, as every send now comes after the turn's other commands."""
+        them, as every send now comes after the turn's other commands.
+        The records due are written first, sends or none."""
+        if self._checkpoints_due:
+            self._write_checkpoints()
         if self._executor_outgoing:
             self._send_to_executors()
         client, messages = self._outgoing_client, self._outgoing
@@ -850,7 +877,34 @@ class AgentRuntime:
             self.counters["checkpoint_failures"] += 1
             log.error("cannot journal that task %s/%s is forgotten: %s", framework_id, task_id, exc)
 
+    def _write_checkpoints(self) -> None:
+        """Journal each task noted by a :class:`CheckpointTask` since the last
+        call, once, as it is now (see :meth:`_carry_out`)."""
+        due = self._checkpoints_due
+        if not due:
+            return
+        self._checkpoints_due = {}
+        task_checkpoint = self.core.task_checkpoint
+        keys, checkpoints = [], []
+        for key in due:
+            checkpoint = task_checkpoint(*key)
+            if checkpoint is not None:
+                keys.append(key)
+                checkpoints.append(checkpoint)
+        if not checkpoints:
+            return
+        try:
+            self.checkpoints.save_tasks(checkpoints)   # one write for them all
+        except OSError:   # none written: each on its own, so that those that can be are, and each failure is told
+            for key in keys:
+                self._checkpoint_task(*key)
+            return
+        if self._checkpoint_failed:
+            for key in keys:
+                self._checkpoint_failed.pop(key, None)
+
     def _sync_checkpoints(self) -> None:
+        self._write_checkpoints()
         try:
             self.checkpoints.sync()
         except OSError as exc:
@@ -918,6 +972,7 @@ class AgentRuntime:
         says of those that could not start."""
         out: list[Command] = []
         launches: list[LaunchTask] = []
+        self._write_checkpoints()   # a task is journalled before it starts (a failure fails its launch)
         for command in commands:
             framework_id, task_id = command.framework.id, command.task.task_id
             why = self._checkpoint_failed.get((framework_id, task_id))
