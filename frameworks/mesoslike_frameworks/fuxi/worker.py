@@ -47,7 +47,7 @@ from typing import NoReturn
 
 from mesoslike import Clock, MesoslikeError, SystemClock
 from mesoslike_frameworks.fuxi import worker_wire as wire
-from mesoslike.transport import Client, CurveKeys, Poller, Waker, flush_before_exit
+from mesoslike.transport import Client, CurveKeys, Poller, Waker, flush_before_exit, small_frames_only
 
 __all__ = ["Worker", "main", "SHELL", "read_secret", "TOKEN_FILE_ENV", "SECRET_KEY_FILE_ENV"]
 
@@ -824,6 +824,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fuxi worker: FUXI_LOG_LEVEL: {exc}", file=sys.stderr)
         return 2
     env = os.environ
+    small_frames_only()   # its AppMaster's ASSIGNs and ACKs: no ctypes nor mallopt at its first socket
     try:
         orphan_timeout = float(env.get("FUXI_ORPHAN_TIMEOUT", "300"))
         public = env.get("FUXI_WORKER_PUBLIC_KEY", "")
