@@ -13,7 +13,7 @@ import click
 
 from mesoslike import MesoslikeError
 from mesoslike.cli.options import client_key_options, config_option, die, logging_option, option
-from mesoslike_frameworks.fuxi import DEFAULT_FAILOVER_TIMEOUT
+from mesoslike_frameworks.fuxi import DEFAULT_FAILOVER_TIMEOUT, flush_before_os_exit
 
 __all__ = ["fuxi", "format_status", "progress_line", "ProgressBar", "bar", "DEFAULT_FAILOVER_TIMEOUT"]
 
@@ -221,13 +221,7 @@ def _leave(code: int) -> NoReturn:
     socket closes without linger: the answers came)."""
     main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if getattr(main_spec, "name", None) == "mesoslike.__main__" or os.path.basename(sys.argv[0]) == "mesoslike":
-        if "logging" in sys.modules:
-            sys.modules["logging"].shutdown()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
+        flush_before_os_exit()
         os._exit(code)
     raise SystemExit(code)
 
