@@ -249,7 +249,7 @@ def _follow(client, job_id: str, interval: float, reattach_timeout: float) -> in
     succeeded). A service that stops answering (a restart, a failover) is
     asked again until ``reattach_timeout`` s have passed without an answer."""
     from mesoslike_frameworks.fuxi.client import JobRefused, NoAnswer
-    from mesoslike_frameworks.fuxi.protocol import STANDBY_REFUSAL
+    from mesoslike_frameworks.fuxi.client_wire import STANDBY_REFUSAL
 
     bar = ProgressBar(sys.stdout.isatty())
     silent_since: float | None = None
