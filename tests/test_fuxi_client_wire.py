@@ -41,7 +41,10 @@ def test_the_same_messages_fields_and_defaults_as_the_protocol():
         theirs = getattr(protocol, cls.__name__)
         assert theirs.TYPE == kind
         assert _fields(cls) == _fields(theirs), kind
-    assert (wire.VERSION, wire.MAX_FRAME, wire.MAX_ERROR) == (protocol.VERSION, protocol.MAX_FRAME, protocol.MAX_ERROR)
+    assert ((wire.VERSION, wire.MAX_FRAME, wire.MAX_ERROR, wire.STANDBY_REFUSAL)
+            == (protocol.VERSION, protocol.MAX_FRAME, protocol.MAX_ERROR, protocol.STANDBY_REFUSAL))
+    for text in ("short", "x" * 5000):
+        assert wire.bounded(text) == protocol.bounded(text) and wire.bounded(text, 100) == protocol.bounded(text, 100)
 
 
 @pytest.mark.parametrize("message", SENT, ids=repr)

@@ -36,6 +36,8 @@ from mesoslike_frameworks.fuxi.worker_wire import _Message, pack, unpack
 __all__ = ["VERSION", "MAX_FRAME", "MAX_ERROR", "STANDBY_REFUSAL", "bounded", "WireError", "CODEC", "ClientCodec",
            "Submit", "Status", "KillJob", "Submitted", "StatusReply", "Ok", "Error"]
 
+# The protocol's constants, as :mod:`.protocol` declares them (which this module does not import but to
+# fall back on; tests/test_fuxi_client_wire.py holds them equal).
 #: the protocol's version (:data:`.protocol.VERSION`)
 VERSION = 1
 #: the largest frame either side accepts

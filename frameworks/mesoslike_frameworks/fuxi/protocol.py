@@ -61,15 +61,26 @@ from typing import Any, ClassVar
 import attrs
 
 from mesoslike.messaging import Codec, Schema, WireError
-# VERSION, MAX_FRAME (the largest frame either side accepts), MAX_ERROR (the longest ERROR message, and the most
-# of a peer's input a log line quotes), STANDBY_REFUSAL (the ERROR a standby's job server answers) and bounded:
-# declared with the job client's side of the protocol, which imports none of this module
-from mesoslike_frameworks.fuxi.client_wire import MAX_ERROR, MAX_FRAME, STANDBY_REFUSAL, VERSION, bounded
 
 __all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Submit", "Submitted", "Status", "StatusReply", "KillJob",
            "Error", "Ok", "SetDesire", "ReleaseSlot", "AvoidHosts", "BlacklistHost", "ReportHost", "Progress",
            "JobEnded", "APPMASTER_REQUESTS", "SlotGranted", "SlotRevoked", "GRANT_NEWS", "encode", "decode", "MAX_FRAME",
            "MAX_ERROR", "bounded", "STANDBY_REFUSAL"]
+
+VERSION = 1
+#: the largest frame either side accepts
+MAX_FRAME = 4 * 1024 * 1024
+#: the longest ERROR message (and the most of a peer's input a log line quotes)
+MAX_ERROR = 1000
+#: the ERROR a standby's job server answers (``fuxi serve --zk``): it may lead soon, so a client that
+#: follows the leader through ZooKeeper asks again rather than giving up
+STANDBY_REFUSAL = "this Fuxi scheduler is a standby, not the leader: ask with --fuxi zk://... to reach it"
+
+
+def bounded(text: str, limit: int = MAX_ERROR) -> str:
+    """``text`` cut to ``limit`` characters (saying how long it was): what
+    answers or logs a peer's input never repeats it whole."""
+    return text if len(text) <= limit else f"{text[:limit - 40]}... ({len(text)} characters)"
 
 #: the codec's error: a frame that is not a message of this protocol, or a
 #: message that cannot be encoded (the message says why)
