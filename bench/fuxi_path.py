@@ -208,7 +208,8 @@ def fuxi_round(procs: tp.Processes, address: str, python: str, tree: Path, name:
         done = subprocess.run([python, "-m", "mesoslike", "fuxi", "submit", "--fuxi", address, "--wait",
                                "--interval", "0.1", str(job)], cwd=tree, capture_output=True, text=True, timeout=1200)
         elapsed = time.perf_counter() - started
-    timeline = job_processes.timeline(submitted, time.time())
+    # the client's exit (when the round's rate is timed to), not after the /proc poller's last scan and join
+    timeline = job_processes.timeline(submitted, submitted + elapsed)
     if done.returncode != 0:
         raise SystemExit(f"fuxi job {name} failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
     return tasks / elapsed, job_processes.totals(), timeline

@@ -260,7 +260,7 @@ PUBLIC_API = {
     "mesoslike.transport": [
         "Authenticator", "Client", "CurveKeys", "DEFAULT_LISTEN_BACKLOG", "MessageCodec", "Poller", "Readable", "Received",
         "Server", "Waker", "allow_sockets", "check_secret_file_mode", "flush_before_exit", "idle", "load_certificate",
-        "load_public_key", "new_certificate", "parse_tcp_address", "poll"],
+        "load_public_key", "new_certificate", "parse_tcp_address", "poll", "small_frames_only"],
     # the master's leadership table, for frameworks that elect a leader (the service scheduler's --zk)
     "mesoslike.leadership": [
         "Action", "BuildCore", "Commit", "ConfirmLeadership", "Confirmed", "CoreBuilt", "Demoted", "Drop",

@@ -4,7 +4,9 @@ talk to a Fuxi service with.
 
 A module of its own so that a client imports the protocol and the
 transport only, not the service and its scheduler (``mesoslike fuxi submit``
-started in 0.65 s of CPU with the service's module, 0.2 s without).
+started in 0.65 s of CPU with the service's module, 0.2 s without); and of
+the protocol its own side (:mod:`.client_wire`: MessagePack alone, not the
+attrs classes and the msgspec codec of :mod:`.protocol`).
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import json
 import time
 from typing import Any, Mapping
 
-from mesoslike import MesoslikeError, make_locator
-from mesoslike_frameworks.fuxi import protocol
-from mesoslike_frameworks.fuxi.protocol import STANDBY_REFUSAL
+from mesoslike import MesoslikeError
+from mesoslike_frameworks.fuxi import client_wire as protocol   # the job client's side: no attrs nor msgspec
+from mesoslike_frameworks.fuxi.client_wire import STANDBY_REFUSAL
 from mesoslike.transport import Client, CurveKeys, parse_tcp_address
 
 __all__ = ["JobClient", "JobRefused", "NoAnswer"]
@@ -55,6 +57,8 @@ class JobClient:
         self._keys, self._server_key = keys, server_key
         self._locator: Any = None
         if self.url:
+            from mesoslike import make_locator   # here: mesoslike.ha (and attrs) only for zk://
+
             try:
                 self._locator = make_locator(self.url, timeout=timeout)
                 address = self._locator.wait_for_leader(timeout)
@@ -114,7 +118,7 @@ class JobClient:
                     raise JobRefused(self._refused_connection())
                 continue
             for _, answer in self._client.receive():
-                if isinstance(answer, protocol.ProtocolError):
+                if isinstance(answer, protocol.WireError):
                     # something answers, in another protocol: most often a master given for --fuxi
                     raise MesoslikeError(
                         f"{self.address} is not a Fuxi service: its answer is not of the Fuxi job protocol "

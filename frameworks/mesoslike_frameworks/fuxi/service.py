@@ -230,7 +230,8 @@ def appmaster_argv(python: str) -> list[str]:
     is not found that way, its boot runs ``site`` and imports it as ``-m``
     would. As a worker's (:func:`worker_command`), without the cyclic
     garbage collector while it imports, and its modules' objects frozen out
-    of later collections."""
+    of later collections; and out without the interpreter's teardown
+    (``appmaster.main_and_exit``, as ``-m`` runs it too)."""
     if python != sys.executable:
         return [python, "-m", APPMASTER_MODULE]
     paths = _worker_paths()
@@ -243,7 +244,7 @@ def appmaster_argv(python: str) -> list[str]:
     boot = (f"import gc,sys;gc.disable();p={json.dumps(paths)};sys.path+=p;del sys.argv[1]\n"
             f"try:import {APPMASTER_MODULE} as a\n"
             f"except ImportError:del sys.path[-len(p):];import site;site.main();import {APPMASTER_MODULE} as a\n"
-            "gc.freeze();gc.enable();sys.exit(a.main())")
+            "gc.freeze();gc.enable();a.main_and_exit()")
     return [python, "-S", "-c", boot, APPMASTER_MODULE]
 
 

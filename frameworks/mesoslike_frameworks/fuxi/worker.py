@@ -46,8 +46,9 @@ import time
 from typing import NoReturn
 
 from mesoslike import Clock, MesoslikeError, SystemClock
+from mesoslike_frameworks.fuxi import flush_before_os_exit
 from mesoslike_frameworks.fuxi import worker_wire as wire
-from mesoslike.transport import Client, CurveKeys, Poller, Waker, flush_before_exit
+from mesoslike.transport import Client, CurveKeys, Poller, Waker, flush_before_exit, small_frames_only
 
 __all__ = ["Worker", "main", "SHELL", "read_secret", "TOKEN_FILE_ENV", "SECRET_KEY_FILE_ENV"]
 
@@ -824,6 +825,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fuxi worker: FUXI_LOG_LEVEL: {exc}", file=sys.stderr)
         return 2
     env = os.environ
+    small_frames_only()   # its AppMaster's ASSIGNs and ACKs: no ctypes nor mallopt at its first socket
     try:
         orphan_timeout = float(env.get("FUXI_ORPHAN_TIMEOUT", "300"))
         public = env.get("FUXI_WORKER_PUBLIC_KEY", "")
@@ -852,13 +854,7 @@ def main_and_exit() -> NoReturn:
     up to 0.6 s to go out (:func:`mesoslike.transport.flush_before_exit`;
     a plain exit does not wait: pyzmq leaves its context alone at exit)."""
     code = main()
-    if "logging" in sys.modules:   # (the transport's, when it logged)
-        sys.modules["logging"].shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
+    flush_before_os_exit()
     flush_before_exit(0.6)
     os._exit(code)
 

@@ -231,6 +231,31 @@ _CHECKS: dict[str, Callable[[object], str | None]] = {
     "acks": _runs}
 
 
+def pack(kind: str, message: object, order: list[str], limit: int, error: type[Exception]) -> bytes:
+    """The frame of ``message`` of type ``kind``: ``{"v": VERSION, "type":
+    kind}`` then its fields in ``order``; ``error`` if over ``limit`` bytes."""
+    plain: dict[str, object] = {"v": VERSION, "type": kind}
+    for name in order:
+        plain[name] = getattr(message, name)
+    frame: bytes = msgpack.packb(plain)
+    if len(frame) > limit:
+        raise error(f"{kind} of {len(frame)} bytes exceeds the limit of {limit}")
+    return frame
+
+
+def unpack(frame: bytes, limit: int, entries: int, error: type[Exception]) -> Any:
+    """What MessagePack ``frame`` holds, its size, strings and binaries
+    at most ``limit`` bytes, its lists and maps at most ``entries``;
+    ``error`` saying why not."""
+    if len(frame) > limit:
+        raise error(f"frame of {len(frame)} bytes exceeds the limit of {limit}")
+    try:
+        return msgpack.unpackb(frame, raw=False, strict_map_key=True, max_bin_len=limit, max_str_len=limit,
+                               max_array_len=entries, max_map_len=entries)
+    except Exception as exc:  # noqa: BLE001 - msgpack raises a zoo of types on garbage
+        raise error(f"frame is not valid MessagePack: {exc}") from None
+
+
 class WorkerCodec:
     """The transport's codec (:class:`mesoslike.transport.MessageCodec`)
     for a worker's connection to its AppMaster."""
@@ -243,23 +268,11 @@ class WorkerCodec:
         order = _SENT_ORDER.get(type(message))
         if order is None:
             raise WireError(f"{type(message).__name__} is not a message a worker sends")
-        plain: dict[str, object] = {"v": VERSION, "type": _TYPES[type(message)]}
-        for name in order:
-            plain[name] = getattr(message, name)
-        frame: bytes = msgpack.packb(plain)
-        if len(frame) > MAX_FRAME:
-            raise WireError(f"{plain['type']} of {len(frame)} bytes exceeds the limit of {MAX_FRAME}")
-        return frame
+        return pack(_TYPES[type(message)], message, order, MAX_FRAME, WireError)
 
     def decode(self, frame: bytes) -> Any:
         """The message of the AppMaster in ``frame``, checked; WireError for anything else."""
-        if len(frame) > MAX_FRAME:
-            raise WireError(f"frame of {len(frame)} bytes exceeds the limit of {MAX_FRAME}")
-        try:
-            plain = msgpack.unpackb(frame, raw=False, strict_map_key=True, max_bin_len=MAX_FRAME,
-                                    max_str_len=MAX_FRAME, max_array_len=MAX_ENTRIES, max_map_len=MAX_ENTRIES)
-        except Exception as exc:  # noqa: BLE001 - msgpack raises a zoo of types on garbage
-            raise WireError(f"frame is not valid MessagePack: {exc}") from None
+        plain = unpack(frame, MAX_FRAME, MAX_ENTRIES, WireError)
         if type(plain) is not dict:
             raise WireError(f"frame must be a map, got {type(plain).__name__}")
         if plain.get("v") != VERSION or type(plain.get("v")) is not int:
