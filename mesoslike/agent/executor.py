@@ -911,7 +911,6 @@ class TaskExecutor:
         it (:func:`.namespaces.bind`): a relative ``container_path`` is in
         the sandbox (made there), an absolute one must exist on the agent
         (the task's mount namespace covers it, the host keeps it)."""
-        source = volume.source
         target = volume.container_path
         relative = not target.startswith("/")
         if not relative and not os.path.lexists(target):
