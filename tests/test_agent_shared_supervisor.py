@@ -227,6 +227,31 @@ def test_the_shared_supervisors_death_fails_its_tasks_and_the_next_task_gets_a_n
     assert exits(events_until(executor, lambda events: "next" in exits(events)))["next"] == (2, None, "")
 
 
+def test_an_agent_stopped_with_its_tasks_leaves_none_running_though_their_supervisor_is_stuck(executor):
+    """``kill_all`` (an agent stopped with ``kill_tasks_on_exit``, ``mesoslike
+    local``'s stop): a task whose supervisor does not end it by the kill's
+    deadline has its processes SIGKILLed by the agent itself."""
+    executor.launch("fw", task("held", "echo $$ > pid; trap '' TERM; exec sleep 600"), "agent-1")
+    pid_file = executor.sandbox("fw", "held") / "pid"
+    wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 20, "the task to run")
+    task_pid = int(pid_file.read_text())
+    supervisor = run_of(executor, "held").watch.pid
+    os.kill(supervisor, signal.SIGSTOP)   # a supervisor that never answers (starved, stopped)
+    try:
+        executor.kill_all(grace_period=0.0, give_up_after=0.5)
+        assert not running(task_pid)
+    finally:
+        os.kill(supervisor, signal.SIGCONT)
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
 def test_sigterm_to_the_shared_supervisor_kills_its_tasks_with_their_grace_and_records_them(executor, tmp_path):
     executor.launch("fw", task("polite", "trap 'exit 7' TERM; echo up > up; while :; do sleep 0.05; done"),
                     "agent-1")

@@ -911,7 +911,6 @@ class TaskExecutor:
         it (:func:`.namespaces.bind`): a relative ``container_path`` is in
         the sandbox (made there), an absolute one must exist on the agent
         (the task's mount namespace covers it, the host keeps it)."""
-        source = volume.source
         target = volume.container_path
         relative = not target.startswith("/")
         if not relative and not os.path.lexists(target):
@@ -1317,20 +1316,45 @@ class TaskExecutor:
         happened meanwhile (their exits among it).
 
         Each task gets its own ``kill_grace_period`` unless ``grace_period``
-        is given. A task still there ``give_up_after`` seconds after its
-        grace is left behind with an error logged.
+        is given. A supervisor that has not ended its task by the kill's
+        deadline (the grace, then :data:`supervisor.CLEANUP_LIMIT` and 5 s)
+        is killed itself (:meth:`poll`); a task whose processes are still
+        there ``give_up_after`` seconds after that — its supervisor stopped
+        or starved, a shared one among them — has them SIGKILLed by the
+        agent (its cgroup's, or its session's) and is left with an error
+        logged: an agent stopped with its tasks leaves none running.
         """
         graces = {key: self._grace(run) if grace_period is None else grace_period for key, run in self._runs.items()}
         for key, grace in graces.items():
             self.kill(key[0], key[1], grace)
         events = self.poll()
-        give_up = self.clock.now() + max(graces.values(), default=0.0) + give_up_after
+        # until every kill's deadline has passed (poll kills a stuck supervisor then), and give_up_after more
+        deadlines = [run.kill_deadline for run in self._runs.values() if run.kill_deadline is not None]
+        give_up = max(deadlines, default=self.clock.now()) + give_up_after
         while self._runs and self.clock.now() < give_up:
             time.sleep(0.01)
             events.extend(self.poll())
         for key, run in self._runs.items():
-            log.error("task %s/%s (supervisor pid %d) did not end", key[0], key[1], run.watch.pid)
+            killed = self._kill_what_is_left(run)
+            log.error("task %s/%s (supervisor pid %d) did not end: %d of its processes SIGKILLed by the agent",
+                      key[0], key[1], run.watch.pid, killed)
         return events
+
+    def _kill_what_is_left(self, run: _Run) -> int:
+        """SIGKILL the processes of a task its supervisor did not end (those
+        of its cgroup, or of its session): how many were signalled."""
+        try:
+            pids = self.isolator.processes(run.container, run.task_pid)
+        except OSError:
+            return 0
+        killed = 0
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:   # ended meanwhile
+                pass
+        return killed
 
     @staticmethod
     def _grace(run: _Run) -> float:
