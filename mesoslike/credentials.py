@@ -10,19 +10,36 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
+from typing import TYPE_CHECKING
 
 import attrs
 
-from mesoslike.acl import KINDS, Acls, Credentials, Principal, Refused
 from mesoslike.errors import ConfigError
 from mesoslike.transport import CurveKeys, check_secret_file_mode, load_public_key, new_certificate
+
+if TYPE_CHECKING:   # loaded on first use (__getattr__ below): a client (`mesoslike run`) reads no ACLs
+    from mesoslike.acl import Credentials, Refused
 
 __all__ = ["Credentials", "Refused", "load_credentials", "parse_credentials", "load_keys", "load_master_key",
            "client_keys",
            "KEY_ENV", "MASTER_KEY_ENV", "TOKEN_ENV", "FUXI_KEY_ENV", "FUXI_CREDENTIALS_ENV", "LocalKeys",
            "MESOS_PRINCIPAL_ENV", "MESOS_SECRET_ENV", "MESOS_CREDENTIAL_FILE",
            "local_keys"]
+
+
+
+def __getattr__(name: str) -> object:
+    """:class:`Credentials` and :class:`Refused` (of :mod:`mesoslike.acl`),
+    imported on first use: the ACLs' attrs classes and ``hmac`` are no part
+    of a client's start."""
+    if name in ("Credentials", "Refused"):
+        from mesoslike import acl
+
+        value = getattr(acl, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'mesoslike.credentials' has no attribute {name!r}")
+
 
 #: where a client finds its secret certificate, the master's public one, and an operator token
 KEY_ENV, MASTER_KEY_ENV, TOKEN_ENV = "MESOSLIKE_KEY", "MESOSLIKE_MASTER_KEY", "MESOSLIKE_TOKEN"
@@ -58,6 +75,8 @@ def load_credentials(path: str) -> Credentials:
 def parse_credentials(document: dict, base: str = ".") -> Credentials:
     """The :class:`~mesoslike.acl.Credentials` of a parsed document; key
     paths are relative to ``base``."""
+    from mesoslike.acl import KINDS, Acls, Credentials, Principal
+
     unknown = set(document) - {"principals", "acls"}
     if unknown:
         raise ConfigError(f"unknown table(s) {', '.join(sorted(unknown))} (expected principals, acls)")
@@ -188,6 +207,8 @@ def _local_token(path: str) -> str:
     if not os.path.exists(path):
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w") as file:
+            import secrets   # here: its hashlib (OpenSSL) is ~2 ms of a client's start that uses none
+
             file.write(secrets.token_urlsafe(24) + "\n")
     check_secret_file_mode(path)
     with open(path) as file:

@@ -128,12 +128,17 @@ class Codec:
         made at its first frame (None: no type of the schema): a process
         compiles the types it receives only — a ``mesoslike run`` client a
         handful of the master protocol's 41, ~15 ms less of its start."""
-        if len(self._kinds) < len(self._types):   # a type registered since
+        # the types registered so far (dict's own methods: the schema's lazy modules stay unimported
+        # while every frame is of a type already made; mesoslike.wire.schema.Schema.lazy)
+        if len(self._kinds) < dict.__len__(self._types):   # a type registered since
             self._kinds = {compiled.frame_head(self.schema.version, kind): cls
-                           for kind, cls in list(self._types.items())}
+                           for kind, cls in list(dict.items(self._types))}
         cls = self._kinds.get(key)
         if cls is None:
-            return None
+            load = getattr(self._types, "load", None)
+            if load is None or not load():   # no lazy module left to look in
+                return None
+            return self._learn(key)
         try:
             decoder = compiled.decoder(cls)
         except Exception:  # noqa: BLE001 - a hint msgspec cannot take (_check() names it)

@@ -27,20 +27,19 @@ its entries too: a new leader decodes one from every agent) — with a unique
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import msgspec
 
-from mesoslike.resources import Resources
-from mesoslike.wire.schema import Schema
+from mesoslike.wire import master_schema
 from mesoslike.wire.types import (MAX_OPERATIONS, AgentInfo, ExecutorInfo, Filters, FrameworkInfo, MasterInfo, Offer,
                                   Operation, TaskInfo, TaskStatus)
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = master_schema.PROTOCOL_VERSION
 
-#: the master protocol; its codec is :data:`mesoslike.wire.codec.CODEC`
-SCHEMA = Schema("master", PROTOCOL_VERSION)
+#: the master protocol (:mod:`mesoslike.wire.master_schema`); its codec is :data:`mesoslike.wire.codec.CODEC`
+SCHEMA = master_schema.SCHEMA
 #: TYPE -> message class
 MESSAGE_TYPES: dict[str, type] = SCHEMA.types
 #: class decorator: register a message class under its ``TYPE``
@@ -315,20 +314,6 @@ class RunningExecutor(msgspec.Struct, frozen=True, gc=False):
 
 
 @message
-@attrs.frozen
-class RegisterAgent:
-    """An agent's first registration. ``http_address``: where its HTTP
-    endpoints (sandbox files, usage) answer, "" if it serves none."""
-
-    TYPE: ClassVar[str] = "REGISTER_AGENT"
-    agent: AgentInfo
-    version: str = ""
-    http_address: str = ""
-    #: the agent takes STATUS_UPDATE_ACKS and RUN_TASKS
-    accepts_batches: bool = False
-
-
-@message
 class ReregisterAgent(msgspec.Struct, frozen=True, gc=False):
     """An agent that has an id registers again (a new master, a restarted
     agent): with the tasks it runs and those whose terminal update is
@@ -351,87 +336,10 @@ class ReregisterAgent(msgspec.Struct, frozen=True, gc=False):
 
 
 @message
-@attrs.frozen
-class AgentRegistered:
-    """``accepts_batches``: the master takes STATUS_UPDATES."""
-
-    TYPE: ClassVar[str] = "AGENT_REGISTERED"
-    agent_id: str
-    master: MasterInfo
-    ping_interval: float
-    accepts_batches: bool = False
-    #: the master's receipt binding ``agent_id`` to the agent's principal ("" in an anonymous
-    #: cluster): the agent keeps it and shows it when it re-registers (mesoslike.master.receipts)
-    receipt: str = ""
-
-
-@message
-@attrs.frozen
-class Ping:
-    """Master -> agent liveness. ``connected`` false: the master does not
-    know this agent on this connection (it restarted or leads with a fresh
-    state): the agent must re-register now (Mesos's ``PingSlaveMessage``)."""
-
-    TYPE: ClassVar[str] = "PING"
-    agent_id: str = ""
-    connected: bool = True
-
-
-@attrs.frozen
-class TaskUsage:
-    """What one task uses, as its agent measured it (a part of PONG, and the
-    agent's ``/monitor/statistics``; Mesos's ``ResourceStatistics`` names).
-    Limits of 0 mean none; ``enforced`` says whether they are (cgroups)."""
-
-    framework_id: str
-    task_id: str
-    timestamp: float
-    cpus_user_time_secs: float = 0.0
-    cpus_system_time_secs: float = 0.0
-    cpus_limit: float = 0.0
-    mem_rss_bytes: int = 0
-    mem_total_bytes: int = 0
-    mem_limit_bytes: int = 0
-    mem_max_bytes: int = 0
-    cpus_nr_throttled: int = 0
-    cpus_throttled_time_secs: float = 0.0
-    processes: int = 0
-    enforced: bool = False
-
-    def statistics(self) -> dict:
-        """Everything but the ids, by name (as ``/monitor/statistics`` and
-        the master's ``/state`` show it)."""
-        return {name: value for name, value in attrs.asdict(self).items() if name not in ("framework_id", "task_id")}
-
-
-@message
-@attrs.frozen
-class Pong:
-    """The answer to PING, with the agent's latest measurement of its tasks."""
-
-    TYPE: ClassVar[str] = "PONG"
-    agent_id: str
-    usage: list[TaskUsage] = attrs.field(factory=list)
-
-
-@message
 class RunTask(_Hot, frozen=True, gc=False):
     TYPE: ClassVar[str] = "RUN_TASK"
     framework: FrameworkInfo
     task: TaskInfo
-
-
-@message
-@attrs.frozen
-class CheckpointResources:
-    """Master -> agent: the agent's dynamic reservations are now
-    ``reservations`` (all of them, ``cpus(role,principal):N`` kinds; Mesos's
-    CHECKPOINT_RESOURCES). The agent checkpoints them and re-registers with
-    its total converted by them."""
-
-    TYPE: ClassVar[str] = "CHECKPOINT_RESOURCES"
-    agent_id: str
-    reservations: Resources
 
 
 @message
@@ -457,53 +365,6 @@ class StatusUpdateAck(_Hot, frozen=True, gc=False):
     framework_id: str
     task_id: str
     uuid: str
-
-
-@message
-@attrs.frozen
-class ShutdownAgent:
-    """The master removed the agent: it must kill its tasks and stop (or
-    register anew)."""
-
-    TYPE: ClassVar[str] = "SHUTDOWN_AGENT"
-    reason: str = ""
-
-
-@message
-@attrs.frozen
-class UnregisterAgent:
-    """Agent -> master: the agent is leaving for good (it was drained, its
-    tasks killed): remove it now instead of after the ping timeouts."""
-
-    TYPE: ClassVar[str] = "UNREGISTER_AGENT"
-    agent_id: str
-    reason: str = ""
-
-
-@message
-@attrs.frozen
-class ExecutorExited:
-    """Agent -> master: the process of a custom executor ended; its
-    resources are free again (Mesos's ``ExitedExecutorMessage``). Best
-    effort: a master that misses it learns it from the agent's next
-    REREGISTER_AGENT, which lists the executors still running."""
-
-    TYPE: ClassVar[str] = "EXECUTOR_EXITED"
-    agent_id: str
-    framework_id: str
-    executor_id: str
-    message: str = ""
-    #: its exit code, or minus the signal that ended it (None: not known)
-    status: int | None = None
-
-
-@message
-@attrs.frozen
-class ShutdownFramework:
-    """Kill every task of a framework (it was torn down)."""
-
-    TYPE: ClassVar[str] = "SHUTDOWN_FRAMEWORK"
-    framework_id: str
 
 
 @message
@@ -580,19 +441,28 @@ class RunTasks(_Hot, frozen=True, gc=False):
         _check_batch(self.tasks, 'tasks')
 
 
-# ------------------------------------------------------------ operator tools
-@message
-@attrs.frozen
-class GetState:
-    """Ask a master for its state document (``mesoslike state``)."""
+# ------------------------------------------------- agent <-> master, operator tools
+#: the attrs classes of the agent's and the operator's messages, which no
+#: scheduler uses: made when first needed (mesoslike.wire.cluster_messages)
+_CLUSTER_MESSAGES = ("RegisterAgent", "AgentRegistered", "Ping", "TaskUsage", "Pong", "CheckpointResources",
+                     "ShutdownAgent", "UnregisterAgent", "ExecutorExited", "ShutdownFramework", "GetState",
+                     "StateReply")
+SCHEMA.lazy("mesoslike.wire.cluster_messages")
 
-    TYPE: ClassVar[str] = "GET_STATE"
+if TYPE_CHECKING:   # the names __getattr__ below makes on first use, for type checkers
+    from mesoslike.wire.cluster_messages import (AgentRegistered, CheckpointResources, ExecutorExited, GetState, Ping,
+                                                 Pong, RegisterAgent, ShutdownAgent, ShutdownFramework, StateReply,
+                                                 TaskUsage, UnregisterAgent)
+
+    _TYPED = (AgentRegistered, CheckpointResources, ExecutorExited, GetState, Ping, Pong, RegisterAgent,   # (used)
+              ShutdownAgent, ShutdownFramework, StateReply, TaskUsage, UnregisterAgent)
 
 
-@message
-@attrs.frozen
-class StateReply:
-    """The master's state document, as JSON text (the same as ``/state``)."""
+def __getattr__(name: str) -> object:
+    if name in _CLUSTER_MESSAGES:
+        from mesoslike.wire import cluster_messages
 
-    TYPE: ClassVar[str] = "STATE"
-    document: str
+        value = getattr(cluster_messages, name)
+        globals()[name] = value   # once: the next lookup is an ordinary attribute
+        return value
+    raise AttributeError(f"module 'mesoslike.wire.messages' has no attribute {name!r}")

@@ -31,8 +31,9 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import importlib
 import typing
-from typing import Any, Callable, NamedTuple, TypeVar
+from typing import Any, Callable, Iterator, NamedTuple, TypeVar
 
 import attrs
 import msgspec
@@ -100,6 +101,75 @@ def _is_frozen(cls: type) -> bool:
     return cls.__setattr__ is not object.__setattr__
 
 
+class _Types(dict):
+    """TYPE -> message class, the classes of a schema's lazy modules
+    (:meth:`Schema.lazy`) among them: a module is imported (its classes
+    registered) when a TYPE not yet known is looked up, or the types are
+    counted or listed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: modules whose classes are registered when imported, not imported yet
+        self.pending: list[str] = []
+
+    def load(self) -> bool:
+        """Import the pending modules; whether there were any."""
+        if not self.pending:
+            return False
+        pending, self.pending = self.pending, []
+        for module in pending:
+            importlib.import_module(module)
+        return True
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        found = dict.get(self, key)
+        if found is None and self.pending and self.load():
+            found = dict.get(self, key)
+        return default if found is None else found
+
+    def __getitem__(self, key: Any) -> Any:
+        if not dict.__contains__(self, key):
+            self.load()
+        return dict.__getitem__(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or (bool(self.pending) and self.load() and dict.__contains__(self, key))
+
+    def __iter__(self) -> Iterator[str]:
+        self.load()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        self.load()
+        return dict.__len__(self)
+
+    def __eq__(self, other: object) -> bool:
+        self.load()
+        return dict.__eq__(self, other)
+
+    __hash__ = None   # (as a dict's)
+
+    def __repr__(self) -> str:
+        self.load()
+        return dict.__repr__(self)
+
+    def keys(self) -> Any:
+        self.load()
+        return dict.keys(self)
+
+    def values(self) -> Any:
+        self.load()
+        return dict.values(self)
+
+    def items(self) -> Any:
+        self.load()
+        return dict.items(self)
+
+    def copy(self) -> dict:
+        self.load()
+        return dict(dict.items(self))
+
+
 class Schema:
     """The messages of one protocol, by ``TYPE``, under one ``version``
     (0-127: frames carry it as MessagePack's one-byte positive integer).
@@ -110,8 +180,18 @@ class Schema:
             raise ValueError(f"a protocol version is an integer 0-127, got {version!r}")
         self.name = name
         self.version = version
-        #: TYPE -> message class
-        self.types: dict[str, type] = {}
+        #: TYPE -> message class (a dict; the classes of :meth:`lazy` modules made when first needed)
+        self.types: dict[str, type] = _Types()
+
+    def lazy(self, module: str) -> None:
+        """Messages of this protocol that ``module`` declares (``@message``
+        at its import), imported when first needed: a frame of a type not yet
+        known, a lookup of one, a listing of :attr:`types`. For the classes
+        some processes never use, whose making (attrs compiles their methods)
+        would only lengthen their start."""
+        types = self.types
+        assert isinstance(types, _Types)
+        types.pending.append(module)
 
     def message(self, cls: T) -> T:
         """Class decorator: register ``cls`` (a frozen attrs class or
@@ -122,7 +202,7 @@ class Schema:
             raise TypeError(f"{cls.__name__} has no TYPE (a non-empty string)")
         if not is_message_class(cls):
             raise TypeError(f"{cls.__name__} is neither an attrs class nor a msgspec Struct")
-        if kind in self.types:
+        if dict.__contains__(self.types, kind):   # (not `in`: that would import the pending modules)
             raise TypeError(f"duplicate message type {kind} in the {self.name} protocol")
         self.types[kind] = cls
         return cls

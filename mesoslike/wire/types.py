@@ -729,9 +729,16 @@ class _Shown(str):
 
 def _isolator_list(value: list[str] | None) -> list[str]:
     names = list(value or [])
-    _problem(len(names) <= 32 and all(isinstance(n, str) and 0 < len(n) <= 64 and n.isprintable() for n in names),
-             "container_status.isolators must be at most 32 names of 1 to 64 printable characters")
+    # a loop, not all() over a generator: it runs for every update a scheduler decodes (three a task)
+    if len(names) > 32:
+        raise ValueError(_ISOLATORS_PROBLEM)
+    for name in names:
+        if not (isinstance(name, str) and 0 < len(name) <= 64 and name.isprintable()):
+            raise ValueError(_ISOLATORS_PROBLEM)
     return names
+
+
+_ISOLATORS_PROBLEM = "container_status.isolators must be at most 32 names of 1 to 64 printable characters"
 
 
 @attrs.frozen
@@ -751,13 +758,14 @@ class ContainerStatus:
     #: for a task on the host's network; '' when not known
     ip_address: str = ""
 
-    def __attrs_post_init__(self) -> None:
-        _problem(isinstance(self.ip_address, str) and len(self.ip_address) <= 64 and self.ip_address.isprintable(),
-                 "container_status.ip_address must be at most 64 printable characters")
-        _problem(isinstance(self.image, str) and len(self.image) <= 512 and self.image.isprintable(),
-                 "container_status.image must be at most 512 printable characters")
-        _problem(isinstance(self.executor_pid, int) and 0 <= self.executor_pid < 2 ** 31,
-                 "container_status.executor_pid must be a pid")
+    def __attrs_post_init__(self) -> None:   # (inline, not _problem(): three times a task in a scheduler)
+        ip_address, image, pid = self.ip_address, self.image, self.executor_pid
+        if not (isinstance(ip_address, str) and len(ip_address) <= 64 and ip_address.isprintable()):
+            raise ValueError("container_status.ip_address must be at most 64 printable characters")
+        if not (isinstance(image, str) and len(image) <= 512 and image.isprintable()):
+            raise ValueError("container_status.image must be at most 512 printable characters")
+        if not (isinstance(pid, int) and 0 <= pid < 2147483648):   # < 2 ** 31
+            raise ValueError("container_status.executor_pid must be a pid")
 
 
 _Holder = TypeVar("_Holder", TaskInfo, ExecutorInfo)

@@ -1,0 +1,182 @@
+"""The master protocol's messages no scheduler sends or receives: agent <->
+master (REGISTER_AGENT, AGENT_REGISTERED, PING / PONG, CHECKPOINT_RESOURCES,
+SHUTDOWN_AGENT, UNREGISTER_AGENT, EXECUTOR_EXITED, SHUTDOWN_FRAMEWORK) and the
+operator's state (GET_STATE, STATE) — the attrs classes among them; the
+agent's per-task messages are ``msgspec.Struct`` types, cheap to make, and
+stay in :mod:`mesoslike.wire.messages`.
+
+Part of :data:`mesoslike.wire.messages.SCHEMA` and importable from
+:mod:`mesoslike.wire.messages` by name, as the rest, but made (attrs
+generating and compiling each class's methods, ~0.3 ms a class) when a
+process first needs one: it names one, or its codec meets a type it does not
+know yet, or the schema's types are listed. A ``mesoslike run`` client makes
+none of them.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import attrs
+
+from mesoslike.resources import Resources
+from mesoslike.wire.master_schema import message
+from mesoslike.wire.types import AgentInfo, MasterInfo
+
+__all__ = ["RegisterAgent", "AgentRegistered", "Ping", "TaskUsage", "Pong", "CheckpointResources", "ShutdownAgent",
+           "UnregisterAgent", "ExecutorExited", "ShutdownFramework", "GetState", "StateReply"]
+
+
+@message
+@attrs.frozen
+class RegisterAgent:
+    """An agent's first registration. ``http_address``: where its HTTP
+    endpoints (sandbox files, usage) answer, "" if it serves none."""
+
+    TYPE: ClassVar[str] = "REGISTER_AGENT"
+    agent: AgentInfo
+    version: str = ""
+    http_address: str = ""
+    #: the agent takes STATUS_UPDATE_ACKS and RUN_TASKS
+    accepts_batches: bool = False
+
+
+@message
+@attrs.frozen
+class AgentRegistered:
+    """``accepts_batches``: the master takes STATUS_UPDATES."""
+
+    TYPE: ClassVar[str] = "AGENT_REGISTERED"
+    agent_id: str
+    master: MasterInfo
+    ping_interval: float
+    accepts_batches: bool = False
+    #: the master's receipt binding ``agent_id`` to the agent's principal ("" in an anonymous
+    #: cluster): the agent keeps it and shows it when it re-registers (mesoslike.master.receipts)
+    receipt: str = ""
+
+
+@message
+@attrs.frozen
+class Ping:
+    """Master -> agent liveness. ``connected`` false: the master does not
+    know this agent on this connection (it restarted or leads with a fresh
+    state): the agent must re-register now (Mesos's ``PingSlaveMessage``)."""
+
+    TYPE: ClassVar[str] = "PING"
+    agent_id: str = ""
+    connected: bool = True
+
+
+@attrs.frozen
+class TaskUsage:
+    """What one task uses, as its agent measured it (a part of PONG, and the
+    agent's ``/monitor/statistics``; Mesos's ``ResourceStatistics`` names).
+    Limits of 0 mean none; ``enforced`` says whether they are (cgroups)."""
+
+    framework_id: str
+    task_id: str
+    timestamp: float
+    cpus_user_time_secs: float = 0.0
+    cpus_system_time_secs: float = 0.0
+    cpus_limit: float = 0.0
+    mem_rss_bytes: int = 0
+    mem_total_bytes: int = 0
+    mem_limit_bytes: int = 0
+    mem_max_bytes: int = 0
+    cpus_nr_throttled: int = 0
+    cpus_throttled_time_secs: float = 0.0
+    processes: int = 0
+    enforced: bool = False
+
+    def statistics(self) -> dict:
+        """Everything but the ids, by name (as ``/monitor/statistics`` and
+        the master's ``/state`` show it)."""
+        return {name: value for name, value in attrs.asdict(self).items() if name not in ("framework_id", "task_id")}
+
+
+@message
+@attrs.frozen
+class Pong:
+    """The answer to PING, with the agent's latest measurement of its tasks."""
+
+    TYPE: ClassVar[str] = "PONG"
+    agent_id: str
+    usage: list[TaskUsage] = attrs.field(factory=list)
+
+
+@message
+@attrs.frozen
+class CheckpointResources:
+    """Master -> agent: the agent's dynamic reservations are now
+    ``reservations`` (all of them, ``cpus(role,principal):N`` kinds; Mesos's
+    CHECKPOINT_RESOURCES). The agent checkpoints them and re-registers with
+    its total converted by them."""
+
+    TYPE: ClassVar[str] = "CHECKPOINT_RESOURCES"
+    agent_id: str
+    reservations: Resources
+
+
+@message
+@attrs.frozen
+class ShutdownAgent:
+    """The master removed the agent: it must kill its tasks and stop (or
+    register anew)."""
+
+    TYPE: ClassVar[str] = "SHUTDOWN_AGENT"
+    reason: str = ""
+
+
+@message
+@attrs.frozen
+class UnregisterAgent:
+    """Agent -> master: the agent is leaving for good (it was drained, its
+    tasks killed): remove it now instead of after the ping timeouts."""
+
+    TYPE: ClassVar[str] = "UNREGISTER_AGENT"
+    agent_id: str
+    reason: str = ""
+
+
+@message
+@attrs.frozen
+class ExecutorExited:
+    """Agent -> master: the process of a custom executor ended; its
+    resources are free again (Mesos's ``ExitedExecutorMessage``). Best
+    effort: a master that misses it learns it from the agent's next
+    REREGISTER_AGENT, which lists the executors still running."""
+
+    TYPE: ClassVar[str] = "EXECUTOR_EXITED"
+    agent_id: str
+    framework_id: str
+    executor_id: str
+    message: str = ""
+    #: its exit code, or minus the signal that ended it (None: not known)
+    status: int | None = None
+
+
+@message
+@attrs.frozen
+class ShutdownFramework:
+    """Kill every task of a framework (it was torn down)."""
+
+    TYPE: ClassVar[str] = "SHUTDOWN_FRAMEWORK"
+    framework_id: str
+
+
+@message
+@attrs.frozen
+class GetState:
+    """Ask a master for its state document (``mesoslike state``)."""
+
+    TYPE: ClassVar[str] = "GET_STATE"
+
+
+@message
+@attrs.frozen
+class StateReply:
+    """The master's state document, as JSON text (the same as ``/state``)."""
+
+    TYPE: ClassVar[str] = "STATE"
+    document: str
