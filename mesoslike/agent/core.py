@@ -45,7 +45,6 @@ from mesoslike.observations import NOTICE
 from mesoslike.resources import Resources
 from mesoslike.wire import executor_messages as x
 from mesoslike.wire import messages as m
-from mesoslike.wire.batching import unbatched
 from mesoslike.wire.types import (EXECUTOR_RUN_PREFIX, MAX_FRAMEWORK_MESSAGE, TERMINAL_STATES, AgentInfo,
                                   ContainerStatus, FrameworkInfo, Label, MasterInfo, TaskInfo, TaskState, TaskStatus,
                                   check_message_size, without_secret_values)
@@ -603,10 +602,12 @@ class AgentCore:
                 out += acknowledge(ack, now)
             return out
         if type(message) is m.RunTasks:
-            # each item as if it came alone, in order (docs/wire.rst, "Batching")
+            # each item as if it came alone, in order (docs/wire.rst, "Batching"): what _run_task does with the
+            # RunTask unbatched makes of it, without the RunTask
             out = []
-            for item in unbatched(message):
-                out += self._HANDLERS[type(item)](self, item)
+            framework, launch = message.framework, self._launch
+            for task in message.tasks:
+                out += launch(framework, task)
             return out
         handler = self._HANDLERS.get(type(message))
         if handler is None:
@@ -957,7 +958,10 @@ class AgentCore:
 
     # -------------------------------------------------------------- tasks
     def _run_task(self, msg: m.RunTask) -> list[Command]:
-        task, framework = msg.task, msg.framework
+        return self._launch(msg.framework, msg.task)
+
+    def _launch(self, framework: FrameworkInfo, task: TaskInfo) -> list[Command]:
+        """RUN_TASK of ``task`` (a RUN_TASKS batch's items come here without a RunTask each)."""
         key = (framework.id, task.task_id)
         if key in self._tasks:
             # the master sends a task again when it has not heard of it in
