@@ -762,6 +762,31 @@ def test_the_masters_receipts_are_kept_checkpointed_and_shown_when_re_registerin
     assert isinstance(shown, m.ReregisterAgent) and shown.receipt == "r" * 32
 
 
+def test_used_kept_in_place_is_the_vector_arithmetic():
+    """``AgentCore._use``/``_unuse`` (thousandths changed in place while
+    nothing used has ranges) leave ``_used`` what ``+`` and
+    ``subtract_clamped`` of the vectors make, with ports coming and going."""
+    rng = random.Random(2929)
+    kinds = ["cpus:1", "cpus:0.5;mem:512", "mem:1", "disk:3", "cpus:1;ports:[1005-1005]", "ports:[1000-1002]",
+             "cpus:0.01;mem:1"]
+    for _ in range(200):
+        core, _ = make("cpus:4;mem:1024;ports:[1000-1010]")
+        expected = R("")
+        for _ in range(rng.randrange(1, 30)):
+            held = R(rng.choice(kinds))
+            if rng.random() < 0.6:
+                core._use(held)
+                expected = expected + held
+            else:
+                core._unuse(held)
+                expected = expected.subtract_clamped(held)
+            if rng.random() < 0.5:
+                assert core._used == expected and core.used == expected, (core._used, expected)
+                need = R(rng.choice(kinds))
+                assert core._fits(need) == core.free.contains(need)
+        assert core._used == expected, (core._used, expected)
+
+
 def test_fits_is_free_contains():
     """The launch check's shortcut (``AgentCore._fits``) says what
     ``free.contains`` says, with and without ports, released resources
