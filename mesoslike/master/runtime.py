@@ -1006,6 +1006,10 @@ class MasterRuntime:
                     gc.enable()
                     self._long_lived.after_turn()
         self._carry_out(self._feed(TurnEnded(self.clock.now() - started, tuple(replies))))
+        if not self._inbox:
+            # the task records of the agents this turn re-admitted, after their answers went out; while
+            # frames wait they wait too (every reader of the tasks makes them first: MasterCore.settle)
+            leading.core.settle()
 
     def _peers(self) -> Peers:
         """What to do with peers' frames now (a method: it changes as the machine is fed)."""
