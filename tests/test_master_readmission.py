@@ -266,7 +266,7 @@ def _core(defer: bool) -> tuple[MasterCore, FakeClock]:
 _task = st.tuples(st.integers(0, _FRAMEWORKS - 1), st.integers(0, _TASKS - 1), st.integers(0, len(_REPORTS) - 1))
 #: what reads the tasks of a re-registration just handled (its records still to make, if made after it)
 _FOLLOWERS = ["update", "kill", "operator_kill", "reconcile", "reconcile_all", "unregister", "teardown", "closed",
-              "advance", "state", "pong", "subscribe", "reregister_again", "none"]
+              "advance", "state", "pong", "subscribe", "reregister_again", "settle_one", "none"]
 _step = st.one_of(
     st.tuples(st.just("reregister"), st.integers(0, _AGENTS - 1),
               st.lists(_task, max_size=6, unique_by=lambda t: (t[0], t[1])),
@@ -301,7 +301,7 @@ def _do(core: MasterCore, clock: FakeClock, step: tuple, number: int) -> list:
                   "reconcile_all": ("reconcile", f, []), "unregister": ("unregister", agent),
                   "teardown": ("teardown", f), "closed": ("closed", f), "advance": ("advance", 40.0),
                   "state": ("state",), "pong": ("pong", agent, True), "subscribe": ("subscribe", f),
-                  "reregister_again": ("reregister_only", agent, tasks[1:])}.get(follower)
+                  "reregister_again": ("reregister_only", agent, tasks[1:]), "settle_one": ("settle_one",)}.get(follower)
         return sent + (_do(core, clock, follow, number) if follow is not None else [])
     if kind == "reregister_only":
         _, agent, tasks = step
@@ -337,6 +337,9 @@ def _do(core: MasterCore, clock: FakeClock, step: tuple, number: int) -> list:
         return core.on_connection_closed(f"fw{step[1]}".encode())
     if kind == "teardown":
         return core.on_message(f"fw{step[1]}".encode(), m.Teardown(f"f{step[1]}"))
+    if kind == "settle_one":   # the runtime's idle turn, a part at a time
+        core.settle(1)
+        return []
     if kind == "advance":
         clock.advance(step[1])
         return core.tick()

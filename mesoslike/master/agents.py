@@ -336,9 +336,11 @@ class AgentLifecycle:
     #: compare the two)
     defer_task_records = True
 
-    def settle(self) -> None:
+    def settle(self, most: int | None = None) -> None:
         """The gate: make the task records of the agents re-registered since
-        the last call, in the order they were admitted. Every reader of a
+        the last call, in the order they were admitted (``most``: of the
+        first ``most`` agents only — the runtime's idle turns; a reader
+        never passes it). Every reader of a
         framework's or an agent's tasks calls it first (every message but a
         re-registration or a PONG, the tick's parts that read tasks, the
         operator's calls, the state snapshot, ``MasterCore.frameworks`` and
@@ -348,6 +350,12 @@ class AgentLifecycle:
         frameworks adopted) was done when the agent was admitted; the
         records made here are those the admission would have made then.
         O(tasks pending); O(1) when none are."""
+        if most is not None:
+            batches = self._pending[:most]
+            del self._pending[:most]
+            for batch in batches:
+                self._enter_tasks(batch, False)
+            return
         while self._pending:
             batches, self._pending = self._pending, []
             for batch in batches:
