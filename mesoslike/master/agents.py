@@ -336,7 +336,7 @@ class AgentLifecycle:
     #: compare the two)
     defer_task_records = True
 
-    def settle(self, most: int | None = None) -> None:
+    def settle(self, most: int | None = None) -> int:
         """The gate: make the task records of the agents re-registered since
         the last call, in the order they were admitted (``most``: of the
         first ``most`` agents only — the runtime's idle turns; a reader
@@ -349,17 +349,21 @@ class AgentLifecycle:
         decided (the allocator's holdings, the tasks of the past, the
         frameworks adopted) was done when the agent was admitted; the
         records made here are those the admission would have made then.
-        O(tasks pending); O(1) when none are."""
+        O(tasks pending); O(1) when none are. Returns the number of agents
+        whose records it made."""
+        made = 0
         if most is not None:
             batches = self._pending[:most]
             del self._pending[:most]
             for batch in batches:
                 self._enter_tasks(batch, False)
-            return
+            return len(batches)
         while self._pending:
             batches, self._pending = self._pending, []
             for batch in batches:
                 self._enter_tasks(batch, False)
+            made += len(batches)
+        return made
 
     @property
     def tasks_pending(self) -> int:

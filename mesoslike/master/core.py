@@ -399,14 +399,14 @@ class MasterCore:
         self.context.settle()
         return self.agent_book.records
 
-    def settle(self, most: int | None = None) -> None:
+    def settle(self, most: int | None = None) -> int:
         """Make the task records of agents re-registered since the last
         call (:meth:`AgentLifecycle.settle`, the gate every reader of tasks
         passes): the runtime calls it at the end of a turn with nothing left
         waiting, after the turn's answers went out, for ``most`` agents at a
         time (a turn of 100,000 agents' records would be ~2 s). O(tasks
-        pending)."""
-        self.agent_lifecycle.settle(most)
+        pending). Returns the number of agents whose records it made."""
+        return self.agent_lifecycle.settle(most)
 
     @property
     def removed_frameworks(self) -> set[str]:

@@ -1008,10 +1008,20 @@ class MasterRuntime:
                     gc.enable()
                     self._long_lived.after_turn()
         self._carry_out(self._feed(TurnEnded(self.clock.now() - started, tuple(replies))))
-        if not self._inbox:
+        if not self._inbox and leading.core.agent_lifecycle.tasks_pending:
             # the task records of the agents re-admitted, after their answers went out, a part a turn; while
-            # frames wait they wait too (every reader of the tasks makes them first: MasterCore.settle)
-            leading.core.settle(_SETTLED_A_TURN)
+            # frames wait they wait too (every reader of the tasks makes them first: MasterCore.settle).
+            # The collector off, and the records frozen as a turn's admissions are (_LongLived.turn_ended)
+            collecting = gc.isenabled()
+            gc.disable()
+            settled = 0
+            try:
+                settled = leading.core.settle(_SETTLED_A_TURN)
+            finally:
+                if collecting:
+                    self._long_lived.turn_ended(settled)
+                    gc.enable()
+                    self._long_lived.after_turn()
 
     def _peers(self) -> Peers:
         """What to do with peers' frames now (a method: it changes as the machine is fed)."""
