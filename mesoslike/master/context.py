@@ -85,7 +85,7 @@ class CoreContext:
         self._logged_drops: set[tuple[str, str]] = set()
         #: the gate every reader of the tasks passes first: makes the task records of agents re-registered
         #: since (AgentLifecycle.settle, which sets it)
-        self.settle: Callable[[], None] = _nothing
+        self.settle: Callable[[], object] = _nothing
 
     def registry_changed(self) -> None:
         self.registry_changes += 1
