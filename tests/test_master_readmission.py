@@ -233,7 +233,6 @@ def test_a_sum_of_a_vector_of_many_ranges_again_is_made_but_the_vector_not_kept(
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from mesoslike.master.agents import AgentLifecycle  # noqa: E402
 from mesoslike.master.registry import Registry  # noqa: E402
 from mesoslike.wire import TaskStatus  # noqa: E402
 
@@ -382,7 +381,6 @@ def test_task_records_made_after_the_answer_make_the_state_made_at_once(steps):
 
 def test_a_new_agents_task_records_wait_for_a_reader_and_its_answer_does_not():
     core, _ = _core(defer=True)
-    assert AgentLifecycle.defer_task_records   # the product's setting
     tasks = [m.RunningTask("f0", TaskInfo(f"t{t}", "a0", "true", R("cpus:1;mem:16")), TaskState.RUNNING)
              for t in range(3)]
     sent = core.on_message(b"ag0", decode(encode(m.ReregisterAgent(AgentInfo("h0", R("cpus:16;mem:1024"), id="a0"),

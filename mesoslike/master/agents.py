@@ -332,9 +332,11 @@ class AgentLifecycle:
         self._doom(peer, agent, doomed)
         log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
 
-    #: whether a re-registered agent's task records are made after the answer (False: at once; tests
-    #: compare the two)
-    defer_task_records = True
+    #: whether a re-registered agent's task records are made after the answer (settle) rather than at
+    #: once. Off: in one process it takes ~17 us an agent off the answer's path, but over the wire at
+    #: 30,000 agents the storm took more turns and longer (docs/performance.rst, "Stop 14: failover,
+    #: records after the answer"); the tests hold the two to the same state
+    defer_task_records = False
 
     def settle(self, most: int | None = None) -> int:
         """The gate: make the task records of the agents re-registered since
