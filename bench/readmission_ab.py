@@ -17,7 +17,10 @@ is this tree's.
 
 Reported: CPU an agent (``time.process_time``) handling its REREGISTER_AGENT
 (the core's ``on_message`` and the turn's ``tick``; decoding not counted, the
-frames decoded just before each batch), by round and the best of the rounds.
+frames decoded just before each batch), by round and the best of the rounds;
+and apart, what is left to do after the answers (``MasterCore.settle``: the
+task records made after the answer, failover30i; nothing for a tree without
+it), and the sum of the two.
 
     python bench/readmission_ab.py --base-src /tmp/base --agents 20000 --rounds 4 \\
         --swap mesoslike.master.agents:AgentLifecycle._admit_reregistered
@@ -66,6 +69,9 @@ def measure(args: argparse.Namespace) -> dict:
 
     from simagents import registrations
 
+    if args.defer_task_records:   # this tree's records made after the answer (off by default: failover30i)
+        from mesoslike.master.agents import AgentLifecycle
+        AgentLifecycle.defer_task_records = True
     swaps = [compiled_from(args.base_src, spec) for spec in args.swap]
     mine = [(cls, name, getattr(cls, name)) for cls, name, _ in swaps]
     _, frames, _ = registrations(0, args.agents, args.tasks_per_agent, args.frameworks)
@@ -76,6 +82,7 @@ def measure(args: argparse.Namespace) -> dict:
     document = first.registry.to_document()
     del first
     rounds: dict[str, list[float]] = {"this": [], "base": []}
+    later: dict[str, list[float]] = {"this": [], "base": []}
     for number in range(args.rounds):
         cores = {name: (MasterCore(FakeClock(), MasterInfo("m2", "tcp://127.0.0.1:2"), MasterConfig(),
                                    registry=Registry.from_document(document)), [0.0])
@@ -95,14 +102,28 @@ def measure(args: argparse.Namespace) -> dict:
                 spent[0] += time.process_time() - began
                 gc.enable()
         for name, (core, spent) in cores.items():
+            # what is left to do after the answers (the task records made after them: failover30i),
+            # measured apart: the runtime does it in a turn with nothing waiting
+            gc.disable()
+            began = time.process_time()
+            settle = getattr(core, "settle", None)
+            if settle is not None:
+                settle()
+            after = time.process_time() - began
+            gc.enable()
             assert len(core.agents) == args.agents, f"{name}: {len(core.agents)} of {args.agents} agents"
+            assert sum(len(agent.tasks) for agent in core.agents.values()) == args.agents * args.tasks_per_agent
             rounds[name].append(round(spent[0] / args.agents * 1e6, 2))
+            later[name].append(round(after / args.agents * 1e6, 2))
         del cores
         gc.collect()
     for cls, function_name, function in mine:
         setattr(cls, function_name, function)
     return {"handle_us_per_agent": rounds,
-            "best_us_per_agent": {name: min(values) for name, values in rounds.items()}}
+            "best_us_per_agent": {name: min(values) for name, values in rounds.items()},
+            "after_answers_us_per_agent": later,
+            "total_us_per_agent": {name: [round(a + b, 2) for a, b in zip(rounds[name], later[name])]
+                                   for name in rounds}}
 
 
 def main() -> None:
@@ -115,6 +136,8 @@ def main() -> None:
     parser.add_argument("--frameworks", type=int, default=4)
     parser.add_argument("--batch", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--defer-task-records", action="store_true",
+                        help="this tree's AgentLifecycle.defer_task_records on (failover30i)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     result = {"benchmark": "re-admission CPU an agent, two versions of some functions alternating in one process",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import msgspec
 
@@ -55,6 +55,10 @@ class AgentLifecycle:
         self._delivery = delivery
         self._reconciliation = reconciliation
         self._offers = offers
+        #: re-registered agents' tasks admitted (decoded, checked, their holdings in the allocator) whose
+        #: records are not made yet: made by :meth:`settle`, the gate every reader of the tasks passes
+        self._pending: list[_PendingTasks] = []
+        context.settle = self.settle
         now = context.clock.now()
         self._next_ping_sweep = now + context.config.ping_interval
         self._next_registry_gc = now + context.config.registry_gc_interval
@@ -180,11 +184,14 @@ class AgentLifecycle:
         record = context.agents.records.get(info.id)
         if record is None:
             unreachable = context.agents.unreachable.get(info.id)
+            if unreachable is not None:
+                self.settle()   # both read the tasks (and an agent out of reach comes back eagerly)
             if unreachable is not None and unreachable.tasks_known:
                 self._readmit_unreachable(peer, msg, unreachable)
             else:
                 self._admit_reregistered(peer, msg, returning=unreachable is not None)
             return
+        self.settle()   # a known agent's tasks are compared with those it reports
         context.agents.connect(record, peer, context.owner(peer))
         record.pings_unanswered = 0
         record.http_address = msg.http_address
@@ -277,6 +284,7 @@ class AgentLifecycle:
         # and what each still holds (nothing if it ended). Found in the same pass (1,000,000 tasks after
         # a failover: a pass of their own cost ~2 µs an agent)
         doomed: dict[tuple[str, str], Resources] = {}
+        unknown: set[str] = set()   # frameworks of tasks skipped: not known (after this pass, none of its records)
         agent_id = msg.agent.id
         removed, frameworks = context.frameworks.removed, context.frameworks.records  # hot: 100k tasks per failover
         for running in msg.tasks:
@@ -292,8 +300,10 @@ class AgentLifecycle:
                         holding.setdefault(framework_id, []).append(running.task.resources)
                     continue
             if framework_id in removed or running.state in TERMINAL_STATES:
-                if record is None and framework_id not in removed:
-                    self._frameworks.remember_reported(msg.agent.id, running, infos())  # it may subscribe for the update
+                if record is None:
+                    unknown.add(framework_id)
+                    if framework_id not in removed:
+                        self._frameworks.remember_reported(msg.agent.id, running, infos())  # it may subscribe
                 continue
             if record is None:
                 self._frameworks.adopt(infos().get(framework_id) or FrameworkInfo(
@@ -310,12 +320,69 @@ class AgentLifecycle:
                           msg.http_address)
         agent = context.agents.records[msg.agent.id]
         agent.executors.update(executors)
-        agent_id, now = agent.id, context.wall_clock()
-        launched = context.clock.now()  # when it started is not known: when this master learnt of it
-        for running in msg.tasks:
+        # frameworks still unknown now: a framework another agent makes known later (adopt) does not
+        # make this agent's skipped tasks its records (as when they were made at once)
+        batch = _PendingTasks(agent, msg.tasks, frozenset(fid for fid in unknown if fid not in frameworks),
+                              doomed, context.wall_clock(), context.clock.now())
+        if returning or not self.defer_task_records:
+            self._enter_tasks(batch, returning)
+        else:
+            # made after the answer (settle): ~16 µs an agent of ten tasks off the path to the last answer
+            self._pending.append(batch)
+        self._doom(peer, agent, doomed)
+        log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
+
+    #: whether a re-registered agent's task records are made after the answer (settle) rather than at
+    #: once. Off: in one process it takes ~17 us an agent off the answer's path, but over the wire at
+    #: 30,000 agents the storm took more turns and longer (docs/performance.rst, "Stop 14: failover,
+    #: records after the answer"); the tests hold the two to the same state
+    defer_task_records = False
+
+    def settle(self, most: int | None = None) -> int:
+        """The gate: make the task records of the agents re-registered since
+        the last call, in the order they were admitted (``most``: of the
+        first ``most`` agents only — the runtime's idle turns; a reader
+        never passes it). Every reader of a
+        framework's or an agent's tasks calls it first (every message but a
+        re-registration or a PONG, the tick's parts that read tasks, the
+        operator's calls, the state snapshot, ``MasterCore.frameworks`` and
+        ``agents``); the runtime calls it at the end of a turn with nothing
+        left waiting, after the answers went out. What each admission
+        decided (the allocator's holdings, the tasks of the past, the
+        frameworks adopted) was done when the agent was admitted; the
+        records made here are those the admission would have made then.
+        O(tasks pending); O(1) when none are. Returns the number of agents
+        whose records it made."""
+        made = 0
+        if most is not None:
+            batches = self._pending[:most]
+            del self._pending[:most]
+            for batch in batches:
+                self._enter_tasks(batch, False)
+            return len(batches)
+        while self._pending:
+            batches, self._pending = self._pending, []
+            for batch in batches:
+                self._enter_tasks(batch, False)
+            made += len(batches)
+        return made
+
+    @property
+    def tasks_pending(self) -> int:
+        """Agents whose task records are not made yet (see :meth:`settle`)."""
+        return len(self._pending)
+
+    def _enter_tasks(self, batch: _PendingTasks, returning: bool) -> None:
+        """The task records of an agent just admitted (``_admit_reregistered``'s
+        second pass). O(its tasks)."""
+        context = self._context
+        frameworks = context.frameworks.records
+        agent, doomed, unknown, now, launched = batch.agent, batch.doomed, batch.unknown, batch.wall, batch.launched
+        agent_id = agent.id
+        for running in batch.tasks:
             framework_id, task_id = running.framework_id, running.task.task_id
             record = frameworks.get(framework_id)
-            if record is None or (doomed and (framework_id, task_id) in doomed):
+            if record is None or (doomed and (framework_id, task_id) in doomed) or (unknown and framework_id in unknown):
                 continue
             delivered = running.update_state   # (_delivered_state, inlined: 1,000,000 tasks after a failover)
             if delivered not in _STATES:
@@ -339,8 +406,6 @@ class AgentLifecycle:
                 context.out.send_framework(record, m.Update(task.status.replace(
                     message="its agent re-registered after being unreachable",
                     reason="REASON_AGENT_REREGISTERED")))
-        self._doom(peer, agent, doomed)
-        log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
 
     def _doom(self, peer: bytes, agent: AgentRecord, doomed: dict[tuple[str, str], Resources]) -> None:
         """Tasks of the past on an agent just admitted (their frameworks were
@@ -518,6 +583,7 @@ class AgentLifecycle:
         agent = context.agent_for(peer)
         if agent is not None:
             if msg.usage or agent.usage:
+                self.settle()   # the usage kept is of the tasks it runs
                 agent.usage = {(u.framework_id, u.task_id): u for u in msg.usage if (u.framework_id, u.task_id)
                                in agent.tasks}
 
@@ -622,6 +688,7 @@ class AgentLifecycle:
         marked it gone): its tasks not ended end ``gone`` (TASK_LOST for
         frameworks that are not partition-aware), and it may not come back
         under its id."""
+        self.settle()
         context = self._context
         log.warning("removing agent %s (%s): %s", agent.id, clip(agent.info.hostname), why)
         for framework_id, task_id in sorted(agent.tasks):
@@ -658,6 +725,7 @@ class AgentLifecycle:
         TASK_UNREACHABLE and stay known (they come back with the agent);
         the others end TASK_LOST. It may re-register under its id.
         O(its tasks + frameworks)."""
+        self.settle()
         context = self._context
         log.warning("agent %s (%s) marked unreachable: %s", agent.id, clip(agent.info.hostname), why)
         since = context.wall_clock()
@@ -684,6 +752,7 @@ class AgentLifecycle:
 
     def unreachable_tasks(self, unreachable: UnreachableAgent) -> list[tuple[FrameworkRecord, TaskRecord]]:
         """The tasks still on an unreachable agent (TASK_UNREACHABLE, or ended and not acknowledged)."""
+        self.settle()
         context = self._context
         found = [context.frameworks.task(*key) for key in sorted(unreachable.tasks)]
         return [(record, task) for record, task in filter(None, found) if task.agent_id == unreachable.id]
@@ -692,6 +761,7 @@ class AgentLifecycle:
         """An unreachable agent is gone for good: its TASK_UNREACHABLE tasks
         end ``state``, its ended tasks are done with, and it may not come
         back under its id (it is told to shut down if it does)."""
+        self.settle()
         context = self._context
         context.agents.forget_unreachable(unreachable.id)
         for record, task in self.unreachable_tasks(unreachable):   # an ended one's acknowledgement would go nowhere
@@ -705,6 +775,7 @@ class AgentLifecycle:
         ``registry_max_agent_count`` (the oldest) or marked more than
         ``registry_max_agent_age`` ago are gone: their partition-aware tasks
         end TASK_GONE. O(unreachable agents)."""
+        self.settle()
         context = self._context
         config = context.config
         for agent_id in agents_to_forget(context.registry.unreachable, context.wall_clock(), config.registry_max_agent_age,
@@ -722,6 +793,19 @@ class AgentLifecycle:
 
 #: every task state, for a test in O(1) (TaskState.ALL is a tuple)
 _STATES = frozenset(TaskState.ALL)
+
+
+class _PendingTasks(NamedTuple):
+    """A re-registered agent's tasks whose records :meth:`AgentLifecycle.settle` makes."""
+    agent: AgentRecord
+    tasks: list[m.RunningTask]
+    #: frameworks none of whose tasks here become records (not known when the agent was admitted)
+    unknown: frozenset[str]
+    #: the tasks of the past (AgentRecord.doomed): no record
+    doomed: dict[tuple[str, str], Resources]
+    #: the wall clock and the clock when it was admitted (the records' status time and launch time)
+    wall: float
+    launched: float
 
 
 def _delivered_state(running: m.RunningTask) -> str:

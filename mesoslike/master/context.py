@@ -83,6 +83,9 @@ class CoreContext:
         #: authorization refusals, by the permission that was missing
         self.refused_by_permission: dict[str, int] = {}
         self._logged_drops: set[tuple[str, str]] = set()
+        #: the gate every reader of the tasks passes first: makes the task records of agents re-registered
+        #: since (AgentLifecycle.settle, which sets it)
+        self.settle: Callable[[], object] = _nothing
 
     def registry_changed(self) -> None:
         self.registry_changes += 1
@@ -151,3 +154,7 @@ class CoreContext:
             return
         self._logged_drops.add(seen)
         log.warning("%s; further ones of this kind from this agent are only counted", text)
+
+
+def _nothing() -> None:
+    pass

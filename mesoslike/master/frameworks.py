@@ -254,6 +254,7 @@ class FrameworkLifecycle:
         """Remove a framework for good: its tasks end (its agents shut it
         down), it is told (a fatal ERROR), and it joins the history."""
         context = self._context
+        context.settle()   # its tasks release what they hold: every one of them
         log.info("removing framework %s: %s", record.id, why)
         self._archive(record, why)
         agents = {task.agent_id for task in record.tasks.values()}

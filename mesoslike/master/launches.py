@@ -202,6 +202,8 @@ class Launches:
         agent to kill them, should the task reach it after all.
         O(due entries x log unconfirmed)."""
         context = self._context
+        if self._unconfirmed and self._unconfirmed[0][0] <= now:
+            context.settle()   # a task launched here may since have been reported by another agent
         while self._unconfirmed and self._unconfirmed[0][0] <= now:
             _, _, framework_id, task_id, sends = heapq.heappop(self._unconfirmed)
             found = context.frameworks.task(framework_id, task_id)

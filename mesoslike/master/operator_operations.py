@@ -267,6 +267,7 @@ class OperatorOperations:
         Mesos keeps it: the agent is still drained when it comes back.
         O(drains)."""
         context = self._context
+        context.settle()
         book = context.agents
         for agent_id, drain in list(book.drains.items()):
             agent = book.records.get(agent_id)

@@ -70,6 +70,7 @@ class Preempting:
         the whole cluster on top of what it holds; a role whose frameworks
         are all suppressed or disconnected wants nothing more."""
         context = self._context
+        context.settle()
         total = Resources.sum(agent.info.resources for agent in context.agents.records.values())
         usage: dict[str, list[Resources]] = {}
         wanting: set[str] = set()

@@ -107,6 +107,8 @@ class Reconciliation:
         """A new turn: spend its budget on the waiting answers, an equal part
         per framework (one at least), in the order they asked."""
         self._budget = self._context.config.reconcile_answers_per_turn
+        if self._waiting:
+            self._context.settle()   # each answer is the task's state when it is sent
         frameworks = self._context.frameworks
         while self._waiting and self._budget > 0:
             share = max(1, self._budget // len(self._waiting))

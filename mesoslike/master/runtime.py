@@ -103,6 +103,8 @@ _BATCH = 2000
 #: retried (0.5 s) before their acknowledgements could come. 256 KiB is ~850 status updates.
 #: Registrations are still counted by _BATCH only: after a failover they come by the thousand
 _TURN_BYTES = 256 * 1024
+#: re-admitted agents whose task records an idle turn makes (~25 us an agent of ten tasks: ~25 ms)
+_SETTLED_A_TURN = 1000
 #: frames taken from the socket into the inbox per turn (not decoded: cheap)
 _RECEIVE_LIMIT = 20_000
 #: how long a follower trusts what it last read from ZooKeeper about the leader (s)
@@ -985,6 +987,7 @@ class MasterRuntime:
             return
         started = self.clock.now()
         replies, self._outbox = self._outbox, []
+        admitted = 0
         if self._store_health.failing:
             if started < self._store_health.retry_at:
                 self._outbox = replies  # not yet: they wait for the next try with the rest
@@ -1000,12 +1003,28 @@ class MasterRuntime:
                 replies += self._v1.turn(leading.core)
                 replies += leading.core.tick()
             finally:
+                admitted = len(leading.core.agent_book.records) - agents_before
                 if collecting:
                     # before the collector is on: its pass would come first
-                    self._long_lived.turn_ended(len(leading.core.agent_book.records) - agents_before)
+                    self._long_lived.turn_ended(admitted)
                     gc.enable()
                     self._long_lived.after_turn()
         self._carry_out(self._feed(TurnEnded(self.clock.now() - started, tuple(replies))))
+        if admitted == 0 and not self._inbox and leading.core.agent_lifecycle.tasks_pending:
+            # the task records of the agents re-admitted, after their answers went out, a part a turn, in
+            # turns that admitted no agent with nothing waiting: while re-registrations come they wait
+            # (every reader of the tasks makes them first: MasterCore.settle). The collector off, and the
+            # records frozen as a turn's admissions are (_LongLived.turn_ended)
+            collecting = gc.isenabled()
+            gc.disable()
+            settled = 0
+            try:
+                settled = leading.core.settle(_SETTLED_A_TURN)
+            finally:
+                if collecting:
+                    self._long_lived.turn_ended(settled)
+                    gc.enable()
+                    self._long_lived.after_turn()
 
     def _peers(self) -> Peers:
         """What to do with peers' frames now (a method: it changes as the machine is fed)."""
