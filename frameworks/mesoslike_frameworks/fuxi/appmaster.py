@@ -72,7 +72,7 @@ from typing import Any, NoReturn, TypeVar
 
 import attrs
 
-from mesoslike import Clock, MesoslikeError, SystemClock, make_locator
+from mesoslike import Clock, MesoslikeError, SystemClock
 from mesoslike_frameworks.fuxi import flush_before_os_exit
 from mesoslike_frameworks.fuxi import am_protocol as amp
 from mesoslike_frameworks.fuxi import appmaster_core as amc
@@ -80,7 +80,7 @@ from mesoslike_frameworks.fuxi import protocol
 from mesoslike_frameworks.fuxi.checkpoint import Checkpoint, Writer, read_snapshot, write_snapshot
 from mesoslike_frameworks.fuxi.model import MAX_NAME, JobSpec, JobSpecError, parse_job
 from mesoslike.transport import (Authenticator, Client, CurveKeys, Poller, Server, Waker, flush_before_exit,
-                                 load_public_key)
+                                 load_public_key, parse_tcp_address)
 
 __all__ = ["AppMaster", "main", "main_and_exit", "write_snapshot", "read_snapshot"]
 
@@ -126,6 +126,36 @@ class _Worker:
         self.claim = [hello.unit, hello.hostname, hello.room, hello.agent_id]
 
 
+class _StaticService:
+    """The service at a ``tcp://HOST:PORT``: it never moves (what
+    ``mesoslike.make_locator`` gives for one, without importing
+    :mod:`mesoslike.ha` — ~1.5-2 ms of the AppMaster's start)."""
+
+    __slots__ = ("address",)
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+
+    def current(self) -> str | None:
+        return self.address
+
+    def close(self) -> None:
+        pass
+
+
+def _service_locator(service: str) -> Any:
+    """Where the service is: a ``tcp://`` address checked as
+    ``mesoslike.make_locator`` checks one (a ConfigError), anything else
+    through it (``zk://``: the leader of the services' group)."""
+    address = service.strip() if isinstance(service, str) else service
+    if isinstance(address, str) and address.startswith("tcp://"):
+        parse_tcp_address(address)
+        return _StaticService(address)
+    from mesoslike import make_locator   # here: mesoslike.ha (attrs, re) only for zk://
+
+    return make_locator(service)
+
+
 class _Refused(Exception):
     """A worker's message refused: the ERROR's text (bounded)."""
 
@@ -166,7 +196,7 @@ class AppMaster:
         self.released: set[str] = set()
         #: slot -> (unit, hostname): granted, as the service said, its worker not joined yet
         self.granted: dict[str, tuple[str, str]] = {}
-        self._locator = make_locator(service)   # zk://: follows the leading service
+        self._locator = _service_locator(service)   # zk://: follows the leading service
         leader = self._locator.current() or ""
         # binds now: errors surface here; with keys only the job's workers get in
         self._server = Server(bind, codec=amp.CODEC, keys=keys, authenticator=None if worker_key is None else
