@@ -126,31 +126,16 @@ class _Worker:
         self.claim = [hello.unit, hello.hostname, hello.room, hello.agent_id]
 
 
-class _StaticService:
-    """The service at a ``tcp://HOST:PORT``: it never moves (what
-    ``mesoslike.make_locator`` gives for one, without importing
-    :mod:`mesoslike.ha` — ~1.5-2 ms of the AppMaster's start)."""
-
-    __slots__ = ("address",)
-
-    def __init__(self, address: str) -> None:
-        self.address = address
-
-    def current(self) -> str | None:
-        return self.address
-
-    def close(self) -> None:
-        pass
-
-
 def _service_locator(service: str) -> Any:
-    """Where the service is: a ``tcp://`` address checked as
-    ``mesoslike.make_locator`` checks one (a ConfigError), anything else
-    through it (``zk://``: the leader of the services' group)."""
+    """What follows the service's leader (``mesoslike.make_locator``:
+    ``zk://``, the leader of the services' group), or None for a ``tcp://``
+    address, which never moves — checked as ``make_locator`` checks one (a
+    ConfigError), without importing :mod:`mesoslike.ha` (~1.5-2 ms of the
+    AppMaster's start)."""
     address = service.strip() if isinstance(service, str) else service
     if isinstance(address, str) and address.startswith("tcp://"):
         parse_tcp_address(address)
-        return _StaticService(address)
+        return None
     from mesoslike import make_locator   # here: mesoslike.ha (attrs, re) only for zk://
 
     return make_locator(service)
@@ -196,8 +181,8 @@ class AppMaster:
         self.released: set[str] = set()
         #: slot -> (unit, hostname): granted, as the service said, its worker not joined yet
         self.granted: dict[str, tuple[str, str]] = {}
-        self._locator = _service_locator(service)   # zk://: follows the leading service
-        leader = self._locator.current() or ""
+        self._locator = _service_locator(service)   # zk://: follows the leading service; tcp://: None
+        leader = (self._locator.current() if self._locator is not None else service.strip()) or ""
         # binds now: errors surface here; with keys only the job's workers get in
         self._server = Server(bind, codec=amp.CODEC, keys=keys, authenticator=None if worker_key is None else
                               Authenticator({worker_key: f"workers of {job_id}"}))
@@ -259,7 +244,8 @@ class AppMaster:
         self._server.close(linger=0.5)   # let the last RELEASEs go out
         if self._service is not None:
             self._service.close()
-        self._locator.close()
+        if self._locator is not None:
+            self._locator.close()
         self.checkpoint.close()
         self._waker.close()
 
@@ -302,7 +288,7 @@ class AppMaster:
 
     def _follow_service(self) -> None:
         """Talk to the service the locator names now (a new leader, after a failover)."""
-        leader = self._locator.current()
+        leader = self._locator.current() if self._locator is not None else None
         if leader and leader != self._service_address:
             log.info("the Fuxi service is now at %s", leader)
             if self._service is not None:
