@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 
 import msgpack
-import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
+from mesoslike.transport import Server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = ('[job]\nname = "j"\n\n[[job.units]]\nname = "work"\nslots = 16\ncpus = 0.1\nmem = 64\n'
@@ -48,7 +48,7 @@ def _cpu_ticks(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one_run(python: str, tree: Path, job: Path, router: zmq.Socket, address: str) -> dict[str, float]:
+def one_run(python: str, tree: Path, job: Path, router: Server, address: str) -> dict[str, float]:
     started = time.perf_counter()
     client = subprocess.Popen([python, "-m", "mesoslike", "fuxi", "submit", "--fuxi", address, "--wait",
                                "--interval", "0.1", "--timeout", "30", str(job)], cwd=tree,
@@ -56,16 +56,20 @@ def one_run(python: str, tree: Path, job: Path, router: zmq.Socket, address: str
     result: dict[str, float] = {}
     try:
         while True:
-            if not router.poll(30_000):
+            if not router.wait(30.0):
                 raise SystemExit("the client sent nothing in 30 s")
-            peer, frame = router.recv_multipart()
+            frames = [(peer, frame) for peer, frame in router.receive_frames() if isinstance(frame, bytes)]
+            if not frames:
+                continue
+            peer, frame = frames[0]   # one request at a time: the client waits for each answer
+            assert peer is not None
             message = msgpack.unpackb(frame)
             if message["type"] == "SUBMIT":
                 result["submit_s"] = time.perf_counter() - started
                 result["cpu_at_submit_s"] = _cpu_ticks(client.pid)
-                router.send_multipart([peer, _frame("SUBMITTED", id=message["id"], job_id="job-1")])
+                router.send_frame(peer, _frame("SUBMITTED", id=message["id"], job_id="job-1"))
             elif message["type"] == "STATUS":
-                router.send_multipart([peer, _frame("STATUS_REPLY", id=message["id"], document=json.dumps(ENDED))])
+                router.send_frame(peer, _frame("STATUS_REPLY", id=message["id"], document=json.dumps(ENDED)))
                 answered = time.perf_counter()
                 break
         _, status, usage = os.wait4(client.pid, 0)
@@ -90,10 +94,8 @@ def main() -> None:
     args = parser.parse_args()
     doc, started, load_start = benchlib.start("fuxi_client_round", None, {"git_head": benchlib.git_state([])[0]})
     trees = benchlib.trees(ROOT, args.before_tree, doc)
-    context = zmq.Context()
-    router = context.socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    port = router.bind_to_random_port("tcp://127.0.0.1")
+    router = Server("tcp://127.0.0.1:0")   # a stand-in job server: raw frames, as the service's would read
+    port = int(router.address.rsplit(":", 1)[1])
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     loads: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-fuxi-client-") as work:
@@ -107,7 +109,6 @@ def main() -> None:
                     runs[name].append(one_run(python, tree, job, router, f"tcp://127.0.0.1:{port}"))
         finally:
             router.close()
-            context.term()
     doc.update({"runs": args.runs, "loadavg_per_run": loads})
     for name in trees:
         doc[name] = {key: {"median": round(statistics.median(r[key] for r in runs[name]), 4),

@@ -55,6 +55,7 @@ from typing import Annotated, Any, ClassVar
 import attrs
 
 from mesoslike.messaging import Codec, Items, Range, Schema, WireError
+from mesoslike_frameworks.fuxi import FieldsRepr
 from mesoslike_frameworks.fuxi.worker_wire import HEARTBEAT_INTERVAL, MAX_FRAME, PROGRESS_PREFIX, VERSION
 
 __all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Hello", "Heartbeat", "Progress", "Done", "Bye", "Welcome",
@@ -78,8 +79,8 @@ Result = Annotated[list[Any], Items(Count, Count, bool, str)]
 
 # -------------------------------------------------- worker -> AppMaster
 @SCHEMA.message
-@attrs.frozen
-class Hello:
+@attrs.frozen(repr=False)
+class Hello(FieldsRepr):
     TYPE: ClassVar[str] = "HELLO"
     slot: str
     unit: str
@@ -93,8 +94,8 @@ class Hello:
 
 
 @SCHEMA.message
-@attrs.frozen
-class Heartbeat:
+@attrs.frozen(repr=False)
+class Heartbeat(FieldsRepr):
     TYPE: ClassVar[str] = "HEARTBEAT"
     slot: str
     running: Run | None = None
@@ -102,8 +103,8 @@ class Heartbeat:
 
 
 @SCHEMA.message
-@attrs.frozen
-class Progress:
+@attrs.frozen(repr=False)
+class Progress(FieldsRepr):
     TYPE: ClassVar[str] = "PROGRESS"
     slot: str
     instance: Count
@@ -112,8 +113,8 @@ class Progress:
 
 
 @SCHEMA.message
-@attrs.frozen
-class Done:
+@attrs.frozen(repr=False)
+class Done(FieldsRepr):
     TYPE: ClassVar[str] = "DONE"
     slot: str
     instance: Count
@@ -123,8 +124,8 @@ class Done:
 
 
 @SCHEMA.message
-@attrs.frozen
-class Bye:
+@attrs.frozen(repr=False)
+class Bye(FieldsRepr):
     TYPE: ClassVar[str] = "BYE"
     slot: str
     reason: str = ""
@@ -132,21 +133,21 @@ class Bye:
 
 # -------------------------------------------------- AppMaster -> worker
 @SCHEMA.message
-@attrs.frozen
-class Welcome:
+@attrs.frozen(repr=False)
+class Welcome(FieldsRepr):
     TYPE: ClassVar[str] = "WELCOME"
     slot: str
 
 
 @SCHEMA.message
-@attrs.frozen
-class Rejoin:
+@attrs.frozen(repr=False)
+class Rejoin(FieldsRepr):
     TYPE: ClassVar[str] = "REJOIN"
 
 
 @SCHEMA.message
-@attrs.frozen
-class Assign:
+@attrs.frozen(repr=False)
+class Assign(FieldsRepr):
     TYPE: ClassVar[str] = "ASSIGN"
     instance: Count
     attempt: Count
@@ -156,30 +157,30 @@ class Assign:
 
 
 @SCHEMA.message
-@attrs.frozen
-class Kill:
+@attrs.frozen(repr=False)
+class Kill(FieldsRepr):
     TYPE: ClassVar[str] = "KILL"
     instance: Count
     attempt: Count
 
 
 @SCHEMA.message
-@attrs.frozen
-class Ack:
+@attrs.frozen(repr=False)
+class Ack(FieldsRepr):
     TYPE: ClassVar[str] = "ACK"
     instance: Count
     attempt: Count
 
 
 @SCHEMA.message
-@attrs.frozen
-class Release:
+@attrs.frozen(repr=False)
+class Release(FieldsRepr):
     TYPE: ClassVar[str] = "RELEASE"
 
 
 @SCHEMA.message
-@attrs.frozen
-class Error:
+@attrs.frozen(repr=False)
+class Error(FieldsRepr):
     TYPE: ClassVar[str] = "ERROR"
     message: str
 

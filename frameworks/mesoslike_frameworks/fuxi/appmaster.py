@@ -72,7 +72,7 @@ from typing import Any, NoReturn, TypeVar
 
 import attrs
 
-from mesoslike import Clock, MesoslikeError, SystemClock, make_locator
+from mesoslike import Clock, MesoslikeError, SystemClock
 from mesoslike_frameworks.fuxi import flush_before_os_exit
 from mesoslike_frameworks.fuxi import am_protocol as amp
 from mesoslike_frameworks.fuxi import appmaster_core as amc
@@ -80,7 +80,7 @@ from mesoslike_frameworks.fuxi import protocol
 from mesoslike_frameworks.fuxi.checkpoint import Checkpoint, Writer, read_snapshot, write_snapshot
 from mesoslike_frameworks.fuxi.model import MAX_NAME, JobSpec, JobSpecError, parse_job
 from mesoslike.transport import (Authenticator, Client, CurveKeys, Poller, Server, Waker, flush_before_exit,
-                                 load_public_key)
+                                 load_public_key, parse_tcp_address)
 
 __all__ = ["AppMaster", "main", "main_and_exit", "write_snapshot", "read_snapshot"]
 
@@ -126,6 +126,21 @@ class _Worker:
         self.claim = [hello.unit, hello.hostname, hello.room, hello.agent_id]
 
 
+def _service_locator(service: str) -> Any:
+    """What follows the service's leader (``mesoslike.make_locator``:
+    ``zk://``, the leader of the services' group), or None for a ``tcp://``
+    address, which never moves — checked as ``make_locator`` checks one (a
+    ConfigError), without importing :mod:`mesoslike.ha` (~1.5-2 ms of the
+    AppMaster's start)."""
+    address = service.strip() if isinstance(service, str) else service
+    if isinstance(address, str) and address.startswith("tcp://"):
+        parse_tcp_address(address)
+        return None
+    from mesoslike import make_locator   # here: mesoslike.ha (attrs, re) only for zk://
+
+    return make_locator(service)
+
+
 class _Refused(Exception):
     """A worker's message refused: the ERROR's text (bounded)."""
 
@@ -166,8 +181,8 @@ class AppMaster:
         self.released: set[str] = set()
         #: slot -> (unit, hostname): granted, as the service said, its worker not joined yet
         self.granted: dict[str, tuple[str, str]] = {}
-        self._locator = make_locator(service)   # zk://: follows the leading service
-        leader = self._locator.current() or ""
+        self._locator = _service_locator(service)   # zk://: follows the leading service; tcp://: None
+        leader = (self._locator.current() if self._locator is not None else service.strip()) or ""
         # binds now: errors surface here; with keys only the job's workers get in
         self._server = Server(bind, codec=amp.CODEC, keys=keys, authenticator=None if worker_key is None else
                               Authenticator({worker_key: f"workers of {job_id}"}))
@@ -229,7 +244,8 @@ class AppMaster:
         self._server.close(linger=0.5)   # let the last RELEASEs go out
         if self._service is not None:
             self._service.close()
-        self._locator.close()
+        if self._locator is not None:
+            self._locator.close()
         self.checkpoint.close()
         self._waker.close()
 
@@ -272,7 +288,7 @@ class AppMaster:
 
     def _follow_service(self) -> None:
         """Talk to the service the locator names now (a new leader, after a failover)."""
-        leader = self._locator.current()
+        leader = self._locator.current() if self._locator is not None else None
         if leader and leader != self._service_address:
             log.info("the Fuxi service is now at %s", leader)
             if self._service is not None:

@@ -73,6 +73,7 @@ import attrs
 from sortedcontainers import SortedList, SortedSet
 
 from mesoslike import Clock, MesoslikeError
+from mesoslike_frameworks.fuxi import FieldsRepr
 from mesoslike_frameworks.fuxi import am_protocol as amp
 from mesoslike_frameworks.fuxi import protocol
 from mesoslike_frameworks.fuxi.model import BackupPolicy, JobSpec, UnitSpec
@@ -97,8 +98,8 @@ class AppMasterError(MesoslikeError, ValueError):
 
 
 # ----------------------------------------------------------------- actions
-@attrs.frozen
-class ToWorker:
+@attrs.frozen(repr=False)
+class ToWorker(FieldsRepr):
     """Send ``message`` to the worker in slot ``worker_id``: an ASSIGN (its
     ``command`` is the unit's with ``{instance}`` replaced; its ``env`` has
     ``FUXI_INSTANCE``, ``FUXI_ATTEMPT`` and ``FUXI_DATA_HOSTS``,
@@ -115,8 +116,8 @@ ServiceRequest = (protocol.SetDesire | protocol.AvoidHosts | protocol.ReleaseSlo
                   | protocol.ReportHost | protocol.JobEnded)
 
 
-@attrs.frozen
-class ToService:
+@attrs.frozen(repr=False)
+class ToService(FieldsRepr):
     """Send ``request`` to the Fuxi service. The core fills in the job id;
     ``id`` is 0 and ``token`` empty: the runtime numbers and signs what it
     sends. SET_DESIRE: the unit now wants ``slots`` slots in all (held and
@@ -130,8 +131,8 @@ class ToService:
     reason: str = ""
 
 
-@attrs.frozen
-class SnapshotChanged:
+@attrs.frozen(repr=False)
+class SnapshotChanged(FieldsRepr):
     """Something worth checkpointing changed (a finish, a failure, a
     blacklist, the end): checkpoint — append :meth:`AppMasterCore.journal`
     (or write :meth:`AppMasterCore.snapshot`)."""
@@ -141,8 +142,8 @@ Action = ToWorker | ToService | SnapshotChanged
 
 
 # ------------------------------------------------------------------- state
-@attrs.define(eq=False)
-class _Copy:
+@attrs.define(eq=False, repr=False)
+class _Copy(FieldsRepr):
     """One run of an instance on a worker."""
     worker_id: str
     hostname: str
@@ -153,8 +154,8 @@ class _Copy:
     fraction: float | None = None     # last reported progress, None: never reported
 
 
-@attrs.define(eq=False)
-class _Worker:
+@attrs.define(eq=False, repr=False)
+class _Worker(FieldsRepr):
     id: str
     unit: str
     hostname: str
@@ -243,8 +244,8 @@ class _Pending:
         return self.all[0] if self.all else None
 
 
-@attrs.define(eq=False)
-class _Unit:
+@attrs.define(eq=False, repr=False)
+class _Unit(FieldsRepr):
     spec: UnitSpec
     pending: _Pending
     done: bytearray

@@ -35,6 +35,7 @@ from typing import Any, Collection, Iterable, Mapping
 import attrs
 
 from mesoslike import MesoslikeError, Resources
+from mesoslike_frameworks.fuxi import FieldsRepr
 
 __all__ = ["JobSpec", "UnitSpec", "Locality", "BackupPolicy", "JobSpecError", "load_job_file", "parse_job",
            "read_toml", "check_runnable", "job_document", "LT_MACHINE", "LT_ENGINEROOM", "LT_CLUSTER", "POLICIES",
@@ -82,8 +83,8 @@ class JobSpecError(MesoslikeError, ValueError):
     """A job or job file that cannot run as written; the message names the field."""
 
 
-@attrs.frozen
-class Locality:
+@attrs.frozen(repr=False)
+class Locality(FieldsRepr):
     """Place ``count`` slots on ``target``: a machine (hostname), an engine
     room (the agents' ``room`` attribute) or, for ``cluster``, anywhere."""
 
@@ -140,8 +141,8 @@ def label_text(value: object) -> object:
     return value
 
 
-@attrs.frozen
-class UnitSpec:
+@attrs.frozen(repr=False)
+class UnitSpec(FieldsRepr):
     """One ScheduleUnit. ``priority`` None takes the job's. ``locality``
     empty means the whole cluster. ``instances``: data shards handed to the
     unit's slots (0: one per slot)."""
@@ -181,8 +182,8 @@ class UnitSpec:
         return self.instances or self.slots
 
 
-@attrs.frozen
-class BackupPolicy:
+@attrs.frozen(repr=False)
+class BackupPolicy(FieldsRepr):
     """When a straggling instance gets a backup copy on another machine
     (seed 002): only once ``min_finished_fraction`` of the unit's instances
     finished, and when it has run ``slower_factor`` x longer than the
@@ -200,8 +201,8 @@ def _units(value: Iterable[UnitSpec]) -> tuple[UnitSpec, ...]:
     return tuple(value)
 
 
-@attrs.frozen
-class JobSpec:
+@attrs.frozen(repr=False)
+class JobSpec(FieldsRepr):
     name: str
     units: tuple[UnitSpec, ...] = attrs.field(converter=_units)
     quota_group: str = DEFAULT_QUOTA_GROUP

@@ -61,6 +61,7 @@ from typing import Any, ClassVar
 import attrs
 
 from mesoslike.messaging import Codec, Schema, WireError
+from mesoslike_frameworks.fuxi import FieldsRepr
 
 __all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Submit", "Submitted", "Status", "StatusReply", "KillJob",
            "Error", "Ok", "SetDesire", "ReleaseSlot", "AvoidHosts", "BlacklistHost", "ReportHost", "Progress",
@@ -91,48 +92,48 @@ SCHEMA = Schema("Fuxi service", VERSION)
 
 # ------------------------------------------------------------ job clients
 @SCHEMA.message
-@attrs.frozen
-class Submit:
+@attrs.frozen(repr=False)
+class Submit(FieldsRepr):
     TYPE: ClassVar[str] = "SUBMIT"
     id: int
     document: dict[str, Any]
 
 
 @SCHEMA.message
-@attrs.frozen
-class Submitted:
+@attrs.frozen(repr=False)
+class Submitted(FieldsRepr):
     TYPE: ClassVar[str] = "SUBMITTED"
     id: int
     job_id: str
 
 
 @SCHEMA.message
-@attrs.frozen
-class Status:
+@attrs.frozen(repr=False)
+class Status(FieldsRepr):
     TYPE: ClassVar[str] = "STATUS"
     id: int
     job_id: str = ""
 
 
 @SCHEMA.message
-@attrs.frozen
-class StatusReply:
+@attrs.frozen(repr=False)
+class StatusReply(FieldsRepr):
     TYPE: ClassVar[str] = "STATUS_REPLY"
     id: int
     document: str
 
 
 @SCHEMA.message
-@attrs.frozen
-class KillJob:
+@attrs.frozen(repr=False)
+class KillJob(FieldsRepr):
     TYPE: ClassVar[str] = "KILL"
     id: int
     job_id: str
 
 
 @SCHEMA.message
-@attrs.frozen
-class Error:
+@attrs.frozen(repr=False)
+class Error(FieldsRepr):
     TYPE: ClassVar[str] = "ERROR"
     id: int
     message: str
@@ -140,15 +141,15 @@ class Error:
 
 # ------------------------------------------------------------- AppMasters
 @SCHEMA.message
-@attrs.frozen
-class Ok:
+@attrs.frozen(repr=False)
+class Ok(FieldsRepr):
     TYPE: ClassVar[str] = "OK"
     id: int
 
 
 @SCHEMA.message
-@attrs.frozen
-class SetDesire:
+@attrs.frozen(repr=False)
+class SetDesire(FieldsRepr):
     TYPE: ClassVar[str] = "SET_DESIRE"
     id: int
     job_id: str
@@ -158,8 +159,8 @@ class SetDesire:
 
 
 @SCHEMA.message
-@attrs.frozen
-class ReleaseSlot:
+@attrs.frozen(repr=False)
+class ReleaseSlot(FieldsRepr):
     TYPE: ClassVar[str] = "RELEASE_SLOT"
     id: int
     job_id: str
@@ -168,8 +169,8 @@ class ReleaseSlot:
 
 
 @SCHEMA.message
-@attrs.frozen
-class AvoidHosts:
+@attrs.frozen(repr=False)
+class AvoidHosts(FieldsRepr):
     TYPE: ClassVar[str] = "AVOID_HOSTS"
     id: int
     job_id: str
@@ -179,8 +180,8 @@ class AvoidHosts:
 
 
 @SCHEMA.message
-@attrs.frozen
-class BlacklistHost:
+@attrs.frozen(repr=False)
+class BlacklistHost(FieldsRepr):
     TYPE: ClassVar[str] = "BLACKLIST_HOST"
     id: int
     job_id: str
@@ -189,8 +190,8 @@ class BlacklistHost:
 
 
 @SCHEMA.message
-@attrs.frozen
-class ReportHost:
+@attrs.frozen(repr=False)
+class ReportHost(FieldsRepr):
     TYPE: ClassVar[str] = "REPORT_HOST"
     id: int
     job_id: str
@@ -199,8 +200,8 @@ class ReportHost:
 
 
 @SCHEMA.message
-@attrs.frozen
-class Progress:
+@attrs.frozen(repr=False)
+class Progress(FieldsRepr):
     TYPE: ClassVar[str] = "PROGRESS"
     id: int
     job_id: str
@@ -209,8 +210,8 @@ class Progress:
 
 
 @SCHEMA.message
-@attrs.frozen
-class JobEnded:
+@attrs.frozen(repr=False)
+class JobEnded(FieldsRepr):
     TYPE: ClassVar[str] = "JOB_ENDED"
     id: int
     job_id: str
@@ -220,8 +221,8 @@ class JobEnded:
 
 
 @SCHEMA.message
-@attrs.frozen
-class SlotGranted:
+@attrs.frozen(repr=False)
+class SlotGranted(FieldsRepr):
     TYPE: ClassVar[str] = "SLOT_GRANTED"
     job_id: str
     slot: str
@@ -231,8 +232,8 @@ class SlotGranted:
 
 
 @SCHEMA.message
-@attrs.frozen
-class SlotRevoked:
+@attrs.frozen(repr=False)
+class SlotRevoked(FieldsRepr):
     TYPE: ClassVar[str] = "SLOT_REVOKED"
     job_id: str
     slot: str
