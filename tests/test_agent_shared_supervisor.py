@@ -1316,3 +1316,53 @@ def test_launch_files_are_decoded_by_msgspec_named_by_the_agent_with_json_having
         for document in hostile:
             with pytest.raises(ValueError):
                 loads(document)
+
+
+def test_a_launch_record_comes_with_its_request_and_a_renamed_launch_json_still_cancels_it(executor, monkeypatch):
+    """The agent sends ``launch.json``'s bytes with its ``L`` request (``L RUN RECORD``) to a shared supervisor
+    whose state file says ``launch_record``: the supervisor runs the task of the record and reads no file
+    back (sup29i) — but still looks at the file's name, so a launch a restarted agent cancelled (renamed
+    ``launch.json``) is not run, as before; a record that does not decode fails the launch saying so; a
+    supervisor that does not say it takes the record (one of before) gets ``L RUN`` alone."""
+    link = executor.link
+    real_send = link.send_launch
+    sent: list[tuple[str, bytes]] = []
+
+    def altered(name: str, record: bytes) -> None:   # the record differs from the file: which one ran shows
+        sent.append((name, record))
+        run_dir = executor.work_dir / "meta" / "tasks" / name
+        if name.endswith("cancelled"):   # a restarted agent's cancel, before the supervisor takes the request
+            os.replace(run_dir / "launch.json", run_dir / "launch.json.cancelled")
+        if name.endswith("bad"):
+            record = b'{"command": "exit 0", "env": '
+        real_send(name, record.replace(b'"exit 3"', b'"exit 9"'))
+    monkeypatch.setattr(link, "send_launch", altered)
+    executor.launch("fw", task("record", "exit 3"), "agent-1")
+    assert read_json(str(executor.work_dir / "meta" / "shared-supervisor.json"))["launch_record"] is True  # type: ignore[index]
+    assert link.takes_record
+    assert b'"exit 3"' in (run_of(executor, "record").run_dir / "launch.json").read_bytes()   # written as before
+    executor.launch("fw", task("cancelled", "touch ran"), "agent-1")
+    executor.launch("fw", task("bad", "exit 0"), "agent-1")
+    executor.launch("fw", task("after", "exit 4"), "agent-1")   # taken after the others: they are settled then
+    events = events_until(executor, lambda events: {"record", "after"} <= set(exits(events)) and any(
+        isinstance(event, LaunchFailed) for event in events))
+    ended = exits(events)
+    assert (ended["record"], ended["after"]) == ((9, None, ""), (4, None, ""))   # the record's command ran
+    (failed,) = [event for event in events if isinstance(event, LaunchFailed)]
+    assert failed.task_id == "bad" and failed.message.startswith("unreadable launch file"), failed
+    cancelled = run_of(executor, "cancelled")
+    assert "cancelled" not in ended and not (executor.sandbox("fw", "cancelled") / "ran").exists()
+    assert read_json(str(cancelled.run_dir / "exit.json")) == {"ended": False}
+    assert [name for name, _ in sent] == ["fw/record", "fw/cancelled", "fw/bad", "fw/after"]
+    del executor._runs[("fw", "cancelled")], executor._shared_runs["fw/cancelled"]   # never run: nothing to end
+    executor._abandon(cancelled.container)
+
+    monkeypatch.undo()
+    link.takes_record = False   # as with a shared supervisor of before (its state file without the word)
+    link.send_launch("fw/old", b'{"a": 1}')
+    assert link._outbox[-1] == b"L fw/old\n"
+    link._outbox.pop()
+    link.takes_record = True
+    for record in (b'{"a": "\n"}', b"{" + b" " * (1 << 16) + b"}"):   # a newline, or too long: L alone
+        link.send_launch("fw/old", record)
+        assert link._outbox.pop() == b"L fw/old\n"

@@ -58,6 +58,10 @@ class SupervisorLink:
         self.sandbox_root = sandbox_root
         self.python = python
         self.identity: Identity | None = None   # of the one connected to
+        #: whether the one connected to takes a launch's record with its ``L`` request (its state file's
+        #: ``launch_record``; an older one, left running across an agent upgrade, reads ``launch.json``)
+        self.takes_record = False
+        self._state_takes_record = False   # what the state file last read said
         self.started = 0        # shared supervisors this link started
         self.reconnected = False   # the connection was made again: what it told meanwhile is to be re-read
         #: whether it ran at the last look (:meth:`receive`, or the connection): one look a loop turn, not
@@ -112,6 +116,7 @@ class SupervisorLink:
         try:
             state = sup.read_json(str(self.meta / shared.STATE_FILE))
             pid, ticks = state["pid"], state["start_ticks"]  # type: ignore[index]
+            self._state_takes_record = isinstance(state, dict) and state.get("launch_record") is True
         except (OSError, ValueError, KeyError, TypeError):
             return None
         if not isinstance(pid, int) or pid <= 0 or sup.process_start_ticks(pid) != ticks:
@@ -181,6 +186,7 @@ class SupervisorLink:
                 sock.close()
                 return False
         self._sock, self.identity, self._inbox = sock, identity, b""
+        self.takes_record = self._state_takes_record   # the state file read just before, of this identity
         self._told_status.clear()
         self.live = True
         return True
@@ -195,6 +201,17 @@ class SupervisorLink:
     def send(self, kind: str, name: str) -> None:
         """Queue a request (``L``, ``T``, ``K`` for the run ``name``); :meth:`flush` sends."""
         self._outbox.append(f"{kind} {name}\n".encode("ascii"))
+
+    def send_launch(self, name: str, record: bytes) -> None:
+        """Queue ``L`` for the run ``name`` with its launch record ``record``
+        (``launch.json``'s bytes, written already), when the shared
+        supervisor takes it, the record fits and holds no newline (JSON
+        encoded compact has none): it then does not read the file back.
+        Else ``L`` alone."""
+        if self.takes_record and len(record) <= shared.MAX_LAUNCH_RECORD and b"\n" not in record:
+            self._outbox.append(b"L " + name.encode("ascii") + b" " + record + b"\n")
+        else:
+            self.send("L", name)
 
     def flush(self) -> None:
         """Send what is queued (blocking: a few bytes a task, which the
