@@ -113,6 +113,8 @@ LOG = "shared-supervisor.log"
 #: the longest launch record an agent sends with its ``L`` request (a longer one is read from
 #: ``launch.json``: ``L RUN`` alone)
 MAX_LAUNCH_RECORD = 1 << 16
+#: the most read from the agent at once: a batch of launches with their records (~3 KB each) in one recv
+RECEIVE_SIZE = 1 << 18
 #: a request line longer than this is no request: the connection is closed
 MAX_LINE = 4096 + MAX_LAUNCH_RECORD
 #: bytes of told ends an agent may leave unread before its connection is dropped (it re-reads exit.json)
@@ -624,7 +626,7 @@ class SharedSupervisor:
     def receive(self) -> None:
         assert self.conn is not None
         try:
-            data = self.conn.recv(1 << 16)
+            data = self.conn.recv(RECEIVE_SIZE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:

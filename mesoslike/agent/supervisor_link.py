@@ -31,6 +31,8 @@ log = logging.getLogger("mesoslike.agent")
 SHARED_SUPERVISOR_SCRIPT = shared.__file__
 #: how long a shared supervisor just started may take to listen (s)
 START_TIMEOUT = 10.0
+#: the connection's send buffer asked (bytes; the kernel caps it at net.core.wmem_max): launches with their records
+SEND_BUFFER = 1 << 20
 #: a process's pid and start time (clock ticks since boot): tells it from a later one with its pid
 Identity = tuple[int, object]
 
@@ -172,6 +174,10 @@ class SupervisorLink:
         finally:
             if dir_fd >= 0:
                 os.close(dir_fd)
+        try:   # a batch's launch records (~3 KB each) queued without the agent's blocking send waiting on the
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)   # supervisor's reads
+        except OSError:
+            pass
         sock.setblocking(False)
         if self._popen is None or self._popen.pid != identity[0]:
             self._popen = None
