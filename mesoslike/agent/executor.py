@@ -410,7 +410,6 @@ class _Prepared:
     image: str
     shared: bool = False   # for the shared supervisor (no image, URIs, health check; namespaces with its helper)
     secrets: bool = False  # secret files or variables: a secrets.json and (maybe) secret files in the run directory
-    record: bytes = b""    # launch.json's bytes, sent with a shared launch's L (the supervisor reads no file back)
 
 
 class TaskExecutor:
@@ -696,7 +695,7 @@ class TaskExecutor:
                 if prepared.shared and linked is None:
                     linked = self.link.ensure()
                 if prepared.shared and linked:
-                    self.link.send_launch(_run_name(prepared.run_dir), prepared.record)
+                    self.link.send("L", _run_name(prepared.run_dir))
                     shared.append((index, prepared))
                     continue
                 if prepared.shared:   # no shared supervisor to be had: one of its own after all
@@ -790,8 +789,7 @@ class TaskExecutor:
                                                      or (spec["namespaces"] and self.init_helper is None))
             if shared and spec["namespaces"]:   # its container made by the init helper the shared supervisor starts
                 spec["init"] = self.init_helper
-            record = self._write_run_files(run_dir, framework_id, task, launch.agent_id, sandbox, container, spec,
-                                           secrets)
+            self._write_run_files(run_dir, framework_id, task, launch.agent_id, sandbox, container, spec, secrets)
             # a process's environment: none for a task the shared supervisor starts (made if it must fall back)
             environment = {} if shared else self._supervisor_environment(framework_id, task.task_id, sandbox)
         except LaunchError:
@@ -802,8 +800,7 @@ class TaskExecutor:
             raise LaunchError(launch_problem(exc, self.work_dir)) from None
         return _Prepared(key, run_dir, sandbox, container, environment, "pid" in spec["namespaces"],
                          task.health_check is not None, tuple(spec["isolation"]),
-                         spec["image"]["name"] if spec.get("image") else "", shared, bool(secrets),
-                         record if shared else b"")
+                         spec["image"]["name"] if spec.get("image") else "", shared, bool(secrets))
 
     def _start_supervisor(self, run_dir: Path, environment: dict[str, str], pid_namespace: bool) -> _Watch:
         """Start a supervisor without the launcher: an interpreter of its
@@ -999,8 +996,7 @@ class TaskExecutor:
             raise LaunchError(str(exc), REASON_CONTAINER_LAUNCH_FAILED) from None
 
     def _write_run_files(self, run_dir: Path, framework_id: str, task: TaskInfo, agent_id: str, sandbox: Path,
-                         container: Container, spec: dict, secrets: TaskSecrets) -> bytes:
-        """Write the run's ``launch.json`` (and ``secrets.json``); its bytes."""
+                         container: Container, spec: dict, secrets: TaskSecrets) -> None:
         # the final exit status always fits in place, even on a full disk (writing it takes its space).
         # The run files are not fsynced (issue 14: two fsyncs a launch on the agent's loop): a machine
         # crash ends the supervisor that would read them too, and a killed agent loses no written byte.
@@ -1028,9 +1024,7 @@ class TaskExecutor:
             write_secrets_file(run_dir, secrets)
         # whole before the supervisor is started (it reads it then); one cut short by the agent's death
         # never had a supervisor, and recovery reads it as no container
-        record = _launch_json(launch)
-        _write_new_file(os.path.join(run_dir, sup.LAUNCH_FILE), record)
-        return record
+        _write_new_file(os.path.join(run_dir, sup.LAUNCH_FILE), _launch_json(launch))
 
     def _task_paths(self, framework_id: str, task_id: str) -> tuple[Path, Path]:
         """:func:`sandbox_path` and :func:`run_dir_path` of the task (equal

@@ -37,8 +37,7 @@ it outlives the agent as a task's supervisor does; standard library only,
 the tasks' ``launch.json`` if the agent names where its interpreter has
 it (``--msgspec DIR``; :func:`launch_loads`). Its files, in ``META``:
 
-``shared-supervisor.json``  its pid and start time (written once it listens),
-                            ``launch_record``: it takes ``L RUN RECORD``
+``shared-supervisor.json``  its pid and start time (written once it listens)
 ``shared-supervisor.sock``  the socket an agent connects to (mode
                             ``0600`` in ``META``, which is the agent's
                             only, ``0700``: no other user reaches it)
@@ -49,15 +48,7 @@ relative to ``META/tasks``, ``FRAMEWORK/TASK``, both components made safe
 by the agent, checked again here):
 
 - agent to supervisor: ``L RUN`` start the task of that run directory (its
-  ``launch.json``); ``L RUN RECORD`` the same, ``RECORD`` being the bytes
-  the agent wrote to ``launch.json`` (JSON without a newline, at most
-  :data:`MAX_LAUNCH_RECORD` bytes), decoded from the request rather than
-  read back from the file — whose name is still looked at (one ``stat``):
-  a launch a restarted agent cancelled (``launch.json`` renamed) is not
-  run, as with the file read; sent only to a shared supervisor whose
-  ``shared-supervisor.json`` says ``"launch_record": true`` (an older one,
-  left running across an agent upgrade, gets ``L RUN``: it would take the
-  longer form for a bad request, said in its log); ``T RUN`` kill it with its grace (SIGTERM to its
+  ``launch.json``); ``T RUN`` kill it with its grace (SIGTERM to its
   process group, SIGKILL after ``grace_period``: a task supervisor's
   SIGTERM); ``K RUN`` kill it at once (SIGUSR1's).
 - supervisor to agent: ``S RUN PID`` the task runs (``task.json``
@@ -110,13 +101,8 @@ __all__ = ["STATE_FILE", "SOCKET_FILE", "LOG", "covers", "main", "SharedSupervis
 STATE_FILE = "shared-supervisor.json"
 SOCKET_FILE = "shared-supervisor.sock"
 LOG = "shared-supervisor.log"
-#: the longest launch record an agent sends with its ``L`` request (a longer one is read from
-#: ``launch.json``: ``L RUN`` alone)
-MAX_LAUNCH_RECORD = 1 << 16
-#: the most read from the agent at once: a batch of launches with their records (~3 KB each) in one recv
-RECEIVE_SIZE = 1 << 18
 #: a request line longer than this is no request: the connection is closed
-MAX_LINE = 4096 + MAX_LAUNCH_RECORD
+MAX_LINE = 4096
 #: bytes of told ends an agent may leave unread before its connection is dropped (it re-reads exit.json)
 MAX_OUTBOX = 1 << 20
 #: how often the remains of an ended task's cgroups are looked at again (s)
@@ -523,7 +509,7 @@ class SharedSupervisor:
         self.poller.register(listener.fileno(), select.EPOLLIN)
         self.poller.register(self.wake_read, select.EPOLLIN)
         sup.write_json_atomically(os.path.join(self.meta, STATE_FILE),
-                                  {"pid": self.pid, "start_ticks": self.start_ticks, "launch_record": True}, False)
+                                  {"pid": self.pid, "start_ticks": self.start_ticks}, False)
 
     def run(self) -> int:
         # handled, not ignored: a task started by a fork of this process (a user switch) gets them back
@@ -626,7 +612,7 @@ class SharedSupervisor:
     def receive(self) -> None:
         assert self.conn is not None
         try:
-            data = self.conn.recv(RECEIVE_SIZE)
+            data = self.conn.recv(1 << 16)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -641,25 +627,19 @@ class SharedSupervisor:
             self.drop_connection()
             return
         for line in lines:
-            if line[:2] == b"L ":   # the launch record, if sent, stays bytes (JSON, maybe UTF-8)
-                end = line.find(b" ", 2)
-                if end > 0:
-                    self.request(line[:end].decode("ascii", "replace"), line[end + 1:])
-                    continue
             self.request(line.decode("ascii", "replace"))
         server = self.init_server
         if server is not None and (server.pending or server.ready):   # the answers come so far
             self.settle(server)
 
-    def request(self, line: str, record: bytes | None = None) -> None:
-        """``line``: ``KIND RUN``; ``record``: an ``L`` request's launch record (bytes)."""
+    def request(self, line: str) -> None:
         kind, _, name = line.partition(" ")
         if not safe_run(name) or kind not in ("L", "T", "K"):
             sup.say(f"a bad request ignored: {line[:200]!r}")
             return
         if kind == "L":
             if name not in self.tasks:
-                self.launch(name, record)
+                self.launch(name)
             return
         task = self.tasks.get(name)
         grace = float(task.launch["grace_period"]) if task is not None and kind == "T" else 0.0
@@ -721,13 +701,7 @@ class SharedSupervisor:
         return False
 
     # ------------------------------------------------------------ tasks
-    def launch(self, name: str, record: bytes | None = None) -> None:
-        """Start the task of run ``name``: its launch from ``record`` (the
-        ``L`` request's, what the agent wrote to ``launch.json``) or, with
-        none, from the file. Either way ``launch.json`` must be there under
-        its name once ``supervisor.json`` is written: a restarted agent that
-        found no ``supervisor.json`` renamed it (``executor._cancel_launch``)
-        — the task is then not run, nothing is told (the agent failed it)."""
+    def launch(self, name: str) -> None:
         run_dir = os.path.join(self.tasks_root, name)
         task = SharedTask(run_dir, name, self.pid)
         task.killing = self.killing
@@ -737,12 +711,7 @@ class SharedSupervisor:
             sup.say(f"{name}: cannot write its supervisor.json: {exc}")
             return
         try:
-            path = task.path(sup.LAUNCH_FILE)
-            if record is None:
-                task.launch = sup.read_launch(path, self.loads)
-            else:
-                os.stat(path)   # one path walk, not the file's open, read and close: a cancel is a rename
-                task.launch = sup.decode_launch(record, path, self.loads)
+            task.launch = sup.read_launch(task.path(sup.LAUNCH_FILE), self.loads)
         except FileNotFoundError:
             return   # cancelled (a restarted agent found no supervisor.json): nothing to run, nothing to tell
         except (OSError, ValueError) as exc:

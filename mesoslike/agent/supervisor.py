@@ -93,7 +93,7 @@ from collections.abc import Callable   # imported already by subprocess: nothing
 __all__ = ["LAUNCH_FILE", "SUPERVISOR_FILE", "TASK_FILE", "EXIT_FILE", "LOG_FILE", "EXIT_PLACEHOLDER_SIZE",
            "EXIT_KEYS", "REASON_RECOVERY_TIMEOUT", "REASON_LAUNCH_FAILED", "REASON_HEALTH_CHECK_FAILED",
            "REASON_FETCH_FAILED", "REASON_CONTAINER_FAILED", "load_sibling", "write_atomically", "overwrite",
-           "write_json_atomically", "read_json", "decode_launch", "exit_placeholder", "process_start_ticks", "cgroup_pids",
+           "write_json_atomically", "read_json", "exit_placeholder", "process_start_ticks", "cgroup_pids",
            "kill_cgroups", "join_cgroup", "flat_keyed", "read_int", "remove_cgroup", "LaunchProblem", "TaskUser", "resolve_user",
            "open_sandbox_file", "is_own_identity", "main", "serve_launches"]
 
@@ -458,14 +458,7 @@ def read_launch(path: str, loads: Callable[[bytes], object] = json.loads) -> dic
     of before the key: looked for). ``loads``: what decodes its JSON (the
     shared supervisor's is faster, :func:`.shared_supervisor.launch_loads`);
     it raises ValueError for what is not JSON."""
-    return decode_launch(_read_small(path), path, loads)
-
-
-def decode_launch(data: bytes, path: str, loads: Callable[[bytes], object] = json.loads) -> dict:
-    """:func:`read_launch` of ``launch.json``'s bytes ``data`` read already
-    (or sent with the shared supervisor's ``L`` request: the same bytes,
-    :mod:`.shared_supervisor`), ``path`` named in its errors."""
-    launch = loads(data)
+    launch = loads(_read_small(path))
     if not isinstance(launch, dict):
         raise ValueError(f"{path}: not a JSON object")
     launch.setdefault("user", "")

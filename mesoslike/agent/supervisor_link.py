@@ -31,8 +31,6 @@ log = logging.getLogger("mesoslike.agent")
 SHARED_SUPERVISOR_SCRIPT = shared.__file__
 #: how long a shared supervisor just started may take to listen (s)
 START_TIMEOUT = 10.0
-#: the connection's send buffer asked (bytes; the kernel caps it at net.core.wmem_max): launches with their records
-SEND_BUFFER = 1 << 20
 #: a process's pid and start time (clock ticks since boot): tells it from a later one with its pid
 Identity = tuple[int, object]
 
@@ -60,10 +58,6 @@ class SupervisorLink:
         self.sandbox_root = sandbox_root
         self.python = python
         self.identity: Identity | None = None   # of the one connected to
-        #: whether the one connected to takes a launch's record with its ``L`` request (its state file's
-        #: ``launch_record``; an older one, left running across an agent upgrade, reads ``launch.json``)
-        self.takes_record = False
-        self._state_takes_record = False   # what the state file last read said
         self.started = 0        # shared supervisors this link started
         self.reconnected = False   # the connection was made again: what it told meanwhile is to be re-read
         #: whether it ran at the last look (:meth:`receive`, or the connection): one look a loop turn, not
@@ -118,7 +112,6 @@ class SupervisorLink:
         try:
             state = sup.read_json(str(self.meta / shared.STATE_FILE))
             pid, ticks = state["pid"], state["start_ticks"]  # type: ignore[index]
-            self._state_takes_record = isinstance(state, dict) and state.get("launch_record") is True
         except (OSError, ValueError, KeyError, TypeError):
             return None
         if not isinstance(pid, int) or pid <= 0 or sup.process_start_ticks(pid) != ticks:
@@ -174,10 +167,6 @@ class SupervisorLink:
         finally:
             if dir_fd >= 0:
                 os.close(dir_fd)
-        try:   # a batch's launch records (~3 KB each) queued without the agent's blocking send waiting on the
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)   # supervisor's reads
-        except OSError:
-            pass
         sock.setblocking(False)
         if self._popen is None or self._popen.pid != identity[0]:
             self._popen = None
@@ -192,7 +181,6 @@ class SupervisorLink:
                 sock.close()
                 return False
         self._sock, self.identity, self._inbox = sock, identity, b""
-        self.takes_record = self._state_takes_record   # the state file read just before, of this identity
         self._told_status.clear()
         self.live = True
         return True
@@ -207,17 +195,6 @@ class SupervisorLink:
     def send(self, kind: str, name: str) -> None:
         """Queue a request (``L``, ``T``, ``K`` for the run ``name``); :meth:`flush` sends."""
         self._outbox.append(f"{kind} {name}\n".encode("ascii"))
-
-    def send_launch(self, name: str, record: bytes) -> None:
-        """Queue ``L`` for the run ``name`` with its launch record ``record``
-        (``launch.json``'s bytes, written already), when the shared
-        supervisor takes it, the record fits and holds no newline (JSON
-        encoded compact has none): it then does not read the file back.
-        Else ``L`` alone."""
-        if self.takes_record and len(record) <= shared.MAX_LAUNCH_RECORD and b"\n" not in record:
-            self._outbox.append(b"L " + name.encode("ascii") + b" " + record + b"\n")
-        else:
-            self.send("L", name)
 
     def flush(self) -> None:
         """Send what is queued (blocking: a few bytes a task, which the
