@@ -236,6 +236,8 @@ def test_an_agent_stopped_with_its_tasks_leaves_none_running_though_their_superv
     wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 20, "the task to run")
     task_pid = int(pid_file.read_text())
     supervisor = run_of(executor, "held").watch.pid
+    started = events_until(executor, lambda events: any(isinstance(e, TaskStarted) for e in events))
+    assert [e.task_id for e in started if isinstance(e, TaskStarted)] == ["held"]
     os.kill(supervisor, signal.SIGSTOP)   # a supervisor that never answers (starved, stopped)
     try:
         executor.kill_all(grace_period=0.0, give_up_after=0.5)

@@ -1343,8 +1343,8 @@ class TaskExecutor:
     def _kill_what_is_left(self, run: _Run) -> int:
         """SIGKILL the processes of a task its supervisor did not end (those
         of its cgroup, or of its session): how many were signalled."""
-        try:
-            pids = self.isolator.processes(run.container, run.task_pid)
+        try:   # (its start perhaps not yet told: the supervisor's task.json has its pid)
+            pids = self.isolator.processes(run.container, run.task_pid or _task_pid(run.run_dir))
         except OSError:
             return 0
         killed = 0
