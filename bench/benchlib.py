@@ -252,6 +252,60 @@ class Processes:
                 proc.wait(10)
 
 
+def cgroup_hierarchies() -> list[Path]:
+    """The mounted cgroup hierarchies (v1: one a controller; v2: the one)."""
+    found: list[Path] = []
+    try:
+        with open("/proc/self/mounts") as fh:
+            for line in fh:
+                fields = line.split()
+                if len(fields) > 2 and fields[2] in ("cgroup", "cgroup2"):
+                    found.append(Path(fields[1]))
+    except OSError:
+        pass
+    return found
+
+
+def sweep_agent_cgroups(work: Path, roots: Iterable[str] = ("mesoslike",)) -> int:
+    """Remove the empty cgroups the agents run under ``work`` left: an agent
+    killed (or stopped while a task was still ending) keeps its pooled and
+    spare cgroups for its next process to sweep, and a benchmark's agents
+    have no next process — thousands piled up across runs and the kernel's
+    memory cgroup ids ran out (EBUSY/ENOSPC in later tests). Only cgroups
+    named for an agent whose work directory is under ``work`` (the product's
+    ``agent_key``), and in ``roots`` the ``roots`` directories themselves
+    when they are left empty and named for this benchmark (``bench-*``), so a
+    concurrent run's agents are never touched. Returns how many were
+    removed."""
+    from mesoslike.agent.isolation import agent_key
+    keys: set[str] = set()
+    for directory in [work, *(d for d in work.glob("*") if d.is_dir()), *(d for d in work.glob("*/*") if d.is_dir())]:
+        keys.add(agent_key(directory.name, directory))
+    removed = 0
+    for hierarchy in cgroup_hierarchies():
+        for root in roots:
+            for base in [hierarchy / root, *hierarchy.glob(f"*/*/{root}")]:   # also under a container's own cgroup
+                try:
+                    names = os.listdir(base)
+                except OSError:
+                    continue
+                for name in names:
+                    if name.split(".", 1)[0] not in keys:
+                        continue
+                    for below, _, _ in sorted(os.walk(base / name), key=lambda entry: -len(entry[0])):
+                        try:
+                            os.rmdir(below)
+                            removed += 1
+                        except OSError:
+                            pass   # a cgroup with processes is not ours to remove
+                if root.startswith("bench-"):
+                    try:
+                        os.rmdir(base)
+                    except OSError:
+                        pass
+    return removed
+
+
 def free_port(pair: bool = False) -> int:
     """A free port on 127.0.0.1 (with ``pair``, the next one is free too: bench/muxwire.py's)."""
     import socket

@@ -31,6 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+import benchlib  # noqa: E402
 from mesoslike.agent.executor import TaskExecutor, TaskExit, LaunchFailed  # noqa: E402
 from mesoslike.agent.isolation import select_isolation  # noqa: E402
 from mesoslike.agent.executor import Launch  # noqa: E402
@@ -163,6 +164,7 @@ def main() -> int:
         for executor in executors.values():
             executor.kill_all(grace_period=0.0)
             executor.release()
+        benchlib.sweep_agent_cgroups(root, roots=(cgroups_root,))   # and the root this run made
         shutil.rmtree(root, ignore_errors=True)
 
     def median(name: str, *keys: str) -> float:

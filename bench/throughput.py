@@ -1434,6 +1434,9 @@ def main() -> None:
         raise
     finally:
         procs.close()
+        swept = benchlib.sweep_agent_cgroups(work)
+        if swept:
+            log(f"removed {swept} cgroups the stopped agents left")
         shutil.rmtree(work, ignore_errors=True)
     doc["targets"] = targets(doc)
     _, changed = benchlib.git_state(MEASURED)
