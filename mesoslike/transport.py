@@ -37,6 +37,7 @@ Certificates are pyzmq's ``zmq.auth`` files (:func:`new_certificate`,
 
 from __future__ import annotations
 
+import errno
 import functools
 import itertools
 import os
@@ -492,15 +493,19 @@ class DeliveryStats:
     (a peer that does not read). ``unsent_at_close``: frames still in the
     outbox when the endpoint closed. ``reconnects``: a client's connection
     made anew after it dropped. ``handshakes_failed``: a client's
-    handshakes that failed (the server refused its key, or is not the
-    server whose key it was given). ``impersonations``: frames a server
+    handshakes that failed, for whatever reason (refused, or cut by a
+    server going down). ``handshakes_refused``: those of them that were a
+    definite refusal (the server refused its key or its mechanism, or is
+    not the server whose key it was given: see :meth:`Client._watch`); a
+    client waiting for an answer gives up on these only.
+    ``impersonations``: frames a server
     dropped because they came under a peer identity another principal holds
     (a connection taking over someone's identity). ``queued``,
     ``queued_bytes``, ``peak_queued``: frames and bytes waiting in the
     outbox now, and the most frames ever."""
 
     FIELDS = ("sent", "deferred", "unroutable", "overflowed", "unsent_at_close", "reconnects",
-              "handshakes_failed", "impersonations", "queued", "queued_bytes", "peak_queued")
+              "handshakes_failed", "handshakes_refused", "impersonations", "queued", "queued_bytes", "peak_queued")
     __slots__ = FIELDS
 
     sent: int
@@ -510,6 +515,7 @@ class DeliveryStats:
     unsent_at_close: int
     reconnects: int
     handshakes_failed: int
+    handshakes_refused: int
     impersonations: int
     queued: int
     queued_bytes: int
@@ -852,6 +858,10 @@ class Server(_Endpoint):
 #: the monitor events of a handshake that failed
 _HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                      | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+#: handshakes cut (HANDSHAKE_FAILED_NO_DETAIL) in a row, each on a connection made, that make a refusal
+#: (see Client._watch): a server that cannot read our HELLO cuts every one, ~0.1-0.2 s apart; a server
+#: going down cuts the one connection waiting in its listen backlog, then nothing listens
+_HANDSHAKE_CUTS_REFUSED = 3
 
 #: bumped whenever a client makes its socket anew: pollers then register it again
 _socket_generation = 0
@@ -937,7 +947,13 @@ class Client(_Endpoint):
     (issue 12 §2). A monitor watches for the connection dropping; the client
     then makes its socket anew, with the same identity (what waited in the
     old socket's queue is lost; the protocol's retries cover it), and counts
-    it in ``stats.reconnects``."""
+    it in ``stats.reconnects``.
+
+    A failed handshake is counted in ``stats.handshakes_failed``; one that
+    is a refusal — the server's ZAP handler refused our key, a mechanism
+    mismatch, or the third handshake in a row cut (what a server whose key
+    is not ``server_key`` does; a server going down cuts one) — in
+    ``stats.handshakes_refused`` too (docs/wire.rst, "Failed handshakes")."""
 
     def __init__(self, address: str, *, codec: MessageCodec | None = None, identity: bytes | None = None,
                  max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES_PER_PEER, watch_connection: bool = False,
@@ -960,7 +976,12 @@ class Client(_Endpoint):
         self._keys = keys if keys is not None or server_key is None else CurveKeys.generate()
         self._anonymous = keys is None   # no key of our own (none, or a one-time pair)
         self._server_key = server_key
-        self._handshake_failed = False
+        #: a handshake failed / was refused since the last that succeeded; handshakes cut in a row since
+        #: then (see :meth:`_watch`)
+        self._handshake_failed = self._handshake_refused = False
+        self._handshake_cuts = 0
+        #: how the last handshakes failed (see :func:`_handshake_failure`), for the log and tests
+        self._handshake_failures: deque[str] = deque(maxlen=_HANDSHAKE_CUTS_REFUSED)
         #: when to try a refused handshake again (see :meth:`_watch`)
         self._handshake_retry_at: float | None = None
         self._monitor = self._connect()
@@ -1004,28 +1025,46 @@ class Client(_Endpoint):
         dropped = False
         while not self._closed and self._monitor.poll(0):
             try:
-                kind = _monitor_event(self._monitor.recv_multipart(zmq.NOBLOCK))
+                event = _monitor_event(self._monitor.recv_multipart(zmq.NOBLOCK))
             except zmq.Again:
                 break
-            if kind is None:
+            if event is None:
                 continue
+            kind = event[0]
             if kind & _HANDSHAKE_FAILED:
-                # refused, or not the server we were told of. ZeroMQ never
-                # tries again after a failed handshake (it is a protocol
-                # error), but a server may learn our key later — a new
-                # leader that has not read its credentials or its jobs' keys
-                # yet: a socket made anew tries again after a pause
-                if not self._handshake_failed:
-                    log.error("the handshake with %s failed (%s): %s; trying again every %gs", self.address,
-                              zmq.Event(kind).name, self.handshake_problem(), self._reconnect_max_ms / 1000)
-                self._handshake_failed = True
-                self._handshake_retry_at = time.monotonic() + self._reconnect_max_ms / 1000
                 self.stats.handshakes_failed += 1
+                self._handshake_failures.append(_handshake_failure(*event))
+                if kind == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+                    # cut: the connection closed mid-handshake (a reset, or the server's end closed). A
+                    # server going down does it once (the connection waiting in its listen backlog),
+                    # then nothing listens; one that cannot read our HELLO (not the server whose key we
+                    # were given) does it at every attempt. ZeroMQ tries again by itself, on this socket
+                    # (what waits in its queue goes out once a handshake succeeds)
+                    self._handshake_cuts += 1
+                    if self._handshake_cuts < _HANDSHAKE_CUTS_REFUSED:
+                        if not self._handshake_failed:
+                            log.warning("the handshake with %s was cut (%s): the server is going down, or "
+                                        "refuses us; trying again", self.address, self._handshake_failures[-1])
+                        self._handshake_failed = True
+                        continue
+                # refused (ZAP: our key; PROTOCOL: the mechanism, keys or none), or not the server we
+                # were told of. ZeroMQ never tries a refused handshake again (a protocol error), but a
+                # server may learn our key later — a new leader that has not read its credentials or
+                # its jobs' keys yet: a socket made anew tries again after a pause
+                if not self._handshake_refused:
+                    log.error("the handshake with %s failed (%s): %s; trying again every %gs", self.address,
+                              ", ".join(self._handshake_failures), self.handshake_problem(),
+                              self._reconnect_max_ms / 1000)
+                self.stats.handshakes_refused += 1
+                self._handshake_failed = self._handshake_refused = True
+                self._handshake_retry_at = time.monotonic() + self._reconnect_max_ms / 1000
             elif kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 if self._handshake_failed:
                     log.warning("the handshake with %s succeeded after all", self.address)
                     self.stats.reconnects += 1   # a connection made anew: the server may not know us
-                self._handshake_failed = False
+                self._handshake_failed = self._handshake_refused = False
+                self._handshake_cuts = 0
+                self._handshake_failures.clear()
                 self._handshake_retry_at = None
             elif kind == zmq.EVENT_DISCONNECTED and not self._handshake_failed:
                 dropped = True
@@ -1114,14 +1153,28 @@ class Client(_Endpoint):
                 return
 
 
-def _monitor_event(frames: list[bytes]) -> int | None:
-    """The event of a ZeroMQ socket monitor's message (its first frame: a
-    16-bit event, a 32-bit value; its second, the endpoint), None for
+def _monitor_event(frames: list[bytes]) -> tuple[int, int] | None:
+    """The event and value of a ZeroMQ socket monitor's message (its first
+    frame: a 16-bit event, a 32-bit value; its second, the endpoint), None for
     anything else. Read here, not with ``zmq.utils.monitor``, which imports
     asyncio: 0.04 s of CPU at the start of every process with a client."""
     if len(frames) != 2 or len(frames[0]) != 6:
         return None
-    return int(struct.unpack("=hi", frames[0])[0]) & 0xFFFF
+    kind, value = struct.unpack("=hi", frames[0])
+    return int(kind) & 0xFFFF, int(value)
+
+
+def _handshake_failure(kind: int, value: int) -> str:
+    """A failed handshake's monitor event as ``AUTH 400`` (the ZAP status
+    code), ``PROTOCOL ZMTP_MECHANISM_MISMATCH`` (ZeroMQ's protocol error) or
+    ``NO_DETAIL ECONNRESET`` (the errno of the connection that closed)."""
+    if kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+        return f"AUTH {value}"
+    if kind == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        names = {getattr(zmq, name): name[len("PROTOCOL_ERROR_"):] for name in dir(zmq)
+                 if name.startswith("PROTOCOL_ERROR_")}
+        return f"PROTOCOL {names.get(value, hex(value))}"
+    return f"NO_DETAIL {errno.errorcode.get(value, str(value))}"
 
 
 class Waker:

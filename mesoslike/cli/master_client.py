@@ -16,9 +16,13 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from typing import TYPE_CHECKING
 
 from mesoslike.cli.options import CLIENT_TIMEOUT
 from mesoslike.errors import MesoslikeError
+
+if TYPE_CHECKING:
+    from mesoslike.locator import MasterLocator
 
 __all__ = ["fetch_state", "handshake_refusal", "NEEDS_KEYS", "operate", "leader_http"]
 
@@ -29,26 +33,35 @@ def fetch_state(master: str, timeout: float = CLIENT_TIMEOUT, key: str | None = 
     group, or the master at ``http(s)://HOST:PORT`` (its ``GET /state``,
     with ``token`` if given) — for its state document. A master that
     answers it does not lead (a follower, or the leadership just moved) is
-    asked once more, at the leader it names."""
+    asked once more, at the leader it names. With ``zk://`` the request
+    follows the leader ZooKeeper names while it waits (one that died —
+    its handshake cut, or no answer — is replaced once its session expires)."""
     from mesoslike.credentials import client_keys
-    from mesoslike.locator import resolve_leader
+    from mesoslike.ha.url import ZkUrl, parse_master_address
+    from mesoslike.locator import ZooKeeperLocator
 
     if master.startswith(("http://", "https://")):
         return _http_state(master.rstrip("/"), timeout, token)
     keys = client_keys(key, master_key)
 
-    address = resolve_leader(master, timeout)
-    silent = ("; ZooKeeper names it the leader: if it died, another master leads once its ZooKeeper session "
-              "expires (--zk-session-timeout)") if master.startswith("zk://") else (
-        ": it is down, or (with --zk) it lost ZooKeeper and waits out its session timeout before it answers "
-        "again, saying it does not lead")
-    doc = _ask_for_state(address, timeout, keys, silent)
+    parsed = parse_master_address(master)
+    locator = ZooKeeperLocator(parsed, timeout=timeout) if isinstance(parsed, ZkUrl) else None
+    try:
+        address = locator.wait_for_leader(timeout) if locator is not None else str(parsed)
+        silent = ("; ZooKeeper names it the leader: if it died, another master leads once its ZooKeeper session "
+                  "expires (--zk-session-timeout)") if locator is not None else (
+            ": it is down, or (with --zk) it lost ZooKeeper and waits out its session timeout before it answers "
+            "again, saying it does not lead")
+        doc, address = _ask_for_state(address, timeout, keys, silent, locator)
+    finally:
+        if locator is not None:
+            locator.close()
     if doc.get("is_leader") is False:   # a follower (or a leadership that just moved): ask the leader it names
         leader = (doc.get("leader") or {}).get("address")
         if not leader or leader == address:
             raise MesoslikeError(f"the master at {address} answers but does not lead, and knows of no leader "
                                  "(it cannot reach ZooKeeper, or an election is under way)")
-        doc = _ask_for_state(leader, timeout, keys)
+        doc, _ = _ask_for_state(leader, timeout, keys)
         if doc.get("is_leader") is False:
             raise MesoslikeError(f"the master at {leader} does not lead either; the leadership is moving, "
                                  "try again in a moment")
@@ -79,27 +92,39 @@ def handshake_refusal(address: str, keys: tuple) -> str:
             "not the master whose --master-key (MESOSLIKE_MASTER_KEY) we have")
 
 
-def _ask_for_state(address: str, timeout: float, keys: tuple, if_silent: str = "") -> dict:
-    """The document the master at ``address`` answers; ``if_silent`` ends
-    the error when it does not answer in time. A refused handshake is said
-    at once: waiting longer would not change it."""
+def _ask_for_state(address: str, timeout: float, keys: tuple, if_silent: str = "",
+                   locator: MasterLocator | None = None) -> tuple[dict, str]:
+    """The document the master at ``address`` answers — or, with a
+    ``locator``, the master it names the leader while we wait — and that
+    master's address; ``if_silent``
+    ends the error when none answers in time. A refused handshake
+    (``stats.handshakes_refused``) is said at once: waiting longer would not
+    change it. A handshake cut once (a master dying of a ``kill -9``) is
+    not a refusal: the transport tries again, the locator names the next
+    leader, until ``timeout``."""
     from mesoslike.transport import Client
     from mesoslike.wire import messages as m
 
-    with Client(address, keys=keys[0], server_key=keys[1]) as client:
-        client.send(m.GetState())
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if client.wait(min(0.2, deadline - time.monotonic())):
-                for _, reply in client.receive():
-                    if isinstance(reply, m.StateReply):
-                        return json.loads(reply.document)
-                    if isinstance(reply, m.Error):
-                        raise MesoslikeError(f"the master refused: {reply.message}")
-            client.connections()   # reads the connection's events: a refused handshake
-            if client.stats.handshakes_failed:
-                raise MesoslikeError(handshake_refusal(address, keys))
-    raise MesoslikeError(f"no answer from a master at {address} within {timeout:g}s{if_silent}")
+    deadline = time.monotonic() + timeout
+    while True:
+        with Client(address, keys=keys[0], server_key=keys[1]) as client:
+            client.send(m.GetState())
+            while time.monotonic() < deadline:
+                if client.wait(min(0.2, deadline - time.monotonic())):
+                    for _, reply in client.receive():
+                        if isinstance(reply, m.StateReply):
+                            return json.loads(reply.document), address
+                        if isinstance(reply, m.Error):
+                            raise MesoslikeError(f"the master refused: {reply.message}")
+                client.connections()   # reads the connection's events: a refused handshake
+                if client.stats.handshakes_refused:
+                    raise MesoslikeError(handshake_refusal(address, keys))
+                leader = locator.current() if locator is not None else None
+                if leader and leader != address:
+                    break   # the leadership moved: ask the new leader
+            else:
+                raise MesoslikeError(f"no answer from a master at {address} within {timeout:g}s{if_silent}")
+        address = leader
 
 
 def leader_http(master: str, timeout: float, key: str | None = None, master_key: str | None = None) -> str:

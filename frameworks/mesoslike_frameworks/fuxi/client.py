@@ -49,7 +49,15 @@ class JobClient:
     ``keys`` (a principal's pair) and ``server_key`` (the service's public
     key, z85): talk to that service only, as that principal. A service with
     credentials refuses a client without them (anonymous) or with a key it
-    does not list."""
+    does not list.
+
+    Only a definite refusal of the handshake (``stats.handshakes_refused``
+    of the transport: the service refused our key or our lack of one, or
+    cut our handshake three times in a row — what a service whose key is
+    not ``server_key`` does) raises at once. A handshake cut once — the
+    connection reached a leader dying of a ``kill -9``, in its listen
+    backlog — is tried again, and with ``zk://`` the next leader is asked,
+    until ``timeout``."""
 
     def __init__(self, address: str, timeout: float = 10.0, *, keys: CurveKeys | None = None,
                  server_key: bytes | None = None) -> None:
@@ -72,6 +80,7 @@ class JobClient:
         self._ids = itertools.count(1)
 
     def _connect(self, address: str) -> Client:
+        self._refusals_told = 0   # the new connection's refused handshakes a request raised for
         return Client(address, codec=protocol.CODEC, keys=self._keys, server_key=self._server_key)
 
     def submit(self, document: Mapping[str, Any]) -> str:
@@ -112,9 +121,11 @@ class JobClient:
                 send_at = None
                 self._client.send(request)
             # in short steps: a refused handshake shows only in the connection's events,
-            # and a new leader only in the locator
+            # and a new leader only in the locator. A handshake cut (a dying leader) is no refusal:
+            # the transport tries again, and the locator names the next leader
             if not self._client.wait(min(left, 0.1)):
-                if self._client.stats.handshakes_failed:
+                if self._client.stats.handshakes_refused > self._refusals_told:
+                    self._refusals_told = self._client.stats.handshakes_refused
                     raise JobRefused(self._refused_connection())
                 continue
             for _, answer in self._client.receive():
