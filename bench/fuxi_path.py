@@ -20,7 +20,14 @@ what a worker does to start them is), its timeline (when the AppMaster
 and the workers started, from ``/proc``; when the first, tenth and last
 instance ended, from the workers' logs — their stdout files, whose ctime
 said when they started, are made only for an instance that writes there
-since fuxi29e; seconds after the client started) and the load average.
+since fuxi29e; seconds after the client started) and the load average;
+and, in the timeline's ``phases``, where the round's wall time went: from
+the client's start to the first worker's HELLO, the workers' joining, the
+steady state (the last HELLO to the last instance's end) and the end (to
+the client's exit), each with its length, the cores the whole machine kept
+busy meanwhile (``/proc/stat``) and the cores the job's AppMaster, workers
+and instances used — on a quiet machine, a stretch whose machine cores are
+short of 2 left the machine idle.
 
 With ``--also-slot-cpus CPUS`` every round runs a third job, this tree's
 with slots of CPUS cpus instead of 0.1: the agents give a slot's cgroup
@@ -41,6 +48,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
@@ -124,7 +132,11 @@ class JobProcesses:
         self.cpu: dict[int, tuple[str, float]] = {}
         self.started: dict[int, float] = {}   # pid -> when the process started (seconds since the epoch)
         self.parent: dict[int, int] = {}
+        #: pid -> CPU seconds of its reaped children (a worker's: its instances')
+        self.children: dict[int, float] = {}
         self.earlier: set[int] = set()
+        #: every scan: (epoch time, the machine's busy CPU seconds, the job's CPU seconds with its reaped instances')
+        self.samples: list[tuple[float, float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
@@ -132,16 +144,65 @@ class JobProcesses:
         self._scan()
         self.earlier = set(self.cpu)   # the workers of an earlier job, still exiting: not this job's
         self.cpu.clear()
+        self.children.clear()
+        self.samples.clear()
+        self._sample()
         self._thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join()
+        self._scan()
+        self._sample()
 
     def _poll(self) -> None:
         while not self._stop.wait(0.05):
             self._scan()
+            self._sample()
+
+    def _sample(self) -> None:
+        with open("/proc/stat") as handle:
+            fields = [int(x) for x in handle.readline().split()[1:]]
+        busy = (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+        job = sum(seconds for _, seconds in self.cpu.values()) + sum(self.children.values())
+        self.samples.append((time.time(), busy, job))
+
+    def phases(self, marks: dict[str, float], submitted: float) -> dict[str, dict[str, float]]:
+        """Where the round's wall time went: for each stretch between two
+        marks of its timeline (seconds after the client started), its length,
+        the cores the whole machine kept busy meanwhile (``/proc/stat``: 2.0
+        is both cores, whoever used them) and the cores the job's AppMaster,
+        workers and their instances used (from the 50 ms scans, interpolated):
+        on a quiet machine, what a stretch leaves idle is the machine's
+        busy cores short of 2."""
+        def at(when: float, column: int) -> float:
+            rows = self.samples
+            if not rows:
+                return 0.0
+            if when <= rows[0][0]:
+                return rows[0][column]
+            for before, after in zip(rows, rows[1:]):
+                if before[0] <= when <= after[0]:
+                    share = (when - before[0]) / (after[0] - before[0]) if after[0] > before[0] else 1.0
+                    return before[column] + share * (after[column] - before[column])
+            return rows[-1][column]
+
+        stretches = [("client_to_first_join", 0.0, "first_worker_joined"),
+                     ("joining", "first_worker_joined", "last_worker_joined"),
+                     ("steady", "last_worker_joined", "last_instance_done"),
+                     ("end", "last_instance_done", "ended")]
+        out: dict[str, dict[str, float]] = {}
+        for name, start, end in stretches:
+            a = start if isinstance(start, float) else marks.get(start)
+            b = marks.get(end)
+            if a is None or b is None or b <= a:
+                continue
+            wall = b - a
+            out[name] = {"s": round(wall, 3),
+                         "machine_cores": round((at(submitted + b, 1) - at(submitted + a, 1)) / wall, 2),
+                         "job_cores": round((at(submitted + b, 2) - at(submitted + a, 2)) / wall, 2)}
+        return out
 
     def _scan(self) -> None:
         ticks = os.sysconf("SC_CLK_TCK")
@@ -166,6 +227,7 @@ class JobProcesses:
             # a worker's child between its fork (or vfork) and its exec still shows the worker's command
             # line: it is counted with the workers (what starting an instance costs them)
             self.cpu[int(name)] = (kind, (int(fields[11]) + int(fields[12])) / ticks)
+            self.children[int(name)] = (int(fields[13]) + int(fields[14])) / ticks
             self.started.setdefault(int(name), _BOOT + int(fields[19]) / ticks)
             self.parent.setdefault(int(name), int(fields[1]))
 
@@ -199,7 +261,7 @@ class JobProcesses:
 
 
 def fuxi_round(procs: tp.Processes, address: str, python: str, tree: Path, name: str, tasks: int,
-               slots: int, cpus: float = 0.1) -> tuple[float, dict[str, float], dict[str, float]]:
+               slots: int, cpus: float = 0.1) -> tuple[float, dict[str, float], dict[str, Any]]:
     job = procs.work / f"{name}.toml"
     job.write_text(f'[job]\nname = "{name}"\n\n[[job.units]]\nname = "work"\nslots = {slots}\n'
                    f'cpus = {cpus:g}\nmem = {tp.FUXI_WORKER_MEM}\ninstances = {tasks}\ncommand = "true"\n')
@@ -209,7 +271,8 @@ def fuxi_round(procs: tp.Processes, address: str, python: str, tree: Path, name:
                                "--interval", "0.1", str(job)], cwd=tree, capture_output=True, text=True, timeout=1200)
         elapsed = time.perf_counter() - started
     # the client's exit (when the round's rate is timed to), not after the /proc poller's last scan and join
-    timeline = job_processes.timeline(submitted, submitted + elapsed)
+    timeline: dict[str, Any] = {**job_processes.timeline(submitted, submitted + elapsed)}
+    timeline["phases"] = job_processes.phases(timeline, submitted)
     if done.returncode != 0:
         raise SystemExit(f"fuxi job {name} failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
     return tasks / elapsed, job_processes.totals(), timeline
@@ -249,7 +312,7 @@ def main() -> None:
     real: list[float] = []
     fuxi: dict[str, list[float]] = {name: [] for name in jobs}
     cpus: dict[str, list[dict[str, float]]] = {name: [] for name in jobs}
-    timelines: dict[str, list[dict[str, float]]] = {name: [] for name in jobs}
+    timelines: dict[str, list[dict[str, Any]]] = {name: [] for name in jobs}
     loads: list[list[float]] = []
     try:
         cluster = tp.Cluster(procs, 4, "cpus:64;mem:65536")

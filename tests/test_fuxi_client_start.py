@@ -22,12 +22,15 @@ try:
 except SystemExit:
     pass
 print(sorted(m for m in ("mesoslike_frameworks.fuxi.client", "mesoslike_frameworks.fuxi.service",
-                         "mesoslike_frameworks.fuxi.core", "mesoslike_frameworks.fuxi.jobs", "mesoslike.driver")
+                         "mesoslike_frameworks.fuxi.core", "mesoslike_frameworks.fuxi.jobs", "ctypes",
+                         "mesoslike.driver")
              if m in sys.modules), file=sys.stderr)
 """
 
 
 def test_a_submission_imports_the_job_client_not_the_service(tmp_path):
+    """... nor ``ctypes``: a client is short-lived and its frames small, so its endpoint keeps glibc's
+    allocator threshold (``mesoslike.transport.small_frames_only``) instead of importing ctypes to set it."""
     job = tmp_path / "job.toml"
     job.write_text('[job]\nname = "j"\n\n[[job.units]]\nname = "work"\nslots = 1\ncpus = 0.1\nmem = 16\n'
                    'instances = 1\ncommand = "true"\n')

@@ -43,8 +43,13 @@ def _job_client(fuxi_address: str, timeout: float, key: str | None, fuxi_key: st
     Without a key given, nor any ``MESOSLIKE_*KEY*`` variable that could give one, the client is anonymous
     in the clear (what :func:`~mesoslike.credentials.client_keys` says then) without importing the
     credentials module (acl, secrets, hmac: 12 ms of CPU before a submission goes out)."""
+    from mesoslike.transport import small_frames_only
     from mesoslike_frameworks.fuxi.client import JobClient
 
+    # a short-lived client: glibc's default allocator threshold does, without the ctypes import and mallopt
+    # of a long-lived process's first endpoint (~1.5-2 ms before a submission goes out; docs/performance.rst,
+    # "Stop 15: the Fuxi path (fuxi29k)")
+    small_frames_only()
     try:
         keys, server_key = None, None
         if key or fuxi_key or any(name.startswith("MESOSLIKE_") and "KEY" in name for name in os.environ):
