@@ -216,6 +216,39 @@ def test_acknowledgements_for_another_frameworks_id_are_refused_item_by_item():
     assert len(only(out, m.Error, b"intruder")) == 2 and not only(out, m.StatusUpdateAck)
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_a_batch_of_updates_or_acknowledgements_is_its_items_sent_one_by_one(seed):
+    """The master handles STATUS_UPDATES and ACKNOWLEDGEMENTS whole (a loop
+    in the handler, the agent or framework looked up once a run): the same
+    sends, in order, and the same tasks as each item sent alone — items of
+    another framework, of an agent not registered, of unknown tasks, repeated
+    and out of order mixed in, from the right and the wrong connections."""
+    rng = random.Random(seed)
+
+    def setup():
+        h = Harness()
+        fid, aid = running_tasks(h, count=6)
+        return h, fid, aid
+
+    (one, fid, aid), (whole, _, _) = setup(), setup()
+    for _ in range(4):
+        peer = rng.choice([AG, AG, AG, AG2])
+        items = [m.StatusUpdate(rng.choice([fid, fid, "fw-other"]),
+                                status(f"t{rng.randint(0, 7)}", rng.choice([TaskState.RUNNING, TaskState.FINISHED]),
+                                       uuid=f"u{rng.randint(0, 9)}", agent_id=rng.choice([aid, "elsewhere"])))
+                 for _ in range(rng.randint(1, 8))]
+        alone = [send for item in items for send in one.send(peer, item)]
+        assert whole.send(peer, m.StatusUpdates(items)) == alone
+        peer = rng.choice([FW, FW, FW, b"intruder"])
+        acks = [m.Acknowledge(rng.choice([fid, fid, "fw-other"]), rng.choice([aid, aid, "no-agent"]),
+                              f"t{rng.randint(0, 7)}", f"u{rng.randint(0, 9)}") for _ in range(rng.randint(1, 8))]
+        alone = [send for ack in acks for send in one.send(peer, ack)]
+        assert whole.send(peer, m.Acknowledgements(acks)) == alone
+        assert {t: r.state for t, r in one.core.frameworks[fid].tasks.items()} == \
+            {t: r.state for t, r in whole.core.frameworks[fid].tasks.items()}
+        assert one.core.completed_by_state == whole.core.completed_by_state
+
+
 def test_the_master_refuses_batches_only_it_sends():
     h = Harness()
     out = h.send(AG, m.StatusUpdateAcks([m.StatusUpdateAck("a", "f", "t", "u")]))

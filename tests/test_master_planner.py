@@ -155,3 +155,56 @@ def test_an_accepts_tasks_are_its_last_launch():
     operation = Operation(OperationType.RESERVE, resources=R("cpus(a):1"))
     accept = m.Accept("F1", ["O1"], [task("t")], operations=[operation])
     assert operations_of(accept) == [operation, Operation(OperationType.LAUNCH, tasks=[task("t")])]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_what_is_left_kept_in_thousandths_is_the_vector_arithmetic(seed):
+    """An ACCEPT's scalar-only tasks take what they use from thousandths kept
+    in place (the vector made again only when read): the same launches,
+    failures and messages as a new vector a task — tasks that no longer fit,
+    tasks with ports, with a custom executor, with a bad kill grace period
+    mixed in, over offers with and without ports."""
+    import random
+
+    rng = random.Random(seed)
+    executor = ExecutorInfo("ex", "run-executor", R("cpus:0.5;mem:32"))
+    pool = R(rng.choice(["cpus:4;mem:1024", "cpus:4;mem:1024;ports:[1000-1010]", "cpus:2.5;mem:300;disk:10"]))
+    shared = R("cpus:0.25;mem:64")   # (the codec gives equal texts one vector: most tasks share it)
+    tasks = []
+    for i in range(rng.randint(1, 40)):
+        kind = rng.random()
+        if kind < 0.6:
+            tasks.append(TaskInfo(f"t{i}", "S1", "true", shared))
+        elif kind < 0.7:
+            tasks.append(task(f"t{i}", rng.choice(["cpus:1;mem:128", "cpus:0.001;mem:1", "cpus:3;mem:2000"])))
+        elif kind < 0.8:
+            tasks.append(task(f"t{i}", f"cpus:0.1;mem:8;ports:[{1000 + rng.randint(0, 12)}-{1000 + rng.randint(0, 12) + 12}]"))
+        elif kind < 0.9:
+            tasks.append(task(f"t{i}", "cpus:0.25;mem:16", executor=executor))
+        else:
+            tasks.append(task(f"t{i}", "cpus:0.25;mem:64", kill_grace_period=-1.0))
+    # the arithmetic as it was: a new vector a task
+    left, launched, failed, used, started = pool, [], {}, [], False
+    for t in tasks:
+        needs = t.executor.resources if t.executor is not None and not started else None
+        if needs is not None and not left.contains(t.resources + needs):
+            failed[t.task_id] = (f"task resources {t.resources} and its executor's {needs} exceed what is left of "
+                                 f"the offers ({left})")
+        elif not left.contains(t.resources):
+            failed[t.task_id] = f"task resources {t.resources} exceed what is left of the offers ({left})"
+        elif t.kill_grace_period < 0:
+            failed[t.task_id] = "kill_grace_period must be >= 0"
+        else:
+            launched.append(t.task_id)
+            used.append(t.resources)
+            left = left - t.resources
+            if needs is not None:
+                started = True
+                used.append(needs)
+                left = left - needs
+    host = agent(resources=str(pool))
+    result = plan(framework(), ["O1"], launch(*tasks), offers=[offer("O1", str(pool))], agents={"S1": host})
+    assert isinstance(result, LaunchPlan)
+    assert [t.task_id for t in result.launched] == launched
+    assert {f.task.task_id: f.why for f in result.failed} == failed
+    assert result.used == Resources.sum(used)

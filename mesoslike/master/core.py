@@ -124,6 +124,10 @@ class MasterCore:
             m.Heartbeat: _heartbeat,
             # (GET_STATE is the runtime's: it answers from a snapshot rendered off the loop, mesoslike.master.state)
         }
+        #: batches handled whole (their items of one kind, in order, each checked and answered as if it came
+        #: alone: the handler's loop, not one call a level down for each)
+        self._batch_handlers: dict[type, Callable[[bytes, list], None]] = {
+            m.StatusUpdates: self.delivery.status_updates, m.Acknowledgements: self.delivery.acknowledgements}
         self._recover(clock.now())
 
     def _recover(self, now: float) -> None:
@@ -168,8 +172,15 @@ class MasterCore:
                 out.error(peer, f"unexpected message {type(message).__name__} for a master")
             else:
                 items = unbatched(message)
+                whole = self._batch_handlers.get(type(message)) if items else None
                 handler = self._handlers.get(type(items[0])) if items else None
-                if handler is None:
+                if whole is not None:   # the batch's handler: each item as if it came alone, a call a batch
+                    self.delivery.batch_begun()
+                    try:
+                        whole(peer, items)
+                    finally:
+                        self.delivery.batch_ended()
+                elif handler is None:
                     for item in items:
                         self._handle(peer, item, principal)
                 else:   # one kind of item: its handler looked up once, called here (a batch carries up to

@@ -8,9 +8,11 @@ executors and schedulers (docs/reliability.rst, docs/security.rst).
 from __future__ import annotations
 
 import logging
+from typing import Sequence
 
 import attrs
 
+from mesoslike.acl import Refused
 from mesoslike.errors import MesoslikeError
 from mesoslike.master.context import CoreContext
 from mesoslike.master.preempting import Preempting
@@ -100,15 +102,38 @@ class UpdateDelivery:
         never ``SOURCE_MASTER``. Anything else is dropped (:meth:`_drop`):
         not forwarded, counted, logged once per agent and kind — and
         acknowledged, so that the agent's stream of updates drains."""
+        agent = self._context.agent_for(peer)
+        if agent is not None:
+            self._status_update(peer, agent, msg)
+
+    def status_updates(self, peer: bytes, updates: Sequence[m.StatusUpdate]) -> None:
+        """A STATUS_UPDATES batch's updates (between :meth:`batch_begun` and
+        :meth:`batch_ended`): each as :meth:`status_update` has one that came
+        alone, in order, an error in one answered and the next handled; the
+        agent on ``peer`` is looked up once (no update changes who is on a
+        connection)."""
         context = self._context
-        agent = context.agent_for(peer)
-        if agent is None:
-            return
+        agent = context.agents.on(peer)
+        handle = self._status_update
+        for msg in updates:
+            try:
+                if agent is None:
+                    context.agent_for(peer)   # (logs it, as for an update alone)
+                else:
+                    handle(peer, agent, msg)
+            except MesoslikeError as exc:  # bad input from the peer: tell it, change nothing more
+                context.out.error(peer, str(exc))
+            except Refused as exc:
+                context.refuse(peer, exc)
+
+    def _status_update(self, peer: bytes, agent: AgentRecord, msg: m.StatusUpdate) -> None:
+        context = self._context
+        agent_id = agent.info.id
         status = msg.status
-        if status.agent_id != agent.id or status.framework_id != msg.framework_id:
+        if status.agent_id != agent_id or status.framework_id != msg.framework_id:
             # the ids are the connection's and the message's, never what the status claims
             # (an agent's own say so already: attrs.evolve cost 12 % of the master's handling)
-            status = status.replace(agent_id=agent.id, framework_id=msg.framework_id)
+            status = status.replace(agent_id=agent_id, framework_id=msg.framework_id)
         if agent.doomed and (msg.framework_id, status.task_id) in agent.doomed:
             self._settle_doomed(agent, msg.framework_id, status)
             return
@@ -135,12 +160,12 @@ class UpdateDelivery:
             self._drop(agent, record.id, status, "unknown_task",
                        "the master placed no such task of the framework on this agent")
             return
-        if task.agent_id != agent.id:
+        if task.agent_id != agent_id:
             # only the agent that runs a task speaks for it (a forged update would free what it holds)
             self._drop(agent, record.id, status, "not_on_agent", f"the task runs on agent {task.agent_id}")
             context.count_refusal("status_updates")
             context.out.send(peer, m.Error(f"not authorized: task {clip(task.id)} of framework {record.id} does not "
-                                           f"run on agent {agent.id}"))   # logged once, by _drop
+                                           f"run on agent {agent_id}"))   # logged once, by _drop
             return
         if status.source == SOURCE_MASTER or (status.source == SOURCE_EXECUTOR and task.info.executor is None):
             self._drop(agent, record.id, status, "forged_source",
@@ -148,10 +173,25 @@ class UpdateDelivery:
             return
         for action in process(task, _END if status.state in TERMINAL_STATES else _UPDATE, status):
             if action is _APPLY:
-                self._apply(record, task, status)
+                if status.state == _RUNNING and task.state in _BEFORE_RUNNING:
+                    self.launches_to_running.observe(max(0.0, context.clock.now() - task.launched_at))
+                task.status = status
+                warned = self._preempting.warned   # (nearly always empty: asked first, three times a task)
+                if warned and status.terminal and (msg.framework_id, task.info.task_id) in warned:
+                    self._preempting.ended((msg.framework_id, task.info.task_id), task.agent_id)
             elif action is _FORWARD:
-                if record.connected and self._forward_due(record, task, status):
-                    record.last_sent = task.forwarded_at   # (send_framework's, without asking the clock again)
+                # to the framework now: the first time, to another connection, or a while after the last
+                # time (what _apply and _forward_due were, without their calls: three a task)
+                if record.connected:
+                    now = context.clock.now()
+                    uuid = status.uuid
+                    if uuid and uuid == task.forwarded_uuid and record.peer == task.forwarded_to:
+                        if now - task.forwarded_at < UPDATE_REFORWARD_INTERVAL:
+                            context.counters["updates_held_back"] += 1
+                            continue
+                        context.counters["updates_reforwarded"] += 1
+                    task.forwarded_uuid, task.forwarded_to, task.forwarded_at = uuid, record.peer, now
+                    record.last_sent = now   # (send_framework's, without asking the clock again)
                     context.out.send(record.peer, m.Update(status))
             elif action is _RECOVER:
                 recoveries = self._recoveries
@@ -174,19 +214,51 @@ class UpdateDelivery:
     def acknowledge(self, peer: bytes, msg: m.Acknowledge, principal: str | None) -> None:
         context = self._context
         record = context.framework_for(peer, msg.framework_id)
-        if record is None:
-            return
+        if record is not None:
+            self._acknowledge(record, msg, context.agents.records.get(msg.agent_id))
+
+    def acknowledgements(self, peer: bytes, acknowledgements: Sequence[m.Acknowledge]) -> None:
+        """An ACKNOWLEDGEMENTS batch's items: each as :meth:`acknowledge` has
+        one that came alone, in order, an error in one answered and the next
+        handled; the framework and the agent of a run of items naming the same
+        one looked up once (no acknowledgement changes who is subscribed or
+        registered)."""
+        context = self._context
+        agents = context.agents.records
+        framework_id: str | None = None
+        record: FrameworkRecord | None = None
+        agent_id: str | None = None
+        agent: AgentRecord | None = None
+        handle = self._acknowledge
+        for msg in acknowledgements:
+            try:
+                if record is None or msg.framework_id != framework_id:
+                    framework_id = msg.framework_id
+                    record = context.framework_for(peer, framework_id)
+                    if record is None:
+                        continue
+                if msg.agent_id != agent_id:
+                    agent_id = msg.agent_id
+                    agent = agents.get(agent_id)
+                handle(record, msg, agent)
+            except MesoslikeError as exc:  # bad input from the peer: tell it, change nothing more
+                context.out.error(peer, str(exc))
+            except Refused as exc:
+                context.refuse(peer, exc)
+
+    def _acknowledge(self, record: FrameworkRecord, msg: m.Acknowledge, agent: AgentRecord | None) -> None:
+        """``msg`` from ``record``'s connection; ``agent``: the registered one it names (None: none)."""
         task = record.tasks.get(msg.task_id)
-        for action in process(task, _ACKNOWLEDGED, uuid=msg.uuid) if task is not None else ():
-            assert task is not None
-            if action is _REMEMBER:
-                task.acknowledged_uuid = msg.uuid or task.acknowledged_uuid
-            else:
-                assert action is Action.COMPLETE
-                self.complete(record, task)
-        agent = context.agents.records.get(msg.agent_id)
-        if agent is not None:   # (its id is msg.agent_id: found by it)
-            context.out.send(agent.peer, m.StatusUpdateAck(msg.agent_id, record.id, msg.task_id, msg.uuid))
+        if task is not None:
+            for action in process(task, _ACKNOWLEDGED, uuid=msg.uuid):
+                if action is _REMEMBER:
+                    task.acknowledged_uuid = msg.uuid or task.acknowledged_uuid
+                else:
+                    assert action is Action.COMPLETE
+                    self.complete(record, task)
+        if agent is not None:   # (its id is msg.agent_id: found by it; the framework's is msg.framework_id)
+            self._context.out.send(agent.peer, m.StatusUpdateAck(msg.agent_id, msg.framework_id, msg.task_id,
+                                                                 msg.uuid))
 
     def framework_message(self, peer: bytes, msg: m.FrameworkMessage, principal: str | None) -> None:
         """A message between an executor (through its agent) and its scheduler."""
@@ -225,19 +297,6 @@ class UpdateDelivery:
         context.out.send(target.peer, msg)
 
     # ---------------------------------------------------------- forwarding
-    def _forward_due(self, record: FrameworkRecord, task: TaskRecord, status: TaskStatus) -> bool:
-        """Whether to forward ``status`` to the framework now: the first
-        time, to another connection, or a while after the last time."""
-        context = self._context
-        now = context.clock.now()
-        if status.uuid and status.uuid == task.forwarded_uuid and record.peer == task.forwarded_to:
-            if now - task.forwarded_at < UPDATE_REFORWARD_INTERVAL:
-                context.counters["updates_held_back"] += 1
-                return False
-            context.counters["updates_reforwarded"] += 1
-        task.forwarded_uuid, task.forwarded_to, task.forwarded_at = status.uuid, record.peer, now
-        return True
-
     def _drop(self, agent: AgentRecord, framework_id: str, status: TaskStatus, kind: str, why: str) -> None:
         """Do not forward ``status``: count and log it (:meth:`_count_drop`)
         and acknowledge it to its agent — a retry would be dropped again, and
@@ -272,14 +331,6 @@ class UpdateDelivery:
                         agent.id, status.task_id, record.id, status.state, ended.state)
             self._context.out.send(agent.peer, m.KillTask(record.id, status.task_id))
 
-    def _apply(self, record: FrameworkRecord, task: TaskRecord, status: TaskStatus) -> None:
-        if status.state == TaskState.RUNNING and task.state in (TaskState.STAGING, TaskState.STARTING):
-            self.launches_to_running.observe(max(0.0, self._context.clock.now() - task.launched_at))
-        task.status = status
-        warned = self._preempting.warned   # (nearly always empty: asked first, three times a task)
-        if warned and status.terminal and (record.id, task.id) in warned:
-            self._preempting.ended((record.id, task.id), task.agent_id)
-
     # ---------------------------------------------------------- task ends
     def recover_resources(self, record: FrameworkRecord, task: TaskRecord) -> None:
         """Give what a task held back to the allocator (its RECOVER action:
@@ -295,9 +346,9 @@ class UpdateDelivery:
         up by the master): each task comes here once."""
         context = self._context
         context.frameworks.complete(record, task, context.config.completed_tasks_per_framework)
-        agent = context.agents.get(task.agent_id)
+        agent = context.agents.records.get(task.agent_id)
         if agent is not None:
-            agent.tasks.discard((record.id, task.id))
+            agent.tasks.discard((record.info.id, task.info.task_id))
 
     def end_by_master(self, record: FrameworkRecord, task: TaskRecord, state: str, reason: str, why: str) -> None:
         """End a task with a status the master makes up (no uuid: nothing to
@@ -362,6 +413,8 @@ class UpdateDelivery:
 _UPDATE, _END, _ACKNOWLEDGED = Event.UPDATE, Event.END, Event.ACKNOWLEDGED
 _APPLY, _FORWARD, _RECOVER, _CONFIRM = Action.APPLY, Action.FORWARD, Action.RECOVER, Action.CONFIRM
 _REMEMBER = Action.REMEMBER
+_RUNNING = TaskState.RUNNING
+_BEFORE_RUNNING = (TaskState.STAGING, TaskState.STARTING)
 
 
 def confirm(task: TaskRecord) -> None:

@@ -130,8 +130,8 @@ class FrameworkBook:
     def complete(self, record: FrameworkRecord, task: TaskRecord, keep: int) -> None:
         """The task's story is told: out of the live tasks, into the history (the ``keep`` latest)."""
         self.completed_by_state[task.state] = self.completed_by_state.get(task.state, 0) + 1
-        del record.tasks[task.id]
-        record.add_completed(task, keep)
+        del record.tasks[task.info.task_id]
+        record.completed.add(task, keep)
 
     def take_reported(self, framework_id: str) -> dict[str, tuple[str, m.RunningTask]]:
         """The ended tasks agents reported of a framework being adopted now (forgotten here)."""

@@ -165,12 +165,14 @@ class Launches:
         context = self._context
         # its TASK_STAGING as the fields of one (records.ReportedStatus), built only if read: the agent's
         # TASK_STARTING nearly always replaces it unread (a status less to build a launch)
-        status: ReportedStatus = (task.task_id, STAGING, agent.id, record.id, context.wall_clock(), task.labels,
+        # (the ids read once from the infos: the records' id properties were five calls a launch)
+        framework_id, agent_id = record.info.id, agent.info.id
+        status: ReportedStatus = (task.task_id, STAGING, agent_id, framework_id, context.wall_clock(), task.labels,
                                   None)
         now = context.clock.now()
-        launched = record.tasks[task.task_id] = TaskRecord(task, record.id, agent.id, status, Phase.PENDING,
+        launched = record.tasks[task.task_id] = TaskRecord(task, framework_id, agent_id, status, Phase.PENDING,
                                                            launched_at=now)
-        agent.tasks.add((record.id, task.task_id))
+        agent.tasks.add((framework_id, task.task_id))
         context.counters["tasks_launched"] += 1
         self._send_run_task(record, agent, launched, now)
 
@@ -184,7 +186,8 @@ class Launches:
         if backoff.initial != self._context.config.task_launch_timeout:   # (a configuration changed since)
             backoff = self._launch_backoff = Backoff(self._context.config.task_launch_timeout, math.inf, 0.0)
         wait = backoff.delay(task.launch_sends - 1)
-        heapq.heappush(self._unconfirmed, (now + wait, next(self._sequence), record.id, task.id, task.launch_sends))
+        heapq.heappush(self._unconfirmed, (now + wait, next(self._sequence), record.info.id, task.info.task_id,
+                                           task.launch_sends))
         self._context.out.send(agent.peer, m.RunTask(record.info, task.info))
 
     def _launch_failed(self, record: FrameworkRecord, task: TaskInfo, state: str, why: str, reason: str) -> None:

@@ -164,14 +164,44 @@ def _plan(framework: FrameworkRecord, agent: AgentRecord, offers: tuple[Allocato
         if operation.type == OperationType.LAUNCH:
             if operation.resources or operation.role or operation.labels:
                 raise _Refused(f"operation {number}: a LAUNCH carries tasks only")
+            # while only scalars are taken from a ``left`` without ranges: its thousandths, changed in place
+            # (a new vector a task was ~1.5 µs of the 5-7 an ACCEPT's task costs), the vector made again
+            # when read; ``plain``: the last task resources seen without ranges (an ACCEPT's tasks mostly
+            # share one vector, the codec's parse of their equal text)
+            left_millis: dict[str, int] | None = None
+            plain: Resources | None = None
             for task in operation.tasks:
-                executor_needs, problem = _executor_needs(framework, task, agent, starting)
-                if problem is None and executor_needs:
-                    if not left.contains(task.resources + executor_needs):
-                        problem = (f"task resources {task.resources} and its executor's {executor_needs} "
-                                   f"exceed what is left of the offers ({left})")
+                need = task.resources
+                if task.executor is None:
+                    executor_needs: Resources = EMPTY
+                    problem = None
+                else:
+                    if left_millis is not None:
+                        left, left_millis = Resources.from_millis(left_millis), None
+                    executor_needs, problem = _executor_needs(framework, task, agent, starting)
+                    if problem is None and executor_needs:
+                        if not left.contains(need + executor_needs):
+                            problem = (f"task resources {need} and its executor's {executor_needs} "
+                                       f"exceed what is left of the offers ({left})")
                 if problem is None:
-                    problem = _task_problem(framework, task, agent, left, launched_ids)
+                    problem = _task_problem(framework, task, agent, launched_ids)
+                if problem is None:
+                    if need is not plain and task.executor is None and not need.range_names():
+                        plain = need
+                    if need is plain and task.executor is None and (left_millis is not None
+                                                                    or not left.range_names()):
+                        if left_millis is None:
+                            left_millis = dict(left.millis())
+                        for name, amount in need.millis().items():
+                            if left_millis.get(name, 0) < amount:
+                                left, left_millis = Resources.from_millis(left_millis), None
+                                break
+                    elif left_millis is not None:   # ranges asked for: the vector
+                        left, left_millis = Resources.from_millis(left_millis), None
+                    if left_millis is None and not left.contains(need):
+                        problem = f"task resources {need} exceed what is left of the offers ({left})"
+                    elif task.kill_grace_period < 0:
+                        problem = "kill_grace_period must be >= 0"
                 if problem is not None:
                     failed.append(FailedTask(task, TaskState.ERROR, problem, "REASON_TASK_INVALID"))
                     continue
@@ -182,13 +212,23 @@ def _plan(framework: FrameworkRecord, agent: AgentRecord, offers: tuple[Allocato
                     continue
                 launched.append(task)
                 launched_ids.add(task.task_id)
-                used.append(task.resources)
-                left = left - task.resources   # (one vector operation a task: pool - used was two with used + r)
+                used.append(need)
+                if left_millis is not None:   # (it fits: checked above)
+                    for name, amount in need.millis().items():
+                        rest = left_millis[name] - amount
+                        if rest > 0:
+                            left_millis[name] = rest
+                        else:
+                            del left_millis[name]
+                else:
+                    left = left - need   # (one vector operation a task: pool - used was two with used + r)
                 if task.executor is not None and task.executor.executor_id not in starting \
                         and (framework.id, task.executor.executor_id) not in agent.executors:
                     starting[task.executor.executor_id] = task.executor
                     used.append(task.executor.resources)
                     left = left - task.executor.resources
+            if left_millis is not None:
+                left = Resources.from_millis(left_millis)
             continue
         conversion = _conversion(number, operation, framework, principal, credentials)
         if not left.contains(conversion.removed):
@@ -267,11 +307,12 @@ def _executor_needs(framework: FrameworkRecord, task: TaskInfo, agent: AgentReco
     return EMPTY, None
 
 
-def _task_problem(framework: FrameworkRecord, task: TaskInfo, agent: AgentRecord, left: Resources,
-                  earlier: set[str]) -> str | None:
+def _task_problem(framework: FrameworkRecord, task: TaskInfo, agent: AgentRecord, earlier: set[str]) -> str | None:
     """Why ``task`` cannot launch (``earlier``: the ids launched before it
-    in the same ACCEPT), or None. O(resource kinds): an ACCEPT of 5,000
-    tasks used to scan the earlier ones for each (a stall of seconds)."""
+    in the same ACCEPT), or None — but for whether it fits in what is left
+    of the offers and its kill grace period, which the caller checks after
+    this, in that order. O(resource kinds): an ACCEPT of 5,000 tasks used
+    to scan the earlier ones for each (a stall of seconds)."""
     if not task.task_id:
         return "the task id is empty"
     if task.task_id in framework.tasks or task.task_id in earlier:
@@ -287,10 +328,6 @@ def _task_problem(framework: FrameworkRecord, task: TaskInfo, agent: AgentRecord
         return "a task id may not begin with the executors' reserved prefix"
     if not task.resources:
         return "the task asks for no resources"
-    if not left.contains(task.resources):
-        return f"task resources {task.resources} exceed what is left of the offers ({left})"
-    if task.kill_grace_period < 0:
-        return "kill_grace_period must be >= 0"
     return None
 
 

@@ -204,12 +204,14 @@ class CompletedTasks:
         self._by_id: dict[str, TaskRecord] = {}
 
     def add(self, task: TaskRecord, keep: int) -> None:
+        # (ids read from the infos: ``id`` is a property, a call each, three to four a task)
         self._tasks.append(task)
-        self._by_id[task.id] = task
+        self._by_id[task.info.task_id] = task
         while len(self._tasks) > keep:
             old = self._tasks.popleft()
-            if self._by_id.get(old.id) is old:   # an id may end twice (reused after it ended)
-                del self._by_id[old.id]
+            old_id = old.info.task_id
+            if self._by_id.get(old_id) is old:   # an id may end twice (reused after it ended)
+                del self._by_id[old_id]
 
     def get(self, task_id: str) -> TaskRecord | None:
         """The most recent ended task with this id still remembered. O(1)."""
