@@ -369,7 +369,8 @@ class CommandScheduler(Scheduler):
         if terminal:
             if self.placements.constraints:   # (only then was it placed: _place_constrained)
                 self.placements.remove(task_id)   # an ended instance no longer counts against a constraint
-            progress.exit_codes[task_id] = status.exit_code   # (LOST, DROPPED: failed; a one-shot runner does not retry)
+            # (LOST, DROPPED: failed; a one-shot runner does not retry)
+            progress.exit_codes[task_id] = status.exit_code
         progress.moved(task_id, before, state)
         progress.messages[task_id] = status.message
         if status.agent_id:

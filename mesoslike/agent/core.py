@@ -772,7 +772,8 @@ class AgentCore:
             if ended and not checkpoint.updates:
                 out.append(ForgetTask(*key))   # its story was told: a leftover
                 continue
-            task = _new_task(checkpoint.framework, checkpoint.task, holds_resources=checkpoint.holds_resources and not ended)
+            task = _new_task(checkpoint.framework, checkpoint.task,
+                             holds_resources=checkpoint.holds_resources and not ended)
             task.phase = _Phase.TERMINATED if ended or not task.holds_resources else _Phase.RECOVERING
             if task.alive:
                 self._hold_user(task.framework.principal, task.info.user, 1)
