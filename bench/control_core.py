@@ -25,7 +25,12 @@ update path (UPDATES of ``--batch`` statuses through ``DriverCore.receive``,
 the callbacks of a scheduler that does nothing, the acknowledgements
 batched and encoded; no socket). The master's figures keep their keys
 (``total`` is the master's); the others are ``agent.*``/``agent_total`` and
-``driver.update``, CPU µs a task (three updates a task).
+``driver.update``, CPU µs a task (three updates a task). ``--parts
+framework`` (not in the default) is the round's framework process in
+process: ``mesoslike run``'s ``CommandScheduler`` on a ``SchedulerDriver``,
+its offers (``framework.offers``) and each task's three updates in UPDATES
+frames of 250 (``framework.updates``), decoding and encoding included
+(``framework_total``).
 
 ``--tree DIR`` (repeatable): measure the code of each source tree too, each part in
 a child process of its own (its ``mesoslike`` first on the path), runs
@@ -230,6 +235,73 @@ def measure_driver(tasks: int, batch: int) -> dict[str, float]:
     return {"driver.update": 1e6 * spent / tasks}
 
 
+def measure_framework(tasks: int, batch: int, agents: int = 10, staging: int = 2000) -> dict[str, float]:
+    """The framework process of the control round in process: a
+    ``CommandScheduler`` (``mesoslike run``'s, staging up to ``staging``
+    tasks an agent as the round's) on a ``SchedulerDriver``, no socket. An
+    OFFERS of ``agents`` offers (``framework.offers``: decoded, the
+    scheduler's launches, the ACCEPTs encoded), then each launched task's
+    STARTING, RUNNING and FINISHED in UPDATES frames of ``batch``
+    (``framework.updates``: decoded, each update's callback, the
+    acknowledgements batched and encoded), until every task has ended; CPU
+    µs a task, the collector's passes included."""
+    import random
+    import threading
+
+    from mesoslike import Offer, Resources, SchedulerDriver
+    from mesoslike.driver.core import SubscriptionState
+    from mesoslike.driver.driver import DriverStatus
+    from mesoslike.wire import MasterInfo, TaskStatus
+    from mesoslike.wire import messages as m
+    from mesoslike.wire.batching import batch_frames, unbatched
+    from mesoslike.wire.codec import CODEC
+    from mesoslike_frameworks.command import CommandScheduler, framework_info
+
+    class Bench(CommandScheduler):
+        max_staging_per_agent = staging
+
+    scheduler = Bench("true", Resources.parse("cpus:0.01;mem:1"), tasks, "bench0")
+    driver = SchedulerDriver(scheduler, framework_info("bench0", "*"), master="tcp://127.0.0.1:1")
+    core = driver._core
+    core.state = SubscriptionState.SUBSCRIBING
+    driver._status, driver._thread = DriverStatus.RUNNING, threading.current_thread()   # its calls act at once
+    driver._execute(core.receive(m.Subscribed("fw-0", 0.0, MasterInfo("m", "tcp://127.0.0.1:1"),
+                                              accepts_batches=True)))
+    driver._run_pending()
+    frames: list = []
+    driver._send = lambda message: frames.extend(batch_frames(message, CODEC.encode))  # type: ignore[method-assign]
+    rng = random.Random(1)
+    spent = {"offers": 0.0, "updates": 0.0}
+    messages = {"STARTING": "", "RUNNING": "started as pid 1", "FINISHED": "command exited with status 0"}
+    offer_round = 0
+
+    def step(kind: str, frame: bytes) -> None:
+        began = time.thread_time()
+        driver._take(CODEC.decode(frame))
+        driver._run_pending()
+        driver._send_outgoing()
+        spent[kind] += time.thread_time() - began
+
+    while not scheduler.finished.is_set():
+        offer_round += 1
+        offers = [Offer(id=f"o{offer_round}-{i}", agent_id=f"agent-{i}", hostname=f"sim-{i}",
+                        resources=Resources.parse("cpus:1000;mem:1000000"), framework_id="fw-0")
+                  for i in range(agents)]
+        frames.clear()
+        step("offers", CODEC.encode(m.Offers(offers)))
+        launched = [(task.task_id, task.agent_id) for frame in frames for message in unbatched(CODEC.decode(frame))
+                    if isinstance(message, m.Accept) for task in message.tasks]
+        for state in ("STARTING", "RUNNING", "FINISHED"):
+            for i in range(0, len(launched), batch):
+                statuses = [TaskStatus(task_id, f"TASK_{state}", agent_id=agent_id, message=messages[state],
+                                       source="SOURCE_AGENT", uuid=f"{rng.getrandbits(128):032x}",
+                                       timestamp=1.0, exit_code=0 if state == "FINISHED" else None,
+                                       framework_id="fw-0") for task_id, agent_id in launched[i:i + batch]]
+                frames.clear()
+                step("updates", CODEC.encode(m.Updates(statuses)))
+    return {"framework." + kind: 1e6 * seconds / tasks for kind, seconds in spent.items()}
+
+
 def best(tasks: int, agents: int, batch: int, repeat: int, parts: list[str] | None = None) -> dict[str, float]:
     out: dict[str, float] = {}
     parts = parts or ["master"]
@@ -243,6 +315,11 @@ def best(tasks: int, agents: int, batch: int, repeat: int, parts: list[str] | No
         out.update({**{k: round(v, 2) for k, v in total.items()}, "agent_total": round(sum(total.values()), 2)})
     if "driver" in parts:
         out["driver.update"] = round(min(measure_driver(tasks, batch)["driver.update"] for _ in range(repeat)), 2)
+    if "framework" in parts:
+        runs = [measure_framework(tasks, 250) for _ in range(repeat)]
+        total = min(runs, key=lambda r: sum(r.values()))
+        out.update({**{k: round(v, 2) for k, v in total.items()},
+                    "framework_total": round(sum(total.values()), 2)})
     return out
 
 
@@ -255,7 +332,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds, the trees interleaved")
     parser.add_argument("--tree", action="append", default=[], help="another source tree to measure beside this")
     parser.add_argument("--parts", default="master,agent,driver",
-                        help="which cores to measure, comma-separated: master, agent, driver")
+                        help="which cores to measure, comma-separated: master, agent, driver, framework")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help="write the result JSON here")
     args = parser.parse_args()
@@ -271,7 +348,8 @@ def main() -> int:
                 child = subprocess.run(   # behind (the master's cores, for the collector) is not the next one's
                     [sys.executable, str(Path(__file__).resolve()), "--child", "--tasks", str(args.tasks), "--agents",
                      str(args.agents), "--batch", str(args.batch), "--repeat", str(args.repeat), "--parts", part],
-                    cwd=tree, check=True, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(tree)))
+                    cwd=tree, check=True, capture_output=True, text=True,
+                    env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), str(tree / "frameworks")])))
                 figures.update(json.loads(child.stdout.strip().splitlines()[-1]))
             results[str(tree)].append(figures)
             print(f"round {r + 1} {tree}: {results[str(tree)][-1]} (load {os.getloadavg()[0]:.1f})",

@@ -464,6 +464,10 @@ class Resources:
         """The range kinds present, sorted."""
         return sorted(self._ranges)
 
+    def has_ranges(self) -> bool:
+        """Whether any range kind is present (``bool(range_names())`` without the list)."""
+        return bool(self._ranges)
+
     @classmethod
     def from_millis(cls, millis: Mapping[str, int]) -> Resources:
         """Scalars from exact thousandths (the inverse of :meth:`millis`);

@@ -367,8 +367,10 @@ class CommandScheduler(Scheduler):
             return
         terminal = state in TERMINAL_STATES
         if terminal:
-            self.placements.remove(task_id)   # an ended instance no longer counts against a constraint
-            progress.exit_codes[task_id] = status.exit_code   # (LOST, DROPPED: failed; a one-shot runner does not retry)
+            if self.placements.constraints:   # (only then was it placed: _place_constrained)
+                self.placements.remove(task_id)   # an ended instance no longer counts against a constraint
+            # (LOST, DROPPED: failed; a one-shot runner does not retry)
+            progress.exit_codes[task_id] = status.exit_code
         progress.moved(task_id, before, state)
         progress.messages[task_id] = status.message
         if status.agent_id:

@@ -27,6 +27,7 @@ import signal as signal_module
 from typing import Any, Callable
 
 import attrs
+import msgspec
 
 from mesoslike.agent.commands import (CheckpointAgent, CheckpointReservations, CheckpointTask, Command,
                                       DeliverMessage, ForgetTask, KillTask, LaunchTask, Reconnect, SendToExecutor,
@@ -141,38 +142,49 @@ class _Phase:
     TERMINATED = "terminated"  # exited (or never started); waiting for its terminal update's ack
 
 
-class _Task:
-    __slots__ = ("framework", "info", "phase", "state", "pid", "killing", "kill_requested", "kill_why",
-                 "holds_resources", "released", "orphaned", "limitation", "limitation_message", "healthy",
-                 "executor_uuid", "container_status", "addressed")
+class _Task(msgspec.Struct, gc=False):
+    """A task the agent knows (:func:`_new_task` makes one). A mutable
+    msgspec Struct the collector does not track (``gc=False``: it holds no
+    reference back to anything that holds it, so it is in no cycle): one
+    lives from a task's launch to its terminal update's acknowledgement,
+    and a tracked one was passed over by each young and middle collection
+    it outlived; built in C, not by an ``__init__`` of seventeen
+    assignments."""
 
-    def __init__(self, framework: FrameworkInfo, info: TaskInfo, holds_resources: bool) -> None:
-        self.framework = framework
-        self.info = info
-        self.phase = _Phase.LAUNCHING if holds_resources else _Phase.TERMINATED
-        self.state = TaskState.STAGING
-        self.pid: int | None = None
-        self.killing = False          # a KillTask went out: the exit is TASK_KILLED
-        self.kill_requested = False   # killed before its process existed
-        self.kill_why = ""
-        self.holds_resources = holds_resources
-        #: its framework was shut down: the master gave its resources back at once (as Mesos's does), so
-        #: launches no longer wait for them while it dies (see AgentCore.free)
-        self.released = False
-        self.orphaned = False         # after SHUTDOWN_AGENT: no updates, only resources to free
-        self.limitation = ""          # a REASON_CONTAINER_LIMITATION_*: killed for it, ends TASK_FAILED
-        self.limitation_message = ""
-        self.healthy: bool | None = None  # its health check's latest verdict, carried by its updates
-        self.executor_uuid = ""       # the latest update of its custom executor taken (a resend is only acked)
-        #: its container (isolators, image, host pid), carried by its updates once its process runs
-        self.container_status: ContainerStatus | None = None
-        #: (the container its updates told last, the address, that container with the address): its next
-        #: updates carry the same object while neither changed (AgentCore._addressed_container)
-        self.addressed: tuple[ContainerStatus | None, str, ContainerStatus | None] | None = None
+    framework: FrameworkInfo
+    info: TaskInfo
+    phase: str
+    holds_resources: bool
+    #: (framework id, task id): its key in the task table and the update streams, made once
+    key: TaskKey
+    state: str = TaskState.STAGING
+    pid: int | None = None
+    killing: bool = False          # a KillTask went out: the exit is TASK_KILLED
+    kill_requested: bool = False   # killed before its process existed
+    kill_why: str = ""
+    #: its framework was shut down: the master gave its resources back at once (as Mesos's does), so
+    #: launches no longer wait for them while it dies (see AgentCore.free)
+    released: bool = False
+    orphaned: bool = False         # after SHUTDOWN_AGENT: no updates, only resources to free
+    limitation: str = ""           # a REASON_CONTAINER_LIMITATION_*: killed for it, ends TASK_FAILED
+    limitation_message: str = ""
+    healthy: bool | None = None  # its health check's latest verdict, carried by its updates
+    executor_uuid: str = ""        # the latest update of its custom executor taken (a resend is only acked)
+    #: its container (isolators, image, host pid), carried by its updates once its process runs
+    container_status: ContainerStatus | None = None
+    #: (the container its updates told last, the address, that container with the address): its next
+    #: updates carry the same object while neither changed (AgentCore._addressed_container)
+    addressed: tuple[ContainerStatus | None, str, ContainerStatus | None] | None = None
 
     @property
     def alive(self) -> bool:
         return self.phase != _Phase.TERMINATED
+
+
+def _new_task(framework: FrameworkInfo, info: TaskInfo, holds_resources: bool) -> _Task:
+    """A task record: launching if it holds resources, else terminated (a refused launch's)."""
+    return _Task(framework, info, _Phase.LAUNCHING if holds_resources else _Phase.TERMINATED, holds_resources,
+                 (framework.id, info.task_id))
 
 
 # =================================================================== core
@@ -436,7 +448,7 @@ class AgentCore:
     def _use(self, held: Resources) -> None:
         """``self._used = self._used + held`` without the vector while
         neither has ranges (a launch: 1.7 µs a task for a new vector)."""
-        if self._used_plain and not held.range_names():
+        if self._used_plain and not held.has_ranges():
             used = self._used_millis
             for name, amount in held.millis().items():
                 used[name] = used.get(name, 0) + amount
@@ -469,7 +481,7 @@ class AgentCore:
         quantities all above zero) fits where ``total - used >= need``, kind
         by kind. Ranges (ports), or released resources: :attr:`free` itself.
         (``tests/test_agent_core.py::test_fits_is_free_contains``)"""
-        if not self._released.is_empty() or need.range_names():
+        if self._released is not EMPTY and not self._released.is_empty() or need.has_ranges():
             return self.free.contains(need)
         total, used = self._info.resources.millis(), self._used_millis
         for name, amount in need.millis().items():
@@ -519,6 +531,8 @@ class AgentCore:
         one ``attrs.evolve`` between them, not one each (a frozen value,
         shared as the bare one is)."""
         container = self._container_of(task)
+        if container is None:   # (not started yet: the bare one, made once an address; no tuple a task)
+            return self._with_address(None)
         kept = task.addressed
         if kept is not None and kept[0] is container and kept[1] == self.ip_address:
             return kept[2]
@@ -758,7 +772,8 @@ class AgentCore:
             if ended and not checkpoint.updates:
                 out.append(ForgetTask(*key))   # its story was told: a leftover
                 continue
-            task = _Task(checkpoint.framework, checkpoint.task, holds_resources=checkpoint.holds_resources and not ended)
+            task = _new_task(checkpoint.framework, checkpoint.task,
+                             holds_resources=checkpoint.holds_resources and not ended)
             task.phase = _Phase.TERMINATED if ended or not task.holds_resources else _Phase.RECOVERING
             if task.alive:
                 self._hold_user(task.framework.principal, task.info.user, 1)
@@ -973,7 +988,7 @@ class AgentCore:
             log.warning("RUN_TASK %s/%s while unregistered dropped", *key)
             return []
         if self._draining:
-            record = _Task(framework, task, holds_resources=False)
+            record = _new_task(framework, task, holds_resources=False)
             self._tasks[key] = record
             return self._update(record, TaskState.DROPPED, "the agent is draining", reason=REASON_AGENT_DRAINING)
         if task.executor is not None:
@@ -983,13 +998,13 @@ class AgentCore:
             problem, reason = self._user_problem(framework, task.user), REASON_TASK_UNAUTHORIZED
         if problem:
             log.warning("RUN_TASK %s/%s refused: %s", framework.id, task.task_id, problem)
-            record = _Task(framework, task, holds_resources=False)
+            record = _new_task(framework, task, holds_resources=False)
             self._tasks[key] = record
             return self._update(record, TaskState.ERROR, problem, reason=reason)
         # the launch carries the secrets' values; the record keeps none (what it reports, checkpoints, shows):
         # without_secret_values, not called for a task with no secrets and no container (most: it is the task)
         record = _Task(framework, task if not task.environment_secrets and task.container is None
-                       else without_secret_values(task), holds_resources=True)
+                       else without_secret_values(task), _Phase.LAUNCHING, True, key)
         self._tasks[key] = record
         self._hold_user(framework.principal, task.user, 1)
         self._use(task.resources)
@@ -1016,8 +1031,10 @@ class AgentCore:
         executors of another principal (docs/security.rst, "One unix user,
         one principal"), and the operator did not let principals share it.
         O(principals running as that user); nothing in an anonymous cluster."""
+        if not framework.principal:   # (first: nothing to look up in an anonymous cluster)
+            return ""
         unix_user = self.task_users.unix_user(user)
-        if not framework.principal or self.task_users.may_share(unix_user):
+        if self.task_users.may_share(unix_user):
             return ""
         if any(principal != framework.principal for principal in self._user_holders.get(unix_user, ())):
             return (f"unix user {unix_user!r} runs tasks of another principal on this agent, and tasks of two "
@@ -1029,7 +1046,9 @@ class AgentCore:
         """A live task or executor of ``principal`` asking for ``user``
         begins (``delta`` 1) or ends (-1): the index :meth:`_user_problem` reads."""
         unix_user = self.task_users.unix_user(user)
-        holders = self._user_holders.setdefault(unix_user, {})
+        holders = self._user_holders.get(unix_user)
+        if holders is None:   # (not setdefault: its new dict made on every call, two a task)
+            holders = self._user_holders[unix_user] = {}
         count = holders.get(principal, 0) + delta
         if count > 0:
             holders[principal] = count
@@ -1044,7 +1063,7 @@ class AgentCore:
             if not self._agent_id:
                 return []
             # tell the master, reliably, so its bookkeeping of a task it thinks is here ends
-            record = _Task(FrameworkInfo(name="", id=msg.framework_id),
+            record = _new_task(FrameworkInfo(name="", id=msg.framework_id),
                            TaskInfo(msg.task_id, self._agent_id, "", EMPTY), holds_resources=False)
             self._tasks[(msg.framework_id, msg.task_id)] = record
             return self._update(record, TaskState.LOST, "unknown task", reason=REASON_TASK_UNKNOWN)
@@ -1130,7 +1149,7 @@ class AgentCore:
         if task.released:
             task.released = False
             self._released = self._released.subtract_clamped(task.info.resources)
-        key = (task.framework.id, task.info.task_id)
+        key = task.key
         log.info("task %s/%s: %s (%s)", key[0], key[1], state, message)
         if task.orphaned:
             del self._tasks[key]
@@ -1202,14 +1221,14 @@ class AgentCore:
                            "resources: a framework's tasks naming one executor id must name the same executor")
         if problem:
             log.warning("RUN_TASK %s/%s refused: %s", framework.id, task.task_id, problem)
-            record = _Task(framework, task, holds_resources=False)
+            record = _new_task(framework, task, holds_resources=False)
             self._tasks[key] = record
             out = self._update(record, TaskState.ERROR, problem, reason=reason)
             if executor is None and self._registered:   # the master counted the executor as started: it is not
                 out.append(SendToMaster(m.ExecutorExited(self._agent_id, framework.id, task.executor.executor_id,
                                                          "never started: its first task was refused")))
             return out
-        record = _Task(framework, task, holds_resources=True)
+        record = _new_task(framework, task, holds_resources=True)
         self._tasks[key] = record
         self._hold_user(framework.principal, task.user, 1)
         self._use(task.resources)
@@ -1399,16 +1418,15 @@ class AgentCore:
     def _update(self, task: _Task, state: str, message: str, reason: str = "",
                 exit_code: int | None = None, source: str = SOURCE_AGENT, data: bytes = b"") -> list[Command]:
         """Queue a reliable update; send it now if it is the head."""
-        info = task.info
-        framework_id, task_id = task.framework.id, info.task_id
-        key = (framework_id, task_id)
+        key = task.key   # (made once a task: each update's stream entry holds it until acknowledged)
+        framework_id, task_id = key
         task.state = state
         # (what _status makes, without its call: three a task) the task's labels ride on each of its updates
-        # (issue 18 §5b)
+        # (issue 18 §5b): the task's own list, not a new empty one an update (a frozen status never changes it)
         status = TaskStatus(
             task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=source,
             reason=reason, uuid=random_uuid4(self._rng), timestamp=self._wall_clock(),
-            exit_code=exit_code, framework_id=framework_id, healthy=task.healthy, labels=info.labels or [],
+            exit_code=exit_code, framework_id=framework_id, healthy=task.healthy, labels=task.info.labels,
             data=data, container_status=self._addressed_container(task))
         head = self._streams.add(key, status)
         # written before it is sent: a sent update is never lost
@@ -1441,15 +1459,18 @@ class AgentCore:
         if acked is None:
             log.debug("ignoring acknowledgement %s of %s/%s: not the update in flight", msg.uuid, *key)
             return []
-        task = self._tasks.get(key)
         if acked.state in TERMINAL_STATES:
             self._streams.remove(key)
+            task = self._tasks.get(key)
             if task is not None and not task.alive:
                 del self._tasks[key]  # the task's story is told: forget it
                 return [ForgetTask(*key)] if self.checkpoint else []
             return []
-        out: list[Command] = ([CheckpointTask(key[0], key[1])] if self.checkpoint and task is not None
-                              and not task.orphaned else [])
+        out: list[Command] = []
+        if self.checkpoint:   # (the task looked up only then: two acknowledgements of a task's three need it not)
+            task = self._tasks.get(key)
+            if task is not None and not task.orphaned:
+                out.append(CheckpointTask(key[0], key[1]))
         if self._registered:
             update = self._streams.send_head(key, now)
             if update is not None:

@@ -562,11 +562,12 @@ class SchedulerDriver:
         for an InvokeCallback of each: its acknowledgement queued once it
         returns; none after a stop or an abort (a callback's own included)."""
         update_returned = self._core.update_returned
+        status_update = self.scheduler.status_update   # (looked up once a run, not once an update)
         for status in statuses:
             if self._stop_requested:
                 return
             try:
-                self.scheduler.status_update(self, status)
+                status_update(self, status)
             except BaseException as exc:   # (as _invoke)
                 self._callback_raised("status_update", exc)
                 return
