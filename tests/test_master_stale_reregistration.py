@@ -125,6 +125,20 @@ def test_a_newer_report_made_before_a_launch_reached_the_agent_does_not_end_the_
     assert [r.task.task_id for r in resent] == [unconfirmed]
 
 
+def test_a_newer_report_still_completes_a_task_whose_end_the_agent_reported_before():
+    """Kept are only tasks that run or were launched (PENDING, LIVE): one the agent reported ended
+    (ENDING: its updates on their way) and no longer lists is complete, as before."""
+    h = Harness()
+    fid = "fw-x"
+    h.send(FW, m.Subscribe(FrameworkInfo("pa", id=fid, partition_aware=True)))
+    ended = m.RunningTask(fid, task("done", "agent-x"), TaskState.FINISHED, update_state=TaskState.RUNNING)
+    framework = FrameworkInfo("pa", id=fid, partition_aware=True)
+    h.send(AG, m.ReregisterAgent(INFO.replace(id="agent-x"), [ended], [framework], incarnation="inc-1", sequence=4))
+    assert h.core.frameworks[fid].tasks["done"].phase.name == "ENDING"
+    h.send(AG, report(h, "agent-x", fid, [], 5))
+    assert "done" not in h.core.frameworks[fid].tasks and h.core.counters["unreported_tasks_kept"] == 0
+
+
 def test_a_restarted_agent_new_incarnation_lower_number_is_admitted_and_its_unreported_tasks_lost():
     h = Harness()
     fid, aid = running_cluster(h)

@@ -26,7 +26,7 @@ from mesoslike.master.partitions import UnreachableAgent, agents_to_forget
 from mesoslike.master.reconciliation import Reconciliation
 from mesoslike.master.records import (MAX_ATTRIBUTES, AgentRecord, FrameworkRecord, ReportedStatus, TaskRecord, clip,
                                       new_status)
-from mesoslike.master.task_lifecycle import Action, Event, Phase, process
+from mesoslike.master.task_lifecycle import HOLDING, Action, Event, Phase, process
 from mesoslike.resources import Resources
 from mesoslike.wire import TERMINAL_STATES, AgentInfo, FrameworkInfo, TaskState
 from mesoslike.wire import messages as m
@@ -574,29 +574,29 @@ class AgentLifecycle:
         lost it; those it reports are confirmed.
 
         ``same_incarnation``: the report is a newer one of the agent process
-        admitted before (:meth:`_repeated_report` took the older ones). That agent
-        process forgets no task silently — one it had it runs, or reports
-        ended until the master acknowledges the end — so a task it does not
-        report was launched here after the report was made: confirmed since
-        (the report was delayed past the task's updates), or its RUN_TASK is
-        still on its way or was lost (the launch is retried, and the task
-        ended after ``task_launch_attempts``, by the launch timeout). None
-        ends; each is counted (``unreported_tasks_kept``). Mesos's second
-        guard, asking the agent about such tasks (``reconcileKnownSlave``),
-        serves the same end."""
+        admitted before (:meth:`_repeated_report` took the older ones). That
+        agent process forgets no task silently — one it had it runs, or
+        reports ended until the master, which has its end by then,
+        acknowledges it — so a running or launched task (PENDING, LIVE) it
+        does not report was launched here after the report was made:
+        confirmed since (the report was delayed past the task's updates), or
+        its RUN_TASK is still on its way or was lost (the launch is retried,
+        and the task ended after ``task_launch_attempts``, by the launch
+        timeout). Those are kept, counted (``unreported_tasks_kept``); a task
+        whose end the agent reported (ENDING) completes as before. Mesos's
+        master asks the agent about such tasks instead
+        (``reconcileKnownSlave``)."""
         context = self._context
         still_running = {(r.framework_id, r.task.task_id) for r in reported}
-        unreported = agent.tasks - still_running
-        if same_incarnation and unreported:
-            context.counters["unreported_tasks_kept"] += len(unreported)
-            log.info("agent %s re-registered without %d task(s) launched after its report was made: kept",
-                     agent.id, len(unreported))
-            unreported = set()
-        for framework_id, task_id in sorted(unreported):
+        kept = 0
+        for framework_id, task_id in sorted(agent.tasks - still_running):
             found = context.frameworks.task(framework_id, task_id)
             if found is None:
                 continue
             record, task = found
+            if same_incarnation and task.phase in HOLDING:
+                kept += 1
+                continue
             actions = process(task, Event.NOT_REPORTED)   # the agent stays: what the task held is free again
             if Action.END in actions:
                 context.counters["tasks_unreported"] += 1
@@ -606,6 +606,10 @@ class AgentLifecycle:
             found = context.frameworks.task(framework_id, task_id)
             if found is not None and found[1].agent_id == agent.id:
                 self._delivery.end(found[0], found[1], process(found[1], Event.REPORTED), "", "", "")   # CONFIRM
+        if kept:
+            context.counters["unreported_tasks_kept"] += kept
+            log.info("agent %s re-registered without %d task(s) launched after its report was made: kept",
+                     agent.id, kept)
 
     def _forget_unreported_doomed(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
         """A known agent re-registered without tasks it was told to kill: they ended."""
