@@ -298,7 +298,7 @@ class AgentCore:
         self._told_unreachable = False       # "master unreachable" logged since the last registration
         self._next_registration: float | None = clock.now()
         self._register_attempts = 0   # since the last answer: how far the back-off has grown
-        #: this agent core's incarnation, sent with every REREGISTER_AGENT: random (not from ``rng``, which
+        #: this agent core's incarnation, sent with every (re-)registration: random (not from ``rng``, which
         #: tests seed alike: an agent started again must never pass for the one before), so that a master
         #: tells a restarted agent from a delayed report of this one (docs/reliability.rst, "Stale
         #: re-registrations"); settable before the first registration

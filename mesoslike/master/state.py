@@ -425,7 +425,7 @@ def master_metrics(core: MasterCore, transport: Mapping[str, int] | None = None)
           [({}, core.counters["tasks_unreported"])])
     _line(lines, "agent_reregistrations_stale_total", "counter",
           "Agents' re-registrations ignored as stale: numbered below the report of the same agent process "
-          "admitted since (sent before it, delayed in the network).",
+          "admitted since (sent before it, delayed in the network), or of an agent process a restart replaced.",
           [({}, core.counters["reregistrations_stale"])])
     _line(lines, "unreported_tasks_kept_total", "counter",
           "Tasks a re-registering agent did not report that were kept: launched after the report was made "
