@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import secrets
 import signal as signal_module
 from typing import Any, Callable
 
@@ -308,6 +309,15 @@ class AgentCore:
         self._told_unreachable = False       # "master unreachable" logged since the last registration
         self._next_registration: float | None = clock.now()
         self._register_attempts = 0   # since the last answer: how far the back-off has grown
+        #: this agent core's incarnation, sent with every (re-)registration: random (not from ``rng``, which
+        #: tests seed alike: an agent started again must never pass for the one before), so that a master
+        #: tells a restarted agent from a delayed report of this one (docs/reliability.rst, "Stale
+        #: re-registrations"); settable before the first registration
+        self.incarnation = secrets.token_hex(8)
+        #: the last REREGISTER_AGENT sent and its number (``sequence``): the number rises when a report
+        #: differs from the last one; a retry of the same report repeats it, byte for byte
+        self._last_report: m.ReregisterAgent | None = None
+        self._report_sequence = 0
         self._drain_deadline: float | None = None   # after SHUTDOWN_AGENT: register once tasks are gone
         self._master: MasterInfo | None = None
         self._master_accepts_batches = False
@@ -852,7 +862,7 @@ class AgentCore:
         if not self._agent_id:
             log.info("registering with the master")
             return SendToMaster(m.RegisterAgent(self.info, version=self.version, http_address=self.http_address,
-                                                accepts_batches=True))
+                                                accepts_batches=True, incarnation=self.incarnation))
         # the tasks it runs, and those that ended but whose terminal update is
         # not acknowledged yet (docs/wire.rst): a master must not think those
         # lost; their pending updates go out once it answers
@@ -869,9 +879,14 @@ class AgentCore:
             if framework.principal_receipt or framework.id not in frameworks:
                 frameworks[framework.id] = framework
         log.info("re-registering as %s with %d tasks", self._agent_id, len(running))
-        return SendToMaster(m.ReregisterAgent(self.info, running, list(frameworks.values()), version=self.version,
-                                              http_address=self.http_address, accepts_batches=True,
-                                              executors=executors, receipt=self._receipt))
+        report = m.ReregisterAgent(self.info, running, list(frameworks.values()), version=self.version,
+                                   http_address=self.http_address, accepts_batches=True, executors=executors,
+                                   receipt=self._receipt, incarnation=self.incarnation,
+                                   sequence=self._report_sequence)
+        if report != self._last_report:   # a new report (not a retry of the last one): the next number
+            self._report_sequence += 1
+            report = self._last_report = msgspec.structs.replace(report, sequence=self._report_sequence)
+        return SendToMaster(report)
 
     def _update_state(self, key: TaskKey) -> str:
         """The state of the task's oldest unacknowledged update ("" : none):

@@ -26,7 +26,7 @@ from mesoslike.master.partitions import UnreachableAgent, agents_to_forget
 from mesoslike.master.reconciliation import Reconciliation
 from mesoslike.master.records import (MAX_ATTRIBUTES, AgentRecord, FrameworkRecord, ReportedStatus, TaskRecord, clip,
                                       new_status)
-from mesoslike.master.task_lifecycle import Action, Event, Phase, process
+from mesoslike.master.task_lifecycle import HOLDING, Action, Event, Phase, process
 from mesoslike.resources import Resources
 from mesoslike.wire import TERMINAL_STATES, AgentInfo, FrameworkInfo, TaskState
 from mesoslike.wire import messages as m
@@ -42,6 +42,8 @@ EMPTY = Resources()
 #: the frames a turn handles (the runtime's batch of 2,000): the PONGs, which go first, leave room
 #: for the rest
 PING_CHUNK = 1000
+#: the longest agent incarnation remembered (the agent's is 16 characters): a longer one is taken as none
+MAX_INCARNATION = 64
 
 
 class AgentLifecycle:
@@ -116,6 +118,8 @@ class AgentLifecycle:
         agent_id = context.agents.new_id(context.registry.agents)
         info = msg.agent.replace(id=agent_id, principal=principal or "")
         self._admit(peer, info, {}, msg.http_address)
+        if msg.incarnation and len(msg.incarnation) <= MAX_INCARNATION:   # its reports come next (number 1 on)
+            context.agents.records[agent_id].incarnation = msg.incarnation
         log.info("agent %s (%s) registered with %s", agent_id, clip(info.hostname), info.resources)
 
     def registered_message(self, info: AgentInfo) -> m.AgentRegistered:
@@ -190,18 +194,63 @@ class AgentLifecycle:
                 self._readmit_unreachable(peer, msg, unreachable)
             else:
                 self._admit_reregistered(peer, msg, returning=unreachable is not None)
+            if msg.incarnation:   # (old agents and bench/'s simulated ones send none: nothing to remember)
+                self._note_report(context.agents.records.get(info.id), msg)
+            return
+        incarnation = _incarnation(msg)
+        same = bool(incarnation) and incarnation == record.incarnation
+        if (same and msg.sequence <= record.sequence) or (incarnation and incarnation == record.earlier_incarnation):
+            self._repeated_report(peer, record, msg, same)
             return
         self.settle()   # a known agent's tasks are compared with those it reports
         context.agents.connect(record, peer, context.owner(peer))
         record.pings_unanswered = 0
         record.http_address = msg.http_address
-        self._lose_unreported_tasks(record, msg.tasks)
+        self._lose_unreported_tasks(record, msg.tasks, same_incarnation=same)
         self._forget_unreported_doomed(record, msg.tasks)
         self._reconcile_executors(record, msg.executors)
         self._update(record, info)
         self._frameworks.bind_reported(msg.frameworks)
+        self._note_report(record, msg)
         context.out.send(peer, self.registered_message(record.info))
         log.info("agent %s re-registered", record.id)
+
+    def _note_report(self, agent: AgentRecord | None, msg: m.ReregisterAgent) -> None:
+        """``agent`` was admitted with ``msg``'s report: a report of its
+        incarnation numbered lower is stale from now on, and so is any of the
+        incarnation it replaced (that agent process is gone). O(1)."""
+        if agent is not None:
+            incarnation = _incarnation(msg)
+            if agent.incarnation and incarnation != agent.incarnation:
+                agent.earlier_incarnation = agent.incarnation
+            agent.incarnation, agent.sequence = incarnation, msg.sequence
+
+    def _repeated_report(self, peer: bytes, agent: AgentRecord, msg: m.ReregisterAgent, same: bool) -> None:
+        """A registered agent's report numbered as the one admitted, or lower,
+        by the same incarnation (``same``), or one of the incarnation that
+        agent process replaced. The same number: a retry of the admitted
+        report (its answer was lost, or its frame is no longer remembered
+        for the runtime's byte-for-byte check): answered again, its tasks
+        not compared again — tasks launched since the report was made are
+        not in it. Lower, or the replaced process's: stale — sent before the
+        admitted one and delayed in the network (several attempts over fresh
+        connections, a lossy network); its tasks are older than what the
+        master knows, so nothing is reconciled, the agent's connection stays
+        where it is, and no answer goes out (the agent has its answer, or is
+        retrying with a newer report); counted (``reregistrations_stale``)
+        and logged once per agent. O(1)."""
+        context = self._context
+        if same and msg.sequence == agent.sequence:
+            context.counters["registration_retries"] += 1
+            context.agents.connect(agent, peer, context.owner(peer))
+            agent.pings_unanswered = 0
+            context.out.send(peer, self.registered_message(agent.info))
+            return
+        context.counters["reregistrations_stale"] += 1
+        context.log_once(agent.id, "stale re-registration",
+                         f"agent {agent.id}: a stale re-registration ignored (report {msg.sequence} of incarnation "
+                         f"{clip(msg.incarnation)}, {len(msg.tasks)} task(s); report {agent.sequence} of incarnation "
+                         f"{clip(agent.incarnation)} was admitted since: this one was sent before it and delayed)")
 
     def _unproven(self, peer: bytes, principal: str | None, agent_id: str, receipt: str) -> bool:
         """An agent re-registers under an id neither this master nor its
@@ -517,17 +566,37 @@ class AgentLifecycle:
             context.registry_changed()
         agent.registry_change = context.registry_changes
 
-    def _lose_unreported_tasks(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
-        """As Mesos does: a task the agent does not report ends TASK_LOST
-        (TASK_DROPPED for a partition-aware framework) — it never reached the
-        agent, or the agent lost it; those it reports are confirmed."""
+    def _lose_unreported_tasks(self, agent: AgentRecord, reported: list[m.RunningTask],
+                               same_incarnation: bool = False) -> None:
+        """As Mesos did before it reconciled through the agent: a task the
+        agent does not report ends TASK_LOST (TASK_DROPPED for a
+        partition-aware framework) — it never reached the agent, or the agent
+        lost it; those it reports are confirmed.
+
+        ``same_incarnation``: the report is a newer one of the agent process
+        admitted before (:meth:`_repeated_report` took the older ones). That
+        agent process forgets no task silently — one it had it runs, or
+        reports ended until the master, which has its end by then,
+        acknowledges it — so a running or launched task (PENDING, LIVE) it
+        does not report was launched here after the report was made:
+        confirmed since (the report was delayed past the task's updates), or
+        its RUN_TASK is still on its way or was lost (the launch is retried,
+        and the task ended after ``task_launch_attempts``, by the launch
+        timeout). Those are kept, counted (``unreported_tasks_kept``); a task
+        whose end the agent reported (ENDING) completes as before. Mesos's
+        master asks the agent about such tasks instead
+        (``reconcileKnownSlave``)."""
         context = self._context
         still_running = {(r.framework_id, r.task.task_id) for r in reported}
+        kept = 0
         for framework_id, task_id in sorted(agent.tasks - still_running):
             found = context.frameworks.task(framework_id, task_id)
             if found is None:
                 continue
             record, task = found
+            if same_incarnation and task.phase in HOLDING:
+                kept += 1
+                continue
             actions = process(task, Event.NOT_REPORTED)   # the agent stays: what the task held is free again
             if Action.END in actions:
                 context.counters["tasks_unreported"] += 1
@@ -537,6 +606,10 @@ class AgentLifecycle:
             found = context.frameworks.task(framework_id, task_id)
             if found is not None and found[1].agent_id == agent.id:
                 self._delivery.end(found[0], found[1], process(found[1], Event.REPORTED), "", "", "")   # CONFIRM
+        if kept:
+            context.counters["unreported_tasks_kept"] += kept
+            log.info("agent %s re-registered without %d task(s) launched after its report was made: kept",
+                     agent.id, kept)
 
     def _forget_unreported_doomed(self, agent: AgentRecord, reported: list[m.RunningTask]) -> None:
         """A known agent re-registered without tasks it was told to kill: they ended."""
@@ -806,6 +879,11 @@ class _PendingTasks(NamedTuple):
     #: the wall clock and the clock when it was admitted (the records' status time and launch time)
     wall: float
     launched: float
+
+
+def _incarnation(msg: m.ReregisterAgent) -> str:
+    """The agent incarnation a re-registration names ("": none, or one longer than the master keeps)."""
+    return msg.incarnation if len(msg.incarnation) <= MAX_INCARNATION else ""
 
 
 def _delivered_state(running: m.RunningTask) -> str:

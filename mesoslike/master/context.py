@@ -40,7 +40,8 @@ _COUNTERS = ("messages_received", "bad_messages", "tasks_launched", "tasks_inval
              "tasks_unreported", "updates_reforwarded", "updates_held_back", "updates_settled_by_master",
              "reservation_operations", "operations_refused", "agents_unreachable", "agents_reachable_again",
              "agent_removals_canceled", "agents_gone", "unreachable_agents_forgotten", "reconcile_answers_held",
-             "tasks_killed_on_return", "registrations_repeated", "registration_retries_ignored")
+             "tasks_killed_on_return", "registrations_repeated", "registration_retries_ignored",
+             "reregistrations_stale", "unreported_tasks_kept")
 
 
 class CoreContext:

@@ -295,6 +295,13 @@ class AgentRecord:
     #: the core's registry changes (``registry_changes``) once its admission or update was made: until the
     #: registry holds that many, its AGENT_REGISTERED is held and a retry of its registration is ignored
     registry_change: int = 0
+    #: the incarnation and the report number (REREGISTER_AGENT's ``incarnation``, ``sequence``) of the
+    #: last re-registration admitted ("": none known — a first registration, an older agent): a report of
+    #: the same incarnation numbered lower is stale (docs/reliability.rst, "Stale re-registrations")
+    incarnation: str = ""
+    sequence: int = 0
+    #: the incarnation the current one replaced (the agent restarted): its reports are all stale
+    earlier_incarnation: str = ""
 
     @property
     def id(self) -> str:

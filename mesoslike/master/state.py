@@ -423,6 +423,14 @@ def master_metrics(core: MasterCore, transport: Mapping[str, int] | None = None)
     _line(lines, "tasks_unreported_total", "counter",
           "Tasks ended TASK_LOST/TASK_DROPPED because their agent re-registered without them.",
           [({}, core.counters["tasks_unreported"])])
+    _line(lines, "agent_reregistrations_stale_total", "counter",
+          "Agents' re-registrations ignored as stale: numbered below the report of the same agent process "
+          "admitted since (sent before it, delayed in the network), or of an agent process a restart replaced.",
+          [({}, core.counters["reregistrations_stale"])])
+    _line(lines, "unreported_tasks_kept_total", "counter",
+          "Tasks a re-registering agent did not report that were kept: launched after the report was made "
+          "(its agent process was the one admitted before).",
+          [({}, core.counters["unreported_tasks_kept"])])
     _line(lines, "status_update_retries_total", "counter",
           "Agents' update retries: forwarded again, held back (forwarded moments ago), or acknowledged by "
           "the master (the framework had acknowledged the update, or the task had ended).",

@@ -39,6 +39,8 @@ class RegisterAgent:
     http_address: str = ""
     #: the agent takes STATUS_UPDATE_ACKS and RUN_TASKS
     accepts_batches: bool = False
+    #: the agent process's incarnation (REREGISTER_AGENT's: its reports follow, numbered from 1)
+    incarnation: str = ""
 
 
 @message

@@ -333,6 +333,15 @@ class ReregisterAgent(msgspec.Struct, frozen=True, gc=False):
     #: the master's receipt for ``agent.id`` (AGENT_REGISTERED's): proves the id is this agent's
     #: principal's to a master without a registry (mesoslike.master.receipts)
     receipt: str = ""
+    #: the agent process's incarnation: a random id its agent core made when it started ("": unknown,
+    #: as from an older agent or bench/'s simulated ones — then no report is taken for stale)
+    incarnation: str = ""
+    #: the number of this report within the incarnation: it rises whenever the agent sends a report
+    #: that differs from its previous one, and a retry of the same report repeats it (the master
+    #: recognises such retries byte for byte). A master that admitted report N of an incarnation
+    #: takes a lower one for stale: sent before N, delayed in the network (docs/reliability.rst,
+    #: "Stale re-registrations")
+    sequence: int = 0
 
 
 @message
