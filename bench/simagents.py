@@ -89,8 +89,16 @@ def _real_agent_backoff() -> tuple[tuple[float, float], float]:
             float(defaults["register_jitter"].default))
 
 
+def _real_agent_standby_retry() -> float:
+    from mesoslike.agent.core import STANDBY_RETRY
+    return STANDBY_RETRY
+
+
 #: the real agent's registration back-off (today 10 s, its maximum: every delay 5-10 s, jitter 0.5)
 AGENT_BACKOFF, AGENT_JITTER = _real_agent_backoff()
+#: and its retry after a master that does not lead refused it (ERROR ``standby``): within [0.5, 1] x
+#: this, doubling while refusals go on (``mesoslike.agent.core.STANDBY_RETRY``)
+STANDBY_RETRY = _real_agent_standby_retry()
 #: after a connection drops with no new leader named: try the same address again this late
 RECONNECT_S = 5.0
 #: a mux stream takes registrations this many bytes at a time (see MuxAgents)
@@ -213,6 +221,7 @@ class Agents:
         self.connected = [False] * count
         self.registered = [False] * count
         self.backoff = [AGENT_BACKOFF[0]] * count
+        self.refusals = [0] * count   # since its last answer: refusals by a master that does not lead
         self.retries: list[tuple[float, int, int]] = []   # (when, agent, generation) heap
         self.generation = [0] * count
         self.rng = random.Random(first)
@@ -297,6 +306,7 @@ class Agents:
         for i in range(self.count):
             self.registered[i] = False
             self.backoff[i] = AGENT_BACKOFF[0]
+            self.refusals[i] = 0
             self.generation[i] += 1
             self._connect(i)
             self._schedule(now + self._retry_delay(i), i)
@@ -370,7 +380,8 @@ class Agents:
     def _message(self, i: int, body: bytes) -> None:
         import msgpack
 
-        kind = msgpack.unpackb(body, raw=False).get("type")
+        decoded = msgpack.unpackb(body, raw=False)
+        kind = decoded.get("type")
         if kind == "PING":
             self.stats["pings"] += 1
             self.stats["pongs"] += 1
@@ -393,7 +404,13 @@ class Agents:
             self.stats["errors"] += 1
             self.round["errors"] = self.round.get("errors", 0) + 1
             if self.stats["errors"] == 1:
-                emit({"event": "error", "message": msgpack.unpackb(body, raw=False).get("message")})
+                emit({"event": "error", "message": decoded.get("message")})
+            if decoded.get("standby") and not self.registered[i]:   # as the real agent: ask again soon
+                self.round["standby_refusals"] = self.round.get("standby_refusals", 0) + 1
+                delay = min(STANDBY_RETRY * 2 ** min(self.refusals[i], 8), AGENT_BACKOFF[1])
+                self.refusals[i] += 1
+                self.generation[i] += 1   # its back-off's retry is superseded (a new one follows this)
+                self._schedule(time.monotonic() + delay * self.rng.uniform(0.5, 1.0), i)
         else:
             other = self.stats["other"]
             other[kind] = other.get(kind, 0) + 1
@@ -529,6 +546,7 @@ class MuxAgents(Agents):
             self.index_of[self.identity[i]] = i
             self.registered[i] = False
             self.backoff[i] = AGENT_BACKOFF[0]
+            self.refusals[i] = 0
             self.generation[i] += 1
         self._open_stream()
         for i in range(self.count):

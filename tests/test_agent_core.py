@@ -132,6 +132,29 @@ def test_a_registration_sent_before_any_master_was_known_is_sent_again_once_one_
     assert core.registered
 
 
+def test_a_master_that_does_not_lead_yet_has_the_registration_sent_again_soon_not_after_the_back_off():
+    # after a failover ZooKeeper names the new leader to the agents before that master's election
+    # reaches its loop: its refusal (ERROR standby) has the agent ask again within [0.25, 0.5] s,
+    # doubling while refusals go on — not the 5-10 s of its back-off; any other error changes nothing
+    core, clock = make(rng=random.Random(7))
+    messages(core.tick())
+    backoff = core.next_wakeup() - clock.now()
+    assert backoff >= 5.0
+    assert core.on_message(m.Error("not authorized")) == []
+    assert core.next_wakeup() - clock.now() == backoff
+    delays = []
+    for _ in range(3):
+        assert core.on_message(m.Error("this master does not lead; the leader is not elected yet", standby=True)) == []
+        delays.append(core.next_wakeup() - clock.now())
+        clock.advance(delays[-1])
+        assert [type(msg) for msg in messages(core.tick())] == [m.RegisterAgent]
+    assert 0.25 <= delays[0] <= 0.5 and 0.5 <= delays[1] <= 1.0 and 1.0 <= delays[2] <= 2.0, delays
+    assert core.on_message(m.AgentRegistered("agent-1", MASTER, 10.0)) == []
+    assert core.registered
+    assert core.on_message(m.Error("this master does not lead", standby=True)) == []   # registered: nothing to do
+    assert core.next_wakeup() - clock.now() > 2.0
+
+
 @pytest.mark.parametrize("options, bounds", [
     # by default: 10 s, its maximum (a new leader of 100,000 agents answers them all in about as
     # long), each delay drawn from its upper half

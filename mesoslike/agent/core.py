@@ -98,6 +98,9 @@ REASON_CONTAINER_LAUNCH_FAILED = "REASON_CONTAINER_LAUNCH_FAILED"
 UPDATE_BACKOFF_INITIAL = 10.0
 UPDATE_BACKOFF_MAX = 600.0
 UPDATE_BACKOFF = Backoff(UPDATE_BACKOFF_INITIAL, UPDATE_BACKOFF_MAX, jitter=0.0)
+#: after a master that does not lead refused a registration (``ERROR`` with ``standby``): the next
+#: attempt within [0.5, 1] x this, doubling while refusals go on, at most the registration back-off
+STANDBY_RETRY = 0.5
 
 EMPTY = Resources()
 
@@ -309,6 +312,7 @@ class AgentCore:
         self._told_unreachable = False       # "master unreachable" logged since the last registration
         self._next_registration: float | None = clock.now()
         self._register_attempts = 0   # since the last answer: how far the back-off has grown
+        self._standby_refusals = 0   # since the last answer: refusals by a master that does not lead
         #: this agent core's incarnation, sent with every (re-)registration: random (not from ``rng``, which
         #: tests seed alike: an agent started again must never pass for the one before), so that a master
         #: tells a restarted agent from a delayed report of this one (docs/reliability.rst, "Stale
@@ -910,6 +914,7 @@ class AgentCore:
         self._registering = False
         self._next_registration = None
         self._register_attempts = 0
+        self._standby_refusals = 0
         self._master = msg.master
         self._ping_interval = msg.ping_interval
         self._master_accepts_batches = msg.accepts_batches
@@ -1500,6 +1505,17 @@ class AgentCore:
         return self._executors.shut_down(executor)
 
     def _error(self, msg: m.Error) -> list[Command]:
+        if msg.standby and self._registering and self._next_registration is not None:
+            # asked a master that does not lead yet: ZooKeeper names the new leader to agents before
+            # that master's own election reaches its loop. Ask again soon (jittered, doubling while it
+            # keeps refusing), not after the whole back-off (5-10 s by default)
+            delay = min(STANDBY_RETRY * 2 ** min(self._standby_refusals, 8), self._register_backoff.maximum)
+            self._standby_refusals += 1
+            soon = self.clock.now() + delay * self._rng.uniform(0.5, 1.0)
+            if soon < self._next_registration:
+                self._next_registration = soon
+            log.info("the master says: %s; registering again in %.2f s", msg.message, soon - self.clock.now())
+            return []
         (log.error if msg.fatal else log.warning)("the master says: %s", msg.message)
         return []
 

@@ -1134,7 +1134,7 @@ class MasterRuntime:
                 reply = m.StateReply(json.dumps({"leader": leader, "is_leader": False}))
             else:
                 address = leader.get("address") or "not elected yet"
-                reply = m.Error(f"this master does not lead; the leader is {address}")
+                reply = m.Error(f"this master does not lead; the leader is {address}", standby=True)
             self._server.send(peer, reply)
             if self._pending:   # read without the lock: a hint, the next turn feeds it
                 break

@@ -274,6 +274,9 @@ class Error:
     TYPE: ClassVar[str] = "ERROR"
     message: str
     fatal: bool = False
+    #: the master answering does not lead (a standby, or one whose election has not reached its loop
+    #: yet): a request is to be sent again, to the leader, soon — not after a whole back-off
+    standby: bool = False
 
 
 @message
