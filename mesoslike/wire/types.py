@@ -802,10 +802,6 @@ def _emptied(secret: Secret) -> Secret:
     return attrs.evolve(secret, value=b"") if secret.type == Secret.VALUE else secret
 
 
-#: the ``labels`` of every :class:`TaskStatus` without labels (never changed: a status is frozen, its labels with it)
-_NO_LABELS: list[Label] = []
-
-
 class TaskStatus(msgspec.Struct, frozen=True, gc=False):
     """A task's state change. ``uuid`` identifies a reliable update that must
     be acknowledged; updates the master makes up (reconciliation) have none.
@@ -839,11 +835,6 @@ class TaskStatus(msgspec.Struct, frozen=True, gc=False):
         labels = self.labels
         if labels or type(labels) is not list:   # (most statuses have none: one test)
             msgspec.structs.force_setattr(self, "labels", _label_list(labels))
-        elif labels is not _NO_LABELS:
-            # every status without labels shares one empty list: the new one each status was made or decoded
-            # with (three a task in each process) is freed at once, and none is left for the collector to pass
-            # over while a status is kept (the master keeps each task's latest)
-            msgspec.structs.force_setattr(self, "labels", _NO_LABELS)
 
     @property
     def terminal(self) -> bool:
